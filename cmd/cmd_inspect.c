@@ -1,0 +1,200 @@
+/* cmd_inspect.c - `tpconv inspect PATH`: what a checkpoint holds. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_buf.h"
+#include "tpc_format.h"
+#include "tpc_util.h"
+
+static const char *help =
+	"usage: tpconv inspect [options] PATH\n\n"
+	"List the tensors of a checkpoint: name, dtype, shape and bytes, then totals\n"
+	"(tensors, parameters, bytes) and a per-dtype summary. PATH is a file, an HF\n"
+	"sharded directory or a *.index.json; the format is detected from content.\n\n"
+	"Options:\n"
+	"  --json           machine-readable output (one JSON object on stdout)\n"
+	"  --hash           add the SHA-256 of each tensor's C-contiguous bytes\n"
+	"  --select PATH    only the subtree PATH of a nested checkpoint (e.g. ema_model)\n"
+	"  --globals        list every pickle global the file references, flag dangerous ones\n"
+	"  --strict         refuse pickle globals outside torch's weights_only allow-list\n"
+	"  -q, --quiet      errors only\n"
+	"  -v, --verbose    more detail on errors\n"
+	"  -h, --help       this help\n\n" TPC_EXIT_HELP;
+
+typedef struct dsum {
+	uint64_t count, params, bytes;
+} dsum;
+
+static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *hash)
+{
+	const tpc_tensor *t = &ck->t[i];
+	tpc_buf_adds(b, "{\"name\":");
+	tpc_buf_json_str(b, t->name, strlen(t->name), false);
+	tpc_buf_addf(b, ",\"dtype\":\"%s\",\"shape\":[", tpc_dtype_name(t->dtype));
+	for (int d = 0; d < t->ndim; d++)
+		tpc_buf_addf(b, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+	tpc_buf_addf(b, "],\"bytes\":%llu", (unsigned long long)t->nbytes);
+	if (!tpc_tensor_is_contiguous(t))
+		tpc_buf_adds(b, ",\"contiguous\":false");
+	if (t->storage >= 0 && ck->st[t->storage].key) {
+		tpc_buf_adds(b, ",\"storage\":");
+		tpc_buf_json_str(b, ck->st[t->storage].key, strlen(ck->st[t->storage].key), false);
+		tpc_buf_addf(b, ",\"storage_offset\":%lld", (long long)t->storage_offset);
+	}
+	if (t->flags & TPC_TF_QUANTIZED)
+		tpc_buf_adds(b, ",\"quantized\":true");
+	if (hash)
+		tpc_buf_addf(b, ",\"sha256\":\"%s\"", hash);
+	tpc_buf_addc(b, '}');
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"json", no_argument, NULL, 'j'},   {"hash", no_argument, NULL, 'H'},
+		{"select", required_argument, NULL, 's'}, {"globals", no_argument, NULL, 'g'},
+		{"strict", no_argument, NULL, 'S'}, {"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}};
+	bool json = false, hash = false, globals = false;
+	tpc_open_opts oo = {0, NULL, NULL};
+	tpc_ckpt ck;
+	tpc_err e;
+	int c, ret = 0;
+	dsum sums[TPC_DT_COUNT];
+	uint64_t params = 0, bytes = 0;
+	tpc_buf out = TPC_BUF_INIT;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = true; break;
+		case 'H': hash = true; break;
+		case 's': oo.select = optarg; break;
+		case 'g': globals = true; break;
+		case 'S': oo.flags |= TPC_OPEN_STRICT; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': fputs(help, stdout); return 0;
+		default:
+			return tpc_cli_usage("inspect", "unknown or incomplete option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return tpc_cli_usage("inspect", optind >= argc ? "missing PATH" : "expected one PATH, got '%s' too",
+				     optind < argc - 1 ? argv[optind + 1] : "");
+	const char *path = argv[optind];
+	tpc_err_init(&e);
+	tpc_ckpt_init(&ck);
+	if (globals && !(oo.globals = tpc_value_new(TPC_V_DICT))) {
+		tpc_err_nomem(&e);
+		ret = tpc_cli_fail(&e);
+		goto out;
+	}
+	if (tpc_ckpt_open(&ck, path, &oo, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto out;
+	}
+	memset(sums, 0, sizeof(sums));
+	for (size_t i = 0; i < ck.n; i++) {
+		const tpc_tensor *t = &ck.t[i];
+		sums[t->dtype].count++;
+		sums[t->dtype].params += t->numel;
+		sums[t->dtype].bytes += t->nbytes;
+		params += t->numel;
+		bytes += t->nbytes;
+	}
+	if (json) {
+		tpc_buf_adds(&out, "{\"path\":");
+		tpc_buf_json_str(&out, path, strlen(path), false);
+		tpc_buf_addf(&out, ",\"format\":\"%s\",\"files\":%zu,\"metadata\":{", ck.format ? ck.format : "?",
+			     ck.nsrc);
+		for (size_t i = 0; i < ck.nmeta; i++) {
+			if (i)
+				tpc_buf_addc(&out, ',');
+			tpc_buf_json_str(&out, ck.meta_k[i], strlen(ck.meta_k[i]), false);
+			tpc_buf_addc(&out, ':');
+			tpc_buf_json_str(&out, ck.meta_v[i], strlen(ck.meta_v[i]), false);
+		}
+		tpc_buf_adds(&out, "},\"tensors\":[");
+	} else {
+		char sz[32];
+		printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", path,
+		       ck.format ? ck.format : "?", ck.nsrc, ck.nsrc == 1 ? "" : "s", ck.n,
+		       (unsigned long long)params, tpc_fmt_size(bytes, sz, sizeof(sz)));
+		for (size_t i = 0; i < ck.nmeta; i++)
+			printf("# metadata %s = %s\n", ck.meta_k[i], ck.meta_v[i]);
+	}
+	int w = 4;
+	for (size_t i = 0; i < ck.n; i++) {
+		int l = (int)strlen(ck.t[i].name);
+		if (l > w)
+			w = l < 72 ? l : 72;
+	}
+	if (!json)
+		printf("%-*s  %-8s %-22s %14s%s\n", w, "name", "dtype", "shape", "bytes", hash ? "  sha256" : "");
+	for (size_t i = 0; i < ck.n; i++) {
+		const tpc_tensor *t = &ck.t[i];
+		char hx[65] = "", shp[256];
+		if (hash) {
+			uint8_t h[32];
+			if (tpc_ckpt_hash_tensor(&ck, t, h, &e)) {
+				ret = tpc_cli_fail(&e);
+				goto out;
+			}
+			tpc_hex(h, 32, hx);
+		}
+		if (json) {
+			if (i)
+				tpc_buf_addc(&out, ',');
+			json_tensor(&out, &ck, i, hash ? hx : NULL);
+		} else {
+			char nm[1024];
+			tpc_sanitize(nm, sizeof(nm), t->name);
+			printf("%-*s  %-8s %-22s %14llu%s%s%s\n", w, nm, tpc_dtype_name(t->dtype),
+			       tpc_shape_str(t, shp, sizeof(shp)), (unsigned long long)t->nbytes,
+			       hash ? "  " : "", hx,
+			       (t->flags & TPC_TF_QUANTIZED) ? "  (quantized)"
+			       : !tpc_tensor_is_contiguous(t) ? "  (strided view)" : "");
+		}
+	}
+	if (json) {
+		tpc_buf_addf(&out, "],\"totals\":{\"tensors\":%zu,\"parameters\":%llu,\"bytes\":%llu},\"dtypes\":{",
+			     ck.n, (unsigned long long)params, (unsigned long long)bytes);
+		bool first = true;
+		for (int d = 1; d < TPC_DT_COUNT; d++) {
+			if (!sums[d].count)
+				continue;
+			tpc_buf_addf(&out, "%s\"%s\":{\"tensors\":%llu,\"parameters\":%llu,\"bytes\":%llu}",
+				     first ? "" : ",", tpc_dtype_name((tpc_dtype)d),
+				     (unsigned long long)sums[d].count, (unsigned long long)sums[d].params,
+				     (unsigned long long)sums[d].bytes);
+			first = false;
+		}
+		tpc_buf_adds(&out, "}}\n");
+		if (out.oom) {
+			tpc_err_nomem(&e);
+			ret = tpc_cli_fail(&e);
+			goto out;
+		}
+		fwrite(out.p, 1, out.len, stdout);
+	} else {
+		char sz[32];
+		printf("# total: %zu tensors, %llu parameters, %llu bytes (%s)\n", ck.n,
+		       (unsigned long long)params, (unsigned long long)bytes, tpc_fmt_size(bytes, sz, sizeof(sz)));
+		for (int d = 1; d < TPC_DT_COUNT; d++)
+			if (sums[d].count)
+				printf("# %-8s %6llu tensors %14llu parameters %16llu bytes\n",
+				       tpc_dtype_name((tpc_dtype)d), (unsigned long long)sums[d].count,
+				       (unsigned long long)sums[d].params, (unsigned long long)sums[d].bytes);
+	}
+out:
+	tpc_buf_release(&out);
+	tpc_value_unref(oo.globals);
+	tpc_ckpt_release(&ck);
+	return ret;
+}

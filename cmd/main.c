@@ -1,0 +1,110 @@
+/* main.c - the tpconv command: subcommand dispatch, --help, --version. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "formats.h"
+#include "tpc_config.h"
+#include "tpc_io.h"
+
+int tpc_cli_verbose;
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+} cmds[] = {
+	{"inspect", cmd_inspect, "list the tensors, dtypes, shapes and sizes of a checkpoint"},
+	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tpconv [--version] [--help] <command> [<args>]\n\n"
+		   "A streaming converter and tensor-parallel sharder for model checkpoints.\n\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\nRun 'tpconv <command> --help' for a command's options.\n\n"
+		   "Formats read (detected by content, not by name):");
+	for (size_t i = 0; i < tpc_format_count(); i++)
+		fprintf(f, "%s %s", i ? "," : "", tpc_format_at(i)->name);
+	fprintf(f, ".\n\n" TPC_EXIT_HELP);
+}
+
+int tpc_cli_fail(const tpc_err *e)
+{
+	char buf[4096];
+	tpc_err_format(e, buf, sizeof(buf));
+	fprintf(stderr, "tpconv: error: %s\n", buf);
+	if (tpc_cli_verbose > 1 && e->where)
+		fprintf(stderr, "tpconv: (detected at %s)\n", e->where);
+	return tpc_status_exit(e->code ? e->code : TPC_EIO);
+}
+
+int tpc_cli_usage(const char *cmd, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "tpconv: error: %s (see 'tpconv %s --help')\n", msg, cmd);
+	return 2;
+}
+
+void tpc_cli_warn(const char *fmt, ...)
+{
+	va_list ap;
+	if (tpc_cli_verbose < 0)
+		return;
+	fputs("tpconv: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void tpc_cli_info(const char *fmt, ...)
+{
+	va_list ap;
+	if (tpc_cli_verbose < 1)
+		return;
+	fputs("tpconv: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+bool tpc_cli_progress_wanted(bool forced)
+{
+	if (tpc_cli_verbose < 0)
+		return false;
+	return forced || isatty(STDERR_FILENO);
+}
+
+int main(int argc, char **argv)
+{
+	tpc_formats_register_all();
+	tpc_io_install_signals();
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("tpconv %s\n", TPC_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "tpconv: error: unknown command '%s' (see 'tpconv --help')\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,11 @@
+/* formats.c - registers every format with the registry in lib/. */
+#include "formats.h"
+
+void tpc_formats_register_all(void)
+{
+	tpc_format_register(&tpc_fmt_safetensors);
+	tpc_format_register(&tpc_fmt_hf_index);
+#ifdef TPC_HAVE_TORCH_FORMAT
+	tpc_format_register(&tpc_fmt_torch);
+#endif
+}

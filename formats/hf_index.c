@@ -1,0 +1,475 @@
+/* hf_index.c - Hugging Face sharded checkpoints (FORMATS.md §3.5).
+ *
+ * Reading: a directory or a `*.index.json`. The index's weight_map names the
+ * shard of every tensor; each shard is opened through the registry (so
+ * safetensors and torch shards both work) into the same checkpoint, then the
+ * map and the files are checked against each other in both directions.
+ *
+ * Writing: tensors are packed greedily in checkpoint order, a new shard
+ * starting when the next tensor would push the current one past
+ * max_shard_size (a bigger tensor gets a shard of its own), as
+ * huggingface_hub does. Shards are written first, the index last, and the
+ * shards this run wrote are removed again if anything fails, so a set is
+ * complete or absent. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "formats.h"
+#include "tpc_buf.h"
+#include "tpc_util.h"
+
+#define INDEX_CAP (256u << 20)
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int detect(const char *path, const uint8_t *head, size_t n)
+{
+	if (!head)
+		return 50; /* a directory: we are the only format that reads those */
+	if (ends_with(path, ".json")) {
+		for (size_t i = 0; i < n; i++) {
+			if (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')
+				continue;
+			return head[i] == '{' ? 80 : 0;
+		}
+	}
+	return 0;
+}
+
+static void free_list(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static bool safe_rel_name(const char *f)
+{
+	if (!*f || f[0] == '/')
+		return false;
+	for (const char *p = f; *p;) {
+		const char *s = strchr(p, '/');
+		size_t l = s ? (size_t)(s - p) : strlen(p);
+		if ((l == 2 && !strncmp(p, "..", 2)) || l == 0)
+			return false;
+		p += l + (s ? 1 : 0);
+	}
+	return true;
+}
+
+int tpc_hf_index_from_buffer(const char *text, size_t len, const char *path, char ***names,
+			     char ***files, size_t *n, uint64_t *total_size, tpc_err *e)
+{
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	cJSON *wm, *md;
+	size_t cnt = 0, cap = 0, cap2 = 0;
+	char **nv = NULL, **fv = NULL;
+	int ret = 0;
+	*total_size = 0;
+	if (!root || !cJSON_IsObject(root)) {
+		ret = TPC_CORRUPT(e, path, -1, NULL, "index is not a JSON object");
+		goto out;
+	}
+	wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+	if (!cJSON_IsObject(wm)) {
+		ret = TPC_CORRUPT(e, path, -1, NULL, "index has no \"weight_map\" object");
+		goto out;
+	}
+	md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+	if (md && cJSON_IsObject(md)) {
+		cJSON *ts = cJSON_GetObjectItemCaseSensitive(md, "total_size");
+		if (cJSON_IsNumber(ts) && ts->valuedouble >= 0)
+			*total_size = (uint64_t)ts->valuedouble;
+	}
+	for (cJSON *it = wm->child; it; it = it->next) {
+		if (!cJSON_IsString(it)) {
+			ret = TPC_CORRUPT(e, path, -1, it->string, "weight_map value is not a file name");
+			goto out;
+		}
+		if (!safe_rel_name(it->valuestring)) {
+			ret = TPC_CORRUPT(e, path, -1, it->string,
+					  "weight_map names '%s', which is not a plain relative file name",
+					  it->valuestring);
+			goto out;
+		}
+		for (cJSON *p = wm->child; p != it; p = p->next)
+			if (!strcmp(p->string, it->string)) {
+				ret = TPC_CORRUPT(e, path, -1, it->string, "tensor listed twice in weight_map");
+				goto out;
+			}
+		if (tpc_grow((void **)&nv, &cap, cnt + 1, sizeof(char *)) ||
+		    tpc_grow((void **)&fv, &cap2, cnt + 1, sizeof(char *))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		nv[cnt] = tpc_strdup(it->string);
+		fv[cnt] = tpc_strdup(it->valuestring);
+		cnt++;
+		if (!nv[cnt - 1] || !fv[cnt - 1]) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	}
+out:
+	cJSON_Delete(root);
+	if (ret) {
+		free_list(nv, cnt);
+		free_list(fv, cnt);
+	} else {
+		*names = nv;
+		*files = fv;
+		*n = cnt;
+	}
+	return ret;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Merge the top-level items of a shard's object tree into the checkpoint's. */
+static int merge_root(tpc_ckpt *ck, tpc_value *prev, tpc_err *e)
+{
+	tpc_value *cur = ck->root;
+	if (!prev)
+		return 0;
+	if (!cur) {
+		ck->root = prev;
+		return 0;
+	}
+	if (prev->kind != TPC_V_DICT || cur->kind != TPC_V_DICT) {
+		tpc_value_unref(prev);
+		tpc_value_unref(cur);
+		ck->root = NULL; /* not mergeable: fall back to the flat tensor list */
+		return 0;
+	}
+	for (size_t i = 0; i < cur->n; i++)
+		if (tpc_value_set(prev, tpc_value_ref(cur->keys[i]), tpc_value_ref(cur->items[i]))) {
+			tpc_value_unref(prev);
+			return tpc_err_nomem(e);
+		}
+	tpc_value_unref(cur);
+	ck->root = prev;
+	return 0;
+}
+
+static int open_shard(tpc_ckpt *ck, const char *file, const tpc_open_opts *o, tpc_err *e)
+{
+	const tpc_format *f = tpc_format_detect(file, e);
+	tpc_value *prev = ck->root;
+	int ret;
+	if (!f)
+		return TPC_EINPUT;
+	if (f == &tpc_fmt_hf_index) {
+		tpc_err_set(e, TPC_EINPUT, "a shard cannot itself be a sharded checkpoint");
+		tpc_err_path(e, file);
+		return TPC_EINPUT;
+	}
+	ck->root = NULL;
+	ret = f->open(ck, file, o, e);
+	if (ret) {
+		tpc_err_path(e, file);
+		tpc_value_unref(ck->root);
+		ck->root = prev;
+		return ret;
+	}
+	return merge_root(ck, prev, e);
+}
+
+static int open_index(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	char *text = NULL, *dir = NULL, **names = NULL, **files = NULL, **uniq = NULL;
+	size_t len = 0, n = 0, nu = 0;
+	uint64_t total = 0;
+	int ret;
+	size_t first = ck->n;
+	if ((ret = tpc_read_file(path, INDEX_CAP, &text, &len, e)))
+		return ret;
+	tpc_io_note_input(path);
+	if ((ret = tpc_hf_index_from_buffer(text, len, path, &names, &files, &n, &total, e)))
+		goto out;
+	dir = tpc_path_dir(path);
+	uniq = tpc_malloc(n * sizeof(char *));
+	if (!dir || !uniq) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	memcpy(uniq, files, n * sizeof(char *));
+	qsort(uniq, n, sizeof(char *), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		if (!nu || strcmp(uniq[nu - 1], uniq[i]))
+			uniq[nu++] = uniq[i];
+	for (size_t i = 0; i < nu && !ret; i++) {
+		char *f = tpc_path_join(dir, uniq[i]);
+		if (!f) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		ret = open_shard(ck, f, o, e);
+		free(f);
+	}
+	if (ret)
+		goto out;
+	/* Every tensor in the map is in the file it names, and every tensor read is in the map. */
+	for (size_t i = 0; i < n; i++) {
+		int64_t ix = tpc_ckpt_find(ck, names[i]);
+		if (ix < 0 || (size_t)ix < first) {
+			ret = TPC_CORRUPT(e, path, -1, names[i], "weight_map lists it in '%s', which does not hold it",
+					  files[i]);
+			goto out;
+		}
+		const tpc_map *m = tpc_ckpt_source(ck, ck->t[ix].src);
+		if (m && strcmp(tpc_path_base(m->path), tpc_path_base(files[i])) &&
+		    !strstr(m->path, files[i])) {
+			ret = TPC_CORRUPT(e, path, -1, names[i], "weight_map says '%s' but the tensor is in '%s'",
+					  files[i], m->path);
+			goto out;
+		}
+	}
+	if (ck->n - first != n) {
+		for (size_t i = first; i < ck->n; i++) {
+			bool found = false;
+			for (size_t j = 0; j < n && !found; j++)
+				found = !strcmp(names[j], ck->t[i].name);
+			if (!found) {
+				const tpc_map *m = tpc_ckpt_source(ck, ck->t[i].src);
+				ret = TPC_CORRUPT(e, m ? m->path : path, -1, ck->t[i].name,
+						  "tensor is not listed in the index's weight_map");
+				goto out;
+			}
+		}
+	}
+	(void)total; /* informational: HF computes it from storages, which need not match file sizes */
+out:
+	free(text);
+	free(dir);
+	free(uniq);
+	free_list(names, n);
+	free_list(files, n);
+	return ret;
+}
+
+static int hf_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	static const char *const idx_names[] = {"model.safetensors.index.json", "pytorch_model.bin.index.json",
+						 NULL};
+	static const char *const single[] = {"model.safetensors", "pytorch_model.bin", "model.pt", NULL};
+	int ret = 0;
+	if (!ck->format && !(ck->format = tpc_strdup("hf-index")))
+		return tpc_err_nomem(e);
+	if (!tpc_is_dir(path))
+		return open_index(ck, path, o, e);
+	for (int i = 0; idx_names[i]; i++) {
+		char *p = tpc_path_join(path, idx_names[i]);
+		if (!p)
+			return tpc_err_nomem(e);
+		if (tpc_exists(p)) {
+			ret = open_index(ck, p, o, e);
+			free(p);
+			return ret;
+		}
+		free(p);
+	}
+	for (int i = 0; single[i]; i++) {
+		char *p = tpc_path_join(path, single[i]);
+		if (!p)
+			return tpc_err_nomem(e);
+		if (tpc_exists(p)) {
+			ret = open_shard(ck, p, o, e);
+			free(p);
+			return ret;
+		}
+		free(p);
+	}
+	/* Otherwise every *.safetensors file, in name order. */
+	DIR *d = opendir(path);
+	char **list = NULL;
+	size_t n = 0, cap = 0;
+	if (!d) {
+		tpc_err_sys(e, TPC_EINPUT, errno, "cannot read directory");
+		return TPC_EINPUT;
+	}
+	for (struct dirent *de; (de = readdir(d));) {
+		if (de->d_name[0] == '.' || !ends_with(de->d_name, ".safetensors"))
+			continue;
+		if (tpc_grow((void **)&list, &cap, n + 1, sizeof(char *)) ||
+		    !(list[n] = tpc_path_join(path, de->d_name))) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+	if (!ret && !n)
+		ret = tpc_err_set(e, TPC_EINPUT,
+				  "directory holds no checkpoint (no index, model.safetensors, pytorch_model.bin or *.safetensors)");
+	if (!ret)
+		qsort(list, n, sizeof(char *), cmp_str);
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = open_shard(ck, list[i], o, e);
+	free_list(list, n);
+	return ret;
+}
+
+/* ---- writer ---- */
+
+static const tpc_ckpt *sort_by_name_ck; /* qsort has no context argument in C11 */
+static const int64_t *sort_by_name_all;
+static int cmp_by_name(const void *a, const void *b)
+{
+	const char *x = sort_by_name_ck->t[sort_by_name_all[*(const int64_t *)a]].name;
+	const char *y = sort_by_name_ck->t[sort_by_name_all[*(const int64_t *)b]].name;
+	return strcmp(x, y);
+}
+
+static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir,
+		    const tpc_write_opts *o, tpc_err *e)
+{
+	const char *inner_name = (o && o->inner_format) ? o->inner_format : "safetensors";
+	const tpc_format *inner = tpc_format_by_name(inner_name);
+	bool torch = !strcmp(inner_name, "torch");
+	const char *prefix = (o && o->shard_prefix) ? o->shard_prefix : torch ? "pytorch_model" : "model";
+	const char *ext = torch ? ".bin" : ".safetensors";
+	uint64_t max = (o && o->max_shard_size) ? o->max_shard_size : 5000000000ull;
+	size_t *start = NULL, nshard = 0, cap = 0;
+	int64_t *all = NULL;
+	char **written = NULL;
+	size_t nwritten = 0;
+	tpc_buf idx = TPC_BUF_INIT;
+	uint64_t total = 0, cur = 0;
+	int ret = 0;
+	if (!inner || inner == &tpc_fmt_hf_index)
+		return tpc_err_set(e, TPC_EUSAGE, "unknown shard format '%s'", inner_name);
+	if (!sel)
+		nsel = ck->n;
+	all = tpc_malloc(nsel * sizeof(*all));
+	if (!all)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < nsel; i++)
+		all[i] = sel ? sel[i] : (int64_t)i;
+	/* greedy packing in checkpoint order */
+	for (size_t i = 0; i < nsel; i++) {
+		const tpc_tensor *t = &ck->t[all[i]];
+		uint64_t sz = t->alias_of >= 0 ? 0 : t->nbytes;
+		if (!nshard || (cur + sz > max && cur > 0)) {
+			if (tpc_grow((void **)&start, &cap, nshard + 2, sizeof(*start))) {
+				ret = tpc_err_nomem(e);
+				goto out;
+			}
+			start[nshard++] = i;
+			cur = 0;
+		}
+		cur += sz;
+		total += sz;
+	}
+	if (!nshard) {
+		if (tpc_grow((void **)&start, &cap, 2, sizeof(*start))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		start[nshard++] = 0;
+	}
+	start[nshard] = nsel;
+	if ((ret = tpc_mkdirs(dir, e)))
+		goto out;
+	written = tpc_calloc(nshard, sizeof(char *));
+	if (!written) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	tpc_buf_adds(&idx, "{\n  \"metadata\": {\n");
+	tpc_buf_addf(&idx, "    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)total);
+	/* weight_map sorted by tensor name (json.dumps sort_keys=True) */
+	int64_t *byname = tpc_malloc(nsel * sizeof(*byname));
+	size_t *shard_of = tpc_malloc(nsel * sizeof(*shard_of));
+	if (!byname || !shard_of) {
+		free(byname);
+		free(shard_of);
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t s = 0; s < nshard && !ret; s++) {
+		char name[256];
+		tpc_buf fn = TPC_BUF_INIT;
+		if (nshard == 1)
+			snprintf(name, sizeof(name), "%s%s", prefix, ext);
+		else
+			snprintf(name, sizeof(name), "%s-%05zu-of-%05zu%s", prefix, s + 1, nshard, ext);
+		tpc_buf_adds(&fn, dir);
+		tpc_buf_addc(&fn, '/');
+		tpc_buf_adds(&fn, name);
+		char *path = tpc_buf_detach(&fn, NULL);
+		if (!path) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		for (size_t i = start[s]; i < start[s + 1]; i++)
+			shard_of[i] = s;
+		ret = inner->write(ck, all + start[s], start[s + 1] - start[s], path, o, e);
+		if (ret) {
+			free(path);
+			break;
+		}
+		written[nwritten++] = path;
+	}
+	if (!ret && nshard > 1) {
+		/* sort indices 0..nsel by name */
+		for (size_t i = 0; i < nsel; i++)
+			byname[i] = (int64_t)i;
+		sort_by_name_ck = ck;
+		sort_by_name_all = all;
+		qsort(byname, nsel, sizeof(*byname), cmp_by_name);
+		for (size_t k = 0; k < nsel; k++) {
+			size_t i = (size_t)byname[k];
+			const char *tn = ck->t[all[i]].name;
+			tpc_buf_adds(&idx, k ? ",\n    " : "\n    ");
+			tpc_buf_json_str(&idx, tn, strlen(tn), true);
+			tpc_buf_adds(&idx, ": ");
+			tpc_buf_json_str(&idx, tpc_path_base(written[shard_of[i]]),
+					 strlen(tpc_path_base(written[shard_of[i]])), true);
+		}
+		tpc_buf_adds(&idx, nsel ? "\n  }\n}\n" : "}\n}\n");
+		if (idx.oom) {
+			ret = tpc_err_nomem(e);
+		} else {
+			char iname[256];
+			snprintf(iname, sizeof(iname), "%s%s.index.json", prefix, ext);
+			char *ip = tpc_path_join(dir, iname);
+			if (!ip)
+				ret = tpc_err_nomem(e);
+			else
+				ret = tpc_write_file_atomic(ip, idx.p, idx.len,
+							    (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e);
+			free(ip);
+		}
+	}
+	free(byname);
+	free(shard_of);
+	if (ret) /* the set is complete or absent: remove the shards this run wrote */
+		for (size_t i = 0; i < nwritten; i++)
+			unlink(written[i]);
+out:
+	free_list(written, nwritten);
+	free(start);
+	free(all);
+	tpc_buf_release(&idx);
+	return ret;
+}
+
+const tpc_format tpc_fmt_hf_index = {
+	.name = "hf-index",
+	.desc = "Hugging Face sharded checkpoint (directory or *.index.json)",
+	.detect = detect,
+	.open = hf_open,
+	.write = hf_write,
+	.exts = NULL,
+};

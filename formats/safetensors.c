@@ -1,0 +1,416 @@
+/* safetensors.c - safetensors reader and writer (FORMATS.md §3).
+ *
+ * The reader builds the whole tensor table from the header, then validates it
+ * as a unit the way the reference implementation does (sorted by offset, each
+ * tensor starting where the previous ended, the file ending at the last one),
+ * plus what the reference leaves out: duplicate names, unknown keys, and
+ * non-integer numbers are rejected, so no two parsers can disagree on what a
+ * file holds. Tensor bytes are never touched: they stay in the mapping. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "tpc_buf.h"
+#include "tpc_util.h"
+
+#define MAX_EXACT 9007199254740992.0 /* 2^53: beyond this a JSON number is not exact in a double */
+
+static const char *const st_exts[] = {".safetensors", NULL};
+
+static int detect(const char *path, const uint8_t *head, size_t n)
+{
+	(void)path;
+	if (!head || n < 10)
+		return 0;
+	uint64_t N = tpc_rd64le(head);
+	/* The first non-space header byte must open the JSON object. A length
+	 * over the cap still scores, so the reader can say what is wrong. */
+	for (size_t i = 8; i < n; i++) {
+		if (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r')
+			continue;
+		if (head[i] != '{')
+			return 0;
+		return (N >= 2 && N <= TPC_ST_MAX_HEADER) ? 90 : 60;
+	}
+	return 0;
+}
+
+static int get_u64(const cJSON *v, uint64_t *out)
+{
+	if (!cJSON_IsNumber(v))
+		return -1;
+	double d = v->valuedouble;
+	if (!(d >= 0) || d > MAX_EXACT || d != (double)(uint64_t)d)
+		return -1;
+	*out = (uint64_t)d;
+	return 0;
+}
+
+typedef struct entry {
+	const char *name;
+	uint64_t begin, end;
+	int64_t index;
+} entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const entry *x = a, *y = b;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return 0;
+}
+
+int tpc_safetensors_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, int src,
+				const char *path, tpc_err *e)
+{
+	cJSON *root = NULL;
+	entry *ents = NULL;
+	size_t nents = 0;
+	int ret = 0;
+	uint64_t N, data0;
+	const char *end = NULL;
+	size_t first_tensor = ck->n;
+
+	if (n >= 23 && !memcmp(p, "version https://git-lfs", 23))
+		return TPC_CORRUPT(e, path, 0, NULL,
+				   "this is a Git LFS pointer, not the checkpoint; run 'git lfs pull'");
+	if (n < 8)
+		return TPC_CORRUPT(e, path, 0, NULL,
+				   "file is %llu bytes, too short for the 8-byte safetensors header length",
+				   (unsigned long long)n);
+	N = tpc_rd64le(p);
+	if (N > TPC_ST_MAX_HEADER)
+		return TPC_CORRUPT(e, path, 0, NULL,
+				   "header length %llu exceeds the %llu-byte limit", (unsigned long long)N,
+				   TPC_ST_MAX_HEADER);
+	if (N > n - 8)
+		return TPC_CORRUPT(e, path, 0, NULL,
+				   "header length %llu runs past the end of the file (%llu bytes)",
+				   (unsigned long long)N, (unsigned long long)n);
+	data0 = 8 + N;
+	if (!tpc_utf8_valid((const char *)p + 8, (size_t)N))
+		return TPC_CORRUPT(e, path, 8, NULL, "header is not valid UTF-8");
+	root = cJSON_ParseWithLengthOpts((const char *)p + 8, (size_t)N, &end, 0);
+	if (!root) {
+		int64_t off = end ? 8 + (int64_t)(end - (const char *)p - 8) : 8;
+		ret = TPC_CORRUPT(e, path, off, NULL, "header is not valid JSON");
+		goto out;
+	}
+	for (const char *q = end; q < (const char *)p + data0; q++)
+		if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r' && *q != '\0') {
+			ret = TPC_CORRUPT(e, path, q - (const char *)p, NULL,
+					  "unexpected bytes after the header's JSON object");
+			goto out;
+		}
+	if (!cJSON_IsObject(root)) {
+		ret = TPC_CORRUPT(e, path, 8, NULL, "header is not a JSON object");
+		goto out;
+	}
+	ents = tpc_calloc((size_t)cJSON_GetArraySize(root), sizeof(*ents));
+	if (!ents) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	bool seen_meta = false;
+	for (cJSON *it = root->child; it; it = it->next) {
+		const char *name = it->string;
+		if (!strcmp(name, "__metadata__")) {
+			if (seen_meta) {
+				ret = TPC_CORRUPT(e, path, 8, NULL, "duplicate __metadata__");
+				goto out;
+			}
+			seen_meta = true;
+			if (cJSON_IsNull(it))
+				continue;
+			if (!cJSON_IsObject(it)) {
+				ret = TPC_CORRUPT(e, path, 8, NULL, "__metadata__ is not an object");
+				goto out;
+			}
+			for (cJSON *m = it->child; m; m = m->next) {
+				if (!cJSON_IsString(m)) {
+					ret = TPC_CORRUPT(e, path, 8, NULL,
+							  "__metadata__ value for '%s' is not a string", m->string);
+					goto out;
+				}
+				for (cJSON *m2 = it->child; m2 != m; m2 = m2->next)
+					if (!strcmp(m2->string, m->string)) {
+						ret = TPC_CORRUPT(e, path, 8, NULL, "duplicate __metadata__ key '%s'",
+								  m->string);
+						goto out;
+					}
+				if ((ret = tpc_ckpt_meta_set(ck, m->string, m->valuestring, e)))
+					goto out;
+			}
+			continue;
+		}
+		if (!cJSON_IsObject(it)) {
+			ret = TPC_CORRUPT(e, path, 8, name, "header entry is not an object");
+			goto out;
+		}
+		cJSON *dt = NULL, *sh = NULL, *off = NULL;
+		for (cJSON *f = it->child; f; f = f->next) {
+			cJSON **slot = !strcmp(f->string, "dtype") ? &dt
+				     : !strcmp(f->string, "shape") ? &sh
+				     : !strcmp(f->string, "data_offsets") ? &off : NULL;
+			if (!slot) {
+				ret = TPC_CORRUPT(e, path, 8, name, "unexpected key '%s' in the header entry",
+						  f->string);
+				goto out;
+			}
+			if (*slot) {
+				ret = TPC_CORRUPT(e, path, 8, name, "duplicate key '%s'", f->string);
+				goto out;
+			}
+			*slot = f;
+		}
+		if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off)) {
+			ret = TPC_CORRUPT(e, path, 8, name,
+					  "header entry needs \"dtype\" (string), \"shape\" and \"data_offsets\" (arrays)");
+			goto out;
+		}
+		tpc_dtype dtype = tpc_dtype_from_st(dt->valuestring);
+		if (!dtype) {
+			ret = TPC_CORRUPT(e, path, 8, name, "unknown dtype '%s'", dt->valuestring);
+			goto out;
+		}
+		int ndim = cJSON_GetArraySize(sh);
+		int64_t shape[TPC_MAX_NDIM];
+		if (ndim > TPC_MAX_NDIM) {
+			ret = TPC_CORRUPT(e, path, 8, name, "%d dimensions (at most %d supported)", ndim,
+					  TPC_MAX_NDIM);
+			goto out;
+		}
+		int d = 0;
+		for (cJSON *s = sh->child; s; s = s->next, d++) {
+			uint64_t v;
+			if (get_u64(s, &v)) {
+				ret = TPC_CORRUPT(e, path, 8, name,
+						  "shape[%d] is not an integer between 0 and 2^53", d);
+				goto out;
+			}
+			shape[d] = (int64_t)v;
+		}
+		uint64_t b, en;
+		if (cJSON_GetArraySize(off) != 2 || get_u64(off->child, &b) || get_u64(off->child->next, &en)) {
+			ret = TPC_CORRUPT(e, path, 8, name, "data_offsets must be two integers [begin, end]");
+			goto out;
+		}
+		if (en < b) {
+			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + b), name,
+					  "data_offsets [%llu, %llu] end before they begin",
+					  (unsigned long long)b, (unsigned long long)en);
+			goto out;
+		}
+		int64_t ix = tpc_ckpt_add_tensor(ck, name, dtype, ndim, shape, NULL, src, data0 + b, e);
+		if (ix < 0) {
+			ret = (int)ix;
+			tpc_err_path(e, path);
+			tpc_err_offset(e, 8);
+			goto out;
+		}
+		if (ck->t[ix].nbytes != en - b) {
+			char sbuf[128];
+			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + b), name,
+					  "shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
+					  tpc_shape_str(&ck->t[ix], sbuf, sizeof(sbuf)), tpc_dtype_name(dtype),
+					  (unsigned long long)ck->t[ix].nbytes, (unsigned long long)b,
+					  (unsigned long long)en, (unsigned long long)(en - b));
+			goto out;
+		}
+		ents[nents].name = ck->t[ix].name;
+		ents[nents].begin = b;
+		ents[nents].end = en;
+		ents[nents].index = ix;
+		nents++;
+	}
+	/* The reference rule: sorted by offsets, each tensor begins where the
+	 * previous one ended; this excludes overlaps, holes and reordering. */
+	qsort(ents, nents, sizeof(*ents), cmp_entry);
+	uint64_t pos = 0;
+	for (size_t i = 0; i < nents; i++) {
+		if (ents[i].begin != pos) {
+			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + ents[i].begin), ents[i].name,
+					  ents[i].begin < pos
+						  ? "data_offsets [%llu, %llu] overlap the previous tensor, which ends at %llu"
+						  : "data_offsets [%llu, %llu] leave a hole after the previous tensor, which ends at %llu",
+					  (unsigned long long)ents[i].begin, (unsigned long long)ents[i].end,
+					  (unsigned long long)pos);
+			goto out;
+		}
+		pos = ents[i].end;
+	}
+	if (data0 + pos != n) {
+		if (data0 + pos > n)
+			ret = TPC_CORRUPT(e, path, (int64_t)n, nents ? ents[nents - 1].name : NULL,
+					  "tensor data ends at %llu but the file is only %llu bytes (truncated?)",
+					  (unsigned long long)(data0 + pos), (unsigned long long)n);
+		else
+			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + pos), NULL,
+					  "%llu unexpected bytes after the last tensor (the data should end at %llu)",
+					  (unsigned long long)(n - data0 - pos), (unsigned long long)(data0 + pos));
+		goto out;
+	}
+	/* Keep the checkpoint in file (data) order, as a reader of the file sees it. */
+	if (nents > 1) {
+		int64_t *order = tpc_malloc(ck->n * sizeof(*order));
+		if (!order) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (size_t i = 0; i < first_tensor; i++)
+			order[i] = (int64_t)i;
+		for (size_t i = 0; i < nents; i++)
+			order[first_tensor + i] = ents[i].index;
+		ret = tpc_ckpt_permute(ck, order, e);
+		free(order);
+	}
+out:
+	cJSON_Delete(root);
+	free(ents);
+	return ret;
+}
+
+static int st_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	int src, ret;
+	(void)o;
+	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)))
+		return ret;
+	const tpc_map *m = tpc_ckpt_source(ck, src);
+	ret = tpc_safetensors_from_buffer(ck, m->data, m->size, src, path, e);
+	if (!ret)
+		ret = tpc_ckpt_validate(ck, e);
+	return ret;
+}
+
+/* ---- writer ---- */
+
+static const tpc_ckpt *sort_ck;
+static int cmp_canon(const void *a, const void *b)
+{
+	const tpc_tensor *x = &sort_ck->t[*(const int64_t *)a], *y = &sort_ck->t[*(const int64_t *)b];
+	int rx = tpc_dtype_get(x->dtype)->st_rank, ry = tpc_dtype_get(y->dtype)->st_rank;
+	if (rx != ry)
+		return rx > ry ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+void tpc_safetensors_sort(const tpc_ckpt *ck, int64_t *sel, size_t n)
+{
+	sort_ck = ck; /* qsort has no context argument in C11; the writer is not reentrant here */
+	qsort(sel, n, sizeof(*sel), cmp_canon);
+	sort_ck = NULL;
+}
+
+int tpc_safetensors_header(const tpc_ckpt *ck, const int64_t *order, size_t n, char **out,
+			   size_t *len, tpc_err *e)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	uint64_t pos = 0;
+	const char *fmt = tpc_ckpt_meta_get(ck, "format");
+	tpc_buf_adds(&b, "{\"__metadata__\":{\"format\":");
+	tpc_buf_json_str(&b, fmt ? fmt : "pt", fmt ? strlen(fmt) : 2, false);
+	for (size_t i = 0; i < ck->nmeta; i++) {
+		if (!strcmp(ck->meta_k[i], "format"))
+			continue;
+		tpc_buf_addc(&b, ',');
+		tpc_buf_json_str(&b, ck->meta_k[i], strlen(ck->meta_k[i]), false);
+		tpc_buf_addc(&b, ':');
+		tpc_buf_json_str(&b, ck->meta_v[i], strlen(ck->meta_v[i]), false);
+	}
+	tpc_buf_addc(&b, '}');
+	for (size_t i = 0; i < n; i++) {
+		const tpc_tensor *t = &ck->t[order[i]];
+		const char *dn = tpc_dtype_get(t->dtype)->st;
+		if (!dn) {
+			tpc_buf_release(&b);
+			tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be stored in safetensors",
+				    tpc_dtype_name(t->dtype));
+			tpc_err_tensor(e, t->name);
+			return TPC_EINPUT;
+		}
+		if (t->flags & TPC_TF_NODATA) {
+			tpc_buf_release(&b);
+			tpc_err_set(e, TPC_EINPUT, "tensor has no data (meta tensor)");
+			tpc_err_tensor(e, t->name);
+			return TPC_EINPUT;
+		}
+		tpc_buf_addc(&b, ',');
+		tpc_buf_json_str(&b, t->name, strlen(t->name), false);
+		tpc_buf_addf(&b, ":{\"dtype\":\"%s\",\"shape\":[", dn);
+		for (int d = 0; d < t->ndim; d++)
+			tpc_buf_addf(&b, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+		tpc_buf_addf(&b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)pos,
+			     (unsigned long long)(pos + t->nbytes));
+		pos += t->nbytes;
+	}
+	tpc_buf_addc(&b, '}');
+	tpc_buf_addn(&b, ' ', (8 - b.len % 8) % 8);
+	if (b.oom) {
+		tpc_buf_release(&b);
+		return tpc_err_nomem(e);
+	}
+	if (b.len > TPC_ST_MAX_HEADER) {
+		size_t l = b.len;
+		tpc_buf_release(&b);
+		return tpc_err_set(e, TPC_EINPUT,
+				   "the safetensors header would be %zu bytes, over the 100 MB limit readers enforce; write HF shards (--max-shard-size) or fewer tensors",
+				   l);
+	}
+	*out = tpc_buf_detach(&b, len);
+	return *out ? 0 : tpc_err_nomem(e);
+}
+
+static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+		    const tpc_write_opts *o, tpc_err *e)
+{
+	int64_t *order = NULL;
+	char *hdr = NULL;
+	size_t hlen = 0;
+	tpc_out out;
+	uint8_t lenb[8];
+	int ret;
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	if (!sel)
+		nsel = ck->n;
+	order = tpc_malloc(nsel * sizeof(*order));
+	if (!order)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < nsel; i++)
+		order[i] = sel ? sel[i] : (int64_t)i;
+	tpc_safetensors_sort(ck, order, nsel);
+	if ((ret = tpc_safetensors_header(ck, order, nsel, &hdr, &hlen, e)))
+		goto out;
+	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
+		goto out;
+	tpc_wr64le(lenb, hlen);
+	if ((ret = tpc_out_write(&out, lenb, 8, e)) || (ret = tpc_out_write(&out, hdr, hlen, e)))
+		goto out;
+	for (size_t i = 0; i < nsel; i++) {
+		const tpc_tensor *t = &ck->t[order[i]];
+		if ((ret = tpc_ckpt_write_tensor(ck, t, &out, e))) {
+			tpc_err_tensor(e, t->name);
+			goto out;
+		}
+		tpc_progress_add(o ? o->progress : NULL, t->nbytes);
+	}
+	ret = tpc_out_commit(&out, e);
+out:
+	tpc_out_abort(&out);
+	free(order);
+	free(hdr);
+	return ret;
+}
+
+const tpc_format tpc_fmt_safetensors = {
+	.name = "safetensors",
+	.desc = "safetensors (one file)",
+	.detect = detect,
+	.open = st_open,
+	.write = st_write,
+	.exts = st_exts,
+};

@@ -1,0 +1,708 @@
+/* tpc_ckpt.c - the checkpoint model; see tpc_ckpt.h. */
+#include "tpc_ckpt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_buf.h"
+#include "tpc_util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- name index: open addressing over tensor indices ---- */
+
+struct tpc__name_index {
+	int64_t *slot; /* -1 empty */
+	size_t cap;    /* power of two */
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int index_rebuild(tpc_ckpt *ck, size_t want)
+{
+	struct tpc__name_index *ix = ck->index;
+	size_t cap = 64;
+	while (cap < want * 2)
+		cap *= 2;
+	int64_t *slot = malloc(cap * sizeof(*slot));
+	if (!slot)
+		return -1;
+	for (size_t i = 0; i < cap; i++)
+		slot[i] = -1;
+	for (size_t i = 0; i < ck->n; i++) {
+		size_t h = hash_str(ck->t[i].name) & (cap - 1);
+		while (slot[h] >= 0)
+			h = (h + 1) & (cap - 1);
+		slot[h] = (int64_t)i;
+	}
+	if (!ix) {
+		ix = calloc(1, sizeof(*ix));
+		if (!ix) {
+			free(slot);
+			return -1;
+		}
+		ck->index = ix;
+	}
+	free(ix->slot);
+	ix->slot = slot;
+	ix->cap = cap;
+	return 0;
+}
+
+int64_t tpc_ckpt_find(const tpc_ckpt *ck, const char *name)
+{
+	const struct tpc__name_index *ix = ck->index;
+	if (!ix) {
+		for (size_t i = 0; i < ck->n; i++)
+			if (!strcmp(ck->t[i].name, name))
+				return (int64_t)i;
+		return -1;
+	}
+	size_t h = hash_str(name) & (ix->cap - 1);
+	while (ix->slot[h] >= 0) {
+		if (!strcmp(ck->t[ix->slot[h]].name, name))
+			return ix->slot[h];
+		h = (h + 1) & (ix->cap - 1);
+	}
+	return -1;
+}
+
+static int index_insert(tpc_ckpt *ck, int64_t i)
+{
+	struct tpc__name_index *ix = ck->index;
+	if (!ix || (size_t)(i + 1) * 2 > ix->cap)
+		return index_rebuild(ck, (size_t)i + 1);
+	size_t h = hash_str(ck->t[i].name) & (ix->cap - 1);
+	while (ix->slot[h] >= 0)
+		h = (h + 1) & (ix->cap - 1);
+	ix->slot[h] = i;
+	return 0;
+}
+
+/* ---- lifecycle ---- */
+
+void tpc_ckpt_init(tpc_ckpt *ck)
+{
+	memset(ck, 0, sizeof(*ck));
+}
+
+void tpc_ckpt_release(tpc_ckpt *ck)
+{
+	if (!ck)
+		return;
+	for (size_t i = 0; i < ck->n; i++) {
+		free(ck->t[i].name);
+		free(ck->t[i].shape);
+		tpc_value_unref(ck->t[i].meta);
+	}
+	free(ck->t);
+	for (size_t i = 0; i < ck->nst; i++) {
+		free(ck->st[i].key);
+		free(ck->st[i].location);
+	}
+	free(ck->st);
+	for (size_t i = 0; i < ck->nsrc; i++) {
+		if (ck->src_owned_mem[i]) {
+			free((void *)ck->src[i].data);
+			free(ck->src[i].path);
+		} else {
+			tpc_map_close(&ck->src[i]);
+		}
+	}
+	free(ck->src);
+	free(ck->src_owned_mem);
+	for (size_t i = 0; i < ck->nmeta; i++) {
+		free(ck->meta_k[i]);
+		free(ck->meta_v[i]);
+	}
+	free(ck->meta_k);
+	free(ck->meta_v);
+	tpc_value_unref(ck->root);
+	free(ck->format);
+	free(ck->path);
+	if (ck->index) {
+		free(ck->index->slot);
+		free(ck->index);
+	}
+	memset(ck, 0, sizeof(*ck));
+}
+
+static int grow_sources(tpc_ckpt *ck, tpc_err *e)
+{
+	size_t cap = ck->capsrc;
+	if (tpc_grow((void **)&ck->src, &cap, ck->nsrc + 1, sizeof(*ck->src)))
+		return tpc_err_nomem(e);
+	size_t cap2 = ck->capsrc;
+	if (tpc_grow((void **)&ck->src_owned_mem, &cap2, ck->nsrc + 1, sizeof(bool)))
+		return tpc_err_nomem(e);
+	ck->capsrc = cap < cap2 ? cap : cap2;
+	return 0;
+}
+
+int tpc_ckpt_add_file(tpc_ckpt *ck, const char *path, int *idx, tpc_err *e)
+{
+	int ret = grow_sources(ck, e);
+	if (ret)
+		return ret;
+	ret = tpc_map_open(&ck->src[ck->nsrc], path, e);
+	if (ret)
+		return ret;
+	ck->src_owned_mem[ck->nsrc] = false;
+	*idx = (int)ck->nsrc++;
+	return 0;
+}
+
+int tpc_ckpt_add_mem(tpc_ckpt *ck, const char *label, uint8_t *mem, uint64_t size, int *idx,
+		     tpc_err *e)
+{
+	int ret = grow_sources(ck, e);
+	if (ret) {
+		free(mem);
+		return ret;
+	}
+	tpc_map *m = &ck->src[ck->nsrc];
+	memset(m, 0, sizeof(*m));
+	m->fd = -1;
+	m->path = tpc_strdup(label);
+	if (!m->path) {
+		free(mem);
+		return tpc_err_nomem(e);
+	}
+	m->data = mem;
+	m->size = size;
+	ck->src_owned_mem[ck->nsrc] = true;
+	*idx = (int)ck->nsrc++;
+	return 0;
+}
+
+/* ---- tensors ---- */
+
+void tpc_tensor_set_contiguous(tpc_tensor *t)
+{
+	int64_t s = 1;
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		t->stride[d] = s;
+		s *= t->shape[d] ? t->shape[d] : 1;
+	}
+}
+
+int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
+			    const int64_t *shape, const int64_t *stride, int src, uint64_t offset,
+			    tpc_err *e)
+{
+	tpc_tensor t;
+	uint64_t numel = 1, nbits;
+	unsigned bits = tpc_dtype_bits(dtype);
+	memset(&t, 0, sizeof(t));
+	if (!name || !*name)
+		return tpc_err_set(e, TPC_EINPUT, "a tensor has an empty name");
+	if (!bits) {
+		tpc_err_set(e, TPC_EINPUT, "unknown dtype");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	if (ndim < 0 || ndim > TPC_MAX_NDIM) {
+		tpc_err_set(e, TPC_EINPUT, "%d dimensions (at most %d supported)", ndim, TPC_MAX_NDIM);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	for (int d = 0; d < ndim; d++) {
+		if (shape[d] < 0 || (stride && stride[d] < 0)) {
+			tpc_err_set(e, TPC_EINPUT, "negative size or stride in dimension %d", d);
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		if (tpc_mul_u64(numel, (uint64_t)shape[d], &numel) || numel > (UINT64_MAX >> 8)) {
+			tpc_err_set(e, TPC_EINPUT, "shape product overflows");
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+	}
+	nbits = numel * bits;
+	if (nbits % 8) {
+		tpc_err_set(e, TPC_EINPUT, "%llu elements of %u bits do not fill whole bytes",
+			    (unsigned long long)numel, bits);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	if (tpc_ckpt_find(ck, name) >= 0) {
+		tpc_err_set(e, TPC_EINPUT, "duplicate tensor name");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	if (tpc_grow((void **)&ck->t, &ck->cap, ck->n + 1, sizeof(*ck->t)))
+		return tpc_err_nomem(e);
+	t.name = tpc_strdup(name);
+	t.shape = tpc_calloc((size_t)(2 * ndim), sizeof(int64_t));
+	if (!t.name || !t.shape) {
+		free(t.name);
+		free(t.shape);
+		return tpc_err_nomem(e);
+	}
+	t.stride = t.shape + ndim;
+	t.ndim = ndim;
+	t.dtype = t.src_dtype = dtype;
+	if (ndim)
+		memcpy(t.shape, shape, (size_t)ndim * sizeof(int64_t));
+	if (stride && ndim)
+		memcpy(t.stride, stride, (size_t)ndim * sizeof(int64_t));
+	else
+		tpc_tensor_set_contiguous(&t);
+	t.numel = numel;
+	t.nbytes = nbits / 8;
+	t.src = src;
+	t.offset = offset;
+	t.storage = -1;
+	t.alias_of = -1;
+	ck->t[ck->n++] = t;
+	if (index_insert(ck, (int64_t)ck->n - 1)) {
+		ck->n--;
+		free(t.name);
+		free(t.shape);
+		return tpc_err_nomem(e);
+	}
+	return (int64_t)ck->n - 1;
+}
+
+int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
+			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e)
+{
+	tpc_storage s;
+	memset(&s, 0, sizeof(s));
+	if (tpc_grow((void **)&ck->st, &ck->capst, ck->nst + 1, sizeof(*ck->st)))
+		return tpc_err_nomem(e);
+	s.key = key ? tpc_strdup(key) : NULL;
+	s.location = location ? tpc_strdup(location) : NULL;
+	if ((key && !s.key) || (location && !s.location)) {
+		free(s.key);
+		free(s.location);
+		return tpc_err_nomem(e);
+	}
+	s.dtype = dtype;
+	s.src = src;
+	s.offset = offset;
+	s.nbytes = nbytes;
+	ck->st[ck->nst] = s;
+	return (int64_t)ck->nst++;
+}
+
+int tpc_ckpt_rename(tpc_ckpt *ck, int64_t i, const char *name, tpc_err *e)
+{
+	int64_t j = tpc_ckpt_find(ck, name);
+	if (j == i)
+		return 0;
+	if (j >= 0) {
+		tpc_err_set(e, TPC_EINPUT, "renaming '%s' collides with an existing tensor", ck->t[i].name);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	char *n = tpc_strdup(name);
+	if (!n)
+		return tpc_err_nomem(e);
+	free(ck->t[i].name);
+	ck->t[i].name = n;
+	if (index_rebuild(ck, ck->n))
+		return tpc_err_nomem(e);
+	return 0;
+}
+
+/* Rewrite TPC_V_TENSOR leaves through map[] (-1: replaced by None). */
+static int remap_tree(tpc_value *root, const int64_t *map, size_t nmap)
+{
+	tpc_value **stack = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+	if (!root)
+		return 0;
+	if (tpc_grow((void **)&stack, &cap, 1, sizeof(*stack)))
+		return -1;
+	stack[n++] = root;
+	while (n) {
+		tpc_value *v = stack[--n];
+		for (size_t i = 0; i < v->n; i++) {
+			tpc_value *c = v->items[i];
+			if (!c)
+				continue;
+			if (c->kind == TPC_V_TENSOR) {
+				int64_t ix = c->ival;
+				int64_t to = (ix >= 0 && (size_t)ix < nmap) ? map[ix] : -1;
+				if (to < 0) {
+					tpc_value *nn = tpc_value_new(TPC_V_NONE);
+					if (!nn) {
+						ret = -1;
+						goto out;
+					}
+					tpc_value_unref(c);
+					v->items[i] = nn;
+				} else if (c->refs == 1) {
+					c->ival = to;
+				} else {
+					tpc_value *nt = tpc_value_tensor(to);
+					if (!nt) {
+						ret = -1;
+						goto out;
+					}
+					tpc_value_unref(c);
+					v->items[i] = nt;
+				}
+			} else if (c->n) {
+				if (tpc_grow((void **)&stack, &cap, n + 1, sizeof(*stack))) {
+					ret = -1;
+					goto out;
+				}
+				stack[n++] = c;
+			}
+		}
+	}
+out:
+	free(stack);
+	return ret;
+}
+
+int tpc_ckpt_filter(tpc_ckpt *ck, const bool *keep, tpc_err *e)
+{
+	int64_t *map = tpc_malloc(ck->n * sizeof(*map));
+	size_t j = 0;
+	if (!map)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < ck->n; i++) {
+		if (keep[i]) {
+			map[i] = (int64_t)j;
+			ck->t[j++] = ck->t[i];
+		} else {
+			map[i] = -1;
+			free(ck->t[i].name);
+			free(ck->t[i].shape);
+			tpc_value_unref(ck->t[i].meta);
+		}
+	}
+	size_t old = ck->n;
+	ck->n = j;
+	for (size_t i = 0; i < ck->n; i++)
+		if (ck->t[i].alias_of >= 0)
+			ck->t[i].alias_of = map[ck->t[i].alias_of];
+	int r = remap_tree(ck->root, map, old);
+	free(map);
+	if (r || index_rebuild(ck, ck->n))
+		return tpc_err_nomem(e);
+	return 0;
+}
+
+int tpc_ckpt_permute(tpc_ckpt *ck, const int64_t *order, tpc_err *e)
+{
+	tpc_tensor *nt = tpc_malloc(ck->n * sizeof(*nt));
+	int64_t *map = tpc_malloc(ck->n * sizeof(*map));
+	int ret = 0;
+	if (!nt || !map) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < ck->n; i++) {
+		nt[i] = ck->t[order[i]];
+		map[order[i]] = (int64_t)i;
+	}
+	memcpy(ck->t, nt, ck->n * sizeof(*nt));
+	for (size_t i = 0; i < ck->n; i++)
+		if (ck->t[i].alias_of >= 0)
+			ck->t[i].alias_of = map[ck->t[i].alias_of];
+	if (remap_tree(ck->root, map, ck->n) || index_rebuild(ck, ck->n))
+		ret = tpc_err_nomem(e);
+out:
+	free(nt);
+	free(map);
+	return ret;
+}
+
+int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e)
+{
+	for (size_t i = 0; i < ck->nmeta; i++)
+		if (!strcmp(ck->meta_k[i], k)) {
+			char *nv = tpc_strdup(v);
+			if (!nv)
+				return tpc_err_nomem(e);
+			free(ck->meta_v[i]);
+			ck->meta_v[i] = nv;
+			return 0;
+		}
+	size_t c1 = ck->capmeta, c2 = ck->capmeta;
+	if (tpc_grow((void **)&ck->meta_k, &c1, ck->nmeta + 1, sizeof(char *)) ||
+	    tpc_grow((void **)&ck->meta_v, &c2, ck->nmeta + 1, sizeof(char *)))
+		return tpc_err_nomem(e);
+	ck->capmeta = c1 < c2 ? c1 : c2;
+	ck->meta_k[ck->nmeta] = tpc_strdup(k);
+	ck->meta_v[ck->nmeta] = tpc_strdup(v);
+	if (!ck->meta_k[ck->nmeta] || !ck->meta_v[ck->nmeta]) {
+		free(ck->meta_k[ck->nmeta]);
+		free(ck->meta_v[ck->nmeta]);
+		return tpc_err_nomem(e);
+	}
+	ck->nmeta++;
+	return 0;
+}
+
+const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k)
+{
+	for (size_t i = 0; i < ck->nmeta; i++)
+		if (!strcmp(ck->meta_k[i], k))
+			return ck->meta_v[i];
+	return NULL;
+}
+
+/* ---- geometry ---- */
+
+bool tpc_tensor_is_contiguous(const tpc_tensor *t)
+{
+	int64_t s = 1;
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		if (t->shape[d] != 1 && t->stride[d] != s)
+			return false;
+		s *= t->shape[d];
+		if (s == 0)
+			return true;
+	}
+	return true;
+}
+
+void tpc_tensor_extent(const tpc_tensor *t, uint64_t *lo, uint64_t *hi)
+{
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	*lo = *hi = t->offset;
+	if (t->numel == 0 || (t->flags & TPC_TF_NODATA))
+		return;
+	if (tpc_dtype_bits(t->src_dtype) < 8) {
+		/* sub-byte types are only ever contiguous */
+		*hi = t->offset + (t->numel * tpc_dtype_bits(t->src_dtype) + 7) / 8;
+		return;
+	}
+	/* Callers validate first; saturate on overflow so a bad tensor reads as out of range. */
+	uint64_t last = 0, k;
+	for (int d = 0; d < t->ndim; d++) {
+		if (tpc_mul_u64((uint64_t)(t->shape[d] - 1), (uint64_t)t->stride[d], &k) ||
+		    tpc_add_u64(last, k, &last)) {
+			*hi = UINT64_MAX;
+			return;
+		}
+	}
+	if (tpc_add_u64(last, 1, &last) || tpc_mul_u64(last, es, &last) ||
+	    tpc_add_u64(t->offset, last, hi))
+		*hi = UINT64_MAX;
+}
+
+int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e)
+{
+	for (size_t i = 0; i < ck->n; i++) {
+		const tpc_tensor *t = &ck->t[i];
+		uint64_t lo, hi;
+		const tpc_map *m;
+		if (t->flags & TPC_TF_NODATA)
+			continue;
+		m = tpc_ckpt_source(ck, t->src);
+		if (!m)
+			return TPC_CORRUPT(e, ck->path, -1, t->name, "tensor has no data source");
+		if (tpc_dtype_bits(t->src_dtype) < 8 && !tpc_tensor_is_contiguous(t))
+			return TPC_CORRUPT(e, m->path, -1, t->name,
+					   "sub-byte dtype %s with non-contiguous strides",
+					   tpc_dtype_name(t->src_dtype));
+		tpc_tensor_extent(t, &lo, &hi);
+		if (hi > m->size)
+			return TPC_CORRUPT(e, m->path, (int64_t)lo, t->name,
+					   "data ends at 0x%llx but the file ends at 0x%llx",
+					   (unsigned long long)hi, (unsigned long long)m->size);
+		if (t->storage >= 0) {
+			const tpc_storage *s = &ck->st[t->storage];
+			if (lo < s->offset || hi > s->offset + s->nbytes)
+				return TPC_CORRUPT(e, m->path, (int64_t)lo, t->name,
+						   "view (offset %lld, %llu elements) lies outside its storage '%s' of %llu bytes",
+						   (long long)t->storage_offset,
+						   (unsigned long long)t->numel, s->key ? s->key : "?",
+						   (unsigned long long)s->nbytes);
+		}
+	}
+	return 0;
+}
+
+const char *tpc_shape_str(const tpc_tensor *t, char *buf, size_t n)
+{
+	size_t len = 0;
+	if (!n)
+		return buf;
+	buf[0] = '\0';
+	len += (size_t)snprintf(buf, n, "[");
+	for (int d = 0; d < t->ndim && len < n; d++)
+		len += (size_t)snprintf(buf + len, n - len, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+	if (len < n)
+		snprintf(buf + len, n - len, "]");
+	return buf;
+}
+
+/* ---- reading bytes ---- */
+
+static void swap_elems(uint8_t *p, uint64_t n, unsigned es)
+{
+	if (es < 2)
+		return;
+	for (uint64_t i = 0; i < n; i++, p += es)
+		for (unsigned a = 0, b = es - 1; a < b; a++, b--) {
+			uint8_t c = p[a];
+			p[a] = p[b];
+			p[b] = c;
+		}
+}
+
+/* Gather elements [e0, e0+cnt) of the C-order image of t into dst. */
+static void gather(const uint8_t *base, const tpc_tensor *t, uint64_t e0, uint64_t cnt, uint8_t *dst)
+{
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	int nd = t->ndim;
+	int64_t idx[TPC_MAX_NDIM];
+	uint64_t rem = e0;
+	if (!cnt)
+		return;
+	for (int d = nd - 1; d >= 0; d--) {
+		uint64_t s = (uint64_t)t->shape[d];
+		idx[d] = (int64_t)(rem % s);
+		rem /= s;
+	}
+	if (nd == 0) {
+		memcpy(dst, base, es);
+		return;
+	}
+	int64_t inner = t->shape[nd - 1], istr = t->stride[nd - 1];
+	while (cnt) {
+		uint64_t off = 0;
+		for (int d = 0; d < nd; d++)
+			off += (uint64_t)idx[d] * (uint64_t)t->stride[d];
+		uint64_t run = (uint64_t)(inner - idx[nd - 1]);
+		if (run > cnt)
+			run = cnt;
+		const uint8_t *s = base + off * es;
+		if (istr == 1) {
+			memcpy(dst, s, run * es);
+		} else if (es == 4) {
+			for (uint64_t k = 0; k < run; k++)
+				memcpy(dst + 4 * k, s + (uint64_t)istr * 4 * k, 4);
+		} else if (es == 2) {
+			for (uint64_t k = 0; k < run; k++)
+				memcpy(dst + 2 * k, s + (uint64_t)istr * 2 * k, 2);
+		} else {
+			for (uint64_t k = 0; k < run; k++)
+				memcpy(dst + es * k, s + (uint64_t)istr * es * k, es);
+		}
+		dst += run * es;
+		cnt -= run;
+		idx[nd - 1] += (int64_t)run;
+		for (int d = nd - 1; d > 0 && idx[d] >= t->shape[d]; d--) {
+			idx[d] = 0;
+			idx[d - 1]++;
+		}
+	}
+}
+
+int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
+			void *dst, tpc_err *e)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	uint64_t nbytes_src = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	if (!m || off > nbytes_src || len > nbytes_src - off)
+		return tpc_err_set(e, TPC_EINPUT, "internal: read outside tensor '%s'", t->name);
+	if (!len)
+		return 0;
+	if (tpc_tensor_is_contiguous(t)) {
+		memcpy(dst, m->data + t->offset + off, (size_t)len);
+	} else {
+		if (off % es || len % es)
+			return tpc_err_set(e, TPC_EINPUT, "internal: unaligned strided read of '%s'", t->name);
+		const uint8_t *base = m->data + t->offset;
+		uint64_t e0 = off / es, cnt = len / es;
+		uint8_t *d = dst;
+		if (cnt >= (1u << 16)) {
+#ifdef _OPENMP
+#pragma omp parallel
+			{
+				int nt = omp_get_num_threads(), me = omp_get_thread_num();
+				uint64_t per = (cnt + (uint64_t)nt - 1) / (uint64_t)nt;
+				uint64_t a = per * (uint64_t)me;
+				if (a < cnt) {
+					uint64_t c = cnt - a < per ? cnt - a : per;
+					gather(base, t, e0 + a, c, d + a * es);
+				}
+			}
+#else
+			gather(base, t, e0, cnt, d);
+#endif
+		} else {
+			gather(base, t, e0, cnt, d);
+		}
+	}
+	if (t->flags & TPC_TF_BYTESWAP)
+		swap_elems(dst, len / es, es);
+	return 0;
+}
+
+int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint8_t *buf = NULL;
+	int ret = 0;
+	if (t->numel == 0)
+		return 0;
+	if (!m)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' has no data", t->name);
+	if (t->src_dtype != t->dtype)
+		return tpc_err_set(e, TPC_EUSAGE, "internal: tensor '%s' has a pending cast", t->name);
+	if (tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP))
+		return tpc_out_copy(o, m, t->offset, t->nbytes, e);
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	uint64_t chunk = TPC_GATHER_CHUNK / es * es;
+	buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
+	if (!buf)
+		return tpc_err_nomem(e);
+	for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
+		uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+		ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
+		if (!ret)
+			ret = tpc_out_write(o, buf, (size_t)k, e);
+	}
+	free(buf);
+	return ret;
+}
+
+int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e)
+{
+	tpc_sha256 s;
+	uint8_t *buf = NULL;
+	int ret = 0;
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	tpc_sha256_init(&s);
+	if (t->numel && m) {
+		if (tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP)) {
+			tpc_sha256_update(&s, m->data + t->offset, (size_t)t->nbytes);
+		} else {
+			unsigned es = tpc_dtype_size(t->src_dtype);
+			uint64_t chunk = TPC_GATHER_CHUNK / es * es;
+			buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
+			if (!buf)
+				return tpc_err_nomem(e);
+			for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
+				uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+				ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
+				if (!ret)
+					tpc_sha256_update(&s, buf, (size_t)k);
+			}
+		}
+	}
+	tpc_sha256_final(&s, out);
+	free(buf);
+	return ret;
+}

@@ -1,0 +1,164 @@
+/*
+ * tpc_ckpt.h - the checkpoint model every format and command shares.
+ *
+ * A checkpoint is an ordered list of named tensors plus string metadata and,
+ * for pickled formats, the object tree the tensors hang in. A tensor is a
+ * description, not a buffer:
+ *
+ *   dtype, shape[ndim] (int64, ndim may be 0), stride[ndim] (in elements),
+ *   a byte source (which mapped input) and the byte offset of element
+ *   [0, 0, ...] inside it.
+ *
+ * Views, shared (tied) storages, transposed and Fortran-order tensors, and the
+ * column and row slices the sharder makes are all descriptions over the same
+ * mapped bytes. Bytes move once, at write time: a C-contiguous tensor is copied
+ * from its source in the kernel (copy_file_range) or with large writes, and a
+ * strided one is gathered through a bounded buffer (tpc_ckpt_read_bytes).
+ *
+ * Sources are input files mapped read-only (tpc_map) or memory buffers the
+ * checkpoint owns (an inflated zip record). Storages record the torch storage a
+ * tensor came from (key, byte range), so writers can keep tied tensors tied and
+ * `inspect` can show sharing; formats without storages leave storage = -1.
+ *
+ * Invariants after a reader returns (checked by tpc_ckpt_validate):
+ *   - names are unique and non-empty;
+ *   - every element any tensor addresses lies inside its source (and inside its
+ *     storage, when it has one);
+ *   - numel and nbytes were computed with overflow checks.
+ */
+#ifndef TPC_CKPT_H
+#define TPC_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_dtype.h"
+#include "tpc_err.h"
+#include "tpc_io.h"
+#include "tpc_value.h"
+
+#define TPC_MAX_NDIM 64 /* torch has no fixed limit; 64 covers every real model */
+
+enum {
+	TPC_TF_PARAMETER = 1u << 0,     /* torch.nn.Parameter */
+	TPC_TF_REQUIRES_GRAD = 1u << 1,
+	TPC_TF_QUANTIZED = 1u << 2,     /* `meta` holds the quantizer parameters */
+	TPC_TF_BYTESWAP = 1u << 3,      /* source bytes are big-endian: swap per element */
+	TPC_TF_NODATA = 1u << 4,        /* no bytes (meta tensor) */
+};
+
+typedef struct tpc_storage {
+	char *key;         /* torch storage key ("0", "94639182226992"); NULL if none */
+	char *location;    /* "cpu", "cuda:0"; NULL if none */
+	tpc_dtype dtype;
+	int src;           /* source index */
+	uint64_t offset;   /* byte offset of the storage in the source */
+	uint64_t nbytes;   /* storage size in bytes */
+} tpc_storage;
+
+typedef struct tpc_tensor {
+	char *name;
+	tpc_dtype dtype;       /* logical dtype (what writers emit) */
+	tpc_dtype src_dtype;   /* dtype of the bytes at the source (differs when a cast is pending) */
+	int ndim;
+	int64_t *shape;        /* ndim entries (owned, one block with stride) */
+	int64_t *stride;       /* ndim entries, in elements of src_dtype */
+	uint64_t numel;
+	uint64_t nbytes;       /* numel * size(dtype): bytes written for this tensor */
+	int src;               /* source index; -1 when TPC_TF_NODATA */
+	uint64_t offset;       /* byte offset of element [0,...] in the source */
+	int64_t storage;       /* index into storages, or -1 */
+	int64_t storage_offset;/* element offset inside the storage (torch) */
+	uint32_t flags;
+	tpc_value *meta;       /* format extras (quantizer params...), owned reference or NULL */
+	int64_t alias_of;      /* set by writers/dedup: index of the tensor whose bytes this repeats, or -1 */
+} tpc_tensor;
+
+typedef struct tpc_ckpt {
+	tpc_tensor *t;
+	size_t n, cap;
+	tpc_storage *st;
+	size_t nst, capst;
+	tpc_map *src;          /* sources: file mappings or owned memory (fd = -1, path = label) */
+	bool *src_owned_mem;
+	size_t nsrc, capsrc;
+	char **meta_k, **meta_v; /* string metadata in insertion order (safetensors __metadata__) */
+	size_t nmeta, capmeta;
+	tpc_value *root;       /* object tree for pickled formats; tensors are TPC_V_TENSOR leaves */
+	char *format;          /* what the reader was: "safetensors", "torch-zip", "torch-legacy", ... */
+	char *path;            /* what was opened */
+	struct tpc__name_index *index;
+} tpc_ckpt;
+
+void tpc_ckpt_init(tpc_ckpt *ck);
+void tpc_ckpt_release(tpc_ckpt *ck);
+
+/* Map `path` and add it as a source; *idx receives its index. */
+int tpc_ckpt_add_file(tpc_ckpt *ck, const char *path, int *idx, tpc_err *e);
+/* Add an owned memory buffer (malloc'd; the checkpoint frees it). */
+int tpc_ckpt_add_mem(tpc_ckpt *ck, const char *label, uint8_t *mem, uint64_t size, int *idx,
+		     tpc_err *e);
+static inline const tpc_map *tpc_ckpt_source(const tpc_ckpt *ck, int idx)
+{
+	return (idx >= 0 && (size_t)idx < ck->nsrc) ? &ck->src[idx] : NULL;
+}
+
+/*
+ * Add a tensor. `stride` NULL means C-contiguous. Shape entries must be >= 0
+ * and strides >= 0; numel and nbytes are computed with overflow checks. The
+ * bytes are not checked here (tpc_ckpt_validate does that once the whole
+ * table is built). Returns the new index (>= 0) or a negative status with `e`
+ * naming the tensor. A duplicate name is an error.
+ */
+int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
+			    const int64_t *shape, const int64_t *stride, int src, uint64_t offset,
+			    tpc_err *e);
+int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
+			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e);
+
+/* Index of the tensor named `name`, or -1. */
+int64_t tpc_ckpt_find(const tpc_ckpt *ck, const char *name);
+/* Give tensor i a new name (must not collide). */
+int tpc_ckpt_rename(tpc_ckpt *ck, int64_t i, const char *name, tpc_err *e);
+/* Remove the tensors whose keep[i] is false, keeping order; fixes tree leaves' indices. */
+int tpc_ckpt_filter(tpc_ckpt *ck, const bool *keep, tpc_err *e);
+
+/* Reorder the tensors: new position i holds old tensor order[i] (a permutation
+ * of 0..n-1). Tree leaves and aliases follow. */
+int tpc_ckpt_permute(tpc_ckpt *ck, const int64_t *order, tpc_err *e);
+
+int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e);
+const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k);
+
+/* Check the invariants above for every tensor; reports the first violation. */
+int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e);
+
+/* Byte range [lo, hi) of the source that tensor t touches (lo == hi when empty). */
+void tpc_tensor_extent(const tpc_tensor *t, uint64_t *lo, uint64_t *hi);
+bool tpc_tensor_is_contiguous(const tpc_tensor *t);
+/* Set stride to the C-contiguous strides for the current shape. */
+void tpc_tensor_set_contiguous(tpc_tensor *t);
+
+/*
+ * Copy bytes [off, off+len) of tensor t's C-contiguous little-endian image (in
+ * src_dtype) into dst. `off` and `len` must be multiples of the element size
+ * for strided or byte-swapped tensors. Large strided gathers run in parallel.
+ */
+int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
+			void *dst, tpc_err *e);
+
+/* Write tensor t's C-contiguous bytes at the output's current position:
+ * in-kernel copy when contiguous and not swapped, else a bounded gather. */
+int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e);
+
+/* SHA-256 over tensor t's C-contiguous little-endian bytes. */
+int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);
+
+/* Tensor shape as "[2, 3]" into buf. */
+const char *tpc_shape_str(const tpc_tensor *t, char *buf, size_t n);
+
+/* Size of the bounded gather buffer used by writers (bytes). */
+#define TPC_GATHER_CHUNK (8u << 20)
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * tpc_err.h - error reporting for every tpconv module.
+ *
+ * Library code never prints and never exits. A function that can fail returns
+ * 0 on success or a negative tpc_status, and fills a caller-provided tpc_err
+ * with what went wrong: the status, the errno (or CUDA/NCCL status) that caused
+ * it, the file, the byte offset inside that file, the tensor name, and a short
+ * lowercase message. On success the error object is left untouched. There is
+ * no global "last error".
+ *
+ * The first error recorded wins: tpc_err_set() on an object that already holds
+ * an error keeps the original (a cleanup failure must not hide the real cause).
+ *
+ * Corrupt input is reported through TPC_CORRUPT(), the one place to put a
+ * breakpoint when chasing a parser rejection (sqlite's SQLITE_CORRUPT_BKPT).
+ *
+ * The status doubles as the process exit code of the command line tool:
+ * exit status = -status (see tpc_status_exit()).
+ */
+#ifndef TPC_ERR_H
+#define TPC_ERR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tpc_status {
+	TPC_OK = 0,
+	TPC_EMISMATCH = -1, /* verify found differences           -> exit 1 */
+	TPC_EUSAGE = -2,    /* bad command line or plan usage      -> exit 2 */
+	TPC_EINPUT = -3,    /* bad, corrupt or unsupported input   -> exit 3 */
+	TPC_EIO = -4,       /* output or I/O failure, out of memory -> exit 4 */
+	TPC_EGPU = -5,      /* GPU / NCCL / MPI failure            -> exit 5 */
+} tpc_status;
+
+#define TPC_ERR_PATH_MAX 1024
+#define TPC_ERR_NAME_MAX 512
+#define TPC_ERR_MSG_MAX 1024
+
+typedef struct tpc_err {
+	int code;        /* a tpc_status; 0 while no error is recorded */
+	int sys;         /* errno, CUDA or NCCL status; 0 when none */
+	int64_t offset;  /* byte offset in `path` where the problem is; -1 if none */
+	char path[TPC_ERR_PATH_MAX];   /* file concerned; "" if none */
+	char tensor[TPC_ERR_NAME_MAX]; /* tensor concerned; "" if none */
+	char msg[TPC_ERR_MSG_MAX];     /* lowercase, no trailing period */
+	const char *where;             /* source file:line that detected it */
+} tpc_err;
+
+/* Clear to "no error". Call once before handing the object to the library. */
+void tpc_err_init(tpc_err *e);
+
+/* Record an error (unless one is recorded already) and return `code`. */
+int tpc_err_set(tpc_err *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int tpc_err_setv(tpc_err *e, int code, const char *fmt, va_list ap);
+
+/* Like tpc_err_set, with errno: the message gets ": <strerror>" appended. */
+int tpc_err_sys(tpc_err *e, int code, int sys, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Add context to a recorded error when the fields are still empty: callers
+ * that know the file or tensor fill them in on the way out. */
+void tpc_err_path(tpc_err *e, const char *path);
+void tpc_err_tensor(tpc_err *e, const char *name);
+void tpc_err_offset(tpc_err *e, int64_t offset);
+
+/* Corrupt-input report: file, offset (-1 if unknown), tensor (NULL if none). */
+int tpc__corrupt(tpc_err *e, const char *where, const char *path, int64_t offset,
+		 const char *tensor, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+#define TPC_STR2(x) #x
+#define TPC_STR(x) TPC_STR2(x)
+#define TPC_CORRUPT(e, path, offset, tensor, ...)                                 \
+	tpc__corrupt((e), __FILE__ ":" TPC_STR(__LINE__), (path), (offset), (tensor), \
+		     __VA_ARGS__)
+
+/* Out of memory: EIO with a fixed message. */
+int tpc_err_nomem(tpc_err *e);
+
+/*
+ * Render the error as one line without the "tpconv: error: " prefix:
+ *   'model.pt': tensor 'h.0.w': data ends at 0x1f400 but the file ends at 0x1e000 (offset 0x48)
+ * Control characters from file contents are written as '?'. Always NUL
+ * terminates; truncates with "..." when the buffer is too small.
+ */
+void tpc_err_format(const tpc_err *e, char *buf, size_t n);
+
+/* Exit status for a tpc_status (0..5). */
+int tpc_status_exit(int status);
+
+/* Copy `src` into `dst` (size n) replacing control bytes by '?'. */
+void tpc_sanitize(char *dst, size_t n, const char *src);
+
+#endif

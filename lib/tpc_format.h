@@ -1,0 +1,82 @@
+/*
+ * tpc_format.h - the format registry.
+ *
+ * Formats plug into a small table so `shard/` and `cmd/` can read and write
+ * any of them by name without including a format's header. A format supplies:
+ *
+ *   detect(path, head, n)  how sure it is (0..100) that the file is its own,
+ *                          from the first bytes (n <= 4096; head == NULL and
+ *                          n == 0 when `path` is a directory). Content decides,
+ *                          never the extension.
+ *   open(ck, path, o, e)   append the file's tensors to `ck` (a checkpoint may
+ *                          hold several files: HF shards, rank files).
+ *   write(ck, sel, n, path, o, e)
+ *                          write tensors sel[0..n) of `ck` (all when sel is
+ *                          NULL) as one file at `path`, atomically.
+ *   exts                   output name endings that select this writer by
+ *                          default (".safetensors"; ".pt", ".bin", ".pth").
+ *
+ * formats/ registers its formats with tpc_formats_register_all() (declared
+ * in formats/formats.h); lib/ itself knows none.
+ */
+#ifndef TPC_FORMAT_H
+#define TPC_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+#include "tpc_progress.h"
+
+enum {
+	TPC_OPEN_STRICT = 1u << 0,     /* refuse any pickle global outside torch's allow-list */
+	TPC_OPEN_DEQUANTIZE = 1u << 1, /* quantized tensors become f32 (convert --dequantize) */
+};
+
+typedef struct tpc_open_opts {
+	unsigned flags;
+	const char *select; /* dotted path of a subtree to take ("ema_model"), or NULL */
+	tpc_value *globals; /* if non-NULL (a DICT), receives "module.name" -> count for every pickle global */
+} tpc_open_opts;
+
+enum {
+	TPC_W_FORCE = 1u << 0,      /* overwrite an existing output (= TPC_OUT_FORCE) */
+	TPC_W_DEDUP_TIED = 1u << 1, /* safetensors: keep one copy of tied tensors, record aliases */
+	TPC_W_NO_INDEX = 1u << 2,
+};
+
+typedef struct tpc_write_opts {
+	unsigned flags;
+	uint64_t max_shard_size;   /* HF sharding: 0 = one file */
+	const char *inner_format;  /* HF sharding: format of each shard ("safetensors", "torch") */
+	const char *shard_prefix;  /* HF sharding: "model" (safetensors) / "pytorch_model" (torch) */
+	tpc_progress *progress;    /* may be NULL */
+} tpc_write_opts;
+
+typedef struct tpc_format {
+	const char *name;
+	const char *desc;
+	int (*detect)(const char *path, const uint8_t *head, size_t n);
+	int (*open)(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e);
+	int (*write)(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+		     const tpc_write_opts *o, tpc_err *e);
+	const char *const *exts;
+} tpc_format;
+
+int tpc_format_register(const tpc_format *f);
+const tpc_format *tpc_format_by_name(const char *name);
+/* The format whose extension list matches the end of `path`, or NULL. */
+const tpc_format *tpc_format_for_output(const char *path);
+/* Registered formats, for --help listings. */
+size_t tpc_format_count(void);
+const tpc_format *tpc_format_at(size_t i);
+
+/* Detect the format of `path` (a file or directory) and open it into `ck`.
+ * Unknown content is TPC_EINPUT naming what the first bytes look like. */
+int tpc_ckpt_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e);
+/* Name of the format detected for `path`, or NULL. */
+const tpc_format *tpc_format_detect(const char *path, tpc_err *e);
+
+#endif

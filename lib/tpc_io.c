@@ -1,0 +1,520 @@
+/* tpc_io.c - read-only mappings and atomic outputs; see tpc_io.h.
+ *
+ * Temporary files live on a fixed-size list that the signal handler walks
+ * without locks: entries are published with a single pointer store, and the
+ * handler only calls async-signal-safe functions (unlink, signal, raise). */
+#include "tpc_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tpc_buf.h"
+#include "tpc_util.h"
+
+#define CHUNK (64u << 20)
+
+/* ---- temporaries and inputs ---- */
+
+#define MAX_TMP 4096
+static char *volatile tmp_list[MAX_TMP];
+static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile sig_atomic_t signals_installed;
+static bool kernel_copy = true;
+
+static struct {
+	dev_t dev;
+	ino_t ino;
+} *inputs;
+static size_t n_inputs, cap_inputs;
+
+static void tmp_register(char *p)
+{
+	pthread_mutex_lock(&io_lock);
+	for (int i = 0; i < MAX_TMP; i++)
+		if (!tmp_list[i]) {
+			tmp_list[i] = p;
+			break;
+		}
+	pthread_mutex_unlock(&io_lock);
+}
+
+static void tmp_unregister(const char *p)
+{
+	pthread_mutex_lock(&io_lock);
+	for (int i = 0; i < MAX_TMP; i++)
+		if (tmp_list[i] == p) {
+			tmp_list[i] = NULL;
+			break;
+		}
+	pthread_mutex_unlock(&io_lock);
+}
+
+static void on_signal(int sig)
+{
+	for (int i = 0; i < MAX_TMP; i++) {
+		char *p = tmp_list[i];
+		if (p)
+			unlink(p);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void tpc_io_install_signals(void)
+{
+	if (signals_installed)
+		return;
+	signals_installed = 1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGXFSZ, &sa, NULL);
+}
+
+void tpc_io_set_kernel_copy(bool on)
+{
+	kernel_copy = on;
+}
+
+static void note_input_stat(const struct stat *st)
+{
+	pthread_mutex_lock(&io_lock);
+	if (!tpc_grow((void **)&inputs, &cap_inputs, n_inputs + 1, sizeof(*inputs))) {
+		inputs[n_inputs].dev = st->st_dev;
+		inputs[n_inputs].ino = st->st_ino;
+		n_inputs++;
+	}
+	pthread_mutex_unlock(&io_lock);
+}
+
+void tpc_io_note_input(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) == 0)
+		note_input_stat(&st);
+}
+
+bool tpc_io_is_input(const char *path)
+{
+	struct stat st;
+	bool r = false;
+	if (stat(path, &st) != 0)
+		return false;
+	pthread_mutex_lock(&io_lock);
+	for (size_t i = 0; i < n_inputs; i++)
+		if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino)
+			r = true;
+	pthread_mutex_unlock(&io_lock);
+	return r;
+}
+
+/* ---- mappings ---- */
+
+int tpc_map_open(tpc_map *m, const char *path, tpc_err *e)
+{
+	struct stat st;
+	int ret = 0;
+	memset(m, 0, sizeof(*m));
+	m->fd = -1;
+	m->path = tpc_strdup(path);
+	if (!m->path)
+		return tpc_err_nomem(e);
+	m->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (m->fd < 0) {
+		ret = tpc_err_sys(e, TPC_EINPUT, errno, "cannot open");
+		goto out;
+	}
+	if (fstat(m->fd, &st) != 0) {
+		ret = tpc_err_sys(e, TPC_EINPUT, errno, "cannot stat");
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		ret = tpc_err_set(e, TPC_EINPUT, "is a directory, expected a file");
+		goto out;
+	}
+	m->size = (uint64_t)st.st_size;
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	if (m->size) {
+		void *p = mmap(NULL, (size_t)m->size, PROT_READ, MAP_PRIVATE, m->fd, 0);
+		if (p == MAP_FAILED) {
+			ret = tpc_err_sys(e, TPC_EIO, errno, "cannot map %llu bytes",
+					  (unsigned long long)m->size);
+			goto out;
+		}
+		m->data = p;
+	}
+	note_input_stat(&st);
+out:
+	if (ret) {
+		tpc_err_path(e, path);
+		tpc_map_close(m);
+	}
+	return ret;
+}
+
+void tpc_map_close(tpc_map *m)
+{
+	if (!m)
+		return;
+	if (m->data)
+		munmap((void *)m->data, (size_t)m->size);
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m->path);
+	memset(m, 0, sizeof(*m));
+	m->fd = -1;
+}
+
+void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	if (!m->data || off >= m->size)
+		return;
+	uint64_t start = off & ~(uint64_t)(pg - 1);
+	if (len > m->size - off)
+		len = m->size - off;
+	madvise((void *)(m->data + start), (size_t)(len + (off - start)), MADV_SEQUENTIAL | MADV_WILLNEED);
+}
+
+/* ---- outputs ---- */
+
+/* Final files get 0666 & ~umask, as open(2) would give them; mkostemp makes 0600. */
+static mode_t saved_umask_mode;
+static void umask_init(void)
+{
+	mode_t u = umask(022);
+	umask(u);
+	saved_umask_mode = 0666 & ~u;
+}
+
+int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	int ret = 0;
+	struct stat st;
+	char *dir = NULL;
+	pthread_once(&once, umask_init);
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+	tpc_io_install_signals();
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			ret = tpc_err_set(e, TPC_EUSAGE, "output is an existing directory");
+			goto out;
+		}
+		if (tpc_io_is_input(path)) {
+			ret = tpc_err_set(e, TPC_EUSAGE, "output is also an input; refusing to overwrite it");
+			goto out;
+		}
+		if (!(flags & TPC_OUT_FORCE)) {
+			ret = tpc_err_set(e, TPC_EUSAGE, "output exists; use --force to overwrite it");
+			goto out;
+		}
+	}
+	o->path = tpc_strdup(path);
+	dir = tpc_path_dir(path);
+	if (!o->path || !dir) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	{
+		tpc_buf b = TPC_BUF_INIT;
+		tpc_buf_addf(&b, "%s/.%s.tpc-XXXXXX", dir, tpc_path_base(path));
+		o->tmp = tpc_buf_detach(&b, NULL);
+	}
+	if (!o->tmp) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	o->fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (o->fd < 0) {
+		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot create a temporary file in '%s'", dir);
+		free(o->tmp);
+		o->tmp = NULL;
+		goto out;
+	}
+	tmp_register(o->tmp);
+	if (fchmod(o->fd, saved_umask_mode) != 0) {
+		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot set the mode of '%s'", o->tmp);
+		goto out;
+	}
+out:
+	free(dir);
+	if (ret) {
+		tpc_err_path(e, path);
+		tpc_out_abort(o);
+	}
+	return ret;
+}
+
+static int write_fail(tpc_out *o, int err, tpc_err *e)
+{
+	int code = TPC_EIO;
+	tpc_err_sys(e, code, err, "write failed");
+	tpc_err_path(e, o->path);
+	return code;
+}
+
+int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e)
+{
+	const char *c = p;
+	while (n) {
+		size_t k = n > CHUNK ? CHUNK : n;
+		ssize_t w = pwrite(o->fd, c, k, (off_t)off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return write_fail(o, errno, e);
+		}
+		if (w == 0)
+			return write_fail(o, ENOSPC, e);
+		c += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e)
+{
+	int ret = tpc_out_pwrite(o, p, n, o->size, e);
+	if (!ret)
+		o->size += n;
+	return ret;
+}
+
+int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
+		    uint64_t dst_off, tpc_err *e)
+{
+	if (src_off > src->size || len > src->size - src_off)
+		return tpc_err_set(e, TPC_EINPUT, "internal: copy range past the end of '%s'", src->path);
+	bool try_kernel = kernel_copy && src->fd >= 0;
+	while (len && try_kernel) {
+		loff_t in = (loff_t)src_off, outp = (loff_t)dst_off;
+		size_t k = len > (1u << 30) ? (1u << 30) : (size_t)len;
+		ssize_t r = copy_file_range(src->fd, &in, o->fd, &outp, k, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP ||
+			    errno == EBADF || errno == ETXTBSY) {
+				try_kernel = false;
+				break;
+			}
+			return write_fail(o, errno, e);
+		}
+		if (r == 0) {
+			try_kernel = false;
+			break;
+		}
+		src_off += (uint64_t)r;
+		dst_off += (uint64_t)r;
+		len -= (uint64_t)r;
+	}
+	if (len)
+		return tpc_out_pwrite(o, src->data + src_off, (size_t)len, dst_off, e);
+	return 0;
+}
+
+int tpc_out_copy(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len, tpc_err *e)
+{
+	int ret = tpc_out_copy_at(o, src, src_off, len, o->size, e);
+	if (!ret)
+		o->size += len;
+	return ret;
+}
+
+int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e)
+{
+	if (ftruncate(o->fd, (off_t)size) != 0)
+		return write_fail(o, errno, e);
+	return 0;
+}
+
+static int fsync_dir(const char *path)
+{
+	char *dir = tpc_path_dir(path);
+	int fd, r = 0;
+	if (!dir)
+		return ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return errno;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		r = errno;
+	close(fd);
+	return r;
+}
+
+int tpc_out_finish(tpc_out *o, tpc_err *e)
+{
+	if (o->fd < 0)
+		return 0;
+	if (fsync(o->fd) != 0 && errno != EINVAL)
+		return write_fail(o, errno, e);
+	if (close(o->fd) != 0) {
+		o->fd = -1;
+		return write_fail(o, errno, e);
+	}
+	o->fd = -1;
+	return 0;
+}
+
+int tpc_out_commit(tpc_out *o, tpc_err *e)
+{
+	int r = tpc_out_finish(o, e);
+	if (r)
+		return r;
+	if (rename(o->tmp, o->path) != 0) {
+		int err = errno;
+		tpc_err_sys(e, TPC_EIO, err, "cannot rename the temporary file into place");
+		tpc_err_path(e, o->path);
+		return TPC_EIO;
+	}
+	tmp_unregister(o->tmp);
+	free(o->tmp);
+	o->tmp = NULL;
+	o->committed = true;
+	r = fsync_dir(o->path);
+	if (r)
+		return tpc_err_sys(e, TPC_EIO, r, "cannot sync the directory of '%s'", o->path);
+	free(o->path);
+	o->path = NULL;
+	return 0;
+}
+
+void tpc_out_abort(tpc_out *o)
+{
+	if (!o)
+		return;
+	if (o->fd >= 0 && o->tmp)
+		close(o->fd);
+	o->fd = -1;
+	if (o->tmp) {
+		unlink(o->tmp);
+		tmp_unregister(o->tmp);
+		free(o->tmp);
+		o->tmp = NULL;
+	}
+	free(o->path);
+	o->path = NULL;
+}
+
+int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned flags, tpc_err *e)
+{
+	tpc_out o;
+	int ret = tpc_out_open(&o, path, flags, e);
+	if (ret)
+		return ret;
+	ret = tpc_out_write(&o, p, n, e);
+	if (!ret)
+		ret = tpc_out_commit(&o, e);
+	tpc_out_abort(&o);
+	return ret;
+}
+
+int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_err *e)
+{
+	tpc_map m;
+	int ret = tpc_map_open(&m, path, e);
+	if (ret)
+		return ret;
+	if (m.size > cap) {
+		ret = tpc_err_set(e, TPC_EINPUT, "file is %llu bytes, more than the %llu allowed",
+				  (unsigned long long)m.size, (unsigned long long)cap);
+		tpc_err_path(e, path);
+		goto out;
+	}
+	*out = tpc_strndup(m.data ? (const char *)m.data : "", (size_t)m.size);
+	if (!*out) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (len)
+		*len = (size_t)m.size;
+out:
+	tpc_map_close(&m);
+	return ret;
+}
+
+bool tpc_is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool tpc_exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+int tpc_mkdirs(const char *path, tpc_err *e)
+{
+	char *p = tpc_strdup(path);
+	int ret = 0;
+	if (!p)
+		return tpc_err_nomem(e);
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+			*s = '\0';
+			if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+				ret = tpc_err_sys(e, TPC_EIO, errno, "cannot create directory");
+				tpc_err_path(e, p);
+				break;
+			}
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	if (!ret && !tpc_is_dir(path)) {
+		ret = tpc_err_set(e, TPC_EIO, "exists and is not a directory");
+		tpc_err_path(e, path);
+	}
+	free(p);
+	return ret;
+}
+
+char *tpc_path_join(const char *dir, const char *name)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	size_t l = strlen(dir);
+	tpc_buf_adds(&b, dir);
+	if (l && dir[l - 1] != '/')
+		tpc_buf_addc(&b, '/');
+	tpc_buf_adds(&b, name);
+	return tpc_buf_detach(&b, NULL);
+}
+
+const char *tpc_path_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+char *tpc_path_dir(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	if (!s)
+		return tpc_strdup(".");
+	if (s == path)
+		return tpc_strdup("/");
+	return tpc_strndup(path, (size_t)(s - path));
+}

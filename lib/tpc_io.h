@@ -1,0 +1,108 @@
+/*
+ * tpc_io.h - input mappings and atomic output files.
+ *
+ * Inputs are mapped read-only (mmap, MAP_PRIVATE, PROT_READ): opening a
+ * multi-GB file costs a system call and no copy; tensor bytes are read in
+ * place. Empty files are "mapped" as a zero-length buffer.
+ *
+ * Outputs are never written under their final name. tpc_out_open() creates a
+ * temporary file beside the target (".<name>.tpc-XXXXXX", O_CREAT|O_EXCL);
+ * tpc_out_commit() fsyncs it, renames it over the target and fsyncs the
+ * directory; tpc_out_abort() removes it. Every open temporary file is also on a
+ * process-wide list that the SIGINT/SIGTERM handler (tpc_io_install_signals)
+ * unlinks before the process dies, so an interrupted run leaves nothing behind.
+ * Without `force`, an existing target is refused before any byte is written.
+ * A target that is the same file (device + inode) as an opened input is always
+ * refused: the llama.cpp gguf-split lesson.
+ *
+ * All I/O loops retry EINTR and short reads/writes; offsets are 64-bit.
+ */
+#ifndef TPC_IO_H
+#define TPC_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tpc_err.h"
+
+typedef struct tpc_map {
+	char *path;          /* owned copy */
+	int fd;              /* kept open for copy_file_range; -1 if none */
+	const uint8_t *data; /* NULL when size == 0 */
+	uint64_t size;
+	dev_t dev;
+	ino_t ino;
+} tpc_map;
+
+/* Map a file read-only. Errors: missing/unreadable file -> TPC_EINPUT with
+ * errno; a directory -> TPC_EINPUT. The map is registered as an input so that
+ * outputs refuse to overwrite it. */
+int tpc_map_open(tpc_map *m, const char *path, tpc_err *e);
+void tpc_map_close(tpc_map *m);
+/* Advise the kernel: sequential read-ahead for [off, off+len). */
+void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
+
+/* Register an extra path as an input (a directory's files, an index). */
+void tpc_io_note_input(const char *path);
+/* Is `path` (existing) the same file as a registered input? */
+bool tpc_io_is_input(const char *path);
+
+typedef struct tpc_out {
+	char *path;     /* final name */
+	char *tmp;      /* temporary name */
+	int fd;
+	uint64_t size;  /* bytes written through tpc_out_write (sequential position) */
+	bool committed;
+} tpc_out;
+
+enum { TPC_OUT_FORCE = 1 };
+
+int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e);
+/* Sequential write at the current position. */
+int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e);
+/* Positioned write (does not move the sequential position). */
+int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e);
+/* Copy `len` bytes from `src` at `src_off` to the current position, in the
+ * kernel (copy_file_range) when possible, else through large pwrites from the
+ * mapping. */
+int tpc_out_copy(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len, tpc_err *e);
+/* Like tpc_out_copy but to an explicit output offset. */
+int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
+		    uint64_t dst_off, tpc_err *e);
+/* Set the file size (preallocate). */
+int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e);
+/* fsync and close, keeping the temporary (still removed on abort or signal);
+ * a later tpc_out_commit only renames. Lets a multi-file set be written whole
+ * before any file takes its final name. */
+int tpc_out_finish(tpc_out *o, tpc_err *e);
+int tpc_out_commit(tpc_out *o, tpc_err *e);
+void tpc_out_abort(tpc_out *o); /* safe after commit (no-op) and on a zeroed struct */
+
+/* Install SIGINT/SIGTERM handlers that remove open temporaries and then
+ * re-raise the signal. Idempotent. */
+void tpc_io_install_signals(void);
+
+/* Write a whole small file atomically (JSON index, manifest). */
+int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned flags, tpc_err *e);
+
+/* Read a whole small file (JSON) into a malloc'd NUL-terminated buffer, at
+ * most `cap` bytes (bigger -> TPC_EINPUT). */
+int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_err *e);
+
+/* Directory helpers. */
+bool tpc_is_dir(const char *path);
+bool tpc_exists(const char *path);
+/* Create a directory (and parents) if missing. */
+int tpc_mkdirs(const char *path, tpc_err *e);
+/* Join dir + "/" + name into a malloc'd string (NULL on OOM). */
+char *tpc_path_join(const char *dir, const char *name);
+/* Base name (pointer into path) and directory (malloc'd, "." when none). */
+const char *tpc_path_base(const char *path);
+char *tpc_path_dir(const char *path);
+
+/* Disable the in-kernel copy (tests, benchmarks). */
+void tpc_io_set_kernel_copy(bool on);
+
+#endif

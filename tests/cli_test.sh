@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# CLI golden tests: stdout, stderr and exit status of the tpconv command.
+# Emits TAP. usage: cli_test.sh TPCONV SRCDIR CORPUS
+set -u
+TPCONV=$(realpath "$1") SRC=$2 CORPUS=$(realpath "$3")
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok()   { n=$((n+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+# run CMD...: sets rc, out, err
+run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; out=$(cat "$T/out"); err=$(cat "$T/err"); }
+expect() { # desc rc-wanted [stderr-substring]
+  local d=$1 want=$2 sub=${3:-}
+  if [ "$rc" != "$want" ]; then bad "$d" "exit $rc, wanted $want" "stderr: $err"; return; fi
+  if [ -n "$sub" ] && ! grep -qF -- "$sub" "$T/err"; then bad "$d" "stderr lacks: $sub" "stderr: $err"; return; fi
+  ok "$d"
+}
+
+run "$TPCONV" --help;            expect "--help exits 0" 0; grep -q "Exit status" "$T/out" && ok "--help lists exit codes" || bad "--help lists exit codes"
+run "$TPCONV" --version;         expect "--version" 0; [[ "$out" == tpconv\ * ]] && ok "--version prints the version" || bad "--version prints" "$out"
+run "$TPCONV";                   expect "no command is a usage error" 2
+run "$TPCONV" frobnicate;        expect "unknown command" 2 "unknown command 'frobnicate'"
+for c in inspect convert; do
+  run "$TPCONV" $c --help;       expect "$c --help exits 0" 0
+  [ -s "$T/out" ] && [ ! -s "$T/err" ] && ok "$c --help goes to stdout" || bad "$c --help goes to stdout"
+  run "$TPCONV" $c --bogus x;    expect "$c rejects unknown flags, quoted" 2 "unknown or incomplete option '--bogus'"
+done
+run "$TPCONV" inspect;           expect "inspect without PATH" 2 "missing PATH"
+run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors"; expect "convert without -o" 2 "missing -o OUT"
+run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/x.weird"
+expect "convert with an unknown output kind" 2 "cannot tell the output format"
+run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/shards" --max-shard-size 12Q
+expect "bad size suffix" 2 "'12Q' is not a size"
+
+# golden inspect output (run from the corpus dir so paths are relative)
+(cd "$CORPUS/safetensors" && "$TPCONV" inspect st_samples_overall.safetensors) >"$T/golden" 2>&1
+if diff -u "$SRC/tests/golden/inspect_overall.txt" "$T/golden" >"$T/diff"; then ok "inspect golden output"; else bad "inspect golden output" "$(cat "$T/diff")"; fi
+(cd "$CORPUS/safetensors" && "$TPCONV" inspect --json candle_jfk-codes.safetensors) >"$T/golden" 2>&1
+if diff -u "$SRC/tests/golden/inspect_jfk.json" "$T/golden" >"$T/diff"; then ok "inspect --json golden output"; else bad "inspect --json golden output" "$(cat "$T/diff")"; fi
+if /usr/bin/env python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/golden" 2>/dev/null; then ok "inspect --json is valid JSON"; else bad "inspect --json is valid JSON"; fi
+
+# handcrafted corrupt files: exit 3, file and tensor named, nothing written, no temporaries
+python3 "$SRC/tests/make_bad_safetensors.py" "$T/bad" > "$T/cases" || bad "generate bad files"
+while IFS=$'\t' read -r f msg tensor; do
+  run "$TPCONV" convert "$T/bad/$f" -o "$T/out_$f"
+  if [ "$rc" != 3 ]; then bad "bad $f: exit 3" "exit $rc" "$err"; continue; fi
+  grep -qF -- "'$T/bad/$f'" "$T/err" || { bad "bad $f: names the file" "$err"; continue; }
+  grep -qF -- "$msg" "$T/err" || { bad "bad $f: message" "wanted: $msg" "got: $err"; continue; }
+  if [ -n "$tensor" ] && ! grep -qF -- "tensor '$tensor'" "$T/err"; then bad "bad $f: names tensor $tensor" "$err"; continue; fi
+  if [ -e "$T/out_$f" ] || ls -a "$T" | grep -q '\.tpc-'; then bad "bad $f: nothing written"; continue; fi
+  ok "bad $f: exit 3, named, nothing written"
+done < "$T/cases"
+
+# convert: single -> HF shards -> single is byte-identical to the first single output
+IN="$CORPUS/safetensors/burn_examples__import-model-weights__weights__mnist.safetensors"
+run "$TPCONV" convert "$IN" -o "$T/a.safetensors";                 expect "convert to single" 0
+run "$TPCONV" convert "$T/a.safetensors" -o "$T/hf" --max-shard-size 600Ki; expect "convert to HF shards" 0
+[ -f "$T/hf/model.safetensors.index.json" ] && [ -f "$T/hf/model-00001-of-00003.safetensors" ] && ok "HF shard names" || bad "HF shard names" "$(ls "$T/hf")"
+run "$TPCONV" convert "$T/hf/model.safetensors.index.json" -o "$T/b.safetensors"; expect "convert index back to single" 0
+cmp -s "$T/a.safetensors" "$T/b.safetensors" && ok "single -> sharded -> single is byte-identical" || bad "round trip byte-identical"
+run "$TPCONV" convert "$T/hf" -o "$T/c.safetensors";              expect "convert a shard directory" 0
+cmp -s "$T/a.safetensors" "$T/c.safetensors" && ok "directory input equals index input" || bad "directory input"
+# refusals
+run "$TPCONV" convert "$T/a.safetensors" -o "$T/b.safetensors";   expect "refuses to overwrite" 2 "use --force"
+run "$TPCONV" convert "$T/a.safetensors" -o "$T/b.safetensors" -f; expect "--force overwrites" 0
+run "$TPCONV" convert "$T/a.safetensors" -o "$T/a.safetensors" -f; expect "output equal to input is refused" 2 "also an input"
+cmp -s "$T/a.safetensors" "$T/b.safetensors" && ok "input untouched after refusal" || bad "input untouched"
+run "$TPCONV" convert "$T/missing.safetensors" -o "$T/m.safetensors"; expect "missing input" 3 "No such file"
+run "$TPCONV" inspect "$CORPUS/negative/burn_src__pytorch__tests__reader__test_data__broken.pt"; [ "$rc" = 3 ] && ok "3-byte file refused with exit 3" || bad "broken.pt exit 3" "$rc $err"
+# progress: forced on a non-terminal prints plain lines, never escape codes
+run "$TPCONV" convert "$T/a.safetensors" -o "$T/p.safetensors" --progress
+if [ "$rc" = 0 ] && grep -q "convert:" "$T/err" && ! grep -q $'\r\|\x1b' "$T/err"; then ok "--progress on a pipe: plain lines"; else bad "--progress" "$err"; fi
+run "$TPCONV" convert "$T/a.safetensors" -o "$T/q.safetensors"
+[ "$rc" = 0 ] && [ ! -s "$T/err" ] && ok "no progress on a pipe by default" || bad "quiet by default on a pipe" "$err"
+
+echo "1..$n"
+[ "$failed" = 0 ]

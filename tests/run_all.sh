@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run every registered meson test in each build dir given; print per-suite
+# results and end with the line "N passed, N failed[, N skipped]".
+set -u
+pass=0 fail=0 skip=0
+for b in "$@"; do
+  echo "== meson test in $b"
+  log=$(mktemp)
+  # sanitizer builds: fail on the first report, no leak noise from Python subprocesses
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    meson test -C "$b" --print-errorlogs --num-processes 2 --no-rebuild > "$log" 2>&1
+  rc=$?
+  sed -n '/^Summary of Failures/,$p;/^Ok:/,$p' "$log" | head -n 60
+  grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | head -n 40
+  n() { grep -E "^$1:" "$log" | tail -n 1 | awk '{print $NF}'; }
+  ok=$(n 'Ok'); xf=$(n 'Expected Fail'); f=$(n 'Fail'); up=$(n 'Unexpected Pass'); sk=$(n 'Skipped'); to=$(n 'Timeout')
+  # count individual checks (TAP lines of cmocka and the shell tests) from the log;
+  # a test program that dies without printing "not ok" still counts through meson's Fail
+  tl="$b/meson-logs/testlog.txt"
+  tok=$(grep -cE '^ok [0-9]+' "$tl" 2>/dev/null); tnok=$(grep -cE '^not ok [0-9]+' "$tl" 2>/dev/null)
+  pass=$((pass + ${tok:-0} + ${xf:-0}))
+  fail=$((fail + ${tnok:-0} + ${f:-0} + ${up:-0} + ${to:-0}))
+  skip=$((skip + ${sk:-0}))
+  if [ "$rc" != 0 ] && [ "${f:-0}" = 0 ] && [ "${to:-0}" = 0 ]; then
+    echo "meson test failed to run in $b (exit $rc):"; tail -n 30 "$log"; fail=$((fail + 1))
+  fi
+  rm -f "$log"
+done
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,260 @@
+/* test_core.c - lib/: errors, numbers, SHA-256, dtypes, JSON strings, the
+ * checkpoint model (strided gathers) and atomic outputs. */
+#include "test_util.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tpc_buf.h"
+#include "tpc_ckpt.h"
+#include "tpc_dtype.h"
+#include "tpc_err.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+static void test_err_format(void **st)
+{
+	(void)st;
+	tpc_err e;
+	char buf[512];
+	tpc_err_init(&e);
+	assert_int_equal(TPC_CORRUPT(&e, "m\x01.pt", 0x48, "h.0.w", "data ends at 0x%x", 0x1f400), TPC_EINPUT);
+	/* the first error wins */
+	tpc_err_set(&e, TPC_EIO, "later");
+	tpc_err_format(&e, buf, sizeof(buf));
+	assert_string_equal(buf, "'m?.pt': tensor 'h.0.w': data ends at 0x1f400 (at byte offset 72, 0x48)");
+	assert_int_equal(tpc_status_exit(e.code), 3);
+	assert_int_equal(tpc_status_exit(TPC_EMISMATCH), 1);
+	assert_int_equal(tpc_status_exit(TPC_EGPU), 5);
+	assert_non_null(e.where);
+	/* truncation keeps a terminator and marks it */
+	tpc_err_format(&e, buf, 16);
+	assert_int_equal(strlen(buf), 15);
+	assert_string_equal(buf + 12, "...");
+}
+
+static void test_parse_size(void **st)
+{
+	(void)st;
+	tpc_err e;
+	uint64_t v;
+	struct {
+		const char *s;
+		uint64_t v;
+	} ok[] = {{"0", 0}, {"5GB", 5000000000ull}, {"4GiB", 4ull << 30}, {"64K", 64000}, {"64Ki", 65536},
+		  {"1M", 1000000}, {"3Mi", 3u << 20}, {"1T", 1000000000000ull}, {"123", 123}, {"7B", 7}};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		tpc_err_init(&e);
+		assert_int_equal(tpc_parse_size(ok[i].s, &v, &e), 0);
+		assert_true(v == ok[i].v);
+	}
+	const char *bad[] = {"", "-1", "1.5G", "G", "1X", "1 G", "99999999999999999999", "20000000T", "1Gx"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tpc_err_init(&e);
+		assert_int_equal(tpc_parse_size(bad[i], &v, &e), TPC_EUSAGE);
+		assert_non_null(strstr(e.msg, "is not a size"));
+	}
+	tpc_err_init(&e);
+	assert_int_equal(tpc_parse_u64("12", 10, &v, &e), TPC_EUSAGE);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_parse_u64("10", 10, &v, &e), 0);
+}
+
+static void test_sha256(void **st)
+{
+	(void)st;
+	tpc_sha256 s;
+	uint8_t h[32];
+	char hx[65];
+	tpc_sha256_init(&s);
+	tpc_sha256_final(&s, h);
+	tpc_hex(h, 32, hx);
+	assert_string_equal(hx, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	tpc_sha256_init(&s);
+	const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	for (size_t i = 0; m[i]; i++) /* byte at a time: exercises the buffering */
+		tpc_sha256_update(&s, m + i, 1);
+	tpc_sha256_final(&s, h);
+	tpc_hex(h, 32, hx);
+	assert_string_equal(hx, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+static void test_dtypes(void **st)
+{
+	(void)st;
+	assert_int_equal(tpc_dtype_from_st("BF16"), TPC_BF16);
+	assert_int_equal(tpc_dtype_from_st("bf16"), TPC_DT_INVALID);
+	assert_int_equal(tpc_dtype_from_torch("half"), TPC_F16);
+	assert_int_equal(tpc_dtype_from_torch("float8_e4m3fn"), TPC_F8_E4M3);
+	assert_int_equal(tpc_dtype_from_storage("BFloat16Storage"), TPC_BF16);
+	assert_int_equal(tpc_dtype_parse("fp16"), TPC_F16);
+	assert_int_equal(tpc_dtype_parse("F32"), TPC_F32);
+	assert_int_equal(tpc_dtype_size(TPC_C64), 8);
+	assert_int_equal(tpc_dtype_bits(TPC_F4), 4);
+	/* safetensors sort order: every safetensors type has a distinct rank */
+	for (int a = 1; a < TPC_DT_COUNT; a++)
+		for (int b = a + 1; b < TPC_DT_COUNT; b++) {
+			const tpc_dtype_info *x = tpc_dtype_get((tpc_dtype)a), *y = tpc_dtype_get((tpc_dtype)b);
+			if (x->st && y->st)
+				assert_int_not_equal(x->st_rank, y->st_rank);
+		}
+}
+
+static void test_json_str(void **st)
+{
+	(void)st;
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_json_str(&b, "a\"b\\\n\x01\xc3\xa9\xf0\x9f\x98\x80", 12, true);
+	assert_string_equal(b.p, "\"a\\\"b\\\\\\n\\u0001\\u00e9\\ud83d\\ude00\"");
+	tpc_buf_reset(&b);
+	tpc_buf_json_str(&b, "\xc3\xa9", 2, false);
+	assert_string_equal(b.p, "\"\xc3\xa9\"");
+	tpc_buf_release(&b);
+	assert_true(tpc_utf8_valid("\xc3\xa9", 2));
+	assert_false(tpc_utf8_valid("\xc0\xaf", 2));   /* overlong */
+	assert_false(tpc_utf8_valid("\xed\xa0\x80", 3)); /* surrogate */
+}
+
+/* A 3x4 f32 source viewed transposed, sliced and offset, as torch does. */
+static void test_strided_views(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200];
+	float data[12];
+	for (int i = 0; i < 12; i++)
+		data[i] = (float)i;
+	snprintf(path, sizeof(path), "%s/src.bin", dir);
+	assert_int_equal(test_write_file(path, data, sizeof(data)), 0);
+	tpc_ckpt ck;
+	tpc_err e;
+	int src;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_file(&ck, path, &src, &e), 0);
+	int64_t shp[2] = {4, 3}, strd[2] = {1, 4};
+	int64_t t = tpc_ckpt_add_tensor(&ck, "t", TPC_F32, 2, shp, strd, src, 0, &e);
+	assert_true(t >= 0);
+	assert_false(tpc_tensor_is_contiguous(&ck.t[t]));
+	float out[12];
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[t], 0, 48, out, &e), 0);
+	float want[12] = {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+	assert_memory_equal(out, want, sizeof(want));
+	/* a partial, element-aligned range of the same view */
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[t], 16, 20, out, &e), 0);
+	assert_memory_equal(out, want + 4, 20);
+	/* a column slice: rows 0..2, column 1 (offset 1 element, stride 4) */
+	int64_t s2[1] = {3}, st2[1] = {4};
+	int64_t c = tpc_ckpt_add_tensor(&ck, "col", TPC_F32, 1, s2, st2, src, 4, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[c], 0, 12, out, &e), 0);
+	assert_true(out[0] == 1 && out[1] == 5 && out[2] == 9);
+	/* a view running past the source is refused by validation, naming it */
+	int64_t s3[1] = {4};
+	assert_true(tpc_ckpt_add_tensor(&ck, "bad", TPC_F32, 1, s3, st2, src, 8, &e) >= 0);
+	assert_int_equal(tpc_ckpt_validate(&ck, &e), TPC_EINPUT);
+	assert_string_equal(e.tensor, "bad");
+	assert_non_null(strstr(e.msg, "but the file ends at 0x30"));
+	/* 0-d and empty tensors */
+	tpc_err_init(&e);
+	int64_t z = tpc_ckpt_add_tensor(&ck, "scalar", TPC_F32, 0, NULL, NULL, src, 44, &e);
+	assert_true(z >= 0);
+	assert_int_equal(ck.t[z].numel, 1);
+	int64_t zs[2] = {0, 5};
+	int64_t em = tpc_ckpt_add_tensor(&ck, "empty", TPC_F32, 2, zs, NULL, src, 48, &e);
+	assert_int_equal(ck.t[em].nbytes, 0);
+	/* duplicate names, negative sizes and overflowing products are refused */
+	assert_int_equal(tpc_ckpt_add_tensor(&ck, "t", TPC_F32, 0, NULL, NULL, src, 0, &e), TPC_EINPUT);
+	tpc_err_init(&e);
+	int64_t neg[1] = {-1};
+	assert_int_equal(tpc_ckpt_add_tensor(&ck, "n", TPC_F32, 1, neg, NULL, src, 0, &e), TPC_EINPUT);
+	tpc_err_init(&e);
+	int64_t huge[3] = {1ll << 40, 1ll << 40, 1ll << 40};
+	assert_int_equal(tpc_ckpt_add_tensor(&ck, "h", TPC_F32, 3, huge, NULL, src, 0, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "overflows"));
+	/* find after many inserts (index rebuilds) */
+	tpc_err_init(&e);
+	for (int i = 0; i < 5000; i++) {
+		char nm[32];
+		snprintf(nm, sizeof(nm), "x.%d", i);
+		assert_true(tpc_ckpt_add_tensor(&ck, nm, TPC_U8, 0, NULL, NULL, src, 0, &e) >= 0);
+	}
+	assert_true(tpc_ckpt_find(&ck, "x.4321") >= 0);
+	assert_int_equal(tpc_ckpt_find(&ck, "x.5000"), -1);
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
+
+static void test_atomic_output(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200], in[4200];
+	tpc_out o;
+	tpc_err e;
+	tpc_map m;
+	snprintf(path, sizeof(path), "%s/out.bin", dir);
+	snprintf(in, sizeof(in), "%s/in.bin", dir);
+	assert_int_equal(test_write_file(in, "hello world", 11), 0);
+
+	tpc_err_init(&e);
+	assert_int_equal(tpc_out_open(&o, path, 0, &e), 0);
+	assert_int_equal(tpc_out_write(&o, "abc", 3, &e), 0);
+	/* nothing under the final name until commit */
+	assert_false(tpc_exists(path));
+	assert_int_equal(tpc_out_commit(&o, &e), 0);
+	tpc_out_abort(&o);
+	assert_true(tpc_exists(path));
+
+	/* refuse to overwrite without force */
+	assert_int_equal(tpc_out_open(&o, path, 0, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "--force"));
+	/* abort removes the temporary, leaves the old file */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_out_open(&o, path, TPC_OUT_FORCE, &e), 0);
+	char *tmp = strdup(o.tmp);
+	assert_int_equal(tpc_out_write(&o, "zzzz", 4, &e), 0);
+	tpc_out_abort(&o);
+	assert_false(tpc_exists(tmp));
+	free(tmp);
+	size_t n;
+	uint8_t *got = test_read_file(path, &n);
+	assert_int_equal(n, 3);
+	free(got);
+
+	/* an output that is an input is refused even with force */
+	assert_int_equal(tpc_map_open(&m, in, &e), 0);
+	assert_int_equal(tpc_out_open(&o, in, TPC_OUT_FORCE, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "also an input"));
+	/* copies (kernel and fallback) */
+	tpc_err_init(&e);
+	for (int k = 0; k < 2; k++) {
+		tpc_io_set_kernel_copy(k == 0);
+		assert_int_equal(tpc_out_open(&o, path, TPC_OUT_FORCE, &e), 0);
+		assert_int_equal(tpc_out_copy(&o, &m, 6, 5, &e), 0);
+		assert_int_equal(tpc_out_copy(&o, &m, 0, 5, &e), 0);
+		assert_int_equal(tpc_out_commit(&o, &e), 0);
+		got = test_read_file(path, &n);
+		assert_int_equal(n, 10);
+		assert_memory_equal(got, "worldhello", 10);
+		free(got);
+	}
+	tpc_io_set_kernel_copy(true);
+	tpc_map_close(&m);
+	/* missing input */
+	assert_int_equal(tpc_map_open(&m, "/nonexistent/x", &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "No such file"));
+	test_rmrf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_err_format),    cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_dtypes),
+		cmocka_unit_test(test_json_str),      cmocka_unit_test(test_strided_views),
+		cmocka_unit_test(test_atomic_output),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
