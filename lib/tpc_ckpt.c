@@ -102,8 +102,7 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 		return;
 	for (size_t i = 0; i < ck->n; i++) {
 		free(ck->t[i].name);
-		free(ck->t[i].shape);
-		tpc_value_unref(ck->t[i].meta);
+		tpc_tensor_release(&ck->t[i]);
 	}
 	free(ck->t);
 	for (size_t i = 0; i < ck->nst; i++) {
@@ -274,6 +273,240 @@ int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int
 	return (int64_t)ck->n - 1;
 }
 
+/* ---- free-standing tensor values and composites ---- */
+
+void tpc_tensor_release(tpc_tensor *t)
+{
+	if (!t)
+		return;
+	for (int i = 0; i < t->nparts; i++)
+		tpc_tensor_release(&t->parts[i]);
+	free(t->parts);
+	free(t->shape);
+	tpc_value_unref(t->meta);
+	t->parts = NULL;
+	t->nparts = 0;
+	t->shape = t->stride = NULL;
+	t->meta = NULL;
+}
+
+/* numel and nbytes from shape and dtype; -1 on overflow. */
+static int tensor_sizes(tpc_tensor *t)
+{
+	uint64_t n = 1, bits;
+	for (int d = 0; d < t->ndim; d++)
+		if (t->shape[d] < 0 || tpc_mul_u64(n, (uint64_t)t->shape[d], &n))
+			return -1;
+	if (tpc_mul_u64(n, tpc_dtype_bits(t->dtype), &bits))
+		return -1;
+	t->numel = n;
+	t->nbytes = bits / 8;
+	return 0;
+}
+
+static int alloc_shape(tpc_tensor *t, int ndim)
+{
+	t->shape = tpc_calloc((size_t)(2 * ndim), sizeof(int64_t));
+	if (!t->shape)
+		return -1;
+	t->stride = t->shape + ndim;
+	t->ndim = ndim;
+	return 0;
+}
+
+int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src)
+{
+	*dst = *src;
+	dst->name = NULL;
+	dst->parts = NULL;
+	dst->nparts = 0;
+	if (alloc_shape(dst, src->ndim))
+		return -1;
+	memcpy(dst->shape, src->shape, (size_t)src->ndim * 2 * sizeof(int64_t));
+	tpc_value_ref(dst->meta);
+	if (src->nparts) {
+		dst->parts = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
+		if (!dst->parts) {
+			tpc_tensor_release(dst);
+			return -1;
+		}
+		for (int i = 0; i < src->nparts; i++, dst->nparts++)
+			if (tpc_tensor_copy(&dst->parts[i], &src->parts[i])) {
+				tpc_tensor_release(dst);
+				return -1;
+			}
+	}
+	return 0;
+}
+
+int tpc_tensor_init_zero(tpc_tensor *t, tpc_dtype dtype, int ndim, const int64_t *shape)
+{
+	memset(t, 0, sizeof(*t));
+	if (alloc_shape(t, ndim))
+		return -1;
+	if (ndim)
+		memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+	tpc_tensor_set_contiguous(t);
+	t->dtype = t->src_dtype = dtype;
+	t->src = -1;
+	t->storage = -1;
+	t->alias_of = -1;
+	t->flags = TPC_TF_ZERO;
+	if (tensor_sizes(t)) {
+		tpc_tensor_release(t);
+		return -1;
+	}
+	return 0;
+}
+
+int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (nparts < 1 || dim < 0 || dim >= parts[0].ndim)
+		return -1;
+	if (alloc_shape(dst, parts[0].ndim))
+		return -1;
+	memcpy(dst->shape, parts[0].shape, (size_t)parts[0].ndim * sizeof(int64_t));
+	dst->shape[dim] = 0;
+	for (int i = 0; i < nparts; i++) {
+		if (parts[i].ndim != dst->ndim || parts[i].src_dtype != parts[0].src_dtype)
+			goto bad;
+		for (int d = 0; d < dst->ndim; d++)
+			if (d != dim && parts[i].shape[d] != parts[0].shape[d])
+				goto bad;
+		dst->shape[dim] += parts[i].shape[dim];
+	}
+	tpc_tensor_set_contiguous(dst);
+	dst->dtype = parts[0].dtype;
+	dst->src_dtype = parts[0].src_dtype;
+	dst->src = -1;
+	dst->storage = -1;
+	dst->alias_of = -1;
+	dst->cat_dim = dim;
+	dst->parts = tpc_calloc((size_t)nparts, sizeof(tpc_tensor));
+	if (!dst->parts || tensor_sizes(dst))
+		goto bad;
+	for (int i = 0; i < nparts; i++, dst->nparts++)
+		if (tpc_tensor_copy(&dst->parts[i], &parts[i]))
+			goto bad;
+	return 0;
+bad:
+	tpc_tensor_release(dst);
+	return -1;
+}
+
+int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len)
+{
+	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim])
+		return -1;
+	if (len == 0 || src->numel == 0) {
+		/* nothing to read: an empty (or zero-size) tensor of the right shape */
+		int64_t shp[TPC_MAX_NDIM];
+		memcpy(shp, src->shape, (size_t)src->ndim * sizeof(int64_t));
+		shp[dim] = len;
+		if (tpc_tensor_init_zero(dst, src->src_dtype, src->ndim, shp))
+			return -1;
+		dst->dtype = src->dtype;
+		return tensor_sizes(dst);
+	}
+	if (src->nparts && dim == src->cat_dim) {
+		/* keep the overlapping parts, each narrowed to the overlap */
+		tpc_tensor *sub = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
+		int n = 0, ret = 0;
+		int64_t pos = 0;
+		if (!sub)
+			return -1;
+		for (int i = 0; i < src->nparts && !ret; i++) {
+			int64_t ps = src->parts[i].shape[dim];
+			int64_t a = start > pos ? start : pos, b = start + len < pos + ps ? start + len : pos + ps;
+			if (b > a && !(ret = tpc_tensor_narrow(&sub[n], &src->parts[i], dim, a - pos, b - a)))
+				n++;
+			pos += ps;
+		}
+		if (!ret && n == 1) {
+			*dst = sub[0]; /* moved, not copied */
+			n = 0;
+		} else if (!ret) {
+			ret = tpc_tensor_init_cat(dst, sub, n, dim);
+		}
+		for (int i = 0; i < n; i++)
+			tpc_tensor_release(&sub[i]);
+		free(sub);
+		if (!ret) {
+			dst->dtype = src->dtype;
+			ret = tensor_sizes(dst);
+		}
+		return ret;
+	}
+	if (tpc_tensor_copy(dst, src))
+		return -1;
+	dst->shape[dim] = len;
+	if (src->nparts) {
+		for (int i = 0; i < dst->nparts; i++) {
+			tpc_tensor t;
+			if (tpc_tensor_narrow(&t, &src->parts[i], dim, start, len)) {
+				tpc_tensor_release(dst);
+				return -1;
+			}
+			tpc_tensor_release(&dst->parts[i]);
+			dst->parts[i] = t;
+		}
+	} else if (!(src->flags & TPC_TF_ZERO)) {
+		uint64_t bits = tpc_dtype_bits(src->src_dtype), off;
+		if (tpc_mul_u64((uint64_t)start * (uint64_t)src->stride[dim], bits, &off) || off % 8) {
+			tpc_tensor_release(dst);
+			return -1;
+		}
+		dst->offset += off / 8;
+		dst->storage_offset += start * src->stride[dim];
+	} else {
+		tpc_tensor_set_contiguous(dst);
+	}
+	if (tensor_sizes(dst)) {
+		tpc_tensor_release(dst);
+		return -1;
+	}
+	return 0;
+}
+
+int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
+			       const int64_t *shape, int cat_dim, const tpc_tensor *parts, int nparts,
+			       tpc_err *e)
+{
+	tpc_tensor cat;
+	if (tpc_tensor_init_cat(&cat, parts, nparts, cat_dim))
+		return tpc_err_set(e, TPC_EINPUT, "internal: parts of '%s' do not concatenate", name);
+	for (int d = 0; d < ndim; d++)
+		if (d >= cat.ndim || cat.shape[d] != shape[d] || ndim != cat.ndim) {
+			tpc_tensor_release(&cat);
+			return tpc_err_set(e, TPC_EINPUT, "internal: parts of '%s' do not add up to its shape", name);
+		}
+	cat.dtype = dtype;
+	int64_t ix = tpc_ckpt_add_copy(ck, name, &cat, e);
+	tpc_tensor_release(&cat);
+	return ix;
+}
+
+int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
+{
+	int64_t ix = tpc_ckpt_add_tensor(ck, name, t->dtype, t->ndim, t->shape, t->stride, t->src,
+					 t->offset, e);
+	if (ix < 0)
+		return ix;
+	tpc_tensor *d = &ck->t[ix];
+	char *nm = d->name;
+	free(d->shape);
+	if (tpc_tensor_copy(d, t)) {
+		d->shape = NULL;
+		ck->n--; /* the index still names it: rebuild */
+		free(nm);
+		index_rebuild(ck, ck->n);
+		return tpc_err_nomem(e);
+	}
+	d->name = nm;
+	return ix;
+}
+
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
 			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e)
 {
@@ -382,8 +615,7 @@ int tpc_ckpt_filter(tpc_ckpt *ck, const bool *keep, tpc_err *e)
 		} else {
 			map[i] = -1;
 			free(ck->t[i].name);
-			free(ck->t[i].shape);
-			tpc_value_unref(ck->t[i].meta);
+			tpc_tensor_release(&ck->t[i]);
 		}
 	}
 	size_t old = ck->n;
@@ -463,6 +695,8 @@ const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k)
 bool tpc_tensor_is_contiguous(const tpc_tensor *t)
 {
 	int64_t s = 1;
+	if (t->nparts || (t->flags & TPC_TF_ZERO))
+		return false;
 	for (int d = t->ndim - 1; d >= 0; d--) {
 		if (t->shape[d] != 1 && t->stride[d] != s)
 			return false;
@@ -498,35 +732,52 @@ void tpc_tensor_extent(const tpc_tensor *t, uint64_t *lo, uint64_t *hi)
 		*hi = UINT64_MAX;
 }
 
-int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e)
+static int validate_tensor(const tpc_ckpt *ck, const tpc_tensor *t, const char *name, tpc_err *e)
 {
-	for (size_t i = 0; i < ck->n; i++) {
-		const tpc_tensor *t = &ck->t[i];
-		uint64_t lo, hi;
-		const tpc_map *m;
-		if (t->flags & TPC_TF_NODATA)
-			continue;
+	uint64_t lo, hi;
+	const tpc_map *m;
+	if (t->flags & (TPC_TF_NODATA | TPC_TF_ZERO))
+		return 0;
+	if (t->nparts) {
+		for (int k = 0; k < t->nparts; k++) {
+			int r = validate_tensor(ck, &t->parts[k], name, e);
+			if (r)
+				return r;
+		}
+		return 0;
+	}
+	{
 		m = tpc_ckpt_source(ck, t->src);
 		if (!m)
-			return TPC_CORRUPT(e, ck->path, -1, t->name, "tensor has no data source");
+			return TPC_CORRUPT(e, ck->path, -1, name, "tensor has no data source");
 		if (tpc_dtype_bits(t->src_dtype) < 8 && !tpc_tensor_is_contiguous(t))
-			return TPC_CORRUPT(e, m->path, -1, t->name,
+			return TPC_CORRUPT(e, m->path, -1, name,
 					   "sub-byte dtype %s with non-contiguous strides",
 					   tpc_dtype_name(t->src_dtype));
 		tpc_tensor_extent(t, &lo, &hi);
 		if (hi > m->size)
-			return TPC_CORRUPT(e, m->path, (int64_t)lo, t->name,
+			return TPC_CORRUPT(e, m->path, (int64_t)lo, name,
 					   "data ends at 0x%llx but the file ends at 0x%llx",
 					   (unsigned long long)hi, (unsigned long long)m->size);
 		if (t->storage >= 0) {
 			const tpc_storage *s = &ck->st[t->storage];
 			if (lo < s->offset || hi > s->offset + s->nbytes)
-				return TPC_CORRUPT(e, m->path, (int64_t)lo, t->name,
+				return TPC_CORRUPT(e, m->path, (int64_t)lo, name,
 						   "view (offset %lld, %llu elements) lies outside its storage '%s' of %llu bytes",
 						   (long long)t->storage_offset,
 						   (unsigned long long)t->numel, s->key ? s->key : "?",
 						   (unsigned long long)s->nbytes);
 		}
+	}
+	return 0;
+}
+
+int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e)
+{
+	for (size_t i = 0; i < ck->n; i++) {
+		int r = validate_tensor(ck, &ck->t[i], ck->t[i].name, e);
+		if (r)
+			return r;
 	}
 	return 0;
 }
@@ -608,16 +859,61 @@ static void gather(const uint8_t *base, const tpc_tensor *t, uint64_t e0, uint64
 	}
 }
 
+/* Parts of a composite, element range [e0, e0+cnt) of its C-order image. */
+static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
+			  uint8_t *dst, unsigned es, tpc_err *e)
+{
+	uint64_t inner[64], row = 0;
+	int np = t->nparts > 64 ? 64 : t->nparts;
+	if (t->nparts > 64)
+		return tpc_err_set(e, TPC_EINPUT, "internal: too many parts in '%s'", t->name ? t->name : "?");
+	for (int k = 0; k < np; k++) {
+		uint64_t n = 1;
+		for (int d = t->cat_dim; d < t->ndim; d++)
+			n *= (uint64_t)t->parts[k].shape[d];
+		inner[k] = n;
+		row += n;
+	}
+	while (cnt) {
+		uint64_t o = e0 / row, w = e0 % row, cum = 0;
+		int k = 0;
+		while (w >= cum + inner[k])
+			cum += inner[k++];
+		uint64_t take = cum + inner[k] - w;
+		if (take > cnt)
+			take = cnt;
+		int r = tpc_ckpt_read_bytes(ck, &t->parts[k], (o * inner[k] + (w - cum)) * es, take * es, dst, e);
+		if (r)
+			return r;
+		dst += take * es;
+		e0 += take;
+		cnt -= take;
+	}
+	return 0;
+}
+
 int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
 			void *dst, tpc_err *e)
 {
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	unsigned es = tpc_dtype_size(t->src_dtype);
 	uint64_t nbytes_src = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
-	if (!m || off > nbytes_src || len > nbytes_src - off)
-		return tpc_err_set(e, TPC_EINPUT, "internal: read outside tensor '%s'", t->name);
+	if (off > nbytes_src || len > nbytes_src - off)
+		return tpc_err_set(e, TPC_EINPUT, "internal: read outside tensor '%s'", t->name ? t->name : "?");
 	if (!len)
 		return 0;
+	if (t->flags & TPC_TF_ZERO) {
+		memset(dst, 0, (size_t)len);
+		return 0;
+	}
+	if (t->nparts) {
+		if (off % es || len % es || tpc_dtype_bits(t->src_dtype) < 8)
+			return tpc_err_set(e, TPC_EINPUT, "internal: unaligned read of composite '%s'",
+					   t->name ? t->name : "?");
+		return read_composite(ck, t, off / es, len / es, dst, es, e);
+	}
+	if (!m)
+		return tpc_err_set(e, TPC_EINPUT, "internal: tensor '%s' has no source", t->name ? t->name : "?");
 	if (tpc_tensor_is_contiguous(t)) {
 		memcpy(dst, m->data + t->offset + off, (size_t)len);
 	} else {
@@ -657,7 +953,7 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 	int ret = 0;
 	if (t->numel == 0)
 		return 0;
-	if (!m)
+	if (!m && !t->nparts && !(t->flags & TPC_TF_ZERO))
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' has no data", t->name);
 	if (t->src_dtype != t->dtype)
 		return tpc_err_set(e, TPC_EUSAGE, "internal: tensor '%s' has a pending cast", t->name);
@@ -685,8 +981,8 @@ int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32
 	int ret = 0;
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	tpc_sha256_init(&s);
-	if (t->numel && m) {
-		if (tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP)) {
+	if (t->numel && (m || t->nparts || (t->flags & TPC_TF_ZERO))) {
+		if (m && tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP)) {
 			tpc_sha256_update(&s, m->data + t->offset, (size_t)t->nbytes);
 		} else {
 			unsigned es = tpc_dtype_size(t->src_dtype);

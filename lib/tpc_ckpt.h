@@ -46,6 +46,7 @@ enum {
 	TPC_TF_QUANTIZED = 1u << 2,     /* `meta` holds the quantizer parameters */
 	TPC_TF_BYTESWAP = 1u << 3,      /* source bytes are big-endian: swap per element */
 	TPC_TF_NODATA = 1u << 4,        /* no bytes (meta tensor) */
+	TPC_TF_ZERO = 1u << 5,          /* all bytes are zero (padding); no source */
 };
 
 typedef struct tpc_storage {
@@ -73,6 +74,13 @@ typedef struct tpc_tensor {
 	uint32_t flags;
 	tpc_value *meta;       /* format extras (quantizer params...), owned reference or NULL */
 	int64_t alias_of;      /* set by writers/dedup: index of the tensor whose bytes this repeats, or -1 */
+	/* Composite: the tensor is the concatenation of parts[0..nparts) along
+	 * cat_dim (src = -1). Parts have the composite's ndim and src_dtype and
+	 * equal sizes in every other dim; each part is a view, a zero fill or
+	 * itself a composite. Owned (deep) by the tensor. */
+	struct tpc_tensor *parts;
+	int nparts;
+	int cat_dim;
 } tpc_tensor;
 
 typedef struct tpc_ckpt {
@@ -114,6 +122,28 @@ static inline const tpc_map *tpc_ckpt_source(const tpc_ckpt *ck, int idx)
 int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
 			    const int64_t *shape, const int64_t *stride, int src, uint64_t offset,
 			    tpc_err *e);
+/*
+ * Composite tensors: how the sharder describes a rank's slice of a fused
+ * tensor ([q_r; k_r; v_r]), a padded vocab slice, or the merge of rank files,
+ * without copying a byte. Parts are deep-copied.
+ */
+int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
+			       const int64_t *shape, int cat_dim, const tpc_tensor *parts, int nparts,
+			       tpc_err *e);
+/* Add a tensor that is an exact copy (deep) of `t` under a new name. */
+int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
+
+/* Tensor values that are not in a checkpoint's list: views built by the
+ * sharder. tpc_tensor_init_* allocate the shape; release with tpc_tensor_release. */
+int tpc_tensor_init_zero(tpc_tensor *t, tpc_dtype dtype, int ndim, const int64_t *shape);
+int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src); /* deep copy; name not copied */
+/* dst = src narrowed to [start, start+len) along dim (a view, or for a
+ * composite the narrowed parts). */
+int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len);
+/* Composite of parts along dim, as a free-standing value (parts deep-copied). */
+int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim);
+void tpc_tensor_release(tpc_tensor *t); /* frees shape and parts, not name */
+
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
 			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e);
 

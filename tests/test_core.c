@@ -185,6 +185,95 @@ static void test_strided_views(void **st)
 	free(dir);
 }
 
+/* Composite tensors: a fused [q; k; v] split per part and re-assembled, zero
+ * padding, narrowing across part boundaries, and a row slice of a composite. */
+static void test_composites(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200];
+	int32_t data[24]; /* a [6, 4] int32 matrix: q rows 0-1, k rows 2-3, v rows 4-5 */
+	for (int i = 0; i < 24; i++)
+		data[i] = i;
+	snprintf(path, sizeof(path), "%s/w.bin", dir);
+	assert_int_equal(test_write_file(path, data, sizeof(data)), 0);
+	tpc_ckpt ck;
+	tpc_err e;
+	int src;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_file(&ck, path, &src, &e), 0);
+	int64_t shp[2] = {6, 4};
+	int64_t w = tpc_ckpt_add_tensor(&ck, "w", TPC_I32, 2, shp, NULL, src, 0, &e);
+	/* rank 1 of 2 for parts of 2 rows: rows 1, 3, 5 */
+	tpc_tensor p[3];
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(tpc_tensor_narrow(&p[k], &ck.t[w], 0, 2 * k + 1, 1), 0);
+	int64_t rs[2] = {3, 4};
+	int64_t r1 = tpc_ckpt_add_composite(&ck, "w.r1", TPC_I32, 2, rs, 0, p, 3, &e);
+	assert_true(r1 >= 0);
+	int32_t out[32];
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[r1], 0, 48, out, &e), 0);
+	for (int r = 0; r < 3; r++)
+		for (int c = 0; c < 4; c++)
+			assert_int_equal(out[r * 4 + c], (2 * r + 1) * 4 + c);
+	/* a column slice of the composite narrows every part: columns 2..3 */
+	tpc_tensor col;
+	assert_int_equal(tpc_tensor_narrow(&col, &ck.t[r1], 1, 2, 2), 0);
+	assert_int_equal(col.nparts, 3);
+	int64_t cix = tpc_ckpt_add_copy(&ck, "w.r1.c", &col, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[cix], 0, 24, out, &e), 0);
+	assert_int_equal(out[0], 6);
+	assert_int_equal(out[1], 7);
+	assert_int_equal(out[4], 22);
+	/* narrowing across a part boundary of the composite: rows 1..2 -> data rows 3, 5 */
+	tpc_tensor mid;
+	assert_int_equal(tpc_tensor_narrow(&mid, &ck.t[r1], 0, 1, 2), 0);
+	assert_int_equal(mid.nparts, 2);
+	int64_t mix = tpc_ckpt_add_copy(&ck, "w.r1.mid", &mid, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[mix], 0, 32, out, &e), 0);
+	assert_int_equal(out[0], 12);
+	assert_int_equal(out[4], 20);
+	/* zero padding below a view: [w; 0 0 0 0] */
+	tpc_tensor pad[2];
+	int64_t zs[2] = {1, 4};
+	assert_int_equal(tpc_tensor_copy(&pad[0], &ck.t[w]), 0);
+	assert_int_equal(tpc_tensor_init_zero(&pad[1], TPC_I32, 2, zs), 0);
+	int64_t ps[2] = {7, 4};
+	int64_t pix = tpc_ckpt_add_composite(&ck, "w.pad", TPC_I32, 2, ps, 0, pad, 2, &e);
+	assert_int_equal(tpc_ckpt_validate(&ck, &e), 0);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[pix], 80, 32, out, &e), 0);
+	assert_int_equal(out[0], 20);
+	assert_int_equal(out[3], 23);
+	assert_int_equal(out[4], 0);
+	assert_int_equal(out[7], 0);
+	/* concatenation along dim 1 (row-parallel merge): [w[:, :2] | w[:, 2:]] == w */
+	tpc_tensor h[2];
+	assert_int_equal(tpc_tensor_narrow(&h[0], &ck.t[w], 1, 0, 2), 0);
+	assert_int_equal(tpc_tensor_narrow(&h[1], &ck.t[w], 1, 2, 2), 0);
+	int64_t mg = tpc_ckpt_add_composite(&ck, "w.merged", TPC_I32, 2, shp, 1, h, 2, &e);
+	uint8_t h1[32], h2[32];
+	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[mg], h1, &e), 0);
+	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[w], h2, &e), 0);
+	assert_memory_equal(h1, h2, 32);
+	/* an empty narrow */
+	tpc_tensor em;
+	assert_int_equal(tpc_tensor_narrow(&em, &ck.t[r1], 0, 3, 0), 0);
+	assert_int_equal(em.numel, 0);
+	for (int k = 0; k < 3; k++)
+		tpc_tensor_release(&p[k]);
+	tpc_tensor_release(&col);
+	tpc_tensor_release(&mid);
+	tpc_tensor_release(&pad[0]);
+	tpc_tensor_release(&pad[1]);
+	tpc_tensor_release(&h[0]);
+	tpc_tensor_release(&h[1]);
+	tpc_tensor_release(&em);
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
+
 static void test_atomic_output(void **st)
 {
 	(void)st;
@@ -254,7 +343,7 @@ int main(void)
 		cmocka_unit_test(test_err_format),    cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str),      cmocka_unit_test(test_strided_views),
-		cmocka_unit_test(test_atomic_output),
+		cmocka_unit_test(test_composites),    cmocka_unit_test(test_atomic_output),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
