@@ -5,7 +5,5 @@ void tpc_formats_register_all(void)
 {
 	tpc_format_register(&tpc_fmt_safetensors);
 	tpc_format_register(&tpc_fmt_hf_index);
-#ifdef TPC_HAVE_TORCH_FORMAT
 	tpc_format_register(&tpc_fmt_torch);
-#endif
 }

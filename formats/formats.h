@@ -30,6 +30,7 @@ void tpc_formats_register_all(void);
 
 extern const tpc_format tpc_fmt_safetensors;
 extern const tpc_format tpc_fmt_hf_index;
+extern const tpc_format tpc_fmt_torch;
 
 #define TPC_ST_MAX_HEADER 100000000ull
 

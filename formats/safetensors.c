@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "formats.h"
+#include "torch.h"
 #include "tpc_buf.h"
 #include "tpc_util.h"
 
@@ -283,6 +284,15 @@ static int st_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 	ret = tpc_safetensors_from_buffer(ck, m->data, m->size, src, path, e);
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
+	const char *tree = ret ? NULL : tpc_ckpt_meta_get(ck, TPC_TREE_META);
+	if (tree) {
+		/* written by tpconv from a pickled checkpoint: restore its object tree */
+		ret = tpc__tree_from_meta(ck, tree, e);
+		if (!ret)
+			tpc_ckpt_meta_del(ck, TPC_TREE_META);
+		else
+			tpc_err_path(e, path);
+	}
 	return ret;
 }
 
@@ -305,16 +315,22 @@ void tpc_safetensors_sort(const tpc_ckpt *ck, int64_t *sel, size_t n)
 	sort_ck = NULL;
 }
 
-int tpc_safetensors_header(const tpc_ckpt *ck, const int64_t *order, size_t n, char **out,
-			   size_t *len, tpc_err *e)
+static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const char *xk,
+		     const char *xv, char **out, size_t *len, tpc_err *e)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	uint64_t pos = 0;
 	const char *fmt = tpc_ckpt_meta_get(ck, "format");
 	tpc_buf_adds(&b, "{\"__metadata__\":{\"format\":");
 	tpc_buf_json_str(&b, fmt ? fmt : "pt", fmt ? strlen(fmt) : 2, false);
+	if (xk) {
+		tpc_buf_addc(&b, ',');
+		tpc_buf_json_str(&b, xk, strlen(xk), false);
+		tpc_buf_addc(&b, ':');
+		tpc_buf_json_str(&b, xv, strlen(xv), false);
+	}
 	for (size_t i = 0; i < ck->nmeta; i++) {
-		if (!strcmp(ck->meta_k[i], "format"))
+		if (!strcmp(ck->meta_k[i], "format") || (xk && !strcmp(ck->meta_k[i], xk)))
 			continue;
 		tpc_buf_addc(&b, ',');
 		tpc_buf_json_str(&b, ck->meta_k[i], strlen(ck->meta_k[i]), false);
@@ -325,6 +341,14 @@ int tpc_safetensors_header(const tpc_ckpt *ck, const int64_t *order, size_t n, c
 	for (size_t i = 0; i < n; i++) {
 		const tpc_tensor *t = &ck->t[order[i]];
 		const char *dn = tpc_dtype_get(t->dtype)->st;
+		if (t->flags & TPC_TF_QUANTIZED) {
+			tpc_buf_release(&b);
+			tpc_err_set(e, TPC_EINPUT,
+				    "quantized tensor (%s): tpconv does not write quantized tensors; use --dequantize",
+				    tpc_dtype_name(t->dtype));
+			tpc_err_tensor(e, t->name);
+			return TPC_EINPUT;
+		}
 		if (!dn) {
 			tpc_buf_release(&b);
 			tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be stored in safetensors",
@@ -364,11 +388,17 @@ int tpc_safetensors_header(const tpc_ckpt *ck, const int64_t *order, size_t n, c
 	return *out ? 0 : tpc_err_nomem(e);
 }
 
+int tpc_safetensors_header(const tpc_ckpt *ck, const int64_t *order, size_t n, char **out,
+			   size_t *len, tpc_err *e)
+{
+	return header_ex(ck, order, n, NULL, NULL, out, len, e);
+}
+
 static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 		    const tpc_write_opts *o, tpc_err *e)
 {
 	int64_t *order = NULL;
-	char *hdr = NULL;
+	char *hdr = NULL, *tree = NULL;
 	size_t hlen = 0;
 	tpc_out out;
 	uint8_t lenb[8];
@@ -383,7 +413,10 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	for (size_t i = 0; i < nsel; i++)
 		order[i] = sel ? sel[i] : (int64_t)i;
 	tpc_safetensors_sort(ck, order, nsel);
-	if ((ret = tpc_safetensors_header(ck, order, nsel, &hdr, &hlen, e)))
+	/* non-tensor values of a pickled checkpoint travel as JSON metadata */
+	if ((!sel || nsel == ck->n) && (ret = tpc__tree_to_meta(ck, &tree, e)))
+		goto out;
+	if ((ret = header_ex(ck, order, nsel, tree ? TPC_TREE_META : NULL, tree, &hdr, &hlen, e)))
 		goto out;
 	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
 		goto out;
@@ -403,6 +436,7 @@ out:
 	tpc_out_abort(&out);
 	free(order);
 	free(hdr);
+	free(tree);
 	return ret;
 }
 

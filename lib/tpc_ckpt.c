@@ -203,8 +203,9 @@ int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int
 	uint64_t numel = 1, nbits;
 	unsigned bits = tpc_dtype_bits(dtype);
 	memset(&t, 0, sizeof(t));
-	if (!name || !*name)
-		return tpc_err_set(e, TPC_EINPUT, "a tensor has an empty name");
+	/* "" is a legal name: torch.save(tensor) gives one tensor with no key */
+	if (!name)
+		return tpc_err_set(e, TPC_EINPUT, "internal: a tensor without a name");
 	if (!bits) {
 		tpc_err_set(e, TPC_EINPUT, "unknown dtype");
 		tpc_err_tensor(e, name);
@@ -680,6 +681,19 @@ int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e)
 	}
 	ck->nmeta++;
 	return 0;
+}
+
+void tpc_ckpt_meta_del(tpc_ckpt *ck, const char *k)
+{
+	for (size_t i = 0; i < ck->nmeta; i++)
+		if (!strcmp(ck->meta_k[i], k)) {
+			free(ck->meta_k[i]);
+			free(ck->meta_v[i]);
+			memmove(ck->meta_k + i, ck->meta_k + i + 1, (ck->nmeta - i - 1) * sizeof(char *));
+			memmove(ck->meta_v + i, ck->meta_v + i + 1, (ck->nmeta - i - 1) * sizeof(char *));
+			ck->nmeta--;
+			return;
+		}
 }
 
 const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k)

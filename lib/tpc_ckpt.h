@@ -21,7 +21,7 @@
  * `inspect` can show sharing; formats without storages leave storage = -1.
  *
  * Invariants after a reader returns (checked by tpc_ckpt_validate):
- *   - names are unique and non-empty;
+ *   - names are unique ("" is allowed: torch.save of a bare tensor);
  *   - every element any tensor addresses lies inside its source (and inside its
  *     storage, when it has one);
  *   - numel and nbytes were computed with overflow checks.
@@ -160,6 +160,7 @@ int tpc_ckpt_permute(tpc_ckpt *ck, const int64_t *order, tpc_err *e);
 
 int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e);
 const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k);
+void tpc_ckpt_meta_del(tpc_ckpt *ck, const char *k);
 
 /* Check the invariants above for every tensor; reports the first violation. */
 int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e);

@@ -629,6 +629,111 @@ static void add_scalar(tpc_buf *b, const tpc_value *v, tpc_tensor_namer namer, v
 	}
 }
 
+/*
+ * Values the JSON text will hold, counting a shared subtree once per use
+ * (saturating), computed over the distinct nodes. Each value takes at least
+ * one byte of text, so a count past TPC_VALUE_JSON_MAX fails fast instead of
+ * after writing a gigabyte. Returns UINT64_MAX on out of memory too.
+ */
+typedef struct cslot {
+	const tpc_value *k;
+	uint64_t v;
+} cslot;
+
+typedef struct cframe {
+	const tpc_value *v;
+	size_t j;
+	uint64_t sum;
+} cframe;
+
+static size_t cnodes(const tpc_value *v)
+{
+	return v->n * (v->kind == TPC_V_DICT ? 2 : 1) + (tpc_value_origin(v) ? 1 : 0);
+}
+
+static const tpc_value *cchild(const tpc_value *v, size_t j)
+{
+	if (v->kind == TPC_V_DICT) {
+		if (j < 2 * v->n)
+			return j % 2 ? v->items[j / 2] : v->keys[j / 2];
+	} else if (j < v->n) {
+		return v->items[j];
+	}
+	return tpc_value_origin(v);
+}
+
+static cslot *cfind(cslot *t, size_t mask, const tpc_value *k)
+{
+	size_t i = (size_t)mix64((uint64_t)(uintptr_t)k) & mask;
+	while (t[i].k && t[i].k != k)
+		i = (i + 1) & mask;
+	return &t[i];
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static uint64_t expanded_count(const tpc_value *root)
+{
+	cslot *t = NULL;
+	size_t tcap = 0, tn = 0;
+	cframe *st = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t ret = UINT64_MAX;
+	if (!root || !cnodes(root))
+		return 1;
+	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st)))
+		goto out;
+	st[n++] = (cframe){root, 0, 1};
+	while (n) {
+		cframe *f = &st[n - 1];
+		if (f->j < cnodes(f->v)) {
+			const tpc_value *c = cchild(f->v, f->j++);
+			if (!c || !cnodes(c)) {
+				f->sum = sat_add(f->sum, 1);
+				continue;
+			}
+			cslot *s = tcap ? cfind(t, tcap - 1, c) : NULL;
+			if (s && s->k) {
+				f->sum = sat_add(f->sum, s->v);
+				continue;
+			}
+			if (tpc_grow((void **)&st, &cap, n + 1, sizeof(*st)))
+				goto out;
+			st[n++] = (cframe){c, 0, 1};
+			continue;
+		}
+		if ((tn + 1) * 2 > tcap) {
+			size_t nc = tcap ? tcap * 2 : 64;
+			cslot *big = calloc(nc, sizeof(*big));
+			if (!big)
+				goto out;
+			for (size_t i = 0; i < tcap; i++)
+				if (t[i].k)
+					*cfind(big, nc - 1, t[i].k) = t[i];
+			free(t);
+			t = big;
+			tcap = nc;
+		}
+		cslot *s = cfind(t, tcap - 1, f->v);
+		s->k = f->v;
+		s->v = f->sum;
+		tn++;
+		uint64_t done = f->sum;
+		n--;
+		if (n)
+			st[n - 1].sum = sat_add(st[n - 1].sum, done);
+		else
+			ret = done;
+	}
+out:
+	free(st);
+	free(t);
+	return ret;
+}
+
 typedef struct jframe {
 	const tpc_value *v;
 	const tpc_value *origin;
@@ -769,6 +874,8 @@ char *tpc_value_to_json(const tpc_value *v, tpc_tensor_namer namer, void *ctx)
 	size_t n = 0, cap = 0;
 	char *ret = NULL;
 	const tpc_value *cur = v;
+	if (expanded_count(v) > TPC_VALUE_JSON_MAX)
+		goto out;
 	for (;;) {
 		if (!cur) {
 			tpc_buf_adds(&b, "null"); /* a hand-built tree with a hole */

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# make bench: tpconv against what users run today (../shared/bench peers), `cp`,
+# and an in-kernel copy (copy_file_range) of the same bytes, in the same run.
+# Prints a markdown table of wall time, peak RSS and ratios; BENCHMARKS.md
+# records a run. Needs ~35 GB free disk in BENCH_DIR and real torch.
+# usage: bench.sh path/to/tpconv   (env: BENCH_DIR, HIDDEN=2048, LAYERS=24)
+set -eu
+TPCONV=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+PEERS=${PEERS:-$HERE/../../shared/bench}
+DIR=${BENCH_DIR:-$HERE/../build/bench}
+HIDDEN=${HIDDEN:-2048} LAYERS=${LAYERS:-24}
+PY=/usr/bin/python3
+mkdir -p "$DIR"
+SRC="$DIR/llama_${HIDDEN}_${LAYERS}.bin"
+if [ ! -f "$SRC" ]; then
+  echo "# generating $SRC with real torch.save ($PEERS/make_llama.py $HIDDEN $LAYERS)"
+  $PY "$PEERS/make_llama.py" "$SRC.tmp" "$HIDDEN" "$LAYERS" && mv "$SRC.tmp" "$SRC"
+fi
+RESULTS="$DIR/results.tsv"
+: > "$RESULTS"
+
+# measure LABEL OUTPUT-TO-DELETE CMD...: wall seconds and peak RSS (KiB) of CMD
+measure() {
+  local label=$1 out=$2; shift 2
+  sync
+  /usr/bin/time -f "%e %M" -o "$DIR/time.txt" "$@" > "$DIR/cmd.log" 2>&1 || { echo "FAILED: $label"; cat "$DIR/cmd.log"; exit 1; }
+  sync
+  read -r secs rss < "$DIR/time.txt"
+  printf '%s\t%s\t%s\n' "$label" "$secs" "$rss" | tee -a "$RESULTS"
+  [ -z "$out" ] || rm -rf "$out"
+}
+bytes() { stat -c %s "$1"; }
+
+echo "# input: $SRC ($(bytes "$SRC") bytes)"
+# --- torch zip -> safetensors
+measure "kcopy torch-size" "$DIR/k.bin"   $PY "$HERE/kcopy.py" "$SRC" "$DIR/k.bin"
+measure "cp torch-size"    "$DIR/c.bin"   cp "$SRC" "$DIR/c.bin"
+if "$TPCONV" --help | grep -q '^Formats read.* torch'; then
+  measure "tpconv convert torch->safetensors" "" "$TPCONV" convert "$SRC" -o "$DIR/tp.safetensors" -f
+fi
+measure "peer_convert.py torch->safetensors" "" $PY "$PEERS/peer_convert.py" "$SRC" "$DIR/peer.safetensors"
+ST="$DIR/peer.safetensors"
+[ -f "$DIR/tp.safetensors" ] && ST="$DIR/tp.safetensors"
+
+# --- safetensors -> HF shards of 4 GB (issue: foundation)
+measure "kcopy st-size"    "$DIR/k.st"    $PY "$HERE/kcopy.py" "$ST" "$DIR/k.st"
+measure "cp st-size"       "$DIR/c.st"    cp "$ST" "$DIR/c.st"
+measure "tpconv convert safetensors->4GB shards" "$DIR/shards" "$TPCONV" convert "$ST" -o "$DIR/shards" --max-shard-size 4GB
+measure "tpconv convert safetensors->safetensors" "$DIR/st2.safetensors" "$TPCONV" convert "$ST" -o "$DIR/st2.safetensors"
+
+if "$TPCONV" --help | grep -q '^  shard '; then
+  measure "tpconv shard tp4" "" "$TPCONV" shard "$SRC" --tp 4 --preset llama -o "$DIR/tp4" -f
+  measure "peer_shard.py tp4" "" $PY "$PEERS/peer_shard.py" "$SRC" "$DIR/peer_tp4" 4
+fi
+
+rm -f "$DIR/peer.safetensors" "$DIR/st2.safetensors"
+echo
+echo "| step | wall s | peak RSS MiB |"
+echo "|---|---:|---:|"
+awk -F'\t' '{printf "| %s | %.2f | %.0f |\n", $1, $2, $3/1024}' "$RESULTS"

@@ -1,0 +1,1819 @@
+/*
+ * pickle.c - the pickle VM; see pickle.h for what it accepts and builds.
+ *
+ * The VM follows CPython's C unpickler (Modules/_pickle.c) in its stack
+ * discipline: one value stack plus a stack of MARK positions; an opcode may
+ * not pop below the innermost MARK ("fence"), and the *ITEMS/APPENDS/TUPLE
+ * family consume everything above it. It differs in that nothing is ever
+ * called: calls become data (CALL nodes) unless a callback or a built-in data
+ * constructor interprets them.
+ */
+#include "pickle.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_util.h"
+
+/* ---- small hash maps (private, shared with pickle_write.c) ---- */
+
+struct tpc__u64ent {
+	uint64_t k, v;
+	bool used;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+static struct tpc__u64ent *u64_slot(const tpc__u64map *m, uint64_t k)
+{
+	size_t mask = m->cap - 1;
+	for (size_t i = (size_t)mix64(k) & mask;; i = (i + 1) & mask)
+		if (!m->e[i].used || m->e[i].k == k)
+			return &m->e[i];
+}
+
+int tpc__u64map_put(tpc__u64map *m, uint64_t k, uint64_t v)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 16;
+		if (nc <= m->cap || nc > SIZE_MAX / sizeof(struct tpc__u64ent))
+			return -1;
+		tpc__u64map big = {calloc(nc, sizeof(struct tpc__u64ent)), nc, m->n};
+		if (!big.e)
+			return -1;
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->e[i].used)
+				*u64_slot(&big, m->e[i].k) = m->e[i];
+		free(m->e);
+		*m = big;
+	}
+	struct tpc__u64ent *s = u64_slot(m, k);
+	if (!s->used) {
+		s->used = true;
+		s->k = k;
+		m->n++;
+	}
+	s->v = v;
+	return 0;
+}
+
+uint64_t *tpc__u64map_get(const tpc__u64map *m, uint64_t k)
+{
+	if (!m->cap)
+		return NULL;
+	struct tpc__u64ent *s = u64_slot(m, k);
+	return s->used ? &s->v : NULL;
+}
+
+void tpc__u64map_release(tpc__u64map *m)
+{
+	free(m->e);
+	m->e = NULL;
+	m->cap = m->n = 0;
+}
+
+struct tpc__strent {
+	char *k;
+	size_t n;
+	uint64_t h, v;
+};
+
+static uint64_t str_hash(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return mix64(h);
+}
+
+static struct tpc__strent *str_slot(const tpc__strmap *m, const char *k, size_t n, uint64_t h)
+{
+	size_t mask = m->cap - 1;
+	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+		struct tpc__strent *s = &m->e[i];
+		if (!s->k || (s->h == h && s->n == n && memcmp(s->k, k, n) == 0))
+			return s;
+	}
+}
+
+int tpc__strmap_put(tpc__strmap *m, const char *k, size_t n, uint64_t v)
+{
+	uint64_t h = str_hash(k, n);
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 16;
+		if (nc <= m->cap || nc > SIZE_MAX / sizeof(struct tpc__strent))
+			return -1;
+		tpc__strmap big = {calloc(nc, sizeof(struct tpc__strent)), nc, m->n};
+		if (!big.e)
+			return -1;
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->e[i].k)
+				*str_slot(&big, m->e[i].k, m->e[i].n, m->e[i].h) = m->e[i];
+		free(m->e);
+		*m = big;
+	}
+	struct tpc__strent *s = str_slot(m, k, n, h);
+	if (!s->k) {
+		char *copy = tpc_strndup(k, n);
+		if (!copy)
+			return -1;
+		s->k = copy;
+		s->n = n;
+		s->h = h;
+		m->n++;
+	}
+	s->v = v;
+	return 0;
+}
+
+uint64_t *tpc__strmap_get(const tpc__strmap *m, const char *k, size_t n)
+{
+	if (!m->cap)
+		return NULL;
+	struct tpc__strent *s = str_slot(m, k, n, str_hash(k, n));
+	return s->k ? &s->v : NULL;
+}
+
+void tpc__strmap_release(tpc__strmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->e[i].k);
+	free(m->e);
+	m->e = NULL;
+	m->cap = m->n = 0;
+}
+
+/* ---- global names ---- */
+
+/* torch/_utils.py IMPORT_MAPPING / NAME_MAPPING (a safe subset of CPython's
+ * _compat_pickle), plus `exceptions`, which CPython maps for its exception
+ * names. */
+static const char *const import_map[][2] = {
+	{"__builtin__", "builtins"}, {"copy_reg", "copyreg"},   {"Queue", "queue"},
+	{"repr", "reprlib"},         {"_abcoll", "collections.abc"},
+	{"UserDict", "collections"}, {"UserList", "collections"},
+	{"UserString", "collections"}, {"whichdb", "dbm"},       {"StringIO", "io"},
+	{"cStringIO", "io"},         {"exceptions", "builtins"},
+};
+
+static const char *const name_map[][4] = {
+	{"__builtin__", "xrange", "builtins", "range"},
+	{"__builtin__", "reduce", "functools", "reduce"},
+	{"__builtin__", "intern", "sys", "intern"},
+	{"__builtin__", "unichr", "builtins", "chr"},
+	{"__builtin__", "unicode", "builtins", "str"},
+	{"__builtin__", "long", "builtins", "int"},
+	{"__builtin__", "basestring", "builtins", "str"},
+	{"itertools", "izip", "builtins", "zip"},
+	{"itertools", "imap", "builtins", "map"},
+	{"itertools", "ifilter", "builtins", "filter"},
+	{"itertools", "ifilterfalse", "itertools", "filterfalse"},
+	{"itertools", "izip_longest", "itertools", "zip_longest"},
+	{"UserDict", "IterableUserDict", "collections", "UserDict"},
+	{"UserDict", "UserDict", "collections", "UserDict"},
+	{"UserList", "UserList", "collections", "UserList"},
+	{"UserString", "UserString", "collections", "UserString"},
+	{"exceptions", "StandardError", "builtins", "Exception"},
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+void tpc_pickle_map_name(const char **module, const char **name)
+{
+	for (size_t i = 0; i < COUNT(name_map); i++) {
+		if (!strcmp(*module, name_map[i][0]) && !strcmp(*name, name_map[i][1])) {
+			*module = name_map[i][2];
+			*name = name_map[i][3];
+			return;
+		}
+	}
+	for (size_t i = 0; i < COUNT(import_map); i++) {
+		if (!strcmp(*module, import_map[i][0])) {
+			*module = import_map[i][1];
+			return;
+		}
+	}
+}
+
+/* torch's weights_only allow-list (FORMATS.md §1.11, torch 2.x defaults). */
+static const char *const safe_torch_names[] = {
+	/* classes and helpers */
+	"Size", "Tensor", "device",
+	/* dtypes */
+	"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
+	"bool", "complex32", "complex64", "complex128", "float8_e5m2", "float8_e4m3fn",
+	"float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8",
+	"bits16", "bits1x8", "bits2x4", "bits4x2", "bcomplex32", "uint16", "uint32", "uint64",
+	"uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7", "int1", "int2", "int3",
+	"int4", "int5", "int6", "int7", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
+	/* qschemes */
+	"per_tensor_affine", "per_tensor_symmetric", "per_channel_affine",
+	"per_channel_symmetric", "per_channel_affine_float_qparams",
+};
+
+/* Prefixes of torch._storage_classes / torch._tensor_classes names. */
+static const char *const storage_types[] = {
+	"Double", "Float", "Long", "Int", "Short", "Char", "Byte", "Half", "Bool",
+	"QUInt8", "QInt8", "QInt32", "BFloat16", "ComplexFloat", "ComplexDouble",
+	"QUInt4x2", "QUInt2x4",
+};
+
+static const char *const safe_pairs[][2] = {
+	{"collections", "OrderedDict"},
+	{"collections", "Counter"},
+	{"torch.nn.parameter", "Parameter"},
+	{"torch.serialization", "_get_layout"},
+	{"_codecs", "encode"},
+	{"builtins", "bytearray"},
+	{"builtins", "set"},
+	{"builtins", "complex"},
+	{"torch.storage", "UntypedStorage"},
+	{"torch.storage", "TypedStorage"},
+	{"torch._utils", "_rebuild_parameter"},
+	{"torch._utils", "_rebuild_parameter_with_state"},
+	{"torch._utils", "_rebuild_qtensor"},
+	{"torch._utils", "_rebuild_tensor"},
+	{"torch._utils", "_rebuild_tensor_v2"},
+	{"torch._utils", "_rebuild_tensor_v3"},
+	{"torch._utils", "_rebuild_sparse_tensor"},
+	{"torch._utils", "_rebuild_sparse_csr_tensor"},
+	{"torch._utils", "_rebuild_meta_tensor_no_storage"},
+	{"torch._utils", "_rebuild_nested_tensor"},
+	{"torch._utils", "_rebuild_wrapper_subclass"},
+	{"torch._utils", "_rebuild_device_tensor_from_numpy"},
+	{"torch._utils", "_rebuild_device_tensor_from_cpu_tensor"},
+	{"torch._tensor", "_rebuild_from_type_v2"},
+};
+
+/*
+ * Modules where every name can reach code, the OS or the network (picklescan's
+ * _unsafe_globals and friends). A submodule ("os.path") counts as its module.
+ */
+static const char *const dangerous_modules[] = {
+	"os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "runpy", "socket",
+	"_socket", "shutil", "pty", "commands", "webbrowser", "importlib", "imp", "marshal",
+	"ctypes", "_ctypes", "code", "codeop", "pdb", "bdb", "asyncio", "multiprocessing",
+	"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "joblib", "timeit", "cProfile",
+	"profile", "trace", "httplib", "http", "urllib", "urllib2", "requests", "aiohttp",
+	"ftplib", "smtplib", "telnetlib", "venv", "ensurepip", "pip", "distutils",
+	"setuptools", "zipimport", "pkgutil", "torch.hub", "torch.jit", "torch._inductor",
+	"torch.utils.cpp_extension", "numpy.testing",
+};
+
+static const char *const dangerous_pairs[][2] = {
+	{"builtins", "eval"},       {"builtins", "exec"},      {"builtins", "compile"},
+	{"builtins", "open"},       {"builtins", "getattr"},   {"builtins", "setattr"},
+	{"builtins", "delattr"},    {"builtins", "__import__"}, {"builtins", "apply"},
+	{"builtins", "breakpoint"}, {"builtins", "input"},     {"builtins", "execfile"},
+	{"builtins", "file"},       {"builtins", "reload"},    {"builtins", "globals"},
+	{"builtins", "locals"},     {"builtins", "vars"},      {"builtins", "help"},
+	{"operator", "attrgetter"}, {"operator", "methodcaller"}, {"functools", "partial"},
+	{"types", "CodeType"},      {"types", "FunctionType"}, {"types", "MethodType"},
+	{"io", "open"},             {"io", "FileIO"},          {"_io", "open"},
+	{"_io", "FileIO"},          {"pydoc", "pipepager"},    {"pydoc", "locate"},
+	{"torch", "load"},          {"torch.serialization", "load"},
+	{"torch", "_load_global_deps"}, {"torch.storage", "_load_from_bytes"},
+	{"numpy", "load"},          {"numpy.lib.npyio", "load"},
+	{"platform", "popen"},      {"platform", "system"},
+};
+
+static bool module_in(const char *module, const char *m)
+{
+	size_t n = strlen(m);
+	return !strncmp(module, m, n) && (module[n] == '\0' || module[n] == '.');
+}
+
+tpc_pickle_gclass tpc_pickle_global_class(const char *module, const char *name)
+{
+	if (!module || !name)
+		return TPC_PICKLE_UNKNOWN;
+	tpc_pickle_map_name(&module, &name);
+	for (size_t i = 0; i < COUNT(dangerous_modules); i++)
+		if (module_in(module, dangerous_modules[i]))
+			return TPC_PICKLE_DANGEROUS;
+	for (size_t i = 0; i < COUNT(dangerous_pairs); i++)
+		if (!strcmp(module, dangerous_pairs[i][0]) && !strcmp(name, dangerous_pairs[i][1]))
+			return TPC_PICKLE_DANGEROUS;
+	for (size_t i = 0; i < COUNT(safe_pairs); i++)
+		if (!strcmp(module, safe_pairs[i][0]) && !strcmp(name, safe_pairs[i][1]))
+			return TPC_PICKLE_SAFE;
+	if (!strcmp(module, "torch")) {
+		for (size_t i = 0; i < COUNT(safe_torch_names); i++)
+			if (!strcmp(name, safe_torch_names[i]))
+				return TPC_PICKLE_SAFE;
+	}
+	if (!strcmp(module, "torch") || !strcmp(module, "torch.cuda")) {
+		for (size_t i = 0; i < COUNT(storage_types); i++) {
+			size_t l = strlen(storage_types[i]);
+			if (!strncmp(name, storage_types[i], l) &&
+			    (!strcmp(name + l, "Storage") || !strcmp(name + l, "Tensor")))
+				return TPC_PICKLE_SAFE;
+		}
+	}
+	return TPC_PICKLE_UNKNOWN;
+}
+
+const char *tpc_pickle_gclass_name(tpc_pickle_gclass c)
+{
+	switch (c) {
+	case TPC_PICKLE_SAFE:
+		return "safe";
+	case TPC_PICKLE_DANGEROUS:
+		return "dangerous";
+	default:
+		return "unknown";
+	}
+}
+
+void tpc_pickle_globals_release(tpc_pickle_globals *g)
+{
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->n; i++) {
+		free(g->v[i].module);
+		free(g->v[i].name);
+	}
+	free(g->v);
+	if (g->index) {
+		tpc__strmap_release(g->index);
+		free(g->index);
+	}
+	memset(g, 0, sizeof(*g));
+}
+
+void tpc_pickle_opts_init(tpc_pickle_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+}
+
+/* ---- the VM ---- */
+
+static const char *const opnames[256] = {
+	[0x28] = "MARK", [0x2e] = "STOP", [0x30] = "POP", [0x31] = "POP_MARK", [0x32] = "DUP",
+	[0x46] = "FLOAT", [0x49] = "INT", [0x4a] = "BININT", [0x4b] = "BININT1",
+	[0x4c] = "LONG", [0x4d] = "BININT2", [0x4e] = "NONE", [0x50] = "PERSID",
+	[0x51] = "BINPERSID", [0x52] = "REDUCE", [0x53] = "STRING", [0x54] = "BINSTRING",
+	[0x55] = "SHORT_BINSTRING", [0x56] = "UNICODE", [0x58] = "BINUNICODE",
+	[0x61] = "APPEND", [0x62] = "BUILD", [0x63] = "GLOBAL", [0x64] = "DICT",
+	[0x7d] = "EMPTY_DICT", [0x65] = "APPENDS", [0x67] = "GET", [0x68] = "BINGET",
+	[0x69] = "INST", [0x6a] = "LONG_BINGET", [0x6c] = "LIST", [0x5d] = "EMPTY_LIST",
+	[0x6f] = "OBJ", [0x70] = "PUT", [0x71] = "BINPUT", [0x72] = "LONG_BINPUT",
+	[0x73] = "SETITEM", [0x74] = "TUPLE", [0x29] = "EMPTY_TUPLE", [0x75] = "SETITEMS",
+	[0x47] = "BINFLOAT", [0x80] = "PROTO", [0x81] = "NEWOBJ", [0x82] = "EXT1",
+	[0x83] = "EXT2", [0x84] = "EXT4", [0x85] = "TUPLE1", [0x86] = "TUPLE2",
+	[0x87] = "TUPLE3", [0x88] = "NEWTRUE", [0x89] = "NEWFALSE", [0x8a] = "LONG1",
+	[0x8b] = "LONG4", [0x42] = "BINBYTES", [0x43] = "SHORT_BINBYTES",
+	[0x8c] = "SHORT_BINUNICODE", [0x8d] = "BINUNICODE8", [0x8e] = "BINBYTES8",
+	[0x8f] = "EMPTY_SET", [0x90] = "ADDITEMS", [0x91] = "FROZENSET", [0x92] = "NEWOBJ_EX",
+	[0x93] = "STACK_GLOBAL", [0x94] = "MEMOIZE", [0x95] = "FRAME", [0x96] = "BYTEARRAY8",
+	[0x97] = "NEXT_BUFFER", [0x98] = "READONLY_BUFFER",
+};
+
+#define DEF_MAX_STACK ((uint64_t)1 << 24)
+#define DEF_MAX_MARKS ((uint64_t)1 << 16)
+#define DEF_MAX_MEMO ((uint64_t)1 << 24)
+#define DEF_MAX_OBJECTS ((uint64_t)1 << 25)
+#define DEF_MAX_STR ((uint64_t)1 << 30)
+#define DEF_MAX_DEPTH ((uint64_t)10000)
+#define DEF_MAX_TREE ((uint64_t)1 << 26)
+#define MAX_LINE 4096   /* GLOBAL names, text numbers, text memo keys */
+#define MAX_NAME_LINE (1 << 20)
+
+typedef struct vm {
+	const tpc_pickle_opts *o;
+	tpc_err *e;
+	const char *path;
+	uint64_t base;
+	uint64_t max_stack, max_marks, max_memo, max_objects, max_str, max_depth, max_tree;
+
+	tpc_cursor c;
+	uint64_t op; /* position of the current opcode */
+	uint8_t opc; /* the current opcode */
+	const char *opn;
+
+	tpc_value **stack;
+	size_t sp, scap;
+	size_t *marks;
+	size_t nmarks, mcap;
+	tpc__u64map memo; /* index -> tpc_value * (a reference) */
+	tpc__u64map held; /* containers inside another container -> 1 (a reference) */
+	uint64_t objects;
+	uint64_t walk_budget;
+	tpc_value *newobj, *newobj_ex; /* copyreg.__newobj__ / __newobj_ex__ */
+} vm;
+
+#define BAD(m, ...) \
+	TPC_CORRUPT((m)->e, (m)->path, (int64_t)((m)->base + (m)->op), NULL, __VA_ARGS__)
+
+static int status(vm *m)
+{
+	return m->e->code ? m->e->code : tpc_err_nomem(m->e);
+}
+
+static int nomem(vm *m)
+{
+	return tpc_err_nomem(m->e);
+}
+
+/* Count a new value against max_objects; NULL in means out of memory. */
+static tpc_value *counted(vm *m, tpc_value *v)
+{
+	if (!v) {
+		nomem(m);
+		return NULL;
+	}
+	if (++m->objects > m->max_objects) {
+		BAD(m, "pickle %s: creates more than %" PRIu64 " values", m->opn, m->max_objects);
+		tpc_value_unref(v);
+		return NULL;
+	}
+	return v;
+}
+
+static tpc_value *vnew(vm *m, tpc_vkind k)
+{
+	return counted(m, tpc_value_new(k));
+}
+
+/* Push a value (owned); NULL means the error is already recorded. */
+static int push(vm *m, tpc_value *v)
+{
+	int ret = 0;
+	if (!v) {
+		ret = status(m);
+		goto out;
+	}
+	if (m->sp >= m->max_stack) {
+		ret = BAD(m, "pickle %s: stack deeper than %" PRIu64 " values", m->opn,
+			  m->max_stack);
+		goto out;
+	}
+	if (tpc_grow((void **)&m->stack, &m->scap, m->sp + 1, sizeof(*m->stack))) {
+		ret = nomem(m);
+		goto out;
+	}
+	m->stack[m->sp++] = v;
+	v = NULL;
+out:
+	tpc_value_unref(v);
+	return ret;
+}
+
+static size_t fence(const vm *m)
+{
+	return m->nmarks ? m->marks[m->nmarks - 1] : 0;
+}
+
+static int underflow(vm *m)
+{
+	return BAD(m, "pickle %s: stack underflow", m->opn);
+}
+
+/* Pop the top value (the caller owns it). */
+static int pop(vm *m, tpc_value **v)
+{
+	*v = NULL;
+	if (m->sp <= fence(m))
+		return underflow(m);
+	*v = m->stack[--m->sp];
+	return 0;
+}
+
+/* Borrowed top value, or NULL with the error recorded. */
+static tpc_value *top(vm *m)
+{
+	if (m->sp <= fence(m)) {
+		underflow(m);
+		return NULL;
+	}
+	return m->stack[m->sp - 1];
+}
+
+/* Close the innermost MARK: the marked values are stack[*start .. sp). */
+static int pop_mark(vm *m, size_t *start)
+{
+	if (!m->nmarks)
+		return BAD(m, "pickle %s: no MARK to close", m->opn);
+	*start = m->marks[--m->nmarks];
+	return 0;
+}
+
+/* Drop stack[start .. sp) (NULL slots were moved out) and cut the stack there. */
+static void cut(vm *m, size_t start)
+{
+	while (m->sp > start) {
+		m->sp--;
+		tpc_value_unref(m->stack[m->sp]);
+	}
+}
+
+static bool mutable_kind(const tpc_value *v)
+{
+	return v->kind == TPC_V_LIST || v->kind == TPC_V_DICT || v->kind == TPC_V_SET ||
+	       v->kind == TPC_V_CALL;
+}
+
+static bool has_children(const tpc_value *v)
+{
+	return v->n > 0 || tpc_value_origin(v) != NULL;
+}
+
+/* Note that `child` now sits inside another container (or a callback's hands). */
+static int hold(vm *m, tpc_value *child)
+{
+	if (!child || !mutable_kind(child) || tpc__u64map_get(&m->held, (uintptr_t)child))
+		return 0;
+	if (tpc__u64map_put(&m->held, (uintptr_t)child, 1))
+		return nomem(m);
+	tpc_value_ref(child);
+	return 0;
+}
+
+static size_t nchildren(const tpc_value *v)
+{
+	return v->n * (v->kind == TPC_V_DICT ? 2 : 1) + (tpc_value_origin(v) ? 1 : 0);
+}
+
+static tpc_value *child_at(const tpc_value *v, size_t j)
+{
+	if (v->kind == TPC_V_DICT) {
+		if (j < 2 * v->n)
+			return j % 2 ? v->items[j / 2] : v->keys[j / 2];
+	} else if (j < v->n) {
+		return v->items[j];
+	}
+	return tpc_value_origin(v);
+}
+
+/*
+ * Putting `child` into `target` must not close a cycle. A target that no
+ * container holds cannot be reached from anything but itself, so the walk runs
+ * only for targets already held; CPython writes those only for cyclic objects.
+ */
+static int check_cycle(vm *m, const tpc_value *target, tpc_value *child)
+{
+	int ret = 0;
+	tpc__u64map seen = {0};
+	const tpc_value **st = NULL;
+	size_t n = 0, cap = 0;
+	if (child == target) {
+		ret = BAD(m, "pickle %s: a %s would contain itself", m->opn,
+			  tpc_vkind_name(target->kind));
+		goto out;
+	}
+	if (!tpc__u64map_get(&m->held, (uintptr_t)target) || !has_children(child))
+		goto out;
+	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st))) {
+		ret = nomem(m);
+		goto out;
+	}
+	st[n++] = child;
+	while (n) {
+		const tpc_value *x = st[--n];
+		if (x == target) {
+			ret = BAD(m, "pickle %s: makes a reference cycle (not supported)",
+				  m->opn);
+			goto out;
+		}
+		if (m->walk_budget == 0) {
+			ret = BAD(m, "pickle %s: too much container mutation to check for cycles",
+				  m->opn);
+			goto out;
+		}
+		m->walk_budget--;
+		if (tpc__u64map_get(&seen, (uintptr_t)x))
+			continue;
+		if (tpc__u64map_put(&seen, (uintptr_t)x, 1)) {
+			ret = nomem(m);
+			goto out;
+		}
+		size_t k = nchildren(x);
+		for (size_t j = 0; j < k; j++) {
+			const tpc_value *c = child_at(x, j);
+			if (c == target) {
+				ret = BAD(m, "pickle %s: makes a reference cycle (not supported)",
+					  m->opn);
+				goto out;
+			}
+			if (!c || !has_children(c))
+				continue;
+			if (tpc_grow((void **)&st, &cap, n + 1, sizeof(*st))) {
+				ret = nomem(m);
+				goto out;
+			}
+			st[n++] = c;
+		}
+	}
+out:
+	free(st);
+	tpc__u64map_release(&seen);
+	return ret;
+}
+
+/* Add `item` (owned) to sequence `seq` after the cycle check. */
+static int add_item(vm *m, tpc_value *seq, tpc_value *item)
+{
+	int ret = check_cycle(m, seq, item);
+	if (!ret)
+		ret = hold(m, item);
+	if (ret) {
+		tpc_value_unref(item);
+		return ret;
+	}
+	return tpc_value_append(seq, item) ? nomem(m) : 0;
+}
+
+static int set_item(vm *m, tpc_value *d, tpc_value *k, tpc_value *v)
+{
+	int ret = 0;
+	if (k->kind == TPC_V_LIST || k->kind == TPC_V_DICT || k->kind == TPC_V_SET) {
+		ret = BAD(m, "pickle %s: dict key is an unhashable %s", m->opn,
+			  tpc_vkind_name(k->kind));
+		goto fail;
+	}
+	ret = check_cycle(m, d, k);
+	if (!ret)
+		ret = check_cycle(m, d, v);
+	if (!ret)
+		ret = hold(m, k);
+	if (!ret)
+		ret = hold(m, v);
+	if (ret)
+		goto fail;
+	return tpc_value_set(d, k, v) ? nomem(m) : 0;
+fail:
+	tpc_value_unref(k);
+	tpc_value_unref(v);
+	return ret;
+}
+
+/* A CALL node that receives items is a list or dict subclass: turn it into
+ * a LIST or DICT in place, with the call kept as its origin. */
+static int become(vm *m, tpc_value *x, tpc_vkind kind)
+{
+	tpc_value *origin = vnew(m, TPC_V_CALL);
+	if (!origin)
+		return status(m);
+	origin->items = x->items;
+	origin->n = x->n;
+	origin->cap = x->cap;
+	x->items = NULL;
+	x->n = x->cap = 0;
+	x->kind = kind;
+	if (tpc_value_set_origin(x, origin)) {
+		/* Undo: the node stays a CALL. */
+		x->kind = TPC_V_CALL;
+		return nomem(m);
+	}
+	return 0;
+}
+
+/* The container below the values being added, made ready for `kind`. */
+static int target_for(vm *m, tpc_value *t, tpc_vkind kind)
+{
+	if (t->kind == kind)
+		return 0;
+	if (t->kind == TPC_V_CALL && kind != TPC_V_SET)
+		return become(m, t, kind);
+	return BAD(m, "pickle %s: needs a %s below it, found a %s", m->opn, tpc_vkind_name(kind),
+		   tpc_vkind_name(t->kind));
+}
+
+/* ---- reading arguments ---- */
+
+static const uint8_t *need(vm *m, uint64_t len)
+{
+	uint64_t left = m->c.n - m->c.pos;
+	const uint8_t *p = tpc_cursor_take(&m->c, len);
+	if (!p)
+		BAD(m, "truncated pickle: %s needs %" PRIu64 " bytes, %" PRIu64 " left", m->opn,
+		    len, left);
+	return p;
+}
+
+/* A text argument up to '\n' (not included), at most `cap` bytes. */
+static int readline(vm *m, size_t cap, const char **s, size_t *len)
+{
+	uint64_t left = m->c.n - m->c.pos;
+	size_t look = left < (uint64_t)cap + 1 ? (size_t)left : cap + 1;
+	const uint8_t *p = m->c.p + m->c.pos;
+	const uint8_t *nl = memchr(p, '\n', look);
+	if (!nl) {
+		if (look == left)
+			return BAD(m, "truncated pickle: %s argument has no end of line", m->opn);
+		return BAD(m, "pickle %s: text argument longer than %zu bytes", m->opn, cap);
+	}
+	*s = (const char *)p;
+	*len = (size_t)(nl - p);
+	m->c.pos += *len + 1;
+	return 0;
+}
+
+static int parse_i64(const char *s, size_t n, int64_t *out)
+{
+	char buf[64];
+	char *end;
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	if (buf[0] == ' ' || buf[0] == '\t')
+		return -1;
+	errno = 0;
+	long long v = strtoll(buf, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = (int64_t)v;
+	return 0;
+}
+
+/* LONG1 / LONG4 payload: little-endian two's complement. */
+static tpc_value *long_value(vm *m, const uint8_t *b, uint64_t n)
+{
+	if (n == 0)
+		return counted(m, tpc_value_int(0));
+	bool neg = b[n - 1] & 0x80;
+	uint64_t k = n;
+	while (k > 1 && b[k - 1] == (neg ? 0xff : 0x00) && (((b[k - 2] & 0x80) != 0) == neg))
+		k--;
+	if (k <= 8) {
+		uint64_t u = 0;
+		for (uint64_t i = 0; i < k; i++)
+			u |= (uint64_t)b[i] << (8 * i);
+		if (neg && k < 8)
+			u |= ~(uint64_t)0 << (8 * k);
+		return counted(m, tpc_value_int((int64_t)u));
+	}
+	tpc_value *v = counted(m, tpc_value_bytes(b, (size_t)n));
+	if (v)
+		v->kind = TPC_V_BIGINT;
+	return v;
+}
+
+/* ---- opcodes ---- */
+
+static int op_blob(vm *m, tpc_vkind kind, uint64_t len)
+{
+	if (len > m->max_str)
+		return BAD(m, "pickle %s: object of %" PRIu64 " bytes exceeds the limit of %" PRIu64,
+			   m->opn, len, m->max_str);
+	const uint8_t *p = need(m, len);
+	if (!p)
+		return TPC_EINPUT;
+	tpc_value *v = counted(m, kind == TPC_V_STR ? tpc_value_str((const char *)p, (size_t)len)
+						    : tpc_value_bytes(p, (size_t)len));
+	return push(m, v);
+}
+
+static int op_memo_put(vm *m, uint64_t idx)
+{
+	tpc_value *v = top(m);
+	if (!v)
+		return TPC_EINPUT;
+	if (idx >= m->max_memo)
+		return BAD(m, "pickle %s: memo index %" PRIu64 " exceeds the limit of %" PRIu64,
+			   m->opn, idx, m->max_memo);
+	uint64_t *old = tpc__u64map_get(&m->memo, idx);
+	if (old) {
+		tpc_value_unref((tpc_value *)(uintptr_t)*old);
+		*old = (uintptr_t)tpc_value_ref(v);
+		return 0;
+	}
+	if (tpc__u64map_put(&m->memo, idx, (uintptr_t)v))
+		return nomem(m);
+	tpc_value_ref(v);
+	return 0;
+}
+
+static int op_memo_get(vm *m, uint64_t idx)
+{
+	uint64_t *slot = tpc__u64map_get(&m->memo, idx);
+	if (!slot)
+		return BAD(m, "pickle %s: memo slot %" PRIu64 " read before it was set", m->opn,
+			   idx);
+	return push(m, tpc_value_ref((tpc_value *)(uintptr_t)*slot));
+}
+
+/* Make a sequence of `kind` from stack[start .. sp). */
+static int op_seq(vm *m, tpc_vkind kind, size_t start)
+{
+	int ret = 0;
+	tpc_value *t = vnew(m, kind);
+	if (!t) {
+		ret = status(m);
+		goto out;
+	}
+	for (size_t i = start; i < m->sp; i++) {
+		ret = hold(m, m->stack[i]);
+		if (ret)
+			goto out;
+		if (tpc_value_append(t, m->stack[i])) {
+			m->stack[i] = NULL;
+			ret = nomem(m);
+			goto out;
+		}
+		m->stack[i] = NULL;
+	}
+	cut(m, start);
+	ret = push(m, t);
+	t = NULL;
+out:
+	if (ret)
+		cut(m, start);
+	tpc_value_unref(t);
+	return ret;
+}
+
+static int op_tuple_n(vm *m, size_t k)
+{
+	if (m->sp < fence(m) + k)
+		return underflow(m);
+	return op_seq(m, TPC_V_TUPLE, m->sp - k);
+}
+
+static int op_dict_from_mark(vm *m)
+{
+	int ret;
+	size_t start;
+	tpc_value *d = NULL;
+	if ((ret = pop_mark(m, &start)))
+		return ret;
+	if ((m->sp - start) % 2) {
+		ret = BAD(m, "pickle %s: odd number of items (%zu)", m->opn, m->sp - start);
+		goto out;
+	}
+	d = vnew(m, TPC_V_DICT);
+	if (!d) {
+		ret = status(m);
+		goto out;
+	}
+	for (size_t i = start; i < m->sp; i += 2) {
+		tpc_value *k = m->stack[i], *v = m->stack[i + 1];
+		m->stack[i] = m->stack[i + 1] = NULL;
+		if ((ret = set_item(m, d, k, v)))
+			goto out;
+	}
+	cut(m, start);
+	ret = push(m, d);
+	d = NULL;
+out:
+	if (ret)
+		cut(m, start);
+	tpc_value_unref(d);
+	return ret;
+}
+
+static int op_append(vm *m)
+{
+	tpc_value *v, *t;
+	int ret = pop(m, &v);
+	if (ret)
+		return ret;
+	t = top(m);
+	if (!t) {
+		tpc_value_unref(v);
+		return TPC_EINPUT;
+	}
+	if ((ret = target_for(m, t, TPC_V_LIST))) {
+		tpc_value_unref(v);
+		return ret;
+	}
+	return add_item(m, t, v);
+}
+
+/* APPENDS / SETITEMS / ADDITEMS: the target sits right below the MARK. */
+static int op_items(vm *m, tpc_vkind kind)
+{
+	int ret;
+	size_t start;
+	if ((ret = pop_mark(m, &start)))
+		return ret;
+	if (start <= fence(m)) {
+		ret = underflow(m);
+		goto out;
+	}
+	tpc_value *t = m->stack[start - 1];
+	if ((ret = target_for(m, t, kind)))
+		goto out;
+	if (kind == TPC_V_DICT && (m->sp - start) % 2) {
+		ret = BAD(m, "pickle %s: odd number of items (%zu)", m->opn, m->sp - start);
+		goto out;
+	}
+	for (size_t i = start; i < m->sp; i += kind == TPC_V_DICT ? 2 : 1) {
+		if (kind == TPC_V_DICT) {
+			tpc_value *k = m->stack[i], *v = m->stack[i + 1];
+			m->stack[i] = m->stack[i + 1] = NULL;
+			ret = set_item(m, t, k, v);
+		} else {
+			tpc_value *v = m->stack[i];
+			m->stack[i] = NULL;
+			ret = add_item(m, t, v);
+		}
+		if (ret)
+			goto out;
+	}
+out:
+	cut(m, start);
+	return ret;
+}
+
+static int op_setitem(vm *m)
+{
+	tpc_value *k = NULL, *v = NULL, *t;
+	int ret = pop(m, &v);
+	if (!ret)
+		ret = pop(m, &k);
+	if (ret)
+		goto fail;
+	t = top(m);
+	if (!t) {
+		ret = TPC_EINPUT;
+		goto fail;
+	}
+	if ((ret = target_for(m, t, TPC_V_DICT)))
+		goto fail;
+	return set_item(m, t, k, v);
+fail:
+	tpc_value_unref(k);
+	tpc_value_unref(v);
+	return ret;
+}
+
+static bool name_ok(const char *s, size_t n)
+{
+	if (!n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static int record_global(vm *m, const char *module, const char *name, tpc_pickle_gclass cls)
+{
+	tpc_pickle_globals *g = m->o->globals;
+	int ret = 0;
+	char *key = NULL;
+	if (!g)
+		goto out;
+	size_t ml = strlen(module), nl = strlen(name);
+	key = malloc(ml + nl + 2);
+	if (!key || (!g->index && !(g->index = calloc(1, sizeof(tpc__strmap))))) {
+		ret = nomem(m);
+		goto out;
+	}
+	memcpy(key, module, ml);
+	key[ml] = '\n';
+	memcpy(key + ml + 1, name, nl + 1);
+	uint64_t *at = tpc__strmap_get(g->index, key, ml + nl + 1);
+	if (at) {
+		g->v[*at].count++;
+		goto out;
+	}
+	if (tpc_grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v))) {
+		ret = nomem(m);
+		goto out;
+	}
+	tpc_pickle_global *r = &g->v[g->n];
+	r->module = tpc_strdup(module);
+	r->name = tpc_strdup(name);
+	r->count = 1;
+	r->cls = cls;
+	if (!r->module || !r->name || tpc__strmap_put(g->index, key, ml + nl + 1, g->n)) {
+		free(r->module);
+		free(r->name);
+		ret = nomem(m);
+		goto out;
+	}
+	g->n++;
+out:
+	free(key);
+	return ret;
+}
+
+/* GLOBAL / STACK_GLOBAL with the raw names (n bytes each, not NUL-terminated). */
+static int op_global(vm *m, const char *ms, size_t mn, const char *ns, size_t nn)
+{
+	int ret = 0;
+	char *mod = NULL, *nam = NULL;
+	if (!name_ok(ms, mn) || !name_ok(ns, nn)) {
+		ret = BAD(m, "pickle %s: empty global name or one with control characters",
+			  m->opn);
+		goto out;
+	}
+	mod = tpc_strndup(ms, mn);
+	nam = tpc_strndup(ns, nn);
+	if (!mod || !nam) {
+		ret = nomem(m);
+		goto out;
+	}
+	const char *module = mod, *name = nam;
+	tpc_pickle_gclass cls = tpc_pickle_global_class(module, name);
+	tpc_pickle_map_name(&module, &name);
+	if ((ret = record_global(m, module, name, cls)))
+		goto out;
+	if (cls == TPC_PICKLE_DANGEROUS && m->o->policy != TPC_PICKLE_ALLOW_ALL) {
+		ret = BAD(m, "pickle %s: refusing global '%s.%s': it can run code or reach the system",
+			  m->opn, module, name);
+		goto out;
+	}
+	if (cls != TPC_PICKLE_SAFE && m->o->policy == TPC_PICKLE_REFUSE_UNKNOWN) {
+		ret = BAD(m, "pickle %s: global '%s.%s' is not on the allow-list", m->opn, module,
+			  name);
+		goto out;
+	}
+	ret = push(m, counted(m, tpc_value_global(module, name)));
+out:
+	free(mod);
+	free(nam);
+	return ret;
+}
+
+static bool is_global(const tpc_value *v, const char *full)
+{
+	return v && v->kind == TPC_V_GLOBAL && !strcmp(v->str, full);
+}
+
+static bool is_str(const tpc_value *v, const char *s)
+{
+	return v && v->kind == TPC_V_STR && v->len == strlen(s) && !memcmp(v->str, s, v->len);
+}
+
+/* BYTES from the latin-1 encoding of a UTF-8 str (code points < 256). */
+static int latin1_bytes(vm *m, const tpc_value *s, tpc_value **out)
+{
+	int ret = 0;
+	uint8_t *buf = tpc_malloc(s->len);
+	size_t n = 0;
+	if (!buf) {
+		ret = nomem(m);
+		goto out;
+	}
+	for (size_t i = 0; i < s->len;) {
+		unsigned char c = (unsigned char)s->str[i];
+		if (c < 0x80) {
+			buf[n++] = c;
+			i++;
+		} else if ((c == 0xc2 || c == 0xc3) && i + 1 < s->len &&
+			   ((unsigned char)s->str[i + 1] & 0xc0) == 0x80) {
+			buf[n++] = (uint8_t)((c & 0x1f) << 6 | ((unsigned char)s->str[i + 1] & 0x3f));
+			i += 2;
+		} else {
+			ret = BAD(m, "pickle %s: _codecs.encode: the string is not latin-1",
+				  m->opn);
+			goto out;
+		}
+	}
+	*out = counted(m, tpc_value_bytes(buf, n));
+	if (!*out)
+		ret = status(m);
+out:
+	free(buf);
+	return ret;
+}
+
+/* DICT with origin CALL[callable, args]. */
+static int dict_with_origin(vm *m, tpc_value *callable, tpc_value *args, tpc_value **out)
+{
+	tpc_value *d = vnew(m, TPC_V_DICT), *o = vnew(m, TPC_V_CALL);
+	if (!d || !o)
+		goto fail;
+	if (tpc_value_append(o, tpc_value_ref(callable)) ||
+	    tpc_value_append(o, tpc_value_ref(args))) {
+		nomem(m);
+		goto fail;
+	}
+	if (hold(m, callable))
+		goto fail;
+	if (tpc_value_set_origin(d, o)) {
+		o = NULL;
+		nomem(m);
+		goto fail;
+	}
+	*out = d;
+	return 0;
+fail:
+	tpc_value_unref(d);
+	tpc_value_unref(o);
+	return status(m);
+}
+
+static bool dict_class(const tpc_value *g)
+{
+	return is_global(g, "collections.OrderedDict") || is_global(g, "collections.Counter") ||
+	       is_global(g, "collections.defaultdict");
+}
+
+/* The data constructors the VM knows (pickle.h). 0 handled, 1 not, <0 error. */
+static int builtin_call(vm *m, tpc_value *f, tpc_value *args, tpc_value **out)
+{
+	size_t n = args->n;
+	tpc_value *a0 = n > 0 ? args->items[0] : NULL, *a1 = n > 1 ? args->items[1] : NULL;
+	if (!f || f->kind != TPC_V_GLOBAL)
+		return 1;
+	if (is_global(f, "copyreg.__newobj__")) {
+		if (n == 1 && dict_class(a0))
+			return dict_with_origin(m, f, args, out);
+		return 1;
+	}
+	if ((is_global(f, "collections.OrderedDict") && n == 0) ||
+	    (is_global(f, "collections.defaultdict") && n <= 1) ||
+	    (is_global(f, "collections.Counter") && n == 0))
+		return dict_with_origin(m, f, args, out);
+	if (is_global(f, "collections.Counter") && n == 1 && a0->kind == TPC_V_DICT &&
+	    !tpc_value_origin(a0)) {
+		tpc_value *empty = vnew(m, TPC_V_TUPLE);
+		int ret = empty ? dict_with_origin(m, f, empty, out) : status(m);
+		tpc_value_unref(empty);
+		for (size_t i = 0; !ret && i < a0->n; i++)
+			ret = set_item(m, *out, tpc_value_ref(a0->keys[i]),
+				       tpc_value_ref(a0->items[i]));
+		if (ret) {
+			tpc_value_unref(*out);
+			*out = NULL;
+		}
+		return ret;
+	}
+	if (is_global(f, "builtins.set") || is_global(f, "builtins.frozenset")) {
+		if (n > 1 || (n == 1 && a0->kind != TPC_V_LIST && a0->kind != TPC_V_TUPLE &&
+			      a0->kind != TPC_V_SET))
+			return 1;
+		tpc_value *s = vnew(m, TPC_V_SET);
+		int ret = s ? 0 : status(m);
+		for (size_t i = 0; !ret && n == 1 && i < a0->n; i++)
+			ret = add_item(m, s, tpc_value_ref(a0->items[i]));
+		if (ret) {
+			tpc_value_unref(s);
+			return ret;
+		}
+		*out = s;
+		return 0;
+	}
+	if (is_global(f, "_codecs.encode") && a0 && a0->kind == TPC_V_STR && n <= 2) {
+		if (n == 1 || is_str(a1, "utf-8") || is_str(a1, "utf8")) {
+			*out = counted(m, tpc_value_bytes(a0->str, a0->len));
+			return *out ? 0 : status(m);
+		}
+		if (is_str(a1, "latin1") || is_str(a1, "latin-1"))
+			return latin1_bytes(m, a0, out);
+		return 1;
+	}
+	if (is_global(f, "builtins.bytearray") || is_global(f, "builtins.bytes")) {
+		if (n == 0) {
+			*out = counted(m, tpc_value_bytes("", 0));
+			return *out ? 0 : status(m);
+		}
+		if (n == 1 && a0->kind == TPC_V_BYTES) {
+			*out = counted(m, tpc_value_bytes(a0->str, a0->len));
+			return *out ? 0 : status(m);
+		}
+		if (n == 2 && a0->kind == TPC_V_STR && (is_str(a1, "latin-1") || is_str(a1, "latin1")))
+			return latin1_bytes(m, a0, out);
+		return 1;
+	}
+	return 1;
+}
+
+/* Interpret callable(*args): callback, built-ins, or a CALL node. Takes
+ * ownership of both and pushes the result. */
+static int do_call(vm *m, tpc_value *callable, tpc_value *args)
+{
+	int ret = 0;
+	tpc_value *out = NULL;
+	if (args->kind != TPC_V_TUPLE) {
+		ret = BAD(m, "pickle %s: arguments are a %s, not a tuple", m->opn,
+			  tpc_vkind_name(args->kind));
+		goto out;
+	}
+	if (m->o->reduce) {
+		if ((ret = hold(m, callable)) || (ret = hold(m, args)))
+			goto out;
+		ret = m->o->reduce(m->o->ctx, callable, args, &out, m->e);
+		if (ret == 0 && out) {
+			out = counted(m, out);
+			if (!out) {
+				ret = status(m);
+				goto out;
+			}
+			goto push;
+		}
+		if (ret != 1) {
+			if (ret >= 0 || !m->e->code)
+				BAD(m, "pickle %s: the reduce handler failed", m->opn);
+			ret = status(m);
+			goto out;
+		}
+		tpc_value_unref(out);
+		out = NULL;
+	}
+	ret = builtin_call(m, callable, args, &out);
+	if (ret < 0)
+		goto out;
+	if (ret == 1) {
+		out = vnew(m, TPC_V_CALL);
+		if (!out) {
+			ret = status(m);
+			goto out;
+		}
+		if ((ret = hold(m, callable)))
+			goto out;
+		int fail = tpc_value_append(out, callable); /* takes it, also on failure */
+		fail |= tpc_value_append(out, args);
+		callable = args = NULL;
+		if (fail) {
+			ret = nomem(m);
+			goto out;
+		}
+	}
+push:
+	ret = push(m, out);
+	out = NULL;
+out:
+	tpc_value_unref(out);
+	tpc_value_unref(callable);
+	tpc_value_unref(args);
+	return ret;
+}
+
+static tpc_value *newobj_global(vm *m, bool ex)
+{
+	tpc_value **g = ex ? &m->newobj_ex : &m->newobj;
+	if (!*g) {
+		*g = tpc_value_global("copyreg", ex ? "__newobj_ex__" : "__newobj__");
+		if (!*g)
+			nomem(m);
+	}
+	return *g;
+}
+
+/* NEWOBJ cls args -> copyreg.__newobj__(cls, *args);
+ * NEWOBJ_EX cls args kwargs -> copyreg.__newobj_ex__(cls, args, kwargs). */
+static int op_newobj(vm *m, bool ex)
+{
+	tpc_value *cls = NULL, *args = NULL, *kw = NULL, *all = NULL;
+	int ret = 0;
+	if (ex && (ret = pop(m, &kw)))
+		goto out;
+	if ((ret = pop(m, &args)) || (ret = pop(m, &cls)))
+		goto out;
+	if (args->kind != TPC_V_TUPLE || (kw && kw->kind != TPC_V_DICT)) {
+		ret = BAD(m, "pickle %s: expects a class, an argument tuple%s", m->opn,
+			  ex ? " and a keyword dict" : "");
+		goto out;
+	}
+	tpc_value *g = newobj_global(m, ex);
+	all = vnew(m, TPC_V_TUPLE);
+	if (!g || !all) {
+		ret = status(m);
+		goto out;
+	}
+	if ((ret = hold(m, cls)) || (ret = hold(m, kw)))
+		goto out;
+	if (tpc_value_append(all, tpc_value_ref(cls))) {
+		ret = nomem(m);
+		goto out;
+	}
+	if (ex) {
+		if (tpc_value_append(all, tpc_value_ref(args)) ||
+		    tpc_value_append(all, tpc_value_ref(kw))) {
+			ret = nomem(m);
+			goto out;
+		}
+	} else {
+		for (size_t i = 0; i < args->n; i++) {
+			if ((ret = hold(m, args->items[i])))
+				goto out;
+			if (tpc_value_append(all, tpc_value_ref(args->items[i]))) {
+				ret = nomem(m);
+				goto out;
+			}
+		}
+	}
+	ret = do_call(m, tpc_value_ref(g), all);
+	all = NULL;
+out:
+	tpc_value_unref(cls);
+	tpc_value_unref(args);
+	tpc_value_unref(kw);
+	tpc_value_unref(all);
+	return ret;
+}
+
+static int op_build(vm *m)
+{
+	tpc_value *state = NULL, *obj, *rec = NULL;
+	int ret = pop(m, &state);
+	if (ret)
+		return ret;
+	if (!(obj = top(m))) {
+		ret = TPC_EINPUT;
+		goto out;
+	}
+	if (m->o->build) {
+		if ((ret = hold(m, state)))
+			goto out;
+		ret = m->o->build(m->o->ctx, obj, state, m->e);
+		if (ret == 0)
+			goto out;
+		if (ret != 1) {
+			if (ret >= 0 || !m->e->code)
+				BAD(m, "pickle %s: the build handler failed", m->opn);
+			ret = status(m);
+			goto out;
+		}
+		ret = 0;
+	}
+	if (obj->kind == TPC_V_CALL)
+		rec = obj;
+	else if (obj->kind == TPC_V_LIST || obj->kind == TPC_V_DICT)
+		rec = tpc_value_origin(obj);
+	if (rec) {
+		if (rec->n != 2) {
+			ret = BAD(m, "pickle %s: object built twice", m->opn);
+			goto out;
+		}
+		if ((ret = check_cycle(m, obj, state)) || (ret = hold(m, state)))
+			goto out;
+		ret = tpc_value_append(rec, state) ? nomem(m) : 0;
+		state = NULL;
+		goto out;
+	}
+	if (state->kind == TPC_V_NONE ||
+	    (state->kind == TPC_V_DICT && state->n == 0 && !tpc_value_origin(state)))
+		goto out; /* Python applies an empty state as a no-op */
+	ret = BAD(m, "pickle %s: cannot set state on a %s", m->opn, tpc_vkind_name(obj->kind));
+out:
+	tpc_value_unref(state);
+	return ret;
+}
+
+static int op_persid(vm *m, tpc_value *pid)
+{
+	tpc_value *out = NULL;
+	int ret = 0;
+	if (!pid) {
+		ret = status(m);
+		goto out;
+	}
+	if (!m->o->persistent_load) {
+		ret = BAD(m, "pickle %s: persistent id without a loader", m->opn);
+		goto out;
+	}
+	if ((ret = hold(m, pid)))
+		goto out;
+	ret = m->o->persistent_load(m->o->ctx, pid, &out, m->e);
+	if (ret != 0 || !out) {
+		if (ret >= 0 || !m->e->code)
+			BAD(m, "pickle %s: the persistent id loader failed", m->opn);
+		ret = status(m);
+		goto out;
+	}
+	ret = push(m, counted(m, out));
+	out = NULL;
+out:
+	tpc_value_unref(out);
+	tpc_value_unref(pid);
+	return ret;
+}
+
+static int op_text_number(vm *m, uint8_t op)
+{
+	const char *s;
+	size_t n;
+	int64_t v;
+	int ret = readline(m, MAX_LINE, &s, &n);
+	if (ret)
+		return ret;
+	if (op == TPC_PK_FLOAT) {
+		char buf[MAX_LINE + 1], *end;
+		memcpy(buf, s, n);
+		buf[n] = '\0';
+		double d = strtod(buf, &end);
+		if (!n || *end)
+			return BAD(m, "pickle FLOAT: malformed number");
+		return push(m, counted(m, tpc_value_float(d)));
+	}
+	if (op == TPC_PK_INT && n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1'))
+		return push(m, counted(m, tpc_value_bool(s[1] == '1')));
+	if (op == TPC_PK_LONG && n && s[n - 1] == 'L')
+		n--;
+	if (parse_i64(s, n, &v))
+		return BAD(m, "pickle %s: malformed or out-of-range integer", m->opn);
+	return push(m, counted(m, tpc_value_int(v)));
+}
+
+static int op_text_memo(vm *m, bool put)
+{
+	const char *s;
+	size_t n;
+	int64_t idx;
+	int ret = readline(m, MAX_LINE, &s, &n);
+	if (ret)
+		return ret;
+	if (parse_i64(s, n, &idx) || idx < 0)
+		return BAD(m, "pickle %s: malformed memo index", m->opn);
+	return put ? op_memo_put(m, (uint64_t)idx) : op_memo_get(m, (uint64_t)idx);
+}
+
+static int step(vm *m, uint8_t op, tpc_value **result)
+{
+	const uint8_t *b;
+	size_t start;
+	int ret = 0;
+	tpc_value *x = NULL, *y = NULL;
+	switch (op) {
+	case TPC_PK_PROTO:
+		if (!(b = need(m, 1)))
+			return TPC_EINPUT;
+		if (b[0] > 5)
+			return BAD(m, "unsupported pickle protocol %u", b[0]);
+		return 0;
+	case TPC_PK_FRAME: {
+		if (!(b = need(m, 8)))
+			return TPC_EINPUT;
+		uint64_t len = tpc_rd64le(b), left = m->c.n - m->c.pos;
+		if (len > left)
+			return BAD(m, "truncated pickle: FRAME of %" PRIu64
+				      " bytes but only %" PRIu64 " left",
+				   len, left);
+		return 0;
+	}
+	case TPC_PK_STOP:
+		if ((ret = pop(m, result)))
+			return ret;
+		return 0;
+	case TPC_PK_MARK:
+		if (m->nmarks >= m->max_marks)
+			return BAD(m, "pickle MARK: more than %" PRIu64 " nested marks",
+				   m->max_marks);
+		if (tpc_grow((void **)&m->marks, &m->mcap, m->nmarks + 1, sizeof(*m->marks)))
+			return nomem(m);
+		m->marks[m->nmarks++] = m->sp;
+		return 0;
+	case TPC_PK_POP:
+		if (m->nmarks && m->marks[m->nmarks - 1] == m->sp) {
+			m->nmarks--;
+			return 0;
+		}
+		if ((ret = pop(m, &x)))
+			return ret;
+		tpc_value_unref(x);
+		return 0;
+	case TPC_PK_POP_MARK:
+		if ((ret = pop_mark(m, &start)))
+			return ret;
+		cut(m, start);
+		return 0;
+	case TPC_PK_DUP:
+		if (!(x = top(m)))
+			return TPC_EINPUT;
+		return push(m, tpc_value_ref(x));
+	case TPC_PK_NONE:
+		return push(m, vnew(m, TPC_V_NONE));
+	case TPC_PK_NEWTRUE:
+	case TPC_PK_NEWFALSE:
+		return push(m, counted(m, tpc_value_bool(op == TPC_PK_NEWTRUE)));
+	case TPC_PK_INT:
+	case TPC_PK_LONG:
+	case TPC_PK_FLOAT:
+		return op_text_number(m, op);
+	case TPC_PK_BININT:
+		if (!(b = need(m, 4)))
+			return TPC_EINPUT;
+		return push(m, counted(m, tpc_value_int((int32_t)tpc_rd32le(b))));
+	case TPC_PK_BININT1:
+		if (!(b = need(m, 1)))
+			return TPC_EINPUT;
+		return push(m, counted(m, tpc_value_int(b[0])));
+	case TPC_PK_BININT2:
+		if (!(b = need(m, 2)))
+			return TPC_EINPUT;
+		return push(m, counted(m, tpc_value_int(tpc_rd16le(b))));
+	case TPC_PK_LONG1:
+	case TPC_PK_LONG4: {
+		uint64_t n;
+		if (op == TPC_PK_LONG1) {
+			if (!(b = need(m, 1)))
+				return TPC_EINPUT;
+			n = b[0];
+		} else {
+			if (!(b = need(m, 4)))
+				return TPC_EINPUT;
+			int32_t s = (int32_t)tpc_rd32le(b);
+			if (s < 0)
+				return BAD(m, "pickle LONG4: negative length %d", (int)s);
+			n = (uint64_t)s;
+			if (n > m->max_str)
+				return BAD(m, "pickle LONG4: integer of %" PRIu64
+					      " bytes exceeds the limit of %" PRIu64,
+					   n, m->max_str);
+		}
+		if (!(b = need(m, n)))
+			return TPC_EINPUT;
+		return push(m, long_value(m, b, n));
+	}
+	case TPC_PK_BINFLOAT: {
+		if (!(b = need(m, 8)))
+			return TPC_EINPUT;
+		uint64_t u = 0;
+		double d;
+		for (int i = 0; i < 8; i++)
+			u = u << 8 | b[i];
+		memcpy(&d, &u, sizeof(d));
+		return push(m, counted(m, tpc_value_float(d)));
+	}
+	case TPC_PK_SHORT_BINUNICODE:
+	case TPC_PK_SHORT_BINSTRING:
+	case TPC_PK_SHORT_BINBYTES:
+		if (!(b = need(m, 1)))
+			return TPC_EINPUT;
+		return op_blob(m, op == TPC_PK_SHORT_BINBYTES ? TPC_V_BYTES : TPC_V_STR, b[0]);
+	case TPC_PK_BINUNICODE:
+	case TPC_PK_BINBYTES:
+		if (!(b = need(m, 4)))
+			return TPC_EINPUT;
+		return op_blob(m, op == TPC_PK_BINBYTES ? TPC_V_BYTES : TPC_V_STR, tpc_rd32le(b));
+	case TPC_PK_BINSTRING: {
+		if (!(b = need(m, 4)))
+			return TPC_EINPUT;
+		int32_t s = (int32_t)tpc_rd32le(b);
+		if (s < 0)
+			return BAD(m, "pickle BINSTRING: negative length %d", (int)s);
+		return op_blob(m, TPC_V_STR, (uint64_t)s);
+	}
+	case TPC_PK_BINUNICODE8:
+	case TPC_PK_BINBYTES8:
+	case TPC_PK_BYTEARRAY8:
+		if (!(b = need(m, 8)))
+			return TPC_EINPUT;
+		return op_blob(m, op == TPC_PK_BINUNICODE8 ? TPC_V_STR : TPC_V_BYTES, tpc_rd64le(b));
+	case TPC_PK_EMPTY_TUPLE:
+		return push(m, vnew(m, TPC_V_TUPLE));
+	case TPC_PK_EMPTY_LIST:
+		return push(m, vnew(m, TPC_V_LIST));
+	case TPC_PK_EMPTY_DICT:
+		return push(m, vnew(m, TPC_V_DICT));
+	case TPC_PK_EMPTY_SET:
+		return push(m, vnew(m, TPC_V_SET));
+	case TPC_PK_TUPLE:
+	case TPC_PK_LIST:
+	case TPC_PK_FROZENSET:
+		if ((ret = pop_mark(m, &start)))
+			return ret;
+		return op_seq(m, op == TPC_PK_TUPLE ? TPC_V_TUPLE
+				 : op == TPC_PK_LIST ? TPC_V_LIST
+						     : TPC_V_SET,
+			      start);
+	case TPC_PK_TUPLE1:
+	case TPC_PK_TUPLE2:
+	case TPC_PK_TUPLE3:
+		return op_tuple_n(m, (size_t)(op - TPC_PK_TUPLE1 + 1));
+	case TPC_PK_DICT:
+		return op_dict_from_mark(m);
+	case TPC_PK_APPEND:
+		return op_append(m);
+	case TPC_PK_APPENDS:
+		return op_items(m, TPC_V_LIST);
+	case TPC_PK_SETITEM:
+		return op_setitem(m);
+	case TPC_PK_SETITEMS:
+		return op_items(m, TPC_V_DICT);
+	case TPC_PK_ADDITEMS:
+		return op_items(m, TPC_V_SET);
+	case TPC_PK_GLOBAL: {
+		const char *ms, *ns;
+		size_t mn, nn;
+		if ((ret = readline(m, MAX_NAME_LINE, &ms, &mn)) ||
+		    (ret = readline(m, MAX_NAME_LINE, &ns, &nn)))
+			return ret;
+		return op_global(m, ms, mn, ns, nn);
+	}
+	case TPC_PK_STACK_GLOBAL:
+		if ((ret = pop(m, &y)) || (ret = pop(m, &x)))
+			goto out;
+		if (x->kind != TPC_V_STR || y->kind != TPC_V_STR) {
+			ret = BAD(m, "pickle STACK_GLOBAL: module and name must be strings");
+			goto out;
+		}
+		ret = op_global(m, x->str, x->len, y->str, y->len);
+		goto out;
+	case TPC_PK_REDUCE:
+		if ((ret = pop(m, &y)) || (ret = pop(m, &x)))
+			goto out;
+		ret = do_call(m, x, y);
+		x = y = NULL;
+		goto out;
+	case TPC_PK_NEWOBJ:
+	case TPC_PK_NEWOBJ_EX:
+		return op_newobj(m, op == TPC_PK_NEWOBJ_EX);
+	case TPC_PK_BUILD:
+		return op_build(m);
+	case TPC_PK_BINPERSID:
+		if ((ret = pop(m, &x)))
+			return ret;
+		return op_persid(m, x);
+	case TPC_PK_PERSID: {
+		const char *s;
+		size_t n;
+		if ((ret = readline(m, MAX_NAME_LINE, &s, &n)))
+			return ret;
+		return op_persid(m, counted(m, tpc_value_str(s, n)));
+	}
+	case TPC_PK_GET:
+	case TPC_PK_PUT:
+		return op_text_memo(m, op == TPC_PK_PUT);
+	case TPC_PK_BINGET:
+	case TPC_PK_BINPUT:
+		if (!(b = need(m, 1)))
+			return TPC_EINPUT;
+		return op == TPC_PK_BINPUT ? op_memo_put(m, b[0]) : op_memo_get(m, b[0]);
+	case TPC_PK_LONG_BINGET:
+	case TPC_PK_LONG_BINPUT:
+		if (!(b = need(m, 4)))
+			return TPC_EINPUT;
+		return op == TPC_PK_LONG_BINPUT ? op_memo_put(m, tpc_rd32le(b))
+						: op_memo_get(m, tpc_rd32le(b));
+	case TPC_PK_MEMOIZE:
+		return op_memo_put(m, m->memo.n);
+	default:
+		if (opnames[op])
+			return BAD(m, "unsupported pickle opcode %s (0x%02x)", opnames[op], op);
+		return BAD(m, "unknown pickle opcode 0x%02x", op);
+	}
+out:
+	tpc_value_unref(x);
+	tpc_value_unref(y);
+	return ret;
+}
+
+/*
+ * The result's nesting depth and its size counting every use of a shared
+ * subtree, in one pass over the distinct nodes (the DAG), so that consumers
+ * may recurse and walk naively within the limits.
+ */
+typedef struct sframe {
+	const tpc_value *v;
+	size_t j;
+	uint64_t depth, size;
+} sframe;
+
+static int check_shape(vm *m, const tpc_value *root)
+{
+	int ret = 0;
+	tpc__u64map done = {0};   /* node -> index into info */
+	uint64_t (*info)[2] = NULL; /* depth, size */
+	size_t ninfo = 0, icap = 0;
+	sframe *st = NULL;
+	size_t n = 0, cap = 0;
+	if (!has_children(root))
+		goto out;
+	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st))) {
+		ret = nomem(m);
+		goto out;
+	}
+	st[n++] = (sframe){root, 0, 0, 1};
+	while (n) {
+		sframe *f = &st[n - 1];
+		if (f->j < nchildren(f->v)) {
+			const tpc_value *c = child_at(f->v, f->j++);
+			uint64_t cd = 0, cs = 1, *at;
+			if (c && has_children(c)) {
+				if ((at = tpc__u64map_get(&done, (uintptr_t)c)) == NULL) {
+					if (n >= m->max_depth) {
+						ret = BAD(m, "pickle result nests deeper than %" PRIu64
+							     " containers",
+							  m->max_depth);
+						goto out;
+					}
+					if (tpc_grow((void **)&st, &cap, n + 1, sizeof(*st))) {
+						ret = nomem(m);
+						goto out;
+					}
+					st[n++] = (sframe){c, 0, 0, 1};
+					continue;
+				}
+				cd = info[*at][0];
+				cs = info[*at][1];
+			}
+			if (cd + 1 > f->depth)
+				f->depth = cd + 1;
+			f->size = f->size + cs < f->size ? UINT64_MAX : f->size + cs;
+			continue;
+		}
+		if (f->size > m->max_tree) {
+			ret = BAD(m, "pickle result expands to more than %" PRIu64
+				     " values through shared subtrees",
+				  m->max_tree);
+			goto out;
+		}
+		if (tpc_grow((void **)&info, &icap, ninfo + 1, sizeof(*info)) ||
+		    tpc__u64map_put(&done, (uintptr_t)f->v, ninfo)) {
+			ret = nomem(m);
+			goto out;
+		}
+		info[ninfo][0] = f->depth;
+		info[ninfo][1] = f->size;
+		ninfo++;
+		sframe fin = *f;
+		n--;
+		if (n) {
+			sframe *p = &st[n - 1];
+			if (fin.depth + 1 > p->depth)
+				p->depth = fin.depth + 1;
+			p->size = p->size + fin.size < p->size ? UINT64_MAX : p->size + fin.size;
+		}
+	}
+out:
+	free(st);
+	free(info);
+	tpc__u64map_release(&done);
+	return ret;
+}
+
+static uint64_t or_default(uint64_t v, uint64_t d)
+{
+	return v ? v : d;
+}
+
+int tpc_pickle_load_from_buffer(const uint8_t *p, uint64_t n, const tpc_pickle_opts *o,
+				tpc_value **out, uint64_t *consumed, tpc_err *e)
+{
+	static const tpc_pickle_opts defaults;
+	tpc_err scratch;
+	tpc_value *result = NULL;
+	int ret = 0;
+	vm m;
+	if (!e) {
+		tpc_err_init(&scratch);
+		e = &scratch;
+	}
+	if (!o)
+		o = &defaults;
+	memset(&m, 0, sizeof(m));
+	m.o = o;
+	m.e = e;
+	m.path = o->path;
+	m.base = o->base_offset;
+	m.max_stack = or_default(o->max_stack, DEF_MAX_STACK);
+	m.max_marks = or_default(o->max_marks, DEF_MAX_MARKS);
+	m.max_memo = or_default(o->max_memo, DEF_MAX_MEMO);
+	m.max_objects = or_default(o->max_objects, DEF_MAX_OBJECTS);
+	m.max_str = or_default(o->max_str, DEF_MAX_STR);
+	m.max_depth = or_default(o->max_depth, DEF_MAX_DEPTH);
+	m.max_tree = or_default(o->max_tree, DEF_MAX_TREE);
+	m.walk_budget = m.max_objects;
+	tpc_cursor_init(&m.c, p, p ? n : 0);
+	if (out)
+		*out = NULL;
+
+	while (!result) {
+		m.op = m.c.pos;
+		if (m.c.pos >= m.c.n) {
+			m.opn = "STOP";
+			ret = BAD(&m, "truncated pickle: data ends before STOP");
+			goto out;
+		}
+		m.opc = m.c.p[m.c.pos++];
+		m.opn = opnames[m.opc] ? opnames[m.opc] : "?";
+		if ((ret = step(&m, m.opc, &result)))
+			goto out;
+	}
+	if ((ret = check_shape(&m, result)))
+		goto out;
+	if (consumed)
+		*consumed = m.c.pos;
+	if (out) {
+		*out = result;
+		result = NULL;
+	}
+out:
+	tpc_value_unref(result);
+	cut(&m, 0);
+	free(m.stack);
+	free(m.marks);
+	for (size_t i = 0; i < m.memo.cap; i++)
+		if (m.memo.e[i].used)
+			tpc_value_unref((tpc_value *)(uintptr_t)m.memo.e[i].v);
+	tpc__u64map_release(&m.memo);
+	for (size_t i = 0; i < m.held.cap; i++)
+		if (m.held.e[i].used)
+			tpc_value_unref((tpc_value *)(uintptr_t)m.held.e[i].k);
+	tpc__u64map_release(&m.held);
+	tpc_value_unref(m.newobj);
+	tpc_value_unref(m.newobj_ex);
+	return ret;
+}

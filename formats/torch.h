@@ -1,0 +1,52 @@
+/*
+ * torch.h - torch.save checkpoints (FORMATS.md §1, §2): shared by the reader
+ * (torch_read.c) and the writer (torch_write.c). Private to formats/.
+ *
+ * Zip format (torch >= 1.6), records under one top-level folder:
+ *   1. <prefix>/data.pkl          protocol-2 pickle; storages are persistent ids
+ *                                 ('storage', <XStorage class>, key, location, numel)
+ *   2. <prefix>/byteorder         "little" | "big" (torch >= 2.1; missing = little)
+ *   3. <prefix>/data/<key>        raw bytes of each whole storage, 64-byte aligned
+ *   4. <prefix>/version           "3\n"
+ *
+ * Legacy format (_use_new_zipfile_serialization=False), pickles back to back:
+ *   1. magic    LONG1 0x1950a86a20f9469cfc6c
+ *   2. protocol 1001
+ *   3. sys_info {'protocol_version', 'little_endian', 'type_sizes'}
+ *   4. object   persistent ids ('storage', class, key, location, numel, view_metadata)
+ *   5. keys     list of storage keys
+ *   6. per key: u64 LE element count, then the storage bytes
+ *
+ * Tensors come from REDUCE of torch._utils._rebuild_tensor_v2/_v3 (and
+ * _rebuild_parameter, _rebuild_qtensor, _rebuild_from_type_v2 around them);
+ * nothing is ever called. The object tree is kept in ck->root with TENSOR
+ * leaves; tensor names are the dotted paths of dict keys and list indices
+ * (torch.save of a bare tensor gives the name ""). Tensors inside foreign
+ * objects (a ScriptObject, a custom class) are not named, like
+ * `torch.load(...)` users see them: only through the object.
+ */
+#ifndef TPC_TORCH_H
+#define TPC_TORCH_H
+
+#include "formats.h"
+#include "tpc_buf.h"
+
+/* Metadata key under which the object tree travels through safetensors
+ * (JSON, tpc_value_to_json encoding). */
+#define TPC_TREE_META "tpconv.tree"
+
+/* Walk `root` and call fn for every TENSOR leaf reachable through dicts,
+ * lists and tuples, with its dotted path. `slot` is the parent's pointer to
+ * the leaf (so callers can replace it). Stops at the first nonzero return. */
+typedef int (*tpc__leaf_fn)(void *ctx, const char *name, tpc_value **slot, tpc_err *e);
+int tpc__torch_walk(tpc_value **root, tpc__leaf_fn fn, void *ctx, tpc_err *e);
+
+/* Does ck->root still name exactly ck's tensors, in order (no rename, drop
+ * or reorder happened since reading)? Then writers can emit the tree. */
+bool tpc__torch_tree_matches(const tpc_ckpt *ck);
+
+/* Non-tensor values as JSON metadata (safetensors) and back. */
+int tpc__tree_to_meta(const tpc_ckpt *ck, char **json, tpc_err *e);
+int tpc__tree_from_meta(tpc_ckpt *ck, const char *json, tpc_err *e);
+
+#endif

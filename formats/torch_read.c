@@ -1,0 +1,946 @@
+/* torch_read.c - torch.save readers: zip (>= 1.6) and legacy (see torch.h).
+ *
+ * The pickle VM builds the object tree; this file interprets the few calls
+ * that make tensors (_rebuild_tensor_v2 and friends) and the persistent ids
+ * that name storages. A tensor becomes a description over the storage bytes
+ * in the mapping (or an inflated record), checked to lie inside its storage;
+ * nothing is copied. Tensors are named by walking the finished tree, so a
+ * tensor pickled once and referenced twice (tied weights) gives two names
+ * over one storage. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle.h"
+#include "torch.h"
+#include "tpc_util.h"
+#include "zip.h"
+
+static const uint8_t legacy_magic[15] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+					 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+
+/* A tensor seen in the pickle, before it has a name. */
+typedef struct pend {
+	int64_t storage;   /* index into ck->st */
+	int64_t soff;      /* storage offset, in elements */
+	int ndim;
+	int64_t *shape;    /* 2*ndim: shape then stride */
+	tpc_dtype dtype;
+	uint32_t flags;
+	tpc_value *meta;   /* quantizer parameters */
+	const char *unsupported;
+} pend;
+
+typedef struct reader {
+	tpc_ckpt *ck;
+	const char *path;
+	int src;
+	tpc_zip *z; /* NULL for legacy */
+	const tpc_open_opts *o;
+	pend *p;
+	size_t np, capp;
+	tpc__strmap keys;       /* storage key -> index in ck->st */
+	int64_t *legacy_numel;  /* legacy: numel from the pid, per storage */
+	size_t nlegacy, caplegacy;
+	uint64_t inflate_cap;
+} reader;
+
+static const char *sstr(const tpc_value *v)
+{
+	return v && v->kind == TPC_V_STR ? v->str : NULL;
+}
+
+static bool get_int(const tpc_value *v, int64_t *out)
+{
+	if (!v || (v->kind != TPC_V_INT && v->kind != TPC_V_BOOL))
+		return false;
+	*out = v->ival;
+	return true;
+}
+
+/* ---- storages (persistent ids) ---- */
+
+static tpc_dtype storage_dtype(const char *klass)
+{
+	if (!strncmp(klass, "torch.", 6)) {
+		const char *k = klass + 6;
+		if (!strcmp(k, "storage.UntypedStorage") || !strcmp(k, "UntypedStorage"))
+			return TPC_U8;
+		return tpc_dtype_from_storage(k);
+	}
+	return TPC_DT_INVALID;
+}
+
+static int persistent_load(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *e)
+{
+	reader *r = ctx;
+	tpc_ckpt *ck = r->ck;
+	if (!pid || pid->kind != TPC_V_TUPLE || pid->n < 5 || !sstr(pid->items[0]) ||
+	    strcmp(pid->items[0]->str, "storage"))
+		return TPC_CORRUPT(e, r->path, -1, NULL,
+				   "persistent id is not a ('storage', class, key, location, numel) tuple");
+	const tpc_value *cls = pid->items[1];
+	const char *key = sstr(pid->items[2]);
+	const char *loc = sstr(pid->items[3]);
+	int64_t numel;
+	if (!cls || cls->kind != TPC_V_GLOBAL || !key || !get_int(pid->items[4], &numel) || numel < 0)
+		return TPC_CORRUPT(e, r->path, -1, NULL,
+				   "malformed storage persistent id (class, key, location, numel)");
+	if (r->z && pid->n != 5)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "storage persistent id has %zu fields, expected 5",
+				   pid->n);
+	if (!r->z && pid->n >= 6 && pid->items[5]->kind != TPC_V_NONE)
+		return TPC_CORRUPT(e, r->path, -1, NULL,
+				   "storage '%s' is a legacy storage view (view_metadata), which is not supported",
+				   key);
+	tpc_dtype dt = storage_dtype(cls->str);
+	if (!dt)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "unknown storage class '%s' for storage '%s'",
+				   cls->str, key);
+	uint64_t *have = tpc__strmap_get(&r->keys, key, strlen(key));
+	int64_t ix;
+	if (have) {
+		ix = (int64_t)*have;
+		if (ck->st[ix].dtype != dt)
+			return TPC_CORRUPT(e, r->path, -1, NULL,
+					   "storage '%s' is used as both %s and %s", key,
+					   tpc_dtype_name(ck->st[ix].dtype), tpc_dtype_name(dt));
+	} else {
+		uint64_t nbytes;
+		if (tpc_mul_u64((uint64_t)numel, tpc_dtype_size(dt), &nbytes))
+			return TPC_CORRUPT(e, r->path, -1, NULL, "storage '%s' size overflows", key);
+		int src = r->src;
+		uint64_t off = 0;
+		if (r->z) {
+			char rec[600];
+			snprintf(rec, sizeof(rec), "data/%s", key);
+			const tpc_zip_entry *ent = tpc_zip_find(r->z, rec);
+			if (!ent)
+				return TPC_CORRUPT(e, r->path, -1, NULL,
+						   "storage '%s' has no record '%s/data/%s' in the archive", key,
+						   tpc_zip_prefix(r->z), key);
+			if (ent->usize < nbytes)
+				return TPC_CORRUPT(e, r->path, (int64_t)ent->header_offset, NULL,
+						   "storage '%s' claims %lld elements (%llu bytes) but its record holds %llu bytes",
+						   key, (long long)numel, (unsigned long long)nbytes,
+						   (unsigned long long)ent->usize);
+			if (ent->method == TPC_ZIP_STORED) {
+				off = ent->data_offset;
+			} else {
+				uint8_t *mem = NULL;
+				uint64_t len = 0;
+				int rc = tpc_zip_inflate(r->z, ent, r->inflate_cap, &mem, &len, e);
+				if (rc)
+					return rc;
+				char label[700];
+				snprintf(label, sizeof(label), "%s:%s", r->path, ent->name);
+				if ((rc = tpc_ckpt_add_mem(ck, label, mem, len, &src, e)))
+					return rc;
+			}
+		}
+		ix = tpc_ckpt_add_storage(ck, key, loc, dt, src, off, nbytes, e);
+		if (ix < 0)
+			return (int)ix;
+		if (tpc__strmap_put(&r->keys, key, strlen(key), (uint64_t)ix))
+			return tpc_err_nomem(e);
+		if (!r->z) {
+			if (tpc_grow((void **)&r->legacy_numel, &r->caplegacy, (size_t)ix + 1, sizeof(int64_t)))
+				return tpc_err_nomem(e);
+			r->legacy_numel[ix] = numel;
+			r->nlegacy = (size_t)ix + 1;
+		}
+	}
+	tpc_value *v = tpc_value_new(TPC_V_STORAGE);
+	if (!v)
+		return tpc_err_nomem(e);
+	v->ival = ix;
+	if (tpc_value_append(v, tpc_value_ref(pid))) {
+		tpc_value_unref(v);
+		return tpc_err_nomem(e);
+	}
+	*out = v;
+	return 0;
+}
+
+/* ---- tensors (REDUCE of the rebuild functions) ---- */
+
+static int new_pend(reader *r, pend **out, tpc_value **val, tpc_err *e)
+{
+	if (tpc_grow((void **)&r->p, &r->capp, r->np + 1, sizeof(*r->p)))
+		return tpc_err_nomem(e);
+	pend *p = &r->p[r->np];
+	memset(p, 0, sizeof(*p));
+	p->storage = -1;
+	*val = tpc_value_tensor((int64_t)r->np);
+	if (!*val)
+		return tpc_err_nomem(e);
+	r->np++;
+	*out = p;
+	return 0;
+}
+
+static int int_tuple(reader *r, const tpc_value *v, int64_t *dst, int *n, const char *what, tpc_err *e)
+{
+	if (!v || v->kind != TPC_V_TUPLE || v->n > TPC_MAX_NDIM)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "tensor %s is not a tuple of at most %d integers",
+				   what, TPC_MAX_NDIM);
+	for (size_t i = 0; i < v->n; i++)
+		if (!get_int(v->items[i], &dst[i]))
+			return TPC_CORRUPT(e, r->path, -1, NULL, "tensor %s holds a non-integer", what);
+	*n = (int)v->n;
+	return 0;
+}
+
+/* storage, offset, size, stride: the common head of the rebuild functions. */
+static int rebuild(reader *r, tpc_value *args, tpc_dtype dtype, tpc_value **out, pend **pp, tpc_err *e)
+{
+	int64_t size[TPC_MAX_NDIM], stride[TPC_MAX_NDIM], off;
+	int ns = 0, nt = 0, ret;
+	pend *p;
+	if (!args || args->kind != TPC_V_TUPLE || args->n < 4)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "tensor rebuild call has too few arguments");
+	tpc_value *st = args->items[0];
+	if (!st || st->kind != TPC_V_STORAGE)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "tensor rebuild call without a storage");
+	if (!get_int(args->items[1], &off) || off < 0)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "tensor storage offset is not a non-negative integer");
+	if ((ret = int_tuple(r, args->items[2], size, &ns, "size", e)) ||
+	    (ret = int_tuple(r, args->items[3], stride, &nt, "stride", e)))
+		return ret;
+	if (ns != nt)
+		return TPC_CORRUPT(e, r->path, -1, NULL, "tensor size has %d dimensions but stride has %d", ns, nt);
+	for (int d = 0; d < ns; d++)
+		if (size[d] < 0 || stride[d] < 0)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "negative size or stride in dimension %d", d);
+	if ((ret = new_pend(r, &p, out, e)))
+		return ret;
+	p->storage = st->ival;
+	p->soff = off;
+	p->ndim = ns;
+	p->dtype = dtype ? dtype : r->ck->st[st->ival].dtype;
+	p->shape = tpc_calloc((size_t)(2 * ns), sizeof(int64_t));
+	if (!p->shape)
+		return tpc_err_nomem(e);
+	memcpy(p->shape, size, (size_t)ns * sizeof(int64_t));
+	memcpy(p->shape + ns, stride, (size_t)ns * sizeof(int64_t));
+	if (pp)
+		*pp = p;
+	return 0;
+}
+
+static const char *const unsupported_rebuilds[][2] = {
+	{"torch._utils._rebuild_sparse_tensor", "a sparse tensor"},
+	{"torch._utils._rebuild_sparse_csr_tensor", "a sparse tensor"},
+	{"torch._utils._rebuild_nested_tensor", "a nested tensor"},
+	{"torch._utils._rebuild_meta_tensor_no_storage", "a meta tensor (no data)"},
+	{"torch._utils._rebuild_wrapper_subclass", "a tensor subclass without data"},
+	{"torch._utils._rebuild_device_tensor_from_numpy", "a device tensor"},
+	{"torch._utils._rebuild_device_tensor_from_cpu_tensor", "a device tensor"},
+	{"torch._utils._rebuild_xla_tensor", "an XLA tensor"},
+	{"torch._utils._rebuild_mlc_tensor", "an MLC tensor"},
+};
+
+static int reduce_cb(void *ctx, tpc_value *callable, tpc_value *args, tpc_value **out, tpc_err *e)
+{
+	reader *r = ctx;
+	if (!callable || callable->kind != TPC_V_GLOBAL)
+		return 1;
+	const char *fn = callable->str;
+	if (!strcmp(fn, "torch._utils._rebuild_tensor_v2") || !strcmp(fn, "torch._utils._rebuild_tensor"))
+		return rebuild(r, args, TPC_DT_INVALID, out, NULL, e);
+	if (!strcmp(fn, "torch._utils._rebuild_tensor_v3")) {
+		if (!args || args->kind != TPC_V_TUPLE || args->n < 7 || args->items[6]->kind != TPC_V_GLOBAL ||
+		    strncmp(args->items[6]->str, "torch.", 6))
+			return TPC_CORRUPT(e, r->path, -1, NULL, "_rebuild_tensor_v3 without a torch dtype");
+		tpc_dtype dt = tpc_dtype_from_torch(args->items[6]->str + 6);
+		if (!dt)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "unknown dtype '%s'", args->items[6]->str);
+		pend *p;
+		int ret = rebuild(r, args, dt, out, &p, e);
+		if (!ret && r->ck->st[p->storage].dtype != TPC_U8 && r->ck->st[p->storage].dtype != dt)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "_rebuild_tensor_v3 dtype %s over a %s storage",
+					   tpc_dtype_name(dt), tpc_dtype_name(r->ck->st[p->storage].dtype));
+		return ret;
+	}
+	if (!strcmp(fn, "torch._utils._rebuild_qtensor")) {
+		pend *p;
+		int ret = rebuild(r, args, TPC_DT_INVALID, out, &p, e);
+		if (ret)
+			return ret;
+		p->flags |= TPC_TF_QUANTIZED;
+		if (args->n > 4)
+			p->meta = tpc_value_ref(args->items[4]);
+		return 0;
+	}
+	if (!strcmp(fn, "torch._utils._rebuild_parameter") ||
+	    !strcmp(fn, "torch._utils._rebuild_parameter_with_state")) {
+		if (!args || args->kind != TPC_V_TUPLE || args->n < 2 || args->items[0]->kind != TPC_V_TENSOR)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "%s without a tensor", fn);
+		pend *p = &r->p[args->items[0]->ival];
+		p->flags |= TPC_TF_PARAMETER;
+		if (args->items[1]->kind == TPC_V_BOOL && args->items[1]->ival)
+			p->flags |= TPC_TF_REQUIRES_GRAD;
+		*out = tpc_value_ref(args->items[0]);
+		return 0;
+	}
+	if (!strcmp(fn, "torch._tensor._rebuild_from_type_v2") || !strcmp(fn, "torch._tensor._rebuild_from_type")) {
+		/* (func, type, args, state): a plain tensor type rebuilt by func(*args) */
+		if (!args || args->kind != TPC_V_TUPLE || args->n < 3)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "%s has too few arguments", fn);
+		int ret = reduce_cb(ctx, args->items[0], args->items[2], out, e);
+		if (ret == 1)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "%s of an unknown function", fn);
+		return ret;
+	}
+	if (!strcmp(fn, "torch.Size")) {
+		if (args && args->kind == TPC_V_TUPLE && args->n == 1 && args->items[0]->kind == TPC_V_TUPLE) {
+			*out = tpc_value_ref(args->items[0]);
+			return 0;
+		}
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(unsupported_rebuilds) / sizeof(unsupported_rebuilds[0]); i++)
+		if (!strcmp(fn, unsupported_rebuilds[i][0])) {
+			pend *p;
+			int ret = new_pend(r, &p, out, e);
+			if (!ret)
+				p->unsupported = unsupported_rebuilds[i][1];
+			return ret;
+		}
+	return 1;
+}
+
+static int build_cb(void *ctx, tpc_value *obj, tpc_value *state, tpc_err *e)
+{
+	(void)ctx;
+	(void)state;
+	(void)e;
+	/* Parameter attributes or a tensor's __dict__: nothing tpconv carries. */
+	return obj && obj->kind == TPC_V_TENSOR ? 0 : 1;
+}
+
+/* ---- naming: walk the tree ---- */
+
+#define MAX_NAME_DEPTH 512
+
+static int walk(tpc_value **slot, tpc_buf *name, int depth, tpc__leaf_fn fn, void *ctx, tpc_err *e)
+{
+	tpc_value *v = *slot;
+	int ret = 0;
+	if (!v)
+		return 0;
+	if (v->kind == TPC_V_TENSOR)
+		return fn(ctx, name->p ? name->p : "", slot, e);
+	if (v->kind != TPC_V_DICT && v->kind != TPC_V_LIST && v->kind != TPC_V_TUPLE)
+		return 0;
+	if (depth > MAX_NAME_DEPTH)
+		return tpc_err_set(e, TPC_EINPUT, "containers nested more than %d deep", MAX_NAME_DEPTH);
+	size_t base = name->len;
+	for (size_t i = 0; i < v->n && !ret; i++) {
+		if (base)
+			tpc_buf_addc(name, '.');
+		if (v->kind == TPC_V_DICT) {
+			const tpc_value *k = v->keys[i];
+			switch (k->kind) {
+			case TPC_V_STR: tpc_buf_add(name, k->str, k->len); break;
+			case TPC_V_INT: tpc_buf_addf(name, "%lld", (long long)k->ival); break;
+			case TPC_V_BOOL: tpc_buf_adds(name, k->ival ? "True" : "False"); break;
+			case TPC_V_NONE: tpc_buf_adds(name, "None"); break;
+			case TPC_V_FLOAT: tpc_buf_addf(name, "%.17g", k->fval); break;
+			default: tpc_buf_adds(name, "?"); break;
+			}
+		} else {
+			tpc_buf_addf(name, "%zu", i);
+		}
+		if (name->oom)
+			return tpc_err_nomem(e);
+		ret = walk(&v->items[i], name, depth + 1, fn, ctx, e);
+		name->len = base;
+		if (name->p)
+			name->p[base] = '\0';
+	}
+	return ret;
+}
+
+int tpc__torch_walk(tpc_value **root, tpc__leaf_fn fn, void *ctx, tpc_err *e)
+{
+	tpc_buf name = TPC_BUF_INIT;
+	tpc_buf_adds(&name, "");
+	int ret = walk(root, &name, 0, fn, ctx, e);
+	tpc_buf_release(&name);
+	return ret;
+}
+
+typedef struct match_ctx {
+	const tpc_ckpt *ck;
+	uint8_t *seen;
+	size_t count;
+	bool ok;
+} match_ctx;
+
+/* Every leaf names the tensor it points at, and no tensor is reached twice. */
+static int match_leaf(void *ctx, const char *name, tpc_value **slot, tpc_err *e)
+{
+	match_ctx *m = ctx;
+	int64_t i = (*slot)->ival;
+	(void)e;
+	if (i < 0 || (size_t)i >= m->ck->n || m->seen[i] || strcmp(m->ck->t[i].name, name))
+		m->ok = false;
+	else
+		m->seen[i] = 1;
+	m->count++;
+	return m->ok ? 0 : 1;
+}
+
+bool tpc__torch_tree_matches(const tpc_ckpt *ck)
+{
+	match_ctx m = {ck, NULL, 0, true};
+	tpc_err e;
+	tpc_value *root = ck->root;
+	if (!root || !(m.seen = tpc_calloc(ck->n, 1)))
+		return false;
+	tpc_err_init(&e);
+	tpc__torch_walk(&root, match_leaf, &m, &e);
+	free(m.seen);
+	return m.ok && m.count == ck->n;
+}
+
+/* ---- finishing: pending tensors -> named checkpoint tensors ---- */
+
+static int dequantize(reader *r, int64_t ix, tpc_err *e);
+
+static int name_leaf(void *ctx, const char *name, tpc_value **slot, tpc_err *e)
+{
+	reader *r = ctx;
+	tpc_ckpt *ck = r->ck;
+	int64_t pi = (*slot)->ival;
+	if (pi < 0 || (size_t)pi >= r->np)
+		return tpc_err_set(e, TPC_EINPUT, "internal: bad pending tensor");
+	pend *p = &r->p[pi];
+	if (p->unsupported) {
+		tpc_err_set(e, TPC_EINPUT, "%s, which tpconv does not support", p->unsupported);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	tpc_storage *s = &ck->st[p->storage];
+	unsigned es = tpc_dtype_size(p->dtype);
+	uint64_t off;
+	if (tpc_mul_u64((uint64_t)p->soff, es, &off) || tpc_add_u64(off, s->offset, &off)) {
+		tpc_err_set(e, TPC_EINPUT, "storage offset overflows");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	int64_t ix = tpc_ckpt_add_tensor(ck, name, p->dtype, p->ndim, p->shape, p->shape + p->ndim, s->src,
+					 off, e);
+	if (ix < 0) {
+		tpc_err_path(e, r->path);
+		return (int)ix;
+	}
+	tpc_tensor *t = &ck->t[ix];
+	t->storage = p->storage;
+	t->storage_offset = p->soff;
+	t->flags |= p->flags;
+	t->meta = tpc_value_ref(p->meta);
+	tpc_value *nv = tpc_value_tensor(ix);
+	if (!nv)
+		return tpc_err_nomem(e);
+	tpc_value_unref(*slot);
+	*slot = nv;
+	return 0;
+}
+
+/* Descend `select` (dotted path) from the root: dict keys, list indices. */
+static int apply_select(reader *r, tpc_value **root, const char *sel, tpc_err *e)
+{
+	tpc_value *v = *root;
+	char *path = tpc_strdup(sel), *save = NULL;
+	int ret = 0;
+	if (!path)
+		return tpc_err_nomem(e);
+	for (char *tok = strtok_r(path, ".", &save); tok; tok = strtok_r(NULL, ".", &save)) {
+		tpc_value *next = NULL;
+		if (v && v->kind == TPC_V_DICT) {
+			next = tpc_value_get(v, tok);
+		} else if (v && (v->kind == TPC_V_LIST || v->kind == TPC_V_TUPLE)) {
+			char *end;
+			unsigned long long i = strtoull(tok, &end, 10);
+			if (!*end && i < v->n)
+				next = v->items[i];
+		}
+		if (!next) {
+			tpc_buf keys = TPC_BUF_INIT;
+			if (v && v->kind == TPC_V_DICT)
+				for (size_t i = 0; i < v->n && i < 12; i++)
+					if (v->keys[i]->kind == TPC_V_STR)
+						tpc_buf_addf(&keys, "%s'%s'", keys.len ? ", " : "", v->keys[i]->str);
+			ret = tpc_err_set(e, TPC_EINPUT, "--select '%s': no key '%s'%s%s%s", sel, tok,
+					  keys.len ? " (keys here: " : "", keys.len ? keys.p : "",
+					  keys.len ? ")" : "");
+			tpc_err_path(e, r->path);
+			tpc_buf_release(&keys);
+			goto out;
+		}
+		v = next;
+	}
+	tpc_value_ref(v);
+	tpc_value_unref(*root);
+	*root = v;
+out:
+	free(path);
+	return ret;
+}
+
+static int finish(reader *r, tpc_value *root, tpc_err *e)
+{
+	tpc_ckpt *ck = r->ck;
+	int ret = 0;
+	size_t first = ck->n;
+	if (r->o && r->o->select && (ret = apply_select(r, &root, r->o->select, e)))
+		goto out;
+	if ((ret = tpc__torch_walk(&root, name_leaf, r, e)))
+		goto out;
+	if (r->z) {
+		const tpc_zip_entry *bo = tpc_zip_find(r->z, "byteorder");
+		if (bo) {
+			const uint8_t *p;
+			uint64_t n;
+			uint8_t *owned = NULL;
+			if ((ret = tpc_zip_read(r->z, bo, 64, &p, &n, &owned, e)))
+				goto out;
+			bool big = n == 3 && !memcmp(p, "big", 3);
+			bool little = n == 6 && !memcmp(p, "little", 6);
+			free(owned);
+			if (!big && !little) {
+				ret = TPC_CORRUPT(e, r->path, (int64_t)bo->data_offset, NULL,
+						  "byteorder record is neither 'little' nor 'big'");
+				goto out;
+			}
+			if (big)
+				for (size_t i = first; i < ck->n; i++)
+					ck->t[i].flags |= TPC_TF_BYTESWAP;
+		}
+	}
+	if (r->o && (r->o->flags & TPC_OPEN_DEQUANTIZE))
+		for (size_t i = first; i < ck->n && !ret; i++)
+			if (ck->t[i].flags & TPC_TF_QUANTIZED)
+				ret = dequantize(r, (int64_t)i, e);
+	if (ret)
+		goto out;
+	if (ck->root) { /* several files (HF shards): the caller merges trees */
+		tpc_value_unref(ck->root);
+	}
+	ck->root = root;
+	root = NULL;
+out:
+	tpc_value_unref(root);
+	return ret;
+}
+
+/* ---- dequantization (--dequantize) ---- */
+
+static double qvalue(const uint8_t *p, tpc_dtype dt, uint64_t i)
+{
+	switch (dt) {
+	case TPC_QINT8: return (double)(int8_t)p[i];
+	case TPC_QUINT8: return (double)p[i];
+	case TPC_QINT32: {
+		int32_t v;
+		memcpy(&v, p + 4 * i, 4);
+		return (double)v;
+	}
+	default: return 0;
+	}
+}
+
+static int dequantize(reader *r, int64_t ix, tpc_err *e)
+{
+	tpc_ckpt *ck = r->ck;
+	tpc_tensor *t = &ck->t[ix];
+	tpc_value *q = t->meta;
+	uint8_t *raw = NULL;
+	float *out = NULL;
+	int ret = 0, src;
+	if (t->dtype != TPC_QINT8 && t->dtype != TPC_QUINT8 && t->dtype != TPC_QINT32) {
+		tpc_err_set(e, TPC_EINPUT, "cannot dequantize %s", tpc_dtype_name(t->dtype));
+		goto fail;
+	}
+	if (!q || q->kind != TPC_V_TUPLE || q->n < 3 || q->items[0]->kind != TPC_V_GLOBAL) {
+		tpc_err_set(e, TPC_EINPUT, "quantized tensor without quantizer parameters");
+		goto fail;
+	}
+	const char *scheme = q->items[0]->str;
+	bool per_tensor = !strcmp(scheme, "torch.per_tensor_affine");
+	bool per_channel = !strcmp(scheme, "torch.per_channel_affine") ||
+			   !strcmp(scheme, "torch.per_channel_affine_float_qparams");
+	raw = tpc_malloc((size_t)t->nbytes);
+	out = tpc_malloc((size_t)t->numel * sizeof(float));
+	if (!raw || !out) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_ckpt_read_bytes(ck, t, 0, t->nbytes, raw, e)))
+		goto out;
+	if (per_tensor) {
+		double scale = q->items[1]->kind == TPC_V_FLOAT ? q->items[1]->fval : (double)q->items[1]->ival;
+		int64_t zp = q->items[2]->ival;
+		for (uint64_t i = 0; i < t->numel; i++)
+			out[i] = (float)((qvalue(raw, t->dtype, i) - (double)zp) * scale);
+	} else if (per_channel && q->n >= 4 && q->items[1]->kind == TPC_V_TENSOR &&
+		   q->items[2]->kind == TPC_V_TENSOR) {
+		/* scales / zero points are tensors pickled inside the qparams: pending, not named */
+		pend *ps = &r->p[q->items[1]->ival], *pz = &r->p[q->items[2]->ival];
+		int64_t axis = q->items[3]->ival;
+		if (axis < 0 || axis >= t->ndim || ps->ndim != 1 || pz->ndim != 1 ||
+		    ps->shape[0] != t->shape[axis] || pz->shape[0] != t->shape[axis]) {
+			tpc_err_set(e, TPC_EINPUT, "per-channel quantizer parameters do not match the tensor");
+			goto fail;
+		}
+		uint64_t inner = 1, ch = (uint64_t)t->shape[axis];
+		for (int d = (int)axis + 1; d < t->ndim; d++)
+			inner *= (uint64_t)t->shape[d];
+		double *sc = tpc_malloc(ch * sizeof(double));
+		double *zp = tpc_malloc(ch * sizeof(double));
+		if (!sc || !zp) {
+			free(sc);
+			free(zp);
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (uint64_t c = 0; c < ch; c++) {
+			const tpc_storage *ss = &ck->st[ps->storage], *sz = &ck->st[pz->storage];
+			const tpc_map *ms = tpc_ckpt_source(ck, ss->src), *mz = tpc_ckpt_source(ck, sz->src);
+			uint64_t so = ss->offset + ((uint64_t)ps->soff + c * (uint64_t)ps->shape[ps->ndim]) * tpc_dtype_size(ps->dtype);
+			uint64_t zo = sz->offset + ((uint64_t)pz->soff + c * (uint64_t)pz->shape[pz->ndim]) * tpc_dtype_size(pz->dtype);
+			if (!ms || !mz || so + 8 > ms->size || zo + 8 > mz->size) {
+				free(sc);
+				free(zp);
+				tpc_err_set(e, TPC_EINPUT, "per-channel quantizer parameters lie outside the file");
+				goto fail;
+			}
+			double s = 0;
+			int64_t z = 0;
+			if (ps->dtype == TPC_F64)
+				memcpy(&s, ms->data + so, 8);
+			else if (ps->dtype == TPC_F32) {
+				float f;
+				memcpy(&f, ms->data + so, 4);
+				s = f;
+			}
+			if (pz->dtype == TPC_I64)
+				memcpy(&z, mz->data + zo, 8);
+			else if (pz->dtype == TPC_F32) {
+				float f;
+				memcpy(&f, mz->data + zo, 4);
+				z = (int64_t)f;
+			}
+			sc[c] = s;
+			zp[c] = (double)z;
+		}
+		for (uint64_t i = 0; i < t->numel; i++) {
+			uint64_t c = (i / inner) % ch;
+			out[i] = (float)((qvalue(raw, t->dtype, i) - zp[c]) * sc[c]);
+		}
+		free(sc);
+		free(zp);
+	} else {
+		tpc_err_set(e, TPC_EINPUT, "cannot dequantize quantization scheme '%s'", scheme);
+		goto fail;
+	}
+	{
+		char label[600];
+		snprintf(label, sizeof(label), "%s:dequantized", r->path);
+		if ((ret = tpc_ckpt_add_mem(ck, label, (uint8_t *)out, t->numel * sizeof(float), &src, e))) {
+			out = NULL; /* freed by add_mem */
+			goto out;
+		}
+		out = NULL;
+		t = &ck->t[ix];
+		t->dtype = t->src_dtype = TPC_F32;
+		t->src = src;
+		t->offset = 0;
+		t->storage = -1;
+		t->storage_offset = 0;
+		t->nbytes = t->numel * 4;
+		t->flags &= ~(TPC_TF_QUANTIZED | TPC_TF_BYTESWAP);
+		tpc_tensor_set_contiguous(t);
+		tpc_value_unref(t->meta);
+		t->meta = NULL;
+	}
+	goto out;
+fail:
+	ret = TPC_EINPUT;
+	tpc_err_tensor(e, t->name);
+	tpc_err_path(e, r->path);
+out:
+	free(raw);
+	free(out);
+	return ret;
+}
+
+/* ---- the two containers ---- */
+
+static void pickle_opts(reader *r, tpc_pickle_opts *po, tpc_pickle_globals *g, uint64_t base)
+{
+	tpc_pickle_opts_init(po);
+	po->path = r->path;
+	po->base_offset = base;
+	po->ctx = r;
+	po->reduce = reduce_cb;
+	po->build = build_cb;
+	po->persistent_load = persistent_load;
+	po->globals = g;
+	if (r->o && (r->o->flags & TPC_OPEN_STRICT))
+		po->policy = TPC_PICKLE_REFUSE_UNKNOWN;
+	else if (r->o && r->o->globals)
+		po->policy = TPC_PICKLE_ALLOW_ALL; /* inspect --globals: show, never run */
+}
+
+static int export_globals(reader *r, tpc_pickle_globals *g, tpc_err *e)
+{
+	if (!r->o || !r->o->globals)
+		return 0;
+	for (size_t i = 0; i < g->n; i++) {
+		tpc_buf k = TPC_BUF_INIT;
+		tpc_buf_addf(&k, "%s.%s", g->v[i].module, g->v[i].name);
+		tpc_value *key = k.oom ? NULL : tpc_value_str(k.p, k.len);
+		tpc_value *val = tpc_value_new(TPC_V_TUPLE);
+		tpc_buf_release(&k);
+		const char *cls = tpc_pickle_gclass_name(g->v[i].cls);
+		if (!key || !val || tpc_value_append(val, tpc_value_int((int64_t)g->v[i].count)) ||
+		    tpc_value_append(val, tpc_value_str(cls, strlen(cls)))) {
+			tpc_value_unref(key);
+			tpc_value_unref(val);
+			return tpc_err_nomem(e);
+		}
+		tpc_value *old = tpc_value_get(r->o->globals, key->str);
+		if (old && old->kind == TPC_V_TUPLE && old->n && old->items[0]->kind == TPC_V_INT)
+			val->items[0]->ival += old->items[0]->ival;
+		if (tpc_value_set(r->o->globals, key, val))
+			return tpc_err_nomem(e);
+	}
+	return 0;
+}
+
+static uint64_t inflate_cap(void)
+{
+	const char *s = getenv("TPCONV_INFLATE_CAP");
+	uint64_t v;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (s && !tpc_parse_size(s, &v, &e))
+		return v;
+	return 16ull << 30;
+}
+
+static int open_zip(reader *r, const tpc_map *m, tpc_err *e)
+{
+	tpc_zip z;
+	tpc_value *root = NULL;
+	tpc_pickle_globals g;
+	tpc_pickle_opts po;
+	uint8_t *owned = NULL;
+	int ret;
+	memset(&g, 0, sizeof(g));
+	tpc_zip_init(&z);
+	if ((ret = tpc_zip_open_from_buffer(&z, m->data, m->size, r->path, e)))
+		goto out;
+	r->z = &z;
+	if (tpc_zip_is_torchscript(&z)) {
+		ret = TPC_CORRUPT(e, r->path, -1, NULL,
+				  "this is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; "
+				  "load it with torch.jit.load and save its state_dict() instead");
+		goto out;
+	}
+	if ((ret = tpc_zip_check_prefix(&z, e)))
+		goto out;
+	const tpc_zip_entry *pk = tpc_zip_find(&z, "data.pkl");
+	if (!pk) {
+		ret = TPC_CORRUPT(e, r->path, -1, NULL, "zip archive has no '%s/data.pkl': not a torch.save checkpoint",
+				  tpc_zip_prefix(&z));
+		goto out;
+	}
+	const uint8_t *p;
+	uint64_t n;
+	if ((ret = tpc_zip_read(&z, pk, 1ull << 32, &p, &n, &owned, e)))
+		goto out;
+	pickle_opts(r, &po, &g, pk->method == TPC_ZIP_STORED ? pk->data_offset : 0);
+	if ((ret = tpc_pickle_load_from_buffer(p, n, &po, &root, NULL, e)))
+		goto out;
+	if ((ret = export_globals(r, &g, e)))
+		goto out;
+	ret = finish(r, root, e);
+	root = NULL;
+out:
+	tpc_value_unref(root);
+	free(owned);
+	tpc_pickle_globals_release(&g);
+	tpc_zip_release(&z);
+	r->z = NULL;
+	return ret;
+}
+
+static int open_legacy(reader *r, const tpc_map *m, tpc_err *e)
+{
+	tpc_value *v = NULL, *root = NULL, *keys = NULL;
+	tpc_pickle_globals g;
+	tpc_pickle_opts po;
+	uint64_t pos = 0, used = 0;
+	int ret;
+	memset(&g, 0, sizeof(g));
+	/* magic, protocol version, sys_info: plain data, no callbacks needed */
+	for (int i = 0; i < 3; i++) {
+		pickle_opts(r, &po, &g, pos);
+		po.persistent_load = NULL;
+		if ((ret = tpc_pickle_load_from_buffer(m->data + pos, m->size - pos, &po, &v, &used, e)))
+			goto out;
+		if (i == 1 && (v->kind != TPC_V_INT || v->ival != 1001)) {
+			ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+					  "legacy torch file with protocol version %lld, expected 1001",
+					  (long long)(v->kind == TPC_V_INT ? v->ival : -1));
+			goto out;
+		}
+		if (i == 2) {
+			tpc_value *le = v->kind == TPC_V_DICT ? tpc_value_get(v, "little_endian") : NULL;
+			if (le && le->kind == TPC_V_BOOL && !le->ival) {
+				ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+						  "legacy torch file written on a big-endian machine; not supported");
+				goto out;
+			}
+		}
+		tpc_value_unref(v);
+		v = NULL;
+		pos += used;
+	}
+	pickle_opts(r, &po, &g, pos);
+	if ((ret = tpc_pickle_load_from_buffer(m->data + pos, m->size - pos, &po, &root, &used, e)))
+		goto out;
+	pos += used;
+	pickle_opts(r, &po, &g, pos);
+	po.persistent_load = NULL;
+	if ((ret = tpc_pickle_load_from_buffer(m->data + pos, m->size - pos, &po, &keys, &used, e)))
+		goto out;
+	pos += used;
+	if (keys->kind != TPC_V_LIST) {
+		ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL, "legacy storage key list is not a list");
+		goto out;
+	}
+	/* storages follow in key-list order: u64 element count, then the bytes */
+	for (size_t i = 0; i < keys->n; i++) {
+		const char *key = sstr(keys->items[i]);
+		uint64_t *ix = key ? tpc__strmap_get(&r->keys, key, strlen(key)) : NULL;
+		if (!ix) {
+			ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+					  "storage '%s' is listed but no tensor uses it, so its size is unknown",
+					  key ? key : "?");
+			goto out;
+		}
+		tpc_storage *s = &r->ck->st[*ix];
+		if (m->size - pos < 8) {
+			ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+					  "file ends before storage '%s' (truncated)", key);
+			goto out;
+		}
+		uint64_t numel = tpc_rd64le(m->data + pos), nbytes;
+		if (tpc_mul_u64(numel, tpc_dtype_size(s->dtype), &nbytes) || nbytes > m->size - pos - 8) {
+			ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+					  "storage '%s' claims %llu elements but the file ends at %llu (truncated?)",
+					  key, (unsigned long long)numel, (unsigned long long)m->size);
+			goto out;
+		}
+		if ((uint64_t)r->legacy_numel[*ix] > numel) {
+			ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+					  "storage '%s' is used as %lld elements but holds %llu", key,
+					  (long long)r->legacy_numel[*ix], (unsigned long long)numel);
+			goto out;
+		}
+		s->offset = pos + 8;
+		s->nbytes = nbytes;
+		pos += 8 + nbytes;
+	}
+	if (pos != m->size) {
+		ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+				  "%llu unexpected bytes after the last storage", (unsigned long long)(m->size - pos));
+		goto out;
+	}
+	if ((ret = export_globals(r, &g, e)))
+		goto out;
+	ret = finish(r, root, e);
+	root = NULL;
+out:
+	tpc_value_unref(v);
+	tpc_value_unref(root);
+	tpc_value_unref(keys);
+	tpc_pickle_globals_release(&g);
+	return ret;
+}
+
+static int torch_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	reader r;
+	int ret;
+	memset(&r, 0, sizeof(r));
+	r.ck = ck;
+	r.path = path;
+	r.o = o;
+	r.inflate_cap = inflate_cap();
+	if ((ret = tpc_ckpt_add_file(ck, path, &r.src, e)))
+		return ret;
+	const tpc_map *m = tpc_ckpt_source(ck, r.src);
+	if (m->size >= 4 && !memcmp(m->data, "PK\x03\x04", 4)) {
+		ret = open_zip(&r, m, e);
+		if (!ret && !ck->format)
+			ck->format = tpc_strdup("torch-zip");
+	} else if (m->size >= sizeof(legacy_magic) && !memcmp(m->data, legacy_magic, sizeof(legacy_magic))) {
+		ret = open_legacy(&r, m, e);
+		if (!ret && !ck->format)
+			ck->format = tpc_strdup("torch-legacy");
+	} else if (m->size >= 262 && !memcmp(m->data + 257, "ustar", 5)) {
+		ret = TPC_CORRUPT(e, path, 257, NULL,
+				  "this is the pre-0.4 tar torch format, which tpconv does not read");
+	} else if (tpc_zip_is_lfs_pointer(m->data, m->size)) {
+		ret = TPC_CORRUPT(e, path, 0, NULL, "this is a Git LFS pointer, not the checkpoint; run 'git lfs pull'");
+	} else if (m->size < 64) {
+		ret = TPC_CORRUPT(e, path, 0, NULL,
+				  "file is only %llu bytes: a truncated or corrupt torch checkpoint (no zip header, no pickle magic)",
+				  (unsigned long long)m->size);
+	} else {
+		ret = TPC_CORRUPT(e, path, 0, NULL,
+				  "not a torch.save checkpoint: neither a zip archive nor the legacy pickle format");
+	}
+	if (!ret)
+		ret = tpc_ckpt_validate(ck, e);
+	for (size_t i = 0; i < r.np; i++) {
+		free(r.p[i].shape);
+		tpc_value_unref(r.p[i].meta);
+	}
+	free(r.p);
+	free(r.legacy_numel);
+	tpc__strmap_release(&r.keys);
+	return ret;
+}
+
+static int torch_detect(const char *path, const uint8_t *head, size_t n)
+{
+	(void)path;
+	if (!head)
+		return 0;
+	if (n >= 4 && !memcmp(head, "PK\x03\x04", 4))
+		return 95;
+	if (n >= sizeof(legacy_magic) && !memcmp(head, legacy_magic, sizeof(legacy_magic)))
+		return 95;
+	return 0;
+}
+
+static const char *const torch_exts[] = {".pt", ".pth", ".bin", ".ckpt", NULL};
+
+int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+		     const tpc_write_opts *o, tpc_err *e);
+
+const tpc_format tpc_fmt_torch = {
+	.name = "torch",
+	.desc = "torch.save checkpoint (zip, or legacy to read)",
+	.detect = torch_detect,
+	.open = torch_open,
+	.write = tpc__torch_write,
+	.exts = torch_exts,
+};

@@ -1,0 +1,337 @@
+/* torch_write.c - torch.save zip writer (FORMATS.md §1.12), and the object
+ * tree's trip through safetensors metadata.
+ *
+ * What torch 2.x writes, minus `.format_version` (which would promise the
+ * exact miniz layout, §1.4): data.pkl (protocol 2, inside the weights_only
+ * allow-list), byteorder, data/0..N (64-byte aligned by the zip writer),
+ * version. Each tensor gets its own contiguous storage, except tensors that
+ * were the same view of one storage in the input (tied weights): those share
+ * one, as torch.save would keep them. The pickled object is the input's tree
+ * when it still names exactly the tensors being written (non-tensor values
+ * survive a torch -> torch or torch -> safetensors -> torch trip); otherwise an
+ * OrderedDict of name -> tensor, which is what a state_dict is. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pickle.h"
+#include "torch.h"
+#include "tpc_util.h"
+#include "zip.h"
+
+typedef struct wstore {
+	int64_t tensor;   /* the tensor whose bytes fill it */
+	uint64_t nbytes;
+} wstore;
+
+typedef struct writer {
+	const tpc_ckpt *ck;
+	int64_t *key_of;  /* per checkpoint tensor: storage number, or -1 when not written */
+	wstore *st;
+	size_t nst;
+} writer;
+
+static bool same_view(const tpc_tensor *a, const tpc_tensor *b)
+{
+	if (a->storage < 0 || a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim ||
+	    a->dtype != b->dtype || a->src_dtype != b->src_dtype || a->nparts || b->nparts)
+		return false;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d])
+			return false;
+	return true;
+}
+
+/* One tensor expression: _rebuild_tensor_v2((pid), 0, size, stride, rg, OrderedDict()) */
+static int emit_tensor(void *ctx, tpc_pickle_writer *w, const tpc_value *tv, tpc_err *e)
+{
+	writer *wr = ctx;
+	const tpc_ckpt *ck = wr->ck;
+	int64_t ix = tv->ival;
+	if (ix < 0 || (size_t)ix >= ck->n || wr->key_of[ix] < 0)
+		return tpc_err_set(e, TPC_EINPUT, "internal: tensor leaf %lld is not being written", (long long)ix);
+	const tpc_tensor *t = &ck->t[ix];
+	const tpc_dtype_info *di = tpc_dtype_get(t->dtype);
+	bool param = t->flags & TPC_TF_PARAMETER;
+	char key[32];
+	snprintf(key, sizeof(key), "%lld", (long long)wr->key_of[ix]);
+	if (param)
+		tpc_pickle_emit_global(w, "torch._utils", "_rebuild_parameter");
+	tpc_pickle_emit_global(w, "torch._utils", di->storage ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+	tpc_pickle_emit_op(w, TPC_PK_MARK);
+	/* persistent id */
+	tpc_pickle_emit_op(w, TPC_PK_MARK);
+	tpc_pickle_emit_str(w, "storage", 7, true);
+	if (di->storage) {
+		tpc_pickle_emit_global(w, "torch", di->storage);
+	} else {
+		tpc_pickle_emit_global(w, "torch.storage", "UntypedStorage");
+	}
+	tpc_pickle_emit_str(w, key, strlen(key), false);
+	tpc_pickle_emit_str(w, "cpu", 3, true);
+	tpc_pickle_emit_int(w, (int64_t)(di->storage ? t->numel : t->nbytes));
+	tpc_pickle_emit_op(w, TPC_PK_TUPLE);
+	tpc_pickle_emit_put(w);
+	tpc_pickle_emit_op(w, TPC_PK_BINPERSID);
+	tpc_pickle_emit_int(w, 0);
+	/* size and stride (C-contiguous: the bytes are written that way) */
+	int64_t stride[TPC_MAX_NDIM], s = 1;
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		stride[d] = s;
+		s *= t->shape[d] ? t->shape[d] : 1;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		const int64_t *v = pass ? stride : t->shape;
+		if (t->ndim == 0) {
+			tpc_pickle_emit_op(w, TPC_PK_EMPTY_TUPLE);
+			continue;
+		}
+		if (t->ndim > 3)
+			tpc_pickle_emit_op(w, TPC_PK_MARK);
+		for (int d = 0; d < t->ndim; d++)
+			tpc_pickle_emit_int(w, v[d]);
+		tpc_pickle_emit_op(w, t->ndim == 1 ? TPC_PK_TUPLE1 : t->ndim == 2 ? TPC_PK_TUPLE2
+				   : t->ndim == 3 ? TPC_PK_TUPLE3 : TPC_PK_TUPLE);
+		tpc_pickle_emit_put(w);
+	}
+	tpc_pickle_emit_bool(w, (t->flags & TPC_TF_REQUIRES_GRAD) && !param);
+	tpc_pickle_emit_global(w, "collections", "OrderedDict");
+	tpc_pickle_emit_op(w, TPC_PK_EMPTY_TUPLE);
+	tpc_pickle_emit_op(w, TPC_PK_REDUCE);
+	tpc_pickle_emit_put(w);
+	if (!di->storage)
+		tpc_pickle_emit_global(w, "torch", di->torch);
+	tpc_pickle_emit_op(w, TPC_PK_TUPLE);
+	tpc_pickle_emit_put(w);
+	tpc_pickle_emit_op(w, TPC_PK_REDUCE);
+	if (param) {
+		tpc_pickle_emit_put(w);
+		tpc_pickle_emit_bool(w, t->flags & TPC_TF_REQUIRES_GRAD);
+		tpc_pickle_emit_global(w, "collections", "OrderedDict");
+		tpc_pickle_emit_op(w, TPC_PK_EMPTY_TUPLE);
+		tpc_pickle_emit_op(w, TPC_PK_REDUCE);
+		tpc_pickle_emit_put(w);
+		tpc_pickle_emit_op(w, TPC_PK_TUPLE3);
+		tpc_pickle_emit_put(w);
+		tpc_pickle_emit_op(w, TPC_PK_REDUCE);
+	}
+	return 0;
+}
+
+/* Bytes of the output image of t at [off, off+len): what is written. */
+static int read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len, void *dst,
+		    tpc_err *e)
+{
+	if (t->dtype != t->src_dtype)
+		return tpc_err_set(e, TPC_EUSAGE, "internal: dtype casts are not wired into the torch writer");
+	return tpc_ckpt_read_bytes(ck, t, off, len, dst, e);
+}
+
+static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, tpc_out *out,
+			 const char *name, tpc_progress *prog, tpc_err *e)
+{
+	int ret;
+	uint32_t crc = 0;
+	if ((ret = tpc_zipw_begin(zw, name, t->nbytes, NULL, e)))
+		return ret;
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	if (t->nbytes && m && tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP) &&
+	    t->dtype == t->src_dtype) {
+		crc = tpc_crc32_parallel(m->data + t->offset, t->nbytes);
+		ret = tpc_out_copy(out, m, t->offset, t->nbytes, e);
+		tpc_progress_add(prog, t->nbytes);
+	} else if (t->nbytes) {
+		unsigned es = tpc_dtype_size(t->dtype);
+		uint64_t chunk = TPC_GATHER_CHUNK / es * es;
+		uint8_t *buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
+		if (!buf)
+			return tpc_err_nomem(e);
+		crc = 0;
+		for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
+			uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+			ret = read_out(ck, t, off, k, buf, e);
+			if (!ret) {
+				crc = tpc_crc32_update(crc, buf, k);
+				ret = tpc_out_write(out, buf, (size_t)k, e);
+				tpc_progress_add(prog, k);
+			}
+		}
+		free(buf);
+	}
+	if (ret) {
+		tpc_err_tensor(e, t->name);
+		return ret;
+	}
+	return tpc_zipw_end(zw, crc, e);
+}
+
+/* The archive folder torch uses: the file's base name without its extension. */
+static char *archive_prefix(const char *path)
+{
+	const char *b = tpc_path_base(path);
+	const char *dot = strrchr(b, '.');
+	size_t n = dot && dot != b ? (size_t)(dot - b) : strlen(b);
+	if (!n)
+		return tpc_strdup("archive");
+	return tpc_strndup(b, n);
+}
+
+int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+		     const tpc_write_opts *o, tpc_err *e)
+{
+	writer wr;
+	tpc_out out;
+	tpc_zipw zw;
+	tpc_buf pk = TPC_BUF_INIT;
+	tpc_pickle_writer pw;
+	tpc_value *flat = NULL, *call = NULL;
+	char *prefix = NULL;
+	int ret = 0;
+	bool zw_init = false;
+	memset(&wr, 0, sizeof(wr));
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	tpc_pickle_writer_init(&pw, &pk);
+	if (!sel)
+		nsel = ck->n;
+	wr.ck = ck;
+	wr.key_of = tpc_malloc(ck->n * sizeof(int64_t));
+	wr.st = tpc_malloc(nsel * sizeof(wstore));
+	if (!wr.key_of || !wr.st) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < ck->n; i++)
+		wr.key_of[i] = -1;
+	for (size_t k = 0; k < nsel; k++) {
+		int64_t i = sel ? sel[k] : (int64_t)k;
+		const tpc_tensor *t = &ck->t[i];
+		if (t->flags & TPC_TF_QUANTIZED) {
+			ret = tpc_err_set(e, TPC_EINPUT,
+					  "quantized tensor (%s): tpconv does not write quantized tensors; use --dequantize",
+					  tpc_dtype_name(t->dtype));
+			tpc_err_tensor(e, t->name);
+			goto out;
+		}
+		if (!tpc_dtype_get(t->dtype)->torch || (t->flags & TPC_TF_NODATA)) {
+			ret = tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be written to a torch file",
+					  tpc_dtype_name(t->dtype));
+			tpc_err_tensor(e, t->name);
+			goto out;
+		}
+		/* tied: the same view of the same storage as a tensor already placed */
+		for (size_t j = 0; j < k && wr.key_of[i] < 0; j++) {
+			int64_t p = sel ? sel[j] : (int64_t)j;
+			if (same_view(&ck->t[p], t))
+				wr.key_of[i] = wr.key_of[p];
+		}
+		if (wr.key_of[i] < 0) {
+			wr.key_of[i] = (int64_t)wr.nst;
+			wr.st[wr.nst].tensor = i;
+			wr.st[wr.nst].nbytes = t->nbytes;
+			wr.nst++;
+		}
+	}
+	/* the object to pickle */
+	bool whole = !sel || nsel == ck->n;
+	const tpc_value *obj = NULL;
+	if (whole && ck->root && tpc__torch_tree_matches(ck)) {
+		obj = ck->root;
+	} else {
+		flat = tpc_value_new(TPC_V_DICT);
+		call = tpc_value_new(TPC_V_CALL);
+		tpc_value *od = tpc_value_global("collections", "OrderedDict");
+		tpc_value *args = tpc_value_new(TPC_V_TUPLE);
+		if (!flat || !call || !od || !args || tpc_value_append(call, od) || tpc_value_append(call, args) ||
+		    tpc_value_set_origin(flat, call)) {
+			if (!call) {
+				tpc_value_unref(od);
+				tpc_value_unref(args);
+			}
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (size_t k = 0; k < nsel; k++) {
+			int64_t i = sel ? sel[k] : (int64_t)k;
+			if (tpc_value_set(flat, tpc_value_str(ck->t[i].name, strlen(ck->t[i].name)),
+					  tpc_value_tensor(i))) {
+				ret = tpc_err_nomem(e);
+				goto out;
+			}
+		}
+		obj = flat;
+	}
+	pw.tensor = emit_tensor;
+	pw.ctx = &wr;
+	if ((ret = tpc_pickle_write(&pw, obj, e)))
+		goto out;
+	prefix = archive_prefix(path);
+	if (!prefix) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
+		goto out;
+	tpc_zipw_init(&zw, &out, prefix);
+	zw_init = true;
+	if ((ret = tpc_zipw_add(&zw, "data.pkl", pk.p, pk.len, e)) ||
+	    (ret = tpc_zipw_add(&zw, "byteorder", "little", 6, e)))
+		goto out;
+	for (size_t s = 0; s < wr.nst && !ret; s++) {
+		char name[48];
+		snprintf(name, sizeof(name), "data/%zu", s);
+		ret = write_storage(ck, &ck->t[wr.st[s].tensor], &zw, &out, name, o ? o->progress : NULL, e);
+	}
+	if (ret || (ret = tpc_zipw_add(&zw, "version", "3\n", 2, e)) || (ret = tpc_zipw_finish(&zw, e)))
+		goto out;
+	ret = tpc_out_commit(&out, e);
+out:
+	if (zw_init)
+		tpc_zipw_release(&zw);
+	tpc_out_abort(&out);
+	tpc_pickle_writer_release(&pw);
+	tpc_buf_release(&pk);
+	tpc_value_unref(flat);
+	tpc_value_unref(call);
+	free(prefix);
+	free(wr.key_of);
+	free(wr.st);
+	return ret;
+}
+
+/* ---- the object tree through safetensors metadata ---- */
+
+static const char *namer(void *ctx, int64_t index)
+{
+	const tpc_ckpt *ck = ctx;
+	return index >= 0 && (size_t)index < ck->n ? ck->t[index].name : NULL;
+}
+
+static int64_t resolver(void *ctx, const char *name)
+{
+	return tpc_ckpt_find(ctx, name);
+}
+
+int tpc__tree_to_meta(const tpc_ckpt *ck, char **json, tpc_err *e)
+{
+	*json = NULL;
+	if (!ck->root || !tpc__torch_tree_matches(ck))
+		return 0;
+	/* a plain state dict carries nothing but tensors: no need for the tree */
+	bool only_tensors = ck->root->kind == TPC_V_DICT;
+	for (size_t i = 0; only_tensors && i < ck->root->n; i++)
+		only_tensors = ck->root->items[i]->kind == TPC_V_TENSOR && ck->root->keys[i]->kind == TPC_V_STR;
+	if (only_tensors && !tpc_value_origin(ck->root))
+		return 0;
+	*json = tpc_value_to_json(ck->root, namer, (void *)ck);
+	return *json ? 0 : tpc_err_nomem(e);
+}
+
+int tpc__tree_from_meta(tpc_ckpt *ck, const char *json, tpc_err *e)
+{
+	tpc_value *v = tpc_value_from_json(json, strlen(json), resolver, ck, e);
+	if (!v)
+		return e->code ? e->code : TPC_EINPUT;
+	tpc_value_unref(ck->root);
+	ck->root = v;
+	return 0;
+}
