@@ -51,6 +51,98 @@ static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *ha
 	tpc_buf_addc(b, '}');
 }
 
+/* Non-tensor leaves of the object tree, as "# value path = repr" lines. */
+static void print_values(const tpc_value *v, tpc_buf *path, int depth, int *budget)
+{
+	if (!v || *budget <= 0 || depth > 64)
+		return;
+	size_t base = path->len;
+	switch (v->kind) {
+	case TPC_V_DICT:
+	case TPC_V_LIST:
+	case TPC_V_TUPLE:
+		for (size_t i = 0; i < v->n; i++) {
+			if (base)
+				tpc_buf_addc(path, '.');
+			if (v->kind == TPC_V_DICT) {
+				const tpc_value *k = v->keys[i];
+				if (k->kind == TPC_V_STR)
+					tpc_buf_add(path, k->str, k->len);
+				else if (k->kind == TPC_V_INT)
+					tpc_buf_addf(path, "%lld", (long long)k->ival);
+				else
+					tpc_buf_adds(path, "?");
+			} else {
+				tpc_buf_addf(path, "%zu", i);
+			}
+			print_values(v->items[i], path, depth + 1, budget);
+			path->len = base;
+			if (path->p)
+				path->p[base] = '\0';
+		}
+		return;
+	case TPC_V_TENSOR:
+		return;
+	default:
+		break;
+	}
+	char pbuf[512], vbuf[512];
+	tpc_sanitize(pbuf, sizeof(pbuf), path->p ? path->p : "");
+	switch (v->kind) {
+	case TPC_V_NONE: snprintf(vbuf, sizeof(vbuf), "None"); break;
+	case TPC_V_BOOL: snprintf(vbuf, sizeof(vbuf), v->ival ? "True" : "False"); break;
+	case TPC_V_INT: snprintf(vbuf, sizeof(vbuf), "%lld", (long long)v->ival); break;
+	case TPC_V_FLOAT: snprintf(vbuf, sizeof(vbuf), "%.17g", v->fval); break;
+	case TPC_V_STR: {
+		char t[480];
+		tpc_sanitize(t, sizeof(t), v->str);
+		snprintf(vbuf, sizeof(vbuf), "'%s'", t);
+		break;
+	}
+	case TPC_V_BYTES: snprintf(vbuf, sizeof(vbuf), "<%zu bytes>", v->len); break;
+	case TPC_V_CALL:
+		snprintf(vbuf, sizeof(vbuf), "<%s object, kept opaque>",
+			 v->n && v->items[0]->kind == TPC_V_GLOBAL ? v->items[0]->str : "?");
+		break;
+	case TPC_V_GLOBAL: snprintf(vbuf, sizeof(vbuf), "<%s>", v->str); break;
+	default: snprintf(vbuf, sizeof(vbuf), "<%s>", tpc_vkind_name(v->kind)); break;
+	}
+	printf("# value %s = %s\n", pbuf[0] ? pbuf : "(root)", vbuf);
+	if (--*budget == 0)
+		printf("# value ... (more values not shown)\n");
+}
+
+/* --globals: every pickle global with its count and class; returns how many are dangerous. */
+static int print_globals(const tpc_value *g, bool json, tpc_buf *out)
+{
+	int dangerous = 0;
+	if (json)
+		tpc_buf_adds(out, ",\"globals\":[");
+	for (size_t i = 0; g && i < g->n; i++) {
+		const tpc_value *v = g->items[i];
+		const char *name = g->keys[i]->str;
+		long long cnt = v->n > 0 ? (long long)v->items[0]->ival : 0;
+		const char *cls = v->n > 1 ? v->items[1]->str : "unknown";
+		if (!strcmp(cls, "dangerous"))
+			dangerous++;
+		if (json) {
+			tpc_buf_adds(out, i ? ",{\"name\":" : "{\"name\":");
+			tpc_buf_json_str(out, name, strlen(name), false);
+			tpc_buf_addf(out, ",\"count\":%lld,\"class\":\"%s\"}", cnt, cls);
+		} else {
+			char nm[512];
+			tpc_sanitize(nm, sizeof(nm), name);
+			printf("# global %-56s %6lld  %s\n", nm, cnt,
+			       !strcmp(cls, "dangerous") ? "DANGEROUS (never executed)" : cls);
+		}
+	}
+	if (json)
+		tpc_buf_addc(out, ']');
+	else if (!g || !g->n)
+		printf("# globals: none (not a pickled checkpoint)\n");
+	return dangerous;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -63,7 +155,7 @@ int cmd_inspect(int argc, char **argv)
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_ckpt ck;
 	tpc_err e;
-	int c, ret = 0;
+	int c, ret = 0, ndanger = 0;
 	dsum sums[TPC_DT_COUNT];
 	uint64_t params = 0, bytes = 0;
 	tpc_buf out = TPC_BUF_INIT;
@@ -155,11 +247,22 @@ int cmd_inspect(int argc, char **argv)
 		} else {
 			char nm[1024];
 			tpc_sanitize(nm, sizeof(nm), t->name);
-			printf("%-*s  %-8s %-22s %14llu%s%s%s\n", w, nm, tpc_dtype_name(t->dtype),
+			char note[160] = "";
+			if (t->storage >= 0) {
+				const tpc_storage *sg = &ck.st[t->storage];
+				size_t users = 0;
+				for (size_t j = 0; j < ck.n; j++)
+					users += ck.t[j].storage == t->storage;
+				snprintf(note, sizeof(note), "  storage %s%s%s%s", sg->key ? sg->key : "?",
+					 users > 1 ? " (shared)" : "",
+					 (t->storage_offset || t->nbytes < sg->nbytes) ? " view" : "",
+					 !tpc_tensor_is_contiguous(t) ? " strided" : "");
+			} else if (!tpc_tensor_is_contiguous(t)) {
+				snprintf(note, sizeof(note), "  strided view");
+			}
+			printf("%-*s  %-8s %-22s %14llu%s%s%s%s\n", w, nm, tpc_dtype_name(t->dtype),
 			       tpc_shape_str(t, shp, sizeof(shp)), (unsigned long long)t->nbytes,
-			       hash ? "  " : "", hx,
-			       (t->flags & TPC_TF_QUANTIZED) ? "  (quantized)"
-			       : !tpc_tensor_is_contiguous(t) ? "  (strided view)" : "");
+			       hash ? "  " : "", hx, (t->flags & TPC_TF_QUANTIZED) ? "  quantized" : "", note);
 		}
 	}
 	if (json) {
@@ -175,7 +278,10 @@ int cmd_inspect(int argc, char **argv)
 				     (unsigned long long)sums[d].bytes);
 			first = false;
 		}
-		tpc_buf_adds(&out, "}}\n");
+		tpc_buf_adds(&out, "}");
+		if (globals)
+			ndanger = print_globals(oo.globals, true, &out);
+		tpc_buf_adds(&out, "}\n");
 		if (out.oom) {
 			tpc_err_nomem(&e);
 			ret = tpc_cli_fail(&e);
@@ -191,6 +297,20 @@ int cmd_inspect(int argc, char **argv)
 				printf("# %-8s %6llu tensors %14llu parameters %16llu bytes\n",
 				       tpc_dtype_name((tpc_dtype)d), (unsigned long long)sums[d].count,
 				       (unsigned long long)sums[d].params, (unsigned long long)sums[d].bytes);
+		if (ck.root) {
+			tpc_buf p = TPC_BUF_INIT;
+			int budget = 200;
+			print_values(ck.root, &p, 0, &budget);
+			tpc_buf_release(&p);
+		}
+		if (globals)
+			ndanger = print_globals(oo.globals, false, NULL);
+	}
+	if (ndanger) {
+		fprintf(stderr, "tpconv: error: '%s': the pickle references %d dangerous global%s "
+				"(listed above; tpconv never executes them, torch.load without weights_only would)\n",
+			path, ndanger, ndanger == 1 ? "" : "s");
+		ret = 3;
 	}
 out:
 	tpc_buf_release(&out);

@@ -16,7 +16,7 @@
 #include "pickle.h"
 #include "torch.h"
 #include "tpc_util.h"
-#include "zip.h"
+#include "tpc_zip.h"
 
 typedef struct wstore {
 	int64_t tensor;   /* the tensor whose bytes fill it */

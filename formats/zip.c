@@ -1,6 +1,6 @@
 /*
  * zip.c - torch's zip container: a checked reader and a miniz-compatible
- * writer; see zip.h for the byte layout and the rules.
+ * writer; see tpc_zip.h for the byte layout and the rules.
  *
  * The reader parses the end records and the central directory itself, with
  * the bounded cursor, because libzip does not expose local-header offsets and
@@ -9,8 +9,9 @@
  * agree. Our own checks run first so that a bad file gets a message that
  * names the entry and the offset, not libzip's one-line summary.
  */
-#define TPC_ZIP_INCLUDE_LIBZIP
-#include <zip.h> /* libzip's, then ours: see the top of zip.h */
+#include <zip.h> /* libzip's */
+
+#include "tpc_zip.h"
 
 #include <stdlib.h>
 #include <string.h>

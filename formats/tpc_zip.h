@@ -100,17 +100,6 @@
  * padding, DEFLATED, another prefix), zip64 or not, with more than 65535
  * entries or records over 4 GiB.
  */
-/*
- * libzip's public header is also called zip.h, and this folder is on the
- * include path of everything built with formats/, so <zip.h> finds this file
- * first. zip.c, the one user of libzip, defines TPC_ZIP_INCLUDE_LIBZIP and
- * includes <zip.h>; this block then continues the search past this folder.
- */
-#if defined(TPC_ZIP_INCLUDE_LIBZIP) && !defined(TPC_ZIP_LIBZIP_INCLUDED)
-#define TPC_ZIP_LIBZIP_INCLUDED
-#include_next <zip.h>
-#endif
-
 #ifndef TPC_ZIP_H
 #define TPC_ZIP_H
 
