@@ -15,6 +15,7 @@
 #include "tpc_buf.h"
 #include "tpc_util.h"
 
+#define ALIAS_META "tpconv.aliases" /* --dedup-tied: {"alias": "stored name"} */
 #define MAX_EXACT 9007199254740992.0 /* 2^53: beyond this a JSON number is not exact in a double */
 
 static const char *const st_exts[] = {".safetensors", NULL};
@@ -284,6 +285,38 @@ static int st_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 	ret = tpc_safetensors_from_buffer(ck, m->data, m->size, src, path, e);
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
+	const char *al = ret ? NULL : tpc_ckpt_meta_get(ck, ALIAS_META);
+	if (al) {
+		/* --dedup-tied: names stored once under another name */
+		cJSON *j = cJSON_Parse(al);
+		for (cJSON *it = j ? j->child : NULL; it && !ret; it = it->next) {
+			int64_t k = cJSON_IsString(it) ? tpc_ckpt_find(ck, it->valuestring) : -1;
+			if (k < 0) {
+				ret = TPC_CORRUPT(e, path, 8, it->string, "alias of a tensor that is not in the file");
+				break;
+			}
+			if (ck->t[k].storage < 0) {
+				/* one storage for the pair, so a torch output keeps them tied */
+				tpc_tensor *t = &ck->t[k];
+				int64_t s = tpc_ckpt_add_storage(ck, t->name, NULL, t->src_dtype, t->src, t->offset,
+								 t->nbytes, e);
+				if (s < 0) {
+					ret = (int)s;
+					break;
+				}
+				ck->t[k].storage = s;
+			}
+			tpc_tensor copy = ck->t[k];
+			int64_t ix = tpc_ckpt_add_copy(ck, it->string, &copy, e);
+			if (ix < 0)
+				ret = (int)ix;
+		}
+		if (!j && !ret)
+			ret = TPC_CORRUPT(e, path, 8, NULL, "__metadata__ '%s' is not a JSON object", ALIAS_META);
+		cJSON_Delete(j);
+		if (!ret)
+			tpc_ckpt_meta_del(ck, ALIAS_META);
+	}
 	const char *tree = ret ? NULL : tpc_ckpt_meta_get(ck, TPC_TREE_META);
 	if (tree) {
 		/* written by tpconv from a pickled checkpoint: restore its object tree */
@@ -315,22 +348,26 @@ void tpc_safetensors_sort(const tpc_ckpt *ck, int64_t *sel, size_t n)
 	sort_ck = NULL;
 }
 
-static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const char *xk,
-		     const char *xv, char **out, size_t *len, tpc_err *e)
+/* The header, with up to two extra metadata pairs (xk[i] NULL: none). */
+static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const char *const xk[2],
+		     const char *const xv[2], char **out, size_t *len, tpc_err *e)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	uint64_t pos = 0;
 	const char *fmt = tpc_ckpt_meta_get(ck, "format");
 	tpc_buf_adds(&b, "{\"__metadata__\":{\"format\":");
 	tpc_buf_json_str(&b, fmt ? fmt : "pt", fmt ? strlen(fmt) : 2, false);
-	if (xk) {
+	for (int x = 0; xk && x < 2; x++) {
+		if (!xk[x])
+			continue;
 		tpc_buf_addc(&b, ',');
-		tpc_buf_json_str(&b, xk, strlen(xk), false);
+		tpc_buf_json_str(&b, xk[x], strlen(xk[x]), false);
 		tpc_buf_addc(&b, ':');
-		tpc_buf_json_str(&b, xv, strlen(xv), false);
+		tpc_buf_json_str(&b, xv[x], strlen(xv[x]), false);
 	}
 	for (size_t i = 0; i < ck->nmeta; i++) {
-		if (!strcmp(ck->meta_k[i], "format") || (xk && !strcmp(ck->meta_k[i], xk)))
+		if (!strcmp(ck->meta_k[i], "format") || (xk && xk[0] && !strcmp(ck->meta_k[i], xk[0])) ||
+		    (xk && xk[1] && !strcmp(ck->meta_k[i], xk[1])))
 			continue;
 		tpc_buf_addc(&b, ',');
 		tpc_buf_json_str(&b, ck->meta_k[i], strlen(ck->meta_k[i]), false);
@@ -399,7 +436,8 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 {
 	int64_t *order = NULL;
 	char *hdr = NULL, *tree = NULL;
-	size_t hlen = 0;
+	size_t hlen = 0, nsel_all;
+	tpc_buf aliases = TPC_BUF_INIT;
 	tpc_out out;
 	uint8_t lenb[8];
 	int ret;
@@ -407,17 +445,48 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	out.fd = -1;
 	if (!sel)
 		nsel = ck->n;
+	nsel_all = nsel;
 	order = tpc_malloc(nsel * sizeof(*order));
 	if (!order)
 		return tpc_err_nomem(e);
 	for (size_t i = 0; i < nsel; i++)
 		order[i] = sel ? sel[i] : (int64_t)i;
+	/* safetensors forbids shared bytes: each tied name keeps its own copy,
+	 * or with --dedup-tied one copy and an alias in the metadata */
+	if (o && (o->flags & TPC_W_DEDUP_TIED)) {
+		size_t kept = 0;
+		tpc_buf_adds(&aliases, "{");
+		for (size_t i = 0; i < nsel; i++) {
+			const tpc_tensor *t = &ck->t[order[i]];
+			size_t j = 0;
+			while (j < kept && !tpc_tensor_same_view(&ck->t[order[j]], t))
+				j++;
+			if (j == kept) {
+				order[kept++] = order[i];
+				continue;
+			}
+			tpc_buf_adds(&aliases, aliases.len > 1 ? "," : "");
+			tpc_buf_json_str(&aliases, t->name, strlen(t->name), false);
+			tpc_buf_addc(&aliases, ':');
+			tpc_buf_json_str(&aliases, ck->t[order[j]].name, strlen(ck->t[order[j]].name), false);
+		}
+		tpc_buf_addc(&aliases, '}');
+		if (aliases.oom) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		nsel = kept;
+	}
 	tpc_safetensors_sort(ck, order, nsel);
 	/* non-tensor values of a pickled checkpoint travel as JSON metadata */
-	if ((!sel || nsel == ck->n) && (ret = tpc__tree_to_meta(ck, &tree, e)))
+	if ((!sel || nsel_all == ck->n) && (ret = tpc__tree_to_meta(ck, &tree, e)))
 		goto out;
-	if ((ret = header_ex(ck, order, nsel, tree ? TPC_TREE_META : NULL, tree, &hdr, &hlen, e)))
-		goto out;
+	{
+		const char *xk[2] = {tree ? TPC_TREE_META : NULL, aliases.len > 2 ? ALIAS_META : NULL};
+		const char *xv[2] = {tree, aliases.p};
+		if ((ret = header_ex(ck, order, nsel, xk, xv, &hdr, &hlen, e)))
+			goto out;
+	}
 	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
 		goto out;
 	tpc_wr64le(lenb, hlen);
@@ -437,6 +506,7 @@ out:
 	free(order);
 	free(hdr);
 	free(tree);
+	tpc_buf_release(&aliases);
 	return ret;
 }
 

@@ -30,17 +30,6 @@ typedef struct writer {
 	size_t nst;
 } writer;
 
-static bool same_view(const tpc_tensor *a, const tpc_tensor *b)
-{
-	if (a->storage < 0 || a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim ||
-	    a->dtype != b->dtype || a->src_dtype != b->src_dtype || a->nparts || b->nparts)
-		return false;
-	for (int d = 0; d < a->ndim; d++)
-		if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d])
-			return false;
-	return true;
-}
-
 /* One tensor expression: _rebuild_tensor_v2((pid), 0, size, stride, rg, OrderedDict()) */
 static int emit_tensor(void *ctx, tpc_pickle_writer *w, const tpc_value *tv, tpc_err *e)
 {
@@ -221,7 +210,7 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 		/* tied: the same view of the same storage as a tensor already placed */
 		for (size_t j = 0; j < k && wr.key_of[i] < 0; j++) {
 			int64_t p = sel ? sel[j] : (int64_t)j;
-			if (same_view(&ck->t[p], t))
+			if (tpc_tensor_same_view(&ck->t[p], t))
 				wr.key_of[i] = wr.key_of[p];
 		}
 		if (wr.key_of[i] < 0) {

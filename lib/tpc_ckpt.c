@@ -721,6 +721,18 @@ bool tpc_tensor_is_contiguous(const tpc_tensor *t)
 	return true;
 }
 
+bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b)
+{
+	if (a->storage < 0 || a->storage != b->storage || a->src != b->src || a->offset != b->offset ||
+	    a->ndim != b->ndim || a->dtype != b->dtype || a->src_dtype != b->src_dtype || a->nparts ||
+	    b->nparts || a->flags != b->flags)
+		return false;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d])
+			return false;
+	return true;
+}
+
 void tpc_tensor_extent(const tpc_tensor *t, uint64_t *lo, uint64_t *hi)
 {
 	unsigned es = tpc_dtype_size(t->src_dtype);

@@ -168,6 +168,9 @@ int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e);
 /* Byte range [lo, hi) of the source that tensor t touches (lo == hi when empty). */
 void tpc_tensor_extent(const tpc_tensor *t, uint64_t *lo, uint64_t *hi);
 bool tpc_tensor_is_contiguous(const tpc_tensor *t);
+/* Same bytes seen the same way: one storage, offset, dtype, shape and strides
+ * (tied weights). Composites and tensors without a storage never match. */
+bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b);
 /* Set stride to the C-contiguous strides for the current shape. */
 void tpc_tensor_set_contiguous(tpc_tensor *t);
 
