@@ -9,6 +9,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_dtype.h"
 #include "tpc_err.h"
+#include "tpc_extras.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -337,6 +338,58 @@ static void test_atomic_output(void **st)
 	free(dir);
 }
 
+/* Companion files: chosen by name, copied byte for byte, config.json edited on request. */
+static void test_extras(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char src[4200], dst[4200], p[4300];
+	const char *files[] = {"config.json", "tokenizer.json", "tokenizer.model", "README.md",
+			       "model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", ".hidden"};
+	snprintf(src, sizeof(src), "%s/in", dir);
+	snprintf(dst, sizeof(dst), "%s/out", dir);
+	mkdir(src, 0777);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", src, files[i]);
+		const char *body = !strcmp(files[i], "config.json") ? "{\"hidden_size\": 64, \"torch_dtype\": \"float32\"}"
+										: files[i];
+		assert_int_equal(test_write_file(p, body, strlen(body)), 0);
+	}
+	assert_true(tpc_extras_is_companion("generation_config.json"));
+	assert_false(tpc_extras_is_companion("model-00001-of-00002.safetensors"));
+	assert_false(tpc_extras_is_companion("tpconv-manifest.json"));
+	char *sd = tpc_extras_source_dir(src);
+	assert_string_equal(sd, src);
+	free(sd);
+	snprintf(p, sizeof(p), "%s/model.safetensors", src);
+	assert_null(tpc_extras_source_dir(p));
+	tpc_err e;
+	size_t n = 0;
+	tpc_extras_opts o = {0, "bfloat16", "{\"mapping\": {\"tp_size\": 2}}"};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_extras_copy(src, dst, &o, &n, &e), 0);
+	assert_int_equal(n, 4);
+	size_t len = 0;
+	snprintf(p, sizeof(p), "%s/tokenizer.model", dst);
+	uint8_t *got = test_read_file(p, &len);
+	assert_int_equal(len, strlen("tokenizer.model"));
+	free(got);
+	snprintf(p, sizeof(p), "%s/model.safetensors", dst);
+	assert_false(tpc_exists(p));
+	snprintf(p, sizeof(p), "%s/config.json", dst);
+	got = test_read_file(p, &len);
+	got = realloc(got, len + 1);
+	got[len] = 0;
+	assert_non_null(strstr((char *)got, "\"torch_dtype\":\t\"bfloat16\""));
+	assert_non_null(strstr((char *)got, "\"tp_size\":\t2"));
+	assert_non_null(strstr((char *)got, "\"hidden_size\":\t64"));
+	free(got);
+	/* a second copy refuses to overwrite */
+	assert_int_equal(tpc_extras_copy(src, dst, NULL, &n, &e), TPC_EUSAGE);
+	test_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -344,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_atomic_output),
+		cmocka_unit_test(test_extras),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

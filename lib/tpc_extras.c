@@ -1,0 +1,152 @@
+/* tpc_extras.c - companion files of a model folder; see tpc_extras.h. */
+#include "tpc_extras.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+bool tpc_extras_is_companion(const char *name)
+{
+	static const char *const weights[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".index.json",
+					      NULL};
+	if (!*name || name[0] == '.')
+		return false;
+	for (int i = 0; weights[i]; i++)
+		if (ends_with(name, weights[i]))
+			return false;
+	return strcmp(name, "tpconv-manifest.json") != 0;
+}
+
+char *tpc_extras_source_dir(const char *in)
+{
+	if (tpc_is_dir(in))
+		return tpc_strdup(in);
+	if (ends_with(in, ".index.json"))
+		return tpc_path_dir(in);
+	return NULL;
+}
+
+/* config.json with torch_dtype and/or merged members, re-serialised. */
+static int rewrite_config(const char *src, const char *dst, const tpc_extras_opts *o, tpc_err *e)
+{
+	char *text = NULL, *out = NULL;
+	size_t len;
+	cJSON *j = NULL, *m = NULL;
+	int ret = tpc_read_file(src, 64u << 20, &text, &len, e);
+	if (ret)
+		return ret;
+	j = cJSON_ParseWithLength(text, len);
+	if (!j || !cJSON_IsObject(j)) {
+		ret = tpc_err_set(e, TPC_EINPUT, "config.json is not a JSON object");
+		tpc_err_path(e, src);
+		goto out;
+	}
+	if (o->torch_dtype) {
+		cJSON_DeleteItemFromObjectCaseSensitive(j, "torch_dtype");
+		cJSON_AddStringToObject(j, "torch_dtype", o->torch_dtype);
+	}
+	if (o->config_merge) {
+		m = cJSON_Parse(o->config_merge);
+		if (!m || !cJSON_IsObject(m)) {
+			ret = tpc_err_set(e, TPC_EINPUT, "internal: config members to merge are not a JSON object");
+			goto out;
+		}
+		for (cJSON *it = m->child; it; it = it->next) {
+			cJSON_DeleteItemFromObjectCaseSensitive(j, it->string);
+			cJSON_AddItemToObject(j, it->string, cJSON_Duplicate(it, 1));
+		}
+	}
+	out = cJSON_Print(j);
+	if (!out) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	size_t ol = strlen(out);
+	char *nl = realloc(out, ol + 2);
+	if (!nl) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	out = nl;
+	out[ol] = '\n';
+	out[ol + 1] = '\0';
+	ret = tpc_write_file_atomic(dst, out, ol + 1, o->flags, e);
+out:
+	cJSON_Delete(j);
+	cJSON_Delete(m);
+	free(text);
+	free(out);
+	return ret;
+}
+
+static int copy_file(const char *src, const char *dst, unsigned flags, tpc_err *e)
+{
+	tpc_map m;
+	tpc_out o;
+	int ret = tpc_map_open(&m, src, e);
+	if (ret)
+		return ret;
+	memset(&o, 0, sizeof(o));
+	o.fd = -1;
+	if (!(ret = tpc_out_open(&o, dst, flags, e)) && !(ret = tpc_out_copy(&o, &m, 0, m.size, e)))
+		ret = tpc_out_commit(&o, e);
+	tpc_out_abort(&o);
+	tpc_map_close(&m);
+	return ret;
+}
+
+int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,
+		    tpc_err *e)
+{
+	static const tpc_extras_opts none = {0, NULL, NULL};
+	DIR *d = NULL;
+	int ret = 0;
+	size_t n = 0;
+	if (!o)
+		o = &none;
+	if (copied)
+		*copied = 0;
+	d = opendir(src_dir);
+	if (!d) {
+		tpc_err_sys(e, TPC_EINPUT, errno, "cannot read the model folder");
+		tpc_err_path(e, src_dir);
+		return TPC_EINPUT;
+	}
+	for (struct dirent *de; !ret && (de = readdir(d));) {
+		struct stat st;
+		if (!tpc_extras_is_companion(de->d_name))
+			continue;
+		char *src = tpc_path_join(src_dir, de->d_name), *dst = tpc_path_join(dst_dir, de->d_name);
+		if (!src || !dst) {
+			ret = tpc_err_nomem(e);
+		} else if (stat(src, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (!n && (ret = tpc_mkdirs(dst_dir, e))) {
+				/* reported */
+			} else if (!strcmp(de->d_name, "config.json") && (o->torch_dtype || o->config_merge)) {
+				ret = rewrite_config(src, dst, o, e);
+			} else {
+				ret = copy_file(src, dst, o->flags, e);
+			}
+			if (!ret)
+				n++;
+		}
+		free(src);
+		free(dst);
+	}
+	closedir(d);
+	if (copied)
+		*copied = n;
+	return ret;
+}

@@ -1,0 +1,45 @@
+/*
+ * tpc_extras.h - the non-weight files of a model folder.
+ *
+ * A Hugging Face model folder holds more than weights: config.json,
+ * generation_config.json, tokenizer files (tokenizer.json, tokenizer.model,
+ * vocab.json, merges.txt, special_tokens_map.json ...), README.md, custom code.
+ * Converting, sharding or merging a folder carries them along, as vLLM's
+ * sharded-state saver and OSLO's merge do, so the output loads with
+ * `from_pretrained` like the input did.
+ *
+ * What is a companion: every regular file directly in the folder that is not
+ * a weight file (*.safetensors, *.bin, *.pt, *.pth, *.ckpt), not a weight
+ * index (*.index.json), not a tpconv manifest and not hidden. Files are copied
+ * byte for byte (atomically, refusing to overwrite without force), except
+ * config.json when the caller asks for a change: `torch_dtype` after a cast,
+ * or extra top-level members (TensorRT-LLM's "mapping").
+ */
+#ifndef TPC_EXTRAS_H
+#define TPC_EXTRAS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tpc_err.h"
+
+typedef struct tpc_extras_opts {
+	unsigned flags;            /* TPC_OUT_FORCE */
+	const char *torch_dtype;   /* set config.json's torch_dtype ("bfloat16"), or NULL */
+	const char *config_merge;  /* JSON object whose members are set in config.json, or NULL */
+} tpc_extras_opts;
+
+/* Is `name` (a base name) a companion file? */
+bool tpc_extras_is_companion(const char *name);
+
+/* The folder whose companions go with the checkpoint at `in` (a directory, or
+ * the folder of a *.index.json), or NULL when `in` is a single weight file
+ * (its neighbours may belong to other models). Caller frees. */
+char *tpc_extras_source_dir(const char *in);
+
+/* Copy the companions of `src_dir` into `dst_dir` (created if missing).
+ * *copied receives how many files were written (may be NULL). */
+int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,
+		    tpc_err *e);
+
+#endif
