@@ -10,6 +10,7 @@
 #define TPC_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tpc_err.h"
@@ -28,6 +29,10 @@ void tpc_cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tpc_cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Progress is shown when stderr is a terminal, or with --progress; never with -q. */
 bool tpc_cli_progress_wanted(bool forced);
+
+/* A horizontal bar for `value` out of `max`, `width` cells wide: block
+ * characters on a terminal, '#' otherwise (no escape codes either way). */
+void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);

@@ -293,10 +293,16 @@ int cmd_inspect(int argc, char **argv)
 		printf("# total: %zu tensors, %llu parameters, %llu bytes (%s)\n", ck.n,
 		       (unsigned long long)params, (unsigned long long)bytes, tpc_fmt_size(bytes, sz, sizeof(sz)));
 		for (int d = 1; d < TPC_DT_COUNT; d++)
-			if (sums[d].count)
-				printf("# %-8s %6llu tensors %14llu parameters %16llu bytes\n",
+			if (sums[d].count) {
+				char sz[32];
+				printf("# %-8s %6llu tensors %14llu parameters %16llu bytes  ",
 				       tpc_dtype_name((tpc_dtype)d), (unsigned long long)sums[d].count,
 				       (unsigned long long)sums[d].params, (unsigned long long)sums[d].bytes);
+				fflush(stdout);
+				tpc_cli_bar(stdout, sums[d].bytes, bytes, 24);
+				printf(" %5.1f%% %s\n", bytes ? 100.0 * (double)sums[d].bytes / (double)bytes : 0.0,
+				       tpc_fmt_size(sums[d].bytes, sz, sizeof(sz)));
+			}
 		if (ck.root) {
 			tpc_buf p = TPC_BUF_INIT;
 			int budget = 200;
