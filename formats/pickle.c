@@ -409,7 +409,14 @@ typedef struct vm {
 	size_t sp, scap;
 	size_t *marks;
 	size_t nmarks, mcap;
-	tpc__u64map memo; /* index -> tpc_value * (a reference) */
+	/* The memo: indices CPython writes are dense from 0, so they live in an
+	 * array that grows only while it stays under twice the entry count (plus
+	 * some slack); any other index goes to a hash. A lone LONG_BINPUT
+	 * 0xffffff costs one hash entry, not 128 MiB. Each slot holds a reference. */
+	tpc_value **dense;
+	size_t ndense;
+	tpc__u64map memo; /* index -> tpc_value *, the sparse part */
+	uint64_t memo_count; /* distinct indices set: MEMOIZE's next index */
 	tpc__u64map held; /* containers inside another container -> 1 (a reference) */
 	uint64_t objects;
 	uint64_t walk_budget;
@@ -793,19 +800,42 @@ static int op_memo_put(vm *m, uint64_t idx)
 		*old = (uintptr_t)tpc_value_ref(v);
 		return 0;
 	}
+	if (idx >= m->ndense && idx < 2 * m->memo_count + 4096) {
+		size_t nd = m->ndense ? m->ndense : 256;
+		while (nd <= idx)
+			nd *= 2;
+		tpc_value **d = realloc(m->dense, nd * sizeof(*d));
+		if (!d)
+			return nomem(m);
+		memset(d + m->ndense, 0, (nd - m->ndense) * sizeof(*d));
+		m->dense = d;
+		m->ndense = nd;
+	}
+	if (idx < m->ndense) {
+		if (m->dense[idx])
+			tpc_value_unref(m->dense[idx]);
+		else
+			m->memo_count++;
+		m->dense[idx] = tpc_value_ref(v);
+		return 0;
+	}
 	if (tpc__u64map_put(&m->memo, idx, (uintptr_t)v))
 		return nomem(m);
 	tpc_value_ref(v);
+	m->memo_count++;
 	return 0;
 }
 
 static int op_memo_get(vm *m, uint64_t idx)
 {
-	uint64_t *slot = tpc__u64map_get(&m->memo, idx);
-	if (!slot)
+	tpc_value *v = idx < m->ndense ? m->dense[idx] : NULL;
+	uint64_t *slot = v ? NULL : tpc__u64map_get(&m->memo, idx);
+	if (slot)
+		v = (tpc_value *)(uintptr_t)*slot;
+	if (!v)
 		return BAD(m, "pickle %s: memo slot %" PRIu64 " read before it was set", m->opn,
 			   idx);
-	return push(m, tpc_value_ref((tpc_value *)(uintptr_t)*slot));
+	return push(m, tpc_value_ref(v));
 }
 
 /* Make a sequence of `kind` from stack[start .. sp). */
@@ -1648,7 +1678,7 @@ static int step(vm *m, uint8_t op, tpc_value **result)
 		return op == TPC_PK_LONG_BINPUT ? op_memo_put(m, tpc_rd32le(b))
 						: op_memo_get(m, tpc_rd32le(b));
 	case TPC_PK_MEMOIZE:
-		return op_memo_put(m, m->memo.n);
+		return op_memo_put(m, m->memo_count);
 	default:
 		if (opnames[op])
 			return BAD(m, "unsupported pickle opcode %s (0x%02x)", opnames[op], op);
@@ -1663,7 +1693,9 @@ out:
 /*
  * The result's nesting depth and its size counting every use of a shared
  * subtree, in one pass over the distinct nodes (the DAG), so that consumers
- * may recurse and walk naively within the limits.
+ * may recurse and walk naively within the limits. It runs after the memo and
+ * the stack are released, so a node with one reference has one parent and is
+ * met once: only shared nodes go through the map.
  */
 typedef struct sframe {
 	const tpc_value *v;
@@ -1692,7 +1724,8 @@ static int check_shape(vm *m, const tpc_value *root)
 			const tpc_value *c = child_at(f->v, f->j++);
 			uint64_t cd = 0, cs = 1, *at;
 			if (c && has_children(c)) {
-				if ((at = tpc__u64map_get(&done, (uintptr_t)c)) == NULL) {
+				at = c->refs == 1 ? NULL : tpc__u64map_get(&done, (uintptr_t)c);
+				if (!at) {
 					if (n >= m->max_depth) {
 						ret = BAD(m, "pickle result nests deeper than %" PRIu64
 							     " containers",
@@ -1720,14 +1753,16 @@ static int check_shape(vm *m, const tpc_value *root)
 				  m->max_tree);
 			goto out;
 		}
-		if (tpc_grow((void **)&info, &icap, ninfo + 1, sizeof(*info)) ||
-		    tpc__u64map_put(&done, (uintptr_t)f->v, ninfo)) {
-			ret = nomem(m);
-			goto out;
+		if (f->v->refs != 1) {
+			if (tpc_grow((void **)&info, &icap, ninfo + 1, sizeof(*info)) ||
+			    tpc__u64map_put(&done, (uintptr_t)f->v, ninfo)) {
+				ret = nomem(m);
+				goto out;
+			}
+			info[ninfo][0] = f->depth;
+			info[ninfo][1] = f->size;
+			ninfo++;
 		}
-		info[ninfo][0] = f->depth;
-		info[ninfo][1] = f->size;
-		ninfo++;
 		sframe fin = *f;
 		n--;
 		if (n) {
@@ -1742,6 +1777,34 @@ out:
 	free(info);
 	tpc__u64map_release(&done);
 	return ret;
+}
+
+/* Drop everything the VM holds but the result. Safe to call twice. */
+static void vm_release(vm *m)
+{
+	cut(m, 0);
+	free(m->stack);
+	m->stack = NULL;
+	m->scap = 0;
+	free(m->marks);
+	m->marks = NULL;
+	m->nmarks = m->mcap = 0;
+	for (size_t i = 0; i < m->ndense; i++)
+		tpc_value_unref(m->dense[i]);
+	free(m->dense);
+	m->dense = NULL;
+	m->ndense = 0;
+	for (size_t i = 0; i < m->memo.cap; i++)
+		if (m->memo.e[i].used)
+			tpc_value_unref((tpc_value *)(uintptr_t)m->memo.e[i].v);
+	tpc__u64map_release(&m->memo);
+	for (size_t i = 0; i < m->held.cap; i++)
+		if (m->held.e[i].used)
+			tpc_value_unref((tpc_value *)(uintptr_t)m->held.e[i].k);
+	tpc__u64map_release(&m->held);
+	tpc_value_unref(m->newobj);
+	tpc_value_unref(m->newobj_ex);
+	m->newobj = m->newobj_ex = NULL;
 }
 
 static uint64_t or_default(uint64_t v, uint64_t d)
@@ -1792,6 +1855,7 @@ int tpc_pickle_load_from_buffer(const uint8_t *p, uint64_t n, const tpc_pickle_o
 		if ((ret = step(&m, m.opc, &result)))
 			goto out;
 	}
+	vm_release(&m);
 	if ((ret = check_shape(&m, result)))
 		goto out;
 	if (consumed)
@@ -1802,18 +1866,6 @@ int tpc_pickle_load_from_buffer(const uint8_t *p, uint64_t n, const tpc_pickle_o
 	}
 out:
 	tpc_value_unref(result);
-	cut(&m, 0);
-	free(m.stack);
-	free(m.marks);
-	for (size_t i = 0; i < m.memo.cap; i++)
-		if (m.memo.e[i].used)
-			tpc_value_unref((tpc_value *)(uintptr_t)m.memo.e[i].v);
-	tpc__u64map_release(&m.memo);
-	for (size_t i = 0; i < m.held.cap; i++)
-		if (m.held.e[i].used)
-			tpc_value_unref((tpc_value *)(uintptr_t)m.held.e[i].k);
-	tpc__u64map_release(&m.held);
-	tpc_value_unref(m.newobj);
-	tpc_value_unref(m.newobj_ex);
+	vm_release(&m);
 	return ret;
 }

@@ -82,8 +82,9 @@
  *
  * Limits (tpc_pickle_opts, 0 = the default in brackets), each refused with a
  * clear message rather than a crash or a huge allocation: stack depth [2^24],
- * open MARKs [2^16], memo index [2^24; the memo is a hash, so a lone
- * LONG_BINPUT 0xffffffff costs one entry], values created [2^25], one string or
+ * open MARKs [2^16], memo index [2^24; dense indices live in an array that
+ * grows only with the entry count, others in a hash, so a lone LONG_BINPUT
+ * 0xffffff costs one entry], values created [2^25], one string or
  * bytes object [2^30 bytes, and never more than the bytes left], container
  * nesting of the result [10000], and the tree size counting every shared
  * subtree once per use [2^26], which bounds naive tree walkers (JSON output,
@@ -112,10 +113,10 @@
  * an integer of 256 bytes or more) into a tpc_buf, with CPython's own choices:
  * BININT1/BININT2/BININT/LONG1 by range, BINFLOAT, BINUNICODE, TUPLE1-3 or
  * MARK..TUPLE, APPENDS/SETITEMS in batches of 1000 (APPEND/SETITEM for a single
- * item; an exact dict of 1000k items ends with an empty MARK SETITEMS, as
- * CPython's), and BINPUT/LONG_BINPUT after every string, global, tuple, list,
- * dict and REDUCE result. Memo reuse: a node seen twice is written once and
- * then fetched with BINGET, globals are shared by name
+ * item; a plain dict whose size is a multiple of 1000 ends with an empty
+ * MARK SETITEMS, as CPython's), and BINPUT/LONG_BINPUT after every string,
+ * global, tuple, list, dict and REDUCE result. Memo reuse: a node seen twice is
+ * written once and then fetched with BINGET, globals are shared by name
  * (collections.OrderedDict, torch._utils._rebuild_tensor_v2), and with
  * `share_strings` strings are shared by value. GLOBAL names are written the
  * protocol-2 way (builtins -> __builtin__, copyreg -> copy_reg).
@@ -123,7 +124,11 @@
  * the bytes CPython writes for the same objects. Deviations: empty BYTES is
  * written as _codecs.encode('', 'latin1') (CPython: __builtin__.bytes(), which
  * weights_only refuses); SET as __builtin__.set([...]); a CALL whose callable is
- * copyreg.__newobj__ as cls args NEWOBJ.
+ * copyreg.__newobj__ as cls args NEWOBJ. What the tree does not keep cannot
+ * come back: frozenset (read as SET), bytearray (BYTES), Counter(dict)
+ * (re-emitted as Counter() plus SETITEMS), and an *empty* list or dict
+ * subclass, which has no APPENDS/SETITEMS to reveal it and stays a CALL. The
+ * walk uses its own stack, so any depth is fine.
  */
 #ifndef TPC_PICKLE_H
 #define TPC_PICKLE_H

@@ -1,0 +1,1465 @@
+/*
+ * test_pickle.c - the pickle VM and writer.
+ *
+ * Bad input first: every hardening rule has a handcrafted pickle and the error
+ * it must produce. Then real pickles written by CPython 3.11 and torch 1.13
+ * (embedded below), read and written back byte for byte; seeded mutation and
+ * random-tree round trips that print their seed (TPC_TEST_SEED replays one).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pickle.h"
+#include "tpc_util.h"
+
+/*
+ * Fixtures, generated with /usr/bin/python3 (CPython 3.11, torch 1.13) by:
+ *
+ *   # Regenerates the embedded pickles of tests/test_pickle.c (run with /usr/bin/python3, torch 1.13).
+ *   import pickle, collections, argparse, io, zipfile, os, sys, subprocess
+ *   import torch
+ *
+ *   class Pwn:  # never executed by tpconv; the payload would create a marker file
+ *       def __init__(self, f, a): self.f, self.a = f, a
+ *       def __reduce__(self): return (self.f, self.a)
+ *   class MyDict(dict): pass
+ *   class MyList(list): pass
+ *   MyDict.__module__ = MyList.__module__ = 'tpcmod'
+ *   sys.modules['tpcmod'] = sys.modules['__main__']
+ *
+ *   out = {}
+ *   out['SIMPLE_P2'] = pickle.dumps({'a': 1, 'b': [1, 2.5, 'x'], 'c': (1, 2), 'd': None, 'e': True,
+ *                                    'f': b'\x00\xff', 'g': {1, 2}}, protocol=2)
+ *   mixed = {'s': 'h\u00e9llo \u65e5\u672c', 'b': b'raw\x00', 'ba': bytearray(b'ba'), 'set': {3},
+ *            'fs': frozenset({4}), 'ns': argparse.Namespace(lr=0.5), 'big': 2**70, 'neg': -5,
+ *            't': (1, 2, 3, 4), 'l': ['x'] * 3, 'od': collections.OrderedDict(k=1)}
+ *   out['MIXED_P4'] = pickle.dumps(mixed, protocol=4)
+ *   out['MIXED_P5'] = pickle.dumps(mixed, protocol=5)
+ *   out['INTS_P2'] = pickle.dumps([0, 255, 256, 65535, 65536, 2**31 - 1, 2**31, -1, -2**31, -2**31 - 1,
+ *                                  2**63 - 1, -2**63, 2**64], protocol=2)
+ *   out['FLOATS_P2'] = pickle.dumps([0.0, -0.0, float('inf'), float('-inf'), float('nan'), 1.5e-300], protocol=2)
+ *   out['NAMESPACE_P2'] = pickle.dumps(argparse.Namespace(a=1, b=[2]), protocol=2)
+ *   d = MyDict(a=1); l = MyList([1, 2])
+ *   out['SUBCLASS_P2'] = pickle.dumps([d, l], protocol=2)
+ *   m = torch.nn.Linear(2, 1)
+ *   with torch.no_grad():
+ *       m.weight.copy_(torch.tensor([[1.0, 2.0]])); m.bias.fill_(0.5)
+ *   buf = io.BytesIO(); torch.save(m.state_dict(), buf)
+ *   z = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+ *   out['STATE_DICT'] = z.read([n for n in z.namelist() if n.endswith('data.pkl')][0])
+ *   marker = '/tmp/tpconv_pickle_pwned'
+ *   out['OS_SYSTEM_P2'] = pickle.dumps(Pwn(os.system, ('touch ' + marker,)), protocol=2)
+ *   out['EVAL_P2'] = pickle.dumps(Pwn(eval, ("__import__('os').system('touch %s')" % marker,)), protocol=2)
+ *   out['POPEN_P4'] = pickle.dumps(Pwn(subprocess.Popen, (['touch', marker],)), protocol=4)
+ *   rec = []; rec.append([rec])
+ *   out['CYCLE_P2'] = pickle.dumps(rec, protocol=2)
+ *
+ *   for k, v in out.items():
+ *       print('// %d bytes' % len(v))
+ *       print('static const uint8_t PK_%s[] = {' % k)
+ *       for i in range(0, len(v), 16):
+ *           print('\t' + ' '.join('0x%02x,' % c for c in v[i:i + 16]))
+ *       print('};')
+ */
+// 180 bytes
+static const uint8_t PK_SIMPLE_P2[] = {
+	0x80, 0x02, 0x7d, 0x71, 0x00, 0x28, 0x58, 0x01, 0x00, 0x00, 0x00, 0x61, 0x71, 0x01, 0x4b, 0x01,
+	0x58, 0x01, 0x00, 0x00, 0x00, 0x62, 0x71, 0x02, 0x5d, 0x71, 0x03, 0x28, 0x4b, 0x01, 0x47, 0x40,
+	0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x58, 0x01, 0x00, 0x00, 0x00, 0x78, 0x71, 0x04, 0x65,
+	0x58, 0x01, 0x00, 0x00, 0x00, 0x63, 0x71, 0x05, 0x4b, 0x01, 0x4b, 0x02, 0x86, 0x71, 0x06, 0x58,
+	0x01, 0x00, 0x00, 0x00, 0x64, 0x71, 0x07, 0x4e, 0x58, 0x01, 0x00, 0x00, 0x00, 0x65, 0x71, 0x08,
+	0x88, 0x58, 0x01, 0x00, 0x00, 0x00, 0x66, 0x71, 0x09, 0x63, 0x5f, 0x63, 0x6f, 0x64, 0x65, 0x63,
+	0x73, 0x0a, 0x65, 0x6e, 0x63, 0x6f, 0x64, 0x65, 0x0a, 0x71, 0x0a, 0x58, 0x03, 0x00, 0x00, 0x00,
+	0x00, 0xc3, 0xbf, 0x71, 0x0b, 0x58, 0x06, 0x00, 0x00, 0x00, 0x6c, 0x61, 0x74, 0x69, 0x6e, 0x31,
+	0x71, 0x0c, 0x86, 0x71, 0x0d, 0x52, 0x71, 0x0e, 0x58, 0x01, 0x00, 0x00, 0x00, 0x67, 0x71, 0x0f,
+	0x63, 0x5f, 0x5f, 0x62, 0x75, 0x69, 0x6c, 0x74, 0x69, 0x6e, 0x5f, 0x5f, 0x0a, 0x73, 0x65, 0x74,
+	0x0a, 0x71, 0x10, 0x5d, 0x71, 0x11, 0x28, 0x4b, 0x01, 0x4b, 0x02, 0x65, 0x85, 0x71, 0x12, 0x52,
+	0x71, 0x13, 0x75, 0x2e,
+};
+// 263 bytes
+static const uint8_t PK_MIXED_P4[] = {
+	0x80, 0x04, 0x95, 0xfc, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7d, 0x94, 0x28, 0x8c, 0x01,
+	0x73, 0x94, 0x8c, 0x0d, 0x68, 0xc3, 0xa9, 0x6c, 0x6c, 0x6f, 0x20, 0xe6, 0x97, 0xa5, 0xe6, 0x9c,
+	0xac, 0x94, 0x8c, 0x01, 0x62, 0x94, 0x43, 0x04, 0x72, 0x61, 0x77, 0x00, 0x94, 0x8c, 0x02, 0x62,
+	0x61, 0x94, 0x8c, 0x08, 0x62, 0x75, 0x69, 0x6c, 0x74, 0x69, 0x6e, 0x73, 0x94, 0x8c, 0x09, 0x62,
+	0x79, 0x74, 0x65, 0x61, 0x72, 0x72, 0x61, 0x79, 0x94, 0x93, 0x94, 0x43, 0x02, 0x62, 0x61, 0x94,
+	0x85, 0x94, 0x52, 0x94, 0x8c, 0x03, 0x73, 0x65, 0x74, 0x94, 0x8f, 0x94, 0x28, 0x4b, 0x03, 0x90,
+	0x8c, 0x02, 0x66, 0x73, 0x94, 0x28, 0x4b, 0x04, 0x91, 0x94, 0x8c, 0x02, 0x6e, 0x73, 0x94, 0x8c,
+	0x08, 0x61, 0x72, 0x67, 0x70, 0x61, 0x72, 0x73, 0x65, 0x94, 0x8c, 0x09, 0x4e, 0x61, 0x6d, 0x65,
+	0x73, 0x70, 0x61, 0x63, 0x65, 0x94, 0x93, 0x94, 0x29, 0x81, 0x94, 0x7d, 0x94, 0x8c, 0x02, 0x6c,
+	0x72, 0x94, 0x47, 0x3f, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x73, 0x62, 0x8c, 0x03, 0x62,
+	0x69, 0x67, 0x94, 0x8a, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x8c, 0x03,
+	0x6e, 0x65, 0x67, 0x94, 0x4a, 0xfb, 0xff, 0xff, 0xff, 0x8c, 0x01, 0x74, 0x94, 0x28, 0x4b, 0x01,
+	0x4b, 0x02, 0x4b, 0x03, 0x4b, 0x04, 0x74, 0x94, 0x8c, 0x01, 0x6c, 0x94, 0x5d, 0x94, 0x28, 0x8c,
+	0x01, 0x78, 0x94, 0x68, 0x1d, 0x68, 0x1d, 0x65, 0x8c, 0x02, 0x6f, 0x64, 0x94, 0x8c, 0x0b, 0x63,
+	0x6f, 0x6c, 0x6c, 0x65, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x94, 0x8c, 0x0b, 0x4f, 0x72, 0x64,
+	0x65, 0x72, 0x65, 0x64, 0x44, 0x69, 0x63, 0x74, 0x94, 0x93, 0x94, 0x29, 0x52, 0x94, 0x8c, 0x01,
+	0x6b, 0x94, 0x4b, 0x01, 0x73, 0x75, 0x2e,
+};
+// 241 bytes
+static const uint8_t PK_MIXED_P5[] = {
+	0x80, 0x05, 0x95, 0xe6, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7d, 0x94, 0x28, 0x8c, 0x01,
+	0x73, 0x94, 0x8c, 0x0d, 0x68, 0xc3, 0xa9, 0x6c, 0x6c, 0x6f, 0x20, 0xe6, 0x97, 0xa5, 0xe6, 0x9c,
+	0xac, 0x94, 0x8c, 0x01, 0x62, 0x94, 0x43, 0x04, 0x72, 0x61, 0x77, 0x00, 0x94, 0x8c, 0x02, 0x62,
+	0x61, 0x94, 0x96, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x62, 0x61, 0x94, 0x8c, 0x03,
+	0x73, 0x65, 0x74, 0x94, 0x8f, 0x94, 0x28, 0x4b, 0x03, 0x90, 0x8c, 0x02, 0x66, 0x73, 0x94, 0x28,
+	0x4b, 0x04, 0x91, 0x94, 0x8c, 0x02, 0x6e, 0x73, 0x94, 0x8c, 0x08, 0x61, 0x72, 0x67, 0x70, 0x61,
+	0x72, 0x73, 0x65, 0x94, 0x8c, 0x09, 0x4e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65, 0x94,
+	0x93, 0x94, 0x29, 0x81, 0x94, 0x7d, 0x94, 0x8c, 0x02, 0x6c, 0x72, 0x94, 0x47, 0x3f, 0xe0, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x73, 0x62, 0x8c, 0x03, 0x62, 0x69, 0x67, 0x94, 0x8a, 0x09, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x8c, 0x03, 0x6e, 0x65, 0x67, 0x94, 0x4a, 0xfb,
+	0xff, 0xff, 0xff, 0x8c, 0x01, 0x74, 0x94, 0x28, 0x4b, 0x01, 0x4b, 0x02, 0x4b, 0x03, 0x4b, 0x04,
+	0x74, 0x94, 0x8c, 0x01, 0x6c, 0x94, 0x5d, 0x94, 0x28, 0x8c, 0x01, 0x78, 0x94, 0x68, 0x18, 0x68,
+	0x18, 0x65, 0x8c, 0x02, 0x6f, 0x64, 0x94, 0x8c, 0x0b, 0x63, 0x6f, 0x6c, 0x6c, 0x65, 0x63, 0x74,
+	0x69, 0x6f, 0x6e, 0x73, 0x94, 0x8c, 0x0b, 0x4f, 0x72, 0x64, 0x65, 0x72, 0x65, 0x64, 0x44, 0x69,
+	0x63, 0x74, 0x94, 0x93, 0x94, 0x29, 0x52, 0x94, 0x8c, 0x01, 0x6b, 0x94, 0x4b, 0x01, 0x73, 0x75,
+	0x2e,
+};
+// 83 bytes
+static const uint8_t PK_INTS_P2[] = {
+	0x80, 0x02, 0x5d, 0x71, 0x00, 0x28, 0x4b, 0x00, 0x4b, 0xff, 0x4d, 0x00, 0x01, 0x4d, 0xff, 0xff,
+	0x4a, 0x00, 0x00, 0x01, 0x00, 0x4a, 0xff, 0xff, 0xff, 0x7f, 0x8a, 0x05, 0x00, 0x00, 0x00, 0x80,
+	0x00, 0x4a, 0xff, 0xff, 0xff, 0xff, 0x4a, 0x00, 0x00, 0x00, 0x80, 0x8a, 0x05, 0xff, 0xff, 0xff,
+	0x7f, 0xff, 0x8a, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x8a, 0x08, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x8a, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x01, 0x65, 0x2e,
+};
+// 62 bytes
+static const uint8_t PK_FLOATS_P2[] = {
+	0x80, 0x02, 0x5d, 0x71, 0x00, 0x28, 0x47, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x47,
+	0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x47, 0x7f, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x47, 0xff, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x47, 0x7f, 0xf8, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x47, 0x01, 0xb0, 0x12, 0x97, 0xd2, 0x3a, 0xb6, 0x83, 0x65, 0x2e,
+};
+// 59 bytes
+static const uint8_t PK_NAMESPACE_P2[] = {
+	0x80, 0x02, 0x63, 0x61, 0x72, 0x67, 0x70, 0x61, 0x72, 0x73, 0x65, 0x0a, 0x4e, 0x61, 0x6d, 0x65,
+	0x73, 0x70, 0x61, 0x63, 0x65, 0x0a, 0x71, 0x00, 0x29, 0x81, 0x71, 0x01, 0x7d, 0x71, 0x02, 0x28,
+	0x58, 0x01, 0x00, 0x00, 0x00, 0x61, 0x71, 0x03, 0x4b, 0x01, 0x58, 0x01, 0x00, 0x00, 0x00, 0x62,
+	0x71, 0x04, 0x5d, 0x71, 0x05, 0x4b, 0x02, 0x61, 0x75, 0x62, 0x2e,
+};
+// 67 bytes
+static const uint8_t PK_SUBCLASS_P2[] = {
+	0x80, 0x02, 0x5d, 0x71, 0x00, 0x28, 0x63, 0x74, 0x70, 0x63, 0x6d, 0x6f, 0x64, 0x0a, 0x4d, 0x79,
+	0x44, 0x69, 0x63, 0x74, 0x0a, 0x71, 0x01, 0x29, 0x81, 0x71, 0x02, 0x58, 0x01, 0x00, 0x00, 0x00,
+	0x61, 0x71, 0x03, 0x4b, 0x01, 0x73, 0x63, 0x74, 0x70, 0x63, 0x6d, 0x6f, 0x64, 0x0a, 0x4d, 0x79,
+	0x4c, 0x69, 0x73, 0x74, 0x0a, 0x71, 0x04, 0x29, 0x81, 0x71, 0x05, 0x28, 0x4b, 0x01, 0x4b, 0x02,
+	0x65, 0x65, 0x2e,
+};
+// 290 bytes
+static const uint8_t PK_STATE_DICT[] = {
+	0x80, 0x02, 0x63, 0x63, 0x6f, 0x6c, 0x6c, 0x65, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x0a, 0x4f,
+	0x72, 0x64, 0x65, 0x72, 0x65, 0x64, 0x44, 0x69, 0x63, 0x74, 0x0a, 0x71, 0x00, 0x29, 0x52, 0x71,
+	0x01, 0x28, 0x58, 0x06, 0x00, 0x00, 0x00, 0x77, 0x65, 0x69, 0x67, 0x68, 0x74, 0x71, 0x02, 0x63,
+	0x74, 0x6f, 0x72, 0x63, 0x68, 0x2e, 0x5f, 0x75, 0x74, 0x69, 0x6c, 0x73, 0x0a, 0x5f, 0x72, 0x65,
+	0x62, 0x75, 0x69, 0x6c, 0x64, 0x5f, 0x74, 0x65, 0x6e, 0x73, 0x6f, 0x72, 0x5f, 0x76, 0x32, 0x0a,
+	0x71, 0x03, 0x28, 0x28, 0x58, 0x07, 0x00, 0x00, 0x00, 0x73, 0x74, 0x6f, 0x72, 0x61, 0x67, 0x65,
+	0x71, 0x04, 0x63, 0x74, 0x6f, 0x72, 0x63, 0x68, 0x0a, 0x46, 0x6c, 0x6f, 0x61, 0x74, 0x53, 0x74,
+	0x6f, 0x72, 0x61, 0x67, 0x65, 0x0a, 0x71, 0x05, 0x58, 0x01, 0x00, 0x00, 0x00, 0x30, 0x71, 0x06,
+	0x58, 0x03, 0x00, 0x00, 0x00, 0x63, 0x70, 0x75, 0x71, 0x07, 0x4b, 0x02, 0x74, 0x71, 0x08, 0x51,
+	0x4b, 0x00, 0x4b, 0x01, 0x4b, 0x02, 0x86, 0x71, 0x09, 0x4b, 0x02, 0x4b, 0x01, 0x86, 0x71, 0x0a,
+	0x89, 0x68, 0x00, 0x29, 0x52, 0x71, 0x0b, 0x74, 0x71, 0x0c, 0x52, 0x71, 0x0d, 0x58, 0x04, 0x00,
+	0x00, 0x00, 0x62, 0x69, 0x61, 0x73, 0x71, 0x0e, 0x68, 0x03, 0x28, 0x28, 0x68, 0x04, 0x68, 0x05,
+	0x58, 0x01, 0x00, 0x00, 0x00, 0x31, 0x71, 0x0f, 0x68, 0x07, 0x4b, 0x01, 0x74, 0x71, 0x10, 0x51,
+	0x4b, 0x00, 0x4b, 0x01, 0x85, 0x71, 0x11, 0x4b, 0x01, 0x85, 0x71, 0x12, 0x89, 0x68, 0x00, 0x29,
+	0x52, 0x71, 0x13, 0x74, 0x71, 0x14, 0x52, 0x71, 0x15, 0x75, 0x7d, 0x71, 0x16, 0x58, 0x09, 0x00,
+	0x00, 0x00, 0x5f, 0x6d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61, 0x71, 0x17, 0x68, 0x00, 0x29,
+	0x52, 0x71, 0x18, 0x58, 0x00, 0x00, 0x00, 0x00, 0x71, 0x19, 0x7d, 0x71, 0x1a, 0x58, 0x07, 0x00,
+	0x00, 0x00, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e, 0x71, 0x1b, 0x4b, 0x01, 0x73, 0x73, 0x73,
+	0x62, 0x2e,
+};
+// 62 bytes
+static const uint8_t PK_OS_SYSTEM_P2[] = {
+	0x80, 0x02, 0x63, 0x70, 0x6f, 0x73, 0x69, 0x78, 0x0a, 0x73, 0x79, 0x73, 0x74, 0x65, 0x6d, 0x0a,
+	0x71, 0x00, 0x58, 0x1e, 0x00, 0x00, 0x00, 0x74, 0x6f, 0x75, 0x63, 0x68, 0x20, 0x2f, 0x74, 0x6d,
+	0x70, 0x2f, 0x74, 0x70, 0x63, 0x6f, 0x6e, 0x76, 0x5f, 0x70, 0x69, 0x63, 0x6b, 0x6c, 0x65, 0x5f,
+	0x70, 0x77, 0x6e, 0x65, 0x64, 0x71, 0x01, 0x85, 0x71, 0x02, 0x52, 0x71, 0x03, 0x2e,
+};
+// 93 bytes
+static const uint8_t PK_EVAL_P2[] = {
+	0x80, 0x02, 0x63, 0x5f, 0x5f, 0x62, 0x75, 0x69, 0x6c, 0x74, 0x69, 0x6e, 0x5f, 0x5f, 0x0a, 0x65,
+	0x76, 0x61, 0x6c, 0x0a, 0x71, 0x00, 0x58, 0x39, 0x00, 0x00, 0x00, 0x5f, 0x5f, 0x69, 0x6d, 0x70,
+	0x6f, 0x72, 0x74, 0x5f, 0x5f, 0x28, 0x27, 0x6f, 0x73, 0x27, 0x29, 0x2e, 0x73, 0x79, 0x73, 0x74,
+	0x65, 0x6d, 0x28, 0x27, 0x74, 0x6f, 0x75, 0x63, 0x68, 0x20, 0x2f, 0x74, 0x6d, 0x70, 0x2f, 0x74,
+	0x70, 0x63, 0x6f, 0x6e, 0x76, 0x5f, 0x70, 0x69, 0x63, 0x6b, 0x6c, 0x65, 0x5f, 0x70, 0x77, 0x6e,
+	0x65, 0x64, 0x27, 0x29, 0x71, 0x01, 0x85, 0x71, 0x02, 0x52, 0x71, 0x03, 0x2e,
+};
+// 78 bytes
+static const uint8_t PK_POPEN_P4[] = {
+	0x80, 0x04, 0x95, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x8c, 0x0a, 0x73, 0x75, 0x62,
+	0x70, 0x72, 0x6f, 0x63, 0x65, 0x73, 0x73, 0x94, 0x8c, 0x05, 0x50, 0x6f, 0x70, 0x65, 0x6e, 0x94,
+	0x93, 0x94, 0x5d, 0x94, 0x28, 0x8c, 0x05, 0x74, 0x6f, 0x75, 0x63, 0x68, 0x94, 0x8c, 0x18, 0x2f,
+	0x74, 0x6d, 0x70, 0x2f, 0x74, 0x70, 0x63, 0x6f, 0x6e, 0x76, 0x5f, 0x70, 0x69, 0x63, 0x6b, 0x6c,
+	0x65, 0x5f, 0x70, 0x77, 0x6e, 0x65, 0x64, 0x94, 0x65, 0x85, 0x94, 0x52, 0x94, 0x2e,
+};
+// 13 bytes
+static const uint8_t PK_CYCLE_P2[] = {
+	0x80, 0x02, 0x5d, 0x71, 0x00, 0x5d, 0x71, 0x01, 0x68, 0x00, 0x61, 0x61, 0x2e,
+};
+
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define MARKER "/tmp/tpconv_pickle_pwned"
+
+/* ---- helpers ---- */
+
+static tpc_value *load_opts(const void *p, size_t n, const tpc_pickle_opts *o, tpc_err *e)
+{
+	tpc_value *v = NULL;
+	uint64_t used = 0;
+	tpc_err_init(e);
+	int ret = tpc_pickle_load_from_buffer(p, n, o, &v, &used, e);
+	if (ret) {
+		assert_null(v);
+		assert_int_equal(ret, e->code);
+		return NULL;
+	}
+	assert_int_equal(used, n);
+	return v;
+}
+
+static tpc_value *load_ok(const void *p, size_t n, const tpc_pickle_opts *o)
+{
+	tpc_err e;
+	tpc_value *v = load_opts(p, n, o, &e);
+	if (!v) {
+		char buf[2048];
+		tpc_err_format(&e, buf, sizeof(buf));
+		fail_msg("load failed: %s", buf);
+	}
+	return v;
+}
+
+/* The pickle must be refused as bad input, at `offset` (-1: any), with a
+ * message containing `msg`. */
+static void expect_bad_opts(const void *p, size_t n, const tpc_pickle_opts *o, const char *msg,
+			    int64_t offset)
+{
+	tpc_err e;
+	tpc_value *v = load_opts(p, n, o, &e);
+	if (v)
+		fail_msg("accepted a bad pickle (expected '%s')", msg);
+	assert_int_equal(e.code, TPC_EINPUT);
+	if (!strstr(e.msg, msg))
+		fail_msg("message '%s' lacks '%s'", e.msg, msg);
+	if (offset >= 0 && e.offset != offset)
+		fail_msg("'%s' at offset %lld, expected %lld", e.msg, (long long)e.offset,
+			 (long long)offset);
+}
+
+static void expect_bad(const char *p, size_t n, const char *msg, int64_t offset)
+{
+	expect_bad_opts(p, n, NULL, msg, offset);
+}
+
+/* A pickle written as a C string literal (the terminating NUL excluded). */
+#define BAD(lit, msg, off) expect_bad(lit, sizeof(lit) - 1, msg, off)
+
+static tpc_value *ok_lit(const char *p, size_t n)
+{
+	return load_ok(p, n, NULL);
+}
+#define OK(lit) ok_lit(lit, sizeof(lit) - 1)
+
+/* Persistent ids become STORAGE nodes holding the pid. */
+static int storage_persid(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *e)
+{
+	(void)ctx;
+	tpc_value *s = tpc_value_new(TPC_V_STORAGE);
+	if (!s || tpc_value_append(s, tpc_value_ref(pid))) {
+		tpc_value_unref(s);
+		return tpc_err_nomem(e);
+	}
+	*out = s;
+	return 0;
+}
+
+static tpc_pickle_opts permissive(void)
+{
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.policy = TPC_PICKLE_ALLOW_ALL;
+	o.persistent_load = storage_persid;
+	return o;
+}
+
+/* Write a tree as PROTO 2 .. STOP; the caller releases the buffer. */
+static void write_tree(const tpc_value *v, tpc_buf *b, bool share)
+{
+	tpc_pickle_writer w;
+	tpc_err e;
+	tpc_err_init(&e);
+	tpc_buf_init(b);
+	tpc_pickle_writer_init(&w, b);
+	w.share_strings = share;
+	if (tpc_pickle_write(&w, v, &e))
+		fail_msg("write failed: %s", e.msg);
+	tpc_pickle_writer_release(&w);
+}
+
+/* read -> write must give the original bytes back. */
+static void assert_rewrites_identically(const uint8_t *p, size_t n)
+{
+	tpc_pickle_opts o = permissive();
+	tpc_value *v = load_ok(p, n, &o);
+	tpc_buf b;
+	write_tree(v, &b, false);
+	if (b.len != n || memcmp(b.p, p, n)) {
+		size_t i = 0;
+		while (i < b.len && i < n && (uint8_t)b.p[i] == p[i])
+			i++;
+		fail_msg("rewritten pickle differs at byte %zu (%zu vs %zu bytes)", i, b.len, n);
+	}
+	tpc_buf_release(&b);
+	tpc_value_unref(v);
+}
+
+static tpc_value *S(const char *s)
+{
+	return tpc_value_str(s, strlen(s));
+}
+
+static tpc_value *tuple2(tpc_value *a, tpc_value *b)
+{
+	tpc_value *t = tpc_value_new(TPC_V_TUPLE);
+	tpc_value_append(t, a);
+	tpc_value_append(t, b);
+	return t;
+}
+
+static void sha_hex(const void *p, size_t n, char out[65])
+{
+	tpc_sha256 s;
+	uint8_t d[32];
+	tpc_sha256_init(&s);
+	tpc_sha256_update(&s, p, n);
+	tpc_sha256_final(&s, d);
+	tpc_hex(d, 32, out);
+}
+
+/* ---- hardening: one bad pickle per rule ---- */
+
+static void test_bad_type_confusion(void **state)
+{
+	(void)state;
+	BAD("\x80\x02]K\x01K\x02s.", "SETITEM: needs a dict below it, found a list", 7);
+	BAD("\x80\x02}K\x01" "a.", "APPEND: needs a list below it, found a dict", 5);
+	BAD("\x80\x02)(K\x01" "e.", "APPENDS: needs a list below it, found a tuple", 6);
+	BAD("\x80\x02](K\x01K\x02u.", "SETITEMS: needs a dict below it, found a list", 8);
+	BAD("\x80\x02](K\x01\x90.", "ADDITEMS: needs a set below it, found a list", 6);
+	BAD("\x80\x02}]K\x01s.", "dict key is an unhashable list", 6);
+	BAD("\x80\x02}(K\x01u.", "odd number of items", 6);
+	BAD("\x80\x02]}K\x01K\x01sb.", "cannot set state on a list", 9);
+	BAD("\x80\x02" "cx\ny\n)R}b}b.", "object built twice", 12);
+	BAD("\x80\x02" "cx\ny\n]R.", "arguments are a list, not a tuple", 8);
+	BAD("\x80\x02" "cx\ny\n]\x81.", "NEWOBJ: expects a class, an argument tuple", 8);
+	BAD("\x80\x02K\x01K\x02\x93.", "module and name must be strings", 6);
+	BAD("\x80\x02K\x01Q.", "persistent id without a loader", 4);
+	/* BUILD with an empty state on a plain list is a no-op, as in Python */
+	tpc_value *v = OK("\x80\x02]}b.");
+	assert_int_equal(v->kind, TPC_V_LIST);
+	tpc_value_unref(v);
+	v = OK("\x80\x02]Nb.");
+	tpc_value_unref(v);
+}
+
+static void test_bad_memo(void **state)
+{
+	(void)state;
+	BAD("\x80\x02h\x05.", "memo slot 5 read before it was set", 2);
+	BAD("\x80\x02j\xff\xff\xff\xff.", "memo slot 4294967295 read before it was set", 2);
+	BAD("\x80\x02g7\n.", "memo slot 7 read before it was set", 2);
+	BAD("\x80\x02gx\n.", "malformed memo index", 2);
+	BAD("\x80\x02q\x00.", "stack underflow", 2);
+	/* a lone LONG_BINPUT 0xffffffff is over the index limit: refused, no 32 GiB memo */
+	BAD("\x80\x02Nr\xff\xff\xff\xff.", "memo index 4294967295 exceeds the limit", 3);
+	/* sparse indices under the limit cost one entry each */
+	tpc_value *v = OK("\x80\x02Nr\xff\xff\xff\x00\x30K\x07r\x00\x00\x00\x00\x30j\xff\xff\xff\x00.");
+	assert_int_equal(v->kind, TPC_V_NONE);
+	tpc_value_unref(v);
+	/* PUT over an existing slot replaces it; MEMOIZE numbers by entry count */
+	v = OK("\x80\x04K\x01\x94K\x02\x94\x30\x30K\x03q\x01\x30h\x01.");
+	assert_int_equal(v->ival, 3);
+	tpc_value_unref(v);
+	v = OK("\x80\x04K\x01\x94K\x02\x94\x30\x30h\x01.");
+	assert_int_equal(v->ival, 2);
+	tpc_value_unref(v);
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.max_memo = 10;
+	expect_bad_opts("\x80\x02Nq\x0a.", 6, &o, "memo index 10 exceeds the limit of 10", 3);
+}
+
+static void test_bad_stack(void **state)
+{
+	(void)state;
+	BAD("\x80\x02.", "STOP: stack underflow", 2);
+	BAD("\x80\x02\x30.", "POP: stack underflow", 2);
+	BAD("\x80\x02\x32.", "DUP: stack underflow", 2);
+	BAD("\x80\x02K\x01(a.", "APPEND: stack underflow", 5);
+	BAD("\x80\x02K\x01(\x85.", "TUPLE1: stack underflow", 5);
+	BAD("\x80\x02K\x01(K\x02\x86.", "TUPLE2: stack underflow", 7);
+	BAD("\x80\x02K\x01(.", "STOP: stack underflow", 5);
+	BAD("\x80\x02K\x01t.", "TUPLE: no MARK to close", 4);
+	BAD("\x80\x02]K\x01" "e.", "APPENDS: no MARK to close", 5);
+	BAD("\x80\x02(K\x01" "e.", "APPENDS: stack underflow", 5);
+	BAD("\x80\x02\x31.", "POP_MARK: no MARK to close", 2);
+	BAD("\x80\x02R.", "REDUCE: stack underflow", 2);
+	BAD("\x80\x02" "b.", "BUILD: stack underflow", 2);
+	/* POP at a MARK pops the mark, as CPython does */
+	tpc_value *v = OK("\x80\x02K\x05(\x30.");
+	assert_int_equal(v->ival, 5);
+	tpc_value_unref(v);
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.max_stack = 3;
+	expect_bad_opts("\x80\x02NNNN", 6, &o, "stack deeper than 3 values", 5);
+	o.max_stack = 0;
+	o.max_objects = 3;
+	expect_bad_opts("\x80\x02NNNN", 6, &o, "creates more than 3 values", 5);
+}
+
+static void test_bad_lengths(void **state)
+{
+	(void)state;
+	BAD("\x80\x02\x8b\xff\xff\xff\x7f", "LONG4: integer of 2147483647 bytes exceeds the limit", 2);
+	BAD("\x80\x02\x8b\x00\x00\x00\x80", "LONG4: negative length", 2);
+	BAD("\x80\x02\x8b\xe8\x03\x00\x00" "abc", "truncated pickle: LONG4 needs 1000 bytes, 3 left", 2);
+	BAD("\x80\x02X\xff\xff\xff\xff", "BINUNICODE: object of 4294967295 bytes exceeds the limit", 2);
+	BAD("\x80\x02X\x10\x00\x00\x00" "abc", "truncated pickle: BINUNICODE needs 16 bytes, 3 left", 2);
+	BAD("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x80", "BINUNICODE8: object of 9223372036854775808", 2);
+	BAD("\x80\x04\x8e\x64\x00\x00\x00\x00\x00\x00\x00xyz", "BINBYTES8 needs 100 bytes, 3 left", 2);
+	BAD("\x80\x05\x96\xff\xff\xff\xff\xff\xff\xff\xff", "BYTEARRAY8: object of", 2);
+	BAD("\x80\x02T\xff\xff\xff\xff", "BINSTRING: negative length", 2);
+	BAD("\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xffN.", "FRAME of 18446744073709551615 bytes", 2);
+	BAD("\x80\x02\x8a\x09\x01", "LONG1 needs 9 bytes, 1 left", 2);
+	BAD("\x80\x02" "cos", "GLOBAL argument has no end of line", 2);
+	BAD("\x80\x02" "c\nx\n", "empty global name", 2);
+	BAD("\x80\x02Ifoo\n.", "malformed or out-of-range integer", 2);
+	BAD("\x80\x02I99999999999999999999\n.", "out-of-range integer", 2);
+	BAD("\x80\x02" "F1.5x\n.", "FLOAT: malformed number", 2);
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.max_str = 2;
+	expect_bad_opts("\x80\x02X\x03\x00\x00\x00" "abc.", 11, &o, "exceeds the limit of 2", 2);
+	/* a line longer than the cap is refused without scanning the whole input */
+	size_t n = (1u << 20) + 16;
+	char *p = malloc(n);
+	memset(p, 'a', n);
+	p[0] = (char)0x80;
+	p[1] = 2;
+	p[2] = 'c';
+	expect_bad(p, n, "text argument longer than", 2);
+	free(p);
+}
+
+static void test_bad_opcodes(void **state)
+{
+	(void)state;
+	BAD("\x80\x02\xff", "unknown pickle opcode 0xff", 2);
+	BAD("N\x00", "unknown pickle opcode 0x00", 1);
+	BAD("\x80\x06N.", "unsupported pickle protocol 6", 0);
+	BAD("\x80\x02(i__main__\nX\n.", "unsupported pickle opcode INST (0x69)", 3);
+	BAD("\x80\x02S'x'\n.", "unsupported pickle opcode STRING (0x53)", 2);
+	BAD("\x80\x02\x82\x01.", "unsupported pickle opcode EXT1", 2);
+	BAD("\x80\x05\x97.", "unsupported pickle opcode NEXT_BUFFER", 2);
+	BAD("", "truncated pickle: data ends before STOP", 0);
+	BAD("\x80\x02N", "truncated pickle: data ends before STOP", 3);
+	/* the path and the base offset are in the error */
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.path = "model.pt";
+	o.base_offset = 0x1000;
+	tpc_err e;
+	assert_null(load_opts("\x80\x02\xfe", 3, &o, &e));
+	assert_string_equal(e.path, "model.pt");
+	assert_int_equal(e.offset, 0x1002);
+	char buf[512];
+	tpc_err_format(&e, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "'model.pt': unknown pickle opcode 0xfe (at byte offset 4098"));
+}
+
+/* 1e6 nested MARKs, a million TUPLE1s, and a deep list built through the memo. */
+static void test_bad_depth(void **state)
+{
+	(void)state;
+	size_t n = 1000000;
+	char *p = malloc(n + 4);
+	p[0] = (char)0x80;
+	p[1] = 2;
+	memset(p + 2, '(', n);
+	p[n + 2] = '.';
+	expect_bad(p, n + 3, "MARK: more than 65536 nested marks", 2 + 65536);
+	/* N then TUPLE1 x 1e6: constant stack, a million levels */
+	p[2] = 'N';
+	memset(p + 3, 0x85, n);
+	p[n + 3] = '.';
+	expect_bad(p, n + 4, "nests deeper than 10000 containers", (int64_t)n + 3);
+	/* with the limit raised it loads, and every walker copes without recursion */
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.max_depth = 2 * n;
+	tpc_value *v = load_ok(p, n + 4, &o);
+	char *j = tpc_value_to_json(v, NULL, NULL);
+	assert_non_null(j);
+	free(j);
+	tpc_buf b;
+	write_tree(v, &b, false);
+	tpc_value *back = load_ok(b.p, b.len, &o);
+	assert_true(tpc_value_equal(v, back));
+	tpc_buf_release(&b);
+	tpc_value_unref(back);
+	tpc_value_unref(v);
+	free(p);
+	/* x = []; repeat: x = [x]  through BINPUT/BINGET (constant stack) */
+	size_t reps = 20000;
+	p = malloc(5 + reps * 7 + 4);
+	size_t k = 0;
+	p[k++] = (char)0x80;
+	p[k++] = 2;
+	p[k++] = ']';
+	p[k++] = 'q';
+	p[k++] = 0;
+	for (size_t i = 0; i < reps; i++) {
+		memcpy(p + k, "0]h\x00" "aq\x00", 7);
+		k += 7;
+	}
+	p[k++] = '.';
+	expect_bad(p, k, "nests deeper than 10000 containers", (int64_t)k - 1);
+	free(p);
+}
+
+/* x = (x, x) forty times: 80 bytes that expand to 2^40 values. */
+static void test_bad_shared_blowup(void **state)
+{
+	(void)state;
+	char p[512];
+	size_t k = 0;
+	p[k++] = (char)0x80;
+	p[k++] = 2;
+	p[k++] = 'N';
+	for (int i = 0; i < 40; i++) {
+		p[k++] = 0x32; /* DUP */
+		p[k++] = (char)0x86;
+	}
+	p[k++] = '.';
+	expect_bad(p, k, "expands to more than 67108864 values through shared subtrees",
+		   (int64_t)k - 1);
+}
+
+static void test_bad_cycles(void **state)
+{
+	(void)state;
+	BAD("\x80\x02]q\x00h\x00" "a.", "APPEND: a list would contain itself", 7);
+	/* CPython's pickle of a = []; a.append([a]) */
+	expect_bad((const char *)PK_CYCLE_P2, sizeof(PK_CYCLE_P2), "APPEND: makes a reference cycle",
+		   11);
+	/* through a dict value and through a call's state */
+	BAD("\x80\x02}q\x00]q\x01h\x00" "a0K\x01h\x01s.", "SETITEM: makes a reference cycle", 16);
+	BAD("\x80\x02" "cm\nC\n)Rq\x00]q\x01h\x00" "ab.", "BUILD: makes a reference cycle", 17);
+	/* shared but acyclic is fine */
+	tpc_value *v = OK("\x80\x02]q\x00]h\x00" "ah\x00\x86.");
+	assert_int_equal(v->kind, TPC_V_TUPLE);
+	assert_ptr_equal(v->items[0]->items[0], v->items[1]);
+	tpc_value_unref(v);
+}
+
+static void expect_every_prefix_fails(const uint8_t *p, size_t n)
+{
+	tpc_pickle_opts o = permissive();
+	for (size_t cut = 0; cut < n; cut++) {
+		tpc_err e;
+		tpc_value *v = load_opts(p, cut, &o, &e);
+		if (v)
+			fail_msg("prefix of %zu/%zu bytes accepted", cut, n);
+		assert_int_equal(e.code, TPC_EINPUT);
+		assert_true(e.msg[0] != '\0');
+		assert_true(e.offset >= 0 && (size_t)e.offset <= cut);
+	}
+}
+
+static void test_truncation_everywhere(void **state)
+{
+	(void)state;
+	expect_every_prefix_fails(PK_SIMPLE_P2, sizeof(PK_SIMPLE_P2));
+	expect_every_prefix_fails(PK_MIXED_P4, sizeof(PK_MIXED_P4));
+	expect_every_prefix_fails(PK_MIXED_P5, sizeof(PK_MIXED_P5));
+	expect_every_prefix_fails(PK_STATE_DICT, sizeof(PK_STATE_DICT));
+	expect_every_prefix_fails(PK_INTS_P2, sizeof(PK_INTS_P2));
+	expect_every_prefix_fails(PK_SUBCLASS_P2, sizeof(PK_SUBCLASS_P2));
+}
+
+static unsigned test_seed(const char *name)
+{
+	unsigned seed = (unsigned)time(NULL);
+	const char *env = getenv("TPC_TEST_SEED");
+	if (env)
+		seed = (unsigned)strtoul(env, NULL, 10);
+	printf("# %s seed %u (set TPC_TEST_SEED to replay)\n", name, seed);
+	srand(seed);
+	return seed;
+}
+
+/* Random byte flips, inserts and cuts: a clean result or a clean error. */
+static void test_mutations(void **state)
+{
+	(void)state;
+	test_seed("test_mutations");
+	const struct {
+		const uint8_t *p;
+		size_t n;
+	} fx[] = {
+		{PK_SIMPLE_P2, sizeof(PK_SIMPLE_P2)}, {PK_MIXED_P4, sizeof(PK_MIXED_P4)},
+		{PK_STATE_DICT, sizeof(PK_STATE_DICT)}, {PK_NAMESPACE_P2, sizeof(PK_NAMESPACE_P2)},
+		{PK_SUBCLASS_P2, sizeof(PK_SUBCLASS_P2)}, {PK_MIXED_P5, sizeof(PK_MIXED_P5)},
+	};
+	tpc_pickle_opts o = permissive();
+	uint8_t buf[1024];
+	for (int round = 0; round < 3000; round++) {
+		size_t f = (size_t)rand() % LEN(fx), n = fx[f].n;
+		memcpy(buf, fx[f].p, n);
+		int edits = 1 + rand() % 4;
+		for (int k = 0; k < edits; k++) {
+			size_t at = (size_t)rand() % n;
+			switch (rand() % 4) {
+			case 0:
+				buf[at] = (uint8_t)rand();
+				break;
+			case 1:
+				buf[at] ^= (uint8_t)(1u << (rand() % 8));
+				break;
+			case 2:
+				n = at + 1; /* cut */
+				break;
+			default:
+				if (n + 1 < sizeof(buf)) {
+					memmove(buf + at + 1, buf + at, n - at);
+					buf[at] = (uint8_t)rand();
+					n++;
+				}
+				break;
+			}
+		}
+		tpc_err e;
+		tpc_value *v = NULL;
+		uint64_t used = 0;
+		tpc_err_init(&e);
+		int ret = tpc_pickle_load_from_buffer(buf, n, &o, &v, &used, &e);
+		if (ret) {
+			assert_int_equal(ret, TPC_EINPUT);
+			assert_null(v);
+			assert_true(e.msg[0] != '\0');
+			continue;
+		}
+		assert_true(used <= n);
+		/* anything accepted must also write and read back */
+		tpc_buf b;
+		write_tree(v, &b, false);
+		tpc_value *back = load_ok(b.p, b.len, &o);
+		tpc_buf_release(&b);
+		tpc_value_unref(back);
+		tpc_value_unref(v);
+	}
+}
+
+/* ---- dangerous globals: never run, classified, refused by default ---- */
+
+static void test_dangerous_globals(void **state)
+{
+	(void)state;
+	unlink(MARKER);
+	expect_bad((const char *)PK_OS_SYSTEM_P2, sizeof(PK_OS_SYSTEM_P2),
+		   "refusing global 'posix.system'", 2);
+	expect_bad((const char *)PK_EVAL_P2, sizeof(PK_EVAL_P2), "refusing global 'builtins.eval'", 2);
+	expect_bad((const char *)PK_POPEN_P4, sizeof(PK_POPEN_P4),
+		   "refusing global 'subprocess.Popen'", -1);
+	BAD("\x80\x02" "cnt\nsystem\n.", "refusing global 'nt.system'", 2);
+	BAD("\x80\x02" "cos\nsystem\n.", "refusing global 'os.system'", 2);
+
+	/* allowed through: data only, with the classification recorded */
+	tpc_pickle_globals g = {0};
+	tpc_pickle_opts o = permissive();
+	o.globals = &g;
+	tpc_value *v = load_ok(PK_OS_SYSTEM_P2, sizeof(PK_OS_SYSTEM_P2), &o);
+	assert_int_equal(v->kind, TPC_V_CALL);
+	assert_string_equal(v->items[0]->str, "posix.system");
+	assert_string_equal(v->items[1]->items[0]->str, "touch " MARKER);
+	tpc_value_unref(v);
+	tpc_value_unref(load_ok(PK_EVAL_P2, sizeof(PK_EVAL_P2), &o));
+	tpc_value_unref(load_ok(PK_POPEN_P4, sizeof(PK_POPEN_P4), &o));
+	tpc_value_unref(load_ok(PK_OS_SYSTEM_P2, sizeof(PK_OS_SYSTEM_P2), &o));
+	assert_int_equal(g.n, 3);
+	assert_string_equal(g.v[0].module, "posix");
+	assert_string_equal(g.v[0].name, "system");
+	assert_int_equal(g.v[0].count, 2);
+	assert_int_equal(g.v[0].cls, TPC_PICKLE_DANGEROUS);
+	assert_string_equal(g.v[1].module, "builtins"); /* __builtin__ mapped */
+	assert_string_equal(g.v[1].name, "eval");
+	assert_int_equal(g.v[1].cls, TPC_PICKLE_DANGEROUS);
+	assert_string_equal(g.v[2].module, "subprocess");
+	assert_int_equal(g.v[2].cls, TPC_PICKLE_DANGEROUS);
+	tpc_pickle_globals_release(&g);
+	o.globals = NULL;
+	/* and nothing ran */
+	assert_int_equal(access(MARKER, F_OK), -1);
+
+	/* the strict policy takes torch's allow-list only */
+	o.policy = TPC_PICKLE_REFUSE_UNKNOWN;
+	expect_bad_opts(PK_NAMESPACE_P2, sizeof(PK_NAMESPACE_P2), &o,
+			"global 'argparse.Namespace' is not on the allow-list", 2);
+	tpc_value_unref(load_ok(PK_STATE_DICT, sizeof(PK_STATE_DICT), &o));
+	tpc_value_unref(load_ok(PK_SIMPLE_P2, sizeof(PK_SIMPLE_P2), &o));
+}
+
+static void test_global_classes(void **state)
+{
+	(void)state;
+	static const char *const safe[][2] = {
+		{"collections", "OrderedDict"}, {"torch._utils", "_rebuild_tensor_v2"},
+		{"torch._utils", "_rebuild_parameter"}, {"torch", "FloatStorage"},
+		{"torch", "BFloat16Storage"}, {"torch.storage", "UntypedStorage"},
+		{"torch", "bfloat16"}, {"torch", "float8_e4m3fn"}, {"torch", "Size"},
+		{"torch", "per_channel_affine"}, {"torch.nn.parameter", "Parameter"},
+		{"_codecs", "encode"}, {"__builtin__", "set"}, {"torch._tensor", "_rebuild_from_type_v2"},
+		{"torch", "FloatTensor"},
+	};
+	static const char *const dangerous[][2] = {
+		{"os", "system"}, {"posix", "system"}, {"nt", "system"}, {"os.path", "join"},
+		{"subprocess", "Popen"}, {"subprocess", "check_output"}, {"sys", "exit"},
+		{"builtins", "eval"}, {"builtins", "exec"}, {"builtins", "compile"},
+		{"builtins", "open"}, {"builtins", "getattr"}, {"builtins", "__import__"},
+		{"__builtin__", "apply"}, {"__builtin__", "eval"}, {"runpy", "_run_code"},
+		{"socket", "create_connection"}, {"shutil", "rmtree"}, {"pty", "spawn"},
+		{"commands", "getoutput"}, {"webbrowser", "open"}, {"importlib", "import_module"},
+		{"pickle", "loads"}, {"_pickle", "loads"}, {"marshal", "loads"}, {"ctypes", "CDLL"},
+		{"code", "InteractiveInterpreter"}, {"pdb", "run"}, {"torch", "load"},
+		{"torch.hub", "load"}, {"torch.serialization", "load"}, {"operator", "attrgetter"},
+		{"functools", "partial"}, {"asyncio", "subprocess"},
+	};
+	static const char *const unknown[][2] = {
+		{"argparse", "Namespace"}, {"numpy.core.multiarray", "scalar"}, {"builtins", "len"},
+		{"torch", "nonexistent"}, {"collections", "defaultdict"}, {"copyreg", "__newobj__"},
+		{"osx", "thing"}, {"torch", "FloatStorageX"},
+	};
+	for (size_t i = 0; i < LEN(safe); i++)
+		if (tpc_pickle_global_class(safe[i][0], safe[i][1]) != TPC_PICKLE_SAFE)
+			fail_msg("%s.%s should be safe", safe[i][0], safe[i][1]);
+	for (size_t i = 0; i < LEN(dangerous); i++)
+		if (tpc_pickle_global_class(dangerous[i][0], dangerous[i][1]) != TPC_PICKLE_DANGEROUS)
+			fail_msg("%s.%s should be dangerous", dangerous[i][0], dangerous[i][1]);
+	for (size_t i = 0; i < LEN(unknown); i++)
+		if (tpc_pickle_global_class(unknown[i][0], unknown[i][1]) != TPC_PICKLE_UNKNOWN)
+			fail_msg("%s.%s should be unknown", unknown[i][0], unknown[i][1]);
+	assert_string_equal(tpc_pickle_gclass_name(TPC_PICKLE_DANGEROUS), "dangerous");
+	const char *m = "copy_reg", *n = "_reconstructor";
+	tpc_pickle_map_name(&m, &n);
+	assert_string_equal(m, "copyreg");
+	m = "__builtin__";
+	n = "unicode";
+	tpc_pickle_map_name(&m, &n);
+	assert_string_equal(m, "builtins");
+	assert_string_equal(n, "str");
+}
+
+/* ---- real pickles ---- */
+
+static void test_cpython_simple(void **state)
+{
+	(void)state;
+	tpc_value *v = load_ok(PK_SIMPLE_P2, sizeof(PK_SIMPLE_P2), NULL);
+	assert_int_equal(v->kind, TPC_V_DICT);
+	assert_int_equal(v->n, 7);
+	assert_int_equal(tpc_value_get(v, "a")->ival, 1);
+	tpc_value *b = tpc_value_get(v, "b");
+	assert_int_equal(b->kind, TPC_V_LIST);
+	assert_true(b->items[1]->fval == 2.5);
+	assert_string_equal(b->items[2]->str, "x");
+	assert_int_equal(tpc_value_get(v, "c")->kind, TPC_V_TUPLE);
+	assert_int_equal(tpc_value_get(v, "d")->kind, TPC_V_NONE);
+	assert_int_equal(tpc_value_get(v, "e")->kind, TPC_V_BOOL);
+	tpc_value *f = tpc_value_get(v, "f");
+	assert_int_equal(f->kind, TPC_V_BYTES); /* _codecs.encode('\x00\xff', 'latin1') */
+	assert_int_equal(f->len, 2);
+	assert_memory_equal(f->str, "\x00\xff", 2);
+	tpc_value *g = tpc_value_get(v, "g");
+	assert_int_equal(g->kind, TPC_V_SET);
+	assert_int_equal(g->n, 2);
+	tpc_value_unref(v);
+	assert_rewrites_identically(PK_SIMPLE_P2, sizeof(PK_SIMPLE_P2));
+
+	/* the same tree built by hand writes CPython's bytes */
+	tpc_value *d = tpc_value_new(TPC_V_DICT);
+	tpc_value_set(d, S("a"), tpc_value_int(1));
+	tpc_value *l = tpc_value_new(TPC_V_LIST);
+	tpc_value_append(l, tpc_value_int(1));
+	tpc_value_append(l, tpc_value_float(2.5));
+	tpc_value_append(l, S("x"));
+	tpc_value_set(d, S("b"), l);
+	tpc_value_set(d, S("c"), tuple2(tpc_value_int(1), tpc_value_int(2)));
+	tpc_value_set(d, S("d"), tpc_value_new(TPC_V_NONE));
+	tpc_value_set(d, S("e"), tpc_value_bool(1));
+	tpc_value_set(d, S("f"), tpc_value_bytes("\x00\xff", 2));
+	tpc_value *s = tpc_value_new(TPC_V_SET);
+	tpc_value_append(s, tpc_value_int(1));
+	tpc_value_append(s, tpc_value_int(2));
+	tpc_value_set(d, S("g"), s);
+	tpc_buf out;
+	write_tree(d, &out, false);
+	assert_int_equal(out.len, sizeof(PK_SIMPLE_P2));
+	assert_memory_equal(out.p, PK_SIMPLE_P2, sizeof(PK_SIMPLE_P2));
+	tpc_buf_release(&out);
+	tpc_value_unref(d);
+}
+
+static void test_cpython_protocols_4_5(void **state)
+{
+	(void)state;
+	tpc_value *v4 = load_ok(PK_MIXED_P4, sizeof(PK_MIXED_P4), NULL);
+	tpc_value *v5 = load_ok(PK_MIXED_P5, sizeof(PK_MIXED_P5), NULL);
+	assert_true(tpc_value_equal(v4, v5));
+	assert_string_equal(tpc_value_get(v4, "s")->str, "h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac");
+	tpc_value *b = tpc_value_get(v4, "b"), *ba = tpc_value_get(v5, "ba");
+	assert_int_equal(b->kind, TPC_V_BYTES);
+	assert_memory_equal(b->str, "raw\0", 4);
+	assert_int_equal(ba->kind, TPC_V_BYTES); /* BYTEARRAY8 in protocol 5, REDUCE in 4 */
+	assert_string_equal(ba->str, "ba");
+	assert_int_equal(tpc_value_get(v4, "set")->kind, TPC_V_SET);
+	assert_int_equal(tpc_value_get(v4, "fs")->kind, TPC_V_SET);
+	tpc_value *big = tpc_value_get(v4, "big");
+	assert_int_equal(big->kind, TPC_V_BIGINT); /* 2**70 */
+	assert_int_equal(big->len, 9);
+	assert_int_equal((uint8_t)big->str[8], 0x40);
+	assert_int_equal(tpc_value_get(v4, "neg")->ival, -5);
+	assert_int_equal(tpc_value_get(v4, "t")->n, 4);
+	tpc_value *l = tpc_value_get(v4, "l");
+	assert_ptr_equal(l->items[0], l->items[2]); /* one interned 'x', memoized */
+	tpc_value *ns = tpc_value_get(v4, "ns");
+	assert_int_equal(ns->kind, TPC_V_CALL);
+	assert_string_equal(ns->items[0]->str, "copyreg.__newobj__");
+	assert_string_equal(ns->items[1]->items[0]->str, "argparse.Namespace");
+	assert_true(tpc_value_get(ns->items[2], "lr")->fval == 0.5);
+	tpc_value *od = tpc_value_get(v4, "od");
+	assert_int_equal(od->kind, TPC_V_DICT);
+	assert_string_equal(tpc_value_origin(od)->items[0]->str, "collections.OrderedDict");
+	/* written as protocol 2 and read back: the same tree */
+	tpc_buf out;
+	write_tree(v4, &out, false);
+	tpc_value *back = load_ok(out.p, out.len, NULL);
+	assert_true(tpc_value_equal(v4, back));
+	tpc_buf_release(&out);
+	tpc_value_unref(back);
+	tpc_value_unref(v4);
+	tpc_value_unref(v5);
+}
+
+static void test_cpython_numbers(void **state)
+{
+	(void)state;
+	static const int64_t ints[] = {0, 255, 256, 65535, 65536, INT32_MAX, (int64_t)INT32_MAX + 1,
+				       -1, INT32_MIN, (int64_t)INT32_MIN - 1, INT64_MAX, INT64_MIN};
+	tpc_value *v = load_ok(PK_INTS_P2, sizeof(PK_INTS_P2), NULL);
+	assert_int_equal(v->n, LEN(ints) + 1);
+	for (size_t i = 0; i < LEN(ints); i++) {
+		assert_int_equal(v->items[i]->kind, TPC_V_INT);
+		assert_int_equal(v->items[i]->ival, ints[i]);
+	}
+	assert_int_equal(v->items[LEN(ints)]->kind, TPC_V_BIGINT); /* 2**64 */
+	tpc_value_unref(v);
+	assert_rewrites_identically(PK_INTS_P2, sizeof(PK_INTS_P2));
+
+	v = load_ok(PK_FLOATS_P2, sizeof(PK_FLOATS_P2), NULL);
+	assert_true(v->items[0]->fval == 0.0 && !signbit(v->items[0]->fval));
+	assert_true(v->items[1]->fval == 0.0 && signbit(v->items[1]->fval));
+	assert_true(isinf(v->items[2]->fval) && v->items[2]->fval > 0);
+	assert_true(isinf(v->items[3]->fval) && v->items[3]->fval < 0);
+	assert_true(isnan(v->items[4]->fval));
+	assert_true(v->items[5]->fval == 1.5e-300);
+	tpc_value_unref(v);
+	assert_rewrites_identically(PK_FLOATS_P2, sizeof(PK_FLOATS_P2));
+
+	/* protocol 0/1 text forms */
+	v = OK("I01\nI00\nL7L\n\x87.");
+	assert_int_equal(v->items[0]->kind, TPC_V_BOOL);
+	assert_int_equal(v->items[0]->ival, 1);
+	assert_int_equal(v->items[1]->ival, 0);
+	assert_int_equal(v->items[2]->kind, TPC_V_INT);
+	assert_int_equal(v->items[2]->ival, 7);
+	tpc_value_unref(v);
+	v = OK("(I-42\nL123L\nF2.5\nl.");
+	assert_int_equal(v->kind, TPC_V_LIST);
+	assert_int_equal(v->items[0]->ival, -42);
+	assert_int_equal(v->items[1]->ival, 123);
+	assert_true(v->items[2]->fval == 2.5);
+	tpc_value_unref(v);
+	v = OK("(K\x01K\x02" "d.");
+	assert_int_equal(v->kind, TPC_V_DICT);
+	tpc_value_unref(v);
+	/* LONG1 with redundant sign bytes still fits: INT */
+	v = OK("\x80\x02\x8a\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff.");
+	assert_int_equal(v->kind, TPC_V_INT);
+	assert_int_equal(v->ival, -1);
+	tpc_value_unref(v);
+	v = OK("\x80\x02\x8a\x00.");
+	assert_int_equal(v->ival, 0);
+	tpc_value_unref(v);
+	/* BININT2 is unsigned */
+	v = OK("\x80\x02M\xff\xff.");
+	assert_int_equal(v->ival, 65535);
+	tpc_value_unref(v);
+}
+
+static void test_objects_and_subclasses(void **state)
+{
+	(void)state;
+	assert_rewrites_identically(PK_NAMESPACE_P2, sizeof(PK_NAMESPACE_P2));
+	assert_rewrites_identically(PK_SUBCLASS_P2, sizeof(PK_SUBCLASS_P2));
+	tpc_value *v = load_ok(PK_SUBCLASS_P2, sizeof(PK_SUBCLASS_P2), NULL);
+	tpc_value *d = v->items[0], *l = v->items[1];
+	assert_int_equal(d->kind, TPC_V_DICT); /* NEWOBJ then SETITEM: a dict subclass */
+	assert_int_equal(tpc_value_get(d, "a")->ival, 1);
+	assert_string_equal(tpc_value_origin(d)->items[1]->items[0]->str, "tpcmod.MyDict");
+	assert_int_equal(l->kind, TPC_V_LIST);
+	assert_int_equal(l->n, 2);
+	assert_string_equal(tpc_value_origin(l)->items[1]->items[0]->str, "tpcmod.MyList");
+	tpc_value_unref(v);
+	/* the built-in data constructors */
+	v = OK("\x80\x02" "c__builtin__\nbytearray\nX\x02\x00\x00\x00\xc3\xa9X\x07\x00\x00\x00latin-1\x86R.");
+	assert_int_equal(v->kind, TPC_V_BYTES);
+	assert_memory_equal(v->str, "\xe9", 1);
+	tpc_value_unref(v);
+	v = OK("\x80\x02" "ccollections\nCounter\n}X\x01\x00\x00\x00" "aK\x02s\x85R.");
+	assert_int_equal(v->kind, TPC_V_DICT);
+	assert_int_equal(tpc_value_get(v, "a")->ival, 2);
+	tpc_value_unref(v);
+	v = OK("\x80\x02" "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R.");
+	assert_int_equal(v->kind, TPC_V_DICT);
+	assert_string_equal(tpc_value_origin(v)->items[1]->items[0]->str, "builtins.list");
+	tpc_value_unref(v);
+	BAD("\x80\x02" "c_codecs\nencode\nX\x03\x00\x00\x00\xe6\x97\xa5X\x06\x00\x00\x00latin1\x86R.",
+	    "the string is not latin-1", 38);
+	/* unknown encodings stay a call */
+	v = OK("\x80\x02" "c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x03\x00\x00\x00hex\x86R.");
+	assert_int_equal(v->kind, TPC_V_CALL);
+	tpc_value_unref(v);
+}
+
+/* A stand-in for the torch reader and writer: _rebuild_tensor_v2 calls become
+ * TENSOR leaves, and the tensor writer emits them again with the low-level
+ * API. The result must be torch's own data.pkl, byte for byte. */
+typedef struct fake_torch {
+	tpc_value *args[8]; /* the args tuple of each tensor */
+	int n;
+	int builds;
+} fake_torch;
+
+static int ft_reduce(void *ctx, tpc_value *callable, tpc_value *args, tpc_value **out, tpc_err *e)
+{
+	fake_torch *t = ctx;
+	if (callable->kind != TPC_V_GLOBAL || strcmp(callable->str, "torch._utils._rebuild_tensor_v2"))
+		return 1;
+	if (t->n >= 8 || args->n != 6 || args->items[0]->kind != TPC_V_STORAGE)
+		return tpc_err_set(e, TPC_EINPUT, "bad tensor");
+	t->args[t->n] = tpc_value_ref(args);
+	*out = tpc_value_tensor(t->n++);
+	return 0;
+}
+
+static int ft_build(void *ctx, tpc_value *obj, tpc_value *state, tpc_err *e)
+{
+	(void)obj;
+	(void)state;
+	(void)e;
+	((fake_torch *)ctx)->builds++;
+	return 1; /* let the VM keep the state */
+}
+
+static int ft_tensor(void *ctx, tpc_pickle_writer *w, const tpc_value *tensor, tpc_err *e)
+{
+	fake_torch *t = ctx;
+	const tpc_value *a = t->args[tensor->ival];
+	tpc_pickle_emit_global(w, "torch._utils", "_rebuild_tensor_v2");
+	tpc_pickle_emit_op(w, TPC_PK_MARK);
+	for (size_t i = 0; i < a->n; i++) {
+		int ret = tpc_pickle_write_value(w, a->items[i], e);
+		if (ret)
+			return ret;
+	}
+	tpc_pickle_emit_op(w, TPC_PK_TUPLE);
+	tpc_pickle_emit_put(w);
+	tpc_pickle_emit_op(w, TPC_PK_REDUCE);
+	return 0;
+}
+
+static void test_torch_state_dict(void **state)
+{
+	(void)state;
+	fake_torch t = {0};
+	tpc_pickle_opts o;
+	tpc_pickle_globals g = {0};
+	tpc_pickle_opts_init(&o);
+	o.policy = TPC_PICKLE_REFUSE_UNKNOWN;
+	o.ctx = &t;
+	o.reduce = ft_reduce;
+	o.build = ft_build;
+	o.persistent_load = storage_persid;
+	o.globals = &g;
+	tpc_value *sd = load_ok(PK_STATE_DICT, sizeof(PK_STATE_DICT), &o);
+	assert_int_equal(t.n, 2);
+	assert_int_equal(t.builds, 1);
+	assert_int_equal(sd->kind, TPC_V_DICT);
+	assert_int_equal(sd->n, 2);
+	assert_string_equal(sd->keys[0]->str, "weight");
+	assert_int_equal(sd->items[0]->kind, TPC_V_TENSOR);
+	assert_int_equal(sd->items[1]->ival, 1);
+	/* the OrderedDict with its _metadata attribute */
+	tpc_value *origin = tpc_value_origin(sd);
+	assert_string_equal(origin->items[0]->str, "collections.OrderedDict");
+	assert_int_equal(origin->n, 3);
+	tpc_value *meta = tpc_value_get(origin->items[2], "_metadata");
+	assert_int_equal(tpc_value_get(tpc_value_get(meta, ""), "version")->ival, 1);
+	/* pid ('storage', torch.FloatStorage, '0', 'cpu', 2), strings shared by the memo */
+	tpc_value *pid = t.args[0]->items[0]->items[0], *pid1 = t.args[1]->items[0]->items[0];
+	assert_string_equal(pid->items[1]->str, "torch.FloatStorage");
+	assert_int_equal(pid->items[4]->ival, 2);
+	assert_ptr_equal(pid->items[0], pid1->items[0]);
+	assert_int_equal(g.n, 3);
+	for (size_t i = 0; i < g.n; i++)
+		assert_int_equal(g.v[i].cls, TPC_PICKLE_SAFE);
+	tpc_pickle_globals_release(&g);
+
+	tpc_buf out;
+	tpc_pickle_writer w;
+	tpc_err e;
+	tpc_err_init(&e);
+	tpc_buf_init(&out);
+	tpc_pickle_writer_init(&w, &out);
+	w.tensor = ft_tensor;
+	w.ctx = &t;
+	assert_int_equal(tpc_pickle_write(&w, sd, &e), 0);
+	assert_int_equal(out.len, sizeof(PK_STATE_DICT));
+	assert_memory_equal(out.p, PK_STATE_DICT, sizeof(PK_STATE_DICT));
+	/* a tensor leaf without a tensor writer is an error, not a crash */
+	tpc_pickle_writer_release(&w);
+	tpc_buf_reset(&out);
+	tpc_pickle_writer_init(&w, &out);
+	assert_int_equal(tpc_pickle_write(&w, sd, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no tensor writer"));
+	tpc_pickle_writer_release(&w);
+	tpc_buf_release(&out);
+	for (int i = 0; i < t.n; i++)
+		tpc_value_unref(t.args[i]);
+	tpc_value_unref(sd);
+}
+
+/* Legacy torch files: several pickles back to back, offsets absolute. */
+static void test_consecutive_pickles(void **state)
+{
+	(void)state;
+	size_t n1 = sizeof(PK_INTS_P2), n2 = sizeof(PK_SIMPLE_P2);
+	uint8_t *p = malloc(n1 + n2 + 3);
+	memcpy(p, PK_INTS_P2, n1);
+	memcpy(p + n1, PK_SIMPLE_P2, n2);
+	memcpy(p + n1 + n2, "\x80\x02\xee", 3);
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	tpc_value *v = NULL;
+	uint64_t used = 0, pos = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_pickle_load_from_buffer(p, n1 + n2 + 3, &o, &v, &used, &e), 0);
+	assert_int_equal(used, n1);
+	assert_int_equal(v->kind, TPC_V_LIST);
+	tpc_value_unref(v);
+	pos += used;
+	o.base_offset = pos;
+	assert_int_equal(tpc_pickle_load_from_buffer(p + pos, n1 + n2 + 3 - pos, &o, &v, &used, &e), 0);
+	assert_int_equal(used, n2);
+	tpc_value_unref(v);
+	pos += used;
+	o.base_offset = pos;
+	assert_int_equal(tpc_pickle_load_from_buffer(p + pos, 3, &o, &v, &used, &e), TPC_EINPUT);
+	assert_int_equal(e.offset, (int64_t)(n1 + n2 + 2));
+	assert_null(v);
+	free(p);
+}
+
+static int fail_reduce(void *ctx, tpc_value *c, tpc_value *a, tpc_value **out, tpc_err *e)
+{
+	(void)ctx;
+	(void)c;
+	(void)a;
+	(void)out;
+	return tpc_err_set(e, TPC_EINPUT, "custom reduce failure");
+}
+
+static int fail_persid(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *e)
+{
+	(void)ctx;
+	(void)pid;
+	(void)out;
+	(void)e;
+	return -7; /* no message: the VM supplies one */
+}
+
+static void test_callback_errors(void **state)
+{
+	(void)state;
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.reduce = fail_reduce;
+	expect_bad_opts("\x80\x02" "cx\ny\n)R.", 11, &o, "custom reduce failure", -1);
+	o.reduce = NULL;
+	o.persistent_load = fail_persid;
+	expect_bad_opts("\x80\x02K\x01Q.", 6, &o, "the persistent id loader failed", 4);
+	o.persistent_load = storage_persid;
+	tpc_value *v = load_ok("\x80\x02P42\n.", 7, &o);
+	assert_int_equal(v->kind, TPC_V_STORAGE);
+	assert_string_equal(v->items[0]->str, "42");
+	tpc_value_unref(v);
+}
+
+/* ---- writer ---- */
+
+static void assert_sha(const tpc_value *v, const char *hex, size_t len)
+{
+	tpc_buf b;
+	char got[65];
+	write_tree(v, &b, false);
+	assert_int_equal(b.len, len);
+	sha_hex(b.p, b.len, got);
+	assert_string_equal(got, hex);
+	tpc_value *back = load_ok(b.p, b.len, NULL);
+	assert_true(tpc_value_equal(v, back));
+	tpc_value_unref(back);
+	tpc_buf_release(&b);
+}
+
+/* CPython's batching, including its empty MARK SETITEMS after 1000 items
+ * (sizes and SHA-256 of pickle.dumps(x, protocol=2) for {i: i for i in
+ * range(1000)}, list(range(1001)) and OrderedDict((i, i) for i in range(1001))). */
+static void test_writer_batches(void **state)
+{
+	(void)state;
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *l = tpc_value_new(TPC_V_LIST);
+	tpc_value *od = tpc_value_new(TPC_V_DICT), *oc = tpc_value_new(TPC_V_CALL);
+	for (int i = 0; i < 1000; i++)
+		tpc_value_set(d, tpc_value_int(i), tpc_value_int(i));
+	for (int i = 0; i < 1001; i++) {
+		tpc_value_append(l, tpc_value_int(i));
+		tpc_value_set(od, tpc_value_int(i), tpc_value_int(i));
+	}
+	tpc_value_append(oc, tpc_value_global("collections", "OrderedDict"));
+	tpc_value_append(oc, tpc_value_new(TPC_V_TUPLE));
+	tpc_value_set_origin(od, oc);
+	assert_sha(d, "eb316fcf8ef21e40a9527c2dbcc965f288ee00973c4bfe3d61452701b55ebd32", 5498);
+	assert_sha(l, "ce66e289147d5c0923016225d5d7c546d0f0061e438184a23c47db924e6cdbd5", 2757);
+	assert_sha(od, "eb8fcfc93fc6bba759389d4e4b614052eef0ca7f28edb06a2e6866643686e665", 5531);
+	tpc_value_unref(d);
+	tpc_value_unref(l);
+	tpc_value_unref(od);
+}
+
+/* Opcodes of a protocol-2 pickle we wrote: all inside torch's weights_only
+ * set (FORMATS.md §1.11). */
+static bool weights_only_opcodes(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t op = p[i++];
+		size_t arg;
+		switch (op) {
+		case TPC_PK_MARK: case TPC_PK_STOP: case TPC_PK_NONE: case TPC_PK_NEWTRUE:
+		case TPC_PK_NEWFALSE: case TPC_PK_EMPTY_TUPLE: case TPC_PK_EMPTY_LIST:
+		case TPC_PK_EMPTY_DICT: case TPC_PK_TUPLE: case TPC_PK_TUPLE1: case TPC_PK_TUPLE2:
+		case TPC_PK_TUPLE3: case TPC_PK_APPEND: case TPC_PK_APPENDS: case TPC_PK_SETITEM:
+		case TPC_PK_SETITEMS: case TPC_PK_REDUCE: case TPC_PK_BUILD: case TPC_PK_NEWOBJ:
+		case TPC_PK_BINPERSID:
+			arg = 0;
+			break;
+		case TPC_PK_PROTO: case TPC_PK_BININT1: case TPC_PK_BINGET: case TPC_PK_BINPUT:
+			arg = 1;
+			break;
+		case TPC_PK_BININT2:
+			arg = 2;
+			break;
+		case TPC_PK_BININT: case TPC_PK_LONG_BINGET: case TPC_PK_LONG_BINPUT:
+			arg = 4;
+			break;
+		case TPC_PK_BINFLOAT:
+			arg = 8;
+			break;
+		case TPC_PK_LONG1:
+			if (i >= n)
+				return false;
+			arg = 1 + (size_t)p[i];
+			break;
+		case TPC_PK_BINUNICODE:
+			if (i + 4 > n)
+				return false;
+			arg = 4 + (size_t)tpc_rd32le(p + i);
+			break;
+		case TPC_PK_GLOBAL: {
+			const uint8_t *a = memchr(p + i, '\n', n - i);
+			const uint8_t *b = a ? memchr(a + 1, '\n', n - (size_t)(a + 1 - p)) : NULL;
+			if (!b)
+				return false;
+			arg = (size_t)(b + 1 - (p + i));
+			break;
+		}
+		default:
+			return false;
+		}
+		if (arg > n - i)
+			return false;
+		i += arg;
+	}
+	return true;
+}
+
+/* A random tree that the writer and reader both represent exactly. At most
+ * about `budget` nodes, so that big containers (2100 items, to cross the
+ * 1000-item batches) cannot multiply. */
+static long budget;
+
+static tpc_value *random_tree(int depth, tpc_value **pool, size_t *npool)
+{
+	int k = rand() % (depth > 0 && budget > 0 ? 14 : 8);
+	tpc_value *v = NULL;
+	budget--;
+	if (*npool && rand() % 8 == 0)
+		return tpc_value_ref(pool[(size_t)rand() % *npool]); /* shared subtree */
+	switch (k) {
+	case 0:
+		v = tpc_value_new(TPC_V_NONE);
+		break;
+	case 1:
+		v = tpc_value_bool(rand() % 2);
+		break;
+	case 2: {
+		uint64_t u = ((uint64_t)rand() << 40) ^ ((uint64_t)rand() << 16) ^ (uint64_t)rand();
+		int64_t x = (int64_t)(u >> (rand() % 64));
+		v = tpc_value_int(rand() % 2 ? x : -x);
+		break;
+	}
+	case 3: {
+		uint64_t u = ((uint64_t)rand() << 42) ^ ((uint64_t)rand() << 21) ^ (uint64_t)rand();
+		double d;
+		memcpy(&d, &u, sizeof(d)); /* any bits, NaNs included */
+		v = tpc_value_float(d);
+		break;
+	}
+	case 4: {
+		char s[40];
+		size_t n = (size_t)rand() % sizeof(s);
+		for (size_t i = 0; i < n; i++)
+			s[i] = (char)rand();
+		v = rand() % 2 ? tpc_value_str(s, n) : tpc_value_bytes(s, n);
+		break;
+	}
+	case 5: {
+		uint8_t b[20];
+		size_t n = 9 + (size_t)rand() % 11;
+		for (size_t i = 0; i < n; i++)
+			b[i] = (uint8_t)rand();
+		b[n - 1] = (uint8_t)(rand() % 2 ? 0x40 : 0x80); /* not a redundant sign byte */
+		v = tpc_value_bytes(b, n);
+		v->kind = TPC_V_BIGINT;
+		break;
+	}
+	case 6:
+		v = tpc_value_global(rand() % 2 ? "pkg.mod" : "m", rand() % 2 ? "Name" : "Outer.Inner");
+		break;
+	case 7:
+		v = S(rand() % 2 ? "storage" : "cpu");
+		break;
+	case 8:
+	case 9:
+	case 10: {
+		static const tpc_vkind kinds[] = {TPC_V_LIST, TPC_V_TUPLE, TPC_V_SET};
+		v = tpc_value_new(kinds[k - 8]);
+		int n = rand() % (rand() % 10 == 0 ? 2100 : 6);
+		for (int i = 0; i < n; i++)
+			tpc_value_append(v, random_tree(depth - 1, pool, npool));
+		break;
+	}
+	case 11:
+	case 12: {
+		v = tpc_value_new(TPC_V_DICT);
+		int n = rand() % (rand() % 10 == 0 ? 2100 : 6);
+		for (int i = 0; i < n; i++) {
+			char key[32];
+			snprintf(key, sizeof(key), "k%d", i);
+			tpc_value *kv = rand() % 2 ? S(key) : tpc_value_int(i);
+			tpc_value_set(v, kv, random_tree(depth - 1, pool, npool));
+		}
+		if (n && k == 12) { /* an OrderedDict, maybe with a state */
+			tpc_value *c = tpc_value_new(TPC_V_CALL);
+			tpc_value_append(c, tpc_value_global("collections", "OrderedDict"));
+			tpc_value_append(c, tpc_value_new(TPC_V_TUPLE));
+			if (rand() % 2) {
+				tpc_value *st = tpc_value_new(TPC_V_DICT);
+				tpc_value_set(st, S("_metadata"), random_tree(depth - 1, pool, npool));
+				tpc_value_append(c, st);
+			}
+			tpc_value_set_origin(v, c);
+		}
+		break;
+	}
+	default: { /* an opaque call, maybe with a state */
+		v = tpc_value_new(TPC_V_CALL);
+		tpc_value_append(v, tpc_value_global("argparse", "Namespace"));
+		tpc_value *a = tpc_value_new(TPC_V_TUPLE);
+		int n = rand() % 5;
+		for (int i = 0; i < n; i++)
+			tpc_value_append(a, random_tree(depth - 1, pool, npool));
+		tpc_value_append(v, a);
+		if (rand() % 2)
+			tpc_value_append(v, random_tree(depth - 1, pool, npool));
+		break;
+	}
+	}
+	if (*npool < 64)
+		pool[(*npool)++] = v;
+	return v;
+}
+
+static void test_writer_random_round_trip(void **state)
+{
+	(void)state;
+	test_seed("test_writer_random_round_trip");
+	for (int round = 0; round < 200; round++) {
+		tpc_value *pool[64];
+		size_t npool = 0;
+		budget = 6000;
+		tpc_value *v = random_tree(5, pool, &npool);
+		for (int share = 0; share < 2; share++) {
+			tpc_buf b;
+			write_tree(v, &b, share);
+			if (!weights_only_opcodes((const uint8_t *)b.p, b.len))
+				fail_msg("round %d: opcode outside the weights_only set", round);
+			tpc_pickle_opts o = permissive();
+			o.max_tree = UINT64_MAX;
+			tpc_value *back = load_ok(b.p, b.len, &o);
+			if (!tpc_value_equal(v, back))
+				fail_msg("round %d: tree changed through write/read", round);
+			/* a second write of what we read is byte-identical */
+			tpc_buf b2;
+			write_tree(back, &b2, share);
+			assert_int_equal(b.len, b2.len);
+			assert_memory_equal(b.p, b2.p, b.len);
+			tpc_buf_release(&b2);
+			tpc_buf_release(&b);
+			tpc_value_unref(back);
+		}
+		tpc_value_unref(v);
+	}
+}
+
+static void test_writer_low_level(void **state)
+{
+	(void)state;
+	tpc_buf b;
+	tpc_pickle_writer w;
+	tpc_err e;
+	tpc_err_init(&e);
+	tpc_buf_init(&b);
+	tpc_pickle_writer_init(&w, &b);
+	tpc_pickle_emit_proto(&w);
+	tpc_pickle_emit_op(&w, TPC_PK_MARK);
+	tpc_pickle_emit_str(&w, "storage", 7, true);
+	tpc_pickle_emit_str(&w, "storage", 7, true);  /* BINGET 0 */
+	tpc_pickle_emit_global(&w, "builtins", "set"); /* protocol-2 name */
+	tpc_pickle_emit_global(&w, "builtins", "set"); /* BINGET 1 */
+	tpc_pickle_emit_int(&w, -129);
+	tpc_pickle_emit_int(&w, (int64_t)1 << 40);
+	tpc_pickle_emit_float(&w, 1.0);
+	tpc_pickle_emit_bool(&w, false);
+	tpc_pickle_emit_none(&w);
+	tpc_pickle_emit_op(&w, TPC_PK_TUPLE);
+	assert_int_equal(tpc_pickle_writer_finish(&w, &e), 0);
+	static const char want[] =
+		"\x80\x02(X\x07\x00\x00\x00storageq\x00h\x00" "c__builtin__\nset\nq\x01h\x01"
+		"J\x7f\xff\xff\xff\x8a\x06\x00\x00\x00\x00\x00\x01G?\xf0\x00\x00\x00\x00\x00\x00\x89Nt.";
+	assert_int_equal(b.len, sizeof(want) - 1);
+	assert_memory_equal(b.p, want, sizeof(want) - 1);
+	/* memo indices past 255 use LONG_BINPUT / LONG_BINGET */
+	w.memo_next = 300;
+	tpc_buf_reset(&b);
+	assert_int_equal(tpc_pickle_emit_put(&w), 300);
+	tpc_pickle_emit_get(&w, 300);
+	assert_memory_equal(b.p, "r\x2c\x01\x00\x00j\x2c\x01\x00\x00", 10);
+	tpc_pickle_writer_release(&w);
+	tpc_buf_release(&b);
+}
+
+/* CPython itself loads what we write (skipped without /usr/bin/python3). */
+static void test_writer_python_loads(void **state)
+{
+	(void)state;
+	if (access("/usr/bin/python3", X_OK)) {
+		skip();
+		return;
+	}
+	tpc_pickle_opts o = permissive();
+	tpc_value *v = load_ok(PK_MIXED_P4, sizeof(PK_MIXED_P4), &o);
+	tpc_buf b;
+	write_tree(v, &b, false);
+	char path[] = "/tmp/tpc_pickle_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, b.p, b.len), (ssize_t)b.len);
+	close(fd);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+		 "cd / && /usr/bin/python3 -c \"import pickle, argparse, collections as c, sys; "
+		 "o = pickle.load(open('%s', 'rb')); "
+		 "w = {'s': 'h\\u00e9llo \\u65e5\\u672c', 'b': b'raw\\x00', 'ba': b'ba', 'set': {3}, "
+		 "'fs': {4}, 'ns': argparse.Namespace(lr=0.5), 'big': 2**70, 'neg': -5, "
+		 "'t': (1, 2, 3, 4), 'l': ['x'] * 3, 'od': c.OrderedDict(k=1)}; "
+		 "sys.exit(0 if o == w and type(o['od']) is c.OrderedDict else 1)\"",
+		 path);
+	int rc = system(cmd);
+	unlink(path);
+	assert_int_equal(rc, 0);
+	tpc_buf_release(&b);
+	tpc_value_unref(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_type_confusion),
+		cmocka_unit_test(test_bad_memo),
+		cmocka_unit_test(test_bad_stack),
+		cmocka_unit_test(test_bad_lengths),
+		cmocka_unit_test(test_bad_opcodes),
+		cmocka_unit_test(test_bad_depth),
+		cmocka_unit_test(test_bad_shared_blowup),
+		cmocka_unit_test(test_bad_cycles),
+		cmocka_unit_test(test_truncation_everywhere),
+		cmocka_unit_test(test_mutations),
+		cmocka_unit_test(test_dangerous_globals),
+		cmocka_unit_test(test_global_classes),
+		cmocka_unit_test(test_cpython_simple),
+		cmocka_unit_test(test_cpython_protocols_4_5),
+		cmocka_unit_test(test_cpython_numbers),
+		cmocka_unit_test(test_objects_and_subclasses),
+		cmocka_unit_test(test_torch_state_dict),
+		cmocka_unit_test(test_consecutive_pickles),
+		cmocka_unit_test(test_callback_errors),
+		cmocka_unit_test(test_writer_batches),
+		cmocka_unit_test(test_writer_low_level),
+		cmocka_unit_test(test_writer_random_round_trip),
+		cmocka_unit_test(test_writer_python_loads),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
