@@ -266,8 +266,9 @@ int cmd_inspect(int argc, char **argv)
 		}
 	}
 	if (json) {
-		tpc_buf_addf(&out, "],\"totals\":{\"tensors\":%zu,\"parameters\":%llu,\"bytes\":%llu},\"dtypes\":{",
-			     ck.n, (unsigned long long)params, (unsigned long long)bytes);
+		tpc_buf_addf(&out, "],\"totals\":{\"tensors\":%zu,\"parameters\":%llu,\"bytes\":%llu,\"hidden_tensors\":%llu},\"dtypes\":{",
+			     ck.n, (unsigned long long)params, (unsigned long long)bytes,
+			     (unsigned long long)ck.hidden_tensors);
 		bool first = true;
 		for (int d = 1; d < TPC_DT_COUNT; d++) {
 			if (!sums[d].count)
@@ -303,6 +304,11 @@ int cmd_inspect(int argc, char **argv)
 				printf(" %5.1f%% %s\n", bytes ? 100.0 * (double)sums[d].bytes / (double)bytes : 0.0,
 				       tpc_fmt_size(sums[d].bytes, sz, sizeof(sz)));
 			}
+		if (ck.hidden_tensors)
+			printf("# %llu tensor%s inside opaque objects (%s) not listed: tpconv cannot name %s\n",
+			       (unsigned long long)ck.hidden_tensors, ck.hidden_tensors == 1 ? "" : "s",
+			       ck.hidden_note ? ck.hidden_note : "foreign objects",
+			       ck.hidden_tensors == 1 ? "it" : "them");
 		if (ck.root) {
 			tpc_buf p = TPC_BUF_INIT;
 			int budget = 200;

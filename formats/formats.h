@@ -49,6 +49,12 @@ int tpc_safetensors_header(const tpc_ckpt *ck, const int64_t *order, size_t n, c
  * in safetensors' enum order, then name (bytewise). Sorts `sel` in place. */
 void tpc_safetensors_sort(const tpc_ckpt *ck, int64_t *sel, size_t n);
 
+/* Read a torch.save file image (zip or legacy) from p[0..n) into ck, as the
+ * registry's open does for a file: the bytes are copied into memory that ck
+ * owns. `path` names it in errors; `o` may be NULL. For tests and fuzzers. */
+int tpc_torch_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, const char *path,
+			  const tpc_open_opts *o, tpc_err *e);
+
 /* Parse an HF index JSON (text, len) into the list of (tensor, file) pairs:
  * for tests and fuzzers. */
 int tpc_hf_index_from_buffer(const char *text, size_t len, const char *path, char ***names,

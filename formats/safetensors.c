@@ -16,6 +16,7 @@
 #include "tpc_util.h"
 
 #define ALIAS_META "tpconv.aliases" /* --dedup-tied: {"alias": "stored name"} */
+#define FLAGS_META "tpconv.tensor_flags" /* {"name": "parameter,requires_grad"}: torch attributes */
 #define MAX_EXACT 9007199254740992.0 /* 2^53: beyond this a JSON number is not exact in a double */
 
 static const char *const st_exts[] = {".safetensors", NULL};
@@ -317,6 +318,21 @@ static int st_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 		if (!ret)
 			tpc_ckpt_meta_del(ck, ALIAS_META);
 	}
+	const char *fl = ret ? NULL : tpc_ckpt_meta_get(ck, FLAGS_META);
+	if (fl) {
+		cJSON *j = cJSON_Parse(fl);
+		for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
+			int64_t k = tpc_ckpt_find(ck, it->string);
+			if (k < 0 || !cJSON_IsString(it))
+				continue; /* informational: a renamed or dropped tensor loses nothing */
+			if (strstr(it->valuestring, "parameter"))
+				ck->t[k].flags |= TPC_TF_PARAMETER;
+			if (strstr(it->valuestring, "requires_grad"))
+				ck->t[k].flags |= TPC_TF_REQUIRES_GRAD;
+		}
+		cJSON_Delete(j);
+		tpc_ckpt_meta_del(ck, FLAGS_META);
+	}
 	const char *tree = ret ? NULL : tpc_ckpt_meta_get(ck, TPC_TREE_META);
 	if (tree) {
 		/* written by tpconv from a pickled checkpoint: restore its object tree */
@@ -331,7 +347,8 @@ static int st_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 
 /* ---- writer ---- */
 
-static const tpc_ckpt *sort_ck;
+/* qsort's context; thread-local so rank files can be written in parallel */
+static _Thread_local const tpc_ckpt *sort_ck;
 static int cmp_canon(const void *a, const void *b)
 {
 	const tpc_tensor *x = &sort_ck->t[*(const int64_t *)a], *y = &sort_ck->t[*(const int64_t *)b];
@@ -343,21 +360,22 @@ static int cmp_canon(const void *a, const void *b)
 
 void tpc_safetensors_sort(const tpc_ckpt *ck, int64_t *sel, size_t n)
 {
-	sort_ck = ck; /* qsort has no context argument in C11; the writer is not reentrant here */
+	sort_ck = ck; /* qsort has no context argument in C11 */
 	qsort(sel, n, sizeof(*sel), cmp_canon);
 	sort_ck = NULL;
 }
 
 /* The header, with up to two extra metadata pairs (xk[i] NULL: none). */
-static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const char *const xk[2],
-		     const char *const xv[2], char **out, size_t *len, tpc_err *e)
+#define NX 3
+static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const char *const xk[NX],
+		     const char *const xv[NX], char **out, size_t *len, tpc_err *e)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	uint64_t pos = 0;
 	const char *fmt = tpc_ckpt_meta_get(ck, "format");
 	tpc_buf_adds(&b, "{\"__metadata__\":{\"format\":");
 	tpc_buf_json_str(&b, fmt ? fmt : "pt", fmt ? strlen(fmt) : 2, false);
-	for (int x = 0; xk && x < 2; x++) {
+	for (int x = 0; xk && x < NX; x++) {
 		if (!xk[x])
 			continue;
 		tpc_buf_addc(&b, ',');
@@ -366,8 +384,10 @@ static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const c
 		tpc_buf_json_str(&b, xv[x], strlen(xv[x]), false);
 	}
 	for (size_t i = 0; i < ck->nmeta; i++) {
-		if (!strcmp(ck->meta_k[i], "format") || (xk && xk[0] && !strcmp(ck->meta_k[i], xk[0])) ||
-		    (xk && xk[1] && !strcmp(ck->meta_k[i], xk[1])))
+		bool skip = !strcmp(ck->meta_k[i], "format");
+		for (int x = 0; xk && x < NX && !skip; x++)
+			skip = xk[x] && !strcmp(ck->meta_k[i], xk[x]);
+		if (skip)
 			continue;
 		tpc_buf_addc(&b, ',');
 		tpc_buf_json_str(&b, ck->meta_k[i], strlen(ck->meta_k[i]), false);
@@ -437,12 +457,14 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	int64_t *order = NULL;
 	char *hdr = NULL, *tree = NULL;
 	size_t hlen = 0, nsel_all;
-	tpc_buf aliases = TPC_BUF_INIT;
+	tpc_buf aliases = TPC_BUF_INIT, flags = TPC_BUF_INIT;
 	tpc_out out;
 	uint8_t lenb[8];
 	int ret;
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;
+	if ((ret = tpc_ckpt_check_writable(ck, e)))
+		return ret;
 	if (!sel)
 		nsel = ck->n;
 	nsel_all = nsel;
@@ -481,9 +503,22 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	/* non-tensor values of a pickled checkpoint travel as JSON metadata */
 	if ((!sel || nsel_all == ck->n) && (ret = tpc__tree_to_meta(ck, &tree, e)))
 		goto out;
+	for (size_t i = 0; i < nsel; i++) {
+		const tpc_tensor *t = &ck->t[order[i]];
+		if (!(t->flags & (TPC_TF_PARAMETER | TPC_TF_REQUIRES_GRAD)))
+			continue;
+		tpc_buf_adds(&flags, flags.len ? "," : "{");
+		tpc_buf_json_str(&flags, t->name, strlen(t->name), false);
+		tpc_buf_addf(&flags, ":\"%s%s%s\"", (t->flags & TPC_TF_PARAMETER) ? "parameter" : "",
+			     (t->flags & TPC_TF_PARAMETER) && (t->flags & TPC_TF_REQUIRES_GRAD) ? "," : "",
+			     (t->flags & TPC_TF_REQUIRES_GRAD) ? "requires_grad" : "");
+	}
+	if (flags.len)
+		tpc_buf_addc(&flags, '}');
 	{
-		const char *xk[2] = {tree ? TPC_TREE_META : NULL, aliases.len > 2 ? ALIAS_META : NULL};
-		const char *xv[2] = {tree, aliases.p};
+		const char *xk[NX] = {tree ? TPC_TREE_META : NULL, aliases.len > 2 ? ALIAS_META : NULL,
+				      flags.len ? FLAGS_META : NULL};
+		const char *xv[NX] = {tree, aliases.p, flags.p};
 		if ((ret = header_ex(ck, order, nsel, xk, xv, &hdr, &hlen, e)))
 			goto out;
 	}
@@ -507,6 +542,7 @@ out:
 	free(hdr);
 	free(tree);
 	tpc_buf_release(&aliases);
+	tpc_buf_release(&flags);
 	return ret;
 }
 

@@ -19,7 +19,12 @@
 static const uint8_t legacy_magic[15] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
 					 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
 
-/* A tensor seen in the pickle, before it has a name. */
+/* A tensor seen in the pickle, before it has a name. Its TENSOR leaf holds
+ * PEND_VAL(index) (negative) until naming replaces it with a checkpoint index,
+ * so a leaf that naming never reached (inside a foreign object) stays
+ * recognisable. */
+#define PEND_VAL(i) (-(int64_t)(i)-1)
+#define PEND_IX(v) ((size_t)(-(v)-1))
 typedef struct pend {
 	int64_t storage;   /* index into ck->st */
 	int64_t soff;      /* storage offset, in elements */
@@ -171,7 +176,7 @@ static int new_pend(reader *r, pend **out, tpc_value **val, tpc_err *e)
 	pend *p = &r->p[r->np];
 	memset(p, 0, sizeof(*p));
 	p->storage = -1;
-	*val = tpc_value_tensor((int64_t)r->np);
+	*val = tpc_value_tensor(PEND_VAL(r->np));
 	if (!*val)
 		return tpc_err_nomem(e);
 	r->np++;
@@ -216,6 +221,8 @@ static int rebuild(reader *r, tpc_value *args, tpc_dtype dtype, tpc_value **out,
 		return ret;
 	p->storage = st->ival;
 	p->soff = off;
+	if (args->n > 4 && args->items[4]->kind == TPC_V_BOOL && args->items[4]->ival)
+		p->flags |= TPC_TF_REQUIRES_GRAD;
 	p->ndim = ns;
 	p->dtype = dtype ? dtype : r->ck->st[st->ival].dtype;
 	p->shape = tpc_calloc((size_t)(2 * ns), sizeof(int64_t));
@@ -276,7 +283,9 @@ static int reduce_cb(void *ctx, tpc_value *callable, tpc_value *args, tpc_value 
 	    !strcmp(fn, "torch._utils._rebuild_parameter_with_state")) {
 		if (!args || args->kind != TPC_V_TUPLE || args->n < 2 || args->items[0]->kind != TPC_V_TENSOR)
 			return TPC_CORRUPT(e, r->path, -1, NULL, "%s without a tensor", fn);
-		pend *p = &r->p[args->items[0]->ival];
+		if (args->items[0]->ival >= 0)
+			return TPC_CORRUPT(e, r->path, -1, NULL, "%s of a tensor that was already named", fn);
+		pend *p = &r->p[PEND_IX(args->items[0]->ival)];
 		p->flags |= TPC_TF_PARAMETER;
 		if (args->items[1]->kind == TPC_V_BOOL && args->items[1]->ival)
 			p->flags |= TPC_TF_REQUIRES_GRAD;
@@ -413,10 +422,13 @@ static int name_leaf(void *ctx, const char *name, tpc_value **slot, tpc_err *e)
 {
 	reader *r = ctx;
 	tpc_ckpt *ck = r->ck;
-	int64_t pi = (*slot)->ival;
-	if (pi < 0 || (size_t)pi >= r->np)
-		return tpc_err_set(e, TPC_EINPUT, "internal: bad pending tensor");
-	pend *p = &r->p[pi];
+	int64_t v = (*slot)->ival;
+	if (v >= 0 || PEND_IX(v) >= r->np) {
+		tpc_err_set(e, TPC_EINPUT, "the same tensor object appears twice under one name");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	pend *p = &r->p[PEND_IX(v)];
 	if (p->unsupported) {
 		tpc_err_set(e, TPC_EINPUT, "%s, which tpconv does not support", p->unsupported);
 		tpc_err_tensor(e, name);
@@ -490,6 +502,60 @@ out:
 	return ret;
 }
 
+/* Count TENSOR leaves that naming never reached (inside foreign objects),
+ * remembering the first object's class. Iterative: trees can be deep. */
+static int count_hidden(reader *r, tpc_value *root, tpc_err *e)
+{
+	struct item {
+		tpc_value *v;
+		const char *owner;
+	} *st = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+	if (!root)
+		return 0;
+	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st)))
+		return tpc_err_nomem(e);
+	st[n++] = (struct item){root, NULL};
+	while (n) {
+		struct item it = st[--n];
+		tpc_value *v = it.v;
+		if (!v)
+			continue;
+		if (v->kind == TPC_V_TENSOR) {
+			if (v->ival < 0) {
+				r->ck->hidden_tensors++;
+				if (!r->ck->hidden_note && it.owner)
+					r->ck->hidden_note = tpc_strdup(it.owner);
+			}
+			continue;
+		}
+		const char *owner = it.owner;
+		if (v->kind == TPC_V_CALL && v->n && v->items[0]->kind == TPC_V_GLOBAL) {
+			owner = v->items[0]->str;
+			/* NEWOBJ is copyreg.__newobj__(cls, ...): name the class */
+			if (!strcmp(owner, "copyreg.__newobj__") && v->n > 1 && v->items[1]->n &&
+			    v->items[1]->items[0]->kind == TPC_V_GLOBAL)
+				owner = v->items[1]->items[0]->str;
+		}
+		tpc_value *origin = tpc_value_origin(v);
+		size_t need = n + v->n + (v->keys ? v->n : 0) + 1;
+		if (tpc_grow((void **)&st, &cap, need, sizeof(*st))) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		for (size_t i = 0; i < v->n; i++) {
+			st[n++] = (struct item){v->items[i], owner};
+			if (v->keys)
+				st[n++] = (struct item){v->keys[i], owner};
+		}
+		if (origin)
+			st[n++] = (struct item){origin, owner};
+	}
+	free(st);
+	return ret;
+}
+
 static int finish(reader *r, tpc_value *root, tpc_err *e)
 {
 	tpc_ckpt *ck = r->ck;
@@ -497,7 +563,7 @@ static int finish(reader *r, tpc_value *root, tpc_err *e)
 	size_t first = ck->n;
 	if (r->o && r->o->select && (ret = apply_select(r, &root, r->o->select, e)))
 		goto out;
-	if ((ret = tpc__torch_walk(&root, name_leaf, r, e)))
+	if ((ret = tpc__torch_walk(&root, name_leaf, r, e)) || (ret = count_hidden(r, root, e)))
 		goto out;
 	if (r->z) {
 		const tpc_zip_entry *bo = tpc_zip_find(r->z, "byteorder");
@@ -588,7 +654,12 @@ static int dequantize(reader *r, int64_t ix, tpc_err *e)
 	} else if (per_channel && q->n >= 4 && q->items[1]->kind == TPC_V_TENSOR &&
 		   q->items[2]->kind == TPC_V_TENSOR) {
 		/* scales / zero points are tensors pickled inside the qparams: pending, not named */
-		pend *ps = &r->p[q->items[1]->ival], *pz = &r->p[q->items[2]->ival];
+		if (q->items[1]->ival >= 0 || q->items[2]->ival >= 0 || PEND_IX(q->items[1]->ival) >= r->np ||
+		    PEND_IX(q->items[2]->ival) >= r->np) {
+			tpc_err_set(e, TPC_EINPUT, "per-channel quantizer parameters are not tensors of this file");
+			goto fail;
+		}
+		pend *ps = &r->p[PEND_IX(q->items[1]->ival)], *pz = &r->p[PEND_IX(q->items[2]->ival)];
 		int64_t axis = q->items[3]->ival;
 		if (axis < 0 || axis >= t->ndim || ps->ndim != 1 || pz->ndim != 1 ||
 		    ps->shape[0] != t->shape[axis] || pz->shape[0] != t->shape[axis]) {
@@ -874,7 +945,9 @@ out:
 	return ret;
 }
 
-static int torch_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+/* Read the torch file that is source `src` of ck (a mapping or owned memory). */
+static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_open_opts *o,
+			  tpc_err *e)
 {
 	reader r;
 	int ret;
@@ -883,8 +956,7 @@ static int torch_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tp
 	r.path = path;
 	r.o = o;
 	r.inflate_cap = inflate_cap();
-	if ((ret = tpc_ckpt_add_file(ck, path, &r.src, e)))
-		return ret;
+	r.src = src;
 	const tpc_map *m = tpc_ckpt_source(ck, r.src);
 	if (m->size >= 4 && !memcmp(m->data, "PK\x03\x04", 4)) {
 		ret = open_zip(&r, m, e);
@@ -917,6 +989,30 @@ static int torch_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tp
 	free(r.legacy_numel);
 	tpc__strmap_release(&r.keys);
 	return ret;
+}
+
+static int torch_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	int src, ret;
+	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)))
+		return ret;
+	return torch_open_src(ck, src, path, o, e);
+}
+
+int tpc_torch_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, const char *path,
+			  const tpc_open_opts *o, tpc_err *e)
+{
+	int src, ret;
+	uint8_t *copy = tpc_malloc(n ? (size_t)n : 1);
+	if (!path)
+		path = "";
+	if (!copy)
+		return tpc_err_nomem(e);
+	if (n)
+		memcpy(copy, p, (size_t)n);
+	if ((ret = tpc_ckpt_add_mem(ck, path, copy, n, &src, e)))
+		return ret;
+	return torch_open_src(ck, src, path, o, e);
 }
 
 static int torch_detect(const char *path, const uint8_t *head, size_t n)

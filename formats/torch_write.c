@@ -180,6 +180,8 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;
 	tpc_pickle_writer_init(&pw, &pk);
+	if ((ret = tpc_ckpt_check_writable(ck, e)))
+		goto out;
 	if (!sel)
 		nsel = ck->n;
 	wr.ck = ck;
@@ -305,11 +307,22 @@ int tpc__tree_to_meta(const tpc_ckpt *ck, char **json, tpc_err *e)
 	*json = NULL;
 	if (!ck->root || !tpc__torch_tree_matches(ck))
 		return 0;
-	/* a plain state dict carries nothing but tensors: no need for the tree */
-	bool only_tensors = ck->root->kind == TPC_V_DICT;
-	for (size_t i = 0; only_tensors && i < ck->root->n; i++)
-		only_tensors = ck->root->items[i]->kind == TPC_V_TENSOR && ck->root->keys[i]->kind == TPC_V_STR;
-	if (only_tensors && !tpc_value_origin(ck->root))
+	/* Without a tree, reading the safetensors file back gives an OrderedDict
+	 * of its tensors in file order (dtype, then name). Skip the tree only when
+	 * that is exactly what the input was. */
+	const tpc_value *r = ck->root, *org = tpc_value_origin(r);
+	bool plain = r->kind == TPC_V_DICT && org && org->kind == TPC_V_CALL && org->n == 2 &&
+		     org->items[0]->kind == TPC_V_GLOBAL && !strcmp(org->items[0]->str, "collections.OrderedDict") &&
+		     org->items[1]->kind == TPC_V_TUPLE && org->items[1]->n == 0;
+	for (size_t i = 0; plain && i < r->n; i++) {
+		plain = r->items[i]->kind == TPC_V_TENSOR && r->keys[i]->kind == TPC_V_STR;
+		if (plain && i) {
+			const tpc_tensor *a = &ck->t[r->items[i - 1]->ival], *b = &ck->t[r->items[i]->ival];
+			int ra = tpc_dtype_get(a->dtype)->st_rank, rb = tpc_dtype_get(b->dtype)->st_rank;
+			plain = ra > rb || (ra == rb && strcmp(a->name, b->name) < 0);
+		}
+	}
+	if (plain)
 		return 0;
 	*json = tpc_value_to_json(ck->root, namer, (void *)ck);
 	return *json ? 0 : tpc_err_nomem(e);

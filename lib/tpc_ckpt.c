@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tpc_buf.h"
+#include "tpc_cast.h"
 #include "tpc_util.h"
 
 #ifdef _OPENMP
@@ -128,6 +129,7 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 	free(ck->meta_v);
 	tpc_value_unref(ck->root);
 	free(ck->format);
+	free(ck->hidden_note);
 	free(ck->path);
 	if (ck->index) {
 		free(ck->index->slot);
@@ -200,7 +202,7 @@ int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int
 			    tpc_err *e)
 {
 	tpc_tensor t;
-	uint64_t numel = 1, nbits;
+	uint64_t numel = 1, span = 1, nbits;
 	unsigned bits = tpc_dtype_bits(dtype);
 	memset(&t, 0, sizeof(t));
 	/* "" is a legal name: torch.save(tensor) gives one tensor with no key */
@@ -222,7 +224,10 @@ int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int
 			tpc_err_tensor(e, name);
 			return TPC_EINPUT;
 		}
-		if (tpc_mul_u64(numel, (uint64_t)shape[d], &numel) || numel > (UINT64_MAX >> 8)) {
+		/* span: the product of the non-zero sizes, which contiguous strides
+		 * reach even when a zero size makes numel 0 */
+		if (tpc_mul_u64(numel, (uint64_t)shape[d], &numel) || numel > (UINT64_MAX >> 8) ||
+		    tpc_mul_u64(span, shape[d] ? (uint64_t)shape[d] : 1, &span) || span > (UINT64_MAX >> 8)) {
 			tpc_err_set(e, TPC_EINPUT, "shape product overflows");
 			tpc_err_tensor(e, name);
 			return TPC_EINPUT;
@@ -798,6 +803,17 @@ static int validate_tensor(const tpc_ckpt *ck, const tpc_tensor *t, const char *
 	return 0;
 }
 
+int tpc_ckpt_check_writable(const tpc_ckpt *ck, tpc_err *e)
+{
+	if (!ck->hidden_tensors)
+		return 0;
+	return tpc_err_set(e, TPC_EINPUT,
+			   "%llu tensor%s inside opaque objects (%s) that tpconv cannot name; writing would lose "
+			   "them (use --select to take a subtree without them)",
+			   (unsigned long long)ck->hidden_tensors, ck->hidden_tensors == 1 ? " sits" : "s sit",
+			   ck->hidden_note ? ck->hidden_note : "a foreign object");
+}
+
 int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e)
 {
 	for (size_t i = 0; i < ck->n; i++) {
@@ -972,59 +988,140 @@ int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, u
 	return 0;
 }
 
+/*
+ * Casting (tpc_cast.h): a tensor whose dtype differs from its src_dtype is
+ * read in source elements through a bounded buffer `tmp` and converted into
+ * the caller's buffer, so a cast costs two chunk-sized buffers, never a
+ * whole-tensor one.
+ */
+static int read_out_elems(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
+			  uint8_t *dst, uint8_t *tmp, uint64_t tmpcap, tpc_err *e)
+{
+	unsigned is = tpc_dtype_size(t->src_dtype), os = tpc_dtype_size(t->dtype);
+	uint64_t per = tmpcap / is;
+	int ret = 0;
+	while (cnt && !ret) {
+		uint64_t k = cnt < per ? cnt : per;
+		ret = tpc_ckpt_read_bytes(ck, t, e0 * is, k * is, tmp, e);
+		if (!ret)
+			ret = tpc_cast(dst, t->dtype, tmp, t->src_dtype, k, e);
+		dst += k * os;
+		e0 += k;
+		cnt -= k;
+	}
+	return ret;
+}
+
+static bool cast_pending(const tpc_tensor *t)
+{
+	return t->dtype != t->src_dtype;
+}
+
+int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off, uint64_t out_len,
+		      void *dst, tpc_err *e)
+{
+	if (!cast_pending(t))
+		return tpc_ckpt_read_bytes(ck, t, out_off, out_len, dst, e);
+	unsigned is = tpc_dtype_size(t->src_dtype), os = tpc_dtype_size(t->dtype);
+	if (tpc_dtype_bits(t->src_dtype) < 8 || tpc_dtype_bits(t->dtype) < 8 || out_off % os ||
+	    out_len % os || out_off > t->nbytes || out_len > t->nbytes - out_off)
+		return tpc_err_set(e, TPC_EINPUT, "internal: unaligned or out-of-range read of cast tensor '%s'",
+				   t->name ? t->name : "?");
+	uint64_t cnt = out_len / os, cap = (uint64_t)(TPC_GATHER_CHUNK / is) * is;
+	if (!cnt)
+		return 0;
+	if (cap > cnt * is)
+		cap = cnt * is;
+	uint8_t *tmp = tpc_malloc((size_t)cap);
+	if (!tmp)
+		return tpc_err_nomem(e);
+	int ret = read_out_elems(ck, t, out_off / os, cnt, dst, tmp, cap, e);
+	free(tmp);
+	return ret;
+}
+
+/* Hand tensor t's output image to `sink` in chunks of at most TPC_GATHER_CHUNK bytes. */
+static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
+		      int (*sink)(void *ctx, const uint8_t *p, size_t n, tpc_err *e), void *ctx,
+		      tpc_err *e)
+{
+	unsigned os = tpc_dtype_size(t->dtype), is = tpc_dtype_size(t->src_dtype);
+	uint64_t chunk = TPC_GATHER_CHUNK / os * os, tmpcap = 0;
+	uint8_t *buf = NULL, *tmp = NULL;
+	int ret = 0;
+	bool cast = cast_pending(t);
+	if (cast && (tpc_dtype_bits(t->src_dtype) < 8 || tpc_dtype_bits(t->dtype) < 8))
+		return tpc_err_set(e, TPC_EUSAGE, "cannot cast %s to %s", tpc_dtype_name(t->src_dtype),
+				   tpc_dtype_name(t->dtype));
+	buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
+	if (cast) {
+		tmpcap = chunk / os * is;
+		if (tmpcap > t->numel * is)
+			tmpcap = t->numel * is;
+		tmp = tpc_malloc((size_t)tmpcap);
+	}
+	if (!buf || (cast && !tmp)) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
+		uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+		if (cast)
+			ret = read_out_elems(ck, t, off / os, k / os, buf, tmp, tmpcap, e);
+		else
+			ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
+		if (!ret)
+			ret = sink(ctx, buf, (size_t)k, e);
+	}
+out:
+	free(tmp);
+	free(buf);
+	return ret;
+}
+
+static int sink_out(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
+{
+	return tpc_out_write(ctx, p, n, e);
+}
+
+static int sink_sha(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
+{
+	(void)e;
+	tpc_sha256_update(ctx, p, n);
+	return 0;
+}
+
+/* The bytes can go straight from the source mapping to the output. */
+static bool plain_copy(const tpc_tensor *t, const tpc_map *m)
+{
+	return m && !t->nparts && !(t->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP)) && !cast_pending(t) &&
+	       tpc_tensor_is_contiguous(t);
+}
+
 int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e)
 {
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
-	uint8_t *buf = NULL;
-	int ret = 0;
 	if (t->numel == 0)
 		return 0;
 	if (!m && !t->nparts && !(t->flags & TPC_TF_ZERO))
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' has no data", t->name);
-	if (t->src_dtype != t->dtype)
-		return tpc_err_set(e, TPC_EUSAGE, "internal: tensor '%s' has a pending cast", t->name);
-	if (tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP))
+	if (plain_copy(t, m))
 		return tpc_out_copy(o, m, t->offset, t->nbytes, e);
-	unsigned es = tpc_dtype_size(t->src_dtype);
-	uint64_t chunk = TPC_GATHER_CHUNK / es * es;
-	buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
-	if (!buf)
-		return tpc_err_nomem(e);
-	for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
-		uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
-		ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
-		if (!ret)
-			ret = tpc_out_write(o, buf, (size_t)k, e);
-	}
-	free(buf);
-	return ret;
+	return stream_out(ck, t, sink_out, o, e);
 }
 
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e)
 {
 	tpc_sha256 s;
-	uint8_t *buf = NULL;
 	int ret = 0;
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	tpc_sha256_init(&s);
 	if (t->numel && (m || t->nparts || (t->flags & TPC_TF_ZERO))) {
-		if (m && tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP)) {
+		if (plain_copy(t, m))
 			tpc_sha256_update(&s, m->data + t->offset, (size_t)t->nbytes);
-		} else {
-			unsigned es = tpc_dtype_size(t->src_dtype);
-			uint64_t chunk = TPC_GATHER_CHUNK / es * es;
-			buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
-			if (!buf)
-				return tpc_err_nomem(e);
-			for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
-				uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
-				ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
-				if (!ret)
-					tpc_sha256_update(&s, buf, (size_t)k);
-			}
-		}
+		else
+			ret = stream_out(ck, t, sink_sha, &s, e);
 	}
 	tpc_sha256_final(&s, out);
-	free(buf);
 	return ret;
 }

@@ -95,6 +95,11 @@ typedef struct tpc_ckpt {
 	size_t nmeta, capmeta;
 	tpc_value *root;       /* object tree for pickled formats; tensors are TPC_V_TENSOR leaves */
 	char *format;          /* what the reader was: "safetensors", "torch-zip", "torch-legacy", ... */
+	/* Tensors the reader found but could not name: inside foreign objects of
+	 * a pickle (a TorchScript ScriptObject). Writers refuse such a checkpoint
+	 * rather than drop them; hidden_note names the first object. */
+	uint64_t hidden_tensors;
+	char *hidden_note;
 	char *path;            /* what was opened */
 	struct tpc__name_index *index;
 } tpc_ckpt;
@@ -162,6 +167,9 @@ int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e);
 const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k);
 void tpc_ckpt_meta_del(tpc_ckpt *ck, const char *k);
 
+/* Writers call this first: refuses a checkpoint with hidden tensors. */
+int tpc_ckpt_check_writable(const tpc_ckpt *ck, tpc_err *e);
+
 /* Check the invariants above for every tensor; reports the first violation. */
 int tpc_ckpt_validate(const tpc_ckpt *ck, tpc_err *e);
 
@@ -182,11 +190,23 @@ void tpc_tensor_set_contiguous(tpc_tensor *t);
 int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
 			void *dst, tpc_err *e);
 
-/* Write tensor t's C-contiguous bytes at the output's current position:
- * in-kernel copy when contiguous and not swapped, else a bounded gather. */
+/*
+ * Bytes [out_off, out_off+out_len) of tensor t's OUTPUT image: C-contiguous,
+ * little-endian, in t->dtype, i.e. with a pending cast (dtype != src_dtype,
+ * set by the remap stage) applied as tpc_cast does. With no cast pending this
+ * is tpc_ckpt_read_bytes; with one, the range must be whole output elements.
+ * Uses a temporary buffer of at most TPC_GATHER_CHUNK bytes. Writers that
+ * place bytes themselves (torch zip, rank files) read through this.
+ */
+int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off, uint64_t out_len,
+		      void *dst, tpc_err *e);
+
+/* Write tensor t's output image (t->nbytes bytes, cast applied) at the
+ * output's current position: in-kernel copy when contiguous, not swapped and
+ * not cast, else through bounded buffers (gather, then cast). */
 int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e);
 
-/* SHA-256 over tensor t's C-contiguous little-endian bytes. */
+/* SHA-256 over tensor t's output image (cast applied). */
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);
 
 /* Tensor shape as "[2, 3]" into buf. */

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Torch corpus test (issue 3): every file in CORPUS/torch must give exactly the
+# names, dtypes, shapes and sha256 of CORPUS/expected_torch.json (quantized
+# tensors: names, dtypes and shapes), and every file in CORPUS/negative must be
+# refused with exit 3, a message naming the file, and nothing written.
+# Emits TAP, one line per file. usage: torch_corpus_test.sh TPCONV SRCDIR CORPUS
+# Needs only a python3 with json (no torch): the expectations are precomputed.
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2") CORPUS=$(realpath "$3")
+export PYTHONDONTWRITEBYTECODE=1
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+H="$SRC/tests/torch"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok()  { n=$((n+1)); echo "ok $n - $1"; }
+bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
+skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
+
+EXP="$CORPUS/expected_torch.json"
+if ! "$PY" -c 'import json' 2>/dev/null; then
+  skip "no python3 to compare JSON"; echo "1..$n"; exit 0
+fi
+
+# -- positive corpus: inspect --json --hash against expected_torch.json
+"$PY" -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))))' "$EXP" > "$T/keys"
+for f in "$CORPUS"/torch/*; do
+  b=$(basename "$f")
+  if ! grep -qxF -- "$b" "$T/keys"; then bad "corpus $b: listed in expected_torch.json"; continue; fi
+  "$TPCONV" inspect --json --hash "$f" > "$T/out.json" 2> "$T/err"; rc=$?
+  if [ "$rc" != 0 ]; then bad "corpus $b" "inspect exit $rc" "$(head -c 600 "$T/err")"; continue; fi
+  if "$PY" "$H/compare_inspect.py" "$EXP" "$b" "$T/out.json" > "$T/diff"; then
+    ok "corpus $b"
+  else
+    bad "corpus $b" "$(sed 's/^# //' "$T/diff")"
+  fi
+done
+while read -r b; do
+  [ -e "$CORPUS/torch/$b" ] || bad "corpus file $b of expected_torch.json exists"
+done < "$T/keys"
+
+# -- negative corpus: exit 3, file named, the right reason, nothing written
+for f in "$CORPUS"/negative/*; do
+  b=$(basename "$f")
+  case "$b" in
+    *broken.pt) want='truncat|corrupt|too short|too small' ;;
+    *.scripted.pt|*.traced.pt) want='TorchScript' ;;
+    *) want='' ;;
+  esac
+  "$TPCONV" inspect "$f" > "$T/out" 2> "$T/err"; rc=$?
+  if [ "$rc" != 3 ]; then bad "negative $b: inspect refuses (exit 3, named, reason)" "exit $rc, wanted 3" "$(head -c 600 "$T/err")"
+  elif ! grep -qF -- "'$f'" "$T/err"; then bad "negative $b: inspect refuses (exit 3, named, reason)" "message does not name the file" "$(cat "$T/err")"
+  elif [ -n "$want" ] && ! grep -qiE -- "$want" "$T/err"; then
+    bad "negative $b: inspect refuses (exit 3, named, reason)" "message lacks /$want/" "got: $(cat "$T/err")"
+  else
+    ok "negative $b: inspect refuses (exit 3, named, reason)"
+  fi
+  for ext in safetensors pt; do
+    mkdir -p "$T/o_$ext"
+    "$TPCONV" convert "$f" -o "$T/o_$ext/out.$ext" > "$T/out" 2> "$T/err"; rc=$?
+    left=$(ls -A "$T/o_$ext")
+    if [ "$rc" = 3 ] && [ -z "$left" ] && grep -qF -- "'$f'" "$T/err"; then
+      ok "negative $b: convert -o .$ext refuses, writes nothing"
+    else
+      bad "negative $b: convert -o .$ext refuses, writes nothing" "exit $rc (want 3); left behind: ${left:-nothing}" "$(cat "$T/err")"
+    fi
+    rm -rf "$T/o_$ext"
+  done
+done
+
+echo "1..$n"
+[ "$failed" = 0 ]
