@@ -4,7 +4,7 @@ BUILD      ?= build
 BUILD_SAN  ?= build-san
 MESON_OPTS ?=
 PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcmocka-dev \
-       python3-torch libxml2-utils
+       python3-torch libxml2-utils man-db
 
 .PHONY: all deps build build-san demo test test-fast bench clean
 

@@ -14,6 +14,10 @@ pc=$(find "$T/root" -name tpconv.pc | head -n 1)
 for f in bin/tpconv include/tpconv/tpc_ckpt.h include/tpconv/formats.h; do
   [ -n "$(find "$T/root" -path "*/$f" | head -n 1)" ] && ok "installed $f" || bad "installed $f"
 done
+man1=$(find "$T/root" -path '*/man1/tpconv.1' | head -n 1)
+if [ -n "$man1" ] && man -l "$man1" 2>/dev/null | grep -q 'TPCONV SHARD\|TPCONV CONVERT'; then ok "man -l renders tpconv(1)"; else bad "man page" "$man1"; fi
+comp=$(find "$T/root" -path '*/bash-completion/completions/tpconv' | head -n 1)
+[ -n "$comp" ] && bash -n "$comp" && ok "bash completion installed and parses" || bad "bash completion"
 [ -n "$(find "$T/root" -name 'libtpconv.so*' | head -n 1)" ] && ok "shared library installed" || bad "shared library installed"
 [ -n "$(find "$T/root" -name 'libtpconv.a' | head -n 1)" ] && ok "static library installed" || bad "static library installed"
 # the tree lives under a --destdir: point pkg-config at it as a sysroot

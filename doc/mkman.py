@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Write tpconv(1) from the command's own --help texts (so every subcommand and
+option is in it and cannot drift), plus the examples and exit status below.
+usage: mkman.py TPCONV OUT.1"""
+import re, subprocess, sys
+
+tp, out = sys.argv[1], sys.argv[2]
+
+def run(*args):
+    return subprocess.run([tp, *args], capture_output=True, text=True).stdout
+
+def esc(line):
+    line = line.replace('\\', '\\e').replace('-', '\\-')
+    if line.startswith(('.', "'")):
+        line = '\\&' + line
+    return line
+
+top = run('--help')
+version = run('--version').split()[-1]
+cmds = re.findall(r'^  (\w+)\s{2,}(.*)$', top.split('Commands:')[1].split('\n\n')[0], re.M)
+
+m = [f'.TH TPCONV 1 "" "tpconv {version}" "User Commands"',
+     '.SH NAME', 'tpconv \\- convert, shard, merge and verify model checkpoints',
+     '.SH SYNOPSIS', '.B tpconv', '.I command', '[options]', '.br',
+     '.B tpconv', '.RB [ \\-\\-version | \\-\\-help ]',
+     '.SH DESCRIPTION',
+     'tpconv reads PyTorch checkpoints (torch.save zip and legacy files) and safetensors '
+     '(single files and Hugging Face sharded folders), renames and casts tensors, writes them '
+     'back in either format, splits them for N\\-way tensor parallelism, merges rank files '
+     'back, and checks that a shard set computes what the unsplit model computes. It streams '
+     'tensor bytes from the input mapping to the output, never executes pickle code, and '
+     'writes every output atomically.',
+     '.PP', 'Commands:', '.RS']
+for name, desc in cmds:
+    m += ['.TP', f'.B {name}', esc(desc)]
+m += ['.RE']
+for name, _ in cmds:
+    text = run(name, '--help').rstrip('\n')
+    text = re.sub(r'\n*Exit status:.*\Z', '', text, flags=re.S)
+    m += [f'.SH "TPCONV {name.upper()}"', '.nf']
+    m += [esc(l) for l in text.split('\n')]
+    m += ['.fi']
+m += ['.SH EXAMPLES',
+      '.SS Convert a torch checkpoint',
+      '.nf', esc('tpconv convert pytorch_model.bin -o model.safetensors'),
+      esc('tpconv convert model.safetensors -o out/ --max-shard-size 4GB'),
+      esc('tpconv convert latest.pth --select ema_model --rules dalle2 -o decoder.safetensors'), '.fi',
+      '.SS Shard for N\\-way tensor parallelism',
+      '.nf', esc('tpconv shard model/ --tp 8 --preset llama -o tp8/'),
+      esc('tpconv shard model.safetensors --tp 4 --preset llama --config config.json --dry-run'), '.fi',
+      '.SS Merge rank files back',
+      '.nf', esc('tpconv merge tp8/ -o merged.safetensors'),
+      esc('tpconv shard tp8/ --tp 2 -o tp2/        # reshard 8 -> 2 without an intermediate file'), '.fi',
+      '.SS Check a shard set in CI',
+      '.nf', esc('tpconv verify --reference model.safetensors --shards tp8/ --json report.json --junit report.xml'),
+      esc('tpconv inspect --json --hash model.safetensors > inventory.json'), '.fi',
+      '.SH "EXIT STATUS"',
+      '.TP', '.B 0', 'success',
+      '.TP', '.B 1', 'verify found differences (or \\-\\-expect\\-keys found missing or unexpected keys)',
+      '.TP', '.B 2', 'usage error: a bad flag, an existing output without \\-\\-force, an output that is an input',
+      '.TP', '.B 3', 'bad or unsupported input: a corrupt file, a dangerous pickle, a TorchScript archive, an uneven split',
+      '.TP', '.B 4', 'output or I/O failure: disk full, permissions',
+      '.TP', '.B 5', 'GPU, NCCL or MPI failure',
+      '.SH DIAGNOSTICS',
+      'Errors are one line on standard error naming the file, the tensor and the byte offset, e.g.',
+      '.nf', esc("tpconv: error: 'model.safetensors': tensor 'h.0.w': shape [2, 3] of F32 needs 24 bytes but data_offsets [0, 20] hold 20 (at byte offset 88, 0x58)"), '.fi',
+      '.SH ENVIRONMENT',
+      '.TP', '.B TPCONV_INFLATE_CAP', 'largest size a DEFLATED zip record may inflate to (default 16GiB)',
+      '.SH "SEE ALSO"', 'python3(1), the README and SECURITY.md of the tpconv sources']
+open(out, 'w').write('\n'.join(m) + '\n')
