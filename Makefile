@@ -4,9 +4,9 @@ BUILD      ?= build
 BUILD_SAN  ?= build-san
 MESON_OPTS ?=
 PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcmocka-dev \
-       python3-torch libxml2-utils man-db
+       python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev
 
-.PHONY: all deps build build-san demo test test-fast bench clean
+.PHONY: all deps build build-san demo test test-fast bench fuzz clean
 
 all: build
 
@@ -46,6 +46,25 @@ test-fast: build
 
 bench: build
 	./bench/bench.sh $(BUILD)/cmd/tpconv
+	./bench/verify_bench.sh $(BUILD)/cmd/tpconv
+
+# libFuzzer targets (tests/fuzz): build with clang -fsanitize=fuzzer,address,undefined
+# and run each target FUZZ_SECONDS in turn (FUZZ_TARGETS="pickle zip" for some);
+# finds land in $(BUILD_FUZZ)/fuzz-artifacts/<target>/. The saved corpus is
+# replayed by `make test` in both builds without clang.
+BUILD_FUZZ   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_CFLAGS = -fsanitize=fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+$(BUILD_FUZZ)/build.ninja:
+	CC=clang meson setup $(BUILD_FUZZ) -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dslow_tests=false "-Dc_args=$(FUZZ_CFLAGS)" $(MESON_OPTS)
+
+fuzz: deps $(BUILD_FUZZ)/build.ninja
+	@command -v clang >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 1; }
+	ninja -C $(BUILD_FUZZ)
+	./tests/fuzz/run_fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

@@ -64,8 +64,21 @@ measure "tpconv convert safetensors->4GB shards" "$DIR/shards" "$TPCONV" convert
 measure "tpconv convert safetensors->safetensors" "$DIR/st2.safetensors" "$TPCONV" convert "$ST" -o "$DIR/st2.safetensors"
 
 if "$TPCONV" --help | grep -q '^  shard '; then
-  measure "tpconv shard tp4" "" "$TPCONV" shard "$SRC" --tp 4 --preset llama -o "$DIR/tp4" -f
-  measure "peer_shard.py tp4" "" $PY "$PEERS/peer_shard.py" "$SRC" "$DIR/peer_tp4" 4
+  # model facts of make_llama.py: head_dim 128, 4 query heads per kv head
+  NH=$((HIDDEN / 128)); KV=$((NH / 4)); [ "$KV" -ge 1 ] || KV=1
+  FACTS=(--heads "$NH" --kv-heads "$KV" --head-dim 128 --vocab 32000)
+  measure "tpconv shard torch->tp4 safetensors" "" "$TPCONV" shard "$SRC" --tp 4 --preset llama "${FACTS[@]}" -o "$DIR/tp4" -f
+  measure "tpconv shard torch->tp4 oslo layout (torch files)" "$DIR/tp4oslo" "$TPCONV" shard "$SRC" --tp 4 --preset llama "${FACTS[@]}" --layout oslo -o "$DIR/tp4oslo" -f
+  mkdir -p "$DIR/peer_tp4"
+  REPS=1 measure "peer_shard.py tp4" "" $PY "$PEERS/peer_shard.py" "$SRC" "$DIR/peer_tp4" 4
+  measure "tpconv merge tp4->safetensors" "$DIR/merged.safetensors" "$TPCONV" merge "$DIR/tp4" -o "$DIR/merged.safetensors" -f
+  measure "tpconv merge tp4->torch" "$DIR/merged.bin" "$TPCONV" merge "$DIR/tp4" -o "$DIR/merged.bin" -f
+  REPS=1 measure "peer_merge.py tp4" "$DIR/peer_merged.bin" $PY "$PEERS/peer_merge.py" "$DIR/peer_tp4" "$DIR/peer_merged.bin" 4
+  rm -rf "$DIR/peer_tp4"
+  if "$TPCONV" --help | grep -q '^  verify '; then
+    REPS=1 measure "tpconv verify tp4 (cpu)" "" "$TPCONV" verify --reference "$SRC" --shards "$DIR/tp4" --preset llama "${FACTS[@]}" --tokens 4
+  fi
+  rm -rf "$DIR/tp4"
 fi
 
 rm -f "$DIR/peer.safetensors" "$DIR/st2.safetensors"

@@ -13,7 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_plan.h"
+#include "tpc_rules.h"
 
 #define TPC_EXIT_HELP \
 	"Exit status: 0 ok, 1 verify found differences, 2 usage error,\n" \
@@ -36,5 +39,66 @@ void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_rules(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+
+/*
+ * The remap stage's options (cmd_rules.c), shared by convert and shard:
+ * splice TPC_CLI_REMAP_LONGOPTS into the getopt_long table, hand every code in
+ * [TPC_OPT_RULES, TPC_OPT_REMAP_END) to tpc_cli_remap_opt in command-line
+ * order (rules apply in that order), set dry_run / strict from the command's
+ * own flags, and call tpc_cli_remap_run between opening and writing.
+ */
+enum {
+	TPC_OPT_RULES = 0x1000, TPC_OPT_RENAME, TPC_OPT_WHEN, TPC_OPT_DROP, TPC_OPT_KEEP,
+	TPC_OPT_STRIP_PREFIX, TPC_OPT_ADD_PREFIX, TPC_OPT_TRANSPOSE, TPC_OPT_DTYPE,
+	TPC_OPT_EXPECT_KEYS, TPC_OPT_REMAP_END,
+};
+#define TPC_CLI_REMAP_LONGOPTS                                              \
+	{"rules", required_argument, NULL, TPC_OPT_RULES},                  \
+	{"rename", required_argument, NULL, TPC_OPT_RENAME},                \
+	{"when", required_argument, NULL, TPC_OPT_WHEN},                    \
+	{"drop", required_argument, NULL, TPC_OPT_DROP},                    \
+	{"keep", required_argument, NULL, TPC_OPT_KEEP},                    \
+	{"strip-prefix", required_argument, NULL, TPC_OPT_STRIP_PREFIX},    \
+	{"add-prefix", required_argument, NULL, TPC_OPT_ADD_PREFIX},        \
+	{"transpose", required_argument, NULL, TPC_OPT_TRANSPOSE},          \
+	{"dtype", required_argument, NULL, TPC_OPT_DTYPE},                  \
+	{"expect-keys", required_argument, NULL, TPC_OPT_EXPECT_KEYS}
+
+typedef struct tpc_cli_remap {
+	tpc_rules *rules;        /* NULL until a rule is given */
+	const char *when;        /* a --when waiting for its rule */
+	const char *expect_keys; /* --expect-keys FILE */
+	bool dry_run;            /* print the old -> new table, apply nothing */
+	bool strict;             /* a rule that matches nothing is an error */
+} tpc_cli_remap;
+
+/* Help text for the options above (ends with a newline). */
+extern const char tpc_cli_remap_help[];
+void tpc_cli_remap_init(tpc_cli_remap *r);
+void tpc_cli_remap_release(tpc_cli_remap *r);
+/* One option: 0, an exit status (message printed), or -1 if `code` is not a
+ * remap option. */
+int tpc_cli_remap_opt(tpc_cli_remap *r, const char *cmd, int code, const char *arg);
+/* Plan the rules over ck; warn about rules that matched nothing (error with
+ * strict); with dry_run print the table on stdout; check --expect-keys (exit
+ * status 1 with the missing and unexpected keys on stderr); unless dry_run,
+ * apply. Returns 0 or an exit status (message printed). Does nothing without
+ * rules, --expect-keys or dry_run. */
+int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck);
+
+/* Shared by shard and merge (cmd_shard.c). A count option: 0, or exit status 2
+ * after the message. */
+int tpc_cli_count(const char *cmd, const char *flag, const char *arg, uint64_t max, int64_t *out);
+/* --preset NAME or --plan FILE into p. */
+int tpc_cli_load_plan(const char *preset, const char *file, tpc_plan *p, tpc_err *e);
+/* Model facts: flags, then --config (or IN/config.json when IN is a model
+ * folder), then `more` (a manifest's), then the plan's defaults. */
+int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *in, const tpc_model_facts *more,
+		  const tpc_plan *plan, tpc_model_facts *out, tpc_err *e);
 
 #endif

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
+#include "tpc_shard.h"
 #include "tpc_util.h"
 
 static const char *help =
@@ -17,21 +18,28 @@ static const char *help =
 	"or when OUT is a directory (or ends in '/'), OUT becomes an HF sharded folder:\n"
 	"model-0000N-of-0000M.safetensors + model.safetensors.index.json (one shard:\n"
 	"model.safetensors and no index). Tensor bytes are streamed from the input\n"
-	"mapping; the output appears atomically (temporary file, fsync, rename).\n\n"
+	"mapping; the output appears atomically (temporary file, fsync, rename).\n"
+	"Rename/remap rules and casts (below) run between reading and writing; a\n"
+	"cast is done while streaming, with no whole-model buffer.\n\n"
 	"Options:\n"
-	"  -o, --output OUT         output file or directory (required)\n"
+	"  -o, --output OUT         output file or directory (required unless --dry-run)\n"
 	"  --format NAME            safetensors or torch\n"
 	"  --max-shard-size SIZE    HF sharding: largest shard (default 5GB; K/M/G/T = 1000^n,\n"
 	"                           Ki/Mi/Gi/Ti = 1024^n)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
-	"  --strict                 refuse pickle globals outside torch's weights_only allow-list\n"
+	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
+	"                           and make a rule that matches no tensor an error\n"
+	"  --dry-run                print the old -> new name table (and dropped names), check\n"
+	"                           --expect-keys, write nothing\n"
 	"  --dequantize             dequantize quantized tensors to float32 instead of refusing\n"
 	"  --dedup-tied             safetensors: store tied tensors once, record aliases in metadata\n"
 	"  -f, --force              overwrite existing outputs\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
 	"  -v, --verbose            say more\n"
-	"  -h, --help               this help\n\n" TPC_EXIT_HELP;
+	"  -h, --help               this help\n\n"
+	"%s\n"
+	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
 static bool ends_with(const char *s, const char *suf)
 {
@@ -39,7 +47,9 @@ static bool ends_with(const char *s, const char *suf)
 	return a >= b && !strcmp(s + a - b, suf);
 }
 
-int cmd_convert(int argc, char **argv)
+enum { O_DRY_RUN = 0x1100 };
+
+static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
 	static const struct option lo[] = {
 		{"output", required_argument, NULL, 'o'},
@@ -54,6 +64,8 @@ int cmd_convert(int argc, char **argv)
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		{"dry-run", no_argument, NULL, O_DRY_RUN},
+		TPC_CLI_REMAP_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
 	tpc_open_opts oo = {0, NULL, NULL};
@@ -68,19 +80,25 @@ int cmd_convert(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
+		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
+			if ((ret = tpc_cli_remap_opt(rm, "convert", c, optarg)))
+				return ret;
+			continue;
+		}
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'F': fmt_name = optarg; break;
 		case 'M': shard_arg = optarg; break;
 		case 's': oo.select = optarg; break;
-		case 'S': oo.flags |= TPC_OPEN_STRICT; break;
+		case 'S': oo.flags |= TPC_OPEN_STRICT; rm->strict = true; break;
+		case O_DRY_RUN: rm->dry_run = true; break;
 		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case 'P': force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
-		case 'h': fputs(help, stdout); return 0;
+		case 'h': printf(help, tpc_cli_remap_help); return 0;
 		default:
 			return tpc_cli_usage("convert", "unknown or incomplete option '%s'", argv[optind - 1]);
 		}
@@ -88,8 +106,10 @@ int cmd_convert(int argc, char **argv)
 	if (optind != argc - 1)
 		return tpc_cli_usage("convert", optind >= argc ? "missing IN" : "expected one IN, got '%s' too",
 				     optind < argc - 1 ? argv[optind + 1] : "");
-	if (!out)
+	if (!out && !rm->dry_run)
 		return tpc_cli_usage("convert", "missing -o OUT");
+	if (rm->when)
+		return tpc_cli_usage("convert", "--when '%s' is not followed by a rule", rm->when);
 	const char *in = argv[optind];
 	tpc_err_init(&e);
 	if (shard_arg && tpc_parse_size(shard_arg, &wo.max_shard_size, &e))
@@ -99,7 +119,7 @@ int cmd_convert(int argc, char **argv)
 
 	/* Choose the writer. */
 	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = shard_arg || tpc_is_dir(out) || ends_with(out, "/");
+	bool sharded = out && (shard_arg || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
 		if (!inner || !strcmp(fmt_name, "hf-index"))
@@ -112,21 +132,37 @@ int cmd_convert(int argc, char **argv)
 			inner = byname ? byname : tpc_format_by_name("safetensors");
 		}
 		wo.inner_format = inner->name;
-	} else {
+	} else if (out) {
 		outf = inner ? inner : tpc_format_for_output(out);
 		if (!outf)
 			return tpc_cli_usage("convert",
 					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or give --format",
 					     out);
 	}
-	if (!outf)
+	if (!outf && out)
 		return tpc_cli_usage("convert", "output format is not available in this build");
 
+	/* An output inside the folder of an input shard set (a folder, or the
+	 * folder of a *.index.json) is refused like an output equal to an input:
+	 * the set is being read. */
+	if (out) {
+		char *set_dir = tpc_is_dir(in) ? tpc_strdup(in) : ends_with(in, ".index.json") ? tpc_path_dir(in) : NULL;
+		bool inside = set_dir && tpc_shard_path_inside(out, set_dir);
+		free(set_dir);
+		if (inside) {
+			tpc_err_set(&e, TPC_EUSAGE, "the output is inside the input shard set's folder; choose another place");
+			tpc_err_path(&e, out);
+			return tpc_cli_fail(&e);
+		}
+	}
 	tpc_ckpt_init(&ck);
 	if (tpc_ckpt_open(&ck, in, &oo, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
+	/* The remap stage: rename, drop, transpose, cast (descriptions only). */
+	if ((ret = tpc_cli_remap_run(rm, "convert", &ck)) || rm->dry_run)
+		goto out;
 	uint64_t total = 0;
 	for (size_t i = 0; i < ck.n; i++)
 		total += ck.t[i].nbytes;
@@ -146,5 +182,14 @@ int cmd_convert(int argc, char **argv)
 	}
 out:
 	tpc_ckpt_release(&ck);
+	return ret;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+	tpc_cli_remap rm;
+	tpc_cli_remap_init(&rm);
+	int ret = convert(argc, argv, &rm);
+	tpc_cli_remap_release(&rm);
 	return ret;
 }

@@ -18,6 +18,11 @@ static const struct {
 } cmds[] = {
 	{"inspect", cmd_inspect, "list the tensors, dtypes, shapes and sizes of a checkpoint"},
 	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats"},
+	{"shard", cmd_shard, "split a checkpoint for tensor/pipeline parallelism (or reshard a set)"},
+	{"merge", cmd_merge, "rebuild the unsplit checkpoint from a shard set"},
+	{"verify", cmd_verify, "check a shard set against the unsplit model (structure, layers, blocks, logits)"},
+	{"plan", cmd_plan, "list, print and check sharding plans"},
+	{"rules", cmd_rules, "list and show the rename/remap rule presets"},
 };
 
 static void usage(FILE *f)

@@ -131,6 +131,14 @@ static int persistent_load(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *
 						   (unsigned long long)ent->usize);
 			if (ent->method == TPC_ZIP_STORED) {
 				off = ent->data_offset;
+			} else if (ent->usize > nbytes) {
+				/* inflated bytes are held in memory: never more than the
+				 * storage needs (a small record claiming a huge expansion) */
+				return TPC_CORRUPT(e, r->path, (int64_t)ent->header_offset, NULL,
+						   "storage '%s' needs %llu bytes but its compressed record '%s' inflates to %llu; "
+						   "refusing to inflate more than the storage holds (a zip bomb?)",
+						   key, (unsigned long long)nbytes, ent->name,
+						   (unsigned long long)ent->usize);
 			} else {
 				uint8_t *mem = NULL;
 				uint64_t len = 0;
@@ -832,7 +840,8 @@ static int open_zip(reader *r, const tpc_map *m, tpc_err *e)
 	}
 	const uint8_t *p;
 	uint64_t n;
-	if ((ret = tpc_zip_read(&z, pk, 1ull << 32, &p, &n, &owned, e)))
+	if ((ret = tpc_zip_read(&z, pk, r->inflate_cap < (1ull << 32) ? r->inflate_cap : 1ull << 32, &p, &n,
+				&owned, e)))
 		goto out;
 	pickle_opts(r, &po, &g, pk->method == TPC_ZIP_STORED ? pk->data_offset : 0);
 	if ((ret = tpc_pickle_load_from_buffer(p, n, &po, &root, NULL, e)))

@@ -12,6 +12,7 @@
  * OrderedDict of name -> tensor, which is what a state_dict is. */
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "pickle.h"
 #include "torch.h"
@@ -110,9 +111,7 @@ static int emit_tensor(void *ctx, tpc_pickle_writer *w, const tpc_value *tv, tpc
 static int read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len, void *dst,
 		    tpc_err *e)
 {
-	if (t->dtype != t->src_dtype)
-		return tpc_err_set(e, TPC_EUSAGE, "internal: dtype casts are not wired into the torch writer");
-	return tpc_ckpt_read_bytes(ck, t, off, len, dst, e);
+	return tpc_ckpt_read_out(ck, t, off, len, dst, e);
 }
 
 static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, tpc_out *out,
@@ -125,7 +124,15 @@ static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, 
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	if (t->nbytes && m && tpc_tensor_is_contiguous(t) && !(t->flags & TPC_TF_BYTESWAP) &&
 	    t->dtype == t->src_dtype) {
-		crc = tpc_crc32_parallel(m->data + t->offset, t->nbytes);
+		/* CRC in windows, dropping each window's pages from our resident set
+		 * (the copy itself runs in the kernel and maps nothing) */
+		const uint64_t win = 256u << 20;
+		for (uint64_t o = 0; o < t->nbytes; o += win) {
+			uint64_t k = t->nbytes - o < win ? t->nbytes - o : win;
+			crc = o ? (uint32_t)crc32_combine64(crc, tpc_crc32_parallel(m->data + t->offset + o, k), (z_off64_t)k)
+				: tpc_crc32_parallel(m->data + t->offset, k);
+			tpc_map_drop(m, t->offset + o, k);
+		}
 		ret = tpc_out_copy(out, m, t->offset, t->nbytes, e);
 		tpc_progress_add(prog, t->nbytes);
 	} else if (t->nbytes) {
@@ -143,8 +150,11 @@ static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, 
 				ret = tpc_out_write(out, buf, (size_t)k, e);
 				tpc_progress_add(prog, k);
 			}
+			if (!ret)
+				tpc_ckpt_drop_range(ck, t, off, k);
 		}
 		free(buf);
+		tpc_ckpt_drop_pages(ck, t);
 	}
 	if (ret) {
 		tpc_err_tensor(e, t->name);
@@ -228,16 +238,18 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	if (whole && ck->root && tpc__torch_tree_matches(ck)) {
 		obj = ck->root;
 	} else {
+		/* an OrderedDict: DICT whose origin is CALL[collections.OrderedDict, ()] */
 		flat = tpc_value_new(TPC_V_DICT);
 		call = tpc_value_new(TPC_V_CALL);
-		tpc_value *od = tpc_value_global("collections", "OrderedDict");
-		tpc_value *args = tpc_value_new(TPC_V_TUPLE);
-		if (!flat || !call || !od || !args || tpc_value_append(call, od) || tpc_value_append(call, args) ||
-		    tpc_value_set_origin(flat, call)) {
-			if (!call) {
-				tpc_value_unref(od);
-				tpc_value_unref(args);
-			}
+		int bad = !flat || !call;
+		/* append and set_origin take their argument's reference, also on failure */
+		bad = bad || tpc_value_append(call, tpc_value_global("collections", "OrderedDict"));
+		bad = bad || tpc_value_append(call, tpc_value_new(TPC_V_TUPLE));
+		if (!bad) {
+			bad = tpc_value_set_origin(flat, call);
+			call = NULL;
+		}
+		if (bad) {
 			ret = tpc_err_nomem(e);
 			goto out;
 		}

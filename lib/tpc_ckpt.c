@@ -135,6 +135,10 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 		free(ck->index->slot);
 		free(ck->index);
 	}
+	if (ck->meta_index) {
+		free(ck->meta_index->slot);
+		free(ck->meta_index);
+	}
 	memset(ck, 0, sizeof(*ck));
 }
 
@@ -661,17 +665,71 @@ out:
 	return ret;
 }
 
+/* Metadata keys are hashed like tensor names: a safetensors header may hold
+ * millions of __metadata__ entries, and a linear search per key made reading
+ * one quadratic (100 000 keys took 40 s). */
+static void meta_index_free(tpc_ckpt *ck)
+{
+	if (ck->meta_index) {
+		free(ck->meta_index->slot);
+		free(ck->meta_index);
+		ck->meta_index = NULL;
+	}
+}
+
+static int meta_index_rebuild(tpc_ckpt *ck)
+{
+	size_t cap = 64;
+	while (cap < ck->nmeta * 2)
+		cap *= 2;
+	int64_t *slot = malloc(cap * sizeof(*slot));
+	if (!slot)
+		return -1;
+	for (size_t i = 0; i < cap; i++)
+		slot[i] = -1;
+	for (size_t i = 0; i < ck->nmeta; i++) {
+		size_t h = hash_str(ck->meta_k[i]) & (cap - 1);
+		while (slot[h] >= 0)
+			h = (h + 1) & (cap - 1);
+		slot[h] = (int64_t)i;
+	}
+	if (!ck->meta_index && !(ck->meta_index = calloc(1, sizeof(*ck->meta_index)))) {
+		free(slot);
+		return -1;
+	}
+	free(ck->meta_index->slot);
+	ck->meta_index->slot = slot;
+	ck->meta_index->cap = cap;
+	return 0;
+}
+
+/* Index of key k in meta_k, or -1 (a linear scan when there is no index). */
+static int64_t meta_find(const tpc_ckpt *ck, const char *k)
+{
+	const struct tpc__name_index *ix = ck->meta_index;
+	if (!ix) {
+		for (size_t i = 0; i < ck->nmeta; i++)
+			if (!strcmp(ck->meta_k[i], k))
+				return (int64_t)i;
+		return -1;
+	}
+	for (size_t h = hash_str(k) & (ix->cap - 1); ix->slot[h] >= 0; h = (h + 1) & (ix->cap - 1))
+		if (!strcmp(ck->meta_k[ix->slot[h]], k))
+			return ix->slot[h];
+	return -1;
+}
+
 int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e)
 {
-	for (size_t i = 0; i < ck->nmeta; i++)
-		if (!strcmp(ck->meta_k[i], k)) {
-			char *nv = tpc_strdup(v);
-			if (!nv)
-				return tpc_err_nomem(e);
-			free(ck->meta_v[i]);
-			ck->meta_v[i] = nv;
-			return 0;
-		}
+	int64_t i = meta_find(ck, k);
+	if (i >= 0) {
+		char *nv = tpc_strdup(v);
+		if (!nv)
+			return tpc_err_nomem(e);
+		free(ck->meta_v[i]);
+		ck->meta_v[i] = nv;
+		return 0;
+	}
 	size_t c1 = ck->capmeta, c2 = ck->capmeta;
 	if (tpc_grow((void **)&ck->meta_k, &c1, ck->nmeta + 1, sizeof(char *)) ||
 	    tpc_grow((void **)&ck->meta_v, &c2, ck->nmeta + 1, sizeof(char *)))
@@ -685,28 +743,37 @@ int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e)
 		return tpc_err_nomem(e);
 	}
 	ck->nmeta++;
+	struct tpc__name_index *ix = ck->meta_index;
+	if (!ix || ck->nmeta * 2 > ix->cap) {
+		if (meta_index_rebuild(ck))
+			meta_index_free(ck); /* out of memory: fall back to the linear scan */
+	} else {
+		size_t h = hash_str(k) & (ix->cap - 1);
+		while (ix->slot[h] >= 0)
+			h = (h + 1) & (ix->cap - 1);
+		ix->slot[h] = (int64_t)ck->nmeta - 1;
+	}
 	return 0;
 }
 
 void tpc_ckpt_meta_del(tpc_ckpt *ck, const char *k)
 {
-	for (size_t i = 0; i < ck->nmeta; i++)
-		if (!strcmp(ck->meta_k[i], k)) {
-			free(ck->meta_k[i]);
-			free(ck->meta_v[i]);
-			memmove(ck->meta_k + i, ck->meta_k + i + 1, (ck->nmeta - i - 1) * sizeof(char *));
-			memmove(ck->meta_v + i, ck->meta_v + i + 1, (ck->nmeta - i - 1) * sizeof(char *));
-			ck->nmeta--;
-			return;
-		}
+	int64_t i = meta_find(ck, k);
+	if (i < 0)
+		return;
+	free(ck->meta_k[i]);
+	free(ck->meta_v[i]);
+	memmove(ck->meta_k + i, ck->meta_k + i + 1, (ck->nmeta - (size_t)i - 1) * sizeof(char *));
+	memmove(ck->meta_v + i, ck->meta_v + i + 1, (ck->nmeta - (size_t)i - 1) * sizeof(char *));
+	ck->nmeta--;
+	if (ck->meta_index && meta_index_rebuild(ck))
+		meta_index_free(ck);
 }
 
 const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k)
 {
-	for (size_t i = 0; i < ck->nmeta; i++)
-		if (!strcmp(ck->meta_k[i], k))
-			return ck->meta_v[i];
-	return NULL;
+	int64_t i = meta_find(ck, k);
+	return i >= 0 ? ck->meta_v[i] : NULL;
 }
 
 /* ---- geometry ---- */
@@ -1041,6 +1108,33 @@ int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off,
 }
 
 /* Hand tensor t's output image to `sink` in chunks of at most TPC_GATHER_CHUNK bytes. */
+/* Drop the mapped pages a tensor's bytes came from out of our resident set
+ * (the page cache keeps them): a pass over a big model stays at a bounded RSS. */
+void tpc_ckpt_drop_pages(const tpc_ckpt *ck, const tpc_tensor *t)
+{
+	if (t->nparts) {
+		for (int k = 0; k < t->nparts; k++)
+			tpc_ckpt_drop_pages(ck, &t->parts[k]);
+		return;
+	}
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	if (!m || (t->flags & TPC_TF_ZERO) || !t->numel)
+		return;
+	uint64_t lo, hi;
+	tpc_tensor_extent(t, &lo, &hi);
+	if (hi > lo && hi <= m->size)
+		tpc_map_drop(m, lo, hi - lo);
+}
+
+void tpc_ckpt_drop_range(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	unsigned os = tpc_dtype_size(t->dtype), is = tpc_dtype_size(t->src_dtype);
+	if (!m || t->nparts || (t->flags & TPC_TF_ZERO) || !tpc_tensor_is_contiguous(t) || !os)
+		return;
+	tpc_map_drop(m, t->offset + off / os * is, len / os * is);
+}
+
 static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
 		      int (*sink)(void *ctx, const uint8_t *p, size_t n, tpc_err *e), void *ctx,
 		      tpc_err *e)
@@ -1050,6 +1144,8 @@ static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
 	uint8_t *buf = NULL, *tmp = NULL;
 	int ret = 0;
 	bool cast = cast_pending(t);
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	bool contig_src = m && !t->nparts && !(t->flags & TPC_TF_ZERO) && tpc_tensor_is_contiguous(t);
 	if (cast && (tpc_dtype_bits(t->src_dtype) < 8 || tpc_dtype_bits(t->dtype) < 8))
 		return tpc_err_set(e, TPC_EUSAGE, "cannot cast %s to %s", tpc_dtype_name(t->src_dtype),
 				   tpc_dtype_name(t->dtype));
@@ -1072,7 +1168,11 @@ static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
 			ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
 		if (!ret)
 			ret = sink(ctx, buf, (size_t)k, e);
+		if (!ret && contig_src)
+			tpc_ckpt_drop_range(ck, t, off, k);
 	}
+	if (!ret && !contig_src)
+		tpc_ckpt_drop_pages(ck, t);
 out:
 	free(tmp);
 	free(buf);

@@ -102,6 +102,7 @@ typedef struct tpc_ckpt {
 	char *hidden_note;
 	char *path;            /* what was opened */
 	struct tpc__name_index *index;
+	struct tpc__name_index *meta_index; /* metadata keys -> meta_k index */
 } tpc_ckpt;
 
 void tpc_ckpt_init(tpc_ckpt *ck);
@@ -205,6 +206,13 @@ int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off,
  * output's current position: in-kernel copy when contiguous, not swapped and
  * not cast, else through bounded buffers (gather, then cast). */
 int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e);
+
+/* Drop the mapped input pages tensor t reads from our resident set (the page
+ * cache keeps them), all of them or those behind output bytes [off, off+len)
+ * when t is a contiguous view: writers call these as they go so a pass over a
+ * large model keeps a bounded RSS. */
+void tpc_ckpt_drop_pages(const tpc_ckpt *ck, const tpc_tensor *t);
+void tpc_ckpt_drop_range(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len);
 
 /* SHA-256 over tensor t's output image (cast applied). */
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);

@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tpc_buf.h"
@@ -81,7 +84,10 @@ void tpc_io_install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGXFSZ, &sa, NULL);
+	/* File size limit (RLIMIT_FSIZE): with SIGXFSZ ignored, write() fails with
+	 * EFBIG and the normal error path removes the temporaries and exits 4
+	 * with the reason, instead of the process dying from the signal. */
+	signal(SIGXFSZ, SIG_IGN);
 }
 
 void tpc_io_set_kernel_copy(bool on)
@@ -190,6 +196,18 @@ void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len)
 	madvise((void *)(m->data + start), (size_t)(len + (off - start)), MADV_SEQUENTIAL | MADV_WILLNEED);
 }
 
+void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	if (!m || !m->data || m->fd < 0 || off >= m->size || !len)
+		return;
+	if (len > m->size - off)
+		len = m->size - off;
+	uint64_t start = off & ~(uint64_t)(pg - 1);
+	uint64_t end = (off + len + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1);
+	madvise((void *)(m->data + start), (size_t)(end - start), MADV_DONTNEED);
+}
+
 /* ---- outputs ---- */
 
 /* Final files get 0666 & ~umask, as open(2) would give them; mkostemp makes 0600. */
@@ -199,6 +217,37 @@ static void umask_init(void)
 	mode_t u = umask(022);
 	umask(u);
 	saved_umask_mode = 0666 & ~u;
+}
+
+/*
+ * Remove the temporaries ".<base>.tpc-XXXXXX" in `dir` that no live process
+ * holds: a run killed with SIGKILL cannot clean up, so the next run writing
+ * the same target does. A temporary is another run's while its flock is held;
+ * the age check covers the instant between mkostemp() and flock() in that run.
+ */
+#define STALE_AGE_S 2
+static void remove_stale(const char *dir, const char *base, const char *mine)
+{
+	size_t bl = strlen(base);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+		if (n[0] != '.' || strncmp(n + 1, base, bl) || strncmp(n + 1 + bl, ".tpc-", 5) ||
+		    strlen(n + 1 + bl + 5) != 6 || !strcmp(n, tpc_path_base(mine)))
+			continue;
+		int fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		struct stat st;
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && time(NULL) - st.st_mtime >= STALE_AGE_S &&
+		    flock(fd, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(dirfd(d), n, 0);
+		close(fd);
+	}
+	closedir(d);
 }
 
 int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
@@ -248,6 +297,12 @@ int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
 		goto out;
 	}
 	tmp_register(o->tmp);
+	o->flags = flags;
+	/* Locked while this process has it open (flock is dropped by the kernel
+	 * when the process dies, even by SIGKILL): an unlocked temporary of the
+	 * same target is a leftover, and this run removes it. */
+	(void)flock(o->fd, LOCK_EX | LOCK_NB);
+	remove_stale(dir, tpc_path_base(path), o->tmp);
 	if (fchmod(o->fd, saved_umask_mode) != 0) {
 		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot set the mode of '%s'", o->tmp);
 		goto out;
@@ -367,11 +422,6 @@ int tpc_out_finish(tpc_out *o, tpc_err *e)
 		return 0;
 	if (fsync(o->fd) != 0 && errno != EINVAL)
 		return write_fail(o, errno, e);
-	if (close(o->fd) != 0) {
-		o->fd = -1;
-		return write_fail(o, errno, e);
-	}
-	o->fd = -1;
 	return 0;
 }
 
@@ -380,8 +430,33 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 	int r = tpc_out_finish(o, e);
 	if (r)
 		return r;
-	if (rename(o->tmp, o->path) != 0) {
+	if (o->fd >= 0) {
+		r = close(o->fd);
+		o->fd = -1;
+		if (r != 0)
+			return write_fail(o, errno, e);
+	}
+	/* Without TPC_OUT_FORCE a target that appeared since tpc_out_open (another
+	 * run finished first) is not replaced: the check at open is repeated
+	 * atomically here. */
+	int rc = (o->flags & TPC_OUT_FORCE) ? rename(o->tmp, o->path)
+					    : renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE);
+	if (rc != 0 && !(o->flags & TPC_OUT_FORCE) && (errno == EINVAL || errno == ENOSYS)) {
+		/* no RENAME_NOREPLACE on this file system: link() fails on an existing name too */
+		rc = link(o->tmp, o->path);
+		if (rc == 0)
+			unlink(o->tmp);
+		else if (errno != EEXIST)
+			rc = rename(o->tmp, o->path);
+	}
+	if (rc != 0) {
 		int err = errno;
+		if (err == EEXIST) {
+			tpc_err_set(e, TPC_EUSAGE, "output appeared while this run was writing it (another run?); "
+						   "use --force to overwrite it");
+			tpc_err_path(e, o->path);
+			return TPC_EUSAGE;
+		}
 		tpc_err_sys(e, TPC_EIO, err, "cannot rename the temporary file into place");
 		tpc_err_path(e, o->path);
 		return TPC_EIO;

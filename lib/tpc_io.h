@@ -11,7 +11,11 @@
  * directory; tpc_out_abort() removes it. Every open temporary file is also on a
  * process-wide list that the SIGINT/SIGTERM handler (tpc_io_install_signals)
  * unlinks before the process dies, so an interrupted run leaves nothing behind.
- * Without `force`, an existing target is refused before any byte is written.
+ * Without `force`, an existing target is refused before any byte is written,
+ * and again at the rename (RENAME_NOREPLACE), so a run never replaces a
+ * target another run committed meanwhile. A temporary is flock()ed while its
+ * process has it open; tpc_out_open() removes unlocked temporaries of the
+ * same target, the leftovers of a run killed with SIGKILL.
  * A target that is the same file (device + inode) as an opened input is always
  * refused: the llama.cpp gguf-split lesson.
  *
@@ -43,6 +47,12 @@ int tpc_map_open(tpc_map *m, const char *path, tpc_err *e);
 void tpc_map_close(tpc_map *m);
 /* Advise the kernel: sequential read-ahead for [off, off+len). */
 void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
+/* Drop the pages of [off, off+len) (widened to whole pages) from this
+ * process's resident set once they have been read (MADV_DONTNEED on the
+ * private read-only mapping; a later access faults them back in from the page
+ * cache). Keeps the RSS of a pass over a large input bounded. Owned-memory
+ * sources (fd < 0) are left alone. */
+void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len);
 
 /* Register an extra path as an input (a directory's files, an index). */
 void tpc_io_note_input(const char *path);
@@ -55,6 +65,7 @@ typedef struct tpc_out {
 	int fd;
 	uint64_t size;  /* bytes written through tpc_out_write (sequential position) */
 	bool committed;
+	unsigned flags; /* TPC_OUT_* given to tpc_out_open */
 } tpc_out;
 
 enum { TPC_OUT_FORCE = 1 };
@@ -73,15 +84,17 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
 		    uint64_t dst_off, tpc_err *e);
 /* Set the file size (preallocate). */
 int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e);
-/* fsync and close, keeping the temporary (still removed on abort or signal);
- * a later tpc_out_commit only renames. Lets a multi-file set be written whole
- * before any file takes its final name. */
+/* fsync, keeping the temporary open (and so locked against removal as a
+ * leftover; still removed on abort or signal); a later tpc_out_commit closes
+ * and renames. Lets a multi-file set be written whole before any file takes
+ * its final name (one open descriptor per pending file). */
 int tpc_out_finish(tpc_out *o, tpc_err *e);
 int tpc_out_commit(tpc_out *o, tpc_err *e);
 void tpc_out_abort(tpc_out *o); /* safe after commit (no-op) and on a zeroed struct */
 
-/* Install SIGINT/SIGTERM handlers that remove open temporaries and then
- * re-raise the signal. Idempotent. */
+/* Install SIGINT/SIGTERM/SIGHUP handlers that remove open temporaries and
+ * then re-raise the signal, and ignore SIGXFSZ so that a file size limit
+ * shows as a write error (EFBIG, exit 4). Idempotent. */
 void tpc_io_install_signals(void);
 
 /* Write a whole small file atomically (JSON index, manifest). */

@@ -1,0 +1,244 @@
+/* cmd_merge.c - `tpconv merge DIR -o OUT`: a shard set back into one checkpoint. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_buf.h"
+#include "tpc_extras.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_plan.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+static const char *help =
+	"usage: tpconv merge [options] DIR -o OUT\n\n"
+	"Rebuild the unsplit checkpoint from the shard set in DIR. With a tpconv manifest\n"
+	"the set describes itself; a set written by another tool (OSLO's\n"
+	"pytorch_model_tp_T_pp_P.bin, TensorRT-LLM's rankN.safetensors) needs the plan it\n"
+	"was split with (--preset/--plan), --tp unless the names or config.json tell it,\n"
+	"and the model facts when K/V heads were replicated or the vocab padded.\n"
+	"Replicated tensors are compared across ranks (a difference is an error naming\n"
+	"the tensor and ranks, or --take-rank0 keeps rank 0's copy), replicated K/V heads\n"
+	"are de-duplicated after checking they are equal, padding is stripped. With a\n"
+	"manifest, every rank tensor is checked against its SHA-256 first (a rank file\n"
+	"from another set is refused). OUT is written like 'tpconv convert' writes it:\n"
+	"format from --format or the name, a folder (or --max-shard-size) for HF shards.\n\n"
+	"Options:\n"
+	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
+	"  --format NAME            safetensors or torch\n"
+	"  --max-shard-size SIZE    HF-sharded output with files of at most SIZE\n"
+	"  --preset NAME, --plan FILE   the plan of a set without a manifest\n"
+	"  --tp N, --pp M           the set's degrees, for sets without a manifest\n"
+	"  --config FILE            model facts from a Hugging Face config.json\n"
+	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N   model facts\n"
+	"  --take-rank0             replicated tensors that differ: keep rank 0's (warns)\n"
+	"  --no-checksums           do not verify the manifest checksums\n"
+	"  --dry-run                print what would be merged; write nothing\n"
+	"  -f, --force              overwrite existing outputs\n"
+	"  --progress               show progress even when stderr is not a terminal\n"
+	"  -q, --quiet              errors only\n"
+	"  -v, --verbose            say more\n"
+	"  -h, --help               this help\n\n" TPC_EXIT_HELP;
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+enum {
+	O_TP = 256, O_PP, O_PRESET, O_PLAN, O_CONFIG, O_HEADS, O_KV, O_HD, O_HIDDEN, O_VOCAB, O_FORMAT, O_MAXSZ,
+	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS,
+};
+
+int cmd_merge(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"output", required_argument, NULL, 'o'}, {"tp", required_argument, NULL, O_TP},
+		{"pp", required_argument, NULL, O_PP}, {"preset", required_argument, NULL, O_PRESET},
+		{"plan", required_argument, NULL, O_PLAN}, {"config", required_argument, NULL, O_CONFIG},
+		{"heads", required_argument, NULL, O_HEADS}, {"kv-heads", required_argument, NULL, O_KV},
+		{"head-dim", required_argument, NULL, O_HD}, {"hidden", required_argument, NULL, O_HIDDEN},
+		{"vocab", required_argument, NULL, O_VOCAB}, {"format", required_argument, NULL, O_FORMAT},
+		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"take-rank0", no_argument, NULL, O_TAKE0},
+		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
+		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	const char *out = NULL, *preset = NULL, *plan_file = NULL, *config = NULL, *fmt_name = NULL, *maxsz = NULL;
+	int64_t tp = 0, pp = 0, v = 0;
+	tpc_model_facts flags;
+	tpc_merge_opts mo;
+	tpc_write_opts wo;
+	bool dry = false, force_progress = false, have_mg = false;
+	tpc_plan plan;
+	tpc_merge mg;
+	tpc_progress prog;
+	tpc_err e;
+	int c, ret = 0;
+
+	memset(&flags, 0, sizeof(flags));
+	memset(&mo, 0, sizeof(mo));
+	memset(&wo, 0, sizeof(wo));
+	mo.checksums = true;
+	tpc_plan_init(&plan);
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case O_TP:
+			if ((ret = tpc_cli_count("merge", "--tp", optarg, TPC_MAX_TP, &tp)))
+				goto done;
+			break;
+		case O_PP:
+			if ((ret = tpc_cli_count("merge", "--pp", optarg, TPC_MAX_TP, &pp)))
+				goto done;
+			break;
+		case O_PRESET: preset = optarg; break;
+		case O_PLAN: plan_file = optarg; break;
+		case O_CONFIG: config = optarg; break;
+		case O_HEADS: case O_KV: case O_HD: case O_HIDDEN: case O_VOCAB:
+			if ((ret = tpc_cli_count("merge", argv[optind - 1], optarg, (uint64_t)1 << 40, &v)))
+				goto done;
+			*(c == O_HEADS ? &flags.heads : c == O_KV ? &flags.kv_heads : c == O_HD ? &flags.head_dim
+			  : c == O_HIDDEN ? &flags.hidden : &flags.vocab) = v;
+			break;
+		case O_FORMAT: fmt_name = optarg; break;
+		case O_MAXSZ: maxsz = optarg; break;
+		case O_TAKE0: mo.take_rank0 = true; break;
+		case O_NOSUM: mo.checksums = false; break;
+		case O_DRY: dry = true; break;
+		case 'f': wo.flags |= TPC_W_FORCE; break;
+		case O_PROGRESS: force_progress = true; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': fputs(help, stdout); goto done;
+		default:
+			ret = tpc_cli_usage("merge", "unknown or incomplete option '%s'", argv[optind - 1]);
+			goto done;
+		}
+	}
+	if (optind != argc - 1) {
+		ret = tpc_cli_usage("merge", optind >= argc ? "missing DIR" : "expected one DIR, got '%s' too",
+				    optind < argc - 1 ? argv[optind + 1] : "");
+		goto done;
+	}
+	const char *dir = argv[optind];
+	if (!out && !dry) {
+		ret = tpc_cli_usage("merge", "missing -o OUT");
+		goto done;
+	}
+	if (preset && plan_file) {
+		ret = tpc_cli_usage("merge", "give --preset or --plan, not both");
+		goto done;
+	}
+	tpc_err_init(&e);
+	if (maxsz && (tpc_parse_size(maxsz, &wo.max_shard_size, &e) || !wo.max_shard_size)) {
+		ret = tpc_cli_usage("merge", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
+		goto done;
+	}
+	/* the writer, as convert chooses it */
+	const tpc_format *outf = NULL, *inner = NULL;
+	bool sharded = out && (maxsz || tpc_is_dir(out) || ends_with(out, "/"));
+	if (fmt_name) {
+		inner = tpc_format_by_name(fmt_name);
+		if (!inner || !strcmp(fmt_name, "hf-index")) {
+			ret = tpc_cli_usage("merge", "unknown --format '%s' (safetensors or torch)", fmt_name);
+			goto done;
+		}
+	}
+	if (out && sharded) {
+		outf = tpc_format_by_name("hf-index");
+		if (!inner) {
+			const tpc_format *byname = tpc_format_for_output(out);
+			inner = byname ? byname : tpc_format_by_name("safetensors");
+		}
+		wo.inner_format = inner->name;
+	} else if (out) {
+		outf = inner ? inner : tpc_format_for_output(out);
+		if (!outf) {
+			ret = tpc_cli_usage("merge",
+					    "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or give --format",
+					    out);
+			goto done;
+		}
+	}
+	if (out && !outf) {
+		ret = tpc_cli_usage("merge", "output format is not available in this build");
+		goto done;
+	}
+	if (preset || plan_file) {
+		if (tpc_cli_load_plan(preset, plan_file, &plan, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+		mo.plan = &plan;
+	}
+	if (tpc_cli_facts(&flags, config, NULL, NULL, mo.plan, &mo.facts, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	mo.tp = (int)tp;
+	mo.pp = (int)pp;
+	if (tpc_merge_open(&mg, dir, &mo, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	have_mg = true;
+	if (mg.ndiffer)
+		tpc_cli_warn("%zu replicated tensor%s differed between ranks; kept rank 0's copy (--take-rank0); first: %s",
+			     mg.ndiffer, mg.ndiffer == 1 ? "" : "s", mg.differ_first);
+	uint64_t total = 0;
+	for (size_t i = 0; i < mg.out.n; i++)
+		total += mg.out.t[i].nbytes;
+	if (dry) {
+		char sz[32];
+		printf("# merge %s: %s set, tp %d, pp %d, %zu tensors, %s\n", dir,
+		       mg.kind == TPC_SET_MANIFEST ? "tpconv" : mg.kind == TPC_SET_OSLO ? "oslo" : "trtllm", mg.tp, mg.pp,
+		       mg.out.n, tpc_fmt_size(total, sz, sizeof(sz)));
+		for (size_t i = 0; i < mg.out.n; i++) {
+			char nm[512], shp[256];
+			tpc_sanitize(nm, sizeof(nm), mg.out.t[i].name);
+			printf("%s  %s %s\n", nm, tpc_dtype_name(mg.out.t[i].dtype), tpc_shape_str(&mg.out.t[i], shp, sizeof(shp)));
+		}
+		goto done;
+	}
+	if (tpc_shard_path_inside(out, dir)) {
+		tpc_err_set(&e, TPC_EUSAGE, "the output is inside the shard set being merged; choose another place");
+		tpc_err_path(&e, out);
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "merge", total);
+	wo.progress = &prog;
+	double t0 = tpc_now();
+	if (tpc_merge_write(&mg, outf, out, &wo, &e)) {
+		tpc_err_path(&e, out);
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	tpc_progress_end(&prog);
+	/* the model's companion files (config, tokenizer) go with an HF folder; a
+	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
+	if (sharded && mg.layout != TPC_LAYOUT_TRTLLM && mg.layout != TPC_LAYOUT_HF) {
+		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL};
+		if (tpc_extras_copy(dir, out, &xo, NULL, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+	}
+	if (tpc_cli_verbose > 0) {
+		char sz[32];
+		tpc_cli_info("merged %d rank files into %zu tensors (%s) in '%s' in %.2f s", mg.nranks, mg.out.n,
+			     tpc_fmt_size(total, sz, sizeof(sz)), out, tpc_now() - t0);
+	}
+done:
+	if (have_mg)
+		tpc_merge_release(&mg);
+	tpc_plan_release(&plan);
+	return ret;
+}

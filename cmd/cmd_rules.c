@@ -1,0 +1,330 @@
+/*
+ * cmd_rules.c - `tpconv rules --list | NAME | --check FILE`, and the remap
+ * options that convert (and shard) share: --rules, the shorthands, and
+ * --expect-keys (see cli.h, tpc_cli_remap).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_buf.h"
+#include "tpc_rules.h"
+#include "tpc_util.h"
+
+const char tpc_cli_remap_help[] =
+	"Rename / remap (applied in the order given, between reading and writing):\n"
+	"  --rules FILE|PRESET      a rules file (JSON) or a preset; repeatable\n"
+	"                           ('tpconv rules --list' lists the presets)\n"
+	"  --rename 'RE=REPL'       replace every match of RE (POSIX ERE; \\1..\\9 groups);\n"
+	"                           the first '=' not written '\\=' separates the two\n"
+	"  --when RE                the next rule applies only to names matching RE\n"
+	"  --drop RE                drop the tensors whose name matches RE\n"
+	"  --keep RE                drop the tensors whose name does not match RE\n"
+	"  --strip-prefix P         remove the prefix P (e.g. 'module.') where present\n"
+	"  --add-prefix P           prepend P to every name\n"
+	"  --transpose RE           transpose the 2-D tensors matching RE ([in,out] -> [out,in])\n"
+	"  --dtype DT               cast every floating tensor to DT (bf16, f16, f32, f64);\n"
+	"  --dtype 'RE=DT'          or those matching RE (a later --dtype wins); integer and\n"
+	"                           bool tensors are never cast (a rules file can ask)\n"
+	"  --expect-keys FILE       the result must have exactly these names, as\n"
+	"                           load_state_dict(strict=True): FILE is one key per line,\n"
+	"                           a JSON list, or a checkpoint; missing and unexpected keys\n"
+	"                           are listed and the exit status is 1\n";
+
+void tpc_cli_remap_init(tpc_cli_remap *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+void tpc_cli_remap_release(tpc_cli_remap *r)
+{
+	tpc_rules_free(r->rules);
+	memset(r, 0, sizeof(*r));
+}
+
+static const char *opt_name(int code)
+{
+	switch (code) {
+	case TPC_OPT_RULES: return "--rules";
+	case TPC_OPT_RENAME: return "--rename";
+	case TPC_OPT_WHEN: return "--when";
+	case TPC_OPT_DROP: return "--drop";
+	case TPC_OPT_KEEP: return "--keep";
+	case TPC_OPT_STRIP_PREFIX: return "--strip-prefix";
+	case TPC_OPT_ADD_PREFIX: return "--add-prefix";
+	case TPC_OPT_TRANSPOSE: return "--transpose";
+	case TPC_OPT_DTYPE: return "--dtype";
+	case TPC_OPT_EXPECT_KEYS: return "--expect-keys";
+	}
+	return "?";
+}
+
+/* Split "RE=REPL" at the first '=' not preceded by a backslash; "\=" in RE
+ * becomes "=". Returns malloc'd pattern, *repl points into arg. */
+static char *split_rename(const char *arg, const char **repl)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	const char *p = arg;
+	for (; *p; p++) {
+		if (p[0] == '\\' && p[1] == '=') {
+			tpc_buf_addc(&b, '=');
+			p++;
+			continue;
+		}
+		if (p[0] == '\\' && p[1]) {
+			tpc_buf_add(&b, p, 2);
+			p++;
+			continue;
+		}
+		if (*p == '=')
+			break;
+		tpc_buf_addc(&b, *p);
+	}
+	if (!*p) {
+		tpc_buf_release(&b);
+		return NULL;
+	}
+	*repl = p + 1;
+	tpc_buf_addc(&b, '\0');
+	return tpc_buf_detach(&b, NULL);
+}
+
+int tpc_cli_remap_opt(tpc_cli_remap *r, const char *cmd, int code, const char *arg)
+{
+	tpc_rule_spec s;
+	tpc_err e;
+	char origin[600], *pat = NULL;
+	int ret = 0;
+	if (code < TPC_OPT_RULES || code >= TPC_OPT_REMAP_END)
+		return -1;
+	if (code == TPC_OPT_EXPECT_KEYS) {
+		r->expect_keys = arg;
+		return 0;
+	}
+	if (code == TPC_OPT_WHEN) {
+		if (r->when)
+			return tpc_cli_usage(cmd, "--when '%s' follows --when '%s'; give one condition per rule",
+					     arg, r->when);
+		r->when = arg;
+		return 0;
+	}
+	tpc_err_init(&e);
+	if (!r->rules && !(r->rules = tpc_rules_new())) {
+		tpc_err_nomem(&e);
+		return tpc_cli_fail(&e);
+	}
+	if (code == TPC_OPT_RULES) {
+		if (r->when)
+			return tpc_cli_usage(cmd, "--when '%s' must be followed by a rule shorthand, not --rules",
+					     r->when);
+		if (tpc_rules_load(r->rules, arg, &e))
+			return tpc_cli_fail(&e);
+		return 0;
+	}
+	memset(&s, 0, sizeof(s));
+	snprintf(origin, sizeof(origin), "%s '%s'", opt_name(code), arg);
+	s.arg = arg;
+	s.when = r->when;
+	switch (code) {
+	case TPC_OPT_RENAME:
+		s.kind = TPC_RULE_RENAME;
+		pat = split_rename(arg, &s.to);
+		if (!pat)
+			return tpc_cli_usage(cmd, "--rename '%s': expected 'REGEX=REPLACEMENT'", arg);
+		s.arg = pat;
+		break;
+	case TPC_OPT_DROP: s.kind = TPC_RULE_DROP; break;
+	case TPC_OPT_KEEP: s.kind = TPC_RULE_KEEP; break;
+	case TPC_OPT_STRIP_PREFIX: s.kind = TPC_RULE_STRIP_PREFIX; break;
+	case TPC_OPT_ADD_PREFIX: s.kind = TPC_RULE_ADD_PREFIX; break;
+	case TPC_OPT_TRANSPOSE: s.kind = TPC_RULE_TRANSPOSE; break;
+	case TPC_OPT_DTYPE: {
+		const char *eq = strrchr(arg, '=');
+		const char *dt = eq ? eq + 1 : arg;
+		s.kind = TPC_RULE_DTYPE;
+		s.arg = NULL;
+		s.dtype = tpc_dtype_parse(dt);
+		if (s.dtype != TPC_BF16 && s.dtype != TPC_F16 && s.dtype != TPC_F32 && s.dtype != TPC_F64)
+			return tpc_cli_usage(cmd, "--dtype '%s': unknown dtype '%s' (bf16, f16, f32 or f64)", arg, dt);
+		if (eq) {
+			if (r->when)
+				return tpc_cli_usage(cmd, "--dtype '%s' has a pattern; --when '%s' would be a second one",
+						     arg, r->when);
+			pat = tpc_strndup(arg, (size_t)(eq - arg));
+			if (!pat) {
+				tpc_err_nomem(&e);
+				return tpc_cli_fail(&e);
+			}
+			s.match = pat;
+		}
+		break;
+	}
+	}
+	r->when = NULL;
+	if (tpc_rules_add(r->rules, &s, origin, &e))
+		ret = tpc_cli_fail(&e);
+	free(pat);
+	return ret;
+}
+
+int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck)
+{
+	tpc_remap m;
+	tpc_keys keys = {NULL, 0, 0};
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_err e;
+	char d[1024];
+	int ret = 0;
+	tpc_remap_init(&m);
+	tpc_err_init(&e);
+	if (r->when)
+		return tpc_cli_usage(cmd, "--when '%s' is not followed by a rule", r->when);
+	if (!r->rules && !r->expect_keys && !r->dry_run)
+		return 0;
+	if (!r->rules && !(r->rules = tpc_rules_new())) {
+		tpc_err_nomem(&e);
+		return tpc_cli_fail(&e);
+	}
+	if (r->expect_keys && tpc_keys_load(&keys, r->expect_keys, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto out;
+	}
+	if (tpc_rules_plan(r->rules, ck, &m, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto out;
+	}
+	for (size_t i = 0; i < tpc_rules_count(r->rules); i++) {
+		if (!tpc_remap_unmatched(r->rules, &m, i))
+			continue;
+		tpc_rules_describe(r->rules, i, d, sizeof(d));
+		if (r->strict) {
+			tpc_err_set(&e, TPC_EUSAGE, "rule %s matched no tensor (--strict)", d);
+			ret = tpc_cli_fail(&e);
+			goto out;
+		}
+		tpc_cli_warn("rule %s matched no tensor", d);
+	}
+	if (r->dry_run) {
+		tpc_remap_table(ck, &m, r->rules, &b);
+		if (b.oom) {
+			tpc_err_nomem(&e);
+			ret = tpc_cli_fail(&e);
+			goto out;
+		}
+		fwrite(b.p, 1, b.len, stdout);
+		fflush(stdout);
+		tpc_buf_reset(&b);
+	}
+	if (r->expect_keys && tpc_keys_check(m.name, m.n, &keys, &b, &e)) {
+		char msg[1200];
+		tpc_err_format(&e, msg, sizeof(msg));
+		fprintf(stderr, "tpconv: error: the result does not match the keys of '%s': %s\n", r->expect_keys, msg);
+		if (b.p)
+			fwrite(b.p, 1, b.len, stderr);
+		ret = tpc_status_exit(e.code);
+		goto out;
+	}
+	if (!r->dry_run && tpc_remap_apply(ck, &m, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto out;
+	}
+	if (r->expect_keys)
+		tpc_cli_info("the result has the %zu keys of '%s'", keys.n, r->expect_keys);
+out:
+	tpc_buf_release(&b);
+	tpc_keys_release(&keys);
+	tpc_remap_release(&m);
+	return ret;
+}
+
+static const char *help =
+	"usage: tpconv rules --list\n"
+	"       tpconv rules NAME\n"
+	"       tpconv rules --check FILE\n\n"
+	"Show the built-in rename/remap presets and check rules files. 'tpconv rules NAME'\n"
+	"prints a preset as JSON, the format --rules FILE takes; a file can start from\n"
+	"a preset with \"extends\". A rules file is {\"extends\": \"PRESET\", \"rules\": [...]}\n"
+	"or just the list; each rule has one action:\n"
+	"  {\"select\": \"P\"}                  keep names under 'P.', without that prefix\n"
+	"  {\"drop\": \"RE\"}, {\"keep\": \"RE\"}     by regular expression (searched in the name)\n"
+	"  {\"rename\": \"RE\", \"to\": \"REPL\"}    every match; \\1..\\9 groups, \\0 the match\n"
+	"  {\"strip_prefix\": \"S\"}, {\"add_prefix\": \"S\"}\n"
+	"  {\"transpose\": \"RE\"}               2-D tensors: [in, out] -> [out, in]\n"
+	"  {\"dtype\": \"bf16\"}                 cast floating tensors (bf16 f16 f32 f64)\n"
+	"and optional modifiers: \"when\" / \"unless\" (a condition on the name), \"match\"\n"
+	"(the same as when), \"optional\": true (no warning when it matches nothing),\n"
+	"\"ints\": true (a dtype rule also casts integer and bool tensors). Patterns are\n"
+	"POSIX extended regular expressions plus \\d; there is no lookaround and no lazy\n"
+	"quantifier, and a backslash inside [...] is literal.\n\n"
+	"Options:\n"
+	"  --list          list the presets with a line each\n"
+	"  --check FILE    parse a rules file and list the rules it expands to\n"
+	"  -q, --quiet     errors only\n"
+	"  -h, --help      this help\n\n" TPC_EXIT_HELP;
+
+int cmd_rules(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"list", no_argument, NULL, 'l'}, {"check", required_argument, NULL, 'c'},
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	bool list = false;
+	const char *check = NULL;
+	tpc_err e;
+	int c;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'l': list = true; break;
+		case 'c': check = optarg; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': fputs(help, stdout); return 0;
+		default:
+			return tpc_cli_usage("rules", "unknown or incomplete option '%s'", argv[optind - 1]);
+		}
+	}
+	int nargs = argc - optind;
+	if ((list ? 1 : 0) + (check ? 1 : 0) + (nargs ? 1 : 0) != 1 || nargs > 1)
+		return tpc_cli_usage("rules", "give one of --list, NAME or --check FILE");
+	tpc_err_init(&e);
+	if (list) {
+		for (size_t i = 0; i < tpc_rules_preset_count(); i++)
+			printf("%-12s %s\n", tpc_rules_preset_name(i), tpc_rules_preset_desc(i));
+		return 0;
+	}
+	if (check) {
+		tpc_rules *r = tpc_rules_new();
+		char d[1024];
+		if (!r) {
+			tpc_err_nomem(&e);
+			return tpc_cli_fail(&e);
+		}
+		if (tpc_rules_from_file(r, check, &e)) {
+			tpc_rules_free(r);
+			return tpc_cli_fail(&e);
+		}
+		if (tpc_cli_verbose >= 0) {
+			printf("%s: %zu rules\n", check, tpc_rules_count(r));
+			for (size_t i = 0; i < tpc_rules_count(r); i++)
+				printf("  %zu. %s\n", i + 1, tpc_rules_describe(r, i, d, sizeof(d)));
+		}
+		tpc_rules_free(r);
+		return 0;
+	}
+	const char *text = tpc_rules_preset_text(argv[optind]);
+	if (!text) {
+		tpc_rules *r = tpc_rules_new();
+		if (!r)
+			tpc_err_nomem(&e);
+		else
+			tpc_rules_add_preset(r, argv[optind], &e);
+		tpc_rules_free(r);
+		return tpc_cli_fail(&e);
+	}
+	fputs(text, stdout);
+	return 0;
+}

@@ -1,0 +1,462 @@
+/* cmd_shard.c - `tpconv shard IN --tp N (--preset NAME | --plan FILE) -o DIR`,
+ * and the plan / model-fact options shard and merge share. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_buf.h"
+#include "tpc_extras.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_manifest.h"
+#include "tpc_plan.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+static const char *help =
+	"usage: tpconv shard [options] IN --tp N (--preset NAME | --plan FILE) -o DIR\n\n"
+	"Split a checkpoint for N-way tensor parallelism (and M pipeline stages): one\n"
+	"file per rank, then DIR/tpconv-manifest.json, written last, recording every\n"
+	"tensor's split, padding, KV replicas, original shape and dtype, and SHA-256\n"
+	"checksums. IN is a file, an HF folder or *.index.json, or a shard set (a\n"
+	"folder with a tpconv manifest, OSLO or TensorRT-LLM rank files): a set is\n"
+	"resharded (TP 4 -> 2) without an intermediate file; with a manifest its plan is\n"
+	"reused unless --preset/--plan is given.\n\n"
+	"Plans: 'tpconv plan --list' shows the presets, 'tpconv plan NAME' prints one as\n"
+	"JSON (the --plan format). Splits fall on attention-head boundaries; K/V heads are\n"
+	"replicated when tp exceeds their number (tp %% kv_heads == 0); vocab-parallel\n"
+	"tensors are zero-padded to a multiple of tp. Head splits need the model facts:\n"
+	"from --config, else IN/config.json when IN is a folder, else the flags below.\n\n"
+	"Options:\n"
+	"  -o, --output DIR         output folder (required unless --dry-run)\n"
+	"  --tp N                   tensor-parallel ranks (required)\n"
+	"  --pp M                   pipeline stages (default 1): layers spread evenly,\n"
+	"                           embeddings on the first stage, final norm and head on the last\n"
+	"  --preset NAME            a built-in plan (llama, gpt2, gpt-neox, bert, libai, dalle2)\n"
+	"  --plan FILE              a plan in JSON\n"
+	"  --config FILE            model facts from a Hugging Face config.json\n"
+	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
+	"                           model facts (override --config and the plan)\n"
+	"  --vocab-multiple N       pad vocab rows to a multiple of N * tp (Megatron's\n"
+	"                           make_vocab_size_divisible_by; default: the plan's, 1)\n"
+	"  --pad                    zero-pad splits that do not divide evenly (recorded in the\n"
+	"                           manifest, stripped on merge) instead of refusing them\n"
+	"  --strict                 refuse tensors that no rule of the plan matches\n"
+	"                           (otherwise they are listed and replicated)\n"
+	"  --layout NAME            tpconv (model_tpTT_ppPP.safetensors, default), oslo\n"
+	"                           (pytorch_model_tp_T_pp_P.bin, torch), trtllm (rankN.safetensors\n"
+	"                           + config.json with mapping), hf (tpTT_ppPP/ HF folders)\n"
+	"  --format NAME            rank file format: safetensors (default) or torch\n"
+	"  --max-shard-size SIZE    hf layout: split each rank folder into files of at most SIZE\n"
+	"  --rank R                 write only rank R (repeatable; 'A-B' and 'A,B' too), for\n"
+	"                           several machines writing one set; the run that completes\n"
+	"                           the set writes the manifest\n"
+	"  --no-checksums           skip the SHA-256 of every tensor (saves a pass over the data;\n"
+	"                           merge then checks shapes and set ids only)\n"
+	"  --dry-run                print the plan (per tensor the split and rank shape, per rank\n"
+	"                           the bytes, unmatched tensors); write nothing\n"
+	"  --json                   with --dry-run: the manifest that would be written\n"
+	"  -f, --force              replace existing rank files and manifest\n"
+	"  --progress               show progress even when stderr is not a terminal\n"
+	"  -q, --quiet              errors only\n"
+	"  -v, --verbose            say more\n"
+	"  -h, --help               this help\n\n"
+	"%s\n"
+	"Rank r = pp_rank * tp + tp_rank. Each safetensors rank file carries tpconv.rank,\n"
+	"tpconv.tp_rank, tpconv.pp_rank, tpconv.tp, tpconv.pp and tpconv.set_id metadata.\n\n" TPC_EXIT_HELP;
+
+int tpc_cli_count(const char *cmd, const char *flag, const char *arg, uint64_t max, int64_t *out)
+{
+	tpc_err e;
+	uint64_t v;
+	tpc_err_init(&e);
+	if (tpc_parse_u64(arg, max, &v, &e) || v == 0)
+		return tpc_cli_usage(cmd, "%s: '%s' is not a count from 1 to %llu", flag, arg, (unsigned long long)max);
+	*out = (int64_t)v;
+	return 0;
+}
+
+int tpc_cli_load_plan(const char *preset, const char *file, tpc_plan *p, tpc_err *e)
+{
+	if (file)
+		return tpc_plan_from_file(p, file, e);
+	return tpc_plan_preset(p, preset, e);
+}
+
+int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *in, const tpc_model_facts *more,
+		  const tpc_plan *plan, tpc_model_facts *out, tpc_err *e)
+{
+	tpc_model_facts cfg;
+	char *auto_cfg = NULL;
+	int ret = 0;
+	memset(&cfg, 0, sizeof(cfg));
+	*out = *flags;
+	if (!config && in) {
+		char *d = tpc_extras_source_dir(in);
+		if (d) {
+			auto_cfg = tpc_path_join(d, "config.json");
+			free(d);
+			if (auto_cfg && tpc_exists(auto_cfg))
+				config = auto_cfg;
+		}
+	}
+	if (config) {
+		if ((ret = tpc_facts_from_file(&cfg, config, e)))
+			goto out;
+		tpc_cli_info("model facts from '%s'", config);
+	}
+	tpc_facts_fill(out, &cfg);
+	if (more)
+		tpc_facts_fill(out, more);
+	if (plan)
+		tpc_facts_fill(out, &plan->facts);
+	tpc_facts_finish(out);
+out:
+	free(auto_cfg);
+	return ret;
+}
+
+/* --rank values: "3", "0-3", "1,5" */
+static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
+{
+	const char *p = arg;
+	if (!*sel) {
+		*sel = calloc(TPC_MAX_RANKS, sizeof(bool));
+		*nsel_cap = TPC_MAX_RANKS;
+		if (!*sel)
+			return -1;
+	}
+	while (*p) {
+		char *end;
+		if (*p < '0' || *p > '9')
+			return -1;
+		unsigned long a = strtoul(p, &end, 10), b = a;
+		if (*end == '-') {
+			p = end + 1;
+			if (*p < '0' || *p > '9')
+				return -1;
+			b = strtoul(p, &end, 10);
+		}
+		if (a > b || b >= TPC_MAX_RANKS)
+			return -1;
+		for (unsigned long r = a; r <= b; r++)
+			(*sel)[r] = true;
+		p = end;
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return -1;
+	}
+	return 0;
+}
+
+enum {
+	O_TP = 256, O_PP, O_PRESET, O_PLAN, O_CONFIG, O_HEADS, O_KV, O_HD, O_HIDDEN, O_VOCAB, O_VMULT, O_PAD, O_STRICT,
+	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_DRY, O_JSON, O_PROGRESS,
+};
+
+int cmd_shard(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"output", required_argument, NULL, 'o'}, {"tp", required_argument, NULL, O_TP},
+		{"pp", required_argument, NULL, O_PP}, {"preset", required_argument, NULL, O_PRESET},
+		{"plan", required_argument, NULL, O_PLAN}, {"config", required_argument, NULL, O_CONFIG},
+		{"heads", required_argument, NULL, O_HEADS}, {"kv-heads", required_argument, NULL, O_KV},
+		{"head-dim", required_argument, NULL, O_HD}, {"hidden", required_argument, NULL, O_HIDDEN},
+		{"vocab", required_argument, NULL, O_VOCAB}, {"vocab-multiple", required_argument, NULL, O_VMULT},
+		{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
+		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
+		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
+		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
+		{"json", no_argument, NULL, O_JSON}, TPC_CLI_REMAP_LONGOPTS,
+		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	const char *out = NULL, *preset = NULL, *plan_file = NULL, *config = NULL;
+	const char *maxsz = NULL;
+	int64_t tp = 0, pp = 1, vmult = 0, v = 0;
+	tpc_model_facts flags;
+	tpc_shard_opts so;
+	bool dry = false, json = false, force_progress = false;
+	bool *ranks = NULL;
+	int ranks_cap = 0, c, ret = 0;
+	tpc_plan plan;
+	tpc_ckpt ck;
+	tpc_merge mg;
+	bool have_ck = false, have_mg = false, have_plan = false, have_sp = false;
+	tpc_shard_plan sp;
+	tpc_progress prog;
+	tpc_err e;
+	tpc_cli_remap rm;
+
+	tpc_cli_remap_init(&rm);
+	memset(&flags, 0, sizeof(flags));
+	memset(&so, 0, sizeof(so));
+	so.checksums = true;
+	tpc_plan_init(&plan);
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
+		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
+			if ((ret = tpc_cli_remap_opt(&rm, "shard", c, optarg)))
+				goto done;
+			continue;
+		}
+		switch (c) {
+		case 'o': out = optarg; break;
+		case O_TP:
+			if ((ret = tpc_cli_count("shard", "--tp", optarg, TPC_MAX_TP, &tp)))
+				goto done;
+			break;
+		case O_PP:
+			if ((ret = tpc_cli_count("shard", "--pp", optarg, TPC_MAX_TP, &pp)))
+				goto done;
+			break;
+		case O_PRESET: preset = optarg; break;
+		case O_PLAN: plan_file = optarg; break;
+		case O_CONFIG: config = optarg; break;
+		case O_HEADS: case O_KV: case O_HD: case O_HIDDEN: case O_VOCAB:
+			if ((ret = tpc_cli_count("shard", argv[optind - 1], optarg, (uint64_t)1 << 40, &v)))
+				goto done;
+			*(c == O_HEADS ? &flags.heads : c == O_KV ? &flags.kv_heads : c == O_HD ? &flags.head_dim
+			  : c == O_HIDDEN ? &flags.hidden : &flags.vocab) = v;
+			break;
+		case O_VMULT:
+			if ((ret = tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &vmult)))
+				goto done;
+			break;
+		case O_PAD: so.resolve_flags |= TPC_RESOLVE_PAD; break;
+		case O_STRICT: so.strict = true; break;
+		case O_LAYOUT:
+			if (tpc_layout_parse(optarg, &so.layout)) {
+				ret = tpc_cli_usage("shard", "unknown --layout '%s' (tpconv, oslo, trtllm, hf)", optarg);
+				goto done;
+			}
+			break;
+		case O_FORMAT: so.format = optarg; break;
+		case O_MAXSZ: maxsz = optarg; break;
+		case O_RANK:
+			if (parse_ranks(optarg, &ranks, &ranks_cap)) {
+				ret = tpc_cli_usage("shard", "--rank: '%s' is not a rank, list (1,3) or range (0-3)", optarg);
+				goto done;
+			}
+			break;
+		case O_NOSUM: so.checksums = false; break;
+		case O_DRY: dry = true; break;
+		case O_JSON: json = true; break;
+		case 'f': so.force = true; break;
+		case O_PROGRESS: force_progress = true; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': printf(help, tpc_cli_remap_help); ret = 0; goto done;
+		default:
+			ret = tpc_cli_usage("shard", "unknown or incomplete option '%s'", argv[optind - 1]);
+			goto done;
+		}
+	}
+	if (optind != argc - 1) {
+		ret = tpc_cli_usage("shard", optind >= argc ? "missing IN" : "expected one IN, got '%s' too",
+				    optind < argc - 1 ? argv[optind + 1] : "");
+		goto done;
+	}
+	const char *in = argv[optind];
+	if (!tp) {
+		ret = tpc_cli_usage("shard", "missing --tp N");
+		goto done;
+	}
+	if (!out && !dry) {
+		ret = tpc_cli_usage("shard", "missing -o DIR");
+		goto done;
+	}
+	if (preset && plan_file) {
+		ret = tpc_cli_usage("shard", "give --preset or --plan, not both");
+		goto done;
+	}
+	if (json && !dry) {
+		ret = tpc_cli_usage("shard", "--json goes with --dry-run");
+		goto done;
+	}
+	if (so.format && strcmp(so.format, "safetensors") && strcmp(so.format, "torch")) {
+		ret = tpc_cli_usage("shard", "unknown --format '%s' (safetensors or torch)", so.format);
+		goto done;
+	}
+	tpc_err_init(&e);
+	if (maxsz) {
+		if (tpc_parse_size(maxsz, &so.max_shard_size, &e) || !so.max_shard_size) {
+			ret = tpc_cli_usage("shard", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
+			goto done;
+		}
+		if (so.layout != TPC_LAYOUT_HF) {
+			ret = tpc_cli_usage("shard", "--max-shard-size goes with --layout hf");
+			goto done;
+		}
+	}
+	if (ranks) {
+		for (int r = (int)(tp * pp); r < ranks_cap; r++)
+			if (ranks[r]) {
+				ret = tpc_cli_usage("shard", "--rank %d: the set has ranks 0 to %lld", r, (long long)(tp * pp - 1));
+				goto done;
+			}
+		so.write_rank = ranks;
+	}
+	so.tp = (int)tp;
+	so.pp = (int)pp;
+
+	/* the input: a checkpoint, or a shard set to reshard */
+	const tpc_ckpt *input;
+	const tpc_model_facts *more = NULL;
+	tpc_set_kind sk = tpc_set_detect(in);
+	if (sk != TPC_SET_NONE) {
+		tpc_merge_opts mo;
+		memset(&mo, 0, sizeof(mo));
+		mo.checksums = so.checksums;
+		if (sk != TPC_SET_MANIFEST) {
+			/* a set from another tool: it was split with the plan given here */
+			if (!preset && !plan_file) {
+				ret = tpc_cli_usage("shard", "IN is a shard set without a tpconv manifest: give --preset or --plan");
+				goto done;
+			}
+			if ((ret = tpc_cli_load_plan(preset, plan_file, &plan, &e))) {
+				ret = tpc_cli_fail(&e);
+				goto done;
+			}
+			have_plan = true;
+			if ((ret = tpc_cli_facts(&flags, config, in, NULL, &plan, &mo.facts, &e))) {
+				ret = tpc_cli_fail(&e);
+				goto done;
+			}
+			mo.plan = &plan;
+		}
+		if (tpc_merge_open(&mg, in, &mo, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+		have_mg = true;
+		input = &mg.out;
+		more = &mg.facts;
+		tpc_cli_info("input is a shard set of tp %d, pp %d", mg.tp, mg.pp);
+		if (!have_plan && !preset && !plan_file) {
+			if (!mg.plan_json) {
+				ret = tpc_cli_usage("shard", "the input set's manifest records no plan: give --preset or --plan");
+				goto done;
+			}
+			if (tpc_plan_from_buffer(&plan, mg.plan_json, strlen(mg.plan_json), "the input manifest's plan", &e)) {
+				ret = tpc_cli_fail(&e);
+				goto done;
+			}
+			have_plan = true;
+		}
+	} else {
+		tpc_ckpt_init(&ck);
+		have_ck = true;
+		if (tpc_ckpt_open(&ck, in, NULL, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+		input = &ck;
+	}
+	if (!have_plan) {
+		if (!preset && !plan_file) {
+			ret = tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");
+			goto done;
+		}
+		if (tpc_cli_load_plan(preset, plan_file, &plan, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+		have_plan = true;
+	}
+	if (vmult)
+		plan.pad_multiple = vmult;
+	/* the remap stage (rename, drop, transpose, cast) runs before splitting;
+	 * it changes descriptions only */
+	if (rm.rules || rm.expect_keys) {
+		if (!have_ck) {
+			ret = tpc_cli_usage("shard", "rename/remap rules apply to a checkpoint, not to a shard set");
+			goto done;
+		}
+		rm.strict = so.strict;
+		if ((ret = tpc_cli_remap_run(&rm, "shard", &ck)))
+			goto done;
+	}
+	tpc_model_facts facts;
+	if (tpc_cli_facts(&flags, config, have_ck ? in : NULL, more, &plan, &facts, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	/* companions (config.json, tokenizer ...) travel with the set; a set given
+	 * as input carries them at its top (hf-layout sets keep them per rank, and
+	 * a TensorRT-LLM set's config.json holds its old mapping) */
+	so.config_dir = have_ck ? tpc_extras_source_dir(in)
+			: (mg.layout == TPC_LAYOUT_TPCONV || mg.layout == TPC_LAYOUT_OSLO) ? tpc_strdup(in) : NULL;
+	if (tpc_shard_plan_build(&sp, input, &plan, &facts, &so, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	have_sp = true;
+	if (dry) {
+		tpc_buf b = TPC_BUF_INIT;
+		if (json)
+			tpc_manifest_render(&sp, &b);
+		else
+			tpc_shard_describe(&sp, &b);
+		if (b.oom) {
+			tpc_err_nomem(&e);
+			ret = tpc_cli_fail(&e);
+		} else {
+			fwrite(b.p, 1, b.len, stdout);
+		}
+		tpc_buf_release(&b);
+		goto done;
+	}
+	if (sp.nunmatched) {
+		size_t shown = 0;
+		tpc_cli_warn("%zu tensor%s matched no rule of plan '%s' and %s replicated%s", sp.nunmatched,
+			     sp.nunmatched == 1 ? "" : "s", plan.name ? plan.name : "?", sp.nunmatched == 1 ? "is" : "are",
+			     sp.nunmatched > 10 ? " (first 10 below)" : ":");
+		for (size_t i = 0; i < sp.n && shown < 10; i++)
+			if (!sp.t[i].matched) {
+				char nm[512];
+				tpc_sanitize(nm, sizeof(nm), input->t[sp.t[i].in].name);
+				if (tpc_cli_verbose >= 0)
+					fprintf(stderr, "tpconv:   %s\n", nm);
+				shown++;
+			}
+	}
+	uint64_t total = 0;
+	for (int r = 0; r < so.tp * so.pp; r++)
+		if (!ranks || ranks[r])
+			for (size_t i = 0; i < sp.rank[r].n; i++)
+				total += sp.rank[r].t[i].nbytes;
+	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "shard", total);
+	so.progress = &prog;
+	double t0 = tpc_now();
+	if (tpc_shard_write(&sp, out, &so, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	tpc_progress_end(&prog);
+	if (!sp.manifest_written && tpc_cli_verbose >= 0)
+		fprintf(stderr,
+			"tpconv: wrote %zu rank file%s; the set has %zu of %d (the run that completes it writes the manifest)\n",
+			sp.nwritten, sp.nwritten == 1 ? "" : "s", sp.npresent, so.tp * so.pp);
+	if (tpc_cli_verbose > 0) {
+		char sz[32];
+		tpc_cli_info("wrote %zu rank files (%s) to '%s' in %.2f s%s", sp.nwritten, tpc_fmt_size(total, sz, sizeof(sz)),
+			     out, tpc_now() - t0, sp.manifest_written ? ", manifest last" : "");
+	}
+done:
+	if (have_sp)
+		tpc_shard_plan_release(&sp);
+	free((void *)so.config_dir);
+	if (have_mg)
+		tpc_merge_release(&mg);
+	if (have_ck)
+		tpc_ckpt_release(&ck);
+	tpc_plan_release(&plan);
+	tpc_cli_remap_release(&rm);
+	free(ranks);
+	return ret;
+}

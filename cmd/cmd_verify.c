@@ -1,0 +1,488 @@
+/* cmd_verify.c - `tpconv verify --reference ORIG --shards DIR`: check a shard
+ * set against the unsplit checkpoint (verify/tpc_verify.h does the checks).
+ *
+ * This file translates what the set says about itself - the manifest's split
+ * of every tensor (kind, dim, parts, padding, replicas, row bias), the plan's
+ * `transposed`, the model facts, the checksums - or, for a set without a
+ * manifest, what --preset/--plan resolve, into verify's neutral description.
+ * Under mpirun each process opens only its own rank files (every pipeline
+ * stage of its tp rank) and rank 0 reports. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_buf.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_manifest.h"
+#include "tpc_plan.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+#include "tpc_verify.h"
+
+static const char *help =
+	"usage: tpconv verify --reference ORIG --shards DIR [options]\n\n"
+	"Check a tensor-parallel shard set against the unsplit checkpoint it came from:\n"
+	"  structure  every rank file present, every rank tensor shaped as the split says\n"
+	"             and bit for bit its slice of the original (padding zero, KV replicas\n"
+	"             equal, manifest checksums confirmed);\n"
+	"  layers     each split weight with seeded inputs: the unsplit layer against the\n"
+	"             tensor-parallel one with real collectives (column: all-gather, fused\n"
+	"             parts re-assembled per part; row: all-reduce, bias added once; vocab:\n"
+	"             masked lookup + all-reduce, and all-gathered logits);\n"
+	"  blocks     (llama, gpt2) each layer's attention (per head, GQA replicas) and MLP\n"
+	"             (SwiGLU on fused gate/up) as the ranks run them;\n"
+	"  model      (llama, gpt2) a forward pass on --tokens tokens, unsplit vs\n"
+	"             tensor-parallel: logits max abs/rel difference and top-1 agreement.\n"
+	"Ranks compute in fp32 against an fp64 reference. Tolerances by dtype: F32 rtol\n"
+	"1e-5 (model 1e-4), F16/BF16 1e-2; attention with huge scores is allowed more\n"
+	"(the report shows the rtol used). The report is a '#' table on stdout; --json and\n"
+	"--junit write it for programs and CI.\n\n"
+	"Backends: ranks are threads of this process (default); under 'mpirun -np TP\n"
+	"tpconv verify ...' each process opens only its own rank files and rank 0 reports;\n"
+	"--device cuda runs the matmuls with cuBLAS and the collectives with NCCL (the\n"
+	"tpconv_cuda module; exit 5 without it or without a visible GPU).\n\n"
+	"Options:\n"
+	"  --reference ORIG         the unsplit checkpoint (any format tpconv reads)\n"
+	"  --shards DIR             the shard set (a tpconv manifest, OSLO or TensorRT-LLM files)\n"
+	"  --preset NAME, --plan FILE   the plan of a set without a manifest\n"
+	"  --ranks N (--tp N)       tensor-parallel degree of a set without a manifest\n"
+	"  --config FILE            model facts from a Hugging Face config.json\n"
+	"  --heads N, --kv-heads N, --head-dim N   model facts\n"
+	"  --arch llama|gpt2|none   model structure for block and model checks (default: the\n"
+	"                           plan's name when it is llama or gpt2)\n"
+	"  --checks LIST            comma-separated: structure,layers,blocks,model (default all)\n"
+	"  --device cpu|cuda        where the ranks compute (default cpu)\n"
+	"  --tokens T               tokens per check (default 8)\n"
+	"  --seed S                 seed of the inputs (default 1)\n"
+	"  --rtol X, --atol X       tolerances for every check (default: by dtype)\n"
+	"  --threads N              OpenMP threads per rank (default: cores / ranks)\n"
+	"  --json FILE              the report as JSON (schema in tpc_verify.h)\n"
+	"  --junit FILE             the report as JUnit XML\n"
+	"  -q, --quiet              print only failing checks\n"
+	"  -v, --verbose            say more\n"
+	"  -h, --help               this help\n\n"
+	"Exit status: 0 every check passed, 1 a check failed (the report names the tensor,\n"
+	"rank and first differing values), 2 usage error, 3 bad or unsupported input,\n"
+	"4 output or I/O failure, 5 GPU/NCCL/MPI failure.\n";
+
+enum {
+	O_REF = 256, O_SHARDS, O_PRESET, O_PLAN, O_TP, O_CONFIG, O_HEADS, O_KV, O_HD, O_ARCH, O_CHECKS, O_DEVICE,
+	O_TOKENS, O_SEED, O_RTOL, O_ATOL, O_THREADS, O_JSON, O_JUNIT,
+};
+
+static int parse_double(const char *flag, const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || *end || !(v >= 0))
+		return tpc_cli_usage("verify", "%s: expected a number >= 0, got '%s'", flag, s);
+	*out = v;
+	return 0;
+}
+
+/* The rank files of a set without a manifest, by the names other tools use. */
+static char *find_rank_file(const char *dir, tpc_set_kind kind, int t, int tp)
+{
+	char name[128];
+	const char *fmts[4];
+	int n = 0;
+	if (kind == TPC_SET_TRTLLM) {
+		fmts[n++] = "rank%d.safetensors";
+	} else {
+		fmts[n++] = "pytorch_model_tp_%d_pp_0.bin";
+		fmts[n++] = "pytorch_model_tp_%d_pp_0_ep_0.bin";
+		fmts[n++] = "pytorch_model_tp=%d_pp=0.bin";
+	}
+	(void)tp;
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), fmts[i], t);
+		char *p = tpc_path_join(dir, name);
+		if (p && tpc_exists(p))
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
+/* Is tpc_split's kind the same number in verify's enum? (both list
+ * replicate, col, row, vocab, dim in this order) */
+_Static_assert((int)TPC_SPLIT_COL == (int)TPC_VSPLIT_COL && (int)TPC_SPLIT_ROW == (int)TPC_VSPLIT_ROW &&
+		       (int)TPC_SPLIT_VOCAB == (int)TPC_VSPLIT_VOCAB && (int)TPC_SPLIT_DIM == (int)TPC_VSPLIT_DIM,
+	       "split kinds");
+
+static int64_t add_tensor(tpc_verify_set *s, const char *name, const tpc_ckpt *ref, const tpc_split *sp,
+			  bool transposed, tpc_err *e)
+{
+	int64_t ri = tpc_ckpt_find(ref, name);
+	if (ri < 0)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
+	tpc_vpart parts[TPC_VERIFY_MAX_PARTS];
+	int np = sp->dim < 0 ? 0 : sp->nparts;
+	if (np > TPC_VERIFY_MAX_PARTS)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s': %d fused parts", name, np);
+	for (int k = 0; k < np; k++)
+		parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas > 0 ? sp->part[k].replicas : 1};
+	tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
+	return tpc_verify_set_add(s, name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np, parts, e);
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"reference", required_argument, NULL, O_REF}, {"shards", required_argument, NULL, O_SHARDS},
+		{"preset", required_argument, NULL, O_PRESET}, {"plan", required_argument, NULL, O_PLAN},
+		{"ranks", required_argument, NULL, O_TP}, {"tp", required_argument, NULL, O_TP},
+		{"config", required_argument, NULL, O_CONFIG}, {"heads", required_argument, NULL, O_HEADS},
+		{"kv-heads", required_argument, NULL, O_KV}, {"head-dim", required_argument, NULL, O_HD},
+		{"arch", required_argument, NULL, O_ARCH}, {"checks", required_argument, NULL, O_CHECKS},
+		{"device", required_argument, NULL, O_DEVICE}, {"tokens", required_argument, NULL, O_TOKENS},
+		{"seed", required_argument, NULL, O_SEED}, {"rtol", required_argument, NULL, O_RTOL},
+		{"atol", required_argument, NULL, O_ATOL}, {"threads", required_argument, NULL, O_THREADS},
+		{"json", required_argument, NULL, O_JSON}, {"junit", required_argument, NULL, O_JUNIT},
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	const char *ref_path = NULL, *dir = NULL, *preset = NULL, *plan_file = NULL, *config = NULL, *arch = NULL;
+	const char *json = NULL, *junit = NULL, *checks = NULL;
+	int64_t tp_flag = 0, v = 0;
+	tpc_model_facts flags, facts;
+	tpc_verify_opts o;
+	tpc_plan plan;
+	tpc_manifest man;
+	tpc_ckpt ref;
+	tpc_ckpt *rank = NULL;
+	tpc_verify_set set;
+	tpc_verify_report rep;
+	tpc_err e;
+	bool have_man = false, mpi = false, have_plan = false;
+	int c, ret = 0, me = 0, size = 1, nfiles = 0;
+
+	memset(&flags, 0, sizeof(flags));
+	tpc_verify_opts_init(&o);
+	tpc_plan_init(&plan);
+	tpc_ckpt_init(&ref);
+	tpc_verify_set_init(&set, 1);
+	tpc_verify_report_init(&rep);
+	memset(&man, 0, sizeof(man));
+	tpc_err_init(&e);
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		switch (c) {
+		case O_REF: ref_path = optarg; break;
+		case O_SHARDS: dir = optarg; break;
+		case O_PRESET: preset = optarg; break;
+		case O_PLAN: plan_file = optarg; break;
+		case O_TP:
+			if ((ret = tpc_cli_count("verify", argv[optind - 1], optarg, TPC_VERIFY_MAX_TP, &tp_flag)))
+				goto done;
+			break;
+		case O_CONFIG: config = optarg; break;
+		case O_HEADS: case O_KV: case O_HD:
+			if ((ret = tpc_cli_count("verify", argv[optind - 1], optarg, (uint64_t)1 << 40, &v)))
+				goto done;
+			*(c == O_HEADS ? &flags.heads : c == O_KV ? &flags.kv_heads : &flags.head_dim) = v;
+			break;
+		case O_ARCH: arch = optarg; break;
+		case O_CHECKS: checks = optarg; break;
+		case O_DEVICE:
+			if (!strcmp(optarg, "cuda"))
+				o.device = TPC_VDEV_CUDA;
+			else if (strcmp(optarg, "cpu")) {
+				ret = tpc_cli_usage("verify", "--device: 'cpu' or 'cuda', not '%s'", optarg);
+				goto done;
+			}
+			break;
+		case O_TOKENS:
+			if ((ret = tpc_cli_count("verify", "--tokens", optarg, TPC_VERIFY_MAX_TOKENS, &v)))
+				goto done;
+			if (!v) {
+				ret = tpc_cli_usage("verify", "--tokens must be at least 1");
+				goto done;
+			}
+			o.tokens = (int)v;
+			break;
+		case O_SEED:
+			if (tpc_parse_u64(optarg, UINT64_MAX, &o.seed, &e)) {
+				ret = tpc_cli_usage("verify", "--seed: %s", e.msg);
+				goto done;
+			}
+			break;
+		case O_RTOL:
+			if ((ret = parse_double("--rtol", optarg, &o.rtol)))
+				goto done;
+			break;
+		case O_ATOL:
+			if ((ret = parse_double("--atol", optarg, &o.atol)))
+				goto done;
+			break;
+		case O_THREADS:
+			if ((ret = tpc_cli_count("verify", "--threads", optarg, 4096, &v)))
+				goto done;
+			o.threads_per_rank = (int)v;
+			break;
+		case O_JSON: json = optarg; break;
+		case O_JUNIT: junit = optarg; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': fputs(help, stdout); goto done;
+		default:
+			ret = tpc_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
+			goto done;
+		}
+	}
+	if (optind < argc) {
+		ret = tpc_cli_usage("verify", "unexpected argument '%s'", argv[optind]);
+		goto done;
+	}
+	if (!ref_path || !dir) {
+		ret = tpc_cli_usage("verify", "missing %s", !ref_path ? "--reference ORIG" : "--shards DIR");
+		goto done;
+	}
+	if (preset && plan_file) {
+		ret = tpc_cli_usage("verify", "give --preset or --plan, not both");
+		goto done;
+	}
+	if (checks) {
+		o.checks = 0;
+		char *dup = tpc_strdup(checks), *save = NULL;
+		for (char *tok = dup ? strtok_r(dup, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+			unsigned f = !strcmp(tok, "structure") ? TPC_VCHECK_STRUCTURE : !strcmp(tok, "layers") ? TPC_VCHECK_LAYERS
+				     : !strcmp(tok, "blocks") ? TPC_VCHECK_BLOCKS : !strcmp(tok, "model") ? TPC_VCHECK_MODEL : 0;
+			if (!f) {
+				ret = tpc_cli_usage("verify", "--checks: unknown check '%s'", tok);
+				free(dup);
+				goto done;
+			}
+			o.checks |= f;
+		}
+		free(dup);
+	}
+	/* under mpirun: one process per tp rank */
+	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
+		if (tpc_verify_have_mpi()) {
+			mpi = true;
+			o.backend = TPC_VB_MPI;
+			if (tpc_verify_mpi_init(&me, &size, &e)) {
+				ret = tpc_cli_fail(&e);
+				goto done;
+			}
+		} else {
+			tpc_cli_warn("started by mpirun, but this tpconv was built without MPI: every process checks the whole set");
+		}
+	}
+
+	/* the set's description: a manifest, or a plan resolved on the reference */
+	if ((ret = tpc_ckpt_open(&ref, ref_path, NULL, &e)))
+		goto fail;
+	char *mpath = tpc_path_join(dir, TPC_MANIFEST_NAME);
+	if (!mpath) {
+		ret = tpc_err_nomem(&e);
+		goto fail;
+	}
+	if (tpc_exists(mpath)) {
+		ret = tpc_manifest_from_file(&man, mpath, &e);
+		have_man = !ret;
+	}
+	free(mpath);
+	if (ret)
+		goto fail;
+	int tp, pp = 1;
+	tpc_set_kind kind = TPC_SET_MANIFEST;
+	if (have_man) {
+		tp = man.tp;
+		pp = man.pp;
+		if (tp_flag && tp_flag != tp) {
+			ret = tpc_cli_usage("verify", "--ranks %lld, but the manifest says tp %d", (long long)tp_flag, tp);
+			goto done;
+		}
+		if (man.plan_json && !preset && !plan_file) {
+			if ((ret = tpc_plan_from_buffer(&plan, man.plan_json, strlen(man.plan_json), "manifest plan", &e)))
+				goto fail;
+			have_plan = true;
+		}
+	} else {
+		kind = tpc_set_detect(dir);
+		if (kind == TPC_SET_NONE || kind == TPC_SET_MANIFEST) {
+			ret = tpc_err_set(&e, TPC_EINPUT, "'%s' has no %s and no rank files tpconv knows", dir,
+					  TPC_MANIFEST_NAME);
+			goto fail;
+		}
+		if (!preset && !plan_file) {
+			ret = tpc_cli_usage("verify", "a set without a manifest needs --preset or --plan");
+			goto done;
+		}
+		if (!tp_flag) {
+			ret = tpc_cli_usage("verify", "a set without a manifest needs --ranks N");
+			goto done;
+		}
+		tp = (int)tp_flag;
+	}
+	if (preset || plan_file) {
+		tpc_plan_release(&plan);
+		tpc_plan_init(&plan);
+		if ((ret = tpc_cli_load_plan(preset, plan_file, &plan, &e)))
+			goto fail;
+		have_plan = true;
+	}
+	if ((ret = tpc_cli_facts(&flags, config, ref_path, have_man ? &man.facts : NULL, have_plan ? &plan : NULL,
+				 &facts, &e)))
+		goto fail;
+	if (mpi && size != tp) {
+		ret = tpc_err_set(&e, TPC_EGPU, "mpirun started %d processes for a tp %d set (run -np %d)", size, tp, tp);
+		goto fail;
+	}
+
+	/* rank files: file r = pp_rank * tp + tp_rank; under MPI only ours */
+	nfiles = tp * pp;
+	if (!(rank = tpc_calloc((size_t)nfiles, sizeof(*rank)))) {
+		ret = tpc_err_nomem(&e);
+		goto fail;
+	}
+	for (int r = 0; r < nfiles; r++)
+		tpc_ckpt_init(&rank[r]);
+	for (int r = 0; r < nfiles; r++) {
+		if (mpi && r % tp != me)
+			continue;
+		char *p = have_man ? tpc_path_join(dir, man.files[r]) : find_rank_file(dir, kind, r, tp);
+		if (!p) {
+			ret = tpc_err_set(&e, TPC_EINPUT, "the set in '%s' lacks the file of rank %d", dir, r);
+			goto fail;
+		}
+		ret = tpc_ckpt_open(&rank[r], p, NULL, &e);
+		free(p);
+		if (ret)
+			goto fail;
+		const char *id = tpc_ckpt_meta_get(&rank[r], "tpconv.set_id");
+		if (have_man && id && strcmp(id, man.set_id)) {
+			ret = tpc_err_set(&e, TPC_EINPUT, "rank file '%s' belongs to set %s, the manifest is set %s",
+					  man.files[r], id, man.set_id);
+			goto fail;
+		}
+	}
+
+	/* the description */
+	tpc_verify_set_release(&set);
+	tpc_verify_set_init(&set, tp);
+	size_t nt = have_man ? man.n : ref.n;
+	for (size_t i = 0; i < nt; i++) {
+		tpc_split sp;
+		const char *name;
+		int stage = 0;
+		if (have_man) {
+			sp = man.t[i].split;
+			name = man.t[i].name;
+			stage = man.t[i].stage;
+		} else {
+			const tpc_tensor *t = &ref.t[i];
+			name = t->name;
+			if ((ret = tpc_plan_resolve(&plan, &facts, name, t->ndim, t->shape, tp, TPC_RESOLVE_PAD, &sp, NULL, &e)))
+				goto fail;
+		}
+		bool transposed = have_plan && sp.rule >= 0 && (size_t)sp.rule < plan.nrules && plan.rules[sp.rule].transposed;
+		int64_t ix = add_tensor(&set, name, &ref, &sp, transposed, &e);
+		if (ix < 0) {
+			ret = (int)ix;
+			goto fail;
+		}
+		tpc_vtensor *vt = &set.t[ix];
+		vt->transposed = transposed && vt->ref->ndim == 2;
+		if (have_man && man.t[i].has_hash) {
+			vt->has_sha256 = true;
+			memcpy(vt->sha256, man.t[i].hash, 32);
+		}
+		if (have_man && man.t[i].rank_hash) {
+			if (!(vt->rank_sha256 = tpc_malloc((size_t)tp * 32))) {
+				ret = tpc_err_nomem(&e);
+				goto fail;
+			}
+			memcpy(vt->rank_sha256, man.t[i].rank_hash, (size_t)tp * 32);
+		}
+		for (int t = 0; t < tp; t++) {
+			tpc_ckpt *rk = &rank[stage * tp + t];
+			if (mpi && t != me)
+				continue;
+			int64_t k = tpc_ckpt_find(rk, name);
+			tpc_verify_set_rank(&set, ix, t, rk, k >= 0 ? &rk->t[k] : NULL);
+		}
+	}
+	tpc_verify_link_biases(&set);
+	/* rank files holding tensors the description does not know */
+	for (int r = 0; r < nfiles; r++)
+		for (size_t k = 0; k < rank[r].n; k++)
+			if (tpc_verify_set_find(&set, rank[r].t[k].name) < 0) {
+				tpc_vresult res;
+				memset(&res, 0, sizeof(res));
+				res.kind = TPC_VC_STRUCTURE;
+				res.status = TPC_VR_FAIL;
+				tpc_sanitize(res.name, sizeof(res.name), rank[r].t[k].name);
+				snprintf(res.dtype, sizeof(res.dtype), "%s", tpc_dtype_name(rank[r].t[k].dtype));
+				snprintf(res.msg, sizeof(res.msg), "rank file %d holds a tensor the set does not list", r);
+				if (me == 0 && (ret = tpc_verify_report_add(&rep, &res)))
+					goto fail;
+			}
+	/* block and model checks when the structure is known */
+	const char *an = arch ? arch : (have_plan && plan.name ? plan.name : "none");
+	if (strcmp(an, "none") && (o.checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL))) {
+		if (strcmp(an, "llama") && strcmp(an, "gpt2")) {
+			if (arch) {
+				ret = tpc_cli_usage("verify", "--arch: llama, gpt2 or none, not '%s'", arch);
+				goto done;
+			}
+		} else {
+			tpc_vfacts vf = {facts.heads, facts.kv_heads, facts.head_dim, facts.hidden, facts.vocab, facts.layers, 0, 0};
+			if ((ret = tpc_verify_model_from_names(&set, !strcmp(an, "llama") ? TPC_VARCH_LLAMA : TPC_VARCH_GPT2,
+							       &vf, &e)))
+				goto fail;
+		}
+	}
+	tpc_cli_info("verify: %zu tensors, tp %d, pp %d, %s", set.n, tp, pp, mpi ? "mpi" : "threads");
+	ret = tpc_verify_execute(&set, &o, me == 0 ? &rep : NULL, &e);
+	if (ret && ret != TPC_EMISMATCH)
+		goto fail;
+	if (me == 0) {
+		tpc_buf b = TPC_BUF_INIT;
+		tpc_verify_report_table(&rep, tpc_cli_verbose < 0, &b);
+		fwrite(b.p, 1, b.len, stdout);
+		fflush(stdout);
+		int wr = 0;
+		if (json) {
+			tpc_buf_reset(&b);
+			tpc_verify_report_json(&rep, &b);
+			wr = b.oom ? tpc_err_nomem(&e) : tpc_write_file_atomic(json, b.p, b.len, TPC_OUT_FORCE, &e);
+		}
+		if (!wr && junit) {
+			tpc_buf_reset(&b);
+			tpc_verify_report_junit(&rep, &b);
+			wr = b.oom ? tpc_err_nomem(&e) : tpc_write_file_atomic(junit, b.p, b.len, TPC_OUT_FORCE, &e);
+		}
+		tpc_buf_release(&b);
+		if (wr) {
+			ret = wr;
+			goto fail;
+		}
+	}
+	ret = rep.nfail || ret == TPC_EMISMATCH ? 1 : 0;
+	goto done;
+fail:
+	if (ret == TPC_EUSAGE || ret > 0)
+		goto done;
+	ret = tpc_cli_fail(&e);
+	if (mpi)
+		tpc_verify_mpi_abort(ret); /* ranks may wait in a collective for this one */
+done:
+	tpc_verify_report_release(&rep);
+	tpc_verify_set_release(&set);
+	for (int r = 0; rank && r < nfiles; r++)
+		tpc_ckpt_release(&rank[r]);
+	free(rank);
+	if (have_man)
+		tpc_manifest_release(&man);
+	tpc_plan_release(&plan);
+	tpc_ckpt_release(&ref);
+	if (mpi)
+		tpc_verify_mpi_finalize();
+	return ret;
+}

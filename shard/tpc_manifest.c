@@ -1,0 +1,421 @@
+/* tpc_manifest.c - manifest JSON out and back in; see tpc_manifest.h. */
+#include "tpc_manifest.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_config.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+#define MAX_EXACT 9007199254740992.0
+
+static void json_shape(tpc_buf *b, int ndim, const int64_t *shape)
+{
+	tpc_buf_addc(b, '[');
+	for (int d = 0; d < ndim; d++)
+		tpc_buf_addf(b, d ? ", %lld" : "%lld", (long long)shape[d]);
+	tpc_buf_addc(b, ']');
+}
+
+static void json_hash(tpc_buf *b, const uint8_t h[32])
+{
+	char hx[65];
+	tpc_hex(h, 32, hx);
+	tpc_buf_addf(b, "\"%s\"", hx);
+}
+
+void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
+{
+	const tpc_model_facts *f = &sp->facts;
+	const tpc_ckpt *in = sp->in;
+	int nr = sp->tp * sp->pp;
+	bool hashes = sp->checksums && sp->n && sp->t[0].hashed;
+	if (!sp->n)
+		hashes = sp->checksums;
+	tpc_buf_addf(b, "{\n  \"tpconv_manifest\": 1,\n  \"tool\": \"tpconv %s\",\n  \"set_id\": \"%s\",\n", TPC_VERSION,
+		     sp->set_id);
+	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp, sp->pp,
+		     tpc_layout_name(sp->layout), sp->format);
+	tpc_buf_addf(b, "  \"checksum\": \"%s\",\n  \"model\": {", hashes ? "sha256" : "none");
+	{
+		const char *k[] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "layers"};
+		int64_t v[] = {f->heads, f->kv_heads, f->head_dim, f->hidden, f->vocab, sp->layers ? sp->layers : f->layers};
+		bool first = true;
+		for (int i = 0; i < 6; i++)
+			if (v[i]) {
+				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", k[i], (long long)v[i]);
+				first = false;
+			}
+	}
+	tpc_buf_addf(b, "},\n  \"plan\": %s,\n  \"metadata\": {", sp->plan->json ? sp->plan->json : "null");
+	bool mfirst = true;
+	for (size_t i = 0; i < in->nmeta; i++) {
+		if (!strncmp(in->meta_k[i], "tpconv.", 7) && strcmp(in->meta_k[i], "tpconv.tree"))
+			continue; /* a resharded set's own rank metadata */
+		tpc_buf_adds(b, mfirst ? "" : ", ");
+		mfirst = false;
+		tpc_buf_json_str(b, in->meta_k[i], strlen(in->meta_k[i]), false);
+		tpc_buf_adds(b, ": ");
+		tpc_buf_json_str(b, in->meta_v[i], strlen(in->meta_v[i]), false);
+	}
+	tpc_buf_adds(b, "},\n  \"ranks\": [\n");
+	for (int r = 0; r < nr; r++) {
+		uint64_t bytes = 0;
+		for (size_t i = 0; i < sp->rank[r].n; i++)
+			bytes += sp->rank[r].t[i].nbytes;
+		tpc_buf_addf(b, "    {\"rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"file\": ", r, r % sp->tp, r / sp->tp);
+		tpc_buf_json_str(b, sp->rank_file[r], strlen(sp->rank_file[r]), false);
+		tpc_buf_addf(b, ", \"tensors\": %zu, \"bytes\": %llu}%s\n", sp->rank[r].n, (unsigned long long)bytes,
+			     r + 1 < nr ? "," : "");
+	}
+	tpc_buf_adds(b, "  ],\n  \"tensors\": [\n");
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_shard_entry *en = &sp->t[i];
+		const tpc_tensor *t = &in->t[en->in];
+		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp].t[en->rank_ix[0]];
+		const tpc_split *s = &en->split;
+		tpc_buf_adds(b, "    {\"name\": ");
+		tpc_buf_json_str(b, t->name, strlen(t->name), false);
+		tpc_buf_addf(b, ", \"dtype\": \"%s\", \"shape\": ", tpc_dtype_name(t->dtype));
+		json_shape(b, t->ndim, t->shape);
+		tpc_buf_addf(b, ", \"stage\": %d, \"split\": \"%s\", \"dim\": %d, \"rule\": %d, \"matched\": %s, \"row_bias\": %s, \"parts\": [",
+			     en->stage, s->dim < 0 ? "replicate" : tpc_split_kind_name(s->kind), s->dim, s->rule,
+			     en->matched ? "true" : "false", s->row_bias ? "true" : "false");
+		for (int k = 0; s->dim >= 0 && k < s->nparts; k++)
+			tpc_buf_addf(b, "%s{\"size\": %lld, \"pad\": %lld, \"heads\": %lld, \"replicas\": %d}", k ? ", " : "",
+				     (long long)s->part[k].size, (long long)s->part[k].pad, (long long)s->part[k].heads,
+				     s->part[k].replicas);
+		tpc_buf_adds(b, "], \"rank_shape\": ");
+		json_shape(b, rt->ndim, rt->shape);
+		if (hashes && en->hashed) {
+			tpc_buf_adds(b, ", \"sha256\": ");
+			json_hash(b, en->hash);
+			tpc_buf_adds(b, ", \"rank_sha256\": [");
+			for (int r = 0; r < sp->tp; r++) {
+				tpc_buf_adds(b, r ? ", " : "");
+				json_hash(b, en->rank_hash[r]);
+			}
+			tpc_buf_addc(b, ']');
+		}
+		tpc_buf_addf(b, "}%s\n", i + 1 < sp->n ? "," : "");
+	}
+	tpc_buf_adds(b, "  ]\n}\n");
+}
+
+/* ---- reading ---- */
+
+#define BAD(...) TPC_CORRUPT(e, path, -1, NULL, __VA_ARGS__)
+#define BADT(name, ...) TPC_CORRUPT(e, path, -1, (name), __VA_ARGS__)
+
+static int get_i64(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!cJSON_IsNumber(v) || v->valuedouble > MAX_EXACT || v->valuedouble < -MAX_EXACT ||
+	    v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < (double)lo ||
+	    v->valuedouble > (double)hi)
+		return -1;
+	*out = (int64_t)v->valuedouble;
+	return 0;
+}
+
+static const char *get_str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int unhex(const char *s, uint8_t out[32])
+{
+	if (!s || strlen(s) != 64)
+		return -1;
+	for (int i = 0; i < 32; i++) {
+		int v = 0;
+		for (int j = 0; j < 2; j++) {
+			char c = s[2 * i + j];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0)
+				return -1;
+			v = v * 16 + d;
+		}
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+static bool safe_file_name(const char *f)
+{
+	return f && *f && f[0] != '.' && !strchr(f, '/') && !strchr(f, '\\') && strlen(f) < 256;
+}
+
+void tpc_manifest_release(tpc_manifest *m)
+{
+	if (!m)
+		return;
+	free(m->tool);
+	free(m->set_id);
+	free(m->format);
+	free(m->plan_json);
+	for (int r = 0; m->files && r < m->tp * m->pp; r++)
+		free(m->files[r]);
+	free(m->files);
+	for (size_t i = 0; i < m->nmeta; i++) {
+		free(m->meta_k[i]);
+		free(m->meta_v[i]);
+	}
+	free(m->meta_k);
+	free(m->meta_v);
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->t[i].name);
+		free(m->t[i].shape);
+		free(m->t[i].rank_hash);
+	}
+	free(m->t);
+	memset(m, 0, sizeof(*m));
+}
+
+static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o, size_t idx, const char *path,
+			tpc_err *e)
+{
+	const char *name = get_str(o, "name");
+	int64_t v;
+	if (!cJSON_IsObject(o) || !name)
+		return BAD("manifest tensor %zu: needs a \"name\"", idx);
+	if (!(mt->name = tpc_strdup(name)))
+		return tpc_err_nomem(e);
+	mt->dtype = tpc_dtype_from_st(get_str(o, "dtype") ? get_str(o, "dtype") : "");
+	if (!mt->dtype)
+		mt->dtype = tpc_dtype_from_torch(get_str(o, "dtype") ? get_str(o, "dtype") : "");
+	if (!mt->dtype)
+		return BADT(name, "manifest: unknown dtype");
+	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+	if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > TPC_MAX_NDIM)
+		return BADT(name, "manifest: \"shape\" must be an array of at most %d sizes", TPC_MAX_NDIM);
+	mt->ndim = cJSON_GetArraySize(sh);
+	mt->shape = tpc_calloc((size_t)(mt->ndim ? mt->ndim : 1), sizeof(int64_t));
+	if (!mt->shape)
+		return tpc_err_nomem(e);
+	int d = 0;
+	for (const cJSON *s = sh->child; s; s = s->next, d++) {
+		if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > MAX_EXACT ||
+		    s->valuedouble != (double)(int64_t)s->valuedouble)
+			return BADT(name, "manifest: shape[%d] is not a size", d);
+		mt->shape[d] = (int64_t)s->valuedouble;
+	}
+	if (get_i64(o, "stage", 0, m->pp - 1, &v))
+		return BADT(name, "manifest: \"stage\" must be 0 to %d", m->pp - 1);
+	mt->stage = (int)v;
+	tpc_split *sp = &mt->split;
+	memset(sp, 0, sizeof(*sp));
+	const char *kind = get_str(o, "split");
+	static const char *const kinds[] = {"replicate", "col", "row", "vocab", "dim"};
+	int kk = -1;
+	for (int k = 0; kind && k < 5; k++)
+		if (!strcmp(kind, kinds[k]))
+			kk = k;
+	if (kk < 0)
+		return BADT(name, "manifest: unknown split");
+	sp->kind = (tpc_split_kind)kk;
+	if (get_i64(o, "dim", -1, mt->ndim - 1, &v))
+		return BADT(name, "manifest: \"dim\" must be -1 to %d", mt->ndim - 1);
+	sp->dim = (int)v;
+	if ((sp->kind == TPC_SPLIT_REPLICATE) != (sp->dim < 0))
+		return BADT(name, "manifest: split and dim disagree");
+	if (get_i64(o, "rule", -1, TPC_PLAN_MAX_RULES, &v))
+		return BADT(name, "manifest: bad \"rule\"");
+	sp->rule = (int)v;
+	sp->row_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "row_bias"));
+	mt->matched = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "matched"));
+	sp->scalar = mt->ndim == 0;
+	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
+	if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) > TPC_PLAN_MAX_PARTS)
+		return BADT(name, "manifest: \"parts\" must be an array of at most %d", TPC_PLAN_MAX_PARTS);
+	if (sp->dim >= 0) {
+		int np = cJSON_GetArraySize(parts);
+		int64_t sum = 0;
+		if (np < 1)
+			return BADT(name, "manifest: a split tensor needs parts");
+		sp->nparts = np;
+		int k = 0;
+		for (const cJSON *p = parts->child; p; p = p->next, k++) {
+			tpc_split_part *pt = &sp->part[k];
+			int64_t rep;
+			if (get_i64(p, "size", 0, INT64_MAX / 4, &pt->size) || get_i64(p, "pad", 0, INT64_MAX / 4, &pt->pad) ||
+			    get_i64(p, "heads", 0, INT64_MAX / 4, &pt->heads) || get_i64(p, "replicas", 1, m->tp, &rep))
+				return BADT(name, "manifest: part %d needs size, pad, heads and replicas", k);
+			pt->replicas = (int)rep;
+			pt->head_kind = pt->replicas > 1 ? TPC_HEADS_KV : pt->heads ? TPC_HEADS_Q : TPC_HEADS_NONE;
+			if (pt->replicas > 1) {
+				if (pt->pad || !pt->heads || pt->heads * pt->replicas != m->tp || pt->size % pt->heads)
+					return BADT(name, "manifest: part %d: %lld heads on %d replicas do not fit tp %d", k,
+						    (long long)pt->heads, pt->replicas, m->tp);
+			} else if ((pt->size + pt->pad) % m->tp) {
+				return BADT(name, "manifest: part %d: %lld + %lld padding rows do not divide by tp %d", k,
+					    (long long)pt->size, (long long)pt->pad, m->tp);
+			}
+			if (tpc_add_i64(sum, pt->size, &sum))
+				return BADT(name, "manifest: part sizes overflow");
+		}
+		if (sum != mt->shape[sp->dim])
+			return BADT(name, "manifest: parts add up to %lld but dim %d has %lld", (long long)sum, sp->dim,
+				    (long long)mt->shape[sp->dim]);
+	}
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "sha256");
+	if (h) {
+		if (unhex(cJSON_IsString(h) ? h->valuestring : NULL, mt->hash))
+			return BADT(name, "manifest: \"sha256\" is not 64 lowercase hex digits");
+		mt->has_hash = true;
+		const cJSON *rh = cJSON_GetObjectItemCaseSensitive(o, "rank_sha256");
+		if (!cJSON_IsArray(rh) || cJSON_GetArraySize(rh) != m->tp)
+			return BADT(name, "manifest: \"rank_sha256\" must list %d checksums", m->tp);
+		mt->rank_hash = tpc_calloc((size_t)m->tp, 32);
+		if (!mt->rank_hash)
+			return tpc_err_nomem(e);
+		int r = 0;
+		for (const cJSON *x = rh->child; x; x = x->next, r++)
+			if (unhex(cJSON_IsString(x) ? x->valuestring : NULL, mt->rank_hash[r]))
+				return BADT(name, "manifest: rank_sha256[%d] is not 64 lowercase hex digits", r);
+	}
+	return 0;
+}
+
+int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	cJSON *root = NULL;
+	int ret = 0;
+	int64_t v;
+	memset(m, 0, sizeof(*m));
+	if (len > TPC_MANIFEST_MAX_BYTES)
+		return BAD("manifest is %zu bytes, over the limit", len);
+	root = cJSON_ParseWithLength(text, len);
+	if (!root || !cJSON_IsObject(root)) {
+		ret = BAD("manifest is not a JSON object");
+		goto out;
+	}
+	if (get_i64(root, "tpconv_manifest", 1, 1, &v)) {
+		ret = BAD("not a tpconv manifest of version 1");
+		goto out;
+	}
+	const char *tool = get_str(root, "tool"), *id = get_str(root, "set_id"), *fmt = get_str(root, "format");
+	const char *lay = get_str(root, "layout"), *ck = get_str(root, "checksum");
+	if (!tool || !id || !fmt || !lay || strlen(id) > 64 || (strcmp(fmt, "safetensors") && strcmp(fmt, "torch")) ||
+	    tpc_layout_parse(lay, &m->layout)) {
+		ret = BAD("manifest: bad or missing tool, set_id, layout or format");
+		goto out;
+	}
+	if (!(m->tool = tpc_strdup(tool)) || !(m->set_id = tpc_strdup(id)) || !(m->format = tpc_strdup(fmt))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	m->checksums = ck && !strcmp(ck, "sha256");
+	int64_t tp, pp;
+	if (get_i64(root, "tp", 1, TPC_MAX_TP, &tp) || get_i64(root, "pp", 1, TPC_MAX_TP, &pp) ||
+	    tp * pp > TPC_MAX_RANKS) {
+		ret = BAD("manifest: bad tp or pp");
+		goto out;
+	}
+	m->tp = (int)tp;
+	m->pp = (int)pp;
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	if (cJSON_IsObject(model)) {
+		get_i64(model, "heads", 1, INT64_MAX / 4, &m->facts.heads);
+		get_i64(model, "kv_heads", 1, INT64_MAX / 4, &m->facts.kv_heads);
+		get_i64(model, "head_dim", 1, INT64_MAX / 4, &m->facts.head_dim);
+		get_i64(model, "hidden", 1, INT64_MAX / 4, &m->facts.hidden);
+		get_i64(model, "vocab", 1, INT64_MAX / 4, &m->facts.vocab);
+		get_i64(model, "layers", 1, INT64_MAX / 4, &m->facts.layers);
+	}
+	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
+	if (cJSON_IsObject(plan) && !(m->plan_json = cJSON_PrintUnformatted(plan))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+	if (meta && !cJSON_IsObject(meta)) {
+		ret = BAD("manifest: \"metadata\" must be an object of strings");
+		goto out;
+	}
+	size_t nm = meta ? (size_t)cJSON_GetArraySize(meta) : 0;
+	m->meta_k = tpc_calloc(nm ? nm : 1, sizeof(char *));
+	m->meta_v = tpc_calloc(nm ? nm : 1, sizeof(char *));
+	if (!m->meta_k || !m->meta_v) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (const cJSON *x = meta ? meta->child : NULL; x; x = x->next) {
+		if (!cJSON_IsString(x)) {
+			ret = BAD("manifest: metadata value for '%s' is not a string", x->string);
+			goto out;
+		}
+		m->meta_k[m->nmeta] = tpc_strdup(x->string);
+		m->meta_v[m->nmeta] = tpc_strdup(x->valuestring);
+		if (!m->meta_k[m->nmeta++] || !m->meta_v[m->nmeta - 1]) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	}
+	const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(root, "ranks");
+	int nr = m->tp * m->pp;
+	if (!cJSON_IsArray(ranks) || cJSON_GetArraySize(ranks) != nr) {
+		ret = BAD("manifest: \"ranks\" must list %d rank files", nr);
+		goto out;
+	}
+	m->files = tpc_calloc((size_t)nr, sizeof(char *));
+	if (!m->files) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	int r = 0;
+	for (const cJSON *x = ranks->child; x; x = x->next, r++) {
+		const char *f = get_str(x, "file");
+		if (get_i64(x, "rank", r, r, &v) || !safe_file_name(f)) {
+			ret = BAD("manifest: rank entry %d needs \"rank\": %d and a plain \"file\" name", r, r);
+			goto out;
+		}
+		for (int q = 0; q < r; q++)
+			if (!strcmp(m->files[q], f)) {
+				ret = BAD("manifest: ranks %d and %d name the same file '%s'", q, r, f);
+				goto out;
+			}
+		if (!(m->files[r] = tpc_strdup(f))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	}
+	const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(root, "tensors");
+	if (!cJSON_IsArray(tensors)) {
+		ret = BAD("manifest: \"tensors\" must be an array");
+		goto out;
+	}
+	size_t nt = (size_t)cJSON_GetArraySize(tensors);
+	m->t = tpc_calloc(nt ? nt : 1, sizeof(*m->t));
+	if (!m->t) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (const cJSON *x = tensors->child; x; x = x->next) {
+		size_t i = m->n++;
+		if ((ret = parse_tensor(m, &m->t[i], x, i, path, e)))
+			goto out;
+	}
+out:
+	cJSON_Delete(root);
+	if (ret)
+		tpc_manifest_release(m);
+	return ret;
+}
+
+int tpc_manifest_from_file(tpc_manifest *m, const char *path, tpc_err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int ret = tpc_read_file(path, TPC_MANIFEST_MAX_BYTES, &text, &len, e);
+	if (!ret)
+		ret = tpc_manifest_from_buffer(m, text, len, path, e);
+	else
+		memset(m, 0, sizeof(*m));
+	free(text);
+	return ret;
+}

@@ -1,0 +1,112 @@
+/*
+ * tpc_manifest.h - the manifest of a shard set (tpconv-manifest.json).
+ *
+ * Written last, atomically, by the run that completes the set: its presence
+ * means every rank file is in place. Merge and reshard read it first; it makes
+ * a set self-describing (the split of every tensor is recorded, so no plan or
+ * model facts are needed to merge it back).
+ *
+ * Schema (version 1). All members are required unless marked optional;
+ * readers refuse unknown versions and malformed entries.
+ *
+ *   {
+ *     "tpconv_manifest": 1,
+ *     "tool": "tpconv 0.1.0",                 who wrote it
+ *     "set_id": "0123456789abcdef",           16 hex digits, also in each
+ *                                             safetensors rank file's metadata
+ *                                             as tpconv.set_id
+ *     "tp": 4, "pp": 1,
+ *     "layout": "tpconv" | "oslo" | "trtllm" | "hf",
+ *     "format": "safetensors" | "torch",      rank file format
+ *     "checksum": "sha256" | "none",          whether the sha256 members exist
+ *     "model": {"heads": 32, ...},            model facts used (known ones only)
+ *     "plan": { ... } | null,                 the plan (tpc_plan.h schema), so a
+ *                                             reshard can reuse it
+ *     "metadata": {"k": "v", ...},            the input's string metadata,
+ *                                             restored by merge
+ *     "ranks": [                              tp * pp entries, rank order
+ *       {"rank": 0, "tp_rank": 0, "pp_rank": 0,
+ *        "file": "model_tp00_pp00.safetensors",   relative, no '/' ('hf': a folder)
+ *        "tensors": 12, "bytes": 123456}
+ *     ],
+ *     "tensors": [                            in the original checkpoint's order
+ *       {"name": "model.layers.0.self_attn.k_proj.weight",
+ *        "dtype": "F32", "shape": [64, 128],  the original tensor
+ *        "stage": 0,                          pipeline stage (its ranks are
+ *                                             stage * tp + 0 .. tp-1)
+ *        "split": "col" | "row" | "vocab" | "dim" | "replicate",
+ *        "dim": 0,                            split dimension, -1 if replicated
+ *        "rule": 1,                           deciding plan rule, -1 = fallback
+ *        "matched": true,                     false: no rule matched
+ *        "row_bias": false,                   replicated bias of a row-parallel
+ *                                             layer (add once after the reduce)
+ *        "parts": [                           along dim, in order ([] if replicated)
+ *          {"size": 64,                       rows of the original
+ *           "pad": 0,                         zero rows appended before splitting
+ *                                             (vocab padding, --pad); stripped on merge
+ *           "heads": 4,                       heads in the part (0: not a head split)
+ *           "replicas": 2}                    ranks holding each head (KV heads
+ *                                             when tp > kv heads; 1 = split)
+ *        ],
+ *        "rank_shape": [32, 128],             every rank's tensor shape
+ *        "sha256": "...",                     optional: original tensor
+ *        "rank_sha256": ["...", ...]}         optional: tp entries, rank order
+ *     ]
+ *   }
+ *
+ * Rank t of the tensor's stage holds, for each part in order, rows
+ * [start, start + len) of the zero-padded part: len = (size + pad) / tp and
+ * start = t * len, or with replicas len = size / heads and start =
+ * (t / replicas) * len. Checksums are SHA-256 over the C-contiguous
+ * little-endian bytes, the same as `tpconv inspect --hash`.
+ */
+#ifndef TPC_MANIFEST_H
+#define TPC_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_buf.h"
+#include "tpc_dtype.h"
+#include "tpc_err.h"
+#include "tpc_plan.h"
+#include "tpc_shard.h"
+
+#define TPC_MANIFEST_MAX_BYTES (1u << 30)
+
+typedef struct tpc_manifest_tensor {
+	char *name;
+	tpc_dtype dtype;
+	int ndim;
+	int64_t *shape;
+	int stage;
+	tpc_split split;
+	bool matched;
+	bool has_hash;
+	uint8_t hash[32];
+	uint8_t (*rank_hash)[32]; /* [tp], or NULL */
+} tpc_manifest_tensor;
+
+typedef struct tpc_manifest {
+	char *tool, *set_id, *format, *plan_json;
+	int tp, pp;
+	tpc_layout layout;
+	bool checksums;
+	char **files; /* [tp * pp] */
+	tpc_model_facts facts;
+	char **meta_k, **meta_v;
+	size_t nmeta;
+	tpc_manifest_tensor *t;
+	size_t n;
+} tpc_manifest;
+
+/* The manifest text of a written plan (checksums included when computed). */
+void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *out);
+
+/* Parse and validate (untrusted input: every size, index and name checked). */
+int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e);
+int tpc_manifest_from_file(tpc_manifest *m, const char *path, tpc_err *e);
+void tpc_manifest_release(tpc_manifest *m);
+
+#endif

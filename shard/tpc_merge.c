@@ -1,0 +1,754 @@
+/* tpc_merge.c - a shard set back into one checkpoint description; see tpc_shard.h.
+ *
+ * The merged checkpoint borrows the source tables of all opened rank files
+ * (one union table), and each original tensor is a composite of rank views:
+ * for every part, the tp rank slices concatenated along the split dimension
+ * and narrowed to the part's true size (padding dropped); for replicated KV
+ * heads, one replica per head after checking the others are equal; for a
+ * replicated tensor, rank 0's copy after checking the others. Nothing is
+ * read but what these checks need until a writer (or a reshard) runs. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_manifest.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- what kind of set ---- */
+
+/* "pytorch_model_tp_{t}_pp_{p}.bin", "..._ep_0.bin" or "pytorch_model_tp={t}_pp={p}.bin" */
+static bool parse_oslo(const char *n, int *t, int *p)
+{
+	int a, b, k = -1;
+	if (sscanf(n, "pytorch_model_tp_%d_pp_%d%n", &a, &b, &k) == 2 && k > 0 &&
+	    (!strcmp(n + k, ".bin") || !strcmp(n + k, "_ep_0.bin")))
+		goto ok;
+	k = -1;
+	if (sscanf(n, "pytorch_model_tp=%d_pp=%d%n", &a, &b, &k) == 2 && k > 0 && !strcmp(n + k, ".bin"))
+		goto ok;
+	return false;
+ok:
+	if (a < 0 || b < 0 || a >= TPC_MAX_TP || b >= TPC_MAX_TP)
+		return false;
+	*t = a;
+	*p = b;
+	return true;
+}
+
+static bool parse_trt(const char *n, int *r)
+{
+	int a, k = -1;
+	if (sscanf(n, "rank%d%n", &a, &k) == 1 && k > 0 && !strcmp(n + k, ".safetensors") && a >= 0 &&
+	    a < TPC_MAX_RANKS) {
+		*r = a;
+		return true;
+	}
+	return false;
+}
+
+tpc_set_kind tpc_set_detect(const char *dir)
+{
+	tpc_set_kind k = TPC_SET_NONE;
+	if (!tpc_is_dir(dir))
+		return TPC_SET_NONE;
+	char *man = tpc_path_join(dir, TPC_MANIFEST_NAME);
+	bool have = man && tpc_exists(man);
+	free(man);
+	if (have)
+		return TPC_SET_MANIFEST;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)) && !k) {
+		int a, b;
+		if (parse_oslo(de->d_name, &a, &b))
+			k = TPC_SET_OSLO;
+		else if (parse_trt(de->d_name, &a))
+			k = TPC_SET_TRTLLM;
+	}
+	if (d)
+		closedir(d);
+	return k;
+}
+
+/* ---- opening ---- */
+
+void tpc_merge_release(tpc_merge *m)
+{
+	if (!m)
+		return;
+	tpc__return_sources(&m->out);
+	tpc_ckpt_release(&m->out);
+	for (int r = 0; m->rank && r < m->nranks; r++)
+		tpc_ckpt_release(&m->rank[r]);
+	free(m->rank);
+	free(m->plan_json);
+	memset(m, 0, sizeof(*m));
+}
+
+static int open_ranks(tpc_merge *m, char **paths, tpc_err *e)
+{
+	m->rank = tpc_calloc((size_t)m->nranks, sizeof(*m->rank));
+	if (!m->rank)
+		return tpc_err_nomem(e);
+	for (int r = 0; r < m->nranks; r++) {
+		tpc_ckpt_init(&m->rank[r]);
+		if (!tpc_exists(paths[r])) {
+			tpc_err_set(e, TPC_EINPUT, "rank %d (tp %d, pp %d) of the shard set is missing", r, r % m->tp,
+				    r / m->tp);
+			tpc_err_path(e, paths[r]);
+			return TPC_EINPUT;
+		}
+	}
+	int ret = 0;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+	for (int r = 0; r < m->nranks; r++) {
+		tpc_err le;
+		tpc_err_init(&le);
+		int rr = tpc_ckpt_open(&m->rank[r], paths[r], NULL, &le);
+		if (rr) {
+#ifdef _OPENMP
+#pragma omp critical(tpc_merge_err)
+#endif
+			{
+				if (!ret) {
+					ret = rr;
+					*e = le;
+				}
+			}
+		}
+	}
+	return ret;
+}
+
+static int union_sources(tpc_merge *m, int *base, tpc_err *e)
+{
+	const tpc_ckpt **srcs = tpc_calloc((size_t)m->nranks, sizeof(*srcs));
+	int ret;
+	if (!srcs)
+		return tpc_err_nomem(e);
+	for (int r = 0; r < m->nranks; r++)
+		srcs[r] = &m->rank[r];
+	ret = tpc__borrow_sources(&m->out, srcs, (size_t)m->nranks, base, e);
+	free(srcs);
+	return ret;
+}
+
+static void shift_src(tpc_tensor *t, int by)
+{
+	if (t->src >= 0)
+		t->src += by;
+	t->storage = -1;
+	t->alias_of = -1;
+	for (int k = 0; k < t->nparts; k++)
+		shift_src(&t->parts[k], by);
+}
+
+/* Rank r's tensor `name` as a view in the union, or an error naming the file. */
+static int rank_view(tpc_merge *m, const int *base, char **paths, int r, const char *name, tpc_tensor *out,
+		     tpc_err *e)
+{
+	int64_t ix = tpc_ckpt_find(&m->rank[r], name);
+	if (ix < 0) {
+		tpc_err_set(e, TPC_EINPUT, "rank %d's file lacks this tensor (a rank file from another set?)", r);
+		tpc_err_tensor(e, name);
+		tpc_err_path(e, paths[r]);
+		return TPC_EINPUT;
+	}
+	if (tpc_tensor_copy(out, &m->rank[r].t[ix]))
+		return tpc_err_nomem(e);
+	shift_src(out, base[r]);
+	return 0;
+}
+
+static void rank_shape(const int64_t *shape, int ndim, const tpc_split *s, int tp, int64_t *out)
+{
+	memcpy(out, shape, (size_t)ndim * sizeof(int64_t));
+	if (s->dim >= 0)
+		out[s->dim] = tpc_split_rank_dim(s, tp);
+}
+
+static int differ(tpc_merge *m, const tpc_merge_opts *o, const char *name, const char *what, int ra, int rb,
+		  tpc_err *e)
+{
+	if (o->take_rank0) {
+		if (!m->ndiffer++)
+			snprintf(m->differ_first, sizeof(m->differ_first), "%s (ranks %d and %d)", name, ra, rb);
+		return 0;
+	}
+	tpc_err_set(e, TPC_EINPUT, "%s differs between rank %d and rank %d (use --take-rank0 to keep rank %d's copy)",
+		    what, ra, rb, ra);
+	tpc_err_tensor(e, name);
+	return TPC_EINPUT;
+}
+
+/* The original tensor from its tp rank views v[0..tp) of stage `stage`. */
+static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, const tpc_split *s, tpc_tensor *v,
+		   int stage, bool replicas_known_equal, tpc_tensor *out, tpc_err *e)
+{
+	int tp = m->tp, ret = 0;
+	const tpc_ckpt *ck = &m->out;
+	bool eq;
+	if (s->dim < 0) {
+		for (int t = 1; t < tp && !replicas_known_equal; t++) {
+			if ((ret = tpc__tensors_equal(ck, &v[0], &v[t], &eq, e)))
+				return ret;
+			if (!eq && (ret = differ(m, o, name, "replicated tensor", stage * tp, stage * tp + t, e)))
+				return ret;
+			if (!eq)
+				break;
+		}
+		return tpc_tensor_copy(out, &v[0]) ? tpc_err_nomem(e) : 0;
+	}
+	int d = s->dim;
+	tpc_tensor parts[TPC_PLAN_MAX_PARTS];
+	int np = 0;
+	int64_t roff = 0;
+	memset(parts, 0, sizeof(parts));
+	for (int k = 0; k < s->nparts && !ret; k++) {
+		const tpc_split_part *p = &s->part[k];
+		int64_t len = tpc_split_rank_len(s, k, tp);
+		int nsl = p->replicas > 1 ? (int)p->heads : tp;
+		tpc_tensor *sl = tpc_calloc((size_t)nsl, sizeof(*sl));
+		int have = 0;
+		if (!sl) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		for (int j = 0; j < nsl && !ret; j++) {
+			int t = p->replicas > 1 ? j * p->replicas : j;
+			if (tpc_tensor_narrow(&sl[j], &v[t], d, roff, len)) {
+				ret = tpc_err_set(e, TPC_EINPUT, "internal: cannot slice rank %d's part %d", t, k);
+				break;
+			}
+			have++;
+			for (int q = 1; q < p->replicas && !ret; q++) {
+				tpc_tensor other;
+				if (tpc_tensor_narrow(&other, &v[t + q], d, roff, len)) {
+					ret = tpc_err_set(e, TPC_EINPUT, "internal: cannot slice rank %d", t + q);
+					break;
+				}
+				ret = tpc__tensors_equal(ck, &sl[j], &other, &eq, e);
+				tpc_tensor_release(&other);
+				if (!ret && !eq) {
+					char what[96];
+					snprintf(what, sizeof(what), "replicated key/value head %d%s", j,
+						 s->nparts > 1 ? " of a fused part" : "");
+					ret = differ(m, o, name, what, stage * tp + t, stage * tp + t + q, e);
+					break;
+				}
+			}
+		}
+		if (!ret) {
+			tpc_tensor whole;
+			if (have == 1) {
+				whole = sl[0];
+				have = 0;
+			} else if (tpc_tensor_init_cat(&whole, sl, have, d)) {
+				ret = tpc_err_nomem(e);
+			}
+			if (!ret && p->pad) {
+				tpc_tensor cut;
+				if (tpc_tensor_narrow(&cut, &whole, d, 0, p->size))
+					ret = tpc_err_nomem(e);
+				tpc_tensor_release(&whole);
+				whole = cut;
+			}
+			if (!ret)
+				parts[np++] = whole;
+		}
+		for (int j = 0; j < have; j++)
+			tpc_tensor_release(&sl[j]);
+		free(sl);
+		roff += len;
+	}
+	if (!ret) {
+		if (np == 1) {
+			*out = parts[0];
+			np = 0;
+		} else if (tpc_tensor_init_cat(out, parts, np, d)) {
+			ret = tpc_err_nomem(e);
+		}
+	}
+	for (int k = 0; k < np; k++)
+		tpc_tensor_release(&parts[k]);
+	if (!ret) {
+		out->dtype = v[0].dtype;
+		out->nbytes = out->numel * tpc_dtype_bits(out->dtype) / 8;
+	}
+	return ret;
+}
+
+static int add_merged(tpc_merge *m, const char *name, tpc_tensor *t, tpc_err *e)
+{
+	int64_t ix = tpc_ckpt_add_copy(&m->out, name, t, e);
+	tpc_tensor_release(t);
+	return ix < 0 ? (int)ix : 0;
+}
+
+static char **rank_paths(const char *dir, char **files, int n)
+{
+	char **p = tpc_calloc((size_t)n, sizeof(*p));
+	for (int r = 0; p && r < n; r++)
+		if (!(p[r] = tpc_path_join(dir, files[r]))) {
+			for (int q = 0; q < r; q++)
+				free(p[q]);
+			free(p);
+			return NULL;
+		}
+	return p;
+}
+
+static void free_paths(char **p, int n)
+{
+	for (int r = 0; p && r < n; r++)
+		free(p[r]);
+	free(p);
+}
+
+static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
+{
+	tpc_manifest man;
+	char *mpath = tpc_path_join(dir, TPC_MANIFEST_NAME);
+	char **paths = NULL;
+	int *base = NULL, ret;
+	tpc_tensor *views = NULL;
+	size_t nviews = 0;
+	if (!mpath)
+		return tpc_err_nomem(e);
+	ret = tpc_manifest_from_file(&man, mpath, e);
+	if (ret) {
+		free(mpath);
+		return ret;
+	}
+	m->tp = man.tp;
+	m->pp = man.pp;
+	m->layout = man.layout;
+	m->nranks = man.tp * man.pp;
+	m->facts = man.facts;
+	if (man.plan_json && !(m->plan_json = tpc_strdup(man.plan_json))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	paths = rank_paths(dir, man.files, m->nranks);
+	base = tpc_calloc((size_t)m->nranks, sizeof(int));
+	if (!paths || !base) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = open_ranks(m, paths, e)))
+		goto out;
+	/* set membership: the id in each file's metadata, the tensor count */
+	size_t *per_stage = tpc_calloc((size_t)m->pp, sizeof(size_t));
+	if (!per_stage) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < man.n; i++)
+		per_stage[man.t[i].stage]++;
+	for (int r = 0; r < m->nranks && !ret; r++) {
+		const char *id = tpc_ckpt_meta_get(&m->rank[r], "tpconv.set_id");
+		if (id && strcmp(id, man.set_id)) {
+			tpc_err_set(e, TPC_EINPUT, "rank %d's file belongs to another shard set (set id %.16s, the manifest says %.16s)",
+				    r, id, man.set_id);
+			tpc_err_path(e, paths[r]);
+			ret = TPC_EINPUT;
+		} else if (m->rank[r].n != per_stage[r / m->tp]) {
+			tpc_err_set(e, TPC_EINPUT, "rank %d's file holds %zu tensors, the manifest lists %zu (a rank file from another set?)",
+				    r, m->rank[r].n, per_stage[r / m->tp]);
+			tpc_err_path(e, paths[r]);
+			ret = TPC_EINPUT;
+		}
+	}
+	free(per_stage);
+	if (ret || (ret = union_sources(m, base, e)))
+		goto out;
+	/* every rank view, shape-checked */
+	nviews = man.n * (size_t)m->tp;
+	views = tpc_calloc(nviews ? nviews : 1, sizeof(*views));
+	if (!views) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < man.n && !ret; i++) {
+		const tpc_manifest_tensor *mt = &man.t[i];
+		int64_t want[TPC_MAX_NDIM];
+		rank_shape(mt->shape, mt->ndim, &mt->split, m->tp, want);
+		for (int t = 0; t < m->tp && !ret; t++) {
+			int r = mt->stage * m->tp + t;
+			tpc_tensor *v = &views[i * (size_t)m->tp + (size_t)t];
+			if ((ret = rank_view(m, base, paths, r, mt->name, v, e)))
+				break;
+			if (v->ndim != mt->ndim || v->dtype != mt->dtype ||
+			    memcmp(v->shape, want, (size_t)mt->ndim * sizeof(int64_t))) {
+				char got[128], exp[128];
+				tpc_tensor tmp = *v;
+				tpc_shape_str(&tmp, got, sizeof(got));
+				tmp.shape = want;
+				tmp.ndim = mt->ndim;
+				tpc_shape_str(&tmp, exp, sizeof(exp));
+				tpc_err_set(e, TPC_EINPUT, "rank %d's copy is %s %s, the manifest says %s %s (a rank file from another set?)",
+					    r, tpc_dtype_name(v->dtype), got, tpc_dtype_name(mt->dtype), exp);
+				tpc_err_tensor(e, mt->name);
+				tpc_err_path(e, paths[r]);
+				ret = TPC_EINPUT;
+			}
+		}
+	}
+	if (ret)
+		goto out;
+	/* checksums: every rank tensor against the manifest, in parallel */
+	bool verified = false;
+	if (o->checksums && man.checksums) {
+		int64_t ni = (int64_t)nviews;
+		int64_t bad = -1;
+		tpc_err first;
+		tpc_err_init(&first);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+		for (int64_t it = 0; it < ni; it++) {
+			size_t i = (size_t)it / (size_t)m->tp;
+			int t = (int)((size_t)it % (size_t)m->tp);
+			uint8_t h[32];
+			tpc_err le;
+			tpc_err_init(&le);
+			if (!man.t[i].rank_hash)
+				continue;
+			int rr = tpc__hash_tensor(&m->out, &views[it], h, &le);
+			if (!rr && memcmp(h, man.t[i].rank_hash[t], 32)) {
+				int r = man.t[i].stage * m->tp + t;
+				tpc_err_set(&le, TPC_EINPUT,
+					    "rank %d's copy does not match the manifest checksum (a rank file from another set, or a corrupted one)",
+					    r);
+				tpc_err_tensor(&le, man.t[i].name);
+				tpc_err_path(&le, paths[r]);
+				rr = TPC_EINPUT;
+			}
+			if (rr) {
+#ifdef _OPENMP
+#pragma omp critical(tpc_merge_err)
+#endif
+				{
+					if (bad < 0 || it < bad) {
+						bad = it;
+						first = le;
+					}
+				}
+			}
+		}
+		if (bad >= 0) {
+			*e = first;
+			ret = first.code ? first.code : TPC_EINPUT;
+			goto out;
+		}
+		verified = true;
+	}
+	for (size_t i = 0; i < man.n && !ret; i++) {
+		const tpc_manifest_tensor *mt = &man.t[i];
+		bool known_equal = false;
+		if (verified && mt->rank_hash) {
+			known_equal = true;
+			for (int t = 1; t < m->tp; t++)
+				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[0], 32);
+		}
+		tpc_tensor whole;
+		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp], mt->stage, known_equal, &whole, e);
+		if (!ret)
+			ret = add_merged(m, mt->name, &whole, e);
+	}
+	for (size_t i = 0; i < man.nmeta && !ret; i++)
+		ret = tpc_ckpt_meta_set(&m->out, man.meta_k[i], man.meta_v[i], e);
+out:
+	for (size_t i = 0; views && i < nviews; i++)
+		tpc_tensor_release(&views[i]);
+	free(views);
+	free(base);
+	free_paths(paths, m->nranks);
+	free(mpath);
+	tpc_manifest_release(&man);
+	return ret;
+}
+
+/* ---- sets written by other tools ---- */
+
+/* The original shape and split of a tensor seen as `rshape` on every rank,
+ * following the plan: parts given in full sizes (or "q"/"kv" from the facts)
+ * stay; everything else is tp times the rank size, except KV heads the facts
+ * say are fewer than tp (replicated) and a vocab the facts say is smaller than
+ * the padded rows (padding to strip). */
+static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const char *name, int ndim,
+			   const int64_t *rshape, int tp, unsigned flags, tpc_split *s, tpc_err *e)
+{
+	int ri = tpc_plan_match(p, name);
+	bool row_bias;
+	int d = tpc_plan_rule_dim(p, ri, ndim, &row_bias);
+	int64_t shape[TPC_MAX_NDIM];
+	memcpy(shape, rshape, (size_t)ndim * sizeof(int64_t));
+	if (ri < 0 && p->fallback_error) {
+		tpc_err_set(e, TPC_EINPUT, "no rule of the plan matches this tensor (the plan's fallback is \"error\")");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	if (d >= 0) {
+		const tpc_plan_rule *r = &p->rules[ri];
+		int64_t L = rshape[d], full = 0;
+		int np = r->nparts ? r->nparts : 1;
+		if (r->parts_listed) {
+			for (int k = 0; k < np; k++) {
+				const tpc_plan_part *pp = &r->parts[k];
+				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
+				full += pp->sym ? cnt * f->head_dim : pp->size; /* checked by the resolver */
+			}
+		} else {
+			int64_t l = L / np;
+			for (int k = 0; k < np; k++) {
+				if (r->heads == TPC_HEADS_KV && f->kv_heads && f->kv_heads < tp)
+					full += f->kv_heads * l; /* each rank holds one replicated head */
+				else
+					full += l * tp;
+			}
+			if (r->kind == TPC_SPLIT_VOCAB && f->vocab && np == 1 && f->vocab <= full)
+				full = f->vocab;
+		}
+		shape[d] = full;
+	}
+	int ret = tpc_plan_resolve(p, f, name, ndim, shape, tp, flags, s, NULL, e);
+	if (ret)
+		return ret;
+	if (s->dim >= 0 && s->kind == TPC_SPLIT_VOCAB && s->nparts == 1) {
+		/* the padding the other tool used: whatever fills tp equal slices */
+		s->part[0].pad = rshape[s->dim] * tp - s->part[0].size;
+	}
+	if (s->dim >= 0 && tpc_split_rank_dim(s, tp) != rshape[s->dim]) {
+		tpc_err_set(e, TPC_EINPUT,
+			    "ranks hold %lld rows in dim %d, which does not fit the plan's split of %lld rows over tp %d (check --tp and the model facts)",
+			    (long long)rshape[s->dim], s->dim, (long long)shape[s->dim], tp);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	return 0;
+}
+
+static int read_trt_mapping(const char *dir, int *tp, int *pp)
+{
+	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
+	size_t len;
+	tpc_err e;
+	tpc_err_init(&e);
+	*tp = *pp = 0;
+	if (!cfg || !tpc_exists(cfg) || tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
+		free(cfg);
+		return -1;
+	}
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mapping");
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(mp, "tp_size"), *b = cJSON_GetObjectItemCaseSensitive(mp, "pp_size");
+	if (cJSON_IsNumber(a) && a->valuedouble >= 1 && a->valuedouble <= TPC_MAX_TP)
+		*tp = (int)a->valuedouble;
+	if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= TPC_MAX_TP)
+		*pp = (int)b->valuedouble;
+	cJSON_Delete(root);
+	free(text);
+	free(cfg);
+	return *tp ? 0 : -1;
+}
+
+static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
+{
+	int maxt = -1, maxp = -1, maxr = -1, ret = 0;
+	char **files = NULL, **paths = NULL;
+	int *base = NULL;
+	if (!o->plan) {
+		tpc_err_set(e, TPC_EUSAGE, "this shard set has no tpconv manifest; give the plan it was split with (--preset or --plan) and --tp");
+		tpc_err_path(e, dir);
+		return TPC_EUSAGE;
+	}
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int a, b;
+		if (m->kind == TPC_SET_OSLO && parse_oslo(de->d_name, &a, &b)) {
+			maxt = a > maxt ? a : maxt;
+			maxp = b > maxp ? b : maxp;
+		} else if (m->kind == TPC_SET_TRTLLM && parse_trt(de->d_name, &a)) {
+			maxr = a > maxr ? a : maxr;
+		}
+	}
+	if (d)
+		closedir(d);
+	m->layout = m->kind == TPC_SET_OSLO ? TPC_LAYOUT_OSLO : TPC_LAYOUT_TRTLLM;
+	if (m->kind == TPC_SET_OSLO) {
+		m->tp = o->tp ? o->tp : maxt + 1;
+		m->pp = o->pp ? o->pp : maxp + 1;
+		if (m->tp < maxt + 1 || m->pp < maxp + 1) {
+			tpc_err_set(e, TPC_EINPUT, "files for tp rank %d / pp rank %d exist but --tp %d / --pp %d was given", maxt,
+				    maxp, m->tp, m->pp);
+			tpc_err_path(e, dir);
+			return TPC_EINPUT;
+		}
+	} else {
+		int ctp, cpp;
+		if (!read_trt_mapping(dir, &ctp, &cpp)) {
+			if (o->tp && o->tp != ctp) {
+				tpc_err_set(e, TPC_EUSAGE, "--tp %d but config.json's mapping says tp_size %d", o->tp, ctp);
+				tpc_err_path(e, dir);
+				return TPC_EUSAGE;
+			}
+			m->tp = ctp;
+			m->pp = cpp ? cpp : 1;
+		} else {
+			if (!o->tp) {
+				tpc_err_set(e, TPC_EUSAGE, "no config.json with \"mapping\": give --tp (and --pp)");
+				tpc_err_path(e, dir);
+				return TPC_EUSAGE;
+			}
+			m->tp = o->tp;
+			m->pp = o->pp ? o->pp : 1;
+		}
+		if (maxr + 1 > m->tp * m->pp) {
+			tpc_err_set(e, TPC_EINPUT, "rank%d.safetensors exists but tp %d x pp %d has only %d ranks", maxr, m->tp,
+				    m->pp, m->tp * m->pp);
+			tpc_err_path(e, dir);
+			return TPC_EINPUT;
+		}
+	}
+	if (m->tp < 1 || m->pp < 1 || (int64_t)m->tp * m->pp > TPC_MAX_RANKS)
+		return tpc_err_set(e, TPC_EINPUT, "no rank files in '%s'", dir);
+	m->nranks = m->tp * m->pp;
+	files = tpc_calloc((size_t)m->nranks, sizeof(*files));
+	base = tpc_calloc((size_t)m->nranks, sizeof(int));
+	if (!files || !base) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (int r = 0; r < m->nranks && !ret; r++) {
+		char buf[96];
+		if (m->kind == TPC_SET_OSLO) {
+			snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", r % m->tp, r / m->tp);
+			char *pth = tpc_path_join(dir, buf);
+			if (pth && !tpc_exists(pth)) {
+				snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d_ep_0.bin", r % m->tp, r / m->tp);
+				char *alt = tpc_path_join(dir, buf);
+				if (alt && !tpc_exists(alt)) {
+					snprintf(buf, sizeof(buf), "pytorch_model_tp=%d_pp=%d.bin", r % m->tp, r / m->tp);
+					char *alt2 = tpc_path_join(dir, buf);
+					if (alt2 && !tpc_exists(alt2))
+						snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", r % m->tp, r / m->tp);
+					free(alt2);
+				}
+				free(alt);
+			}
+			free(pth);
+		} else {
+			snprintf(buf, sizeof(buf), "rank%d.safetensors", r);
+		}
+		if (!(files[r] = tpc_strdup(buf)))
+			ret = tpc_err_nomem(e);
+	}
+	if (ret || !(paths = rank_paths(dir, files, m->nranks))) {
+		ret = ret ? ret : tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = open_ranks(m, paths, e)) || (ret = union_sources(m, base, e)))
+		goto out;
+	/* tensor order: stage by stage, in tp rank 0's order; each name once */
+	tpc_model_facts f = o->facts;
+	tpc_facts_fill(&f, &o->plan->facts);
+	tpc_facts_finish(&f);
+	for (int st = 0; st < m->pp && !ret; st++) {
+		const tpc_ckpt *r0 = &m->rank[st * m->tp];
+		for (size_t i = 0; i < r0->n && !ret; i++) {
+			const char *name = r0->t[i].name;
+			if (tpc_ckpt_find(&m->out, name) >= 0)
+				continue; /* also on an earlier stage (tied weights) */
+			tpc_tensor *v = tpc_calloc((size_t)m->tp, sizeof(*v));
+			int have = 0;
+			if (!v) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			for (int t = 0; t < m->tp && !ret; t++) {
+				if ((ret = rank_view(m, base, paths, st * m->tp + t, name, &v[t], e)))
+					break;
+				have++;
+				if (v[t].ndim != v[0].ndim || v[t].dtype != v[0].dtype ||
+				    memcmp(v[t].shape, v[0].shape, (size_t)v[0].ndim * sizeof(int64_t))) {
+					tpc_err_set(e, TPC_EINPUT, "rank %d's copy has another shape or dtype than rank %d's",
+						    st * m->tp + t, st * m->tp);
+					tpc_err_tensor(e, name);
+					tpc_err_path(e, paths[st * m->tp + t]);
+					ret = TPC_EINPUT;
+				}
+			}
+			tpc_split s;
+			tpc_tensor whole;
+			if (!ret)
+				ret = resolve_foreign(o->plan, &f, name, v[0].ndim, v[0].shape, m->tp, o->resolve_flags, &s, e);
+			if (!ret)
+				ret = rebuild(m, o, name, &s, v, st, false, &whole, e);
+			if (!ret)
+				ret = add_merged(m, name, &whole, e);
+			for (int t = 0; t < have; t++)
+				tpc_tensor_release(&v[t]);
+			free(v);
+		}
+	}
+	for (size_t i = 0; i < m->rank[0].nmeta && !ret; i++)
+		if (strncmp(m->rank[0].meta_k[i], "tpconv.", 7))
+			ret = tpc_ckpt_meta_set(&m->out, m->rank[0].meta_k[i], m->rank[0].meta_v[i], e);
+	m->facts = f;
+out:
+	free_paths(paths, m->nranks);
+	free_paths(files, m->nranks);
+	free(base);
+	return ret;
+}
+
+int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
+{
+	int ret;
+	memset(m, 0, sizeof(*m));
+	tpc_ckpt_init(&m->out);
+	m->kind = tpc_set_detect(dir);
+	if (m->kind == TPC_SET_NONE) {
+		tpc_err_set(e, TPC_EINPUT,
+			    "not a shard set (no %s, no pytorch_model_tp_*_pp_*.bin, no rank*.safetensors)",
+			    TPC_MANIFEST_NAME);
+		tpc_err_path(e, dir);
+		return TPC_EINPUT;
+	}
+	tpc_io_note_input(dir);
+	ret = m->kind == TPC_SET_MANIFEST ? open_manifest_set(m, dir, o, e) : open_foreign_set(m, dir, o, e);
+	if (!ret && (!(m->out.path = tpc_strdup(dir)) ||
+		     !(m->out.format = tpc_strdup(m->kind == TPC_SET_MANIFEST ? "tpconv-shards"
+						   : m->kind == TPC_SET_OSLO    ? "oslo-shards"
+										 : "trtllm-shards"))))
+		ret = tpc_err_nomem(e);
+	if (ret)
+		tpc_merge_release(m);
+	return ret;
+}
+
+int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const tpc_write_opts *o, tpc_err *e)
+{
+	bool torch = !strcmp(f->name, "torch") || (o && o->inner_format && !strcmp(o->inner_format, "torch"));
+	/* torch writers emit the object tree: the state dict of the merged tensors */
+	int ret = torch ? tpc__flat_root(&m->out, e) : 0;
+	if (ret)
+		return ret;
+	void *g = tpc__rss_guard_start(&m->out);
+	ret = f->write(&m->out, NULL, 0, path, o, e);
+	tpc__rss_guard_stop(g);
+	return ret;
+}

@@ -1,0 +1,757 @@
+/* tpc_plan.c - plan parsing, model facts and split resolution; see tpc_plan.h. */
+#include "tpc_plan.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+#define MAX_EXACT 9007199254740992.0
+
+const char *tpc_split_kind_name(tpc_split_kind k)
+{
+	switch (k) {
+	case TPC_SPLIT_REPLICATE: return "replicate";
+	case TPC_SPLIT_COL: return "col";
+	case TPC_SPLIT_ROW: return "row";
+	case TPC_SPLIT_VOCAB: return "vocab";
+	case TPC_SPLIT_DIM: return "dim";
+	}
+	return "?";
+}
+
+const char *tpc_heads_kind_name(tpc_heads_kind k)
+{
+	return k == TPC_HEADS_Q ? "q" : k == TPC_HEADS_KV ? "kv" : "none";
+}
+
+/* ---- model facts ---- */
+
+static int64_t json_int(const cJSON *o, const char *const *keys)
+{
+	for (; *keys; keys++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, *keys);
+		if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= MAX_EXACT &&
+		    v->valuedouble == (double)(int64_t)v->valuedouble)
+			return (int64_t)v->valuedouble;
+	}
+	return 0;
+}
+
+static void facts_from_json(tpc_model_facts *f, const cJSON *o)
+{
+	static const char *const heads[] = {"num_attention_heads", "n_head", "num_heads", "n_heads",
+					    "encoder_attention_heads", NULL};
+	static const char *const kv[] = {"num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
+					 "num_query_groups", NULL};
+	static const char *const hd[] = {"head_dim", "kv_channels", "d_kv", "attention_head_size", NULL};
+	static const char *const hid[] = {"hidden_size", "n_embd", "d_model", "dim", NULL};
+	static const char *const voc[] = {"vocab_size", "n_vocab", "padded_vocab_size", NULL};
+	static const char *const lay[] = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", NULL};
+	f->heads = json_int(o, heads);
+	f->kv_heads = json_int(o, kv);
+	if (!f->kv_heads && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "multi_query")))
+		f->kv_heads = 1;
+	f->head_dim = json_int(o, hd);
+	f->hidden = json_int(o, hid);
+	f->vocab = json_int(o, voc);
+	f->layers = json_int(o, lay);
+}
+
+int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
+			  tpc_err *e)
+{
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	memset(f, 0, sizeof(*f));
+	if (!root || !cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return TPC_CORRUPT(e, path, -1, NULL, "model config is not a JSON object");
+	}
+	facts_from_json(f, root);
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+	if (!f->heads && cJSON_IsObject(tc))
+		facts_from_json(f, tc);
+	cJSON_Delete(root);
+	return 0;
+}
+
+int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int ret = tpc_read_file(path, 64u << 20, &text, &len, e);
+	if (!ret)
+		ret = tpc_facts_from_buffer(f, text, len, path, e);
+	free(text);
+	return ret;
+}
+
+void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
+{
+	if (!dst->heads)
+		dst->heads = src->heads;
+	if (!dst->kv_heads)
+		dst->kv_heads = src->kv_heads;
+	if (!dst->head_dim)
+		dst->head_dim = src->head_dim;
+	if (!dst->hidden)
+		dst->hidden = src->hidden;
+	if (!dst->vocab)
+		dst->vocab = src->vocab;
+	if (!dst->layers)
+		dst->layers = src->layers;
+}
+
+void tpc_facts_finish(tpc_model_facts *f)
+{
+	if (!f->head_dim && f->heads && f->hidden && f->hidden % f->heads == 0)
+		f->head_dim = f->hidden / f->heads;
+}
+
+/* ---- plan parsing ---- */
+
+void tpc_plan_init(tpc_plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pad_multiple = 1;
+}
+
+static void free_res(tpc_plan_re *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		regfree(&v[i].re);
+		free(v[i].src);
+	}
+	free(v);
+}
+
+void tpc_plan_release(tpc_plan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nrules; i++) {
+		if (p->rules[i].re_ok)
+			regfree(&p->rules[i].re);
+		free(p->rules[i].match);
+	}
+	free(p->rules);
+	free_res(p->layers, p->nlayers);
+	free_res(p->first, p->nfirst);
+	free_res(p->last, p->nlast);
+	free(p->name);
+	free(p->desc);
+	free(p->json);
+	tpc_plan_init(p);
+}
+
+/* An error about the plan: TPC_EINPUT with the plan's path. */
+#define PLAN_BAD(e, path, ...) TPC_CORRUPT((e), (path), -1, NULL, __VA_ARGS__)
+
+static int compile_re(regex_t *re, const char *src, const char *path, const char *what, tpc_err *e)
+{
+	if (tpc_regex_cost(src) > TPC_REGEX_MAX_COST)
+		return PLAN_BAD(e, path, "%s: regular expression '%.64s%s' is %s", what, src,
+				strlen(src) > 64 ? "..." : "", TPC_REGEX_TOO_COSTLY);
+	int rc = regcomp(re, src, REG_EXTENDED);
+	if (rc) {
+		char msg[256];
+		regerror(rc, re, msg, sizeof(msg));
+		return PLAN_BAD(e, path, "%s: bad regular expression '%s': %s", what, src, msg);
+	}
+	return 0;
+}
+
+static int get_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	/* range first: converting a double outside int64 (1e300, inf) is undefined */
+	if (!cJSON_IsNumber(v) || v->valuedouble < (double)lo || v->valuedouble > (double)hi ||
+	    v->valuedouble >= 9223372036854775808.0 || v->valuedouble != (double)(int64_t)v->valuedouble)
+		return -1;
+	*out = (int64_t)v->valuedouble;
+	return 0;
+}
+
+static int parse_res(const cJSON *a, tpc_plan_re **out, size_t *n, const char *key, const char *path,
+		     tpc_err *e)
+{
+	if (!a)
+		return 0;
+	if (!cJSON_IsArray(a))
+		return PLAN_BAD(e, path, "plan: \"%s\" must be an array of regular expressions", key);
+	size_t cnt = (size_t)cJSON_GetArraySize(a);
+	if (cnt > TPC_PLAN_MAX_RULES)
+		return PLAN_BAD(e, path, "plan: too many \"%s\" patterns", key);
+	*out = tpc_calloc(cnt, sizeof(**out));
+	if (!*out)
+		return tpc_err_nomem(e);
+	for (const cJSON *it = a->child; it; it = it->next) {
+		char what[64];
+		snprintf(what, sizeof(what), "plan \"%s\"", key);
+		if (!cJSON_IsString(it))
+			return PLAN_BAD(e, path, "plan: \"%s\" must be an array of strings", key);
+		int ret = compile_re(&(*out)[*n].re, it->valuestring, path, what, e);
+		if (ret)
+			return ret;
+		if (!((*out)[*n].src = tpc_strdup(it->valuestring))) {
+			regfree(&(*out)[*n].re);
+			return tpc_err_nomem(e);
+		}
+		(*n)++;
+	}
+	return 0;
+}
+
+static int parse_heads(const cJSON *v, tpc_heads_kind *out)
+{
+	if (!cJSON_IsString(v))
+		return -1;
+	if (!strcmp(v->valuestring, "q"))
+		*out = TPC_HEADS_Q;
+	else if (!strcmp(v->valuestring, "kv"))
+		*out = TPC_HEADS_KV;
+	else if (!strcmp(v->valuestring, "none"))
+		*out = TPC_HEADS_NONE;
+	else
+		return -1;
+	return 0;
+}
+
+static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *path, tpc_err *e)
+{
+	const cJSON *match = NULL, *split = NULL;
+	r->head_block = 1;
+	if (!cJSON_IsObject(o))
+		return PLAN_BAD(e, path, "plan rule %zu is not an object", idx);
+	for (const cJSON *f = o->child; f; f = f->next) {
+		const char *k = f->string;
+		int64_t v;
+		if (!strcmp(k, "match")) {
+			match = f;
+		} else if (!strcmp(k, "split")) {
+			split = f;
+		} else if (!strcmp(k, "dim")) {
+			if (get_int(f, -TPC_PLAN_MAX_RULES, TPC_PLAN_MAX_RULES, &v))
+				return PLAN_BAD(e, path, "plan rule %zu: \"dim\" must be an integer", idx);
+			r->has_dim = true;
+			r->dim = (int)v;
+		} else if (!strcmp(k, "transposed")) {
+			if (!cJSON_IsBool(f))
+				return PLAN_BAD(e, path, "plan rule %zu: \"transposed\" must be true or false", idx);
+			r->transposed = cJSON_IsTrue(f);
+		} else if (!strcmp(k, "heads")) {
+			if (parse_heads(f, &r->heads))
+				return PLAN_BAD(e, path, "plan rule %zu: \"heads\" must be \"q\" or \"kv\"", idx);
+		} else if (!strcmp(k, "head_block")) {
+			if (get_int(f, 1, 64, &r->head_block))
+				return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" must be an integer from 1 to 64", idx);
+		} else if (!strcmp(k, "pad_multiple")) {
+			if (get_int(f, 1, 1 << 20, &r->pad_multiple))
+				return PLAN_BAD(e, path, "plan rule %zu: \"pad_multiple\" must be a positive integer", idx);
+		} else if (!strcmp(k, "parts")) {
+			if (cJSON_IsNumber(f)) {
+				if (get_int(f, 1, TPC_PLAN_MAX_PARTS, &v))
+					return PLAN_BAD(e, path, "plan rule %zu: \"parts\" must be 1 to %d", idx,
+							TPC_PLAN_MAX_PARTS);
+				r->nparts = (int)v;
+			} else if (cJSON_IsArray(f)) {
+				int n = cJSON_GetArraySize(f);
+				if (n < 1 || n > TPC_PLAN_MAX_PARTS)
+					return PLAN_BAD(e, path, "plan rule %zu: \"parts\" must list 1 to %d parts", idx,
+							TPC_PLAN_MAX_PARTS);
+				r->nparts = n;
+				r->parts_listed = true;
+				int j = 0;
+				for (const cJSON *p = f->child; p; p = p->next, j++) {
+					tpc_plan_part *pp = &r->parts[j];
+					if (cJSON_IsString(p)) {
+						if (parse_heads(p, &pp->sym) || pp->sym == TPC_HEADS_NONE)
+							return PLAN_BAD(e, path,
+									"plan rule %zu: part %d must be a size, \"q\" or \"kv\"", idx, j);
+						pp->heads = pp->sym;
+					} else if (!get_int(p, 1, INT64_MAX / 2, &pp->size)) {
+						pp->heads = TPC_HEADS_NONE;
+					} else {
+						return PLAN_BAD(e, path, "plan rule %zu: part %d must be a size, \"q\" or \"kv\"",
+								idx, j);
+					}
+				}
+			} else {
+				return PLAN_BAD(e, path, "plan rule %zu: \"parts\" must be a count or a list", idx);
+			}
+		} else if (!strcmp(k, "comment")) {
+			/* free text */
+		} else {
+			return PLAN_BAD(e, path, "plan rule %zu: unknown member \"%s\"", idx, k);
+		}
+	}
+	if (!cJSON_IsString(match) || !*match->valuestring)
+		return PLAN_BAD(e, path, "plan rule %zu: \"match\" (a regular expression) is required", idx);
+	if (!cJSON_IsString(split))
+		return PLAN_BAD(e, path, "plan rule %zu: \"split\" is required", idx);
+	static const char *const kinds[] = {"replicate", "col", "row", "vocab", "dim"};
+	r->kind = (tpc_split_kind)-1;
+	for (int k = 0; k < 5; k++)
+		if (!strcmp(split->valuestring, kinds[k]))
+			r->kind = (tpc_split_kind)k;
+	if ((int)r->kind < 0)
+		return PLAN_BAD(e, path,
+				"plan rule %zu: unknown split '%s' (col, row, vocab, replicate or dim)", idx,
+				split->valuestring);
+	if (r->kind == TPC_SPLIT_DIM && !r->has_dim)
+		return PLAN_BAD(e, path, "plan rule %zu: split \"dim\" needs \"dim\": N", idx);
+	if (r->kind == TPC_SPLIT_REPLICATE && (r->nparts || r->heads))
+		return PLAN_BAD(e, path, "plan rule %zu: a replicated tensor has no parts or heads", idx);
+	if (r->pad_multiple && r->kind != TPC_SPLIT_VOCAB)
+		return PLAN_BAD(e, path, "plan rule %zu: \"pad_multiple\" is for vocab splits", idx);
+	if (r->parts_listed && r->heads)
+		return PLAN_BAD(e, path,
+				"plan rule %zu: with listed parts, give heads per part (\"q\", \"kv\"), not \"heads\"", idx);
+	if (r->head_block > 1 && !r->heads)
+		return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" needs \"heads\"", idx);
+	char what[64];
+	snprintf(what, sizeof(what), "plan rule %zu", idx);
+	int ret = compile_re(&r->re, match->valuestring, path, what, e);
+	if (ret)
+		return ret;
+	r->re_ok = true;
+	if (!(r->match = tpc_strdup(match->valuestring)))
+		return tpc_err_nomem(e);
+	return 0;
+}
+
+int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	cJSON *root = NULL;
+	int ret = 0;
+	tpc_plan_init(p);
+	if (len > TPC_PLAN_MAX_BYTES)
+		return PLAN_BAD(e, path, "plan is %zu bytes, more than the %u allowed", len, TPC_PLAN_MAX_BYTES);
+	root = cJSON_ParseWithLength(text, len);
+	if (!root || !cJSON_IsObject(root)) {
+		ret = PLAN_BAD(e, path, "plan is not a JSON object");
+		goto out;
+	}
+	const cJSON *rules = NULL;
+	for (const cJSON *f = root->child; f; f = f->next) {
+		const char *k = f->string;
+		for (const cJSON *g = root->child; g != f; g = g->next)
+			if (!strcmp(g->string, k)) {
+				ret = PLAN_BAD(e, path, "plan: duplicate member \"%s\"", k);
+				goto out;
+			}
+		if (!strcmp(k, "name") || !strcmp(k, "description")) {
+			if (!cJSON_IsString(f)) {
+				ret = PLAN_BAD(e, path, "plan: \"%s\" must be a string", k);
+				goto out;
+			}
+			char **dst = !strcmp(k, "name") ? &p->name : &p->desc;
+			if (!(*dst = tpc_strdup(f->valuestring))) {
+				ret = tpc_err_nomem(e);
+				goto out;
+			}
+		} else if (!strcmp(k, "model")) {
+			if (!cJSON_IsObject(f)) {
+				ret = PLAN_BAD(e, path, "plan: \"model\" must be an object");
+				goto out;
+			}
+			for (const cJSON *m = f->child; m; m = m->next) {
+				int64_t v, *dst = !strcmp(m->string, "heads")      ? &p->facts.heads
+						  : !strcmp(m->string, "kv_heads") ? &p->facts.kv_heads
+						  : !strcmp(m->string, "head_dim") ? &p->facts.head_dim
+						  : !strcmp(m->string, "hidden")   ? &p->facts.hidden
+						  : !strcmp(m->string, "vocab")    ? &p->facts.vocab
+						  : !strcmp(m->string, "layers")   ? &p->facts.layers
+										   : NULL;
+				if (!dst) {
+					ret = PLAN_BAD(e, path,
+						       "plan: unknown model fact \"%s\" (heads, kv_heads, head_dim, hidden, vocab, layers)",
+						       m->string);
+					goto out;
+				}
+				if (get_int(m, 1, INT64_MAX / 2, &v)) {
+					ret = PLAN_BAD(e, path, "plan: model fact \"%s\" must be a positive integer", m->string);
+					goto out;
+				}
+				*dst = v;
+			}
+		} else if (!strcmp(k, "pad_multiple")) {
+			if (get_int(f, 1, 1 << 20, &p->pad_multiple)) {
+				ret = PLAN_BAD(e, path, "plan: \"pad_multiple\" must be a positive integer");
+				goto out;
+			}
+		} else if (!strcmp(k, "layers")) {
+			if ((ret = parse_res(f, &p->layers, &p->nlayers, k, path, e)))
+				goto out;
+		} else if (!strcmp(k, "first_stage")) {
+			if ((ret = parse_res(f, &p->first, &p->nfirst, k, path, e)))
+				goto out;
+		} else if (!strcmp(k, "last_stage")) {
+			if ((ret = parse_res(f, &p->last, &p->nlast, k, path, e)))
+				goto out;
+		} else if (!strcmp(k, "rules")) {
+			rules = f;
+		} else if (!strcmp(k, "fallback")) {
+			if (!cJSON_IsString(f) ||
+			    (strcmp(f->valuestring, "replicate") && strcmp(f->valuestring, "error"))) {
+				ret = PLAN_BAD(e, path, "plan: \"fallback\" must be \"replicate\" or \"error\"");
+				goto out;
+			}
+			p->fallback_error = !strcmp(f->valuestring, "error");
+		} else if (!strcmp(k, "comment")) {
+			/* free text */
+		} else {
+			ret = PLAN_BAD(e, path, "plan: unknown member \"%s\"", k);
+			goto out;
+		}
+	}
+	if (!cJSON_IsArray(rules)) {
+		ret = PLAN_BAD(e, path, "plan: \"rules\" (an array) is required");
+		goto out;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(rules);
+	if (n > TPC_PLAN_MAX_RULES) {
+		ret = PLAN_BAD(e, path, "plan: %zu rules, at most %d allowed", n, TPC_PLAN_MAX_RULES);
+		goto out;
+	}
+	p->rules = tpc_calloc(n, sizeof(*p->rules));
+	if (!p->rules) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (const cJSON *r = rules->child; r; r = r->next) {
+		/* count it first so release frees a half-built rule */
+		size_t idx = p->nrules++;
+		ret = parse_rule(&p->rules[idx], r, idx, path, e);
+		if (ret)
+			goto out;
+	}
+	if (!(p->json = cJSON_PrintUnformatted(root)))
+		ret = tpc_err_nomem(e);
+out:
+	cJSON_Delete(root);
+	if (ret)
+		tpc_plan_release(p);
+	return ret;
+}
+
+int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int ret = tpc_read_file(path, TPC_PLAN_MAX_BYTES, &text, &len, e);
+	if (!ret)
+		ret = tpc_plan_from_buffer(p, text, len, path, e);
+	else
+		tpc_plan_init(p);
+	free(text);
+	return ret;
+}
+
+int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e)
+{
+	const char *json = tpc_plan_preset_json(name);
+	if (!json) {
+		char list[512];
+		size_t k = 0;
+		list[0] = '\0';
+		for (size_t i = 0; i < tpc_plan_preset_count() && k < sizeof(list); i++)
+			k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", tpc_plan_preset_name(i));
+		tpc_plan_init(p);
+		return tpc_err_set(e, TPC_EINPUT, "unknown preset '%s' (known: %s)", name, list);
+	}
+	char label[96];
+	snprintf(label, sizeof(label), "preset %s", name);
+	return tpc_plan_from_buffer(p, json, strlen(json), label, e);
+}
+
+/* ---- resolution ---- */
+
+int64_t tpc_split_rank_len(const tpc_split *s, int k, int tp)
+{
+	const tpc_split_part *p = &s->part[k];
+	if (p->replicas > 1)
+		return p->size / p->heads;
+	return (p->size + p->pad) / tp;
+}
+
+int64_t tpc_split_rank_start(const tpc_split *s, int k, int tp, int r)
+{
+	const tpc_split_part *p = &s->part[k];
+	return (int64_t)(p->replicas > 1 ? r / p->replicas : r) * tpc_split_rank_len(s, k, tp);
+}
+
+int64_t tpc_split_rank_dim(const tpc_split *s, int tp)
+{
+	int64_t n = 0;
+	for (int k = 0; k < s->nparts; k++)
+		n += tpc_split_rank_len(s, k, tp);
+	return n;
+}
+
+bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
+{
+	/* the bytes each rank gets decide; the kind's name does not (col on dim 0
+	 * and dim 0 agree) */
+	if (a->dim != b->dim || a->row_bias != b->row_bias || a->nparts != b->nparts)
+		return false;
+	for (int k = 0; k < a->nparts; k++)
+		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||
+		    a->part[k].heads != b->part[k].heads || a->part[k].replicas != b->part[k].replicas)
+			return false;
+	return true;
+}
+
+int tpc_plan_match(const tpc_plan *p, const char *name)
+{
+	for (size_t i = 0; i < p->nrules; i++)
+		if (regexec(&p->rules[i].re, name, 0, NULL, 0) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int bad_tensor(tpc_err *e, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int bad_tensor(tpc_err *e, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	tpc_err_setv(e, TPC_EINPUT, fmt, ap);
+	va_end(ap);
+	tpc_err_tensor(e, name);
+	return TPC_EINPUT;
+}
+
+/* Heads in part k: from head_dim when known, else from the head counts. */
+static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_split_part *pt, int k,
+		      int nparts, const char *name, tpc_err *e)
+{
+	int64_t block = r->head_block, unit;
+	char which[32] = "";
+	if (nparts > 1)
+		snprintf(which, sizeof(which), " (part %d)", k);
+	if (f->head_dim) {
+		unit = f->head_dim * block;
+		if (pt->size % unit)
+			return bad_tensor(e, name, "%lld rows%s are not a whole number of heads of %lld rows (head_dim %lld%s)",
+					  (long long)pt->size, which, (long long)unit, (long long)f->head_dim,
+					  block > 1 ? " times the head block" : "");
+		pt->heads = pt->size / unit;
+	} else if (pt->head_kind == TPC_HEADS_Q && f->heads) {
+		pt->heads = f->heads;
+	} else if (pt->head_kind == TPC_HEADS_KV && f->kv_heads) {
+		pt->heads = f->kv_heads;
+	} else {
+		return bad_tensor(e, name,
+				  "the split must fall on attention-head boundaries but the head size is unknown; give --config config.json, --head-dim or --heads/--kv-heads");
+	}
+	if (pt->heads < 1 || pt->size % pt->heads)
+		return bad_tensor(e, name, "%lld rows%s do not divide into %lld heads", (long long)pt->size, which,
+				  (long long)pt->heads);
+	return 0;
+}
+
+int tpc_plan_rule_dim(const tpc_plan *p, int ri, int ndim, bool *row_bias)
+{
+	const tpc_plan_rule *r = (ri >= 0 && (size_t)ri < p->nrules) ? &p->rules[ri] : NULL;
+	if (row_bias)
+		*row_bias = false;
+	if (!r || r->kind == TPC_SPLIT_REPLICATE || ndim == 0)
+		return -1;
+	if (r->has_dim) {
+		int d = r->dim < 0 ? ndim + r->dim : r->dim;
+		return (d < 0 || d >= ndim) ? -2 : d;
+	}
+	if (r->kind == TPC_SPLIT_COL)
+		return (r->transposed && ndim >= 2) ? 1 : 0;
+	if (r->kind == TPC_SPLIT_ROW) {
+		if (ndim == 1) {
+			if (row_bias)
+				*row_bias = true;
+			return -1;
+		}
+		return r->transposed ? 0 : 1;
+	}
+	return 0;
+}
+
+static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, const char *name, int ndim,
+			const int64_t *shape, int tp, unsigned flags, tpc_split *s, tpc_err *e)
+{
+	const tpc_plan_rule *r = ri >= 0 ? &p->rules[ri] : NULL;
+	memset(s, 0, sizeof(*s));
+	s->rule = ri;
+	s->dim = -1;
+	if (!r || r->kind == TPC_SPLIT_REPLICATE)
+		return 0;
+	if (ndim == 0) {
+		s->scalar = true;
+		return 0;
+	}
+	bool row_bias = false;
+	int d = tpc_plan_rule_dim(p, ri, ndim, &row_bias);
+	if (d == -2)
+		return bad_tensor(e, name, "rule %d ('%s') splits dim %d but the tensor has %d dimension%s", ri,
+				  r->match, r->dim, ndim, ndim == 1 ? "" : "s");
+	if (d < 0) {
+		s->row_bias = row_bias; /* replicated; added once after the all-reduce */
+		return 0;
+	}
+	s->kind = r->kind;
+	s->dim = d;
+	int64_t size = shape[d];
+	int np = r->nparts ? r->nparts : 1;
+	s->nparts = np;
+	if (r->parts_listed) {
+		int64_t sum = 0;
+		for (int k = 0; k < np; k++) {
+			const tpc_plan_part *pp = &r->parts[k];
+			tpc_split_part *pt = &s->part[k];
+			pt->head_kind = pp->heads;
+			if (pp->sym) {
+				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
+				if (!cnt || !f->head_dim)
+					return bad_tensor(e, name,
+							  "part %d is \"%s\" (%s heads x head_dim rows) but the model's %s are unknown; give --config config.json or --heads, --kv-heads and --head-dim",
+							  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_Q ? "query" : "key/value",
+							  !cnt ? "head counts" : "head_dim");
+				pt->size = cnt * f->head_dim;
+			} else {
+				pt->size = pp->size;
+			}
+			sum += pt->size;
+		}
+		if (sum != size) {
+			char buf[256];
+			size_t k2 = 0;
+			for (int k = 0; k < np && k2 < sizeof(buf); k++)
+				k2 += (size_t)snprintf(buf + k2, sizeof(buf) - k2, "%s%lld", k ? ", " : "",
+						       (long long)s->part[k].size);
+			return bad_tensor(e, name, "parts [%s] add up to %lld but dim %d has %lld", buf, (long long)sum, d,
+					  (long long)size);
+		}
+	} else {
+		if (size % np)
+			return bad_tensor(e, name, "dim %d of size %lld does not divide into %d equal parts", d,
+					  (long long)size, np);
+		for (int k = 0; k < np; k++) {
+			s->part[k].size = size / np;
+			s->part[k].head_kind = r->heads;
+		}
+	}
+	for (int k = 0; k < np; k++) {
+		tpc_split_part *pt = &s->part[k];
+		char which[32] = "";
+		if (np > 1)
+			snprintf(which, sizeof(which), "part %d of ", k);
+		pt->replicas = 1;
+		if (pt->head_kind) {
+			int ret = part_heads(f, r, pt, k, np, name, e);
+			if (ret)
+				return ret;
+			if (pt->heads % tp == 0)
+				continue;
+			if (pt->head_kind == TPC_HEADS_KV && tp % pt->heads == 0) {
+				pt->replicas = (int)(tp / pt->heads);
+				continue;
+			}
+			return bad_tensor(e, name,
+					  "%s%lld %s heads in dim %d (size %lld) cannot be split over tp %d: tp must divide the heads%s",
+					  which, (long long)pt->heads, pt->head_kind == TPC_HEADS_KV ? "key/value" : "query", d,
+					  (long long)pt->size, tp,
+					  pt->head_kind == TPC_HEADS_KV ? " or be a multiple of them (replication)" : "");
+		}
+		if (r->kind == TPC_SPLIT_VOCAB) {
+			int64_t m = (r->pad_multiple ? r->pad_multiple : p->pad_multiple) * tp;
+			pt->pad = (m - pt->size % m) % m;
+		} else if (pt->size % tp) {
+			if (!(flags & TPC_RESOLVE_PAD))
+				return bad_tensor(e, name,
+						  "%sdim %d of size %lld does not divide evenly by tp %d; use --pad to zero-pad it",
+						  which, d, (long long)pt->size, tp);
+			pt->pad = tp - pt->size % tp;
+		}
+	}
+	return 0;
+}
+
+int tpc_plan_resolve(const tpc_plan *p, const tpc_model_facts *f, const char *name, int ndim,
+		     const int64_t *shape, int tp, unsigned flags, tpc_split *out, bool *matched,
+		     tpc_err *e)
+{
+	int first = tpc_plan_match(p, name);
+	int ret;
+	if (matched)
+		*matched = first >= 0;
+	if (first < 0) {
+		if (p->fallback_error)
+			return bad_tensor(e, name, "no rule of the plan matches this tensor (the plan's fallback is \"error\")");
+		return resolve_rule(p, f, -1, name, ndim, shape, tp, flags, out, e);
+	}
+	if ((ret = resolve_rule(p, f, first, name, ndim, shape, tp, flags, out, e)))
+		return ret;
+	for (size_t j = (size_t)first + 1; j < p->nrules; j++) {
+		if (regexec(&p->rules[j].re, name, 0, NULL, 0) != 0)
+			continue;
+		tpc_split other;
+		tpc_err e2;
+		tpc_err_init(&e2);
+		if (resolve_rule(p, f, (int)j, name, ndim, shape, tp, flags, &other, &e2) ||
+		    !tpc_split_equal(out, &other))
+			return bad_tensor(e, name,
+					  "matched by plan rules %d ('%s', split %s) and %zu ('%s', split %s) that disagree; make the patterns disjoint",
+					  first, p->rules[first].match, tpc_split_kind_name(p->rules[first].kind), j,
+					  p->rules[j].match, tpc_split_kind_name(p->rules[j].kind));
+	}
+	return 0;
+}
+
+int64_t tpc_plan_layer(const tpc_plan *p, const char *name)
+{
+	for (size_t i = 0; i < p->nlayers; i++) {
+		regmatch_t m[10];
+		if (regexec(&p->layers[i].re, name, 10, m, 0) != 0)
+			continue;
+		for (int g = 9; g >= 1; g--) {
+			if (m[g].rm_so < 0)
+				continue;
+			int64_t v = 0;
+			bool digits = m[g].rm_eo > m[g].rm_so;
+			for (regoff_t k = m[g].rm_so; k < m[g].rm_eo && digits; k++) {
+				char c = name[k];
+				if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10)
+					digits = false;
+				else
+					v = v * 10 + (c - '0');
+			}
+			if (digits)
+				return v;
+		}
+	}
+	return -1;
+}
+
+int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers)
+{
+	if (pp <= 1)
+		return 0;
+	int64_t l = tpc_plan_layer(p, name);
+	if (l >= 0 && layers > 0) {
+		/* as even as possible, the first (layers % pp) stages one layer more
+		 * (TensorRT-LLM's pp_layers / torch.tensor_split) */
+		int64_t base = layers / pp, extra = layers % pp, start = 0;
+		for (int s = 0; s < pp; s++) {
+			int64_t cnt = base + (s < extra ? 1 : 0);
+			if (l < start + cnt)
+				return s;
+			start += cnt;
+		}
+		return pp - 1;
+	}
+	for (size_t i = 0; i < p->nlast; i++)
+		if (regexec(&p->last[i].re, name, 0, NULL, 0) == 0)
+			return pp - 1;
+	return 0;
+}

@@ -1,0 +1,234 @@
+/*
+ * tpc_plan.h - sharding plans: which tensor is split how for tensor parallelism.
+ *
+ * A plan maps tensor names to splits with an ordered list of rules. Each rule
+ * has a POSIX extended regular expression that is searched for in the name
+ * (unanchored: write `^` and `$` where they matter). The first rule whose
+ * expression matches decides the tensor's split; the plan's fallback decides
+ * the tensors no rule matches ("replicate", or "error"). A later rule that also
+ * matches the tensor must give it the same split: two rules that disagree
+ * about one tensor make the plan ambiguous, and resolving that tensor is an
+ * error naming both rules (the shadowing bug - a generic pattern hiding a
+ * specific one, or the other way round - is caught where it would otherwise
+ * silently give a wrong split).
+ *
+ * Plan JSON (the built-in presets are plans in this form; `tpconv plan NAME`
+ * prints them):
+ *
+ *   {
+ *     "name": "llama",                       optional, shown in listings
+ *     "description": "...",                  optional
+ *     "model": {"heads": 32, "kv_heads": 8,  optional default model facts, all
+ *               "head_dim": 128,             optional; overridden by --config
+ *               "hidden": 4096,              and by flags
+ *               "vocab": 32000},
+ *     "pad_multiple": 1,                     vocab padding: rows are padded to a
+ *                                            multiple of pad_multiple * tp
+ *                                            (Megatron make_vocab_size_divisible_by)
+ *     "layers": ["layers\\.([0-9]+)\\."],    pipeline stages: the last capture
+ *                                            group that matched is the layer index
+ *     "first_stage": ["embed_tokens\\."],    non-layer tensors for stage 0
+ *     "last_stage": ["^lm_head\\."],         non-layer tensors for the last stage
+ *                                            (others go to stage 0)
+ *     "rules": [ RULE, ... ],
+ *     "fallback": "replicate" | "error"      default "replicate"
+ *   }
+ *
+ *   RULE = {
+ *     "match": "self_attn\\.q_proj\\.(weight|bias)$",    required
+ *     "split": "col" | "row" | "vocab" | "replicate" | "dim",   required
+ *     "dim": N,            the split dimension: required for "dim", an override
+ *                          for the others; negative counts from the end
+ *     "transposed": true,  [in, out] storage (GPT-2 Conv1D): col splits dim 1,
+ *                          row splits dim 0
+ *     "heads": "q"|"kv",   the split dimension is made of attention heads
+ *                          (head_dim rows each): every split falls on a head
+ *                          boundary; "kv" heads are replicated when tp exceeds
+ *                          their number (tp % kv heads == 0), as TensorRT-LLM
+ *                          and vLLM do, and the replica factor recorded
+ *     "head_block": 3,     rows per head in units of head_dim, for head-
+ *                          interleaved layouts ([nh, 3, hd] fused QKV): the
+ *                          split stays a plain contiguous split on head boundaries
+ *     "parts": 2 | [P, ...],  a fused tensor: equal parts, or a list where each
+ *                          P is a size, "q" (heads * head_dim rows of query
+ *                          heads) or "kv" (kv_heads * head_dim rows of K or V
+ *                          heads). Each part is split on its own and rank r gets
+ *                          [part0_r ; part1_r ; ...]. With a count, "heads"
+ *                          applies to every part.
+ *     "pad_multiple": N    vocab only: overrides the plan's
+ *   }
+ *
+ * What each split does to a tensor of ndim dimensions:
+ *   col        dim 0 (dim 1 when transposed and ndim >= 2); a 1-D bias splits dim 0
+ *   row        dim 1 (dim 0 when transposed); a 1-D tensor (the bias of a row-
+ *              parallel layer) is replicated and flagged: it must be added once,
+ *              after the all-reduce
+ *   vocab      dim 0, zero-padded to a multiple of pad_multiple * tp; the true
+ *              size is recorded and the padding stripped on merge
+ *   dim        the given dimension
+ *   replicate  every rank gets the whole tensor
+ * A 0-dim tensor is always replicated (there is nothing to split).
+ * A split that does not divide evenly is an error naming the tensor, dim, size
+ * and tp, unless padding is allowed (TPC_RESOLVE_PAD): then each part is
+ * zero-padded at its end to a multiple of tp. Head splits never pad.
+ */
+#ifndef TPC_PLAN_H
+#define TPC_PLAN_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_err.h"
+
+#define TPC_PLAN_MAX_PARTS 16
+#define TPC_PLAN_MAX_RULES 4096
+#define TPC_PLAN_MAX_BYTES (16u << 20)
+
+typedef enum tpc_split_kind {
+	TPC_SPLIT_REPLICATE = 0,
+	TPC_SPLIT_COL,
+	TPC_SPLIT_ROW,
+	TPC_SPLIT_VOCAB,
+	TPC_SPLIT_DIM,
+} tpc_split_kind;
+
+typedef enum tpc_heads_kind {
+	TPC_HEADS_NONE = 0,
+	TPC_HEADS_Q,  /* query heads: split on head boundaries, never replicated */
+	TPC_HEADS_KV, /* key/value heads: replicated when tp > their count */
+} tpc_heads_kind;
+
+const char *tpc_split_kind_name(tpc_split_kind k);
+const char *tpc_heads_kind_name(tpc_heads_kind k);
+
+/* Model facts: 0 = unknown. */
+typedef struct tpc_model_facts {
+	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
+} tpc_model_facts;
+
+/* Facts from a Hugging Face config.json text (num_attention_heads / n_head,
+ * num_key_value_heads / multi_query, head_dim / kv_channels, hidden_size /
+ * n_embd / d_model, vocab_size, num_hidden_layers / n_layer; a nested
+ * "text_config" when the top level has none). Unknown members stay 0. */
+int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
+			  tpc_err *e);
+int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e);
+/* dst's unknown facts are taken from src. */
+void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src);
+/* Derive what follows from the rest (head_dim = hidden / heads). */
+void tpc_facts_finish(tpc_model_facts *f);
+
+typedef struct tpc_plan_part {
+	int64_t size;        /* explicit size, or 0 */
+	tpc_heads_kind sym;  /* "q" / "kv" symbolic size (heads * head_dim), or NONE */
+	tpc_heads_kind heads;
+} tpc_plan_part;
+
+typedef struct tpc_plan_rule {
+	char *match;
+	regex_t re;
+	bool re_ok;
+	tpc_split_kind kind;
+	bool has_dim;
+	int dim;
+	bool transposed;
+	int nparts;              /* 0: not fused */
+	bool parts_listed;       /* parts[] given (else nparts equal parts) */
+	tpc_plan_part parts[TPC_PLAN_MAX_PARTS];
+	tpc_heads_kind heads;
+	int64_t head_block;      /* >= 1 */
+	int64_t pad_multiple;    /* 0: the plan's */
+} tpc_plan_rule;
+
+typedef struct tpc_plan_re {
+	char *src;
+	regex_t re;
+} tpc_plan_re;
+
+typedef struct tpc_plan {
+	char *name, *desc;
+	tpc_model_facts facts;     /* defaults from "model" */
+	int64_t pad_multiple;      /* >= 1 */
+	tpc_plan_rule *rules;
+	size_t nrules;
+	bool fallback_error;
+	tpc_plan_re *layers, *first, *last;
+	size_t nlayers, nfirst, nlast;
+	char *json;                /* canonical JSON of the plan (for manifests) */
+} tpc_plan;
+
+void tpc_plan_init(tpc_plan *p);
+void tpc_plan_release(tpc_plan *p);
+/* Parse a plan (JSON text of len bytes); `path` names it in errors. Unknown
+ * members are refused (a typo must not silently change a split). */
+int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *path, tpc_err *e);
+int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e);
+/* A built-in preset by name; TPC_EINPUT naming the known presets if unknown. */
+int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e);
+
+/* Built-in presets: name, one-line description and JSON text. */
+size_t tpc_plan_preset_count(void);
+const char *tpc_plan_preset_name(size_t i);
+const char *tpc_plan_preset_desc(size_t i);
+const char *tpc_plan_preset_json(const char *name); /* NULL if unknown */
+
+/* ---- resolving one tensor ---- */
+
+enum {
+	TPC_RESOLVE_PAD = 1u << 0, /* pad uneven splits instead of refusing them */
+};
+
+typedef struct tpc_split_part {
+	int64_t size;      /* rows of this part in the original tensor (along dim) */
+	int64_t pad;       /* zero rows appended before splitting */
+	int64_t heads;     /* heads in this part (0: not a head split) */
+	int replicas;      /* ranks sharing each head (1: none) */
+	tpc_heads_kind head_kind;
+} tpc_split_part;
+
+typedef struct tpc_split {
+	tpc_split_kind kind;   /* REPLICATE, or the kind that split it */
+	int dim;               /* split dimension; -1 when replicated */
+	int rule;              /* index of the deciding rule; -1: the fallback */
+	bool row_bias;         /* replicated bias of a row-parallel layer: add once */
+	bool scalar;           /* 0-dim tensor, replicated */
+	int nparts;            /* >= 1 when split */
+	tpc_split_part part[TPC_PLAN_MAX_PARTS];
+} tpc_split;
+
+/* Rows of part k each rank holds, and where rank r's rows start in the padded
+ * part (replicated heads: several ranks start at the same head). */
+int64_t tpc_split_rank_len(const tpc_split *s, int k, int tp);
+int64_t tpc_split_rank_start(const tpc_split *s, int k, int tp, int r);
+/* Size of the split dimension in each rank's tensor. */
+int64_t tpc_split_rank_dim(const tpc_split *s, int tp);
+bool tpc_split_equal(const tpc_split *a, const tpc_split *b);
+
+/* The dimension rule `rule` (-1: the fallback) splits in a tensor of ndim
+ * dimensions: >= 0, -1 when it is replicated (*row_bias set for the 1-D bias
+ * of a row split), -2 when the rule's "dim" is out of range. */
+int tpc_plan_rule_dim(const tpc_plan *p, int rule, int ndim, bool *row_bias);
+
+/* Index of the first rule matching `name`, or -1. */
+int tpc_plan_match(const tpc_plan *p, const char *name);
+
+/*
+ * Decide the split of tensor `name` of shape[ndim] for `tp` ranks, with the
+ * model facts `f` (already merged with the plan's). Errors (TPC_EINPUT, the
+ * tensor named): uneven split, parts that do not add up, heads that do not
+ * divide, missing facts for a head split, two rules that disagree, a fallback
+ * of "error". `matched` (may be NULL) tells whether a rule matched.
+ */
+int tpc_plan_resolve(const tpc_plan *p, const tpc_model_facts *f, const char *name, int ndim,
+		     const int64_t *shape, int tp, unsigned flags, tpc_split *out, bool *matched,
+		     tpc_err *e);
+
+/* Pipeline stage of `name` among `pp` stages for a model of `layers` layers
+ * (count of layer indices; see tpc_plan_layer). */
+int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers);
+/* Layer index in `name` per the plan's "layers" patterns, or -1. */
+int64_t tpc_plan_layer(const tpc_plan *p, const char *name);
+
+#endif

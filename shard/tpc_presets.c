@@ -1,0 +1,165 @@
+/* tpc_presets.c - the built-in sharding plans (tpc_plan.h has the schema).
+ *
+ * Each preset is plain plan JSON, parsed by the same tpc_plan_from_buffer a
+ * user's --plan file goes through, so `tpconv plan NAME > my.json` is a
+ * starting point that behaves exactly like --preset NAME. Sources for the
+ * splits: ../shared/reference/SHARDING.md §1-2. Rules are written to be
+ * disjoint; the resolver refuses two rules that disagree about one tensor. */
+#include <string.h>
+
+#include "tpc_plan.h"
+
+typedef struct preset {
+	const char *name, *desc, *json;
+} preset;
+
+static const preset presets[] = {
+	{"llama",
+	 "LLaMA / Mistral / Qwen2 (HF names): GQA q/k/v col on head boundaries, o row, gate/up col, down row, vocab-parallel embed and lm_head",
+	 "{\n"
+	 "  \"name\": \"llama\",\n"
+	 "  \"description\": \"LLaMA, Mistral, Qwen2 and similar decoders with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads, as TensorRT-LLM and vLLM do), o_proj row, gate/up col, down row, embed_tokens and lm_head vocab-parallel; Qwen2-style q/k/v biases split with their weights; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part.\",\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embed_tokens\\\\.\"],\n"
+	 "  \"last_stage\": [\"(^|\\\\.)norm\\\\.\", \"^lm_head\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n"
+	 "    {\"match\": \"self_attn\\\\.qkv_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": [\"q\", \"kv\", \"kv\"]},\n"
+	 "    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"mlp\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"mlp\\\\.gate_up_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": 2},\n"
+	 "    {\"match\": \"mlp\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"(layernorm|(^|\\\\.)norm)\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
+	{"gpt2",
+	 "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
+	 "{\n"
+	 "  \"name\": \"gpt2\",\n"
+	 "  \"description\": \"GPT-2 with Hugging Face names. Conv1D stores [in, out], so col splits dim 1 and row dim 0 (transposed). c_attn is [q | k | v] along its output: each third is split on head boundaries and rank r gets [q_r ; k_r ; v_r]. wte and lm_head vocab-parallel; wpe, layer norms and the causal-mask buffers replicated.\",\n"
+	 "  \"layers\": [\"(^|\\\\.)h\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"(^|\\\\.)wte\\\\.\", \"(^|\\\\.)wpe\\\\.\"],\n"
+	 "  \"last_stage\": [\"(^|\\\\.)ln_f\\\\.\", \"^lm_head\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"attn\\\\.c_attn\\\\.(weight|bias)$\", \"split\": \"col\", \"transposed\": true, \"parts\": 3, \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attn\\\\.c_proj\\\\.weight$\", \"split\": \"row\", \"transposed\": true, \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attn\\\\.c_proj\\\\.bias$\", \"split\": \"row\", \"transposed\": true},\n"
+	 "    {\"match\": \"mlp\\\\.c_fc\\\\.(weight|bias)$\", \"split\": \"col\", \"transposed\": true},\n"
+	 "    {\"match\": \"mlp\\\\.c_proj\\\\.(weight|bias)$\", \"split\": \"row\", \"transposed\": true},\n"
+	 "    {\"match\": \"(^|\\\\.)wte\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"(^|\\\\.)wpe\\\\.weight$|ln_(1|2|f)\\\\.(weight|bias)$|(^|\\\\.)attn\\\\.(bias|masked_bias)$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
+	{"gpt-neox",
+	 "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
+	 "{\n"
+	 "  \"name\": \"gpt-neox\",\n"
+	 "  \"description\": \"GPT-NeoX and Pythia with Hugging Face names. query_key_value is head-interleaved ([nh, 3, hd] rows), so a plain contiguous split on head boundaries (3 * head_dim rows per head) is correct. attention.dense row, dense_h_to_4h col, dense_4h_to_h row, embed_in and embed_out vocab-parallel.\",\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embed_in\\\\.\"],\n"
+	 "  \"last_stage\": [\"final_layer_norm\\\\.\", \"^embed_out\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"attention\\\\.query_key_value\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 3},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_h_to_4h\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_4h_to_h\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"embed_in\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"^embed_out\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"layernorm\\\\.(weight|bias)$|final_layer_norm\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$|attention\\\\.(bias|masked_bias)$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
+	{"bert",
+	 "BERT (HF names): self query/key/value col on head boundaries, attention output row, intermediate col, output row, word embeddings and MLM decoder vocab",
+	 "{\n"
+	 "  \"name\": \"bert\",\n"
+	 "  \"description\": \"BERT with Hugging Face names. attention.self.query/key/value col on head boundaries, attention.output.dense row, intermediate.dense col, layer output.dense row, word_embeddings and the MLM decoder (weight and bias) vocab-parallel; position and token-type embeddings, LayerNorms, pooler and the prediction transform replicated.\",\n"
+	 "  \"layers\": [\"layer\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embeddings\\\\.\"],\n"
+	 "  \"last_stage\": [\"pooler\\\\.\", \"^cls\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"attention\\\\.self\\\\.(query|key|value)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.output\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.output\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"intermediate\\\\.dense\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"layer\\\\.[0-9]+\\\\.output\\\\.dense\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"word_embeddings\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"predictions\\\\.decoder\\\\.(weight|bias)$|predictions\\\\.bias$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"LayerNorm\\\\.(weight|bias|gamma|beta)$|(position|token_type)_embeddings\\\\.weight$|position_ids$|pooler\\\\.|predictions\\\\.transform\\\\.|seq_relationship\\\\.\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
+	{"libai",
+	 "LiBai (OneFlow) names: head-interleaved query_key_value col, dense row, dense_h_to_4h col, dense_4h_to_h row, vocab embeddings",
+	 "{\n"
+	 "  \"name\": \"libai\",\n"
+	 "  \"description\": \"LiBai (OneFlow) naming, as its layers declare parallel='col'/'row': self_attention.query_key_value col (head-interleaved [nh, 3, hd], split on head boundaries), attention dense row, mlp.dense_h_to_4h col, mlp.dense_4h_to_h row; cross-attention query col and key_value col ([nh, 2, hd]); token/word/vocab embeddings vocab-parallel (SBP S(0)); layer norms and position embeddings replicated (B).\",\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embeddings\\\\.\"],\n"
+	 "  \"last_stage\": [\"layernorm_f\\\\.\", \"final_layernorm\\\\.\", \"lm_head\\\\.\", \"cls_head\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"query_key_value\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 3},\n"
+	 "    {\"match\": \"cross_attention\\\\.query\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"cross_attention\\\\.key_value\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 2},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_h_to_4h\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_4h_to_h\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(token|word|vocab)_embeddings\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"layernorm[^.]*\\\\.(weight|bias)$|position_embeddings\\\\.weight$|tokentype_embeddings\\\\.weight$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
+	{"dalle2",
+	 "DALLE2-pytorch transformer: to_q col, fused to_kv col in 2 parts, to_out.0 row; feed-forward Linear(dim, inner*2) col in 2 parts (SwiGLU), Linear(inner, dim) row",
+	 "{\n"
+	 "  \"name\": \"dalle2\",\n"
+	 "  \"description\": \"DALLE2-pytorch attention and feed-forward blocks (layers.N.0 = Attention, layers.N.1 = FeedForward). to_q col on head boundaries; to_kv = [k | v] col in 2 parts (one kv head of dim_head rows each in the prior's multi-query Attention: replicated on every rank, as MQA needs; nh heads in CrossAttention: split); to_out.0 row. FeedForward: Sequential(LayerNorm, Linear(dim, inner*2), SwiGLU, LayerNorm|Identity, Dropout, Linear(inner, dim)): index 1 col in 2 parts [x | gate], the post-activation norm over inner col, index 5 row. dim_head defaults to 64 as in the library.\",\n"
+	 "  \"model\": {\"head_dim\": 64},\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [],\n"
+	 "  \"last_stage\": [\"final_norm\\\\.\", \"project_out\\\\.\", \"to_logits\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"to_q\\\\.weight$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"to_kv\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"heads\": \"kv\"},\n"
+	 "    {\"match\": \"to_out\\\\.0\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"to_out\\\\.0\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.1\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.3\\\\.(g|weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.5\\\\.weight$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(^|\\\\.)(norm|to_out\\\\.1|1\\\\.0)\\\\.(g|b|weight|bias)$|null_kv$|rotary_emb\\\\.\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
+};
+
+size_t tpc_plan_preset_count(void)
+{
+	return sizeof(presets) / sizeof(presets[0]);
+}
+
+const char *tpc_plan_preset_name(size_t i)
+{
+	return i < tpc_plan_preset_count() ? presets[i].name : NULL;
+}
+
+const char *tpc_plan_preset_desc(size_t i)
+{
+	return i < tpc_plan_preset_count() ? presets[i].desc : NULL;
+}
+
+const char *tpc_plan_preset_json(const char *name)
+{
+	for (size_t i = 0; i < tpc_plan_preset_count(); i++)
+		if (!strcmp(presets[i].name, name))
+			return presets[i].json;
+	return NULL;
+}

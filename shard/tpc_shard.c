@@ -1,0 +1,1326 @@
+/* tpc_shard.c - split planning, rank checkpoints and writing; see tpc_shard.h.
+ *
+ * Memory: every rank tensor is a description; bytes move only inside the
+ * registry writers (copy_file_range for contiguous slices, a bounded gather
+ * buffer for the rest) and the hashing pass (bounded windows). Pages of the
+ * input mapping that a gather or a hash has read are dropped from the resident
+ * set again (tpc_map_drop), so peak RSS does not grow with the model. */
+#include "tpc_shard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tpc_config.h"
+#include "tpc_extras.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_manifest.h"
+#include "tpc_util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define WINDOW (8u << 20)
+
+const char *tpc_layout_name(tpc_layout l)
+{
+	switch (l) {
+	case TPC_LAYOUT_TPCONV: return "tpconv";
+	case TPC_LAYOUT_OSLO: return "oslo";
+	case TPC_LAYOUT_TRTLLM: return "trtllm";
+	case TPC_LAYOUT_HF: return "hf";
+	}
+	return "?";
+}
+
+int tpc_layout_parse(const char *s, tpc_layout *out)
+{
+	for (int l = 0; l <= TPC_LAYOUT_HF; l++)
+		if (!strcmp(s, tpc_layout_name((tpc_layout)l))) {
+			*out = (tpc_layout)l;
+			return 0;
+		}
+	return -1;
+}
+
+/* ---- borrowed sources ---- */
+
+int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += srcs[i]->nsrc;
+	dst->src = tpc_calloc(total ? total : 1, sizeof(*dst->src));
+	dst->src_owned_mem = tpc_calloc(total ? total : 1, sizeof(bool));
+	if (!dst->src || !dst->src_owned_mem) {
+		free(dst->src);
+		free(dst->src_owned_mem);
+		dst->src = NULL;
+		dst->src_owned_mem = NULL;
+		return tpc_err_nomem(e);
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (base)
+			base[i] = (int)k;
+		for (size_t j = 0; j < srcs[i]->nsrc; j++)
+			dst->src[k++] = srcs[i]->src[j]; /* shallow: the owner keeps the mapping */
+	}
+	dst->nsrc = dst->capsrc = total;
+	return 0;
+}
+
+void tpc__return_sources(tpc_ckpt *dst)
+{
+	free(dst->src);
+	free(dst->src_owned_mem);
+	dst->src = NULL;
+	dst->src_owned_mem = NULL;
+	dst->nsrc = dst->capsrc = 0;
+}
+
+/* ---- streaming with bounded residency ---- */
+
+static void drop_view(const tpc_ckpt *ck, const tpc_tensor *t)
+{
+	if (t->nparts) {
+		for (int k = 0; k < t->nparts; k++)
+			drop_view(ck, &t->parts[k]);
+		return;
+	}
+	if (t->flags & (TPC_TF_ZERO | TPC_TF_NODATA))
+		return;
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint64_t lo, hi;
+	if (!m)
+		return;
+	tpc_tensor_extent(t, &lo, &hi);
+	if (hi > lo && hi != UINT64_MAX)
+		tpc_map_drop(m, lo, hi - lo);
+}
+
+void tpc__drop_tensor(const tpc_ckpt *ck, const tpc_tensor *t)
+{
+	drop_view(ck, t);
+}
+
+/* Drop what rows [r0, r1) of t (along dim 0) read. */
+static void drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
+{
+	tpc_tensor sub;
+	if (t->ndim == 0 || r1 <= r0) {
+		drop_view(ck, t);
+		return;
+	}
+	if (tpc_tensor_narrow(&sub, t, 0, r0, r1 - r0))
+		return;
+	drop_view(ck, &sub);
+	tpc_tensor_release(&sub);
+}
+
+typedef int (*sink_fn)(void *ctx, const uint8_t *p, size_t n);
+
+/* Feed tensor t's C-order bytes to fn in windows of at most WINDOW bytes,
+ * dropping the source pages behind each window. */
+static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, sink_fn fn, void *ctx,
+			 tpc_err *e)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint64_t nb = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	int ret = 0;
+	if (!nb || (t->flags & TPC_TF_NODATA))
+		return 0;
+	if (t->dtype != t->src_dtype) {
+		/* a pending cast (remap stage): hash what the writer writes */
+		unsigned os = tpc_dtype_size(t->dtype);
+		uint64_t ob = t->nbytes, chunk = WINDOW / 2 / os * os;
+		uint64_t orow = t->ndim && t->shape[0] ? ob / (uint64_t)t->shape[0] : ob;
+		for (uint64_t off = 0; off < ob && !ret; off += chunk) {
+			uint64_t k = ob - off < chunk ? ob - off : chunk;
+			ret = tpc_ckpt_read_out(ck, t, off, k, buf, e);
+			if (!ret)
+				ret = fn(ctx, buf, (size_t)k);
+			if (orow)
+				drop_rows(ck, t, (int64_t)(off / orow), (int64_t)((off + k + orow - 1) / orow));
+		}
+		return ret;
+	}
+	if (m && !t->nparts && !(t->flags & TPC_TF_ZERO) && tpc_tensor_is_contiguous(t) &&
+	    !(t->flags & TPC_TF_BYTESWAP)) {
+		for (uint64_t off = 0; off < nb && !ret; off += WINDOW) {
+			uint64_t k = nb - off < WINDOW ? nb - off : WINDOW;
+			ret = fn(ctx, m->data + t->offset + off, (size_t)k);
+			tpc_map_drop(m, t->offset + off, k);
+		}
+		return ret;
+	}
+	if (tpc_dtype_bits(t->src_dtype) < 8) {
+		/* sub-byte types are contiguous views or zero fills */
+		ret = tpc_ckpt_read_bytes(ck, t, 0, nb, buf, e);
+		return ret ? ret : fn(ctx, buf, (size_t)nb);
+	}
+	uint64_t row = t->ndim ? t->numel / (uint64_t)(t->shape[0] ? t->shape[0] : 1) * es : nb;
+	uint64_t chunk = WINDOW / es * es;
+	for (uint64_t off = 0; off < nb && !ret; off += chunk) {
+		uint64_t k = nb - off < chunk ? nb - off : chunk;
+		ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
+		if (!ret)
+			ret = fn(ctx, buf, (size_t)k);
+		if (row)
+			drop_rows(ck, t, (int64_t)(off / row), (int64_t)((off + k + row - 1) / row));
+	}
+	return ret;
+}
+
+static int sha_sink(void *ctx, const uint8_t *p, size_t n)
+{
+	tpc_sha256_update(ctx, p, n);
+	return 0;
+}
+
+int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e)
+{
+	tpc_sha256 s;
+	uint8_t *buf = tpc_malloc(WINDOW);
+	int ret;
+	if (!buf)
+		return tpc_err_nomem(e);
+	tpc_sha256_init(&s);
+	ret = stream_tensor(ck, t, buf, sha_sink, &s, e);
+	tpc_sha256_final(&s, out);
+	free(buf);
+	return ret;
+}
+
+int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
+		       tpc_err *e)
+{
+	uint64_t na = a->numel * tpc_dtype_bits(a->src_dtype) / 8;
+	uint64_t nb = b->numel * tpc_dtype_bits(b->src_dtype) / 8;
+	unsigned es = tpc_dtype_size(a->src_dtype);
+	uint8_t *x = NULL, *y = NULL;
+	int ret = 0;
+	*eq = false;
+	if (na != nb || a->src_dtype != b->src_dtype || a->ndim != b->ndim)
+		return 0;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return 0;
+	x = tpc_malloc(WINDOW);
+	y = tpc_malloc(WINDOW);
+	if (!x || !y) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	*eq = true;
+	uint64_t chunk = es ? WINDOW / es * es : WINDOW;
+	if (tpc_dtype_bits(a->src_dtype) < 8)
+		chunk = na; /* contiguous by construction; small in practice */
+	for (uint64_t off = 0; off < na && *eq && !ret; off += chunk) {
+		uint64_t k = na - off < chunk ? na - off : chunk;
+		if (k > WINDOW) {
+			ret = tpc_err_set(e, TPC_EINPUT, "internal: sub-byte tensor too large to compare");
+			break;
+		}
+		if (!(ret = tpc_ckpt_read_bytes(ck, a, off, k, x, e)) &&
+		    !(ret = tpc_ckpt_read_bytes(ck, b, off, k, y, e)))
+			*eq = !memcmp(x, y, (size_t)k);
+	}
+	drop_view(ck, a);
+	drop_view(ck, b);
+out:
+	free(x);
+	free(y);
+	if (ret)
+		*eq = false;
+	return ret;
+}
+
+/* ---- RSS guard ----
+ * The registry writers gather strided and composite tensors straight from the
+ * input mapping; those pages would stay in this process's resident set until
+ * the mapping is closed (a full pass over a 100 GB model would count 100 GB of
+ * RSS, though it is all clean page cache). While the writers run, a helper
+ * thread drops the resident pages of the input mappings every few
+ * milliseconds; a page a gather is still reading is faulted back from the page
+ * cache (a minor fault), so the result is unchanged and peak RSS is bounded
+ * by what the writers touch in one period. */
+
+typedef struct rss_guard {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop, running;
+	const tpc_map *maps;
+	size_t nmaps;
+} rss_guard;
+
+static void *guard_main(void *arg)
+{
+	rss_guard *g = arg;
+	pthread_mutex_lock(&g->mu);
+	while (!g->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+		for (size_t i = 0; i < g->nmaps && !g->stop; i++)
+			tpc_map_drop(&g->maps[i], 0, g->maps[i].size);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return NULL;
+}
+
+static void guard_start(rss_guard *g, const tpc_ckpt *ck)
+{
+	memset(g, 0, sizeof(*g));
+	g->maps = ck->src;
+	g->nmaps = ck->nsrc;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	if (getenv("TPCONV_NO_RSS_GUARD"))
+		return;
+	g->running = pthread_create(&g->th, NULL, guard_main, g) == 0;
+}
+
+void *tpc__rss_guard_start(const tpc_ckpt *ck)
+{
+	rss_guard *g = tpc_malloc(sizeof(*g));
+	if (g)
+		guard_start(g, ck);
+	return g;
+}
+
+static void guard_stop(rss_guard *g);
+void tpc__rss_guard_stop(void *g)
+{
+	if (g) {
+		guard_stop(g);
+		free(g);
+	}
+}
+
+static void guard_stop(rss_guard *g)
+{
+	if (g->running) {
+		pthread_mutex_lock(&g->mu);
+		g->stop = true;
+		pthread_cond_signal(&g->cv);
+		pthread_mutex_unlock(&g->mu);
+		pthread_join(g->th, NULL);
+	}
+	for (size_t i = 0; i < g->nmaps; i++)
+		tpc_map_drop(&g->maps[i], 0, g->maps[i].size);
+	pthread_mutex_destroy(&g->mu);
+	pthread_cond_destroy(&g->cv);
+}
+
+/* ---- rank descriptions ---- */
+
+static void clear_storage(tpc_tensor *t)
+{
+	t->storage = -1;
+	t->alias_of = -1;
+	for (int k = 0; k < t->nparts; k++)
+		clear_storage(&t->parts[k]);
+}
+
+int tpc__rank_tensor(const tpc_tensor *t, const tpc_split *s, int tp, int r, tpc_tensor *out)
+{
+	tpc_tensor pieces[2 * TPC_PLAN_MAX_PARTS];
+	int np = 0, ret = 0;
+	if (s->dim < 0) {
+		ret = tpc_tensor_copy(out, t);
+		if (!ret)
+			clear_storage(out);
+		return ret;
+	}
+	int d = s->dim;
+	int64_t poff = 0;
+	for (int k = 0; k < s->nparts && !ret; k++) {
+		const tpc_split_part *p = &s->part[k];
+		int64_t len = tpc_split_rank_len(s, k, tp), start = tpc_split_rank_start(s, k, tp, r);
+		int64_t a = start < p->size ? start : p->size;
+		int64_t b = start + len < p->size ? start + len : p->size;
+		if (b > a || (len == 0 && k == 0)) {
+			if (tpc_tensor_narrow(&pieces[np], t, d, poff + a, b - a))
+				ret = -1;
+			else
+				np++;
+		}
+		if (!ret && start + len > b && b >= a) {
+			int64_t z = start + len - (start > p->size ? start : p->size);
+			int64_t shp[TPC_MAX_NDIM];
+			memcpy(shp, t->shape, (size_t)t->ndim * sizeof(int64_t));
+			shp[d] = z;
+			if (z > 0) {
+				if (tpc_tensor_init_zero(&pieces[np], t->src_dtype, t->ndim, shp)) {
+					ret = -1;
+				} else {
+					pieces[np].dtype = t->dtype;
+					/* nbytes follows the logical dtype, as in tpc_tensor_narrow */
+					pieces[np].nbytes = pieces[np].numel * tpc_dtype_bits(t->dtype) / 8;
+					np++;
+				}
+			}
+		}
+		poff += p->size;
+	}
+	if (!ret) {
+		if (np == 1) {
+			*out = pieces[0];
+			np = 0;
+		} else if (np == 0) {
+			ret = -1;
+		} else {
+			ret = tpc_tensor_init_cat(out, pieces, np, d);
+			if (!ret) {
+				out->dtype = t->dtype;
+				out->nbytes = out->numel * tpc_dtype_bits(t->dtype) / 8;
+			}
+		}
+	}
+	for (int i = 0; i < np; i++)
+		tpc_tensor_release(&pieces[i]);
+	if (!ret)
+		clear_storage(out);
+	return ret;
+}
+
+/* ---- the plan ---- */
+
+int tpc__flat_root(tpc_ckpt *ck, tpc_err *e)
+{
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *call = tpc_value_new(TPC_V_CALL);
+	tpc_value *od = tpc_value_global("collections", "OrderedDict"), *args = tpc_value_new(TPC_V_TUPLE);
+	int ret = 0;
+	if (!d || !call || !od || !args || tpc_value_append(call, od) || tpc_value_append(call, args)) {
+		if (!call) {
+			tpc_value_unref(od);
+			tpc_value_unref(args);
+		}
+		tpc_value_unref(call);
+		tpc_value_unref(d);
+		return tpc_err_nomem(e);
+	}
+	if (tpc_value_set_origin(d, call)) {
+		tpc_value_unref(d);
+		return tpc_err_nomem(e);
+	}
+	for (size_t i = 0; i < ck->n && !ret; i++)
+		if (tpc_value_set(d, tpc_value_str(ck->t[i].name, strlen(ck->t[i].name)), tpc_value_tensor((int64_t)i)))
+			ret = tpc_err_nomem(e);
+	if (ret) {
+		tpc_value_unref(d);
+		return ret;
+	}
+	tpc_value_unref(ck->root);
+	ck->root = d;
+	return 0;
+}
+
+static char *rank_file_name(tpc_layout l, const char *format, int t, int p, int tp)
+{
+	char buf[96];
+	bool torch = !strcmp(format, "torch");
+	switch (l) {
+	case TPC_LAYOUT_OSLO:
+		snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", t, p);
+		break;
+	case TPC_LAYOUT_TRTLLM:
+		snprintf(buf, sizeof(buf), "rank%d.safetensors", p * tp + t);
+		break;
+	case TPC_LAYOUT_HF:
+		snprintf(buf, sizeof(buf), "tp%02d_pp%02d", t, p);
+		break;
+	default:
+		snprintf(buf, sizeof(buf), "model_tp%02d_pp%02d.%s", t, p, torch ? "bin" : "safetensors");
+		break;
+	}
+	return tpc_strdup(buf);
+}
+
+static bool matches_any(const tpc_plan_re *v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (regexec(&v[i].re, name, 0, NULL, 0) == 0)
+			return true;
+	return false;
+}
+
+static void set_id_compute(tpc_shard_plan *sp)
+{
+	tpc_sha256 s;
+	uint8_t h[32];
+	char hx[65], line[512];
+	tpc_sha256_init(&s);
+	snprintf(line, sizeof(line), "tpconv-set 1\n%s\ntp %d pp %d %s %s\n", TPC_VERSION, sp->tp, sp->pp,
+		 tpc_layout_name(sp->layout), sp->format);
+	tpc_sha256_update(&s, line, strlen(line));
+	if (sp->plan->json)
+		tpc_sha256_update(&s, sp->plan->json, strlen(sp->plan->json));
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_shard_entry *en = &sp->t[i];
+		const tpc_tensor *t = &sp->in->t[en->in];
+		tpc_sha256_update(&s, t->name, strlen(t->name) + 1);
+		snprintf(line, sizeof(line), "%s %d %d %d %d", tpc_dtype_name(t->dtype), t->ndim, en->split.kind,
+			 en->split.dim, en->stage);
+		tpc_sha256_update(&s, line, strlen(line));
+		for (int d = 0; d < t->ndim; d++)
+			tpc_sha256_update(&s, &t->shape[d], sizeof(t->shape[d]));
+		for (int k = 0; k < en->split.nparts; k++)
+			tpc_sha256_update(&s, &en->split.part[k], sizeof(en->split.part[k]));
+	}
+	for (size_t i = 0; i < sp->in->nsrc; i++) {
+		const tpc_map *m = &sp->in->src[i];
+		struct stat st;
+		int64_t v[3] = {(int64_t)m->size, 0, 0};
+		if (m->fd >= 0 && fstat(m->fd, &st) == 0) {
+			v[1] = (int64_t)st.st_mtim.tv_sec;
+			v[2] = (int64_t)st.st_mtim.tv_nsec;
+		}
+		tpc_sha256_update(&s, v, sizeof(v));
+	}
+	tpc_sha256_final(&s, h);
+	tpc_hex(h, 8, hx);
+	memcpy(sp->set_id, hx, 16);
+	sp->set_id[16] = '\0';
+}
+
+int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan,
+			 const tpc_model_facts *facts, const tpc_shard_opts *o, tpc_err *e)
+{
+	int ret = 0;
+	tpc_buf um = TPC_BUF_INIT;
+	size_t numshown = 0;
+	memset(sp, 0, sizeof(*sp));
+	sp->in = in;
+	sp->plan = plan;
+	sp->facts = *facts;
+	sp->tp = o->tp;
+	sp->pp = o->pp ? o->pp : 1;
+	sp->layout = o->layout;
+	sp->checksums = o->checksums;
+	if (sp->tp < 1 || sp->tp > TPC_MAX_TP)
+		return tpc_err_set(e, TPC_EUSAGE, "--tp must be 1 to %d", TPC_MAX_TP);
+	if (sp->pp < 1 || sp->pp > TPC_MAX_TP || (int64_t)sp->tp * sp->pp > TPC_MAX_RANKS)
+		return tpc_err_set(e, TPC_EUSAGE, "--pp must be 1 to %d with tp * pp at most %d", TPC_MAX_TP,
+				   TPC_MAX_RANKS);
+	/* the rank file format */
+	const char *f = o->format;
+	if (sp->layout == TPC_LAYOUT_OSLO) {
+		if (f && strcmp(f, "torch"))
+			return tpc_err_set(e, TPC_EUSAGE, "the oslo layout writes torch files, not %s", f);
+		f = "torch";
+	} else if (sp->layout == TPC_LAYOUT_TRTLLM) {
+		if (f && strcmp(f, "safetensors"))
+			return tpc_err_set(e, TPC_EUSAGE, "the trtllm layout writes safetensors, not %s", f);
+		f = "safetensors";
+	} else if (!f) {
+		f = "safetensors";
+	}
+	if (strcmp(f, "safetensors") && strcmp(f, "torch"))
+		return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (safetensors or torch)", f);
+	sp->format = !strcmp(f, "torch") ? "torch" : "safetensors";
+	if (!tpc_format_by_name(sp->format) || (sp->layout == TPC_LAYOUT_HF && !tpc_format_by_name("hf-index")))
+		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
+
+	/* layers, for pipeline stages */
+	sp->layers = 0;
+	for (size_t i = 0; i < in->n; i++) {
+		int64_t l = tpc_plan_layer(plan, in->t[i].name);
+		if (l >= sp->layers)
+			sp->layers = l + 1;
+	}
+	if (sp->pp > 1 && sp->layers < sp->pp)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--pp %d needs at least %d layers, but the plan's layer patterns find %lld in the checkpoint",
+				   sp->pp, sp->pp, (long long)sp->layers);
+
+	sp->t = tpc_calloc(in->n, sizeof(*sp->t));
+	int nr = sp->tp * sp->pp;
+	sp->rank = tpc_calloc((size_t)nr, sizeof(*sp->rank));
+	sp->rank_file = tpc_calloc((size_t)nr, sizeof(*sp->rank_file));
+	if (!sp->t || !sp->rank || !sp->rank_file) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	sp->n = in->n;
+	for (size_t i = 0; i < in->n; i++) {
+		tpc_shard_entry *en = &sp->t[i];
+		const tpc_tensor *t = &in->t[i];
+		en->in = (int64_t)i;
+		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, sp->tp, o->resolve_flags, &en->split,
+				       &en->matched, e);
+		if (ret)
+			goto out;
+		int64_t l = tpc_plan_layer(plan, t->name);
+		en->stage = tpc_plan_stage(plan, t->name, sp->pp, sp->layers);
+		en->staged = l >= 0 || matches_any(plan->first, plan->nfirst, t->name) ||
+			     matches_any(plan->last, plan->nlast, t->name);
+		if (!en->staged)
+			sp->nunstaged++;
+		if (!en->matched) {
+			sp->nunmatched++;
+			if (numshown++ < 8) {
+				char nm[256];
+				tpc_sanitize(nm, sizeof(nm), t->name);
+				tpc_buf_addf(&um, "%s'%s'", numshown > 1 ? ", " : "", nm);
+			}
+		}
+	}
+	if (o->strict && sp->nunmatched) {
+		ret = tpc_err_set(e, TPC_EINPUT, "%zu tensor%s match%s no rule of the plan (--strict): %s%s",
+				  sp->nunmatched, sp->nunmatched == 1 ? "" : "s", sp->nunmatched == 1 ? "es" : "",
+				  um.p ? um.p : "", sp->nunmatched > 8 ? ", ..." : "");
+		goto out;
+	}
+	/* rank checkpoints */
+	for (int r = 0; r < nr; r++) {
+		const tpc_ckpt *srcs[1] = {in};
+		tpc_ckpt_init(&sp->rank[r]);
+		if ((ret = tpc__borrow_sources(&sp->rank[r], srcs, 1, NULL, e)))
+			goto out;
+		if (!(sp->rank_file[r] = rank_file_name(sp->layout, sp->format, r % sp->tp, r / sp->tp, sp->tp))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < sp->n; i++) {
+		tpc_shard_entry *en = &sp->t[i];
+		const tpc_tensor *t = &in->t[en->in];
+		en->rank_ix = tpc_calloc((size_t)sp->tp, sizeof(*en->rank_ix));
+		en->same_as = tpc_calloc((size_t)sp->tp, sizeof(*en->same_as));
+		if (!en->rank_ix || !en->same_as) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (int r = 0; r < sp->tp; r++) {
+			tpc_tensor desc;
+			if (tpc__rank_tensor(t, &en->split, sp->tp, r, &desc)) {
+				ret = tpc_err_set(e, TPC_EINPUT, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
+						  tpc_dtype_name(t->src_dtype));
+				tpc_err_tensor(e, t->name);
+				goto out;
+			}
+			int64_t ix = tpc_ckpt_add_copy(&sp->rank[en->stage * sp->tp + r], t->name, &desc, e);
+			tpc_tensor_release(&desc);
+			if (ix < 0) {
+				ret = (int)ix;
+				goto out;
+			}
+			en->rank_ix[r] = ix;
+			/* which lower rank holds the same bytes: a part that is split
+			 * gives every rank its own rows; parts of replicated heads are
+			 * shared by the R ranks of a group, so the lowest rank with the
+			 * same head in every part is the largest group start */
+			int q = 0;
+			for (int k = 0; k < en->split.nparts && q <= r; k++) {
+				const tpc_split_part *pt = &en->split.part[k];
+				int rep = pt->replicas > 1 ? pt->replicas : 1;
+				if (rep == 1 && tpc_split_rank_len(&en->split, k, sp->tp) > 0)
+					q = r;
+				else if (r / rep * rep > q)
+					q = r / rep * rep;
+			}
+			en->same_as[r] = q;
+		}
+	}
+	set_id_compute(sp);
+	for (int r = 0; r < nr; r++) {
+		char v[32];
+		tpc_ckpt *rk = &sp->rank[r];
+		/* torch rank files: the state dict torch.save would write */
+		if (!strcmp(sp->format, "torch") && (ret = tpc__flat_root(rk, e)))
+			goto out;
+		if ((ret = tpc_ckpt_meta_set(rk, "format", "pt", e)) ||
+		    (ret = tpc_ckpt_meta_set(rk, "tpconv.set_id", sp->set_id, e)))
+			goto out;
+		snprintf(v, sizeof(v), "%d", r);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.rank", v, e)))
+			goto out;
+		snprintf(v, sizeof(v), "%d", r % sp->tp);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp_rank", v, e)))
+			goto out;
+		snprintf(v, sizeof(v), "%d", r / sp->tp);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp_rank", v, e)))
+			goto out;
+		snprintf(v, sizeof(v), "%d", sp->tp);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp", v, e)))
+			goto out;
+		snprintf(v, sizeof(v), "%d", sp->pp);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp", v, e)))
+			goto out;
+	}
+out:
+	tpc_buf_release(&um);
+	if (ret)
+		tpc_shard_plan_release(sp);
+	return ret;
+}
+
+void tpc_shard_plan_release(tpc_shard_plan *sp)
+{
+	if (!sp)
+		return;
+	for (size_t i = 0; i < sp->n; i++) {
+		free(sp->t[i].rank_ix);
+		free(sp->t[i].same_as);
+		free(sp->t[i].rank_hash);
+	}
+	free(sp->t);
+	int nr = sp->tp * sp->pp;
+	for (int r = 0; sp->rank && r < nr; r++) {
+		tpc__return_sources(&sp->rank[r]);
+		tpc_ckpt_release(&sp->rank[r]);
+	}
+	free(sp->rank);
+	for (int r = 0; sp->rank_file && r < nr; r++)
+		free(sp->rank_file[r]);
+	free(sp->rank_file);
+	memset(sp, 0, sizeof(*sp));
+}
+
+/* ---- --dry-run ---- */
+
+static void shape_into(tpc_buf *b, int ndim, const int64_t *shape)
+{
+	tpc_buf_addc(b, '[');
+	for (int d = 0; d < ndim; d++)
+		tpc_buf_addf(b, d ? ", %lld" : "%lld", (long long)shape[d]);
+	tpc_buf_addc(b, ']');
+}
+
+static void notes_into(tpc_buf *b, const tpc_split *s)
+{
+	bool any = false;
+#define NOTE(...)                                   \
+	do {                                        \
+		tpc_buf_adds(b, any ? "; " : "");   \
+		tpc_buf_addf(b, __VA_ARGS__);       \
+		any = true;                         \
+	} while (0)
+	if (s->row_bias)
+		NOTE("row-parallel bias: add once after the reduce");
+	if (s->scalar)
+		NOTE("0-dim");
+	if (s->dim < 0)
+		return;
+	if (s->nparts > 1) {
+		/* parts 64(q8)|32(kv4x2)|32(kv4x2); 125+3pad */
+		tpc_buf_adds(b, any ? "; parts " : "parts ");
+		for (int k = 0; k < s->nparts; k++) {
+			const tpc_split_part *p = &s->part[k];
+			tpc_buf_addf(b, "%s%lld", k ? "|" : "", (long long)p->size);
+			if (p->pad)
+				tpc_buf_addf(b, "+%lldpad", (long long)p->pad);
+			if (p->heads)
+				tpc_buf_addf(b, "(%s%lld", p->head_kind == TPC_HEADS_KV ? "kv" : "q", (long long)p->heads);
+			if (p->heads && p->replicas > 1)
+				tpc_buf_addf(b, "x%d", p->replicas);
+			if (p->heads)
+				tpc_buf_addc(b, ')');
+		}
+		return;
+	}
+	const tpc_split_part *p = &s->part[0];
+	if (p->heads && p->replicas > 1)
+		NOTE("%lld %s heads, each on %d ranks", (long long)p->heads, p->head_kind == TPC_HEADS_KV ? "kv" : "q",
+		     p->replicas);
+	else if (p->heads)
+		NOTE("%lld %s heads", (long long)p->heads, p->head_kind == TPC_HEADS_KV ? "kv" : "q");
+	if (p->pad)
+		NOTE("pad %lld", (long long)p->pad);
+#undef NOTE
+}
+
+void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out)
+{
+	const tpc_model_facts *f = &sp->facts;
+	int nr = sp->tp * sp->pp;
+	int w = 4;
+	tpc_buf_addf(out, "# plan '%s': tp %d, pp %d, layout %s, format %s, %zu tensors, %d rank %s\n",
+		     sp->plan->name ? sp->plan->name : "(unnamed)", sp->tp, sp->pp, tpc_layout_name(sp->layout),
+		     sp->format, sp->n, nr, sp->layout == TPC_LAYOUT_HF ? "folders" : "files");
+	tpc_buf_adds(out, "# model:");
+	if (!f->heads && !f->kv_heads && !f->head_dim && !f->hidden && !f->vocab)
+		tpc_buf_adds(out, " no facts");
+	if (f->heads)
+		tpc_buf_addf(out, " heads %lld", (long long)f->heads);
+	if (f->kv_heads)
+		tpc_buf_addf(out, " kv_heads %lld", (long long)f->kv_heads);
+	if (f->head_dim)
+		tpc_buf_addf(out, " head_dim %lld", (long long)f->head_dim);
+	if (f->hidden)
+		tpc_buf_addf(out, " hidden %lld", (long long)f->hidden);
+	if (f->vocab)
+		tpc_buf_addf(out, " vocab %lld", (long long)f->vocab);
+	if (sp->pp > 1)
+		tpc_buf_addf(out, " layers %lld", (long long)sp->layers);
+	tpc_buf_addc(out, '\n');
+	for (size_t i = 0; i < sp->n; i++) {
+		int l = (int)strlen(sp->in->t[sp->t[i].in].name);
+		if (l > w)
+			w = l < 72 ? l : 72;
+	}
+	tpc_buf_addf(out, "%-*s  %-6s %-16s %-11s %-16s%s notes\n", w, "name", "dtype", "shape", "split",
+		     "rank shape", sp->pp > 1 ? " stage" : "");
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_shard_entry *en = &sp->t[i];
+		const tpc_tensor *t = &sp->in->t[en->in];
+		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp].t[en->rank_ix[0]];
+		char nm[1024], split[32];
+		tpc_buf sb = TPC_BUF_INIT, rb = TPC_BUF_INIT, nb = TPC_BUF_INIT;
+		tpc_sanitize(nm, sizeof(nm), t->name);
+		shape_into(&sb, t->ndim, t->shape);
+		shape_into(&rb, rt->ndim, rt->shape);
+		notes_into(&nb, &en->split);
+		if (!en->matched)
+			tpc_buf_addf(&nb, "%sno rule matched", nb.len ? "; " : "");
+		if (en->split.dim >= 0)
+			snprintf(split, sizeof(split), "%s:%d", tpc_split_kind_name(en->split.kind), en->split.dim);
+		else
+			snprintf(split, sizeof(split), "replicate");
+		tpc_buf line = TPC_BUF_INIT;
+		tpc_buf_addf(&line, "%-*s  %-6s %-16s %-11s %-16s", w, nm, tpc_dtype_name(t->dtype), sb.p ? sb.p : "",
+			     split, rb.p ? rb.p : "");
+		if (sp->pp > 1)
+			tpc_buf_addf(&line, " %5d", en->stage);
+		tpc_buf_addf(&line, " %s", nb.p ? nb.p : "");
+		while (line.len && line.p[line.len - 1] == ' ')
+			line.p[--line.len] = '\0';
+		tpc_buf_add(out, line.p ? line.p : "", line.len);
+		tpc_buf_addc(out, '\n');
+		tpc_buf_release(&line);
+		tpc_buf_release(&sb);
+		tpc_buf_release(&rb);
+		tpc_buf_release(&nb);
+	}
+	for (int r = 0; r < nr; r++) {
+		uint64_t bytes = 0;
+		char sz[32];
+		for (size_t i = 0; i < sp->rank[r].n; i++)
+			bytes += sp->rank[r].t[i].nbytes;
+		tpc_buf_addf(out, "# rank %d (tp %d, pp %d): %s: %zu tensors, %llu bytes (%s)\n", r, r % sp->tp,
+			     r / sp->tp, sp->rank_file[r], sp->rank[r].n, (unsigned long long)bytes,
+			     tpc_fmt_size(bytes, sz, sizeof(sz)));
+	}
+	tpc_buf_addf(out, "# unmatched: %zu tensor%s (%s)\n", sp->nunmatched, sp->nunmatched == 1 ? "" : "s",
+		     sp->plan->fallback_error ? "error" : "replicated by the fallback");
+	for (size_t i = 0; i < sp->n; i++)
+		if (!sp->t[i].matched) {
+			char nm[1024];
+			tpc_sanitize(nm, sizeof(nm), sp->in->t[sp->t[i].in].name);
+			tpc_buf_addf(out, "#   %s\n", nm);
+		}
+	if (sp->pp > 1 && sp->nunstaged) {
+		tpc_buf_addf(out, "# unstaged (no layer, first_stage or last_stage pattern; on stage 0): %zu\n",
+			     sp->nunstaged);
+		for (size_t i = 0; i < sp->n; i++)
+			if (!sp->t[i].staged) {
+				char nm[1024];
+				tpc_sanitize(nm, sizeof(nm), sp->in->t[sp->t[i].in].name);
+				tpc_buf_addf(out, "#   %s\n", nm);
+			}
+	}
+}
+
+/* ---- writing ---- */
+
+bool tpc_shard_path_inside(const char *out, const char *in_dir)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	char *cur = tpc_strdup(out);
+	tpc_buf tail = TPC_BUF_INIT, full = TPC_BUF_INIT;
+	bool r = false;
+	if (!cur || !realpath(in_dir, b))
+		goto out;
+	/* `out` may not exist yet: resolve its nearest existing ancestor and
+	 * append the rest */
+	for (;;) {
+		if (realpath(cur, a)) {
+			tpc_buf_adds(&full, strcmp(a, "/") ? a : "");
+			break;
+		}
+		char *s = strrchr(cur, '/');
+		tpc_buf t2 = TPC_BUF_INIT;
+		tpc_buf_addc(&t2, '/');
+		tpc_buf_adds(&t2, s ? s + 1 : cur);
+		tpc_buf_add(&t2, tail.p ? tail.p : "", tail.len);
+		tpc_buf_release(&tail);
+		tail = t2;
+		if (!s) {
+			if (!getcwd(a, sizeof(a)))
+				goto out;
+			tpc_buf_adds(&full, strcmp(a, "/") ? a : "");
+			break;
+		}
+		if (s == cur) {
+			break; /* the root: full stays "" */
+		}
+		*s = '\0';
+	}
+	tpc_buf_add(&full, tail.p ? tail.p : "", tail.len);
+	if (full.oom)
+		goto out;
+	{
+		const char *f = full.len ? full.p : "/";
+		size_t lb = strlen(b);
+		r = !strcmp(b, "/") || (!strncmp(f, b, lb) && (f[lb] == '\0' || f[lb] == '/'));
+	}
+out:
+	free(cur);
+	tpc_buf_release(&tail);
+	tpc_buf_release(&full);
+	return r;
+}
+
+/* Does the existing rank file at `path` belong to this set? Safetensors files
+ * say so in their metadata; for files without metadata (torch) the tensor names
+ * and shapes must be the plan's. */
+static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e)
+{
+	tpc_ckpt ck;
+	tpc_err e2;
+	*ok = false;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e2);
+	if (tpc_ckpt_open(&ck, path, NULL, &e2)) {
+		tpc_ckpt_release(&ck);
+		return 0;
+	}
+	const char *id = tpc_ckpt_meta_get(&ck, "tpconv.set_id");
+	if (id) {
+		*ok = !strcmp(id, sp->set_id);
+	} else {
+		const tpc_ckpt *want = &sp->rank[r];
+		*ok = ck.n == want->n;
+		for (size_t i = 0; *ok && i < want->n; i++) {
+			int64_t j = tpc_ckpt_find(&ck, want->t[i].name);
+			*ok = j >= 0 && ck.t[j].ndim == want->t[i].ndim && ck.t[j].dtype == want->t[i].dtype &&
+			      !memcmp(ck.t[j].shape, want->t[i].shape, (size_t)want->t[i].ndim * sizeof(int64_t));
+		}
+	}
+	tpc_ckpt_release(&ck);
+	(void)e;
+	return 0;
+}
+
+static int hash_all(tpc_shard_plan *sp, tpc_err *e)
+{
+	size_t nitems = sp->n * (size_t)(sp->tp + 1);
+	int ret = 0;
+	for (size_t i = 0; i < sp->n; i++) {
+		sp->t[i].rank_hash = tpc_calloc((size_t)sp->tp, 32);
+		if (!sp->t[i].rank_hash)
+			return tpc_err_nomem(e);
+	}
+	/* pass 1: originals and distinct split slices; pass 2 copies the rest */
+	int64_t ni = (int64_t)nitems;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+	for (int64_t it = 0; it < ni; it++) {
+		size_t i = (size_t)it / (size_t)(sp->tp + 1);
+		int r = (int)((size_t)it % (size_t)(sp->tp + 1)) - 1;
+		tpc_shard_entry *en = &sp->t[i];
+		tpc_err le;
+		int rr;
+		int bad;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+		bad = ret;
+		if (bad)
+			continue;
+		tpc_err_init(&le);
+		if (r < 0) {
+			rr = tpc__hash_tensor(sp->in, &sp->in->t[en->in], en->hash, &le);
+		} else {
+			if (en->split.dim < 0 || en->same_as[r] != r)
+				continue;
+			const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
+			rr = tpc__hash_tensor(rk, &rk->t[en->rank_ix[r]], en->rank_hash[r], &le);
+		}
+		if (rr) {
+#ifdef _OPENMP
+#pragma omp critical(tpc_shard_err)
+#endif
+			{
+				if (!ret) {
+					*e = le;
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+					ret = rr;
+				}
+			}
+		}
+	}
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < sp->n; i++) {
+		tpc_shard_entry *en = &sp->t[i];
+		en->hashed = true;
+		for (int r = 0; r < sp->tp; r++) {
+			if (en->split.dim < 0)
+				memcpy(en->rank_hash[r], en->hash, 32);
+			else if (en->same_as[r] != r)
+				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], 32);
+		}
+	}
+	return 0;
+}
+
+/* TensorRT-LLM's config.json: the input model's config (when there is one)
+ * plus "mapping"; tpc_extras merges the members into a copy of it. */
+static char *trtllm_members(const tpc_shard_plan *sp)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_addf(&b,
+		     "{\"mapping\": {\"world_size\": %d, \"tp_size\": %d, \"pp_size\": %d, \"cp_size\": 1, "
+		     "\"moe_tp_size\": %d, \"moe_ep_size\": 1}, \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}}",
+		     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp, sp->set_id, TPC_MANIFEST_NAME);
+	return tpc_buf_detach(&b, NULL);
+}
+
+static int write_trtllm_config(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	char *members = trtllm_members(sp);
+	char *cfg = tpc_path_join(dir, "config.json");
+	int ret = 0;
+	if (!members || !cfg) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (o->config_dir) {
+		char *src = tpc_path_join(o->config_dir, "config.json");
+		bool have = src && tpc_exists(src);
+		free(src);
+		if (have)
+			goto out; /* the companions copy merges "mapping" into the model's config */
+	}
+	{
+		/* no model config: a minimal one with the facts we know */
+		const tpc_model_facts *f = &sp->facts;
+		tpc_buf b = TPC_BUF_INIT;
+		tpc_buf_adds(&b, "{\n  \"architecture\": \"unknown\"");
+		if (f->hidden)
+			tpc_buf_addf(&b, ",\n  \"hidden_size\": %lld", (long long)f->hidden);
+		if (f->heads)
+			tpc_buf_addf(&b, ",\n  \"num_attention_heads\": %lld", (long long)f->heads);
+		if (f->kv_heads)
+			tpc_buf_addf(&b, ",\n  \"num_key_value_heads\": %lld", (long long)f->kv_heads);
+		if (f->head_dim)
+			tpc_buf_addf(&b, ",\n  \"head_size\": %lld", (long long)f->head_dim);
+		if (f->vocab)
+			tpc_buf_addf(&b, ",\n  \"vocab_size\": %lld", (long long)f->vocab);
+		if (sp->layers)
+			tpc_buf_addf(&b, ",\n  \"num_hidden_layers\": %lld", (long long)sp->layers);
+		tpc_buf_addf(&b,
+			     ",\n  \"mapping\": {\"world_size\": %d, \"tp_size\": %d, \"pp_size\": %d, \"cp_size\": 1, "
+			     "\"moe_tp_size\": %d, \"moe_ep_size\": 1},\n  \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}\n}\n",
+			     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp, sp->set_id, TPC_MANIFEST_NAME);
+		if (b.oom) {
+			tpc_buf_release(&b);
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		ret = tpc_write_file_atomic(cfg, b.p, b.len, o->force ? TPC_OUT_FORCE : 0, e);
+		tpc_buf_release(&b);
+	}
+out:
+	free(members);
+	free(cfg);
+	return ret;
+}
+
+static int copy_companions(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	char *members = NULL;
+	int ret = 0;
+	if (!o->config_dir)
+		return 0;
+	tpc_extras_opts xo = {o->force ? TPC_OUT_FORCE : 0, NULL, NULL};
+	if (sp->layout == TPC_LAYOUT_TRTLLM) {
+		if (!(members = trtllm_members(sp)))
+			return tpc_err_nomem(e);
+		xo.config_merge = members;
+	}
+	if (sp->layout == TPC_LAYOUT_HF) {
+		/* each rank folder is a loadable HF checkpoint */
+		int nr = sp->tp * sp->pp;
+		for (int r = 0; r < nr && !ret; r++) {
+			char *sub = tpc_path_join(dir, sp->rank_file[r]);
+			if (!sub)
+				ret = tpc_err_nomem(e);
+			else
+				ret = tpc_extras_copy(o->config_dir, sub, &xo, NULL, e);
+			free(sub);
+		}
+	} else {
+		ret = tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
+	}
+	free(members);
+	return ret;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+static void remove_path(const char *p, bool folder)
+{
+	if (!folder) {
+		unlink(p);
+		return;
+	}
+	/* an hf rank folder: the weight files and index the writer made, then
+	 * the folder itself if that leaves it empty */
+	DIR *d = opendir(p);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		const char *n = de->d_name;
+		if ((!strncmp(n, "model", 5) || !strncmp(n, "pytorch_model", 13)) &&
+		    (ends_with(n, ".safetensors") || ends_with(n, ".bin") || ends_with(n, ".index.json"))) {
+			char *f = tpc_path_join(p, n);
+			if (f)
+				unlink(f);
+			free(f);
+		}
+	}
+	if (d)
+		closedir(d);
+	rmdir(p);
+}
+
+int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret = 0;
+	char *manifest = NULL, **paths = NULL;
+	int *todo = NULL, ntodo = 0;
+	bool *done = NULL;
+	rss_guard guard;
+	bool guarded = false;
+	int lockfd = -1;
+	const tpc_format *fmt = tpc_format_by_name(sp->layout == TPC_LAYOUT_HF ? "hf-index" : sp->format);
+	sp->nwritten = 0;
+	sp->manifest_written = false;
+	sp->npresent = 0;
+	if (!fmt)
+		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
+	if (sp->in->path && tpc_is_dir(sp->in->path) && tpc_shard_path_inside(dir, sp->in->path)) {
+		tpc_err_set(e, TPC_EUSAGE, "the output folder is the input folder or inside it; choose another");
+		tpc_err_path(e, dir);
+		return TPC_EUSAGE;
+	}
+	if (tpc_exists(dir) && !tpc_is_dir(dir)) {
+		tpc_err_set(e, TPC_EUSAGE, "output exists and is not a folder");
+		tpc_err_path(e, dir);
+		return TPC_EUSAGE;
+	}
+	if ((ret = tpc_mkdirs(dir, e)))
+		return ret;
+	/* Two runs writing one folder must never leave a manifest over a mixed
+	 * set. Writers hold a shared flock on the folder while they check and
+	 * write rank files (runs writing different --rank parts of one set go
+	 * together); the completeness check and the manifest happen under the
+	 * exclusive lock, so no rank file changes in between, and a run that
+	 * starts later sees the manifest (and, with --force, removes it first). */
+	lockfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lockfd < 0 || flock(lockfd, LOCK_SH) != 0) {
+		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
+		tpc_err_path(e, dir);
+		goto out;
+	}
+	manifest = tpc_path_join(dir, TPC_MANIFEST_NAME);
+	paths = tpc_calloc((size_t)nr, sizeof(*paths));
+	todo = tpc_calloc((size_t)nr, sizeof(*todo));
+	done = tpc_calloc((size_t)nr, sizeof(*done));
+	if (!manifest || !paths || !todo || !done) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (tpc_exists(manifest)) {
+		if (!o->force) {
+			tpc_err_set(e, TPC_EUSAGE, "output folder already holds a complete shard set; use --force to replace it");
+			tpc_err_path(e, manifest);
+			ret = TPC_EUSAGE;
+			goto out;
+		}
+		/* the set is incomplete from here until the new manifest exists */
+		if (unlink(manifest) != 0) {
+			ret = tpc_err_sys(e, TPC_EIO, errno, "cannot remove the old manifest");
+			tpc_err_path(e, manifest);
+			goto out;
+		}
+	}
+	for (int r = 0; r < nr; r++) {
+		if (!(paths[r] = tpc_path_join(dir, sp->rank_file[r]))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		if (!o->write_rank || o->write_rank[r]) {
+			todo[ntodo++] = r;
+			if (tpc_exists(paths[r]) && !o->force) {
+				if (sp->layout == TPC_LAYOUT_HF)
+					continue; /* the folder may exist; the writer refuses existing files */
+				tpc_err_set(e, TPC_EUSAGE, "output exists; use --force to overwrite it");
+				tpc_err_path(e, paths[r]);
+				ret = TPC_EUSAGE;
+				goto out;
+			}
+		} else if (tpc_exists(paths[r])) {
+			bool ok;
+			if ((ret = rank_file_ok(sp, r, paths[r], &ok, e)))
+				goto out;
+			if (!ok) {
+				tpc_err_set(e, TPC_EINPUT,
+					    "rank %d's file belongs to another shard set (not set %s); remove it or write it with --rank %d --force",
+					    r, sp->set_id, r);
+				tpc_err_path(e, paths[r]);
+				ret = TPC_EINPUT;
+				goto out;
+			}
+		}
+	}
+
+	/* the rank files, in parallel */
+	guard_start(&guard, sp->in);
+	guarded = true;
+	{
+		tpc_write_opts wo;
+		memset(&wo, 0, sizeof(wo));
+		wo.flags = o->force ? TPC_W_FORCE : 0;
+		wo.progress = o->progress;
+		if (sp->layout == TPC_LAYOUT_HF) {
+			wo.inner_format = sp->format;
+			wo.max_shard_size = o->max_shard_size ? o->max_shard_size : UINT64_MAX / 2;
+		}
+		int first_bad = -1;
+		tpc_err first_err;
+		tpc_err_init(&first_err);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+		for (int i = 0; i < ntodo; i++) {
+			int r = todo[i];
+			tpc_err le;
+			tpc_err_init(&le);
+			int rr = fmt->write(&sp->rank[r], NULL, 0, paths[r], &wo, &le);
+			if (rr) {
+				if (!le.path[0])
+					tpc_err_path(&le, paths[r]);
+#ifdef _OPENMP
+#pragma omp critical(tpc_shard_err)
+#endif
+				{
+					if (first_bad < 0 || r < first_bad) {
+						first_bad = r;
+						first_err = le;
+					}
+				}
+			} else {
+				done[r] = true;
+			}
+		}
+		if (first_bad >= 0) {
+			*e = first_err;
+			ret = first_err.code ? first_err.code : TPC_EIO;
+			goto out;
+		}
+		sp->nwritten = (size_t)ntodo;
+	}
+
+	/* complete? Every rank file, this run's included, must (still) be of this
+	 * set: another run may have replaced one before the exclusive lock. */
+	if (flock(lockfd, LOCK_EX) != 0) {
+		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
+		tpc_err_path(e, dir);
+		goto out;
+	}
+	for (int r = 0; r < nr; r++) {
+		if (done[r]) {
+			bool ok;
+			if ((ret = rank_file_ok(sp, r, paths[r], &ok, e)))
+				goto out;
+			if (!ok) {
+				/* another run's files now are not ours to take back */
+				for (int q = r; q < nr; q++)
+					if (done[q] && (rank_file_ok(sp, q, paths[q], &ok, e) || !ok))
+						done[q] = false;
+				tpc_err_set(e, TPC_EIO,
+					    "rank %d's file was replaced by another run writing the same folder; the set is not complete",
+					    r);
+				tpc_err_path(e, paths[r]);
+				ret = TPC_EIO;
+				goto out;
+			}
+			sp->npresent++;
+		} else if (tpc_exists(paths[r])) {
+			bool ok;
+			if ((ret = rank_file_ok(sp, r, paths[r], &ok, e)))
+				goto out;
+			if (ok)
+				sp->npresent++;
+		}
+	}
+	if (sp->npresent < (size_t)nr)
+		goto out; /* another run completes the set */
+	if (sp->checksums && (ret = hash_all(sp, e)))
+		goto out;
+	if ((ret = copy_companions(sp, dir, o, e)))
+		goto out;
+	if (sp->layout == TPC_LAYOUT_TRTLLM && (ret = write_trtllm_config(sp, dir, o, e)))
+		goto out;
+	{
+		tpc_buf mb = TPC_BUF_INIT;
+		tpc_manifest_render(sp, &mb);
+		if (mb.oom) {
+			tpc_buf_release(&mb);
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		ret = tpc_write_file_atomic(manifest, mb.p, mb.len, o->force ? TPC_OUT_FORCE : 0, e);
+		tpc_buf_release(&mb);
+		if (!ret)
+			sp->manifest_written = true;
+	}
+out:
+	if (guarded)
+		guard_stop(&guard);
+	if (ret && done) {
+		/* the set is complete or absent: take back what this run wrote */
+		for (int r = 0; r < nr; r++)
+			if (done[r])
+				remove_path(paths[r], sp->layout == TPC_LAYOUT_HF);
+		sp->nwritten = 0;
+	}
+	if (lockfd >= 0)
+		close(lockfd); /* the unlock, after any take-back: another run's check never sees it half done */
+	for (int r = 0; paths && r < nr; r++)
+		free(paths[r]);
+	free(paths);
+	free(todo);
+	free(done);
+	free(manifest);
+	return ret;
+}

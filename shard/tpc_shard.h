@@ -1,0 +1,219 @@
+/*
+ * tpc_shard.h - tensor-parallel shard sets: split a checkpoint into per-rank
+ * files, merge a set back, and reshard one set into another.
+ *
+ * A split is a description. Rank r's tensor is built from the input tensor
+ * with tpc_tensor_narrow: a col slice is a dim-0 range (contiguous: written
+ * with copy_file_range), a row slice a dim-1 range (a strided view, gathered
+ * while writing), a fused tensor the concatenation of each part's slice
+ * ([q_r ; k_r ; v_r]), a padded vocab slice a view followed by a zero-fill
+ * part, a replicated KV head the same narrowed head range on several ranks.
+ * Merge is the inverse description over the rank files (one replica per KV
+ * head, padding narrowed away), and resharding feeds that merged description
+ * straight into a new split: no byte is copied until the writers run, and no
+ * intermediate file exists.
+ *
+ * Rank checkpoints. Each rank is its own tpc_ckpt (so its metadata can say
+ * which rank it is) whose tensors refer to the INPUT checkpoint's sources:
+ * the rank checkpoint borrows the input's source table (tpc__borrow_sources)
+ * and gives it back before release, so the input must outlive the plan. Rank
+ * files are written through the format registry ("safetensors", "torch",
+ * "hf-index"), in parallel over ranks (OpenMP), each atomically.
+ *
+ * Ranks are numbered TensorRT-LLM's way: rank = pp_rank * tp + tp_rank.
+ *
+ * Layouts (file names inside the output folder):
+ *   tpconv  model_tp{t:02}_pp{p:02}.safetensors (.bin with --format torch)
+ *   oslo    pytorch_model_tp_{t}_pp_{p}.bin, torch format (OSLO save_parallelized)
+ *   trtllm  rank{N}.safetensors and config.json with "mapping"
+ *   hf      tp{t:02}_pp{p:02}/ folders, each an HF-sharded checkpoint
+ * Every layout also gets tpconv-manifest.json (tpc_manifest.h), written last:
+ * its presence means the set is complete.
+ *
+ * Rank files describe themselves where the format has metadata (safetensors):
+ *   tpconv.set_id, tpconv.rank, tpconv.tp_rank, tpconv.pp_rank, tpconv.tp, tpconv.pp
+ * The set id is the first 16 hex digits of a SHA-256 over the tool version,
+ * tp, pp, layout, format, the plan, every tensor's name, dtype, shape and split,
+ * and the input files' sizes and modification times: runs on several machines
+ * writing disjoint --rank subsets of one set agree on it, and a rank file left
+ * from another set is recognised.
+ */
+#ifndef TPC_SHARD_H
+#define TPC_SHARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_buf.h"
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+#include "tpc_format.h"
+#include "tpc_plan.h"
+#include "tpc_progress.h"
+
+#define TPC_MANIFEST_NAME "tpconv-manifest.json"
+#define TPC_MAX_TP 4096
+#define TPC_MAX_RANKS 65536
+
+typedef enum tpc_layout {
+	TPC_LAYOUT_TPCONV = 0,
+	TPC_LAYOUT_OSLO,
+	TPC_LAYOUT_TRTLLM,
+	TPC_LAYOUT_HF,
+} tpc_layout;
+
+const char *tpc_layout_name(tpc_layout l);
+int tpc_layout_parse(const char *s, tpc_layout *out); /* 0 or -1 */
+
+typedef struct tpc_shard_opts {
+	int tp, pp;
+	tpc_layout layout;
+	const char *format;         /* rank file format: "safetensors" or "torch"; NULL = layout's default */
+	unsigned resolve_flags;     /* TPC_RESOLVE_PAD */
+	bool strict;                /* tensors no rule matched are an error */
+	bool checksums;             /* SHA-256 of every original and rank tensor in the manifest */
+	bool force;                 /* overwrite existing rank files and manifest */
+	uint64_t max_shard_size;    /* hf layout: largest file of a rank folder (0 = one file) */
+	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
+	tpc_progress *progress;     /* may be NULL */
+	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
+} tpc_shard_opts;
+
+typedef struct tpc_shard_entry {
+	int64_t in;            /* tensor index in the input checkpoint */
+	tpc_split split;
+	bool matched;          /* a rule matched (else: the fallback) */
+	bool staged;           /* placed by a layer, first_stage or last_stage pattern */
+	int stage;
+	int64_t *rank_ix;      /* [tp]: index in the rank checkpoint of (stage, t) */
+	int *same_as;          /* [tp]: lowest tp rank holding an identical slice */
+	bool hashed;
+	uint8_t hash[32];      /* of the original */
+	uint8_t (*rank_hash)[32]; /* [tp] */
+} tpc_shard_entry;
+
+typedef struct tpc_shard_plan {
+	const tpc_ckpt *in;
+	const tpc_plan *plan;
+	tpc_model_facts facts;
+	int tp, pp;
+	int64_t layers;
+	tpc_layout layout;
+	const char *format;    /* static string */
+	tpc_shard_entry *t;
+	size_t n;
+	tpc_ckpt *rank;        /* [tp*pp] */
+	char **rank_file;      /* [tp*pp]: name inside the output folder */
+	size_t nunmatched, nunstaged;
+	char set_id[17];
+	bool checksums;        /* hashes present */
+	/* filled by tpc_shard_write */
+	size_t nwritten;       /* rank files this run wrote */
+	bool manifest_written;
+	size_t npresent;       /* rank files of the set present after this run */
+} tpc_shard_plan;
+
+/*
+ * Compute the whole plan before anything is written: resolve every tensor's
+ * split (errors name the tensor), place it on a pipeline stage, and build each
+ * rank's checkpoint of descriptions. `in` and `plan` must outlive `sp`.
+ * `facts` are the model facts already merged (flags > config > plan).
+ */
+int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan,
+			 const tpc_model_facts *facts, const tpc_shard_opts *o, tpc_err *e);
+void tpc_shard_plan_release(tpc_shard_plan *sp);
+
+/* The --dry-run text: per tensor the split and rank shape, per rank the file,
+ * tensors and bytes, then the unmatched and unstaged tensors. */
+void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out);
+
+/*
+ * Write the rank files this run owns (o->write_rank) into `dir`, in parallel,
+ * then - when every rank file of the set is present - the checksums and the
+ * manifest. On failure the rank files this run wrote are removed again.
+ * `dir` must not be (or lie inside) an input folder.
+ */
+int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e);
+
+/* Is `out` the same as, or inside, folder `in_dir`? (both existing or not) */
+bool tpc_shard_path_inside(const char *out, const char *in_dir);
+
+/* ---- merging ---- */
+
+typedef enum tpc_set_kind {
+	TPC_SET_NONE = 0,
+	TPC_SET_MANIFEST, /* a tpconv manifest */
+	TPC_SET_OSLO,     /* pytorch_model_tp_{t}_pp_{p}[_ep_0].bin or tp={t}_pp={p} */
+	TPC_SET_TRTLLM,   /* rank{N}.safetensors (+ config.json mapping) */
+} tpc_set_kind;
+
+/* What kind of shard set folder `dir` is (NONE for anything else). */
+tpc_set_kind tpc_set_detect(const char *dir);
+
+typedef struct tpc_merge_opts {
+	const tpc_plan *plan;       /* sets without a manifest: the plan they were split with */
+	tpc_model_facts facts;      /* sets without a manifest: model facts */
+	int tp, pp;                 /* sets without a manifest (0: from names / config.json) */
+	bool take_rank0;            /* replicated tensors that differ: take rank 0's copy */
+	bool checksums;             /* verify rank tensors against the manifest (default true) */
+	unsigned resolve_flags;
+} tpc_merge_opts;
+
+typedef struct tpc_merge {
+	tpc_ckpt out;           /* the merged checkpoint: descriptions over the rank files */
+	tpc_ckpt *rank;         /* [nranks] opened rank files */
+	int nranks, tp, pp;
+	tpc_set_kind kind;
+	tpc_layout layout;      /* the manifest's layout (TPC_LAYOUT_TPCONV without one) */
+	char *plan_json;        /* the plan recorded in the manifest, or NULL */
+	tpc_model_facts facts;  /* recorded in the manifest */
+	size_t ndiffer;         /* replicated tensors that differed (take_rank0) */
+	char differ_first[512]; /* the first of them */
+} tpc_merge;
+
+/*
+ * Open the shard set in `dir` and describe the unsplit checkpoint in m->out
+ * (tensors in the original order, original metadata). Checks, each TPC_EINPUT
+ * naming file and tensor: a missing rank file, a rank file from another set
+ * (set id, shapes, and with o->checksums the SHA-256 of every rank tensor
+ * against the manifest), replicated tensors and replicated KV heads that
+ * differ between ranks (unless take_rank0).
+ */
+int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e);
+void tpc_merge_release(tpc_merge *m);
+
+/* Write the merged checkpoint with writer `f` (bounded RSS while it gathers). */
+int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const tpc_write_opts *o,
+		    tpc_err *e);
+
+/* ---- helpers shared by shard/ (private) ---- */
+
+/* Let `dst` (with no sources of its own) read through the sources of srcs[0..n):
+ * its source table is the concatenation, base[i] the index of srcs[i]'s first
+ * source. Give them back with tpc__return_sources before releasing dst. */
+int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e);
+void tpc__return_sources(tpc_ckpt *dst);
+
+/* SHA-256 of tensor t's C-contiguous bytes, streaming in bounded windows and
+ * dropping the input pages behind it (bounded RSS). */
+int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);
+/* Are two tensors of the same dtype and shape byte-equal? Streams both. */
+int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
+		       tpc_err *e);
+/* Drop every input page of t from the resident set. */
+void tpc__drop_tensor(const tpc_ckpt *ck, const tpc_tensor *t);
+
+/* While writers gather from ck's mappings, drop their resident pages every
+ * few milliseconds (bounded RSS; see tpc_shard.c). NULL-safe stop. */
+void *tpc__rss_guard_start(const tpc_ckpt *ck);
+void tpc__rss_guard_stop(void *guard);
+
+/* Give ck an object tree that is a plain state dict: an OrderedDict of its
+ * tensors by name, in order (what torch.save(model.state_dict()) holds). */
+int tpc__flat_root(tpc_ckpt *ck, tpc_err *e);
+
+/* Rank r's description of input tensor `t` under split `s`. */
+int tpc__rank_tensor(const tpc_tensor *t, const tpc_split *s, int tp, int r, tpc_tensor *out);
+
+#endif

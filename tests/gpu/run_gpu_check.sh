@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The whole GPU check, for a machine with NVIDIA GPUs (not run by CI, which
+# has none): build with the CUDA + NCCL module and MPI, then verify the tiny
+# models' shard sets with --device cuda - one process driving every local GPU
+# (threads + ncclCommInitAll) and, when mpirun exists, one process per GPU
+# (ncclUniqueId broadcast over MPI) - correct sets must pass within the fp32
+# tolerances and broken ones fail with exit 1.
+# usage: tests/gpu/run_gpu_check.sh [BUILD_DIR]   (from the repository root)
+set -u
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$SRC/build-gpu}
+n=0 bad=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $*"; }
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$NGPU" -ge 1 ] || { echo "1..0 # SKIP no NVIDIA GPU visible"; exit 0; }
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD" -Dcuda=enabled -Dmpi=auto -Dslow_tests=false >/dev/null || { echo "Bail out! meson setup"; exit 1; }
+fi
+ninja -C "$BUILD" >/dev/null || { echo "Bail out! build"; exit 1; }
+[ -f "$BUILD/verify/tpconv_cuda.so" ] || { echo "Bail out! no tpconv_cuda.so"; exit 1; }
+DRIVER=$BUILD/tests/verify_driver
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+PY=/usr/bin/python3
+$PY "$SRC/tests/shard/make_models.py" "$WORK" 0 >/dev/null && $PY "$SRC/tests/verify/make_fused.py" "$WORK" 0 >/dev/null ||
+  { echo "Bail out! cannot make the models (needs torch)"; exit 1; }
+cd "$WORK"
+tps="1"
+for t in 2 4 8; do [ "$t" -le "$NGPU" ] && tps="$tps $t"; done
+for m in llama gpt2 llama-fused llama-bf16 gpt-neox; do
+  p=$m; case $m in llama-*) p=llama ;; esac
+  for tp in $tps; do
+    if "$DRIVER" --cuda --ref $m/model.safetensors --config $m/config.json --preset $p --tp $tp -q > out.txt 2>&1; then
+      ok "cuda $m tp $tp: $(tail -n 1 out.txt)"
+    else notok "cuda $m tp $tp"; sed 's/^/#   /' out.txt | head -n 30; fi
+  done
+done
+tp=$(echo $tps | awk '{print $NF}')
+if [ "$tp" -ge 2 ]; then
+  "$DRIVER" --cuda --ref gpt2/model.safetensors --config gpt2/config.json --preset gpt2 --tp $tp -q --mutate naive-qkv > out.txt 2>&1
+  rc=$?
+  [ $rc = 1 ] && grep -q c_attn out.txt && ok "cuda naive-qkv gpt2 tp $tp fails" || notok "cuda naive-qkv: exit $rc"
+fi
+if command -v mpirun >/dev/null && [ "$tp" -ge 2 ]; then
+  out=$(mpirun --allow-run-as-root -np $tp "$DRIVER" --mpi --cuda --ref llama/model.safetensors \
+        --config llama/config.json --preset llama --tp $tp -q 2>&1)
+  rc=$?
+  [ $rc = 0 ] && ok "mpirun -np $tp --device cuda llama" || { notok "mpirun cuda: exit $rc"; sed 's/^/#   /' <<< "$out" | head -n 30; }
+fi
+echo "1..$n"
+[ "$bad" = 0 ]

@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# Sharding tests (TAP): shard -> merge round trips for every preset, tp 1/2/4/8, both
+# rank file formats and all layouts; resharding; pipeline stages; --rank runs; rank
+# contents against an independent TensorRT-LLM/vLLM-style slicing in real torch; sets
+# written the other tools' way; bad inputs; the --dry-run golden output.
+# usage: shard_test.sh TPCONV SRCDIR CORPUS     (needs /usr/bin/python3 with torch)
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=/usr/bin/python3
+H=$SRC/tests/shard
+n=0 failed=0
+ok()   { n=$((n+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+skip() { n=$((n+1)); echo "ok $n - $1 # SKIP $2"; }
+if ! $PY -c 'import torch' 2>/dev/null; then echo "1..0 # SKIP real torch (/usr/bin/python3 -c 'import torch') is not available"; exit 0; fi
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+# same IN OUT: two checkpoints hold the same tensors (name, dtype, shape, SHA-256)
+same() {
+  "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&
+    $PY "$H/same_tensors.py" "$T/a.json" "$T/b.json" >"$T/diff" 2>&1
+}
+# nothing_written PATH: PATH absent and no temporary files left in its folder
+nothing_written() { [ ! -e "$1" ] && ! ls -a "$(dirname "$1")" | grep -q '\.tpc-'; }
+# expect_fail DESC RC SUBSTRING OUTPUT CMD...
+expect_fail() {
+  local d=$1 want=$2 sub=$3 outp=$4; shift 4
+  run "$@"
+  if [ "$rc" != "$want" ]; then bad "$d" "exit $rc, wanted $want" "$(cat "$T/err")"; return; fi
+  if ! grep -qF -- "$sub" "$T/err"; then bad "$d" "stderr lacks: $sub" "$(cat "$T/err")"; return; fi
+  if [ -n "$outp" ] && ! nothing_written "$outp"; then bad "$d" "something was written at $outp"; return; fi
+  ok "$d"
+}
+
+M=$T/m
+$PY "$H/make_models.py" "$M" 0 >/dev/null && $PY "$H/make_models.py" "$T/m2" 1 >/dev/null || { echo "1..0 # SKIP model generator failed"; exit 0; }
+HAVE_TORCH_FMT=0
+"$TPCONV" --help | grep -q '^Formats read.*torch' && HAVE_TORCH_FMT=1
+
+# ---- CLI basics
+for c in shard merge plan; do
+  run "$TPCONV" $c --help
+  [ "$rc" = 0 ] && [ -s "$T/out" ] && [ ! -s "$T/err" ] && ok "$c --help to stdout, exit 0" || bad "$c --help" "rc $rc"
+  run "$TPCONV" $c --bogus
+  [ "$rc" = 2 ] && grep -qF "unknown or incomplete option '--bogus'" "$T/err" && ok "$c rejects unknown flags" || bad "$c --bogus" "rc $rc $(cat "$T/err")"
+done
+run "$TPCONV" plan --list
+for p in llama gpt2 gpt-neox bert libai dalle2; do grep -q "^$p " "$T/out" || { bad "plan --list names $p"; continue; }; done
+ok "plan --list names every preset"
+allok=1
+for p in llama gpt2 gpt-neox bert libai dalle2; do
+  "$TPCONV" plan $p >"$T/$p.plan.json" && "$TPCONV" plan --check "$T/$p.plan.json" >/dev/null &&
+    $PY -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/$p.plan.json" || allok=0
+done
+[ $allok = 1 ] && ok "every preset prints as valid JSON that --plan accepts" || bad "preset JSON"
+run "$TPCONV" shard "$M/llama" --preset llama -o "$T/x"
+[ "$rc" = 2 ] && grep -q "missing --tp" "$T/err" && ok "shard without --tp is a usage error" || bad "missing --tp" "$rc"
+
+# ---- round trips: every preset, tp, format and layout
+combos="tpconv:safetensors trtllm:safetensors hf:safetensors tpconv:torch oslo:torch hf:torch"
+for p in llama gpt2 gpt-neox bert libai dalle2; do
+  for tp in 1 2 4 8; do
+    for c in $combos; do
+      lay=${c%%:*} fmt=${c##*:}
+      if [ "$fmt" = torch ] && [ $HAVE_TORCH_FMT = 0 ]; then skip "$p tp $tp $lay/$fmt round trip" "no torch format in this build"; continue; fi
+      o=$T/rt_${p}_${tp}_${lay}_$fmt
+      run "$TPCONV" shard "$M/$p" --tp $tp --preset $p --layout $lay --format $fmt -o "$o" -q
+      if [ "$rc" != 0 ]; then bad "$p tp $tp $lay/$fmt: shard" "$(cat "$T/err")"; continue; fi
+      run "$TPCONV" merge "$o" -o "$o.merged.safetensors"
+      if [ "$rc" != 0 ]; then bad "$p tp $tp $lay/$fmt: merge" "$(cat "$T/err")"; continue; fi
+      if same "$M/$p/model.safetensors" "$o.merged.safetensors"; then ok "$p tp $tp $lay/$fmt: shard -> merge is bit-exact"
+      else bad "$p tp $tp $lay/$fmt: shard -> merge is bit-exact" "$(cat "$T/diff" "$T/ierr")"; fi
+      [ "$tp" = 8 ] || [ "$c" = tpconv:safetensors ] || rm -rf "$o" "$o.merged.safetensors"
+    done
+  done
+done
+# merge into torch and into an HF folder
+if [ $HAVE_TORCH_FMT = 1 ]; then
+  run "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/llama_merged.pt"
+  [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/llama_merged.pt" && ok "merge to a torch file is bit-exact" || bad "merge to torch" "$(cat "$T/err" "$T/diff")"
+  $PY -c 'import torch,sys; sd=torch.load(sys.argv[1], weights_only=True); assert isinstance(sd, dict) and len(sd) == 30' "$T/llama_merged.pt" 2>"$T/err" &&
+    ok "merged torch file loads in real torch.load(weights_only=True)" || bad "merged torch loads" "$(cat "$T/err")"
+fi
+run "$TPCONV" merge "$T/rt_gpt2_4_tpconv_safetensors" -o "$T/gpt2_hf/" --max-shard-size 200K
+[ "$rc" = 0 ] && [ -f "$T/gpt2_hf/model.safetensors.index.json" ] && same "$M/gpt2/model.safetensors" "$T/gpt2_hf" &&
+  ok "merge to HF shards is bit-exact" || bad "merge to HF shards" "$(cat "$T/err" "$T/diff")"
+# torch checkpoints as input (.pt files made by torch.save)
+if [ $HAVE_TORCH_FMT = 1 ]; then
+  for p in llama gpt2 gpt-neox bert libai dalle2; do
+    o=$T/pt_$p
+    run "$TPCONV" shard "$M/$p.pt" --config "$M/$p/config.json" --tp 2 --preset $p -o "$o" -q &&
+      run "$TPCONV" merge "$o" -o "$o.merged.safetensors"
+    [ "$rc" = 0 ] && same "$M/$p/model.safetensors" "$o.merged.safetensors" && ok "$p: torch.save input, tp 2 round trip" ||
+      bad "$p: torch.save input" "$(cat "$T/err" "$T/diff")"
+  done
+fi
+
+# ---- rank contents against an independent computation in real torch
+for p in llama gpt2 gpt-neox dalle2; do
+  for tp in 1 2 4 8; do
+    run $PY "$H/check_ranks.py" $p "$M/$p.pt" "$M/$p/config.json" "$T/rt_${p}_${tp}_tpconv_safetensors" $tp tpconv safetensors
+    [ "$rc" = 0 ] && ok "$p tp $tp: rank files equal TensorRT-LLM/vLLM-style slicing in torch" || bad "$p tp $tp: torch check" "$(cat "$T/out" "$T/err" | tail -5)"
+  done
+done
+if [ $HAVE_TORCH_FMT = 1 ]; then
+  for p in llama gpt2 gpt-neox dalle2; do
+    for lay in oslo:torch hf:torch trtllm:safetensors; do
+      run $PY "$H/check_ranks.py" $p "$M/$p.pt" "$M/$p/config.json" "$T/rt_${p}_8_${lay%%:*}_${lay##*:}" 8 ${lay%%:*} ${lay##*:}
+      [ "$rc" = 0 ] && ok "$p tp 8 ${lay%%:*}: files load in real torch and equal the independent slicing" || bad "$p tp 8 $lay torch check" "$(cat "$T/out" "$T/err" | tail -5)"
+    done
+  done
+fi
+# TensorRT-LLM config.json mapping
+$PY -c 'import json,sys; m=json.load(open(sys.argv[1]))["mapping"]; assert (m["tp_size"], m["pp_size"], m["world_size"]) == (8, 1, 8)' \
+  "$T/rt_llama_8_trtllm_safetensors/config.json" 2>/dev/null && ok "trtllm layout: config.json has the mapping" || bad "trtllm config.json mapping"
+$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["num_key_value_heads"] == 4' "$T/rt_llama_8_trtllm_safetensors/config.json" 2>/dev/null &&
+  ok "trtllm layout: the model's config.json is carried along" || bad "trtllm config carries the model config"
+# rank file metadata
+"$TPCONV" inspect --json "$T/rt_llama_4_tpconv_safetensors/model_tp02_pp00.safetensors" >"$T/meta.json"
+$PY -c '
+import json,sys; m=json.load(open(sys.argv[1]))["metadata"]; man=json.load(open(sys.argv[2]))
+assert m["tpconv.rank"]=="2" and m["tpconv.tp_rank"]=="2" and m["tpconv.pp_rank"]=="0" and m["tpconv.tp"]=="4" and m["tpconv.pp"]=="1"
+assert m["tpconv.set_id"]==man["set_id"]' "$T/meta.json" "$T/rt_llama_4_tpconv_safetensors/tpconv-manifest.json" 2>"$T/err" &&
+  ok "rank files describe themselves (rank, tp, pp, set id)" || bad "rank metadata" "$(cat "$T/err")"
+$PY - "$T/rt_llama_8_tpconv_safetensors/tpconv-manifest.json" <<'EOF' 2>"$T/err" && ok "manifest records splits, padding, replicas, shapes and checksums" || bad "manifest content" "$(cat "$T/err")"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["tpconv_manifest"] == 1 and m["tp"] == 8 and m["pp"] == 1 and m["checksum"] == "sha256"
+t = {x["name"]: x for x in m["tensors"]}
+k = t["model.layers.0.self_attn.k_proj.weight"]
+assert k["split"] == "col" and k["dim"] == 0 and k["parts"] == [{"size": 32, "pad": 0, "heads": 4, "replicas": 2}]
+assert k["rank_sha256"][0] == k["rank_sha256"][1] != k["rank_sha256"][2]
+e = t["model.embed_tokens.weight"]
+assert e["split"] == "vocab" and e["parts"][0]["pad"] == 6 and e["rank_shape"] == [32, 64] and e["shape"] == [250, 64]
+assert t["model.norm.weight"]["split"] == "replicate" and len(t["model.norm.weight"]["sha256"]) == 64
+assert t["model.extra_scale"]["matched"] is False
+assert len(m["ranks"]) == 8 and m["ranks"][3]["file"] == "model_tp03_pp00.safetensors"
+EOF
+
+# the manifest's checksums are plain SHA-256 of the bytes (Python's hashlib agrees)
+$PY - "$T/rt_gpt2_2_tpconv_safetensors" "$M/gpt2/model.safetensors" <<'EOF' 2>"$T/err" && ok "manifest checksums equal hashlib.sha256 of the tensor bytes" || bad "manifest sha256 vs hashlib" "$(cat "$T/err")"
+import hashlib, json, struct, sys
+def raw(path):
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+    return {k: d[v['data_offsets'][0]:v['data_offsets'][1]] for k, v in h.items() if k != '__metadata__'}
+m = json.load(open(sys.argv[1] + '/tpconv-manifest.json'))
+orig, r1 = raw(sys.argv[2]), raw(sys.argv[1] + '/model_tp01_pp00.safetensors')
+for t in m['tensors']:
+    assert hashlib.sha256(orig[t['name']]).hexdigest() == t['sha256'], t['name']
+    assert hashlib.sha256(r1[t['name']]).hexdigest() == t['rank_sha256'][1], t['name']
+EOF
+
+# ---- the remap stage before splitting: rename and cast, checksums of the cast bytes
+run "$TPCONV" shard "$M/llama" --tp 4 --preset llama --dtype bf16 --strip-prefix model. -o "$T/remap" -q &&
+  run "$TPCONV" merge "$T/remap" -o "$T/remap.safetensors" &&
+  run "$TPCONV" convert "$M/llama" --dtype bf16 --strip-prefix model. -o "$T/remap_ref.safetensors"
+[ "$rc" = 0 ] && same "$T/remap_ref.safetensors" "$T/remap.safetensors" &&
+  ok "--dtype/--strip-prefix apply before splitting; merge equals convert with the same rules" || bad "remap before shard" "$(cat "$T/err" "$T/diff")"
+
+# ---- resharding: 4 -> 2 equals sharding directly to 2 (rank by rank)
+for p in llama gpt2 gpt-neox bert libai dalle2; do
+  d2=$T/rt_${p}_2_tpconv_safetensors
+  [ -d "$d2" ] || "$TPCONV" shard "$M/$p" --tp 2 --preset $p -o "$d2" -q
+  run "$TPCONV" shard "$T/rt_${p}_4_tpconv_safetensors" --tp 2 -o "$T/re_$p" -q
+  if [ "$rc" != 0 ]; then bad "$p: reshard 4 -> 2" "$(cat "$T/err")"; continue; fi
+  good=1
+  for r in 0 1; do same "$d2/model_tp0${r}_pp00.safetensors" "$T/re_$p/model_tp0${r}_pp00.safetensors" || good=0; done
+  [ $good = 1 ] && ok "$p: reshard 4 -> 2 equals sharding directly to 2" || bad "$p: reshard 4 -> 2" "$(cat "$T/diff")"
+done
+if [ $HAVE_TORCH_FMT = 1 ]; then
+  run "$TPCONV" shard "$T/rt_llama_8_oslo_torch" --tp 2 -o "$T/re_oslo" -q
+  good=1
+  for r in 0 1; do same "$T/rt_llama_2_tpconv_safetensors/model_tp0${r}_pp00.safetensors" "$T/re_oslo/model_tp0${r}_pp00.safetensors" || good=0; done
+  [ "$rc" = 0 ] && [ $good = 1 ] && ok "reshard an OSLO-layout torch set 8 -> 2 (de-duplicating KV replicas)" || bad "reshard oslo 8 -> 2" "$(cat "$T/err" "$T/diff")"
+fi
+run "$TPCONV" shard "$T/rt_llama_4_tpconv_safetensors" --tp 2 -o "$T/rt_llama_4_tpconv_safetensors/inside" -q
+[ "$rc" = 2 ] && grep -q "inside" "$T/err" && [ ! -e "$T/rt_llama_4_tpconv_safetensors/inside" ] && ok "output inside the input set is refused" || bad "output inside input" "$rc $(cat "$T/err")"
+
+# ---- pipeline stages
+run "$TPCONV" shard "$M/llama" --tp 2 --pp 2 --preset llama -o "$T/pp" -q && run "$TPCONV" merge "$T/pp" -o "$T/pp.safetensors"
+[ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/pp.safetensors" && ok "tp 2 x pp 2 round trip" || bad "pp round trip" "$(cat "$T/err" "$T/diff")"
+"$TPCONV" inspect --json "$T/pp/model_tp01_pp00.safetensors" >"$T/s0.json"; "$TPCONV" inspect --json "$T/pp/model_tp01_pp01.safetensors" >"$T/s1.json"
+$PY - "$T/s0.json" "$T/s1.json" <<'EOF' 2>"$T/err" && ok "pp stages: embeddings and layer 0 first, layer 1, norm and head last" || bad "pp stage placement" "$(cat "$T/err")"
+import json, sys
+a = {t["name"] for t in json.load(open(sys.argv[1]))["tensors"]}
+b = {t["name"] for t in json.load(open(sys.argv[2]))["tensors"]}
+assert "model.embed_tokens.weight" in a and "model.layers.0.mlp.up_proj.weight" in a and not any("layers.1." in x for x in a)
+assert "lm_head.weight" in b and "model.norm.weight" in b and "model.layers.1.mlp.up_proj.weight" in b
+assert not any("layers.0." in x for x in b) and "model.embed_tokens.weight" not in b
+assert json.load(open(sys.argv[2]))["metadata"]["tpconv.rank"] == "3"
+EOF
+expect_fail "--pp larger than the layer count is refused" 2 "needs at least 3 layers" "$T/pp3" "$TPCONV" shard "$M/llama" --tp 1 --pp 3 --preset llama -o "$T/pp3"
+
+# ---- --rank: several runs write one set; the last writes the manifest
+run "$TPCONV" shard "$M/gpt2" --tp 4 --preset gpt2 --rank 0,2 -o "$T/part"
+[ "$rc" = 0 ] && [ -f "$T/part/model_tp00_pp00.safetensors" ] && [ -f "$T/part/model_tp02_pp00.safetensors" ] &&
+  [ ! -e "$T/part/model_tp01_pp00.safetensors" ] && [ ! -e "$T/part/tpconv-manifest.json" ] && grep -q "2 of 4" "$T/err" &&
+  ok "--rank 0,2 writes those ranks and no manifest" || bad "--rank partial" "$(cat "$T/err")"
+run "$TPCONV" merge "$T/part" -o "$T/part.safetensors"
+[ "$rc" = 3 ] && nothing_written "$T/part.safetensors" && ok "an incomplete set does not merge" || bad "incomplete set merge" "$rc"
+run "$TPCONV" shard "$M/gpt2" --tp 4 --preset gpt2 --rank 1-1 --rank 3 -o "$T/part"
+[ "$rc" = 0 ] && [ -f "$T/part/tpconv-manifest.json" ] && ok "the run that completes the set writes the manifest" || bad "--rank completion" "$(cat "$T/err")"
+run "$TPCONV" merge "$T/part" -o "$T/part.safetensors"
+[ "$rc" = 0 ] && same "$M/gpt2/model.safetensors" "$T/part.safetensors" && ok "a set written by two runs merges bit-exact" || bad "--rank set merge" "$(cat "$T/err" "$T/diff")"
+cmp -s "$T/part/tpconv-manifest.json" "$T/rt_gpt2_4_tpconv_safetensors/tpconv-manifest.json" && ok "--rank runs give the same manifest as one run" ||
+  bad "--rank manifest equals one run's" "$(diff "$T/part/tpconv-manifest.json" "$T/rt_gpt2_4_tpconv_safetensors/tpconv-manifest.json" | head -5)"
+expect_fail "--rank outside the set is a usage error" 2 "the set has ranks 0 to 3" "$T/partx" "$TPCONV" shard "$M/gpt2" --tp 4 --preset gpt2 --rank 4 -o "$T/partx"
+
+# ---- sets written by other tools (no manifest): merge with the plan
+$PY "$H/check_ranks.py" --write-oslo llama "$M/llama.pt" "$M/llama/config.json" "$T/oslo8" 8
+run "$TPCONV" merge "$T/oslo8" --preset llama --config "$M/llama/config.json" -o "$T/oslo8.safetensors"
+[ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/oslo8.safetensors" && ok "merge an OSLO-style torch set (tp 8, KV replicated, vocab padded) with --preset" ||
+  bad "merge foreign oslo" "$(cat "$T/err" "$T/diff")"
+$PY "$H/check_ranks.py" --write-trtllm gpt-neox "$M/gpt-neox.pt" "$M/gpt-neox/config.json" "$T/trt4" 4
+run "$TPCONV" merge "$T/trt4" --preset gpt-neox --config "$M/gpt-neox/config.json" -o "$T/trt4.safetensors"
+[ "$rc" = 0 ] && same "$M/gpt-neox/model.safetensors" "$T/trt4.safetensors" && ok "merge a TensorRT-LLM-style set (tp from config.json mapping)" ||
+  bad "merge foreign trtllm" "$(cat "$T/err" "$T/diff")"
+expect_fail "a set without manifest needs a plan" 2 "give the plan it was split with" "$T/np.safetensors" "$TPCONV" merge "$T/oslo8" -o "$T/np.safetensors"
+$PY "$H/check_ranks.py" --write-oslo llama "$M/llama.pt" "$M/llama/config.json" "$T/oslo_bad" 2 --tamper
+expect_fail "bad input: a replicated tensor that differs between ranks" 3 "replicated tensor differs between rank 0 and rank 1" "$T/ob.safetensors" \
+  "$TPCONV" merge "$T/oslo_bad" --preset llama --config "$M/llama/config.json" -o "$T/ob.safetensors"
+grep -qF "tensor 'model.layers.0.input_layernorm.weight'" "$T/err" && ok "the differing tensor is named" || bad "differing tensor named" "$(cat "$T/err")"
+run "$TPCONV" merge "$T/oslo_bad" --preset llama --config "$M/llama/config.json" -o "$T/ob.safetensors" --take-rank0
+[ "$rc" = 0 ] && grep -q "kept rank 0's copy" "$T/err" && ok "--take-rank0 keeps rank 0's copy and warns" || bad "--take-rank0" "$rc $(cat "$T/err")"
+
+# ---- bad inputs: exit 3, a clear message, nothing written
+expect_fail "bad input: uneven head split (tp 3)" 3 "8 query heads in dim 0 (size 64) cannot be split over tp 3" "$T/b1" \
+  "$TPCONV" shard "$M/llama" --tp 3 --preset llama -o "$T/b1"
+grep -qF "tensor 'model.layers.0.self_attn.q_proj.weight'" "$T/err" && ok "uneven split names the tensor" || bad "uneven names tensor" "$(cat "$T/err")"
+cat >"$T/uneven.json" <<'EOF'
+{"name": "uneven", "rules": [{"match": "mlp\\.gate_proj\\.weight$", "split": "col"}], "fallback": "replicate"}
+EOF
+expect_fail "bad input: uneven split names dim, size and tp" 3 "dim 0 of size 96 does not divide evenly by tp 5; use --pad" "$T/b2" \
+  "$TPCONV" shard "$M/llama" --tp 5 --plan "$T/uneven.json" -o "$T/b2"
+run "$TPCONV" shard "$M/llama" --tp 5 --plan "$T/uneven.json" --pad -o "$T/padded" -q && run "$TPCONV" merge "$T/padded" -o "$T/padded.safetensors"
+[ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/padded.safetensors" && grep -q '"pad": 4' "$T/padded/tpconv-manifest.json" &&
+  ok "--pad pads (recorded) and merge strips it" || bad "--pad round trip" "$(cat "$T/err" "$T/diff")"
+expect_fail "bad input: unknown preset" 3 "unknown preset 'nope' (known: llama, gpt2" "$T/b3" "$TPCONV" shard "$M/llama" --tp 2 --preset nope -o "$T/b3"
+cat >"$T/twice.json" <<'EOF'
+{"name": "twice", "rules": [{"match": "q_proj\\.weight$", "split": "col"}, {"match": "proj\\.weight$", "split": "row"}]}
+EOF
+expect_fail "bad input: a plan that matches a tensor twice" 3 "matched by plan rules 0 ('q_proj\\.weight\$', split col) and 1 ('proj\\.weight\$', split row) that disagree" "$T/b4" \
+  "$TPCONV" shard "$M/llama" --tp 2 --plan "$T/twice.json" -o "$T/b4"
+expect_fail "bad input: --strict refuses unmatched tensors" 3 "1 tensor matches no rule of the plan (--strict): 'model.extra_scale'" "$T/b5" \
+  "$TPCONV" shard "$M/llama" --tp 2 --preset llama --strict -o "$T/b5"
+echo '{"rules": [{"match": "(", "split": "col"}]}' >"$T/badre.json"
+expect_fail "bad input: a plan with a bad regular expression" 3 "bad regular expression '('" "$T/b6" "$TPCONV" shard "$M/llama" --tp 2 --plan "$T/badre.json" -o "$T/b6"
+echo '{"rules": [{"match": "x", "split": "col", "parts": [1, "kv"], "head": "q"}]}' >"$T/typo.json"
+expect_fail "bad input: a plan with an unknown member" 3 "unknown member \"head\"" "$T/b7" "$TPCONV" shard "$M/llama" --tp 2 --plan "$T/typo.json" -o "$T/b7"
+# missing rank
+cp -r "$T/rt_llama_4_tpconv_safetensors" "$T/miss"; rm "$T/miss/model_tp01_pp00.safetensors"
+expect_fail "bad input: a missing rank in a shard set" 3 "rank 1 (tp 1, pp 0) of the shard set is missing" "$T/miss.safetensors" \
+  "$TPCONV" merge "$T/miss" -o "$T/miss.safetensors"
+# a rank file from another set: metadata set id, and (torch files, no metadata) the checksums
+"$TPCONV" shard "$T/m2/llama" --tp 4 --preset llama -o "$T/other" -q
+cp -r "$T/rt_llama_4_tpconv_safetensors" "$T/mixed"; cp "$T/other/model_tp01_pp00.safetensors" "$T/mixed/"
+expect_fail "bad input: a rank file from another set (set id)" 3 "rank 1's file belongs to another shard set" "$T/mixed.safetensors" \
+  "$TPCONV" merge "$T/mixed" -o "$T/mixed.safetensors"
+if [ $HAVE_TORCH_FMT = 1 ]; then
+  "$TPCONV" shard "$M/llama" --tp 2 --preset llama --format torch -o "$T/mt" -q
+  "$TPCONV" shard "$T/m2/llama" --tp 2 --preset llama --format torch -o "$T/mt2" -q
+  cp "$T/mt2/model_tp01_pp00.bin" "$T/mt/"
+  expect_fail "bad input: a rank file from another set (manifest checksum)" 3 "does not match the manifest checksum" "$T/mt.safetensors" \
+    "$TPCONV" merge "$T/mt" -o "$T/mt.safetensors"
+fi
+# a replicated tensor that differs, in a tpconv set (checksums off so the comparison decides)
+cp -r "$T/rt_llama_2_tpconv_safetensors" "$T/rep"
+$PY "$H/check_ranks.py" --bump "$T/rep/model_tp01_pp00.safetensors" model.norm.weight
+expect_fail "bad input: a replicated tensor that differs in a tpconv set" 3 "replicated tensor differs between rank 0 and rank 1" "$T/rep.safetensors" \
+  "$TPCONV" merge "$T/rep" --no-checksums -o "$T/rep.safetensors"
+expect_fail "the same tampered set fails the checksum check by default" 3 "does not match the manifest checksum" "$T/rep.safetensors" \
+  "$TPCONV" merge "$T/rep" -o "$T/rep.safetensors"
+# outputs: refuse to overwrite a complete set without --force
+run "$TPCONV" shard "$M/llama" --tp 2 --preset llama -o "$T/rt_llama_2_tpconv_safetensors"
+[ "$rc" = 2 ] && grep -q "already holds a complete shard set; use --force" "$T/err" && ok "an existing set is not overwritten without --force" || bad "overwrite refusal" "$rc $(cat "$T/err")"
+run "$TPCONV" shard "$M/llama" --tp 2 --preset llama -o "$T/rt_llama_2_tpconv_safetensors" -f
+[ "$rc" = 0 ] && [ -f "$T/rt_llama_2_tpconv_safetensors/tpconv-manifest.json" ] && ok "--force replaces a set" || bad "--force" "$(cat "$T/err")"
+
+# ---- --dry-run: the full plan, golden, nothing written
+(cd "$M" && "$TPCONV" shard llama --tp 8 --preset llama --dry-run) >"$T/dry.txt" 2>&1
+if diff -u "$SRC/tests/golden/shard_dryrun_llama_tp8.txt" "$T/dry.txt" >"$T/diff"; then ok "--dry-run golden output"; else bad "--dry-run golden output" "$(cat "$T/diff")"; fi
+run "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --dry-run -o "$T/dry"
+[ "$rc" = 0 ] && [ ! -e "$T/dry" ] && ok "--dry-run writes nothing" || bad "--dry-run writes nothing"
+run "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --dry-run --json
+[ "$rc" = 0 ] && $PY -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["tp"]==2 and m["checksum"]=="none"' "$T/out" &&
+  ok "--dry-run --json prints the manifest that would be written" || bad "--dry-run --json" "$(cat "$T/err")"
+
+echo "1..$n"
+[ "$failed" = 0 ]

@@ -1,0 +1,339 @@
+/* test_plan.c - shard/tpc_plan: plan parsing (bad plans first), model facts,
+ * split resolution (col, row, vocab, dim, fused parts, heads, KV replication,
+ * padding, ambiguity), pipeline stages, and a seeded mutation run over
+ * tpc_plan_from_buffer. */
+#include "test_util.h"
+
+#include <time.h>
+
+#include "tpc_plan.h"
+
+static int parse(tpc_plan *p, const char *json, tpc_err *e)
+{
+	tpc_err_init(e);
+	return tpc_plan_from_buffer(p, json, strlen(json), "test.json", e);
+}
+
+static void test_bad_plans(void **st)
+{
+	(void)st;
+	static const struct {
+		const char *json, *msg;
+	} cases[] = {
+		{"[]", "plan is not a JSON object"},
+		{"{\"rules\": 3}", "\"rules\" (an array) is required"},
+		{"{}", "\"rules\" (an array) is required"},
+		{"{\"rules\": [], \"rules\": []}", "duplicate member \"rules\""},
+		{"{\"rulez\": []}", "unknown member \"rulez\""},
+		{"{\"rules\": [{\"split\": \"col\"}]}", "\"match\" (a regular expression) is required"},
+		{"{\"rules\": [{\"match\": \"x\"}]}", "\"split\" is required"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"diagonal\"}]}", "unknown split 'diagonal'"},
+		{"{\"rules\": [{\"match\": \"(\", \"split\": \"col\"}]}", "bad regular expression '('"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"dim\"}]}", "split \"dim\" needs \"dim\": N"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": 0}]}", "\"parts\" must be 1 to 16"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\" or \"kv\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"k\"}]}", "\"heads\" must be \"q\" or \"kv\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"replicate\", \"parts\": 2}]}", "has no parts or heads"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"pad_multiple\": 8}]}", "\"pad_multiple\" is for vocab splits"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"head_block\": 3}]}", "\"head_block\" needs \"heads\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [\"q\"], \"heads\": \"q\"}]}", "give heads per part"},
+		{"{\"rules\": [], \"fallback\": \"ignore\"}", "\"fallback\" must be \"replicate\" or \"error\""},
+		{"{\"rules\": [], \"model\": {\"heads\": -1}}", "model fact \"heads\" must be a positive integer"},
+		{"{\"rules\": [], \"model\": {\"layerz\": 1}}", "unknown model fact \"layerz\""},
+		{"{\"rules\": [], \"layers\": [\"[\"]}", "bad regular expression '['"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"dim\": 1.5}]}", "\"dim\" must be an integer"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tpc_plan p;
+		tpc_err e;
+		int r = parse(&p, cases[i].json, &e);
+		if (r != TPC_EINPUT || !strstr(e.msg, cases[i].msg))
+			fail_msg("case %zu (%s): got %d '%s', wanted '%s'", i, cases[i].json, r, e.msg, cases[i].msg);
+		assert_string_equal(e.path, "test.json");
+		tpc_plan_release(&p); /* released and zeroed on failure: a second release is harmless */
+	}
+}
+
+static void test_presets(void **st)
+{
+	(void)st;
+	assert_int_equal(tpc_plan_preset_count(), 6);
+	for (size_t i = 0; i < tpc_plan_preset_count(); i++) {
+		tpc_plan p;
+		tpc_err e;
+		tpc_err_init(&e);
+		assert_int_equal(tpc_plan_preset(&p, tpc_plan_preset_name(i), &e), 0);
+		assert_string_equal(p.name, tpc_plan_preset_name(i));
+		assert_true(p.nrules > 0);
+		assert_non_null(p.json);
+		assert_false(p.fallback_error);
+		tpc_plan_release(&p);
+	}
+	tpc_plan p;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (known: llama, gpt2, gpt-neox, bert, libai, dalle2)"));
+}
+
+static void test_facts(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_err e;
+	const char *llama = "{\"hidden_size\": 4096, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"vocab_size\": 32000, \"num_hidden_layers\": 32}";
+	tpc_err_init(&e);
+	assert_int_equal(tpc_facts_from_buffer(&f, llama, strlen(llama), "c", &e), 0);
+	tpc_facts_finish(&f);
+	assert_true(f.heads == 32 && f.kv_heads == 8 && f.head_dim == 128 && f.vocab == 32000 && f.layers == 32);
+	const char *gpt2 = "{\"n_embd\": 768, \"n_head\": 12, \"n_layer\": 12, \"vocab_size\": 50257}";
+	assert_int_equal(tpc_facts_from_buffer(&f, gpt2, strlen(gpt2), "c", &e), 0);
+	tpc_facts_finish(&f);
+	assert_true(f.heads == 12 && f.kv_heads == 0 && f.head_dim == 64 && f.hidden == 768);
+	const char *falcon = "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"multi_query\": true}";
+	assert_int_equal(tpc_facts_from_buffer(&f, falcon, strlen(falcon), "c", &e), 0);
+	assert_int_equal(f.kv_heads, 1);
+	const char *nested = "{\"text_config\": {\"num_attention_heads\": 16, \"head_dim\": 256}}";
+	assert_int_equal(tpc_facts_from_buffer(&f, nested, strlen(nested), "c", &e), 0);
+	assert_true(f.heads == 16 && f.head_dim == 256);
+	/* a non-integer or negative count is ignored, not truncated */
+	const char *odd = "{\"num_attention_heads\": 7.5, \"hidden_size\": -4}";
+	assert_int_equal(tpc_facts_from_buffer(&f, odd, strlen(odd), "c", &e), 0);
+	assert_true(f.heads == 0 && f.hidden == 0);
+	assert_int_equal(tpc_facts_from_buffer(&f, "[1]", 3, "c", &e), TPC_EINPUT);
+	/* precedence: filled only where unknown */
+	tpc_model_facts a = {.heads = 8}, b = {.heads = 4, .kv_heads = 2};
+	tpc_facts_fill(&a, &b);
+	assert_true(a.heads == 8 && a.kv_heads == 2);
+}
+
+static const char *PLAN =
+	"{\"name\": \"t\", \"pad_multiple\": 1,"
+	" \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"], \"last_stage\": [\"^head\\\\.\", \"(^|\\\\.)norm\\\\.\"],"
+	" \"rules\": ["
+	"  {\"match\": \"\\\\.q\\\\.weight$\", \"split\": \"col\", \"heads\": \"q\"},"
+	"  {\"match\": \"\\\\.kv\\\\.weight$\", \"split\": \"col\", \"heads\": \"kv\"},"
+	"  {\"match\": \"\\\\.qkv\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": [\"q\", \"kv\", \"kv\"]},"
+	"  {\"match\": \"\\\\.o\\\\.(weight|bias)$\", \"split\": \"row\", \"heads\": \"q\"},"
+	"  {\"match\": \"\\\\.conv\\\\.(weight|bias)$\", \"split\": \"col\", \"transposed\": true, \"parts\": 3},"
+	"  {\"match\": \"\\\\.cproj\\\\.(weight|bias)$\", \"split\": \"row\", \"transposed\": true},"
+	"  {\"match\": \"\\\\.inter\\\\.weight$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 3},"
+	"  {\"match\": \"\\\\.gu\\\\.weight$\", \"split\": \"col\", \"parts\": [96, 32]},"
+	"  {\"match\": \"^emb\\\\.\", \"split\": \"vocab\", \"pad_multiple\": 8},"
+	"  {\"match\": \"^head\\\\.\", \"split\": \"vocab\"},"
+	"  {\"match\": \"\\\\.conv3d$\", \"split\": \"dim\", \"dim\": -1},"
+	"  {\"match\": \"\\\\.scale$\", \"split\": \"col\"},"
+	"  {\"match\": \"norm\\\\.\", \"split\": \"replicate\"}"
+	" ]}";
+
+typedef struct rcase {
+	const char *name;
+	int ndim;
+	int64_t shape[4];
+	int tp;
+	unsigned flags;
+	/* expected */
+	int ret;
+	int dim;
+	int64_t rank_dim;
+	const char *msg;
+} rcase;
+
+static void test_resolve(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	assert_int_equal(parse(&p, PLAN, &e), 0);
+	/* 8 query heads, 4 kv heads, head_dim 4 */
+	tpc_model_facts f = {.heads = 8, .kv_heads = 4, .head_dim = 4};
+	static const rcase cases[] = {
+		{"l.0.q.weight", 2, {32, 16}, 4, 0, 0, 0, 8, NULL},
+		{"l.0.q.weight", 2, {32, 16}, 3, 0, TPC_EINPUT, 0, 0, "8 query heads in dim 0 (size 32) cannot be split over tp 3: tp must divide the heads"},
+		{"l.0.q.weight", 2, {32, 16}, 16, 0, TPC_EINPUT, 0, 0, "cannot be split over tp 16"},
+		{"l.0.kv.weight", 2, {16, 16}, 2, 0, 0, 0, 8, NULL},
+		{"l.0.kv.weight", 2, {16, 16}, 8, 0, 0, 0, 4, NULL},   /* 4 kv heads on 8 ranks: replicated */
+		{"l.0.kv.weight", 2, {16, 16}, 3, 0, TPC_EINPUT, 0, 0, "or be a multiple of them"},
+		{"l.0.kv.weight", 2, {18, 16}, 2, 0, TPC_EINPUT, 0, 0, "not a whole number of heads"},
+		{"l.0.qkv.weight", 2, {64, 16}, 8, 0, 0, 0, 4 + 2 * 4, NULL},
+		{"l.0.qkv.bias", 1, {64}, 2, 0, 0, 0, 16 + 2 * 8, NULL},
+		{"l.0.qkv.weight", 2, {60, 16}, 2, 0, TPC_EINPUT, 0, 0, "parts [32, 16, 16] add up to 64 but dim 0 has 60"},
+		{"l.0.o.weight", 2, {16, 32}, 4, 0, 0, 1, 8, NULL},
+		{"l.0.o.bias", 1, {16}, 4, 0, 0, -1, 0, NULL},          /* row bias: replicated */
+		{"l.0.conv.weight", 2, {16, 48}, 4, 0, 0, 1, 12, NULL}, /* Conv1D [in, out]: col = dim 1 */
+		{"l.0.conv.bias", 1, {48}, 4, 0, 0, 0, 12, NULL},
+		{"l.0.cproj.weight", 2, {48, 16}, 4, 0, 0, 0, 12, NULL},
+		{"l.0.inter.weight", 2, {96, 16}, 8, 0, 0, 0, 12, NULL}, /* [nh, 3, hd]: 12 rows per head */
+		{"l.0.inter.weight", 2, {96, 16}, 16, 0, TPC_EINPUT, 0, 0, "8 query heads"},
+		{"l.0.gu.weight", 2, {128, 16}, 4, 0, 0, 0, 32, NULL},
+		{"l.0.gu.weight", 2, {128, 16}, 5, 0, TPC_EINPUT, 0, 0, "part 0 of dim 0 of size 96 does not divide evenly by tp 5; use --pad"},
+		{"l.0.gu.weight", 2, {128, 16}, 5, TPC_RESOLVE_PAD, 0, 0, 20 + 7, NULL},
+		{"emb.weight", 2, {250, 16}, 4, 0, 0, 0, 64, NULL},     /* padded to 256 = 8 * 4 * 8 */
+		{"head.weight", 2, {250, 16}, 4, 0, 0, 0, 63, NULL},    /* padded to 252 */
+		{"head.weight", 2, {250, 16}, 2, 0, 0, 0, 125, NULL},
+		{"l.0.conv3d", 3, {2, 3, 8}, 4, 0, 0, 2, 2, NULL},
+		{"l.0.scale", 0, {0}, 4, 0, 0, -1, 0, NULL},            /* 0-dim: replicated */
+		{"l.0.norm.weight", 1, {16}, 4, 0, 0, -1, 0, NULL},
+		{"unmatched", 2, {3, 3}, 4, 0, 0, -1, 0, NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const rcase *c = &cases[i];
+		tpc_split s;
+		bool matched;
+		tpc_err_init(&e);
+		int r = tpc_plan_resolve(&p, &f, c->name, c->ndim, c->shape, c->tp, c->flags, &s, &matched, &e);
+		if (r != c->ret || (c->msg && !strstr(e.msg, c->msg)))
+			fail_msg("case %zu (%s tp %d): got %d '%s'", i, c->name, c->tp, r, e.msg);
+		if (r) {
+			assert_string_equal(e.tensor, c->name);
+			continue;
+		}
+		if (s.dim != c->dim)
+			fail_msg("case %zu (%s): dim %d, wanted %d", i, c->name, s.dim, c->dim);
+		if (s.dim >= 0 && tpc_split_rank_dim(&s, c->tp) != c->rank_dim)
+			fail_msg("case %zu (%s): rank dim %lld, wanted %lld", i, c->name,
+				 (long long)tpc_split_rank_dim(&s, c->tp), (long long)c->rank_dim);
+		assert_int_equal(matched, strcmp(c->name, "unmatched") != 0);
+	}
+	/* details: the row bias flag, KV replicas and where each rank starts */
+	tpc_split s;
+	int64_t ob[1] = {16}, kv[2] = {16, 16}, qkv[2] = {64, 16};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "l.0.o.bias", 1, ob, 4, 0, &s, NULL, &e), 0);
+	assert_true(s.row_bias);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "l.0.kv.weight", 2, kv, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.part[0].heads, 4);
+	assert_int_equal(s.part[0].replicas, 2);
+	for (int r = 0; r < 8; r++)
+		assert_int_equal(tpc_split_rank_start(&s, 0, 8, r), (r / 2) * 4);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "l.0.qkv.weight", 2, qkv, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.nparts, 3);
+	assert_int_equal(s.part[0].replicas, 1);
+	assert_int_equal(s.part[1].replicas, 2);
+	assert_int_equal(tpc_split_rank_start(&s, 0, 8, 5), 5 * 4);
+	assert_int_equal(tpc_split_rank_start(&s, 2, 8, 5), 2 * 4);
+	int64_t emb[2] = {250, 16};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "emb.weight", 2, emb, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.part[0].pad, 6);
+	/* head splits need facts */
+	tpc_model_facts none = {0};
+	int64_t q[2] = {32, 16};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &none, "l.0.q.weight", 2, q, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "head size is unknown; give --config"));
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &none, "l.0.qkv.weight", 2, qkv, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "part 0 is \"q\""));
+	/* without head_dim the head count decides */
+	tpc_model_facts counts = {.heads = 8};
+	assert_int_equal(tpc_plan_resolve(&p, &counts, "l.0.q.weight", 2, q, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.part[0].heads, 8);
+	tpc_plan_release(&p);
+}
+
+static void test_ambiguous_and_fallback(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	tpc_split s;
+	int64_t w[2] = {8, 8};
+	tpc_model_facts f = {0};
+	/* two rules that agree are fine (first match wins); two that disagree are an error */
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"a\\\\.w$\", \"split\": \"col\"}, {\"match\": \"w$\", \"split\": \"dim\", \"dim\": 0}, {\"match\": \"\\\\.w$\", \"split\": \"row\"}]}", &e), 0);
+	tpc_err_init(&e);
+	int r = tpc_plan_resolve(&p, &f, "a.w", 2, w, 2, 0, &s, NULL, &e);
+	assert_int_equal(r, TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "matched by plan rules 0 ('a\\.w$', split col) and 2 ('\\.w$', split row) that disagree"));
+	assert_string_equal(e.tensor, "a.w");
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "b.v", 2, w, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, -1);
+	tpc_plan_release(&p);
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"^x$\", \"split\": \"col\"}], \"fallback\": \"error\"}", &e), 0);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "y", 2, w, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no rule of the plan matches"));
+	tpc_plan_release(&p);
+	/* a rule's dim out of range for the tensor */
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"x\", \"split\": \"dim\", \"dim\": 3}]}", &e), 0);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "x", 2, w, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "splits dim 3 but the tensor has 2 dimensions"));
+	tpc_plan_release(&p);
+}
+
+static void test_stages(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	assert_int_equal(parse(&p, PLAN, &e), 0);
+	assert_int_equal(tpc_plan_layer(&p, "model.layers.12.q.weight"), 12);
+	assert_int_equal(tpc_plan_layer(&p, "emb.weight"), -1);
+	/* 5 layers over 2 stages: 3 + 2 (the first stages take the extra layer) */
+	int want[5] = {0, 0, 0, 1, 1};
+	for (int l = 0; l < 5; l++) {
+		char name[64];
+		snprintf(name, sizeof(name), "layers.%d.q.weight", l);
+		assert_int_equal(tpc_plan_stage(&p, name, 2, 5), want[l]);
+	}
+	/* 7 layers over 3 stages: 3 + 2 + 2 */
+	assert_int_equal(tpc_plan_stage(&p, "layers.2.x", 3, 7), 0);
+	assert_int_equal(tpc_plan_stage(&p, "layers.3.x", 3, 7), 1);
+	assert_int_equal(tpc_plan_stage(&p, "layers.5.x", 3, 7), 2);
+	assert_int_equal(tpc_plan_stage(&p, "head.weight", 3, 7), 2);
+	assert_int_equal(tpc_plan_stage(&p, "m.norm.weight", 3, 7), 2);
+	assert_int_equal(tpc_plan_stage(&p, "emb.weight", 3, 7), 0);
+	assert_int_equal(tpc_plan_stage(&p, "head.weight", 1, 7), 0);
+	tpc_plan_release(&p);
+}
+
+/* Seeded mutations of a valid plan: the parser must fail cleanly or succeed,
+ * never crash or leak (run under the sanitizer build). */
+static void test_mutations(void **st)
+{
+	(void)st;
+	unsigned seed = (unsigned)time(NULL);
+	const char *env = getenv("TPC_SEED");
+	if (env)
+		seed = (unsigned)strtoul(env, NULL, 10);
+	printf("# test_mutations seed %u (TPC_SEED to replay)\n", seed);
+	srand(seed);
+	size_t n = strlen(PLAN);
+	char *buf = malloc(n + 1);
+	for (int it = 0; it < 3000; it++) {
+		memcpy(buf, PLAN, n + 1);
+		int k = 1 + rand() % 4;
+		for (int j = 0; j < k; j++) {
+			size_t pos = (size_t)rand() % n;
+			static const char alphabet[] = "{}[]\",:0123456789-.\\qkv ";
+			buf[pos] = (rand() % 2) ? alphabet[rand() % (int)(sizeof(alphabet) - 1)] : (char)(rand() % 256);
+		}
+		size_t len = (size_t)rand() % (n + 1);
+		tpc_plan p;
+		tpc_err e;
+		tpc_err_init(&e);
+		if (tpc_plan_from_buffer(&p, buf, len, "m", &e) == 0) {
+			tpc_model_facts f = {.heads = 8, .kv_heads = 4, .head_dim = 4};
+			tpc_split s;
+			int64_t shp[2] = {64, 16};
+			tpc_err_init(&e);
+			(void)tpc_plan_resolve(&p, &f, "l.0.qkv.weight", 2, shp, 8, 0, &s, NULL, &e);
+			tpc_plan_release(&p);
+		} else {
+			assert_true(e.code != 0 && e.msg[0]);
+		}
+	}
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
+		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
+		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
+		cmocka_unit_test(test_mutations),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

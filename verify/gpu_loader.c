@@ -1,0 +1,210 @@
+/* gpu_loader.c - find and load the CUDA module at run time (dlopen), and
+ * adapt it to the checks: the fp32 matmul chunks go to cuBLAS, the
+ * collectives to NCCL. Nothing here includes a CUDA header, so tpconv builds
+ * and runs where CUDA is absent; `--device cuda` there fails with exit 5. */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu/tpc_gpu.h"
+#include "tpc_util.h"
+#include "vint.h"
+
+#define GMSG 512
+
+static int gfail(tpc_err *e, int sys, const char *msg)
+{
+	int r = tpc_err_set(e, TPC_EGPU, "%s", msg);
+	e->sys = sys;
+	return r;
+}
+
+/* The module beside the executable, in the build tree, in the install's
+ * libdir, or wherever TPCONV_CUDA_MODULE says. */
+int tpc__gpu_load(const tpc_gpu_api **out, tpc_err *e)
+{
+	char exe[PATH_MAX], cand[4][PATH_MAX + 64], why[GMSG] = "";
+	int nc = 0;
+	const char *env = getenv("TPCONV_CUDA_MODULE");
+	if (env && *env)
+		snprintf(cand[nc++], sizeof(cand[0]), "%s", env);
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(cand[nc++], sizeof(cand[0]), "%s/%s", exe, TPC_GPU_MODULE);
+			snprintf(cand[nc++], sizeof(cand[0]), "%s/../verify/%s", exe, TPC_GPU_MODULE); /* build tree */
+			snprintf(cand[nc++], sizeof(cand[0]), "%s/../lib/tpconv/%s", exe, TPC_GPU_MODULE);
+		}
+	}
+	for (int i = 0; i < nc; i++) {
+		if (access(cand[i], R_OK))
+			continue;
+		void *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			/* a module that is there but cannot load: its CUDA libraries are missing */
+			snprintf(why, sizeof(why), "cannot load the CUDA module '%.200s': %.250s", cand[i], dlerror());
+			continue;
+		}
+		tpc_gpu_get_api_fn get;
+		*(void **)&get = dlsym(h, "tpc_gpu_get_api");
+		const tpc_gpu_api *api = get ? get() : NULL;
+		if (!api || api->abi != TPC_GPU_ABI) {
+			snprintf(why, sizeof(why), "the CUDA module '%.300s' has ABI %d, this tpconv needs %d", cand[i],
+				 api ? api->abi : -1, TPC_GPU_ABI);
+			dlclose(h);
+			continue;
+		}
+		/* the handle stays open for the life of the process */
+		*out = api;
+		return 0;
+	}
+	if (!why[0])
+		snprintf(why, sizeof(why),
+			 "--device cuda needs the CUDA module %s (build with -Dcuda=enabled, or set TPCONV_CUDA_MODULE)",
+			 TPC_GPU_MODULE);
+	return gfail(e, 0, why);
+}
+
+int tpc__gpu_devices(const tpc_gpu_api *api, int *ndev, tpc_err *e)
+{
+	char msg[GMSG] = "";
+	int sys = 0, r = api->device_count(ndev, &sys, msg, sizeof(msg));
+	if (r)
+		return gfail(e, sys, msg);
+	if (*ndev <= 0)
+		return gfail(e, 0, "no CUDA device is visible (--device cuda)");
+	return 0;
+}
+
+int tpc__gpu_open_threads(const tpc_gpu_api *api, int tp, tpc_gpu_ctx **ctx, tpc_err *e)
+{
+	char msg[GMSG] = "";
+	int ndev, sys = 0, ret = tpc__gpu_devices(api, &ndev, e);
+	if (ret)
+		return ret;
+	if (tpc_gpu_device_for(tp - 1, tp, ndev, msg, sizeof(msg)) < 0)
+		return gfail(e, 0, msg);
+	if (api->open_all(ctx, tp, &sys, msg, sizeof(msg)))
+		return gfail(e, sys, msg);
+	return 0;
+}
+
+int tpc__gpu_open_mpi(const tpc_gpu_api *api, tpc_coll *c, tpc_gpu_ctx **ctx, tpc_err *e)
+{
+	char msg[GMSG] = "";
+	uint8_t id[TPC_GPU_ID_BYTES];
+	int ndev = 0, sys = 0, lr, ls, st, ret = tpc__gpu_devices(api, &ndev, e);
+	/* every rank enters the broadcast even when its own setup failed */
+	st = ret;
+	tpc_gpu_local_rank(&lr, &ls);
+	if (lr < 0) { /* no launcher variables: one process per node */
+		lr = 0;
+		ls = 1;
+	}
+	int dev = st ? -1 : tpc_gpu_device_for(lr, ls, ndev, msg, sizeof(msg));
+	if (!st && dev < 0)
+		st = gfail(e, 0, msg);
+	memset(id, 0, sizeof(id));
+	if (!st && c->rank == 0 && api->unique_id(id, &sys, msg, sizeof(msg)))
+		st = gfail(e, sys, msg);
+	int who, agreed = tpc_coll_agree(c, st, &who, e);
+	if (agreed) {
+		if (!st)
+			tpc_err_set(e, agreed, "rank %d could not set up its GPU", who);
+		return agreed;
+	}
+	if ((ret = tpc_coll_bcast(c, id, sizeof(id), 0, e)))
+		return ret;
+	if (api->open(ctx, dev, c->rank, c->size, id, &sys, msg, sizeof(msg)))
+		return gfail(e, sys, msg);
+	return 0;
+}
+
+/* ---- NCCL as a tpc_coll ---- */
+
+typedef struct gcoll {
+	const tpc_gpu_api *api;
+	tpc_gpu_ctx *ctx;
+} gcoll;
+
+static int g_allgather(tpc_coll *c, const void *send, size_t bytes, void *recv, tpc_err *e)
+{
+	gcoll *g = c->impl;
+	char msg[GMSG] = "";
+	int sys = 0;
+	return g->api->allgather(g->ctx, send, bytes, recv, &sys, msg, sizeof(msg)) ? gfail(e, sys, msg) : 0;
+}
+
+static int g_allreduce(tpc_coll *c, void *buf, size_t n, tpc_dtype dt, tpc_err *e)
+{
+	gcoll *g = c->impl;
+	char msg[GMSG] = "";
+	int sys = 0;
+	return g->api->allreduce(g->ctx, buf, n, dt == TPC_F64, &sys, msg, sizeof(msg)) ? gfail(e, sys, msg) : 0;
+}
+
+static int g_bcast(tpc_coll *c, void *buf, size_t bytes, int root, tpc_err *e)
+{
+	gcoll *g = c->impl;
+	char msg[GMSG] = "";
+	int sys = 0;
+	return g->api->bcast(g->ctx, buf, bytes, root, &sys, msg, sizeof(msg)) ? gfail(e, sys, msg) : 0;
+}
+
+static int g_barrier(tpc_coll *c, tpc_err *e)
+{
+	float one = 1;
+	return g_allreduce(c, &one, 1, TPC_F32, e);
+}
+
+static const tpc_coll_ops nccl_ops = {"nccl", g_allgather, g_allreduce, g_bcast, g_barrier, NULL};
+
+int tpc__gpu_coll(const tpc_gpu_api *api, tpc_gpu_ctx *ctx, int rank, int size, tpc_coll *c, tpc_err *e)
+{
+	gcoll *g = tpc_calloc(1, sizeof(*g));
+	if (!g)
+		return tpc_err_nomem(e);
+	g->api = api;
+	g->ctx = ctx;
+	c->ops = &nccl_ops;
+	c->rank = rank;
+	c->size = size;
+	c->impl = g;
+	return 0;
+}
+
+void tpc__gpu_coll_free(tpc_coll *c)
+{
+	free(c->impl);
+	c->impl = NULL;
+}
+
+int tpc__gpu_gemm(vctx *x, bool transposed, int64_t T, int64_t nr, int64_t cols, const float *in, int64_t ldi,
+		  const float *w, float *out, int64_t ldo)
+{
+	char msg[GMSG] = "";
+	int sys = 0;
+	if (x->gpu->gemm(x->gpu_ctx, transposed, T, nr, cols, in, ldi, w, out, ldo, &sys, msg, sizeof(msg)))
+		return gfail(x->e, sys, msg);
+	return 0;
+}
+
+int tpc__gpu_act(vctx *x, tpc_vact a, float *v, size_t n)
+{
+	char msg[GMSG] = "";
+	int sys = 0;
+	return x->gpu->act(x->gpu_ctx, (int)a, v, n, &sys, msg, sizeof(msg)) ? gfail(x->e, sys, msg) : 0;
+}
+
+int tpc__gpu_softmax(vctx *x, float *p, int64_t rows, int64_t n)
+{
+	char msg[GMSG] = "";
+	int sys = 0;
+	return x->gpu->softmax_causal(x->gpu_ctx, p, rows, n, &sys, msg, sizeof(msg)) ? gfail(x->e, sys, msg) : 0;
+}

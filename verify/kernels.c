@@ -1,0 +1,128 @@
+/* kernels.c - fp32 and fp64 instances of kernels.inc, and the small helpers
+ * around them: element decoding, page dropping, hashing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_util.h"
+#include "vint.h"
+
+#define TPC_CAT2(a, b) a##_##b
+#define TPC_CAT(a, b) TPC_CAT2(a, b)
+
+/* IEEE half and bfloat16 to float: exact widening. */
+static float tpc__half(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+	if (exp == 0) {
+		if (man == 0) {
+			u = sign;
+		} else { /* subnormal: normalise */
+			int e = -1;
+			do {
+				e++;
+				man <<= 1;
+			} while (!(man & 0x400));
+			u = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
+		}
+	} else if (exp == 0x1f) {
+		u = sign | 0x7f800000u | man << 13;
+	} else {
+		u = sign | (exp + 127 - 15) << 23 | man << 13;
+	}
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float tpc__bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+bool tpc__float_dtype(tpc_dtype dt)
+{
+	return dt == TPC_F32 || dt == TPC_F64 || dt == TPC_F16 || dt == TPC_BF16;
+}
+
+void tpc__vctx_release(vctx *x)
+{
+	free(x->raw);
+	free(x->cvt);
+	x->raw = NULL;
+	x->cvt = NULL;
+	x->raw_cap = x->cvt_cap = 0;
+}
+
+void tpc__drop_view(const tpc_ckpt *ck, const tpc_tensor *t)
+{
+	if (t->nparts) {
+		for (int k = 0; k < t->nparts; k++)
+			tpc__drop_view(ck, &t->parts[k]);
+		return;
+	}
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	if (!m || m->fd < 0 || (t->flags & TPC_TF_ZERO))
+		return;
+	uint64_t lo, hi;
+	tpc_tensor_extent(t, &lo, &hi);
+	if (hi > lo)
+		tpc_map_drop(m, lo, hi - lo);
+}
+
+uint64_t tpc__mix64(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+uint64_t tpc__fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+double tpc_verify_uniform(uint64_t seed, uint64_t stream, uint64_t index)
+{
+	uint64_t h = tpc__mix64(tpc__mix64(seed ^ tpc__mix64(stream)) + index);
+	return (double)(h >> 40) * (1.0 / 8388608.0) - 1.0; /* 24 bits: k / 2^23 - 1 */
+}
+
+uint64_t tpc_verify_stream(const char *name, int kind)
+{
+	uint64_t h = tpc__fnv(TPC_FNV_INIT, name, strlen(name));
+	unsigned char k = (unsigned char)kind;
+	return tpc__fnv(h, &k, 1);
+}
+
+#define R float
+#define S f
+#define TPC_V_FLOAT 1
+#define REXP expf
+#define RERF erff
+#define RTANH tanhf
+#define RSQRT sqrtf
+#include "kernels.inc"
+#undef R
+#undef S
+#undef TPC_V_FLOAT
+#undef REXP
+#undef RERF
+#undef RTANH
+#undef RSQRT
+
+#define R double
+#define S d
+#define TPC_V_FLOAT 0
+#define REXP exp
+#define RERF erf
+#define RTANH tanh
+#define RSQRT sqrt
+#include "kernels.inc"

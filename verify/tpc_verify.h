@@ -1,0 +1,436 @@
+/*
+ * tpc_verify.h - check a tensor-parallel shard set against the unsplit model.
+ *
+ * verify/ knows math and collectives, not plans, manifests or file formats:
+ * the caller (cmd_verify, the tests) opens the reference checkpoint and the
+ * rank files and describes, per tensor, how the reference was split. The
+ * description is neutral: it is what a tpconv manifest records, and equally
+ * what a Megatron, OSLO or TensorRT-LLM set implies, so any of them can be
+ * translated into it.
+ *
+ * ---- The description (tpc_verify_set) ----
+ *
+ * One tpc_vtensor per reference tensor:
+ *
+ *   split        replicate | col | row | vocab | dim
+ *   dim          the split dimension in storage (-1 when replicated). For a
+ *                plain [out, in] weight col is dim 0 and row dim 1; for a
+ *                `transposed` [in, out] weight (GPT-2 Conv1D) col is dim 1 and
+ *                row dim 0; vocab is dim 0. tpc_verify_split_dim() gives these.
+ *   parts        the split dimension is made of nparts consecutive blocks of
+ *                part[k].size rows each (fused [q|k|v], [gate|up]); every part
+ *                is split on its own, and rank t's tensor is the concatenation
+ *                of its slice of each part. An unfused tensor has one part.
+ *                part[k].pad zero rows are appended to a part before it is
+ *                split (vocab padding: size = true vocab, size + pad = padded).
+ *                part[k].replicas > 1 (KV heads when tp > kv heads) means tp /
+ *                replicas groups: ranks r*j .. r*j+r-1 hold the same slice j.
+ *                Rank t's slice of part k: len = (size + pad) / (tp / replicas)
+ *                rows starting at (t / replicas) * len; rows at or past `size`
+ *                are padding and must be zero.
+ *   row_bias     the 1-D bias of a row-parallel layer: replicated, and added
+ *                once after the all-reduce. A replicated bias that belongs to a
+ *                row-parallel weight and lacks the flag is added on every rank,
+ *                as a runtime reading the set would: the layer check fails.
+ *   bias         index of the layer's bias in the set (-1: none);
+ *                tpc_verify_link_biases() pairs "X.weight" with "X.bias".
+ *   ref, rank[t] the reference tensor and rank t's tensor, each with the
+ *                checkpoint that owns its bytes. rank[t].t == NULL with a
+ *                non-NULL rank[t].ck means rank t lacks the tensor (a
+ *                structure failure); rank[t].ck == NULL means rank t is not
+ *                loaded in this process (MPI: a process opens its own rank
+ *                file only).
+ *   sha256, rank_sha256   optional checksums (a manifest's) to confirm.
+ *
+ * A model description (tpc_vmodel, optional) names which tensors form each
+ * layer's attention and MLP, plus embeddings, norms and head, for the block
+ * and whole-model checks. tpc_verify_model_from_names() builds it for Hugging
+ * Face LLaMA and GPT-2 names.
+ *
+ * ---- The checks (every rank runs tpc_verify_run in the same order) ----
+ *
+ *   structure  every rank's tensor has the expected shape and dtype and is, bit
+ *              for bit, its slice of the reference (padding zero, every replica
+ *              equal): merging the set in memory gives every original tensor
+ *              back. Checksums are confirmed when given.
+ *   col        (col, vocab head, dim 0) seeded x[T, in]; each rank computes
+ *              x W_t^T (+ b_t); all-gather; every part of every rank's output
+ *              compared with its columns of the unsplit x W^T + b.
+ *   row        (row, dim 1) each rank takes its slice of x, computes x_t W_t^T,
+ *              all-reduce (summed in rank order), bias added once; compared
+ *              with x W^T + b.
+ *   embed      (vocab) seeded token ids; masked lookup on each rank, all-reduce.
+ *   head       (vocab) logits x W^T per rank, all-gathered, padding stripped.
+ *   mlp        per layer: col gate/up (or fused gate_up, split per part) ->
+ *              activation (SwiGLU: act(gate) * up) -> row down + all-reduce;
+ *              no gather in between.
+ *   attn       per layer: q/k/v (or fused qkv) col on head boundaries, each
+ *              rank's query heads attend to the KV heads it holds (GQA
+ *              replicas), RoPE (llama), causal softmax, o row + all-reduce.
+ *   model      embedding -> layers -> final norm -> lm head on T tokens,
+ *              tensor-parallel vs unsplit: logits max abs / rel difference and
+ *              top-1 agreement.
+ *
+ * Inputs are drawn from (seed, check, element index) with splitmix64 and are
+ * exactly representable in fp32, so every rank builds its slice without
+ * communication. The tensor-parallel side computes in fp32; the reference is
+ * the unsplit computation in fp64 on rank 0. All kernels reduce in a fixed
+ * order that depends neither on the thread count nor on the backend, and the
+ * all-reduce sums in rank order on every rank: the threads and the MPI
+ * backends give the same bits (each result carries a digest of its fp32
+ * outputs to show it).
+ *
+ * Comparison. For each element, err = |a - r| and
+ *   rel = err / max(|r|, rms(r)),   pass iff err <= atol + rtol * max(|r|, rms(r))
+ * where rms(r) is the root mean square of the reference output of that check:
+ * scaling by the output's RMS keeps elements that cancel to near zero from
+ * failing on fp32 rounding, while any wrong slice (errors of the size of the
+ * output itself) fails by orders of magnitude.
+ *
+ * Default tolerances, by the dtype of the weights (overridable):
+ *   F32, F64     rtol 1e-5 (layers, blocks), 1e-4 (model), atol 1e-6
+ *   F16, BF16    rtol 1e-2, atol 1e-3
+ * Attention and model checks raise rtol to 4 * 2^-24 * S when that is
+ * larger, S the largest scaled score magnitude sum_i |q_i k_i| / sqrt(hd)
+ * of the reference: softmax turns the absolute rounding error of a score
+ * (about 2^-24 S) into a relative error of its outputs, so models with huge
+ * scores (unscaled random weights: S ~ 1e4) differ from fp64 by more than
+ * 1e-5 while nothing is wrong. Well-scaled models keep the default; the
+ * report carries the rtol used. An explicit rtol is never raised.
+ * The CPU side widens half-precision weights exactly and computes in fp32,
+ * so its errors are fp32's for every dtype; the half-precision tolerances
+ * leave room for GPU paths that keep activations in the weight dtype.
+ *
+ * ---- JSON report (tpc_verify_report_json), schema version 1 ----
+ *
+ *   {
+ *     "tpconv_verify": 1,
+ *     "tp": 4, "seed": 1, "tokens": 8,
+ *     "backend": "threads" | "mpi" | "cuda",
+ *     "device": "cpu" | "cuda",
+ *     "passed": 57, "failed": 0, "skipped": 0,
+ *     "ok": true,
+ *     "seconds": 1.25,
+ *     "checks": [
+ *       {"check": "structure" | "col" | "row" | "embed" | "head" | "mlp" | "attn" | "model",
+ *        "tensor": "model.layers.0.mlp.up_proj.weight",   tensor, layer or "model"
+ *        "dtype": "F32",
+ *        "status": "pass" | "fail" | "skip",
+ *        "elements": 4096,             values compared (bytes-elements for structure)
+ *        "mismatches": 0,              summed over ranks
+ *        "max_abs": 1.2e-06,           numeric checks; 0 for structure
+ *        "max_rel": 3.1e-07,
+ *        "rtol": 1e-05, "atol": 1e-06,
+ *        "top1": [8, 8],               model only: agreeing tokens, tokens
+ *        "digest": "0123456789abcdef", FNV-1a of the fp32 tensor-parallel
+ *                                      output bits ("" for structure)
+ *        "message": "...",             why it failed or was skipped ("" if none)
+ *        "first": [                    up to 4 first differing values
+ *          {"rank": 1, "index": 17, "expected": 0.25, "actual": -0.5}]}
+ *     ]
+ *   }
+ *
+ * The table (tpc_verify_report_table) has one `#`-prefixed header and one row
+ * per check: check, tensor, max abs, max rel, pass; failures are followed by
+ * their first differing values. JUnit XML (tpc_verify_report_junit): one
+ * <testsuite name="tpconv-verify">, one <testcase classname="<check>"
+ * name="<tensor>"> per check, <failure> and <skipped/> where due.
+ *
+ * Errors: a description that does not fit the reference (parts that do not
+ * add up, a split dim out of range) is TPC_EINPUT; a shard set that differs
+ * from its description (wrong shape, wrong bytes, wrong numbers) is not an
+ * error but a failed check, and tpc_verify_run returns TPC_EMISMATCH. A
+ * collective or GPU failure is TPC_EGPU.
+ */
+#ifndef TPC_VERIFY_H
+#define TPC_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_buf.h"
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+
+#define TPC_VERIFY_MAX_PARTS 16
+#define TPC_VERIFY_MAX_TP 1024
+#define TPC_VERIFY_MAX_TOKENS 4096
+#define TPC_VERIFY_NDIFF 4
+
+typedef enum tpc_vsplit {
+	TPC_VSPLIT_REPLICATE = 0,
+	TPC_VSPLIT_COL,
+	TPC_VSPLIT_ROW,
+	TPC_VSPLIT_VOCAB,
+	TPC_VSPLIT_DIM,
+} tpc_vsplit;
+
+const char *tpc_vsplit_name(tpc_vsplit s);
+/* The storage dim a split acts on for an ndim tensor: col 0 (1 when
+ * transposed and ndim >= 2), row 1 (0 when transposed), vocab 0; -1 for
+ * replicate, for a 1-D row tensor (a row bias is replicated) and for dim. */
+int tpc_verify_split_dim(tpc_vsplit s, bool transposed, int ndim);
+
+typedef struct tpc_vpart {
+	int64_t size;  /* rows of the part in the reference */
+	int64_t pad;   /* zero rows appended before splitting */
+	int replicas;  /* ranks holding each slice (>= 1) */
+} tpc_vpart;
+
+typedef struct tpc_vrank {
+	const tpc_ckpt *ck; /* NULL: this rank is not loaded in this process */
+	const tpc_tensor *t; /* NULL (with ck set): the rank lacks the tensor */
+} tpc_vrank;
+
+typedef struct tpc_vtensor {
+	char *name;                /* owned */
+	const tpc_ckpt *ref_ck;
+	const tpc_tensor *ref;
+	tpc_vrank *rank;           /* [tp], owned array */
+	tpc_vsplit split;
+	int dim;                   /* storage dim split, -1 when replicated */
+	bool transposed;           /* [in, out] weight */
+	bool row_bias;
+	int nparts;                /* >= 1 when split; 0 when replicated */
+	tpc_vpart part[TPC_VERIFY_MAX_PARTS];
+	int64_t bias;              /* index of the layer's bias, -1 none */
+	bool has_sha256;
+	uint8_t sha256[32];        /* of the reference tensor */
+	uint8_t (*rank_sha256)[32]; /* [tp] or NULL, owned */
+} tpc_vtensor;
+
+/* Rows of part k that rank t holds, where they start in the padded part, and
+ * the offset of part k inside rank t's tensor along the split dim. */
+int64_t tpc_vpart_len(const tpc_vtensor *v, int k, int tp);
+int64_t tpc_vpart_start(const tpc_vtensor *v, int k, int tp, int t);
+int64_t tpc_vpart_local_off(const tpc_vtensor *v, int k, int tp);
+/* Rank t's expected size along the split dim (sum of its part lengths). */
+int64_t tpc_vtensor_local_dim(const tpc_vtensor *v, int tp);
+
+typedef enum tpc_vact {
+	TPC_VACT_SILU = 0,
+	TPC_VACT_GELU,      /* exact: x/2 (1 + erf(x / sqrt 2)) */
+	TPC_VACT_GELU_TANH, /* GPT-2 gelu_new */
+	TPC_VACT_RELU,
+} tpc_vact;
+
+typedef enum tpc_vnorm {
+	TPC_VNORM_RMS = 0,   /* x / sqrt(mean(x^2) + eps) * w */
+	TPC_VNORM_LAYER,     /* (x - mean) / sqrt(var + eps) * w + b */
+} tpc_vnorm;
+
+/* Tensor indices into the set; -1 when absent. */
+typedef struct tpc_vmlp {
+	int64_t gate, up, gate_up, down; /* SwiGLU: gate + up, or fused gate_up (2 parts); plain: up */
+	tpc_vact act;
+	bool glu;                        /* out = down(act(gate) * up) */
+} tpc_vmlp;
+
+typedef struct tpc_vattn {
+	int64_t q, k, v, qkv, o;         /* separate q/k/v or fused qkv (3 parts [q|k|v]) */
+	int64_t heads, kv_heads, head_dim;
+	bool rope;                       /* rotary embedding on q and k (rotate-half layout) */
+	double rope_theta;
+} tpc_vattn;
+
+typedef struct tpc_vlayer {
+	char *name;                      /* "model.layers.3" (owned) */
+	int64_t norm1_w, norm1_b, norm2_w, norm2_b;
+	tpc_vattn attn;
+	tpc_vmlp mlp;
+} tpc_vlayer;
+
+typedef enum tpc_varch {
+	TPC_VARCH_LLAMA = 0, /* RMSNorm, RoPE, SwiGLU, untied or tied head */
+	TPC_VARCH_GPT2,      /* LayerNorm, learned positions, gelu_new, Conv1D */
+} tpc_varch;
+
+typedef struct tpc_vmodel {
+	tpc_varch arch;
+	tpc_vnorm norm;
+	double norm_eps;
+	int64_t hidden, vocab;           /* vocab: true (unpadded) size */
+	int64_t embed, pos_embed, final_norm_w, final_norm_b, lm_head; /* lm_head -1: tied to embed */
+	tpc_vlayer *layers;
+	int64_t nlayers;
+} tpc_vmodel;
+
+typedef struct tpc_verify_set {
+	int tp;
+	tpc_vtensor *t;
+	size_t n, cap;
+	tpc_vmodel *model;               /* owned; NULL: no block or model checks */
+} tpc_verify_set;
+
+void tpc_verify_set_init(tpc_verify_set *s, int tp);
+void tpc_verify_set_release(tpc_verify_set *s);
+/* Append a tensor; returns its index or a negative status. `parts` may be
+ * NULL for an unfused split (one part: the whole dim, no pad, replicas 1).
+ * Rank entries start as "not loaded" (ck = NULL). */
+int64_t tpc_verify_set_add(tpc_verify_set *s, const char *name, const tpc_ckpt *ref_ck,
+			   const tpc_tensor *ref, tpc_vsplit split, int dim, bool transposed,
+			   bool row_bias, int nparts, const tpc_vpart *parts, tpc_err *e);
+void tpc_verify_set_rank(tpc_verify_set *s, int64_t i, int t, const tpc_ckpt *ck,
+			 const tpc_tensor *rt);
+int64_t tpc_verify_set_find(const tpc_verify_set *s, const char *name);
+/* Pair every "X.weight" that is split with its "X.bias". */
+void tpc_verify_link_biases(tpc_verify_set *s);
+/* Check the description against the reference shapes (TPC_EINPUT, naming
+ * the tensor): dims in range, parts adding up, slices dividing evenly. */
+int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
+
+typedef struct tpc_vfacts {
+	int64_t heads, kv_heads, head_dim, hidden, vocab, layers; /* 0: derive */
+	double norm_eps;   /* 0: 1e-6 (llama), 1e-5 (gpt2) */
+	double rope_theta; /* 0: 10000 */
+} tpc_vfacts;
+
+/*
+ * Find the tensors of a Hugging Face LLaMA (model.embed_tokens, model.layers.N
+ * .self_attn.{q,k,v,o}_proj or qkv_proj, .mlp.{gate,up,down}_proj or
+ * gate_up_proj, input/post_attention_layernorm, model.norm, lm_head) or GPT-2
+ * (transformer.wte/wpe, h.N.ln_1/attn.c_attn/attn.c_proj/ln_2/mlp.c_fc/
+ * mlp.c_proj, ln_f, lm_head or tied wte; the "transformer." prefix optional)
+ * checkpoint in the set and attach a model description. Missing facts are
+ * derived from shapes (hidden from the embedding, heads from head_dim...).
+ * TPC_EINPUT names what is missing.
+ */
+int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f,
+				tpc_err *e);
+
+/* ---- running ---- */
+
+enum {
+	TPC_VCHECK_STRUCTURE = 1u << 0,
+	TPC_VCHECK_LAYERS = 1u << 1,
+	TPC_VCHECK_BLOCKS = 1u << 2,
+	TPC_VCHECK_MODEL = 1u << 3,
+	TPC_VCHECK_ALL = 0xfu,
+};
+
+typedef enum tpc_vbackend {
+	TPC_VB_THREADS = 0, /* ranks are threads of this process */
+	TPC_VB_MPI,         /* one process per rank (mpirun); rank 0 reports */
+} tpc_vbackend;
+
+typedef enum tpc_vdevice {
+	TPC_VDEV_CPU = 0,
+	TPC_VDEV_CUDA,      /* the tpconv_cuda module: cuBLAS + NCCL */
+} tpc_vdevice;
+
+typedef struct tpc_verify_opts {
+	uint64_t seed;
+	int tokens;         /* T, default 8 */
+	double rtol, atol;  /* < 0: per-dtype defaults */
+	unsigned checks;    /* TPC_VCHECK_*; 0 = all */
+	tpc_vbackend backend;
+	tpc_vdevice device;
+	int threads_per_rank; /* OpenMP threads per rank; 0 = cores / tp (>= 1) */
+	int ref_threads;      /* OpenMP threads for rank 0's fp64 reference while the other
+			       * ranks wait; 0 = all cores (threads backend) or as the rank */
+} tpc_verify_opts;
+
+void tpc_verify_opts_init(tpc_verify_opts *o);
+
+/* Tolerances used for a weight dtype at a check level (model or not). */
+void tpc_verify_tolerance(tpc_dtype dt, bool model, double *rtol, double *atol);
+
+typedef enum tpc_vcheck {
+	TPC_VC_STRUCTURE = 0,
+	TPC_VC_COL,
+	TPC_VC_ROW,
+	TPC_VC_EMBED,
+	TPC_VC_HEAD,
+	TPC_VC_MLP,
+	TPC_VC_ATTN,
+	TPC_VC_MODEL,
+	TPC_VC_COUNT
+} tpc_vcheck;
+
+const char *tpc_vcheck_name(tpc_vcheck k);
+
+typedef struct tpc_vdiff {
+	int32_t rank;
+	int64_t index;     /* element index in the compared output (rank tensor for structure) */
+	double expected, actual;
+} tpc_vdiff;
+
+/* One check's result. Fixed size, no pointers: ranks exchange it as bytes. */
+typedef struct tpc_vresult {
+	int32_t kind;      /* tpc_vcheck */
+	int32_t status;    /* 0 pass, 1 fail, 2 skip */
+	char name[TPC_ERR_NAME_MAX];
+	char dtype[12];
+	uint64_t elements, mismatches;
+	double max_abs, max_rel, rtol, atol;
+	int64_t top1_agree, top1_total;
+	uint64_t digest;
+	int32_t ndiff;
+	tpc_vdiff diff[TPC_VERIFY_NDIFF];
+	char msg[256];
+} tpc_vresult;
+
+enum { TPC_VR_PASS = 0, TPC_VR_FAIL = 1, TPC_VR_SKIP = 2 };
+
+typedef struct tpc_verify_report {
+	tpc_vresult *r;
+	size_t n, cap;
+	int tp, tokens;
+	uint64_t seed;
+	const char *backend, *device;
+	size_t npass, nfail, nskip;
+	double seconds;
+} tpc_verify_report;
+
+void tpc_verify_report_init(tpc_verify_report *rep);
+void tpc_verify_report_release(tpc_verify_report *rep);
+/* Append one result (copied); 0 or TPC_EIO on out of memory. */
+int tpc_verify_report_add(tpc_verify_report *rep, const tpc_vresult *r);
+
+struct tpc_coll; /* verify/coll.h */
+
+/*
+ * Run every check this rank takes part in, over the collective `c` (its rank
+ * and size; size == s->tp), on the CPU (o->device is ignored here:
+ * tpc_verify_execute sets up the GPU). Every rank of the group calls it with the same
+ * set and options. Rank 0 fills `rep` (others may pass NULL). Returns 0 when
+ * every check passed, TPC_EMISMATCH when one failed (on every rank), another
+ * negative status on error.
+ */
+int tpc_verify_run(const tpc_verify_set *s, const tpc_verify_opts *o, struct tpc_coll *c,
+		   tpc_verify_report *rep, tpc_err *e);
+
+/*
+ * The whole run in one call for the threads backend (o->backend THREADS, CPU
+ * or CUDA device): starts tp threads and returns rank 0's report. For MPI,
+ * each process calls tpc_verify_mpi_init first (to learn its rank and open
+ * only its own rank file), builds the set, then calls this.
+ */
+int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_verify_report *rep,
+		       tpc_err *e);
+
+/* Was this build made with the MPI backend? */
+bool tpc_verify_have_mpi(void);
+/* MPI_Init_thread (once) and this process's rank and size. TPC_EGPU when
+ * MPI is not built in or fails. */
+int tpc_verify_mpi_init(int *rank, int *size, tpc_err *e);
+void tpc_verify_mpi_finalize(void);
+/* After a rank has reported an error: end the whole MPI job (MPI_Abort with
+ * `code`), since the other ranks may wait in a collective for it. */
+void tpc_verify_mpi_abort(int code);
+
+/* ---- output ---- */
+
+void tpc_verify_report_table(const tpc_verify_report *rep, bool failures_only, tpc_buf *out);
+void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *out);
+void tpc_verify_report_junit(const tpc_verify_report *rep, tpc_buf *out);
+
+/* ---- seeded inputs (also used by the GPU module and the tests) ---- */
+
+/* Uniform in [-1, 1) with 24 random bits: exact in fp32. */
+double tpc_verify_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+/* Stream id of a check: FNV-1a over the name and kind. */
+uint64_t tpc_verify_stream(const char *name, int kind);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * vint.h - what the files of verify/ share and nobody else sees.
+ *
+ * Local views. A check computes with one "local" tensor per weight: on the
+ * tensor-parallel side rank t's tensor, with rank t's slice of every part
+ * (vloc_rank); on the reference side the whole reference tensor as if it were
+ * the only rank (vloc_ref). The kernels and blocks (kernels.inc, instantiated
+ * for float and double in kernels.c) take local views and never ask which
+ * side they are on, so the unsplit reference and the tensor-parallel run are
+ * the same code with different views: fp64 and no collectives for the
+ * reference, fp32 and the collectives for the ranks.
+ */
+#ifndef TPC_VINT_H
+#define TPC_VINT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coll.h"
+#include "tpc_verify.h"
+
+/* Bytes of weights converted per step of a streamed matmul. A constant: the
+ * order of every sum depends on it only through whole rows, never on the
+ * number of threads. */
+#define TPC_V_CHUNK (8u << 20)
+
+struct tpc_gpu_api;
+struct tpc_gpu_ctx;
+
+typedef struct vloc {
+	const char *name;
+	const tpc_ckpt *ck;
+	const tpc_tensor *t;     /* NULL: absent (a missing bias) */
+	bool transposed;
+	int dim;                 /* split dim (-1 replicated) */
+	int nparts;              /* >= 1 */
+	int64_t len[TPC_VERIFY_MAX_PARTS];   /* this tensor's rows of each part along dim */
+	int64_t off[TPC_VERIFY_MAX_PARTS];   /* where part k begins in this tensor */
+	int64_t start[TPC_VERIFY_MAX_PARTS]; /* where the slice begins in the (padded) part */
+	int64_t size[TPC_VERIFY_MAX_PARTS];  /* the part's real rows in the reference */
+	int64_t poff[TPC_VERIFY_MAX_PARTS];  /* where part k begins in the reference */
+	int replicas[TPC_VERIFY_MAX_PARTS];
+} vloc;
+
+typedef struct vctx {
+	tpc_coll *c;             /* NULL: the reference side (no collectives) */
+	tpc_err *e;
+	uint8_t *raw;
+	size_t raw_cap;
+	void *cvt;
+	size_t cvt_cap;
+	double score_max;        /* largest scale * sum |q_i k_i| an attention met (see tpc_verify.h) */
+	const struct tpc_gpu_api *gpu; /* non-NULL: matmuls on the GPU (float side) */
+	struct tpc_gpu_ctx *gpu_ctx;
+} vctx;
+
+/* A linear layer: weight, optional bias, and how the bias is applied. */
+typedef struct vlin {
+	vloc w, b;               /* b.t == NULL: no bias */
+	bool row;                /* row-parallel: output all-reduced */
+	bool bias_once;          /* row: bias after the reduce (else on every rank before it) */
+} vlin;
+
+typedef struct vmlp_loc {
+	vlin gate, up, gate_up, down;
+	bool fused, glu;
+	tpc_vact act;
+	int64_t inner;           /* local intermediate width */
+} vmlp_loc;
+
+typedef struct vattn_loc {
+	vlin q, k, v, qkv, o;
+	bool fused;
+	int64_t nq, nkv, hd;     /* local query and kv heads, head dim */
+	int64_t q0, kv0;         /* first global query / kv head held */
+	int64_t heads, kv_heads; /* global counts */
+	bool rope;
+	double theta;
+} vattn_loc;
+
+typedef struct vlayer_loc {
+	vloc n1w, n1b, n2w, n2b;
+	vattn_loc attn;
+	vmlp_loc mlp;
+} vlayer_loc;
+
+typedef struct vmodel_loc {
+	tpc_vnorm norm;
+	double eps;
+	int64_t H, V;
+	vloc embed, pos, fnw, fnb, head; /* pos.t / fnb.t NULL: none */
+	vlayer_loc *L;
+	int64_t nl;
+} vmodel_loc;
+
+/* ---- kernels.c ---- */
+
+bool tpc__float_dtype(tpc_dtype dt);
+void tpc__vctx_release(vctx *x);
+
+/* Float and double instantiations of kernels.inc. */
+#define TPC_V_DECL(R, S)                                                                          \
+	int tpc__decode_##S(R *dst, const uint8_t *src, tpc_dtype dt, size_t n);                  \
+	int tpc__load_##S(vctx *x, const tpc_ckpt *ck, const tpc_tensor *t, R *dst);             \
+	int tpc__load_row_##S(vctx *x, const tpc_ckpt *ck, const tpc_tensor *t, int64_t row,     \
+			      R *dst);                                                            \
+	int tpc__matmul_##S(vctx *x, const vloc *w, int64_t T, const R *in, int64_t ldi, R *out, \
+			    int64_t ldo);                                                         \
+	int tpc__lin_##S(vctx *x, const vlin *L, int64_t T, const R *in, int64_t ldi, R *out,    \
+			 int64_t ldo);                                                            \
+	int tpc__norm_##S(vctx *x, tpc_vnorm kind, double eps, const vloc *w, const vloc *b,    \
+			  int64_t T, int64_t H, const R *in, R *out);                             \
+	void tpc__act_##S(tpc_vact a, R *v, size_t n);                                          \
+	int tpc__mlp_##S(vctx *x, const vmlp_loc *m, int64_t T, int64_t H, const R *in, R *out); \
+	int tpc__attn_##S(vctx *x, const vattn_loc *a, int64_t T, int64_t H, const R *in,       \
+			  R *out);                                                                \
+	int tpc__model_##S(vctx *x, const vmodel_loc *m, int64_t T, const int32_t *ids, R *logits);
+TPC_V_DECL(float, f)
+TPC_V_DECL(double, d)
+
+/* The float side's matmul chunk on the GPU (gpu_loader.c): non-transposed
+ * out[:, 0:nr] = in W^T for W [nr, cols]; transposed out += in[:, 0:nr] W for
+ * W [nr, cols]. */
+int tpc__gpu_gemm(vctx *x, bool transposed, int64_t T, int64_t nr, int64_t cols, const float *in,
+		  int64_t ldi, const float *w, float *out, int64_t ldo);
+
+int tpc__gpu_act(vctx *x, tpc_vact a, float *v, size_t n);
+int tpc__gpu_softmax(vctx *x, float *p, int64_t rows, int64_t n);
+
+/* gpu_loader.c: the module, its communicators, NCCL as a tpc_coll */
+int tpc__gpu_load(const struct tpc_gpu_api **api, tpc_err *e);
+int tpc__gpu_devices(const struct tpc_gpu_api *api, int *ndev, tpc_err *e);
+int tpc__gpu_open_threads(const struct tpc_gpu_api *api, int tp, struct tpc_gpu_ctx **ctx, tpc_err *e);
+int tpc__gpu_open_mpi(const struct tpc_gpu_api *api, tpc_coll *c, struct tpc_gpu_ctx **ctx, tpc_err *e);
+int tpc__gpu_coll(const struct tpc_gpu_api *api, struct tpc_gpu_ctx *ctx, int rank, int size, tpc_coll *c,
+		  tpc_err *e);
+void tpc__gpu_coll_free(tpc_coll *c);
+
+/* Hash inputs */
+uint64_t tpc__mix64(uint64_t z);
+uint64_t tpc__fnv(uint64_t h, const void *p, size_t n);
+#define TPC_FNV_INIT 0xcbf29ce484222325ull
+
+/* Drop the mapped pages a view touches from the resident set. */
+void tpc__drop_view(const tpc_ckpt *ck, const tpc_tensor *t);
+
+#endif
