@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tpc_extras.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_shard.h"
@@ -33,6 +34,8 @@ static const char *help =
 	"                           --expect-keys, write nothing\n"
 	"  --dequantize             dequantize quantized tensors to float32 instead of refusing\n"
 	"  --dedup-tied             safetensors: store tied tensors once, record aliases in metadata\n"
+	"  --no-extras              do not copy the model folder's config, tokenizer and other\n"
+	"                           non-weight files beside a folder output (default: copy them)\n"
 	"  -f, --force              overwrite existing outputs\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
@@ -59,6 +62,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"strict", no_argument, NULL, 'S'},
 		{"dequantize", no_argument, NULL, 'D'},
 		{"dedup-tied", no_argument, NULL, 'T'},
+		{"no-extras", no_argument, NULL, 'X'},
 		{"force", no_argument, NULL, 'f'},
 		{"progress", no_argument, NULL, 'P'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -71,7 +75,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_write_opts wo;
 	tpc_progress prog;
-	bool force_progress = false;
+	bool force_progress = false, no_extras = false;
 	tpc_ckpt ck;
 	tpc_err e;
 	int c, ret = 0;
@@ -95,6 +99,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
+		case 'X': no_extras = true; break;
 		case 'P': force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
@@ -175,6 +180,32 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		goto out;
 	}
 	tpc_progress_end(&prog);
+	/* a model folder's companions (config, tokenizer...) go beside a folder output */
+	char *srcdir = (!no_extras && tpc_is_dir(out)) ? tpc_extras_source_dir(in) : NULL;
+	if (srcdir) {
+		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL};
+		tpc_dtype fdt = TPC_DT_INVALID;
+		bool cast = false, one = true;
+		for (size_t i = 0; i < ck.n; i++) {
+			const tpc_tensor *t = &ck.t[i];
+			if (!(tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT))
+				continue;
+			cast = cast || t->dtype != t->src_dtype;
+			one = one && (!fdt || fdt == t->dtype);
+			fdt = t->dtype;
+		}
+		if (cast && one && fdt)
+			xo.torch_dtype = tpc_dtype_get(fdt)->torch; /* config.json says what the weights are */
+		size_t copied = 0;
+		int xr = tpc_extras_copy(srcdir, out, &xo, &copied, &e);
+		free(srcdir);
+		if (xr) {
+			ret = tpc_cli_fail(&e);
+			goto out;
+		}
+		if (copied)
+			tpc_cli_info("copied %zu companion file%s (config, tokenizer, ...)", copied, copied == 1 ? "" : "s");
+	}
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("wrote %zu tensors (%s) to '%s' in %.2f s", ck.n, tpc_fmt_size(total, sz, sizeof(sz)),
