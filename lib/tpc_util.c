@@ -319,42 +319,61 @@ void tpc_hex(const uint8_t *in, size_t n, char *out)
  * glibc's regcomp copies the subexpression under a repetition (x+ becomes
  * x x*, x{m,n} n copies), so stacked or nested repetitions grow the compiled
  * form exponentially: "([0-9]+)" followed by 22 '+' takes 400 MB, and
- * "((a{1,100}){1,100}){1,10}" 8 GB, and one interval x{1,n} grows as n^2
- * ("a{1,9999}": 790 MB); back-references make regexec exponential in the
- * name's length. Patterns come in plans, which shard-set manifests carry,
- * and in rules files: untrusted input. See tpc_util.h.
+ * "((a{1,100}){1,100}){1,10}" 8 GB; one interval x{1,n} grows as n^2
+ * ("a{1,9999}": 790 MB). Copies of a subexpression that can match the empty
+ * string are far worse: "x?++++*++++++++*" and ten nested "(...x*)+" take
+ * minutes. Back-references make regexec exponential in the name's length.
+ * Patterns come in plans, which shard-set manifests carry, and in rules
+ * files: untrusted input. See tpc_util.h.
+ *
+ * The walk keeps, per open group, the atoms so far (sum), whether the
+ * current branch can match empty without its last item (seq) and whether an
+ * earlier branch can (alt); for the last item, its atoms and nullability.
  */
 #define RE_MAX_DEPTH 64
 uint64_t tpc_regex_cost(const char *p)
 {
 	uint64_t sum[RE_MAX_DEPTH + 1], last = 0, copies;
+	bool seq[RE_MAX_DEPTH + 1], alt[RE_MAX_DEPTH + 1], last_null = true;
 	int depth = 0;
 	sum[0] = 0;
+	seq[0] = true;
+	alt[0] = false;
 	for (; *p; p++) {
+		bool null = false; /* the new atom's nullability */
 		switch (*p) {
 		case '(':
 			if (++depth > RE_MAX_DEPTH)
 				return UINT64_MAX;
+			seq[depth - 1] = seq[depth - 1] && last_null;
 			sum[depth] = 0;
+			seq[depth] = true;
+			alt[depth] = false;
 			last = 0;
+			last_null = true;
 			continue;
 		case ')':
 			if (depth) {
+				bool g = alt[depth] || (seq[depth] && last_null);
 				last = sum[depth--];
 				sum[depth] += last;
-				continue;
+				last_null = g;
+				goto check;
 			}
 			break; /* a literal ')' */
 		case '|':
+			alt[depth] = alt[depth] || (seq[depth] && last_null);
+			seq[depth] = true;
 			last = 0;
+			last_null = true;
 			continue;
 		case '*':
 		case '?':
-			continue; /* one loop node over x: no copy */
+			last_null = true; /* one loop node over x: no copy */
+			continue;
 		case '+':
-			sum[depth] += last;
-			last *= 2;
-			goto check;
+			copies = 2;
+			goto repeat;
 		case '{': {
 			uint64_t m = 0, n = 0;
 			char *end;
@@ -367,14 +386,19 @@ uint64_t tpc_regex_cost(const char *p)
 			if (n > TPC_REGEX_MAX_DUP || m > TPC_REGEX_MAX_DUP)
 				return UINT64_MAX; /* the copies nest: n^2 memory */
 			copies = n > m ? n : m;
-			if (copies > 1) {
-				sum[depth] += last * (copies - 1);
-				last *= copies;
-			}
 			while (*p != '}')
 				p++;
-			goto check;
+			if (m == 0) {
+				if (copies > 1 && last_null)
+					return UINT64_MAX;
+				last_null = true;
+			}
+			goto repeat;
 		}
+		case '^':
+		case '$':
+			null = true; /* anchors match the empty string */
+			break;
 		case '\\':
 			if (p[1] >= '1' && p[1] <= '9')
 				return UINT64_MAX; /* back-references make matching exponential */
@@ -400,13 +424,24 @@ uint64_t tpc_regex_cost(const char *p)
 				p++;
 			}
 			if (!*p)
-				return 0;
+				return 0; /* unterminated: regcomp says so */
 			break;
 		default:
 			break;
 		}
-		last = 1; /* an atom */
+		/* an atom: the item before it is final */
+		seq[depth] = seq[depth] && last_null;
+		last = 1;
+		last_null = null;
 		sum[depth] += 1;
+		goto check;
+	repeat:
+		if (copies > 1) {
+			if (last_null)
+				return UINT64_MAX; /* copies of something that can match empty */
+			sum[depth] += last * (copies - 1);
+			last *= copies;
+		}
 	check:
 		if (sum[depth] > TPC_REGEX_MAX_COST || last > TPC_REGEX_MAX_COST)
 			return UINT64_MAX;

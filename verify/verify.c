@@ -1794,14 +1794,24 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 		pthread_join(th[r], NULL);
 	/* the lowest rank with its own error wins over "another rank failed";
 	 * a mismatch is the same on every rank */
-	for (int pass = 0; pass < 2 && !ret; pass++)
-		for (int r = 0; r < tp && !ret; r++)
-			if (a[r].ret && a[r].ret != TPC_EMISMATCH && (pass || a[r].e.sys != TPC_COLL_ABORTED)) {
-				*e = a[r].e;
-				ret = a[r].ret;
-			}
-	if (!ret)
-		ret = a[0].ret;
+	int *st = tpc_calloc((size_t)tp, sizeof(int)), *peer = tpc_calloc((size_t)tp, sizeof(int));
+	if (!st || !peer) {
+		ret = tpc_err_nomem(e);
+	} else {
+		for (int r = 0; r < tp; r++) {
+			st[r] = a[r].ret == TPC_EMISMATCH ? 0 : a[r].ret;
+			peer[r] = a[r].e.sys == TPC_COLL_ABORTED;
+		}
+		int w = tpc_gpu_first_error(st, peer, tp);
+		if (w >= 0) {
+			*e = a[w].e;
+			ret = a[w].ret;
+		} else {
+			ret = a[0].ret;
+		}
+	}
+	free(st);
+	free(peer);
 out:
 	if (rep)
 		rep->seconds = tpc_now() - t0;

@@ -272,8 +272,19 @@ static int g_gemm(tpc_gpu_ctx *c, int transposed, int64_t T, int64_t nr, int64_t
 {
 	int r;
 	const float one = 1.0f, zero = 0.0f;
+	tpc_gpu_plan plan;
 	if (!T || !nr || !cols)
 		return 0;
+	/* the buffers this chunk needs, sized once by the host-side plan */
+	if (tpc_gpu_buffer_plan(T, transposed ? nr : cols, transposed ? cols : nr, (uint64_t)nr * (uint64_t)cols * 4, 1,
+				&plan)) {
+		snprintf(msg, len, "matmul of [%lld, %lld] x [%lld, %lld] is too large", (long long)T, (long long)cols,
+			 (long long)nr, (long long)cols);
+		return TPC_EGPU_;
+	}
+	if ((r = dbuf(c, 0, plan.in_bytes, sys, msg, len)) || (r = dbuf(c, 1, plan.w_bytes, sys, msg, len)) ||
+	    (r = dbuf(c, 2, plan.out_bytes, sys, msg, len)) || (r = hbuf(c, plan.w_bytes, sys, msg, len)))
+		return r;
 	if ((r = upload(c, 1, w, (size_t)nr, (size_t)cols * 4, (size_t)cols * 4, sys, msg, len)))
 		return r;
 	if (!transposed) {

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Faults while writing (issue 7): disk full, read-only output folder,
+# SIGINT/SIGTERM/SIGKILL in the middle of a convert or a shard, two runs
+# writing the same output at once, outputs that are inputs, a flipped bit in a
+# rank file. After each: the output is complete and valid or absent (never a
+# half-written file under a final name, never a manifest for a partial or mixed
+# set), temporaries are gone (after SIGKILL: removed by the next run), inputs
+# are untouched, and failures exit 4 (2 for refusals) with the reason.
+# Emits TAP. usage: faults_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+chmod 755 "$T"
+n=0 failed=0
+ok()   { n=$((n+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+skip() { n=$((n+1)); echo "ok $n - $1 # SKIP $2"; }
+run()  { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+temps() { find "$1" -name '.*.tpc-*' 2>/dev/null | wc -l; }
+check() { # desc: last run exited $2 with stderr containing $3, and $4 (a path) is absent
+  local d=$1 want=$2 sub=$3 path=$4
+  if [ "$rc" != "$want" ]; then bad "$d: exit $want" "exit $rc" "$(head -c 500 "$T/err")"; return 1; fi
+  if [ -n "$sub" ] && ! grep -qF -- "$sub" "$T/err"; then bad "$d: reason" "wanted: $sub" "got: $(head -c 500 "$T/err")"; return 1; fi
+  if [ -n "$path" ] && [ -e "$path" ]; then bad "$d: no output" "$path exists"; return 1; fi
+  if [ "$(temps "$(dirname "${path:-$T/x}")")" != 0 ]; then bad "$d: no temporary left" "$(ls -a "$(dirname "$path")")"; return 1; fi
+  ok "$d"
+}
+# sha256 of every tensor, sorted: equal when two files hold the same tensors
+hashes() { "$TPCONV" inspect --json --hash "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for t in sorted(d["tensors"], key=lambda t: t["name"]):
+    print(t["name"], t["dtype"], t["shape"], t["sha256"])'; }
+
+# ---- inputs: a ~300 MB safetensors file (big enough that a kill lands mid-write) and a small one
+IN=$T/in; mkdir -p "$IN"
+python3 - "$IN/big.safetensors" <<'EOF'
+import json, struct, sys
+n_t, rows = 24, 1024
+cols = 300 * 1024 * 1024 // n_t // 4 // rows
+hdr, off = {}, 0
+for i in range(n_t):
+    hdr['model.layers.%d.mlp.gate_proj.weight' % i] = {'dtype': 'F32', 'shape': [rows, cols], 'data_offsets': [off, off + rows * cols * 4]}
+    off += rows * cols * 4
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+with open(sys.argv[1], 'wb') as f:
+    f.write(struct.pack('<Q', len(h)) + h)
+    blk = bytes(range(251)) * 4177  # a pattern that is not page-periodic
+    left = off
+    while left:
+        k = min(left, len(blk))
+        f.write(blk[:k])
+        left -= k
+EOF
+cp "$SRC/tests/data/tiny_llama.safetensors" "$IN/small.safetensors"
+cp "$SRC/tests/data/config.json" "$IN/config.json"
+chmod 644 "$IN"/*
+BIG=$IN/big.safetensors SMALL=$IN/small.safetensors
+sum_inputs() { cksum "$IN"/* | sort; }
+SUM0=$(sum_inputs)
+hashes "$BIG" > "$T/big.hashes"
+hashes "$SMALL" > "$T/small.hashes"
+SHARD=(--tp 2 --preset llama --config "$IN/config.json" -q)
+
+# ---- disk full: a file size limit (RLIMIT_FSIZE; SIGXFSZ ignored, so write fails with EFBIG)
+mkdir -p "$T/o1"
+for out in o1/a.safetensors o1/a.pt; do
+  (ulimit -f 100000; exec "$TPCONV" convert "$BIG" -o "$T/$out" -q) >"$T/out" 2>"$T/err"; rc=$?
+  check "disk full (ulimit -f) during convert to ${out##*.}: exit 4" 4 "File too large" "$T/$out"
+done
+(ulimit -f 100000; exec "$TPCONV" shard "$BIG" -o "$T/o1/set" "${SHARD[@]}") >"$T/out" 2>"$T/err"; rc=$?
+if check "disk full (ulimit -f) during shard: exit 4" 4 "File too large" "$T/o1/set/tpconv-manifest.json"; then
+  [ -z "$(ls -A "$T/o1/set" 2>/dev/null)" ] && ok "disk full during shard: no rank file left" || bad "disk full during shard: no rank file left" "$(ls -A "$T/o1/set")"
+fi
+
+# ---- disk full: a real full file system (a 64 MiB tmpfs in a private mount namespace, when allowed)
+if unshare -m true 2>/dev/null; then
+  mkdir -p "$T/small"
+  unshare -m sh -c '
+    mount -t tmpfs -o size=64m tpc-test "$1" || exit 99
+    "$2" convert "$3" -o "$1/out.safetensors" -q 2>"$4/err"; echo "rc=$?" >"$4/tmpfs"
+    ls -A "$1" >>"$4/tmpfs"' sh "$T/small" "$TPCONV" "$BIG" "$T"
+  if [ -f "$T/tmpfs" ]; then
+    rc=$(sed -n 's/^rc=//p' "$T/tmpfs")
+    left=$(grep -v '^rc=' "$T/tmpfs")
+    if [ "$rc" = 4 ] && grep -q "No space left on device" "$T/err" && [ -z "$left" ]; then
+      ok "disk full (64 MiB tmpfs) during convert: exit 4, nothing left"
+    else bad "disk full (64 MiB tmpfs): exit 4, nothing left" "exit $rc, left: $left" "$(cat "$T/err")"; fi
+  else skip "disk full on a tmpfs" "cannot mount a tmpfs"; fi
+else skip "disk full on a tmpfs" "no private mount namespace"; fi
+
+# ---- read-only output folder (as an unprivileged user when running as root)
+mkdir -p "$T/ro"; chmod 555 "$T/ro"
+if [ "$(id -u)" = 0 ]; then AS=(setpriv --reuid 65534 --regid 65534 --clear-groups); else AS=(); fi
+if [ "$(id -u)" != 0 ] || command -v setpriv >/dev/null; then
+  run "${AS[@]}" "$TPCONV" convert "$SMALL" -o "$T/ro/x.safetensors"
+  check "read-only output folder: exit 4" 4 "cannot create a temporary file in '$T/ro'" "$T/ro/x.safetensors"
+  run "${AS[@]}" "$TPCONV" shard "$SMALL" -o "$T/ro/set" "${SHARD[@]}"
+  check "read-only folder for a shard set: exit 4" 4 "cannot create directory" "$T/ro/set"
+else skip "read-only output folder" "root without setpriv"; fi
+if unshare -m true 2>/dev/null; then
+  mkdir -p "$T/rofs"
+  unshare -m sh -c 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 99
+    "$2" convert "$3" -o "$1/x.safetensors" 2>"$4/err"; echo $? >"$4/rc"' sh "$T/rofs" "$TPCONV" "$SMALL" "$T"
+  rc=$(cat "$T/rc" 2>/dev/null)
+  if [ "$rc" = 99 ] || [ -z "$rc" ]; then skip "read-only file system" "cannot remount read-only"
+  else check "read-only file system: exit 4" 4 "Read-only file system" "$T/rofs/x.safetensors"; fi
+else skip "read-only file system" "no private mount namespace"; fi
+
+# ---- outputs that are inputs
+cp "$SMALL" "$T/victim.safetensors"; ln "$T/victim.safetensors" "$T/hardlink.safetensors"; ln -s victim.safetensors "$T/symlink.safetensors"
+vsum=$(cksum < "$T/victim.safetensors")
+for o in victim hardlink symlink; do
+  run "$TPCONV" convert "$T/victim.safetensors" -o "$T/$o.safetensors" -f
+  [ "$rc" = 2 ] && grep -qF "output is also an input; refusing to overwrite it" "$T/err" && [ "$(cksum < "$T/victim.safetensors")" = "$vsum" ] \
+    && ok "output = input ($o), --force: refused, exit 2, input intact" || bad "output = input ($o)" "exit $rc" "$(cat "$T/err")"
+done
+"$TPCONV" convert "$SMALL" -o "$T/hf" --max-shard-size 150K -q
+"$TPCONV" shard "$SMALL" -o "$T/set" "${SHARD[@]}"
+hsum=$(cksum "$T/hf"/* "$T/set"/* | sort)
+run "$TPCONV" convert "$T/hf" -o "$T/hf/merged.safetensors"
+check "convert: output inside the input shard set (HF folder): exit 2" 2 "the output is inside the input shard set's folder" "$T/hf/merged.safetensors"
+run "$TPCONV" convert "$T/hf/model.safetensors.index.json" -o "$T/hf/model-00001-of-00004.safetensors" -f
+check "convert: output is one of the input shards: exit 2" 2 "" ""
+run "$TPCONV" convert "$T/hf" -o "$T/hf" -f
+check "convert: HF output folder = input folder: exit 2" 2 "" ""
+run "$TPCONV" shard "$T/set" --tp 1 -o "$T/set/inner" -q
+check "shard: output inside the input set: exit 2" 2 "the output folder is the input folder or inside it" "$T/set/inner"
+run "$TPCONV" shard "$T/set" --tp 1 -o "$T/set" -f -q
+check "shard: output folder = input set: exit 2" 2 "the output folder is the input folder or inside it" ""
+run "$TPCONV" merge "$T/set" -o "$T/set/merged.safetensors"
+check "merge: output inside the set: exit 2" 2 "the output is inside the shard set being merged" "$T/set/merged.safetensors"
+[ "$(cksum "$T/hf"/* "$T/set"/* | sort)" = "$hsum" ] && ok "refused runs left the input sets untouched" || bad "input sets untouched"
+
+# ---- signals in the middle of a write
+# start CMD in the background, wait until a temporary exists in DIR, send SIG;
+# sets rc; landed=1 when the process was still writing (killed by the signal)
+kill_mid() {
+  local sig=$1 dir=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err" &
+  local pid=$! i=0
+  while [ "$(temps "$dir")" = 0 ] && kill -0 "$pid" 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.002; i=$((i+1)); done
+  sleep 0.05
+  kill -s "$sig" "$pid" 2>/dev/null
+  { wait "$pid"; } 2>/dev/null; rc=$?
+  landed=0; [ "$rc" -gt 128 ] && landed=1
+}
+signum() { kill -l "$1"; }
+for sig in INT TERM KILL; do
+  for what in convert shard; do
+    d=$T/sig_${what}_$sig; landed=0
+    for try in 1 2 3; do
+      rm -rf "$d"; mkdir -p "$d"
+      if [ $what = convert ]; then kill_mid $sig "$d" "$TPCONV" convert "$BIG" -o "$d/out.pt" --progress
+      else kill_mid $sig "$d" "$TPCONV" shard "$BIG" -o "$d/set" --progress "${SHARD[@]}"; fi
+      [ $landed = 1 ] && break
+    done
+    desc="SIG$sig mid-$what"
+    if [ $landed != 1 ]; then skip "$desc" "the run finished before the signal in 3 tries (exit $rc)"; continue; fi
+    [ "$rc" = $((128 + $(signum $sig))) ] && ok "$desc: the process dies by the signal" || bad "$desc: dies by the signal" "exit $rc"
+    if [ $what = convert ]; then
+      [ ! -e "$d/out.pt" ] && ok "$desc: no output under the final name" || bad "$desc: no output under the final name"
+    else
+      [ ! -e "$d/set/tpconv-manifest.json" ] && ok "$desc: no manifest for the partial set" || bad "$desc: no manifest"
+      badrank=
+      for f in "$d"/set/*.safetensors; do
+        [ -e "$f" ] || continue
+        "$TPCONV" inspect -q "$f" >/dev/null 2>&1 || badrank="$badrank $f"
+      done
+      [ -z "$badrank" ] && ok "$desc: every rank file under a final name is complete" || bad "$desc: complete rank files" "$badrank"
+    fi
+    if [ $sig != KILL ]; then
+      [ "$(temps "$d")" = 0 ] && ok "$desc: temporaries removed" || bad "$desc: temporaries removed" "$(find "$d" -name '.*.tpc-*')"
+    else
+      [ "$(temps "$d")" != 0 ] && ok "$desc: the temporary is left (nothing runs after SIGKILL)" || bad "$desc: expected a leftover temporary"
+      sleep 2.2 # leftovers younger than 2 s may belong to a run that is just starting
+      if [ $what = convert ]; then
+        run "$TPCONV" convert "$BIG" -o "$d/out.pt" -q
+        [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && ok "$desc: the next run succeeds and removes the leftover" \
+          || bad "$desc: next run cleans up" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d")"
+        hashes "$d/out.pt" | diff -q - "$T/big.hashes" >/dev/null && ok "$desc: the next run's output is complete" || bad "$desc: next output complete"
+      else
+        run "$TPCONV" shard "$BIG" -o "$d/set" -f "${SHARD[@]}"
+        [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && [ -f "$d/set/tpconv-manifest.json" ] \
+          && ok "$desc: the next run (--force) completes the set and removes the leftovers" \
+          || bad "$desc: next shard run" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d/set")"
+        run "$TPCONV" merge "$d/set" -o "$d/merged.safetensors" -q
+        [ "$rc" = 0 ] && hashes "$d/merged.safetensors" | diff -q - "$T/big.hashes" >/dev/null \
+          && ok "$desc: the new set merges back to the input" || bad "$desc: merge after recovery" "exit $rc" "$(cat "$T/err")"
+      fi
+    fi
+    rm -rf "$d"
+  done
+done
+
+# ---- two runs writing the same output at once
+d=$T/conc; mkdir -p "$d"
+for round in 1 2 3; do
+  rm -f "$d"/*
+  "$TPCONV" convert "$BIG" -o "$d/out.safetensors" 2>"$T/e1" & p1=$!
+  "$TPCONV" convert "$BIG" -o "$d/out.safetensors" 2>"$T/e2" & p2=$!
+  wait $p1; r1=$?; wait $p2; r2=$?
+  # without --force exactly one wins; the other refuses to replace what appeared (exit 2)
+  if { [ $r1 = 0 ] && [ $r2 = 2 ]; } || { [ $r1 = 2 ] && [ $r2 = 0 ]; }; then :; else
+    bad "concurrent converts, round $round: one wins, one refuses" "exits $r1 $r2" "$(cat "$T/e1" "$T/e2")"; continue; fi
+  if hashes "$d/out.safetensors" | diff -q - "$T/big.hashes" >/dev/null && [ "$(temps "$d")" = 0 ]; then
+    ok "concurrent converts, round $round: one complete output, the other refused, no temporaries"
+  else bad "concurrent converts, round $round: complete output" "$(ls -a "$d")"; fi
+done
+rm -f "$d"/*
+"$TPCONV" convert "$BIG" -o "$d/out.safetensors" -f 2>"$T/e1" & p1=$!
+"$TPCONV" convert "$SMALL" -o "$d/out.safetensors" -f 2>"$T/e2" & p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+h=$(hashes "$d/out.safetensors")
+if [ $r1 = 0 ] && [ $r2 = 0 ] && { [ "$h" = "$(cat "$T/big.hashes")" ] || [ "$h" = "$(cat "$T/small.hashes")" ]; } && [ "$(temps "$d")" = 0 ]; then
+  ok "concurrent converts with --force of different inputs: the output is one of them, whole"
+else bad "concurrent --force converts" "exits $r1 $r2" "$(cat "$T/e1" "$T/e2")"; fi
+# two shard runs into one folder, with different plans (so their rank files differ): never a manifest for a mixed set
+echo '{"name": "all-replicated", "rules": [], "fallback": "replicate"}' > "$T/repl.json"
+for round in 1 2 3; do
+  rm -rf "$d/set"
+  "$TPCONV" shard "$SMALL" -o "$d/set" -f "${SHARD[@]}" 2>"$T/e1" & p1=$!
+  "$TPCONV" shard "$SMALL" -o "$d/set" -f --tp 2 --plan "$T/repl.json" -q 2>"$T/e2" & p2=$!
+  wait $p1; r1=$?; wait $p2; r2=$?
+  if [ -f "$d/set/tpconv-manifest.json" ]; then
+    run "$TPCONV" merge "$d/set" -o "$d/m.safetensors" -f -q
+    if [ "$rc" = 0 ] && hashes "$d/m.safetensors" | diff -q - "$T/small.hashes" >/dev/null; then
+      ok "concurrent shard runs, round $round: the manifest's set is whole (exits $r1 $r2)"
+    else bad "concurrent shard runs, round $round: a manifest for a mixed set" "exits $r1 $r2; merge: $rc $(cat "$T/err")"; fi
+  else
+    { [ $r1 != 0 ] || [ $r2 != 0 ]; } && ok "concurrent shard runs, round $round: no manifest, and a run reports it (exits $r1 $r2)" \
+      || bad "concurrent shard runs, round $round: no manifest but both runs exit 0" "$(cat "$T/e1" "$T/e2")"
+  fi
+  [ "$(temps "$d")" = 0 ] || bad "concurrent shard runs, round $round: temporaries left" "$(find "$d" -name '.*.tpc-*')"
+done
+
+# ---- a bit flipped in a rank file is caught through the manifest checksums
+d=$T/flip; mkdir -p "$d"
+"$TPCONV" shard "$SMALL" -o "$d/set" "${SHARD[@]}"
+f=$d/set/model_tp01_pp00.safetensors
+python3 - "$f" <<'EOF'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+i = 8 + n + (len(b) - 8 - n) // 2  # a byte in the middle of the tensor data
+b[i] ^= 0x10
+open(p, 'wb').write(b)
+EOF
+run "$TPCONV" merge "$d/set" -o "$d/m.safetensors"
+if [ "$rc" != 0 ] && grep -qF "does not match the manifest checksum" "$T/err" && [ ! -e "$d/m.safetensors" ]; then
+  ok "bit flip in a rank file: merge refuses it (exit $rc), names the rank, writes nothing"
+else bad "bit flip caught by merge" "exit $rc" "$(cat "$T/err")"; fi
+if "$TPCONV" --help | grep -q '^  verify '; then
+  run "$TPCONV" verify --reference "$SMALL" --shards "$d/set" --checks structure
+  if [ "$rc" = 1 ] && grep -q 'FAIL' "$T/out" && grep -qE '^#? *rank 1\b' "$T/out"; then
+    ok "bit flip in a rank file: verify reports rank 1's tensor (exit 1)"
+  else bad "bit flip caught by verify" "exit $rc" "$(grep -v ' pass$' "$T/out" | head -8)" "$(cat "$T/err")"; fi
+else skip "bit flip caught by verify" "this build has no 'tpconv verify'"; fi
+
+[ "$(sum_inputs)" = "$SUM0" ] && ok "inputs never modified" || bad "inputs never modified"
+echo "1..$n"
+[ "$failed" = 0 ]

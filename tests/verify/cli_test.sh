@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `tpconv verify` end to end on real rank files: every preset's tiny model
+# sharded by `tpconv shard` at tp 2, 4 and 8 passes (exit 0); a flipped bit in
+# a rank file fails (exit 1) naming the tensor and rank; a missing rank file is
+# bad input (3); --device cuda without a GPU is exit 5; under mpirun the
+# report equals the threads backend's bit for bit; usage errors are exit 2.
+# usage: cli_test.sh TPCONV SRC
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+. "$SRC/tests/verify/common.sh"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+make_models "$WORK"
+cd "$WORK"
+for m in llama gpt2 gpt-neox bert libai dalle2 llama-fused llama-bf16; do
+  for tp in 2 4 8; do
+    rm -rf s
+    if ! "$TPCONV" shard $m/model.safetensors --config $m/config.json --preset "$(preset_of $m)" --tp $tp -o s -q \
+        > out.txt 2>&1; then
+      notok "$m tp $tp: tpconv shard failed"; sed 's/^/#   /' out.txt | head; continue
+    fi
+    if "$TPCONV" verify --reference $m/model.safetensors --shards s -q > out.txt 2>&1; then
+      ok "$m tp $tp: $(tail -n 1 out.txt | sed 's/^# //')"
+    else
+      notok "$m tp $tp: verify exit $?"; sed 's/^/#   /' out.txt | head -n 20
+    fi
+  done
+done
+# a llama tp 4 set, one bit of one rank file flipped
+rm -rf s
+"$TPCONV" shard llama/model.safetensors --config llama/config.json --preset llama --tp 4 -o s -q
+$PY - s/model_tp01_pp00.safetensors <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+b[8 + n + h['model.layers.1.mlp.up_proj.weight']['data_offsets'][0] + 41] ^= 0x40
+open(p, 'wb').write(b)
+PYEOF
+"$TPCONV" verify --reference llama/model.safetensors --shards s -q --junit r.xml --json r.json > out.txt 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -q 'structure  model.layers.1.mlp.up_proj.weight' out.txt && grep -q 'rank 1' out.txt; then
+  ok "a flipped bit: exit 1, naming up_proj and rank 1"
+else notok "a flipped bit: exit $rc"; sed 's/^/#   /' out.txt | head; fi
+if ! command -v xmllint >/dev/null || xmllint --noout r.xml; then ok "JUnit XML of a failing run is well-formed"
+else notok "JUnit XML"; fi
+grep -q '<failure type="mismatch"' r.xml && ok "JUnit XML has the failure" || notok "JUnit XML lacks the failure"
+$PY -c 'import json,sys; r=json.load(open("r.json")); assert not r["ok"] and r["failed"] >= 1' && ok "JSON: ok false, failures counted" || notok "JSON"
+rm s/model_tp02_pp00.safetensors
+"$TPCONV" verify --reference llama/model.safetensors --shards s > out.txt 2>&1
+rc=$?
+[ $rc = 3 ] && grep -q "model_tp02_pp00.safetensors" out.txt && ok "missing rank file: exit 3 naming it" || notok "missing rank file: exit $rc"
+rm -rf s
+"$TPCONV" shard gpt2/model.safetensors --config gpt2/config.json --preset gpt2 --tp 2 -o s -q
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --device cuda > out.txt 2>&1
+rc=$?
+if [ $rc = 0 ]; then ok "--device cuda ran (a GPU is visible)"
+elif [ $rc = 5 ] && grep -qi cuda out.txt; then ok "--device cuda without a GPU: exit 5 ($(head -c 120 out.txt))"
+else notok "--device cuda: exit $rc"; fi
+"$TPCONV" verify --reference gpt2/model.safetensors > out.txt 2>&1
+[ $? = 2 ] && ok "usage: missing --shards is exit 2" || notok "usage exit"
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --checks bogus > out.txt 2>&1
+[ $? = 2 ] && grep -q "'bogus'" out.txt && ok "usage: unknown check quoted, exit 2" || notok "unknown check"
+"$TPCONV" verify --help | grep -q '^usage: tpconv verify' && ok "verify --help" || notok "verify --help"
+if command -v mpirun >/dev/null && "$TPCONV" verify --reference gpt2/model.safetensors --shards s --seed 5 --json t.json -q >/dev/null; then
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$TPCONV" verify --reference gpt2/model.safetensors --shards s \
+    --seed 5 --json m.json -q > out.txt 2>&1
+  rc=$?
+  if [ $rc = 0 ] && $PY - m.json t.json <<'PYEOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["backend"] == "mpi" and b["backend"] == "threads"
+for x, y in zip(a["checks"], b["checks"]):
+    for k in ("tensor", "max_abs", "max_rel", "digest", "status"):
+        assert x[k] == y[k], (x["tensor"], k)
+PYEOF
+  then ok "mpirun -np 2 tpconv verify: the threads backend's report, bit for bit"
+  elif grep -q 'without MPI' out.txt; then ok "# SKIP tpconv built without MPI"
+  else notok "mpirun tpconv verify: exit $rc"; sed 's/^/#   /' out.txt | head; fi
+fi
+echo "1..$n"
+[ "$bad" = 0 ]

@@ -1,0 +1,20 @@
+# Shared by the verify test scripts: the tiny models (real torch), a TAP
+# counter. Sourced; needs DRIVER and SRC set.
+PY=/usr/bin/python3
+n=0 bad=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $*"; }
+# make_models WORK: every preset's tiny model (tests/shard/make_models.py) and
+# the fused and bf16 LLaMA variants (make_fused.py), seed printed
+make_models() {
+  if ! $PY -c 'import torch' 2>/dev/null; then
+    echo "1..0 # SKIP real torch ($PY) is not installed"
+    exit 0
+  fi
+  $PY "$SRC/tests/shard/make_models.py" "$1" "${SEED:-0}" >/dev/null &&
+    $PY "$SRC/tests/verify/make_fused.py" "$1" "${SEED:-0}" >/dev/null || {
+    echo "1..0 # SKIP cannot make the test models"; exit 0; }
+  echo "# models made with seed ${SEED:-0}"
+}
+# preset of a model folder
+preset_of() { case "$1" in llama-*) echo llama ;; *) echo "$1" ;; esac; }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The mutation suite: shard sets broken the ways sharders break them must all
+# fail verify with exit 1 and a report that names a broken tensor. Prints a
+# `#` table of the results.
+# usage: mutations_test.sh VERIFY_DRIVER SRC
+set -u
+DRIVER=$(realpath "$1") SRC=$(realpath "$2")
+. "$SRC/tests/verify/common.sh"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+make_models "$WORK"
+cd "$WORK"
+# mutation model tp
+cases="naive-qkv gpt2 2
+naive-qkv gpt2 4
+naive-qkv llama-fused 2
+naive-qkv llama-fused 4
+naive-gateup llama-fused 2
+naive-gateup llama-fused 8
+naive-gateup dalle2 4
+kv-split llama 8
+kv-split llama-fused 4
+kv-split llama-fused 8
+kv-split dalle2 2
+row-col-swap llama 2
+row-col-swap gpt2 4
+row-col-swap llama-bf16 4
+row-col-plan llama 2
+row-col-plan llama-fused 4
+row-col-plan gpt2 2
+ranks-swap llama 2
+ranks-swap gpt2 8
+ranks-swap gpt-neox 4
+ranks-swap bert 2
+vocab-off-by-one llama 4
+vocab-off-by-one gpt2 8
+vocab-off-by-one llama-fused 2
+vocab-off-by-one bert 4
+bias-tp gpt2 2
+bias-tp llama-fused 4
+bias-tp bert 8"
+# Each case runs twice: all checks, then the numeric checks alone (no byte
+# comparison), which must catch every mutation on their own.
+table="# mutation          model        tp  checks   exit  named  first failing check"
+while read -r mut m tp; do
+ for checks in all numeric; do
+  carg=()
+  [ $checks = numeric ] && carg=(--checks layers,blocks,model)
+  "$DRIVER" --ref $m/model.safetensors --config $m/config.json --preset "$(preset_of $m)" --tp "$tp" -q \
+    --mutate "$mut" "${carg[@]}" > out.txt 2> err.txt
+  rc=$?
+  named=no
+  if [ "$mut" = ranks-swap ]; then
+    grep -q 'FAIL' out.txt && named=yes
+  else
+    while read -r _ name; do
+      grep -qF "$name" out.txt && { named=yes; break; }
+    done < <(grep '^broken: ' err.txt)
+  fi
+  first=$(grep -m1 'FAIL' out.txt | awk '{print $1 " " $2}')
+  table="$table
+# $(printf '%-17s %-12s %2s  %-7s  %4s  %-5s  %s' "$mut" "$m" "$tp" "$checks" "$rc" "$named" "$first")"
+  if [ "$rc" = 1 ] && [ "$named" = yes ]; then ok "$mut $m tp $tp ($checks checks) fails, naming the tensor"
+  else notok "$mut $m tp $tp ($checks checks): exit $rc, named $named"; sed 's/^/#   /' out.txt err.txt | head -n 20; fi
+ done
+done <<< "$cases"
+echo "$table"
+echo "1..$n"
+[ "$bad" = 0 ]
