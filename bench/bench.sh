@@ -76,7 +76,7 @@ if "$TPCONV" --help | grep -q '^  shard '; then
   REPS=1 measure "peer_merge.py tp4" "$DIR/peer_merged.bin" $PY "$PEERS/peer_merge.py" "$DIR/peer_tp4" "$DIR/peer_merged.bin" 4
   rm -rf "$DIR/peer_tp4"
   if "$TPCONV" --help | grep -q '^  verify '; then
-    REPS=1 measure "tpconv verify tp4 (cpu)" "" "$TPCONV" verify --reference "$SRC" --shards "$DIR/tp4" --preset llama "${FACTS[@]}" --tokens 4
+    REPS=1 measure "tpconv verify tp4 (cpu)" "" "$TPCONV" verify --reference "$SRC" --shards "$DIR/tp4" --heads "$NH" --kv-heads "$KV" --head-dim 128 --tokens 8
   fi
   rm -rf "$DIR/tp4"
 fi
