@@ -118,7 +118,9 @@ static int persistent_load(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *
 		uint64_t off = 0;
 		if (r->z) {
 			char rec[600];
-			snprintf(rec, sizeof(rec), "data/%s", key);
+			if ((size_t)snprintf(rec, sizeof(rec), "data/%s", key) >= sizeof(rec))
+				return TPC_CORRUPT(e, r->path, -1, NULL, "storage key '%.40s...' is longer than %zu bytes",
+						   key, sizeof(rec) - 6);
 			const tpc_zip_entry *ent = tpc_zip_find(r->z, rec);
 			if (!ent)
 				return TPC_CORRUPT(e, r->path, -1, NULL,

@@ -388,12 +388,15 @@ uint64_t tpc_regex_cost(const char *p)
 			copies = n > m ? n : m;
 			while (*p != '}')
 				p++;
-			if (m == 0) {
-				if (copies > 1 && last_null)
-					return UINT64_MAX;
-				last_null = true;
+			if (copies > 1) {
+				if (last_null)
+					return UINT64_MAX; /* copies of something that can match empty */
+				sum[depth] += last * (copies - 1);
+				last *= copies;
 			}
-			goto repeat;
+			if (m == 0)
+				last_null = true;
+			goto check;
 		}
 		case '^':
 		case '$':

@@ -248,6 +248,8 @@ def pickle_cases():
          "storage '7' has no record 'archive/data/7' in the archive"),
         ('pid_key_traversal', pk(odict() + MARK + S('w') + tensor(key='../../etc/passwd') + SETITEMS), 'inspect @', 3,
          "has no record"),
+        ('pid_key_too_long', pk(odict() + MARK + S('w') + tensor(key='k' * 1000) + SETITEMS), 'inspect @', 3,
+         'is longer than 594 bytes'),
         ('pid_dtype_clash', pk(odict() + MARK + S('a') + tensor() + S('b') + tensor(cls='LongStorage', numel=2, size=(2,))
                                + SETITEMS), 'inspect @', 3, "storage '0' is used as both"),
         # storages and views
@@ -429,6 +431,8 @@ def json_cases():
         ('plan_regex_big_interval.json', plan('a{1,9999}'), 'plan --check @', 3, costly),
         ('plan_regex_nested_intervals.json', plan('((a{1,100}){1,100}){1,10}'), 'plan --check @', 3, costly),
         ('plan_regex_backref.json', plan('(x*)*\\1y'), 'plan --check @', 3, costly),
+        ('plan_regex_nullable_repeat.json', plan('x?++++*++++++++*'), 'plan --check @', 3, costly),
+        ('plan_regex_nullable_nested.json', plan('(' * 12 + 'x*' + ')+' * 12), 'plan --check @', 3, costly),
         ('plan_regex_ok.json', plan('(layernorm|(^|\\.)norm)\\.(weight|bias)$|x{2,3}[[:alpha:]]'), 'plan --check @', 0, '-'),
         ('plan_number_1e400.json', b'{"pad_multiple": 1e400, "rules": []}', 'plan --check @', 3,
          '"pad_multiple" must be a positive integer'),
@@ -437,6 +441,7 @@ def json_cases():
         ('plan_layers_stacked.json', json.dumps({'layers': ['(a+)' + '+' * 30], 'rules': []}).encode(),
          'plan --check @', 3, costly),
         ('rules_regex_stacked.json', rules([{'drop': '(a+)' + '+' * 30}]), 'rules --check @', 2, 'too costly to compile'),
+        ('rules_regex_nullable.json', rules([{'keep': '(a|)+b'}]), 'rules --check @', 2, 'too costly to compile'),
         ('rules_regex_when.json', rules([{'dtype': 'bf16', 'when': 'a{1,30000}'}]), 'rules --check @', 2,
          'too costly to compile'),
         ('rules_rename_doubling.json', rules([{'rename': '^(.*)$', 'to': '\\1\\1'}] * 40),
