@@ -4,6 +4,8 @@
 # TAP. usage: pkgconfig_test.sh BUILD_DIR SRC_DIR
 set -u
 B=$(realpath "$1") SRC=$(realpath "$2")
+# a sanitizer build installs an instrumented library: build the consumer the same way
+SAN=${3:-none}; SANFLAGS=(); [ "$SAN" = none ] || SANFLAGS=(-fsanitize="$SAN")
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 n=0 failed=0
 ok() { n=$((n+1)); echo "ok $n - $1"; }
@@ -27,11 +29,11 @@ cflags=$(pkg-config --cflags tpconv) && libs=$(pkg-config --libs tpconv) \
 libdir="$T/root$(pkg-config --variable=libdir tpconv)"
 libdir=${libdir/#$T\/root$T\/root/$T/root}
 IN="$SRC/tests/data/tiny_llama.pt"
-if cc -std=c11 $cflags "$SRC/tests/pkgconfig/consumer.c" -o "$T/consumer" $libs -Wl,-rpath,"$libdir" 2>"$T/cc.log"; then
+if cc -std=c11 "${SANFLAGS[@]}" $cflags "$SRC/tests/pkgconfig/consumer.c" -o "$T/consumer" $libs -Wl,-rpath,"$libdir" 2>"$T/cc.log"; then
   ok "builds against the shared library"
   if out=$("$T/consumer" "$IN" "$T/out.safetensors" 2>&1) && [[ "$out" == "21 tensors, format torch-zip" ]]; then ok "runs: $out"; else bad "runs" "$out"; fi
 else bad "builds against the shared library" "$(cat "$T/cc.log")"; fi
-if cc -std=c11 $cflags "$SRC/tests/pkgconfig/consumer.c" -o "$T/consumer_static" "$libdir/libtpconv.a" \
+if cc -std=c11 "${SANFLAGS[@]}" $cflags "$SRC/tests/pkgconfig/consumer.c" -o "$T/consumer_static" "$libdir/libtpconv.a" \
      $(pkg-config --libs --static tpconv | sed 's/-ltpconv//') -fopenmp 2>"$T/cc2.log"; then
   ok "builds against the static library"
   "$T/consumer_static" "$IN" "$T/out2.safetensors" >/dev/null 2>&1 && cmp -s "$T/out.safetensors" "$T/out2.safetensors" \
