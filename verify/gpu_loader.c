@@ -82,36 +82,56 @@ int tpc__gpu_devices(const tpc_gpu_api *api, int *ndev, tpc_err *e)
 	return 0;
 }
 
-int tpc__gpu_open_threads(const tpc_gpu_api *api, int tp, tpc_gpu_ctx **ctx, tpc_err *e)
+/* Contexts without a communicator, rank r on device r % ndev: the ranks
+ * outnumber the GPUs, so NCCL (one rank per device) is out and the caller
+ * keeps its host collectives. */
+static int open_local(const tpc_gpu_api *api, tpc_gpu_ctx **ctx, int device, tpc_err *e)
+{
+	char msg[GMSG] = "";
+	int sys = 0;
+	return api->open_local(ctx, device, &sys, msg, sizeof(msg)) ? gfail(e, sys, msg) : 0;
+}
+
+int tpc__gpu_open_threads(const tpc_gpu_api *api, int tp, tpc_gpu_ctx **ctx, bool *host_coll, tpc_err *e)
 {
 	char msg[GMSG] = "";
 	int ndev, sys = 0, ret = tpc__gpu_devices(api, &ndev, e);
 	if (ret)
 		return ret;
-	if (tpc_gpu_device_for(tp - 1, tp, ndev, msg, sizeof(msg)) < 0)
-		return gfail(e, 0, msg);
+	*host_coll = tp > ndev;
+	if (*host_coll) {
+		for (int r = 0; r < tp; r++)
+			if ((ret = open_local(api, &ctx[r], r % ndev, e)))
+				return ret; /* the caller closes what was opened */
+		return 0;
+	}
 	if (api->open_all(ctx, tp, &sys, msg, sizeof(msg)))
 		return gfail(e, sys, msg);
 	return 0;
 }
 
-int tpc__gpu_open_mpi(const tpc_gpu_api *api, tpc_coll *c, tpc_gpu_ctx **ctx, tpc_err *e)
+int tpc__gpu_open_mpi(const tpc_gpu_api *api, tpc_coll *c, tpc_gpu_ctx **ctx, bool *host_coll, tpc_err *e)
 {
 	char msg[GMSG] = "";
 	uint8_t id[TPC_GPU_ID_BYTES];
 	int ndev = 0, sys = 0, lr, ls, st, ret = tpc__gpu_devices(api, &ndev, e);
-	/* every rank enters the broadcast even when its own setup failed */
+	/* every rank enters the collectives even when its own setup failed */
 	st = ret;
 	tpc_gpu_local_rank(&lr, &ls);
 	if (lr < 0) { /* no launcher variables: one process per node */
 		lr = 0;
 		ls = 1;
 	}
-	int dev = st ? -1 : tpc_gpu_device_for(lr, ls, ndev, msg, sizeof(msg));
+	/* one node with more ranks than GPUs puts every rank on MPI's collectives */
+	double over = !st && ls > ndev;
+	if ((ret = tpc_coll_allreduce(c, &over, 1, TPC_F64, e)))
+		return ret;
+	*host_coll = over > 0;
+	int dev = st ? -1 : *host_coll ? lr % ndev : tpc_gpu_device_for(lr, ls, ndev, msg, sizeof(msg));
 	if (!st && dev < 0)
 		st = gfail(e, 0, msg);
 	memset(id, 0, sizeof(id));
-	if (!st && c->rank == 0 && api->unique_id(id, &sys, msg, sizeof(msg)))
+	if (!st && !*host_coll && c->rank == 0 && api->unique_id(id, &sys, msg, sizeof(msg)))
 		st = gfail(e, sys, msg);
 	int who, agreed = tpc_coll_agree(c, st, &who, e);
 	if (agreed) {
@@ -119,6 +139,8 @@ int tpc__gpu_open_mpi(const tpc_gpu_api *api, tpc_coll *c, tpc_gpu_ctx **ctx, tp
 			tpc_err_set(e, agreed, "rank %d could not set up its GPU", who);
 		return agreed;
 	}
+	if (*host_coll)
+		return open_local(api, ctx, dev, e);
 	if ((ret = tpc_coll_bcast(c, id, sizeof(id), 0, e)))
 		return ret;
 	if (api->open(ctx, dev, c->rank, c->size, id, &sys, msg, sizeof(msg)))

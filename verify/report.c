@@ -13,6 +13,7 @@ void tpc_verify_report_init(tpc_verify_report *rep)
 	memset(rep, 0, sizeof(*rep));
 	rep->backend = "threads";
 	rep->device = "cpu";
+	rep->collectives = "threads";
 }
 
 void tpc_verify_report_release(tpc_verify_report *rep)
@@ -33,6 +34,13 @@ int tpc_verify_report_add(tpc_verify_report *rep, const tpc_vresult *r)
 	else
 		rep->npass++;
 	return 0;
+}
+
+/* The text header names the collectives only when they are not the backend's
+ * own (NCCL under threads or MPI). */
+static bool coll_differs(const tpc_verify_report *rep)
+{
+	return rep->collectives && rep->backend && strcmp(rep->collectives, rep->backend);
 }
 
 static const char *status_name(int s)
@@ -59,9 +67,10 @@ void tpc_verify_report_table(const tpc_verify_report *rep, bool failures_only, t
 		if (l > w)
 			w = l < 96 ? l : 96;
 	}
-	tpc_buf_addf(b, "# tpconv verify: tp %d, seed %llu, %d tokens, %s on %s\n", rep->tp,
+	tpc_buf_addf(b, "# tpconv verify: tp %d, seed %llu, %d tokens, %s on %s%s%s\n", rep->tp,
 		     (unsigned long long)rep->seed, rep->tokens, rep->backend ? rep->backend : "?",
-		     rep->device ? rep->device : "?");
+		     rep->device ? rep->device : "?", coll_differs(rep) ? ", collectives " : "",
+		     coll_differs(rep) ? rep->collectives : "");
 	tpc_buf_addf(b, "# %-9s  %-*s  %-5s  %12s  %12s  %s\n", "check", w, "tensor", "dtype", "max abs", "max rel",
 		     "pass");
 	for (size_t i = 0; i < rep->n; i++) {
@@ -89,8 +98,9 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 {
 	tpc_buf_addf(b, "{\n  \"tpconv_verify\": 1,\n  \"tp\": %d,\n  \"seed\": %llu,\n  \"tokens\": %d,\n", rep->tp,
 		     (unsigned long long)rep->seed, rep->tokens);
-	tpc_buf_addf(b, "  \"backend\": \"%s\",\n  \"device\": \"%s\",\n", rep->backend ? rep->backend : "",
-		     rep->device ? rep->device : "");
+	tpc_buf_addf(b, "  \"backend\": \"%s\",\n  \"device\": \"%s\",\n  \"collectives\": \"%s\",\n",
+		     rep->backend ? rep->backend : "", rep->device ? rep->device : "",
+		     rep->collectives ? rep->collectives : "");
 	tpc_buf_addf(b, "  \"passed\": %zu,\n  \"failed\": %zu,\n  \"skipped\": %zu,\n  \"ok\": %s,\n", rep->npass,
 		     rep->nfail, rep->nskip, rep->nfail ? "false" : "true");
 	tpc_buf_addf(b, "  \"seconds\": %.3f,\n  \"checks\": [", rep->seconds);
@@ -158,8 +168,10 @@ void tpc_verify_report_junit(const tpc_verify_report *rep, tpc_buf *b)
 		     "  <testsuite name=\"tpconv-verify\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\">\n",
 		     rep->n, rep->nfail, rep->nskip, rep->seconds);
 	tpc_buf_addf(b, "    <properties><property name=\"tp\" value=\"%d\"/><property name=\"seed\" value=\"%llu\"/>"
-			"<property name=\"backend\" value=\"%s\"/><property name=\"device\" value=\"%s\"/></properties>\n",
-		     rep->tp, (unsigned long long)rep->seed, rep->backend ? rep->backend : "", rep->device ? rep->device : "");
+			"<property name=\"backend\" value=\"%s\"/><property name=\"device\" value=\"%s\"/>"
+			"<property name=\"collectives\" value=\"%s\"/></properties>\n",
+		     rep->tp, (unsigned long long)rep->seed, rep->backend ? rep->backend : "", rep->device ? rep->device : "",
+		     rep->collectives ? rep->collectives : "");
 	for (size_t i = 0; i < rep->n; i++) {
 		const tpc_vresult *r = &rep->r[i];
 		tpc_buf_addf(b, "    <testcase classname=\"%s\" name=\"", tpc_vcheck_name((tpc_vcheck)r->kind));

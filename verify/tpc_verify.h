@@ -108,6 +108,9 @@
  *     "tp": 4, "seed": 1, "tokens": 8,
  *     "backend": "threads" | "mpi" | "cuda",
  *     "device": "cpu" | "cuda",
+ *     "collectives": "threads" | "mpi" | "nccl",   host threads, MPI, or NCCL
+ *                                   (cuda with one GPU per rank; more ranks
+ *                                   than GPUs keep the host collectives)
  *     "passed": 57, "failed": 0, "skipped": 0,
  *     "ok": true,
  *     "seconds": 1.25,
@@ -379,6 +382,7 @@ typedef struct tpc_verify_report {
 	int tp, tokens;
 	uint64_t seed;
 	const char *backend, *device;
+	const char *collectives; /* "threads", "mpi" or "nccl" */
 	size_t npass, nfail, nskip;
 	double seconds;
 } tpc_verify_report;

@@ -1658,6 +1658,7 @@ typedef struct th_arg {
 	tpc_gpu_ctx *gctx;
 	tpc_verify_report *rep;
 	int rank, threads, ret;
+	bool nccl; /* collectives through NCCL (one GPU per rank), else the group's */
 	tpc_err e;
 } th_arg;
 
@@ -1679,11 +1680,11 @@ static void *th_main(void *p)
 			return NULL;
 		}
 		/* the collectives go through NCCL; the group's barrier is unused */
-		if ((a->ret = tpc__gpu_coll(a->gpu, a->gctx, a->rank, a->g ? c.size : 1, &c, &a->e)))
+		if (a->nccl && (a->ret = tpc__gpu_coll(a->gpu, a->gctx, a->rank, a->g ? c.size : 1, &c, &a->e)))
 			return NULL;
 	}
 	a->ret = run_checks(a->s, a->o, &c, a->gpu, a->gctx, a->rank == 0 ? a->rep : NULL, &a->e);
-	if (a->gpu)
+	if (a->gpu && a->nccl)
 		tpc__gpu_coll_free(&c);
 	return NULL;
 }
@@ -1698,9 +1699,11 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 {
 	double t0 = tpc_now();
 	int ret = 0;
+	bool host_coll = true;
 	if (rep) {
 		rep->backend = o->backend == TPC_VB_MPI ? "mpi" : "threads";
 		rep->device = o->device == TPC_VDEV_CUDA ? "cuda" : "cpu";
+		rep->collectives = rep->backend;
 	}
 	if (o->backend == TPC_VB_MPI) {
 		tpc_coll c;
@@ -1724,9 +1727,16 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 					tpc_err_set(e, agreed, "rank %d could not load the CUDA module", who);
 				return agreed;
 			}
-			if ((ret = tpc__gpu_open_mpi(api, &c, &gctx, e)))
+			if ((ret = tpc__gpu_open_mpi(api, &c, &gctx, &host_coll, e))) {
+				if (gctx)
+					api->close(gctx);
 				return ret;
-			if (!(ret = tpc__gpu_coll(api, gctx, c.rank, c.size, &gc, e))) {
+			}
+			if (rep && !host_coll)
+				rep->collectives = "nccl";
+			if (host_coll) {
+				ret = run_checks(s, o, &c, api, gctx, c.rank == 0 ? rep : NULL, e);
+			} else if (!(ret = tpc__gpu_coll(api, gctx, c.rank, c.size, &gc, e))) {
 				ret = run_checks(s, o, &gc, api, gctx, c.rank == 0 ? rep : NULL, e);
 				tpc__gpu_coll_free(&gc);
 			}
@@ -1758,8 +1768,10 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 			ret = tpc_err_nomem(e);
 			goto out;
 		}
-		if ((ret = tpc__gpu_load(&api, e)) || (ret = tpc__gpu_open_threads(api, tp, gctx, e)))
+		if ((ret = tpc__gpu_load(&api, e)) || (ret = tpc__gpu_open_threads(api, tp, gctx, &host_coll, e)))
 			goto out;
+		if (rep && !host_coll)
+			rep->collectives = "nccl";
 	}
 	tpc_verify_opts oo = *o;
 	if (!oo.ref_threads)
@@ -1769,7 +1781,7 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 	if (per < 1)
 		per = 1;
 	for (int r = 0; r < tp; r++) {
-		a[r] = (th_arg){s, o, g, api, gctx ? gctx[r] : NULL, rep, r, per, 0, {0}};
+		a[r] = (th_arg){s, o, g, api, gctx ? gctx[r] : NULL, rep, r, per, 0, !host_coll, {0}};
 		tpc_err_init(&a[r].e);
 	}
 	/* every rank must start: the group's barriers count tp threads */

@@ -2,9 +2,11 @@
 # The whole GPU check, for a machine with NVIDIA GPUs (not run by CI, which
 # has none): build with the CUDA + NCCL module and MPI, then verify the tiny
 # models' shard sets with --device cuda - one process driving every local GPU
-# (threads + ncclCommInitAll) and, when mpirun exists, one process per GPU
+# (threads + ncclCommInitAll; with more ranks than GPUs the ranks share them
+# and keep host collectives) and, when mpirun exists, one process per GPU
 # (ncclUniqueId broadcast over MPI) - correct sets must pass within the fp32
-# tolerances and broken ones fail with exit 1.
+# tolerances and broken ones fail with exit 1. Also runs compute-sanitizer's
+# memcheck on one set when it is installed.
 # usage: tests/gpu/run_gpu_check.sh [BUILD_DIR]   (from the repository root)
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,8 +29,7 @@ PY=/usr/bin/python3
 $PY "$SRC/tests/shard/make_models.py" "$WORK" 0 >/dev/null && $PY "$SRC/tests/verify/make_fused.py" "$WORK" 0 >/dev/null ||
   { echo "Bail out! cannot make the models (needs torch)"; exit 1; }
 cd "$WORK"
-tps="1"
-for t in 2 4 8; do [ "$t" -le "$NGPU" ] && tps="$tps $t"; done
+tps="1 2 4 8" # tp > GPUs: shared GPUs, host collectives; tp <= GPUs: NCCL
 for m in llama gpt2 llama-fused llama-bf16 gpt-neox; do
   p=$m; case $m in llama-*) p=llama ;; esac
   for tp in $tps; do
@@ -37,12 +38,15 @@ for m in llama gpt2 llama-fused llama-bf16 gpt-neox; do
     else notok "cuda $m tp $tp"; sed 's/^/#   /' out.txt | head -n 30; fi
   done
 done
-tp=$(echo $tps | awk '{print $NF}')
-if [ "$tp" -ge 2 ]; then
-  "$DRIVER" --cuda --ref gpt2/model.safetensors --config gpt2/config.json --preset gpt2 --tp $tp -q --mutate naive-qkv > out.txt 2>&1
-  rc=$?
-  [ $rc = 1 ] && grep -q c_attn out.txt && ok "cuda naive-qkv gpt2 tp $tp fails" || notok "cuda naive-qkv: exit $rc"
+"$DRIVER" --cuda --ref gpt2/model.safetensors --config gpt2/config.json --preset gpt2 --tp 4 -q --mutate naive-qkv > out.txt 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q c_attn out.txt && ok "cuda naive-qkv gpt2 tp 4 fails" || notok "cuda naive-qkv: exit $rc"
+if command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$DRIVER" --cuda --ref gpt2/model.safetensors \
+    --config gpt2/config.json --preset gpt2 --tp 2 -q > cs.txt 2>&1 && ok "compute-sanitizer memcheck gpt2 tp 2" ||
+    { notok "compute-sanitizer memcheck"; tail -n 30 cs.txt | sed 's/^/#   /'; }
 fi
+tp=$NGPU; [ "$tp" -gt 8 ] && tp=8
 if command -v mpirun >/dev/null && [ "$tp" -ge 2 ]; then
   out=$(mpirun --allow-run-as-root -np $tp "$DRIVER" --mpi --cuda --ref llama/model.safetensors \
         --config llama/config.json --preset llama --tp $tp -q 2>&1)

@@ -26,6 +26,12 @@
  *     opens its communicator with ncclCommInitRank on the device given by
  *     tpc_gpu_device_for (its node-local rank modulo the visible devices).
  *
+ *   - more ranks than GPUs (a tp-8 set checked on a one-GPU machine): NCCL
+ *     refuses two ranks on one device, so each rank opens a context without
+ *     a communicator (open_local) on device rank % devices, computes there,
+ *     and the collectives stay on the host (threads or MPI). The report says
+ *     which collectives ran.
+ *
  * The host-side logic that needs no GPU - which device a rank takes, how big
  * the staging buffers are, how per-rank statuses reduce to one - is plain C
  * in gpu_host.c, compiled into the module and into the unit tests.
@@ -36,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TPC_GPU_ABI 1
+#define TPC_GPU_ABI 2
 #define TPC_GPU_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
 #define TPC_GPU_MODULE "tpconv_cuda.so"
 
@@ -76,6 +82,9 @@ typedef struct tpc_gpu_api {
 			 size_t len);
 	int (*allreduce)(tpc_gpu_ctx *ctx, void *buf, size_t n, int f64, int *sys, char *msg, size_t len);
 	int (*bcast)(tpc_gpu_ctx *ctx, void *buf, size_t bytes, int root, int *sys, char *msg, size_t len);
+	/* A context on `device` with no communicator (ABI 2): compute only, the
+	 * caller runs the collectives; allgather/allreduce/bcast refuse it. */
+	int (*open_local)(tpc_gpu_ctx **ctx, int device, int *sys, char *msg, size_t len);
 } tpc_gpu_api;
 
 typedef const tpc_gpu_api *(*tpc_gpu_get_api_fn)(void);

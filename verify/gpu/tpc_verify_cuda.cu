@@ -200,16 +200,23 @@ static void g_close(tpc_gpu_ctx *c)
 	free(c);
 }
 
-static int g_open(tpc_gpu_ctx **out, int device, int rank, int nranks, const uint8_t id[TPC_GPU_ID_BYTES], int *sys,
-		  char *msg, size_t len)
+static int g_open_local(tpc_gpu_ctx **out, int device, int *sys, char *msg, size_t len)
 {
-	ncclUniqueId u;
 	int r = ctx_new(out, device, sys, msg, len);
 	if (r) {
 		g_close(*out);
 		*out = NULL;
-		return r;
 	}
+	return r;
+}
+
+static int g_open(tpc_gpu_ctx **out, int device, int rank, int nranks, const uint8_t id[TPC_GPU_ID_BYTES], int *sys,
+		  char *msg, size_t len)
+{
+	ncclUniqueId u;
+	int r = g_open_local(out, device, sys, msg, len);
+	if (r)
+		return r;
 	memcpy(&u, id, sizeof(u));
 	ncclResult_t nr = ncclCommInitRank(&(*out)->comm, nranks, u, rank);
 	if (nr != ncclSuccess) {
@@ -391,9 +398,19 @@ static int g_softmax(tpc_gpu_ctx *c, float *v, int64_t rows, int64_t n, int *sys
 	return download(c, 0, v, 1, (size_t)(rows * n) * 4, (size_t)(rows * n) * 4, sys, msg, len);
 }
 
+static int no_comm(const tpc_gpu_ctx *c, const char *what, char *msg, size_t len)
+{
+	if (c->comm)
+		return 0;
+	snprintf(msg, len, "%s: this GPU context has no NCCL communicator (more ranks than GPUs)", what);
+	return TPC_EGPU_;
+}
+
 static int g_allgather(tpc_gpu_ctx *c, const void *send, size_t bytes, void *recv, int *sys, char *msg, size_t len)
 {
 	int nranks = 0, r;
+	if ((r = no_comm(c, "allgather", msg, len)))
+		return r;
 	NCCL_CHECK(ncclCommCount(c->comm, &nranks));
 	if ((r = upload(c, 0, send, 1, bytes, bytes, sys, msg, len)) ||
 	    (r = dbuf(c, 2, bytes * (size_t)nranks + 1, sys, msg, len)))
@@ -406,6 +423,8 @@ static int g_allreduce(tpc_gpu_ctx *c, void *buf, size_t n, int f64, int *sys, c
 {
 	size_t bytes = n * (f64 ? 8 : 4);
 	int r;
+	if ((r = no_comm(c, "allreduce", msg, len)))
+		return r;
 	if ((r = upload(c, 0, buf, 1, bytes, bytes, sys, msg, len)))
 		return r;
 	NCCL_CHECK(ncclAllReduce(c->d[0], c->d[0], n, f64 ? ncclDouble : ncclFloat, ncclSum, c->comm, c->stream));
@@ -415,6 +434,8 @@ static int g_allreduce(tpc_gpu_ctx *c, void *buf, size_t n, int f64, int *sys, c
 static int g_bcast(tpc_gpu_ctx *c, void *buf, size_t bytes, int root, int *sys, char *msg, size_t len)
 {
 	int r;
+	if ((r = no_comm(c, "broadcast", msg, len)))
+		return r;
 	if ((r = upload(c, 0, buf, 1, bytes, bytes, sys, msg, len)))
 		return r;
 	NCCL_CHECK(ncclBroadcast(c->d[0], c->d[0], bytes, ncclChar, root, c->comm, c->stream));
@@ -422,8 +443,8 @@ static int g_bcast(tpc_gpu_ctx *c, void *buf, size_t bytes, int root, int *sys, 
 }
 
 static const tpc_gpu_api api = {
-	TPC_GPU_ABI, g_version, g_device_count, g_unique_id, g_open, g_open_all, g_close, g_bind,
-	g_gemm,      g_act,     g_softmax,      g_allgather, g_allreduce, g_bcast,
+	TPC_GPU_ABI, g_version,   g_device_count, g_unique_id, g_open,  g_open_all,  g_close, g_bind,
+	g_gemm,      g_act,       g_softmax,      g_allgather, g_allreduce, g_bcast, g_open_local,
 };
 
 extern "C" __attribute__((visibility("default"))) const tpc_gpu_api *tpc_gpu_get_api(void)
