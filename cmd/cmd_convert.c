@@ -183,7 +183,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	/* a model folder's companions (config, tokenizer...) go beside a folder output */
 	char *srcdir = (!no_extras && tpc_is_dir(out)) ? tpc_extras_source_dir(in) : NULL;
 	if (srcdir) {
-		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL};
+		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
 		tpc_dtype fdt = TPC_DT_INVALID;
 		bool cast = false, one = true;
 		for (size_t i = 0; i < ck.n; i++) {

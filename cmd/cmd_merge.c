@@ -36,7 +36,9 @@ static const char *help =
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N   model facts\n"
 	"  --take-rank0             replicated tensors that differ: keep rank 0's (warns)\n"
 	"  --no-checksums           do not verify the manifest checksums\n"
-	"  --dry-run                print what would be merged; write nothing\n"
+"  --dry-run                print what would be merged; write nothing\n"
+	"  --no-extras              do not copy the set's config, tokenizer and other companion\n"
+	"                           files into a folder output\n"
 	"  -f, --force              overwrite existing outputs\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
@@ -51,7 +53,7 @@ static bool ends_with(const char *s, const char *suf)
 
 enum {
 	O_TP = 256, O_PP, O_PRESET, O_PLAN, O_CONFIG, O_HEADS, O_KV, O_HD, O_HIDDEN, O_VOCAB, O_FORMAT, O_MAXSZ,
-	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS,
+	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX,
 };
 
 int cmd_merge(int argc, char **argv)
@@ -65,7 +67,8 @@ int cmd_merge(int argc, char **argv)
 		{"vocab", required_argument, NULL, O_VOCAB}, {"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"take-rank0", no_argument, NULL, O_TAKE0},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
-		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
+		{"no-extras", no_argument, NULL, O_NOX}, {"force", no_argument, NULL, 'f'},
+		{"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	const char *out = NULL, *preset = NULL, *plan_file = NULL, *config = NULL, *fmt_name = NULL, *maxsz = NULL;
@@ -73,7 +76,7 @@ int cmd_merge(int argc, char **argv)
 	tpc_model_facts flags;
 	tpc_merge_opts mo;
 	tpc_write_opts wo;
-	bool dry = false, force_progress = false, have_mg = false;
+	bool dry = false, force_progress = false, have_mg = false, no_extras = false;
 	tpc_plan plan;
 	tpc_merge mg;
 	tpc_progress prog;
@@ -112,6 +115,7 @@ int cmd_merge(int argc, char **argv)
 		case O_TAKE0: mo.take_rank0 = true; break;
 		case O_NOSUM: mo.checksums = false; break;
 		case O_DRY: dry = true; break;
+		case O_NOX: no_extras = true; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
@@ -224,9 +228,21 @@ int cmd_merge(int argc, char **argv)
 	tpc_progress_end(&prog);
 	/* the model's companion files (config, tokenizer) go with an HF folder; a
 	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
-	if (sharded && mg.layout != TPC_LAYOUT_TRTLLM && mg.layout != TPC_LAYOUT_HF) {
-		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL};
-		if (tpc_extras_copy(dir, out, &xo, NULL, &e)) {
+	if (sharded && !no_extras) {
+		/* TensorRT-LLM: the config tpconv wrote (the model's plus "mapping")
+		 * loses the mapping again; an engine config from elsewhere stays out.
+		 * HF layout: every rank folder holds the companions; take rank 0's. */
+		static const char *const trt_members[] = {"mapping", "tpconv", NULL};
+		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+		const char *from = dir;
+		if (mg.layout == TPC_LAYOUT_TRTLLM) {
+			xo.config_drop = trt_members;
+			xo.config_marker = "tpconv";
+		} else if (mg.layout == TPC_LAYOUT_HF && mg.nranks > 0 && mg.rank[0].path &&
+			   tpc_is_dir(mg.rank[0].path)) {
+			from = mg.rank[0].path;
+		}
+		if (tpc_extras_copy(from, out, &xo, NULL, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;
 		}

@@ -58,6 +58,8 @@ static const char *help =
 	"  --dry-run                print the plan (per tensor the split and rank shape, per rank\n"
 	"                           the bytes, unmatched tensors); write nothing\n"
 	"  --json                   with --dry-run: the manifest that would be written\n"
+	"  --no-extras              do not copy the model's config, tokenizer and other companion\n"
+	"                           files (a trtllm set still gets its config.json with mapping)\n"
 	"  -f, --force              replace existing rank files and manifest\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
@@ -154,7 +156,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 
 enum {
 	O_TP = 256, O_PP, O_PRESET, O_PLAN, O_CONFIG, O_HEADS, O_KV, O_HD, O_HIDDEN, O_VOCAB, O_VMULT, O_PAD, O_STRICT,
-	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_DRY, O_JSON, O_PROGRESS,
+	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
 int cmd_shard(int argc, char **argv)
@@ -170,7 +172,7 @@ int cmd_shard(int argc, char **argv)
 		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
-		{"json", no_argument, NULL, O_JSON}, TPC_CLI_REMAP_LONGOPTS,
+		{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX}, TPC_CLI_REMAP_LONGOPTS,
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -245,6 +247,7 @@ int cmd_shard(int argc, char **argv)
 			break;
 		case O_NOSUM: so.checksums = false; break;
 		case O_DRY: dry = true; break;
+		case O_NOX: so.no_extras = true; break;
 		case O_JSON: json = true; break;
 		case 'f': so.force = true; break;
 		case O_PROGRESS: force_progress = true; break;

@@ -38,8 +38,9 @@ char *tpc_extras_source_dir(const char *in)
 	return NULL;
 }
 
-/* config.json with torch_dtype and/or merged members, re-serialised. */
-static int rewrite_config(const char *src, const char *dst, const tpc_extras_opts *o, tpc_err *e)
+/* config.json with torch_dtype, merged or dropped members, re-serialised.
+ * *skipped: the config lacks o->config_marker and was not written. */
+static int rewrite_config(const char *src, const char *dst, const tpc_extras_opts *o, bool *skipped, tpc_err *e)
 {
 	char *text = NULL, *out = NULL;
 	size_t len;
@@ -53,6 +54,11 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 		tpc_err_path(e, src);
 		goto out;
 	}
+	*skipped = o->config_marker && !cJSON_GetObjectItemCaseSensitive(j, o->config_marker);
+	if (*skipped)
+		goto out;
+	for (size_t i = 0; o->config_drop && o->config_drop[i]; i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(j, o->config_drop[i]);
 	if (o->torch_dtype) {
 		cJSON_DeleteItemFromObjectCaseSensitive(j, "torch_dtype");
 		cJSON_AddStringToObject(j, "torch_dtype", o->torch_dtype);
@@ -110,7 +116,7 @@ static int copy_file(const char *src, const char *dst, unsigned flags, tpc_err *
 int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,
 		    tpc_err *e)
 {
-	static const tpc_extras_opts none = {0, NULL, NULL};
+	static const tpc_extras_opts none = {0, NULL, NULL, NULL, NULL, NULL};
 	DIR *d = NULL;
 	int ret = 0;
 	size_t n = 0;
@@ -126,20 +132,22 @@ int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_o
 	}
 	for (struct dirent *de; !ret && (de = readdir(d));) {
 		struct stat st;
-		if (!tpc_extras_is_companion(de->d_name))
+		if (!tpc_extras_is_companion(de->d_name) || (o->only && strcmp(de->d_name, o->only)))
 			continue;
 		char *src = tpc_path_join(src_dir, de->d_name), *dst = tpc_path_join(dst_dir, de->d_name);
 		if (!src || !dst) {
 			ret = tpc_err_nomem(e);
 		} else if (stat(src, &st) == 0 && S_ISREG(st.st_mode)) {
+			bool skipped = false;
 			if (!n && (ret = tpc_mkdirs(dst_dir, e))) {
 				/* reported */
-			} else if (!strcmp(de->d_name, "config.json") && (o->torch_dtype || o->config_merge)) {
-				ret = rewrite_config(src, dst, o, e);
+			} else if (!strcmp(de->d_name, "config.json") &&
+				   (o->torch_dtype || o->config_merge || o->config_drop)) {
+				ret = rewrite_config(src, dst, o, &skipped, e);
 			} else {
 				ret = copy_file(src, dst, o->flags, e);
 			}
-			if (!ret)
+			if (!ret && !skipped)
 				n++;
 		}
 		free(src);

@@ -13,7 +13,8 @@
  * index (*.index.json), not a tpconv manifest and not hidden. Files are copied
  * byte for byte (atomically, refusing to overwrite without force), except
  * config.json when the caller asks for a change: `torch_dtype` after a cast,
- * or extra top-level members (TensorRT-LLM's "mapping").
+ * extra top-level members (TensorRT-LLM's "mapping"), or members taken out
+ * again when such a set is merged.
  */
 #ifndef TPC_EXTRAS_H
 #define TPC_EXTRAS_H
@@ -27,6 +28,13 @@ typedef struct tpc_extras_opts {
 	unsigned flags;            /* TPC_OUT_FORCE */
 	const char *torch_dtype;   /* set config.json's torch_dtype ("bfloat16"), or NULL */
 	const char *config_merge;  /* JSON object whose members are set in config.json, or NULL */
+	/* Members removed from config.json (NULL-terminated), or NULL: merging a
+	 * TensorRT-LLM layout takes its "mapping" back out. With config_marker,
+	 * config.json is copied only when it has that member (a config tpconv
+	 * wrote from the model's); a config without it is left out. */
+	const char *const *config_drop;
+	const char *config_marker;
+	const char *only;          /* copy just this companion (a layout's required file), or NULL */
 } tpc_extras_opts;
 
 /* Is `name` (a base name) a companion file? */

@@ -1057,11 +1057,15 @@ static int copy_companions(const tpc_shard_plan *sp, const char *dir, const tpc_
 	int ret = 0;
 	if (!o->config_dir)
 		return 0;
-	tpc_extras_opts xo = {o->force ? TPC_OUT_FORCE : 0, NULL, NULL};
+	tpc_extras_opts xo = {o->force ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
 	if (sp->layout == TPC_LAYOUT_TRTLLM) {
 		if (!(members = trtllm_members(sp)))
 			return tpc_err_nomem(e);
 		xo.config_merge = members;
+		if (o->no_extras)
+			xo.only = "config.json"; /* TensorRT-LLM reads the mapping there */
+	} else if (o->no_extras) {
+		return 0;
 	}
 	if (sp->layout == TPC_LAYOUT_HF) {
 		/* each rank folder is a loadable HF checkpoint */

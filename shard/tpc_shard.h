@@ -78,6 +78,7 @@ typedef struct tpc_shard_opts {
 	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
 	tpc_progress *progress;     /* may be NULL */
 	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
+	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
 } tpc_shard_opts;
 
 typedef struct tpc_shard_entry {

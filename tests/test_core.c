@@ -365,7 +365,7 @@ static void test_extras(void **st)
 	assert_null(tpc_extras_source_dir(p));
 	tpc_err e;
 	size_t n = 0;
-	tpc_extras_opts o = {0, "bfloat16", "{\"mapping\": {\"tp_size\": 2}}"};
+	tpc_extras_opts o = {0, "bfloat16", "{\"mapping\": {\"tp_size\": 2}, \"tpconv\": {}}", NULL, NULL, NULL};
 	tpc_err_init(&e);
 	assert_int_equal(tpc_extras_copy(src, dst, &o, &n, &e), 0);
 	assert_int_equal(n, 4);
@@ -386,6 +386,27 @@ static void test_extras(void **st)
 	free(got);
 	/* a second copy refuses to overwrite */
 	assert_int_equal(tpc_extras_copy(src, dst, NULL, &n, &e), TPC_EUSAGE);
+	/* merging back: the members come out again where the marker is there... */
+	static const char *const drop[] = {"mapping", "tpconv", NULL};
+	tpc_extras_opts back = {0, NULL, NULL, drop, "tpconv", NULL};
+	char dst2[4200];
+	snprintf(dst2, sizeof(dst2), "%s/back", dir);
+	assert_int_equal(tpc_extras_copy(dst, dst2, &back, &n, &e), 0);
+	assert_int_equal(n, 4);
+	snprintf(p, sizeof(p), "%s/config.json", dst2);
+	got = test_read_file(p, &len);
+	got = realloc(got, len + 1);
+	got[len] = 0;
+	assert_null(strstr((char *)got, "mapping"));
+	assert_null(strstr((char *)got, "tpconv"));
+	assert_non_null(strstr((char *)got, "\"hidden_size\":\t64"));
+	free(got);
+	/* ...and a config without it (an engine config from elsewhere) stays out */
+	snprintf(dst2, sizeof(dst2), "%s/foreign", dir);
+	assert_int_equal(tpc_extras_copy(src, dst2, &back, &n, &e), 0);
+	assert_int_equal(n, 3);
+	snprintf(p, sizeof(p), "%s/config.json", dst2);
+	assert_false(tpc_exists(p));
 	test_rmrf(dir);
 	free(dir);
 }
