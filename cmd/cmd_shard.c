@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tpc_buf.h"
@@ -404,7 +405,7 @@ int cmd_shard(int argc, char **argv)
 		if (json)
 			tpc_manifest_render(&sp, &b);
 		else
-			tpc_shard_describe(&sp, &b);
+			tpc_shard_describe(&sp, &b, isatty(STDOUT_FILENO));
 		if (b.oom) {
 			tpc_err_nomem(&e);
 			ret = tpc_cli_fail(&e);

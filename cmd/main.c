@@ -86,27 +86,11 @@ void tpc_cli_info(const char *fmt, ...)
 
 void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width)
 {
-	bool tty = isatty(fileno(f));
-	/* eighths of a cell on a terminal, whole cells otherwise */
-	uint64_t steps = (uint64_t)width * (tty ? 8 : 1);
-	uint64_t n = max ? (uint64_t)((double)value / (double)max * (double)steps + 0.5) : 0;
-	if (value && !n)
-		n = 1;
-	static const char *const part[8] = {"", "\u258f", "\u258e", "\u258d", "\u258c", "\u258b", "\u258a", "\u2589"};
-	int cells = 0;
-	if (tty) {
-		for (uint64_t i = 0; i < n / 8; i++, cells++)
-			fputs("\u2588", f);
-		if (n % 8) {
-			fputs(part[n % 8], f);
-			cells++;
-		}
-	} else {
-		for (uint64_t i = 0; i < n; i++, cells++)
-			fputc('#', f);
-	}
-	for (; cells < width; cells++)
-		fputc(' ', f);
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_bar(&b, value, max, width, isatty(fileno(f)));
+	if (b.p)
+		fputs(b.p, f);
+	tpc_buf_release(&b);
 }
 
 bool tpc_cli_progress_wanted(bool forced)

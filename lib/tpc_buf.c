@@ -228,3 +228,28 @@ void tpc_buf_json_str(tpc_buf *b, const char *s, size_t n, bool ascii)
 		tpc_buf_add(b, s + n - run, run);
 	tpc_buf_addc(b, '"');
 }
+
+void tpc_buf_bar(tpc_buf *b, uint64_t value, uint64_t max, int width, bool unicode)
+{
+	static const char *const part[8] = {"", "\u258f", "\u258e", "\u258d", "\u258c", "\u258b", "\u258a", "\u2589"};
+	uint64_t steps = (uint64_t)(width > 0 ? width : 0) * (unicode ? 8 : 1);
+	uint64_t n = max ? (uint64_t)((double)value / (double)max * (double)steps + 0.5) : 0;
+	if (n > steps)
+		n = steps;
+	if (value && !n)
+		n = 1;
+	int cells = 0;
+	if (unicode) {
+		for (uint64_t i = 0; i < n / 8; i++, cells++)
+			tpc_buf_adds(b, "\u2588");
+		if (n % 8) {
+			tpc_buf_adds(b, part[n % 8]);
+			cells++;
+		}
+	} else {
+		tpc_buf_addn(b, '#', (size_t)n);
+		cells = (int)n;
+	}
+	if (cells < width)
+		tpc_buf_addn(b, ' ', (size_t)(width - cells));
+}

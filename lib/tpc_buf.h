@@ -30,6 +30,10 @@ void tpc_buf_adds(tpc_buf *b, const char *s);
 void tpc_buf_addc(tpc_buf *b, char c);
 void tpc_buf_addf(tpc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tpc_buf_addn(tpc_buf *b, char c, size_t n); /* n copies of c */
+/* A bar of `width` cells for value/max, padded with spaces: Unicode blocks in
+ * eighths of a cell (a terminal), else '#' per whole cell (logs, pipes). A
+ * nonzero value always shows at least one mark. */
+void tpc_buf_bar(tpc_buf *b, uint64_t value, uint64_t max, int width, bool unicode);
 /* Detach the buffer (caller frees); NULL if oom. */
 char *tpc_buf_detach(tpc_buf *b, size_t *len);
 

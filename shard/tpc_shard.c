@@ -750,7 +750,15 @@ static void notes_into(tpc_buf *b, const tpc_split *s)
 #undef NOTE
 }
 
-void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out)
+static uint64_t rank_bytes(const tpc_shard_plan *sp, int r)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < sp->rank[r].n; i++)
+		bytes += sp->rank[r].t[i].nbytes;
+	return bytes;
+}
+
+void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 {
 	const tpc_model_facts *f = &sp->facts;
 	int nr = sp->tp * sp->pp;
@@ -812,15 +820,30 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out)
 		tpc_buf_release(&rb);
 		tpc_buf_release(&nb);
 	}
+	uint64_t most = 0, least = UINT64_MAX;
+	int fw = 0;
 	for (int r = 0; r < nr; r++) {
-		uint64_t bytes = 0;
-		char sz[32];
-		for (size_t i = 0; i < sp->rank[r].n; i++)
-			bytes += sp->rank[r].t[i].nbytes;
-		tpc_buf_addf(out, "# rank %d (tp %d, pp %d): %s: %zu tensors, %llu bytes (%s)\n", r, r % sp->tp,
-			     r / sp->tp, sp->rank_file[r], sp->rank[r].n, (unsigned long long)bytes,
-			     tpc_fmt_size(bytes, sz, sizeof(sz)));
+		uint64_t bytes = rank_bytes(sp, r);
+		most = bytes > most ? bytes : most;
+		least = bytes < least ? bytes : least;
+		int l = (int)strlen(sp->rank_file[r]);
+		fw = l > fw ? (l < 48 ? l : 48) : fw;
 	}
+	for (int r = 0; r < nr; r++) {
+		uint64_t bytes = rank_bytes(sp, r);
+		char sz[32];
+		tpc_buf_addf(out, "# rank %d (tp %d, pp %d): %-*s %5zu tensors %12llu bytes %9s  ", r, r % sp->tp, r / sp->tp,
+			     fw + 1, sp->rank_file[r], sp->rank[r].n, (unsigned long long)bytes,
+			     tpc_fmt_size(bytes, sz, sizeof(sz)));
+		tpc_buf_bar(out, bytes, most, 24, unicode);
+		while (out->len && out->p[out->len - 1] == ' ')
+			out->p[--out->len] = '\0';
+		tpc_buf_addc(out, '\n');
+	}
+	if (nr > 1)
+		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s\n",
+			     least ? (double)most / (double)least : 0.0,
+			     least && most > least + least / 10 ? " (pipeline stages or replicated tensors weigh unevenly)" : "");
 	tpc_buf_addf(out, "# unmatched: %zu tensor%s (%s)\n", sp->nunmatched, sp->nunmatched == 1 ? "" : "s",
 		     sp->plan->fallback_error ? "error" : "replicated by the fallback");
 	for (size_t i = 0; i < sp->n; i++)

@@ -126,8 +126,10 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 void tpc_shard_plan_release(tpc_shard_plan *sp);
 
 /* The --dry-run text: per tensor the split and rank shape, per rank the file,
- * tensors and bytes, then the unmatched and unstaged tensors. */
-void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out);
+ * tensors, bytes and a bar against the largest rank (Unicode blocks when
+ * `unicode`, else '#'), the balance (largest / smallest rank), then the
+ * unmatched and unstaged tensors. */
+void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode);
 
 /*
  * Write the rank files this run owns (o->write_rank) into `dir`, in parallel,

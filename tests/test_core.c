@@ -101,6 +101,27 @@ static void test_dtypes(void **st)
 		}
 }
 
+static void test_bars(void **st)
+{
+	(void)st;
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_bar(&b, 50, 100, 8, false);
+	assert_string_equal(b.p, "####    ");
+	tpc_buf_reset(&b);
+	tpc_buf_bar(&b, 1, 1000, 4, false); /* never empty for a nonzero value */
+	assert_string_equal(b.p, "#   ");
+	tpc_buf_reset(&b);
+	tpc_buf_bar(&b, 0, 0, 3, false);
+	assert_string_equal(b.p, "   ");
+	tpc_buf_reset(&b);
+	tpc_buf_bar(&b, 9, 16, 2, true); /* 9/16 of 2 cells = 9 eighths: one full, one eighth */
+	assert_string_equal(b.p, "\u2588\u258f");
+	tpc_buf_reset(&b);
+	tpc_buf_bar(&b, 200, 100, 2, true); /* clamped */
+	assert_string_equal(b.p, "\u2588\u2588");
+	tpc_buf_release(&b);
+}
+
 static void test_json_str(void **st)
 {
 	(void)st;
@@ -416,7 +437,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_err_format),    cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_dtypes),
-		cmocka_unit_test(test_json_str),      cmocka_unit_test(test_strided_views),
+		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_atomic_output),
 		cmocka_unit_test(test_extras),
 	};

@@ -99,10 +99,11 @@ static void test_rank_descriptions(void **st)
 	assert_int_equal(qkv->same_as[1], 1); /* q rows differ, so the fused tensor does */
 	assert_int_equal(sp.t[3].same_as[3], 0);
 	tpc_buf b = TPC_BUF_INIT;
-	tpc_shard_describe(&sp, &b);
+	tpc_shard_describe(&sp, &b, false);
 	assert_non_null(strstr(b.p, "parts 16(q8)|4(kv2x2)|4(kv2x2)"));
 	assert_non_null(strstr(b.p, "pad 2"));
-	assert_non_null(strstr(b.p, "# rank 3 (tp 3, pp 0): model_tp03_pp00.safetensors: 4 tensors"));
+	assert_non_null(strstr(b.p, "# rank 3 (tp 3, pp 0): model_tp03_pp00.safetensors      4 tensors"));
+	assert_non_null(strstr(b.p, "########################\n# balance: largest rank 1.000x the smallest\n"));
 	tpc_buf_release(&b);
 	tpc_shard_plan_release(&sp);
 	/* an uneven split fails the whole plan, naming the tensor */

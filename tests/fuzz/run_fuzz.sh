@@ -14,7 +14,7 @@ B=$(realpath "$1") SECS=$2; shift 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 targets=("$@")
 if [ ${#targets[@]} = 0 ]; then
-  for f in "$B"/tests/fuzz/fuzz_*; do [ -x "$f" ] && targets+=("$(basename "$f" | sed 's/^fuzz_//')"); done
+  for f in "$B"/tests/fuzz/fuzz_*; do [ -f "$f" ] && [ -x "$f" ] && targets+=("$(basename "$f" | sed 's/^fuzz_//')"); done
 fi
 # per-target input size limit and dictionary
 maxlen() { case $1 in zip|torch_zip|torch_legacy|safetensors) echo 65536;; pickle) echo 16384;; *) echo 16384;; esac; }
