@@ -1198,6 +1198,23 @@ static bool plain_copy(const tpc_tensor *t, const tpc_map *m)
 	       tpc_tensor_is_contiguous(t);
 }
 
+/* A composite whose parts follow one another in its C-order image: cut along
+ * its first non-unit dimension (a merged column-parallel or vocab-parallel
+ * weight), with no cast or byte swap of its own. Each part can then be
+ * written on its own, mapped parts in the kernel (copy_file_range). */
+static bool parts_in_sequence(const tpc_tensor *t)
+{
+	if (!t->nparts || cast_pending(t) || (t->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP)))
+		return false;
+	for (int d = 0; d < t->cat_dim; d++)
+		if (t->shape[d] != 1)
+			return false;
+	for (int k = 0; k < t->nparts; k++)
+		if (t->parts[k].dtype != t->dtype || cast_pending(&t->parts[k]))
+			return false;
+	return true;
+}
+
 int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e)
 {
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
@@ -1207,6 +1224,12 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' has no data", t->name);
 	if (plain_copy(t, m))
 		return tpc_out_copy(o, m, t->offset, t->nbytes, e);
+	if (parts_in_sequence(t)) {
+		int ret = 0;
+		for (int k = 0; k < t->nparts && !ret; k++)
+			ret = tpc_ckpt_write_tensor(ck, &t->parts[k], o, e);
+		return ret;
+	}
 	return stream_out(ck, t, sink_out, o, e);
 }
 
