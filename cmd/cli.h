@@ -37,6 +37,12 @@ bool tpc_cli_progress_wanted(bool forced);
  * characters on a terminal, '#' otherwise (no escape codes either way). */
 void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width);
 
+/* The argument handling of the catalogue commands (plan, rules): exactly one
+ * of --list, NAME or --check FILE, plus -q/-v/-h. Returns -1 to go on with
+ * *list, *check or *name set, or the exit status (help printed: 0). */
+int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **argv, bool *list, const char **check,
+			 const char **name);
+
 int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_shard(int argc, char **argv);

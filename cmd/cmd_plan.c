@@ -30,29 +30,11 @@ static const char *help =
 
 int cmd_plan(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"list", no_argument, NULL, 'l'}, {"check", required_argument, NULL, 'c'},
-		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	bool list = false;
-	const char *check = NULL;
-	int c;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'l': list = true; break;
-		case 'c': check = optarg; break;
-		case 'q': tpc_cli_verbose = -1; break;
-		case 'v': tpc_cli_verbose++; break;
-		case 'h': fputs(help, stdout); return 0;
-		default:
-			return tpc_cli_usage("plan", "unknown or incomplete option '%s'", argv[optind - 1]);
-		}
-	}
-	int nargs = argc - optind;
-	if ((list ? 1 : 0) + (check ? 1 : 0) + (nargs ? 1 : 0) != 1 || nargs > 1)
-		return tpc_cli_usage("plan", "give one of --list, NAME or --check FILE");
+	bool list;
+	const char *check, *name;
+	int st = tpc_cli_catalog_args("plan", help, argc, argv, &list, &check, &name);
+	if (st >= 0)
+		return st;
 	if (list) {
 		for (size_t i = 0; i < tpc_plan_preset_count(); i++)
 			printf("%-10s %s\n", tpc_plan_preset_name(i), tpc_plan_preset_desc(i));
@@ -70,12 +52,12 @@ int cmd_plan(int argc, char **argv)
 		tpc_plan_release(&p);
 		return 0;
 	}
-	const char *json = tpc_plan_preset_json(argv[optind]);
+	const char *json = tpc_plan_preset_json(name);
 	if (!json) {
 		tpc_plan p;
 		tpc_err e;
 		tpc_err_init(&e);
-		tpc_plan_preset(&p, argv[optind], &e);
+		tpc_plan_preset(&p, name, &e);
 		return tpc_cli_fail(&e);
 	}
 	fputs(json, stdout);

@@ -266,30 +266,12 @@ static const char *help =
 
 int cmd_rules(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"list", no_argument, NULL, 'l'}, {"check", required_argument, NULL, 'c'},
-		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	bool list = false;
-	const char *check = NULL;
+	bool list;
+	const char *check, *name;
 	tpc_err e;
-	int c;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
-		switch (c) {
-		case 'l': list = true; break;
-		case 'c': check = optarg; break;
-		case 'q': tpc_cli_verbose = -1; break;
-		case 'v': tpc_cli_verbose++; break;
-		case 'h': fputs(help, stdout); return 0;
-		default:
-			return tpc_cli_usage("rules", "unknown or incomplete option '%s'", argv[optind - 1]);
-		}
-	}
-	int nargs = argc - optind;
-	if ((list ? 1 : 0) + (check ? 1 : 0) + (nargs ? 1 : 0) != 1 || nargs > 1)
-		return tpc_cli_usage("rules", "give one of --list, NAME or --check FILE");
+	int st = tpc_cli_catalog_args("rules", help, argc, argv, &list, &check, &name);
+	if (st >= 0)
+		return st;
 	tpc_err_init(&e);
 	if (list) {
 		for (size_t i = 0; i < tpc_rules_preset_count(); i++)
@@ -315,13 +297,13 @@ int cmd_rules(int argc, char **argv)
 		tpc_rules_free(r);
 		return 0;
 	}
-	const char *text = tpc_rules_preset_text(argv[optind]);
+	const char *text = tpc_rules_preset_text(name);
 	if (!text) {
 		tpc_rules *r = tpc_rules_new();
 		if (!r)
 			tpc_err_nomem(&e);
 		else
-			tpc_rules_add_preset(r, argv[optind], &e);
+			tpc_rules_add_preset(r, name, &e);
 		tpc_rules_free(r);
 		return tpc_cli_fail(&e);
 	}

@@ -1,4 +1,5 @@
 /* main.c - the tpconv command: subcommand dispatch, --help, --version. */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +83,37 @@ void tpc_cli_info(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **argv, bool *list, const char **check,
+			 const char **name)
+{
+	static const struct option lo[] = {
+		{"list", no_argument, NULL, 'l'}, {"check", required_argument, NULL, 'c'},
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	int c;
+	*list = false;
+	*check = *name = NULL;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'l': *list = true; break;
+		case 'c': *check = optarg; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': fputs(help, stdout); return 0;
+		default:
+			return tpc_cli_usage(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
+		}
+	}
+	int nargs = argc - optind;
+	if ((*list ? 1 : 0) + (*check ? 1 : 0) + (nargs ? 1 : 0) != 1 || nargs > 1)
+		return tpc_cli_usage(cmd, "give one of --list, NAME or --check FILE");
+	if (nargs)
+		*name = argv[optind];
+	return -1;
 }
 
 void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width)
