@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "tpc_buf.h"
 #include "tpc_cast.h"
@@ -1198,6 +1199,188 @@ static bool plain_copy(const tpc_tensor *t, const tpc_map *m)
 	       tpc_tensor_is_contiguous(t);
 }
 
+/* ---- zero-copy gather: a view's or composite's C-order image written as
+ * runs of the mapped source bytes (pwritev), with no user-space copy ----
+ *
+ * A row-parallel slice ([out, in/tp] of [out, in]) or a merged row-parallel
+ * weight (a composite cut along dim 1) is many contiguous runs, one per row
+ * and part. Handing the kernel iovecs that point into the mappings saves the
+ * gsink copy the buffered path makes. Used when every leaf is a plain view
+ * (no cast, no byte swap, whole-byte dtype) or a zero fill and the shortest
+ * run is at least GATHER_MIN_RUN bytes. */
+#define GATHER_MIN_RUN 512u
+#define GATHER_IOV 1024
+
+static const uint8_t zero_page[65536];
+
+typedef struct gsink {
+	tpc_out *o;
+	struct iovec iov[GATHER_IOV];
+	int n;
+} gsink;
+
+static int gather_flush(gsink *g, tpc_err *e)
+{
+	int ret = g->n ? tpc_out_writev(g->o, g->iov, g->n, e) : 0;
+	g->n = 0;
+	return ret;
+}
+
+static int gather_add(gsink *g, const uint8_t *p, uint64_t len, tpc_err *e)
+{
+	while (len) {
+		size_t k = len > (1u << 30) ? (1u << 30) : (size_t)len;
+		if (g->n && (const uint8_t *)g->iov[g->n - 1].iov_base + g->iov[g->n - 1].iov_len == p &&
+		    p != zero_page) {
+			g->iov[g->n - 1].iov_len += k; /* adjacent: one run */
+		} else {
+			if (g->n == GATHER_IOV) {
+				int ret = gather_flush(g, e);
+				if (ret)
+					return ret;
+			}
+			g->iov[g->n].iov_base = (void *)p;
+			g->iov[g->n].iov_len = k;
+			g->n++;
+		}
+		p += k;
+		len -= k;
+	}
+	return 0;
+}
+
+/* First dim k from which t's dims are C-contiguous in its strides (ndim when
+ * not even the last one is): each run is then product(shape[k..]) elements. */
+static int contig_from(const tpc_tensor *t)
+{
+	int64_t want = 1;
+	int k = t->ndim;
+	while (k > 0 && (t->shape[k - 1] == 1 || t->stride[k - 1] == want)) {
+		want *= t->shape[k - 1];
+		k--;
+	}
+	return k;
+}
+
+/* Shortest run in bytes of t's image (UINT64_MAX for zero fills), or 0 when
+ * some leaf cannot be gathered. */
+static uint64_t gather_min_run(const tpc_ckpt *ck, const tpc_tensor *t, tpc_dtype dt)
+{
+	if (t->dtype != dt || cast_pending(t) || (t->flags & TPC_TF_BYTESWAP) || tpc_dtype_bits(dt) < 8)
+		return 0;
+	if (t->nparts) {
+		uint64_t m = UINT64_MAX;
+		for (int k = 0; k < t->nparts; k++) {
+			uint64_t r = gather_min_run(ck, &t->parts[k], dt);
+			m = r < m ? r : m;
+		}
+		return m;
+	}
+	if (t->flags & TPC_TF_ZERO)
+		return UINT64_MAX;
+	if (!tpc_ckpt_source(ck, t->src))
+		return 0;
+	uint64_t run = tpc_dtype_size(dt);
+	for (int d = contig_from(t); d < t->ndim; d++)
+		run *= (uint64_t)t->shape[d];
+	return contig_from(t) == t->ndim && t->ndim ? tpc_dtype_size(dt) : run;
+}
+
+/* Emit the image of t[idx[0], ..., idx[j-1], :, ...]. For a view, `base` is
+ * the byte offset of that block's first element. */
+static int gather_block(const tpc_ckpt *ck, const tpc_tensor *t, int64_t *idx, int j, gsink *g, tpc_err *e)
+{
+	unsigned es = tpc_dtype_size(t->dtype);
+	int ret = 0;
+	if (t->nparts) {
+		int d = t->cat_dim;
+		if (j > d) {
+			/* the fixed index along cat_dim falls in one part */
+			int64_t i = idx[d];
+			for (int k = 0; k < t->nparts; k++) {
+				if (i < t->parts[k].shape[d]) {
+					int64_t keep = idx[d];
+					idx[d] = i;
+					ret = gather_block(ck, &t->parts[k], idx, j, g, e);
+					idx[d] = keep;
+					return ret;
+				}
+				i -= t->parts[k].shape[d];
+			}
+			return tpc_err_set(e, TPC_EINPUT, "internal: index past the parts of '%s'", t->name);
+		}
+		if (j == d) {
+			for (int k = 0; k < t->nparts && !ret; k++)
+				ret = gather_block(ck, &t->parts[k], idx, j, g, e);
+			return ret;
+		}
+		for (int64_t i = 0; i < t->shape[j] && !ret; i++) {
+			idx[j] = i;
+			ret = gather_block(ck, t, idx, j + 1, g, e);
+		}
+		return ret;
+	}
+	uint64_t block = es;
+	for (int d = j; d < t->ndim; d++)
+		block *= (uint64_t)t->shape[d];
+	if (t->flags & TPC_TF_ZERO) {
+		for (uint64_t left = block; left && !ret;) {
+			uint64_t k = left < sizeof(zero_page) ? left : sizeof(zero_page);
+			ret = gather_add(g, zero_page, k, e);
+			left -= k;
+		}
+		return ret;
+	}
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	int c = contig_from(t);
+	if (c < j)
+		c = j;
+	uint64_t run = es;
+	for (int d = c; d < t->ndim; d++)
+		run *= (uint64_t)t->shape[d];
+	uint64_t off = t->offset;
+	for (int d = 0; d < j; d++)
+		off += (uint64_t)idx[d] * (uint64_t)t->stride[d] * es;
+	/* walk the dims j..c-1 like an odometer */
+	int64_t ctr[TPC_MAX_NDIM];
+	for (int d = j; d < c; d++) {
+		ctr[d] = 0;
+		if (!t->shape[d])
+			return 0;
+	}
+	for (;;) {
+		uint64_t o = off;
+		for (int d = j; d < c; d++)
+			o += (uint64_t)ctr[d] * (uint64_t)t->stride[d] * es;
+		if (o > m->size || run > m->size - o)
+			return tpc_err_set(e, TPC_EINPUT, "internal: run of '%s' past the end of '%s'", t->name, m->path);
+		if ((ret = gather_add(g, m->data + o, run, e)))
+			return ret;
+		int d = c - 1;
+		while (d >= j && ++ctr[d] == t->shape[d])
+			ctr[d--] = 0;
+		if (d < j)
+			return 0;
+	}
+}
+
+static int gather_write(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e)
+{
+	gsink *g = tpc_malloc(sizeof(*g));
+	int64_t idx[TPC_MAX_NDIM];
+	if (!g)
+		return tpc_err_nomem(e);
+	g->o = o;
+	g->n = 0;
+	int ret = gather_block(ck, t, idx, 0, g, e);
+	if (!ret)
+		ret = gather_flush(g, e);
+	free(g);
+	if (!ret)
+		tpc_ckpt_drop_pages(ck, t);
+	return ret;
+}
+
 /* A composite whose parts follow one another in its C-order image: cut along
  * its first non-unit dimension (a merged column-parallel or vocab-parallel
  * weight), with no cast or byte swap of its own. Each part can then be
@@ -1230,6 +1413,9 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 			ret = tpc_ckpt_write_tensor(ck, &t->parts[k], o, e);
 		return ret;
 	}
+	uint64_t run = gather_min_run(ck, t, t->dtype);
+	if (run >= GATHER_MIN_RUN && t->ndim <= TPC_MAX_NDIM)
+		return gather_write(ck, t, o, e);
 	return stream_out(ck, t, sink_out, o, e);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/file.h>
+#include <sys/uio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -340,6 +341,33 @@ int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e
 		c += w;
 		n -= (size_t)w;
 		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e)
+{
+	while (n > 0) {
+		ssize_t w = pwritev(o->fd, iov, n, (off_t)o->size);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return write_fail(o, errno, e);
+		}
+		if (w == 0)
+			return write_fail(o, ENOSPC, e);
+		o->size += (uint64_t)w;
+		/* skip what was written; resume inside a partly written entry */
+		size_t left = (size_t)w;
+		while (n > 0 && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
 	}
 	return 0;
 }

@@ -73,6 +73,10 @@ enum { TPC_OUT_FORCE = 1 };
 int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e);
 /* Sequential write at the current position. */
 int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e);
+/* Gather write of iov[0..n) at the current position (pwritev; partial
+ * writes resumed), moving it. */
+struct iovec;
+int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e);
 /* Positioned write (does not move the sequential position). */
 int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e);
 /* Copy `len` bytes from `src` at `src_off` to the current position, in the
