@@ -97,6 +97,38 @@ int tpc_cli_remap_opt(tpc_cli_remap *r, const char *cmd, int code, const char *a
  * rules, --expect-keys or dry_run. */
 int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck);
 
+/*
+ * The options naming a shard set's degrees, plan and model facts, shared by
+ * shard and merge (cmd_shard.c): splice TPC_CLI_SET_LONGOPTS into the table
+ * and hand every code in [TPC_OPT_TP, TPC_OPT_SET_END) to tpc_cli_set_opt.
+ */
+enum {
+	TPC_OPT_TP = 0x1100, TPC_OPT_PP, TPC_OPT_PRESET, TPC_OPT_PLAN, TPC_OPT_CONFIG, TPC_OPT_HEADS,
+	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SET_END,
+};
+#define TPC_CLI_SET_LONGOPTS                                                \
+	{"tp", required_argument, NULL, TPC_OPT_TP},                        \
+	{"pp", required_argument, NULL, TPC_OPT_PP},                        \
+	{"preset", required_argument, NULL, TPC_OPT_PRESET},                \
+	{"plan", required_argument, NULL, TPC_OPT_PLAN},                    \
+	{"config", required_argument, NULL, TPC_OPT_CONFIG},                \
+	{"heads", required_argument, NULL, TPC_OPT_HEADS},                  \
+	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS},            \
+	{"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM},            \
+	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN},                \
+	{"vocab", required_argument, NULL, TPC_OPT_VOCAB}
+
+typedef struct tpc_cli_set {
+	int64_t tp, pp;           /* 0: not given */
+	const char *preset, *plan_file, *config;
+	tpc_model_facts facts;    /* --heads, --kv-heads, --head-dim, --hidden, --vocab */
+} tpc_cli_set;
+
+void tpc_cli_set_init(tpc_cli_set *s, int64_t pp_default);
+/* One option (`flag` as written, for messages): 0, an exit status (message
+ * printed), or -1 if `code` is not one of these. */
+int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag, const char *arg);
+
 /* Shared by shard and merge (cmd_shard.c). A count option: 0, or exit status 2
  * after the message. */
 int tpc_cli_count(const char *cmd, const char *flag, const char *arg, uint64_t max, int64_t *out);

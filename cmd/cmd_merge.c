@@ -52,28 +52,23 @@ static bool ends_with(const char *s, const char *suf)
 }
 
 enum {
-	O_TP = 256, O_PP, O_PRESET, O_PLAN, O_CONFIG, O_HEADS, O_KV, O_HD, O_HIDDEN, O_VOCAB, O_FORMAT, O_MAXSZ,
+	O_FORMAT = 256, O_MAXSZ,
 	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX,
 };
 
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"output", required_argument, NULL, 'o'}, {"tp", required_argument, NULL, O_TP},
-		{"pp", required_argument, NULL, O_PP}, {"preset", required_argument, NULL, O_PRESET},
-		{"plan", required_argument, NULL, O_PLAN}, {"config", required_argument, NULL, O_CONFIG},
-		{"heads", required_argument, NULL, O_HEADS}, {"kv-heads", required_argument, NULL, O_KV},
-		{"head-dim", required_argument, NULL, O_HD}, {"hidden", required_argument, NULL, O_HIDDEN},
-		{"vocab", required_argument, NULL, O_VOCAB}, {"format", required_argument, NULL, O_FORMAT},
+		{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
+		{"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"take-rank0", no_argument, NULL, O_TAKE0},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
 		{"no-extras", no_argument, NULL, O_NOX}, {"force", no_argument, NULL, 'f'},
 		{"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	const char *out = NULL, *preset = NULL, *plan_file = NULL, *config = NULL, *fmt_name = NULL, *maxsz = NULL;
-	int64_t tp = 0, pp = 0, v = 0;
-	tpc_model_facts flags;
+	const char *out = NULL, *fmt_name = NULL, *maxsz = NULL;
+	tpc_cli_set set;
 	tpc_merge_opts mo;
 	tpc_write_opts wo;
 	bool dry = false, force_progress = false, have_mg = false, no_extras = false;
@@ -83,7 +78,7 @@ int cmd_merge(int argc, char **argv)
 	tpc_err e;
 	int c, ret = 0;
 
-	memset(&flags, 0, sizeof(flags));
+	tpc_cli_set_init(&set, 0);
 	memset(&mo, 0, sizeof(mo));
 	memset(&wo, 0, sizeof(wo));
 	mo.checksums = true;
@@ -91,25 +86,13 @@ int cmd_merge(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
+		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
+			if ((ret = tpc_cli_set_opt(&set, "merge", c, argv[optind - 1], optarg)))
+				goto done;
+			continue;
+		}
 		switch (c) {
 		case 'o': out = optarg; break;
-		case O_TP:
-			if ((ret = tpc_cli_count("merge", "--tp", optarg, TPC_MAX_TP, &tp)))
-				goto done;
-			break;
-		case O_PP:
-			if ((ret = tpc_cli_count("merge", "--pp", optarg, TPC_MAX_TP, &pp)))
-				goto done;
-			break;
-		case O_PRESET: preset = optarg; break;
-		case O_PLAN: plan_file = optarg; break;
-		case O_CONFIG: config = optarg; break;
-		case O_HEADS: case O_KV: case O_HD: case O_HIDDEN: case O_VOCAB:
-			if ((ret = tpc_cli_count("merge", argv[optind - 1], optarg, (uint64_t)1 << 40, &v)))
-				goto done;
-			*(c == O_HEADS ? &flags.heads : c == O_KV ? &flags.kv_heads : c == O_HD ? &flags.head_dim
-			  : c == O_HIDDEN ? &flags.hidden : &flags.vocab) = v;
-			break;
 		case O_FORMAT: fmt_name = optarg; break;
 		case O_MAXSZ: maxsz = optarg; break;
 		case O_TAKE0: mo.take_rank0 = true; break;
@@ -136,7 +119,7 @@ int cmd_merge(int argc, char **argv)
 		ret = tpc_cli_usage("merge", "missing -o OUT");
 		goto done;
 	}
-	if (preset && plan_file) {
+	if (set.preset && set.plan_file) {
 		ret = tpc_cli_usage("merge", "give --preset or --plan, not both");
 		goto done;
 	}
@@ -175,19 +158,19 @@ int cmd_merge(int argc, char **argv)
 		ret = tpc_cli_usage("merge", "output format is not available in this build");
 		goto done;
 	}
-	if (preset || plan_file) {
-		if (tpc_cli_load_plan(preset, plan_file, &plan, &e)) {
+	if (set.preset || set.plan_file) {
+		if (tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;
 		}
 		mo.plan = &plan;
 	}
-	if (tpc_cli_facts(&flags, config, NULL, NULL, mo.plan, &mo.facts, &e)) {
+	if (tpc_cli_facts(&set.facts, set.config, NULL, NULL, mo.plan, &mo.facts, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}
-	mo.tp = (int)tp;
-	mo.pp = (int)pp;
+	mo.tp = (int)set.tp;
+	mo.pp = (int)set.pp;
 	if (tpc_merge_open(&mg, dir, &mo, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;

@@ -81,6 +81,31 @@ int tpc_cli_count(const char *cmd, const char *flag, const char *arg, uint64_t m
 	return 0;
 }
 
+void tpc_cli_set_init(tpc_cli_set *s, int64_t pp_default)
+{
+	memset(s, 0, sizeof(*s));
+	s->pp = pp_default;
+}
+
+int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag, const char *arg)
+{
+	int64_t *fact = NULL;
+	switch (code) {
+	case TPC_OPT_TP: return tpc_cli_count(cmd, "--tp", arg, TPC_MAX_TP, &s->tp);
+	case TPC_OPT_PP: return tpc_cli_count(cmd, "--pp", arg, TPC_MAX_TP, &s->pp);
+	case TPC_OPT_PRESET: s->preset = arg; return 0;
+	case TPC_OPT_PLAN: s->plan_file = arg; return 0;
+	case TPC_OPT_CONFIG: s->config = arg; return 0;
+	case TPC_OPT_HEADS: fact = &s->facts.heads; break;
+	case TPC_OPT_KV_HEADS: fact = &s->facts.kv_heads; break;
+	case TPC_OPT_HEAD_DIM: fact = &s->facts.head_dim; break;
+	case TPC_OPT_HIDDEN: fact = &s->facts.hidden; break;
+	case TPC_OPT_VOCAB: fact = &s->facts.vocab; break;
+	default: return -1;
+	}
+	return tpc_cli_count(cmd, flag, arg, (uint64_t)1 << 40, fact);
+}
+
 int tpc_cli_load_plan(const char *preset, const char *file, tpc_plan *p, tpc_err *e)
 {
 	if (file)
@@ -156,19 +181,15 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 }
 
 enum {
-	O_TP = 256, O_PP, O_PRESET, O_PLAN, O_CONFIG, O_HEADS, O_KV, O_HD, O_HIDDEN, O_VOCAB, O_VMULT, O_PAD, O_STRICT,
+	O_VMULT = 256, O_PAD, O_STRICT,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
 int cmd_shard(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"output", required_argument, NULL, 'o'}, {"tp", required_argument, NULL, O_TP},
-		{"pp", required_argument, NULL, O_PP}, {"preset", required_argument, NULL, O_PRESET},
-		{"plan", required_argument, NULL, O_PLAN}, {"config", required_argument, NULL, O_CONFIG},
-		{"heads", required_argument, NULL, O_HEADS}, {"kv-heads", required_argument, NULL, O_KV},
-		{"head-dim", required_argument, NULL, O_HD}, {"hidden", required_argument, NULL, O_HIDDEN},
-		{"vocab", required_argument, NULL, O_VOCAB}, {"vocab-multiple", required_argument, NULL, O_VMULT},
+		{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
+		{"vocab-multiple", required_argument, NULL, O_VMULT},
 		{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
 		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
@@ -177,10 +198,10 @@ int cmd_shard(int argc, char **argv)
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	const char *out = NULL, *preset = NULL, *plan_file = NULL, *config = NULL;
+	const char *out = NULL;
 	const char *maxsz = NULL;
-	int64_t tp = 0, pp = 1, vmult = 0, v = 0;
-	tpc_model_facts flags;
+	int64_t vmult = 0;
+	tpc_cli_set set;
 	tpc_shard_opts so;
 	bool dry = false, json = false, force_progress = false;
 	bool *ranks = NULL;
@@ -195,7 +216,7 @@ int cmd_shard(int argc, char **argv)
 	tpc_cli_remap rm;
 
 	tpc_cli_remap_init(&rm);
-	memset(&flags, 0, sizeof(flags));
+	tpc_cli_set_init(&set, 1);
 	memset(&so, 0, sizeof(so));
 	so.checksums = true;
 	tpc_plan_init(&plan);
@@ -207,25 +228,13 @@ int cmd_shard(int argc, char **argv)
 				goto done;
 			continue;
 		}
+		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
+			if ((ret = tpc_cli_set_opt(&set, "shard", c, argv[optind - 1], optarg)))
+				goto done;
+			continue;
+		}
 		switch (c) {
 		case 'o': out = optarg; break;
-		case O_TP:
-			if ((ret = tpc_cli_count("shard", "--tp", optarg, TPC_MAX_TP, &tp)))
-				goto done;
-			break;
-		case O_PP:
-			if ((ret = tpc_cli_count("shard", "--pp", optarg, TPC_MAX_TP, &pp)))
-				goto done;
-			break;
-		case O_PRESET: preset = optarg; break;
-		case O_PLAN: plan_file = optarg; break;
-		case O_CONFIG: config = optarg; break;
-		case O_HEADS: case O_KV: case O_HD: case O_HIDDEN: case O_VOCAB:
-			if ((ret = tpc_cli_count("shard", argv[optind - 1], optarg, (uint64_t)1 << 40, &v)))
-				goto done;
-			*(c == O_HEADS ? &flags.heads : c == O_KV ? &flags.kv_heads : c == O_HD ? &flags.head_dim
-			  : c == O_HIDDEN ? &flags.hidden : &flags.vocab) = v;
-			break;
 		case O_VMULT:
 			if ((ret = tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &vmult)))
 				goto done;
@@ -266,7 +275,7 @@ int cmd_shard(int argc, char **argv)
 		goto done;
 	}
 	const char *in = argv[optind];
-	if (!tp) {
+	if (!set.tp) {
 		ret = tpc_cli_usage("shard", "missing --tp N");
 		goto done;
 	}
@@ -274,7 +283,7 @@ int cmd_shard(int argc, char **argv)
 		ret = tpc_cli_usage("shard", "missing -o DIR");
 		goto done;
 	}
-	if (preset && plan_file) {
+	if (set.preset && set.plan_file) {
 		ret = tpc_cli_usage("shard", "give --preset or --plan, not both");
 		goto done;
 	}
@@ -298,15 +307,15 @@ int cmd_shard(int argc, char **argv)
 		}
 	}
 	if (ranks) {
-		for (int r = (int)(tp * pp); r < ranks_cap; r++)
+		for (int r = (int)(set.tp * set.pp); r < ranks_cap; r++)
 			if (ranks[r]) {
-				ret = tpc_cli_usage("shard", "--rank %d: the set has ranks 0 to %lld", r, (long long)(tp * pp - 1));
+				ret = tpc_cli_usage("shard", "--rank %d: the set has ranks 0 to %lld", r, (long long)(set.tp * set.pp - 1));
 				goto done;
 			}
 		so.write_rank = ranks;
 	}
-	so.tp = (int)tp;
-	so.pp = (int)pp;
+	so.tp = (int)set.tp;
+	so.pp = (int)set.pp;
 
 	/* the input: a checkpoint, or a shard set to reshard */
 	const tpc_ckpt *input;
@@ -318,16 +327,16 @@ int cmd_shard(int argc, char **argv)
 		mo.checksums = so.checksums;
 		if (sk != TPC_SET_MANIFEST) {
 			/* a set from another tool: it was split with the plan given here */
-			if (!preset && !plan_file) {
+			if (!set.preset && !set.plan_file) {
 				ret = tpc_cli_usage("shard", "IN is a shard set without a tpconv manifest: give --preset or --plan");
 				goto done;
 			}
-			if ((ret = tpc_cli_load_plan(preset, plan_file, &plan, &e))) {
+			if ((ret = tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e))) {
 				ret = tpc_cli_fail(&e);
 				goto done;
 			}
 			have_plan = true;
-			if ((ret = tpc_cli_facts(&flags, config, in, NULL, &plan, &mo.facts, &e))) {
+			if ((ret = tpc_cli_facts(&set.facts, set.config, in, NULL, &plan, &mo.facts, &e))) {
 				ret = tpc_cli_fail(&e);
 				goto done;
 			}
@@ -341,7 +350,7 @@ int cmd_shard(int argc, char **argv)
 		input = &mg.out;
 		more = &mg.facts;
 		tpc_cli_info("input is a shard set of tp %d, pp %d", mg.tp, mg.pp);
-		if (!have_plan && !preset && !plan_file) {
+		if (!have_plan && !set.preset && !set.plan_file) {
 			if (!mg.plan_json) {
 				ret = tpc_cli_usage("shard", "the input set's manifest records no plan: give --preset or --plan");
 				goto done;
@@ -362,11 +371,11 @@ int cmd_shard(int argc, char **argv)
 		input = &ck;
 	}
 	if (!have_plan) {
-		if (!preset && !plan_file) {
+		if (!set.preset && !set.plan_file) {
 			ret = tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");
 			goto done;
 		}
-		if (tpc_cli_load_plan(preset, plan_file, &plan, &e)) {
+		if (tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;
 		}
@@ -386,7 +395,7 @@ int cmd_shard(int argc, char **argv)
 			goto done;
 	}
 	tpc_model_facts facts;
-	if (tpc_cli_facts(&flags, config, have_ck ? in : NULL, more, &plan, &facts, &e)) {
+	if (tpc_cli_facts(&set.facts, set.config, have_ck ? in : NULL, more, &plan, &facts, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}
