@@ -17,6 +17,7 @@
 #include "tpc_err.h"
 #include "tpc_plan.h"
 #include "tpc_rules.h"
+#include "tpc_verify.h"
 
 #define TPC_EXIT_HELP \
 	"Exit status: 0 ok, 1 verify found differences, 2 usage error,\n" \
@@ -138,5 +139,10 @@ int tpc_cli_load_plan(const char *preset, const char *file, tpc_plan *p, tpc_err
  * folder), then `more` (a manifest's), then the plan's defaults. */
 int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *in, const tpc_model_facts *more,
 		  const tpc_plan *plan, tpc_model_facts *out, tpc_err *e);
+
+/* verify's model structure by name (llama, gpt2, dit): 0, or -1 if unknown. */
+int tpc_varch_parse(const char *name, tpc_varch *out);
+/* The model facts verify uses, from the plan's (cmd_verify.c). */
+tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f);
 
 #endif

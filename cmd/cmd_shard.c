@@ -35,7 +35,7 @@ static const char *help =
 	"  --tp N                   tensor-parallel ranks (required)\n"
 	"  --pp M                   pipeline stages (default 1): layers spread evenly,\n"
 	"                           embeddings on the first stage, final norm and head on the last\n"
-	"  --preset NAME            a built-in plan (llama, gpt2, gpt-neox, bert, libai, dalle2)\n"
+	"  --preset NAME            a built-in plan (llama, gpt2, gpt-neox, bert, libai, dit, dalle2)\n"
 	"  --plan FILE              a plan in JSON\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"

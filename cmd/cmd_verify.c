@@ -53,7 +53,7 @@ static const char *help =
 	"  --ranks N (--tp N)       tensor-parallel degree of a set without a manifest\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N   model facts\n"
-	"  --arch llama|gpt2|none   model structure for block and model checks (default: the\n"
+	"  --arch llama|gpt2|dit|none   model structure for block and model checks (default: the\n"
 	"                           plan's name when it is llama or gpt2)\n"
 	"  --checks LIST            comma-separated: structure,layers,blocks,model (default all)\n"
 	"  --device cpu|cuda        where the ranks compute (default cpu)\n"
@@ -129,6 +129,37 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const tpc_ckpt *r
 		parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas > 0 ? sp->part[k].replicas : 1};
 	tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
 	return tpc_verify_set_add(s, name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np, parts, e);
+}
+
+int tpc_varch_parse(const char *name, tpc_varch *out)
+{
+	static const char *const names[] = {"llama", "gpt2", "dit"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT};
+	for (size_t i = 0; i < 3; i++)
+		if (!strcmp(name, names[i])) {
+			*out = archs[i];
+			return 0;
+		}
+	return -1;
+}
+
+tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
+{
+	tpc_vfacts v;
+	memset(&v, 0, sizeof(v));
+	v.heads = f->heads;
+	v.kv_heads = f->kv_heads;
+	v.head_dim = f->head_dim;
+	v.hidden = f->hidden;
+	v.vocab = f->vocab;
+	v.layers = f->layers;
+	if (f->ff_act) {
+		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
+		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
+			   : f->ff_act == TPC_FF_SWIGLU || f->ff_act == TPC_FF_OTHER ? TPC_VACT_SILU
+										 : TPC_VACT_GELU_TANH;
+	}
+	return v;
 }
 
 int cmd_verify(int argc, char **argv)
@@ -428,15 +459,15 @@ int cmd_verify(int argc, char **argv)
 	/* block and model checks when the structure is known */
 	const char *an = arch ? arch : (have_plan && plan.name ? plan.name : "none");
 	if (strcmp(an, "none") && (o.checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL))) {
-		if (strcmp(an, "llama") && strcmp(an, "gpt2")) {
+		tpc_varch va;
+		if (tpc_varch_parse(an, &va)) {
 			if (arch) {
-				ret = tpc_cli_usage("verify", "--arch: llama, gpt2 or none, not '%s'", arch);
+				ret = tpc_cli_usage("verify", "--arch: llama, gpt2, dit or none, not '%s'", arch);
 				goto done;
 			}
 		} else {
-			tpc_vfacts vf = {facts.heads, facts.kv_heads, facts.head_dim, facts.hidden, facts.vocab, facts.layers, 0, 0};
-			if ((ret = tpc_verify_model_from_names(&set, !strcmp(an, "llama") ? TPC_VARCH_LLAMA : TPC_VARCH_GPT2,
-							       &vf, &e)))
+			tpc_vfacts vf = tpc_cli_vfacts(&facts);
+			if ((ret = tpc_verify_model_from_names(&set, va, &vf, &e)))
 				goto fail;
 		}
 	}

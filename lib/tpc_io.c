@@ -107,6 +107,19 @@ static void note_input_stat(const struct stat *st)
 	pthread_mutex_unlock(&io_lock);
 }
 
+/* A mapping closed: its file is no longer read by this process and may be
+ * written again (a long-lived library user; a reused inode number). */
+static void forget_input(dev_t dev, ino_t ino)
+{
+	pthread_mutex_lock(&io_lock);
+	for (size_t i = n_inputs; i-- > 0;)
+		if (inputs[i].dev == dev && inputs[i].ino == ino) {
+			inputs[i] = inputs[--n_inputs];
+			break;
+		}
+	pthread_mutex_unlock(&io_lock);
+}
+
 void tpc_io_note_input(const char *path)
 {
 	struct stat st;
@@ -165,6 +178,7 @@ int tpc_map_open(tpc_map *m, const char *path, tpc_err *e)
 		m->data = p;
 	}
 	note_input_stat(&st);
+	m->noted = true;
 out:
 	if (ret) {
 		tpc_err_path(e, path);
@@ -181,6 +195,8 @@ void tpc_map_close(tpc_map *m)
 		munmap((void *)m->data, (size_t)m->size);
 	if (m->fd >= 0)
 		close(m->fd);
+	if (m->noted)
+		forget_input(m->dev, m->ino);
 	free(m->path);
 	memset(m, 0, sizeof(*m));
 	m->fd = -1;

@@ -38,11 +38,12 @@ typedef struct tpc_map {
 	uint64_t size;
 	dev_t dev;
 	ino_t ino;
+	bool noted;          /* registered as an input (forgotten on close) */
 } tpc_map;
 
 /* Map a file read-only. Errors: missing/unreadable file -> TPC_EINPUT with
  * errno; a directory -> TPC_EINPUT. The map is registered as an input so that
- * outputs refuse to overwrite it. */
+ * outputs refuse to overwrite it while it is open (tpc_map_close forgets it). */
 int tpc_map_open(tpc_map *m, const char *path, tpc_err *e);
 void tpc_map_close(tpc_map *m);
 /* Advise the kernel: sequential read-ahead for [off, off+len). */

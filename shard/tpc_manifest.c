@@ -49,6 +49,8 @@ void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", k[i], (long long)v[i]);
 				first = false;
 			}
+		if (tpc_ff_act_name(f->ff_act))
+			tpc_buf_addf(b, "%s\"activation_fn\": \"%s\"", first ? "" : ", ", tpc_ff_act_name(f->ff_act));
 	}
 	tpc_buf_addf(b, "},\n  \"plan\": %s,\n  \"metadata\": {", sp->plan->json ? sp->plan->json : "null");
 	bool mfirst = true;
@@ -326,6 +328,9 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 		get_i64(model, "hidden", 1, INT64_MAX / 4, &m->facts.hidden);
 		get_i64(model, "vocab", 1, INT64_MAX / 4, &m->facts.vocab);
 		get_i64(model, "layers", 1, INT64_MAX / 4, &m->facts.layers);
+		const cJSON *act = cJSON_GetObjectItemCaseSensitive(model, "activation_fn");
+		if (cJSON_IsString(act))
+			m->facts.ff_act = tpc_ff_act_parse(act->valuestring);
 	}
 	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
 	if (cJSON_IsObject(plan) && !(m->plan_json = cJSON_PrintUnformatted(plan))) {

@@ -19,7 +19,8 @@
  *     "layout": "tpconv" | "oslo" | "trtllm" | "hf",
  *     "format": "safetensors" | "torch",      rank file format
  *     "checksum": "sha256" | "none",          whether the sha256 members exist
- *     "model": {"heads": 32, ...},            model facts used (known ones only)
+ *     "model": {"heads": 32, ...,            model facts used (known ones only);
+ *               "activation_fn": "geglu"},   the feed-forward activation when known (dit)
  *     "plan": { ... } | null,                 the plan (tpc_plan.h schema), so a
  *                                             reshard can reuse it
  *     "metadata": {"k": "v", ...},            the input's string metadata,

@@ -47,7 +47,8 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 					    "encoder_attention_heads", NULL};
 	static const char *const kv[] = {"num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
 					 "num_query_groups", NULL};
-	static const char *const hd[] = {"head_dim", "kv_channels", "d_kv", "attention_head_size", NULL};
+	static const char *const hd[] = {"head_dim", "kv_channels", "d_kv", "attention_head_size",
+					 "attention_head_dim", NULL};
 	static const char *const hid[] = {"hidden_size", "n_embd", "d_model", "dim", NULL};
 	static const char *const voc[] = {"vocab_size", "n_vocab", "padded_vocab_size", NULL};
 	static const char *const lay[] = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", NULL};
@@ -59,6 +60,41 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	f->hidden = json_int(o, hid);
 	f->vocab = json_int(o, voc);
 	f->layers = json_int(o, lay);
+	/* diffusers: the feed-forward activation, by name or by model class */
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "activation_fn");
+	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(o, "_class_name");
+	if (cJSON_IsString(a))
+		f->ff_act = tpc_ff_act_parse(a->valuestring);
+	else if (cJSON_IsString(cls) && (!strcmp(cls->valuestring, "SD3Transformer2DModel") ||
+					 !strcmp(cls->valuestring, "FluxTransformer2DModel")))
+		f->ff_act = TPC_FF_GELU_TANH; /* their blocks build FeedForward(activation_fn="gelu-approximate") */
+	/* diffusers names no hidden size: heads x head dim */
+	if (!f->hidden && f->heads && f->head_dim && cJSON_GetObjectItemCaseSensitive(o, "attention_head_dim") &&
+	    f->heads <= INT64_MAX / f->head_dim)
+		f->hidden = f->heads * f->head_dim;
+}
+
+static const char *const ff_names[] = {NULL, "gelu", "gelu-approximate", "geglu", "geglu-approximate", "swiglu",
+				       "other"};
+
+const char *tpc_ff_act_name(tpc_ff_act a)
+{
+	return (unsigned)a < sizeof(ff_names) / sizeof(ff_names[0]) ? ff_names[a] : NULL;
+}
+
+tpc_ff_act tpc_ff_act_parse(const char *name)
+{
+	if (!name)
+		return TPC_FF_UNKNOWN;
+	for (size_t i = 1; i < sizeof(ff_names) / sizeof(ff_names[0]); i++)
+		if (!strcmp(name, ff_names[i]))
+			return (tpc_ff_act)i;
+	return TPC_FF_OTHER;
+}
+
+bool tpc_ff_act_gated(tpc_ff_act a)
+{
+	return a == TPC_FF_GEGLU || a == TPC_FF_GEGLU_TANH || a == TPC_FF_SWIGLU;
 }
 
 int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
@@ -103,6 +139,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->vocab = src->vocab;
 	if (!dst->layers)
 		dst->layers = src->layers;
+	if (!dst->ff_act)
+		dst->ff_act = src->ff_act;
 }
 
 void tpc_facts_finish(tpc_model_facts *f)
@@ -222,6 +260,7 @@ static int parse_heads(const cJSON *v, tpc_heads_kind *out)
 static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *path, tpc_err *e)
 {
 	const cJSON *match = NULL, *split = NULL;
+	int nrest = 0;
 	r->head_block = 1;
 	if (!cJSON_IsObject(o))
 		return PLAN_BAD(e, path, "plan rule %zu is not an object", idx);
@@ -266,21 +305,32 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				int j = 0;
 				for (const cJSON *p = f->child; p; p = p->next, j++) {
 					tpc_plan_part *pp = &r->parts[j];
-					if (cJSON_IsString(p)) {
+					if (cJSON_IsString(p) && !strcmp(p->valuestring, "rest")) {
+						if (nrest++)
+							return PLAN_BAD(e, path, "plan rule %zu: at most one part is \"rest\"",
+									idx);
+						pp->rest = true;
+					} else if (cJSON_IsString(p)) {
 						if (parse_heads(p, &pp->sym) || pp->sym == TPC_HEADS_NONE)
 							return PLAN_BAD(e, path,
-									"plan rule %zu: part %d must be a size, \"q\" or \"kv\"", idx, j);
+									"plan rule %zu: part %d must be a size, \"q\", \"kv\" or \"rest\"",
+									idx, j);
 						pp->heads = pp->sym;
 					} else if (!get_int(p, 1, INT64_MAX / 2, &pp->size)) {
 						pp->heads = TPC_HEADS_NONE;
 					} else {
-						return PLAN_BAD(e, path, "plan rule %zu: part %d must be a size, \"q\" or \"kv\"",
+						return PLAN_BAD(e, path,
+								"plan rule %zu: part %d must be a size, \"q\", \"kv\" or \"rest\"",
 								idx, j);
 					}
 				}
 			} else {
 				return PLAN_BAD(e, path, "plan rule %zu: \"parts\" must be a count or a list", idx);
 			}
+		} else if (!strcmp(k, "gated")) {
+			if (!cJSON_IsBool(f))
+				return PLAN_BAD(e, path, "plan rule %zu: \"gated\" must be true or false", idx);
+			r->gated = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "comment")) {
 			/* free text */
 		} else {
@@ -311,6 +361,8 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				"plan rule %zu: with listed parts, give heads per part (\"q\", \"kv\"), not \"heads\"", idx);
 	if (r->head_block > 1 && !r->heads)
 		return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" needs \"heads\"", idx);
+	if (r->gated && (r->nparts || r->kind == TPC_SPLIT_REPLICATE || r->kind == TPC_SPLIT_VOCAB))
+		return PLAN_BAD(e, path, "plan rule %zu: \"gated\" is for a col or row split without \"parts\"", idx);
 	char what[64];
 	snprintf(what, sizeof(what), "plan rule %zu", idx);
 	int ret = compile_re(&r->re, match->valuestring, path, what, e);
@@ -603,13 +655,25 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 	s->dim = d;
 	int64_t size = shape[d];
 	int np = r->nparts ? r->nparts : 1;
+	if (r->gated) {
+		if (!f->ff_act)
+			return bad_tensor(e, name,
+					  "is the feed-forward gated (GEGLU/SwiGLU: [value | gate], split in 2 parts) or not? the model's config names no activation_fn; give --config config.json");
+		np = tpc_ff_act_gated(f->ff_act) ? 2 : 1;
+	}
 	s->nparts = np;
 	if (r->parts_listed) {
 		int64_t sum = 0;
+		int rest = -1;
 		for (int k = 0; k < np; k++) {
 			const tpc_plan_part *pp = &r->parts[k];
 			tpc_split_part *pt = &s->part[k];
 			pt->head_kind = pp->heads;
+			if (pp->rest) {
+				rest = k;
+				pt->size = 0;
+				continue;
+			}
 			if (pp->sym) {
 				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
 				if (!cnt || !f->head_dim)
@@ -622,6 +686,13 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 				pt->size = pp->size;
 			}
 			sum += pt->size;
+		}
+		if (rest >= 0) {
+			if (sum >= size)
+				return bad_tensor(e, name, "dim %d has %lld, which leaves nothing for the \"rest\" part %d", d,
+						  (long long)size, rest);
+			s->part[rest].size = size - sum;
+			sum = size;
 		}
 		if (sum != size) {
 			char buf[256];

@@ -51,10 +51,16 @@
  *                          split stays a plain contiguous split on head boundaries
  *     "parts": 2 | [P, ...],  a fused tensor: equal parts, or a list where each
  *                          P is a size, "q" (heads * head_dim rows of query
- *                          heads) or "kv" (kv_heads * head_dim rows of K or V
- *                          heads). Each part is split on its own and rank r gets
- *                          [part0_r ; part1_r ; ...]. With a count, "heads"
- *                          applies to every part.
+ *                          heads), "kv" (kv_heads * head_dim rows of K or V
+ *                          heads) or "rest" (what the other parts leave; at
+ *                          most one). Each part is split on its own and rank r
+ *                          gets [part0_r ; part1_r ; ...]. With a count,
+ *                          "heads" applies to every part.
+ *     "gated": true,       a feed-forward input projection: 2 equal parts
+ *                          [value | gate] when the model's activation is gated
+ *                          (config activation_fn geglu, geglu-approximate,
+ *                          swiglu), one part when it is not; an error naming
+ *                          the tensor when the config does not say
  *     "pad_multiple": N    vocab only: overrides the plan's
  *   }
  *
@@ -103,15 +109,36 @@ typedef enum tpc_heads_kind {
 const char *tpc_split_kind_name(tpc_split_kind k);
 const char *tpc_heads_kind_name(tpc_heads_kind k);
 
+/* The feed-forward activation a config names (diffusers "activation_fn"):
+ * gated ones (GEGLU, SwiGLU) project to 2 x inner features [value | gate]. */
+typedef enum tpc_ff_act {
+	TPC_FF_UNKNOWN = 0,
+	TPC_FF_GELU,        /* "gelu" */
+	TPC_FF_GELU_TANH,   /* "gelu-approximate" (PixArt, SD3, Flux, CogVideoX, DiT) */
+	TPC_FF_GEGLU,       /* "geglu": value * gelu(gate) */
+	TPC_FF_GEGLU_TANH,  /* "geglu-approximate" */
+	TPC_FF_SWIGLU,      /* "swiglu": value * silu(gate) */
+	TPC_FF_OTHER,       /* another ungated activation ("silu", "relu", ...) */
+} tpc_ff_act;
+bool tpc_ff_act_gated(tpc_ff_act a);
+/* diffusers' name ("geglu"; "other" for TPC_FF_OTHER, NULL for unknown) and back
+ * (TPC_FF_UNKNOWN for NULL, TPC_FF_OTHER for a name not in the table). */
+const char *tpc_ff_act_name(tpc_ff_act a);
+tpc_ff_act tpc_ff_act_parse(const char *name);
+
 /* Model facts: 0 = unknown. */
 typedef struct tpc_model_facts {
 	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
+	tpc_ff_act ff_act;
 } tpc_model_facts;
 
 /* Facts from a Hugging Face config.json text (num_attention_heads / n_head,
- * num_key_value_heads / multi_query, head_dim / kv_channels, hidden_size /
- * n_embd / d_model, vocab_size, num_hidden_layers / n_layer; a nested
- * "text_config" when the top level has none). Unknown members stay 0. */
+ * num_key_value_heads / multi_query, head_dim / kv_channels /
+ * attention_head_dim, hidden_size / n_embd / d_model, vocab_size,
+ * num_hidden_layers / n_layer; a nested "text_config" when the top level has
+ * none) or a diffusers one (num_attention_heads, attention_head_dim, hidden =
+ * their product, num_layers, activation_fn; SD3 and Flux configs, which name
+ * no activation_fn, use gelu-approximate). Unknown members stay 0. */
 int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
 			  tpc_err *e);
 int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e);
@@ -124,6 +151,7 @@ typedef struct tpc_plan_part {
 	int64_t size;        /* explicit size, or 0 */
 	tpc_heads_kind sym;  /* "q" / "kv" symbolic size (heads * head_dim), or NONE */
 	tpc_heads_kind heads;
+	bool rest;           /* "rest": what the other parts leave of the dim */
 } tpc_plan_part;
 
 typedef struct tpc_plan_rule {
@@ -140,6 +168,7 @@ typedef struct tpc_plan_rule {
 	tpc_heads_kind heads;
 	int64_t head_block;      /* >= 1 */
 	int64_t pad_multiple;    /* 0: the plan's */
+	bool gated;              /* 2 parts [value | gate] when the model's ff is gated, else 1 */
 } tpc_plan_rule;
 
 typedef struct tpc_plan_re {

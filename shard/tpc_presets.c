@@ -118,6 +118,27 @@ static const preset presets[] = {
 	 "  ],\n"
 	 "  \"fallback\": \"replicate\"\n"
 	 "}\n"},
+	{"dit",
+	 "diffusers DiT / PixArt / SD3 / Flux / CogVideoX: attn q/k/v (and add_*_proj) col on heads, to_out.0 and to_add_out row, ff.net.0.proj col (2 parts when GEGLU/SwiGLU), ff.net.2 row",
+	 "{\n"
+	 "  \"name\": \"dit\",\n"
+	 "  \"description\": \"Diffusion transformers with diffusers names (PixArt, SD3, Flux, CogVideoX, DiT): attn1/attn2/attn to_q, to_k, to_v col on head boundaries (heads from config.json num_attention_heads and attention_head_dim), to_out.0 row; joint attention's add_q_proj/add_k_proj/add_v_proj col and to_add_out row; ff and ff_context net.0.proj col, in 2 parts [value | gate] when the config's activation_fn is gated (geglu, swiglu), net.2 row; Flux single blocks: proj_mlp col, proj_out row over [attention heads | mlp] in 2 parts. Norms, qk norms, AdaLN modulation, timestep/caption/pooled embedders, patch embedding, pos_embed, scale_shift_table and proj_out replicated.\",\n"
+	 "  \"layers\": [\"^transformer_blocks\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"^(pos_embed|patch_embed|x_embedder|context_embedder|time_text_embed|time_embedding|adaln_single|caption_projection)\\\\.\"],\n"
+	 "  \"last_stage\": [\"^norm_out\\\\.\", \"^proj_out\\\\.\", \"^scale_shift_table$\", \"^norm_final\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"(^|\\\\.)attn[12]?\\\\.(to_q|to_k|to_v|add_q_proj|add_k_proj|add_v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"(^|\\\\.)attn[12]?\\\\.(to_out\\\\.0|to_add_out)\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"(^|\\\\.)attn[12]?\\\\.(to_out\\\\.0|to_add_out)\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(^|\\\\.)(ff|ff_context)\\\\.net\\\\.0\\\\.proj\\\\.(weight|bias)$\", \"split\": \"col\", \"gated\": true},\n"
+	 "    {\"match\": \"(^|\\\\.)(ff|ff_context)\\\\.net\\\\.2\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"single_transformer_blocks\\\\.[0-9]+\\\\.proj_mlp\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"single_transformer_blocks\\\\.[0-9]+\\\\.proj_out\\\\.weight$\", \"split\": \"row\", \"parts\": [\"q\", \"rest\"]},\n"
+	 "    {\"match\": \"single_transformer_blocks\\\\.[0-9]+\\\\.proj_out\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(norm[0-9]*|norm_q|norm_k|norm_added_q|norm_added_k|norm1_context|norm_out|norm_final)\\\\.|scale_shift_table$|(pos_embed|patch_embed|x_embedder|context_embedder|time_text_embed|time_embedding|adaln_single|caption_projection)\\\\.|^proj_out\\\\.\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n"},
 	{"dalle2",
 	 "DALLE2-pytorch transformer: to_q col, fused to_kv col in 2 parts, to_out.0 row; feed-forward Linear(dim, inner*2) col in 2 parts (SwiGLU), Linear(inner, dim) row",
 	 "{\n"

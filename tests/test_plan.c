@@ -31,7 +31,7 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [{\"match\": \"(\", \"split\": \"col\"}]}", "bad regular expression '('"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"dim\"}]}", "split \"dim\" needs \"dim\": N"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": 0}]}", "\"parts\" must be 1 to 16"},
-		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\" or \"kv\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\", \"kv\" or \"rest\""},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"k\"}]}", "\"heads\" must be \"q\" or \"kv\""},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"replicate\", \"parts\": 2}]}", "has no parts or heads"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"pad_multiple\": 8}]}", "\"pad_multiple\" is for vocab splits"},
@@ -57,7 +57,7 @@ static void test_bad_plans(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_plan_preset_count(), 6);
+	assert_int_equal(tpc_plan_preset_count(), 7);
 	for (size_t i = 0; i < tpc_plan_preset_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -73,7 +73,7 @@ static void test_presets(void **st)
 	tpc_err e;
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EINPUT);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (known: llama, gpt2, gpt-neox, bert, libai, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (known: llama, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 }
 
 static void test_facts(void **st)
@@ -230,6 +230,72 @@ static void test_resolve(void **st)
 	tpc_plan_release(&p);
 }
 
+/* "gated" (a feed-forward projection: 2 parts [value | gate] when the model's
+ * activation is gated) and a "rest" part (Flux's proj_out over [attention |
+ * mlp]); diffusers configs give the activation and heads. */
+static void test_gated_and_rest(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	tpc_split s;
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"proj\", \"split\": \"col\", \"gated\": true},"
+				   " {\"match\": \"out\", \"split\": \"row\", \"parts\": [\"q\", \"rest\"]}]}", &e), 0);
+	int64_t w[2] = {64, 16}, o[2] = {16, 48};
+	tpc_model_facts geglu = {.heads = 4, .head_dim = 4, .ff_act = TPC_FF_GEGLU};
+	tpc_model_facts gelu = {.heads = 4, .head_dim = 4, .ff_act = TPC_FF_GELU_TANH};
+	tpc_model_facts unknown = {.heads = 4, .head_dim = 4};
+	assert_int_equal(tpc_plan_resolve(&p, &geglu, "proj", 2, w, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.nparts, 2);
+	assert_int_equal(s.part[1].size, 32);
+	assert_int_equal(tpc_split_rank_start(&s, 1, 4, 3), 24);
+	assert_int_equal(tpc_plan_resolve(&p, &gelu, "proj", 2, w, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.nparts, 1);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &unknown, "proj", 2, w, 4, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "activation_fn"));
+	assert_string_equal(e.tensor, "proj");
+	/* rest: 48 columns = 16 of heads + 32 left */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &gelu, "out", 2, o, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 1);
+	assert_int_equal(s.nparts, 2);
+	assert_int_equal(s.part[0].size, 16);
+	assert_int_equal(s.part[1].size, 32);
+	assert_int_equal(tpc_split_rank_dim(&s, 4), 4 + 8);
+	int64_t small[2] = {16, 16};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &gelu, "out", 2, small, 4, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "leaves nothing for the \"rest\" part"));
+	tpc_plan_release(&p);
+	/* bad uses */
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [\"rest\", \"rest\"]}]}", &e),
+			 TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "at most one part is \"rest\""));
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": 2, \"gated\": true}]}", &e),
+			 TPC_EINPUT);
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"gated\": 1}]}", &e), TPC_EINPUT);
+	/* diffusers configs */
+	tpc_model_facts f;
+	const char *pix = "{\"_class_name\": \"PixArtTransformer2DModel\", \"num_attention_heads\": 16, "
+			  "\"attention_head_dim\": 72, \"num_layers\": 28, \"activation_fn\": \"gelu-approximate\"}";
+	assert_int_equal(tpc_facts_from_buffer(&f, pix, strlen(pix), "c.json", &e), 0);
+	assert_int_equal(f.heads, 16);
+	assert_int_equal(f.head_dim, 72);
+	assert_int_equal(f.hidden, 1152);
+	assert_int_equal(f.layers, 28);
+	assert_int_equal(f.ff_act, TPC_FF_GELU_TANH);
+	const char *flux = "{\"_class_name\": \"FluxTransformer2DModel\", \"num_attention_heads\": 24, \"attention_head_dim\": 128}";
+	assert_int_equal(tpc_facts_from_buffer(&f, flux, strlen(flux), "c.json", &e), 0);
+	assert_int_equal(f.ff_act, TPC_FF_GELU_TANH);
+	assert_false(tpc_ff_act_gated(f.ff_act));
+	const char *gg = "{\"activation_fn\": \"geglu\"}";
+	assert_int_equal(tpc_facts_from_buffer(&f, gg, strlen(gg), "c.json", &e), 0);
+	assert_true(tpc_ff_act_gated(f.ff_act));
+	assert_string_equal(tpc_ff_act_name(f.ff_act), "geglu");
+	assert_int_equal(tpc_ff_act_parse("mystery"), TPC_FF_OTHER);
+}
+
 static void test_ambiguous_and_fallback(void **st)
 {
 	(void)st;
@@ -333,7 +399,7 @@ int main(void)
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
-		cmocka_unit_test(test_mutations),
+		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

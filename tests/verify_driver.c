@@ -301,10 +301,16 @@ int main(int argc, char **argv)
 	if (ret)
 		goto out;
 	tpc_verify_link_biases(&s);
-	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2")) {
-		tpc_vfacts vf = {facts.heads, facts.kv_heads, facts.head_dim, facts.hidden, 0, 0, 0, 0};
-		if ((ret = tpc_verify_model_from_names(&s, !strcmp(preset, "llama") ? TPC_VARCH_LLAMA : TPC_VARCH_GPT2, &vf,
-						       &e)))
+	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2") || !strcmp(preset, "dit")) {
+		tpc_vfacts vf = {facts.heads, facts.kv_heads, facts.head_dim, facts.hidden, 0, 0, 0, 0, 0, TPC_VACT_SILU};
+		if (facts.ff_act) { /* as cmd_verify maps them */
+			vf.ff_glu = tpc_ff_act_gated(facts.ff_act) ? 1 : -1;
+			vf.ff_act = facts.ff_act == TPC_FF_GELU || facts.ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
+				    : facts.ff_act == TPC_FF_SWIGLU ? TPC_VACT_SILU : TPC_VACT_GELU_TANH;
+		}
+		tpc_varch va = !strcmp(preset, "llama") ? TPC_VARCH_LLAMA
+			       : !strcmp(preset, "gpt2") ? TPC_VARCH_GPT2 : TPC_VARCH_DIT;
+		if ((ret = tpc_verify_model_from_names(&s, va, &vf, &e)))
 			goto out;
 	}
 	ret = tpc_verify_execute(&s, &o, me == 0 ? &rep : NULL, &e);

@@ -228,6 +228,7 @@ typedef struct tpc_vmlp {
 	int64_t gate, up, gate_up, down; /* SwiGLU: gate + up, or fused gate_up (2 parts); plain: up */
 	tpc_vact act;
 	bool glu;                        /* out = down(act(gate) * up) */
+	bool value_first;                /* fused [up | gate] (diffusers GEGLU) instead of [gate | up] */
 } tpc_vmlp;
 
 typedef struct tpc_vattn {
@@ -235,18 +236,22 @@ typedef struct tpc_vattn {
 	int64_t heads, kv_heads, head_dim;
 	bool rope;                       /* rotary embedding on q and k (rotate-half layout) */
 	double rope_theta;
+	bool bidirectional;              /* every query sees every key (DiT); else causal */
+	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
+					    width (seeded like the block input); 0: the block input */
 } tpc_vattn;
 
 typedef struct tpc_vlayer {
 	char *name;                      /* "model.layers.3" (owned) */
 	int64_t norm1_w, norm1_b, norm2_w, norm2_b;
-	tpc_vattn attn;
-	tpc_vmlp mlp;
+	tpc_vattn attn;                  /* attn.o < 0: no attention check (a DiT feed-forward entry) */
+	tpc_vmlp mlp;                    /* mlp.down < 0: no feed-forward check */
 } tpc_vlayer;
 
 typedef enum tpc_varch {
 	TPC_VARCH_LLAMA = 0, /* RMSNorm, RoPE, SwiGLU, untied or tied head */
 	TPC_VARCH_GPT2,      /* LayerNorm, learned positions, gelu_new, Conv1D */
+	TPC_VARCH_DIT,       /* diffusers transformer blocks: attention and feed-forward checks only */
 } tpc_varch;
 
 typedef struct tpc_vmodel {
@@ -287,6 +292,8 @@ typedef struct tpc_vfacts {
 	int64_t heads, kv_heads, head_dim, hidden, vocab, layers; /* 0: derive */
 	double norm_eps;   /* 0: 1e-6 (llama), 1e-5 (gpt2) */
 	double rope_theta; /* 0: 10000 */
+	int ff_glu;        /* dit feed-forward: 1 gated [value | gate], -1 not, 0 unknown */
+	tpc_vact ff_act;   /* dit: its activation (GEGLU: GELU; "gelu-approximate": GELU_TANH) */
 } tpc_vfacts;
 
 /*
@@ -298,6 +305,16 @@ typedef struct tpc_vfacts {
  * checkpoint in the set and attach a model description. Missing facts are
  * derived from shapes (hidden from the embedding, heads from head_dim...).
  * TPC_EINPUT names what is missing.
+ *
+ * TPC_VARCH_DIT (diffusers PixArt, SD3, Flux, CogVideoX, DiT): every
+ * transformer_blocks.N / single_transformer_blocks.N attention (attn1, attn,
+ * the cross-attention attn2 with encoder states as wide as its to_k input,
+ * and a joint attention's add_q/k/v_proj + to_add_out stream) becomes an
+ * attention entry, bidirectional, without the q/k norms (the split is what is
+ * checked: both sides compute the same function), and ff / ff_context a
+ * feed-forward entry (net.0.proj, gated [value | gate] when f->ff_glu says so,
+ * with f->ff_act, net.2). Flux single blocks' proj_out mixes attention and MLP
+ * and is checked by the col/row checks only. Heads and head_dim must be known.
  */
 int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f,
 				tpc_err *e);

@@ -247,6 +247,131 @@ static int64_t rows_of(const tpc_verify_set *s, int64_t i, bool out)
 	return v->ref->shape[(out ^ v->transposed) ? 0 : 1];
 }
 
+/* ---- DiT (diffusers) blocks: one entry per attention and feed-forward ---- */
+
+static int dit_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
+{
+	if (!(L->name = tpc_strdup(name)))
+		return tpc_err_nomem(e);
+	size_t cap = (size_t)m->nlayers;
+	if (tpc_grow((void **)&m->layers, &cap, (size_t)m->nlayers + 1, sizeof(*L))) {
+		free(L->name);
+		return tpc_err_nomem(e);
+	}
+	m->layers[m->nlayers++] = *L;
+	return 0;
+}
+
+static void dit_entry(tpc_vlayer *L)
+{
+	memset(L, 0, sizeof(*L));
+	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
+	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = -1;
+	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
+}
+
+/* The attention of block `blk` under module `mod` ("attn1", "attn", "attn2"):
+ * its to_q/to_k/to_v/to_out.0, and the joint stream add_*_proj/to_add_out. */
+static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
+		    tpc_err *e)
+{
+	static const char *const own[] = {"to_q", "to_k", "to_v", "to_out.0"};
+	static const char *const add[] = {"add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"};
+	for (int stream = 0; stream < 2; stream++) {
+		const char *const *n = stream ? add : own;
+		tpc_vlayer L;
+		char nm[TPC_ERR_NAME_MAX];
+		dit_entry(&L);
+		L.attn.q = findf(s, "%s.%s.%s.weight", blk, mod, n[0]);
+		L.attn.k = findf(s, "%s.%s.%s.weight", blk, mod, n[1]);
+		L.attn.v = findf(s, "%s.%s.%s.weight", blk, mod, n[2]);
+		L.attn.o = findf(s, "%s.%s.%s.weight", blk, mod, n[3]);
+		if (L.attn.q < 0 || L.attn.k < 0 || L.attn.v < 0 || L.attn.o < 0)
+			continue; /* Flux single blocks: no to_out (proj_out mixes attention and MLP) */
+		snprintf(nm, sizeof(nm), "%s.%s%s", blk, mod, stream ? ".add" : "");
+		const tpc_vtensor *kt = &s->t[L.attn.k];
+		int64_t qrows = rows_of(s, L.attn.q, true), krows = rows_of(s, L.attn.k, true);
+		int64_t kin = kt->ref->ndim == 2 ? kt->ref->shape[1] : 0;
+		if (!f->heads || !f->head_dim || qrows != f->heads * f->head_dim || krows != qrows)
+			return tpc_err_set(e, TPC_EINPUT,
+					   "'%s': %lld query rows are not %lld heads x head_dim %lld (give --config with num_attention_heads and attention_head_dim)",
+					   nm, (long long)qrows, (long long)f->heads, (long long)f->head_dim);
+		L.attn.heads = L.attn.kv_heads = f->heads;
+		L.attn.head_dim = f->head_dim;
+		L.attn.bidirectional = true;
+		if (!strcmp(mod, "attn2") || kin != m->hidden)
+			L.attn.kv_width = kin; /* cross-attention over encoder states */
+		int ret = dit_add(m, &L, nm, e);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
+		  tpc_err *e)
+{
+	tpc_vlayer L;
+	char nm[TPC_ERR_NAME_MAX];
+	dit_entry(&L);
+	int64_t in = findf(s, "%s.%s.net.0.proj.weight", blk, mod), down = findf(s, "%s.%s.net.2.weight", blk, mod);
+	if (in < 0 || down < 0)
+		return 0;
+	snprintf(nm, sizeof(nm), "%s.%s", blk, mod);
+	bool gated = f->ff_glu > 0;
+	if (!f->ff_glu)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "'%s': is the feed-forward gated (GEGLU/SwiGLU) or not? give --config with activation_fn", nm);
+	L.mlp.down = down;
+	L.mlp.act = f->ff_act;
+	if (gated) {
+		L.mlp.gate_up = in;
+		L.mlp.glu = true;
+		L.mlp.value_first = true; /* hidden, gate = proj(x).chunk(2, dim=-1) */
+	} else {
+		L.mlp.up = in;
+	}
+	return dit_add(m, &L, nm, e);
+}
+
+static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+{
+	static const char *const blocks[] = {"transformer_blocks", "single_transformer_blocks"};
+	static const char *const attns[] = {"attn1", "attn", "attn2"};
+	static const char *const ffs[] = {"ff", "ff_context"};
+	tpc_vfacts none;
+	memset(&none, 0, sizeof(none));
+	if (!f)
+		f = &none;
+	m->hidden = f->hidden ? f->hidden : f->heads * f->head_dim;
+	if (!m->hidden) {
+		int64_t o = findf(s, "transformer_blocks.0.attn1.to_out.0.weight");
+		if (o < 0)
+			o = findf(s, "transformer_blocks.0.attn.to_out.0.weight");
+		m->hidden = o >= 0 ? s->t[o].ref->shape[0] : 0;
+	}
+	int ret = 0;
+	for (size_t b = 0; b < 2 && !ret; b++)
+		for (int64_t l = 0; !ret; l++) {
+			char blk[TPC_ERR_NAME_MAX];
+			snprintf(blk, sizeof(blk), "%s.%lld", blocks[b], (long long)l);
+			int64_t before = m->nlayers;
+			bool any = false;
+			for (size_t i = 0; i < s->n && !any; i++)
+				any = !strncmp(s->t[i].name, blk, strlen(blk)) && s->t[i].name[strlen(blk)] == '.';
+			if (!any)
+				break;
+			for (size_t a = 0; a < 3 && !ret; a++)
+				ret = dit_attn(s, m, blk, attns[a], f, e);
+			for (size_t k = 0; k < 2 && !ret; k++)
+				ret = dit_ff(s, m, blk, ffs[k], f, e);
+			(void)before;
+		}
+	if (!ret && !m->nlayers)
+		ret = tpc_err_set(e, TPC_EINPUT, "dit model: no transformer_blocks.N attention or feed-forward found");
+	return ret;
+}
+
 int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f, tpc_err *e)
 {
 	tpc_vmodel *m = tpc_calloc(1, sizeof(*m));
@@ -255,6 +380,15 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 	if (!m)
 		return tpc_err_nomem(e);
 	m->arch = arch;
+	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
+	if (arch == TPC_VARCH_DIT) {
+		if (!(ret = dit_from_names(s, m, f, e))) {
+			model_free(s->model);
+			s->model = m;
+			m = NULL;
+		}
+		goto out;
+	}
 	m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
 	m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);
 	m->pos_embed = m->final_norm_b = -1;
@@ -1211,6 +1345,7 @@ static bool mlp_loc_of(const run *R, const tpc_vlayer *ly, int t, vmlp_loc *m, c
 	const tpc_vmlp *p = &ly->mlp;
 	memset(m, 0, sizeof(*m));
 	m->glu = p->glu;
+	m->value_first = p->value_first;
 	m->act = p->act;
 	m->fused = p->gate_up >= 0;
 	bool ok = true;
@@ -1229,7 +1364,8 @@ static bool mlp_loc_of(const run *R, const tpc_vlayer *ly, int t, vmlp_loc *m, c
 		lin_of(R, p->gate_up, t, false, &m->gate_up);
 		if (m->gate_up.w.nparts != 2 || part_len(&m->gate_up.w, 0) != part_len(&m->gate_up.w, 1) ||
 		    m->gate_up.w.start[0] != m->gate_up.w.start[1]) {
-			snprintf(msg, n, "mlp gate_up '%s' must be split as 2 equal parts [gate|up]", R->s->t[p->gate_up].name);
+			snprintf(msg, n, "mlp gate_up '%s' must be split as 2 equal parts %s", R->s->t[p->gate_up].name,
+				 p->value_first ? "[value|gate] (a gated feed-forward)" : "[gate|up]");
 			return false;
 		}
 		m->inner = m->gate_up.w.len[0];
@@ -1267,6 +1403,8 @@ static bool attn_loc_of(const run *R, const tpc_vlayer *ly, int t, vattn_loc *a,
 	a->kv_heads = p->kv_heads;
 	a->rope = p->rope;
 	a->theta = p->rope_theta;
+	a->bidirectional = p->bidirectional;
+	a->kv_w = p->kv_width;
 	if (t >= 0) {
 		bool ok = a->fused ? block_part_ok(R, p->qkv, MK_COL, "attention qkv", msg, n)
 				   : block_part_ok(R, p->q, MK_COL, "attention q", msg, n) &&
@@ -1347,15 +1485,20 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 {
 	tpc_vresult res;
 	char name[TPC_ERR_NAME_MAX];
-	snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
+	if (kind == TPC_VC_MLP ? ly->mlp.down < 0 : ly->attn.o < 0)
+		return 0; /* a DiT entry holds one of the two */
+	if (R->s->model->arch == TPC_VARCH_DIT)
+		snprintf(name, sizeof(name), "%s", ly->name);
+	else
+		snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
 	res_init(R, &res, kind, name,
 		 block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	bool failed = false;
-	int64_t T = R->T, H = R->s->model->hidden;
-	float *x = NULL, *y = NULL;
-	double *xd = NULL, *yr = NULL;
+	int64_t T = R->T, H = R->s->model->hidden, C = kind == TPC_VC_ATTN ? ly->attn.kv_width : 0;
+	float *x = NULL, *y = NULL, *cf = NULL;
+	double *xd = NULL, *yr = NULL, *cd = NULL;
 	vmlp_loc m;
 	vattn_loc a;
 	bool ok = kind == TPC_VC_MLP ? mlp_loc_of(R, ly, me, &m, msg, sizeof(msg))
@@ -1372,6 +1515,14 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	}
 	uint64_t stream = tpc_verify_stream(name, kind);
 	seeded_f(x, T, H, H, 0, R->o->seed, stream);
+	if (C) { /* cross-attention: seeded encoder states, the same on every rank */
+		if (!(cf = malloc(sizeof(float) * (size_t)(T * C + 1)))) {
+			ret = tpc_err_nomem(R->e);
+			goto done;
+		}
+		seeded_f(cf, T, C, C, 0, R->o->seed, stream ^ 0x9e3779b97f4a7c15ull);
+		a.kv_f = cf;
+	}
 	ret = kind == TPC_VC_MLP ? tpc__mlp_f(&R->xf, &m, T, H, x, y) : tpc__attn_f(&R->xf, &a, T, H, x, y);
 	if (ret)
 		goto done;
@@ -1392,6 +1543,14 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 			goto done;
 		}
 		seeded_d(xd, T, H, R->o->seed, stream);
+		if (C) {
+			if (!(cd = malloc(sizeof(double) * (size_t)(T * C + 1)))) {
+				ret = tpc_err_nomem(R->e);
+				goto done;
+			}
+			seeded_d(cd, T, C, R->o->seed, stream ^ 0x9e3779b97f4a7c15ull);
+			ar.kv_d = cd;
+		}
 		R->xd.score_max = 0;
 		ret = kind == TPC_VC_MLP ? tpc__mlp_d(&R->xd, &mr, T, H, xd, yr) : tpc__attn_d(&R->xd, &ar, T, H, xd, yr);
 		if (ret)
@@ -1411,6 +1570,8 @@ done:
 	free(y);
 	free(xd);
 	free(yr);
+	free(cf);
+	free(cd);
 	return finish(R, &res, ret);
 }
 
@@ -1632,7 +1793,7 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			if (!ret)
 				ret = check_block(&R, &s->model->layers[l], TPC_VC_MLP);
 		}
-	if (!ret && s->model && (checks & TPC_VCHECK_MODEL))
+	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL))
 		ret = check_model(&R);
 	if (!ret && R.any_fail)
 		ret = TPC_EMISMATCH;

@@ -63,7 +63,7 @@ typedef struct vlin {
 
 typedef struct vmlp_loc {
 	vlin gate, up, gate_up, down;
-	bool fused, glu;
+	bool fused, glu, value_first;
 	tpc_vact act;
 	int64_t inner;           /* local intermediate width */
 } vmlp_loc;
@@ -76,6 +76,10 @@ typedef struct vattn_loc {
 	int64_t heads, kv_heads; /* global counts */
 	bool rope;
 	double theta;
+	bool bidirectional;
+	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
+	const float *kv_f;       /* cross-attention encoder states [T, kv_w] */
+	const double *kv_d;
 } vattn_loc;
 
 typedef struct vlayer_loc {

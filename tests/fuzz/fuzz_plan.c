@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_check_status(r, &e);
 	if (!r) {
 		tpc_model_facts f = p.facts;
-		tpc_model_facts d = {8, 2, 8, 64, 32000, 4};
+		tpc_model_facts d = {8, 2, 8, 64, 32000, 4, TPC_FF_GEGLU};
 		tpc_facts_fill(&f, &d);
 		tpc_facts_finish(&f);
 		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

@@ -30,8 +30,8 @@ $PY "$SRC/tests/shard/make_models.py" "$WORK" 0 >/dev/null && $PY "$SRC/tests/ve
   { echo "Bail out! cannot make the models (needs torch)"; exit 1; }
 cd "$WORK"
 tps="1 2 4 8" # tp > GPUs: shared GPUs, host collectives; tp <= GPUs: NCCL
-for m in llama gpt2 llama-fused llama-bf16 gpt-neox; do
-  p=$m; case $m in llama-*) p=llama ;; esac
+for m in llama gpt2 llama-fused llama-bf16 gpt-neox dit flux; do
+  p=$m; case $m in llama-*) p=llama ;; flux) p=dit ;; esac
   for tp in $tps; do
     if "$DRIVER" --cuda --ref $m/model.safetensors --config $m/config.json --preset $p --tp $tp -q > out.txt 2>&1; then
       ok "cuda $m tp $tp: $(tail -n 1 out.txt)"

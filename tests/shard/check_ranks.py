@@ -94,7 +94,33 @@ def pad_vocab(v, tp, multiple=1):
         F.pad(v.float(), (0, pad), 'constant', 0).to(v.dtype)
 
 
+def expected_dit(name, v, tp, r, cfg):
+    # xDiT / diffusers tensor parallelism: attention heads split across ranks (q/k/v rows,
+    # to_out/to_add_out columns), the feed-forward's inner features split (a GEGLU
+    # proj's value and gate halves each split, as chunk(2, -1) needs), the Flux single
+    # block's proj_out columns split per input: [attention | mlp].
+    gated = cfg.get('activation_fn') in ('geglu', 'geglu-approximate', 'swiglu')
+    inner = cfg['num_attention_heads'] * cfg['attention_head_dim']
+    if re.search(r'attn[12]?\.(to_q|to_k|to_v|add_q_proj|add_k_proj|add_v_proj)\.(weight|bias)$', name):
+        return split(v, tp, r)
+    if re.search(r'attn[12]?\.(to_out\.0|to_add_out)\.weight$', name) or re.search(r'net\.2\.weight$', name):
+        return split(v, tp, r, 1)
+    if re.search(r'(ff|ff_context)\.net\.0\.proj\.(weight|bias)$', name):
+        if gated:
+            val, gate = v.chunk(2, dim=0)
+            return torch.cat([split(val, tp, r), split(gate, tp, r)], 0)
+        return split(v, tp, r)
+    if re.search(r'single_transformer_blocks\.\d+\.proj_mlp\.(weight|bias)$', name):
+        return split(v, tp, r)
+    if re.search(r'single_transformer_blocks\.\d+\.proj_out\.weight$', name):
+        att, mlp = v[:, :inner], v[:, inner:]
+        return torch.cat([split(att, tp, r, 1), split(mlp, tp, r, 1)], 1)
+    return v
+
+
 def expected(preset, name, v, tp, r, cfg):
+    if preset == 'dit':
+        return expected_dit(name, v, tp, r, cfg)
     nh = cfg.get('num_attention_heads') or cfg.get('n_head') or cfg.get('heads')
     hidden = cfg.get('hidden_size') or cfg.get('n_embd') or cfg.get('dim')
     hd = cfg.get('head_dim') or hidden // nh

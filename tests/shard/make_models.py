@@ -165,6 +165,71 @@ def dalle2():
     return sd, cfg
 
 
+def dit():
+    # diffusers PixArt-style DiT blocks (BasicTransformerBlock, norm_type ada_norm_single) with a
+    # GEGLU feed-forward (activation_fn "geglu": ff.net.0.proj = Linear(dim, 2 * inner),
+    # hidden, gate = proj(x).chunk(2, -1)) and a cross-attention attn2 over caption states of
+    # width CROSS != dim.
+    sd, cross, inner = collections.OrderedDict(), 48, 4 * H
+    sd['pos_embed.proj.weight'], sd['pos_embed.proj.bias'] = rnd(H, 4, 2, 2), rnd(H)
+    for i in range(L):
+        p = f'transformer_blocks.{i}.'
+        sd[p + 'scale_shift_table'] = rnd(6, H)
+        for n in ('to_q', 'to_k', 'to_v'):
+            sd[p + f'attn1.{n}.weight'], sd[p + f'attn1.{n}.bias'] = lin(NH * HD, H)
+        sd[p + 'attn1.to_out.0.weight'], sd[p + 'attn1.to_out.0.bias'] = lin(H, NH * HD)
+        sd[p + 'attn2.to_q.weight'], sd[p + 'attn2.to_q.bias'] = lin(NH * HD, H)
+        for n in ('to_k', 'to_v'):
+            sd[p + f'attn2.{n}.weight'], sd[p + f'attn2.{n}.bias'] = lin(NH * HD, cross)
+        sd[p + 'attn2.to_out.0.weight'], sd[p + 'attn2.to_out.0.bias'] = lin(H, NH * HD)
+        sd[p + 'ff.net.0.proj.weight'], sd[p + 'ff.net.0.proj.bias'] = lin(2 * inner, H)
+        sd[p + 'ff.net.2.weight'], sd[p + 'ff.net.2.bias'] = lin(H, inner)
+    sd['scale_shift_table'] = rnd(2, H)
+    sd['adaln_single.emb.timestep_embedder.linear_1.weight'], sd['adaln_single.emb.timestep_embedder.linear_1.bias'] = lin(H, 32)
+    sd['adaln_single.linear.weight'], sd['adaln_single.linear.bias'] = lin(6 * H, H)
+    sd['caption_projection.linear_1.weight'], sd['caption_projection.linear_1.bias'] = lin(H, cross)
+    sd['proj_out.weight'], sd['proj_out.bias'] = lin(16, H)
+    cfg = {'_class_name': 'PixArtTransformer2DModel', 'num_attention_heads': NH, 'attention_head_dim': HD,
+           'cross_attention_dim': cross, 'num_layers': L, 'activation_fn': 'geglu', 'norm_type': 'ada_norm_single'}
+    return sd, cfg
+
+
+def flux():
+    # diffusers Flux: joint (double-stream) blocks with add_*_proj / to_add_out / ff_context and
+    # per-head RMSNorms, single-stream blocks whose proj_out reads [attention | mlp] (Linear(dim +
+    # mlp_hidden, dim)), gelu-approximate feed-forwards (no activation_fn in the config).
+    sd, mlp = collections.OrderedDict(), 4 * H
+    sd['x_embedder.weight'], sd['x_embedder.bias'] = lin(H, 16)
+    sd['context_embedder.weight'], sd['context_embedder.bias'] = lin(H, 40)
+    sd['time_text_embed.timestep_embedder.linear_1.weight'], sd['time_text_embed.timestep_embedder.linear_1.bias'] = lin(H, 32)
+    for i in range(L):
+        p = f'transformer_blocks.{i}.'
+        sd[p + 'norm1.linear.weight'], sd[p + 'norm1.linear.bias'] = lin(6 * H, H)
+        sd[p + 'norm1_context.linear.weight'], sd[p + 'norm1_context.linear.bias'] = lin(6 * H, H)
+        for n in ('to_q', 'to_k', 'to_v', 'add_q_proj', 'add_k_proj', 'add_v_proj'):
+            sd[p + f'attn.{n}.weight'], sd[p + f'attn.{n}.bias'] = lin(NH * HD, H)
+        for n in ('norm_q', 'norm_k', 'norm_added_q', 'norm_added_k'):
+            sd[p + f'attn.{n}.weight'] = rnd(HD)
+        sd[p + 'attn.to_out.0.weight'], sd[p + 'attn.to_out.0.bias'] = lin(H, NH * HD)
+        sd[p + 'attn.to_add_out.weight'], sd[p + 'attn.to_add_out.bias'] = lin(H, NH * HD)
+        for f in ('ff', 'ff_context'):
+            sd[p + f'{f}.net.0.proj.weight'], sd[p + f'{f}.net.0.proj.bias'] = lin(4 * H, H)
+            sd[p + f'{f}.net.2.weight'], sd[p + f'{f}.net.2.bias'] = lin(H, 4 * H)
+    for i in range(L):
+        p = f'single_transformer_blocks.{i}.'
+        sd[p + 'norm.linear.weight'], sd[p + 'norm.linear.bias'] = lin(3 * H, H)
+        for n in ('to_q', 'to_k', 'to_v'):
+            sd[p + f'attn.{n}.weight'], sd[p + f'attn.{n}.bias'] = lin(NH * HD, H)
+        sd[p + 'attn.norm_q.weight'], sd[p + 'attn.norm_k.weight'] = rnd(HD), rnd(HD)
+        sd[p + 'proj_mlp.weight'], sd[p + 'proj_mlp.bias'] = lin(mlp, H)
+        sd[p + 'proj_out.weight'], sd[p + 'proj_out.bias'] = lin(H, H + mlp)
+    sd['norm_out.linear.weight'], sd['norm_out.linear.bias'] = lin(2 * H, H)
+    sd['proj_out.weight'], sd['proj_out.bias'] = lin(16, H)
+    cfg = {'_class_name': 'FluxTransformer2DModel', 'num_attention_heads': NH, 'attention_head_dim': HD,
+           'num_layers': L, 'num_single_layers': L, 'joint_attention_dim': 40, 'in_channels': 16}
+    return sd, cfg
+
+
 NAMES = {torch.float32: 'F32', torch.float16: 'F16', torch.bfloat16: 'BF16', torch.float64: 'F64',
          torch.int64: 'I64', torch.int32: 'I32', torch.int16: 'I16', torch.int8: 'I8', torch.uint8: 'U8',
          torch.bool: 'BOOL'}
@@ -188,7 +253,7 @@ def save_safetensors(sd, path):
 
 
 for name, fn in (('llama', llama), ('gpt2', gpt2), ('gpt-neox', neox), ('bert', bert), ('libai', libai),
-                 ('dalle2', dalle2)):
+                 ('dalle2', dalle2), ('dit', dit), ('flux', flux)):
     sd, cfg = fn()
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)

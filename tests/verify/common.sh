@@ -17,4 +17,4 @@ make_models() {
   echo "# models made with seed ${SEED:-0}"
 }
 # preset of a model folder
-preset_of() { case "$1" in llama-*) echo llama ;; *) echo "$1" ;; esac; }
+preset_of() { case "$1" in llama-*) echo llama ;; flux) echo dit ;; *) echo "$1" ;; esac; }

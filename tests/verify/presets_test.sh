@@ -10,7 +10,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 make_models "$WORK"
 cd "$WORK"
-for m in llama gpt2 gpt-neox bert libai dalle2 llama-fused llama-bf16; do
+for m in llama gpt2 gpt-neox bert libai dalle2 dit flux llama-fused llama-bf16; do
   for tp in 2 4 8; do
     if "$DRIVER" --ref $m/model.safetensors --config $m/config.json --preset "$(preset_of $m)" --tp $tp -q \
         --json r.json --junit r.xml > out.txt 2>&1; then
@@ -19,7 +19,7 @@ for m in llama gpt2 gpt-neox bert libai dalle2 llama-fused llama-bf16; do
       notok "$m tp $tp"; sed 's/^/#   /' out.txt | head -n 20
       continue
     fi
-    # every check of the report passed, blocks and model present for llama/gpt2
+    # every check of the report passed, blocks and model present for llama/gpt2, blocks for dit
     if $PY - "$m" r.json <<'PYEOF'
 import json, sys
 m, r = sys.argv[1], json.load(open(sys.argv[2]))
@@ -31,6 +31,8 @@ if m.startswith("llama") or m == "gpt2":
     want |= {"embed", "head", "mlp", "attn", "model"}
     top = [c for c in r["checks"] if c["check"] == "model"][0]["top1"]
     assert top[0] == top[1], top
+if m in ("dit", "flux"):
+    want |= {"mlp", "attn"}
 assert want <= kinds, (want - kinds)
 PYEOF
     then ok "$m tp $tp: JSON report complete"; else notok "$m tp $tp: JSON report"; fi
