@@ -341,30 +341,12 @@ static int write_fail(tpc_out *o, int err, tpc_err *e)
 	return code;
 }
 
-int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e)
-{
-	const char *c = p;
-	while (n) {
-		size_t k = n > CHUNK ? CHUNK : n;
-		ssize_t w = pwrite(o->fd, c, k, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return write_fail(o, errno, e);
-		}
-		if (w == 0)
-			return write_fail(o, ENOSPC, e);
-		c += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e)
+/* Write iov[0..n) at `off`, resuming after partial writes (the kernel caps
+ * one call near 2 GiB; a signal or a full pipe may cut it short). */
+static int pwritev_all(tpc_out *o, struct iovec *iov, int n, uint64_t off, tpc_err *e)
 {
 	while (n > 0) {
-		ssize_t w = pwritev(o->fd, iov, n, (off_t)o->size);
+		ssize_t w = pwritev(o->fd, iov, n, (off_t)off);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -372,7 +354,7 @@ int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e)
 		}
 		if (w == 0)
 			return write_fail(o, ENOSPC, e);
-		o->size += (uint64_t)w;
+		off += (uint64_t)w;
 		/* skip what was written; resume inside a partly written entry */
 		size_t left = (size_t)w;
 		while (n > 0 && left >= iov->iov_len) {
@@ -386,6 +368,32 @@ int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e)
 		}
 	}
 	return 0;
+}
+
+int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e)
+{
+	const char *c = p;
+	int ret = 0;
+	while (n && !ret) { /* CHUNK at a time: progress and signals stay responsive */
+		size_t k = n > CHUNK ? CHUNK : n;
+		struct iovec v = {(void *)c, k};
+		ret = pwritev_all(o, &v, 1, off, e);
+		c += k;
+		n -= k;
+		off += k;
+	}
+	return ret;
+}
+
+int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	int ret = pwritev_all(o, iov, n, o->size, e);
+	if (!ret)
+		o->size += total;
+	return ret;
 }
 
 int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e)

@@ -15,17 +15,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=/usr/bin/python3
-H=$SRC/tests/shard
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-if ! $PY -c 'import torch' 2>/dev/null; then echo "1..0 # SKIP real torch (/usr/bin/python3 -c 'import torch') is not available"; exit 0; fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
-same() {
-  "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&
-    $PY "$H/same_tensors.py" "$T/a.json" "$T/b.json" >"$T/diff" 2>&1
-}
+. "$SRC/tests/shard/tap.sh"
 COMPANIONS="config.json generation_config.json tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model vocab.json merges.txt README.md modeling_tiny.py"
 # companions WANT GOT [trtllm|json]: every companion of WANT is in GOT, equal
 # bytes; config.json of a TensorRT-LLM set (trtllm) must hold "mapping" and be

@@ -7,19 +7,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=/usr/bin/python3
-H=$SRC/tests/shard
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-skip() { n=$((n+1)); echo "ok $n - $1 # SKIP $2"; }
-if ! $PY -c 'import torch' 2>/dev/null; then echo "1..0 # SKIP real torch (/usr/bin/python3 -c 'import torch') is not available"; exit 0; fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
-# same IN OUT: two checkpoints hold the same tensors (name, dtype, shape, SHA-256)
-same() {
-  "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&
-    $PY "$H/same_tensors.py" "$T/a.json" "$T/b.json" >"$T/diff" 2>&1
-}
+. "$SRC/tests/shard/tap.sh"
 # nothing_written PATH: PATH absent and no temporary files left in its folder
 nothing_written() { [ ! -e "$1" ] && ! ls -a "$(dirname "$1")" | grep -q '\.tpc-'; }
 # expect_fail DESC RC SUBSTRING OUTPUT CMD...
@@ -45,10 +33,10 @@ for c in shard merge plan; do
   [ "$rc" = 2 ] && grep -qF "unknown or incomplete option '--bogus'" "$T/err" && ok "$c rejects unknown flags" || bad "$c --bogus" "rc $rc $(cat "$T/err")"
 done
 run "$TPCONV" plan --list
-for p in llama gpt2 gpt-neox bert libai dalle2; do grep -q "^$p " "$T/out" || { bad "plan --list names $p"; continue; }; done
+for p in llama gpt2 gpt-neox bert libai dit dalle2; do grep -q "^$p " "$T/out" || { bad "plan --list names $p"; continue; }; done
 ok "plan --list names every preset"
 allok=1
-for p in llama gpt2 gpt-neox bert libai dalle2; do
+for p in llama gpt2 gpt-neox bert libai dit dalle2; do
   "$TPCONV" plan $p >"$T/$p.plan.json" && "$TPCONV" plan --check "$T/$p.plan.json" >/dev/null &&
     $PY -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/$p.plan.json" || allok=0
 done
