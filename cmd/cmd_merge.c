@@ -185,7 +185,7 @@ int cmd_merge(int argc, char **argv)
 	if (dry) {
 		char sz[32];
 		printf("# merge %s: %s set, tp %d, pp %d, %zu tensors, %s\n", dir,
-		       mg.kind == TPC_SET_MANIFEST ? "tpconv" : mg.kind == TPC_SET_OSLO ? "oslo" : "trtllm", mg.tp, mg.pp,
+		       mg.kind == TPC_SET_MANIFEST ? "tpconv" : mg.layout->name, mg.tp, mg.pp,
 		       mg.out.n, tpc_fmt_size(total, sz, sizeof(sz)));
 		for (size_t i = 0; i < mg.out.n; i++) {
 			char nm[512], shp[256];
@@ -212,20 +212,11 @@ int cmd_merge(int argc, char **argv)
 	/* the model's companion files (config, tokenizer) go with an HF folder; a
 	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
 	if (sharded && !no_extras) {
-		/* TensorRT-LLM: the config tpconv wrote (the model's plus "mapping")
-		 * loses the mapping again; an engine config from elsewhere stays out.
-		 * HF layout: every rank folder holds the companions; take rank 0's. */
-		static const char *const trt_members[] = {"mapping", "tpconv", NULL};
+		/* the layout says where the set keeps the model's companions
+		 * (TensorRT-LLM: its config.json loses the mapping again) */
 		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-		const char *from = dir;
-		if (mg.layout == TPC_LAYOUT_TRTLLM) {
-			xo.config_drop = trt_members;
-			xo.config_marker = "tpconv";
-		} else if (mg.layout == TPC_LAYOUT_HF && mg.nranks > 0 && mg.rank[0].path &&
-			   tpc_is_dir(mg.rank[0].path)) {
-			from = mg.rank[0].path;
-		}
-		if (tpc_extras_copy(from, out, &xo, NULL, &e)) {
+		const char *from = tpc_layout_merge_extras(mg.layout, dir, mg.nranks > 0 ? mg.rank[0].path : NULL, &xo);
+		if (from && tpc_extras_copy(from, out, &xo, NULL, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;
 		}

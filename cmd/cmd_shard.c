@@ -46,11 +46,10 @@ static const char *help =
 	"                           manifest, stripped on merge) instead of refusing them\n"
 	"  --strict                 refuse tensors that no rule of the plan matches\n"
 	"                           (otherwise they are listed and replicated)\n"
-	"  --layout NAME            tpconv (model_tpTT_ppPP.safetensors, default), oslo\n"
-	"                           (pytorch_model_tp_T_pp_P.bin, torch), trtllm (rankN.safetensors\n"
-	"                           + config.json with mapping), hf (tpTT_ppPP/ HF folders)\n"
+	"  --layout NAME            how rank files are named and what goes beside them:\n"
+	"%s"
 	"  --format NAME            rank file format: safetensors (default) or torch\n"
-	"  --max-shard-size SIZE    hf layout: split each rank folder into files of at most SIZE\n"
+	"  --max-shard-size SIZE    hf and vllm layouts: split each rank into files of at most SIZE\n"
 	"  --rank R                 write only rank R (repeatable; 'A-B' and 'A,B' too), for\n"
 	"                           several machines writing one set; the run that completes\n"
 	"                           the set writes the manifest\n"
@@ -242,8 +241,10 @@ int cmd_shard(int argc, char **argv)
 		case O_PAD: so.resolve_flags |= TPC_RESOLVE_PAD; break;
 		case O_STRICT: so.strict = true; break;
 		case O_LAYOUT:
-			if (tpc_layout_parse(optarg, &so.layout)) {
-				ret = tpc_cli_usage("shard", "unknown --layout '%s' (tpconv, oslo, trtllm, hf)", optarg);
+			if (!(so.layout = tpc_layout_by_name(optarg))) {
+				char names[256];
+				ret = tpc_cli_usage("shard", "unknown --layout '%s' (%s)", optarg,
+						    tpc_layout_names(names, sizeof(names)));
 				goto done;
 			}
 			break;
@@ -263,7 +264,16 @@ int cmd_shard(int argc, char **argv)
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
-		case 'h': printf(help, tpc_cli_remap_help); ret = 0; goto done;
+		case 'h': {
+			tpc_buf lb = TPC_BUF_INIT;
+			for (size_t i = 0; i < tpc_layout_count(); i++)
+				tpc_buf_addf(&lb, "                             %-7s %s%s\n", tpc_layout_at(i)->name,
+					     tpc_layout_at(i)->desc, i ? "" : " (default)");
+			printf(help, lb.p ? lb.p : "", tpc_cli_remap_help);
+			tpc_buf_release(&lb);
+			ret = 0;
+			goto done;
+		}
 		default:
 			ret = tpc_cli_usage("shard", "unknown or incomplete option '%s'", argv[optind - 1]);
 			goto done;
@@ -301,8 +311,8 @@ int cmd_shard(int argc, char **argv)
 			ret = tpc_cli_usage("shard", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
 			goto done;
 		}
-		if (so.layout != TPC_LAYOUT_HF) {
-			ret = tpc_cli_usage("shard", "--max-shard-size goes with --layout hf");
+		if (!so.layout || !so.layout->sized) {
+			ret = tpc_cli_usage("shard", "--max-shard-size goes with a layout of several files per rank (hf, vllm)");
 			goto done;
 		}
 	}
@@ -320,7 +330,7 @@ int cmd_shard(int argc, char **argv)
 	/* the input: a checkpoint, or a shard set to reshard */
 	const tpc_ckpt *input;
 	const tpc_model_facts *more = NULL;
-	tpc_set_kind sk = tpc_set_detect(in);
+	tpc_set_kind sk = tpc_set_detect(in, NULL);
 	if (sk != TPC_SET_NONE) {
 		tpc_merge_opts mo;
 		memset(&mo, 0, sizeof(mo));
@@ -402,8 +412,20 @@ int cmd_shard(int argc, char **argv)
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
 	 * as input carries them at its top (hf-layout sets keep them per rank, and
 	 * a TensorRT-LLM set's config.json holds its old mapping) */
-	so.config_dir = have_ck ? tpc_extras_source_dir(in)
-			: (mg.layout == TPC_LAYOUT_TPCONV || mg.layout == TPC_LAYOUT_OSLO) ? tpc_strdup(in) : NULL;
+	/* a layout whose consumer pads or places things its own way (vLLM's vocab) */
+	const tpc_layout *lay = so.layout ? so.layout : tpc_layout_default();
+	if (lay->adjust_plan) {
+		if (vmult) {
+			ret = tpc_cli_usage("shard", "the %s layout pads the vocabulary the way its consumer does; drop --vocab-multiple",
+					    lay->name);
+			goto done;
+		}
+		if (lay->adjust_plan(&plan, input, &facts, so.tp, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+	}
+	so.config_dir = have_ck ? tpc_extras_source_dir(in) : mg.layout->companions_at_top ? tpc_strdup(in) : NULL;
 	if (tpc_shard_plan_build(&sp, input, &plan, &facts, &so, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;

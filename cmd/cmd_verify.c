@@ -85,30 +85,6 @@ static int parse_double(const char *flag, const char *s, double *out)
 	return 0;
 }
 
-/* The rank files of a set without a manifest, by the names other tools use. */
-static char *find_rank_file(const char *dir, tpc_set_kind kind, int t, int tp)
-{
-	char name[128];
-	const char *fmts[4];
-	int n = 0;
-	if (kind == TPC_SET_TRTLLM) {
-		fmts[n++] = "rank%d.safetensors";
-	} else {
-		fmts[n++] = "pytorch_model_tp_%d_pp_0.bin";
-		fmts[n++] = "pytorch_model_tp_%d_pp_0_ep_0.bin";
-		fmts[n++] = "pytorch_model_tp=%d_pp=0.bin";
-	}
-	(void)tp;
-	for (int i = 0; i < n; i++) {
-		snprintf(name, sizeof(name), fmts[i], t);
-		char *p = tpc_path_join(dir, name);
-		if (p && tpc_exists(p))
-			return p;
-		free(p);
-	}
-	return NULL;
-}
-
 /* Is tpc_split's kind the same number in verify's enum? (both list
  * replicate, col, row, vocab, dim in this order) */
 _Static_assert((int)TPC_SPLIT_COL == (int)TPC_VSPLIT_COL && (int)TPC_SPLIT_ROW == (int)TPC_VSPLIT_ROW &&
@@ -323,10 +299,11 @@ int cmd_verify(int argc, char **argv)
 	if (ret)
 		goto fail;
 	int tp, pp = 1;
-	tpc_set_kind kind = TPC_SET_MANIFEST;
+	const tpc_layout *layout = NULL;
 	if (have_man) {
 		tp = man.tp;
 		pp = man.pp;
+		layout = man.layout;
 		if (tp_flag && tp_flag != tp) {
 			ret = tpc_cli_usage("verify", "--ranks %lld, but the manifest says tp %d", (long long)tp_flag, tp);
 			goto done;
@@ -337,8 +314,7 @@ int cmd_verify(int argc, char **argv)
 			have_plan = true;
 		}
 	} else {
-		kind = tpc_set_detect(dir);
-		if (kind == TPC_SET_NONE || kind == TPC_SET_MANIFEST) {
+		if (tpc_set_detect(dir, &layout) != TPC_SET_FOREIGN) {
 			ret = tpc_err_set(&e, TPC_EINPUT, "'%s' has no %s and no rank files tpconv knows", dir,
 					  TPC_MANIFEST_NAME);
 			goto fail;
@@ -363,6 +339,10 @@ int cmd_verify(int argc, char **argv)
 	if ((ret = tpc_cli_facts(&flags, config, ref_path, have_man ? &man.facts : NULL, have_plan ? &plan : NULL,
 				 &facts, &e)))
 		goto fail;
+	/* a set without a manifest was split the way its layout's consumer splits
+	 * (vLLM pads the vocabulary its own way) */
+	if (!have_man && have_plan && layout->adjust_plan && (ret = layout->adjust_plan(&plan, &ref, &facts, tp, &e)))
+		goto fail;
 	if (mpi && size != tp) {
 		ret = tpc_err_set(&e, TPC_EGPU, "mpirun started %d processes for a tp %d set (run -np %d)", size, tp, tp);
 		goto fail;
@@ -379,12 +359,32 @@ int cmd_verify(int argc, char **argv)
 	for (int r = 0; r < nfiles; r++) {
 		if (mpi && r % tp != me)
 			continue;
-		char *p = have_man ? tpc_path_join(dir, man.files[r]) : find_rank_file(dir, kind, r, tp);
+		char *p = have_man ? tpc_path_join(dir, man.files[r]) : layout->foreign_rank_path(dir, r % tp, r / tp, tp);
 		if (!p) {
-			ret = tpc_err_set(&e, TPC_EINPUT, "the set in '%s' lacks the file of rank %d", dir, r);
+			ret = tpc_err_nomem(&e);
 			goto fail;
 		}
-		ret = tpc_ckpt_open(&rank[r], p, NULL, &e);
+		if (!tpc_layout_rank_exists(layout, p)) {
+			ret = tpc_err_set(&e, TPC_EINPUT, "the set in '%s' lacks the file of rank %d", dir, r);
+			tpc_err_path(&e, p);
+			free(p);
+			goto fail;
+		}
+		/* through the layout: a rank that stores fused or renamed tensors
+		 * (vLLM) gives them back as split */
+		char **names = NULL;
+		size_t nnames = 0;
+		if (have_man && !(names = tpc_calloc(man.n ? man.n : 1, sizeof(*names)))) {
+			free(p);
+			ret = tpc_err_nomem(&e);
+			goto fail;
+		}
+		for (size_t i = 0; have_man && i < man.n; i++)
+			if (man.t[i].stage == r / tp)
+				names[nnames++] = man.t[i].name;
+		tpc_layout_rank_ctx rc = {r, r % tp, r / tp, tp, pp, &facts, names, nnames};
+		ret = tpc_layout_open_rank(layout, p, &rc, &rank[r], &e);
+		free(names);
 		free(p);
 		if (ret)
 			goto fail;

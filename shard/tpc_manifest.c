@@ -38,7 +38,7 @@ void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 	tpc_buf_addf(b, "{\n  \"tpconv_manifest\": 1,\n  \"tool\": \"tpconv %s\",\n  \"set_id\": \"%s\",\n", TPC_VERSION,
 		     sp->set_id);
 	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp, sp->pp,
-		     tpc_layout_name(sp->layout), sp->format);
+		     sp->layout->name, sp->format);
 	tpc_buf_addf(b, "  \"checksum\": \"%s\",\n  \"model\": {", hashes ? "sha256" : "none");
 	{
 		const char *k[] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "layers"};
@@ -303,7 +303,7 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 	const char *tool = get_str(root, "tool"), *id = get_str(root, "set_id"), *fmt = get_str(root, "format");
 	const char *lay = get_str(root, "layout"), *ck = get_str(root, "checksum");
 	if (!tool || !id || !fmt || !lay || strlen(id) > 64 || (strcmp(fmt, "safetensors") && strcmp(fmt, "torch")) ||
-	    tpc_layout_parse(lay, &m->layout)) {
+	    !(m->layout = tpc_layout_by_name(lay))) {
 		ret = BAD("manifest: bad or missing tool, set_id, layout or format");
 		goto out;
 	}

@@ -16,7 +16,7 @@
  *                                             safetensors rank file's metadata
  *                                             as tpconv.set_id
  *     "tp": 4, "pp": 1,
- *     "layout": "tpconv" | "oslo" | "trtllm" | "hf",
+ *     "layout": "tpconv" | "oslo" | "trtllm" | "hf" | "vllm",   (tpc_layout.h)
  *     "format": "safetensors" | "torch",      rank file format
  *     "checksum": "sha256" | "none",          whether the sha256 members exist
  *     "model": {"heads": 32, ...,            model facts used (known ones only);
@@ -92,7 +92,7 @@ typedef struct tpc_manifest_tensor {
 typedef struct tpc_manifest {
 	char *tool, *set_id, *format, *plan_json;
 	int tp, pp;
-	tpc_layout layout;
+	const tpc_layout *layout;
 	bool checksums;
 	char **files; /* [tp * pp] */
 	tpc_model_facts facts;

@@ -25,39 +25,12 @@
 
 /* ---- what kind of set ---- */
 
-/* "pytorch_model_tp_{t}_pp_{p}.bin", "..._ep_0.bin" or "pytorch_model_tp={t}_pp={p}.bin" */
-static bool parse_oslo(const char *n, int *t, int *p)
+tpc_set_kind tpc_set_detect(const char *dir, const tpc_layout **layout)
 {
-	int a, b, k = -1;
-	if (sscanf(n, "pytorch_model_tp_%d_pp_%d%n", &a, &b, &k) == 2 && k > 0 &&
-	    (!strcmp(n + k, ".bin") || !strcmp(n + k, "_ep_0.bin")))
-		goto ok;
-	k = -1;
-	if (sscanf(n, "pytorch_model_tp=%d_pp=%d%n", &a, &b, &k) == 2 && k > 0 && !strcmp(n + k, ".bin"))
-		goto ok;
-	return false;
-ok:
-	if (a < 0 || b < 0 || a >= TPC_MAX_TP || b >= TPC_MAX_TP)
-		return false;
-	*t = a;
-	*p = b;
-	return true;
-}
-
-static bool parse_trt(const char *n, int *r)
-{
-	int a, k = -1;
-	if (sscanf(n, "rank%d%n", &a, &k) == 1 && k > 0 && !strcmp(n + k, ".safetensors") && a >= 0 &&
-	    a < TPC_MAX_RANKS) {
-		*r = a;
-		return true;
-	}
-	return false;
-}
-
-tpc_set_kind tpc_set_detect(const char *dir)
-{
+	const tpc_layout *l = NULL;
 	tpc_set_kind k = TPC_SET_NONE;
+	if (layout)
+		*layout = NULL;
 	if (!tpc_is_dir(dir))
 		return TPC_SET_NONE;
 	char *man = tpc_path_join(dir, TPC_MANIFEST_NAME);
@@ -65,17 +38,10 @@ tpc_set_kind tpc_set_detect(const char *dir)
 	free(man);
 	if (have)
 		return TPC_SET_MANIFEST;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	while (d && (de = readdir(d)) && !k) {
-		int a, b;
-		if (parse_oslo(de->d_name, &a, &b))
-			k = TPC_SET_OSLO;
-		else if (parse_trt(de->d_name, &a))
-			k = TPC_SET_TRTLLM;
-	}
-	if (d)
-		closedir(d);
+	if ((l = tpc_layout_detect_foreign(dir)))
+		k = TPC_SET_FOREIGN;
+	if (layout)
+		*layout = l;
 	return k;
 }
 
@@ -94,14 +60,17 @@ void tpc_merge_release(tpc_merge *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static int open_ranks(tpc_merge *m, char **paths, tpc_err *e)
+/* Open every rank through its layout (which gives the tensors back as split).
+ * names[r] / nnames[r]: the original names of rank r's stage, when known. */
+static int open_ranks(tpc_merge *m, char **paths, const tpc_model_facts *facts, char **const *names,
+		      const size_t *nnames, tpc_err *e)
 {
 	m->rank = tpc_calloc((size_t)m->nranks, sizeof(*m->rank));
 	if (!m->rank)
 		return tpc_err_nomem(e);
 	for (int r = 0; r < m->nranks; r++) {
 		tpc_ckpt_init(&m->rank[r]);
-		if (!tpc_exists(paths[r])) {
+		if (!tpc_layout_rank_exists(m->layout, paths[r])) {
 			tpc_err_set(e, TPC_EINPUT, "rank %d (tp %d, pp %d) of the shard set is missing", r, r % m->tp,
 				    r / m->tp);
 			tpc_err_path(e, paths[r]);
@@ -115,7 +84,12 @@ static int open_ranks(tpc_merge *m, char **paths, tpc_err *e)
 	for (int r = 0; r < m->nranks; r++) {
 		tpc_err le;
 		tpc_err_init(&le);
-		int rr = tpc_ckpt_open(&m->rank[r], paths[r], NULL, &le);
+		tpc_layout_rank_ctx c = {r, r % m->tp, r / m->tp, m->tp, m->pp, facts, NULL, 0};
+		if (names) {
+			c.names = names[r / m->tp];
+			c.nnames = nnames[r / m->tp];
+		}
+		int rr = tpc_layout_open_rank(m->layout, paths[r], &c, &m->rank[r], &le);
 		if (rr) {
 #ifdef _OPENMP
 #pragma omp critical(tpc_merge_err)
@@ -323,7 +297,8 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	char **paths = NULL;
 	int *base = NULL, ret;
 	tpc_tensor *views = NULL;
-	size_t nviews = 0;
+	size_t nviews = 0, *stage_n = NULL;
+	char ***stage_names = NULL;
 	if (!mpath)
 		return tpc_err_nomem(e);
 	ret = tpc_manifest_from_file(&man, mpath, e);
@@ -346,7 +321,20 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = open_ranks(m, paths, e)))
+	stage_names = tpc_calloc((size_t)m->pp, sizeof(*stage_names));
+	stage_n = tpc_calloc((size_t)m->pp, sizeof(*stage_n));
+	if (!stage_names || !stage_n) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (int st = 0; st < m->pp && !ret; st++) {
+		if (!(stage_names[st] = tpc_calloc(man.n ? man.n : 1, sizeof(char *))))
+			ret = tpc_err_nomem(e);
+		for (size_t i = 0; !ret && i < man.n; i++)
+			if (man.t[i].stage == st)
+				stage_names[st][stage_n[st]++] = man.t[i].name;
+	}
+	if (ret || (ret = open_ranks(m, paths, &man.facts, stage_names, stage_n, e)))
 		goto out;
 	/* set membership: the id in each file's metadata, the tensor count */
 	size_t *per_stage = tpc_calloc((size_t)m->pp, sizeof(size_t));
@@ -476,6 +464,10 @@ out:
 	free(base);
 	free_paths(paths, m->nranks);
 	free(mpath);
+	for (int st = 0; stage_names && st < m->pp; st++)
+		free(stage_names[st]);
+	free(stage_names);
+	free(stage_n);
 	tpc_manifest_release(&man);
 	return ret;
 }
@@ -540,132 +532,38 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 	return 0;
 }
 
-static int read_trt_mapping(const char *dir, int *tp, int *pp)
-{
-	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
-	size_t len;
-	tpc_err e;
-	tpc_err_init(&e);
-	*tp = *pp = 0;
-	if (!cfg || !tpc_exists(cfg) || tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
-		free(cfg);
-		return -1;
-	}
-	cJSON *root = cJSON_ParseWithLength(text, len);
-	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mapping");
-	const cJSON *a = cJSON_GetObjectItemCaseSensitive(mp, "tp_size"), *b = cJSON_GetObjectItemCaseSensitive(mp, "pp_size");
-	if (cJSON_IsNumber(a) && a->valuedouble >= 1 && a->valuedouble <= TPC_MAX_TP)
-		*tp = (int)a->valuedouble;
-	if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= TPC_MAX_TP)
-		*pp = (int)b->valuedouble;
-	cJSON_Delete(root);
-	free(text);
-	free(cfg);
-	return *tp ? 0 : -1;
-}
-
 static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
 {
-	int maxt = -1, maxp = -1, maxr = -1, ret = 0;
-	char **files = NULL, **paths = NULL;
+	int ret = 0;
+	char **paths = NULL;
 	int *base = NULL;
 	if (!o->plan) {
 		tpc_err_set(e, TPC_EUSAGE, "this shard set has no tpconv manifest; give the plan it was split with (--preset or --plan) and --tp");
 		tpc_err_path(e, dir);
 		return TPC_EUSAGE;
 	}
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		int a, b;
-		if (m->kind == TPC_SET_OSLO && parse_oslo(de->d_name, &a, &b)) {
-			maxt = a > maxt ? a : maxt;
-			maxp = b > maxp ? b : maxp;
-		} else if (m->kind == TPC_SET_TRTLLM && parse_trt(de->d_name, &a)) {
-			maxr = a > maxr ? a : maxr;
-		}
-	}
-	if (d)
-		closedir(d);
-	m->layout = m->kind == TPC_SET_OSLO ? TPC_LAYOUT_OSLO : TPC_LAYOUT_TRTLLM;
-	if (m->kind == TPC_SET_OSLO) {
-		m->tp = o->tp ? o->tp : maxt + 1;
-		m->pp = o->pp ? o->pp : maxp + 1;
-		if (m->tp < maxt + 1 || m->pp < maxp + 1) {
-			tpc_err_set(e, TPC_EINPUT, "files for tp rank %d / pp rank %d exist but --tp %d / --pp %d was given", maxt,
-				    maxp, m->tp, m->pp);
-			tpc_err_path(e, dir);
-			return TPC_EINPUT;
-		}
-	} else {
-		int ctp, cpp;
-		if (!read_trt_mapping(dir, &ctp, &cpp)) {
-			if (o->tp && o->tp != ctp) {
-				tpc_err_set(e, TPC_EUSAGE, "--tp %d but config.json's mapping says tp_size %d", o->tp, ctp);
-				tpc_err_path(e, dir);
-				return TPC_EUSAGE;
-			}
-			m->tp = ctp;
-			m->pp = cpp ? cpp : 1;
-		} else {
-			if (!o->tp) {
-				tpc_err_set(e, TPC_EUSAGE, "no config.json with \"mapping\": give --tp (and --pp)");
-				tpc_err_path(e, dir);
-				return TPC_EUSAGE;
-			}
-			m->tp = o->tp;
-			m->pp = o->pp ? o->pp : 1;
-		}
-		if (maxr + 1 > m->tp * m->pp) {
-			tpc_err_set(e, TPC_EINPUT, "rank%d.safetensors exists but tp %d x pp %d has only %d ranks", maxr, m->tp,
-				    m->pp, m->tp * m->pp);
-			tpc_err_path(e, dir);
-			return TPC_EINPUT;
-		}
-	}
+	if ((ret = m->layout->foreign_geometry(dir, o->tp, o->pp, &m->tp, &m->pp, e)))
+		return ret;
 	if (m->tp < 1 || m->pp < 1 || (int64_t)m->tp * m->pp > TPC_MAX_RANKS)
 		return tpc_err_set(e, TPC_EINPUT, "no rank files in '%s'", dir);
 	m->nranks = m->tp * m->pp;
-	files = tpc_calloc((size_t)m->nranks, sizeof(*files));
+	paths = tpc_calloc((size_t)m->nranks, sizeof(*paths));
 	base = tpc_calloc((size_t)m->nranks, sizeof(int));
-	if (!files || !base) {
+	if (!paths || !base) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	for (int r = 0; r < m->nranks && !ret; r++) {
-		char buf[96];
-		if (m->kind == TPC_SET_OSLO) {
-			snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", r % m->tp, r / m->tp);
-			char *pth = tpc_path_join(dir, buf);
-			if (pth && !tpc_exists(pth)) {
-				snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d_ep_0.bin", r % m->tp, r / m->tp);
-				char *alt = tpc_path_join(dir, buf);
-				if (alt && !tpc_exists(alt)) {
-					snprintf(buf, sizeof(buf), "pytorch_model_tp=%d_pp=%d.bin", r % m->tp, r / m->tp);
-					char *alt2 = tpc_path_join(dir, buf);
-					if (alt2 && !tpc_exists(alt2))
-						snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", r % m->tp, r / m->tp);
-					free(alt2);
-				}
-				free(alt);
-			}
-			free(pth);
-		} else {
-			snprintf(buf, sizeof(buf), "rank%d.safetensors", r);
-		}
-		if (!(files[r] = tpc_strdup(buf)))
+	for (int r = 0; r < m->nranks && !ret; r++)
+		if (!(paths[r] = m->layout->foreign_rank_path(dir, r % m->tp, r / m->tp, m->tp)))
 			ret = tpc_err_nomem(e);
-	}
-	if (ret || !(paths = rank_paths(dir, files, m->nranks))) {
-		ret = ret ? ret : tpc_err_nomem(e);
+	if (ret)
 		goto out;
-	}
-	if ((ret = open_ranks(m, paths, e)) || (ret = union_sources(m, base, e)))
-		goto out;
-	/* tensor order: stage by stage, in tp rank 0's order; each name once */
 	tpc_model_facts f = o->facts;
 	tpc_facts_fill(&f, &o->plan->facts);
 	tpc_facts_finish(&f);
+	if ((ret = open_ranks(m, paths, &f, NULL, NULL, e)) || (ret = union_sources(m, base, e)))
+		goto out;
+	/* tensor order: stage by stage, in tp rank 0's order; each name once */
 	for (int st = 0; st < m->pp && !ret; st++) {
 		const tpc_ckpt *r0 = &m->rank[st * m->tp];
 		for (size_t i = 0; i < r0->n && !ret; i++) {
@@ -710,7 +608,6 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 	m->facts = f;
 out:
 	free_paths(paths, m->nranks);
-	free_paths(files, m->nranks);
 	free(base);
 	return ret;
 }
@@ -720,7 +617,7 @@ int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_e
 	int ret;
 	memset(m, 0, sizeof(*m));
 	tpc_ckpt_init(&m->out);
-	m->kind = tpc_set_detect(dir);
+	m->kind = tpc_set_detect(dir, &m->layout);
 	if (m->kind == TPC_SET_NONE) {
 		tpc_err_set(e, TPC_EINPUT,
 			    "not a shard set (no %s, no pytorch_model_tp_*_pp_*.bin, no rank*.safetensors)",
@@ -731,9 +628,7 @@ int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_e
 	tpc_io_note_input(dir);
 	ret = m->kind == TPC_SET_MANIFEST ? open_manifest_set(m, dir, o, e) : open_foreign_set(m, dir, o, e);
 	if (!ret && (!(m->out.path = tpc_strdup(dir)) ||
-		     !(m->out.format = tpc_strdup(m->kind == TPC_SET_MANIFEST ? "tpconv-shards"
-						   : m->kind == TPC_SET_OSLO    ? "oslo-shards"
-										 : "trtllm-shards"))))
+		     !(m->out.format = tpc_strdup(m->kind == TPC_SET_MANIFEST ? "tpconv-shards" : m->layout->set_format))))
 		ret = tpc_err_nomem(e);
 	if (ret)
 		tpc_merge_release(m);

@@ -33,29 +33,6 @@
 
 #define WINDOW (8u << 20)
 
-const char *tpc_layout_name(tpc_layout l)
-{
-	switch (l) {
-	case TPC_LAYOUT_TPCONV: return "tpconv";
-	case TPC_LAYOUT_OSLO: return "oslo";
-	case TPC_LAYOUT_TRTLLM: return "trtllm";
-	case TPC_LAYOUT_HF: return "hf";
-	}
-	return "?";
-}
-
-int tpc_layout_parse(const char *s, tpc_layout *out)
-{
-	for (int l = 0; l <= TPC_LAYOUT_HF; l++)
-		if (!strcmp(s, tpc_layout_name((tpc_layout)l))) {
-			*out = (tpc_layout)l;
-			return 0;
-		}
-	return -1;
-}
-
-/* ---- borrowed sources ---- */
-
 int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e)
 {
 	size_t total = 0;
@@ -435,27 +412,6 @@ int tpc__flat_root(tpc_ckpt *ck, tpc_err *e)
 	return 0;
 }
 
-static char *rank_file_name(tpc_layout l, const char *format, int t, int p, int tp)
-{
-	char buf[96];
-	bool torch = !strcmp(format, "torch");
-	switch (l) {
-	case TPC_LAYOUT_OSLO:
-		snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", t, p);
-		break;
-	case TPC_LAYOUT_TRTLLM:
-		snprintf(buf, sizeof(buf), "rank%d.safetensors", p * tp + t);
-		break;
-	case TPC_LAYOUT_HF:
-		snprintf(buf, sizeof(buf), "tp%02d_pp%02d", t, p);
-		break;
-	default:
-		snprintf(buf, sizeof(buf), "model_tp%02d_pp%02d.%s", t, p, torch ? "bin" : "safetensors");
-		break;
-	}
-	return tpc_strdup(buf);
-}
-
 static bool matches_any(const tpc_plan_re *v, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
@@ -471,7 +427,7 @@ static void set_id_compute(tpc_shard_plan *sp)
 	char hx[65], line[512];
 	tpc_sha256_init(&s);
 	snprintf(line, sizeof(line), "tpconv-set 1\n%s\ntp %d pp %d %s %s\n", TPC_VERSION, sp->tp, sp->pp,
-		 tpc_layout_name(sp->layout), sp->format);
+		 sp->layout->name, sp->format);
 	tpc_sha256_update(&s, line, strlen(line));
 	if (sp->plan->json)
 		tpc_sha256_update(&s, sp->plan->json, strlen(sp->plan->json));
@@ -503,6 +459,25 @@ static void set_id_compute(tpc_shard_plan *sp)
 	sp->set_id[16] = '\0';
 }
 
+/* The rank file format: the layout's default, or one it writes. */
+static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	const char *const *fl = sp->layout->formats;
+	const char *f = o->format ? o->format : fl[0];
+	size_t i = 0;
+	while (fl[i] && strcmp(fl[i], f))
+		i++;
+	if (!fl[i]) {
+		if (strcmp(f, "safetensors") && strcmp(f, "torch"))
+			return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (safetensors or torch)", f);
+		return tpc_err_set(e, TPC_EUSAGE, "the %s layout writes %s files, not %s", sp->layout->name, fl[0], f);
+	}
+	sp->format = fl[i]; /* static */
+	if (!tpc_format_by_name(sp->format) || (sp->layout->folders && !tpc_format_by_name("hf-index")))
+		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
+	return 0;
+}
+
 int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan,
 			 const tpc_model_facts *facts, const tpc_shard_opts *o, tpc_err *e)
 {
@@ -515,31 +490,22 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	sp->facts = *facts;
 	sp->tp = o->tp;
 	sp->pp = o->pp ? o->pp : 1;
-	sp->layout = o->layout;
+	sp->layout = o->layout ? o->layout : tpc_layout_default();
 	sp->checksums = o->checksums;
+	sp->max_shard_size = o->max_shard_size;
 	if (sp->tp < 1 || sp->tp > TPC_MAX_TP)
 		return tpc_err_set(e, TPC_EUSAGE, "--tp must be 1 to %d", TPC_MAX_TP);
 	if (sp->pp < 1 || sp->pp > TPC_MAX_TP || (int64_t)sp->tp * sp->pp > TPC_MAX_RANKS)
 		return tpc_err_set(e, TPC_EUSAGE, "--pp must be 1 to %d with tp * pp at most %d", TPC_MAX_TP,
 				   TPC_MAX_RANKS);
-	/* the rank file format */
-	const char *f = o->format;
-	if (sp->layout == TPC_LAYOUT_OSLO) {
-		if (f && strcmp(f, "torch"))
-			return tpc_err_set(e, TPC_EUSAGE, "the oslo layout writes torch files, not %s", f);
-		f = "torch";
-	} else if (sp->layout == TPC_LAYOUT_TRTLLM) {
-		if (f && strcmp(f, "safetensors"))
-			return tpc_err_set(e, TPC_EUSAGE, "the trtllm layout writes safetensors, not %s", f);
-		f = "safetensors";
-	} else if (!f) {
-		f = "safetensors";
-	}
-	if (strcmp(f, "safetensors") && strcmp(f, "torch"))
-		return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (safetensors or torch)", f);
-	sp->format = !strcmp(f, "torch") ? "torch" : "safetensors";
-	if (!tpc_format_by_name(sp->format) || (sp->layout == TPC_LAYOUT_HF && !tpc_format_by_name("hf-index")))
-		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
+	if (sp->layout->max_pp && sp->pp > sp->layout->max_pp)
+		return tpc_err_set(e, TPC_EUSAGE, "the %s layout names ranks for --pp up to %d, not %d", sp->layout->name,
+				   sp->layout->max_pp, sp->pp);
+	if (sp->max_shard_size && !sp->layout->sized)
+		return tpc_err_set(e, TPC_EUSAGE, "--max-shard-size does not go with the %s layout (one file per rank)",
+				   sp->layout->name);
+	if ((ret = choose_format(sp, o, e)))
+		return ret;
 
 	/* layers, for pipeline stages */
 	sp->layers = 0;
@@ -591,13 +557,15 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 				  um.p ? um.p : "", sp->nunmatched > 8 ? ", ..." : "");
 		goto out;
 	}
+	if (sp->layout->check && (ret = sp->layout->check(sp, o, e)))
+		goto out;
 	/* rank checkpoints */
 	for (int r = 0; r < nr; r++) {
 		const tpc_ckpt *srcs[1] = {in};
 		tpc_ckpt_init(&sp->rank[r]);
 		if ((ret = tpc__borrow_sources(&sp->rank[r], srcs, 1, NULL, e)))
 			goto out;
-		if (!(sp->rank_file[r] = rank_file_name(sp->layout, sp->format, r % sp->tp, r / sp->tp, sp->tp))) {
+		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->format))) {
 			ret = tpc_err_nomem(e);
 			goto out;
 		}
@@ -668,6 +636,22 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp", v, e)))
 			goto out;
 	}
+	/* the ranks as the layout stores them */
+	if (sp->layout->stored_rank) {
+		if (!(sp->stored = tpc_calloc((size_t)nr, sizeof(*sp->stored)))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (int r = 0; r < nr; r++)
+			tpc_ckpt_init(&sp->stored[r]);
+		for (int r = 0; r < nr && !ret; r++) {
+			const tpc_ckpt *srcs[1] = {in};
+			if (!(ret = tpc__borrow_sources(&sp->stored[r], srcs, 1, NULL, e)))
+				ret = sp->layout->stored_rank(sp, r, &sp->stored[r], e);
+		}
+		if (ret)
+			goto out;
+	}
 out:
 	tpc_buf_release(&um);
 	if (ret)
@@ -691,6 +675,11 @@ void tpc_shard_plan_release(tpc_shard_plan *sp)
 		tpc_ckpt_release(&sp->rank[r]);
 	}
 	free(sp->rank);
+	for (int r = 0; sp->stored && r < nr; r++) {
+		tpc__return_sources(&sp->stored[r]);
+		tpc_ckpt_release(&sp->stored[r]);
+	}
+	free(sp->stored);
 	for (int r = 0; sp->rank_file && r < nr; r++)
 		free(sp->rank_file[r]);
 	free(sp->rank_file);
@@ -764,8 +753,8 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	int nr = sp->tp * sp->pp;
 	int w = 4;
 	tpc_buf_addf(out, "# plan '%s': tp %d, pp %d, layout %s, format %s, %zu tensors, %d rank %s\n",
-		     sp->plan->name ? sp->plan->name : "(unnamed)", sp->tp, sp->pp, tpc_layout_name(sp->layout),
-		     sp->format, sp->n, nr, sp->layout == TPC_LAYOUT_HF ? "folders" : "files");
+		     sp->plan->name ? sp->plan->name : "(unnamed)", sp->tp, sp->pp, sp->layout->name,
+		     sp->format, sp->n, nr, sp->layout->folders ? "folders" : "files");
 	tpc_buf_adds(out, "# model:");
 	if (!f->heads && !f->kv_heads && !f->head_dim && !f->hidden && !f->vocab)
 		tpc_buf_adds(out, " no facts");
@@ -1011,149 +1000,32 @@ static int hash_all(tpc_shard_plan *sp, tpc_err *e)
 	return 0;
 }
 
-/* TensorRT-LLM's config.json: the input model's config (when there is one)
- * plus "mapping"; tpc_extras merges the members into a copy of it. */
-static char *trtllm_members(const tpc_shard_plan *sp)
-{
-	tpc_buf b = TPC_BUF_INIT;
-	tpc_buf_addf(&b,
-		     "{\"mapping\": {\"world_size\": %d, \"tp_size\": %d, \"pp_size\": %d, \"cp_size\": 1, "
-		     "\"moe_tp_size\": %d, \"moe_ep_size\": 1}, \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}}",
-		     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp, sp->set_id, TPC_MANIFEST_NAME);
-	return tpc_buf_detach(&b, NULL);
-}
+/* ---- tpc_shard_write, step by step ---- */
 
-static int write_trtllm_config(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
-{
-	char *members = trtllm_members(sp);
-	char *cfg = tpc_path_join(dir, "config.json");
-	int ret = 0;
-	if (!members || !cfg) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	if (o->config_dir) {
-		char *src = tpc_path_join(o->config_dir, "config.json");
-		bool have = src && tpc_exists(src);
-		free(src);
-		if (have)
-			goto out; /* the companions copy merges "mapping" into the model's config */
-	}
-	{
-		/* no model config: a minimal one with the facts we know */
-		const tpc_model_facts *f = &sp->facts;
-		tpc_buf b = TPC_BUF_INIT;
-		tpc_buf_adds(&b, "{\n  \"architecture\": \"unknown\"");
-		if (f->hidden)
-			tpc_buf_addf(&b, ",\n  \"hidden_size\": %lld", (long long)f->hidden);
-		if (f->heads)
-			tpc_buf_addf(&b, ",\n  \"num_attention_heads\": %lld", (long long)f->heads);
-		if (f->kv_heads)
-			tpc_buf_addf(&b, ",\n  \"num_key_value_heads\": %lld", (long long)f->kv_heads);
-		if (f->head_dim)
-			tpc_buf_addf(&b, ",\n  \"head_size\": %lld", (long long)f->head_dim);
-		if (f->vocab)
-			tpc_buf_addf(&b, ",\n  \"vocab_size\": %lld", (long long)f->vocab);
-		if (sp->layers)
-			tpc_buf_addf(&b, ",\n  \"num_hidden_layers\": %lld", (long long)sp->layers);
-		tpc_buf_addf(&b,
-			     ",\n  \"mapping\": {\"world_size\": %d, \"tp_size\": %d, \"pp_size\": %d, \"cp_size\": 1, "
-			     "\"moe_tp_size\": %d, \"moe_ep_size\": 1},\n  \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}\n}\n",
-			     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp, sp->set_id, TPC_MANIFEST_NAME);
-		if (b.oom) {
-			tpc_buf_release(&b);
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		ret = tpc_write_file_atomic(cfg, b.p, b.len, o->force ? TPC_OUT_FORCE : 0, e);
-		tpc_buf_release(&b);
-	}
-out:
-	free(members);
-	free(cfg);
-	return ret;
-}
+/* What one write run holds between its steps. */
+typedef struct shard_run {
+	const char *dir;
+	char *manifest;      /* dir/tpconv-manifest.json */
+	char **paths;        /* [nr] rank file or folder paths */
+	int *todo, ntodo;    /* ranks this run writes */
+	bool *done;          /* [nr] written by this run (taken back on failure) */
+	int lockfd;
+} shard_run;
 
-static int copy_companions(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+/* Step 1: the output folder exists, is no input, and is locked shared; an old
+ * manifest is refused or (--force) removed, so the set reads as incomplete
+ * until this run's manifest exists.
+ *
+ * Two runs writing one folder must never leave a manifest over a mixed set.
+ * Writers hold a shared flock on the folder while they check and write rank
+ * files (runs writing different --rank parts of one set go together); the
+ * completeness check and the manifest happen under the exclusive lock, so no
+ * rank file changes in between, and a run that starts later sees the manifest
+ * (and, with --force, removes it first). */
+static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
-	char *members = NULL;
-	int ret = 0;
-	if (!o->config_dir)
-		return 0;
-	tpc_extras_opts xo = {o->force ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-	if (sp->layout == TPC_LAYOUT_TRTLLM) {
-		if (!(members = trtllm_members(sp)))
-			return tpc_err_nomem(e);
-		xo.config_merge = members;
-		if (o->no_extras)
-			xo.only = "config.json"; /* TensorRT-LLM reads the mapping there */
-	} else if (o->no_extras) {
-		return 0;
-	}
-	if (sp->layout == TPC_LAYOUT_HF) {
-		/* each rank folder is a loadable HF checkpoint */
-		int nr = sp->tp * sp->pp;
-		for (int r = 0; r < nr && !ret; r++) {
-			char *sub = tpc_path_join(dir, sp->rank_file[r]);
-			if (!sub)
-				ret = tpc_err_nomem(e);
-			else
-				ret = tpc_extras_copy(o->config_dir, sub, &xo, NULL, e);
-			free(sub);
-		}
-	} else {
-		ret = tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
-	}
-	free(members);
-	return ret;
-}
-
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
-static void remove_path(const char *p, bool folder)
-{
-	if (!folder) {
-		unlink(p);
-		return;
-	}
-	/* an hf rank folder: the weight files and index the writer made, then
-	 * the folder itself if that leaves it empty */
-	DIR *d = opendir(p);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		const char *n = de->d_name;
-		if ((!strncmp(n, "model", 5) || !strncmp(n, "pytorch_model", 13)) &&
-		    (ends_with(n, ".safetensors") || ends_with(n, ".bin") || ends_with(n, ".index.json"))) {
-			char *f = tpc_path_join(p, n);
-			if (f)
-				unlink(f);
-			free(f);
-		}
-	}
-	if (d)
-		closedir(d);
-	rmdir(p);
-}
-
-int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
-{
-	int nr = sp->tp * sp->pp, ret = 0;
-	char *manifest = NULL, **paths = NULL;
-	int *todo = NULL, ntodo = 0;
-	bool *done = NULL;
-	rss_guard guard;
-	bool guarded = false;
-	int lockfd = -1;
-	const tpc_format *fmt = tpc_format_by_name(sp->layout == TPC_LAYOUT_HF ? "hf-index" : sp->format);
-	sp->nwritten = 0;
-	sp->manifest_written = false;
-	sp->npresent = 0;
-	if (!fmt)
-		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
+	const char *dir = w->dir;
+	int ret;
 	if (sp->in->path && tpc_is_dir(sp->in->path) && tpc_shard_path_inside(dir, sp->in->path)) {
 		tpc_err_set(e, TPC_EUSAGE, "the output folder is the input folder or inside it; choose another");
 		tpc_err_path(e, dir);
@@ -1166,188 +1038,217 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	}
 	if ((ret = tpc_mkdirs(dir, e)))
 		return ret;
-	/* Two runs writing one folder must never leave a manifest over a mixed
-	 * set. Writers hold a shared flock on the folder while they check and
-	 * write rank files (runs writing different --rank parts of one set go
-	 * together); the completeness check and the manifest happen under the
-	 * exclusive lock, so no rank file changes in between, and a run that
-	 * starts later sees the manifest (and, with --force, removes it first). */
-	lockfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (lockfd < 0 || flock(lockfd, LOCK_SH) != 0) {
-		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
+	w->lockfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (w->lockfd < 0 || flock(w->lockfd, LOCK_SH) != 0) {
+		tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
 		tpc_err_path(e, dir);
-		goto out;
+		return TPC_EIO;
 	}
-	manifest = tpc_path_join(dir, TPC_MANIFEST_NAME);
-	paths = tpc_calloc((size_t)nr, sizeof(*paths));
-	todo = tpc_calloc((size_t)nr, sizeof(*todo));
-	done = tpc_calloc((size_t)nr, sizeof(*done));
-	if (!manifest || !paths || !todo || !done) {
-		ret = tpc_err_nomem(e);
-		goto out;
+	if (!(w->manifest = tpc_path_join(dir, TPC_MANIFEST_NAME)))
+		return tpc_err_nomem(e);
+	if (!tpc_exists(w->manifest))
+		return 0;
+	if (!o->force) {
+		tpc_err_set(e, TPC_EUSAGE, "output folder already holds a complete shard set; use --force to replace it");
+		tpc_err_path(e, w->manifest);
+		return TPC_EUSAGE;
 	}
-	if (tpc_exists(manifest)) {
-		if (!o->force) {
-			tpc_err_set(e, TPC_EUSAGE, "output folder already holds a complete shard set; use --force to replace it");
-			tpc_err_path(e, manifest);
-			ret = TPC_EUSAGE;
-			goto out;
-		}
-		/* the set is incomplete from here until the new manifest exists */
-		if (unlink(manifest) != 0) {
-			ret = tpc_err_sys(e, TPC_EIO, errno, "cannot remove the old manifest");
-			tpc_err_path(e, manifest);
-			goto out;
-		}
+	if (unlink(w->manifest) != 0) {
+		tpc_err_sys(e, TPC_EIO, errno, "cannot remove the old manifest");
+		tpc_err_path(e, w->manifest);
+		return TPC_EIO;
 	}
+	return 0;
+}
+
+/* Step 2: every rank's path; the ranks this run writes must not exist
+ * (unless --force), the others, where present, must belong to this set. */
+static int plan_ranks(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret;
+	w->paths = tpc_calloc((size_t)nr, sizeof(*w->paths));
+	w->todo = tpc_calloc((size_t)nr, sizeof(*w->todo));
+	w->done = tpc_calloc((size_t)nr, sizeof(*w->done));
+	if (!w->paths || !w->todo || !w->done)
+		return tpc_err_nomem(e);
 	for (int r = 0; r < nr; r++) {
-		if (!(paths[r] = tpc_path_join(dir, sp->rank_file[r]))) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
+		if (!(w->paths[r] = tpc_path_join(w->dir, sp->rank_file[r])))
+			return tpc_err_nomem(e);
+		bool exists = tpc_layout_rank_exists(sp->layout, w->paths[r]);
 		if (!o->write_rank || o->write_rank[r]) {
-			todo[ntodo++] = r;
-			if (tpc_exists(paths[r]) && !o->force) {
-				if (sp->layout == TPC_LAYOUT_HF)
-					continue; /* the folder may exist; the writer refuses existing files */
+			w->todo[w->ntodo++] = r;
+			/* a rank folder may exist (companions); its writer refuses existing files */
+			if (exists && !o->force && !sp->layout->folders) {
 				tpc_err_set(e, TPC_EUSAGE, "output exists; use --force to overwrite it");
-				tpc_err_path(e, paths[r]);
-				ret = TPC_EUSAGE;
-				goto out;
+				tpc_err_path(e, w->paths[r]);
+				return TPC_EUSAGE;
 			}
-		} else if (tpc_exists(paths[r])) {
+		} else if (exists) {
 			bool ok;
-			if ((ret = rank_file_ok(sp, r, paths[r], &ok, e)))
-				goto out;
+			if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
+				return ret;
 			if (!ok) {
 				tpc_err_set(e, TPC_EINPUT,
 					    "rank %d's file belongs to another shard set (not set %s); remove it or write it with --rank %d --force",
 					    r, sp->set_id, r);
-				tpc_err_path(e, paths[r]);
-				ret = TPC_EINPUT;
-				goto out;
+				tpc_err_path(e, w->paths[r]);
+				return TPC_EINPUT;
 			}
 		}
 	}
+	return 0;
+}
 
-	/* the rank files, in parallel */
+/* One rank as the layout stores it: its own writer, an HF folder, or one file. */
+static int write_one_rank(const tpc_shard_plan *sp, int r, const char *path, const tpc_write_opts *wo, tpc_err *e)
+{
+	const tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
+	if (sp->layout->write_rank)
+		return sp->layout->write_rank(sp, r, ck, path, wo, e);
+	const tpc_format *f = tpc_format_by_name(sp->layout->folders ? "hf-index" : sp->format);
+	if (!f)
+		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
+	return f->write(ck, NULL, 0, path, wo, e);
+}
+
+/* Step 3: the rank files, in parallel; the lowest failing rank's error wins. */
+static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	tpc_write_opts wo;
+	int first_bad = -1;
+	tpc_err first_err;
+	memset(&wo, 0, sizeof(wo));
+	wo.flags = o->force ? TPC_W_FORCE : 0;
+	wo.progress = o->progress;
+	if (sp->layout->folders) {
+		wo.inner_format = sp->format;
+		wo.max_shard_size = sp->max_shard_size ? sp->max_shard_size : UINT64_MAX / 2;
+	} else {
+		wo.max_shard_size = sp->max_shard_size;
+	}
+	tpc_err_init(&first_err);
+	rss_guard guard;
 	guard_start(&guard, sp->in);
-	guarded = true;
-	{
-		tpc_write_opts wo;
-		memset(&wo, 0, sizeof(wo));
-		wo.flags = o->force ? TPC_W_FORCE : 0;
-		wo.progress = o->progress;
-		if (sp->layout == TPC_LAYOUT_HF) {
-			wo.inner_format = sp->format;
-			wo.max_shard_size = o->max_shard_size ? o->max_shard_size : UINT64_MAX / 2;
-		}
-		int first_bad = -1;
-		tpc_err first_err;
-		tpc_err_init(&first_err);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
-		for (int i = 0; i < ntodo; i++) {
-			int r = todo[i];
-			tpc_err le;
-			tpc_err_init(&le);
-			int rr = fmt->write(&sp->rank[r], NULL, 0, paths[r], &wo, &le);
-			if (rr) {
-				if (!le.path[0])
-					tpc_err_path(&le, paths[r]);
+	for (int i = 0; i < w->ntodo; i++) {
+		int r = w->todo[i];
+		tpc_err le;
+		tpc_err_init(&le);
+		int rr = write_one_rank(sp, r, w->paths[r], &wo, &le);
+		if (rr) {
+			if (!le.path[0])
+				tpc_err_path(&le, w->paths[r]);
 #ifdef _OPENMP
 #pragma omp critical(tpc_shard_err)
 #endif
-				{
-					if (first_bad < 0 || r < first_bad) {
-						first_bad = r;
-						first_err = le;
-					}
+			{
+				if (first_bad < 0 || r < first_bad) {
+					first_bad = r;
+					first_err = le;
 				}
-			} else {
-				done[r] = true;
 			}
+		} else {
+			w->done[r] = true;
 		}
-		if (first_bad >= 0) {
-			*e = first_err;
-			ret = first_err.code ? first_err.code : TPC_EIO;
-			goto out;
-		}
-		sp->nwritten = (size_t)ntodo;
 	}
+	guard_stop(&guard);
+	if (first_bad >= 0) {
+		*e = first_err;
+		return first_err.code ? first_err.code : TPC_EIO;
+	}
+	sp->nwritten = (size_t)w->ntodo;
+	return 0;
+}
 
-	/* complete? Every rank file, this run's included, must (still) be of this
-	 * set: another run may have replaced one before the exclusive lock. */
-	if (flock(lockfd, LOCK_EX) != 0) {
-		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
-		tpc_err_path(e, dir);
-		goto out;
+/* Step 4, under the exclusive lock: is the set complete? Every rank file, this
+ * run's included, must (still) be of this set: another run may have replaced
+ * one before the lock. */
+static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret;
+	if (flock(w->lockfd, LOCK_EX) != 0) {
+		tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
+		tpc_err_path(e, w->dir);
+		return TPC_EIO;
 	}
 	for (int r = 0; r < nr; r++) {
-		if (done[r]) {
-			bool ok;
-			if ((ret = rank_file_ok(sp, r, paths[r], &ok, e)))
-				goto out;
-			if (!ok) {
-				/* another run's files now are not ours to take back */
-				for (int q = r; q < nr; q++)
-					if (done[q] && (rank_file_ok(sp, q, paths[q], &ok, e) || !ok))
-						done[q] = false;
-				tpc_err_set(e, TPC_EIO,
-					    "rank %d's file was replaced by another run writing the same folder; the set is not complete",
-					    r);
-				tpc_err_path(e, paths[r]);
-				ret = TPC_EIO;
-				goto out;
-			}
+		bool ok;
+		if (!w->done[r] && !tpc_layout_rank_exists(sp->layout, w->paths[r]))
+			continue;
+		if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
+			return ret;
+		if (ok) {
 			sp->npresent++;
-		} else if (tpc_exists(paths[r])) {
-			bool ok;
-			if ((ret = rank_file_ok(sp, r, paths[r], &ok, e)))
-				goto out;
-			if (ok)
-				sp->npresent++;
+		} else if (w->done[r]) {
+			/* another run's files now are not ours to take back */
+			for (int q = r; q < nr; q++)
+				if (w->done[q] && (rank_file_ok(sp, q, w->paths[q], &ok, e) || !ok))
+					w->done[q] = false;
+			tpc_err_set(e, TPC_EIO,
+				    "rank %d's file was replaced by another run writing the same folder; the set is not complete",
+				    r);
+			tpc_err_path(e, w->paths[r]);
+			return TPC_EIO;
 		}
 	}
-	if (sp->npresent < (size_t)nr)
-		goto out; /* another run completes the set */
+	return 0;
+}
+
+/* Step 5, when the set is complete: checksums, the layout's extra files and
+ * the model's companions, then the manifest, last. */
+static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	int ret;
 	if (sp->checksums && (ret = hash_all(sp, e)))
-		goto out;
-	if ((ret = copy_companions(sp, dir, o, e)))
-		goto out;
-	if (sp->layout == TPC_LAYOUT_TRTLLM && (ret = write_trtllm_config(sp, dir, o, e)))
-		goto out;
-	{
-		tpc_buf mb = TPC_BUF_INIT;
-		tpc_manifest_render(sp, &mb);
-		if (mb.oom) {
-			tpc_buf_release(&mb);
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		ret = tpc_write_file_atomic(manifest, mb.p, mb.len, o->force ? TPC_OUT_FORCE : 0, e);
-		tpc_buf_release(&mb);
-		if (!ret)
-			sp->manifest_written = true;
-	}
-out:
-	if (guarded)
-		guard_stop(&guard);
-	if (ret && done) {
+		return ret;
+	if (sp->layout->write_extras)
+		ret = sp->layout->write_extras(sp, w->dir, o, e);
+	else
+		ret = o->no_extras ? 0 : tpc__layout_copy_companions(sp, w->dir, o, NULL, false, e);
+	if (ret)
+		return ret;
+	tpc_buf mb = TPC_BUF_INIT;
+	tpc_manifest_render(sp, &mb);
+	if (mb.oom)
+		ret = tpc_err_nomem(e);
+	else
+		ret = tpc_write_file_atomic(w->manifest, mb.p, mb.len, o->force ? TPC_OUT_FORCE : 0, e);
+	tpc_buf_release(&mb);
+	if (!ret)
+		sp->manifest_written = true;
+	return ret;
+}
+
+int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret;
+	shard_run w;
+	memset(&w, 0, sizeof(w));
+	w.dir = dir;
+	w.lockfd = -1;
+	sp->nwritten = 0;
+	sp->manifest_written = false;
+	sp->npresent = 0;
+	if (!(ret = open_output(&w, sp, o, e)) && !(ret = plan_ranks(&w, sp, o, e)) &&
+	    !(ret = write_ranks(&w, sp, o, e)) && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr)
+		ret = finish_set(&w, sp, o, e);
+	/* otherwise another run completes the set */
+	if (ret && w.done) {
 		/* the set is complete or absent: take back what this run wrote */
 		for (int r = 0; r < nr; r++)
-			if (done[r])
-				remove_path(paths[r], sp->layout == TPC_LAYOUT_HF);
+			if (w.done[r])
+				tpc_layout_remove_rank(sp->layout, w.paths[r]);
 		sp->nwritten = 0;
 	}
-	if (lockfd >= 0)
-		close(lockfd); /* the unlock, after any take-back: another run's check never sees it half done */
-	for (int r = 0; paths && r < nr; r++)
-		free(paths[r]);
-	free(paths);
-	free(todo);
-	free(done);
-	free(manifest);
+	if (w.lockfd >= 0)
+		close(w.lockfd); /* the unlock, after any take-back: another run's check never sees it half done */
+	for (int r = 0; w.paths && r < nr; r++)
+		free(w.paths[r]);
+	free(w.paths);
+	free(w.todo);
+	free(w.done);
+	free(w.manifest);
 	return ret;
 }

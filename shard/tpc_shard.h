@@ -22,13 +22,10 @@
  *
  * Ranks are numbered TensorRT-LLM's way: rank = pp_rank * tp + tp_rank.
  *
- * Layouts (file names inside the output folder):
- *   tpconv  model_tp{t:02}_pp{p:02}.safetensors (.bin with --format torch)
- *   oslo    pytorch_model_tp_{t}_pp_{p}.bin, torch format (OSLO save_parallelized)
- *   trtllm  rank{N}.safetensors and config.json with "mapping"
- *   hf      tp{t:02}_pp{p:02}/ folders, each an HF-sharded checkpoint
- * Every layout also gets tpconv-manifest.json (tpc_manifest.h), written last:
- * its presence means the set is complete.
+ * Layouts (tpc_layout.h) name the rank files inside the output folder and say
+ * what else the consumer needs there: tpconv, oslo, trtllm, hf, vllm (see
+ * `tpconv shard --help`). Every layout also gets tpconv-manifest.json
+ * (tpc_manifest.h), written last: its presence means the set is complete.
  *
  * Rank files describe themselves where the format has metadata (safetensors):
  *   tpconv.set_id, tpconv.rank, tpconv.tp_rank, tpconv.pp_rank, tpconv.tp, tpconv.pp
@@ -49,6 +46,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_format.h"
+#include "tpc_layout.h"
 #include "tpc_plan.h"
 #include "tpc_progress.h"
 
@@ -56,25 +54,15 @@
 #define TPC_MAX_TP 4096
 #define TPC_MAX_RANKS 65536
 
-typedef enum tpc_layout {
-	TPC_LAYOUT_TPCONV = 0,
-	TPC_LAYOUT_OSLO,
-	TPC_LAYOUT_TRTLLM,
-	TPC_LAYOUT_HF,
-} tpc_layout;
-
-const char *tpc_layout_name(tpc_layout l);
-int tpc_layout_parse(const char *s, tpc_layout *out); /* 0 or -1 */
-
 typedef struct tpc_shard_opts {
 	int tp, pp;
-	tpc_layout layout;
+	const tpc_layout *layout;   /* NULL: the default (tpconv) */
 	const char *format;         /* rank file format: "safetensors" or "torch"; NULL = layout's default */
 	unsigned resolve_flags;     /* TPC_RESOLVE_PAD */
 	bool strict;                /* tensors no rule matched are an error */
 	bool checksums;             /* SHA-256 of every original and rank tensor in the manifest */
 	bool force;                 /* overwrite existing rank files and manifest */
-	uint64_t max_shard_size;    /* hf layout: largest file of a rank folder (0 = one file) */
+	uint64_t max_shard_size;    /* layouts with sized ranks (hf, vllm): largest file of a rank (0 = one file) */
 	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
 	tpc_progress *progress;     /* may be NULL */
 	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
@@ -100,11 +88,14 @@ typedef struct tpc_shard_plan {
 	tpc_model_facts facts;
 	int tp, pp;
 	int64_t layers;
-	tpc_layout layout;
+	const tpc_layout *layout;
 	const char *format;    /* static string */
 	tpc_shard_entry *t;
 	size_t n;
-	tpc_ckpt *rank;        /* [tp*pp] */
+	tpc_ckpt *rank;        /* [tp*pp]: the tensors as split (what checksums cover) */
+	tpc_ckpt *stored;      /* [tp*pp] or NULL: as the layout stores them (renamed, fused) */
+	uint64_t max_shard_size;
+	bool tied;             /* the layout stores tied embeddings once (its check decides) */
 	char **rank_file;      /* [tp*pp]: name inside the output folder */
 	size_t nunmatched, nunstaged;
 	char set_id[17];
@@ -147,12 +138,12 @@ bool tpc_shard_path_inside(const char *out, const char *in_dir);
 typedef enum tpc_set_kind {
 	TPC_SET_NONE = 0,
 	TPC_SET_MANIFEST, /* a tpconv manifest */
-	TPC_SET_OSLO,     /* pytorch_model_tp_{t}_pp_{p}[_ep_0].bin or tp={t}_pp={p} */
-	TPC_SET_TRTLLM,   /* rank{N}.safetensors (+ config.json mapping) */
+	TPC_SET_FOREIGN,  /* rank files of a layout that other tools write, no manifest */
 } tpc_set_kind;
 
-/* What kind of shard set folder `dir` is (NONE for anything else). */
-tpc_set_kind tpc_set_detect(const char *dir);
+/* What kind of shard set folder `dir` is (NONE for anything else); *layout
+ * (may be NULL) receives a foreign set's layout. */
+tpc_set_kind tpc_set_detect(const char *dir, const tpc_layout **layout);
 
 typedef struct tpc_merge_opts {
 	const tpc_plan *plan;       /* sets without a manifest: the plan they were split with */
@@ -168,7 +159,7 @@ typedef struct tpc_merge {
 	tpc_ckpt *rank;         /* [nranks] opened rank files */
 	int nranks, tp, pp;
 	tpc_set_kind kind;
-	tpc_layout layout;      /* the manifest's layout (TPC_LAYOUT_TPCONV without one) */
+	const tpc_layout *layout; /* the manifest's, or the foreign set's */
 	char *plan_json;        /* the plan recorded in the manifest, or NULL */
 	tpc_model_facts facts;  /* recorded in the manifest */
 	size_t ndiffer;         /* replicated tensors that differed (take_rank0) */

@@ -164,7 +164,7 @@ static void test_write_merge(void **st)
 	memset(&mo, 0, sizeof(mo));
 	mo.checksums = true;
 	tpc_err_init(&e);
-	assert_int_equal(tpc_set_detect(out), TPC_SET_MANIFEST);
+	assert_int_equal(tpc_set_detect(out, NULL), TPC_SET_MANIFEST);
 	assert_int_equal(tpc_merge_open(&m, out, &mo, &e), 0);
 	assert_int_equal(m.tp, 4);
 	assert_int_equal(m.out.n, ck.n);
@@ -308,19 +308,23 @@ static void test_paths_and_detect(void **st)
 	assert_false(tpc_shard_path_inside(b2, a));
 	snprintf(b2, sizeof(b2), "%s", dir);
 	assert_false(tpc_shard_path_inside(b2, a));
-	assert_int_equal(tpc_set_detect(a), TPC_SET_NONE);
+	const tpc_layout *lay = NULL;
+	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_NONE);
+	assert_null(lay);
 	snprintf(b2, sizeof(b2), "%s/set/rank0.safetensors", dir);
 	assert_int_equal(test_write_file(b2, "x", 1), 0);
-	assert_int_equal(tpc_set_detect(a), TPC_SET_TRTLLM);
+	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
+	assert_string_equal(lay->name, "trtllm");
 	unlink(b2);
 	snprintf(b2, sizeof(b2), "%s/set/pytorch_model_tp_1_pp_0.bin", dir);
 	assert_int_equal(test_write_file(b2, "x", 1), 0);
-	assert_int_equal(tpc_set_detect(a), TPC_SET_OSLO);
+	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
+	assert_string_equal(lay->name, "oslo");
 	unlink(b2);
 	snprintf(b2, sizeof(b2), "%s/set/pytorch_model_tp_1_pp_0.binx", dir);
 	assert_int_equal(test_write_file(b2, "x", 1), 0);
-	assert_int_equal(tpc_set_detect(a), TPC_SET_NONE);
-	assert_int_equal(tpc_set_detect(b2), TPC_SET_NONE);
+	assert_int_equal(tpc_set_detect(a, NULL), TPC_SET_NONE);
+	assert_int_equal(tpc_set_detect(b2, NULL), TPC_SET_NONE);
 	/* a set folder with a missing rank: exit-3 error naming the rank */
 	unlink(b2);
 	snprintf(b2, sizeof(b2), "%s/set/rank1.safetensors", dir);

@@ -1,0 +1,200 @@
+/* layout_trtllm.c - TensorRT-LLM's checkpoint layout: rank{N}.safetensors with
+ * N = pp_rank * tp + tp_rank, and config.json holding the model's config plus
+ * "mapping" (world_size, tp_size, pp_size, moe_tp_size, moe_ep_size), which
+ * TensorRT-LLM reads to pick each rank's file (SHARDING.md, TensorRT-LLM). */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_buf.h"
+#include "tpc_io.h"
+#include "tpc_layout.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+static char *rank_name(int t, int p, int tp, const char *format)
+{
+	char buf[64];
+	(void)format;
+	snprintf(buf, sizeof(buf), "rank%d.safetensors", p * tp + t);
+	return tpc_strdup(buf);
+}
+
+static void add_mapping(tpc_buf *b, const tpc_shard_plan *sp)
+{
+	tpc_buf_addf(b,
+		     "\"mapping\": {\"world_size\": %d, \"tp_size\": %d, \"pp_size\": %d, \"cp_size\": 1, "
+		     "\"moe_tp_size\": %d, \"moe_ep_size\": 1}, \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}",
+		     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp, sp->set_id, TPC_MANIFEST_NAME);
+}
+
+/* No model config to merge the mapping into: a minimal one with the facts we know. */
+static int write_minimal_config(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	const tpc_model_facts *f = &sp->facts;
+	tpc_buf b = TPC_BUF_INIT;
+	char *cfg = tpc_path_join(dir, "config.json");
+	int ret;
+	tpc_buf_adds(&b, "{\n  \"architecture\": \"unknown\"");
+	if (f->hidden)
+		tpc_buf_addf(&b, ",\n  \"hidden_size\": %lld", (long long)f->hidden);
+	if (f->heads)
+		tpc_buf_addf(&b, ",\n  \"num_attention_heads\": %lld", (long long)f->heads);
+	if (f->kv_heads)
+		tpc_buf_addf(&b, ",\n  \"num_key_value_heads\": %lld", (long long)f->kv_heads);
+	if (f->head_dim)
+		tpc_buf_addf(&b, ",\n  \"head_size\": %lld", (long long)f->head_dim);
+	if (f->vocab)
+		tpc_buf_addf(&b, ",\n  \"vocab_size\": %lld", (long long)f->vocab);
+	if (sp->layers)
+		tpc_buf_addf(&b, ",\n  \"num_hidden_layers\": %lld", (long long)sp->layers);
+	tpc_buf_adds(&b, ",\n  ");
+	add_mapping(&b, sp);
+	tpc_buf_adds(&b, "\n}\n");
+	if (b.oom || !cfg)
+		ret = tpc_err_nomem(e);
+	else
+		ret = tpc_write_file_atomic(cfg, b.p, b.len, o->force ? TPC_OUT_FORCE : 0, e);
+	tpc_buf_release(&b);
+	free(cfg);
+	return ret;
+}
+
+static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	tpc_buf m = TPC_BUF_INIT;
+	int ret;
+	bool have_cfg = false;
+	if (o->config_dir) {
+		char *src = tpc_path_join(o->config_dir, "config.json");
+		have_cfg = src && tpc_exists(src);
+		free(src);
+	}
+	tpc_buf_addc(&m, '{');
+	add_mapping(&m, sp);
+	tpc_buf_addc(&m, '}');
+	if (m.oom)
+		return tpc_err_nomem(e);
+	/* TensorRT-LLM reads the mapping in config.json: it is written even with
+	 * --no-extras; the companions merge "mapping" into the model's config */
+	ret = tpc__layout_copy_companions(sp, dir, o, m.p, o->no_extras, e);
+	if (!ret && !have_cfg)
+		ret = write_minimal_config(sp, dir, o, e);
+	tpc_buf_release(&m);
+	return ret;
+}
+
+/* Merge: the config tpconv wrote (the model's plus "mapping") loses the
+ * mapping again; an engine config from elsewhere stays out. */
+static const char *merge_extras(const char *dir, const char *rank0, tpc_extras_opts *xo)
+{
+	static const char *const drop[] = {"mapping", "tpconv", NULL};
+	(void)rank0;
+	xo->config_drop = drop;
+	xo->config_marker = "tpconv";
+	return dir;
+}
+
+static bool parse(const char *n, int *r)
+{
+	int a, k = -1;
+	if (sscanf(n, "rank%d%n", &a, &k) == 1 && k > 0 && !strcmp(n + k, ".safetensors") && a >= 0 &&
+	    a < TPC_MAX_RANKS) {
+		*r = a;
+		return true;
+	}
+	return false;
+}
+
+static bool is_rank_file(const char *name)
+{
+	int r;
+	return parse(name, &r);
+}
+
+/* tp and pp from config.json's "mapping"; -1 when it has none */
+static int read_mapping(const char *dir, int *tp, int *pp)
+{
+	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
+	size_t len;
+	tpc_err e;
+	tpc_err_init(&e);
+	*tp = *pp = 0;
+	if (!cfg || !tpc_exists(cfg) || tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
+		free(cfg);
+		return -1;
+	}
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mapping");
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(mp, "tp_size"), *b = cJSON_GetObjectItemCaseSensitive(mp, "pp_size");
+	if (cJSON_IsNumber(a) && a->valuedouble >= 1 && a->valuedouble <= TPC_MAX_TP)
+		*tp = (int)a->valuedouble;
+	if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= TPC_MAX_TP)
+		*pp = (int)b->valuedouble;
+	cJSON_Delete(root);
+	free(text);
+	free(cfg);
+	return *tp ? 0 : -1;
+}
+
+static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
+{
+	int maxr = -1, ctp, cpp;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int a;
+		if (parse(de->d_name, &a))
+			maxr = a > maxr ? a : maxr;
+	}
+	if (d)
+		closedir(d);
+	if (!read_mapping(dir, &ctp, &cpp)) {
+		if (tp_flag && tp_flag != ctp) {
+			tpc_err_set(e, TPC_EUSAGE, "--tp %d but config.json's mapping says tp_size %d", tp_flag, ctp);
+			tpc_err_path(e, dir);
+			return TPC_EUSAGE;
+		}
+		*tp = ctp;
+		*pp = cpp ? cpp : 1;
+	} else {
+		if (!tp_flag) {
+			tpc_err_set(e, TPC_EUSAGE, "no config.json with \"mapping\": give --tp (and --pp)");
+			tpc_err_path(e, dir);
+			return TPC_EUSAGE;
+		}
+		*tp = tp_flag;
+		*pp = pp_flag ? pp_flag : 1;
+	}
+	if ((int64_t)maxr + 1 > (int64_t)*tp * *pp) {
+		tpc_err_set(e, TPC_EINPUT, "rank%d.safetensors exists but tp %d x pp %d has only %d ranks", maxr, *tp,
+			    *pp, *tp * *pp);
+		tpc_err_path(e, dir);
+		return TPC_EINPUT;
+	}
+	return 0;
+}
+
+static char *rank_path(const char *dir, int t, int p, int tp)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "rank%d.safetensors", p * tp + t);
+	return tpc_path_join(dir, buf);
+}
+
+static const char *const formats[] = {"safetensors", NULL};
+
+const tpc_layout tpc_layout_trtllm = {
+	.name = "trtllm",
+	.desc = "rankN.safetensors and config.json with \"mapping\" (TensorRT-LLM)",
+	.formats = formats,
+	.set_format = "trtllm-shards",
+	.rank_name = rank_name,
+	.write_extras = write_extras,
+	.merge_extras = merge_extras,
+	.is_rank_file = is_rank_file,
+	.foreign_geometry = geometry,
+	.foreign_rank_path = rank_path,
+};

@@ -1,0 +1,123 @@
+/*
+ * tpc_layout.h - shard-set layouts: how the rank files of a set are named,
+ * written, recognised and read back, one file per layout behind one table.
+ *
+ * A layout is what the consumer of a set expects on disk. The split itself
+ * (which rows of which tensor each rank holds) is the plan's business and the
+ * same for every layout; a layout decides
+ *
+ *   - the name of rank (tp t, pp p)'s file or folder inside the set folder
+ *     (rank_name), and which rank file formats it writes (formats);
+ *   - whether it accepts the set at all (check: vLLM, for instance, needs the
+ *     architectures it knows and head counts tp divides) and what it needs of
+ *     the plan before the split is resolved (adjust_plan: vLLM's vocab padding);
+ *   - the rank checkpoint as stored (stored_rank): the tensors tpconv split,
+ *     renamed and fused the way the consumer names its parameters
+ *     (vLLM: qkv_proj = [q_r; k_r; v_r]). NULL: stored as split;
+ *   - how one rank is written (write_rank; NULL: one file through the format
+ *     registry, or an HF folder when `folders`), removed again on failure
+ *     (remove_rank) and read back (open_rank: the inverse of stored_rank, so
+ *     merge, reshard and verify see the tensors as split);
+ *   - the files beside the rank files (write_extras: TensorRT-LLM's config
+ *     with "mapping", companions per rank folder; NULL: the model folder's
+ *     companions at the set's top), and where a merge finds the companions
+ *     again (merge_extras);
+ *   - for sets other tools wrote, with no tpconv manifest: which folder entries
+ *     are its rank files (is_rank_file), the set's tp and pp (foreign_geometry)
+ *     and the path of rank r (foreign_rank_path).
+ *
+ * Every set tpconv writes also gets tpconv-manifest.json, last (tpc_manifest.h),
+ * whatever its layout. Ranks are numbered TensorRT-LLM's way: rank = pp_rank *
+ * tp + tp_rank.
+ *
+ * Adding a layout: one file shard/layout_NAME.c defining a `const tpc_layout`,
+ * and its line in the table in tpc_layout.c.
+ */
+#ifndef TPC_LAYOUT_H
+#define TPC_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+#include "tpc_extras.h"
+#include "tpc_format.h"
+#include "tpc_plan.h"
+
+struct tpc_shard_plan;
+struct tpc_shard_opts;
+
+/* What open_rank knows about the rank it reads back. */
+typedef struct tpc_layout_rank_ctx {
+	int rank, tp_rank, pp_rank, tp, pp;
+	const tpc_model_facts *facts;  /* the set's model facts (manifest or flags) */
+	/* The original tensor names this rank's stage holds, when a manifest says
+	 * (NULL otherwise): a layout that stores tied weights once uses them to
+	 * give back the names the input had. */
+	char *const *names;
+	size_t nnames;
+} tpc_layout_rank_ctx;
+
+typedef struct tpc_layout {
+	const char *name;           /* --layout NAME and the manifest's "layout" */
+	const char *desc;           /* one line for --help and `tpconv plan --layouts` */
+	const char *const *formats; /* rank file formats, the default first; NULL-terminated */
+	bool folders;               /* each rank is a folder (an HF-sharded checkpoint) */
+	bool sized;                 /* --max-shard-size splits a rank into several files */
+	bool companions_at_top;     /* the model's config and tokenizer sit at the set's top */
+	int max_pp;                 /* largest pipeline size it can name (0: any) */
+	const char *set_format;     /* format label of a merged set without a manifest */
+
+	char *(*rank_name)(int t, int p, int tp, const char *format);
+
+	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
+	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
+	int (*stored_rank)(const struct tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e);
+	int (*write_rank)(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
+			  const tpc_write_opts *wo, tpc_err *e);
+	void (*remove_rank)(const char *path);
+	bool (*rank_exists)(const char *path);
+	int (*open_rank)(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e);
+	int (*write_extras)(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
+			    tpc_err *e);
+	/* Folder whose companions a merge of the set in `dir` carries (NULL:
+	 * none), with config members to drop in xo; rank0 is rank 0's path. */
+	const char *(*merge_extras)(const char *dir, const char *rank0, tpc_extras_opts *xo);
+
+	bool (*is_rank_file)(const char *name);
+	int (*foreign_geometry)(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e);
+	char *(*foreign_rank_path)(const char *dir, int t, int p, int tp);
+} tpc_layout;
+
+/* The registered layouts, in --help order; the first is the default. */
+size_t tpc_layout_count(void);
+const tpc_layout *tpc_layout_at(size_t i);
+const tpc_layout *tpc_layout_by_name(const char *name);
+const tpc_layout *tpc_layout_default(void);
+/* "tpconv, oslo, trtllm, hf, vllm" into buf. */
+const char *tpc_layout_names(char *buf, size_t n);
+
+/* The layout of a set without a manifest in `dir` (the first whose
+ * is_rank_file accepts an entry), or NULL. */
+const tpc_layout *tpc_layout_detect_foreign(const char *dir);
+
+/* The hooks with their defaults filled in. */
+int tpc_layout_open_rank(const tpc_layout *l, const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck,
+			 tpc_err *e);
+void tpc_layout_remove_rank(const tpc_layout *l, const char *path);
+bool tpc_layout_rank_exists(const tpc_layout *l, const char *path);
+const char *tpc_layout_merge_extras(const tpc_layout *l, const char *dir, const char *rank0,
+				    tpc_extras_opts *xo);
+
+/* Shared by the layout files (private). */
+bool tpc__layout_has_suffix(const char *s, const char *suf);
+/* Copy the model folder's companions into `dir` (config members merged from
+ * `config_merge` when not NULL; only config.json with `only_config`). */
+int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
+				const char *config_merge, bool only_config, tpc_err *e);
+
+extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf;
+
+#endif
