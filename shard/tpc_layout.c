@@ -14,7 +14,7 @@
 /* The table: a new layout is one line here and one file. The first entry is
  * the default. Detection of sets without a manifest asks them in this order. */
 static const tpc_layout *const layouts[] = {
-	&tpc_layout_tpconv, &tpc_layout_oslo, &tpc_layout_trtllm, &tpc_layout_hf,
+	&tpc_layout_tpconv, &tpc_layout_oslo, &tpc_layout_trtllm, &tpc_layout_hf, &tpc_layout_vllm,
 };
 #define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 

@@ -118,6 +118,6 @@ bool tpc__layout_has_suffix(const char *s, const char *suf);
 int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
 				const char *config_merge, bool only_config, tpc_err *e);
 
-extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf;
+extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm;
 
 #endif

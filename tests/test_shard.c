@@ -321,6 +321,15 @@ static void test_paths_and_detect(void **st)
 	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
 	assert_string_equal(lay->name, "oslo");
 	unlink(b2);
+	snprintf(b2, sizeof(b2), "%s/set/model-rank-1-part-0.safetensors", dir);
+	assert_int_equal(test_write_file(b2, "x", 1), 0);
+	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
+	assert_string_equal(lay->name, "vllm");
+	unlink(b2);
+	snprintf(b2, sizeof(b2), "%s/set/model-rank-1-part-0.safetensors.tmp", dir);
+	assert_int_equal(test_write_file(b2, "x", 1), 0);
+	assert_int_equal(tpc_set_detect(a, NULL), TPC_SET_NONE);
+	unlink(b2);
 	snprintf(b2, sizeof(b2), "%s/set/pytorch_model_tp_1_pp_0.binx", dir);
 	assert_int_equal(test_write_file(b2, "x", 1), 0);
 	assert_int_equal(tpc_set_detect(a, NULL), TPC_SET_NONE);

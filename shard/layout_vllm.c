@@ -1,0 +1,743 @@
+/* layout_vllm.c - vLLM's pre-sharded checkpoint (load_format="sharded_state").
+ *
+ * What vLLM loads, from vllm-project/vllm at 01ed47b4 (the commit FRAMEWORKS.md
+ * cites):
+ *   - vllm/model_executor/model_loader/sharded_state_loader.py:
+ *     DEFAULT_PATTERN = "model-rank-{rank}-part-{part}.safetensors", rank =
+ *     get_tensor_model_parallel_rank() (no pipeline rank in the name, so one
+ *     stage only); save_model() starts a new part when total + size >
+ *     max_size; load_weights() globs the rank's parts and does
+ *     state_dict[key] for every file tensor (an unknown key is a KeyError),
+ *     and raises "Missing keys" for a parameter no file held. The state dict
+ *     is filtered by _filter_subtensors(): tensors sharing storage are kept
+ *     once, under the smaller key - so a tied lm_head/embed_tokens pair is
+ *     stored once as "lm_head.weight" ('l' < 'm').
+ *   - vllm/model_executor/models/llama.py (LlamaForCausalLM, also used by
+ *     Mistral; Qwen2/Qwen3 the same names): stacked_params_mapping fuses
+ *     ".q_proj"/".k_proj"/".v_proj" into ".qkv_proj" (shard ids q, k, v) and
+ *     ".gate_proj"/".up_proj" into ".gate_up_proj" (0, 1); lm_head is tied to
+ *     embed_tokens when config.tie_word_embeddings; "rotary_emb.inv_freq" is
+ *     skipped by the HF loader and is no parameter.
+ *   - vllm/model_executor/layers/linear.py QKVParallelLinear: per rank
+ *     heads/tp query heads; tp >= kv heads gives one kv head per rank,
+ *     num_kv_head_replicas = tp / kv heads, head = tp_rank // replicas
+ *     (what tpconv's KV replication does); the rank's parameter is
+ *     [q_r; k_r; v_r]. MergedColumnParallelLinear: [gate_r; up_r].
+ *     RowParallelLinear keeps the whole bias on every rank (added by rank 0).
+ *   - vllm/model_executor/layers/vocab_parallel_embedding.py:
+ *     DEFAULT_VOCAB_PADDING_SIZE = 64; pad_vocab_size() rounds the vocabulary
+ *     up to a multiple of 64, vocab_range_from_global_vocab_size() gives rank
+ *     r rows [r * Vp/tp, (r+1) * Vp/tp) (divide() asserts tp | Vp), padding
+ *     rows are zero. tpconv pads to a multiple of Vp itself (pad_multiple =
+ *     Vp / tp), which is the same rows.
+ *
+ * So a vllm set is tpconv's split of a LLaMA-family model with each rank's
+ * q/k/v and gate/up slices concatenated under vLLM's names, vocab padded as
+ * vLLM pads it, tied weights once, and the model's config and tokenizer
+ * beside (vLLM reads config.json from the same folder). Reading one back
+ * un-fuses by the head counts, so merge and verify see the tensors as split.
+ * Only tensors whose vLLM parameter is known are accepted: anything else is
+ * refused by name rather than written where vLLM would fail or misload it.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tpc_buf.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_layout.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+#define VLLM_VOCAB_PAD 64
+
+/* Architectures whose vLLM parameter names are these. */
+static const char *const known_arch[] = {
+	"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM", NULL,
+};
+
+/* HF name classes and the split vLLM gives them. */
+typedef enum cls {
+	C_NONE = 0,
+	C_EMBED,   /* model.embed_tokens.weight: vocab */
+	C_LMHEAD,  /* lm_head.weight: vocab */
+	C_Q,       /* self_attn.q_proj.*: col, query heads */
+	C_KV,      /* self_attn.k_proj.* / v_proj.*: col, kv heads */
+	C_QKV,     /* self_attn.qkv_proj.*: col in parts q, kv, kv (Phi-3) */
+	C_O,       /* self_attn.o_proj.weight: row */
+	C_GATEUP,  /* mlp.gate_proj.* / up_proj.*: col */
+	C_GATEUP2, /* mlp.gate_up_proj.*: col in 2 parts (Phi-3) */
+	C_DOWN,    /* mlp.down_proj.weight: row */
+	C_REPL,    /* norms, q_norm/k_norm, o_proj/down_proj biases: whole on every rank */
+} cls;
+
+static cls classify(const char *n)
+{
+	static const struct {
+		const char *re;
+		cls c;
+	} tab[] = {
+		{"^model\\.embed_tokens\\.weight$", C_EMBED},
+		{"^lm_head\\.weight$", C_LMHEAD},
+		{"^model\\.norm\\.weight$", C_REPL},
+		{"^model\\.layers\\.[0-9]+\\.(input_layernorm|post_attention_layernorm)\\.weight$", C_REPL},
+		{"^model\\.layers\\.[0-9]+\\.self_attn\\.(q_norm|k_norm)\\.weight$", C_REPL},
+		{"^model\\.layers\\.[0-9]+\\.self_attn\\.q_proj\\.(weight|bias)$", C_Q},
+		{"^model\\.layers\\.[0-9]+\\.self_attn\\.(k_proj|v_proj)\\.(weight|bias)$", C_KV},
+		{"^model\\.layers\\.[0-9]+\\.self_attn\\.qkv_proj\\.(weight|bias)$", C_QKV},
+		{"^model\\.layers\\.[0-9]+\\.self_attn\\.o_proj\\.weight$", C_O},
+		{"^model\\.layers\\.[0-9]+\\.self_attn\\.o_proj\\.bias$", C_REPL},
+		{"^model\\.layers\\.[0-9]+\\.mlp\\.(gate_proj|up_proj)\\.weight$", C_GATEUP},
+		{"^model\\.layers\\.[0-9]+\\.mlp\\.gate_up_proj\\.weight$", C_GATEUP2},
+		{"^model\\.layers\\.[0-9]+\\.mlp\\.down_proj\\.weight$", C_DOWN},
+	};
+	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+		regex_t re;
+		if (regcomp(&re, tab[i].re, REG_EXTENDED | REG_NOSUB))
+			continue;
+		int m = regexec(&re, n, 0, NULL, 0) == 0;
+		regfree(&re);
+		if (m)
+			return tab[i].c;
+	}
+	return C_NONE;
+}
+
+/* "a.b.q_proj.weight" with `from` = ".q_proj." -> "a.b.<to>weight" */
+static char *swap_part(const char *n, const char *from, const char *to)
+{
+	const char *p = strstr(n, from);
+	tpc_buf b = TPC_BUF_INIT;
+	if (!p)
+		return NULL;
+	tpc_buf_add(&b, n, (size_t)(p - n));
+	tpc_buf_adds(&b, to);
+	tpc_buf_adds(&b, p + strlen(from));
+	return tpc_buf_detach(&b, NULL);
+}
+
+static char *rank_name(int t, int p, int tp, const char *format)
+{
+	char buf[96];
+	(void)p;
+	(void)tp;
+	(void)format;
+	snprintf(buf, sizeof(buf), "model-rank-%d-part-0.safetensors", t);
+	return tpc_strdup(buf);
+}
+
+/* ---- what the model's config.json says ---- */
+
+typedef struct vcfg {
+	bool have;     /* a config.json was read */
+	bool tied;     /* tie_word_embeddings */
+	char arch[128];
+} vcfg;
+
+static void read_config(const char *dir, vcfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	char *path = dir ? tpc_path_join(dir, "config.json") : NULL, *text = NULL;
+	size_t len;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (!path || !tpc_exists(path) || tpc_read_file(path, 64u << 20, &text, &len, &e)) {
+		free(path);
+		return;
+	}
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	if (cJSON_IsObject(root)) {
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+		c->have = true;
+		if (cJSON_IsArray(a) && cJSON_IsString(cJSON_GetArrayItem(a, 0)))
+			snprintf(c->arch, sizeof(c->arch), "%s", cJSON_GetArrayItem(a, 0)->valuestring);
+		c->tied = cJSON_IsTrue(t);
+	}
+	cJSON_Delete(root);
+	free(text);
+	free(path);
+}
+
+/* Is the set tied (lm_head stored once)? The config says, else a checkpoint
+ * without lm_head.weight is. */
+static bool is_tied(const tpc_shard_plan *sp, const tpc_shard_opts *o, vcfg *c)
+{
+	read_config(o->config_dir, c);
+	if (c->have)
+		return c->tied;
+	return tpc_ckpt_find(sp->in, "lm_head.weight") < 0;
+}
+
+/* ---- shard: what the plan must look like ---- */
+
+static int refuse(tpc_err *e, const char *name, const char *fmt, const char *what)
+{
+	tpc_err_set(e, TPC_EINPUT, fmt, what);
+	tpc_err_tensor(e, name);
+	return TPC_EINPUT;
+}
+
+static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	vcfg c;
+	bool tied = sp->tied = is_tied(sp, o, &c);
+	if (c.have && c.arch[0]) {
+		size_t i = 0;
+		while (known_arch[i] && strcmp(known_arch[i], c.arch))
+			i++;
+		if (!known_arch[i]) {
+			char a[160];
+			tpc_sanitize(a, sizeof(a), c.arch);
+			return tpc_err_set(e, TPC_EINPUT,
+					   "the vllm layout knows vLLM's parameter names for LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM, not %s",
+					   a);
+		}
+	}
+	if (c.have && !c.tied && tpc_ckpt_find(sp->in, "lm_head.weight") < 0)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "config.json says tie_word_embeddings is false but the checkpoint has no lm_head.weight: vLLM would find no lm_head");
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_shard_entry *en = &sp->t[i];
+		const tpc_tensor *t = &sp->in->t[en->in];
+		const tpc_split *s = &en->split;
+		cls k = classify(t->name);
+		const char *want = NULL;
+		switch (k) {
+		case C_NONE:
+			return refuse(e, t->name,
+				      "vLLM has no parameter for this tensor (%s); drop or rename it with --rules before sharding",
+				      "the vllm layout writes LLaMA-family names only, and vLLM refuses unknown keys");
+		case C_EMBED:
+		case C_LMHEAD:
+			if (s->kind != TPC_SPLIT_VOCAB || s->dim != 0 || s->nparts != 1)
+				want = "vocab-parallel on dim 0";
+			else if ((s->part[0].size + s->part[0].pad) !=
+				 (s->part[0].size + VLLM_VOCAB_PAD - 1) / VLLM_VOCAB_PAD * VLLM_VOCAB_PAD)
+				want = "vocab-parallel, padded to a multiple of 64 rows as vLLM pads it (tpconv shard does this for --layout vllm)";
+			break;
+		case C_Q:
+		case C_KV:
+			if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1 || s->part[0].pad ||
+			    !s->part[0].heads)
+				want = "column-parallel on head boundaries (QKVParallelLinear)";
+			else if (k == C_Q && s->part[0].replicas > 1)
+				want = "query heads split, never replicated";
+			break;
+		case C_QKV:
+			if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 3)
+				want = "column-parallel in parts q, k, v (QKVParallelLinear)";
+			break;
+		case C_GATEUP:
+		case C_GATEUP2:
+			if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != (k == C_GATEUP ? 1 : 2))
+				want = "column-parallel (MergedColumnParallelLinear)";
+			break;
+		case C_O:
+		case C_DOWN:
+			if (s->kind != TPC_SPLIT_ROW || s->dim != 1)
+				want = "row-parallel on dim 1 (RowParallelLinear)";
+			break;
+		case C_REPL:
+			if (s->dim >= 0)
+				want = "replicated";
+			break;
+		}
+		for (int p = 0; !want && p < s->nparts && s->dim >= 0; p++)
+			if (s->part[p].pad && k != C_EMBED && k != C_LMHEAD)
+				want = "split without padding (vLLM needs tp to divide it)";
+		if (want) {
+			char msg[256];
+			snprintf(msg, sizeof(msg), "the vllm layout needs this tensor %s, as vLLM splits it; the plan (rule %d) splits it %s",
+				 want, s->rule, s->dim < 0 ? "not at all" : tpc_split_kind_name(s->kind));
+			return refuse(e, t->name, "%s", msg);
+		}
+	}
+	if (tied && tpc_ckpt_find(sp->in, "lm_head.weight") >= 0 && tpc_ckpt_find(sp->in, "model.embed_tokens.weight") >= 0) {
+		/* stored once: both must be the same weights */
+		const tpc_tensor *a = &sp->in->t[tpc_ckpt_find(sp->in, "lm_head.weight")];
+		const tpc_tensor *b = &sp->in->t[tpc_ckpt_find(sp->in, "model.embed_tokens.weight")];
+		bool eq = tpc_tensor_same_view(a, b);
+		int ret;
+		if (!eq && a->dtype == b->dtype && a->ndim == b->ndim &&
+		    !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) &&
+		    (ret = tpc__tensors_equal(sp->in, a, b, &eq, e)))
+			return ret;
+		if (!eq)
+			return refuse(e, "lm_head.weight",
+				      "the model is tied (%s) but lm_head.weight differs from model.embed_tokens.weight; vLLM keeps one of them",
+				      c.have ? "config.json's tie_word_embeddings" : "no config.json");
+	}
+	return 0;
+}
+
+/* vLLM pads the vocabulary to a multiple of 64 and gives each rank Vp/tp rows:
+ * a vocab split padded to a multiple of Vp is the same. */
+static int adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e)
+{
+	int64_t v = f->vocab;
+	if (!v) {
+		int64_t i = tpc_ckpt_find(in, "model.embed_tokens.weight");
+		if (i < 0)
+			i = tpc_ckpt_find(in, "lm_head.weight");
+		if (i >= 0 && in->t[i].ndim == 2)
+			v = in->t[i].shape[0];
+	}
+	if (v <= 0)
+		return 0; /* no vocabulary tensor: check() refuses what needs one */
+	int64_t vp = (v + VLLM_VOCAB_PAD - 1) / VLLM_VOCAB_PAD * VLLM_VOCAB_PAD;
+	if (vp % tp)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "vLLM pads the vocabulary of %lld to %lld rows, which tp %d does not divide (vLLM refuses this tp too)",
+				   (long long)v, (long long)vp, tp);
+	plan->pad_multiple = vp / tp;
+	for (size_t i = 0; i < plan->nrules; i++)
+		if (plan->rules[i].kind == TPC_SPLIT_VOCAB)
+			plan->rules[i].pad_multiple = 0;
+	return 0;
+}
+
+/* ---- shard: the rank as vLLM's state dict ---- */
+
+static int add_cat(tpc_ckpt *out, const char *name, const tpc_tensor *const *parts, int n, tpc_err *e)
+{
+	tpc_tensor tmp[3], cat;
+	for (int i = 0; i < n; i++)
+		tmp[i] = *parts[i];
+	if (tpc_tensor_init_cat(&cat, tmp, n, 0)) {
+		tpc_err_set(e, TPC_EINPUT, "cannot fuse the rank slices of this tensor (shapes or dtypes differ)");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	int64_t ix = tpc_ckpt_add_copy(out, name, &cat, e);
+	tpc_tensor_release(&cat);
+	return ix < 0 ? (int)ix : 0;
+}
+
+static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)
+{
+	const tpc_ckpt *rk = &sp->rank[r];
+	bool tied = sp->tied; /* decided by check() */
+	int ret = 0;
+	for (size_t i = 0; i < rk->n && !ret; i++) {
+		const tpc_tensor *t = &rk->t[i];
+		const char *n = t->name;
+		cls k = classify(n);
+		char *fused = NULL;
+		if (k == C_Q) {
+			char *kn = swap_part(n, ".q_proj.", ".k_proj."), *vn = swap_part(n, ".q_proj.", ".v_proj.");
+			int64_t ki = kn ? tpc_ckpt_find(rk, kn) : -1, vi = vn ? tpc_ckpt_find(rk, vn) : -1;
+			free(kn);
+			free(vn);
+			if (ki < 0 || vi < 0) {
+				ret = refuse(e, n, "%s", "vLLM fuses q_proj with k_proj and v_proj into qkv_proj, and this one has no k/v partner");
+				break;
+			}
+			const tpc_tensor *parts[3] = {t, &rk->t[ki], &rk->t[vi]};
+			if (!(fused = swap_part(n, ".q_proj.", ".qkv_proj.")))
+				ret = tpc_err_nomem(e);
+			else
+				ret = add_cat(out, fused, parts, 3, e);
+		} else if (k == C_KV) {
+			char *qn = strstr(n, ".k_proj.") ? swap_part(n, ".k_proj.", ".q_proj.") : swap_part(n, ".v_proj.", ".q_proj.");
+			bool partner = qn && tpc_ckpt_find(rk, qn) >= 0;
+			free(qn);
+			if (!partner)
+				ret = refuse(e, n, "%s", "vLLM fuses k_proj and v_proj with q_proj into qkv_proj, and this one has no q_proj");
+			/* else emitted with its q_proj */
+		} else if (k == C_GATEUP && strstr(n, ".gate_proj.")) {
+			char *un = swap_part(n, ".gate_proj.", ".up_proj.");
+			int64_t ui = un ? tpc_ckpt_find(rk, un) : -1;
+			free(un);
+			if (ui < 0) {
+				ret = refuse(e, n, "%s", "vLLM fuses gate_proj with up_proj into gate_up_proj, and this one has no up_proj");
+				break;
+			}
+			const tpc_tensor *parts[2] = {t, &rk->t[ui]};
+			if (!(fused = swap_part(n, ".gate_proj.", ".gate_up_proj.")))
+				ret = tpc_err_nomem(e);
+			else
+				ret = add_cat(out, fused, parts, 2, e);
+		} else if (k == C_GATEUP) {
+			char *gn = swap_part(n, ".up_proj.", ".gate_proj.");
+			bool partner = gn && tpc_ckpt_find(rk, gn) >= 0;
+			free(gn);
+			if (!partner)
+				ret = refuse(e, n, "%s", "vLLM fuses up_proj with gate_proj into gate_up_proj, and this one has no gate_proj");
+		} else if (k == C_EMBED && tied) {
+			/* stored once, as lm_head.weight (the smaller key): from the
+			 * lm_head when the rank has one, else from here */
+			if (tpc_ckpt_find(rk, "lm_head.weight") < 0 && tpc_ckpt_add_copy(out, "lm_head.weight", t, e) < 0)
+				ret = e->code ? e->code : TPC_EIO;
+		} else if (tpc_ckpt_add_copy(out, n, t, e) < 0) {
+			ret = e->code ? e->code : TPC_EIO;
+		}
+		free(fused);
+	}
+	for (size_t i = 0; i < rk->nmeta && !ret; i++)
+		ret = tpc_ckpt_meta_set(out, rk->meta_k[i], rk->meta_v[i], e);
+	return ret;
+}
+
+/* ---- shard: writing a rank as its parts ---- */
+
+static char *part_path(const char *dir, int rank, size_t part)
+{
+	char buf[96];
+	snprintf(buf, sizeof(buf), "model-rank-%d-part-%zu.safetensors", rank, part);
+	return tpc_path_join(dir, buf);
+}
+
+/* "DIR/model-rank-R-part-0.safetensors" -> DIR and R */
+static char *split_path(const char *path, int *rank)
+{
+	const char *base = tpc_path_base(path);
+	char *dir = tpc_strdup(path);
+	if (!dir)
+		return NULL;
+	if (sscanf(base, "model-rank-%d-part-", rank) != 1)
+		*rank = -1;
+	size_t dl = (size_t)(base - path);
+	if (dl == 0) {
+		strcpy(dir, ".");
+	} else {
+		dir[dl - 1] = '\0';
+		if (dl == 1)
+			strcpy(dir, "/");
+	}
+	return dir;
+}
+
+/* every model-rank-R-part-*.safetensors in the folder of `path` */
+static void remove_rank(const char *path)
+{
+	int rank;
+	char *dir = split_path(path, &rank);
+	char pre[64];
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+	snprintf(pre, sizeof(pre), "model-rank-%d-part-", rank);
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, pre, strlen(pre)) || !tpc__layout_has_suffix(de->d_name, ".safetensors"))
+			continue;
+		char *f = tpc_path_join(dir, de->d_name);
+		if (f)
+			unlink(f);
+		free(f);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+}
+
+static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
+		      const tpc_write_opts *wo, tpc_err *e)
+{
+	const tpc_format *st = tpc_format_by_name("safetensors");
+	int rank, ret = 0;
+	char *dir = split_path(path, &rank);
+	int64_t *sel = tpc_malloc((ck->n ? ck->n : 1) * sizeof(*sel));
+	size_t nparts = 0, nsel = 0;
+	uint64_t total = 0, max = sp->max_shard_size;
+	(void)r;
+	if (!dir || !sel) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (!st) {
+		ret = tpc_err_set(e, TPC_EUSAGE, "the safetensors writer is not available in this build");
+		goto out;
+	}
+	/* save_model(): a new part when this tensor would take the part past max */
+	for (size_t i = 0; i <= ck->n && !ret; i++) {
+		uint64_t sz = i < ck->n ? ck->t[i].nbytes : 0;
+		if (i == ck->n || (max && nsel && total + sz > max)) {
+			char *pp = part_path(dir, rank, nparts);
+			ret = pp ? st->write(ck, sel, nsel, pp, wo, e) : tpc_err_nomem(e);
+			free(pp);
+			if (ret)
+				break;
+			nparts++;
+			nsel = 0;
+			total = 0;
+		}
+		if (i < ck->n) {
+			sel[nsel++] = (int64_t)i;
+			total += sz;
+		}
+	}
+	if (ret) {
+		for (size_t k = 0; k < nparts; k++) {
+			char *pp = part_path(dir, rank, k);
+			if (pp)
+				unlink(pp);
+			free(pp);
+		}
+	} else {
+		/* parts a larger earlier run left (--force) would be loaded too */
+		for (size_t k = nparts;; k++) {
+			char *pp = part_path(dir, rank, k);
+			bool there = pp && tpc_exists(pp);
+			if (there)
+				unlink(pp);
+			free(pp);
+			if (!there)
+				break;
+		}
+	}
+out:
+	free(dir);
+	free(sel);
+	return ret;
+}
+
+/* ---- merge and verify: the rank back as split ---- */
+
+static int add_view(tpc_ckpt *ck, const char *name, const tpc_tensor *t, int64_t start, int64_t len, tpc_err *e)
+{
+	tpc_tensor v;
+	if (tpc_tensor_narrow(&v, t, 0, start, len))
+		return tpc_err_nomem(e);
+	int64_t ix = tpc_ckpt_add_copy(ck, name, &v, e);
+	tpc_tensor_release(&v);
+	return ix < 0 ? (int)ix : 0;
+}
+
+static bool listed(const tpc_layout_rank_ctx *c, const char *name)
+{
+	for (size_t i = 0; i < c->nnames; i++)
+		if (!strcmp(c->names[i], name))
+			return true;
+	return false;
+}
+
+/* Un-fuse tensor i (qkv_proj or gate_up_proj) into views appended to ck. */
+static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const char *path, tpc_err *e)
+{
+	const tpc_tensor *t = &ck->t[i];
+	char *n0 = NULL, *n1 = NULL, *n2 = NULL;
+	int ret = 0;
+	int64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
+	char *name = tpc_strdup(t->name);
+	if (!name)
+		return tpc_err_nomem(e);
+	if (strstr(name, ".qkv_proj.")) {
+		const tpc_model_facts *f = c->facts;
+		int64_t h = f ? f->heads : 0, kv = f && f->kv_heads ? f->kv_heads : h;
+		int64_t hd = f && f->head_dim ? f->head_dim : (f && f->hidden && h ? f->hidden / h : 0);
+		if (!hd || !h) {
+			ret = tpc_err_set(e, TPC_EUSAGE,
+					  "un-fusing qkv_proj needs the head counts: give --config (the model's config.json) or --heads, --kv-heads, --head-dim");
+			goto out;
+		}
+		int64_t q = h / c->tp * hd, k = (kv >= c->tp ? kv / c->tp : 1) * hd;
+		if (h % c->tp || (kv >= c->tp ? kv % c->tp : c->tp % kv) || q + 2 * k != rows) {
+			tpc_err_set(e, TPC_EINPUT,
+				    "qkv_proj has %lld rows; %lld heads and %lld kv heads of %lld over tp %d give %lld + 2 x %lld",
+				    (long long)rows, (long long)h, (long long)kv, (long long)hd, c->tp, (long long)q, (long long)k);
+			tpc_err_tensor(e, name);
+			tpc_err_path(e, path);
+			ret = TPC_EINPUT;
+			goto out;
+		}
+		n0 = swap_part(name, ".qkv_proj.", ".q_proj.");
+		n1 = swap_part(name, ".qkv_proj.", ".k_proj.");
+		n2 = swap_part(name, ".qkv_proj.", ".v_proj.");
+		/* Phi-3 style sets name their fused tensor qkv_proj themselves */
+		if (c->names && listed(c, name))
+			goto out;
+		if (!n0 || !n1 || !n2)
+			ret = tpc_err_nomem(e);
+		if (!ret)
+			ret = add_view(ck, n0, &ck->t[i], 0, q, e);
+		if (!ret)
+			ret = add_view(ck, n1, &ck->t[i], q, k, e);
+		if (!ret)
+			ret = add_view(ck, n2, &ck->t[i], q + k, k, e);
+	} else {
+		if (c->names && listed(c, name))
+			goto out;
+		if (rows % 2) {
+			tpc_err_set(e, TPC_EINPUT, "gate_up_proj has an odd number of rows (%lld)", (long long)rows);
+			tpc_err_tensor(e, name);
+			tpc_err_path(e, path);
+			ret = TPC_EINPUT;
+			goto out;
+		}
+		n0 = swap_part(name, ".gate_up_proj.", ".gate_proj.");
+		n1 = swap_part(name, ".gate_up_proj.", ".up_proj.");
+		if (!n0 || !n1)
+			ret = tpc_err_nomem(e);
+		if (!ret)
+			ret = add_view(ck, n0, &ck->t[i], 0, rows / 2, e);
+		if (!ret)
+			ret = add_view(ck, n1, &ck->t[i], rows / 2, rows / 2, e);
+	}
+out:
+	free(name);
+	free(n0);
+	free(n1);
+	free(n2);
+	return ret;
+}
+
+static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+{
+	int rank, ret = 0;
+	char *dir = split_path(path, &rank);
+	bool *keep = NULL;
+	int64_t *order = NULL;
+	size_t n0;
+	if (!dir)
+		return tpc_err_nomem(e);
+	/* every part, in order, into one checkpoint */
+	for (size_t k = 0; !ret; k++) {
+		char *pp = part_path(dir, rank, k);
+		if (!pp) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		if (k > 0 && !tpc_exists(pp)) {
+			free(pp);
+			break;
+		}
+		ret = tpc_ckpt_open(ck, pp, NULL, e);
+		free(pp);
+	}
+	if (ret)
+		goto out;
+	/* the split tensors after each fused one, the fused ones dropped */
+	n0 = ck->n;
+	if (!(order = tpc_malloc((3 * n0 + 2) * sizeof(*order))) || !(keep = tpc_calloc(3 * n0 + 2, sizeof(*keep)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	size_t no = 0;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		const char *n = ck->t[i].name;
+		bool fused = strstr(n, ".qkv_proj.") || strstr(n, ".gate_up_proj.");
+		size_t before = ck->n;
+		order[no++] = (int64_t)i;
+		if (fused && (ret = unfuse(ck, i, c, path, e)))
+			break;
+		keep[i] = ck->n == before; /* kept when nothing was split off */
+		for (size_t j = before; j < ck->n; j++)
+			order[no++] = (int64_t)j;
+	}
+	/* tied weights stored once as lm_head.weight: the names the input had */
+	int64_t lm = tpc_ckpt_find(ck, "lm_head.weight");
+	bool want_embed = c->names ? listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
+	if (!ret && lm >= 0 && want_embed && tpc_ckpt_find(ck, "model.embed_tokens.weight") < 0) {
+		if (c->names && !listed(c, "lm_head.weight")) {
+			ret = tpc_ckpt_rename(ck, lm, "model.embed_tokens.weight", e);
+		} else if (tpc_ckpt_add_copy(ck, "model.embed_tokens.weight", &ck->t[lm], e) < 0) {
+			ret = e->code ? e->code : TPC_EIO;
+		} else {
+			order[no++] = (int64_t)ck->n - 1;
+		}
+	}
+	for (size_t j = n0; j < ck->n; j++)
+		keep[j] = true;
+	if (!ret && no != ck->n)
+		ret = tpc_err_set(e, TPC_EINPUT, "internal: un-fusing rank %d lost track of its tensors", c->rank);
+	if (!ret)
+		ret = tpc_ckpt_permute(ck, order, e);
+	if (!ret) {
+		/* keep[] follows the old indices: rebuild it for the new order */
+		bool *k2 = tpc_calloc(ck->n ? ck->n : 1, sizeof(*k2));
+		if (!k2) {
+			ret = tpc_err_nomem(e);
+		} else {
+			for (size_t i = 0; i < ck->n; i++)
+				k2[i] = keep[order[i]];
+			ret = tpc_ckpt_filter(ck, k2, e);
+			free(k2);
+		}
+	}
+out:
+	free(dir);
+	free(keep);
+	free(order);
+	return ret;
+}
+
+/* ---- sets vLLM wrote (no manifest) ---- */
+
+static bool parse(const char *n, int *rank, int *part)
+{
+	int a, b, k = -1;
+	if (sscanf(n, "model-rank-%d-part-%d%n", &a, &b, &k) == 2 && k > 0 && !strcmp(n + k, ".safetensors") && a >= 0 &&
+	    b >= 0 && a < TPC_MAX_TP) {
+		*rank = a;
+		*part = b;
+		return true;
+	}
+	return false;
+}
+
+static bool is_rank_file(const char *name)
+{
+	int r, p;
+	return parse(name, &r, &p);
+}
+
+static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
+{
+	int maxr = -1;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int a, b;
+		if (parse(de->d_name, &a, &b) && a > maxr)
+			maxr = a;
+	}
+	if (d)
+		closedir(d);
+	if (pp_flag > 1) {
+		tpc_err_set(e, TPC_EUSAGE, "vLLM's sharded_state files name the tensor-parallel rank only: --pp must be 1");
+		tpc_err_path(e, dir);
+		return TPC_EUSAGE;
+	}
+	*tp = tp_flag ? tp_flag : maxr + 1;
+	*pp = 1;
+	if (*tp < maxr + 1) {
+		tpc_err_set(e, TPC_EINPUT, "model-rank-%d-part-*.safetensors exists but --tp %d was given", maxr, *tp);
+		tpc_err_path(e, dir);
+		return TPC_EINPUT;
+	}
+	return 0;
+}
+
+static char *rank_path(const char *dir, int t, int p, int tp)
+{
+	(void)p;
+	(void)tp;
+	return part_path(dir, t, 0);
+}
+
+static const char *const formats[] = {"safetensors", NULL};
+
+const tpc_layout tpc_layout_vllm = {
+	.name = "vllm",
+	.desc = "model-rank-R-part-P.safetensors with vLLM's fused names (load_format=\"sharded_state\")",
+	.formats = formats,
+	.sized = true,
+	.companions_at_top = true,
+	.max_pp = 1,
+	.set_format = "vllm-shards",
+	.rank_name = rank_name,
+	.check = check,
+	.adjust_plan = adjust_plan,
+	.stored_rank = stored_rank,
+	.write_rank = write_rank,
+	.remove_rank = remove_rank,
+	.open_rank = open_rank,
+	.is_rank_file = is_rank_file,
+	.foreign_geometry = geometry,
+	.foreign_rank_path = rank_path,
+};

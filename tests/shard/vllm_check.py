@@ -1,0 +1,184 @@
+"""The vllm layout, checked against an independent construction in torch.
+
+  vllm_check.py make OUT                 two tiny models as HF folders:
+      OUT/llama  LlamaForCausalLM, GQA (8 heads, 2 kv heads), vocab 1000, untied
+      OUT/qwen   Qwen2ForCausalLM, q/k/v biases, 4 heads = 4 kv heads, vocab 130,
+                 tie_word_embeddings (no lm_head.weight in the checkpoint)
+  vllm_check.py check MODEL_DIR SET_DIR TP
+      builds what vLLM's own state dict holds per tensor-parallel rank, the way
+      vLLM computes it (QKVParallelLinear: heads/tp query heads, one replicated
+      kv head per rank when tp >= kv heads, head = rank // (tp / kv);
+      MergedColumnParallelLinear [gate_r; up_r]; RowParallelLinear dim 1 with
+      the bias whole; VocabParallelEmbedding: vocab padded with zero rows to a
+      multiple of 64, rank r rows [r*Vp/tp, (r+1)*Vp/tp); tied lm_head kept once
+      under the smaller key, lm_head.weight), reads every
+      model-rank-R-part-P.safetensors with a header parser of its own, and
+      compares: the same key set as vLLM's filtered state dict, shapes, bytes.
+
+Written from vLLM's source as cited in shard/layout_vllm.c, not from tpconv's
+code. Exit 0 when every rank matches.
+"""
+import glob
+import json
+import os
+import re
+import struct
+import sys
+
+import torch
+
+DT = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def make(out):
+    torch.manual_seed(7)
+    specs = {
+        "llama": dict(arch="LlamaForCausalLM", hidden=64, heads=8, kv=2, inter=96, vocab=1000, layers=2,
+                      tied=False, bias=False, dtype=torch.float32),
+        "qwen": dict(arch="Qwen2ForCausalLM", hidden=32, heads=4, kv=4, inter=48, vocab=130, layers=2,
+                     tied=True, bias=True, dtype=torch.bfloat16),
+    }
+    for name, s in specs.items():
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        hd = s["hidden"] // s["heads"]
+        sd = {}
+        r = lambda *shape: torch.randn(*shape).to(s["dtype"])
+        sd["model.embed_tokens.weight"] = r(s["vocab"], s["hidden"])
+        for i in range(s["layers"]):
+            p = "model.layers.%d." % i
+            sd[p + "self_attn.q_proj.weight"] = r(s["heads"] * hd, s["hidden"])
+            sd[p + "self_attn.k_proj.weight"] = r(s["kv"] * hd, s["hidden"])
+            sd[p + "self_attn.v_proj.weight"] = r(s["kv"] * hd, s["hidden"])
+            if s["bias"]:
+                sd[p + "self_attn.q_proj.bias"] = r(s["heads"] * hd)
+                sd[p + "self_attn.k_proj.bias"] = r(s["kv"] * hd)
+                sd[p + "self_attn.v_proj.bias"] = r(s["kv"] * hd)
+            sd[p + "self_attn.o_proj.weight"] = r(s["hidden"], s["heads"] * hd)
+            sd[p + "mlp.gate_proj.weight"] = r(s["inter"], s["hidden"])
+            sd[p + "mlp.up_proj.weight"] = r(s["inter"], s["hidden"])
+            sd[p + "mlp.down_proj.weight"] = r(s["hidden"], s["inter"])
+            sd[p + "input_layernorm.weight"] = r(s["hidden"])
+            sd[p + "post_attention_layernorm.weight"] = r(s["hidden"])
+        sd["model.norm.weight"] = r(s["hidden"])
+        if not s["tied"]:
+            sd["lm_head.weight"] = r(s["vocab"], s["hidden"])
+        torch.save(sd, os.path.join(d, "pytorch_model.bin"))
+        cfg = {"architectures": [s["arch"]], "model_type": "llama" if name == "llama" else "qwen2",
+               "hidden_size": s["hidden"], "num_attention_heads": s["heads"], "num_key_value_heads": s["kv"],
+               "intermediate_size": s["inter"], "vocab_size": s["vocab"], "num_hidden_layers": s["layers"],
+               "tie_word_embeddings": s["tied"], "torch_dtype": str(s["dtype"]).replace("torch.", "")}
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump({"model": {"type": "BPE", "vocab": {"a": 0}}}, f)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    hdr = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        buf = bytearray(data[base + b:base + e])
+        t = torch.frombuffer(buf, dtype=DT[v["dtype"]]) if e > b else torch.empty(0, dtype=DT[v["dtype"]])
+        out[k] = t.reshape(v["shape"])
+    return out, hdr.get("__metadata__", {})
+
+
+def expected(model_dir, tp, rank):
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    sd = torch.load(os.path.join(model_dir, "pytorch_model.bin"))
+    H, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg["hidden_size"] // H
+    qh = H // tp
+    if tp >= kv:
+        kvh, kv0 = 1, rank // (tp // kv)
+    else:
+        kvh, kv0 = kv // tp, rank * (kv // tp)
+    out = {}
+
+    def rows(t, start, n):
+        return t[start:start + n]
+
+    for k, t in sd.items():
+        m = re.match(r"(model\.layers\.\d+\.)(.*)$", k)
+        if m is None:
+            if k in ("model.embed_tokens.weight", "lm_head.weight"):
+                V = t.shape[0]
+                Vp = (V + 63) // 64 * 64
+                pad = torch.zeros(Vp, t.shape[1], dtype=t.dtype)
+                pad[:V] = t
+                per = Vp // tp
+                key = k
+                if cfg.get("tie_word_embeddings"):
+                    key = "lm_head.weight"  # _filter_subtensors keeps the smaller key
+                out[key] = pad[rank * per:(rank + 1) * per]
+            else:
+                out[k] = t
+            continue
+        p, rest = m.group(1), m.group(2)
+        if rest.startswith("self_attn.q_proj."):
+            suf = rest[len("self_attn.q_proj."):]
+            q = rows(sd[p + "self_attn.q_proj." + suf], rank * qh * hd, qh * hd)
+            kk = rows(sd[p + "self_attn.k_proj." + suf], kv0 * hd, kvh * hd)
+            vv = rows(sd[p + "self_attn.v_proj." + suf], kv0 * hd, kvh * hd)
+            out[p + "self_attn.qkv_proj." + suf] = torch.cat([q, kk, vv], 0)
+        elif rest.startswith("self_attn.k_proj.") or rest.startswith("self_attn.v_proj."):
+            pass
+        elif rest == "self_attn.o_proj.weight":
+            out[k] = t[:, rank * qh * hd:(rank + 1) * qh * hd]
+        elif rest == "mlp.gate_proj.weight":
+            I = t.shape[0] // tp
+            up = sd[p + "mlp.up_proj.weight"]
+            out[p + "mlp.gate_up_proj.weight"] = torch.cat([t[rank * I:(rank + 1) * I], up[rank * I:(rank + 1) * I]], 0)
+        elif rest == "mlp.up_proj.weight":
+            pass
+        elif rest == "mlp.down_proj.weight":
+            I = t.shape[1] // tp
+            out[k] = t[:, rank * I:(rank + 1) * I]
+        else:
+            out[k] = t
+    return out
+
+
+def check(model_dir, set_dir, tp):
+    bad = 0
+    for rank in range(tp):
+        parts = sorted(glob.glob(os.path.join(set_dir, "model-rank-%d-part-*.safetensors" % rank)))
+        if not parts:
+            print("rank %d: no files" % rank)
+            return 1
+        got = {}
+        for f in parts:
+            t, meta = read_safetensors(f)
+            dup = set(got) & set(t)
+            if dup:
+                print("rank %d: %s in two parts" % (rank, sorted(dup)))
+                bad += 1
+            got.update(t)
+        want = expected(model_dir, tp, rank)
+        if set(got) != set(want):
+            print("rank %d: keys differ: extra %s missing %s" % (rank, sorted(set(got) - set(want)),
+                                                              sorted(set(want) - set(got))))
+            bad += 1
+            continue
+        for k in want:
+            a, b = got[k], want[k].contiguous()
+            if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape) or not torch.equal(a, b):
+                print("rank %d: %s differs: %s %s vs %s %s" % (rank, k, a.dtype, tuple(a.shape), b.dtype, tuple(b.shape)))
+                bad += 1
+        print("rank %d: %d tensors in %d part(s) match" % (rank, len(want), len(parts)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2])
+        sys.exit(0)
+    sys.exit(check(sys.argv[2], sys.argv[3], int(sys.argv[4])))
