@@ -303,6 +303,10 @@ enum {
 /* ---- private, shared by pickle.c and pickle_write.c ---- */
 
 /* u64 -> u64 hash map (open addressing, no removal). */
+struct tpc__u64ent {
+	uint64_t k, v;
+	bool used;
+};
 typedef struct tpc__u64map {
 	struct tpc__u64ent *e;
 	size_t cap, n;

@@ -12,11 +12,6 @@
 
 /* ---- small hash maps (private, shared with pickle_write.c) ---- */
 
-struct tpc__u64ent {
-	uint64_t k, v;
-	bool used;
-};
-
 static uint64_t mix64(uint64_t x)
 {
 	x ^= x >> 30;
