@@ -1,0 +1,517 @@
+/* vset.c - what a verify run checks: the shard-set description (tensors,
+ * their splits, each rank's piece, biases linked to their layers), its
+ * validation, and the model structure found from Hugging Face and diffusers
+ * names (tpc_verify_model_from_names); see tpc_verify.h. The checks that run
+ * over it are in verify.c, the report in report.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_util.h"
+#include "vint.h"
+
+/* ---- names ---- */
+
+const char *tpc_vsplit_name(tpc_vsplit s)
+{
+	static const char *n[] = {"replicate", "col", "row", "vocab", "dim"};
+	return (unsigned)s < 5 ? n[s] : "?";
+}
+
+const char *tpc_vcheck_name(tpc_vcheck k)
+{
+	static const char *n[] = {"structure", "col", "row", "embed", "head", "mlp", "attn", "model"};
+	return (unsigned)k < TPC_VC_COUNT ? n[k] : "?";
+}
+
+int tpc_verify_split_dim(tpc_vsplit s, bool transposed, int ndim)
+{
+	switch (s) {
+	case TPC_VSPLIT_COL:
+		return transposed && ndim >= 2 ? 1 : 0;
+	case TPC_VSPLIT_ROW:
+		if (ndim < 2)
+			return -1;
+		return transposed ? 0 : 1;
+	case TPC_VSPLIT_VOCAB:
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+/* ---- the set ---- */
+
+static int groups(const tpc_vpart *p, int tp)
+{
+	return tp / (p->replicas > 0 ? p->replicas : 1);
+}
+
+int64_t tpc_vpart_len(const tpc_vtensor *v, int k, int tp)
+{
+	const tpc_vpart *p = &v->part[k];
+	int g = groups(p, tp);
+	return g ? (p->size + p->pad) / g : 0;
+}
+
+int64_t tpc_vpart_start(const tpc_vtensor *v, int k, int tp, int t)
+{
+	const tpc_vpart *p = &v->part[k];
+	return (int64_t)(t / (p->replicas > 0 ? p->replicas : 1)) * tpc_vpart_len(v, k, tp);
+}
+
+int64_t tpc_vpart_local_off(const tpc_vtensor *v, int k, int tp)
+{
+	int64_t o = 0;
+	for (int j = 0; j < k; j++)
+		o += tpc_vpart_len(v, j, tp);
+	return o;
+}
+
+int64_t tpc_vtensor_local_dim(const tpc_vtensor *v, int tp)
+{
+	return tpc_vpart_local_off(v, v->nparts, tp);
+}
+
+void tpc_verify_set_init(tpc_verify_set *s, int tp)
+{
+	memset(s, 0, sizeof(*s));
+	s->tp = tp;
+}
+
+static void model_free(tpc_vmodel *m)
+{
+	if (!m)
+		return;
+	for (int64_t l = 0; l < m->nlayers; l++)
+		free(m->layers[l].name);
+	free(m->layers);
+	free(m);
+}
+
+void tpc_verify_set_release(tpc_verify_set *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->t[i].name);
+		free(s->t[i].rank);
+		free(s->t[i].rank_sha256);
+	}
+	free(s->t);
+	model_free(s->model);
+	memset(s, 0, sizeof(*s));
+}
+
+int64_t tpc_verify_set_add(tpc_verify_set *s, const char *name, const tpc_ckpt *ref_ck,
+			   const tpc_tensor *ref, tpc_vsplit split, int dim, bool transposed,
+			   bool row_bias, int nparts, const tpc_vpart *parts, tpc_err *e)
+{
+	if (s->tp < 1 || s->tp > TPC_VERIFY_MAX_TP)
+		return tpc_err_set(e, TPC_EINPUT, "tp %d is out of range (1..%d)", s->tp, TPC_VERIFY_MAX_TP);
+	if (nparts < 0 || nparts > TPC_VERIFY_MAX_PARTS)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s': %d parts (at most %d)", name, nparts,
+				   TPC_VERIFY_MAX_PARTS);
+	if (tpc_grow((void **)&s->t, &s->cap, s->n + 1, sizeof(*s->t)))
+		return tpc_err_nomem(e);
+	tpc_vtensor *v = &s->t[s->n];
+	memset(v, 0, sizeof(*v));
+	v->name = tpc_strdup(name);
+	v->rank = tpc_calloc((size_t)s->tp, sizeof(*v->rank));
+	if (!v->name || !v->rank) {
+		free(v->name);
+		free(v->rank);
+		return tpc_err_nomem(e);
+	}
+	v->ref_ck = ref_ck;
+	v->ref = ref;
+	v->split = split;
+	v->dim = split == TPC_VSPLIT_REPLICATE ? -1 : dim;
+	v->transposed = transposed;
+	v->row_bias = row_bias;
+	v->bias = -1;
+	if (v->dim >= 0) {
+		if (nparts && parts) {
+			v->nparts = nparts;
+			memcpy(v->part, parts, sizeof(*parts) * (size_t)nparts);
+		} else {
+			v->nparts = 1;
+			v->part[0].size = ref && v->dim < ref->ndim ? ref->shape[v->dim] : 0;
+		}
+		for (int k = 0; k < v->nparts; k++)
+			if (v->part[k].replicas < 1)
+				v->part[k].replicas = 1;
+	}
+	return (int64_t)s->n++;
+}
+
+void tpc_verify_set_rank(tpc_verify_set *s, int64_t i, int t, const tpc_ckpt *ck, const tpc_tensor *rt)
+{
+	s->t[i].rank[t].ck = ck;
+	s->t[i].rank[t].t = rt;
+}
+
+int64_t tpc_verify_set_find(const tpc_verify_set *s, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->t[i].name, name))
+			return (int64_t)i;
+	return -1;
+}
+
+void tpc_verify_link_biases(tpc_verify_set *s)
+{
+	char buf[TPC_ERR_NAME_MAX + 8];
+	for (size_t i = 0; i < s->n; i++) {
+		const char *n = s->t[i].name;
+		size_t l = strlen(n);
+		if (l < 7 || strcmp(n + l - 7, ".weight") || l + 1 > sizeof(buf))
+			continue;
+		snprintf(buf, sizeof(buf), "%.*s.bias", (int)(l - 7), n);
+		s->t[i].bias = tpc_verify_set_find(s, buf);
+	}
+}
+
+int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e)
+{
+	if (s->tp < 1 || s->tp > TPC_VERIFY_MAX_TP)
+		return tpc_err_set(e, TPC_EINPUT, "tp %d is out of range (1..%d)", s->tp, TPC_VERIFY_MAX_TP);
+	for (size_t i = 0; i < s->n; i++) {
+		const tpc_vtensor *v = &s->t[i];
+		if (!v->ref)
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s' is not in the reference", v->name);
+		if (v->dim < 0)
+			continue;
+		if (v->dim >= v->ref->ndim)
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': split dim %d, but it has %d dims", v->name,
+					   v->dim, v->ref->ndim);
+		if (v->nparts < 1)
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s' is split but has no parts", v->name);
+		if (v->transposed && v->ref->ndim != 2)
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': transposed needs 2 dims", v->name);
+		int64_t sum = 0;
+		for (int k = 0; k < v->nparts; k++) {
+			const tpc_vpart *p = &v->part[k];
+			int g;
+			if (p->size < 0 || p->pad < 0 || p->replicas < 1 || s->tp % p->replicas)
+				return tpc_err_set(e, TPC_EINPUT,
+						   "tensor '%s': part %d (size %lld, pad %lld, replicas %d) does not fit tp %d",
+						   v->name, k, (long long)p->size, (long long)p->pad, p->replicas, s->tp);
+			g = groups(p, s->tp);
+			if ((p->size + p->pad) % g)
+				return tpc_err_set(e, TPC_EINPUT,
+						   "tensor '%s': part %d of %lld rows does not split into %d slices",
+						   v->name, k, (long long)(p->size + p->pad), g);
+			sum += p->size;
+		}
+		if (sum != v->ref->shape[v->dim])
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': parts add up to %lld, dim %d is %lld", v->name,
+					   (long long)sum, v->dim, (long long)v->ref->shape[v->dim]);
+		if (v->bias >= 0 && (size_t)v->bias >= s->n)
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': bias index out of range", v->name);
+	}
+	return 0;
+}
+
+/* ---- model description from Hugging Face names ---- */
+
+static int64_t findf(const tpc_verify_set *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int64_t findf(const tpc_verify_set *s, const char *fmt, ...)
+{
+	char buf[TPC_ERR_NAME_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return (n < 0 || (size_t)n >= sizeof(buf)) ? -1 : tpc_verify_set_find(s, buf);
+}
+
+static int64_t rows_of(const tpc_verify_set *s, int64_t i, bool out)
+{
+	const tpc_vtensor *v = &s->t[i];
+	if (v->ref->ndim != 2)
+		return -1;
+	return v->ref->shape[(out ^ v->transposed) ? 0 : 1];
+}
+
+/* ---- DiT (diffusers) blocks: one entry per attention and feed-forward ---- */
+
+static int dit_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
+{
+	if (!(L->name = tpc_strdup(name)))
+		return tpc_err_nomem(e);
+	size_t cap = (size_t)m->nlayers;
+	if (tpc_grow((void **)&m->layers, &cap, (size_t)m->nlayers + 1, sizeof(*L))) {
+		free(L->name);
+		return tpc_err_nomem(e);
+	}
+	m->layers[m->nlayers++] = *L;
+	return 0;
+}
+
+static void dit_entry(tpc_vlayer *L)
+{
+	memset(L, 0, sizeof(*L));
+	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
+	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = -1;
+	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
+}
+
+/* The attention of block `blk` under module `mod` ("attn1", "attn", "attn2"):
+ * its to_q/to_k/to_v/to_out.0, and the joint stream add_*_proj/to_add_out. */
+static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
+		    tpc_err *e)
+{
+	static const char *const own[] = {"to_q", "to_k", "to_v", "to_out.0"};
+	static const char *const add[] = {"add_q_proj", "add_k_proj", "add_v_proj", "to_add_out"};
+	for (int stream = 0; stream < 2; stream++) {
+		const char *const *n = stream ? add : own;
+		tpc_vlayer L;
+		char nm[TPC_ERR_NAME_MAX];
+		dit_entry(&L);
+		L.attn.q = findf(s, "%s.%s.%s.weight", blk, mod, n[0]);
+		L.attn.k = findf(s, "%s.%s.%s.weight", blk, mod, n[1]);
+		L.attn.v = findf(s, "%s.%s.%s.weight", blk, mod, n[2]);
+		L.attn.o = findf(s, "%s.%s.%s.weight", blk, mod, n[3]);
+		if (L.attn.q < 0 || L.attn.k < 0 || L.attn.v < 0 || L.attn.o < 0)
+			continue; /* Flux single blocks: no to_out (proj_out mixes attention and MLP) */
+		snprintf(nm, sizeof(nm), "%s.%s%s", blk, mod, stream ? ".add" : "");
+		const tpc_vtensor *kt = &s->t[L.attn.k];
+		int64_t qrows = rows_of(s, L.attn.q, true), krows = rows_of(s, L.attn.k, true);
+		int64_t kin = kt->ref->ndim == 2 ? kt->ref->shape[1] : 0;
+		if (!f->heads || !f->head_dim || qrows != f->heads * f->head_dim || krows != qrows)
+			return tpc_err_set(e, TPC_EINPUT,
+					   "'%s': %lld query rows are not %lld heads x head_dim %lld (give --config with num_attention_heads and attention_head_dim)",
+					   nm, (long long)qrows, (long long)f->heads, (long long)f->head_dim);
+		L.attn.heads = L.attn.kv_heads = f->heads;
+		L.attn.head_dim = f->head_dim;
+		L.attn.bidirectional = true;
+		if (!strcmp(mod, "attn2") || kin != m->hidden)
+			L.attn.kv_width = kin; /* cross-attention over encoder states */
+		int ret = dit_add(m, &L, nm, e);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
+		  tpc_err *e)
+{
+	tpc_vlayer L;
+	char nm[TPC_ERR_NAME_MAX];
+	dit_entry(&L);
+	int64_t in = findf(s, "%s.%s.net.0.proj.weight", blk, mod), down = findf(s, "%s.%s.net.2.weight", blk, mod);
+	if (in < 0 || down < 0)
+		return 0;
+	snprintf(nm, sizeof(nm), "%s.%s", blk, mod);
+	bool gated = f->ff_glu > 0;
+	if (!f->ff_glu)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "'%s': is the feed-forward gated (GEGLU/SwiGLU) or not? give --config with activation_fn", nm);
+	L.mlp.down = down;
+	L.mlp.act = f->ff_act;
+	if (gated) {
+		L.mlp.gate_up = in;
+		L.mlp.glu = true;
+		L.mlp.value_first = true; /* hidden, gate = proj(x).chunk(2, dim=-1) */
+	} else {
+		L.mlp.up = in;
+	}
+	return dit_add(m, &L, nm, e);
+}
+
+static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+{
+	static const char *const blocks[] = {"transformer_blocks", "single_transformer_blocks"};
+	static const char *const attns[] = {"attn1", "attn", "attn2"};
+	static const char *const ffs[] = {"ff", "ff_context"};
+	tpc_vfacts none;
+	memset(&none, 0, sizeof(none));
+	if (!f)
+		f = &none;
+	m->hidden = f->hidden ? f->hidden : f->heads * f->head_dim;
+	if (!m->hidden) {
+		int64_t o = findf(s, "transformer_blocks.0.attn1.to_out.0.weight");
+		if (o < 0)
+			o = findf(s, "transformer_blocks.0.attn.to_out.0.weight");
+		m->hidden = o >= 0 ? s->t[o].ref->shape[0] : 0;
+	}
+	int ret = 0;
+	for (size_t b = 0; b < 2 && !ret; b++)
+		for (int64_t l = 0; !ret; l++) {
+			char blk[TPC_ERR_NAME_MAX];
+			snprintf(blk, sizeof(blk), "%s.%lld", blocks[b], (long long)l);
+			int64_t before = m->nlayers;
+			bool any = false;
+			for (size_t i = 0; i < s->n && !any; i++)
+				any = !strncmp(s->t[i].name, blk, strlen(blk)) && s->t[i].name[strlen(blk)] == '.';
+			if (!any)
+				break;
+			for (size_t a = 0; a < 3 && !ret; a++)
+				ret = dit_attn(s, m, blk, attns[a], f, e);
+			for (size_t k = 0; k < 2 && !ret; k++)
+				ret = dit_ff(s, m, blk, ffs[k], f, e);
+			(void)before;
+		}
+	if (!ret && !m->nlayers)
+		ret = tpc_err_set(e, TPC_EINPUT, "dit model: no transformer_blocks.N attention or feed-forward found");
+	return ret;
+}
+
+int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f, tpc_err *e)
+{
+	tpc_vmodel *m = tpc_calloc(1, sizeof(*m));
+	const char *pre = NULL;
+	int ret = 0;
+	if (!m)
+		return tpc_err_nomem(e);
+	m->arch = arch;
+	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
+	if (arch == TPC_VARCH_DIT) {
+		if (!(ret = dit_from_names(s, m, f, e))) {
+			model_free(s->model);
+			s->model = m;
+			m = NULL;
+		}
+		goto out;
+	}
+	m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
+	m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);
+	m->pos_embed = m->final_norm_b = -1;
+	if (arch == TPC_VARCH_LLAMA) {
+		static const char *pres[] = {"model.", "", "language_model.model."};
+		for (size_t p = 0; p < 3 && !pre; p++)
+			if (findf(s, "%sembed_tokens.weight", pres[p]) >= 0)
+				pre = pres[p];
+		if (!pre) {
+			ret = tpc_err_set(e, TPC_EINPUT, "llama model: no 'model.embed_tokens.weight'");
+			goto out;
+		}
+		m->embed = findf(s, "%sembed_tokens.weight", pre);
+		m->final_norm_w = findf(s, "%snorm.weight", pre);
+	} else {
+		static const char *pres[] = {"transformer.", ""};
+		for (size_t p = 0; p < 2 && !pre; p++)
+			if (findf(s, "%swte.weight", pres[p]) >= 0)
+				pre = pres[p];
+		if (!pre) {
+			ret = tpc_err_set(e, TPC_EINPUT, "gpt2 model: no 'transformer.wte.weight'");
+			goto out;
+		}
+		m->embed = findf(s, "%swte.weight", pre);
+		m->pos_embed = findf(s, "%swpe.weight", pre);
+		m->final_norm_w = findf(s, "%sln_f.weight", pre);
+		m->final_norm_b = findf(s, "%sln_f.bias", pre);
+	}
+	m->lm_head = tpc_verify_set_find(s, "lm_head.weight");
+	const tpc_vtensor *ev = &s->t[m->embed];
+	if (ev->ref->ndim != 2 || m->final_norm_w < 0) {
+		ret = tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present",
+				  arch == TPC_VARCH_LLAMA ? "llama" : "gpt2");
+		goto out;
+	}
+	m->hidden = ev->ref->shape[1];
+	m->vocab = ev->dim == 0 ? ev->part[0].size : ev->ref->shape[0];
+	if (f && f->hidden && f->hidden != m->hidden) {
+		ret = tpc_err_set(e, TPC_EINPUT, "model facts: hidden %lld, but the embedding is [%lld, %lld]",
+				  (long long)f->hidden, (long long)ev->ref->shape[0], (long long)m->hidden);
+		goto out;
+	}
+	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
+	for (int64_t l = 0;; l++) {
+		tpc_vlayer L;
+		memset(&L, 0, sizeof(L));
+		L.norm1_b = L.norm2_b = -1;
+		tpc_vattn *a = &L.attn;
+		tpc_vmlp *p = &L.mlp;
+		a->q = a->k = a->v = a->qkv = a->o = -1;
+		p->gate = p->up = p->gate_up = p->down = -1;
+		char nm[TPC_ERR_NAME_MAX];
+		if (arch == TPC_VARCH_LLAMA) {
+			snprintf(nm, sizeof(nm), "%slayers.%lld", pre, (long long)l);
+			L.norm1_w = findf(s, "%s.input_layernorm.weight", nm);
+			L.norm2_w = findf(s, "%s.post_attention_layernorm.weight", nm);
+			a->q = findf(s, "%s.self_attn.q_proj.weight", nm);
+			a->k = findf(s, "%s.self_attn.k_proj.weight", nm);
+			a->v = findf(s, "%s.self_attn.v_proj.weight", nm);
+			a->qkv = findf(s, "%s.self_attn.qkv_proj.weight", nm);
+			a->o = findf(s, "%s.self_attn.o_proj.weight", nm);
+			p->gate = findf(s, "%s.mlp.gate_proj.weight", nm);
+			p->up = findf(s, "%s.mlp.up_proj.weight", nm);
+			p->gate_up = findf(s, "%s.mlp.gate_up_proj.weight", nm);
+			p->down = findf(s, "%s.mlp.down_proj.weight", nm);
+			p->act = TPC_VACT_SILU;
+			p->glu = true;
+			a->rope = true;
+			a->rope_theta = f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
+		} else {
+			snprintf(nm, sizeof(nm), "%sh.%lld", pre, (long long)l);
+			L.norm1_w = findf(s, "%s.ln_1.weight", nm);
+			L.norm1_b = findf(s, "%s.ln_1.bias", nm);
+			L.norm2_w = findf(s, "%s.ln_2.weight", nm);
+			L.norm2_b = findf(s, "%s.ln_2.bias", nm);
+			a->qkv = findf(s, "%s.attn.c_attn.weight", nm);
+			a->o = findf(s, "%s.attn.c_proj.weight", nm);
+			p->up = findf(s, "%s.mlp.c_fc.weight", nm);
+			p->down = findf(s, "%s.mlp.c_proj.weight", nm);
+			p->act = TPC_VACT_GELU_TANH;
+		}
+		if (L.norm1_w < 0 && a->o < 0 && p->down < 0)
+			break; /* no layer l: the model has l layers */
+		bool attn_ok = a->o >= 0 && (a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
+		bool mlp_ok = p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0);
+		if (L.norm1_w < 0 || L.norm2_w < 0 || !attn_ok || !mlp_ok) {
+			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s' lacks a norm, attention or MLP tensor", nm);
+			goto out;
+		}
+		/* head facts from shapes where the config gave none */
+		int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
+					    : rows_of(s, a->q, true);
+		int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
+					    : rows_of(s, a->k, true);
+		if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && arch == TPC_VARCH_GPT2)
+			qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
+		if (!hd && heads)
+			hd = qrows / heads;
+		if (!heads && hd)
+			heads = qrows / hd;
+		if (!heads || !hd || qrows != heads * hd || krows <= 0 || krows % hd) {
+			ret = tpc_err_set(e, TPC_EINPUT,
+					  "layer '%s': attention heads unknown or not matching q rows %lld (give heads and head_dim)",
+					  nm, (long long)qrows);
+			goto out;
+		}
+		if (!kvh)
+			kvh = krows / hd;
+		if (krows != kvh * hd || heads % kvh) {
+			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld kv heads do not match k rows %lld", nm,
+					  (long long)kvh, (long long)krows);
+			goto out;
+		}
+		a->heads = heads;
+		a->kv_heads = kvh;
+		a->head_dim = hd;
+		if (!(L.name = tpc_strdup(nm))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		size_t cap = (size_t)m->nlayers;
+		if (tpc_grow((void **)&m->layers, &cap, (size_t)m->nlayers + 1, sizeof(L))) {
+			free(L.name);
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		m->layers[m->nlayers++] = L;
+	}
+	if (!m->nlayers || (f && f->layers && f->layers != m->nlayers)) {
+		ret = tpc_err_set(e, TPC_EINPUT, "model: found %lld layers%s", (long long)m->nlayers,
+				  m->nlayers ? ", not the configured number" : "");
+		goto out;
+	}
+	model_free(s->model);
+	s->model = m;
+	m = NULL;
+out:
+	model_free(m);
+	return ret;
+}
