@@ -7,13 +7,17 @@
 #include "cli.h"
 #include "tpc_buf.h"
 #include "tpc_format.h"
+#include "tpc_shard.h"
 #include "tpc_util.h"
 
 static const char *help =
 	"usage: tpconv inspect [options] PATH\n\n"
 	"List the tensors of a checkpoint: name, dtype, shape and bytes, then totals\n"
 	"(tensors, parameters, bytes) and a per-dtype summary. PATH is a file, an HF\n"
-	"sharded directory or a *.index.json; the format is detected from content.\n\n"
+	"sharded directory or a *.index.json; the format is detected from content.\n"
+	"A shard set folder (any layout, see 'tpconv shard --help') with a tpconv\n"
+	"manifest shows its layout, tp, pp and rank files, then the merged model;\n"
+	"one without (OSLO, TensorRT-LLM or vLLM wrote it) its layout and rank 0's file.\n\n"
 	"Options:\n"
 	"  --json           machine-readable output (one JSON object on stdout)\n"
 	"  --hash           add the SHA-256 of each tensor's C-contiguous bytes\n"
@@ -159,6 +163,9 @@ int cmd_inspect(int argc, char **argv)
 	dsum sums[TPC_DT_COUNT];
 	uint64_t params = 0, bytes = 0;
 	tpc_buf out = TPC_BUF_INIT;
+	tpc_merge mg;
+	bool have_mg = false;
+	char set_line[512] = "", set_json[512] = "";
 
 	opterr = 0;
 	optind = 1;
@@ -187,7 +194,36 @@ int cmd_inspect(int argc, char **argv)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
-	if (tpc_ckpt_open(&ck, path, &oo, &e)) {
+	const tpc_layout *fl = NULL;
+	tpc_set_kind sk = tpc_set_detect(path, &fl);
+	if (sk == TPC_SET_MANIFEST) {
+		/* the merged model, described over the rank files (nothing copied) */
+		tpc_merge_opts mo;
+		memset(&mo, 0, sizeof(mo));
+		if (tpc_merge_open(&mg, path, &mo, &e)) {
+			ret = tpc_cli_fail(&e);
+			goto out;
+		}
+		have_mg = true;
+		ck = mg.out; /* borrowed: released with mg */
+		snprintf(set_line, sizeof(set_line), "# shard set: layout %s, tp %d, pp %d, %d rank %s; the merged model:\n",
+			 mg.layout->name, mg.tp, mg.pp, mg.nranks, mg.layout->folders ? "folders" : "files");
+		snprintf(set_json, sizeof(set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d,\"manifest\":true}",
+			 mg.layout->name, mg.tp, mg.pp);
+	} else if (sk == TPC_SET_FOREIGN) {
+		/* no manifest: the split is unknown until a plan says it; show rank 0 */
+		char *r0 = fl->foreign_rank_path(path, 0, 0, 1);
+		if (!r0 || tpc_ckpt_open(&ck, r0, &oo, &e)) {
+			free(r0);
+			ret = r0 ? tpc_cli_fail(&e) : 4;
+			goto out;
+		}
+		snprintf(set_line, sizeof(set_line),
+			 "# shard set: layout %s, no tpconv manifest (merge it with --preset and --tp); rank 0's file %s:\n",
+			 fl->name, tpc_path_base(r0));
+		snprintf(set_json, sizeof(set_json), ",\"shard_set\":{\"layout\":\"%s\",\"manifest\":false}", fl->name);
+		free(r0);
+	} else if (tpc_ckpt_open(&ck, path, &oo, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
@@ -203,8 +239,8 @@ int cmd_inspect(int argc, char **argv)
 	if (json) {
 		tpc_buf_adds(&out, "{\"path\":");
 		tpc_buf_json_str(&out, path, strlen(path), false);
-		tpc_buf_addf(&out, ",\"format\":\"%s\",\"files\":%zu,\"metadata\":{", ck.format ? ck.format : "?",
-			     ck.nsrc);
+		tpc_buf_addf(&out, ",\"format\":\"%s\",\"files\":%zu%s,\"metadata\":{", ck.format ? ck.format : "?",
+			     ck.nsrc, set_json);
 		for (size_t i = 0; i < ck.nmeta; i++) {
 			if (i)
 				tpc_buf_addc(&out, ',');
@@ -215,6 +251,7 @@ int cmd_inspect(int argc, char **argv)
 		tpc_buf_adds(&out, "},\"tensors\":[");
 	} else {
 		char sz[32];
+		fputs(set_line, stdout);
 		printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", path,
 		       ck.format ? ck.format : "?", ck.nsrc, ck.nsrc == 1 ? "" : "s", ck.n,
 		       (unsigned long long)params, tpc_fmt_size(bytes, sz, sizeof(sz)));
@@ -327,6 +364,9 @@ int cmd_inspect(int argc, char **argv)
 out:
 	tpc_buf_release(&out);
 	tpc_value_unref(oo.globals);
-	tpc_ckpt_release(&ck);
+	if (have_mg)
+		tpc_merge_release(&mg); /* ck was its merged checkpoint */
+	else
+		tpc_ckpt_release(&ck);
 	return ret;
 }

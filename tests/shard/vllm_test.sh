@@ -75,6 +75,13 @@ run "$TPCONV" merge "$S" --preset llama -o "$S.nofacts.safetensors" -q
 [ "$rc" != 0 ] && grep -q 'head' "$T/err" && [ ! -e "$S.nofacts.safetensors" ] &&
   ok "without head counts the fused qkv_proj is not guessed (exit $rc)" || bad "foreign without facts" "exit $rc" "$(cat "$T/err")"
 
+run "$TPCONV" inspect "$T/llama_2"
+[ "$rc" = 0 ] && grep -q '^# shard set: layout vllm, tp 2, pp 1, 2 rank files' "$T/out" && grep -q 'self_attn.q_proj.weight' "$T/out" &&
+  ok "inspect of a vllm set: layout, tp, pp, then the merged model" || bad "inspect set" "$(head -3 "$T/out")" "$(cat "$T/err")"
+run "$TPCONV" inspect --json "$S"
+[ "$rc" = 0 ] && $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["shard_set"] == {"layout": "vllm", "manifest": False}, r["shard_set"]' "$T/out" &&
+  ok "inspect --json of a set vLLM wrote: shard_set names the layout, no manifest" || bad "inspect foreign" "$(head -c 300 "$T/out")" "$(cat "$T/err")"
+
 # reshard: a vllm set straight into a tpconv set, no file between
 run "$TPCONV" shard "$T/llama_2" --tp 4 -o "$T/re4" -q
 [ "$rc" = 0 ] && run "$TPCONV" merge "$T/re4" -o "$T/re4.safetensors" -q && same "$M/llama.safetensors" "$T/re4.safetensors" &&
