@@ -62,6 +62,32 @@ run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout vllm -o "$S" -q --
 [ "$rc" = 0 ] && [ "$(ls "$S" | grep -c '^model-rank-0-part-')" = 1 ] && $PY "$H/vllm_check.py" check "$M/llama" "$S" 2 >"$T/out" &&
   ok "--force with one part removes the earlier run's extra parts" || bad "force parts" "$(ls "$S")" "$(cat "$T/err" "$T/out")"
 
+# broken sets: a missing part, a qkv_proj whose rows do not fit the head counts
+"$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout vllm --max-shard-size 40KB -o "$T/lost" -q && rm "$T/lost/model-rank-1-part-2.safetensors"
+run "$TPCONV" merge "$T/lost" -o "$T/lost.safetensors" -q
+[ "$rc" = 3 ] && grep -q "model-rank-1-part-0.safetensors" "$T/err" && [ ! -e "$T/lost.safetensors" ] &&
+  ok "a set missing one part of a rank: exit 3 naming the rank file, nothing written" || bad "missing part" "exit $rc" "$(cat "$T/err")"
+cp -r "$T/llama_2" "$T/cut" && $PY - "$T/cut/model-rank-0-part-0.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]; d = open(p, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n])
+k = "model.layers.1.self_attn.qkv_proj.weight"
+h[k]["shape"][0] -= 8
+b, e = h[k]["data_offsets"]; h[k]["data_offsets"] = [b, e - 8 * 64 * 4]
+# the bytes after it move down; rebuild the data section in offset order
+items = sorted((v["data_offsets"][0], kk) for kk, v in json.loads(d[8:8 + n]).items() if kk != "__metadata__")
+old = json.loads(d[8:8 + n]); data = b""; hh = {"__metadata__": old["__metadata__"]}
+for _, kk in items:
+    ob, oe = old[kk]["data_offsets"]; blob = d[8 + n + ob:8 + n + oe]
+    if kk == k: blob = blob[:len(blob) - 8 * 64 * 4]
+    hh[kk] = dict(old[kk], shape=h[kk]["shape"] if kk == k else old[kk]["shape"], data_offsets=[len(data), len(data) + len(blob)])
+    data += blob
+js = json.dumps(hh).encode(); js += b" " * ((8 - len(js) % 8) % 8)
+open(p, "wb").write(struct.pack("<Q", len(js)) + js + data)
+PY
+run "$TPCONV" merge "$T/cut" -o "$T/cut.safetensors" -q
+[ "$rc" = 3 ] && grep -q "qkv_proj.weight" "$T/err" && grep -q "model-rank-0-part-0.safetensors" "$T/err" && grep -q "rows" "$T/err" &&
+  [ ! -e "$T/cut.safetensors" ] && ok "a qkv_proj cut short: exit 3 naming the tensor and file" || bad "cut qkv" "exit $rc" "$(cat "$T/err")"
+
 # a set as vLLM writes it (no manifest): merge and verify with the plan and config
 S=$T/foreign
 cp -r "$T/llama_4" "$S" && rm "$S/tpconv-manifest.json"
