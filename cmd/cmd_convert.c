@@ -127,7 +127,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	bool sharded = out && (shard_arg || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
-		if (!inner || !strcmp(fmt_name, "hf-index"))
+		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index"))
 			return tpc_cli_usage("convert", "unknown --format '%s' (safetensors or torch)", fmt_name);
 	}
 	if (sharded) {

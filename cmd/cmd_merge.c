@@ -133,7 +133,7 @@ int cmd_merge(int argc, char **argv)
 	bool sharded = out && (maxsz || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
-		if (!inner || !strcmp(fmt_name, "hf-index")) {
+		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index")) {
 			ret = tpc_cli_usage("merge", "unknown --format '%s' (safetensors or torch)", fmt_name);
 			goto done;
 		}
@@ -185,7 +185,7 @@ int cmd_merge(int argc, char **argv)
 	if (dry) {
 		char sz[32];
 		printf("# merge %s: %s set, tp %d, pp %d, %zu tensors, %s\n", dir,
-		       mg.kind == TPC_SET_MANIFEST ? "tpconv" : mg.layout->name, mg.tp, mg.pp,
+		       mg.kind == TPC_SET_MANIFEST ? "tpconv" : mg.layout ? mg.layout->name : mg.out.format, mg.tp, mg.pp,
 		       mg.out.n, tpc_fmt_size(total, sz, sizeof(sz)));
 		for (size_t i = 0; i < mg.out.n; i++) {
 			char nm[512], shp[256];
@@ -215,7 +215,8 @@ int cmd_merge(int argc, char **argv)
 		/* the layout says where the set keeps the model's companions
 		 * (TensorRT-LLM: its config.json loses the mapping again) */
 		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-		const char *from = tpc_layout_merge_extras(mg.layout, dir, mg.nranks > 0 ? mg.rank[0].path : NULL, &xo);
+		const char *from = !mg.layout ? dir /* a DCP folder: its config beside the items */
+				   : tpc_layout_merge_extras(mg.layout, dir, mg.nranks > 0 && mg.rank ? mg.rank[0].path : NULL, &xo);
 		if (from && tpc_extras_copy(from, out, &xo, NULL, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;

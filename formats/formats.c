@@ -6,4 +6,5 @@ void tpc_formats_register_all(void)
 	tpc_format_register(&tpc_fmt_safetensors);
 	tpc_format_register(&tpc_fmt_hf_index);
 	tpc_format_register(&tpc_fmt_torch);
+	tpc_format_register(&tpc_fmt_dcp);
 }

@@ -40,6 +40,17 @@
  * the leaf (so callers can replace it). Stops at the first nonzero return. */
 typedef int (*tpc__leaf_fn)(void *ctx, const char *name, tpc_value **slot, tpc_err *e);
 int tpc__torch_walk(tpc_value **root, tpc__leaf_fn fn, void *ctx, tpc_err *e);
+/* The same, with names starting at `prefix`. */
+int tpc__torch_walk_from(tpc_value **root, const char *prefix, tpc__leaf_fn fn, void *ctx, tpc_err *e);
+
+/* Read a torch.save zip that lies at [off, off+len) of source `src` of ck (an
+ * item of a DCP .distcp file) without copying it: its tensors are added to ck
+ * as views of that source, named `prefix` (a bare tensor) or prefix.path, and
+ * the object tree is returned in *root (the caller owns it). Pickle globals
+ * outside torch's weights_only allow-list are refused. `path` names the file
+ * in errors; offsets in errors are file offsets. */
+int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, const char *path, const char *prefix,
+			 tpc_value **root, tpc_err *e);
 
 /* Does ck->root still name exactly ck's tensors, in order (no rename, drop
  * or reorder happened since reading)? Then writers can emit the tree. */

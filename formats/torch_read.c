@@ -48,6 +48,12 @@ typedef struct reader {
 	int64_t *legacy_numel;  /* legacy: numel from the pid, per storage */
 	size_t nlegacy, caplegacy;
 	uint64_t inflate_cap;
+	/* An item inside a larger source (a DCP .distcp file): the zip starts at
+	 * byte `base` of source `src`; tensor names start with `prefix`, and the
+	 * object tree goes to *root_out instead of ck->root. */
+	uint64_t base;
+	const char *prefix;
+	tpc_value **root_out;
 } reader;
 
 static const char *sstr(const tpc_value *v)
@@ -127,16 +133,16 @@ static int persistent_load(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *
 						   "storage '%s' has no record '%s/data/%s' in the archive", key,
 						   tpc_zip_prefix(r->z), key);
 			if (ent->usize < nbytes)
-				return TPC_CORRUPT(e, r->path, (int64_t)ent->header_offset, NULL,
+				return TPC_CORRUPT(e, r->path, (int64_t)(r->base + ent->header_offset), NULL,
 						   "storage '%s' claims %lld elements (%llu bytes) but its record holds %llu bytes",
 						   key, (long long)numel, (unsigned long long)nbytes,
 						   (unsigned long long)ent->usize);
 			if (ent->method == TPC_ZIP_STORED) {
-				off = ent->data_offset;
+				off = r->base + ent->data_offset;
 			} else if (ent->usize > nbytes) {
 				/* inflated bytes are held in memory: never more than the
 				 * storage needs (a small record claiming a huge expansion) */
-				return TPC_CORRUPT(e, r->path, (int64_t)ent->header_offset, NULL,
+				return TPC_CORRUPT(e, r->path, (int64_t)(r->base + ent->header_offset), NULL,
 						   "storage '%s' needs %llu bytes but its compressed record '%s' inflates to %llu; "
 						   "refusing to inflate more than the storage holds (a zip bomb?)",
 						   key, (unsigned long long)nbytes, ent->name,
@@ -383,8 +389,13 @@ static int walk(tpc_value **slot, tpc_buf *name, int depth, tpc__leaf_fn fn, voi
 
 int tpc__torch_walk(tpc_value **root, tpc__leaf_fn fn, void *ctx, tpc_err *e)
 {
+	return tpc__torch_walk_from(root, "", fn, ctx, e);
+}
+
+int tpc__torch_walk_from(tpc_value **root, const char *prefix, tpc__leaf_fn fn, void *ctx, tpc_err *e)
+{
 	tpc_buf name = TPC_BUF_INIT;
-	tpc_buf_adds(&name, "");
+	tpc_buf_adds(&name, prefix);
 	int ret = walk(root, &name, 0, fn, ctx, e);
 	tpc_buf_release(&name);
 	return ret;
@@ -573,7 +584,8 @@ static int finish(reader *r, tpc_value *root, tpc_err *e)
 	size_t first = ck->n;
 	if (r->o && r->o->select && (ret = apply_select(r, &root, r->o->select, e)))
 		goto out;
-	if ((ret = tpc__torch_walk(&root, name_leaf, r, e)) || (ret = count_hidden(r, root, e)))
+	if ((ret = tpc__torch_walk_from(&root, r->prefix ? r->prefix : "", name_leaf, r, e)) ||
+	    (ret = count_hidden(r, root, e)))
 		goto out;
 	if (r->z) {
 		const tpc_zip_entry *bo = tpc_zip_find(r->z, "byteorder");
@@ -602,6 +614,11 @@ static int finish(reader *r, tpc_value *root, tpc_err *e)
 				ret = dequantize(r, (int64_t)i, e);
 	if (ret)
 		goto out;
+	if (r->root_out) {
+		*r->root_out = root;
+		root = NULL;
+		goto out;
+	}
 	if (ck->root) { /* several files (HF shards): the caller merges trees */
 		tpc_value_unref(ck->root);
 	}
@@ -845,7 +862,7 @@ static int open_zip(reader *r, const tpc_map *m, tpc_err *e)
 	if ((ret = tpc_zip_read(&z, pk, r->inflate_cap < (1ull << 32) ? r->inflate_cap : 1ull << 32, &p, &n,
 				&owned, e)))
 		goto out;
-	pickle_opts(r, &po, &g, pk->method == TPC_ZIP_STORED ? pk->data_offset : 0);
+	pickle_opts(r, &po, &g, pk->method == TPC_ZIP_STORED ? r->base + pk->data_offset : 0);
 	if ((ret = tpc_pickle_load_from_buffer(p, n, &po, &root, NULL, e)))
 		goto out;
 	if ((ret = export_globals(r, &g, e)))
@@ -999,6 +1016,51 @@ static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_ope
 	free(r.p);
 	free(r.legacy_numel);
 	tpc__strmap_release(&r.keys);
+	return ret;
+}
+
+int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, const char *path, const char *prefix,
+			 tpc_value **root, tpc_err *e)
+{
+	static const tpc_open_opts strict = {TPC_OPEN_STRICT, NULL, NULL};
+	reader r;
+	int ret;
+	const tpc_map *m = tpc_ckpt_source(ck, src);
+	uint64_t end;
+	*root = NULL;
+	if (!m || tpc_add_u64(off, len, &end) || end > m->size)
+		return TPC_CORRUPT(e, path, (int64_t)off, NULL,
+				   "item of %llu bytes at offset %llu lies outside the file (%llu bytes)",
+				   (unsigned long long)len, (unsigned long long)off,
+				   (unsigned long long)(m ? m->size : 0));
+	tpc_map win = *m;
+	win.data = m->data ? m->data + off : NULL;
+	win.size = len;
+	memset(&r, 0, sizeof(r));
+	r.ck = ck;
+	r.path = path;
+	r.o = &strict; /* items hold tensors and plain data: torch's allow-list only */
+	r.inflate_cap = inflate_cap();
+	r.src = src;
+	r.base = off;
+	r.prefix = prefix;
+	r.root_out = root;
+	if (len < 4 || memcmp(win.data, "PK\x03\x04", 4))
+		ret = TPC_CORRUPT(e, path, (int64_t)off, NULL, "item at offset %llu is not a torch.save zip archive",
+				  (unsigned long long)off);
+	else
+		ret = open_zip(&r, &win, e);
+	for (size_t i = 0; i < r.np; i++) {
+		free(r.p[i].shape);
+		tpc_value_unref(r.p[i].meta);
+	}
+	free(r.p);
+	free(r.legacy_numel);
+	tpc__strmap_release(&r.keys);
+	if (ret) {
+		tpc_value_unref(*root);
+		*root = NULL;
+	}
 	return ret;
 }
 

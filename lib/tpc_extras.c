@@ -19,7 +19,7 @@ static bool ends_with(const char *s, const char *suf)
 
 bool tpc_extras_is_companion(const char *name)
 {
-	static const char *const weights[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".index.json",
+	static const char *const weights[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".index.json", ".distcp",
 					      NULL};
 	if (!*name || name[0] == '.')
 		return false;

@@ -15,6 +15,9 @@
  *                          NULL) as one file at `path`, atomically.
  *   exts                   output name endings that select this writer by
  *                          default (".safetensors"; ".pt", ".bin", ".pth").
+ *   sharded                the folder is a training framework's sharded save
+ *                          (DCP): `merge` consolidates it. write may be NULL
+ *                          for a format tpconv only reads.
  *
  * formats/ registers its formats with tpc_formats_register_all() (declared
  * in formats/formats.h); lib/ itself knows none.
@@ -63,6 +66,9 @@ typedef struct tpc_format {
 	int (*write)(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 		     const tpc_write_opts *o, tpc_err *e);
 	const char *const *exts;
+	/* A folder of per-rank files that reads as one checkpoint (a training
+	 * framework's sharded save): merge accepts it like a shard set. */
+	bool sharded;
 } tpc_format;
 
 int tpc_format_register(const tpc_format *f);

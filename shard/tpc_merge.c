@@ -51,7 +51,8 @@ void tpc_merge_release(tpc_merge *m)
 {
 	if (!m)
 		return;
-	tpc__return_sources(&m->out);
+	if (m->kind != TPC_SET_CKPT)
+		tpc__return_sources(&m->out); /* borrowed from the rank files */
 	tpc_ckpt_release(&m->out);
 	for (int r = 0; m->rank && r < m->nranks; r++)
 		tpc_ckpt_release(&m->rank[r]);
@@ -618,6 +619,23 @@ int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_e
 	memset(m, 0, sizeof(*m));
 	tpc_ckpt_init(&m->out);
 	m->kind = tpc_set_detect(dir, &m->layout);
+	if (m->kind == TPC_SET_NONE && tpc_is_dir(dir)) {
+		/* a training framework's sharded checkpoint: its reader assembles it */
+		tpc_err e2;
+		tpc_err_init(&e2);
+		const tpc_format *f = tpc_format_detect(dir, &e2);
+		if (f && f->sharded) {
+			m->kind = TPC_SET_CKPT;
+			tpc_io_note_input(dir);
+			ret = tpc_ckpt_open(&m->out, dir, NULL, e);
+			m->nranks = (int)m->out.nsrc;
+			m->tp = m->nranks;
+			m->pp = 1;
+			if (ret)
+				tpc_merge_release(m);
+			return ret;
+		}
+	}
 	if (m->kind == TPC_SET_NONE) {
 		tpc_err_set(e, TPC_EINPUT,
 			    "not a shard set (no %s, no pytorch_model_tp_*_pp_*.bin, no rank*.safetensors)",
@@ -639,7 +657,7 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 {
 	bool torch = !strcmp(f->name, "torch") || (o && o->inner_format && !strcmp(o->inner_format, "torch"));
 	/* torch writers emit the object tree: the state dict of the merged tensors */
-	int ret = torch ? tpc__flat_root(&m->out, e) : 0;
+	int ret = torch && m->kind != TPC_SET_CKPT ? tpc__flat_root(&m->out, e) : 0;
 	if (ret)
 		return ret;
 	void *g = tpc__rss_guard_start(&m->out);

@@ -139,6 +139,8 @@ typedef enum tpc_set_kind {
 	TPC_SET_NONE = 0,
 	TPC_SET_MANIFEST, /* a tpconv manifest */
 	TPC_SET_FOREIGN,  /* rank files of a layout that other tools write, no manifest */
+	TPC_SET_CKPT,     /* tpc_merge_open only: a sharded training checkpoint (a format
+			   * registered as `sharded`, e.g. DCP) read whole */
 } tpc_set_kind;
 
 /* What kind of shard set folder `dir` is (NONE for anything else); *layout

@@ -1,0 +1,818 @@
+/* dcp.c - PyTorch Distributed Checkpoint folders; see dcp.h. */
+#include "dcp.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "pickle.h"
+#include "torch.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+#define MAX_META_BYTES (1ull << 30)
+#define MAX_DIM_SIZE ((int64_t)1 << 48)
+#define TMP_PREFIX "\x01" "dcp-chunk/"
+
+/* The globals a DCP .metadata pickle may name (module.name); torch dtypes
+ * ("torch.float32") are checked separately. */
+static const char *const allowed[] = {
+	"torch.distributed.checkpoint.metadata.Metadata",
+	"torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+	"torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+	"torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+	"torch.distributed.checkpoint.metadata.TensorProperties",
+	"torch.distributed.checkpoint.metadata.MetadataIndex",
+	"torch.distributed.checkpoint.metadata.StorageMeta",
+	"torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+	"torch.distributed._shard.sharded_tensor.metadata.TensorProperties",
+	"torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING",
+	"torch.distributed.checkpoint.filesystem._StorageInfo",
+	"torch.Size",
+	"torch.serialization._get_layout",
+	"pathlib.PosixPath",
+	"pathlib.PurePosixPath",
+	"pathlib._local.PosixPath",
+	"pathlib._local.PurePosixPath",
+	"collections.OrderedDict",
+	"megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata",
+	"megatron.core.dist_checkpointing.strategies.torch.MCoreSavePlan",
+};
+
+#define BAD(...) TPC_CORRUPT(e, path, -1, NULL, __VA_ARGS__)
+
+/* ---- reading the pickled objects ---- */
+
+/* The class of an object the VM left as copyreg.__newobj__(cls, ...). */
+static const char *obj_class(const tpc_value *v)
+{
+	if (!v || v->kind != TPC_V_CALL || v->n < 2 || v->items[0]->kind != TPC_V_GLOBAL ||
+	    strcmp(v->items[0]->str, "copyreg.__newobj__"))
+		return NULL;
+	const tpc_value *a = v->items[1];
+	if (a->kind != TPC_V_TUPLE || a->n < 1 || a->items[0]->kind != TPC_V_GLOBAL)
+		return NULL;
+	return a->items[0]->str;
+}
+
+/* Its BUILD state (a DICT for dataclasses, a TUPLE for TensorProperties). */
+static const tpc_value *obj_state(const tpc_value *v)
+{
+	return v && v->kind == TPC_V_CALL && v->n >= 3 ? v->items[2] : NULL;
+}
+
+static bool class_is(const tpc_value *v, const char *name)
+{
+	const char *c = obj_class(v);
+	size_t a, b;
+	if (!c)
+		return false;
+	a = strlen(c);
+	b = strlen(name);
+	/* module-qualified: ".../metadata.TensorProperties" matches "TensorProperties" */
+	return a > b && c[a - b - 1] == '.' && !strcmp(c + a - b, name);
+}
+
+static const tpc_value *field(const tpc_value *obj, const char *k)
+{
+	const tpc_value *s = obj_state(obj);
+	return s && s->kind == TPC_V_DICT ? tpc_value_get(s, k) : NULL;
+}
+
+/* torch.Size((a, b, ...)) (or a plain tuple/list of ints) into out[*nd]. */
+static bool get_size(const tpc_value *v, int64_t *out, int *nd)
+{
+	if (v && v->kind == TPC_V_CALL && v->n >= 2 && v->items[0]->kind == TPC_V_GLOBAL &&
+	    !strcmp(v->items[0]->str, "torch.Size")) {
+		const tpc_value *a = v->items[1];
+		if (a->kind != TPC_V_TUPLE)
+			return false;
+		if (a->n == 0) {
+			*nd = 0;
+			return true;
+		}
+		v = a->items[0];
+	}
+	if (!v || (v->kind != TPC_V_TUPLE && v->kind != TPC_V_LIST) || v->n > TPC_MAX_NDIM)
+		return false;
+	for (size_t i = 0; i < v->n; i++) {
+		const tpc_value *x = v->items[i];
+		if (x->kind != TPC_V_INT || x->ival < 0 || x->ival > MAX_DIM_SIZE)
+			return false;
+		out[i] = x->ival;
+	}
+	*nd = (int)v->n;
+	return true;
+}
+
+static bool get_u64(const tpc_value *v, uint64_t *out)
+{
+	if (!v || v->kind != TPC_V_INT || v->ival < 0)
+		return false;
+	*out = (uint64_t)v->ival;
+	return true;
+}
+
+/* ---- the index of stored items ---- */
+
+typedef struct sinfo {
+	const char *fqn;       /* borrowed from the tree */
+	int nd;                /* -1: no offset (bytes items) */
+	int64_t off[TPC_MAX_NDIM];
+	const char *file;
+	uint64_t foff, flen;
+	bool used;
+} sinfo;
+
+static int cmp_sinfo(const void *a, const void *b)
+{
+	return strcmp(((const sinfo *)a)->fqn, ((const sinfo *)b)->fqn);
+}
+
+static bool safe_file(const char *s, size_t len)
+{
+	return len && strlen(s) == len && !strchr(s, '/') && !strchr(s, '\\') && strcmp(s, ".") && strcmp(s, "..");
+}
+
+static int read_storage(const tpc_value *k, const tpc_value *v, sinfo *out, const char *path, tpc_err *e)
+{
+	const tpc_value *fqn = field(k, "fqn"), *off = field(k, "offset");
+	const tpc_value *rel = field(v, "relative_path"), *fo = field(v, "offset"), *ln = field(v, "length");
+	const tpc_value *td = field(v, "transform_descriptors");
+	memset(out, 0, sizeof(*out));
+	if (!class_is(k, "MetadataIndex") || !fqn || fqn->kind != TPC_V_STR)
+		return BAD("storage_data key is not a MetadataIndex with an fqn");
+	out->fqn = fqn->str;
+	if (!class_is(v, "_StorageInfo") || !rel || rel->kind != TPC_V_STR || !get_u64(fo, &out->foff) ||
+	    !get_u64(ln, &out->flen)) {
+		tpc_err_set(e, TPC_EINPUT, "the storage entry is not a _StorageInfo(relative_path, offset, length)");
+		tpc_err_tensor(e, fqn->str);
+		tpc_err_path(e, path);
+		return TPC_EINPUT;
+	}
+	if (!safe_file(rel->str, rel->len)) {
+		char s[256];
+		tpc_sanitize(s, sizeof(s), rel->str);
+		tpc_err_set(e, TPC_EINPUT, "item file '%s' is not a plain name inside the checkpoint folder", s);
+		tpc_err_tensor(e, fqn->str);
+		tpc_err_path(e, path);
+		return TPC_EINPUT;
+	}
+	out->file = rel->str;
+	if (td && td->kind != TPC_V_NONE) {
+		if ((td->kind != TPC_V_LIST && td->kind != TPC_V_TUPLE))
+			return BAD("transform_descriptors of '%s' is not a list", fqn->str);
+		if (td->n) {
+			char s[128];
+			tpc_sanitize(s, sizeof(s), td->items[0]->kind == TPC_V_STR ? td->items[0]->str : "?");
+			tpc_err_set(e, TPC_EINPUT,
+				    "item is stored through the transform '%s' (a DCP extension such as a zstd stream), which tpconv does not read",
+				    s);
+			tpc_err_tensor(e, fqn->str);
+			tpc_err_path(e, path);
+			return TPC_EINPUT;
+		}
+	}
+	out->nd = -1;
+	if (off && off->kind != TPC_V_NONE && !get_size(off, out->off, &out->nd))
+		return BAD("storage offset of '%s' is not a torch.Size", fqn->str);
+	return 0;
+}
+
+/* ---- parsing .metadata ---- */
+
+void tpc_dcp_meta_release(tpc_dcp_meta *m)
+{
+	for (size_t i = 0; m && i < m->n; i++) {
+		tpc_dcp_entry *en = &m->e[i];
+		for (size_t k = 0; k < en->nc; k++) {
+			free(en->c[k].off);
+			free(en->c[k].file);
+		}
+		free(en->c);
+		free(en->fqn);
+		free(en->shape);
+		tpc_value_unref(en->path);
+	}
+	if (m) {
+		free(m->e);
+		memset(m, 0, sizeof(*m));
+	}
+}
+
+static bool global_allowed(const char *module, const char *name)
+{
+	char full[512];
+	if (!strcmp(module, "torch") && tpc_dtype_from_torch(name) != TPC_DT_INVALID)
+		return true;
+	snprintf(full, sizeof(full), "%s.%s", module, name);
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		if (!strcmp(allowed[i], full))
+			return true;
+	return false;
+}
+
+static const sinfo *find_storage(const sinfo *s, size_t ns, const char *fqn, int nd, const int64_t *off)
+{
+	/* first entry of fqn by binary search, then the one with this offset */
+	size_t lo = 0, hi = ns;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(s[mid].fqn, fqn) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < ns && !strcmp(s[i].fqn, fqn); i++) {
+		if (nd < 0 || s[i].nd < 0) {
+			if (nd < 0)
+				return &s[i];
+			continue;
+		}
+		if (s[i].nd == nd && !memcmp(s[i].off, off, (size_t)nd * sizeof(int64_t)))
+			return &s[i];
+	}
+	return NULL;
+}
+
+static int add_chunk(tpc_dcp_entry *en, const sinfo *si, const int64_t *off, const int64_t *size, tpc_err *e)
+{
+	tpc_dcp_chunk *c = &en->c[en->nc];
+	int nd = en->tensor ? en->ndim : 0;
+	memset(c, 0, sizeof(*c));
+	if (!(c->off = tpc_calloc((size_t)(2 * nd) + 1, sizeof(int64_t))) || !(c->file = tpc_strdup(si->file))) {
+		free(c->off);
+		c->off = NULL;
+		return tpc_err_nomem(e);
+	}
+	c->size = c->off + nd;
+	if (nd) {
+		memcpy(c->off, off, (size_t)nd * sizeof(int64_t));
+		memcpy(c->size, size, (size_t)nd * sizeof(int64_t));
+	}
+	c->foff = si->foff;
+	c->flen = si->flen;
+	en->nc++;
+	return 0;
+}
+
+static int read_tensor_entry(tpc_dcp_entry *en, const tpc_value *md, const sinfo *si, size_t ns, const char *path,
+			     tpc_err *e)
+{
+	const tpc_value *props = field(md, "properties"), *size = field(md, "size"), *chunks = field(md, "chunks");
+	int64_t shape[TPC_MAX_NDIM];
+	int nd;
+	const tpc_value *ps = obj_state(props);
+	const char *fqn = en->fqn;
+	/* TensorProperties: state tuple (dtype, ...), or a dict with "dtype" */
+	const tpc_value *dt = NULL;
+	if (ps && ps->kind == TPC_V_TUPLE && ps->n >= 1)
+		dt = ps->items[0];
+	else if (ps && ps->kind == TPC_V_DICT)
+		dt = tpc_value_get(ps, "dtype");
+	if (!class_is(props, "TensorProperties") || !dt || dt->kind != TPC_V_GLOBAL || strncmp(dt->str, "torch.", 6))
+		return TPC_CORRUPT(e, path, -1, fqn, "TensorStorageMetadata without TensorProperties naming a torch dtype");
+	if ((en->dtype = tpc_dtype_from_torch(dt->str + 6)) == TPC_DT_INVALID) {
+		char s[96];
+		tpc_sanitize(s, sizeof(s), dt->str);
+		return TPC_CORRUPT(e, path, -1, fqn, "dtype %s is not one tpconv knows", s);
+	}
+	if (!get_size(size, shape, &nd))
+		return TPC_CORRUPT(e, path, -1, fqn, "size is not a torch.Size");
+	if (!chunks || chunks->kind != TPC_V_LIST)
+		return TPC_CORRUPT(e, path, -1, fqn, "chunks is not a list");
+	en->ndim = nd;
+	if (!(en->shape = tpc_calloc((size_t)nd + 1, sizeof(int64_t))) ||
+	    !(en->c = tpc_calloc(chunks->n + 1, sizeof(*en->c))))
+		return tpc_err_nomem(e);
+	memcpy(en->shape, shape, (size_t)nd * sizeof(int64_t));
+	for (size_t k = 0; k < chunks->n; k++) {
+		const tpc_value *ch = chunks->items[k];
+		int64_t off[TPC_MAX_NDIM], sz[TPC_MAX_NDIM];
+		int n1, n2;
+		if (!class_is(ch, "ChunkStorageMetadata") || !get_size(field(ch, "offsets"), off, &n1) ||
+		    !get_size(field(ch, "sizes"), sz, &n2) || n1 != nd || n2 != nd)
+			return TPC_CORRUPT(e, path, -1, fqn, "chunk %zu is not a ChunkStorageMetadata of %d dimensions", k, nd);
+		for (int d = 0; d < nd; d++)
+			if (off[d] > shape[d] || sz[d] > shape[d] - off[d])
+				return TPC_CORRUPT(e, path, -1, fqn,
+						   "chunk %zu lies outside the tensor: dim %d rows [%lld, %lld) of %lld", k, d,
+						   (long long)off[d], (long long)(off[d] + sz[d]), (long long)shape[d]);
+		const sinfo *s = find_storage(si, ns, fqn, nd, off);
+		if (!s)
+			return TPC_CORRUPT(e, path, -1, fqn, "chunk %zu has no stored item in storage_data", k);
+		int ret = add_chunk(en, s, off, sz, e);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int tpc_dcp_meta_from_buffer(tpc_dcp_meta *m, const uint8_t *p, size_t n, const char *path, tpc_err *e)
+{
+	tpc_pickle_opts po;
+	tpc_pickle_globals g;
+	tpc_value *root = NULL;
+	sinfo *si = NULL;
+	size_t ns = 0;
+	int ret;
+	memset(m, 0, sizeof(*m));
+	memset(&g, 0, sizeof(g));
+	if (!path)
+		path = TPC_DCP_META;
+	tpc_pickle_opts_init(&po);
+	po.path = path;
+	po.policy = TPC_PICKLE_REFUSE_DANGEROUS;
+	po.globals = &g;
+	if ((ret = tpc_pickle_load_from_buffer(p, n, &po, &root, NULL, e)))
+		goto out;
+	for (size_t i = 0; i < g.n; i++) {
+		if (!global_allowed(g.v[i].module, g.v[i].name)) {
+			char s[256];
+			snprintf(s, sizeof(s), "%s.%s", g.v[i].module, g.v[i].name);
+			char t[256];
+			tpc_sanitize(t, sizeof(t), s);
+			ret = BAD("the metadata pickle names %s, which is not a class of DCP metadata; refusing it", t);
+			goto out;
+		}
+		if (strstr(g.v[i].module, "megatron"))
+			m->mcore = true;
+	}
+	if (!class_is(root, "Metadata") && !class_is(root, "MCoreMetadata")) {
+		ret = BAD("not a DCP Metadata object (torch.distributed.checkpoint.metadata.Metadata)");
+		goto out;
+	}
+	const tpc_value *sdm = field(root, "state_dict_metadata"), *sd = field(root, "storage_data");
+	const tpc_value *pd = field(root, "planner_data");
+	if (field(root, "mcore_data"))
+		m->mcore = true;
+	if (!sdm || sdm->kind != TPC_V_DICT || !sd || sd->kind != TPC_V_DICT) {
+		ret = BAD("Metadata lacks state_dict_metadata or storage_data");
+		goto out;
+	}
+	/* the stored items, sorted by fqn */
+	if (!(si = tpc_calloc(sd->n + 1, sizeof(*si)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < sd->n; i++, ns++)
+		if ((ret = read_storage(sd->keys[i], sd->items[i], &si[i], path, e)))
+			goto out;
+	qsort(si, ns, sizeof(*si), cmp_sinfo);
+	if (!(m->e = tpc_calloc(sdm->n + 1, sizeof(*m->e)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < sdm->n; i++) {
+		const tpc_value *k = sdm->keys[i], *v = sdm->items[i];
+		tpc_dcp_entry *en = &m->e[m->n];
+		if (k->kind != TPC_V_STR || strlen(k->str) != k->len) {
+			ret = BAD("state_dict_metadata key %zu is not a string", i);
+			goto out;
+		}
+		if (!(en->fqn = tpc_strdup(k->str))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		m->n++;
+		const tpc_value *pth = pd && pd->kind == TPC_V_DICT ? tpc_value_get(pd, k->str) : NULL;
+		if (pth && (pth->kind == TPC_V_TUPLE || pth->kind == TPC_V_LIST) && pth->n)
+			en->path = tpc_value_ref((tpc_value *)pth);
+		if (class_is(v, "TensorStorageMetadata")) {
+			en->tensor = true;
+			if ((ret = read_tensor_entry(en, v, si, ns, path, e)))
+				goto out;
+		} else if (class_is(v, "BytesStorageMetadata")) {
+			const sinfo *s = find_storage(si, ns, k->str, -1, NULL);
+			if (!s) {
+				ret = TPC_CORRUPT(e, path, -1, k->str, "bytes item has no stored item in storage_data");
+				goto out;
+			}
+			if (!(en->c = tpc_calloc(1, sizeof(*en->c)))) {
+				ret = tpc_err_nomem(e);
+				goto out;
+			}
+			if ((ret = add_chunk(en, s, NULL, NULL, e)))
+				goto out;
+		} else {
+			ret = TPC_CORRUPT(e, path, -1, k->str, "entry is neither TensorStorageMetadata nor BytesStorageMetadata");
+			goto out;
+		}
+	}
+out:
+	free(si);
+	tpc_value_unref(root);
+	tpc_pickle_globals_release(&g);
+	if (ret)
+		tpc_dcp_meta_release(m);
+	return ret;
+}
+
+/* ---- assembling tensors ---- */
+
+typedef struct box_set {
+	const tpc_dcp_entry *en;
+	tpc_tensor *piece;     /* [nc]: each chunk's tensor (a view of its item) */
+	bool *dup;             /* [nc]: an exact repeat of an earlier chunk (a replica) */
+} box_set;
+
+static bool overlap(const tpc_dcp_chunk *a, const tpc_dcp_chunk *b, int nd)
+{
+	for (int d = 0; d < nd; d++)
+		if (a->off[d] >= b->off[d] + b->size[d] || b->off[d] >= a->off[d] + a->size[d])
+			return false;
+	return true;
+}
+
+static bool same_box(const tpc_dcp_chunk *a, const tpc_dcp_chunk *b, int nd)
+{
+	return !memcmp(a->off, b->off, (size_t)nd * sizeof(int64_t)) && !memcmp(a->size, b->size, (size_t)nd * sizeof(int64_t));
+}
+
+static bool empty_box(const tpc_dcp_chunk *c, int nd)
+{
+	for (int d = 0; d < nd; d++)
+		if (!c->size[d])
+			return true;
+	return false;
+}
+
+/* The chunks tile the global box exactly once (replicas aside). */
+static int check_tiling(box_set *b, const char *path, tpc_err *e)
+{
+	const tpc_dcp_entry *en = b->en;
+	int nd = en->ndim;
+	uint64_t total = 1, have = 0;
+	for (int d = 0; d < nd; d++)
+		if (tpc_mul_u64(total, (uint64_t)en->shape[d], &total))
+			return TPC_CORRUPT(e, path, -1, en->fqn, "tensor size overflows");
+	for (size_t i = 0; i < en->nc; i++) {
+		const tpc_dcp_chunk *c = &en->c[i];
+		uint64_t v = 1;
+		for (size_t j = 0; j < i && !b->dup[i]; j++) {
+			if (b->dup[j] || empty_box(c, nd) || empty_box(&en->c[j], nd))
+				continue;
+			if (same_box(c, &en->c[j], nd))
+				b->dup[i] = true;
+			else if (overlap(c, &en->c[j], nd))
+				return TPC_CORRUPT(e, path, -1, en->fqn,
+						   "chunks %zu and %zu overlap (offsets [%lld...] and [%lld...])", j, i,
+						   (long long)(nd ? en->c[j].off[0] : 0), (long long)(nd ? c->off[0] : 0));
+		}
+		if (b->dup[i])
+			continue;
+		for (int d = 0; d < nd; d++)
+			v *= (uint64_t)c->size[d]; /* each <= the dim: no overflow past total's check */
+		have += v;
+	}
+	if (have != total)
+		return TPC_CORRUPT(e, path, -1, en->fqn,
+				   "the chunks cover %llu of the tensor's %llu elements: %s", (unsigned long long)have,
+				   (unsigned long long)total, have < total ? "a gap (a rank's file missing from the metadata?)" : "overlap");
+	return 0;
+}
+
+/* Chunks idx[0..n) exactly tile box [lo, hi): a composite of slabs along the
+ * first dimension some cut separates them on. */
+static int build_box(box_set *b, size_t *idx, size_t n, const int64_t *lo, const int64_t *hi, tpc_tensor *out,
+		     int depth, const char *path, tpc_err *e)
+{
+	const tpc_dcp_entry *en = b->en;
+	int nd = en->ndim, ret = 0;
+	if (n == 1)
+		return tpc_tensor_copy(out, &b->piece[idx[0]]) ? tpc_err_nomem(e) : 0;
+	if (depth > 4 * TPC_MAX_NDIM + 64)
+		return TPC_CORRUPT(e, path, -1, en->fqn, "chunk layout nests too deep");
+	for (int d = 0; d < nd; d++) {
+		/* cut positions along d: chunk starts; a cut at x is clean when no
+		 * chunk spans it */
+		int64_t best = -1;
+		for (size_t i = 0; i < n && best < 0; i++) {
+			int64_t x = en->c[idx[i]].off[d];
+			if (x <= lo[d])
+				continue;
+			bool clean = true;
+			for (size_t j = 0; j < n && clean; j++) {
+				const tpc_dcp_chunk *c = &en->c[idx[j]];
+				clean = !(c->off[d] < x && c->off[d] + c->size[d] > x);
+			}
+			if (clean)
+				best = x;
+		}
+		if (best < 0)
+			continue;
+		/* slabs [lo, best) and [best, hi) along d, recursively */
+		size_t *a = tpc_malloc(n * sizeof(size_t)), na = 0, nb = 0;
+		if (!a)
+			return tpc_err_nomem(e);
+		size_t *bb = tpc_malloc(n * sizeof(size_t));
+		if (!bb) {
+			free(a);
+			return tpc_err_nomem(e);
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (en->c[idx[i]].off[d] < best)
+				a[na++] = idx[i];
+			else
+				bb[nb++] = idx[i];
+		}
+		int64_t mid_hi[TPC_MAX_NDIM], mid_lo[TPC_MAX_NDIM];
+		memcpy(mid_hi, hi, (size_t)nd * sizeof(int64_t));
+		memcpy(mid_lo, lo, (size_t)nd * sizeof(int64_t));
+		mid_hi[d] = best;
+		mid_lo[d] = best;
+		tpc_tensor parts[2];
+		memset(parts, 0, sizeof(parts));
+		ret = build_box(b, a, na, lo, mid_hi, &parts[0], depth + 1, path, e);
+		if (!ret)
+			ret = build_box(b, bb, nb, mid_lo, hi, &parts[1], depth + 1, path, e);
+		if (!ret && tpc_tensor_init_cat(out, parts, 2, d))
+			ret = TPC_CORRUPT(e, path, -1, en->fqn, "chunks do not concatenate along dim %d", d);
+		tpc_tensor_release(&parts[0]);
+		tpc_tensor_release(&parts[1]);
+		free(a);
+		free(bb);
+		return ret;
+	}
+	return TPC_CORRUPT(e, path, -1, en->fqn,
+			   "the chunks do not cut into slabs along any dimension (a layout no DTensor placement writes)");
+}
+
+static void clear_storages(tpc_tensor *t)
+{
+	t->storage = -1;
+	t->storage_offset = 0;
+	for (int k = 0; k < t->nparts; k++)
+		clear_storages(&t->parts[k]);
+}
+
+/* ---- the format ---- */
+
+typedef struct file_src {
+	const char *name;
+	int src;
+} file_src;
+
+static int source_of(tpc_ckpt *ck, const char *dir, const char *file, file_src **fs, size_t *nfs, size_t *cap,
+		     int *src, tpc_err *e)
+{
+	for (size_t i = 0; i < *nfs; i++)
+		if (!strcmp((*fs)[i].name, file)) {
+			*src = (*fs)[i].src;
+			return 0;
+		}
+	char *p = tpc_path_join(dir, file);
+	int ret;
+	if (!p)
+		return tpc_err_nomem(e);
+	if (!tpc_exists(p)) {
+		tpc_err_set(e, TPC_EINPUT, "the metadata names item file '%s', which is missing", file);
+		tpc_err_path(e, dir);
+		free(p);
+		return TPC_EINPUT;
+	}
+	ret = tpc_ckpt_add_file(ck, p, src, e);
+	free(p);
+	if (ret)
+		return ret;
+	if (tpc_grow((void **)fs, cap, *nfs + 1, sizeof(**fs)))
+		return tpc_err_nomem(e);
+	(*fs)[*nfs].name = file;
+	(*fs)[*nfs].src = *src;
+	(*nfs)++;
+	return 0;
+}
+
+/* Put value `v` at `path` (keys) under root; tensors' names follow the path. */
+static int place(tpc_value *root, const tpc_value *path, tpc_value *v, tpc_err *e)
+{
+	tpc_value *cur = root;
+	for (size_t i = 0; i + 1 < path->n; i++) {
+		tpc_value *k = path->items[i];
+		tpc_value *next = NULL;
+		for (size_t j = 0; j < cur->n; j++)
+			if (tpc_value_equal(cur->keys[j], k))
+				next = cur->items[j];
+		if (!next) {
+			if (!(next = tpc_value_new(TPC_V_DICT)) || tpc_value_set(cur, tpc_value_ref(k), next)) {
+				tpc_value_unref(v);
+				return tpc_err_nomem(e);
+			}
+		} else if (next->kind != TPC_V_DICT) {
+			tpc_value_unref(v);
+			return tpc_err_set(e, TPC_EINPUT, "planner_data puts a value inside another value");
+		}
+		cur = next;
+	}
+	if (tpc_value_set(cur, tpc_value_ref(path->items[path->n - 1]), v))
+		return tpc_err_nomem(e);
+	return 0;
+}
+
+static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_err *e)
+{
+	tpc_dcp_meta m;
+	char *mpath = tpc_path_join(dir, TPC_DCP_META), *text = NULL;
+	size_t len = 0, nfs = 0, capfs = 0;
+	file_src *fs = NULL;
+	tpc_value *root = NULL, **vals = NULL;
+	size_t first = ck->n;
+	int64_t *final_ix = NULL;
+	bool *keep = NULL;
+	int ret;
+	(void)o;
+	memset(&m, 0, sizeof(m));
+	if (!mpath)
+		return tpc_err_nomem(e);
+	if ((ret = tpc_read_file(mpath, MAX_META_BYTES, &text, &len, e)) ||
+	    (ret = tpc_dcp_meta_from_buffer(&m, (const uint8_t *)text, len, mpath, e)))
+		goto out;
+	free(text);
+	text = NULL;
+	if (!(vals = tpc_calloc(m.n + 1, sizeof(*vals))) || !(final_ix = tpc_calloc(m.n + 1, sizeof(*final_ix)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	/* every item, read in place */
+	for (size_t i = 0; i < m.n && !ret; i++) {
+		tpc_dcp_entry *en = &m.e[i];
+		box_set b = {en, NULL, NULL};
+		final_ix[i] = -1;
+		if (!en->tensor) {
+			int src;
+			char *fp = NULL;
+			if (!(ret = source_of(ck, dir, en->c[0].file, &fs, &nfs, &capfs, &src, e)) &&
+			    !(fp = tpc_path_join(dir, en->c[0].file)))
+				ret = tpc_err_nomem(e);
+			if (!ret)
+				ret = tpc__torch_open_item(ck, src, en->c[0].foff, en->c[0].flen, fp, en->fqn, &vals[i], e);
+			if (ret)
+				tpc_err_tensor(e, en->fqn);
+			free(fp);
+			continue;
+		}
+		if (!(b.piece = tpc_calloc(en->nc + 1, sizeof(*b.piece))) || !(b.dup = tpc_calloc(en->nc + 1, sizeof(bool)))) {
+			free(b.piece);
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		ret = check_tiling(&b, mpath, e);
+		size_t nlive = 0, *idx = tpc_calloc(en->nc + 1, sizeof(size_t));
+		if (!idx && !ret)
+			ret = tpc_err_nomem(e);
+		for (size_t k = 0; k < en->nc && !ret; k++) {
+			tpc_dcp_chunk *c = &en->c[k];
+			char tmp[64];
+			int src;
+			tpc_value *leaf = NULL;
+			if (b.dup[k] || empty_box(c, en->ndim))
+				continue; /* replicas read once; empty chunks hold nothing */
+			char *fp = tpc_path_join(dir, c->file);
+			if (!fp) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			snprintf(tmp, sizeof(tmp), TMP_PREFIX "%zu/%zu", i, k);
+			size_t before = ck->n;
+			if (!(ret = source_of(ck, dir, c->file, &fs, &nfs, &capfs, &src, e)))
+				ret = tpc__torch_open_item(ck, src, c->foff, c->flen, fp, tmp, &leaf, e);
+			if (!ret && (ck->n != before + 1 || !leaf || leaf->kind != TPC_V_TENSOR))
+				ret = TPC_CORRUPT(e, fp, (int64_t)c->foff, en->fqn, "item of chunk %zu does not hold one tensor", k);
+			tpc_value_unref(leaf);
+			if (!ret) {
+				tpc_tensor *t = &ck->t[before];
+				bool ok = t->dtype == en->dtype && t->ndim == en->ndim &&
+					  !memcmp(t->shape, c->size, (size_t)en->ndim * sizeof(int64_t));
+				if (!ok) {
+					char got[128];
+					tpc_shape_str(t, got, sizeof(got));
+					ret = TPC_CORRUPT(e, fp, (int64_t)c->foff, en->fqn,
+							  "item of chunk %zu holds %s %s, the metadata says %s of %d dimensions for this chunk",
+							  k, tpc_dtype_name(t->dtype), got, tpc_dtype_name(en->dtype), en->ndim);
+				} else if (tpc_tensor_copy(&b.piece[k], t)) {
+					ret = tpc_err_nomem(e);
+				} else {
+					idx[nlive++] = k;
+				}
+			} else if (!e->tensor[0]) {
+				tpc_err_tensor(e, en->fqn);
+			}
+			free(fp);
+		}
+		if (!ret) {
+			tpc_tensor whole;
+			memset(&whole, 0, sizeof(whole));
+			int64_t lo[TPC_MAX_NDIM] = {0};
+			if (nlive == 0) {
+				if (tpc_tensor_init_zero(&whole, en->dtype, en->ndim, en->shape))
+					ret = tpc_err_nomem(e);
+				whole.flags = 0; /* empty: no bytes at all */
+			} else {
+				ret = build_box(&b, idx, nlive, lo, en->shape, &whole, 0, mpath, e);
+			}
+			if (!ret) {
+				clear_storages(&whole);
+				int64_t ix = tpc_ckpt_add_copy(ck, en->fqn, &whole, e);
+				if (ix < 0)
+					ret = (int)ix;
+				else
+					final_ix[i] = ix;
+			}
+			tpc_tensor_release(&whole);
+		}
+		for (size_t k = 0; b.piece && k < en->nc; k++)
+			tpc_tensor_release(&b.piece[k]);
+		free(b.piece);
+		free(b.dup);
+		free(idx);
+	}
+	if (ret)
+		goto out;
+	/* drop the per-chunk tensors; the assembled ones stay */
+	if (!(keep = tpc_calloc(ck->n + 1, sizeof(bool)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < ck->n; i++)
+		keep[i] = i < first || strncmp(ck->t[i].name, TMP_PREFIX, strlen(TMP_PREFIX));
+	if ((ret = tpc_ckpt_filter(ck, keep, e)))
+		goto out;
+	/* the object tree: planner_data's nesting, tensors as leaves */
+	if (!(root = tpc_value_new(TPC_V_DICT))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < m.n && !ret; i++) {
+		tpc_dcp_entry *en = &m.e[i];
+		tpc_value *v;
+		if (en->tensor) {
+			int64_t ix = tpc_ckpt_find(ck, en->fqn);
+			v = ix >= 0 ? tpc_value_tensor(ix) : NULL;
+		} else {
+			v = vals[i];
+			vals[i] = NULL;
+		}
+		if (!v) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		if (en->path) {
+			ret = place(root, en->path, v, e);
+		} else {
+			tpc_value *k = tpc_value_str(en->fqn, strlen(en->fqn));
+			ret = k && !tpc_value_set(root, k, v) ? 0 : tpc_err_nomem(e);
+		}
+	}
+	if (ret)
+		goto out;
+	tpc_value_unref(ck->root);
+	ck->root = root;
+	root = NULL;
+	if (!ck->format && !(ck->format = tpc_strdup(m.mcore ? "dcp (megatron)" : "dcp")))
+		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = tpc_ckpt_validate(ck, e);
+out:
+	for (size_t i = 0; vals && i < m.n; i++)
+		tpc_value_unref(vals[i]);
+	free(vals);
+	free(final_ix);
+	free(keep);
+	free(fs);
+	free(text);
+	free(mpath);
+	tpc_value_unref(root);
+	tpc_dcp_meta_release(&m);
+	return ret;
+}
+
+static int dcp_detect(const char *path, const uint8_t *head, size_t n)
+{
+	(void)n;
+	if (head)
+		return 0;
+	char *m = tpc_path_join(path, TPC_DCP_META);
+	int score = 0;
+	FILE *f = m ? fopen(m, "rb") : NULL;
+	if (f) {
+		int c = fgetc(f);
+		score = c == 0x80 ? 90 : 0; /* a pickle (PROTO) */
+		fclose(f);
+	}
+	free(m);
+	return score;
+}
+
+static const char *const dcp_exts[] = {NULL};
+
+const tpc_format tpc_fmt_dcp = {
+	.name = "dcp",
+	.desc = "PyTorch Distributed Checkpoint folder (.metadata + __R_N.distcp; FSDP, torchtitan)",
+	.detect = dcp_detect,
+	.open = dcp_open,
+	.write = NULL,
+	.exts = dcp_exts,
+	.sharded = true,
+};

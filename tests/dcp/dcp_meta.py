@@ -1,0 +1,172 @@
+"""Read and rewrite a DCP .metadata pickle without torch, for hostile variants.
+
+    dcp_meta.py SRC_DIR DST_DIR MUTATION
+
+copies the DCP folder SRC_DIR to DST_DIR and rewrites DST_DIR/.metadata (or a
+data file) with one mutation; the classes are stand-ins registered under torch's
+own module names, so the pickle keeps exactly the globals real torch writes.
+
+Mutations (KEY is a tensor fqn of the fixture):
+  overlap:KEY      chunk 1 starts one row into chunk 0
+  gap:KEY          the last chunk is dropped
+  outside:KEY      chunk 0's offset moved past the tensor
+  dtype:KEY        the metadata says float16 for a float32 tensor
+  length:KEY       the item length of chunk 0 runs past the end of its file
+  escape:KEY       chunk 0's item lives in '../evil.distcp'
+  transform:KEY    chunk 0's item carries transform_descriptors ['stream.zstd/1']
+  dangerous        a reference to os.system hidden in storage_meta
+  truncate:FILE    the data file FILE loses its last 100 bytes
+  missing:FILE     the data file FILE is removed
+"""
+import copy
+import io
+import os
+import pickle
+import shutil
+import sys
+import types
+
+_classes = {}
+
+
+def _module(name):
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        m = ".".join(parts[:i])
+        if m not in sys.modules:
+            sys.modules[m] = types.ModuleType(m)
+    return sys.modules[name]
+
+
+class _Obj:
+    """A dataclass stand-in: keeps its BUILD state (dict or tuple) as given."""
+
+    def __setstate__(self, st):
+        if isinstance(st, dict):
+            self.__dict__.update(st)
+        else:
+            self._tuple = st
+
+    def __getstate__(self):
+        return self._tuple if "_tuple" in self.__dict__ else dict(self.__dict__)
+
+
+class _Call:
+    """A value made by REDUCE(cls, args) that re-pickles the same way."""
+
+    def __init__(self, *args):
+        self._args = args
+
+    def __reduce__(self):
+        return (type(self), self._args)
+
+
+class _Size(tuple):
+    def __reduce__(self):
+        return (type(self), (tuple(self),))
+
+
+def stub(module, name):
+    key = (module, name)
+    if key in _classes:
+        return _classes[key]
+    if module == "torch" and name == "Size":
+        base = (_Size,)
+    elif name in ("_get_layout", "_MEM_FORMAT_ENCODING", "MEM_FORMAT_ENCODING", "PosixPath", "PurePosixPath"):
+        base = (_Call,)
+    elif module == "torch":
+        base = (object,)  # a dtype: only ever a GLOBAL
+    else:
+        base = (_Obj,)
+    cls = type(name, base, {"__module__": module, "__qualname__": name})
+    setattr(_module(module), name, cls)
+    _classes[key] = cls
+    return cls
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module in ("builtins", "copyreg", "collections"):
+            return super().find_class(module, name)
+        return stub(module, name)
+
+
+def load(path):
+    with open(path, "rb") as f:
+        return _Unpickler(f).load()
+
+
+def save(obj, path):
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=4)
+
+
+def storage_of(md, fqn, chunk):
+    for k, v in md.storage_data.items():
+        if k.fqn == fqn and tuple(k.offset) == tuple(chunk.offsets):
+            return k, v
+    raise KeyError(fqn)
+
+
+def main(src, dst, mut):
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    kind, _, arg = mut.partition(":")
+    if kind in ("truncate", "missing"):
+        p = os.path.join(dst, arg)
+        if kind == "missing":
+            os.unlink(p)
+        else:
+            n = os.path.getsize(p)
+            with open(p, "r+b") as f:
+                f.truncate(n - 100)
+        return
+    mp = os.path.join(dst, ".metadata")
+    md = load(mp)
+    if kind == "dangerous":
+        os_system = stub("os", "system")
+        md.storage_meta.__dict__["load_id"] = os_system
+        save(md, mp)
+        return
+    tm = md.state_dict_metadata[arg]
+    ch = tm.chunks
+    Size = stub("torch", "Size")
+    if kind == "overlap":
+        o = list(ch[1].offsets)
+        o[0] = ch[0].offsets[0] + 1
+        k, v = storage_of(md, arg, ch[1])
+        del md.storage_data[k]
+        ch[1].offsets = Size(o)
+        k2 = copy.copy(k)
+        k2.__dict__["offset"] = Size(o)
+        md.storage_data[k2] = v
+    elif kind == "gap":
+        ch.pop()
+    elif kind == "outside":
+        o = list(ch[0].offsets)
+        o[0] = tm.size[0] + 5
+        k, v = storage_of(md, arg, ch[0])
+        del md.storage_data[k]
+        ch[0].offsets = Size(o)
+        k.__dict__["offset"] = Size(o)
+        md.storage_data[k] = v
+    elif kind == "dtype":
+        t = list(tm.properties._tuple)
+        t[0] = stub("torch", "float16")
+        tm.properties._tuple = tuple(t)
+    elif kind in ("length", "escape", "transform"):
+        k, v = storage_of(md, arg, ch[0])
+        if kind == "length":
+            v.length = v.length + 1000000
+        elif kind == "escape":
+            v.relative_path = "../evil.distcp"
+        else:
+            v.transform_descriptors = ["stream.zstd/1"]
+    else:
+        raise SystemExit("unknown mutation " + mut)
+    save(md, mp)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# PyTorch Distributed Checkpoint input (TAP). The fixtures in tests/data/dcp were
+# written by real torch 2.6 (tests/dcp/make_dcp.py, run in a Debian trixie chroot;
+# not part of make test): FSDP2-style DTensor saves on 2 and 4 gloo processes
+# (dim-0 even and ragged, dim-1, a 2 x 2 mesh, replicated; f32, bf16, f16, int64,
+# bool; non-tensor items), a LLaMA saved as FSDP2 holds it, and torch_save_to_dcp
+# of a plain file; beside each, real torch's own consolidation (dcp_to_torch_save).
+# tpconv reads every one bit-exactly as torch consolidates it, through inspect,
+# convert, merge, shard (straight into a shard set), and verify --reference; the
+# torch file it writes loads in real torch 1.13 with the non-tensor items; broken
+# and hostile variants (tests/dcp/dcp_meta.py) exit 3 naming file, key and offset.
+# usage: dcp_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=/usr/bin/python3
+D=$SRC/tests/data/dcp
+n=0 failed=0
+ok()   { n=$((n+1)); echo "ok $n - $1"; }
+bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+# two checkpoints hold the same tensors (name, dtype, shape, SHA-256)
+same() {
+  "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&
+    python3 "$SRC/tests/shard/same_tensors.py" "$T/a.json" "$T/b.json" >"$T/diff" 2>&1
+}
+
+for f in from_torch fsdp2 fsdp4 llama2; do
+  run "$TPCONV" inspect "$D/$f"
+  [ "$rc" = 0 ] && grep -q "^# $D/$f: dcp," "$T/out" && same "$D/$f" "$D/$f.pt" &&
+    ok "$f: read as dcp, every tensor equal to torch's dcp_to_torch_save" || bad "$f: read" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -5)"
+  run "$TPCONV" convert "$D/$f" -o "$T/$f.safetensors" -q
+  [ "$rc" = 0 ] && same "$T/$f.safetensors" "$D/$f.pt" && ok "$f: convert to safetensors, bit-exact" ||
+    bad "$f: convert safetensors" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -5)"
+  run "$TPCONV" convert "$D/$f" -o "$T/$f.pt" -q
+  if [ "$rc" = 0 ] && $PY - "$T/$f.pt" "$D/$f.pt" <<'PY' 2>"$T/perr"
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+def eq(x, y, at):
+    assert type(x) is type(y) or (isinstance(x, dict) and isinstance(y, dict)), (at, type(x), type(y))
+    if isinstance(x, torch.Tensor):
+        assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), at
+    elif isinstance(x, dict):
+        assert list(x) == list(y), (at, list(x), list(y))
+        for k in x: eq(x[k], y[k], at + "." + str(k))
+    elif isinstance(x, (list, tuple)):
+        assert len(x) == len(y), at
+        for i, (p, q) in enumerate(zip(x, y)): eq(p, q, at + "." + str(i))
+    else:
+        assert x == y, (at, x, y)
+eq(a, b, "")
+PY
+  then ok "$f: convert to torch loads in real torch 1.13 equal to the consolidated file, non-tensor items included"
+  else bad "$f: convert torch" "$(cat "$T/err" "$T/perr" | tail -3)"; fi
+done
+
+# the chunk layouts the fixtures hold, as the metadata says (not a tautology:
+# the test would pass on single-chunk files otherwise)
+run python3 - "$D" <<'PY'
+import sys; sys.path.insert(0, sys.argv[1] + "/../../dcp")
+import dcp_meta
+m = dcp_meta.load(sys.argv[1] + "/fsdp4/.metadata").state_dict_metadata
+c = lambda k: [(tuple(x.offsets), tuple(x.sizes)) for x in m[k].chunks]
+assert [s[0] for _, s in c("model.model.embed.weight")] == [3, 3, 3, 1], c("model.model.embed.weight")
+assert len(c("model.model.grid")) == 4 and {o for o, _ in c("model.model.grid")} == {(0, 0), (0, 5), (3, 0), (3, 5)}
+assert all(o[0] == 0 for o, _ in c("model.model.layers.0.attn.o.weight"))
+assert len(c("model.model.norm.weight")) == 1
+print("ok")
+PY
+[ "$rc" = 0 ] && ok "fsdp4 holds ragged dim-0 (3/3/3/1), dim-1, 2 x 2 grid and replicated chunks" || bad "fixture layout" "$(cat "$T/err")"
+
+# merge consolidates a DCP folder; an HF folder gets the config beside, not the items
+run "$TPCONV" merge "$D/llama2" -o "$T/merged/" -q
+[ "$rc" = 0 ] && [ -f "$T/merged/config.json" ] && ! ls "$T/merged" | grep -q distcp && same "$T/merged" "$D/llama2.pt" &&
+  ok "merge of a DCP folder into an HF folder: bit-exact, config.json beside, no .distcp copied" ||
+  bad "merge dcp" "$(cat "$T/err" "$T/diff" 2>/dev/null)" "$(ls "$T/merged" 2>/dev/null)"
+
+# shard straight from DCP into tensor-parallel sets, no intermediate file
+for lay in tpconv trtllm vllm; do
+  run "$TPCONV" shard "$D/llama2" --preset llama --tp 2 --layout $lay -o "$T/tp2_$lay" -q
+  [ "$rc" = 0 ] && run "$TPCONV" merge "$T/tp2_$lay" -o "$T/tp2_$lay.safetensors" -q && same "$T/tp2_$lay.safetensors" "$D/llama2.pt" &&
+    ok "DCP -> $lay tp 2 set -> merge: bit-exact" || bad "dcp shard $lay" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+done
+run "$TPCONV" verify --reference "$D/llama2" --shards "$T/tp2_tpconv"
+[ "$rc" = 0 ] && ok "verify with the DCP folder as reference passes ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify ref dcp" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+
+# broken and hostile folders: exit 3, the file, the key and where
+K=model.model.embed.weight
+check() { # mutation, what the message must hold
+  python3 "$SRC/tests/dcp/dcp_meta.py" "$D/fsdp2" "$T/h" "$1" || { bad "$1: generator"; return; }
+  run "$TPCONV" convert "$T/h" -o "$T/h.safetensors" -q
+  if [ "$rc" = 3 ] && grep -q -- "$2" "$T/err" && [ ! -e "$T/h.safetensors" ]; then ok "$1: exit 3, $(sed 's/^tpconv: error: //' "$T/err" | cut -c1-150)"
+  else bad "$1" "exit $rc" "$(cat "$T/err")"; fi
+}
+check "overlap:$K" "tensor '$K': chunks 0 and 1 overlap"
+check "gap:$K" "cover 40 of the tensor's 80 elements: a gap"
+check "outside:$K" "chunk 0 lies outside the tensor"
+check "dtype:$K" "__0_0.distcp': tensor '$K': item of chunk 0 holds F32"
+check "length:$K" "lies outside the file"
+check "escape:$K" "'../evil.distcp' is not a plain name inside the checkpoint folder"
+check "transform:$K" "transform 'stream.zstd/1'"
+check "dangerous" "refusing global 'os.system'"
+check "truncate:__1_0.distcp" "__1_0.distcp': tensor 'model.model.grid': item of 1244 bytes at offset 13408 lies outside the file"
+check "missing:__1_0.distcp" "names item file '__1_0.distcp', which is missing"
+# an incomplete save (no .metadata yet) is no checkpoint
+mkdir -p "$T/partial" && cp "$D/fsdp2/__0_0.distcp" "$T/partial/"
+run "$TPCONV" inspect "$T/partial"
+[ "$rc" = 3 ] && ok "a folder with items but no .metadata (a save in progress) is refused (exit 3)" || bad "partial" "exit $rc" "$(cat "$T/err")"
+echo "1..$n"
+[ "$failed" = 0 ]
