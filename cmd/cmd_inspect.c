@@ -147,6 +147,17 @@ static int print_globals(const tpc_value *g, bool json, tpc_buf *out)
 	return dangerous;
 }
 
+/* Pieces a composite tensor is made of (zero fills count). */
+static size_t leaf_parts(const tpc_tensor *t)
+{
+	size_t n = 0;
+	if (!t->nparts)
+		return 1;
+	for (int k = 0; k < t->nparts; k++)
+		n += leaf_parts(&t->parts[k]);
+	return n;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -294,6 +305,9 @@ int cmd_inspect(int argc, char **argv)
 					 users > 1 ? " (shared)" : "",
 					 (t->storage_offset || t->nbytes < sg->nbytes) ? " view" : "",
 					 !tpc_tensor_is_contiguous(t) ? " strided" : "");
+			} else if (t->nparts) {
+				/* assembled from pieces: DCP chunks, rank files of a set */
+				snprintf(note, sizeof(note), "  %zu pieces", leaf_parts(t));
 			} else if (!tpc_tensor_is_contiguous(t)) {
 				snprintf(note, sizeof(note), "  strided view");
 			}
