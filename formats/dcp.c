@@ -183,19 +183,23 @@ static int read_storage(const tpc_value *k, const tpc_value *v, sinfo *out, cons
 
 /* ---- parsing .metadata ---- */
 
+static void entry_release(tpc_dcp_entry *en)
+{
+	for (size_t k = 0; k < en->nc; k++) {
+		free(en->c[k].off);
+		free(en->c[k].file);
+	}
+	free(en->c);
+	free(en->fqn);
+	free(en->shape);
+	tpc_value_unref(en->path);
+	memset(en, 0, sizeof(*en));
+}
+
 void tpc_dcp_meta_release(tpc_dcp_meta *m)
 {
-	for (size_t i = 0; m && i < m->n; i++) {
-		tpc_dcp_entry *en = &m->e[i];
-		for (size_t k = 0; k < en->nc; k++) {
-			free(en->c[k].off);
-			free(en->c[k].file);
-		}
-		free(en->c);
-		free(en->fqn);
-		free(en->shape);
-		tpc_value_unref(en->path);
-	}
+	for (size_t i = 0; m && i < m->n; i++)
+		entry_release(&m->e[i]);
 	if (m) {
 		free(m->e);
 		memset(m, 0, sizeof(*m));
@@ -611,6 +615,60 @@ static int place(tpc_value *root, const tpc_value *path, tpc_value *v, tpc_err *
 	return 0;
 }
 
+/* --select PATH: keep the entries under PATH (a dotted prefix of their keys),
+ * named relative to it, before any item is read (a torchtitan checkpoint's
+ * "model" without its optimizer state). */
+static int select_entries(tpc_dcp_meta *m, const char *sel, const char *path, tpc_err *e)
+{
+	size_t sl = strlen(sel), kept = 0;
+	tpc_buf top = TPC_BUF_INIT;
+	for (size_t i = 0; i < m->n; i++) {
+		tpc_dcp_entry *en = &m->e[i];
+		bool in = !strncmp(en->fqn, sel, sl) && en->fqn[sl] == '.';
+		if (!in) {
+			/* the first few top-level keys, for the message */
+			const char *dot = strchr(en->fqn, '.');
+			size_t l = dot ? (size_t)(dot - en->fqn) : strlen(en->fqn);
+			char q[160];
+			snprintf(q, sizeof(q), "'%.*s'", (int)(l < 150 ? l : 150), en->fqn);
+			if (top.len < 200 && !(top.p && strstr(top.p, q)))
+				tpc_buf_addf(&top, "%s%s", top.len ? ", " : "", q);
+			entry_release(en);
+			continue;
+		}
+		memmove(en->fqn, en->fqn + sl + 1, strlen(en->fqn + sl + 1) + 1);
+		if (en->path) {
+			/* drop the path elements that spell PATH; no exact match: flat name */
+			size_t used = 0, k = 0;
+			while (k < en->path->n && used < sl) {
+				const tpc_value *p = en->path->items[k];
+				if (p->kind != TPC_V_STR || strncmp(sel + used + (used ? 1 : 0), p->str, p->len))
+					break;
+				used += p->len + (used ? 1 : 0);
+				k++;
+			}
+			tpc_value *np = NULL;
+			if (used == sl && k < en->path->n && (np = tpc_value_new(TPC_V_TUPLE)))
+				for (size_t j = k; j < en->path->n; j++)
+					if (tpc_value_append(np, tpc_value_ref(en->path->items[j]))) {
+						tpc_value_unref(np);
+						np = NULL;
+						break;
+					}
+			tpc_value_unref(en->path);
+			en->path = np;
+		}
+		m->e[kept++] = *en;
+	}
+	m->n = kept;
+	if (!kept) {
+		tpc_err_set(e, TPC_EINPUT, "--select '%s': no key '%s' (keys here: %s)", sel, sel, top.p ? top.p : "none");
+		tpc_err_path(e, path);
+	}
+	tpc_buf_release(&top);
+	return kept ? 0 : TPC_EINPUT;
+}
+
 static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_err *e)
 {
 	tpc_dcp_meta m;
@@ -622,7 +680,6 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 	int64_t *final_ix = NULL;
 	bool *keep = NULL;
 	int ret;
-	(void)o;
 	memset(&m, 0, sizeof(m));
 	if (!mpath)
 		return tpc_err_nomem(e);
@@ -631,6 +688,8 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 		goto out;
 	free(text);
 	text = NULL;
+	if (o && o->select && (ret = select_entries(&m, o->select, dir, e)))
+		goto out;
 	if (!(vals = tpc_calloc(m.n + 1, sizeof(*vals))) || !(final_ix = tpc_calloc(m.n + 1, sizeof(*final_ix)))) {
 		ret = tpc_err_nomem(e);
 		goto out;

@@ -69,6 +69,13 @@ print("ok")
 PY
 [ "$rc" = 0 ] && ok "fsdp4 holds ragged dim-0 (3/3/3/1), dim-1, 2 x 2 grid and replicated chunks" || bad "fixture layout" "$(cat "$T/err")"
 
+# --select: one subtree, the rest not even read (a torchtitan checkpoint's model, not its optimizer)
+run "$TPCONV" convert --select model "$D/fsdp2" -o "$T/sel.pt" -q
+[ "$rc" = 0 ] && $PY -c 'import sys,torch; a=torch.load(sys.argv[1]); b=torch.load(sys.argv[2])["model"]; assert list(a)==list(b) and all(torch.equal(a[k],b[k]) for k in a)' "$T/sel.pt" "$D/fsdp2.pt" 2>"$T/perr" &&
+  ok "--select model keeps the model subtree, named as in it" || bad "select" "$(cat "$T/err" "$T/perr")"
+run "$TPCONV" inspect --select optimizer "$D/fsdp2"
+[ "$rc" = 3 ] && grep -q "no key 'optimizer' (keys here: 'model', 'step', 'extra')" "$T/err" && ok "--select of a missing key: exit 3 listing the keys" || bad "select missing" "exit $rc" "$(cat "$T/err")"
+
 # merge consolidates a DCP folder; an HF folder gets the config beside, not the items
 run "$TPCONV" merge "$D/llama2" -o "$T/merged/" -q
 [ "$rc" = 0 ] && [ -f "$T/merged/config.json" ] && ! ls "$T/merged" | grep -q distcp && same "$T/merged" "$D/llama2.pt" &&
