@@ -24,7 +24,8 @@ static const char *help =
 	"cast is done while streaming, with no whole-model buffer.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or directory (required unless --dry-run)\n"
-	"  --format NAME            safetensors or torch\n"
+	"  --format NAME            safetensors, torch, or dcp (a PyTorch Distributed Checkpoint\n"
+	"                           folder that torch.distributed.checkpoint.load reads)\n"
 	"  --max-shard-size SIZE    HF sharding: largest shard (default 5GB; K/M/G/T = 1000^n,\n"
 	"                           Ki/Mi/Gi/Ti = 1024^n)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
@@ -128,9 +129,15 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
 		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index"))
-			return tpc_cli_usage("convert", "unknown --format '%s' (safetensors or torch)", fmt_name);
+			return tpc_cli_usage("convert", "unknown --format '%s' (safetensors, torch or dcp)", fmt_name);
 	}
-	if (sharded) {
+	if (inner && inner->sharded) {
+		/* a folder format of its own (dcp): it lays out its files */
+		if (shard_arg)
+			return tpc_cli_usage("convert", "--max-shard-size does not go with --format %s", inner->name);
+		outf = inner;
+		sharded = false;
+	} else if (sharded) {
 		outf = tpc_format_by_name("hf-index");
 		if (!inner) {
 			const tpc_format *byname = tpc_format_for_output(out);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats.h"
 #include "pickle.h"
@@ -864,6 +866,350 @@ static int dcp_detect(const char *path, const uint8_t *head, size_t n)
 	return score;
 }
 
+/* ---- writing: convert -o DIR --format dcp ----
+ *
+ * What torch's FileSystemWriter would write for a state dict of whole tensors
+ * saved by one process, with the item layout torch 1.13's writer used (one file
+ * per item, `__0_N.distcp`, each a complete torch.save archive at offset 0):
+ * DCP readers find items by (relative_path, offset, length), so any layout of
+ * items over files reads the same. The state dict is flattened as
+ * DefaultSavePlanner(flatten_state_dict=True) does (torch/distributed/
+ * checkpoint/_nested_dict.py, _traverse.py): dicts are walked, lists only when
+ * they hold tensors, every other value is one bytes item; planner_data maps each
+ * flat key back to its path. .metadata is written last, atomically: until it
+ * exists the folder is an incomplete save, as torch treats it. */
+
+typedef struct witem {
+	char *fqn;
+	tpc_value *path;       /* TUPLE of keys */
+	int64_t tensor;        /* index in ck, or -1 */
+	const tpc_value *value; /* bytes items */
+} witem;
+
+typedef struct wlist {
+	witem *v;
+	size_t n, cap;
+} wlist;
+
+static bool holds_tensor(const tpc_value *v)
+{
+	if (!v)
+		return false;
+	if (v->kind == TPC_V_TENSOR)
+		return true;
+	if (v->kind != TPC_V_DICT && v->kind != TPC_V_LIST && v->kind != TPC_V_TUPLE)
+		return false;
+	for (size_t i = 0; i < v->n; i++)
+		if (holds_tensor(v->items[i]))
+			return true;
+	return false;
+}
+
+static int add_item(wlist *l, const char *fqn, const tpc_value *path, int64_t tensor, const tpc_value *value,
+		    tpc_err *e)
+{
+	if (tpc_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return tpc_err_nomem(e);
+	witem *w = &l->v[l->n];
+	memset(w, 0, sizeof(*w));
+	w->tensor = tensor;
+	w->value = value;
+	if (!(w->fqn = tpc_strdup(fqn)) || !(w->path = tpc_value_new(TPC_V_TUPLE))) {
+		free(w->fqn);
+		return tpc_err_nomem(e);
+	}
+	l->n++;
+	for (size_t i = 0; i < path->n; i++)
+		if (tpc_value_append(w->path, tpc_value_ref(path->items[i])))
+			return tpc_err_nomem(e);
+	return 0;
+}
+
+static int flatten(wlist *l, const tpc_value *v, tpc_value *path, tpc_buf *name, int depth, tpc_err *e)
+{
+	int ret = 0;
+	if (depth > 64)
+		return tpc_err_set(e, TPC_EINPUT, "the object tree nests deeper than 64 containers");
+	bool walk = v->kind == TPC_V_DICT || ((v->kind == TPC_V_LIST || v->kind == TPC_V_TUPLE) && holds_tensor(v));
+	if (!walk || !v->n)
+		return path->n ? add_item(l, name->p ? name->p : "", path, v->kind == TPC_V_TENSOR ? v->ival : -1, v, e)
+			       : 0;
+	size_t base = name->len;
+	for (size_t i = 0; i < v->n && !ret; i++) {
+		tpc_value *k = v->kind == TPC_V_DICT ? tpc_value_ref(v->keys[i]) : tpc_value_int((int64_t)i);
+		if (!k)
+			return tpc_err_nomem(e);
+		if (base)
+			tpc_buf_addc(name, '.');
+		if (k->kind == TPC_V_STR)
+			tpc_buf_add(name, k->str, k->len);
+		else if (k->kind == TPC_V_INT)
+			tpc_buf_addf(name, "%lld", (long long)k->ival);
+		else {
+			tpc_value_unref(k);
+			return tpc_err_set(e, TPC_EINPUT, "a DCP state dict has string keys; this one has a %s key",
+					   tpc_vkind_name(k->kind));
+		}
+		if (tpc_value_append(path, k) || name->oom)
+			return tpc_err_nomem(e);
+		ret = flatten(l, v->items[i], path, name, depth + 1, e);
+		tpc_value_unref(path->items[--path->n]);
+		name->len = base;
+		if (name->p)
+			name->p[base] = '\0';
+	}
+	return ret;
+}
+
+/* copyreg.__newobj__(module.cls) with BUILD state, as pickle writes a dataclass */
+static tpc_value *wobj(const char *module, const char *cls, tpc_value *state)
+{
+	tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
+	int bad = !c || !args || !state;
+	bad = bad || tpc_value_append(args, tpc_value_global(module, cls));
+	bad = bad || tpc_value_append(c, tpc_value_global("copyreg", "__newobj__"));
+	if (!bad) {
+		bad = tpc_value_append(c, args);
+		args = NULL;
+	}
+	if (!bad) {
+		bad = tpc_value_append(c, state);
+		state = NULL;
+	}
+	tpc_value_unref(args);
+	tpc_value_unref(state);
+	if (bad) {
+		tpc_value_unref(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* module.fn(args...) (REDUCE) */
+static tpc_value *wcall(const char *module, const char *fn, tpc_value *arg)
+{
+	tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
+	int bad = !c || !args || !arg;
+	bad = bad || tpc_value_append(c, tpc_value_global(module, fn));
+	if (!bad) {
+		bad = tpc_value_append(args, arg);
+		arg = NULL;
+	}
+	if (!bad) {
+		bad = tpc_value_append(c, args);
+		args = NULL;
+	}
+	tpc_value_unref(arg);
+	tpc_value_unref(args);
+	if (bad) {
+		tpc_value_unref(c);
+		return NULL;
+	}
+	return c;
+}
+
+static tpc_value *wsize(int nd, const int64_t *v, bool zeros)
+{
+	tpc_value *t = tpc_value_new(TPC_V_TUPLE);
+	for (int d = 0; t && d < nd; d++)
+		if (tpc_value_append(t, tpc_value_int(zeros ? 0 : v[d]))) {
+			tpc_value_unref(t);
+			return NULL;
+		}
+	return wcall("torch", "Size", t);
+}
+
+static int wset(tpc_value *d, const char *k, tpc_value *v)
+{
+	return v ? tpc_value_set(d, tpc_value_str(k, strlen(k)), v) : -1;
+}
+
+#define META_MOD "torch.distributed.checkpoint.metadata"
+
+static tpc_value *tensor_md(const tpc_tensor *t)
+{
+	const char *tn = tpc_dtype_get(t->dtype)->torch;
+	tpc_value *props = tpc_value_new(TPC_V_TUPLE), *st = tpc_value_new(TPC_V_DICT), *chunks = tpc_value_new(TPC_V_LIST);
+	tpc_value *cst = tpc_value_new(TPC_V_DICT);
+	int bad = !props || !st || !chunks || !cst || !tn;
+	/* TensorProperties.__getstate__: (dtype, layout, requires_grad, memory_format, pin_memory) */
+	bad = bad || tpc_value_append(props, tpc_value_global("torch", tn ? tn : "?"));
+	bad = bad || tpc_value_append(props, wcall("torch.serialization", "_get_layout", tpc_value_str("torch.strided", 13)));
+	bad = bad || tpc_value_append(props, tpc_value_bool(0));
+	bad = bad || tpc_value_append(props, wcall(META_MOD, "_MEM_FORMAT_ENCODING", tpc_value_int(0)));
+	bad = bad || tpc_value_append(props, tpc_value_bool(0));
+	bad = bad || wset(cst, "offsets", wsize(t->ndim, t->shape, true));
+	bad = bad || wset(cst, "sizes", wsize(t->ndim, t->shape, false));
+	if (!bad) {
+		bad = tpc_value_append(chunks, wobj(META_MOD, "ChunkStorageMetadata", cst));
+		cst = NULL;
+	}
+	if (!bad) {
+		bad = wset(st, "properties", wobj(META_MOD, "TensorProperties", props));
+		props = NULL;
+	}
+	bad = bad || wset(st, "size", wsize(t->ndim, t->shape, false));
+	if (!bad) {
+		bad = wset(st, "chunks", chunks);
+		chunks = NULL;
+	}
+	tpc_value_unref(props);
+	tpc_value_unref(chunks);
+	tpc_value_unref(cst);
+	if (bad) {
+		tpc_value_unref(st);
+		return NULL;
+	}
+	return wobj(META_MOD, "TensorStorageMetadata", st);
+}
+
+static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir, const tpc_write_opts *o,
+		     tpc_err *e)
+{
+	wlist l = {NULL, 0, 0};
+	tpc_buf name = TPC_BUF_INIT, pk = TPC_BUF_INIT;
+	tpc_value *path = tpc_value_new(TPC_V_TUPLE), *sdm = tpc_value_new(TPC_V_DICT);
+	tpc_value *pd = tpc_value_new(TPC_V_DICT), *sd = tpc_value_new(TPC_V_DICT), *md = NULL;
+	char *mpath = tpc_path_join(dir, TPC_DCP_META);
+	char **written = NULL;
+	size_t nw = 0;
+	unsigned force = o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0;
+	int ret = 0;
+	if (!path || !sdm || !pd || !sd || !mpath) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_ckpt_check_writable(ck, e)))
+		goto out;
+	if (tpc_exists(dir) && !tpc_is_dir(dir)) {
+		ret = tpc_err_set(e, TPC_EUSAGE, "output exists and is not a folder");
+		tpc_err_path(e, dir);
+		goto out;
+	}
+	if (tpc_exists(mpath) && !force) {
+		ret = tpc_err_set(e, TPC_EUSAGE, "output folder already holds a DCP checkpoint; use --force to replace it");
+		tpc_err_path(e, mpath);
+		goto out;
+	}
+	if ((ret = tpc_mkdirs(dir, e)))
+		goto out;
+	/* the items: the tree when it names every tensor, else the tensors by name */
+	if (!sel && ck->root && tpc__torch_tree_matches(ck)) {
+		ret = flatten(&l, ck->root, path, &name, 0, e);
+	} else {
+		for (size_t k = 0; k < (sel ? nsel : ck->n) && !ret; k++) {
+			int64_t i = sel ? sel[k] : (int64_t)k;
+			tpc_value *key = tpc_value_str(ck->t[i].name, strlen(ck->t[i].name));
+			if (!key || tpc_value_append(path, key)) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			ret = add_item(&l, ck->t[i].name, path, i, NULL, e);
+			tpc_value_unref(path->items[--path->n]);
+		}
+	}
+	if (ret)
+		goto out;
+	if (!(written = tpc_calloc(l.n + 1, sizeof(char *)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t k = 0; k < l.n && !ret; k++) {
+		witem *w = &l.v[k];
+		char fn[64];
+		snprintf(fn, sizeof(fn), "__0_%zu.distcp", k);
+		char *fp = tpc_path_join(dir, fn);
+		tpc_value *leaf = w->tensor >= 0 ? tpc_value_tensor(w->tensor) : NULL;
+		tpc_write_opts wo = {force ? TPC_W_FORCE : 0, 0, NULL, NULL, o ? o->progress : NULL};
+		if (!fp || (w->tensor >= 0 && !leaf)) {
+			free(fp);
+			tpc_value_unref(leaf);
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		static const int64_t no_tensor = -1; /* sel with none selected (NULL means all) */
+		ret = tpc__torch_write_obj(ck, w->tensor >= 0 ? &w->tensor : &no_tensor, w->tensor >= 0 ? 1 : 0,
+					   leaf ? leaf : w->value, fp, &wo, e);
+		tpc_value_unref(leaf);
+		if (ret) {
+			if (!e->tensor[0])
+				tpc_err_tensor(e, w->fqn);
+			free(fp);
+			break;
+		}
+		written[nw++] = fp;
+		struct stat stt;
+		uint64_t len = stat(fp, &stt) == 0 ? (uint64_t)stt.st_size : 0;
+		/* metadata: the entry, its path, where its item is */
+		tpc_value *ist = tpc_value_new(TPC_V_DICT), *sst = tpc_value_new(TPC_V_DICT);
+		int bad = !ist || !sst;
+		bad = bad || wset(ist, "fqn", tpc_value_str(w->fqn, strlen(w->fqn)));
+		if (!bad && w->tensor >= 0) {
+			const tpc_tensor *t = &ck->t[w->tensor];
+			bad = wset(ist, "offset", wsize(t->ndim, t->shape, true)) || wset(ist, "index", tpc_value_int(0));
+		} else if (!bad) {
+			bad = wset(ist, "offset", tpc_value_new(TPC_V_NONE)) || wset(ist, "index", tpc_value_new(TPC_V_NONE));
+		}
+		bad = bad || wset(sst, "relative_path", tpc_value_str(fn, strlen(fn)));
+		bad = bad || wset(sst, "offset", tpc_value_int(0)) || wset(sst, "length", tpc_value_int((int64_t)len));
+		tpc_value *mi = bad ? NULL : wobj(META_MOD, "MetadataIndex", ist);
+		tpc_value *si = bad ? NULL : wobj("torch.distributed.checkpoint.filesystem", "_StorageInfo", sst);
+		if (bad) {
+			tpc_value_unref(ist);
+			tpc_value_unref(sst);
+		}
+		bad = bad || !mi || !si || tpc_value_set(sd, mi, si);
+		mi = si = NULL;
+		tpc_value *entry = w->tensor >= 0 ? tensor_md(&ck->t[w->tensor])
+						  : wobj(META_MOD, "BytesStorageMetadata", tpc_value_new(TPC_V_DICT));
+		bad = bad || !entry || wset(sdm, w->fqn, entry);
+		bad = bad || wset(pd, w->fqn, tpc_value_ref(w->path));
+		if (bad)
+			ret = tpc_err_nomem(e);
+	}
+	if (ret)
+		goto out;
+	{
+		tpc_value *st = tpc_value_new(TPC_V_DICT);
+		int bad = !st || wset(st, "state_dict_metadata", tpc_value_ref(sdm)) ||
+			  wset(st, "planner_data", tpc_value_ref(pd)) || wset(st, "storage_data", tpc_value_ref(sd)) ||
+			  wset(st, "storage_meta", tpc_value_new(TPC_V_NONE));
+		if (bad) {
+			tpc_value_unref(st);
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		md = wobj(META_MOD, "Metadata", st);
+	}
+	tpc_pickle_writer pw;
+	tpc_pickle_writer_init(&pw, &pk);
+	ret = md ? tpc_pickle_write(&pw, md, e) : tpc_err_nomem(e);
+	tpc_pickle_writer_release(&pw);
+	if (!ret)
+		ret = tpc_write_file_atomic(mpath, pk.p, pk.len, force, e);
+out:
+	if (ret)
+		for (size_t k = 0; k < nw; k++)
+			unlink(written[k]); /* complete or absent */
+	for (size_t k = 0; written && k < nw; k++)
+		free(written[k]);
+	free(written);
+	for (size_t k = 0; k < l.n; k++) {
+		free(l.v[k].fqn);
+		tpc_value_unref(l.v[k].path);
+	}
+	free(l.v);
+	tpc_buf_release(&name);
+	tpc_buf_release(&pk);
+	tpc_value_unref(path);
+	tpc_value_unref(sdm);
+	tpc_value_unref(pd);
+	tpc_value_unref(sd);
+	tpc_value_unref(md);
+	free(mpath);
+	return ret;
+}
+
 static const char *const dcp_exts[] = {NULL};
 
 const tpc_format tpc_fmt_dcp = {
@@ -871,7 +1217,7 @@ const tpc_format tpc_fmt_dcp = {
 	.desc = "PyTorch Distributed Checkpoint folder (.metadata + __R_N.distcp; FSDP, torchtitan)",
 	.detect = dcp_detect,
 	.open = dcp_open,
-	.write = NULL,
+	.write = dcp_write,
 	.exts = dcp_exts,
 	.sharded = true,
 };

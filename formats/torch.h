@@ -56,6 +56,12 @@ int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, cons
  * or reorder happened since reading)? Then writers can emit the tree. */
 bool tpc__torch_tree_matches(const tpc_ckpt *ck);
 
+/* torch.save of `what` (a value tree whose TENSOR leaves are among sel, or a
+ * bare TENSOR leaf; NULL: the checkpoint's tree or a flat state dict) at
+ * `path`, atomically: a DCP item. */
+int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what,
+			 const char *path, const tpc_write_opts *o, tpc_err *e);
+
 /* Non-tensor values as JSON metadata (safetensors) and back. */
 int tpc__tree_to_meta(const tpc_ckpt *ck, char **json, tpc_err *e);
 int tpc__tree_from_meta(tpc_ckpt *ck, const char *json, tpc_err *e);

@@ -177,6 +177,12 @@ static char *archive_prefix(const char *path)
 int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 		     const tpc_write_opts *o, tpc_err *e)
 {
+	return tpc__torch_write_obj(ck, sel, nsel, NULL, path, o, e);
+}
+
+int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what,
+			 const char *path, const tpc_write_opts *o, tpc_err *e)
+{
 	writer wr;
 	tpc_out out;
 	tpc_zipw zw;
@@ -195,8 +201,8 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	if (!sel)
 		nsel = ck->n;
 	wr.ck = ck;
-	wr.key_of = tpc_malloc(ck->n * sizeof(int64_t));
-	wr.st = tpc_malloc(nsel * sizeof(wstore));
+	wr.key_of = tpc_malloc((ck->n + 1) * sizeof(int64_t));
+	wr.st = tpc_malloc((nsel + 1) * sizeof(wstore));
 	if (!wr.key_of || !wr.st) {
 		ret = tpc_err_nomem(e);
 		goto out;
@@ -234,8 +240,10 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	}
 	/* the object to pickle */
 	bool whole = !sel || nsel == ck->n;
-	const tpc_value *obj = NULL;
-	if (whole && ck->root && tpc__torch_tree_matches(ck)) {
+	const tpc_value *obj = what;
+	if (obj) {
+		/* the caller's object (its tensors among sel) */
+	} else if (whole && ck->root && tpc__torch_tree_matches(ck)) {
 		obj = ck->root;
 	} else {
 		/* an OrderedDict: DICT whose origin is CALL[collections.OrderedDict, ()] */

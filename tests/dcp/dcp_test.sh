@@ -91,6 +91,18 @@ done
 run "$TPCONV" verify --reference "$D/llama2" --shards "$T/tp2_tpconv"
 [ "$rc" = 0 ] && ok "verify with the DCP folder as reference passes ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify ref dcp" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 
+# DCP as an output: read back equal, refused over an existing checkpoint, torch values kept
+run "$TPCONV" convert "$D/fsdp4" -o "$T/out_dcp" --format dcp -q
+[ "$rc" = 0 ] && [ -f "$T/out_dcp/.metadata" ] && same "$T/out_dcp" "$D/fsdp4.pt" &&
+  run "$TPCONV" convert "$T/out_dcp" -o "$T/out_dcp.pt" -q && $PY -c 'import sys,torch; a=torch.load(sys.argv[1]); assert a["step"]==7 and a["extra"]["names"]==["a","b"], a' "$T/out_dcp.pt" &&
+  ok "convert --format dcp writes a DCP folder that reads back bit-exactly, non-tensor items included" || bad "dcp out" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" convert "$D/llama2.pt" -o "$T/out_dcp" --format dcp -q
+[ "$rc" = 2 ] && grep -q "already holds a DCP checkpoint" "$T/err" && ok "convert --format dcp over an existing DCP folder: exit 2 without --force" || bad "dcp exists" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$D/llama2.pt" -o "$T/out_dcp" --format dcp -q --force
+[ "$rc" = 0 ] && same "$T/out_dcp" "$D/llama2.pt" && ok "--force replaces it" || bad "dcp force" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" convert "$D/llama2.pt" -o "$T/out_dcp2" --format dcp --max-shard-size 1MB -q
+[ "$rc" = 2 ] && ok "--max-shard-size with --format dcp is a usage error" || bad "dcp maxsz" "exit $rc"
+
 # broken and hostile folders: exit 3, the file, the key and where
 K=model.model.embed.weight
 check() { # mutation, what the message must hold
