@@ -617,6 +617,120 @@ static int place(tpc_value *root, const tpc_value *path, tpc_value *v, tpc_err *
 	return 0;
 }
 
+/* ---- Megatron-Core torch_dist (FRAMEWORKS.md §2b) ----
+ * A save folder holds latest_checkpointed_iteration.txt (an iteration number or
+ * "release") and iter_NNNNNNN/ (or release/); a torch_dist iteration folder is a
+ * DCP checkpoint saved with flatten_state_dict=False plus metadata.json
+ * {"sharded_backend": "torch_dist"}. Homogeneous decoders store one key per
+ * parameter with the layer axis first ("decoder.layers.self_attention.
+ * linear_qkv.weight" [layers, ...]); the model's own state dict names them per
+ * layer, so the reader un-stacks them ("decoder.layers.0.self_attention...") as
+ * views. Optimizer state (optimizer.*) is left out unless --select asks for it.
+ * Legacy sets (mp_rank_TT[_PPP]/model_optim_rng.pt) are recognised and refused:
+ * not read yet. */
+
+#define MEGATRON_LATEST "latest_checkpointed_iteration.txt"
+
+/* The iteration folder the save folder's tracker file names, or NULL. */
+static char *megatron_iter_dir(const char *dir)
+{
+	char *t = tpc_path_join(dir, MEGATRON_LATEST), *text = NULL, *out = NULL;
+	size_t len;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	if (t && tpc_exists(t) && !tpc_read_file(t, 4096, &text, &len, &e2)) {
+		char name[32];
+		char *end;
+		while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
+			text[--len] = '\0';
+		unsigned long long it = strtoull(text, &end, 10);
+		if (!strcmp(text, "release"))
+			out = tpc_path_join(dir, "release");
+		else if (len && !*end && it <= 9999999999ull && snprintf(name, sizeof(name), "iter_%07llu", it) > 0)
+			out = tpc_path_join(dir, name);
+	}
+	free(t);
+	free(text);
+	return out;
+}
+
+static bool has_entry_prefix(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+	while (d && !found && (de = readdir(d)))
+		found = !strncmp(de->d_name, prefix, strlen(prefix));
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static bool megatron_torch_dist(const char *dir)
+{
+	char *p = tpc_path_join(dir, "metadata.json"), *text = NULL;
+	size_t len;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	bool yes = p && tpc_exists(p) && !tpc_read_file(p, 1u << 20, &text, &len, &e2) && strstr(text, "\"sharded_backend\"") &&
+		   strstr(text, "torch_dist");
+	free(p);
+	free(text);
+	return yes;
+}
+
+/* "decoder.layers.mlp.x" -> the length of "decoder.layers" (a layers component
+ * not followed by a number), or 0 */
+static size_t stacked_prefix(const char *fqn)
+{
+	for (const char *p = strstr(fqn, "layers."); p; p = strstr(p + 1, "layers.")) {
+		if (p != fqn && p[-1] != '.')
+			continue;
+		const char *q = p + 7;
+		return *q >= '0' && *q <= '9' ? 0 : (size_t)(p + 6 - fqn);
+	}
+	return 0;
+}
+
+/* Drop dim 0 (of size 1) from a description: a view loses it, a composite
+ * along dim 0 becomes its one non-empty part, others drop it from every part. */
+static int squeeze0(tpc_tensor *t)
+{
+	if (t->ndim < 1 || t->shape[0] != 1)
+		return -1;
+	if (t->nparts && t->cat_dim == 0) {
+		int keep = -1;
+		for (int k = 0; k < t->nparts; k++)
+			if (t->parts[k].shape[0] == 1)
+				keep = k;
+		if (keep < 0)
+			return -1;
+		tpc_tensor part = t->parts[keep];
+		memset(&t->parts[keep], 0, sizeof(part));
+		tpc_tensor_release(t);
+		*t = part;
+		return squeeze0(t);
+	}
+	for (int k = 0; k < t->nparts; k++)
+		if (squeeze0(&t->parts[k]))
+			return -1;
+	int nd = t->ndim - 1;
+	int64_t sh[TPC_MAX_NDIM], st[TPC_MAX_NDIM];
+	for (int d = 0; d < nd; d++) {
+		sh[d] = t->shape[d + 1];
+		st[d] = t->stride[d + 1];
+	}
+	t->ndim = nd;
+	t->stride = t->shape + nd;
+	for (int d = 0; d < nd; d++) {
+		t->shape[d] = sh[d];
+		t->stride[d] = st[d];
+	}
+	if (t->nparts)
+		t->cat_dim--;
+	return 0;
+}
+
 /* --select PATH: keep the entries under PATH (a dotted prefix of their keys),
  * named relative to it, before any item is read (a torchtitan checkpoint's
  * "model" without its optimizer state). */
@@ -671,10 +785,21 @@ static int select_entries(tpc_dcp_meta *m, const char *sel, const char *path, tp
 	return kept ? 0 : TPC_EINPUT;
 }
 
-static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_err *e)
+/* "decoder.layers" + l + "mlp.x" */
+static char *layer_name(const char *fqn, size_t pre, int64_t l)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_add(&b, fqn, pre);
+	tpc_buf_addf(&b, ".%lld%s", (long long)l, fqn + pre);
+	return tpc_buf_detach(&b, NULL);
+}
+
+static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_err *e)
 {
 	tpc_dcp_meta m;
-	char *mpath = tpc_path_join(dir, TPC_DCP_META), *text = NULL;
+	const char *dir = dir_in;
+	char *iter = NULL, *mpath = NULL, *text = NULL;
+	bool mcore;
 	size_t len = 0, nfs = 0, capfs = 0;
 	file_src *fs = NULL;
 	tpc_value *root = NULL, **vals = NULL;
@@ -683,8 +808,32 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 	bool *keep = NULL;
 	int ret;
 	memset(&m, 0, sizeof(m));
-	if (!mpath)
+	/* a Megatron save folder: its latest iteration */
+	char *own = tpc_path_join(dir, TPC_DCP_META);
+	if (own && !tpc_exists(own) && (iter = megatron_iter_dir(dir))) {
+		dir = iter;
+		if (has_entry_prefix(dir, "mp_rank_")) {
+			free(own);
+			free(iter);
+			tpc_err_set(e, TPC_EINPUT,
+				    "this is a legacy Megatron checkpoint (mp_rank_TT[_PPP]/model_optim_rng.pt), which tpconv does not read yet; torch_dist checkpoints it does");
+			tpc_err_path(e, dir_in);
+			return TPC_EINPUT;
+		}
+	}
+	free(own);
+	mcore = megatron_torch_dist(dir);
+	if (!(mpath = tpc_path_join(dir, TPC_DCP_META))) {
+		free(iter);
 		return tpc_err_nomem(e);
+	}
+	if (iter && !tpc_exists(mpath)) {
+		tpc_err_set(e, TPC_EINPUT, "the save folder's %s names %s, which holds no DCP checkpoint (.metadata)",
+			    MEGATRON_LATEST, tpc_path_base(iter));
+		tpc_err_path(e, dir_in);
+		ret = TPC_EINPUT;
+		goto out;
+	}
 	if ((ret = tpc_read_file(mpath, MAX_META_BYTES, &text, &len, e)) ||
 	    (ret = tpc_dcp_meta_from_buffer(&m, (const uint8_t *)text, len, mpath, e)))
 		goto out;
@@ -692,6 +841,18 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 	text = NULL;
 	if (o && o->select && (ret = select_entries(&m, o->select, dir, e)))
 		goto out;
+	if (mcore && !(o && o->select)) {
+		/* the model: Megatron's optimizer state stays out unless selected */
+		size_t kept = 0;
+		for (size_t i = 0; i < m.n; i++) {
+			if (!strncmp(m.e[i].fqn, "optimizer.", 10)) {
+				entry_release(&m.e[i]);
+				continue;
+			}
+			m.e[kept++] = m.e[i];
+		}
+		m.n = kept;
+	}
 	if (!(vals = tpc_calloc(m.n + 1, sizeof(*vals))) || !(final_ix = tpc_calloc(m.n + 1, sizeof(*final_ix)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
@@ -708,7 +869,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 			    !(fp = tpc_path_join(dir, en->c[0].file)))
 				ret = tpc_err_nomem(e);
 			if (!ret)
-				ret = tpc__torch_open_item(ck, src, en->c[0].foff, en->c[0].flen, fp, en->fqn, &vals[i], e);
+				ret = tpc__torch_open_item(ck, src, en->c[0].foff, en->c[0].flen, fp, en->fqn, false, &vals[i], e);
 			if (ret)
 				tpc_err_tensor(e, en->fqn);
 			free(fp);
@@ -738,7 +899,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 			snprintf(tmp, sizeof(tmp), TMP_PREFIX "%zu/%zu", i, k);
 			size_t before = ck->n;
 			if (!(ret = source_of(ck, dir, c->file, &fs, &nfs, &capfs, &src, e)))
-				ret = tpc__torch_open_item(ck, src, c->foff, c->flen, fp, tmp, &leaf, e);
+				ret = tpc__torch_open_item(ck, src, c->foff, c->flen, fp, tmp, true, &leaf, e);
 			if (!ret && (ck->n != before + 1 || !leaf || leaf->kind != TPC_V_TENSOR))
 				ret = TPC_CORRUPT(e, fp, (int64_t)c->foff, en->fqn, "item of chunk %zu does not hold one tensor", k);
 			tpc_value_unref(leaf);
@@ -773,7 +934,28 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 			} else {
 				ret = build_box(&b, idx, nlive, lo, en->shape, &whole, 0, mpath, e);
 			}
-			if (!ret) {
+			size_t pre = mcore ? stacked_prefix(en->fqn) : 0;
+			if (!ret && pre && whole.ndim >= 1) {
+				/* one tensor per layer, named as the model names it */
+				clear_storages(&whole);
+				for (int64_t l = 0; l < whole.shape[0] && !ret; l++) {
+					tpc_tensor one;
+					char *nm = layer_name(en->fqn, pre, l);
+					if (!nm || tpc_tensor_narrow(&one, &whole, 0, l, 1)) {
+						free(nm);
+						ret = tpc_err_nomem(e);
+						break;
+					}
+					if (squeeze0(&one))
+						ret = TPC_CORRUPT(e, mpath, -1, en->fqn, "cannot take layer %lld of this tensor", (long long)l);
+					int64_t ix = ret ? -1 : tpc_ckpt_add_copy(ck, nm, &one, e);
+					if (!ret && ix < 0)
+						ret = (int)ix;
+					tpc_tensor_release(&one);
+					free(nm);
+				}
+				en->unstacked = whole.shape[0];
+			} else if (!ret) {
 				clear_storages(&whole);
 				int64_t ix = tpc_ckpt_add_copy(ck, en->fqn, &whole, e);
 				if (ix < 0)
@@ -808,6 +990,18 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 	for (size_t i = 0; i < m.n && !ret; i++) {
 		tpc_dcp_entry *en = &m.e[i];
 		tpc_value *v;
+		if (en->unstacked) {
+			size_t pre = stacked_prefix(en->fqn);
+			for (int64_t l = 0; l < en->unstacked && !ret; l++) {
+				char *nm = layer_name(en->fqn, pre, l);
+				int64_t ix = nm ? tpc_ckpt_find(ck, nm) : -1;
+				tpc_value *k = nm ? tpc_value_str(nm, strlen(nm)) : NULL, *leaf = ix >= 0 ? tpc_value_tensor(ix) : NULL;
+				if (!k || !leaf || tpc_value_set(root, k, leaf))
+					ret = tpc_err_nomem(e);
+				free(nm);
+			}
+			continue;
+		}
 		if (en->tensor) {
 			int64_t ix = tpc_ckpt_find(ck, en->fqn);
 			v = ix >= 0 ? tpc_value_tensor(ix) : NULL;
@@ -831,7 +1025,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_e
 	tpc_value_unref(ck->root);
 	ck->root = root;
 	root = NULL;
-	if (!ck->format && !(ck->format = tpc_strdup(m.mcore ? "dcp (megatron)" : "dcp")))
+	if (!ck->format && !(ck->format = tpc_strdup(mcore || m.mcore ? "megatron-torch_dist" : "dcp")))
 		ret = tpc_err_nomem(e);
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
@@ -844,6 +1038,7 @@ out:
 	free(fs);
 	free(text);
 	free(mpath);
+	free(iter);
 	tpc_value_unref(root);
 	tpc_dcp_meta_release(&m);
 	return ret;
@@ -854,9 +1049,18 @@ static int dcp_detect(const char *path, const uint8_t *head, size_t n)
 	(void)n;
 	if (head)
 		return 0;
-	char *m = tpc_path_join(path, TPC_DCP_META);
+	char *m = tpc_path_join(path, TPC_DCP_META), *iter = NULL;
 	int score = 0;
 	FILE *f = m ? fopen(m, "rb") : NULL;
+	if (!f && (iter = megatron_iter_dir(path))) {
+		/* a Megatron save folder; legacy ones too, so the reader can say what they are */
+		free(m);
+		m = tpc_path_join(iter, TPC_DCP_META);
+		f = m ? fopen(m, "rb") : NULL;
+		if (!f && has_entry_prefix(iter, "mp_rank_"))
+			score = 90;
+		free(iter);
+	}
 	if (f) {
 		int c = fgetc(f);
 		score = c == 0x80 ? 90 : 0; /* a pickle (PROTO) */

@@ -63,6 +63,7 @@ typedef struct tpc_dcp_entry {
 	tpc_dcp_chunk *c;     /* tensor: its chunks; bytes: one, with no box */
 	size_t nc;
 	tpc_value *path;      /* planner_data's path (TUPLE of keys), or NULL */
+	int64_t unstacked;    /* Megatron layer-stacked key read as this many per-layer tensors */
 } tpc_dcp_entry;
 
 typedef struct tpc_dcp_meta {

@@ -46,11 +46,13 @@ int tpc__torch_walk_from(tpc_value **root, const char *prefix, tpc__leaf_fn fn, 
 /* Read a torch.save zip that lies at [off, off+len) of source `src` of ck (an
  * item of a DCP .distcp file) without copying it: its tensors are added to ck
  * as views of that source, named `prefix` (a bare tensor) or prefix.path, and
- * the object tree is returned in *root (the caller owns it). Pickle globals
- * outside torch's weights_only allow-list are refused. `path` names the file
- * in errors; offsets in errors are file offsets. */
+ * the object tree is returned in *root (the caller owns it). With
+ * strict_globals, pickle globals outside torch's weights_only allow-list are
+ * refused (tensor items); without, only dangerous ones (an object item such
+ * as TransformerEngine's BytesIO _extra_state, kept opaque, never called).
+ * `path` names the file in errors; offsets in errors are file offsets. */
 int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, const char *path, const char *prefix,
-			 tpc_value **root, tpc_err *e);
+			 bool strict_globals, tpc_value **root, tpc_err *e);
 
 /* Does ck->root still name exactly ck's tensors, in order (no rename, drop
  * or reorder happened since reading)? Then writers can emit the tree. */

@@ -1020,9 +1020,9 @@ static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_ope
 }
 
 int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, const char *path, const char *prefix,
-			 tpc_value **root, tpc_err *e)
+			 bool strict_globals, tpc_value **root, tpc_err *e)
 {
-	static const tpc_open_opts strict = {TPC_OPEN_STRICT, NULL, NULL};
+	static const tpc_open_opts strict = {TPC_OPEN_STRICT, NULL, NULL}, lenient = {0, NULL, NULL};
 	reader r;
 	int ret;
 	const tpc_map *m = tpc_ckpt_source(ck, src);
@@ -1039,7 +1039,7 @@ int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, cons
 	memset(&r, 0, sizeof(r));
 	r.ck = ck;
 	r.path = path;
-	r.o = &strict; /* items hold tensors and plain data: torch's allow-list only */
+	r.o = strict_globals ? &strict : &lenient;
 	r.inflate_cap = inflate_cap();
 	r.src = src;
 	r.base = off;

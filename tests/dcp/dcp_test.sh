@@ -91,6 +91,28 @@ done
 run "$TPCONV" verify --reference "$D/llama2" --shards "$T/tp2_tpconv"
 [ "$rc" = 0 ] && ok "verify with the DCP folder as reference passes ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify ref dcp" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 
+# Megatron-Core torch_dist (tests/dcp/make_megatron.py): the save folder's latest
+# iteration, layer-stacked keys given back per layer, TP fragments merged (fc1 as
+# [gate; up] from 2 fragments a rank), optimizer state left out, TE _extra_state opaque
+MG=$D/megatron
+run "$TPCONV" inspect "$MG"
+[ "$rc" = 0 ] && grep -q "megatron-torch_dist" "$T/out" && same "$MG" "$D/megatron_expected.pt" &&
+  ok "megatron save folder: the latest iteration's model, per layer, bit-exact with the unsharded weights" ||
+  bad "megatron read" "$(head -3 "$T/out")" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+same "$MG/iter_0000010" "$D/megatron_expected.pt" && ok "the iteration folder itself reads the same" || bad "megatron iter" "$(cat "$T/diff")"
+run "$TPCONV" inspect --select optimizer "$MG"
+[ "$rc" = 0 ] && grep -q "state.exp_avg.decoder.layers.1.mlp.linear_fc2.weight" "$T/out" && ! grep -q "^output_layer" "$T/out" &&
+  ok "optimizer state is left out of the model and read with --select optimizer" || bad "megatron optimizer" "$(cat "$T/out" "$T/err" | head -5)"
+run "$TPCONV" convert "$MG" -o "$T/mg.pt" -q
+[ "$rc" = 0 ] && $PY -c 'import sys,torch,io; a=torch.load(sys.argv[1]); assert isinstance(a["decoder.layers.self_attention.linear_qkv._extra_state/shard_0.0_1.2"], io.BytesIO) and len(a)==16, list(a)' "$T/mg.pt" 2>"$T/perr" &&
+  ok "convert to torch: TransformerEngine's BytesIO _extra_state travels opaque (never called) and loads in torch" || bad "megatron convert" "$(cat "$T/err" "$T/perr")"
+mkdir -p "$T/legacy/iter_0000003/mp_rank_00" && echo 3 > "$T/legacy/latest_checkpointed_iteration.txt" && cp "$D/fsdp2.pt" "$T/legacy/iter_0000003/mp_rank_00/model_optim_rng.pt"
+run "$TPCONV" inspect "$T/legacy"
+[ "$rc" = 3 ] && grep -q "legacy Megatron checkpoint" "$T/err" && ok "a legacy Megatron set (mp_rank_00/model_optim_rng.pt) is named and refused, not misread (exit 3)" || bad "legacy" "exit $rc" "$(cat "$T/err")"
+mkdir -p "$T/stale" && echo 99 > "$T/stale/latest_checkpointed_iteration.txt" && cp -r "$MG/iter_0000010" "$T/stale/"
+run "$TPCONV" inspect "$T/stale"
+[ "$rc" = 3 ] && ok "a tracker file naming an iteration that is not there: exit 3" || bad "stale tracker" "exit $rc" "$(cat "$T/err")"
+
 # DCP as an output: read back equal, refused over an existing checkpoint, torch values kept
 run "$TPCONV" convert "$D/fsdp4" -o "$T/out_dcp" --format dcp -q
 [ "$rc" = 0 ] && [ -f "$T/out_dcp/.metadata" ] && same "$T/out_dcp" "$D/fsdp4.pt" &&
