@@ -3,7 +3,7 @@
  * tpc_err objects as "tpconv: error: ..." lines, and the exit codes.
  *
  * Exit status (also in --help, the README and the man page):
- *   0 ok; 1 verify found differences; 2 usage; 3 bad or unsupported input;
+ *   0 ok; 1 verify or diff found differences; 2 usage; 3 bad or unsupported input;
  *   4 output or I/O failure; 5 GPU/NCCL/MPI failure.
  */
 #ifndef TPC_CLI_H
@@ -20,7 +20,7 @@
 #include "tpc_verify.h"
 
 #define TPC_EXIT_HELP \
-	"Exit status: 0 ok, 1 verify found differences, 2 usage error,\n" \
+	"Exit status: 0 ok, 1 verify or diff found differences, 2 usage error,\n" \
 	"3 bad or unsupported input, 4 output or I/O failure, 5 GPU/NCCL/MPI failure.\n"
 
 extern int tpc_cli_verbose; /* -v count; -1 with -q */
@@ -51,6 +51,7 @@ int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_rules(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /*
  * The remap stage's options (cmd_rules.c), shared by convert and shard:

@@ -21,6 +21,7 @@ static const struct {
 	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats"},
 	{"shard", cmd_shard, "split a checkpoint for tensor/pipeline parallelism (or reshard a set)"},
 	{"merge", cmd_merge, "rebuild the unsplit checkpoint from a shard set"},
+	{"diff", cmd_diff, "compare two checkpoints tensor by tensor (values, dtypes, shapes, names)"},
 	{"verify", cmd_verify, "check a shard set against the unsplit model (structure, layers, blocks, logits)"},
 	{"plan", cmd_plan, "list, print and check sharding plans"},
 	{"rules", cmd_rules, "list and show the rename/remap rule presets"},
