@@ -34,6 +34,12 @@ void tpc_cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Progress is shown when stderr is a terminal, or with --progress; never with -q. */
 bool tpc_cli_progress_wanted(bool forced);
 
+/* Does output name OUT mean a folder (HF shards, as save_pretrained("merged")
+ * makes)? Yes for an existing directory, a name ending in '/', and a name
+ * that does not exist and has no file suffix ("merged", "out/llama-3.1");
+ * no for "model.safetensors", "x.gguf" and any existing file. */
+bool tpc_cli_folder_output(const char *out);
+
 /* A horizontal bar for `value` out of `max`, `width` cells wide: block
  * characters on a terminal, '#' otherwise (no escape codes either way). */
 void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width);

@@ -16,7 +16,8 @@ static const char *help =
 	"Convert a checkpoint. IN is a file, an HF sharded directory or a *.index.json\n"
 	"(format detected from content). The output format is --format, else taken\n"
 	"from OUT's name (.safetensors; .pt .pth .bin for torch). With --max-shard-size,\n"
-	"or when OUT is a directory (or ends in '/'), OUT becomes an HF sharded folder:\n"
+	"or when OUT is a directory, ends in '/' or has no file suffix (\"out\", as\n"
+	"save_pretrained(\"out\") makes), OUT becomes an HF sharded folder:\n"
 	"model-0000N-of-0000M.safetensors + model.safetensors.index.json (one shard:\n"
 	"model.safetensors and no index). Tensor bytes are streamed from the input\n"
 	"mapping; the output appears atomically (temporary file, fsync, rename).\n"
@@ -125,7 +126,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 
 	/* Choose the writer. */
 	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = out && (shard_arg || tpc_is_dir(out) || ends_with(out, "/"));
+	bool sharded = out && (shard_arg || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
 		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index"))
@@ -148,7 +149,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		outf = inner ? inner : tpc_format_for_output(out);
 		if (!outf)
 			return tpc_cli_usage("convert",
-					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or give --format",
+					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
 					     out);
 	}
 	if (!outf && out)

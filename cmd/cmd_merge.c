@@ -25,7 +25,9 @@ static const char *help =
 	"are de-duplicated after checking they are equal, padding is stripped. With a\n"
 	"manifest, every rank tensor is checked against its SHA-256 first (a rank file\n"
 	"from another set is refused). OUT is written like 'tpconv convert' writes it:\n"
-	"format from --format or the name, a folder (or --max-shard-size) for HF shards.\n\n"
+	"format from --format or the name; a folder for HF shards when OUT is a folder,\n"
+	"ends in '/', has no file suffix (-o merged, as save_pretrained(\"merged\")) or\n"
+	"--max-shard-size is given.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
 	"  --format NAME            safetensors or torch\n"
@@ -130,7 +132,7 @@ int cmd_merge(int argc, char **argv)
 	}
 	/* the writer, as convert chooses it */
 	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = out && (maxsz || tpc_is_dir(out) || ends_with(out, "/"));
+	bool sharded = out && (maxsz || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
 		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index")) {
@@ -149,7 +151,7 @@ int cmd_merge(int argc, char **argv)
 		outf = inner ? inner : tpc_format_for_output(out);
 		if (!outf) {
 			ret = tpc_cli_usage("merge",
-					    "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or give --format",
+					    "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
 					    out);
 			goto done;
 		}

@@ -126,6 +126,32 @@ void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width)
 	tpc_buf_release(&b);
 }
 
+bool tpc_cli_folder_output(const char *out)
+{
+	size_t n = strlen(out);
+	if (!n)
+		return false;
+	if (out[n - 1] == '/' || tpc_is_dir(out))
+		return true;
+	if (tpc_exists(out))
+		return false; /* an existing file is never turned into a folder */
+	/* a file suffix is a short word after the last dot of the last component
+	 * ("model.gguf"); "merged", "llama-3.1-merged" and "v1.5" have none */
+	const char *base = strrchr(out, '/');
+	base = base ? base + 1 : out;
+	const char *dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		return true;
+	size_t len = strlen(dot + 1);
+	bool letter = false;
+	for (const char *c = dot + 1; *c; c++) {
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+			return true;
+		letter |= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z');
+	}
+	return !(len >= 1 && len <= 12 && letter);
+}
+
 bool tpc_cli_progress_wanted(bool forced)
 {
 	if (tpc_cli_verbose < 0)
