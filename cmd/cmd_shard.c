@@ -409,6 +409,13 @@ int cmd_shard(int argc, char **argv)
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}
+	char note[1024];
+	if (tpc_facts_from_shapes(&facts, &plan, input, note, sizeof(note), &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	if (note[0])
+		tpc_cli_info("%s", note);
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
 	 * as input carries them at its top (hf-layout sets keep them per rank, and
 	 * a TensorRT-LLM set's config.json holds its old mapping) */

@@ -339,6 +339,13 @@ int cmd_verify(int argc, char **argv)
 	if ((ret = tpc_cli_facts(&flags, config, ref_path, have_man ? &man.facts : NULL, have_plan ? &plan : NULL,
 				 &facts, &e)))
 		goto fail;
+	if (have_plan) {
+		char note[1024];
+		if ((ret = tpc_facts_from_shapes(&facts, &plan, &ref, note, sizeof(note), &e)))
+			goto fail;
+		if (note[0])
+			tpc_cli_info("%s", note);
+	}
 	/* a set without a manifest was split the way its layout's consumer splits
 	 * (vLLM pads the vocabulary its own way) */
 	if (!have_man && have_plan && layout->adjust_plan && (ret = layout->adjust_plan(&plan, &ref, &facts, tp, &e)))

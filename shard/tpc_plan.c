@@ -76,7 +76,7 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 }
 
 static const char *const ff_names[] = {NULL, "gelu", "gelu-approximate", "geglu", "geglu-approximate", "swiglu",
-				       "other"};
+				       "other", "gated", "ungated"};
 
 const char *tpc_ff_act_name(tpc_ff_act a)
 {
@@ -95,7 +95,7 @@ tpc_ff_act tpc_ff_act_parse(const char *name)
 
 bool tpc_ff_act_gated(tpc_ff_act a)
 {
-	return a == TPC_FF_GEGLU || a == TPC_FF_GEGLU_TANH || a == TPC_FF_SWIGLU;
+	return a == TPC_FF_GEGLU || a == TPC_FF_GEGLU_TANH || a == TPC_FF_SWIGLU || a == TPC_FF_GATED;
 }
 
 int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
