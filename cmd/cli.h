@@ -147,6 +147,27 @@ int tpc_cli_load_plan(const char *preset, const char *file, tpc_plan *p, tpc_err
 int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *in, const tpc_model_facts *more,
 		  const tpc_plan *plan, tpc_model_facts *out, tpc_err *e);
 
+/*
+ * Under mpirun (cli_mpi.c). tpc_cli_mpi_start: 0 and m->on when this process
+ * is one of several (MPI initialised), 0 and !m->on otherwise, or an exit
+ * status (message printed). tpc_cli_mpi_shard: this process's share of the
+ * rank files, then process 0 completes the set; returns the job's exit status
+ * (0 everywhere or the worst of all, with this process's files taken back).
+ * tpc_cli_mpi_rank0: fn runs on process 0 only, the job exits with its status.
+ * tpc_cli_mpi_end: finalise, or MPI_Abort when `status` is an error the other
+ * processes have not agreed on.
+ */
+typedef struct tpc_cli_mpi {
+	bool on, agreed;
+	int me, size;
+} tpc_cli_mpi;
+struct tpc_shard_plan;
+struct tpc_shard_opts;
+int tpc_cli_mpi_start(tpc_cli_mpi *m, const char *cmd);
+int tpc_cli_mpi_shard(tpc_cli_mpi *m, struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o);
+int tpc_cli_mpi_rank0(tpc_cli_mpi *m, int (*fn)(int, char **), int argc, char **argv);
+void tpc_cli_mpi_end(tpc_cli_mpi *m, int status);
+
 /* verify's model structure by name (llama, gpt2, dit): 0, or -1 if unknown. */
 int tpc_varch_parse(const char *name, tpc_varch *out);
 /* The model facts verify uses, from the plan's (cmd_verify.c). */

@@ -159,6 +159,19 @@ bool tpc_cli_progress_wanted(bool forced)
 	return forced || isatty(STDERR_FILENO);
 }
 
+/* merge and convert write one output: under mpirun, process 0 writes it and
+ * the others wait for its status (cli_mpi.c) */
+static int run_on_rank0(int (*fn)(int, char **), const char *name, int argc, char **argv)
+{
+	tpc_cli_mpi m;
+	int ret = tpc_cli_mpi_start(&m, name);
+	if (ret || !m.on)
+		return ret ? ret : fn(argc, argv);
+	ret = tpc_cli_mpi_rank0(&m, fn, argc, argv);
+	tpc_cli_mpi_end(&m, ret);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	tpc_formats_register_all();
@@ -176,8 +189,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
+		if (!strcmp(argv[1], cmds[i].name)) {
+			if (cmds[i].fn == cmd_merge || cmds[i].fn == cmd_convert)
+				return run_on_rank0(cmds[i].fn, cmds[i].name, argc - 1, argv + 1);
 			return cmds[i].fn(argc - 1, argv + 1);
+		}
 	fprintf(stderr, "tpconv: error: unknown command '%s' (see 'tpconv --help')\n", argv[1]);
 	return 2;
 }
