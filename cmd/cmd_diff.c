@@ -14,7 +14,7 @@
 
 static const char *help =
 	"usage: tpconv diff [options] A B\n\n"
-	"Compare two checkpoints tensor by tensor: any two inputs tpconv reads (torch,\n"
+	"Compare two checkpoints tensor by tensor: any two inputs tpconv reads (torch, DCP,\n"
 	"safetensors, an HF-sharded folder or index, a shard set folder, merged on the fly\n"
 	"and checked against its manifest). For each name: equal, values differ (how\n"
 	"many elements, the first differing index with both values, max abs, max rel,\n"

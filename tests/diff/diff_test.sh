@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `tpconv diff` against inputs built by real torch (/usr/bin/python3, tests/diff/make_pair.py):
 # a torch file against its safetensors and HF-folder conversions and against a
-# shard set merged on the fly (exit 0); one changed element (exit 1, tensor,
+# shard set merged on the fly, a DCP folder (exit 0); one changed element (exit 1, tensor,
 # index and both values named); missing, extra, reshaped and retyped tensors;
 # an HF-named model against its Megatron-named twin through --rules; a bf16
 # cast through --cast (and one ULP off); tolerances; JSON parsed by Python,
@@ -144,6 +144,14 @@ d "$SRC/tests/data/tiny_llama.pt" "$D/bad"
 if [ "$rc" = 3 ] && grep -q 'SHA-256\|checksum\|sha256' "$T/err"; then ok "a tampered rank file: exit 3 by checksum"; else bad "a tampered rank file: exit 3 by checksum" "exit $rc" "$(cat "$T/err")"; fi
 d --no-checksums "$SRC/tests/data/tiny_llama.pt" "$D/bad"
 expect "--no-checksums: the tampered element is a value difference" 1 '^lm_head\.weight: values differ in 1 of 8192 elements; first at \[64, 1\]'
+
+# --- a PyTorch DCP folder (genuine torch 2.6 fixtures) against dcp_to_torch_save's file
+if [ -d "$SRC/tests/data/dcp/fsdp4" ]; then
+  d "$SRC/tests/data/dcp/fsdp4" "$SRC/tests/data/dcp/fsdp4.pt"
+  expect "a DCP folder (FSDP, 4 ranks) vs its torch.save conversion: same" 0 '^# same: 9 tensors'
+  d "$SRC/tests/data/dcp/fsdp2" "$SRC/tests/data/dcp/fsdp4"
+  expect "two DCP checkpoints of different models: different" 1 '^model\.model\.norm\.weight: values differ'
+fi
 
 # --- usage and unreadable inputs
 d "$D/a.pt"; expect "one input: usage error" 2
