@@ -15,6 +15,7 @@
 
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_format.h"
 #include "tpc_plan.h"
 #include "tpc_rules.h"
 #include "tpc_verify.h"
@@ -153,7 +154,6 @@ int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *
  * status (message printed). tpc_cli_mpi_shard: this process's share of the
  * rank files, then process 0 completes the set; returns the job's exit status
  * (0 everywhere or the worst of all, with this process's files taken back).
- * tpc_cli_mpi_rank0: fn runs on process 0 only, the job exits with its status.
  * tpc_cli_mpi_end: finalise, or MPI_Abort when `status` is an error the other
  * processes have not agreed on.
  */
@@ -165,7 +165,16 @@ struct tpc_shard_plan;
 struct tpc_shard_opts;
 int tpc_cli_mpi_start(tpc_cli_mpi *m, const char *cmd);
 int tpc_cli_mpi_shard(tpc_cli_mpi *m, struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o);
-int tpc_cli_mpi_rank0(tpc_cli_mpi *m, int (*fn)(int, char **), int argc, char **argv);
+/* The job's write of one output (merge, convert) through wr(ctx, ...): a
+ * sharded (HF folder) output divided among the processes, process 0 writing
+ * the index last; a single file by process 0. Returns the job's status; on 0
+ * process 0 goes on (companions, messages), the others are done. */
+typedef int (*tpc_cli_write_fn)(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo,
+				tpc_err *e);
+int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
+		      bool sharded, const char *out, const tpc_write_opts *wo);
+/* The job of this process (main.c starts it for merge and convert). */
+extern tpc_cli_mpi tpc_cli_job;
 void tpc_cli_mpi_end(tpc_cli_mpi *m, int status);
 
 /* verify's model structure by name (llama, gpt2, dit): 0, or -1 if unknown. */

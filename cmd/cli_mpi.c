@@ -16,9 +16,11 @@
  * A process that fails before the agreement (an unreadable input on one host)
  * ends the job with MPI_Abort, as verify does.
  *
- * merge and convert write one output that is not divided yet: under mpirun,
- * process 0 runs the command and the others wait for its status (so N copies
- * do not race to write one file).
+ * merge and convert to a Hugging Face folder divide its shard files the same
+ * way (shard s to process s mod N, no index); all well, process 0 checks that
+ * every shard is in place and writes the index, then the companions. A single
+ * output file is written by process 0 while the others wait for its status
+ * (so N copies do not race to write one file).
  *
  * Without mpirun, or with one process, nothing here runs and the commands
  * behave as they always did. A build without MPI started by mpirun with more
@@ -29,7 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "cli.h"
+#include "formats.h"
 #include "tpc_layout.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
@@ -173,8 +178,70 @@ out:
 	return ret;
 }
 
-int tpc_cli_mpi_rank0(tpc_cli_mpi *m, int (*fn)(int, char **), int argc, char **argv)
+/* Print this process's error on one line and return its exit status. */
+static int process_fail(const tpc_cli_mpi *m, const tpc_err *e)
 {
-	int status = m->me == 0 ? fn(argc, argv) : 0;
-	return agree(m, status);
+	char msg[4096];
+	tpc_err_format(e, msg, sizeof(msg));
+	fprintf(stderr, "tpconv: error: process %d of %d: %s\n", m->me, m->size, msg);
+	return tpc_status_exit(e->code ? e->code : TPC_EIO);
+}
+
+static void unlink_ours(const tpc_ckpt *ck, const char *out, const tpc_write_opts *po)
+{
+	char **paths = NULL;
+	size_t n = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (tpc_hf_shard_paths(ck, NULL, 0, out, po, &paths, &n, &e) == 0)
+		for (size_t i = 0; i < n; i++)
+			unlink(paths[i]);
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
+		      bool sharded, const char *out, const tpc_write_opts *wo)
+{
+	tpc_write_opts po = *wo;
+	tpc_err e;
+	int status = 0, ret;
+	tpc_err_init(&e);
+	if (!sharded) {
+		/* one file: process 0 writes it */
+		if (m->me == 0 && wr(ctx, f, out, wo, &e)) {
+			tpc_err_path(&e, out);
+			status = process_fail(m, &e);
+		}
+		return agree(m, status);
+	}
+	/* 1: every process its share of the shards (s mod N), no index */
+	po.procs = m->size;
+	po.proc = m->me;
+	po.flags |= TPC_W_NO_INDEX;
+	if (wr(ctx, f, out, &po, &e))
+		status = process_fail(m, &e);
+	if ((ret = agree(m, status))) {
+		if (!status)
+			unlink_ours(ck, out, &po); /* complete or absent */
+		if (m->me == 0)
+			fprintf(stderr, "tpconv: error: %s; the shards this job wrote were removed and no index written\n",
+				status ? "the output is not complete" : "another process failed");
+		return ret;
+	}
+	/* 2: process 0 writes the index once every shard is in place */
+	status = 0;
+	if (m->me == 0) {
+		tpc_write_opts io = *wo;
+		io.flags |= TPC_W_INDEX_ONLY;
+		io.progress = NULL;
+		tpc_err_init(&e);
+		if (wr(ctx, f, out, &io, &e))
+			status = process_fail(m, &e);
+	}
+	m->agreed = false;
+	if ((ret = agree(m, status)))
+		unlink_ours(ck, out, &po);
+	return ret;
 }

@@ -22,7 +22,10 @@ static const char *help =
 	"model.safetensors and no index). Tensor bytes are streamed from the input\n"
 	"mapping; the output appears atomically (temporary file, fsync, rename).\n"
 	"Rename/remap rules and casts (below) run between reading and writing; a\n"
-	"cast is done while streaming, with no whole-model buffer.\n\n"
+	"cast is done while streaming, with no whole-model buffer.\n"
+	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
+	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
+	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or directory (required unless --dry-run)\n"
 	"  --format NAME            safetensors, torch, or dcp (a PyTorch Distributed Checkpoint\n"
@@ -53,6 +56,11 @@ static bool ends_with(const char *s, const char *suf)
 }
 
 enum { O_DRY_RUN = 0x1100 };
+
+static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
+{
+	return f->write((const tpc_ckpt *)ctx, NULL, 0, out, wo, e);
+}
 
 static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
@@ -182,7 +190,12 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "convert", total);
 	wo.progress = &prog;
 	double t0 = tpc_now();
-	if (outf->write(&ck, NULL, 0, out, &wo, &e)) {
+	if (tpc_cli_job.on) {
+		/* under mpirun: the shards divided among the processes; process 0 goes on */
+		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_ckpt, &ck, &ck, outf, sharded, out, &wo)) ||
+		    tpc_cli_job.me != 0)
+			goto out;
+	} else if (outf->write(&ck, NULL, 0, out, &wo, &e)) {
 		tpc_err_path(&e, out);
 		ret = tpc_cli_fail(&e);
 		goto out;

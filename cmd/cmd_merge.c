@@ -27,7 +27,10 @@ static const char *help =
 	"from another set is refused). OUT is written like 'tpconv convert' writes it:\n"
 	"format from --format or the name; a folder for HF shards when OUT is a folder,\n"
 	"ends in '/', has no file suffix (-o merged, as save_pretrained(\"merged\")) or\n"
-	"--max-shard-size is given.\n\n"
+	"--max-shard-size is given.\n"
+	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
+	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
+	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
 	"  --format NAME            safetensors or torch\n"
@@ -57,6 +60,11 @@ enum {
 	O_FORMAT = 256, O_MAXSZ,
 	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX,
 };
+
+static int write_merged(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
+{
+	return tpc_merge_write((tpc_merge *)ctx, f, out, wo, e);
+}
 
 int cmd_merge(int argc, char **argv)
 {
@@ -205,7 +213,12 @@ int cmd_merge(int argc, char **argv)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "merge", total);
 	wo.progress = &prog;
 	double t0 = tpc_now();
-	if (tpc_merge_write(&mg, outf, out, &wo, &e)) {
+	if (tpc_cli_job.on) {
+		/* under mpirun: the shards divided among the processes; process 0 goes on */
+		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_merged, &mg, &mg.out, outf, sharded, out, &wo)) ||
+		    tpc_cli_job.me != 0)
+			goto done;
+	} else if (tpc_merge_write(&mg, outf, out, &wo, &e)) {
 		tpc_err_path(&e, out);
 		ret = tpc_cli_fail(&e);
 		goto done;

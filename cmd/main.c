@@ -159,16 +159,17 @@ bool tpc_cli_progress_wanted(bool forced)
 	return forced || isatty(STDERR_FILENO);
 }
 
-/* merge and convert write one output: under mpirun, process 0 writes it and
- * the others wait for its status (cli_mpi.c) */
-static int run_on_rank0(int (*fn)(int, char **), const char *name, int argc, char **argv)
+tpc_cli_mpi tpc_cli_job = {false, false, 0, 1};
+
+/* merge and convert under mpirun: every process runs the command and the
+ * write divides the output among them (tpc_cli_mpi_write) */
+static int run_as_job(int (*fn)(int, char **), const char *name, int argc, char **argv)
 {
-	tpc_cli_mpi m;
-	int ret = tpc_cli_mpi_start(&m, name);
-	if (ret || !m.on)
-		return ret ? ret : fn(argc, argv);
-	ret = tpc_cli_mpi_rank0(&m, fn, argc, argv);
-	tpc_cli_mpi_end(&m, ret);
+	int ret = tpc_cli_mpi_start(&tpc_cli_job, name);
+	if (ret)
+		return ret;
+	ret = fn(argc, argv);
+	tpc_cli_mpi_end(&tpc_cli_job, ret);
 	return ret;
 }
 
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name)) {
 			if (cmds[i].fn == cmd_merge || cmds[i].fn == cmd_convert)
-				return run_on_rank0(cmds[i].fn, cmds[i].name, argc - 1, argv + 1);
+				return run_as_job(cmds[i].fn, cmds[i].name, argc - 1, argv + 1);
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
 	fprintf(stderr, "tpconv: error: unknown command '%s' (see 'tpconv --help')\n", argv[1]);

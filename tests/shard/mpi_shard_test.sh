@@ -3,7 +3,9 @@
 # processes run on a 2-core machine) the set is byte-identical to the
 # single-process one, manifest included, for 2, 3, 4 and 8 processes (more
 # processes than files), for the trtllm and hf layouts, tp x pp sets and a
-# reshard; merge and convert under mpirun write what they write alone. A process
+# reshard; merge and convert to an HF folder divide its shards among the
+# processes and write the folder they write alone (a single file: process 0),
+# a failing process leaving no index. A process
 # that fails fails the job (worst exit status) with no manifest and the other
 # processes' files removed; a process killed with SIGKILL leaves no manifest.
 # Skips without mpirun or when tpconv was built without MPI.
@@ -47,10 +49,26 @@ done
 run mpi 2 "$TPCONV" merge "$T/tp4.np4" -o "$T/merged.np2.safetensors" -q
 [ "$rc" = 0 ] && cmp -s "$T/merged.np2.safetensors" <("$TPCONV" merge "$T/tp4.single" -o "$T/merged.1.safetensors" -q && cat "$T/merged.1.safetensors") &&
   ok "merge under mpirun -np 2: process 0 writes the file a single merge writes" || bad "merge under mpirun" "exit $rc" "$(cat "$T/err")"
-run mpi 2 "$TPCONV" convert "$D/tiny_llama.pt" -o "$T/conv.np2" --max-shard-size 100K -q
-"$TPCONV" convert "$D/tiny_llama.pt" -o "$T/conv.1" --max-shard-size 100K -q
-[ "$rc" = 0 ] && same_dir "$T/conv.1" "$T/conv.np2" >"$T/d" && ok "convert to HF shards under mpirun -np 2 equals the single run" ||
-  bad "convert under mpirun" "exit $rc" "$(cat "$T/err" "$T/d")"
+"$TPCONV" convert "$D/tiny_llama.pt" -o "$T/conv.1" --max-shard-size 50K -q
+for np in 2 3; do
+  run mpi $np "$TPCONV" convert "$D/tiny_llama.pt" -o "$T/conv.np$np" --max-shard-size 50K -q
+  [ "$rc" = 0 ] && same_dir "$T/conv.1" "$T/conv.np$np" >"$T/d" &&
+    ok "convert to HF shards under mpirun -np $np: shards divided, the folder equals the single run's" ||
+    bad "convert under mpirun -np $np" "exit $rc" "$(cat "$T/err" "$T/d")"
+done
+"$TPCONV" merge "$T/tp4.single" -o "$T/mf.1" --max-shard-size 60K -q
+run mpi 3 "$TPCONV" merge "$T/tp4.single" -o "$T/mf.np3" --max-shard-size 60K -q
+[ "$rc" = 0 ] && [ "$(ls "$T/mf.1" | grep -c 'of-')" -gt 3 ] && same_dir "$T/mf.1" "$T/mf.np3" >"$T/d" &&
+  ok "merge to an HF folder under mpirun -np 3: shards divided, the folder equals the single merge's" ||
+  bad "merge to a folder under mpirun" "exit $rc" "$(cat "$T/err" "$T/d")"
+# a process whose shard cannot be written: no index, the other shards removed
+second=$(ls "$T/conv.1" | grep -- '-of-' | sed -n 2p)
+mkdir -p "$T/convfail/$second"
+run mpi 2 "$TPCONV" convert "$D/tiny_llama.pt" -o "$T/convfail" --max-shard-size 50K
+left=$(ls "$T/convfail" | grep -v -- "^$second\$" | tr '\n' ' ')
+if [ "$rc" != 0 ] && [ -z "$left" ] && grep -q "process 1 of 2" "$T/err" && grep -q "no index written" "$T/err"; then
+  ok "convert: a process that fails fails the job, no index, the other process's shards removed"
+else bad "convert with a failing process" "exit $rc" "left: $left" "$(cat "$T/err")"; fi
 # reshard 4 -> 2 from a set written by mpirun
 run mpi 2 "$TPCONV" shard "$T/tp4.np4" --tp 2 -o "$T/re.np2" -q
 "$TPCONV" shard "$T/tp4.single" --tp 2 -o "$T/re.1" -q
