@@ -4,6 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "tpc_cast.h"
 #include "tpc_util.h"
@@ -205,12 +208,12 @@ typedef struct pair {
 	tpc_diff_tol tol;
 } pair;
 
-/* Compare n units of one chunk; updates the entry's statistics. */
-static void compare_units(const pair *p, const uint8_t *ba, const uint8_t *bb, uint64_t u0, uint64_t n,
+/* Compare units [lo, hi) of one chunk; updates the entry's statistics. */
+static void compare_range(const pair *p, const uint8_t *ba, const uint8_t *bb, uint64_t u0, uint64_t lo, uint64_t hi,
 			  tpc_diff_entry *x)
 {
 	unsigned w = p->usa * 8;
-	for (uint64_t i = 0; i < n; i++) {
+	for (uint64_t i = lo; i < hi; i++) {
 		const uint8_t *pa = ba + i * p->usa, *pb = bb + i * p->usb;
 		bool differs;
 		double va = 0, vb = 0;
@@ -247,6 +250,45 @@ static void compare_units(const pair *p, const uint8_t *ba, const uint8_t *bb, u
 			x->first_b = vb;
 		}
 	}
+}
+
+/* Compare n units of one chunk that differs somewhere: in parallel for large
+ * chunks, each thread over its own range, the statistics merged in order so
+ * the first differing element stays the first. */
+static void compare_units(const pair *p, const uint8_t *ba, const uint8_t *bb, uint64_t u0, uint64_t n,
+			  tpc_diff_entry *x)
+{
+	int nt = 1;
+#ifdef _OPENMP
+	if (n >= (1u << 16))
+		nt = omp_get_max_threads();
+#endif
+	tpc_diff_entry *part = nt > 1 ? tpc_calloc((size_t)nt, sizeof(*part)) : NULL;
+	if (!part) {
+		compare_range(p, ba, bb, u0, 0, n, x);
+		return;
+	}
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+	for (int k = 0; k < nt; k++)
+		compare_range(p, ba, bb, u0, n * (uint64_t)k / (uint64_t)nt, n * (uint64_t)(k + 1) / (uint64_t)nt, &part[k]);
+	for (int k = 0; k < nt; k++) {
+		const tpc_diff_entry *q = &part[k];
+		if (q->differing && !x->differing) {
+			x->first = q->first;
+			x->first_a = q->first_a;
+			x->first_b = q->first_b;
+		}
+		x->differing += q->differing;
+		if (q->max_abs > x->max_abs)
+			x->max_abs = q->max_abs;
+		if (q->max_rel > x->max_rel)
+			x->max_rel = q->max_rel;
+		if (q->max_ulps > x->max_ulps)
+			x->max_ulps = q->max_ulps;
+	}
+	free(part);
 }
 
 int tpc_diff_tensor(const tpc_ckpt *a, const tpc_tensor *ta, const tpc_ckpt *b, const tpc_tensor *tb,

@@ -200,6 +200,17 @@ static void test_chunks_and_cast(void **st)
 	assert_int_equal(x.max_ulps, 1);
 	assert_int_equal(d.bytes_same, (n - n % (TPC_DIFF_CHUNK / 2)) * 2);
 	tpc_diff_release(&d);
+	/* differences in several threads' ranges of one chunk: counted once each,
+	 * the first is the earliest */
+	hb[n - 5] ^= 2;
+	hb[3 * TPC_DIFF_CHUNK / 4 - 7] ^= 1; /* in the second chunk's first half */
+	tpc_ckpt_release(&b);
+	one(&b, "w", TPC_BF16, 1, shape, hb, n * 2);
+	x = run1(&a, &b, &o, &d);
+	assert_int_equal(x.differing, 3);
+	assert_int_equal(x.first, 3 * TPC_DIFF_CHUNK / 4 - 7);
+	assert_int_equal(x.max_ulps, 2);
+	tpc_diff_release(&d);
 	o.cast = false;
 	x = run1(&a, &b, &o, &d);
 	assert_int_equal(x.kind, TPC_DIFF_DTYPE);
