@@ -3,7 +3,7 @@
  * tpc_err objects as "tpconv: error: ..." lines, and the exit codes.
  *
  * Exit status (also in --help, the README and the man page):
- *   0 ok; 1 verify found differences; 2 usage; 3 bad or unsupported input;
+ *   0 ok; 1 verify or diff found differences; 2 usage; 3 bad or unsupported input;
  *   4 output or I/O failure; 5 GPU/NCCL/MPI failure.
  */
 #ifndef TPC_CLI_H
@@ -15,12 +15,13 @@
 
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_format.h"
 #include "tpc_plan.h"
 #include "tpc_rules.h"
 #include "tpc_verify.h"
 
 #define TPC_EXIT_HELP \
-	"Exit status: 0 ok, 1 verify found differences, 2 usage error,\n" \
+	"Exit status: 0 ok, 1 verify or diff found differences, 2 usage error,\n" \
 	"3 bad or unsupported input, 4 output or I/O failure, 5 GPU/NCCL/MPI failure.\n"
 
 extern int tpc_cli_verbose; /* -v count; -1 with -q */
@@ -33,6 +34,12 @@ void tpc_cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tpc_cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Progress is shown when stderr is a terminal, or with --progress; never with -q. */
 bool tpc_cli_progress_wanted(bool forced);
+
+/* Does output name OUT mean a folder (HF shards, as save_pretrained("merged")
+ * makes)? Yes for an existing directory, a name ending in '/', and a name
+ * that does not exist and has no file suffix ("merged", "out/llama-3.1");
+ * no for "model.safetensors", "x.gguf" and any existing file. */
+bool tpc_cli_folder_output(const char *out);
 
 /* A horizontal bar for `value` out of `max`, `width` cells wide: block
  * characters on a terminal, '#' otherwise (no escape codes either way). */
@@ -51,6 +58,7 @@ int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_rules(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /*
  * The remap stage's options (cmd_rules.c), shared by convert and shard:
@@ -139,6 +147,35 @@ int tpc_cli_load_plan(const char *preset, const char *file, tpc_plan *p, tpc_err
  * folder), then `more` (a manifest's), then the plan's defaults. */
 int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *in, const tpc_model_facts *more,
 		  const tpc_plan *plan, tpc_model_facts *out, tpc_err *e);
+
+/*
+ * Under mpirun (cli_mpi.c). tpc_cli_mpi_start: 0 and m->on when this process
+ * is one of several (MPI initialised), 0 and !m->on otherwise, or an exit
+ * status (message printed). tpc_cli_mpi_shard: this process's share of the
+ * rank files, then process 0 completes the set; returns the job's exit status
+ * (0 everywhere or the worst of all, with this process's files taken back).
+ * tpc_cli_mpi_end: finalise, or MPI_Abort when `status` is an error the other
+ * processes have not agreed on.
+ */
+typedef struct tpc_cli_mpi {
+	bool on, agreed;
+	int me, size;
+} tpc_cli_mpi;
+struct tpc_shard_plan;
+struct tpc_shard_opts;
+int tpc_cli_mpi_start(tpc_cli_mpi *m, const char *cmd);
+int tpc_cli_mpi_shard(tpc_cli_mpi *m, struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o);
+/* The job's write of one output (merge, convert) through wr(ctx, ...): a
+ * sharded (HF folder) output divided among the processes, process 0 writing
+ * the index last; a single file by process 0. Returns the job's status; on 0
+ * process 0 goes on (companions, messages), the others are done. */
+typedef int (*tpc_cli_write_fn)(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo,
+				tpc_err *e);
+int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
+		      bool sharded, const char *out, const tpc_write_opts *wo);
+/* The job of this process (main.c starts it for merge and convert). */
+extern tpc_cli_mpi tpc_cli_job;
+void tpc_cli_mpi_end(tpc_cli_mpi *m, int status);
 
 /* verify's model structure by name (llama, gpt2, dit): 0, or -1 if unknown. */
 int tpc_varch_parse(const char *name, tpc_varch *out);

@@ -16,12 +16,16 @@ static const char *help =
 	"Convert a checkpoint. IN is a file, an HF sharded directory or a *.index.json\n"
 	"(format detected from content). The output format is --format, else taken\n"
 	"from OUT's name (.safetensors; .pt .pth .bin for torch). With --max-shard-size,\n"
-	"or when OUT is a directory (or ends in '/'), OUT becomes an HF sharded folder:\n"
+	"or when OUT is a directory, ends in '/' or has no file suffix (\"out\", as\n"
+	"save_pretrained(\"out\") makes), OUT becomes an HF sharded folder:\n"
 	"model-0000N-of-0000M.safetensors + model.safetensors.index.json (one shard:\n"
 	"model.safetensors and no index). Tensor bytes are streamed from the input\n"
 	"mapping; the output appears atomically (temporary file, fsync, rename).\n"
 	"Rename/remap rules and casts (below) run between reading and writing; a\n"
-	"cast is done while streaming, with no whole-model buffer.\n\n"
+	"cast is done while streaming, with no whole-model buffer.\n"
+	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
+	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
+	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or directory (required unless --dry-run)\n"
 	"  --format NAME            safetensors, torch, or dcp (a PyTorch Distributed Checkpoint\n"
@@ -52,6 +56,11 @@ static bool ends_with(const char *s, const char *suf)
 }
 
 enum { O_DRY_RUN = 0x1100 };
+
+static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
+{
+	return f->write((const tpc_ckpt *)ctx, NULL, 0, out, wo, e);
+}
 
 static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
@@ -125,7 +134,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 
 	/* Choose the writer. */
 	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = out && (shard_arg || tpc_is_dir(out) || ends_with(out, "/"));
+	bool sharded = out && (shard_arg || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
 		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index"))
@@ -148,7 +157,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		outf = inner ? inner : tpc_format_for_output(out);
 		if (!outf)
 			return tpc_cli_usage("convert",
-					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or give --format",
+					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
 					     out);
 	}
 	if (!outf && out)
@@ -181,7 +190,12 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "convert", total);
 	wo.progress = &prog;
 	double t0 = tpc_now();
-	if (outf->write(&ck, NULL, 0, out, &wo, &e)) {
+	if (tpc_cli_job.on) {
+		/* under mpirun: the shards divided among the processes; process 0 goes on */
+		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_ckpt, &ck, &ck, outf, sharded, out, &wo)) ||
+		    tpc_cli_job.me != 0)
+			goto out;
+	} else if (outf->write(&ck, NULL, 0, out, &wo, &e)) {
 		tpc_err_path(&e, out);
 		ret = tpc_cli_fail(&e);
 		goto out;

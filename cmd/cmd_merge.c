@@ -25,7 +25,12 @@ static const char *help =
 	"are de-duplicated after checking they are equal, padding is stripped. With a\n"
 	"manifest, every rank tensor is checked against its SHA-256 first (a rank file\n"
 	"from another set is refused). OUT is written like 'tpconv convert' writes it:\n"
-	"format from --format or the name, a folder (or --max-shard-size) for HF shards.\n\n"
+	"format from --format or the name; a folder for HF shards when OUT is a folder,\n"
+	"ends in '/', has no file suffix (-o merged, as save_pretrained(\"merged\")) or\n"
+	"--max-shard-size is given.\n"
+	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
+	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
+	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
 	"  --format NAME            safetensors or torch\n"
@@ -55,6 +60,11 @@ enum {
 	O_FORMAT = 256, O_MAXSZ,
 	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX,
 };
+
+static int write_merged(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
+{
+	return tpc_merge_write((tpc_merge *)ctx, f, out, wo, e);
+}
 
 int cmd_merge(int argc, char **argv)
 {
@@ -130,7 +140,7 @@ int cmd_merge(int argc, char **argv)
 	}
 	/* the writer, as convert chooses it */
 	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = out && (maxsz || tpc_is_dir(out) || ends_with(out, "/"));
+	bool sharded = out && (maxsz || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) || ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
 		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index")) {
@@ -149,7 +159,7 @@ int cmd_merge(int argc, char **argv)
 		outf = inner ? inner : tpc_format_for_output(out);
 		if (!outf) {
 			ret = tpc_cli_usage("merge",
-					    "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or give --format",
+					    "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
 					    out);
 			goto done;
 		}
@@ -203,7 +213,12 @@ int cmd_merge(int argc, char **argv)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "merge", total);
 	wo.progress = &prog;
 	double t0 = tpc_now();
-	if (tpc_merge_write(&mg, outf, out, &wo, &e)) {
+	if (tpc_cli_job.on) {
+		/* under mpirun: the shards divided among the processes; process 0 goes on */
+		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_merged, &mg, &mg.out, outf, sharded, out, &wo)) ||
+		    tpc_cli_job.me != 0)
+			goto done;
+	} else if (tpc_merge_write(&mg, outf, out, &wo, &e)) {
 		tpc_err_path(&e, out);
 		ret = tpc_cli_fail(&e);
 		goto done;

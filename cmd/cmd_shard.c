@@ -53,6 +53,12 @@ static const char *help =
 	"  --rank R                 write only rank R (repeatable; 'A-B' and 'A,B' too), for\n"
 	"                           several machines writing one set; the run that completes\n"
 	"                           the set writes the manifest\n"
+	"                           ('mpirun -np N tpconv shard ...' divides the rank files\n"
+	"                           among N processes: file r to process r mod N, the hosts\n"
+	"                           sharing the output folder; process 0 checks every file\n"
+	"                           and writes the manifest once all have succeeded; a\n"
+	"                           process that fails or dies fails the job: no manifest,\n"
+	"                           the files written are removed)\n"
 	"  --no-checksums           skip the SHA-256 of every tensor (saves a pass over the data;\n"
 	"                           merge then checks shapes and set ids only)\n"
 	"  --dry-run                print the plan (per tensor the split and rank shape, per rank\n"
@@ -213,6 +219,7 @@ int cmd_shard(int argc, char **argv)
 	tpc_progress prog;
 	tpc_err e;
 	tpc_cli_remap rm;
+	tpc_cli_mpi mpi = {false, false, 0, 1};
 
 	tpc_cli_remap_init(&rm);
 	tpc_cli_set_init(&set, 1);
@@ -327,6 +334,9 @@ int cmd_shard(int argc, char **argv)
 	so.tp = (int)set.tp;
 	so.pp = (int)set.pp;
 
+	/* under mpirun: this process writes its share of the rank files */
+	if ((ret = tpc_cli_mpi_start(&mpi, "shard")))
+		goto done;
 	/* the input: a checkpoint, or a shard set to reshard */
 	const tpc_ckpt *input;
 	const tpc_model_facts *more = NULL;
@@ -409,6 +419,13 @@ int cmd_shard(int argc, char **argv)
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}
+	char note[1024];
+	if (tpc_facts_from_shapes(&facts, &plan, input, note, sizeof(note), &e)) {
+		ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	if (note[0])
+		tpc_cli_info("%s", note);
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
 	 * as input carries them at its top (hf-layout sets keep them per rank, and
 	 * a TensorRT-LLM set's config.json holds its old mapping) */
@@ -432,6 +449,8 @@ int cmd_shard(int argc, char **argv)
 	}
 	have_sp = true;
 	if (dry) {
+		if (mpi.me != 0)
+			goto done; /* under mpirun, process 0 shows the plan */
 		tpc_buf b = TPC_BUF_INIT;
 		if (json)
 			tpc_manifest_render(&sp, &b);
@@ -468,16 +487,22 @@ int cmd_shard(int argc, char **argv)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "shard", total);
 	so.progress = &prog;
 	double t0 = tpc_now();
-	if (tpc_shard_write(&sp, out, &so, &e)) {
+	if (mpi.on) {
+		if ((ret = tpc_cli_mpi_shard(&mpi, &sp, out, &so)) || mpi.me != 0)
+			goto done; /* process 0 reports for the job */
+	} else if (tpc_shard_write(&sp, out, &so, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}
 	tpc_progress_end(&prog);
+	if (mpi.on)
+		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi.size, so.tp * so.pp,
+			     sp.nwritten, sp.manifest_written ? "; process 0 checked them and wrote the manifest" : "");
 	if (!sp.manifest_written && tpc_cli_verbose >= 0)
 		fprintf(stderr,
 			"tpconv: wrote %zu rank file%s; the set has %zu of %d (the run that completes it writes the manifest)\n",
 			sp.nwritten, sp.nwritten == 1 ? "" : "s", sp.npresent, so.tp * so.pp);
-	if (tpc_cli_verbose > 0) {
+	else if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("wrote %zu rank files (%s) to '%s' in %.2f s%s", sp.nwritten, tpc_fmt_size(total, sz, sizeof(sz)),
 			     out, tpc_now() - t0, sp.manifest_written ? ", manifest last" : "");
@@ -493,5 +518,6 @@ done:
 	tpc_plan_release(&plan);
 	tpc_cli_remap_release(&rm);
 	free(ranks);
+	tpc_cli_mpi_end(&mpi, ret);
 	return ret;
 }

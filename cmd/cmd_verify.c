@@ -138,6 +138,56 @@ tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
 	return v;
 }
 
+/*
+ * Is rank file r where it belongs? A file that holds another rank's tensors
+ * (two files swapped or renamed on disk) would otherwise show only as slices
+ * that differ from the reference; say it first, naming the file and the rank
+ * whose tensors it holds. The file's own word (tpconv.rank in its metadata)
+ * decides where there is one; else the content: the smallest tensor whose
+ * slices differ between ranks, hashed and looked up among the manifest's
+ * rank checksums. Returns the rank whose tensors file r holds, r when it is
+ * in place or nothing tells, or a negative status.
+ */
+static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, int tp, tpc_err *e)
+{
+	const char *v = tpc_ckpt_meta_get(rk, "tpconv.rank");
+	uint64_t said;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	if (v && !tpc_parse_u64(v, (uint64_t)INT32_MAX, &said, &e2))
+		return (int)said;
+	if (!man || !man->checksums)
+		return r;
+	int stage = r / tp, t = r % tp;
+	const tpc_tensor *best = NULL;
+	const tpc_manifest_tensor *bm = NULL;
+	for (size_t i = 0; i < man->n; i++) {
+		const tpc_manifest_tensor *mt = &man->t[i];
+		if (mt->stage != stage || !mt->rank_hash)
+			continue;
+		bool distinct = false;
+		for (int q = 0; q < tp && !distinct; q++)
+			distinct = memcmp(mt->rank_hash[q], mt->rank_hash[t], 32) != 0;
+		int64_t k = distinct ? tpc_ckpt_find(rk, mt->name) : -1;
+		if (k >= 0 && (!best || rk->t[k].nbytes < best->nbytes)) {
+			best = &rk->t[k];
+			bm = mt;
+		}
+	}
+	if (!best)
+		return r;
+	uint8_t h[32];
+	int ret = tpc_ckpt_hash_tensor(rk, best, h, e);
+	if (ret)
+		return ret;
+	if (!memcmp(h, bm->rank_hash[t], 32))
+		return r;
+	for (int q = 0; q < tp; q++)
+		if (!memcmp(h, bm->rank_hash[q], 32))
+			return stage * tp + q;
+	return r; /* another set's or a corrupted file: the structure check says which tensor */
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -339,6 +389,13 @@ int cmd_verify(int argc, char **argv)
 	if ((ret = tpc_cli_facts(&flags, config, ref_path, have_man ? &man.facts : NULL, have_plan ? &plan : NULL,
 				 &facts, &e)))
 		goto fail;
+	if (have_plan) {
+		char note[1024];
+		if ((ret = tpc_facts_from_shapes(&facts, &plan, &ref, note, sizeof(note), &e)))
+			goto fail;
+		if (note[0])
+			tpc_cli_info("%s", note);
+	}
 	/* a set without a manifest was split the way its layout's consumer splits
 	 * (vLLM pads the vocabulary its own way) */
 	if (!have_man && have_plan && layout->adjust_plan && (ret = layout->adjust_plan(&plan, &ref, &facts, tp, &e)))
@@ -394,6 +451,34 @@ int cmd_verify(int argc, char **argv)
 					  man.files[r], id, man.set_id);
 			goto fail;
 		}
+	}
+
+	/* rank files in the wrong place come first in the report */
+	for (int r = 0; r < nfiles; r++) {
+		if (mpi && r % tp != me)
+			continue;
+		int holds = rank_file_holds(have_man ? &man : NULL, &rank[r], r, tp, &e);
+		if (holds < 0) {
+			ret = holds;
+			goto fail;
+		}
+		if (holds == r)
+			continue;
+		tpc_vresult res;
+		char *fp = have_man ? NULL : layout->foreign_rank_path(dir, r % tp, r / tp, tp);
+		const char *fname = have_man ? man.files[r] : fp ? fp : "?";
+		memset(&res, 0, sizeof(res));
+		res.kind = TPC_VC_STRUCTURE;
+		res.status = TPC_VR_FAIL;
+		tpc_sanitize(res.name, sizeof(res.name), fname);
+		snprintf(res.dtype, sizeof(res.dtype), "-");
+		snprintf(res.msg, sizeof(res.msg),
+			 "rank file holds rank %d's tensors: '%.120s' is rank %d's place (files swapped or renamed?)", holds,
+			 res.name, r);
+		free(fp);
+		tpc_cli_warn("rank file '%s' holds rank %d's tensors, not rank %d's", res.name, holds, r);
+		if (me == 0 && (ret = tpc_verify_report_add(&rep, &res)))
+			goto fail;
 	}
 
 	/* the description */

@@ -21,6 +21,7 @@ static const struct {
 	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats"},
 	{"shard", cmd_shard, "split a checkpoint for tensor/pipeline parallelism (or reshard a set)"},
 	{"merge", cmd_merge, "rebuild the unsplit checkpoint from a shard set"},
+	{"diff", cmd_diff, "compare two checkpoints tensor by tensor (values, dtypes, shapes, names)"},
 	{"verify", cmd_verify, "check a shard set against the unsplit model (structure, layers, blocks, logits)"},
 	{"plan", cmd_plan, "list, print and check sharding plans"},
 	{"rules", cmd_rules, "list and show the rename/remap rule presets"},
@@ -125,11 +126,51 @@ void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width)
 	tpc_buf_release(&b);
 }
 
+bool tpc_cli_folder_output(const char *out)
+{
+	size_t n = strlen(out);
+	if (!n)
+		return false;
+	if (out[n - 1] == '/' || tpc_is_dir(out))
+		return true;
+	if (tpc_exists(out))
+		return false; /* an existing file is never turned into a folder */
+	/* a file suffix is a short word after the last dot of the last component
+	 * ("model.gguf"); "merged", "llama-3.1-merged" and "v1.5" have none */
+	const char *base = strrchr(out, '/');
+	base = base ? base + 1 : out;
+	const char *dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		return true;
+	size_t len = strlen(dot + 1);
+	bool letter = false;
+	for (const char *c = dot + 1; *c; c++) {
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+			return true;
+		letter |= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z');
+	}
+	return !(len >= 1 && len <= 12 && letter);
+}
+
 bool tpc_cli_progress_wanted(bool forced)
 {
 	if (tpc_cli_verbose < 0)
 		return false;
 	return forced || isatty(STDERR_FILENO);
+}
+
+tpc_cli_mpi tpc_cli_job = {false, false, 0, 1};
+
+/* merge and convert under mpirun: every process runs the command and the
+ * write divides the output among them (tpc_cli_mpi_write) */
+static int run_as_job(int (*fn)(int, char **), const char *name, int argc, char **argv)
+{
+	int ret = tpc_cli_mpi_start(&tpc_cli_job, name);
+	if (ret)
+		return ret;
+	ret = fn(argc, argv);
+	tpc_cli_mpi_end(&tpc_cli_job, ret);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -149,8 +190,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
+		if (!strcmp(argv[1], cmds[i].name)) {
+			if (cmds[i].fn == cmd_merge || cmds[i].fn == cmd_convert)
+				return run_as_job(cmds[i].fn, cmds[i].name, argc - 1, argv + 1);
 			return cmds[i].fn(argc - 1, argv + 1);
+		}
 	fprintf(stderr, "tpconv: error: unknown command '%s' (see 'tpconv --help')\n", argv[1]);
 	return 2;
 }

@@ -20,7 +20,7 @@ _tpconv() {
 	--layout) COMPREPLY=($(compgen -W "tpconv oslo trtllm hf" -- "$cur")); return ;;
 	--device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
 	--dtype) COMPREPLY=($(compgen -W "bf16 f16 f32 f64" -- "$cur")); return ;;
-	--tp|--pp|--rank|--ranks|--tokens|--seed|--heads|--kv-heads|--head-dim|--hidden|--vocab|--max-shard-size) return ;;
+	--tp|--pp|--rank|--ranks|--tokens|--seed|--atol|--rtol|--ulps|--heads|--kv-heads|--head-dim|--hidden|--vocab|--max-shard-size) return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$("$tp" "${words[1]}" --help 2>/dev/null | grep -oE -- '--[a-z0-9][a-z0-9-]*' | sort -u)" -- "$cur"))

@@ -59,6 +59,11 @@ int tpc_torch_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, const char
 
 /* Parse an HF index JSON (text, len) into the list of (tensor, file) pairs:
  * for tests and fuzzers. */
+/* The shard paths an HF-sharded write of ck's tensors sel[0..nsel) (all when
+ * sel is NULL) into `dir` with options `o` produces, those of this process
+ * only (o->procs, o->proc); caller frees each and the array. */
+int tpc_hf_shard_paths(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir, const tpc_write_opts *o,
+		       char ***paths, size_t *n, tpc_err *e);
 int tpc_hf_index_from_buffer(const char *text, size_t len, const char *path, char ***names,
 			     char ***files, size_t *n, uint64_t *total_size, tpc_err *e);
 

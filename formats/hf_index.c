@@ -343,106 +343,163 @@ static int cmp_by_name(const void *a, const void *b)
 	return strcmp(x, y);
 }
 
+/* The shard layout every run over the same tensors computes alike: indices
+ * into ck in `all`, shard s holds all[start[s] .. start[s+1]). */
+typedef struct hf_pack {
+	const char *prefix, *ext;
+	int64_t *all;
+	size_t *start, nshard, nsel;
+	uint64_t total;
+} hf_pack;
+
+static void pack_release(hf_pack *p)
+{
+	free(p->all);
+	free(p->start);
+}
+
+static int pack(hf_pack *p, const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o,
+		tpc_err *e)
+{
+	const char *inner_name = (o && o->inner_format) ? o->inner_format : "safetensors";
+	bool torch = !strcmp(inner_name, "torch");
+	uint64_t max = (o && o->max_shard_size) ? o->max_shard_size : 5000000000ull, cur = 0;
+	size_t cap = 0;
+	memset(p, 0, sizeof(*p));
+	p->prefix = (o && o->shard_prefix) ? o->shard_prefix : torch ? "pytorch_model" : "model";
+	p->ext = torch ? ".bin" : ".safetensors";
+	if (!sel)
+		nsel = ck->n;
+	p->nsel = nsel;
+	p->all = tpc_malloc((nsel ? nsel : 1) * sizeof(*p->all));
+	if (!p->all)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < nsel; i++)
+		p->all[i] = sel ? sel[i] : (int64_t)i;
+	/* greedy packing in checkpoint order */
+	for (size_t i = 0; i < nsel; i++) {
+		const tpc_tensor *t = &ck->t[p->all[i]];
+		uint64_t sz = t->alias_of >= 0 ? 0 : t->nbytes;
+		if (!p->nshard || (cur + sz > max && cur > 0)) {
+			if (tpc_grow((void **)&p->start, &cap, p->nshard + 2, sizeof(*p->start)))
+				return tpc_err_nomem(e);
+			p->start[p->nshard++] = i;
+			cur = 0;
+		}
+		cur += sz;
+		p->total += sz;
+	}
+	if (!p->nshard) {
+		if (tpc_grow((void **)&p->start, &cap, 2, sizeof(*p->start)))
+			return tpc_err_nomem(e);
+		p->start[p->nshard++] = 0;
+	}
+	p->start[p->nshard] = nsel;
+	return 0;
+}
+
+static char *shard_path(const hf_pack *p, const char *dir, size_t s)
+{
+	char name[256];
+	if (p->nshard == 1)
+		snprintf(name, sizeof(name), "%s%s", p->prefix, p->ext);
+	else
+		snprintf(name, sizeof(name), "%s-%05zu-of-%05zu%s", p->prefix, s + 1, p->nshard, p->ext);
+	return tpc_path_join(dir, name);
+}
+
+static bool shard_is_ours(const tpc_write_opts *o, size_t s)
+{
+	return !o || o->procs <= 1 || (int)(s % (size_t)o->procs) == o->proc;
+}
+
+int tpc_hf_shard_paths(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir, const tpc_write_opts *o,
+		       char ***paths, size_t *n, tpc_err *e)
+{
+	hf_pack p;
+	int ret = pack(&p, ck, sel, nsel, o, e);
+	*paths = NULL;
+	*n = 0;
+	if (!ret && !(*paths = tpc_calloc(p.nshard, sizeof(char *))))
+		ret = tpc_err_nomem(e);
+	for (size_t s = 0; !ret && s < p.nshard; s++) {
+		if (!shard_is_ours(o, s))
+			continue;
+		if (!((*paths)[(*n)++] = shard_path(&p, dir, s)))
+			ret = tpc_err_nomem(e);
+	}
+	pack_release(&p);
+	return ret;
+}
+
 static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir,
 		    const tpc_write_opts *o, tpc_err *e)
 {
 	const char *inner_name = (o && o->inner_format) ? o->inner_format : "safetensors";
 	const tpc_format *inner = tpc_format_by_name(inner_name);
-	bool torch = !strcmp(inner_name, "torch");
-	const char *prefix = (o && o->shard_prefix) ? o->shard_prefix : torch ? "pytorch_model" : "model";
-	const char *ext = torch ? ".bin" : ".safetensors";
-	uint64_t max = (o && o->max_shard_size) ? o->max_shard_size : 5000000000ull;
-	size_t *start = NULL, nshard = 0, cap = 0;
-	int64_t *all = NULL;
-	char **written = NULL;
+	bool index_only = o && (o->flags & TPC_W_INDEX_ONLY), no_index = o && (o->flags & TPC_W_NO_INDEX);
+	hf_pack p;
+	char **written = NULL; /* [nshard] every shard's path */
+	bool *ours = NULL;     /* [nshard] written by this run */
 	size_t nwritten = 0;
 	tpc_buf idx = TPC_BUF_INIT;
-	uint64_t total = 0, cur = 0;
 	int ret = 0;
+	memset(&p, 0, sizeof(p));
 	if (!inner || inner == &tpc_fmt_hf_index)
 		return tpc_err_set(e, TPC_EUSAGE, "unknown shard format '%s'", inner_name);
-	if (!sel)
-		nsel = ck->n;
-	all = tpc_malloc(nsel * sizeof(*all));
-	if (!all)
-		return tpc_err_nomem(e);
-	for (size_t i = 0; i < nsel; i++)
-		all[i] = sel ? sel[i] : (int64_t)i;
-	/* greedy packing in checkpoint order */
-	for (size_t i = 0; i < nsel; i++) {
-		const tpc_tensor *t = &ck->t[all[i]];
-		uint64_t sz = t->alias_of >= 0 ? 0 : t->nbytes;
-		if (!nshard || (cur + sz > max && cur > 0)) {
-			if (tpc_grow((void **)&start, &cap, nshard + 2, sizeof(*start))) {
-				ret = tpc_err_nomem(e);
-				goto out;
-			}
-			start[nshard++] = i;
-			cur = 0;
-		}
-		cur += sz;
-		total += sz;
-	}
-	if (!nshard) {
-		if (tpc_grow((void **)&start, &cap, 2, sizeof(*start))) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		start[nshard++] = 0;
-	}
-	start[nshard] = nsel;
+	if ((ret = pack(&p, ck, sel, nsel, o, e)))
+		goto out;
+	nsel = p.nsel;
 	if ((ret = tpc_mkdirs(dir, e)))
 		goto out;
-	written = tpc_calloc(nshard, sizeof(char *));
-	if (!written) {
+	written = tpc_calloc(p.nshard, sizeof(char *));
+	ours = tpc_calloc(p.nshard, sizeof(bool));
+	if (!written || !ours) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	tpc_buf_adds(&idx, "{\n  \"metadata\": {\n");
-	tpc_buf_addf(&idx, "    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)total);
+	tpc_buf_addf(&idx, "    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)p.total);
 	/* weight_map sorted by tensor name (json.dumps sort_keys=True) */
-	int64_t *byname = tpc_malloc(nsel * sizeof(*byname));
-	size_t *shard_of = tpc_malloc(nsel * sizeof(*shard_of));
+	int64_t *byname = tpc_malloc((nsel ? nsel : 1) * sizeof(*byname));
+	size_t *shard_of = tpc_malloc((nsel ? nsel : 1) * sizeof(*shard_of));
 	if (!byname || !shard_of) {
 		free(byname);
 		free(shard_of);
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	for (size_t s = 0; s < nshard && !ret; s++) {
-		char name[256];
-		tpc_buf fn = TPC_BUF_INIT;
-		if (nshard == 1)
-			snprintf(name, sizeof(name), "%s%s", prefix, ext);
-		else
-			snprintf(name, sizeof(name), "%s-%05zu-of-%05zu%s", prefix, s + 1, nshard, ext);
-		tpc_buf_adds(&fn, dir);
-		tpc_buf_addc(&fn, '/');
-		tpc_buf_adds(&fn, name);
-		char *path = tpc_buf_detach(&fn, NULL);
+	for (size_t s = 0; s < p.nshard && !ret; s++) {
+		char *path = shard_path(&p, dir, s);
 		if (!path) {
 			ret = tpc_err_nomem(e);
 			break;
 		}
-		for (size_t i = start[s]; i < start[s + 1]; i++)
+		for (size_t i = p.start[s]; i < p.start[s + 1]; i++)
 			shard_of[i] = s;
-		ret = inner->write(ck, all + start[s], start[s + 1] - start[s], path, o, e);
-		if (ret) {
-			free(path);
-			break;
-		}
 		written[nwritten++] = path;
+		if (index_only || !shard_is_ours(o, s)) {
+			/* another run (process) writes it; the index needs it in place */
+			if (index_only && !tpc_exists(path)) {
+				ret = tpc_err_set(e, TPC_EIO, "shard '%s' is missing; the index is not written",
+						  tpc_path_base(path));
+				tpc_err_path(e, path);
+			}
+			continue;
+		}
+		ret = inner->write(ck, p.all + p.start[s], p.start[s + 1] - p.start[s], path, o, e);
+		ours[s] = !ret;
 	}
-	if (!ret && nshard > 1) {
+	if (!ret && p.nshard > 1 && !no_index) {
 		/* sort indices 0..nsel by name */
 		for (size_t i = 0; i < nsel; i++)
 			byname[i] = (int64_t)i;
 		sort_by_name_ck = ck;
-		sort_by_name_all = all;
+		sort_by_name_all = p.all;
 		qsort(byname, nsel, sizeof(*byname), cmp_by_name);
 		for (size_t k = 0; k < nsel; k++) {
 			size_t i = (size_t)byname[k];
-			const char *tn = ck->t[all[i]].name;
+			const char *tn = ck->t[p.all[i]].name;
 			tpc_buf_adds(&idx, k ? ",\n    " : "\n    ");
 			tpc_buf_json_str(&idx, tn, strlen(tn), true);
 			tpc_buf_adds(&idx, ": ");
@@ -454,7 +511,7 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 			ret = tpc_err_nomem(e);
 		} else {
 			char iname[256];
-			snprintf(iname, sizeof(iname), "%s%s.index.json", prefix, ext);
+			snprintf(iname, sizeof(iname), "%s%s.index.json", p.prefix, p.ext);
 			char *ip = tpc_path_join(dir, iname);
 			if (!ip)
 				ret = tpc_err_nomem(e);
@@ -468,11 +525,12 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	free(shard_of);
 	if (ret) /* the set is complete or absent: remove the shards this run wrote */
 		for (size_t i = 0; i < nwritten; i++)
-			unlink(written[i]);
+			if (ours[i])
+				unlink(written[i]);
 out:
 	free_list(written, nwritten);
-	free(start);
-	free(all);
+	free(ours);
+	pack_release(&p);
 	tpc_buf_release(&idx);
 	return ret;
 }

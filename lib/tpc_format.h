@@ -47,7 +47,8 @@ typedef struct tpc_open_opts {
 enum {
 	TPC_W_FORCE = 1u << 0,      /* overwrite an existing output (= TPC_OUT_FORCE) */
 	TPC_W_DEDUP_TIED = 1u << 1, /* safetensors: keep one copy of tied tensors, record aliases */
-	TPC_W_NO_INDEX = 1u << 2,
+	TPC_W_NO_INDEX = 1u << 2,   /* HF sharding: write the shards, not the index */
+	TPC_W_INDEX_ONLY = 1u << 3, /* HF sharding: write only the index; every shard must exist */
 };
 
 typedef struct tpc_write_opts {
@@ -56,6 +57,9 @@ typedef struct tpc_write_opts {
 	const char *inner_format;  /* HF sharding: format of each shard ("safetensors", "torch") */
 	const char *shard_prefix;  /* HF sharding: "model" (safetensors) / "pytorch_model" (torch) */
 	tpc_progress *progress;    /* may be NULL */
+	/* HF sharding by several processes (mpirun): this run writes only the
+	 * shards s with s % procs == proc; procs 0 or 1: every shard */
+	int procs, proc;
 } tpc_write_opts;
 
 typedef struct tpc_format {

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "tpc_io.h"
@@ -75,7 +76,7 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 }
 
 static const char *const ff_names[] = {NULL, "gelu", "gelu-approximate", "geglu", "geglu-approximate", "swiglu",
-				       "other"};
+				       "other", "gated", "ungated"};
 
 const char *tpc_ff_act_name(tpc_ff_act a)
 {
@@ -94,7 +95,7 @@ tpc_ff_act tpc_ff_act_parse(const char *name)
 
 bool tpc_ff_act_gated(tpc_ff_act a)
 {
-	return a == TPC_FF_GEGLU || a == TPC_FF_GEGLU_TANH || a == TPC_FF_SWIGLU;
+	return a == TPC_FF_GEGLU || a == TPC_FF_GEGLU_TANH || a == TPC_FF_SWIGLU || a == TPC_FF_GATED;
 }
 
 int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
@@ -502,17 +503,49 @@ int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e)
 	return ret;
 }
 
+/* Levenshtein distance of two short names, capped: a typo's distance is small. */
+static size_t name_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[33];
+	if (la > 32 || lb > 32)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
 int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e)
 {
 	const char *json = tpc_plan_preset_json(name);
 	if (!json) {
-		char list[512];
-		size_t k = 0;
+		char list[512], hint[96] = "";
+		size_t k = 0, best = 3; /* suggest only names at most 2 edits away */
 		list[0] = '\0';
-		for (size_t i = 0; i < tpc_plan_preset_count() && k < sizeof(list); i++)
-			k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", tpc_plan_preset_name(i));
+		for (size_t i = 0; i < tpc_plan_preset_count() && k < sizeof(list); i++) {
+			const char *known = tpc_plan_preset_name(i);
+			size_t dist = name_distance(name, known);
+			k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", known);
+			if (dist < best) {
+				best = dist;
+				snprintf(hint, sizeof(hint), "did you mean '%s'? ", known);
+			}
+		}
 		tpc_plan_init(p);
-		return tpc_err_set(e, TPC_EINPUT, "unknown preset '%s' (known: %s)", name, list);
+		/* a name the user typed, not a file's content: a usage error (exit 2) */
+		return tpc_err_set(e, TPC_EUSAGE, "unknown preset '%s' (%sknown: %s)", name, hint, list);
 	}
 	char label[96];
 	snprintf(label, sizeof(label), "preset %s", name);

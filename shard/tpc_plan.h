@@ -119,6 +119,8 @@ typedef enum tpc_ff_act {
 	TPC_FF_GEGLU_TANH,  /* "geglu-approximate" */
 	TPC_FF_SWIGLU,      /* "swiglu": value * silu(gate) */
 	TPC_FF_OTHER,       /* another ungated activation ("silu", "relu", ...) */
+	TPC_FF_GATED,       /* "gated": gated, as the shapes say; the activation unknown */
+	TPC_FF_UNGATED,     /* "ungated": not gated, as the shapes say; the activation unknown */
 } tpc_ff_act;
 bool tpc_ff_act_gated(tpc_ff_act a);
 /* diffusers' name ("geglu"; "other" for TPC_FF_OTHER, NULL for unknown) and back
@@ -194,7 +196,8 @@ void tpc_plan_release(tpc_plan *p);
  * members are refused (a typo must not silently change a split). */
 int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *path, tpc_err *e);
 int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e);
-/* A built-in preset by name; TPC_EINPUT naming the known presets if unknown. */
+/* A built-in preset by name; TPC_EUSAGE naming the known presets (and the
+ * nearest, for a typo) if unknown. */
 int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e);
 
 /* Built-in presets: name, one-line description and JSON text. */
@@ -242,6 +245,19 @@ int tpc_plan_rule_dim(const tpc_plan *p, int rule, int ndim, bool *row_bias);
 
 /* Index of the first rule matching `name`, or -1. */
 int tpc_plan_match(const tpc_plan *p, const char *name);
+
+/*
+ * Facts the checkpoint's shapes fix, for what config.json left unknown (see
+ * tpc_infer.c). Today: whether a feed-forward the plan splits "gated" is
+ * gated, when every net.0.proj.weight has exactly 2x (gated) or 1x (not) the
+ * rows of its net.2.weight's columns; f->ff_act becomes TPC_FF_GATED or
+ * TPC_FF_UNGATED. Shapes that disagree or say nothing leave the fact unknown
+ * (the split then asks for it). `note` (may be NULL) receives one line saying
+ * what was inferred from which tensors, or "" when nothing was.
+ */
+struct tpc_ckpt;
+int tpc_facts_from_shapes(tpc_model_facts *f, const tpc_plan *p, const struct tpc_ckpt *ck, char *note, size_t n,
+			  tpc_err *e);
 
 /*
  * Decide the split of tensor `name` of shape[ndim] for `tp` ranks, with the

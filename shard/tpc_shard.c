@@ -1053,7 +1053,7 @@ static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_o
 		tpc_err_path(e, w->manifest);
 		return TPC_EUSAGE;
 	}
-	if (unlink(w->manifest) != 0) {
+	if (unlink(w->manifest) != 0 && errno != ENOENT) { /* a run beside this one removed it first */
 		tpc_err_sys(e, TPC_EIO, errno, "cannot remove the old manifest");
 		tpc_err_path(e, w->manifest);
 		return TPC_EIO;
@@ -1083,7 +1083,7 @@ static int plan_ranks(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_op
 				tpc_err_path(e, w->paths[r]);
 				return TPC_EUSAGE;
 			}
-		} else if (exists) {
+		} else if (exists && !o->defer_manifest) { /* deferred: the completing run checks */
 			bool ok;
 			if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
 				return ret;
@@ -1232,7 +1232,8 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	sp->manifest_written = false;
 	sp->npresent = 0;
 	if (!(ret = open_output(&w, sp, o, e)) && !(ret = plan_ranks(&w, sp, o, e)) &&
-	    !(ret = write_ranks(&w, sp, o, e)) && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr)
+	    !(ret = write_ranks(&w, sp, o, e)) && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr &&
+	    !o->defer_manifest)
 		ret = finish_set(&w, sp, o, e);
 	/* otherwise another run completes the set */
 	if (ret && w.done) {

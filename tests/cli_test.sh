@@ -73,5 +73,30 @@ if [ "$rc" = 0 ] && grep -q "convert:" "$T/err" && ! grep -q $'\r\|\x1b' "$T/err
 run "$TPCONV" convert "$T/a.safetensors" -o "$T/q.safetensors"
 [ "$rc" = 0 ] && [ ! -s "$T/err" ] && ok "no progress on a pipe by default" || bad "quiet by default on a pipe" "$err"
 
+# rough edges a new user hits (issue 16)
+D="$SRC/tests/data"
+run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset lama --tp 2 -o "$T/typo"
+expect "a mistyped preset is a usage error (2) with the nearest name" 2 "unknown preset 'lama' (did you mean 'llama'?"
+[ ! -e "$T/typo" ] && ok "nothing written for a mistyped preset" || bad "nothing written for a mistyped preset"
+run "$TPCONV" merge "$T/none" --preset lama -o "$T/m.safetensors"
+expect "merge: a mistyped preset is a usage error (2)" 2 "did you mean 'llama'?"
+run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --layout olso --tp 2 -o "$T/typo"
+expect "an unknown layout is a usage error (2)" 2 "unknown --layout 'olso'"
+run "$TPCONV" plan lama;          expect "plan: an unknown preset is a usage error (2)" 2 "did you mean 'llama'?"
+run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --tp 2 --config "$D/config.json" -o "$T/set" -q
+cp "$D/config.json" "$T/set/"
+( cd "$T" && "$TPCONV" merge set -o merged >"$T/out" 2>"$T/err" ); rc=$?; err=$(cat "$T/err")
+expect "merge -o NAME without a suffix writes a folder, as save_pretrained does" 0
+[ -d "$T/merged" ] && [ -f "$T/merged/model.safetensors" ] && [ -f "$T/merged/config.json" ] &&
+  ok "the folder holds model.safetensors and the config" || bad "merged folder contents" "$(ls -la "$T/merged" 2>&1)"
+run "$TPCONV" diff "$T/merged" "$D/tiny_llama.safetensors"; expect "the merged folder equals the model" 0
+run "$TPCONV" merge "$T/set" -o "$T/llama-3.1-merged" -q; expect "a name whose dot starts no file suffix is a folder too" 0
+[ -f "$T/llama-3.1-merged/model.safetensors" ] && ok "llama-3.1-merged/ holds model.safetensors" || bad "llama-3.1-merged folder"
+run "$TPCONV" merge "$T/set" -o "$T/out.weird"; expect "merge -o with an unknown suffix is still refused" 2 "cannot tell the output format"
+run "$TPCONV" merge "$T/set" -o "$T/plain" --format torch -q
+expect "--format keeps a suffix-less name a file" 0; [ -f "$T/plain" ] && ok "--format torch -o plain writes a file" || bad "--format torch -o plain"
+run "$TPCONV" convert "$D/tiny_llama.pt" -o "$T/converted" -q; expect "convert -o NAME without a suffix writes a folder" 0
+[ -f "$T/converted/model.safetensors" ] && ok "convert's folder holds model.safetensors" || bad "convert folder"
+
 echo "1..$n"
 [ "$failed" = 0 ]

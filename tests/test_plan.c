@@ -72,8 +72,15 @@ static void test_presets(void **st)
 	tpc_plan p;
 	tpc_err e;
 	tpc_err_init(&e);
-	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EINPUT);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (known: llama, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	/* a name typed on the command line: a usage error, with the nearest name */
+	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_preset(&p, "transformer-xl", &e), TPC_EUSAGE);
+	assert_null(strstr(e.msg, "did you mean"));
 }
 
 static void test_facts(void **st)

@@ -116,6 +116,15 @@ void tpc_verify_mpi_abort(int code)
 		MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+int tpc_verify_mpi_allmax(int *v, tpc_err *e)
+{
+	int out = 0, rc = MPI_Allreduce(v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS)
+		return mpi_fail(e, rc, "MPI_Allreduce");
+	*v = out;
+	return 0;
+}
+
 int tpc_coll_mpi(tpc_coll *c, tpc_err *e)
 {
 	int rank, size, ret = tpc_verify_mpi_init(&rank, &size, e);

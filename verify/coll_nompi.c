@@ -24,6 +24,12 @@ void tpc_verify_mpi_abort(int code)
 	(void)code;
 }
 
+int tpc_verify_mpi_allmax(int *v, tpc_err *e)
+{
+	(void)v;
+	return tpc_err_set(e, TPC_EGPU, "this tpconv was built without MPI (meson -Dmpi=enabled)");
+}
+
 int tpc_coll_mpi(tpc_coll *c, tpc_err *e)
 {
 	(void)c;

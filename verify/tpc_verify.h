@@ -440,6 +440,10 @@ void tpc_verify_mpi_finalize(void);
 /* After a rank has reported an error: end the whole MPI job (MPI_Abort with
  * `code`), since the other ranks may wait in a collective for it. */
 void tpc_verify_mpi_abort(int code);
+/* Every process passes its *v and receives the largest of them all
+ * (MPI_Allreduce MAX): how `mpirun tpconv shard` agrees that every process
+ * succeeded before rank 0 completes the set. TPC_EGPU without MPI. */
+int tpc_verify_mpi_allmax(int *v, tpc_err *e);
 
 /* ---- output ---- */
 

@@ -6,8 +6,9 @@
 # shard at tp 2, 4 and 8 with every rank slice equal to an independent xDiT-style
 # slicing in torch, merge bit-exact, and pass `tpconv verify` (attention, cross- and
 # joint-attention and feed-forward block checks); a naive GEGLU split fails verify
-# naming the tensor, and a config that does not say whether the feed-forward is gated
-# is refused before anything is written.
+# naming the tensor; a config that does not say whether the feed-forward is gated
+# is completed from the shapes (gated or not), and refused before anything is
+# written only when the shapes do not say either.
 # usage: dit_test.sh TPCONV SRCDIR     (needs /usr/bin/python3 with torch)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -61,14 +62,48 @@ run "$TPCONV" shard "$M/dit" --plan "$T/naive.json" --tp 2 -o "$T/naive" -q &&
   run "$TPCONV" verify --reference "$M/dit/model.safetensors" --shards "$T/naive" --arch dit
 [ "$rc" = 1 ] && grep -q "ff.net.0.proj.weight' must be split as 2 equal parts \[value|gate\]" "$T/out" &&
   ok "a naive split of the GEGLU projection fails verify (exit 1) naming ff.net.0.proj" || bad "naive GEGLU" "exit $rc" "$(grep -A1 FAIL "$T/out" | head -4)"
-# a model config that does not say whether the feed-forward is gated
+# a model config that does not say whether the feed-forward is gated: the shapes
+# say it (ff.net.0.proj rows = 2 x ff.net.2 columns), so shard infers it, says so
+# with -v and splits [value | gate] as with the full config; ungated shapes give one
+# part; shapes that do not say (no ff.net.2) make shard ask, nothing written
 mkdir -p "$T/nocfg"
 cp "$M/dit/model.safetensors" "$T/nocfg/"
 $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c.pop("activation_fn"); c.pop("_class_name"); json.dump(c, open(sys.argv[2], "w"))' \
   "$M/dit/config.json" "$T/nocfg/config.json"
-run "$TPCONV" shard "$T/nocfg" --preset dit --tp 2 -o "$T/nocfg_out"
-[ "$rc" = 3 ] && grep -q "ff.net.0.proj" "$T/err" && grep -q "activation_fn" "$T/err" && [ ! -e "$T/nocfg_out" ] &&
-  ok "no activation_fn in config.json: shard refuses (exit 3) naming the tensor, nothing written" || bad "unknown gating" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$T/nocfg" --preset dit --tp 2 -o "$T/nocfg_out" -v
+if [ "$rc" = 0 ] && grep -q "the feed-forward is gated (\[value | gate\]), as the shapes say" "$T/err" &&
+   grep -q '"activation_fn": "gated"' "$T/nocfg_out/tpconv-manifest.json"; then
+  run $PY "$H/check_ranks.py" dit "$M/dit.pt" "$M/dit/config.json" "$T/nocfg_out" 2 tpconv safetensors
+  [ "$rc" = 0 ] && ok "no activation_fn in config.json: gated inferred from the shapes, slices equal the GEGLU slicing" ||
+    bad "inferred gating: slicing" "$(tail -5 "$T/out")"
+  run "$TPCONV" verify --reference "$T/nocfg/model.safetensors" --shards "$T/nocfg_out" --arch dit
+  [ "$rc" = 0 ] && ok "inferred gating: verify passes the feed-forward checks" || bad "inferred gating: verify" "exit $rc" "$(grep -i fail "$T/out" | head -3)" "$(cat "$T/err")"
+else
+  bad "no activation_fn in config.json: gated inferred from the shapes" "exit $rc" "$(cat "$T/err")"
+fi
+mkdir -p "$T/ungated"
+cp "$T/nocfg/config.json" "$T/ungated/"
+$PY -c '
+import sys, torch
+sd = torch.load(sys.argv[1])
+for k in list(sd):
+    if k.endswith("ff.net.0.proj.weight") or k.endswith("ff.net.0.proj.bias"):
+        sd[k] = sd[k][: sd[k].shape[0] // 2].clone()
+torch.save(sd, sys.argv[2])' "$M/dit.pt" "$T/ungated/model.pt"
+run "$TPCONV" shard "$T/ungated" --preset dit --tp 2 -o "$T/ungated_out" -v
+if [ "$rc" = 0 ] && grep -q "the feed-forward is not gated, as the shapes say" "$T/err" &&
+   grep -q '"activation_fn": "ungated"' "$T/ungated_out/tpconv-manifest.json"; then
+  run "$TPCONV" verify --reference "$T/ungated/model.pt" --shards "$T/ungated_out" --arch dit
+  [ "$rc" = 0 ] && ok "ungated shapes: one part per rank, verify passes" || bad "ungated shapes: verify" "exit $rc" "$(grep -i fail "$T/out" | head -3)"
+else
+  bad "ungated shapes inferred" "exit $rc" "$(cat "$T/err")"
+fi
+mkdir -p "$T/noout"
+run "$TPCONV" convert "$T/nocfg/model.safetensors" --drop '\.ff\.net\.2\.' -o "$T/noout/model.safetensors" -q
+cp "$T/nocfg/config.json" "$T/noout/"
+run "$TPCONV" shard "$T/noout" --preset dit --tp 2 -o "$T/noout_set"
+[ "$rc" = 3 ] && grep -q "ff.net.0.proj" "$T/err" && grep -q "activation_fn" "$T/err" && [ ! -e "$T/noout_set" ] &&
+  ok "shapes that do not say (no ff.net.2): shard asks (exit 3) naming the tensor, nothing written" || bad "unknown gating" "exit $rc" "$(cat "$T/err")"
 # pipeline stages: embedders first, proj_out last
 run "$TPCONV" shard "$M/dit" --preset dit --tp 2 --pp 2 --dry-run
 grep -qE '^pos_embed\.proj\.weight .* 0 *$|^pos_embed\.proj\.weight.* 0 ' "$T/out" && grep -qE '^proj_out\.weight .* 1( |$)' "$T/out" &&

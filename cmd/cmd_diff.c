@@ -1,0 +1,253 @@
+/* cmd_diff.c - `tpconv diff A B`: are two checkpoints the same model? */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_buf.h"
+#include "tpc_diff.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+static const char *help =
+	"usage: tpconv diff [options] A B\n\n"
+	"Compare two checkpoints tensor by tensor: any two inputs tpconv reads (torch, DCP,\n"
+	"safetensors, an HF-sharded folder or index, a shard set folder, merged on the fly\n"
+	"and checked against its manifest). For each name: equal, values differ (how\n"
+	"many elements, the first differing index with both values, max abs, max rel,\n"
+	"max ULPs), dtype or shape differ, or only in A / only in B. Without tolerances\n"
+	"equal means bit for bit. Both sides are streamed in 4 MiB chunks (bounded\n"
+	"memory); chunks whose bytes are identical are not decoded.\n\n"
+	"Options:\n"
+	"  --atol [DT=]X[,...]      absolute tolerance, for every dtype or per dtype of B\n"
+	"                           (--atol 1e-6 --atol bf16=1e-2); an element is within the\n"
+	"                           tolerances when |a - b| <= atol + rtol * |b| ...\n"
+	"  --rtol [DT=]X[,...]      relative tolerance (B is the reference, as numpy.allclose)\n"
+	"  --ulps [DT=]N[,...]      ... or when a and b (floats of one dtype) are at most N\n"
+	"                           representable values apart\n"
+	"  --cast                   where A and B are floats of different dtypes (B is A cast\n"
+	"                           to bf16), compare A cast to B's dtype, bit for bit\n"
+	"  --json FILE              the result as JSON, every tensor ('-': stdout, no table)\n"
+	"  --junit FILE             the result as JUnit XML, one test case per tensor\n"
+	"  --no-checksums           shard sets: do not check rank tensors against the manifest\n"
+	"  --preset NAME, --plan FILE, --tp N, --pp M, --config FILE, --heads N, --kv-heads N,\n"
+	"  --head-dim N, --hidden N, --vocab N\n"
+	"                           for a shard set without a tpconv manifest, as for merge\n"
+	"  --progress               show progress even when stderr is not a terminal\n"
+	"  -q, --quiet              print nothing; the exit status says it\n"
+	"  -v, --verbose            list equal tensors too\n"
+	"  -h, --help               this help\n\n"
+	"%s"
+	"  The rules above rename A's tensors before the names are matched (an HF model\n"
+	"  against its Megatron-named conversion: a rules file from one naming to the\n"
+	"  other); to map B instead, swap A and B.\n\n"
+	"Exit status: 0 same, 1 different (or only on one side), 2 usage error,\n"
+	"3 an input cannot be read, 4 a report cannot be written.\n";
+
+enum {
+	O_ATOL = 256, O_RTOL, O_ULPS, O_CAST, O_JSON, O_JUNIT, O_NOSUM, O_PROGRESS,
+};
+
+/* One side: a checkpoint, or a shard set merged on the fly. */
+typedef struct side {
+	tpc_ckpt ck;
+	tpc_merge mg;
+	tpc_plan plan;
+	bool is_set;
+	tpc_ckpt *view;
+} side;
+
+static int open_side(side *s, const char *path, const tpc_cli_set *set, bool checksums, tpc_err *e)
+{
+	int ret = 0;
+	tpc_set_kind kind = tpc_set_detect(path, NULL);
+	tpc_ckpt_init(&s->ck);
+	tpc_plan_init(&s->plan);
+	if (kind == TPC_SET_NONE) {
+		if ((ret = tpc_ckpt_open(&s->ck, path, NULL, e)))
+			goto out;
+		s->view = &s->ck;
+		goto out;
+	}
+	tpc_merge_opts mo;
+	memset(&mo, 0, sizeof(mo));
+	mo.checksums = checksums;
+	mo.tp = (int)set->tp;
+	mo.pp = (int)set->pp;
+	if (kind != TPC_SET_MANIFEST) {
+		if (!set->preset && !set->plan_file) {
+			ret = tpc_err_set(e, TPC_EUSAGE,
+					  "'%s' is a shard set without a tpconv manifest: give the --preset or --plan it was split with",
+					  path);
+			goto out;
+		}
+		if ((ret = tpc_cli_load_plan(set->preset, set->plan_file, &s->plan, e)) ||
+		    (ret = tpc_cli_facts(&set->facts, set->config, path, NULL, &s->plan, &mo.facts, e)))
+			goto out;
+		mo.plan = &s->plan;
+	}
+	if ((ret = tpc_merge_open(&s->mg, path, &mo, e)))
+		goto out;
+	s->is_set = true;
+	s->view = &s->mg.out;
+	tpc_cli_info("'%s' is a shard set of tp %d, pp %d, merged on the fly", path, s->mg.tp, s->mg.pp);
+out:
+	if (ret && !e->path[0])
+		tpc_err_path(e, path);
+	return ret;
+}
+
+static void close_side(side *s)
+{
+	if (s->is_set)
+		tpc_merge_release(&s->mg);
+	tpc_ckpt_release(&s->ck);
+	tpc_plan_release(&s->plan);
+}
+
+static int write_report(const char *path, const tpc_buf *b, tpc_err *e)
+{
+	if (b->oom)
+		return tpc_err_nomem(e);
+	if (strcmp(path, "-"))
+		return tpc_write_file_atomic(path, b->p, b->len, TPC_OUT_FORCE, e);
+	fwrite(b->p, 1, b->len, stdout);
+	return fflush(stdout) ? tpc_err_sys(e, TPC_EIO, 0, "cannot write the report to stdout") : 0;
+}
+
+static int diff(int argc, char **argv, tpc_cli_remap *rm)
+{
+	static const struct option lo[] = {
+		{"atol", required_argument, NULL, O_ATOL}, {"rtol", required_argument, NULL, O_RTOL},
+		{"ulps", required_argument, NULL, O_ULPS}, {"cast", no_argument, NULL, O_CAST},
+		{"json", required_argument, NULL, O_JSON}, {"junit", required_argument, NULL, O_JUNIT},
+		{"no-checksums", no_argument, NULL, O_NOSUM}, {"progress", no_argument, NULL, O_PROGRESS},
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'}, TPC_CLI_REMAP_LONGOPTS, TPC_CLI_SET_LONGOPTS,
+		{NULL, 0, NULL, 0}};
+	const char *json = NULL, *junit = NULL;
+	bool checksums = true, force_progress = false, opened_a = false, opened_b = false;
+	tpc_cli_set set;
+	tpc_diff_opts o;
+	tpc_diff d;
+	tpc_progress prog;
+	side sa, sb;
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_err e;
+	int c, ret = 0;
+
+	tpc_cli_set_init(&set, 0);
+	tpc_diff_opts_init(&o);
+	tpc_diff_init(&d);
+	tpc_err_init(&e);
+	memset(&sa, 0, sizeof(sa));
+	memset(&sb, 0, sizeof(sb));
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
+			if ((ret = tpc_cli_remap_opt(rm, "diff", c, optarg)))
+				goto done;
+			continue;
+		}
+		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
+			if ((ret = tpc_cli_set_opt(&set, "diff", c, argv[optind - 1], optarg)))
+				goto done;
+			continue;
+		}
+		switch (c) {
+		case O_ATOL:
+		case O_RTOL:
+		case O_ULPS:
+			if (tpc_diff_opts_tol(&o, c == O_ATOL ? 'a' : c == O_RTOL ? 'r' : 'u', optarg, &e)) {
+				ret = tpc_cli_usage("diff", "%s", e.msg);
+				goto done;
+			}
+			break;
+		case O_CAST: o.cast = true; break;
+		case O_JSON: json = optarg; break;
+		case O_JUNIT: junit = optarg; break;
+		case O_NOSUM: checksums = false; break;
+		case O_PROGRESS: force_progress = true; break;
+		case 'q': tpc_cli_verbose = -1; break;
+		case 'v': tpc_cli_verbose++; break;
+		case 'h': printf(help, tpc_cli_remap_help); goto done;
+		default:
+			ret = tpc_cli_usage("diff", "unknown or incomplete option '%s'", argv[optind - 1]);
+			goto done;
+		}
+	}
+	if (argc - optind != 2) {
+		ret = tpc_cli_usage("diff", argc - optind < 2 ? "give two inputs, A and B" : "expected two inputs, got '%s' too",
+				    argc - optind > 2 ? argv[optind + 2] : "");
+		goto done;
+	}
+	if (json && junit && !strcmp(json, "-") && !strcmp(junit, "-")) {
+		ret = tpc_cli_usage("diff", "only one of --json and --junit can go to stdout");
+		goto done;
+	}
+	if (set.preset && set.plan_file) {
+		ret = tpc_cli_usage("diff", "give --preset or --plan, not both");
+		goto done;
+	}
+	const char *pa = argv[optind], *pb = argv[optind + 1];
+	opened_a = true;
+	if ((ret = open_side(&sa, pa, &set, checksums, &e)))
+		goto fail;
+	opened_b = true;
+	if ((ret = open_side(&sb, pb, &set, checksums, &e)))
+		goto fail;
+	/* the remap stage renames (and casts, transposes) A's side */
+	if ((ret = tpc_cli_remap_run(rm, "diff", sa.view)))
+		goto done;
+	uint64_t total = 0;
+	for (size_t i = 0; i < sb.view->n; i++)
+		total += sb.view->t[i].nbytes;
+	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "diff", total);
+	o.progress = &prog;
+	if ((ret = tpc_diff_run(sa.view, sb.view, &o, &d, &e)))
+		goto fail;
+	tpc_progress_end(&prog);
+	bool table_to_stdout = tpc_cli_verbose >= 0 && !(json && !strcmp(json, "-")) && !(junit && !strcmp(junit, "-"));
+	if (table_to_stdout) {
+		tpc_diff_report_text(&d, pa, pb, tpc_cli_verbose > 0, &b);
+		if ((ret = write_report("-", &b, &e)))
+			goto fail;
+	}
+	if (json) {
+		tpc_buf_reset(&b);
+		tpc_diff_report_json(&d, pa, pb, &b);
+		if ((ret = write_report(json, &b, &e)))
+			goto fail;
+	}
+	if (junit) {
+		tpc_buf_reset(&b);
+		tpc_diff_report_junit(&d, pa, pb, &b);
+		if ((ret = write_report(junit, &b, &e)))
+			goto fail;
+	}
+	ret = tpc_diff_same(&d) ? 0 : 1;
+	goto done;
+fail:
+	ret = tpc_cli_fail(&e);
+done:
+	tpc_buf_release(&b);
+	tpc_diff_release(&d);
+	if (opened_b)
+		close_side(&sb);
+	if (opened_a)
+		close_side(&sa);
+	return ret;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	tpc_cli_remap rm;
+	tpc_cli_remap_init(&rm);
+	int ret = diff(argc, argv, &rm);
+	tpc_cli_remap_release(&rm);
+	return ret;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Rank files swapped or renamed on disk (TAP): `tpconv verify`'s first check row
+# and a warning say "rank file holds rank N's tensors", naming the file, both for
+# safetensors rank files (their tpconv.rank metadata) and torch ones (content:
+# a split tensor's SHA-256 against the manifest's rank checksums); a set in
+# place, and a file with one corrupted byte, do not get that message.
+# usage: rank_swap_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=/usr/bin/python3
+. "$SRC/tests/shard/tap.sh"
+D=$SRC/tests/data
+shard() { "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --config "$D/config.json" -q "$@"; }
+swap() { mv "$1/$2" "$1/swap.tmp" && mv "$1/$3" "$1/$2" && mv "$1/swap.tmp" "$1/$3"; }
+first_row() { grep -v '^#' "$T/out" | head -1; }
+
+shard --tp 2 -o "$T/st"
+run "$TPCONV" verify --reference "$D/tiny_llama.safetensors" --shards "$T/st"
+[ "$rc" = 0 ] && ! grep -q "holds rank" "$T/out" "$T/err" && ok "a set in place passes without the message" || bad "set in place" "exit $rc" "$(cat "$T/err")"
+swap "$T/st" model_tp00_pp00.safetensors model_tp01_pp00.safetensors
+run "$TPCONV" verify --reference "$D/tiny_llama.safetensors" --shards "$T/st" --json "$T/v.json"
+if [ "$rc" = 1 ] && first_row | grep -q '^  structure  model_tp00_pp00.safetensors .*FAIL$' &&
+   sed -n 4p "$T/out" | grep -q "rank file holds rank 1's tensors: 'model_tp00_pp00.safetensors' is rank 0's place" &&
+   grep -q "warning: rank file 'model_tp01_pp00.safetensors' holds rank 0's tensors, not rank 1's" "$T/err"; then
+  ok "safetensors files swapped: the first check row says the file holds rank 1's tensors"
+else bad "safetensors swap" "exit $rc" "$(head -5 "$T/out")" "$(cat "$T/err")"; fi
+$PY -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["checks"]
+assert c[0]["check"] == "structure" and c[0]["status"] == "fail" and "holds rank 1" in c[0]["message"], c[0]
+' "$T/v.json" 2>"$T/perr" && ok "--json: the first check is the misplaced file" || bad "json first check" "$(cat "$T/perr")"
+
+shard --tp 4 --format torch -o "$T/pt"
+ls "$T/pt" > "$T/files"
+f0=$(sed -n 1p "$T/files") f1=$(sed -n 2p "$T/files") f2=$(sed -n 3p "$T/files")
+swap "$T/pt" "$f0" "$f2"
+run "$TPCONV" verify --reference "$D/tiny_llama.safetensors" --shards "$T/pt"
+if [ "$rc" = 1 ] && first_row | grep -q "^  structure  $f0 " && grep -q "rank file holds rank 2's tensors: '$f0' is rank 0's place" "$T/out" &&
+   grep -q "rank file holds rank 0's tensors: '$f2' is rank 2's place" "$T/out" && ! grep -q "'$f1' is rank" "$T/out"; then
+  ok "torch rank files (no metadata) swapped: found by content against the manifest checksums"
+else bad "torch swap" "exit $rc" "$(head -8 "$T/out")" "$(cat "$T/err")"; fi
+
+shard --tp 2 -o "$T/bad"
+f="$T/bad/model_tp01_pp00.safetensors"
+printf '\x7f' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") - 3 )) conv=notrunc status=none
+run "$TPCONV" verify --reference "$D/tiny_llama.safetensors" --shards "$T/bad"
+[ "$rc" = 1 ] && ! grep -q "holds rank" "$T/out" && ok "a corrupted byte is not reported as a swap" || bad "corrupted byte" "exit $rc" "$(head -6 "$T/out")"
+echo "1..$n"
+[ "$failed" = 0 ]
