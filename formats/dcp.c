@@ -626,8 +626,9 @@ static int place(tpc_value *root, const tpc_value *path, tpc_value *v, tpc_err *
  * linear_qkv.weight" [layers, ...]); the model's own state dict names them per
  * layer, so the reader un-stacks them ("decoder.layers.0.self_attention...") as
  * views. Optimizer state (optimizer.*) is left out unless --select asks for it.
- * Legacy sets (mp_rank_TT[_PPP]/model_optim_rng.pt) are recognised and refused:
- * not read yet. */
+ * Legacy sets (mp_rank_TT[_PPP]/model_optim_rng.pt) are shard sets of the
+ * megatron layout (shard/layout_megatron.c): merge reads them; opened here as
+ * one checkpoint they are refused with that advice. */
 
 #define MEGATRON_LATEST "latest_checkpointed_iteration.txt"
 
@@ -816,7 +817,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 			free(own);
 			free(iter);
 			tpc_err_set(e, TPC_EINPUT,
-				    "this is a legacy Megatron checkpoint (mp_rank_TT[_PPP]/model_optim_rng.pt), which tpconv does not read yet; torch_dist checkpoints it does");
+				    "this is a legacy Megatron checkpoint (mp_rank_TT[_PPP]/model_optim_rng.pt), a shard set: read it with 'tpconv merge DIR --preset llama -o OUT' (or shard it again)");
 			tpc_err_path(e, dir_in);
 			return TPC_EINPUT;
 		}

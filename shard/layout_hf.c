@@ -13,8 +13,9 @@
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
-static char *rank_name(int t, int p, int tp, const char *format)
+static char *rank_name(int t, int p, int tp, int pp, const char *format)
 {
+	(void)pp;
 	char buf[64];
 	(void)tp;
 	(void)format;

@@ -6,8 +6,9 @@
 #include "tpc_layout.h"
 #include "tpc_util.h"
 
-static char *rank_name(int t, int p, int tp, const char *format)
+static char *rank_name(int t, int p, int tp, int pp, const char *format)
 {
+	(void)pp;
 	char buf[64];
 	(void)tp;
 	snprintf(buf, sizeof(buf), "model_tp%02d_pp%02d.%s", t, p, !strcmp(format, "torch") ? "bin" : "safetensors");

@@ -14,8 +14,9 @@
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
-static char *rank_name(int t, int p, int tp, const char *format)
+static char *rank_name(int t, int p, int tp, int pp, const char *format)
 {
+	(void)pp;
 	char buf[64];
 	(void)format;
 	snprintf(buf, sizeof(buf), "rank%d.safetensors", p * tp + t);

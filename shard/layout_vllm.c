@@ -121,8 +121,9 @@ static char *swap_part(const char *n, const char *from, const char *to)
 	return tpc_buf_detach(&b, NULL);
 }
 
-static char *rank_name(int t, int p, int tp, const char *format)
+static char *rank_name(int t, int p, int tp, int pp, const char *format)
 {
+	(void)pp;
 	char buf[96];
 	(void)p;
 	(void)tp;
@@ -631,13 +632,18 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	/* tied weights stored once as lm_head.weight: the names the input had */
 	int64_t lm = tpc_ckpt_find(ck, "lm_head.weight");
+	tpc_tensor tied_copy;
 	bool want_embed = c->names ? listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
 	if (!ret && lm >= 0 && want_embed && tpc_ckpt_find(ck, "model.embed_tokens.weight") < 0) {
 		if (c->names && !listed(c, "lm_head.weight")) {
 			ret = tpc_ckpt_rename(ck, lm, "model.embed_tokens.weight", e);
-		} else if (tpc_ckpt_add_copy(ck, "model.embed_tokens.weight", &ck->t[lm], e) < 0) {
+		} else if (tpc_tensor_copy(&tied_copy, &ck->t[lm])) {
+			ret = tpc_err_nomem(e); /* a copy first: the add may move ck's table */
+		} else if (tpc_ckpt_add_copy(ck, "model.embed_tokens.weight", &tied_copy, e) < 0) {
+			tpc_tensor_release(&tied_copy);
 			ret = e->code ? e->code : TPC_EIO;
 		} else {
+			tpc_tensor_release(&tied_copy);
 			order[no++] = (int64_t)ck->n - 1;
 		}
 	}

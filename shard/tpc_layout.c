@@ -15,6 +15,7 @@
  * the default. Detection of sets without a manifest asks them in this order. */
 static const tpc_layout *const layouts[] = {
 	&tpc_layout_tpconv, &tpc_layout_oslo, &tpc_layout_trtllm, &tpc_layout_hf, &tpc_layout_vllm,
+	&tpc_layout_megatron,
 };
 #define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 
@@ -60,6 +61,9 @@ const tpc_layout *tpc_layout_detect_foreign(const char *dir)
 {
 	const tpc_layout *found = NULL;
 	size_t best = NLAYOUTS;
+	for (size_t i = 0; i < NLAYOUTS; i++)
+		if (layouts[i]->detect_dir && layouts[i]->detect_dir(dir))
+			return layouts[i];
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {

@@ -70,7 +70,7 @@ typedef struct tpc_layout {
 	int max_pp;                 /* largest pipeline size it can name (0: any) */
 	const char *set_format;     /* format label of a merged set without a manifest */
 
-	char *(*rank_name)(int t, int p, int tp, const char *format);
+	char *(*rank_name)(int t, int p, int tp, int pp, const char *format);
 
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
 	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
@@ -87,6 +87,9 @@ typedef struct tpc_layout {
 	const char *(*merge_extras)(const char *dir, const char *rank0, tpc_extras_opts *xo);
 
 	bool (*is_rank_file)(const char *name);
+	bool (*detect_dir)(const char *dir);  /* instead of is_rank_file: the folder as a whole */
+	/* Model facts a foreign set records itself (Megatron's args); unknown ones stay 0. */
+	void (*foreign_facts)(const char *dir, tpc_model_facts *f);
 	int (*foreign_geometry)(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e);
 	char *(*foreign_rank_path)(const char *dir, int t, int p, int tp);
 } tpc_layout;
@@ -118,6 +121,7 @@ bool tpc__layout_has_suffix(const char *s, const char *suf);
 int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
 				const char *config_merge, bool only_config, tpc_err *e);
 
-extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm;
+extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
+	tpc_layout_megatron;
 
 #endif

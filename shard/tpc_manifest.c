@@ -147,9 +147,17 @@ static int unhex(const char *s, uint8_t out[32])
 	return 0;
 }
 
+/* A relative path inside the set folder: components joined by '/' (a layout's
+ * rank folders, Megatron's release/mp_rank_TT/...), none empty or starting with
+ * '.', no backslash. */
 static bool safe_file_name(const char *f)
 {
-	return f && *f && f[0] != '.' && !strchr(f, '/') && !strchr(f, '\\') && strlen(f) < 256;
+	if (!f || !*f || strlen(f) >= 256 || strchr(f, '\\'))
+		return false;
+	for (const char *c = f; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+		if (*c == '/' || *c == '.' || *c == '\0')
+			return false;
+	return true;
 }
 
 void tpc_manifest_release(tpc_manifest *m)

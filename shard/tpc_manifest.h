@@ -27,7 +27,9 @@
  *                                             restored by merge
  *     "ranks": [                              tp * pp entries, rank order
  *       {"rank": 0, "tp_rank": 0, "pp_rank": 0,
- *        "file": "model_tp00_pp00.safetensors",   relative, no '/' ('hf': a folder)
+ *        "file": "model_tp00_pp00.safetensors",   relative ('hf': a folder; 'megatron':
+ *                                                release/mp_rank_TT[_PPP]/model_optim_rng.pt),
+ *                                                no component empty or starting with '.' 
  *        "tensors": 12, "bytes": 123456}
  *     ],
  *     "tensors": [                            in the original checkpoint's order

@@ -560,6 +560,12 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 	if (ret)
 		goto out;
 	tpc_model_facts f = o->facts;
+	if (m->layout->foreign_facts) {
+		tpc_model_facts own;
+		memset(&own, 0, sizeof(own));
+		m->layout->foreign_facts(dir, &own);
+		tpc_facts_fill(&f, &own);
+	}
 	tpc_facts_fill(&f, &o->plan->facts);
 	tpc_facts_finish(&f);
 	if ((ret = open_ranks(m, paths, &f, NULL, NULL, e)) || (ret = union_sources(m, base, e)))

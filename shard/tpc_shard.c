@@ -565,7 +565,7 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		tpc_ckpt_init(&sp->rank[r]);
 		if ((ret = tpc__borrow_sources(&sp->rank[r], srcs, 1, NULL, e)))
 			goto out;
-		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->format))) {
+		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format))) {
 			ret = tpc_err_nomem(e);
 			goto out;
 		}
@@ -921,7 +921,7 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	if (id) {
 		*ok = !strcmp(id, sp->set_id);
 	} else {
-		const tpc_ckpt *want = &sp->rank[r];
+		const tpc_ckpt *want = sp->stored ? &sp->stored[r] : &sp->rank[r];
 		*ok = ck.n == want->n;
 		for (size_t i = 0; *ok && i < want->n; i++) {
 			int64_t j = tpc_ckpt_find(&ck, want->t[i].name);

@@ -107,8 +107,8 @@ run "$TPCONV" convert "$MG" -o "$T/mg.pt" -q
 [ "$rc" = 0 ] && $PY -c 'import sys,torch,io; a=torch.load(sys.argv[1]); assert isinstance(a["decoder.layers.self_attention.linear_qkv._extra_state/shard_0.0_1.2"], io.BytesIO) and len(a)==16, list(a)' "$T/mg.pt" 2>"$T/perr" &&
   ok "convert to torch: TransformerEngine's BytesIO _extra_state travels opaque (never called) and loads in torch" || bad "megatron convert" "$(cat "$T/err" "$T/perr")"
 mkdir -p "$T/legacy/iter_0000003/mp_rank_00" && echo 3 > "$T/legacy/latest_checkpointed_iteration.txt" && cp "$D/fsdp2.pt" "$T/legacy/iter_0000003/mp_rank_00/model_optim_rng.pt"
-run "$TPCONV" inspect "$T/legacy"
-[ "$rc" = 3 ] && grep -q "legacy Megatron checkpoint" "$T/err" && ok "a legacy Megatron set (mp_rank_00/model_optim_rng.pt) is named and refused, not misread (exit 3)" || bad "legacy" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$T/legacy" -o "$T/legacy.safetensors" -q
+[ "$rc" = 3 ] && grep -q "legacy Megatron checkpoint.*tpconv merge" "$T/err" && ok "convert of a legacy Megatron set (mp_rank_00/model_optim_rng.pt) says to merge it, exit 3" || bad "legacy" "exit $rc" "$(cat "$T/err")"
 mkdir -p "$T/stale" && echo 99 > "$T/stale/latest_checkpointed_iteration.txt" && cp -r "$MG/iter_0000010" "$T/stale/"
 run "$TPCONV" inspect "$T/stale"
 [ "$rc" = 3 ] && ok "a tracker file naming an iteration that is not there: exit 3" || bad "stale tracker" "exit $rc" "$(cat "$T/err")"

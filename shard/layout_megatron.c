@@ -1,0 +1,720 @@
+/* layout_megatron.c - Megatron-LM legacy checkpoints (torch files per rank),
+ * with Megatron-Core parameter names, for a LLaMA-family model.
+ *
+ * On disk (megatron/training/checkpointing.py, get_checkpoint_name and
+ * save_checkpoint; FRAMEWORKS.md §4):
+ *   latest_checkpointed_iteration.txt   "release" (what tools/checkpoint's savers
+ *                                       write for a converted model) or a number
+ *   release/mp_rank_TT/model_optim_rng.pt          pp == 1
+ *   release/mp_rank_TT_PPP/model_optim_rng.pt      pp > 1
+ * each a torch.save of {"args": argparse.Namespace, "checkpoint_version": 3.0,
+ * "iteration": 0, "model": the rank's model.state_dict()}.
+ *
+ * The rank's state dict under Megatron-Core names (GPTModel with the
+ * TransformerEngine layer spec: the input norms live in the fused linear
+ * layers), layers numbered locally on each pipeline stage:
+ *   embedding.word_embeddings.weight        vocab-parallel, padded to a multiple of
+ *                                           make_vocab_size_divisible_by (128) * tp
+ *                                           (training/tokenizer _vocab_size_with_padding)
+ *   decoder.layers.L.self_attention.linear_qkv.layer_norm_weight   input norm
+ *   decoder.layers.L.self_attention.linear_qkv.weight (.bias)      per query group
+ *       [q (heads/groups * d); k (d); v (d)] x the rank's groups, as Megatron's
+ *       checkpoint loaders build it (tools/checkpoint/loader_llama_mistral.py,
+ *       loader_mixtral_hf.py: cat([q.reshape(G, hpg*d, -1), k.reshape(G, d, -1),
+ *       v.reshape(G, d, -1)], dim=1)); tensor parallelism splits the groups, so
+ *       groups % tp == 0 (Megatron asserts it)
+ *   decoder.layers.L.self_attention.linear_proj.weight             row
+ *   decoder.layers.L.self_attention.q_layernorm / k_layernorm      (Qwen3 q/k norms)
+ *   decoder.layers.L.mlp.linear_fc1.layer_norm_weight               post-attention norm
+ *   decoder.layers.L.mlp.linear_fc1.weight   [gate_r; up_r] (SwiGLU, per rank)
+ *   decoder.layers.L.mlp.linear_fc2.weight   row
+ *   decoder.final_layernorm.weight, output_layer.weight (last stage)
+ * TransformerEngine's _extra_state entries are not written (their FP8 metadata
+ * does not exist for a converted model; load with strict=False or a
+ * non-FP8 run, which is what tools/checkpoint users do): stated in the README.
+ * args carries the facts Megatron checks on load and that reading back needs
+ * (heads, query groups, kv_channels, layers, sizes, parallelism).
+ *
+ * Reading (merge, reshard, verify; sets tpconv wrote and sets Megatron wrote):
+ * the fused tensors are split back per group, names mapped to Hugging Face's,
+ * layers renumbered globally. Head counts come from the manifest or from args.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tpc_buf.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_layout.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+#define TRACKER "latest_checkpointed_iteration.txt"
+#define RANK_FILE "model_optim_rng.pt"
+#define VOCAB_DIVISIBLE 128
+
+static char *rank_name(int t, int p, int tp, int pp, const char *format)
+{
+	char buf[96];
+	(void)tp;
+	(void)format;
+	if (pp > 1)
+		snprintf(buf, sizeof(buf), "release/mp_rank_%02d_%03d/" RANK_FILE, t, p);
+	else
+		snprintf(buf, sizeof(buf), "release/mp_rank_%02d/" RANK_FILE, t);
+	return tpc_strdup(buf);
+}
+
+/* HF name <-> Megatron-Core name, for the per-layer rest of a name */
+static const char *const name_map[][2] = {
+	{"input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"},
+	{"post_attention_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"},
+	{"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
+	{"self_attn.o_proj.bias", "self_attention.linear_proj.bias"},
+	{"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
+	{"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
+	{"mlp.down_proj.weight", "mlp.linear_fc2.weight"},
+};
+static const char *const top_map[][2] = {
+	{"model.embed_tokens.weight", "embedding.word_embeddings.weight"},
+	{"model.norm.weight", "decoder.final_layernorm.weight"},
+	{"lm_head.weight", "output_layer.weight"},
+};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* "model.layers.12.mlp.down_proj.weight" -> 12 and "mlp.down_proj.weight" */
+static bool hf_layer(const char *n, int64_t *l, const char **rest)
+{
+	char *end;
+	if (strncmp(n, "model.layers.", 13) || n[13] < '0' || n[13] > '9')
+		return false;
+	*l = strtoll(n + 13, &end, 10);
+	if (*end != '.')
+		return false;
+	*rest = end + 1;
+	return true;
+}
+
+/* the first layer of pipeline stage s (tpc_plan_stage's even split) */
+static int64_t stage_start(int64_t layers, int pp, int s)
+{
+	int64_t base = layers / pp, extra = layers % pp;
+	return s * base + (s < extra ? s : extra);
+}
+
+typedef struct mfacts {
+	int64_t heads, groups, d;
+} mfacts;
+
+static int facts_of(const tpc_model_facts *f, mfacts *m, tpc_err *e)
+{
+	m->heads = f ? f->heads : 0;
+	m->groups = f && f->kv_heads ? f->kv_heads : m->heads;
+	m->d = f && f->head_dim ? f->head_dim : (f && f->hidden && m->heads ? f->hidden / m->heads : 0);
+	if (!m->heads || !m->groups || !m->d || m->heads % m->groups)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "Megatron's linear_qkv is laid out per query group: give the head counts (--config, or --heads, --kv-heads, --head-dim)");
+	return 0;
+}
+
+/* ---- shard ---- */
+
+static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	mfacts mf;
+	int ret;
+	(void)o;
+	if ((ret = facts_of(&sp->facts, &mf, e)))
+		return ret;
+	if (mf.groups % sp->tp)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
+				   (long long)mf.groups, sp->tp);
+	if (sp->pp > 1 && sp->layers % sp->pp)
+		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d",
+				   (long long)sp->layers, sp->pp);
+	for (size_t i = 0; i < sp->n; i++) {
+		const char *n = sp->in->t[sp->t[i].in].name, *rest;
+		int64_t l;
+		bool known = false;
+		for (size_t k = 0; k < N(top_map); k++)
+			known = known || !strcmp(n, top_map[k][0]);
+		if (hf_layer(n, &l, &rest)) {
+			for (size_t k = 0; k < N(name_map); k++)
+				known = known || !strcmp(rest, name_map[k][0]);
+			known = known || !strncmp(rest, "self_attn.q_proj.", 17) || !strncmp(rest, "self_attn.k_proj.", 17) ||
+				!strncmp(rest, "self_attn.v_proj.", 17) || !strcmp(rest, "mlp.gate_proj.weight") ||
+				!strcmp(rest, "mlp.up_proj.weight");
+		}
+		if (!known) {
+			tpc_err_set(e, TPC_EINPUT,
+				    "the megatron layout knows Megatron-Core names for the LLaMA family; this tensor has none (drop it with --rules)");
+			tpc_err_tensor(e, n);
+			return TPC_EINPUT;
+		}
+		const tpc_split *s = &sp->t[i].split;
+		for (int k = 0; k < s->nparts && s->dim >= 0; k++)
+			if (s->part[k].replicas > 1) {
+				tpc_err_set(e, TPC_EINPUT, "Megatron does not replicate key/value heads over ranks");
+				tpc_err_tensor(e, n);
+				return TPC_EINPUT;
+			}
+	}
+	return 0;
+}
+
+static int adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e)
+{
+	(void)in;
+	(void)f;
+	(void)tp;
+	(void)e;
+	plan->pad_multiple = VOCAB_DIVISIBLE; /* rows padded to a multiple of 128 * tp */
+	for (size_t i = 0; i < plan->nrules; i++)
+		if (plan->rules[i].kind == TPC_SPLIT_VOCAB)
+			plan->rules[i].pad_multiple = 0;
+	return 0;
+}
+
+static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
+{
+	if (!d || !v || tpc_value_set(d, tpc_value_str(k, strlen(k)), v)) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
+static tpc_value *args_value(const tpc_shard_plan *sp, const mfacts *mf, int64_t ffn, int64_t vocab)
+{
+	tpc_value *st = tpc_value_new(TPC_V_DICT);
+	st = kv(st, "num_layers", tpc_value_int(sp->layers));
+	st = kv(st, "hidden_size", tpc_value_int(sp->facts.hidden ? sp->facts.hidden : mf->heads * mf->d));
+	st = kv(st, "ffn_hidden_size", tpc_value_int(ffn));
+	st = kv(st, "num_attention_heads", tpc_value_int(mf->heads));
+	st = kv(st, "num_query_groups", tpc_value_int(mf->groups));
+	st = kv(st, "group_query_attention", tpc_value_bool(mf->groups != mf->heads));
+	st = kv(st, "kv_channels", tpc_value_int(mf->d));
+	st = kv(st, "padded_vocab_size", tpc_value_int(vocab));
+	st = kv(st, "make_vocab_size_divisible_by", tpc_value_int(VOCAB_DIVISIBLE));
+	st = kv(st, "tensor_model_parallel_size", tpc_value_int(sp->tp));
+	st = kv(st, "pipeline_model_parallel_size", tpc_value_int(sp->pp));
+	st = kv(st, "swiglu", tpc_value_bool(1));
+	st = kv(st, "normalization", tpc_value_str("RMSNorm", 7));
+	st = kv(st, "position_embedding_type", tpc_value_str("rope", 4));
+	st = kv(st, "untie_embeddings_and_output_weights", tpc_value_bool(tpc_ckpt_find(sp->in, "lm_head.weight") >= 0));
+	st = kv(st, "add_qkv_bias", tpc_value_bool(tpc_ckpt_find(sp->in, "model.layers.0.self_attn.q_proj.bias") >= 0));
+	st = kv(st, "add_bias_linear", tpc_value_bool(0));
+	tpc_value *c = tpc_value_new(TPC_V_CALL);
+	if (!st || !c || tpc_value_append(c, tpc_value_global("argparse", "Namespace")) ||
+	    tpc_value_append(c, tpc_value_new(TPC_V_TUPLE)) || tpc_value_append(c, st)) {
+		tpc_value_unref(c);
+		return NULL;
+	}
+	return c;
+}
+
+static int add_named(tpc_ckpt *out, tpc_value *model, const char *mcore, const tpc_tensor *t, tpc_err *e)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_adds(&b, "model.");
+	tpc_buf_adds(&b, mcore);
+	if (b.oom)
+		return tpc_err_nomem(e);
+	int64_t ix = tpc_ckpt_add_copy(out, b.p, t, e);
+	tpc_buf_release(&b);
+	if (ix < 0)
+		return (int)ix;
+	if (tpc_value_set(model, tpc_value_str(mcore, strlen(mcore)), tpc_value_tensor(ix)))
+		return tpc_err_nomem(e);
+	return 0;
+}
+
+static const tpc_tensor *sibling(const tpc_ckpt *rk, const char *n, const char *from, const char *to)
+{
+	const char *p = strstr(n, from);
+	tpc_buf b = TPC_BUF_INIT;
+	if (!p)
+		return NULL;
+	tpc_buf_add(&b, n, (size_t)(p - n));
+	tpc_buf_adds(&b, to);
+	tpc_buf_adds(&b, p + strlen(from));
+	int64_t i = b.p ? tpc_ckpt_find(rk, b.p) : -1;
+	tpc_buf_release(&b);
+	return i >= 0 ? &rk->t[i] : NULL;
+}
+
+/* [q_g; k_g; v_g] for each of the rank's groups, over rank slices q, k, v */
+static int fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const mfacts *mf, tpc_tensor *out)
+{
+	int64_t hpg = mf->heads / mf->groups, d = mf->d, g = k->shape[0] / d;
+	int np = 0, ret = 0;
+	if (g < 1 || k->shape[0] % d || q->shape[0] != g * hpg * d || v->shape[0] != k->shape[0])
+		return -1;
+	tpc_tensor *parts = tpc_calloc((size_t)(3 * g), sizeof(*parts));
+	if (!parts)
+		return -1;
+	for (int64_t i = 0; i < g && !ret; i++) {
+		ret = tpc_tensor_narrow(&parts[np++], q, 0, i * hpg * d, hpg * d) ||
+		      tpc_tensor_narrow(&parts[np++], k, 0, i * d, d) || tpc_tensor_narrow(&parts[np++], v, 0, i * d, d);
+	}
+	if (!ret)
+		ret = tpc_tensor_init_cat(out, parts, np, 0);
+	for (int i = 0; i < np; i++)
+		tpc_tensor_release(&parts[i]);
+	free(parts);
+	return ret ? -1 : 0;
+}
+
+static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)
+{
+	const tpc_ckpt *rk = &sp->rank[r];
+	int stage = r / sp->tp, ret = 0;
+	int64_t start = stage_start(sp->layers, sp->pp, stage), ffn = 0, vocab = 0;
+	mfacts mf;
+	tpc_value *root = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT);
+	if ((ret = facts_of(&sp->facts, &mf, e)))
+		goto out;
+	if (!root || !model) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < rk->n && !ret; i++) {
+		const tpc_tensor *t = &rk->t[i];
+		const char *n = t->name, *rest;
+		int64_t l;
+		char mc[512];
+		mc[0] = '\0';
+		for (size_t k = 0; k < N(top_map); k++)
+			if (!strcmp(n, top_map[k][0]))
+				snprintf(mc, sizeof(mc), "%s", top_map[k][1]);
+		if (!mc[0] && hf_layer(n, &l, &rest)) {
+			char pre[64];
+			snprintf(pre, sizeof(pre), "decoder.layers.%lld.", (long long)(l - start));
+			for (size_t k = 0; k < N(name_map); k++)
+				if (!strcmp(rest, name_map[k][0]))
+					snprintf(mc, sizeof(mc), "%s%s", pre, name_map[k][1]);
+			if (!strncmp(rest, "self_attn.q_proj.", 17)) {
+				const tpc_tensor *kk = sibling(rk, n, ".q_proj.", ".k_proj."), *vv = sibling(rk, n, ".q_proj.", ".v_proj.");
+				tpc_tensor fused;
+				if (!kk || !vv || fuse_qkv(t, kk, vv, &mf, &fused)) {
+					tpc_err_set(e, TPC_EINPUT, "cannot lay q, k and v out per query group (partners missing or sizes off)");
+					tpc_err_tensor(e, n);
+					ret = TPC_EINPUT;
+					break;
+				}
+				snprintf(mc, sizeof(mc), "%sself_attention.linear_qkv.%s", pre, rest + 17);
+				ret = add_named(out, model, mc, &fused, e);
+				tpc_tensor_release(&fused);
+				continue;
+			}
+			if (!strcmp(rest, "mlp.gate_proj.weight")) {
+				const tpc_tensor *up = sibling(rk, n, ".gate_proj.", ".up_proj.");
+				tpc_tensor parts[2], fused;
+				if (!up) {
+					tpc_err_set(e, TPC_EINPUT, "gate_proj without its up_proj");
+					tpc_err_tensor(e, n);
+					ret = TPC_EINPUT;
+					break;
+				}
+				parts[0] = *t;
+				parts[1] = *up;
+				if (tpc_tensor_init_cat(&fused, parts, 2, 0)) {
+					ret = tpc_err_nomem(e);
+					break;
+				}
+				ffn = t->shape[0] * sp->tp;
+				snprintf(mc, sizeof(mc), "%smlp.linear_fc1.weight", pre);
+				ret = add_named(out, model, mc, &fused, e);
+				tpc_tensor_release(&fused);
+				continue;
+			}
+			if (!strncmp(rest, "self_attn.k_proj.", 17) || !strncmp(rest, "self_attn.v_proj.", 17) ||
+			    !strcmp(rest, "mlp.up_proj.weight"))
+				continue; /* fused with their q / gate */
+		}
+		if (!mc[0]) {
+			tpc_err_set(e, TPC_EINPUT, "no Megatron-Core name for this tensor");
+			tpc_err_tensor(e, n);
+			ret = TPC_EINPUT;
+			break;
+		}
+		if (!strcmp(n, "model.embed_tokens.weight") || !strcmp(n, "lm_head.weight"))
+			vocab = t->shape[0] * sp->tp;
+		ret = add_named(out, model, mc, t, e);
+	}
+	if (ret)
+		goto out;
+	if (!ffn) /* a stage without MLPs: any layer's gate says it */
+		for (size_t i = 0; i < sp->n && !ffn; i++)
+			if (strstr(sp->in->t[sp->t[i].in].name, ".mlp.gate_proj.weight"))
+				ffn = sp->in->t[sp->t[i].in].shape[0];
+	if (!vocab)
+		for (size_t i = 0; i < sp->n && !vocab; i++)
+			if (sp->t[i].split.kind == TPC_SPLIT_VOCAB && sp->t[i].split.dim == 0)
+				vocab = sp->t[i].split.part[0].size + sp->t[i].split.part[0].pad;
+	tpc_value *args = args_value(sp, &mf, ffn, vocab);
+	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
+	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
+	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||
+	    tpc_value_set(root, tpc_value_str("model", 5), model)) {
+		model = NULL;
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	model = NULL;
+	out->root = root;
+	root = NULL;
+out:
+	tpc_value_unref(root);
+	tpc_value_unref(model);
+	return ret;
+}
+
+static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path, const tpc_write_opts *wo,
+		      tpc_err *e)
+{
+	const tpc_format *f = tpc_format_by_name("torch");
+	char *dir = tpc_path_dir(path);
+	int ret;
+	(void)sp;
+	(void)r;
+	if (!dir)
+		return tpc_err_nomem(e);
+	ret = f ? tpc_mkdirs(dir, e) : tpc_err_set(e, TPC_EUSAGE, "the torch writer is not available in this build");
+	if (!ret)
+		ret = f->write(ck, NULL, 0, path, wo, e);
+	free(dir);
+	return ret;
+}
+
+static void remove_rank(const char *path)
+{
+	char *dir = tpc_path_dir(path);
+	unlink(path);
+	if (dir) {
+		rmdir(dir); /* mp_rank_TT, when empty */
+		char *up = tpc_path_dir(dir);
+		if (up)
+			rmdir(up); /* release/, when empty */
+		free(up);
+	}
+	free(dir);
+}
+
+static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
+{
+	char *t = tpc_path_join(dir, TRACKER);
+	int ret = t ? tpc_write_file_atomic(t, "release", 7, o->force ? TPC_OUT_FORCE : 0, e) : tpc_err_nomem(e);
+	free(t);
+	if (!ret && !o->no_extras)
+		ret = tpc__layout_copy_companions(sp, dir, o, NULL, false, e);
+	return ret;
+}
+
+/* ---- reading back ---- */
+
+static const tpc_value *ns_field(const tpc_value *args, const char *k)
+{
+	if (!args || args->kind != TPC_V_CALL || args->n < 3 || args->items[2]->kind != TPC_V_DICT)
+		return NULL;
+	return tpc_value_get(args->items[2], k);
+}
+
+static int64_t ns_int(const tpc_value *args, const char *k)
+{
+	const tpc_value *v = ns_field(args, k);
+	return v && v->kind == TPC_V_INT ? v->ival : 0;
+}
+
+static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *layers, int *pp)
+{
+	const tpc_value *args = root && root->kind == TPC_V_DICT ? tpc_value_get(root, "args") : NULL;
+	int64_t h = ns_int(args, "num_attention_heads"), g = ns_int(args, "num_query_groups");
+	const tpc_value *gqa = ns_field(args, "group_query_attention");
+	if (!f->heads)
+		f->heads = h;
+	if (!f->kv_heads)
+		f->kv_heads = gqa && gqa->kind == TPC_V_BOOL && !gqa->ival ? h : g;
+	if (!f->head_dim)
+		f->head_dim = ns_int(args, "kv_channels");
+	if (!f->hidden)
+		f->hidden = ns_int(args, "hidden_size");
+	if (layers)
+		*layers = ns_int(args, "num_layers");
+	if (pp)
+		*pp = (int)ns_int(args, "pipeline_model_parallel_size");
+}
+
+/* Add a copy of `t` under `name`; t may point into ck's own table, which the
+ * add can move: copied first. */
+static int add_hf(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
+{
+	tpc_tensor c;
+	if (tpc_tensor_copy(&c, t))
+		return tpc_err_nomem(e);
+	int64_t ix = tpc_ckpt_add_copy(ck, name, &c, e);
+	tpc_tensor_release(&c);
+	return ix < 0 ? (int)ix : 0;
+}
+
+static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+{
+	int ret = tpc_ckpt_open(ck, path, NULL, e);
+	tpc_model_facts f;
+	int64_t layers = 0, start = -1;
+	int pp = 0;
+	mfacts mf;
+	bool *keep = NULL;
+	if (ret)
+		return ret;
+	memset(&f, 0, sizeof(f));
+	if (c->facts)
+		f = *c->facts;
+	facts_from_args(ck->root, &f, &layers, &pp);
+	if ((ret = facts_of(&f, &mf, e))) {
+		tpc_err_path(e, path);
+		return ret;
+	}
+	/* global layer numbers: the stage's first layer */
+	for (size_t i = 0; c->names && i < c->nnames; i++) {
+		int64_t l;
+		const char *rest;
+		if (hf_layer(c->names[i], &l, &rest) && (start < 0 || l < start))
+			start = l;
+	}
+	if (start < 0)
+		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
+	size_t n0 = ck->n;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		const char *n = ck->t[i].name;
+		char hf[512];
+		hf[0] = '\0';
+		if (strncmp(n, "model.", 6) || strstr(n, "._extra_state"))
+			continue; /* dropped below */
+		const char *mc = n + 6;
+		for (size_t k = 0; k < N(top_map); k++)
+			if (!strcmp(mc, top_map[k][1]))
+				snprintf(hf, sizeof(hf), "%s", top_map[k][0]);
+		char *end;
+		if (!hf[0] && !strncmp(mc, "decoder.layers.", 15) && mc[15] >= '0' && mc[15] <= '9') {
+			int64_t l = strtoll(mc + 15, &end, 10) + start;
+			const char *rest = *end == '.' ? end + 1 : "";
+			char pre[64];
+			snprintf(pre, sizeof(pre), "model.layers.%lld.", (long long)l);
+			for (size_t k = 0; k < N(name_map); k++)
+				if (!strcmp(rest, name_map[k][1]))
+					snprintf(hf, sizeof(hf), "%s%s", pre, name_map[k][0]);
+			if (!strncmp(rest, "self_attention.linear_qkv.", 26) && strcmp(rest + 26, "layer_norm_weight")) {
+				/* per group [q; k; v]: q, k and v back as composites of group slices */
+				const tpc_tensor *t = &ck->t[i];
+				int64_t hpg = mf.heads / mf.groups, d = mf.d, per = (hpg + 2) * d;
+				int64_t g = t->ndim >= 1 && t->shape[0] % per == 0 ? t->shape[0] / per : 0;
+				if (!g) {
+					tpc_err_set(e, TPC_EINPUT,
+						    "linear_qkv has %lld rows, not a whole number of query groups of (%lld + 2) x %lld",
+						    (long long)(t->ndim ? t->shape[0] : 0), (long long)hpg, (long long)d);
+					tpc_err_tensor(e, n);
+					tpc_err_path(e, path);
+					ret = TPC_EINPUT;
+					break;
+				}
+				static const char *const which[3] = {"q_proj", "k_proj", "v_proj"};
+				for (int w = 0; w < 3 && !ret; w++) {
+					int64_t off = w == 0 ? 0 : hpg * d + (w - 1) * d, len = w == 0 ? hpg * d : d;
+					tpc_tensor *parts = tpc_calloc((size_t)g, sizeof(*parts)), cat;
+					int np = 0;
+					for (int64_t q = 0; parts && q < g && !ret; q++, np++)
+						if (tpc_tensor_narrow(&parts[q], t, 0, q * per + off, len))
+							ret = tpc_err_nomem(e);
+					if (!parts || ret || tpc_tensor_init_cat(&cat, parts, np, 0)) {
+						ret = ret ? ret : tpc_err_nomem(e);
+					} else {
+						snprintf(hf, sizeof(hf), "%sself_attn.%s.%s", pre, which[w], rest + 26);
+						ret = add_hf(ck, hf, &cat, e);
+						tpc_tensor_release(&cat);
+					}
+					for (int q = 0; q < np; q++)
+						tpc_tensor_release(&parts[q]);
+					free(parts);
+					t = &ck->t[i]; /* the table may have moved */
+				}
+				continue;
+			}
+			if (!strcmp(rest, "mlp.linear_fc1.weight")) {
+				const tpc_tensor *t = &ck->t[i];
+				int64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
+				tpc_tensor half;
+				for (int w = 0; w < 2 && !ret; w++) {
+					if (rows % 2 || tpc_tensor_narrow(&half, &ck->t[i], 0, w * rows / 2, rows / 2)) {
+						ret = TPC_CORRUPT(e, path, -1, n, "linear_fc1 has an odd number of rows (%lld)", (long long)rows);
+						break;
+					}
+					snprintf(hf, sizeof(hf), "%smlp.%s.weight", pre, w ? "up_proj" : "gate_proj");
+					ret = add_hf(ck, hf, &half, e);
+					tpc_tensor_release(&half);
+				}
+				continue;
+			}
+		}
+		if (!hf[0]) {
+			tpc_err_set(e, TPC_EINPUT, "no Hugging Face name for this Megatron-Core tensor");
+			tpc_err_tensor(e, n);
+			tpc_err_path(e, path);
+			ret = TPC_EINPUT;
+			break;
+		}
+		if ((ret = add_hf(ck, hf, &ck->t[i], e)))
+			break;
+	}
+	if (!ret && !(keep = tpc_calloc(ck->n + 1, sizeof(bool))))
+		ret = tpc_err_nomem(e);
+	for (size_t i = n0; !ret && i < ck->n; i++)
+		keep[i] = true;
+	if (!ret) {
+		tpc_value_unref(ck->root); /* the tree names Megatron's keys: a flat state dict from here */
+		ck->root = NULL;
+		ret = tpc_ckpt_filter(ck, keep, e);
+	}
+	free(keep);
+	return ret;
+}
+
+/* ---- sets Megatron wrote ---- */
+
+static char *iter_dir(const char *dir)
+{
+	char *t = tpc_path_join(dir, TRACKER), *text = NULL, *out = NULL;
+	size_t len;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	if (t && tpc_exists(t) && !tpc_read_file(t, 4096, &text, &len, &e2)) {
+		char name[32], *end;
+		while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
+			text[--len] = '\0';
+		unsigned long long it = strtoull(text, &end, 10);
+		if (!strcmp(text, "release"))
+			out = tpc_path_join(dir, "release");
+		else if (len && !*end && it <= 9999999999ull && snprintf(name, sizeof(name), "iter_%07llu", it) > 0)
+			out = tpc_path_join(dir, name);
+	}
+	free(t);
+	free(text);
+	return out;
+}
+
+static bool parse_rank_dir(const char *n, int *t, int *p)
+{
+	int a, b, k = -1;
+	if (sscanf(n, "mp_rank_%2d_%3d%n", &a, &b, &k) == 2 && k == 14 && !n[k]) {
+		*t = a;
+		*p = b;
+		return true;
+	}
+	k = -1;
+	if (sscanf(n, "mp_rank_%2d%n", &a, &k) == 1 && k == 10 && !n[k]) {
+		*t = a;
+		*p = -1;
+		return true;
+	}
+	return false;
+}
+
+static bool detect_dir(const char *dir)
+{
+	char *it = iter_dir(dir);
+	bool yes = false;
+	DIR *d = it ? opendir(it) : NULL;
+	struct dirent *de;
+	while (d && !yes && (de = readdir(d))) {
+		int t, p;
+		yes = parse_rank_dir(de->d_name, &t, &p);
+	}
+	if (d)
+		closedir(d);
+	free(it);
+	return yes;
+}
+
+static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
+{
+	char *it = iter_dir(dir);
+	int maxt = -1, maxp = -1;
+	DIR *d = it ? opendir(it) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int t, p;
+		if (parse_rank_dir(de->d_name, &t, &p)) {
+			maxt = t > maxt ? t : maxt;
+			maxp = p > maxp ? p : maxp;
+		}
+	}
+	if (d)
+		closedir(d);
+	free(it);
+	*tp = tp_flag ? tp_flag : maxt + 1;
+	*pp = pp_flag ? pp_flag : (maxp >= 0 ? maxp + 1 : 1);
+	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1) {
+		tpc_err_set(e, TPC_EINPUT, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
+		tpc_err_path(e, dir);
+		return TPC_EINPUT;
+	}
+	return 0;
+}
+
+static char *rank_path(const char *dir, int t, int p, int tp)
+{
+	char *it = iter_dir(dir), buf[64], *out = NULL;
+	(void)tp;
+	if (!it)
+		return tpc_path_join(dir, "release/mp_rank_00/" RANK_FILE);
+	snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d/" RANK_FILE, t, p);
+	out = tpc_path_join(it, buf);
+	if (out && !tpc_exists(out) && p == 0) {
+		free(out);
+		snprintf(buf, sizeof(buf), "mp_rank_%02d/" RANK_FILE, t);
+		out = tpc_path_join(it, buf);
+	}
+	free(it);
+	return out;
+}
+
+static void foreign_facts(const char *dir, tpc_model_facts *f)
+{
+	char *p = rank_path(dir, 0, 0, 1);
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	if (p && !tpc_ckpt_open(&ck, p, NULL, &e))
+		facts_from_args(ck.root, f, NULL, NULL);
+	tpc_ckpt_release(&ck);
+	free(p);
+}
+
+static const char *const formats[] = {"torch", NULL};
+
+const tpc_layout tpc_layout_megatron = {
+	.name = "megatron",
+	.desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
+	.formats = formats,
+	.companions_at_top = true,
+	.set_format = "megatron-shards",
+	.rank_name = rank_name,
+	.check = check,
+	.adjust_plan = adjust_plan,
+	.stored_rank = stored_rank,
+	.write_rank = write_rank,
+	.remove_rank = remove_rank,
+	.open_rank = open_rank,
+	.write_extras = write_extras,
+	.detect_dir = detect_dir,
+	.foreign_geometry = geometry,
+	.foreign_rank_path = rank_path,
+	.foreign_facts = foreign_facts,
+};

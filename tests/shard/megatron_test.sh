@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The megatron layout (TAP): Megatron-LM legacy sets (release/mp_rank_TT[_PPP]/
+# model_optim_rng.pt, Megatron-Core names, QKV per query group) written from Hugging
+# Face LLaMA-family models made by real torch (a GQA LLaMA, a tied Qwen2 with q/k/v
+# biases in bf16) at several tp x pp; every rank file equals what Megatron's own
+# checkpoint loaders build (tests/shard/megatron_check.py, an independent torch
+# construction); merge gives the model back bit for bit, with the manifest and as a
+# set Megatron wrote (no manifest: head counts from the files' args); reshard and
+# verify read it; what Megatron could not load is refused.
+# usage: megatron_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=/usr/bin/python3
+. "$SRC/tests/shard/tap.sh"
+M=$T/m
+$PY "$H/vllm_check.py" make "$M" >/dev/null || { echo "1..0 # SKIP model generator failed"; exit 0; }
+"$TPCONV" convert "$M/llama" -o "$M/llama.safetensors" -q && "$TPCONV" convert "$M/qwen" -o "$M/qwen.safetensors" -q ||
+  { echo "1..0 # SKIP convert failed"; exit 0; }
+
+for spec in "llama 2 2" "llama 2 1" "llama 1 2" "qwen 2 1" "qwen 4 2"; do
+  set -- $spec; m=$1 tp=$2 pp=$3
+  S=$T/${m}_${tp}_$pp
+  run "$TPCONV" shard "$M/$m" --preset llama --tp $tp --pp $pp --layout megatron -o "$S" -q
+  if [ "$rc" != 0 ]; then bad "$m tp $tp pp $pp: shard" "$(cat "$T/err")"; continue; fi
+  run $PY "$H/megatron_check.py" "$M/$m" "$S" $tp $pp
+  [ "$rc" = 0 ] && ok "$m tp $tp pp $pp: every rank file equals Megatron's loader construction (QKV per group, [gate; up], local layers)" ||
+    bad "$m tp $tp pp $pp: rank files" "$(tail -5 "$T/out" "$T/err")"
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+  [ "$rc" = 0 ] && same "$M/$m.safetensors" "$S.merged.safetensors" && ok "$m tp $tp pp $pp: merge is bit-exact" ||
+    bad "$m tp $tp pp $pp: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+done
+run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$T/llama_2_1"
+[ "$rc" = 0 ] && ok "verify passes on a megatron set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+
+# a set as Megatron writes it (no manifest): tp and pp from the folders, head counts
+# from the files' args; the true vocabulary from --vocab (Megatron keeps only the padded one)
+S=$T/foreign && cp -r "$T/llama_2_2" "$S" && rm "$S/tpconv-manifest.json"
+run "$TPCONV" merge "$S" --preset llama --vocab 1000 -o "$S.merged.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.merged.safetensors" &&
+  ok "a Megatron-written set (no manifest) merges bit-exactly with --preset llama --vocab" || bad "foreign merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" inspect "$S"
+[ "$rc" = 0 ] && grep -q "layout megatron, no tpconv manifest" "$T/out" && ok "inspect names a Megatron set" || bad "inspect" "$(head -3 "$T/out" "$T/err")"
+# reshard straight from Megatron into vLLM's layout
+run "$TPCONV" shard "$T/llama_2_2" --tp 2 --layout vllm -o "$T/re_vllm" -q
+[ "$rc" = 0 ] && run $PY "$H/vllm_check.py" check "$M/llama" "$T/re_vllm" 2 && ok "reshard megatron tp 2 pp 2 -> vllm tp 2 equals vLLM's state dict" ||
+  bad "reshard" "$(cat "$T/err" "$T/out" | tail -4)"
+# refusals
+run "$TPCONV" shard "$M/llama" --preset llama --tp 4 --layout megatron -o "$T/r1" -q
+[ "$rc" = 3 ] && grep -q "2 groups (kv heads) do not divide by tp 4" "$T/err" && [ ! -e "$T/r1/tpconv-manifest.json" ] &&
+  ok "tp above the query groups is refused (Megatron splits whole groups), nothing written" || bad "tp > groups" "exit $rc" "$(cat "$T/err")"
+$PY -c 'import torch,sys; sd=torch.load(sys.argv[1]+"/llama/pytorch_model.bin"); sd["model.layers.0.self_attn.rotary_emb.inv_freq"]=torch.ones(4); import os; os.makedirs(sys.argv[1]+"/extra",exist_ok=True); torch.save(sd, sys.argv[1]+"/extra/pytorch_model.bin")' "$M" &&
+  cp "$M/llama/config.json" "$M/extra/"
+run "$TPCONV" shard "$M/extra" --preset llama --tp 2 --layout megatron -o "$T/r2" -q
+[ "$rc" = 3 ] && grep -q "rotary_emb.inv_freq" "$T/err" && ok "a tensor with no Megatron-Core name is refused by name" || bad "unknown tensor" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout megatron --format safetensors -o "$T/r3" -q
+[ "$rc" = 2 ] && ok "--format safetensors is refused: Megatron reads torch files" || bad "format" "exit $rc"
+echo "1..$n"
+[ "$failed" = 0 ]
