@@ -50,6 +50,8 @@ static const char *help =
 	"%s"
 	"  --format NAME            rank file format: safetensors (default) or torch\n"
 	"  --max-shard-size SIZE    hf and vllm layouts: split each rank into files of at most SIZE\n"
+	"  (an output folder an interrupted run left, with rank files but no manifest,\n"
+	"   is resumed: rank files byte-equal to the plan are kept, the rest written)\n"
 	"  --rank R                 write only rank R (repeatable; 'A-B' and 'A,B' too), for\n"
 	"                           several machines writing one set; the run that completes\n"
 	"                           the set writes the manifest\n"
@@ -495,6 +497,10 @@ int cmd_shard(int argc, char **argv)
 		goto done;
 	}
 	tpc_progress_end(&prog);
+	if (sp.nkept && tpc_cli_verbose >= 0)
+		fprintf(stderr,
+			"tpconv: resumed: kept %zu rank file%s an interrupted run left (every tensor byte-equal to this plan), wrote %zu\n",
+			sp.nkept, sp.nkept == 1 ? "" : "s", sp.nwritten);
 	if (mpi.on)
 		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi.size, so.tp * so.pp,
 			     sp.nwritten, sp.manifest_written ? "; process 0 checked them and wrote the manifest" : "");

@@ -2,7 +2,15 @@
  *
  * Temporary files live on a fixed-size list that the signal handler walks
  * without locks: entries are published with a single pointer store, and the
- * handler only calls async-signal-safe functions (unlink, signal, raise). */
+ * handler only calls async-signal-safe functions (unlink, signal, raise) and
+ * lock-free atomics.
+ *
+ * No temporary may exist unregistered when the handler runs. A creator blocks
+ * SIGINT/SIGTERM/SIGHUP in its own thread and counts itself in `creating` from
+ * before mkostemp() until the name is on the list, so the handler never runs
+ * on a thread inside that window; a handler running on another thread first
+ * sets `dying` (creators that see it create nothing), then waits for
+ * `creating` to drain, then unlinks every registered temporary. */
 #include "tpc_io.h"
 
 #include <errno.h>
@@ -10,6 +18,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +41,8 @@
 static char *volatile tmp_list[MAX_TMP];
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t signals_installed;
+static _Atomic int creating;   /* threads between mkostemp() and registering its name */
+static _Atomic int dying;      /* a termination signal is being handled */
 static bool kernel_copy = true;
 
 static struct {
@@ -64,6 +75,9 @@ static void tmp_unregister(const char *p)
 
 static void on_signal(int sig)
 {
+	atomic_store(&dying, 1);
+	while (atomic_load(&creating) > 0)
+		; /* a creator on another thread, signals blocked there: a few instructions */
 	for (int i = 0; i < MAX_TMP; i++) {
 		char *p = tmp_list[i];
 		if (p)
@@ -306,14 +320,34 @@ int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	o->fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (o->fd < 0) {
-		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot create a temporary file in '%s'", dir);
-		free(o->tmp);
-		o->tmp = NULL;
-		goto out;
+	{
+		/* create and register with the termination signals held off (see top) */
+		sigset_t hold, old;
+		int err = 0;
+		sigemptyset(&hold);
+		sigaddset(&hold, SIGINT);
+		sigaddset(&hold, SIGTERM);
+		sigaddset(&hold, SIGHUP);
+		pthread_sigmask(SIG_BLOCK, &hold, &old);
+		atomic_fetch_add(&creating, 1);
+		if (atomic_load(&dying)) {
+			o->fd = -1;
+			err = EINTR; /* the process is going down: create nothing */
+		} else {
+			o->fd = mkostemp(o->tmp, O_CLOEXEC);
+			err = errno;
+			if (o->fd >= 0)
+				tmp_register(o->tmp);
+		}
+		atomic_fetch_sub(&creating, 1);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (o->fd < 0) {
+			ret = tpc_err_sys(e, TPC_EIO, err, "cannot create a temporary file in '%s'", dir);
+			free(o->tmp);
+			o->tmp = NULL;
+			goto out;
+		}
 	}
-	tmp_register(o->tmp);
 	o->flags = flags;
 	/* Locked while this process has it open (flock is dropped by the kernel
 	 * when the process dies, even by SIGKILL): an unlocked temporary of the

@@ -934,6 +934,39 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	return 0;
 }
 
+/* Does the existing rank file (or folder) at `path` hold exactly what this
+ * plan writes for rank r: this set's file (rank_file_ok), the same tensors,
+ * each byte-equal (compared by hash, streaming both)? */
+static int rank_file_same(const tpc_shard_plan *sp, int r, const char *path, bool *same, tpc_err *e)
+{
+	const tpc_ckpt *want = sp->stored ? &sp->stored[r] : &sp->rank[r];
+	tpc_ckpt ck;
+	tpc_err e2;
+	int ret;
+	*same = false;
+	if ((ret = rank_file_ok(sp, r, path, same, e)) || !*same)
+		return ret;
+	*same = false;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e2);
+	if (tpc_ckpt_open(&ck, path, NULL, &e2) || ck.n != want->n)
+		goto out; /* unreadable or another shape of set: replaced */
+	*same = true;
+	for (size_t i = 0; *same && i < want->n; i++) {
+		const tpc_tensor *a = &want->t[i];
+		int64_t j = tpc_ckpt_find(&ck, a->name);
+		uint8_t ha[32], hb[32];
+		*same = j >= 0 && ck.t[j].dtype == a->dtype && ck.t[j].ndim == a->ndim &&
+			!memcmp(ck.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t));
+		if (*same && (tpc_ckpt_hash_tensor(want, a, ha, &e2) || tpc_ckpt_hash_tensor(&ck, &ck.t[j], hb, &e2) ||
+			      memcmp(ha, hb, 32)))
+			*same = false;
+	}
+out:
+	tpc_ckpt_release(&ck);
+	return 0;
+}
+
 static int hash_all(tpc_shard_plan *sp, tpc_err *e)
 {
 	size_t nitems = sp->n * (size_t)(sp->tp + 1);
@@ -1009,6 +1042,8 @@ typedef struct shard_run {
 	char **paths;        /* [nr] rank file or folder paths */
 	int *todo, ntodo;    /* ranks this run writes */
 	bool *done;          /* [nr] written by this run (taken back on failure) */
+	bool *redo;          /* [nr] an existing file this run replaces (not this set's, or not whole) */
+	bool resumed;        /* rank files of an interrupted run were there: its companions may be too */
 	int lockfd;
 } shard_run;
 
@@ -1063,26 +1098,35 @@ static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_o
 
 /* Step 2: every rank's path; the ranks this run writes must not exist
  * (unless --force), the others, where present, must belong to this set. */
-static int plan_ranks(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+static int plan_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	int nr = sp->tp * sp->pp, ret;
 	w->paths = tpc_calloc((size_t)nr, sizeof(*w->paths));
 	w->todo = tpc_calloc((size_t)nr, sizeof(*w->todo));
 	w->done = tpc_calloc((size_t)nr, sizeof(*w->done));
-	if (!w->paths || !w->todo || !w->done)
+	w->redo = tpc_calloc((size_t)nr, sizeof(*w->redo));
+	if (!w->paths || !w->todo || !w->done || !w->redo)
 		return tpc_err_nomem(e);
 	for (int r = 0; r < nr; r++) {
 		if (!(w->paths[r] = tpc_path_join(w->dir, sp->rank_file[r])))
 			return tpc_err_nomem(e);
 		bool exists = tpc_layout_rank_exists(sp->layout, w->paths[r]);
 		if (!o->write_rank || o->write_rank[r]) {
-			w->todo[w->ntodo++] = r;
-			/* a rank folder may exist (companions); its writer refuses existing files */
-			if (exists && !o->force && !sp->layout->folders) {
-				tpc_err_set(e, TPC_EUSAGE, "output exists; use --force to overwrite it");
-				tpc_err_path(e, w->paths[r]);
-				return TPC_EUSAGE;
+			if (exists && !o->force) {
+				/* an interrupted run's file (no manifest yet: open_output
+				 * refused a complete set): kept when it holds exactly what
+				 * this plan writes, else replaced */
+				bool same;
+				w->resumed = true;
+				if ((ret = rank_file_same(sp, r, w->paths[r], &same, e)))
+					return ret;
+				if (same) {
+					sp->nkept++;
+					continue;
+				}
+				w->redo[r] = true;
 			}
+			w->todo[w->ntodo++] = r;
 		} else if (exists && !o->defer_manifest) { /* deferred: the completing run checks */
 			bool ok;
 			if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
@@ -1136,7 +1180,10 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 		int r = w->todo[i];
 		tpc_err le;
 		tpc_err_init(&le);
-		int rr = write_one_rank(sp, r, w->paths[r], &wo, &le);
+		tpc_write_opts wr = wo;
+		if (w->redo[r])
+			wr.flags |= TPC_W_FORCE;
+		int rr = write_one_rank(sp, r, w->paths[r], &wr, &le);
 		if (rr) {
 			if (!le.path[0])
 				tpc_err_path(&le, w->paths[r]);
@@ -1198,9 +1245,11 @@ static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
 
 /* Step 5, when the set is complete: checksums, the layout's extra files and
  * the model's companions, then the manifest, last. */
-static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *opts, tpc_err *e)
 {
 	int ret;
+	tpc_shard_opts o_resume = *opts, *o = &o_resume;
+	o->force = opts->force || w->resumed; /* companions an interrupted run copied are replaced */
 	if (sp->checksums && (ret = hash_all(sp, e)))
 		return ret;
 	if (sp->layout->write_extras)
@@ -1231,6 +1280,7 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	sp->nwritten = 0;
 	sp->manifest_written = false;
 	sp->npresent = 0;
+	sp->nkept = 0;
 	if (!(ret = open_output(&w, sp, o, e)) && !(ret = plan_ranks(&w, sp, o, e)) &&
 	    !(ret = write_ranks(&w, sp, o, e)) && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr &&
 	    !o->defer_manifest)
@@ -1250,6 +1300,7 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	free(w.paths);
 	free(w.todo);
 	free(w.done);
+	free(w.redo);
 	free(w.manifest);
 	return ret;
 }

@@ -105,6 +105,7 @@ typedef struct tpc_shard_plan {
 	bool checksums;        /* hashes present */
 	/* filled by tpc_shard_write */
 	size_t nwritten;       /* rank files this run wrote */
+	size_t nkept;          /* rank files an interrupted run left that hold exactly this plan's bytes: kept */
 	bool manifest_written;
 	size_t npresent;       /* rank files of the set present after this run */
 } tpc_shard_plan;
@@ -129,6 +130,10 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode);
  * Write the rank files this run owns (o->write_rank) into `dir`, in parallel,
  * then - when every rank file of the set is present - the checksums and the
  * manifest. On failure the rank files this run wrote are removed again.
+ * Resume: without --force, a rank file already there (an interrupted run left
+ * it: there is no manifest) is kept when it is this set's and every tensor is
+ * byte-equal to what the plan writes (sp->nkept counts them); otherwise it is
+ * replaced.
  * `dir` must not be (or lie inside) an input folder.
  */
 int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e);

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Interrupts, many of them (TAP): shard, merge and convert to HF shards, each with
+# 4 writer threads on a machine kept busy by a spinning process, get SIGINT, SIGTERM
+# or SIGHUP after a random delay, a few hundred times in all (bounded by
+# INTERRUPT_SECONDS, default 90). After every interrupt: no temporary
+# (.NAME.tpc-XXXXXX) anywhere, every file under a final name complete (tpconv reads
+# it), and a manifest only over a complete set. An interrupted shard run again
+# without --force resumes: the rank files it kept and wrote equal an uninterrupted
+# run's byte for byte. Prints its seed (TPC_SEED=N replays the delays).
+# usage: interrupt_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1")
+T=$(mktemp -d)
+BUSY=""
+trap '[ -n "$BUSY" ] && kill $BUSY 2>/dev/null; rm -rf "$T"' EXIT
+n=0 failed=0
+ok()  { n=$((n+1)); echo "ok $n - $1"; }
+bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+SEED=${TPC_SEED:-$RANDOM}
+RANDOM=$SEED
+echo "# seed $SEED"
+LIMIT=${INTERRUPT_SECONDS:-90}
+
+# a ~48 MB LLaMA-shaped safetensors model and its config (no torch needed)
+mkdir -p "$T/model"
+python3 - "$T/model" <<'EOF'
+import json, struct, sys, os
+d = sys.argv[1]
+H, I, V, L, nh, kv = 512, 1536, 4096, 4, 8, 4
+hd = H // nh
+shapes = {"model.embed_tokens.weight": [V, H], "lm_head.weight": [V, H], "model.norm.weight": [H]}
+for i in range(L):
+    p = "model.layers.%d." % i
+    shapes.update({p + "self_attn.q_proj.weight": [H, H], p + "self_attn.k_proj.weight": [kv * hd, H],
+                   p + "self_attn.v_proj.weight": [kv * hd, H], p + "self_attn.o_proj.weight": [H, H],
+                   p + "mlp.gate_proj.weight": [I, H], p + "mlp.up_proj.weight": [I, H], p + "mlp.down_proj.weight": [H, I],
+                   p + "input_layernorm.weight": [H], p + "post_attention_layernorm.weight": [H]})
+hdr, off = {}, 0
+for k in sorted(shapes):
+    n = 4
+    for s in shapes[k]: n *= s
+    hdr[k] = {"dtype": "F32", "shape": shapes[k], "data_offsets": [off, off + n]}
+    off += n
+js = json.dumps(hdr).encode(); js += b" " * ((8 - len(js) % 8) % 8)
+with open(os.path.join(d, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(js)) + js)
+    blk = bytes(range(256)) * 4096
+    left = off
+    while left:
+        w = min(left, len(blk)); f.write(blk[:w]); left -= w
+json.dump({"hidden_size": H, "num_attention_heads": nh, "num_key_value_heads": kv, "vocab_size": V,
+           "num_hidden_layers": L, "intermediate_size": I}, open(os.path.join(d, "config.json"), "w"))
+EOF
+export OMP_NUM_THREADS=4
+# the uninterrupted references
+"$TPCONV" shard "$T/model" --preset llama --tp 4 -o "$T/ref" -q || { echo "1..0 # SKIP reference shard failed"; exit 0; }
+# keep the machine busy
+python3 -c 'import time; t=time.time()+600
+while time.time() < t: pass' & BUSY=$!
+
+temps() { find "$T" -name '.*.tpc-*' | grep -v "^$T/ref" ; }
+complete() { # every file under a final name reads
+  local f
+  for f in $(find "$1" -type f \( -name '*.safetensors' -o -name '*.bin' \) 2>/dev/null); do
+    "$TPCONV" inspect "$f" >/dev/null 2>&1 || { echo "$f"; return 1; }
+  done
+  return 0
+}
+declare -A runs leaks partial resumed stale
+start=$(date +%s)
+i=0
+while [ $(( $(date +%s) - start )) -lt "$LIMIT" ]; do
+  i=$((i + 1))
+  kind=$(( RANDOM % 3 ))
+  sig=$(( RANDOM % 3 )); sig=$([ $sig = 0 ] && echo INT || ([ $sig = 1 ] && echo TERM || echo HUP))
+  delay=$(printf '0.%03d' $(( RANDOM % 400 )))
+  O=$T/out_$i
+  case $kind in
+    0) what=shard; "$TPCONV" shard "$T/model" --preset llama --tp 4 -o "$O" -q 2>/dev/null & ;;
+    1) what=merge; "$TPCONV" merge "$T/ref" -o "$O/" --max-shard-size 8MB -q 2>/dev/null & ;;
+    2) what=convert; "$TPCONV" convert "$T/model" -o "$O/" --max-shard-size 8MB -q 2>/dev/null & ;;
+  esac
+  pid=$!
+  sleep "$delay"
+  kill -s "$sig" "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  runs[$what]=$(( ${runs[$what]:-0} + 1 ))
+  if [ -n "$(temps)" ]; then leaks[$what]=$(( ${leaks[$what]:-0} + 1 )); echo "# leak after $what ($sig at ${delay}s): $(temps | head -3)"; fi
+  if ! bad_file=$(complete "$O"); then partial[$what]=$(( ${partial[$what]:-0} + 1 )); echo "# unreadable $bad_file after $what"; fi
+  if [ "$what" = shard ] && [ -e "$O/tpconv-manifest.json" ] && ! "$TPCONV" merge "$O" -o "$O.check.safetensors" -q 2>/dev/null; then
+    partial[$what]=$(( ${partial[$what]:-0} + 1 )); echo "# manifest over a set that does not merge: $O"
+  fi
+  if [ "$what" = shard ] && [ -d "$O" ] && [ ! -e "$O/tpconv-manifest.json" ]; then
+    # resume: the same command again, no --force
+    if "$TPCONV" shard "$T/model" --preset llama --tp 4 -o "$O" -q 2>"$T/resume.err"; then
+      same=1
+      for f in "$T"/ref/model_tp0*; do cmp -s "$f" "$O/$(basename "$f")" || same=0; done
+      [ $same = 1 ] && resumed[ok]=$(( ${resumed[ok]:-0} + 1 )) || { stale[$what]=1; echo "# resumed set differs: $O"; }
+    else
+      stale[$what]=1; echo "# resume failed: $(cat "$T/resume.err")"
+    fi
+  fi
+  rm -rf "$O" "$O.check.safetensors"
+done
+kill $BUSY 2>/dev/null; BUSY=""
+total=$(( ${runs[shard]:-0} + ${runs[merge]:-0} + ${runs[convert]:-0} ))
+for w in shard merge convert; do
+  [ "${runs[$w]:-0}" -gt 0 ] || continue
+  [ "${leaks[$w]:-0}" = 0 ] && ok "$w: ${runs[$w]} interrupts (SIGINT/SIGTERM/SIGHUP, random delay, 4 threads, busy CPU), no temporary left" ||
+    bad "$w: temporaries left after ${leaks[$w]} of ${runs[$w]} interrupts"
+  [ "${partial[$w]:-0}" = 0 ] && ok "$w: every file under a final name complete, no manifest over an incomplete set" ||
+    bad "$w: ${partial[$w]} incomplete outputs"
+done
+[ "${stale[shard]:-0}" = 0 ] && [ "${resumed[ok]:-0}" -gt 0 ] &&
+  ok "an interrupted shard run again without --force resumed ${resumed[ok]} times, each set byte-equal to an uninterrupted one" ||
+  bad "resume" "resumed ${resumed[ok]:-0}, failures ${stale[shard]:-0}"
+[ "$total" -ge 50 ] && ok "$total interrupts in ${LIMIT}s" || bad "only $total interrupts ran in ${LIMIT}s"
+echo "1..$n"
+[ "$failed" = 0 ]
