@@ -459,6 +459,44 @@ static void set_id_compute(tpc_shard_plan *sp)
 	sp->set_id[16] = '\0';
 }
 
+/* Is `name` part of a layer the plan splits: the plan splits "<module>.weight"
+ * (a quantized weight's qweight/qzeros/scales/g_idx, an FP8 weight_scale_inv,
+ * compressed-tensors' weight_packed/weight_scale sit beside it), or is it an
+ * expert of a mixture of experts ("experts.N.", or the fused "experts." tensors
+ * of Qwen3-MoE / gpt-oss)? Then replicating it whole would be wrong. */
+static int check_fallback(const tpc_plan *plan, const char *name, tpc_err *e)
+{
+	const char *dot = strrchr(name, '.');
+	char nm[256];
+	if (dot && dot != name) {
+		tpc_buf w = TPC_BUF_INIT;
+		tpc_buf_add(&w, name, (size_t)(dot - name));
+		tpc_buf_adds(&w, ".weight");
+		int rule = w.p && strcmp(w.p, name) ? tpc_plan_match(plan, w.p) : -1;
+		bool row_bias = false;
+		if (rule >= 0 && plan->rules[rule].kind != TPC_SPLIT_REPLICATE &&
+		    tpc_plan_rule_dim(plan, rule, 2, &row_bias) >= 0) {
+			tpc_sanitize(nm, sizeof(nm), w.p);
+			tpc_err_set(e, TPC_EINPUT,
+				    "no rule of the plan says how to split this tensor, but the plan splits its layer ('%s', rule %d: %s); "
+				    "replicating it would make a wrong set. Add a rule for it (quantized weights: split with their layer), or drop it with --rules",
+				    nm, rule, tpc_split_kind_name(plan->rules[rule].kind));
+			tpc_err_tensor(e, name);
+			tpc_buf_release(&w);
+			return TPC_EINPUT;
+		}
+		tpc_buf_release(&w);
+	}
+	const char *x = strstr(name, "experts.");
+	if (x && (x == name || x[-1] == '.')) {
+		tpc_err_set(e, TPC_EINPUT,
+			    "an expert's weight that no rule of the plan places: a mixture-of-experts layer needs expert-parallel or per-expert tensor-parallel rules (the plan has none for it); replicating it would make a wrong set");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	return 0;
+}
+
 /* The rank file format: the layout's default, or one it writes. */
 static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
@@ -551,6 +589,14 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 			}
 		}
 	}
+	/* Never silently wrong: a tensor only the fallback would place (whole on
+	 * every rank) must not belong to a layer the plan splits, nor be an
+	 * expert's weight. */
+	for (size_t i = 0; i < sp->n && !ret; i++)
+		if (!sp->t[i].matched && sp->t[i].split.dim < 0)
+			ret = check_fallback(plan, in->t[sp->t[i].in].name, e);
+	if (ret)
+		goto out;
 	if (o->strict && sp->nunmatched) {
 		ret = tpc_err_set(e, TPC_EINPUT, "%zu tensor%s match%s no rule of the plan (--strict): %s%s",
 				  sp->nunmatched, sp->nunmatched == 1 ? "" : "s", sp->nunmatched == 1 ? "es" : "",
@@ -833,6 +879,27 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s\n",
 			     least ? (double)most / (double)least : 0.0,
 			     least && most > least + least / 10 ? " (pipeline stages or replicated tensors weigh unevenly)" : "");
+	size_t nrep = 0;
+	for (size_t i = 0; i < sp->n; i++)
+		nrep += sp->t[i].split.dim < 0;
+	tpc_buf_addf(out, "# replicated (whole on every rank of its stage): %zu tensor%s\n", nrep, nrep == 1 ? "" : "s");
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_split *x = &sp->t[i].split;
+		char nm[1024], why[96];
+		if (x->dim >= 0)
+			continue;
+		tpc_sanitize(nm, sizeof(nm), sp->in->t[sp->t[i].in].name);
+		if (!sp->t[i].matched)
+			snprintf(why, sizeof(why), "no rule: the fallback");
+		else if (x->scalar)
+			snprintf(why, sizeof(why), "rule %d; a 0-d tensor", x->rule);
+		else if (x->row_bias)
+			snprintf(why, sizeof(why), "rule %d: bias of a row-parallel layer, added once", x->rule);
+		else
+			snprintf(why, sizeof(why), "rule %d (%s)", x->rule,
+				 x->rule >= 0 && (size_t)x->rule < sp->plan->nrules ? tpc_split_kind_name(sp->plan->rules[x->rule].kind) : "?");
+		tpc_buf_addf(out, "#   %s  %s\n", nm, why);
+	}
 	tpc_buf_addf(out, "# unmatched: %zu tensor%s (%s)\n", sp->nunmatched, sp->nunmatched == 1 ? "" : "s",
 		     sp->plan->fallback_error ? "error" : "replicated by the fallback");
 	for (size_t i = 0; i < sp->n; i++)
