@@ -422,16 +422,18 @@ int cmd_verify(int argc, char **argv)
 		}
 		tpc_vtensor *vt = &set.t[ix];
 		vt->transposed = transposed && vt->ref->ndim == 2;
+		if (have_man)
+			vt->hash_alg = man.checksum;
 		if (have_man && man.t[i].has_hash) {
-			vt->has_sha256 = true;
-			memcpy(vt->sha256, man.t[i].hash, 32);
+			vt->has_hash = true;
+			memcpy(vt->hash, man.t[i].hash, TPC_HASH_MAX);
 		}
 		if (have_man && man.t[i].rank_hash) {
-			if (!(vt->rank_sha256 = tpc_malloc((size_t)tp * 32))) {
+			if (!(vt->rank_hash = tpc_malloc((size_t)tp * TPC_HASH_MAX))) {
 				ret = tpc_err_nomem(&e);
 				goto fail;
 			}
-			memcpy(vt->rank_sha256, man.t[i].rank_hash, (size_t)tp * 32);
+			memcpy(vt->rank_hash, man.t[i].rank_hash, (size_t)tp * TPC_HASH_MAX);
 		}
 		for (int t = 0; t < tp; t++) {
 			tpc_ckpt *rk = &rank[stage * tp + t];

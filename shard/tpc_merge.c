@@ -398,7 +398,8 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		goto out;
 	/* checksums: every rank tensor against the manifest, in parallel */
 	bool verified = false;
-	if (o->checksums && man.checksums) {
+	size_t hlen = tpc_hash_len(man.checksum);
+	if (o->checksums && man.checksum != TPC_HASH_NONE) {
 		int64_t ni = (int64_t)nviews;
 		int64_t bad = -1;
 		tpc_err first;
@@ -409,17 +410,17 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		for (int64_t it = 0; it < ni; it++) {
 			size_t i = (size_t)it / (size_t)m->tp;
 			int t = (int)((size_t)it % (size_t)m->tp);
-			uint8_t h[32];
+			uint8_t h[TPC_HASH_MAX];
 			tpc_err le;
 			tpc_err_init(&le);
 			if (!man.t[i].rank_hash)
 				continue;
-			int rr = tpc__hash_tensor(&m->out, &views[it], h, &le);
-			if (!rr && memcmp(h, man.t[i].rank_hash[t], 32)) {
+			int rr = tpc__hash_tensor(&m->out, &views[it], man.checksum, h, &le);
+			if (!rr && memcmp(h, man.t[i].rank_hash[t], hlen)) {
 				int r = man.t[i].stage * m->tp + t;
 				tpc_err_set(&le, TPC_EINPUT,
-					    "rank %d's copy does not match the manifest checksum (a rank file from another set, or a corrupted one)",
-					    r);
+					    "rank %d's copy does not match the manifest checksum (%s; a rank file from another set, or a corrupted one)",
+					    r, tpc_hash_name(man.checksum));
 				tpc_err_tensor(&le, man.t[i].name);
 				tpc_err_path(&le, paths[r]);
 				rr = TPC_EINPUT;
@@ -449,7 +450,7 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		if (verified && mt->rank_hash) {
 			known_equal = true;
 			for (int t = 1; t < m->tp; t++)
-				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[0], 32);
+				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[0], hlen);
 		}
 		tpc_tensor whole;
 		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp], mt->stage, known_equal, &whole, e);

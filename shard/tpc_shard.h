@@ -60,7 +60,8 @@ typedef struct tpc_shard_opts {
 	const char *format;         /* rank file format: "safetensors" or "torch"; NULL = layout's default */
 	unsigned resolve_flags;     /* TPC_RESOLVE_PAD */
 	bool strict;                /* tensors no rule matched are an error */
-	bool checksums;             /* SHA-256 of every original and rank tensor in the manifest */
+	tpc_hash_alg checksum;      /* of every original and rank tensor, in the manifest
+	                               (TPC_HASH_NONE: none; tpc_hash.h) */
 	bool force;                 /* overwrite existing rank files and manifest */
 	uint64_t max_shard_size;    /* layouts with sized ranks (hf, vllm): largest file of a rank (0 = one file) */
 	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
@@ -78,8 +79,8 @@ typedef struct tpc_shard_entry {
 	int64_t *rank_ix;      /* [tp]: index in the rank checkpoint of (stage, t) */
 	int *same_as;          /* [tp]: lowest tp rank holding an identical slice */
 	bool hashed;
-	uint8_t hash[32];      /* of the original */
-	uint8_t (*rank_hash)[32]; /* [tp] */
+	uint8_t hash[TPC_HASH_MAX];            /* of the original (checksum's length) */
+	uint8_t (*rank_hash)[TPC_HASH_MAX];    /* [tp] */
 } tpc_shard_entry;
 
 typedef struct tpc_shard_plan {
@@ -99,7 +100,7 @@ typedef struct tpc_shard_plan {
 	char **rank_file;      /* [tp*pp]: name inside the output folder */
 	size_t nunmatched, nunstaged;
 	char set_id[17];
-	bool checksums;        /* hashes present */
+	tpc_hash_alg checksum; /* of the hashes (TPC_HASH_NONE: none) */
 	/* filled by tpc_shard_write */
 	size_t nwritten;       /* rank files this run wrote */
 	bool manifest_written;
@@ -172,9 +173,10 @@ typedef struct tpc_merge {
  * Open the shard set in `dir` and describe the unsplit checkpoint in m->out
  * (tensors in the original order, original metadata). Checks, each TPC_EINPUT
  * naming file and tensor: a missing rank file, a rank file from another set
- * (set id, shapes, and with o->checksums the SHA-256 of every rank tensor
- * against the manifest), replicated tensors and replicated KV heads that
- * differ between ranks (unless take_rank0).
+ * (set id, shapes, and with o->checksums the checksum of every rank tensor
+ * against the manifest, in the algorithm the manifest names), replicated
+ * tensors and replicated KV heads that differ between ranks (unless
+ * take_rank0).
  */
 int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e);
 void tpc_merge_release(tpc_merge *m);
@@ -191,9 +193,10 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e);
 void tpc__return_sources(tpc_ckpt *dst);
 
-/* SHA-256 of tensor t's C-contiguous bytes, streaming in bounded windows and
- * dropping the input pages behind it (bounded RSS). */
-int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);
+/* The alg digest of tensor t's C-contiguous bytes, streaming in bounded
+ * windows and dropping the input pages behind it (bounded RSS). */
+int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
+		     tpc_err *e);
 /* Are two tensors of the same dtype and shape byte-equal? Streams both. */
 int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
 		       tpc_err *e);
