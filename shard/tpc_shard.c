@@ -947,72 +947,6 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	return 0;
 }
 
-static int hash_all(tpc_shard_plan *sp, tpc_err *e)
-{
-	size_t nitems = sp->n * (size_t)(sp->tp + 1);
-	int ret = 0;
-	for (size_t i = 0; i < sp->n; i++) {
-		sp->t[i].rank_hash = tpc_calloc((size_t)sp->tp, TPC_HASH_MAX);
-		if (!sp->t[i].rank_hash)
-			return tpc_err_nomem(e);
-	}
-	/* pass 1: originals and distinct split slices; pass 2 copies the rest */
-	int64_t ni = (int64_t)nitems;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-	for (int64_t it = 0; it < ni; it++) {
-		size_t i = (size_t)it / (size_t)(sp->tp + 1);
-		int r = (int)((size_t)it % (size_t)(sp->tp + 1)) - 1;
-		tpc_shard_entry *en = &sp->t[i];
-		tpc_err le;
-		int rr;
-		int bad;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-		bad = ret;
-		if (bad)
-			continue;
-		tpc_err_init(&le);
-		if (r < 0) {
-			rr = tpc__hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, &le);
-		} else {
-			if (en->split.dim < 0 || en->same_as[r] != r)
-				continue;
-			const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
-			rr = tpc__hash_tensor(rk, &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], &le);
-		}
-		if (rr) {
-#ifdef _OPENMP
-#pragma omp critical(tpc_shard_err)
-#endif
-			{
-				if (!ret) {
-					*e = le;
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-					ret = rr;
-				}
-			}
-		}
-	}
-	if (ret)
-		return ret;
-	for (size_t i = 0; i < sp->n; i++) {
-		tpc_shard_entry *en = &sp->t[i];
-		en->hashed = true;
-		for (int r = 0; r < sp->tp; r++) {
-			if (en->split.dim < 0)
-				memcpy(en->rank_hash[r], en->hash, TPC_HASH_MAX);
-			else if (en->same_as[r] != r)
-				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], TPC_HASH_MAX);
-		}
-	}
-	return 0;
-}
-
 /* ---- tpc_shard_write, step by step ---- */
 
 /* What one write run holds between its steps. */
@@ -1214,7 +1148,7 @@ static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
 static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	int ret;
-	if (sp->checksum != TPC_HASH_NONE && (ret = hash_all(sp, e)))
+	if (sp->checksum != TPC_HASH_NONE && (ret = tpc__shard_hash_all(sp, e)))
 		return ret;
 	if (sp->layout->write_extras)
 		ret = sp->layout->write_extras(sp, w->dir, o, e);

@@ -197,6 +197,10 @@ void tpc__return_sources(tpc_ckpt *dst);
  * windows and dropping the input pages behind it (bounded RSS). */
 int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
 		     tpc_err *e);
+/* Every original and rank tensor's checksum (sp->checksum) into sp->t[i],
+ * in parallel, each input byte read once where the slices allow
+ * (tpc_shard_hash.c). */
+int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e);
 /* Are two tensors of the same dtype and shape byte-equal? Streams both. */
 int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
 		       tpc_err *e);

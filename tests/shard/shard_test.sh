@@ -153,6 +153,9 @@ EOF
 if $PY -c 'import xxhash' 2>/dev/null; then
   $PY "$T/cksum.py" "$T/rt_gpt2_2_tpconv_safetensors" "$M/gpt2/model.safetensors" xxh3-128 2>"$T/err" &&
     ok "manifest checksums equal python xxhash.xxh3_128 of the tensor bytes" || bad "manifest xxh3-128 vs python xxhash" "$(cat "$T/err")"
+  # tp 8: KV heads replicated on two ranks, vocab rows zero-padded
+  $PY "$T/cksum.py" "$T/rt_llama_8_tpconv_safetensors" "$M/llama/model.safetensors" xxh3-128 2>"$T/err" &&
+    ok "manifest checksums of replicated KV heads and padded vocab slices equal python's" || bad "llama tp8 xxh3-128 vs python xxhash" "$(cat "$T/err")"
 else
   skip "manifest xxh3-128 vs python xxhash" "no python3-xxhash"
 fi
