@@ -47,6 +47,7 @@ test-fast: build
 
 bench: build
 	./bench/bench.sh $(BUILD)/cmd/tpconv
+	./bench/floor.sh $(BUILD)/cmd/tpconv
 	./bench/verify_bench.sh $(BUILD)/cmd/tpconv
 
 # libFuzzer targets (tests/fuzz): build with clang -fsanitize=fuzzer,address,undefined
