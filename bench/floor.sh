@@ -52,7 +52,7 @@ timed() {
       { echo "FAILED: $label"; cat "$DIR/cmd.log"; exit 1; }
     read -r s m u y <"$DIR/time.txt"
     if [ -z "$SECS" ] || awk "BEGIN{exit !($s < $SECS)}"; then SECS=$s USR=$u SYS=$y; fi
-    [ "$m" -gt "$RSS" ] && RSS=$m
+    if [ "$m" -gt "$RSS" ]; then RSS=$m; fi
   done
 }
 # floor FILE: the in-kernel copy of FILE's bytes, into KC

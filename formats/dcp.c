@@ -1120,7 +1120,7 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 		snprintf(fn, sizeof(fn), "__0_%zu.distcp", k);
 		char *fp = tpc_path_join(dir, fn);
 		tpc_value *leaf = w->tensor >= 0 ? tpc_value_tensor(w->tensor) : NULL;
-		tpc_write_opts wo = {force ? TPC_W_FORCE : 0, 0, NULL, NULL, o ? o->progress : NULL};
+		tpc_write_opts wo = {force ? TPC_W_FORCE : 0, 0, NULL, NULL, o ? o->progress : NULL, NULL, NULL};
 		if (!fp || (w->tensor >= 0 && !leaf)) {
 			free(fp);
 			tpc_value_unref(leaf);

@@ -56,6 +56,12 @@ typedef struct tpc_write_opts {
 	const char *inner_format;  /* HF sharding: format of each shard ("safetensors", "torch") */
 	const char *shard_prefix;  /* HF sharding: "model" (safetensors) / "pytorch_model" (torch) */
 	tpc_progress *progress;    /* may be NULL */
+	/* Called by the single-file writers (safetensors, torch) once every byte
+	 * is written, before the output is committed: nonzero abandons it with
+	 * that error. Merge confirms the set's checksums here, checked on another
+	 * core while the file was written. NULL: none. */
+	int (*before_commit)(void *ctx, tpc_err *e);
+	void *before_commit_ctx;
 } tpc_write_opts;
 
 typedef struct tpc_format {

@@ -154,6 +154,10 @@ typedef struct tpc_merge_opts {
 	int tp, pp;                 /* sets without a manifest (0: from names / config.json) */
 	bool take_rank0;            /* replicated tensors that differ: take rank 0's copy */
 	bool checksums;             /* verify rank tensors against the manifest (default true) */
+	bool defer_checksums;       /* with checksums: leave them to tpc_merge_write, which checks
+	                               them on another core while it writes a single safetensors
+	                               or torch file and before that file is committed (other
+	                               outputs: before writing) */
 	unsigned resolve_flags;
 } tpc_merge_opts;
 
@@ -167,6 +171,7 @@ typedef struct tpc_merge {
 	tpc_model_facts facts;  /* recorded in the manifest */
 	size_t ndiffer;         /* replicated tensors that differed (take_rank0) */
 	char differ_first[512]; /* the first of them */
+	struct tpc__merge_check *check; /* checksums left to tpc_merge_write (defer_checksums) */
 } tpc_merge;
 
 /*
@@ -181,7 +186,9 @@ typedef struct tpc_merge {
 int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e);
 void tpc_merge_release(tpc_merge *m);
 
-/* Write the merged checkpoint with writer `f` (bounded RSS while it gathers). */
+/* Write the merged checkpoint with writer `f` (bounded RSS while it gathers).
+ * With checksums left to it (defer_checksums), a failing checksum fails the
+ * write and leaves no output. */
 int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const tpc_write_opts *o,
 		    tpc_err *e);
 
@@ -197,6 +204,21 @@ void tpc__return_sources(tpc_ckpt *dst);
  * windows and dropping the input pages behind it (bounded RSS). */
 int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
 		     tpc_err *e);
+/* The manifest checksums of a merge (tpc_merge_check.c): _new copies what it
+ * needs from the manifest and borrows views (tp per tensor, manifest order)
+ * until _take_views hands them over; _run checks now; _start checks on a
+ * thread and _finish (idempotent; a tpc_write_opts.before_commit) waits for
+ * it and gives its result. */
+typedef struct tpc__merge_check tpc__merge_check;
+struct tpc_manifest;
+int tpc__merge_check_new(tpc__merge_check **out, const tpc_ckpt *ck, const struct tpc_manifest *man,
+			 tpc_tensor *views, char *const *paths, int nranks, tpc_err *e);
+void tpc__merge_check_take_views(tpc__merge_check *c);
+int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e);
+int tpc__merge_check_start(tpc__merge_check *c, tpc_err *e);
+int tpc__merge_check_finish(void *ctx, tpc_err *e);
+void tpc__merge_check_free(tpc__merge_check *c);
+
 /* Every original and rank tensor's checksum (sp->checksum) into sp->t[i],
  * in parallel, each input byte read once where the slices allow
  * (tpc_shard_hash.c). */

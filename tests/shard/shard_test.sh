@@ -315,6 +315,21 @@ for alg in sha256 xxh3-128; do
   $PY "$H/check_ranks.py" --bump "$T/tamp_$alg/model_tp01_pp00.safetensors" transformer.h.0.attn.c_attn.weight
   expect_fail "$alg set: a tampered rank tensor fails merge" 3 "does not match the manifest checksum ($alg;" "$T/tamp_$alg.safetensors" \
     "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_$alg.safetensors"
+  # merge checks the checksums while it writes a single file (before the
+  # commit), before writing anything else: every output kind, --force over an
+  # existing file, and --dry-run refuse the tampered set and leave nothing
+  if [ $HAVE_TORCH_FMT = 1 ]; then
+    expect_fail "$alg set: a tampered rank tensor fails merge to a torch file" 3 "does not match the manifest checksum ($alg;" "$T/tamp_$alg.pt" \
+      "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_$alg.pt"
+  fi
+  expect_fail "$alg set: a tampered rank tensor fails merge to HF shards" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_hf" \
+    "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_${alg}_hf/" --max-shard-size 200K
+  cp "$M/gpt2/model.safetensors" "$T/keep_$alg.safetensors"
+  run "$TPCONV" merge "$T/tamp_$alg" -o "$T/keep_$alg.safetensors" -f
+  [ "$rc" = 3 ] && cmp -s "$M/gpt2/model.safetensors" "$T/keep_$alg.safetensors" && ! ls -a "$T" | grep -q '\.tpc-' &&
+    ok "$alg set: a tampered merge with --force leaves the existing output untouched" || bad "$alg tampered --force" "rc $rc $(cat "$T/err")"
+  expect_fail "$alg set: a tampered rank tensor fails merge --dry-run" 3 "does not match the manifest checksum ($alg;" "" \
+    "$TPCONV" merge "$T/tamp_$alg" --dry-run
   run "$TPCONV" verify --reference "$M/gpt2/model.safetensors" --shards "$T/tamp_$alg" --checks structure
   [ "$rc" = 1 ] && grep -q "transformer.h.0.attn.c_attn.weight .*FAIL" "$T/out" &&
     ok "$alg set: a tampered rank tensor fails verify" || bad "$alg tamper verify" "rc $rc $(cat "$T/out" "$T/err" | tail -5)"
