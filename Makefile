@@ -4,7 +4,8 @@ BUILD      ?= build
 BUILD_SAN  ?= build-san
 MESON_OPTS ?=
 PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcmocka-dev \
-       python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev
+       python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev \
+       libxxhash-dev libssl-dev linux-perf xxhash python3-xxhash
 
 .PHONY: all deps build build-san demo test test-fast bench fuzz clean
 
@@ -46,6 +47,7 @@ test-fast: build
 
 bench: build
 	./bench/bench.sh $(BUILD)/cmd/tpconv
+	./bench/floor.sh $(BUILD)/cmd/tpconv
 	./bench/verify_bench.sh $(BUILD)/cmd/tpconv
 	./bench/dcp_bench.sh $(BUILD)/cmd/tpconv
 

@@ -21,6 +21,8 @@ static const char *help =
 	"Options:\n"
 	"  --json           machine-readable output (one JSON object on stdout)\n"
 	"  --hash           add the SHA-256 of each tensor's C-contiguous bytes\n"
+	"  --checksum ALG   --hash with ALG: sha256 (the default) or xxh3-128 (what\n"
+	"                   a shard set's manifest holds by default; much faster)\n"
 	"  --select PATH    only the subtree PATH of a nested checkpoint (e.g. ema_model)\n"
 	"  --globals        list every pickle global the file references, flag dangerous ones\n"
 	"  --strict         refuse pickle globals outside torch's weights_only allow-list\n"
@@ -32,7 +34,7 @@ typedef struct dsum {
 	uint64_t count, params, bytes;
 } dsum;
 
-static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *hash)
+static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *hash, tpc_hash_alg alg)
 {
 	const tpc_tensor *t = &ck->t[i];
 	tpc_buf_adds(b, "{\"name\":");
@@ -51,7 +53,7 @@ static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *ha
 	if (t->flags & TPC_TF_QUANTIZED)
 		tpc_buf_adds(b, ",\"quantized\":true");
 	if (hash)
-		tpc_buf_addf(b, ",\"sha256\":\"%s\"", hash);
+		tpc_buf_addf(b, ",\"%s\":\"%s\"", tpc_hash_name(alg), hash);
 	tpc_buf_addc(b, '}');
 }
 
@@ -162,11 +164,13 @@ int cmd_inspect(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, 'j'},   {"hash", no_argument, NULL, 'H'},
+		{"checksum", required_argument, NULL, 'C'},
 		{"select", required_argument, NULL, 's'}, {"globals", no_argument, NULL, 'g'},
 		{"strict", no_argument, NULL, 'S'}, {"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	bool json = false, hash = false, globals = false;
+	tpc_hash_alg halg = TPC_HASH_SHA256;
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_ckpt ck;
 	tpc_err e;
@@ -184,6 +188,11 @@ int cmd_inspect(int argc, char **argv)
 		switch (c) {
 		case 'j': json = true; break;
 		case 'H': hash = true; break;
+		case 'C':
+			if (!tpc_hash_from_name(optarg, &halg) || halg == TPC_HASH_NONE)
+				return tpc_cli_usage("inspect", "--checksum takes sha256 or xxh3-128, not '%s'", optarg);
+			hash = true;
+			break;
 		case 's': oo.select = optarg; break;
 		case 'g': globals = true; break;
 		case 'S': oo.flags |= TPC_OPEN_STRICT; break;
@@ -276,22 +285,23 @@ int cmd_inspect(int argc, char **argv)
 			w = l < 72 ? l : 72;
 	}
 	if (!json)
-		printf("%-*s  %-8s %-22s %14s%s\n", w, "name", "dtype", "shape", "bytes", hash ? "  sha256" : "");
+		printf("%-*s  %-8s %-22s %14s%s%s\n", w, "name", "dtype", "shape", "bytes", hash ? "  " : "",
+		       hash ? tpc_hash_name(halg) : "");
 	for (size_t i = 0; i < ck.n; i++) {
 		const tpc_tensor *t = &ck.t[i];
-		char hx[65] = "", shp[256];
+		char hx[2 * TPC_HASH_MAX + 1] = "", shp[256];
 		if (hash) {
-			uint8_t h[32];
-			if (tpc_ckpt_hash_tensor(&ck, t, h, &e)) {
+			uint8_t h[TPC_HASH_MAX];
+			if (tpc_ckpt_hash_tensor(&ck, t, halg, h, &e)) {
 				ret = tpc_cli_fail(&e);
 				goto out;
 			}
-			tpc_hex(h, 32, hx);
+			tpc_hex(h, tpc_hash_len(halg), hx);
 		}
 		if (json) {
 			if (i)
 				tpc_buf_addc(&out, ',');
-			json_tensor(&out, &ck, i, hash ? hx : NULL);
+			json_tensor(&out, &ck, i, hash ? hx : NULL, halg);
 		} else {
 			char nm[1024];
 			tpc_sanitize(nm, sizeof(nm), t->name);

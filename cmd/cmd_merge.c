@@ -181,6 +181,8 @@ int cmd_merge(int argc, char **argv)
 	}
 	mo.tp = (int)set.tp;
 	mo.pp = (int)set.pp;
+	/* a real merge checks the checksums while it writes (before the commit) */
+	mo.defer_checksums = !dry;
 	if (tpc_merge_open(&mg, dir, &mo, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;

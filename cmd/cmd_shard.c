@@ -61,8 +61,12 @@ static const char *help =
 	"                           and writes the manifest once all have succeeded; a\n"
 	"                           process that fails or dies fails the job: no manifest,\n"
 	"                           the files written are removed)\n"
-	"  --no-checksums           skip the SHA-256 of every tensor (saves a pass over the data;\n"
-	"                           merge then checks shapes and set ids only)\n"
+	"  --checksum ALG           the manifest's checksum of every original and rank tensor:\n"
+	"                           xxh3-128 (default; fast, catches corruption and mixed-up\n"
+	"                           files), sha256 (also resists deliberate tampering), or none\n"
+	"                           (merge then checks shapes and set ids only); a reshard\n"
+	"                           checks the input set's checksums unless ALG is none\n"
+	"  --no-checksums           the same as --checksum none\n"
 	"  --dry-run                print the plan (per tensor the split and rank shape, per rank\n"
 	"                           the bytes, unmatched tensors); write nothing\n"
 	"  --json                   with --dry-run: the manifest that would be written\n"
@@ -189,7 +193,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 
 enum {
 	O_VMULT = 256, O_PAD, O_STRICT,
-	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
+	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
 int cmd_shard(int argc, char **argv)
@@ -200,7 +204,8 @@ int cmd_shard(int argc, char **argv)
 		{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
 		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
-		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
+		{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
+		{"dry-run", no_argument, NULL, O_DRY},
 		{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX}, TPC_CLI_REMAP_LONGOPTS,
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
@@ -226,7 +231,7 @@ int cmd_shard(int argc, char **argv)
 	tpc_cli_remap_init(&rm);
 	tpc_cli_set_init(&set, 1);
 	memset(&so, 0, sizeof(so));
-	so.checksums = true;
+	so.checksum = TPC_HASH_DEFAULT;
 	tpc_plan_init(&plan);
 	opterr = 0;
 	optind = 1;
@@ -265,7 +270,13 @@ int cmd_shard(int argc, char **argv)
 				goto done;
 			}
 			break;
-		case O_NOSUM: so.checksums = false; break;
+		case O_NOSUM: so.checksum = TPC_HASH_NONE; break;
+		case O_CKSUM:
+			if (!tpc_hash_from_name(optarg, &so.checksum)) {
+				ret = tpc_cli_usage("shard", "unknown --checksum '%s' (xxh3-128, sha256, none)", optarg);
+				goto done;
+			}
+			break;
 		case O_DRY: dry = true; break;
 		case O_NOX: so.no_extras = true; break;
 		case O_JSON: json = true; break;
@@ -346,7 +357,7 @@ int cmd_shard(int argc, char **argv)
 	if (sk != TPC_SET_NONE) {
 		tpc_merge_opts mo;
 		memset(&mo, 0, sizeof(mo));
-		mo.checksums = so.checksums;
+		mo.checksums = so.checksum != TPC_HASH_NONE;
 		if (sk != TPC_SET_MANIFEST) {
 			/* a set from another tool: it was split with the plan given here */
 			if (!set.preset && !set.plan_file) {

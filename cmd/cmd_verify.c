@@ -156,7 +156,7 @@ static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, i
 	tpc_err_init(&e2);
 	if (v && !tpc_parse_u64(v, (uint64_t)INT32_MAX, &said, &e2))
 		return (int)said;
-	if (!man || !man->checksums)
+	if (!man || man->checksum == TPC_HASH_NONE)
 		return r;
 	int stage = r / tp, t = r % tp;
 	const tpc_tensor *best = NULL;
@@ -167,7 +167,7 @@ static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, i
 			continue;
 		bool distinct = false;
 		for (int q = 0; q < tp && !distinct; q++)
-			distinct = memcmp(mt->rank_hash[q], mt->rank_hash[t], 32) != 0;
+			distinct = memcmp(mt->rank_hash[q], mt->rank_hash[t], tpc_hash_len(man->checksum)) != 0;
 		int64_t k = distinct ? tpc_ckpt_find(rk, mt->name) : -1;
 		if (k >= 0 && (!best || rk->t[k].nbytes < best->nbytes)) {
 			best = &rk->t[k];
@@ -176,14 +176,15 @@ static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, i
 	}
 	if (!best)
 		return r;
-	uint8_t h[32];
-	int ret = tpc_ckpt_hash_tensor(rk, best, h, e);
+	uint8_t h[TPC_HASH_MAX];
+	size_t hl = tpc_hash_len(man->checksum);
+	int ret = tpc_ckpt_hash_tensor(rk, best, man->checksum, h, e);
 	if (ret)
 		return ret;
-	if (!memcmp(h, bm->rank_hash[t], 32))
+	if (!memcmp(h, bm->rank_hash[t], hl))
 		return r;
 	for (int q = 0; q < tp; q++)
-		if (!memcmp(h, bm->rank_hash[q], 32))
+		if (!memcmp(h, bm->rank_hash[q], hl))
 			return stage * tp + q;
 	return r; /* another set's or a corrupted file: the structure check says which tensor */
 }
@@ -507,16 +508,18 @@ int cmd_verify(int argc, char **argv)
 		}
 		tpc_vtensor *vt = &set.t[ix];
 		vt->transposed = transposed && vt->ref->ndim == 2;
+		if (have_man)
+			vt->hash_alg = man.checksum;
 		if (have_man && man.t[i].has_hash) {
-			vt->has_sha256 = true;
-			memcpy(vt->sha256, man.t[i].hash, 32);
+			vt->has_hash = true;
+			memcpy(vt->hash, man.t[i].hash, TPC_HASH_MAX);
 		}
 		if (have_man && man.t[i].rank_hash) {
-			if (!(vt->rank_sha256 = tpc_malloc((size_t)tp * 32))) {
+			if (!(vt->rank_hash = tpc_malloc((size_t)tp * TPC_HASH_MAX))) {
 				ret = tpc_err_nomem(&e);
 				goto fail;
 			}
-			memcpy(vt->rank_sha256, man.t[i].rank_hash, (size_t)tp * 32);
+			memcpy(vt->rank_hash, man.t[i].rank_hash, (size_t)tp * TPC_HASH_MAX);
 		}
 		for (int t = 0; t < tp; t++) {
 			tpc_ckpt *rk = &rank[stage * tp + t];

@@ -20,6 +20,7 @@ _tpconv() {
 	--layout) COMPREPLY=($(compgen -W "tpconv oslo trtllm hf" -- "$cur")); return ;;
 	--device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
 	--dtype) COMPREPLY=($(compgen -W "bf16 f16 f32 f64" -- "$cur")); return ;;
+	--checksum) COMPREPLY=($(compgen -W "xxh3-128 sha256 none" -- "$cur")); return ;;
 	--tp|--pp|--rank|--ranks|--tokens|--seed|--atol|--rtol|--ulps|--heads|--kv-heads|--head-dim|--hidden|--vocab|--max-shard-size) return ;;
 	esac
 	if [[ $cur == -* ]]; then

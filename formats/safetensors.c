@@ -573,6 +573,8 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 		}
 		tpc_progress_add(o ? o->progress : NULL, t->nbytes);
 	}
+	if (o && o->before_commit && (ret = o->before_commit(o->before_commit_ctx, e)))
+		goto out;
 	ret = tpc_out_commit(&out, e);
 out:
 	tpc_out_abort(&out);

@@ -294,6 +294,8 @@ int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, co
 	}
 	if (ret || (ret = tpc_zipw_add(&zw, "version", "3\n", 2, e)) || (ret = tpc_zipw_finish(&zw, e)))
 		goto out;
+	if (o && o->before_commit && (ret = o->before_commit(o->before_commit_ctx, e)))
+		goto out;
 	ret = tpc_out_commit(&out, e);
 out:
 	if (zw_init)

@@ -1185,10 +1185,10 @@ static int sink_out(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
 	return tpc_out_write(ctx, p, n, e);
 }
 
-static int sink_sha(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
+static int sink_hash(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
 {
 	(void)e;
-	tpc_sha256_update(ctx, p, n);
+	tpc_hash_update(ctx, p, n);
 	return 0;
 }
 
@@ -1419,18 +1419,23 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 	return stream_out(ck, t, sink_out, o, e);
 }
 
-int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e)
+int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
+			 tpc_err *e)
 {
-	tpc_sha256 s;
+	tpc_hash s;
 	int ret = 0;
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
-	tpc_sha256_init(&s);
+	if ((ret = tpc_hash_begin(&s, alg, e)))
+		return ret;
 	if (t->numel && (m || t->nparts || (t->flags & TPC_TF_ZERO))) {
 		if (plain_copy(t, m))
-			tpc_sha256_update(&s, m->data + t->offset, (size_t)t->nbytes);
+			tpc_hash_update(&s, m->data + t->offset, (size_t)t->nbytes);
 		else
-			ret = stream_out(ck, t, sink_sha, &s, e);
+			ret = stream_out(ck, t, sink_hash, &s, e);
 	}
-	tpc_sha256_final(&s, out);
+	if (ret)
+		tpc_hash_release(&s);
+	else
+		tpc_hash_final(&s, out);
 	return ret;
 }

@@ -35,6 +35,7 @@
 
 #include "tpc_dtype.h"
 #include "tpc_err.h"
+#include "tpc_hash.h"
 #include "tpc_io.h"
 #include "tpc_value.h"
 
@@ -214,8 +215,10 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 void tpc_ckpt_drop_pages(const tpc_ckpt *ck, const tpc_tensor *t);
 void tpc_ckpt_drop_range(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len);
 
-/* SHA-256 over tensor t's output image (cast applied). */
-int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);
+/* The alg digest (tpc_hash.h) of tensor t's output image (cast applied):
+ * tpc_hash_len(alg) bytes into out. */
+int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
+			 tpc_err *e);
 
 /* Tensor shape as "[2, 3]" into buf. */
 const char *tpc_shape_str(const tpc_tensor *t, char *buf, size_t n);

@@ -60,6 +60,12 @@ typedef struct tpc_write_opts {
 	/* HF sharding by several processes (mpirun): this run writes only the
 	 * shards s with s % procs == proc; procs 0 or 1: every shard */
 	int procs, proc;
+	/* Called by the single-file writers (safetensors, torch) once every byte
+	 * is written, before the output is committed: nonzero abandons it with
+	 * that error. Merge confirms the set's checksums here, checked on another
+	 * core while the file was written. NULL: none. */
+	int (*before_commit)(void *ctx, tpc_err *e);
+	void *before_commit_ctx;
 } tpc_write_opts;
 
 typedef struct tpc_format {

@@ -144,17 +144,8 @@ char *tpc_strndup(const char *s, size_t n);
  * `need` items. Returns 0 or -1 on overflow / out of memory. */
 int tpc_grow(void **p, size_t *cap, size_t need, size_t elem);
 
-/* SHA-256 (FIPS 180-4), streaming. Used for tensor checksums in manifests and
- * by `inspect --hash`. */
-typedef struct tpc_sha256 {
-	uint32_t h[8];
-	uint64_t len;
-	uint8_t buf[64];
-	size_t nbuf;
-} tpc_sha256;
-void tpc_sha256_init(tpc_sha256 *s);
-void tpc_sha256_update(tpc_sha256 *s, const void *data, size_t n);
-void tpc_sha256_final(tpc_sha256 *s, uint8_t out[32]);
+/* Lowercase hex of n bytes into out (2n+1 bytes, NUL-terminated). Checksums
+ * are in tpc_hash.h. */
 void tpc_hex(const uint8_t *in, size_t n, char *out /* 2n+1 */);
 
 /*

@@ -20,10 +20,10 @@ static void json_shape(tpc_buf *b, int ndim, const int64_t *shape)
 	tpc_buf_addc(b, ']');
 }
 
-static void json_hash(tpc_buf *b, const uint8_t h[32])
+static void json_hash(tpc_buf *b, const uint8_t *h, size_t n)
 {
-	char hx[65];
-	tpc_hex(h, 32, hx);
+	char hx[2 * TPC_HASH_MAX + 1];
+	tpc_hex(h, n, hx);
 	tpc_buf_addf(b, "\"%s\"", hx);
 }
 
@@ -32,14 +32,16 @@ void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 	const tpc_model_facts *f = &sp->facts;
 	const tpc_ckpt *in = sp->in;
 	int nr = sp->tp * sp->pp;
-	bool hashes = sp->checksums && sp->n && sp->t[0].hashed;
+	bool hashes = sp->checksum != TPC_HASH_NONE && sp->n && sp->t[0].hashed;
 	if (!sp->n)
-		hashes = sp->checksums;
+		hashes = sp->checksum != TPC_HASH_NONE;
+	const char *hname = tpc_hash_name(hashes ? sp->checksum : TPC_HASH_NONE);
+	size_t hlen = tpc_hash_len(sp->checksum);
 	tpc_buf_addf(b, "{\n  \"tpconv_manifest\": 1,\n  \"tool\": \"tpconv %s\",\n  \"set_id\": \"%s\",\n", TPC_VERSION,
 		     sp->set_id);
 	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp, sp->pp,
 		     sp->layout->name, sp->format);
-	tpc_buf_addf(b, "  \"checksum\": \"%s\",\n  \"model\": {", hashes ? "sha256" : "none");
+	tpc_buf_addf(b, "  \"checksum\": \"%s\",\n  \"model\": {", hname);
 	{
 		const char *k[] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "layers"};
 		int64_t v[] = {f->heads, f->kv_heads, f->head_dim, f->hidden, f->vocab, sp->layers ? sp->layers : f->layers};
@@ -93,12 +95,12 @@ void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 		tpc_buf_adds(b, "], \"rank_shape\": ");
 		json_shape(b, rt->ndim, rt->shape);
 		if (hashes && en->hashed) {
-			tpc_buf_adds(b, ", \"sha256\": ");
-			json_hash(b, en->hash);
-			tpc_buf_adds(b, ", \"rank_sha256\": [");
+			tpc_buf_addf(b, ", \"%s\": ", hname);
+			json_hash(b, en->hash, hlen);
+			tpc_buf_addf(b, ", \"rank_%s\": [", hname);
 			for (int r = 0; r < sp->tp; r++) {
 				tpc_buf_adds(b, r ? ", " : "");
-				json_hash(b, en->rank_hash[r]);
+				json_hash(b, en->rank_hash[r], hlen);
 			}
 			tpc_buf_addc(b, ']');
 		}
@@ -127,24 +129,6 @@ static const char *get_str(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int unhex(const char *s, uint8_t out[32])
-{
-	if (!s || strlen(s) != 64)
-		return -1;
-	for (int i = 0; i < 32; i++) {
-		int v = 0;
-		for (int j = 0; j < 2; j++) {
-			char c = s[2 * i + j];
-			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-			if (d < 0)
-				return -1;
-			v = v * 16 + d;
-		}
-		out[i] = (uint8_t)v;
-	}
-	return 0;
 }
 
 /* A relative path inside the set folder: components joined by '/' (a layout's
@@ -184,6 +168,35 @@ void tpc_manifest_release(tpc_manifest *m)
 	}
 	free(m->t);
 	memset(m, 0, sizeof(*m));
+}
+
+/* The tensor's "<checksum>" and "rank_<checksum>" members: both required
+ * when the manifest names a checksum (a manifest that drops them would let a
+ * tampered rank file through unchecked). */
+static int parse_hashes(const tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o, const char *name,
+			const char *path, tpc_err *e)
+{
+	const char *hn = tpc_hash_name(m->checksum);
+	size_t hl = tpc_hash_len(m->checksum);
+	char rk[32];
+	if (m->checksum == TPC_HASH_NONE)
+		return 0;
+	snprintf(rk, sizeof(rk), "rank_%s", hn);
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, hn);
+	if (tpc_unhex(cJSON_IsString(h) ? h->valuestring : NULL, mt->hash, hl))
+		return BADT(name, "manifest: \"%s\" is missing or not %zu lowercase hex digits", hn, 2 * hl);
+	mt->has_hash = true;
+	const cJSON *rh = cJSON_GetObjectItemCaseSensitive(o, rk);
+	if (!cJSON_IsArray(rh) || cJSON_GetArraySize(rh) != m->tp)
+		return BADT(name, "manifest: \"%s\" must list %d checksums", rk, m->tp);
+	mt->rank_hash = tpc_calloc((size_t)m->tp, TPC_HASH_MAX);
+	if (!mt->rank_hash)
+		return tpc_err_nomem(e);
+	int r = 0;
+	for (const cJSON *x = rh->child; x; x = x->next, r++)
+		if (tpc_unhex(cJSON_IsString(x) ? x->valuestring : NULL, mt->rank_hash[r], hl))
+			return BADT(name, "manifest: %s[%d] is not %zu lowercase hex digits", rk, r, 2 * hl);
+	return 0;
 }
 
 static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o, size_t idx, const char *path,
@@ -272,23 +285,7 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 			return BADT(name, "manifest: parts add up to %lld but dim %d has %lld", (long long)sum, sp->dim,
 				    (long long)mt->shape[sp->dim]);
 	}
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "sha256");
-	if (h) {
-		if (unhex(cJSON_IsString(h) ? h->valuestring : NULL, mt->hash))
-			return BADT(name, "manifest: \"sha256\" is not 64 lowercase hex digits");
-		mt->has_hash = true;
-		const cJSON *rh = cJSON_GetObjectItemCaseSensitive(o, "rank_sha256");
-		if (!cJSON_IsArray(rh) || cJSON_GetArraySize(rh) != m->tp)
-			return BADT(name, "manifest: \"rank_sha256\" must list %d checksums", m->tp);
-		mt->rank_hash = tpc_calloc((size_t)m->tp, 32);
-		if (!mt->rank_hash)
-			return tpc_err_nomem(e);
-		int r = 0;
-		for (const cJSON *x = rh->child; x; x = x->next, r++)
-			if (unhex(cJSON_IsString(x) ? x->valuestring : NULL, mt->rank_hash[r]))
-				return BADT(name, "manifest: rank_sha256[%d] is not 64 lowercase hex digits", r);
-	}
-	return 0;
+	return parse_hashes(m, mt, o, name, path, e);
 }
 
 int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e)
@@ -319,7 +316,10 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	m->checksums = ck && !strcmp(ck, "sha256");
+	if (ck && !tpc_hash_from_name(ck, &m->checksum)) {
+		ret = BAD("manifest: unknown checksum '%s' (this tpconv knows xxh3-128, sha256 and none)", ck);
+		goto out;
+	}
 	int64_t tp, pp;
 	if (get_i64(root, "tp", 1, TPC_MAX_TP, &tp) || get_i64(root, "pp", 1, TPC_MAX_TP, &pp) ||
 	    tp * pp > TPC_MAX_RANKS) {

@@ -18,7 +18,9 @@
  *     "tp": 4, "pp": 1,
  *     "layout": "tpconv" | "oslo" | "trtllm" | "hf" | "vllm",   (tpc_layout.h)
  *     "format": "safetensors" | "torch",      rank file format
- *     "checksum": "sha256" | "none",          whether the sha256 members exist
+ *     "checksum": "xxh3-128" | "sha256" | "none",   the algorithm of the tensors'
+ *                                             checksum members (tpc_hash.h); absent
+ *                                             = "none"; another name is refused
  *     "model": {"heads": 32, ...,            model facts used (known ones only);
  *               "activation_fn": "geglu"},   the feed-forward activation when known (dit)
  *     "plan": { ... } | null,                 the plan (tpc_plan.h schema), so a
@@ -52,16 +54,21 @@
  *                                             when tp > kv heads; 1 = split)
  *        ],
  *        "rank_shape": [32, 128],             every rank's tensor shape
- *        "sha256": "...",                     optional: original tensor
- *        "rank_sha256": ["...", ...]}         optional: tp entries, rank order
+ *        "<checksum>": "...",                 the original tensor's, named after
+ *                                             the algorithm ("xxh3-128": 32 hex
+ *                                             digits, "sha256": 64); required when
+ *                                             "checksum" is not "none"
+ *        "rank_<checksum>": ["...", ...]}     tp entries, rank order
  *     ]
  *   }
  *
  * Rank t of the tensor's stage holds, for each part in order, rows
  * [start, start + len) of the zero-padded part: len = (size + pad) / tp and
  * start = t * len, or with replicas len = size / heads and start =
- * (t / replicas) * len. Checksums are SHA-256 over the C-contiguous
- * little-endian bytes, the same as `tpconv inspect --hash`.
+ * (t / replicas) * len. Checksums are over the C-contiguous little-endian
+ * bytes, the same as `tpconv inspect --checksum ALG`. Manifests written before
+ * xxh3-128 existed say "checksum": "sha256" with "sha256" and "rank_sha256"
+ * members: they read unchanged.
  */
 #ifndef TPC_MANIFEST_H
 #define TPC_MANIFEST_H
@@ -73,6 +80,7 @@
 #include "tpc_buf.h"
 #include "tpc_dtype.h"
 #include "tpc_err.h"
+#include "tpc_hash.h"
 #include "tpc_plan.h"
 #include "tpc_shard.h"
 
@@ -87,15 +95,15 @@ typedef struct tpc_manifest_tensor {
 	tpc_split split;
 	bool matched;
 	bool has_hash;
-	uint8_t hash[32];
-	uint8_t (*rank_hash)[32]; /* [tp], or NULL */
+	uint8_t hash[TPC_HASH_MAX];         /* tpc_hash_len(checksum) bytes used */
+	uint8_t (*rank_hash)[TPC_HASH_MAX]; /* [tp], or NULL */
 } tpc_manifest_tensor;
 
 typedef struct tpc_manifest {
 	char *tool, *set_id, *format, *plan_json;
 	int tp, pp;
 	const tpc_layout *layout;
-	bool checksums;
+	tpc_hash_alg checksum; /* TPC_HASH_NONE: no checksum members */
 	char **files; /* [tp * pp] */
 	tpc_model_facts facts;
 	char **meta_k, **meta_v;

@@ -53,6 +53,7 @@ void tpc_merge_release(tpc_merge *m)
 		return;
 	if (m->kind != TPC_SET_CKPT)
 		tpc__return_sources(&m->out); /* borrowed from the rank files */
+	tpc__merge_check_free(m->check); /* before the sources it reads go */
 	tpc_ckpt_release(&m->out);
 	for (int r = 0; m->rank && r < m->nranks; r++)
 		tpc_ckpt_release(&m->rank[r]);
@@ -298,6 +299,7 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	char **paths = NULL;
 	int *base = NULL, ret;
 	tpc_tensor *views = NULL;
+	tpc__merge_check *check = NULL;
 	size_t nviews = 0, *stage_n = NULL;
 	char ***stage_names = NULL;
 	if (!mpath)
@@ -396,51 +398,17 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	}
 	if (ret)
 		goto out;
-	/* checksums: every rank tensor against the manifest, in parallel */
+	/* checksums: every rank tensor against the manifest, in parallel, now
+	 * or (defer_checksums) while tpc_merge_write writes; either way before
+	 * anything merged is used, so equal recorded checksums can stand for
+	 * equal replicas below */
 	bool verified = false;
-	if (o->checksums && man.checksums) {
-		int64_t ni = (int64_t)nviews;
-		int64_t bad = -1;
-		tpc_err first;
-		tpc_err_init(&first);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-		for (int64_t it = 0; it < ni; it++) {
-			size_t i = (size_t)it / (size_t)m->tp;
-			int t = (int)((size_t)it % (size_t)m->tp);
-			uint8_t h[32];
-			tpc_err le;
-			tpc_err_init(&le);
-			if (!man.t[i].rank_hash)
-				continue;
-			int rr = tpc__hash_tensor(&m->out, &views[it], h, &le);
-			if (!rr && memcmp(h, man.t[i].rank_hash[t], 32)) {
-				int r = man.t[i].stage * m->tp + t;
-				tpc_err_set(&le, TPC_EINPUT,
-					    "rank %d's copy does not match the manifest checksum (a rank file from another set, or a corrupted one)",
-					    r);
-				tpc_err_tensor(&le, man.t[i].name);
-				tpc_err_path(&le, paths[r]);
-				rr = TPC_EINPUT;
-			}
-			if (rr) {
-#ifdef _OPENMP
-#pragma omp critical(tpc_merge_err)
-#endif
-				{
-					if (bad < 0 || it < bad) {
-						bad = it;
-						first = le;
-					}
-				}
-			}
-		}
-		if (bad >= 0) {
-			*e = first;
-			ret = first.code ? first.code : TPC_EINPUT;
+	size_t hlen = tpc_hash_len(man.checksum);
+	if (o->checksums && man.checksum != TPC_HASH_NONE) {
+		if ((ret = tpc__merge_check_new(&check, &m->out, &man, views, paths, m->nranks, e)))
 			goto out;
-		}
+		if (!o->defer_checksums && (ret = tpc__merge_check_run(check, true, e)))
+			goto out;
 		verified = true;
 	}
 	for (size_t i = 0; i < man.n && !ret; i++) {
@@ -449,7 +417,7 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		if (verified && mt->rank_hash) {
 			known_equal = true;
 			for (int t = 1; t < m->tp; t++)
-				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[0], 32);
+				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[0], hlen);
 		}
 		tpc_tensor whole;
 		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp], mt->stage, known_equal, &whole, e);
@@ -458,7 +426,14 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	}
 	for (size_t i = 0; i < man.nmeta && !ret; i++)
 		ret = tpc_ckpt_meta_set(&m->out, man.meta_k[i], man.meta_v[i], e);
+	if (!ret && check && o->defer_checksums) {
+		tpc__merge_check_take_views(check);
+		m->check = check;
+		check = NULL;
+		views = NULL;
+	}
 out:
+	tpc__merge_check_free(check);
 	for (size_t i = 0; views && i < nviews; i++)
 		tpc_tensor_release(&views[i]);
 	free(views);
@@ -666,8 +641,38 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 	int ret = torch && m->kind != TPC_SET_CKPT ? tpc__flat_root(&m->out, e) : 0;
 	if (ret)
 		return ret;
+	tpc_write_opts wo;
+	memset(&wo, 0, sizeof(wo));
+	if (o)
+		wo = *o;
+	if (m->check) {
+		/* the single-file writers call the gate before they commit */
+		bool gated = (!strcmp(f->name, "safetensors") || !strcmp(f->name, "torch")) && !wo.max_shard_size &&
+			     !wo.before_commit;
+		if (!gated)
+			ret = tpc__merge_check_run(m->check, true, e);
+		else if (!(ret = tpc__merge_check_start(m->check, e))) {
+			wo.before_commit = tpc__merge_check_finish;
+			wo.before_commit_ctx = m->check;
+		}
+		if (ret)
+			return ret;
+	}
 	void *g = tpc__rss_guard_start(&m->out);
-	ret = f->write(&m->out, NULL, 0, path, o, e);
+	ret = f->write(&m->out, NULL, 0, path, &wo, e);
 	tpc__rss_guard_stop(g);
+	if (m->check) {
+		/* joined by the gate, or now when the writer failed before it */
+		tpc_err ce;
+		tpc_err_init(&ce);
+		int cr = tpc__merge_check_finish(m->check, &ce);
+		if (!ret && cr) {
+			/* cannot happen: a gated writer returned the check's error */
+			*e = ce;
+			ret = cr;
+		}
+		tpc__merge_check_free(m->check);
+		m->check = NULL;
+	}
 	return ret;
 }

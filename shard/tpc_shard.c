@@ -161,22 +161,30 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 	return ret;
 }
 
-static int sha_sink(void *ctx, const uint8_t *p, size_t n)
+static int hash_sink(void *ctx, const uint8_t *p, size_t n)
 {
-	tpc_sha256_update(ctx, p, n);
+	tpc_hash_update(ctx, p, n);
 	return 0;
 }
 
-int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e)
+int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
+		     tpc_err *e)
 {
-	tpc_sha256 s;
-	uint8_t *buf = tpc_malloc(WINDOW);
+	tpc_hash s;
+	uint8_t *buf = NULL;
 	int ret;
-	if (!buf)
-		return tpc_err_nomem(e);
-	tpc_sha256_init(&s);
-	ret = stream_tensor(ck, t, buf, sha_sink, &s, e);
-	tpc_sha256_final(&s, out);
+	if ((ret = tpc_hash_begin(&s, alg, e)))
+		goto out;
+	if (!(buf = tpc_malloc(WINDOW))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	ret = stream_tensor(ck, t, buf, hash_sink, &s, e);
+out:
+	if (ret)
+		tpc_hash_release(&s);
+	else
+		tpc_hash_final(&s, out);
 	free(buf);
 	return ret;
 }
@@ -420,28 +428,31 @@ static bool matches_any(const tpc_plan_re *v, size_t n, const char *name)
 	return false;
 }
 
-static void set_id_compute(tpc_shard_plan *sp)
+static int set_id_compute(tpc_shard_plan *sp, tpc_err *e)
 {
-	tpc_sha256 s;
-	uint8_t h[32];
-	char hx[65], line[512];
-	tpc_sha256_init(&s);
+	tpc_hash s;
+	uint8_t h[TPC_HASH_MAX];
+	char hx[2 * TPC_HASH_MAX + 1], line[512];
+	int ret;
+	/* SHA-256, as before libcrypto: sets written by older versions keep their id */
+	if ((ret = tpc_hash_begin(&s, TPC_HASH_SHA256, e)))
+		return ret;
 	snprintf(line, sizeof(line), "tpconv-set 1\n%s\ntp %d pp %d %s %s\n", TPC_VERSION, sp->tp, sp->pp,
 		 sp->layout->name, sp->format);
-	tpc_sha256_update(&s, line, strlen(line));
+	tpc_hash_update(&s, line, strlen(line));
 	if (sp->plan->json)
-		tpc_sha256_update(&s, sp->plan->json, strlen(sp->plan->json));
+		tpc_hash_update(&s, sp->plan->json, strlen(sp->plan->json));
 	for (size_t i = 0; i < sp->n; i++) {
 		const tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &sp->in->t[en->in];
-		tpc_sha256_update(&s, t->name, strlen(t->name) + 1);
+		tpc_hash_update(&s, t->name, strlen(t->name) + 1);
 		snprintf(line, sizeof(line), "%s %d %d %d %d", tpc_dtype_name(t->dtype), t->ndim, en->split.kind,
 			 en->split.dim, en->stage);
-		tpc_sha256_update(&s, line, strlen(line));
+		tpc_hash_update(&s, line, strlen(line));
 		for (int d = 0; d < t->ndim; d++)
-			tpc_sha256_update(&s, &t->shape[d], sizeof(t->shape[d]));
+			tpc_hash_update(&s, &t->shape[d], sizeof(t->shape[d]));
 		for (int k = 0; k < en->split.nparts; k++)
-			tpc_sha256_update(&s, &en->split.part[k], sizeof(en->split.part[k]));
+			tpc_hash_update(&s, &en->split.part[k], sizeof(en->split.part[k]));
 	}
 	for (size_t i = 0; i < sp->in->nsrc; i++) {
 		const tpc_map *m = &sp->in->src[i];
@@ -451,12 +462,13 @@ static void set_id_compute(tpc_shard_plan *sp)
 			v[1] = (int64_t)st.st_mtim.tv_sec;
 			v[2] = (int64_t)st.st_mtim.tv_nsec;
 		}
-		tpc_sha256_update(&s, v, sizeof(v));
+		tpc_hash_update(&s, v, sizeof(v));
 	}
-	tpc_sha256_final(&s, h);
+	tpc_hash_final(&s, h);
 	tpc_hex(h, 8, hx);
 	memcpy(sp->set_id, hx, 16);
 	sp->set_id[16] = '\0';
+	return 0;
 }
 
 /* Is `name` part of a layer the plan splits: the plan splits "<module>.weight"
@@ -529,7 +541,7 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	sp->tp = o->tp;
 	sp->pp = o->pp ? o->pp : 1;
 	sp->layout = o->layout ? o->layout : tpc_layout_default();
-	sp->checksums = o->checksums;
+	sp->checksum = o->checksum;
 	sp->max_shard_size = o->max_shard_size;
 	if (sp->tp < 1 || sp->tp > TPC_MAX_TP)
 		return tpc_err_set(e, TPC_EUSAGE, "--tp must be 1 to %d", TPC_MAX_TP);
@@ -656,7 +668,8 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 			en->same_as[r] = q;
 		}
 	}
-	set_id_compute(sp);
+	if ((ret = set_id_compute(sp, e)))
+		goto out;
 	for (int r = 0; r < nr; r++) {
 		char v[32];
 		tpc_ckpt *rk = &sp->rank[r];
@@ -1022,81 +1035,16 @@ static int rank_file_same(const tpc_shard_plan *sp, int r, const char *path, boo
 	for (size_t i = 0; *same && i < want->n; i++) {
 		const tpc_tensor *a = &want->t[i];
 		int64_t j = tpc_ckpt_find(&ck, a->name);
-		uint8_t ha[32], hb[32];
+		uint8_t ha[TPC_HASH_MAX], hb[TPC_HASH_MAX];
 		*same = j >= 0 && ck.t[j].dtype == a->dtype && ck.t[j].ndim == a->ndim &&
 			!memcmp(ck.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t));
-		if (*same && (tpc_ckpt_hash_tensor(want, a, ha, &e2) || tpc_ckpt_hash_tensor(&ck, &ck.t[j], hb, &e2) ||
-			      memcmp(ha, hb, 32)))
+		if (*same && (tpc_ckpt_hash_tensor(want, a, TPC_HASH_XXH3_128, ha, &e2) ||
+			      tpc_ckpt_hash_tensor(&ck, &ck.t[j], TPC_HASH_XXH3_128, hb, &e2) ||
+			      memcmp(ha, hb, tpc_hash_len(TPC_HASH_XXH3_128))))
 			*same = false;
 	}
 out:
 	tpc_ckpt_release(&ck);
-	return 0;
-}
-
-static int hash_all(tpc_shard_plan *sp, tpc_err *e)
-{
-	size_t nitems = sp->n * (size_t)(sp->tp + 1);
-	int ret = 0;
-	for (size_t i = 0; i < sp->n; i++) {
-		sp->t[i].rank_hash = tpc_calloc((size_t)sp->tp, 32);
-		if (!sp->t[i].rank_hash)
-			return tpc_err_nomem(e);
-	}
-	/* pass 1: originals and distinct split slices; pass 2 copies the rest */
-	int64_t ni = (int64_t)nitems;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-	for (int64_t it = 0; it < ni; it++) {
-		size_t i = (size_t)it / (size_t)(sp->tp + 1);
-		int r = (int)((size_t)it % (size_t)(sp->tp + 1)) - 1;
-		tpc_shard_entry *en = &sp->t[i];
-		tpc_err le;
-		int rr;
-		int bad;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-		bad = ret;
-		if (bad)
-			continue;
-		tpc_err_init(&le);
-		if (r < 0) {
-			rr = tpc__hash_tensor(sp->in, &sp->in->t[en->in], en->hash, &le);
-		} else {
-			if (en->split.dim < 0 || en->same_as[r] != r)
-				continue;
-			const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
-			rr = tpc__hash_tensor(rk, &rk->t[en->rank_ix[r]], en->rank_hash[r], &le);
-		}
-		if (rr) {
-#ifdef _OPENMP
-#pragma omp critical(tpc_shard_err)
-#endif
-			{
-				if (!ret) {
-					*e = le;
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-					ret = rr;
-				}
-			}
-		}
-	}
-	if (ret)
-		return ret;
-	for (size_t i = 0; i < sp->n; i++) {
-		tpc_shard_entry *en = &sp->t[i];
-		en->hashed = true;
-		for (int r = 0; r < sp->tp; r++) {
-			if (en->split.dim < 0)
-				memcpy(en->rank_hash[r], en->hash, 32);
-			else if (en->same_as[r] != r)
-				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], 32);
-		}
-	}
 	return 0;
 }
 
@@ -1317,7 +1265,7 @@ static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *op
 	int ret;
 	tpc_shard_opts o_resume = *opts, *o = &o_resume;
 	o->force = opts->force || w->resumed; /* companions an interrupted run copied are replaced */
-	if (sp->checksums && (ret = hash_all(sp, e)))
+	if (sp->checksum != TPC_HASH_NONE && (ret = tpc__shard_hash_all(sp, e)))
 		return ret;
 	if (sp->layout->write_extras)
 		ret = sp->layout->write_extras(sp, w->dir, o, e);

@@ -60,7 +60,8 @@ typedef struct tpc_shard_opts {
 	const char *format;         /* rank file format: "safetensors" or "torch"; NULL = layout's default */
 	unsigned resolve_flags;     /* TPC_RESOLVE_PAD */
 	bool strict;                /* tensors no rule matched are an error */
-	bool checksums;             /* SHA-256 of every original and rank tensor in the manifest */
+	tpc_hash_alg checksum;      /* of every original and rank tensor, in the manifest
+	                               (TPC_HASH_NONE: none; tpc_hash.h) */
 	bool force;                 /* overwrite existing rank files and manifest */
 	uint64_t max_shard_size;    /* layouts with sized ranks (hf, vllm): largest file of a rank (0 = one file) */
 	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
@@ -81,8 +82,8 @@ typedef struct tpc_shard_entry {
 	int64_t *rank_ix;      /* [tp]: index in the rank checkpoint of (stage, t) */
 	int *same_as;          /* [tp]: lowest tp rank holding an identical slice */
 	bool hashed;
-	uint8_t hash[32];      /* of the original */
-	uint8_t (*rank_hash)[32]; /* [tp] */
+	uint8_t hash[TPC_HASH_MAX];            /* of the original (checksum's length) */
+	uint8_t (*rank_hash)[TPC_HASH_MAX];    /* [tp] */
 } tpc_shard_entry;
 
 typedef struct tpc_shard_plan {
@@ -102,7 +103,7 @@ typedef struct tpc_shard_plan {
 	char **rank_file;      /* [tp*pp]: name inside the output folder */
 	size_t nunmatched, nunstaged;
 	char set_id[17];
-	bool checksums;        /* hashes present */
+	tpc_hash_alg checksum; /* of the hashes (TPC_HASH_NONE: none) */
 	/* filled by tpc_shard_write */
 	size_t nwritten;       /* rank files this run wrote */
 	size_t nkept;          /* rank files an interrupted run left that hold exactly this plan's bytes: kept */
@@ -161,6 +162,10 @@ typedef struct tpc_merge_opts {
 	int tp, pp;                 /* sets without a manifest (0: from names / config.json) */
 	bool take_rank0;            /* replicated tensors that differ: take rank 0's copy */
 	bool checksums;             /* verify rank tensors against the manifest (default true) */
+	bool defer_checksums;       /* with checksums: leave them to tpc_merge_write, which checks
+	                               them on another core while it writes a single safetensors
+	                               or torch file and before that file is committed (other
+	                               outputs: before writing) */
 	unsigned resolve_flags;
 } tpc_merge_opts;
 
@@ -174,20 +179,24 @@ typedef struct tpc_merge {
 	tpc_model_facts facts;  /* recorded in the manifest */
 	size_t ndiffer;         /* replicated tensors that differed (take_rank0) */
 	char differ_first[512]; /* the first of them */
+	struct tpc__merge_check *check; /* checksums left to tpc_merge_write (defer_checksums) */
 } tpc_merge;
 
 /*
  * Open the shard set in `dir` and describe the unsplit checkpoint in m->out
  * (tensors in the original order, original metadata). Checks, each TPC_EINPUT
  * naming file and tensor: a missing rank file, a rank file from another set
- * (set id, shapes, and with o->checksums the SHA-256 of every rank tensor
- * against the manifest), replicated tensors and replicated KV heads that
- * differ between ranks (unless take_rank0).
+ * (set id, shapes, and with o->checksums the checksum of every rank tensor
+ * against the manifest, in the algorithm the manifest names), replicated
+ * tensors and replicated KV heads that differ between ranks (unless
+ * take_rank0).
  */
 int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e);
 void tpc_merge_release(tpc_merge *m);
 
-/* Write the merged checkpoint with writer `f` (bounded RSS while it gathers). */
+/* Write the merged checkpoint with writer `f` (bounded RSS while it gathers).
+ * With checksums left to it (defer_checksums), a failing checksum fails the
+ * write and leaves no output. */
 int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const tpc_write_opts *o,
 		    tpc_err *e);
 
@@ -199,9 +208,29 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e);
 void tpc__return_sources(tpc_ckpt *dst);
 
-/* SHA-256 of tensor t's C-contiguous bytes, streaming in bounded windows and
- * dropping the input pages behind it (bounded RSS). */
-int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t out[32], tpc_err *e);
+/* The alg digest of tensor t's C-contiguous bytes, streaming in bounded
+ * windows and dropping the input pages behind it (bounded RSS). */
+int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
+		     tpc_err *e);
+/* The manifest checksums of a merge (tpc_merge_check.c): _new copies what it
+ * needs from the manifest and borrows views (tp per tensor, manifest order)
+ * until _take_views hands them over; _run checks now; _start checks on a
+ * thread and _finish (idempotent; a tpc_write_opts.before_commit) waits for
+ * it and gives its result. */
+typedef struct tpc__merge_check tpc__merge_check;
+struct tpc_manifest;
+int tpc__merge_check_new(tpc__merge_check **out, const tpc_ckpt *ck, const struct tpc_manifest *man,
+			 tpc_tensor *views, char *const *paths, int nranks, tpc_err *e);
+void tpc__merge_check_take_views(tpc__merge_check *c);
+int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e);
+int tpc__merge_check_start(tpc__merge_check *c, tpc_err *e);
+int tpc__merge_check_finish(void *ctx, tpc_err *e);
+void tpc__merge_check_free(tpc__merge_check *c);
+
+/* Every original and rank tensor's checksum (sp->checksum) into sp->t[i],
+ * in parallel, each input byte read once where the slices allow
+ * (tpc_shard_hash.c). */
+int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e);
 /* Are two tensors of the same dtype and shape byte-equal? Streams both. */
 int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
 		       tpc_err *e);

@@ -10,6 +10,7 @@
 #include "tpc_dtype.h"
 #include "tpc_err.h"
 #include "tpc_extras.h"
+#include "tpc_hash.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -61,23 +62,101 @@ static void test_parse_size(void **st)
 	assert_int_equal(tpc_parse_u64("10", 10, &v, &e), 0);
 }
 
+/* The digest of msg fed in pieces of `step` bytes (0: all at once), in hex. */
+static void hash_hex(tpc_hash_alg alg, const void *msg, size_t n, size_t step, char *hx)
+{
+	tpc_hash h;
+	tpc_err e;
+	uint8_t d[TPC_HASH_MAX];
+	tpc_err_init(&e);
+	assert_int_equal(tpc_hash_begin(&h, alg, &e), 0);
+	for (size_t off = 0; off < n; off += step ? step : n)
+		tpc_hash_update(&h, (const uint8_t *)msg + off, step && n - off > step ? step : n - off);
+	tpc_hash_final(&h, d);
+	assert_null(h.state);
+	tpc_hex(d, tpc_hash_len(alg), hx);
+}
+
 static void test_sha256(void **st)
 {
 	(void)st;
-	tpc_sha256 s;
-	uint8_t h[32];
-	char hx[65];
-	tpc_sha256_init(&s);
-	tpc_sha256_final(&s, h);
-	tpc_hex(h, 32, hx);
+	char hx[2 * TPC_HASH_MAX + 1];
+	/* FIPS 180-4 examples (NIST CSRC "SHA256.pdf") */
+	hash_hex(TPC_HASH_SHA256, "", 0, 0, hx);
 	assert_string_equal(hx, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-	tpc_sha256_init(&s);
+	hash_hex(TPC_HASH_SHA256, "abc", 3, 0, hx);
+	assert_string_equal(hx, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-	for (size_t i = 0; m[i]; i++) /* byte at a time: exercises the buffering */
-		tpc_sha256_update(&s, m + i, 1);
-	tpc_sha256_final(&s, h);
-	tpc_hex(h, 32, hx);
+	hash_hex(TPC_HASH_SHA256, m, strlen(m), 1, hx); /* byte at a time */
 	assert_string_equal(hx, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	char *a = malloc(1000000);
+	assert_non_null(a);
+	memset(a, 'a', 1000000);
+	hash_hex(TPC_HASH_SHA256, a, 1000000, 4093, hx);
+	assert_string_equal(hx, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	free(a);
+}
+
+static void test_xxh3_128(void **st)
+{
+	(void)st;
+	char hx[2 * TPC_HASH_MAX + 1], one[2 * TPC_HASH_MAX + 1];
+	tpc_err e;
+	uint8_t d[TPC_HASH_MAX];
+	/* canonical (big-endian) digests, as `xxh128sum` prints them */
+	hash_hex(TPC_HASH_XXH3_128, "", 0, 0, hx);
+	assert_string_equal(hx, "99aa06d3014798d86001c324468d497f");
+	hash_hex(TPC_HASH_XXH3_128, "abc", 3, 0, hx);
+	assert_string_equal(hx, "06b05ab6733a618578af5f94892f3950");
+	uint8_t *b = malloc(10240);
+	assert_non_null(b);
+	for (size_t i = 0; i < 10240; i++)
+		b[i] = (uint8_t)i;
+	/* python3-xxhash: xxhash.xxh3_128(bytes(range(256)) * 40).hexdigest() */
+	hash_hex(TPC_HASH_XXH3_128, b, 10240, 0, one);
+	assert_string_equal(one, "1cb22534d0d96975c03d2231ab9348f3");
+	hash_hex(TPC_HASH_XXH3_128, b, 10240, 7, hx); /* pieces across the stripes */
+	assert_string_equal(hx, one);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_hash_buf(TPC_HASH_XXH3_128, b, 10240, d, &e), 0);
+	tpc_hex(d, 16, hx);
+	assert_string_equal(hx, one);
+	free(b);
+	/* an abandoned hash frees its state; release twice is harmless */
+	tpc_hash h;
+	assert_int_equal(tpc_hash_begin(&h, TPC_HASH_XXH3_128, &e), 0);
+	tpc_hash_update(&h, "x", 1);
+	tpc_hash_release(&h);
+	tpc_hash_release(&h);
+	/* no algorithm is no hash */
+	assert_int_equal(tpc_hash_begin(&h, TPC_HASH_NONE, &e), TPC_EUSAGE);
+	assert_null(h.state);
+}
+
+static void test_hash_names(void **st)
+{
+	(void)st;
+	tpc_hash_alg a = TPC_HASH_NONE;
+	assert_true(tpc_hash_from_name("xxh3-128", &a) && a == TPC_HASH_XXH3_128);
+	assert_true(tpc_hash_from_name("sha256", &a) && a == TPC_HASH_SHA256);
+	assert_true(tpc_hash_from_name("none", &a) && a == TPC_HASH_NONE);
+	assert_false(tpc_hash_from_name("SHA256", &a));
+	assert_false(tpc_hash_from_name("xxh3", &a));
+	assert_false(tpc_hash_from_name(NULL, &a));
+	assert_string_equal(tpc_hash_name(TPC_HASH_XXH3_128), "xxh3-128");
+	assert_string_equal(tpc_hash_name(TPC_HASH_SHA256), "sha256");
+	assert_null(tpc_hash_name((tpc_hash_alg)7));
+	assert_int_equal(tpc_hash_len(TPC_HASH_XXH3_128), 16);
+	assert_int_equal(tpc_hash_len(TPC_HASH_SHA256), 32);
+	assert_int_equal(tpc_hash_len(TPC_HASH_NONE), 0);
+	uint8_t d[4];
+	assert_int_equal(tpc_unhex("00ff7a10", d, 4), 0);
+	assert_true(d[0] == 0 && d[1] == 0xff && d[2] == 0x7a && d[3] == 0x10);
+	assert_int_equal(tpc_unhex("00FF7a10", d, 4), -1); /* lowercase only */
+	assert_int_equal(tpc_unhex("00ff7a1", d, 4), -1);
+	assert_int_equal(tpc_unhex("00ff7a100", d, 4), -1);
+	assert_int_equal(tpc_unhex("00ff7g10", d, 4), -1);
+	assert_int_equal(tpc_unhex(NULL, d, 4), -1);
 }
 
 static void test_dtypes(void **st)
@@ -274,9 +353,9 @@ static void test_composites(void **st)
 	assert_int_equal(tpc_tensor_narrow(&h[0], &ck.t[w], 1, 0, 2), 0);
 	assert_int_equal(tpc_tensor_narrow(&h[1], &ck.t[w], 1, 2, 2), 0);
 	int64_t mg = tpc_ckpt_add_composite(&ck, "w.merged", TPC_I32, 2, shp, 1, h, 2, &e);
-	uint8_t h1[32], h2[32];
-	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[mg], h1, &e), 0);
-	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[w], h2, &e), 0);
+	uint8_t h1[TPC_HASH_MAX], h2[TPC_HASH_MAX];
+	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[mg], TPC_HASH_SHA256, h1, &e), 0);
+	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[w], TPC_HASH_SHA256, h2, &e), 0);
 	assert_memory_equal(h1, h2, 32);
 	/* an empty narrow */
 	tpc_tensor em;
@@ -520,7 +599,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_err_format),    cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_dtypes),
+		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_xxh3_128),
+		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
 		cmocka_unit_test(test_extras),

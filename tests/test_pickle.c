@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "pickle.h"
+#include "tpc_hash.h"
 #include "tpc_util.h"
 
 /*
@@ -338,11 +339,10 @@ static tpc_value *tuple2(tpc_value *a, tpc_value *b)
 
 static void sha_hex(const void *p, size_t n, char out[65])
 {
-	tpc_sha256 s;
-	uint8_t d[32];
-	tpc_sha256_init(&s);
-	tpc_sha256_update(&s, p, n);
-	tpc_sha256_final(&s, d);
+	uint8_t d[TPC_HASH_MAX];
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_hash_buf(TPC_HASH_SHA256, p, n, d, &e), 0);
 	tpc_hex(d, 32, out);
 }
 

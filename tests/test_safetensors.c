@@ -170,9 +170,9 @@ static void check_against(tpc_ckpt *ck, cJSON *exp, const char *file)
 		assert_int_equal(t->ndim, cJSON_GetArraySize(sh));
 		for (int d = 0; d < t->ndim; d++)
 			assert_int_equal(t->shape[d], (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble);
-		uint8_t h[32];
+		uint8_t h[TPC_HASH_MAX];
 		char hx[65];
-		assert_int_equal(tpc_ckpt_hash_tensor(ck, t, h, &e), 0);
+		assert_int_equal(tpc_ckpt_hash_tensor(ck, t, TPC_HASH_SHA256, h, &e), 0);
 		tpc_hex(h, 32, hx);
 		if (strcmp(hx, hs->valuestring))
 			fail_msg("%s: %s sha256 %s vs %s", file, it->string, hx, hs->valuestring);

@@ -148,7 +148,7 @@ static void test_write_merge(void **st)
 	memset(&o, 0, sizeof(o));
 	o.tp = 4;
 	o.pp = 1;
-	o.checksums = true;
+	o.checksum = TPC_HASH_DEFAULT;
 	tpc_err_init(&e);
 	assert_int_equal(tpc_shard_plan_build(&sp, &ck, &p, &FACTS, &o, &e), 0);
 	assert_int_equal(tpc_shard_write(&sp, out, &o, &e), 0);
@@ -169,11 +169,11 @@ static void test_write_merge(void **st)
 	assert_int_equal(m.tp, 4);
 	assert_int_equal(m.out.n, ck.n);
 	for (size_t i = 0; i < ck.n; i++) {
-		uint8_t a[32], b[32];
+		uint8_t a[TPC_HASH_MAX], b[TPC_HASH_MAX];
 		const tpc_tensor *t = &m.out.t[i];
 		assert_string_equal(t->name, ck.t[i].name);
-		assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[i], a, &e), 0);
-		assert_int_equal(tpc_ckpt_hash_tensor(&m.out, t, b, &e), 0);
+		assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[i], TPC_HASH_XXH3_128, a, &e), 0);
+		assert_int_equal(tpc_ckpt_hash_tensor(&m.out, t, TPC_HASH_XXH3_128, b, &e), 0);
 		assert_memory_equal(a, b, 32);
 	}
 	/* reshard 4 -> 2 straight from the merged description */
@@ -265,7 +265,7 @@ static void test_manifest_bad(void **st)
 		 "parts add up to 23 but dim 0 has 24"},
 		{"\"dtype\": \"I32\"", "\"dtype\": \"Q9\"", "unknown dtype"},
 		{"\"stage\": 0", "\"stage\": 5", "\"stage\" must be 0 to 0"},
-		{"\"layout\": \"tpconv\"", "\"layout\": \"megatron\"", "bad or missing tool, set_id, layout or format"},
+		{"\"layout\": \"tpconv\"", "\"layout\": \"nemo\"", "bad or missing tool, set_id, layout or format"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *at = strstr(b.p, cases[i].from);

@@ -40,7 +40,8 @@
  *                structure failure); rank[t].ck == NULL means rank t is not
  *                loaded in this process (MPI: a process opens its own rank
  *                file only).
- *   sha256, rank_sha256   optional checksums (a manifest's) to confirm.
+ *   hash, rank_hash       optional checksums (a manifest's, in hash_alg:
+ *                xxh3-128 or sha256, tpc_hash.h) to confirm.
  *
  * A model description (tpc_vmodel, optional) names which tensors form each
  * layer's attention and MLP, plus embeddings, norms and head, for the block
@@ -198,9 +199,10 @@ typedef struct tpc_vtensor {
 	int nparts;                /* >= 1 when split; 0 when replicated */
 	tpc_vpart part[TPC_VERIFY_MAX_PARTS];
 	int64_t bias;              /* index of the layer's bias, -1 none */
-	bool has_sha256;
-	uint8_t sha256[32];        /* of the reference tensor */
-	uint8_t (*rank_sha256)[32]; /* [tp] or NULL, owned */
+	tpc_hash_alg hash_alg;     /* of hash and rank_hash */
+	bool has_hash;
+	uint8_t hash[TPC_HASH_MAX];         /* of the reference tensor */
+	uint8_t (*rank_hash)[TPC_HASH_MAX]; /* [tp] or NULL, owned */
 } tpc_vtensor;
 
 /* Rows of part k that rank t holds, where they start in the padded part, and

@@ -95,7 +95,7 @@ void tpc_verify_set_release(tpc_verify_set *s)
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->t[i].name);
 		free(s->t[i].rank);
-		free(s->t[i].rank_sha256);
+		free(s->t[i].rank_hash);
 	}
 	free(s->t);
 	model_free(s->model);

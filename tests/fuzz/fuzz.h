@@ -70,14 +70,14 @@ static inline void fuzz_consume_ckpt(tpc_ckpt *ck)
 	uint64_t budget = FUZZ_READ_CAP;
 	for (size_t i = 0; i < ck->n; i++) {
 		const tpc_tensor *t = &ck->t[i];
-		uint8_t h[32];
+		uint8_t h[TPC_HASH_MAX];
 		char shape[256];
 		tpc_shape_str(t, shape, sizeof(shape));
 		if (t->nbytes > budget)
 			continue;
 		budget -= t->nbytes;
 		tpc_err_init(&e);
-		int r = tpc_ckpt_hash_tensor(ck, t, h, &e);
+		int r = tpc_ckpt_hash_tensor(ck, t, i % 2 ? TPC_HASH_SHA256 : TPC_HASH_XXH3_128, h, &e);
 		fuzz_check_status(r, &e);
 	}
 	if (ck->root) {

@@ -13,11 +13,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_check_status(r, &e);
 	if (!r) {
 		FUZZ_CHECK(m.tp >= 1 && m.pp >= 1);
+		FUZZ_CHECK(tpc_hash_name(m.checksum) != NULL);
 		for (int i = 0; i < m.tp * m.pp; i++)
 			FUZZ_CHECK(m.files[i] && !strchr(m.files[i], '/'));
 		for (size_t i = 0; i < m.n; i++) {
 			const tpc_manifest_tensor *t = &m.t[i];
 			FUZZ_CHECK(t->ndim >= 0 && t->stage >= 0 && t->stage < m.pp);
+			/* a named checksum covers every tensor and rank; none has no members */
+			FUZZ_CHECK(t->has_hash == (m.checksum != TPC_HASH_NONE));
+			FUZZ_CHECK(!t->rank_hash == (m.checksum == TPC_HASH_NONE));
 			if (t->split.kind != TPC_SPLIT_REPLICATE)
 				FUZZ_CHECK(t->split.dim >= 0 && t->split.dim < t->ndim &&
 					   t->split.nparts >= 1 && t->split.nparts <= TPC_PLAN_MAX_PARTS);

@@ -139,6 +139,10 @@ with tempfile.TemporaryDirectory() as t:
     if subprocess.run([TPCONV, 'shard', st, '--tp', '2', '--preset', 'llama', '--config',
                        os.path.join(SRC, 'tests', 'data', 'config.json'), '-o', t + '/s', '-q']).returncode == 0:
         put('manifest', 'tiny_llama_tp2.json', rd(t + '/s/tpconv-manifest.json'))
+    # the manifest schema of sets written before xxh3-128 (sha256 members)
+    if subprocess.run([TPCONV, 'shard', st, '--tp', '2', '--preset', 'llama', '--checksum', 'sha256', '--config',
+                       os.path.join(SRC, 'tests', 'data', 'config.json'), '-o', t + '/s3', '-q']).returncode == 0:
+        put('manifest', 'tiny_llama_tp2_sha256.json', rd(t + '/s3/tpconv-manifest.json'))
     if subprocess.run([TPCONV, 'shard', st, '--tp', '2', '--pp', '2', '--preset', 'llama', '--no-checksums',
                        '--config', os.path.join(SRC, 'tests', 'data', 'config.json'), '-o', t + '/s2', '-q']).returncode == 0:
         put('manifest', 'tiny_llama_tp2_pp2.json', rd(t + '/s2/tpconv-manifest.json'))

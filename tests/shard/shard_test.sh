@@ -113,31 +113,70 @@ assert m["tpconv.set_id"]==man["set_id"]' "$T/meta.json" "$T/rt_llama_4_tpconv_s
 $PY - "$T/rt_llama_8_tpconv_safetensors/tpconv-manifest.json" <<'EOF' 2>"$T/err" && ok "manifest records splits, padding, replicas, shapes and checksums" || bad "manifest content" "$(cat "$T/err")"
 import json, sys
 m = json.load(open(sys.argv[1]))
-assert m["tpconv_manifest"] == 1 and m["tp"] == 8 and m["pp"] == 1 and m["checksum"] == "sha256"
+assert m["tpconv_manifest"] == 1 and m["tp"] == 8 and m["pp"] == 1 and m["checksum"] == "xxh3-128"
 t = {x["name"]: x for x in m["tensors"]}
 k = t["model.layers.0.self_attn.k_proj.weight"]
 assert k["split"] == "col" and k["dim"] == 0 and k["parts"] == [{"size": 32, "pad": 0, "heads": 4, "replicas": 2}]
-assert k["rank_sha256"][0] == k["rank_sha256"][1] != k["rank_sha256"][2]
+assert k["rank_xxh3-128"][0] == k["rank_xxh3-128"][1] != k["rank_xxh3-128"][2]
+assert "sha256" not in k and "rank_sha256" not in k
 e = t["model.embed_tokens.weight"]
 assert e["split"] == "vocab" and e["parts"][0]["pad"] == 6 and e["rank_shape"] == [32, 64] and e["shape"] == [250, 64]
-assert t["model.norm.weight"]["split"] == "replicate" and len(t["model.norm.weight"]["sha256"]) == 64
+assert t["model.norm.weight"]["split"] == "replicate" and len(t["model.norm.weight"]["xxh3-128"]) == 32
 assert t["model.extra_scale"]["matched"] is False
 assert len(m["ranks"]) == 8 and m["ranks"][3]["file"] == "model_tp03_pp00.safetensors"
 EOF
 
-# the manifest's checksums are plain SHA-256 of the bytes (Python's hashlib agrees)
-$PY - "$T/rt_gpt2_2_tpconv_safetensors" "$M/gpt2/model.safetensors" <<'EOF' 2>"$T/err" && ok "manifest checksums equal hashlib.sha256 of the tensor bytes" || bad "manifest sha256 vs hashlib" "$(cat "$T/err")"
+# the manifest's checksums are plain XXH3-128 (the default) or SHA-256
+# (--checksum sha256) of the bytes: python3-xxhash and hashlib agree
+cat >"$T/cksum.py" <<'EOF'
 import hashlib, json, struct, sys
 def raw(path):
     with open(path, 'rb') as f:
         n = struct.unpack('<Q', f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
     return {k: d[v['data_offsets'][0]:v['data_offsets'][1]] for k, v in h.items() if k != '__metadata__'}
 m = json.load(open(sys.argv[1] + '/tpconv-manifest.json'))
-orig, r1 = raw(sys.argv[2]), raw(sys.argv[1] + '/model_tp01_pp00.safetensors')
-for t in m['tensors']:
-    assert hashlib.sha256(orig[t['name']]).hexdigest() == t['sha256'], t['name']
-    assert hashlib.sha256(r1[t['name']]).hexdigest() == t['rank_sha256'][1], t['name']
+alg = sys.argv[3]
+assert m['checksum'] == alg, m['checksum']
+if alg == 'sha256':
+    H = lambda b: hashlib.sha256(b).hexdigest()
+else:
+    import xxhash
+    H = lambda b: xxhash.xxh3_128(b).hexdigest()
+orig = raw(sys.argv[2])
+for r in range(m['tp']):
+    rk = raw(sys.argv[1] + '/model_tp%02d_pp00.safetensors' % r)
+    for t in m['tensors']:
+        assert len(t[alg]) == (64 if alg == 'sha256' else 32)
+        assert H(orig[t['name']]) == t[alg], t['name']
+        assert H(rk[t['name']]) == t['rank_' + alg][r], (t['name'], r)
 EOF
+if $PY -c 'import xxhash' 2>/dev/null; then
+  $PY "$T/cksum.py" "$T/rt_gpt2_2_tpconv_safetensors" "$M/gpt2/model.safetensors" xxh3-128 2>"$T/err" &&
+    ok "manifest checksums equal python xxhash.xxh3_128 of the tensor bytes" || bad "manifest xxh3-128 vs python xxhash" "$(cat "$T/err")"
+  # tp 8: KV heads replicated on two ranks, vocab rows zero-padded
+  $PY "$T/cksum.py" "$T/rt_llama_8_tpconv_safetensors" "$M/llama/model.safetensors" xxh3-128 2>"$T/err" &&
+    ok "manifest checksums of replicated KV heads and padded vocab slices equal python's" || bad "llama tp8 xxh3-128 vs python xxhash" "$(cat "$T/err")"
+else
+  skip "manifest xxh3-128 vs python xxhash" "no python3-xxhash"
+fi
+run "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --checksum sha256 -o "$T/sha_gpt2" -q
+[ "$rc" = 0 ] && $PY "$T/cksum.py" "$T/sha_gpt2" "$M/gpt2/model.safetensors" sha256 2>"$T/err" &&
+  ok "--checksum sha256: manifest checksums equal hashlib.sha256 of the tensor bytes" || bad "manifest sha256 vs hashlib" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --checksum none -o "$T/none_gpt2" -q
+[ "$rc" = 0 ] && $PY -c '
+import json,sys; m=json.load(open(sys.argv[1]))
+assert m["checksum"]=="none" and not any(k in t for t in m["tensors"] for k in ("sha256","xxh3-128","rank_sha256","rank_xxh3-128"))' \
+  "$T/none_gpt2/tpconv-manifest.json" 2>"$T/err" && ok "--checksum none: a manifest without checksum members" || bad "--checksum none" "$(cat "$T/err")"
+expect_fail "--checksum with an unknown name is a usage error" 2 "unknown --checksum 'md5'" "$T/md5" \
+  "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --checksum md5 -o "$T/md5"
+# inspect --checksum prints the digest the manifest holds
+run "$TPCONV" inspect --json --checksum xxh3-128 "$M/gpt2/model.safetensors"
+[ "$rc" = 0 ] && $PY -c '
+import json,sys; i=json.load(open(sys.argv[1])); m=json.load(open(sys.argv[2]))
+want={t["name"]: t["xxh3-128"] for t in m["tensors"]}
+assert len(i["tensors"]) == len(want) and all(t["xxh3-128"] == want[t["name"]] for t in i["tensors"])' \
+  "$T/out" "$T/rt_gpt2_2_tpconv_safetensors/tpconv-manifest.json" 2>"$T/err" &&
+  ok "inspect --checksum xxh3-128 agrees with the manifest" || bad "inspect --checksum" "$(cat "$T/err")"
 
 # ---- the remap stage before splitting: rename and cast, checksums of the cast bytes
 run "$TPCONV" shard "$M/llama" --tp 4 --preset llama --dtype bf16 --strip-prefix model. -o "$T/remap" -q &&
@@ -259,6 +298,63 @@ expect_fail "bad input: a replicated tensor that differs in a tpconv set" 3 "rep
   "$TPCONV" merge "$T/rep" --no-checksums -o "$T/rep.safetensors"
 expect_fail "the same tampered set fails the checksum check by default" 3 "does not match the manifest checksum" "$T/rep.safetensors" \
   "$TPCONV" merge "$T/rep" -o "$T/rep.safetensors"
+# a sha256 set (the manifest schema every set had before xxh3-128: "checksum":
+# "sha256", "sha256" and "rank_sha256" members) merges and verifies, and a
+# tampered tensor is caught by merge and by verify, with either checksum
+$PY -c '
+import json,sys; m=json.load(open(sys.argv[1]))
+assert m["checksum"]=="sha256" and all("sha256" in t and "rank_sha256" in t and "xxh3-128" not in t for t in m["tensors"])' \
+  "$T/sha_gpt2/tpconv-manifest.json" 2>"$T/err" && ok "--checksum sha256 writes the pre-xxh3 manifest schema" || bad "sha256 schema" "$(cat "$T/err")"
+run "$TPCONV" merge "$T/sha_gpt2" -o "$T/sha_gpt2.safetensors"
+[ "$rc" = 0 ] && same "$M/gpt2/model.safetensors" "$T/sha_gpt2.safetensors" && ok "a sha256 set merges bit-exact" || bad "sha256 set merge" "$(cat "$T/err" "$T/diff")"
+run "$TPCONV" verify --reference "$M/gpt2/model.safetensors" --shards "$T/sha_gpt2" --checks structure
+[ "$rc" = 0 ] && ok "a sha256 set verifies" || bad "sha256 set verify" "rc $rc $(cat "$T/out" "$T/err" | tail -5)"
+for alg in sha256 xxh3-128; do
+  src=$T/sha_gpt2; [ $alg = sha256 ] || src=$T/rt_gpt2_2_tpconv_safetensors
+  rm -rf "$T/tamp_$alg"; cp -r "$src" "$T/tamp_$alg"
+  $PY "$H/check_ranks.py" --bump "$T/tamp_$alg/model_tp01_pp00.safetensors" transformer.h.0.attn.c_attn.weight
+  expect_fail "$alg set: a tampered rank tensor fails merge" 3 "does not match the manifest checksum ($alg;" "$T/tamp_$alg.safetensors" \
+    "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_$alg.safetensors"
+  # merge checks the checksums while it writes a single file (before the
+  # commit), before writing anything else: every output kind, --force over an
+  # existing file, and --dry-run refuse the tampered set and leave nothing
+  if [ $HAVE_TORCH_FMT = 1 ]; then
+    expect_fail "$alg set: a tampered rank tensor fails merge to a torch file" 3 "does not match the manifest checksum ($alg;" "$T/tamp_$alg.pt" \
+      "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_$alg.pt"
+  fi
+  expect_fail "$alg set: a tampered rank tensor fails merge to HF shards" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_hf" \
+    "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_${alg}_hf/" --max-shard-size 200K
+  cp "$M/gpt2/model.safetensors" "$T/keep_$alg.safetensors"
+  run "$TPCONV" merge "$T/tamp_$alg" -o "$T/keep_$alg.safetensors" -f
+  [ "$rc" = 3 ] && cmp -s "$M/gpt2/model.safetensors" "$T/keep_$alg.safetensors" && ! ls -a "$T" | grep -q '\.tpc-' &&
+    ok "$alg set: a tampered merge with --force leaves the existing output untouched" || bad "$alg tampered --force" "rc $rc $(cat "$T/err")"
+  expect_fail "$alg set: a tampered rank tensor fails merge --dry-run" 3 "does not match the manifest checksum ($alg;" "" \
+    "$TPCONV" merge "$T/tamp_$alg" --dry-run
+  run "$TPCONV" verify --reference "$M/gpt2/model.safetensors" --shards "$T/tamp_$alg" --checks structure
+  [ "$rc" = 1 ] && grep -q "transformer.h.0.attn.c_attn.weight .*FAIL" "$T/out" &&
+    ok "$alg set: a tampered rank tensor fails verify" || bad "$alg tamper verify" "rc $rc $(cat "$T/out" "$T/err" | tail -5)"
+  # the rank bytes intact but the recorded checksum changed: only the checksum check can see it
+  rm -rf "$T/tamp_$alg"; cp -r "$src" "$T/tamp_$alg"
+  $PY -c '
+import json,sys; p, alg = sys.argv[1], sys.argv[2]; m=json.load(open(p))
+t = [t for t in m["tensors"] if t["name"] == "transformer.h.0.attn.c_attn.weight"][0]
+h = t["rank_" + alg][1]; t["rank_" + alg][1] = ("0" if h[0] != "0" else "1") + h[1:]
+json.dump(m, open(p, "w"))' "$T/tamp_$alg/tpconv-manifest.json" $alg
+  run "$TPCONV" verify --reference "$M/gpt2/model.safetensors" --shards "$T/tamp_$alg" --checks structure
+  [ "$rc" = 1 ] && grep -qF "$alg of 'transformer.h.0.attn.c_attn.weight' differs from the recorded one" "$T/out" &&
+    ok "$alg set: verify confirms the recorded checksums, naming the algorithm" || bad "$alg checksum verify" "rc $rc $(cat "$T/out" "$T/err" | tail -5)"
+done
+# a manifest naming a checksum this tpconv does not know is refused, not skipped
+rm -rf "$T/blake"; cp -r "$T/sha_gpt2" "$T/blake"
+sed -i 's/"checksum": "sha256"/"checksum": "blake3"/' "$T/blake/tpconv-manifest.json"
+expect_fail "a manifest with an unknown checksum is refused" 3 "unknown checksum 'blake3'" "$T/blake.safetensors" \
+  "$TPCONV" merge "$T/blake" -o "$T/blake.safetensors"
+# a manifest that names a checksum but lacks one tensor's is refused
+rm -rf "$T/nohash"; cp -r "$T/sha_gpt2" "$T/nohash"
+$PY -c '
+import json,sys; p=sys.argv[1]; m=json.load(open(p)); del m["tensors"][3]["sha256"]; json.dump(m, open(p, "w"))' "$T/nohash/tpconv-manifest.json"
+expect_fail "a manifest missing one tensor's checksum is refused" 3 '"sha256" is missing or not 64 lowercase hex digits' "$T/nohash.safetensors" \
+  "$TPCONV" merge "$T/nohash" -o "$T/nohash.safetensors"
 # outputs: refuse to overwrite a complete set without --force
 run "$TPCONV" shard "$M/llama" --tp 2 --preset llama -o "$T/rt_llama_2_tpconv_safetensors"
 [ "$rc" = 2 ] && grep -q "already holds a complete shard set; use --force" "$T/err" && ok "an existing set is not overwritten without --force" || bad "overwrite refusal" "$rc $(cat "$T/err")"

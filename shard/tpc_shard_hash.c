@@ -1,0 +1,265 @@
+/* tpc_shard_hash.c - the manifest checksums of a shard set, each input byte
+ * read once.
+ *
+ * A split tensor's rank slices are ranges of the original's bytes (plus zero
+ * padding rows): for a split along dim d, each run of dims before d is one
+ * block, and in each block rank r holds, part by part, rows [a, b) of the part
+ * followed by z zero rows (tpc__rank_tensor builds its view the same way). So
+ * one pass over the original, in windows small enough to stay in the CPU
+ * cache, feeds the original's hash and every distinct rank's hash at once:
+ * one read of the input (from the page cache the rank copies just filled)
+ * instead of two, which is what hashing cost when SHA-256 was not the
+ * bottleneck. Tensors that are not a plain contiguous run of input bytes (a
+ * pending cast, a view, byte-swapped or assembled data) keep the streaming
+ * path, one item per original and per distinct rank slice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_io.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Bytes hashed per step: the original's hash and then each rank's read the
+ * window while it is still in L2. */
+#define HASH_WINDOW (1u << 20)
+
+/* Rank r's rows of part k, in rows of the split dimension. */
+typedef struct part_rows {
+	int64_t at;   /* first row inside the block (part offset + a) */
+	int64_t rows; /* b - a rows of data */
+	int64_t zero; /* zero rows after them (padding) */
+} part_rows;
+
+/* One rank's position in the pass: piece j is part j % nparts of block
+ * j / nparts. */
+typedef struct rank_cursor {
+	tpc_hash h;
+	part_rows pr[TPC_PLAN_MAX_PARTS];
+	uint64_t piece, done; /* current piece, its data bytes already fed */
+} rank_cursor;
+
+static const uint8_t zeros[64 << 10];
+
+static void feed_zeros(tpc_hash *h, uint64_t n)
+{
+	while (n) {
+		size_t k = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+		tpc_hash_update(h, zeros, k);
+		n -= k;
+	}
+}
+
+/* Can tensor i be hashed in one pass over its input bytes? */
+static bool one_pass_ok(const tpc_shard_plan *sp, const tpc_shard_entry *en)
+{
+	const tpc_tensor *t = &sp->in->t[en->in];
+	const tpc_map *m = tpc_ckpt_source(sp->in, t->src);
+	if (en->split.dim < 0 || !m || t->nparts || t->dtype != t->src_dtype || !t->numel ||
+	    (t->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP | TPC_TF_NODATA)) || tpc_dtype_bits(t->dtype) % 8 ||
+	    !tpc_tensor_is_contiguous(t) || t->offset > m->size || t->nbytes > m->size - t->offset)
+		return false;
+	return en->split.dim < t->ndim;
+}
+
+/* The original and every distinct rank slice of en in one pass. Returns 1
+ * when en's slices are not what the pass would hash (the caller streams them
+ * instead), 0 done, or an error. */
+static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err *e)
+{
+	const tpc_tensor *t = &sp->in->t[en->in];
+	const tpc_map *m = tpc_ckpt_source(sp->in, t->src);
+	const tpc_split *s = &en->split;
+	int tp = sp->tp, d = s->dim, ret = 0;
+	uint64_t es = tpc_dtype_bits(t->dtype) / 8, inner = es, outer = 1;
+	rank_cursor *rc = tpc_calloc((size_t)tp, sizeof(*rc));
+	tpc_hash h0 = {TPC_HASH_NONE, NULL};
+	if (!rc)
+		return tpc_err_nomem(e);
+	for (int k = d + 1; k < t->ndim; k++)
+		inner *= (uint64_t)t->shape[k];
+	for (int k = 0; k < d; k++)
+		outer *= (uint64_t)t->shape[k];
+	uint64_t block = (uint64_t)t->shape[d] * inner, nb = outer * block;
+	if (nb != t->nbytes) {
+		ret = 1;
+		goto out;
+	}
+	/* rank r's pieces, as tpc__rank_tensor cuts them; their sizes must add up
+	 * to the rank tensor the writer wrote, or this is not the same view */
+	for (int r = 0; r < tp && !ret; r++) {
+		if (en->same_as[r] != r)
+			continue;
+		int64_t poff = 0, rows = 0;
+		for (int k = 0; k < s->nparts; k++) {
+			const tpc_split_part *p = &s->part[k];
+			int64_t len = tpc_split_rank_len(s, k, tp), start = tpc_split_rank_start(s, k, tp, r);
+			int64_t a = start < p->size ? start : p->size;
+			int64_t b = start + len < p->size ? start + len : p->size;
+			int64_t z = start + len - (start > p->size ? start : p->size);
+			rc[r].pr[k].at = poff + a;
+			rc[r].pr[k].rows = b > a ? b - a : 0;
+			rc[r].pr[k].zero = z > 0 && b >= a ? z : 0;
+			rows += rc[r].pr[k].rows + rc[r].pr[k].zero;
+			poff += p->size;
+		}
+		const tpc_ckpt *rk = &sp->rank[en->stage * tp + r];
+		const tpc_tensor *rt = &rk->t[en->rank_ix[r]];
+		if (rt->nbytes != outer * (uint64_t)rows * inner || rt->dtype != t->dtype)
+			ret = 1;
+	}
+	if (ret)
+		goto out;
+	if ((ret = tpc_hash_begin(&h0, sp->checksum, e)))
+		goto out;
+	for (int r = 0; r < tp && !ret; r++)
+		if (en->same_as[r] == r)
+			ret = tpc_hash_begin(&rc[r].h, sp->checksum, e);
+	if (ret)
+		goto out;
+	const uint8_t *base = m->data + t->offset;
+	uint64_t npieces = outer * (uint64_t)s->nparts;
+	for (uint64_t w0 = 0; w0 < nb; w0 += HASH_WINDOW) {
+		uint64_t w1 = nb - w0 < HASH_WINDOW ? nb : w0 + HASH_WINDOW;
+		tpc_hash_update(&h0, base + w0, (size_t)(w1 - w0));
+		for (int r = 0; r < tp; r++) {
+			rank_cursor *c = &rc[r];
+			if (en->same_as[r] != r)
+				continue;
+			while (c->piece < npieces) {
+				const part_rows *pr = &c->pr[c->piece % (uint64_t)s->nparts];
+				uint64_t off = c->piece / (uint64_t)s->nparts * block + (uint64_t)pr->at * inner;
+				uint64_t len = (uint64_t)pr->rows * inner;
+				uint64_t lo = off + c->done > w0 ? off + c->done : w0, hi = off + len < w1 ? off + len : w1;
+				if (hi > lo) {
+					tpc_hash_update(&c->h, base + lo, (size_t)(hi - lo));
+					c->done = hi - off;
+				}
+				if (c->done < len)
+					break; /* the rest of this piece lies in a later window */
+				feed_zeros(&c->h, (uint64_t)pr->zero * inner);
+				c->piece++;
+				c->done = 0;
+			}
+		}
+		tpc_map_drop(m, t->offset + w0, w1 - w0);
+	}
+	tpc_hash_final(&h0, en->hash);
+	for (int r = 0; r < tp; r++)
+		if (en->same_as[r] == r)
+			tpc_hash_final(&rc[r].h, en->rank_hash[r]);
+out:
+	tpc_hash_release(&h0);
+	for (int r = 0; r < tp; r++)
+		tpc_hash_release(&rc[r].h);
+	free(rc);
+	return ret;
+}
+
+/* One work item: tensor i in one pass (r == -2), or the streaming path's
+ * original (r == -1) or distinct rank slice r. */
+static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
+{
+	tpc_shard_entry *en = &sp->t[i];
+	if (r == -2) {
+		int ret = hash_one_pass(sp, en, e);
+		if (ret != 1)
+			return ret;
+		/* not the view the pass assumed: stream everything */
+		if ((ret = tpc__hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e)))
+			return ret;
+		for (int q = 0; q < sp->tp && !ret; q++) {
+			const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + q];
+			if (en->same_as[q] == q)
+				ret = tpc__hash_tensor(rk, &rk->t[en->rank_ix[q]], sp->checksum, en->rank_hash[q], e);
+		}
+		return ret;
+	}
+	if (r < 0)
+		return tpc__hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e);
+	if (en->split.dim < 0 || en->same_as[r] != r)
+		return 0;
+	const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
+	return tpc__hash_tensor(rk, &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
+}
+
+int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
+{
+	typedef struct item {
+		size_t i;
+		int r;
+	} item;
+	item *it = NULL;
+	size_t n = 0;
+	int ret = 0;
+	for (size_t i = 0; i < sp->n; i++) {
+		free(sp->t[i].rank_hash);
+		sp->t[i].hashed = false;
+		if (!(sp->t[i].rank_hash = tpc_calloc((size_t)sp->tp, TPC_HASH_MAX)))
+			return tpc_err_nomem(e);
+	}
+	if (!(it = tpc_calloc(sp->n * (size_t)(sp->tp + 1) + 1, sizeof(*it))))
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < sp->n; i++) {
+		tpc_shard_entry *en = &sp->t[i];
+		if (one_pass_ok(sp, en)) {
+			it[n++] = (item){i, -2};
+			continue;
+		}
+		for (int r = -1; r < sp->tp; r++)
+			if (r < 0 || (en->split.dim >= 0 && en->same_as[r] == r))
+				it[n++] = (item){i, r};
+	}
+	/* in file order: the reads of neighbouring threads stay close together */
+	int64_t ni = (int64_t)n;
+	int64_t bad = -1;
+	tpc_err first;
+	tpc_err_init(&first);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+	for (int64_t k = 0; k < ni; k++) {
+		int64_t b;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+		b = bad;
+		if (b >= 0)
+			continue;
+		tpc_err le;
+		tpc_err_init(&le);
+		if (hash_item(sp, it[k].i, it[k].r, &le)) {
+#ifdef _OPENMP
+#pragma omp critical(tpc_shard_hash_err)
+#endif
+			{
+				if (bad < 0 || k < bad) {
+					first = le;
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+					bad = k;
+				}
+			}
+		}
+	}
+	free(it);
+	if (bad >= 0) {
+		*e = first;
+		return first.code ? first.code : TPC_EIO;
+	}
+	for (size_t i = 0; i < sp->n; i++) {
+		tpc_shard_entry *en = &sp->t[i];
+		en->hashed = true;
+		for (int r = 0; r < sp->tp; r++) {
+			if (en->split.dim < 0)
+				memcpy(en->rank_hash[r], en->hash, TPC_HASH_MAX);
+			else if (en->same_as[r] != r)
+				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], TPC_HASH_MAX);
+		}
+	}
+	return ret;
+}
