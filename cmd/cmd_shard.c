@@ -466,7 +466,7 @@ int cmd_shard(int argc, char **argv)
 			goto done; /* under mpirun, process 0 shows the plan */
 		tpc_buf b = TPC_BUF_INIT;
 		if (json)
-			tpc_manifest_render(&sp, &b);
+			tpc_shard_manifest_render(&sp, &b);
 		else
 			tpc_shard_describe(&sp, &b, isatty(STDOUT_FILENO));
 		if (b.oom) {

@@ -6,108 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpc_config.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
 #define MAX_EXACT 9007199254740992.0
-
-static void json_shape(tpc_buf *b, int ndim, const int64_t *shape)
-{
-	tpc_buf_addc(b, '[');
-	for (int d = 0; d < ndim; d++)
-		tpc_buf_addf(b, d ? ", %lld" : "%lld", (long long)shape[d]);
-	tpc_buf_addc(b, ']');
-}
-
-static void json_hash(tpc_buf *b, const uint8_t *h, size_t n)
-{
-	char hx[2 * TPC_HASH_MAX + 1];
-	tpc_hex(h, n, hx);
-	tpc_buf_addf(b, "\"%s\"", hx);
-}
-
-void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
-{
-	const tpc_model_facts *f = &sp->facts;
-	const tpc_ckpt *in = sp->in;
-	int nr = sp->tp * sp->pp;
-	bool hashes = sp->checksum != TPC_HASH_NONE && sp->n && sp->t[0].hashed;
-	if (!sp->n)
-		hashes = sp->checksum != TPC_HASH_NONE;
-	const char *hname = tpc_hash_name(hashes ? sp->checksum : TPC_HASH_NONE);
-	size_t hlen = tpc_hash_len(sp->checksum);
-	tpc_buf_addf(b, "{\n  \"tpconv_manifest\": 1,\n  \"tool\": \"tpconv %s\",\n  \"set_id\": \"%s\",\n", TPC_VERSION,
-		     sp->set_id);
-	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp, sp->pp,
-		     sp->layout->name, sp->format);
-	tpc_buf_addf(b, "  \"checksum\": \"%s\",\n  \"model\": {", hname);
-	{
-		const char *k[] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "layers"};
-		int64_t v[] = {f->heads, f->kv_heads, f->head_dim, f->hidden, f->vocab, sp->layers ? sp->layers : f->layers};
-		bool first = true;
-		for (int i = 0; i < 6; i++)
-			if (v[i]) {
-				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", k[i], (long long)v[i]);
-				first = false;
-			}
-		if (tpc_ff_act_name(f->ff_act))
-			tpc_buf_addf(b, "%s\"activation_fn\": \"%s\"", first ? "" : ", ", tpc_ff_act_name(f->ff_act));
-	}
-	tpc_buf_addf(b, "},\n  \"plan\": %s,\n  \"metadata\": {", sp->plan->json ? sp->plan->json : "null");
-	bool mfirst = true;
-	for (size_t i = 0; i < in->nmeta; i++) {
-		if (!strncmp(in->meta_k[i], "tpconv.", 7) && strcmp(in->meta_k[i], "tpconv.tree"))
-			continue; /* a resharded set's own rank metadata */
-		tpc_buf_adds(b, mfirst ? "" : ", ");
-		mfirst = false;
-		tpc_buf_json_str(b, in->meta_k[i], strlen(in->meta_k[i]), false);
-		tpc_buf_adds(b, ": ");
-		tpc_buf_json_str(b, in->meta_v[i], strlen(in->meta_v[i]), false);
-	}
-	tpc_buf_adds(b, "},\n  \"ranks\": [\n");
-	for (int r = 0; r < nr; r++) {
-		uint64_t bytes = 0;
-		for (size_t i = 0; i < sp->rank[r].n; i++)
-			bytes += sp->rank[r].t[i].nbytes;
-		tpc_buf_addf(b, "    {\"rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"file\": ", r, r % sp->tp, r / sp->tp);
-		tpc_buf_json_str(b, sp->rank_file[r], strlen(sp->rank_file[r]), false);
-		tpc_buf_addf(b, ", \"tensors\": %zu, \"bytes\": %llu}%s\n", sp->rank[r].n, (unsigned long long)bytes,
-			     r + 1 < nr ? "," : "");
-	}
-	tpc_buf_adds(b, "  ],\n  \"tensors\": [\n");
-	for (size_t i = 0; i < sp->n; i++) {
-		const tpc_shard_entry *en = &sp->t[i];
-		const tpc_tensor *t = &in->t[en->in];
-		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp].t[en->rank_ix[0]];
-		const tpc_split *s = &en->split;
-		tpc_buf_adds(b, "    {\"name\": ");
-		tpc_buf_json_str(b, t->name, strlen(t->name), false);
-		tpc_buf_addf(b, ", \"dtype\": \"%s\", \"shape\": ", tpc_dtype_name(t->dtype));
-		json_shape(b, t->ndim, t->shape);
-		tpc_buf_addf(b, ", \"stage\": %d, \"split\": \"%s\", \"dim\": %d, \"rule\": %d, \"matched\": %s, \"row_bias\": %s, \"parts\": [",
-			     en->stage, s->dim < 0 ? "replicate" : tpc_split_kind_name(s->kind), s->dim, s->rule,
-			     en->matched ? "true" : "false", s->row_bias ? "true" : "false");
-		for (int k = 0; s->dim >= 0 && k < s->nparts; k++)
-			tpc_buf_addf(b, "%s{\"size\": %lld, \"pad\": %lld, \"heads\": %lld, \"replicas\": %d}", k ? ", " : "",
-				     (long long)s->part[k].size, (long long)s->part[k].pad, (long long)s->part[k].heads,
-				     s->part[k].replicas);
-		tpc_buf_adds(b, "], \"rank_shape\": ");
-		json_shape(b, rt->ndim, rt->shape);
-		if (hashes && en->hashed) {
-			tpc_buf_addf(b, ", \"%s\": ", hname);
-			json_hash(b, en->hash, hlen);
-			tpc_buf_addf(b, ", \"rank_%s\": [", hname);
-			for (int r = 0; r < sp->tp; r++) {
-				tpc_buf_adds(b, r ? ", " : "");
-				json_hash(b, en->rank_hash[r], hlen);
-			}
-			tpc_buf_addc(b, ']');
-		}
-		tpc_buf_addf(b, "}%s\n", i + 1 < sp->n ? "," : "");
-	}
-	tpc_buf_adds(b, "  ]\n}\n");
-}
 
 /* ---- reading ---- */
 

@@ -81,10 +81,13 @@
 #include "tpc_dtype.h"
 #include "tpc_err.h"
 #include "tpc_hash.h"
+#include "tpc_layout.h"
 #include "tpc_plan.h"
-#include "tpc_shard.h"
 
+#define TPC_MANIFEST_NAME "tpconv-manifest.json"
 #define TPC_MANIFEST_MAX_BYTES (1u << 30)
+#define TPC_MAX_TP 4096
+#define TPC_MAX_RANKS 65536
 
 typedef struct tpc_manifest_tensor {
 	char *name;
@@ -112,8 +115,6 @@ typedef struct tpc_manifest {
 	size_t n;
 } tpc_manifest;
 
-/* The manifest text of a written plan (checksums included when computed). */
-void tpc_manifest_render(const tpc_shard_plan *sp, tpc_buf *out);
 
 /* Parse and validate (untrusted input: every size, index and name checked). */
 int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e);

@@ -1274,7 +1274,7 @@ static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *op
 	if (ret)
 		return ret;
 	tpc_buf mb = TPC_BUF_INIT;
-	tpc_manifest_render(sp, &mb);
+	tpc_shard_manifest_render(sp, &mb);
 	if (mb.oom)
 		ret = tpc_err_nomem(e);
 	else

@@ -47,12 +47,10 @@
 #include "tpc_err.h"
 #include "tpc_format.h"
 #include "tpc_layout.h"
+#include "tpc_manifest.h"
 #include "tpc_plan.h"
 #include "tpc_progress.h"
 
-#define TPC_MANIFEST_NAME "tpconv-manifest.json"
-#define TPC_MAX_TP 4096
-#define TPC_MAX_RANKS 65536
 
 typedef struct tpc_shard_opts {
 	int tp, pp;
@@ -120,6 +118,10 @@ typedef struct tpc_shard_plan {
 int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan,
 			 const tpc_model_facts *facts, const tpc_shard_opts *o, tpc_err *e);
 void tpc_shard_plan_release(tpc_shard_plan *sp);
+
+/* The manifest of this plan (tpc_manifest.h schema; checksums included when
+ * computed): what tpc_shard_write writes last, and `shard --dry-run --json`. */
+void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *out);
 
 /* The --dry-run text: per tensor the split and rank shape, per rank the file,
  * tensors, bytes and a bar against the largest rank (Unicode blocks when

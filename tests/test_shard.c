@@ -241,7 +241,7 @@ static void test_manifest_bad(void **st)
 	o.pp = 1;
 	tpc_err_init(&e);
 	assert_int_equal(tpc_shard_plan_build(&sp, &ck, &p, &FACTS, &o, &e), 0);
-	tpc_manifest_render(&sp, &b);
+	tpc_shard_manifest_render(&sp, &b);
 	tpc_manifest m;
 	assert_int_equal(tpc_manifest_from_buffer(&m, b.p, b.len, "m.json", &e), 0);
 	assert_int_equal(m.tp, 2);
