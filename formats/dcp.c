@@ -11,6 +11,7 @@
 #include "formats.h"
 #include "pickle.h"
 #include "torch.h"
+#include "tpc_extras.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -632,29 +633,6 @@ static int place(tpc_value *root, const tpc_value *path, tpc_value *v, tpc_err *
 
 #define MEGATRON_LATEST "latest_checkpointed_iteration.txt"
 
-/* The iteration folder the save folder's tracker file names, or NULL. */
-static char *megatron_iter_dir(const char *dir)
-{
-	char *t = tpc_path_join(dir, MEGATRON_LATEST), *text = NULL, *out = NULL;
-	size_t len;
-	tpc_err e2;
-	tpc_err_init(&e2);
-	if (t && tpc_exists(t) && !tpc_read_file(t, 4096, &text, &len, &e2)) {
-		char name[32];
-		char *end;
-		while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
-			text[--len] = '\0';
-		unsigned long long it = strtoull(text, &end, 10);
-		if (!strcmp(text, "release"))
-			out = tpc_path_join(dir, "release");
-		else if (len && !*end && it <= 9999999999ull && snprintf(name, sizeof(name), "iter_%07llu", it) > 0)
-			out = tpc_path_join(dir, name);
-	}
-	free(t);
-	free(text);
-	return out;
-}
-
 static bool has_entry_prefix(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
@@ -811,7 +789,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 	memset(&m, 0, sizeof(m));
 	/* a Megatron save folder: its latest iteration */
 	char *own = tpc_path_join(dir, TPC_DCP_META);
-	if (own && !tpc_exists(own) && (iter = megatron_iter_dir(dir))) {
+	if (own && !tpc_exists(own) && (iter = tpc_extras_megatron_iter(dir))) {
 		dir = iter;
 		if (has_entry_prefix(dir, "mp_rank_")) {
 			free(own);
@@ -1053,7 +1031,7 @@ static int dcp_detect(const char *path, const uint8_t *head, size_t n)
 	char *m = tpc_path_join(path, TPC_DCP_META), *iter = NULL;
 	int score = 0;
 	FILE *f = m ? fopen(m, "rb") : NULL;
-	if (!f && (iter = megatron_iter_dir(path))) {
+	if (!f && (iter = tpc_extras_megatron_iter(path))) {
 		/* a Megatron save folder; legacy ones too, so the reader can say what they are */
 		free(m);
 		m = tpc_path_join(iter, TPC_DCP_META);

@@ -973,6 +973,17 @@ out:
 	return ret;
 }
 
+static void reader_release(reader *r)
+{
+	for (size_t i = 0; i < r->np; i++) {
+		free(r->p[i].shape);
+		tpc_value_unref(r->p[i].meta);
+	}
+	free(r->p);
+	free(r->legacy_numel);
+	tpc__strmap_release(&r->keys);
+}
+
 /* Read the torch file that is source `src` of ck (a mapping or owned memory). */
 static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_open_opts *o,
 			  tpc_err *e)
@@ -1009,13 +1020,7 @@ static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_ope
 	}
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
-	for (size_t i = 0; i < r.np; i++) {
-		free(r.p[i].shape);
-		tpc_value_unref(r.p[i].meta);
-	}
-	free(r.p);
-	free(r.legacy_numel);
-	tpc__strmap_release(&r.keys);
+	reader_release(&r);
 	return ret;
 }
 
@@ -1050,13 +1055,7 @@ int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, cons
 				  (unsigned long long)off);
 	else
 		ret = open_zip(&r, &win, e);
-	for (size_t i = 0; i < r.np; i++) {
-		free(r.p[i].shape);
-		tpc_value_unref(r.p[i].meta);
-	}
-	free(r.p);
-	free(r.legacy_numel);
-	tpc__strmap_release(&r.keys);
+	reader_release(&r);
 	if (ret) {
 		tpc_value_unref(*root);
 		*root = NULL;

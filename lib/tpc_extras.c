@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,6 +28,27 @@ bool tpc_extras_is_companion(const char *name)
 		if (ends_with(name, weights[i]))
 			return false;
 	return strcmp(name, "tpconv-manifest.json") != 0;
+}
+
+char *tpc_extras_megatron_iter(const char *dir)
+{
+	char *t = tpc_path_join(dir, "latest_checkpointed_iteration.txt"), *text = NULL, *out = NULL;
+	size_t len;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (t && tpc_exists(t) && !tpc_read_file(t, 4096, &text, &len, &e)) {
+		char name[32], *end;
+		while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
+			text[--len] = '\0';
+		unsigned long long it = strtoull(text, &end, 10);
+		if (!strcmp(text, "release"))
+			out = tpc_path_join(dir, "release");
+		else if (len && !*end && it <= 9999999999ull && snprintf(name, sizeof(name), "iter_%07llu", it) > 0)
+			out = tpc_path_join(dir, name);
+	}
+	free(t);
+	free(text);
+	return out;
 }
 
 char *tpc_extras_source_dir(const char *in)

@@ -37,6 +37,11 @@ typedef struct tpc_extras_opts {
 	const char *only;          /* copy just this companion (a layout's required file), or NULL */
 } tpc_extras_opts;
 
+/* A Megatron save folder's latest iteration: `dir`/latest_checkpointed_iteration.txt
+ * names a number N (iter_{N:07d}) or "release". The folder's path (malloc'd, not
+ * checked to exist), or NULL when there is no such file or it says neither. */
+char *tpc_extras_megatron_iter(const char *dir);
+
 /* Is `name` (a base name) a companion file? */
 bool tpc_extras_is_companion(const char *name);
 

@@ -48,6 +48,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_format.h"
+#include "tpc_extras.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
 #include "tpc_shard.h"
@@ -587,27 +588,6 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 
 /* ---- sets Megatron wrote ---- */
 
-static char *iter_dir(const char *dir)
-{
-	char *t = tpc_path_join(dir, TRACKER), *text = NULL, *out = NULL;
-	size_t len;
-	tpc_err e2;
-	tpc_err_init(&e2);
-	if (t && tpc_exists(t) && !tpc_read_file(t, 4096, &text, &len, &e2)) {
-		char name[32], *end;
-		while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r'))
-			text[--len] = '\0';
-		unsigned long long it = strtoull(text, &end, 10);
-		if (!strcmp(text, "release"))
-			out = tpc_path_join(dir, "release");
-		else if (len && !*end && it <= 9999999999ull && snprintf(name, sizeof(name), "iter_%07llu", it) > 0)
-			out = tpc_path_join(dir, name);
-	}
-	free(t);
-	free(text);
-	return out;
-}
-
 static bool parse_rank_dir(const char *n, int *t, int *p)
 {
 	int a, b, k = -1;
@@ -627,7 +607,7 @@ static bool parse_rank_dir(const char *n, int *t, int *p)
 
 static bool detect_dir(const char *dir)
 {
-	char *it = iter_dir(dir);
+	char *it = tpc_extras_megatron_iter(dir);
 	bool yes = false;
 	DIR *d = it ? opendir(it) : NULL;
 	struct dirent *de;
@@ -643,7 +623,7 @@ static bool detect_dir(const char *dir)
 
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
-	char *it = iter_dir(dir);
+	char *it = tpc_extras_megatron_iter(dir);
 	int maxt = -1, maxp = -1;
 	DIR *d = it ? opendir(it) : NULL;
 	struct dirent *de;
@@ -669,7 +649,7 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 
 static char *rank_path(const char *dir, int t, int p, int tp)
 {
-	char *it = iter_dir(dir), buf[64], *out = NULL;
+	char *it = tpc_extras_megatron_iter(dir), buf[64], *out = NULL;
 	(void)tp;
 	if (!it)
 		return tpc_path_join(dir, "release/mp_rank_00/" RANK_FILE);
