@@ -190,6 +190,11 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "convert", total);
 	wo.progress = &prog;
 	double t0 = tpc_now();
+	size_t kept = 0;
+	if (sharded && !(wo.flags & TPC_W_FORCE)) {
+		wo.flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
+		wo.kept = &kept;
+	}
 	if (tpc_cli_job.on) {
 		/* under mpirun: the shards divided among the processes; process 0 goes on */
 		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_ckpt, &ck, &ck, outf, sharded, out, &wo)) ||
@@ -201,10 +206,14 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		goto out;
 	}
 	tpc_progress_end(&prog);
+	if (kept && tpc_cli_verbose >= 0)
+		fprintf(stderr, "tpconv: resumed: kept %zu shard file%s an interrupted run left (every tensor byte-equal), wrote the rest\n",
+			kept, kept == 1 ? "" : "s");
 	/* a model folder's companions (config, tokenizer...) go beside a folder output */
 	char *srcdir = (!no_extras && tpc_is_dir(out)) ? tpc_extras_source_dir(in) : NULL;
 	if (srcdir) {
-		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+		/* a resumed folder's companions (an interrupted run copied them) are refreshed */
+		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
 		tpc_dtype fdt = TPC_DT_INVALID;
 		bool cast = false, one = true;
 		for (size_t i = 0; i < ck.n; i++) {

@@ -215,6 +215,11 @@ int cmd_merge(int argc, char **argv)
 	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "merge", total);
 	wo.progress = &prog;
 	double t0 = tpc_now();
+	size_t kept = 0;
+	if (sharded && !(wo.flags & TPC_W_FORCE)) {
+		wo.flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
+		wo.kept = &kept;
+	}
 	if (tpc_cli_job.on) {
 		/* under mpirun: the shards divided among the processes; process 0 goes on */
 		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_merged, &mg, &mg.out, outf, sharded, out, &wo)) ||
@@ -226,12 +231,16 @@ int cmd_merge(int argc, char **argv)
 		goto done;
 	}
 	tpc_progress_end(&prog);
+	if (kept && tpc_cli_verbose >= 0)
+		fprintf(stderr, "tpconv: resumed: kept %zu shard file%s an interrupted run left (every tensor byte-equal), wrote the rest\n",
+			kept, kept == 1 ? "" : "s");
 	/* the model's companion files (config, tokenizer) go with an HF folder; a
 	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
 	if (sharded && !no_extras) {
 		/* the layout says where the set keeps the model's companions
 		 * (TensorRT-LLM: its config.json loses the mapping again) */
-		tpc_extras_opts xo = {(wo.flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+		/* a resumed folder's companions (an interrupted run copied them) are refreshed */
+		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
 		const char *from = !mg.layout ? dir /* a DCP folder: its config beside the items */
 				   : tpc_layout_merge_extras(mg.layout, dir, mg.nranks > 0 && mg.rank ? mg.rank[0].path : NULL, &xo);
 		if (from && tpc_extras_copy(from, out, &xo, NULL, &e)) {

@@ -432,6 +432,29 @@ int tpc_hf_shard_paths(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, cons
 	return ret;
 }
 
+/* Does the file at `path` hold exactly tensors sel[0..n) of ck, byte for byte? */
+static bool shard_same(const tpc_ckpt *ck, const int64_t *sel, size_t n, const char *path)
+{
+	tpc_ckpt f;
+	tpc_err e;
+	bool same;
+	tpc_ckpt_init(&f);
+	tpc_err_init(&e);
+	same = !tpc_ckpt_open(&f, path, NULL, &e) && f.n == n;
+	for (size_t k = 0; same && k < n; k++) {
+		const tpc_tensor *a = &ck->t[sel[k]];
+		int64_t j = tpc_ckpt_find(&f, a->name);
+		uint8_t ha[TPC_HASH_MAX], hb[TPC_HASH_MAX];
+		same = j >= 0 && f.t[j].dtype == a->dtype && f.t[j].ndim == a->ndim &&
+		       !memcmp(f.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t)) &&
+		       !tpc_ckpt_hash_tensor(ck, a, TPC_HASH_XXH3_128, ha, &e) &&
+		       !tpc_ckpt_hash_tensor(&f, &f.t[j], TPC_HASH_XXH3_128, hb, &e) &&
+		       !memcmp(ha, hb, tpc_hash_len(TPC_HASH_XXH3_128));
+	}
+	tpc_ckpt_release(&f);
+	return same;
+}
+
 static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir,
 		    const tpc_write_opts *o, tpc_err *e)
 {
@@ -457,6 +480,15 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	if (!written || !ours) {
 		ret = tpc_err_nomem(e);
 		goto out;
+	}
+	/* resume only an interrupted run's folder: several shards and no index yet */
+	bool resume = false;
+	if (o && (o->flags & TPC_W_RESUME) && !(o->flags & TPC_W_FORCE) && p.nshard > 1 && !index_only) {
+		char iname[256];
+		snprintf(iname, sizeof(iname), "%s%s.index.json", p.prefix, p.ext);
+		char *ip = tpc_path_join(dir, iname);
+		resume = ip && !tpc_exists(ip);
+		free(ip);
 	}
 	tpc_buf_adds(&idx, "{\n  \"metadata\": {\n");
 	tpc_buf_addf(&idx, "    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)p.total);
@@ -487,7 +519,16 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 			}
 			continue;
 		}
-		ret = inner->write(ck, p.all + p.start[s], p.start[s + 1] - p.start[s], path, o, e);
+		tpc_write_opts wr = o ? *o : (tpc_write_opts){0};
+		if (resume && tpc_exists(path)) {
+			if (shard_same(ck, p.all + p.start[s], p.start[s + 1] - p.start[s], path)) {
+				if (o->kept)
+					(*o->kept)++;
+				continue; /* an interrupted run's shard, exactly this one: kept */
+			}
+			wr.flags |= TPC_W_FORCE; /* an interrupted run's, not this one: replaced */
+		}
+		ret = inner->write(ck, p.all + p.start[s], p.start[s + 1] - p.start[s], path, &wr, e);
 		ours[s] = !ret;
 	}
 	if (!ret && p.nshard > 1 && !no_index) {

@@ -49,6 +49,9 @@ enum {
 	TPC_W_DEDUP_TIED = 1u << 1, /* safetensors: keep one copy of tied tensors, record aliases */
 	TPC_W_NO_INDEX = 1u << 2,   /* HF sharding: write the shards, not the index */
 	TPC_W_INDEX_ONLY = 1u << 3, /* HF sharding: write only the index; every shard must exist */
+	TPC_W_RESUME = 1u << 4,     /* HF sharding, several shards, no index yet (an interrupted run):
+				     * a shard already there is kept when every tensor is byte-equal
+				     * to what would be written, else replaced (*kept counts) */
 };
 
 typedef struct tpc_write_opts {
@@ -66,6 +69,7 @@ typedef struct tpc_write_opts {
 	 * core while the file was written. NULL: none. */
 	int (*before_commit)(void *ctx, tpc_err *e);
 	void *before_commit_ctx;
+	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
 } tpc_write_opts;
 
 typedef struct tpc_format {

@@ -2,11 +2,11 @@
 # Interrupts, many of them (TAP): shard, merge and convert to HF shards, each with
 # 4 writer threads on a machine kept busy by a spinning process, get SIGINT, SIGTERM
 # or SIGHUP after a random delay, a few hundred times in all (bounded by
-# INTERRUPT_SECONDS, default 90). After every interrupt: no temporary
+# INTERRUPT_SECONDS, default 120). After every interrupt: no temporary
 # (.NAME.tpc-XXXXXX) anywhere, every file under a final name complete (tpconv reads
 # it), and a manifest only over a complete set. An interrupted shard run again
 # without --force resumes: the rank files it kept and wrote equal an uninterrupted
-# run's byte for byte. Prints its seed (TPC_SEED=N replays the delays).
+# run's byte for byte; so does an interrupted merge or convert to HF shards. Prints its seed (TPC_SEED=N replays the delays).
 # usage: interrupt_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1")
@@ -19,7 +19,7 @@ bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in
 SEED=${TPC_SEED:-$RANDOM}
 RANDOM=$SEED
 echo "# seed $SEED"
-LIMIT=${INTERRUPT_SECONDS:-90}
+LIMIT=${INTERRUPT_SECONDS:-120}
 
 # a ~48 MB LLaMA-shaped safetensors model and its config (no torch needed)
 mkdir -p "$T/model"
@@ -54,6 +54,8 @@ EOF
 export OMP_NUM_THREADS=4
 # the uninterrupted references
 "$TPCONV" shard "$T/model" --preset llama --tp 4 -o "$T/ref" -q || { echo "1..0 # SKIP reference shard failed"; exit 0; }
+"$TPCONV" merge "$T/ref" -o "$T/ref_merge/" --max-shard-size 8MB -q && "$TPCONV" convert "$T/model" -o "$T/ref_convert/" --max-shard-size 8MB -q ||
+  { echo "1..0 # SKIP reference merge/convert failed"; exit 0; }
 # keep the machine busy
 python3 -c 'import time; t=time.time()+600
 while time.time() < t: pass' & BUSY=$!
@@ -100,6 +102,18 @@ while [ $(( $(date +%s) - start )) -lt "$LIMIT" ]; do
       stale[$what]=1; echo "# resume failed: $(cat "$T/resume.err")"
     fi
   fi
+  if [ "$what" != shard ] && [ -d "$O" ] && [ ! -e "$O/model.safetensors.index.json" ]; then
+    # resume an interrupted HF-shards output: the same command again, no --force
+    if [ "$what" = merge ]; then "$TPCONV" merge "$T/ref" -o "$O/" --max-shard-size 8MB -q 2>"$T/resume.err"
+    else "$TPCONV" convert "$T/model" -o "$O/" --max-shard-size 8MB -q 2>"$T/resume.err"; fi
+    if [ $? = 0 ]; then
+      same=1
+      for f in "$T/ref_$what"/model*; do cmp -s "$f" "$O/$(basename "$f")" || same=0; done
+      [ $same = 1 ] && resumed[$what]=$(( ${resumed[$what]:-0} + 1 )) || { stale[$what]=1; echo "# resumed $what differs: $O"; }
+    else
+      stale[$what]=1; echo "# resume of $what failed: $(cat "$T/resume.err")"
+    fi
+  fi
   rm -rf "$O" "$O.check.safetensors"
 done
 kill $BUSY 2>/dev/null; BUSY=""
@@ -114,6 +128,10 @@ done
 [ "${stale[shard]:-0}" = 0 ] && [ "${resumed[ok]:-0}" -gt 0 ] &&
   ok "an interrupted shard run again without --force resumed ${resumed[ok]} times, each set byte-equal to an uninterrupted one" ||
   bad "resume" "resumed ${resumed[ok]:-0}, failures ${stale[shard]:-0}"
-[ "$total" -ge 50 ] && ok "$total interrupts in ${LIMIT}s" || bad "only $total interrupts ran in ${LIMIT}s"
+for w in merge convert; do
+  [ "${stale[$w]:-0}" = 0 ] && ok "an interrupted $w to HF shards run again without --force completed ${resumed[$w]:-0} times, byte-equal to an uninterrupted one" ||
+    bad "$w resume" "resumed ${resumed[$w]:-0}"
+done
+[ "$total" -ge 20 ] && ok "$total interrupts in ${LIMIT}s" || bad "only $total interrupts ran in ${LIMIT}s"
 echo "1..$n"
 [ "$failed" = 0 ]
