@@ -9,9 +9,11 @@
  * cache, feeds the original's hash and every distinct rank's hash at once:
  * one read of the input (from the page cache the rank copies just filled)
  * instead of two, which is what hashing cost when SHA-256 was not the
- * bottleneck. Tensors that are not a plain contiguous run of input bytes (a
- * pending cast, a view, byte-swapped or assembled data) keep the streaming
- * path, one item per original and per distinct rank slice. */
+ * bottleneck. A plain run of a mapped file is hashed in place; anything else
+ * (a view, byte-swapped, or assembled from a set's rank files when
+ * resharding) is read window by window into a buffer first. Tensors with a
+ * pending cast or of sub-byte elements keep the streaming path, one item per
+ * original and per distinct rank slice. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,16 +55,35 @@ static void feed_zeros(tpc_hash *h, uint64_t n)
 	}
 }
 
-/* Can tensor i be hashed in one pass over its input bytes? */
+/* Can tensor i be hashed in one pass over its input bytes? Any split tensor
+ * of whole-byte elements without a pending cast (the writer's image is then
+ * the input's bytes). */
 static bool one_pass_ok(const tpc_shard_plan *sp, const tpc_shard_entry *en)
 {
 	const tpc_tensor *t = &sp->in->t[en->in];
-	const tpc_map *m = tpc_ckpt_source(sp->in, t->src);
-	if (en->split.dim < 0 || !m || t->nparts || t->dtype != t->src_dtype || !t->numel ||
-	    (t->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP | TPC_TF_NODATA)) || tpc_dtype_bits(t->dtype) % 8 ||
-	    !tpc_tensor_is_contiguous(t) || t->offset > m->size || t->nbytes > m->size - t->offset)
-		return false;
-	return en->split.dim < t->ndim;
+	return en->split.dim >= 0 && en->split.dim < t->ndim && t->dtype == t->src_dtype && t->numel &&
+	       !(t->flags & TPC_TF_NODATA) && tpc_dtype_bits(t->dtype) % 8 == 0;
+}
+
+/* Are t's bytes one run of its source mapping (read in place)? Otherwise (a
+ * view, byte-swapped, zeros, or assembled from parts as a reshard's input is)
+ * each window is read into a buffer. */
+static bool in_place(const tpc_tensor *t, const tpc_map *m)
+{
+	return m && !t->nparts && !(t->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP)) && tpc_tensor_is_contiguous(t) &&
+	       t->offset <= m->size && t->nbytes <= m->size - t->offset;
+}
+
+/* Drop the input pages behind rows [r0, r1) of t (dim 0). */
+static void drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
+{
+	tpc_tensor sub;
+	if (r1 <= r0)
+		return;
+	if (tpc_tensor_narrow(&sub, t, 0, r0, r1 - r0))
+		return;
+	tpc__drop_tensor(ck, &sub);
+	tpc_tensor_release(&sub);
 }
 
 /* The original and every distinct rank slice of en in one pass. Returns 1
@@ -77,8 +98,13 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	uint64_t es = tpc_dtype_bits(t->dtype) / 8, inner = es, outer = 1;
 	rank_cursor *rc = tpc_calloc((size_t)tp, sizeof(*rc));
 	tpc_hash h0 = {TPC_HASH_NONE, NULL};
-	if (!rc)
+	bool direct = in_place(t, m);
+	uint8_t *buf = direct ? NULL : tpc_malloc(HASH_WINDOW);
+	if (!rc || (!direct && !buf)) {
+		free(rc);
+		free(buf);
 		return tpc_err_nomem(e);
+	}
 	for (int k = d + 1; k < t->ndim; k++)
 		inner *= (uint64_t)t->shape[k];
 	for (int k = 0; k < d; k++)
@@ -120,11 +146,16 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 			ret = tpc_hash_begin(&rc[r].h, sp->checksum, e);
 	if (ret)
 		goto out;
-	const uint8_t *base = m->data + t->offset;
 	uint64_t npieces = outer * (uint64_t)s->nparts;
-	for (uint64_t w0 = 0; w0 < nb; w0 += HASH_WINDOW) {
+	uint64_t row = t->shape[0] ? nb / (uint64_t)t->shape[0] : 0;
+	int64_t dropped = 0; /* rows whose pages are dropped (buffered reads) */
+	for (uint64_t w0 = 0; w0 < nb && !ret; w0 += HASH_WINDOW) {
 		uint64_t w1 = nb - w0 < HASH_WINDOW ? nb : w0 + HASH_WINDOW;
-		tpc_hash_update(&h0, base + w0, (size_t)(w1 - w0));
+		/* win[x - w0] is byte x of the tensor */
+		const uint8_t *win = direct ? m->data + t->offset + w0 : buf;
+		if (!direct && (ret = tpc_ckpt_read_bytes(sp->in, t, w0, w1 - w0, buf, e)))
+			break;
+		tpc_hash_update(&h0, win, (size_t)(w1 - w0));
 		for (int r = 0; r < tp; r++) {
 			rank_cursor *c = &rc[r];
 			if (en->same_as[r] != r)
@@ -135,7 +166,7 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 				uint64_t len = (uint64_t)pr->rows * inner;
 				uint64_t lo = off + c->done > w0 ? off + c->done : w0, hi = off + len < w1 ? off + len : w1;
 				if (hi > lo) {
-					tpc_hash_update(&c->h, base + lo, (size_t)(hi - lo));
+					tpc_hash_update(&c->h, win + (lo - w0), (size_t)(hi - lo));
 					c->done = hi - off;
 				}
 				if (c->done < len)
@@ -145,8 +176,18 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 				c->done = 0;
 			}
 		}
-		tpc_map_drop(m, t->offset + w0, w1 - w0);
+		if (direct) {
+			tpc_map_drop(m, t->offset + w0, w1 - w0);
+		} else if (row && (w1 == nb || w1 - (uint64_t)dropped * row >= 8 * (uint64_t)HASH_WINDOW)) {
+			int64_t upto = (int64_t)(w1 / row); /* whole rows done */
+			drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
+			dropped = upto;
+		}
 	}
+	if (ret)
+		goto out;
+	if (!direct && !row)
+		tpc__drop_tensor(sp->in, t);
 	tpc_hash_final(&h0, en->hash);
 	for (int r = 0; r < tp; r++)
 		if (en->same_as[r] == r)
@@ -156,6 +197,7 @@ out:
 	for (int r = 0; r < tp; r++)
 		tpc_hash_release(&rc[r].h);
 	free(rc);
+	free(buf);
 	return ret;
 }
 

@@ -156,6 +156,10 @@ if $PY -c 'import xxhash' 2>/dev/null; then
   # tp 8: KV heads replicated on two ranks, vocab rows zero-padded
   $PY "$T/cksum.py" "$T/rt_llama_8_tpconv_safetensors" "$M/llama/model.safetensors" xxh3-128 2>"$T/err" &&
     ok "manifest checksums of replicated KV heads and padded vocab slices equal python's" || bad "llama tp8 xxh3-128 vs python xxhash" "$(cat "$T/err")"
+  # a reshard hashes tensors assembled from the input set's rank files
+  run "$TPCONV" shard "$T/rt_llama_8_tpconv_safetensors" --tp 2 -o "$T/ck_re2" -q
+  [ "$rc" = 0 ] && $PY "$T/cksum.py" "$T/ck_re2" "$M/llama/model.safetensors" xxh3-128 2>"$T/err" &&
+    ok "reshard tp 8 -> 2: manifest checksums equal python's" || bad "reshard checksums vs python xxhash" "$(cat "$T/err")"
 else
   skip "manifest xxh3-128 vs python xxhash" "no python3-xxhash"
 fi
