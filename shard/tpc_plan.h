@@ -86,6 +86,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpc_buf.h"
 #include "tpc_err.h"
 
 #define TPC_PLAN_MAX_PARTS 16
@@ -275,5 +276,11 @@ int tpc_plan_resolve(const tpc_plan *p, const tpc_model_facts *f, const char *na
 int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers);
 /* Layer index in `name` per the plan's "layers" patterns, or -1. */
 int64_t tpc_plan_layer(const tpc_plan *p, const char *name);
+
+/* A plan (JSON text, into `out`) from a transformers tensor-parallel plan: a
+ * config.json with "base_model_tp_plan" (its model facts go into the plan) or
+ * the plan dict alone; see tpc_hfplan.c for the styles. An unknown or
+ * unsupported style (expert parallelism) is TPC_EINPUT naming it. */
+int tpc_plan_from_hf(const char *text, size_t len, const char *path, tpc_buf *out, tpc_err *e);
 
 #endif
