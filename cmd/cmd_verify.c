@@ -387,7 +387,12 @@ int cmd_verify(int argc, char **argv)
 			goto fail;
 		have_plan = true;
 	}
-	if ((ret = tpc_cli_facts(&flags, config, ref_path, have_man ? &man.facts : NULL, have_plan ? &plan : NULL,
+	/* a set without a manifest may record its model facts itself (Megatron's args) */
+	tpc_model_facts own;
+	memset(&own, 0, sizeof(own));
+	if (!have_man && layout && layout->foreign_facts)
+		layout->foreign_facts(dir, &own);
+	if ((ret = tpc_cli_facts(&flags, config, ref_path, have_man ? &man.facts : &own, have_plan ? &plan : NULL,
 				 &facts, &e)))
 		goto fail;
 	if (have_plan) {

@@ -38,6 +38,10 @@ S=$T/foreign && cp -r "$T/llama_2_2" "$S" && rm "$S/tpconv-manifest.json"
 run "$TPCONV" merge "$S" --preset llama --vocab 1000 -o "$S.merged.safetensors" -q
 [ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.merged.safetensors" &&
   ok "a Megatron-written set (no manifest) merges bit-exactly with --preset llama --vocab" || bad "foreign merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+S1=$T/foreign1 && cp -r "$T/llama_2_1" "$S1" && rm "$S1/tpconv-manifest.json"
+run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$S1" --preset llama --ranks 2
+[ "$rc" = 0 ] && ok "verify of a Megatron-written set takes the head counts from its args ($(tail -n 1 "$T/out" | sed 's/^# //'))" ||
+  bad "foreign verify" "exit $rc" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 run "$TPCONV" inspect "$S"
 [ "$rc" = 0 ] && grep -q "layout megatron, no tpconv manifest" "$T/out" && ok "inspect names a Megatron set" || bad "inspect" "$(head -3 "$T/out" "$T/err")"
 # reshard straight from Megatron into vLLM's layout
