@@ -172,6 +172,23 @@ bool tpc_utf8_valid(const char *s, size_t n)
 	return true;
 }
 
+void tpc_buf_xml_str(tpc_buf *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		switch (c) {
+		case '<': tpc_buf_adds(b, "&lt;"); break;
+		case '>': tpc_buf_adds(b, "&gt;"); break;
+		case '&': tpc_buf_adds(b, "&amp;"); break;
+		case '"': tpc_buf_adds(b, "&quot;"); break;
+		case '\'': tpc_buf_adds(b, "&apos;"); break;
+		default:
+			/* XML 1.0 has no control characters but tab and newline */
+			tpc_buf_addc(b, (c < 0x20 && c != '\t' && c != '\n') ? '?' : (char)c);
+		}
+	}
+}
+
 void tpc_buf_json_str(tpc_buf *b, const char *s, size_t n, bool ascii)
 {
 	const unsigned char *p = (const unsigned char *)s;

@@ -686,23 +686,6 @@ void tpc_diff_report_json(const tpc_diff *d, const char *label_a, const char *la
 	tpc_buf_adds(b, d->n ? "\n  ]\n}\n" : "]\n}\n");
 }
 
-static void xml_str(tpc_buf *b, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		switch (c) {
-		case '<': tpc_buf_adds(b, "&lt;"); break;
-		case '>': tpc_buf_adds(b, "&gt;"); break;
-		case '&': tpc_buf_adds(b, "&amp;"); break;
-		case '"': tpc_buf_adds(b, "&quot;"); break;
-		case '\'': tpc_buf_adds(b, "&apos;"); break;
-		default:
-			/* XML 1.0 has no control characters but tab and newline */
-			tpc_buf_addc(b, (c < 0x20 && c != '\t' && c != '\n') ? '?' : (char)c);
-		}
-	}
-}
-
 void tpc_diff_report_junit(const tpc_diff *d, const char *label_a, const char *label_b, tpc_buf *b)
 {
 	size_t nfail = d->ndiffer + d->nonly_a + d->nonly_b;
@@ -712,14 +695,14 @@ void tpc_diff_report_junit(const tpc_diff *d, const char *label_a, const char *l
 	tpc_buf_addf(b, "  <testsuite name=\"tpconv-diff\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\" time=\"%.3f\">\n",
 		     d->n, nfail, d->seconds);
 	tpc_buf_adds(b, "    <properties><property name=\"a\" value=\"");
-	xml_str(b, label_a, strlen(label_a));
+	tpc_buf_xml_str(b, label_a, strlen(label_a));
 	tpc_buf_adds(b, "\"/><property name=\"b\" value=\"");
-	xml_str(b, label_b, strlen(label_b));
+	tpc_buf_xml_str(b, label_b, strlen(label_b));
 	tpc_buf_adds(b, "\"/></properties>\n");
 	for (size_t i = 0; i < d->n; i++) {
 		const tpc_diff_entry *x = &d->e[i];
 		tpc_buf_adds(b, "    <testcase classname=\"diff\" name=\"");
-		xml_str(b, x->name, strlen(x->name));
+		tpc_buf_xml_str(b, x->name, strlen(x->name));
 		tpc_buf_adds(b, "\" time=\"0\"");
 		if (x->kind == TPC_DIFF_EQUAL || x->kind == TPC_DIFF_CLOSE) {
 			tpc_buf_adds(b, "/>\n");
@@ -728,7 +711,7 @@ void tpc_diff_report_junit(const tpc_diff *d, const char *label_a, const char *l
 		tpc_buf msg = TPC_BUF_INIT;
 		entry_msg(&msg, x);
 		tpc_buf_addf(b, ">\n      <failure type=\"%s\" message=\"", tpc_diff_kind_name(x->kind));
-		xml_str(b, msg.p ? msg.p : "", msg.len);
+		tpc_buf_xml_str(b, msg.p ? msg.p : "", msg.len);
 		tpc_buf_adds(b, "\"/>\n    </testcase>\n");
 		tpc_buf_release(&msg);
 	}

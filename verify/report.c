@@ -142,23 +142,6 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 	tpc_buf_adds(b, rep->n ? "\n  ]\n}\n" : "]\n}\n");
 }
 
-static void xml_str(tpc_buf *b, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		switch (c) {
-		case '<': tpc_buf_adds(b, "&lt;"); break;
-		case '>': tpc_buf_adds(b, "&gt;"); break;
-		case '&': tpc_buf_adds(b, "&amp;"); break;
-		case '"': tpc_buf_adds(b, "&quot;"); break;
-		case '\'': tpc_buf_adds(b, "&apos;"); break;
-		default:
-			/* XML 1.0 has no control characters but tab and newline */
-			tpc_buf_addc(b, (c < 0x20 && c != '\t' && c != '\n') ? '?' : (char)c);
-		}
-	}
-}
-
 void tpc_verify_report_junit(const tpc_verify_report *rep, tpc_buf *b)
 {
 	tpc_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -175,7 +158,7 @@ void tpc_verify_report_junit(const tpc_verify_report *rep, tpc_buf *b)
 	for (size_t i = 0; i < rep->n; i++) {
 		const tpc_vresult *r = &rep->r[i];
 		tpc_buf_addf(b, "    <testcase classname=\"%s\" name=\"", tpc_vcheck_name((tpc_vcheck)r->kind));
-		xml_str(b, r->name);
+		tpc_buf_xml_str(b, r->name, strlen(r->name));
 		tpc_buf_adds(b, "\" time=\"0\"");
 		if (r->status == TPC_VR_PASS) {
 			tpc_buf_adds(b, "/>\n");
@@ -184,11 +167,11 @@ void tpc_verify_report_junit(const tpc_verify_report *rep, tpc_buf *b)
 		tpc_buf_adds(b, ">\n");
 		if (r->status == TPC_VR_SKIP) {
 			tpc_buf_adds(b, "      <skipped message=\"");
-			xml_str(b, r->msg);
+			tpc_buf_xml_str(b, r->msg, strlen(r->msg));
 			tpc_buf_adds(b, "\"/>\n");
 		} else {
 			tpc_buf_adds(b, "      <failure type=\"mismatch\" message=\"");
-			xml_str(b, r->msg);
+			tpc_buf_xml_str(b, r->msg, strlen(r->msg));
 			tpc_buf_addf(b, "\">max abs %.9g, max rel %.9g, %llu of %llu differ", r->max_abs, r->max_rel,
 				     (unsigned long long)r->mismatches, (unsigned long long)r->elements);
 			for (int d = 0; d < r->ndiff; d++)
