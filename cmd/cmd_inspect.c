@@ -259,8 +259,14 @@ int cmd_inspect(int argc, char **argv)
 	if (json) {
 		tpc_buf_adds(&out, "{\"path\":");
 		tpc_buf_json_str(&out, path, strlen(path), false);
-		tpc_buf_addf(&out, ",\"format\":\"%s\",\"files\":%zu%s,\"metadata\":{", ck.format ? ck.format : "?",
-			     ck.nsrc, set_json);
+		tpc_buf_addf(&out, ",\"format\":\"%s\",\"files\":%zu%s,", ck.format ? ck.format : "?", ck.nsrc,
+			     set_json);
+		if (ck.about) {
+			tpc_buf_adds(&out, "\"about\":");
+			tpc_buf_json_str(&out, ck.about, strlen(ck.about), false);
+			tpc_buf_addc(&out, ',');
+		}
+		tpc_buf_adds(&out, "\"metadata\":{");
 		for (size_t i = 0; i < ck.nmeta; i++) {
 			if (i)
 				tpc_buf_addc(&out, ',');
@@ -275,6 +281,13 @@ int cmd_inspect(int argc, char **argv)
 		printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", path,
 		       ck.format ? ck.format : "?", ck.nsrc, ck.nsrc == 1 ? "" : "s", ck.n,
 		       (unsigned long long)params, tpc_fmt_size(bytes, sz, sizeof(sz)));
+		for (const char *a = ck.about; a && *a;) {
+			/* the reader's account: framework, ranks, model and optimizer state */
+			const char *nl = strchr(a, '\n');
+			int len = nl ? (int)(nl - a) : (int)strlen(a);
+			printf("# %.*s\n", len, a);
+			a += len + (nl ? 1 : 0);
+		}
 		for (size_t i = 0; i < ck.nmeta; i++)
 			printf("# metadata %s = %s\n", ck.meta_k[i], ck.meta_v[i]);
 	}

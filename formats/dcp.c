@@ -84,30 +84,9 @@ static const tpc_value *field(const tpc_value *obj, const char *k)
 	return s && s->kind == TPC_V_DICT ? tpc_value_get(s, k) : NULL;
 }
 
-/* torch.Size((a, b, ...)) (or a plain tuple/list of ints) into out[*nd]. */
 static bool get_size(const tpc_value *v, int64_t *out, int *nd)
 {
-	if (v && v->kind == TPC_V_CALL && v->n >= 2 && v->items[0]->kind == TPC_V_GLOBAL &&
-	    !strcmp(v->items[0]->str, "torch.Size")) {
-		const tpc_value *a = v->items[1];
-		if (a->kind != TPC_V_TUPLE)
-			return false;
-		if (a->n == 0) {
-			*nd = 0;
-			return true;
-		}
-		v = a->items[0];
-	}
-	if (!v || (v->kind != TPC_V_TUPLE && v->kind != TPC_V_LIST) || v->n > TPC_MAX_NDIM)
-		return false;
-	for (size_t i = 0; i < v->n; i++) {
-		const tpc_value *x = v->items[i];
-		if (x->kind != TPC_V_INT || x->ival < 0 || x->ival > MAX_DIM_SIZE)
-			return false;
-		out[i] = x->ival;
-	}
-	*nd = (int)v->n;
-	return true;
+	return tpc__torch_size(v, out, nd, MAX_DIM_SIZE);
 }
 
 static bool get_u64(const tpc_value *v, uint64_t *out)

@@ -7,4 +7,5 @@ void tpc_formats_register_all(void)
 	tpc_format_register(&tpc_fmt_hf_index);
 	tpc_format_register(&tpc_fmt_torch);
 	tpc_format_register(&tpc_fmt_dcp);
+	tpc_format_register(&tpc_fmt_deepspeed);
 }

@@ -10,7 +10,8 @@
  *                `*.index.json` with a weight_map naming shard files of any
  *                registered format; written as model-0000N-of-0000M.* + index
  *   torch        torch.save files: zip (>= 1.6) and legacy (FORMATS.md §1, §2)
- *   dcp          PyTorch Distributed Checkpoint folders, read (dcp.h)
+ *   dcp          PyTorch Distributed Checkpoint folders, read and written (dcp.h)
+ *   deepspeed    DeepSpeed ZeRO 1/2/3 folders, read as the consolidated model (deepspeed.h)
  *
  * safetensors layout (FORMATS.md §3.1):
  *   1. u64 LE N          header length (N <= 100 000 000)
@@ -33,6 +34,7 @@ extern const tpc_format tpc_fmt_safetensors;
 extern const tpc_format tpc_fmt_hf_index;
 extern const tpc_format tpc_fmt_torch;
 extern const tpc_format tpc_fmt_dcp;
+extern const tpc_format tpc_fmt_deepspeed;
 
 #define TPC_ST_MAX_HEADER 100000000ull
 

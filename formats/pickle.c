@@ -10,6 +10,7 @@
  */
 #include "pickle.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -80,6 +81,7 @@ typedef struct vm {
 	uint64_t objects;
 	uint64_t walk_budget;
 	tpc_value *newobj, *newobj_ex; /* copyreg.__newobj__ / __newobj_ex__ */
+	bool getattr_seen; /* builtins.getattr pushed: check_shape checks its uses */
 } vm;
 
 #define BAD(m, ...) \
@@ -715,7 +717,14 @@ static int op_global(vm *m, const char *ms, size_t mn, const char *ns, size_t nn
 	tpc_pickle_map_name(&module, &name);
 	if ((ret = record_global(m, module, name, cls)))
 		goto out;
-	if (cls == TPC_PICKLE_DANGEROUS && m->o->policy != TPC_PICKLE_ALLOW_ALL) {
+	/* Python >= 3.11 pickles an enum member as getattr(EnumClass, 'name')
+	 * (DeepSpeed's ZeroStageEnum): accepted under the default policy, and
+	 * check_shape then refuses every other use of getattr in the result. */
+	bool enum_getattr = cls == TPC_PICKLE_DANGEROUS && m->o->policy == TPC_PICKLE_REFUSE_DANGEROUS &&
+			    !strcmp(module, "builtins") && !strcmp(name, "getattr");
+	if (enum_getattr)
+		m->getattr_seen = true;
+	else if (cls == TPC_PICKLE_DANGEROUS && m->o->policy != TPC_PICKLE_ALLOW_ALL) {
 		ret = BAD(m, "pickle %s: refusing global '%s.%s': it can run code or reach the system",
 			  m->opn, module, name);
 		goto out;
@@ -1362,6 +1371,42 @@ typedef struct sframe {
 	uint64_t depth, size;
 } sframe;
 
+static bool is_getattr(const tpc_value *v)
+{
+	return v && v->kind == TPC_V_GLOBAL && !strcmp(v->str, "builtins.getattr");
+}
+
+static bool identifier(const tpc_value *v)
+{
+	if (!v || v->kind != TPC_V_STR || !v->len || v->len > 256 || isdigit((unsigned char)v->str[0]))
+		return false;
+	for (size_t i = 0; i < v->len; i++)
+		if (!isalnum((unsigned char)v->str[i]) && v->str[i] != '_')
+			return false;
+	return true;
+}
+
+/* CALL[getattr, (GLOBAL class, 'member')] with no BUILD state, where the
+ * class is neither a builtin nor a dangerous global and the member is a
+ * public name: what an enum member pickles as. getattr(object,
+ * '__subclasses__'), the first step of the classic exploit chain, is not. */
+static bool enum_member(const tpc_value *v)
+{
+	if (v->kind != TPC_V_CALL || v->n != 2 || v->items[1]->kind != TPC_V_TUPLE || v->items[1]->n != 2)
+		return false;
+	const tpc_value *cls = v->items[1]->items[0], *mem = v->items[1]->items[1];
+	if (cls->kind != TPC_V_GLOBAL || !identifier(mem) || mem->str[0] == '_')
+		return false;
+	const char *name;
+	size_t ml = tpc_value_global_split(cls, &name);
+	char mod[256];
+	if (ml >= sizeof(mod))
+		return false;
+	memcpy(mod, cls->str, ml);
+	mod[ml] = '\0';
+	return strcmp(mod, "builtins") && tpc_pickle_global_class(mod, name) != TPC_PICKLE_DANGEROUS;
+}
+
 static int check_shape(vm *m, const tpc_value *root)
 {
 	int ret = 0;
@@ -1370,6 +1415,10 @@ static int check_shape(vm *m, const tpc_value *root)
 	size_t ninfo = 0, icap = 0;
 	sframe *st = NULL;
 	size_t n = 0, cap = 0;
+	if (m->getattr_seen && is_getattr(root)) {
+		ret = BAD(m, "pickle result uses builtins.getattr other than as getattr(class, 'member') (a pickled enum member): refused, it can run code");
+		goto out;
+	}
 	if (!has_children(root))
 		goto out;
 	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st))) {
@@ -1380,8 +1429,15 @@ static int check_shape(vm *m, const tpc_value *root)
 	while (n) {
 		sframe *f = &st[n - 1];
 		if (f->j < nchildren(f->v)) {
+			size_t slot = f->j;
 			const tpc_value *c = child_at(f->v, f->j++);
 			uint64_t cd = 0, cs = 1, *at;
+			if (m->getattr_seen && ((is_getattr(c) && !(slot == 0 && enum_member(f->v))) ||
+						(slot == 0 && f->v->kind == TPC_V_CALL && c->kind == TPC_V_CALL && c->n &&
+						 is_getattr(c->items[0])))) {
+				ret = BAD(m, "pickle result uses builtins.getattr other than as getattr(class, 'member') (a pickled enum member): refused, it can run code");
+				goto out;
+			}
 			if (c && has_children(c)) {
 				at = c->refs == 1 ? NULL : tpc__u64map_get(&done, (uintptr_t)c);
 				if (!at) {

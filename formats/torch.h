@@ -54,6 +54,11 @@ int tpc__torch_walk_from(tpc_value **root, const char *prefix, tpc__leaf_fn fn, 
 int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, const char *path, const char *prefix,
 			 bool strict_globals, tpc_value **root, tpc_err *e);
 
+/* torch.Size((a, b, ...)) as the VM leaves it (a CALL of torch.Size), or a
+ * plain tuple/list of ints, into out[*nd]; false unless every size is an
+ * int in [0, max_dim] and there are at most TPC_MAX_NDIM. */
+bool tpc__torch_size(const tpc_value *v, int64_t *out, int *nd, int64_t max_dim);
+
 /* Does ck->root still name exactly ck's tensors, in order (no rename, drop
  * or reorder happened since reading)? Then writers can emit the tree. */
 bool tpc__torch_tree_matches(const tpc_ckpt *ck);

@@ -1024,6 +1024,32 @@ static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_ope
 	return ret;
 }
 
+/* torch.Size((a, b, ...)) (or a plain tuple/list of ints) into out[*nd]. */
+bool tpc__torch_size(const tpc_value *v, int64_t *out, int *nd, int64_t max_dim)
+{
+	if (v && v->kind == TPC_V_CALL && v->n >= 2 && v->items[0]->kind == TPC_V_GLOBAL &&
+	    !strcmp(v->items[0]->str, "torch.Size")) {
+		const tpc_value *a = v->items[1];
+		if (a->kind != TPC_V_TUPLE)
+			return false;
+		if (a->n == 0) {
+			*nd = 0;
+			return true;
+		}
+		v = a->items[0];
+	}
+	if (!v || (v->kind != TPC_V_TUPLE && v->kind != TPC_V_LIST) || v->n > TPC_MAX_NDIM)
+		return false;
+	for (size_t i = 0; i < v->n; i++) {
+		const tpc_value *x = v->items[i];
+		if (x->kind != TPC_V_INT || x->ival < 0 || x->ival > max_dim)
+			return false;
+		out[i] = x->ival;
+	}
+	*nd = (int)v->n;
+	return true;
+}
+
 int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, const char *path, const char *prefix,
 			 bool strict_globals, tpc_value **root, tpc_err *e)
 {

@@ -128,6 +128,7 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 	}
 	free(ck->meta_k);
 	free(ck->meta_v);
+	free(ck->about);
 	tpc_value_unref(ck->root);
 	free(ck->format);
 	free(ck->hidden_note);
@@ -406,6 +407,155 @@ bad:
 	return -1;
 }
 
+/* ---- tensors cut from flat pieces (tpc_tensor_init_flat) ---- */
+
+typedef struct flat_ctx {
+	const tpc_tensor *pc;
+	int np;
+	int64_t *start;               /* np + 1 entries: element where piece p begins */
+	int ndim;
+	const int64_t *shape;
+	int64_t rows[TPC_MAX_NDIM + 1]; /* rows[L]: elements of one index at level L */
+} flat_ctx;
+
+/* The non-empty piece holding element `at`. */
+static int flat_piece(const flat_ctx *c, int64_t at)
+{
+	int lo = 0, hi = c->np - 1;
+	while (lo < hi) {
+		int mid = lo + (hi - lo + 1) / 2;
+		if (c->start[mid] <= at)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	while (lo < c->np - 1 && c->start[lo + 1] <= at)
+		lo++; /* past empty pieces */
+	return lo;
+}
+
+/* A view of `shp` (ndim entries) starting at element `at`, inside piece p. */
+static int flat_view(const flat_ctx *c, int p, int64_t at, const int64_t *shp, tpc_tensor *out)
+{
+	const tpc_tensor *pc = &c->pc[p];
+	if ((pc->flags & TPC_TF_ZERO) || pc->src < 0) {
+		if (tpc_tensor_init_zero(out, pc->src_dtype, c->ndim, shp))
+			return -1;
+		out->dtype = pc->dtype;
+		return tensor_sizes(out);
+	}
+	*out = *pc;
+	out->name = NULL;
+	out->parts = NULL;
+	out->nparts = 0;
+	out->meta = NULL;
+	out->storage = -1;
+	out->storage_offset = 0;
+	out->alias_of = -1;
+	if (alloc_shape(out, c->ndim))
+		return -1;
+	if (c->ndim)
+		memcpy(out->shape, shp, (size_t)c->ndim * sizeof(int64_t));
+	tpc_tensor_set_contiguous(out);
+	out->offset = pc->offset + (uint64_t)(at - c->start[p]) * tpc_dtype_size(pc->src_dtype);
+	if (tensor_sizes(out)) {
+		tpc_tensor_release(out);
+		return -1;
+	}
+	return 0;
+}
+
+/* The block [i0, .., i_{L-1}, :, ..] that begins at element `base`, as a
+ * tensor of shape [1]*L + shape[L:]. */
+static int flat_block(const flat_ctx *c, int L, int64_t base, tpc_tensor *out)
+{
+	int64_t shp[TPC_MAX_NDIM];
+	for (int d = 0; d < c->ndim; d++)
+		shp[d] = d < L ? 1 : c->shape[d];
+	int p = flat_piece(c, base);
+	if (L >= c->ndim || base + c->rows[L] <= c->start[p + 1])
+		return flat_view(c, p, base, shp, out);
+	tpc_tensor *parts = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+	int64_t r1 = c->rows[L + 1];
+	for (int64_t j = 0; j < c->shape[L] && !ret;) {
+		int64_t b = base + j * r1;
+		int q = flat_piece(c, b);
+		if (tpc_grow((void **)&parts, &cap, n + 1, sizeof(*parts))) {
+			ret = -1;
+			break;
+		}
+		if (b + r1 <= c->start[q + 1]) {
+			/* whole indices of dim L inside piece q: one view */
+			int64_t cnt = (c->start[q + 1] - b) / r1;
+			if (cnt > c->shape[L] - j)
+				cnt = c->shape[L] - j;
+			shp[L] = cnt;
+			ret = flat_view(c, q, b, shp, &parts[n]);
+			shp[L] = c->shape[L];
+			j += cnt;
+		} else {
+			ret = flat_block(c, L + 1, b, &parts[n]); /* an index cut by a piece boundary */
+			j++;
+		}
+		if (!ret)
+			n++;
+	}
+	if (!ret && tpc_tensor_init_cat(out, parts, (int)n, L))
+		ret = -1;
+	for (size_t i = 0; i < n; i++)
+		tpc_tensor_release(&parts[i]);
+	free(parts);
+	return ret;
+}
+
+int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const tpc_tensor *pieces, int npieces)
+{
+	flat_ctx c;
+	uint64_t total = 0, want = 1;
+	int ret;
+	memset(dst, 0, sizeof(*dst));
+	if (ndim < 0 || ndim > TPC_MAX_NDIM || npieces < 1 || !pieces)
+		return -1;
+	tpc_dtype sd = pieces[0].src_dtype;
+	if (tpc_dtype_bits(sd) % 8)
+		return -1;
+	for (int d = 0; d < ndim; d++)
+		if (shape[d] < 0 || tpc_mul_u64(want, (uint64_t)shape[d], &want))
+			return -1;
+	for (int i = 0; i < npieces; i++) {
+		const tpc_tensor *pc = &pieces[i];
+		if (pc->ndim != 1 || pc->nparts || pc->src_dtype != sd || pc->dtype != pieces[0].dtype ||
+		    (pc->numel > 1 && pc->stride[0] != 1) || tpc_add_u64(total, pc->numel, &total))
+			return -1;
+	}
+	if (total != want || want > (uint64_t)INT64_MAX)
+		return -1;
+	if (want == 0) {
+		if (tpc_tensor_init_zero(dst, sd, ndim, shape))
+			return -1;
+		dst->dtype = pieces[0].dtype;
+		dst->flags = 0;
+		return tensor_sizes(dst);
+	}
+	memset(&c, 0, sizeof(c));
+	c.pc = pieces;
+	c.np = npieces;
+	c.ndim = ndim;
+	c.shape = shape;
+	c.rows[ndim] = 1;
+	for (int d = ndim - 1; d >= 0; d--)
+		c.rows[d] = c.rows[d + 1] * shape[d];
+	if (!(c.start = tpc_calloc((size_t)npieces + 1, sizeof(int64_t))))
+		return -1;
+	for (int i = 0; i < npieces; i++)
+		c.start[i + 1] = c.start[i] + (int64_t)pieces[i].numel;
+	ret = flat_block(&c, 0, 0, dst);
+	free(c.start);
+	return ret;
+}
+
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len)
 {
 	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim])
@@ -500,6 +650,15 @@ int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, 
 
 int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
 {
+	if (ck->t && t >= ck->t && t < ck->t + ck->n) {
+		/* a tensor of this checkpoint: adding may move the array under it */
+		tpc_tensor cp;
+		if (tpc_tensor_copy(&cp, t))
+			return tpc_err_nomem(e);
+		int64_t r = tpc_ckpt_add_copy(ck, name, &cp, e);
+		tpc_tensor_release(&cp);
+		return r;
+	}
 	int64_t ix = tpc_ckpt_add_tensor(ck, name, t->dtype, t->ndim, t->shape, t->stride, t->src,
 					 t->offset, e);
 	if (ix < 0)

@@ -102,6 +102,11 @@ typedef struct tpc_ckpt {
 	uint64_t hidden_tensors;
 	char *hidden_note;
 	char *path;            /* what was opened */
+	/* What the reader found, for `inspect`, when there is more to say than
+	 * the format: the framework, ranks, iteration, what is model state and
+	 * what optimizer state ("DeepSpeed ZeRO stage 3, 4 ranks, ..."). Lines
+	 * separated by '\n'; writers ignore it. NULL: nothing. */
+	char *about;
 	struct tpc__name_index *index;
 	struct tpc__name_index *meta_index; /* metadata keys -> meta_k index */
 } tpc_ckpt;
@@ -137,7 +142,8 @@ int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int
 int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
 			       const int64_t *shape, int cat_dim, const tpc_tensor *parts, int nparts,
 			       tpc_err *e);
-/* Add a tensor that is an exact copy (deep) of `t` under a new name. */
+/* Add a tensor that is an exact copy (deep) of `t` under a new name (`t` may
+ * be one of ck's own tensors). */
 int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
 
 /* Tensor values that are not in a checkpoint's list: views built by the
@@ -150,6 +156,18 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 /* Composite of parts along dim, as a free-standing value (parts deep-copied). */
 int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim);
 void tpc_tensor_release(tpc_tensor *t); /* frees shape and parts, not name */
+/*
+ * A C-contiguous tensor of `shape` whose elements, in C order, are the
+ * elements of pieces[0], then pieces[1], ... (their numels add up to the
+ * shape's): what DeepSpeed ZeRO keeps of a parameter, cut from flat buffers
+ * wherever a partition ends. Each piece is a 1-D C-contiguous view of a
+ * source (or a zero fill); the result is a view where one piece covers the
+ * whole tensor, else nested composites of views, cut on row boundaries where
+ * possible (at most a few parts per level for each piece boundary). Pieces
+ * share the result's src_dtype, which must be whole bytes. -1 on a bad
+ * argument or out of memory.
+ */
+int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const tpc_tensor *pieces, int npieces);
 
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
 			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e);

@@ -428,6 +428,39 @@ static void test_bad_stack(void **state)
 	expect_bad_opts("\x80\x02NNNN", 6, &o, "creates more than 3 values", 5);
 }
 
+/* Python >= 3.11 pickles an enum member as getattr(EnumClass, 'name')
+ * (DeepSpeed's ZeroStageEnum): accepted as data in that form only. */
+static void test_enum_getattr(void **state)
+{
+	(void)state;
+#define GA "\x80\x02" "cbuiltins\ngetattr\n"
+#define ZS "cdeepspeed.runtime.zero.config\nZeroStageEnum\n"
+	/* getattr(ZeroStageEnum, 'gradients') */
+	static const char member[] = GA ZS "X\x09\x00\x00\x00gradients\x86R.";
+	tpc_value *v = load_ok(member, sizeof(member) - 1, NULL);
+	assert_int_equal(v->kind, TPC_V_CALL);
+	assert_string_equal(v->items[0]->str, "builtins.getattr");
+	assert_string_equal(v->items[1]->items[0]->str, "deepspeed.runtime.zero.config.ZeroStageEnum");
+	tpc_value_unref(v);
+	/* strict (weights_only-like) still refuses getattr */
+	tpc_pickle_opts o;
+	tpc_pickle_opts_init(&o);
+	o.policy = TPC_PICKLE_REFUSE_UNKNOWN;
+	expect_bad_opts(member, sizeof(member) - 1, &o, "refusing global 'builtins.getattr'", -1);
+	/* a private member, a builtin class, a non-class object, a bare getattr,
+	 * getattr in a list, and an enum member called: all refused */
+	const char *msg = "uses builtins.getattr other than as getattr(class, 'member')";
+	BAD(GA ZS "X\x07\x00\x00\x00__dict_\x86R.", msg, -1);
+	BAD(GA "cbuiltins\nobject\nX\x0e\x00\x00\x00__subclasses__\x86R.", msg, -1);
+	BAD(GA "cbuiltins\nobject\nX\x04\x00\x00\x00mro_\x86R.", msg, -1);
+	BAD(GA "K\x01K\x02\x86X\x05\x00\x00\x00" "count\x86R.", msg, -1);
+	BAD(GA ".", msg, -1);
+	BAD(GA "\x94]h\x00" "a.", msg, -1);
+	BAD(GA ZS "X\x09\x00\x00\x00gradients\x86R)R.", msg, -1);
+#undef GA
+#undef ZS
+}
+
 static void test_bad_lengths(void **state)
 {
 	(void)state;
@@ -1441,6 +1474,7 @@ int main(void)
 		cmocka_unit_test(test_bad_memo),
 		cmocka_unit_test(test_bad_stack),
 		cmocka_unit_test(test_bad_lengths),
+		cmocka_unit_test(test_enum_getattr),
 		cmocka_unit_test(test_bad_opcodes),
 		cmocka_unit_test(test_bad_depth),
 		cmocka_unit_test(test_bad_shared_blowup),

@@ -43,9 +43,12 @@ static void run(const uint8_t *data, size_t size, tpc_pickle_policy pol)
 		FUZZ_CHECK(v == NULL);
 	} else {
 		FUZZ_CHECK(v != NULL && used >= 1 && used <= size && data[used - 1] == TPC_PK_STOP);
+		/* no dangerous global gets through, but getattr in the one form an
+		 * enum member pickles as (Python >= 3.11), under the default policy */
 		for (size_t i = 0; i < g.n; i++)
-			FUZZ_CHECK(pol == TPC_PICKLE_ALLOW_ALL ||
-				   g.v[i].cls != TPC_PICKLE_DANGEROUS);
+			FUZZ_CHECK(pol == TPC_PICKLE_ALLOW_ALL || g.v[i].cls != TPC_PICKLE_DANGEROUS ||
+				   (pol == TPC_PICKLE_REFUSE_DANGEROUS && !strcmp(g.v[i].module, "builtins") &&
+				    !strcmp(g.v[i].name, "getattr")));
 		if (pol == TPC_PICKLE_ALLOW_ALL) {
 			free(tpc_value_to_json(v, NULL, NULL));
 			tpc_buf b = TPC_BUF_INIT;

@@ -165,7 +165,7 @@ def pickle_cases():
         ('builtins_exec', pk(G('builtins', 'exec') + T(S('import os')) + REDUCE), 'convert @ -o @.out.safetensors', 3,
          "refusing global 'builtins.exec'"),
         ('builtins_getattr', pk(G('builtins', 'getattr') + T(G('builtins', 'object'), S('__subclasses__')) + REDUCE),
-         'inspect @', 3, "refusing global 'builtins.getattr'"),
+         'inspect @', 3, "uses builtins.getattr other than as getattr(class, 'member')"),
         ('subprocess_popen', pk(G('subprocess', 'Popen') + T(T(S('touch'), S('PWNED'))) + REDUCE), 'inspect @', 3,
          "refusing global 'subprocess.Popen'"),
         ('subprocess_check_output', pk(G('subprocess', 'check_output') + T(S('id')) + REDUCE), 'inspect @', 3,
