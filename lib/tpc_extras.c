@@ -27,7 +27,14 @@ bool tpc_extras_is_companion(const char *name)
 	for (int i = 0; weights[i]; i++)
 		if (ends_with(name, weights[i]))
 			return false;
-	return strcmp(name, "tpconv-manifest.json") != 0;
+	/* a training run's bookkeeping, not the model's: DeepSpeed's tag file and
+	 * consolidation script, Megatron's tracker, the Trainer's state */
+	static const char *const training[] = {"tpconv-manifest.json", "latest", "zero_to_fp32.py",
+					       "latest_checkpointed_iteration.txt", "trainer_state.json", NULL};
+	for (int i = 0; training[i]; i++)
+		if (!strcmp(name, training[i]))
+			return false;
+	return true;
 }
 
 char *tpc_extras_megatron_iter(const char *dir)

@@ -10,7 +10,9 @@
  *
  * What is a companion: every regular file directly in the folder that is not
  * a weight file (*.safetensors, *.bin, *.pt, *.pth, *.ckpt), not a weight
- * index (*.index.json), not a tpconv manifest and not hidden. Files are copied
+ * index (*.index.json), not a tpconv manifest, not a training run's bookkeeping
+ * (DeepSpeed's `latest` and zero_to_fp32.py, Megatron's
+ * latest_checkpointed_iteration.txt, trainer_state.json) and not hidden. Files are copied
  * byte for byte (atomically, refusing to overwrite without force), except
  * config.json when the caller asks for a change: `torch_dtype` after a cast,
  * extra top-level members (TensorRT-LLM's "mapping"), or members taken out

@@ -77,6 +77,13 @@ for tp in 2 4; do
     bad "shard tp $tp" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -4)" "$(grep -v pass "$T/vout" 2>/dev/null | head -3)"
 done
 
+# an HF folder from a Trainer checkpoint: config.json goes along, DeepSpeed's bookkeeping does not
+cp -r "$C" "$T/run"; cp "$T/config.json" "$T/run/"; echo '# consolidation script' >"$T/run/zero_to_fp32.py"
+run "$TPCONV" convert "$T/run" -o "$T/hf/" --max-shard-size 10kB
+[ "$rc" = 0 ] && [ -f "$T/hf/config.json" ] && [ -f "$T/hf/model.safetensors.index.json" ] && [ ! -e "$T/hf/latest" ] &&
+  [ ! -e "$T/hf/zero_to_fp32.py" ] && same "$T/hf" "$C.ref.pt" &&
+  ok "a Trainer folder to HF shards: config.json copied, latest and zero_to_fp32.py not" || bad "trainer to hf" "$(ls "$T/hf" 2>&1; cat "$T/err")"
+
 # a Trainer checkpoint folder: with consolidated weights beside, those are read
 cp -r "$C" "$T/trainer"
 "$TPCONV" convert "$C.ref.pt" -o "$T/trainer/model.safetensors" -q 2>/dev/null
