@@ -752,6 +752,41 @@ static char *layer_name(const char *fqn, size_t pre, int64_t l)
 	return tpc_buf_detach(&b, NULL);
 }
 
+/* What inspect says about the folder: framework, rank files, chunks per
+ * tensor, the iteration, what is model and what optimizer state. */
+static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool mcore, const char *iter, size_t nopt,
+		      bool selected)
+{
+	tpc_buf b;
+	size_t nt = 0, nb = 0, nc = 0, maxc = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		if (!m->e[i].tensor) {
+			nb++;
+			continue;
+		}
+		nt++;
+		nc += m->e[i].nc;
+		if (m->e[i].nc > maxc)
+			maxc = m->e[i].nc;
+	}
+	tpc_buf_init(&b);
+	if (mcore)
+		tpc_buf_addf(&b, "Megatron-Core torch_dist checkpoint%s%s (PyTorch DCP with Megatron's metadata.json)",
+			     iter ? " " : "", iter ? tpc_path_base(iter) : "");
+	else
+		tpc_buf_adds(&b, "PyTorch Distributed Checkpoint (torch.distributed.checkpoint)");
+	tpc_buf_addf(&b, "\n%zu .distcp file%s read: %zu tensor entries in %zu chunks (at most %zu per tensor), %zu non-tensor item%s",
+		     nfiles, nfiles == 1 ? "" : "s", nt, nc, maxc, nb, nb == 1 ? "" : "s");
+	if (mcore && !selected)
+		tpc_buf_addf(&b, "\noptimizer state: %zu entr%s left out (read %s with --select optimizer)", nopt, nopt == 1 ? "y" : "ies", nopt == 1 ? "it" : "them");
+	char *txt = tpc_buf_detach(&b, NULL);
+	if (txt) {
+		free(ck->about);
+		ck->about = txt;
+	}
+	tpc_buf_release(&b);
+}
+
 static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_err *e)
 {
 	tpc_dcp_meta m;
@@ -761,7 +796,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 	size_t len = 0, nfs = 0, capfs = 0;
 	file_src *fs = NULL;
 	tpc_value *root = NULL, **vals = NULL;
-	size_t first = ck->n;
+	size_t first = ck->n, nopt = 0;
 	int64_t *final_ix = NULL;
 	bool *keep = NULL;
 	int ret;
@@ -804,6 +839,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 		size_t kept = 0;
 		for (size_t i = 0; i < m.n; i++) {
 			if (!strncmp(m.e[i].fqn, "optimizer.", 10)) {
+				nopt++;
 				entry_release(&m.e[i]);
 				continue;
 			}
@@ -985,6 +1021,8 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 	root = NULL;
 	if (!ck->format && !(ck->format = tpc_strdup(mcore || m.mcore ? "megatron-torch_dist" : "dcp")))
 		ret = tpc_err_nomem(e);
+	if (!ret)
+		set_about(ck, &m, nfs, mcore || m.mcore, iter, nopt, o && o->select);
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
 out:

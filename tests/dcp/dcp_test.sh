@@ -147,5 +147,14 @@ check "missing:__1_0.distcp" "names item file '__1_0.distcp', which is missing"
 mkdir -p "$T/partial" && cp "$D/fsdp2/__0_0.distcp" "$T/partial/"
 run "$TPCONV" inspect "$T/partial"
 [ "$rc" = 3 ] && ok "a folder with items but no .metadata (a save in progress) is refused (exit 3)" || bad "partial" "exit $rc" "$(cat "$T/err")"
+# inspect's account of the folder: framework, files, chunks, what was left out
+run "$TPCONV" inspect "$D/fsdp4"
+[ "$rc" = 0 ] && grep -q '^# PyTorch Distributed Checkpoint (torch.distributed.checkpoint)$' "$T/out" &&
+  grep -q '^# 4 .distcp files read: 9 tensor entries in 33 chunks (at most 4 per tensor), 4 non-tensor items$' "$T/out" &&
+  ok "inspect says what a DCP folder holds: files, chunks per tensor, non-tensor items" || bad "inspect dcp account" "$(head -4 "$T/out")"
+run "$TPCONV" inspect "$D/megatron"
+[ "$rc" = 0 ] && grep -q '^# Megatron-Core torch_dist checkpoint iter_0000010 ' "$T/out" &&
+  grep -q '^# optimizer state: 1 entry left out (read it with --select optimizer)$' "$T/out" &&
+  ok "inspect says a Megatron folder's iteration and what optimizer state it left out" || bad "inspect megatron account" "$(head -5 "$T/out")"
 echo "1..$n"
 [ "$failed" = 0 ]
