@@ -26,7 +26,7 @@ DeepSpeed's own classes are stand-ins with DeepSpeed's module and class
 names, so the pickles name the same globals real ones do.
 
 usage: make_zero.py OUT_DIR --stage S --world W [--seed N] [--tag global_step14]
-       [--dtype bf16|f16] [--expected FILE.pt]
+       [--dtype bf16|f16] [--expected FILE.pt] [--from MODEL.pt] [--no-moments]
 """
 import argparse
 import enum
@@ -135,14 +135,27 @@ def groups_of(params, frozen):
     return [decay, nodecay]
 
 
+MOMENTS = True
+
+
 def adam_state(part):
+    if not MOMENTS:  # the bench: moments only cost disk (tpconv never reads them)
+        return {'step': torch.tensor(14.0)}
     return {'step': torch.tensor(14.0), 'exp_avg': torch.full_like(part, 0.5),
             'exp_avg_sq': torch.full_like(part, 0.25)}
 
 
-def save_zero(out, stage, world, seed, tag, low):
+def from_file(path):
+    """A model from a torch file (the bench's LLaMA): its tensors as the fp32
+    masters, every one trainable, no buffers, no ties."""
+    sd = torch.load(path)
+    params = OrderedDict((k, v.float()) for k, v in sd.items())
+    return params, OrderedDict(), [], OrderedDict()
+
+
+def save_zero(out, stage, world, seed, tag, low, src=None, moments=True):
     install_stand_ins()
-    params, buffers, frozen, shared = model_tensors(seed)
+    params, buffers, frozen, shared = from_file(src) if src else model_tensors(seed)
     groups = groups_of(params, frozen)
     d = os.path.join(out, tag)
     os.makedirs(d, exist_ok=True)
@@ -155,7 +168,8 @@ def save_zero(out, stage, world, seed, tag, low):
     module = OrderedDict()
     for n, t in params.items():
         module[n] = t.to(low) if stage < 3 else torch.empty(0, dtype=low)
-    module['lm_head.weight'] = module['model.embed_tokens.weight']
+    if 'model.embed_tokens.weight' in params and 'lm_head.weight' not in params:
+        module['lm_head.weight'] = module['model.embed_tokens.weight']
     for n, b in buffers.items():
         module[n] = b
 
@@ -188,13 +202,20 @@ def save_zero(out, stage, world, seed, tag, low):
                     cur, size = [], 0
             if cur:
                 subgroups.append(cur)
-        pieces = {}
-        for n, t in params.items():
-            flat = t.flatten()
-            pn = -(-flat.numel() // world)
-            flat = torch.cat([flat, torch.zeros(pn * world - flat.numel())])
-            pieces[n] = [flat[r * pn:(r + 1) * pn].clone() for r in range(world)]
-        parts = [[torch.cat([pieces[n][r] for n in sg]) for sg in subgroups] for r in range(world)]
+        # each rank's sub-group buffer, filled piece by piece (no second copy of the model)
+        parts = [[] for _ in range(world)]
+        for sg in subgroups:
+            pns = [-(-params[n].numel() // world) for n in sg]
+            bufs = [torch.zeros(sum(pns)) for _ in range(world)]
+            at = 0
+            for n, pn in zip(sg, pns):
+                flat = params[n].view(-1)
+                for r in range(world):
+                    piece = flat[r * pn:(r + 1) * pn]
+                    bufs[r][at:at + piece.numel()] = piece
+                at += pn
+            for r in range(world):
+                parts[r].append(bufs[r])
         param_shapes = [OrderedDict((n, params[n].shape) for n in sg) for sg in subgroups]
         model_files = {f'zero_pp_rank_{r}_mp_rank_00_model_states.pt': r for r in range(world)}
 
@@ -286,9 +307,13 @@ def main():
     ap.add_argument('--tag', default='global_step14')
     ap.add_argument('--dtype', default='bf16')
     ap.add_argument('--expected')
+    ap.add_argument('--from', dest='src', help='take the model from this torch file (fp32 masters)')
+    ap.add_argument('--no-moments', action='store_true', help='leave Adam\'s moments out of the optim files')
     a = ap.parse_args()
+    global MOMENTS
+    MOMENTS = not a.no_moments
     low = {'bf16': torch.bfloat16, 'f16': torch.float16}[a.dtype]
-    res = save_zero(a.out, a.stage, a.world, a.seed, a.tag, low)
+    res = save_zero(a.out, a.stage, a.world, a.seed, a.tag, low, a.src)
     if a.expected:
         torch.save(expected_state(*res, low), a.expected)
 
