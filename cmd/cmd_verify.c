@@ -109,9 +109,11 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const tpc_ckpt *r
 
 int tpc_varch_parse(const char *name, tpc_varch *out)
 {
-	static const char *const names[] = {"llama", "gpt2", "dit"};
-	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT};
-	for (size_t i = 0; i < 3; i++)
+	/* the llama family's presets share its structure (a plan's name picks the arch) */
+	static const char *const names[] = {"llama", "gpt2", "dit", "mistral", "qwen2", "gemma", "phi3"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT, TPC_VARCH_LLAMA,
+					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i])) {
 			*out = archs[i];
 			return 0;

@@ -13,30 +13,70 @@ typedef struct preset {
 	const char *name, *desc, *json;
 } preset;
 
+/* The LLaMA family's attention and dense MLP (HF names), shared by the dense
+ * presets and the mixture-of-experts ones. */
+#define LLAMA_STAGES \
+	"  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"first_stage\": [\"embed_tokens\\\\.\"],\n" \
+	"  \"last_stage\": [\"(^|\\\\.)norm\\\\.\", \"^lm_head\\\\.\"],\n"
+#define LLAMA_ATTN_RULES \
+	"    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n" \
+	"    {\"match\": \"self_attn\\\\.qkv_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": [\"q\", \"kv\", \"kv\"]},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n"
+#define LLAMA_MLP_RULES \
+	"    {\"match\": \"mlp\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"mlp\\\\.gate_up_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": 2},\n" \
+	"    {\"match\": \"mlp\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+#define LLAMA_EDGE_RULES \
+	"    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"(layernorm|(^|\\\\.)norm|(^|\\\\.)(q_norm|k_norm))\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n"
+#define LLAMA_JSON(NAME) \
+	"{\n" \
+	"  \"name\": \"" NAME "\",\n" \
+	"  \"description\": \"LLaMA, Mistral, Qwen2/Qwen3, Gemma, Phi-3 and similar decoders with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads, as TensorRT-LLM and vLLM do; head_dim from the config when it is not hidden/heads, as Gemma's), o_proj row, gate/up col, down row, embed_tokens and lm_head vocab-parallel; Qwen2-style q/k/v biases split with their weights; Qwen3 q_norm/k_norm replicated; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] (Phi-3) split per part.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+/* Mixture of experts with tensor parallelism inside every expert (vLLM's
+ * default for Mixtral and Qwen-MoE without --enable-expert-parallel:
+ * vllm/model_executor/layers/fused_moe/layer.py shards w13 on the output and
+ * w2 on the input per tp rank): each expert's w1/w3 (gate/up) col, w2 (down)
+ * row; the router, Qwen's shared-expert gate and DeepSeek-style score
+ * correction bias replicated; a shared expert split like a dense MLP; dense
+ * layers (decoder_sparse_step, mlp_only_layers) as LLaMA's. */
+#define MOE_JSON(NAME, DESC) \
+	"{\n" \
+	"  \"name\": \"" NAME "\",\n" \
+	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES \
+	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w1|w3|gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"shared_experts?\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"shared_experts?\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"(block_sparse_moe|mlp)\\\\.gate\\\\.(weight|bias|e_score_correction_bias)$|shared_expert_gate\\\\.weight$\", \"split\": \"replicate\"},\n" \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
 static const preset presets[] = {
 	{"llama",
-	 "LLaMA / Mistral / Qwen2 (HF names): GQA q/k/v col on head boundaries, o row, gate/up col, down row, vocab-parallel embed and lm_head",
-	 "{\n"
-	 "  \"name\": \"llama\",\n"
-	 "  \"description\": \"LLaMA, Mistral, Qwen2 and similar decoders with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads, as TensorRT-LLM and vLLM do), o_proj row, gate/up col, down row, embed_tokens and lm_head vocab-parallel; Qwen2-style q/k/v biases split with their weights; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part.\",\n"
-	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
-	 "  \"first_stage\": [\"embed_tokens\\\\.\"],\n"
-	 "  \"last_stage\": [\"(^|\\\\.)norm\\\\.\", \"^lm_head\\\\.\"],\n"
-	 "  \"rules\": [\n"
-	 "    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
-	 "    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n"
-	 "    {\"match\": \"self_attn\\\\.qkv_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": [\"q\", \"kv\", \"kv\"]},\n"
-	 "    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
-	 "    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n"
-	 "    {\"match\": \"mlp\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
-	 "    {\"match\": \"mlp\\\\.gate_up_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": 2},\n"
-	 "    {\"match\": \"mlp\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
-	 "    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n"
-	 "    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n"
-	 "    {\"match\": \"(layernorm|(^|\\\\.)norm)\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n"
-	 "  ],\n"
-	 "  \"fallback\": \"replicate\"\n"
-	 "}\n"},
+	 "LLaMA / Mistral / Qwen2 / Qwen3 / Gemma / Phi-3 (HF names): GQA q/k/v col on head boundaries, o row, gate/up col, down row, vocab-parallel embed and lm_head",
+	 LLAMA_JSON("llama")},
+	{"mistral", "Mistral (HF names): the llama plan", LLAMA_JSON("mistral")},
+	{"qwen2", "Qwen2 / Qwen2.5 / Qwen3 dense (HF names): the llama plan (q/k/v biases, q_norm/k_norm)", LLAMA_JSON("qwen2")},
+	{"gemma", "Gemma 1/2/3 text (HF names): the llama plan; head_dim from config.json (not hidden/heads)", LLAMA_JSON("gemma")},
+	{"phi3", "Phi-3 (HF names): the llama plan; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part", LLAMA_JSON("phi3")},
+	{"mixtral",
+	 "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
+	 MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names.")},
+	{"qwen2-moe",
+	 "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
+	 MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names.")},
 	{"gpt2",
 	 "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 "{\n"

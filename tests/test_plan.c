@@ -57,7 +57,7 @@ static void test_bad_plans(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_plan_preset_count(), 7);
+	assert_int_equal(tpc_plan_preset_count(), 13);
 	for (size_t i = 0; i < tpc_plan_preset_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -74,7 +74,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, gemma, phi3, mixtral, qwen2-moe, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
