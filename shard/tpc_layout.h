@@ -104,7 +104,7 @@ size_t tpc_layout_count(void);
 const tpc_layout *tpc_layout_at(size_t i);
 const tpc_layout *tpc_layout_by_name(const char *name);
 const tpc_layout *tpc_layout_default(void);
-/* "tpconv, oslo, trtllm, hf, vllm" into buf. */
+/* "tpconv, oslo, trtllm, hf, vllm, megatron, dcp" into buf. */
 const char *tpc_layout_names(char *buf, size_t n);
 
 /* The layout of a set without a manifest in `dir` (the first whose
