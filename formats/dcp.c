@@ -2,6 +2,7 @@
 #include "dcp.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1410,6 +1411,288 @@ out:
 	return ret;
 }
 
+/* ---- writing part by part: the dcp shard-set layout ----
+ *
+ * shard/layout_dcp.c writes one DCP checkpoint for a whole shard set: rank r's
+ * chunks as items back to back in __r_0.distcp (what each rank of a real
+ * distributed save writes), then, once every rank file is there, .metadata
+ * over all of them. An item is a complete torch.save archive of one bare
+ * tensor with its offsets relative to its own start (torch reads each item
+ * as a BytesIO of [offset, offset + length)); each is written to a temporary
+ * file by the torch writer and copied into the part file in the kernel. */
+
+static int dcp_write_part(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+			  const tpc_write_opts *o, tpc_err *e)
+{
+	tpc_out out;
+	tpc_buf tb = TPC_BUF_INIT;
+	char *dir = tpc_path_dir(path);
+	int ret = 0;
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	if (!sel)
+		nsel = ck->n;
+	/* the item's temporary name: beside the part, hidden, one per part */
+	tpc_buf_adds(&tb, dir ? dir : ".");
+	tpc_buf_adds(&tb, "/.");
+	tpc_buf_adds(&tb, tpc_path_base(path));
+	tpc_buf_adds(&tb, ".item");
+	if (!dir || tb.oom) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_out_open(&out, path, o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, e)))
+		goto out;
+	for (size_t k = 0; k < nsel && !ret; k++) {
+		int64_t i = sel ? sel[k] : (int64_t)k;
+		tpc_value *leaf = tpc_value_tensor(i);
+		tpc_write_opts wo = {.flags = TPC_W_FORCE, .progress = o ? o->progress : NULL};
+		tpc_map m;
+		if (!leaf) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		ret = tpc__torch_write_obj(ck, &i, 1, leaf, tb.p, &wo, e);
+		tpc_value_unref(leaf);
+		if (ret) {
+			if (!e->tensor[0])
+				tpc_err_tensor(e, ck->t[i].name);
+			break;
+		}
+		if (!(ret = tpc_map_open(&m, tb.p, e))) {
+			ret = tpc_out_copy(&out, &m, 0, m.size, e);
+			tpc_map_close(&m);
+		}
+		unlink(tb.p);
+	}
+	if (!ret)
+		ret = tpc_out_commit(&out, e);
+out:
+	tpc_out_abort(&out);
+	if (ret && tb.p)
+		unlink(tb.p);
+	tpc_buf_release(&tb);
+	free(dir);
+	return ret;
+}
+
+#define SIG_EOCD 0x06054b50u
+#define SIG_EOCD64 0x06064b50u
+#define SIG_LOC64 0x07064b50u
+#define MAX_PART_ITEMS (1u << 24)
+
+/* Where the zip archive that ends at `end` of p starts: from its end records
+ * (zip64 when its locator is there), the central directory's offset within the
+ * archive plus its size lead back to the archive's first byte. Items tpconv
+ * and torch write carry no archive comment. */
+static int item_start(const uint8_t *p, uint64_t end, uint64_t *start, const char *path, tpc_err *e)
+{
+	uint64_t cd_size, cd_off, at;
+	if (end < 22 || tpc_rd32le(p + end - 22) != SIG_EOCD || (p[end - 2] | p[end - 1]))
+		return TPC_CORRUPT(e, path, (int64_t)end, NULL,
+				   "no zip end record ends here: not a part file of items back to back");
+	at = end - 22;
+	if (at >= 20 + 56 && tpc_rd32le(p + at - 20) == SIG_LOC64) {
+		at -= 20 + 56;
+		if (tpc_rd32le(p + at) != SIG_EOCD64)
+			return TPC_CORRUPT(e, path, (int64_t)at, NULL, "zip64 end record missing before its locator");
+		cd_size = tpc_rd64le(p + at + 40);
+		cd_off = tpc_rd64le(p + at + 48);
+	} else {
+		cd_size = tpc_rd32le(p + at + 12);
+		cd_off = tpc_rd32le(p + at + 16);
+	}
+	if (cd_size > at || cd_off > at - cd_size)
+		return TPC_CORRUPT(e, path, (int64_t)at, NULL,
+				   "zip end record puts the central directory (%llu bytes at %llu) before the file's start",
+				   (unsigned long long)cd_size, (unsigned long long)cd_off);
+	*start = at - cd_size - cd_off;
+	return 0;
+}
+
+static int dcp_part_items(tpc_ckpt *ck, const char *path, uint64_t **off, uint64_t **len, size_t *n, tpc_err *e)
+{
+	uint64_t *o = NULL, *l = NULL, end;
+	size_t cap = 0, cnt = 0;
+	int src, ret;
+	struct stat st;
+	*off = *len = NULL;
+	*n = 0;
+	if (stat(path, &st) != 0) {
+		tpc_err_sys(e, TPC_EINPUT, errno, "cannot read part file");
+		tpc_err_path(e, path);
+		return TPC_EINPUT;
+	}
+	if (st.st_size == 0)
+		return 0; /* a part of no items */
+	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)))
+		return ret;
+	const tpc_map *m = tpc_ckpt_source(ck, src);
+	/* the items from the last one back */
+	for (end = m->size; end > 0 && !ret;) {
+		uint64_t start = 0;
+		if (cnt >= MAX_PART_ITEMS) {
+			ret = TPC_CORRUPT(e, path, (int64_t)end, NULL, "more than %u items", MAX_PART_ITEMS);
+			break;
+		}
+		if ((ret = item_start(m->data, end, &start, path, e)))
+			break;
+		if (cnt == cap) {
+			uint64_t *nl = NULL;
+			if (tpc_grow((void **)&o, &cap, cnt + 1, sizeof(*o)) || !(nl = tpc_realloc(l, cap * sizeof(*l)))) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			l = nl;
+		}
+		o[cnt] = start;
+		l[cnt++] = end - start;
+		end = start;
+	}
+	for (size_t a = 0, b = cnt ? cnt - 1 : 0; !ret && a < b; a++, b--) {
+		uint64_t t = o[a];
+		o[a] = o[b];
+		o[b] = t;
+		t = l[a];
+		l[a] = l[b];
+		l[b] = t;
+	}
+	for (size_t k = 0; k < cnt && !ret; k++) {
+		char nm[32];
+		tpc_value *leaf = NULL;
+		size_t before = ck->n;
+		snprintf(nm, sizeof(nm), "%zu", k);
+		ret = tpc__torch_open_item(ck, src, o[k], l[k], path, nm, true, &leaf, e);
+		if (!ret && (ck->n != before + 1 || !leaf || leaf->kind != TPC_V_TENSOR))
+			ret = TPC_CORRUPT(e, path, (int64_t)o[k], NULL, "item %zu does not hold one tensor", k);
+		tpc_value_unref(leaf);
+	}
+	if (ret) {
+		free(o);
+		free(l);
+		return ret;
+	}
+	*off = o;
+	*len = l;
+	*n = cnt;
+	return 0;
+}
+
+static int dcp_write_index(const char *dir, const tpc_chunk *c, size_t n, const tpc_write_opts *o, tpc_err *e)
+{
+	tpc_value *sdm = tpc_value_new(TPC_V_DICT), *pd = tpc_value_new(TPC_V_DICT), *sd = tpc_value_new(TPC_V_DICT);
+	tpc_value *md = NULL, *st = NULL;
+	tpc_buf pk = TPC_BUF_INIT;
+	char *mpath = tpc_path_join(dir, TPC_DCP_META);
+	bool *done = tpc_calloc(n + 1, sizeof(bool));
+	int ret = 0, bad = !sdm || !pd || !sd || !mpath || !done;
+	/* per global tensor, in order of first appearance: its chunks */
+	for (size_t i = 0; i < n && !bad; i++) {
+		if (done[i])
+			continue;
+		const char *tn = tpc_dtype_get(c[i].dtype)->torch;
+		if (!tn) {
+			ret = tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be written to a DCP checkpoint",
+					  tpc_dtype_name(c[i].dtype));
+			tpc_err_tensor(e, c[i].fqn);
+			goto out;
+		}
+		tpc_value *props = tpc_value_new(TPC_V_TUPLE), *tsm = tpc_value_new(TPC_V_DICT);
+		tpc_value *chunks = tpc_value_new(TPC_V_LIST), *path = tpc_value_new(TPC_V_TUPLE);
+		bad = !props || !tsm || !chunks || !path;
+		bad = bad || tpc_value_append(props, tpc_value_global("torch", tn));
+		bad = bad || tpc_value_append(props, wcall("torch.serialization", "_get_layout", tpc_value_str("torch.strided", 13)));
+		bad = bad || tpc_value_append(props, tpc_value_bool(0));
+		bad = bad || tpc_value_append(props, wcall(META_MOD, "_MEM_FORMAT_ENCODING", tpc_value_int(0)));
+		bad = bad || tpc_value_append(props, tpc_value_bool(0));
+		for (size_t j = i, idx = 0; j < n && !bad; j++) {
+			if (done[j] || strcmp(c[j].fqn, c[i].fqn))
+				continue;
+			if (c[j].dtype != c[i].dtype || c[j].ndim != c[i].ndim ||
+			    memcmp(c[j].shape, c[i].shape, (size_t)c[i].ndim * sizeof(int64_t))) {
+				ret = tpc_err_set(e, TPC_EINPUT, "internal: chunks of one tensor disagree on its dtype or shape");
+				tpc_err_tensor(e, c[i].fqn);
+				tpc_value_unref(props);
+				tpc_value_unref(tsm);
+				tpc_value_unref(chunks);
+				tpc_value_unref(path);
+				goto out;
+			}
+			done[j] = true;
+			tpc_value *cst = tpc_value_new(TPC_V_DICT), *ist = tpc_value_new(TPC_V_DICT);
+			tpc_value *sst = tpc_value_new(TPC_V_DICT);
+			bad = !cst || !ist || !sst;
+			bad = bad || wset(cst, "offsets", wsize(c[j].ndim, c[j].offset, false));
+			bad = bad || wset(cst, "sizes", wsize(c[j].ndim, c[j].size, false));
+			bad = bad || wset(ist, "fqn", tpc_value_str(c[j].fqn, strlen(c[j].fqn)));
+			bad = bad || wset(ist, "offset", wsize(c[j].ndim, c[j].offset, false));
+			bad = bad || wset(ist, "index", tpc_value_int((int64_t)idx++));
+			bad = bad || wset(sst, "relative_path", tpc_value_str(c[j].file, strlen(c[j].file)));
+			bad = bad || wset(sst, "offset", tpc_value_int((int64_t)c[j].foff));
+			bad = bad || wset(sst, "length", tpc_value_int((int64_t)c[j].flen));
+			tpc_value *ch = bad ? NULL : wobj(META_MOD, "ChunkStorageMetadata", cst);
+			tpc_value *mi = bad ? NULL : wobj(META_MOD, "MetadataIndex", ist);
+			tpc_value *si = bad ? NULL : wobj("torch.distributed.checkpoint.filesystem", "_StorageInfo", sst);
+			if (bad) {
+				tpc_value_unref(cst);
+				tpc_value_unref(ist);
+				tpc_value_unref(sst);
+			}
+			bad = bad || !ch || tpc_value_append(chunks, ch);
+			ch = NULL;
+			bad = bad || !mi || !si || tpc_value_set(sd, mi, si);
+		}
+		bad = bad || tpc_value_append(path, tpc_value_str(c[i].fqn, strlen(c[i].fqn)));
+		if (!bad) {
+			bad = wset(tsm, "properties", wobj(META_MOD, "TensorProperties", props));
+			props = NULL;
+		}
+		bad = bad || wset(tsm, "size", wsize(c[i].ndim, c[i].shape, false));
+		if (!bad) {
+			bad = wset(tsm, "chunks", chunks);
+			chunks = NULL;
+		}
+		tpc_value_unref(props);
+		tpc_value_unref(chunks);
+		if (!bad) {
+			bad = wset(sdm, c[i].fqn, wobj(META_MOD, "TensorStorageMetadata", tsm));
+			tsm = NULL;
+		}
+		tpc_value_unref(tsm);
+		if (!bad) {
+			bad = wset(pd, c[i].fqn, path);
+			path = NULL;
+		}
+		tpc_value_unref(path);
+	}
+	if (!bad && (st = tpc_value_new(TPC_V_DICT))) {
+		bad = wset(st, "state_dict_metadata", tpc_value_ref(sdm)) || wset(st, "planner_data", tpc_value_ref(pd)) ||
+		      wset(st, "storage_data", tpc_value_ref(sd)) || wset(st, "storage_meta", tpc_value_new(TPC_V_NONE));
+		md = bad ? NULL : wobj(META_MOD, "Metadata", st);
+		if (bad)
+			tpc_value_unref(st);
+	}
+	if (bad || !md) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	tpc_pickle_writer pw;
+	tpc_pickle_writer_init(&pw, &pk);
+	ret = tpc_pickle_write(&pw, md, e);
+	tpc_pickle_writer_release(&pw);
+	if (!ret)
+		ret = tpc_write_file_atomic(mpath, pk.p, pk.len, o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, e);
+out:
+	tpc_buf_release(&pk);
+	tpc_value_unref(sdm);
+	tpc_value_unref(pd);
+	tpc_value_unref(sd);
+	tpc_value_unref(md);
+	free(done);
+	free(mpath);
+	return ret;
+}
+
 static const char *const dcp_exts[] = {NULL};
 
 const tpc_format tpc_fmt_dcp = {
@@ -1420,4 +1703,7 @@ const tpc_format tpc_fmt_dcp = {
 	.write = dcp_write,
 	.exts = dcp_exts,
 	.sharded = true,
+	.write_part = dcp_write_part,
+	.part_items = dcp_part_items,
+	.write_index = dcp_write_index,
 };

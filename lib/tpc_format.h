@@ -18,6 +18,13 @@
  *   sharded                the folder is a training framework's sharded save
  *                          (DCP): `merge` consolidates it. write may be NULL
  *                          for a format tpconv only reads.
+ *   write_part, part_items, write_index
+ *                          a sharded format written one part file at a time by
+ *                          a shard-set layout (dcp: shard/layout_dcp.c; NULL in
+ *                          every other format). A part file holds items back to
+ *                          back, each one tensor (a chunk of a global tensor);
+ *                          the index over all parts is written last. See the
+ *                          hooks below.
  *
  * formats/ registers its formats with tpc_formats_register_all() (declared
  * in formats/formats.h); lib/ itself knows none.
@@ -72,6 +79,20 @@ typedef struct tpc_write_opts {
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
 } tpc_write_opts;
 
+/* One chunk of a global tensor as a sharded format's index records it: the
+ * box [offset, offset + size) of the global tensor `fqn` and the item that
+ * holds its bytes, [foff, foff + flen) of part file `file`. */
+typedef struct tpc_chunk {
+	const char *fqn;
+	tpc_dtype dtype;
+	int ndim;
+	const int64_t *shape;   /* the global (unsplit) shape */
+	const int64_t *offset;  /* [ndim] */
+	const int64_t *size;    /* [ndim] */
+	const char *file;       /* relative to the folder */
+	uint64_t foff, flen;
+} tpc_chunk;
+
 typedef struct tpc_format {
 	const char *name;
 	const char *desc;
@@ -83,6 +104,21 @@ typedef struct tpc_format {
 	/* A folder of per-rank files that reads as one checkpoint (a training
 	 * framework's sharded save): merge accepts it like a shard set. */
 	bool sharded;
+	/* Sharded formats written part by part (NULL elsewhere):
+	 * write_part   tensors sel[0..n) of ck (all when sel is NULL), each as one
+	 *              self-contained item, in order and back to back in one part
+	 *              file at `path`, atomically (DCP: a rank's __R_0.distcp);
+	 * part_items   the items of the part file at `path`, in order: each item's
+	 *              tensor appended to ck (named "0", "1", ...), where it lies in
+	 *              *off / *len (malloc'd arrays of *n; free them); the items
+	 *              must fill the file exactly;
+	 * write_index  the index over the part files in `dir` (DCP: .metadata),
+	 *              describing chunks c[0..n) (grouped by fqn in order of first
+	 *              appearance), atomically, last. */
+	int (*write_part)(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+			  const tpc_write_opts *o, tpc_err *e);
+	int (*part_items)(tpc_ckpt *ck, const char *path, uint64_t **off, uint64_t **len, size_t *n, tpc_err *e);
+	int (*write_index)(const char *dir, const tpc_chunk *c, size_t n, const tpc_write_opts *o, tpc_err *e);
 } tpc_format;
 
 int tpc_format_register(const tpc_format *f);

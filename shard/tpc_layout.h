@@ -18,6 +18,10 @@
  *     registry, or an HF folder when `folders`), removed again on failure
  *     (remove_rank) and read back (open_rank: the inverse of stored_rank, so
  *     merge, reshard and verify see the tensors as split);
+ *   - whether a rank file already on disk is this set's (rank_file_ok; NULL:
+ *     opened as a checkpoint, its set id or tensor names and shapes compared):
+ *     for rank files that cannot be read alone (DCP's __R_0.distcp, whose
+ *     names live in .metadata, written after every rank);
  *   - the files beside the rank files (write_extras: TensorRT-LLM's config
  *     with "mapping", companions per rank folder; NULL: the model folder's
  *     companions at the set's top), and where a merge finds the companions
@@ -78,6 +82,7 @@ typedef struct tpc_layout {
 	int (*write_rank)(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
 			  const tpc_write_opts *wo, tpc_err *e);
 	void (*remove_rank)(const char *path);
+	int (*rank_file_ok)(const struct tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e);
 	bool (*rank_exists)(const char *path);
 	int (*open_rank)(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e);
 	int (*write_extras)(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
@@ -99,7 +104,7 @@ size_t tpc_layout_count(void);
 const tpc_layout *tpc_layout_at(size_t i);
 const tpc_layout *tpc_layout_by_name(const char *name);
 const tpc_layout *tpc_layout_default(void);
-/* "tpconv, oslo, trtllm, hf, vllm" into buf. */
+/* "tpconv, oslo, trtllm, hf, vllm, megatron, dcp" into buf. */
 const char *tpc_layout_names(char *buf, size_t n);
 
 /* The layout of a set without a manifest in `dir` (the first whose
@@ -122,6 +127,6 @@ int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir
 				const char *config_merge, bool only_config, tpc_err *e);
 
 extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
-	tpc_layout_megatron;
+	tpc_layout_megatron, tpc_layout_dcp;
 
 #endif

@@ -209,8 +209,11 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 	}
 	const char *tool = get_str(root, "tool"), *id = get_str(root, "set_id"), *fmt = get_str(root, "format");
 	const char *lay = get_str(root, "layout"), *ck = get_str(root, "checksum");
-	if (!tool || !id || !fmt || !lay || strlen(id) > 64 || (strcmp(fmt, "safetensors") && strcmp(fmt, "torch")) ||
-	    !(m->layout = tpc_layout_by_name(lay))) {
+	bool fmt_ok = false;
+	if (lay && (m->layout = tpc_layout_by_name(lay)))
+		for (const char *const *f = m->layout->formats; fmt && *f; f++)
+			fmt_ok = fmt_ok || !strcmp(fmt, *f); /* a format the layout writes */
+	if (!tool || !id || !fmt || !lay || strlen(id) > 64 || !fmt_ok || !m->layout) {
 		ret = BAD("manifest: bad or missing tool, set_id, layout or format");
 		goto out;
 	}

@@ -16,8 +16,9 @@
  *                                             safetensors rank file's metadata
  *                                             as tpconv.set_id
  *     "tp": 4, "pp": 1,
- *     "layout": "tpconv" | "oslo" | "trtllm" | "hf" | "vllm",   (tpc_layout.h)
- *     "format": "safetensors" | "torch",      rank file format
+ *     "layout": "tpconv" | "oslo" | "trtllm" | "hf" | "vllm" | "megatron" | "dcp",   (tpc_layout.h)
+ *     "format": "safetensors" | "torch" | "dcp",   rank file format: one the
+ *                                             layout writes
  *     "checksum": "xxh3-128" | "sha256" | "none",   the algorithm of the tensors'
  *                                             checksum members (tpc_hash.h); absent
  *                                             = "none"; another name is refused

@@ -985,12 +985,15 @@ out:
 
 /* Does the existing rank file at `path` belong to this set? Safetensors files
  * say so in their metadata; for files without metadata (torch) the tensor names
- * and shapes must be the plan's. */
+ * and shapes must be the plan's; a layout whose rank files cannot be read
+ * alone (dcp) decides itself. */
 static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e)
 {
 	tpc_ckpt ck;
 	tpc_err e2;
 	*ok = false;
+	if (sp->layout->rank_file_ok)
+		return sp->layout->rank_file_ok(sp, r, path, ok, e);
 	tpc_ckpt_init(&ck);
 	tpc_err_init(&e2);
 	if (tpc_ckpt_open(&ck, path, NULL, &e2)) {

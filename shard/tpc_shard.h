@@ -23,7 +23,7 @@
  * Ranks are numbered TensorRT-LLM's way: rank = pp_rank * tp + tp_rank.
  *
  * Layouts (tpc_layout.h) name the rank files inside the output folder and say
- * what else the consumer needs there: tpconv, oslo, trtllm, hf, vllm (see
+ * what else the consumer needs there: tpconv, oslo, trtllm, hf, vllm, megatron, dcp (see
  * `tpconv shard --help`). Every layout also gets tpconv-manifest.json
  * (tpc_manifest.h), written last: its presence means the set is complete.
  *
