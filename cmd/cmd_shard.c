@@ -49,7 +49,7 @@ static const char *help =
 	"                           (otherwise they are listed and replicated)\n"
 	"  --layout NAME            how rank files are named and what goes beside them:\n"
 	"%s"
-	"  --format NAME            rank file format: safetensors (default) or torch\n"
+	"  --format NAME            rank file format: safetensors (default) or torch (dcp: the dcp layout)\n"
 	"  --max-shard-size SIZE    hf and vllm layouts: split each rank into files of at most SIZE\n"
 	"  (an output folder an interrupted run left, with rank files but no manifest,\n"
 	"   is resumed: rank files byte-equal to the plan are kept, the rest written)\n"
@@ -322,8 +322,8 @@ int cmd_shard(int argc, char **argv)
 		ret = tpc_cli_usage("shard", "--json goes with --dry-run");
 		goto done;
 	}
-	if (so.format && strcmp(so.format, "safetensors") && strcmp(so.format, "torch")) {
-		ret = tpc_cli_usage("shard", "unknown --format '%s' (safetensors or torch)", so.format);
+	if (so.format && strcmp(so.format, "safetensors") && strcmp(so.format, "torch") && strcmp(so.format, "dcp")) {
+		ret = tpc_cli_usage("shard", "unknown --format '%s' (safetensors, torch, or dcp with --layout dcp)", so.format);
 		goto done;
 	}
 	tpc_err_init(&e);

@@ -518,8 +518,8 @@ static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e
 	while (fl[i] && strcmp(fl[i], f))
 		i++;
 	if (!fl[i]) {
-		if (strcmp(f, "safetensors") && strcmp(f, "torch"))
-			return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (safetensors or torch)", f);
+		if (strcmp(f, "safetensors") && strcmp(f, "torch") && strcmp(f, "dcp"))
+			return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (safetensors, torch or dcp)", f);
 		return tpc_err_set(e, TPC_EUSAGE, "the %s layout writes %s files, not %s", sp->layout->name, fl[0], f);
 	}
 	sp->format = fl[i]; /* static */
