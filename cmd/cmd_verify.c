@@ -110,8 +110,10 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const tpc_ckpt *r
 int tpc_varch_parse(const char *name, tpc_varch *out)
 {
 	/* the llama family's presets share its structure (a plan's name picks the arch) */
-	static const char *const names[] = {"llama", "gpt2", "dit", "mistral", "qwen2", "gemma", "phi3"};
-	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT, TPC_VARCH_LLAMA,
+	static const char *const names[] = {"llama", "gpt2", "dit",  "mistral", "qwen2",
+					    "gemma", "phi3", "mixtral", "qwen2-moe"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2,  TPC_VARCH_DIT,
+					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA,
 					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i])) {
@@ -131,6 +133,8 @@ tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
 	v.hidden = f->hidden;
 	v.vocab = f->vocab;
 	v.layers = f->layers;
+	v.moe_top_k = f->experts_per_tok;
+	v.moe_renorm = f->norm_topk;
 	if (f->ff_act) {
 		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
 		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU

@@ -61,6 +61,11 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	f->hidden = json_int(o, hid);
 	f->vocab = json_int(o, voc);
 	f->layers = json_int(o, lay);
+	static const char *const topk[] = {"num_experts_per_tok", "num_selected_experts", "moe_topk", NULL};
+	f->experts_per_tok = json_int(o, topk);
+	const cJSON *nt = cJSON_GetObjectItemCaseSensitive(o, "norm_topk_prob");
+	if (cJSON_IsBool(nt))
+		f->norm_topk = cJSON_IsTrue(nt) ? 1 : -1;
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "activation_fn");
 	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(o, "_class_name");
@@ -142,6 +147,10 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->layers = src->layers;
 	if (!dst->ff_act)
 		dst->ff_act = src->ff_act;
+	if (!dst->experts_per_tok)
+		dst->experts_per_tok = src->experts_per_tok;
+	if (!dst->norm_topk)
+		dst->norm_topk = src->norm_topk;
 }
 
 void tpc_facts_finish(tpc_model_facts *f)

@@ -133,6 +133,11 @@ tpc_ff_act tpc_ff_act_parse(const char *name);
 typedef struct tpc_model_facts {
 	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
 	tpc_ff_act ff_act;
+	/* mixtures of experts (for verify's MoE block check): experts each token
+	 * is routed to (num_experts_per_tok), and whether their weights are
+	 * renormalised to sum 1 (norm_topk_prob: 1 yes, -1 no, 0 unknown) */
+	int64_t experts_per_tok;
+	int norm_topk;
 } tpc_model_facts;
 
 /* Facts from a Hugging Face config.json text (num_attention_heads / n_head,

@@ -222,7 +222,7 @@ static void tiny_build(tiny *tn, int tp, const char *swap)
 		}
 	}
 	tpc_verify_link_biases(&tn->s);
-	tpc_vfacts f = {4, 2, 16, 64, 128, 2, 0, 0, 0, TPC_VACT_SILU};
+	tpc_vfacts f = {.heads = 4, .kv_heads = 2, .head_dim = 16, .hidden = 64, .vocab = 128, .layers = 2, .ff_act = TPC_VACT_SILU};
 	assert_int_equal(tpc_verify_model_from_names(&tn->s, TPC_VARCH_LLAMA, &f, &e), 0);
 	assert_int_equal(tn->s.model->nlayers, 2);
 	free(dims);

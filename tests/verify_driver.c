@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 		goto out;
 	tpc_verify_link_biases(&s);
 	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2") || !strcmp(preset, "dit")) {
-		tpc_vfacts vf = {facts.heads, facts.kv_heads, facts.head_dim, facts.hidden, 0, 0, 0, 0, 0, TPC_VACT_SILU};
+		tpc_vfacts vf = {.heads = facts.heads, .kv_heads = facts.kv_heads, .head_dim = facts.head_dim, .hidden = facts.hidden, .ff_act = TPC_VACT_SILU};
 		if (facts.ff_act) { /* as cmd_verify maps them */
 			vf.ff_glu = tpc_ff_act_gated(facts.ff_act) ? 1 : -1;
 			vf.ff_act = facts.ff_act == TPC_FF_GELU || facts.ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU

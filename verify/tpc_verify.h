@@ -243,11 +243,26 @@ typedef struct tpc_vattn {
 					    width (seeded like the block input); 0: the block input */
 } tpc_vattn;
 
+/* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE): softmax over
+ * the router's logits, the top_k experts per token (ties to the lower
+ * index), their weights renormalised to sum 1 when `renorm`; out =
+ * sum_k w_k expert_k(x) (+ sigmoid(x g^T) shared(x) with a shared expert). */
+typedef struct tpc_vmoe {
+	int64_t router;                  /* [E, H], replicated; -1: not an MoE layer */
+	int64_t nexp;
+	tpc_vmlp *exp;                   /* nexp SwiGLU experts (owned) */
+	int64_t top_k;
+	bool renorm;
+	tpc_vmlp shared;                 /* shared.down < 0: none */
+	int64_t shared_gate;             /* [1, H]; -1: none (shared expert added ungated) */
+} tpc_vmoe;
+
 typedef struct tpc_vlayer {
 	char *name;                      /* "model.layers.3" (owned) */
 	int64_t norm1_w, norm1_b, norm2_w, norm2_b;
 	tpc_vattn attn;                  /* attn.o < 0: no attention check (a DiT feed-forward entry) */
 	tpc_vmlp mlp;                    /* mlp.down < 0: no feed-forward check */
+	tpc_vmoe moe;                    /* moe.router < 0: none */
 } tpc_vlayer;
 
 typedef enum tpc_varch {
@@ -264,6 +279,7 @@ typedef struct tpc_vmodel {
 	int64_t embed, pos_embed, final_norm_w, final_norm_b, lm_head; /* lm_head -1: tied to embed */
 	tpc_vlayer *layers;
 	int64_t nlayers;
+	bool moe;                        /* some layer is a mixture of experts: no whole-model check yet */
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {
@@ -296,6 +312,8 @@ typedef struct tpc_vfacts {
 	double rope_theta; /* 0: 10000 */
 	int ff_glu;        /* dit feed-forward: 1 gated [value | gate], -1 not, 0 unknown */
 	tpc_vact ff_act;   /* dit: its activation (GEGLU: GELU; "gelu-approximate": GELU_TANH) */
+	int64_t moe_top_k; /* MoE: experts per token (0: unknown; Mixtral's default 2) */
+	int moe_renorm;    /* MoE: 1 renormalise the top-k weights, -1 not, 0: the model's default */
 } tpc_vfacts;
 
 /*

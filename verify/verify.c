@@ -844,9 +844,8 @@ static int64_t part_len(const vloc *l, int k)
 	return k < l->nparts ? l->len[k] : 0;
 }
 
-static bool mlp_loc_of(const run *R, const tpc_vlayer *ly, int t, vmlp_loc *m, char *msg, size_t n)
+static bool mlp_loc_of(const run *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n)
 {
-	const tpc_vmlp *p = &ly->mlp;
 	memset(m, 0, sizeof(*m));
 	m->glu = p->glu;
 	m->value_first = p->value_first;
@@ -1005,7 +1004,7 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	double *xd = NULL, *yr = NULL, *cd = NULL;
 	vmlp_loc m;
 	vattn_loc a;
-	bool ok = kind == TPC_VC_MLP ? mlp_loc_of(R, ly, me, &m, msg, sizeof(msg))
+	bool ok = kind == TPC_VC_MLP ? mlp_loc_of(R, &ly->mlp, me, &m, msg, sizeof(msg))
 				     : attn_loc_of(R, ly, me, &a, msg, sizeof(msg));
 	if (!ok)
 		res_fail(&res, "%s", msg);
@@ -1035,7 +1034,7 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		res.digest = digest_f(y, (size_t)(T * H));
 		vmlp_loc mr;
 		vattn_loc ar;
-		if (kind == TPC_VC_MLP ? !mlp_loc_of(R, ly, -1, &mr, msg, sizeof(msg))
+		if (kind == TPC_VC_MLP ? !mlp_loc_of(R, &ly->mlp, -1, &mr, msg, sizeof(msg))
 				       : !attn_loc_of(R, ly, -1, &ar, msg, sizeof(msg))) {
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference %s: %s", name, msg);
 			goto done;
@@ -1076,6 +1075,197 @@ done:
 	free(yr);
 	free(cf);
 	free(cd);
+	return finish(R, &res, ret);
+}
+
+/* ---- mixture of experts ---- */
+
+/* Routing of T tokens, the same on every rank: the reference router's
+ * logits in fp64, softmax, each token's top_k experts (ties to the lower
+ * index) and their weights (renormalised when the model does). The router
+ * is replicated and checked bit for bit by the structure check; routing from
+ * the reference keeps every rank's collectives the same size. */
+static int moe_route(run *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, int64_t *sel, double *w)
+{
+	vloc L;
+	int64_t E = mo->nexp, K = mo->top_k;
+	loc_of(R, mo->router, -1, &L);
+	double *W = malloc(sizeof(double) * (size_t)(E * H + 1)), *p = malloc(sizeof(double) * (size_t)(E + 1));
+	int ret = 0;
+	if (!W || !p) {
+		ret = tpc_err_nomem(R->e);
+		goto out;
+	}
+	if ((ret = tpc__load_d(&R->xd, L.ck, L.t, W)))
+		goto out;
+	for (int64_t t = 0; t < T; t++) {
+		double mx = -INFINITY, sum = 0, ks = 0;
+		for (int64_t e = 0; e < E; e++) {
+			double a = 0;
+			for (int64_t h = 0; h < H; h++)
+				a += x[t * H + h] * W[e * H + h];
+			p[e] = a;
+			if (a > mx)
+				mx = a;
+		}
+		for (int64_t e = 0; e < E; e++)
+			sum += (p[e] = exp(p[e] - mx));
+		for (int64_t k = 0; k < K; k++) {
+			int64_t best = -1;
+			for (int64_t e = 0; e < E; e++) {
+				bool taken = false;
+				for (int64_t j = 0; j < k; j++)
+					taken |= sel[t * K + j] == e;
+				if (!taken && (best < 0 || p[e] > p[best]))
+					best = e;
+			}
+			sel[t * K + k] = best;
+			w[t * K + k] = p[best] / sum;
+			ks += w[t * K + k];
+		}
+		for (int64_t k = 0; mo->renorm && k < K; k++)
+			w[t * K + k] /= ks;
+	}
+out:
+	free(W);
+	free(p);
+	return ret;
+}
+
+/* sigmoid(x g^T) per token for a shared expert's gate (the reference's). */
+static int moe_shared_gate(run *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, double *g)
+{
+	vloc L;
+	loc_of(R, mo->shared_gate, -1, &L);
+	double *W = malloc(sizeof(double) * (size_t)(H + 1));
+	int ret = W ? tpc__load_d(&R->xd, L.ck, L.t, W) : tpc_err_nomem(R->e);
+	for (int64_t t = 0; !ret && t < T; t++) {
+		double a = 0;
+		for (int64_t h = 0; h < H; h++)
+			a += x[t * H + h] * W[h];
+		g[t] = 1.0 / (1.0 + exp(-a));
+	}
+	free(W);
+	return ret;
+}
+
+#define MOE_BODY(R_T, S, CTX)                                                                                       \
+	static int moe_apply_##S(run *R, const tpc_vmoe *mo, int t, const R_T *x, int64_t T, int64_t H,          \
+				 const int64_t *sel, const double *w, const double *g, R_T *y)                      \
+	{                                                                                                         \
+		int64_t K = mo->top_k;                                                                            \
+		int ret = 0;                                                                                      \
+		char msg[256];                                                                                    \
+		R_T *xe = malloc(sizeof(R_T) * (size_t)(T * H + 1)), *ye = malloc(sizeof(R_T) * (size_t)(T * H + 1)); \
+		int64_t *ix = malloc(sizeof(int64_t) * (size_t)(T + 1));                                          \
+		double *wx = malloc(sizeof(double) * (size_t)(T + 1));                                            \
+		if (!xe || !ye || !ix || !wx) {                                                                   \
+			ret = tpc_err_nomem(R->e);                                                                \
+			goto out;                                                                                 \
+		}                                                                                                 \
+		memset(y, 0, sizeof(R_T) * (size_t)(T * H));                                                      \
+		for (int64_t e = 0; e <= mo->nexp && !ret; e++) {                                                 \
+			const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;                             \
+			int64_t n = 0;                                                                            \
+			if (e == mo->nexp && p->down < 0)                                                         \
+				break;                                                                            \
+			for (int64_t tok = 0; tok < T; tok++)                                                     \
+				for (int64_t k = 0; k < K; k++)                                                   \
+					if (e == mo->nexp ? k == 0 : sel[tok * K + k] == e) {                     \
+						ix[n] = tok;                                                      \
+						wx[n++] = e == mo->nexp ? (g ? g[tok] : 1.0) : w[tok * K + k];    \
+					}                                                                         \
+			if (!n)                                                                                   \
+				continue; /* no token chose it: the same on every rank */                         \
+			vmlp_loc m;                                                                               \
+			if (!mlp_loc_of(R, p, t, &m, msg, sizeof(msg))) {                                         \
+				ret = tpc_err_set(R->e, TPC_EINPUT, "%s", msg);                                   \
+				break;                                                                            \
+			}                                                                                         \
+			for (int64_t j = 0; j < n; j++)                                                           \
+				memcpy(xe + j * H, x + ix[j] * H, sizeof(R_T) * (size_t)H);                       \
+			if ((ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye)))                                          \
+				break;                                                                            \
+			for (int64_t j = 0; j < n; j++)                                                           \
+				for (int64_t h = 0; h < H; h++)                                                   \
+					y[ix[j] * H + h] += (R_T)wx[j] * ye[j * H + h];                           \
+		}                                                                                                 \
+	out:                                                                                                      \
+		free(xe);                                                                                         \
+		free(ye);                                                                                         \
+		free(ix);                                                                                         \
+		free(wx);                                                                                         \
+		return ret;                                                                                       \
+	}
+MOE_BODY(float, f, &R->xf)
+MOE_BODY(double, d, &R->xd)
+
+/* The MoE block of layer ly, tensor-parallel inside every expert, against
+ * the unsplit block in fp64. */
+static int check_moe(run *R, const tpc_vlayer *ly)
+{
+	const tpc_vmoe *mo = &ly->moe;
+	tpc_vresult res;
+	char name[TPC_ERR_NAME_MAX], msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me;
+	bool failed = false, ok = true;
+	int64_t T = R->T, H = R->s->model->hidden, K = mo->top_k;
+	snprintf(name, sizeof(name), "%s.moe", ly->name);
+	res_init(R, &res, TPC_VC_MLP, name, block_dtype(R, mo->exp[0].down));
+	vmlp_loc m;
+	ok = rank_ok(R, mo->router, me, msg, sizeof(msg)) &&
+	     (mo->shared_gate < 0 || rank_ok(R, mo->shared_gate, me, msg, sizeof(msg)));
+	for (int64_t e = 0; e <= mo->nexp && ok; e++) {
+		const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;
+		if (p->down >= 0)
+			ok = mlp_loc_of(R, p, me, &m, msg, sizeof(msg));
+	}
+	if (!ok)
+		res_fail(&res, "%s", msg);
+	if ((ret = exchange(R, &res, false, &failed)) || failed)
+		return ret;
+	float *x = malloc(sizeof(float) * (size_t)(T * H + 1)), *y = malloc(sizeof(float) * (size_t)(T * H + 1));
+	double *xd = malloc(sizeof(double) * (size_t)(T * H + 1)), *yr = NULL, *w = malloc(sizeof(double) * (size_t)(T * K + 1));
+	double *g = mo->shared_gate >= 0 ? malloc(sizeof(double) * (size_t)(T + 1)) : NULL;
+	int64_t *sel = malloc(sizeof(int64_t) * (size_t)(T * K + 1));
+	if (!x || !y || !xd || !w || !sel || (mo->shared_gate >= 0 && !g)) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	uint64_t stream = tpc_verify_stream(name, TPC_VC_MLP);
+	seeded_f(x, T, H, H, 0, R->o->seed, stream);
+	seeded_d(xd, T, H, R->o->seed, stream);
+	if ((ret = moe_route(R, mo, xd, T, H, sel, w)) || (g && (ret = moe_shared_gate(R, mo, xd, T, H, g))) ||
+	    (ret = moe_apply_f(R, mo, me, x, T, H, sel, w, g, y)))
+		goto done;
+	if (me == 0) {
+		ref_begin(R);
+		res.digest = digest_f(y, (size_t)(T * H));
+		if (!(yr = malloc(sizeof(double) * (size_t)(T * H + 1)))) {
+			ret = tpc_err_nomem(R->e);
+			goto done;
+		}
+		R->xd.score_max = 0;
+		if ((ret = moe_apply_d(R, mo, -1, xd, T, H, sel, w, g, yr)))
+			goto done;
+		double scale = rms(yr, (size_t)(T * H));
+		for (int64_t j = 0; j < T * H; j++)
+			cmp(&res, scale, 0, j, yr[j], y[j]);
+		if (res.status == TPC_VR_FAIL)
+			snprintf(res.msg, sizeof(res.msg),
+				 "%llu of %llu outputs of the mixture of experts differ from the unsplit block",
+				 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
+	}
+done:
+	if (me == 0)
+		ref_end(R);
+	free(x);
+	free(y);
+	free(xd);
+	free(yr);
+	free(w);
+	free(g);
+	free(sel);
 	return finish(R, &res, ret);
 }
 
@@ -1152,7 +1342,7 @@ static bool model_loc_of(const run *R, int t, vmodel_loc *m, char *msg, size_t n
 		opt_loc(R, ly->norm1_b, t, &L->n1b);
 		opt_loc(R, ly->norm2_w, t, &L->n2w);
 		opt_loc(R, ly->norm2_b, t, &L->n2b);
-		if (!attn_loc_of(R, ly, t, &L->attn, msg, n) || !mlp_loc_of(R, ly, t, &L->mlp, msg, n))
+		if (!attn_loc_of(R, ly, t, &L->attn, msg, n) || !mlp_loc_of(R, &ly->mlp, t, &L->mlp, msg, n))
 			return false;
 	}
 	return true;
@@ -1296,9 +1486,21 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			ret = check_block(&R, &s->model->layers[l], TPC_VC_ATTN);
 			if (!ret)
 				ret = check_block(&R, &s->model->layers[l], TPC_VC_MLP);
+			if (!ret && s->model->layers[l].moe.router >= 0)
+				ret = check_moe(&R, &s->model->layers[l]);
 		}
-	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL))
-		ret = check_model(&R);
+	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL)) {
+		if (s->model->moe) {
+			/* the whole-model forward has no MoE layers yet: say so */
+			tpc_vresult res;
+			res_init(&R, &res, TPC_VC_MODEL, "model", TPC_F32);
+			res.status = TPC_VR_SKIP;
+			snprintf(res.msg, sizeof(res.msg), "a mixture-of-experts model: checked block by block, no whole-model run yet");
+			ret = finish(&R, &res, 0);
+		} else {
+			ret = check_model(&R);
+		}
+	}
 	if (!ret && R.any_fail)
 		ret = TPC_EMISMATCH;
 	tpc__vctx_release(&R.xf);

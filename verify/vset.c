@@ -84,8 +84,10 @@ static void model_free(tpc_vmodel *m)
 {
 	if (!m)
 		return;
-	for (int64_t l = 0; l < m->nlayers; l++)
+	for (int64_t l = 0; l < m->nlayers; l++) {
 		free(m->layers[l].name);
+		free(m->layers[l].moe.exp);
+	}
 	free(m->layers);
 	free(m);
 }
@@ -245,6 +247,69 @@ static int dit_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
 		return tpc_err_nomem(e);
 	}
 	m->layers[m->nlayers++] = *L;
+	return 0;
+}
+
+static void no_mlp(tpc_vmlp *p)
+{
+	p->gate = p->up = p->gate_up = p->down = -1;
+}
+
+/* A mixture-of-experts feed-forward in layer `nm`, if there is one: Mixtral's
+ * block_sparse_moe (gate, experts.N.w1/w3/w2; MixtralSparseMoeBlock
+ * renormalises the top-k weights) or Qwen2/3-MoE's mlp (gate,
+ * experts.N.gate_proj/up_proj/down_proj, shared_expert and
+ * shared_expert_gate; Qwen2MoeSparseMoeBlock renormalises when the config's
+ * norm_topk_prob says so, default no). */
+static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc_vmoe *mo, tpc_err *e)
+{
+	const char *mod, *w1, *w3, *w2;
+	bool mixtral;
+	mo->router = mo->shared_gate = -1;
+	no_mlp(&mo->shared);
+	if ((mo->router = findf(s, "%s.block_sparse_moe.gate.weight", nm)) >= 0) {
+		mod = "block_sparse_moe", w1 = "w1", w3 = "w3", w2 = "w2", mixtral = true;
+	} else if ((mo->router = findf(s, "%s.mlp.gate.weight", nm)) >= 0) {
+		mod = "mlp", w1 = "gate_proj", w3 = "up_proj", w2 = "down_proj", mixtral = false;
+	} else {
+		return 0;
+	}
+	const tpc_vtensor *rv = &s->t[mo->router];
+	if (rv->ref->ndim != 2 || rv->dim >= 0 || rv->ref->shape[0] < 1 || rv->ref->shape[0] > 4096)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router '%s' must be a replicated [experts, hidden] tensor",
+				   nm, rv->name);
+	mo->nexp = rv->ref->shape[0];
+	mo->top_k = f && f->moe_top_k ? f->moe_top_k : mixtral ? 2 : 0;
+	if (mo->top_k < 1 || mo->top_k > mo->nexp)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
+				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
+	mo->renorm = f && f->moe_renorm ? f->moe_renorm > 0 : mixtral;
+	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
+		return tpc_err_nomem(e);
+	for (int64_t x = 0; x < mo->nexp; x++) {
+		tpc_vmlp *p = &mo->exp[x];
+		no_mlp(p);
+		p->gate = findf(s, "%s.%s.experts.%lld.%s.weight", nm, mod, (long long)x, w1);
+		p->up = findf(s, "%s.%s.experts.%lld.%s.weight", nm, mod, (long long)x, w3);
+		p->down = findf(s, "%s.%s.experts.%lld.%s.weight", nm, mod, (long long)x, w2);
+		p->act = TPC_VACT_SILU;
+		p->glu = true;
+		if (p->gate < 0 || p->up < 0 || p->down < 0)
+			return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router names %lld experts, expert %lld lacks %s, %s or %s",
+					   nm, (long long)mo->nexp, (long long)x, w1, w3, w2);
+	}
+	tpc_vmlp *sh = &mo->shared;
+	sh->gate = findf(s, "%s.mlp.shared_expert.gate_proj.weight", nm);
+	sh->up = findf(s, "%s.mlp.shared_expert.up_proj.weight", nm);
+	sh->down = findf(s, "%s.mlp.shared_expert.down_proj.weight", nm);
+	sh->act = TPC_VACT_SILU;
+	sh->glu = true;
+	if (sh->down >= 0 && (sh->gate < 0 || sh->up < 0))
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the shared expert lacks gate_proj or up_proj", nm);
+	if (sh->down < 0)
+		no_mlp(sh);
+	mo->shared_gate = findf(s, "%s.mlp.shared_expert_gate.weight", nm);
 	return 0;
 }
 
@@ -458,10 +523,19 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 		}
 		if (L.norm1_w < 0 && a->o < 0 && p->down < 0)
 			break; /* no layer l: the model has l layers */
+		L.moe.router = -1;
+		if (arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = llama_moe(s, nm, f, &L.moe, e))) {
+			free(L.moe.exp);
+			goto out;
+		}
+		if (L.moe.router >= 0)
+			m->moe = true;
 		bool attn_ok = a->o >= 0 && (a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
-		bool mlp_ok = p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0);
+		bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
+			      L.moe.router >= 0;
 		if (L.norm1_w < 0 || L.norm2_w < 0 || !attn_ok || !mlp_ok) {
 			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s' lacks a norm, attention or MLP tensor", nm);
+			free(L.moe.exp);
 			goto out;
 		}
 		/* head facts from shapes where the config gave none */
@@ -479,6 +553,7 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 			ret = tpc_err_set(e, TPC_EINPUT,
 					  "layer '%s': attention heads unknown or not matching q rows %lld (give heads and head_dim)",
 					  nm, (long long)qrows);
+			free(L.moe.exp);
 			goto out;
 		}
 		if (!kvh)
@@ -486,6 +561,7 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 		if (krows != kvh * hd || heads % kvh) {
 			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld kv heads do not match k rows %lld", nm,
 					  (long long)kvh, (long long)krows);
+			free(L.moe.exp);
 			goto out;
 		}
 		a->heads = heads;
@@ -493,12 +569,14 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 		a->head_dim = hd;
 		if (!(L.name = tpc_strdup(nm))) {
 			ret = tpc_err_nomem(e);
+			free(L.moe.exp);
 			goto out;
 		}
 		size_t cap = (size_t)m->nlayers;
 		if (tpc_grow((void **)&m->layers, &cap, (size_t)m->nlayers + 1, sizeof(L))) {
 			free(L.name);
 			ret = tpc_err_nomem(e);
+			free(L.moe.exp);
 			goto out;
 		}
 		m->layers[m->nlayers++] = L;

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_check_status(r, &e);
 	if (!r) {
 		tpc_model_facts f = p.facts;
-		tpc_model_facts d = {8, 2, 8, 64, 32000, 4, TPC_FF_GEGLU};
+		tpc_model_facts d = {.heads = 8, .kv_heads = 2, .head_dim = 8, .hidden = 64, .vocab = 32000, .layers = 4, .ff_act = TPC_FF_GEGLU};
 		tpc_facts_fill(&f, &d);
 		tpc_facts_finish(&f);
 		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

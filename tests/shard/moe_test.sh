@@ -157,7 +157,7 @@ print("bad", bad)
 sys.exit(1 if bad else 0)
 PYEOF
 
-for m in "mixtral mixtral" "qwen2moe qwen2-moe" "qwen3moe qwen2-moe" "gemma gemma" "phi3 phi3"; do
+for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemma gemma 0" "phi3 phi3 0"; do
   set -- $m; M=$T/$1 P=$2
   for tp in 2 4; do
     S=$T/$1-tp$tp
@@ -170,8 +170,26 @@ for m in "mixtral mixtral" "qwen2moe qwen2-moe" "qwen3moe qwen2-moe" "gemma gemm
       bad "$1 tp $tp: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -3)"
     run "$TPCONV" verify --reference "$M" --shards "$S"
     [ "$rc" = 0 ] && ok "$1 tp $tp: verify passes ($(tail -1 "$T/out" | cut -c1-60))" || bad "$1 tp $tp: verify" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
+    if [ "$3" != 0 ]; then
+      nm=$(grep -Ec '^ +mlp +model\.layers\.[0-9]+\.moe .* pass' "$T/out")
+      [ "$nm" = "$3" ] && grep -Eq '^ +model +model .*skip' "$T/out" &&
+        ok "$1 tp $tp: verify ran $3 MoE block checks (routing, experts summed across ranks) and says the whole-model check is not run" ||
+        bad "$1 tp $tp: MoE block checks" "found $nm, want $3" "$(grep -E 'moe|model ' "$T/out" | head -4)"
+    fi
   done
 done
+
+# a wrong expert split (w2 by columns) passes the structure check against its own
+# plan but fails the MoE block check
+"$TPCONV" plan mixtral | sed 's/"experts\\\\.\[0-9\]+\\\\.(w2|down_proj)\\\\.(weight|bias)$", "split": "row"/"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$", "split": "col"/' >"$T/wrong.json"
+rm -rf "$T/wrong"
+if grep -q '(w2|down_proj).*"split": "col"' "$T/wrong.json" && "$TPCONV" shard "$T/mixtral" --plan "$T/wrong.json" --tp 2 -o "$T/wrong" >/dev/null 2>&1; then
+  run "$TPCONV" verify --reference "$T/mixtral" --shards "$T/wrong" --arch llama
+  [ "$rc" = 1 ] && grep -Eq 'mlp +model\.layers\.0\.moe .*FAIL' "$T/out" && ok "a set with experts' w2 split by columns fails the MoE block check (exit 1)" ||
+    bad "wrong expert split" "rc=$rc" "$(grep -E 'moe' "$T/out" | head -3)"
+else
+  bad "wrong expert split: could not build the set" "$(head -3 "$T/wrong.json")"
+fi
 
 # refused: an MoE model under the dense llama plan
 run "$TPCONV" shard "$T/mixtral" --preset llama --tp 2 -o "$T/no"
