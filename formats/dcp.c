@@ -1510,10 +1510,11 @@ static int item_start(const uint8_t *p, uint64_t end, uint64_t *start, const cha
 	return 0;
 }
 
+static int part_items_src(tpc_ckpt *ck, int src, const char *path, uint64_t **off, uint64_t **len, size_t *n,
+			  tpc_err *e);
+
 static int dcp_part_items(tpc_ckpt *ck, const char *path, uint64_t **off, uint64_t **len, size_t *n, tpc_err *e)
 {
-	uint64_t *o = NULL, *l = NULL, end;
-	size_t cap = 0, cnt = 0;
 	int src, ret;
 	struct stat st;
 	*off = *len = NULL;
@@ -1527,6 +1528,34 @@ static int dcp_part_items(tpc_ckpt *ck, const char *path, uint64_t **off, uint64
 		return 0; /* a part of no items */
 	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)))
 		return ret;
+	return part_items_src(ck, src, path, off, len, n, e);
+}
+
+int tpc_dcp_part_items_from_buffer(tpc_ckpt *ck, const uint8_t *p, size_t size, const char *path, uint64_t **off,
+				   uint64_t **len, size_t *n, tpc_err *e)
+{
+	int src, ret;
+	uint8_t *copy = tpc_malloc(size ? size : 1);
+	*off = *len = NULL;
+	*n = 0;
+	if (!copy)
+		return tpc_err_nomem(e);
+	if (size)
+		memcpy(copy, p, size);
+	if ((ret = tpc_ckpt_add_mem(ck, path, copy, size, &src, e)))
+		return ret;
+	return size ? part_items_src(ck, src, path, off, len, n, e) : 0;
+}
+
+/* The items of the part file that is source src of ck, found from its end
+ * (each is a zip: its end record says where it begins), each opened as one
+ * tensor named by its position. */
+static int part_items_src(tpc_ckpt *ck, int src, const char *path, uint64_t **off, uint64_t **len, size_t *n,
+			  tpc_err *e)
+{
+	uint64_t *o = NULL, *l = NULL, end;
+	size_t cap = 0, cnt = 0;
+	int ret = 0;
 	const tpc_map *m = tpc_ckpt_source(ck, src);
 	/* the items from the last one back */
 	for (end = m->size; end > 0 && !ret;) {

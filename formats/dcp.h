@@ -79,4 +79,10 @@ typedef struct tpc_dcp_meta {
 int tpc_dcp_meta_from_buffer(tpc_dcp_meta *m, const uint8_t *p, size_t n, const char *path, tpc_err *e);
 void tpc_dcp_meta_release(tpc_dcp_meta *m);
 
+/* The items of a part file the dcp layout wrote (torch.save archives back to
+ * back, found from the end), given as an image (untrusted; for the fuzzer):
+ * each item's offset and length, each opened into ck as one tensor. */
+int tpc_dcp_part_items_from_buffer(tpc_ckpt *ck, const uint8_t *p, size_t size, const char *path, uint64_t **off,
+				   uint64_t **len, size_t *n, tpc_err *e);
+
 #endif
