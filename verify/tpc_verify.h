@@ -248,9 +248,9 @@ typedef struct tpc_vattn {
  * index), their weights renormalised to sum 1 when `renorm`; out =
  * sum_k w_k expert_k(x) (+ sigmoid(x g^T) shared(x) with a shared expert). */
 typedef struct tpc_vmoe {
-	int64_t router;                  /* [E, H], replicated; -1: not an MoE layer */
+	int64_t router;                  /* [E, H], replicated */
 	int64_t nexp;
-	tpc_vmlp *exp;                   /* nexp SwiGLU experts (owned) */
+	tpc_vmlp *exp;                   /* nexp SwiGLU experts (owned); NULL: not an MoE layer */
 	int64_t top_k;
 	bool renorm;
 	tpc_vmlp shared;                 /* shared.down < 0: none */
@@ -262,7 +262,7 @@ typedef struct tpc_vlayer {
 	int64_t norm1_w, norm1_b, norm2_w, norm2_b;
 	tpc_vattn attn;                  /* attn.o < 0: no attention check (a DiT feed-forward entry) */
 	tpc_vmlp mlp;                    /* mlp.down < 0: no feed-forward check */
-	tpc_vmoe moe;                    /* moe.router < 0: none */
+	tpc_vmoe moe;                    /* moe.exp NULL: none */
 } tpc_vlayer;
 
 typedef enum tpc_varch {

@@ -1486,7 +1486,7 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			ret = check_block(&R, &s->model->layers[l], TPC_VC_ATTN);
 			if (!ret)
 				ret = check_block(&R, &s->model->layers[l], TPC_VC_MLP);
-			if (!ret && s->model->layers[l].moe.router >= 0)
+			if (!ret && s->model->layers[l].moe.exp)
 				ret = check_moe(&R, &s->model->layers[l]);
 		}
 	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL)) {

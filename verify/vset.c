@@ -528,11 +528,11 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 			free(L.moe.exp);
 			goto out;
 		}
-		if (L.moe.router >= 0)
+		if (L.moe.exp)
 			m->moe = true;
 		bool attn_ok = a->o >= 0 && (a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
 		bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
-			      L.moe.router >= 0;
+			      L.moe.exp;
 		if (L.norm1_w < 0 || L.norm2_w < 0 || !attn_ok || !mlp_ok) {
 			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s' lacks a norm, attention or MLP tensor", nm);
 			free(L.moe.exp);
