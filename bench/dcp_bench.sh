@@ -20,21 +20,7 @@ if [ ! -f "$SRC" ]; then
 fi
 DCP="$DIR/llama_${HIDDEN}_${LAYERS}.dcp"
 [ -f "$DCP/.metadata" ] || "$TPCONV" convert "$SRC" -o "$DCP" --format dcp -f -q
-measure() { # LABEL OUT CMD...: best wall seconds (with sync) and peak RSS KiB
-  local label=$1 out=$2; shift 2
-  local best="" rss=0 secs m
-  for _ in $(seq "$REPS"); do
-    rm -rf "$out"; sync
-    /usr/bin/time -f "%e %M" -o "$DIR/time.txt" sh -c '"$@" && sync' sh "$@" > "$DIR/cmd.log" 2>&1 ||
-      { echo "FAILED: $label"; cat "$DIR/cmd.log"; exit 1; }
-    read -r secs m < "$DIR/time.txt"
-    if [ -z "$best" ] || awk "BEGIN{exit !($secs < $best)}"; then best=$secs; fi
-    [ "$m" -gt "$rss" ] && rss=$m
-  done
-  rm -rf "$out"
-  printf '| %s | %s s | %s MB |\n' "$label" "$best" "$((rss / 1024))"
-  eval "T_$3=$best" 2>/dev/null || true
-}
+. "$HERE/measure.sh"
 echo "# DCP input: $DCP ($(du -sb "$DCP" | cut -f1) bytes in $(ls "$DCP" | wc -l) files)"
 echo "| step | wall | peak RSS |"
 echo "|---|---:|---:|"

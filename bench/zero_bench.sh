@@ -25,20 +25,7 @@ if [ ! -f "$Z/latest" ]; then
   rm -rf "$Z.tmp"
   $PY "$HERE/../tests/deepspeed/make_zero.py" "$Z.tmp" --stage 3 --world "$WORLD" --from "$SRC" --no-moments && mv "$Z.tmp" "$Z"
 fi
-measure() { # LABEL OUT CMD...: best wall seconds (with sync) and peak RSS KiB
-  local label=$1 out=$2; shift 2
-  local best="" rss=0 secs m
-  for _ in $(seq "$REPS"); do
-    rm -rf "$out"; sync
-    /usr/bin/time -f "%e %M" -o "$DIR/time.txt" sh -c '"$@" && sync' sh "$@" > "$DIR/cmd.log" 2>&1 ||
-      { echo "FAILED: $label"; cat "$DIR/cmd.log"; exit 1; }
-    read -r secs m < "$DIR/time.txt"
-    if [ -z "$best" ] || awk "BEGIN{exit !($secs < $best)}"; then best=$secs; fi
-    [ "$m" -gt "$rss" ] && rss=$m
-  done
-  rm -rf "$out"
-  printf '| %s | %s s | %s MB |\n' "$label" "$best" "$((rss / 1024))"
-}
+. "$HERE/measure.sh"
 echo "# ZeRO-3 input: $Z ($(du -sb "$Z" | cut -f1) bytes, $(ls "$Z"/global_step14 | wc -l) files)"
 echo "| step | wall | peak RSS |"
 echo "|---|---:|---:|"

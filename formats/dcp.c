@@ -780,12 +780,7 @@ static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool m
 		     nfiles, nfiles == 1 ? "" : "s", nt, nc, maxc, nb, nb == 1 ? "" : "s");
 	if (mcore && !selected)
 		tpc_buf_addf(&b, "\noptimizer state: %zu entr%s left out (read %s with --select optimizer)", nopt, nopt == 1 ? "y" : "ies", nopt == 1 ? "it" : "them");
-	char *txt = tpc_buf_detach(&b, NULL);
-	if (txt) {
-		free(ck->about);
-		ck->about = txt;
-	}
-	tpc_buf_release(&b);
+	tpc_ckpt_set_about(ck, &b);
 }
 
 static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_err *e)

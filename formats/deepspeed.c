@@ -590,12 +590,7 @@ static void set_about(zero *z, const char *tag)
 	} else {
 		tpc_buf_adds(&b, " the base optimizer's state and the loss scaler");
 	}
-	char *txt = tpc_buf_detach(&b, NULL);
-	if (txt) {
-		free(z->ck->about);
-		z->ck->about = txt;
-	}
-	tpc_buf_release(&b);
+	tpc_ckpt_set_about(z->ck, &b);
 }
 
 /* Open every file's pickle, consolidate, drop the per-file tensors. */

@@ -61,6 +61,16 @@ static int index_rebuild(tpc_ckpt *ck, size_t want)
 	return 0;
 }
 
+void tpc_ckpt_set_about(tpc_ckpt *ck, tpc_buf *b)
+{
+	char *txt = tpc_buf_detach(b, NULL);
+	if (txt) {
+		free(ck->about);
+		ck->about = txt;
+	}
+	tpc_buf_release(b);
+}
+
 int64_t tpc_ckpt_find(const tpc_ckpt *ck, const char *name)
 {
 	const struct tpc__name_index *ix = ck->index;

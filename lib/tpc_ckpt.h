@@ -172,6 +172,11 @@ int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const 
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
 			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e);
 
+/* Take `b`'s text as ck->about (released either way; kept as it was if b
+ * ran out of memory). */
+struct tpc_buf;
+void tpc_ckpt_set_about(tpc_ckpt *ck, struct tpc_buf *b);
+
 /* Index of the tensor named `name`, or -1. */
 int64_t tpc_ckpt_find(const tpc_ckpt *ck, const char *name);
 /* Give tensor i a new name (must not collide). */

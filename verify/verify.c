@@ -984,6 +984,17 @@ static tpc_dtype block_dtype(const run *R, int64_t i)
 	return i >= 0 ? R->s->t[i].ref->src_dtype : TPC_F32;
 }
 
+/* Rank 0: a block's outputs against the unsplit block's. */
+static void cmp_block(tpc_vresult *res, const double *yr, const float *y, size_t n, const char *what)
+{
+	double scale = rms(yr, n);
+	for (size_t j = 0; j < n; j++)
+		cmp(res, scale, 0, (int64_t)j, yr[j], y[j]);
+	if (res->status == TPC_VR_FAIL)
+		snprintf(res->msg, sizeof(res->msg), "%llu of %llu %s differ from the unsplit block",
+			 (unsigned long long)res->mismatches, (unsigned long long)res->elements, what);
+}
+
 static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 {
 	tpc_vresult res;
@@ -1059,12 +1070,7 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		if (ret)
 			goto done;
 		widen(R, &res);
-		double scale = rms(yr, (size_t)(T * H));
-		for (int64_t j = 0; j < T * H; j++)
-			cmp(&res, scale, 0, j, yr[j], y[j]);
-		if (res.status == TPC_VR_FAIL)
-			snprintf(res.msg, sizeof(res.msg), "%llu of %llu block outputs differ from the unsplit block",
-				 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
+		cmp_block(&res, yr, y, (size_t)(T * H), "block outputs");
 	}
 done:
 	if (me == 0)
@@ -1248,13 +1254,7 @@ static int check_moe(run *R, const tpc_vlayer *ly)
 		R->xd.score_max = 0;
 		if ((ret = moe_apply_d(R, mo, -1, xd, T, H, sel, w, g, yr)))
 			goto done;
-		double scale = rms(yr, (size_t)(T * H));
-		for (int64_t j = 0; j < T * H; j++)
-			cmp(&res, scale, 0, j, yr[j], y[j]);
-		if (res.status == TPC_VR_FAIL)
-			snprintf(res.msg, sizeof(res.msg),
-				 "%llu of %llu outputs of the mixture of experts differ from the unsplit block",
-				 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
+		cmp_block(&res, yr, y, (size_t)(T * H), "outputs of the mixture of experts");
 	}
 done:
 	if (me == 0)
