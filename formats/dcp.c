@@ -794,7 +794,6 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 	tpc_value *root = NULL, **vals = NULL;
 	size_t first = ck->n, nopt = 0;
 	int64_t *final_ix = NULL;
-	bool *keep = NULL;
 	int ret;
 	memset(&m, 0, sizeof(m));
 	/* a Megatron save folder: its latest iteration */
@@ -964,13 +963,7 @@ static int dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tp
 	if (ret)
 		goto out;
 	/* drop the per-chunk tensors; the assembled ones stay */
-	if (!(keep = tpc_calloc(ck->n + 1, sizeof(bool)))) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (size_t i = 0; i < ck->n; i++)
-		keep[i] = i < first || strncmp(ck->t[i].name, TMP_PREFIX, strlen(TMP_PREFIX));
-	if ((ret = tpc_ckpt_filter(ck, keep, e)))
+	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
 		goto out;
 	/* the object tree: planner_data's nesting, tensors as leaves */
 	if (!(root = tpc_value_new(TPC_V_DICT))) {
@@ -1026,7 +1019,6 @@ out:
 		tpc_value_unref(vals[i]);
 	free(vals);
 	free(final_ix);
-	free(keep);
 	free(fs);
 	free(text);
 	free(mpath);

@@ -601,7 +601,6 @@ static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t no
 	size_t first = ck->n;
 	uint64_t hidden = ck->hidden_tensors;
 	char *hidden_note = ck->hidden_note;
-	bool *keep = NULL;
 	int ret = 0;
 	memset(&z, 0, sizeof(z));
 	memset(&p, 0, sizeof(p));
@@ -641,13 +640,7 @@ static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t no
 	    (ret = z.stage == 3 ? add_trainable_z3(&z, shapes, &p, e) : add_trainable_z2(&z, shapes, &p, e)) ||
 	    (ret = add_shared(&z, e)))
 		goto out;
-	if (!(keep = tpc_calloc(ck->n + 1, sizeof(bool)))) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (size_t i = 0; i < ck->n; i++)
-		keep[i] = i < first || strncmp(ck->t[i].name, TMP_PREFIX, strlen(TMP_PREFIX));
-	if ((ret = tpc_ckpt_filter(ck, keep, e)))
+	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
 		goto out;
 	set_about(&z, tag);
 	if (!ck->format || strcmp(ck->format, "deepspeed")) {
@@ -659,7 +652,6 @@ static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t no
 out:
 	pieces_clear(&p);
 	free(p.v);
-	free(keep);
 	for (size_t i = 0; i < nms; i++)
 		tpc_value_unref(ms[i].root);
 	for (size_t i = 0; i < nos; i++)

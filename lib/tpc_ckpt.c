@@ -61,6 +61,19 @@ static int index_rebuild(tpc_ckpt *ck, size_t want)
 	return 0;
 }
 
+int tpc_ckpt_drop_prefixed(tpc_ckpt *ck, size_t first, const char *prefix, tpc_err *e)
+{
+	bool *keep = tpc_calloc(ck->n + 1, sizeof(bool));
+	size_t pl = strlen(prefix);
+	if (!keep)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < ck->n; i++)
+		keep[i] = i < first || strncmp(ck->t[i].name, prefix, pl);
+	int ret = tpc_ckpt_filter(ck, keep, e);
+	free(keep);
+	return ret;
+}
+
 void tpc_ckpt_set_about(tpc_ckpt *ck, tpc_buf *b)
 {
 	char *txt = tpc_buf_detach(b, NULL);

@@ -172,6 +172,10 @@ int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const 
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
 			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e);
 
+/* Remove the tensors from index `first` on whose names begin with `prefix`
+ * (a reader's scratch tensors, once what it assembled from them is added). */
+int tpc_ckpt_drop_prefixed(tpc_ckpt *ck, size_t first, const char *prefix, tpc_err *e);
+
 /* Take `b`'s text as ck->about (released either way; kept as it was if b
  * ran out of memory). */
 struct tpc_buf;
