@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tpc_io.h"
+#include "tpc_quant.h"
 #include "tpc_util.h"
 
 #define MAX_EXACT 9007199254740992.0
@@ -66,6 +67,7 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	const cJSON *nt = cJSON_GetObjectItemCaseSensitive(o, "norm_topk_prob");
 	if (cJSON_IsBool(nt))
 		f->norm_topk = cJSON_IsTrue(nt) ? 1 : -1;
+	tpc_quant_from_json(&f->quant, cJSON_GetObjectItemCaseSensitive(o, "quantization_config"));
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "activation_fn");
 	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(o, "_class_name");
@@ -151,6 +153,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->experts_per_tok = src->experts_per_tok;
 	if (!dst->norm_topk)
 		dst->norm_topk = src->norm_topk;
+	if (!dst->quant.method)
+		dst->quant = src->quant;
 }
 
 void tpc_facts_finish(tpc_model_facts *f)

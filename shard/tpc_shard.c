@@ -25,6 +25,7 @@
 #include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_manifest.h"
+#include "tpc_quant.h"
 #include "tpc_util.h"
 
 #ifdef _OPENMP
@@ -584,6 +585,14 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		en->in = (int64_t)i;
 		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, sp->tp, o->resolve_flags, &en->split,
 				       &en->matched, e);
+		if (!ret && !en->matched && facts && facts->quant.method) {
+			/* a quantized layer's companion splits with its layer */
+			int q = tpc__quant_split(plan, facts, in, t, sp->tp, o->resolve_flags, &en->split, e);
+			if (q < 0)
+				ret = q;
+			else if (q > 0)
+				en->matched = true;
+		}
 		if (ret)
 			goto out;
 		int64_t l = tpc_plan_layer(plan, t->name);

@@ -1,0 +1,184 @@
+/* tpc_quant.c - the splits of quantized layers' companion tensors; see tpc_quant.h. */
+#include "tpc_quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tpc_util.h"
+
+void tpc_quant_from_json(tpc_quant *q, const cJSON *qc)
+{
+	memset(q, 0, sizeof(*q));
+	if (!cJSON_IsObject(qc))
+		return;
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
+	const cJSON *bits = cJSON_GetObjectItemCaseSensitive(qc, "bits");
+	const cJSON *gs = cJSON_GetObjectItemCaseSensitive(qc, "group_size");
+	const cJSON *da = cJSON_GetObjectItemCaseSensitive(qc, "desc_act");
+	const cJSON *bs = cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size");
+	const char *name = cJSON_IsString(m) ? m->valuestring : "";
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	q->method = !strcmp(name, "gptq") ? TPC_QUANT_GPTQ
+		    : !strcmp(name, "awq") ? TPC_QUANT_AWQ
+		    : !strcmp(name, "fp8") ? TPC_QUANT_FP8
+					    : TPC_QUANT_OTHER;
+	if (cJSON_IsNumber(bits) && (bits->valueint == 2 || bits->valueint == 4 || bits->valueint == 8))
+		q->bits = bits->valueint; /* 3-bit packs across words: not split here */
+	if (cJSON_IsNumber(gs) && (gs->valuedouble == -1 || (gs->valuedouble >= 1 && gs->valuedouble <= (1 << 20))))
+		q->group = (int64_t)gs->valuedouble;
+	q->desc_act = cJSON_IsTrue(da);
+	if (cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2) {
+		for (int i = 0; i < 2; i++) {
+			const cJSON *b = cJSON_GetArrayItem(bs, i);
+			if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= (1 << 20))
+				q->block[i] = (int64_t)b->valuedouble;
+		}
+		if (!q->block[0] || !q->block[1])
+			q->block[0] = q->block[1] = 0;
+	}
+}
+
+typedef enum { AX_WHOLE = -1 } axis_kind;
+
+/* How one companion lies against its layer's weight [out, in]. */
+typedef struct comp {
+	int out_axis, in_axis;   /* AX_WHOLE: not split along that feature axis */
+	int64_t out_unit, in_unit;
+} comp;
+
+static const char *suffix_of(const char *name, const char *const *sufs, size_t *base_len)
+{
+	size_t n = strlen(name);
+	for (; *sufs; sufs++) {
+		size_t l = strlen(*sufs);
+		if (n > l + 1 && name[n - l - 1] == '.' && !strcmp(name + n - l, *sufs)) {
+			*base_len = n - l - 1;
+			return *sufs;
+		}
+	}
+	return NULL;
+}
+
+static const tpc_tensor *sibling(const tpc_ckpt *in, const char *name, size_t base_len, const char *suf)
+{
+	char buf[1024];
+	if (base_len + strlen(suf) + 2 > sizeof(buf))
+		return NULL;
+	snprintf(buf, sizeof(buf), "%.*s.%s", (int)base_len, name, suf);
+	int64_t i = tpc_ckpt_find(in, buf);
+	return i >= 0 ? &in->t[i] : NULL;
+}
+
+int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+		     unsigned flags, tpc_split *out, tpc_err *e)
+{
+	static const char *const packed[] = {"qweight", "qzeros", "scales", "g_idx", NULL};
+	static const char *const fp8[] = {"weight_scale_inv", "weight_scale", "input_scale", NULL};
+	const tpc_quant *q = &f->quant;
+	const char *name = t->name, *suf;
+	size_t bl = 0;
+	int64_t vshape[2];
+	comp c = {AX_WHOLE, AX_WHOLE, 1, 1};
+	if (q->method == TPC_QUANT_GPTQ || q->method == TPC_QUANT_AWQ) {
+		if (!(suf = suffix_of(name, packed, &bl)) || !q->bits)
+			return 0;
+		int64_t pk = 32 / q->bits;
+		const tpc_tensor *qw = sibling(in, name, bl, "qweight");
+		if (!qw || qw->ndim != 2)
+			return 0;
+		bool gptq = q->method == TPC_QUANT_GPTQ;
+		/* the layer's weight [out, in] as the packed qweight implies it */
+		vshape[0] = gptq ? qw->shape[1] : qw->shape[1] * pk;
+		vshape[1] = gptq ? qw->shape[0] * pk : qw->shape[0];
+		int64_t g = q->group > 0 ? q->group : vshape[1];
+		if (!strcmp(suf, "qweight"))
+			c = gptq ? (comp){1, 0, 1, pk} : (comp){1, 0, pk, 1};
+		else if (!strcmp(suf, "qzeros"))
+			c = (comp){1, 0, pk, g};
+		else if (!strcmp(suf, "scales"))
+			c = (comp){1, 0, 1, g};
+		else if (gptq) /* g_idx */
+			c = (comp){AX_WHOLE, 0, 1, 1};
+		else
+			return 0;
+		if (gptq && q->desc_act && (!strcmp(suf, "qzeros") || !strcmp(suf, "scales")))
+			c.in_axis = AX_WHOLE; /* act-order: groups are not contiguous in the input */
+	} else if (q->method == TPC_QUANT_FP8) {
+		if (!(suf = suffix_of(name, fp8, &bl)))
+			return 0;
+		const tpc_tensor *w = sibling(in, name, bl, "weight");
+		if (!w || w->ndim != 2)
+			return 0;
+		vshape[0] = w->shape[0];
+		vshape[1] = w->shape[1];
+		if (!strcmp(suf, "weight_scale_inv")) {
+			if (!q->block[0] || t->ndim != 2)
+				return 0;
+			c = (comp){0, 1, q->block[0], q->block[1]};
+		} else if (!strcmp(suf, "weight_scale") && t->ndim >= 1 && t->shape[0] == vshape[0] && vshape[0] > 1) {
+			c = (comp){0, AX_WHOLE, 1, 1}; /* per output channel */
+		} else {
+			c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* per tensor */
+		}
+	} else {
+		return 0;
+	}
+	/* the split the layer's weight would get */
+	char wname[1024];
+	snprintf(wname, sizeof(wname), "%.*s.weight", (int)bl, name);
+	tpc_split ws;
+	bool matched = false;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	if (tpc_plan_resolve(p, f, wname, 2, vshape, tp, flags, &ws, &matched, &e2)) {
+		tpc_err_set(e, TPC_EINPUT, "its layer '%s' (as [%lld, %lld] from the %s tensors) cannot be split: %s", wname,
+			    (long long)vshape[0], (long long)vshape[1], q->name, e2.msg);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	if (!matched)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->kind = ws.kind;
+	out->rule = ws.rule;
+	out->dim = -1;
+	if (ws.dim < 0 || ws.row_bias)
+		return 1; /* a replicated layer: its companions too */
+	int axis = ws.dim == 0 ? c.out_axis : c.in_axis;
+	int64_t unit = ws.dim == 0 ? c.out_unit : c.in_unit;
+	if (axis == AX_WHOLE)
+		return 1;
+	if (axis >= t->ndim) {
+		tpc_err_set(e, TPC_EINPUT, "a %s companion of %d dimensions, expected %d", q->name, t->ndim, axis + 1);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	*out = ws;
+	out->dim = axis;
+	int64_t total = 0;
+	for (int k = 0; k < ws.nparts; k++) {
+		tpc_split_part *pt = &out->part[k];
+		int64_t len = tpc_split_rank_len(&ws, k, tp);
+		if (pt->size % unit || pt->pad % unit || len % unit) {
+			tpc_err_set(e, TPC_EINPUT,
+				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (%s): a rank's slice would cut one (choose a tp where it divides)",
+				    wname, tpc_split_kind_name(ws.kind), (long long)len,
+				    ws.dim == 0 ? "output features" : "input features",
+				    ws.nparts > 1 ? " in a part" : "", (long long)unit,
+				    q->method == TPC_QUANT_FP8 ? "the fp8 weight_block_size"
+				    : unit == q->group ? "the group_size" : "the features packed in one int32");
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		pt->size /= unit;
+		pt->pad /= unit;
+		total += pt->size;
+	}
+	if (total != t->shape[axis]) {
+		tpc_err_set(e, TPC_EINPUT, "dimension %d is %lld, but its layer '%s' [%lld, %lld] implies %lld", axis,
+			    (long long)t->shape[axis], wname, (long long)vshape[0], (long long)vshape[1], (long long)total);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	return 1;
+}

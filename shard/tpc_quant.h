@@ -1,0 +1,55 @@
+/*
+ * tpc_quant.h - quantized layers: how the companion tensors of a quantized
+ * weight split with their layer (private to shard/).
+ *
+ * A quantized layer stores its weight as several tensors, and none of them
+ * has the weight's name or shape: GPTQ's qweight/qzeros/scales/g_idx, AWQ's
+ * packed the other way, FP8's weight plus weight_scale_inv blocks. A plan
+ * names the layer's weight ("q_proj.weight": col, on head boundaries); each
+ * companion is split the way that weight would be, along its own axis and in
+ * its own units (FRAMEWORKS.md §3; vLLM's GPTQ/AWQ/FP8 linear methods load
+ * each rank's slice this way):
+ *
+ *                  output features (col)      input features (row)
+ *   GPTQ qweight   dim 1, 1 per feature       dim 0, 32/bits features per row
+ *        qzeros    dim 1, 32/bits per column  dim 0, group_size per row
+ *        scales    dim 1, 1                   dim 0, group_size
+ *        g_idx     whole                      dim 0, 1
+ *   AWQ  qweight   dim 1, 32/bits             dim 0, 1
+ *        qzeros    dim 1, 32/bits             dim 0, group_size
+ *        scales    dim 1, 1                   dim 0, group_size
+ *   FP8  weight_scale_inv  dim 0, block[0]    dim 1, block[1]
+ *        weight_scale [out] / [out, 1]  dim 0, 1      whole
+ *        weight_scale scalar, input_scale    whole
+ *
+ * With GPTQ act-order (desc_act) the groups follow g_idx, not the input
+ * order: on a row split scales and qzeros stay whole on every rank and g_idx
+ * is split with the input rows, as vLLM's GPTQ does. A rank's slice must fall
+ * on whole units (a packed int32, a group, an FP8 block): when it does not,
+ * the companion is refused naming the tensor, its layer and the numbers.
+ * Companions of a method tpconv does not know, or of a checkpoint whose
+ * config has no quantization_config, are left to the plan (and refused by
+ * the fallback check when their layer is split).
+ */
+#ifndef TPC_QUANT_H
+#define TPC_QUANT_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+#include "tpc_plan.h"
+
+/* Fill q from a config's "quantization_config" object (NULL or not an
+ * object: no quantization). */
+void tpc_quant_from_json(tpc_quant *q, const cJSON *qc);
+
+/* If tensor t (`name`) of `in` is a companion of a quantized layer under
+ * f->quant, set *out to its split and return 1; 0 when it is not one (or the
+ * layer's weight matches no rule); a negative status when its split cannot be
+ * honoured (e names the tensor and the numbers). */
+int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+		     unsigned flags, tpc_split *out, tpc_err *e);
+
+#endif
