@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "tpc_io.h"
-#include "tpc_quant.h"
+#include "tpc_qsplit.h"
 #include "tpc_util.h"
 
 #define MAX_EXACT 9007199254740992.0
@@ -67,7 +67,7 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	const cJSON *nt = cJSON_GetObjectItemCaseSensitive(o, "norm_topk_prob");
 	if (cJSON_IsBool(nt))
 		f->norm_topk = cJSON_IsTrue(nt) ? 1 : -1;
-	tpc_quant_from_json(&f->quant, cJSON_GetObjectItemCaseSensitive(o, "quantization_config"));
+	tpc_qs_from_json(&f->quant, cJSON_GetObjectItemCaseSensitive(o, "quantization_config"));
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "activation_fn");
 	const cJSON *cls = cJSON_GetObjectItemCaseSensitive(o, "_class_name");

@@ -131,22 +131,22 @@ tpc_ff_act tpc_ff_act_parse(const char *name);
 
 /* quantization_config of a Hugging Face config.json, as far as splitting
  * needs it. */
-typedef enum tpc_quant_method {
-	TPC_QUANT_NONE = 0,
-	TPC_QUANT_GPTQ,  /* qweight [in*bits/32, out] int32, qzeros [in/g, out*bits/32], scales [in/g, out], g_idx [in] */
-	TPC_QUANT_AWQ,   /* qweight [in, out*bits/32] (packed along the output), qzeros [in/g, out*bits/32], scales [in/g, out] */
-	TPC_QUANT_FP8,   /* weight [out, in] float8, weight_scale_inv [ceil(out/b0), ceil(in/b1)] (block) */
-	TPC_QUANT_OTHER, /* a method tpconv does not split: its companions are refused */
-} tpc_quant_method;
+typedef enum tpc_qs_method {
+	TPC_QS_NONE = 0,
+	TPC_QS_GPTQ,  /* qweight [in*bits/32, out] int32, qzeros [in/g, out*bits/32], scales [in/g, out], g_idx [in] */
+	TPC_QS_AWQ,   /* qweight [in, out*bits/32] (packed along the output), qzeros [in/g, out*bits/32], scales [in/g, out] */
+	TPC_QS_FP8,   /* weight [out, in] float8, weight_scale_inv [ceil(out/b0), ceil(in/b1)] (block) */
+	TPC_QS_OTHER, /* a method tpconv does not split: its companions are refused */
+} tpc_qs_method;
 
-typedef struct tpc_quant {
-	tpc_quant_method method;
+typedef struct tpc_qs_cfg {
+	tpc_qs_method method;
 	int bits;            /* gptq/awq: 2, 3, 4, 8 (0: unknown) */
 	int64_t group;       /* gptq/awq group_size (-1: one group per column) */
 	bool desc_act;       /* gptq act-order: groups follow g_idx, not the input order */
 	int64_t block[2];    /* fp8 weight_block_size (0: per-tensor or per-channel scales) */
 	char name[24];       /* quant_method as written */
-} tpc_quant;
+} tpc_qs_cfg;
 
 /* Model facts: 0 = unknown. */
 typedef struct tpc_model_facts {
@@ -158,8 +158,8 @@ typedef struct tpc_model_facts {
 	int64_t experts_per_tok;
 	int norm_topk;
 	/* a quantized checkpoint (config.json quantization_config): how its
-	 * companion tensors split with their layer (tpc_quant.c) */
-	tpc_quant quant;
+	 * companion tensors split with their layer (tpc_qs_cfg.c) */
+	tpc_qs_cfg quant;
 } tpc_model_facts;
 
 /* Facts from a Hugging Face config.json text (num_attention_heads / n_head,

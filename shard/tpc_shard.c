@@ -25,7 +25,7 @@
 #include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_manifest.h"
-#include "tpc_quant.h"
+#include "tpc_qsplit.h"
 #include "tpc_util.h"
 
 #ifdef _OPENMP

@@ -1,5 +1,5 @@
 /*
- * tpc_quant.h - quantized layers: how the companion tensors of a quantized
+ * tpc_qsplit.h - quantized layers: how the companion tensors of a quantized
  * weight split with their layer (private to shard/).
  *
  * A quantized layer stores its weight as several tensors, and none of them
@@ -31,8 +31,8 @@
  * config has no quantization_config, are left to the plan (and refused by
  * the fallback check when their layer is split).
  */
-#ifndef TPC_QUANT_H
-#define TPC_QUANT_H
+#ifndef TPC_QSPLIT_H
+#define TPC_QSPLIT_H
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -43,7 +43,7 @@
 
 /* Fill q from a config's "quantization_config" object (NULL or not an
  * object: no quantization). */
-void tpc_quant_from_json(tpc_quant *q, const cJSON *qc);
+void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc);
 
 /* If tensor t (`name`) of `in` is a companion of a quantized layer under
  * f->quant, set *out to its split and return 1; 0 when it is not one (or the

@@ -1,12 +1,12 @@
-/* tpc_quant.c - the splits of quantized layers' companion tensors; see tpc_quant.h. */
-#include "tpc_quant.h"
+/* tpc_qsplit.c - the splits of quantized layers' companion tensors; see tpc_qsplit.h. */
+#include "tpc_qsplit.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "tpc_util.h"
 
-void tpc_quant_from_json(tpc_quant *q, const cJSON *qc)
+void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc)
 {
 	memset(q, 0, sizeof(*q));
 	if (!cJSON_IsObject(qc))
@@ -18,10 +18,10 @@ void tpc_quant_from_json(tpc_quant *q, const cJSON *qc)
 	const cJSON *bs = cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size");
 	const char *name = cJSON_IsString(m) ? m->valuestring : "";
 	snprintf(q->name, sizeof(q->name), "%s", name);
-	q->method = !strcmp(name, "gptq") ? TPC_QUANT_GPTQ
-		    : !strcmp(name, "awq") ? TPC_QUANT_AWQ
-		    : !strcmp(name, "fp8") ? TPC_QUANT_FP8
-					    : TPC_QUANT_OTHER;
+	q->method = !strcmp(name, "gptq") ? TPC_QS_GPTQ
+		    : !strcmp(name, "awq") ? TPC_QS_AWQ
+		    : !strcmp(name, "fp8") ? TPC_QS_FP8
+					    : TPC_QS_OTHER;
 	if (cJSON_IsNumber(bits) && (bits->valueint == 2 || bits->valueint == 4 || bits->valueint == 8))
 		q->bits = bits->valueint; /* 3-bit packs across words: not split here */
 	if (cJSON_IsNumber(gs) && (gs->valuedouble == -1 || (gs->valuedouble >= 1 && gs->valuedouble <= (1 << 20))))
@@ -74,19 +74,19 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 {
 	static const char *const packed[] = {"qweight", "qzeros", "scales", "g_idx", NULL};
 	static const char *const fp8[] = {"weight_scale_inv", "weight_scale", "input_scale", NULL};
-	const tpc_quant *q = &f->quant;
+	const tpc_qs_cfg *q = &f->quant;
 	const char *name = t->name, *suf;
 	size_t bl = 0;
 	int64_t vshape[2];
 	comp c = {AX_WHOLE, AX_WHOLE, 1, 1};
-	if (q->method == TPC_QUANT_GPTQ || q->method == TPC_QUANT_AWQ) {
+	if (q->method == TPC_QS_GPTQ || q->method == TPC_QS_AWQ) {
 		if (!(suf = suffix_of(name, packed, &bl)) || !q->bits)
 			return 0;
 		int64_t pk = 32 / q->bits;
 		const tpc_tensor *qw = sibling(in, name, bl, "qweight");
 		if (!qw || qw->ndim != 2)
 			return 0;
-		bool gptq = q->method == TPC_QUANT_GPTQ;
+		bool gptq = q->method == TPC_QS_GPTQ;
 		/* the layer's weight [out, in] as the packed qweight implies it */
 		vshape[0] = gptq ? qw->shape[1] : qw->shape[1] * pk;
 		vshape[1] = gptq ? qw->shape[0] * pk : qw->shape[0];
@@ -103,7 +103,7 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 			return 0;
 		if (gptq && q->desc_act && (!strcmp(suf, "qzeros") || !strcmp(suf, "scales")))
 			c.in_axis = AX_WHOLE; /* act-order: groups are not contiguous in the input */
-	} else if (q->method == TPC_QUANT_FP8) {
+	} else if (q->method == TPC_QS_FP8) {
 		if (!(suf = suffix_of(name, fp8, &bl)))
 			return 0;
 		const tpc_tensor *w = sibling(in, name, bl, "weight");
@@ -165,7 +165,7 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 				    wname, tpc_split_kind_name(ws.kind), (long long)len,
 				    ws.dim == 0 ? "output features" : "input features",
 				    ws.nparts > 1 ? " in a part" : "", (long long)unit,
-				    q->method == TPC_QUANT_FP8 ? "the fp8 weight_block_size"
+				    q->method == TPC_QS_FP8 ? "the fp8 weight_block_size"
 				    : unit == q->group ? "the group_size" : "the features packed in one int32");
 			tpc_err_tensor(e, name);
 			return TPC_EINPUT;
