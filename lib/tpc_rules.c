@@ -587,7 +587,8 @@ static int add_unfuse(rule *x, const tpc_rule_spec *s, const char *origin, tpc_e
 		return ret;
 	if (!(x->parts = tpc_calloc((size_t)s->nparts, sizeof(*x->parts))))
 		return tpc_err_nomem(e);
-	for (int k = 0; k < s->nparts; k++, x->nparts++) {
+	x->nparts = s->nparts; /* zeroed: rule_release frees what is set */
+	for (int k = 0; k < s->nparts; k++) {
 		const tpc_rule_part *p = &s->parts[k];
 		upart *u = &x->parts[k];
 		char what[32];
