@@ -37,8 +37,9 @@ const char tpc_cli_remap_help[] =
 
 const char tpc_cli_remap_fact_help[] =
 	"Model facts for unfuse rules (sizes such as heads/kv_heads*head_dim, as in the\n"
-	"megatron-llama and megatron-gpt presets); a Megatron checkpoint's own args give\n"
-	"heads, kv heads (query groups), head dim and hidden; a flag wins over both:\n"
+	"megatron-llama and megatron-gpt presets). A flag wins; then a Megatron checkpoint's\n"
+	"own args (heads, query groups, kv_channels, hidden); then --config, which must\n"
+	"agree with the args:\n"
 	"  --config FILE            a Hugging Face config.json (default: IN/config.json)\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N\n"
 	"  --vocab N                the tokenizer's vocabulary (Megatron pads it)\n";
@@ -340,6 +341,14 @@ static const char *help =
 	"  {\"strip_prefix\": \"S\"}, {\"add_prefix\": \"S\"}\n"
 	"  {\"transpose\": \"RE\"}               2-D tensors: [in, out] -> [out, in]\n"
 	"  {\"dtype\": \"bf16\"}                 cast floating tensors (bf16 f16 f32 f64)\n"
+	"  {\"unfuse\": \"RE\", \"groups\": \"kv_heads\", \"dim\": 0,\n"
+	"   \"parts\": [{\"to\": \"REPL\", \"size\": \"heads/kv_heads*head_dim\"}, ...]}\n"
+	"                                   take a fused tensor apart: along dim it is\n"
+	"                                   `groups` repetitions of the parts; each part\n"
+	"                                   with a \"to\" becomes a tensor (views); with one\n"
+	"                                   \"to\" on the rule, one tensor, part by part.\n"
+	"                                   Sizes: numbers, the facts heads kv_heads\n"
+	"                                   head_dim hidden vocab, * and /; \"rest\"\n"
 	"and optional modifiers: \"when\" / \"unless\" (a condition on the name), \"match\"\n"
 	"(the same as when), \"optional\": true (no warning when it matches nothing),\n"
 	"\"ints\": true (a dtype rule also casts integer and bool tensors). Patterns are\n"
