@@ -1615,16 +1615,24 @@ static tpc_value *subtree(tpc_value *root, const char *p)
 	return root;
 }
 
+static int cmp_pair(const void *a, const void *b)
+{
+	const size_t *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
 /* The kept entries in output order: each part an unfuse rule made where the
  * checkpoint tensor it came from was, parts in the order they were made.
  * *count receives how many; NULL on out of memory. */
 static size_t *kept_order(const tpc_remap *m, size_t *count)
 {
-	size_t *ord = tpc_malloc(m->nkept * sizeof(size_t) + 1), *root = tpc_malloc(m->nkept * sizeof(size_t) + 1);
+	size_t *pair = tpc_malloc(m->nkept * 2 * sizeof(size_t) + 1), *ord = tpc_malloc(m->nkept * sizeof(size_t) + 1);
 	size_t c = 0;
-	if (!ord || !root) {
+	if (!pair || !ord) {
+		free(pair);
 		free(ord);
-		free(root);
 		return NULL;
 	}
 	for (size_t i = 0; i < m->n && c < m->nkept; i++) {
@@ -1633,18 +1641,14 @@ static size_t *kept_order(const tpc_remap *m, size_t *count)
 		size_t r = i;
 		while (r >= m->n0)
 			r = (size_t)m->parent[r];
-		/* insertion after the last entry of a smaller or equal root: parts
-		 * are few and come after the originals, so this stays cheap */
-		size_t q = c++;
-		while (q > 0 && root[q - 1] > r) {
-			root[q] = root[q - 1];
-			ord[q] = ord[q - 1];
-			q--;
-		}
-		root[q] = r;
-		ord[q] = i;
+		pair[2 * c] = r; /* (the checkpoint tensor it comes from, entry) */
+		pair[2 * c + 1] = i;
+		c++;
 	}
-	free(root);
+	qsort(pair, c, 2 * sizeof(size_t), cmp_pair);
+	for (size_t k = 0; k < c; k++)
+		ord[k] = pair[2 * k + 1];
+	free(pair);
 	*count = c;
 	return ord;
 }
