@@ -1235,7 +1235,7 @@ static int plan_unfuse(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, con
 		       tpc_err *e)
 {
 	tpc_tensor view, *pieces = NULL;
-	int64_t groups = 1, per, size[TPC_RULES_MAX_PARTS], off[TPC_RULES_MAX_PARTS], sum = 0;
+	int64_t groups = 1, per, size[TPC_RULES_MAX_PARTS] = {0}, off[TPC_RULES_MAX_PARTS] = {0}, sum = 0;
 	char *names[TPC_RULES_MAX_PARTS + 1], why[160], shp[128];
 	int need, rest = -1, ret = 0;
 	tpc_buf b = TPC_BUF_INIT;
