@@ -70,7 +70,8 @@ int cmd_diff(int argc, char **argv);
 enum {
 	TPC_OPT_RULES = 0x1000, TPC_OPT_RENAME, TPC_OPT_WHEN, TPC_OPT_DROP, TPC_OPT_KEEP,
 	TPC_OPT_STRIP_PREFIX, TPC_OPT_ADD_PREFIX, TPC_OPT_TRANSPOSE, TPC_OPT_DTYPE,
-	TPC_OPT_EXPECT_KEYS, TPC_OPT_REMAP_END,
+	TPC_OPT_EXPECT_KEYS, TPC_OPT_FACT_CONFIG, TPC_OPT_FACT_HEADS, TPC_OPT_FACT_KV_HEADS,
+	TPC_OPT_FACT_HEAD_DIM, TPC_OPT_FACT_HIDDEN, TPC_OPT_FACT_VOCAB, TPC_OPT_REMAP_END,
 };
 #define TPC_CLI_REMAP_LONGOPTS                                              \
 	{"rules", required_argument, NULL, TPC_OPT_RULES},                  \
@@ -83,6 +84,15 @@ enum {
 	{"transpose", required_argument, NULL, TPC_OPT_TRANSPOSE},          \
 	{"dtype", required_argument, NULL, TPC_OPT_DTYPE},                  \
 	{"expect-keys", required_argument, NULL, TPC_OPT_EXPECT_KEYS}
+/* The model facts unfuse rules may need, for commands without their own
+ * (convert; shard has them in TPC_CLI_SET_LONGOPTS and hands them over). */
+#define TPC_CLI_REMAP_FACT_LONGOPTS                                         \
+	{"config", required_argument, NULL, TPC_OPT_FACT_CONFIG},           \
+	{"heads", required_argument, NULL, TPC_OPT_FACT_HEADS},             \
+	{"kv-heads", required_argument, NULL, TPC_OPT_FACT_KV_HEADS},       \
+	{"head-dim", required_argument, NULL, TPC_OPT_FACT_HEAD_DIM},       \
+	{"hidden", required_argument, NULL, TPC_OPT_FACT_HIDDEN},           \
+	{"vocab", required_argument, NULL, TPC_OPT_FACT_VOCAB}
 
 typedef struct tpc_cli_remap {
 	tpc_rules *rules;        /* NULL until a rule is given */
@@ -90,10 +100,17 @@ typedef struct tpc_cli_remap {
 	const char *expect_keys; /* --expect-keys FILE */
 	bool dry_run;            /* print the old -> new table, apply nothing */
 	bool strict;             /* a rule that matches nothing is an error */
+	/* Model facts for unfuse rules: flags first, then the args a Megatron
+	 * checkpoint records, then --config (or IN/config.json); the last two
+	 * must agree. */
+	tpc_model_facts facts;
+	const char *config;
+	const char *in;          /* the input (set by the command) */
 } tpc_cli_remap;
 
 /* Help text for the options above (ends with a newline). */
 extern const char tpc_cli_remap_help[];
+extern const char tpc_cli_remap_fact_help[];
 void tpc_cli_remap_init(tpc_cli_remap *r);
 void tpc_cli_remap_release(tpc_cli_remap *r);
 /* One option: 0, an exit status (message printed), or -1 if `code` is not a

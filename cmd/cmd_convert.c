@@ -47,6 +47,7 @@ static const char *help =
 	"  -v, --verbose            say more\n"
 	"  -h, --help               this help\n\n"
 	"%s\n"
+	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
 static bool ends_with(const char *s, const char *suf)
@@ -80,6 +81,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, O_DRY_RUN},
 		TPC_CLI_REMAP_LONGOPTS,
+		TPC_CLI_REMAP_FACT_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
 	tpc_open_opts oo = {0, NULL, NULL};
@@ -113,7 +115,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 'P': force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
-		case 'h': printf(help, tpc_cli_remap_help); return 0;
+		case 'h': printf(help, tpc_cli_remap_help, tpc_cli_remap_fact_help); return 0;
 		default:
 			return tpc_cli_usage("convert", "unknown or incomplete option '%s'", argv[optind - 1]);
 		}
@@ -126,6 +128,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if (rm->when)
 		return tpc_cli_usage("convert", "--when '%s' is not followed by a rule", rm->when);
 	const char *in = argv[optind];
+	rm->in = in;
 	tpc_err_init(&e);
 	if (shard_arg && tpc_parse_size(shard_arg, &wo.max_shard_size, &e))
 		return tpc_cli_usage("convert", "--max-shard-size: %s", e.msg);

@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "tpc_buf.h"
+#include "tpc_extras.h"
+#include "tpc_io.h"
 #include "tpc_rules.h"
 #include "tpc_util.h"
 
@@ -32,6 +34,15 @@ const char tpc_cli_remap_help[] =
 	"                           load_state_dict(strict=True): FILE is one key per line,\n"
 	"                           a JSON list, or a checkpoint; missing and unexpected keys\n"
 	"                           are listed and the exit status is 1\n";
+
+const char tpc_cli_remap_fact_help[] =
+	"Model facts for unfuse rules (sizes such as heads/kv_heads*head_dim, as in the\n"
+	"megatron-llama and megatron-gpt presets). A flag wins; then a Megatron checkpoint's\n"
+	"own args (heads, query groups, kv_channels, hidden); then --config, which must\n"
+	"agree with the args:\n"
+	"  --config FILE            a Hugging Face config.json (default: IN/config.json)\n"
+	"  --heads N, --kv-heads N, --head-dim N, --hidden N\n"
+	"  --vocab N                the tokenizer's vocabulary (Megatron pads it)\n";
 
 void tpc_cli_remap_init(tpc_cli_remap *r)
 {
@@ -57,6 +68,12 @@ static const char *opt_name(int code)
 	case TPC_OPT_TRANSPOSE: return "--transpose";
 	case TPC_OPT_DTYPE: return "--dtype";
 	case TPC_OPT_EXPECT_KEYS: return "--expect-keys";
+	case TPC_OPT_FACT_CONFIG: return "--config";
+	case TPC_OPT_FACT_HEADS: return "--heads";
+	case TPC_OPT_FACT_KV_HEADS: return "--kv-heads";
+	case TPC_OPT_FACT_HEAD_DIM: return "--head-dim";
+	case TPC_OPT_FACT_HIDDEN: return "--hidden";
+	case TPC_OPT_FACT_VOCAB: return "--vocab";
 	}
 	return "?";
 }
@@ -102,6 +119,16 @@ int tpc_cli_remap_opt(tpc_cli_remap *r, const char *cmd, int code, const char *a
 	if (code == TPC_OPT_EXPECT_KEYS) {
 		r->expect_keys = arg;
 		return 0;
+	}
+	if (code == TPC_OPT_FACT_CONFIG) {
+		r->config = arg;
+		return 0;
+	}
+	if (code >= TPC_OPT_FACT_HEADS && code <= TPC_OPT_FACT_VOCAB) {
+		int64_t *f = code == TPC_OPT_FACT_HEADS ? &r->facts.heads : code == TPC_OPT_FACT_KV_HEADS ? &r->facts.kv_heads :
+			     code == TPC_OPT_FACT_HEAD_DIM ? &r->facts.head_dim : code == TPC_OPT_FACT_HIDDEN ? &r->facts.hidden :
+			     &r->facts.vocab;
+		return tpc_cli_count(cmd, opt_name(code), arg, INT64_C(1) << 40, f);
 	}
 	if (code == TPC_OPT_WHEN) {
 		if (r->when)
@@ -169,6 +196,67 @@ int tpc_cli_remap_opt(tpc_cli_remap *r, const char *cmd, int code, const char *a
 	return ret;
 }
 
+/*
+ * The facts the rules' unfuse sizes name: flags, then what a Megatron
+ * checkpoint says about itself (its args), then a config.json; the
+ * checkpoint and the config must not disagree on a fact the rules use.
+ */
+static int remap_facts(tpc_cli_remap *r, const tpc_ckpt *ck, tpc_err *e)
+{
+	unsigned used = tpc_rules_facts_used(r->rules);
+	tpc_megatron_args a;
+	tpc_model_facts cfg;
+	char *auto_cfg = NULL, from[600];
+	const char *config = r->config;
+	bool have_args;
+	int ret = 0;
+	if (!used)
+		return 0;
+	const int64_t flag[TPC_NFACTS] = {r->facts.heads, r->facts.kv_heads, r->facts.head_dim, r->facts.hidden,
+					  r->facts.vocab};
+	static const char *const flag_name[TPC_NFACTS] = {"--heads", "--kv-heads", "--head-dim", "--hidden", "--vocab"};
+	for (int f = 0; f < TPC_NFACTS && !ret; f++)
+		if (flag[f])
+			ret = tpc_rules_set_fact(r->rules, f, flag[f], flag_name[f], e);
+	have_args = tpc_extras_megatron_args(ck->root, &a) || (r->in && tpc_extras_megatron_args_at(r->in, &a));
+	const int64_t mg[TPC_NFACTS] = {a.heads, a.query_groups, a.kv_channels, a.hidden, 0};
+	memset(&cfg, 0, sizeof(cfg));
+	if (!config && r->in) {
+		char *d = tpc_extras_source_dir(r->in);
+		if (d && (auto_cfg = tpc_path_join(d, "config.json")) && tpc_exists(auto_cfg))
+			config = auto_cfg;
+		free(d);
+	}
+	if (!ret && config && !(ret = tpc_facts_from_file(&cfg, config, e)))
+		tpc_facts_finish(&cfg);
+	const int64_t cf[TPC_NFACTS] = {cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.hidden, cfg.vocab};
+	for (int f = 0; f < TPC_NFACTS && !ret; f++) {
+		if (!(used & (1u << f)) || flag[f])
+			continue;
+		if (have_args && mg[f] && cf[f] && mg[f] != cf[f]) {
+			ret = tpc_err_set(e, TPC_EINPUT,
+					  "the checkpoint's Megatron args say %s %lld, '%s' says %lld; give --%s to say which is right",
+					  tpc_rules_fact_name(f), (long long)mg[f], config, (long long)cf[f], flag_name[f] + 2);
+			break;
+		}
+		if (have_args && mg[f]) {
+			snprintf(from, sizeof(from), "the checkpoint's Megatron args");
+			ret = tpc_rules_set_fact(r->rules, f, mg[f], from, e);
+		} else if (cf[f]) {
+			snprintf(from, sizeof(from), "'%s'", config);
+			ret = tpc_rules_set_fact(r->rules, f, cf[f], from, e);
+		}
+	}
+	for (int f = 0; f < TPC_NFACTS && !ret; f++) {
+		const char *src;
+		int64_t v = tpc_rules_get_fact(r->rules, f, &src);
+		if ((used & (1u << f)) && v)
+			tpc_cli_info("model fact %s = %lld (%s)", tpc_rules_fact_name(f), (long long)v, src);
+	}
+	free(auto_cfg);
+	return ret;
+}
+
 int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck)
 {
 	tpc_remap m;
@@ -191,7 +279,7 @@ int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
-	if (tpc_rules_plan(r->rules, ck, &m, &e)) {
+	if (remap_facts(r, ck, &e) || tpc_rules_plan(r->rules, ck, &m, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
@@ -253,6 +341,14 @@ static const char *help =
 	"  {\"strip_prefix\": \"S\"}, {\"add_prefix\": \"S\"}\n"
 	"  {\"transpose\": \"RE\"}               2-D tensors: [in, out] -> [out, in]\n"
 	"  {\"dtype\": \"bf16\"}                 cast floating tensors (bf16 f16 f32 f64)\n"
+	"  {\"unfuse\": \"RE\", \"groups\": \"kv_heads\", \"dim\": 0,\n"
+	"   \"parts\": [{\"to\": \"REPL\", \"size\": \"heads/kv_heads*head_dim\"}, ...]}\n"
+	"                                   take a fused tensor apart: along dim it is\n"
+	"                                   `groups` repetitions of the parts; each part\n"
+	"                                   with a \"to\" becomes a tensor (views); with one\n"
+	"                                   \"to\" on the rule, one tensor, part by part.\n"
+	"                                   Sizes: numbers, the facts heads kv_heads\n"
+	"                                   head_dim hidden vocab, * and /; \"rest\"\n"
 	"and optional modifiers: \"when\" / \"unless\" (a condition on the name), \"match\"\n"
 	"(the same as when), \"optional\": true (no warning when it matches nothing),\n"
 	"\"ints\": true (a dtype rule also casts integer and bool tensors). Patterns are\n"
@@ -275,7 +371,7 @@ int cmd_rules(int argc, char **argv)
 	tpc_err_init(&e);
 	if (list) {
 		for (size_t i = 0; i < tpc_rules_preset_count(); i++)
-			printf("%-12s %s\n", tpc_rules_preset_name(i), tpc_rules_preset_desc(i));
+			printf("%-15s %s\n", tpc_rules_preset_name(i), tpc_rules_preset_desc(i));
 		return 0;
 	}
 	if (check) {

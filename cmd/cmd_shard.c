@@ -425,6 +425,9 @@ int cmd_shard(int argc, char **argv)
 			goto done;
 		}
 		rm.strict = so.strict;
+		rm.facts = set.facts; /* for unfuse rules (the megatron presets) */
+		rm.config = set.config;
+		rm.in = in;
 		if ((ret = tpc_cli_remap_run(&rm, "shard", &ck)))
 			goto done;
 	}

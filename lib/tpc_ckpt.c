@@ -653,6 +653,46 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 	return 0;
 }
 
+int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t groups, int64_t per,
+		       int64_t off, int64_t len)
+{
+	uint64_t whole;
+	int ret = 0, np = 0;
+	if (dim < 0 || dim >= src->ndim || groups < 1 || per < 0 || off < 0 || len < 0 || off > per ||
+	    len > per - off || tpc_mul_u64((uint64_t)groups, (uint64_t)per, &whole) ||
+	    whole != (uint64_t)src->shape[dim] || groups > INT32_MAX)
+		return -1;
+	if (groups == 1)
+		return tpc_tensor_narrow(dst, src, dim, off, len);
+	tpc_tensor *parts = tpc_calloc((size_t)groups, sizeof(*parts));
+	if (!parts)
+		return -1;
+	for (int64_t g = 0; g < groups && !ret; g++, np++)
+		ret = tpc_tensor_narrow(&parts[g], src, dim, g * per + off, len);
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, parts, np, dim);
+	for (int i = 0; i < np; i++)
+		tpc_tensor_release(&parts[i]);
+	free(parts);
+	return ret ? -1 : 0;
+}
+
+void tpc_tensor_transpose2d(tpc_tensor *t)
+{
+	if (t->ndim != 2)
+		return;
+	int64_t a = t->shape[0], s = t->stride[0];
+	t->shape[0] = t->shape[1];
+	t->shape[1] = a;
+	t->stride[0] = t->stride[1];
+	t->stride[1] = s;
+	if (t->nparts) {
+		for (int i = 0; i < t->nparts; i++)
+			tpc_tensor_transpose2d(&t->parts[i]);
+		t->cat_dim = 1 - t->cat_dim;
+	}
+}
+
 int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
 			       const int64_t *shape, int cat_dim, const tpc_tensor *parts, int nparts,
 			       tpc_err *e)

@@ -155,6 +155,17 @@ int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src); /* deep copy; name 
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len);
 /* Composite of parts along dim, as a free-standing value (parts deep-copied). */
 int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim);
+/* One part of a fused tensor laid out in `groups` repetitions of `per` along
+ * dim (Megatron's per-query-group [q (heads_per_group*d); k (d); v (d)]):
+ * dst = the concatenation over g in [0, groups) of src's
+ * [g*per + off, g*per + off + len) along dim, a view when groups is 1.
+ * -1 when the pieces do not lie inside src (groups*per must be src's size
+ * along dim) or out of memory. */
+int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t groups, int64_t per,
+		       int64_t off, int64_t len);
+/* Swap dims 0 and 1 of a 2-D description in place; a composite's parts are
+ * swapped too and it concatenates along the other dim. */
+void tpc_tensor_transpose2d(tpc_tensor *t);
 void tpc_tensor_release(tpc_tensor *t); /* frees shape and parts, not name */
 /*
  * A C-contiguous tensor of `shape` whose elements, in C order, are the

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tpc_ckpt.h"
+#include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -56,6 +58,65 @@ char *tpc_extras_megatron_iter(const char *dir)
 	free(t);
 	free(text);
 	return out;
+}
+
+static const tpc_value *ns_field(const tpc_value *args, const char *k)
+{
+	if (!args || args->kind != TPC_V_CALL || args->n < 3 || args->items[2]->kind != TPC_V_DICT)
+		return NULL;
+	return tpc_value_get(args->items[2], k);
+}
+
+static int64_t ns_int(const tpc_value *args, const char *k)
+{
+	const tpc_value *v = ns_field(args, k);
+	return v && v->kind == TPC_V_INT && v->ival > 0 ? v->ival : 0;
+}
+
+bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
+{
+	const tpc_value *args = root && root->kind == TPC_V_DICT ? tpc_value_get(root, "args") : NULL;
+	memset(a, 0, sizeof(*a));
+	if (!args || !ns_field(args, "num_attention_heads"))
+		return false;
+	const tpc_value *gqa = ns_field(args, "group_query_attention");
+	a->heads = ns_int(args, "num_attention_heads");
+	a->query_groups = gqa && gqa->kind == TPC_V_BOOL && !gqa->ival ? a->heads : ns_int(args, "num_query_groups");
+	if (!a->query_groups && !gqa)
+		a->query_groups = a->heads; /* an older Megatron without GQA */
+	a->hidden = ns_int(args, "hidden_size");
+	a->kv_channels = ns_int(args, "kv_channels");
+	if (!a->kv_channels && a->heads && a->hidden % a->heads == 0)
+		a->kv_channels = a->hidden / a->heads;
+	a->ffn_hidden = ns_int(args, "ffn_hidden_size");
+	a->layers = ns_int(args, "num_layers");
+	a->tp = ns_int(args, "tensor_model_parallel_size");
+	a->pp = ns_int(args, "pipeline_model_parallel_size");
+	return true;
+}
+
+bool tpc_extras_megatron_args_at(const char *path, tpc_megatron_args *a)
+{
+	char *iter = NULL, *file = NULL;
+	bool found = false;
+	tpc_ckpt ck;
+	tpc_err e;
+	memset(a, 0, sizeof(*a));
+	tpc_err_init(&e);
+	tpc_ckpt_init(&ck);
+	if (tpc_is_dir(path)) {
+		iter = tpc_extras_megatron_iter(path);
+		file = tpc_path_join(iter ? iter : path, "common.pt");
+		if (!file || !tpc_exists(file))
+			goto out;
+	}
+	if (!tpc_ckpt_open(&ck, file ? file : path, NULL, &e))
+		found = tpc_extras_megatron_args(ck.root, a);
+out:
+	tpc_ckpt_release(&ck);
+	free(file);
+	free(iter);
+	return found;
 }
 
 char *tpc_extras_source_dir(const char *in)

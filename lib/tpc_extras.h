@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tpc_err.h"
 
@@ -43,6 +44,26 @@ typedef struct tpc_extras_opts {
  * names a number N (iter_{N:07d}) or "release". The folder's path (malloc'd, not
  * checked to exist), or NULL when there is no such file or it says neither. */
 char *tpc_extras_megatron_iter(const char *dir);
+
+/* What Megatron-LM records about the model in the `args` Namespace it saves
+ * (megatron/training/arguments.py) beside every checkpoint: in each legacy
+ * rank file (mp_rank_TT[_PPP]/model_optim_rng.pt) and in a torch_dist
+ * iteration's common.pt. 0 = not recorded. query_groups is num_query_groups
+ * when group_query_attention is set, else the head count (Megatron ignores
+ * num_query_groups then); kv_channels defaults to hidden_size /
+ * num_attention_heads as Megatron's validate_args sets it. */
+typedef struct tpc_megatron_args {
+	int64_t heads, query_groups, kv_channels, hidden, ffn_hidden, layers, tp, pp;
+} tpc_megatron_args;
+
+struct tpc_value;
+/* From a loaded checkpoint's object tree: a dict whose "args" is the
+ * argparse.Namespace (REDUCE + BUILD). Returns true when there was one. */
+bool tpc_extras_megatron_args(const struct tpc_value *root, tpc_megatron_args *a);
+/* From a path: a torch_dist iteration folder (its common.pt), a save folder
+ * (its latest iteration's), or a torch file holding "args" (a legacy rank
+ * file). Returns true when args were found; unreadable files are no args. */
+bool tpc_extras_megatron_args_at(const char *path, tpc_megatron_args *a);
 
 /* Is `name` (a base name) a companion file? */
 bool tpc_extras_is_companion(const char *name);

@@ -18,6 +18,23 @@
 #define MAX_RULES_FILE (16u << 20)
 #define MAX_KEYS_FILE (256u << 20)
 
+/* A size or group count: terms joined by '*' and '/', each an integer or a
+ * fact. */
+#define MAX_TERMS 8
+typedef struct expr {
+	char *text;
+	int n;
+	int64_t lit[MAX_TERMS];
+	int fact[MAX_TERMS]; /* -1: the literal */
+	char op[MAX_TERMS];  /* before term i (i > 0) */
+} expr;
+
+typedef struct upart {
+	char *to;    /* NULL: left out (or the rule has one "to") */
+	expr size;
+	int sized;   /* 0 none, 1 expression, 2 "rest" */
+} upart;
+
 typedef struct rule {
 	tpc_rule_kind kind;
 	char *arg;    /* prefix or pattern text */
@@ -28,6 +45,11 @@ typedef struct rule {
 	bool has_re, has_when, has_unless;
 	tpc_dtype dtype;
 	bool optional, ints;
+	/* unfuse */
+	int dim;
+	expr groups;  /* n == 0: 1 */
+	upart *parts;
+	int nparts;
 } rule;
 
 /* Rules are allocated one by one: a compiled regex_t is not guaranteed to
@@ -35,6 +57,8 @@ typedef struct rule {
 struct tpc_rules {
 	rule **v;
 	size_t n, cap;
+	int64_t fact[TPC_NFACTS];
+	char *fact_from[TPC_NFACTS];
 };
 
 static const char *kind_name(tpc_rule_kind k)
@@ -48,6 +72,7 @@ static const char *kind_name(tpc_rule_kind k)
 	case TPC_RULE_ADD_PREFIX: return "add_prefix";
 	case TPC_RULE_TRANSPOSE: return "transpose";
 	case TPC_RULE_DTYPE: return "dtype";
+	case TPC_RULE_UNFUSE: return "unfuse";
 	}
 	return "?";
 }
@@ -90,6 +115,48 @@ static const struct preset {
 	 "  \"description\": \"HF GPT-2 Conv1D stores weight as [in, out]; nn.Linear wants [out, in]\",\n"
 	 "  \"rules\": [\n"
 	 "    {\"transpose\": \"(^|\\\\.)(c_attn|q_attn|c_proj|c_fc)\\\\.weight$\"}\n"
+	 "  ]\n"
+	 "}\n"},
+	{"megatron-llama",
+	 "Megatron-Core (torch_dist, legacy tp 1) LLaMA to HF names: un-fuse linear_qkv per query group and linear_fc1 [gate; up]; TE norms; vocab unpadded",
+	 "{\n"
+	 "  \"description\": \"Megatron-Core GPTModel (LLaMA family: RMSNorm, SwiGLU, rope; TransformerEngine or local layer spec) to Hugging Face LlamaForCausalLM names. linear_qkv is [q (heads/kv_heads*head_dim); k (head_dim); v (head_dim)] per query group; linear_fc1 is [gate; up] (a torch_dist checkpoint or one merged rank: legacy sets with tp > 1 go through 'tpconv merge'); TE's fused norms are the layer norms; the vocabulary loses Megatron's padding. Facts: heads, kv_heads, head_dim from the checkpoint's args or --config/flags; vocab from --config or --vocab.\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"drop\": \"\\\\._extra_state$\", \"optional\": true, \"comment\": \"TransformerEngine FP8 state, no weights\"},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.(weight|bias)$\", \"groups\": \"kv_heads\", \"parts\": [{\"to\": \"model.layers.\\\\1.self_attn.q_proj.\\\\2\", \"size\": \"heads/kv_heads*head_dim\"}, {\"to\": \"model.layers.\\\\1.self_attn.k_proj.\\\\2\", \"size\": \"head_dim\"}, {\"to\": \"model.layers.\\\\1.self_attn.v_proj.\\\\2\", \"size\": \"head_dim\"}]},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.weight$\", \"parts\": [{\"to\": \"model.layers.\\\\1.mlp.gate_proj.weight\"}, {\"to\": \"model.layers.\\\\1.mlp.up_proj.weight\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.input_layernorm.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.input_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.input_layernorm.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.pre_mlp_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_proj\\\\.(weight|bias)$\", \"to\": \"model.layers.\\\\1.self_attn.o_proj.\\\\2\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.q_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.q_norm.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.k_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.k_norm.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.down_proj.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.final_layernorm\\\\.weight$\", \"to\": \"model.norm.weight\"},\n"
+	 "    {\"unfuse\": \"^embedding\\\\.word_embeddings\\\\.weight$\", \"parts\": [{\"to\": \"model.embed_tokens.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]},\n"
+	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
+	 "  ]\n"
+	 "}\n"},
+	{"megatron-gpt",
+	 "Megatron-Core GPT to HF GPT-2 names: linear_qkv per head -> c_attn [q; k; v], Conv1D weights transposed; vocab unpadded",
+	 "{\n"
+	 "  \"description\": \"Megatron-Core GPTModel (GPT-2 style: LayerNorm with biases, GeLU MLP, learned positions; TransformerEngine or local layer spec) to Hugging Face GPT2LMHeadModel names. linear_qkv per head [q_h; k_h; v_h] (per query group in general) becomes c_attn's [q; k; v]; Conv1D weights are stored [in, out], so c_attn, c_proj and c_fc are transposed; the vocabulary loses Megatron's padding. Facts: heads, kv_heads, head_dim from the checkpoint's args or --config/flags; vocab from --config or --vocab.\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"drop\": \"\\\\._extra_state$\", \"optional\": true, \"comment\": \"TransformerEngine FP8 state, no weights\"},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.(weight|bias)$\", \"groups\": \"kv_heads\", \"to\": \"transformer.h.\\\\1.attn.c_attn.\\\\2\", \"parts\": [{\"size\": \"heads/kv_heads*head_dim\", \"comment\": \"q\"}, {\"size\": \"head_dim\", \"comment\": \"k\"}, {\"size\": \"head_dim\", \"comment\": \"v\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.layer_norm_(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_1.\\\\2\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.input_layernorm\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_1.\\\\2\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.layer_norm_(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_2.\\\\2\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.pre_mlp_layernorm\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_2.\\\\2\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_proj\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.attn.c_proj.\\\\2\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.mlp.c_fc.\\\\2\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc2\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.mlp.c_proj.\\\\2\"},\n"
+	 "    {\"transpose\": \"^transformer\\\\.h\\\\.\\\\d+\\\\.(attn\\\\.c_attn|attn\\\\.c_proj|mlp\\\\.c_fc|mlp\\\\.c_proj)\\\\.weight$\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.final_layernorm\\\\.(weight|bias)$\", \"to\": \"transformer.ln_f.\\\\1\"},\n"
+	 "    {\"rename\": \"^embedding\\\\.position_embeddings\\\\.weight$\", \"to\": \"transformer.wpe.weight\"},\n"
+	 "    {\"unfuse\": \"^embedding\\\\.word_embeddings\\\\.weight$\", \"parts\": [{\"to\": \"transformer.wte.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]},\n"
+	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
 	 "  ]\n"
 	 "}\n"},
 };
@@ -143,6 +210,12 @@ static void rule_release(rule *x)
 	free(x->when);
 	free(x->unless);
 	free(x->origin);
+	free(x->groups.text);
+	for (int i = 0; x->parts && i < x->nparts; i++) {
+		free(x->parts[i].to);
+		free(x->parts[i].size.text);
+	}
+	free(x->parts);
 	memset(x, 0, sizeof(*x));
 }
 
@@ -154,6 +227,8 @@ void tpc_rules_free(tpc_rules *r)
 		rule_release(r->v[i]);
 		free(r->v[i]);
 	}
+	for (int f = 0; f < TPC_NFACTS; f++)
+		free(r->fact_from[f]);
 	free(r->v);
 	free(r);
 }
@@ -161,6 +236,150 @@ void tpc_rules_free(tpc_rules *r)
 size_t tpc_rules_count(const tpc_rules *r)
 {
 	return r ? r->n : 0;
+}
+
+/* ---- model facts and size expressions ---- */
+
+static const char *const fact_names[TPC_NFACTS] = {
+	"heads", "kv_heads", "head_dim", "hidden", "vocab",
+};
+static const char *const fact_what[TPC_NFACTS] = {
+	"the number of attention heads", "the number of key/value heads (Megatron's query groups)",
+	"the size of a head (Megatron's kv_channels)", "the hidden size",
+	"the tokenizer's vocabulary size (unpadded)",
+};
+
+const char *tpc_rules_fact_name(int f)
+{
+	return f >= 0 && f < TPC_NFACTS ? fact_names[f] : NULL;
+}
+
+int tpc_rules_set_fact(tpc_rules *r, int f, int64_t value, const char *from, tpc_err *e)
+{
+	if (f < 0 || f >= TPC_NFACTS || value <= 0)
+		return tpc_err_set(e, TPC_EUSAGE, "internal: fact %d = %lld", f, (long long)value);
+	if (r->fact[f])
+		return 0;
+	if (!(r->fact_from[f] = tpc_strdup(from ? from : "the caller")))
+		return tpc_err_nomem(e);
+	r->fact[f] = value;
+	return 0;
+}
+
+int64_t tpc_rules_get_fact(const tpc_rules *r, int f, const char **from)
+{
+	if (from)
+		*from = f >= 0 && f < TPC_NFACTS ? r->fact_from[f] : NULL;
+	return f >= 0 && f < TPC_NFACTS ? r->fact[f] : 0;
+}
+
+static unsigned expr_facts(const expr *x)
+{
+	unsigned m = 0;
+	for (int i = 0; i < x->n; i++)
+		if (x->fact[i] >= 0)
+			m |= 1u << x->fact[i];
+	return m;
+}
+
+unsigned tpc_rules_facts_used(const tpc_rules *r)
+{
+	unsigned m = 0;
+	for (size_t i = 0; r && i < r->n; i++) {
+		m |= expr_facts(&r->v[i]->groups);
+		for (int k = 0; k < r->v[i]->nparts; k++)
+			m |= expr_facts(&r->v[i]->parts[k].size);
+	}
+	return m;
+}
+
+/* "heads/kv_heads*head_dim": terms (a positive integer or a fact name) joined
+ * by '*' and '/'; spaces around them are allowed. */
+static int parse_expr(expr *x, const char *text, const char *what, const char *origin, tpc_err *e)
+{
+	const char *p = text;
+	char san[96];
+	memset(x, 0, sizeof(*x));
+	tpc_sanitize(san, sizeof(san), text);
+	for (;;) {
+		while (*p == ' ')
+			p++;
+		const char *a = p;
+		while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')
+			p++;
+		size_t l = (size_t)(p - a);
+		if (!l)
+			return tpc_err_set(e, TPC_EUSAGE, "%s: %s '%s': expected a number or a fact (%s, %s, %s, %s, %s)",
+					   origin, what, san, fact_names[0], fact_names[1], fact_names[2], fact_names[3],
+					   fact_names[4]);
+		if (x->n == MAX_TERMS)
+			return tpc_err_set(e, TPC_EUSAGE, "%s: %s '%s': more than %d terms", origin, what, san, MAX_TERMS);
+		x->fact[x->n] = -1;
+		if (*a >= '0' && *a <= '9') {
+			int64_t v = 0;
+			for (const char *q = a; q < p; q++) {
+				if (*q < '0' || *q > '9' || v > (INT64_C(1) << 40))
+					return tpc_err_set(e, TPC_EUSAGE, "%s: %s '%s': bad number '%.*s'", origin, what, san,
+							   (int)(l < 40 ? l : 40), a);
+				v = v * 10 + (*q - '0');
+			}
+			if (!v)
+				return tpc_err_set(e, TPC_EUSAGE, "%s: %s '%s': a term is 0", origin, what, san);
+			x->lit[x->n] = v;
+		} else {
+			for (int f = 0; f < TPC_NFACTS; f++)
+				if (strlen(fact_names[f]) == l && !strncmp(a, fact_names[f], l))
+					x->fact[x->n] = f;
+			if (x->fact[x->n] < 0)
+				return tpc_err_set(e, TPC_EUSAGE,
+						   "%s: %s '%s': unknown fact '%.*s' (facts: %s, %s, %s, %s, %s)", origin,
+						   what, san, (int)(l < 40 ? l : 40), a, fact_names[0], fact_names[1],
+						   fact_names[2], fact_names[3], fact_names[4]);
+		}
+		x->n++;
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			break;
+		if (*p != '*' && *p != '/')
+			return tpc_err_set(e, TPC_EUSAGE, "%s: %s '%s': unexpected '%c' (terms are joined by * and /)",
+					   origin, what, san, (*p >= 0x20 && *p < 0x7f) ? *p : '?');
+		x->op[x->n] = *p++;
+	}
+	if (!(x->text = tpc_strdup(text)))
+		return tpc_err_nomem(e);
+	return 0;
+}
+
+/* Evaluate; *need gets the first unknown fact (then 0 is returned), -1 if none. */
+static int eval_expr(const tpc_rules *r, const expr *x, int64_t *out, int *need, char *why, size_t nwhy)
+{
+	int64_t v = 0;
+	*need = -1;
+	for (int i = 0; i < x->n; i++) {
+		int64_t t = x->fact[i] >= 0 ? r->fact[x->fact[i]] : x->lit[i];
+		if (!t) {
+			*need = x->fact[i];
+			return -1;
+		}
+		if (!i) {
+			v = t;
+		} else if (x->op[i] == '*') {
+			if (v > INT64_MAX / t) {
+				snprintf(why, nwhy, "'%s' overflows", x->text);
+				return -1;
+			}
+			v *= t;
+		} else {
+			if (v % t) {
+				snprintf(why, nwhy, "'%s': %lld / %lld does not divide", x->text, (long long)v, (long long)t);
+				return -1;
+			}
+			v /= t;
+		}
+	}
+	*out = x->n ? v : 1;
+	return 0;
 }
 
 /* ---- regular expressions ---- */
@@ -342,12 +561,68 @@ done:
 static bool kind_has_re(tpc_rule_kind k)
 {
 	return k == TPC_RULE_DROP || k == TPC_RULE_KEEP || k == TPC_RULE_RENAME ||
-	       k == TPC_RULE_TRANSPOSE;
+	       k == TPC_RULE_TRANSPOSE || k == TPC_RULE_UNFUSE;
 }
 
 static bool is_cast_target(tpc_dtype t)
 {
 	return t == TPC_F16 || t == TPC_BF16 || t == TPC_F32 || t == TPC_F64;
+}
+
+/* The unfuse fields of a rule: parts, sizes, groups, dim (checked here, so a
+ * plan only meets tensors that do not fit). */
+static int add_unfuse(rule *x, const tpc_rule_spec *s, const char *origin, tpc_err *e)
+{
+	int ret = 0, nsized = 0, nrest = 0, nto = 0;
+	if (s->nparts < 1 || !s->parts)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: unfuse needs \"parts\" (a list of {\"to\": ..., \"size\": ...})",
+				   origin);
+	if (s->nparts > TPC_RULES_MAX_PARTS)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: unfuse has %d parts (at most %d)", origin, s->nparts,
+				   TPC_RULES_MAX_PARTS);
+	if (s->dim < 0 || s->dim >= TPC_MAX_NDIM)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: unfuse \"dim\" must be 0..%d", origin, TPC_MAX_NDIM - 1);
+	x->dim = s->dim;
+	if (s->groups && (ret = parse_expr(&x->groups, s->groups, "groups", origin, e)))
+		return ret;
+	if (!(x->parts = tpc_calloc((size_t)s->nparts, sizeof(*x->parts))))
+		return tpc_err_nomem(e);
+	x->nparts = s->nparts; /* zeroed: rule_release frees what is set */
+	for (int k = 0; k < s->nparts; k++) {
+		const tpc_rule_part *p = &s->parts[k];
+		upart *u = &x->parts[k];
+		char what[32];
+		snprintf(what, sizeof(what), "part %d size", k + 1);
+		if (p->to) {
+			if (s->to)
+				return tpc_err_set(e, TPC_EUSAGE,
+						   "%s: unfuse has \"to\" on the rule (one tensor) and on part %d; give one or the other",
+						   origin, k + 1);
+			if ((ret = check_repl(p->to, x->re.re_nsub, origin, e)))
+				return ret;
+			if (!(u->to = tpc_strdup(p->to)))
+				return tpc_err_nomem(e);
+			nto++;
+		}
+		if (p->size && !strcmp(p->size, "rest")) {
+			u->sized = 2;
+			nrest++;
+		} else if (p->size) {
+			if ((ret = parse_expr(&u->size, p->size, what, origin, e)))
+				return ret;
+			u->sized = 1;
+		}
+		nsized += p->size != NULL;
+	}
+	if (!s->to && !nto)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: unfuse names no part (give parts a \"to\", or the rule one \"to\")",
+				   origin);
+	if (nsized && nsized != s->nparts)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: unfuse gives %d of %d parts a size; give every part one, or none (equal parts)",
+				   origin, nsized, s->nparts);
+	if (nrest > 1)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: unfuse has %d parts of size \"rest\" (at most one)", origin, nrest);
+	return 0;
 }
 
 int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_err *e)
@@ -368,7 +643,7 @@ int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if (s->kind < TPC_RULE_SELECT || s->kind > TPC_RULE_DTYPE) {
+	if (s->kind < TPC_RULE_SELECT || s->kind > TPC_RULE_UNFUSE) {
 		ret = tpc_err_set(e, TPC_EUSAGE, "%s: unknown rule kind", origin);
 		goto out;
 	}
@@ -395,8 +670,12 @@ int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_
 		ret = tpc_err_set(e, TPC_EUSAGE, "%s: rename needs a replacement (\"to\")", origin);
 		goto out;
 	}
-	if (s->kind != TPC_RULE_RENAME && s->to) {
-		ret = tpc_err_set(e, TPC_EUSAGE, "%s: only rename takes a replacement", origin);
+	if (s->kind != TPC_RULE_RENAME && s->kind != TPC_RULE_UNFUSE && s->to) {
+		ret = tpc_err_set(e, TPC_EUSAGE, "%s: only rename and unfuse take a replacement", origin);
+		goto out;
+	}
+	if (s->kind != TPC_RULE_UNFUSE && (s->parts || s->nparts || s->groups || s->dim)) {
+		ret = tpc_err_set(e, TPC_EUSAGE, "%s: \"parts\", \"groups\" and \"dim\" apply to unfuse rules only", origin);
 		goto out;
 	}
 	if (s->kind != TPC_RULE_DTYPE && s->ints) {
@@ -443,6 +722,8 @@ int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_
 			goto out;
 		}
 	}
+	if (s->kind == TPC_RULE_UNFUSE && (ret = add_unfuse(xp, s, origin, e)))
+		goto out;
 	r->v[r->n++] = xp;
 	return 0;
 out:
@@ -468,14 +749,64 @@ static int doc_err(tpc_err *e, const char *label, const char *fmt, ...)
 }
 
 static const char *const action_keys[] = {
-	"select", "drop", "keep", "rename", "strip_prefix", "add_prefix", "transpose", "dtype",
+	"select", "drop", "keep", "rename", "strip_prefix", "add_prefix", "transpose", "dtype", "unfuse",
 };
+
+/* An unfuse size or group count: a string, or a positive integer. */
+static int expr_text(const cJSON *it, char *num, size_t n, const char **out)
+{
+	if (cJSON_IsString(it)) {
+		*out = it->valuestring;
+		return 0;
+	}
+	if (cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble <= 1e12 &&
+	    it->valuedouble == (double)(int64_t)it->valuedouble) {
+		snprintf(num, n, "%lld", (long long)it->valuedouble);
+		*out = num;
+		return 0;
+	}
+	return -1;
+}
+
+static int parse_parts(const cJSON *a, tpc_rule_part *parts, char (*num)[24], int *np, const char *label, size_t no,
+		       tpc_err *e)
+{
+	int k = 0;
+	if (!cJSON_IsArray(a))
+		return doc_err(e, label, "rule %zu: 'parts' must be a list of objects", no);
+	for (const cJSON *p = a->child; p; p = p->next, k++) {
+		if (k == TPC_RULES_MAX_PARTS)
+			return doc_err(e, label, "rule %zu: more than %d parts", no, TPC_RULES_MAX_PARTS);
+		if (!cJSON_IsObject(p))
+			return doc_err(e, label, "rule %zu: part %d: not an object", no, k + 1);
+		parts[k].to = parts[k].size = NULL;
+		for (const cJSON *it = p->child; it; it = it->next) {
+			if (!strcmp(it->string, "to")) {
+				if (!cJSON_IsString(it))
+					return doc_err(e, label, "rule %zu: part %d: 'to' must be a string", no, k + 1);
+				parts[k].to = it->valuestring;
+			} else if (!strcmp(it->string, "size")) {
+				if (expr_text(it, num[k], sizeof(num[k]), &parts[k].size))
+					return doc_err(e, label, "rule %zu: part %d: 'size' must be a positive integer or a string (\"heads/kv_heads*head_dim\", \"rest\")",
+						       no, k + 1);
+			} else if (strcmp(it->string, "comment")) {
+				char san[128];
+				tpc_sanitize(san, sizeof(san), it->string);
+				return doc_err(e, label, "rule %zu: part %d: unknown key '%s' (to, size, comment)", no, k + 1, san);
+			}
+		}
+	}
+	*np = k;
+	return 0;
+}
 
 static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no, tpc_err *e)
 {
 	tpc_rule_spec s;
-	char origin[512];
+	tpc_rule_part parts[TPC_RULES_MAX_PARTS];
+	char origin[512], num[TPC_RULES_MAX_PARTS + 1][24];
 	const char *action = NULL;
+	int ret;
 	memset(&s, 0, sizeof(s));
 	snprintf(origin, sizeof(origin), "%s rule %zu", label, no);
 	if (!cJSON_IsObject(o))
@@ -492,6 +823,24 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 				s.kind = (tpc_rule_kind)(TPC_RULE_SELECT + (int)a);
 				is_action = true;
 			}
+		if (!strcmp(k, "parts")) {
+			if ((ret = parse_parts(it, parts, num, &s.nparts, label, no, e)))
+				return ret;
+			s.parts = parts;
+			continue;
+		}
+		if (!strcmp(k, "groups")) {
+			if (expr_text(it, num[TPC_RULES_MAX_PARTS], sizeof(num[0]), &s.groups))
+				return doc_err(e, label, "rule %zu: 'groups' must be a positive integer or a string (\"kv_heads\")", no);
+			continue;
+		}
+		if (!strcmp(k, "dim")) {
+			if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= TPC_MAX_NDIM ||
+			    it->valuedouble != (double)(int)it->valuedouble)
+				return doc_err(e, label, "rule %zu: 'dim' must be an integer 0..%d", no, TPC_MAX_NDIM - 1);
+			s.dim = (int)it->valuedouble;
+			continue;
+		}
 		if (!strcmp(k, "optional") || !strcmp(k, "ints")) {
 			if (!cJSON_IsBool(it))
 				return doc_err(e, label, "rule %zu: '%s' must be true or false", no, k);
@@ -506,7 +855,7 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 		if (!known) {
 			char san[128];
 			tpc_sanitize(san, sizeof(san), k);
-			return doc_err(e, label, "rule %zu: unknown key '%s' (actions: select drop keep rename strip_prefix add_prefix transpose dtype; modifiers: to when unless match optional ints comment)",
+			return doc_err(e, label, "rule %zu: unknown key '%s' (actions: select drop keep rename strip_prefix add_prefix transpose dtype unfuse; modifiers: to when unless match optional ints parts groups dim comment)",
 					   no, san);
 		}
 		if (!cJSON_IsString(it))
@@ -532,7 +881,7 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 		}
 	}
 	if (!action)
-		return doc_err(e, label, "rule %zu: no action (one of select drop keep rename strip_prefix add_prefix transpose dtype)",
+		return doc_err(e, label, "rule %zu: no action (one of select drop keep rename strip_prefix add_prefix transpose dtype unfuse)",
 				   no);
 	return tpc_rules_add(r, &s, origin, e);
 }
@@ -681,6 +1030,22 @@ static const char *describe_rule(const rule *x, char *buf, size_t n)
 		ADD("%s '%s'", kind_name(x->kind), x->arg);
 	if (x->to)
 		ADD(" -> '%s'", x->to);
+	for (int k = 0; k < x->nparts; k++) {
+		const upart *u = &x->parts[k];
+		ADD("%s", k ? ", " : x->to ? " from parts " : " into ");
+		if (x->to)
+			ADD("part %d", k + 1);
+		else if (u->to)
+			ADD("'%s'", u->to);
+		else
+			ADD("(left out)");
+		if (u->sized)
+			ADD(" [%s]", u->sized == 2 ? "rest" : u->size.text);
+	}
+	if (x->groups.n)
+		ADD(" x %s groups", x->groups.text);
+	if (x->dim)
+		ADD(" along dim %d", x->dim);
 	if (x->when)
 		ADD(" %s '%s'", x->kind == TPC_RULE_DTYPE ? "for" : "when", x->when);
 	if (x->unless)
@@ -719,10 +1084,63 @@ void tpc_remap_release(tpc_remap *m)
 	free(m->transpose);
 	free(m->dtype);
 	free(m->hits);
+	for (size_t i = m->n0; i < m->n; i++) {
+		if (m->derived)
+			tpc_tensor_release(&m->derived[i - m->n0]);
+		free(m->how ? m->how[i - m->n0] : NULL);
+	}
+	free(m->derived);
+	free(m->how);
+	free(m->parent);
+	free(m->unfused);
 	for (size_t i = 0; i < m->nselect; i++)
 		free(m->select[i]);
 	free(m->select);
 	memset(m, 0, sizeof(*m));
+}
+
+/* Entry i's tensor as planned so far (before transposes and casts). */
+static const tpc_tensor *ent(const tpc_ckpt *ck, const tpc_remap *m, size_t i)
+{
+	return i < m->n0 ? &ck->t[i] : &m->derived[i - m->n0];
+}
+
+/* The checkpoint name entry i comes from. */
+static const char *src_name(const tpc_ckpt *ck, const tpc_remap *m, size_t i)
+{
+	while (i >= m->n0)
+		i = (size_t)m->parent[i];
+	return ck->t[i].name;
+}
+
+/* Room for `need` entries in every per-entry array. */
+static int remap_grow(tpc_remap *m, size_t need)
+{
+	size_t cap = m->cap, nd;
+	if (need <= cap)
+		return 0;
+	cap = cap * 2 > need ? cap * 2 : need;
+	if (cap > SIZE_MAX / sizeof(tpc_tensor))
+		return -1;
+	nd = cap - m->n0;
+#define GROW(f, n)                                                              \
+	do {                                                                    \
+		void *p_ = tpc_realloc(m->f, (n) * sizeof(*m->f));              \
+		if (!p_)                                                        \
+			return -1;                                              \
+		m->f = p_;                                                      \
+	} while (0)
+	GROW(name, cap);
+	GROW(dropped_by, cap);
+	GROW(transpose, cap);
+	GROW(dtype, cap);
+	GROW(parent, cap);
+	GROW(unfused, cap);
+	GROW(derived, nd);
+	GROW(how, nd);
+#undef GROW
+	m->cap = cap;
+	return 0;
 }
 
 static bool cond_ok(const rule *x, const char *s)
@@ -773,7 +1191,7 @@ static int check_collisions(const tpc_ckpt *ck, tpc_remap *m, tpc_err *e)
 		if (!strcmp(m->name[a], m->name[b])) {
 			ret = tpc_err_set(e, TPC_EUSAGE,
 					  "name collision: tensors '%s' and '%s' would both be named '%s'",
-					  ck->t[a].name, ck->t[b].name, m->name[a]);
+					  src_name(ck, m, (size_t)a), src_name(ck, m, (size_t)b), m->name[a]);
 			break;
 		}
 	}
@@ -781,7 +1199,201 @@ static int check_collisions(const tpc_ckpt *ck, tpc_remap *m, tpc_err *e)
 	return ret;
 }
 
-static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, tpc_err *e)
+/* An unfuse error about entry i: the rule, the message, the tensor. */
+static int unfuse_err(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size_t i, tpc_err *e, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+static int unfuse_err(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size_t i, tpc_err *e, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	tpc_err_set(e, TPC_EUSAGE, "unfuse '%s' (%s): %s", x->arg, x->origin, msg);
+	tpc_err_tensor(e, src_name(ck, m, i));
+	return TPC_EUSAGE;
+}
+
+static int need_fact(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size_t i, int f, const char *what,
+		     tpc_err *e)
+{
+	return unfuse_err(ck, m, x, i, e, "the %s needs %s ('%s'), which is not known: give --%s N or --config config.json%s",
+			  what, fact_what[f], fact_names[f],
+			  f == TPC_FACT_KV_HEADS ? "kv-heads" : f == TPC_FACT_HEAD_DIM ? "head-dim" : fact_names[f],
+			  f == TPC_FACT_VOCAB ? " (Megatron pads the vocabulary and does not record the tokenizer's size)"
+					      : " (a Megatron checkpoint records it in its args)");
+}
+
+/*
+ * Entry i (its current name, the rule's pattern matched) is replaced by the
+ * parts the rule takes from it: along x->dim it is `groups` repetitions of
+ * [part 0; part 1; ...]; each named part becomes an entry (a composite of
+ * views), or with the rule's one "to" one entry holding the parts in order.
+ * A transpose planned for i is applied to the description first.
+ */
+static int plan_unfuse(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, size_t i,
+		       tpc_err *e)
+{
+	tpc_tensor view, *pieces = NULL;
+	int64_t groups = 1, per, size[TPC_RULES_MAX_PARTS] = {0}, off[TPC_RULES_MAX_PARTS] = {0}, sum = 0;
+	char *names[TPC_RULES_MAX_PARTS + 1], why[160], shp[128];
+	int need, rest = -1, ret = 0;
+	tpc_buf b = TPC_BUF_INIT;
+	const tpc_tensor *t = ent(ck, m, i);
+	memset(names, 0, sizeof(names));
+	memset(&view, 0, sizeof(view));
+	why[0] = '\0';
+	if (x->dim >= t->ndim)
+		return unfuse_err(ck, m, x, i, e, "dim %d, but the tensor has %d dimension%s", x->dim, t->ndim,
+				  t->ndim == 1 ? "" : "s");
+	if (t->flags & (TPC_TF_QUANTIZED | TPC_TF_NODATA))
+		return unfuse_err(ck, m, x, i, e, "a %s tensor cannot be taken apart",
+				  (t->flags & TPC_TF_QUANTIZED) ? "quantized" : "meta");
+	if (eval_expr(r, &x->groups, &groups, &need, why, sizeof(why)))
+		return need >= 0 ? need_fact(ck, m, x, i, need, "group count", e) : unfuse_err(ck, m, x, i, e, "groups %s", why);
+	if (tpc_tensor_copy(&view, t))
+		return tpc_err_nomem(e);
+	if (m->transpose[i])
+		tpc_tensor_transpose2d(&view);
+	int64_t dimsize = view.shape[x->dim];
+	if (dimsize % groups) {
+		ret = unfuse_err(ck, m, x, i, e, "%lld groups do not divide dim %d (%lld) of %s", (long long)groups, x->dim,
+				 (long long)dimsize, tpc_shape_str(&view, shp, sizeof(shp)));
+		goto out;
+	}
+	per = dimsize / groups;
+	for (int p = 0; p < x->nparts; p++) {
+		const upart *u = &x->parts[p];
+		size[p] = 0;
+		if (!u->sized) {
+			if (per % x->nparts) {
+				ret = unfuse_err(ck, m, x, i, e, "%d equal parts do not divide %lld (dim %d of %s%s)", x->nparts,
+						 (long long)per, x->dim, tpc_shape_str(&view, shp, sizeof(shp)),
+						 groups > 1 ? ", per group" : "");
+				goto out;
+			}
+			size[p] = per / x->nparts;
+		} else if (u->sized == 2) {
+			rest = p;
+		} else if (eval_expr(r, &u->size, &size[p], &need, why, sizeof(why))) {
+			char what[32];
+			snprintf(what, sizeof(what), "size of part %d", p + 1);
+			ret = need >= 0 ? need_fact(ck, m, x, i, need, what, e) : unfuse_err(ck, m, x, i, e, "part %d size %s", p + 1, why);
+			goto out;
+		}
+		if (size[p] > per || sum > per - size[p]) {
+			sum = per + 1;
+			break;
+		}
+		sum += size[p];
+	}
+	if (rest >= 0 && sum <= per)
+		size[rest] = per - sum, sum = per;
+	if (sum != per) {
+		tpc_buf_reset(&b);
+		for (int p = 0; p < x->nparts; p++)
+			tpc_buf_addf(&b, "%s%lld", p ? " + " : "", (long long)size[p]);
+		ret = unfuse_err(ck, m, x, i, e, "the parts (%s) do not add up to %lld, dim %d of %s%s%lld group%s", b.p ? b.p : "",
+				 (long long)per, x->dim, tpc_shape_str(&view, shp, sizeof(shp)), groups > 1 ? " over " : " in ",
+				 (long long)groups, groups == 1 ? "" : "s");
+		goto out;
+	}
+	for (int p = 0; p < x->nparts; p++)
+		off[p] = p ? off[p - 1] + size[p - 1] : 0;
+	/* names first: the entry's name is freed below */
+	for (int p = 0; p <= x->nparts; p++) {
+		const char *to = p == x->nparts ? x->to : x->parts[p].to;
+		if (!to)
+			continue;
+		tpc_buf_reset(&b);
+		if (substitute(&x->re, to, m->name[i], &b)) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		if (!b.p[0] || b.len - 1 > RENAME_MAX) {
+			ret = unfuse_err(ck, m, x, i, e, "part name '%s' is %s", to, b.p[0] ? "too long" : "empty");
+			goto out;
+		}
+		if (!(names[p] = tpc_strdup(b.p))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	}
+	if (!(pieces = tpc_calloc((size_t)x->nparts, sizeof(*pieces)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (int p = 0; p < x->nparts; p++)
+		if ((x->to || names[p]) && tpc_tensor_ungroup(&pieces[p], &view, x->dim, groups, per, off[p], size[p])) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	if (x->to) {
+		/* one tensor: every part of every group, part by part */
+		tpc_tensor all;
+		if (tpc_tensor_init_cat(&all, pieces, x->nparts, x->dim)) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (int p = 0; p < x->nparts; p++)
+			tpc_tensor_release(&pieces[p]);
+		pieces[0] = all;
+		names[0] = names[x->nparts];
+		names[x->nparts] = NULL;
+		for (int p = 1; p < x->nparts; p++)
+			memset(&pieces[p], 0, sizeof(pieces[p]));
+	}
+	for (int p = 0; p < (x->to ? 1 : x->nparts); p++) {
+		if (!names[p])
+			continue;
+		if (remap_grow(m, m->n + 1)) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		size_t j = m->n, d = j - m->n0;
+		tpc_buf_reset(&b);
+		if (x->to)
+			tpc_buf_addf(&b, "regrouped: %d parts x %lld groups -> part by part", x->nparts, (long long)groups);
+		else if (groups > 1)
+			tpc_buf_addf(&b, "unfused: [%lld, %lld) of each of %lld groups of %lld", (long long)off[p],
+				     (long long)(off[p] + size[p]), (long long)groups, (long long)per);
+		else
+			tpc_buf_addf(&b, "unfused: [%lld, %lld)", (long long)off[p], (long long)(off[p] + size[p]));
+		if (x->dim)
+			tpc_buf_addf(&b, " of dim %d", x->dim);
+		if (b.oom || !(m->how[d] = tpc_strdup(b.p))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		m->derived[d] = pieces[p];
+		memset(&pieces[p], 0, sizeof(pieces[p]));
+		m->name[j] = names[p];
+		names[p] = NULL;
+		m->dropped_by[j] = -1;
+		m->transpose[j] = false;
+		m->dtype[j] = m->dtype[i];
+		m->parent[j] = (int64_t)i;
+		m->unfused[j] = false;
+		m->n++;
+		m->nkept++;
+	}
+	free(m->name[i]);
+	m->name[i] = NULL;
+	m->dropped_by[i] = (int64_t)k;
+	m->unfused[i] = true;
+	m->nkept--;
+out:
+	for (int p = 0; pieces && p < x->nparts; p++)
+		tpc_tensor_release(&pieces[p]);
+	free(pieces);
+	for (int p = 0; p <= x->nparts; p++)
+		free(names[p]);
+	tpc_tensor_release(&view);
+	tpc_buf_release(&b);
+	return ret;
+}
+
+static int plan_rule(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, tpc_err *e)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	int ret = 0;
@@ -818,13 +1430,19 @@ static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, 
 		return 0;
 	}
 
-	for (size_t i = 0; i < m->n && !ret; i++) {
+	for (size_t i = 0, n = m->n; i < n && !ret; i++) {
 		const char *s = m->name[i];
-		const tpc_tensor *t = &ck->t[i];
+		const tpc_tensor *t = ent(ck, m, i);
 		if (!s || !cond_ok(x, s))
 			continue;
 		bool hit = x->has_re ? re_find(&x->re, s) : true;
 		switch (x->kind) {
+		case TPC_RULE_UNFUSE:
+			if (hit) {
+				m->hits[k]++;
+				ret = plan_unfuse(r, ck, m, x, k, i, e);
+			}
+			break;
 		case TPC_RULE_DROP:
 		case TPC_RULE_KEEP:
 			if (hit)
@@ -849,7 +1467,7 @@ static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, 
 				char d[512];
 				tpc_err_set(e, TPC_EUSAGE, "%s turns the name into an empty string",
 					    describe_rule(x, d, sizeof(d)));
-				tpc_err_tensor(e, t->name);
+				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
@@ -858,7 +1476,7 @@ static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, 
 				char d[512];
 				tpc_err_set(e, TPC_EUSAGE, "%s makes the name %zu bytes long (at most %u)",
 					    describe_rule(x, d, sizeof(d)), b.len - 1, RENAME_MAX);
-				tpc_err_tensor(e, t->name);
+				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
@@ -870,7 +1488,7 @@ static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, 
 				if (!s[plen]) {
 					tpc_err_set(e, TPC_EUSAGE, "strip_prefix '%s' (%s) leaves an empty name",
 						    x->arg, x->origin);
-					tpc_err_tensor(e, t->name);
+					tpc_err_tensor(e, src_name(ck, m, i));
 					ret = TPC_EUSAGE;
 					break;
 				}
@@ -887,11 +1505,11 @@ static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, 
 		case TPC_RULE_TRANSPOSE:
 			if (!hit)
 				break;
-			if (t->ndim != 2 || t->nparts) {
+			if (t->ndim != 2) {
 				tpc_err_set(e, TPC_EUSAGE,
 					    "transpose '%s' (%s) matches a tensor with %d dimension%s; only 2-D tensors can be transposed",
 					    x->arg, x->origin, t->ndim, t->ndim == 1 ? "" : "s");
-				tpc_err_tensor(e, t->name);
+				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
@@ -908,7 +1526,7 @@ static int plan_rule(const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, 
 				tpc_err_set(e, TPC_EUSAGE, "dtype %s (%s): cannot cast %s to %s",
 					    tpc_dtype_name(x->dtype), x->origin, tpc_dtype_name(t->src_dtype),
 					    tpc_dtype_name(x->dtype));
-				tpc_err_tensor(e, t->name);
+				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
@@ -929,18 +1547,19 @@ int tpc_rules_plan(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, tpc_err
 	int ret = 0;
 	size_t nr = tpc_rules_count(r);
 	tpc_remap_init(m);
-	m->n = ck->n;
+	m->n0 = ck->n;
 	m->nrules = nr;
-	m->name = tpc_calloc(ck->n, sizeof(*m->name));
-	m->dropped_by = tpc_malloc(ck->n * sizeof(*m->dropped_by));
-	m->transpose = tpc_calloc(ck->n, sizeof(*m->transpose));
-	m->dtype = tpc_malloc(ck->n * sizeof(*m->dtype));
 	m->hits = tpc_calloc(nr, sizeof(*m->hits));
-	if (!m->name || !m->dropped_by || !m->transpose || !m->dtype || !m->hits) {
+	if (!m->hits || remap_grow(m, ck->n + 1)) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	for (size_t i = 0; i < ck->n; i++) {
+		m->n = i + 1;
+		m->name[i] = NULL;
+		m->transpose[i] = false;
+		m->parent[i] = -1;
+		m->unfused[i] = false;
 		m->dropped_by[i] = -1;
 		m->dtype[i] = ck->t[i].dtype;
 		if (!(m->name[i] = tpc_strdup(ck->t[i].name))) {
@@ -950,7 +1569,7 @@ int tpc_rules_plan(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, tpc_err
 	}
 	m->nkept = ck->n;
 	for (size_t k = 0; k < nr; k++)
-		if ((ret = plan_rule(ck, m, r->v[k], k, e)))
+		if ((ret = plan_rule(r, ck, m, r->v[k], k, e)))
 			goto out;
 	ret = check_collisions(ck, m, e);
 out:
@@ -996,13 +1615,83 @@ static tpc_value *subtree(tpc_value *root, const char *p)
 	return root;
 }
 
+static int cmp_pair(const void *a, const void *b)
+{
+	const size_t *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* The kept entries in output order: each part an unfuse rule made where the
+ * checkpoint tensor it came from was, parts in the order they were made.
+ * *count receives how many; NULL on out of memory. */
+static size_t *kept_order(const tpc_remap *m, size_t *count)
+{
+	size_t *pair = tpc_malloc(m->nkept * 2 * sizeof(size_t) + 1), *ord = tpc_malloc(m->nkept * sizeof(size_t) + 1);
+	size_t c = 0;
+	if (!pair || !ord) {
+		free(pair);
+		free(ord);
+		return NULL;
+	}
+	for (size_t i = 0; i < m->n && c < m->nkept; i++) {
+		if (!m->name[i])
+			continue;
+		size_t r = i;
+		while (r >= m->n0)
+			r = (size_t)m->parent[r];
+		pair[2 * c] = r; /* (the checkpoint tensor it comes from, entry) */
+		pair[2 * c + 1] = i;
+		c++;
+	}
+	qsort(pair, c, 2 * sizeof(size_t), cmp_pair);
+	for (size_t k = 0; k < c; k++)
+		ord[k] = pair[2 * k + 1];
+	free(pair);
+	*count = c;
+	return ord;
+}
+
+/* After the filter and the adds, ck holds the kept entries [0, n0) in order,
+ * then the kept parts in order: put the parts in their places. */
+static int place_parts(tpc_ckpt *ck, const tpc_remap *m, tpc_err *e)
+{
+	size_t c = 0, norig = 0;
+	size_t *ord = kept_order(m, &c), *pos = tpc_malloc(m->n * sizeof(size_t) + 1);
+	int64_t *order = tpc_malloc(ck->n * sizeof(int64_t) + 1);
+	int ret = 0;
+	if (!ord || !pos || !order) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (c != ck->n) {
+		ret = tpc_err_set(e, TPC_EUSAGE, "internal: %zu tensors after the remap, %zu planned", ck->n, c);
+		goto out;
+	}
+	for (size_t i = 0; i < m->n0; i++)
+		if (m->name[i])
+			pos[i] = norig++;
+	for (size_t i = m->n0, b = norig; i < m->n; i++)
+		if (m->name[i])
+			pos[i] = b++;
+	for (size_t j = 0; j < c; j++)
+		order[j] = (int64_t)pos[ord[j]];
+	ret = tpc_ckpt_permute(ck, order, e);
+out:
+	free(ord);
+	free(pos);
+	free(order);
+	return ret;
+}
+
 int tpc_remap_apply(tpc_ckpt *ck, const tpc_remap *m, tpc_err *e)
 {
 	bool *keep = NULL;
 	int ret = 0;
-	if (m->n != ck->n)
+	if (m->n0 != ck->n)
 		return tpc_err_set(e, TPC_EUSAGE, "internal: remap planned for %zu tensors, checkpoint has %zu",
-				   m->n, ck->n);
+				   m->n0, ck->n);
 	/* The tree: the selected subtree becomes the root. */
 	for (size_t s = 0; s < m->nselect && ck->root; s++) {
 		tpc_value *sub = subtree(ck->root, m->select[s]);
@@ -1021,13 +1710,8 @@ int tpc_remap_apply(tpc_ckpt *ck, const tpc_remap *m, tpc_err *e)
 		keep[i] = m->name[i] != NULL;
 		if (!keep[i])
 			continue;
-		if (m->transpose[i]) {
-			int64_t a = t->shape[0], s = t->stride[0];
-			t->shape[0] = t->shape[1];
-			t->shape[1] = a;
-			t->stride[0] = t->stride[1];
-			t->stride[1] = s;
-		}
+		if (m->transpose[i])
+			tpc_tensor_transpose2d(t);
 		if (m->dtype[i] != t->dtype) {
 			t->dtype = m->dtype[i];
 			t->nbytes = t->numel * tpc_dtype_bits(t->dtype) / 8;
@@ -1047,6 +1731,30 @@ int tpc_remap_apply(tpc_ckpt *ck, const tpc_remap *m, tpc_err *e)
 		}
 	}
 	if ((ret = tpc_ckpt_filter(ck, keep, e)))
+		goto out;
+	/* the parts unfuse rules took out: descriptions over the same sources */
+	for (size_t i = m->n0; i < m->n && !ret; i++) {
+		tpc_tensor t;
+		if (!m->name[i])
+			continue;
+		if (tpc_tensor_copy(&t, &m->derived[i - m->n0])) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		if (m->transpose[i])
+			tpc_tensor_transpose2d(&t);
+		if (m->dtype[i] != t.dtype) {
+			t.dtype = m->dtype[i];
+			t.nbytes = t.numel * tpc_dtype_bits(t.dtype) / 8;
+		}
+		int64_t ix = tpc_ckpt_add_copy(ck, m->name[i], &t, e);
+		tpc_tensor_release(&t);
+		if (ix < 0)
+			ret = (int)ix;
+	}
+	if (!ret && m->n > m->n0)
+		ret = place_parts(ck, m, e);
+	if (ret)
 		goto out;
 	for (size_t i = 0; i < ck->n; i++)
 		if (tpc_ckpt_find(ck, ck->t[i].name) != (int64_t)i) {
@@ -1070,19 +1778,35 @@ static void add_name(tpc_buf *b, const char *s)
 void tpc_remap_table(const tpc_ckpt *ck, const tpc_remap *m, const tpc_rules *r, tpc_buf *out)
 {
 	char d[1024], s1[128], s2[128];
-	size_t ndrop = m->n - m->nkept, nren = 0;
-	for (size_t i = 0; i < m->n; i++)
-		if (m->name[i] && strcmp(m->name[i], ck->t[i].name))
-			nren++;
-	tpc_buf_addf(out, "# %zu tensors: %zu kept (%zu renamed), %zu dropped\n", m->n, m->nkept, nren,
-		     ndrop);
+	size_t ndrop = 0, nren = 0, nunf = 0, nparts = 0;
 	for (size_t i = 0; i < m->n; i++) {
-		const tpc_tensor *t = &ck->t[i];
-		if (!m->name[i])
-			continue;
-		add_name(out, t->name);
+		if (i < m->n0 && m->name[i] && strcmp(m->name[i], ck->t[i].name))
+			nren++;
+		nunf += m->unfused[i] && i < m->n0;
+		nparts += i >= m->n0 && m->name[i];
+		ndrop += !m->name[i] && !m->unfused[i];
+	}
+	if (nunf)
+		tpc_buf_addf(out, "# %zu tensors: %zu kept (%zu renamed), %zu unfused into %zu, %zu dropped\n", m->n0,
+			     m->nkept - nparts, nren, nunf, nparts, ndrop);
+	else
+		tpc_buf_addf(out, "# %zu tensors: %zu kept (%zu renamed), %zu dropped\n", m->n0, m->nkept, nren, ndrop);
+	size_t nord = 0, *ord = kept_order(m, &nord);
+	if (!ord) {
+		out->oom = true;
+		return;
+	}
+	for (size_t j = 0; j < nord; j++) {
+		size_t i = ord[j];
+		const tpc_tensor *t = ent(ck, m, i);
+		add_name(out, src_name(ck, m, i));
 		tpc_buf_adds(out, " -> ");
 		add_name(out, m->name[i]);
+		if (i >= m->n0) {
+			const tpc_tensor *p = ent(ck, m, (size_t)m->parent[i]);
+			tpc_buf_addf(out, "  %s %s -> %s", m->how[i - m->n0], tpc_shape_str(p, s1, sizeof(s1)),
+				     tpc_shape_str(t, s2, sizeof(s2)));
+		}
 		if (m->dtype[i] != t->dtype)
 			tpc_buf_addf(out, "  %s -> %s", tpc_dtype_name(t->dtype), tpc_dtype_name(m->dtype[i]));
 		if (m->transpose[i]) {
@@ -1094,12 +1818,13 @@ void tpc_remap_table(const tpc_ckpt *ck, const tpc_remap *m, const tpc_rules *r,
 		}
 		tpc_buf_addc(out, '\n');
 	}
+	free(ord);
 	if (ndrop)
 		tpc_buf_addf(out, "# dropped (%zu)\n", ndrop);
 	for (size_t i = 0; i < m->n; i++) {
-		if (m->name[i])
+		if (m->name[i] || m->unfused[i])
 			continue;
-		add_name(out, ck->t[i].name);
+		add_name(out, src_name(ck, m, i));
 		if (m->dropped_by[i] >= 0)
 			tpc_buf_addf(out, "  by %s",
 				     tpc_rules_describe(r, (size_t)m->dropped_by[i], d, sizeof(d)));

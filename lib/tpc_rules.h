@@ -30,6 +30,22 @@
  *                             ([in, out] -> [out, in]); a second match swaps back
  *   {"dtype": "bf16"}         cast floating tensors (F64 F32 F16 BF16) to bf16,
  *                             f16, f32 or f64; a later dtype rule wins
+ *   {"unfuse": "RE", "groups": "G", "dim": 0,
+ *    "parts": [{"to": "REPL", "size": "S"}, ...]}
+ *                             a tensor matching RE is taken apart along dim
+ *                             (default 0), seen as G repetitions (default 1) of
+ *                             [part 0; part 1; ...]: part k is the
+ *                             concatenation over the groups of its slice, a
+ *                             tensor named as rename names it with the part's
+ *                             "to" (a part without "to" is left out: padding).
+ *                             With "to" on the rule instead of on the parts the
+ *                             tensor stays one, its parts brought together:
+ *                             [part 0 of every group; part 1 of every group; ...]
+ *                             (Megatron GPT's per-head [q_h; k_h; v_h] becomes
+ *                             [q; k; v]). Sizes are given for every part or for
+ *                             none (equal parts); one may be "rest" (what the
+ *                             others leave of a group). The slices are views:
+ *                             no byte is copied.
  *
  * Modifiers: "when": "RE" and "unless": "RE" (the rule applies only to names
  * that match / do not match; any rule but select), "match": "RE" (another
@@ -57,7 +73,8 @@
  * Matching is leftmost-longest (POSIX), not Python's leftmost-first; for the
  * anchored and literal patterns rename rules use, the two agree.
  *
- * Presets (tpc_rules_preset_*): dalle2, libai, strip-module, gpt2-conv1d; the
+ * Presets (tpc_rules_preset_*): dalle2, libai, strip-module, gpt2-conv1d,
+ * megatron-llama, megatron-gpt; the
  * text of each is its JSON, shown by `tpconv rules NAME`.
  *
  * Applying
@@ -66,8 +83,9 @@
  * tpc_remap without touching the checkpoint: new name or the rule that dropped
  * it, transpose, output dtype, and how many names each rule matched. It fails
  * (TPC_EUSAGE) when two tensors end with the same name, naming both sources,
- * when a name becomes empty, on a transpose of a tensor that is not 2-D, and on
- * a cast tpc_cast cannot do. Unmatched rules are reported by
+ * when a name becomes empty, on a transpose of a tensor that is not 2-D, on
+ * a cast tpc_cast cannot do, and on an unfuse whose sizes are unknown (a
+ * missing fact) or do not tile the tensor. Unmatched rules are reported by
  * tpc_remap_unmatched(); the caller warns, or fails under --strict.
  * tpc_remap_apply() then changes the checkpoint in place. tpc_remap_table()
  * renders the dry-run table.
@@ -93,7 +111,51 @@ typedef enum tpc_rule_kind {
 	TPC_RULE_ADD_PREFIX,
 	TPC_RULE_TRANSPOSE,
 	TPC_RULE_DTYPE,
+	TPC_RULE_UNFUSE,
 } tpc_rule_kind;
+
+/*
+ * Sizes and group counts of unfuse rules are integers or products and
+ * quotients of integers and model facts: "heads/kv_heads*head_dim", "2",
+ * "kv_heads". A quotient must divide exactly. The facts are what the caller
+ * knows about the model (tpc_rules_set_fact: flags, a config.json, the args a
+ * Megatron checkpoint records); a rule that needs one nobody gave fails at
+ * planning (TPC_EUSAGE naming the fact, the rule and the tensor) rather than
+ * guess.
+ *
+ * Megatron presets: megatron-llama and megatron-gpt map Megatron-Core names
+ * (a torch_dist checkpoint as tpconv reads it, or a legacy tp-1 rank file's
+ * "model") to Hugging Face's, un-fusing linear_qkv per query group and
+ * linear_fc1 = [gate; up].
+ */
+typedef struct tpc_rules tpc_rules; /* compiled rule list (opaque) */
+#define TPC_RULES_MAX_PARTS 16
+
+typedef enum tpc_rules_fact {
+	TPC_FACT_HEADS,      /* "heads": attention heads */
+	TPC_FACT_KV_HEADS,   /* "kv_heads": key/value heads = Megatron's query groups */
+	TPC_FACT_HEAD_DIM,   /* "head_dim": Megatron's kv_channels */
+	TPC_FACT_HIDDEN,     /* "hidden" */
+	TPC_FACT_VOCAB,      /* "vocab": the tokenizer's vocabulary, unpadded */
+	TPC_NFACTS
+} tpc_rules_fact;
+
+/* "heads", "kv_heads", ...; NULL out of range. */
+const char *tpc_rules_fact_name(int f);
+/* Set a fact (> 0) unless it is set already: the first source given wins.
+ * `from` says where it came from in messages ("--kv-heads", "config.json"). */
+int tpc_rules_set_fact(tpc_rules *r, int f, int64_t value, const char *from, tpc_err *e);
+/* A fact's value (0: unknown) and where it came from (NULL: unknown). */
+int64_t tpc_rules_get_fact(const tpc_rules *r, int f, const char **from);
+/* Bit (1u << f) for every fact some rule's sizes or groups name. */
+unsigned tpc_rules_facts_used(const tpc_rules *r);
+
+/* One part of an unfuse rule: its name replacement (NULL: left out, or the
+ * rule has one "to") and size expression (NULL: equal parts; "rest"). */
+typedef struct tpc_rule_part {
+	const char *to;
+	const char *size;
+} tpc_rule_part;
 
 /* One rule as text, for tpc_rules_add (command-line shorthands). NULL fields
  * are absent. `arg` is the action's value: the prefix for select and the
@@ -108,9 +170,14 @@ typedef struct tpc_rule_spec {
 	tpc_dtype dtype;    /* dtype rules */
 	bool optional;
 	bool ints;
+	/* unfuse */
+	const char *groups; /* expression; NULL: 1 */
+	int dim;
+	const tpc_rule_part *parts;
+	int nparts;
 } tpc_rule_spec;
 
-typedef struct tpc_rules tpc_rules; /* compiled rule list (opaque) */
+
 
 /* A new empty list (NULL on out of memory); free with tpc_rules_free (NULL ok). */
 tpc_rules *tpc_rules_new(void);
@@ -144,9 +211,16 @@ const char *tpc_rules_preset_desc(size_t i);
 const char *tpc_rules_preset_text(const char *name); /* NULL if unknown */
 
 /* The outcome of running the rules over a checkpoint's names. Arrays are
- * indexed by tensor (as in ck at plan time), except hits (by rule). */
+ * indexed by entry, except hits (by rule): entries [0, n0) are ck's tensors
+ * at plan time, the rest the parts unfuse rules took from them. */
 typedef struct tpc_remap {
-	size_t n;            /* tensors planned */
+	size_t n;            /* entries */
+	size_t n0;           /* the checkpoint's tensors */
+	size_t cap;
+	int64_t *parent;     /* the entry an unfused part was taken from; -1 for ck's */
+	bool *unfused;       /* entry i was replaced by its parts */
+	tpc_tensor *derived; /* entries >= n0: their description (derived[i - n0]) */
+	char **how;          /* entries >= n0: what they are, for the table */
 	char **name;         /* final name; NULL when dropped */
 	int64_t *dropped_by; /* rule that dropped tensor i, or -1 */
 	bool *transpose;     /* swap dims 0 and 1 */

@@ -420,36 +420,23 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 
 /* ---- reading back ---- */
 
-static const tpc_value *ns_field(const tpc_value *args, const char *k)
-{
-	if (!args || args->kind != TPC_V_CALL || args->n < 3 || args->items[2]->kind != TPC_V_DICT)
-		return NULL;
-	return tpc_value_get(args->items[2], k);
-}
-
-static int64_t ns_int(const tpc_value *args, const char *k)
-{
-	const tpc_value *v = ns_field(args, k);
-	return v && v->kind == TPC_V_INT ? v->ival : 0;
-}
-
+/* what args says fills the facts not given otherwise */
 static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *layers, int *pp)
 {
-	const tpc_value *args = root && root->kind == TPC_V_DICT ? tpc_value_get(root, "args") : NULL;
-	int64_t h = ns_int(args, "num_attention_heads"), g = ns_int(args, "num_query_groups");
-	const tpc_value *gqa = ns_field(args, "group_query_attention");
+	tpc_megatron_args a;
+	tpc_extras_megatron_args(root, &a);
 	if (!f->heads)
-		f->heads = h;
+		f->heads = a.heads;
 	if (!f->kv_heads)
-		f->kv_heads = gqa && gqa->kind == TPC_V_BOOL && !gqa->ival ? h : g;
+		f->kv_heads = a.query_groups;
 	if (!f->head_dim)
-		f->head_dim = ns_int(args, "kv_channels");
+		f->head_dim = a.kv_channels;
 	if (!f->hidden)
-		f->hidden = ns_int(args, "hidden_size");
+		f->hidden = a.hidden;
 	if (layers)
-		*layers = ns_int(args, "num_layers");
+		*layers = a.layers;
 	if (pp)
-		*pp = (int)ns_int(args, "pipeline_model_parallel_size");
+		*pp = (int)a.pp;
 }
 
 /* Add a copy of `t` under `name`; t may point into ck's own table, which the
@@ -528,21 +515,14 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 				static const char *const which[3] = {"q_proj", "k_proj", "v_proj"};
 				for (int w = 0; w < 3 && !ret; w++) {
 					int64_t off = w == 0 ? 0 : hpg * d + (w - 1) * d, len = w == 0 ? hpg * d : d;
-					tpc_tensor *parts = tpc_calloc((size_t)g, sizeof(*parts)), cat;
-					int np = 0;
-					for (int64_t q = 0; parts && q < g && !ret; q++, np++)
-						if (tpc_tensor_narrow(&parts[q], t, 0, q * per + off, len))
-							ret = tpc_err_nomem(e);
-					if (!parts || ret || tpc_tensor_init_cat(&cat, parts, np, 0)) {
-						ret = ret ? ret : tpc_err_nomem(e);
+					tpc_tensor cat;
+					if (tpc_tensor_ungroup(&cat, t, 0, g, per, off, len)) {
+						ret = tpc_err_nomem(e);
 					} else {
 						snprintf(hf, sizeof(hf), "%sself_attn.%s.%s", pre, which[w], rest + 26);
 						ret = add_hf(ck, hf, &cat, e);
 						tpc_tensor_release(&cat);
 					}
-					for (int q = 0; q < np; q++)
-						tpc_tensor_release(&parts[q]);
-					free(parts);
 					t = &ck->t[i]; /* the table may have moved */
 				}
 				continue;

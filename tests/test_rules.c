@@ -105,7 +105,7 @@ static void test_parse_errors(void **st)
 	expect_parse_error("[{\"rename\": \"(a)(b)\", \"to\": \"\\\\3\"}]", "refers to group \\3 but the pattern has 2 groups");
 	expect_parse_error("[{\"rename\": \"a\", \"to\": \"\\\\n\"}]", "unknown escape '\\n'");
 	expect_parse_error("[{\"rename\": \"a\"}]", "rename needs a replacement");
-	expect_parse_error("[{\"drop\": \"a\", \"to\": \"b\"}]", "only rename takes a replacement");
+	expect_parse_error("[{\"drop\": \"a\", \"to\": \"b\"}]", "only rename and unfuse take a replacement");
 	expect_parse_error("[{\"drop\": \"a\", \"keep\": \"b\"}]", "more than one action ('drop' and 'keep')");
 	expect_parse_error("[{\"when\": \"a\"}]", "rule 1: no action");
 	expect_parse_error("[{\"select\": \"a\", \"when\": \"b\"}]", "select takes no condition");
@@ -118,7 +118,7 @@ static void test_parse_errors(void **st)
 	expect_parse_error("{\"rule\": []}", "unknown key 'rule'");
 	expect_parse_error("{\"rules\": {}}", "'rules' must be a list");
 	expect_parse_error("\"x\"", "a rules file is a JSON object or a list of rules");
-	expect_parse_error("{\"extends\": \"dalle3\"}", "unknown preset 'dalle3' (presets: dalle2, libai, strip-module, gpt2-conv1d)");
+	expect_parse_error("{\"extends\": \"dalle3\"}", "unknown preset 'dalle3' (presets: dalle2, libai, strip-module, gpt2-conv1d, megatron-llama, megatron-gpt)");
 	expect_parse_error("{\"extends\": 3}", "'extends' must name a preset");
 	/* the good ones */
 	tpc_err e;
@@ -277,7 +277,7 @@ static void test_presets(void **st)
 {
 	(void)st;
 	tpc_err e;
-	assert_int_equal(tpc_rules_preset_count(), 4);
+	assert_int_equal(tpc_rules_preset_count(), 6);
 	for (size_t i = 0; i < tpc_rules_preset_count(); i++) {
 		tpc_rules *r = tpc_rules_new();
 		tpc_err_init(&e);
@@ -329,6 +329,150 @@ static void test_presets(void **st)
 	const char *dp[] = {"module.a", "module.module.b", "c.module.d"};
 	const char *wdp[] = {"a", "module.b", "c.module.d"};
 	expect_plan("{\"extends\": \"strip-module\"}", dp, 3, wdp);
+}
+
+/* unfuse: every parse error with its message; then a fused tensor of 2
+ * query groups, [q (2 heads x 1); k (1); v (1)] x 2 over rows holding their
+ * row number, taken apart (and regrouped and transposed) on a checkpoint,
+ * read back element by element. */
+static void test_unfuse(void **st)
+{
+	(void)st;
+	expect_parse_error("[{\"unfuse\": \"a\"}]", "t.json rule 1: unfuse needs \"parts\" (a list of {\"to\": ..., \"size\": ...})");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"size\": 2}]}]",
+			   "t.json rule 1: unfuse names no part (give parts a \"to\", or the rule one \"to\")");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"to\": \"x\", \"size\": 2}, {\"to\": \"y\"}]}]",
+			   "t.json rule 1: unfuse gives 1 of 2 parts a size; give every part one, or none (equal parts)");
+	expect_parse_error("[{\"unfuse\": \"a\", \"to\": \"z\", \"parts\": [{\"to\": \"x\"}]}]",
+			   "t.json rule 1: unfuse has \"to\" on the rule (one tensor) and on part 1; give one or the other");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"to\": \"x\", \"size\": \"heads+1\"}]}]",
+			   "t.json rule 1: part 1 size 'heads+1': unexpected '+' (terms are joined by * and /)");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"to\": \"x\", \"size\": \"nheads/2\"}]}]",
+			   "t.json rule 1: part 1 size 'nheads/2': unknown fact 'nheads' (facts: heads, kv_heads, head_dim, hidden, vocab)");
+	expect_parse_error("[{\"unfuse\": \"a\", \"groups\": \"kv_heads*\", \"parts\": [{\"to\": \"x\"}]}]",
+			   "t.json rule 1: groups 'kv_heads*': expected a number or a fact");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"to\": \"x\", \"size\": 0}]}]",
+			   "'t.json': rule 1: part 1: 'size' must be a positive integer or a string");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"to\": \"x\", \"size\": \"rest\"}, {\"to\": \"y\", \"size\": \"rest\"}]}]",
+			   "t.json rule 1: unfuse has 2 parts of size \"rest\" (at most one)");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{\"to\": \"x\", \"sz\": 1}]}]",
+			   "'t.json': rule 1: part 1: unknown key 'sz' (to, size, comment)");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": {}}]", "'t.json': rule 1: 'parts' must be a list of objects");
+	expect_parse_error("[{\"drop\": \"a\", \"parts\": [{\"to\": \"x\"}]}]",
+			   "t.json rule 1: \"parts\", \"groups\" and \"dim\" apply to unfuse rules only");
+	expect_parse_error("[{\"unfuse\": \"a\", \"dim\": -1, \"parts\": [{\"to\": \"x\"}]}]",
+			   "'t.json': rule 1: 'dim' must be an integer 0..63");
+	expect_parse_error("[{\"unfuse\": \"(a)\", \"parts\": [{\"to\": \"\\\\2\"}]}]",
+			   "t.json rule 1: replacement '\\2' refers to group \\2 but the pattern has 1 group");
+	expect_parse_error("[{\"unfuse\": \"a\", \"parts\": [{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{\"to\": \"x\"}]}]",
+			   "'t.json': rule 1: more than 16 parts");
+
+	/* [8, 3] f32, element (r, c) = 10 * r + c */
+	tpc_ckpt ck;
+	tpc_remap m;
+	tpc_err e;
+	tpc_buf b = TPC_BUF_INIT;
+	int src;
+	float *mem = calloc(64, sizeof(float));
+	for (int i = 0; i < 24; i++)
+		mem[i] = (float)(10 * (i / 3) + i % 3);
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", (uint8_t *)mem, 64 * sizeof(float), &src, &e), 0);
+	int64_t shape[2] = {8, 3}, vshape[1] = {5};
+	assert_true(tpc_ckpt_add_tensor(&ck, "l.0.qkv.weight", TPC_F32, 2, shape, NULL, src, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "l.0.qkv.bias", TPC_F32, 1, shape, NULL, src, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "embed", TPC_F32, 1, vshape, NULL, src, 96, &e) >= 0);
+	const char *text = "[{\"unfuse\": \"^l\\\\.(\\\\d+)\\\\.qkv\\\\.weight$\", \"groups\": \"kv_heads\", \"parts\": ["
+			   "{\"to\": \"l.\\\\1.q\", \"size\": \"heads/kv_heads*head_dim\"}, {\"to\": \"l.\\\\1.k\", \"size\": \"head_dim\"},"
+			   " {\"to\": \"l.\\\\1.v\", \"size\": \"rest\"}]},"
+			   " {\"unfuse\": \"qkv\\\\.bias$\", \"to\": \"c_attn.bias\", \"groups\": 2, \"parts\": [{\"size\": 2}, {\"size\": 1}, {\"size\": 1}]},"
+			   " {\"unfuse\": \"^embed$\", \"parts\": [{\"to\": \"wte\", \"size\": \"vocab\"}, {\"size\": \"rest\"}]},"
+			   " {\"transpose\": \"^l\\\\.0\\\\.q$\"}, {\"dtype\": \"f64\", \"match\": \"k$\"}]";
+	tpc_rules *r = rules_json(text, &e);
+	if (!r)
+		fail_msg("%s", e.msg);
+	/* without the facts: refused, naming the fact, the rule and the tensor */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.tensor, "l.0.qkv.weight");
+	assert_string_equal(e.msg, "unfuse '^l\\.(\\d+)\\.qkv\\.weight$' (t.json rule 1): the group count needs the number of key/value heads"
+			     " (Megatron's query groups) ('kv_heads'), which is not known: give --kv-heads N or --config config.json"
+			     " (a Megatron checkpoint records it in its args)");
+	assert_int_equal(tpc_rules_facts_used(r), (1u << TPC_FACT_HEADS) | (1u << TPC_FACT_KV_HEADS) |
+							 (1u << TPC_FACT_HEAD_DIM) | (1u << TPC_FACT_VOCAB));
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_HEADS, 4, "test", &e), 0);
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_KV_HEADS, 2, "test", &e), 0);
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_KV_HEADS, 4, "later", &e), 0); /* the first wins */
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_HEAD_DIM, 1, "test", &e), 0);
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_VOCAB, 3, "test", &e), 0);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck, &m, &e), 0);
+	tpc_remap_table(&ck, &m, r, &b);
+	assert_non_null(strstr(b.p, "# 3 tensors: 0 kept (0 renamed), 3 unfused into 5, 0 dropped\n"
+				    "l.0.qkv.weight -> l.0.q  unfused: [0, 2) of each of 2 groups of 4 [8, 3] -> [4, 3]  transposed [4, 3] -> [3, 4]\n"
+				    "l.0.qkv.weight -> l.0.k  unfused: [2, 3) of each of 2 groups of 4 [8, 3] -> [2, 3]  F32 -> F64\n"
+				    "l.0.qkv.weight -> l.0.v  unfused: [3, 4) of each of 2 groups of 4 [8, 3] -> [2, 3]\n"
+				    "l.0.qkv.bias -> l.0.c_attn.bias  regrouped: 3 parts x 2 groups -> part by part [8] -> [8]\n"
+				    "embed -> wte  unfused: [0, 3) [5] -> [3]\n"));
+	assert_int_equal(tpc_remap_apply(&ck, &m, &e), 0);
+	tpc_remap_release(&m);
+	assert_int_equal(ck.n, 5);
+	assert_string_equal(ck.t[0].name, "l.0.q");
+	assert_string_equal(ck.t[3].name, "l.0.c_attn.bias"); /* the match replaced, as rename does */
+	/* q, transposed: element (c, i) is row {0, 1, 4, 5}[i], column c */
+	static const int qrows[4] = {0, 1, 4, 5};
+	float q[12], v[6], cb[8], wte[3];
+	double k[6];
+	assert_int_equal(ck.t[0].shape[0], 3);
+	assert_int_equal(tpc_ckpt_read_out(&ck, &ck.t[0], 0, sizeof(q), q, &e), 0);
+	for (int c = 0; c < 3; c++)
+		for (int i = 0; i < 4; i++)
+			assert_true(q[c * 4 + i] == (float)(10 * qrows[i] + c));
+	assert_int_equal(ck.t[1].dtype, TPC_F64);
+	assert_int_equal(tpc_ckpt_read_out(&ck, &ck.t[1], 0, sizeof(k), k, &e), 0);
+	assert_int_equal(tpc_ckpt_read_out(&ck, &ck.t[2], 0, sizeof(v), v, &e), 0);
+	for (int c = 0; c < 3; c++) {
+		assert_true(k[c] == 20 + c && k[3 + c] == 60 + c);
+		assert_true(v[c] == 30 + c && v[3 + c] == 70 + c);
+	}
+	/* the bias (elements 0..7 of the same bytes) part by part: q q q q k k v v */
+	static const int order[8] = {0, 1, 4, 5, 2, 6, 3, 7};
+	assert_int_equal(tpc_ckpt_read_out(&ck, &ck.t[3], 0, sizeof(cb), cb, &e), 0);
+	for (int i = 0; i < 8; i++)
+		assert_true(cb[i] == mem[order[i]]);
+	assert_int_equal(tpc_ckpt_read_out(&ck, &ck.t[4], 0, sizeof(wte), wte, &e), 0);
+	assert_true(wte[0] == mem[24] && wte[2] == mem[26]);
+	tpc_rules_free(r);
+	tpc_buf_release(&b);
+
+	/* sizes that do not tile the tensor */
+	r = rules_json("[{\"unfuse\": \"qkv\\\\.weight\", \"groups\": 3, \"parts\": [{\"to\": \"x\"}]}]", &e);
+	tpc_ckpt ck2;
+	const char *one[] = {"a.qkv.weight"};
+	make_ckpt(&ck2, one, 1);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck2, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.msg, "unfuse 'qkv\\.weight' (t.json rule 1): 3 groups do not divide dim 0 (2) of [2, 3]");
+	tpc_rules_free(r);
+	r = rules_json("[{\"unfuse\": \"qkv\\\\.weight\", \"dim\": 1, \"parts\": [{\"to\": \"x\", \"size\": 2}, {\"to\": \"y\", \"size\": 2}]}]", &e);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck2, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.msg, "unfuse 'qkv\\.weight' (t.json rule 1): the parts (2 + 2) do not add up to 3, dim 1 of [2, 3] in 1 group");
+	tpc_rules_free(r);
+	r = rules_json("[{\"unfuse\": \"qkv\\\\.weight\", \"dim\": 2, \"parts\": [{\"to\": \"x\"}]}]", &e);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck2, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.msg, "unfuse 'qkv\\.weight' (t.json rule 1): dim 2, but the tensor has 2 dimensions");
+	tpc_rules_free(r);
+	/* a part named like another tensor: the collision names both sources */
+	r = rules_json("[{\"unfuse\": \"qkv\\\\.weight\", \"dim\": 1, \"parts\": [{\"to\": \"x\"}, {\"to\": \"x\"}, {\"to\": \"y\"}]}]", &e);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck2, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.msg, "name collision: tensors 'a.qkv.weight' and 'a.qkv.weight' would both be named 'a.x'");
+	tpc_rules_free(r);
+	tpc_ckpt_release(&ck2);
+	tpc_ckpt_release(&ck);
 }
 
 static void test_apply(void **st)
@@ -475,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_rename),       cmocka_unit_test(test_collisions),
 		cmocka_unit_test(test_unmatched),    cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_apply),        cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_unfuse),
 		cmocka_unit_test(test_mutations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /* fuzz_rules.c - remap rules (lib/tpc_rules.h: the --rules file, JSON) and
  * expected-key lists (tpc_keys_from_buffer). An accepted rule list is then
  * run as `convert --rules` runs it: planned over a small checkpoint, applied,
- * and rendered as the --dry-run table. */
+ * and rendered as the --dry-run table. Model facts are set so that unfuse
+ * sizes such as "heads/kv_heads*head_dim" tile the 4-row tensors (and a
+ * rule naming hidden leaves it unknown, the refusal path). */
 #include "fuzz.h"
 #include "tpc_rules.h"
 
@@ -29,6 +31,10 @@ static void plan(tpc_rules *r)
 					NULL, src, i * 64, &e) < 0)
 			goto out;
 	}
+	/* 2 heads of 1 over 1 query group: q 2 rows, k 1, v 1 */
+	if (tpc_rules_set_fact(r, TPC_FACT_HEADS, 2, "fuzz", &e) || tpc_rules_set_fact(r, TPC_FACT_KV_HEADS, 1, "fuzz", &e) ||
+	    tpc_rules_set_fact(r, TPC_FACT_HEAD_DIM, 1, "fuzz", &e) || tpc_rules_set_fact(r, TPC_FACT_VOCAB, 3, "fuzz", &e))
+		goto out;
 	tpc_remap_init(&m);
 	int ret = tpc_rules_plan(r, &ck, &m, &e);
 	fuzz_check_status(ret, &e);

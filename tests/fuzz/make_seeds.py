@@ -165,6 +165,14 @@ put('rules', 'all_actions.json', json.dumps({"rules": [
     {"rename": "layers\\.(\\d+)\\.", "to": "h.\\1."}, {"strip_prefix": "module."},
     {"add_prefix": "m."}, {"transpose": "c_attn\\.weight$"}, {"dtype": "bf16", "match": "weight"},
     {"dtype": "f32", "ints": True, "when": "norm"}, {"comment": "x"}]}).encode())
+put('rules', 'unfuse.json', json.dumps({"rules": [
+    {"unfuse": "q_proj\\.weight$", "groups": "kv_heads",
+     "parts": [{"to": "q.w", "size": "heads/kv_heads*head_dim"}, {"to": "k.w", "size": "head_dim"}, {"to": "v.w", "size": "rest"}]},
+    {"unfuse": "c_attn\\.weight$", "to": "c_attn.w", "groups": 2, "dim": 1, "parts": [{"comment": "a"}, {}]},
+    {"transpose": "c_attn\\.w$"},
+    {"unfuse": "embed_tokens", "parts": [{"to": "wte", "size": "vocab"}, {"size": "rest"}], "optional": True},
+    {"unfuse": "norm", "parts": [{"to": "n.a", "size": "hidden"}, {"to": "n.b", "size": "rest"}], "optional": True},
+    {"dtype": "f32", "match": "^[qkv]\\."}]}).encode())
 put('rules', 'keys.txt', b'model.embed_tokens.weight\nlm_head.weight\r\n\n  model.norm.weight  \n')
 put('rules', 'keys.json', b'["model.embed_tokens.weight", "lm_head.weight"]')
 put('hf_index', 'minimal.json', b'{"metadata":{"total_size":8},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}')
