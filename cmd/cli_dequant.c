@@ -53,10 +53,12 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq)
 	if (q.method == TPC_QM_NONE) {
 		const char *name = tpc_quant_find_quantized(ck);
 		if (name) {
+			const tpc_tensor *t = &ck->t[tpc_ckpt_find(ck, name)];
 			tpc_err_set(&e, TPC_EINPUT,
-				    tpc_exists(cfg) ? "tensor looks quantized but '%s' has no quantization_config; tpconv cannot tell how to dequantize it"
-						    : "tensor looks quantized but there is no '%s' with a quantization_config; tpconv cannot tell how to dequantize it",
-				    cfg);
+				    "looks quantized (%s %s) but %s'%s'%s; tpconv cannot tell how to dequantize it",
+				    tpc_dtype_name(t->src_dtype), strstr(name, "qweight") ? "packed weight" : "tensor",
+				    tpc_exists(cfg) ? "" : "there is no ", cfg,
+				    tpc_exists(cfg) ? " has no quantization_config" : " with a quantization_config");
 			tpc_err_tensor(&e, name);
 			ret = tpc_cli_fail(&e);
 		}

@@ -587,6 +587,8 @@ static int rows_fp8(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64
 	if ((ret = tpc_ckpt_read_bytes(ck, &dq->c[0], (uint64_t)(o0 * I), (uint64_t)(nr * I), w, e)) ||
 	    (ret = read_f32(ck, &dq->c[1], (uint64_t)(r0 * SI), (uint64_t)((r1 - r0 + 1) * SI), s, e)))
 		goto out;
+	/* these weight rows are done: keep the resident set bounded */
+	tpc_ckpt_drop_range(ck, &dq->c[0], (uint64_t)(o0 * I), (uint64_t)(nr * I));
 	for (int64_t r = 0; r < nr; r++) {
 		const float *srow = s + ((o0 + r) / dq->bo - r0) * SI;
 		const uint8_t *wr = w + r * I;
