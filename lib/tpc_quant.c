@@ -589,12 +589,21 @@ static int rows_fp8(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64
 		goto out;
 	/* these weight rows are done: keep the resident set bounded */
 	tpc_ckpt_drop_range(ck, &dq->c[0], (uint64_t)(o0 * I), (uint64_t)(nr * I));
+	/* rows are independent and each element is computed on its own: the
+	 * result does not depend on the thread count */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#endif
 	for (int64_t r = 0; r < nr; r++) {
 		const float *srow = s + ((o0 + r) / dq->bo - r0) * SI;
 		const uint8_t *wr = w + r * I;
 		float *orow = out + r * I;
-		for (int64_t i = 0; i < I; i++)
-			orow[i] = lut[wr[i]] * srow[i / dq->bi];
+		for (int64_t b0 = 0, k = 0; b0 < I; b0 += dq->bi, k++) {
+			int64_t b1 = I - b0 > dq->bi ? b0 + dq->bi : I;
+			float sk = srow[k];
+			for (int64_t i = b0; i < b1; i++)
+				orow[i] = lut[wr[i]] * sk;
+		}
 	}
 out:
 	free(w);
@@ -630,9 +639,10 @@ static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, in
 	uint32_t *q = tpc_malloc((size_t)(qrows * qcols) * 4 + 4);
 	uint32_t *z = tpc_malloc((size_t)(G * nw) * 4 + 4);
 	float *s = tpc_malloc((size_t)(G * nr) * sizeof(float) + 4);
+	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
 	uint8_t *g = gi ? tpc_malloc((size_t)I * ges + 8) : NULL;
 	int ret = 0;
-	if (!q || !z || !s || (gi && !g)) {
+	if (!q || !z || !s || !grp || (gi && !g)) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -641,35 +651,39 @@ static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, in
 	    (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))))
 		goto out;
 	for (int64_t i = 0; i < I; i++) {
-		int64_t grp = gi ? gidx_at(g, ges, i) : i / dq->group;
-		if (grp < 0 || grp >= G) {
+		grp[i] = gi ? gidx_at(g, ges, i) : i / dq->group;
+		if (grp[i] < 0 || grp[i] >= G) { /* checked when the description was built */
 			ret = tpc_err_set(e, TPC_EINPUT, "g_idx[%lld] is %lld, outside the %lld groups",
-					  (long long)i, (long long)grp, (long long)G);
+					  (long long)i, (long long)grp[i], (long long)G);
 			tpc_err_tensor(e, gi ? gi->name : sc->name);
 			goto out;
 		}
-		const uint32_t *zrow = z + grp * nw;
-		const float *srow = s + grp * nr;
-		for (int64_t r = 0; r < nr; r++) {
-			int64_t o = o0 + r, wc = o / pack - w0;
-			uint32_t qv, zv;
+	}
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#endif
+	for (int64_t r = 0; r < nr; r++) {
+		int64_t o = o0 + r, wc = o / pack - w0;
+		int zs = awq ? 4 * awq_rev[o % 8] : bits * (int)(o % pack);
+		float *orow = out + r * I;
+		for (int64_t i = 0; i < I; i++) {
+			int64_t gr = grp[i];
+			uint32_t qv, zv = (z[gr * nw + wc] >> zs) & mask;
 			if (awq) {
-				int sh = 4 * awq_rev[o % 8];
-				qv = (q[i * nw + wc] >> sh) & mask;
-				zv = (zrow[wc] >> sh) & mask;
+				qv = (q[i * nw + wc] >> zs) & mask;
 			} else {
 				qv = (q[(i / pack) * nr + r] >> (bits * (int)(i % pack))) & mask;
-				zv = (zrow[wc] >> (bits * (int)(o % pack))) & mask;
 				if (dq->zero_plus_one)
 					zv = (zv + 1) & mask;
 			}
-			out[r * I + i] = (float)((int32_t)qv - (int32_t)zv) * srow[r];
+			orow[i] = (float)((int32_t)qv - (int32_t)zv) * s[gr * nr + r];
 		}
 	}
 out:
 	free(q);
 	free(z);
 	free(s);
+	free(grp);
 	free(g);
 	return ret;
 }
