@@ -504,6 +504,7 @@ static int flat_view(const flat_ctx *c, int p, int64_t at, const int64_t *shp, t
 	out->parts = NULL;
 	out->nparts = 0;
 	out->meta = NULL;
+	out->dq = NULL;
 	out->storage = -1;
 	out->storage_offset = 0;
 	out->alias_of = -1;
