@@ -69,6 +69,14 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
+	const char *left = tpc_quant_find_quantized(ck);
+	if (left) {
+		/* e.g. a weight_scale_inv beside a weight that is not F8 */
+		char nm[512];
+		tpc_sanitize(nm, sizeof(nm), left);
+		tpc_cli_warn("tensor '%s' looks quantized but is part of no %s weight; copied as it is", nm,
+			     method_name(q.method));
+	}
 	if (*ndq)
 		tpc_cli_info("dequantized %zu %s weight%s to %s", *ndq, method_name(q.method), *ndq == 1 ? "" : "s",
 			     tpc_dtype_name(out));

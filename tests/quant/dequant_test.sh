@@ -107,6 +107,13 @@ refuse "GPTQ without qzeros" bad_gptq \
 refuse "g_idx out of range" bad_gidx \
   "tpconv: error: 'bad_gidx/model.safetensors': tensor 'l.g_idx': g_idx[5] is 7, outside the 2 groups of 'l.scales' (at byte offset 884, 0x374)"
 
+# a scale beside a weight that is not F8: warned about, copied
+if "$TPCONV" convert --dequantize fp8orphan -o orphan.safetensors >/dev/null 2>"$T/err" &&
+   [ "$(cat "$T/err")" = "tpconv: warning: tensor 'b.weight_scale_inv' looks quantized but is part of no FP8 weight; copied as it is" ] &&
+   "$TPCONV" inspect orphan.safetensors | grep -q '^a.weight  *BF16 ' && "$TPCONV" inspect orphan.safetensors | grep -q '^b.weight_scale_inv '
+then ok "a scale that belongs to no F8 weight: warning, kept"
+else bad "orphan scale" "$(cat "$T/err")"; fi
+
 # streaming: 32 MiB of F8 to 64 MiB of bf16 in a bounded resident set (a whole-tensor
 # dequantization would hold at least the 64 MiB output, plus 128 MiB in f32)
 # (sanitizer builds keep shadow memory and a quarantine: no bound there, as in tests/hostile)

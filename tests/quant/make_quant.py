@@ -275,6 +275,11 @@ gptq_layer(t, "l.", 16, 64, 4, 32, True)
 t["l.g_idx"][5] = 7
 save_st(os.path.join(d, "model.safetensors"), t)
 
+d = folder("fp8orphan", fp8cfg)
+c, s = fp8_weight(64, 64)
+save_st(os.path.join(d, "model.safetensors"), {"a.weight": f8(c), "a.weight_scale_inv": s,
+                                               "b.weight": torch.randn(64, 64).bfloat16(), "b.weight_scale_inv": s})
+
 # ---- streaming: one larger FP8 weight (32 MiB in, 64 MiB of bf16 out) ----
 d = folder("fp8big", {"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
 codes = torch.randint(0, 0x7E, (4096, 8192), dtype=torch.uint8)
