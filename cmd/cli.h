@@ -51,6 +51,14 @@ void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width);
 int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **argv, bool *list, const char **check,
 			 const char **name);
 
+/* --dequantize (convert, inspect): read the quantization_config of the
+ * model folder of `in` (config.json, else AutoGPTQ's quantize_config.json; a
+ * single weight file: its folder) and dequantize ck's FP8 / GPTQ / AWQ
+ * weights (lib/tpc_quant.h) to config.json's torch_dtype, else bf16.
+ * Tensors that look quantized with no quantization_config are refused.
+ * *ndq: how many weights. Returns 0 or an exit status (message printed). */
+int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
+
 int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_shard(int argc, char **argv);

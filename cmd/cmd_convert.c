@@ -37,7 +37,12 @@ static const char *help =
 	"                           and make a rule that matches no tensor an error\n"
 	"  --dry-run                print the old -> new name table (and dropped names), check\n"
 	"                           --expect-keys, write nothing\n"
-	"  --dequantize             dequantize quantized tensors to float32 instead of refusing\n"
+	"  --dequantize             dequantize quantized weights: FP8 (block, per-tensor or per-channel\n"
+	"                           scales), GPTQ and AWQ, as the model folder's config.json\n"
+	"                           quantization_config says, to its torch_dtype (else bf16; --dtype\n"
+	"                           chooses), streamed; scales and packed tensors are dropped and the\n"
+	"                           copied config.json loses its quantization_config. torch quantized\n"
+	"                           tensors (qint8...) become float32\n"
 	"  --dedup-tied             safetensors: store tied tensors once, record aliases in metadata\n"
 	"  --no-extras              do not copy the model folder's config, tokenizer and other\n"
 	"                           non-weight files beside a folder output (default: copy them)\n"
@@ -87,7 +92,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_write_opts wo;
 	tpc_progress prog;
-	bool force_progress = false, no_extras = false;
+	bool force_progress = false, no_extras = false, dequant = false;
+	size_t ndq = 0;
 	tpc_ckpt ck;
 	tpc_err e;
 	int c, ret = 0;
@@ -108,7 +114,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 's': oo.select = optarg; break;
 		case 'S': oo.flags |= TPC_OPEN_STRICT; rm->strict = true; break;
 		case O_DRY_RUN: rm->dry_run = true; break;
-		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; break;
+		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case 'X': no_extras = true; break;
@@ -184,6 +190,9 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
+	/* FP8 / GPTQ / AWQ weights become descriptions computed while writing */
+	if (dequant && (ret = tpc_cli_dequantize(in, &ck, &ndq)))
+		goto out;
 	/* The remap stage: rename, drop, transpose, cast (descriptions only). */
 	if ((ret = tpc_cli_remap_run(rm, "convert", &ck)) || rm->dry_run)
 		goto out;
@@ -217,13 +226,17 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if (srcdir) {
 		/* a resumed folder's companions (an interrupted run copied them) are refreshed */
 		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+		/* dequantized weights: the config must not tell loaders they are quantized */
+		static const char *const no_quant[] = {"quantization_config", NULL};
+		if (ndq)
+			xo.config_drop = no_quant;
 		tpc_dtype fdt = TPC_DT_INVALID;
 		bool cast = false, one = true;
 		for (size_t i = 0; i < ck.n; i++) {
 			const tpc_tensor *t = &ck.t[i];
 			if (!(tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT))
 				continue;
-			cast = cast || t->dtype != t->src_dtype;
+			cast = cast || t->dtype != t->src_dtype || t->dq;
 			one = one && (!fdt || fdt == t->dtype);
 			fdt = t->dtype;
 		}

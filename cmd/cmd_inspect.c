@@ -26,6 +26,8 @@ static const char *help =
 	"  --select PATH    only the subtree PATH of a nested checkpoint (e.g. ema_model)\n"
 	"  --globals        list every pickle global the file references, flag dangerous ones\n"
 	"  --strict         refuse pickle globals outside torch's weights_only allow-list\n"
+	"  --dequantize     show FP8 / GPTQ / AWQ weights as 'convert --dequantize' writes\n"
+	"                   them (with --hash: the hash of the dequantized bytes)\n"
 	"  -q, --quiet      errors only\n"
 	"  -v, --verbose    more detail on errors\n"
 	"  -h, --help       this help\n\n" TPC_EXIT_HELP;
@@ -52,6 +54,8 @@ static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *ha
 	}
 	if (t->flags & TPC_TF_QUANTIZED)
 		tpc_buf_adds(b, ",\"quantized\":true");
+	if (t->dq)
+		tpc_buf_adds(b, ",\"dequantized\":true");
 	if (hash)
 		tpc_buf_addf(b, ",\"%s\":\"%s\"", tpc_hash_name(alg), hash);
 	tpc_buf_addc(b, '}');
@@ -167,9 +171,10 @@ int cmd_inspect(int argc, char **argv)
 		{"checksum", required_argument, NULL, 'C'},
 		{"select", required_argument, NULL, 's'}, {"globals", no_argument, NULL, 'g'},
 		{"strict", no_argument, NULL, 'S'}, {"quiet", no_argument, NULL, 'q'},
+		{"dequantize", no_argument, NULL, 'D'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
-	bool json = false, hash = false, globals = false;
+	bool json = false, hash = false, globals = false, dequant = false;
 	tpc_hash_alg halg = TPC_HASH_SHA256;
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_ckpt ck;
@@ -196,6 +201,7 @@ int cmd_inspect(int argc, char **argv)
 		case 's': oo.select = optarg; break;
 		case 'g': globals = true; break;
 		case 'S': oo.flags |= TPC_OPEN_STRICT; break;
+		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
@@ -246,6 +252,10 @@ int cmd_inspect(int argc, char **argv)
 	} else if (tpc_ckpt_open(&ck, path, &oo, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto out;
+	} else if (dequant) {
+		size_t ndq;
+		if ((ret = tpc_cli_dequantize(path, &ck, &ndq)))
+			goto out;
 	}
 	memset(sums, 0, sizeof(sums));
 	for (size_t i = 0; i < ck.n; i++) {
@@ -328,6 +338,10 @@ int cmd_inspect(int argc, char **argv)
 					 users > 1 ? " (shared)" : "",
 					 (t->storage_offset || t->nbytes < sg->nbytes) ? " view" : "",
 					 !tpc_tensor_is_contiguous(t) ? " strided" : "");
+			} else if (t->dq) {
+				char from[120];
+				tpc_sanitize(from, sizeof(from), t->dq->c[0].name ? t->dq->c[0].name : "?");
+				snprintf(note, sizeof(note), "  dequantized from %s", from);
 			} else if (t->nparts) {
 				/* assembled from pieces: DCP chunks, rank files of a set */
 				snprintf(note, sizeof(note), "  %zu pieces", leaf_parts(t));

@@ -135,6 +135,23 @@ float tpc_f64_to_f32(double d)
 {
 	return u2f(f64_to_f32_bits(d2u(d)));
 }
+/* E4M3FN: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities,
+ * S.1111.111 is NaN; exponent 0 is subnormal (m * 2^-9). NaN decodes as c10's
+ * fp8e4m3fn_to_fp32_value does: sign | 0x7FF00000. Every finite value is
+ * exact in F32. */
+float tpc_f8e4m3_to_f32(uint8_t b)
+{
+	uint32_t sign = (uint32_t)(b >> 7) << 31, ex = (b >> 3) & 15u, m = b & 7u;
+	if (ex == 15 && m == 7)
+		return u2f(sign | 0x7FF00000u);
+	if (ex == 0) {
+		/* subnormal: m * 2^-9 (0 when m == 0), exact */
+		float v = (float)m * (1.0f / 512.0f);
+		return sign ? -v : v;
+	}
+	return u2f(sign | ((ex - 7u + 127u) << 23) | (m << 20));
+}
+
 double tpc_f32_to_f64(float f)
 {
 	return u2d(f32_to_f64_bits(f2u(f)));

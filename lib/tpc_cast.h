@@ -70,5 +70,10 @@ float tpc_bf16_to_f32(uint16_t h);
 float tpc_f16_to_f32(uint16_t h);
 float tpc_f64_to_f32(double d);     /* NaN: sign and top payload kept, quiet bit set */
 double tpc_f32_to_f64(float f);     /* NaN: sign and payload kept, quiet bit set */
+/* F8_E4M3 (torch float8_e4m3fn, the FP8 of DeepSeek-V3 and Qwen3-FP8 weights)
+ * to F32, exact; NaN (0x7F, 0xFF) -> sign | 0x7FF00000 as c10 writes it.
+ * Used by dequantization (tpc_quant.h); not a tpc_cast pair, as a cast
+ * would drop the scale that gives the values their meaning. */
+float tpc_f8e4m3_to_f32(uint8_t b);
 
 #endif

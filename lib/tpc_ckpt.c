@@ -9,6 +9,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_cast.h"
+#include "tpc_quant.h"
 #include "tpc_util.h"
 
 #ifdef _OPENMP
@@ -319,10 +320,18 @@ void tpc_tensor_release(tpc_tensor *t)
 	free(t->parts);
 	free(t->shape);
 	tpc_value_unref(t->meta);
+	if (t->dq) {
+		for (int i = 0; i < t->dq->nc; i++) {
+			free(t->dq->c[i].name);
+			tpc_tensor_release(&t->dq->c[i]);
+		}
+		free(t->dq);
+	}
 	t->parts = NULL;
 	t->nparts = 0;
 	t->shape = t->stride = NULL;
 	t->meta = NULL;
+	t->dq = NULL;
 }
 
 /* numel and nbytes from shape and dtype; -1 on overflow. */
@@ -355,10 +364,30 @@ int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src)
 	dst->name = NULL;
 	dst->parts = NULL;
 	dst->nparts = 0;
+	dst->dq = NULL;
 	if (alloc_shape(dst, src->ndim))
 		return -1;
 	memcpy(dst->shape, src->shape, (size_t)src->ndim * 2 * sizeof(int64_t));
 	tpc_value_ref(dst->meta);
+	if (src->dq) {
+		if (!(dst->dq = tpc_calloc(1, sizeof(*dst->dq)))) {
+			tpc_tensor_release(dst);
+			return -1;
+		}
+		*dst->dq = *src->dq;
+		dst->dq->nc = 0;
+		for (int i = 0; i < src->dq->nc; i++, dst->dq->nc++) {
+			if (tpc_tensor_copy(&dst->dq->c[i], &src->dq->c[i])) {
+				tpc_tensor_release(dst);
+				return -1;
+			}
+			if (src->dq->c[i].name && !(dst->dq->c[i].name = tpc_strdup(src->dq->c[i].name))) {
+				dst->dq->nc++;
+				tpc_tensor_release(dst);
+				return -1;
+			}
+		}
+	}
 	if (src->nparts) {
 		dst->parts = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
 		if (!dst->parts) {
@@ -399,6 +428,9 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
 	memset(dst, 0, sizeof(*dst));
 	if (nparts < 1 || dim < 0 || dim >= parts[0].ndim)
 		return -1;
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].dq)
+			return -1;
 	if (alloc_shape(dst, parts[0].ndim))
 		return -1;
 	memcpy(dst->shape, parts[0].shape, (size_t)parts[0].ndim * sizeof(int64_t));
@@ -472,6 +504,7 @@ static int flat_view(const flat_ctx *c, int p, int64_t at, const int64_t *shp, t
 	out->parts = NULL;
 	out->nparts = 0;
 	out->meta = NULL;
+	out->dq = NULL;
 	out->storage = -1;
 	out->storage_offset = 0;
 	out->alias_of = -1;
@@ -581,7 +614,7 @@ int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const 
 
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len)
 {
-	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim])
+	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim] || src->dq)
 		return -1;
 	if (len == 0 || src->numel == 0) {
 		/* nothing to read: an empty (or zero-size) tensor of the right shape */
@@ -1059,6 +1092,14 @@ static int validate_tensor(const tpc_ckpt *ck, const tpc_tensor *t, const char *
 	const tpc_map *m;
 	if (t->flags & (TPC_TF_NODATA | TPC_TF_ZERO))
 		return 0;
+	if (t->dq) {
+		for (int k = 0; k < t->dq->nc; k++) {
+			int r = validate_tensor(ck, &t->dq->c[k], t->dq->c[k].name ? t->dq->c[k].name : name, e);
+			if (r)
+				return r;
+		}
+		return 0;
+	}
 	if (t->nparts) {
 		for (int k = 0; k < t->nparts; k++) {
 			int r = validate_tensor(ck, &t->parts[k], name, e);
@@ -1238,6 +1279,12 @@ int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, u
 		memset(dst, 0, (size_t)len);
 		return 0;
 	}
+	if (t->dq) {
+		if (off % es || len % es || t->src_dtype != TPC_F32)
+			return tpc_err_set(e, TPC_EINPUT, "internal: unaligned read of dequantized '%s'",
+					   t->name ? t->name : "?");
+		return tpc__dequant_read(ck, t, off / es, len / es, dst, e);
+	}
 	if (t->nparts) {
 		if (off % es || len % es || tpc_dtype_bits(t->src_dtype) < 8)
 			return tpc_err_set(e, TPC_EINPUT, "internal: unaligned read of composite '%s'",
@@ -1335,6 +1382,11 @@ int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off,
  * (the page cache keeps them): a pass over a big model stays at a bounded RSS. */
 void tpc_ckpt_drop_pages(const tpc_ckpt *ck, const tpc_tensor *t)
 {
+	if (t->dq) {
+		for (int k = 0; k < t->dq->nc; k++)
+			tpc_ckpt_drop_pages(ck, &t->dq->c[k]);
+		return;
+	}
 	if (t->nparts) {
 		for (int k = 0; k < t->nparts; k++)
 			tpc_ckpt_drop_pages(ck, &t->parts[k]);
@@ -1625,7 +1677,7 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	if (t->numel == 0)
 		return 0;
-	if (!m && !t->nparts && !(t->flags & TPC_TF_ZERO))
+	if (!m && !t->nparts && !t->dq && !(t->flags & TPC_TF_ZERO))
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' has no data", t->name);
 	if (plain_copy(t, m))
 		return tpc_out_copy(o, m, t->offset, t->nbytes, e);
@@ -1649,7 +1701,7 @@ int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg a
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	if ((ret = tpc_hash_begin(&s, alg, e)))
 		return ret;
-	if (t->numel && (m || t->nparts || (t->flags & TPC_TF_ZERO))) {
+	if (t->numel && (m || t->nparts || t->dq || (t->flags & TPC_TF_ZERO))) {
 		if (plain_copy(t, m))
 			tpc_hash_update(&s, m->data + t->offset, (size_t)t->nbytes);
 		else

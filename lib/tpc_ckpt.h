@@ -59,6 +59,8 @@ typedef struct tpc_storage {
 	uint64_t nbytes;   /* storage size in bytes */
 } tpc_storage;
 
+struct tpc_dequant;
+
 typedef struct tpc_tensor {
 	char *name;
 	tpc_dtype dtype;       /* logical dtype (what writers emit) */
@@ -82,7 +84,49 @@ typedef struct tpc_tensor {
 	struct tpc_tensor *parts;
 	int nparts;
 	int cat_dim;
+	/* Dequantized: the tensor's values are computed from packed companions
+	 * (src = -1, src_dtype F32); see struct tpc_dequant below. Owned. */
+	struct tpc_dequant *dq;
 } tpc_tensor;
+
+/*
+ * A dequantized tensor (convert --dequantize, tpc_quant.h): a 2-D weight
+ * [O, I] whose F32 image is computed from the quantized tensors it was made
+ * from, which it owns as deep copies in c[] (views over the mapped input, like
+ * any tensor; they are no longer in the checkpoint's list). Nothing is
+ * computed when the description is built: tpc_ckpt_read_bytes computes the
+ * requested elements, a bounded number of rows at a time, when a writer
+ * streams the tensor, so a pending cast to bf16/f16 (dtype != src_dtype) and
+ * every writer work on it as on any other tensor. Element (o, i):
+ *
+ *   FP8    c[0] weight F8_E4M3 [O, I], c[1] scale [ceil(O/bo), ceil(I/bi)]
+ *          (float): w = e4m3(c0[o, i]) * c1[o / bo, i / bi], one F32 rounding
+ *          (DeepSeek-V3 inference/kernel.py weight_dequant). Per-tensor
+ *          scales are the block [O, I], per-channel ones [1, I].
+ *   GPTQ   c[0] qweight I32 [I / p, O] (p = 32 / bits values per int32,
+ *          packed along the input, value k of a word in bits [k*bits, ...)),
+ *          c[1] scales [G, O] (float), c[2] qzeros I32 [G, O / p] (packed
+ *          along the output), c[3] g_idx I32 [I] or absent (g = i / group):
+ *          w = (q - z) * s with z = (stored + 1) mod 2^bits when zero_plus_one
+ *          (AutoGPTQ's v1 format), else z = stored (gptq_v2).
+ *   AWQ    c[0] qweight I32 [I, O / 8] packed along the output in AutoAWQ's
+ *          order (output column 8j + n is nibble [0,4,1,5,2,6,3,7][n] of word
+ *          j), c[1] scales [G, O], c[2] qzeros I32 [G, O / 8] in the same
+ *          order, g = i / group: w = (q - z) * s.
+ * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
+ * rounded once, to nearest even, from the exact value.
+ */
+typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ } tpc_dq_kind;
+
+typedef struct tpc_dequant {
+	tpc_dq_kind kind;
+	int bits;            /* GPTQ/AWQ: bits per value (2, 4, 8; AWQ 4) */
+	int64_t bo, bi;      /* FP8: scale block rows and columns */
+	int64_t group;       /* GPTQ without g_idx, AWQ: input rows per group */
+	bool zero_plus_one;  /* GPTQ v1: stored zero point = zero - 1 */
+	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
+	struct tpc_tensor c[4];
+} tpc_dequant;
 
 typedef struct tpc_ckpt {
 	tpc_tensor *t;
@@ -147,7 +191,8 @@ int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, 
 int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
 
 /* Tensor values that are not in a checkpoint's list: views built by the
- * sharder. tpc_tensor_init_* allocate the shape; release with tpc_tensor_release. */
+ * sharder. tpc_tensor_init_* allocate the shape; release with tpc_tensor_release.
+ * A dequantized tensor (dq) cannot be narrowed or concatenated (-1). */
 int tpc_tensor_init_zero(tpc_tensor *t, tpc_dtype dtype, int ndim, const int64_t *shape);
 int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src); /* deep copy; name not copied */
 /* dst = src narrowed to [start, start+len) along dim (a view, or for a

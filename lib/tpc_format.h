@@ -42,7 +42,9 @@
 
 enum {
 	TPC_OPEN_STRICT = 1u << 0,     /* refuse any pickle global outside torch's allow-list */
-	TPC_OPEN_DEQUANTIZE = 1u << 1, /* quantized tensors become f32 (convert --dequantize) */
+	TPC_OPEN_DEQUANTIZE = 1u << 1, /* torch quantized tensors (qint8...) become f32 (convert
+					* --dequantize; FP8/GPTQ/AWQ weights are a later step
+					* over the whole checkpoint: tpc_ckpt_dequantize, tpc_quant.h) */
 };
 
 typedef struct tpc_open_opts {

@@ -10,6 +10,7 @@
 #include "tpc_cast.h"
 #include "tpc_ckpt.h"
 #include "tpc_io.h"
+#include "tpc_quant.h"
 #include "tpc_util.h"
 
 static uint32_t f2u(float f)
@@ -344,12 +345,206 @@ static void test_ckpt_cast(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* Every E4M3FN code against the format's definition: sign, 4-bit exponent
+ * (bias 7), 3-bit mantissa, exponent 0 subnormal, S.1111.111 NaN, no Inf. */
+static void test_e4m3_all(void **st)
+{
+	(void)st;
+	int finite = 0;
+	for (int c = 0; c < 256; c++) {
+		float v = tpc_f8e4m3_to_f32((uint8_t)c);
+		int ex = (c >> 3) & 15, m = c & 7;
+		if (ex == 15 && m == 7) {
+			assert_true(isnan(v));
+			assert_int_equal(f2u(v), (c & 0x80 ? 0x80000000u : 0u) | 0x7FF00000u);
+			continue;
+		}
+		double ref = ex ? ldexp(8 + m, ex - 7 - 3) : ldexp(m, -9);
+		if (c & 0x80)
+			ref = -ref;
+		assert_int_equal(f2u(v), f2u((float)ref));
+		finite++;
+	}
+	assert_int_equal(finite, 254);
+	assert_true(tpc_f8e4m3_to_f32(0x7E) == 448.0f && tpc_f8e4m3_to_f32(0xFE) == -448.0f);
+	assert_true(tpc_f8e4m3_to_f32(0x38) == 1.0f && tpc_f8e4m3_to_f32(0x40) == 2.0f);
+	assert_true(tpc_f8e4m3_to_f32(0x01) == ldexpf(1, -9));     /* smallest subnormal */
+	assert_true(tpc_f8e4m3_to_f32(0x07) == ldexpf(7, -9));     /* largest subnormal */
+	assert_true(tpc_f8e4m3_to_f32(0x08) == ldexpf(1, -6));     /* smallest normal */
+	assert_int_equal(f2u(tpc_f8e4m3_to_f32(0x80)), 0x80000000u); /* -0 */
+	assert_int_equal(f2u(tpc_f8e4m3_to_f32(0x00)), 0u);
+}
+
+static void test_quant_cfg(void **st)
+{
+	(void)st;
+	tpc_quant_cfg q;
+	tpc_err e;
+	const char *ds = "{\"torch_dtype\":\"bfloat16\",\"quantization_config\":{\"quant_method\":\"fp8\","
+			 "\"fmt\":\"e4m3\",\"weight_block_size\":[128,64]}}";
+	tpc_err_init(&e);
+	assert_int_equal(tpc_quant_cfg_from_buffer(&q, ds, strlen(ds), "c.json", false, &e), 0);
+	assert_int_equal(q.method, TPC_QM_FP8);
+	assert_int_equal(q.block[0], 128);
+	assert_int_equal(q.block[1], 64);
+	assert_int_equal(q.torch_dtype, TPC_BF16);
+	const char *g = "{\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":8,\"group_size\":-1,"
+			"\"checkpoint_format\":\"gptq_v2\"}}";
+	assert_int_equal(tpc_quant_cfg_from_buffer(&q, g, strlen(g), "c.json", false, &e), 0);
+	assert_true(q.method == TPC_QM_GPTQ && q.bits == 8 && q.group_size == -1 && !q.zero_plus_one);
+	assert_int_equal(q.torch_dtype, TPC_DT_INVALID);
+	const char *old = "{\"bits\":4,\"group_size\":128,\"desc_act\":true,\"sym\":true}";
+	assert_int_equal(tpc_quant_cfg_from_buffer(&q, old, strlen(old), "q.json", true, &e), 0);
+	assert_true(q.method == TPC_QM_GPTQ && q.bits == 4 && q.group_size == 128 && q.zero_plus_one);
+	const char *none = "{\"torch_dtype\":\"float16\"}";
+	assert_int_equal(tpc_quant_cfg_from_buffer(&q, none, strlen(none), "c.json", false, &e), 0);
+	assert_int_equal(q.method, TPC_QM_NONE);
+	assert_int_equal(q.torch_dtype, TPC_F16);
+	static const char *const bad[] = {
+		"{\"quantization_config\":{\"quant_method\":\"bitsandbytes\"}}",
+		"{\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":3,\"group_size\":128}}",
+		"{\"quantization_config\":{\"quant_method\":\"gptq\",\"group_size\":128}}",
+		"{\"quantization_config\":{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"version\":\"gemv\"}}",
+		"{\"quantization_config\":{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"zero_point\":false}}",
+		"{\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128]}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"}}",
+		"{\"quantization_config\":{}}",
+		"{\"quantization_config\":[1]}",
+		"[1, 2]",
+		"{\"quantization_config\":",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tpc_err_init(&e);
+		assert_int_equal(tpc_quant_cfg_from_buffer(&q, bad[i], strlen(bad[i]), "c.json", false, &e), TPC_EINPUT);
+		assert_string_equal(e.path, "c.json");
+		assert_int_equal(q.method, TPC_QM_NONE);
+	}
+}
+
+/* Dequantized tensors read in pieces (crossing the row steps, unaligned to
+ * rows) against scalar references written from the layouts' definitions. */
+static void test_dequant_read(void **st)
+{
+	(void)st;
+	tpc_ckpt ck;
+	tpc_err e;
+	int s;
+	/* FP8 [1100, 1000] with 128x128 blocks: 1.1 M elements, more than one row step */
+	const int64_t O = 1100, I = 1000, SO = 9, SI = 8;
+	uint64_t wbytes = (uint64_t)(O * I), sbytes = (uint64_t)(SO * SI) * 4;
+	uint8_t *mem = malloc(wbytes + sbytes);
+	float sc[9 * 8];
+	for (uint64_t k = 0; k < wbytes; k++)
+		mem[k] = (uint8_t)((k * 2654435761u) >> 13);
+	for (int k = 0; k < SO * SI; k++)
+		sc[k] = 0.001f * (float)(k + 1) + 1e-7f * (float)k;
+	memcpy(mem + wbytes, sc, sizeof(sc));
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", mem, wbytes + sbytes, &s, &e), 0);
+	int64_t wshape[2] = {O, I}, sshape[2] = {SO, SI};
+	assert_true(tpc_ckpt_add_tensor(&ck, "l.weight", TPC_F8_E4M3, 2, wshape, NULL, s, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "l.weight_scale_inv", TPC_F32, 2, sshape, NULL, s, wbytes, &e) >= 0);
+	tpc_quant_cfg q;
+	memset(&q, 0, sizeof(q));
+	q.method = TPC_QM_FP8;
+	q.block[0] = q.block[1] = 128;
+	size_t n = 0;
+	assert_int_equal(tpc_ckpt_dequantize(&ck, &q, TPC_BF16, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ck.n, 1);
+	tpc_tensor *t = &ck.t[0];
+	assert_string_equal(t->name, "l.weight");
+	assert_true(t->dq && t->dtype == TPC_BF16 && t->src_dtype == TPC_F32 && t->nbytes == (uint64_t)(O * I) * 2);
+	uint16_t *got = malloc((size_t)(O * I) * 2), *want = malloc((size_t)(O * I) * 2);
+	for (int64_t o = 0; o < O; o++)
+		for (int64_t i = 0; i < I; i++) {
+			float w = tpc_f8e4m3_to_f32(mem[o * I + i]) * sc[(o / 128) * SI + i / 128];
+			want[o * I + i] = tpc_f32_to_bf16(w);
+		}
+	assert_int_equal(tpc_ckpt_read_out(&ck, t, 0, t->nbytes, got, &e), 0);
+	assert_memory_equal(got, want, t->nbytes);
+	memset(got, 0, t->nbytes);
+	assert_int_equal(tpc_ckpt_read_out(&ck, t, 2 * 4321, 2 * 1093457, got, &e), 0); /* crosses a row step */
+	assert_memory_equal(got, want + 4321, 2 * 1093457);
+	assert_int_equal(tpc_ckpt_read_out(&ck, t, 2 * 677777, 2 * 345679, got, &e), 0);
+	assert_memory_equal(got, want + 677777, 2 * 345679);
+	tpc_tensor cp;
+	assert_int_equal(tpc_tensor_copy(&cp, t), 0); /* deep copy of the companions */
+	memset(got, 0, 64);
+	assert_int_equal(tpc_ckpt_read_out(&ck, &cp, 2 * 999, 64, got, &e), 0);
+	assert_memory_equal(got, want + 999, 64);
+	tpc_tensor_release(&cp);
+	assert_int_equal(tpc_ckpt_validate(&ck, &e), 0);
+	tpc_ckpt_release(&ck);
+
+	/* GPTQ 4-bit, I 64, O 24, group 16, act-order g_idx, v1 zeros; f32 output */
+	enum { GI = 64, GO = 24, GG = 4 };
+	uint32_t qw[GI / 8 * GO], qz[GG * GO / 8];
+	uint16_t scl[GG * GO];
+	int32_t gidx[GI];
+	int qv[GI][GO], zv[GG][GO];
+	memset(qw, 0, sizeof(qw));
+	memset(qz, 0, sizeof(qz));
+	for (int i = 0; i < GI; i++) {
+		gidx[i] = (i * 7) % GG;
+		for (int o = 0; o < GO; o++) {
+			qv[i][o] = (i * 3 + o * 5) & 15;
+			qw[(i / 8) * GO + o] |= (uint32_t)qv[i][o] << (4 * (i % 8));
+		}
+	}
+	for (int g = 0; g < GG; g++)
+		for (int o = 0; o < GO; o++) {
+			zv[g][o] = (g + o) & 15;
+			qz[g * (GO / 8) + o / 8] |= (uint32_t)((zv[g][o] - 1) & 15) << (4 * (o % 8)); /* stored zero - 1 */
+			scl[g * GO + o] = tpc_f32_to_f16(0.01f * (float)(g * GO + o + 1));
+		}
+	size_t b1 = sizeof(qw), b2 = b1 + sizeof(qz), b3 = b2 + sizeof(scl), tot = b3 + sizeof(gidx);
+	uint8_t *gm = malloc(tot);
+	memcpy(gm, qw, sizeof(qw));
+	memcpy(gm + b1, qz, sizeof(qz));
+	memcpy(gm + b2, scl, sizeof(scl));
+	memcpy(gm + b3, gidx, sizeof(gidx));
+	tpc_ckpt_init(&ck);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "gptq", gm, tot, &s, &e), 0);
+	int64_t s1[2] = {GI / 8, GO}, s2[2] = {GG, GO / 8}, s3[2] = {GG, GO}, s4[1] = {GI};
+	assert_true(tpc_ckpt_add_tensor(&ck, "m.qweight", TPC_I32, 2, s1, NULL, s, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "m.qzeros", TPC_I32, 2, s2, NULL, s, b1, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "m.scales", TPC_F16, 2, s3, NULL, s, b2, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "m.g_idx", TPC_I32, 1, s4, NULL, s, b3, &e) >= 0);
+	memset(&q, 0, sizeof(q));
+	q.method = TPC_QM_GPTQ;
+	q.bits = 4;
+	q.group_size = 16;
+	q.zero_plus_one = true;
+	assert_int_equal(tpc_ckpt_dequantize(&ck, &q, TPC_F32, &n, &e), 0);
+	assert_int_equal(ck.n, 1);
+	t = &ck.t[0];
+	assert_string_equal(t->name, "m.weight");
+	assert_true(t->shape[0] == GO && t->shape[1] == GI);
+	float fw[GO * GI], fg[GO * GI];
+	for (int o = 0; o < GO; o++)
+		for (int i = 0; i < GI; i++) {
+			int g = gidx[i];
+			fw[o * GI + i] = (float)(qv[i][o] - zv[g][o]) * tpc_f16_to_f32(scl[g * GO + o]);
+		}
+	assert_int_equal(tpc_ckpt_read_out(&ck, t, 0, t->nbytes, fg, &e), 0);
+	assert_memory_equal(fg, fw, sizeof(fw));
+	assert_int_equal(tpc_ckpt_read_out(&ck, t, 4 * 37, 4 * 100, fg, &e), 0);
+	assert_memory_equal(fg, fw + 37, 4 * 100);
+	tpc_ckpt_release(&ck);
+	free(got);
+	free(want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_f16_exhaustive), cmocka_unit_test(test_bf16_exhaustive),
 		cmocka_unit_test(test_f32_narrowing),  cmocka_unit_test(test_f64),
 		cmocka_unit_test(test_kernels),        cmocka_unit_test(test_ckpt_cast),
+		cmocka_unit_test(test_e4m3_all),       cmocka_unit_test(test_quant_cfg),
+		cmocka_unit_test(test_dequant_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

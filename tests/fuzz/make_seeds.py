@@ -176,6 +176,14 @@ put('rules', 'unfuse.json', json.dumps({"rules": [
 put('rules', 'keys.txt', b'model.embed_tokens.weight\nlm_head.weight\r\n\n  model.norm.weight  \n')
 put('rules', 'keys.json', b'["model.embed_tokens.weight", "lm_head.weight"]')
 put('hf_index', 'minimal.json', b'{"metadata":{"total_size":8},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}')
+for nm, qc in [('fp8', {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}),
+               ('gptq', {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True}),
+               ('gptq_v2', {"quant_method": "gptq", "bits": 8, "group_size": -1, "checkpoint_format": "gptq_v2"}),
+               ('awq', {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}),
+               ('ct', {"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {"group_0": {
+                   "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}}}})]:
+    put('quant_cfg', nm + '.json', json.dumps({"torch_dtype": "bfloat16", "quantization_config": qc}).encode())
+put('quant_cfg', 'quantize_config.json', json.dumps({"bits": 4, "group_size": 128, "desc_act": False, "sym": True}).encode())
 put('config', 'tiny_llama.json', rd(os.path.join(SRC, 'tests', 'data', 'config.json')))
 put('config', 'gpt2.json', json.dumps({"n_head": 12, "n_embd": 768, "vocab_size": 50257, "n_layer": 12}).encode())
 put('config', 'multimodal.json', json.dumps({"text_config": {"num_attention_heads": 32, "num_key_value_heads": 8,

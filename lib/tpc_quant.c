@@ -1,0 +1,727 @@
+/* tpc_quant.c - FP8 / GPTQ / AWQ dequantization as tensor descriptions; see tpc_quant.h. */
+#include "tpc_quant.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tpc_buf.h"
+#include "tpc_cast.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+/* Rows unpacked per step: about this many output elements (at least one row). */
+#define DQ_STEP_ELEMS (1u << 20)
+
+/* ---- quantization_config ---- */
+
+static int cfg_err(tpc_err *e, const char *path, const char *fmt, const char *a, const char *b)
+{
+	tpc_err_set(e, TPC_EINPUT, fmt, a ? a : "", b ? b : "");
+	tpc_err_path(e, path);
+	return TPC_EINPUT;
+}
+
+/* Integer member `k` of o: 1 when present and integral, 0 when absent, -1 when not an integer. */
+static int get_int(const cJSON *o, const char *k, int64_t *v)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble ||
+	    it->valuedouble < -1e15 || it->valuedouble > 1e15)
+		return -1;
+	*v = (int64_t)it->valuedouble;
+	return 1;
+}
+
+static const char *get_str(const cJSON *o, const char *k)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+/* A [rows, cols] block size array; 0 when absent, -1 when malformed. */
+static int get_block(const cJSON *o, const char *k, int64_t blk[2])
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2)
+		return -1;
+	for (int d = 0; d < 2; d++) {
+		const cJSON *x = cJSON_GetArrayItem(it, d);
+		if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 1e9 ||
+		    x->valuedouble != (double)(int64_t)x->valuedouble)
+			return -1;
+		blk[d] = (int64_t)x->valuedouble;
+	}
+	return 1;
+}
+
+static tpc_dtype float_dtype(const char *s)
+{
+	if (!s)
+		return TPC_DT_INVALID;
+	if (!strcmp(s, "float16") || !strcmp(s, "torch.float16"))
+		return TPC_F16;
+	if (!strcmp(s, "bfloat16") || !strcmp(s, "torch.bfloat16"))
+		return TPC_BF16;
+	if (!strcmp(s, "float32") || !strcmp(s, "torch.float32"))
+		return TPC_F32;
+	return TPC_DT_INVALID;
+}
+
+static int parse_gptq(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
+{
+	int64_t bits = 0, g = -1;
+	int r = get_int(qc, "bits", &bits);
+	if (r <= 0)
+		return cfg_err(e, path, "GPTQ quantization config has no integer 'bits'%s%s", NULL, NULL);
+	if (bits != 2 && bits != 4 && bits != 8) {
+		char b[32];
+		snprintf(b, sizeof(b), "%lld", (long long)bits);
+		return cfg_err(e, path, "GPTQ with %s bits is not supported (2, 4 or 8)%s", b, NULL);
+	}
+	if ((r = get_int(qc, "group_size", &g)) < 0 || (r && g != -1 && g < 1))
+		return cfg_err(e, path, "GPTQ 'group_size' must be -1 or a positive integer%s%s", NULL, NULL);
+	const char *fmt = get_str(qc, "checkpoint_format");
+	q->method = TPC_QM_GPTQ;
+	q->bits = (int)bits;
+	q->group_size = r ? g : -1;
+	q->zero_plus_one = !(fmt && !strcasecmp(fmt, "gptq_v2"));
+	return 0;
+}
+
+static int parse_awq(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
+{
+	int64_t bits = 0, g = 0;
+	int rb = get_int(qc, "bits", &bits), rg = get_int(qc, "group_size", &g);
+	if (!rb)
+		rb = get_int(qc, "w_bit", &bits);
+	if (!rg)
+		rg = get_int(qc, "q_group_size", &g);
+	const char *ver = get_str(qc, "version");
+	const cJSON *zp = cJSON_GetObjectItemCaseSensitive(qc, "zero_point");
+	if (rb <= 0 || bits != 4)
+		return cfg_err(e, path, "AWQ quantization config must have bits 4%s%s", NULL, NULL);
+	if (rg <= 0 || g < 1)
+		return cfg_err(e, path, "AWQ quantization config has no positive 'group_size'%s%s", NULL, NULL);
+	if (ver && strcasecmp(ver, "gemm"))
+		return cfg_err(e, path, "AWQ version '%s' is not supported (only 'gemm')%s", ver, NULL);
+	if (zp && cJSON_IsFalse(zp))
+		return cfg_err(e, path, "AWQ without zero points (zero_point false) is not supported%s%s", NULL, NULL);
+	q->method = TPC_QM_AWQ;
+	q->bits = 4;
+	q->group_size = g;
+	return 0;
+}
+
+/* compressed-tensors "float-quantized": FP8 weights with weight_scale; a
+ * block strategy names its block in config_groups.*.weights.block_structure. */
+static int parse_ct(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
+{
+	const char *fmt = get_str(qc, "format");
+	if (!fmt || strcmp(fmt, "float-quantized"))
+		return cfg_err(e, path, "compressed-tensors format '%s' is not supported (only 'float-quantized' FP8)%s",
+			       fmt ? fmt : "(none)", NULL);
+	q->method = TPC_QM_FP8;
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+	for (const cJSON *g = cJSON_IsObject(groups) ? groups->child : NULL; g; g = g->next) {
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+		int64_t nb = 0;
+		const char *ty = get_str(w, "type"), *st = get_str(w, "strategy");
+		if (!cJSON_IsObject(w))
+			continue;
+		if ((ty && strcmp(ty, "float")) || (get_int(w, "num_bits", &nb) == 1 && nb != 8))
+			return cfg_err(e, path, "compressed-tensors group '%s' is not 8-bit float weights%s",
+				       g->string ? g->string : "?", NULL);
+		if (st && !strcmp(st, "block") && get_block(w, "block_structure", q->block) < 0)
+			return cfg_err(e, path, "compressed-tensors 'block_structure' is not two positive integers%s%s",
+				       NULL, NULL);
+	}
+	return 0;
+}
+
+int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, const char *path,
+			      bool gptq_file, tpc_err *e)
+{
+	int ret = 0;
+	memset(q, 0, sizeof(*q));
+	q->torch_dtype = TPC_DT_INVALID;
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	if (!j || !cJSON_IsObject(j)) {
+		ret = cfg_err(e, path, "%s is not a JSON object%s", gptq_file ? "quantize_config.json" : "config.json", NULL);
+		goto out;
+	}
+	q->torch_dtype = float_dtype(get_str(j, "torch_dtype"));
+	if (!q->torch_dtype)
+		q->torch_dtype = float_dtype(get_str(j, "dtype"));
+	const cJSON *qc = gptq_file ? j : cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
+	if (!qc || cJSON_IsNull(qc))
+		goto out;
+	if (!cJSON_IsObject(qc)) {
+		ret = cfg_err(e, path, "quantization_config is not a JSON object%s%s", NULL, NULL);
+		goto out;
+	}
+	const char *m = gptq_file ? "gptq" : get_str(qc, "quant_method");
+	if (!m) {
+		ret = cfg_err(e, path, "quantization_config has no quant_method%s%s", NULL, NULL);
+	} else if (!strcasecmp(m, "fp8")) {
+		q->method = TPC_QM_FP8;
+		if (get_block(qc, "weight_block_size", q->block) < 0)
+			ret = cfg_err(e, path, "quantization_config.weight_block_size is not two positive integers%s%s",
+				      NULL, NULL);
+	} else if (!strcasecmp(m, "gptq")) {
+		ret = parse_gptq(q, qc, path, e);
+	} else if (!strcasecmp(m, "awq")) {
+		ret = parse_awq(q, qc, path, e);
+	} else if (!strcasecmp(m, "compressed-tensors")) {
+		ret = parse_ct(q, qc, path, e);
+	} else {
+		char safe[128];
+		tpc_sanitize(safe, sizeof(safe), m);
+		ret = cfg_err(e, path,
+			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors float-quantized)%s",
+			      safe, NULL);
+	}
+out:
+	cJSON_Delete(j);
+	if (ret)
+		q->method = TPC_QM_NONE;
+	return ret;
+}
+
+int tpc_quant_cfg_from_file(tpc_quant_cfg *q, const char *path, bool gptq_file, tpc_err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int ret = tpc_read_file(path, 16u << 20, &text, &len, e);
+	if (ret) {
+		tpc_err_path(e, path);
+		return ret;
+	}
+	ret = tpc_quant_cfg_from_buffer(q, text, len, path, gptq_file, e);
+	free(text);
+	return ret;
+}
+
+/* ---- finding the families ---- */
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+static bool is_f8(tpc_dtype d)
+{
+	return d == TPC_F8_E4M3 || d == TPC_F8_E5M2 || d == TPC_F8_E4M3FNUZ || d == TPC_F8_E5M2FNUZ ||
+	       d == TPC_F8_E8M0;
+}
+
+const char *tpc_quant_find_quantized(const tpc_ckpt *ck)
+{
+	for (size_t i = 0; i < ck->n; i++) {
+		const char *n = ck->t[i].name;
+		if (is_f8(ck->t[i].src_dtype) || ends_with(n, "qweight") || ends_with(n, "weight_scale_inv") ||
+		    ends_with(n, "weight_packed"))
+			return n;
+	}
+	return NULL;
+}
+
+/* Index of the tensor named prefix+suffix, or -1 (-2: out of memory). */
+static int64_t find_cat(const tpc_ckpt *ck, tpc_buf *b, const char *prefix, size_t plen, const char *suffix)
+{
+	tpc_buf_reset(b);
+	tpc_buf_add(b, prefix, plen);
+	tpc_buf_adds(b, suffix);
+	if (b->oom)
+		return -2;
+	return tpc_ckpt_find(ck, b->p);
+}
+
+static bool float_type(tpc_dtype d)
+{
+	return d == TPC_F32 || d == TPC_F16 || d == TPC_BF16 || d == TPC_F64;
+}
+
+static int bad_tensor(tpc_err *e, const tpc_tensor *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad_tensor(tpc_err *e, const tpc_tensor *t, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	tpc_err_setv(e, TPC_EINPUT, fmt, ap);
+	va_end(ap);
+	tpc_err_tensor(e, t->name);
+	return TPC_EINPUT;
+}
+
+static bool shape_is(const tpc_tensor *t, int ndim, int64_t a, int64_t b)
+{
+	return t->ndim == ndim && (ndim < 1 || t->shape[0] == a) && (ndim < 2 || t->shape[1] == b);
+}
+
+/*
+ * Turn ck->t[ix] into the dequantized tensor described by `tmpl`, of shape
+ * [O, I] and output dtype `out`, owning copies of the tensors comp[0..nc)
+ * (comp[0] may be ix itself); the others are marked in drop[]. `newname`:
+ * rename to it (GPTQ/AWQ qweight -> weight), or NULL.
+ */
+static int make_dq(tpc_ckpt *ck, size_t ix, const tpc_dequant *tmpl, const int64_t *comp, int nc, int64_t O,
+		   int64_t I, tpc_dtype out, const char *newname, bool *drop, tpc_err *e)
+{
+	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	tpc_tensor nt;
+	int64_t shp[2] = {O, I};
+	if (!dq)
+		return tpc_err_nomem(e);
+	*dq = *tmpl;
+	dq->nc = 0;
+	for (int k = 0; k < nc; k++, dq->nc++) {
+		if (tpc_tensor_copy(&dq->c[k], &ck->t[comp[k]]))
+			goto nomem;
+		if (!(dq->c[k].name = tpc_strdup(ck->t[comp[k]].name))) {
+			dq->nc++;
+			goto nomem;
+		}
+	}
+	if (tpc_tensor_init_zero(&nt, TPC_F32, 2, shp))
+		goto nomem;
+	nt.flags = ck->t[ix].flags & (TPC_TF_PARAMETER | TPC_TF_REQUIRES_GRAD);
+	nt.dq = dq;
+	nt.dtype = out;
+	nt.nbytes = nt.numel * tpc_dtype_size(out);
+	nt.name = ck->t[ix].name;
+	ck->t[ix].name = NULL;
+	tpc_tensor_release(&ck->t[ix]);
+	ck->t[ix] = nt;
+	for (int k = 0; k < nc; k++)
+		if ((size_t)comp[k] != ix)
+			drop[comp[k]] = true;
+	return newname ? tpc_ckpt_rename(ck, (int64_t)ix, newname, e) : 0;
+nomem:
+	for (int k = 0; k < dq->nc; k++) {
+		free(dq->c[k].name);
+		tpc_tensor_release(&dq->c[k]);
+	}
+	free(dq);
+	return tpc_err_nomem(e);
+}
+
+static int fp8_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b,
+		      tpc_err *e)
+{
+	const tpc_tensor *w = &ck->t[ix];
+	char s1[128], s2[128];
+	if (w->src_dtype != TPC_F8_E4M3)
+		return bad_tensor(e, w, "cannot dequantize %s weights (only F8_E4M3)", tpc_dtype_name(w->src_dtype));
+	if (w->ndim != 2)
+		return bad_tensor(e, w, "F8_E4M3 tensor %s has %d dimensions; dequantization handles 2-D weights",
+				  tpc_shape_str(w, s1, sizeof(s1)), w->ndim);
+	size_t nl = strlen(w->name);
+	int64_t O = w->shape[0], I = w->shape[1];
+	int64_t si = find_cat(ck, b, w->name, nl, "_scale_inv"), ss = -1;
+	if (si == -2 || (si == -1 && (ss = find_cat(ck, b, w->name, nl, "_scale")) == -2))
+		return tpc_err_nomem(e);
+	if (si < 0 && ss < 0)
+		return bad_tensor(e, w,
+				  "F8_E4M3 weight without a scale: neither '%s_scale_inv' nor '%s_scale' is in the checkpoint",
+				  w->name, w->name);
+	const tpc_tensor *s = &ck->t[si >= 0 ? si : ss];
+	if (!float_type(s->src_dtype) || drop[si >= 0 ? si : ss])
+		return bad_tensor(e, s, "scale of F8_E4M3 weight '%s' is %s, not a float type", w->name,
+				  tpc_dtype_name(s->src_dtype));
+	tpc_dequant dq;
+	memset(&dq, 0, sizeof(dq));
+	dq.kind = TPC_DQ_FP8;
+	int64_t bo = q->block[0], bi = q->block[1];
+	if (s->numel == 1 && s->ndim <= 2) {
+		dq.bo = O; /* per tensor */
+		dq.bi = I;
+	} else if (ss >= 0 && (shape_is(s, 2, O, 1) || shape_is(s, 1, O, 0))) {
+		dq.bo = 1; /* per output channel */
+		dq.bi = I;
+	} else if (bo > 0 && shape_is(s, 2, (O + bo - 1) / bo, (I + bi - 1) / bi)) {
+		dq.bo = bo;
+		dq.bi = bi;
+	} else if (bo > 0) {
+		return bad_tensor(e, s,
+				  "scale tensor has shape %s; F8_E4M3 weight '%s' %s with weight_block_size [%lld, %lld] needs [%lld, %lld]",
+				  tpc_shape_str(s, s1, sizeof(s1)), w->name, tpc_shape_str(w, s2, sizeof(s2)),
+				  (long long)bo, (long long)bi, (long long)((O + bo - 1) / bo),
+				  (long long)((I + bi - 1) / bi));
+	} else {
+		return bad_tensor(e, s,
+				  "scale tensor has shape %s, which is neither one value nor one per output channel of F8_E4M3 weight '%s' %s, and the quantization_config names no weight_block_size",
+				  tpc_shape_str(s, s1, sizeof(s1)), w->name, tpc_shape_str(w, s2, sizeof(s2)));
+	}
+	if (dq.bo < 1)
+		dq.bo = 1; /* O == 0: nothing to read */
+	if (dq.bi < 1)
+		dq.bi = 1;
+	int64_t comp[2] = {(int64_t)ix, si >= 0 ? si : ss};
+	/* a static activation scale goes with the weight it served */
+	if (ends_with(w->name, "weight")) {
+		int64_t in = find_cat(ck, b, w->name, nl - strlen("weight"), "input_scale");
+		if (in == -2)
+			return tpc_err_nomem(e);
+		if (in >= 0 && ck->t[in].numel <= 1)
+			drop[in] = true;
+	}
+	return make_dq(ck, ix, &dq, comp, 2, O, I, out, NULL, drop, e);
+}
+
+static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b,
+			 tpc_err *e)
+{
+	const tpc_tensor *w = &ck->t[ix];
+	bool awq = q->method == TPC_QM_AWQ;
+	const char *meth = awq ? "AWQ" : "GPTQ";
+	char s1[128], s2[128];
+	size_t pl = strlen(w->name) - strlen("qweight");
+	int64_t pack = 32 / q->bits;
+	if (w->src_dtype != TPC_I32 || w->ndim != 2)
+		return bad_tensor(e, w, "%s qweight must be a 2-D I32 tensor, not %s %s", meth,
+				  tpc_dtype_name(w->src_dtype), tpc_shape_str(w, s1, sizeof(s1)));
+	int64_t isc = find_cat(ck, b, w->name, pl, "scales"), iz = find_cat(ck, b, w->name, pl, "qzeros");
+	int64_t ig = awq ? -1 : find_cat(ck, b, w->name, pl, "g_idx");
+	if (isc == -2 || iz == -2 || ig == -2)
+		return tpc_err_nomem(e);
+	if (isc < 0 || iz < 0) {
+		find_cat(ck, b, w->name, pl, isc < 0 ? "scales" : "qzeros");
+		return bad_tensor(e, w, "%s qweight without its '%s' tensor", meth, b->oom ? "?" : b->p);
+	}
+	const tpc_tensor *s = &ck->t[isc], *z = &ck->t[iz], *g = ig >= 0 ? &ck->t[ig] : NULL;
+	int64_t O, I, G;
+	if (awq) {
+		I = w->shape[0];
+		O = w->shape[1] * 8;
+	} else {
+		I = w->shape[0] * pack;
+		O = w->shape[1];
+	}
+	if (!float_type(s->src_dtype) || s->ndim != 2 || s->shape[1] != O)
+		return bad_tensor(e, s, "%s scales must be a 2-D float tensor [groups, %lld] for qweight '%s' %s; it is %s %s",
+				  meth, (long long)O, w->name, tpc_shape_str(w, s2, sizeof(s2)),
+				  tpc_dtype_name(s->src_dtype), tpc_shape_str(s, s1, sizeof(s1)));
+	G = s->shape[0];
+	if (z->src_dtype != TPC_I32 || !shape_is(z, 2, G, O / pack) || O % pack)
+		return bad_tensor(e, z, "%s qzeros must be I32 [%lld, %lld] for scales '%s' %s; it is %s %s", meth,
+				  (long long)G, (long long)(O / pack), s->name, tpc_shape_str(s, s2, sizeof(s2)),
+				  tpc_dtype_name(z->src_dtype), tpc_shape_str(z, s1, sizeof(s1)));
+	tpc_dequant dq;
+	memset(&dq, 0, sizeof(dq));
+	dq.kind = awq ? TPC_DQ_AWQ : TPC_DQ_GPTQ;
+	dq.bits = q->bits;
+	dq.zero_plus_one = !awq && q->zero_plus_one;
+	dq.group = q->group_size > 0 ? q->group_size : (I > 0 ? I : 1);
+	if (g) {
+		if (g->src_dtype != TPC_I32 && g->src_dtype != TPC_I64)
+			return bad_tensor(e, g, "GPTQ g_idx must be I32 or I64, not %s", tpc_dtype_name(g->src_dtype));
+		if (!shape_is(g, 1, I, 0))
+			return bad_tensor(e, g, "GPTQ g_idx has shape %s; qweight '%s' %s needs [%lld]",
+					  tpc_shape_str(g, s1, sizeof(s1)), w->name, tpc_shape_str(w, s2, sizeof(s2)),
+					  (long long)I);
+		/* every group index inside the scales: checked once here (I entries) */
+		unsigned es = tpc_dtype_size(g->src_dtype);
+		uint8_t *buf = tpc_malloc(I ? (size_t)I * es : 1);
+		if (!buf)
+			return tpc_err_nomem(e);
+		int r = tpc_ckpt_read_bytes(ck, g, 0, (uint64_t)I * es, buf, e);
+		for (int64_t i = 0; i < I && !r; i++) {
+			int64_t v;
+			if (es == 4) {
+				int32_t x;
+				memcpy(&x, buf + 4 * i, 4);
+				v = x;
+			} else {
+				memcpy(&v, buf + 8 * i, 8);
+			}
+			if (v < 0 || v >= G) {
+				r = bad_tensor(e, g, "g_idx[%lld] is %lld, outside the %lld groups of '%s'", (long long)i,
+					       (long long)v, (long long)G, s->name);
+				const tpc_map *m = tpc_ckpt_source(ck, g->src);
+				if (m && tpc_tensor_is_contiguous(g))
+					tpc_err_offset(e, (int64_t)(g->offset + (uint64_t)i * es));
+				if (m)
+					tpc_err_path(e, m->path);
+			}
+		}
+		free(buf);
+		if (r)
+			return r;
+	} else if (G != (I + dq.group - 1) / dq.group || (I == 0 && G != 0)) {
+		return bad_tensor(e, s, "%s scales have %lld groups; qweight '%s' %s with group_size %lld needs %lld",
+				  meth, (long long)G, w->name, tpc_shape_str(w, s1, sizeof(s1)), (long long)q->group_size,
+				  (long long)((I + dq.group - 1) / dq.group));
+	}
+	if (!awq && q->group_size > 0 && !g && I % q->group_size)
+		return bad_tensor(e, w, "GPTQ input size %lld is not a multiple of group_size %lld and there is no g_idx",
+				  (long long)I, (long long)q->group_size);
+	int64_t comp[4] = {(int64_t)ix, isc, iz, ig};
+	for (int k = 1; k < (g ? 4 : 3); k++)
+		if (drop[comp[k]])
+			return bad_tensor(e, &ck->t[comp[k]], "tensor belongs to two quantized weights");
+	tpc_buf_reset(b);
+	tpc_buf_add(b, w->name, pl);
+	tpc_buf_adds(b, "weight");
+	if (b->oom)
+		return tpc_err_nomem(e);
+	char *nn = tpc_strdup(b->p);
+	if (!nn)
+		return tpc_err_nomem(e);
+	int64_t clash = tpc_ckpt_find(ck, nn);
+	int ret;
+	if (clash >= 0 && !drop[clash])
+		ret = bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", nn);
+	else
+		ret = make_dq(ck, ix, &dq, comp, g ? 4 : 3, O, I, out, nn, drop, e);
+	free(nn);
+	return ret;
+}
+
+int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, size_t *n, tpc_err *e)
+{
+	bool *drop = NULL;
+	size_t count = 0;
+	int ret = 0;
+	tpc_buf b;
+	tpc_buf_init(&b);
+	if (n)
+		*n = 0;
+	if (out != TPC_F32 && out != TPC_F16 && out != TPC_BF16)
+		return tpc_err_set(e, TPC_EUSAGE, "dequantize to %s: only f32, f16 or bf16", tpc_dtype_name(out));
+	if (q->method == TPC_QM_NONE || !ck->n)
+		return 0;
+	if (!(drop = tpc_calloc(ck->n, sizeof(*drop))))
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < ck->n && !ret; i++) {
+		const tpc_tensor *t = &ck->t[i];
+		if (drop[i] || t->dq)
+			continue;
+		if (q->method == TPC_QM_FP8 && is_f8(t->src_dtype))
+			ret = fp8_family(ck, q, i, out, drop, &b, e);
+		else if ((q->method == TPC_QM_GPTQ || q->method == TPC_QM_AWQ) && ends_with(t->name, "qweight") &&
+			 (!strcmp(t->name, "qweight") || ends_with(t->name, ".qweight")))
+			ret = packed_family(ck, q, i, out, drop, &b, e);
+		else
+			continue;
+		if (!ret)
+			count++;
+	}
+	if (!ret && count) {
+		bool *keep = tpc_malloc(ck->n * sizeof(*keep));
+		if (!keep) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		for (size_t i = 0; i < ck->n; i++)
+			keep[i] = !drop[i];
+		ret = tpc_ckpt_filter(ck, keep, e);
+		free(keep);
+		/* the pickled object tree no longer describes these tensors: writers
+		 * save a flat state dict */
+		tpc_value_unref(ck->root);
+		ck->root = NULL;
+	}
+	if (!ret && n)
+		*n = count;
+out:
+	if (ret && ck->path)
+		tpc_err_path(e, ck->path);
+	tpc_buf_release(&b);
+	free(drop);
+	return ret;
+}
+
+/* ---- computing the values ---- */
+
+/* Companion c's C-order image, elements [e0, e0+cnt) as F32 (float types) into dst. */
+static int read_f32(const tpc_ckpt *ck, const tpc_tensor *c, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
+{
+	unsigned es = tpc_dtype_size(c->src_dtype);
+	if (c->src_dtype == TPC_F32)
+		return tpc_ckpt_read_bytes(ck, c, e0 * 4, cnt * 4, dst, e);
+	uint8_t *tmp = tpc_malloc(cnt ? (size_t)(cnt * es) : 1);
+	if (!tmp)
+		return tpc_err_nomem(e);
+	int ret = tpc_ckpt_read_bytes(ck, c, e0 * es, cnt * es, tmp, e);
+	if (!ret)
+		ret = tpc_cast(dst, TPC_F32, tmp, c->src_dtype, cnt, e);
+	free(tmp);
+	return ret;
+}
+
+/* Columns [c0, c0+nc) of 2-D companion c (all its rows), C order, into dst:
+ * F32 when c is a float type, else its own bytes. */
+static int read_cols(const tpc_ckpt *ck, const tpc_tensor *c, int64_t c0, int64_t nc, void *dst, tpc_err *e)
+{
+	tpc_tensor v;
+	if (tpc_tensor_narrow(&v, c, 1, c0, nc))
+		return tpc_err_set(e, TPC_EINPUT, "internal: cannot take columns of '%s'", c->name ? c->name : "?");
+	int ret = float_type(c->src_dtype) ? read_f32(ck, &v, 0, v.numel, dst, e)
+					   : tpc_ckpt_read_bytes(ck, &v, 0, v.numel * tpc_dtype_size(v.src_dtype), dst, e);
+	tpc_tensor_release(&v);
+	return ret;
+}
+
+/* Rows [o0, o0+nr) of an FP8 weight, full width I, into out. */
+static int rows_fp8(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
+		    tpc_err *e)
+{
+	float lut[256];
+	int64_t SI = (I + dq->bi - 1) / dq->bi, r0 = o0 / dq->bo, r1 = (o0 + nr - 1) / dq->bo;
+	uint8_t *w = tpc_malloc((size_t)(nr * I));
+	float *s = tpc_malloc((size_t)((r1 - r0 + 1) * SI) * sizeof(float));
+	int ret = 0;
+	if (!w || !s) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (int k = 0; k < 256; k++)
+		lut[k] = tpc_f8e4m3_to_f32((uint8_t)k);
+	if ((ret = tpc_ckpt_read_bytes(ck, &dq->c[0], (uint64_t)(o0 * I), (uint64_t)(nr * I), w, e)) ||
+	    (ret = read_f32(ck, &dq->c[1], (uint64_t)(r0 * SI), (uint64_t)((r1 - r0 + 1) * SI), s, e)))
+		goto out;
+	/* these weight rows are done: keep the resident set bounded */
+	tpc_ckpt_drop_range(ck, &dq->c[0], (uint64_t)(o0 * I), (uint64_t)(nr * I));
+	/* rows are independent and each element is computed on its own: the
+	 * result does not depend on the thread count */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#endif
+	for (int64_t r = 0; r < nr; r++) {
+		const float *srow = s + ((o0 + r) / dq->bo - r0) * SI;
+		const uint8_t *wr = w + r * I;
+		float *orow = out + r * I;
+		for (int64_t b0 = 0, k = 0; b0 < I; b0 += dq->bi, k++) {
+			int64_t b1 = I - b0 > dq->bi ? b0 + dq->bi : I;
+			float sk = srow[k];
+			for (int64_t i = b0; i < b1; i++)
+				orow[i] = lut[wr[i]] * sk;
+		}
+	}
+out:
+	free(w);
+	free(s);
+	return ret;
+}
+
+static int64_t gidx_at(const uint8_t *g, unsigned es, int64_t i)
+{
+	if (es == 4) {
+		int32_t x;
+		memcpy(&x, g + 4 * i, 4);
+		return x;
+	}
+	int64_t v;
+	memcpy(&v, g + 8 * i, 8);
+	return v;
+}
+
+/* Rows [o0, o0+nr) of a GPTQ or AWQ weight, full width I, into out. */
+static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
+		       tpc_err *e)
+{
+	static const int awq_rev[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+	bool awq = dq->kind == TPC_DQ_AWQ;
+	const tpc_tensor *qw = &dq->c[0], *sc = &dq->c[1], *qz = &dq->c[2], *gi = dq->nc > 3 ? &dq->c[3] : NULL;
+	int bits = dq->bits;
+	int64_t pack = 32 / bits, G = sc->shape[0];
+	uint32_t mask = (1u << bits) - 1;
+	int64_t w0 = o0 / pack, nw = (o0 + nr - 1) / pack - w0 + 1; /* output-packed word columns */
+	int64_t qrows = qw->shape[0], qcols = awq ? nw : nr;
+	unsigned ges = gi ? tpc_dtype_size(gi->src_dtype) : 0;
+	uint32_t *q = tpc_malloc((size_t)(qrows * qcols) * 4 + 4);
+	uint32_t *z = tpc_malloc((size_t)(G * nw) * 4 + 4);
+	float *s = tpc_malloc((size_t)(G * nr) * sizeof(float) + 4);
+	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
+	uint8_t *g = gi ? tpc_malloc((size_t)I * ges + 8) : NULL;
+	int ret = 0;
+	if (!q || !z || !s || !grp || (gi && !g)) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = read_cols(ck, qw, awq ? w0 : o0, qcols, q, e)) || (ret = read_cols(ck, qz, w0, nw, z, e)) ||
+	    (ret = read_cols(ck, sc, o0, nr, s, e)) ||
+	    (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))))
+		goto out;
+	for (int64_t i = 0; i < I; i++) {
+		grp[i] = gi ? gidx_at(g, ges, i) : i / dq->group;
+		if (grp[i] < 0 || grp[i] >= G) { /* checked when the description was built */
+			ret = tpc_err_set(e, TPC_EINPUT, "g_idx[%lld] is %lld, outside the %lld groups",
+					  (long long)i, (long long)grp[i], (long long)G);
+			tpc_err_tensor(e, gi ? gi->name : sc->name);
+			goto out;
+		}
+	}
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#endif
+	for (int64_t r = 0; r < nr; r++) {
+		int64_t o = o0 + r, wc = o / pack - w0;
+		int zs = awq ? 4 * awq_rev[o % 8] : bits * (int)(o % pack);
+		float *orow = out + r * I;
+		for (int64_t i = 0; i < I; i++) {
+			int64_t gr = grp[i];
+			uint32_t qv, zv = (z[gr * nw + wc] >> zs) & mask;
+			if (awq) {
+				qv = (q[i * nw + wc] >> zs) & mask;
+			} else {
+				qv = (q[(i / pack) * nr + r] >> (bits * (int)(i % pack))) & mask;
+				if (dq->zero_plus_one)
+					zv = (zv + 1) & mask;
+			}
+			orow[i] = (float)((int32_t)qv - (int32_t)zv) * s[gr * nr + r];
+		}
+	}
+out:
+	free(q);
+	free(z);
+	free(s);
+	free(grp);
+	free(g);
+	return ret;
+}
+
+int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, void *dst, tpc_err *e)
+{
+	const tpc_dequant *dq = t->dq;
+	float *d = dst, *rows = NULL;
+	int ret = 0;
+	if (!cnt)
+		return 0;
+	if (!dq || t->ndim != 2 || t->shape[1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
+		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of dequantized '%s'", t->name ? t->name : "?");
+	int64_t I = t->shape[1];
+	uint64_t per = DQ_STEP_ELEMS / (uint64_t)I;
+	if (per < 1)
+		per = 1;
+	rows = tpc_malloc((size_t)(per * (uint64_t)I) * sizeof(float));
+	if (!rows)
+		return tpc_err_nomem(e);
+	while (cnt && !ret) {
+		int64_t o0 = (int64_t)(e0 / (uint64_t)I);
+		uint64_t skip = e0 % (uint64_t)I;
+		uint64_t need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
+		int64_t nr = (int64_t)(need < per ? need : per);
+		ret = dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, o0, nr, I, rows, e) : rows_packed(ck, dq, o0, nr, I, rows, e);
+		if (ret)
+			break;
+		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
+		if (take > cnt)
+			take = cnt;
+		memcpy(d, rows + skip, (size_t)take * sizeof(float));
+		d += take;
+		e0 += take;
+		cnt -= take;
+	}
+	free(rows);
+	if (ret)
+		tpc_err_tensor(e, t->name);
+	return ret;
+}
