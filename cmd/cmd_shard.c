@@ -43,6 +43,13 @@ static const char *help =
 	"                           model facts (override --config and the plan)\n"
 	"  --vocab-multiple N       pad vocab rows to a multiple of N * tp (Megatron's\n"
 	"                           make_vocab_size_divisible_by; default: the plan's, 1)\n"
+	"  --ep N                   expert parallelism: the tp ranks form N groups of tp/N\n"
+	"                           (N divides tp; TensorRT-LLM's moe_ep_size N, moe_tp_size\n"
+	"                           tp/N); attention and dense layers split over all tp ranks,\n"
+	"                           each routed expert (the plan's \"experts\" patterns) on one\n"
+	"                           group only, split tp/N ways inside it, under its global name\n"
+	"  --ep-placement P         contiguous (default: group g owns experts g*E/N ..; Megatron,\n"
+	"                           vLLM) or round-robin (expert e on group e %% N)\n"
 	"  --pad                    zero-pad splits that do not divide evenly (recorded in the\n"
 	"                           manifest, stripped on merge) instead of refusing them\n"
 	"  --strict                 refuse tensors that no rule of the plan matches\n"
@@ -193,7 +200,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 }
 
 enum {
-	O_VMULT = 256, O_PAD, O_STRICT,
+	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
@@ -203,6 +210,7 @@ int cmd_shard(int argc, char **argv)
 		{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
 		{"vocab-multiple", required_argument, NULL, O_VMULT},
 		{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
+		{"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
 		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
@@ -254,6 +262,23 @@ int cmd_shard(int argc, char **argv)
 				goto done;
 			break;
 		case O_PAD: so.resolve_flags |= TPC_RESOLVE_PAD; break;
+		case O_EP: {
+			int64_t ep = 0;
+			if ((ret = tpc_cli_count("shard", "--ep", optarg, TPC_MAX_TP, &ep)))
+				goto done;
+			so.ep = (int)ep;
+			break;
+		}
+		case O_EP_PLACE:
+			if (!strcmp(optarg, "contiguous") || !strcmp(optarg, "linear")) {
+				so.ep_placement = TPC_EP_CONTIGUOUS;
+			} else if (!strcmp(optarg, "round-robin") || !strcmp(optarg, "round_robin")) {
+				so.ep_placement = TPC_EP_ROUND_ROBIN;
+			} else {
+				ret = tpc_cli_usage("shard", "unknown --ep-placement '%s' (contiguous or round-robin)", optarg);
+				goto done;
+			}
+			break;
 		case O_STRICT: so.strict = true; break;
 		case O_LAYOUT:
 			if (!(so.layout = tpc_layout_by_name(optarg))) {

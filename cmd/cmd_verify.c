@@ -519,6 +519,10 @@ int cmd_verify(int argc, char **argv)
 		}
 		tpc_vtensor *vt = &set.t[ix];
 		vt->transposed = transposed && vt->ref->ndim == 2;
+		if (sp.ep > 1) {
+			vt->ep = sp.ep;
+			vt->ep_group = sp.ep_group;
+		}
 		if (have_man)
 			vt->hash_alg = man.checksum;
 		if (have_man && man.t[i].has_hash) {

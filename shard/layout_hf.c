@@ -76,6 +76,7 @@ const tpc_layout tpc_layout_hf = {
 	.folders = true,
 	.sized = true,
 	.set_format = "hf-shards",
+	.expert_parallel = true,
 	.rank_name = rank_name,
 	.remove_rank = remove_rank,
 	.write_extras = write_extras,

@@ -23,5 +23,6 @@ const tpc_layout tpc_layout_tpconv = {
 	.formats = formats,
 	.companions_at_top = true,
 	.set_format = "tpconv-shards",
+	.expert_parallel = true,
 	.rank_name = rank_name,
 };

@@ -27,8 +27,8 @@ static void add_mapping(tpc_buf *b, const tpc_shard_plan *sp)
 {
 	tpc_buf_addf(b,
 		     "\"mapping\": {\"world_size\": %d, \"tp_size\": %d, \"pp_size\": %d, \"cp_size\": 1, "
-		     "\"moe_tp_size\": %d, \"moe_ep_size\": 1}, \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}",
-		     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp, sp->set_id, TPC_MANIFEST_NAME);
+		     "\"moe_tp_size\": %d, \"moe_ep_size\": %d}, \"tpconv\": {\"set_id\": \"%s\", \"manifest\": \"%s\"}",
+		     sp->tp * sp->pp, sp->tp, sp->pp, sp->tp / sp->ep, sp->ep, sp->set_id, TPC_MANIFEST_NAME);
 }
 
 /* No model config to merge the mapping into: a minimal one with the facts we know. */
@@ -192,6 +192,7 @@ const tpc_layout tpc_layout_trtllm = {
 	.desc = "rankN.safetensors and config.json with \"mapping\" (TensorRT-LLM)",
 	.formats = formats,
 	.set_format = "trtllm-shards",
+	.expert_parallel = true,
 	.rank_name = rank_name,
 	.write_extras = write_extras,
 	.merge_extras = merge_extras,

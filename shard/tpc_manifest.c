@@ -95,9 +95,17 @@ static int parse_hashes(const tpc_manifest *m, tpc_manifest_tensor *mt, const cJ
 	if (!mt->rank_hash)
 		return tpc_err_nomem(e);
 	int r = 0;
-	for (const cJSON *x = rh->child; x; x = x->next, r++)
+	for (const cJSON *x = rh->child; x; x = x->next, r++) {
+		if (!tpc_split_holds(&mt->split, m->tp, r)) {
+			/* an expert on another EP group: no tensor, no checksum */
+			if (!cJSON_IsNull(x))
+				return BADT(name, "manifest: %s[%d] must be null: rank %d does not hold expert %lld", rk, r,
+					    r, (long long)mt->split.expert);
+			continue;
+		}
 		if (tpc_unhex(cJSON_IsString(x) ? x->valuestring : NULL, mt->rank_hash[r], hl))
 			return BADT(name, "manifest: %s[%d] is not %zu lowercase hex digits", rk, r, 2 * hl);
+	}
 	return 0;
 }
 
@@ -154,6 +162,23 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 	sp->row_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "row_bias"));
 	mt->matched = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "matched"));
 	sp->scalar = mt->ndim == 0;
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(o, "expert");
+	if (ex) {
+		int64_t g;
+		if (m->ep <= 1)
+			return BADT(name, "manifest: an \"expert\" in a set without expert parallelism");
+		if (get_i64(o, "expert", 0, m->experts - 1, &v) || get_i64(o, "ep_group", 0, m->ep - 1, &g))
+			return BADT(name, "manifest: \"expert\" must be 0 to %lld and \"ep_group\" 0 to %d",
+				    (long long)m->experts - 1, m->ep - 1);
+		if (g != tpc_ep_owner(m->ep_placement, v, m->experts, m->ep))
+			return BADT(name, "manifest: expert %lld is on group %lld, but %s placement puts it on group %d",
+				    (long long)v, (long long)g, tpc_ep_placement_name(m->ep_placement),
+				    tpc_ep_owner(m->ep_placement, v, m->experts, m->ep));
+		sp->ep = m->ep;
+		sp->ep_group = (int)g;
+		sp->expert = v;
+	}
+	int gtp = tpc_split_tp(sp, m->tp); /* the ranks it is split over */
 	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
 	if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) > TPC_PLAN_MAX_PARTS)
 		return BADT(name, "manifest: \"parts\" must be an array of at most %d", TPC_PLAN_MAX_PARTS);
@@ -168,17 +193,17 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 			tpc_split_part *pt = &sp->part[k];
 			int64_t rep;
 			if (get_i64(p, "size", 0, INT64_MAX / 4, &pt->size) || get_i64(p, "pad", 0, INT64_MAX / 4, &pt->pad) ||
-			    get_i64(p, "heads", 0, INT64_MAX / 4, &pt->heads) || get_i64(p, "replicas", 1, m->tp, &rep))
+			    get_i64(p, "heads", 0, INT64_MAX / 4, &pt->heads) || get_i64(p, "replicas", 1, gtp, &rep))
 				return BADT(name, "manifest: part %d needs size, pad, heads and replicas", k);
 			pt->replicas = (int)rep;
 			pt->head_kind = pt->replicas > 1 ? TPC_HEADS_KV : pt->heads ? TPC_HEADS_Q : TPC_HEADS_NONE;
 			if (pt->replicas > 1) {
-				if (pt->pad || !pt->heads || pt->heads * pt->replicas != m->tp || pt->size % pt->heads)
+				if (pt->pad || !pt->heads || pt->heads * pt->replicas != gtp || pt->size % pt->heads)
 					return BADT(name, "manifest: part %d: %lld heads on %d replicas do not fit tp %d", k,
-						    (long long)pt->heads, pt->replicas, m->tp);
-			} else if ((pt->size + pt->pad) % m->tp) {
+						    (long long)pt->heads, pt->replicas, gtp);
+			} else if ((pt->size + pt->pad) % gtp) {
 				return BADT(name, "manifest: part %d: %lld + %lld padding rows do not divide by tp %d", k,
-					    (long long)pt->size, (long long)pt->pad, m->tp);
+					    (long long)pt->size, (long long)pt->pad, gtp);
 			}
 			if (tpc_add_i64(sum, pt->size, &sum))
 				return BADT(name, "manifest: part sizes overflow");
@@ -233,6 +258,17 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 	}
 	m->tp = (int)tp;
 	m->pp = (int)pp;
+	m->ep = 1;
+	if (cJSON_GetObjectItemCaseSensitive(root, "ep")) {
+		const char *pl = get_str(root, "ep_placement");
+		if (get_i64(root, "ep", 1, tp, &v) || tp % v || get_i64(root, "experts", v, INT64_MAX / 4, &m->experts) ||
+		    m->experts % v || !pl || (strcmp(pl, "contiguous") && strcmp(pl, "round-robin"))) {
+			ret = BAD("manifest: \"ep\" must divide tp, with \"experts\" a multiple of it and \"ep_placement\" contiguous or round-robin");
+			goto out;
+		}
+		m->ep = (int)v;
+		m->ep_placement = !strcmp(pl, "round-robin") ? TPC_EP_ROUND_ROBIN : TPC_EP_CONTIGUOUS;
+	}
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
 	if (cJSON_IsObject(model)) {
 		get_i64(model, "heads", 1, INT64_MAX / 4, &m->facts.heads);

@@ -19,6 +19,10 @@
  *     "layout": "tpconv" | "oslo" | "trtllm" | "hf" | "vllm" | "megatron" | "dcp",   (tpc_layout.h)
  *     "format": "safetensors" | "torch" | "dcp",   rank file format: one the
  *                                             layout writes
+ *     "ep": 4, "ep_placement": "contiguous" | "round-robin", "experts": 8,
+ *                                             optional, together: expert parallelism
+ *                                             (tpc_plan.h): ep divides tp, experts
+ *                                             divides by ep
  *     "checksum": "xxh3-128" | "sha256" | "none",   the algorithm of the tensors'
  *                                             checksum members (tpc_hash.h); absent
  *                                             = "none"; another name is refused
@@ -55,18 +59,26 @@
  *                                             when tp > kv heads; 1 = split)
  *        ],
  *        "rank_shape": [32, 128],             every rank's tensor shape
+ *        "expert": 5, "ep_group": 2,          optional (sets with "ep"): a routed
+ *                                             expert's tensor, held only by the
+ *                                             tp/ep ranks of its group (stage * tp +
+ *                                             ep_group * tp/ep + 0 .. tp/ep-1) and
+ *                                             split over them; the group must be the
+ *                                             one the placement gives
  *        "<checksum>": "...",                 the original tensor's, named after
  *                                             the algorithm ("xxh3-128": 32 hex
  *                                             digits, "sha256": 64); required when
  *                                             "checksum" is not "none"
- *        "rank_<checksum>": ["...", ...]}     tp entries, rank order
+ *        "rank_<checksum>": ["...", ...]}     tp entries, rank order (null for
+ *                                             the ranks an expert is not on)
  *     ]
  *   }
  *
  * Rank t of the tensor's stage holds, for each part in order, rows
  * [start, start + len) of the zero-padded part: len = (size + pad) / tp and
  * start = t * len, or with replicas len = size / heads and start =
- * (t / replicas) * len. Checksums are over the C-contiguous little-endian
+ * (t / replicas) * len. For an expert, tp is tp/ep and t the rank's place in
+ * its group. Checksums are over the C-contiguous little-endian
  * bytes, the same as `tpconv inspect --checksum ALG`. Manifests written before
  * xxh3-128 existed say "checksum": "sha256" with "sha256" and "rank_sha256"
  * members: they read unchanged.
@@ -106,6 +118,9 @@ typedef struct tpc_manifest_tensor {
 typedef struct tpc_manifest {
 	char *tool, *set_id, *format, *plan_json;
 	int tp, pp;
+	int ep;                /* 1: no expert parallelism */
+	tpc_ep_placement ep_placement;
+	int64_t experts;       /* routed experts per layer (ep > 1) */
 	const tpc_layout *layout;
 	tpc_hash_alg checksum; /* TPC_HASH_NONE: no checksum members */
 	char **files; /* [tp * pp] */

@@ -168,18 +168,20 @@ static int differ(tpc_merge *m, const tpc_merge_opts *o, const char *name, const
 	return TPC_EINPUT;
 }
 
-/* The original tensor from its tp rank views v[0..tp) of stage `stage`. */
+/* The original tensor from the views v[0..tp) of the ranks it is split over
+ * (tp = tpc_split_tp: all of a stage, or an expert's EP group), rank r0 the
+ * first of them. */
 static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, const tpc_split *s, tpc_tensor *v,
-		   int stage, bool replicas_known_equal, tpc_tensor *out, tpc_err *e)
+		   int r0, bool replicas_known_equal, tpc_tensor *out, tpc_err *e)
 {
-	int tp = m->tp, ret = 0;
+	int tp = tpc_split_tp(s, m->tp), ret = 0;
 	const tpc_ckpt *ck = &m->out;
 	bool eq;
 	if (s->dim < 0) {
 		for (int t = 1; t < tp && !replicas_known_equal; t++) {
 			if ((ret = tpc__tensors_equal(ck, &v[0], &v[t], &eq, e)))
 				return ret;
-			if (!eq && (ret = differ(m, o, name, "replicated tensor", stage * tp, stage * tp + t, e)))
+			if (!eq && (ret = differ(m, o, name, "replicated tensor", r0, r0 + t, e)))
 				return ret;
 			if (!eq)
 				break;
@@ -193,7 +195,7 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 	memset(parts, 0, sizeof(parts));
 	for (int k = 0; k < s->nparts && !ret; k++) {
 		const tpc_split_part *p = &s->part[k];
-		int64_t len = tpc_split_rank_len(s, k, tp);
+		int64_t len = tpc_split_rank_len(s, k, m->tp);
 		int nsl = p->replicas > 1 ? (int)p->heads : tp;
 		tpc_tensor *sl = tpc_calloc((size_t)nsl, sizeof(*sl));
 		int have = 0;
@@ -220,7 +222,7 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 					char what[96];
 					snprintf(what, sizeof(what), "replicated key/value head %d%s", j,
 						 s->nparts > 1 ? " of a fused part" : "");
-					ret = differ(m, o, name, what, stage * tp + t, stage * tp + t + q, e);
+					ret = differ(m, o, name, what, r0 + t, r0 + t + q, e);
 					break;
 				}
 			}
@@ -340,13 +342,15 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	if (ret || (ret = open_ranks(m, paths, &man.facts, stage_names, stage_n, e)))
 		goto out;
 	/* set membership: the id in each file's metadata, the tensor count */
-	size_t *per_stage = tpc_calloc((size_t)m->pp, sizeof(size_t));
-	if (!per_stage) {
+	size_t *per_rank = tpc_calloc((size_t)m->nranks, sizeof(size_t));
+	if (!per_rank) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	for (size_t i = 0; i < man.n; i++)
-		per_stage[man.t[i].stage]++;
+		for (int t = 0; t < m->tp; t++)
+			if (tpc_split_holds(&man.t[i].split, m->tp, t))
+				per_rank[man.t[i].stage * m->tp + t]++;
 	for (int r = 0; r < m->nranks && !ret; r++) {
 		const char *id = tpc_ckpt_meta_get(&m->rank[r], "tpconv.set_id");
 		if (id && strcmp(id, man.set_id)) {
@@ -354,14 +358,14 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 				    r, id, man.set_id);
 			tpc_err_path(e, paths[r]);
 			ret = TPC_EINPUT;
-		} else if (m->rank[r].n != per_stage[r / m->tp]) {
+		} else if (m->rank[r].n != per_rank[r]) {
 			tpc_err_set(e, TPC_EINPUT, "rank %d's file holds %zu tensors, the manifest lists %zu (a rank file from another set?)",
-				    r, m->rank[r].n, per_stage[r / m->tp]);
+				    r, m->rank[r].n, per_rank[r]);
 			tpc_err_path(e, paths[r]);
 			ret = TPC_EINPUT;
 		}
 	}
-	free(per_stage);
+	free(per_rank);
 	if (ret || (ret = union_sources(m, base, e)))
 		goto out;
 	/* every rank view, shape-checked */
@@ -378,6 +382,8 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		for (int t = 0; t < m->tp && !ret; t++) {
 			int r = mt->stage * m->tp + t;
 			tpc_tensor *v = &views[i * (size_t)m->tp + (size_t)t];
+			if (!tpc_split_holds(&mt->split, m->tp, t))
+				continue; /* an expert of another EP group: not on this rank */
 			if ((ret = rank_view(m, base, paths, r, mt->name, v, e)))
 				break;
 			if (v->ndim != mt->ndim || v->dtype != mt->dtype ||
@@ -414,13 +420,15 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	for (size_t i = 0; i < man.n && !ret; i++) {
 		const tpc_manifest_tensor *mt = &man.t[i];
 		bool known_equal = false;
+		int t0 = tpc_split_first_rank(&mt->split, m->tp), gtp = tpc_split_tp(&mt->split, m->tp);
 		if (verified && mt->rank_hash) {
 			known_equal = true;
-			for (int t = 1; t < m->tp; t++)
-				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[0], hlen);
+			for (int t = t0 + 1; t < t0 + gtp; t++)
+				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[t0], hlen);
 		}
 		tpc_tensor whole;
-		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp], mt->stage, known_equal, &whole, e);
+		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp + (size_t)t0], mt->stage * m->tp + t0,
+			      known_equal, &whole, e);
 		if (!ret)
 			ret = add_merged(m, mt->name, &whole, e);
 	}
@@ -576,7 +584,7 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 			if (!ret)
 				ret = resolve_foreign(o->plan, &f, name, v[0].ndim, v[0].shape, m->tp, o->resolve_flags, &s, e);
 			if (!ret)
-				ret = rebuild(m, o, name, &s, v, st, false, &whole, e);
+				ret = rebuild(m, o, name, &s, v, st * m->tp, false, &whole, e);
 			if (!ret)
 				ret = add_merged(m, name, &whole, e);
 			for (int t = 0; t < have; t++)

@@ -91,7 +91,7 @@ int tpc__merge_check_new(tpc__merge_check **out, const tpc_ckpt *ck, const tpc_m
 		c->stage[i] = man->t[i].stage;
 		for (int t = 0; t < c->tp; t++) {
 			size_t k = i * (size_t)c->tp + (size_t)t;
-			c->skip[k] = !man->t[i].rank_hash;
+			c->skip[k] = !man->t[i].rank_hash || !tpc_split_holds(&man->t[i].split, man->tp, t);
 			if (man->t[i].rank_hash)
 				memcpy(c->want[k], man->t[i].rank_hash[t], TPC_HASH_MAX);
 		}

@@ -64,6 +64,9 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	f->layers = json_int(o, lay);
 	static const char *const topk[] = {"num_experts_per_tok", "num_selected_experts", "moe_topk", NULL};
 	f->experts_per_tok = json_int(o, topk);
+	static const char *const nexp[] = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
+					   NULL};
+	f->experts = json_int(o, nexp);
 	const cJSON *nt = cJSON_GetObjectItemCaseSensitive(o, "norm_topk_prob");
 	if (cJSON_IsBool(nt))
 		f->norm_topk = cJSON_IsTrue(nt) ? 1 : -1;
@@ -153,6 +156,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->experts_per_tok = src->experts_per_tok;
 	if (!dst->norm_topk)
 		dst->norm_topk = src->norm_topk;
+	if (!dst->experts)
+		dst->experts = src->experts;
 	if (!dst->quant.method)
 		dst->quant = src->quant;
 }
@@ -193,6 +198,7 @@ void tpc_plan_release(tpc_plan *p)
 	free_res(p->layers, p->nlayers);
 	free_res(p->first, p->nfirst);
 	free_res(p->last, p->nlast);
+	free_res(p->experts, p->nexperts);
 	free(p->name);
 	free(p->desc);
 	free(p->json);
@@ -430,10 +436,11 @@ int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *
 						  : !strcmp(m->string, "hidden")   ? &p->facts.hidden
 						  : !strcmp(m->string, "vocab")    ? &p->facts.vocab
 						  : !strcmp(m->string, "layers")   ? &p->facts.layers
+						  : !strcmp(m->string, "experts")  ? &p->facts.experts
 										   : NULL;
 				if (!dst) {
 					ret = PLAN_BAD(e, path,
-						       "plan: unknown model fact \"%s\" (heads, kv_heads, head_dim, hidden, vocab, layers)",
+						       "plan: unknown model fact \"%s\" (heads, kv_heads, head_dim, hidden, vocab, layers, experts)",
 						       m->string);
 					goto out;
 				}
@@ -456,6 +463,9 @@ int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *
 				goto out;
 		} else if (!strcmp(k, "last_stage")) {
 			if ((ret = parse_res(f, &p->last, &p->nlast, k, path, e)))
+				goto out;
+		} else if (!strcmp(k, "experts")) {
+			if ((ret = parse_res(f, &p->experts, &p->nexperts, k, path, e)))
 				goto out;
 		} else if (!strcmp(k, "rules")) {
 			rules = f;
@@ -567,17 +577,52 @@ int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e)
 
 /* ---- resolution ---- */
 
+const char *tpc_ep_placement_name(tpc_ep_placement p)
+{
+	return p == TPC_EP_ROUND_ROBIN ? "round-robin" : "contiguous";
+}
+
+int tpc_ep_owner(tpc_ep_placement p, int64_t e, int64_t n, int ep)
+{
+	if (ep <= 1 || e < 0 || n < ep)
+		return 0;
+	if (p == TPC_EP_ROUND_ROBIN)
+		return (int)(e % ep);
+	return (int)(e / (n / ep));
+}
+
+int tpc_split_tp(const tpc_split *s, int tp)
+{
+	return s->ep > 1 && tp % s->ep == 0 ? tp / s->ep : tp;
+}
+
+int tpc_split_local(const tpc_split *s, int tp, int r)
+{
+	return r % tpc_split_tp(s, tp);
+}
+
+bool tpc_split_holds(const tpc_split *s, int tp, int r)
+{
+	return s->ep <= 1 || r / tpc_split_tp(s, tp) == s->ep_group;
+}
+
+int tpc_split_first_rank(const tpc_split *s, int tp)
+{
+	return s->ep > 1 ? s->ep_group * tpc_split_tp(s, tp) : 0;
+}
+
 int64_t tpc_split_rank_len(const tpc_split *s, int k, int tp)
 {
 	const tpc_split_part *p = &s->part[k];
 	if (p->replicas > 1)
 		return p->size / p->heads;
-	return (p->size + p->pad) / tp;
+	return (p->size + p->pad) / tpc_split_tp(s, tp);
 }
 
 int64_t tpc_split_rank_start(const tpc_split *s, int k, int tp, int r)
 {
 	const tpc_split_part *p = &s->part[k];
+	r = tpc_split_local(s, tp, r);
 	return (int64_t)(p->replicas > 1 ? r / p->replicas : r) * tpc_split_rank_len(s, k, tp);
 }
 
@@ -594,6 +639,8 @@ bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
 	/* the bytes each rank gets decide; the kind's name does not (col on dim 0
 	 * and dim 0 agree) */
 	if (a->dim != b->dim || a->row_bias != b->row_bias || a->nparts != b->nparts)
+		return false;
+	if ((a->ep > 1 || b->ep > 1) && (a->ep != b->ep || a->ep_group != b->ep_group || a->expert != b->expert))
 		return false;
 	for (int k = 0; k < a->nparts; k++)
 		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||
@@ -825,11 +872,13 @@ int tpc_plan_resolve(const tpc_plan *p, const tpc_model_facts *f, const char *na
 	return 0;
 }
 
-int64_t tpc_plan_layer(const tpc_plan *p, const char *name)
+/* The number in the last capture group that matched, of the first pattern
+ * matching `name`, or -1. */
+static int64_t captured_index(const tpc_plan_re *res, size_t n, const char *name)
 {
-	for (size_t i = 0; i < p->nlayers; i++) {
+	for (size_t i = 0; i < n; i++) {
 		regmatch_t m[10];
-		if (regexec(&p->layers[i].re, name, 10, m, 0) != 0)
+		if (regexec(&res[i].re, name, 10, m, 0) != 0)
 			continue;
 		for (int g = 9; g >= 1; g--) {
 			if (m[g].rm_so < 0)
@@ -848,6 +897,16 @@ int64_t tpc_plan_layer(const tpc_plan *p, const char *name)
 		}
 	}
 	return -1;
+}
+
+int64_t tpc_plan_layer(const tpc_plan *p, const char *name)
+{
+	return captured_index(p->layers, p->nlayers, name);
+}
+
+int64_t tpc_plan_expert(const tpc_plan *p, const char *name)
+{
+	return captured_index(p->experts, p->nexperts, name);
 }
 
 int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers)

@@ -30,6 +30,10 @@
  *     "first_stage": ["embed_tokens\\."],    non-layer tensors for stage 0
  *     "last_stage": ["^lm_head\\."],         non-layer tensors for the last stage
  *                                            (others go to stage 0)
+ *     "experts": ["experts\\.([0-9]+)\\."], routed experts: the last capture group
+ *                                            that matched is the expert index;
+ *                                            with expert parallelism (--ep) these
+ *                                            tensors live on one EP group's ranks
  *     "rules": [ RULE, ... ],
  *     "fallback": "replicate" | "error"      default "replicate"
  *   }
@@ -157,6 +161,9 @@ typedef struct tpc_model_facts {
 	 * renormalised to sum 1 (norm_topk_prob: 1 yes, -1 no, 0 unknown) */
 	int64_t experts_per_tok;
 	int norm_topk;
+	/* routed experts per MoE layer (num_local_experts, num_experts,
+	 * n_routed_experts): the experts expert parallelism places */
+	int64_t experts;
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;
@@ -213,8 +220,8 @@ typedef struct tpc_plan {
 	tpc_plan_rule *rules;
 	size_t nrules;
 	bool fallback_error;
-	tpc_plan_re *layers, *first, *last;
-	size_t nlayers, nfirst, nlast;
+	tpc_plan_re *layers, *first, *last, *experts;
+	size_t nlayers, nfirst, nlast, nexperts;
 	char *json;                /* canonical JSON of the plan (for manifests) */
 } tpc_plan;
 
@@ -248,6 +255,23 @@ typedef struct tpc_split_part {
 	tpc_heads_kind head_kind;
 } tpc_split_part;
 
+/*
+ * Expert parallelism (TensorRT-LLM's mapping, vLLM's expert-parallel MoE):
+ * the tp ranks of a stage form `ep` groups of tp/ep consecutive ranks (rank r
+ * is in group r / (tp/ep), moe_ep_size = ep, moe_tp_size = tp/ep). Attention
+ * and every dense tensor are split over all tp ranks as without EP; a routed
+ * expert's tensor lives on the ranks of the one group that owns the expert
+ * and is split over them (tp/ep ways) by its rule. A tensor with ep <= 1 is
+ * on every rank.
+ */
+typedef enum tpc_ep_placement {
+	TPC_EP_CONTIGUOUS = 0, /* group g owns experts [g*E/ep, (g+1)*E/ep) (Megatron, vLLM "linear") */
+	TPC_EP_ROUND_ROBIN,    /* expert e goes to group e % ep (vLLM "round_robin") */
+} tpc_ep_placement;
+const char *tpc_ep_placement_name(tpc_ep_placement p);
+/* The group of `ep` that owns expert e of n. */
+int tpc_ep_owner(tpc_ep_placement p, int64_t e, int64_t n, int ep);
+
 typedef struct tpc_split {
 	tpc_split_kind kind;   /* REPLICATE, or the kind that split it */
 	int dim;               /* split dimension; -1 when replicated */
@@ -256,10 +280,23 @@ typedef struct tpc_split {
 	bool scalar;           /* 0-dim tensor, replicated */
 	int nparts;            /* >= 1 when split */
 	tpc_split_part part[TPC_PLAN_MAX_PARTS];
+	int ep;                /* > 1: an expert's tensor, on EP group ep_group's ranks only */
+	int ep_group;
+	int64_t expert;        /* its expert index (when ep > 1) */
 } tpc_split;
 
+/* Does rank r (0..tp) of a stage hold the tensor? (always, unless ep > 1) */
+bool tpc_split_holds(const tpc_split *s, int tp, int r);
+/* The ranks a tensor is split over (tp, or tp/ep for an expert) and rank r's
+ * place among them. */
+int tpc_split_tp(const tpc_split *s, int tp);
+int tpc_split_local(const tpc_split *s, int tp, int r);
+/* The first rank of the stage holding it. */
+int tpc_split_first_rank(const tpc_split *s, int tp);
+
 /* Rows of part k each rank holds, and where rank r's rows start in the padded
- * part (replicated heads: several ranks start at the same head). */
+ * part (replicated heads: several ranks start at the same head). `tp` is the
+ * stage's rank count: an expert's tensor (ep > 1) is split over its group. */
 int64_t tpc_split_rank_len(const tpc_split *s, int k, int tp);
 int64_t tpc_split_rank_start(const tpc_split *s, int k, int tp, int r);
 /* Size of the split dimension in each rank's tensor. */
@@ -303,6 +340,8 @@ int tpc_plan_resolve(const tpc_plan *p, const tpc_model_facts *f, const char *na
 int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers);
 /* Layer index in `name` per the plan's "layers" patterns, or -1. */
 int64_t tpc_plan_layer(const tpc_plan *p, const char *name);
+/* Expert index in `name` per the plan's "experts" patterns, or -1. */
+int64_t tpc_plan_expert(const tpc_plan *p, const char *name);
 
 /* A plan (JSON text, into `out`) from a transformers tensor-parallel plan: a
  * config.json with "base_model_tp_plan" (its model facts go into the plan) or

@@ -51,8 +51,9 @@ typedef struct preset {
 #define MOE_JSON(NAME, DESC) \
 	"{\n" \
 	"  \"name\": \"" NAME "\",\n" \
-	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's.\",\n" \
+	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's. With --ep N every expert (experts.N.) lives on one EP group of tp/N ranks, split tp/N ways there.\",\n" \
 	LLAMA_STAGES \
+	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES \
 	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w1|w3|gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
 	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \

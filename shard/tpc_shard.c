@@ -441,6 +441,12 @@ static int set_id_compute(tpc_shard_plan *sp, tpc_err *e)
 	snprintf(line, sizeof(line), "tpconv-set 1\n%s\ntp %d pp %d %s %s\n", TPC_VERSION, sp->tp, sp->pp,
 		 sp->layout->name, sp->format);
 	tpc_hash_update(&s, line, strlen(line));
+	if (sp->ep > 1) {
+		/* sets without expert parallelism keep the id they always had */
+		snprintf(line, sizeof(line), "ep %d %s %lld\n", sp->ep, tpc_ep_placement_name(sp->ep_placement),
+			 (long long)sp->experts);
+		tpc_hash_update(&s, line, strlen(line));
+	}
 	if (sp->plan->json)
 		tpc_hash_update(&s, sp->plan->json, strlen(sp->plan->json));
 	for (size_t i = 0; i < sp->n; i++) {
@@ -454,6 +460,11 @@ static int set_id_compute(tpc_shard_plan *sp, tpc_err *e)
 			tpc_hash_update(&s, &t->shape[d], sizeof(t->shape[d]));
 		for (int k = 0; k < en->split.nparts; k++)
 			tpc_hash_update(&s, &en->split.part[k], sizeof(en->split.part[k]));
+		if (en->split.ep > 1) {
+			snprintf(line, sizeof(line), "expert %lld group %d", (long long)en->split.expert,
+				 en->split.ep_group);
+			tpc_hash_update(&s, line, strlen(line));
+		}
 	}
 	for (size_t i = 0; i < sp->in->nsrc; i++) {
 		const tpc_map *m = &sp->in->src[i];
@@ -510,6 +521,50 @@ static int check_fallback(const tpc_plan *plan, const char *name, tpc_err *e)
 	return 0;
 }
 
+/* Expert parallelism: the geometry, the layout and the experts the checkpoint
+ * and the config agree on; sets sp->experts. */
+static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan, const tpc_model_facts *f,
+		    tpc_err *e)
+{
+	if (sp->tp % sp->ep)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--ep %d does not divide --tp %d: the %d ranks of a stage form --ep groups of tp/ep ranks, each expert split over its group (moe_ep_size x moe_tp_size = tp, as TensorRT-LLM maps them)",
+				   sp->ep, sp->tp, sp->tp);
+	if (!sp->layout->expert_parallel)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "the %s layout does not hold expert-parallel sets (--ep); tpconv, hf and trtllm do",
+				   sp->layout->name);
+	if (!plan->nexperts)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--ep needs a plan that names its routed experts (an \"experts\" pattern, as the mixtral and qwen2-moe presets have); plan '%s' has none",
+				   plan->name ? plan->name : "(unnamed)");
+	int64_t top = -1;
+	size_t first = 0;
+	for (size_t i = 0; i < in->n; i++) {
+		int64_t x = tpc_plan_expert(plan, in->t[i].name);
+		if (x > top) {
+			top = x;
+			first = i;
+		}
+	}
+	if (top < 0)
+		return tpc_err_set(e, TPC_EINPUT, "--ep %d: no tensor of the checkpoint matches the plan's expert patterns",
+				   sp->ep);
+	if (f->experts && top >= f->experts) {
+		tpc_err_set(e, TPC_EINPUT,
+			    "expert index %lld, but the model has %lld routed experts (config.json num_local_experts / num_experts / n_routed_experts)",
+			    (long long)top, (long long)f->experts);
+		tpc_err_tensor(e, in->t[first].name);
+		return TPC_EINPUT;
+	}
+	sp->experts = f->experts ? f->experts : top + 1;
+	if (sp->experts % sp->ep)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "%lld routed experts do not divide over --ep %d groups (each group must own as many experts)",
+				   (long long)sp->experts, sp->ep);
+	return 0;
+}
+
 /* The rank file format: the layout's default, or one it writes. */
 static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
@@ -544,6 +599,8 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	sp->layout = o->layout ? o->layout : tpc_layout_default();
 	sp->checksum = o->checksum;
 	sp->max_shard_size = o->max_shard_size;
+	sp->ep = o->ep > 1 ? o->ep : 1;
+	sp->ep_placement = o->ep_placement;
 	if (sp->tp < 1 || sp->tp > TPC_MAX_TP)
 		return tpc_err_set(e, TPC_EUSAGE, "--tp must be 1 to %d", TPC_MAX_TP);
 	if (sp->pp < 1 || sp->pp > TPC_MAX_TP || (int64_t)sp->tp * sp->pp > TPC_MAX_RANKS)
@@ -570,6 +627,9 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 				   "--pp %d needs at least %d layers, but the plan's layer patterns find %lld in the checkpoint",
 				   sp->pp, sp->pp, (long long)sp->layers);
 
+	if (sp->ep > 1 && (ret = ep_check(sp, in, plan, facts, e)))
+		return ret;
+
 	sp->t = tpc_calloc(in->n, sizeof(*sp->t));
 	int nr = sp->tp * sp->pp;
 	sp->rank = tpc_calloc((size_t)nr, sizeof(*sp->rank));
@@ -583,11 +643,14 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &in->t[i];
 		en->in = (int64_t)i;
-		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, sp->tp, o->resolve_flags, &en->split,
+		/* an expert's tensor (with --ep) is split over its EP group's ranks */
+		int64_t ex = sp->ep > 1 ? tpc_plan_expert(plan, t->name) : -1;
+		int rtp = ex >= 0 ? sp->tp / sp->ep : sp->tp;
+		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
 				       &en->matched, e);
 		if (!ret && !en->matched && facts && facts->quant.method) {
 			/* a quantized layer's companion splits with its layer */
-			int q = tpc__quant_split(plan, facts, in, t, sp->tp, o->resolve_flags, &en->split, e);
+			int q = tpc__quant_split(plan, facts, in, t, rtp, o->resolve_flags, &en->split, e);
 			if (q < 0)
 				ret = q;
 			else if (q > 0)
@@ -595,6 +658,9 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		}
 		if (ret)
 			goto out;
+		en->split.ep = ex >= 0 ? sp->ep : 0;
+		en->split.ep_group = ex >= 0 ? tpc_ep_owner(sp->ep_placement, ex, sp->experts, sp->ep) : 0;
+		en->split.expert = ex >= 0 ? ex : 0;
 		int64_t l = tpc_plan_layer(plan, t->name);
 		en->stage = tpc_plan_stage(plan, t->name, sp->pp, sp->layers);
 		en->staged = l >= 0 || matches_any(plan->first, plan->nfirst, t->name) ||
@@ -648,6 +714,11 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		}
 		for (int r = 0; r < sp->tp; r++) {
 			tpc_tensor desc;
+			if (!tpc_split_holds(&en->split, sp->tp, r)) {
+				en->rank_ix[r] = -1;
+				en->same_as[r] = -1;
+				continue;
+			}
 			if (tpc__rank_tensor(t, &en->split, sp->tp, r, &desc)) {
 				ret = tpc_err_set(e, TPC_EINPUT, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
 						  tpc_dtype_name(t->src_dtype));
@@ -665,16 +736,16 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 			 * gives every rank its own rows; parts of replicated heads are
 			 * shared by the R ranks of a group, so the lowest rank with the
 			 * same head in every part is the largest group start */
-			int q = 0;
-			for (int k = 0; k < en->split.nparts && q <= r; k++) {
+			int lr = tpc_split_local(&en->split, sp->tp, r), q = 0;
+			for (int k = 0; k < en->split.nparts && q <= lr; k++) {
 				const tpc_split_part *pt = &en->split.part[k];
 				int rep = pt->replicas > 1 ? pt->replicas : 1;
 				if (rep == 1 && tpc_split_rank_len(&en->split, k, sp->tp) > 0)
-					q = r;
-				else if (r / rep * rep > q)
-					q = r / rep * rep;
+					q = lr;
+				else if (lr / rep * rep > q)
+					q = lr / rep * rep;
 			}
-			en->same_as[r] = q;
+			en->same_as[r] = r - lr + q;
 		}
 	}
 	if ((ret = set_id_compute(sp, e)))
@@ -703,6 +774,14 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		snprintf(v, sizeof(v), "%d", sp->pp);
 		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp", v, e)))
 			goto out;
+		if (sp->ep > 1) {
+			snprintf(v, sizeof(v), "%d", sp->ep);
+			if ((ret = tpc_ckpt_meta_set(rk, "tpconv.ep", v, e)))
+				goto out;
+			snprintf(v, sizeof(v), "%d", r % sp->tp / (sp->tp / sp->ep));
+			if ((ret = tpc_ckpt_meta_set(rk, "tpconv.ep_rank", v, e)))
+				goto out;
+		}
 	}
 	/* the ranks as the layout stores them */
 	if (sp->layout->stored_rank) {
@@ -839,6 +918,23 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	if (sp->pp > 1)
 		tpc_buf_addf(out, " layers %lld", (long long)sp->layers);
 	tpc_buf_addc(out, '\n');
+	if (sp->ep > 1) {
+		int g = sp->tp / sp->ep;
+		int64_t per = sp->experts / sp->ep;
+		tpc_buf_addf(out,
+			     "# experts: %lld routed per layer over ep %d groups of %d rank%s (moe_ep_size %d x moe_tp_size %d), %s",
+			     (long long)sp->experts, sp->ep, g, g == 1 ? "" : "s", sp->ep, g,
+			     tpc_ep_placement_name(sp->ep_placement));
+		for (int k = 0; k < sp->ep; k++) {
+			tpc_buf_addf(out, "%s group %d (ranks %d..%d): ", k ? ";" : ":", k, k * g, k * g + g - 1);
+			if (sp->ep_placement == TPC_EP_ROUND_ROBIN)
+				tpc_buf_addf(out, "experts %d, %d, ... (every %d%s)", k, k + sp->ep, sp->ep,
+					     sp->ep == 2 ? "nd" : sp->ep == 3 ? "rd" : "th");
+			else
+				tpc_buf_addf(out, "experts %lld..%lld", (long long)(k * per), (long long)(k * per + per - 1));
+		}
+		tpc_buf_addc(out, '\n');
+	}
 	for (size_t i = 0; i < sp->n; i++) {
 		int l = (int)strlen(sp->in->t[sp->t[i].in].name);
 		if (l > w)
@@ -849,13 +945,17 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	for (size_t i = 0; i < sp->n; i++) {
 		const tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &sp->in->t[en->in];
-		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp].t[en->rank_ix[0]];
+		int r0 = tpc_split_first_rank(&en->split, sp->tp);
+		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp + r0].t[en->rank_ix[r0]];
 		char nm[1024], split[32];
 		tpc_buf sb = TPC_BUF_INIT, rb = TPC_BUF_INIT, nb = TPC_BUF_INIT;
 		tpc_sanitize(nm, sizeof(nm), t->name);
 		shape_into(&sb, t->ndim, t->shape);
 		shape_into(&rb, rt->ndim, rt->shape);
 		notes_into(&nb, &en->split);
+		if (en->split.ep > 1)
+			tpc_buf_addf(&nb, "%sexpert %lld: ep group %d", nb.len ? "; " : "", (long long)en->split.expert,
+				     en->split.ep_group);
 		if (!en->matched)
 			tpc_buf_addf(&nb, "%sno rule matched", nb.len ? "; " : "");
 		if (en->split.dim >= 0)

@@ -22,6 +22,13 @@
  *
  * Ranks are numbered TensorRT-LLM's way: rank = pp_rank * tp + tp_rank.
  *
+ * Expert parallelism (--ep N) follows TensorRT-LLM's mapping too: the tp ranks
+ * of a stage are N groups of tp/N (moe_ep_size N, moe_tp_size tp/N); dense
+ * tensors are split over all tp ranks, a routed expert's tensors live only on
+ * the ranks of the group that owns the expert, split tp/N ways (tpc_plan.h).
+ * Expert tensors keep their global names (experts.5.w1.weight on group 1 of 4
+ * with 8 experts), so a rank file says which experts it holds.
+ *
  * Layouts (tpc_layout.h) name the rank files inside the output folder and say
  * what else the consumer needs there: tpconv, oslo, trtllm, hf, vllm, megatron, dcp (see
  * `tpconv shard --help`). Every layout also gets tpconv-manifest.json
@@ -54,6 +61,8 @@
 
 typedef struct tpc_shard_opts {
 	int tp, pp;
+	int ep;                     /* expert parallelism: EP groups of tp/ep ranks (0, 1: none; tpc_plan.h) */
+	tpc_ep_placement ep_placement;
 	const tpc_layout *layout;   /* NULL: the default (tpconv) */
 	const char *format;         /* rank file format: "safetensors" or "torch"; NULL = layout's default */
 	unsigned resolve_flags;     /* TPC_RESOLVE_PAD */
@@ -77,7 +86,8 @@ typedef struct tpc_shard_entry {
 	bool matched;          /* a rule matched (else: the fallback) */
 	bool staged;           /* placed by a layer, first_stage or last_stage pattern */
 	int stage;
-	int64_t *rank_ix;      /* [tp]: index in the rank checkpoint of (stage, t) */
+	int64_t *rank_ix;      /* [tp]: index in the rank checkpoint of (stage, t); -1: not there
+	                          (an expert on another EP group: tpc_split_holds) */
 	int *same_as;          /* [tp]: lowest tp rank holding an identical slice */
 	bool hashed;
 	uint8_t hash[TPC_HASH_MAX];            /* of the original (checksum's length) */
@@ -89,6 +99,9 @@ typedef struct tpc_shard_plan {
 	const tpc_plan *plan;
 	tpc_model_facts facts;
 	int tp, pp;
+	int ep;                /* 1: no expert parallelism */
+	tpc_ep_placement ep_placement;
+	int64_t experts;       /* routed experts per layer (ep > 1) */
 	int64_t layers;
 	const tpc_layout *layout;
 	const char *format;    /* static string */

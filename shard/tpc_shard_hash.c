@@ -297,7 +297,9 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 		tpc_shard_entry *en = &sp->t[i];
 		en->hashed = true;
 		for (int r = 0; r < sp->tp; r++) {
-			if (en->split.dim < 0)
+			if (en->same_as[r] < 0) /* an expert another EP group holds */
+				memset(en->rank_hash[r], 0, TPC_HASH_MAX);
+			else if (en->split.dim < 0)
 				memcpy(en->rank_hash[r], en->hash, TPC_HASH_MAX);
 			else if (en->same_as[r] != r)
 				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], TPC_HASH_MAX);

@@ -40,6 +40,9 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 		     sp->set_id);
 	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp, sp->pp,
 		     sp->layout->name, sp->format);
+	if (sp->ep > 1)
+		tpc_buf_addf(b, "  \"ep\": %d,\n  \"ep_placement\": \"%s\",\n  \"experts\": %lld,\n", sp->ep,
+			     tpc_ep_placement_name(sp->ep_placement), (long long)sp->experts);
 	tpc_buf_addf(b, "  \"checksum\": \"%s\",\n  \"model\": {", hname);
 	{
 		const char *k[] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "layers"};
@@ -78,8 +81,9 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 	for (size_t i = 0; i < sp->n; i++) {
 		const tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &in->t[en->in];
-		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp].t[en->rank_ix[0]];
 		const tpc_split *s = &en->split;
+		int r0 = tpc_split_first_rank(s, sp->tp);
+		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp + r0].t[en->rank_ix[r0]];
 		tpc_buf_adds(b, "    {\"name\": ");
 		tpc_buf_json_str(b, t->name, strlen(t->name), false);
 		tpc_buf_addf(b, ", \"dtype\": \"%s\", \"shape\": ", tpc_dtype_name(t->dtype));
@@ -93,13 +97,18 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 				     s->part[k].replicas);
 		tpc_buf_adds(b, "], \"rank_shape\": ");
 		json_shape(b, rt->ndim, rt->shape);
+		if (s->ep > 1)
+			tpc_buf_addf(b, ", \"expert\": %lld, \"ep_group\": %d", (long long)s->expert, s->ep_group);
 		if (hashes && en->hashed) {
 			tpc_buf_addf(b, ", \"%s\": ", hname);
 			json_hash(b, en->hash, hlen);
 			tpc_buf_addf(b, ", \"rank_%s\": [", hname);
 			for (int r = 0; r < sp->tp; r++) {
 				tpc_buf_adds(b, r ? ", " : "");
-				json_hash(b, en->rank_hash[r], hlen);
+				if (tpc_split_holds(s, sp->tp, r))
+					json_hash(b, en->rank_hash[r], hlen);
+				else
+					tpc_buf_adds(b, "null");
 			}
 			tpc_buf_addc(b, ']');
 		}

@@ -40,6 +40,12 @@
  *                structure failure); rank[t].ck == NULL means rank t is not
  *                loaded in this process (MPI: a process opens its own rank
  *                file only).
+ *   ep, ep_group expert parallelism: a routed expert's tensor lives only on
+ *                the tp/ep ranks of its group and is split over them as above
+ *                with tp/ep for tp and t's place in the group for t; the
+ *                other ranks must not hold it. Layer checks run on the group
+ *                (the others take part in the collectives with zeros), the
+ *                MoE block check sums every group's experts across all ranks.
  *   hash, rank_hash       optional checksums (a manifest's, in hash_alg:
  *                xxh3-128 or sha256, tpc_hash.h) to confirm.
  *
@@ -199,14 +205,23 @@ typedef struct tpc_vtensor {
 	int nparts;                /* >= 1 when split; 0 when replicated */
 	tpc_vpart part[TPC_VERIFY_MAX_PARTS];
 	int64_t bias;              /* index of the layer's bias, -1 none */
+	int ep, ep_group;          /* ep > 1: a routed expert's tensor (expert parallelism) held
+	                              only by the tp/ep ranks of group ep_group (ranks
+	                              ep_group * tp/ep ..) and split over them; the others
+	                              must not have it */
 	tpc_hash_alg hash_alg;     /* of hash and rank_hash */
 	bool has_hash;
 	uint8_t hash[TPC_HASH_MAX];         /* of the reference tensor */
 	uint8_t (*rank_hash)[TPC_HASH_MAX]; /* [tp] or NULL, owned */
 } tpc_vtensor;
 
+/* Does rank t hold tensor v (always, unless it is an expert of another EP
+ * group)? The ranks v is split over (tp, or tp/ep for an expert). */
+bool tpc_vtensor_holds(const tpc_vtensor *v, int tp, int t);
+int tpc_vtensor_tp(const tpc_vtensor *v, int tp);
 /* Rows of part k that rank t holds, where they start in the padded part, and
- * the offset of part k inside rank t's tensor along the split dim. */
+ * the offset of part k inside rank t's tensor along the split dim (an
+ * expert's: among its group's ranks). */
 int64_t tpc_vpart_len(const tpc_vtensor *v, int k, int tp);
 int64_t tpc_vpart_start(const tpc_vtensor *v, int k, int tp, int t);
 int64_t tpc_vpart_local_off(const tpc_vtensor *v, int k, int tp);

@@ -217,6 +217,13 @@ static bool rank_ok(const run *R, int64_t i, int t, char *msg, size_t n)
 	const tpc_tensor *rt = v->rank[t].t, *ref = v->ref;
 	if (!v->rank[t].ck)
 		return true; /* not loaded here: its own process checks it */
+	if (!tpc_vtensor_holds(v, R->tp, t)) {
+		int g = tpc_vtensor_tp(v, R->tp);
+		if (rt)
+			snprintf(msg, n, "rank %d holds '%s', an expert of EP group %d (ranks %d..%d) only", t, v->name,
+				 v->ep_group, v->ep_group * g, v->ep_group * g + g - 1);
+		return !rt;
+	}
 	if (!rt) {
 		snprintf(msg, n, "rank %d lacks tensor '%s'", t, v->name);
 		return false;
@@ -466,6 +473,8 @@ static int check_structure(run *R, int64_t i)
 		res_fail(&res, "%s", msg);
 		goto done;
 	}
+	if (!tpc_vtensor_holds(v, R->tp, me))
+		goto done; /* an expert of another EP group, rightly absent */
 	const tpc_tensor *rt = v->rank[me].t;
 	size_t cap = TPC_V_CHUNK;
 	if (!(ba = tpc_malloc(cap)) || !(bb = tpc_malloc(cap))) {
@@ -621,12 +630,14 @@ static int check_col(run *R, int64_t i, tpc_vcheck kind)
 		res_fail(&res, "%s", msg);
 	if ((ret = exchange(R, &res, false, &failed)) || failed)
 		return ret;
+	bool mine = tpc_vtensor_holds(v, tp, me);
 	vlin L;
-	lin_of(R, i, me, false, &L);
-	if (!use_bias)
+	if (mine)
+		lin_of(R, i, me, false, &L);
+	if (mine && !use_bias)
 		L.b.t = NULL;
 	x = malloc(sizeof(float) * (size_t)(T * in + 1));
-	y = malloc(sizeof(float) * (size_t)(T * nl + 1));
+	y = calloc((size_t)(T * nl + 1), sizeof(float));
 	Y = malloc(sizeof(float) * (size_t)(T * nl) * (size_t)tp + 1);
 	if (!x || !y || !Y) {
 		ret = tpc_err_nomem(R->e);
@@ -634,7 +645,8 @@ static int check_col(run *R, int64_t i, tpc_vcheck kind)
 	}
 	uint64_t stream = tpc_verify_stream(v->name, kind);
 	seeded_f(x, T, in, in, 0, R->o->seed, stream);
-	if ((ret = tpc__lin_f(&R->xf, &L, T, x, in, y, nl)))
+	/* an expert's other EP groups gather zeros, which nothing compares */
+	if (mine && (ret = tpc__lin_f(&R->xf, &L, T, x, in, y, nl)))
 		goto done;
 	if ((ret = tpc_coll_allgather(R->c, y, sizeof(float) * (size_t)(T * nl), Y, R->e)))
 		goto done;
@@ -657,6 +669,8 @@ static int check_col(run *R, int64_t i, tpc_vcheck kind)
 		double scale = rms(yr, (size_t)(T * out));
 		for (int r = 0; r < tp; r++) {
 			vloc l;
+			if (!tpc_vtensor_holds(v, tp, r))
+				continue;
 			loc_of(R, i, r, &l);
 			for (int k = 0; k < l.nparts; k++)
 				for (int64_t t = 0; t < T; t++)
@@ -697,10 +711,12 @@ static int check_row(run *R, int64_t i)
 		res_fail(&res, "%s", msg);
 	if ((ret = exchange(R, &res, false, &failed)) || failed)
 		return ret;
+	bool mine = tpc_vtensor_holds(v, R->tp, me);
 	vlin L;
-	lin_of(R, i, me, true, &L);
+	if (mine)
+		lin_of(R, i, me, true, &L);
 	x = calloc((size_t)(T * nl + 1), sizeof(float));
-	y = malloc(sizeof(float) * (size_t)(T * out + 1));
+	y = calloc((size_t)(T * out + 1), sizeof(float));
 	if (!x || !y) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
@@ -708,7 +724,7 @@ static int check_row(run *R, int64_t i)
 	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_ROW);
 	/* this rank's slice of x, part by part; padding and replicas beyond the
 	 * first of each group contribute zeros */
-	for (int k = 0; k < L.w.nparts; k++) {
+	for (int k = 0; mine && k < L.w.nparts; k++) {
 		if (me % L.w.replicas[k])
 			continue;
 		for (int64_t t = 0; t < T; t++)
@@ -719,7 +735,14 @@ static int check_row(run *R, int64_t i)
 						R->o->seed, stream, (uint64_t)(t * in + L.w.poff[k] + g));
 			}
 	}
-	if ((ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out)))
+	if (mine)
+		ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out);
+	else /* an expert of another EP group: zeros into the same all-reduce */
+		ret = tpc_coll_allreduce(R->c, y, (size_t)(T * out), TPC_F32, R->e);
+	if (!ret && v->ep > 1) /* its group's result (with the bias added once) to every rank */
+		ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out), v->ep_group * tpc_vtensor_tp(v, R->tp),
+				     R->e);
+	if (ret)
 		goto done;
 	if (me == 0) {
 		ref_begin(R);
@@ -1184,13 +1207,23 @@ static int moe_shared_gate(run *R, const tpc_vmoe *mo, const double *x, int64_t 
 			if (!n)                                                                                   \
 				continue; /* no token chose it: the same on every rank */                         \
 			vmlp_loc m;                                                                               \
-			if (!mlp_loc_of(R, p, t, &m, msg, sizeof(msg))) {                                         \
+			const tpc_vtensor *dv = &R->s->t[p->down];                                                \
+			if (t >= 0 && !tpc_vtensor_holds(dv, R->tp, t)) {                                         \
+				/* another EP group's expert: zeros into its all-reduce */                        \
+				memset(ye, 0, sizeof(R_T) * (size_t)(n * H));                                     \
+				ret = tpc_coll_allreduce(R->c, ye, (size_t)(n * H),                              \
+							 sizeof(R_T) == 4 ? TPC_F32 : TPC_F64, R->e);             \
+			} else if (!mlp_loc_of(R, p, t, &m, msg, sizeof(msg))) {                                  \
 				ret = tpc_err_set(R->e, TPC_EINPUT, "%s", msg);                                   \
-				break;                                                                            \
+			} else {                                                                                  \
+				for (int64_t j = 0; j < n; j++)                                                   \
+					memcpy(xe + j * H, x + ix[j] * H, sizeof(R_T) * (size_t)H);               \
+				ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye);                                        \
 			}                                                                                         \
-			for (int64_t j = 0; j < n; j++)                                                           \
-				memcpy(xe + j * H, x + ix[j] * H, sizeof(R_T) * (size_t)H);                       \
-			if ((ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye)))                                          \
+			if (!ret && t >= 0 && dv->ep > 1) /* the group's output, bias once, to every rank */     \
+				ret = tpc_coll_bcast(R->c, ye, sizeof(R_T) * (size_t)(n * H),                     \
+						     dv->ep_group * tpc_vtensor_tp(dv, R->tp), R->e);            \
+			if (ret)                                                                                  \
 				break;                                                                            \
 			for (int64_t j = 0; j < n; j++)                                                           \
 				for (int64_t h = 0; h < H; h++)                                                   \
@@ -1223,7 +1256,7 @@ static int check_moe(run *R, const tpc_vlayer *ly)
 	     (mo->shared_gate < 0 || rank_ok(R, mo->shared_gate, me, msg, sizeof(msg)));
 	for (int64_t e = 0; e <= mo->nexp && ok; e++) {
 		const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;
-		if (p->down >= 0)
+		if (p->down >= 0 && tpc_vtensor_holds(&R->s->t[p->down], R->tp, me))
 			ok = mlp_loc_of(R, p, me, &m, msg, sizeof(msg));
 	}
 	if (!ok)

@@ -48,16 +48,27 @@ static int groups(const tpc_vpart *p, int tp)
 	return tp / (p->replicas > 0 ? p->replicas : 1);
 }
 
+int tpc_vtensor_tp(const tpc_vtensor *v, int tp)
+{
+	return v->ep > 1 && tp % v->ep == 0 ? tp / v->ep : tp;
+}
+
+bool tpc_vtensor_holds(const tpc_vtensor *v, int tp, int t)
+{
+	return v->ep <= 1 || t / tpc_vtensor_tp(v, tp) == v->ep_group;
+}
+
 int64_t tpc_vpart_len(const tpc_vtensor *v, int k, int tp)
 {
 	const tpc_vpart *p = &v->part[k];
-	int g = groups(p, tp);
+	int g = groups(p, tpc_vtensor_tp(v, tp));
 	return g ? (p->size + p->pad) / g : 0;
 }
 
 int64_t tpc_vpart_start(const tpc_vtensor *v, int k, int tp, int t)
 {
 	const tpc_vpart *p = &v->part[k];
+	t %= tpc_vtensor_tp(v, tp);
 	return (int64_t)(t / (p->replicas > 0 ? p->replicas : 1)) * tpc_vpart_len(v, k, tp);
 }
 
@@ -191,14 +202,18 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e)
 		if (v->transposed && v->ref->ndim != 2)
 			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': transposed needs 2 dims", v->name);
 		int64_t sum = 0;
+		if (v->ep > 1 && (s->tp % v->ep || v->ep_group < 0 || v->ep_group >= v->ep))
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': EP group %d of %d does not fit tp %d", v->name,
+					   v->ep_group, v->ep, s->tp);
+		int gtp = tpc_vtensor_tp(v, s->tp);
 		for (int k = 0; k < v->nparts; k++) {
 			const tpc_vpart *p = &v->part[k];
 			int g;
-			if (p->size < 0 || p->pad < 0 || p->replicas < 1 || s->tp % p->replicas)
+			if (p->size < 0 || p->pad < 0 || p->replicas < 1 || gtp % p->replicas)
 				return tpc_err_set(e, TPC_EINPUT,
 						   "tensor '%s': part %d (size %lld, pad %lld, replicas %d) does not fit tp %d",
-						   v->name, k, (long long)p->size, (long long)p->pad, p->replicas, s->tp);
-			g = groups(p, s->tp);
+						   v->name, k, (long long)p->size, (long long)p->pad, p->replicas, gtp);
+			g = groups(p, gtp);
 			if ((p->size + p->pad) % g)
 				return tpc_err_set(e, TPC_EINPUT,
 						   "tensor '%s': part %d of %lld rows does not split into %d slices",
