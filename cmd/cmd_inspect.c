@@ -232,10 +232,17 @@ int cmd_inspect(int argc, char **argv)
 		}
 		have_mg = true;
 		ck = mg.out; /* borrowed: released with mg */
-		snprintf(set_line, sizeof(set_line), "# shard set: layout %s, tp %d, pp %d, %d rank %s; the merged model:\n",
-			 mg.layout->name, mg.tp, mg.pp, mg.nranks, mg.layout->folders ? "folders" : "files");
-		snprintf(set_json, sizeof(set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d,\"manifest\":true}",
-			 mg.layout->name, mg.tp, mg.pp);
+		char epl[160] = "", epj[160] = "";
+		if (mg.ep > 1) {
+			snprintf(epl, sizeof(epl), ", ep %d (%lld experts per layer, %s; %d rank%s per expert)", mg.ep,
+				 (long long)mg.experts, tpc_ep_placement_name(mg.ep_placement), mg.tp / mg.ep, mg.tp / mg.ep == 1 ? "" : "s");
+			snprintf(epj, sizeof(epj), ",\"ep\":%d,\"ep_placement\":\"%s\",\"experts\":%lld", mg.ep,
+				 tpc_ep_placement_name(mg.ep_placement), (long long)mg.experts);
+		}
+		snprintf(set_line, sizeof(set_line), "# shard set: layout %s, tp %d, pp %d%s, %d rank %s; the merged model:\n",
+			 mg.layout->name, mg.tp, mg.pp, epl, mg.nranks, mg.layout->folders ? "folders" : "files");
+		snprintf(set_json, sizeof(set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d%s,\"manifest\":true}",
+			 mg.layout->name, mg.tp, mg.pp, epj);
 	} else if (sk == TPC_SET_FOREIGN) {
 		/* no manifest: the split is unknown until a plan says it; show rank 0 */
 		char *r0 = fl->foreign_rank_path(path, 0, 0, 1);

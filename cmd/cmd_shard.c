@@ -87,7 +87,8 @@ static const char *help =
 	"  -h, --help               this help\n\n"
 	"%s\n"
 	"Rank r = pp_rank * tp + tp_rank. Each safetensors rank file carries tpconv.rank,\n"
-	"tpconv.tp_rank, tpconv.pp_rank, tpconv.tp, tpconv.pp and tpconv.set_id metadata.\n\n" TPC_EXIT_HELP;
+	"tpconv.tp_rank, tpconv.pp_rank, tpconv.tp, tpconv.pp and tpconv.set_id metadata\n"
+	"(with --ep also tpconv.ep and tpconv.ep_rank, its group).\n\n" TPC_EXIT_HELP;
 
 int tpc_cli_count(const char *cmd, const char *flag, const char *arg, uint64_t max, int64_t *out)
 {

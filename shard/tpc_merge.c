@@ -313,6 +313,9 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 	}
 	m->tp = man.tp;
 	m->pp = man.pp;
+	m->ep = man.ep;
+	m->ep_placement = man.ep_placement;
+	m->experts = man.experts;
 	m->layout = man.layout;
 	m->nranks = man.tp * man.pp;
 	m->facts = man.facts;

@@ -188,6 +188,9 @@ typedef struct tpc_merge {
 	tpc_ckpt out;           /* the merged checkpoint: descriptions over the rank files */
 	tpc_ckpt *rank;         /* [nranks] opened rank files */
 	int nranks, tp, pp;
+	int ep;                 /* expert parallelism of a manifest set (1: none) */
+	tpc_ep_placement ep_placement;
+	int64_t experts;
 	tpc_set_kind kind;
 	const tpc_layout *layout; /* the manifest's, or the foreign set's */
 	char *plan_json;        /* the plan recorded in the manifest, or NULL */
