@@ -14,8 +14,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!r) {
 		FUZZ_CHECK(m.tp >= 1 && m.pp >= 1);
 		FUZZ_CHECK(tpc_hash_name(m.checksum) != NULL);
-		for (int i = 0; i < m.tp * m.pp; i++)
-			FUZZ_CHECK(m.files[i] && !strchr(m.files[i], '/'));
+		/* relative names inside the set folder: components (hf folders,
+		 * megatron's release/mp_rank_TT/...) neither empty nor dot-led */
+		for (int i = 0; i < m.tp * m.pp; i++) {
+			const char *f = m.files[i];
+			FUZZ_CHECK(f && *f && !strchr(f, '\\'));
+			for (const char *c = f; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+				FUZZ_CHECK(*c && *c != '/' && *c != '.');
+		}
 		for (size_t i = 0; i < m.n; i++) {
 			const tpc_manifest_tensor *t = &m.t[i];
 			FUZZ_CHECK(t->ndim >= 0 && t->stage >= 0 && t->stage < m.pp);
