@@ -209,6 +209,66 @@ else
   skip "mpirun verify of an EP set" "no mpirun"
 fi
 
+# a GPTQ-quantized Mixtral: each expert's qweight/qzeros/scales/g_idx go with it to
+# its group and split there as its layer (w1/w3 on the output, w2 on the input)
+$PY - "$T" <<'PYEOF'
+import json, os, sys, torch
+out = os.path.join(sys.argv[1], "gptq"); os.makedirs(out)
+g = torch.Generator().manual_seed(5)
+def ri(*s): return torch.randint(-2**31, 2**31 - 1, s, generator=g, dtype=torch.int32)
+H, V, E, I, G = 64, 96, 4, 64, 32
+sd = {"model.embed_tokens.weight": torch.randn(V, H, generator=g), "lm_head.weight": torch.randn(V, H, generator=g),
+      "model.norm.weight": torch.randn(H, generator=g)}
+for l in range(2):
+    p = f"model.layers.{l}."
+    for n, o in (("q_proj", 64), ("k_proj", 32), ("v_proj", 32)): sd[p + f"self_attn.{n}.weight"] = torch.randn(o, H, generator=g)
+    sd[p + "self_attn.o_proj.weight"] = torch.randn(H, 64, generator=g)
+    sd[p + "block_sparse_moe.gate.weight"] = torch.randn(E, H, generator=g)
+    for e in range(E):
+        for w, (o, i) in (("w1", (I, H)), ("w3", (I, H)), ("w2", (H, I))):
+            q = p + f"block_sparse_moe.experts.{e}.{w}."
+            sd[q + "qweight"] = ri(i // 8, o); sd[q + "qzeros"] = ri(i // G, o // 8)
+            sd[q + "scales"] = torch.randn(i // G, o, generator=g).half(); sd[q + "g_idx"] = (torch.arange(i) // G).int()
+torch.save(sd, os.path.join(out, "pytorch_model.bin"))
+json.dump({"architectures": ["MixtralForCausalLM"], "hidden_size": H, "num_attention_heads": 8, "num_key_value_heads": 4,
+           "intermediate_size": I, "num_local_experts": E, "num_experts_per_tok": 2, "num_hidden_layers": 2, "vocab_size": V,
+           "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": G, "desc_act": False, "sym": True}},
+          open(os.path.join(out, "config.json"), "w"))
+PYEOF
+run "$TPCONV" shard "$T/gptq" --preset mixtral --tp 4 --ep 2 -o "$T/gq"
+if [ "$rc" = 0 ]; then
+  $PY - "$T/gptq" "$T/gq" <<'PYEOF' >"$T/x" 2>&1 && ok "GPTQ Mixtral tp 4 x ep 2: every expert's qweight/qzeros/scales/g_idx on its group only, split as GPTQ packs them" || bad "GPTQ Mixtral EP ranks" "$(tail -3 "$T/x")"
+import json, os, re, struct, sys, torch
+sd = torch.load(os.path.join(sys.argv[1], "pytorch_model.bin")); tp, ep, mtp = 4, 2, 2
+dt = {"F32": torch.float32, "F16": torch.float16, "I32": torch.int32}
+def load(path):
+    raw = open(path, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n]); o = {}
+    for k, m in h.items():
+        if k == "__metadata__": continue
+        a, b = m["data_offsets"]; o[k] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=dt[m["dtype"]]).reshape(m["shape"])
+    return o
+bad = 0
+for r in range(tp):
+    got = load(os.path.join(sys.argv[2], f"model_tp{r:02d}_pp00.safetensors")); lr = r % mtp
+    for k, t in sd.items():
+        m = re.search(r"experts\.(\d+)\.(w[123])\.(\w+)$", k)
+        if not m:
+            continue
+        e, w, c = int(m.group(1)), m.group(2), m.group(3)
+        if e // 2 != r // mtp:
+            if k in got: print("rank", r, "holds", k); bad += 1
+            continue
+        if w in ("w1", "w3"): want = t if c == "g_idx" else t.chunk(mtp, 1)[lr]   # output features
+        else: want = t.chunk(mtp, 0)[lr]                                          # input rows, groups, g_idx
+        if k not in got or not torch.equal(got[k], want): print("rank", r, k); bad += 1
+print("bad", bad); sys.exit(1 if bad else 0)
+PYEOF
+  run "$TPCONV" merge "$T/gq" -o "$T/mg.safetensors" -f
+  [ "$rc" = 0 ] && same "$T/mg.safetensors" "$T/gptq/pytorch_model.bin" && ok "GPTQ Mixtral tp 4 x ep 2 merges back bit for bit" || bad "GPTQ EP merge" "$(head -3 "$T/err")"
+else
+  bad "GPTQ Mixtral tp 4 x ep 2: shard" "$(head -3 "$T/err")"
+fi
+
 # refusals: exit 2 (usage) or 3 (input), nothing written
 refuse() { # want-rc grep-text description args...
   local want=$1 text=$2 what=$3; shift 3
