@@ -41,6 +41,9 @@ static const char *help =
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N   model facts\n"
 	"  --take-rank0             replicated tensors that differ: keep rank 0's (warns)\n"
 	"  --no-checksums           do not verify the manifest checksums\n"
+	"  --dequantize             a quantized set (FP8, GPTQ, AWQ: the set's config.json\n"
+	"                           quantization_config) merges into dense weights, as\n"
+	"                           'convert --dequantize' writes them\n"
 "  --dry-run                print what would be merged; write nothing\n"
 	"  --no-extras              do not copy the set's config, tokenizer and other companion\n"
 	"                           files into a folder output\n"
@@ -58,7 +61,7 @@ static bool ends_with(const char *s, const char *suf)
 
 enum {
 	O_FORMAT = 256, O_MAXSZ,
-	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX,
+	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ,
 };
 
 static int write_merged(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
@@ -74,6 +77,7 @@ int cmd_merge(int argc, char **argv)
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"take-rank0", no_argument, NULL, O_TAKE0},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
 		{"no-extras", no_argument, NULL, O_NOX}, {"force", no_argument, NULL, 'f'},
+		{"dequantize", no_argument, NULL, O_DEQ},
 		{"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -81,7 +85,8 @@ int cmd_merge(int argc, char **argv)
 	tpc_cli_set set;
 	tpc_merge_opts mo;
 	tpc_write_opts wo;
-	bool dry = false, force_progress = false, have_mg = false, no_extras = false;
+	bool dry = false, force_progress = false, have_mg = false, no_extras = false, dequant = false;
+	size_t ndq = 0;
 	tpc_plan plan;
 	tpc_merge mg;
 	tpc_progress prog;
@@ -109,6 +114,7 @@ int cmd_merge(int argc, char **argv)
 		case O_NOSUM: mo.checksums = false; break;
 		case O_DRY: dry = true; break;
 		case O_NOX: no_extras = true; break;
+		case O_DEQ: dequant = true; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
@@ -188,6 +194,10 @@ int cmd_merge(int argc, char **argv)
 		goto done;
 	}
 	have_mg = true;
+	/* a quantized set (FP8 / GPTQ / AWQ split with their layers) merged into
+	 * dense weights: computed from the merged companions while writing */
+	if (dequant && (ret = tpc_cli_dequantize(dir, &mg.out, &ndq)))
+		goto done;
 	if (mg.ndiffer)
 		tpc_cli_warn("%zu replicated tensor%s differed between ranks; kept rank 0's copy (--take-rank0); first: %s",
 			     mg.ndiffer, mg.ndiffer == 1 ? "" : "s", mg.differ_first);
@@ -243,6 +253,16 @@ int cmd_merge(int argc, char **argv)
 		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
 		const char *from = !mg.layout ? dir /* a DCP folder: its config beside the items */
 				   : tpc_layout_merge_extras(mg.layout, dir, mg.nranks > 0 && mg.rank ? mg.rank[0].path : NULL, &xo);
+		/* dense now: loaders must not read it as quantized (beside what the
+		 * layout drops, TensorRT-LLM's mapping) */
+		const char *drop[16] = {NULL};
+		size_t nd = 0;
+		for (const char *const *d = xo.config_drop; d && *d && nd < 14; d++)
+			drop[nd++] = *d;
+		if (ndq) {
+			drop[nd++] = "quantization_config";
+			xo.config_drop = drop;
+		}
 		if (from && tpc_extras_copy(from, out, &xo, NULL, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;

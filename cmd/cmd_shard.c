@@ -50,6 +50,11 @@ static const char *help =
 	"                           group only, split tp/N ways inside it, under its global name\n"
 	"  --ep-placement P         contiguous (default: group g owns experts g*E/N ..; Megatron,\n"
 	"                           vLLM) or round-robin (expert e on group e %% N)\n"
+	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ and AWQ weights\n"
+	"                           (config.json quantization_config) become dense: each rank\n"
+	"                           gets its slice computed from the packed tensors while it is\n"
+	"                           written (F32, or --dtype bf16 ...); the set's config.json\n"
+	"                           loses quantization_config. No block or group limits the tp\n"
 	"  --pad                    zero-pad splits that do not divide evenly (recorded in the\n"
 	"                           manifest, stripped on merge) instead of refusing them\n"
 	"  --strict                 refuse tensors that no rule of the plan matches\n"
@@ -201,7 +206,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 }
 
 enum {
-	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE,
+	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
@@ -212,6 +217,7 @@ int cmd_shard(int argc, char **argv)
 		{"vocab-multiple", required_argument, NULL, O_VMULT},
 		{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
 		{"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
+		{"dequantize", no_argument, NULL, O_DEQ},
 		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
@@ -225,7 +231,8 @@ int cmd_shard(int argc, char **argv)
 	int64_t vmult = 0;
 	tpc_cli_set set;
 	tpc_shard_opts so;
-	bool dry = false, json = false, force_progress = false;
+	bool dry = false, json = false, force_progress = false, dequant = false;
+	size_t ndq = 0;
 	bool *ranks = NULL;
 	int ranks_cap = 0, c, ret = 0;
 	tpc_plan plan;
@@ -263,6 +270,7 @@ int cmd_shard(int argc, char **argv)
 				goto done;
 			break;
 		case O_PAD: so.resolve_flags |= TPC_RESOLVE_PAD; break;
+		case O_DEQ: dequant = true; break;
 		case O_EP: {
 			int64_t ep = 0;
 			if ((ret = tpc_cli_count("shard", "--ep", optarg, TPC_MAX_TP, &ep)))
@@ -424,11 +432,19 @@ int cmd_shard(int argc, char **argv)
 	} else {
 		tpc_ckpt_init(&ck);
 		have_ck = true;
-		if (tpc_ckpt_open(&ck, in, NULL, &e)) {
+		tpc_open_opts oo;
+		memset(&oo, 0, sizeof(oo));
+		if (dequant)
+			oo.flags |= TPC_OPEN_DEQUANTIZE;
+		if (tpc_ckpt_open(&ck, in, &oo, &e)) {
 			ret = tpc_cli_fail(&e);
 			goto done;
 		}
 		input = &ck;
+		/* FP8 / GPTQ / AWQ weights become dense descriptions, computed
+		 * slice by slice while each rank file is written */
+		if (dequant && (ret = tpc_cli_dequantize(in, &ck, &ndq)))
+			goto done;
 	}
 	if (!have_plan) {
 		if (!set.preset && !set.plan_file) {
@@ -461,6 +477,10 @@ int cmd_shard(int argc, char **argv)
 	if (tpc_cli_facts(&set.facts, set.config, have_ck ? in : NULL, more, &plan, &facts, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto done;
+	}
+	if (ndq) { /* nothing quantized is left to split with its layer */
+		memset(&facts.quant, 0, sizeof(facts.quant));
+		so.dequantized = true;
 	}
 	char note[1024];
 	if (tpc_facts_from_shapes(&facts, &plan, input, note, sizeof(note), &e)) {

@@ -614,8 +614,25 @@ int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const 
 
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len)
 {
-	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim] || src->dq)
+	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim])
 		return -1;
+	if (src->dq) {
+		/* a window of the computed weight: nothing is read until it is */
+		if (src->ndim != 2 || tpc_tensor_copy(dst, src))
+			return -1;
+		tpc_dequant *w = dst->dq;
+		if (!w->O) {
+			w->O = src->shape[0];
+			w->I = src->shape[1];
+		}
+		if (dim == 0)
+			w->r0 += start;
+		else
+			w->c0 += start;
+		dst->shape[dim] = len;
+		tpc_tensor_set_contiguous(dst);
+		return tensor_sizes(dst);
+	}
 	if (len == 0 || src->numel == 0) {
 		/* nothing to read: an empty (or zero-size) tensor of the right shape */
 		int64_t shp[TPC_MAX_NDIM];

@@ -124,6 +124,11 @@ typedef struct tpc_dequant {
 	int64_t bo, bi;      /* FP8: scale block rows and columns */
 	int64_t group;       /* GPTQ without g_idx, AWQ: input rows per group */
 	bool zero_plus_one;  /* GPTQ v1: stored zero point = zero - 1 */
+	/* A window of the weight (tpc_tensor_narrow of a dequantized tensor,
+	 * e.g. one rank's slice): the tensor is rows [r0, r0 + shape[0]) and
+	 * columns [c0, c0 + shape[1]) of the full [O, I] image; O and I are
+	 * 0 for the whole weight (then the tensor's shape is [O, I]). */
+	int64_t r0, c0, O, I;
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
 	struct tpc_tensor c[4];
 } tpc_dequant;
@@ -192,7 +197,8 @@ int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, t
 
 /* Tensor values that are not in a checkpoint's list: views built by the
  * sharder. tpc_tensor_init_* allocate the shape; release with tpc_tensor_release.
- * A dequantized tensor (dq) cannot be narrowed or concatenated (-1). */
+ * A dequantized tensor (dq) narrows to a window of its weight (dims 0 and
+ * 1 of 2) and cannot be concatenated (-1). */
 int tpc_tensor_init_zero(tpc_tensor *t, tpc_dtype dtype, int ndim, const int64_t *shape);
 int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src); /* deep copy; name not copied */
 /* dst = src narrowed to [start, start+len) along dim (a view, or for a

@@ -697,11 +697,13 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		return 0;
 	if (!dq || t->ndim != 2 || t->shape[1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of dequantized '%s'", t->name ? t->name : "?");
-	int64_t I = t->shape[1];
-	uint64_t per = DQ_STEP_ELEMS / (uint64_t)I;
+	/* a window (one rank's slice): rows r0.. of the full image, I of its FI
+	 * columns from c0 */
+	int64_t I = t->shape[1], FI = dq->I ? dq->I : I;
+	uint64_t per = DQ_STEP_ELEMS / (uint64_t)FI;
 	if (per < 1)
 		per = 1;
-	rows = tpc_malloc((size_t)(per * (uint64_t)I) * sizeof(float));
+	rows = tpc_malloc((size_t)(per * (uint64_t)FI) * sizeof(float));
 	if (!rows)
 		return tpc_err_nomem(e);
 	while (cnt && !ret) {
@@ -709,9 +711,13 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		uint64_t skip = e0 % (uint64_t)I;
 		uint64_t need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
-		ret = dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, o0, nr, I, rows, e) : rows_packed(ck, dq, o0, nr, I, rows, e);
+		ret = dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, rows, e)
+					     : rows_packed(ck, dq, dq->r0 + o0, nr, FI, rows, e);
 		if (ret)
 			break;
+		if (FI != I || dq->c0) /* keep the window's columns, packed to I per row */
+			for (int64_t r = 0; r < nr; r++)
+				memmove(rows + r * I, rows + r * FI + dq->c0, (size_t)I * sizeof(float));
 		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
 		if (take > cnt)
 			take = cnt;

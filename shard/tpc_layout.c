@@ -124,5 +124,9 @@ int tpc__layout_copy_companions(const tpc_shard_plan *sp, const char *dir, const
 	xo.config_merge = config_merge;
 	if (only_config)
 		xo.only = "config.json";
+	/* dequantized while sharding: loaders must not read the weights as quantized */
+	static const char *const no_quant[] = {"quantization_config", NULL};
+	if (o->dequantized)
+		xo.config_drop = no_quant;
 	return tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
 }

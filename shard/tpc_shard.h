@@ -75,6 +75,8 @@ typedef struct tpc_shard_opts {
 	tpc_progress *progress;     /* may be NULL */
 	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
+	bool dequantized;           /* the input's quantized weights were dequantized (shard
+	                               --dequantize): the copied config.json loses quantization_config */
 	bool defer_manifest;        /* write the rank files only, never the manifest: under mpirun
 	                             * every process writes its ranks this way and rank 0 then
 	                             * completes the set with a run that writes no rank */
