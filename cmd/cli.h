@@ -58,6 +58,11 @@ int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **arg
  * Tensors that look quantized with no quantization_config are refused.
  * *ndq: how many weights. Returns 0 or an exit status (message printed). */
 int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
+/* The quantization config of `in` (config.json's quantization_config beside
+ * it, else an AutoGPTQ quantize_config.json); q->method NONE when there is
+ * none. *cfg_path (may be NULL) receives config.json's path (free it). */
+struct tpc_quant_cfg;
+int tpc_cli_quant_cfg(const char *in, struct tpc_quant_cfg *q, char **cfg_path, tpc_err *e);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);

@@ -19,36 +19,52 @@ static const char *method_name(tpc_quant_method m)
 	}
 }
 
-int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq)
+int tpc_cli_quant_cfg(const char *in, tpc_quant_cfg *q, char **cfg_path, tpc_err *e)
 {
-	tpc_quant_cfg q;
-	tpc_err e;
 	int ret = 0;
 	char *dir = tpc_extras_source_dir(in), *cfg = NULL, *gq = NULL;
-	*ndq = 0;
-	tpc_err_init(&e);
-	memset(&q, 0, sizeof(q));
+	memset(q, 0, sizeof(*q));
+	if (cfg_path)
+		*cfg_path = NULL;
 	if (!dir)
 		dir = tpc_path_dir(in); /* a single weight file: its folder's config */
 	cfg = dir ? tpc_path_join(dir, "config.json") : NULL;
 	gq = dir ? tpc_path_join(dir, "quantize_config.json") : NULL;
 	if (!dir || !cfg || !gq) {
-		tpc_err_nomem(&e);
-		ret = tpc_cli_fail(&e);
+		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if (tpc_exists(cfg) && tpc_quant_cfg_from_file(&q, cfg, false, &e)) {
-		ret = tpc_cli_fail(&e);
+	if (tpc_exists(cfg) && (ret = tpc_quant_cfg_from_file(q, cfg, false, e)))
 		goto out;
-	}
-	if (q.method == TPC_QM_NONE && tpc_exists(gq)) {
+	if (q->method == TPC_QM_NONE && tpc_exists(gq)) {
 		/* an AutoGPTQ folder from before quantization_config (torch_dtype stays config.json's) */
-		tpc_dtype td = q.torch_dtype;
-		if (tpc_quant_cfg_from_file(&q, gq, true, &e)) {
-			ret = tpc_cli_fail(&e);
+		tpc_dtype td = q->torch_dtype;
+		if ((ret = tpc_quant_cfg_from_file(q, gq, true, e)))
 			goto out;
-		}
-		q.torch_dtype = td;
+		q->torch_dtype = td;
+	}
+	if (cfg_path) {
+		*cfg_path = cfg;
+		cfg = NULL;
+	}
+out:
+	free(dir);
+	free(cfg);
+	free(gq);
+	return ret;
+}
+
+int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq)
+{
+	tpc_quant_cfg q;
+	tpc_err e;
+	int ret = 0;
+	char *cfg = NULL;
+	*ndq = 0;
+	tpc_err_init(&e);
+	if (tpc_cli_quant_cfg(in, &q, &cfg, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto out;
 	}
 	if (q.method == TPC_QM_NONE) {
 		const char *name = tpc_quant_find_quantized(ck);
@@ -84,8 +100,6 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq)
 		tpc_cli_warn("the quantization_config says %s, but no tensor is quantized that way; nothing dequantized",
 			     method_name(q.method));
 out:
-	free(dir);
 	free(cfg);
-	free(gq);
 	return ret;
 }

@@ -18,6 +18,7 @@
 #include "tpc_io.h"
 #include "tpc_manifest.h"
 #include "tpc_plan.h"
+#include "tpc_quant.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 #include "tpc_verify.h"
@@ -56,6 +57,11 @@ static const char *help =
 	"  --arch llama|gpt2|dit|none   model structure for block and model checks (default: the\n"
 	"                           plan's name when it is llama or gpt2)\n"
 	"  --checks LIST            comma-separated: structure,layers,blocks,model (default all)\n"
+	"  --no-dequantize          a quantized set (FP8, GPTQ, AWQ: the reference's config.json\n"
+	"                           quantization_config) is checked as stored only; by default\n"
+	"                           every weight is also dequantized on each rank from the pieces\n"
+	"                           it holds and checked (structure, layers, blocks) against the\n"
+	"                           dequantized reference, its raw tensors as 'NAME (F8_E4M3)'\n"
 	"  --device cpu|cuda        where the ranks compute (default cpu)\n"
 	"  --tokens T               tokens per check (default 8)\n"
 	"  --seed S                 seed of the inputs (default 1)\n"
@@ -72,7 +78,7 @@ static const char *help =
 
 enum {
 	O_REF = 256, O_SHARDS, O_PRESET, O_PLAN, O_TP, O_CONFIG, O_HEADS, O_KV, O_HD, O_ARCH, O_CHECKS, O_DEVICE,
-	O_TOKENS, O_SEED, O_RTOL, O_ATOL, O_THREADS, O_JSON, O_JUNIT,
+	O_TOKENS, O_SEED, O_RTOL, O_ATOL, O_THREADS, O_JSON, O_JUNIT, O_NODQ,
 };
 
 static int parse_double(const char *flag, const char *s, double *out)
@@ -91,8 +97,8 @@ _Static_assert((int)TPC_SPLIT_COL == (int)TPC_VSPLIT_COL && (int)TPC_SPLIT_ROW =
 		       (int)TPC_SPLIT_VOCAB == (int)TPC_VSPLIT_VOCAB && (int)TPC_SPLIT_DIM == (int)TPC_VSPLIT_DIM,
 	       "split kinds");
 
-static int64_t add_tensor(tpc_verify_set *s, const char *name, const tpc_ckpt *ref, const tpc_split *sp,
-			  bool transposed, tpc_err *e)
+static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, const tpc_ckpt *ref,
+			  const tpc_split *sp, bool transposed, tpc_err *e)
 {
 	int64_t ri = tpc_ckpt_find(ref, name);
 	if (ri < 0)
@@ -104,7 +110,8 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const tpc_ckpt *r
 	for (int k = 0; k < np; k++)
 		parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas > 0 ? sp->part[k].replicas : 1};
 	tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
-	return tpc_verify_set_add(s, name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np, parts, e);
+	return tpc_verify_set_add(s, as ? as : name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np, parts,
+				  e);
 }
 
 int tpc_varch_parse(const char *name, tpc_varch *out)
@@ -195,6 +202,68 @@ static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, i
 	return r; /* another set's or a corrupted file: the structure check says which tensor */
 }
 
+/*
+ * Dense check of a quantized set: refd's dequantized weight k (computed from
+ * the reference's packed tensors) against each rank's, dequantized from the
+ * pieces that rank holds (rankd). The split: the manifest's for an FP8
+ * weight (same name, same shape); for GPTQ/AWQ, whose weight has no entry,
+ * the plan's rule for it, on the stage and EP group of its first companion.
+ */
+static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_plan *plan, bool have_plan,
+		     const tpc_model_facts *facts, const tpc_ckpt *refd, tpc_ckpt *rankd, size_t k, int tp, bool mpi,
+		     int me, tpc_err *e)
+{
+	const tpc_tensor *t = &refd->t[k];
+	if (!t->dq)
+		return 0;
+	const tpc_manifest_tensor *mt = NULL, *mc = NULL;
+	for (size_t i = 0; i < man->n; i++) {
+		if (!strcmp(man->t[i].name, t->name))
+			mt = &man->t[i];
+		if (t->dq->c[0].name && !strcmp(man->t[i].name, t->dq->c[0].name))
+			mc = &man->t[i];
+	}
+	if (!mt && !mc)
+		return 0; /* not in the set (dropped by its rules) */
+	tpc_split sp;
+	bool transposed = false;
+	if (mt) {
+		sp = mt->split;
+	} else {
+		int rtp = tpc_split_tp(&mc->split, tp);
+		if (!have_plan) {
+			tpc_cli_info("verify: no plan in the manifest: '%s' is checked as stored only", t->name);
+			return 0;
+		}
+		int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, &sp, NULL, e);
+		if (ret)
+			return ret;
+		sp.ep = mc->split.ep;
+		sp.ep_group = mc->split.ep_group;
+		sp.expert = mc->split.expert;
+	}
+	if (sp.rule >= 0 && (size_t)sp.rule < plan->nrules)
+		transposed = plan->rules[sp.rule].transposed;
+	int stage = (mt ? mt : mc)->stage;
+	int64_t ix = add_tensor(set, t->name, NULL, refd, &sp, transposed, e);
+	if (ix < 0)
+		return (int)ix;
+	tpc_vtensor *vt = &set->t[ix];
+	vt->transposed = transposed && vt->ref->ndim == 2;
+	if (sp.ep > 1) {
+		vt->ep = sp.ep;
+		vt->ep_group = sp.ep_group;
+	}
+	for (int r = 0; r < tp; r++) {
+		tpc_ckpt *rk = &rankd[stage * tp + r];
+		if (mpi && r != me)
+			continue;
+		int64_t j = tpc_ckpt_find(rk, t->name);
+		tpc_verify_set_rank(set, ix, r, rk, j >= 0 ? &rk->t[j] : NULL);
+	}
+	return 0;
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -208,6 +277,7 @@ int cmd_verify(int argc, char **argv)
 		{"seed", required_argument, NULL, O_SEED}, {"rtol", required_argument, NULL, O_RTOL},
 		{"atol", required_argument, NULL, O_ATOL}, {"threads", required_argument, NULL, O_THREADS},
 		{"json", required_argument, NULL, O_JSON}, {"junit", required_argument, NULL, O_JUNIT},
+		{"no-dequantize", no_argument, NULL, O_NODQ},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	const char *ref_path = NULL, *dir = NULL, *preset = NULL, *plan_file = NULL, *config = NULL, *arch = NULL;
@@ -217,8 +287,10 @@ int cmd_verify(int argc, char **argv)
 	tpc_verify_opts o;
 	tpc_plan plan;
 	tpc_manifest man;
-	tpc_ckpt ref;
-	tpc_ckpt *rank = NULL;
+	tpc_ckpt ref, refd;
+	tpc_ckpt *rank = NULL, *rankd = NULL;
+	size_t ndq = 0;
+	bool no_dq = false;
 	tpc_verify_set set;
 	tpc_verify_report rep;
 	tpc_err e;
@@ -229,6 +301,7 @@ int cmd_verify(int argc, char **argv)
 	tpc_verify_opts_init(&o);
 	tpc_plan_init(&plan);
 	tpc_ckpt_init(&ref);
+	tpc_ckpt_init(&refd);
 	tpc_verify_set_init(&set, 1);
 	tpc_verify_report_init(&rep);
 	memset(&man, 0, sizeof(man));
@@ -291,6 +364,7 @@ int cmd_verify(int argc, char **argv)
 			break;
 		case O_JSON: json = optarg; break;
 		case O_JUNIT: junit = optarg; break;
+		case O_NODQ: no_dq = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); goto done;
@@ -416,6 +490,23 @@ int cmd_verify(int argc, char **argv)
 		ret = tpc_err_set(&e, TPC_EGPU, "mpirun started %d processes for a tp %d set (run -np %d)", size, tp, tp);
 		goto fail;
 	}
+	/* a quantized reference (FP8, GPTQ, AWQ with its quantization_config)
+	 * whose set has a manifest: also check every weight dense */
+	tpc_quant_cfg qcfg;
+	tpc_dtype qdt = TPC_F32;
+	memset(&qcfg, 0, sizeof(qcfg));
+	if (have_man && !no_dq && tpc_quant_find_quantized(&ref)) {
+		if ((ret = tpc_cli_quant_cfg(ref_path, &qcfg, NULL, &e)))
+			goto fail;
+		if (qcfg.method != TPC_QM_NONE) {
+			/* f32: the dense values exactly, whatever the model's torch_dtype */
+			if ((ret = tpc_ckpt_open(&refd, ref_path, NULL, &e)) ||
+			    (ret = tpc_ckpt_dequantize(&refd, &qcfg, qdt, &ndq, &e)))
+				goto fail;
+			if (ndq)
+				tpc_cli_info("verify: %zu quantized weights are also checked dense, dequantized on every rank", ndq);
+		}
+	}
 
 	/* rank files: file r = pp_rank * tp + tp_rank; under MPI only ours */
 	nfiles = tp * pp;
@@ -425,6 +516,12 @@ int cmd_verify(int argc, char **argv)
 	}
 	for (int r = 0; r < nfiles; r++)
 		tpc_ckpt_init(&rank[r]);
+	if (ndq && !(rankd = tpc_calloc((size_t)nfiles, sizeof(*rankd)))) {
+		ret = tpc_err_nomem(&e);
+		goto fail;
+	}
+	for (int r = 0; rankd && r < nfiles; r++)
+		tpc_ckpt_init(&rankd[r]);
 	for (int r = 0; r < nfiles; r++) {
 		if (mpi && r % tp != me)
 			continue;
@@ -453,6 +550,15 @@ int cmd_verify(int argc, char **argv)
 				names[nnames++] = man.t[i].name;
 		tpc_layout_rank_ctx rc = {r, r % tp, r / tp, tp, pp, &facts, names, nnames};
 		ret = tpc_layout_open_rank(layout, p, &rc, &rank[r], &e);
+		if (!ret && ndq) { /* the same rank again, its quantized weights dense */
+			size_t nr = 0;
+			tpc_quant_cfg rq = qcfg;
+			rq.rank_piece = true;
+			if (!(ret = tpc_layout_open_rank(layout, p, &rc, &rankd[r], &e)))
+				ret = tpc_ckpt_dequantize(&rankd[r], &rq, qdt, &nr, &e);
+			if (ret)
+				tpc_err_path(&e, p);
+		}
 		free(names);
 		free(p);
 		if (ret)
@@ -512,7 +618,16 @@ int cmd_verify(int argc, char **argv)
 				goto fail;
 		}
 		bool transposed = have_plan && sp.rule >= 0 && (size_t)sp.rule < plan.nrules && plan.rules[sp.rule].transposed;
-		int64_t ix = add_tensor(&set, name, &ref, &sp, transposed, &e);
+		/* a quantized weight also checked dense (below) keeps its own name
+		 * for that; its raw bytes are checked as "NAME (F8_E4M3)" */
+		char raw[TPC_ERR_NAME_MAX + 32];
+		const char *as = NULL;
+		int64_t dk = ndq ? tpc_ckpt_find(&refd, name) : -1;
+		if (dk >= 0 && refd.t[dk].dq) {
+			snprintf(raw, sizeof(raw), "%s (%s)", name, tpc_dtype_name(ref.t[tpc_ckpt_find(&ref, name)].src_dtype));
+			as = raw;
+		}
+		int64_t ix = add_tensor(&set, name, as, &ref, &sp, transposed, &e);
 		if (ix < 0) {
 			ret = (int)ix;
 			goto fail;
@@ -544,6 +659,12 @@ int cmd_verify(int argc, char **argv)
 			tpc_verify_set_rank(&set, ix, t, rk, k >= 0 ? &rk->t[k] : NULL);
 		}
 	}
+	/* a quantized set: every weight dequantized on each rank from its pieces
+	 * against the matching window of the dequantized reference */
+	for (size_t k = 0; k < refd.n && !ret; k++)
+		ret = add_dense(&set, &man, &plan, have_plan, &facts, &refd, rankd, k, tp, mpi, me, &e);
+	if (ret)
+		goto fail;
 	tpc_verify_link_biases(&set);
 	/* rank files holding tensors the description does not know */
 	for (int r = 0; r < nfiles; r++)
@@ -614,6 +735,10 @@ done:
 	for (int r = 0; rank && r < nfiles; r++)
 		tpc_ckpt_release(&rank[r]);
 	free(rank);
+	for (int r = 0; rankd && r < nfiles; r++)
+		tpc_ckpt_release(&rankd[r]);
+	free(rankd);
+	tpc_ckpt_release(&refd);
 	if (have_man)
 		tpc_manifest_release(&man);
 	tpc_plan_release(&plan);

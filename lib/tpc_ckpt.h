@@ -123,6 +123,7 @@ typedef struct tpc_dequant {
 	int bits;            /* GPTQ/AWQ: bits per value (2, 4, 8; AWQ 4) */
 	int64_t bo, bi;      /* FP8: scale block rows and columns */
 	int64_t group;       /* GPTQ without g_idx, AWQ: input rows per group */
+	int64_t gidx_base;   /* GPTQ: subtracted from every g_idx value (a rank's piece) */
 	bool zero_plus_one;  /* GPTQ v1: stored zero point = zero - 1 */
 	/* A window of the weight (tpc_tensor_narrow of a dequantized tensor,
 	 * e.g. one rank's slice): the tensor is rows [r0, r0 + shape[0]) and

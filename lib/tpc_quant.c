@@ -12,6 +12,19 @@
 #include "tpc_io.h"
 #include "tpc_util.h"
 
+/* Value i of a g_idx buffer of I32 (es 4) or I64 entries. */
+static int64_t gidx_at(const uint8_t *g, unsigned es, int64_t i)
+{
+	if (es == 4) {
+		int32_t x;
+		memcpy(&x, g + 4 * i, 4);
+		return x;
+	}
+	int64_t v;
+	memcpy(&v, g + 8 * i, 8);
+	return v;
+}
+
 /* Rows unpacked per step: about this many output elements (at least one row). */
 #define DQ_STEP_ELEMS (1u << 20)
 
@@ -432,15 +445,16 @@ static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dt
 		if (!buf)
 			return tpc_err_nomem(e);
 		int r = tpc_ckpt_read_bytes(ck, g, 0, (uint64_t)I * es, buf, e);
+		int64_t lo = INT64_MAX, hi = INT64_MIN;
 		for (int64_t i = 0; i < I && !r; i++) {
-			int64_t v;
-			if (es == 4) {
-				int32_t x;
-				memcpy(&x, buf + 4 * i, 4);
-				v = x;
-			} else {
-				memcpy(&v, buf + 8 * i, 8);
-			}
+			int64_t v = gidx_at(buf, es, i);
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+		if (q->rank_piece && I && hi >= G && lo >= 0 && hi - lo < G)
+			dq.gidx_base = lo; /* a rank's rows of a row-split layer: global group numbers */
+		for (int64_t i = 0; i < I && !r; i++) {
+			int64_t v = gidx_at(buf, es, i) - dq.gidx_base;
 			if (v < 0 || v >= G) {
 				r = bad_tensor(e, g, "g_idx[%lld] is %lld, outside the %lld groups of '%s'", (long long)i,
 					       (long long)v, (long long)G, s->name);
@@ -611,17 +625,6 @@ out:
 	return ret;
 }
 
-static int64_t gidx_at(const uint8_t *g, unsigned es, int64_t i)
-{
-	if (es == 4) {
-		int32_t x;
-		memcpy(&x, g + 4 * i, 4);
-		return x;
-	}
-	int64_t v;
-	memcpy(&v, g + 8 * i, 8);
-	return v;
-}
 
 /* Rows [o0, o0+nr) of a GPTQ or AWQ weight, full width I, into out. */
 static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
@@ -651,7 +654,7 @@ static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, in
 	    (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))))
 		goto out;
 	for (int64_t i = 0; i < I; i++) {
-		grp[i] = gi ? gidx_at(g, ges, i) : i / dq->group;
+		grp[i] = gi ? gidx_at(g, ges, i) - dq->gidx_base : i / dq->group;
 		if (grp[i] < 0 || grp[i] >= G) { /* checked when the description was built */
 			ret = tpc_err_set(e, TPC_EINPUT, "g_idx[%lld] is %lld, outside the %lld groups",
 					  (long long)i, (long long)grp[i], (long long)G);

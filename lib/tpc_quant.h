@@ -90,6 +90,11 @@ typedef struct tpc_quant_cfg {
 	int64_t block[2];      /* FP8 weight_block_size; {0, 0} when none */
 	bool zero_plus_one;    /* GPTQ: stored zero points are zero - 1 (v1) */
 	tpc_dtype torch_dtype; /* config.json torch_dtype when F16/BF16/F32, else TPC_DT_INVALID */
+	bool rank_piece;       /* the tensors are one rank's pieces of a shard set (verify): a
+	                          row-split GPTQ layer's g_idx keeps the global group numbers
+	                          while its scales and zeros hold the rank's groups only, so
+	                          g_idx is read relative to its smallest value when it would
+	                          not fit the groups otherwise */
 } tpc_quant_cfg;
 
 /*

@@ -66,5 +66,21 @@ rm -rf q && "$TPCONV" shard gptq4 --plan plan.json --tp 2 -q -o q 2>err && "$TPC
   ok "a GPTQ set merged --dequantize into an HF folder: the dense model, config.json without quantization_config" ||
   bad "merge --dequantize gptq" "$(cat err d.txt | head -3)"
 
+# verify of a quantized set (split with its layers, not dequantized): every weight
+# is also dequantized on each rank from its pieces and checked dense
+rm -rf q && "$TPCONV" shard gptq4 --plan plan.json --tp 2 -q -o q 2>err && "$TPCONV" verify --reference gptq4 --shards q >v.txt 2>err &&
+  grep -Eq '^  structure +model\.layers\.0\.self_attn\.q_proj\.weight +F32 .* pass' v.txt &&
+  grep -Eq '^  col +model\.layers\.0\.self_attn\.q_proj\.weight +F32 .* pass' v.txt &&
+  grep -Eq '^  row +model\.layers\.0\.mlp\.down_proj\.weight +F32 .* pass' v.txt &&
+  grep -Eq '^  structure +model\.layers\.0\.self_attn\.q_proj\.qweight +I32 .* pass' v.txt &&
+  ok "verify of a GPTQ tp 2 set: packed tensors bit for bit, and each rank's pieces dequantized against the dense reference (structure, col, row)" ||
+  bad "verify GPTQ set" "$(cat err; grep -v ' pass' v.txt | head -5)"
+"$TPCONV" verify --reference gptq4 --shards q --no-dequantize >v.txt 2>err && ! grep -q 'q_proj\.weight ' v.txt && grep -q 'q_proj\.qweight' v.txt &&
+  ok "verify --no-dequantize checks the set as stored only" || bad "verify --no-dequantize" "$(cat err | head -3)"
+rm -rf q && "$TPCONV" shard fp8big --plan plan.json --tp 8 -q -o q 2>err && "$TPCONV" verify --reference fp8big --shards q >v.txt 2>err &&
+  grep -Eq '^  structure +big\.weight \(F8_E4M3\) +F8_E4M3 .* pass' v.txt && grep -Eq '^  col +big\.weight +F32 .* pass' v.txt &&
+  ok "verify of an FP8 tp 8 set: raw bytes as 'big.weight (F8_E4M3)', the dense weight's column check on 8 ranks" ||
+  bad "verify FP8 set" "$(cat err; grep -v ' pass' v.txt | head -5)"
+
 echo "1..$n"
 [ "$failed" = 0 ]
