@@ -186,6 +186,16 @@ sys.exit(0 if (m["world_size"], m["tp_size"], m["moe_tp_size"], m["moe_ep_size"]
 run "$TPCONV" merge "$T/trt" -o "$T/mt.safetensors" -f
 [ "$rc" = 0 ] && same "$T/mt.safetensors" "$T/mixtral/pytorch_model.bin" && ok "trtllm EP set merges back bit for bit" || bad "trtllm merge" "$(head -3 "$T/err")"
 
+# with pipeline stages, and written in two runs of disjoint --rank subsets
+run "$TPCONV" shard "$T/mixtral" --preset mixtral --tp 4 --ep 2 --pp 2 -o "$T/pp2"
+[ "$rc" = 0 ] && "$TPCONV" merge "$T/pp2" -o "$T/mp.safetensors" -f >/dev/null 2>&1 && same "$T/mp.safetensors" "$T/mixtral/pytorch_model.bin" &&
+  "$TPCONV" verify --reference "$T/mixtral" --shards "$T/pp2" >"$T/out" 2>&1 &&
+  ok "tp 4 x ep 2 x pp 2: merges back bit for bit and verifies" || bad "ep with pp 2 (rc=$rc)" "$(head -3 "$T/err")" "$(grep -v ' pass' "$T/out" | head -3)"
+"$TPCONV" shard "$T/mixtral" --preset mixtral --tp 4 --ep 2 --rank 0-1 -o "$T/rk" >/dev/null 2>&1
+[ ! -e "$T/rk/tpconv-manifest.json" ] && "$TPCONV" shard "$T/mixtral" --preset mixtral --tp 4 --ep 2 --rank 2,3 -o "$T/rk" >/dev/null 2>&1 &&
+  [ -e "$T/rk/tpconv-manifest.json" ] && "$TPCONV" merge "$T/rk" -o "$T/mr.safetensors" -f >/dev/null 2>&1 && same "$T/mr.safetensors" "$T/mixtral/pytorch_model.bin" &&
+  ok "an EP set written by two runs (--rank 0-1, then 2,3): the second completes it, merge bit for bit" || bad "EP set in two --rank runs"
+
 # the hf layout (a folder per rank) holds EP sets too
 run "$TPCONV" shard "$T/qwen2moe" --preset qwen2-moe --tp 4 --ep 2 --layout hf -o "$T/hf"
 [ "$rc" = 0 ] && "$TPCONV" merge "$T/hf" -o "$T/mh.safetensors" -f >/dev/null 2>&1 && same "$T/mh.safetensors" "$T/qwen2moe/pytorch_model.bin" &&
