@@ -202,6 +202,51 @@ static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, i
 	return r; /* another set's or a corrupted file: the structure check says which tensor */
 }
 
+/* What every rank holds for a layer's shape split `sp` (is_shape): the
+ * reference's two values with entry shape_dim = shape_len, as tensor `name`
+ * of aux (its bytes in memory aux owns). */
+static int expected_shape(tpc_ckpt *aux, const tpc_ckpt *ref, const char *name, const tpc_split *sp, tpc_err *e)
+{
+	int64_t ri = tpc_ckpt_find(ref, name);
+	if (ri < 0)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
+	const tpc_tensor *t = &ref->t[ri];
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	if (t->numel != 2 || (es != 4 && es != 8)) {
+		tpc_err_set(e, TPC_EINPUT, "the manifest says this holds a layer's shape, but it is not 2 integers");
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
+	uint8_t *b = tpc_malloc(16);
+	int ret, idx;
+	if (!b)
+		return tpc_err_nomem(e);
+	if ((ret = tpc_ckpt_read_bytes(ref, t, 0, 2 * es, b, e))) {
+		free(b);
+		return ret;
+	}
+	if (es == 8) {
+		memcpy(b + 8 * sp->shape_dim, &sp->shape_len, 8);
+	} else {
+		int32_t x = (int32_t)sp->shape_len;
+		memcpy(b + 4 * sp->shape_dim, &x, 4);
+	}
+	if ((ret = tpc_ckpt_add_mem(aux, "a layer's shape per rank", b, 2 * es, &idx, e)))
+		return ret;
+	tpc_tensor d;
+	if (tpc_tensor_copy(&d, t))
+		return tpc_err_nomem(e);
+	d.src = idx;
+	d.offset = 0;
+	d.storage = -1;
+	d.alias_of = -1;
+	d.flags &= ~(uint32_t)TPC_TF_BYTESWAP;
+	tpc_tensor_set_contiguous(&d);
+	int64_t k = tpc_ckpt_add_copy(aux, name, &d, e);
+	tpc_tensor_release(&d);
+	return k < 0 ? (int)k : 0;
+}
+
 /*
  * Dense check of a quantized set: refd's dequantized weight k (computed from
  * the reference's packed tensors) against each rank's, dequantized from the
@@ -287,7 +332,7 @@ int cmd_verify(int argc, char **argv)
 	tpc_verify_opts o;
 	tpc_plan plan;
 	tpc_manifest man;
-	tpc_ckpt ref, refd;
+	tpc_ckpt ref, refd, vaux;
 	tpc_ckpt *rank = NULL, *rankd = NULL;
 	size_t ndq = 0;
 	bool no_dq = false;
@@ -302,6 +347,7 @@ int cmd_verify(int argc, char **argv)
 	tpc_plan_init(&plan);
 	tpc_ckpt_init(&ref);
 	tpc_ckpt_init(&refd);
+	tpc_ckpt_init(&vaux);
 	tpc_verify_set_init(&set, 1);
 	tpc_verify_report_init(&rep);
 	memset(&man, 0, sizeof(man));
@@ -599,6 +645,10 @@ int cmd_verify(int argc, char **argv)
 			goto fail;
 	}
 
+	/* the shapes ranks hold of their slices, before anything points into vaux */
+	for (size_t i = 0; have_man && i < man.n; i++)
+		if (man.t[i].split.is_shape && (ret = expected_shape(&vaux, &ref, man.t[i].name, &man.t[i].split, &e)))
+			goto fail;
 	/* the description */
 	tpc_verify_set_release(&set);
 	tpc_verify_set_init(&set, tp);
@@ -627,7 +677,10 @@ int cmd_verify(int argc, char **argv)
 			snprintf(raw, sizeof(raw), "%s (%s)", name, tpc_dtype_name(ref.t[tpc_ckpt_find(&ref, name)].src_dtype));
 			as = raw;
 		}
-		int64_t ix = add_tensor(&set, name, as, &ref, &sp, transposed, &e);
+		/* a layer's shape rewritten per rank (compressed-tensors weight_shape):
+		 * the ranks are compared with the shape of their slice */
+		const tpc_ckpt *rck = sp.is_shape ? &vaux : &ref; /* built above */
+		int64_t ix = add_tensor(&set, name, as, rck, &sp, transposed, &e);
 		if (ix < 0) {
 			ret = (int)ix;
 			goto fail;
@@ -640,7 +693,7 @@ int cmd_verify(int argc, char **argv)
 		}
 		if (have_man)
 			vt->hash_alg = man.checksum;
-		if (have_man && man.t[i].has_hash) {
+		if (have_man && man.t[i].has_hash && !sp.is_shape) {
 			vt->has_hash = true;
 			memcpy(vt->hash, man.t[i].hash, TPC_HASH_MAX);
 		}
@@ -739,6 +792,7 @@ done:
 		tpc_ckpt_release(&rankd[r]);
 	free(rankd);
 	tpc_ckpt_release(&refd);
+	tpc_ckpt_release(&vaux);
 	if (have_man)
 		tpc_manifest_release(&man);
 	tpc_plan_release(&plan);

@@ -113,10 +113,17 @@ typedef struct tpc_tensor {
  *          order (output column 8j + n is nibble [0,4,1,5,2,6,3,7][n] of word
  *          j), c[1] scales [G, O], c[2] qzeros I32 [G, O / 8] in the same
  *          order, g = i / group: w = (q - z) * s.
+ *   CT     compressed-tensors pack-quantized: c[0] weight_packed I32
+ *          [O, ceil(I / p)] packed along the input (value i of a row in bits
+ *          [(i % p) * bits, ...) of word i / p, stored + 2^(bits-1)), c[1]
+ *          weight_scale [O, G] (float), then weight_zero_point I32
+ *          [ceil(O / p), G] packed along the output (asymmetric; ct_zp) and
+ *          weight_g_idx [I] (actorder; ct_gidx): w = (q - z) * s with q, z
+ *          the signed values and g = g_idx[i], or i / group.
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */
-typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ } tpc_dq_kind;
+typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT } tpc_dq_kind;
 
 typedef struct tpc_dequant {
 	tpc_dq_kind kind;
@@ -124,6 +131,7 @@ typedef struct tpc_dequant {
 	int64_t bo, bi;      /* FP8: scale block rows and columns */
 	int64_t group;       /* GPTQ without g_idx, AWQ: input rows per group */
 	int64_t gidx_base;   /* GPTQ: subtracted from every g_idx value (a rank's piece) */
+	bool ct_zp, ct_gidx; /* CT: c[2] is weight_zero_point; the last of c[] is weight_g_idx */
 	bool zero_plus_one;  /* GPTQ v1: stored zero point = zero - 1 */
 	/* A window of the weight (tpc_tensor_narrow of a dequantized tensor,
 	 * e.g. one rank's slice): the tensor is rows [r0, r0 + shape[0]) and

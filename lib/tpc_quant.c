@@ -134,11 +134,49 @@ static int parse_awq(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_er
 
 /* compressed-tensors "float-quantized": FP8 weights with weight_scale; a
  * block strategy names its block in config_groups.*.weights.block_structure. */
+/* compressed-tensors "pack-quantized": int4/int8 weights packed into int32,
+ * one scheme for every config group (num_bits, group or channel strategy,
+ * symmetric, actorder). */
+static int parse_ct_packed(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
+{
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+	bool first = true;
+	for (const cJSON *g = cJSON_IsObject(groups) ? groups->child : NULL; g; g = g->next) {
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+		int64_t nb = 0, gs = 0;
+		const char *ty = get_str(w, "type"), *st = get_str(w, "strategy");
+		if (!cJSON_IsObject(w))
+			continue;
+		if ((ty && strcmp(ty, "int")) || get_int(w, "num_bits", &nb) != 1 || (nb != 4 && nb != 8))
+			return cfg_err(e, path, "compressed-tensors group '%s' is not 4- or 8-bit integer weights%s",
+				       g->string ? g->string : "?", NULL);
+		if (!st || (strcmp(st, "group") && strcmp(st, "channel")) ||
+		    (!strcmp(st, "group") && (get_int(w, "group_size", &gs) != 1 || gs < 1)))
+			return cfg_err(e, path, "compressed-tensors group '%s': strategy must be 'group' (with a group_size) or 'channel'%s",
+				       g->string ? g->string : "?", NULL);
+		bool sym = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(w, "symmetric"));
+		int64_t gv = !strcmp(st, "group") ? gs : -1;
+		if (!first && (q->bits != (int)nb || q->group_size != gv || q->symmetric != sym))
+			return cfg_err(e, path, "compressed-tensors config groups with different weight schemes are not supported%s%s",
+				       NULL, NULL);
+		q->bits = (int)nb;
+		q->group_size = gv;
+		q->symmetric = sym;
+		first = false;
+	}
+	if (first)
+		return cfg_err(e, path, "compressed-tensors pack-quantized without config_groups weights%s%s", NULL, NULL);
+	q->method = TPC_QM_PACKED;
+	return 0;
+}
+
 static int parse_ct(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
 {
 	const char *fmt = get_str(qc, "format");
+	if (fmt && !strcmp(fmt, "pack-quantized"))
+		return parse_ct_packed(q, qc, path, e);
 	if (!fmt || strcmp(fmt, "float-quantized"))
-		return cfg_err(e, path, "compressed-tensors format '%s' is not supported (only 'float-quantized' FP8)%s",
+		return cfg_err(e, path, "compressed-tensors format '%s' is not supported (float-quantized FP8 and pack-quantized int4/int8 are)%s",
 			       fmt ? fmt : "(none)", NULL);
 	q->method = TPC_QM_FP8;
 	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
@@ -197,7 +235,7 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 		char safe[128];
 		tpc_sanitize(safe, sizeof(safe), m);
 		ret = cfg_err(e, path,
-			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors float-quantized)%s",
+			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors float-quantized or pack-quantized)%s",
 			      safe, NULL);
 	}
 out:
@@ -388,6 +426,43 @@ static int fp8_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype
 	return make_dq(ck, ix, &dq, comp, 2, O, I, out, NULL, drop, e);
 }
 
+/* Every group index of g_idx g (I entries) inside the G groups of scales
+ * s: checked once, when the description is built. A rank's piece of a
+ * row-split layer (q->rank_piece) may hold global group numbers: *base is
+ * then the smallest, subtracted from every entry. */
+static int check_gidx(const tpc_ckpt *ck, const tpc_quant_cfg *q, const tpc_tensor *g, const tpc_tensor *s,
+		      int64_t I, int64_t G, int64_t *base, tpc_err *e)
+{
+	unsigned es = tpc_dtype_size(g->src_dtype);
+	uint8_t *buf = tpc_malloc(I ? (size_t)I * es : 1);
+	if (!buf)
+		return tpc_err_nomem(e);
+	int r = tpc_ckpt_read_bytes(ck, g, 0, (uint64_t)I * es, buf, e);
+	int64_t lo = INT64_MAX, hi = INT64_MIN;
+	*base = 0;
+	for (int64_t i = 0; i < I && !r; i++) {
+		int64_t v = gidx_at(buf, es, i);
+		lo = v < lo ? v : lo;
+		hi = v > hi ? v : hi;
+	}
+	if (q->rank_piece && I && hi >= G && lo >= 0 && hi - lo < G)
+		*base = lo; /* a rank's rows of a row-split layer: global group numbers */
+	for (int64_t i = 0; i < I && !r; i++) {
+		int64_t v = gidx_at(buf, es, i) - *base;
+		if (v < 0 || v >= G) {
+			r = bad_tensor(e, g, "g_idx[%lld] is %lld, outside the %lld groups of '%s'", (long long)i,
+				       (long long)v, (long long)G, s->name);
+			const tpc_map *m = tpc_ckpt_source(ck, g->src);
+			if (m && tpc_tensor_is_contiguous(g))
+				tpc_err_offset(e, (int64_t)(g->offset + (uint64_t)i * es));
+			if (m)
+				tpc_err_path(e, m->path);
+		}
+	}
+	free(buf);
+	return r;
+}
+
 static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b,
 			 tpc_err *e)
 {
@@ -439,33 +514,7 @@ static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dt
 			return bad_tensor(e, g, "GPTQ g_idx has shape %s; qweight '%s' %s needs [%lld]",
 					  tpc_shape_str(g, s1, sizeof(s1)), w->name, tpc_shape_str(w, s2, sizeof(s2)),
 					  (long long)I);
-		/* every group index inside the scales: checked once here (I entries) */
-		unsigned es = tpc_dtype_size(g->src_dtype);
-		uint8_t *buf = tpc_malloc(I ? (size_t)I * es : 1);
-		if (!buf)
-			return tpc_err_nomem(e);
-		int r = tpc_ckpt_read_bytes(ck, g, 0, (uint64_t)I * es, buf, e);
-		int64_t lo = INT64_MAX, hi = INT64_MIN;
-		for (int64_t i = 0; i < I && !r; i++) {
-			int64_t v = gidx_at(buf, es, i);
-			lo = v < lo ? v : lo;
-			hi = v > hi ? v : hi;
-		}
-		if (q->rank_piece && I && hi >= G && lo >= 0 && hi - lo < G)
-			dq.gidx_base = lo; /* a rank's rows of a row-split layer: global group numbers */
-		for (int64_t i = 0; i < I && !r; i++) {
-			int64_t v = gidx_at(buf, es, i) - dq.gidx_base;
-			if (v < 0 || v >= G) {
-				r = bad_tensor(e, g, "g_idx[%lld] is %lld, outside the %lld groups of '%s'", (long long)i,
-					       (long long)v, (long long)G, s->name);
-				const tpc_map *m = tpc_ckpt_source(ck, g->src);
-				if (m && tpc_tensor_is_contiguous(g))
-					tpc_err_offset(e, (int64_t)(g->offset + (uint64_t)i * es));
-				if (m)
-					tpc_err_path(e, m->path);
-			}
-		}
-		free(buf);
+		int r = check_gidx(ck, q, g, s, I, G, &dq.gidx_base, e);
 		if (r)
 			return r;
 	} else if (G != (I + dq.group - 1) / dq.group || (I == 0 && G != 0)) {
@@ -498,6 +547,112 @@ static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dt
 	return ret;
 }
 
+/* compressed-tensors pack-quantized: X.weight_packed with X.weight_scale,
+ * X.weight_zero_point (asymmetric), X.weight_g_idx (actorder) and
+ * X.weight_shape ([O, I]; it leaves the checkpoint with the others). */
+static int ct_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b,
+		     tpc_err *e)
+{
+	const tpc_tensor *w = &ck->t[ix];
+	char s1[128], s2[128];
+	size_t pl = strlen(w->name) - strlen("weight_packed");
+	int64_t pack = 32 / q->bits;
+	if (w->src_dtype != TPC_I32 || w->ndim != 2)
+		return bad_tensor(e, w, "weight_packed must be a 2-D I32 tensor, not %s %s", tpc_dtype_name(w->src_dtype),
+				  tpc_shape_str(w, s1, sizeof(s1)));
+	int64_t isc = find_cat(ck, b, w->name, pl, "weight_scale"), iz = find_cat(ck, b, w->name, pl, "weight_zero_point");
+	int64_t ig = find_cat(ck, b, w->name, pl, "weight_g_idx"), ish = find_cat(ck, b, w->name, pl, "weight_shape");
+	if (isc == -2 || iz == -2 || ig == -2 || ish == -2)
+		return tpc_err_nomem(e);
+	if (isc < 0)
+		return bad_tensor(e, w, "weight_packed without its weight_scale tensor");
+	if (!q->symmetric && iz < 0)
+		return bad_tensor(e, w, "weight_packed of an asymmetric scheme without its weight_zero_point tensor");
+	const tpc_tensor *s = &ck->t[isc], *z = iz >= 0 ? &ck->t[iz] : NULL, *g = ig >= 0 ? &ck->t[ig] : NULL;
+	int64_t O = w->shape[0], I = w->shape[1] * pack, G;
+	if (ish >= 0) { /* the true input size: the packing pads each row to whole words */
+		const tpc_tensor *sh = &ck->t[ish];
+		uint8_t v[16];
+		unsigned es = tpc_dtype_size(sh->src_dtype);
+		int64_t o2 = 0, i2 = 0;
+		if (sh->ndim != 1 || sh->shape[0] != 2 || (sh->src_dtype != TPC_I64 && sh->src_dtype != TPC_I32))
+			return bad_tensor(e, sh, "weight_shape must be 2 integers, not %s %s", tpc_dtype_name(sh->src_dtype),
+					  tpc_shape_str(sh, s1, sizeof(s1)));
+		int r = tpc_ckpt_read_bytes(ck, sh, 0, 2 * es, v, e);
+		if (r)
+			return r;
+		if (es == 8) {
+			memcpy(&o2, v, 8);
+			memcpy(&i2, v + 8, 8);
+		} else {
+			int32_t a, c;
+			memcpy(&a, v, 4);
+			memcpy(&c, v + 4, 4);
+			o2 = a;
+			i2 = c;
+		}
+		if (o2 != O || i2 < 1 || (i2 + pack - 1) / pack != w->shape[1])
+			return bad_tensor(e, sh, "weight_shape says [%lld, %lld], but weight_packed '%s' is %s (%lld values per int32)",
+					  (long long)o2, (long long)i2, w->name, tpc_shape_str(w, s1, sizeof(s1)), (long long)pack);
+		I = i2;
+	}
+	if (!float_type(s->src_dtype) || s->ndim != 2 || s->shape[0] != O)
+		return bad_tensor(e, s, "weight_scale must be a 2-D float tensor [%lld, groups] for weight_packed '%s' %s; it is %s %s",
+				  (long long)O, w->name, tpc_shape_str(w, s2, sizeof(s2)), tpc_dtype_name(s->src_dtype),
+				  tpc_shape_str(s, s1, sizeof(s1)));
+	G = s->shape[1];
+	if (z && (z->src_dtype != TPC_I32 || !shape_is(z, 2, (O + pack - 1) / pack, G)))
+		return bad_tensor(e, z, "weight_zero_point must be I32 [%lld, %lld] for weight_scale '%s' %s; it is %s %s",
+				  (long long)((O + pack - 1) / pack), (long long)G, s->name, tpc_shape_str(s, s2, sizeof(s2)),
+				  tpc_dtype_name(z->src_dtype), tpc_shape_str(z, s1, sizeof(s1)));
+	tpc_dequant dq;
+	memset(&dq, 0, sizeof(dq));
+	dq.kind = TPC_DQ_CT;
+	dq.bits = q->bits;
+	dq.group = q->group_size > 0 ? q->group_size : (I > 0 ? I : 1);
+	dq.ct_zp = z != NULL;
+	dq.ct_gidx = g != NULL;
+	if (g) {
+		if ((g->src_dtype != TPC_I32 && g->src_dtype != TPC_I64) || !shape_is(g, 1, I, 0))
+			return bad_tensor(e, g, "weight_g_idx must be I32 or I64 [%lld], not %s %s", (long long)I,
+					  tpc_dtype_name(g->src_dtype), tpc_shape_str(g, s1, sizeof(s1)));
+		int r = check_gidx(ck, q, g, s, I, G, &dq.gidx_base, e);
+		if (r)
+			return r;
+	} else if (G != (I + dq.group - 1) / dq.group) {
+		return bad_tensor(e, s, "weight_scale has %lld groups; weight '%s' of %lld inputs with group_size %lld needs %lld",
+				  (long long)G, w->name, (long long)I, (long long)q->group_size,
+				  (long long)((I + dq.group - 1) / dq.group));
+	}
+	int64_t comp[4] = {(int64_t)ix, isc, -1, -1};
+	int nc = 2;
+	if (z)
+		comp[nc++] = iz;
+	if (g)
+		comp[nc++] = ig;
+	for (int k = 1; k < nc; k++)
+		if (drop[comp[k]])
+			return bad_tensor(e, &ck->t[comp[k]], "tensor belongs to two quantized weights");
+	tpc_buf_reset(b);
+	tpc_buf_add(b, w->name, pl);
+	tpc_buf_adds(b, "weight");
+	if (b->oom)
+		return tpc_err_nomem(e);
+	char *nn = tpc_strdup(b->p);
+	if (!nn)
+		return tpc_err_nomem(e);
+	int64_t clash = tpc_ckpt_find(ck, nn);
+	int ret;
+	if (clash >= 0 && !drop[clash])
+		ret = bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", nn);
+	else
+		ret = make_dq(ck, ix, &dq, comp, nc, O, I, out, nn, drop, e);
+	free(nn);
+	if (!ret && ish >= 0)
+		drop[ish] = true; /* said what it had to */
+	return ret;
+}
+
 int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, size_t *n, tpc_err *e)
 {
 	bool *drop = NULL;
@@ -522,6 +677,9 @@ int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, siz
 		else if ((q->method == TPC_QM_GPTQ || q->method == TPC_QM_AWQ) && ends_with(t->name, "qweight") &&
 			 (!strcmp(t->name, "qweight") || ends_with(t->name, ".qweight")))
 			ret = packed_family(ck, q, i, out, drop, &b, e);
+		else if (q->method == TPC_QM_PACKED && ends_with(t->name, "weight_packed") &&
+			 (!strcmp(t->name, "weight_packed") || ends_with(t->name, ".weight_packed")))
+			ret = ct_family(ck, q, i, out, drop, &b, e);
 		else
 			continue;
 		if (!ret)
@@ -580,6 +738,60 @@ static int read_cols(const tpc_ckpt *ck, const tpc_tensor *c, int64_t c0, int64_
 	int ret = float_type(c->src_dtype) ? read_f32(ck, &v, 0, v.numel, dst, e)
 					   : tpc_ckpt_read_bytes(ck, &v, 0, v.numel * tpc_dtype_size(v.src_dtype), dst, e);
 	tpc_tensor_release(&v);
+	return ret;
+}
+
+/* Rows [o0, o0+nr) of a compressed-tensors pack-quantized weight, full
+ * width I, into out. */
+static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
+		   tpc_err *e)
+{
+	const tpc_tensor *wp = &dq->c[0], *sc = &dq->c[1];
+	const tpc_tensor *zp = dq->ct_zp ? &dq->c[2] : NULL, *gi = dq->ct_gidx ? &dq->c[dq->nc - 1] : NULL;
+	int bits = dq->bits;
+	int64_t pack = 32 / bits, W = wp->shape[1], G = sc->shape[1];
+	uint32_t mask = (1u << bits) - 1;
+	int32_t off = 1 << (bits - 1);
+	int64_t z0 = o0 / pack, nz = (o0 + nr - 1) / pack - z0 + 1;
+	unsigned ges = gi ? tpc_dtype_size(gi->src_dtype) : 0;
+	uint32_t *q = tpc_malloc((size_t)(nr * W) * 4 + 4), *z = zp ? tpc_malloc((size_t)(nz * G) * 4 + 4) : NULL;
+	float *s = tpc_malloc((size_t)(nr * G) * sizeof(float) + 4);
+	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
+	uint8_t *g = gi ? tpc_malloc((size_t)I * ges + 8) : NULL;
+	int ret = 0;
+	if (!q || (zp && !z) || !s || !grp || (gi && !g)) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_ckpt_read_bytes(ck, wp, (uint64_t)(o0 * W) * 4, (uint64_t)(nr * W) * 4, q, e)) ||
+	    (ret = read_f32(ck, sc, (uint64_t)(o0 * G), (uint64_t)(nr * G), s, e)) ||
+	    (zp && (ret = tpc_ckpt_read_bytes(ck, zp, (uint64_t)(z0 * G) * 4, (uint64_t)(nz * G) * 4, z, e))) ||
+	    (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))))
+		goto out;
+	tpc_ckpt_drop_range(ck, wp, (uint64_t)(o0 * W) * 4, (uint64_t)(nr * W) * 4);
+	for (int64_t i = 0; i < I; i++)
+		grp[i] = gi ? gidx_at(g, ges, i) - dq->gidx_base : i / dq->group;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#endif
+	for (int64_t r = 0; r < nr; r++) {
+		int64_t o = o0 + r;
+		const uint32_t *qr = q + r * W;
+		const float *sr = s + r * G;
+		float *orow = out + r * I;
+		for (int64_t i = 0; i < I; i++) {
+			int64_t gr = grp[i];
+			int32_t qv = (int32_t)((qr[i / pack] >> (bits * (int)(i % pack))) & mask) - off;
+			int32_t zv = z ? (int32_t)((z[(o / pack - z0) * G + gr] >> (bits * (int)(o % pack))) & mask) - off : 0;
+			orow[i] = (float)(qv - zv) * sr[gr];
+		}
+	}
+out:
+	free(q);
+	free(z);
+	free(s);
+	free(grp);
+	free(g);
 	return ret;
 }
 
@@ -714,8 +926,9 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		uint64_t skip = e0 % (uint64_t)I;
 		uint64_t need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
-		ret = dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, rows, e)
-					     : rows_packed(ck, dq, dq->r0 + o0, nr, FI, rows, e);
+		ret = dq->kind == TPC_DQ_FP8  ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, rows, e)
+		      : dq->kind == TPC_DQ_CT ? rows_ct(ck, dq, dq->r0 + o0, nr, FI, rows, e)
+					      : rows_packed(ck, dq, dq->r0 + o0, nr, FI, rows, e);
 		if (ret)
 			break;
 		if (FI != I || dq->c0) /* keep the window's columns, packed to I per row */

@@ -81,6 +81,7 @@ typedef enum tpc_quant_method {
 	TPC_QM_FP8,      /* "fp8", or "compressed-tensors" with format "float-quantized" */
 	TPC_QM_GPTQ,
 	TPC_QM_AWQ,
+	TPC_QM_PACKED,   /* "compressed-tensors" with format "pack-quantized" (int4/int8) */
 } tpc_quant_method;
 
 typedef struct tpc_quant_cfg {
@@ -89,6 +90,7 @@ typedef struct tpc_quant_cfg {
 	int64_t group_size;    /* GPTQ / AWQ; -1: one group spans the input */
 	int64_t block[2];      /* FP8 weight_block_size; {0, 0} when none */
 	bool zero_plus_one;    /* GPTQ: stored zero points are zero - 1 (v1) */
+	bool symmetric;        /* pack-quantized: no weight_zero_point */
 	tpc_dtype torch_dtype; /* config.json torch_dtype when F16/BF16/F32, else TPC_DT_INVALID */
 	bool rank_piece;       /* the tensors are one rank's pieces of a shard set (verify): a
 	                          row-split GPTQ layer's g_idx keeps the global group numbers

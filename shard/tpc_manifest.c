@@ -179,6 +179,18 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 		sp->expert = v;
 	}
 	int gtp = tpc_split_tp(sp, m->tp); /* the ranks it is split over */
+	const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "shape_of_rank");
+	if (so) {
+		int64_t d, len;
+		if (get_i64(so, "dim", 0, 1, &d) || get_i64(so, "len", 1, INT64_MAX / 4 / TPC_MAX_TP, &len) ||
+		    mt->ndim != 1 || mt->shape[0] != 2 || (mt->dtype != TPC_I64 && mt->dtype != TPC_I32) ||
+		    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "split")) ||
+		    strcmp(cJSON_GetObjectItemCaseSensitive(o, "split")->valuestring, "replicate"))
+			return BADT(name, "manifest: \"shape_of_rank\" needs a replicated [2] integer tensor, \"dim\" 0 or 1 and a \"len\"");
+		sp->is_shape = true;
+		sp->shape_dim = (int)d;
+		sp->shape_len = len;
+	}
 	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
 	if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) > TPC_PLAN_MAX_PARTS)
 		return BADT(name, "manifest: \"parts\" must be an array of at most %d", TPC_PLAN_MAX_PARTS);

@@ -59,6 +59,11 @@
  *                                             when tp > kv heads; 1 = split)
  *        ],
  *        "rank_shape": [32, 128],             every rank's tensor shape
+ *        "shape_of_rank": {"dim": 1, "len": 64},   optional: a replicated [2]
+ *                                             integer tensor holding its layer's shape
+ *                                             (compressed-tensors weight_shape): every
+ *                                             rank's copy has entry dim = len (its
+ *                                             slice's), the original len * ranks
  *        "expert": 5, "ep_group": 2,          optional (sets with "ep"): a routed
  *                                             expert's tensor, held only by the
  *                                             tp/ep ranks of its group (stage * tp +

@@ -642,6 +642,9 @@ bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
 		return false;
 	if ((a->ep > 1 || b->ep > 1) && (a->ep != b->ep || a->ep_group != b->ep_group || a->expert != b->expert))
 		return false;
+	if (a->is_shape != b->is_shape ||
+	    (a->is_shape && (a->shape_dim != b->shape_dim || a->shape_len != b->shape_len)))
+		return false;
 	for (int k = 0; k < a->nparts; k++)
 		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||
 		    a->part[k].heads != b->part[k].heads || a->part[k].replicas != b->part[k].replicas)

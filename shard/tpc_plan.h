@@ -140,6 +140,10 @@ typedef enum tpc_qs_method {
 	TPC_QS_GPTQ,  /* qweight [in*bits/32, out] int32, qzeros [in/g, out*bits/32], scales [in/g, out], g_idx [in] */
 	TPC_QS_AWQ,   /* qweight [in, out*bits/32] (packed along the output), qzeros [in/g, out*bits/32], scales [in/g, out] */
 	TPC_QS_FP8,   /* weight [out, in] float8, weight_scale_inv [ceil(out/b0), ceil(in/b1)] (block) */
+	TPC_QS_PACKED, /* compressed-tensors pack-quantized: weight_packed [out, in*bits/32] (packed
+	                  along the input), weight_scale [out, in/g], weight_zero_point
+	                  [out*bits/32, in/g] (packed along the output), weight_g_idx [in],
+	                  weight_shape [2] = [out, in] (rewritten per rank) */
 	TPC_QS_OTHER, /* a method tpconv does not split: its companions are refused */
 } tpc_qs_method;
 
@@ -147,7 +151,8 @@ typedef struct tpc_qs_cfg {
 	tpc_qs_method method;
 	int bits;            /* gptq/awq: 2, 3, 4, 8 (0: unknown) */
 	int64_t group;       /* gptq/awq group_size (-1: one group per column) */
-	bool desc_act;       /* gptq act-order: groups follow g_idx, not the input order */
+	bool desc_act;       /* gptq act-order (compressed-tensors actorder "group"): groups
+	                        follow g_idx, not the input order */
 	int64_t block[2];    /* fp8 weight_block_size (0: per-tensor or per-channel scales) */
 	char name[24];       /* quant_method as written */
 } tpc_qs_cfg;
@@ -280,6 +285,12 @@ typedef struct tpc_split {
 	bool scalar;           /* 0-dim tensor, replicated */
 	int nparts;            /* >= 1 when split */
 	tpc_split_part part[TPC_PLAN_MAX_PARTS];
+	/* a tensor that holds its layer's shape (compressed-tensors weight_shape,
+	 * [out, in]): replicated, but each rank holds the shape of its slice:
+	 * entry shape_dim (0 out, 1 in) is shape_len on every rank */
+	bool is_shape;
+	int shape_dim;
+	int64_t shape_len;
 	int ep;                /* > 1: an expert's tensor, on EP group ep_group's ranks only */
 	int ep_group;
 	int64_t expert;        /* its expert index (when ep > 1) */

@@ -6,6 +6,50 @@
 
 #include "tpc_util.h"
 
+/* compressed-tensors: "format": "pack-quantized" and every config group's
+ * "weights" the same integer scheme (num_bits 4 or 8, strategy group or
+ * channel, actorder); anything else stays TPC_QS_OTHER (refused). */
+static void packed_from_json(tpc_qs_cfg *q, const cJSON *qc)
+{
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "format");
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized") || !cJSON_IsObject(groups) ||
+	    !groups->child)
+		return;
+	int bits = 0;
+	int64_t group = 0;
+	bool act = false;
+	for (const cJSON *g = groups->child; g; g = g->next) {
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+		const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(w, "strategy");
+		const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
+		const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
+		if (!cJSON_IsObject(w) || !cJSON_IsNumber(nb) || (nb->valueint != 4 && nb->valueint != 8) ||
+		    (ty && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "int"))) || !cJSON_IsString(st))
+			return;
+		int64_t gv;
+		if (!strcmp(st->valuestring, "group") && cJSON_IsNumber(gs) && gs->valuedouble >= 1 &&
+		    gs->valuedouble <= (1 << 20))
+			gv = (int64_t)gs->valuedouble;
+		else if (!strcmp(st->valuestring, "channel"))
+			gv = -1;
+		else
+			return;
+		bool a = cJSON_IsString(ao) && !strcmp(ao->valuestring, "group");
+		if ((bits && (bits != nb->valueint || group != gv || act != a)))
+			return; /* groups that differ: not one scheme */
+		bits = nb->valueint;
+		group = gv;
+		act = a;
+	}
+	q->method = TPC_QS_PACKED;
+	q->bits = bits;
+	q->group = group;
+	q->desc_act = act;
+}
+
 void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc)
 {
 	memset(q, 0, sizeof(*q));
@@ -22,6 +66,10 @@ void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc)
 		    : !strcmp(name, "awq") ? TPC_QS_AWQ
 		    : !strcmp(name, "fp8") ? TPC_QS_FP8
 					    : TPC_QS_OTHER;
+	if (!strcmp(name, "compressed-tensors")) {
+		packed_from_json(q, qc);
+		return;
+	}
 	if (cJSON_IsNumber(bits) && (bits->valueint == 2 || bits->valueint == 4 || bits->valueint == 8))
 		q->bits = bits->valueint; /* 3-bit packs across words: not split here */
 	if (cJSON_IsNumber(gs) && (gs->valuedouble == -1 || (gs->valuedouble >= 1 && gs->valuedouble <= (1 << 20))))
@@ -57,6 +105,34 @@ static const char *suffix_of(const char *name, const char *const *sufs, size_t *
 		}
 	}
 	return NULL;
+}
+
+/* weight_shape's two values (I32 or I64) into v[2]. */
+static int read_shape(const tpc_ckpt *in, const tpc_tensor *t, int64_t v[2], tpc_err *e)
+{
+	uint8_t b[16];
+	if (t->ndim != 1 || t->shape[0] != 2 || (t->src_dtype != TPC_I64 && t->src_dtype != TPC_I32)) {
+		tpc_err_set(e, TPC_EINPUT, "weight_shape must be 2 integers (I32 or I64), not %s", tpc_dtype_name(t->src_dtype));
+		tpc_err_tensor(e, t->name);
+		return TPC_EINPUT;
+	}
+	if (tpc_ckpt_read_bytes(in, t, 0, t->src_dtype == TPC_I64 ? 16 : 8, b, e))
+		return TPC_EINPUT;
+	for (int i = 0; i < 2; i++) {
+		if (t->src_dtype == TPC_I64) {
+			memcpy(&v[i], b + 8 * i, 8);
+		} else {
+			int32_t x;
+			memcpy(&x, b + 4 * i, 4);
+			v[i] = x;
+		}
+		if (v[i] < 1) {
+			tpc_err_set(e, TPC_EINPUT, "weight_shape[%d] is %lld", i, (long long)v[i]);
+			tpc_err_tensor(e, t->name);
+			return TPC_EINPUT;
+		}
+	}
+	return 0;
 }
 
 static const tpc_tensor *sibling(const tpc_ckpt *in, const char *name, size_t base_len, const char *suf)
@@ -103,6 +179,45 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 			return 0;
 		if (gptq && q->desc_act && (!strcmp(suf, "qzeros") || !strcmp(suf, "scales")))
 			c.in_axis = AX_WHOLE; /* act-order: groups are not contiguous in the input */
+	} else if (q->method == TPC_QS_PACKED) {
+		static const char *const ct[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx",
+						 "weight_shape", NULL};
+		if (!(suf = suffix_of(name, ct, &bl)) || !q->bits)
+			return 0;
+		int64_t pk = 32 / q->bits;
+		const tpc_tensor *wp = sibling(in, name, bl, "weight_packed");
+		const tpc_tensor *wsh = sibling(in, name, bl, "weight_shape");
+		if (!wp || wp->ndim != 2)
+			return 0;
+		/* the layer's weight [out, in]: weight_shape says (the packed input may be padded) */
+		vshape[0] = wp->shape[0];
+		vshape[1] = wp->shape[1] * pk;
+		if (wsh && read_shape(in, wsh, vshape, e))
+			return TPC_EINPUT;
+		if (vshape[0] != wp->shape[0] || (vshape[1] + pk - 1) / pk != wp->shape[1]) {
+			tpc_err_set(e, TPC_EINPUT, "weight_shape says [%lld, %lld], but weight_packed is [%lld, %lld] (%lld values per int32)",
+				    (long long)vshape[0], (long long)vshape[1], (long long)wp->shape[0], (long long)wp->shape[1],
+				    (long long)pk);
+			tpc_err_tensor(e, wsh->name);
+			return TPC_EINPUT;
+		}
+		int64_t g = q->group > 0 ? q->group : vshape[1];
+		if (!strcmp(suf, "weight_packed"))
+			c = (comp){0, 1, 1, pk};
+		else if (!strcmp(suf, "weight_scale"))
+			c = (comp){0, q->group > 0 ? 1 : AX_WHOLE, 1, g};
+		else if (!strcmp(suf, "weight_zero_point"))
+			c = (comp){0, q->group > 0 ? 1 : AX_WHOLE, pk, g};
+		else if (!strcmp(suf, "weight_g_idx"))
+			c = (comp){AX_WHOLE, 0, 1, 1};
+		else
+			c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* weight_shape: rewritten below */
+		if (q->desc_act && (!strcmp(suf, "weight_scale") || !strcmp(suf, "weight_zero_point")))
+			c.in_axis = AX_WHOLE; /* actorder "group": groups are not contiguous in the input */
+		if (vshape[1] % pk && strcmp(suf, "weight_shape")) {
+			/* padded packing: a row split would move the padding into the middle */
+			c.in_axis = c.in_axis == AX_WHOLE ? AX_WHOLE : -2;
+		}
 	} else if (q->method == TPC_QS_FP8) {
 		if (!(suf = suffix_of(name, fp8, &bl)))
 			return 0;
@@ -146,6 +261,31 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 		return 1; /* a replicated layer: its companions too */
 	int axis = ws.dim == 0 ? c.out_axis : c.in_axis;
 	int64_t unit = ws.dim == 0 ? c.out_unit : c.in_unit;
+	if (q->method == TPC_QS_PACKED && !strcmp(suf, "weight_shape")) {
+		/* every rank holds the shape of its slice of the layer */
+		if (t->ndim != 1 || t->shape[0] != 2 || ws.dim > 1 || ws.nparts < 1) {
+			tpc_err_set(e, TPC_EINPUT, "weight_shape must be [2] beside a 2-D layer split on dim 0 or 1");
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		for (int k = 0; k < ws.nparts; k++)
+			if (ws.part[k].pad) {
+				tpc_err_set(e, TPC_EINPUT, "its layer '%s' is padded: a compressed-tensors layer splits evenly or not at all", wname);
+				tpc_err_tensor(e, name);
+				return TPC_EINPUT;
+			}
+		out->is_shape = true;
+		out->shape_dim = ws.dim;
+		out->shape_len = tpc_split_rank_dim(&ws, tp);
+		return 1;
+	}
+	if (axis == -2) {
+		tpc_err_set(e, TPC_EINPUT,
+			    "its layer '%s' has %lld input features, not a multiple of the %d packed in one int32: the packing is padded at the end of each row, and a row split would put the padding inside a rank's slice",
+			    wname, (long long)vshape[1], 32 / q->bits);
+		tpc_err_tensor(e, name);
+		return TPC_EINPUT;
+	}
 	if (axis == AX_WHOLE)
 		return 1;
 	if (axis >= t->ndim) {
@@ -166,6 +306,7 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 				    ws.dim == 0 ? "output features" : "input features",
 				    ws.nparts > 1 ? " in a part" : "", (long long)unit,
 				    q->method == TPC_QS_FP8 ? "the fp8 weight_block_size"
+				    : q->method == TPC_QS_PACKED && unit == (32 / q->bits) && ws.dim == 1 ? "the features packed in one int32"
 				    : unit == q->group ? "the group_size" : "the features packed in one int32");
 			tpc_err_tensor(e, name);
 			return TPC_EINPUT;

@@ -61,6 +61,12 @@ int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, in
 
 void tpc__return_sources(tpc_ckpt *dst)
 {
+	/* borrowed maps stay with their owners; memory added since is dst's */
+	for (size_t k = 0; dst->src && dst->src_owned_mem && k < dst->nsrc; k++)
+		if (dst->src_owned_mem[k]) {
+			free((void *)dst->src[k].data);
+			free(dst->src[k].path);
+		}
 	free(dst->src);
 	free(dst->src_owned_mem);
 	dst->src = NULL;
@@ -465,6 +471,10 @@ static int set_id_compute(tpc_shard_plan *sp, tpc_err *e)
 				 en->split.ep_group);
 			tpc_hash_update(&s, line, strlen(line));
 		}
+		if (en->split.is_shape) {
+			snprintf(line, sizeof(line), "shape %d %lld", en->split.shape_dim, (long long)en->split.shape_len);
+			tpc_hash_update(&s, line, strlen(line));
+		}
 	}
 	for (size_t i = 0; i < sp->in->nsrc; i++) {
 		const tpc_map *m = &sp->in->src[i];
@@ -565,6 +575,37 @@ static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan
 	return 0;
 }
 
+/* The bytes every rank holds for a tensor of its layer's shape (is_shape):
+ * the input's two values, entry shape_dim replaced by the rank's length, in
+ * the input's dtype and byte order; a memory source of sp->aux (*idx). */
+static int shape_bytes(tpc_shard_plan *sp, const tpc_shard_entry *en, int *idx, tpc_err *e)
+{
+	const tpc_tensor *t = &sp->in->t[en->in];
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	uint8_t *b = tpc_malloc(16);
+	if (!b)
+		return tpc_err_nomem(e);
+	if (t->numel != 2 || (es != 4 && es != 8)) {
+		free(b);
+		tpc_err_set(e, TPC_EINPUT, "a layer's shape must be 2 integers");
+		tpc_err_tensor(e, t->name);
+		return TPC_EINPUT;
+	}
+	int ret = tpc_ckpt_read_bytes(sp->in, t, 0, 2 * es, b, e); /* little-endian, as read */
+	if (ret) {
+		free(b);
+		return ret;
+	}
+	int64_t v = en->split.shape_len;
+	if (es == 8) {
+		memcpy(b + 8 * en->split.shape_dim, &v, 8);
+	} else {
+		int32_t x = (int32_t)v;
+		memcpy(b + 4 * en->split.shape_dim, &x, 4);
+	}
+	return tpc_ckpt_add_mem(&sp->aux, "a layer's shape per rank", b, 2 * es, idx, e);
+}
+
 /* The rank file format: the layout's default, or one it writes. */
 static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
@@ -590,7 +631,9 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	int ret = 0;
 	tpc_buf um = TPC_BUF_INIT;
 	size_t numshown = 0;
+	int *aux_src = NULL;
 	memset(sp, 0, sizeof(*sp));
+	tpc_ckpt_init(&sp->aux);
 	sp->in = in;
 	sp->plan = plan;
 	sp->facts = *facts;
@@ -692,17 +735,27 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	}
 	if (sp->layout->check && (ret = sp->layout->check(sp, o, e)))
 		goto out;
-	/* rank checkpoints */
-	for (int r = 0; r < nr; r++) {
-		const tpc_ckpt *srcs[1] = {in};
-		tpc_ckpt_init(&sp->rank[r]);
-		if ((ret = tpc__borrow_sources(&sp->rank[r], srcs, 1, NULL, e)))
-			goto out;
-		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format))) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
+	/* the rewritten tensors' bytes (a layer's shape per rank), then the rank
+	 * checkpoints over the input's sources and those */
+	aux_src = tpc_calloc(sp->n ? sp->n : 1, sizeof(int));
+	if (!aux_src) {
+		ret = tpc_err_nomem(e);
+		goto out;
 	}
+	for (size_t i = 0; i < sp->n && !ret; i++)
+		if (sp->t[i].split.is_shape)
+			ret = shape_bytes(sp, &sp->t[i], &aux_src[i], e);
+	int base[2] = {0, 0};
+	for (int r = 0; r < nr && !ret; r++) {
+		const tpc_ckpt *srcs[2] = {in, &sp->aux};
+		tpc_ckpt_init(&sp->rank[r]);
+		ret = tpc__borrow_sources(&sp->rank[r], srcs, 2, base, e);
+	}
+	for (int r = 0; r < nr && !ret; r++)
+		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
+			ret = tpc_err_nomem(e);
+	if (ret)
+		goto out;
 	for (size_t i = 0; i < sp->n; i++) {
 		tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &in->t[en->in];
@@ -724,6 +777,12 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 						  tpc_dtype_name(t->src_dtype));
 				tpc_err_tensor(e, t->name);
 				goto out;
+			}
+			if (en->split.is_shape) { /* the rank's own shape, from aux */
+				desc.src = base[1] + aux_src[i];
+				desc.offset = 0;
+				desc.flags &= ~(uint32_t)TPC_TF_BYTESWAP;
+				tpc_tensor_set_contiguous(&desc);
 			}
 			int64_t ix = tpc_ckpt_add_copy(&sp->rank[en->stage * sp->tp + r], t->name, &desc, e);
 			tpc_tensor_release(&desc);
@@ -792,14 +851,15 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		for (int r = 0; r < nr; r++)
 			tpc_ckpt_init(&sp->stored[r]);
 		for (int r = 0; r < nr && !ret; r++) {
-			const tpc_ckpt *srcs[1] = {in};
-			if (!(ret = tpc__borrow_sources(&sp->stored[r], srcs, 1, NULL, e)))
+			const tpc_ckpt *srcs[2] = {in, &sp->aux};
+			if (!(ret = tpc__borrow_sources(&sp->stored[r], srcs, 2, NULL, e)))
 				ret = sp->layout->stored_rank(sp, r, &sp->stored[r], e);
 		}
 		if (ret)
 			goto out;
 	}
 out:
+	free(aux_src);
 	tpc_buf_release(&um);
 	if (ret)
 		tpc_shard_plan_release(sp);
@@ -830,6 +890,7 @@ void tpc_shard_plan_release(tpc_shard_plan *sp)
 	for (int r = 0; sp->rank_file && r < nr; r++)
 		free(sp->rank_file[r]);
 	free(sp->rank_file);
+	tpc_ckpt_release(&sp->aux);
 	memset(sp, 0, sizeof(*sp));
 }
 
@@ -956,6 +1017,9 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 		if (en->split.ep > 1)
 			tpc_buf_addf(&nb, "%sexpert %lld: ep group %d", nb.len ? "; " : "", (long long)en->split.expert,
 				     en->split.ep_group);
+		if (en->split.is_shape)
+			tpc_buf_addf(&nb, "%sthe layer's shape: each rank holds its slice's (%s %lld)", nb.len ? "; " : "",
+				     en->split.shape_dim ? "in" : "out", (long long)en->split.shape_len);
 		if (!en->matched)
 			tpc_buf_addf(&nb, "%sno rule matched", nb.len ? "; " : "");
 		if (en->split.dim >= 0)

@@ -111,6 +111,9 @@ typedef struct tpc_shard_plan {
 	size_t n;
 	tpc_ckpt *rank;        /* [tp*pp]: the tensors as split (what checksums cover) */
 	tpc_ckpt *stored;      /* [tp*pp] or NULL: as the layout stores them (renamed, fused) */
+	tpc_ckpt aux;          /* owns the bytes of tensors the ranks hold rewritten (a layer's
+	                          shape per rank: compressed-tensors weight_shape); the rank
+	                          checkpoints read the input's sources, then these */
 	uint64_t max_shard_size;
 	bool tied;             /* the layout stores tied embeddings once (its check decides) */
 	char **rank_file;      /* [tp*pp]: name inside the output folder */

@@ -222,7 +222,7 @@ static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
 	}
 	if (r < 0)
 		return tpc__hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e);
-	if (en->split.dim < 0 || en->same_as[r] != r)
+	if ((en->split.dim < 0 && !en->split.is_shape) || en->same_as[r] != r)
 		return 0;
 	const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
 	return tpc__hash_tensor(rk, &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
@@ -252,7 +252,8 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 			continue;
 		}
 		for (int r = -1; r < sp->tp; r++)
-			if (r < 0 || (en->split.dim >= 0 && en->same_as[r] == r))
+			/* a rewritten shape: the ranks' bytes are not the input's */
+			if (r < 0 || ((en->split.dim >= 0 || en->split.is_shape) && en->same_as[r] == r))
 				it[n++] = (item){i, r};
 	}
 	/* in file order: the reads of neighbouring threads stay close together */
@@ -299,7 +300,7 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 		for (int r = 0; r < sp->tp; r++) {
 			if (en->same_as[r] < 0) /* an expert another EP group holds */
 				memset(en->rank_hash[r], 0, TPC_HASH_MAX);
-			else if (en->split.dim < 0)
+			else if (en->split.dim < 0 && !en->split.is_shape)
 				memcpy(en->rank_hash[r], en->hash, TPC_HASH_MAX);
 			else if (en->same_as[r] != r)
 				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], TPC_HASH_MAX);

@@ -99,6 +99,9 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 		json_shape(b, rt->ndim, rt->shape);
 		if (s->ep > 1)
 			tpc_buf_addf(b, ", \"expert\": %lld, \"ep_group\": %d", (long long)s->expert, s->ep_group);
+		if (s->is_shape)
+			tpc_buf_addf(b, ", \"shape_of_rank\": {\"dim\": %d, \"len\": %lld}", s->shape_dim,
+				     (long long)s->shape_len);
 		if (hashes && en->hashed) {
 			tpc_buf_addf(b, ", \"%s\": ", hname);
 			json_hash(b, en->hash, hlen);
