@@ -43,8 +43,9 @@ static int get_int(const cJSON *o, const char *k, int64_t *v)
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
 	if (!it || cJSON_IsNull(it))
 		return 0;
-	if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble ||
-	    it->valuedouble < -1e15 || it->valuedouble > 1e15)
+	/* range first: converting a double outside int64 (1e300, inf) is undefined */
+	if (!cJSON_IsNumber(it) || it->valuedouble < -1e15 || it->valuedouble > 1e15 ||
+	    it->valuedouble != (double)(int64_t)it->valuedouble)
 		return -1;
 	*v = (int64_t)it->valuedouble;
 	return 1;
