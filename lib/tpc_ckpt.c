@@ -1702,9 +1702,15 @@ int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg a
 	if ((ret = tpc_hash_begin(&s, alg, e)))
 		return ret;
 	if (t->numel && (m || t->nparts || t->dq || (t->flags & TPC_TF_ZERO))) {
-		if (plain_copy(t, m))
-			tpc_hash_update(&s, m->data + t->offset, (size_t)t->nbytes);
-		else
+		if (plain_copy(t, m)) {
+			/* in place, in windows dropped behind the hash (a whole
+			 * embedding would otherwise stay resident) */
+			for (uint64_t off = 0; off < t->nbytes; off += TPC_GATHER_CHUNK) {
+				uint64_t k = t->nbytes - off < TPC_GATHER_CHUNK ? t->nbytes - off : TPC_GATHER_CHUNK;
+				tpc_hash_update(&s, m->data + t->offset + off, (size_t)k);
+				tpc_map_drop(m, t->offset + off, k);
+			}
+		} else
 			ret = stream_out(ck, t, sink_hash, &s, e);
 	}
 	if (ret)
