@@ -830,7 +830,8 @@ static uint64_t inflate_cap(void)
 	return 16ull << 30;
 }
 
-static int open_zip(reader *r, const tpc_map *m, tpc_err *e)
+/* The zip in bytes [r->base, r->base + len) of m. */
+static int open_zip(reader *r, const tpc_map *m, uint64_t len, tpc_err *e)
 {
 	tpc_zip z;
 	tpc_value *root = NULL;
@@ -840,7 +841,7 @@ static int open_zip(reader *r, const tpc_map *m, tpc_err *e)
 	int ret;
 	memset(&g, 0, sizeof(g));
 	tpc_zip_init(&z);
-	if ((ret = tpc_zip_open_from_buffer(&z, m->data, m->size, r->path, e)))
+	if ((ret = tpc_zip_open_from_map(&z, m, r->base, len, r->path, e)))
 		goto out;
 	r->z = &z;
 	if (tpc_zip_is_torchscript(&z)) {
@@ -998,7 +999,7 @@ static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_ope
 	r.src = src;
 	const tpc_map *m = tpc_ckpt_source(ck, r.src);
 	if (m->size >= 4 && !memcmp(m->data, "PK\x03\x04", 4)) {
-		ret = open_zip(&r, m, e);
+		ret = open_zip(&r, m, m->size, e);
 		if (!ret && !ck->format)
 			ck->format = tpc_strdup("torch-zip");
 	} else if (m->size >= sizeof(legacy_magic) && !memcmp(m->data, legacy_magic, sizeof(legacy_magic))) {
@@ -1064,9 +1065,6 @@ int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, cons
 				   "item of %llu bytes at offset %llu lies outside the file (%llu bytes)",
 				   (unsigned long long)len, (unsigned long long)off,
 				   (unsigned long long)(m ? m->size : 0));
-	tpc_map win = *m;
-	win.data = m->data ? m->data + off : NULL;
-	win.size = len;
 	memset(&r, 0, sizeof(r));
 	r.ck = ck;
 	r.path = path;
@@ -1076,11 +1074,11 @@ int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, cons
 	r.base = off;
 	r.prefix = prefix;
 	r.root_out = root;
-	if (len < 4 || memcmp(win.data, "PK\x03\x04", 4))
+	if (len < 4 || memcmp(m->data + off, "PK\x03\x04", 4))
 		ret = TPC_CORRUPT(e, path, (int64_t)off, NULL, "item at offset %llu is not a torch.save zip archive",
 				  (unsigned long long)off);
 	else
-		ret = open_zip(&r, &win, e);
+		ret = open_zip(&r, m, len, e);
 	reader_release(&r);
 	if (ret) {
 		tpc_value_unref(*root);

@@ -146,6 +146,8 @@ typedef struct tpc_zip {
 	bool zip64;              /* the archive has zip64 end records */
 	tpc_map map;             /* only for tpc_zip_open_from_file */
 	bool own_map;
+	const tpc_map *backing;  /* from_map: the file data[] lies in (borrowed); else NULL */
+	uint64_t base;           /* offset of data[0] in backing */
 } tpc_zip;
 
 /* Zero the struct (no allocation); tpc_zip_release() is then safe. */
@@ -158,6 +160,18 @@ void tpc_zip_init(tpc_zip *z);
  */
 int tpc_zip_open_from_buffer(tpc_zip *z, const uint8_t *data, uint64_t size, const char *path,
 			     tpc_err *e);
+/*
+ * Open the zip in bytes [off, off+len) of the mapped file `m` (a torch file,
+ * or an item inside a bigger file), which must outlive `z`. Same checks as
+ * from a buffer, but the pages the checks touch (every local header and data
+ * descriptor, the central directory) are dropped from the resident set as it
+ * goes (tpc_map_drop), and libzip's second opinion reads the file with pread
+ * instead of through the mapping: on a page cache of large folios each
+ * touched header would otherwise keep up to 2 MiB mapped, a few hundred MiB
+ * for a checkpoint of a few hundred tensors.
+ */
+int tpc_zip_open_from_map(tpc_zip *z, const tpc_map *m, uint64_t off, uint64_t len, const char *path,
+			  tpc_err *e);
 /* Map `path` read-only and open it; the mapping is released with `z`. */
 int tpc_zip_open_from_file(tpc_zip *z, const char *path, tpc_err *e);
 void tpc_zip_release(tpc_zip *z);

@@ -13,8 +13,10 @@
 
 #include "tpc_zip.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -634,6 +636,90 @@ out:
 	return ret;
 }
 
+/* Drop the pages that reading [off, off+len) of the archive brought into the
+ * resident set, when it lies in a mapped file (tpc_map_drop). */
+static const tpc_map *backing(const tpc_zip *z)
+{
+	return z->own_map ? &z->map : z->backing;
+}
+
+static void drop(const tpc_zip *z, uint64_t off, uint64_t len)
+{
+	if (backing(z) && off < z->size)
+		tpc_map_drop(backing(z), z->base + off, len < z->size - off ? len : z->size - off);
+}
+
+/* libzip's reads of a mapped archive, served by pread from the file: its
+ * consistency pass reads every local header again, and through the mapping
+ * each read would map a page-cache folio that stays mapped. */
+typedef struct pread_src {
+	int fd;
+	uint64_t base, size, pos;
+	zip_error_t err;
+} pread_src;
+
+static zip_int64_t pread_cb(void *ud, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+{
+	pread_src *s = ud;
+	switch (cmd) {
+	case ZIP_SOURCE_OPEN:
+		s->pos = 0;
+		return 0;
+	case ZIP_SOURCE_READ: {
+		if (s->pos >= s->size)
+			return 0;
+		if (len > s->size - s->pos)
+			len = s->size - s->pos;
+		if (len > (1u << 30))
+			len = 1u << 30;
+		ssize_t r;
+		do
+			r = pread(s->fd, data, (size_t)len, (off_t)(s->base + s->pos));
+		while (r < 0 && errno == EINTR);
+		if (r < 0) {
+			zip_error_set(&s->err, ZIP_ER_READ, errno);
+			return -1;
+		}
+		s->pos += (uint64_t)r;
+		return r;
+	}
+	case ZIP_SOURCE_CLOSE:
+	case ZIP_SOURCE_FREE:
+		return 0;
+	case ZIP_SOURCE_STAT: {
+		zip_stat_t *st = data;
+		if (len < sizeof(*st)) {
+			zip_error_set(&s->err, ZIP_ER_INVAL, 0);
+			return -1;
+		}
+		zip_stat_init(st);
+		st->size = st->comp_size = s->size;
+		st->comp_method = ZIP_CM_STORE;
+		st->encryption_method = ZIP_EM_NONE;
+		st->valid = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD | ZIP_STAT_ENCRYPTION_METHOD;
+		return sizeof(*st);
+	}
+	case ZIP_SOURCE_ERROR:
+		return zip_error_to_data(&s->err, data, len);
+	case ZIP_SOURCE_SEEK: {
+		zip_int64_t at = zip_source_seek_compute_offset(s->pos, s->size, data, len, &s->err);
+		if (at < 0)
+			return -1;
+		s->pos = (uint64_t)at;
+		return 0;
+	}
+	case ZIP_SOURCE_TELL:
+		return (zip_int64_t)s->pos;
+	case ZIP_SOURCE_SUPPORTS:
+		return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE,
+						      ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE,
+						      ZIP_SOURCE_SEEK, ZIP_SOURCE_TELL, ZIP_SOURCE_SUPPORTS, -1);
+	default:
+		zip_error_set(&s->err, ZIP_ER_OPNOTSUPP, 0);
+		return -1;
+	}
+}
+
 /* Second opinion: libzip with ZIP_CHECKCONS must open the same bytes and see
  * the same entries. */
 static int libzip_check(const tpc_zip *z, tpc_err *e)
@@ -642,9 +728,19 @@ static int libzip_check(const tpc_zip *z, tpc_err *e)
 	zip_error_t ze;
 	zip_source_t *src = NULL;
 	zip_t *za = NULL;
+	pread_src ps;
 
 	zip_error_init(&ze);
-	src = zip_source_buffer_create(z->data, z->size, 0, &ze);
+	zip_error_init(&ps.err);
+	if (backing(z) && backing(z)->fd >= 0) {
+		ps.fd = backing(z)->fd;
+		ps.base = z->base;
+		ps.size = z->size;
+		ps.pos = 0;
+		src = zip_source_function_create(pread_cb, &ps, &ze);
+	} else {
+		src = zip_source_buffer_create(z->data, z->size, 0, &ze);
+	}
 	if (!src) {
 		ret = tpc_err_nomem(e);
 		goto out;
@@ -683,6 +779,7 @@ out:
 		zip_discard(za);
 	zip_source_free(src);
 	zip_error_fini(&ze);
+	zip_error_fini(&ps.err);
 	return ret;
 }
 
@@ -717,9 +814,15 @@ static int zip_open_data(tpc_zip *z, const uint8_t *data, uint64_t size, const c
 	if ((ret = find_eocd(z, &eocd, e)) || (ret = parse_end(z, eocd, &count, e)) ||
 	    (ret = parse_central(z, count, e)))
 		goto out;
-	for (size_t i = 0; i < z->n; i++)
-		if ((ret = check_local(z, &z->entries[i], e)))
+	drop(z, z->cd_offset, z->size - z->cd_offset);
+	for (size_t i = 0; i < z->n; i++) {
+		tpc_zip_entry *ent = &z->entries[i];
+		if ((ret = check_local(z, ent, e)))
 			goto out;
+		drop(z, ent->header_offset, ent->data_offset - ent->header_offset);
+		if (ent->desc_len)
+			drop(z, ent->data_offset + ent->csize, ent->desc_len);
+	}
 	if ((ret = check_table(z, e)) || (ret = libzip_check(z, e)))
 		goto out;
 
@@ -741,6 +844,21 @@ int tpc_zip_open_from_buffer(tpc_zip *z, const uint8_t *data, uint64_t size, con
 	int ret;
 	tpc_zip_init(z);
 	ret = zip_open_data(z, data, size, path, e);
+	if (ret)
+		tpc_zip_release(z);
+	return ret;
+}
+
+int tpc_zip_open_from_map(tpc_zip *z, const tpc_map *m, uint64_t off, uint64_t len, const char *path,
+			  tpc_err *e)
+{
+	int ret;
+	tpc_zip_init(z);
+	if (off > m->size || len > m->size - off)
+		return tpc_err_set(e, TPC_EINPUT, "internal: zip range past the end of '%s'", m->path);
+	z->backing = m;
+	z->base = off;
+	ret = zip_open_data(z, m->data ? m->data + off : NULL, len, path, e);
 	if (ret)
 		tpc_zip_release(z);
 	return ret;

@@ -1504,17 +1504,57 @@ static bool plain_copy(const tpc_tensor *t, const tpc_map *m)
 
 static const uint8_t zero_page[65536];
 
+/* Each flush drops the input pages its runs came from, per source file the
+ * span from the first run to the last (a merged row-parallel weight reads
+ * one span in each rank file): the resident set stays at a few flushes'
+ * worth instead of a whole tensor per writer thread. */
+#define GATHER_SPANS 16
+
 typedef struct gsink {
 	tpc_out *o;
 	struct iovec iov[GATHER_IOV];
 	int n;
+	struct {
+		const tpc_map *m;
+		uint64_t lo, hi;
+	} span[GATHER_SPANS];
+	int nspan;
 } gsink;
 
 static int gather_flush(gsink *g, tpc_err *e)
 {
 	int ret = g->n ? tpc_out_writev(g->o, g->iov, g->n, e) : 0;
 	g->n = 0;
+	for (int i = 0; i < g->nspan; i++)
+		tpc_map_drop(g->span[i].m, g->span[i].lo, g->span[i].hi - g->span[i].lo);
+	g->nspan = 0;
 	return ret;
+}
+
+/* Note that bytes [off, off+len) of m are in the batch. */
+static int gather_note(gsink *g, const tpc_map *m, uint64_t off, uint64_t len, tpc_err *e)
+{
+	int i = 0;
+	while (i < g->nspan && g->span[i].m != m)
+		i++;
+	if (i == g->nspan) {
+		if (g->nspan == GATHER_SPANS) {
+			int ret = gather_flush(g, e);
+			if (ret)
+				return ret;
+			i = 0;
+		}
+		g->span[i].m = m;
+		g->span[i].lo = off;
+		g->span[i].hi = off + len;
+		g->nspan = i + 1;
+		return 0;
+	}
+	if (off < g->span[i].lo)
+		g->span[i].lo = off;
+	if (off + len > g->span[i].hi)
+		g->span[i].hi = off + len;
+	return 0;
 }
 
 static int gather_add(gsink *g, const uint8_t *p, uint64_t len, tpc_err *e)
@@ -1645,7 +1685,7 @@ static int gather_block(const tpc_ckpt *ck, const tpc_tensor *t, int64_t *idx, i
 			o += (uint64_t)ctr[d] * (uint64_t)t->stride[d] * es;
 		if (o > m->size || run > m->size - o)
 			return tpc_err_set(e, TPC_EINPUT, "internal: run of '%s' past the end of '%s'", t->name, m->path);
-		if ((ret = gather_add(g, m->data + o, run, e)))
+		if ((ret = gather_add(g, m->data + o, run, e)) || (ret = gather_note(g, m, o, run, e)))
 			return ret;
 		int d = c - 1;
 		while (d >= j && ++ctr[d] == t->shape[d])
@@ -1663,6 +1703,7 @@ static int gather_write(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc
 		return tpc_err_nomem(e);
 	g->o = o;
 	g->n = 0;
+	g->nspan = 0;
 	int ret = gather_block(ck, t, idx, 0, g, e);
 	if (!ret)
 		ret = gather_flush(g, e);
@@ -1719,9 +1760,15 @@ int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg a
 	if ((ret = tpc_hash_begin(&s, alg, e)))
 		return ret;
 	if (t->numel && (m || t->nparts || t->dq || (t->flags & TPC_TF_ZERO))) {
-		if (plain_copy(t, m))
-			tpc_hash_update(&s, m->data + t->offset, (size_t)t->nbytes);
-		else
+		if (plain_copy(t, m)) {
+			/* in place, in windows dropped behind the hash (a whole
+			 * embedding would otherwise stay resident) */
+			for (uint64_t off = 0; off < t->nbytes; off += TPC_GATHER_CHUNK) {
+				uint64_t k = t->nbytes - off < TPC_GATHER_CHUNK ? t->nbytes - off : TPC_GATHER_CHUNK;
+				tpc_hash_update(&s, m->data + t->offset + off, (size_t)k);
+				tpc_map_drop(m, t->offset + off, k);
+			}
+		} else
 			ret = stream_out(ck, t, sink_hash, &s, e);
 	}
 	if (ret)

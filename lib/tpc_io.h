@@ -48,11 +48,13 @@ int tpc_map_open(tpc_map *m, const char *path, tpc_err *e);
 void tpc_map_close(tpc_map *m);
 /* Advise the kernel: sequential read-ahead for [off, off+len). */
 void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
-/* Drop the pages of [off, off+len) (widened to whole pages) from this
- * process's resident set once they have been read (MADV_DONTNEED on the
- * private read-only mapping; a later access faults them back in from the page
- * cache). Keeps the RSS of a pass over a large input bounded. Owned-memory
- * sources (fd < 0) are left alone. */
+/* Drop the pages of [off, off+len) from this process's resident set once
+ * they have been read (MADV_DONTNEED on the private read-only mapping; a
+ * later access faults them back in from the page cache). The range is widened
+ * to whole aligned 512-page blocks (2 MiB with 4 KiB pages), the largest
+ * page-cache folio a fault maps at once, so neighbouring bytes lose their
+ * pages too: harmless, they fault back in. Keeps the RSS of a pass over a
+ * large input bounded. Owned-memory sources (fd < 0) are left alone. */
 void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len);
 
 /* Register an extra path as an input (a directory's files, an index). */

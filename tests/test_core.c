@@ -522,6 +522,66 @@ static void test_atomic_output(void **st)
 	free(dir);
 }
 
+/* Resident kB of the mapping that starts at p (/proc/self/smaps), -1 if not found. */
+static long mapping_rss_kb(const void *p)
+{
+	char line[512], want[32];
+	long kb = -1;
+	bool in = false;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)(uintptr_t)p);
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' '))
+			in = !strncmp(line, want, strlen(want));
+		else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
+			break;
+	}
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* tpc_map_drop covers whole 512-page blocks: a fault can map a whole large
+ * folio around the touched byte, and all of it must go. */
+static void test_map_drop(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200];
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t block = (size_t)pg * 512, size = 4 * block + 100;
+	uint8_t *buf = calloc(1, size);
+	tpc_map m;
+	tpc_err e;
+	assert_non_null(buf);
+	snprintf(path, sizeof(path), "%s/in.bin", dir);
+	assert_int_equal(test_write_file(path, buf, size), 0);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_map_open(&m, path, &e), 0);
+	volatile uint8_t sum = 0;
+	for (size_t i = 0; i < size; i += (size_t)pg)
+		sum += m.data[i];
+	long all = mapping_rss_kb(m.data);
+	if (all < 0) {
+		print_message("# no /proc/self/smaps: skipped\n");
+	} else {
+		assert_int_equal(all, (long)((4 * block + (size_t)pg) / 1024));
+		/* 10 bytes inside block 1: all of block 1 goes, nothing else */
+		tpc_map_drop(&m, block + 100, 10);
+		assert_int_equal(mapping_rss_kb(m.data), all - (long)(block / 1024));
+		/* the tail: the last block and the partial page after it, within the mapping */
+		tpc_map_drop(&m, 4 * block + 50, 10);
+		assert_int_equal(mapping_rss_kb(m.data), all - (long)((block + (size_t)pg) / 1024));
+		/* across a block boundary: both blocks */
+		tpc_map_drop(&m, 3 * block - 1, 2);
+		assert_int_equal(mapping_rss_kb(m.data), (long)(block / 1024));
+	}
+	tpc_map_close(&m);
+	free(buf);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* Companion files: chosen by name, copied byte for byte, config.json edited on request. */
 static void test_extras(void **st)
 {
@@ -603,7 +663,7 @@ int main(void)
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
-		cmocka_unit_test(test_extras),
+		cmocka_unit_test(test_extras),        cmocka_unit_test(test_map_drop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

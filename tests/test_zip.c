@@ -523,6 +523,61 @@ static void test_many_entries(void **state)
 	free(r);
 }
 
+/* An archive inside a bigger mapped file (a DCP item), opened in place: the
+ * same table as from a buffer, libzip's second opinion read by pread at the
+ * right offset, and a bad archive refused with the same message. */
+static void test_from_map(void **state)
+{
+	(void)state;
+	rec r[] = {{"data.pkl", g_payload, 100, false}, {"data/0", g_payload + 5, 3000, true},
+		   {"version", (const uint8_t *)"3\n", 2, false}};
+	size_t n = 0;
+	uint8_t *d = write_zip_mem("m", r, 3, &n);
+	const uint64_t at = 4096 + 7;
+	uint8_t *file = calloc(1, at + n + 100);
+	char path[4200];
+	tpc_map m = {.fd = -1};
+	tpc_zip a, b;
+	tpc_err e;
+	assert_non_null(file);
+	memset(file, 'x', at + n + 100);
+	memcpy(file + at, d, n);
+	tmp_path(path, sizeof(path), "inside.bin");
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(file, 1, at + n + 100, f), at + n + 100);
+	assert_int_equal(fclose(f), 0);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_map_open(&m, path, &e), 0);
+	open_ok(&a, d, n, "inside.bin");
+	assert_int_equal(tpc_zip_open_from_map(&b, &m, at, n, "inside.bin", &e), 0);
+	assert_int_equal(tpc_zip_count(&b), tpc_zip_count(&a));
+	for (size_t i = 0; i < tpc_zip_count(&a); i++) {
+		const tpc_zip_entry *x = tpc_zip_entry_at(&a, i), *y = tpc_zip_entry_at(&b, i);
+		assert_string_equal(x->name, y->name);
+		assert_int_equal(x->data_offset, y->data_offset);
+		assert_int_equal(x->desc_len, y->desc_len);
+	}
+	const uint8_t *p;
+	uint64_t len;
+	assert_int_equal(tpc_zip_stored(&b, tpc_zip_find(&b, "data/0"), &p, &len, &e), 0);
+	assert_int_equal(len, 3000);
+	assert_memory_equal(p, g_payload + 5, 3000);
+	tpc_zip_release(&a);
+	tpc_zip_release(&b);
+	/* the range must lie in the file */
+	assert_int_equal(tpc_zip_open_from_map(&b, &m, at, m.size, "inside.bin", &e), TPC_EINPUT);
+	/* cut short: no end record */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_zip_open_from_map(&b, &m, at, n - 10, "inside.bin", &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "central directory"));
+	assert_null(b.entries);
+	tpc_map_close(&m);
+	unlink(path);
+	free(file);
+	free(d);
+}
+
 static void test_empty_archive(void **state)
 {
 	(void)state;
@@ -1371,6 +1426,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_corpus_negative),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_many_entries),
+		cmocka_unit_test(test_from_map),
 		cmocka_unit_test(test_empty_archive),
 		cmocka_unit_test(test_deflated),
 		cmocka_unit_test(test_crc),
