@@ -220,10 +220,10 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 				snprintf(hint, sizeof(hint), "use --pad to zero-pad it to a multiple of %lld (block x tp), or choose a tp where it divides",
 					 (long long)unit * tpc_split_tp(&ws, tp));
 			tpc_err_set(e, TPC_EINPUT,
-				    "its layer '%s' is split %s at tp %d into %lld %s per rank%s, not a multiple of %lld (the fp8 weight_block_size): a rank's slice would cut a %lld x %lld block; %s",
-				    wname, tpc_split_kind_name(ws.kind), tpc_split_tp(&ws, tp), (long long)len,
+				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (the fp8 weight_block_size): a rank's slice at tp %d would cut a %lld x %lld block; %s",
+				    wname, tpc_split_kind_name(ws.kind), (long long)len,
 				    ws.dim == 0 ? "output features" : "input features", ws.nparts > 1 ? " in a part" : "",
-				    (long long)unit, (long long)q->block[0], (long long)q->block[1], hint);
+				    (long long)unit, tpc_split_tp(&ws, tp), (long long)q->block[0], (long long)q->block[1], hint);
 			tpc_err_tensor(e, name);
 			return TPC_EINPUT;
 		}

@@ -193,7 +193,7 @@ run "$TPCONV" plan deepseek-v3
 # ---- FP8 block --pad ----
 F=$T/v3fp8
 run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 4 -o "$T/no2"
-want="tpconv: error: tensor 'model.layers.1.mlp.experts.0.down_proj.weight_scale_inv': its layer 'model.layers.1.mlp.experts.0.down_proj.weight' is split row at tp 4 into 64 input features per rank, not a multiple of 128 (the fp8 weight_block_size): a rank's slice would cut a 128 x 128 block; use --pad to zero-pad it to a multiple of 512 (block x tp), or choose a tp where it divides"
+want="tpconv: error: tensor 'model.layers.1.mlp.experts.0.down_proj.weight_scale_inv': its layer 'model.layers.1.mlp.experts.0.down_proj.weight' is split row into 64 input features per rank, not a multiple of 128 (the fp8 weight_block_size): a rank's slice at tp 4 would cut a 128 x 128 block; use --pad to zero-pad it to a multiple of 512 (block x tp), or choose a tp where it divides"
 [ "$rc" = 3 ] && [ "$(cat "$T/err")" = "$want" ] && [ ! -e "$T/no2" ] &&
   ok "fp8 at tp 4 cuts a block: exit 3, the exact message naming tensor, block and tp and suggesting --pad" || bad "fp8 tp 4 refusal" "rc=$rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 4 --pad --dry-run
@@ -226,7 +226,7 @@ else
   bad "fp8 tp 4 --pad: shard" "$(cat "$T/err")"
 fi
 run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 8 --pad -o "$T/no3"
-[ "$rc" = 3 ] && grep -q "q_b_proj.weight' is split col at tp 8 into 192 output features per rank, not a multiple of 128 (the fp8 weight_block_size): a rank's slice would cut a 128 x 128 block; a head split is not padded" "$T/err" && [ ! -e "$T/no3" ] &&
+[ "$rc" = 3 ] && grep -q "q_b_proj.weight' is split col into 192 output features per rank, not a multiple of 128 (the fp8 weight_block_size): a rank's slice at tp 8 would cut a 128 x 128 block; a head split is not padded" "$T/err" && [ ! -e "$T/no3" ] &&
   ok "fp8 at tp 8: q_b_proj's heads (192 rows a rank) would cut a block; a head split is refused even with --pad" || bad "fp8 tp 8 --pad" "rc=$rc" "$(cat "$T/err")"
 echo "1..$n"
 [ "$failed" = 0 ]
