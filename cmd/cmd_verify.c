@@ -118,10 +118,10 @@ int tpc_varch_parse(const char *name, tpc_varch *out)
 {
 	/* the llama family's presets share its structure (a plan's name picks the arch) */
 	static const char *const names[] = {"llama", "gpt2", "dit",  "mistral", "qwen2",
-					    "gemma", "phi3", "mixtral", "qwen2-moe"};
+					    "gemma", "phi3", "mixtral", "qwen2-moe", "deepseek-v3"};
 	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2,  TPC_VARCH_DIT,
 					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA,
-					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA};
+					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i])) {
 			*out = archs[i];
@@ -142,6 +142,13 @@ tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
 	v.layers = f->layers;
 	v.moe_top_k = f->experts_per_tok;
 	v.moe_renorm = f->norm_topk;
+	v.moe_sigmoid = f->scoring == TPC_MOE_SIGMOID ? 1 : f->scoring == TPC_MOE_SOFTMAX ? -1 : 0;
+	v.moe_group_max = f->topk_method == TPC_MOE_GROUP_LIMITED;
+	if (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC) {
+		v.moe_n_group = f->n_group;
+		v.moe_topk_group = f->topk_group;
+	}
+	v.moe_scale = f->routed_scale;
 	if (f->ff_act) {
 		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
 		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU

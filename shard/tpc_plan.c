@@ -70,6 +70,34 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	const cJSON *nt = cJSON_GetObjectItemCaseSensitive(o, "norm_topk_prob");
 	if (cJSON_IsBool(nt))
 		f->norm_topk = cJSON_IsTrue(nt) ? 1 : -1;
+	/* DeepSeek-V2/V3 */
+	static const char *const ng[] = {"n_group", NULL}, *const tg[] = {"topk_group", NULL};
+	static const char *const qlr[] = {"q_lora_rank", NULL}, *const kvlr[] = {"kv_lora_rank", NULL};
+	static const char *const nope[] = {"qk_nope_head_dim", NULL}, *const rope[] = {"qk_rope_head_dim", NULL};
+	static const char *const vhd[] = {"v_head_dim", NULL};
+	f->n_group = json_int(o, ng);
+	f->topk_group = json_int(o, tg);
+	f->q_lora_rank = json_int(o, qlr);
+	f->kv_lora_rank = json_int(o, kvlr);
+	f->qk_nope_head_dim = json_int(o, nope);
+	f->qk_rope_head_dim = json_int(o, rope);
+	f->v_head_dim = json_int(o, vhd);
+	static const char *const fk[] = {"first_k_dense_replace", NULL};
+	f->first_dense = json_int(o, fk);
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "routed_scaling_factor");
+	if (cJSON_IsNumber(rs) && rs->valuedouble > 0 && rs->valuedouble < 1e6)
+		f->routed_scale = rs->valuedouble;
+	const cJSON *sf = cJSON_GetObjectItemCaseSensitive(o, "scoring_func");
+	if (cJSON_IsString(sf))
+		f->scoring = !strcmp(sf->valuestring, "softmax")   ? TPC_MOE_SOFTMAX
+			     : !strcmp(sf->valuestring, "sigmoid") ? TPC_MOE_SIGMOID
+								   : TPC_MOE_SCORE_UNKNOWN;
+	const cJSON *tm = cJSON_GetObjectItemCaseSensitive(o, "topk_method");
+	if (cJSON_IsString(tm))
+		f->topk_method = !strcmp(tm->valuestring, "greedy")		  ? TPC_MOE_GREEDY
+				 : !strcmp(tm->valuestring, "group_limited_greedy") ? TPC_MOE_GROUP_LIMITED
+				 : !strcmp(tm->valuestring, "noaux_tc")		  ? TPC_MOE_NOAUX_TC
+										  : TPC_MOE_TOPK_UNKNOWN;
 	tpc_qs_from_json(&f->quant, cJSON_GetObjectItemCaseSensitive(o, "quantization_config"));
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "activation_fn");
@@ -160,6 +188,28 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->experts = src->experts;
 	if (!dst->quant.method)
 		dst->quant = src->quant;
+	if (!dst->scoring)
+		dst->scoring = src->scoring;
+	if (!dst->topk_method)
+		dst->topk_method = src->topk_method;
+	if (!dst->n_group)
+		dst->n_group = src->n_group;
+	if (!dst->topk_group)
+		dst->topk_group = src->topk_group;
+	if (!dst->first_dense)
+		dst->first_dense = src->first_dense;
+	if (!dst->routed_scale)
+		dst->routed_scale = src->routed_scale;
+	if (!dst->q_lora_rank)
+		dst->q_lora_rank = src->q_lora_rank;
+	if (!dst->kv_lora_rank)
+		dst->kv_lora_rank = src->kv_lora_rank;
+	if (!dst->qk_nope_head_dim)
+		dst->qk_nope_head_dim = src->qk_nope_head_dim;
+	if (!dst->qk_rope_head_dim)
+		dst->qk_rope_head_dim = src->qk_rope_head_dim;
+	if (!dst->v_head_dim)
+		dst->v_head_dim = src->v_head_dim;
 }
 
 void tpc_facts_finish(tpc_model_facts *f)
@@ -303,6 +353,10 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 		} else if (!strcmp(k, "heads")) {
 			if (parse_heads(f, &r->heads))
 				return PLAN_BAD(e, path, "plan rule %zu: \"heads\" must be \"q\" or \"kv\"", idx);
+		} else if (!strcmp(k, "head_count")) {
+			if (!cJSON_IsBool(f))
+				return PLAN_BAD(e, path, "plan rule %zu: \"head_count\" must be true or false", idx);
+			r->head_count = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "head_block")) {
 			if (get_int(f, 1, 64, &r->head_block))
 				return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" must be an integer from 1 to 64", idx);
@@ -381,6 +435,9 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				"plan rule %zu: with listed parts, give heads per part (\"q\", \"kv\"), not \"heads\"", idx);
 	if (r->head_block > 1 && !r->heads)
 		return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" needs \"heads\"", idx);
+	if (r->head_count && (r->heads != TPC_HEADS_Q || r->head_block > 1 || r->nparts))
+		return PLAN_BAD(e, path, "plan rule %zu: \"head_count\" needs \"heads\": \"q\", without \"head_block\" or \"parts\"",
+				idx);
 	if (r->gated && (r->nparts || r->kind == TPC_SPLIT_REPLICATE || r->kind == TPC_SPLIT_VOCAB))
 		return PLAN_BAD(e, path, "plan rule %zu: \"gated\" is for a col or row split without \"parts\"", idx);
 	char what[64];
@@ -680,7 +737,14 @@ static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_spli
 	char which[32] = "";
 	if (nparts > 1)
 		snprintf(which, sizeof(which), " (part %d)", k);
-	if (f->head_dim) {
+	if (r->head_count) {
+		/* heads of any size (MLA: qk_nope + qk_rope rows in q_b_proj,
+		 * qk_nope + v in kv_b_proj): the count decides */
+		if (!f->heads)
+			return bad_tensor(e, name,
+					  "the split must fall on attention-head boundaries but the head count is unknown; give --config config.json (num_attention_heads) or --heads");
+		pt->heads = f->heads;
+	} else if (f->head_dim) {
 		unit = f->head_dim * block;
 		if (pt->size % unit)
 			return bad_tensor(e, name, "%lld rows%s are not a whole number of heads of %lld rows (head_dim %lld%s)",

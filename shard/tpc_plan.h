@@ -50,6 +50,11 @@
  *                          boundary; "kv" heads are replicated when tp exceeds
  *                          their number (tp % kv heads == 0), as TensorRT-LLM
  *                          and vLLM do, and the replica factor recorded
+ *     "head_count": true,  with "heads": "q": the dimension holds the model's
+ *                          num_attention_heads heads of whatever size it
+ *                          divides into (MLA: q_b_proj has qk_nope + qk_rope
+ *                          rows per head, kv_b_proj qk_nope + v, o_proj v
+ *                          columns), not head_dim each; tp must divide them
  *     "head_block": 3,     rows per head in units of head_dim, for head-
  *                          interleaved layouts ([nh, 3, hd] fused QKV): the
  *                          split stays a plain contiguous split on head boundaries
@@ -157,6 +162,17 @@ typedef struct tpc_qs_cfg {
 	char name[24];       /* quant_method as written */
 } tpc_qs_cfg;
 
+/* How a router scores experts (config scoring_func) and picks its top-k
+ * (topk_method: DeepSeek-V2 "greedy" / "group_limited_greedy", V3
+ * "noaux_tc" with e_score_correction_bias). */
+typedef enum tpc_moe_scoring { TPC_MOE_SCORE_UNKNOWN = 0, TPC_MOE_SOFTMAX, TPC_MOE_SIGMOID } tpc_moe_scoring;
+typedef enum tpc_moe_topk {
+	TPC_MOE_TOPK_UNKNOWN = 0,
+	TPC_MOE_GREEDY,
+	TPC_MOE_GROUP_LIMITED,
+	TPC_MOE_NOAUX_TC,
+} tpc_moe_topk;
+
 /* Model facts: 0 = unknown. */
 typedef struct tpc_model_facts {
 	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
@@ -169,6 +185,17 @@ typedef struct tpc_model_facts {
 	/* routed experts per MoE layer (num_local_experts, num_experts,
 	 * n_routed_experts): the experts expert parallelism places */
 	int64_t experts;
+	/* DeepSeek-V2/V3 routing (config.json): scoring_func, topk_method,
+	 * n_group groups of which topk_group are kept, routed_scaling_factor
+	 * (0: unknown), the first_k_dense_replace layers that are dense (0: none
+	 * or unknown) */
+	tpc_moe_scoring scoring;
+	tpc_moe_topk topk_method;
+	int64_t n_group, topk_group, first_dense;
+	double routed_scale;
+	/* DeepSeek multi-head latent attention (MLA): q_lora_rank (0: no
+	 * q_a/q_b, a plain q_proj as V2-Lite), kv_lora_rank, the per-head sizes */
+	int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;
@@ -209,6 +236,7 @@ typedef struct tpc_plan_rule {
 	tpc_plan_part parts[TPC_PLAN_MAX_PARTS];
 	tpc_heads_kind heads;
 	int64_t head_block;      /* >= 1 */
+	bool head_count;         /* heads: the model's head count, of size dim / heads */
 	int64_t pad_multiple;    /* 0: the plan's */
 	bool gated;              /* 2 parts [value | gate] when the model's ff is gated, else 1 */
 } tpc_plan_rule;

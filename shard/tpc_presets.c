@@ -48,19 +48,46 @@ typedef struct preset {
  * row; the router, Qwen's shared-expert gate and DeepSeek-style score
  * correction bias replicated; a shared expert split like a dense MLP; dense
  * layers (decoder_sparse_step, mlp_only_layers) as LLaMA's. */
+#define MOE_RULES \
+	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w1|w3|gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"shared_experts?\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"shared_experts?\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"(block_sparse_moe|mlp)\\\\.gate\\\\.(weight|bias|e_score_correction_bias)$|shared_expert_gate\\\\.weight$\", \"split\": \"replicate\"},\n"
 #define MOE_JSON(NAME, DESC) \
 	"{\n" \
 	"  \"name\": \"" NAME "\",\n" \
 	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's. With --ep N every expert (experts.N.) lives on one EP group of tp/N ranks, split tp/N ways there.\",\n" \
 	LLAMA_STAGES \
 	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
-	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES \
-	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w1|w3|gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
-	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
-	"    {\"match\": \"shared_experts?\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
-	"    {\"match\": \"shared_experts?\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
-	"    {\"match\": \"(block_sparse_moe|mlp)\\\\.gate\\\\.(weight|bias|e_score_correction_bias)$|shared_expert_gate\\\\.weight$\", \"split\": \"replicate\"},\n" \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
 	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* DeepSeek-V2/V3 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM) with HF
+ * names, split as vLLM's deepseek_v2.py does: multi-head latent attention's
+ * low-rank down projections (q_a_proj, kv_a_proj_with_mqa) and their norms
+ * ReplicatedLinear; q_b_proj (or V2-Lite's q_proj) and kv_b_proj
+ * ColumnParallelLinear over the heads, o_proj RowParallelLinear. Their heads
+ * are not head_dim rows (qk_nope + qk_rope in q_b_proj, qk_nope + v in
+ * kv_b_proj, v columns in o_proj), so the rules count heads
+ * ("head_count"): tp must divide num_attention_heads. Routed experts as the
+ * MoE presets (FusedMoE: TP inside every expert), shared_experts as a dense
+ * MLP, the router and its e_score_correction_bias replicated, the
+ * first_k_dense_replace dense layers as LLaMA's. */
+#define DEEPSEEK_JSON \
+	"{\n" \
+	"  \"name\": \"deepseek-v3\",\n" \
+	"  \"description\": \"DeepSeek-V3 and DeepSeek-V2 (DeepseekV3ForCausalLM, DeepseekV2ForCausalLM) with Hugging Face names, split as vLLM does. Multi-head latent attention: q_a_proj, kv_a_proj_with_mqa and their q_a_layernorm/kv_a_layernorm replicated; q_b_proj (V2-Lite: q_proj) col by heads (num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim) rows), kv_b_proj col by heads (num_attention_heads x (qk_nope_head_dim + v_head_dim) rows), o_proj row by heads (num_attention_heads x v_head_dim columns); tp must divide num_attention_heads. Routed experts mlp.experts.N gate_proj/up_proj col, down_proj row (tensor parallelism inside every expert); mlp.shared_experts like a dense MLP; the router mlp.gate and its e_score_correction_bias replicated; the first_k_dense_replace dense layers' mlp as LLaMA's; embed_tokens and lm_head vocab-parallel. With --ep N every expert lives on one EP group of tp/N ranks. FP8 block checkpoints (quantization_config fp8, weight_block_size) split their weight_scale_inv with each layer; --pad pads a layer whose slices would cut a block.\",\n" \
+	LLAMA_STAGES \
+	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"rules\": [\n" \
+	"    {\"match\": \"self_attn\\\\.(q_proj|q_b_proj|kv_b_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_count\": true},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\", \"head_count\": true},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"self_attn\\\\.(q_a_proj|kv_a_proj_with_mqa|q_a_layernorm|kv_a_layernorm)\\\\.(weight|bias)$\", \"split\": \"replicate\"},\n" \
+	LLAMA_MLP_RULES MOE_RULES LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
 
@@ -78,6 +105,9 @@ static const preset presets[] = {
 	{"qwen2-moe",
 	 "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
 	 MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names.")},
+	{"deepseek-v3",
+	 "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
+	 DEEPSEEK_JSON},
 	{"gpt2",
 	 "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 "{\n"

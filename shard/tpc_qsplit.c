@@ -145,6 +145,41 @@ static const tpc_tensor *sibling(const tpc_ckpt *in, const char *name, size_t ba
 	return i >= 0 ? &in->t[i] : NULL;
 }
 
+/* --pad for an FP8 block-quantized layer: each part of its weight's split
+ * whose rank slices would cut a block is zero-padded at its end to a multiple
+ * of block x tp, so every rank's slice is whole blocks. Head splits are left
+ * alone (a slice must be whole heads; padding would move the boundaries), as
+ * is a part one rank holds whole (its last block may be partial as stored). */
+static void fp8_block_pad(tpc_split *ws, int64_t unit, int tp, unsigned flags)
+{
+	if (!(flags & TPC_RESOLVE_PAD) || ws->dim < 0 || ws->row_bias || ws->kind == TPC_SPLIT_VOCAB || unit < 1)
+		return;
+	int g = tpc_split_tp(ws, tp);
+	for (int k = 0; k < ws->nparts; k++) {
+		tpc_split_part *pt = &ws->part[k];
+		if (pt->heads || pt->replicas > 1 || g == 1 || tpc_split_rank_len(ws, k, tp) % unit == 0)
+			continue;
+		int64_t m = unit * g;
+		pt->pad = (m - pt->size % m) % m;
+	}
+}
+
+int tpc__quant_pad_weight(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp, unsigned flags,
+			  tpc_split *s)
+{
+	const tpc_qs_cfg *q = &f->quant;
+	static const char *const w[] = {"weight", NULL};
+	size_t bl = 0;
+	if (q->method != TPC_QS_FP8 || !q->block[0] || !(flags & TPC_RESOLVE_PAD) || t->ndim != 2 || s->dim < 0 ||
+	    s->dim > 1 || !suffix_of(t->name, w, &bl))
+		return 0;
+	const tpc_tensor *sc = sibling(in, t->name, bl, "weight_scale_inv");
+	if (!sc || sc->ndim != 2)
+		return 0;
+	fp8_block_pad(s, q->block[s->dim], tp, flags);
+	return 1;
+}
+
 int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
 		     unsigned flags, tpc_split *out, tpc_err *e)
 {
@@ -288,6 +323,9 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	}
 	if (axis == AX_WHOLE)
 		return 1;
+	bool blocks = q->method == TPC_QS_FP8 && !strcmp(suf, "weight_scale_inv");
+	if (blocks && ws.dim <= 1)
+		fp8_block_pad(&ws, unit, tp, flags); /* as its weight was padded (tpc__quant_pad_weight) */
 	if (axis >= t->ndim) {
 		tpc_err_set(e, TPC_EINPUT, "a %s companion of %d dimensions, expected %d", q->name, t->ndim, axis + 1);
 		tpc_err_tensor(e, name);
@@ -296,7 +334,45 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	*out = ws;
 	out->dim = axis;
 	int64_t total = 0;
-	for (int k = 0; k < ws.nparts; k++) {
+	for (int k = 0; k < ws.nparts && blocks; k++) {
+		/* FP8 blocks: weight_scale_inv holds ceil(rows / block) entries, the
+		 * last one possibly for a partial block. A rank's slice must be whole
+		 * blocks, except a part one rank holds whole; a block may not straddle
+		 * two parts. Padded blocks' scales are zero (the pad is zero bytes, as
+		 * every pad; their weights are zero, so any scale dequantizes them to
+		 * zero) and merge strips them. */
+		tpc_split_part *pt = &out->part[k];
+		int64_t len = tpc_split_rank_len(&ws, k, tp), padded = pt->size + pt->pad;
+		bool whole = len == padded && !pt->pad && k == ws.nparts - 1;
+		if (k < ws.nparts - 1 && pt->size % unit) {
+			tpc_err_set(e, TPC_EINPUT,
+				    "its layer '%s' has a part %d of %lld %s, not a multiple of %lld (the fp8 weight_block_size): a block would straddle two parts",
+				    wname, k, (long long)pt->size, ws.dim == 0 ? "output features" : "input features",
+				    (long long)unit);
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		if (len % unit && !whole) {
+			char hint[160];
+			if (pt->heads || pt->replicas > 1)
+				snprintf(hint, sizeof(hint), "a head split is not padded (a slice must be whole heads); choose a tp where it divides");
+			else
+				snprintf(hint, sizeof(hint), "use --pad to zero-pad it to a multiple of %lld (block x tp), or choose a tp where it divides",
+					 (long long)unit * tpc_split_tp(&ws, tp));
+			tpc_err_set(e, TPC_EINPUT,
+				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (the fp8 weight_block_size): a rank's slice at tp %d would cut a %lld x %lld block; %s",
+				    wname, tpc_split_kind_name(ws.kind), (long long)len,
+				    ws.dim == 0 ? "output features" : "input features", ws.nparts > 1 ? " in a part" : "",
+				    (long long)unit, tpc_split_tp(&ws, tp), (long long)q->block[0], (long long)q->block[1], hint);
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		int64_t cs = (pt->size + unit - 1) / unit;
+		pt->pad = (padded + unit - 1) / unit - cs;
+		pt->size = cs;
+		total += cs;
+	}
+	for (int k = 0; k < ws.nparts && !blocks; k++) {
 		tpc_split_part *pt = &out->part[k];
 		int64_t len = tpc_split_rank_len(&ws, k, tp);
 		if (pt->size % unit || pt->pad % unit || len % unit) {

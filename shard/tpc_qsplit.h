@@ -26,7 +26,10 @@
  * order: on a row split scales and qzeros stay whole on every rank and g_idx
  * is split with the input rows, as vLLM's GPTQ does. A rank's slice must fall
  * on whole units (a packed int32, a group, an FP8 block): when it does not,
- * the companion is refused naming the tensor, its layer and the numbers.
+ * the companion is refused naming the tensor, its layer and the numbers. FP8
+ * blocks can be padded instead (--pad, tpc__quant_pad_weight): the weight's
+ * split dimension to a multiple of block x tp with zero rows, the scales'
+ * to the padded block count with zero scales.
  * Companions of a method tpconv does not know, or of a checkpoint whose
  * config has no quantization_config, are left to the plan (and refused by
  * the fallback check when their layer is split).
@@ -40,6 +43,19 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_plan.h"
+
+/*
+ * --pad (TPC_RESOLVE_PAD) and FP8 blocks: tensor t of `in` is a block-quantized
+ * FP8 layer's weight ("X.weight" beside a 2-D "X.weight_scale_inv") whose
+ * split is *s: each part whose rank slices would cut a weight_block_size
+ * block is zero-padded at its end to a multiple of block x tp (head splits
+ * excepted), as tpc__quant_split pads the scales to match (zero scales for
+ * the padded blocks: their weights are zero, so any scale gives zero; the
+ * pad is recorded like any other and merge strips it). Returns 1 when t is
+ * such a weight, 0 otherwise; *s is only changed with TPC_RESOLVE_PAD.
+ */
+int tpc__quant_pad_weight(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp, unsigned flags,
+			  tpc_split *s);
 
 /* Fill q from a config's "quantization_config" object (NULL or not an
  * object: no quantization). */

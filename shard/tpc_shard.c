@@ -698,6 +698,9 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 				ret = q;
 			else if (q > 0)
 				en->matched = true;
+		} else if (!ret && facts) {
+			/* --pad: an FP8 block weight padded to whole blocks per rank */
+			tpc__quant_pad_weight(facts, in, t, rtp, o->resolve_flags, &en->split);
 		}
 		if (ret)
 			goto out;

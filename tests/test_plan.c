@@ -57,7 +57,7 @@ static void test_bad_plans(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_plan_preset_count(), 13);
+	assert_int_equal(tpc_plan_preset_count(), 14);
 	for (size_t i = 0; i < tpc_plan_preset_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -74,7 +74,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, gemma, phi3, mixtral, qwen2-moe, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, gemma, phi3, mixtral, qwen2-moe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -240,6 +240,73 @@ static void test_resolve(void **st)
 /* "gated" (a feed-forward projection: 2 parts [value | gate] when the model's
  * activation is gated) and a "rest" part (Flux's proj_out over [attention |
  * mlp]); diffusers configs give the activation and heads. */
+/* DeepSeek: MLA heads counted (not head_dim rows), routing and MLA facts */
+static void test_deepseek(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_preset(&p, "deepseek-v3", &e), 0);
+	static const char cfg[] =
+		"{\"hidden_size\": 7168, \"num_attention_heads\": 128, \"n_routed_experts\": 256,"
+		" \"num_experts_per_tok\": 8, \"norm_topk_prob\": true, \"scoring_func\": \"sigmoid\","
+		" \"topk_method\": \"noaux_tc\", \"n_group\": 8, \"topk_group\": 4, \"routed_scaling_factor\": 2.5,"
+		" \"first_k_dense_replace\": 3, \"q_lora_rank\": 1536, \"kv_lora_rank\": 512,"
+		" \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"v_head_dim\": 128}";
+	tpc_model_facts f;
+	assert_int_equal(tpc_facts_from_buffer(&f, cfg, strlen(cfg), "c", &e), 0);
+	assert_int_equal(f.experts, 256);
+	assert_int_equal(f.experts_per_tok, 8);
+	assert_int_equal(f.norm_topk, 1);
+	assert_int_equal(f.scoring, TPC_MOE_SIGMOID);
+	assert_int_equal(f.topk_method, TPC_MOE_NOAUX_TC);
+	assert_int_equal(f.n_group, 8);
+	assert_int_equal(f.topk_group, 4);
+	assert_true(f.routed_scale == 2.5);
+	assert_int_equal(f.first_dense, 3);
+	assert_int_equal(f.q_lora_rank, 1536);
+	assert_int_equal(f.kv_lora_rank, 512);
+	assert_int_equal(f.qk_nope_head_dim + f.qk_rope_head_dim, 192);
+	assert_int_equal(f.v_head_dim, 128);
+	tpc_facts_finish(&f); /* head_dim 7168 / 128 = 56: not MLA's head size */
+	tpc_split s;
+	int64_t qb[2] = {128 * 192, 1536}, kvb[2] = {128 * 256, 512}, o[2] = {7168, 128 * 128};
+	int64_t qa[2] = {1536, 7168}, bias[1] = {256};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "model.layers.3.self_attn.q_b_proj.weight", 2, qb, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 0);
+	assert_int_equal(s.part[0].heads, 128);
+	assert_int_equal(tpc_split_rank_dim(&s, 8), 16 * 192);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "model.layers.3.self_attn.kv_b_proj.weight", 2, kvb, 16, 0, &s, NULL, &e), 0);
+	assert_int_equal(tpc_split_rank_dim(&s, 16), 8 * 256);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "model.layers.3.self_attn.o_proj.weight", 2, o, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 1);
+	assert_int_equal(tpc_split_rank_dim(&s, 8), 16 * 128);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "model.layers.3.self_attn.q_a_proj.weight", 2, qa, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, -1);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "model.layers.3.mlp.gate.e_score_correction_bias", 1, bias, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, -1);
+	/* 3 * 192 * 128 rows divide by tp 3, but the heads do not: refused (with --pad too) */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "model.layers.3.self_attn.q_b_proj.weight", 2, qb, 3, TPC_RESOLVE_PAD, &s, NULL, &e),
+			 TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "128 query heads in dim 0 (size 24576) cannot be split over tp 3: tp must divide the heads"));
+	/* without the head count */
+	tpc_model_facts none = {0};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &none, "model.layers.3.self_attn.kv_b_proj.weight", 2, kvb, 2, 0, &s, NULL, &e),
+			 TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "head count is unknown"));
+	tpc_plan_release(&p);
+	/* head_count goes with heads "q" only */
+	static const char bad[] = "{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"head_count\": true}]}";
+	tpc_plan_init(&p);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_from_buffer(&p, bad, strlen(bad), "p.json", &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "\"head_count\" needs \"heads\": \"q\""));
+	tpc_plan_release(&p);
+}
+
 static void test_gated_and_rest(void **st)
 {
 	(void)st;
@@ -407,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
+		cmocka_unit_test(test_deepseek),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

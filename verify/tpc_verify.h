@@ -256,12 +256,22 @@ typedef struct tpc_vattn {
 	bool bidirectional;              /* every query sees every key (DiT); else causal */
 	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
 					    width (seeded like the block input); 0: the block input */
+	bool mla;                        /* DeepSeek multi-head latent attention (q_a/q_b or q_proj,
+					    kv_a_proj_with_mqa, kv_b_proj, o_proj): no block check
+					    yet, reported as a skip; its tensors have the layer checks */
 } tpc_vattn;
 
-/* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE): softmax over
- * the router's logits, the top_k experts per token (ties to the lower
- * index), their weights renormalised to sum 1 when `renorm`; out =
- * sum_k w_k expert_k(x) (+ sigmoid(x g^T) shared(x) with a shared expert). */
+/* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):
+ * scores = softmax (or, `sigmoid`, the sigmoid) of the router's logits; the
+ * top_k experts per token (ties to the lower index) chosen by score +
+ * score_bias (DeepSeek-V3's e_score_correction_bias, for choosing only),
+ * among the topk_group best of n_group groups when n_group > 1 (a group's
+ * score: the sum of its top 2 choice scores, or its best with `group_max`,
+ * DeepSeek-V2's group_limited_greedy; experts of other groups are never
+ * chosen, as vLLM's grouped_topk); their weights are the scores without the
+ * bias, renormalised to sum 1 when `renorm`, times `scale`
+ * (routed_scaling_factor); out = sum_k w_k expert_k(x) (+ shared(x), times
+ * sigmoid(x g^T) with a shared expert gate). */
 typedef struct tpc_vmoe {
 	int64_t router;                  /* [E, H], replicated */
 	int64_t nexp;
@@ -270,6 +280,11 @@ typedef struct tpc_vmoe {
 	bool renorm;
 	tpc_vmlp shared;                 /* shared.down < 0: none */
 	int64_t shared_gate;             /* [1, H]; -1: none (shared expert added ungated) */
+	bool sigmoid;
+	int64_t score_bias;              /* [E], replicated; -1: none */
+	int64_t n_group, topk_group;     /* n_group <= 1: no group limit */
+	bool group_max;
+	double scale;                    /* > 0 */
 } tpc_vmoe;
 
 typedef struct tpc_vlayer {
@@ -295,6 +310,7 @@ typedef struct tpc_vmodel {
 	tpc_vlayer *layers;
 	int64_t nlayers;
 	bool moe;                        /* some layer is a mixture of experts: no whole-model check yet */
+	bool mla;                        /* some layer has MLA attention: no whole-model check yet */
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {
@@ -329,12 +345,19 @@ typedef struct tpc_vfacts {
 	tpc_vact ff_act;   /* dit: its activation (GEGLU: GELU; "gelu-approximate": GELU_TANH) */
 	int64_t moe_top_k; /* MoE: experts per token (0: unknown; Mixtral's default 2) */
 	int moe_renorm;    /* MoE: 1 renormalise the top-k weights, -1 not, 0: the model's default */
+	int moe_sigmoid;   /* MoE scores: 1 sigmoid (scoring_func), -1 softmax, 0: softmax */
+	int moe_group_max; /* 1: a group scores its best expert (group_limited_greedy), else its top 2 */
+	int64_t moe_n_group, moe_topk_group; /* group-limited routing (0: none) */
+	double moe_scale;  /* routed_scaling_factor (0: 1) */
 } tpc_vfacts;
 
 /*
  * Find the tensors of a Hugging Face LLaMA (model.embed_tokens, model.layers.N
  * .self_attn.{q,k,v,o}_proj or qkv_proj, .mlp.{gate,up,down}_proj or
- * gate_up_proj, input/post_attention_layernorm, model.norm, lm_head) or GPT-2
+ * gate_up_proj, input/post_attention_layernorm, model.norm, lm_head; DeepSeek's
+ * MLA self_attn.q_a_proj/q_b_proj or q_proj, kv_a_proj_with_mqa, kv_b_proj,
+ * o_proj is marked `mla`; mixture-of-experts layers as llama_moe in vset.c
+ * finds them) or GPT-2
  * (transformer.wte/wpe, h.N.ln_1/attn.c_attn/attn.c_proj/ln_2/mlp.c_fc/
  * mlp.c_proj, ln_f, lm_head or tied wte; the "transformer." prefix optional)
  * checkpoint in the set and attach a model description. Missing facts are

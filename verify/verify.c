@@ -1037,6 +1037,12 @@ static int check_block(run *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
 	res_init(R, &res, kind, name,
 		 block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
+	if (kind == TPC_VC_ATTN && ly->attn.mla) {
+		res.status = TPC_VR_SKIP;
+		snprintf(res.msg, sizeof(res.msg),
+			 "MLA attention: no block check yet; q_b_proj/kv_b_proj (col) and o_proj (row) have the layer checks, the replicated low-rank projections the structure check");
+		return finish(R, &res, 0);
+	}
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	bool failed = false;
@@ -1117,23 +1123,34 @@ done:
 /* ---- mixture of experts ---- */
 
 /* Routing of T tokens, the same on every rank: the reference router's
- * logits in fp64, softmax, each token's top_k experts (ties to the lower
- * index) and their weights (renormalised when the model does). The router
- * is replicated and checked bit for bit by the structure check; routing from
- * the reference keeps every rank's collectives the same size. */
+ * logits in fp64, softmax or sigmoid scores, each token's top_k experts
+ * (ties to the lower index) by score + score_bias among its best groups
+ * (see tpc_vmoe) and their weights (the scores, renormalised when the model
+ * does, times its scale). The router is replicated and checked bit for bit
+ * by the structure check; routing from the reference keeps every rank's
+ * collectives the same size. */
 static int moe_route(run *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, int64_t *sel, double *w)
 {
 	vloc L;
-	int64_t E = mo->nexp, K = mo->top_k;
+	int64_t E = mo->nexp, K = mo->top_k, G = mo->n_group > 1 ? mo->n_group : 1, per = E / G;
 	loc_of(R, mo->router, -1, &L);
 	double *W = malloc(sizeof(double) * (size_t)(E * H + 1)), *p = malloc(sizeof(double) * (size_t)(E + 1));
+	double *c = malloc(sizeof(double) * (size_t)(E + 1)), *b = calloc((size_t)E + 1, sizeof(double));
+	double *gs = malloc(sizeof(double) * (size_t)(G + 1));
+	bool *keep = malloc(sizeof(bool) * (size_t)(G + 1)), *taken = malloc(sizeof(bool) * (size_t)(E + 1));
 	int ret = 0;
-	if (!W || !p) {
+	if (!W || !p || !c || !b || !gs || !keep || !taken) {
 		ret = tpc_err_nomem(R->e);
 		goto out;
 	}
 	if ((ret = tpc__load_d(&R->xd, L.ck, L.t, W)))
 		goto out;
+	if (mo->score_bias >= 0) {
+		vloc B;
+		loc_of(R, mo->score_bias, -1, &B);
+		if ((ret = tpc__load_d(&R->xd, B.ck, B.t, b)))
+			goto out;
+	}
 	for (int64_t t = 0; t < T; t++) {
 		double mx = -INFINITY, sum = 0, ks = 0;
 		for (int64_t e = 0; e < E; e++) {
@@ -1144,27 +1161,61 @@ static int moe_route(run *R, const tpc_vmoe *mo, const double *x, int64_t T, int
 			if (a > mx)
 				mx = a;
 		}
-		for (int64_t e = 0; e < E; e++)
-			sum += (p[e] = exp(p[e] - mx));
+		if (mo->sigmoid) {
+			for (int64_t e = 0; e < E; e++)
+				p[e] = 1.0 / (1.0 + exp(-p[e]));
+			sum = 1.0;
+		} else {
+			for (int64_t e = 0; e < E; e++)
+				sum += (p[e] = exp(p[e] - mx));
+		}
+		for (int64_t e = 0; e < E; e++) {
+			p[e] /= sum;
+			c[e] = p[e] + b[e]; /* the bias only chooses */
+			taken[e] = false;
+		}
+		/* group-limited: each group's score, the topk_group best kept */
+		for (int64_t g = 0; g < G; g++) {
+			double b1 = -INFINITY, b2 = -INFINITY;
+			for (int64_t e = g * per; e < (g + 1) * per; e++) {
+				if (c[e] > b1) {
+					b2 = b1;
+					b1 = c[e];
+				} else if (c[e] > b2) {
+					b2 = c[e];
+				}
+			}
+			gs[g] = mo->group_max || per < 2 ? b1 : b1 + b2;
+			keep[g] = G == 1;
+		}
+		for (int64_t k = 0; G > 1 && k < mo->topk_group; k++) {
+			int64_t best = -1;
+			for (int64_t g = 0; g < G; g++)
+				if (!keep[g] && (best < 0 || gs[g] > gs[best]))
+					best = g;
+			keep[best] = true;
+		}
 		for (int64_t k = 0; k < K; k++) {
 			int64_t best = -1;
-			for (int64_t e = 0; e < E; e++) {
-				bool taken = false;
-				for (int64_t j = 0; j < k; j++)
-					taken |= sel[t * K + j] == e;
-				if (!taken && (best < 0 || p[e] > p[best]))
+			for (int64_t e = 0; e < E; e++)
+				if (!taken[e] && keep[e / per] && (best < 0 || c[e] > c[best]))
 					best = e;
-			}
+			taken[best] = true;
 			sel[t * K + k] = best;
-			w[t * K + k] = p[best] / sum;
+			w[t * K + k] = p[best];
 			ks += w[t * K + k];
 		}
-		for (int64_t k = 0; mo->renorm && k < K; k++)
-			w[t * K + k] /= ks;
+		for (int64_t k = 0; k < K; k++)
+			w[t * K + k] = (mo->renorm ? w[t * K + k] / ks : w[t * K + k]) * mo->scale;
 	}
 out:
 	free(W);
 	free(p);
+	free(c);
+	free(b);
+	free(gs);
+	free(keep);
+	free(taken);
 	return ret;
 }
 
@@ -1530,12 +1581,13 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 				ret = check_moe(&R, &s->model->layers[l]);
 		}
 	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL)) {
-		if (s->model->moe) {
-			/* the whole-model forward has no MoE layers yet: say so */
+		if (s->model->moe || s->model->mla) {
+			/* the whole-model forward has no MoE layers or MLA yet: say so */
 			tpc_vresult res;
 			res_init(&R, &res, TPC_VC_MODEL, "model", TPC_F32);
 			res.status = TPC_VR_SKIP;
-			snprintf(res.msg, sizeof(res.msg), "a mixture-of-experts model: checked block by block, no whole-model run yet");
+			snprintf(res.msg, sizeof(res.msg), "%s: checked block by block, no whole-model run yet",
+				 s->model->moe ? "a mixture-of-experts model" : "MLA attention");
 			ret = finish(&R, &res, 0);
 		} else {
 			ret = check_model(&R);

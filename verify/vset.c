@@ -275,12 +275,14 @@ static void no_mlp(tpc_vmlp *p)
  * renormalises the top-k weights) or Qwen2/3-MoE's mlp (gate,
  * experts.N.gate_proj/up_proj/down_proj, shared_expert and
  * shared_expert_gate; Qwen2MoeSparseMoeBlock renormalises when the config's
- * norm_topk_prob says so, default no). */
+ * norm_topk_prob says so, default no) or DeepSeek-V2/V3's (the same names,
+ * shared_experts without a gate, gate.e_score_correction_bias, and the
+ * routing facts: scoring_func, n_group/topk_group, routed_scaling_factor). */
 static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc_vmoe *mo, tpc_err *e)
 {
 	const char *mod, *w1, *w3, *w2;
 	bool mixtral;
-	mo->router = mo->shared_gate = -1;
+	mo->router = mo->shared_gate = mo->score_bias = -1;
 	no_mlp(&mo->shared);
 	if ((mo->router = findf(s, "%s.block_sparse_moe.gate.weight", nm)) >= 0) {
 		mod = "block_sparse_moe", w1 = "w1", w3 = "w3", w2 = "w2", mixtral = true;
@@ -300,6 +302,25 @@ static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc
 				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
 				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
 	mo->renorm = f && f->moe_renorm ? f->moe_renorm > 0 : mixtral;
+	mo->sigmoid = f && f->moe_sigmoid > 0;
+	mo->group_max = f && f->moe_group_max > 0;
+	mo->scale = f && f->moe_scale > 0 ? f->moe_scale : 1.0;
+	mo->n_group = f && f->moe_n_group > 1 ? f->moe_n_group : 0;
+	mo->topk_group = mo->n_group ? (f->moe_topk_group ? f->moe_topk_group : mo->n_group) : 0;
+	if (mo->n_group && (mo->nexp % mo->n_group || mo->topk_group > mo->n_group ||
+			    mo->top_k > mo->topk_group * (mo->nexp / mo->n_group)))
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': %lld experts in n_group %lld groups, topk_group %lld, top_k %lld do not fit together",
+				   nm, (long long)mo->nexp, (long long)mo->n_group, (long long)mo->topk_group,
+				   (long long)mo->top_k);
+	mo->score_bias = findf(s, "%s.%s.gate.e_score_correction_bias", nm, mod);
+	if (mo->score_bias >= 0) {
+		const tpc_vtensor *bv = &s->t[mo->score_bias];
+		if (bv->ref->ndim != 1 || bv->dim >= 0 || bv->ref->shape[0] != mo->nexp)
+			return tpc_err_set(e, TPC_EINPUT,
+					   "layer '%s': '%s' must be a replicated tensor of %lld scores, one per expert", nm,
+					   bv->name, (long long)mo->nexp);
+	}
 	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
 		return tpc_err_nomem(e);
 	for (int64_t x = 0; x < mo->nexp; x++) {
@@ -315,9 +336,10 @@ static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc
 					   nm, (long long)mo->nexp, (long long)x, w1, w3, w2);
 	}
 	tpc_vmlp *sh = &mo->shared;
-	sh->gate = findf(s, "%s.mlp.shared_expert.gate_proj.weight", nm);
-	sh->up = findf(s, "%s.mlp.shared_expert.up_proj.weight", nm);
-	sh->down = findf(s, "%s.mlp.shared_expert.down_proj.weight", nm);
+	const char *shn = findf(s, "%s.mlp.shared_experts.down_proj.weight", nm) >= 0 ? "shared_experts" : "shared_expert";
+	sh->gate = findf(s, "%s.mlp.%s.gate_proj.weight", nm, shn);
+	sh->up = findf(s, "%s.mlp.%s.up_proj.weight", nm, shn);
+	sh->down = findf(s, "%s.mlp.%s.down_proj.weight", nm, shn);
 	sh->act = TPC_VACT_SILU;
 	sh->glu = true;
 	if (sh->down >= 0 && (sh->gate < 0 || sh->up < 0))
@@ -545,7 +567,13 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 		}
 		if (L.moe.exp)
 			m->moe = true;
-		bool attn_ok = a->o >= 0 && (a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
+		/* DeepSeek's multi-head latent attention: checked tensor by tensor */
+		if (arch == TPC_VARCH_LLAMA && a->o >= 0 && a->k < 0 && a->v < 0 && a->qkv < 0 &&
+		    findf(s, "%s.self_attn.kv_a_proj_with_mqa.weight", nm) >= 0 &&
+		    findf(s, "%s.self_attn.kv_b_proj.weight", nm) >= 0 &&
+		    (a->q >= 0 || findf(s, "%s.self_attn.q_b_proj.weight", nm) >= 0))
+			a->mla = m->mla = true;
+		bool attn_ok = a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
 		bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
 			      L.moe.exp;
 		if (L.norm1_w < 0 || L.norm2_w < 0 || !attn_ok || !mlp_ok) {
@@ -553,35 +581,39 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 			free(L.moe.exp);
 			goto out;
 		}
-		/* head facts from shapes where the config gave none */
-		int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
-					    : rows_of(s, a->q, true);
-		int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
-					    : rows_of(s, a->k, true);
-		if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && arch == TPC_VARCH_GPT2)
-			qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
-		if (!hd && heads)
-			hd = qrows / heads;
-		if (!heads && hd)
-			heads = qrows / hd;
-		if (!heads || !hd || qrows != heads * hd || krows <= 0 || krows % hd) {
-			ret = tpc_err_set(e, TPC_EINPUT,
-					  "layer '%s': attention heads unknown or not matching q rows %lld (give heads and head_dim)",
-					  nm, (long long)qrows);
-			free(L.moe.exp);
-			goto out;
+		if (a->mla) {
+			a->heads = heads; /* MLA: its heads are counted, not head_dim rows */
+		} else {
+			/* head facts from shapes where the config gave none */
+			int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
+						    : rows_of(s, a->q, true);
+			int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
+						    : rows_of(s, a->k, true);
+			if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && arch == TPC_VARCH_GPT2)
+				qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
+			if (!hd && heads)
+				hd = qrows / heads;
+			if (!heads && hd)
+				heads = qrows / hd;
+			if (!heads || !hd || qrows != heads * hd || krows <= 0 || krows % hd) {
+				ret = tpc_err_set(e, TPC_EINPUT,
+						  "layer '%s': attention heads unknown or not matching q rows %lld (give heads and head_dim)",
+						  nm, (long long)qrows);
+				free(L.moe.exp);
+				goto out;
+			}
+			if (!kvh)
+				kvh = krows / hd;
+			if (krows != kvh * hd || heads % kvh) {
+				ret = tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld kv heads do not match k rows %lld", nm,
+						  (long long)kvh, (long long)krows);
+				free(L.moe.exp);
+				goto out;
+			}
+			a->heads = heads;
+			a->kv_heads = kvh;
+			a->head_dim = hd;
 		}
-		if (!kvh)
-			kvh = krows / hd;
-		if (krows != kvh * hd || heads % kvh) {
-			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld kv heads do not match k rows %lld", nm,
-					  (long long)kvh, (long long)krows);
-			free(L.moe.exp);
-			goto out;
-		}
-		a->heads = heads;
-		a->kv_heads = kvh;
-		a->head_dim = hd;
 		if (!(L.name = tpc_strdup(nm))) {
 			ret = tpc_err_nomem(e);
 			free(L.moe.exp);
