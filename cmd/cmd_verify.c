@@ -547,6 +547,7 @@ int cmd_verify(int argc, char **argv)
 	 * whose set has a manifest: also check every weight dense */
 	tpc_quant_cfg qcfg;
 	tpc_dtype qdt = TPC_F32;
+	bool dense_set = false;
 	memset(&qcfg, 0, sizeof(qcfg));
 	if (have_man && !no_dq && tpc_quant_find_quantized(&ref)) {
 		if ((ret = tpc_cli_quant_cfg(ref_path, &qcfg, NULL, &e)))
@@ -556,8 +557,28 @@ int cmd_verify(int argc, char **argv)
 			if ((ret = tpc_ckpt_open(&refd, ref_path, NULL, &e)) ||
 			    (ret = tpc_ckpt_dequantize(&refd, &qcfg, qdt, &ndq, &e)))
 				goto fail;
+			/* a set sharded with --dequantize holds the dense weights
+			 * themselves (in the dtype the manifest names): compare them
+			 * with the reference dequantized to that dtype */
+			for (size_t i = 0; ndq && i < man.n && !dense_set; i++) {
+				int64_t dk = tpc_ckpt_find(&refd, man.t[i].name), ri = tpc_ckpt_find(&ref, man.t[i].name);
+				if (dk >= 0 && refd.t[dk].dq && (ri < 0 || ref.t[ri].src_dtype != man.t[i].dtype)) {
+					dense_set = true;
+					qdt = man.t[i].dtype;
+				}
+			}
+			if (dense_set && qdt != TPC_F32) {
+				/* verify compares bytes of the reference's own dtype; the
+				 * dequantized reference is F32 until a writer casts it */
+				ret = tpc_err_set(&e, TPC_EINPUT,
+						  "the set holds dequantized %s weights (shard --dequantize): verify it against the reference dequantized the same way ('tpconv convert --dequantize %s -o dense/', then --reference dense/)",
+						  tpc_dtype_name(qdt), ref_path);
+				goto fail;
+			}
 			if (ndq)
-				tpc_cli_info("verify: %zu quantized weights are also checked dense, dequantized on every rank", ndq);
+				tpc_cli_info(dense_set ? "verify: the set holds %zu weights dequantized (shard --dequantize): checked against the reference dequantized"
+						       : "verify: %zu quantized weights are also checked dense, dequantized on every rank",
+					     ndq);
 		}
 	}
 
@@ -569,7 +590,7 @@ int cmd_verify(int argc, char **argv)
 	}
 	for (int r = 0; r < nfiles; r++)
 		tpc_ckpt_init(&rank[r]);
-	if (ndq && !(rankd = tpc_calloc((size_t)nfiles, sizeof(*rankd)))) {
+	if (ndq && !dense_set && !(rankd = tpc_calloc((size_t)nfiles, sizeof(*rankd)))) {
 		ret = tpc_err_nomem(&e);
 		goto fail;
 	}
@@ -603,7 +624,7 @@ int cmd_verify(int argc, char **argv)
 				names[nnames++] = man.t[i].name;
 		tpc_layout_rank_ctx rc = {r, r % tp, r / tp, tp, pp, &facts, names, nnames};
 		ret = tpc_layout_open_rank(layout, p, &rc, &rank[r], &e);
-		if (!ret && ndq) { /* the same rank again, its quantized weights dense */
+		if (!ret && rankd) { /* the same rank again, its quantized weights dense */
 			size_t nr = 0;
 			tpc_quant_cfg rq = qcfg;
 			rq.rank_piece = true;
@@ -679,14 +700,16 @@ int cmd_verify(int argc, char **argv)
 		 * for that; its raw bytes are checked as "NAME (F8_E4M3)" */
 		char raw[TPC_ERR_NAME_MAX + 32];
 		const char *as = NULL;
-		int64_t dk = ndq ? tpc_ckpt_find(&refd, name) : -1;
-		if (dk >= 0 && refd.t[dk].dq) {
-			snprintf(raw, sizeof(raw), "%s (%s)", name, tpc_dtype_name(ref.t[tpc_ckpt_find(&ref, name)].src_dtype));
-			as = raw;
-		}
+		int64_t dk = ndq ? tpc_ckpt_find(&refd, name) : -1, rk0 = tpc_ckpt_find(&ref, name);
 		/* a layer's shape rewritten per rank (compressed-tensors weight_shape):
 		 * the ranks are compared with the shape of their slice */
 		const tpc_ckpt *rck = sp.is_shape ? &vaux : &ref; /* built above */
+		if (dk >= 0 && refd.t[dk].dq && dense_set) {
+			rck = &refd; /* dequantized by shard --dequantize */
+		} else if (dk >= 0 && refd.t[dk].dq && rk0 >= 0) {
+			snprintf(raw, sizeof(raw), "%s (%s)", name, tpc_dtype_name(ref.t[rk0].src_dtype));
+			as = raw;
+		}
 		int64_t ix = add_tensor(&set, name, as, rck, &sp, transposed, &e);
 		if (ix < 0) {
 			ret = (int)ix;
@@ -721,7 +744,7 @@ int cmd_verify(int argc, char **argv)
 	}
 	/* a quantized set: every weight dequantized on each rank from its pieces
 	 * against the matching window of the dequantized reference */
-	for (size_t k = 0; k < refd.n && !ret; k++)
+	for (size_t k = 0; rankd && k < refd.n && !ret; k++)
 		ret = add_dense(&set, &man, &plan, have_plan, &facts, &refd, rankd, k, tp, mpi, me, &e);
 	if (ret)
 		goto fail;

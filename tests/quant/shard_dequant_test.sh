@@ -82,5 +82,16 @@ rm -rf q && "$TPCONV" shard fp8big --plan plan.json --tp 8 -q -o q 2>err && "$TP
   ok "verify of an FP8 tp 8 set: raw bytes as 'big.weight (F8_E4M3)', the dense weight's column check on 8 ranks" ||
   bad "verify FP8 set" "$(cat err; grep -v ' pass' v.txt | head -5)"
 
+# a set sharded with --dequantize, verified against the quantized reference:
+# F32 dense weights against the reference dequantized on the fly; bf16 ones are
+# refused with the command that makes a matching reference
+rm -rf q && "$TPCONV" shard fp8big --plan plan.json --tp 4 --dequantize --dtype f32 -q -o q 2>err &&
+  "$TPCONV" verify --reference fp8big --shards q >v.txt 2>err && grep -Eq '^  col +big\.weight +F32 .* pass' v.txt &&
+  ok "verify of an f32 shard --dequantize set against the FP8 reference: dense slices checked" || bad "verify dense f32 set" "$(cat err; grep -v ' pass' v.txt | head -3)"
+rm -rf q && "$TPCONV" shard gptq4 --plan plan.json --tp 2 --dequantize -q -o q 2>err
+"$TPCONV" verify --reference gptq4 --shards q >v.txt 2>err; rc=$?
+[ "$rc" = 3 ] && grep -q "the set holds dequantized F16 weights (shard --dequantize): verify it against the reference dequantized the same way ('tpconv convert --dequantize gptq4 -o dense/', then --reference dense/)" err &&
+  ok "verify of an f16 shard --dequantize set against the GPTQ reference says how to check it (exit 3)" || bad "verify dense f16 set (rc=$rc)" "$(cat err)"
+
 echo "1..$n"
 [ "$failed" = 0 ]
