@@ -228,5 +228,18 @@ fi
 run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 8 --pad -o "$T/no3"
 [ "$rc" = 3 ] && grep -q "q_b_proj.weight' is split col into 192 output features per rank, not a multiple of 128 (the fp8 weight_block_size): a rank's slice at tp 8 would cut a 128 x 128 block; a head split is not padded" "$T/err" && [ ! -e "$T/no3" ] &&
   ok "fp8 at tp 8: q_b_proj's heads (192 rows a rank) would cut a block; a head split is refused even with --pad" || bad "fp8 tp 8 --pad" "rc=$rc" "$(cat "$T/err")"
+# expert parallelism: the routed experts on EP groups (16 experts; tp 4 x ep 2,
+# tp 8 x ep 8 round-robin), FP8 with --pad at tp 4 x ep 4
+for c in "v3 4 2 contiguous" "v3 8 8 round-robin" "v3fp8 4 4 contiguous --pad"; do
+  set -- $c; M=$T/$1 S=$T/ep-$1-$2-$3
+  run "$TPCONV" shard "$M" --preset deepseek-v3 --tp $2 --ep $3 --ep-placement $4 ${5:-} -o "$S"
+  if [ "$rc" != 0 ]; then bad "$1 tp $2 x ep $3: shard" "$(cat "$T/err")"; continue; fi
+  run "$TPCONV" merge "$S" -o "$T/mep.safetensors" -f
+  rc1=$rc; run "$TPCONV" verify --reference "$M" --shards "$S"
+  [ "$rc1" = 0 ] && [ "$rc" = 0 ] && same "$T/mep.safetensors" "$M/model.safetensors" &&
+    [ "$(grep -Ec '^ +mlp +model\.layers\.[0-9]+\.moe .* pass' "$T/out")" = 2 ] &&
+    ok "$1 tp $2 x ep $3 ($4${5:+ $5}): merges back bit for bit, verify passes with its 2 MoE block checks" ||
+    bad "$1 tp $2 x ep $3" "$(head -3 "$T/err")" "$(grep -v ' pass' "$T/out" | head -3)"
+done
 echo "1..$n"
 [ "$failed" = 0 ]
