@@ -464,6 +464,34 @@ static int check_gidx(const tpc_ckpt *ck, const tpc_quant_cfg *q, const tpc_tens
 	return r;
 }
 
+/* Packed weight ix (GPTQ/AWQ qweight, compressed-tensors weight_packed)
+ * with companions comp[1..nc) becomes the dequantized X.weight, X being its
+ * name's first pl characters (tpc_ckpt_dequantize's families). */
+static int install_dq(tpc_ckpt *ck, size_t ix, const tpc_dequant *dq, const int64_t *comp, int nc, int64_t O,
+		      int64_t I, tpc_dtype out, size_t pl, bool *drop, tpc_buf *b, tpc_err *e)
+{
+	const tpc_tensor *w = &ck->t[ix];
+	for (int k = 1; k < nc; k++)
+		if (drop[comp[k]])
+			return bad_tensor(e, &ck->t[comp[k]], "tensor belongs to two quantized weights");
+	tpc_buf_reset(b);
+	tpc_buf_add(b, w->name, pl);
+	tpc_buf_adds(b, "weight");
+	if (b->oom)
+		return tpc_err_nomem(e);
+	char *nn = tpc_strdup(b->p);
+	if (!nn)
+		return tpc_err_nomem(e);
+	int64_t clash = tpc_ckpt_find(ck, nn);
+	int ret;
+	if (clash >= 0 && !drop[clash])
+		ret = bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", nn);
+	else
+		ret = make_dq(ck, ix, dq, comp, nc, O, I, out, nn, drop, e);
+	free(nn);
+	return ret;
+}
+
 static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b,
 			 tpc_err *e)
 {
@@ -527,25 +555,7 @@ static int packed_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dt
 		return bad_tensor(e, w, "GPTQ input size %lld is not a multiple of group_size %lld and there is no g_idx",
 				  (long long)I, (long long)q->group_size);
 	int64_t comp[4] = {(int64_t)ix, isc, iz, ig};
-	for (int k = 1; k < (g ? 4 : 3); k++)
-		if (drop[comp[k]])
-			return bad_tensor(e, &ck->t[comp[k]], "tensor belongs to two quantized weights");
-	tpc_buf_reset(b);
-	tpc_buf_add(b, w->name, pl);
-	tpc_buf_adds(b, "weight");
-	if (b->oom)
-		return tpc_err_nomem(e);
-	char *nn = tpc_strdup(b->p);
-	if (!nn)
-		return tpc_err_nomem(e);
-	int64_t clash = tpc_ckpt_find(ck, nn);
-	int ret;
-	if (clash >= 0 && !drop[clash])
-		ret = bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", nn);
-	else
-		ret = make_dq(ck, ix, &dq, comp, g ? 4 : 3, O, I, out, nn, drop, e);
-	free(nn);
-	return ret;
+	return install_dq(ck, ix, &dq, comp, g ? 4 : 3, O, I, out, pl, drop, b, e);
 }
 
 /* compressed-tensors pack-quantized: X.weight_packed with X.weight_scale,
@@ -631,24 +641,7 @@ static int ct_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype 
 		comp[nc++] = iz;
 	if (g)
 		comp[nc++] = ig;
-	for (int k = 1; k < nc; k++)
-		if (drop[comp[k]])
-			return bad_tensor(e, &ck->t[comp[k]], "tensor belongs to two quantized weights");
-	tpc_buf_reset(b);
-	tpc_buf_add(b, w->name, pl);
-	tpc_buf_adds(b, "weight");
-	if (b->oom)
-		return tpc_err_nomem(e);
-	char *nn = tpc_strdup(b->p);
-	if (!nn)
-		return tpc_err_nomem(e);
-	int64_t clash = tpc_ckpt_find(ck, nn);
-	int ret;
-	if (clash >= 0 && !drop[clash])
-		ret = bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", nn);
-	else
-		ret = make_dq(ck, ix, &dq, comp, nc, O, I, out, nn, drop, e);
-	free(nn);
+	int ret = install_dq(ck, ix, &dq, comp, nc, O, I, out, pl, drop, b, e);
 	if (!ret && ish >= 0)
 		drop[ish] = true; /* said what it had to */
 	return ret;
