@@ -735,10 +735,36 @@ static int read_cols(const tpc_ckpt *ck, const tpc_tensor *c, int64_t c0, int64_
 	return ret;
 }
 
-/* Rows [o0, o0+nr) of a compressed-tensors pack-quantized weight, full
- * width I, into out. */
-static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
-		   tpc_err *e)
+/* grp[0..I): the scale group of every input feature, from g_idx gi (minus
+ * dq->gidx_base) or i / group; checked against the G groups. */
+static int load_groups(const tpc_ckpt *ck, const tpc_dequant *dq, const tpc_tensor *gi, const tpc_tensor *sc,
+		       int64_t I, int64_t G, int64_t *grp, tpc_err *e)
+{
+	unsigned ges = gi ? tpc_dtype_size(gi->src_dtype) : 0;
+	uint8_t *g = gi ? tpc_malloc((size_t)I * ges + 8) : NULL;
+	int ret = 0;
+	if (gi && !g)
+		return tpc_err_nomem(e);
+	if (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))) {
+		free(g);
+		return ret;
+	}
+	for (int64_t i = 0; i < I && !ret; i++) {
+		grp[i] = gi ? gidx_at(g, ges, i) - dq->gidx_base : i / dq->group;
+		if (grp[i] < 0 || grp[i] >= G) { /* checked when the description was built */
+			ret = tpc_err_set(e, TPC_EINPUT, "g_idx[%lld] is %lld, outside the %lld groups", (long long)i,
+					  (long long)grp[i], (long long)G);
+			tpc_err_tensor(e, gi ? gi->name : sc->name);
+		}
+	}
+	free(g);
+	return ret;
+}
+
+/* Rows [o0, o0+nr) of a compressed-tensors pack-quantized weight of I
+ * input features, columns [c0, c0+n) of each, into out [nr, n]. */
+static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, int64_t c0,
+		   int64_t n, float *out, tpc_err *e)
 {
 	const tpc_tensor *wp = &dq->c[0], *sc = &dq->c[1];
 	const tpc_tensor *zp = dq->ct_zp ? &dq->c[2] : NULL, *gi = dq->ct_gidx ? &dq->c[dq->nc - 1] : NULL;
@@ -747,33 +773,29 @@ static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_
 	uint32_t mask = (1u << bits) - 1;
 	int32_t off = 1 << (bits - 1);
 	int64_t z0 = o0 / pack, nz = (o0 + nr - 1) / pack - z0 + 1;
-	unsigned ges = gi ? tpc_dtype_size(gi->src_dtype) : 0;
 	uint32_t *q = tpc_malloc((size_t)(nr * W) * 4 + 4), *z = zp ? tpc_malloc((size_t)(nz * G) * 4 + 4) : NULL;
 	float *s = tpc_malloc((size_t)(nr * G) * sizeof(float) + 4);
 	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
-	uint8_t *g = gi ? tpc_malloc((size_t)I * ges + 8) : NULL;
 	int ret = 0;
-	if (!q || (zp && !z) || !s || !grp || (gi && !g)) {
+	if (!q || (zp && !z) || !s || !grp) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	if ((ret = tpc_ckpt_read_bytes(ck, wp, (uint64_t)(o0 * W) * 4, (uint64_t)(nr * W) * 4, q, e)) ||
 	    (ret = read_f32(ck, sc, (uint64_t)(o0 * G), (uint64_t)(nr * G), s, e)) ||
 	    (zp && (ret = tpc_ckpt_read_bytes(ck, zp, (uint64_t)(z0 * G) * 4, (uint64_t)(nz * G) * 4, z, e))) ||
-	    (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))))
+	    (ret = load_groups(ck, dq, gi, sc, I, G, grp, e)))
 		goto out;
 	tpc_ckpt_drop_range(ck, wp, (uint64_t)(o0 * W) * 4, (uint64_t)(nr * W) * 4);
-	for (int64_t i = 0; i < I; i++)
-		grp[i] = gi ? gidx_at(g, ges, i) - dq->gidx_base : i / dq->group;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#pragma omp parallel for schedule(static) if (nr * n >= (1 << 16))
 #endif
 	for (int64_t r = 0; r < nr; r++) {
 		int64_t o = o0 + r;
 		const uint32_t *qr = q + r * W;
 		const float *sr = s + r * G;
-		float *orow = out + r * I;
-		for (int64_t i = 0; i < I; i++) {
+		float *orow = out + r * n - c0;
+		for (int64_t i = c0; i < c0 + n; i++) {
 			int64_t gr = grp[i];
 			int32_t qv = (int32_t)((qr[i / pack] >> (bits * (int)(i % pack))) & mask) - off;
 			int32_t zv = z ? (int32_t)((z[(o / pack - z0) * G + gr] >> (bits * (int)(o % pack))) & mask) - off : 0;
@@ -785,13 +807,13 @@ out:
 	free(z);
 	free(s);
 	free(grp);
-	free(g);
 	return ret;
 }
 
-/* Rows [o0, o0+nr) of an FP8 weight, full width I, into out. */
-static int rows_fp8(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
-		    tpc_err *e)
+/* Rows [o0, o0+nr) of an FP8 weight of I input features, columns
+ * [c0, c0+n) of each, into out [nr, n]. */
+static int rows_fp8(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, int64_t c0,
+		    int64_t n, float *out, tpc_err *e)
 {
 	float lut[256];
 	int64_t SI = (I + dq->bi - 1) / dq->bi, r0 = o0 / dq->bo, r1 = (o0 + nr - 1) / dq->bo;
@@ -812,16 +834,17 @@ static int rows_fp8(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64
 	/* rows are independent and each element is computed on its own: the
 	 * result does not depend on the thread count */
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#pragma omp parallel for schedule(static) if (nr * n >= (1 << 16))
 #endif
 	for (int64_t r = 0; r < nr; r++) {
 		const float *srow = s + ((o0 + r) / dq->bo - r0) * SI;
 		const uint8_t *wr = w + r * I;
-		float *orow = out + r * I;
-		for (int64_t b0 = 0, k = 0; b0 < I; b0 += dq->bi, k++) {
-			int64_t b1 = I - b0 > dq->bi ? b0 + dq->bi : I;
+		float *orow = out + r * n - c0;
+		/* the window's columns, block by block */
+		for (int64_t k = c0 / dq->bi, b0 = k * dq->bi; b0 < c0 + n; b0 += dq->bi, k++) {
+			int64_t a = b0 > c0 ? b0 : c0, b1 = b0 + dq->bi < c0 + n ? b0 + dq->bi : c0 + n;
 			float sk = srow[k];
-			for (int64_t i = b0; i < b1; i++)
+			for (int64_t i = a; i < b1; i++)
 				orow[i] = lut[wr[i]] * sk;
 		}
 	}
@@ -832,9 +855,10 @@ out:
 }
 
 
-/* Rows [o0, o0+nr) of a GPTQ or AWQ weight, full width I, into out. */
-static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, float *out,
-		       tpc_err *e)
+/* Rows [o0, o0+nr) of a GPTQ or AWQ weight of I input features, columns
+ * [c0, c0+n) of each, into out [nr, n]. */
+static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, int64_t c0,
+		       int64_t n, float *out, tpc_err *e)
 {
 	static const int awq_rev[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 	bool awq = dq->kind == TPC_DQ_AWQ;
@@ -844,38 +868,26 @@ static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, in
 	uint32_t mask = (1u << bits) - 1;
 	int64_t w0 = o0 / pack, nw = (o0 + nr - 1) / pack - w0 + 1; /* output-packed word columns */
 	int64_t qrows = qw->shape[0], qcols = awq ? nw : nr;
-	unsigned ges = gi ? tpc_dtype_size(gi->src_dtype) : 0;
 	uint32_t *q = tpc_malloc((size_t)(qrows * qcols) * 4 + 4);
 	uint32_t *z = tpc_malloc((size_t)(G * nw) * 4 + 4);
 	float *s = tpc_malloc((size_t)(G * nr) * sizeof(float) + 4);
 	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
-	uint8_t *g = gi ? tpc_malloc((size_t)I * ges + 8) : NULL;
 	int ret = 0;
-	if (!q || !z || !s || !grp || (gi && !g)) {
+	if (!q || !z || !s || !grp) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	if ((ret = read_cols(ck, qw, awq ? w0 : o0, qcols, q, e)) || (ret = read_cols(ck, qz, w0, nw, z, e)) ||
-	    (ret = read_cols(ck, sc, o0, nr, s, e)) ||
-	    (gi && (ret = tpc_ckpt_read_bytes(ck, gi, 0, (uint64_t)I * ges, g, e))))
+	    (ret = read_cols(ck, sc, o0, nr, s, e)) || (ret = load_groups(ck, dq, gi, sc, I, G, grp, e)))
 		goto out;
-	for (int64_t i = 0; i < I; i++) {
-		grp[i] = gi ? gidx_at(g, ges, i) - dq->gidx_base : i / dq->group;
-		if (grp[i] < 0 || grp[i] >= G) { /* checked when the description was built */
-			ret = tpc_err_set(e, TPC_EINPUT, "g_idx[%lld] is %lld, outside the %lld groups",
-					  (long long)i, (long long)grp[i], (long long)G);
-			tpc_err_tensor(e, gi ? gi->name : sc->name);
-			goto out;
-		}
-	}
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nr * I >= (1 << 16))
+#pragma omp parallel for schedule(static) if (nr * n >= (1 << 16))
 #endif
 	for (int64_t r = 0; r < nr; r++) {
 		int64_t o = o0 + r, wc = o / pack - w0;
 		int zs = awq ? 4 * awq_rev[o % 8] : bits * (int)(o % pack);
-		float *orow = out + r * I;
-		for (int64_t i = 0; i < I; i++) {
+		float *orow = out + r * n - c0;
+		for (int64_t i = c0; i < c0 + n; i++) {
 			int64_t gr = grp[i];
 			uint32_t qv, zv = (z[gr * nw + wc] >> zs) & mask;
 			if (awq) {
@@ -893,7 +905,6 @@ out:
 	free(z);
 	free(s);
 	free(grp);
-	free(g);
 	return ret;
 }
 
@@ -912,7 +923,7 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 	uint64_t per = DQ_STEP_ELEMS / (uint64_t)FI;
 	if (per < 1)
 		per = 1;
-	rows = tpc_malloc((size_t)(per * (uint64_t)FI) * sizeof(float));
+	rows = tpc_malloc((size_t)(per * (uint64_t)I) * sizeof(float));
 	if (!rows)
 		return tpc_err_nomem(e);
 	while (cnt && !ret) {
@@ -920,14 +931,12 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		uint64_t skip = e0 % (uint64_t)I;
 		uint64_t need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
-		ret = dq->kind == TPC_DQ_FP8  ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, rows, e)
-		      : dq->kind == TPC_DQ_CT ? rows_ct(ck, dq, dq->r0 + o0, nr, FI, rows, e)
-					      : rows_packed(ck, dq, dq->r0 + o0, nr, FI, rows, e);
+		/* only the window's columns are computed (a row-split rank's slice) */
+		ret = dq->kind == TPC_DQ_FP8  ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
+		      : dq->kind == TPC_DQ_CT ? rows_ct(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
+					      : rows_packed(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e);
 		if (ret)
 			break;
-		if (FI != I || dq->c0) /* keep the window's columns, packed to I per row */
-			for (int64_t r = 0; r < nr; r++)
-				memmove(rows + r * I, rows + r * FI + dq->c0, (size_t)I * sizeof(float));
 		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
 		if (take > cnt)
 			take = cnt;
