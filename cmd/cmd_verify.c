@@ -214,31 +214,15 @@ static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, i
  * of aux (its bytes in memory aux owns). */
 static int expected_shape(tpc_ckpt *aux, const tpc_ckpt *ref, const char *name, const tpc_split *sp, tpc_err *e)
 {
-	int64_t ri = tpc_ckpt_find(ref, name);
+	int64_t ri = tpc_ckpt_find(ref, name), v[2];
+	int ret, idx;
 	if (ri < 0)
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
 	const tpc_tensor *t = &ref->t[ri];
-	unsigned es = tpc_dtype_size(t->src_dtype);
-	if (t->numel != 2 || (es != 4 && es != 8)) {
-		tpc_err_set(e, TPC_EINPUT, "the manifest says this holds a layer's shape, but it is not 2 integers");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
-	}
-	uint8_t *b = tpc_malloc(16);
-	int ret, idx;
-	if (!b)
-		return tpc_err_nomem(e);
-	if ((ret = tpc_ckpt_read_bytes(ref, t, 0, 2 * es, b, e))) {
-		free(b);
+	if ((ret = tpc__shape_read(ref, t, v, e)))
 		return ret;
-	}
-	if (es == 8) {
-		memcpy(b + 8 * sp->shape_dim, &sp->shape_len, 8);
-	} else {
-		int32_t x = (int32_t)sp->shape_len;
-		memcpy(b + 4 * sp->shape_dim, &x, 4);
-	}
-	if ((ret = tpc_ckpt_add_mem(aux, "a layer's shape per rank", b, 2 * es, &idx, e)))
+	v[sp->shape_dim] = sp->shape_len;
+	if ((ret = tpc__shape_add(aux, t, v, "a layer's shape per rank", &idx, e)))
 		return ret;
 	tpc_tensor d;
 	if (tpc_tensor_copy(&d, t))

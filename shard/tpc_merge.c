@@ -274,58 +274,34 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 static int merged_shape(tpc_merge *m, const tpc_manifest_tensor *mt, tpc_hash_alg alg, int gtp, tpc_tensor *t,
 			const char *path, tpc_err *e)
 {
-	unsigned es = tpc_dtype_size(t->src_dtype);
-	uint8_t *b = tpc_malloc(16);
-	int ret = 0, idx;
-	if (!b)
-		return tpc_err_nomem(e);
-	if (t->numel != 2 || (es != 4 && es != 8) || (ret = tpc_ckpt_read_bytes(&m->out, t, 0, 2 * es, b, e))) {
-		free(b);
-		return t->numel != 2 || (es != 4 && es != 8) ? tpc_err_set(e, TPC_EINPUT, "a layer's shape must be 2 integers")
-							     : ret;
-	}
-	int64_t v;
-	if (es == 8) {
-		memcpy(&v, b + 8 * mt->split.shape_dim, 8);
-	} else {
-		int32_t x;
-		memcpy(&x, b + 4 * mt->split.shape_dim, 4);
-		v = x;
-	}
-	if (v != mt->split.shape_len) {
-		free(b);
+	int64_t v[2];
+	int ret, idx;
+	if ((ret = tpc__shape_read(&m->out, t, v, e)))
+		return ret;
+	if (v[mt->split.shape_dim] != mt->split.shape_len) {
 		tpc_err_set(e, TPC_EINPUT, "the rank's copy says %lld in entry %d, the manifest %lld (a rank file from another set?)",
-			    (long long)v, mt->split.shape_dim, (long long)mt->split.shape_len);
+			    (long long)v[mt->split.shape_dim], mt->split.shape_dim, (long long)mt->split.shape_len);
 		tpc_err_tensor(e, mt->name);
 		tpc_err_path(e, path);
 		return TPC_EINPUT;
 	}
-	v *= gtp;
-	if (es == 8) {
-		memcpy(b + 8 * mt->split.shape_dim, &v, 8);
-	} else {
-		int32_t x = (int32_t)v;
-		memcpy(b + 4 * mt->split.shape_dim, &x, 4);
-	}
+	v[mt->split.shape_dim] *= gtp;
+	if ((ret = tpc__shape_add(&m->out, t, v, "a layer's shape, merged", &idx, e)))
+		return ret;
 	if (mt->has_hash && alg != TPC_HASH_NONE) {
-		tpc_hash h;
+		const tpc_map *src = &m->out.src[idx];
 		uint8_t d[TPC_HASH_MAX];
-		if (!(ret = tpc_hash_begin(&h, alg, e))) {
-			tpc_hash_update(&h, b, 2 * es);
-			tpc_hash_final(&h, d);
-			if (memcmp(d, mt->hash, tpc_hash_len(alg))) {
-				free(b);
-				tpc_err_set(e, TPC_EINPUT, "the rebuilt shape does not match the manifest checksum of the original");
-				tpc_err_tensor(e, mt->name);
-				return TPC_EINPUT;
-			}
-		} else {
-			free(b);
+		tpc_hash h;
+		if ((ret = tpc_hash_begin(&h, alg, e)))
 			return ret;
+		tpc_hash_update(&h, src->data, (size_t)src->size);
+		tpc_hash_final(&h, d);
+		if (memcmp(d, mt->hash, tpc_hash_len(alg))) {
+			tpc_err_set(e, TPC_EINPUT, "the rebuilt shape does not match the manifest checksum of the original");
+			tpc_err_tensor(e, mt->name);
+			return TPC_EINPUT;
 		}
 	}
-	if ((ret = tpc_ckpt_add_mem(&m->out, "a layer's shape, merged", b, 2 * es, &idx, e)))
-		return ret;
 	t->src = idx;
 	t->offset = 0;
 	t->flags &= ~(uint32_t)TPC_TF_BYTESWAP;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tpc_shard.h"
 #include "tpc_util.h"
 
 /* compressed-tensors: "format": "pack-quantized" and every config group's
@@ -107,17 +108,17 @@ static const char *suffix_of(const char *name, const char *const *sufs, size_t *
 	return NULL;
 }
 
-/* weight_shape's two values (I32 or I64) into v[2]. */
-static int read_shape(const tpc_ckpt *in, const tpc_tensor *t, int64_t v[2], tpc_err *e)
+int tpc__shape_read(const tpc_ckpt *ck, const tpc_tensor *t, int64_t v[2], tpc_err *e)
 {
 	uint8_t b[16];
+	int ret;
 	if (t->ndim != 1 || t->shape[0] != 2 || (t->src_dtype != TPC_I64 && t->src_dtype != TPC_I32)) {
 		tpc_err_set(e, TPC_EINPUT, "weight_shape must be 2 integers (I32 or I64), not %s", tpc_dtype_name(t->src_dtype));
 		tpc_err_tensor(e, t->name);
 		return TPC_EINPUT;
 	}
-	if (tpc_ckpt_read_bytes(in, t, 0, t->src_dtype == TPC_I64 ? 16 : 8, b, e))
-		return TPC_EINPUT;
+	if ((ret = tpc_ckpt_read_bytes(ck, t, 0, t->src_dtype == TPC_I64 ? 16 : 8, b, e)))
+		return ret;
 	for (int i = 0; i < 2; i++) {
 		if (t->src_dtype == TPC_I64) {
 			memcpy(&v[i], b + 8 * i, 8);
@@ -133,6 +134,22 @@ static int read_shape(const tpc_ckpt *in, const tpc_tensor *t, int64_t v[2], tpc
 		}
 	}
 	return 0;
+}
+
+int tpc__shape_add(tpc_ckpt *ck, const tpc_tensor *t, const int64_t v[2], const char *label, int *idx, tpc_err *e)
+{
+	uint8_t *b = tpc_malloc(16);
+	if (!b)
+		return tpc_err_nomem(e);
+	for (int i = 0; i < 2; i++) {
+		if (t->src_dtype == TPC_I64) {
+			memcpy(b + 8 * i, &v[i], 8);
+		} else {
+			int32_t x = (int32_t)v[i];
+			memcpy(b + 4 * i, &x, 4);
+		}
+	}
+	return tpc_ckpt_add_mem(ck, label, b, t->src_dtype == TPC_I64 ? 16 : 8, idx, e);
 }
 
 static const tpc_tensor *sibling(const tpc_ckpt *in, const char *name, size_t base_len, const char *suf)
@@ -227,7 +244,7 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 		/* the layer's weight [out, in]: weight_shape says (the packed input may be padded) */
 		vshape[0] = wp->shape[0];
 		vshape[1] = wp->shape[1] * pk;
-		if (wsh && read_shape(in, wsh, vshape, e))
+		if (wsh && tpc__shape_read(in, wsh, vshape, e))
 			return TPC_EINPUT;
 		if (vshape[0] != wp->shape[0] || (vshape[1] + pk - 1) / pk != wp->shape[1]) {
 			tpc_err_set(e, TPC_EINPUT, "weight_shape says [%lld, %lld], but weight_packed is [%lld, %lld] (%lld values per int32)",

@@ -576,34 +576,17 @@ static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan
 }
 
 /* The bytes every rank holds for a tensor of its layer's shape (is_shape):
- * the input's two values, entry shape_dim replaced by the rank's length, in
- * the input's dtype and byte order; a memory source of sp->aux (*idx). */
+ * the input's two values, entry shape_dim replaced by the rank's length; a
+ * memory source of sp->aux (*idx). */
 static int shape_bytes(tpc_shard_plan *sp, const tpc_shard_entry *en, int *idx, tpc_err *e)
 {
 	const tpc_tensor *t = &sp->in->t[en->in];
-	unsigned es = tpc_dtype_size(t->src_dtype);
-	uint8_t *b = tpc_malloc(16);
-	if (!b)
-		return tpc_err_nomem(e);
-	if (t->numel != 2 || (es != 4 && es != 8)) {
-		free(b);
-		tpc_err_set(e, TPC_EINPUT, "a layer's shape must be 2 integers");
-		tpc_err_tensor(e, t->name);
-		return TPC_EINPUT;
-	}
-	int ret = tpc_ckpt_read_bytes(sp->in, t, 0, 2 * es, b, e); /* little-endian, as read */
-	if (ret) {
-		free(b);
+	int64_t v[2];
+	int ret = tpc__shape_read(sp->in, t, v, e);
+	if (ret)
 		return ret;
-	}
-	int64_t v = en->split.shape_len;
-	if (es == 8) {
-		memcpy(b + 8 * en->split.shape_dim, &v, 8);
-	} else {
-		int32_t x = (int32_t)v;
-		memcpy(b + 4 * en->split.shape_dim, &x, 4);
-	}
-	return tpc_ckpt_add_mem(&sp->aux, "a layer's shape per rank", b, 2 * es, idx, e);
+	v[en->split.shape_dim] = en->split.shape_len;
+	return tpc__shape_add(&sp->aux, t, v, "a layer's shape per rank", idx, e);
 }
 
 /* The rank file format: the layout's default, or one it writes. */

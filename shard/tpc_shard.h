@@ -269,6 +269,13 @@ void tpc__rss_guard_stop(void *guard);
  * tensors by name, in order (what torch.save(model.state_dict()) holds). */
 int tpc__flat_root(tpc_ckpt *ck, tpc_err *e);
 
+/* A layer's shape tensor (compressed-tensors weight_shape, [2] I32/I64,
+ * split is_shape; tpc_qsplit.c): its two values (each >= 1), and a memory
+ * source of ck holding v[2] in t's dtype (*idx its index), for what ranks,
+ * merge and verify hold rewritten. */
+int tpc__shape_read(const tpc_ckpt *ck, const tpc_tensor *t, int64_t v[2], tpc_err *e);
+int tpc__shape_add(tpc_ckpt *ck, const tpc_tensor *t, const int64_t v[2], const char *label, int *idx, tpc_err *e);
+
 /* Rank r's description of input tensor `t` under split `s`. */
 int tpc__rank_tensor(const tpc_tensor *t, const tpc_split *s, int tp, int r, tpc_tensor *out);
 
