@@ -53,7 +53,7 @@ static const char *help =
 	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ and AWQ weights\n"
 	"                           (config.json quantization_config) become dense: each rank\n"
 	"                           gets its slice computed from the packed tensors while it is\n"
-	"                           written (F32, or --dtype bf16 ...); the set's config.json\n"
+	"                           written (config.json's torch_dtype, else bf16); the set's config.json\n"
 	"                           loses quantization_config. No block or group limits the tp\n"
 	"  --pad                    zero-pad splits that do not divide evenly (recorded in the\n"
 	"                           manifest, stripped on merge) instead of refusing them; an\n"
