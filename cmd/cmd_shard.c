@@ -50,7 +50,7 @@ static const char *help =
 	"                           group only, split tp/N ways inside it, under its global name\n"
 	"  --ep-placement P         contiguous (default: group g owns experts g*E/N ..; Megatron,\n"
 	"                           vLLM) or round-robin (expert e on group e %% N)\n"
-	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ and AWQ weights\n"
+	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ, AWQ and pack-quantized weights\n"
 	"                           (config.json quantization_config) become dense: each rank\n"
 	"                           gets its slice computed from the packed tensors while it is\n"
 	"                           written (config.json's torch_dtype, else bf16); the set's config.json\n"
