@@ -167,8 +167,7 @@ run "$TPCONV" shard "$S84" --tp 2 -o "$T/re2"
 run2() { "$TPCONV" shard "$T/mixtral" --preset mixtral "$@" >/dev/null 2>&1; }
 if [ "$rc" = 0 ] && run2 --tp 2 -o "$T/d2"; then
   okall=1
-  for r in 0 1; do cmp -s <("$TPCONV" inspect --json --hash "$T/re2/model_tp0${r}_pp00.safetensors" | grep -v '"path"\|"file"') \
-    <("$TPCONV" inspect --json --hash "$T/d2/model_tp0${r}_pp00.safetensors" | grep -v '"path"\|"file"') || okall=0; done
+  for r in 0 1; do same "$T/re2/model_tp0${r}_pp00.safetensors" "$T/d2/model_tp0${r}_pp00.safetensors" || okall=0; done
   [ $okall = 1 ] && ok "reshard tp 8 x ep 4 -> tp 2: the rank tensors equal the direct tp 2 split" || bad "reshard ep -> tp 2 differs"
 else bad "reshard ep -> tp 2" "$(head -3 "$T/err")"; fi
 run "$TPCONV" shard "$S84" --tp 4 --ep 2 -o "$T/re42"
