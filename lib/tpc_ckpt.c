@@ -1523,6 +1523,8 @@ typedef struct gsink {
 
 static int gather_flush(gsink *g, tpc_err *e)
 {
+	for (int i = 0; g->n && i < g->nspan; i++)
+		tpc_map_populate(g->span[i].m, g->span[i].lo, g->span[i].hi - g->span[i].lo);
 	int ret = g->n ? tpc_out_writev(g->o, g->iov, g->n, e) : 0;
 	g->n = 0;
 	for (int i = 0; i < g->nspan; i++)
@@ -1749,6 +1751,50 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 	if (run >= GATHER_MIN_RUN && t->ndim <= TPC_MAX_NDIM)
 		return gather_write(ck, t, o, e);
 	return stream_out(ck, t, sink_out, o, e);
+}
+
+/* Kernel-copied runs of t at data offset `at`: where each wants the data
+ * section to start (mod TPC_PAGE_PHASE), weighted by its bytes. */
+static void copy_wants(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t at, uint64_t *want, unsigned unit)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	if (!t->numel)
+		return;
+	if (plain_copy(t, m)) {
+		if (t->nbytes >= (1u << 20) && m->fd >= 0) {
+			uint64_t r = (t->offset - at) & (TPC_PAGE_PHASE - 1);
+			if (r % unit == 0)
+				want[r / unit] += t->nbytes;
+		}
+		return;
+	}
+	if (parts_in_sequence(t))
+		for (int k = 0; k < t->nparts; k++) {
+			copy_wants(ck, &t->parts[k], at, want, unit);
+			at += t->parts[k].nbytes;
+		}
+}
+
+int64_t tpc_ckpt_copy_residue(const tpc_ckpt *ck, const int64_t *order, size_t n, unsigned unit)
+{
+	if (!unit || TPC_PAGE_PHASE % unit)
+		return -1;
+	uint64_t *want = tpc_calloc(TPC_PAGE_PHASE / unit, sizeof(*want)), at = 0, best = 0;
+	int64_t r = -1;
+	if (!want)
+		return -1; /* only a speed hint */
+	for (size_t i = 0; i < n; i++) {
+		const tpc_tensor *t = &ck->t[order[i]];
+		copy_wants(ck, t, at, want, unit);
+		at += t->nbytes;
+	}
+	for (uint64_t k = 0; k < TPC_PAGE_PHASE / unit; k++)
+		if (want[k] > best) {
+			best = want[k];
+			r = (int64_t)(k * unit);
+		}
+	free(want);
+	return r;
 }
 
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
