@@ -9,9 +9,11 @@
  * cache, feeds the original's hash and every distinct rank's hash at once:
  * one read of the input (from the page cache the rank copies just filled)
  * instead of two, which is what hashing cost when SHA-256 was not the
- * bottleneck. A plain run of a mapped file is hashed in place; anything else
- * (a view, byte-swapped, or assembled from a set's rank files when
- * resharding) is read window by window into a buffer first. Tensors with a
+ * bottleneck. A plain run of a file is read window by window with pread
+ * (no page faults, and no unmapping behind it that could race the writers'
+ * copies when the pass runs beside them); anything else (a view,
+ * byte-swapped, or assembled from a set's rank files when resharding) is
+ * read through the mapping into the same buffer. Tensors with a
  * pending cast or of sub-byte elements keep the streaming path, one item per
  * original and per distinct rank slice. */
 #include <stdlib.h>
@@ -99,8 +101,8 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	rank_cursor *rc = tpc_calloc((size_t)tp, sizeof(*rc));
 	tpc_hash h0 = {TPC_HASH_NONE, NULL};
 	bool direct = in_place(t, m);
-	uint8_t *buf = direct ? NULL : tpc_malloc(HASH_WINDOW);
-	if (!rc || (!direct && !buf)) {
+	uint8_t *buf = tpc_malloc(HASH_WINDOW);
+	if (!rc || !buf) {
 		free(rc);
 		free(buf);
 		return tpc_err_nomem(e);
@@ -151,8 +153,15 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	int64_t dropped = 0; /* rows whose pages are dropped (buffered reads) */
 	for (uint64_t w0 = 0; w0 < nb && !ret; w0 += HASH_WINDOW) {
 		uint64_t w1 = nb - w0 < HASH_WINDOW ? nb : w0 + HASH_WINDOW;
-		/* win[x - w0] is byte x of the tensor */
-		const uint8_t *win = direct ? m->data + t->offset + w0 : buf;
+		/* win[x - w0] is byte x of the tensor; a run of the file is read
+		 * with pread (no mapping to drop, see tpc_map_pread), in place when
+		 * that fails */
+		const uint8_t *win = buf;
+		bool mapped = false;
+		if (direct && tpc_map_pread(m, t->offset + w0, w1 - w0, buf)) {
+			win = m->data + t->offset + w0;
+			mapped = true;
+		}
 		if (!direct && (ret = tpc_ckpt_read_bytes(sp->in, t, w0, w1 - w0, buf, e)))
 			break;
 		tpc_hash_update(&h0, win, (size_t)(w1 - w0));
@@ -177,7 +186,8 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 			}
 		}
 		if (direct) {
-			tpc_map_drop(m, t->offset + w0, w1 - w0);
+			if (mapped)
+				tpc_map_drop(m, t->offset + w0, w1 - w0);
 		} else if (row && (w1 == nb || w1 - (uint64_t)dropped * row >= 8 * (uint64_t)HASH_WINDOW)) {
 			int64_t upto = (int64_t)(w1 / row); /* whole rows done */
 			drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
