@@ -1523,8 +1523,6 @@ typedef struct gsink {
 
 static int gather_flush(gsink *g, tpc_err *e)
 {
-	for (int i = 0; g->n && i < g->nspan; i++)
-		tpc_map_populate(g->span[i].m, g->span[i].lo, g->span[i].hi - g->span[i].lo);
 	int ret = g->n ? tpc_out_writev(g->o, g->iov, g->n, e) : 0;
 	g->n = 0;
 	for (int i = 0; i < g->nspan; i++)

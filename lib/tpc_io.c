@@ -273,24 +273,6 @@ int tpc_map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst)
 	return 0;
 }
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
-
-void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	if (pg <= 0)
-		pg = 4096;
-	if (!m || !m->data || m->fd < 0 || off >= m->size || !len)
-		return;
-	if (len > m->size - off)
-		len = m->size - off;
-	uint64_t start = off & ~(uint64_t)(pg - 1);
-	/* an older kernel says EINVAL: the write then faults pages in itself */
-	madvise((void *)(m->data + start), (size_t)(len + (off - start)), MADV_POPULATE_READ);
-}
-
 /* ---- outputs ---- */
 
 /* Final files get 0666 & ~umask, as open(2) would give them; mkostemp makes 0600. */

@@ -57,15 +57,6 @@ void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
  * large input bounded. Owned-memory sources (fd < 0) are left alone. */
 void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len);
 
-/* Map bytes [off, off+len) of m into the page tables before a write(2)
- * copies from them. The kernel's buffered write copies from user memory
- * without taking faults; when a source page is not mapped the copy comes up
- * short, and the kernel (6.x generic_perform_write) halves its chunk for
- * the rest of the call, down to single 4 KiB page-cache folios (measured: a
- * pwritev gather of rank slices made 84,000 order-0 folios per rank file).
- * Populating first keeps the writes whole. */
-void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len);
-
 /* Read bytes [off, off+len) of m's file with pread(2), not through the
  * mapping: no page faults, nothing added to the resident set and nothing
  * to drop, so a reader running beside the writers (the shard checksums)

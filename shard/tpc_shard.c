@@ -258,11 +258,11 @@ out:
  * past RSS_GUARD_BYTES, drops the resident pages of the input mappings. A
  * page a gather is still reading is faulted back from the page cache (a
  * minor fault), so the result is unchanged and peak RSS stays bounded. It
- * does not drop unconditionally: a drop between the moment a writer maps its
- * batch and the kernel's copy makes the copy come up short, and the kernel
- * then writes the rest of the call in 4 KiB folios (tpc_map_populate);
- * dropping all 4.7 GB every 10 ms made a shard at tp 4 write 245,000
- * page-cache folios instead of 77,000. */
+ * does not drop unconditionally: a drop of all 4.7 GB every 10 ms cost a
+ * page-table walk of the whole mapping each time, and a drop between the
+ * moment a writer's batch is faulted in and the kernel's copy from it makes
+ * the copy come up short (the kernel then writes the rest of the call in
+ * smaller pieces). */
 #define RSS_GUARD_BYTES (96u << 20)
 
 typedef struct rss_guard {
