@@ -55,6 +55,10 @@ timed() {
     if [ "$m" -gt "$RSS" ]; then RSS=$m; fi
   done
 }
+# evict FILE: drop FILE's pages from the page cache (clean pages only)
+evict() {
+  $PY -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
+}
 # floor FILE: the in-kernel copy of FILE's bytes, into KC
 floor() {
   timed "in-kernel copy" "$DIR/kcopy.out" $PY "$HERE/kcopy.py" "$1" "$DIR/kcopy.out"
@@ -73,6 +77,10 @@ step() {
 echo "# floor bench: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $LOAD0"
 floor "$SRC"
 step "convert torch zip -> safetensors, $SIZE" 1.2 "" "$TPCONV" convert "$SRC" -o "$ST" -f
+# the torch file is not read again: out of the page cache with it, so the
+# steps below are not slowed by reclaim (24 GiB holds the safetensors file,
+# a set and a merged file, not a fourth 4.7 GB file as well)
+evict "$SRC"
 prev=""
 for tp in 2 4 8; do
   next=$((tp == 8 ? 2 : tp * 2))
@@ -123,6 +131,11 @@ table | tee "$DIR/floor.md"
   echo "$(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, load average $LOAD0 at the start and $LOAD1 at the end;"
   echo "tpconv $("$TPCONV" --version 2>/dev/null | head -1 | awk '{print $NF}'), REPS=$REPS (fastest kept), every step followed by a sync."
   echo "Targets: ratio to the in-kernel copy of the same bytes measured just before, and peak RSS under 256 MiB."
+  if [ -r /sys/module/page_reporting/parameters/page_reporting_order ]; then
+    echo "This VM returns freed memory to its host (virtio-balloon free page reporting, order"
+    echo "$(cat /sys/module/page_reporting/parameters/page_reporting_order)): a page touched again after that costs a host fault, so every"
+    echo "step's first touch of new page cache varies from run to run (see \"Why the floor moves\")."
+  fi
   echo
   table
   echo "<!-- floor-bench:end -->"
