@@ -334,6 +334,19 @@ for alg in sha256 xxh3-128; do
     ok "$alg set: a tampered merge with --force leaves the existing output untouched" || bad "$alg tampered --force" "rc $rc $(cat "$T/err")"
   expect_fail "$alg set: a tampered rank tensor fails merge --dry-run" 3 "does not match the manifest checksum ($alg;" "" \
     "$TPCONV" merge "$T/tamp_$alg" --dry-run
+  # a reshard checks the input set beside its writers: the rank files it
+  # wrote are taken back and the folder it made goes; one that writes some
+  # ranks (--rank) checks before writing; a dry run checks too
+  expect_fail "$alg set: a tampered rank tensor fails a reshard and leaves nothing" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_re" \
+    "$TPCONV" shard "$T/tamp_$alg" --tp 4 -o "$T/tamp_${alg}_re"
+  expect_fail "$alg set: a tampered rank tensor fails a reshard of one rank before it writes" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_r1" \
+    "$TPCONV" shard "$T/tamp_$alg" --tp 4 --rank 1 -o "$T/tamp_${alg}_r1"
+  expect_fail "$alg set: a tampered rank tensor fails a reshard --dry-run" 3 "does not match the manifest checksum ($alg;" "" \
+    "$TPCONV" shard "$T/tamp_$alg" --tp 4 --dry-run
+  mkdir -p "$T/tamp_${alg}_keep" && echo x >"$T/tamp_${alg}_keep/notes.txt"
+  run "$TPCONV" shard "$T/tamp_$alg" --tp 4 -o "$T/tamp_${alg}_keep"
+  [ "$rc" = 3 ] && [ "$(ls -A "$T/tamp_${alg}_keep")" = notes.txt ] &&
+    ok "$alg set: a failed reshard into an existing folder leaves the folder and its file" || bad "$alg tampered reshard, existing folder" "rc $rc $(ls -A "$T/tamp_${alg}_keep") $(cat "$T/err")"
   run "$TPCONV" verify --reference "$M/gpt2/model.safetensors" --shards "$T/tamp_$alg" --checks structure
   [ "$rc" = 1 ] && grep -q "transformer.h.0.attn.c_attn.weight .*FAIL" "$T/out" &&
     ok "$alg set: a tampered rank tensor fails verify" || bad "$alg tamper verify" "rc $rc $(cat "$T/out" "$T/err" | tail -5)"
