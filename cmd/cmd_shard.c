@@ -395,9 +395,6 @@ int cmd_shard(int argc, char **argv)
 		tpc_merge_opts mo;
 		memset(&mo, 0, sizeof(mo));
 		mo.checksums = so.checksum != TPC_HASH_NONE;
-		/* the input set's checksums are checked beside the writers (and
-		 * before any output is kept); a dry run checks them here */
-		mo.defer_checksums = !dry && !mpi.on;
 		if (sk != TPC_SET_MANIFEST) {
 			/* a set from another tool: it was split with the plan given here */
 			if (!set.preset && !set.plan_file) {
@@ -420,7 +417,6 @@ int cmd_shard(int argc, char **argv)
 			goto done;
 		}
 		have_mg = true;
-		so.input_check = mg.check; /* NULL unless deferred above */
 		input = &mg.out;
 		more = &mg.facts;
 		tpc_cli_info("input is a shard set of tp %d, pp %d", mg.tp, mg.pp);

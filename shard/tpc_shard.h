@@ -80,10 +80,6 @@ typedef struct tpc_shard_opts {
 	bool defer_manifest;        /* write the rank files only, never the manifest: under mpirun
 	                             * every process writes its ranks this way and rank 0 then
 	                             * completes the set with a run that writes no rank */
-	struct tpc__merge_check *input_check; /* a reshard's input set checksums, left to the
-	                             * write (tpc_merge_opts.defer_checksums): checked beside the
-	                             * writers, and the set is not completed (its rank files are
-	                             * taken back) unless they match; NULL: none */
 } tpc_shard_opts;
 
 typedef struct tpc_shard_entry {

@@ -334,9 +334,9 @@ for alg in sha256 xxh3-128; do
     ok "$alg set: a tampered merge with --force leaves the existing output untouched" || bad "$alg tampered --force" "rc $rc $(cat "$T/err")"
   expect_fail "$alg set: a tampered rank tensor fails merge --dry-run" 3 "does not match the manifest checksum ($alg;" "" \
     "$TPCONV" merge "$T/tamp_$alg" --dry-run
-  # a reshard checks the input set beside its writers: the rank files it
-  # wrote are taken back and the folder it made goes; one that writes some
-  # ranks (--rank) checks before writing; a dry run checks too
+  # a reshard checks the input set before it writes (a whole set, one rank
+  # with --rank, or a dry run): nothing is written, no folder is made, and
+  # an existing folder keeps what it held
   expect_fail "$alg set: a tampered rank tensor fails a reshard and leaves nothing" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_re" \
     "$TPCONV" shard "$T/tamp_$alg" --tp 4 -o "$T/tamp_${alg}_re"
   expect_fail "$alg set: a tampered rank tensor fails a reshard of one rank before it writes" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_r1" \
