@@ -255,7 +255,7 @@ void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len)
 	madvise((void *)(m->data + start), (size_t)(end - start), MADV_DONTNEED);
 }
 
-int tpc_map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst)
+static int map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst)
 {
 	uint8_t *p = dst;
 	if (!m || m->fd < 0 || off > m->size || len > m->size - off)
@@ -271,6 +271,17 @@ int tpc_map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst)
 		len -= (uint64_t)k;
 	}
 	return 0;
+}
+
+const uint8_t *tpc_map_bytes(const tpc_map *m, uint64_t off, uint64_t len, uint8_t *buf)
+{
+	return map_pread(m, off, len, buf) ? m->data + off : buf;
+}
+
+void tpc_map_bytes_done(const tpc_map *m, const uint8_t *p, uint64_t off, uint64_t len)
+{
+	if (p == m->data + off)
+		tpc_map_drop(m, off, len);
 }
 
 /* ---- outputs ---- */

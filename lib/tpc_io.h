@@ -57,12 +57,16 @@ void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
  * large input bounded. Owned-memory sources (fd < 0) are left alone. */
 void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len);
 
-/* Read bytes [off, off+len) of m's file with pread(2), not through the
- * mapping: no page faults, nothing added to the resident set and nothing
- * to drop, so a reader running beside the writers (the shard checksums)
- * never unmaps pages a writer's batch is about to copy. 0, or -1 (no file
- * descriptor, out of range, or a read error: read through the mapping). */
-int tpc_map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst);
+/* Bytes [off, off+len) of m (in range), for a reader: read into buf (len
+ * bytes) with pread(2) when m has a file descriptor, else (or on a read
+ * error) a pointer into the mapping. pread takes no page faults, adds nothing
+ * to the resident set and leaves nothing to drop, so a reader running beside
+ * the writers (the shard checksums, merge's check) never unmaps pages a
+ * writer's batch is about to copy. Hand the pointer back with
+ * tpc_map_bytes_done, which drops the mapped pages when the mapping was
+ * used. */
+const uint8_t *tpc_map_bytes(const tpc_map *m, uint64_t off, uint64_t len, uint8_t *buf);
+void tpc_map_bytes_done(const tpc_map *m, const uint8_t *p, uint64_t off, uint64_t len);
 
 /* Register an extra path as an input (a directory's files, an index). */
 void tpc_io_note_input(const char *path);

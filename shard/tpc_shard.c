@@ -143,18 +143,14 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 	}
 	if (m && !t->nparts && !(t->flags & TPC_TF_ZERO) && tpc_tensor_is_contiguous(t) &&
 	    !(t->flags & TPC_TF_BYTESWAP)) {
-		/* read with pread a cache-sized piece at a time (tpc_map_pread: a
-		 * merge's check runs beside the writer and must not unmap what it
-		 * copies from), through the mapping when that fails */
+		/* a cache-sized piece at a time, read so as not to unmap what a
+		 * writer beside this (merge's check) copies from: tpc_map_bytes */
 		enum { PIECE = 1u << 20 };
 		for (uint64_t off = 0; off < nb && !ret; off += PIECE) {
 			uint64_t k = nb - off < PIECE ? nb - off : PIECE;
-			if (!tpc_map_pread(m, t->offset + off, k, buf)) {
-				ret = fn(ctx, buf, (size_t)k);
-				continue;
-			}
-			ret = fn(ctx, m->data + t->offset + off, (size_t)k);
-			tpc_map_drop(m, t->offset + off, k);
+			const uint8_t *p = tpc_map_bytes(m, t->offset + off, k, buf);
+			ret = fn(ctx, p, (size_t)k);
+			tpc_map_bytes_done(m, p, t->offset + off, k);
 		}
 		return ret;
 	}

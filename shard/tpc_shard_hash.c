@@ -153,15 +153,9 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	int64_t dropped = 0; /* rows whose pages are dropped (buffered reads) */
 	for (uint64_t w0 = 0; w0 < nb && !ret; w0 += HASH_WINDOW) {
 		uint64_t w1 = nb - w0 < HASH_WINDOW ? nb : w0 + HASH_WINDOW;
-		/* win[x - w0] is byte x of the tensor; a run of the file is read
-		 * with pread (no mapping to drop, see tpc_map_pread), in place when
-		 * that fails */
-		const uint8_t *win = buf;
-		bool mapped = false;
-		if (direct && tpc_map_pread(m, t->offset + w0, w1 - w0, buf)) {
-			win = m->data + t->offset + w0;
-			mapped = true;
-		}
+		/* win[x - w0] is byte x of the tensor (a run of the file read
+		 * without unmapping anything a writer copies from: tpc_map_bytes) */
+		const uint8_t *win = direct ? tpc_map_bytes(m, t->offset + w0, w1 - w0, buf) : buf;
 		if (!direct && (ret = tpc_ckpt_read_bytes(sp->in, t, w0, w1 - w0, buf, e)))
 			break;
 		tpc_hash_update(&h0, win, (size_t)(w1 - w0));
@@ -186,8 +180,7 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 			}
 		}
 		if (direct) {
-			if (mapped)
-				tpc_map_drop(m, t->offset + w0, w1 - w0);
+			tpc_map_bytes_done(m, win, t->offset + w0, w1 - w0);
 		} else if (row && (w1 == nb || w1 - (uint64_t)dropped * row >= 8 * (uint64_t)HASH_WINDOW)) {
 			int64_t upto = (int64_t)(w1 / row); /* whole rows done */
 			drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
