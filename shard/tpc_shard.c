@@ -268,6 +268,10 @@ typedef struct rss_guard {
 	bool stop, running;
 	const tpc_map *maps;
 	size_t nmaps;
+	/* the rank checkpoints being written, each through mappings of its
+	 * writer's own (views_open); NULL where none. Under mu. */
+	const tpc_ckpt **live;
+	int nlive;
 } rss_guard;
 
 /* This process's resident set in bytes (/proc/self/statm), or 0 when that
@@ -305,6 +309,9 @@ static void *guard_main(void *arg)
 			continue;
 		for (size_t i = 0; i < g->nmaps && !g->stop; i++)
 			tpc_map_drop(&g->maps[i], 0, g->maps[i].size);
+		for (int r = 0; r < g->nlive && !g->stop; r++)
+			for (size_t k = 0; g->live[r] && k < g->live[r]->nsrc; k++)
+				tpc_map_drop(&g->live[r]->src[k], 0, g->live[r]->src[k].size);
 	}
 	pthread_mutex_unlock(&g->mu);
 	if (fd >= 0)
@@ -339,6 +346,37 @@ void tpc__rss_guard_stop(void *g)
 		guard_stop(g);
 		free(g);
 	}
+}
+
+/* Rank r's checkpoint reads its input files through mappings of its own while
+ * it is written (tpc_map_alias): a drop of this writer's batches then unmaps
+ * nothing another writer's copy is reading. keep[] holds the shared
+ * mappings, which views_close puts back. */
+static void views_open(rss_guard *g, int r, tpc_ckpt *ck, const uint8_t **keep)
+{
+	pthread_mutex_lock(&g->mu);
+	for (size_t k = 0; k < ck->nsrc; k++) {
+		const uint8_t *a = ck->src_owned_mem && !ck->src_owned_mem[k] ? tpc_map_alias(&ck->src[k]) : NULL;
+		keep[k] = a ? ck->src[k].data : NULL;
+		if (a)
+			ck->src[k].data = a;
+	}
+	if (r < g->nlive)
+		g->live[r] = ck;
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void views_close(rss_guard *g, int r, tpc_ckpt *ck, const uint8_t **keep)
+{
+	pthread_mutex_lock(&g->mu);
+	if (r < g->nlive)
+		g->live[r] = NULL;
+	for (size_t k = 0; k < ck->nsrc; k++)
+		if (keep[k]) {
+			tpc_map_alias_close(&ck->src[k], ck->src[k].data);
+			ck->src[k].data = keep[k];
+		}
+	pthread_mutex_unlock(&g->mu);
 }
 
 static void guard_stop(rss_guard *g)
@@ -1405,15 +1443,22 @@ static int plan_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o,
 }
 
 /* One rank as the layout stores it: its own writer, an HF folder, or one file. */
-static int write_one_rank(const tpc_shard_plan *sp, int r, const char *path, const tpc_write_opts *wo, tpc_err *e)
+static int write_one_rank(const tpc_shard_plan *sp, int r, const char *path, const tpc_write_opts *wo,
+			  rss_guard *g, tpc_err *e)
 {
-	const tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
-	if (sp->layout->write_rank)
-		return sp->layout->write_rank(sp, r, ck, path, wo, e);
-	const tpc_format *f = tpc_format_by_name(sp->layout->folders ? "hf-index" : sp->format);
-	if (!f)
+	tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
+	const tpc_format *f = NULL;
+	if (!sp->layout->write_rank &&
+	    !(f = tpc_format_by_name(sp->layout->folders ? "hf-index" : sp->format)))
 		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
-	return f->write(ck, NULL, 0, path, wo, e);
+	const uint8_t **keep = tpc_calloc(ck->nsrc ? ck->nsrc : 1, sizeof(*keep));
+	if (!keep)
+		return tpc_err_nomem(e);
+	views_open(g, r, ck, keep);
+	int ret = f ? f->write(ck, NULL, 0, path, wo, e) : sp->layout->write_rank(sp, r, ck, path, wo, e);
+	views_close(g, r, ck, keep);
+	free(keep);
+	return ret;
 }
 
 /* Step 3: the rank files, in parallel; the lowest failing rank's error wins. */
@@ -1433,7 +1478,12 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 	}
 	tpc_err_init(&first_err);
 	rss_guard guard;
+	const tpc_ckpt **live = tpc_calloc((size_t)(sp->tp * sp->pp), sizeof(*live));
+	if (!live)
+		return tpc_err_nomem(e);
 	guard_start(&guard, sp->in);
+	guard.live = live;
+	guard.nlive = sp->tp * sp->pp;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
@@ -1444,7 +1494,7 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 		tpc_write_opts wr = wo;
 		if (w->redo[r])
 			wr.flags |= TPC_W_FORCE;
-		int rr = write_one_rank(sp, r, w->paths[r], &wr, &le);
+		int rr = write_one_rank(sp, r, w->paths[r], &wr, &guard, &le);
 		if (rr) {
 			if (!le.path[0])
 				tpc_err_path(&le, w->paths[r]);
@@ -1462,6 +1512,7 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 		}
 	}
 	guard_stop(&guard);
+	free(live);
 	if (first_bad >= 0) {
 		*e = first_err;
 		return first_err.code ? first_err.code : TPC_EIO;
