@@ -1526,6 +1526,7 @@ typedef struct gsink {
  * an eighth of its span; one call is cheaper than 1024), else each run, so
  * that what is mapped stays near what the batch copies. */
 #define GATHER_POPULATE_SPAN (32u << 20)
+#define GATHER_DROP_BLOCK (2u << 20)
 
 static void gather_populate(gsink *g)
 {
@@ -1554,8 +1555,17 @@ static int gather_flush(gsink *g, tpc_err *e)
 	gather_populate(g);
 	int ret = g->n ? tpc_out_writev(g->o, g->iov, g->n, e) : 0;
 	g->n = 0;
-	for (int i = 0; i < g->nspan; i++)
-		tpc_map_drop(g->span[i].m, g->span[i].lo, g->span[i].hi - g->span[i].lo);
+	/* Drop only the whole blocks (tpc_map_drop's 2 MiB) that end before
+	 * the span does: the next batch reads on from there. A merge at tp 8
+	 * reads 128 KiB of each rank file per batch, and dropping the block
+	 * around it made the next 15 batches map the same pages again. The
+	 * block the span ends in goes with a later batch or with the tensor
+	 * (gather_write's tpc_ckpt_drop_pages). */
+	for (int i = 0; i < g->nspan; i++) {
+		uint64_t end = g->span[i].hi & ~(uint64_t)(GATHER_DROP_BLOCK - 1);
+		if (end > g->span[i].lo)
+			tpc_map_drop(g->span[i].m, g->span[i].lo, end - g->span[i].lo);
+	}
 	g->nspan = 0;
 	return ret;
 }
