@@ -1526,7 +1526,6 @@ typedef struct gsink {
  * an eighth of its span; one call is cheaper than 1024), else each run, so
  * that what is mapped stays near what the batch copies. */
 #define GATHER_POPULATE_SPAN (32u << 20)
-#define GATHER_DROP_BLOCK (2u << 20)
 
 static void gather_populate(gsink *g)
 {
@@ -1540,7 +1539,9 @@ static void gather_populate(gsink *g)
 	}
 	for (int k = 0; k < g->n; k++) {
 		const uint8_t *p = g->iov[k].iov_base;
-		for (int i = 0; i < g->nspan && p != zero_page; i++) {
+		if (p == zero_page)
+			continue;
+		for (int i = 0; i < g->nspan; i++) {
 			const tpc_map *m = g->span[i].m;
 			if (p >= m->data && p < m->data + m->size) {
 				tpc_map_populate(m, (uint64_t)(p - m->data), g->iov[k].iov_len);
@@ -1555,17 +1556,14 @@ static int gather_flush(gsink *g, tpc_err *e)
 	gather_populate(g);
 	int ret = g->n ? tpc_out_writev(g->o, g->iov, g->n, e) : 0;
 	g->n = 0;
-	/* Drop only the whole blocks (tpc_map_drop's 2 MiB) that end before
-	 * the span does: the next batch reads on from there. A merge at tp 8
+	/* Drop only the whole blocks (tpc_map_drop's 2 MiB) the spans have
+	 * passed: the next batch reads on from where they end. A merge at tp 8
 	 * reads 128 KiB of each rank file per batch, and dropping the block
 	 * around it made the next 15 batches map the same pages again. The
 	 * block the span ends in goes with a later batch or with the tensor
 	 * (gather_write's tpc_ckpt_drop_pages). */
-	for (int i = 0; i < g->nspan; i++) {
-		uint64_t end = g->span[i].hi & ~(uint64_t)(GATHER_DROP_BLOCK - 1);
-		if (end > g->span[i].lo)
-			tpc_map_drop(g->span[i].m, g->span[i].lo, end - g->span[i].lo);
-	}
+	for (int i = 0; i < g->nspan; i++)
+		tpc_map_drop_passed(g->span[i].m, g->span[i].lo, g->span[i].hi);
 	g->nspan = 0;
 	return ret;
 }

@@ -237,12 +237,26 @@ void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len)
  * a drop covers the whole aligned blocks that hold [off, off+len): a page a
  * neighbour is still reading faults back in (a minor fault), and nothing a
  * touch inside the range mapped stays behind. */
+/* The block a drop widens to: a PMD-order folio (2 MiB with 4 KiB pages). */
+static uint64_t drop_block(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	return (uint64_t)(pg > 0 ? pg : 4096) * 512;
+}
+
+void tpc_map_drop_passed(const tpc_map *m, uint64_t off, uint64_t end)
+{
+	end &= ~(drop_block() - 1);
+	if (end > off)
+		tpc_map_drop(m, off, end - off);
+}
+
 void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	if (pg <= 0)
 		pg = 4096;
-	uint64_t span = (uint64_t)pg * 512; /* a PMD-order folio */
+	uint64_t span = drop_block();
 	if (!m || !m->data || m->fd < 0 || off >= m->size || !len)
 		return;
 	if (len > m->size - off)
@@ -514,12 +528,15 @@ static int pwritev_all(tpc_out *o, struct iovec *iov, int n, uint64_t off, tpc_e
 	return 0;
 }
 
-int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e)
+/* Write p[0..n) at off in calls that each end on the output's `piece` grid. */
+static int pwrite_pieces(tpc_out *o, const void *p, size_t n, uint64_t off, size_t piece, tpc_err *e)
 {
 	const char *c = p;
 	int ret = 0;
-	while (n && !ret) { /* CHUNK at a time: progress and signals stay responsive */
-		size_t k = n > CHUNK ? CHUNK : n;
+	while (n && !ret) {
+		size_t k = piece - (size_t)(off % piece);
+		if (k > n)
+			k = n;
 		struct iovec v = {(void *)c, k};
 		ret = pwritev_all(o, &v, 1, off, e);
 		c += k;
@@ -527,6 +544,12 @@ int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e
 		off += k;
 	}
 	return ret;
+}
+
+int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e)
+{
+	/* CHUNK at a time: progress and signals stay responsive */
+	return pwrite_pieces(o, p, n, off, CHUNK, e);
 }
 
 int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e)
@@ -594,7 +617,7 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
 		len -= (uint64_t)r;
 		written_to(o, dst_off);
 	}
-	/* No kernel copy (another file system, or turned off): written from the
+	/* No kernel copy (another file system, turned off, or out of phase): from the
 	 * mapping a chunk at a time, each chunk's pages dropped behind it, or the
 	 * whole range would stay in the resident set (4.5 GiB for a 4.7 GB
 	 * convert onto tmpfs). */
@@ -603,24 +626,13 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
 	while (len && !ret) {
 		size_t k = len > STEP ? STEP : (size_t)len;
 		tpc_map_populate(src, src_off, k);
-		if (phase) {
-			/* 64 KiB folios, not 2 MiB ones: on the bench VM (free page
-			 * reporting) a 2 MiB folio is memory the host took back, and
-			 * the first write to it faults page by page. The same 4.74 GB
-			 * convert in 8 MiB writes took 4.22-7.40 s, in 64 KiB pieces
-			 * 1.70-1.89 s, through the kernel's misaligned copy
-			 * 2.00-2.05 s. */
-			for (size_t d = 0; d < k && !ret;) {
-				size_t p = PIECE - (size_t)((dst_off + d) % PIECE);
-				if (p > k - d)
-					p = k - d;
-				struct iovec v = {(void *)(src->data + src_off + d), p};
-				ret = pwritev_all(o, &v, 1, dst_off + d, e);
-				d += p;
-			}
-		} else {
-			ret = tpc_out_pwrite(o, src->data + src_off, k, dst_off, e);
-		}
+		/* Out of phase: 64 KiB pieces, so 64 KiB folios, not 2 MiB ones.
+		 * On the bench VM (free page reporting) a 2 MiB folio is memory
+		 * the host took back, and the first write to it faults page by
+		 * page. The 4.74 GB convert in 8 MiB writes took 4.22-7.40 s, in
+		 * 64 KiB pieces 1.70-1.89 s, through the kernel's misaligned copy
+		 * 2.00-2.05 s. */
+		ret = pwrite_pieces(o, src->data + src_off, k, dst_off, phase ? PIECE : CHUNK, e);
 		tpc_map_drop(src, src_off, k);
 		src_off += k;
 		dst_off += k;

@@ -56,13 +56,17 @@ void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
  * pages too: harmless, they fault back in. Keeps the RSS of a pass over a
  * large input bounded. Owned-memory sources (fd < 0) are left alone. */
 void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len);
+/* A forward reader has passed [off, end): drop the whole blocks of it, and
+ * keep the block `end` falls in, which the reader goes on to use (a later
+ * drop, or one of the whole range, takes it). */
+void tpc_map_drop_passed(const tpc_map *m, uint64_t off, uint64_t end);
 
 /* Map the pages of [off, off+len) into this process's page tables now
  * (MADV_POPULATE_READ). A pwritev from a mapping needs its source pages
- * mapped: since Linux 6.x the kernel no longer faults them in before the
- * copy, it copies with faults off, and a copy that comes up short halves the
- * piece it writes for the rest of the call, down to single 4 KiB page-cache
- * folios (merge tp 8 of the 4.74 GB bench file: 329,677 folios without this,
+ * mapped: on the bench machine's 6.18 kernel the buffered write copies with
+ * faults off, faults the pages in only after a copy came up short, and then
+ * writes the rest of the call in halved pieces, down to single 4 KiB
+ * page-cache folios (merge tp 8 of the 4.74 GB bench file: 329,677 folios without this,
  * 69,157 with it, where the in-kernel copy makes 72,624). */
 void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len);
 

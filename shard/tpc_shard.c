@@ -251,7 +251,8 @@ out:
  * RSS, though it is all clean page cache). The writers drop what they read
  * as they go (tpc_ckpt_drop_pages, the gather's spans); as a safety net a
  * helper thread looks at the resident set every 10 ms and, when it has grown
- * past RSS_GUARD_BYTES, drops the resident pages of the input mappings. A
+ * past RSS_GUARD_BYTES, drops the resident pages of the input mappings, the
+ * shared ones and each writer's own (views_open). A
  * page a gather is still reading is faulted back from the page cache (a
  * minor fault), so the result is unchanged and peak RSS stays bounded. It
  * does not drop unconditionally: a drop of all 4.7 GB every 10 ms cost a
