@@ -103,6 +103,15 @@ typedef struct tpc_out {
 	int fd;
 	uint64_t size;  /* bytes written through tpc_out_write (sequential position) */
 	uint64_t wb;    /* write-behind: writeback started for [0, wb) */
+	int dfd;        /* the same file opened O_DIRECT (valid when dio > 0) */
+	int dio;        /* 0 not tried yet, 1 dfd open, -1 not used for this file */
+	uint32_t dio_mem; /* the file system's O_DIRECT memory alignment (statx) */
+	uint8_t *stage;     /* staged sequential bytes for direct writes (DIO_STEP, page-aligned) */
+	size_t staged;      /* bytes in stage */
+	uint64_t stage_off; /* file offset of stage[0] (a whole page) */
+	bool staging;       /* stage holds the bytes at [stage_off, stage_off + staged) */
+	uint8_t *scratch;   /* tpc_out_scratch's buffer */
+	size_t scratch_len;
 	bool committed;
 	unsigned flags; /* TPC_OUT_* given to tpc_out_open */
 } tpc_out;
@@ -126,6 +135,10 @@ int tpc_out_copy(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
 int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
 		    uint64_t dst_off, tpc_err *e);
 /* Set the file size (preallocate). */
+/* A page-aligned buffer of at least n bytes that lives as long as the output
+ * (reused by its writer from tensor to tensor, so its pages are touched once;
+ * freed by tpc_out_commit and tpc_out_abort); NULL when out of memory. */
+uint8_t *tpc_out_scratch(tpc_out *o, size_t n);
 int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e);
 /* fsync, keeping the temporary open (and so locked against removal as a
  * leftover; still removed on abort or signal); a later tpc_out_commit closes

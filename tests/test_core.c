@@ -2,7 +2,9 @@
  * checkpoint model (strided gathers) and atomic outputs. */
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "tpc_buf.h"
@@ -522,6 +524,93 @@ static void test_atomic_output(void **st)
 	free(dir);
 }
 
+/* Direct writes (tpc_io.c): staged sequential bytes and in-phase copies go
+ * O_DIRECT where the file system takes it, their ragged ends buffered; a
+ * copy, a pwrite or the commit writes out what is staged first. The file
+ * must hold exactly what the calls wrote, in the order they wrote it. */
+static void test_direct_output(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200], in[4200];
+	size_t insz = 40u << 20, cap = 64u << 20, at = 0;
+	uint8_t *src = malloc(insz), *want = malloc(cap), *user = malloc(1u << 20);
+	uint32_t x = 12345;
+	assert_non_null(src);
+	assert_non_null(want);
+	assert_non_null(user);
+	for (size_t i = 0; i < insz; i++) {
+		x = x * 1103515245u + 12345u;
+		src[i] = (uint8_t)(x >> 16);
+	}
+	for (size_t i = 0; i < (1u << 20); i++)
+		user[i] = (uint8_t)(i * 7 + 3);
+	snprintf(in, sizeof(in), "%s/in.bin", dir);
+	snprintf(path, sizeof(path), "%s/out.bin", dir);
+	assert_int_equal(test_write_file(in, src, insz), 0);
+	tpc_map m;
+	tpc_out o;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_map_open(&m, in, &e), 0);
+	assert_int_equal(tpc_out_open(&o, path, 0, &e), 0);
+#define PUT(p, n) (memcpy(want + at, (p), (n)), at += (n))
+	/* a small header: buffered */
+	assert_int_equal(tpc_out_write(&o, user, 100, &e), 0);
+	PUT(user, 100);
+	/* a gather of runs from the mapping: staged (head to the page buffered),
+	 * crossing one full staging buffer */
+	struct iovec v[3] = {{(void *)(m.data + 7), 70000}, {(void *)(m.data + 123456), 20u << 20},
+			     {(void *)(m.data + 5), 1000}};
+	assert_int_equal(tpc_out_writev(&o, v, 3, &e), 0);
+	PUT(src + 7, 70000);
+	PUT(src + 123456, 20u << 20);
+	PUT(src + 5, 1000);
+	/* more sequential bytes continue the staged run, small ones too */
+	assert_int_equal(tpc_out_write(&o, user, 200000, &e), 0);
+	PUT(user, 200000);
+	assert_int_equal(tpc_out_write(&o, user + 9, 33, &e), 0);
+	PUT(user + 9, 33);
+	/* an in-phase copy: what is staged goes first, then direct from the mapping */
+	uint64_t so = 4096 * 100 + (o.size % 4096);
+	assert_int_equal(tpc_out_copy(&o, &m, so, 3u << 20, &e), 0);
+	PUT(src + so, 3u << 20);
+	/* an out-of-phase copy: buffered */
+	so = 4096 * 3000 + ((o.size + 100) % 4096);
+	assert_int_equal(tpc_out_copy(&o, &m, so, (2u << 20) + 17, &e), 0);
+	PUT(src + so, (2u << 20) + 17);
+	/* staged again, then a pwrite back into the header flushes it */
+	struct iovec z[2] = {{(void *)(m.data + 999), 65536}, {user, 300000}};
+	assert_int_equal(tpc_out_writev(&o, z, 2, &e), 0);
+	PUT(src + 999, 65536);
+	PUT(user, 300000);
+	assert_int_equal(tpc_out_pwrite(&o, "PATCHED", 7, 50, &e), 0);
+	memcpy(want + 50, "PATCHED", 7);
+	/* and a last staged run that the commit writes out */
+	assert_int_equal(tpc_out_write(&o, user, 1u << 20, &e), 0);
+	PUT(user, 1u << 20);
+#undef PUT
+#ifdef STATX_DIOALIGN
+	struct statx sx;
+	if (statx(AT_FDCWD, dir, 0, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+	    sx.stx_dio_offset_align && sx.stx_dio_offset_align <= 4096 && !getenv("TPCONV_DIRECT"))
+		assert_int_equal(o.dio, 1); /* the direct path ran and was not refused */
+#endif
+	assert_int_equal(tpc_out_commit(&o, &e), 0);
+	tpc_out_abort(&o);
+	size_t n;
+	uint8_t *got = test_read_file(path, &n);
+	assert_int_equal(n, at);
+	assert_memory_equal(got, want, at);
+	free(got);
+	tpc_map_close(&m);
+	free(src);
+	free(want);
+	free(user);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* Resident kB of the mapping that starts at p (/proc/self/smaps), -1 if not found. */
 static long mapping_rss_kb(const void *p)
 {
@@ -663,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
+		cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_map_drop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

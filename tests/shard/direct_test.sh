@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Direct (O_DIRECT) output writes (lib/tpc_io.c). Where the file system takes
+# them, the whole pages of large copies from the input mapping and of staged
+# sequential bytes (a gather's runs, cast output) go to disk without the page
+# cache; the ragged ends stay buffered. Every output must be byte for byte
+# what buffered writes give (TPCONV_DIRECT=0): shard tp 2 and 4 (column
+# copies and row-parallel gathers), merge (gathers from every rank file),
+# a reshard, convert with a cast (staged tpc_out_write), convert to a torch
+# zip; on tmpfs (no direct writes, or other alignment) the same bytes again.
+# When strace is there, the run is checked to have opened its outputs
+# O_DIRECT at all (else this test would prove nothing).
+# usage: direct_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=/usr/bin/python3
+. "$SRC/tests/shard/tap.sh"
+# hidden 1024, 1 layer, inter 1536, vocab 2048, F32: 8 MiB embeddings, 4 MiB
+# attention and 6 MiB MLP weights
+$PY "$SRC/bench/make_big_st.py" "$T/src.safetensors" 1024 1 1536 2048 F32 >/dev/null ||
+  { echo "1..0 # SKIP generator failed"; exit 0; }
+F=(--preset llama --heads 8 --kv-heads 8 --head-dim 128 --vocab 2048)
+# both DIR1 DIR2 CMD... with {} for the output: run direct and buffered, compare
+both() {
+  local label=$1 a=$2 b=$3; shift 3
+  local ca=() cb=()
+  for x in "$@"; do ca+=("${x//\{\}/$a}"); cb+=("${x//\{\}/$b}"); done
+  run "${ca[@]}"
+  if [ "$rc" != 0 ]; then bad "$label (direct)" "$(cat "$T/err")"; return 1; fi
+  TPCONV_DIRECT=0 "${cb[@]}" >"$T/out" 2>"$T/err"
+  if [ $? != 0 ]; then bad "$label (TPCONV_DIRECT=0)" "$(cat "$T/err")"; return 1; fi
+  if diff -r "$a" "$b" >"$T/diff" 2>&1; then ok "$label: byte-identical to buffered writes"; else bad "$label differs" "$(head -5 "$T/diff")"; fi
+}
+for tp in 2 4; do
+  both "shard tp $tp" "$T/d$tp" "$T/b$tp" "$TPCONV" shard "$T/src.safetensors" --tp $tp "${F[@]}" -o {}
+  mkdir -p "$T/md$tp" "$T/mb$tp"
+  both "merge tp $tp" "$T/md$tp" "$T/mb$tp" "$TPCONV" merge "$T/d$tp" -o {}/m.safetensors
+  same "$T/src.safetensors" "$T/md$tp/m.safetensors" && ok "merge tp $tp gives the source's tensors" ||
+    bad "merge tp $tp: tensors differ" "$(cat "$T/diff" "$T/ierr")"
+done
+both "reshard tp 2 -> 4" "$T/r4" "$T/rb4" "$TPCONV" shard "$T/d2" --tp 4 "${F[@]}" -o {}
+mkdir -p "$T/c1" "$T/c2" "$T/t1" "$T/t2"
+both "convert --dtype bf16 (staged writes)" "$T/c1" "$T/c2" "$TPCONV" convert "$T/src.safetensors" --dtype bf16 -o {}/c.safetensors
+both "convert to a torch zip" "$T/t1" "$T/t2" "$TPCONV" convert "$T/src.safetensors" -o {}/c.pt
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  S=$(mktemp -d /dev/shm/tpc-direct-XXXXXX)
+  run "$TPCONV" shard "$T/src.safetensors" --tp 4 "${F[@]}" -o "$S/set"
+  if [ "$rc" = 0 ] && diff -r "$S/set" "$T/d4" >"$T/diff" 2>&1; then ok "shard tp 4 onto tmpfs: the same bytes"; else bad "shard tp 4 onto tmpfs" "$(cat "$T/err" "$T/diff" | head -5)"; fi
+  run "$TPCONV" merge "$T/d4" -o "$S/m.safetensors"
+  if [ "$rc" = 0 ] && cmp -s "$S/m.safetensors" "$T/md4/m.safetensors"; then ok "merge onto tmpfs: the same bytes"; else bad "merge onto tmpfs" "$(cat "$T/err")"; fi
+  rm -rf "$S"
+else
+  skip "tmpfs outputs" "no writable /dev/shm"
+fi
+if command -v strace >/dev/null 2>&1 && strace -f -o "$T/trace" -e trace=open,openat "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$T/traced" >/dev/null 2>&1; then
+  if grep -qE 'O_DIRECT([|)]|$)' "$T/trace"; then
+    ok "shard opened its outputs O_DIRECT (this file system takes direct writes)"
+  else
+    skip "direct writes used" "no O_DIRECT open: the file system of $T reports no direct-I/O alignment"
+  fi
+  TPCONV_DIRECT=0 strace -f -o "$T/trace0" -e trace=open,openat "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$T/traced0" >/dev/null 2>&1
+  grep -qE 'O_DIRECT([|)]|$)' "$T/trace0" && bad "TPCONV_DIRECT=0 still opened O_DIRECT" || ok "TPCONV_DIRECT=0 opens nothing O_DIRECT"
+else
+  skip "direct writes used" "strace is not available"
+fi
+echo "1..$n"
+[ "$failed" = 0 ]
