@@ -42,11 +42,16 @@ if [ ! -f "$SRC" ]; then
 fi
 
 # timed LABEL OUTPUT CMD...: sets SECS (fastest of REPS) and RSS (KiB, largest)
+# WARM, when set, names files read into the page cache before each repetition
+# (untimed): the floor copy reads a file that is in the page cache, and so
+# does every step. A set written with direct writes (lib/tpc_io.c) is not in
+# the page cache after the shard that wrote it; a buffered one was.
 timed() {
   local label=$1 out=$2 r s m u y; shift 2
   SECS="" RSS=0 USR="" SYS=""
   for r in $(seq "$REPS"); do
     [ -z "$out" ] || rm -rf "$out"
+    [ -z "${WARM:-}" ] || cat $WARM >/dev/null
     sync
     /usr/bin/time -f "%e %M %U %S" -o "$DIR/time.txt" sh -c '"$@" && sync' sh "$@" >"$DIR/cmd.log" 2>&1 ||
       { echo "FAILED: $label"; cat "$DIR/cmd.log"; exit 1; }
@@ -89,10 +94,10 @@ for tp in 2 4 8; do
   floor "$ST"
   step "shard safetensors -> tp $tp (xxh3-128)" 1.2 "$DIR/set$tp" "$TPCONV" shard "$ST" --tp $tp "${FACTS[@]}" -o "$DIR/set$tp"
   # the last repetition's set stays for the merge and the reshard
-  step "merge tp $tp -> safetensors (checksums checked)" 1.2 "$DIR/merged.safetensors" \
+  WARM="$DIR/set$tp/*.safetensors" step "merge tp $tp -> safetensors (checksums checked)" 1.2 "$DIR/merged.safetensors" \
     "$TPCONV" merge "$DIR/set$tp" -o "$DIR/merged.safetensors" -f
   rm -f "$DIR/merged.safetensors"
-  step "reshard tp $tp -> tp $next" 1.2 "$DIR/re$next" "$TPCONV" shard "$DIR/set$tp" --tp $next "${FACTS[@]}" -o "$DIR/re$next"
+  WARM="$DIR/set$tp/*.safetensors" step "reshard tp $tp -> tp $next" 1.2 "$DIR/re$next" "$TPCONV" shard "$DIR/set$tp" --tp $next "${FACTS[@]}" -o "$DIR/re$next"
   rm -rf "$DIR/set$tp" "$DIR/re$next"
 done
 
