@@ -478,14 +478,21 @@ static int write_fail(tpc_out *o, int err, tpc_err *e)
  * TPCONV_WRITE_BEHIND=0 turns it off (to measure it). */
 #define WRITE_BEHIND (32u << 20)
 
+/* A switch that is on unless the environment sets `name` to "0" (read once;
+ * *cache starts at -1). */
+static bool env_switch(const char *name, int *cache)
+{
+	if (*cache < 0) {
+		const char *s = getenv(name);
+		*cache = !(s && !strcmp(s, "0"));
+	}
+	return *cache;
+}
+
 static bool write_behind_on(void)
 {
 	static int on = -1;
-	if (on < 0) {
-		const char *s = getenv("TPCONV_WRITE_BEHIND");
-		on = !(s && !strcmp(s, "0"));
-	}
-	return on;
+	return env_switch("TPCONV_WRITE_BEHIND", &on);
 }
 
 /* Bytes up to `end` have been written. */
@@ -528,11 +535,7 @@ static void written_to(tpc_out *o, uint64_t end)
 static bool direct_on(void)
 {
 	static int on = -1;
-	if (on < 0) {
-		const char *s = getenv("TPCONV_DIRECT");
-		on = !(s && !strcmp(s, "0"));
-	}
-	return on;
+	return env_switch("TPCONV_DIRECT", &on);
 }
 
 /* No more direct writes to this file (what is staged is still written). */
@@ -686,16 +689,27 @@ static int stage_spill(tpc_out *o, tpc_err *e)
 	return 0;
 }
 
-/* Append p[0..n) to the staged bytes, writing each full buffer. */
-static int stage_add(tpc_out *o, const uint8_t *p, size_t n, tpc_err *e)
+static int map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst);
+static int read_fail(const tpc_map *m, uint64_t off, tpc_err *e);
+
+/* Append n bytes to the staged ones, writing each full buffer: from p, or
+ * (p NULL) read with pread from src at s. */
+static int stage_add(tpc_out *o, const uint8_t *p, const tpc_map *src, uint64_t s, uint64_t n, tpc_err *e)
 {
 	while (n) {
 		size_t k = DIO_STEP - o->staged;
 		if (k > n)
-			k = n;
-		memcpy(o->stage + o->staged, p, k);
+			k = (size_t)n;
+		if (p) {
+			memcpy(o->stage + o->staged, p, k);
+			p += k;
+		} else {
+			errno = 0;
+			if (map_pread(src, s, k, o->stage + o->staged))
+				return read_fail(src, s, e);
+			s += k;
+		}
 		o->staged += k;
-		p += k;
 		n -= k;
 		if (o->staged == DIO_STEP) {
 			int r = stage_spill(o, e);
@@ -717,8 +731,6 @@ static bool stage_can(tpc_out *o)
 	}
 	return true;
 }
-
-static int map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst);
 
 static int read_fail(const tpc_map *m, uint64_t off, tpc_err *e)
 {
@@ -763,23 +775,7 @@ static int stage_copy(tpc_out *o, const tpc_map *src, uint64_t s, uint64_t len, 
 		o->staged = 0;
 	}
 	*done = true;
-	while (len) {
-		size_t k = DIO_STEP - o->staged;
-		if (k > len)
-			k = (size_t)len;
-		errno = 0;
-		if (map_pread(src, s, k, o->stage + o->staged))
-			return read_fail(src, s, e);
-		o->staged += k;
-		s += k;
-		len -= k;
-		if (o->staged == DIO_STEP) {
-			int r = stage_spill(o, e);
-			if (r)
-				return r;
-		}
-	}
-	return 0;
+	return stage_add(o, NULL, src, s, len, e);
 }
 
 /* Bytes for o->size onwards, `total` of them in iov[0..n): staged when they
@@ -821,7 +817,7 @@ static int stage_seq(tpc_out *o, const struct iovec *iov, int n, uint64_t total,
 			skip -= k;
 			continue;
 		}
-		int r = stage_add(o, p + skip, k - (size_t)skip, e);
+		int r = stage_add(o, p + skip, NULL, 0, k - skip, e);
 		skip = 0;
 		if (r)
 			return r;
