@@ -588,6 +588,14 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	tpc_wr64le(lenb, hlen);
 	if ((ret = tpc_out_write(&out, lenb, 8, e)) || (ret = tpc_out_write(&out, hdr, hlen, e)))
 		goto out;
+	{
+		/* the file's size is known: set first, so no direct write extends it */
+		uint64_t total = out.size;
+		for (size_t i = 0; i < nsel; i++)
+			total += ck->t[order[i]].nbytes;
+		if ((ret = tpc_out_reserve(&out, total, e)))
+			goto out;
+	}
 	for (size_t i = 0; i < nsel; i++) {
 		const tpc_tensor *t = &ck->t[order[i]];
 		if ((ret = tpc_ckpt_write_tensor(ck, t, &out, e))) {

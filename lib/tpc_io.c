@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <linux/aio_abi.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -110,6 +112,47 @@ void tpc_io_set_kernel_copy(bool on)
 	kernel_copy = on;
 }
 
+/* Bytes of the mapped inputs, and how many of them were not in the page
+ * cache when they were mapped: the direct-write policy (direct_on). */
+static _Atomic uint64_t in_bytes, in_uncached;
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* Linux 6.5, the same number on every architecture */
+#endif
+struct tpc_cachestat_range {
+	uint64_t off, len;
+};
+struct tpc_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* How many bytes of m's file are not in the page cache: cachestat(2), else
+ * mincore(2) on the mapping, else 0 (unknown). */
+static uint64_t uncached_bytes(const tpc_map *m)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t ps = pg > 0 ? (uint64_t)pg : 4096, pages = (m->size + ps - 1) / ps, have = 0;
+	struct tpc_cachestat_range r = {0, 0};
+	struct tpc_cachestat cs;
+	if (!m->size)
+		return 0;
+	if (syscall(__NR_cachestat, m->fd, &r, &cs, 0) == 0) {
+		have = cs.nr_cache;
+	} else {
+		unsigned char *v = malloc((size_t)pages);
+		if (!v)
+			return 0;
+		if (mincore((void *)m->data, (size_t)m->size, v) != 0) {
+			free(v);
+			return 0;
+		}
+		for (uint64_t i = 0; i < pages; i++)
+			have += v[i] & 1;
+		free(v);
+	}
+	return have >= pages ? 0 : (pages - have) * ps;
+}
+
 static void note_input_stat(const struct stat *st)
 {
 	pthread_mutex_lock(&io_lock);
@@ -190,6 +233,8 @@ int tpc_map_open(tpc_map *m, const char *path, tpc_err *e)
 			goto out;
 		}
 		m->data = p;
+		atomic_fetch_add(&in_bytes, m->size);
+		atomic_fetch_add(&in_uncached, uncached_bytes(m));
 	}
 	note_input_stat(&st);
 	m->noted = true;
@@ -498,6 +543,8 @@ static bool write_behind_on(void)
 /* Bytes up to `end` have been written. */
 static void written_to(tpc_out *o, uint64_t end)
 {
+	if (end > o->end)
+		o->end = end;
 	if (end < o->wb + WRITE_BEHIND || !write_behind_on())
 		return;
 	uint64_t to = end & ~(uint64_t)0xffff;
@@ -526,16 +573,75 @@ static void written_to(tpc_out *o, uint64_t end)
  * a truncate, the fsync) first writes out what is staged. File systems that
  * do not report an O_DIRECT alignment (statx STATX_DIOALIGN, Linux 6.1), or
  * refuse the open or a write (EINVAL), keep buffered writes. TPCONV_DIRECT=0
- * turns it off. */
+ * turns it off.
+ *
+ * The direct writes go out through a Linux AIO queue (io_submit), up to
+ * DIO_DEPTH at a time per output, so the writer goes on filling the next
+ * buffer (or faulting in the next source pages) while the disk writes the
+ * last ones: one synchronous 16 MiB write at a time left the writer idle for
+ * every write, and a write that stalled on the virtual disk (p90 65 ms, p99
+ * 0.4 s in the 26 GB shard) stalled it whole. Staging has DIO_BUFS buffers,
+ * so one fills while the other is written. A buffer or a source page range
+ * belongs to the queue until its write completes; the mapping's pages are
+ * dropped then. Writes that extend the file complete inside io_submit on
+ * ext4, so a writer that knows the size sets it first (tpc_out_reserve). A
+ * failed completion is reported by the next call that waits on the queue
+ * (the latest at tpc_out_finish); a refused one (EINVAL) or a short one is
+ * written again, buffered. Where the queue cannot be set up, or with
+ * TPCONV_DIRECT_ASYNC=0, each direct write completes before the next. */
 #define DIO_MIN (1u << 20)    /* smaller copies stay buffered */
 #define DIO_STEP (16u << 20)  /* bytes per direct write, and the staging buffer */
 #define DIO_PAGE 4096u        /* direct ranges are whole pages of the output */
 #define STAGE_MIN (64u << 10) /* a sequential write this large starts staging */
+#define DIO_DEPTH 4           /* direct writes in flight per output */
+#define DIO_BUFS 2            /* staging buffers per output */
 
+enum { SLOT_FREE, SLOT_STAGE, SLOT_FLY };
+
+typedef struct tpc_dio_queue {
+	aio_context_t ctx; /* 0: no queue (every direct write completes before the next) */
+	int nfly;
+	int nbuf;
+	struct dio_slot {
+		struct iocb cb;
+		uint8_t *buf;       /* a staging buffer (DIO_STEP bytes), or NULL */
+		const tpc_map *src; /* written from this mapping: dropped when done */
+		uint64_t s;
+		int state;
+	} slot[DIO_DEPTH];
+} tpc_dio_queue;
+
+/* TPCONV_DIRECT=0: never; =1: wherever the file system allows; unset: when
+ * most of the input is in the page cache. A run that reads its input from
+ * the disk (a model larger than RAM, or one not read since boot) takes
+ * fresh page-cache pages for the input anyway, and there the synchronous
+ * wait of direct writes, each between two input reads, is what costs: the
+ * 26 GB shard at tp 8 measured 57-90 s with direct writes against 34-36 s
+ * buffered (the in-kernel copy: 29-35 s), when the 4.74 GB shard from the
+ * page cache measured 4.8-5.9 s direct against 4.2-6.6 s buffered and merge
+ * 5.2-7.2 s against 6.3-10.4 s (BENCHMARKS.md). Decided once per process,
+ * at the first output that could go direct: the inputs are mapped by then. */
 static bool direct_on(void)
 {
+	static _Atomic int on = -1;
+	int v = atomic_load(&on);
+	if (v < 0) {
+		const char *s = getenv("TPCONV_DIRECT");
+		if (s && !strcmp(s, "0"))
+			v = 0;
+		else if (s && !strcmp(s, "1"))
+			v = 1;
+		else
+			v = atomic_load(&in_uncached) * 4 <= atomic_load(&in_bytes);
+		atomic_store(&on, v);
+	}
+	return v;
+}
+
+static bool direct_async_on(void)
+{
 	static int on = -1;
-	return env_switch("TPCONV_DIRECT", &on);
+	return env_switch("TPCONV_DIRECT_ASYNC", &on);
 }
 
 /* No more direct writes to this file (what is staged is still written). */
@@ -546,11 +652,20 @@ static void dio_stop(tpc_out *o)
 	o->dio = -1;
 }
 
-/* The file is closed or gone: the descriptor and the staging buffer go. */
+/* The file is closed or gone: the queue (io_destroy waits for what is in
+ * flight), the descriptor and the buffers go. */
 static void dio_release(tpc_out *o)
 {
+	tpc_dio_queue *q = o->dq;
+	if (q) {
+		if (q->ctx)
+			(void)syscall(SYS_io_destroy, q->ctx);
+		for (int i = 0; i < DIO_DEPTH; i++)
+			free(q->slot[i].buf);
+		free(q);
+		o->dq = NULL;
+	}
 	dio_stop(o);
-	free(o->stage);
 	o->stage = NULL;
 	o->staged = 0;
 	o->staging = false;
@@ -639,53 +754,256 @@ static int dio_pwrite(tpc_out *o, const uint8_t *p, size_t n, uint64_t off, size
 	return 0;
 }
 
-/* Write src[s, s+len) to [d, d+len) with O_DIRECT, DIO_STEP at a time, the
- * mapping dropped behind each step (the disk has read those pages). */
+/* ---- the queue ---- */
+
+static tpc_dio_queue *dq_get(tpc_out *o)
+{
+	if (!o->dq) {
+		o->dq = calloc(1, sizeof(*o->dq));
+		if (o->dq && direct_async_on() && syscall(SYS_io_setup, DIO_DEPTH, &o->dq->ctx) != 0)
+			o->dq->ctx = 0;
+	}
+	return o->dq;
+}
+
+/* Slot i's write ended with `res` (bytes written, or -errno). */
+static int slot_done(tpc_out *o, int i, long long res, tpc_err *e)
+{
+	struct dio_slot *sl = &o->dq->slot[i];
+	const uint8_t *p = (const uint8_t *)(uintptr_t)sl->cb.aio_buf;
+	size_t n = (size_t)sl->cb.aio_nbytes;
+	uint64_t off = (uint64_t)sl->cb.aio_offset;
+	int r = 0;
+	sl->state = SLOT_FREE;
+	o->dq->nfly--;
+	if (res == -EINVAL || res == -EOPNOTSUPP || res == -ENOTSUP) {
+		dio_stop(o); /* refused: this piece and the rest buffered */
+		res = 0;
+	}
+	if (res < 0) {
+		r = write_fail(o, (int)-res, e);
+	} else if (res == 0 && n && o->dio > 0) {
+		r = write_fail(o, ENOSPC, e);
+	} else {
+		if ((size_t)res < n) {
+			if (res % DIO_PAGE)
+				dio_stop(o);
+			r = pwrite_pieces(o, p + res, n - (size_t)res, off + (uint64_t)res, DIO_STEP, e);
+		}
+		written_to(o, off + n);
+	}
+	if (sl->src)
+		tpc_map_drop(sl->src, sl->s, n); /* the disk has read those pages */
+	sl->src = NULL;
+	return r;
+}
+
+/* Wait for at least `min` writes in flight to complete. The first failure
+ * is returned; the other completions are still taken. */
+static int dq_reap(tpc_out *o, int min, tpc_err *e)
+{
+	tpc_dio_queue *q = o->dq;
+	struct io_event ev[DIO_DEPTH];
+	int r = 0;
+	if (!q || !q->nfly)
+		return 0;
+	for (;;) {
+		long k = syscall(SYS_io_getevents, q->ctx, (long)min, (long)DIO_DEPTH, ev, NULL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return write_fail(o, errno, e);
+		for (long j = 0; j < k; j++) {
+			tpc_err ignored;
+			int rr = slot_done(o, (int)ev[j].data, ev[j].res, r ? &ignored : e);
+			if (rr && !r)
+				r = rr;
+		}
+		return r;
+	}
+}
+
+/* Every write in flight has completed (the first failure returned). */
+static int dq_drain(tpc_out *o, tpc_err *e)
+{
+	int r = 0;
+	while (o->dq && o->dq->nfly) {
+		tpc_err ignored;
+		int rr = dq_reap(o, o->dq->nfly, r ? &ignored : e);
+		if (rr && !r)
+			r = rr;
+		if (rr && o->dq->nfly && !o->dq->ctx)
+			break;
+	}
+	return r;
+}
+
+/* A free slot (with a staging buffer when `buf`), waiting for a write in
+ * flight to complete when there is none. *i is -1 when no buffer can be had
+ * (out of memory, none in flight to wait for). */
+static int slot_take(tpc_out *o, bool buf, int *i, tpc_err *e)
+{
+	tpc_dio_queue *q = o->dq;
+	*i = -1;
+	for (;;) {
+		int pick = -1;
+		for (int k = 0; k < DIO_DEPTH; k++) {
+			if (q->slot[k].state != SLOT_FREE)
+				continue;
+			if (!buf || q->slot[k].buf) {
+				pick = k;
+				break;
+			}
+			if (pick < 0 && q->nbuf < DIO_BUFS)
+				pick = k;
+		}
+		if (pick >= 0 && buf && !q->slot[pick].buf) {
+			if (posix_memalign((void **)&q->slot[pick].buf, DIO_PAGE, DIO_STEP) != 0)
+				q->slot[pick].buf = NULL;
+			else
+				q->nbuf++;
+			if (!q->slot[pick].buf)
+				pick = -1;
+		}
+		if (pick >= 0) {
+			*i = pick;
+			return 0;
+		}
+		if (!q->nfly)
+			return 0;
+		int r = dq_reap(o, 1, e);
+		if (r)
+			return r;
+	}
+}
+
+/* Write p[0..n) at off (whole pages, p in off's memory alignment phase) from
+ * slot i: queued when the queue runs, else direct now with what the file
+ * refuses buffered. src, when not NULL, is the mapping p points into (its
+ * pages at s dropped once written). */
+static int dio_submit(tpc_out *o, int i, const uint8_t *p, size_t n, uint64_t off, const tpc_map *src,
+		      uint64_t s, tpc_err *e)
+{
+	tpc_dio_queue *q = o->dq;
+	struct dio_slot *sl = &q->slot[i];
+	while (o->dio > 0 && q->ctx) {
+		struct iocb *cbp = &sl->cb;
+		memset(&sl->cb, 0, sizeof(sl->cb));
+		sl->cb.aio_data = (uint64_t)i;
+		sl->cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+		sl->cb.aio_fildes = (uint32_t)o->dfd;
+		sl->cb.aio_buf = (uint64_t)(uintptr_t)p;
+		sl->cb.aio_nbytes = n;
+		sl->cb.aio_offset = (int64_t)off;
+		long k = syscall(SYS_io_submit, q->ctx, 1L, &cbp);
+		if (k == 1) {
+			sl->state = SLOT_FLY;
+			sl->src = src;
+			sl->s = s;
+			q->nfly++;
+			return 0;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN && q->nfly) {
+			int r = dq_reap(o, 1, e);
+			if (r)
+				return r;
+			continue;
+		}
+		break; /* not queued: written here */
+	}
+	size_t done = 0;
+	int r = o->dio > 0 ? dio_pwrite(o, p, n, off, &done, e) : 0;
+	if (!r && done < n)
+		r = pwrite_pieces(o, p + done, n - done, off + done, DIO_STEP, e);
+	if (src)
+		tpc_map_drop(src, s, n);
+	sl->state = SLOT_FREE;
+	return r;
+}
+
+/* Write src[s, s+len) to [d, d+len) with O_DIRECT, DIO_STEP at a time from
+ * the mapping (queued; the pages dropped as each write completes). *done is
+ * what went to the queue: less than len once the file refused a direct
+ * write, the rest is the caller's. */
 static int direct_copy(tpc_out *o, const tpc_map *src, uint64_t s, uint64_t len, uint64_t d, uint64_t *done,
 		       tpc_err *e)
 {
 	*done = 0;
+	if (!dq_get(o))
+		return 0;
 	while (len && o->dio > 0) {
-		size_t k = len > DIO_STEP ? DIO_STEP : (size_t)len, w = 0;
-		int r = dio_pwrite(o, src->data + s, k, d, &w, e);
+		size_t k = len > DIO_STEP ? DIO_STEP : (size_t)len;
+		int i, r = slot_take(o, false, &i, e);
 		if (r)
 			return r;
-		tpc_map_drop(src, s, w);
-		s += w;
-		d += w;
-		len -= w;
-		*done += w;
+		if (o->dio <= 0 || i < 0)
+			break;
+		if ((r = dio_submit(o, i, src->data + s, k, d, src, s, e)))
+			return r;
+		s += k;
+		d += k;
+		len -= k;
+		*done += k;
 	}
 	return 0;
 }
 
-/* Write out the staged bytes: the whole pages direct, a ragged last page
- * buffered. Staging ends. */
+/* Write out the staged bytes: the whole pages direct (queued), a ragged last
+ * page buffered. Staging ends. */
 static int stage_flush(tpc_out *o, tpc_err *e)
 {
 	if (!o->staging)
 		return 0;
 	o->staging = false;
-	size_t whole = o->staged & ~(size_t)(DIO_PAGE - 1), done = 0;
-	int r = whole ? dio_pwrite(o, o->stage, whole, o->stage_off, &done, e) : 0;
-	if (!r && done < o->staged)
-		r = pwrite_pieces(o, o->stage + done, o->staged - done, o->stage_off + done, DIO_STEP, e);
+	size_t whole = o->staged & ~(size_t)(DIO_PAGE - 1);
+	int r = 0, i = o->stage_slot;
+	if (o->staged > whole)
+		r = pwrite_pieces(o, o->stage + whole, o->staged - whole, o->stage_off + whole, DIO_STEP, e);
+	if (!r && whole)
+		r = dio_submit(o, i, o->stage, whole, o->stage_off, NULL, 0, e);
+	else
+		o->dq->slot[i].state = SLOT_FREE;
 	o->staged = 0;
+	o->stage = NULL;
 	return r;
 }
 
-/* The staging buffer is full: write it (direct, or buffered once the file
- * refused a direct write) and start it over at the next offset. */
+/* A staging buffer of a free slot becomes the stage; false when none can be
+ * had. */
+static int stage_take(tpc_out *o, bool *ok, tpc_err *e)
+{
+	int i, r = slot_take(o, true, &i, e);
+	*ok = !r && i >= 0;
+	if (*ok) {
+		o->stage_slot = i;
+		o->dq->slot[i].state = SLOT_STAGE;
+		o->stage = o->dq->slot[i].buf;
+	}
+	return r;
+}
+
+/* The staging buffer is full: write it (queued, or buffered once the file
+ * refused a direct write) and stage on in another buffer. */
 static int stage_spill(tpc_out *o, tpc_err *e)
 {
-	size_t done = 0;
-	int r = dio_pwrite(o, o->stage, DIO_STEP, o->stage_off, &done, e);
-	if (!r && done < DIO_STEP)
-		r = pwrite_pieces(o, o->stage + done, DIO_STEP - done, o->stage_off + done, DIO_STEP, e);
+	bool ok;
+	int r = dio_submit(o, o->stage_slot, o->stage, DIO_STEP, o->stage_off, NULL, 0, e);
 	if (r)
 		return r;
 	o->stage_off += DIO_STEP;
 	o->staged = 0;
+	if ((r = stage_take(o, &ok, e)))
+		return r;
+	if (!ok) { /* no buffer (out of memory): the one just written, once done */
+		if ((r = dq_drain(o, e)) || (r = stage_take(o, &ok, e)))
+			return r;
+		if (!ok) {
+			o->staging = false;
+			return tpc_err_nomem(e);
+		}
+	}
 	return 0;
 }
 
@@ -720,16 +1038,14 @@ static int stage_add(tpc_out *o, const uint8_t *p, const tpc_map *src, uint64_t 
 	return 0;
 }
 
-/* Can staging start (the buffer allocated, the file taking direct writes)? */
-static bool stage_can(tpc_out *o)
+/* Can staging start (the file takes direct writes, a buffer is free)? On
+ * success *ok says so and the stage is taken. */
+static int stage_can(tpc_out *o, bool *ok, tpc_err *e)
 {
-	if (!dio_ready(o))
-		return false;
-	if (!o->stage && posix_memalign((void **)&o->stage, DIO_PAGE, DIO_STEP) != 0) {
-		o->stage = NULL;
-		return false;
-	}
-	return true;
+	*ok = false;
+	if (!dio_ready(o) || !dq_get(o))
+		return 0;
+	return stage_take(o, ok, e);
 }
 
 static int read_fail(const tpc_map *m, uint64_t off, tpc_err *e)
@@ -757,22 +1073,23 @@ static int stage_copy(tpc_out *o, const tpc_map *src, uint64_t s, uint64_t len, 
 	}
 	if (!o->staging) {
 		uint64_t head = (DIO_PAGE - d % DIO_PAGE) % DIO_PAGE;
-		if (head >= len || !stage_can(o))
-			return 0;
+		bool ok = false;
+		int r = head < len ? stage_can(o, &ok, e) : 0;
+		if (r || !ok)
+			return r;
+		o->staging = true; /* the head goes through the buffer first */
+		o->stage_off = d + head;
+		o->staged = 0;
 		if (head) {
 			errno = 0;
 			if (map_pread(src, s, head, o->stage))
 				return read_fail(src, s, e);
-			int r = pwrite_pieces(o, o->stage, (size_t)head, d, DIO_STEP, e);
-			if (r)
+			if ((r = pwrite_pieces(o, o->stage, (size_t)head, d, DIO_STEP, e)))
 				return r;
 		}
 		s += head;
 		d += head;
 		len -= head;
-		o->staging = true;
-		o->stage_off = d;
-		o->staged = 0;
 	}
 	*done = true;
 	return stage_add(o, NULL, src, s, len, e);
@@ -792,15 +1109,19 @@ static int stage_seq(tpc_out *o, const struct iovec *iov, int n, uint64_t total,
 	}
 	if (!o->staging) {
 		uint64_t head = (DIO_PAGE - o->size % DIO_PAGE) % DIO_PAGE;
-		if (total < STAGE_MIN || head >= total || !stage_can(o))
-			return 0;
+		bool ok = false;
+		int r = total >= STAGE_MIN && head < total ? stage_can(o, &ok, e) : 0;
+		if (r || !ok)
+			return r;
 		/* the head, buffered */
 		uint64_t off = o->size;
 		for (int i = 0; i < n && head; i++) {
 			size_t k = iov[i].iov_len < head ? iov[i].iov_len : (size_t)head;
-			int r = pwrite_pieces(o, iov[i].iov_base, k, off, DIO_STEP, e);
-			if (r)
+			if ((r = pwrite_pieces(o, iov[i].iov_base, k, off, DIO_STEP, e))) {
+				o->dq->slot[o->stage_slot].state = SLOT_FREE;
+				o->stage = NULL;
 				return r;
+			}
 			off += k;
 			head -= k;
 		}
@@ -875,7 +1196,10 @@ static int pwrite_pieces(tpc_out *o, const void *p, size_t n, uint64_t off, size
 
 int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e)
 {
+	/* anywhere in the file: nothing may be in flight under it */
 	int r = stage_flush(o, e);
+	if (!r)
+		r = dq_drain(o, e);
 	if (r)
 		return r;
 	/* CHUNK at a time: progress and signals stay responsive */
@@ -901,8 +1225,8 @@ int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e)
 	struct iovec v = {(void *)p, n};
 	bool staged;
 	int ret = stage_seq(o, &v, 1, n, &staged, e);
-	if (!ret && !staged)
-		ret = tpc_out_pwrite(o, p, n, o->size, e);
+	if (!ret && !staged) /* past everything in flight: no wait */
+		ret = pwrite_pieces(o, p, n, o->size, CHUNK, e);
 	if (!ret)
 		o->size += n;
 	return ret;
@@ -1014,10 +1338,25 @@ int tpc_out_copy(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
 int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e)
 {
 	int r = stage_flush(o, e);
+	if (!r)
+		r = dq_drain(o, e);
 	if (r)
 		return r;
 	if (ftruncate(o->fd, (off_t)size) != 0)
 		return write_fail(o, errno, e);
+	o->end = size;
+	o->reserved = 0;
+	return 0;
+}
+
+int tpc_out_reserve(tpc_out *o, uint64_t size, tpc_err *e)
+{
+	struct stat st;
+	if (o->fd < 0 || fstat(o->fd, &st) != 0 || (uint64_t)st.st_size >= size)
+		return 0;
+	if (ftruncate(o->fd, (off_t)size) != 0)
+		return write_fail(o, errno, e);
+	o->reserved = size;
 	return 0;
 }
 
@@ -1042,8 +1381,15 @@ int tpc_out_finish(tpc_out *o, tpc_err *e)
 	if (o->fd < 0)
 		return 0;
 	int r = stage_flush(o, e);
+	if (!r)
+		r = dq_drain(o, e);
 	if (r)
 		return r;
+	/* a reserved size that was not all written: the file ends where the
+	 * bytes do, as it would have without the reservation */
+	if (o->reserved > o->end && ftruncate(o->fd, (off_t)o->end) != 0)
+		return write_fail(o, errno, e);
+	o->reserved = 0;
 	if (fsync(o->fd) != 0 && errno != EINVAL)
 		return write_fail(o, errno, e);
 	return 0;

@@ -106,12 +106,16 @@ typedef struct tpc_out {
 	int dfd;        /* the same file opened O_DIRECT (valid when dio > 0) */
 	int dio;        /* 0 not tried yet, 1 dfd open, -1 not used for this file */
 	uint32_t dio_mem; /* the file system's O_DIRECT memory alignment (statx) */
-	uint8_t *stage;     /* staged sequential bytes for direct writes (DIO_STEP, page-aligned) */
+	struct tpc_dio_queue *dq; /* direct writes in flight and their buffers (lib/tpc_io.c) */
+	uint8_t *stage;     /* staged sequential bytes for direct writes (a buffer of dq's) */
+	int stage_slot;     /* dq's slot that owns stage */
 	size_t staged;      /* bytes in stage */
 	uint64_t stage_off; /* file offset of stage[0] (a whole page) */
 	bool staging;       /* stage holds the bytes at [stage_off, stage_off + staged) */
 	uint8_t *scratch;   /* tpc_out_scratch's buffer */
 	size_t scratch_len;
+	uint64_t end;       /* the end of the furthest byte written */
+	uint64_t reserved;  /* the size tpc_out_reserve gave the file */
 	bool committed;
 	unsigned flags; /* TPC_OUT_* given to tpc_out_open */
 } tpc_out;
@@ -134,11 +138,17 @@ int tpc_out_copy(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
 /* Like tpc_out_copy but to an explicit output offset. */
 int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
 		    uint64_t dst_off, tpc_err *e);
-/* Set the file size (preallocate). */
+/* The file will hold `size` bytes: its size is set now (no blocks are
+ * allocated), so direct writes do not extend it. ext4 completes a direct
+ * write that extends the file before io_submit returns (the size moves
+ * under the inode lock), so only writes inside the size run several at a
+ * time. tpc_out_finish cuts the file back to what was written, if less. */
+int tpc_out_reserve(tpc_out *o, uint64_t size, tpc_err *e);
 /* A page-aligned buffer of at least n bytes that lives as long as the output
  * (reused by its writer from tensor to tensor, so its pages are touched once;
  * freed by tpc_out_commit and tpc_out_abort); NULL when out of memory. */
 uint8_t *tpc_out_scratch(tpc_out *o, size_t n);
+/* Set the file size. */
 int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e);
 /* fsync, keeping the temporary open (and so locked against removal as a
  * leftover; still removed on abort or signal); a later tpc_out_commit closes

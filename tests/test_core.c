@@ -533,7 +533,7 @@ static void test_direct_output(void **st)
 	(void)st;
 	char *dir = test_tmpdir();
 	char path[4200], in[4200];
-	size_t insz = 40u << 20, cap = 64u << 20, at = 0;
+	size_t insz = 40u << 20, cap = 96u << 20, at = 0;
 	uint8_t *src = malloc(insz), *want = malloc(cap), *user = malloc(1u << 20);
 	uint32_t x = 12345;
 	assert_non_null(src);
@@ -554,6 +554,8 @@ static void test_direct_output(void **st)
 	tpc_err_init(&e);
 	assert_int_equal(tpc_map_open(&m, in, &e), 0);
 	assert_int_equal(tpc_out_open(&o, path, 0, &e), 0);
+	/* sized ahead, larger than what is written: the commit cuts it back */
+	assert_int_equal(tpc_out_reserve(&o, cap, &e), 0);
 #define PUT(p, n) (memcpy(want + at, (p), (n)), at += (n))
 	/* a small header: buffered */
 	assert_int_equal(tpc_out_write(&o, user, 100, &e), 0);
@@ -575,6 +577,10 @@ static void test_direct_output(void **st)
 	uint64_t so = 4096 * 100 + (o.size % 4096);
 	assert_int_equal(tpc_out_copy(&o, &m, so, 3u << 20, &e), 0);
 	PUT(src + so, 3u << 20);
+	/* a long one: several direct writes in flight at once, from the mapping */
+	so = 4096 * 10 + (o.size % 4096);
+	assert_int_equal(tpc_out_copy(&o, &m, so, (36u << 20) + 5, &e), 0);
+	PUT(src + so, (36u << 20) + 5);
 	/* an out-of-phase copy: buffered */
 	so = 4096 * 3000 + ((o.size + 100) % 4096);
 	assert_int_equal(tpc_out_copy(&o, &m, so, (2u << 20) + 17, &e), 0);

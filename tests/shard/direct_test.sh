@@ -7,8 +7,12 @@
 # copies and row-parallel gathers), merge (gathers from every rank file),
 # a reshard, convert with a cast (staged tpc_out_write), convert to a torch
 # zip; on tmpfs (no direct writes, or other alignment) the same bytes again.
+# Direct writes run queued (Linux AIO, several in flight) and, with
+# TPCONV_DIRECT_ASYNC=0, one at a time: both give the same bytes.
 # When strace is there, the run is checked to have opened its outputs
-# O_DIRECT at all (else this test would prove nothing).
+# O_DIRECT at all and queued its writes (else this test would prove
+# nothing), and the automatic choice (TPCONV_DIRECT unset) to write direct
+# from an input in the page cache and buffered from one that is not.
 # usage: direct_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -24,11 +28,15 @@ both() {
   local label=$1 a=$2 b=$3; shift 3
   local ca=() cb=()
   for x in "$@"; do ca+=("${x//\{\}/$a}"); cb+=("${x//\{\}/$b}"); done
-  run "${ca[@]}"
+  TPCONV_DIRECT=1 run "${ca[@]}"
   if [ "$rc" != 0 ]; then bad "$label (direct)" "$(cat "$T/err")"; return 1; fi
   TPCONV_DIRECT=0 "${cb[@]}" >"$T/out" 2>"$T/err"
   if [ $? != 0 ]; then bad "$label (TPCONV_DIRECT=0)" "$(cat "$T/err")"; return 1; fi
   if diff -r "$a" "$b" >"$T/diff" 2>&1; then ok "$label: byte-identical to buffered writes"; else bad "$label differs" "$(head -5 "$T/diff")"; fi
+  rm -rf "$b" && mkdir -p "$b"
+  TPCONV_DIRECT=1 TPCONV_DIRECT_ASYNC=0 "${cb[@]}" >"$T/out" 2>"$T/err"
+  if [ $? != 0 ]; then bad "$label (TPCONV_DIRECT_ASYNC=0)" "$(cat "$T/err")"; return 1; fi
+  if diff -r "$a" "$b" >"$T/diff" 2>&1; then ok "$label: queued and one-at-a-time direct writes agree"; else bad "$label: queued and synchronous direct writes differ" "$(head -5 "$T/diff")"; fi
 }
 for tp in 2 4; do
   both "shard tp $tp" "$T/d$tp" "$T/b$tp" "$TPCONV" shard "$T/src.safetensors" --tp $tp "${F[@]}" -o {}
@@ -51,9 +59,41 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then
 else
   skip "tmpfs outputs" "no writable /dev/shm"
 fi
-if command -v strace >/dev/null 2>&1 && strace -f -o "$T/trace" -e trace=open,openat "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$T/traced" >/dev/null 2>&1; then
-  if grep -qE 'O_DIRECT([|)]|$)' "$T/trace"; then
+# uncached FILE: percent of FILE not in the page cache (cachestat), or "" when unknown
+uncached() {
+  $PY - "$1" <<'PYEOF' 2>/dev/null
+import ctypes, os, sys
+class R(ctypes.Structure): _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+class C(ctypes.Structure): _fields_ = [("v", ctypes.c_uint64 * 5)]
+fd = os.open(sys.argv[1], os.O_RDONLY); r = R(0, 0); c = C()
+if ctypes.CDLL(None, use_errno=True).syscall(451, fd, ctypes.byref(r), ctypes.byref(c), 0) == 0:
+    pages = (os.fstat(fd).st_size + 4095) // 4096
+    print(max(0, 100 - 100 * c.v[0] // pages))
+PYEOF
+}
+DIRECT_RE='O_DIRECT([|)]|$)'
+if command -v strace >/dev/null 2>&1 && TPCONV_DIRECT=1 strace -f -o "$T/trace" -e trace=open,openat,io_submit "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$T/traced" >/dev/null 2>&1; then
+  if grep -qE "$DIRECT_RE" "$T/trace"; then
     ok "shard opened its outputs O_DIRECT (this file system takes direct writes)"
+    grep -q 'io_submit(' "$T/trace" && ok "the direct writes went through the AIO queue" ||
+      skip "queued direct writes" "no io_submit: this kernel gave no AIO context"
+    # the automatic choice: the input in the page cache -> direct ...
+    cat "$T/src.safetensors" >/dev/null
+    strace -f -o "$T/trace_auto" -e trace=open,openat "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$T/traced_auto" >/dev/null 2>&1
+    grep -qE "$DIRECT_RE" "$T/trace_auto" && ok "TPCONV_DIRECT unset, the input cached: direct writes" ||
+      bad "TPCONV_DIRECT unset, the input cached: no O_DIRECT open"
+    # ... and not in it -> buffered
+    sync
+    $PY -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$T/src.safetensors"
+    u=$(uncached "$T/src.safetensors")
+    if [ -n "$u" ] && [ "$u" -ge 90 ]; then
+      strace -f -o "$T/trace_cold" -e trace=open,openat "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$T/traced_cold" >/dev/null 2>&1
+      grep -qE "$DIRECT_RE" "$T/trace_cold" && bad "TPCONV_DIRECT unset, the input not cached ($u% out): O_DIRECT opened" ||
+        ok "TPCONV_DIRECT unset, the input not cached: buffered writes"
+      diff -r "$T/traced_cold" "$T/traced_auto" >/dev/null 2>&1 && ok "both choices write the same set" || bad "the cold and the cached run wrote different sets"
+    else
+      skip "buffered writes from an uncached input" "the input could not be evicted from the page cache (${u:-no cachestat})"
+    fi
   else
     skip "direct writes used" "no O_DIRECT open: the file system of $T reports no direct-I/O alignment"
   fi
