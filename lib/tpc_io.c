@@ -811,8 +811,18 @@ static int dq_reap(tpc_out *o, int min, tpc_err *e)
 		long k = syscall(SYS_io_getevents, q->ctx, (long)min, (long)DIO_DEPTH, ev, NULL);
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k < 0)
-			return write_fail(o, errno, e);
+		if (k < 0) {
+			/* the queue is broken: wait for what is in flight (io_destroy
+			 * does), count it failed, and write synchronously from now on */
+			int err = errno;
+			(void)syscall(SYS_io_destroy, q->ctx);
+			q->ctx = 0;
+			for (int j = 0; j < DIO_DEPTH; j++)
+				if (q->slot[j].state == SLOT_FLY)
+					q->slot[j].state = SLOT_FREE;
+			q->nfly = 0;
+			return write_fail(o, err, e);
+		}
 		for (long j = 0; j < k; j++) {
 			tpc_err ignored;
 			int rr = slot_done(o, (int)ev[j].data, ev[j].res, r ? &ignored : e);
@@ -832,8 +842,6 @@ static int dq_drain(tpc_out *o, tpc_err *e)
 		int rr = dq_reap(o, o->dq->nfly, r ? &ignored : e);
 		if (rr && !r)
 			r = rr;
-		if (rr && o->dq->nfly && !o->dq->ctx)
-			break;
 	}
 	return r;
 }
