@@ -564,7 +564,7 @@ static void written_to(tpc_out *o, uint64_t end)
  *    written with O_DIRECT straight from the mapping (the disk reads the
  *    input's page-cache pages);
  *  - sequential writes of assembled bytes (a gather's runs, cast output) are
- *    staged in one page-aligned buffer of DIO_STEP bytes per output and
+ *    staged in page-aligned buffers of DIO_STEP bytes (DIO_BUFS per output) and
  *    written with O_DIRECT each time it fills: one user-space copy into a
  *    buffer that stays resident instead of the kernel's copy into new folios.
  * Only whole 4 KiB pages of the output go direct; ragged ends stay buffered,
@@ -590,7 +590,11 @@ static void written_to(tpc_out *o, uint64_t end)
  * written again, buffered. Where the queue cannot be set up, or with
  * TPCONV_DIRECT_ASYNC=0, each direct write completes before the next. */
 #define DIO_MIN (1u << 20)    /* smaller copies stay buffered */
-#define DIO_STEP (16u << 20)  /* bytes per direct write, and the staging buffer */
+/* Bytes per direct write, and per staging buffer. 8 MiB: with DIO_DEPTH
+ * writes in flight and DIO_BUFS buffers the resident set holds at most 32
+ * MiB of source pages and 16 MiB of buffers per output (one 16 MiB buffer
+ * and one write at a time before the queue). */
+#define DIO_STEP (8u << 20)
 #define DIO_PAGE 4096u        /* direct ranges are whole pages of the output */
 #define STAGE_MIN (64u << 10) /* a sequential write this large starts staging */
 #define DIO_DEPTH 4           /* direct writes in flight per output */
