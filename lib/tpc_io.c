@@ -603,7 +603,7 @@ static void written_to(tpc_out *o, uint64_t end)
  * contiguous piece: from 4 KiB pages an 8 MiB write went out as ~1 MiB
  * requests, from huge pages as 4 MiB ones, and the disk took the same 4.74
  * GB in 9.0-9.5 s of writes against 1.6-3.1 s (memcpy into the buffer, then
- * the direct write, /work/m/dt; BENCHMARKS.md). Writes from the input's
+ * the direct write, bench/dio_probe.c; BENCHMARKS.md). Writes from the input's
  * mapping come from its page-cache folios, often large already. */
 #define DIO_HUGE (2u << 20)
 #define DIO_DEPTH 4           /* direct writes in flight per output */
