@@ -624,8 +624,20 @@ typedef struct tpc_dio_queue {
 	} slot[DIO_DEPTH];
 } tpc_dio_queue;
 
+/* Is the input more than three quarters of RAM? Then it cannot stay in the
+ * page cache through the run, whatever is cached when it starts (an
+ * in-kernel copy of a 26 GB file on a 24 GiB machine leaves most of it
+ * cached, and the run reads it from disk again all the same). */
+static bool input_beyond_ram(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || pg <= 0)
+		return false;
+	return atomic_load(&in_bytes) / 3 > (uint64_t)pages * (uint64_t)pg / 4;
+}
+
 /* TPCONV_DIRECT=0: never; =1: wherever the file system allows; unset: when
- * most of the input is in the page cache. A run that reads its input from
+ * most of the input is in the page cache and it is not larger than RAM. A run that reads its input from
  * the disk (a model larger than RAM, or one not read since boot) takes
  * fresh page-cache pages for the input anyway, and there the synchronous
  * wait of direct writes, each between two input reads, is what costs: the
@@ -645,7 +657,7 @@ static bool direct_on(void)
 		else if (s && !strcmp(s, "1"))
 			v = 1;
 		else
-			v = atomic_load(&in_uncached) * 4 <= atomic_load(&in_bytes);
+			v = atomic_load(&in_uncached) * 4 <= atomic_load(&in_bytes) && !input_beyond_ram();
 		atomic_store(&on, v);
 	}
 	return v;
