@@ -49,6 +49,18 @@ both "reshard tp 2 -> 4" "$T/r4" "$T/rb4" "$TPCONV" shard "$T/d2" --tp 4 "${F[@]
 mkdir -p "$T/c1" "$T/c2" "$T/t1" "$T/t2"
 both "convert --dtype bf16 (staged writes)" "$T/c1" "$T/c2" "$TPCONV" convert "$T/src.safetensors" --dtype bf16 -o {}/c.safetensors
 both "convert to a torch zip" "$T/t1" "$T/t2" "$TPCONV" convert "$T/src.safetensors" -o {}/c.pt
+# a write the queue reports as failed: a file size limit (SIGXFSZ is ignored,
+# so the writes fail with EFBIG), exit 4, nothing left behind
+mkdir -p "$T/lim"
+for out in l.safetensors l.pt; do
+  (ulimit -f 20000; TPCONV_DIRECT=1 exec "$TPCONV" convert "$T/src.safetensors" -o "$T/lim/$out" -q) >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ "$rc" = 4 ] && grep -q "File too large" "$T/err" && [ -z "$(ls -A "$T/lim")" ]; then
+    ok "direct writes past a file size limit (${out##*.}): exit 4, nothing left"
+  else
+    bad "direct writes past a file size limit (${out##*.})" "rc $rc: $(cat "$T/err"; ls -A "$T/lim")"
+  fi
+done
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   S=$(mktemp -d /dev/shm/tpc-direct-XXXXXX)
   run "$TPCONV" shard "$T/src.safetensors" --tp 4 "${F[@]}" -o "$S/set"
