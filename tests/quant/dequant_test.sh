@@ -115,13 +115,16 @@ then ok "a scale that belongs to no F8 weight: warning, kept"
 else bad "orphan scale" "$(cat "$T/err")"; fi
 
 # streaming: 32 MiB of F8 to 64 MiB of bf16 in a bounded resident set (a whole-tensor
-# dequantization would hold at least the 64 MiB output, plus 128 MiB in f32)
+# dequantization would hold at least the 64 MiB output, plus 128 MiB in f32).
+# The bound allows the direct-write queue (lib/tpc_io.c): two 8 MiB staging
+# buffers, in huge pages (measured: 40 MB buffered, 48 MB with one direct
+# write at a time, 56-60 MB queued)
 # (sanitizer builds keep shadow memory and a quarantine: no bound there, as in tests/hostile)
 if grep -q __asan_init "$TPCONV" 2>/dev/null; then
   n=$((n+1)); echo "ok $n - bounded RSS # SKIP sanitizer build"
 elif [ -x /usr/bin/time ]; then
   if /usr/bin/time -f '%M' -o rss "$TPCONV" convert --dequantize -q fp8big -o big.safetensors 2>"$T/err" &&
-     [ "$(tail -n 1 rss)" -lt 60000 ] && [ "$(stat -c %s big.safetensors)" -gt 67108864 ]
+     [ "$(tail -n 1 rss)" -lt 96000 ] && [ "$(stat -c %s big.safetensors)" -gt 67108864 ]
   then ok "fp8 32 MiB -> bf16 64 MiB with max RSS $(tail -n 1 rss) kB"
   else bad "bounded RSS" "$(cat "$T/err" rss)"; fi
   rm -f big.safetensors
