@@ -6,8 +6,12 @@
 # and keep host collectives) and, when mpirun exists, one process per GPU
 # (ncclUniqueId broadcast over MPI) - correct sets must pass within the fp32
 # tolerances and broken ones fail with exit 1. Also runs compute-sanitizer's
-# memcheck on one set when it is installed.
+# memcheck on one set when it is installed. Last, the CLI tests that call
+# `tpconv verify` (MoE, expert parallelism, DeepSeek, DiT, dequantized sets, the
+# CLI's own) run with every verify on the GPU.
 # usage: tests/gpu/run_gpu_check.sh [BUILD_DIR]   (from the repository root)
+# A BUILD_DIR without build.ninja is taken as prebuilt (cmd/tpconv,
+# tests/verify_driver, verify/tpconv_cuda.so). PY names a python with torch.
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build-gpu}
@@ -17,15 +21,15 @@ notok() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $*"; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$NGPU" -ge 1 ] || { echo "1..0 # SKIP no NVIDIA GPU visible"; exit 0; }
-if [ ! -f "$BUILD/build.ninja" ]; then
+if [ ! -f "$BUILD/build.ninja" ] && [ ! -x "$BUILD/tests/verify_driver" ]; then
   meson setup "$BUILD" -Dcuda=enabled -Dmpi=auto -Dslow_tests=false >/dev/null || { echo "Bail out! meson setup"; exit 1; }
 fi
-ninja -C "$BUILD" >/dev/null || { echo "Bail out! build"; exit 1; }
+if [ -f "$BUILD/build.ninja" ]; then ninja -C "$BUILD" >/dev/null || { echo "Bail out! build"; exit 1; }; fi
 [ -f "$BUILD/verify/tpconv_cuda.so" ] || { echo "Bail out! no tpconv_cuda.so"; exit 1; }
 DRIVER=$BUILD/tests/verify_driver
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}
 $PY "$SRC/tests/shard/make_models.py" "$WORK" 0 >/dev/null && $PY "$SRC/tests/verify/make_fused.py" "$WORK" 0 >/dev/null ||
   { echo "Bail out! cannot make the models (needs torch)"; exit 1; }
 cd "$WORK"
@@ -53,5 +57,20 @@ if command -v mpirun >/dev/null && [ "$tp" -ge 2 ]; then
   rc=$?
   [ $rc = 0 ] && ok "mpirun -np $tp --device cuda llama" || { notok "mpirun cuda: exit $rc"; sed 's/^/#   /' <<< "$out" | head -n 30; }
 fi
+# The CLI tests that call tpconv verify, each verify on the GPU: a wrapper adds
+# --device cuda (the tests' own python is /usr/bin/python3, which needs torch).
+TPCONV=$BUILD/cmd/tpconv
+printf '#!/bin/sh\nif [ "$1" = verify ]; then shift; exec "%s" verify --device cuda "$@"; fi\nexec "%s" "$@"\n' \
+  "$TPCONV" "$TPCONV" > "$WORK/tpconv"
+chmod +x "$WORK/tpconv"
+for t in shard/moe_test.sh shard/ep_test.sh shard/deepseek_test.sh shard/dit_test.sh quant/shard_dequant_test.sh \
+  verify/cli_test.sh; do
+  mkdir -p "$WORK/t" && (cd "$WORK/t" && bash "$SRC/tests/$t" "$WORK/tpconv" "$SRC") > tap.txt 2>&1
+  rc=$?
+  pass=$(grep -c '^ok' tap.txt) fail=$(grep -c '^not ok' tap.txt)
+  if [ $rc = 0 ] && [ "$fail" = 0 ] && [ "$pass" -gt 0 ]; then ok "$t with verify --device cuda: $pass checks"
+  else notok "$t with verify --device cuda: exit $rc, $fail of $((pass + fail)) failed"; grep -A6 '^not ok' tap.txt | head -n 40 | sed 's/^/#   /'; fi
+  rm -rf "$WORK/t"
+done
 echo "1..$n"
 [ "$bad" = 0 ]
