@@ -395,6 +395,9 @@ int cmd_shard(int argc, char **argv)
 		tpc_merge_opts mo;
 		memset(&mo, 0, sizeof(mo));
 		mo.checksums = so.checksum != TPC_HASH_NONE;
+		/* the input's checksums are checked in the reads that hash the new
+		 * set (tpc_shard_opts.input_check), not in a pass of their own */
+		mo.defer_checksums = !dry;
 		if (sk != TPC_SET_MANIFEST) {
 			/* a set from another tool: it was split with the plan given here */
 			if (!set.preset && !set.plan_file) {
@@ -417,6 +420,7 @@ int cmd_shard(int argc, char **argv)
 			goto done;
 		}
 		have_mg = true;
+		so.input_check = mg.check;
 		input = &mg.out;
 		more = &mg.facts;
 		tpc_cli_info("input is a shard set of tp %d, pp %d", mg.tp, mg.pp);

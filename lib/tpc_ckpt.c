@@ -1249,9 +1249,10 @@ static void gather(const uint8_t *base, const tpc_tensor *t, uint64_t e0, uint64
 	}
 }
 
-/* Parts of a composite, element range [e0, e0+cnt) of its C-order image. */
+/* Parts of a composite, element range [e0, e0+cnt) of its C-order image;
+ * fn (may be NULL) sees each part's run once it is read. */
 static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
-			  uint8_t *dst, unsigned es, tpc_err *e)
+			  uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, tpc_err *e)
 {
 	uint64_t inner[64], row = 0;
 	int np = t->nparts > 64 ? 64 : t->nparts;
@@ -1275,6 +1276,8 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 		int r = tpc_ckpt_read_bytes(ck, &t->parts[k], (o * inner[k] + (w - cum)) * es, take * es, dst, e);
 		if (r)
 			return r;
+		if (fn)
+			fn(ctx, k, dst, (size_t)(take * es));
 		dst += take * es;
 		e0 += take;
 		cnt -= take;
@@ -1284,6 +1287,12 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 
 int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
 			void *dst, tpc_err *e)
+{
+	return tpc_ckpt_read_parts(ck, t, off, len, dst, NULL, NULL, e);
+}
+
+int tpc_ckpt_read_parts(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len, void *dst,
+			tpc_part_fn fn, void *ctx, tpc_err *e)
 {
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	unsigned es = tpc_dtype_size(t->src_dtype);
@@ -1306,7 +1315,7 @@ int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, u
 		if (off % es || len % es || tpc_dtype_bits(t->src_dtype) < 8)
 			return tpc_err_set(e, TPC_EINPUT, "internal: unaligned read of composite '%s'",
 					   t->name ? t->name : "?");
-		return read_composite(ck, t, off / es, len / es, dst, es, e);
+		return read_composite(ck, t, off / es, len / es, dst, es, fn, ctx, e);
 	}
 	if (!m)
 		return tpc_err_set(e, TPC_EINPUT, "internal: tensor '%s' has no source", t->name ? t->name : "?");

@@ -289,6 +289,15 @@ void tpc_tensor_set_contiguous(tpc_tensor *t);
  */
 int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
 			void *dst, tpc_err *e);
+/*
+ * tpc_ckpt_read_bytes, and for a composite (t->nparts) fn(ctx, k, p, n) after
+ * each run of part k is read: p[0..n) are the part's next bytes in its own
+ * C order, so a caller reading the whole composite in order sees each part's
+ * image once, in order (a reshard hashes its input's rank tensors that way).
+ */
+typedef void (*tpc_part_fn)(void *ctx, int part, const uint8_t *p, size_t n);
+int tpc_ckpt_read_parts(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len, void *dst,
+			tpc_part_fn fn, void *ctx, tpc_err *e);
 
 /*
  * Bytes [out_off, out_off+out_len) of tensor t's OUTPUT image: C-contiguous,

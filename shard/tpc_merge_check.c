@@ -8,6 +8,7 @@
  * before the output is renamed into place) waits for it, so a set that fails
  * its checksums still leaves no output behind. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ struct tpc__merge_check {
 	bool own_views;
 	uint8_t (*want)[TPC_HASH_MAX];  /* [n] */
 	bool *skip;                     /* [n]: no recorded checksum */
+	_Atomic unsigned char *state;   /* [n]: CHK_OPEN, CLAIMED or SETTLED */
 	char **name;                    /* [n / tp] */
 	int *stage;                     /* [n / tp] */
 	char **path;                    /* [nranks] */
@@ -56,6 +58,7 @@ void tpc__merge_check_free(tpc__merge_check *c)
 	free(c->path);
 	free(c->want);
 	free(c->skip);
+	free((void *)c->state);
 	free(c);
 }
 
@@ -76,10 +79,11 @@ int tpc__merge_check_new(tpc__merge_check **out, const tpc_ckpt *ck, const tpc_m
 	c->views = views;
 	c->want = tpc_calloc(c->n ? c->n : 1, TPC_HASH_MAX);
 	c->skip = tpc_calloc(c->n ? c->n : 1, sizeof(bool));
+	c->state = tpc_calloc(c->n ? c->n : 1, sizeof(*c->state));
 	c->name = tpc_calloc(nt ? nt : 1, sizeof(char *));
 	c->stage = tpc_calloc(nt ? nt : 1, sizeof(int));
 	c->path = tpc_calloc((size_t)nranks, sizeof(char *));
-	if (!c->want || !c->skip || !c->name || !c->stage || !c->path) {
+	if (!c->want || !c->skip || !c->state || !c->name || !c->stage || !c->path) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -114,10 +118,57 @@ void tpc__merge_check_take_views(tpc__merge_check *c)
 	c->own_views = true;
 }
 
+enum { CHK_OPEN, CHK_CLAIMED, CHK_SETTLED };
+
+/* Compare item k's digest with the manifest's; the error names rank, tensor
+ * and file. */
+static int compare(const tpc__merge_check *c, size_t k, const uint8_t *h, tpc_err *e)
+{
+	if (!memcmp(h, c->want[k], tpc_hash_len(c->alg)))
+		return 0;
+	size_t i = k / (size_t)c->tp;
+	int r = c->stage[i] * c->tp + (int)(k % (size_t)c->tp);
+	tpc_err_set(e, TPC_EINPUT,
+		    "rank %d's copy does not match the manifest checksum (%s; a rank file from another set, or a corrupted one)",
+		    r, tpc_hash_name(c->alg));
+	tpc_err_tensor(e, c->name[i]);
+	tpc_err_path(e, c->path[r]);
+	return TPC_EINPUT;
+}
+
+int64_t tpc__merge_check_claim(tpc__merge_check *c, const tpc_tensor *leaf)
+{
+	if (!c || leaf->nparts || leaf->dq || leaf->src < 0 || (leaf->flags & TPC_TF_ZERO) ||
+	    !tpc_tensor_is_contiguous(leaf))
+		return -1;
+	for (size_t k = 0; k < c->n; k++) {
+		const tpc_tensor *v = &c->views[k];
+		if (c->skip[k] || v->src != leaf->src || v->offset != leaf->offset || v->nbytes != leaf->nbytes ||
+		    v->src_dtype != leaf->src_dtype || v->flags != leaf->flags || v->nparts || v->dq ||
+		    !tpc_tensor_is_contiguous(v))
+			continue;
+		unsigned char open = CHK_OPEN;
+		return atomic_compare_exchange_strong(&c->state[k], &open, CHK_CLAIMED) ? (int64_t)k : -1;
+	}
+	return -1;
+}
+
+tpc_hash_alg tpc__merge_check_alg(const tpc__merge_check *c)
+{
+	return c->alg;
+}
+
+int tpc__merge_check_settle(tpc__merge_check *c, int64_t k, const uint8_t digest[TPC_HASH_MAX], tpc_err *e)
+{
+	int ret = compare(c, (size_t)k, digest, e);
+	if (!ret)
+		atomic_store(&c->state[k], CHK_SETTLED);
+	return ret;
+}
+
 int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e)
 {
 	int64_t ni = (int64_t)c->n, bad = -1;
-	size_t hlen = tpc_hash_len(c->alg);
 	tpc_err first;
 	tpc_err_init(&first);
 	(void)parallel;
@@ -125,8 +176,6 @@ int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e)
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
 #endif
 	for (int64_t it = 0; it < ni; it++) {
-		size_t i = (size_t)it / (size_t)c->tp;
-		int t = (int)((size_t)it % (size_t)c->tp);
 		uint8_t h[TPC_HASH_MAX];
 		tpc_err le;
 		int64_t b;
@@ -134,19 +183,12 @@ int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e)
 #pragma omp atomic read
 #endif
 		b = bad;
-		if (c->skip[it] || (b >= 0 && b < it))
+		if (c->skip[it] || (b >= 0 && b < it) || atomic_load(&c->state[it]) == CHK_SETTLED)
 			continue;
 		tpc_err_init(&le);
 		int rr = tpc__hash_tensor(c->ck, &c->views[it], c->alg, h, &le);
-		if (!rr && memcmp(h, c->want[it], hlen)) {
-			int r = c->stage[i] * c->tp + t;
-			tpc_err_set(&le, TPC_EINPUT,
-				    "rank %d's copy does not match the manifest checksum (%s; a rank file from another set, or a corrupted one)",
-				    r, tpc_hash_name(c->alg));
-			tpc_err_tensor(&le, c->name[i]);
-			tpc_err_path(&le, c->path[r]);
-			rr = TPC_EINPUT;
-		}
+		if (!rr && !(rr = compare(c, (size_t)it, h, &le)))
+			atomic_store(&c->state[it], CHK_SETTLED);
 		if (rr) {
 #ifdef _OPENMP
 #pragma omp critical(tpc_merge_check_err)

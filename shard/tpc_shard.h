@@ -80,6 +80,12 @@ typedef struct tpc_shard_opts {
 	bool defer_manifest;        /* write the rank files only, never the manifest: under mpirun
 	                             * every process writes its ranks this way and rank 0 then
 	                             * completes the set with a run that writes no rank */
+	struct tpc__merge_check *input_check; /* a reshard: the input set's checksums, not yet
+	                                         checked (tpc_merge_opts.defer_checksums). A run
+	                                         that hashes every rank beside its writers checks
+	                                         them in the same reads, before the manifest (a
+	                                         failure takes back the rank files); any other
+	                                         run checks them before it writes. */
 } tpc_shard_opts;
 
 typedef struct tpc_shard_entry {
@@ -125,6 +131,7 @@ typedef struct tpc_shard_plan {
 	size_t nkept;          /* rank files an interrupted run left that hold exactly this plan's bytes: kept */
 	bool manifest_written;
 	size_t npresent;       /* rank files of the set present after this run */
+	struct tpc__merge_check *input_check; /* checked by tpc__shard_hash_all (set by tpc_shard_write) */
 } tpc_shard_plan;
 
 /*
@@ -245,7 +252,14 @@ struct tpc_manifest;
 int tpc__merge_check_new(tpc__merge_check **out, const tpc_ckpt *ck, const struct tpc_manifest *man,
 			 tpc_tensor *views, char *const *paths, int nranks, tpc_err *e);
 void tpc__merge_check_take_views(tpc__merge_check *c);
+/* _run checks what no reader settled: a reader that reads a leaf of the
+ * merged description whose bytes are exactly a checked rank tensor (a
+ * reshard's hashing pass) _claims it (its index, or -1: none, or claimed),
+ * hashes what it reads and _settles it. */
 int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e);
+int64_t tpc__merge_check_claim(tpc__merge_check *c, const tpc_tensor *leaf);
+tpc_hash_alg tpc__merge_check_alg(const tpc__merge_check *c);
+int tpc__merge_check_settle(tpc__merge_check *c, int64_t k, const uint8_t digest[TPC_HASH_MAX], tpc_err *e);
 int tpc__merge_check_start(tpc__merge_check *c, tpc_err *e);
 int tpc__merge_check_finish(void *ctx, tpc_err *e);
 void tpc__merge_check_free(tpc__merge_check *c);

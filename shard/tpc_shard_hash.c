@@ -76,6 +76,59 @@ static bool in_place(const tpc_tensor *t, const tpc_map *m)
 	       t->offset <= m->size && t->nbytes <= m->size - t->offset;
 }
 
+/* A reshard's input rank tensors read by the pass (the composite's parts that
+ * are whole rank tensors, tpc__merge_check_claim): hashed as they are read. */
+typedef struct part_check {
+	int64_t item[TPC_PLAN_MAX_PARTS]; /* the check's item, or -1 */
+	tpc_hash h[TPC_PLAN_MAX_PARTS];
+	int n;                            /* parts claimed */
+} part_check;
+
+static void part_feed(void *ctx, int k, const uint8_t *p, size_t n)
+{
+	part_check *pc = ctx;
+	if (k < TPC_PLAN_MAX_PARTS && pc->item[k] >= 0)
+		tpc_hash_update(&pc->h[k], p, n);
+}
+
+static void part_reset(part_check *pc)
+{
+	pc->n = 0;
+	for (int k = 0; k < TPC_PLAN_MAX_PARTS; k++) {
+		pc->item[k] = -1;
+		pc->h[k] = (tpc_hash){TPC_HASH_NONE, NULL};
+	}
+}
+
+/* Claim t's parts that are whole input rank tensors, in the input
+ * manifest's algorithm. */
+static int part_claim(part_check *pc, tpc__merge_check *c, const tpc_tensor *t, tpc_err *e)
+{
+	int ret = 0;
+	for (int k = 0; c && t->nparts <= TPC_PLAN_MAX_PARTS && k < t->nparts && !ret; k++)
+		if ((pc->item[k] = tpc__merge_check_claim(c, &t->parts[k])) >= 0) {
+			pc->n++;
+			ret = tpc_hash_begin(&pc->h[k], tpc__merge_check_alg(c), e);
+		}
+	return ret;
+}
+
+/* Compare what was read with the manifest; the claims of a pass that failed
+ * are left to tpc__merge_check_run. */
+static int part_settle(part_check *pc, tpc__merge_check *c, bool ok, tpc_err *e)
+{
+	int ret = 0;
+	for (int k = 0; k < TPC_PLAN_MAX_PARTS; k++) {
+		if (ok && !ret && pc->item[k] >= 0) {
+			uint8_t d[TPC_HASH_MAX];
+			tpc_hash_final(&pc->h[k], d);
+			ret = tpc__merge_check_settle(c, pc->item[k], d, e);
+		}
+		tpc_hash_release(&pc->h[k]);
+	}
+	return ret;
+}
+
 /* Drop the input pages behind rows [r0, r1) of t (dim 0). */
 static void drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
 {
@@ -100,8 +153,10 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	uint64_t es = tpc_dtype_bits(t->dtype) / 8, inner = es, outer = 1;
 	rank_cursor *rc = tpc_calloc((size_t)tp, sizeof(*rc));
 	tpc_hash h0 = {TPC_HASH_NONE, NULL};
+	part_check pc;
 	bool direct = in_place(t, m);
 	uint8_t *buf = tpc_malloc(HASH_WINDOW);
+	part_reset(&pc);
 	if (!rc || !buf) {
 		free(rc);
 		free(buf);
@@ -146,7 +201,7 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	for (int r = 0; r < tp && !ret; r++)
 		if (en->same_as[r] == r)
 			ret = tpc_hash_begin(&rc[r].h, sp->checksum, e);
-	if (ret)
+	if (ret || (!direct && t->nparts && (ret = part_claim(&pc, sp->input_check, t, e))))
 		goto out;
 	uint64_t npieces = outer * (uint64_t)s->nparts;
 	uint64_t row = t->shape[0] ? nb / (uint64_t)t->shape[0] : 0;
@@ -156,7 +211,7 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 		/* win[x - w0] is byte x of the tensor (a run of the file read
 		 * without unmapping anything a writer copies from: tpc_map_bytes) */
 		const uint8_t *win = direct ? tpc_map_bytes(m, t->offset + w0, w1 - w0, buf) : buf;
-		if (!direct && (ret = tpc_ckpt_read_bytes(sp->in, t, w0, w1 - w0, buf, e)))
+		if (!direct && (ret = tpc_ckpt_read_parts(sp->in, t, w0, w1 - w0, buf, pc.n ? part_feed : NULL, &pc, e)))
 			break;
 		tpc_hash_update(&h0, win, (size_t)(w1 - w0));
 		for (int r = 0; r < tp; r++) {
@@ -196,6 +251,10 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 		if (en->same_as[r] == r)
 			tpc_hash_final(&rc[r].h, en->rank_hash[r]);
 out:
+	if (pc.n) {
+		int r = part_settle(&pc, sp->input_check, !ret, e);
+		ret = ret ? ret : r;
+	}
 	tpc_hash_release(&h0);
 	for (int r = 0; r < tp; r++)
 		tpc_hash_release(&rc[r].h);
@@ -297,6 +356,9 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 		*e = first;
 		return first.code ? first.code : TPC_EIO;
 	}
+	/* a reshard's input rank tensors the pass did not read whole */
+	if (sp->input_check && (ret = tpc__merge_check_run(sp->input_check, true, e)))
+		return ret;
 	for (size_t i = 0; i < sp->n; i++) {
 		tpc_shard_entry *en = &sp->t[i];
 		en->hashed = true;

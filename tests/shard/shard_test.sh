@@ -328,6 +328,19 @@ for alg in sha256 xxh3-128; do
   fi
   expect_fail "$alg set: a tampered rank tensor fails merge to HF shards" 3 "does not match the manifest checksum ($alg;" "$T/tamp_${alg}_hf" \
     "$TPCONV" merge "$T/tamp_$alg" -o "$T/tamp_${alg}_hf/" --max-shard-size 200K
+  # a reshard checks its input's checksums in the reads that hash the new set
+  # (a split tensor's rank copies) or after them (fused parts, replicas),
+  # beside its writers: it fails the same way and takes back what it wrote
+  cp -r "$src" "$T/tamp2_$alg"
+  $PY "$H/check_ranks.py" --bump "$T/tamp2_$alg/model_tp01_pp00.safetensors" transformer.h.1.mlp.c_fc.weight
+  cp -r "$src" "$T/tamp3_$alg"
+  $PY "$H/check_ranks.py" --bump "$T/tamp3_$alg/model_tp01_pp00.safetensors" transformer.ln_f.weight
+  for k in tamp:transformer.h.0.attn.c_attn.weight tamp2:transformer.h.1.mlp.c_fc.weight tamp3:transformer.ln_f.weight; do
+    expect_fail "$alg set: a reshard of a set with a tampered rank tensor fails (${k#*:})" 3 "does not match the manifest checksum ($alg;" \
+      "$T/${k%%:*}_${alg}_re4" "$TPCONV" shard "$T/${k%%:*}_$alg" --tp 4 -o "$T/${k%%:*}_${alg}_re4"
+    grep -qF "${k#*:}" "$T/err" && grep -qF "model_tp01_pp00.safetensors" "$T/err" && ok "... the error names ${k#*:} and rank 1's file" ||
+      bad "reshard checksum error names the tensor and file" "$(cat "$T/err")"
+  done
   cp "$M/gpt2/model.safetensors" "$T/keep_$alg.safetensors"
   run "$TPCONV" merge "$T/tamp_$alg" -o "$T/keep_$alg.safetensors" -f
   [ "$rc" = 3 ] && cmp -s "$M/gpt2/model.safetensors" "$T/keep_$alg.safetensors" && ! ls -a "$T" | grep -q '\.tpc-' &&
