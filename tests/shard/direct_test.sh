@@ -8,7 +8,9 @@
 # a reshard, convert with a cast (staged tpc_out_write), convert to a torch
 # zip; on tmpfs (no direct writes, or other alignment) the same bytes again.
 # Direct writes run queued (Linux AIO, several in flight) and, with
-# TPCONV_DIRECT_ASYNC=0, one at a time: both give the same bytes.
+# TPCONV_DIRECT_ASYNC=0, one at a time: both give the same bytes. Past a
+# file size limit and on a full file system every mode fails with exit 4 and
+# leaves nothing.
 # When strace is there, the run is checked to have opened its outputs
 # O_DIRECT at all and queued its writes (else this test would prove
 # nothing), and the automatic choice (TPCONV_DIRECT unset) to write direct
@@ -113,6 +115,37 @@ if command -v strace >/dev/null 2>&1 && TPCONV_DIRECT=1 strace -f -o "$T/trace" 
   grep -qE 'O_DIRECT([|)]|$)' "$T/trace0" && bad "TPCONV_DIRECT=0 still opened O_DIRECT" || ok "TPCONV_DIRECT=0 opens nothing O_DIRECT"
 else
   skip "direct writes used" "strace is not available"
+fi
+# A full file system: a 24 MiB ext4 image on a loop device (root only, and
+# only where the kernel lends loop devices) holds none of the ~50 MB outputs.
+# Direct writes fail with ENOSPC inside the queue or at its submit, buffered
+# ones at the write or the fsync: every way, exit 4 naming the cause, and
+# nothing left on that file system (its free space back).
+L=$T/full
+if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null 2>&1 && truncate -s 24M "$T/full.img" &&
+   mkfs.ext4 -q -F "$T/full.img" >/dev/null 2>&1 && mkdir -p "$L" && mount -o loop "$T/full.img" "$L" 2>/dev/null; then
+  trap 'umount "$L" 2>/dev/null; rm -rf "$T"' EXIT
+  free0=$(df -k --output=avail "$L" | tail -1)
+  for mode in 1 0; do
+    for c in "convert:f.safetensors" "convert:f.pt" "shard:set"; do
+      cmd=${c%%:*} out=$L/${c#*:}
+      if [ "$cmd" = shard ]; then
+        TPCONV_DIRECT=$mode run "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" -o "$out"
+      else
+        TPCONV_DIRECT=$mode run "$TPCONV" convert "$T/src.safetensors" -o "$out"
+      fi
+      left=$(ls -A "$L" | grep -v '^lost+found$')
+      free1=$(df -k --output=avail "$L" | tail -1)
+      if [ "$rc" = 4 ] && grep -q "No space left on device" "$T/err" && [ -z "$left" ] && [ "$free1" -ge $((free0 - 64)) ]; then
+        ok "a full file system, TPCONV_DIRECT=$mode, $cmd to ${c#*:}: exit 4, nothing left"
+      else
+        bad "a full file system, TPCONV_DIRECT=$mode, $cmd to ${c#*:}" "rc $rc: $(head -3 "$T/err") left: $left; free $free0 -> $free1 KiB"
+      fi
+    done
+  done
+  umount "$L"
+else
+  skip "a full file system" "no loop-mounted ext4 here (needs root and loop devices)"
 fi
 echo "1..$n"
 [ "$failed" = 0 ]
