@@ -559,10 +559,17 @@ static void written_to(tpc_out *o, uint64_t end)
  * copy of the 4.74 GB file took 2.1-6.7 s depending on it; written with
  * O_DIRECT from the input's mapping the same bytes took 1.95-2.07 s at 0.35 s
  * of system time, disk-bound (see BENCHMARKS.md). So:
- *  - a large copy whose source sits in the mapping at the same offset within
- *    the file system's O_DIRECT memory alignment as its output offset is
- *    written with O_DIRECT straight from the mapping (the disk reads the
- *    input's page-cache pages);
+ *  - a large copy is read with pread into the staging buffers below and
+ *    written from there. With TPCONV_DIRECT_STAGE=0 a copy whose source sits
+ *    in the mapping at the same offset within the file system's O_DIRECT
+ *    memory alignment as its output offset is written straight from the
+ *    mapping (the disk reads the input's page-cache pages). That saves the
+ *    copy, but a write is cut into a memory segment per physically
+ *    contiguous piece, and an input cached in 4 KiB pages (a file written
+ *    with small buffered writes, as torch.save's are) gives 2,048 segments
+ *    per 8 MiB: on the bench VM such writes took 19-86 ms against 2.6 ms
+ *    from the huge-page buffers, and convert of the 4.74 GB torch zip 15.9-
+ *    17.3 s against 2.8-3.7 s staged (BENCHMARKS.md, session 11);
  *  - sequential writes of assembled bytes (a gather's runs, cast output) are
  *    staged in page-aligned buffers of DIO_STEP bytes (DIO_BUFS per output) and
  *    written with O_DIRECT each time it fills: one user-space copy into a
@@ -661,6 +668,14 @@ static bool direct_on(void)
 		atomic_store(&on, v);
 	}
 	return v;
+}
+
+/* Direct copies in the input's page phase are staged too (pread into the
+ * huge-page buffers) unless TPCONV_DIRECT_STAGE=0 (from the mapping). */
+static bool dio_stage_all(void)
+{
+	static int on = -1;
+	return env_switch("TPCONV_DIRECT_STAGE", &on);
 }
 
 static bool direct_async_on(void)
@@ -1275,6 +1290,12 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
 	int sr = stage_flush(o, e);
 	if (sr)
 		return sr;
+	if (len >= DIO_MIN && src->data && src->fd >= 0 && dio_stage_all()) {
+		bool staged;
+		int r = stage_copy(o, src, src_off, len, dst_off, &staged, e);
+		if (r || staged)
+			return r;
+	}
 	if (len >= DIO_MIN && src->data && src->fd >= 0 && dio_ready(o) && !((src_off ^ dst_off) & (o->dio_mem - 1))) {
 		uint64_t a = (dst_off + DIO_PAGE - 1) & ~(uint64_t)(DIO_PAGE - 1);
 		uint64_t z = (dst_off + len) & ~(uint64_t)(DIO_PAGE - 1);

@@ -8,7 +8,9 @@
 # a reshard, convert with a cast (staged tpc_out_write), convert to a torch
 # zip; on tmpfs (no direct writes, or other alignment) the same bytes again.
 # Direct writes run queued (Linux AIO, several in flight) and, with
-# TPCONV_DIRECT_ASYNC=0, one at a time: both give the same bytes. Past a
+# TPCONV_DIRECT_ASYNC=0, one at a time, and copies in page phase go through
+# the staging buffers or (TPCONV_DIRECT_STAGE=0) straight from the input's
+# mapping: every way gives the same bytes. Past a
 # file size limit and on a full file system every mode fails with exit 4 and
 # leaves nothing.
 # When strace is there, the run is checked to have opened its outputs
@@ -39,6 +41,10 @@ both() {
   TPCONV_DIRECT=1 TPCONV_DIRECT_ASYNC=0 "${cb[@]}" >"$T/out" 2>"$T/err"
   if [ $? != 0 ]; then bad "$label (TPCONV_DIRECT_ASYNC=0)" "$(cat "$T/err")"; return 1; fi
   if diff -r "$a" "$b" >"$T/diff" 2>&1; then ok "$label: queued and one-at-a-time direct writes agree"; else bad "$label: queued and synchronous direct writes differ" "$(head -5 "$T/diff")"; fi
+  rm -rf "$b" && mkdir -p "$b"
+  TPCONV_DIRECT=1 TPCONV_DIRECT_STAGE=0 "${cb[@]}" >"$T/out" 2>"$T/err"
+  if [ $? != 0 ]; then bad "$label (TPCONV_DIRECT_STAGE=0)" "$(cat "$T/err")"; return 1; fi
+  if diff -r "$a" "$b" >"$T/diff" 2>&1; then ok "$label: staged and from-the-mapping direct writes agree"; else bad "$label: staged and from-the-mapping direct writes differ" "$(head -5 "$T/diff")"; fi
 }
 for tp in 2 4; do
   both "shard tp $tp" "$T/d$tp" "$T/b$tp" "$TPCONV" shard "$T/src.safetensors" --tp $tp "${F[@]}" -o {}
