@@ -568,8 +568,8 @@ static void written_to(tpc_out *o, uint64_t end)
  *    contiguous piece, and an input cached in 4 KiB pages (a file written
  *    with small buffered writes, as torch.save's are) gives 2,048 segments
  *    per 8 MiB: on the bench VM such writes took 19-86 ms against 2.6 ms
- *    from the huge-page buffers, and convert of the 4.74 GB torch zip 15.9-
- *    17.3 s against 2.8-3.7 s staged (BENCHMARKS.md, session 11);
+ *    from the huge-page buffers, and convert of the 4.74 GB torch zip 10.1-
+ *    10.4 s against 3.5-3.9 s staged (BENCHMARKS.md, session 11);
  *  - sequential writes of assembled bytes (a gather's runs, cast output) are
  *    staged in page-aligned buffers of DIO_STEP bytes (DIO_BUFS per output) and
  *    written with O_DIRECT each time it fills: one user-space copy into a
