@@ -923,6 +923,9 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 	uint64_t per = DQ_STEP_ELEMS / (uint64_t)FI;
 	if (per < 1)
 		per = 1;
+	uint64_t span = (e0 % (uint64_t)I + cnt + (uint64_t)I - 1) / (uint64_t)I; /* rows the read touches */
+	if (per > span)
+		per = span; /* a small read gets a small buffer */
 	rows = tpc_malloc((size_t)(per * (uint64_t)I) * sizeof(float));
 	if (!rows)
 		return tpc_err_nomem(e);

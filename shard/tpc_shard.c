@@ -115,10 +115,20 @@ static void drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64
 
 typedef int (*sink_fn)(void *ctx, const uint8_t *p, size_t n);
 
-/* Feed tensor t's C-order bytes to fn in windows of at most WINDOW bytes,
- * dropping the source pages behind each window. */
-static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, sink_fn fn, void *ctx,
-			 tpc_err *e)
+/* Bytes of window that stream_tensor needs for t: the whole tensor when it
+ * is smaller than WINDOW (every branch then reads it in one piece). */
+static size_t stream_window(const tpc_tensor *t)
+{
+	uint64_t nb = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	uint64_t need = (nb > t->nbytes ? nb : t->nbytes) * 2; /* the cast branch halves it */
+	return need && need < WINDOW ? (size_t)need : WINDOW;
+}
+
+/* Feed tensor t's C-order bytes to fn in windows of at most `cap` bytes
+ * (buf's size, stream_window(t) or more), dropping the source pages behind
+ * each window. */
+static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, size_t cap, sink_fn fn,
+			 void *ctx, tpc_err *e)
 {
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
 	uint64_t nb = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
@@ -129,7 +139,7 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 	if (t->dtype != t->src_dtype) {
 		/* a pending cast (remap stage): hash what the writer writes */
 		unsigned os = tpc_dtype_size(t->dtype);
-		uint64_t ob = t->nbytes, chunk = WINDOW / 2 / os * os;
+		uint64_t ob = t->nbytes, chunk = cap / 2 / os * os;
 		uint64_t orow = t->ndim && t->shape[0] ? ob / (uint64_t)t->shape[0] : ob;
 		for (uint64_t off = 0; off < ob && !ret; off += chunk) {
 			uint64_t k = ob - off < chunk ? ob - off : chunk;
@@ -145,9 +155,9 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 	    !(t->flags & TPC_TF_BYTESWAP)) {
 		/* a cache-sized piece at a time, read so as not to unmap what a
 		 * writer beside this (merge's check) copies from: tpc_map_bytes */
-		enum { PIECE = 1u << 20 };
-		for (uint64_t off = 0; off < nb && !ret; off += PIECE) {
-			uint64_t k = nb - off < PIECE ? nb - off : PIECE;
+		uint64_t piece = cap < (1u << 20) ? cap : (1u << 20);
+		for (uint64_t off = 0; off < nb && !ret; off += piece) {
+			uint64_t k = nb - off < piece ? nb - off : piece;
 			const uint8_t *p = tpc_map_bytes(m, t->offset + off, k, buf);
 			ret = fn(ctx, p, (size_t)k);
 			tpc_map_bytes_done(m, p, t->offset + off, k);
@@ -155,12 +165,16 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 		return ret;
 	}
 	if (tpc_dtype_bits(t->src_dtype) < 8) {
-		/* sub-byte types are contiguous views or zero fills */
-		ret = tpc_ckpt_read_bytes(ck, t, 0, nb, buf, e);
-		return ret ? ret : fn(ctx, buf, (size_t)nb);
+		/* sub-byte types are contiguous views or zero fills: bytes at any offset */
+		for (uint64_t off = 0; off < nb && !ret; off += cap) {
+			uint64_t k = nb - off < cap ? nb - off : cap;
+			if (!(ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e)))
+				ret = fn(ctx, buf, (size_t)k);
+		}
+		return ret;
 	}
 	uint64_t row = t->ndim ? t->numel / (uint64_t)(t->shape[0] ? t->shape[0] : 1) * es : nb;
-	uint64_t chunk = WINDOW / es * es;
+	uint64_t chunk = cap / es * es;
 	for (uint64_t off = 0; off < nb && !ret; off += chunk) {
 		uint64_t k = nb - off < chunk ? nb - off : chunk;
 		ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
@@ -186,11 +200,12 @@ int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, 
 	int ret;
 	if ((ret = tpc_hash_begin(&s, alg, e)))
 		goto out;
-	if (!(buf = tpc_malloc(WINDOW))) {
+	size_t cap = stream_window(t);
+	if (!(buf = tpc_malloc(cap))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	ret = stream_tensor(ck, t, buf, hash_sink, &s, e);
+	ret = stream_tensor(ck, t, buf, cap, hash_sink, &s, e);
 out:
 	if (ret)
 		tpc_hash_release(&s);
@@ -214,19 +229,20 @@ int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor
 	for (int d = 0; d < a->ndim; d++)
 		if (a->shape[d] != b->shape[d])
 			return 0;
-	x = tpc_malloc(WINDOW);
-	y = tpc_malloc(WINDOW);
+	size_t cap = na && na < WINDOW ? (size_t)na : WINDOW;
+	x = tpc_malloc(cap);
+	y = tpc_malloc(cap);
 	if (!x || !y) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	*eq = true;
-	uint64_t chunk = es ? WINDOW / es * es : WINDOW;
+	uint64_t chunk = es ? cap / es * es : cap;
 	if (tpc_dtype_bits(a->src_dtype) < 8)
 		chunk = na; /* contiguous by construction; small in practice */
 	for (uint64_t off = 0; off < na && *eq && !ret; off += chunk) {
 		uint64_t k = na - off < chunk ? na - off : chunk;
-		if (k > WINDOW) {
+		if (k > cap) {
 			ret = tpc_err_set(e, TPC_EINPUT, "internal: sub-byte tensor too large to compare");
 			break;
 		}

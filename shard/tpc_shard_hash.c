@@ -155,7 +155,10 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	tpc_hash h0 = {TPC_HASH_NONE, NULL};
 	part_check pc;
 	bool direct = in_place(t, m);
-	uint8_t *buf = tpc_malloc(HASH_WINDOW);
+	/* a window no larger than the tensor: most are small, and an 8 MiB
+	 * allocation a tensor is an mmap/munmap pair each (and a sanitizer
+	 * build's shadow poisoning of all of it) */
+	uint8_t *buf = tpc_malloc(t->nbytes && t->nbytes < HASH_WINDOW ? (size_t)t->nbytes : HASH_WINDOW);
 	part_reset(&pc);
 	if (!rc || !buf) {
 		free(rc);

@@ -5,6 +5,7 @@
 # 'slow' suite, whose 4 GiB records take minutes and exercise the same code.
 set -u
 pass=0 fail=0 skip=0
+fails=
 first=1
 for b in "$@"; do
   extra=()
@@ -31,7 +32,15 @@ for b in "$@"; do
   if [ "$rc" != 0 ] && [ "${f:-0}" = 0 ] && [ "${to:-0}" = 0 ]; then
     echo "meson test failed to run in $b (exit $rc):"; tail -n 30 "$log"; fail=$((fail + 1))
   fi
+  # the failed checks with their first comment lines, for the summary below
+  # (CI keeps only the end of this output)
+  f1=$(grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | sed "s|^ *|$b: |" | awk '!seen[$0]++' | head -n 10
+    awk -v b="$b" '/^test: /{t=$NF} /^not ok [0-9]+/{print b ": " t ": " substr($0, 1, 200); k=4; next}
+    k>0 && /^#/{print "    " substr($0, 1, 200); k--; next} {k=0}
+    /SUMMARY: [A-Za-z]+Sanitizer|: runtime error: /{print b ": " t ": " substr($0, 1, 200)}' "$tl" 2>/dev/null | head -n 40)
+  [ -n "$f1" ] && fails+="$f1"$'\n'
   rm -f "$log"
 done
+if [ -n "$fails" ]; then echo "== failed checks"; printf '%s' "$fails" | head -n 60; fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
