@@ -261,17 +261,6 @@ void tpc_map_close(tpc_map *m)
 	m->fd = -1;
 }
 
-void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	if (!m->data || off >= m->size)
-		return;
-	uint64_t start = off & ~(uint64_t)(pg - 1);
-	if (len > m->size - off)
-		len = m->size - off;
-	madvise((void *)(m->data + start), (size_t)(len + (off - start)), MADV_SEQUENTIAL | MADV_WILLNEED);
-}
-
 /* The page cache holds a file in folios of up to a PMD's worth of pages (2
  * MiB with 4 KiB pages, when read-ahead or a large write made them), aligned
  * in the file, and recent kernels map the whole folio on a fault, not only

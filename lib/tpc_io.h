@@ -46,8 +46,6 @@ typedef struct tpc_map {
  * outputs refuse to overwrite it while it is open (tpc_map_close forgets it). */
 int tpc_map_open(tpc_map *m, const char *path, tpc_err *e);
 void tpc_map_close(tpc_map *m);
-/* Advise the kernel: sequential read-ahead for [off, off+len). */
-void tpc_map_advise_seq(const tpc_map *m, uint64_t off, uint64_t len);
 /* Drop the pages of [off, off+len) from this process's resident set once
  * they have been read (MADV_DONTNEED on the private read-only mapping; a
  * later access faults them back in from the page cache). The range is widened
