@@ -302,6 +302,27 @@ expect_fail "bad input: a replicated tensor that differs in a tpconv set" 3 "rep
   "$TPCONV" merge "$T/rep" --no-checksums -o "$T/rep.safetensors"
 expect_fail "the same tampered set fails the checksum check by default" 3 "does not match the manifest checksum" "$T/rep.safetensors" \
   "$TPCONV" merge "$T/rep" -o "$T/rep.safetensors"
+# a replicated K/V head (llama, 4 KV heads at tp 8: ranks 0 and 1 hold head 0):
+# merge takes equal checked checksums for equal replicas; one that differs,
+# with its own checksum in the manifest, is still compared and refused
+cp -r "$T/rt_llama_8_tpconv_safetensors" "$T/kvrep"
+K=model.layers.0.self_attn.k_proj.weight
+$PY "$H/check_ranks.py" --bump "$T/kvrep/model_tp01_pp00.safetensors" $K
+"$TPCONV" inspect --json --checksum xxh3-128 "$T/kvrep/model_tp01_pp00.safetensors" >"$T/kv.json"
+$PY -c '
+import json, sys
+mp, ip, k = sys.argv[1:4]
+m = json.load(open(mp)); d = {t["name"]: t["xxh3-128"] for t in json.load(open(ip))["tensors"]}
+t = next(t for t in m["tensors"] if t["name"] == k)
+assert t["parts"][0]["replicas"] == 2 and t["rank_xxh3-128"][0] == t["rank_xxh3-128"][1]
+t["rank_xxh3-128"][1] = d[k]; json.dump(m, open(mp, "w"))' "$T/kvrep/tpconv-manifest.json" "$T/kv.json" $K 2>"$T/err" ||
+  bad "kv replica fixture" "$(cat "$T/err")"
+expect_fail "bad input: a replicated K/V head that differs, its checksum recorded, is compared and refused" 3 \
+  "replicated key/value head 0 differs between rank 0 and rank 1" "$T/kvrep.safetensors" "$TPCONV" merge "$T/kvrep" -o "$T/kvrep.safetensors"
+run "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/kvok.safetensors"
+[ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/kvok.safetensors" && ok "replicated K/V heads with equal checksums merge bit-exact" ||
+  bad "kv replicas merge" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -3)"
+rm -rf "$T/kvrep" "$T/kvok.safetensors"
 # a sha256 set (the manifest schema every set had before xxh3-128: "checksum":
 # "sha256", "sha256" and "rank_sha256" members) merges and verifies, and a
 # tampered tensor is caught by merge and by verify, with either checksum
