@@ -510,24 +510,37 @@ static int pad_for_copy(const tpc_ckpt *ck, const int64_t *order, size_t n, char
 	return 0;
 }
 
-static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
-		    const tpc_write_opts *o, tpc_err *e)
+/* What a file holds before its data: the tensors in the order written and
+ * the header that describes them. */
+typedef struct st_plan {
+	int64_t *order;
+	size_t n;
+	char *hdr;
+	size_t hlen;
+} st_plan;
+
+static void st_plan_release(st_plan *pl)
+{
+	free(pl->order);
+	free(pl->hdr);
+	memset(pl, 0, sizeof(*pl));
+}
+
+static int st_prepare(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o, st_plan *pl,
+		      tpc_err *e)
 {
 	int64_t *order = NULL;
 	char *hdr = NULL, *tree = NULL;
 	size_t hlen = 0, nsel_all;
 	tpc_buf aliases = TPC_BUF_INIT, flags = TPC_BUF_INIT;
-	tpc_out out;
-	uint8_t lenb[8];
 	int ret;
-	memset(&out, 0, sizeof(out));
-	out.fd = -1;
+	memset(pl, 0, sizeof(*pl));
 	if ((ret = tpc_ckpt_check_writable(ck, e)))
 		return ret;
 	if (!sel)
 		nsel = ck->n;
 	nsel_all = nsel;
-	order = tpc_malloc(nsel * sizeof(*order));
+	order = tpc_malloc((nsel ? nsel : 1) * sizeof(*order));
 	if (!order)
 		return tpc_err_nomem(e);
 	for (size_t i = 0; i < nsel; i++)
@@ -583,21 +596,53 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	}
 	if ((ret = pad_for_copy(ck, order, nsel, &hdr, &hlen, e)))
 		goto out;
-	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
+	pl->order = order;
+	pl->n = nsel;
+	pl->hdr = hdr;
+	pl->hlen = hlen;
+	order = NULL;
+	hdr = NULL;
+out:
+	free(order);
+	free(hdr);
+	free(tree);
+	tpc_buf_release(&aliases);
+	tpc_buf_release(&flags);
+	return ret;
+}
+
+/* Open the output, write the header and set the file's size (known now, so
+ * no direct write extends it). */
+static int st_begin(const tpc_ckpt *ck, const st_plan *pl, const char *path, const tpc_write_opts *o, tpc_out *out,
+		    tpc_err *e)
+{
+	uint8_t lenb[8];
+	int ret;
+	if ((ret = tpc_out_open(out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
+		return ret;
+	tpc_wr64le(lenb, pl->hlen);
+	if ((ret = tpc_out_write(out, lenb, 8, e)) || (ret = tpc_out_write(out, pl->hdr, pl->hlen, e)))
+		return ret;
+	uint64_t total = out->size;
+	for (size_t i = 0; i < pl->n; i++)
+		total += ck->t[pl->order[i]].nbytes;
+	return tpc_out_reserve(out, total, e);
+}
+
+static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+		    const tpc_write_opts *o, tpc_err *e)
+{
+	st_plan pl;
+	tpc_out out;
+	int ret;
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	if ((ret = st_prepare(ck, sel, nsel, o, &pl, e)))
+		return ret;
+	if ((ret = st_begin(ck, &pl, path, o, &out, e)))
 		goto out;
-	tpc_wr64le(lenb, hlen);
-	if ((ret = tpc_out_write(&out, lenb, 8, e)) || (ret = tpc_out_write(&out, hdr, hlen, e)))
-		goto out;
-	{
-		/* the file's size is known: set first, so no direct write extends it */
-		uint64_t total = out.size;
-		for (size_t i = 0; i < nsel; i++)
-			total += ck->t[order[i]].nbytes;
-		if ((ret = tpc_out_reserve(&out, total, e)))
-			goto out;
-	}
-	for (size_t i = 0; i < nsel; i++) {
-		const tpc_tensor *t = &ck->t[order[i]];
+	for (size_t i = 0; i < pl.n; i++) {
+		const tpc_tensor *t = &ck->t[pl.order[i]];
 		if ((ret = tpc_ckpt_write_tensor(ck, t, &out, e))) {
 			tpc_err_tensor(e, t->name);
 			goto out;
@@ -609,11 +654,84 @@ static int st_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	ret = tpc_out_commit(&out, e);
 out:
 	tpc_out_abort(&out);
-	free(order);
-	free(hdr);
-	free(tree);
-	tpc_buf_release(&aliases);
-	tpc_buf_release(&flags);
+	st_plan_release(&pl);
+	return ret;
+}
+
+/* Several files in step (tpc_format.write_many): tensor i of every file,
+ * then tensor i + 1, so that the rank slices of a row-parallel weight, at
+ * the same place in every rank's sorted list, are read once for all of them
+ * (tpc_ckpt_write_joint). */
+static int st_write_many(const tpc_ckpt *const *ck, const char *const *path, int n, const tpc_write_opts *o,
+			 bool *committed, int *bad, tpc_err *e)
+{
+	st_plan *pl = tpc_calloc((size_t)n, sizeof(*pl));
+	tpc_out *out = tpc_calloc((size_t)n, sizeof(*out));
+	tpc_out **op = tpc_calloc((size_t)n, sizeof(*op));
+	const tpc_ckpt **cs = tpc_calloc((size_t)n, sizeof(*cs));
+	const tpc_tensor **ts = tpc_calloc((size_t)n, sizeof(*ts));
+	int *who = tpc_calloc((size_t)n, sizeof(*who));
+	int ret = 0;
+	size_t most = 0;
+	*bad = 0;
+	if (!pl || !out || !op || !cs || !ts || !who) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (int k = 0; k < n; k++) {
+		out[k].fd = -1;
+		committed[k] = false;
+	}
+	for (int k = 0; k < n && !ret; k++) {
+		if ((ret = st_prepare(ck[k], NULL, 0, o, &pl[k], e)) ||
+		    (ret = st_begin(ck[k], &pl[k], path[k], o, &out[k], e)))
+			*bad = k;
+		most = pl[k].n > most ? pl[k].n : most;
+	}
+	for (size_t i = 0; i < most && !ret; i++) {
+		int m = 0, at = 0;
+		bool joint = false;
+		for (int k = 0; k < n; k++) {
+			if (i >= pl[k].n)
+				continue;
+			who[m] = k;
+			cs[m] = ck[k];
+			ts[m] = &ck[k]->t[pl[k].order[i]];
+			op[m++] = &out[k];
+		}
+		if (m > 1 && (ret = tpc_ckpt_write_joint(cs, ts, op, m, &joint, &at, e))) {
+			*bad = who[at];
+			tpc_err_tensor(e, ts[at]->name);
+			break;
+		}
+		for (int j = 0; j < m && !joint && !ret; j++)
+			if ((ret = tpc_ckpt_write_tensor(cs[j], ts[j], op[j], e))) {
+				*bad = who[j];
+				tpc_err_tensor(e, ts[j]->name);
+			}
+		for (int j = 0; j < m && !ret; j++)
+			tpc_progress_add(o ? o->progress : NULL, ts[j]->nbytes);
+	}
+	for (int k = 0; k < n && !ret; k++)
+		if (o && o->before_commit && (ret = o->before_commit(o->before_commit_ctx, e)))
+			*bad = k;
+	for (int k = 0; k < n && !ret; k++) {
+		if ((ret = tpc_out_commit(&out[k], e)))
+			*bad = k;
+		else
+			committed[k] = true;
+	}
+out:
+	for (int k = 0; k < n && out; k++)
+		tpc_out_abort(&out[k]);
+	for (int k = 0; k < n && pl; k++)
+		st_plan_release(&pl[k]);
+	free(pl);
+	free(out);
+	free(op);
+	free(cs);
+	free(ts);
+	free(who);
 	return ret;
 }
 
@@ -623,5 +741,6 @@ const tpc_format tpc_fmt_safetensors = {
 	.detect = detect,
 	.open = st_open,
 	.write = st_write,
+	.write_many = st_write_many,
 	.exts = st_exts,
 };

@@ -1870,6 +1870,85 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 	return stream_out(ck, t, sink_out, o, e);
 }
 
+/* ---- joint writes: the rank slices of one row-parallel weight ---- */
+
+/* Rows per window: the window holds that many source rows plus the widest
+ * offset between the slices (JOINT_WIN is a soft size). */
+#define JOINT_WIN (2u << 20)
+#define JOINT_IOV 1024
+
+/* Is t[i] a row slice that the joint path can write: a plain 2-D view of
+ * whole-byte elements, rows of at least GATHER_MIN_RUN bytes, no cast or
+ * swap? */
+static bool joint_leaf(const tpc_ckpt *ck, const tpc_tensor *t)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	return m && m->data && m->fd >= 0 && !t->nparts && !t->dq && !(t->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP)) &&
+	       !cast_pending(t) && tpc_dtype_bits(t->dtype) >= 8 && t->ndim == 2 && t->numel && t->stride[1] == 1 &&
+	       t->shape[0] > 1 && t->stride[0] > t->shape[1] &&
+	       (uint64_t)t->shape[1] * tpc_dtype_size(t->dtype) >= GATHER_MIN_RUN;
+}
+
+int tpc_ckpt_write_joint(const tpc_ckpt *const *ck, const tpc_tensor *const *t, tpc_out *const *o, int n,
+			 bool *joint, int *bad, tpc_err *e)
+{
+	*joint = false;
+	*bad = 0;
+	if (n < 2 || n > JOINT_IOV || !joint_leaf(ck[0], t[0]))
+		return 0;
+	const tpc_map *m = tpc_ckpt_source(ck[0], t[0]->src);
+	uint64_t es = tpc_dtype_size(t[0]->dtype);
+	uint64_t rb = (uint64_t)t[0]->stride[0] * es, run = (uint64_t)t[0]->shape[1] * es;
+	uint64_t rows = (uint64_t)t[0]->shape[0], lo = t[0]->offset, hi = t[0]->offset;
+	for (int i = 1; i < n; i++) {
+		const tpc_map *mi = tpc_ckpt_source(ck[i], t[i]->src);
+		/* one file (each writer may read it through a mapping of its own) */
+		bool same = mi->size == m->size && (mi->fd == m->fd || (m->ino && mi->dev == m->dev && mi->ino == m->ino));
+		if (!joint_leaf(ck[i], t[i]) || !same || t[i]->dtype != t[0]->dtype ||
+		    memcmp(t[i]->shape, t[0]->shape, 2 * sizeof(int64_t)) ||
+		    memcmp(t[i]->stride, t[0]->stride, 2 * sizeof(int64_t)))
+			return 0;
+		lo = t[i]->offset < lo ? t[i]->offset : lo;
+		hi = t[i]->offset > hi ? t[i]->offset : hi;
+	}
+	/* the slices must lie side by side inside one source row */
+	if (hi - lo + run > rb || lo > m->size || (rows - 1) * rb + (hi - lo) + run > m->size - lo)
+		return 0;
+	*joint = true;
+	uint64_t per = JOINT_WIN / rb ? JOINT_WIN / rb : 1; /* rows per window */
+	if (per > JOINT_IOV)
+		per = JOINT_IOV;
+	uint64_t wcap = (per - 1) * rb + (hi - lo) + run;
+	uint8_t *win = tpc_out_scratch(o[0], (size_t)wcap);
+	struct iovec *iov = tpc_malloc((size_t)per * sizeof(*iov));
+	int ret = 0;
+	if (!win || !iov) {
+		free(iov);
+		return tpc_err_nomem(e);
+	}
+	for (uint64_t r0 = 0; r0 < rows && !ret; r0 += per) {
+		uint64_t k = rows - r0 < per ? rows - r0 : per;
+		uint64_t at = lo + r0 * rb, len = (k - 1) * rb + (hi - lo) + run;
+		/* the bytes of the file, read once for every slice (the first
+		 * one's mapping itself if pread fails) */
+		const uint8_t *base = tpc_map_bytes(m, at, len, win);
+		for (int i = 0; i < n && !ret; i++) {
+			const uint8_t *p = base + (t[i]->offset - lo);
+			for (uint64_t j = 0; j < k; j++) {
+				iov[j].iov_base = (void *)(p + j * rb);
+				iov[j].iov_len = (size_t)run;
+			}
+			if ((ret = tpc_out_writev(o[i], iov, (int)k, e)))
+				*bad = i;
+		}
+		tpc_map_bytes_done(m, base, at, len);
+	}
+	free(iov);
+	for (int i = 0; i < n && !ret; i++)
+		tpc_ckpt_drop_pages(ck[i], t[i]);
+	return ret;
+}
+
 /* Kernel-copied runs of t at data offset `at`: where each wants the data
  * section to start (mod TPC_PAGE_PHASE), weighted by its bytes. */
 static void copy_wants(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t at, uint64_t *want, unsigned unit)

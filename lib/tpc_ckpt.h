@@ -315,6 +315,18 @@ int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off,
  * not cast, else through bounded buffers (gather, then cast). */
 int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e);
 
+/* Write t[i]'s output image at o[i]'s position, for i in [0, n), reading
+ * shared source bytes once: when the tensors are row slices of one source
+ * matrix (a row-parallel weight's rank slices: 2-D views of one mapping with
+ * the same dtype, shape and strides, their columns side by side inside each
+ * row), the source rows are read in windows, once, and each window's runs go
+ * to every output, where n separate writes would each read the whole span
+ * for its slice (n times the bytes at tp n). *joint is false, and nothing
+ * is written, when the tensors are not such slices (write them one by one).
+ * On failure *bad is the index of the output that failed. */
+int tpc_ckpt_write_joint(const tpc_ckpt *const *ck, const tpc_tensor *const *t, tpc_out *const *o, int n,
+			 bool *joint, int *bad, tpc_err *e);
+
 /* Where should a data section holding tensors order[0..n) back to back
  * start, modulo TPC_PAGE_PHASE? The in-kernel copy (copy_file_range) moves
  * bytes through a pipe a source page at a time: a tensor whose destination

@@ -102,6 +102,14 @@ typedef struct tpc_format {
 	int (*open)(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e);
 	int (*write)(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 		     const tpc_write_opts *o, tpc_err *e);
+	/* Several whole files at once (NULL: not offered): ck[k] to path[k] for
+	 * k in [0, n), each as write(ck[k], NULL, 0, path[k], o) would write
+	 * it, the files written in step so that bytes they share in the source
+	 * are read once (a shard set's row-parallel slices). committed[k] says
+	 * which files took their final name; on failure *bad is the file whose
+	 * error is returned, and the files not committed are gone. */
+	int (*write_many)(const tpc_ckpt *const *ck, const char *const *path, int n, const tpc_write_opts *o,
+			  bool *committed, int *bad, tpc_err *e);
 	const char *const *exts;
 	/* A folder of per-rank files that reads as one checkpoint (a training
 	 * framework's sharded save): merge accepts it like a shard set. */

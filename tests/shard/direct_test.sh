@@ -69,6 +69,53 @@ for out in l.safetensors l.pt; do
     bad "direct writes past a file size limit (${out##*.})" "rc $rc: $(cat "$T/err"; ls -A "$T/lim")"
   fi
 done
+# Ranks written in step (tpc_format.write_many): each writer thread takes a
+# group of ranks and writes tensor i of each before tensor i + 1, so a
+# row-parallel weight's rank slices come from one read of its rows. Groups
+# of 2, 3 and 4 ranks (1, 2 and 3 threads at tp 4 and 8, the last group
+# short where the threads do not divide the ranks), direct and buffered,
+# must give the bytes that rank-by-rank writing (TPCONV_JOINT=0) gives.
+for tp in 4 8; do
+  TPCONV_JOINT=0 run "$TPCONV" shard "$T/src.safetensors" --tp $tp "${F[@]}" -o "$T/j0_$tp"
+  [ "$rc" = 0 ] || bad "shard tp $tp rank by rank" "$(cat "$T/err")"
+  for th in 1 2 3; do
+    for mode in 1 0; do
+      rm -rf "$T/j_$tp"
+      OMP_NUM_THREADS=$th TPCONV_DIRECT=$mode run "$TPCONV" shard "$T/src.safetensors" --tp $tp "${F[@]}" -o "$T/j_$tp"
+      if [ "$rc" = 0 ] && diff -r "$T/j_$tp" "$T/j0_$tp" >"$T/diff" 2>&1; then
+        ok "shard tp $tp, $th thread(s), ranks in step, TPCONV_DIRECT=$mode: the bytes of rank-by-rank writes"
+      else
+        bad "shard tp $tp, $th thread(s), ranks in step, TPCONV_DIRECT=$mode" "rc $rc: $(head -3 "$T/err" "$T/diff")"
+      fi
+    done
+  done
+done
+# a group that fails part way (a file size limit under the second rank's
+# file): exit 4, and none of the group's files, committed or not, is left
+for mode in 1 0; do
+  rm -rf "$T/jl" && mkdir -p "$T/jl"
+  (ulimit -f 8000; OMP_NUM_THREADS=1 TPCONV_DIRECT=$mode exec "$TPCONV" shard "$T/src.safetensors" --tp 4 "${F[@]}" -o "$T/jl/set" -q) >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ "$rc" = 4 ] && grep -q "File too large" "$T/err" && [ -z "$(ls -A "$T/jl/set" 2>/dev/null)" ]; then
+    ok "shard tp 4 in step past a file size limit, TPCONV_DIRECT=$mode: exit 4, nothing left"
+  else
+    bad "shard tp 4 in step past a file size limit, TPCONV_DIRECT=$mode" "rc $rc: $(cat "$T/err"; ls -A "$T/jl/set" 2>/dev/null)"
+  fi
+done
+# ... and reads a row-parallel slice's rows once per group, not once per rank
+if command -v strace >/dev/null 2>&1; then
+  preads() { awk '/pread64\(/ && / = [0-9]+$/ { s += $NF } END { print s + 0 }' "$1"; }
+  OMP_NUM_THREADS=1 strace -f -o "$T/pj" -e trace=pread64 "$TPCONV" shard "$T/src.safetensors" --tp 8 "${F[@]}" -o "$T/pj_set" --no-checksums >/dev/null 2>&1
+  OMP_NUM_THREADS=1 TPCONV_JOINT=0 strace -f -o "$T/pn" -e trace=pread64 "$TPCONV" shard "$T/src.safetensors" --tp 8 "${F[@]}" -o "$T/pn_set" --no-checksums >/dev/null 2>&1
+  a=$(preads "$T/pj") b=$(preads "$T/pn")
+  if [ "$a" -gt 0 ] && [ "$b" -gt $((a * 3 / 2)) ]; then
+    ok "shard tp 8 in step read $a bytes with pread against $b rank by rank"
+  else
+    bad "shard tp 8 in step did not read less" "in step $a bytes, rank by rank $b bytes"
+  fi
+else
+  skip "reads of shard tp 8 in step" "strace is not available"
+fi
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
   S=$(mktemp -d /dev/shm/tpc-direct-XXXXXX)
   run "$TPCONV" shard "$T/src.safetensors" --tp 4 "${F[@]}" -o "$S/set"
