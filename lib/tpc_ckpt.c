@@ -1889,13 +1889,12 @@ static bool joint_leaf(const tpc_ckpt *ck, const tpc_tensor *t)
 	       (uint64_t)t->shape[1] * tpc_dtype_size(t->dtype) >= GATHER_MIN_RUN;
 }
 
-int tpc_ckpt_write_joint(const tpc_ckpt *const *ck, const tpc_tensor *const *t, tpc_out *const *o, int n,
-			 bool *joint, int *bad, tpc_err *e)
+/* The byte range of one source row the slices cover: [lo, hi + run). */
+static bool joint_span(const tpc_ckpt *const *ck, const tpc_tensor *const *t, int n, uint64_t *lo_out,
+		       uint64_t *hi_out)
 {
-	*joint = false;
-	*bad = 0;
 	if (n < 2 || n > JOINT_IOV || !joint_leaf(ck[0], t[0]))
-		return 0;
+		return false;
 	const tpc_map *m = tpc_ckpt_source(ck[0], t[0]->src);
 	uint64_t es = tpc_dtype_size(t[0]->dtype);
 	uint64_t rb = (uint64_t)t[0]->stride[0] * es, run = (uint64_t)t[0]->shape[1] * es;
@@ -1907,13 +1906,36 @@ int tpc_ckpt_write_joint(const tpc_ckpt *const *ck, const tpc_tensor *const *t, 
 		if (!joint_leaf(ck[i], t[i]) || !same || t[i]->dtype != t[0]->dtype ||
 		    memcmp(t[i]->shape, t[0]->shape, 2 * sizeof(int64_t)) ||
 		    memcmp(t[i]->stride, t[0]->stride, 2 * sizeof(int64_t)))
-			return 0;
+			return false;
 		lo = t[i]->offset < lo ? t[i]->offset : lo;
 		hi = t[i]->offset > hi ? t[i]->offset : hi;
 	}
 	/* the slices must lie side by side inside one source row */
 	if (hi - lo + run > rb || lo > m->size || (rows - 1) * rb + (hi - lo) + run > m->size - lo)
+		return false;
+	*lo_out = lo;
+	*hi_out = hi;
+	return true;
+}
+
+bool tpc_ckpt_joint_ok(const tpc_ckpt *const *ck, const tpc_tensor *const *t, int n)
+{
+	uint64_t lo, hi;
+	return joint_span(ck, t, n, &lo, &hi);
+}
+
+int tpc_ckpt_write_joint(const tpc_ckpt *const *ck, const tpc_tensor *const *t, tpc_out *const *o, int n,
+			 bool *joint, int *bad, tpc_err *e)
+{
+	uint64_t lo, hi;
+	*joint = false;
+	*bad = 0;
+	if (!joint_span(ck, t, n, &lo, &hi))
 		return 0;
+	const tpc_map *m = tpc_ckpt_source(ck[0], t[0]->src);
+	uint64_t es = tpc_dtype_size(t[0]->dtype);
+	uint64_t rb = (uint64_t)t[0]->stride[0] * es, run = (uint64_t)t[0]->shape[1] * es;
+	uint64_t rows = (uint64_t)t[0]->shape[0];
 	*joint = true;
 	uint64_t per = JOINT_WIN / rb ? JOINT_WIN / rb : 1; /* rows per window */
 	if (per > JOINT_IOV)

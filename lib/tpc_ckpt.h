@@ -326,6 +326,8 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
  * On failure *bad is the index of the output that failed. */
 int tpc_ckpt_write_joint(const tpc_ckpt *const *ck, const tpc_tensor *const *t, tpc_out *const *o, int n,
 			 bool *joint, int *bad, tpc_err *e);
+/* Would tpc_ckpt_write_joint write t[0..n) jointly? */
+bool tpc_ckpt_joint_ok(const tpc_ckpt *const *ck, const tpc_tensor *const *t, int n);
 
 /* Where should a data section holding tensors order[0..n) back to back
  * start, modulo TPC_PAGE_PHASE? The in-kernel copy (copy_file_range) moves

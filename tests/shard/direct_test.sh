@@ -90,6 +90,19 @@ for tp in 4 8; do
     done
   done
 done
+# a reshard in step: tp 2 -> 4 (a group's slices of one rank file, read
+# jointly) and 4 -> 8 (a group spans two rank files: written rank by rank)
+for pair in 2:4 4:8; do
+  from=${pair%%:*} to=${pair#*:}
+  TPCONV_JOINT=0 run "$TPCONV" shard "$T/d$from" --tp $to "${F[@]}" -o "$T/jr0_$to"
+  OMP_NUM_THREADS=1 "$TPCONV" shard "$T/d$from" --tp $to "${F[@]}" -o "$T/jr_$to" >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ "$rc" = 0 ] && diff -r "$T/jr_$to" "$T/jr0_$to" >"$T/diff" 2>&1; then
+    ok "reshard tp $from -> $to in step: the bytes of rank-by-rank writes"
+  else
+    bad "reshard tp $from -> $to in step" "rc $rc: $(head -3 "$T/err" "$T/diff")"
+  fi
+done
 # a group that fails part way (a file size limit under the second rank's
 # file): exit 4, and none of the group's files, committed or not, is left
 for mode in 1 0; do
