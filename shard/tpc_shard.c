@@ -1611,6 +1611,20 @@ out:
 	return true;
 }
 
+/* Rank r failed with *le: kept when it is the lowest failing rank so far. */
+static void keep_first(int r, const tpc_err *le, int *first_bad, tpc_err *first_err)
+{
+#ifdef _OPENMP
+#pragma omp critical(tpc_shard_err)
+#endif
+	{
+		if (*first_bad < 0 || r < *first_bad) {
+			*first_bad = r;
+			*first_err = *le;
+		}
+	}
+}
+
 /* Step 3: the rank files, in parallel; the lowest failing rank's error wins. */
 static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
@@ -1659,17 +1673,8 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 		tpc_err ge;
 		tpc_err_init(&ge);
 		if (write_group(w, sp, i0, n, &wo, &guard, &bad_r, &ge, &rg)) {
-			if (rg) {
-#ifdef _OPENMP
-#pragma omp critical(tpc_shard_err)
-#endif
-				{
-					if (first_bad < 0 || bad_r < first_bad) {
-						first_bad = bad_r;
-						first_err = ge;
-					}
-				}
-			}
+			if (rg)
+				keep_first(bad_r, &ge, &first_bad, &first_err);
 			continue;
 		}
 		for (int i = i0; i < i0 + n; i++) {
@@ -1683,15 +1688,7 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 			if (rr) {
 				if (!le.path[0])
 					tpc_err_path(&le, w->paths[r]);
-#ifdef _OPENMP
-#pragma omp critical(tpc_shard_err)
-#endif
-				{
-					if (first_bad < 0 || r < first_bad) {
-						first_bad = r;
-						first_err = le;
-					}
-				}
+				keep_first(r, &le, &first_bad, &first_err);
 			} else {
 				w->done[r] = true;
 			}
