@@ -1910,8 +1910,11 @@ static bool joint_span(const tpc_ckpt *const *ck, const tpc_tensor *const *t, in
 		lo = t[i]->offset < lo ? t[i]->offset : lo;
 		hi = t[i]->offset > hi ? t[i]->offset : hi;
 	}
-	/* the slices must lie side by side inside one source row */
-	if (hi - lo + run > rb || lo > m->size || (rows - 1) * rb + (hi - lo) + run > m->size - lo)
+	/* the slices must lie side by side inside one source row, and that
+	 * much of a row must fit a window (longer rows go rank by rank, in
+	 * window-sized pieces) */
+	if (hi - lo + run > rb || hi - lo + run > JOINT_WIN || lo > m->size ||
+	    (rows - 1) * rb + (hi - lo) + run > m->size - lo)
 		return false;
 	*lo_out = lo;
 	*hi_out = hi;
