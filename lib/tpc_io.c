@@ -112,46 +112,8 @@ void tpc_io_set_kernel_copy(bool on)
 	kernel_copy = on;
 }
 
-/* Bytes of the mapped inputs, and how many of them were not in the page
- * cache when they were mapped: the direct-write policy (direct_on). */
-static _Atomic uint64_t in_bytes, in_uncached;
-
-#ifndef __NR_cachestat
-#define __NR_cachestat 451 /* Linux 6.5, the same number on every architecture */
-#endif
-struct tpc_cachestat_range {
-	uint64_t off, len;
-};
-struct tpc_cachestat {
-	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-
-/* How many bytes of m's file are not in the page cache: cachestat(2), else
- * mincore(2) on the mapping, else 0 (unknown). */
-static uint64_t uncached_bytes(const tpc_map *m)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	uint64_t ps = pg > 0 ? (uint64_t)pg : 4096, pages = (m->size + ps - 1) / ps, have = 0;
-	struct tpc_cachestat_range r = {0, 0};
-	struct tpc_cachestat cs;
-	if (!m->size)
-		return 0;
-	if (syscall(__NR_cachestat, m->fd, &r, &cs, 0) == 0) {
-		have = cs.nr_cache;
-	} else {
-		unsigned char *v = malloc((size_t)pages);
-		if (!v)
-			return 0;
-		if (mincore((void *)m->data, (size_t)m->size, v) != 0) {
-			free(v);
-			return 0;
-		}
-		for (uint64_t i = 0; i < pages; i++)
-			have += v[i] & 1;
-		free(v);
-	}
-	return have >= pages ? 0 : (pages - have) * ps;
-}
+/* Bytes of the mapped inputs: the direct-write policy (direct_on). */
+static _Atomic uint64_t in_bytes;
 
 static void note_input_stat(const struct stat *st)
 {
@@ -234,7 +196,6 @@ int tpc_map_open(tpc_map *m, const char *path, tpc_err *e)
 		}
 		m->data = p;
 		atomic_fetch_add(&in_bytes, m->size);
-		atomic_fetch_add(&in_uncached, uncached_bytes(m));
 	}
 	note_input_stat(&st);
 	m->noted = true;
@@ -703,16 +664,20 @@ static bool input_beyond_ram(void)
 	return atomic_load(&in_bytes) / 3 > (uint64_t)pages * (uint64_t)pg / 4;
 }
 
-/* TPCONV_DIRECT=0: never; =1: wherever the file system allows; unset: when
- * most of the input is in the page cache and it is not larger than RAM. A run that reads its input from
- * the disk (a model larger than RAM, or one not read since boot) takes
- * fresh page-cache pages for the input anyway, and there the synchronous
- * wait of direct writes, each between two input reads, is what costs: the
- * 26 GB shard at tp 8 measured 57-90 s with direct writes against 34-36 s
- * buffered (the in-kernel copy: 29-35 s), when the 4.74 GB shard from the
- * page cache measured 4.8-5.9 s direct against 4.2-6.6 s buffered and merge
- * 5.2-7.2 s against 6.3-10.4 s (BENCHMARKS.md). Decided once per process,
- * at the first output that could go direct: the inputs are mapped by then. */
+/* TPCONV_DIRECT=0: never; =1: wherever the file system allows; unset:
+ * unless the input is larger than three quarters of RAM. Such a run reads
+ * its input from the disk while it writes, and there buffered writes let the
+ * kernel's writeback run beside the reads and recycle the input's reclaimed
+ * pages: the 26 GB shard at tp 8 measured 44.8 s buffered against 81.5 s
+ * direct and queued (50 s of system time, the readers and kswapd), on a 24
+ * GiB machine. An input that fits but is not in the page cache goes direct
+ * all the same: buffered, every output byte is a copy into a new page-cache
+ * page, and on the bench VM that first touch of new memory (host page
+ * reporting) cost the 4.74 GB shard at tp 4 from a cold cache 6.5-9.9 s
+ * (5.6-10 s of system time) against 4.5-5.0 s direct, and the merge of its
+ * uncached set 5.2-8.9 s against 4.8-5.4 s (BENCHMARKS.md, session 14).
+ * Decided once per process, at the first output that could go direct: the
+ * inputs are mapped by then. */
 static bool direct_on(void)
 {
 	static _Atomic int on = -1;
@@ -724,7 +689,7 @@ static bool direct_on(void)
 		else if (s && !strcmp(s, "1"))
 			v = 1;
 		else
-			v = atomic_load(&in_uncached) * 4 <= atomic_load(&in_bytes) && !input_beyond_ram();
+			v = !input_beyond_ram();
 		atomic_store(&on, v);
 	}
 	return v;
