@@ -1251,6 +1251,62 @@ static void gather(const uint8_t *base, const tpc_tensor *t, uint64_t e0, uint64
 
 /* Parts of a composite, element range [e0, e0+cnt) of its C-order image;
  * fn (may be NULL) sees each part's run once it is read. */
+/* Rows [o, o + *n) of composite t, whole, read part by part: a part's
+ * piece of consecutive rows is one run of its file, read with one preadv
+ * straight into the pieces' places in dst (IOV_MAX rows a call). A
+ * reshard's hashing read the row-parallel weights of its input set a piece
+ * of a row at a time: 393,000 preads of 2-4 KiB for tp 4 -> 8 of the 4.74 GB
+ * model, a third of its CPU time in the system call's own cost. Only when
+ * every part is a plain run of a mapped file; *n is set to the rows read (0:
+ * the caller goes piece by piece). */
+static int read_part_rows(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t o, uint64_t rows, const uint64_t *inner,
+			  uint64_t row, uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, uint64_t *n, tpc_err *e)
+{
+	enum { BATCH = 1024 }; /* IOV_MAX */
+	struct iovec iov[BATCH];
+	*n = 0;
+	for (int k = 0; k < t->nparts; k++) {
+		const tpc_tensor *p = &t->parts[k];
+		const tpc_map *m = tpc_ckpt_source(ck, p->src);
+		if (!m || m->fd < 0 || p->nparts || p->dq || (p->flags & (TPC_TF_ZERO | TPC_TF_BYTESWAP)) ||
+		    !tpc_tensor_is_contiguous(p) || tpc_dtype_size(p->src_dtype) != es ||
+		    p->offset > m->size || (o + rows) * inner[k] * es > m->size - p->offset ||
+		    (o + rows) * inner[k] > p->numel)
+			return 0;
+	}
+	if (rows > BATCH)
+		rows = BATCH;
+	uint64_t cum = 0;
+	for (int k = 0; k < t->nparts; k++) {
+		const tpc_tensor *p = &t->parts[k];
+		const tpc_map *m = tpc_ckpt_source(ck, p->src);
+		uint64_t piece = inner[k] * es, at = p->offset + o * piece, want = rows * piece;
+		for (uint64_t i = 0; i < rows; i++) {
+			iov[i].iov_base = dst + (i * row + cum) * es;
+			iov[i].iov_len = (size_t)piece;
+		}
+		ssize_t got;
+		do
+			got = preadv(m->fd, iov, (int)rows, (off_t)at);
+		while (got < 0 && errno == EINTR);
+		if (got != (ssize_t)want) {
+			/* a short read: this part piece by piece, from the start
+			 * of the batch (the same bytes again) */
+			for (uint64_t i = 0; i < rows; i++) {
+				int r = tpc_ckpt_read_bytes(ck, p, (o + i) * piece, piece, iov[i].iov_base, e);
+				if (r)
+					return r;
+			}
+		}
+		if (fn)
+			for (uint64_t i = 0; i < rows; i++)
+				fn(ctx, k, iov[i].iov_base, (size_t)piece);
+		cum += inner[k];
+	}
+	*n = rows;
+	return 0;
+}
+
 static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
 			  uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, tpc_err *e)
 {
@@ -1268,6 +1324,19 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 	while (cnt) {
 		uint64_t o = e0 / row, w = e0 % row, cum = 0;
 		int k = 0;
+		if (!w && cnt >= 2 * row) {
+			/* whole rows: each part's piece of them in one call */
+			uint64_t n = cnt / row;
+			int r = read_part_rows(ck, t, o, n, inner, row, dst, es, fn, ctx, &n, e);
+			if (r)
+				return r;
+			if (n) {
+				dst += n * row * es;
+				e0 += n * row;
+				cnt -= n * row;
+				continue;
+			}
+		}
 		while (w >= cum + inner[k])
 			cum += inner[k++];
 		uint64_t take = cum + inner[k] - w;
