@@ -1249,8 +1249,6 @@ static void gather(const uint8_t *base, const tpc_tensor *t, uint64_t e0, uint64
 	}
 }
 
-/* Parts of a composite, element range [e0, e0+cnt) of its C-order image;
- * fn (may be NULL) sees each part's run once it is read. */
 /* Rows [o, o + *n) of composite t, whole, read part by part: a part's
  * piece of consecutive rows is one run of its file, read with one preadv
  * straight into the pieces' places in dst (IOV_MAX rows a call). A
@@ -1307,6 +1305,8 @@ static int read_part_rows(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t o, u
 	return 0;
 }
 
+/* Parts of a composite, element range [e0, e0+cnt) of its C-order image;
+ * fn (may be NULL) sees each part's run once it is read. */
 static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
 			  uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, tpc_err *e)
 {
