@@ -16,6 +16,7 @@
 
 #include "pickle.h"
 #include "torch.h"
+#include "tpc_io.h"
 #include "tpc_util.h"
 #include "tpc_zip.h"
 
@@ -138,7 +139,8 @@ static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, 
 	} else if (t->nbytes) {
 		unsigned es = tpc_dtype_size(t->dtype);
 		uint64_t chunk = TPC_GATHER_CHUNK / es * es;
-		uint8_t *buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
+		size_t buflen = 0;
+		uint8_t *buf = tpc_scratch_get((size_t)(chunk < t->nbytes ? chunk : t->nbytes), &buflen);
 		if (!buf)
 			return tpc_err_nomem(e);
 		crc = 0;
@@ -153,7 +155,7 @@ static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, 
 			if (!ret)
 				tpc_ckpt_drop_range(ck, t, off, k);
 		}
-		free(buf);
+		tpc_scratch_put(buf, buflen);
 		tpc_ckpt_drop_pages(ck, t);
 	}
 	if (ret) {

@@ -1469,11 +1469,12 @@ int tpc_ckpt_read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t out_off,
 		return 0;
 	if (cap > cnt * is)
 		cap = cnt * is;
-	uint8_t *tmp = tpc_malloc((size_t)cap);
+	size_t tmplen = 0;
+	uint8_t *tmp = tpc_scratch_get((size_t)cap, &tmplen);
 	if (!tmp)
 		return tpc_err_nomem(e);
 	int ret = read_out_elems(ck, t, out_off / os, cnt, dst, tmp, cap, e);
-	free(tmp);
+	tpc_scratch_put(tmp, tmplen);
 	return ret;
 }
 
@@ -1517,6 +1518,7 @@ static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
 	unsigned os = tpc_dtype_size(t->dtype), is = tpc_dtype_size(t->src_dtype);
 	uint64_t chunk = TPC_GATHER_CHUNK / os * os, tmpcap = 0;
 	uint8_t *buf = NULL, *tmp = NULL;
+	size_t buflen = 0, tmplen = 0;
 	int ret = 0;
 	bool cast = cast_pending(t);
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
@@ -1524,12 +1526,12 @@ static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
 	if (cast && (tpc_dtype_bits(t->src_dtype) < 8 || tpc_dtype_bits(t->dtype) < 8))
 		return tpc_err_set(e, TPC_EUSAGE, "cannot cast %s to %s", tpc_dtype_name(t->src_dtype),
 				   tpc_dtype_name(t->dtype));
-	buf = tpc_malloc((size_t)(chunk < t->nbytes ? chunk : t->nbytes));
+	buf = tpc_scratch_get((size_t)(chunk < t->nbytes ? chunk : t->nbytes), &buflen);
 	if (cast) {
 		tmpcap = chunk / os * is;
 		if (tmpcap > t->numel * is)
 			tmpcap = t->numel * is;
-		tmp = tpc_malloc((size_t)tmpcap);
+		tmp = tpc_scratch_get((size_t)tmpcap, &tmplen);
 	}
 	if (!buf || (cast && !tmp)) {
 		ret = tpc_err_nomem(e);
@@ -1549,8 +1551,8 @@ static int stream_out(const tpc_ckpt *ck, const tpc_tensor *t,
 	if (!ret && !contig_src)
 		tpc_ckpt_drop_pages(ck, t);
 out:
-	free(tmp);
-	free(buf);
+	tpc_scratch_put(tmp, tmplen);
+	tpc_scratch_put(buf, buflen);
 	return ret;
 }
 

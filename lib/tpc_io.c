@@ -633,6 +633,24 @@ static void buf_put(uint8_t *b, size_t len)
 	free(b);
 }
 
+#define SCRATCH_POOLED (1u << 20)
+
+uint8_t *tpc_scratch_get(size_t n, size_t *len)
+{
+	if (n >= SCRATCH_POOLED)
+		return buf_get(n, len);
+	*len = n;
+	return malloc(n ? n : 1);
+}
+
+void tpc_scratch_put(uint8_t *p, size_t len)
+{
+	if (len >= SCRATCH_POOLED)
+		buf_put(p, len);
+	else
+		free(p);
+}
+
 /* At exit the pool is freed (leak checkers see no buffer behind). */
 __attribute__((destructor)) static void pool_free(void)
 {

@@ -146,6 +146,13 @@ int tpc_out_reserve(tpc_out *o, uint64_t size, tpc_err *e);
  * (reused by its writer from tensor to tensor, so its pages are touched once;
  * freed by tpc_out_commit and tpc_out_abort); NULL when out of memory. */
 uint8_t *tpc_out_scratch(tpc_out *o, size_t n);
+/* A buffer of at least n bytes for a pass over one tensor (*len gets its
+ * size; NULL when out of memory), given back with tpc_scratch_put(p, *len).
+ * Those of 1 MiB and more come from the writers' pool of touched buffers
+ * instead of new memory: on the bench VM a MiB of new memory costs 2-4 ms
+ * to fault in, more than reading a MiB from the page cache. */
+uint8_t *tpc_scratch_get(size_t n, size_t *len);
+void tpc_scratch_put(uint8_t *p, size_t len);
 /* Set the file size. */
 int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e);
 /* fsync, keeping the temporary open (and so locked against removal as a

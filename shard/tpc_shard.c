@@ -197,21 +197,19 @@ int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, 
 {
 	tpc_hash s;
 	uint8_t *buf = NULL;
+	size_t cap = stream_window(t), len = 0;
 	int ret;
 	if ((ret = tpc_hash_begin(&s, alg, e)))
-		goto out;
-	size_t cap = stream_window(t);
-	if (!(buf = tpc_malloc(cap))) {
+		return ret;
+	if (!(buf = tpc_scratch_get(cap, &len)))
 		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	ret = stream_tensor(ck, t, buf, cap, hash_sink, &s, e);
-out:
+	else
+		ret = stream_tensor(ck, t, buf, cap, hash_sink, &s, e);
 	if (ret)
 		tpc_hash_release(&s);
 	else
 		tpc_hash_final(&s, out);
-	free(buf);
+	tpc_scratch_put(buf, len);
 	return ret;
 }
 
@@ -229,13 +227,10 @@ int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor
 	for (int d = 0; d < a->ndim; d++)
 		if (a->shape[d] != b->shape[d])
 			return 0;
-	size_t cap = na && na < WINDOW ? (size_t)na : WINDOW;
-	x = tpc_malloc(cap);
-	y = tpc_malloc(cap);
-	if (!x || !y) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
+	size_t cap = na && na < WINDOW ? (size_t)na : WINDOW, len = 0;
+	if (!(x = tpc_scratch_get(2 * cap, &len)))
+		return tpc_err_nomem(e);
+	y = x + cap;
 	*eq = true;
 	uint64_t chunk = es ? cap / es * es : cap;
 	if (tpc_dtype_bits(a->src_dtype) < 8)
@@ -252,9 +247,7 @@ int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor
 	}
 	drop_view(ck, a);
 	drop_view(ck, b);
-out:
-	free(x);
-	free(y);
+	tpc_scratch_put(x, len);
 	if (ret)
 		*eq = false;
 	return ret;

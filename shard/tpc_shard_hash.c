@@ -155,14 +155,16 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 	tpc_hash h0 = {TPC_HASH_NONE, NULL};
 	part_check pc;
 	bool direct = in_place(t, m);
-	/* a window no larger than the tensor: most are small, and an 8 MiB
-	 * allocation a tensor is an mmap/munmap pair each (and a sanitizer
-	 * build's shadow poisoning of all of it) */
-	uint8_t *buf = tpc_malloc(t->nbytes && t->nbytes < HASH_WINDOW ? (size_t)t->nbytes : HASH_WINDOW);
+	/* a window no larger than the tensor, from the scratch pool: a new
+	 * 8 MiB allocation a tensor is an mmap/munmap pair each, its pages
+	 * faulted in again every time (and a sanitizer build's shadow
+	 * poisoning of all of it) */
+	size_t buflen = 0;
+	uint8_t *buf = tpc_scratch_get(t->nbytes && t->nbytes < HASH_WINDOW ? (size_t)t->nbytes : HASH_WINDOW, &buflen);
 	part_reset(&pc);
 	if (!rc || !buf) {
 		free(rc);
-		free(buf);
+		tpc_scratch_put(buf, buflen);
 		return tpc_err_nomem(e);
 	}
 	for (int k = d + 1; k < t->ndim; k++)
@@ -262,7 +264,7 @@ out:
 	for (int r = 0; r < tp; r++)
 		tpc_hash_release(&rc[r].h);
 	free(rc);
-	free(buf);
+	tpc_scratch_put(buf, buflen);
 	return ret;
 }
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gpu/tpc_gpu.h"
+#include "tpc_io.h"
 #include "tpc_util.h"
 #include "vint.h"
 
@@ -472,6 +473,7 @@ static int check_structure(run *R, int64_t i)
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	uint8_t *ba = NULL, *bb = NULL;
+	size_t balen = 0;
 	tpc_tensor va, vb;
 	bool have_a = false, have_b = false;
 	if (!v->rank[me].ck)
@@ -488,10 +490,11 @@ static int check_structure(run *R, int64_t i)
 	 * sanitizer build's shadow poisoning of all of it) */
 	uint64_t most = (rt->numel > v->ref->numel ? rt->numel : v->ref->numel) * 8 + 64;
 	size_t cap = most < TPC_V_CHUNK ? (size_t)most : TPC_V_CHUNK;
-	if (!(ba = tpc_malloc(cap)) || !(bb = tpc_malloc(cap))) {
+	if (!(ba = tpc_scratch_get(2 * cap, &balen))) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
+	bb = ba + cap;
 	bytes_cmp bc = {R, &res, me, v->ref->src_dtype};
 	if (v->dim < 0) {
 		idx_map id = {1, 0, 0, 0};
@@ -554,8 +557,7 @@ done:
 		tpc_tensor_release(&va);
 	if (have_b)
 		tpc_tensor_release(&vb);
-	free(ba);
-	free(bb);
+	tpc_scratch_put(ba, balen);
 	return finish(R, &res, ret);
 }
 
