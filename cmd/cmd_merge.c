@@ -23,7 +23,7 @@ static const char *help =
 	"Replicated tensors are compared across ranks (a difference is an error naming\n"
 	"the tensor and ranks, or --take-rank0 keeps rank 0's copy), replicated K/V heads\n"
 	"are de-duplicated after checking they are equal, padding is stripped. With a\n"
-	"manifest, every rank tensor is checked against its SHA-256 first (a rank file\n"
+	"manifest, every rank tensor is checked against its checksum (a rank file\n"
 	"from another set is refused). OUT is written like 'tpconv convert' writes it:\n"
 	"format from --format or the name; a folder for HF shards when OUT is a folder,\n"
 	"ends in '/', has no file suffix (-o merged, as save_pretrained(\"merged\")) or\n"
