@@ -485,9 +485,10 @@ static int check_structure(run *R, int64_t i)
 	if (!tpc_vtensor_holds(v, R->tp, me))
 		goto done; /* an expert of another EP group, rightly absent */
 	const tpc_tensor *rt = v->rank[me].t;
-	/* windows no larger than the bigger of the two tensors: most are small,
-	 * and two 8 MiB allocations a tensor cost an mmap/munmap each (and the
-	 * sanitizer build's shadow poisoning of all of it) */
+	/* windows no larger than the bigger of the two tensors (most are small),
+	 * from the scratch pool: two new 8 MiB allocations a tensor cost an
+	 * mmap/munmap and a fault of every page each (and the sanitizer build's
+	 * shadow poisoning of all of it) */
 	uint64_t most = (rt->numel > v->ref->numel ? rt->numel : v->ref->numel) * 8 + 64;
 	size_t cap = most < TPC_V_CHUNK ? (size_t)most : TPC_V_CHUNK;
 	if (!(ba = tpc_scratch_get(2 * cap, &balen))) {
