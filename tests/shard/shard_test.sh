@@ -319,6 +319,12 @@ t["rank_xxh3-128"][1] = d[k]; json.dump(m, open(mp, "w"))' "$T/kvrep/tpconv-mani
   bad "kv replica fixture" "$(cat "$T/err")"
 expect_fail "bad input: a replicated K/V head that differs, its checksum recorded, is compared and refused" 3 \
   "replicated key/value head 0 differs between rank 0 and rank 1" "$T/kvrep.safetensors" "$TPCONV" merge "$T/kvrep" -o "$T/kvrep.safetensors"
+# without checksums the replicas are compared byte for byte (buffers from the
+# scratch pool), by a merge and by a reshard before it writes
+expect_fail "bad input: a replicated K/V head that differs, --no-checksums: merge compares and refuses" 3 \
+  "replicated key/value head 0 differs between rank 0 and rank 1" "$T/kvrep.safetensors" "$TPCONV" merge "$T/kvrep" --no-checksums -o "$T/kvrep.safetensors"
+expect_fail "bad input: a replicated K/V head that differs, --no-checksums: a reshard compares and refuses" 3 \
+  "replicated key/value head 0 differs between rank 0 and rank 1" "$T/kvre2" "$TPCONV" shard "$T/kvrep" --tp 2 --no-checksums -o "$T/kvre2"
 run "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/kvok.safetensors"
 [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/kvok.safetensors" && ok "replicated K/V heads with equal checksums merge bit-exact" ||
   bad "kv replicas merge" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -3)"
