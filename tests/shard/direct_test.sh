@@ -199,7 +199,9 @@ fi
 # only where the kernel lends loop devices) holds none of the ~50 MB outputs.
 # Direct writes fail with ENOSPC inside the queue or at its submit, buffered
 # ones at the write or the fsync: every way, exit 4 naming the cause, and
-# nothing left on that file system (its free space back).
+# nothing left on that file system (its free space back). (Under strace on
+# the bench VM's kernel, the direct convert's ENOSPC comes back in an AIO
+# completion, io_getevents' res=-28; the direct shard's in a pwritev.)
 L=$T/full
 if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null 2>&1 && truncate -s 24M "$T/full.img" &&
    mkfs.ext4 -q -F "$T/full.img" >/dev/null 2>&1 && mkdir -p "$L" && mount -o loop "$T/full.img" "$L" 2>/dev/null; then
