@@ -638,33 +638,6 @@ static long mapping_rss_kb(const void *p)
 
 /* tpc_map_drop covers whole 512-page blocks: a fault can map a whole large
  * folio around the touched byte, and all of it must go. */
-/* Scratch buffers: small ones are plain allocations of their size; those of
- * 1 MiB and more come back from the pool once given back (their pages
- * touched once), at least as large as asked and 2 MiB aligned. */
-static void test_scratch(void **st)
-{
-	(void)st;
-	size_t n1 = 0, n2 = 0, n3 = 0;
-	uint8_t *s = tpc_scratch_get(100, &n1);
-	assert_non_null(s);
-	assert_int_equal(n1, 100);
-	memset(s, 1, n1);
-	tpc_scratch_put(s, n1);
-	/* larger than anything the other tests leave in the pool */
-	uint8_t *a = tpc_scratch_get((30u << 20) + 1, &n2);
-	assert_non_null(a);
-	assert_true(n2 >= (30u << 20) + 1);
-	assert_int_equal((uintptr_t)a % (2u << 20), 0);
-	memset(a, 7, n2);
-	tpc_scratch_put(a, n2);
-	uint8_t *b = tpc_scratch_get(30u << 20, &n3);
-	assert_non_null(b);
-	assert_ptr_equal(b, a); /* the pooled one, not new memory */
-	assert_int_equal(n3, n2);
-	tpc_scratch_put(b, n3);
-	tpc_scratch_put(NULL, 0);
-}
-
 static void test_map_drop(void **st)
 {
 	(void)st;
@@ -702,6 +675,33 @@ static void test_map_drop(void **st)
 	free(buf);
 	test_rmrf(dir);
 	free(dir);
+}
+
+/* Scratch buffers: small ones are plain allocations of their size; those of
+ * 1 MiB and more come back from the pool once given back (their pages
+ * touched once), at least as large as asked and 2 MiB aligned. */
+static void test_scratch(void **st)
+{
+	(void)st;
+	size_t n1 = 0, n2 = 0, n3 = 0;
+	uint8_t *s = tpc_scratch_get(100, &n1);
+	assert_non_null(s);
+	assert_int_equal(n1, 100);
+	memset(s, 1, n1);
+	tpc_scratch_put(s, n1);
+	/* larger than anything the other tests leave in the pool */
+	uint8_t *a = tpc_scratch_get((30u << 20) + 1, &n2);
+	assert_non_null(a);
+	assert_true(n2 >= (30u << 20) + 1);
+	assert_int_equal((uintptr_t)a % (2u << 20), 0);
+	memset(a, 7, n2);
+	tpc_scratch_put(a, n2);
+	uint8_t *b = tpc_scratch_get(30u << 20, &n3);
+	assert_non_null(b);
+	assert_ptr_equal(b, a); /* the pooled one, not new memory */
+	assert_int_equal(n3, n2);
+	tpc_scratch_put(b, n3);
+	tpc_scratch_put(NULL, 0);
 }
 
 /* Companion files: chosen by name, copied byte for byte, config.json edited on request. */
