@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_plan.h"
 
@@ -74,8 +75,8 @@ int cmd_plan(int argc, char **argv)
 	if (st >= 0)
 		return st;
 	if (list) {
-		for (size_t i = 0; i < tpc_plan_preset_count(); i++)
-			printf("%-10s %s\n", tpc_plan_preset_name(i), tpc_plan_preset_desc(i));
+		for (size_t i = 0; i < tpc_family_count(); i++)
+			printf("%-10s %s\n", tpc_family_at(i)->name, tpc_family_at(i)->desc);
 		return 0;
 	}
 	if (check) {
@@ -90,14 +91,14 @@ int cmd_plan(int argc, char **argv)
 		tpc_plan_release(&p);
 		return 0;
 	}
-	const char *json = tpc_plan_preset_json(name);
-	if (!json) {
+	const tpc_family *fam = tpc_family_find(name);
+	if (!fam) {
 		tpc_plan p;
 		tpc_err e;
 		tpc_err_init(&e);
 		tpc_plan_preset(&p, name, &e);
 		return tpc_cli_fail(&e);
 	}
-	fputs(json, stdout);
+	fputs(fam->plan, stdout);
 	return 0;
 }

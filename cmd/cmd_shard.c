@@ -12,6 +12,7 @@
 #include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_manifest.h"
+#include "tpc_family.h"
 #include "tpc_plan.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
@@ -35,8 +36,8 @@ static const char *help =
 	"  --tp N                   tensor-parallel ranks (required)\n"
 	"  --pp M                   pipeline stages (default 1): layers spread evenly,\n"
 	"                           embeddings on the first stage, final norm and head on the last\n"
-	"  --preset NAME            a built-in plan (llama, mistral, qwen2, gemma, phi3, mixtral,\n"
-	"                           qwen2-moe, gpt2, gpt-neox, bert, libai, dit, dalle2: tpconv plan --list)\n"
+	"  --preset NAME            a built-in plan, one per model family (tpconv plan --list):\n"
+	"%s"
 	"  --plan FILE              a plan in JSON\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
@@ -322,12 +323,27 @@ int cmd_shard(int argc, char **argv)
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': {
-			tpc_buf lb = TPC_BUF_INIT;
+			tpc_buf lb = TPC_BUF_INIT, pb = TPC_BUF_INIT;
+			size_t col = 0;
+			for (size_t i = 0; i < tpc_family_count(); i++) {
+				const char *nm = tpc_family_at(i)->name;
+				if (!col || col + strlen(nm) + 2 > 80) {
+					tpc_buf_addf(&pb, "%s%27s", col ? ",\n" : "", "");
+					col = 27;
+				} else {
+					tpc_buf_adds(&pb, ", ");
+					col += 2;
+				}
+				tpc_buf_adds(&pb, nm);
+				col += strlen(nm);
+			}
+			tpc_buf_adds(&pb, "\n");
 			for (size_t i = 0; i < tpc_layout_count(); i++)
 				tpc_buf_addf(&lb, "                             %-7s %s%s\n", tpc_layout_at(i)->name,
 					     tpc_layout_at(i)->desc, i ? "" : " (default)");
-			printf(help, lb.p ? lb.p : "", tpc_cli_remap_help);
+			printf(help, pb.p ? pb.p : "", lb.p ? lb.p : "", tpc_cli_remap_help);
 			tpc_buf_release(&lb);
+			tpc_buf_release(&pb);
 			ret = 0;
 			goto done;
 		}

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "tpc_buf.h"
 #include "tpc_format.h"
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_manifest.h"
 #include "tpc_plan.h"
@@ -116,13 +117,13 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 
 int tpc_varch_parse(const char *name, tpc_varch *out)
 {
-	/* the llama family's presets share its structure (a plan's name picks the arch) */
-	static const char *const names[] = {"llama", "gpt2", "dit",  "mistral", "qwen2",
-					    "gemma", "phi3", "mixtral", "qwen2-moe", "deepseek-v3"};
-	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2,  TPC_VARCH_DIT,
-					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA,
-					  TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA, TPC_VARCH_LLAMA};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	/* verify's own names, or a family whose record says which it runs as */
+	static const char *const names[] = {"llama", "gpt2", "dit"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT};
+	const tpc_family *f = tpc_family_find(name);
+	if (f)
+		name = f->verify;
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i])) {
 			*out = archs[i];
 			return 0;

@@ -49,6 +49,7 @@
 #include "tpc_buf.h"
 #include "tpc_format.h"
 #include "tpc_extras.h"
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
 #include "tpc_shard.h"
@@ -70,22 +71,24 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	return tpc_strdup(buf);
 }
 
-/* HF name <-> Megatron-Core name, for the per-layer rest of a name */
-static const char *const name_map[][2] = {
-	{"input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"},
-	{"post_attention_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"},
-	{"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
-	{"self_attn.o_proj.bias", "self_attention.linear_proj.bias"},
-	{"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
-	{"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
-	{"mlp.down_proj.weight", "mlp.linear_fc2.weight"},
-};
-static const char *const top_map[][2] = {
-	{"model.embed_tokens.weight", "embedding.word_embeddings.weight"},
-	{"model.norm.weight", "decoder.final_layernorm.weight"},
-	{"lm_head.weight", "output_layer.weight"},
-};
-#define N(a) (sizeof(a) / sizeof((a)[0]))
+/* Names both ways come from the LLaMA family's tensor table
+ * (lib/tpc_family.c): a row with a Megatron-Core name is written under it,
+ * layers renumbered per stage; rows fused there (linear_qkv, linear_fc1) are
+ * laid out below. */
+static const tpc_tensor_row *row_of(tpc_eco eco, const char *n, int64_t *l, bool *bias)
+{
+	const tpc_tensor_row *w = tpc_family_classify(tpc_family_find("llama"), eco, n, l, NULL, bias);
+	return w && w->name[TPC_ECO_MEGATRON] ? w : NULL;
+}
+
+/* The rank's tensor of role `r` beside tensor n's (same layer, weight or bias). */
+static const tpc_tensor *partner(const tpc_ckpt *rk, tpc_role r, int64_t l, bool bias)
+{
+	char nm[512];
+	const tpc_tensor_row *w = tpc_family_row(tpc_family_find("llama"), r);
+	int64_t i = tpc_family_name(w, TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(rk, nm) : -1;
+	return i >= 0 ? &rk->t[i] : NULL;
+}
 
 /* "model.layers.12.mlp.down_proj.weight" -> 12 and "mlp.down_proj.weight" */
 static bool hf_layer(const char *n, int64_t *l, const char **rest)
@@ -139,18 +142,8 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d",
 				   (long long)sp->layers, sp->pp);
 	for (size_t i = 0; i < sp->n; i++) {
-		const char *n = sp->in->t[sp->t[i].in].name, *rest;
-		int64_t l;
-		bool known = false;
-		for (size_t k = 0; k < N(top_map); k++)
-			known = known || !strcmp(n, top_map[k][0]);
-		if (hf_layer(n, &l, &rest)) {
-			for (size_t k = 0; k < N(name_map); k++)
-				known = known || !strcmp(rest, name_map[k][0]);
-			known = known || !strncmp(rest, "self_attn.q_proj.", 17) || !strncmp(rest, "self_attn.k_proj.", 17) ||
-				!strncmp(rest, "self_attn.v_proj.", 17) || !strcmp(rest, "mlp.gate_proj.weight") ||
-				!strcmp(rest, "mlp.up_proj.weight");
-		}
+		const char *n = sp->in->t[sp->t[i].in].name;
+		bool known = row_of(TPC_ECO_HF, n, NULL, NULL) != NULL;
 		if (!known) {
 			tpc_err_set(e, TPC_EINPUT,
 				    "the megatron layout knows Megatron-Core names for the LLaMA family; this tensor has none (drop it with --rules)");
@@ -236,20 +229,6 @@ static int add_named(tpc_ckpt *out, tpc_value *model, const char *mcore, const t
 	return 0;
 }
 
-static const tpc_tensor *sibling(const tpc_ckpt *rk, const char *n, const char *from, const char *to)
-{
-	const char *p = strstr(n, from);
-	tpc_buf b = TPC_BUF_INIT;
-	if (!p)
-		return NULL;
-	tpc_buf_add(&b, n, (size_t)(p - n));
-	tpc_buf_adds(&b, to);
-	tpc_buf_adds(&b, p + strlen(from));
-	int64_t i = b.p ? tpc_ckpt_find(rk, b.p) : -1;
-	tpc_buf_release(&b);
-	return i >= 0 ? &rk->t[i] : NULL;
-}
-
 /* [q_g; k_g; v_g] for each of the rank's groups, over rank slices q, k, v */
 static int fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const mfacts *mf, tpc_tensor *out)
 {
@@ -287,65 +266,54 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	}
 	for (size_t i = 0; i < rk->n && !ret; i++) {
 		const tpc_tensor *t = &rk->t[i];
-		const char *n = t->name, *rest;
-		int64_t l;
+		const char *n = t->name;
+		int64_t l = -1;
+		bool bias = false;
+		int part = -1;
 		char mc[512];
-		mc[0] = '\0';
-		for (size_t k = 0; k < N(top_map); k++)
-			if (!strcmp(n, top_map[k][0]))
-				snprintf(mc, sizeof(mc), "%s", top_map[k][1]);
-		if (!mc[0] && hf_layer(n, &l, &rest)) {
-			char pre[64];
-			snprintf(pre, sizeof(pre), "decoder.layers.%lld.", (long long)(l - start));
-			for (size_t k = 0; k < N(name_map); k++)
-				if (!strcmp(rest, name_map[k][0]))
-					snprintf(mc, sizeof(mc), "%s%s", pre, name_map[k][1]);
-			if (!strncmp(rest, "self_attn.q_proj.", 17)) {
-				const tpc_tensor *kk = sibling(rk, n, ".q_proj.", ".k_proj."), *vv = sibling(rk, n, ".q_proj.", ".v_proj.");
-				tpc_tensor fused;
-				if (!kk || !vv || fuse_qkv(t, kk, vv, &mf, &fused)) {
-					tpc_err_set(e, TPC_EINPUT, "cannot lay q, k and v out per query group (partners missing or sizes off)");
-					tpc_err_tensor(e, n);
-					ret = TPC_EINPUT;
-					break;
-				}
-				snprintf(mc, sizeof(mc), "%sself_attention.linear_qkv.%s", pre, rest + 17);
-				ret = add_named(out, model, mc, &fused, e);
-				tpc_tensor_release(&fused);
-				continue;
-			}
-			if (!strcmp(rest, "mlp.gate_proj.weight")) {
-				const tpc_tensor *up = sibling(rk, n, ".gate_proj.", ".up_proj.");
-				tpc_tensor parts[2], fused;
-				if (!up) {
-					tpc_err_set(e, TPC_EINPUT, "gate_proj without its up_proj");
-					tpc_err_tensor(e, n);
-					ret = TPC_EINPUT;
-					break;
-				}
-				parts[0] = *t;
-				parts[1] = *up;
-				if (tpc_tensor_init_cat(&fused, parts, 2, 0)) {
-					ret = tpc_err_nomem(e);
-					break;
-				}
-				ffn = t->shape[0] * sp->tp;
-				snprintf(mc, sizeof(mc), "%smlp.linear_fc1.weight", pre);
-				ret = add_named(out, model, mc, &fused, e);
-				tpc_tensor_release(&fused);
-				continue;
-			}
-			if (!strncmp(rest, "self_attn.k_proj.", 17) || !strncmp(rest, "self_attn.v_proj.", 17) ||
-			    !strcmp(rest, "mlp.up_proj.weight"))
-				continue; /* fused with their q / gate */
-		}
-		if (!mc[0]) {
+		const tpc_tensor_row *w = row_of(TPC_ECO_HF, n, &l, &bias);
+		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l < 0 ? -1 : l - start, -1, bias, mc, sizeof(mc), &part)) {
 			tpc_err_set(e, TPC_EINPUT, "no Megatron-Core name for this tensor");
 			tpc_err_tensor(e, n);
 			ret = TPC_EINPUT;
 			break;
 		}
-		if (!strcmp(n, "model.embed_tokens.weight") || !strcmp(n, "lm_head.weight"))
+		if (w->role == TPC_ROLE_ATTN_Q) {
+			const tpc_tensor *kk = partner(rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(rk, TPC_ROLE_ATTN_V, l, bias);
+			tpc_tensor fused;
+			if (!kk || !vv || fuse_qkv(t, kk, vv, &mf, &fused)) {
+				tpc_err_set(e, TPC_EINPUT, "cannot lay q, k and v out per query group (partners missing or sizes off)");
+				tpc_err_tensor(e, n);
+				ret = TPC_EINPUT;
+				break;
+			}
+			ret = add_named(out, model, mc, &fused, e);
+			tpc_tensor_release(&fused);
+			continue;
+		}
+		if (w->role == TPC_ROLE_FFN_GATE) {
+			const tpc_tensor *up = partner(rk, TPC_ROLE_FFN_UP, l, bias);
+			tpc_tensor parts[2], fused;
+			if (!up) {
+				tpc_err_set(e, TPC_EINPUT, "gate_proj without its up_proj");
+				tpc_err_tensor(e, n);
+				ret = TPC_EINPUT;
+				break;
+			}
+			parts[0] = *t;
+			parts[1] = *up;
+			if (tpc_tensor_init_cat(&fused, parts, 2, 0)) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			ffn = t->shape[0] * sp->tp;
+			ret = add_named(out, model, mc, &fused, e);
+			tpc_tensor_release(&fused);
+			continue;
+		}
+		if (part > 0)
+			continue; /* k, v and up: fused with their q / gate */
+		if (w->role == TPC_ROLE_TOKEN_EMBD || w->role == TPC_ROLE_OUTPUT)
 			vocab = t->shape[0] * sp->tp;
 		ret = add_named(out, model, mc, t, e);
 	}
@@ -485,64 +453,61 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		hf[0] = '\0';
 		if (strncmp(n, "model.", 6) || strstr(n, "._extra_state"))
 			continue; /* dropped below */
-		const char *mc = n + 6;
-		for (size_t k = 0; k < N(top_map); k++)
-			if (!strcmp(mc, top_map[k][1]))
-				snprintf(hf, sizeof(hf), "%s", top_map[k][0]);
-		char *end;
-		if (!hf[0] && !strncmp(mc, "decoder.layers.", 15) && mc[15] >= '0' && mc[15] <= '9') {
-			int64_t l = strtoll(mc + 15, &end, 10) + start;
-			const char *rest = *end == '.' ? end + 1 : "";
-			char pre[64];
-			snprintf(pre, sizeof(pre), "model.layers.%lld.", (long long)l);
-			for (size_t k = 0; k < N(name_map); k++)
-				if (!strcmp(rest, name_map[k][1]))
-					snprintf(hf, sizeof(hf), "%s%s", pre, name_map[k][0]);
-			if (!strncmp(rest, "self_attention.linear_qkv.", 26) && strcmp(rest + 26, "layer_norm_weight")) {
-				/* per group [q; k; v]: q, k and v back as composites of group slices */
-				const tpc_tensor *t = &ck->t[i];
-				int64_t hpg = mf.heads / mf.groups, d = mf.d, per = (hpg + 2) * d;
-				int64_t g = t->ndim >= 1 && t->shape[0] % per == 0 ? t->shape[0] / per : 0;
-				if (!g) {
-					tpc_err_set(e, TPC_EINPUT,
-						    "linear_qkv has %lld rows, not a whole number of query groups of (%lld + 2) x %lld",
-						    (long long)(t->ndim ? t->shape[0] : 0), (long long)hpg, (long long)d);
-					tpc_err_tensor(e, n);
-					tpc_err_path(e, path);
-					ret = TPC_EINPUT;
+		int64_t l = -1;
+		bool bias = false;
+		const tpc_tensor_row *w = row_of(TPC_ECO_MEGATRON, n + 6, &l, &bias);
+		if (l >= 0)
+			l += start;
+		if (w && w->role == TPC_ROLE_ATTN_Q) {
+			/* per group [q; k; v]: q, k and v back as composites of group slices */
+			const tpc_tensor *t = &ck->t[i];
+			int64_t hpg = mf.heads / mf.groups, d = mf.d, per = (hpg + 2) * d;
+			int64_t g = t->ndim >= 1 && t->shape[0] % per == 0 ? t->shape[0] / per : 0;
+			if (!g) {
+				tpc_err_set(e, TPC_EINPUT,
+					    "linear_qkv has %lld rows, not a whole number of query groups of (%lld + 2) x %lld",
+					    (long long)(t->ndim ? t->shape[0] : 0), (long long)hpg, (long long)d);
+				tpc_err_tensor(e, n);
+				tpc_err_path(e, path);
+				ret = TPC_EINPUT;
+				break;
+			}
+			static const tpc_role which[3] = {TPC_ROLE_ATTN_Q, TPC_ROLE_ATTN_K, TPC_ROLE_ATTN_V};
+			for (int k = 0; k < 3 && !ret; k++) {
+				int64_t off = k == 0 ? 0 : hpg * d + (k - 1) * d, len = k == 0 ? hpg * d : d;
+				tpc_tensor cat;
+				if (!tpc_family_name(tpc_family_row(tpc_family_find("llama"), which[k]), TPC_ECO_HF, l, -1, bias, hf,
+						     sizeof(hf), NULL) ||
+				    tpc_tensor_ungroup(&cat, t, 0, g, per, off, len)) {
+					ret = tpc_err_nomem(e);
+				} else {
+					ret = add_hf(ck, hf, &cat, e);
+					tpc_tensor_release(&cat);
+				}
+				t = &ck->t[i]; /* the table may have moved */
+			}
+			continue;
+		}
+		if (w && w->role == TPC_ROLE_FFN_GATE) {
+			const tpc_tensor *t = &ck->t[i];
+			int64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
+			tpc_tensor half;
+			for (int k = 0; k < 2 && !ret; k++) {
+				if (rows % 2 || tpc_tensor_narrow(&half, &ck->t[i], 0, k * rows / 2, rows / 2)) {
+					ret = TPC_CORRUPT(e, path, -1, n, "linear_fc1 has an odd number of rows (%lld)", (long long)rows);
 					break;
 				}
-				static const char *const which[3] = {"q_proj", "k_proj", "v_proj"};
-				for (int w = 0; w < 3 && !ret; w++) {
-					int64_t off = w == 0 ? 0 : hpg * d + (w - 1) * d, len = w == 0 ? hpg * d : d;
-					tpc_tensor cat;
-					if (tpc_tensor_ungroup(&cat, t, 0, g, per, off, len)) {
-						ret = tpc_err_nomem(e);
-					} else {
-						snprintf(hf, sizeof(hf), "%sself_attn.%s.%s", pre, which[w], rest + 26);
-						ret = add_hf(ck, hf, &cat, e);
-						tpc_tensor_release(&cat);
-					}
-					t = &ck->t[i]; /* the table may have moved */
-				}
-				continue;
-			}
-			if (!strcmp(rest, "mlp.linear_fc1.weight")) {
-				const tpc_tensor *t = &ck->t[i];
-				int64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
-				tpc_tensor half;
-				for (int w = 0; w < 2 && !ret; w++) {
-					if (rows % 2 || tpc_tensor_narrow(&half, &ck->t[i], 0, w * rows / 2, rows / 2)) {
-						ret = TPC_CORRUPT(e, path, -1, n, "linear_fc1 has an odd number of rows (%lld)", (long long)rows);
-						break;
-					}
-					snprintf(hf, sizeof(hf), "%smlp.%s.weight", pre, w ? "up_proj" : "gate_proj");
+				if (!tpc_family_name(tpc_family_row(tpc_family_find("llama"), k ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_GATE),
+						     TPC_ECO_HF, l, -1, false, hf, sizeof(hf), NULL))
+					ret = tpc_err_nomem(e);
+				else
 					ret = add_hf(ck, hf, &half, e);
-					tpc_tensor_release(&half);
-				}
-				continue;
+				tpc_tensor_release(&half);
 			}
+			continue;
 		}
+		if (w && !tpc_family_name(w, TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL))
+			hf[0] = '\0';
 		if (!hf[0]) {
 			tpc_err_set(e, TPC_EINPUT, "no Hugging Face name for this Megatron-Core tensor");
 			tpc_err_tensor(e, n);

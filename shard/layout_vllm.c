@@ -41,13 +41,13 @@
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "tpc_buf.h"
+#include "tpc_family.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
@@ -57,10 +57,6 @@
 #define VLLM_VOCAB_PAD 64
 
 /* Architectures whose vLLM parameter names are these. */
-static const char *const known_arch[] = {
-	"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM", NULL,
-};
-
 /* HF name classes and the split vLLM gives them. */
 typedef enum cls {
 	C_NONE = 0,
@@ -76,36 +72,31 @@ typedef enum cls {
 	C_REPL,    /* norms, q_norm/k_norm, o_proj/down_proj biases: whole on every rank */
 } cls;
 
+/* The class of a Hugging Face name, from the LLaMA family's tensor table
+ * (lib/tpc_family.c: every family the layout writes shares it). */
 static cls classify(const char *n)
 {
-	static const struct {
-		const char *re;
-		cls c;
-	} tab[] = {
-		{"^model\\.embed_tokens\\.weight$", C_EMBED},
-		{"^lm_head\\.weight$", C_LMHEAD},
-		{"^model\\.norm\\.weight$", C_REPL},
-		{"^model\\.layers\\.[0-9]+\\.(input_layernorm|post_attention_layernorm)\\.weight$", C_REPL},
-		{"^model\\.layers\\.[0-9]+\\.self_attn\\.(q_norm|k_norm)\\.weight$", C_REPL},
-		{"^model\\.layers\\.[0-9]+\\.self_attn\\.q_proj\\.(weight|bias)$", C_Q},
-		{"^model\\.layers\\.[0-9]+\\.self_attn\\.(k_proj|v_proj)\\.(weight|bias)$", C_KV},
-		{"^model\\.layers\\.[0-9]+\\.self_attn\\.qkv_proj\\.(weight|bias)$", C_QKV},
-		{"^model\\.layers\\.[0-9]+\\.self_attn\\.o_proj\\.weight$", C_O},
-		{"^model\\.layers\\.[0-9]+\\.self_attn\\.o_proj\\.bias$", C_REPL},
-		{"^model\\.layers\\.[0-9]+\\.mlp\\.(gate_proj|up_proj)\\.weight$", C_GATEUP},
-		{"^model\\.layers\\.[0-9]+\\.mlp\\.gate_up_proj\\.weight$", C_GATEUP2},
-		{"^model\\.layers\\.[0-9]+\\.mlp\\.down_proj\\.weight$", C_DOWN},
-	};
-	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
-		regex_t re;
-		if (regcomp(&re, tab[i].re, REG_EXTENDED | REG_NOSUB))
-			continue;
-		int m = regexec(&re, n, 0, NULL, 0) == 0;
-		regfree(&re);
-		if (m)
-			return tab[i].c;
+	bool bias = false;
+	const tpc_tensor_row *w = tpc_family_classify(tpc_family_find("llama"), TPC_ECO_HF, n, NULL, NULL, &bias);
+	switch (w ? w->role : TPC_ROLE_NONE) {
+	case TPC_ROLE_TOKEN_EMBD: return C_EMBED;
+	case TPC_ROLE_OUTPUT: return C_LMHEAD;
+	case TPC_ROLE_ATTN_Q: return C_Q;
+	case TPC_ROLE_ATTN_K:
+	case TPC_ROLE_ATTN_V: return C_KV;
+	case TPC_ROLE_ATTN_QKV: return C_QKV;
+	case TPC_ROLE_ATTN_OUT: return bias ? C_REPL : C_O;
+	case TPC_ROLE_FFN_GATE:
+	case TPC_ROLE_FFN_UP: return C_GATEUP;
+	case TPC_ROLE_FFN_GATE_UP: return C_GATEUP2;
+	case TPC_ROLE_FFN_DOWN: return C_DOWN;
+	case TPC_ROLE_OUTPUT_NORM:
+	case TPC_ROLE_ATTN_NORM:
+	case TPC_ROLE_FFN_NORM:
+	case TPC_ROLE_ATTN_Q_NORM:
+	case TPC_ROLE_ATTN_K_NORM: return C_REPL;
+	default: return C_NONE;
 	}
-	return C_NONE;
 }
 
 /* "a.b.q_proj.weight" with `from` = ".q_proj." -> "a.b.<to>weight" */
@@ -188,17 +179,18 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	vcfg c;
 	bool tied = sp->tied = is_tied(sp, o, &c);
-	if (c.have && c.arch[0]) {
-		size_t i = 0;
-		while (known_arch[i] && strcmp(known_arch[i], c.arch))
-			i++;
-		if (!known_arch[i]) {
-			char a[160];
-			tpc_sanitize(a, sizeof(a), c.arch);
-			return tpc_err_set(e, TPC_EINPUT,
-					   "the vllm layout knows vLLM's parameter names for LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM, not %s",
-					   a);
+	const tpc_family *fam = c.have && c.arch[0] ? tpc_family_by_arch(c.arch) : NULL;
+	if (c.have && c.arch[0] && !(fam && tpc_family_lists(fam->layouts, "vllm"))) {
+		/* the architectures of the families whose records list this layout */
+		char a[160], known[512];
+		size_t k = 0, m = 0;
+		for (size_t i = 0; i < tpc_family_count(); i++) {
+			const tpc_family *f = tpc_family_at(i);
+			for (size_t j = 0; tpc_family_lists(f->layouts, "vllm") && f->hf_arch[j] && k < sizeof(known); j++)
+				k += (size_t)snprintf(known + k, sizeof(known) - k, "%s%s", m++ ? ", " : "", f->hf_arch[j]);
 		}
+		tpc_sanitize(a, sizeof(a), c.arch);
+		return tpc_err_set(e, TPC_EINPUT, "the vllm layout knows vLLM's parameter names for %s, not %s", known, a);
 	}
 	if (c.have && !c.tied && tpc_ckpt_find(sp->in, "lm_head.weight") < 0)
 		return tpc_err_set(e, TPC_EINPUT,

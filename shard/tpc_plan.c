@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_qsplit.h"
 #include "tpc_util.h"
@@ -609,13 +610,13 @@ static size_t name_distance(const char *a, const char *b)
 
 int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e)
 {
-	const char *json = tpc_plan_preset_json(name);
-	if (!json) {
+	const tpc_family *fam = tpc_family_find(name);
+	if (!fam) {
 		char list[512], hint[96] = "";
 		size_t k = 0, best = 3; /* suggest only names at most 2 edits away */
 		list[0] = '\0';
-		for (size_t i = 0; i < tpc_plan_preset_count() && k < sizeof(list); i++) {
-			const char *known = tpc_plan_preset_name(i);
+		for (size_t i = 0; i < tpc_family_count() && k < sizeof(list); i++) {
+			const char *known = tpc_family_at(i)->name;
 			size_t dist = name_distance(name, known);
 			k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", known);
 			if (dist < best) {
@@ -629,7 +630,7 @@ int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e)
 	}
 	char label[96];
 	snprintf(label, sizeof(label), "preset %s", name);
-	return tpc_plan_from_buffer(p, json, strlen(json), label, e);
+	return tpc_plan_from_buffer(p, fam->plan, strlen(fam->plan), label, e);
 }
 
 /* ---- resolution ---- */

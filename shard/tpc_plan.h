@@ -264,15 +264,10 @@ void tpc_plan_release(tpc_plan *p);
  * members are refused (a typo must not silently change a split). */
 int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *path, tpc_err *e);
 int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e);
-/* A built-in preset by name; TPC_EUSAGE naming the known presets (and the
- * nearest, for a typo) if unknown. */
+/* A built-in preset by name: the plan of that model family's record
+ * (lib/tpc_family.h); TPC_EUSAGE naming the known presets (and the nearest,
+ * for a typo) if unknown. */
 int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e);
-
-/* Built-in presets: name, one-line description and JSON text. */
-size_t tpc_plan_preset_count(void);
-const char *tpc_plan_preset_name(size_t i);
-const char *tpc_plan_preset_desc(size_t i);
-const char *tpc_plan_preset_json(const char *name); /* NULL if unknown */
 
 /* ---- resolving one tensor ---- */
 

@@ -6,7 +6,9 @@
 
 #include <time.h>
 
+#include "tpc_family.h"
 #include "tpc_plan.h"
+#include "tpc_rules.h"
 
 static int parse(tpc_plan *p, const char *json, tpc_err *e)
 {
@@ -54,16 +56,104 @@ static void test_bad_plans(void **st)
 	}
 }
 
+/* Every family record is whole: a plan that names the family, a verify
+ * architecture verify knows, rules presets that exist, and a tensor table
+ * whose names are unique, match themselves and come back by tpc_family_name. */
+static void test_families(void **st)
+{
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		assert_ptr_equal(tpc_family_find(f->name), f);
+		assert_non_null(f->desc);
+		assert_non_null(strstr(f->plan, f->name));
+		if (f->verify)
+			assert_true(!strcmp(f->verify, "llama") || !strcmp(f->verify, "gpt2") || !strcmp(f->verify, "dit"));
+		for (size_t k = 0; f->rules && f->rules[k]; k++)
+			assert_non_null(tpc_rules_preset_text(f->rules[k]));
+		for (size_t k = 0; f->hf_arch && f->hf_arch[k]; k++)
+			assert_non_null(tpc_family_by_arch(f->hf_arch[k]));
+		for (const tpc_tensor_row *w = f->tensors; w && w->role; w++) {
+			assert_non_null(w->name[TPC_ECO_HF]);
+			for (int eco = 0; eco < TPC_ECO_COUNT; eco++) {
+				char nm[256];
+				int part;
+				if (!w->name[eco])
+					continue;
+				for (int b = 0; b <= (int)w->bias; b++) {
+					int64_t l = -1, x = -1;
+					bool bias = !b;
+					assert_true(tpc_family_name(w, (tpc_eco)eco, 12, 3, b, nm, sizeof(nm), &part));
+					assert_null(strchr(nm, '{'));
+					assert_null(strchr(nm, '#'));
+					assert_true(tpc_family_match(w->name[eco], nm, w->bias, &l, &x, &bias));
+					assert_int_equal(bias, b);
+					assert_true(strstr(w->name[eco], "{L}") ? l == 12 : l == -1);
+					assert_true(strstr(w->name[eco], "{E}") ? x == 3 : x == -1);
+					assert_int_equal(part >= 0, strchr(w->name[eco], '#') != NULL);
+				}
+				/* the HF names tell rows apart (other ecosystems fuse some) */
+				if (eco == TPC_ECO_HF) {
+					assert_true(tpc_family_name(w, TPC_ECO_HF, 7, 5, false, nm, sizeof(nm), NULL));
+					assert_ptr_equal(tpc_family_classify(f, TPC_ECO_HF, nm, NULL, NULL, NULL), w);
+				}
+			}
+		}
+	}
+	const tpc_family *q3 = tpc_family_find("qwen3");
+	assert_non_null(q3);
+	assert_ptr_equal(tpc_family_by_arch("Qwen3ForCausalLM"), q3);
+	assert_string_equal(q3->verify, "llama");
+	int64_t l, x;
+	bool b;
+	const tpc_tensor_row *w = tpc_family_classify(q3, TPC_ECO_HF, "model.layers.31.self_attn.k_norm.weight", &l, &x, &b);
+	assert_non_null(w);
+	assert_int_equal(w->role, TPC_ROLE_ATTN_K_NORM);
+	assert_int_equal(l, 31);
+	char nm[128];
+	int part;
+	assert_true(tpc_family_name(w, TPC_ECO_GGUF, l, -1, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "blk.31.attn_k_norm.weight");
+	/* fused: vLLM's qkv_proj holds v_proj as part 2, biases too */
+	w = tpc_family_classify(q3, TPC_ECO_HF, "model.layers.0.self_attn.v_proj.bias", &l, &x, &b);
+	assert_non_null(w);
+	assert_true(b);
+	assert_true(tpc_family_name(w, TPC_ECO_VLLM, l, -1, true, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "model.layers.0.self_attn.qkv_proj.bias");
+	assert_int_equal(part, 2);
+	/* no bias where the family has none, no leading zeros, no stray text */
+	assert_null(tpc_family_classify(q3, TPC_ECO_HF, "model.layers.0.mlp.down_proj.bias", NULL, NULL, NULL));
+	assert_null(tpc_family_classify(q3, TPC_ECO_HF, "model.layers.01.mlp.down_proj.weight", NULL, NULL, NULL));
+	assert_null(tpc_family_classify(q3, TPC_ECO_HF, "model.layers.1.mlp.down_proj.weights", NULL, NULL, NULL));
+	assert_null(tpc_family_classify(q3, TPC_ECO_HF, "model.layers..mlp.down_proj.weight", NULL, NULL, NULL));
+	/* Mixtral's experts are stacked in GGUF, numbered in Megatron-Core */
+	const tpc_family *mx = tpc_family_find("mixtral");
+	w = tpc_family_classify(mx, TPC_ECO_HF, "model.layers.2.block_sparse_moe.experts.7.w3.weight", &l, &x, &b);
+	assert_non_null(w);
+	assert_int_equal(w->role, TPC_ROLE_FFN_UP_EXP);
+	assert_int_equal(x, 7);
+	assert_true(tpc_family_name(w, TPC_ECO_GGUF, l, x, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "blk.2.ffn_up_exps.weight");
+	assert_true(tpc_family_name(w, TPC_ECO_MEGATRON, l, x, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "decoder.layers.2.mlp.experts.local_experts.7.linear_fc1.weight");
+	assert_int_equal(part, 1);
+	assert_false(tpc_family_named_in(mx, TPC_ECO_VLLM));
+	assert_true(tpc_family_named_in(q3, TPC_ECO_VLLM));
+	assert_false(tpc_family_name(w, TPC_ECO_VLLM, l, x, false, nm, sizeof(nm), &part));
+	assert_null(tpc_family_find("qwen4"));
+	assert_null(tpc_family_by_arch("NoSuchForCausalLM"));
+}
+
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_plan_preset_count(), 14);
-	for (size_t i = 0; i < tpc_plan_preset_count(); i++) {
+	assert_int_equal(tpc_family_count(), 15);
+	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
 		tpc_err_init(&e);
-		assert_int_equal(tpc_plan_preset(&p, tpc_plan_preset_name(i), &e), 0);
-		assert_string_equal(p.name, tpc_plan_preset_name(i));
+		assert_int_equal(tpc_plan_preset(&p, tpc_family_at(i)->name, &e), 0);
+		assert_string_equal(p.name, tpc_family_at(i)->name);
 		assert_true(p.nrules > 0);
 		assert_non_null(p.json);
 		assert_false(p.fallback_error);
@@ -74,7 +164,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, gemma, phi3, mixtral, qwen2-moe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2-moe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -471,6 +561,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
+		cmocka_unit_test(test_families),
 		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),

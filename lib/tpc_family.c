@@ -1,0 +1,654 @@
+/* tpc_family.c - the model family records (tpc_family.h says what a record
+ * holds) and their lookups.
+ *
+ * Plans are plain plan JSON, parsed by the same tpc_plan_from_buffer a
+ * user's --plan file goes through, so `tpconv plan NAME > my.json` is a
+ * starting point that behaves exactly like --preset NAME. Sources for the
+ * splits: ../shared/reference/SHARDING.md §1-2. Rules are written to be
+ * disjoint; the resolver refuses two rules that disagree about one tensor.
+ *
+ * Sources for the names in the tensor tables:
+ *   Megatron-Core  megatron/core/models/gpt/gpt_layer_specs.py (TE spec:
+ *                  the input norms live in linear_qkv / linear_fc1), and
+ *                  tools/checkpoint/loader_llama_mistral.py for the fusion
+ *   vLLM           vllm/model_executor/models/llama.py stacked_params_mapping
+ *   TensorRT-LLM   tensorrt_llm/models/llama/convert.py (param names of
+ *                  load_weights_from_hf_model: mlp.fc = gate_proj, mlp.gate =
+ *                  up_proj; MoE mlp.fc = [w3; w1] stacked over experts)
+ *   GGUF           gguf-py/gguf/constants.py TENSOR_NAMES (llama.cpp)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tpc_family.h"
+
+/* ---- tensor tables ---- */
+
+#define HF_L "model.layers.{L}."
+#define MC_L "decoder.layers.{L}."
+#define TR_L "transformer.layers.{L}."
+#define GG_L "blk.{L}."
+
+/* A row: role, bias, then names in HF, Megatron-Core, vLLM, TensorRT-LLM, GGUF order. */
+#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}}
+
+/* The LLaMA family's decoder: embedding, attention, final norm and head. */
+#define LLAMA_ATTN_ROWS \
+	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", "embedding.word_embeddings.weight", \
+	    "model.embed_tokens.weight", "transformer.vocab_embedding.weight", "token_embd.weight"), \
+	ROW(OUTPUT_NORM, false, "model.norm.weight", "decoder.final_layernorm.weight", "model.norm.weight", \
+	    "transformer.ln_f.weight", "output_norm.weight"), \
+	ROW(OUTPUT, false, "lm_head.weight", "output_layer.weight", "lm_head.weight", "lm_head.weight", "output.weight"), \
+	ROW(ATTN_NORM, false, HF_L "input_layernorm.weight", MC_L "self_attention.linear_qkv.layer_norm_weight", \
+	    HF_L "input_layernorm.weight", TR_L "input_layernorm.weight", GG_L "attn_norm.weight"), \
+	ROW(ATTN_Q, true, HF_L "self_attn.q_proj.weight", MC_L "self_attention.linear_qkv.weight#0", \
+	    HF_L "self_attn.qkv_proj.weight#0", TR_L "attention.qkv.weight#0", GG_L "attn_q.weight"), \
+	ROW(ATTN_K, true, HF_L "self_attn.k_proj.weight", MC_L "self_attention.linear_qkv.weight#1", \
+	    HF_L "self_attn.qkv_proj.weight#1", TR_L "attention.qkv.weight#1", GG_L "attn_k.weight"), \
+	ROW(ATTN_V, true, HF_L "self_attn.v_proj.weight", MC_L "self_attention.linear_qkv.weight#2", \
+	    HF_L "self_attn.qkv_proj.weight#2", TR_L "attention.qkv.weight#2", GG_L "attn_v.weight"), \
+	ROW(ATTN_QKV, true, HF_L "self_attn.qkv_proj.weight", NULL, HF_L "self_attn.qkv_proj.weight", \
+	    TR_L "attention.qkv.weight", GG_L "attn_qkv.weight"), \
+	ROW(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", MC_L "self_attention.linear_proj.weight", \
+	    HF_L "self_attn.o_proj.weight", TR_L "attention.dense.weight", GG_L "attn_output.weight"), \
+	ROW(ATTN_Q_NORM, false, HF_L "self_attn.q_norm.weight", MC_L "self_attention.q_layernorm.weight", \
+	    HF_L "self_attn.q_norm.weight", TR_L "attention.q_layernorm.weight", GG_L "attn_q_norm.weight"), \
+	ROW(ATTN_K_NORM, false, HF_L "self_attn.k_norm.weight", MC_L "self_attention.k_layernorm.weight", \
+	    HF_L "self_attn.k_norm.weight", TR_L "attention.k_layernorm.weight", GG_L "attn_k_norm.weight")
+/* Its dense feed-forward (SwiGLU); Phi-3 fuses gate and up itself (llama.cpp
+ * keeps the fused tensor as ffn_up). */
+#define LLAMA_FFN_ROWS \
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "mlp.linear_fc1.layer_norm_weight", \
+	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"), \
+	ROW(FFN_GATE, false, HF_L "mlp.gate_proj.weight", MC_L "mlp.linear_fc1.weight#0", HF_L "mlp.gate_up_proj.weight#0", \
+	    TR_L "mlp.fc.weight", GG_L "ffn_gate.weight"), \
+	ROW(FFN_UP, false, HF_L "mlp.up_proj.weight", MC_L "mlp.linear_fc1.weight#1", HF_L "mlp.gate_up_proj.weight#1", \
+	    TR_L "mlp.gate.weight", GG_L "ffn_up.weight"), \
+	ROW(FFN_GATE_UP, false, HF_L "mlp.gate_up_proj.weight", NULL, HF_L "mlp.gate_up_proj.weight", NULL, \
+	    GG_L "ffn_up.weight"), \
+	ROW(FFN_DOWN, false, HF_L "mlp.down_proj.weight", MC_L "mlp.linear_fc2.weight", HF_L "mlp.down_proj.weight", \
+	    TR_L "mlp.proj.weight", GG_L "ffn_down.weight")
+#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}}
+
+static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, END_ROW};
+
+/* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
+ * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE names
+ * (w13_weight, w2_weight) come with the layout that writes them. */
+static const tpc_tensor_row mixtral_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight",
+	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"),
+	ROW(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", MC_L "mlp.router.weight",
+	    HF_L "block_sparse_moe.gate.weight", TR_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
+	ROW(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight",
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, TR_L "mlp.fc.weight#1",
+	    GG_L "ffn_gate_exps.weight"),
+	ROW(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight",
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, TR_L "mlp.fc.weight#0",
+	    GG_L "ffn_up_exps.weight"),
+	ROW(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight",
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, TR_L "mlp.proj.weight",
+	    GG_L "ffn_down_exps.weight"),
+	END_ROW,
+};
+
+/* Qwen2-MoE / Qwen3-MoE: mlp.experts, a shared expert with its sigmoid gate,
+ * and dense layers (mlp_only_layers) named as LLaMA's. */
+static const tpc_tensor_row qwen2moe_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	LLAMA_FFN_ROWS,
+	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL,
+	    GG_L "ffn_gate_inp.weight"),
+	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight",
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"),
+	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight",
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight"),
+	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight",
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight"),
+	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_expert.gate_proj.weight",
+	    MC_L "mlp.shared_experts.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_expert.up_proj.weight", MC_L "mlp.shared_experts.linear_fc1.weight#1",
+	    NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_expert.down_proj.weight", MC_L "mlp.shared_experts.linear_fc2.weight",
+	    NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	ROW(FFN_GATE_INP_SHEXP, false, HF_L "mlp.shared_expert_gate.weight", MC_L "mlp.shared_experts.gate_weight",
+	    NULL, NULL, GG_L "ffn_gate_inp_shexp.weight"),
+	END_ROW,
+};
+
+/* ---- plans ---- */
+
+/* The LLaMA family's attention and dense MLP (HF names), shared by the dense
+ * presets and the mixture-of-experts ones. */
+#define LLAMA_STAGES \
+	"  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"first_stage\": [\"embed_tokens\\\\.\"],\n" \
+	"  \"last_stage\": [\"(^|\\\\.)norm\\\\.\", \"^lm_head\\\\.\"],\n"
+#define LLAMA_ATTN_RULES \
+	"    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n" \
+	"    {\"match\": \"self_attn\\\\.qkv_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": [\"q\", \"kv\", \"kv\"]},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n"
+#define LLAMA_MLP_RULES \
+	"    {\"match\": \"mlp\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"mlp\\\\.gate_up_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": 2},\n" \
+	"    {\"match\": \"mlp\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+#define LLAMA_EDGE_RULES \
+	"    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"(layernorm|(^|\\\\.)norm|(^|\\\\.)(q_norm|k_norm))\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n"
+#define LLAMA_JSON(NAME) \
+	"{\n" \
+	"  \"name\": \"" NAME "\",\n" \
+	"  \"description\": \"LLaMA, Mistral, Qwen2/Qwen3, Gemma, Phi-3 and similar decoders with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads, as TensorRT-LLM and vLLM do; head_dim from the config when it is not hidden/heads, as Gemma's), o_proj row, gate/up col, down row, embed_tokens and lm_head vocab-parallel; Qwen2-style q/k/v biases split with their weights; Qwen3 q_norm/k_norm replicated; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] (Phi-3) split per part.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+/* Mixture of experts with tensor parallelism inside every expert (vLLM's
+ * default for Mixtral and Qwen-MoE without --enable-expert-parallel:
+ * vllm/model_executor/layers/fused_moe/layer.py shards w13 on the output and
+ * w2 on the input per tp rank): each expert's w1/w3 (gate/up) col, w2 (down)
+ * row; the router, Qwen's shared-expert gate and DeepSeek-style score
+ * correction bias replicated; a shared expert split like a dense MLP; dense
+ * layers (decoder_sparse_step, mlp_only_layers) as LLaMA's. */
+#define MOE_RULES \
+	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w1|w3|gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"shared_experts?\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"shared_experts?\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"(block_sparse_moe|mlp)\\\\.gate\\\\.(weight|bias|e_score_correction_bias)$|shared_expert_gate\\\\.weight$\", \"split\": \"replicate\"},\n"
+#define MOE_JSON(NAME, DESC) \
+	"{\n" \
+	"  \"name\": \"" NAME "\",\n" \
+	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's. With --ep N every expert (experts.N.) lives on one EP group of tp/N ranks, split tp/N ways there.\",\n" \
+	LLAMA_STAGES \
+	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* DeepSeek-V2/V3 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM) with HF
+ * names, split as vLLM's deepseek_v2.py does: multi-head latent attention's
+ * low-rank down projections (q_a_proj, kv_a_proj_with_mqa) and their norms
+ * ReplicatedLinear; q_b_proj (or V2-Lite's q_proj) and kv_b_proj
+ * ColumnParallelLinear over the heads, o_proj RowParallelLinear. Their heads
+ * are not head_dim rows (qk_nope + qk_rope in q_b_proj, qk_nope + v in
+ * kv_b_proj, v columns in o_proj), so the rules count heads
+ * ("head_count"): tp must divide num_attention_heads. Routed experts as the
+ * MoE presets (FusedMoE: TP inside every expert), shared_experts as a dense
+ * MLP, the router and its e_score_correction_bias replicated, the
+ * first_k_dense_replace dense layers as LLaMA's. */
+#define DEEPSEEK_JSON \
+	"{\n" \
+	"  \"name\": \"deepseek-v3\",\n" \
+	"  \"description\": \"DeepSeek-V3 and DeepSeek-V2 (DeepseekV3ForCausalLM, DeepseekV2ForCausalLM) with Hugging Face names, split as vLLM does. Multi-head latent attention: q_a_proj, kv_a_proj_with_mqa and their q_a_layernorm/kv_a_layernorm replicated; q_b_proj (V2-Lite: q_proj) col by heads (num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim) rows), kv_b_proj col by heads (num_attention_heads x (qk_nope_head_dim + v_head_dim) rows), o_proj row by heads (num_attention_heads x v_head_dim columns); tp must divide num_attention_heads. Routed experts mlp.experts.N gate_proj/up_proj col, down_proj row (tensor parallelism inside every expert); mlp.shared_experts like a dense MLP; the router mlp.gate and its e_score_correction_bias replicated; the first_k_dense_replace dense layers' mlp as LLaMA's; embed_tokens and lm_head vocab-parallel. With --ep N every expert lives on one EP group of tp/N ranks. FP8 block checkpoints (quantization_config fp8, weight_block_size) split their weight_scale_inv with each layer; --pad pads a layer whose slices would cut a block.\",\n" \
+	LLAMA_STAGES \
+	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"rules\": [\n" \
+	"    {\"match\": \"self_attn\\\\.(q_proj|q_b_proj|kv_b_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_count\": true},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\", \"head_count\": true},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"self_attn\\\\.(q_a_proj|kv_a_proj_with_mqa|q_a_layernorm|kv_a_layernorm)\\\\.(weight|bias)$\", \"split\": \"replicate\"},\n" \
+	LLAMA_MLP_RULES MOE_RULES LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+static const char plan_gpt2[] =
+	 "{\n"
+	 "  \"name\": \"gpt2\",\n"
+	 "  \"description\": \"GPT-2 with Hugging Face names. Conv1D stores [in, out], so col splits dim 1 and row dim 0 (transposed). c_attn is [q | k | v] along its output: each third is split on head boundaries and rank r gets [q_r ; k_r ; v_r]. wte and lm_head vocab-parallel; wpe, layer norms and the causal-mask buffers replicated.\",\n"
+	 "  \"layers\": [\"(^|\\\\.)h\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"(^|\\\\.)wte\\\\.\", \"(^|\\\\.)wpe\\\\.\"],\n"
+	 "  \"last_stage\": [\"(^|\\\\.)ln_f\\\\.\", \"^lm_head\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"attn\\\\.c_attn\\\\.(weight|bias)$\", \"split\": \"col\", \"transposed\": true, \"parts\": 3, \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attn\\\\.c_proj\\\\.weight$\", \"split\": \"row\", \"transposed\": true, \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attn\\\\.c_proj\\\\.bias$\", \"split\": \"row\", \"transposed\": true},\n"
+	 "    {\"match\": \"mlp\\\\.c_fc\\\\.(weight|bias)$\", \"split\": \"col\", \"transposed\": true},\n"
+	 "    {\"match\": \"mlp\\\\.c_proj\\\\.(weight|bias)$\", \"split\": \"row\", \"transposed\": true},\n"
+	 "    {\"match\": \"(^|\\\\.)wte\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"(^|\\\\.)wpe\\\\.weight$|ln_(1|2|f)\\\\.(weight|bias)$|(^|\\\\.)attn\\\\.(bias|masked_bias)$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n";
+
+static const char plan_gpt_neox[] =
+	 "{\n"
+	 "  \"name\": \"gpt-neox\",\n"
+	 "  \"description\": \"GPT-NeoX and Pythia with Hugging Face names. query_key_value is head-interleaved ([nh, 3, hd] rows), so a plain contiguous split on head boundaries (3 * head_dim rows per head) is correct. attention.dense row, dense_h_to_4h col, dense_4h_to_h row, embed_in and embed_out vocab-parallel.\",\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embed_in\\\\.\"],\n"
+	 "  \"last_stage\": [\"final_layer_norm\\\\.\", \"^embed_out\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"attention\\\\.query_key_value\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 3},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_h_to_4h\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_4h_to_h\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"embed_in\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"^embed_out\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"layernorm\\\\.(weight|bias)$|final_layer_norm\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$|attention\\\\.(bias|masked_bias)$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n";
+
+static const char plan_bert[] =
+	 "{\n"
+	 "  \"name\": \"bert\",\n"
+	 "  \"description\": \"BERT with Hugging Face names. attention.self.query/key/value col on head boundaries, attention.output.dense row, intermediate.dense col, layer output.dense row, word_embeddings and the MLM decoder (weight and bias) vocab-parallel; position and token-type embeddings, LayerNorms, pooler and the prediction transform replicated.\",\n"
+	 "  \"layers\": [\"layer\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embeddings\\\\.\"],\n"
+	 "  \"last_stage\": [\"pooler\\\\.\", \"^cls\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"attention\\\\.self\\\\.(query|key|value)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.output\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.output\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"intermediate\\\\.dense\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"layer\\\\.[0-9]+\\\\.output\\\\.dense\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"word_embeddings\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"predictions\\\\.decoder\\\\.(weight|bias)$|predictions\\\\.bias$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"LayerNorm\\\\.(weight|bias|gamma|beta)$|(position|token_type)_embeddings\\\\.weight$|position_ids$|pooler\\\\.|predictions\\\\.transform\\\\.|seq_relationship\\\\.\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n";
+
+static const char plan_libai[] =
+	 "{\n"
+	 "  \"name\": \"libai\",\n"
+	 "  \"description\": \"LiBai (OneFlow) naming, as its layers declare parallel='col'/'row': self_attention.query_key_value col (head-interleaved [nh, 3, hd], split on head boundaries), attention dense row, mlp.dense_h_to_4h col, mlp.dense_4h_to_h row; cross-attention query col and key_value col ([nh, 2, hd]); token/word/vocab embeddings vocab-parallel (SBP S(0)); layer norms and position embeddings replicated (B).\",\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"embeddings\\\\.\"],\n"
+	 "  \"last_stage\": [\"layernorm_f\\\\.\", \"final_layernorm\\\\.\", \"lm_head\\\\.\", \"cls_head\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"query_key_value\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 3},\n"
+	 "    {\"match\": \"cross_attention\\\\.query\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"cross_attention\\\\.key_value\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 2},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"attention\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_h_to_4h\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"mlp\\\\.dense_4h_to_h\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(token|word|vocab)_embeddings\\\\.weight$\", \"split\": \"vocab\"},\n"
+	 "    {\"match\": \"layernorm[^.]*\\\\.(weight|bias)$|position_embeddings\\\\.weight$|tokentype_embeddings\\\\.weight$\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n";
+
+static const char plan_dit[] =
+	 "{\n"
+	 "  \"name\": \"dit\",\n"
+	 "  \"description\": \"Diffusion transformers with diffusers names (PixArt, SD3, Flux, CogVideoX, DiT): attn1/attn2/attn to_q, to_k, to_v col on head boundaries (heads from config.json num_attention_heads and attention_head_dim), to_out.0 row; joint attention's add_q_proj/add_k_proj/add_v_proj col and to_add_out row; ff and ff_context net.0.proj col, in 2 parts [value | gate] when the config's activation_fn is gated (geglu, swiglu), net.2 row; Flux single blocks: proj_mlp col, proj_out row over [attention heads | mlp] in 2 parts. Norms, qk norms, AdaLN modulation, timestep/caption/pooled embedders, patch embedding, pos_embed, scale_shift_table and proj_out replicated.\",\n"
+	 "  \"layers\": [\"^transformer_blocks\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [\"^(pos_embed|patch_embed|x_embedder|context_embedder|time_text_embed|time_embedding|adaln_single|caption_projection)\\\\.\"],\n"
+	 "  \"last_stage\": [\"^norm_out\\\\.\", \"^proj_out\\\\.\", \"^scale_shift_table$\", \"^norm_final\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"(^|\\\\.)attn[12]?\\\\.(to_q|to_k|to_v|add_q_proj|add_k_proj|add_v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"(^|\\\\.)attn[12]?\\\\.(to_out\\\\.0|to_add_out)\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"(^|\\\\.)attn[12]?\\\\.(to_out\\\\.0|to_add_out)\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(^|\\\\.)(ff|ff_context)\\\\.net\\\\.0\\\\.proj\\\\.(weight|bias)$\", \"split\": \"col\", \"gated\": true},\n"
+	 "    {\"match\": \"(^|\\\\.)(ff|ff_context)\\\\.net\\\\.2\\\\.(weight|bias)$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"single_transformer_blocks\\\\.[0-9]+\\\\.proj_mlp\\\\.(weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"single_transformer_blocks\\\\.[0-9]+\\\\.proj_out\\\\.weight$\", \"split\": \"row\", \"parts\": [\"q\", \"rest\"]},\n"
+	 "    {\"match\": \"single_transformer_blocks\\\\.[0-9]+\\\\.proj_out\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(norm[0-9]*|norm_q|norm_k|norm_added_q|norm_added_k|norm1_context|norm_out|norm_final)\\\\.|scale_shift_table$|(pos_embed|patch_embed|x_embedder|context_embedder|time_text_embed|time_embedding|adaln_single|caption_projection)\\\\.|^proj_out\\\\.\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n";
+
+static const char plan_dalle2[] =
+	 "{\n"
+	 "  \"name\": \"dalle2\",\n"
+	 "  \"description\": \"DALLE2-pytorch attention and feed-forward blocks (layers.N.0 = Attention, layers.N.1 = FeedForward). to_q col on head boundaries; to_kv = [k | v] col in 2 parts (one kv head of dim_head rows each in the prior's multi-query Attention: replicated on every rank, as MQA needs; nh heads in CrossAttention: split); to_out.0 row. FeedForward: Sequential(LayerNorm, Linear(dim, inner*2), SwiGLU, LayerNorm|Identity, Dropout, Linear(inner, dim)): index 1 col in 2 parts [x | gate], the post-activation norm over inner col, index 5 row. dim_head defaults to 64 as in the library.\",\n"
+	 "  \"model\": {\"head_dim\": 64},\n"
+	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
+	 "  \"first_stage\": [],\n"
+	 "  \"last_stage\": [\"final_norm\\\\.\", \"project_out\\\\.\", \"to_logits\\\\.\"],\n"
+	 "  \"rules\": [\n"
+	 "    {\"match\": \"to_q\\\\.weight$\", \"split\": \"col\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"to_kv\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"heads\": \"kv\"},\n"
+	 "    {\"match\": \"to_out\\\\.0\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
+	 "    {\"match\": \"to_out\\\\.0\\\\.bias$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.1\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.3\\\\.(g|weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.5\\\\.weight$\", \"split\": \"row\"},\n"
+	 "    {\"match\": \"(^|\\\\.)(norm|to_out\\\\.1|1\\\\.0)\\\\.(g|b|weight|bias)$|null_kv$|rotary_emb\\\\.\", \"split\": \"replicate\"}\n"
+	 "  ],\n"
+	 "  \"fallback\": \"replicate\"\n"
+	 "}\n";
+/* a NULL-terminated list of names */
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static const tpc_family families[] = {
+	{.name = "llama",
+	 .desc = "LLaMA / Mistral / Qwen2 / Qwen3 / Gemma / Phi-3 (HF names): GQA q/k/v col on head boundaries, o row, gate/up col, down row, vocab-parallel embed and lm_head",
+	 .plan = LLAMA_JSON("llama"),
+	 .verify = "llama",
+	 .hf_arch = A("LlamaForCausalLM"),
+	 .rules = A("megatron-llama"),
+	 .layouts = A("vllm"),
+	 .tensors = llama_tensors},
+	{.name = "mistral",
+	 .desc = "Mistral (HF names): the llama plan",
+	 .plan = LLAMA_JSON("mistral"),
+	 .verify = "llama",
+	 .hf_arch = A("MistralForCausalLM"),
+	 .rules = A("megatron-llama"),
+	 .layouts = A("vllm"),
+	 .tensors = llama_tensors},
+	{.name = "qwen2",
+	 .desc = "Qwen2 / Qwen2.5 dense (HF names): the llama plan (q/k/v biases split with their weights)",
+	 .plan = LLAMA_JSON("qwen2"),
+	 .verify = "llama",
+	 .hf_arch = A("Qwen2ForCausalLM"),
+	 .rules = A("megatron-llama"),
+	 .layouts = A("vllm"),
+	 .tensors = llama_tensors},
+	{.name = "qwen3",
+	 .desc = "Qwen3 dense (HF names): the llama plan; per-head q_norm/k_norm replicated, head_dim from config.json",
+	 .plan = LLAMA_JSON("qwen3"),
+	 .verify = "llama",
+	 .hf_arch = A("Qwen3ForCausalLM"),
+	 .rules = A("megatron-llama"),
+	 .layouts = A("vllm"),
+	 .tensors = llama_tensors},
+	{.name = "gemma",
+	 .desc = "Gemma 1/2/3 text (HF names): the llama plan; head_dim from config.json (not hidden/heads)",
+	 .plan = LLAMA_JSON("gemma"),
+	 .verify = "llama",
+	 .hf_arch = A("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"),
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = llama_tensors},
+	{.name = "phi3",
+	 .desc = "Phi-3 (HF names): the llama plan; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part",
+	 .plan = LLAMA_JSON("phi3"),
+	 .verify = "llama",
+	 .hf_arch = A("Phi3ForCausalLM"),
+	 .rules = NULL,
+	 .layouts = A("vllm"),
+	 .tensors = llama_tensors},
+	{.name = "mixtral",
+	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
+	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
+	 .verify = "llama",
+	 .hf_arch = A("MixtralForCausalLM"),
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = mixtral_tensors},
+	{.name = "qwen2-moe",
+	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
+	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names."),
+	 .verify = "llama",
+	 .hf_arch = A("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"),
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = qwen2moe_tensors},
+	{.name = "deepseek-v3",
+	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
+	 .plan = DEEPSEEK_JSON,
+	 .verify = "llama",
+	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = NULL},
+	{.name = "gpt2",
+	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
+	 .plan = plan_gpt2,
+	 .verify = "gpt2",
+	 .hf_arch = A("GPT2LMHeadModel"),
+	 .rules = A("megatron-gpt"),
+	 .layouts = NULL,
+	 .tensors = NULL},
+	{.name = "gpt-neox",
+	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
+	 .plan = plan_gpt_neox,
+	 .verify = NULL,
+	 .hf_arch = A("GPTNeoXForCausalLM"),
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = NULL},
+	{.name = "bert",
+	 .desc = "BERT (HF names): self query/key/value col on head boundaries, attention output row, intermediate col, output row, word embeddings and MLM decoder vocab",
+	 .plan = plan_bert,
+	 .verify = NULL,
+	 .hf_arch = A("BertModel", "BertForMaskedLM", "BertForPreTraining"),
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = NULL},
+	{.name = "libai",
+	 .desc = "LiBai (OneFlow) names: head-interleaved query_key_value col, dense row, dense_h_to_4h col, dense_4h_to_h row, vocab embeddings",
+	 .plan = plan_libai,
+	 .verify = NULL,
+	 .hf_arch = NULL,
+	 .rules = A("libai"),
+	 .layouts = NULL,
+	 .tensors = NULL},
+	{.name = "dit",
+	 .desc = "diffusers DiT / PixArt / SD3 / Flux / CogVideoX: attn q/k/v (and add_*_proj) col on heads, to_out.0 and to_add_out row, ff.net.0.proj col (2 parts when GEGLU/SwiGLU), ff.net.2 row",
+	 .plan = plan_dit,
+	 .verify = "dit",
+	 .hf_arch = NULL,
+	 .rules = NULL,
+	 .layouts = NULL,
+	 .tensors = NULL},
+	{.name = "dalle2",
+	 .desc = "DALLE2-pytorch transformer: to_q col, fused to_kv col in 2 parts, to_out.0 row; feed-forward Linear(dim, inner*2) col in 2 parts (SwiGLU), Linear(inner, dim) row",
+	 .plan = plan_dalle2,
+	 .verify = NULL,
+	 .hf_arch = NULL,
+	 .rules = A("dalle2"),
+	 .layouts = NULL,
+	 .tensors = NULL},
+};
+#undef A
+
+size_t tpc_family_count(void)
+{
+	return sizeof(families) / sizeof(families[0]);
+}
+
+const tpc_family *tpc_family_at(size_t i)
+{
+	return i < tpc_family_count() ? &families[i] : NULL;
+}
+
+const tpc_family *tpc_family_find(const char *name)
+{
+	for (size_t i = 0; name && i < tpc_family_count(); i++)
+		if (!strcmp(families[i].name, name))
+			return &families[i];
+	return NULL;
+}
+
+bool tpc_family_lists(const char *const *list, const char *s)
+{
+	for (size_t i = 0; list && s && list[i]; i++)
+		if (!strcmp(list[i], s))
+			return true;
+	return false;
+}
+
+const tpc_family *tpc_family_by_arch(const char *arch)
+{
+	for (size_t i = 0; arch && i < tpc_family_count(); i++)
+		if (tpc_family_lists(families[i].hf_arch, arch))
+			return &families[i];
+	return NULL;
+}
+
+const char *tpc_role_name(tpc_role r)
+{
+	static const char *const names[TPC_ROLE_COUNT] = {
+		[TPC_ROLE_NONE] = "none",
+		[TPC_ROLE_TOKEN_EMBD] = "token_embd",
+		[TPC_ROLE_OUTPUT_NORM] = "output_norm",
+		[TPC_ROLE_OUTPUT] = "output",
+		[TPC_ROLE_ATTN_NORM] = "attn_norm",
+		[TPC_ROLE_ATTN_Q] = "attn_q",
+		[TPC_ROLE_ATTN_K] = "attn_k",
+		[TPC_ROLE_ATTN_V] = "attn_v",
+		[TPC_ROLE_ATTN_QKV] = "attn_qkv",
+		[TPC_ROLE_ATTN_OUT] = "attn_output",
+		[TPC_ROLE_ATTN_Q_NORM] = "attn_q_norm",
+		[TPC_ROLE_ATTN_K_NORM] = "attn_k_norm",
+		[TPC_ROLE_FFN_NORM] = "ffn_norm",
+		[TPC_ROLE_FFN_GATE] = "ffn_gate",
+		[TPC_ROLE_FFN_UP] = "ffn_up",
+		[TPC_ROLE_FFN_GATE_UP] = "ffn_gate_up",
+		[TPC_ROLE_FFN_DOWN] = "ffn_down",
+		[TPC_ROLE_FFN_GATE_INP] = "ffn_gate_inp",
+		[TPC_ROLE_FFN_GATE_EXP] = "ffn_gate_exp",
+		[TPC_ROLE_FFN_UP_EXP] = "ffn_up_exp",
+		[TPC_ROLE_FFN_DOWN_EXP] = "ffn_down_exp",
+		[TPC_ROLE_FFN_GATE_SHEXP] = "ffn_gate_shexp",
+		[TPC_ROLE_FFN_UP_SHEXP] = "ffn_up_shexp",
+		[TPC_ROLE_FFN_DOWN_SHEXP] = "ffn_down_shexp",
+		[TPC_ROLE_FFN_GATE_INP_SHEXP] = "ffn_gate_inp_shexp",
+	};
+	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
+}
+
+const char *tpc_eco_name(tpc_eco e)
+{
+	static const char *const names[TPC_ECO_COUNT] = {"hf", "megatron", "vllm", "trtllm", "gguf"};
+	return (unsigned)e < TPC_ECO_COUNT ? names[e] : "?";
+}
+
+const tpc_tensor_row *tpc_family_row(const tpc_family *f, tpc_role r)
+{
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++)
+		if (w->role == r)
+			return w;
+	return NULL;
+}
+
+/* "{L}" / "{E}" at p: which, else 0 */
+static char placeholder(const char *p)
+{
+	return p[0] == '{' && (p[1] == 'L' || p[1] == 'E') && p[2] == '}' ? p[1] : 0;
+}
+
+/* Match `name` against pattern[0, plen): placeholders take 1-9 digits (no
+ * leading zeros but "0"). */
+static bool match_span(const char *pat, size_t plen, const char *name, size_t nlen, int64_t *layer,
+		       int64_t *expert)
+{
+	size_t i = 0, j = 0;
+	while (i < plen) {
+		char ph = placeholder(pat + i);
+		if (ph && i + 3 <= plen) {
+			size_t k = j;
+			int64_t v = 0;
+			while (k < nlen && k - j < 9 && name[k] >= '0' && name[k] <= '9')
+				v = v * 10 + (name[k++] - '0');
+			if (k == j || (name[j] == '0' && k - j > 1))
+				return false;
+			*(ph == 'L' ? layer : expert) = v;
+			j = k;
+			i += 3;
+			continue;
+		}
+		if (j >= nlen || pat[i] != name[j])
+			return false;
+		i++;
+		j++;
+	}
+	return j == nlen;
+}
+
+bool tpc_family_match(const char *pattern, const char *name, bool weight_or_bias, int64_t *layer,
+		      int64_t *expert, bool *bias)
+{
+	int64_t l = -1, x = -1;
+	const char *hash = strchr(pattern, '#');
+	size_t plen = hash ? (size_t)(hash - pattern) : strlen(pattern), nlen = strlen(name);
+	bool b = false, ok = match_span(pattern, plen, name, nlen, &l, &x);
+	/* the bias: the pattern's final "weight" as "bias" */
+	if (!ok && weight_or_bias && plen >= 6 && !memcmp(pattern + plen - 6, "weight", 6) && nlen >= 4 &&
+	    !memcmp(name + nlen - 4, "bias", 4)) {
+		l = x = -1;
+		ok = b = match_span(pattern, plen - 6, name, nlen - 4, &l, &x);
+	}
+	if (ok) {
+		if (layer)
+			*layer = l;
+		if (expert)
+			*expert = x;
+		if (bias)
+			*bias = b;
+	}
+	return ok;
+}
+
+const tpc_tensor_row *tpc_family_classify(const tpc_family *f, tpc_eco eco, const char *name, int64_t *layer,
+					  int64_t *expert, bool *bias)
+{
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+		bool b;
+		if (w->name[eco] && tpc_family_match(w->name[eco], name, w->bias, layer, expert, &b)) {
+			if (bias)
+				*bias = b;
+			return w;
+		}
+	}
+	return NULL;
+}
+
+bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int64_t expert, bool bias,
+		     char *buf, size_t n, int *part)
+{
+	const char *p = row ? row->name[eco] : NULL;
+	if (part)
+		*part = -1;
+	if (!p || !n)
+		return false;
+	const char *hash = strchr(p, '#');
+	size_t plen = hash ? (size_t)(hash - p) : strlen(p), k = 0;
+	if (bias && (plen < 6 || memcmp(p + plen - 6, "weight", 6)))
+		return false;
+	size_t stem = bias ? plen - 6 : plen;
+	for (size_t i = 0; i < stem;) {
+		char ph = placeholder(p + i);
+		char num[24];
+		const char *s = p + i;
+		size_t len = 1;
+		if (ph) {
+			int64_t v = ph == 'L' ? layer : expert;
+			if (v < 0)
+				return false;
+			len = (size_t)snprintf(num, sizeof(num), "%lld", (long long)v);
+			s = num;
+			i += 3;
+		} else {
+			i++;
+		}
+		if (k + len >= n)
+			return false;
+		memcpy(buf + k, s, len);
+		k += len;
+	}
+	if (bias) {
+		if (k + 4 >= n)
+			return false;
+		memcpy(buf + k, "bias", 4);
+		k += 4;
+	}
+	buf[k] = '\0';
+	if (hash && part) /* a single digit: no fused tensor has ten parts */
+		*part = hash[1] >= '0' && hash[1] <= '9' ? hash[1] - '0' : -1;
+	return true;
+}
+
+bool tpc_family_named_in(const tpc_family *f, tpc_eco eco)
+{
+	if (!f || !f->tensors)
+		return false;
+	for (const tpc_tensor_row *w = f->tensors; w->role; w++)
+		if (!w->name[eco])
+			return false;
+	return true;
+}
