@@ -253,6 +253,9 @@ typedef struct tpc_vattn {
 	int64_t heads, kv_heads, head_dim;
 	bool rope;                       /* rotary embedding on q and k (rotate-half layout) */
 	double rope_theta;
+	int64_t q_norm, k_norm;          /* RMSNorm of every q and k head before the rotary embedding
+					    (Qwen3's q_norm/k_norm, [head_dim], replicated); -1: none */
+	double qk_eps;                   /* their epsilon (the model's norm_eps) */
 	bool bidirectional;              /* every query sees every key (DiT); else causal */
 	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
 					    width (seeded like the block input); 0: the block input */

@@ -933,6 +933,9 @@ static bool mlp_loc_of(const run *R, const tpc_vmlp *p, int t, vmlp_loc *m, char
 	return true;
 }
 
+static bool repl_ok(const run *R, int64_t i, const char *what, char *msg, size_t n);
+static void opt_loc(const run *R, int64_t i, int t, vloc *l);
+
 static bool attn_loc_of(const run *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n)
 {
 	const tpc_vattn *p = &ly->attn;
@@ -945,6 +948,11 @@ static bool attn_loc_of(const run *R, const tpc_vlayer *ly, int t, vattn_loc *a,
 	a->theta = p->rope_theta;
 	a->bidirectional = p->bidirectional;
 	a->kv_w = p->kv_width;
+	a->qk_eps = p->qk_eps;
+	if (t >= 0 && (!repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
+		return false;
+	opt_loc(R, p->q_norm, t, &a->qn);
+	opt_loc(R, p->k_norm, t, &a->kn);
 	if (t >= 0) {
 		bool ok = a->fused ? block_part_ok(R, p->qkv, MK_COL, "attention qkv", msg, n)
 				   : block_part_ok(R, p->q, MK_COL, "attention q", msg, n) &&

@@ -76,6 +76,8 @@ typedef struct vattn_loc {
 	int64_t heads, kv_heads; /* global counts */
 	bool rope;
 	double theta;
+	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
+	double qk_eps;
 	bool bidirectional;
 	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
 	const float *kv_f;       /* cross-attention encoder states [T, kv_w] */

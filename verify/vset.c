@@ -355,6 +355,7 @@ static void dit_entry(tpc_vlayer *L)
 	memset(L, 0, sizeof(*L));
 	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
 	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = -1;
+	L->attn.q_norm = L->attn.k_norm = -1;
 	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
 }
 
@@ -527,6 +528,7 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 		tpc_vattn *a = &L.attn;
 		tpc_vmlp *p = &L.mlp;
 		a->q = a->k = a->v = a->qkv = a->o = -1;
+		a->q_norm = a->k_norm = -1;
 		p->gate = p->up = p->gate_up = p->down = -1;
 		char nm[TPC_ERR_NAME_MAX];
 		if (arch == TPC_VARCH_LLAMA) {
@@ -538,6 +540,9 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 			a->v = findf(s, "%s.self_attn.v_proj.weight", nm);
 			a->qkv = findf(s, "%s.self_attn.qkv_proj.weight", nm);
 			a->o = findf(s, "%s.self_attn.o_proj.weight", nm);
+			a->q_norm = findf(s, "%s.self_attn.q_norm.weight", nm);
+			a->k_norm = findf(s, "%s.self_attn.k_norm.weight", nm);
+			a->qk_eps = m->norm_eps;
 			p->gate = findf(s, "%s.mlp.gate_proj.weight", nm);
 			p->up = findf(s, "%s.mlp.up_proj.weight", nm);
 			p->gate_up = findf(s, "%s.mlp.gate_up_proj.weight", nm);

@@ -3,7 +3,8 @@
 # the real Hugging Face names and config.json are made with real torch:
 # Mixtral (block_sparse_moe, w1/w2/w3, GQA), Qwen2-MoE (q/k/v biases, shared
 # expert and its gate, a dense first layer), Qwen3-MoE (q_norm/k_norm), Gemma
-# (head_dim != hidden/heads) and Phi-3 (fused qkv_proj, gate_up_proj). Each is
+# (head_dim != hidden/heads), Qwen3 (q_norm/k_norm, replicated K/V heads at
+# tp 4) and Phi-3 (fused qkv_proj, gate_up_proj). Each is
 # sharded with its preset at tp 2 and 4; every rank's tensor is compared bit for
 # bit with an independent torch slicing written here the way vLLM's loaders
 # slice (ColumnParallelLinear / RowParallelLinear / QKVParallelLinear /
@@ -99,6 +100,16 @@ for l in range(L):
 save("gemma", sd, {"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": H, "num_attention_heads": 4,
      "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 128, "num_hidden_layers": L, "vocab_size": V,
      "tie_word_embeddings": True})
+# Qwen3 dense: q_norm/k_norm per head, head_dim 16 on hidden 64 (8 x 16 != 64),
+# 2 kv heads (replicated at tp 4)
+sd = {}
+edges(sd, H, V)
+for l in range(L):
+    p = f"model.layers.{l}."
+    attn(sd, p, H, 8, 2, 16, qk_norm=True); dense(sd, p, H, 96)
+save("qwen3", sd, {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": H,
+     "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96,
+     "num_hidden_layers": L, "vocab_size": V, "rms_norm_eps": 1e-6, "tie_word_embeddings": False})
 # Phi-3: fused qkv_proj and gate_up_proj
 sd = {}
 edges(sd, H, V)
@@ -157,7 +168,7 @@ print("bad", bad)
 sys.exit(1 if bad else 0)
 PYEOF
 
-for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemma gemma 0" "phi3 phi3 0"; do
+for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemma gemma 0" "qwen3 qwen3 0" "phi3 phi3 0"; do
   set -- $m; M=$T/$1 P=$2
   for tp in 2 4; do
     S=$T/$1-tp$tp
@@ -178,6 +189,23 @@ for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemm
     fi
   done
 done
+
+# Qwen3's per-head q_norm takes part in the attention and model checks: a set
+# whose rank 1 holds a doubled q_norm fails them (it passed before verify
+# applied q_norm/k_norm)
+rm -rf "$T/q3bad"; cp -r "$T/qwen3-tp2" "$T/q3bad"
+$PY - "$T/q3bad/model_tp01_pp00.safetensors" model.layers.0.self_attn.q_norm.weight <<'PYEOF'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+a, b = h[sys.argv[2]]["data_offsets"]; f.seek(8 + n + a); raw = f.read(b - a)
+v = [2 * x for x in struct.unpack("<%df" % ((b - a) // 4), raw)]
+f.seek(8 + n + a); f.write(struct.pack("<%df" % len(v), *v))
+PYEOF
+run "$TPCONV" verify --reference "$T/qwen3" --shards "$T/q3bad"
+[ "$rc" = 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" && grep -Eq '^ +model +model .*FAIL' "$T/out" &&
+  grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out" &&
+  ok "qwen3: a rank with a different q_norm fails layer 0's attention check and the model check (exit 1)" ||
+  bad "qwen3 q_norm in verify" "rc=$rc" "$(grep -E 'attn|model ' "$T/out" | head -4)"
 
 # a wrong expert split (w2 by columns) passes the structure check against its own
 # plan but fails the MoE block check
