@@ -438,11 +438,13 @@ int cmd_verify(int argc, char **argv)
 		}
 		free(dup);
 	}
+	o.cuda_module = getenv("TPCONV_CUDA_MODULE");
 	/* under mpirun: one process per tp rank */
 	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
 		if (tpc_verify_have_mpi()) {
 			mpi = true;
 			o.backend = TPC_VB_MPI;
+			tpc_verify_local_rank(getenv, &o.local_rank, &o.local_size);
 			if (tpc_verify_mpi_init(&me, &size, &e)) {
 				ret = tpc_cli_fail(&e);
 				goto done;

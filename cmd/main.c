@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include "formats.h"
 #include "tpc_config.h"
 #include "tpc_io.h"
+#include "tpc_util.h"
 
 int tpc_cli_verbose;
 
@@ -173,8 +175,33 @@ static int run_as_job(int (*fn)(int, char **), const char *name, int argc, char 
 	return ret;
 }
 
+/* The library's I/O settings from the TPCONV_* switches (lib/tpc_io.h says
+ * what each does): the only place the environment reaches the library. */
+static void io_config_from_env(void)
+{
+	tpc_io_config c;
+	tpc_io_config_defaults(&c);
+	const char *s;
+	if ((s = getenv("TPCONV_DIRECT")) && (!strcmp(s, "0") || !strcmp(s, "1")))
+		c.direct = s[0] - '0';
+	c.direct_async = !((s = getenv("TPCONV_DIRECT_ASYNC")) && !strcmp(s, "0"));
+	c.direct_stage = !((s = getenv("TPCONV_DIRECT_STAGE")) && !strcmp(s, "0"));
+	c.write_behind = !((s = getenv("TPCONV_WRITE_BEHIND")) && !strcmp(s, "0"));
+	c.joint = !((s = getenv("TPCONV_JOINT")) && !strcmp(s, "0"));
+	c.rss_guard = !getenv("TPCONV_NO_RSS_GUARD");
+	if ((s = getenv("TPCONV_INFLATE_CAP"))) {
+		uint64_t v;
+		tpc_err e;
+		tpc_err_init(&e);
+		if (!tpc_parse_size(s, &v, &e))
+			c.inflate_cap = v;
+	}
+	tpc_io_configure(&c);
+}
+
 int main(int argc, char **argv)
 {
+	io_config_from_env();
 	tpc_formats_register_all();
 	tpc_io_install_signals();
 	if (argc < 2) {

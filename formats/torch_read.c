@@ -13,6 +13,7 @@
 
 #include "pickle.h"
 #include "torch.h"
+#include "tpc_io.h"
 #include "tpc_util.h"
 #include "tpc_zip.h"
 
@@ -821,13 +822,7 @@ static int export_globals(reader *r, tpc_pickle_globals *g, tpc_err *e)
 
 static uint64_t inflate_cap(void)
 {
-	const char *s = getenv("TPCONV_INFLATE_CAP");
-	uint64_t v;
-	tpc_err e;
-	tpc_err_init(&e);
-	if (s && !tpc_parse_size(s, &v, &e))
-		return v;
-	return 16ull << 30;
+	return tpc_io_settings()->inflate_cap;
 }
 
 /* The zip in bytes [r->base, r->base + len) of m. */

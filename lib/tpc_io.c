@@ -470,24 +470,24 @@ static int write_fail(tpc_out *o, int err, tpc_err *e)
  * each, 2.82-3.49 s with the fsync waiting for every rank file whole,
  * 1.97-2.22 s with this. Writers that write the ranks in parallel no
  * longer stall one another in the fsync, and dirty pages stay few.
- * TPCONV_WRITE_BEHIND=0 turns it off (to measure it). */
+ * io_cfg.write_behind off (TPCONV_WRITE_BEHIND=0) turns it off, to measure it. */
 #define WRITE_BEHIND (32u << 20)
 
-/* A switch that is on unless the environment sets `name` to "0" (read once;
- * *cache starts at -1). */
-static bool env_switch(const char *name, int *cache)
+static tpc_io_config io_cfg = {-1, true, true, true, true, true, 16ull << 30};
+
+void tpc_io_config_defaults(tpc_io_config *c)
 {
-	if (*cache < 0) {
-		const char *s = getenv(name);
-		*cache = !(s && !strcmp(s, "0"));
-	}
-	return *cache;
+	*c = (tpc_io_config){-1, true, true, true, true, true, 16ull << 30};
 }
 
-static bool write_behind_on(void)
+void tpc_io_configure(const tpc_io_config *c)
 {
-	static int on = -1;
-	return env_switch("TPCONV_WRITE_BEHIND", &on);
+	io_cfg = *c;
+}
+
+const tpc_io_config *tpc_io_settings(void)
+{
+	return &io_cfg;
 }
 
 /* Bytes up to `end` have been written. */
@@ -495,7 +495,7 @@ static void written_to(tpc_out *o, uint64_t end)
 {
 	if (end > o->end)
 		o->end = end;
-	if (end < o->wb + WRITE_BEHIND || !write_behind_on())
+	if (end < o->wb + WRITE_BEHIND || !io_cfg.write_behind)
 		return;
 	uint64_t to = end & ~(uint64_t)0xffff;
 	(void)sync_file_range(o->fd, (off_t)o->wb, (off_t)(to - o->wb), SYNC_FILE_RANGE_WRITE);
@@ -730,7 +730,7 @@ static bool input_beyond_ram(void)
 	return atomic_load(&in_bytes) / 3 > (uint64_t)pages * (uint64_t)pg / 4;
 }
 
-/* TPCONV_DIRECT=0: never; =1: wherever the file system allows; unset:
+/* io_cfg.direct (TPCONV_DIRECT) 0: never; 1: wherever the file system allows; -1:
  * unless the input is larger than three quarters of RAM. Such a run reads
  * its input from the disk while it writes, and there buffered writes let the
  * kernel's writeback run beside the reads and recycle the input's reclaimed
@@ -749,31 +749,14 @@ static bool direct_on(void)
 	static _Atomic int on = -1;
 	int v = atomic_load(&on);
 	if (v < 0) {
-		const char *s = getenv("TPCONV_DIRECT");
-		if (s && !strcmp(s, "0"))
-			v = 0;
-		else if (s && !strcmp(s, "1"))
-			v = 1;
-		else
-			v = !input_beyond_ram();
+		v = io_cfg.direct >= 0 ? io_cfg.direct : !input_beyond_ram();
 		atomic_store(&on, v);
 	}
 	return v;
 }
 
 /* Direct copies in the input's page phase are staged too (pread into the
- * huge-page buffers) unless TPCONV_DIRECT_STAGE=0 (from the mapping). */
-static bool dio_stage_all(void)
-{
-	static int on = -1;
-	return env_switch("TPCONV_DIRECT_STAGE", &on);
-}
-
-static bool direct_async_on(void)
-{
-	static int on = -1;
-	return env_switch("TPCONV_DIRECT_ASYNC", &on);
-}
+ * huge-page buffers) unless io_cfg.direct_stage is off (from the mapping). */
 
 /* No more direct writes to this file (what is staged is still written). */
 static void dio_stop(tpc_out *o)
@@ -891,7 +874,7 @@ static tpc_dio_queue *dq_get(tpc_out *o)
 {
 	if (!o->dq) {
 		o->dq = calloc(1, sizeof(*o->dq));
-		if (o->dq && direct_async_on())
+		if (o->dq && io_cfg.direct_async)
 			o->dq->ctx = ctx_get();
 	}
 	return o->dq;
@@ -1378,7 +1361,7 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
 	int sr = stage_flush(o, e);
 	if (sr)
 		return sr;
-	if (len >= DIO_MIN && src->data && src->fd >= 0 && dio_stage_all()) {
+	if (len >= DIO_MIN && src->data && src->fd >= 0 && io_cfg.direct_stage) {
 		bool staged;
 		int r = stage_copy(o, src, src_off, len, dst_off, &staged, e);
 		if (r || staged)

@@ -163,6 +163,35 @@ int tpc_out_finish(tpc_out *o, tpc_err *e);
 int tpc_out_commit(tpc_out *o, tpc_err *e);
 void tpc_out_abort(tpc_out *o); /* safe after commit (no-op) and on a zeroed struct */
 
+/*
+ * Process-wide I/O settings. The library reads no environment: cmd/ reads
+ * the TPCONV_* switches (tpc_cli_io_config) and hands them down once, before
+ * the first input is opened; without a call the defaults below hold. They
+ * exist to measure one path against another (BENCHMARKS.md) and as escape
+ * hatches; the bytes written are the same either way.
+ */
+typedef struct tpc_io_config {
+	int direct;           /* TPCONV_DIRECT: 1 O_DIRECT writes wherever the file system
+			       * allows, 0 never, -1 (default) unless the inputs exceed
+			       * three quarters of RAM */
+	bool direct_async;    /* TPCONV_DIRECT_ASYNC: direct writes through an AIO queue (on) */
+	bool direct_stage;    /* TPCONV_DIRECT_STAGE: direct copies in the input's page phase
+			       * staged through huge-page buffers, not written from the
+			       * mapping (on) */
+	bool write_behind;    /* TPCONV_WRITE_BEHIND: buffered outputs flushed every 32 MiB (on) */
+	bool joint;           /* TPCONV_JOINT: shard writes ranks that share a row-parallel
+			       * weight in step, reading its rows once (on) */
+	bool rss_guard;       /* TPCONV_NO_RSS_GUARD unset: shard drops input pages when its
+			       * resident set grows (on) */
+	uint64_t inflate_cap; /* TPCONV_INFLATE_CAP: the largest deflated zip member inflated
+			       * (16 GiB) */
+} tpc_io_config;
+
+void tpc_io_config_defaults(tpc_io_config *c);
+/* Set the process's settings; call before any I/O (not thread-safe). */
+void tpc_io_configure(const tpc_io_config *c);
+const tpc_io_config *tpc_io_settings(void);
+
 /* Install SIGINT/SIGTERM/SIGHUP handlers that remove open temporaries and
  * then re-raise the signal, and ignore SIGXFSZ so that a file size limit
  * shows as a write error (EFBIG, exit 4). Idempotent. */

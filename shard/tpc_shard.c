@@ -336,7 +336,7 @@ static void guard_start(rss_guard *g, const tpc_ckpt *ck)
 	g->nmaps = ck->nsrc;
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->cv, NULL);
-	if (getenv("TPCONV_NO_RSS_GUARD"))
+	if (!tpc_io_settings()->rss_guard)
 		return;
 	g->running = pthread_create(&g->th, NULL, guard_main, g) == 0;
 }
@@ -1500,13 +1500,12 @@ static int write_one_rank(const tpc_shard_plan *sp, int r, const char *path, con
  * written, rank by rank: each rank's slice of a row is an eighth of the row,
  * and the window holding it is the whole row). Each output in a group holds
  * its staging buffers (lib/tpc_io.c), so a group is at most JOINT_GROUP
- * ranks. TPCONV_JOINT=0 writes rank by rank. */
+ * ranks. tpc_io_config.joint off (TPCONV_JOINT=0) writes rank by rank. */
 #define JOINT_GROUP 4
 
 static bool joint_on(void)
 {
-	const char *s = getenv("TPCONV_JOINT");
-	return !(s && !strcmp(s, "0"));
+	return tpc_io_settings()->joint;
 }
 
 /* Do ranks todo[i0, i0 + n) hold some tensor whose slices are read jointly

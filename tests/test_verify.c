@@ -410,7 +410,7 @@ static void test_gpu_host(void **st)
 	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
 	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
 	int lr, ls;
-	tpc_gpu_local_rank(&lr, &ls);
+	tpc_gpu_local_rank(getenv, &lr, &ls);
 	assert_int_equal(lr, 2);
 	assert_int_equal(ls, 4);
 	unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");

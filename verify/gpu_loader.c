@@ -22,15 +22,14 @@ static int gfail(tpc_err *e, int sys, const char *msg)
 	return r;
 }
 
-/* The module beside the executable, in the build tree, in the install's
- * libdir, or wherever TPCONV_CUDA_MODULE says. */
-int tpc__gpu_load(const tpc_gpu_api **out, tpc_err *e)
+/* The module at `path` (TPCONV_CUDA_MODULE, read in cmd/) when given, else
+ * beside the executable, in the build tree or in the install's libdir. */
+int tpc__gpu_load(const char *path, const tpc_gpu_api **out, tpc_err *e)
 {
 	char exe[PATH_MAX], cand[4][PATH_MAX + 64], why[GMSG] = "";
 	int nc = 0;
-	const char *env = getenv("TPCONV_CUDA_MODULE");
-	if (env && *env)
-		snprintf(cand[nc++], sizeof(cand[0]), "%s", env);
+	if (path && *path)
+		snprintf(cand[nc++], sizeof(cand[0]), "%s", path);
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n > 0) {
 		exe[n] = 0;
@@ -110,15 +109,15 @@ int tpc__gpu_open_threads(const tpc_gpu_api *api, int tp, tpc_gpu_ctx **ctx, boo
 	return 0;
 }
 
-int tpc__gpu_open_mpi(const tpc_gpu_api *api, tpc_coll *c, tpc_gpu_ctx **ctx, bool *host_coll, tpc_err *e)
+int tpc__gpu_open_mpi(const tpc_gpu_api *api, tpc_coll *c, int lr, int ls, tpc_gpu_ctx **ctx, bool *host_coll,
+		      tpc_err *e)
 {
 	char msg[GMSG] = "";
 	uint8_t id[TPC_GPU_ID_BYTES];
-	int ndev = 0, sys = 0, lr, ls, st, ret = tpc__gpu_devices(api, &ndev, e);
+	int ndev = 0, sys = 0, st, ret = tpc__gpu_devices(api, &ndev, e);
 	/* every rank enters the collectives even when its own setup failed */
 	st = ret;
-	tpc_gpu_local_rank(&lr, &ls);
-	if (lr < 0) { /* no launcher variables: one process per node */
+	if (lr < 0 || ls <= 0) { /* no launcher variables: one process per node */
 		lr = 0;
 		ls = 1;
 	}

@@ -410,7 +410,16 @@ typedef struct tpc_verify_opts {
 	int threads_per_rank; /* OpenMP threads per rank; 0 = cores / tp (>= 1) */
 	int ref_threads;      /* OpenMP threads for rank 0's fp64 reference while the other
 			       * ranks wait; 0 = all cores (threads backend) or as the rank */
+	const char *cuda_module;    /* the CUDA module's path (TPCONV_CUDA_MODULE); NULL: beside
+				     * the executable, the build tree, the install's libdir */
+	int local_rank, local_size; /* MPI: this process's place on its node (picks its GPU),
+				     * from tpc_verify_local_rank; -1: unknown, one per node */
 } tpc_verify_opts;
+
+/* Node-local rank and size from the launcher's variables (OpenMPI, MPICH,
+ * Slurm), read through `lookup` (cmd/ passes getenv: verify/ reads no
+ * environment); -1 when none is set. */
+void tpc_verify_local_rank(char *(*lookup)(const char *name), int *local_rank, int *local_size);
 
 void tpc_verify_opts_init(tpc_verify_opts *o);
 

@@ -36,6 +36,12 @@ void tpc_verify_opts_init(tpc_verify_opts *o)
 	o->tokens = 8;
 	o->rtol = o->atol = -1;
 	o->checks = TPC_VCHECK_ALL;
+	o->local_rank = o->local_size = -1;
+}
+
+void tpc_verify_local_rank(char *(*lookup)(const char *name), int *local_rank, int *local_size)
+{
+	tpc_gpu_local_rank(lookup, local_rank, local_size);
 }
 
 void tpc_verify_tolerance(tpc_dtype dt, bool model, double *rtol, double *atol)
@@ -1694,14 +1700,14 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 			tpc_gpu_ctx *gctx = NULL;
 			tpc_coll gc;
 			/* every rank learns whether the module loaded before NCCL starts */
-			int st = tpc__gpu_load(&api, e), who;
+			int st = tpc__gpu_load(o->cuda_module, &api, e), who;
 			int agreed = tpc_coll_agree(&c, st, &who, e);
 			if (agreed) {
 				if (!st)
 					tpc_err_set(e, agreed, "rank %d could not load the CUDA module", who);
 				return agreed;
 			}
-			if ((ret = tpc__gpu_open_mpi(api, &c, &gctx, &host_coll, e))) {
+			if ((ret = tpc__gpu_open_mpi(api, &c, o->local_rank, o->local_size, &gctx, &host_coll, e))) {
 				if (gctx)
 					api->close(gctx);
 				return ret;
@@ -1742,7 +1748,7 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 			ret = tpc_err_nomem(e);
 			goto out;
 		}
-		if ((ret = tpc__gpu_load(&api, e)) || (ret = tpc__gpu_open_threads(api, tp, gctx, &host_coll, e)))
+		if ((ret = tpc__gpu_load(o->cuda_module, &api, e)) || (ret = tpc__gpu_open_threads(api, tp, gctx, &host_coll, e)))
 			goto out;
 		if (rep && !host_coll)
 			rep->collectives = "nccl";

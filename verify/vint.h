@@ -134,11 +134,11 @@ int tpc__gpu_act(vctx *x, tpc_vact a, float *v, size_t n);
 int tpc__gpu_softmax(vctx *x, float *p, int64_t rows, int64_t n);
 
 /* gpu_loader.c: the module, its communicators, NCCL as a tpc_coll */
-int tpc__gpu_load(const struct tpc_gpu_api **api, tpc_err *e);
+int tpc__gpu_load(const char *path, const struct tpc_gpu_api **api, tpc_err *e);
 int tpc__gpu_devices(const struct tpc_gpu_api *api, int *ndev, tpc_err *e);
 int tpc__gpu_open_threads(const struct tpc_gpu_api *api, int tp, struct tpc_gpu_ctx **ctx, bool *host_coll,
 			  tpc_err *e);
-int tpc__gpu_open_mpi(const struct tpc_gpu_api *api, tpc_coll *c, struct tpc_gpu_ctx **ctx, bool *host_coll,
+int tpc__gpu_open_mpi(const struct tpc_gpu_api *api, tpc_coll *c, int lr, int ls, struct tpc_gpu_ctx **ctx, bool *host_coll,
 		      tpc_err *e);
 int tpc__gpu_coll(const struct tpc_gpu_api *api, struct tpc_gpu_ctx *ctx, int rank, int size, tpc_coll *c,
 		  tpc_err *e);

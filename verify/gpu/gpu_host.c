@@ -24,9 +24,9 @@ int tpc_gpu_device_for(int local_rank, int local_size, int ndev, char *msg, size
 	return local_rank % ndev;
 }
 
-static int env_int(const char *name)
+static int env_int(char *(*lookup)(const char *), const char *name)
 {
-	const char *s = getenv(name);
+	const char *s = lookup(name);
 	if (!s || !*s)
 		return -1;
 	char *end;
@@ -34,7 +34,7 @@ static int env_int(const char *name)
 	return (*end || v < 0 || v > 1 << 20) ? -1 : (int)v;
 }
 
-void tpc_gpu_local_rank(int *local_rank, int *local_size)
+void tpc_gpu_local_rank(char *(*lookup)(const char *name), int *local_rank, int *local_size)
 {
 	static const char *pairs[][2] = {
 		{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
@@ -43,7 +43,7 @@ void tpc_gpu_local_rank(int *local_rank, int *local_size)
 	};
 	*local_rank = *local_size = -1;
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-		int r = env_int(pairs[i][0]), n = env_int(pairs[i][1]);
+		int r = env_int(lookup, pairs[i][0]), n = env_int(lookup, pairs[i][1]);
 		if (r >= 0 && n > 0) {
 			*local_rank = r;
 			*local_size = n;

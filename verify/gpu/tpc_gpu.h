@@ -100,9 +100,9 @@ typedef const tpc_gpu_api *(*tpc_gpu_get_api_fn)(void);
  */
 int tpc_gpu_device_for(int local_rank, int local_size, int ndev, char *msg, size_t len);
 
-/* Node-local rank and size from the launcher's environment (OpenMPI, MPICH,
- * Slurm); -1 when none is set. */
-void tpc_gpu_local_rank(int *local_rank, int *local_size);
+/* Node-local rank and size from the launcher's variables (OpenMPI, MPICH,
+ * Slurm) as `lookup` (getenv, in cmd/) gives them; -1 when none is set. */
+void tpc_gpu_local_rank(char *(*lookup)(const char *name), int *local_rank, int *local_size);
 
 /*
  * Device and pinned host buffers one rank needs for a check with T tokens,
