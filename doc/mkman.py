@@ -24,12 +24,18 @@ m = [f'.TH TPCONV 1 "" "tpconv {version}" "User Commands"',
      '.SH SYNOPSIS', '.B tpconv', '.I command', '[options]', '.br',
      '.B tpconv', '.RB [ \\-\\-version | \\-\\-help ]',
      '.SH DESCRIPTION',
-     'tpconv reads PyTorch checkpoints (torch.save zip and legacy files) and safetensors '
-     '(single files and Hugging Face sharded folders), renames and casts tensors, writes them '
+     'tpconv reads PyTorch checkpoints (torch.save zip and legacy files), safetensors '
+     '(single files and Hugging Face sharded folders) and training checkpoints (PyTorch '
+     'Distributed Checkpoint, Megatron\\-Core, DeepSpeed ZeRO), renames and casts tensors, writes them '
      'back in either format, splits them for N\\-way tensor parallelism, merges rank files '
      'back, and checks that a shard set computes what the unsplit model computes. It streams '
      'tensor bytes from the input mapping to the output, never executes pickle code, and '
      'writes every output atomically.',
+     '.PP',
+     'This page holds every command\'s \\-\\-help text. The manual, with worked examples, '
+     'is in the tpconv sources: README.md (the set\\-up and an example for each task) and '
+     'doc/README.md (the index of the rest). From a build tree, read this page with',
+     '.BR "man \\-l build/doc/tpconv.1" .',
      '.PP', 'Commands:', '.RS']
 for name, desc in cmds:
     m += ['.TP', f'.B {name}', esc(desc)]
@@ -66,5 +72,12 @@ m += ['.SH EXAMPLES',
       '.nf', esc("tpconv: error: 'model.safetensors': tensor 'h.0.w': shape [2, 3] of F32 needs 24 bytes but data_offsets [0, 20] hold 20 (at byte offset 88, 0x58)"), '.fi',
       '.SH ENVIRONMENT',
       '.TP', '.B TPCONV_INFLATE_CAP', 'largest size a DEFLATED zip record may inflate to (default 16GiB)',
-      '.SH "SEE ALSO"', 'python3(1), the README and SECURITY.md of the tpconv sources']
+      '.TP', '.B TPCONV_DIRECT', '0 writes every output buffered; 1 writes large copies with O_DIRECT wherever '
+      'the file system allows (default: direct unless the input is larger than three quarters of RAM)',
+      '.TP', '.B TPCONV_DIRECT_ASYNC', '0: one direct write at a time instead of up to four in flight',
+      '.TP', '.B TPCONV_DIRECT_STAGE', "0: direct copies in page phase go straight from the input's mapping",
+      '.TP', '.B TPCONV_WRITE_BEHIND', '0: no writeback started every 32 MiB while a file is written',
+      '.TP', '.B TPCONV_JOINT', '0: shard writes rank by rank instead of several ranks in step',
+      '.SH "SEE ALSO"', 'python3(1); in the tpconv sources: README.md, doc/README.md (the manual), '
+      'BENCHMARKS.md and SECURITY.md']
 open(out, 'w').write('\n'.join(m) + '\n')
