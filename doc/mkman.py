@@ -78,6 +78,9 @@ m += ['.SH EXAMPLES',
       '.TP', '.B TPCONV_DIRECT_STAGE', "0: direct copies in page phase go straight from the input's mapping",
       '.TP', '.B TPCONV_WRITE_BEHIND', '0: no writeback started every 32 MiB while a file is written',
       '.TP', '.B TPCONV_JOINT', '0: shard writes rank by rank instead of several ranks in step',
+      '.TP', '.B TPCONV_NO_RSS_GUARD', 'set: shard does not drop input pages when its resident set grows',
+      '.TP', '.B TPCONV_CUDA_MODULE', 'the CUDA module verify \\-\\-device cuda loads (default: beside the '
+      'executable, in the build tree or in the install\'s libdir)',
       '.SH "SEE ALSO"', 'python3(1); in the tpconv sources: README.md, doc/README.md (the manual), '
       'BENCHMARKS.md and SECURITY.md']
 open(out, 'w').write('\n'.join(m) + '\n')
