@@ -41,6 +41,15 @@ bool tpc_cli_progress_wanted(bool forced);
  * no for "model.safetensors", "x.gguf" and any existing file. */
 bool tpc_cli_folder_output(const char *out);
 
+/* The writer of OUT for convert and merge: --format NAME (`fmt_name`) when
+ * given, a folder format (dcp) laying out its own files; else the index
+ * format (HF shards) over --format's, OUT's suffix's or safetensors' files
+ * for a folder output or with --max-shard-size (`max_size`); else the
+ * format OUT's suffix names. Fills *outf, *sharded (an HF folder) and
+ * wo->inner_format; returns 0 or the usage exit status, said for `cmd`. */
+int tpc_cli_writer(const char *cmd, const char *out, const char *fmt_name, bool max_size, tpc_write_opts *wo,
+		   const tpc_format **outf, bool *sharded);
+
 /* A horizontal bar for `value` out of `max`, `width` cells wide: block
  * characters on a terminal, '#' otherwise (no escape codes either way). */
 void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width);

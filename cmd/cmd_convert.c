@@ -56,12 +56,6 @@ static const char *help =
 	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 enum { O_DRY_RUN = 0x1100 };
 
 static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
@@ -143,41 +137,17 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		return tpc_cli_usage("convert", "--max-shard-size must be greater than 0");
 
 	/* Choose the writer. */
-	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = out && (shard_arg || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) || ends_with(out, "/"));
-	if (fmt_name) {
-		inner = tpc_format_by_name(fmt_name);
-		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index"))
-			return tpc_cli_usage("convert", "unknown --format '%s' (safetensors, torch or dcp)", fmt_name);
-	}
-	if (inner && inner->sharded) {
-		/* a folder format of its own (dcp): it lays out its files */
-		if (shard_arg)
-			return tpc_cli_usage("convert", "--max-shard-size does not go with --format %s", inner->name);
-		outf = inner;
-		sharded = false;
-	} else if (sharded) {
-		outf = tpc_format_by_name("hf-index");
-		if (!inner) {
-			const tpc_format *byname = tpc_format_for_output(out);
-			inner = byname ? byname : tpc_format_by_name("safetensors");
-		}
-		wo.inner_format = inner->name;
-	} else if (out) {
-		outf = inner ? inner : tpc_format_for_output(out);
-		if (!outf)
-			return tpc_cli_usage("convert",
-					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
-					     out);
-	}
-	if (!outf && out)
-		return tpc_cli_usage("convert", "output format is not available in this build");
+	const tpc_format *outf;
+	bool sharded;
+	int us = tpc_cli_writer("convert", out, fmt_name, shard_arg != NULL, &wo, &outf, &sharded);
+	if (us)
+		return us;
 
 	/* An output inside the folder of an input shard set (a folder, or the
 	 * folder of a *.index.json) is refused like an output equal to an input:
 	 * the set is being read. */
 	if (out) {
-		char *set_dir = tpc_is_dir(in) ? tpc_strdup(in) : ends_with(in, ".index.json") ? tpc_path_dir(in) : NULL;
+		char *set_dir = tpc_is_dir(in) ? tpc_strdup(in) : tpc_ends_with(in, ".index.json") ? tpc_path_dir(in) : NULL;
 		bool inside = set_dir && tpc_shard_path_inside(out, set_dir);
 		free(set_dir);
 		if (inside) {

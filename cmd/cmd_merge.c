@@ -53,12 +53,6 @@ static const char *help =
 	"  -v, --verbose            say more\n"
 	"  -h, --help               this help\n\n" TPC_EXIT_HELP;
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 enum {
 	O_FORMAT = 256, O_MAXSZ,
 	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ,
@@ -145,35 +139,10 @@ int cmd_merge(int argc, char **argv)
 		goto done;
 	}
 	/* the writer, as convert chooses it */
-	const tpc_format *outf = NULL, *inner = NULL;
-	bool sharded = out && (maxsz || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) || ends_with(out, "/"));
-	if (fmt_name) {
-		inner = tpc_format_by_name(fmt_name);
-		if (!inner || !inner->write || !strcmp(fmt_name, "hf-index")) {
-			ret = tpc_cli_usage("merge", "unknown --format '%s' (safetensors or torch)", fmt_name);
-			goto done;
-		}
-	}
-	if (out && sharded) {
-		outf = tpc_format_by_name("hf-index");
-		if (!inner) {
-			const tpc_format *byname = tpc_format_for_output(out);
-			inner = byname ? byname : tpc_format_by_name("safetensors");
-		}
-		wo.inner_format = inner->name;
-	} else if (out) {
-		outf = inner ? inner : tpc_format_for_output(out);
-		if (!outf) {
-			ret = tpc_cli_usage("merge",
-					    "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
-					    out);
-			goto done;
-		}
-	}
-	if (out && !outf) {
-		ret = tpc_cli_usage("merge", "output format is not available in this build");
+	const tpc_format *outf;
+	bool sharded;
+	if ((ret = tpc_cli_writer("merge", out, fmt_name, maxsz != NULL, &wo, &outf, &sharded)))
 		goto done;
-	}
 	if (set.preset || set.plan_file) {
 		if (tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e)) {
 			ret = tpc_cli_fail(&e);

@@ -128,6 +128,54 @@ void tpc_cli_bar(FILE *f, uint64_t value, uint64_t max, int width)
 	tpc_buf_release(&b);
 }
 
+int tpc_cli_writer(const char *cmd, const char *out, const char *fmt_name, bool max_size, tpc_write_opts *wo,
+		   const tpc_format **outf, bool *sharded)
+{
+	const tpc_format *inner = NULL;
+	*outf = NULL;
+	*sharded = out && (max_size || (!fmt_name && tpc_cli_folder_output(out)) || tpc_is_dir(out) ||
+			   tpc_ends_with(out, "/"));
+	if (fmt_name) {
+		inner = tpc_format_by_name(fmt_name);
+		if (!inner || !inner->write || inner->index) {
+			char list[256];
+			size_t k = 0, m = 0;
+			list[0] = '\0';
+			for (size_t i = 0; i < tpc_format_count() && k < sizeof(list); i++) {
+				const tpc_format *f = tpc_format_at(i);
+				if (f->write && !f->index)
+					k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", m++ ? ", " : "", f->name);
+			}
+			return tpc_cli_usage(cmd, "unknown --format '%s' (%s)", fmt_name, list);
+		}
+	}
+	if (inner && inner->sharded) {
+		/* a folder format of its own (dcp): it lays out its files */
+		if (max_size)
+			return tpc_cli_usage(cmd, "--max-shard-size does not go with --format %s", inner->name);
+		*outf = inner;
+		*sharded = false;
+	} else if (*sharded) {
+		for (size_t i = 0; i < tpc_format_count() && !*outf; i++)
+			if (tpc_format_at(i)->index)
+				*outf = tpc_format_at(i);
+		if (!inner) {
+			const tpc_format *byname = tpc_format_for_output(out);
+			inner = byname ? byname : tpc_format_by_name("safetensors");
+		}
+		wo->inner_format = inner ? inner->name : NULL;
+	} else if (out) {
+		*outf = inner ? inner : tpc_format_for_output(out);
+		if (!*outf)
+			return tpc_cli_usage(cmd,
+					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
+					     out);
+	}
+	if (out && (!*outf || (*sharded && !inner)))
+		return tpc_cli_usage(cmd, "output format is not available in this build");
+	return 0;
+}
+
 bool tpc_cli_folder_output(const char *out)
 {
 	size_t n = strlen(out);

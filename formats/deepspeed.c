@@ -37,12 +37,6 @@ typedef struct zero {
 
 /* ---- the pickled objects ---- */
 
-static bool has_suffix(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 
 static const tpc_value *dget(const tpc_value *v, const char *k)
 {
@@ -72,7 +66,7 @@ static bool as_int(const tpc_value *v, int64_t *out)
 	static const char *const stages[] = {"disabled", "optimizer_states", "gradients", "weights"};
 	if (v && v->kind == TPC_V_CALL && v->n == 2 && v->items[0]->kind == TPC_V_GLOBAL &&
 	    !strcmp(v->items[0]->str, "builtins.getattr") && v->items[1]->kind == TPC_V_TUPLE && v->items[1]->n == 2 &&
-	    v->items[1]->items[0]->kind == TPC_V_GLOBAL && has_suffix(v->items[1]->items[0]->str, ".ZeroStageEnum") &&
+	    v->items[1]->items[0]->kind == TPC_V_GLOBAL && tpc_ends_with(v->items[1]->items[0]->str, ".ZeroStageEnum") &&
 	    v->items[1]->items[1]->kind == TPC_V_STR) {
 		for (int64_t i = 0; i < 4; i++)
 			if (!strcmp(v->items[1]->items[1]->str, stages[i])) {
@@ -754,9 +748,9 @@ static int list_dir(const char *dir, listing *l)
 		return -1;
 	while (!ret && (de = readdir(d))) {
 		const char *n = de->d_name;
-		bool m = has_suffix(n, MODEL_SUFFIX), o = has_suffix(n, OPTIM_SUFFIX);
+		bool m = tpc_ends_with(n, MODEL_SUFFIX), o = tpc_ends_with(n, OPTIM_SUFFIX);
 		/* PipelineModule: layer_LL-model_TT-model_states.pt (engine.py _get_ckpt_name) */
-		if (!strncmp(n, "layer_", 6) && has_suffix(n, "-model_states.pt")) {
+		if (!strncmp(n, "layer_", 6) && tpc_ends_with(n, "-model_states.pt")) {
 			if (!l->pipeline)
 				l->pipeline = tpc_strdup(n);
 			continue;

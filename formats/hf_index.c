@@ -24,17 +24,11 @@
 
 #define INDEX_CAP (256u << 20)
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 static int detect(const char *path, const uint8_t *head, size_t n)
 {
 	if (!head)
 		return 50; /* a directory: we are the only format that reads those */
-	if (ends_with(path, ".json")) {
+	if (tpc_ends_with(path, ".json")) {
 		for (size_t i = 0; i < n; i++) {
 			if (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')
 				continue;
@@ -309,7 +303,7 @@ static int hf_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 		return TPC_EINPUT;
 	}
 	for (struct dirent *de; (de = readdir(d));) {
-		if (de->d_name[0] == '.' || !ends_with(de->d_name, ".safetensors"))
+		if (de->d_name[0] == '.' || !tpc_ends_with(de->d_name, ".safetensors"))
 			continue;
 		if (tpc_grow((void **)&list, &cap, n + 1, sizeof(char *)) ||
 		    !(list[n] = tpc_path_join(path, de->d_name))) {
@@ -583,4 +577,5 @@ const tpc_format tpc_fmt_hf_index = {
 	.open = hf_open,
 	.write = hf_write,
 	.exts = NULL,
+	.index = true,
 };

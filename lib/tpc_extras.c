@@ -14,12 +14,6 @@
 #include "tpc_io.h"
 #include "tpc_util.h"
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 bool tpc_extras_is_companion(const char *name)
 {
 	static const char *const weights[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".index.json", ".distcp",
@@ -27,7 +21,7 @@ bool tpc_extras_is_companion(const char *name)
 	if (!*name || name[0] == '.')
 		return false;
 	for (int i = 0; weights[i]; i++)
-		if (ends_with(name, weights[i]))
+		if (tpc_ends_with(name, weights[i]))
 			return false;
 	/* a training run's bookkeeping, not the model's: DeepSpeed's tag file and
 	 * consolidation script, Megatron's tracker, the Trainer's state */
@@ -123,7 +117,7 @@ char *tpc_extras_source_dir(const char *in)
 {
 	if (tpc_is_dir(in))
 		return tpc_strdup(in);
-	if (ends_with(in, ".index.json"))
+	if (tpc_ends_with(in, ".index.json"))
 		return tpc_path_dir(in);
 	return NULL;
 }

@@ -1,4 +1,5 @@
 /* tpc_format.c - the format registry and content detection; see tpc_format.h. */
+#include "tpc_util.h"
 #include "tpc_format.h"
 
 #include <errno.h>
@@ -31,17 +32,11 @@ const tpc_format *tpc_format_by_name(const char *name)
 	return NULL;
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 const tpc_format *tpc_format_for_output(const char *path)
 {
 	for (size_t i = 0; i < n_formats; i++)
 		for (const char *const *x = formats[i]->exts; x && *x; x++)
-			if (ends_with(path, *x))
+			if (tpc_ends_with(path, *x))
 				return formats[i];
 	return NULL;
 }

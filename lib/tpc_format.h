@@ -111,6 +111,9 @@ typedef struct tpc_format {
 	int (*write_many)(const tpc_ckpt *const *ck, const char *const *path, int n, const tpc_write_opts *o,
 			  bool *committed, int *bad, tpc_err *e);
 	const char *const *exts;
+	/* An index over files written in another format (hf-index): the writer
+	 * of folder outputs, never one that --format names. */
+	bool index;
 	/* A folder of per-rank files that reads as one checkpoint (a training
 	 * framework's sharded save): merge accepts it like a shard set. */
 	bool sharded;

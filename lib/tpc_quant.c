@@ -262,12 +262,6 @@ int tpc_quant_cfg_from_file(tpc_quant_cfg *q, const char *path, bool gptq_file, 
 
 /* ---- finding the families ---- */
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 static bool is_f8(tpc_dtype d)
 {
 	return d == TPC_F8_E4M3 || d == TPC_F8_E5M2 || d == TPC_F8_E4M3FNUZ || d == TPC_F8_E5M2FNUZ ||
@@ -278,8 +272,8 @@ const char *tpc_quant_find_quantized(const tpc_ckpt *ck)
 {
 	for (size_t i = 0; i < ck->n; i++) {
 		const char *n = ck->t[i].name;
-		if (is_f8(ck->t[i].src_dtype) || ends_with(n, "qweight") || ends_with(n, "weight_scale_inv") ||
-		    ends_with(n, "weight_packed"))
+		if (is_f8(ck->t[i].src_dtype) || tpc_ends_with(n, "qweight") || tpc_ends_with(n, "weight_scale_inv") ||
+		    tpc_ends_with(n, "weight_packed"))
 			return n;
 	}
 	return NULL;
@@ -417,7 +411,7 @@ static int fp8_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype
 		dq.bi = 1;
 	int64_t comp[2] = {(int64_t)ix, si >= 0 ? si : ss};
 	/* a static activation scale goes with the weight it served */
-	if (ends_with(w->name, "weight")) {
+	if (tpc_ends_with(w->name, "weight")) {
 		int64_t in = find_cat(ck, b, w->name, nl - strlen("weight"), "input_scale");
 		if (in == -2)
 			return tpc_err_nomem(e);
@@ -668,11 +662,11 @@ int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, siz
 			continue;
 		if (q->method == TPC_QM_FP8 && is_f8(t->src_dtype))
 			ret = fp8_family(ck, q, i, out, drop, &b, e);
-		else if ((q->method == TPC_QM_GPTQ || q->method == TPC_QM_AWQ) && ends_with(t->name, "qweight") &&
-			 (!strcmp(t->name, "qweight") || ends_with(t->name, ".qweight")))
+		else if ((q->method == TPC_QM_GPTQ || q->method == TPC_QM_AWQ) && tpc_ends_with(t->name, "qweight") &&
+			 (!strcmp(t->name, "qweight") || tpc_ends_with(t->name, ".qweight")))
 			ret = packed_family(ck, q, i, out, drop, &b, e);
-		else if (q->method == TPC_QM_PACKED && ends_with(t->name, "weight_packed") &&
-			 (!strcmp(t->name, "weight_packed") || ends_with(t->name, ".weight_packed")))
+		else if (q->method == TPC_QM_PACKED && tpc_ends_with(t->name, "weight_packed") &&
+			 (!strcmp(t->name, "weight_packed") || tpc_ends_with(t->name, ".weight_packed")))
 			ret = ct_family(ck, q, i, out, drop, &b, e);
 		else
 			continue;

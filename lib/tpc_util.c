@@ -21,6 +21,12 @@ int tpc_parse_u64(const char *s, uint64_t max, uint64_t *out, tpc_err *e)
 	return 0;
 }
 
+bool tpc_ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && !memcmp(s + a - b, suf, b);
+}
+
 int tpc_parse_size(const char *s, uint64_t *out, tpc_err *e)
 {
 	char *end = NULL;

@@ -115,6 +115,9 @@ static inline uint64_t tpc_cursor_u64le(tpc_cursor *c)
 	return b ? tpc_rd64le(b) : 0;
 }
 
+/* Whether s ends with suf (both NUL-terminated). */
+bool tpc_ends_with(const char *s, const char *suf);
+
 /*
  * Parse a byte size: decimal digits with an optional suffix K M G T (powers of
  * 1000, as Hugging Face's "5GB") or Ki Mi Gi Ti (powers of 1024), an optional

@@ -32,8 +32,8 @@ static void remove_rank(const char *p)
 	while (d && (de = readdir(d))) {
 		const char *n = de->d_name;
 		if ((!strncmp(n, "model", 5) || !strncmp(n, "pytorch_model", 13)) &&
-		    (tpc__layout_has_suffix(n, ".safetensors") || tpc__layout_has_suffix(n, ".bin") ||
-		     tpc__layout_has_suffix(n, ".index.json"))) {
+		    (tpc_ends_with(n, ".safetensors") || tpc_ends_with(n, ".bin") ||
+		     tpc_ends_with(n, ".index.json"))) {
 			char *f = tpc_path_join(p, n);
 			if (f)
 				unlink(f);

@@ -416,7 +416,7 @@ static void remove_rank(const char *path)
 	struct dirent *de;
 	snprintf(pre, sizeof(pre), "model-rank-%d-part-", rank);
 	while (d && (de = readdir(d))) {
-		if (strncmp(de->d_name, pre, strlen(pre)) || !tpc__layout_has_suffix(de->d_name, ".safetensors"))
+		if (strncmp(de->d_name, pre, strlen(pre)) || !tpc_ends_with(de->d_name, ".safetensors"))
 			continue;
 		char *f = tpc_path_join(dir, de->d_name);
 		if (f)

@@ -108,12 +108,6 @@ const char *tpc_layout_merge_extras(const tpc_layout *l, const char *dir, const 
 	return l->companions_at_top ? dir : NULL;
 }
 
-bool tpc__layout_has_suffix(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 int tpc__layout_copy_companions(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o,
 				const char *config_merge, bool only_config, tpc_err *e)
 {

@@ -122,7 +122,6 @@ const char *tpc_layout_merge_extras(const tpc_layout *l, const char *dir, const 
 				    tpc_extras_opts *xo);
 
 /* Shared by the layout files (private). */
-bool tpc__layout_has_suffix(const char *s, const char *suf);
 /* Copy the model folder's companions into `dir` (config members merged from
  * `config_merge` when not NULL; only config.json with `only_config`). */
 int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,

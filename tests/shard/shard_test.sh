@@ -69,6 +69,16 @@ if [ $HAVE_TORCH_FMT = 1 ]; then
   $PY -c 'import torch,sys; sd=torch.load(sys.argv[1], weights_only=True); assert isinstance(sd, dict) and len(sd) == 30' "$T/llama_merged.pt" 2>"$T/err" &&
     ok "merged torch file loads in real torch.load(weights_only=True)" || bad "merged torch loads" "$(cat "$T/err")"
 fi
+# merge writes what convert writes for the same --format: a DCP folder for dcp
+# even when OUT ends in '/' (merge wrote an HF folder of safetensors there
+# before it shared convert's writer choice), and both list the same writable
+# formats for an unknown one
+run "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/llama_dcp/" --format dcp
+[ "$rc" = 0 ] && [ -f "$T/llama_dcp/.metadata" ] && [ ! -e "$T/llama_dcp/model.safetensors.index.json" ] &&
+  run "$TPCONV" convert "$T/llama_dcp" -o "$T/llama_dcp.safetensors" && same "$M/llama/model.safetensors" "$T/llama_dcp.safetensors" &&
+  ok "merge --format dcp writes a DCP folder that reads back bit-exact" || bad "merge --format dcp" "$(cat "$T/err" "$T/diff" 2>/dev/null; ls "$T/llama_dcp" | head -3)"
+expect_fail "merge: unknown --format lists the writable formats (exit 2)" 2 "unknown --format 'hf-index' (safetensors, torch, dcp)" "$T/nofmt" \
+  "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/nofmt" --format hf-index
 run "$TPCONV" merge "$T/rt_gpt2_4_tpconv_safetensors" -o "$T/gpt2_hf/" --max-shard-size 200K
 [ "$rc" = 0 ] && [ -f "$T/gpt2_hf/model.safetensors.index.json" ] && same "$M/gpt2/model.safetensors" "$T/gpt2_hf" &&
   ok "merge to HF shards is bit-exact" || bad "merge to HF shards" "$(cat "$T/err" "$T/diff")"
