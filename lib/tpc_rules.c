@@ -1,4 +1,5 @@
 /* tpc_rules.c - the remap stage; see tpc_rules.h. */
+#include "tpc_regex.h"
 #include "tpc_rules.h"
 
 #include <cjson/cJSON.h>
@@ -384,99 +385,18 @@ static int eval_expr(const tpc_rules *r, const expr *x, int64_t *out, int *need,
 
 /* ---- regular expressions ---- */
 
-/*
- * Rewrite a Python-flavoured pattern into POSIX ERE: \d and \D become bracket
- * expressions; constructs that POSIX would misread instead of refusing
- * ((?...) groups, lazy quantifiers) are errors. Bracket expressions are
- * copied untouched (backslash is literal there in POSIX).
- */
-static int translate_re(const char *pat, tpc_buf *out, const char **why)
-{
-	const char *p = pat;
-	while (*p) {
-		if (*p == '[') {
-			const char *q = p + 1;
-			if (*q == '^')
-				q++;
-			if (*q == ']')
-				q++;
-			while (*q && *q != ']') {
-				if (*q == '[' && (q[1] == ':' || q[1] == '.' || q[1] == '=')) {
-					char c = q[1];
-					const char *end = q + 2;
-					while (*end && !(end[0] == c && end[1] == ']'))
-						end++;
-					if (!*end) {
-						*why = "unterminated [: :] class";
-						return -1;
-					}
-					q = end + 2;
-					continue;
-				}
-				q++;
-			}
-			if (!*q) {
-				*why = "unterminated [ ] bracket expression";
-				return -1;
-			}
-			tpc_buf_add(out, p, (size_t)(q + 1 - p));
-			p = q + 1;
-			continue;
-		}
-		if (*p == '\\') {
-			if (!p[1]) {
-				*why = "trailing backslash";
-				return -1;
-			}
-			if (p[1] == 'd')
-				tpc_buf_adds(out, "[0-9]");
-			else if (p[1] == 'D')
-				tpc_buf_adds(out, "[^0-9]");
-			else
-				tpc_buf_add(out, p, 2);
-			p += 2;
-			continue;
-		}
-		if (*p == '(' && p[1] == '?') {
-			*why = "(?...) groups and lookaround are not POSIX extended regular expressions";
-			return -1;
-		}
-		if ((*p == '*' || *p == '+' || *p == '?' || *p == '}') && p[1] == '?') {
-			*why = "lazy quantifiers (*? +? ?? {}?) are not POSIX extended regular expressions";
-			return -1;
-		}
-		tpc_buf_addc(out, *p++);
-	}
-	return 0;
-}
-
 static int compile_re(regex_t *re, const char *pat, const char *what, const char *origin,
 		      tpc_err *e)
 {
-	tpc_buf b = TPC_BUF_INIT;
-	const char *why = NULL;
-	int rc;
-	if (translate_re(pat, &b, &why)) {
-		tpc_buf_release(&b);
-		return tpc_err_set(e, TPC_EUSAGE, "%s: bad %s '%s': %s", origin, what, pat, why);
-	}
-	tpc_buf_addc(&b, '\0'); /* an empty pattern still needs a string */
-	if (b.oom) {
-		tpc_buf_release(&b);
+	char why[256];
+	int rc = tpc_regex_compile(re, pat, 0, why, sizeof(why));
+	if (rc < 0)
 		return tpc_err_nomem(e);
-	}
-	if (tpc_regex_cost(b.p) > TPC_REGEX_MAX_COST) {
-		tpc_buf_release(&b);
+	if (rc && !strcmp(why, TPC_REGEX_TOO_COSTLY))
 		return tpc_err_set(e, TPC_EUSAGE, "%s: bad %s '%.64s%s': %s", origin, what, pat,
-				   strlen(pat) > 64 ? "..." : "", TPC_REGEX_TOO_COSTLY);
-	}
-	rc = regcomp(re, b.p, REG_EXTENDED);
-	tpc_buf_release(&b);
-	if (rc) {
-		char msg[256];
-		regerror(rc, re, msg, sizeof(msg));
-		return tpc_err_set(e, TPC_EUSAGE, "%s: bad %s '%s': %s", origin, what, pat, msg);
-	}
+				   strlen(pat) > 64 ? "..." : "", why);
+	if (rc)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: bad %s '%s': %s", origin, what, pat, why);
 	return 0;
 }
 

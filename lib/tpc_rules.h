@@ -65,7 +65,8 @@
  *              {"dtype": "bf16"},
  *              {"dtype": "f32", "match": "norm"}]}
  *
- * Regular expressions are POSIX extended (regcomp REG_EXTENDED, glibc), plus
+ * Regular expressions (lib/tpc_regex.h, the dialect plans use too) are
+ * POSIX extended (regcomp REG_EXTENDED, glibc), plus
  * \d and \D, which are rewritten to [0-9] and [^0-9]. Not available, and
  * refused with a message rather than misread: lookaround and other (?...)
  * groups, lazy quantifiers (*? +? ??). Inside a bracket expression a

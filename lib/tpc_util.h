@@ -151,23 +151,4 @@ int tpc_grow(void **p, size_t *cap, size_t need, size_t elem);
  * are in tpc_hash.h. */
 void tpc_hex(const uint8_t *in, size_t n, char *out /* 2n+1 */);
 
-/*
- * How big a POSIX extended regular expression gets inside glibc's regcomp,
- * which copies the subexpression under every repetition: the number of atoms
- * after that expansion (a bracket expression is one atom). UINT64_MAX for a
- * pattern to refuse whatever its size: an interval bound over
- * TPC_REGEX_MAX_DUP (x{1,n} costs n^2 memory), a copying repetition (+,
- * {m,n}) of something that can match the empty string ("(x*)+", "x?+":
- * minutes in regcomp), a back-reference (\1..\9: exponential matching), or
- * groups nested deeper than 64. Callers refuse a
- * pattern whose cost is over TPC_REGEX_MAX_COST (a few tens of MB in regcomp
- * at most) with TPC_REGEX_TOO_COSTLY; malformed patterns are left to
- * regcomp's own error.
- */
-#define TPC_REGEX_MAX_COST 10000u
-#define TPC_REGEX_MAX_DUP 255 /* POSIX's RE_DUP_MAX minimum */
-#define TPC_REGEX_TOO_COSTLY \
-	"too costly to compile: nested or stacked repetitions, repeating what can match empty, an interval over {255}, or a back-reference"
-uint64_t tpc_regex_cost(const char *pattern);
-
 #endif

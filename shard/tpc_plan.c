@@ -10,6 +10,7 @@
 #include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_qsplit.h"
+#include "tpc_regex.h"
 #include "tpc_util.h"
 
 #define MAX_EXACT 9007199254740992.0
@@ -261,15 +262,15 @@ void tpc_plan_release(tpc_plan *p)
 
 static int compile_re(regex_t *re, const char *src, const char *path, const char *what, tpc_err *e)
 {
-	if (tpc_regex_cost(src) > TPC_REGEX_MAX_COST)
+	char why[256];
+	int rc = tpc_regex_compile(re, src, 0, why, sizeof(why));
+	if (rc < 0)
+		return tpc_err_nomem(e);
+	if (rc && !strcmp(why, TPC_REGEX_TOO_COSTLY))
 		return PLAN_BAD(e, path, "%s: regular expression '%.64s%s' is %s", what, src,
 				strlen(src) > 64 ? "..." : "", TPC_REGEX_TOO_COSTLY);
-	int rc = regcomp(re, src, REG_EXTENDED);
-	if (rc) {
-		char msg[256];
-		regerror(rc, re, msg, sizeof(msg));
-		return PLAN_BAD(e, path, "%s: bad regular expression '%s': %s", what, src, msg);
-	}
+	if (rc)
+		return PLAN_BAD(e, path, "%s: bad regular expression '%s': %s", what, src, why);
 	return 0;
 }
 

@@ -2,7 +2,8 @@
  * tpc_plan.h - sharding plans: which tensor is split how for tensor parallelism.
  *
  * A plan maps tensor names to splits with an ordered list of rules. Each rule
- * has a POSIX extended regular expression that is searched for in the name
+ * has a regular expression in the dialect of rules files (lib/tpc_regex.h:
+ * POSIX extended plus \d and \D) that is searched for in the name
  * (unanchored: write `^` and `$` where they matter). The first rule whose
  * expression matches decides the tensor's split; the plan's fallback decides
  * the tensors no rule matches ("replicate", or "error"). A later rule that also

@@ -8,6 +8,7 @@
 
 #include "tpc_family.h"
 #include "tpc_plan.h"
+#include "tpc_regex.h"
 #include "tpc_rules.h"
 
 static int parse(tpc_plan *p, const char *json, tpc_err *e)
@@ -43,6 +44,9 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [], \"model\": {\"heads\": -1}}", "model fact \"heads\" must be a positive integer"},
 		{"{\"rules\": [], \"model\": {\"layerz\": 1}}", "unknown model fact \"layerz\""},
 		{"{\"rules\": [], \"layers\": [\"[\"]}", "bad regular expression '['"},
+		/* the dialect rules files use (lib/tpc_regex.h): refused by name, not misread */
+		{"{\"rules\": [{\"match\": \"(?i)x\", \"split\": \"col\"}]}", "(?...) groups and lookaround are not POSIX"},
+		{"{\"rules\": [{\"match\": \"x+?\", \"split\": \"col\"}]}", "lazy quantifiers"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"dim\": 1.5}]}", "\"dim\" must be an integer"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -142,6 +146,30 @@ static void test_families(void **st)
 	assert_false(tpc_family_name(w, TPC_ECO_VLLM, l, x, false, nm, sizeof(nm), &part));
 	assert_null(tpc_family_find("qwen4"));
 	assert_null(tpc_family_by_arch("NoSuchForCausalLM"));
+}
+
+/* Plans and rules share one dialect: \d is a digit in a plan too (POSIX
+ * alone would read it as 'd'), and the cost guard holds. */
+static void test_regex_dialect(void **st)
+{
+	(void)st;
+	regex_t re;
+	char why[256];
+	assert_int_equal(tpc_regex_compile(&re, "layers\\.\\d+\\.mlp$", REG_NOSUB, why, sizeof(why)), 0);
+	assert_int_equal(regexec(&re, "model.layers.12.mlp", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&re, "model.layers.dd.mlp", 0, NULL, 0), 0);
+	regfree(&re);
+	assert_int_equal(tpc_regex_compile(&re, "([0-9]+)+++++++++++++++++++++", 0, why, sizeof(why)), 1);
+	assert_string_equal(why, TPC_REGEX_TOO_COSTLY);
+	assert_int_equal(tpc_regex_compile(&re, "a(", 0, why, sizeof(why)), 1);
+	tpc_plan p;
+	tpc_err e;
+	tpc_err_init(&e);
+	const char *json = "{\"rules\": [{\"match\": \"layers\\\\.\\\\d+\\\\.mlp\\\\.down_proj\\\\.weight$\", \"split\": \"row\"}],"
+			   " \"fallback\": \"error\"}";
+	assert_int_equal(tpc_plan_from_buffer(&p, json, strlen(json), "dialect.json", &e), 0);
+	assert_int_equal(regexec(&p.rules[0].re, "model.layers.3.mlp.down_proj.weight", 0, NULL, 0), 0);
+	tpc_plan_release(&p);
 }
 
 static void test_presets(void **st)
@@ -561,7 +589,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
-		cmocka_unit_test(test_families),
+		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
 		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
