@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Run every registered meson test in each build dir given; print per-suite
 # results and end with the line "N passed, N failed[, N skipped]".
-# The first build runs every suite; later ones (the sanitizer build) skip the
-# 'slow' suite, whose 4 GiB records take minutes and exercise the same code.
+# The first build runs every suite; later ones (the sanitizer build) run the
+# 'san' suite: what finds memory errors (the unit tests, every reader on its
+# fuzz corpus, the hostile files, the real torch corpus, the fault paths, the
+# CLI, and shard/merge/verify of small models through the layouts, the MoE
+# and dense presets and direct I/O), not the large and repeated runs that
+# exercise the same code. The ten slowest tests of each build end the output.
 set -u
 pass=0 fail=0 skip=0
-fails=
+fails= slow=
 first=1
 for b in "$@"; do
   extra=()
-  [ "$first" = 1 ] || extra=(--no-suite slow)
+  [ "$first" = 1 ] || extra=(--suite san)
   first=0
   echo "== meson test in $b"
   log=$(mktemp)
@@ -39,8 +43,20 @@ for b in "$@"; do
     k>0 && /^#/{print "    " substr($0, 1, 200); k--; next} {k=0}
     /SUMMARY: [A-Za-z]+Sanitizer|: runtime error: /{print b ": " t ": " substr($0, 1, 200)}' "$tl" 2>/dev/null | head -n 40)
   [ -n "$f1" ] && fails+="$f1"$'\n'
+  slow+=$(python3 - "$b" 2>/dev/null <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1] + "/meson-logs/testlog.json"):
+    d = json.loads(line)
+    rows.append((d.get("duration", 0), d["name"]))
+for t, name in sorted(rows, reverse=True)[:10]:
+    print("%s: %7.1f s  %s" % (sys.argv[1], t, name))
+PY
+)$'\n'
   rm -f "$log"
 done
+echo "== the slowest tests"
+printf '%s' "$slow"
 if [ -n "$fails" ]; then echo "== failed checks"; printf '%s' "$fails" | head -n 60; fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
