@@ -1,0 +1,601 @@
+/* verify_desc.c - the shard set as verify sees it.
+ *
+ * This file translates what the set says about itself - the manifest's split
+ * of every tensor (kind, dim, parts, padding, replicas, row bias), the plan's
+ * `transposed`, the model facts, the checksums - or, for a set without a
+ * manifest, what --preset/--plan resolve, into verify's neutral description
+ * (verify/tpc_verify.h). cmd/ is the one layer that sees both shard/ and
+ * verify/. Under mpirun each process opens only its own rank files (every
+ * pipeline stage of its tp rank) and rank 0 reports. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_family.h"
+#include "tpc_io.h"
+#include "tpc_shard.h"
+#include "tpc_util.h"
+#include "verify_desc.h"
+
+/* Is tpc_split's kind the same number in verify's enum? (both list
+ * replicate, col, row, vocab, dim in this order) */
+_Static_assert((int)TPC_SPLIT_COL == (int)TPC_VSPLIT_COL && (int)TPC_SPLIT_ROW == (int)TPC_VSPLIT_ROW &&
+		       (int)TPC_SPLIT_VOCAB == (int)TPC_VSPLIT_VOCAB && (int)TPC_SPLIT_DIM == (int)TPC_VSPLIT_DIM,
+	       "split kinds");
+
+static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, const tpc_ckpt *ref,
+			  const tpc_split *sp, bool transposed, tpc_err *e)
+{
+	int64_t ri = tpc_ckpt_find(ref, name);
+	if (ri < 0)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
+	tpc_vpart parts[TPC_VERIFY_MAX_PARTS];
+	int np = sp->dim < 0 ? 0 : sp->nparts;
+	if (np > TPC_VERIFY_MAX_PARTS)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s': %d fused parts", name, np);
+	for (int k = 0; k < np; k++)
+		parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas > 0 ? sp->part[k].replicas : 1};
+	tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
+	return tpc_verify_set_add(s, as ? as : name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np, parts,
+				  e);
+}
+
+int tpc_varch_parse(const char *name, tpc_varch *out)
+{
+	/* verify's own names, or a family whose record says which it runs as */
+	static const char *const names[] = {"llama", "gpt2", "dit"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT};
+	const tpc_family *f = tpc_family_find(name);
+	if (f)
+		name = f->verify;
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i])) {
+			*out = archs[i];
+			return 0;
+		}
+	return -1;
+}
+
+tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
+{
+	tpc_vfacts v;
+	memset(&v, 0, sizeof(v));
+	v.heads = f->heads;
+	v.kv_heads = f->kv_heads;
+	v.head_dim = f->head_dim;
+	v.hidden = f->hidden;
+	v.vocab = f->vocab;
+	v.layers = f->layers;
+	v.moe_top_k = f->experts_per_tok;
+	v.moe_renorm = f->norm_topk;
+	v.moe_sigmoid = f->scoring == TPC_MOE_SIGMOID ? 1 : f->scoring == TPC_MOE_SOFTMAX ? -1 : 0;
+	v.moe_group_max = f->topk_method == TPC_MOE_GROUP_LIMITED;
+	if (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC) {
+		v.moe_n_group = f->n_group;
+		v.moe_topk_group = f->topk_group;
+	}
+	v.moe_scale = f->routed_scale;
+	if (f->ff_act) {
+		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
+		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
+			   : f->ff_act == TPC_FF_SWIGLU || f->ff_act == TPC_FF_OTHER ? TPC_VACT_SILU
+										 : TPC_VACT_GELU_TANH;
+	}
+	return v;
+}
+
+/*
+ * Is rank file r where it belongs? A file that holds another rank's tensors
+ * (two files swapped or renamed on disk) would otherwise show only as slices
+ * that differ from the reference; say it first, naming the file and the rank
+ * whose tensors it holds. The file's own word (tpconv.rank in its metadata)
+ * decides where there is one; else the content: the smallest tensor whose
+ * slices differ between ranks, hashed and looked up among the manifest's
+ * rank checksums. Returns the rank whose tensors file r holds, r when it is
+ * in place or nothing tells, or a negative status.
+ */
+static int rank_file_holds(const tpc_manifest *man, const tpc_ckpt *rk, int r, int tp, tpc_err *e)
+{
+	const char *v = tpc_ckpt_meta_get(rk, "tpconv.rank");
+	uint64_t said;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	if (v && !tpc_parse_u64(v, (uint64_t)INT32_MAX, &said, &e2))
+		return (int)said;
+	if (!man || man->checksum == TPC_HASH_NONE)
+		return r;
+	int stage = r / tp, t = r % tp;
+	const tpc_tensor *best = NULL;
+	const tpc_manifest_tensor *bm = NULL;
+	for (size_t i = 0; i < man->n; i++) {
+		const tpc_manifest_tensor *mt = &man->t[i];
+		if (mt->stage != stage || !mt->rank_hash)
+			continue;
+		bool distinct = false;
+		for (int q = 0; q < tp && !distinct; q++)
+			distinct = memcmp(mt->rank_hash[q], mt->rank_hash[t], tpc_hash_len(man->checksum)) != 0;
+		int64_t k = distinct ? tpc_ckpt_find(rk, mt->name) : -1;
+		if (k >= 0 && (!best || rk->t[k].nbytes < best->nbytes)) {
+			best = &rk->t[k];
+			bm = mt;
+		}
+	}
+	if (!best)
+		return r;
+	uint8_t h[TPC_HASH_MAX];
+	size_t hl = tpc_hash_len(man->checksum);
+	int ret = tpc_ckpt_hash_tensor(rk, best, man->checksum, h, e);
+	if (ret)
+		return ret;
+	if (!memcmp(h, bm->rank_hash[t], hl))
+		return r;
+	for (int q = 0; q < tp; q++)
+		if (!memcmp(h, bm->rank_hash[q], hl))
+			return stage * tp + q;
+	return r; /* another set's or a corrupted file: the structure check says which tensor */
+}
+
+/* What every rank holds for a layer's shape split `sp` (is_shape): the
+ * reference's two values with entry shape_dim = shape_len, as tensor `name`
+ * of aux (its bytes in memory aux owns). */
+static int expected_shape(tpc_ckpt *aux, const tpc_ckpt *ref, const char *name, const tpc_split *sp, tpc_err *e)
+{
+	int64_t ri = tpc_ckpt_find(ref, name), v[2];
+	int ret, idx;
+	if (ri < 0)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
+	const tpc_tensor *t = &ref->t[ri];
+	if ((ret = tpc__shape_read(ref, t, v, e)))
+		return ret;
+	v[sp->shape_dim] = sp->shape_len;
+	if ((ret = tpc__shape_add(aux, t, v, "a layer's shape per rank", &idx, e)))
+		return ret;
+	tpc_tensor d;
+	if (tpc_tensor_copy(&d, t))
+		return tpc_err_nomem(e);
+	d.src = idx;
+	d.offset = 0;
+	d.storage = -1;
+	d.alias_of = -1;
+	d.flags &= ~(uint32_t)TPC_TF_BYTESWAP;
+	tpc_tensor_set_contiguous(&d);
+	int64_t k = tpc_ckpt_add_copy(aux, name, &d, e);
+	tpc_tensor_release(&d);
+	return k < 0 ? (int)k : 0;
+}
+
+/*
+ * Dense check of a quantized set: refd's dequantized weight k (computed from
+ * the reference's packed tensors) against each rank's, dequantized from the
+ * pieces that rank holds (rankd). The split: the manifest's for an FP8
+ * weight (same name, same shape); for GPTQ/AWQ, whose weight has no entry,
+ * the plan's rule for it, on the stage and EP group of its first companion.
+ */
+static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_plan *plan, bool have_plan,
+		     const tpc_model_facts *facts, const tpc_ckpt *refd, tpc_ckpt *rankd, size_t k, int tp, bool mpi,
+		     int me, tpc_err *e)
+{
+	const tpc_tensor *t = &refd->t[k];
+	if (!t->dq)
+		return 0;
+	const tpc_manifest_tensor *mt = NULL, *mc = NULL;
+	for (size_t i = 0; i < man->n; i++) {
+		if (!strcmp(man->t[i].name, t->name))
+			mt = &man->t[i];
+		if (t->dq->c[0].name && !strcmp(man->t[i].name, t->dq->c[0].name))
+			mc = &man->t[i];
+	}
+	if (!mt && !mc)
+		return 0; /* not in the set (dropped by its rules) */
+	tpc_split sp;
+	bool transposed = false;
+	if (mt) {
+		sp = mt->split;
+	} else {
+		int rtp = tpc_split_tp(&mc->split, tp);
+		if (!have_plan) {
+			tpc_cli_info("verify: no plan in the manifest: '%s' is checked as stored only", t->name);
+			return 0;
+		}
+		int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, &sp, NULL, e);
+		if (ret)
+			return ret;
+		sp.ep = mc->split.ep;
+		sp.ep_group = mc->split.ep_group;
+		sp.expert = mc->split.expert;
+	}
+	if (sp.rule >= 0 && (size_t)sp.rule < plan->nrules)
+		transposed = plan->rules[sp.rule].transposed;
+	int stage = (mt ? mt : mc)->stage;
+	int64_t ix = add_tensor(set, t->name, NULL, refd, &sp, transposed, e);
+	if (ix < 0)
+		return (int)ix;
+	tpc_vtensor *vt = &set->t[ix];
+	vt->transposed = transposed && vt->ref->ndim == 2;
+	if (sp.ep > 1) {
+		vt->ep = sp.ep;
+		vt->ep_group = sp.ep_group;
+	}
+	for (int r = 0; r < tp; r++) {
+		tpc_ckpt *rk = &rankd[stage * tp + r];
+		if (mpi && r != me)
+			continue;
+		int64_t j = tpc_ckpt_find(rk, t->name);
+		tpc_verify_set_rank(set, ix, r, rk, j >= 0 ? &rk->t[j] : NULL);
+	}
+	return 0;
+}
+
+
+void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
+{
+	memset(d, 0, sizeof(*d));
+	d->a = a;
+	tpc_ckpt_init(&d->ref);
+	tpc_ckpt_init(&d->refd);
+	tpc_ckpt_init(&d->vaux);
+	tpc_plan_init(&d->plan);
+	d->qdt = TPC_F32;
+}
+
+void tpc_cli_vdesc_release(tpc_cli_vdesc *d)
+{
+	for (int r = 0; d->rank && r < d->nfiles; r++)
+		tpc_ckpt_release(&d->rank[r]);
+	free(d->rank);
+	for (int r = 0; d->rankd && r < d->nfiles; r++)
+		tpc_ckpt_release(&d->rankd[r]);
+	free(d->rankd);
+	tpc_ckpt_release(&d->refd);
+	tpc_ckpt_release(&d->vaux);
+	if (d->have_man)
+		tpc_manifest_release(&d->man);
+	tpc_plan_release(&d->plan);
+	tpc_ckpt_release(&d->ref);
+	memset(d, 0, sizeof(*d));
+}
+
+/* The set's description: its manifest (and the plan it records), or a plan
+ * to resolve on the reference for a foreign set; tp, pp and the layout. */
+static int open_description(tpc_cli_vdesc *d, tpc_err *e)
+{
+	const tpc_cli_vargs *a = d->a;
+	int ret;
+	char *mpath = tpc_path_join(a->dir, TPC_MANIFEST_NAME);
+	if (!mpath)
+		return tpc_err_nomem(e);
+	ret = tpc_exists(mpath) ? tpc_manifest_from_file(&d->man, mpath, e) : 0;
+	d->have_man = !ret && tpc_exists(mpath);
+	free(mpath);
+	if (ret)
+		return ret;
+	d->pp = 1;
+	if (d->have_man) {
+		d->tp = d->man.tp;
+		d->pp = d->man.pp;
+		d->layout = d->man.layout;
+		if (a->tp && a->tp != d->tp)
+			return tpc_cli_usage("verify", "--ranks %lld, but the manifest says tp %d", (long long)a->tp, d->tp);
+		if (d->man.plan_json && !a->preset && !a->plan_file) {
+			if ((ret = tpc_plan_from_buffer(&d->plan, d->man.plan_json, strlen(d->man.plan_json), "manifest plan", e)))
+				return ret;
+			d->have_plan = true;
+		}
+	} else {
+		if (tpc_set_detect(a->dir, &d->layout) != TPC_SET_FOREIGN)
+			return tpc_err_set(e, TPC_EINPUT, "'%s' has no %s and no rank files tpconv knows", a->dir,
+					   TPC_MANIFEST_NAME);
+		if (!a->preset && !a->plan_file)
+			return tpc_cli_usage("verify", "a set without a manifest needs --preset or --plan");
+		if (!a->tp)
+			return tpc_cli_usage("verify", "a set without a manifest needs --ranks N");
+		d->tp = (int)a->tp;
+	}
+	if (a->preset || a->plan_file) {
+		tpc_plan_release(&d->plan);
+		tpc_plan_init(&d->plan);
+		if ((ret = tpc_cli_load_plan(a->preset, a->plan_file, &d->plan, e)))
+			return ret;
+		d->have_plan = true;
+	}
+	return 0;
+}
+
+/* The model facts: flags, --config, the manifest or the foreign set's own
+ * record (Megatron's args), the shapes; then a foreign set's plan as its
+ * layout's consumer splits (vLLM pads the vocabulary its own way). */
+static int resolve_facts(tpc_cli_vdesc *d, tpc_err *e)
+{
+	const tpc_cli_vargs *a = d->a;
+	tpc_model_facts own;
+	int ret;
+	memset(&own, 0, sizeof(own));
+	if (!d->have_man && d->layout && d->layout->foreign_facts)
+		d->layout->foreign_facts(a->dir, &own);
+	if ((ret = tpc_cli_facts(&a->flags, a->config, a->ref_path, d->have_man ? &d->man.facts : &own,
+				 d->have_plan ? &d->plan : NULL, &d->facts, e)))
+		return ret;
+	if (d->have_plan) {
+		char note[1024];
+		if ((ret = tpc_facts_from_shapes(&d->facts, &d->plan, &d->ref, note, sizeof(note), e)))
+			return ret;
+		if (note[0])
+			tpc_cli_info("%s", note);
+	}
+	if (!d->have_man && d->have_plan && d->layout->adjust_plan &&
+	    (ret = d->layout->adjust_plan(&d->plan, &d->ref, &d->facts, d->tp, e)))
+		return ret;
+	if (a->mpi && a->size != d->tp)
+		return tpc_err_set(e, TPC_EGPU, "mpirun started %d processes for a tp %d set (run -np %d)", a->size, d->tp,
+				   d->tp);
+	return 0;
+}
+
+/* A quantized reference (FP8, GPTQ, AWQ with its quantization_config) whose
+ * set has a manifest: every weight is also checked dense. */
+static int open_dequantized(tpc_cli_vdesc *d, tpc_err *e)
+{
+	const tpc_cli_vargs *a = d->a;
+	int ret;
+	if (!d->have_man || a->no_dq || !tpc_quant_find_quantized(&d->ref))
+		return 0;
+	if ((ret = tpc_cli_quant_cfg(a->ref_path, &d->qcfg, NULL, e)))
+		return ret;
+	if (d->qcfg.method == TPC_QM_NONE)
+		return 0;
+	/* f32: the dense values exactly, whatever the model's torch_dtype */
+	if ((ret = tpc_ckpt_open(&d->refd, a->ref_path, NULL, e)) ||
+	    (ret = tpc_ckpt_dequantize(&d->refd, &d->qcfg, d->qdt, &d->ndq, e)))
+		return ret;
+	/* a set sharded with --dequantize holds the dense weights themselves (in
+	 * the dtype the manifest names): compare them with the reference
+	 * dequantized to that dtype */
+	for (size_t i = 0; d->ndq && i < d->man.n && !d->dense_set; i++) {
+		int64_t dk = tpc_ckpt_find(&d->refd, d->man.t[i].name), ri = tpc_ckpt_find(&d->ref, d->man.t[i].name);
+		if (dk >= 0 && d->refd.t[dk].dq && (ri < 0 || d->ref.t[ri].src_dtype != d->man.t[i].dtype)) {
+			d->dense_set = true;
+			d->qdt = d->man.t[i].dtype;
+		}
+	}
+	if (d->dense_set && d->qdt != TPC_F32)
+		/* verify compares bytes of the reference's own dtype; the
+		 * dequantized reference is F32 until a writer casts it */
+		return tpc_err_set(e, TPC_EINPUT,
+				   "the set holds dequantized %s weights (shard --dequantize): verify it against the reference dequantized the same way ('tpconv convert --dequantize %s -o dense/', then --reference dense/)",
+				   tpc_dtype_name(d->qdt), a->ref_path);
+	if (d->ndq)
+		tpc_cli_info(d->dense_set ? "verify: the set holds %zu weights dequantized (shard --dequantize): checked against the reference dequantized"
+					  : "verify: %zu quantized weights are also checked dense, dequantized on every rank",
+			     d->ndq);
+	return 0;
+}
+
+/* Rank file r through the layout (a rank that stores fused or renamed
+ * tensors, as vLLM's, gives them back as split), and again with its
+ * quantized weights dense when the set is checked dense. */
+static int open_rank(tpc_cli_vdesc *d, int r, tpc_err *e)
+{
+	const tpc_cli_vargs *a = d->a;
+	int tp = d->tp, ret;
+	char *p = d->have_man ? tpc_path_join(a->dir, d->man.files[r]) : d->layout->foreign_rank_path(a->dir, r % tp, r / tp, tp);
+	char **names = NULL;
+	size_t nnames = 0;
+	if (!p)
+		return tpc_err_nomem(e);
+	if (!tpc_layout_rank_exists(d->layout, p)) {
+		ret = tpc_err_set(e, TPC_EINPUT, "the set in '%s' lacks the file of rank %d", a->dir, r);
+		tpc_err_path(e, p);
+		goto out;
+	}
+	if (d->have_man && !(names = tpc_calloc(d->man.n ? d->man.n : 1, sizeof(*names)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; d->have_man && i < d->man.n; i++)
+		if (d->man.t[i].stage == r / tp)
+			names[nnames++] = d->man.t[i].name;
+	tpc_layout_rank_ctx rc = {r, r % tp, r / tp, tp, d->pp, &d->facts, names, nnames};
+	ret = tpc_layout_open_rank(d->layout, p, &rc, &d->rank[r], e);
+	if (!ret && d->rankd) {
+		size_t nr = 0;
+		tpc_quant_cfg rq = d->qcfg;
+		rq.rank_piece = true;
+		if (!(ret = tpc_layout_open_rank(d->layout, p, &rc, &d->rankd[r], e)))
+			ret = tpc_ckpt_dequantize(&d->rankd[r], &rq, d->qdt, &nr, e);
+		if (ret)
+			tpc_err_path(e, p);
+	}
+	if (ret)
+		goto out;
+	const char *id = tpc_ckpt_meta_get(&d->rank[r], "tpconv.set_id");
+	if (d->have_man && id && strcmp(id, d->man.set_id))
+		ret = tpc_err_set(e, TPC_EINPUT, "rank file '%s' belongs to set %s, the manifest is set %s", d->man.files[r],
+				  id, d->man.set_id);
+out:
+	free(names);
+	free(p);
+	return ret;
+}
+
+/* Rank files: file r = pp_rank * tp + tp_rank; under MPI only ours. */
+static int open_ranks(tpc_cli_vdesc *d, tpc_err *e)
+{
+	int ret;
+	d->nfiles = d->tp * d->pp;
+	if (!(d->rank = tpc_calloc((size_t)d->nfiles, sizeof(*d->rank))))
+		return tpc_err_nomem(e);
+	for (int r = 0; r < d->nfiles; r++)
+		tpc_ckpt_init(&d->rank[r]);
+	if (d->ndq && !d->dense_set && !(d->rankd = tpc_calloc((size_t)d->nfiles, sizeof(*d->rankd))))
+		return tpc_err_nomem(e);
+	for (int r = 0; d->rankd && r < d->nfiles; r++)
+		tpc_ckpt_init(&d->rankd[r]);
+	for (int r = 0; r < d->nfiles; r++)
+		if (!(d->a->mpi && r % d->tp != d->a->me) && (ret = open_rank(d, r, e)))
+			return ret;
+	return 0;
+}
+
+int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
+{
+	int ret;
+	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, NULL, e)) || (ret = open_description(d, e)) ||
+	    (ret = resolve_facts(d, e)) || (ret = open_dequantized(d, e)) || (ret = open_ranks(d, e)))
+		return ret;
+	return 0;
+}
+
+/* A structure failure found while describing the set, on rank 0's report. */
+static int report_structure(tpc_cli_vdesc *d, tpc_verify_report *rep, const char *name, const char *dtype,
+			    const char *msg)
+{
+	tpc_vresult res;
+	memset(&res, 0, sizeof(res));
+	res.kind = TPC_VC_STRUCTURE;
+	res.status = TPC_VR_FAIL;
+	tpc_sanitize(res.name, sizeof(res.name), name);
+	snprintf(res.dtype, sizeof(res.dtype), "%s", dtype);
+	snprintf(res.msg, sizeof(res.msg), "%s", msg);
+	return d->a->me == 0 ? tpc_verify_report_add(rep, &res) : 0;
+}
+
+/* Rank files in the wrong place come first in the report. */
+static int report_misplaced(tpc_cli_vdesc *d, tpc_verify_report *rep, tpc_err *e)
+{
+	int tp = d->tp, ret = 0;
+	for (int r = 0; r < d->nfiles && !ret; r++) {
+		if (d->a->mpi && r % tp != d->a->me)
+			continue;
+		int holds = rank_file_holds(d->have_man ? &d->man : NULL, &d->rank[r], r, tp, e);
+		if (holds < 0)
+			return holds;
+		if (holds == r)
+			continue;
+		char *fp = d->have_man ? NULL : d->layout->foreign_rank_path(d->a->dir, r % tp, r / tp, tp);
+		char name[TPC_ERR_NAME_MAX], msg[320];
+		tpc_sanitize(name, sizeof(name), d->have_man ? d->man.files[r] : fp ? fp : "?");
+		snprintf(msg, sizeof(msg),
+			 "rank file holds rank %d's tensors: '%.120s' is rank %d's place (files swapped or renamed?)", holds,
+			 name, r);
+		free(fp);
+		tpc_cli_warn("rank file '%s' holds rank %d's tensors, not rank %d's", name, holds, r);
+		ret = report_structure(d, rep, name, "-", msg);
+	}
+	return ret;
+}
+
+/* One tensor of the set: its split (the manifest's, or the plan's resolved
+ * on the reference), its reference (the dense one for a set sharded with
+ * --dequantize; a quantized weight also checked dense is checked raw as
+ * "NAME (F8_E4M3)"), checksums, and each rank's tensor. */
+static int describe_tensor(tpc_cli_vdesc *d, tpc_verify_set *set, size_t i, tpc_err *e)
+{
+	const tpc_cli_vargs *a = d->a;
+	tpc_split sp;
+	const char *name;
+	int stage = 0, tp = d->tp, ret;
+	if (d->have_man) {
+		sp = d->man.t[i].split;
+		name = d->man.t[i].name;
+		stage = d->man.t[i].stage;
+	} else {
+		const tpc_tensor *t = &d->ref.t[i];
+		name = t->name;
+		if ((ret = tpc_plan_resolve(&d->plan, &d->facts, name, t->ndim, t->shape, tp, TPC_RESOLVE_PAD, &sp, NULL, e)))
+			return ret;
+	}
+	bool transposed = d->have_plan && sp.rule >= 0 && (size_t)sp.rule < d->plan.nrules && d->plan.rules[sp.rule].transposed;
+	char raw[TPC_ERR_NAME_MAX + 32];
+	const char *as = NULL;
+	int64_t dk = d->ndq ? tpc_ckpt_find(&d->refd, name) : -1, rk0 = tpc_ckpt_find(&d->ref, name);
+	/* a layer's shape rewritten per rank (compressed-tensors weight_shape):
+	 * the ranks are compared with the shape of their slice */
+	const tpc_ckpt *rck = sp.is_shape ? &d->vaux : &d->ref;
+	if (dk >= 0 && d->refd.t[dk].dq && d->dense_set) {
+		rck = &d->refd;
+	} else if (dk >= 0 && d->refd.t[dk].dq && rk0 >= 0) {
+		snprintf(raw, sizeof(raw), "%s (%s)", name, tpc_dtype_name(d->ref.t[rk0].src_dtype));
+		as = raw;
+	}
+	int64_t ix = add_tensor(set, name, as, rck, &sp, transposed, e);
+	if (ix < 0)
+		return (int)ix;
+	tpc_vtensor *vt = &set->t[ix];
+	vt->transposed = transposed && vt->ref->ndim == 2;
+	if (sp.ep > 1) {
+		vt->ep = sp.ep;
+		vt->ep_group = sp.ep_group;
+	}
+	if (d->have_man) {
+		const tpc_manifest_tensor *mt = &d->man.t[i];
+		vt->hash_alg = d->man.checksum;
+		if (mt->has_hash && !sp.is_shape) {
+			vt->has_hash = true;
+			memcpy(vt->hash, mt->hash, TPC_HASH_MAX);
+		}
+		if (mt->rank_hash) {
+			if (!(vt->rank_hash = tpc_malloc((size_t)tp * TPC_HASH_MAX)))
+				return tpc_err_nomem(e);
+			memcpy(vt->rank_hash, mt->rank_hash, (size_t)tp * TPC_HASH_MAX);
+		}
+	}
+	for (int t = 0; t < tp; t++) {
+		tpc_ckpt *rk = &d->rank[stage * tp + t];
+		if (a->mpi && t != a->me)
+			continue;
+		int64_t k = tpc_ckpt_find(rk, name);
+		tpc_verify_set_rank(set, ix, t, rk, k >= 0 ? &rk->t[k] : NULL);
+	}
+	return 0;
+}
+
+/* Block and model checks when the structure is known: --arch, else the
+ * plan's family (its record names the architecture). */
+static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
+{
+	const char *arch = d->a->arch;
+	const char *an = arch ? arch : (d->have_plan && d->plan.name ? d->plan.name : "none");
+	tpc_varch va;
+	if (!strcmp(an, "none") || !(d->a->checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL)))
+		return 0;
+	if (tpc_varch_parse(an, &va))
+		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, dit or none, not '%s'", arch) : 0;
+	tpc_vfacts vf = tpc_cli_vfacts(&d->facts);
+	return tpc_verify_model_from_names(set, va, &vf, e);
+}
+
+int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report *rep, tpc_err *e)
+{
+	int ret;
+	if ((ret = report_misplaced(d, rep, e)))
+		return ret;
+	/* the shapes ranks hold of their slices, before anything points into vaux */
+	for (size_t i = 0; d->have_man && i < d->man.n; i++)
+		if (d->man.t[i].split.is_shape &&
+		    (ret = expected_shape(&d->vaux, &d->ref, d->man.t[i].name, &d->man.t[i].split, e)))
+			return ret;
+	tpc_verify_set_release(set);
+	tpc_verify_set_init(set, d->tp);
+	for (size_t i = 0, nt = d->have_man ? d->man.n : d->ref.n; i < nt; i++)
+		if ((ret = describe_tensor(d, set, i, e)))
+			return ret;
+	/* a quantized set: every weight dequantized on each rank from its pieces
+	 * against the matching window of the dequantized reference */
+	for (size_t k = 0; d->rankd && k < d->refd.n; k++)
+		if ((ret = add_dense(set, &d->man, &d->plan, d->have_plan, &d->facts, &d->refd, d->rankd, k, d->tp, d->a->mpi,
+				     d->a->me, e)))
+			return ret;
+	tpc_verify_link_biases(set);
+	/* rank files holding tensors the description does not know */
+	for (int r = 0; r < d->nfiles; r++)
+		for (size_t k = 0; k < d->rank[r].n; k++)
+			if (tpc_verify_set_find(set, d->rank[r].t[k].name) < 0) {
+				char msg[96];
+				snprintf(msg, sizeof(msg), "rank file %d holds a tensor the set does not list", r);
+				if ((ret = report_structure(d, rep, d->rank[r].t[k].name, tpc_dtype_name(d->rank[r].t[k].dtype),
+							    msg)))
+					return ret;
+			}
+	return attach_model(d, set, e);
+}
