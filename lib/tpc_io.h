@@ -61,11 +61,10 @@ void tpc_map_drop_passed(const tpc_map *m, uint64_t off, uint64_t end);
 
 /* Map the pages of [off, off+len) into this process's page tables now
  * (MADV_POPULATE_READ). A pwritev from a mapping needs its source pages
- * mapped: on the bench machine's 6.18 kernel the buffered write copies with
- * faults off, faults the pages in only after a copy came up short, and then
- * writes the rest of the call in halved pieces, down to single 4 KiB
- * page-cache folios (merge tp 8 of the 4.74 GB bench file: 329,677 folios without this,
- * 69,157 with it, where the in-kernel copy makes 72,624). */
+ * mapped: the kernel's buffered write copies with faults off, faults the
+ * pages in only after a copy came up short, and then writes the rest of the
+ * call in halved pieces, down to single 4 KiB page-cache folios (measured:
+ * BENCHMARKS.md). */
 void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len);
 
 /* A second mapping of m's file, for one writer thread: a VMA of its own, so
@@ -73,8 +72,8 @@ void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len);
  * thread's kernel copy is reading from. Two writers read the same pages of a
  * row-parallel weight (each its columns of every row); through one shared
  * mapping the first one's drop made the second one's pwritev come up short,
- * and the kernel then wrote the rest of that call in 4 KiB folios (shard tp 8
- * of the 4.74 GB bench file: 166,000 order-0 folios). Returns NULL when m has
+ * and the kernel then wrote the rest of that call in 4 KiB folios (measured:
+ * BENCHMARKS.md). Returns NULL when m has
  * no file or the mapping fails (the caller keeps m's own mapping). */
 const uint8_t *tpc_map_alias(const tpc_map *m);
 void tpc_map_alias_close(const tpc_map *m, const uint8_t *alias);
@@ -100,22 +99,16 @@ typedef struct tpc_out {
 	char *tmp;      /* temporary name */
 	int fd;
 	uint64_t size;  /* bytes written through tpc_out_write (sequential position) */
-	uint64_t wb;    /* write-behind: writeback started for [0, wb) */
-	int dfd;        /* the same file opened O_DIRECT (valid when dio > 0) */
-	int dio;        /* 0 not tried yet, 1 dfd open, -1 not used for this file */
-	uint32_t dio_mem; /* the file system's O_DIRECT memory alignment (statx) */
-	struct tpc_dio_queue *dq; /* direct writes in flight and their buffers (lib/tpc_io.c) */
-	uint8_t *stage;     /* staged sequential bytes for direct writes (a buffer of dq's) */
-	int stage_slot;     /* dq's slot that owns stage */
-	size_t staged;      /* bytes in stage */
-	uint64_t stage_off; /* file offset of stage[0] (a whole page) */
-	bool staging;       /* stage holds the bytes at [stage_off, stage_off + staged) */
-	uint8_t *scratch;   /* tpc_out_scratch's buffer */
-	size_t scratch_len;
-	uint64_t end;       /* the end of the furthest byte written */
-	uint64_t reserved;  /* the size tpc_out_reserve gave the file */
 	bool committed;
 	unsigned flags; /* TPC_OUT_* given to tpc_out_open */
+	/* the rest is the library's own */
+	uint64_t wb;        /* write-behind: writeback started for [0, wb) */
+	uint64_t end;       /* the end of the furthest byte written */
+	uint64_t reserved;  /* the size tpc_out_reserve gave the file */
+	uint8_t *scratch;   /* tpc_out_scratch's buffer */
+	size_t scratch_len;
+	struct tpc_dio *dio; /* direct writes (O_DIRECT, their queue and staging); NULL
+			      * until the first write that could go direct */
 } tpc_out;
 
 enum { TPC_OUT_FORCE = 1 };
@@ -149,8 +142,8 @@ uint8_t *tpc_out_scratch(tpc_out *o, size_t n);
 /* A buffer of at least n bytes for a pass over one tensor (*len gets its
  * size; NULL when out of memory), given back with tpc_scratch_put(p, *len).
  * Those of 1 MiB and more come from the writers' pool of touched buffers
- * instead of new memory: on the bench VM a MiB of new memory costs 2-4 ms
- * to fault in, more than reading a MiB from the page cache. */
+ * instead of new memory, which can cost more to fault in than reading the
+ * same bytes from the page cache (measured: BENCHMARKS.md). */
 uint8_t *tpc_scratch_get(size_t n, size_t *len);
 void tpc_scratch_put(uint8_t *p, size_t len);
 /* Set the file size. */
@@ -162,6 +155,10 @@ int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e);
 int tpc_out_finish(tpc_out *o, tpc_err *e);
 int tpc_out_commit(tpc_out *o, tpc_err *e);
 void tpc_out_abort(tpc_out *o); /* safe after commit (no-op) and on a zeroed struct */
+/* Do o's large writes go to the file with O_DIRECT (the file system took the
+ * descriptor and has refused no direct write)? False before the first write
+ * that could go direct, and after the commit. */
+bool tpc_out_is_direct(const tpc_out *o);
 
 /*
  * Process-wide I/O settings. The library reads no environment: cmd/ reads
