@@ -18,6 +18,7 @@
 #include "tpc_format.h"
 #include "tpc_plan.h"
 #include "tpc_rules.h"
+#include "tpc_shard.h"
 #include "tpc_verify.h"
 
 #define TPC_EXIT_HELP \
@@ -176,6 +177,39 @@ void tpc_cli_set_init(tpc_cli_set *s, int64_t pp_default);
 /* One option (`flag` as written, for messages): 0, an exit status (message
  * printed), or -1 if `code` is not one of these. */
 int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag, const char *arg);
+
+/*
+ * One way to open an input (cli_input.c): a checkpoint, or a shard set merged
+ * on the fly (a tpconv manifest set, a foreign set with the plan it was split
+ * with, a training framework's sharded folder). The plan: --preset/--plan,
+ * else (TPC_CLI_IN_SET_PLAN) the set's manifest's. Returns 0, a negative
+ * status in e (path set), or a positive exit status already reported.
+ */
+enum {
+	TPC_CLI_IN_CHECKSUMS = 1u << 0,  /* check a set's rank tensors against its manifest */
+	TPC_CLI_IN_DEFER = 1u << 1,      /* ... in the reads that follow (tpc_merge_opts) */
+	TPC_CLI_IN_DEQUANTIZE = 1u << 2, /* a checkpoint's FP8/GPTQ/AWQ weights dense (TPC_OPEN_DEQUANTIZE) */
+	TPC_CLI_IN_SET_PLAN = 1u << 3,   /* take a manifest set's plan when no flag names one */
+	TPC_CLI_IN_SET = 1u << 4,        /* the input must be a set (merge): a folder no layout claims is
+					  * left to tpc_merge_open to refuse */
+	TPC_CLI_IN_TAKE_RANK0 = 1u << 5, /* replicated tensors that differ: rank 0's copy */
+};
+typedef struct tpc_cli_input {
+	const char *path;
+	tpc_set_kind kind;
+	tpc_ckpt ck;          /* a checkpoint (have_ck) */
+	tpc_merge mg;         /* a set (have_mg) */
+	bool have_ck, have_mg, have_plan;
+	tpc_ckpt *view;       /* &ck or &mg.out */
+	tpc_plan plan;
+} tpc_cli_input;
+void tpc_cli_input_init(tpc_cli_input *in);
+int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,
+		       unsigned flags, tpc_err *e);
+void tpc_cli_input_release(tpc_cli_input *in);
+/* The facts in the one order (flags, --config, config.json beside or
+ * inside the input, the set's, the plan's). */
+int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, tpc_model_facts *out, tpc_err *e);
 
 /* Shared by shard and merge (cmd_shard.c). A count option: 0, or exit status 2
  * after the message. */

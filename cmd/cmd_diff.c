@@ -51,61 +51,13 @@ enum {
 	O_ATOL = 256, O_RTOL, O_ULPS, O_CAST, O_JSON, O_JUNIT, O_NOSUM, O_PROGRESS,
 };
 
-/* One side: a checkpoint, or a shard set merged on the fly. */
-typedef struct side {
-	tpc_ckpt ck;
-	tpc_merge mg;
-	tpc_plan plan;
-	bool is_set;
-	tpc_ckpt *view;
-} side;
-
-static int open_side(side *s, const char *path, const tpc_cli_set *set, bool checksums, tpc_err *e)
+/* One side: a checkpoint, or a shard set merged on the fly (cli_input.c). */
+static int open_side(tpc_cli_input *s, const char *path, const tpc_cli_set *set, bool checksums, tpc_err *e)
 {
-	int ret = 0;
-	tpc_set_kind kind = tpc_set_detect(path, NULL);
-	tpc_ckpt_init(&s->ck);
-	tpc_plan_init(&s->plan);
-	if (kind == TPC_SET_NONE) {
-		if ((ret = tpc_ckpt_open(&s->ck, path, NULL, e)))
-			goto out;
-		s->view = &s->ck;
-		goto out;
-	}
-	tpc_merge_opts mo;
-	memset(&mo, 0, sizeof(mo));
-	mo.checksums = checksums;
-	mo.tp = (int)set->tp;
-	mo.pp = (int)set->pp;
-	if (kind != TPC_SET_MANIFEST) {
-		if (!set->preset && !set->plan_file) {
-			ret = tpc_err_set(e, TPC_EUSAGE,
-					  "'%s' is a shard set without a tpconv manifest: give the --preset or --plan it was split with",
-					  path);
-			goto out;
-		}
-		if ((ret = tpc_cli_load_plan(set->preset, set->plan_file, &s->plan, e)) ||
-		    (ret = tpc_cli_facts(&set->facts, set->config, path, NULL, &s->plan, &mo.facts, e)))
-			goto out;
-		mo.plan = &s->plan;
-	}
-	if ((ret = tpc_merge_open(&s->mg, path, &mo, e)))
-		goto out;
-	s->is_set = true;
-	s->view = &s->mg.out;
-	tpc_cli_info("'%s' is a shard set of tp %d, pp %d, merged on the fly", path, s->mg.tp, s->mg.pp);
-out:
-	if (ret && !e->path[0])
-		tpc_err_path(e, path);
+	int ret = tpc_cli_input_open(s, "diff", path, set, checksums ? TPC_CLI_IN_CHECKSUMS : 0, e);
+	if (!ret && s->have_mg)
+		tpc_cli_info("'%s' is a shard set of tp %d, pp %d, merged on the fly", path, s->mg.tp, s->mg.pp);
 	return ret;
-}
-
-static void close_side(side *s)
-{
-	if (s->is_set)
-		tpc_merge_release(&s->mg);
-	tpc_ckpt_release(&s->ck);
-	tpc_plan_release(&s->plan);
 }
 
 static int write_report(const char *path, const tpc_buf *b, tpc_err *e)
@@ -134,7 +86,7 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_diff_opts o;
 	tpc_diff d;
 	tpc_progress prog;
-	side sa, sb;
+	tpc_cli_input sa, sb;
 	tpc_buf b = TPC_BUF_INIT;
 	tpc_err e;
 	int c, ret = 0;
@@ -143,8 +95,8 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_diff_opts_init(&o);
 	tpc_diff_init(&d);
 	tpc_err_init(&e);
-	memset(&sa, 0, sizeof(sa));
-	memset(&sb, 0, sizeof(sb));
+	tpc_cli_input_init(&sa);
+	tpc_cli_input_init(&sb);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
@@ -196,10 +148,10 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	const char *pa = argv[optind], *pb = argv[optind + 1];
 	opened_a = true;
 	if ((ret = open_side(&sa, pa, &set, checksums, &e)))
-		goto fail;
+		goto opened;
 	opened_b = true;
 	if ((ret = open_side(&sb, pb, &set, checksums, &e)))
-		goto fail;
+		goto opened;
 	/* the remap stage renames (and casts, transposes) A's side */
 	if ((ret = tpc_cli_remap_run(rm, "diff", sa.view)))
 		goto done;
@@ -231,15 +183,18 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	}
 	ret = tpc_diff_same(&d) ? 0 : 1;
 	goto done;
+opened:
+	if (ret > 0)
+		goto done; /* a usage error, said */
 fail:
 	ret = tpc_cli_fail(&e);
 done:
 	tpc_buf_release(&b);
 	tpc_diff_release(&d);
 	if (opened_b)
-		close_side(&sb);
+		tpc_cli_input_release(&sb);
 	if (opened_a)
-		close_side(&sa);
+		tpc_cli_input_release(&sa);
 	return ret;
 }
 

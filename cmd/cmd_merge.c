@@ -77,21 +77,18 @@ int cmd_merge(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *maxsz = NULL;
 	tpc_cli_set set;
-	tpc_merge_opts mo;
 	tpc_write_opts wo;
-	bool dry = false, force_progress = false, have_mg = false, no_extras = false, dequant = false;
+	bool dry = false, force_progress = false, no_extras = false, dequant = false, checksums = true;
+	unsigned take0 = 0;
 	size_t ndq = 0;
-	tpc_plan plan;
-	tpc_merge mg;
+	tpc_cli_input in;
 	tpc_progress prog;
 	tpc_err e;
 	int c, ret = 0;
 
 	tpc_cli_set_init(&set, 0);
-	memset(&mo, 0, sizeof(mo));
 	memset(&wo, 0, sizeof(wo));
-	mo.checksums = true;
-	tpc_plan_init(&plan);
+	tpc_cli_input_init(&in);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
@@ -104,8 +101,8 @@ int cmd_merge(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case O_FORMAT: fmt_name = optarg; break;
 		case O_MAXSZ: maxsz = optarg; break;
-		case O_TAKE0: mo.take_rank0 = true; break;
-		case O_NOSUM: mo.checksums = false; break;
+		case O_TAKE0: take0 = TPC_CLI_IN_TAKE_RANK0; break;
+		case O_NOSUM: checksums = false; break;
 		case O_DRY: dry = true; break;
 		case O_NOX: no_extras = true; break;
 		case O_DEQ: dequant = true; break;
@@ -143,45 +140,33 @@ int cmd_merge(int argc, char **argv)
 	bool sharded;
 	if ((ret = tpc_cli_writer("merge", out, fmt_name, maxsz != NULL, &wo, &outf, &sharded)))
 		goto done;
-	if (set.preset || set.plan_file) {
-		if (tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-		mo.plan = &plan;
-	}
-	if (tpc_cli_facts(&set.facts, set.config, NULL, NULL, mo.plan, &mo.facts, &e)) {
-		ret = tpc_cli_fail(&e);
-		goto done;
-	}
-	mo.tp = (int)set.tp;
-	mo.pp = (int)set.pp;
 	/* a real merge checks the checksums while it writes (before the commit) */
-	mo.defer_checksums = !dry;
-	if (tpc_merge_open(&mg, dir, &mo, &e)) {
-		ret = tpc_cli_fail(&e);
+	if ((ret = tpc_cli_input_open(&in, "merge", dir, &set, TPC_CLI_IN_SET | take0 | (checksums ? TPC_CLI_IN_CHECKSUMS : 0) |
+						       (dry ? 0 : TPC_CLI_IN_DEFER), &e))) {
+		if (ret < 0)
+			ret = tpc_cli_fail(&e);
 		goto done;
 	}
-	have_mg = true;
+	tpc_merge *mg = &in.mg;
 	/* a quantized set (FP8 / GPTQ / AWQ split with their layers) merged into
 	 * dense weights: computed from the merged companions while writing */
-	if (dequant && (ret = tpc_cli_dequantize(dir, &mg.out, &ndq)))
+	if (dequant && (ret = tpc_cli_dequantize(dir, &mg->out, &ndq)))
 		goto done;
-	if (mg.ndiffer)
+	if (mg->ndiffer)
 		tpc_cli_warn("%zu replicated tensor%s differed between ranks; kept rank 0's copy (--take-rank0); first: %s",
-			     mg.ndiffer, mg.ndiffer == 1 ? "" : "s", mg.differ_first);
+			     mg->ndiffer, mg->ndiffer == 1 ? "" : "s", mg->differ_first);
 	uint64_t total = 0;
-	for (size_t i = 0; i < mg.out.n; i++)
-		total += mg.out.t[i].nbytes;
+	for (size_t i = 0; i < mg->out.n; i++)
+		total += mg->out.t[i].nbytes;
 	if (dry) {
 		char sz[32];
 		printf("# merge %s: %s set, tp %d, pp %d, %zu tensors, %s\n", dir,
-		       mg.kind == TPC_SET_MANIFEST ? "tpconv" : mg.layout ? mg.layout->name : mg.out.format, mg.tp, mg.pp,
-		       mg.out.n, tpc_fmt_size(total, sz, sizeof(sz)));
-		for (size_t i = 0; i < mg.out.n; i++) {
+		       mg->kind == TPC_SET_MANIFEST ? "tpconv" : mg->layout ? mg->layout->name : mg->out.format, mg->tp, mg->pp,
+		       mg->out.n, tpc_fmt_size(total, sz, sizeof(sz)));
+		for (size_t i = 0; i < mg->out.n; i++) {
 			char nm[512], shp[256];
-			tpc_sanitize(nm, sizeof(nm), mg.out.t[i].name);
-			printf("%s  %s %s\n", nm, tpc_dtype_name(mg.out.t[i].dtype), tpc_shape_str(&mg.out.t[i], shp, sizeof(shp)));
+			tpc_sanitize(nm, sizeof(nm), mg->out.t[i].name);
+			printf("%s  %s %s\n", nm, tpc_dtype_name(mg->out.t[i].dtype), tpc_shape_str(&mg->out.t[i], shp, sizeof(shp)));
 		}
 		goto done;
 	}
@@ -201,10 +186,10 @@ int cmd_merge(int argc, char **argv)
 	}
 	if (tpc_cli_job.on) {
 		/* under mpirun: the shards divided among the processes; process 0 goes on */
-		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_merged, &mg, &mg.out, outf, sharded, out, &wo)) ||
+		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_merged, mg, &mg->out, outf, sharded, out, &wo)) ||
 		    tpc_cli_job.me != 0)
 			goto done;
-	} else if (tpc_merge_write(&mg, outf, out, &wo, &e)) {
+	} else if (tpc_merge_write(mg, outf, out, &wo, &e)) {
 		tpc_err_path(&e, out);
 		ret = tpc_cli_fail(&e);
 		goto done;
@@ -220,8 +205,8 @@ int cmd_merge(int argc, char **argv)
 		 * (TensorRT-LLM: its config.json loses the mapping again) */
 		/* a resumed folder's companions (an interrupted run copied them) are refreshed */
 		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-		const char *from = !mg.layout ? dir /* a DCP folder: its config beside the items */
-				   : tpc_layout_merge_extras(mg.layout, dir, mg.nranks > 0 && mg.rank ? mg.rank[0].path : NULL, &xo);
+		const char *from = !mg->layout ? dir /* a DCP folder: its config beside the items */
+				   : tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, &xo);
 		/* dense now: loaders must not read it as quantized (beside what the
 		 * layout drops, TensorRT-LLM's mapping) */
 		const char *drop[16] = {NULL};
@@ -239,12 +224,10 @@ int cmd_merge(int argc, char **argv)
 	}
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
-		tpc_cli_info("merged %d rank files into %zu tensors (%s) in '%s' in %.2f s", mg.nranks, mg.out.n,
+		tpc_cli_info("merged %d rank files into %zu tensors (%s) in '%s' in %.2f s", mg->nranks, mg->out.n,
 			     tpc_fmt_size(total, sz, sizeof(sz)), out, tpc_now() - t0);
 	}
 done:
-	if (have_mg)
-		tpc_merge_release(&mg);
-	tpc_plan_release(&plan);
+	tpc_cli_input_release(&in);
 	return ret;
 }

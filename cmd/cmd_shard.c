@@ -213,7 +213,102 @@ enum {
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
-int cmd_shard(int argc, char **argv)
+/* A shard run: its arguments, its input and the plan it builds. */
+typedef struct shard_cmd {
+	const char *in, *out, *maxsz;
+	int64_t vmult;
+	bool dry, json, force_progress, dequant;
+	bool *ranks;                 /* --rank: the rank files this run writes; NULL: all */
+	int ranks_cap;
+	size_t ndq;                  /* weights dequantized while written */
+	tpc_cli_set set;
+	tpc_shard_opts so;
+	tpc_cli_remap rm;
+	tpc_cli_input input;
+	tpc_model_facts facts;
+	tpc_shard_plan sp;
+	bool have_sp;
+} shard_cmd;
+
+static void print_help(void)
+{
+	tpc_buf lb = TPC_BUF_INIT, pb = TPC_BUF_INIT;
+	size_t col = 0;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const char *nm = tpc_family_at(i)->name;
+		if (!col || col + strlen(nm) + 2 > 80) {
+			tpc_buf_addf(&pb, "%s%27s", col ? ",\n" : "", "");
+			col = 27;
+		} else {
+			tpc_buf_adds(&pb, ", ");
+			col += 2;
+		}
+		tpc_buf_adds(&pb, nm);
+		col += strlen(nm);
+	}
+	tpc_buf_adds(&pb, "\n");
+	for (size_t i = 0; i < tpc_layout_count(); i++)
+		tpc_buf_addf(&lb, "                             %-7s %s%s\n", tpc_layout_at(i)->name, tpc_layout_at(i)->desc,
+			     i ? "" : " (default)");
+	printf(help, pb.p ? pb.p : "", lb.p ? lb.p : "", tpc_cli_remap_help);
+	tpc_buf_release(&lb);
+	tpc_buf_release(&pb);
+}
+
+/* One option of shard's own: 0, or the exit status (message said). */
+static int shard_opt(shard_cmd *s, int c, const char *flag)
+{
+	int64_t ep = 0;
+	int ret;
+	switch (c) {
+	case 'o': s->out = optarg; return 0;
+	case O_VMULT: return tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &s->vmult);
+	case O_PAD: s->so.resolve_flags |= TPC_RESOLVE_PAD; return 0;
+	case O_DEQ: s->dequant = true; return 0;
+	case O_EP:
+		if ((ret = tpc_cli_count("shard", "--ep", optarg, TPC_MAX_TP, &ep)))
+			return ret;
+		s->so.ep = (int)ep;
+		return 0;
+	case O_EP_PLACE:
+		if (!strcmp(optarg, "contiguous") || !strcmp(optarg, "linear"))
+			s->so.ep_placement = TPC_EP_CONTIGUOUS;
+		else if (!strcmp(optarg, "round-robin") || !strcmp(optarg, "round_robin"))
+			s->so.ep_placement = TPC_EP_ROUND_ROBIN;
+		else
+			return tpc_cli_usage("shard", "unknown --ep-placement '%s' (contiguous or round-robin)", optarg);
+		return 0;
+	case O_STRICT: s->so.strict = true; return 0;
+	case O_LAYOUT:
+		if (!(s->so.layout = tpc_layout_by_name(optarg))) {
+			char names[256];
+			return tpc_cli_usage("shard", "unknown --layout '%s' (%s)", optarg, tpc_layout_names(names, sizeof(names)));
+		}
+		return 0;
+	case O_FORMAT: s->so.format = optarg; return 0;
+	case O_MAXSZ: s->maxsz = optarg; return 0;
+	case O_RANK:
+		if (parse_ranks(optarg, &s->ranks, &s->ranks_cap))
+			return tpc_cli_usage("shard", "--rank: '%s' is not a rank, list (1,3) or range (0-3)", optarg);
+		return 0;
+	case O_NOSUM: s->so.checksum = TPC_HASH_NONE; return 0;
+	case O_CKSUM:
+		if (!tpc_hash_from_name(optarg, &s->so.checksum))
+			return tpc_cli_usage("shard", "unknown --checksum '%s' (xxh3-128, sha256, none)", optarg);
+		return 0;
+	case O_DRY: s->dry = true; return 0;
+	case O_NOX: s->so.no_extras = true; return 0;
+	case O_JSON: s->json = true; return 0;
+	case 'f': s->so.force = true; return 0;
+	case O_PROGRESS: s->force_progress = true; return 0;
+	case 'q': tpc_cli_verbose = -1; return 0;
+	case 'v': tpc_cli_verbose++; return 0;
+	default: return tpc_cli_usage("shard", "unknown or incomplete option '%s'", flag);
+	}
+}
+
+/* The arguments and their consistency: -1 to go on, else the exit status. */
+static int parse_args(shard_cmd *s, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
@@ -229,384 +324,242 @@ int cmd_shard(int argc, char **argv)
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	const char *out = NULL;
-	const char *maxsz = NULL;
-	int64_t vmult = 0;
-	tpc_cli_set set;
-	tpc_shard_opts so;
-	bool dry = false, json = false, force_progress = false, dequant = false;
-	size_t ndq = 0;
-	bool *ranks = NULL;
-	int ranks_cap = 0, c, ret = 0;
-	tpc_plan plan;
-	tpc_ckpt ck;
-	tpc_merge mg;
-	bool have_ck = false, have_mg = false, have_plan = false, have_sp = false;
-	tpc_shard_plan sp;
-	tpc_progress prog;
+	int c, ret;
 	tpc_err e;
-	tpc_cli_remap rm;
-	tpc_cli_mpi mpi = {false, false, 0, 1};
-
-	tpc_cli_remap_init(&rm);
-	tpc_cli_set_init(&set, 1);
-	memset(&so, 0, sizeof(so));
-	so.checksum = TPC_HASH_DEFAULT;
-	tpc_plan_init(&plan);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
-		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
-			if ((ret = tpc_cli_remap_opt(&rm, "shard", c, optarg)))
-				goto done;
-			continue;
+		if (c == 'h') {
+			print_help();
+			return 0;
 		}
-		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
-			if ((ret = tpc_cli_set_opt(&set, "shard", c, argv[optind - 1], optarg)))
-				goto done;
-			continue;
-		}
-		switch (c) {
-		case 'o': out = optarg; break;
-		case O_VMULT:
-			if ((ret = tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &vmult)))
-				goto done;
-			break;
-		case O_PAD: so.resolve_flags |= TPC_RESOLVE_PAD; break;
-		case O_DEQ: dequant = true; break;
-		case O_EP: {
-			int64_t ep = 0;
-			if ((ret = tpc_cli_count("shard", "--ep", optarg, TPC_MAX_TP, &ep)))
-				goto done;
-			so.ep = (int)ep;
-			break;
-		}
-		case O_EP_PLACE:
-			if (!strcmp(optarg, "contiguous") || !strcmp(optarg, "linear")) {
-				so.ep_placement = TPC_EP_CONTIGUOUS;
-			} else if (!strcmp(optarg, "round-robin") || !strcmp(optarg, "round_robin")) {
-				so.ep_placement = TPC_EP_ROUND_ROBIN;
-			} else {
-				ret = tpc_cli_usage("shard", "unknown --ep-placement '%s' (contiguous or round-robin)", optarg);
-				goto done;
-			}
-			break;
-		case O_STRICT: so.strict = true; break;
-		case O_LAYOUT:
-			if (!(so.layout = tpc_layout_by_name(optarg))) {
-				char names[256];
-				ret = tpc_cli_usage("shard", "unknown --layout '%s' (%s)", optarg,
-						    tpc_layout_names(names, sizeof(names)));
-				goto done;
-			}
-			break;
-		case O_FORMAT: so.format = optarg; break;
-		case O_MAXSZ: maxsz = optarg; break;
-		case O_RANK:
-			if (parse_ranks(optarg, &ranks, &ranks_cap)) {
-				ret = tpc_cli_usage("shard", "--rank: '%s' is not a rank, list (1,3) or range (0-3)", optarg);
-				goto done;
-			}
-			break;
-		case O_NOSUM: so.checksum = TPC_HASH_NONE; break;
-		case O_CKSUM:
-			if (!tpc_hash_from_name(optarg, &so.checksum)) {
-				ret = tpc_cli_usage("shard", "unknown --checksum '%s' (xxh3-128, sha256, none)", optarg);
-				goto done;
-			}
-			break;
-		case O_DRY: dry = true; break;
-		case O_NOX: so.no_extras = true; break;
-		case O_JSON: json = true; break;
-		case 'f': so.force = true; break;
-		case O_PROGRESS: force_progress = true; break;
-		case 'q': tpc_cli_verbose = -1; break;
-		case 'v': tpc_cli_verbose++; break;
-		case 'h': {
-			tpc_buf lb = TPC_BUF_INIT, pb = TPC_BUF_INIT;
-			size_t col = 0;
-			for (size_t i = 0; i < tpc_family_count(); i++) {
-				const char *nm = tpc_family_at(i)->name;
-				if (!col || col + strlen(nm) + 2 > 80) {
-					tpc_buf_addf(&pb, "%s%27s", col ? ",\n" : "", "");
-					col = 27;
-				} else {
-					tpc_buf_adds(&pb, ", ");
-					col += 2;
-				}
-				tpc_buf_adds(&pb, nm);
-				col += strlen(nm);
-			}
-			tpc_buf_adds(&pb, "\n");
-			for (size_t i = 0; i < tpc_layout_count(); i++)
-				tpc_buf_addf(&lb, "                             %-7s %s%s\n", tpc_layout_at(i)->name,
-					     tpc_layout_at(i)->desc, i ? "" : " (default)");
-			printf(help, pb.p ? pb.p : "", lb.p ? lb.p : "", tpc_cli_remap_help);
-			tpc_buf_release(&lb);
-			tpc_buf_release(&pb);
-			ret = 0;
-			goto done;
-		}
-		default:
-			ret = tpc_cli_usage("shard", "unknown or incomplete option '%s'", argv[optind - 1]);
-			goto done;
-		}
+		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END)
+			ret = tpc_cli_remap_opt(&s->rm, "shard", c, optarg);
+		else if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END)
+			ret = tpc_cli_set_opt(&s->set, "shard", c, argv[optind - 1], optarg);
+		else
+			ret = shard_opt(s, c, argv[optind - 1]);
+		if (ret)
+			return ret;
 	}
-	if (optind != argc - 1) {
-		ret = tpc_cli_usage("shard", optind >= argc ? "missing IN" : "expected one IN, got '%s' too",
-				    optind < argc - 1 ? argv[optind + 1] : "");
-		goto done;
-	}
-	const char *in = argv[optind];
-	if (!set.tp) {
-		ret = tpc_cli_usage("shard", "missing --tp N");
-		goto done;
-	}
-	if (!out && !dry) {
-		ret = tpc_cli_usage("shard", "missing -o DIR");
-		goto done;
-	}
-	if (set.preset && set.plan_file) {
-		ret = tpc_cli_usage("shard", "give --preset or --plan, not both");
-		goto done;
-	}
-	if (json && !dry) {
-		ret = tpc_cli_usage("shard", "--json goes with --dry-run");
-		goto done;
-	}
-	if (so.format && strcmp(so.format, "safetensors") && strcmp(so.format, "torch") && strcmp(so.format, "dcp")) {
-		ret = tpc_cli_usage("shard", "unknown --format '%s' (safetensors, torch, or dcp with --layout dcp)", so.format);
-		goto done;
-	}
+	if (optind != argc - 1)
+		return tpc_cli_usage("shard", optind >= argc ? "missing IN" : "expected one IN, got '%s' too",
+				     optind < argc - 1 ? argv[optind + 1] : "");
+	s->in = argv[optind];
+	if (!s->set.tp)
+		return tpc_cli_usage("shard", "missing --tp N");
+	if (!s->out && !s->dry)
+		return tpc_cli_usage("shard", "missing -o DIR");
+	if (s->set.preset && s->set.plan_file)
+		return tpc_cli_usage("shard", "give --preset or --plan, not both");
+	if (s->json && !s->dry)
+		return tpc_cli_usage("shard", "--json goes with --dry-run");
+	const tpc_format *f = s->so.format ? tpc_format_by_name(s->so.format) : NULL;
+	if (s->so.format && (!f || !f->write || f->index))
+		return tpc_cli_usage("shard", "unknown --format '%s' (safetensors, torch, or dcp with --layout dcp)",
+				     s->so.format);
 	tpc_err_init(&e);
-	if (maxsz) {
-		if (tpc_parse_size(maxsz, &so.max_shard_size, &e) || !so.max_shard_size) {
-			ret = tpc_cli_usage("shard", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
-			goto done;
-		}
-		if (!so.layout || !so.layout->sized) {
-			ret = tpc_cli_usage("shard", "--max-shard-size goes with a layout of several files per rank (hf, vllm)");
-			goto done;
-		}
+	if (s->maxsz) {
+		if (tpc_parse_size(s->maxsz, &s->so.max_shard_size, &e) || !s->so.max_shard_size)
+			return tpc_cli_usage("shard", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
+		if (!s->so.layout || !s->so.layout->sized)
+			return tpc_cli_usage("shard", "--max-shard-size goes with a layout of several files per rank (hf, vllm)");
 	}
-	if (ranks) {
-		for (int r = (int)(set.tp * set.pp); r < ranks_cap; r++)
-			if (ranks[r]) {
-				ret = tpc_cli_usage("shard", "--rank %d: the set has ranks 0 to %lld", r, (long long)(set.tp * set.pp - 1));
-				goto done;
-			}
-		so.write_rank = ranks;
+	if (s->ranks) {
+		for (int r = (int)(s->set.tp * s->set.pp); r < s->ranks_cap; r++)
+			if (s->ranks[r])
+				return tpc_cli_usage("shard", "--rank %d: the set has ranks 0 to %lld", r,
+						     (long long)(s->set.tp * s->set.pp - 1));
+		s->so.write_rank = s->ranks;
 	}
-	so.tp = (int)set.tp;
-	so.pp = (int)set.pp;
+	s->so.tp = (int)s->set.tp;
+	s->so.pp = (int)s->set.pp;
+	return -1;
+}
 
-	/* under mpirun: this process writes its share of the rank files */
-	if ((ret = tpc_cli_mpi_start(&mpi, "shard")))
-		goto done;
-	/* the input: a checkpoint, or a shard set to reshard */
-	const tpc_ckpt *input;
-	const tpc_model_facts *more = NULL;
-	tpc_set_kind sk = tpc_set_detect(in, NULL);
-	if (sk != TPC_SET_NONE) {
-		tpc_merge_opts mo;
-		memset(&mo, 0, sizeof(mo));
-		mo.checksums = so.checksum != TPC_HASH_NONE;
-		/* the input's checksums are checked in the reads that hash the new
-		 * set (tpc_shard_opts.input_check), not in a pass of their own */
-		mo.defer_checksums = !dry;
-		if (sk != TPC_SET_MANIFEST) {
-			/* a set from another tool: it was split with the plan given here */
-			if (!set.preset && !set.plan_file) {
-				ret = tpc_cli_usage("shard", "IN is a shard set without a tpconv manifest: give --preset or --plan");
-				goto done;
-			}
-			if ((ret = tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e))) {
-				ret = tpc_cli_fail(&e);
-				goto done;
-			}
-			have_plan = true;
-			if ((ret = tpc_cli_facts(&set.facts, set.config, in, NULL, &plan, &mo.facts, &e))) {
-				ret = tpc_cli_fail(&e);
-				goto done;
-			}
-			mo.plan = &plan;
-		}
-		if (tpc_merge_open(&mg, in, &mo, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-		have_mg = true;
-		so.input_check = mg.check;
-		input = &mg.out;
-		more = &mg.facts;
-		tpc_cli_info("input is a shard set of tp %d, pp %d", mg.tp, mg.pp);
-		if (!have_plan && !set.preset && !set.plan_file) {
-			if (!mg.plan_json) {
-				ret = tpc_cli_usage("shard", "the input set's manifest records no plan: give --preset or --plan");
-				goto done;
-			}
-			if (tpc_plan_from_buffer(&plan, mg.plan_json, strlen(mg.plan_json), "the input manifest's plan", &e)) {
-				ret = tpc_cli_fail(&e);
-				goto done;
-			}
-			have_plan = true;
-		}
-	} else {
-		tpc_ckpt_init(&ck);
-		have_ck = true;
-		tpc_open_opts oo;
-		memset(&oo, 0, sizeof(oo));
-		if (dequant)
-			oo.flags |= TPC_OPEN_DEQUANTIZE;
-		if (tpc_ckpt_open(&ck, in, &oo, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-		input = &ck;
+/* The input (a checkpoint, or a shard set to reshard), its plan, the remap
+ * stage, the facts and the layout's own adjustments: the shard plan built
+ * whole. 0, a negative status in e, or an exit status already said. */
+static int build(shard_cmd *s, tpc_err *e)
+{
+	tpc_cli_input *in = &s->input;
+	int ret;
+	/* a set's checksums are checked in the reads that hash the new set
+	 * (tpc_shard_opts.input_check), not in a pass of their own */
+	unsigned fl = TPC_CLI_IN_SET_PLAN | (s->so.checksum != TPC_HASH_NONE ? TPC_CLI_IN_CHECKSUMS : 0) |
+		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0);
+	if ((ret = tpc_cli_input_open(in, "shard", s->in, &s->set, fl, e)))
+		return ret;
+	if (in->have_mg) {
+		s->so.input_check = in->mg.check;
+		tpc_cli_info("input is a shard set of tp %d, pp %d", in->mg.tp, in->mg.pp);
+		if (!in->have_plan && in->kind == TPC_SET_MANIFEST)
+			return tpc_cli_usage("shard", "the input set's manifest records no plan: give --preset or --plan");
+	} else if (s->dequant && (ret = tpc_cli_dequantize(s->in, &in->ck, &s->ndq))) {
 		/* FP8 / GPTQ / AWQ weights become dense descriptions, computed
 		 * slice by slice while each rank file is written */
-		if (dequant && (ret = tpc_cli_dequantize(in, &ck, &ndq)))
-			goto done;
+		return ret;
 	}
-	if (!have_plan) {
-		if (!set.preset && !set.plan_file) {
-			ret = tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");
-			goto done;
-		}
-		if (tpc_cli_load_plan(set.preset, set.plan_file, &plan, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-		have_plan = true;
-	}
-	if (vmult)
-		plan.pad_multiple = vmult;
+	if (!in->have_plan)
+		return tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");
+	if (s->vmult)
+		in->plan.pad_multiple = s->vmult;
 	/* the remap stage (rename, drop, transpose, cast) runs before splitting;
 	 * it changes descriptions only */
-	if (rm.rules || rm.expect_keys) {
-		if (!have_ck) {
-			ret = tpc_cli_usage("shard", "rename/remap rules apply to a checkpoint, not to a shard set");
-			goto done;
-		}
-		rm.strict = so.strict;
-		rm.facts = set.facts; /* for unfuse rules (the megatron presets) */
-		rm.config = set.config;
-		rm.in = in;
-		if ((ret = tpc_cli_remap_run(&rm, "shard", &ck)))
-			goto done;
+	if (s->rm.rules || s->rm.expect_keys) {
+		if (!in->have_ck)
+			return tpc_cli_usage("shard", "rename/remap rules apply to a checkpoint, not to a shard set");
+		s->rm.strict = s->so.strict;
+		s->rm.facts = s->set.facts; /* for unfuse rules (the megatron presets) */
+		s->rm.config = s->set.config;
+		s->rm.in = s->in;
+		if ((ret = tpc_cli_remap_run(&s->rm, "shard", &in->ck)))
+			return ret;
 	}
-	tpc_model_facts facts;
-	if (tpc_cli_facts(&set.facts, set.config, have_ck ? in : NULL, more, &plan, &facts, &e)) {
-		ret = tpc_cli_fail(&e);
-		goto done;
-	}
-	if (ndq) { /* nothing quantized is left to split with its layer */
-		memset(&facts.quant, 0, sizeof(facts.quant));
-		so.dequantized = true;
+	if ((ret = tpc_cli_input_facts(in, &s->set, &s->facts, e)))
+		return ret;
+	if (s->ndq) { /* nothing quantized is left to split with its layer */
+		memset(&s->facts.quant, 0, sizeof(s->facts.quant));
+		s->so.dequantized = true;
 	}
 	char note[1024];
-	if (tpc_facts_from_shapes(&facts, &plan, input, note, sizeof(note), &e)) {
-		ret = tpc_cli_fail(&e);
-		goto done;
-	}
+	if ((ret = tpc_facts_from_shapes(&s->facts, &in->plan, in->view, note, sizeof(note), e)))
+		return ret;
 	if (note[0])
 		tpc_cli_info("%s", note);
+	/* a layout whose consumer pads or places things its own way (vLLM's vocab) */
+	const tpc_layout *lay = s->so.layout ? s->so.layout : tpc_layout_default();
+	if (lay->adjust_plan) {
+		if (s->vmult)
+			return tpc_cli_usage("shard", "the %s layout pads the vocabulary the way its consumer does; drop --vocab-multiple",
+					     lay->name);
+		if ((ret = lay->adjust_plan(&in->plan, in->view, &s->facts, s->so.tp, e)))
+			return ret;
+	}
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
 	 * as input carries them at its top (hf-layout sets keep them per rank, and
 	 * a TensorRT-LLM set's config.json holds its old mapping) */
-	/* a layout whose consumer pads or places things its own way (vLLM's vocab) */
-	const tpc_layout *lay = so.layout ? so.layout : tpc_layout_default();
-	if (lay->adjust_plan) {
-		if (vmult) {
-			ret = tpc_cli_usage("shard", "the %s layout pads the vocabulary the way its consumer does; drop --vocab-multiple",
-					    lay->name);
-			goto done;
+	s->so.config_dir = in->have_ck ? tpc_extras_source_dir(s->in)
+				       : in->mg.layout && in->mg.layout->companions_at_top ? tpc_strdup(s->in) : NULL;
+	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
+		return ret;
+	s->have_sp = true;
+	return 0;
+}
+
+/* --dry-run: the plan on stdout (process 0 under mpirun). */
+static int show_plan(shard_cmd *s, const tpc_cli_mpi *mpi, tpc_err *e)
+{
+	if (mpi->me != 0)
+		return 0;
+	tpc_buf b = TPC_BUF_INIT;
+	int ret = 0;
+	if (s->json)
+		tpc_shard_manifest_render(&s->sp, &b);
+	else
+		tpc_shard_describe(&s->sp, &b, isatty(STDOUT_FILENO));
+	if (b.oom) {
+		tpc_err_nomem(e);
+		ret = tpc_cli_fail(e);
+	} else {
+		fwrite(b.p, 1, b.len, stdout);
+	}
+	tpc_buf_release(&b);
+	return ret;
+}
+
+static void warn_unmatched(const shard_cmd *s)
+{
+	const tpc_shard_plan *sp = &s->sp;
+	size_t shown = 0;
+	if (!sp->nunmatched)
+		return;
+	tpc_cli_warn("%zu tensor%s matched no rule of plan '%s' and %s replicated%s", sp->nunmatched,
+		     sp->nunmatched == 1 ? "" : "s", s->input.plan.name ? s->input.plan.name : "?",
+		     sp->nunmatched == 1 ? "is" : "are", sp->nunmatched > 10 ? " (first 10 below)" : ":");
+	for (size_t i = 0; i < sp->n && shown < 10; i++)
+		if (!sp->t[i].matched) {
+			char nm[512];
+			tpc_sanitize(nm, sizeof(nm), s->input.view->t[sp->t[i].in].name);
+			if (tpc_cli_verbose >= 0)
+				fprintf(stderr, "tpconv:   %s\n", nm);
+			shown++;
 		}
-		if (lay->adjust_plan(&plan, input, &facts, so.tp, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-	}
-	so.config_dir = have_ck ? tpc_extras_source_dir(in) : mg.layout->companions_at_top ? tpc_strdup(in) : NULL;
-	if (tpc_shard_plan_build(&sp, input, &plan, &facts, &so, &e)) {
-		ret = tpc_cli_fail(&e);
-		goto done;
-	}
-	have_sp = true;
-	if (dry) {
-		if (mpi.me != 0)
-			goto done; /* under mpirun, process 0 shows the plan */
-		tpc_buf b = TPC_BUF_INIT;
-		if (json)
-			tpc_shard_manifest_render(&sp, &b);
-		else
-			tpc_shard_describe(&sp, &b, isatty(STDOUT_FILENO));
-		if (b.oom) {
-			tpc_err_nomem(&e);
-			ret = tpc_cli_fail(&e);
-		} else {
-			fwrite(b.p, 1, b.len, stdout);
-		}
-		tpc_buf_release(&b);
-		goto done;
-	}
-	if (sp.nunmatched) {
-		size_t shown = 0;
-		tpc_cli_warn("%zu tensor%s matched no rule of plan '%s' and %s replicated%s", sp.nunmatched,
-			     sp.nunmatched == 1 ? "" : "s", plan.name ? plan.name : "?", sp.nunmatched == 1 ? "is" : "are",
-			     sp.nunmatched > 10 ? " (first 10 below)" : ":");
-		for (size_t i = 0; i < sp.n && shown < 10; i++)
-			if (!sp.t[i].matched) {
-				char nm[512];
-				tpc_sanitize(nm, sizeof(nm), input->t[sp.t[i].in].name);
-				if (tpc_cli_verbose >= 0)
-					fprintf(stderr, "tpconv:   %s\n", nm);
-				shown++;
-			}
-	}
+}
+
+/* Write this run's rank files (this process's share under mpirun) and say
+ * what was kept, written and left. */
+static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
+{
+	tpc_shard_plan *sp = &s->sp;
+	tpc_progress prog;
 	uint64_t total = 0;
-	for (int r = 0; r < so.tp * so.pp; r++)
-		if (!ranks || ranks[r])
-			for (size_t i = 0; i < sp.rank[r].n; i++)
-				total += sp.rank[r].t[i].nbytes;
-	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "shard", total);
-	so.progress = &prog;
+	int ret;
+	warn_unmatched(s);
+	for (int r = 0; r < s->so.tp * s->so.pp; r++)
+		if (!s->ranks || s->ranks[r])
+			for (size_t i = 0; i < sp->rank[r].n; i++)
+				total += sp->rank[r].t[i].nbytes;
+	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(s->force_progress), "shard", total);
+	s->so.progress = &prog;
 	double t0 = tpc_now();
-	if (mpi.on) {
-		if ((ret = tpc_cli_mpi_shard(&mpi, &sp, out, &so)) || mpi.me != 0)
-			goto done; /* process 0 reports for the job */
-	} else if (tpc_shard_write(&sp, out, &so, &e)) {
-		ret = tpc_cli_fail(&e);
-		goto done;
+	if (mpi->on) {
+		if ((ret = tpc_cli_mpi_shard(mpi, sp, s->out, &s->so)) || mpi->me != 0)
+			return ret; /* process 0 reports for the job */
+	} else if (tpc_shard_write(sp, s->out, &s->so, e)) {
+		return tpc_cli_fail(e);
 	}
 	tpc_progress_end(&prog);
-	if (sp.nkept && tpc_cli_verbose >= 0)
+	if (sp->nkept && tpc_cli_verbose >= 0)
 		fprintf(stderr,
 			"tpconv: resumed: kept %zu rank file%s an interrupted run left (every tensor byte-equal to this plan), wrote %zu\n",
-			sp.nkept, sp.nkept == 1 ? "" : "s", sp.nwritten);
-	if (mpi.on)
-		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi.size, so.tp * so.pp,
-			     sp.nwritten, sp.manifest_written ? "; process 0 checked them and wrote the manifest" : "");
-	if (!sp.manifest_written && tpc_cli_verbose >= 0)
+			sp->nkept, sp->nkept == 1 ? "" : "s", sp->nwritten);
+	if (mpi->on)
+		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi->size, s->so.tp * s->so.pp,
+			     sp->nwritten, sp->manifest_written ? "; process 0 checked them and wrote the manifest" : "");
+	if (!sp->manifest_written && tpc_cli_verbose >= 0)
 		fprintf(stderr,
 			"tpconv: wrote %zu rank file%s; the set has %zu of %d (the run that completes it writes the manifest)\n",
-			sp.nwritten, sp.nwritten == 1 ? "" : "s", sp.npresent, so.tp * so.pp);
+			sp->nwritten, sp->nwritten == 1 ? "" : "s", sp->npresent, s->so.tp * s->so.pp);
 	else if (tpc_cli_verbose > 0) {
 		char sz[32];
-		tpc_cli_info("wrote %zu rank files (%s) to '%s' in %.2f s%s", sp.nwritten, tpc_fmt_size(total, sz, sizeof(sz)),
-			     out, tpc_now() - t0, sp.manifest_written ? ", manifest last" : "");
+		tpc_cli_info("wrote %zu rank files (%s) to '%s' in %.2f s%s", sp->nwritten, tpc_fmt_size(total, sz, sizeof(sz)),
+			     s->out, tpc_now() - t0, sp->manifest_written ? ", manifest last" : "");
 	}
+	return 0;
+}
+
+int cmd_shard(int argc, char **argv)
+{
+	shard_cmd s;
+	tpc_err e;
+	tpc_cli_mpi mpi = {false, false, 0, 1};
+	int ret;
+
+	memset(&s, 0, sizeof(s));
+	tpc_cli_remap_init(&s.rm);
+	tpc_cli_set_init(&s.set, 1);
+	tpc_cli_input_init(&s.input);
+	s.so.checksum = TPC_HASH_DEFAULT;
+	tpc_err_init(&e);
+	if ((ret = parse_args(&s, argc, argv)) >= 0)
+		goto done;
+	/* under mpirun: this process writes its share of the rank files */
+	if ((ret = tpc_cli_mpi_start(&mpi, "shard")))
+		goto done;
+	if ((ret = build(&s, &e))) {
+		if (ret < 0)
+			ret = tpc_cli_fail(&e);
+		goto done;
+	}
+	ret = s.dry ? show_plan(&s, &mpi, &e) : write_set(&s, &mpi, &e);
 done:
-	if (have_sp)
-		tpc_shard_plan_release(&sp);
-	free((void *)so.config_dir);
-	if (have_mg)
-		tpc_merge_release(&mg);
-	if (have_ck)
-		tpc_ckpt_release(&ck);
-	tpc_plan_release(&plan);
-	tpc_cli_remap_release(&rm);
-	free(ranks);
+	if (s.have_sp)
+		tpc_shard_plan_release(&s.sp);
+	free((void *)s.so.config_dir);
+	tpc_cli_input_release(&s.input);
+	tpc_cli_remap_release(&s.rm);
+	free(s.ranks);
 	tpc_cli_mpi_end(&mpi, ret);
 	return ret;
 }

@@ -257,7 +257,7 @@ $PY "$H/check_ranks.py" --write-trtllm gpt-neox "$M/gpt-neox.pt" "$M/gpt-neox/co
 run "$TPCONV" merge "$T/trt4" --preset gpt-neox --config "$M/gpt-neox/config.json" -o "$T/trt4.safetensors"
 [ "$rc" = 0 ] && same "$M/gpt-neox/model.safetensors" "$T/trt4.safetensors" && ok "merge a TensorRT-LLM-style set (tp from config.json mapping)" ||
   bad "merge foreign trtllm" "$(cat "$T/err" "$T/diff")"
-expect_fail "a set without manifest needs a plan" 2 "give the plan it was split with" "$T/np.safetensors" "$TPCONV" merge "$T/oslo8" -o "$T/np.safetensors"
+expect_fail "a set without manifest needs a plan" 2 "is a shard set without a tpconv manifest: give the --preset or --plan it was split with" "$T/np.safetensors" "$TPCONV" merge "$T/oslo8" -o "$T/np.safetensors"
 $PY "$H/check_ranks.py" --write-oslo llama "$M/llama.pt" "$M/llama/config.json" "$T/oslo_bad" 2 --tamper
 expect_fail "bad input: a replicated tensor that differs between ranks" 3 "replicated tensor differs between rank 0 and rank 1" "$T/ob.safetensors" \
   "$TPCONV" merge "$T/oslo_bad" --preset llama --config "$M/llama/config.json" -o "$T/ob.safetensors"

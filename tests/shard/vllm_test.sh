@@ -97,9 +97,17 @@ run "$TPCONV" merge "$S" --preset llama --config "$M/llama/config.json" -o "$S.m
   bad "foreign merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$S" --preset llama --ranks 4 --config "$M/llama/config.json"
 [ "$rc" = 0 ] && ok "verify of a vllm set without a manifest passes" || bad "foreign verify" "exit $rc" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+# the facts come in one order for every command: flags, --config, then a
+# config.json inside the set (vLLM keeps the model's there)
+run "$TPCONV" merge "$S" --preset llama -o "$S.ownconfig.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.ownconfig.safetensors" &&
+  ok "a vllm set without a manifest merges with --preset alone: head counts from the set's own config.json" ||
+  bad "foreign merge with the set's config" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+mv "$S/config.json" "$S/config.json.away"
 run "$TPCONV" merge "$S" --preset llama -o "$S.nofacts.safetensors" -q
 [ "$rc" != 0 ] && grep -q 'head' "$T/err" && [ ! -e "$S.nofacts.safetensors" ] &&
   ok "without head counts the fused qkv_proj is not guessed (exit $rc)" || bad "foreign without facts" "exit $rc" "$(cat "$T/err")"
+mv "$S/config.json.away" "$S/config.json"
 
 run "$TPCONV" inspect "$T/llama_2"
 [ "$rc" = 0 ] && grep -q '^# shard set: layout vllm, tp 2, pp 1, 2 rank files' "$T/out" && grep -q 'self_attn.q_proj.weight' "$T/out" &&
