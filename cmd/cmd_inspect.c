@@ -164,7 +164,225 @@ static size_t leaf_parts(const tpc_tensor *t)
 	return n;
 }
 
-int cmd_inspect(int argc, char **argv)
+/* What inspect shows: the checkpoint (a set's merged model, a foreign
+ * set's rank 0), and the lines that say what the input was. */
+typedef struct insp {
+	const char *path;
+	bool json, hash, globals, dequant;
+	tpc_hash_alg halg;
+	tpc_open_opts oo;
+	tpc_ckpt ck;
+	tpc_merge mg;
+	bool have_mg;
+	char set_line[512], set_json[512];
+	dsum sums[TPC_DT_COUNT];
+	uint64_t params, bytes;
+} insp;
+
+/* Open the path: a manifest set as its merged model (nothing copied), a
+ * foreign set's rank 0 (its split is unknown until a plan says it), or a
+ * checkpoint. 0 or the exit status (said). */
+static int open_input(insp *x)
+{
+	tpc_err e;
+	const tpc_layout *fl = NULL;
+	tpc_set_kind sk = tpc_set_detect(x->path, &fl);
+	tpc_err_init(&e);
+	if (sk == TPC_SET_MANIFEST) {
+		tpc_merge_opts mo;
+		memset(&mo, 0, sizeof(mo));
+		if (tpc_merge_open(&x->mg, x->path, &mo, &e))
+			return tpc_cli_fail(&e);
+		x->have_mg = true;
+		x->ck = x->mg.out; /* borrowed: released with mg */
+		const tpc_merge *mg = &x->mg;
+		char epl[160] = "", epj[160] = "";
+		if (mg->ep > 1) {
+			snprintf(epl, sizeof(epl), ", ep %d (%lld experts per layer, %s; %d rank%s per expert)", mg->ep,
+				 (long long)mg->experts, tpc_ep_placement_name(mg->ep_placement), mg->tp / mg->ep,
+				 mg->tp / mg->ep == 1 ? "" : "s");
+			snprintf(epj, sizeof(epj), ",\"ep\":%d,\"ep_placement\":\"%s\",\"experts\":%lld", mg->ep,
+				 tpc_ep_placement_name(mg->ep_placement), (long long)mg->experts);
+		}
+		snprintf(x->set_line, sizeof(x->set_line), "# shard set: layout %s, tp %d, pp %d%s, %d rank %s; the merged model:\n",
+			 mg->layout->name, mg->tp, mg->pp, epl, mg->nranks, mg->layout->folders ? "folders" : "files");
+		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d%s,\"manifest\":true}",
+			 mg->layout->name, mg->tp, mg->pp, epj);
+	} else if (sk == TPC_SET_FOREIGN) {
+		char *r0 = fl->foreign_rank_path(x->path, 0, 0, 1);
+		if (!r0 || tpc_ckpt_open(&x->ck, r0, &x->oo, &e)) {
+			free(r0);
+			return r0 ? tpc_cli_fail(&e) : 4;
+		}
+		snprintf(x->set_line, sizeof(x->set_line),
+			 "# shard set: layout %s, no tpconv manifest (merge it with --preset and --tp); rank 0's file %s:\n",
+			 fl->name, tpc_path_base(r0));
+		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"manifest\":false}", fl->name);
+		free(r0);
+	} else if (tpc_ckpt_open(&x->ck, x->path, &x->oo, &e)) {
+		return tpc_cli_fail(&e);
+	} else if (x->dequant) {
+		size_t ndq;
+		return tpc_cli_dequantize(x->path, &x->ck, &ndq);
+	}
+	return 0;
+}
+
+static void header(insp *x, tpc_buf *out)
+{
+	const tpc_ckpt *ck = &x->ck;
+	if (x->json) {
+		tpc_buf_adds(out, "{\"path\":");
+		tpc_buf_json_str(out, x->path, strlen(x->path), false);
+		tpc_buf_addf(out, ",\"format\":\"%s\",\"files\":%zu%s,", ck->format ? ck->format : "?", ck->nsrc, x->set_json);
+		if (ck->about) {
+			tpc_buf_adds(out, "\"about\":");
+			tpc_buf_json_str(out, ck->about, strlen(ck->about), false);
+			tpc_buf_addc(out, ',');
+		}
+		tpc_buf_adds(out, "\"metadata\":{");
+		for (size_t i = 0; i < ck->nmeta; i++) {
+			if (i)
+				tpc_buf_addc(out, ',');
+			tpc_buf_json_str(out, ck->meta_k[i], strlen(ck->meta_k[i]), false);
+			tpc_buf_addc(out, ':');
+			tpc_buf_json_str(out, ck->meta_v[i], strlen(ck->meta_v[i]), false);
+		}
+		tpc_buf_adds(out, "},\"tensors\":[");
+		return;
+	}
+	char sz[32];
+	fputs(x->set_line, stdout);
+	printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", x->path, ck->format ? ck->format : "?",
+	       ck->nsrc, ck->nsrc == 1 ? "" : "s", ck->n, (unsigned long long)x->params,
+	       tpc_fmt_size(x->bytes, sz, sizeof(sz)));
+	for (const char *a = ck->about; a && *a;) {
+		/* the reader's account: framework, ranks, model and optimizer state */
+		const char *nl = strchr(a, '\n');
+		int len = nl ? (int)(nl - a) : (int)strlen(a);
+		printf("# %.*s\n", len, a);
+		a += len + (nl ? 1 : 0);
+	}
+	for (size_t i = 0; i < ck->nmeta; i++)
+		printf("# metadata %s = %s\n", ck->meta_k[i], ck->meta_v[i]);
+}
+
+/* One tensor's line of the table: where its bytes come from, in a note. */
+static void text_row(const insp *x, size_t i, int w, const char *hx)
+{
+	const tpc_ckpt *ck = &x->ck;
+	const tpc_tensor *t = &ck->t[i];
+	char nm[1024], note[160] = "", shp[256];
+	tpc_sanitize(nm, sizeof(nm), t->name);
+	if (t->storage >= 0) {
+		const tpc_storage *sg = &ck->st[t->storage];
+		size_t users = 0;
+		for (size_t j = 0; j < ck->n; j++)
+			users += ck->t[j].storage == t->storage;
+		snprintf(note, sizeof(note), "  storage %s%s%s%s", sg->key ? sg->key : "?", users > 1 ? " (shared)" : "",
+			 (t->storage_offset || t->nbytes < sg->nbytes) ? " view" : "",
+			 !tpc_tensor_is_contiguous(t) ? " strided" : "");
+	} else if (t->dq) {
+		char from[120];
+		tpc_sanitize(from, sizeof(from), t->dq->c[0].name ? t->dq->c[0].name : "?");
+		snprintf(note, sizeof(note), "  dequantized from %s", from);
+	} else if (t->nparts) {
+		/* assembled from pieces: DCP chunks, rank files of a set */
+		snprintf(note, sizeof(note), "  %zu pieces", leaf_parts(t));
+	} else if (!tpc_tensor_is_contiguous(t)) {
+		snprintf(note, sizeof(note), "  strided view");
+	}
+	printf("%-*s  %-8s %-22s %14llu%s%s%s%s\n", w, nm, tpc_dtype_name(t->dtype), tpc_shape_str(t, shp, sizeof(shp)),
+	       (unsigned long long)t->nbytes, x->hash ? "  " : "", hx, (t->flags & TPC_TF_QUANTIZED) ? "  quantized" : "",
+	       note);
+}
+
+/* Every tensor, with its checksum under --hash. 0 or the exit status. */
+static int tensors(insp *x, tpc_buf *out)
+{
+	const tpc_ckpt *ck = &x->ck;
+	tpc_err e;
+	int w = 4;
+	tpc_err_init(&e);
+	for (size_t i = 0; i < ck->n; i++) {
+		int l = (int)strlen(ck->t[i].name);
+		if (l > w)
+			w = l < 72 ? l : 72;
+	}
+	if (!x->json)
+		printf("%-*s  %-8s %-22s %14s%s%s\n", w, "name", "dtype", "shape", "bytes", x->hash ? "  " : "",
+		       x->hash ? tpc_hash_name(x->halg) : "");
+	for (size_t i = 0; i < ck->n; i++) {
+		char hx[2 * TPC_HASH_MAX + 1] = "";
+		if (x->hash) {
+			uint8_t h[TPC_HASH_MAX];
+			if (tpc_ckpt_hash_tensor(ck, &ck->t[i], x->halg, h, &e))
+				return tpc_cli_fail(&e);
+			tpc_hex(h, tpc_hash_len(x->halg), hx);
+		}
+		if (x->json) {
+			if (i)
+				tpc_buf_addc(out, ',');
+			json_tensor(out, ck, i, x->hash ? hx : NULL, x->halg);
+		} else {
+			text_row(x, i, w, hx);
+		}
+	}
+	return 0;
+}
+
+/* Totals by dtype, what the reader could not name, the object tree and the
+ * pickle's globals. Returns the number of dangerous globals. */
+static int totals(insp *x, tpc_buf *out)
+{
+	const tpc_ckpt *ck = &x->ck;
+	const dsum *sums = x->sums;
+	if (x->json) {
+		tpc_buf_addf(out, "],\"totals\":{\"tensors\":%zu,\"parameters\":%llu,\"bytes\":%llu,\"hidden_tensors\":%llu},\"dtypes\":{",
+			     ck->n, (unsigned long long)x->params, (unsigned long long)x->bytes,
+			     (unsigned long long)ck->hidden_tensors);
+		bool first = true;
+		for (int d = 1; d < TPC_DT_COUNT; d++) {
+			if (!sums[d].count)
+				continue;
+			tpc_buf_addf(out, "%s\"%s\":{\"tensors\":%llu,\"parameters\":%llu,\"bytes\":%llu}", first ? "" : ",",
+				     tpc_dtype_name((tpc_dtype)d), (unsigned long long)sums[d].count,
+				     (unsigned long long)sums[d].params, (unsigned long long)sums[d].bytes);
+			first = false;
+		}
+		tpc_buf_adds(out, "}");
+		int nd = x->globals ? print_globals(x->oo.globals, true, out) : 0;
+		tpc_buf_adds(out, "}\n");
+		return nd;
+	}
+	char sz[32];
+	printf("# total: %zu tensors, %llu parameters, %llu bytes (%s)\n", ck->n, (unsigned long long)x->params,
+	       (unsigned long long)x->bytes, tpc_fmt_size(x->bytes, sz, sizeof(sz)));
+	for (int d = 1; d < TPC_DT_COUNT; d++)
+		if (sums[d].count) {
+			printf("# %-8s %6llu tensors %14llu parameters %16llu bytes  ", tpc_dtype_name((tpc_dtype)d),
+			       (unsigned long long)sums[d].count, (unsigned long long)sums[d].params,
+			       (unsigned long long)sums[d].bytes);
+			fflush(stdout);
+			tpc_cli_bar(stdout, sums[d].bytes, x->bytes, 24);
+			printf(" %5.1f%% %s\n", x->bytes ? 100.0 * (double)sums[d].bytes / (double)x->bytes : 0.0,
+			       tpc_fmt_size(sums[d].bytes, sz, sizeof(sz)));
+		}
+	if (ck->hidden_tensors)
+		printf("# %llu tensor%s inside opaque objects (%s) not listed: tpconv cannot name %s\n",
+		       (unsigned long long)ck->hidden_tensors, ck->hidden_tensors == 1 ? "" : "s",
+		       ck->hidden_note ? ck->hidden_note : "foreign objects", ck->hidden_tensors == 1 ? "it" : "them");
+	if (ck->root) {
+		tpc_buf p = TPC_BUF_INIT;
+		int budget = 200;
+		print_values(ck->root, &p, 0, &budget);
+		tpc_buf_release(&p);
+	}
+	return x->globals ? print_globals(x->oo.globals, false, NULL) : 0;
+}
+
+/* The options: -1 to go on, or the exit status. */
+static int parse_args(insp *x, int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, 'j'},   {"hash", no_argument, NULL, 'H'},
@@ -174,34 +392,22 @@ int cmd_inspect(int argc, char **argv)
 		{"dequantize", no_argument, NULL, 'D'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
-	bool json = false, hash = false, globals = false, dequant = false;
-	tpc_hash_alg halg = TPC_HASH_SHA256;
-	tpc_open_opts oo = {0, NULL, NULL};
-	tpc_ckpt ck;
-	tpc_err e;
-	int c, ret = 0, ndanger = 0;
-	dsum sums[TPC_DT_COUNT];
-	uint64_t params = 0, bytes = 0;
-	tpc_buf out = TPC_BUF_INIT;
-	tpc_merge mg;
-	bool have_mg = false;
-	char set_line[512] = "", set_json[512] = "";
-
+	int c;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
 		switch (c) {
-		case 'j': json = true; break;
-		case 'H': hash = true; break;
+		case 'j': x->json = true; break;
+		case 'H': x->hash = true; break;
 		case 'C':
-			if (!tpc_hash_from_name(optarg, &halg) || halg == TPC_HASH_NONE)
+			if (!tpc_hash_from_name(optarg, &x->halg) || x->halg == TPC_HASH_NONE)
 				return tpc_cli_usage("inspect", "--checksum takes sha256 or xxh3-128, not '%s'", optarg);
-			hash = true;
+			x->hash = true;
 			break;
-		case 's': oo.select = optarg; break;
-		case 'g': globals = true; break;
-		case 'S': oo.flags |= TPC_OPEN_STRICT; break;
-		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
+		case 's': x->oo.select = optarg; break;
+		case 'g': x->globals = true; break;
+		case 'S': x->oo.flags |= TPC_OPEN_STRICT; break;
+		case 'D': x->oo.flags |= TPC_OPEN_DEQUANTIZE; x->dequant = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
@@ -212,219 +418,62 @@ int cmd_inspect(int argc, char **argv)
 	if (optind != argc - 1)
 		return tpc_cli_usage("inspect", optind >= argc ? "missing PATH" : "expected one PATH, got '%s' too",
 				     optind < argc - 1 ? argv[optind + 1] : "");
-	const char *path = argv[optind];
+	x->path = argv[optind];
+	return -1;
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+	insp x;
+	tpc_buf out = TPC_BUF_INIT;
+	tpc_err e;
+	int ret, ndanger;
+
+	memset(&x, 0, sizeof(x));
+	x.halg = TPC_HASH_SHA256;
+	tpc_ckpt_init(&x.ck);
+	if ((ret = parse_args(&x, argc, argv)) >= 0)
+		return ret;
 	tpc_err_init(&e);
-	tpc_ckpt_init(&ck);
-	if (globals && !(oo.globals = tpc_value_new(TPC_V_DICT))) {
+	if (x.globals && !(x.oo.globals = tpc_value_new(TPC_V_DICT))) {
 		tpc_err_nomem(&e);
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
-	const tpc_layout *fl = NULL;
-	tpc_set_kind sk = tpc_set_detect(path, &fl);
-	if (sk == TPC_SET_MANIFEST) {
-		/* the merged model, described over the rank files (nothing copied) */
-		tpc_merge_opts mo;
-		memset(&mo, 0, sizeof(mo));
-		if (tpc_merge_open(&mg, path, &mo, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto out;
-		}
-		have_mg = true;
-		ck = mg.out; /* borrowed: released with mg */
-		char epl[160] = "", epj[160] = "";
-		if (mg.ep > 1) {
-			snprintf(epl, sizeof(epl), ", ep %d (%lld experts per layer, %s; %d rank%s per expert)", mg.ep,
-				 (long long)mg.experts, tpc_ep_placement_name(mg.ep_placement), mg.tp / mg.ep, mg.tp / mg.ep == 1 ? "" : "s");
-			snprintf(epj, sizeof(epj), ",\"ep\":%d,\"ep_placement\":\"%s\",\"experts\":%lld", mg.ep,
-				 tpc_ep_placement_name(mg.ep_placement), (long long)mg.experts);
-		}
-		snprintf(set_line, sizeof(set_line), "# shard set: layout %s, tp %d, pp %d%s, %d rank %s; the merged model:\n",
-			 mg.layout->name, mg.tp, mg.pp, epl, mg.nranks, mg.layout->folders ? "folders" : "files");
-		snprintf(set_json, sizeof(set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d%s,\"manifest\":true}",
-			 mg.layout->name, mg.tp, mg.pp, epj);
-	} else if (sk == TPC_SET_FOREIGN) {
-		/* no manifest: the split is unknown until a plan says it; show rank 0 */
-		char *r0 = fl->foreign_rank_path(path, 0, 0, 1);
-		if (!r0 || tpc_ckpt_open(&ck, r0, &oo, &e)) {
-			free(r0);
-			ret = r0 ? tpc_cli_fail(&e) : 4;
-			goto out;
-		}
-		snprintf(set_line, sizeof(set_line),
-			 "# shard set: layout %s, no tpconv manifest (merge it with --preset and --tp); rank 0's file %s:\n",
-			 fl->name, tpc_path_base(r0));
-		snprintf(set_json, sizeof(set_json), ",\"shard_set\":{\"layout\":\"%s\",\"manifest\":false}", fl->name);
-		free(r0);
-	} else if (tpc_ckpt_open(&ck, path, &oo, &e)) {
-		ret = tpc_cli_fail(&e);
+	if ((ret = open_input(&x)))
 		goto out;
-	} else if (dequant) {
-		size_t ndq;
-		if ((ret = tpc_cli_dequantize(path, &ck, &ndq)))
-			goto out;
+	for (size_t i = 0; i < x.ck.n; i++) {
+		const tpc_tensor *t = &x.ck.t[i];
+		x.sums[t->dtype].count++;
+		x.sums[t->dtype].params += t->numel;
+		x.sums[t->dtype].bytes += t->nbytes;
+		x.params += t->numel;
+		x.bytes += t->nbytes;
 	}
-	memset(sums, 0, sizeof(sums));
-	for (size_t i = 0; i < ck.n; i++) {
-		const tpc_tensor *t = &ck.t[i];
-		sums[t->dtype].count++;
-		sums[t->dtype].params += t->numel;
-		sums[t->dtype].bytes += t->nbytes;
-		params += t->numel;
-		bytes += t->nbytes;
-	}
-	if (json) {
-		tpc_buf_adds(&out, "{\"path\":");
-		tpc_buf_json_str(&out, path, strlen(path), false);
-		tpc_buf_addf(&out, ",\"format\":\"%s\",\"files\":%zu%s,", ck.format ? ck.format : "?", ck.nsrc,
-			     set_json);
-		if (ck.about) {
-			tpc_buf_adds(&out, "\"about\":");
-			tpc_buf_json_str(&out, ck.about, strlen(ck.about), false);
-			tpc_buf_addc(&out, ',');
-		}
-		tpc_buf_adds(&out, "\"metadata\":{");
-		for (size_t i = 0; i < ck.nmeta; i++) {
-			if (i)
-				tpc_buf_addc(&out, ',');
-			tpc_buf_json_str(&out, ck.meta_k[i], strlen(ck.meta_k[i]), false);
-			tpc_buf_addc(&out, ':');
-			tpc_buf_json_str(&out, ck.meta_v[i], strlen(ck.meta_v[i]), false);
-		}
-		tpc_buf_adds(&out, "},\"tensors\":[");
-	} else {
-		char sz[32];
-		fputs(set_line, stdout);
-		printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", path,
-		       ck.format ? ck.format : "?", ck.nsrc, ck.nsrc == 1 ? "" : "s", ck.n,
-		       (unsigned long long)params, tpc_fmt_size(bytes, sz, sizeof(sz)));
-		for (const char *a = ck.about; a && *a;) {
-			/* the reader's account: framework, ranks, model and optimizer state */
-			const char *nl = strchr(a, '\n');
-			int len = nl ? (int)(nl - a) : (int)strlen(a);
-			printf("# %.*s\n", len, a);
-			a += len + (nl ? 1 : 0);
-		}
-		for (size_t i = 0; i < ck.nmeta; i++)
-			printf("# metadata %s = %s\n", ck.meta_k[i], ck.meta_v[i]);
-	}
-	int w = 4;
-	for (size_t i = 0; i < ck.n; i++) {
-		int l = (int)strlen(ck.t[i].name);
-		if (l > w)
-			w = l < 72 ? l : 72;
-	}
-	if (!json)
-		printf("%-*s  %-8s %-22s %14s%s%s\n", w, "name", "dtype", "shape", "bytes", hash ? "  " : "",
-		       hash ? tpc_hash_name(halg) : "");
-	for (size_t i = 0; i < ck.n; i++) {
-		const tpc_tensor *t = &ck.t[i];
-		char hx[2 * TPC_HASH_MAX + 1] = "", shp[256];
-		if (hash) {
-			uint8_t h[TPC_HASH_MAX];
-			if (tpc_ckpt_hash_tensor(&ck, t, halg, h, &e)) {
-				ret = tpc_cli_fail(&e);
-				goto out;
-			}
-			tpc_hex(h, tpc_hash_len(halg), hx);
-		}
-		if (json) {
-			if (i)
-				tpc_buf_addc(&out, ',');
-			json_tensor(&out, &ck, i, hash ? hx : NULL, halg);
-		} else {
-			char nm[1024];
-			tpc_sanitize(nm, sizeof(nm), t->name);
-			char note[160] = "";
-			if (t->storage >= 0) {
-				const tpc_storage *sg = &ck.st[t->storage];
-				size_t users = 0;
-				for (size_t j = 0; j < ck.n; j++)
-					users += ck.t[j].storage == t->storage;
-				snprintf(note, sizeof(note), "  storage %s%s%s%s", sg->key ? sg->key : "?",
-					 users > 1 ? " (shared)" : "",
-					 (t->storage_offset || t->nbytes < sg->nbytes) ? " view" : "",
-					 !tpc_tensor_is_contiguous(t) ? " strided" : "");
-			} else if (t->dq) {
-				char from[120];
-				tpc_sanitize(from, sizeof(from), t->dq->c[0].name ? t->dq->c[0].name : "?");
-				snprintf(note, sizeof(note), "  dequantized from %s", from);
-			} else if (t->nparts) {
-				/* assembled from pieces: DCP chunks, rank files of a set */
-				snprintf(note, sizeof(note), "  %zu pieces", leaf_parts(t));
-			} else if (!tpc_tensor_is_contiguous(t)) {
-				snprintf(note, sizeof(note), "  strided view");
-			}
-			printf("%-*s  %-8s %-22s %14llu%s%s%s%s\n", w, nm, tpc_dtype_name(t->dtype),
-			       tpc_shape_str(t, shp, sizeof(shp)), (unsigned long long)t->nbytes,
-			       hash ? "  " : "", hx, (t->flags & TPC_TF_QUANTIZED) ? "  quantized" : "", note);
-		}
-	}
-	if (json) {
-		tpc_buf_addf(&out, "],\"totals\":{\"tensors\":%zu,\"parameters\":%llu,\"bytes\":%llu,\"hidden_tensors\":%llu},\"dtypes\":{",
-			     ck.n, (unsigned long long)params, (unsigned long long)bytes,
-			     (unsigned long long)ck.hidden_tensors);
-		bool first = true;
-		for (int d = 1; d < TPC_DT_COUNT; d++) {
-			if (!sums[d].count)
-				continue;
-			tpc_buf_addf(&out, "%s\"%s\":{\"tensors\":%llu,\"parameters\":%llu,\"bytes\":%llu}",
-				     first ? "" : ",", tpc_dtype_name((tpc_dtype)d),
-				     (unsigned long long)sums[d].count, (unsigned long long)sums[d].params,
-				     (unsigned long long)sums[d].bytes);
-			first = false;
-		}
-		tpc_buf_adds(&out, "}");
-		if (globals)
-			ndanger = print_globals(oo.globals, true, &out);
-		tpc_buf_adds(&out, "}\n");
+	header(&x, &out);
+	if ((ret = tensors(&x, &out)))
+		goto out;
+	ndanger = totals(&x, &out);
+	if (x.json) {
 		if (out.oom) {
 			tpc_err_nomem(&e);
 			ret = tpc_cli_fail(&e);
 			goto out;
 		}
 		fwrite(out.p, 1, out.len, stdout);
-	} else {
-		char sz[32];
-		printf("# total: %zu tensors, %llu parameters, %llu bytes (%s)\n", ck.n,
-		       (unsigned long long)params, (unsigned long long)bytes, tpc_fmt_size(bytes, sz, sizeof(sz)));
-		for (int d = 1; d < TPC_DT_COUNT; d++)
-			if (sums[d].count) {
-				char sz[32];
-				printf("# %-8s %6llu tensors %14llu parameters %16llu bytes  ",
-				       tpc_dtype_name((tpc_dtype)d), (unsigned long long)sums[d].count,
-				       (unsigned long long)sums[d].params, (unsigned long long)sums[d].bytes);
-				fflush(stdout);
-				tpc_cli_bar(stdout, sums[d].bytes, bytes, 24);
-				printf(" %5.1f%% %s\n", bytes ? 100.0 * (double)sums[d].bytes / (double)bytes : 0.0,
-				       tpc_fmt_size(sums[d].bytes, sz, sizeof(sz)));
-			}
-		if (ck.hidden_tensors)
-			printf("# %llu tensor%s inside opaque objects (%s) not listed: tpconv cannot name %s\n",
-			       (unsigned long long)ck.hidden_tensors, ck.hidden_tensors == 1 ? "" : "s",
-			       ck.hidden_note ? ck.hidden_note : "foreign objects",
-			       ck.hidden_tensors == 1 ? "it" : "them");
-		if (ck.root) {
-			tpc_buf p = TPC_BUF_INIT;
-			int budget = 200;
-			print_values(ck.root, &p, 0, &budget);
-			tpc_buf_release(&p);
-		}
-		if (globals)
-			ndanger = print_globals(oo.globals, false, NULL);
 	}
 	if (ndanger) {
 		fprintf(stderr, "tpconv: error: '%s': the pickle references %d dangerous global%s "
 				"(listed above; tpconv never executes them, torch.load without weights_only would)\n",
-			path, ndanger, ndanger == 1 ? "" : "s");
+			x.path, ndanger, ndanger == 1 ? "" : "s");
 		ret = 3;
 	}
 out:
 	tpc_buf_release(&out);
-	tpc_value_unref(oo.globals);
-	if (have_mg)
-		tpc_merge_release(&mg); /* ck was its merged checkpoint */
+	tpc_value_unref(x.oo.globals);
+	if (x.have_mg)
+		tpc_merge_release(&x.mg); /* ck was its merged checkpoint */
 	else
-		tpc_ckpt_release(&ck);
+		tpc_ckpt_release(&x.ck);
 	return ret;
 }
