@@ -63,6 +63,44 @@ static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc
 	return f->write((const tpc_ckpt *)ctx, NULL, 0, out, wo, e);
 }
 
+/* The input folder's companions (config, tokenizer...) beside a folder
+ * output; config.json says the dtype the weights now have, and loses its
+ * quantization_config when they were dequantized. 0 or the exit status. */
+static int copy_companions(const tpc_ckpt *ck, const char *in, const char *out, const tpc_write_opts *wo, size_t kept,
+			   size_t ndq)
+{
+	char *srcdir = tpc_extras_source_dir(in);
+	tpc_err e;
+	if (!srcdir)
+		return 0;
+	tpc_err_init(&e);
+	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
+	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+	static const char *const no_quant[] = {"quantization_config", NULL};
+	if (ndq)
+		xo.config_drop = no_quant;
+	tpc_dtype fdt = TPC_DT_INVALID;
+	bool cast = false, one = true;
+	for (size_t i = 0; i < ck->n; i++) {
+		const tpc_tensor *t = &ck->t[i];
+		if (!(tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT))
+			continue;
+		cast = cast || t->dtype != t->src_dtype || t->dq;
+		one = one && (!fdt || fdt == t->dtype);
+		fdt = t->dtype;
+	}
+	if (cast && one && fdt)
+		xo.torch_dtype = tpc_dtype_get(fdt)->torch; /* config.json says what the weights are */
+	size_t copied = 0;
+	int xr = tpc_extras_copy(srcdir, out, &xo, &copied, &e);
+	free(srcdir);
+	if (xr)
+		return tpc_cli_fail(&e);
+	if (copied)
+		tpc_cli_info("copied %zu companion file%s (config, tokenizer, ...)", copied, copied == 1 ? "" : "s");
+	return 0;
+}
+
 static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
 	static const struct option lo[] = {
@@ -193,36 +231,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		fprintf(stderr, "tpconv: resumed: kept %zu shard file%s an interrupted run left (every tensor byte-equal), wrote the rest\n",
 			kept, kept == 1 ? "" : "s");
 	/* a model folder's companions (config, tokenizer...) go beside a folder output */
-	char *srcdir = (!no_extras && tpc_is_dir(out)) ? tpc_extras_source_dir(in) : NULL;
-	if (srcdir) {
-		/* a resumed folder's companions (an interrupted run copied them) are refreshed */
-		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-		/* dequantized weights: the config must not tell loaders they are quantized */
-		static const char *const no_quant[] = {"quantization_config", NULL};
-		if (ndq)
-			xo.config_drop = no_quant;
-		tpc_dtype fdt = TPC_DT_INVALID;
-		bool cast = false, one = true;
-		for (size_t i = 0; i < ck.n; i++) {
-			const tpc_tensor *t = &ck.t[i];
-			if (!(tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT))
-				continue;
-			cast = cast || t->dtype != t->src_dtype || t->dq;
-			one = one && (!fdt || fdt == t->dtype);
-			fdt = t->dtype;
-		}
-		if (cast && one && fdt)
-			xo.torch_dtype = tpc_dtype_get(fdt)->torch; /* config.json says what the weights are */
-		size_t copied = 0;
-		int xr = tpc_extras_copy(srcdir, out, &xo, &copied, &e);
-		free(srcdir);
-		if (xr) {
-			ret = tpc_cli_fail(&e);
-			goto out;
-		}
-		if (copied)
-			tpc_cli_info("copied %zu companion file%s (config, tokenizer, ...)", copied, copied == 1 ? "" : "s");
-	}
+	if (!no_extras && tpc_is_dir(out) && (ret = copy_companions(&ck, in, out, &wo, kept, ndq)))
+		goto out;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("wrote %zu tensors (%s) to '%s' in %.2f s", ck.n, tpc_fmt_size(total, sz, sizeof(sz)),

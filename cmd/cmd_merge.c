@@ -63,6 +63,34 @@ static int write_merged(void *ctx, const tpc_format *f, const char *out, const t
 	return tpc_merge_write((tpc_merge *)ctx, f, out, wo, e);
 }
 
+/* The companions the layout says the set keeps (TensorRT-LLM: its
+ * config.json loses the mapping again) beside an HF folder output; a
+ * dequantized merge's config loses quantization_config. 0 or the exit
+ * status. */
+static int copy_companions(const tpc_merge *mg, const char *dir, const char *out, const tpc_write_opts *wo,
+			   size_t kept, size_t ndq)
+{
+	tpc_err e;
+	tpc_err_init(&e);
+	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
+	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+	const char *from = !mg->layout ? dir /* a DCP folder: its config beside the items */
+			   : tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, &xo);
+	/* dense now: loaders must not read it as quantized (beside what the
+	 * layout drops, TensorRT-LLM's mapping) */
+	const char *drop[16] = {NULL};
+	size_t nd = 0;
+	for (const char *const *d = xo.config_drop; d && *d && nd < 14; d++)
+		drop[nd++] = *d;
+	if (ndq) {
+		drop[nd++] = "quantization_config";
+		xo.config_drop = drop;
+	}
+	if (from && tpc_extras_copy(from, out, &xo, NULL, &e))
+		return tpc_cli_fail(&e);
+	return 0;
+}
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -200,28 +228,8 @@ int cmd_merge(int argc, char **argv)
 			kept, kept == 1 ? "" : "s");
 	/* the model's companion files (config, tokenizer) go with an HF folder; a
 	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
-	if (sharded && !no_extras) {
-		/* the layout says where the set keeps the model's companions
-		 * (TensorRT-LLM: its config.json loses the mapping again) */
-		/* a resumed folder's companions (an interrupted run copied them) are refreshed */
-		tpc_extras_opts xo = {((wo.flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-		const char *from = !mg->layout ? dir /* a DCP folder: its config beside the items */
-				   : tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, &xo);
-		/* dense now: loaders must not read it as quantized (beside what the
-		 * layout drops, TensorRT-LLM's mapping) */
-		const char *drop[16] = {NULL};
-		size_t nd = 0;
-		for (const char *const *d = xo.config_drop; d && *d && nd < 14; d++)
-			drop[nd++] = *d;
-		if (ndq) {
-			drop[nd++] = "quantization_config";
-			xo.config_drop = drop;
-		}
-		if (from && tpc_extras_copy(from, out, &xo, NULL, &e)) {
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-	}
+	if (sharded && !no_extras && (ret = copy_companions(mg, dir, out, &wo, kept, ndq)))
+		goto done;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("merged %d rank files into %zu tensors (%s) in '%s' in %.2f s", mg->nranks, mg->out.n,
