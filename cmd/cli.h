@@ -246,6 +246,13 @@ typedef int (*tpc_cli_write_fn)(void *ctx, const tpc_format *f, const char *out,
 				tpc_err *e);
 int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
 		      bool sharded, const char *out, const tpc_write_opts *wo);
+/* Convert's and merge's write of ck with f to out through wr: progress on
+ * stderr, an interrupted folder output's shards kept unless --force (*kept
+ * counts them), under mpirun the shards divided among the processes. 0 with
+ * *go_on when this process goes on (the others are done), else the exit
+ * status (said). */
+int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
+		      bool sharded, const char *out, tpc_write_opts *wo, bool force_progress, size_t *kept, bool *go_on);
 /* The job of this process (main.c starts it for merge and convert). */
 extern tpc_cli_mpi tpc_cli_job;
 void tpc_cli_mpi_end(tpc_cli_mpi *m, int status);

@@ -245,3 +245,40 @@ int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_
 		unlink_ours(ck, out, &po);
 	return ret;
 }
+
+int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
+		      bool sharded, const char *out, tpc_write_opts *wo, bool force_progress, size_t *kept, bool *go_on)
+{
+	tpc_progress prog;
+	tpc_err e;
+	uint64_t total = 0;
+	int ret;
+	*go_on = false;
+	tpc_err_init(&e);
+	for (size_t i = 0; i < ck->n; i++)
+		total += ck->t[i].nbytes;
+	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), cmd, total);
+	wo->progress = &prog;
+	if (sharded && !(wo->flags & TPC_W_FORCE)) {
+		wo->flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
+		wo->kept = kept;
+	}
+	if (tpc_cli_job.on) {
+		/* under mpirun: the shards divided among the processes; process 0 goes on */
+		ret = tpc_cli_mpi_write(&tpc_cli_job, wr, ctx, ck, f, sharded, out, wo);
+		*go_on = !ret && tpc_cli_job.me == 0;
+	} else if ((ret = wr(ctx, f, out, wo, &e))) {
+		tpc_err_path(&e, out);
+		ret = tpc_cli_fail(&e);
+	} else {
+		*go_on = true;
+	}
+	wo->progress = NULL; /* prog lives here */
+	if (!*go_on)
+		return ret;
+	tpc_progress_end(&prog);
+	if (*kept && tpc_cli_verbose >= 0)
+		fprintf(stderr, "tpconv: resumed: kept %zu shard file%s an interrupted run left (every tensor byte-equal), wrote the rest\n",
+			*kept, *kept == 1 ? "" : "s");
+	return 0;
+}

@@ -124,7 +124,6 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_write_opts wo;
-	tpc_progress prog;
 	bool force_progress = false, no_extras = false, dequant = false;
 	size_t ndq = 0;
 	tpc_ckpt ck;
@@ -208,28 +207,12 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	uint64_t total = 0;
 	for (size_t i = 0; i < ck.n; i++)
 		total += ck.t[i].nbytes;
-	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "convert", total);
-	wo.progress = &prog;
 	double t0 = tpc_now();
 	size_t kept = 0;
-	if (sharded && !(wo.flags & TPC_W_FORCE)) {
-		wo.flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
-		wo.kept = &kept;
-	}
-	if (tpc_cli_job.on) {
-		/* under mpirun: the shards divided among the processes; process 0 goes on */
-		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_ckpt, &ck, &ck, outf, sharded, out, &wo)) ||
-		    tpc_cli_job.me != 0)
-			goto out;
-	} else if (outf->write(&ck, NULL, 0, out, &wo, &e)) {
-		tpc_err_path(&e, out);
-		ret = tpc_cli_fail(&e);
+	bool go_on;
+	if ((ret = tpc_cli_write_out("convert", write_ckpt, &ck, &ck, outf, sharded, out, &wo, force_progress, &kept,
+				     &go_on)) || !go_on)
 		goto out;
-	}
-	tpc_progress_end(&prog);
-	if (kept && tpc_cli_verbose >= 0)
-		fprintf(stderr, "tpconv: resumed: kept %zu shard file%s an interrupted run left (every tensor byte-equal), wrote the rest\n",
-			kept, kept == 1 ? "" : "s");
 	/* a model folder's companions (config, tokenizer...) go beside a folder output */
 	if (!no_extras && tpc_is_dir(out) && (ret = copy_companions(&ck, in, out, &wo, kept, ndq)))
 		goto out;

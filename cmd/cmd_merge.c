@@ -110,7 +110,6 @@ int cmd_merge(int argc, char **argv)
 	unsigned take0 = 0;
 	size_t ndq = 0;
 	tpc_cli_input in;
-	tpc_progress prog;
 	tpc_err e;
 	int c, ret = 0;
 
@@ -204,28 +203,12 @@ int cmd_merge(int argc, char **argv)
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}
-	tpc_progress_init(&prog, stderr, tpc_cli_progress_wanted(force_progress), "merge", total);
-	wo.progress = &prog;
 	double t0 = tpc_now();
 	size_t kept = 0;
-	if (sharded && !(wo.flags & TPC_W_FORCE)) {
-		wo.flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
-		wo.kept = &kept;
-	}
-	if (tpc_cli_job.on) {
-		/* under mpirun: the shards divided among the processes; process 0 goes on */
-		if ((ret = tpc_cli_mpi_write(&tpc_cli_job, write_merged, mg, &mg->out, outf, sharded, out, &wo)) ||
-		    tpc_cli_job.me != 0)
-			goto done;
-	} else if (tpc_merge_write(mg, outf, out, &wo, &e)) {
-		tpc_err_path(&e, out);
-		ret = tpc_cli_fail(&e);
+	bool go_on;
+	if ((ret = tpc_cli_write_out("merge", write_merged, mg, &mg->out, outf, sharded, out, &wo, force_progress, &kept,
+				     &go_on)) || !go_on)
 		goto done;
-	}
-	tpc_progress_end(&prog);
-	if (kept && tpc_cli_verbose >= 0)
-		fprintf(stderr, "tpconv: resumed: kept %zu shard file%s an interrupted run left (every tensor byte-equal), wrote the rest\n",
-			kept, kept == 1 ? "" : "s");
 	/* the model's companion files (config, tokenizer) go with an HF folder; a
 	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
 	if (sharded && !no_extras && (ret = copy_companions(mg, dir, out, &wo, kept, ndq)))

@@ -64,28 +64,30 @@ int tpc_cli_usage(const char *cmd, const char *fmt, ...)
 	return 2;
 }
 
+/* One diagnostic line on stderr, when the verbosity reaches `level`. */
+static void say(int level, const char *prefix, const char *fmt, va_list ap)
+{
+	if (tpc_cli_verbose < level)
+		return;
+	fputs(prefix, stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void tpc_cli_warn(const char *fmt, ...)
 {
 	va_list ap;
-	if (tpc_cli_verbose < 0)
-		return;
-	fputs("tpconv: warning: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(0, "tpconv: warning: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void tpc_cli_info(const char *fmt, ...)
 {
 	va_list ap;
-	if (tpc_cli_verbose < 1)
-		return;
-	fputs("tpconv: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(1, "tpconv: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **argv, bool *list, const char **check,

@@ -37,8 +37,18 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 	for (int k = 0; k < np; k++)
 		parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas > 0 ? sp->part[k].replicas : 1};
 	tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
-	return tpc_verify_set_add(s, as ? as : name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np, parts,
-				  e);
+	int64_t ix = tpc_verify_set_add(s, as ? as : name, ref, &ref->t[ri], vs, sp->dim, transposed, sp->row_bias, np,
+					parts, e);
+	if (ix < 0)
+		return ix;
+	/* a plan's transposed rule applies to a 2-D weight (Conv1D) only */
+	tpc_vtensor *vt = &s->t[ix];
+	vt->transposed = transposed && vt->ref->ndim == 2;
+	if (sp->ep > 1) {
+		vt->ep = sp->ep;
+		vt->ep_group = sp->ep_group;
+	}
+	return ix;
 }
 
 int tpc_varch_parse(const char *name, tpc_varch *out)
@@ -211,12 +221,6 @@ static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_pla
 	int64_t ix = add_tensor(set, t->name, NULL, refd, &sp, transposed, e);
 	if (ix < 0)
 		return (int)ix;
-	tpc_vtensor *vt = &set->t[ix];
-	vt->transposed = transposed && vt->ref->ndim == 2;
-	if (sp.ep > 1) {
-		vt->ep = sp.ep;
-		vt->ep_group = sp.ep_group;
-	}
 	for (int r = 0; r < tp; r++) {
 		tpc_ckpt *rk = &rankd[stage * tp + r];
 		if (mpi && r != me)
@@ -522,11 +526,6 @@ static int describe_tensor(tpc_cli_vdesc *d, tpc_verify_set *set, size_t i, tpc_
 	if (ix < 0)
 		return (int)ix;
 	tpc_vtensor *vt = &set->t[ix];
-	vt->transposed = transposed && vt->ref->ndim == 2;
-	if (sp.ep > 1) {
-		vt->ep = sp.ep;
-		vt->ep_group = sp.ep_group;
-	}
 	if (d->have_man) {
 		const tpc_manifest_tensor *mt = &d->man.t[i];
 		vt->hash_alg = d->man.checksum;
