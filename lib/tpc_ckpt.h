@@ -282,6 +282,11 @@ bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b);
 /* Set stride to the C-contiguous strides for the current shape. */
 void tpc_tensor_set_contiguous(tpc_tensor *t);
 
+/* Tensor shape as "[2, 3]" into buf. */
+const char *tpc_shape_str(const tpc_tensor *t, char *buf, size_t n);
+
+/* ---- moving the bytes (tpc_stream.c) ---- */
+
 /*
  * Copy bytes [off, off+len) of tensor t's C-contiguous little-endian image (in
  * src_dtype) into dst. `off` and `len` must be multiples of the element size
@@ -352,9 +357,6 @@ void tpc_ckpt_drop_range(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, 
  * tpc_hash_len(alg) bytes into out. */
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
 			 tpc_err *e);
-
-/* Tensor shape as "[2, 3]" into buf. */
-const char *tpc_shape_str(const tpc_tensor *t, char *buf, size_t n);
 
 /* Size of the bounded gather buffer used by writers (bytes). */
 #define TPC_GATHER_CHUNK (8u << 20)
