@@ -42,6 +42,10 @@ bool tpc_cli_progress_wanted(bool forced);
  * no for "model.safetensors", "x.gguf" and any existing file. */
 bool tpc_cli_folder_output(const char *out);
 
+/* A report (--json, --junit) to `path`, atomically; "-" is standard output. */
+struct tpc_buf;
+int tpc_cli_write_report(const char *path, const struct tpc_buf *b, tpc_err *e);
+
 /* The writer of OUT for convert and merge: --format NAME (`fmt_name`) when
  * given, a folder format (dcp) laying out its own files; else the index
  * format (HF shards) over --format's, OUT's suffix's or safetensors' files

@@ -60,16 +60,6 @@ static int open_side(tpc_cli_input *s, const char *path, const tpc_cli_set *set,
 	return ret;
 }
 
-static int write_report(const char *path, const tpc_buf *b, tpc_err *e)
-{
-	if (b->oom)
-		return tpc_err_nomem(e);
-	if (strcmp(path, "-"))
-		return tpc_write_file_atomic(path, b->p, b->len, TPC_OUT_FORCE, e);
-	fwrite(b->p, 1, b->len, stdout);
-	return fflush(stdout) ? tpc_err_sys(e, TPC_EIO, 0, "cannot write the report to stdout") : 0;
-}
-
 static int diff(int argc, char **argv, tpc_cli_remap *rm)
 {
 	static const struct option lo[] = {
@@ -166,19 +156,19 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	bool table_to_stdout = tpc_cli_verbose >= 0 && !(json && !strcmp(json, "-")) && !(junit && !strcmp(junit, "-"));
 	if (table_to_stdout) {
 		tpc_diff_report_text(&d, pa, pb, tpc_cli_verbose > 0, &b);
-		if ((ret = write_report("-", &b, &e)))
+		if ((ret = tpc_cli_write_report("-", &b, &e)))
 			goto fail;
 	}
 	if (json) {
 		tpc_buf_reset(&b);
 		tpc_diff_report_json(&d, pa, pb, &b);
-		if ((ret = write_report(json, &b, &e)))
+		if ((ret = tpc_cli_write_report(json, &b, &e)))
 			goto fail;
 	}
 	if (junit) {
 		tpc_buf_reset(&b);
 		tpc_diff_report_junit(&d, pa, pb, &b);
-		if ((ret = write_report(junit, &b, &e)))
+		if ((ret = tpc_cli_write_report(junit, &b, &e)))
 			goto fail;
 	}
 	ret = tpc_diff_same(&d) ? 0 : 1;

@@ -58,8 +58,9 @@ static const char *help =
 	"  --seed S                 seed of the inputs (default 1)\n"
 	"  --rtol X, --atol X       tolerances for every check (default: by dtype)\n"
 	"  --threads N              OpenMP threads per rank (default: cores / ranks)\n"
-	"  --json FILE              the report as JSON (schema in tpc_verify.h)\n"
-	"  --junit FILE             the report as JUnit XML\n"
+	"  --json FILE              the report as JSON (schema in tpc_verify.h); '-': stdout,\n"
+	"                           instead of the table\n"
+	"  --junit FILE             the report as JUnit XML; '-': stdout, instead of the table\n"
 	"  -q, --quiet              print only failing checks\n"
 	"  -v, --verbose            say more\n"
 	"  -h, --help               this help\n\n"
@@ -168,6 +169,8 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 		return tpc_cli_usage("verify", "missing %s", !a->ref_path ? "--reference ORIG" : "--shards DIR");
 	if (a->preset && a->plan_file)
 		return tpc_cli_usage("verify", "give --preset or --plan, not both");
+	if (*json && *junit && !strcmp(*json, "-") && !strcmp(*junit, "-"))
+		return tpc_cli_usage("verify", "only one of --json and --junit can go to stdout");
 	if (checks) {
 		o->checks = 0;
 		char *dup = tpc_strdup(checks), *save = NULL;
@@ -187,23 +190,27 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 	return -1;
 }
 
-/* Rank 0: the '#' table on stdout, then --json and --junit. */
+/* Rank 0: the '#' table on stdout (unless a report goes there), then --json
+ * and --junit ("-": standard output). */
 static int write_reports(const tpc_verify_report *rep, const char *json, const char *junit, tpc_err *e)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	int wr = 0;
-	tpc_verify_report_table(rep, tpc_cli_verbose < 0, &b);
-	fwrite(b.p, 1, b.len, stdout);
-	fflush(stdout);
+	bool json_out = json && !strcmp(json, "-"), junit_out = junit && !strcmp(junit, "-");
+	if (!json_out && !junit_out) {
+		tpc_verify_report_table(rep, tpc_cli_verbose < 0, &b);
+		fwrite(b.p, 1, b.len, stdout);
+		fflush(stdout);
+	}
 	if (json) {
 		tpc_buf_reset(&b);
 		tpc_verify_report_json(rep, &b);
-		wr = b.oom ? tpc_err_nomem(e) : tpc_write_file_atomic(json, b.p, b.len, TPC_OUT_FORCE, e);
+		wr = tpc_cli_write_report(json, &b, e);
 	}
 	if (!wr && junit) {
 		tpc_buf_reset(&b);
 		tpc_verify_report_junit(rep, &b);
-		wr = b.oom ? tpc_err_nomem(e) : tpc_write_file_atomic(junit, b.p, b.len, TPC_OUT_FORCE, e);
+		wr = tpc_cli_write_report(junit, &b, e);
 	}
 	tpc_buf_release(&b);
 	return wr;
@@ -259,9 +266,9 @@ int cmd_verify(int argc, char **argv)
 	ret = rep.nfail || ret == TPC_EMISMATCH ? 1 : 0;
 	goto done;
 fail:
-	if (ret == TPC_EUSAGE || ret > 0)
-		goto done;
-	ret = tpc_cli_fail(&e);
+	if (ret > 0)
+		goto done; /* an exit status, its message said */
+	ret = tpc_cli_fail(&e); /* TPC_EUSAGE (an unknown preset) is exit 2 with its message */
 	if (a.mpi)
 		tpc_verify_mpi_abort(ret); /* ranks may wait in a collective for this one */
 done:

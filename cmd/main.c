@@ -64,6 +64,16 @@ int tpc_cli_usage(const char *cmd, const char *fmt, ...)
 	return 2;
 }
 
+int tpc_cli_write_report(const char *path, const tpc_buf *b, tpc_err *e)
+{
+	if (b->oom)
+		return tpc_err_nomem(e);
+	if (strcmp(path, "-"))
+		return tpc_write_file_atomic(path, b->p, b->len, TPC_OUT_FORCE, e);
+	fwrite(b->p, 1, b->len, stdout);
+	return fflush(stdout) ? tpc_err_sys(e, TPC_EIO, 0, "cannot write the report to stdout") : 0;
+}
+
 /* One diagnostic line on stderr, when the verbosity reaches `level`. */
 static void say(int level, const char *prefix, const char *fmt, va_list ap)
 {

@@ -63,6 +63,17 @@ else notok "--device cuda: exit $rc"; fi
 "$TPCONV" verify --reference gpt2/model.safetensors --shards s --checks bogus > out.txt 2>&1
 [ $? = 2 ] && grep -q "'bogus'" out.txt && ok "usage: unknown check quoted, exit 2" || notok "unknown check"
 "$TPCONV" verify --help | grep -q '^usage: tpconv verify' && ok "verify --help" || notok "verify --help"
+# a mistyped preset is a usage error with the nearest name (it exited 254 in silence)
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --preset gtp2 > out.txt 2>&1
+[ $? = 2 ] && grep -q "did you mean 'gpt2'" out.txt && ok "usage: unknown --preset says the nearest name, exit 2" || notok "verify --preset typo: $(head -c 200 out.txt)"
+# '-' is standard output for --json and --junit, as in diff (a file named '-' was written)
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --json - > out.json 2>/dev/null
+[ $? = 0 ] && [ ! -e ./- ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tpconv_verify"]' out.json &&
+  ok "--json - writes the JSON report to stdout, no file '-'" || notok "verify --json -: $(head -c 200 out.json)"
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --junit - > out.xml 2>/dev/null
+[ $? = 0 ] && [ ! -e ./- ] && head -1 out.xml | grep -q '^<?xml' && ok "--junit - writes the JUnit report to stdout" || notok "verify --junit -"
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --json - --junit - > out.txt 2>&1
+[ $? = 2 ] && ok "--json - with --junit - is a usage error" || notok "both reports to stdout"
 if command -v mpirun >/dev/null && "$TPCONV" verify --reference gpt2/model.safetensors --shards s --seed 5 --json t.json -q >/dev/null; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
   mpirun --allow-run-as-root --oversubscribe -np 2 "$TPCONV" verify --reference gpt2/model.safetensors --shards s \
