@@ -246,6 +246,46 @@ int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_
 	return ret;
 }
 
+/* The folders missing above file `out`: made (*made: the topmost one, to
+ * take back), 0 or the exit status. */
+static int make_parents(const char *out, char **made)
+{
+	char *dir = tpc_path_dir(out), *top = NULL;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (!dir)
+		return 0;
+	for (char *d = tpc_strdup(dir); d && *d && strcmp(d, ".") && strcmp(d, "/") && !tpc_exists(d);) {
+		free(top);
+		top = d;
+		d = tpc_path_dir(top);
+		if (d && !strcmp(d, top)) {
+			free(d);
+			break;
+		}
+	}
+	int ret = top ? tpc_mkdirs(dir, &e) : 0;
+	free(dir);
+	if (ret) {
+		free(top);
+		return tpc_cli_fail(&e);
+	}
+	*made = top;
+	return 0;
+}
+
+/* Remove the folders make_parents made, deepest first, while empty. */
+static void unmake_parents(const char *out, const char *top)
+{
+	char *d = tpc_path_dir(out);
+	while (d && rmdir(d) == 0 && strcmp(d, top)) {
+		char *up = tpc_path_dir(d);
+		free(d);
+		d = up;
+	}
+	free(d);
+}
+
 int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,
 		      bool sharded, const char *out, tpc_write_opts *wo, bool force_progress, size_t *kept, bool *go_on)
 {
@@ -263,6 +303,11 @@ int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc
 		wo->flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
 		wo->kept = kept;
 	}
+	/* a file's missing folders are made, as a folder output's are, and taken
+	 * back when nothing was written into them */
+	char *made = NULL;
+	if (!sharded && (ret = make_parents(out, &made)))
+		return ret;
 	if (tpc_cli_job.on) {
 		/* under mpirun: the shards divided among the processes; process 0 goes on */
 		ret = tpc_cli_mpi_write(&tpc_cli_job, wr, ctx, ck, f, sharded, out, wo);
@@ -274,6 +319,9 @@ int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc
 		*go_on = true;
 	}
 	wo->progress = NULL; /* prog lives here */
+	if (ret && made)
+		unmake_parents(out, made);
+	free(made);
 	if (!*go_on)
 		return ret;
 	tpc_progress_end(&prog);

@@ -69,6 +69,16 @@ if [ $HAVE_TORCH_FMT = 1 ]; then
   $PY -c 'import torch,sys; sd=torch.load(sys.argv[1], weights_only=True); assert isinstance(sd, dict) and len(sd) == 30' "$T/llama_merged.pt" 2>"$T/err" &&
     ok "merged torch file loads in real torch.load(weights_only=True)" || bad "merged torch loads" "$(cat "$T/err")"
 fi
+# a file output's missing folders are made, as a folder output's are (merge
+# failed with "cannot create a temporary file"), and taken back on failure
+rm -rf "$T/newdir"
+run "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/newdir/sub/merged.safetensors"
+[ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/newdir/sub/merged.safetensors" &&
+  ok "merge -o NEWDIR/SUB/file.safetensors makes the folders" || bad "merge into a new folder" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+(ulimit -f 1; exec "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/newdir2/sub/merged.safetensors") >/dev/null 2>"$T/err"
+rc=$?
+[ "$rc" = 4 ] && [ ! -e "$T/newdir2" ] && ok "a failed merge into new folders takes them back (exit 4)" ||
+  bad "failed merge into new folders" "rc=$rc" "$(ls -R "$T/newdir2" 2>&1 | head -3)"
 # merge writes what convert writes for the same --format: a DCP folder for dcp
 # even when OUT ends in '/' (merge wrote an HF folder of safetensors there
 # before it shared convert's writer choice), and both list the same writable
