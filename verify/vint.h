@@ -152,4 +152,87 @@ uint64_t tpc__fnv(uint64_t h, const void *p, size_t n);
 /* Drop the mapped pages a view touches from the resident set. */
 void tpc__drop_view(const tpc_ckpt *ck, const tpc_tensor *t);
 
+/* ---- the checks (verify.c; check_structure.c, check_layers.c,
+ * check_blocks.c, check_model.c) ---- */
+
+/* One rank's run of the checks. */
+typedef struct vrun {
+	const tpc_verify_set *s;
+	const tpc_verify_opts *o;
+	tpc_coll *c;
+	tpc_verify_report *rep;
+	tpc_err *e;
+	int me, tp;
+	int64_t T;
+	vctx xf, xd;
+	tpc_vresult *xb;
+	bool any_fail;
+	int threads, ref_threads; /* OpenMP threads of this rank, and of rank 0's reference work */
+} vrun;
+
+/* Rank 0's reference work on every core meanwhile (tpc__ref_begin), and back
+ * to this rank's threads (tpc__ref_end). */
+void tpc__ref_begin(const vrun *R);
+void tpc__ref_end(const vrun *R);
+
+/* A check's result: begun with its tolerances, failed with the first message,
+ * a difference recorded (the first TPC_VERIFY_NDIFF). */
+void tpc__res_init(vrun *R, tpc_vresult *r, tpc_vcheck kind, const char *name, tpc_dtype dt);
+void tpc__res_fail(tpc_vresult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tpc__res_diff(tpc_vresult *r, int rank, int64_t idx, double exp, double act);
+
+/* The ranks' results merged on every rank, *failed when any rank failed; rank
+ * 0 reports the merged result when `final` or failed. tpc__finish ends a
+ * check: an error aborts the group, else the final exchange. */
+int tpc__exchange(vrun *R, tpc_vresult *res, bool final, bool *failed);
+int tpc__finish(vrun *R, tpc_vresult *res, int ret);
+
+/* Comparing with the reference: one value on the scale of the reference's
+ * rms (tpc__cmp), or n values of rank 0 (tpc__cmp_all). */
+double tpc__rms(const double *v, size_t n);
+void tpc__cmp(tpc_vresult *r, double scale, int rank, int64_t idx, double exp, double act);
+void tpc__cmp_all(tpc_vresult *r, const double *yr, const float *y, size_t n);
+uint64_t tpc__digest_f(const float *p, size_t n);
+
+/* What a 2-D split does to the math: output features split (col), input
+ * features split (row), replicated, or none. */
+enum { MK_NONE, MK_COL, MK_ROW, MK_REPL };
+int tpc__math_kind(const tpc_vtensor *v);
+
+/* Seeded inputs: columns [c0, c0+n) of a [T, full] matrix in fp32, a whole
+ * [T, n] one in fp64, token t's id in a vocabulary of V. */
+void tpc__seeded_f(float *x, int64_t T, int64_t n, int64_t full, int64_t c0, uint64_t seed, uint64_t stream);
+void tpc__seeded_d(double *x, int64_t T, int64_t n, uint64_t seed, uint64_t stream);
+int64_t tpc__seeded_id(uint64_t seed, uint64_t stream, int64_t t, int64_t V);
+
+/* Local views of tensor i on rank t (-1: the reference): the tensor
+ * (tpc__loc_of; tpc__opt_loc for i < 0: none), the linear layer with its bias
+ * (tpc__lin_of). */
+void tpc__loc_of(const vrun *R, int64_t i, int t, vloc *L);
+void tpc__opt_loc(const vrun *R, int64_t i, int t, vloc *l);
+void tpc__lin_of(const vrun *R, int64_t i, int t, bool row, vlin *L);
+
+/* Readiness on this rank; on no, a message in msg[n]: tensor i present and
+ * shaped as described on rank t (tpc__rank_ok), a layer's bias fitting its
+ * split (tpc__bias_ok), a tensor replicated (tpc__repl_ok; i < 0: none). */
+bool tpc__rank_ok(const vrun *R, int64_t i, int t, char *msg, size_t n);
+bool tpc__bias_ok(const vrun *R, int64_t i, bool row, char *msg, size_t n);
+bool tpc__repl_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t n);
+
+/* check_blocks.c: a layer's MLP and attention as local views on rank t (-1:
+ * the reference), false with a message when the splits do not fit a
+ * tensor-parallel block; rtol widened for large attention scores. */
+bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n);
+bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n);
+void tpc__widen(const vrun *R, tpc_vresult *res);
+
+/* The checks, each ending in tpc__finish. */
+int tpc__check_structure(vrun *R, int64_t i);
+int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind);
+int tpc__check_row(vrun *R, int64_t i);
+int tpc__check_embed(vrun *R, int64_t i);
+int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind);
+int tpc__check_moe(vrun *R, const tpc_vlayer *ly);
+int tpc__check_model(vrun *R);
+
 #endif

@@ -250,9 +250,18 @@ static int64_t rows_of(const tpc_verify_set *s, int64_t i, bool out)
 	return v->ref->shape[(out ^ v->transposed) ? 0 : 1];
 }
 
-/* ---- DiT (diffusers) blocks: one entry per attention and feed-forward ---- */
+/* A layer with no tensors (every index -1). */
+static void layer_init(tpc_vlayer *L)
+{
+	memset(L, 0, sizeof(*L));
+	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
+	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = -1;
+	L->attn.q_norm = L->attn.k_norm = -1;
+	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
+}
 
-static int dit_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
+/* Append layer L, named `name`, to the model. */
+static int layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
 {
 	if (!(L->name = tpc_strdup(name)))
 		return tpc_err_nomem(e);
@@ -264,6 +273,8 @@ static int dit_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
 	m->layers[m->nlayers++] = *L;
 	return 0;
 }
+
+/* ---- DiT (diffusers) blocks: one entry per attention and feed-forward ---- */
 
 static void no_mlp(tpc_vmlp *p)
 {
@@ -350,15 +361,6 @@ static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc
 	return 0;
 }
 
-static void dit_entry(tpc_vlayer *L)
-{
-	memset(L, 0, sizeof(*L));
-	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
-	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = -1;
-	L->attn.q_norm = L->attn.k_norm = -1;
-	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
-}
-
 /* The attention of block `blk` under module `mod` ("attn1", "attn", "attn2"):
  * its to_q/to_k/to_v/to_out.0, and the joint stream add_*_proj/to_add_out. */
 static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
@@ -370,7 +372,7 @@ static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const cha
 		const char *const *n = stream ? add : own;
 		tpc_vlayer L;
 		char nm[TPC_ERR_NAME_MAX];
-		dit_entry(&L);
+		layer_init(&L);
 		L.attn.q = findf(s, "%s.%s.%s.weight", blk, mod, n[0]);
 		L.attn.k = findf(s, "%s.%s.%s.weight", blk, mod, n[1]);
 		L.attn.v = findf(s, "%s.%s.%s.weight", blk, mod, n[2]);
@@ -390,7 +392,7 @@ static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const cha
 		L.attn.bidirectional = true;
 		if (!strcmp(mod, "attn2") || kin != m->hidden)
 			L.attn.kv_width = kin; /* cross-attention over encoder states */
-		int ret = dit_add(m, &L, nm, e);
+		int ret = layer_add(m, &L, nm, e);
 		if (ret)
 			return ret;
 	}
@@ -402,7 +404,7 @@ static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char 
 {
 	tpc_vlayer L;
 	char nm[TPC_ERR_NAME_MAX];
-	dit_entry(&L);
+	layer_init(&L);
 	int64_t in = findf(s, "%s.%s.net.0.proj.weight", blk, mod), down = findf(s, "%s.%s.net.2.weight", blk, mod);
 	if (in < 0 || down < 0)
 		return 0;
@@ -420,7 +422,7 @@ static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char 
 	} else {
 		L.mlp.up = in;
 	}
-	return dit_add(m, &L, nm, e);
+	return layer_add(m, &L, nm, e);
 }
 
 static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
@@ -461,6 +463,176 @@ static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f,
 	return ret;
 }
 
+/* ---- llama and gpt2: the top, then layer by layer ---- */
+
+/* The first of the prefixes pres[] under which `name` exists, or NULL. */
+static const char *prefix_of(const tpc_verify_set *s, const char *const *pres, const char *name)
+{
+	for (; *pres; pres++)
+		if (findf(s, "%s%s", *pres, name) >= 0)
+			return *pres;
+	return NULL;
+}
+
+/* The model's top: the prefix its names carry (*pre), the embedding, the
+ * final norm, gpt2's position embedding and the head; hidden and vocab from
+ * the embedding. */
+static int model_top(tpc_verify_set *s, tpc_vmodel *m, tpc_varch arch, const tpc_vfacts *f, const char **pre,
+		     tpc_err *e)
+{
+	if (arch == TPC_VARCH_LLAMA) {
+		static const char *const pres[] = {"model.", "", "language_model.model.", NULL};
+		if (!(*pre = prefix_of(s, pres, "embed_tokens.weight")))
+			return tpc_err_set(e, TPC_EINPUT, "llama model: no 'model.embed_tokens.weight'");
+		m->embed = findf(s, "%sembed_tokens.weight", *pre);
+		m->final_norm_w = findf(s, "%snorm.weight", *pre);
+	} else {
+		static const char *const pres[] = {"transformer.", "", NULL};
+		if (!(*pre = prefix_of(s, pres, "wte.weight")))
+			return tpc_err_set(e, TPC_EINPUT, "gpt2 model: no 'transformer.wte.weight'");
+		m->embed = findf(s, "%swte.weight", *pre);
+		m->pos_embed = findf(s, "%swpe.weight", *pre);
+		m->final_norm_w = findf(s, "%sln_f.weight", *pre);
+		m->final_norm_b = findf(s, "%sln_f.bias", *pre);
+	}
+	m->lm_head = tpc_verify_set_find(s, "lm_head.weight");
+	const tpc_vtensor *ev = &s->t[m->embed];
+	if (ev->ref->ndim != 2 || m->final_norm_w < 0)
+		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present",
+				   arch == TPC_VARCH_LLAMA ? "llama" : "gpt2");
+	m->hidden = ev->ref->shape[1];
+	m->vocab = ev->dim == 0 ? ev->part[0].size : ev->ref->shape[0];
+	if (f && f->hidden && f->hidden != m->hidden)
+		return tpc_err_set(e, TPC_EINPUT, "model facts: hidden %lld, but the embedding is [%lld, %lld]",
+				   (long long)f->hidden, (long long)ev->ref->shape[0], (long long)m->hidden);
+	return 0;
+}
+
+/* Layer l's tensors by name, llama's or gpt2's under the prefix pre; its name
+ * in nm[TPC_ERR_NAME_MAX]. */
+static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const char *pre, int64_t l, const tpc_vfacts *f,
+			tpc_vlayer *L, char *nm)
+{
+	tpc_vattn *a = &L->attn;
+	tpc_vmlp *p = &L->mlp;
+	layer_init(L);
+	if (m->arch == TPC_VARCH_LLAMA) {
+		snprintf(nm, TPC_ERR_NAME_MAX, "%slayers.%lld", pre, (long long)l);
+		L->norm1_w = findf(s, "%s.input_layernorm.weight", nm);
+		L->norm2_w = findf(s, "%s.post_attention_layernorm.weight", nm);
+		a->q = findf(s, "%s.self_attn.q_proj.weight", nm);
+		a->k = findf(s, "%s.self_attn.k_proj.weight", nm);
+		a->v = findf(s, "%s.self_attn.v_proj.weight", nm);
+		a->qkv = findf(s, "%s.self_attn.qkv_proj.weight", nm);
+		a->o = findf(s, "%s.self_attn.o_proj.weight", nm);
+		a->q_norm = findf(s, "%s.self_attn.q_norm.weight", nm);
+		a->k_norm = findf(s, "%s.self_attn.k_norm.weight", nm);
+		a->qk_eps = m->norm_eps;
+		p->gate = findf(s, "%s.mlp.gate_proj.weight", nm);
+		p->up = findf(s, "%s.mlp.up_proj.weight", nm);
+		p->gate_up = findf(s, "%s.mlp.gate_up_proj.weight", nm);
+		p->down = findf(s, "%s.mlp.down_proj.weight", nm);
+		p->act = TPC_VACT_SILU;
+		p->glu = true;
+		a->rope = true;
+		a->rope_theta = f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
+	} else {
+		snprintf(nm, TPC_ERR_NAME_MAX, "%sh.%lld", pre, (long long)l);
+		L->norm1_w = findf(s, "%s.ln_1.weight", nm);
+		L->norm1_b = findf(s, "%s.ln_1.bias", nm);
+		L->norm2_w = findf(s, "%s.ln_2.weight", nm);
+		L->norm2_b = findf(s, "%s.ln_2.bias", nm);
+		a->qkv = findf(s, "%s.attn.c_attn.weight", nm);
+		a->o = findf(s, "%s.attn.c_proj.weight", nm);
+		p->up = findf(s, "%s.mlp.c_fc.weight", nm);
+		p->down = findf(s, "%s.mlp.c_proj.weight", nm);
+		p->act = TPC_VACT_GELU_TANH;
+	}
+}
+
+/* Layer nm's mixture of experts and MLA (llama), and whether it has a norm,
+ * an attention and an MLP. */
+static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const char *nm, const tpc_vfacts *f, tpc_vlayer *L,
+		       tpc_err *e)
+{
+	tpc_vattn *a = &L->attn;
+	tpc_vmlp *p = &L->mlp;
+	int ret;
+	L->moe.router = -1;
+	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = llama_moe(s, nm, f, &L->moe, e)))
+		return ret;
+	if (L->moe.exp)
+		m->moe = true;
+	/* DeepSeek's multi-head latent attention: checked tensor by tensor */
+	if (m->arch == TPC_VARCH_LLAMA && a->o >= 0 && a->k < 0 && a->v < 0 && a->qkv < 0 &&
+	    findf(s, "%s.self_attn.kv_a_proj_with_mqa.weight", nm) >= 0 &&
+	    findf(s, "%s.self_attn.kv_b_proj.weight", nm) >= 0 &&
+	    (a->q >= 0 || findf(s, "%s.self_attn.q_b_proj.weight", nm) >= 0))
+		a->mla = m->mla = true;
+	bool attn_ok = a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
+	bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
+		      L->moe.exp;
+	if (L->norm1_w < 0 || L->norm2_w < 0 || !attn_ok || !mlp_ok)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s' lacks a norm, attention or MLP tensor", nm);
+	return 0;
+}
+
+/* Layer nm's attention heads: MLA's counted heads, else from the facts
+ * (*heads, *kvh, *hd; 0 unknown) or, where they gave none, from the q and k
+ * rows, which then stand for every later layer. */
+static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char *nm, tpc_vattn *a, int64_t *heads,
+		       int64_t *kvh, int64_t *hd, tpc_err *e)
+{
+	if (a->mla) {
+		a->heads = *heads; /* MLA: its heads are counted, not head_dim rows */
+		return 0;
+	}
+	int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
+				    : rows_of(s, a->q, true);
+	int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
+				    : rows_of(s, a->k, true);
+	if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && m->arch == TPC_VARCH_GPT2)
+		qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
+	if (!*hd && *heads)
+		*hd = qrows / *heads;
+	if (!*heads && *hd)
+		*heads = qrows / *hd;
+	if (!*heads || !*hd || qrows != *heads * *hd || krows <= 0 || krows % *hd)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': attention heads unknown or not matching q rows %lld (give heads and head_dim)",
+				   nm, (long long)qrows);
+	if (!*kvh)
+		*kvh = krows / *hd;
+	if (krows != *kvh * *hd || *heads % *kvh)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld kv heads do not match k rows %lld", nm,
+				   (long long)*kvh, (long long)krows);
+	a->heads = *heads;
+	a->kv_heads = *kvh;
+	a->head_dim = *hd;
+	return 0;
+}
+
+/* The layers of a llama or gpt2 model, 0, 1, ... until one is missing. */
+static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const char *pre, const tpc_vfacts *f, tpc_err *e)
+{
+	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
+	int ret = 0;
+	for (int64_t l = 0; !ret; l++) {
+		tpc_vlayer L;
+		char nm[TPC_ERR_NAME_MAX];
+		layer_names(s, m, pre, l, f, &L, nm);
+		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
+			break; /* no layer l: the model has l layers */
+		if ((ret = layer_kinds(s, m, nm, f, &L, e)) ||
+		    (ret = layer_heads(s, m, nm, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_add(m, &L, nm, e)))
+			free(L.moe.exp);
+	}
+	if (!ret && (!m->nlayers || (f && f->layers && f->layers != m->nlayers)))
+		ret = tpc_err_set(e, TPC_EINPUT, "model: found %lld layers%s", (long long)m->nlayers,
+				  m->nlayers ? ", not the configured number" : "");
+	return ret;
+}
+
 int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f, tpc_err *e)
 {
 	tpc_vmodel *m = tpc_calloc(1, sizeof(*m));
@@ -471,177 +643,18 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 	m->arch = arch;
 	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
 	if (arch == TPC_VARCH_DIT) {
-		if (!(ret = dit_from_names(s, m, f, e))) {
-			model_free(s->model);
-			s->model = m;
-			m = NULL;
-		}
-		goto out;
-	}
-	m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
-	m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);
-	m->pos_embed = m->final_norm_b = -1;
-	if (arch == TPC_VARCH_LLAMA) {
-		static const char *pres[] = {"model.", "", "language_model.model."};
-		for (size_t p = 0; p < 3 && !pre; p++)
-			if (findf(s, "%sembed_tokens.weight", pres[p]) >= 0)
-				pre = pres[p];
-		if (!pre) {
-			ret = tpc_err_set(e, TPC_EINPUT, "llama model: no 'model.embed_tokens.weight'");
-			goto out;
-		}
-		m->embed = findf(s, "%sembed_tokens.weight", pre);
-		m->final_norm_w = findf(s, "%snorm.weight", pre);
+		ret = dit_from_names(s, m, f, e);
 	} else {
-		static const char *pres[] = {"transformer.", ""};
-		for (size_t p = 0; p < 2 && !pre; p++)
-			if (findf(s, "%swte.weight", pres[p]) >= 0)
-				pre = pres[p];
-		if (!pre) {
-			ret = tpc_err_set(e, TPC_EINPUT, "gpt2 model: no 'transformer.wte.weight'");
-			goto out;
-		}
-		m->embed = findf(s, "%swte.weight", pre);
-		m->pos_embed = findf(s, "%swpe.weight", pre);
-		m->final_norm_w = findf(s, "%sln_f.weight", pre);
-		m->final_norm_b = findf(s, "%sln_f.bias", pre);
+		m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
+		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);
+		if (!(ret = model_top(s, m, arch, f, &pre, e)))
+			ret = llama_gpt2_layers(s, m, pre, f, e);
 	}
-	m->lm_head = tpc_verify_set_find(s, "lm_head.weight");
-	const tpc_vtensor *ev = &s->t[m->embed];
-	if (ev->ref->ndim != 2 || m->final_norm_w < 0) {
-		ret = tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present",
-				  arch == TPC_VARCH_LLAMA ? "llama" : "gpt2");
-		goto out;
+	if (!ret) {
+		model_free(s->model);
+		s->model = m;
+		m = NULL;
 	}
-	m->hidden = ev->ref->shape[1];
-	m->vocab = ev->dim == 0 ? ev->part[0].size : ev->ref->shape[0];
-	if (f && f->hidden && f->hidden != m->hidden) {
-		ret = tpc_err_set(e, TPC_EINPUT, "model facts: hidden %lld, but the embedding is [%lld, %lld]",
-				  (long long)f->hidden, (long long)ev->ref->shape[0], (long long)m->hidden);
-		goto out;
-	}
-	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
-	for (int64_t l = 0;; l++) {
-		tpc_vlayer L;
-		memset(&L, 0, sizeof(L));
-		L.norm1_b = L.norm2_b = -1;
-		tpc_vattn *a = &L.attn;
-		tpc_vmlp *p = &L.mlp;
-		a->q = a->k = a->v = a->qkv = a->o = -1;
-		a->q_norm = a->k_norm = -1;
-		p->gate = p->up = p->gate_up = p->down = -1;
-		char nm[TPC_ERR_NAME_MAX];
-		if (arch == TPC_VARCH_LLAMA) {
-			snprintf(nm, sizeof(nm), "%slayers.%lld", pre, (long long)l);
-			L.norm1_w = findf(s, "%s.input_layernorm.weight", nm);
-			L.norm2_w = findf(s, "%s.post_attention_layernorm.weight", nm);
-			a->q = findf(s, "%s.self_attn.q_proj.weight", nm);
-			a->k = findf(s, "%s.self_attn.k_proj.weight", nm);
-			a->v = findf(s, "%s.self_attn.v_proj.weight", nm);
-			a->qkv = findf(s, "%s.self_attn.qkv_proj.weight", nm);
-			a->o = findf(s, "%s.self_attn.o_proj.weight", nm);
-			a->q_norm = findf(s, "%s.self_attn.q_norm.weight", nm);
-			a->k_norm = findf(s, "%s.self_attn.k_norm.weight", nm);
-			a->qk_eps = m->norm_eps;
-			p->gate = findf(s, "%s.mlp.gate_proj.weight", nm);
-			p->up = findf(s, "%s.mlp.up_proj.weight", nm);
-			p->gate_up = findf(s, "%s.mlp.gate_up_proj.weight", nm);
-			p->down = findf(s, "%s.mlp.down_proj.weight", nm);
-			p->act = TPC_VACT_SILU;
-			p->glu = true;
-			a->rope = true;
-			a->rope_theta = f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
-		} else {
-			snprintf(nm, sizeof(nm), "%sh.%lld", pre, (long long)l);
-			L.norm1_w = findf(s, "%s.ln_1.weight", nm);
-			L.norm1_b = findf(s, "%s.ln_1.bias", nm);
-			L.norm2_w = findf(s, "%s.ln_2.weight", nm);
-			L.norm2_b = findf(s, "%s.ln_2.bias", nm);
-			a->qkv = findf(s, "%s.attn.c_attn.weight", nm);
-			a->o = findf(s, "%s.attn.c_proj.weight", nm);
-			p->up = findf(s, "%s.mlp.c_fc.weight", nm);
-			p->down = findf(s, "%s.mlp.c_proj.weight", nm);
-			p->act = TPC_VACT_GELU_TANH;
-		}
-		if (L.norm1_w < 0 && a->o < 0 && p->down < 0)
-			break; /* no layer l: the model has l layers */
-		L.moe.router = -1;
-		if (arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = llama_moe(s, nm, f, &L.moe, e))) {
-			free(L.moe.exp);
-			goto out;
-		}
-		if (L.moe.exp)
-			m->moe = true;
-		/* DeepSeek's multi-head latent attention: checked tensor by tensor */
-		if (arch == TPC_VARCH_LLAMA && a->o >= 0 && a->k < 0 && a->v < 0 && a->qkv < 0 &&
-		    findf(s, "%s.self_attn.kv_a_proj_with_mqa.weight", nm) >= 0 &&
-		    findf(s, "%s.self_attn.kv_b_proj.weight", nm) >= 0 &&
-		    (a->q >= 0 || findf(s, "%s.self_attn.q_b_proj.weight", nm) >= 0))
-			a->mla = m->mla = true;
-		bool attn_ok = a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
-		bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
-			      L.moe.exp;
-		if (L.norm1_w < 0 || L.norm2_w < 0 || !attn_ok || !mlp_ok) {
-			ret = tpc_err_set(e, TPC_EINPUT, "layer '%s' lacks a norm, attention or MLP tensor", nm);
-			free(L.moe.exp);
-			goto out;
-		}
-		if (a->mla) {
-			a->heads = heads; /* MLA: its heads are counted, not head_dim rows */
-		} else {
-			/* head facts from shapes where the config gave none */
-			int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
-						    : rows_of(s, a->q, true);
-			int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
-						    : rows_of(s, a->k, true);
-			if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && arch == TPC_VARCH_GPT2)
-				qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
-			if (!hd && heads)
-				hd = qrows / heads;
-			if (!heads && hd)
-				heads = qrows / hd;
-			if (!heads || !hd || qrows != heads * hd || krows <= 0 || krows % hd) {
-				ret = tpc_err_set(e, TPC_EINPUT,
-						  "layer '%s': attention heads unknown or not matching q rows %lld (give heads and head_dim)",
-						  nm, (long long)qrows);
-				free(L.moe.exp);
-				goto out;
-			}
-			if (!kvh)
-				kvh = krows / hd;
-			if (krows != kvh * hd || heads % kvh) {
-				ret = tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld kv heads do not match k rows %lld", nm,
-						  (long long)kvh, (long long)krows);
-				free(L.moe.exp);
-				goto out;
-			}
-			a->heads = heads;
-			a->kv_heads = kvh;
-			a->head_dim = hd;
-		}
-		if (!(L.name = tpc_strdup(nm))) {
-			ret = tpc_err_nomem(e);
-			free(L.moe.exp);
-			goto out;
-		}
-		size_t cap = (size_t)m->nlayers;
-		if (tpc_grow((void **)&m->layers, &cap, (size_t)m->nlayers + 1, sizeof(L))) {
-			free(L.name);
-			ret = tpc_err_nomem(e);
-			free(L.moe.exp);
-			goto out;
-		}
-		m->layers[m->nlayers++] = L;
-	}
-	if (!m->nlayers || (f && f->layers && f->layers != m->nlayers)) {
-		ret = tpc_err_set(e, TPC_EINPUT, "model: found %lld layers%s", (long long)m->nlayers,
-				  m->nlayers ? ", not the configured number" : "");
-		goto out;
-	}
-	model_free(s->model);
-	s->model = m;
-	m = NULL;
-out:
 	model_free(m);
 	return ret;
 }

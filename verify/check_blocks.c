@@ -1,0 +1,527 @@
+/* check_blocks.c - the block checks: a layer's attention and MLP, and a
+ * mixture-of-experts block (tensor-parallel inside every expert, experts of
+ * other EP groups contributing zeros), each run tensor-parallel on seeded
+ * inputs against the unsplit block in fp64. The local views of a block
+ * (tpc__mlp_loc_of, tpc__attn_loc_of) also serve the model check. See
+ * verify.c for the pattern every check follows. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_util.h"
+#include "vint.h"
+
+/* Is tensor i usable as the given half of a tensor-parallel block on rank t:
+ * present, shaped, split the right way (col: output features; row: input
+ * features), and its bias fitting? */
+static bool block_part_ok(const vrun *R, int64_t i, int want, const char *what, char *msg, size_t n)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	int mk = tpc__math_kind(v);
+	if (!tpc__float_dtype(v->ref->src_dtype)) {
+		snprintf(msg, n, "%s '%s' is %s: no arithmetic for it", what, v->name, tpc_dtype_name(v->ref->src_dtype));
+		return false;
+	}
+	if (mk != want && !(mk == MK_REPL && R->tp == 1)) {
+		snprintf(msg, n, "%s '%s' is split %s (dim %d); a tensor-parallel block needs it %s-parallel", what,
+			 v->name, tpc_vsplit_name(v->split), v->dim, want == MK_COL ? "column" : "row");
+		return false;
+	}
+	return tpc__rank_ok(R, i, R->me, msg, n) && tpc__bias_ok(R, i, want == MK_ROW, msg, n);
+}
+
+static int64_t part_len(const vloc *l, int k)
+{
+	return k < l->nparts ? l->len[k] : 0;
+}
+
+bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n)
+{
+	memset(m, 0, sizeof(*m));
+	m->glu = p->glu;
+	m->value_first = p->value_first;
+	m->act = p->act;
+	m->fused = p->gate_up >= 0;
+	bool ok = true;
+	int64_t start = 0;
+	if (t >= 0) {
+		if (m->fused)
+			ok = block_part_ok(R, p->gate_up, MK_COL, "mlp gate_up", msg, n);
+		else
+			ok = (!p->glu || block_part_ok(R, p->gate, MK_COL, "mlp gate", msg, n)) &&
+			     block_part_ok(R, p->up, MK_COL, "mlp up", msg, n);
+		ok = ok && block_part_ok(R, p->down, MK_ROW, "mlp down", msg, n);
+		if (!ok)
+			return false;
+	}
+	if (m->fused) {
+		tpc__lin_of(R, p->gate_up, t, false, &m->gate_up);
+		if (m->gate_up.w.nparts != 2 || part_len(&m->gate_up.w, 0) != part_len(&m->gate_up.w, 1) ||
+		    m->gate_up.w.start[0] != m->gate_up.w.start[1]) {
+			snprintf(msg, n, "mlp gate_up '%s' must be split as 2 equal parts %s", R->s->t[p->gate_up].name,
+				 p->value_first ? "[value|gate] (a gated feed-forward)" : "[gate|up]");
+			return false;
+		}
+		m->inner = m->gate_up.w.len[0];
+		start = m->gate_up.w.start[0];
+	} else {
+		if (p->glu)
+			tpc__lin_of(R, p->gate, t, false, &m->gate);
+		tpc__lin_of(R, p->up, t, false, &m->up);
+		m->inner = m->up.w.len[0];
+		start = m->up.w.start[0];
+		if (m->up.w.nparts != 1 ||
+		    (p->glu && (m->gate.w.nparts != 1 || m->gate.w.len[0] != m->inner || m->gate.w.start[0] != start))) {
+			snprintf(msg, n, "mlp gate '%s' and up '%s' must hold the same slice of the intermediate features",
+				 p->glu ? R->s->t[p->gate].name : "-", R->s->t[p->up].name);
+			return false;
+		}
+	}
+	tpc__lin_of(R, p->down, t, true, &m->down);
+	if (m->down.w.nparts != 1 || m->down.w.len[0] != m->inner || m->down.w.start[0] != start ||
+	    m->down.w.replicas[0] != 1) {
+		snprintf(msg, n, "mlp down '%s' must take the intermediate slice [%lld, +%lld) its rank computes",
+			 R->s->t[p->down].name, (long long)start, (long long)m->inner);
+		return false;
+	}
+	return true;
+}
+
+
+bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n)
+{
+	const tpc_vattn *p = &ly->attn;
+	memset(a, 0, sizeof(*a));
+	a->fused = p->qkv >= 0;
+	a->hd = p->head_dim;
+	a->heads = p->heads;
+	a->kv_heads = p->kv_heads;
+	a->rope = p->rope;
+	a->theta = p->rope_theta;
+	a->bidirectional = p->bidirectional;
+	a->kv_w = p->kv_width;
+	a->qk_eps = p->qk_eps;
+	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
+		return false;
+	tpc__opt_loc(R, p->q_norm, t, &a->qn);
+	tpc__opt_loc(R, p->k_norm, t, &a->kn);
+	if (t >= 0) {
+		bool ok = a->fused ? block_part_ok(R, p->qkv, MK_COL, "attention qkv", msg, n)
+				   : block_part_ok(R, p->q, MK_COL, "attention q", msg, n) &&
+					     block_part_ok(R, p->k, MK_COL, "attention k", msg, n) &&
+					     block_part_ok(R, p->v, MK_COL, "attention v", msg, n);
+		if (!ok || !block_part_ok(R, p->o, MK_ROW, "attention o", msg, n))
+			return false;
+	}
+	int64_t ql, kl, vl, qs, ks, vs;
+	const char *qn;
+	if (a->fused) {
+		tpc__lin_of(R, p->qkv, t, false, &a->qkv);
+		const vloc *w = &a->qkv.w;
+		qn = R->s->t[p->qkv].name;
+		if (w->nparts != 3) {
+			snprintf(msg, n, "attention qkv '%s' must be split as 3 parts [q|k|v]", qn);
+			return false;
+		}
+		ql = w->len[0], kl = w->len[1], vl = w->len[2], qs = w->start[0], ks = w->start[1], vs = w->start[2];
+	} else {
+		tpc__lin_of(R, p->q, t, false, &a->q);
+		tpc__lin_of(R, p->k, t, false, &a->k);
+		tpc__lin_of(R, p->v, t, false, &a->v);
+		qn = R->s->t[p->q].name;
+		ql = a->q.w.len[0], kl = a->k.w.len[0], vl = a->v.w.len[0];
+		qs = a->q.w.start[0], ks = a->k.w.start[0], vs = a->v.w.start[0];
+	}
+	int64_t hd = a->hd;
+	if (hd <= 0 || ql % hd || kl % hd || kl != vl || ks != vs || qs % hd || ks % hd) {
+		snprintf(msg, n, "rank %d: '%s' q/k/v slices (%lld, %lld, %lld rows) are not whole heads of %lld", t, qn,
+			 (long long)ql, (long long)kl, (long long)vl, (long long)hd);
+		return false;
+	}
+	a->nq = ql / hd;
+	a->nkv = kl / hd;
+	a->q0 = qs / hd;
+	a->kv0 = ks / hd;
+	int64_t group = a->heads / a->kv_heads;
+	for (int64_t h = 0; h < a->nq; h++) {
+		int64_t need = (a->q0 + h) / group;
+		if (need < a->kv0 || need >= a->kv0 + a->nkv) {
+			snprintf(msg, n, "rank %d: query head %lld needs kv head %lld, but the rank holds kv heads %lld..%lld", t,
+				 (long long)(a->q0 + h), (long long)need, (long long)a->kv0,
+				 (long long)(a->kv0 + a->nkv - 1));
+			return false;
+		}
+	}
+	tpc__lin_of(R, p->o, t, true, &a->o);
+	if (a->o.w.nparts != 1 || a->o.w.len[0] != ql || a->o.w.start[0] != qs || a->o.w.replicas[0] != 1) {
+		snprintf(msg, n, "rank %d: o '%s' must take the context of the query heads the rank computes (%lld..%lld)", t,
+			 R->s->t[p->o].name, (long long)a->q0, (long long)(a->q0 + a->nq - 1));
+		return false;
+	}
+	return true;
+}
+
+/* Softmax turns an absolute error d in its inputs into a relative error of
+ * about d in its outputs, and an fp32 score q.k carries an absolute error of
+ * about 2^-24 * sum |q_i k_i|: an attention whose scores are large (random,
+ * unscaled weights) differs from the fp64 reference by more than fp32's
+ * usual 1e-5 without anything being wrong. So an attention or model check
+ * compares with rtol raised to 4 * 2^-24 * S when that is larger, S the
+ * largest scaled sum |q_i k_i| the reference met (the report shows the rtol
+ * used). Well-scaled models (S ~ 10) keep the default. */
+void tpc__widen(const vrun *R, tpc_vresult *res)
+{
+	double w = 4.0 * 0x1p-24 * R->xd.score_max;
+	if (w > res->rtol && R->o->rtol < 0)
+		res->rtol = w;
+}
+
+static tpc_dtype block_dtype(const vrun *R, int64_t i)
+{
+	return i >= 0 ? R->s->t[i].ref->src_dtype : TPC_F32;
+}
+
+/* Rank 0: a block's outputs against the unsplit block's. */
+static void cmp_block(tpc_vresult *res, const double *yr, const float *y, size_t n, const char *what)
+{
+	tpc__cmp_all(res, yr, y, n);
+	if (res->status == TPC_VR_FAIL)
+		snprintf(res->msg, sizeof(res->msg), "%llu of %llu %s differ from the unsplit block",
+			 (unsigned long long)res->mismatches, (unsigned long long)res->elements, what);
+}
+
+int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
+{
+	tpc_vresult res;
+	char name[TPC_ERR_NAME_MAX];
+	if (kind == TPC_VC_MLP ? ly->mlp.down < 0 : ly->attn.o < 0)
+		return 0; /* a DiT entry holds one of the two */
+	if (R->s->model->arch == TPC_VARCH_DIT)
+		snprintf(name, sizeof(name), "%s", ly->name);
+	else
+		snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
+	tpc__res_init(R, &res, kind, name,
+		 block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
+	if (kind == TPC_VC_ATTN && ly->attn.mla) {
+		res.status = TPC_VR_SKIP;
+		snprintf(res.msg, sizeof(res.msg),
+			 "MLA attention: no block check yet; q_b_proj/kv_b_proj (col) and o_proj (row) have the layer checks, the replicated low-rank projections the structure check");
+		return tpc__finish(R, &res, 0);
+	}
+	char msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me;
+	bool failed = false;
+	int64_t T = R->T, H = R->s->model->hidden, C = kind == TPC_VC_ATTN ? ly->attn.kv_width : 0;
+	float *x = NULL, *y = NULL, *cf = NULL;
+	double *xd = NULL, *yr = NULL, *cd = NULL;
+	vmlp_loc m;
+	vattn_loc a;
+	bool ok = kind == TPC_VC_MLP ? tpc__mlp_loc_of(R, &ly->mlp, me, &m, msg, sizeof(msg))
+				     : tpc__attn_loc_of(R, ly, me, &a, msg, sizeof(msg));
+	if (!ok)
+		tpc__res_fail(&res, "%s", msg);
+	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
+		return ret;
+	x = malloc(sizeof(float) * (size_t)(T * H + 1));
+	y = malloc(sizeof(float) * (size_t)(T * H + 1));
+	if (!x || !y) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	uint64_t stream = tpc_verify_stream(name, kind);
+	tpc__seeded_f(x, T, H, H, 0, R->o->seed, stream);
+	if (C) { /* cross-attention: seeded encoder states, the same on every rank */
+		if (!(cf = malloc(sizeof(float) * (size_t)(T * C + 1)))) {
+			ret = tpc_err_nomem(R->e);
+			goto done;
+		}
+		tpc__seeded_f(cf, T, C, C, 0, R->o->seed, stream ^ 0x9e3779b97f4a7c15ull);
+		a.kv_f = cf;
+	}
+	ret = kind == TPC_VC_MLP ? tpc__mlp_f(&R->xf, &m, T, H, x, y) : tpc__attn_f(&R->xf, &a, T, H, x, y);
+	if (ret)
+		goto done;
+	if (me == 0) {
+		tpc__ref_begin(R);
+		res.digest = tpc__digest_f(y, (size_t)(T * H));
+		vmlp_loc mr;
+		vattn_loc ar;
+		if (kind == TPC_VC_MLP ? !tpc__mlp_loc_of(R, &ly->mlp, -1, &mr, msg, sizeof(msg))
+				       : !tpc__attn_loc_of(R, ly, -1, &ar, msg, sizeof(msg))) {
+			ret = tpc_err_set(R->e, TPC_EINPUT, "reference %s: %s", name, msg);
+			goto done;
+		}
+		xd = malloc(sizeof(double) * (size_t)(T * H + 1));
+		yr = malloc(sizeof(double) * (size_t)(T * H + 1));
+		if (!xd || !yr) {
+			ret = tpc_err_nomem(R->e);
+			goto done;
+		}
+		tpc__seeded_d(xd, T, H, R->o->seed, stream);
+		if (C) {
+			if (!(cd = malloc(sizeof(double) * (size_t)(T * C + 1)))) {
+				ret = tpc_err_nomem(R->e);
+				goto done;
+			}
+			tpc__seeded_d(cd, T, C, R->o->seed, stream ^ 0x9e3779b97f4a7c15ull);
+			ar.kv_d = cd;
+		}
+		R->xd.score_max = 0;
+		ret = kind == TPC_VC_MLP ? tpc__mlp_d(&R->xd, &mr, T, H, xd, yr) : tpc__attn_d(&R->xd, &ar, T, H, xd, yr);
+		if (ret)
+			goto done;
+		tpc__widen(R, &res);
+		cmp_block(&res, yr, y, (size_t)(T * H), "block outputs");
+	}
+done:
+	if (me == 0)
+		tpc__ref_end(R);
+	free(x);
+	free(y);
+	free(xd);
+	free(yr);
+	free(cf);
+	free(cd);
+	return tpc__finish(R, &res, ret);
+}
+
+/* ---- mixture of experts ---- */
+
+/* Routing of T tokens, the same on every rank: the reference router's
+ * logits in fp64, softmax or sigmoid scores, each token's top_k experts
+ * (ties to the lower index) by score + score_bias among its best groups
+ * (see tpc_vmoe) and their weights (the scores, renormalised when the model
+ * does, times its scale). The router is replicated and checked bit for bit
+ * by the structure check; routing from the reference keeps every rank's
+ * collectives the same size. */
+static int moe_route(vrun *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, int64_t *sel, double *w)
+{
+	vloc L;
+	int64_t E = mo->nexp, K = mo->top_k, G = mo->n_group > 1 ? mo->n_group : 1, per = E / G;
+	tpc__loc_of(R, mo->router, -1, &L);
+	double *W = malloc(sizeof(double) * (size_t)(E * H + 1)), *p = malloc(sizeof(double) * (size_t)(E + 1));
+	double *c = malloc(sizeof(double) * (size_t)(E + 1)), *b = calloc((size_t)E + 1, sizeof(double));
+	double *gs = malloc(sizeof(double) * (size_t)(G + 1));
+	bool *keep = malloc(sizeof(bool) * (size_t)(G + 1)), *taken = malloc(sizeof(bool) * (size_t)(E + 1));
+	int ret = 0;
+	if (!W || !p || !c || !b || !gs || !keep || !taken) {
+		ret = tpc_err_nomem(R->e);
+		goto out;
+	}
+	if ((ret = tpc__load_d(&R->xd, L.ck, L.t, W)))
+		goto out;
+	if (mo->score_bias >= 0) {
+		vloc B;
+		tpc__loc_of(R, mo->score_bias, -1, &B);
+		if ((ret = tpc__load_d(&R->xd, B.ck, B.t, b)))
+			goto out;
+	}
+	for (int64_t t = 0; t < T; t++) {
+		double mx = -INFINITY, sum = 0, ks = 0;
+		for (int64_t e = 0; e < E; e++) {
+			double a = 0;
+			for (int64_t h = 0; h < H; h++)
+				a += x[t * H + h] * W[e * H + h];
+			p[e] = a;
+			if (a > mx)
+				mx = a;
+		}
+		if (mo->sigmoid) {
+			for (int64_t e = 0; e < E; e++)
+				p[e] = 1.0 / (1.0 + exp(-p[e]));
+			sum = 1.0;
+		} else {
+			for (int64_t e = 0; e < E; e++)
+				sum += (p[e] = exp(p[e] - mx));
+		}
+		for (int64_t e = 0; e < E; e++) {
+			p[e] /= sum;
+			c[e] = p[e] + b[e]; /* the bias only chooses */
+			taken[e] = false;
+		}
+		/* group-limited: each group's score, the topk_group best kept */
+		for (int64_t g = 0; g < G; g++) {
+			double b1 = -INFINITY, b2 = -INFINITY;
+			for (int64_t e = g * per; e < (g + 1) * per; e++) {
+				if (c[e] > b1) {
+					b2 = b1;
+					b1 = c[e];
+				} else if (c[e] > b2) {
+					b2 = c[e];
+				}
+			}
+			gs[g] = mo->group_max || per < 2 ? b1 : b1 + b2;
+			keep[g] = G == 1;
+		}
+		for (int64_t k = 0; G > 1 && k < mo->topk_group; k++) {
+			int64_t best = -1;
+			for (int64_t g = 0; g < G; g++)
+				if (!keep[g] && (best < 0 || gs[g] > gs[best]))
+					best = g;
+			keep[best] = true;
+		}
+		for (int64_t k = 0; k < K; k++) {
+			int64_t best = -1;
+			for (int64_t e = 0; e < E; e++)
+				if (!taken[e] && keep[e / per] && (best < 0 || c[e] > c[best]))
+					best = e;
+			taken[best] = true;
+			sel[t * K + k] = best;
+			w[t * K + k] = p[best];
+			ks += w[t * K + k];
+		}
+		for (int64_t k = 0; k < K; k++)
+			w[t * K + k] = (mo->renorm ? w[t * K + k] / ks : w[t * K + k]) * mo->scale;
+	}
+out:
+	free(W);
+	free(p);
+	free(c);
+	free(b);
+	free(gs);
+	free(keep);
+	free(taken);
+	return ret;
+}
+
+/* sigmoid(x g^T) per token for a shared expert's gate (the reference's). */
+static int moe_shared_gate(vrun *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, double *g)
+{
+	vloc L;
+	tpc__loc_of(R, mo->shared_gate, -1, &L);
+	double *W = malloc(sizeof(double) * (size_t)(H + 1));
+	int ret = W ? tpc__load_d(&R->xd, L.ck, L.t, W) : tpc_err_nomem(R->e);
+	for (int64_t t = 0; !ret && t < T; t++) {
+		double a = 0;
+		for (int64_t h = 0; h < H; h++)
+			a += x[t * H + h] * W[h];
+		g[t] = 1.0 / (1.0 + exp(-a));
+	}
+	free(W);
+	return ret;
+}
+
+#define MOE_BODY(R_T, S, CTX)                                                                                       \
+	static int moe_apply_##S(vrun *R, const tpc_vmoe *mo, int t, const R_T *x, int64_t T, int64_t H,          \
+				 const int64_t *sel, const double *w, const double *g, R_T *y)                      \
+	{                                                                                                         \
+		int64_t K = mo->top_k;                                                                            \
+		int ret = 0;                                                                                      \
+		char msg[256];                                                                                    \
+		R_T *xe = malloc(sizeof(R_T) * (size_t)(T * H + 1)), *ye = malloc(sizeof(R_T) * (size_t)(T * H + 1)); \
+		int64_t *ix = malloc(sizeof(int64_t) * (size_t)(T + 1));                                          \
+		double *wx = malloc(sizeof(double) * (size_t)(T + 1));                                            \
+		if (!xe || !ye || !ix || !wx) {                                                                   \
+			ret = tpc_err_nomem(R->e);                                                                \
+			goto out;                                                                                 \
+		}                                                                                                 \
+		memset(y, 0, sizeof(R_T) * (size_t)(T * H));                                                      \
+		for (int64_t e = 0; e <= mo->nexp && !ret; e++) {                                                 \
+			const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;                             \
+			int64_t n = 0;                                                                            \
+			if (e == mo->nexp && p->down < 0)                                                         \
+				break;                                                                            \
+			for (int64_t tok = 0; tok < T; tok++)                                                     \
+				for (int64_t k = 0; k < K; k++)                                                   \
+					if (e == mo->nexp ? k == 0 : sel[tok * K + k] == e) {                     \
+						ix[n] = tok;                                                      \
+						wx[n++] = e == mo->nexp ? (g ? g[tok] : 1.0) : w[tok * K + k];    \
+					}                                                                         \
+			if (!n)                                                                                   \
+				continue; /* no token chose it: the same on every rank */                         \
+			vmlp_loc m;                                                                               \
+			const tpc_vtensor *dv = &R->s->t[p->down];                                                \
+			if (t >= 0 && !tpc_vtensor_holds(dv, R->tp, t)) {                                         \
+				/* another EP group's expert: zeros into its all-reduce */                        \
+				memset(ye, 0, sizeof(R_T) * (size_t)(n * H));                                     \
+				ret = tpc_coll_allreduce(R->c, ye, (size_t)(n * H),                              \
+							 sizeof(R_T) == 4 ? TPC_F32 : TPC_F64, R->e);             \
+			} else if (!tpc__mlp_loc_of(R, p, t, &m, msg, sizeof(msg))) {                                  \
+				ret = tpc_err_set(R->e, TPC_EINPUT, "%s", msg);                                   \
+			} else {                                                                                  \
+				for (int64_t j = 0; j < n; j++)                                                   \
+					memcpy(xe + j * H, x + ix[j] * H, sizeof(R_T) * (size_t)H);               \
+				ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye);                                        \
+			}                                                                                         \
+			if (!ret && t >= 0 && dv->ep > 1) /* the group's output, bias once, to every rank */     \
+				ret = tpc_coll_bcast(R->c, ye, sizeof(R_T) * (size_t)(n * H),                     \
+						     dv->ep_group * tpc_vtensor_tp(dv, R->tp), R->e);            \
+			if (ret)                                                                                  \
+				break;                                                                            \
+			for (int64_t j = 0; j < n; j++)                                                           \
+				for (int64_t h = 0; h < H; h++)                                                   \
+					y[ix[j] * H + h] += (R_T)wx[j] * ye[j * H + h];                           \
+		}                                                                                                 \
+	out:                                                                                                      \
+		free(xe);                                                                                         \
+		free(ye);                                                                                         \
+		free(ix);                                                                                         \
+		free(wx);                                                                                         \
+		return ret;                                                                                       \
+	}
+MOE_BODY(float, f, &R->xf)
+MOE_BODY(double, d, &R->xd)
+
+/* The MoE block of layer ly, tensor-parallel inside every expert, against
+ * the unsplit block in fp64. */
+int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
+{
+	const tpc_vmoe *mo = &ly->moe;
+	tpc_vresult res;
+	char name[TPC_ERR_NAME_MAX], msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me;
+	bool failed = false, ok = true;
+	int64_t T = R->T, H = R->s->model->hidden, K = mo->top_k;
+	snprintf(name, sizeof(name), "%s.moe", ly->name);
+	tpc__res_init(R, &res, TPC_VC_MLP, name, block_dtype(R, mo->exp[0].down));
+	vmlp_loc m;
+	ok = tpc__rank_ok(R, mo->router, me, msg, sizeof(msg)) &&
+	     (mo->shared_gate < 0 || tpc__rank_ok(R, mo->shared_gate, me, msg, sizeof(msg)));
+	for (int64_t e = 0; e <= mo->nexp && ok; e++) {
+		const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;
+		if (p->down >= 0 && tpc_vtensor_holds(&R->s->t[p->down], R->tp, me))
+			ok = tpc__mlp_loc_of(R, p, me, &m, msg, sizeof(msg));
+	}
+	if (!ok)
+		tpc__res_fail(&res, "%s", msg);
+	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
+		return ret;
+	float *x = malloc(sizeof(float) * (size_t)(T * H + 1)), *y = malloc(sizeof(float) * (size_t)(T * H + 1));
+	double *xd = malloc(sizeof(double) * (size_t)(T * H + 1)), *yr = NULL, *w = malloc(sizeof(double) * (size_t)(T * K + 1));
+	double *g = mo->shared_gate >= 0 ? malloc(sizeof(double) * (size_t)(T + 1)) : NULL;
+	int64_t *sel = malloc(sizeof(int64_t) * (size_t)(T * K + 1));
+	if (!x || !y || !xd || !w || !sel || (mo->shared_gate >= 0 && !g)) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	uint64_t stream = tpc_verify_stream(name, TPC_VC_MLP);
+	tpc__seeded_f(x, T, H, H, 0, R->o->seed, stream);
+	tpc__seeded_d(xd, T, H, R->o->seed, stream);
+	if ((ret = moe_route(R, mo, xd, T, H, sel, w)) || (g && (ret = moe_shared_gate(R, mo, xd, T, H, g))) ||
+	    (ret = moe_apply_f(R, mo, me, x, T, H, sel, w, g, y)))
+		goto done;
+	if (me == 0) {
+		tpc__ref_begin(R);
+		res.digest = tpc__digest_f(y, (size_t)(T * H));
+		if (!(yr = malloc(sizeof(double) * (size_t)(T * H + 1)))) {
+			ret = tpc_err_nomem(R->e);
+			goto done;
+		}
+		R->xd.score_max = 0;
+		if ((ret = moe_apply_d(R, mo, -1, xd, T, H, sel, w, g, yr)))
+			goto done;
+		cmp_block(&res, yr, y, (size_t)(T * H), "outputs of the mixture of experts");
+	}
+done:
+	if (me == 0)
+		tpc__ref_end(R);
+	free(x);
+	free(y);
+	free(xd);
+	free(yr);
+	free(w);
+	free(g);
+	free(sel);
+	return tpc__finish(R, &res, ret);
+}

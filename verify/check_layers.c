@@ -1,0 +1,232 @@
+/* check_layers.c - the layer checks: one column-parallel (or vocab-split
+ * head), row-parallel or vocab-parallel embedding layer alone, run split on
+ * seeded inputs in fp32 with the collectives, against the unsplit layer in
+ * fp64 on rank 0. See verify.c for the pattern every check follows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_util.h"
+#include "vint.h"
+
+/* Rank 0: the unsplit layer of tensor i (its bias too, when `bias`) in fp64
+ * on the seeded input [T, in]: *yr [T, out], the caller's to free. */
+static int lin_ref(vrun *R, int64_t i, bool row, bool bias, uint64_t stream, int64_t in, int64_t out, double **yr)
+{
+	int64_t T = R->T;
+	vlin Lr;
+	tpc__lin_of(R, i, -1, row, &Lr);
+	if (!bias)
+		Lr.b.t = NULL;
+	double *xd = malloc(sizeof(double) * (size_t)(T * in + 1));
+	*yr = malloc(sizeof(double) * (size_t)(T * out + 1));
+	int ret = !xd || !*yr ? tpc_err_nomem(R->e) : 0;
+	if (!ret) {
+		tpc__seeded_d(xd, T, in, R->o->seed, stream);
+		ret = tpc__lin_d(&R->xd, &Lr, T, xd, in, *yr, out);
+	}
+	free(xd);
+	return ret;
+}
+
+int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	tpc_vresult res;
+	tpc__res_init(R, &res, kind, v->name, v->ref->src_dtype);
+	char msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me, tp = R->tp;
+	bool failed = false;
+	float *x = NULL, *y = NULL, *Y = NULL;
+	double *yr = NULL;
+	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
+	int64_t nl = tpc_vtensor_local_dim(v, tp);
+	bool use_bias = kind != TPC_VC_HEAD;
+	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg)) || (use_bias && !tpc__bias_ok(R, i, false, msg, sizeof(msg))))
+		tpc__res_fail(&res, "%s", msg);
+	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
+		return ret;
+	bool mine = tpc_vtensor_holds(v, tp, me);
+	vlin L;
+	if (mine)
+		tpc__lin_of(R, i, me, false, &L);
+	if (mine && !use_bias)
+		L.b.t = NULL;
+	x = malloc(sizeof(float) * (size_t)(T * in + 1));
+	y = calloc((size_t)(T * nl + 1), sizeof(float));
+	Y = malloc(sizeof(float) * (size_t)(T * nl) * (size_t)tp + 1);
+	if (!x || !y || !Y) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	uint64_t stream = tpc_verify_stream(v->name, kind);
+	tpc__seeded_f(x, T, in, in, 0, R->o->seed, stream);
+	/* an expert's other EP groups gather zeros, which nothing compares */
+	if (mine && (ret = tpc__lin_f(&R->xf, &L, T, x, in, y, nl)))
+		goto done;
+	if ((ret = tpc_coll_allgather(R->c, y, sizeof(float) * (size_t)(T * nl), Y, R->e)))
+		goto done;
+	if (me == 0) {
+		tpc__ref_begin(R);
+		res.digest = tpc__digest_f(Y, (size_t)(T * nl) * (size_t)tp);
+		if ((ret = lin_ref(R, i, false, use_bias, stream, in, out, &yr)))
+			goto done;
+		double scale = tpc__rms(yr, (size_t)(T * out));
+		for (int r = 0; r < tp; r++) {
+			vloc l;
+			if (!tpc_vtensor_holds(v, tp, r))
+				continue;
+			tpc__loc_of(R, i, r, &l);
+			for (int k = 0; k < l.nparts; k++)
+				for (int64_t t = 0; t < T; t++)
+					for (int64_t j = 0; j < l.len[k]; j++) {
+						int64_t g = l.start[k] + j, li = t * nl + l.off[k] + j;
+						double exp = g < l.size[k] ? yr[t * out + l.poff[k] + g] : 0.0;
+						tpc__cmp(&res, scale, r, li, exp, Y[(int64_t)r * T * nl + li]);
+					}
+		}
+		if (res.status == TPC_VR_FAIL)
+			snprintf(res.msg, sizeof(res.msg), "%llu of %llu outputs differ from the unsplit layer (rank %d first)",
+				 (unsigned long long)res.mismatches, (unsigned long long)res.elements, res.diff[0].rank);
+	}
+done:
+	if (me == 0)
+		tpc__ref_end(R);
+	free(x);
+	free(y);
+	free(Y);
+	free(yr);
+	return tpc__finish(R, &res, ret);
+}
+
+int tpc__check_row(vrun *R, int64_t i)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	tpc_vresult res;
+	tpc__res_init(R, &res, TPC_VC_ROW, v->name, v->ref->src_dtype);
+	char msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me;
+	bool failed = false;
+	float *x = NULL, *y = NULL;
+	double *yr = NULL;
+	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
+	int64_t nl = tpc_vtensor_local_dim(v, R->tp);
+	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg)) || !tpc__bias_ok(R, i, true, msg, sizeof(msg)))
+		tpc__res_fail(&res, "%s", msg);
+	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
+		return ret;
+	bool mine = tpc_vtensor_holds(v, R->tp, me);
+	vlin L;
+	if (mine)
+		tpc__lin_of(R, i, me, true, &L);
+	x = calloc((size_t)(T * nl + 1), sizeof(float));
+	y = calloc((size_t)(T * out + 1), sizeof(float));
+	if (!x || !y) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_ROW);
+	/* this rank's slice of x, part by part; padding and replicas beyond the
+	 * first of each group contribute zeros */
+	for (int k = 0; mine && k < L.w.nparts; k++) {
+		if (me % L.w.replicas[k])
+			continue;
+		for (int64_t t = 0; t < T; t++)
+			for (int64_t j = 0; j < L.w.len[k]; j++) {
+				int64_t g = L.w.start[k] + j;
+				if (g < L.w.size[k])
+					x[t * nl + L.w.off[k] + j] = (float)tpc_verify_uniform(
+						R->o->seed, stream, (uint64_t)(t * in + L.w.poff[k] + g));
+			}
+	}
+	if (mine)
+		ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out);
+	else /* an expert of another EP group: zeros into the same all-reduce */
+		ret = tpc_coll_allreduce(R->c, y, (size_t)(T * out), TPC_F32, R->e);
+	if (!ret && v->ep > 1) /* its group's result (with the bias added once) to every rank */
+		ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out), v->ep_group * tpc_vtensor_tp(v, R->tp),
+				     R->e);
+	if (ret)
+		goto done;
+	if (me == 0) {
+		tpc__ref_begin(R);
+		res.digest = tpc__digest_f(y, (size_t)(T * out));
+		if ((ret = lin_ref(R, i, true, true, stream, in, out, &yr)))
+			goto done;
+		tpc__cmp_all(&res, yr, y, (size_t)(T * out));
+		if (res.status == TPC_VR_FAIL) {
+			if (v->bias >= 0 && !R->s->t[v->bias].row_bias)
+				snprintf(res.msg, sizeof(res.msg),
+					 "%llu of %llu outputs differ: bias '%s' is not marked row_bias, so every rank adds it",
+					 (unsigned long long)res.mismatches, (unsigned long long)res.elements,
+					 R->s->t[v->bias].name);
+			else
+				snprintf(res.msg, sizeof(res.msg), "%llu of %llu all-reduced outputs differ from the unsplit layer",
+					 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
+		}
+	}
+done:
+	if (me == 0)
+		tpc__ref_end(R);
+	free(x);
+	free(y);
+	free(yr);
+	return tpc__finish(R, &res, ret);
+}
+
+int tpc__check_embed(vrun *R, int64_t i)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	tpc_vresult res;
+	tpc__res_init(R, &res, TPC_VC_EMBED, v->name, v->ref->src_dtype);
+	char msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me;
+	bool failed = false;
+	int64_t T = R->T, H = v->ref->shape[1], V = v->part[0].size;
+	float *y = NULL;
+	double *yr = NULL;
+	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg)))
+		tpc__res_fail(&res, "%s", msg);
+	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
+		return ret;
+	vloc L;
+	tpc__loc_of(R, i, me, &L);
+	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_EMBED);
+	y = calloc((size_t)(T * H + 1), sizeof(float));
+	if (!y) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	for (int64_t t = 0; t < T && !ret; t++) {
+		int64_t id = tpc__seeded_id(R->o->seed, stream, t, V);
+		int64_t r = id - L.start[0];
+		if (r >= 0 && r < L.len[0] && me % L.replicas[0] == 0)
+			ret = tpc__load_row_f(&R->xf, L.ck, L.t, r, y + t * H);
+	}
+	if (ret || (ret = tpc_coll_allreduce(R->c, y, (size_t)(T * H), TPC_F32, R->e)))
+		goto done;
+	if (me == 0) {
+		tpc__ref_begin(R);
+		res.digest = tpc__digest_f(y, (size_t)(T * H));
+		if (!(yr = malloc(sizeof(double) * (size_t)(T * H + 1)))) {
+			ret = tpc_err_nomem(R->e);
+			goto done;
+		}
+		for (int64_t t = 0; t < T && !ret; t++) {
+			int64_t id = tpc__seeded_id(R->o->seed, stream, t, V);
+			ret = tpc__load_row_d(&R->xd, v->ref_ck, v->ref, id, yr + t * H);
+		}
+		if (ret)
+			goto done;
+		tpc__cmp_all(&res, yr, y, (size_t)(T * H));
+		if (res.status == TPC_VR_FAIL)
+			snprintf(res.msg, sizeof(res.msg), "%llu of %llu looked-up values differ (masked lookup + all-reduce)",
+				 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
+	}
+done:
+	if (me == 0)
+		tpc__ref_end(R);
+	free(y);
+	free(yr);
+	return tpc__finish(R, &res, ret);
+}

@@ -1,0 +1,267 @@
+/* check_structure.c - the structure check: each rank's tensor holds the bytes
+ * of its slice of the reference (padding rows zero), and both sides match the
+ * checksums the manifest recorded. Bytes are compared and hashed in windows
+ * of whole rows whose mapped pages are dropped behind them, so a model of any
+ * size is checked in a few windows of memory. See verify.c for the pattern
+ * every check follows. */
+#include <math.h>
+#include <string.h>
+
+#include "tpc_io.h"
+#include "tpc_util.h"
+#include "vint.h"
+
+typedef struct bytes_cmp {
+	const vrun *R;
+	tpc_vresult *res;
+	int t;
+	tpc_dtype dt;
+} bytes_cmp;
+
+static double elem_val(const uint8_t *p, tpc_dtype dt)
+{
+	double d;
+	if (tpc__float_dtype(dt) && !tpc__decode_d(&d, p, dt, 1))
+		return d;
+	uint64_t u = 0;
+	memcpy(&u, p, tpc_dtype_size(dt) < 8 ? tpc_dtype_size(dt) : 8);
+	return (double)u;
+}
+
+/*
+ * Compare the C-order images of two same-shaped views (b == NULL: b is all
+ * zero, the padding), in bounded chunks. `map` turns a view element index
+ * into the rank tensor's.
+ */
+typedef struct idx_map {
+	int64_t inner, len, full, off; /* along the split dim */
+} idx_map;
+
+static int64_t map_idx(const idx_map *m, int64_t v)
+{
+	if (!m->len)
+		return v;
+	int64_t in = v % m->inner, mid = (v / m->inner) % m->len, outer = v / (m->inner * m->len);
+	return (outer * m->full + m->off + mid) * m->inner + in;
+}
+
+/* Compare one chunk: a's and b's bytes [off, off + n) of their images. */
+static int cmp_chunk(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, const tpc_ckpt *cb, const tpc_tensor *b,
+		     const idx_map *map, uint64_t base, uint64_t off, uint64_t n, uint8_t *ba, uint8_t *bb)
+{
+	unsigned es = tpc_dtype_size(bc->dt);
+	int ret;
+	if ((ret = tpc_ckpt_read_bytes(ca, a, off, n, ba, bc->R->e)))
+		return ret;
+	if (b) {
+		if ((ret = tpc_ckpt_read_bytes(cb, b, off, n, bb, bc->R->e)))
+			return ret;
+	} else {
+		memset(bb, 0, (size_t)n);
+	}
+	bc->res->elements += n / es;
+	if (!memcmp(ba, bb, (size_t)n))
+		return 0;
+	for (uint64_t j = 0; j < n; j += es) {
+		if (!memcmp(ba + j, bb + j, es))
+			continue;
+		double x = elem_val(bb + j, bc->dt), y = elem_val(ba + j, bc->dt);
+		double d = fabs(x - y);
+		bc->res->mismatches++;
+		if (d > bc->res->max_abs || isnan(d))
+			bc->res->max_abs = d;
+		tpc__res_diff(bc->res, bc->t, map_idx(map, (int64_t)((base + off + j) / es)), x, y);
+	}
+	return 0;
+}
+
+/*
+ * Compare the C-order images of two same-shaped views (b == NULL: b is all
+ * zero, the padding), in chunks of whole dim-0 rows of at most `cap` bytes,
+ * dropping each chunk's mapped pages once compared (the RSS stays at a few
+ * chunks whatever the tensor's size). `map` turns a view element index into
+ * the rank tensor's.
+ */
+static int cmp_views(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, const tpc_ckpt *cb,
+		     const tpc_tensor *b, const idx_map *map, uint8_t *ba, uint8_t *bb, size_t cap)
+{
+	unsigned es = tpc_dtype_size(bc->dt);
+	uint64_t total = a->numel * es;
+	int ret = 0;
+	if (a->ndim >= 1 && a->shape[0] > 1 && total > cap) {
+		uint64_t row = total / (uint64_t)a->shape[0];
+		int64_t per = row ? (int64_t)(cap / row) : a->shape[0];
+		if (per >= 1) {
+			for (int64_t r0 = 0; r0 < a->shape[0] && !ret; r0 += per) {
+				int64_t nr = a->shape[0] - r0 < per ? a->shape[0] - r0 : per;
+				tpc_tensor va, vb;
+				if (tpc_tensor_narrow(&va, a, 0, r0, nr))
+					return tpc_err_nomem(bc->R->e);
+				if (b && tpc_tensor_narrow(&vb, b, 0, r0, nr)) {
+					tpc_tensor_release(&va);
+					return tpc_err_nomem(bc->R->e);
+				}
+				ret = cmp_chunk(bc, ca, &va, cb, b ? &vb : NULL, map, (uint64_t)r0 * row, 0,
+						(uint64_t)nr * row, ba, bb);
+				tpc__drop_view(ca, &va);
+				if (b)
+					tpc__drop_view(cb, &vb);
+				tpc_tensor_release(&va);
+				if (b)
+					tpc_tensor_release(&vb);
+			}
+			return ret;
+		}
+	}
+	uint64_t chunk = cap / es * es;
+	for (uint64_t off = 0; off < total && !ret; off += chunk)
+		ret = cmp_chunk(bc, ca, a, cb, b, map, 0, off, total - off < chunk ? total - off : chunk, ba, bb);
+	tpc__drop_view(ca, a);
+	if (b)
+		tpc__drop_view(cb, b);
+	return ret;
+}
+
+/* The alg digest of t's C-order image, streamed in chunks of whole dim-0 rows
+ * whose mapped pages are dropped behind the hash (tpc_ckpt_hash_tensor would
+ * leave a whole model resident). */
+static int hash_view(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
+		     uint8_t *buf, size_t cap, tpc_err *e)
+{
+	tpc_hash h;
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	uint64_t total = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	int ret;
+	if ((ret = tpc_hash_begin(&h, alg, e)))
+		return ret;
+	if (t->ndim >= 1 && t->shape[0] > 1 && total > cap && es * 8 == tpc_dtype_bits(t->src_dtype)) {
+		uint64_t row = total / (uint64_t)t->shape[0];
+		int64_t per = row && cap / row ? (int64_t)(cap / row) : 1;
+		for (int64_t r0 = 0; r0 < t->shape[0] && !ret; r0 += per) {
+			int64_t nr = t->shape[0] - r0 < per ? t->shape[0] - r0 : per;
+			tpc_tensor v;
+			if (tpc_tensor_narrow(&v, t, 0, r0, nr)) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			uint64_t n = (uint64_t)nr * row;
+			for (uint64_t off = 0; off < n && !ret; off += cap) {
+				uint64_t k = n - off < cap ? n - off : cap;
+				if (!(ret = tpc_ckpt_read_bytes(ck, &v, off, k, buf, e)))
+					tpc_hash_update(&h, buf, (size_t)k);
+			}
+			tpc__drop_view(ck, &v);
+			tpc_tensor_release(&v);
+		}
+	} else {
+		for (uint64_t off = 0; off < total && !ret; off += cap) {
+			uint64_t k = total - off < cap ? total - off : cap;
+			if (!(ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e)))
+				tpc_hash_update(&h, buf, (size_t)k);
+		}
+		tpc__drop_view(ck, t);
+	}
+	if (ret)
+		tpc_hash_release(&h);
+	else
+		tpc_hash_final(&h, out);
+	return ret;
+}
+
+int tpc__check_structure(vrun *R, int64_t i)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	tpc_vresult res;
+	tpc__res_init(R, &res, TPC_VC_STRUCTURE, v->name, v->ref->src_dtype);
+	res.rtol = res.atol = 0;
+	char msg[sizeof(res.msg)] = "";
+	int ret = 0, me = R->me;
+	uint8_t *ba = NULL, *bb = NULL;
+	size_t balen = 0;
+	tpc_tensor va, vb;
+	bool have_a = false, have_b = false;
+	if (!v->rank[me].ck)
+		goto done;
+	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg))) {
+		tpc__res_fail(&res, "%s", msg);
+		goto done;
+	}
+	if (!tpc_vtensor_holds(v, R->tp, me))
+		goto done; /* an expert of another EP group, rightly absent */
+	const tpc_tensor *rt = v->rank[me].t;
+	/* windows no larger than the bigger of the two tensors (most are small),
+	 * from the scratch pool: two new 8 MiB allocations a tensor cost an
+	 * mmap/munmap and a fault of every page each (and the sanitizer build's
+	 * shadow poisoning of all of it) */
+	uint64_t most = (rt->numel > v->ref->numel ? rt->numel : v->ref->numel) * 8 + 64;
+	size_t cap = most < TPC_V_CHUNK ? (size_t)most : TPC_V_CHUNK;
+	if (!(ba = tpc_scratch_get(2 * cap, &balen))) {
+		ret = tpc_err_nomem(R->e);
+		goto done;
+	}
+	bb = ba + cap;
+	bytes_cmp bc = {R, &res, me, v->ref->src_dtype};
+	if (v->dim < 0) {
+		idx_map id = {1, 0, 0, 0};
+		ret = cmp_views(&bc, v->rank[me].ck, rt, v->ref_ck, v->ref, &id, ba, bb, cap);
+	} else {
+		vloc L;
+		tpc__loc_of(R, i, me, &L);
+		int64_t inner = 1;
+		for (int d = v->dim + 1; d < v->ref->ndim; d++)
+			inner *= v->ref->shape[d];
+		for (int k = 0; k < L.nparts && !ret; k++) {
+			int64_t real = L.size[k] - L.start[k];
+			real = real < 0 ? 0 : (real > L.len[k] ? L.len[k] : real);
+			idx_map mp = {inner ? inner : 1, real, rt->shape[v->dim], L.off[k]};
+			if (real > 0) {
+				if (tpc_tensor_narrow(&va, rt, v->dim, L.off[k], real) ||
+				    !(have_a = true) ||
+				    tpc_tensor_narrow(&vb, v->ref, v->dim, L.poff[k] + L.start[k], real)) {
+					ret = tpc_err_nomem(R->e);
+					break;
+				}
+				have_b = true;
+				ret = cmp_views(&bc, v->rank[me].ck, &va, v->ref_ck, &vb, &mp, ba, bb, cap);
+				tpc_tensor_release(&va);
+				tpc_tensor_release(&vb);
+				have_a = have_b = false;
+			}
+			if (!ret && L.len[k] > real) { /* padding rows must be zero */
+				mp.len = L.len[k] - real;
+				mp.off = L.off[k] + real;
+				if (tpc_tensor_narrow(&va, rt, v->dim, L.off[k] + real, L.len[k] - real)) {
+					ret = tpc_err_nomem(R->e);
+					break;
+				}
+				have_a = true;
+				ret = cmp_views(&bc, v->rank[me].ck, &va, NULL, NULL, &mp, ba, bb, cap);
+				tpc_tensor_release(&va);
+				have_a = false;
+			}
+		}
+	}
+	if (!ret && res.mismatches)
+		tpc__res_fail(&res, "rank %d: %llu of %llu elements differ from the reference slice%s", me,
+			 (unsigned long long)res.mismatches, (unsigned long long)res.elements,
+			 v->nparts > 1 ? " (fused parts)" : "");
+	size_t hl = tpc_hash_len(v->hash_alg);
+	if (!ret && v->rank_hash && hl) {
+		uint8_t h[TPC_HASH_MAX];
+		if (!(ret = hash_view(v->rank[me].ck, rt, v->hash_alg, h, ba, cap, R->e)) && memcmp(h, v->rank_hash[me], hl))
+			tpc__res_fail(&res, "rank %d: %s of '%s' differs from the recorded one", me, tpc_hash_name(v->hash_alg),
+				 v->name);
+	}
+	if (!ret && v->has_hash && hl && me == 0) {
+		uint8_t h[TPC_HASH_MAX];
+		if (!(ret = hash_view(v->ref_ck, v->ref, v->hash_alg, h, ba, cap, R->e)) && memcmp(h, v->hash, hl))
+			tpc__res_fail(&res, "the reference '%s' differs from the recorded %s", v->name, tpc_hash_name(v->hash_alg));
+	}
+done:
+	if (have_a)
+		tpc_tensor_release(&va);
+	if (have_b)
+		tpc_tensor_release(&vb);
+	tpc_scratch_put(ba, balen);
+	return tpc__finish(R, &res, ret);
+}
