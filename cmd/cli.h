@@ -23,7 +23,8 @@
 
 #define TPC_EXIT_HELP \
 	"Exit status: 0 ok, 1 verify or diff found differences, 2 usage error,\n" \
-	"3 bad or unsupported input, 4 output or I/O failure, 5 GPU/NCCL/MPI failure.\n"
+	"3 bad or unsupported input, 4 output or I/O failure, 5 GPU/NCCL/MPI failure;\n" \
+	"130 (143) interrupted by SIGINT (SIGTERM): temporaries removed, finished files kept.\n"
 
 extern int tpc_cli_verbose; /* -v count; -1 with -q */
 

@@ -259,10 +259,23 @@ static void io_config_from_env(void)
 	tpc_io_configure(&c);
 }
 
+/* After SIGINT/SIGTERM/SIGHUP: what the run leaves (async-signal-safe). The
+ * signal then ends the process, so the shell sees 128 + its number. */
+static void interrupted(int sig)
+{
+	static const char msg[] =
+		"tpconv: interrupted: temporary files removed, every finished file kept; the same command again "
+		"(without --force) resumes a shard set or an HF folder from them\n";
+	(void)sig;
+	if (tpc_cli_verbose >= 0 && write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		return;
+}
+
 int main(int argc, char **argv)
 {
 	io_config_from_env();
 	tpc_formats_register_all();
+	tpc_io_on_interrupt(interrupted);
 	tpc_io_install_signals();
 	if (argc < 2) {
 		usage(stderr);

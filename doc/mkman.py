@@ -67,6 +67,8 @@ m += ['.SH EXAMPLES',
       '.TP', '.B 3', 'bad or unsupported input: a corrupt file, a dangerous pickle, a TorchScript archive, an uneven split',
       '.TP', '.B 4', 'output or I/O failure: disk full, permissions',
       '.TP', '.B 5', 'GPU, NCCL or MPI failure',
+      '.TP', '.B "130, 143"', 'interrupted by SIGINT or SIGTERM: temporary files removed, finished files kept; '
+      'the same command again (without \\-\\-force) resumes a shard set or an HF folder',
       '.SH DIAGNOSTICS',
       'Errors are one line on standard error naming the file, the tensor and the byte offset, e.g.',
       '.nf', esc("tpconv: error: 'model.safetensors': tensor 'h.0.w': shape [2, 3] of F32 needs 24 bytes but data_offsets [0, 20] hold 20 (at byte offset 88, 0x58)"), '.fi',

@@ -75,6 +75,13 @@ static void tmp_unregister(const char *p)
 	pthread_mutex_unlock(&io_lock);
 }
 
+static void (*interrupt_note)(int sig);
+
+void tpc_io_on_interrupt(void (*note)(int sig))
+{
+	interrupt_note = note;
+}
+
 static void on_signal(int sig)
 {
 	atomic_store(&dying, 1);
@@ -85,6 +92,8 @@ static void on_signal(int sig)
 		if (p)
 			unlink(p);
 	}
+	if (interrupt_note)
+		interrupt_note(sig);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }

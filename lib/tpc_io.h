@@ -193,6 +193,10 @@ const tpc_io_config *tpc_io_settings(void);
  * then re-raise the signal, and ignore SIGXFSZ so that a file size limit
  * shows as a write error (EFBIG, exit 4). Idempotent. */
 void tpc_io_install_signals(void);
+/* A function the handler calls after removing the temporaries and before
+ * the signal ends the process (cmd/ says what was kept): it must be
+ * async-signal-safe (write(2), no stdio, no malloc). */
+void tpc_io_on_interrupt(void (*note)(int sig));
 
 /* Write a whole small file atomically (JSON index, manifest). */
 int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned flags, tpc_err *e);

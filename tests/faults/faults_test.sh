@@ -172,6 +172,12 @@ for sig in INT TERM KILL; do
     fi
     if [ $sig != KILL ]; then
       [ "$(temps "$d")" = 0 ] && ok "$desc: temporaries removed" || bad "$desc: temporaries removed" "$(find "$d" -name '.*.tpc-*')"
+      if [ $what = convert ]; then # the shard runs here are -q: errors only
+        grep -q "interrupted: temporary files removed, every finished file kept; the same command again" "$T/err" &&
+          ok "$desc: says what it removed and kept and how to resume" || bad "$desc: the interrupt note" "$(tail -c 300 "$T/err")"
+      else
+        ! grep -q "interrupted" "$T/err" && ok "$desc: -q keeps the interrupt note quiet" || bad "$desc: -q" "$(tail -c 300 "$T/err")"
+      fi
     else
       [ "$(temps "$d")" != 0 ] && ok "$desc: the temporary is left (nothing runs after SIGKILL)" || bad "$desc: expected a leftover temporary"
       sleep 2.2 # leftovers younger than 2 s may belong to a run that is just starting
