@@ -995,29 +995,41 @@ static int dict_put(jdec *d, tpc_value *dict, tpc_value *k, tpc_value *val)
 	return 0;
 }
 
-static tpc_value *from_object(jdec *d, const cJSON *j)
+/* The error for a JSON object that is not a well-formed tagged value. */
+static int bad_object(jdec *d, const char *tag)
 {
-	tpc_value *v = NULL;
-	const cJSON *origin = cJSON_GetObjectItemCaseSensitive(j, "origin");
-	const cJSON *module = cJSON_GetObjectItemCaseSensitive(j, "module");
+	return JBAD(d, "value json: malformed or unknown tagged object {\"%s\": ...}", tag ? tag : "");
+}
+
+/* The member of object j that is its tag: the one that is neither "origin"
+ * (list, dict and dict_items take one) nor "module" (global takes one).
+ * NULL, reported, when there is no such single member. */
+static const cJSON *object_tag(jdec *d, const cJSON *j, const cJSON *origin, const cJSON *module)
+{
 	const cJSON *a = j->child;
 	int count = cJSON_GetArraySize(j);
-	const char *tag = "";
-	char *end = NULL;
-
-	/* The tag is the member that is neither "origin" nor "module". */
 	while (a && (a == origin || a == module))
 		a = a->next;
-	if (!a || !a->string)
-		goto bad;
-	tag = a->string;
-	if (origin && (strcmp(tag, "list") && strcmp(tag, "dict") && strcmp(tag, "dict_items")))
-		goto bad;
-	if (module && strcmp(tag, "global"))
-		goto bad;
-	if (count != 1 + (origin ? 1 : 0) + (module ? 1 : 0))
-		goto bad;
+	if (!a || !a->string) {
+		bad_object(d, "");
+		return NULL;
+	}
+	const char *tag = a->string;
+	if ((origin && (strcmp(tag, "list") && strcmp(tag, "dict") && strcmp(tag, "dict_items"))) ||
+	    (module && strcmp(tag, "global")) || count != 1 + (origin ? 1 : 0) + (module ? 1 : 0)) {
+		bad_object(d, tag);
+		return NULL;
+	}
+	return a;
+}
 
+/* {"float": "1.5"}, {"int": "-3"}, {"global": "mod.name"} (with "module":
+ * where the module's name ends), {"tensor": "name" or index}; any other tag
+ * is refused. */
+static tpc_value *from_scalar(jdec *d, const cJSON *a, const char *tag, const cJSON *module)
+{
+	tpc_value *v = NULL;
+	char *end = NULL;
 	if (!strcmp(tag, "float")) {
 		const char *s = cJSON_GetStringValue(a);
 		if (!s || !*s)
@@ -1035,12 +1047,6 @@ static tpc_value *from_object(jdec *d, const cJSON *j)
 		if (*end || errno)
 			goto bad;
 		v = tpc_value_int((int64_t)x);
-	} else if (!strcmp(tag, "bytes")) {
-		return from_hex(d, TPC_V_BYTES, a, tag);
-	} else if (!strcmp(tag, "bigint")) {
-		return from_hex(d, TPC_V_BIGINT, a, tag);
-	} else if (!strcmp(tag, "strhex")) {
-		return from_hex(d, TPC_V_STR, a, tag);
 	} else if (!strcmp(tag, "global")) {
 		const char *s = cJSON_GetStringValue(a), *dot;
 		if (!s || !(dot = strrchr(s, '.')))
@@ -1073,96 +1079,169 @@ static tpc_value *from_object(jdec *d, const cJSON *j)
 			goto bad;
 		}
 		v = tpc_value_tensor(idx);
-	} else if (!strcmp(tag, "storage")) {
-		tpc_value *pid = from_cj(d, a);
-		if (!pid)
-			return NULL;
-		v = tpc_value_new(TPC_V_STORAGE);
-		if (v && tpc_value_append(v, pid)) {
-			tpc_value_unref(v);
-			v = NULL;
-		} else if (!v) {
-			tpc_value_unref(pid);
-		}
-	} else if (!strcmp(tag, "tuple") || !strcmp(tag, "set") || !strcmp(tag, "call") ||
-		   !strcmp(tag, "list")) {
-		tpc_vkind k = tag[0] == 't' ? TPC_V_TUPLE
-			      : tag[0] == 's' ? TPC_V_SET
-			      : tag[0] == 'c' ? TPC_V_CALL
-					      : TPC_V_LIST;
-		v = tpc_value_new(k);
-		if (!v)
-			goto nomem;
-		if (fill_seq(d, v, a, tag))
-			goto fail;
-		if (k == TPC_V_CALL && (v->n < 2 || v->n > 3))
-			goto bad;
-	} else if (!strcmp(tag, "dict")) {
-		if (!cJSON_IsObject(a))
-			goto bad;
-		v = tpc_value_new(TPC_V_DICT);
-		if (!v)
-			goto nomem;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, a) {
-			tpc_value *k = tpc_value_str(it->string, strlen(it->string));
-			tpc_value *val = k ? from_cj(d, it) : NULL;
-			if (!k || !val) {
-				tpc_value_unref(k);
-				if (!k)
-					goto nomem;
-				goto fail;
-			}
-			if (dict_put(d, v, k, val))
-				goto fail;
-		}
-	} else if (!strcmp(tag, "dict_items")) {
-		if (!cJSON_IsArray(a))
-			goto bad;
-		v = tpc_value_new(TPC_V_DICT);
-		if (!v)
-			goto nomem;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, a) {
-			if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2)
-				goto bad;
-			tpc_value *k = from_cj(d, it->child);
-			tpc_value *val = k ? from_cj(d, it->child->next) : NULL;
-			if (!k || !val) {
-				tpc_value_unref(k);
-				goto fail;
-			}
-			if (dict_put(d, v, k, val))
-				goto fail;
-		}
 	} else {
 		goto bad;
 	}
 	if (!v)
-		goto nomem;
-	if (origin) {
-		tpc_value *o = from_cj(d, origin);
-		if (!o)
-			goto fail;
-		if (o->kind != TPC_V_CALL) {
-			tpc_value_unref(o);
-			goto bad;
-		}
-		if (tpc_value_set_origin(v, o))
-			goto nomem;
-	}
-	goto out;
+		tpc_err_nomem(d->e);
+	return v;
 bad:
-	JBAD(d, "value json: malformed or unknown tagged object {\"%s\": ...}",
-	     tag ? tag : "");
-	goto fail;
-nomem:
-	tpc_err_nomem(d->e);
+	bad_object(d, tag);
+	return NULL;
+}
+
+/* {"storage": persistent id}. */
+static tpc_value *from_storage(jdec *d, const cJSON *a)
+{
+	tpc_value *pid = from_cj(d, a);
+	if (!pid)
+		return NULL;
+	tpc_value *v = tpc_value_new(TPC_V_STORAGE);
+	if (v && tpc_value_append(v, pid)) {
+		tpc_value_unref(v);
+		v = NULL;
+	} else if (!v) {
+		tpc_value_unref(pid);
+	}
+	if (!v)
+		tpc_err_nomem(d->e);
+	return v;
+}
+
+/* {"tuple" | "set" | "call" | "list": [...]}; a call is [callable, args]
+ * or [callable, args, state]. */
+static tpc_value *from_seq(jdec *d, const cJSON *a, const char *tag)
+{
+	tpc_vkind k = tag[0] == 't' ? TPC_V_TUPLE
+		      : tag[0] == 's' ? TPC_V_SET
+		      : tag[0] == 'c' ? TPC_V_CALL
+				      : TPC_V_LIST;
+	tpc_value *v = tpc_value_new(k);
+	if (!v) {
+		tpc_err_nomem(d->e);
+		return NULL;
+	}
+	if (fill_seq(d, v, a, tag))
+		goto fail;
+	if (k == TPC_V_CALL && (v->n < 2 || v->n > 3)) {
+		bad_object(d, tag);
+		goto fail;
+	}
+	return v;
 fail:
 	tpc_value_unref(v);
-	v = NULL;
-out:
+	return NULL;
+}
+
+/* {"dict": {"key": value, ...}}: string keys. */
+static tpc_value *from_dict(jdec *d, const cJSON *a, const char *tag)
+{
+	if (!cJSON_IsObject(a)) {
+		bad_object(d, tag);
+		return NULL;
+	}
+	tpc_value *v = tpc_value_new(TPC_V_DICT);
+	if (!v) {
+		tpc_err_nomem(d->e);
+		return NULL;
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a) {
+		tpc_value *k = tpc_value_str(it->string, strlen(it->string));
+		tpc_value *val = k ? from_cj(d, it) : NULL;
+		if (!k || !val) {
+			tpc_value_unref(k);
+			if (!k)
+				tpc_err_nomem(d->e);
+			goto fail;
+		}
+		if (dict_put(d, v, k, val))
+			goto fail;
+	}
 	return v;
+fail:
+	tpc_value_unref(v);
+	return NULL;
+}
+
+/* {"dict_items": [[key, value], ...]}: keys of any kind. */
+static tpc_value *from_dict_items(jdec *d, const cJSON *a, const char *tag)
+{
+	if (!cJSON_IsArray(a)) {
+		bad_object(d, tag);
+		return NULL;
+	}
+	tpc_value *v = tpc_value_new(TPC_V_DICT);
+	if (!v) {
+		tpc_err_nomem(d->e);
+		return NULL;
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a) {
+		if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2) {
+			bad_object(d, tag);
+			goto fail;
+		}
+		tpc_value *k = from_cj(d, it->child);
+		tpc_value *val = k ? from_cj(d, it->child->next) : NULL;
+		if (!k || !val) {
+			tpc_value_unref(k);
+			goto fail;
+		}
+		if (dict_put(d, v, k, val))
+			goto fail;
+	}
+	return v;
+fail:
+	tpc_value_unref(v);
+	return NULL;
+}
+
+/* A tagged object: {"TAG": ...}, with "origin" (the call that rebuilds a
+ * list or dict subclass) and "module" beside the tag where it takes them. */
+static tpc_value *from_object(jdec *d, const cJSON *j)
+{
+	const cJSON *origin = cJSON_GetObjectItemCaseSensitive(j, "origin");
+	const cJSON *module = cJSON_GetObjectItemCaseSensitive(j, "module");
+	const cJSON *a = object_tag(d, j, origin, module);
+	tpc_value *v;
+	if (!a)
+		return NULL;
+	const char *tag = a->string;
+	if (!strcmp(tag, "bytes"))
+		return from_hex(d, TPC_V_BYTES, a, tag);
+	if (!strcmp(tag, "bigint"))
+		return from_hex(d, TPC_V_BIGINT, a, tag);
+	if (!strcmp(tag, "strhex"))
+		return from_hex(d, TPC_V_STR, a, tag);
+	if (!strcmp(tag, "storage"))
+		v = from_storage(d, a);
+	else if (!strcmp(tag, "tuple") || !strcmp(tag, "set") || !strcmp(tag, "call") || !strcmp(tag, "list"))
+		v = from_seq(d, a, tag);
+	else if (!strcmp(tag, "dict"))
+		v = from_dict(d, a, tag);
+	else if (!strcmp(tag, "dict_items"))
+		v = from_dict_items(d, a, tag);
+	else
+		v = from_scalar(d, a, tag, module);
+	if (!v || !origin)
+		return v;
+	tpc_value *o = from_cj(d, origin);
+	if (!o)
+		goto fail;
+	if (o->kind != TPC_V_CALL) {
+		tpc_value_unref(o);
+		bad_object(d, tag);
+		goto fail;
+	}
+	if (tpc_value_set_origin(v, o)) {
+		tpc_err_nomem(d->e);
+		goto fail;
+	}
+	return v;
+fail:
+	tpc_value_unref(v);
+	return NULL;
 }
 
 static tpc_value *from_cj(jdec *d, const cJSON *j)
