@@ -1,8 +1,9 @@
-/* tpc_rules.c - the remap stage; see tpc_rules.h. */
+/* tpc_rules.c - the remap stage; see tpc_rules.h. The rule list and its
+ * plan over a checkpoint are here; rules files and presets are
+ * tpc_rules_doc.c, expected keys tpc_keys.c. */
 #include "tpc_regex.h"
 #include "tpc_rules.h"
 
-#include <cjson/cJSON.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,14 +11,10 @@
 #include <string.h>
 
 #include "tpc_cast.h"
-#include "tpc_format.h"
-#include "tpc_io.h"
+#include "tpc_rules_int.h"
 #include "tpc_util.h"
 
 #define MAX_GROUPS 10     /* \0 .. \9 */
-#define MAX_EXTENDS_DEPTH 8
-#define MAX_RULES_FILE (16u << 20)
-#define MAX_KEYS_FILE (256u << 20)
 
 /* A size or group count: terms joined by '*' and '/', each an integer or a
  * fact. */
@@ -76,119 +73,6 @@ static const char *kind_name(tpc_rule_kind k)
 	case TPC_RULE_UNFUSE: return "unfuse";
 	}
 	return "?";
-}
-
-/* ---- presets ---- */
-
-static const struct preset {
-	const char *name, *desc, *text;
-} presets[] = {
-	{"dalle2",
-	 "DALLE2-pytorch decoder: ema_model if present, drop clip.*, .g -> .gamma in cross_attn and fn.fn. blocks",
-	 "{\n"
-	 "  \"description\": \"DALLE2-pytorch Decoder: take ema_model when present; skip keys containing 'clip.'; when 'cross_attn' or 'fn.fn.' is in the key and it ends with '.g', the final 'g' becomes 'gamma'\",\n"
-	 "  \"rules\": [\n"
-	 "    {\"select\": \"ema_model\", \"optional\": true},\n"
-	 "    {\"drop\": \"clip\\\\.\"},\n"
-	 "    {\"rename\": \"\\\\.g$\", \"to\": \".gamma\", \"when\": \"cross_attn|fn\\\\.fn\\\\.\"}\n"
-	 "  ]\n"
-	 "}\n"},
-	{"libai",
-	 "LiBai's loader (_fix_key): 'gamma' -> 'weight', 'beta' -> 'bias' (a key with both: only beta)",
-	 "{\n"
-	 "  \"description\": \"LiBai base_loader._fix_key: a key containing 'beta' has every 'beta' replaced by 'bias'; otherwise every 'gamma' by 'weight'\",\n"
-	 "  \"rules\": [\n"
-	 "    {\"rename\": \"gamma\", \"to\": \"weight\", \"unless\": \"beta\", \"optional\": true},\n"
-	 "    {\"rename\": \"beta\", \"to\": \"bias\", \"optional\": true}\n"
-	 "  ]\n"
-	 "}\n"},
-	{"strip-module",
-	 "strip the 'module.' prefix that torch.nn.DataParallel / DistributedDataParallel add",
-	 "{\n"
-	 "  \"description\": \"torch.nn.DataParallel and DistributedDataParallel state dicts: strip 'module.'\",\n"
-	 "  \"rules\": [\n"
-	 "    {\"strip_prefix\": \"module.\"}\n"
-	 "  ]\n"
-	 "}\n"},
-	{"gpt2-conv1d",
-	 "transpose GPT-2 Conv1D weights [in, out] to Linear [out, in] (c_attn, q_attn, c_proj, c_fc)",
-	 "{\n"
-	 "  \"description\": \"HF GPT-2 Conv1D stores weight as [in, out]; nn.Linear wants [out, in]\",\n"
-	 "  \"rules\": [\n"
-	 "    {\"transpose\": \"(^|\\\\.)(c_attn|q_attn|c_proj|c_fc)\\\\.weight$\"}\n"
-	 "  ]\n"
-	 "}\n"},
-	{"megatron-llama",
-	 "Megatron-Core (torch_dist, legacy tp 1) LLaMA to HF names: un-fuse linear_qkv per query group and linear_fc1 [gate; up]; TE norms; vocab unpadded",
-	 "{\n"
-	 "  \"description\": \"Megatron-Core GPTModel (LLaMA family: RMSNorm, SwiGLU, rope; TransformerEngine or local layer spec) to Hugging Face LlamaForCausalLM names. linear_qkv is [q (heads/kv_heads*head_dim); k (head_dim); v (head_dim)] per query group; linear_fc1 is [gate; up] (a torch_dist checkpoint or one merged rank: legacy sets with tp > 1 go through 'tpconv merge'); TE's fused norms are the layer norms; the vocabulary loses Megatron's padding. Facts: heads, kv_heads, head_dim from the checkpoint's args or --config/flags; vocab from --config or --vocab.\",\n"
-	 "  \"rules\": [\n"
-	 "    {\"drop\": \"\\\\._extra_state$\", \"optional\": true, \"comment\": \"TransformerEngine FP8 state, no weights\"},\n"
-	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.(weight|bias)$\", \"groups\": \"kv_heads\", \"parts\": [{\"to\": \"model.layers.\\\\1.self_attn.q_proj.\\\\2\", \"size\": \"heads/kv_heads*head_dim\"}, {\"to\": \"model.layers.\\\\1.self_attn.k_proj.\\\\2\", \"size\": \"head_dim\"}, {\"to\": \"model.layers.\\\\1.self_attn.v_proj.\\\\2\", \"size\": \"head_dim\"}]},\n"
-	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.weight$\", \"parts\": [{\"to\": \"model.layers.\\\\1.mlp.gate_proj.weight\"}, {\"to\": \"model.layers.\\\\1.mlp.up_proj.weight\"}]},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.input_layernorm.weight\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.input_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.input_layernorm.weight\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.pre_mlp_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_proj\\\\.(weight|bias)$\", \"to\": \"model.layers.\\\\1.self_attn.o_proj.\\\\2\"},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.q_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.q_norm.weight\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.k_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.k_norm.weight\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.down_proj.weight\"},\n"
-	 "    {\"rename\": \"^decoder\\\\.final_layernorm\\\\.weight$\", \"to\": \"model.norm.weight\"},\n"
-	 "    {\"unfuse\": \"^embedding\\\\.word_embeddings\\\\.weight$\", \"parts\": [{\"to\": \"model.embed_tokens.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]},\n"
-	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
-	 "  ]\n"
-	 "}\n"},
-	{"megatron-gpt",
-	 "Megatron-Core GPT to HF GPT-2 names: linear_qkv per head -> c_attn [q; k; v], Conv1D weights transposed; vocab unpadded",
-	 "{\n"
-	 "  \"description\": \"Megatron-Core GPTModel (GPT-2 style: LayerNorm with biases, GeLU MLP, learned positions; TransformerEngine or local layer spec) to Hugging Face GPT2LMHeadModel names. linear_qkv per head [q_h; k_h; v_h] (per query group in general) becomes c_attn's [q; k; v]; Conv1D weights are stored [in, out], so c_attn, c_proj and c_fc are transposed; the vocabulary loses Megatron's padding. Facts: heads, kv_heads, head_dim from the checkpoint's args or --config/flags; vocab from --config or --vocab.\",\n"
-	 "  \"rules\": [\n"
-	 "    {\"drop\": \"\\\\._extra_state$\", \"optional\": true, \"comment\": \"TransformerEngine FP8 state, no weights\"},\n"
-	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.(weight|bias)$\", \"groups\": \"kv_heads\", \"to\": \"transformer.h.\\\\1.attn.c_attn.\\\\2\", \"parts\": [{\"size\": \"heads/kv_heads*head_dim\", \"comment\": \"q\"}, {\"size\": \"head_dim\", \"comment\": \"k\"}, {\"size\": \"head_dim\", \"comment\": \"v\"}]},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_qkv\\\\.layer_norm_(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_1.\\\\2\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.input_layernorm\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_1.\\\\2\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.layer_norm_(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_2.\\\\2\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.pre_mlp_layernorm\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.ln_2.\\\\2\", \"optional\": true},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_proj\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.attn.c_proj.\\\\2\"},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.mlp.c_fc.\\\\2\"},\n"
-	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc2\\\\.(weight|bias)$\", \"to\": \"transformer.h.\\\\1.mlp.c_proj.\\\\2\"},\n"
-	 "    {\"transpose\": \"^transformer\\\\.h\\\\.\\\\d+\\\\.(attn\\\\.c_attn|attn\\\\.c_proj|mlp\\\\.c_fc|mlp\\\\.c_proj)\\\\.weight$\"},\n"
-	 "    {\"rename\": \"^decoder\\\\.final_layernorm\\\\.(weight|bias)$\", \"to\": \"transformer.ln_f.\\\\1\"},\n"
-	 "    {\"rename\": \"^embedding\\\\.position_embeddings\\\\.weight$\", \"to\": \"transformer.wpe.weight\"},\n"
-	 "    {\"unfuse\": \"^embedding\\\\.word_embeddings\\\\.weight$\", \"parts\": [{\"to\": \"transformer.wte.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]},\n"
-	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
-	 "  ]\n"
-	 "}\n"},
-};
-#define NPRESETS (sizeof(presets) / sizeof(presets[0]))
-
-size_t tpc_rules_preset_count(void)
-{
-	return NPRESETS;
-}
-const char *tpc_rules_preset_name(size_t i)
-{
-	return i < NPRESETS ? presets[i].name : NULL;
-}
-const char *tpc_rules_preset_desc(size_t i)
-{
-	return i < NPRESETS ? presets[i].desc : NULL;
-}
-const char *tpc_rules_preset_text(const char *name)
-{
-	for (size_t i = 0; i < NPRESETS; i++)
-		if (!strcmp(presets[i].name, name))
-			return presets[i].text;
-	return NULL;
-}
-
-static void preset_list(char *buf, size_t n)
-{
-	size_t len = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < NPRESETS && len < n; i++)
-		len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", presets[i].name);
 }
 
 /* ---- lifecycle ---- */
@@ -484,11 +368,6 @@ static bool kind_has_re(tpc_rule_kind k)
 	       k == TPC_RULE_TRANSPOSE || k == TPC_RULE_UNFUSE;
 }
 
-static bool is_cast_target(tpc_dtype t)
-{
-	return t == TPC_F16 || t == TPC_BF16 || t == TPC_F32 || t == TPC_F64;
-}
-
 /* The unfuse fields of a rule: parts, sizes, groups, dim (checked here, so a
  * plan only meets tensors that do not fit). */
 static int add_unfuse(rule *x, const tpc_rule_spec *s, const char *origin, tpc_err *e)
@@ -568,7 +447,7 @@ int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_
 		goto out;
 	}
 	if (s->kind == TPC_RULE_DTYPE) {
-		if (!is_cast_target(s->dtype)) {
+		if (!tpc__cast_target(s->dtype)) {
 			ret = tpc_err_set(e, TPC_EUSAGE, "%s: dtype must be bf16, f16, f32 or f64", origin);
 			goto out;
 		}
@@ -650,284 +529,6 @@ out:
 	rule_release(xp);
 	free(xp);
 	return ret;
-}
-
-/* ---- JSON rules documents ---- */
-
-/* An error in the document itself, reported against its label (file name).
- * Errors from tpc_rules_add already name their origin ("FILE rule N"). */
-static int doc_err(tpc_err *e, const char *label, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int doc_err(tpc_err *e, const char *label, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	tpc_err_setv(e, TPC_EUSAGE, fmt, ap);
-	va_end(ap);
-	tpc_err_path(e, label);
-	return TPC_EUSAGE;
-}
-
-static const char *const action_keys[] = {
-	"select", "drop", "keep", "rename", "strip_prefix", "add_prefix", "transpose", "dtype", "unfuse",
-};
-
-/* An unfuse size or group count: a string, or a positive integer. */
-static int expr_text(const cJSON *it, char *num, size_t n, const char **out)
-{
-	if (cJSON_IsString(it)) {
-		*out = it->valuestring;
-		return 0;
-	}
-	if (cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble <= 1e12 &&
-	    it->valuedouble == (double)(int64_t)it->valuedouble) {
-		snprintf(num, n, "%lld", (long long)it->valuedouble);
-		*out = num;
-		return 0;
-	}
-	return -1;
-}
-
-static int parse_parts(const cJSON *a, tpc_rule_part *parts, char (*num)[24], int *np, const char *label, size_t no,
-		       tpc_err *e)
-{
-	int k = 0;
-	if (!cJSON_IsArray(a))
-		return doc_err(e, label, "rule %zu: 'parts' must be a list of objects", no);
-	for (const cJSON *p = a->child; p; p = p->next, k++) {
-		if (k == TPC_RULES_MAX_PARTS)
-			return doc_err(e, label, "rule %zu: more than %d parts", no, TPC_RULES_MAX_PARTS);
-		if (!cJSON_IsObject(p))
-			return doc_err(e, label, "rule %zu: part %d: not an object", no, k + 1);
-		parts[k].to = parts[k].size = NULL;
-		for (const cJSON *it = p->child; it; it = it->next) {
-			if (!strcmp(it->string, "to")) {
-				if (!cJSON_IsString(it))
-					return doc_err(e, label, "rule %zu: part %d: 'to' must be a string", no, k + 1);
-				parts[k].to = it->valuestring;
-			} else if (!strcmp(it->string, "size")) {
-				if (expr_text(it, num[k], sizeof(num[k]), &parts[k].size))
-					return doc_err(e, label, "rule %zu: part %d: 'size' must be a positive integer or a string (\"heads/kv_heads*head_dim\", \"rest\")",
-						       no, k + 1);
-			} else if (strcmp(it->string, "comment")) {
-				char san[128];
-				tpc_sanitize(san, sizeof(san), it->string);
-				return doc_err(e, label, "rule %zu: part %d: unknown key '%s' (to, size, comment)", no, k + 1, san);
-			}
-		}
-	}
-	*np = k;
-	return 0;
-}
-
-static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no, tpc_err *e)
-{
-	tpc_rule_spec s;
-	tpc_rule_part parts[TPC_RULES_MAX_PARTS];
-	char origin[512], num[TPC_RULES_MAX_PARTS + 1][24];
-	const char *action = NULL;
-	int ret;
-	memset(&s, 0, sizeof(s));
-	snprintf(origin, sizeof(origin), "%s rule %zu", label, no);
-	if (!cJSON_IsObject(o))
-		return doc_err(e, label, "rule %zu: not an object", no);
-	for (const cJSON *it = o->child; it; it = it->next) {
-		const char *k = it->string;
-		bool is_action = false;
-		for (size_t a = 0; a < sizeof(action_keys) / sizeof(action_keys[0]); a++)
-			if (!strcmp(k, action_keys[a])) {
-				if (action)
-					return doc_err(e, label, "rule %zu: more than one action ('%s' and '%s'); use one rule each",
-							   no, action, k);
-				action = k;
-				s.kind = (tpc_rule_kind)(TPC_RULE_SELECT + (int)a);
-				is_action = true;
-			}
-		if (!strcmp(k, "parts")) {
-			if ((ret = parse_parts(it, parts, num, &s.nparts, label, no, e)))
-				return ret;
-			s.parts = parts;
-			continue;
-		}
-		if (!strcmp(k, "groups")) {
-			if (expr_text(it, num[TPC_RULES_MAX_PARTS], sizeof(num[0]), &s.groups))
-				return doc_err(e, label, "rule %zu: 'groups' must be a positive integer or a string (\"kv_heads\")", no);
-			continue;
-		}
-		if (!strcmp(k, "dim")) {
-			if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= TPC_MAX_NDIM ||
-			    it->valuedouble != (double)(int)it->valuedouble)
-				return doc_err(e, label, "rule %zu: 'dim' must be an integer 0..%d", no, TPC_MAX_NDIM - 1);
-			s.dim = (int)it->valuedouble;
-			continue;
-		}
-		if (!strcmp(k, "optional") || !strcmp(k, "ints")) {
-			if (!cJSON_IsBool(it))
-				return doc_err(e, label, "rule %zu: '%s' must be true or false", no, k);
-			if (k[0] == 'o')
-				s.optional = cJSON_IsTrue(it);
-			else
-				s.ints = cJSON_IsTrue(it);
-			continue;
-		}
-		bool known = is_action || !strcmp(k, "to") || !strcmp(k, "when") ||
-			     !strcmp(k, "unless") || !strcmp(k, "match") || !strcmp(k, "comment");
-		if (!known) {
-			char san[128];
-			tpc_sanitize(san, sizeof(san), k);
-			return doc_err(e, label, "rule %zu: unknown key '%s' (actions: select drop keep rename strip_prefix add_prefix transpose dtype unfuse; modifiers: to when unless match optional ints parts groups dim comment)",
-					   no, san);
-		}
-		if (!cJSON_IsString(it))
-			return doc_err(e, label, "rule %zu: '%s' must be a string", no, k);
-		const char *v = it->valuestring;
-		if (is_action && s.kind == TPC_RULE_DTYPE) {
-			s.dtype = tpc_dtype_parse(v);
-			if (!is_cast_target(s.dtype)) {
-				char san[64];
-				tpc_sanitize(san, sizeof(san), v);
-				return doc_err(e, label, "rule %zu: bad dtype '%s' (bf16, f16, f32 or f64)", no, san);
-			}
-		} else if (is_action) {
-			s.arg = v;
-		} else if (!strcmp(k, "to")) {
-			s.to = v;
-		} else if (!strcmp(k, "when")) {
-			s.when = v;
-		} else if (!strcmp(k, "unless")) {
-			s.unless = v;
-		} else if (!strcmp(k, "match")) {
-			s.match = v;
-		}
-	}
-	if (!action)
-		return doc_err(e, label, "rule %zu: no action (one of select drop keep rename strip_prefix add_prefix transpose dtype unfuse)",
-				   no);
-	return tpc_rules_add(r, &s, origin, e);
-}
-
-static int from_buffer(tpc_rules *r, const char *text, size_t len, const char *label, int depth,
-		       tpc_err *e);
-
-static int add_extends(tpc_rules *r, const cJSON *x, const char *label, int depth, tpc_err *e)
-{
-	if (!cJSON_IsString(x))
-		return doc_err(e, label, "'extends' must name a preset (a string or a list of strings)");
-	const char *text = tpc_rules_preset_text(x->valuestring);
-	if (!text) {
-		char list[256], san[128];
-		preset_list(list, sizeof(list));
-		tpc_sanitize(san, sizeof(san), x->valuestring);
-		return doc_err(e, label, "'extends': unknown preset '%s' (presets: %s)", san, list);
-	}
-	char plabel[160];
-	snprintf(plabel, sizeof(plabel), "preset %s", x->valuestring);
-	return from_buffer(r, text, strlen(text), plabel, depth + 1, e);
-}
-
-static int from_buffer(tpc_rules *r, const char *text, size_t len, const char *label, int depth,
-		       tpc_err *e)
-{
-	const char *end = NULL;
-	const cJSON *list = NULL;
-	cJSON *root;
-	int ret = 0;
-	if (depth > MAX_EXTENDS_DEPTH)
-		return doc_err(e, label, "'extends' nests deeper than %d", MAX_EXTENDS_DEPTH);
-	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-	if (!root) {
-		size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-		ret = doc_err(e, label, "invalid JSON near byte %zu", at);
-		goto out;
-	}
-	if (cJSON_IsArray(root)) {
-		list = root;
-	} else if (cJSON_IsObject(root)) {
-		for (const cJSON *it = root->child; it; it = it->next) {
-			const char *k = it->string;
-			if (!strcmp(k, "extends")) {
-				if (cJSON_IsArray(it)) {
-					for (const cJSON *x = it->child; x && !ret; x = x->next)
-						ret = add_extends(r, x, label, depth, e);
-				} else {
-					ret = add_extends(r, it, label, depth, e);
-				}
-				if (ret)
-					goto out;
-			} else if (!strcmp(k, "rules")) {
-				if (!cJSON_IsArray(it)) {
-					ret = doc_err(e, label, "'rules' must be a list");
-					goto out;
-				}
-				list = it;
-			} else if (strcmp(k, "description") && strcmp(k, "comment")) {
-				char san[128];
-				tpc_sanitize(san, sizeof(san), k);
-				ret = doc_err(e, label, "unknown key '%s' (a rules file has extends, rules, description, comment)",
-						  san);
-				goto out;
-			}
-		}
-	} else {
-		ret = doc_err(e, label, "a rules file is a JSON object or a list of rules");
-		goto out;
-	}
-	size_t no = 1;
-	for (const cJSON *it = list ? list->child : NULL; it; it = it->next, no++)
-		if ((ret = parse_rule(r, it, label, no, e)))
-			goto out;
-out:
-	cJSON_Delete(root);
-	return ret;
-}
-
-int tpc_rules_from_buffer(tpc_rules *r, const char *text, size_t len, const char *label,
-			  tpc_err *e)
-{
-	return from_buffer(r, text, len, label ? label : "rules", 0, e);
-}
-
-int tpc_rules_from_file(tpc_rules *r, const char *path, tpc_err *e)
-{
-	char *text = NULL;
-	size_t len = 0;
-	int ret = tpc_read_file(path, MAX_RULES_FILE, &text, &len, e);
-	if (ret) {
-		/* a rules file that cannot be read is a bad argument (exit 2) */
-		tpc_err_path(e, path);
-		if (ret == TPC_EINPUT)
-			e->code = ret = TPC_EUSAGE;
-		return ret;
-	}
-	ret = tpc_rules_from_buffer(r, text, len, path, e);
-	free(text);
-	return ret;
-}
-
-int tpc_rules_add_preset(tpc_rules *r, const char *name, tpc_err *e)
-{
-	const char *text = tpc_rules_preset_text(name);
-	char label[160];
-	if (!text) {
-		char list[256];
-		preset_list(list, sizeof(list));
-		return tpc_err_set(e, TPC_EUSAGE, "unknown rules preset '%s' (presets: %s)", name, list);
-	}
-	snprintf(label, sizeof(label), "preset %s", name);
-	return from_buffer(r, text, strlen(text), label, 0, e);
-}
-
-int tpc_rules_load(tpc_rules *r, const char *arg, tpc_err *e)
-{
-	if (tpc_rules_preset_text(arg))
-		return tpc_rules_add_preset(r, arg, e);
-	if (!tpc_exists(arg) && !strchr(arg, '/') && !strchr(arg, '.')) {
-		char list[256];
-		preset_list(list, sizeof(list));
-		return tpc_err_set(e, TPC_EUSAGE, "'%s' is neither a rules preset (%s) nor a file", arg,
-				   list);
-	}
-	return tpc_rules_from_file(r, arg, e);
 }
 
 static const char *describe_rule(const rule *x, char *buf, size_t n)
@@ -1144,6 +745,137 @@ static int need_fact(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size
 					      : " (a Megatron checkpoint records it in its args)");
 }
 
+/* The parts' sizes along x->dim inside one group of `per` (equal parts,
+ * the sizes given, what is left for "rest"), which must add up to `per`,
+ * and their offsets. */
+static int unfuse_sizes(const tpc_rules *r, const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size_t i,
+			const tpc_tensor *view, int64_t groups, int64_t per, int64_t *size, int64_t *off, tpc_buf *b,
+			tpc_err *e)
+{
+	int64_t sum = 0;
+	char why[160], shp[128];
+	int need, rest = -1;
+	why[0] = '\0';
+	for (int p = 0; p < x->nparts; p++) {
+		const upart *u = &x->parts[p];
+		size[p] = 0;
+		if (!u->sized) {
+			if (per % x->nparts)
+				return unfuse_err(ck, m, x, i, e, "%d equal parts do not divide %lld (dim %d of %s%s)", x->nparts,
+						  (long long)per, x->dim, tpc_shape_str(view, shp, sizeof(shp)),
+						  groups > 1 ? ", per group" : "");
+			size[p] = per / x->nparts;
+		} else if (u->sized == 2) {
+			rest = p;
+		} else if (eval_expr(r, &u->size, &size[p], &need, why, sizeof(why))) {
+			char what[32];
+			snprintf(what, sizeof(what), "size of part %d", p + 1);
+			return need >= 0 ? need_fact(ck, m, x, i, need, what, e) : unfuse_err(ck, m, x, i, e, "part %d size %s", p + 1, why);
+		}
+		if (size[p] > per || sum > per - size[p]) {
+			sum = per + 1;
+			break;
+		}
+		sum += size[p];
+	}
+	if (rest >= 0 && sum <= per)
+		size[rest] = per - sum, sum = per;
+	if (sum != per) {
+		tpc_buf_reset(b);
+		for (int p = 0; p < x->nparts; p++)
+			tpc_buf_addf(b, "%s%lld", p ? " + " : "", (long long)size[p]);
+		return unfuse_err(ck, m, x, i, e, "the parts (%s) do not add up to %lld, dim %d of %s%s%lld group%s", b->p ? b->p : "",
+				  (long long)per, x->dim, tpc_shape_str(view, shp, sizeof(shp)), groups > 1 ? " over " : " in ",
+				  (long long)groups, groups == 1 ? "" : "s");
+	}
+	for (int p = 0; p < x->nparts; p++)
+		off[p] = p ? off[p - 1] + size[p - 1] : 0;
+	return 0;
+}
+
+/* The names of the parts that have one, names[x->nparts] the rule's own
+ * "to", as rename makes them from entry i's name. */
+static int unfuse_names(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size_t i, char **names, tpc_buf *b,
+			tpc_err *e)
+{
+	for (int p = 0; p <= x->nparts; p++) {
+		const char *to = p == x->nparts ? x->to : x->parts[p].to;
+		if (!to)
+			continue;
+		tpc_buf_reset(b);
+		if (substitute(&x->re, to, m->name[i], b))
+			return tpc_err_nomem(e);
+		if (!b->p[0] || b->len - 1 > RENAME_MAX)
+			return unfuse_err(ck, m, x, i, e, "part name '%s' is %s", to, b->p[0] ? "too long" : "empty");
+		if (!(names[p] = tpc_strdup(b->p)))
+			return tpc_err_nomem(e);
+	}
+	return 0;
+}
+
+/* pieces[p]: part p of every group of `view`, for the parts kept; with the
+ * rule's one "to", pieces[0] is all of them, part by part, and names[0]
+ * its name. */
+static int unfuse_pieces(const rule *x, const tpc_tensor *view, int64_t groups, int64_t per, const int64_t *size,
+			 const int64_t *off, tpc_tensor *pieces, char **names, tpc_err *e)
+{
+	for (int p = 0; p < x->nparts; p++)
+		if ((x->to || names[p]) && tpc_tensor_ungroup(&pieces[p], view, x->dim, groups, per, off[p], size[p]))
+			return tpc_err_nomem(e);
+	if (x->to) {
+		/* one tensor: every part of every group, part by part */
+		tpc_tensor all;
+		if (tpc_tensor_init_cat(&all, pieces, x->nparts, x->dim))
+			return tpc_err_nomem(e);
+		for (int p = 0; p < x->nparts; p++)
+			tpc_tensor_release(&pieces[p]);
+		pieces[0] = all;
+		names[0] = names[x->nparts];
+		names[x->nparts] = NULL;
+		for (int p = 1; p < x->nparts; p++)
+			memset(&pieces[p], 0, sizeof(pieces[p]));
+	}
+	return 0;
+}
+
+/* A new entry, taken from entry i, for each named piece (moved out of
+ * pieces[] and names[]). */
+static int unfuse_add(tpc_remap *m, const rule *x, size_t i, int64_t groups, int64_t per, const int64_t *size,
+		      const int64_t *off, tpc_tensor *pieces, char **names, tpc_buf *b, tpc_err *e)
+{
+	for (int p = 0; p < (x->to ? 1 : x->nparts); p++) {
+		if (!names[p])
+			continue;
+		if (remap_grow(m, m->n + 1))
+			return tpc_err_nomem(e);
+		size_t j = m->n, d = j - m->n0;
+		tpc_buf_reset(b);
+		if (x->to)
+			tpc_buf_addf(b, "regrouped: %d parts x %lld groups -> part by part", x->nparts, (long long)groups);
+		else if (groups > 1)
+			tpc_buf_addf(b, "unfused: [%lld, %lld) of each of %lld groups of %lld", (long long)off[p],
+				     (long long)(off[p] + size[p]), (long long)groups, (long long)per);
+		else
+			tpc_buf_addf(b, "unfused: [%lld, %lld)", (long long)off[p], (long long)(off[p] + size[p]));
+		if (x->dim)
+			tpc_buf_addf(b, " of dim %d", x->dim);
+		if (b->oom || !(m->how[d] = tpc_strdup(b->p)))
+			return tpc_err_nomem(e);
+		m->derived[d] = pieces[p];
+		memset(&pieces[p], 0, sizeof(pieces[p]));
+		m->name[j] = names[p];
+		names[p] = NULL;
+		m->dropped_by[j] = -1;
+		m->transpose[j] = false;
+		m->dtype[j] = m->dtype[i];
+		m->parent[j] = (int64_t)i;
+		m->unfused[j] = false;
+		m->n++;
+		m->nkept++;
+	}
+	return 0;
+}
+
 /*
  * Entry i (its current name, the rule's pattern matched) is replaced by the
  * parts the rule takes from it: along x->dim it is `groups` repetitions of
@@ -1155,9 +887,9 @@ static int plan_unfuse(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, con
 		       tpc_err *e)
 {
 	tpc_tensor view, *pieces = NULL;
-	int64_t groups = 1, per, size[TPC_RULES_MAX_PARTS] = {0}, off[TPC_RULES_MAX_PARTS] = {0}, sum = 0;
+	int64_t groups = 1, per, size[TPC_RULES_MAX_PARTS] = {0}, off[TPC_RULES_MAX_PARTS] = {0};
 	char *names[TPC_RULES_MAX_PARTS + 1], why[160], shp[128];
-	int need, rest = -1, ret = 0;
+	int need, ret = 0;
 	tpc_buf b = TPC_BUF_INIT;
 	const tpc_tensor *t = ent(ck, m, i);
 	memset(names, 0, sizeof(names));
@@ -1182,121 +914,17 @@ static int plan_unfuse(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, con
 		goto out;
 	}
 	per = dimsize / groups;
-	for (int p = 0; p < x->nparts; p++) {
-		const upart *u = &x->parts[p];
-		size[p] = 0;
-		if (!u->sized) {
-			if (per % x->nparts) {
-				ret = unfuse_err(ck, m, x, i, e, "%d equal parts do not divide %lld (dim %d of %s%s)", x->nparts,
-						 (long long)per, x->dim, tpc_shape_str(&view, shp, sizeof(shp)),
-						 groups > 1 ? ", per group" : "");
-				goto out;
-			}
-			size[p] = per / x->nparts;
-		} else if (u->sized == 2) {
-			rest = p;
-		} else if (eval_expr(r, &u->size, &size[p], &need, why, sizeof(why))) {
-			char what[32];
-			snprintf(what, sizeof(what), "size of part %d", p + 1);
-			ret = need >= 0 ? need_fact(ck, m, x, i, need, what, e) : unfuse_err(ck, m, x, i, e, "part %d size %s", p + 1, why);
-			goto out;
-		}
-		if (size[p] > per || sum > per - size[p]) {
-			sum = per + 1;
-			break;
-		}
-		sum += size[p];
-	}
-	if (rest >= 0 && sum <= per)
-		size[rest] = per - sum, sum = per;
-	if (sum != per) {
-		tpc_buf_reset(&b);
-		for (int p = 0; p < x->nparts; p++)
-			tpc_buf_addf(&b, "%s%lld", p ? " + " : "", (long long)size[p]);
-		ret = unfuse_err(ck, m, x, i, e, "the parts (%s) do not add up to %lld, dim %d of %s%s%lld group%s", b.p ? b.p : "",
-				 (long long)per, x->dim, tpc_shape_str(&view, shp, sizeof(shp)), groups > 1 ? " over " : " in ",
-				 (long long)groups, groups == 1 ? "" : "s");
-		goto out;
-	}
-	for (int p = 0; p < x->nparts; p++)
-		off[p] = p ? off[p - 1] + size[p - 1] : 0;
 	/* names first: the entry's name is freed below */
-	for (int p = 0; p <= x->nparts; p++) {
-		const char *to = p == x->nparts ? x->to : x->parts[p].to;
-		if (!to)
-			continue;
-		tpc_buf_reset(&b);
-		if (substitute(&x->re, to, m->name[i], &b)) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		if (!b.p[0] || b.len - 1 > RENAME_MAX) {
-			ret = unfuse_err(ck, m, x, i, e, "part name '%s' is %s", to, b.p[0] ? "too long" : "empty");
-			goto out;
-		}
-		if (!(names[p] = tpc_strdup(b.p))) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-	}
+	if ((ret = unfuse_sizes(r, ck, m, x, i, &view, groups, per, size, off, &b, e)) ||
+	    (ret = unfuse_names(ck, m, x, i, names, &b, e)))
+		goto out;
 	if (!(pieces = tpc_calloc((size_t)x->nparts, sizeof(*pieces)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	for (int p = 0; p < x->nparts; p++)
-		if ((x->to || names[p]) && tpc_tensor_ungroup(&pieces[p], &view, x->dim, groups, per, off[p], size[p])) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-	if (x->to) {
-		/* one tensor: every part of every group, part by part */
-		tpc_tensor all;
-		if (tpc_tensor_init_cat(&all, pieces, x->nparts, x->dim)) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		for (int p = 0; p < x->nparts; p++)
-			tpc_tensor_release(&pieces[p]);
-		pieces[0] = all;
-		names[0] = names[x->nparts];
-		names[x->nparts] = NULL;
-		for (int p = 1; p < x->nparts; p++)
-			memset(&pieces[p], 0, sizeof(pieces[p]));
-	}
-	for (int p = 0; p < (x->to ? 1 : x->nparts); p++) {
-		if (!names[p])
-			continue;
-		if (remap_grow(m, m->n + 1)) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		size_t j = m->n, d = j - m->n0;
-		tpc_buf_reset(&b);
-		if (x->to)
-			tpc_buf_addf(&b, "regrouped: %d parts x %lld groups -> part by part", x->nparts, (long long)groups);
-		else if (groups > 1)
-			tpc_buf_addf(&b, "unfused: [%lld, %lld) of each of %lld groups of %lld", (long long)off[p],
-				     (long long)(off[p] + size[p]), (long long)groups, (long long)per);
-		else
-			tpc_buf_addf(&b, "unfused: [%lld, %lld)", (long long)off[p], (long long)(off[p] + size[p]));
-		if (x->dim)
-			tpc_buf_addf(&b, " of dim %d", x->dim);
-		if (b.oom || !(m->how[d] = tpc_strdup(b.p))) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		m->derived[d] = pieces[p];
-		memset(&pieces[p], 0, sizeof(pieces[p]));
-		m->name[j] = names[p];
-		names[p] = NULL;
-		m->dropped_by[j] = -1;
-		m->transpose[j] = false;
-		m->dtype[j] = m->dtype[i];
-		m->parent[j] = (int64_t)i;
-		m->unfused[j] = false;
-		m->n++;
-		m->nkept++;
-	}
+	if ((ret = unfuse_pieces(x, &view, groups, per, size, off, pieces, names, e)) ||
+	    (ret = unfuse_add(m, x, i, groups, per, size, off, pieces, names, &b, e)))
+		goto out;
 	free(m->name[i]);
 	m->name[i] = NULL;
 	m->dropped_by[i] = (int64_t)k;
@@ -1689,12 +1317,6 @@ out:
 
 /* ---- dry-run table ---- */
 
-static void add_name(tpc_buf *b, const char *s)
-{
-	for (; *s; s++)
-		tpc_buf_addc(b, ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s);
-}
-
 void tpc_remap_table(const tpc_ckpt *ck, const tpc_remap *m, const tpc_rules *r, tpc_buf *out)
 {
 	char d[1024], s1[128], s2[128];
@@ -1719,9 +1341,9 @@ void tpc_remap_table(const tpc_ckpt *ck, const tpc_remap *m, const tpc_rules *r,
 	for (size_t j = 0; j < nord; j++) {
 		size_t i = ord[j];
 		const tpc_tensor *t = ent(ck, m, i);
-		add_name(out, src_name(ck, m, i));
+		tpc__add_name(out, src_name(ck, m, i));
 		tpc_buf_adds(out, " -> ");
-		add_name(out, m->name[i]);
+		tpc__add_name(out, m->name[i]);
 		if (i >= m->n0) {
 			const tpc_tensor *p = ent(ck, m, (size_t)m->parent[i]);
 			tpc_buf_addf(out, "  %s %s -> %s", m->how[i - m->n0], tpc_shape_str(p, s1, sizeof(s1)),
@@ -1744,178 +1366,10 @@ void tpc_remap_table(const tpc_ckpt *ck, const tpc_remap *m, const tpc_rules *r,
 	for (size_t i = 0; i < m->n; i++) {
 		if (m->name[i] || m->unfused[i])
 			continue;
-		add_name(out, src_name(ck, m, i));
+		tpc__add_name(out, src_name(ck, m, i));
 		if (m->dropped_by[i] >= 0)
 			tpc_buf_addf(out, "  by %s",
 				     tpc_rules_describe(r, (size_t)m->dropped_by[i], d, sizeof(d)));
 		tpc_buf_addc(out, '\n');
 	}
-}
-
-/* ---- expected keys ---- */
-
-void tpc_keys_release(tpc_keys *k)
-{
-	if (!k)
-		return;
-	for (size_t i = 0; i < k->n; i++)
-		free(k->v[i]);
-	free(k->v);
-	memset(k, 0, sizeof(*k));
-}
-
-static int keys_push(tpc_keys *k, const char *s, size_t n, tpc_err *e)
-{
-	if (tpc_grow((void **)&k->v, &k->cap, k->n + 1, sizeof(*k->v)))
-		return tpc_err_nomem(e);
-	if (!(k->v[k->n] = tpc_strndup(s, n)))
-		return tpc_err_nomem(e);
-	k->n++;
-	return 0;
-}
-
-int tpc_keys_from_buffer(tpc_keys *k, const char *text, size_t len, const char *label,
-			 tpc_err *e)
-{
-	size_t i = 0;
-	int ret = 0;
-	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
-		i++;
-	if (i < len && text[i] == '[') {
-		const char *end = NULL;
-		cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-		if (!root || !cJSON_IsArray(root)) {
-			cJSON_Delete(root);
-			ret = tpc_err_set(e, TPC_EINPUT, "key list: invalid JSON near byte %zu",
-					  end && end >= text ? (size_t)(end - text) : (size_t)0);
-			goto out;
-		}
-		for (const cJSON *it = root->child; it && !ret; it = it->next) {
-			if (!cJSON_IsString(it))
-				ret = tpc_err_set(e, TPC_EINPUT, "key list: every entry must be a string");
-			else
-				ret = keys_push(k, it->valuestring, strlen(it->valuestring), e);
-		}
-		cJSON_Delete(root);
-		goto out;
-	}
-	for (i = 0; i < len && !ret;) {
-		size_t a = i, b;
-		while (i < len && text[i] != '\n')
-			i++;
-		b = i++;
-		while (a < b && (text[a] == ' ' || text[a] == '\t'))
-			a++;
-		while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t' || text[b - 1] == '\r'))
-			b--;
-		if (b > a) {
-			if (memchr(text + a, '\0', b - a)) {
-				ret = tpc_err_set(e, TPC_EINPUT, "key list: a line holds a NUL byte; not a text key list");
-				break;
-			}
-			ret = keys_push(k, text + a, b - a, e);
-		}
-	}
-out:
-	if (ret && label)
-		tpc_err_path(e, label);
-	return ret;
-}
-
-int tpc_keys_load(tpc_keys *k, const char *path, tpc_err *e)
-{
-	tpc_err scratch;
-	char *text = NULL;
-	size_t len = 0;
-	int ret;
-	tpc_err_init(&scratch);
-	if (tpc_exists(path) && tpc_format_detect(path, &scratch)) {
-		tpc_ckpt ck;
-		tpc_ckpt_init(&ck);
-		ret = tpc_ckpt_open(&ck, path, NULL, e);
-		for (size_t i = 0; i < ck.n && !ret; i++)
-			ret = keys_push(k, ck.t[i].name, strlen(ck.t[i].name), e);
-		tpc_ckpt_release(&ck);
-		return ret;
-	}
-	if ((ret = tpc_read_file(path, MAX_KEYS_FILE, &text, &len, e))) {
-		tpc_err_path(e, path);
-		return ret;
-	}
-	ret = tpc_keys_from_buffer(k, text, len, path, e);
-	free(text);
-	return ret;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int tpc_keys_check(char *const *have, size_t nhave, const tpc_keys *want, tpc_buf *report,
-		   tpc_err *e)
-{
-	char **h = tpc_malloc(nhave * sizeof(*h));
-	char **w = tpc_malloc(want->n * sizeof(*w));
-	size_t nh = 0, nw = want->n, i = 0, j = 0, nmiss = 0, nunexp = 0;
-	tpc_buf miss = TPC_BUF_INIT, unexp = TPC_BUF_INIT;
-	int ret = 0;
-	if (!h || !w) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (size_t x = 0; x < nhave; x++)
-		if (have[x])
-			h[nh++] = have[x];
-	memcpy(w, want->v, nw * sizeof(*w));
-	qsort(h, nh, sizeof(*h), cmp_str);
-	qsort(w, nw, sizeof(*w), cmp_str);
-	/* Merge; a key listed twice in the expected list counts once. */
-	while (i < nh || j < nw) {
-		int c = i >= nh ? 1 : j >= nw ? -1 : strcmp(h[i], w[j]);
-		if (c == 0) {
-			const char *s = h[i];
-			while (i < nh && !strcmp(h[i], s))
-				i++;
-			while (j < nw && !strcmp(w[j], s))
-				j++;
-		} else if (c < 0) {
-			nunexp++;
-			tpc_buf_adds(&unexp, "  ");
-			add_name(&unexp, h[i]);
-			tpc_buf_addc(&unexp, '\n');
-			i++;
-		} else {
-			const char *s = w[j];
-			nmiss++;
-			tpc_buf_adds(&miss, "  ");
-			add_name(&miss, s);
-			tpc_buf_addc(&miss, '\n');
-			while (j < nw && !strcmp(w[j], s))
-				j++;
-		}
-	}
-	if (miss.oom || unexp.oom) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	if (nmiss || nunexp) {
-		if (report) {
-			if (nmiss) {
-				tpc_buf_addf(report, "missing (%zu):\n", nmiss);
-				tpc_buf_add(report, miss.p, miss.len);
-			}
-			if (nunexp) {
-				tpc_buf_addf(report, "unexpected (%zu):\n", nunexp);
-				tpc_buf_add(report, unexp.p, unexp.len);
-			}
-		}
-		ret = tpc_err_set(e, TPC_EMISMATCH, "%zu missing and %zu unexpected keys", nmiss, nunexp);
-	}
-out:
-	tpc_buf_release(&miss);
-	tpc_buf_release(&unexp);
-	free(h);
-	free(w);
-	return ret;
 }
