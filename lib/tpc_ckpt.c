@@ -9,12 +9,27 @@
 #include "tpc_buf.h"
 #include "tpc_util.h"
 
-/* ---- name index: open addressing over tensor indices ---- */
+/* ---- name indexes: open addressing over entry indices ----
+ *
+ * Two of them: tensor names (ck->index) and metadata keys (ck->meta_index).
+ * name(ck, i) is entry i's name. */
 
 struct tpc__name_index {
 	int64_t *slot; /* -1 empty */
 	size_t cap;    /* power of two */
 };
+
+typedef const char *(*index_name_fn)(const tpc_ckpt *ck, size_t i);
+
+static const char *tensor_name(const tpc_ckpt *ck, size_t i)
+{
+	return ck->t[i].name;
+}
+
+static const char *meta_key(const tpc_ckpt *ck, size_t i)
+{
+	return ck->meta_k[i];
+}
 
 static uint64_t hash_str(const char *s)
 {
@@ -24,35 +39,68 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
+/* Entry i, named s, into the first free slot from s's hash. */
+static void index_put(struct tpc__name_index *ix, const char *s, int64_t i)
+{
+	size_t h = hash_str(s) & (ix->cap - 1);
+	while (ix->slot[h] >= 0)
+		h = (h + 1) & (ix->cap - 1);
+	ix->slot[h] = i;
+}
+
+/* (Re)build *ixp over entries [0, n) with room for `want`; -1 on out of
+ * memory, *ixp as it was. */
+static int index_build(struct tpc__name_index **ixp, const tpc_ckpt *ck, size_t n, size_t want,
+		       index_name_fn name)
+{
+	struct tpc__name_index nx = {NULL, 64};
+	while (nx.cap < want * 2)
+		nx.cap *= 2;
+	nx.slot = malloc(nx.cap * sizeof(*nx.slot));
+	if (!nx.slot)
+		return -1;
+	for (size_t i = 0; i < nx.cap; i++)
+		nx.slot[i] = -1;
+	for (size_t i = 0; i < n; i++)
+		index_put(&nx, name(ck, i), (int64_t)i);
+	if (!*ixp && !(*ixp = calloc(1, sizeof(**ixp)))) {
+		free(nx.slot);
+		return -1;
+	}
+	free((*ixp)->slot);
+	**ixp = nx;
+	return 0;
+}
+
+/* Index of the entry named s among [0, n), or -1 (a linear scan when there
+ * is no index). */
+static int64_t index_find(const struct tpc__name_index *ix, const tpc_ckpt *ck, size_t n, const char *s,
+			  index_name_fn name)
+{
+	if (!ix) {
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(name(ck, i), s))
+				return (int64_t)i;
+		return -1;
+	}
+	for (size_t h = hash_str(s) & (ix->cap - 1); ix->slot[h] >= 0; h = (h + 1) & (ix->cap - 1))
+		if (!strcmp(name(ck, (size_t)ix->slot[h]), s))
+			return ix->slot[h];
+	return -1;
+}
+
+static void index_free(struct tpc__name_index **ixp)
+{
+	if (*ixp) {
+		free((*ixp)->slot);
+		free(*ixp);
+		*ixp = NULL;
+	}
+}
+
 static int index_rebuild(tpc_ckpt *ck, size_t want)
 {
-	struct tpc__name_index *ix = ck->index;
-	size_t cap = 64;
-	while (cap < want * 2)
-		cap *= 2;
-	int64_t *slot = malloc(cap * sizeof(*slot));
-	if (!slot)
-		return -1;
-	for (size_t i = 0; i < cap; i++)
-		slot[i] = -1;
-	for (size_t i = 0; i < ck->n; i++) {
-		size_t h = hash_str(ck->t[i].name) & (cap - 1);
-		while (slot[h] >= 0)
-			h = (h + 1) & (cap - 1);
-		slot[h] = (int64_t)i;
-	}
-	if (!ix) {
-		ix = calloc(1, sizeof(*ix));
-		if (!ix) {
-			free(slot);
-			return -1;
-		}
-		ck->index = ix;
-	}
-	free(ix->slot);
-	ix->slot = slot;
-	ix->cap = cap;
-	return 0;
+	return index_build(&ck->index, ck, ck->n, want, tensor_name);
 }
 
 int tpc_ckpt_drop_prefixed(tpc_ckpt *ck, size_t first, const char *prefix, tpc_err *e)
@@ -80,20 +128,7 @@ void tpc_ckpt_set_about(tpc_ckpt *ck, tpc_buf *b)
 
 int64_t tpc_ckpt_find(const tpc_ckpt *ck, const char *name)
 {
-	const struct tpc__name_index *ix = ck->index;
-	if (!ix) {
-		for (size_t i = 0; i < ck->n; i++)
-			if (!strcmp(ck->t[i].name, name))
-				return (int64_t)i;
-		return -1;
-	}
-	size_t h = hash_str(name) & (ix->cap - 1);
-	while (ix->slot[h] >= 0) {
-		if (!strcmp(ck->t[ix->slot[h]].name, name))
-			return ix->slot[h];
-		h = (h + 1) & (ix->cap - 1);
-	}
-	return -1;
+	return index_find(ck->index, ck, ck->n, name, tensor_name);
 }
 
 static int index_insert(tpc_ckpt *ck, int64_t i)
@@ -101,10 +136,7 @@ static int index_insert(tpc_ckpt *ck, int64_t i)
 	struct tpc__name_index *ix = ck->index;
 	if (!ix || (size_t)(i + 1) * 2 > ix->cap)
 		return index_rebuild(ck, (size_t)i + 1);
-	size_t h = hash_str(ck->t[i].name) & (ix->cap - 1);
-	while (ix->slot[h] >= 0)
-		h = (h + 1) & (ix->cap - 1);
-	ix->slot[h] = i;
+	index_put(ix, ck->t[i].name, i);
 	return 0;
 }
 
@@ -150,14 +182,8 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 	free(ck->format);
 	free(ck->hidden_note);
 	free(ck->path);
-	if (ck->index) {
-		free(ck->index->slot);
-		free(ck->index);
-	}
-	if (ck->meta_index) {
-		free(ck->meta_index->slot);
-		free(ck->meta_index);
-	}
+	index_free(&ck->index);
+	index_free(&ck->meta_index);
 	memset(ck, 0, sizeof(*ck));
 }
 
@@ -934,55 +960,15 @@ out:
 /* Metadata keys are hashed like tensor names: a safetensors header may hold
  * millions of __metadata__ entries, and a linear search per key made reading
  * one quadratic (100 000 keys took 40 s). */
-static void meta_index_free(tpc_ckpt *ck)
-{
-	if (ck->meta_index) {
-		free(ck->meta_index->slot);
-		free(ck->meta_index);
-		ck->meta_index = NULL;
-	}
-}
-
 static int meta_index_rebuild(tpc_ckpt *ck)
 {
-	size_t cap = 64;
-	while (cap < ck->nmeta * 2)
-		cap *= 2;
-	int64_t *slot = malloc(cap * sizeof(*slot));
-	if (!slot)
-		return -1;
-	for (size_t i = 0; i < cap; i++)
-		slot[i] = -1;
-	for (size_t i = 0; i < ck->nmeta; i++) {
-		size_t h = hash_str(ck->meta_k[i]) & (cap - 1);
-		while (slot[h] >= 0)
-			h = (h + 1) & (cap - 1);
-		slot[h] = (int64_t)i;
-	}
-	if (!ck->meta_index && !(ck->meta_index = calloc(1, sizeof(*ck->meta_index)))) {
-		free(slot);
-		return -1;
-	}
-	free(ck->meta_index->slot);
-	ck->meta_index->slot = slot;
-	ck->meta_index->cap = cap;
-	return 0;
+	return index_build(&ck->meta_index, ck, ck->nmeta, ck->nmeta, meta_key);
 }
 
-/* Index of key k in meta_k, or -1 (a linear scan when there is no index). */
+/* Index of key k in meta_k, or -1. */
 static int64_t meta_find(const tpc_ckpt *ck, const char *k)
 {
-	const struct tpc__name_index *ix = ck->meta_index;
-	if (!ix) {
-		for (size_t i = 0; i < ck->nmeta; i++)
-			if (!strcmp(ck->meta_k[i], k))
-				return (int64_t)i;
-		return -1;
-	}
-	for (size_t h = hash_str(k) & (ix->cap - 1); ix->slot[h] >= 0; h = (h + 1) & (ix->cap - 1))
-		if (!strcmp(ck->meta_k[ix->slot[h]], k))
-			return ix->slot[h];
-	return -1;
+	return index_find(ck->meta_index, ck, ck->nmeta, k, meta_key);
 }
 
 int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e)
@@ -1012,12 +998,9 @@ int tpc_ckpt_meta_set(tpc_ckpt *ck, const char *k, const char *v, tpc_err *e)
 	struct tpc__name_index *ix = ck->meta_index;
 	if (!ix || ck->nmeta * 2 > ix->cap) {
 		if (meta_index_rebuild(ck))
-			meta_index_free(ck); /* out of memory: fall back to the linear scan */
+			index_free(&ck->meta_index); /* out of memory: fall back to the linear scan */
 	} else {
-		size_t h = hash_str(k) & (ix->cap - 1);
-		while (ix->slot[h] >= 0)
-			h = (h + 1) & (ix->cap - 1);
-		ix->slot[h] = (int64_t)ck->nmeta - 1;
+		index_put(ix, k, (int64_t)ck->nmeta - 1);
 	}
 	return 0;
 }
@@ -1033,7 +1016,7 @@ void tpc_ckpt_meta_del(tpc_ckpt *ck, const char *k)
 	memmove(ck->meta_v + i, ck->meta_v + i + 1, (ck->nmeta - (size_t)i - 1) * sizeof(char *));
 	ck->nmeta--;
 	if (ck->meta_index && meta_index_rebuild(ck))
-		meta_index_free(ck);
+		index_free(&ck->meta_index);
 }
 
 const char *tpc_ckpt_meta_get(const tpc_ckpt *ck, const char *k)

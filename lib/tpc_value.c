@@ -1133,10 +1133,12 @@ fail:
 	return NULL;
 }
 
-/* {"dict": {"key": value, ...}}: string keys. */
+/* {"dict": {"key": value, ...}} (string keys) or {"dict_items": [[key,
+ * value], ...]} (keys of any kind). */
 static tpc_value *from_dict(jdec *d, const cJSON *a, const char *tag)
 {
-	if (!cJSON_IsObject(a)) {
+	bool items = !strcmp(tag, "dict_items");
+	if (items ? !cJSON_IsArray(a) : !cJSON_IsObject(a)) {
 		bad_object(d, tag);
 		return NULL;
 	}
@@ -1147,43 +1149,22 @@ static tpc_value *from_dict(jdec *d, const cJSON *a, const char *tag)
 	}
 	const cJSON *it;
 	cJSON_ArrayForEach(it, a) {
-		tpc_value *k = tpc_value_str(it->string, strlen(it->string));
-		tpc_value *val = k ? from_cj(d, it) : NULL;
-		if (!k || !val) {
-			tpc_value_unref(k);
-			if (!k)
+		tpc_value *k, *val;
+		if (items) {
+			if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2) {
+				bad_object(d, tag);
+				goto fail;
+			}
+			k = from_cj(d, it->child);
+			val = k ? from_cj(d, it->child->next) : NULL;
+		} else {
+			k = tpc_value_str(it->string, strlen(it->string));
+			if (!k) {
 				tpc_err_nomem(d->e);
-			goto fail;
+				goto fail;
+			}
+			val = from_cj(d, it);
 		}
-		if (dict_put(d, v, k, val))
-			goto fail;
-	}
-	return v;
-fail:
-	tpc_value_unref(v);
-	return NULL;
-}
-
-/* {"dict_items": [[key, value], ...]}: keys of any kind. */
-static tpc_value *from_dict_items(jdec *d, const cJSON *a, const char *tag)
-{
-	if (!cJSON_IsArray(a)) {
-		bad_object(d, tag);
-		return NULL;
-	}
-	tpc_value *v = tpc_value_new(TPC_V_DICT);
-	if (!v) {
-		tpc_err_nomem(d->e);
-		return NULL;
-	}
-	const cJSON *it;
-	cJSON_ArrayForEach(it, a) {
-		if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2) {
-			bad_object(d, tag);
-			goto fail;
-		}
-		tpc_value *k = from_cj(d, it->child);
-		tpc_value *val = k ? from_cj(d, it->child->next) : NULL;
 		if (!k || !val) {
 			tpc_value_unref(k);
 			goto fail;
@@ -1218,10 +1199,8 @@ static tpc_value *from_object(jdec *d, const cJSON *j)
 		v = from_storage(d, a);
 	else if (!strcmp(tag, "tuple") || !strcmp(tag, "set") || !strcmp(tag, "call") || !strcmp(tag, "list"))
 		v = from_seq(d, a, tag);
-	else if (!strcmp(tag, "dict"))
+	else if (!strcmp(tag, "dict") || !strcmp(tag, "dict_items"))
 		v = from_dict(d, a, tag);
-	else if (!strcmp(tag, "dict_items"))
-		v = from_dict_items(d, a, tag);
 	else
 		v = from_scalar(d, a, tag, module);
 	if (!v || !origin)
