@@ -10,7 +10,6 @@
  */
 #include "pickle.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -81,7 +80,7 @@ typedef struct vm {
 	uint64_t objects;
 	uint64_t walk_budget;
 	tpc_value *newobj, *newobj_ex; /* copyreg.__newobj__ / __newobj_ex__ */
-	bool getattr_seen; /* builtins.getattr pushed: check_shape checks its uses */
+	bool getattr_seen; /* builtins.getattr pushed: the result check checks its uses */
 } vm;
 
 #define BAD(m, ...) \
@@ -195,11 +194,6 @@ static bool mutable_kind(const tpc_value *v)
 	       v->kind == TPC_V_CALL;
 }
 
-static bool has_children(const tpc_value *v)
-{
-	return v->n > 0 || tpc_value_origin(v) != NULL;
-}
-
 /* Note that `child` now sits inside another container (or a callback's hands). */
 static int hold(vm *m, tpc_value *child)
 {
@@ -209,22 +203,6 @@ static int hold(vm *m, tpc_value *child)
 		return nomem(m);
 	tpc_value_ref(child);
 	return 0;
-}
-
-static size_t nchildren(const tpc_value *v)
-{
-	return v->n * (v->kind == TPC_V_DICT ? 2 : 1) + (tpc_value_origin(v) ? 1 : 0);
-}
-
-static tpc_value *child_at(const tpc_value *v, size_t j)
-{
-	if (v->kind == TPC_V_DICT) {
-		if (j < 2 * v->n)
-			return j % 2 ? v->items[j / 2] : v->keys[j / 2];
-	} else if (j < v->n) {
-		return v->items[j];
-	}
-	return tpc_value_origin(v);
 }
 
 /*
@@ -243,7 +221,7 @@ static int check_cycle(vm *m, const tpc_value *target, tpc_value *child)
 			  tpc_vkind_name(target->kind));
 		goto out;
 	}
-	if (!tpc__u64map_get(&m->held, (uintptr_t)target) || !has_children(child))
+	if (!tpc__u64map_get(&m->held, (uintptr_t)target) || !tpc__pickle_has_children(child))
 		goto out;
 	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st))) {
 		ret = nomem(m);
@@ -269,15 +247,15 @@ static int check_cycle(vm *m, const tpc_value *target, tpc_value *child)
 			ret = nomem(m);
 			goto out;
 		}
-		size_t k = nchildren(x);
+		size_t k = tpc__pickle_nchildren(x);
 		for (size_t j = 0; j < k; j++) {
-			const tpc_value *c = child_at(x, j);
+			const tpc_value *c = tpc__pickle_child_at(x, j);
 			if (c == target) {
 				ret = BAD(m, "pickle %s: makes a reference cycle (not supported)",
 					  m->opn);
 				goto out;
 			}
-			if (!c || !has_children(c))
+			if (!c || !tpc__pickle_has_children(c))
 				continue;
 			if (tpc_grow((void **)&st, &cap, n + 1, sizeof(*st))) {
 				ret = nomem(m);
@@ -719,7 +697,8 @@ static int op_global(vm *m, const char *ms, size_t mn, const char *ns, size_t nn
 		goto out;
 	/* Python >= 3.11 pickles an enum member as getattr(EnumClass, 'name')
 	 * (DeepSpeed's ZeroStageEnum): accepted under the default policy, and
-	 * check_shape then refuses every other use of getattr in the result. */
+	 * the result check (pickle_shape.c) then refuses every other use of
+	 * getattr in the result. */
 	bool enum_getattr = cls == TPC_PICKLE_DANGEROUS && m->o->policy == TPC_PICKLE_REFUSE_DANGEROUS &&
 			    !strcmp(module, "builtins") && !strcmp(name, "getattr");
 	if (enum_getattr)
@@ -1358,142 +1337,6 @@ out:
 	return ret;
 }
 
-/*
- * The result's nesting depth and its size counting every use of a shared
- * subtree, in one pass over the distinct nodes (the DAG), so that consumers
- * may recurse and walk naively within the limits. It runs after the memo and
- * the stack are released, so a node with one reference has one parent and is
- * met once: only shared nodes go through the map.
- */
-typedef struct sframe {
-	const tpc_value *v;
-	size_t j;
-	uint64_t depth, size;
-} sframe;
-
-static bool is_getattr(const tpc_value *v)
-{
-	return v && v->kind == TPC_V_GLOBAL && !strcmp(v->str, "builtins.getattr");
-}
-
-static bool identifier(const tpc_value *v)
-{
-	if (!v || v->kind != TPC_V_STR || !v->len || v->len > 256 || isdigit((unsigned char)v->str[0]))
-		return false;
-	for (size_t i = 0; i < v->len; i++)
-		if (!isalnum((unsigned char)v->str[i]) && v->str[i] != '_')
-			return false;
-	return true;
-}
-
-/* CALL[getattr, (GLOBAL class, 'member')] with no BUILD state, where the
- * class is neither a builtin nor a dangerous global and the member is a
- * public name: what an enum member pickles as. getattr(object,
- * '__subclasses__'), the first step of the classic exploit chain, is not. */
-static bool enum_member(const tpc_value *v)
-{
-	if (v->kind != TPC_V_CALL || v->n != 2 || v->items[1]->kind != TPC_V_TUPLE || v->items[1]->n != 2)
-		return false;
-	const tpc_value *cls = v->items[1]->items[0], *mem = v->items[1]->items[1];
-	if (cls->kind != TPC_V_GLOBAL || !identifier(mem) || mem->str[0] == '_')
-		return false;
-	const char *name;
-	size_t ml = tpc_value_global_split(cls, &name);
-	char mod[256];
-	if (ml >= sizeof(mod))
-		return false;
-	memcpy(mod, cls->str, ml);
-	mod[ml] = '\0';
-	return strcmp(mod, "builtins") && tpc_pickle_global_class(mod, name) != TPC_PICKLE_DANGEROUS;
-}
-
-static int check_shape(vm *m, const tpc_value *root)
-{
-	int ret = 0;
-	tpc__u64map done = {0};   /* node -> index into info */
-	uint64_t (*info)[2] = NULL; /* depth, size */
-	size_t ninfo = 0, icap = 0;
-	sframe *st = NULL;
-	size_t n = 0, cap = 0;
-	if (m->getattr_seen && is_getattr(root)) {
-		ret = BAD(m, "pickle result uses builtins.getattr other than as getattr(class, 'member') (a pickled enum member): refused, it can run code");
-		goto out;
-	}
-	if (!has_children(root))
-		goto out;
-	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st))) {
-		ret = nomem(m);
-		goto out;
-	}
-	st[n++] = (sframe){root, 0, 0, 1};
-	while (n) {
-		sframe *f = &st[n - 1];
-		if (f->j < nchildren(f->v)) {
-			size_t slot = f->j;
-			const tpc_value *c = child_at(f->v, f->j++);
-			uint64_t cd = 0, cs = 1, *at;
-			if (m->getattr_seen && ((is_getattr(c) && !(slot == 0 && enum_member(f->v))) ||
-						(slot == 0 && f->v->kind == TPC_V_CALL && c->kind == TPC_V_CALL && c->n &&
-						 is_getattr(c->items[0])))) {
-				ret = BAD(m, "pickle result uses builtins.getattr other than as getattr(class, 'member') (a pickled enum member): refused, it can run code");
-				goto out;
-			}
-			if (c && has_children(c)) {
-				at = c->refs == 1 ? NULL : tpc__u64map_get(&done, (uintptr_t)c);
-				if (!at) {
-					if (n >= m->max_depth) {
-						ret = BAD(m, "pickle result nests deeper than %" PRIu64
-							     " containers",
-							  m->max_depth);
-						goto out;
-					}
-					if (tpc_grow((void **)&st, &cap, n + 1, sizeof(*st))) {
-						ret = nomem(m);
-						goto out;
-					}
-					st[n++] = (sframe){c, 0, 0, 1};
-					continue;
-				}
-				cd = info[*at][0];
-				cs = info[*at][1];
-			}
-			if (cd + 1 > f->depth)
-				f->depth = cd + 1;
-			f->size = f->size + cs < f->size ? UINT64_MAX : f->size + cs;
-			continue;
-		}
-		if (f->size > m->max_tree) {
-			ret = BAD(m, "pickle result expands to more than %" PRIu64
-				     " values through shared subtrees",
-				  m->max_tree);
-			goto out;
-		}
-		if (f->v->refs != 1) {
-			if (tpc_grow((void **)&info, &icap, ninfo + 1, sizeof(*info)) ||
-			    tpc__u64map_put(&done, (uintptr_t)f->v, ninfo)) {
-				ret = nomem(m);
-				goto out;
-			}
-			info[ninfo][0] = f->depth;
-			info[ninfo][1] = f->size;
-			ninfo++;
-		}
-		sframe fin = *f;
-		n--;
-		if (n) {
-			sframe *p = &st[n - 1];
-			if (fin.depth + 1 > p->depth)
-				p->depth = fin.depth + 1;
-			p->size = p->size + fin.size < p->size ? UINT64_MAX : p->size + fin.size;
-		}
-	}
-out:
-	free(st);
-	free(info);
-	tpc__u64map_release(&done);
-	return ret;
-}
-
 /* Drop everything the VM holds but the result. Safe to call twice. */
 static void vm_release(vm *m)
 {
@@ -1535,6 +1378,7 @@ int tpc_pickle_load_from_buffer(const uint8_t *p, uint64_t n, const tpc_pickle_o
 	tpc_value *result = NULL;
 	int ret = 0;
 	vm m;
+	tpc__pickle_shape shape;
 	if (!e) {
 		tpc_err_init(&scratch);
 		e = &scratch;
@@ -1571,7 +1415,12 @@ int tpc_pickle_load_from_buffer(const uint8_t *p, uint64_t n, const tpc_pickle_o
 			goto out;
 	}
 	vm_release(&m);
-	if ((ret = check_shape(&m, result)))
+	shape.max_depth = m.max_depth;
+	shape.max_tree = m.max_tree;
+	shape.getattr_seen = m.getattr_seen;
+	shape.path = m.path;
+	shape.off = (int64_t)(m.base + m.op);
+	if ((ret = tpc__pickle_check_shape(result, &shape, e)))
 		goto out;
 	if (consumed)
 		*consumed = m.c.pos;

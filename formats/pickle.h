@@ -300,7 +300,7 @@ enum {
 	TPC_PK_READONLY_BUFFER = 0x98,
 };
 
-/* ---- private, shared by pickle.c and pickle_write.c ---- */
+/* ---- private, shared by pickle.c, pickle_shape.c and pickle_write.c ---- */
 
 /* u64 -> u64 hash map (open addressing, no removal). */
 struct tpc__u64ent {
@@ -323,5 +323,24 @@ typedef struct tpc__strmap {
 int tpc__strmap_put(tpc__strmap *m, const char *k, size_t n, uint64_t v);
 uint64_t *tpc__strmap_get(const tpc__strmap *m, const char *k, size_t n);
 void tpc__strmap_release(tpc__strmap *m);
+
+/* A value's children as the VM's cycle check and the result check walk them:
+ * the items (a dict's keys and values interleaved), then the origin if any. */
+bool tpc__pickle_has_children(const tpc_value *v);
+size_t tpc__pickle_nchildren(const tpc_value *v);
+tpc_value *tpc__pickle_child_at(const tpc_value *v, size_t j);
+
+/* The result check (pickle_shape.c), run once the VM has released its memo
+ * and stack: the nesting depth and the size counting every use of a shared
+ * subtree stay within the limits, and builtins.getattr, if the pickle pushed
+ * it, appears only as getattr(class, 'member'). Errors are reported at `off`
+ * in `path`. */
+typedef struct tpc__pickle_shape {
+	uint64_t max_depth, max_tree;
+	bool getattr_seen;
+	const char *path;
+	int64_t off;
+} tpc__pickle_shape;
+int tpc__pickle_check_shape(const tpc_value *root, const tpc__pickle_shape *sh, tpc_err *e);
 
 #endif
