@@ -104,16 +104,14 @@ static int cmp_entry(const void *a, const void *b)
 	return 0;
 }
 
-int tpc_safetensors_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, int src,
-				const char *path, tpc_err *e)
+/* The 8-byte length and the JSON header it announces, parsed into *root (a
+ * JSON object) with *data0 where the tensor data begins. */
+static int parse_header(const uint8_t *p, uint64_t n, const char *path, cJSON **root,
+			uint64_t *data0, tpc_err *e)
 {
-	cJSON *root = NULL;
-	entry *ents = NULL;
-	size_t nents = 0;
 	int ret = 0;
-	uint64_t N, data0;
+	uint64_t N;
 	const char *end = NULL;
-	size_t first_tensor = ck->n;
 
 	if (n >= 23 && !memcmp(p, "version https://git-lfs", 23))
 		return TPC_CORRUPT(e, path, 0, NULL,
@@ -131,144 +129,159 @@ int tpc_safetensors_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, int 
 		return TPC_CORRUPT(e, path, 0, NULL,
 				   "header length %llu runs past the end of the file (%llu bytes)",
 				   (unsigned long long)N, (unsigned long long)n);
-	data0 = 8 + N;
+	*data0 = 8 + N;
 	if (!tpc_utf8_valid((const char *)p + 8, (size_t)N))
 		return TPC_CORRUPT(e, path, 8, NULL, "header is not valid UTF-8");
 	if (json_has_nul_escape((const char *)p + 8, (size_t)N))
 		return TPC_CORRUPT(e, path, 8, NULL,
 				   "header has a NUL character (\\u0000) in a string; names and metadata with NUL are refused");
-	root = cJSON_ParseWithLengthOpts((const char *)p + 8, (size_t)N, &end, 0);
-	if (!root) {
+	*root = cJSON_ParseWithLengthOpts((const char *)p + 8, (size_t)N, &end, 0);
+	if (!*root) {
 		int64_t off = end ? 8 + (int64_t)(end - (const char *)p - 8) : 8;
 		ret = TPC_CORRUPT(e, path, off, NULL, "header is not valid JSON");
 		goto out;
 	}
-	for (const char *q = end; q < (const char *)p + data0; q++)
+	for (const char *q = end; q < (const char *)p + *data0; q++)
 		if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r' && *q != '\0') {
 			ret = TPC_CORRUPT(e, path, q - (const char *)p, NULL,
 					  "unexpected bytes after the header's JSON object");
 			goto out;
 		}
-	if (!cJSON_IsObject(root)) {
+	if (!cJSON_IsObject(*root))
 		ret = TPC_CORRUPT(e, path, 8, NULL, "header is not a JSON object");
+out:
+	return ret;
+}
+
+/* __metadata__: null, or an object of unique string values, which become the
+ * checkpoint's metadata. */
+static int read_metadata(tpc_ckpt *ck, const cJSON *it, const char *path, tpc_err *e)
+{
+	int ret = 0;
+	if (cJSON_IsNull(it))
+		goto out;
+	if (!cJSON_IsObject(it)) {
+		ret = TPC_CORRUPT(e, path, 8, NULL, "__metadata__ is not an object");
 		goto out;
 	}
-	ents = tpc_calloc((size_t)cJSON_GetArraySize(root), sizeof(*ents));
-	if (!ents) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	bool seen_meta = false;
-	for (cJSON *it = root->child; it; it = it->next) {
-		const char *name = it->string;
-		if (!strcmp(name, "__metadata__")) {
-			if (seen_meta) {
-				ret = TPC_CORRUPT(e, path, 8, NULL, "duplicate __metadata__");
-				goto out;
-			}
-			seen_meta = true;
-			if (cJSON_IsNull(it))
-				continue;
-			if (!cJSON_IsObject(it)) {
-				ret = TPC_CORRUPT(e, path, 8, NULL, "__metadata__ is not an object");
-				goto out;
-			}
-			for (cJSON *m = it->child; m; m = m->next) {
-				if (!cJSON_IsString(m)) {
-					ret = TPC_CORRUPT(e, path, 8, NULL,
-							  "__metadata__ value for '%s' is not a string", m->string);
-					goto out;
-				}
-			}
-			if ((ret = meta_unique(it, path, e)))
-				goto out;
-			for (cJSON *m = it->child; m; m = m->next)
-				if ((ret = tpc_ckpt_meta_set(ck, m->string, m->valuestring, e)))
-					goto out;
-			continue;
-		}
-		if (!cJSON_IsObject(it)) {
-			ret = TPC_CORRUPT(e, path, 8, name, "header entry is not an object");
+	for (cJSON *m = it->child; m; m = m->next) {
+		if (!cJSON_IsString(m)) {
+			ret = TPC_CORRUPT(e, path, 8, NULL,
+					  "__metadata__ value for '%s' is not a string", m->string);
 			goto out;
 		}
-		cJSON *dt = NULL, *sh = NULL, *off = NULL;
-		for (cJSON *f = it->child; f; f = f->next) {
-			cJSON **slot = !strcmp(f->string, "dtype") ? &dt
-				     : !strcmp(f->string, "shape") ? &sh
-				     : !strcmp(f->string, "data_offsets") ? &off : NULL;
-			if (!slot) {
-				ret = TPC_CORRUPT(e, path, 8, name, "unexpected key '%s' in the header entry",
-						  f->string);
-				goto out;
-			}
-			if (*slot) {
-				ret = TPC_CORRUPT(e, path, 8, name, "duplicate key '%s'", f->string);
-				goto out;
-			}
-			*slot = f;
-		}
-		if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off)) {
+	}
+	if ((ret = meta_unique(it, path, e)))
+		goto out;
+	for (cJSON *m = it->child; m; m = m->next)
+		if ((ret = tpc_ckpt_meta_set(ck, m->string, m->valuestring, e)))
+			goto out;
+out:
+	return ret;
+}
+
+/* The keys of one tensor's entry: exactly "dtype" (a string), "shape" and
+ * "data_offsets" (arrays), each once. */
+static int entry_keys(const cJSON *it, const char *name, const char *path, cJSON **dt,
+		      cJSON **sh, cJSON **off, tpc_err *e)
+{
+	*dt = *sh = *off = NULL;
+	for (cJSON *f = it->child; f; f = f->next) {
+		cJSON **slot = !strcmp(f->string, "dtype") ? dt
+			     : !strcmp(f->string, "shape") ? sh
+			     : !strcmp(f->string, "data_offsets") ? off : NULL;
+		if (!slot)
+			return TPC_CORRUPT(e, path, 8, name, "unexpected key '%s' in the header entry",
+					   f->string);
+		if (*slot)
+			return TPC_CORRUPT(e, path, 8, name, "duplicate key '%s'", f->string);
+		*slot = f;
+	}
+	if (!cJSON_IsString(*dt) || !cJSON_IsArray(*sh) || !cJSON_IsArray(*off))
+		return TPC_CORRUPT(e, path, 8, name,
+				   "header entry needs \"dtype\" (string), \"shape\" and \"data_offsets\" (arrays)");
+	return 0;
+}
+
+/* One tensor's header entry, checked and added to the checkpoint; *ent
+ * records where its bytes lie for the layout check. */
+static int add_entry(tpc_ckpt *ck, const cJSON *it, int src, uint64_t data0, const char *path,
+		     entry *ent, tpc_err *e)
+{
+	int ret = 0;
+	const char *name = it->string;
+	cJSON *dt, *sh, *off;
+
+	if (!cJSON_IsObject(it)) {
+		ret = TPC_CORRUPT(e, path, 8, name, "header entry is not an object");
+		goto out;
+	}
+	if ((ret = entry_keys(it, name, path, &dt, &sh, &off, e)))
+		goto out;
+	tpc_dtype dtype = tpc_dtype_from_st(dt->valuestring);
+	if (!dtype) {
+		ret = TPC_CORRUPT(e, path, 8, name, "unknown dtype '%s'", dt->valuestring);
+		goto out;
+	}
+	int ndim = cJSON_GetArraySize(sh);
+	int64_t shape[TPC_MAX_NDIM];
+	if (ndim > TPC_MAX_NDIM) {
+		ret = TPC_CORRUPT(e, path, 8, name, "%d dimensions (at most %d supported)", ndim,
+				  TPC_MAX_NDIM);
+		goto out;
+	}
+	int d = 0;
+	for (cJSON *s = sh->child; s; s = s->next, d++) {
+		uint64_t v;
+		if (get_u64(s, &v)) {
 			ret = TPC_CORRUPT(e, path, 8, name,
-					  "header entry needs \"dtype\" (string), \"shape\" and \"data_offsets\" (arrays)");
+					  "shape[%d] is not an integer between 0 and 2^53", d);
 			goto out;
 		}
-		tpc_dtype dtype = tpc_dtype_from_st(dt->valuestring);
-		if (!dtype) {
-			ret = TPC_CORRUPT(e, path, 8, name, "unknown dtype '%s'", dt->valuestring);
-			goto out;
-		}
-		int ndim = cJSON_GetArraySize(sh);
-		int64_t shape[TPC_MAX_NDIM];
-		if (ndim > TPC_MAX_NDIM) {
-			ret = TPC_CORRUPT(e, path, 8, name, "%d dimensions (at most %d supported)", ndim,
-					  TPC_MAX_NDIM);
-			goto out;
-		}
-		int d = 0;
-		for (cJSON *s = sh->child; s; s = s->next, d++) {
-			uint64_t v;
-			if (get_u64(s, &v)) {
-				ret = TPC_CORRUPT(e, path, 8, name,
-						  "shape[%d] is not an integer between 0 and 2^53", d);
-				goto out;
-			}
-			shape[d] = (int64_t)v;
-		}
-		uint64_t b, en;
-		if (cJSON_GetArraySize(off) != 2 || get_u64(off->child, &b) || get_u64(off->child->next, &en)) {
-			ret = TPC_CORRUPT(e, path, 8, name, "data_offsets must be two integers [begin, end]");
-			goto out;
-		}
-		if (en < b) {
-			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + b), name,
-					  "data_offsets [%llu, %llu] end before they begin",
-					  (unsigned long long)b, (unsigned long long)en);
-			goto out;
-		}
-		int64_t ix = tpc_ckpt_add_tensor(ck, name, dtype, ndim, shape, NULL, src, data0 + b, e);
-		if (ix < 0) {
-			ret = (int)ix;
-			tpc_err_path(e, path);
-			tpc_err_offset(e, 8);
-			goto out;
-		}
-		if (ck->t[ix].nbytes != en - b) {
-			char sbuf[128];
-			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + b), name,
-					  "shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
-					  tpc_shape_str(&ck->t[ix], sbuf, sizeof(sbuf)), tpc_dtype_name(dtype),
-					  (unsigned long long)ck->t[ix].nbytes, (unsigned long long)b,
-					  (unsigned long long)en, (unsigned long long)(en - b));
-			goto out;
-		}
-		ents[nents].name = ck->t[ix].name;
-		ents[nents].begin = b;
-		ents[nents].end = en;
-		ents[nents].index = ix;
-		nents++;
+		shape[d] = (int64_t)v;
 	}
-	/* The reference rule: sorted by offsets, each tensor begins where the
-	 * previous one ended; this excludes overlaps, holes and reordering. */
+	uint64_t b, en;
+	if (cJSON_GetArraySize(off) != 2 || get_u64(off->child, &b) || get_u64(off->child->next, &en)) {
+		ret = TPC_CORRUPT(e, path, 8, name, "data_offsets must be two integers [begin, end]");
+		goto out;
+	}
+	if (en < b) {
+		ret = TPC_CORRUPT(e, path, (int64_t)(data0 + b), name,
+				  "data_offsets [%llu, %llu] end before they begin",
+				  (unsigned long long)b, (unsigned long long)en);
+		goto out;
+	}
+	int64_t ix = tpc_ckpt_add_tensor(ck, name, dtype, ndim, shape, NULL, src, data0 + b, e);
+	if (ix < 0) {
+		ret = (int)ix;
+		tpc_err_path(e, path);
+		tpc_err_offset(e, 8);
+		goto out;
+	}
+	if (ck->t[ix].nbytes != en - b) {
+		char sbuf[128];
+		ret = TPC_CORRUPT(e, path, (int64_t)(data0 + b), name,
+				  "shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
+				  tpc_shape_str(&ck->t[ix], sbuf, sizeof(sbuf)), tpc_dtype_name(dtype),
+				  (unsigned long long)ck->t[ix].nbytes, (unsigned long long)b,
+				  (unsigned long long)en, (unsigned long long)(en - b));
+		goto out;
+	}
+	ent->name = ck->t[ix].name;
+	ent->begin = b;
+	ent->end = en;
+	ent->index = ix;
+out:
+	return ret;
+}
+
+/* The reference rule: sorted by offsets, each tensor begins where the
+ * previous one ended, and the file ends where the last one does; this
+ * excludes overlaps, holes and reordering. Leaves ents[] sorted. */
+static int check_layout(entry *ents, size_t nents, uint64_t data0, uint64_t n, const char *path,
+			tpc_err *e)
+{
+	int ret = 0;
 	qsort(ents, nents, sizeof(*ents), cmp_entry);
 	uint64_t pos = 0;
 	for (size_t i = 0; i < nents; i++) {
@@ -292,22 +305,66 @@ int tpc_safetensors_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, int 
 			ret = TPC_CORRUPT(e, path, (int64_t)(data0 + pos), NULL,
 					  "%llu unexpected bytes after the last tensor (the data should end at %llu)",
 					  (unsigned long long)(n - data0 - pos), (unsigned long long)(data0 + pos));
+	}
+out:
+	return ret;
+}
+
+/* Keep the checkpoint in file (data) order, as a reader of the file sees it:
+ * the tensors added from first_tensor on follow the sorted ents[]. */
+static int file_order(tpc_ckpt *ck, size_t first_tensor, const entry *ents, size_t nents,
+		      tpc_err *e)
+{
+	int ret = 0;
+	if (nents <= 1)
+		return 0;
+	int64_t *order = tpc_malloc(ck->n * sizeof(*order));
+	if (!order)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < first_tensor; i++)
+		order[i] = (int64_t)i;
+	for (size_t i = 0; i < nents; i++)
+		order[first_tensor + i] = ents[i].index;
+	ret = tpc_ckpt_permute(ck, order, e);
+	free(order);
+	return ret;
+}
+
+int tpc_safetensors_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, int src,
+				const char *path, tpc_err *e)
+{
+	cJSON *root = NULL;
+	entry *ents = NULL;
+	size_t nents = 0;
+	int ret = 0;
+	uint64_t data0 = 0;
+	size_t first_tensor = ck->n;
+	bool seen_meta = false;
+
+	if ((ret = parse_header(p, n, path, &root, &data0, e)))
+		goto out;
+	ents = tpc_calloc((size_t)cJSON_GetArraySize(root), sizeof(*ents));
+	if (!ents) {
+		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	/* Keep the checkpoint in file (data) order, as a reader of the file sees it. */
-	if (nents > 1) {
-		int64_t *order = tpc_malloc(ck->n * sizeof(*order));
-		if (!order) {
-			ret = tpc_err_nomem(e);
-			goto out;
+	for (cJSON *it = root->child; it; it = it->next) {
+		if (!strcmp(it->string, "__metadata__")) {
+			if (seen_meta) {
+				ret = TPC_CORRUPT(e, path, 8, NULL, "duplicate __metadata__");
+				goto out;
+			}
+			seen_meta = true;
+			if ((ret = read_metadata(ck, it, path, e)))
+				goto out;
+			continue;
 		}
-		for (size_t i = 0; i < first_tensor; i++)
-			order[i] = (int64_t)i;
-		for (size_t i = 0; i < nents; i++)
-			order[first_tensor + i] = ents[i].index;
-		ret = tpc_ckpt_permute(ck, order, e);
-		free(order);
+		if ((ret = add_entry(ck, it, src, data0, path, &ents[nents], e)))
+			goto out;
+		nents++;
 	}
+	if (!(ret = check_layout(ents, nents, data0, n, path, e)))
+		ret = file_order(ck, first_tensor, ents, nents, e);
 out:
 	cJSON_Delete(root);
 	free(ents);
