@@ -489,23 +489,16 @@ static int flatten(wlist *l, const tpc_value *v, tpc_value *path, tpc_buf *name,
 	return ret;
 }
 
-/* copyreg.__newobj__(module.cls) with BUILD state, as pickle writes a dataclass */
-static tpc_value *wobj(const char *module, const char *cls, tpc_value *state)
+/* CALL[fn, (arg,)] with `state` (NULL: none) as its BUILD state. Takes fn,
+ * arg and state; NULL for any of fn and arg (out of memory) gives NULL. */
+static tpc_value *wnode(tpc_value *fn, tpc_value *arg, tpc_value *state)
 {
 	tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
-	int bad = !c || !args || !state;
-	bad = bad || tpc_value_append(args, tpc_value_global(module, cls));
-	bad = bad || tpc_value_append(c, tpc_value_global("copyreg", "__newobj__"));
-	if (!bad) {
-		bad = tpc_value_append(c, args);
-		args = NULL;
-	}
-	if (!bad) {
-		bad = tpc_value_append(c, state);
-		state = NULL;
-	}
-	tpc_value_unref(args);
-	tpc_value_unref(state);
+	int bad = tpc_value_append(c, fn);
+	bad |= tpc_value_append(args, arg);
+	bad |= tpc_value_append(c, args);
+	if (state)
+		bad |= tpc_value_append(c, state);
 	if (bad) {
 		tpc_value_unref(c);
 		return NULL;
@@ -513,27 +506,18 @@ static tpc_value *wobj(const char *module, const char *cls, tpc_value *state)
 	return c;
 }
 
+/* copyreg.__newobj__(module.cls) with BUILD state, as pickle writes a dataclass */
+static tpc_value *wobj(const char *module, const char *cls, tpc_value *state)
+{
+	if (!state)
+		return NULL;
+	return wnode(tpc_value_global("copyreg", "__newobj__"), tpc_value_global(module, cls), state);
+}
+
 /* module.fn(args...) (REDUCE) */
 static tpc_value *wcall(const char *module, const char *fn, tpc_value *arg)
 {
-	tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
-	int bad = !c || !args || !arg;
-	bad = bad || tpc_value_append(c, tpc_value_global(module, fn));
-	if (!bad) {
-		bad = tpc_value_append(args, arg);
-		arg = NULL;
-	}
-	if (!bad) {
-		bad = tpc_value_append(c, args);
-		args = NULL;
-	}
-	tpc_value_unref(arg);
-	tpc_value_unref(args);
-	if (bad) {
-		tpc_value_unref(c);
-		return NULL;
-	}
-	return c;
+	return wnode(tpc_value_global(module, fn), arg, NULL);
 }
 
 static tpc_value *wsize(int nd, const int64_t *v, bool zeros)

@@ -262,38 +262,43 @@ out:
 	return ret;
 }
 
+/* Open the first of names[] that exists in `dir` with `opener`; *found says
+ * whether one did. */
+static int open_first(tpc_ckpt *ck, const char *dir, const char *const *names,
+		      int (*opener)(tpc_ckpt *, const char *, const tpc_open_opts *, tpc_err *),
+		      const tpc_open_opts *o, bool *found, tpc_err *e)
+{
+	int ret = 0;
+	*found = false;
+	for (int i = 0; names[i] && !*found; i++) {
+		char *p = tpc_path_join(dir, names[i]);
+		if (!p)
+			return tpc_err_nomem(e);
+		if (tpc_exists(p)) {
+			*found = true;
+			ret = opener(ck, p, o, e);
+		}
+		free(p);
+	}
+	return ret;
+}
+
 static int hf_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
 {
 	static const char *const idx_names[] = {"model.safetensors.index.json", "pytorch_model.bin.index.json",
 						 NULL};
 	static const char *const single[] = {"model.safetensors", "pytorch_model.bin", "model.pt", NULL};
 	int ret = 0;
+	bool found = false;
 	if (!ck->format && !(ck->format = tpc_strdup("hf-index")))
 		return tpc_err_nomem(e);
 	if (!tpc_is_dir(path))
 		return open_index(ck, path, o, e);
-	for (int i = 0; idx_names[i]; i++) {
-		char *p = tpc_path_join(path, idx_names[i]);
-		if (!p)
-			return tpc_err_nomem(e);
-		if (tpc_exists(p)) {
-			ret = open_index(ck, p, o, e);
-			free(p);
-			return ret;
-		}
-		free(p);
-	}
-	for (int i = 0; single[i]; i++) {
-		char *p = tpc_path_join(path, single[i]);
-		if (!p)
-			return tpc_err_nomem(e);
-		if (tpc_exists(p)) {
-			ret = open_shard(ck, p, o, e);
-			free(p);
-			return ret;
-		}
-		free(p);
-	}
+	ret = open_first(ck, path, idx_names, open_index, o, &found, e);
+	if (!ret && !found)
+		ret = open_first(ck, path, single, open_shard, o, &found, e);
+	if (ret || found)
+		return ret;
 	/* Otherwise every *.safetensors file, in name order. */
 	DIR *d = opendir(path);
 	char **list = NULL;
