@@ -178,31 +178,15 @@ int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e)
 	for (int64_t it = 0; it < ni; it++) {
 		uint8_t h[TPC_HASH_MAX];
 		tpc_err le;
-		int64_t b;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-		b = bad;
+		int64_t b = tpc__first_bad(&bad);
 		if (c->skip[it] || (b >= 0 && b < it) || atomic_load(&c->state[it]) == CHK_SETTLED)
 			continue;
 		tpc_err_init(&le);
 		int rr = tpc__hash_tensor(c->ck, &c->views[it], c->alg, h, &le);
 		if (!rr && !(rr = compare(c, (size_t)it, h, &le)))
 			atomic_store(&c->state[it], CHK_SETTLED);
-		if (rr) {
-#ifdef _OPENMP
-#pragma omp critical(tpc_merge_check_err)
-#endif
-			{
-				if (bad < 0 || it < bad) {
-					first = le;
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-					bad = it;
-				}
-			}
-		}
+		if (rr)
+			tpc__keep_first(it, &le, &bad, &first);
 	}
 	if (bad >= 0) {
 		*e = first;

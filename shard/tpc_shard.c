@@ -1,4 +1,5 @@
-/* tpc_shard.c - split planning, rank checkpoints and writing; see tpc_shard.h.
+/* tpc_shard.c - split planning and rank checkpoints; see tpc_shard.h. Writing
+ * them is tpc_shard_write.c, their checksums tpc_shard_hash.c.
  *
  * Memory: every rank tensor is a description; bytes move only inside the
  * registry writers (copy_file_range for contiguous slices, a bounded gather
@@ -7,18 +8,10 @@
  * set again (tpc_map_drop), so peak RSS does not grow with the model. */
 #include "tpc_shard.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "tpc_config.h"
 #include "tpc_extras.h"
@@ -27,10 +20,6 @@
 #include "tpc_manifest.h"
 #include "tpc_qsplit.h"
 #include "tpc_util.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define WINDOW (8u << 20)
 
@@ -74,6 +63,34 @@ void tpc__return_sources(tpc_ckpt *dst)
 	dst->nsrc = dst->capsrc = 0;
 }
 
+/* ---- the lowest failing item of a parallel loop ---- */
+
+void tpc__keep_first(int64_t k, const tpc_err *le, int64_t *bad, tpc_err *first)
+{
+#ifdef _OPENMP
+#pragma omp critical(tpc_keep_first)
+#endif
+	{
+		if (*bad < 0 || k < *bad) {
+			*first = *le;
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+			*bad = k;
+		}
+	}
+}
+
+int64_t tpc__first_bad(int64_t *bad)
+{
+	int64_t b;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+	b = *bad;
+	return b;
+}
+
 /* ---- streaming with bounded residency ---- */
 
 static void drop_view(const tpc_ckpt *ck, const tpc_tensor *t)
@@ -99,21 +116,22 @@ void tpc__drop_tensor(const tpc_ckpt *ck, const tpc_tensor *t)
 	drop_view(ck, t);
 }
 
-/* Drop what rows [r0, r1) of t (along dim 0) read. */
-static void drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
+void tpc__drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
 {
 	tpc_tensor sub;
-	if (t->ndim == 0 || r1 <= r0) {
+	if (t->ndim == 0) {
 		drop_view(ck, t);
 		return;
 	}
-	if (tpc_tensor_narrow(&sub, t, 0, r0, r1 - r0))
+	if (r1 <= r0 || tpc_tensor_narrow(&sub, t, 0, r0, r1 - r0))
 		return;
 	drop_view(ck, &sub);
 	tpc_tensor_release(&sub);
 }
 
 typedef int (*sink_fn)(void *ctx, const uint8_t *p, size_t n);
+typedef int (*read_fn)(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len, void *dst,
+		       tpc_err *e);
 
 /* Bytes of window that stream_tensor needs for t: the whole tensor when it
  * is smaller than WINDOW (every branch then reads it in one piece). */
@@ -122,6 +140,24 @@ static size_t stream_window(const tpc_tensor *t)
 	uint64_t nb = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
 	uint64_t need = (nb > t->nbytes ? nb : t->nbytes) * 2; /* the cast branch halves it */
 	return need && need < WINDOW ? (size_t)need : WINDOW;
+}
+
+/* Feed bytes [0, total) of t's image as `rd` reads them to fn, `chunk` bytes
+ * at a time, dropping the source pages of the rows (of `row` bytes; 0: none
+ * dropped) behind each window. */
+static int stream_windows(const tpc_ckpt *ck, const tpc_tensor *t, read_fn rd, uint64_t total, uint64_t chunk,
+			  uint64_t row, uint8_t *buf, sink_fn fn, void *ctx, tpc_err *e)
+{
+	int ret = 0;
+	for (uint64_t off = 0; off < total && !ret; off += chunk) {
+		uint64_t k = total - off < chunk ? total - off : chunk;
+		ret = rd(ck, t, off, k, buf, e);
+		if (!ret)
+			ret = fn(ctx, buf, (size_t)k);
+		if (row)
+			tpc__drop_rows(ck, t, (int64_t)(off / row), (int64_t)((off + k + row - 1) / row));
+	}
+	return ret;
 }
 
 /* Feed tensor t's C-order bytes to fn in windows of at most `cap` bytes
@@ -141,15 +177,7 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 		unsigned os = tpc_dtype_size(t->dtype);
 		uint64_t ob = t->nbytes, chunk = cap / 2 / os * os;
 		uint64_t orow = t->ndim && t->shape[0] ? ob / (uint64_t)t->shape[0] : ob;
-		for (uint64_t off = 0; off < ob && !ret; off += chunk) {
-			uint64_t k = ob - off < chunk ? ob - off : chunk;
-			ret = tpc_ckpt_read_out(ck, t, off, k, buf, e);
-			if (!ret)
-				ret = fn(ctx, buf, (size_t)k);
-			if (orow)
-				drop_rows(ck, t, (int64_t)(off / orow), (int64_t)((off + k + orow - 1) / orow));
-		}
-		return ret;
+		return stream_windows(ck, t, tpc_ckpt_read_out, ob, chunk, orow, buf, fn, ctx, e);
 	}
 	if (m && !t->nparts && !(t->flags & TPC_TF_ZERO) && tpc_tensor_is_contiguous(t) &&
 	    !(t->flags & TPC_TF_BYTESWAP)) {
@@ -166,24 +194,10 @@ static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, 
 	}
 	if (tpc_dtype_bits(t->src_dtype) < 8) {
 		/* sub-byte types are contiguous views or zero fills: bytes at any offset */
-		for (uint64_t off = 0; off < nb && !ret; off += cap) {
-			uint64_t k = nb - off < cap ? nb - off : cap;
-			if (!(ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e)))
-				ret = fn(ctx, buf, (size_t)k);
-		}
-		return ret;
+		return stream_windows(ck, t, tpc_ckpt_read_bytes, nb, cap, 0, buf, fn, ctx, e);
 	}
 	uint64_t row = t->ndim ? t->numel / (uint64_t)(t->shape[0] ? t->shape[0] : 1) * es : nb;
-	uint64_t chunk = cap / es * es;
-	for (uint64_t off = 0; off < nb && !ret; off += chunk) {
-		uint64_t k = nb - off < chunk ? nb - off : chunk;
-		ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e);
-		if (!ret)
-			ret = fn(ctx, buf, (size_t)k);
-		if (row)
-			drop_rows(ck, t, (int64_t)(off / row), (int64_t)((off + k + row - 1) / row));
-	}
-	return ret;
+	return stream_windows(ck, t, tpc_ckpt_read_bytes, nb, cap / es * es, row, buf, fn, ctx, e);
 }
 
 static int hash_sink(void *ctx, const uint8_t *p, size_t n)
@@ -251,157 +265,6 @@ int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor
 	if (ret)
 		*eq = false;
 	return ret;
-}
-
-/* ---- RSS guard ----
- * The registry writers gather strided and composite tensors straight from the
- * input mapping; those pages would stay in this process's resident set until
- * the mapping is closed (a full pass over a 100 GB model would count 100 GB of
- * RSS, though it is all clean page cache). The writers drop what they read
- * as they go (tpc_ckpt_drop_pages, the gather's spans); as a safety net a
- * helper thread looks at the resident set every 10 ms and, when it has grown
- * past RSS_GUARD_BYTES, drops the resident pages of the input mappings, the
- * shared ones and each writer's own (views_open). A
- * page a gather is still reading is faulted back from the page cache (a
- * minor fault), so the result is unchanged and peak RSS stays bounded. It
- * does not drop unconditionally: a drop of all 4.7 GB every 10 ms cost a
- * page-table walk of the whole mapping each time, and a drop between the
- * moment a writer's batch is faulted in and the kernel's copy from it makes
- * the copy come up short (the kernel then writes the rest of the call in
- * smaller pieces). */
-#define RSS_GUARD_BYTES (96u << 20)
-
-typedef struct rss_guard {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool stop, running;
-	const tpc_map *maps;
-	size_t nmaps;
-	/* the rank checkpoints being written, each through mappings of its
-	 * writer's own (views_open); NULL where none. Under mu. */
-	const tpc_ckpt **live;
-	int nlive;
-} rss_guard;
-
-/* This process's resident set in bytes (/proc/self/statm), or 0 when that
- * cannot be read (then the guard drops every period, as a bound). */
-static uint64_t resident_bytes(int fd)
-{
-	char b[128];
-	ssize_t n = fd >= 0 ? pread(fd, b, sizeof(b) - 1, 0) : -1;
-	unsigned long long size, res;
-	if (n <= 0)
-		return 0;
-	b[n] = 0;
-	if (sscanf(b, "%llu %llu", &size, &res) != 2)
-		return 0;
-	long pg = sysconf(_SC_PAGESIZE);
-	return (uint64_t)res * (uint64_t)(pg > 0 ? pg : 4096);
-}
-
-static void *guard_main(void *arg)
-{
-	rss_guard *g = arg;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	pthread_mutex_lock(&g->mu);
-	while (!g->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-		uint64_t rss = g->stop ? 0 : resident_bytes(fd);
-		if (rss && rss < RSS_GUARD_BYTES)
-			continue;
-		for (size_t i = 0; i < g->nmaps && !g->stop; i++)
-			tpc_map_drop(&g->maps[i], 0, g->maps[i].size);
-		for (int r = 0; r < g->nlive && !g->stop; r++)
-			for (size_t k = 0; g->live[r] && k < g->live[r]->nsrc; k++)
-				tpc_map_drop(&g->live[r]->src[k], 0, g->live[r]->src[k].size);
-	}
-	pthread_mutex_unlock(&g->mu);
-	if (fd >= 0)
-		close(fd);
-	return NULL;
-}
-
-static void guard_start(rss_guard *g, const tpc_ckpt *ck)
-{
-	memset(g, 0, sizeof(*g));
-	g->maps = ck->src;
-	g->nmaps = ck->nsrc;
-	pthread_mutex_init(&g->mu, NULL);
-	pthread_cond_init(&g->cv, NULL);
-	if (!tpc_io_settings()->rss_guard)
-		return;
-	g->running = pthread_create(&g->th, NULL, guard_main, g) == 0;
-}
-
-void *tpc__rss_guard_start(const tpc_ckpt *ck)
-{
-	rss_guard *g = tpc_malloc(sizeof(*g));
-	if (g)
-		guard_start(g, ck);
-	return g;
-}
-
-static void guard_stop(rss_guard *g);
-void tpc__rss_guard_stop(void *g)
-{
-	if (g) {
-		guard_stop(g);
-		free(g);
-	}
-}
-
-/* Rank r's checkpoint reads its input files through mappings of its own while
- * it is written (tpc_map_alias): a drop of this writer's batches then unmaps
- * nothing another writer's copy is reading. keep[] holds the shared
- * mappings, which views_close puts back. */
-static void views_open(rss_guard *g, int r, tpc_ckpt *ck, const uint8_t **keep)
-{
-	pthread_mutex_lock(&g->mu);
-	for (size_t k = 0; k < ck->nsrc; k++) {
-		const uint8_t *a = ck->src_owned_mem && !ck->src_owned_mem[k] ? tpc_map_alias(&ck->src[k]) : NULL;
-		keep[k] = a ? ck->src[k].data : NULL;
-		if (a)
-			ck->src[k].data = a;
-	}
-	if (r < g->nlive)
-		g->live[r] = ck;
-	pthread_mutex_unlock(&g->mu);
-}
-
-static void views_close(rss_guard *g, int r, tpc_ckpt *ck, const uint8_t **keep)
-{
-	pthread_mutex_lock(&g->mu);
-	if (r < g->nlive)
-		g->live[r] = NULL;
-	for (size_t k = 0; k < ck->nsrc; k++)
-		if (keep[k]) {
-			tpc_map_alias_close(&ck->src[k], ck->src[k].data);
-			ck->src[k].data = keep[k];
-		}
-	pthread_mutex_unlock(&g->mu);
-}
-
-static void guard_stop(rss_guard *g)
-{
-	if (g->running) {
-		pthread_mutex_lock(&g->mu);
-		g->stop = true;
-		pthread_cond_signal(&g->cv);
-		pthread_mutex_unlock(&g->mu);
-		pthread_join(g->th, NULL);
-	}
-	for (size_t i = 0; i < g->nmaps; i++)
-		tpc_map_drop(&g->maps[i], 0, g->maps[i].size);
-	pthread_mutex_destroy(&g->mu);
-	pthread_cond_destroy(&g->cv);
 }
 
 /* ---- rank descriptions ---- */
@@ -689,12 +552,250 @@ static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e
 	return 0;
 }
 
+/* The geometry the options ask for, as the layout allows it, and the rank
+ * file format. */
+static int plan_geometry(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	if (sp->tp < 1 || sp->tp > TPC_MAX_TP)
+		return tpc_err_set(e, TPC_EUSAGE, "--tp must be 1 to %d", TPC_MAX_TP);
+	if (sp->pp < 1 || sp->pp > TPC_MAX_TP || (int64_t)sp->tp * sp->pp > TPC_MAX_RANKS)
+		return tpc_err_set(e, TPC_EUSAGE, "--pp must be 1 to %d with tp * pp at most %d", TPC_MAX_TP,
+				   TPC_MAX_RANKS);
+	if (sp->layout->max_pp && sp->pp > sp->layout->max_pp)
+		return tpc_err_set(e, TPC_EUSAGE, "the %s layout names ranks for --pp up to %d, not %d", sp->layout->name,
+				   sp->layout->max_pp, sp->pp);
+	if (sp->max_shard_size && !sp->layout->sized)
+		return tpc_err_set(e, TPC_EUSAGE, "--max-shard-size does not go with the %s layout (one file per rank)",
+				   sp->layout->name);
+	return choose_format(sp, o, e);
+}
+
+/* The layers the plan's layer patterns find, for pipeline stages. */
+static int count_layers(tpc_shard_plan *sp, tpc_err *e)
+{
+	sp->layers = 0;
+	for (size_t i = 0; i < sp->in->n; i++) {
+		int64_t l = tpc_plan_layer(sp->plan, sp->in->t[i].name);
+		if (l >= sp->layers)
+			sp->layers = l + 1;
+	}
+	if (sp->pp > 1 && sp->layers < sp->pp)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--pp %d needs at least %d layers, but the plan's layer patterns find %lld in the checkpoint",
+				   sp->pp, sp->pp, (long long)sp->layers);
+	return 0;
+}
+
+/* Entry i's split (its rule; a quantized layer's companion with its layer; an
+ * expert's tensor over its EP group) and pipeline stage. */
+static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *facts, const tpc_shard_opts *o,
+			 tpc_err *e)
+{
+	const tpc_plan *plan = sp->plan;
+	tpc_shard_entry *en = &sp->t[i];
+	const tpc_tensor *t = &sp->in->t[i];
+	en->in = (int64_t)i;
+	/* an expert's tensor (with --ep) is split over its EP group's ranks */
+	int64_t ex = sp->ep > 1 ? tpc_plan_expert(plan, t->name) : -1;
+	int rtp = ex >= 0 ? sp->tp / sp->ep : sp->tp;
+	int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
+				   &en->matched, e);
+	if (!ret && !en->matched && facts && facts->quant.method) {
+		/* a quantized layer's companion splits with its layer */
+		int q = tpc__quant_split(plan, facts, sp->in, t, rtp, o->resolve_flags, &en->split, e);
+		if (q < 0)
+			ret = q;
+		else if (q > 0)
+			en->matched = true;
+	} else if (!ret && facts) {
+		/* --pad: an FP8 block weight padded to whole blocks per rank */
+		tpc__quant_pad_weight(facts, sp->in, t, rtp, o->resolve_flags, &en->split);
+	}
+	if (ret)
+		return ret;
+	en->split.ep = ex >= 0 ? sp->ep : 0;
+	en->split.ep_group = ex >= 0 ? tpc_ep_owner(sp->ep_placement, ex, sp->experts, sp->ep) : 0;
+	en->split.expert = ex >= 0 ? ex : 0;
+	int64_t l = tpc_plan_layer(plan, t->name);
+	en->stage = tpc_plan_stage(plan, t->name, sp->pp, sp->layers);
+	en->staged = l >= 0 || matches_any(plan->first, plan->nfirst, t->name) ||
+		     matches_any(plan->last, plan->nlast, t->name);
+	return 0;
+}
+
+/* Every entry resolved and counted (unstaged, unmatched). Never silently
+ * wrong: a tensor only the fallback would place (whole on every rank) must
+ * not belong to a layer the plan splits, nor be an expert's weight; with
+ * --strict, no tensor may be unmatched. */
+static int resolve_entries(tpc_shard_plan *sp, const tpc_model_facts *facts, const tpc_shard_opts *o, tpc_err *e)
+{
+	tpc_buf um = TPC_BUF_INIT;
+	size_t numshown = 0;
+	int ret = 0;
+	for (size_t i = 0; i < sp->n && !ret; i++) {
+		tpc_shard_entry *en = &sp->t[i];
+		if ((ret = resolve_entry(sp, i, facts, o, e)))
+			break;
+		if (!en->staged)
+			sp->nunstaged++;
+		if (!en->matched) {
+			sp->nunmatched++;
+			if (numshown++ < 8) {
+				char nm[256];
+				tpc_sanitize(nm, sizeof(nm), sp->in->t[i].name);
+				tpc_buf_addf(&um, "%s'%s'", numshown > 1 ? ", " : "", nm);
+			}
+		}
+	}
+	for (size_t i = 0; i < sp->n && !ret; i++)
+		if (!sp->t[i].matched && sp->t[i].split.dim < 0)
+			ret = check_fallback(sp->plan, sp->in->t[sp->t[i].in].name, e);
+	if (!ret && o->strict && sp->nunmatched)
+		ret = tpc_err_set(e, TPC_EINPUT, "%zu tensor%s match%s no rule of the plan (--strict): %s%s",
+				  sp->nunmatched, sp->nunmatched == 1 ? "" : "s", sp->nunmatched == 1 ? "es" : "",
+				  um.p ? um.p : "", sp->nunmatched > 8 ? ", ..." : "");
+	tpc_buf_release(&um);
+	return ret;
+}
+
+/* The rewritten tensors' bytes (a layer's shape per rank: aux_src[i], the
+ * source of entry i in sp->aux), then the rank checkpoints over the input's
+ * sources and those (*aux_base: where aux's begin in a rank's table), and
+ * their file names. */
+static int rank_ckpts(tpc_shard_plan *sp, int *aux_src, int *aux_base, tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret = 0;
+	int base[2] = {0, 0};
+	for (size_t i = 0; i < sp->n && !ret; i++)
+		if (sp->t[i].split.is_shape)
+			ret = shape_bytes(sp, &sp->t[i], &aux_src[i], e);
+	for (int r = 0; r < nr && !ret; r++) {
+		const tpc_ckpt *srcs[2] = {sp->in, &sp->aux};
+		tpc_ckpt_init(&sp->rank[r]);
+		ret = tpc__borrow_sources(&sp->rank[r], srcs, 2, base, e);
+	}
+	for (int r = 0; r < nr && !ret; r++)
+		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
+			ret = tpc_err_nomem(e);
+	*aux_base = base[1];
+	return ret;
+}
+
+/* Which lower rank holds the same bytes as rank r: a part that is split gives
+ * every rank its own rows; parts of replicated heads are shared by the R
+ * ranks of a group, so the lowest rank with the same head in every part is
+ * the largest group start. */
+static int same_as_of(const tpc_split *s, int tp, int r)
+{
+	int lr = tpc_split_local(s, tp, r), q = 0;
+	for (int k = 0; k < s->nparts && q <= lr; k++) {
+		const tpc_split_part *pt = &s->part[k];
+		int rep = pt->replicas > 1 ? pt->replicas : 1;
+		if (rep == 1 && tpc_split_rank_len(s, k, tp) > 0)
+			q = lr;
+		else if (lr / rep * rep > q)
+			q = lr / rep * rep;
+	}
+	return r - lr + q;
+}
+
+/* Entry i's slice on every rank that holds it, added to its stage's rank
+ * checkpoint (rank_ix), and which rank's bytes each repeats (same_as). */
+static int rank_entry(tpc_shard_plan *sp, size_t i, const int *aux_src, int aux_base, tpc_err *e)
+{
+	tpc_shard_entry *en = &sp->t[i];
+	const tpc_tensor *t = &sp->in->t[en->in];
+	en->rank_ix = tpc_calloc((size_t)sp->tp, sizeof(*en->rank_ix));
+	en->same_as = tpc_calloc((size_t)sp->tp, sizeof(*en->same_as));
+	if (!en->rank_ix || !en->same_as)
+		return tpc_err_nomem(e);
+	for (int r = 0; r < sp->tp; r++) {
+		tpc_tensor desc;
+		if (!tpc_split_holds(&en->split, sp->tp, r)) {
+			en->rank_ix[r] = -1;
+			en->same_as[r] = -1;
+			continue;
+		}
+		if (tpc__rank_tensor(t, &en->split, sp->tp, r, &desc)) {
+			tpc_err_set(e, TPC_EINPUT, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
+				    tpc_dtype_name(t->src_dtype));
+			tpc_err_tensor(e, t->name);
+			return TPC_EINPUT;
+		}
+		if (en->split.is_shape) { /* the rank's own shape, from aux */
+			desc.src = aux_base + aux_src[i];
+			desc.offset = 0;
+			desc.flags &= ~(uint32_t)TPC_TF_BYTESWAP;
+			tpc_tensor_set_contiguous(&desc);
+		}
+		int64_t ix = tpc_ckpt_add_copy(&sp->rank[en->stage * sp->tp + r], t->name, &desc, e);
+		tpc_tensor_release(&desc);
+		if (ix < 0)
+			return (int)ix;
+		en->rank_ix[r] = ix;
+		en->same_as[r] = same_as_of(&en->split, sp->tp, r);
+	}
+	return 0;
+}
+
+/* Rank r's checkpoint metadata: the set and where the rank stands in it. */
+static int rank_meta(tpc_shard_plan *sp, int r, tpc_err *e)
+{
+	char v[32];
+	tpc_ckpt *rk = &sp->rank[r];
+	int ret;
+	/* torch rank files: the state dict torch.save would write */
+	if (!strcmp(sp->format, "torch") && (ret = tpc__flat_root(rk, e)))
+		return ret;
+	if ((ret = tpc_ckpt_meta_set(rk, "format", "pt", e)) ||
+	    (ret = tpc_ckpt_meta_set(rk, "tpconv.set_id", sp->set_id, e)))
+		return ret;
+	snprintf(v, sizeof(v), "%d", r);
+	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.rank", v, e)))
+		return ret;
+	snprintf(v, sizeof(v), "%d", r % sp->tp);
+	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp_rank", v, e)))
+		return ret;
+	snprintf(v, sizeof(v), "%d", r / sp->tp);
+	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp_rank", v, e)))
+		return ret;
+	snprintf(v, sizeof(v), "%d", sp->tp);
+	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp", v, e)))
+		return ret;
+	snprintf(v, sizeof(v), "%d", sp->pp);
+	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp", v, e)))
+		return ret;
+	if (sp->ep > 1) {
+		snprintf(v, sizeof(v), "%d", sp->ep);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.ep", v, e)))
+			return ret;
+		snprintf(v, sizeof(v), "%d", r % sp->tp / (sp->tp / sp->ep));
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.ep_rank", v, e)))
+			return ret;
+	}
+	return 0;
+}
+
+/* The ranks as the layout stores them (its stored_rank hook). */
+static int stored_ranks(tpc_shard_plan *sp, tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret = 0;
+	if (!(sp->stored = tpc_calloc((size_t)nr, sizeof(*sp->stored))))
+		return tpc_err_nomem(e);
+	for (int r = 0; r < nr; r++)
+		tpc_ckpt_init(&sp->stored[r]);
+	for (int r = 0; r < nr && !ret; r++) {
+		const tpc_ckpt *srcs[2] = {sp->in, &sp->aux};
+		if (!(ret = tpc__borrow_sources(&sp->stored[r], srcs, 2, NULL, e)))
+			ret = sp->layout->stored_rank(sp, r, &sp->stored[r], e);
+	}
+	return ret;
+}
+
 int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan,
 			 const tpc_model_facts *facts, const tpc_shard_opts *o, tpc_err *e)
 {
-	int ret = 0;
-	tpc_buf um = TPC_BUF_INIT;
-	size_t numshown = 0;
+	int ret = 0, aux_base = 0;
 	int *aux_src = NULL;
 	memset(sp, 0, sizeof(*sp));
 	tpc_ckpt_init(&sp->aux);
@@ -708,35 +809,9 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	sp->max_shard_size = o->max_shard_size;
 	sp->ep = o->ep > 1 ? o->ep : 1;
 	sp->ep_placement = o->ep_placement;
-	if (sp->tp < 1 || sp->tp > TPC_MAX_TP)
-		return tpc_err_set(e, TPC_EUSAGE, "--tp must be 1 to %d", TPC_MAX_TP);
-	if (sp->pp < 1 || sp->pp > TPC_MAX_TP || (int64_t)sp->tp * sp->pp > TPC_MAX_RANKS)
-		return tpc_err_set(e, TPC_EUSAGE, "--pp must be 1 to %d with tp * pp at most %d", TPC_MAX_TP,
-				   TPC_MAX_RANKS);
-	if (sp->layout->max_pp && sp->pp > sp->layout->max_pp)
-		return tpc_err_set(e, TPC_EUSAGE, "the %s layout names ranks for --pp up to %d, not %d", sp->layout->name,
-				   sp->layout->max_pp, sp->pp);
-	if (sp->max_shard_size && !sp->layout->sized)
-		return tpc_err_set(e, TPC_EUSAGE, "--max-shard-size does not go with the %s layout (one file per rank)",
-				   sp->layout->name);
-	if ((ret = choose_format(sp, o, e)))
+	if ((ret = plan_geometry(sp, o, e)) || (ret = count_layers(sp, e)) ||
+	    (sp->ep > 1 && (ret = ep_check(sp, in, plan, facts, e))))
 		return ret;
-
-	/* layers, for pipeline stages */
-	sp->layers = 0;
-	for (size_t i = 0; i < in->n; i++) {
-		int64_t l = tpc_plan_layer(plan, in->t[i].name);
-		if (l >= sp->layers)
-			sp->layers = l + 1;
-	}
-	if (sp->pp > 1 && sp->layers < sp->pp)
-		return tpc_err_set(e, TPC_EUSAGE,
-				   "--pp %d needs at least %d layers, but the plan's layer patterns find %lld in the checkpoint",
-				   sp->pp, sp->pp, (long long)sp->layers);
-
-	if (sp->ep > 1 && (ret = ep_check(sp, in, plan, facts, e)))
-		return ret;
-
 	sp->t = tpc_calloc(in->n, sizeof(*sp->t));
 	int nr = sp->tp * sp->pp;
 	sp->rank = tpc_calloc((size_t)nr, sizeof(*sp->rank));
@@ -746,188 +821,24 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		goto out;
 	}
 	sp->n = in->n;
-	for (size_t i = 0; i < in->n; i++) {
-		tpc_shard_entry *en = &sp->t[i];
-		const tpc_tensor *t = &in->t[i];
-		en->in = (int64_t)i;
-		/* an expert's tensor (with --ep) is split over its EP group's ranks */
-		int64_t ex = sp->ep > 1 ? tpc_plan_expert(plan, t->name) : -1;
-		int rtp = ex >= 0 ? sp->tp / sp->ep : sp->tp;
-		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
-				       &en->matched, e);
-		if (!ret && !en->matched && facts && facts->quant.method) {
-			/* a quantized layer's companion splits with its layer */
-			int q = tpc__quant_split(plan, facts, in, t, rtp, o->resolve_flags, &en->split, e);
-			if (q < 0)
-				ret = q;
-			else if (q > 0)
-				en->matched = true;
-		} else if (!ret && facts) {
-			/* --pad: an FP8 block weight padded to whole blocks per rank */
-			tpc__quant_pad_weight(facts, in, t, rtp, o->resolve_flags, &en->split);
-		}
-		if (ret)
-			goto out;
-		en->split.ep = ex >= 0 ? sp->ep : 0;
-		en->split.ep_group = ex >= 0 ? tpc_ep_owner(sp->ep_placement, ex, sp->experts, sp->ep) : 0;
-		en->split.expert = ex >= 0 ? ex : 0;
-		int64_t l = tpc_plan_layer(plan, t->name);
-		en->stage = tpc_plan_stage(plan, t->name, sp->pp, sp->layers);
-		en->staged = l >= 0 || matches_any(plan->first, plan->nfirst, t->name) ||
-			     matches_any(plan->last, plan->nlast, t->name);
-		if (!en->staged)
-			sp->nunstaged++;
-		if (!en->matched) {
-			sp->nunmatched++;
-			if (numshown++ < 8) {
-				char nm[256];
-				tpc_sanitize(nm, sizeof(nm), t->name);
-				tpc_buf_addf(&um, "%s'%s'", numshown > 1 ? ", " : "", nm);
-			}
-		}
-	}
-	/* Never silently wrong: a tensor only the fallback would place (whole on
-	 * every rank) must not belong to a layer the plan splits, nor be an
-	 * expert's weight. */
-	for (size_t i = 0; i < sp->n && !ret; i++)
-		if (!sp->t[i].matched && sp->t[i].split.dim < 0)
-			ret = check_fallback(plan, in->t[sp->t[i].in].name, e);
-	if (ret)
+	if ((ret = resolve_entries(sp, facts, o, e)) || (sp->layout->check && (ret = sp->layout->check(sp, o, e))))
 		goto out;
-	if (o->strict && sp->nunmatched) {
-		ret = tpc_err_set(e, TPC_EINPUT, "%zu tensor%s match%s no rule of the plan (--strict): %s%s",
-				  sp->nunmatched, sp->nunmatched == 1 ? "" : "s", sp->nunmatched == 1 ? "es" : "",
-				  um.p ? um.p : "", sp->nunmatched > 8 ? ", ..." : "");
-		goto out;
-	}
-	if (sp->layout->check && (ret = sp->layout->check(sp, o, e)))
-		goto out;
-	/* the rewritten tensors' bytes (a layer's shape per rank), then the rank
-	 * checkpoints over the input's sources and those */
-	aux_src = tpc_calloc(sp->n ? sp->n : 1, sizeof(int));
-	if (!aux_src) {
+	if (!(aux_src = tpc_calloc(sp->n ? sp->n : 1, sizeof(int)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
+	if ((ret = rank_ckpts(sp, aux_src, &aux_base, e)))
+		goto out;
 	for (size_t i = 0; i < sp->n && !ret; i++)
-		if (sp->t[i].split.is_shape)
-			ret = shape_bytes(sp, &sp->t[i], &aux_src[i], e);
-	int base[2] = {0, 0};
-	for (int r = 0; r < nr && !ret; r++) {
-		const tpc_ckpt *srcs[2] = {in, &sp->aux};
-		tpc_ckpt_init(&sp->rank[r]);
-		ret = tpc__borrow_sources(&sp->rank[r], srcs, 2, base, e);
-	}
+		ret = rank_entry(sp, i, aux_src, aux_base, e);
+	if (ret || (ret = set_id_compute(sp, e)))
+		goto out;
 	for (int r = 0; r < nr && !ret; r++)
-		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
-			ret = tpc_err_nomem(e);
-	if (ret)
-		goto out;
-	for (size_t i = 0; i < sp->n; i++) {
-		tpc_shard_entry *en = &sp->t[i];
-		const tpc_tensor *t = &in->t[en->in];
-		en->rank_ix = tpc_calloc((size_t)sp->tp, sizeof(*en->rank_ix));
-		en->same_as = tpc_calloc((size_t)sp->tp, sizeof(*en->same_as));
-		if (!en->rank_ix || !en->same_as) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		for (int r = 0; r < sp->tp; r++) {
-			tpc_tensor desc;
-			if (!tpc_split_holds(&en->split, sp->tp, r)) {
-				en->rank_ix[r] = -1;
-				en->same_as[r] = -1;
-				continue;
-			}
-			if (tpc__rank_tensor(t, &en->split, sp->tp, r, &desc)) {
-				ret = tpc_err_set(e, TPC_EINPUT, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
-						  tpc_dtype_name(t->src_dtype));
-				tpc_err_tensor(e, t->name);
-				goto out;
-			}
-			if (en->split.is_shape) { /* the rank's own shape, from aux */
-				desc.src = base[1] + aux_src[i];
-				desc.offset = 0;
-				desc.flags &= ~(uint32_t)TPC_TF_BYTESWAP;
-				tpc_tensor_set_contiguous(&desc);
-			}
-			int64_t ix = tpc_ckpt_add_copy(&sp->rank[en->stage * sp->tp + r], t->name, &desc, e);
-			tpc_tensor_release(&desc);
-			if (ix < 0) {
-				ret = (int)ix;
-				goto out;
-			}
-			en->rank_ix[r] = ix;
-			/* which lower rank holds the same bytes: a part that is split
-			 * gives every rank its own rows; parts of replicated heads are
-			 * shared by the R ranks of a group, so the lowest rank with the
-			 * same head in every part is the largest group start */
-			int lr = tpc_split_local(&en->split, sp->tp, r), q = 0;
-			for (int k = 0; k < en->split.nparts && q <= lr; k++) {
-				const tpc_split_part *pt = &en->split.part[k];
-				int rep = pt->replicas > 1 ? pt->replicas : 1;
-				if (rep == 1 && tpc_split_rank_len(&en->split, k, sp->tp) > 0)
-					q = lr;
-				else if (lr / rep * rep > q)
-					q = lr / rep * rep;
-			}
-			en->same_as[r] = r - lr + q;
-		}
-	}
-	if ((ret = set_id_compute(sp, e)))
-		goto out;
-	for (int r = 0; r < nr; r++) {
-		char v[32];
-		tpc_ckpt *rk = &sp->rank[r];
-		/* torch rank files: the state dict torch.save would write */
-		if (!strcmp(sp->format, "torch") && (ret = tpc__flat_root(rk, e)))
-			goto out;
-		if ((ret = tpc_ckpt_meta_set(rk, "format", "pt", e)) ||
-		    (ret = tpc_ckpt_meta_set(rk, "tpconv.set_id", sp->set_id, e)))
-			goto out;
-		snprintf(v, sizeof(v), "%d", r);
-		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.rank", v, e)))
-			goto out;
-		snprintf(v, sizeof(v), "%d", r % sp->tp);
-		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp_rank", v, e)))
-			goto out;
-		snprintf(v, sizeof(v), "%d", r / sp->tp);
-		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp_rank", v, e)))
-			goto out;
-		snprintf(v, sizeof(v), "%d", sp->tp);
-		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp", v, e)))
-			goto out;
-		snprintf(v, sizeof(v), "%d", sp->pp);
-		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp", v, e)))
-			goto out;
-		if (sp->ep > 1) {
-			snprintf(v, sizeof(v), "%d", sp->ep);
-			if ((ret = tpc_ckpt_meta_set(rk, "tpconv.ep", v, e)))
-				goto out;
-			snprintf(v, sizeof(v), "%d", r % sp->tp / (sp->tp / sp->ep));
-			if ((ret = tpc_ckpt_meta_set(rk, "tpconv.ep_rank", v, e)))
-				goto out;
-		}
-	}
-	/* the ranks as the layout stores them */
-	if (sp->layout->stored_rank) {
-		if (!(sp->stored = tpc_calloc((size_t)nr, sizeof(*sp->stored)))) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		for (int r = 0; r < nr; r++)
-			tpc_ckpt_init(&sp->stored[r]);
-		for (int r = 0; r < nr && !ret; r++) {
-			const tpc_ckpt *srcs[2] = {in, &sp->aux};
-			if (!(ret = tpc__borrow_sources(&sp->stored[r], srcs, 2, NULL, e)))
-				ret = sp->layout->stored_rank(sp, r, &sp->stored[r], e);
-		}
-		if (ret)
-			goto out;
-	}
+		ret = rank_meta(sp, r, e);
+	if (!ret && sp->layout->stored_rank)
+		ret = stored_ranks(sp, e);
 out:
 	free(aux_src);
-	tpc_buf_release(&um);
 	if (ret)
 		tpc_shard_plan_release(sp);
 	return ret;
@@ -1022,11 +933,11 @@ static uint64_t rank_bytes(const tpc_shard_plan *sp, int r)
 	return bytes;
 }
 
-void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
+/* The plan's line, the model facts and, with --ep, where the experts go. */
+static void describe_head(const tpc_shard_plan *sp, tpc_buf *out)
 {
 	const tpc_model_facts *f = &sp->facts;
 	int nr = sp->tp * sp->pp;
-	int w = 4;
 	tpc_buf_addf(out, "# plan '%s': tp %d, pp %d, layout %s, format %s, %zu tensors, %d rank %s\n",
 		     sp->plan->name ? sp->plan->name : "(unnamed)", sp->tp, sp->pp, sp->layout->name,
 		     sp->format, sp->n, nr, sp->layout->folders ? "folders" : "files");
@@ -1063,51 +974,53 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 		}
 		tpc_buf_addc(out, '\n');
 	}
-	for (size_t i = 0; i < sp->n; i++) {
-		int l = (int)strlen(sp->in->t[sp->t[i].in].name);
-		if (l > w)
-			w = l < 72 ? l : 72;
-	}
-	tpc_buf_addf(out, "%-*s  %-6s %-16s %-11s %-16s%s notes\n", w, "name", "dtype", "shape", "split",
-		     "rank shape", sp->pp > 1 ? " stage" : "");
-	for (size_t i = 0; i < sp->n; i++) {
-		const tpc_shard_entry *en = &sp->t[i];
-		const tpc_tensor *t = &sp->in->t[en->in];
-		int r0 = tpc_split_first_rank(&en->split, sp->tp);
-		const tpc_tensor *rt = &sp->rank[en->stage * sp->tp + r0].t[en->rank_ix[r0]];
-		char nm[1024], split[32];
-		tpc_buf sb = TPC_BUF_INIT, rb = TPC_BUF_INIT, nb = TPC_BUF_INIT;
-		tpc_sanitize(nm, sizeof(nm), t->name);
-		shape_into(&sb, t->ndim, t->shape);
-		shape_into(&rb, rt->ndim, rt->shape);
-		notes_into(&nb, &en->split);
-		if (en->split.ep > 1)
-			tpc_buf_addf(&nb, "%sexpert %lld: ep group %d", nb.len ? "; " : "", (long long)en->split.expert,
-				     en->split.ep_group);
-		if (en->split.is_shape)
-			tpc_buf_addf(&nb, "%sthe layer's shape: each rank holds its slice's (%s %lld)", nb.len ? "; " : "",
-				     en->split.shape_dim ? "in" : "out", (long long)en->split.shape_len);
-		if (!en->matched)
-			tpc_buf_addf(&nb, "%sno rule matched", nb.len ? "; " : "");
-		if (en->split.dim >= 0)
-			snprintf(split, sizeof(split), "%s:%d", tpc_split_kind_name(en->split.kind), en->split.dim);
-		else
-			snprintf(split, sizeof(split), "replicate");
-		tpc_buf line = TPC_BUF_INIT;
-		tpc_buf_addf(&line, "%-*s  %-6s %-16s %-11s %-16s", w, nm, tpc_dtype_name(t->dtype), sb.p ? sb.p : "",
-			     split, rb.p ? rb.p : "");
-		if (sp->pp > 1)
-			tpc_buf_addf(&line, " %5d", en->stage);
-		tpc_buf_addf(&line, " %s", nb.p ? nb.p : "");
-		while (line.len && line.p[line.len - 1] == ' ')
-			line.p[--line.len] = '\0';
-		tpc_buf_add(out, line.p ? line.p : "", line.len);
-		tpc_buf_addc(out, '\n');
-		tpc_buf_release(&line);
-		tpc_buf_release(&sb);
-		tpc_buf_release(&rb);
-		tpc_buf_release(&nb);
-	}
+}
+
+/* Entry i's row of the table, names `w` wide. */
+static void describe_entry(const tpc_shard_plan *sp, size_t i, int w, tpc_buf *out)
+{
+	const tpc_shard_entry *en = &sp->t[i];
+	const tpc_tensor *t = &sp->in->t[en->in];
+	int r0 = tpc_split_first_rank(&en->split, sp->tp);
+	const tpc_tensor *rt = &sp->rank[en->stage * sp->tp + r0].t[en->rank_ix[r0]];
+	char nm[1024], split[32];
+	tpc_buf sb = TPC_BUF_INIT, rb = TPC_BUF_INIT, nb = TPC_BUF_INIT;
+	tpc_sanitize(nm, sizeof(nm), t->name);
+	shape_into(&sb, t->ndim, t->shape);
+	shape_into(&rb, rt->ndim, rt->shape);
+	notes_into(&nb, &en->split);
+	if (en->split.ep > 1)
+		tpc_buf_addf(&nb, "%sexpert %lld: ep group %d", nb.len ? "; " : "", (long long)en->split.expert,
+			     en->split.ep_group);
+	if (en->split.is_shape)
+		tpc_buf_addf(&nb, "%sthe layer's shape: each rank holds its slice's (%s %lld)", nb.len ? "; " : "",
+			     en->split.shape_dim ? "in" : "out", (long long)en->split.shape_len);
+	if (!en->matched)
+		tpc_buf_addf(&nb, "%sno rule matched", nb.len ? "; " : "");
+	if (en->split.dim >= 0)
+		snprintf(split, sizeof(split), "%s:%d", tpc_split_kind_name(en->split.kind), en->split.dim);
+	else
+		snprintf(split, sizeof(split), "replicate");
+	tpc_buf line = TPC_BUF_INIT;
+	tpc_buf_addf(&line, "%-*s  %-6s %-16s %-11s %-16s", w, nm, tpc_dtype_name(t->dtype), sb.p ? sb.p : "",
+		     split, rb.p ? rb.p : "");
+	if (sp->pp > 1)
+		tpc_buf_addf(&line, " %5d", en->stage);
+	tpc_buf_addf(&line, " %s", nb.p ? nb.p : "");
+	while (line.len && line.p[line.len - 1] == ' ')
+		line.p[--line.len] = '\0';
+	tpc_buf_add(out, line.p ? line.p : "", line.len);
+	tpc_buf_addc(out, '\n');
+	tpc_buf_release(&line);
+	tpc_buf_release(&sb);
+	tpc_buf_release(&rb);
+	tpc_buf_release(&nb);
+}
+
+/* Each rank's file, tensors and bytes with a bar, and the balance. */
+static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
+{
+	int nr = sp->tp * sp->pp;
 	uint64_t most = 0, least = UINT64_MAX;
 	int fw = 0;
 	for (int r = 0; r < nr; r++) {
@@ -1132,6 +1045,12 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s\n",
 			     least ? (double)most / (double)least : 0.0,
 			     least && most > least + least / 10 ? " (pipeline stages or replicated tensors weigh unevenly)" : "");
+}
+
+/* The replicated tensors and why, the unmatched ones, and with --pp the
+ * unstaged ones. */
+static void describe_lists(const tpc_shard_plan *sp, tpc_buf *out)
+{
 	size_t nrep = 0;
 	for (size_t i = 0; i < sp->n; i++)
 		nrep += sp->t[i].split.dim < 0;
@@ -1173,627 +1092,19 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	}
 }
 
-/* ---- writing ---- */
-
-bool tpc_shard_path_inside(const char *out, const char *in_dir)
+void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 {
-	char a[PATH_MAX], b[PATH_MAX];
-	char *cur = tpc_strdup(out);
-	tpc_buf tail = TPC_BUF_INIT, full = TPC_BUF_INIT;
-	bool r = false;
-	if (!cur || !realpath(in_dir, b))
-		goto out;
-	/* `out` may not exist yet: resolve its nearest existing ancestor and
-	 * append the rest */
-	for (;;) {
-		if (realpath(cur, a)) {
-			tpc_buf_adds(&full, strcmp(a, "/") ? a : "");
-			break;
-		}
-		char *s = strrchr(cur, '/');
-		tpc_buf t2 = TPC_BUF_INIT;
-		tpc_buf_addc(&t2, '/');
-		tpc_buf_adds(&t2, s ? s + 1 : cur);
-		tpc_buf_add(&t2, tail.p ? tail.p : "", tail.len);
-		tpc_buf_release(&tail);
-		tail = t2;
-		if (!s) {
-			if (!getcwd(a, sizeof(a)))
-				goto out;
-			tpc_buf_adds(&full, strcmp(a, "/") ? a : "");
-			break;
-		}
-		if (s == cur) {
-			break; /* the root: full stays "" */
-		}
-		*s = '\0';
+	int w = 4;
+	describe_head(sp, out);
+	for (size_t i = 0; i < sp->n; i++) {
+		int l = (int)strlen(sp->in->t[sp->t[i].in].name);
+		if (l > w)
+			w = l < 72 ? l : 72;
 	}
-	tpc_buf_add(&full, tail.p ? tail.p : "", tail.len);
-	if (full.oom)
-		goto out;
-	{
-		const char *f = full.len ? full.p : "/";
-		size_t lb = strlen(b);
-		r = !strcmp(b, "/") || (!strncmp(f, b, lb) && (f[lb] == '\0' || f[lb] == '/'));
-	}
-out:
-	free(cur);
-	tpc_buf_release(&tail);
-	tpc_buf_release(&full);
-	return r;
-}
-
-/* Does the existing rank file at `path` belong to this set? Safetensors files
- * say so in their metadata; for files without metadata (torch) the tensor names
- * and shapes must be the plan's; a layout whose rank files cannot be read
- * alone (dcp) decides itself. */
-static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e)
-{
-	tpc_ckpt ck;
-	tpc_err e2;
-	*ok = false;
-	if (sp->layout->rank_file_ok)
-		return sp->layout->rank_file_ok(sp, r, path, ok, e);
-	tpc_ckpt_init(&ck);
-	tpc_err_init(&e2);
-	if (tpc_ckpt_open(&ck, path, NULL, &e2)) {
-		tpc_ckpt_release(&ck);
-		return 0;
-	}
-	const char *id = tpc_ckpt_meta_get(&ck, "tpconv.set_id");
-	if (id) {
-		*ok = !strcmp(id, sp->set_id);
-	} else {
-		const tpc_ckpt *want = sp->stored ? &sp->stored[r] : &sp->rank[r];
-		*ok = ck.n == want->n;
-		for (size_t i = 0; *ok && i < want->n; i++) {
-			int64_t j = tpc_ckpt_find(&ck, want->t[i].name);
-			*ok = j >= 0 && ck.t[j].ndim == want->t[i].ndim && ck.t[j].dtype == want->t[i].dtype &&
-			      !memcmp(ck.t[j].shape, want->t[i].shape, (size_t)want->t[i].ndim * sizeof(int64_t));
-		}
-	}
-	tpc_ckpt_release(&ck);
-	(void)e;
-	return 0;
-}
-
-/* Does the existing rank file (or folder) at `path` hold exactly what this
- * plan writes for rank r: this set's file (rank_file_ok), the same tensors,
- * each byte-equal (compared by hash, streaming both)? */
-static int rank_file_same(const tpc_shard_plan *sp, int r, const char *path, bool *same, tpc_err *e)
-{
-	const tpc_ckpt *want = sp->stored ? &sp->stored[r] : &sp->rank[r];
-	tpc_ckpt ck;
-	tpc_err e2;
-	int ret;
-	*same = false;
-	if ((ret = rank_file_ok(sp, r, path, same, e)) || !*same)
-		return ret;
-	*same = false;
-	tpc_ckpt_init(&ck);
-	tpc_err_init(&e2);
-	if (tpc_ckpt_open(&ck, path, NULL, &e2) || ck.n != want->n)
-		goto out; /* unreadable or another shape of set: replaced */
-	*same = true;
-	for (size_t i = 0; *same && i < want->n; i++) {
-		const tpc_tensor *a = &want->t[i];
-		int64_t j = tpc_ckpt_find(&ck, a->name);
-		uint8_t ha[TPC_HASH_MAX], hb[TPC_HASH_MAX];
-		*same = j >= 0 && ck.t[j].dtype == a->dtype && ck.t[j].ndim == a->ndim &&
-			!memcmp(ck.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t));
-		if (*same && (tpc_ckpt_hash_tensor(want, a, TPC_HASH_XXH3_128, ha, &e2) ||
-			      tpc_ckpt_hash_tensor(&ck, &ck.t[j], TPC_HASH_XXH3_128, hb, &e2) ||
-			      memcmp(ha, hb, tpc_hash_len(TPC_HASH_XXH3_128))))
-			*same = false;
-	}
-out:
-	tpc_ckpt_release(&ck);
-	return 0;
-}
-
-/* ---- tpc_shard_write, step by step ---- */
-
-/* What one write run holds between its steps. */
-typedef struct shard_run {
-	const char *dir;
-	char *manifest;      /* dir/tpconv-manifest.json */
-	char **paths;        /* [nr] rank file or folder paths */
-	int *todo, ntodo;    /* ranks this run writes */
-	bool *done;          /* [nr] written by this run (taken back on failure) */
-	bool *redo;          /* [nr] an existing file this run replaces (not this set's, or not whole) */
-	bool resumed;        /* rank files of an interrupted run were there: its companions may be too */
-	bool hashed;         /* the checksums were taken beside the writers (hash_beside) */
-	bool made_dir;       /* this run created the output folder (removed again, if empty, on failure) */
-	int lockfd;
-} shard_run;
-
-/* The manifest's checksums are of the input's bytes (each rank slice as the
- * plan cuts it), not of the written files, so when this run writes every
- * rank they are taken on a thread of their own while the writers copy: the
- * hashing reads with pread into a small buffer and the kernel's copies keep
- * the other core busy. A run that writes some ranks of a set (--rank) hashes
- * after the set is complete, as before. A reshard's check of its input set
- * rides on the same pass (input_check): the rank tensors the pass reads
- * whole are hashed as they are read, the rest after it. (Run beside the
- * writers as a pass of its own it measured 0.3 s slower and 1.5 s more system
- * time for tp 2 -> 4 of the 4.74 GB model than before them.) */
-typedef struct hash_beside {
-	pthread_t th;
-	tpc_shard_plan *sp;
-	tpc_err e;
-	int ret;
-	bool running;
-} hash_beside;
-
-static void *hash_beside_main(void *arg)
-{
-	hash_beside *h = arg;
-	h->ret = tpc__shard_hash_all(h->sp, &h->e);
-	return NULL;
-}
-
-/* Does this run hash the set (it writes every rank and the manifest)? */
-static bool hashes_set(const shard_run *w, const tpc_shard_plan *sp, const tpc_shard_opts *o)
-{
-	return sp->checksum != TPC_HASH_NONE && !o->defer_manifest && w->ntodo == sp->tp * sp->pp;
-}
-
-static void hash_beside_start(hash_beside *h, shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o)
-{
-	memset(h, 0, sizeof(*h));
-	h->sp = sp;
-	tpc_err_init(&h->e);
-	if (!hashes_set(w, sp, o))
-		return;
-	h->running = pthread_create(&h->th, NULL, hash_beside_main, h) == 0;
-}
-
-/* A reshard's input checksums: checked in the hashing pass's reads when this
- * run hashes the set (tpc__shard_hash_all, before the manifest), else now,
- * before anything is written. */
-static int input_check(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
-{
-	sp->input_check = NULL;
-	if (!o->input_check)
-		return 0;
-	if (hashes_set(w, sp, o)) {
-		sp->input_check = o->input_check;
-		return 0;
-	}
-	return tpc__merge_check_run(o->input_check, true, e);
-}
-
-/* Join the hashing thread; its error when the writers succeeded. */
-static int hash_beside_join(hash_beside *h, shard_run *w, int ret, tpc_err *e)
-{
-	if (!h->running)
-		return ret;
-	pthread_join(h->th, NULL);
-	h->running = false;
-	if (!ret && h->ret) {
-		*e = h->e;
-		return h->ret;
-	}
-	w->hashed = !ret && !h->ret;
-	return ret;
-}
-
-/* Step 1: the output folder exists, is no input, and is locked shared; an old
- * manifest is refused or (--force) removed, so the set reads as incomplete
- * until this run's manifest exists.
- *
- * Two runs writing one folder must never leave a manifest over a mixed set.
- * Writers hold a shared flock on the folder while they check and write rank
- * files (runs writing different --rank parts of one set go together); the
- * completeness check and the manifest happen under the exclusive lock, so no
- * rank file changes in between, and a run that starts later sees the manifest
- * (and, with --force, removes it first). */
-static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
-{
-	const char *dir = w->dir;
-	int ret;
-	if (sp->in->path && tpc_is_dir(sp->in->path) && tpc_shard_path_inside(dir, sp->in->path)) {
-		tpc_err_set(e, TPC_EUSAGE, "the output folder is the input folder or inside it; choose another");
-		tpc_err_path(e, dir);
-		return TPC_EUSAGE;
-	}
-	if (tpc_exists(dir) && !tpc_is_dir(dir)) {
-		tpc_err_set(e, TPC_EUSAGE, "output exists and is not a folder");
-		tpc_err_path(e, dir);
-		return TPC_EUSAGE;
-	}
-	w->made_dir = !tpc_exists(dir);
-	if ((ret = tpc_mkdirs(dir, e)))
-		return ret;
-	w->lockfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (w->lockfd < 0 || flock(w->lockfd, LOCK_SH) != 0) {
-		tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
-		tpc_err_path(e, dir);
-		return TPC_EIO;
-	}
-	if (!(w->manifest = tpc_path_join(dir, TPC_MANIFEST_NAME)))
-		return tpc_err_nomem(e);
-	if (!tpc_exists(w->manifest))
-		return 0;
-	if (!o->force) {
-		tpc_err_set(e, TPC_EUSAGE, "output folder already holds a complete shard set; use --force to replace it");
-		tpc_err_path(e, w->manifest);
-		return TPC_EUSAGE;
-	}
-	if (unlink(w->manifest) != 0 && errno != ENOENT) { /* a run beside this one removed it first */
-		tpc_err_sys(e, TPC_EIO, errno, "cannot remove the old manifest");
-		tpc_err_path(e, w->manifest);
-		return TPC_EIO;
-	}
-	return 0;
-}
-
-/* Step 2: every rank's path; the ranks this run writes must not exist
- * (unless --force), the others, where present, must belong to this set. */
-static int plan_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
-{
-	int nr = sp->tp * sp->pp, ret;
-	w->paths = tpc_calloc((size_t)nr, sizeof(*w->paths));
-	w->todo = tpc_calloc((size_t)nr, sizeof(*w->todo));
-	w->done = tpc_calloc((size_t)nr, sizeof(*w->done));
-	w->redo = tpc_calloc((size_t)nr, sizeof(*w->redo));
-	if (!w->paths || !w->todo || !w->done || !w->redo)
-		return tpc_err_nomem(e);
-	for (int r = 0; r < nr; r++) {
-		if (!(w->paths[r] = tpc_path_join(w->dir, sp->rank_file[r])))
-			return tpc_err_nomem(e);
-		bool exists = tpc_layout_rank_exists(sp->layout, w->paths[r]);
-		if (!o->write_rank || o->write_rank[r]) {
-			if (exists && !o->force) {
-				/* an interrupted run's file (no manifest yet: open_output
-				 * refused a complete set): kept when it holds exactly what
-				 * this plan writes, else replaced */
-				bool same;
-				w->resumed = true;
-				if ((ret = rank_file_same(sp, r, w->paths[r], &same, e)))
-					return ret;
-				if (same) {
-					sp->nkept++;
-					continue;
-				}
-				w->redo[r] = true;
-			}
-			w->todo[w->ntodo++] = r;
-		} else if (exists && !o->defer_manifest) { /* deferred: the completing run checks */
-			bool ok;
-			if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
-				return ret;
-			if (!ok) {
-				tpc_err_set(e, TPC_EINPUT,
-					    "rank %d's file belongs to another shard set (not set %s); remove it or write it with --rank %d --force",
-					    r, sp->set_id, r);
-				tpc_err_path(e, w->paths[r]);
-				return TPC_EINPUT;
-			}
-		}
-	}
-	return 0;
-}
-
-/* One rank as the layout stores it: its own writer, an HF folder, or one file. */
-static int write_one_rank(const tpc_shard_plan *sp, int r, const char *path, const tpc_write_opts *wo,
-			  rss_guard *g, tpc_err *e)
-{
-	tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
-	const tpc_format *f = NULL;
-	if (!sp->layout->write_rank &&
-	    !(f = tpc_format_by_name(sp->layout->folders ? "hf-index" : sp->format)))
-		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
-	const uint8_t **keep = tpc_calloc(ck->nsrc ? ck->nsrc : 1, sizeof(*keep));
-	if (!keep)
-		return tpc_err_nomem(e);
-	views_open(g, r, ck, keep);
-	int ret = f ? f->write(ck, NULL, 0, path, wo, e) : sp->layout->write_rank(sp, r, ck, path, wo, e);
-	views_close(g, r, ck, keep);
-	free(keep);
-	return ret;
-}
-
-/* Ranks written in step by one thread (tpc_format.write_many): a row-parallel
- * weight's slices are then read once per group, not once per rank (at tp 8
- * on 2 threads the writers read 15.5 GB of the 4.74 GB model for 4.7 GB
- * written, rank by rank: each rank's slice of a row is an eighth of the row,
- * and the window holding it is the whole row). Each output in a group holds
- * its staging buffers (lib/tpc_io.c), so a group is at most JOINT_GROUP
- * ranks. tpc_io_config.joint off (TPCONV_JOINT=0) writes rank by rank. */
-#define JOINT_GROUP 4
-
-static bool joint_on(void)
-{
-	return tpc_io_settings()->joint;
-}
-
-/* Do ranks todo[i0, i0 + n) hold some tensor whose slices are read jointly
- * (the same name at the same place in each, tpc_ckpt_joint_ok)? Without
- * one, writing in step only interleaves the files: a reshard's row-parallel
- * slices come from several rank files, and tp 4 -> 8 in step measured 0.9 s
- * more system time than rank by rank (0.3 s in groups written rank by
- * rank). */
-static bool group_shares(const shard_run *w, const tpc_shard_plan *sp, int i0, int n)
-{
-	const tpc_ckpt *cks[JOINT_GROUP];
-	const tpc_tensor *ts[JOINT_GROUP];
-	if (n > JOINT_GROUP)
-		return false;
-	for (int j = 0; j < n; j++) {
-		int r = w->todo[i0 + j];
-		cks[j] = sp->stored ? &sp->stored[r] : &sp->rank[r];
-	}
-	for (size_t i = 0; i < cks[0]->n; i++) {
-		int j = 0;
-		for (; j < n && i < cks[j]->n && !strcmp(cks[j]->t[i].name, cks[0]->t[i].name); j++)
-			ts[j] = &cks[j]->t[i];
-		if (j == n && tpc_ckpt_joint_ok(cks, ts, n))
-			return true;
-	}
-	return false;
-}
-
-/* Does the layout write each rank as one file of a format that writes
- * several in step? */
-static bool group_can(const tpc_shard_plan *sp)
-{
-	const tpc_format *f;
-	return !sp->layout->write_rank && !sp->layout->folders && (f = tpc_format_by_name(sp->format)) &&
-	       f->write_many;
-}
-
-/* Ranks todo[i0, i0 + n) written in step; false (nothing done) when the
- * layout or format cannot, or a rank is to be replaced (--force semantics
- * are per rank: those go one by one). */
-static bool write_group(shard_run *w, tpc_shard_plan *sp, int i0, int n, const tpc_write_opts *wo,
-			rss_guard *g, int *bad_r, tpc_err *e, int *ret)
-{
-	const tpc_format *f;
-	*ret = 0;
-	*bad_r = -1;
-	if (n < 2 || !group_can(sp) || !(f = tpc_format_by_name(sp->format)))
-		return false;
-	for (int j = 0; j < n; j++)
-		if (w->redo[w->todo[i0 + j]])
-			return false;
-	const tpc_ckpt **cks = tpc_calloc((size_t)n, sizeof(*cks));
-	const char **paths = tpc_calloc((size_t)n, sizeof(*paths));
-	const uint8_t ***keep = tpc_calloc((size_t)n, sizeof(*keep));
-	bool *committed = tpc_calloc((size_t)n, sizeof(*committed));
-	int opened = 0, bad = 0;
-	if (!cks || !paths || !keep || !committed) {
-		*ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (int j = 0; j < n; j++) {
-		int r = w->todo[i0 + j];
-		tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
-		if (!(keep[j] = tpc_calloc(ck->nsrc ? ck->nsrc : 1, sizeof(**keep)))) {
-			*ret = tpc_err_nomem(e);
-			goto out;
-		}
-		views_open(g, r, ck, keep[j]);
-		opened = j + 1;
-		cks[j] = ck;
-		paths[j] = w->paths[r];
-	}
-	*ret = f->write_many(cks, paths, n, wo, committed, &bad, e);
-	for (int j = 0; j < n; j++)
-		if (committed[j])
-			w->done[w->todo[i0 + j]] = true;
-	if (*ret) {
-		*bad_r = w->todo[i0 + bad];
-		if (!e->path[0])
-			tpc_err_path(e, w->paths[*bad_r]);
-	}
-out:
-	for (int j = 0; j < opened; j++) {
-		int r = w->todo[i0 + j];
-		views_close(g, r, sp->stored ? &sp->stored[r] : &sp->rank[r], keep[j]);
-	}
-	for (int j = 0; keep && j < n; j++)
-		free(keep[j]);
-	free(keep);
-	free(cks);
-	free(paths);
-	free(committed);
-	if (*ret && *bad_r < 0)
-		*bad_r = w->todo[i0];
-	return true;
-}
-
-/* Rank r failed with *le: kept when it is the lowest failing rank so far. */
-static void keep_first(int r, const tpc_err *le, int *first_bad, tpc_err *first_err)
-{
-#ifdef _OPENMP
-#pragma omp critical(tpc_shard_err)
-#endif
-	{
-		if (*first_bad < 0 || r < *first_bad) {
-			*first_bad = r;
-			*first_err = *le;
-		}
-	}
-}
-
-/* Step 3: the rank files, in parallel; the lowest failing rank's error wins. */
-static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
-{
-	tpc_write_opts wo;
-	int first_bad = -1;
-	tpc_err first_err;
-	memset(&wo, 0, sizeof(wo));
-	wo.flags = o->force ? TPC_W_FORCE : 0;
-	wo.progress = o->progress;
-	if (sp->layout->folders) {
-		wo.inner_format = sp->format;
-		wo.max_shard_size = sp->max_shard_size ? sp->max_shard_size : UINT64_MAX / 2;
-	} else {
-		wo.max_shard_size = sp->max_shard_size;
-	}
-	tpc_err_init(&first_err);
-	rss_guard guard;
-	const tpc_ckpt **live = tpc_calloc((size_t)(sp->tp * sp->pp), sizeof(*live));
-	if (!live)
-		return tpc_err_nomem(e);
-	guard_start(&guard, sp->in);
-	guard.live = live;
-	guard.nlive = sp->tp * sp->pp;
-	/* groups of ranks, one group per writer thread where that makes
-	 * groups of two or more (else one rank a group) */
-	int threads = 1, per = 1;
-#ifdef _OPENMP
-	threads = omp_get_max_threads();
-#endif
-	if (joint_on() && threads > 0 && group_can(sp)) {
-		per = (w->ntodo + threads - 1) / threads;
-		per = per > JOINT_GROUP ? JOINT_GROUP : per < 1 ? 1 : per;
-		/* the first group stands for all: without a shared tensor the
-		 * ranks go one by one, in the order they always did (a reshard
-		 * tp 4 -> 8 in groups of rank files read by one thread each
-		 * measured 0.3 s more system time) */
-		if (per > 1 && !group_shares(w, sp, 0, per))
-			per = 1;
-	}
-	int ngroups = (w->ntodo + per - 1) / per;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-	for (int gi = 0; gi < ngroups; gi++) {
-		int i0 = gi * per, n = w->ntodo - i0 < per ? w->ntodo - i0 : per, rg = 0, bad_r;
-		tpc_err ge;
-		tpc_err_init(&ge);
-		if (write_group(w, sp, i0, n, &wo, &guard, &bad_r, &ge, &rg)) {
-			if (rg)
-				keep_first(bad_r, &ge, &first_bad, &first_err);
-			continue;
-		}
-		for (int i = i0; i < i0 + n; i++) {
-			int r = w->todo[i];
-			tpc_err le;
-			tpc_err_init(&le);
-			tpc_write_opts wr = wo;
-			if (w->redo[r])
-				wr.flags |= TPC_W_FORCE;
-			int rr = write_one_rank(sp, r, w->paths[r], &wr, &guard, &le);
-			if (rr) {
-				if (!le.path[0])
-					tpc_err_path(&le, w->paths[r]);
-				keep_first(r, &le, &first_bad, &first_err);
-			} else {
-				w->done[r] = true;
-			}
-		}
-	}
-	guard_stop(&guard);
-	free(live);
-	if (first_bad >= 0) {
-		*e = first_err;
-		return first_err.code ? first_err.code : TPC_EIO;
-	}
-	sp->nwritten = (size_t)w->ntodo;
-	return 0;
-}
-
-/* Step 4, under the exclusive lock: is the set complete? Every rank file, this
- * run's included, must (still) be of this set: another run may have replaced
- * one before the lock. */
-static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
-{
-	int nr = sp->tp * sp->pp, ret;
-	if (flock(w->lockfd, LOCK_EX) != 0) {
-		tpc_err_sys(e, TPC_EIO, errno, "cannot lock the output folder");
-		tpc_err_path(e, w->dir);
-		return TPC_EIO;
-	}
-	for (int r = 0; r < nr; r++) {
-		bool ok;
-		if (!w->done[r] && !tpc_layout_rank_exists(sp->layout, w->paths[r]))
-			continue;
-		if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
-			return ret;
-		if (ok) {
-			sp->npresent++;
-		} else if (w->done[r]) {
-			/* another run's files now are not ours to take back */
-			for (int q = r; q < nr; q++)
-				if (w->done[q] && (rank_file_ok(sp, q, w->paths[q], &ok, e) || !ok))
-					w->done[q] = false;
-			tpc_err_set(e, TPC_EIO,
-				    "rank %d's file was replaced by another run writing the same folder; the set is not complete",
-				    r);
-			tpc_err_path(e, w->paths[r]);
-			return TPC_EIO;
-		}
-	}
-	return 0;
-}
-
-/* Step 5, when the set is complete: checksums, the layout's extra files and
- * the model's companions, then the manifest, last. */
-static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *opts, tpc_err *e)
-{
-	int ret;
-	tpc_shard_opts o_resume = *opts, *o = &o_resume;
-	o->force = opts->force || w->resumed; /* companions an interrupted run copied are replaced */
-	if (sp->checksum != TPC_HASH_NONE && !w->hashed && (ret = tpc__shard_hash_all(sp, e)))
-		return ret;
-	if (sp->layout->write_extras)
-		ret = sp->layout->write_extras(sp, w->dir, o, e);
-	else
-		ret = o->no_extras ? 0 : tpc__layout_copy_companions(sp, w->dir, o, NULL, false, e);
-	if (ret)
-		return ret;
-	tpc_buf mb = TPC_BUF_INIT;
-	tpc_shard_manifest_render(sp, &mb);
-	if (mb.oom)
-		ret = tpc_err_nomem(e);
-	else
-		ret = tpc_write_file_atomic(w->manifest, mb.p, mb.len, o->force ? TPC_OUT_FORCE : 0, e);
-	tpc_buf_release(&mb);
-	if (!ret)
-		sp->manifest_written = true;
-	return ret;
-}
-
-int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
-{
-	int nr = sp->tp * sp->pp, ret;
-	shard_run w;
-	memset(&w, 0, sizeof(w));
-	w.dir = dir;
-	w.lockfd = -1;
-	sp->nwritten = 0;
-	sp->manifest_written = false;
-	sp->npresent = 0;
-	sp->nkept = 0;
-	if (!(ret = open_output(&w, sp, o, e)) && !(ret = plan_ranks(&w, sp, o, e)) &&
-	    !(ret = input_check(&w, sp, o, e))) {
-		hash_beside hb;
-		hash_beside_start(&hb, &w, sp, o);
-		ret = hash_beside_join(&hb, &w, write_ranks(&w, sp, o, e), e);
-	}
-	if (!ret && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr && !o->defer_manifest)
-		ret = finish_set(&w, sp, o, e);
-	/* otherwise another run completes the set */
-	if (ret && w.done) {
-		/* the set is complete or absent: take back what this run wrote */
-		for (int r = 0; r < nr; r++)
-			if (w.done[r])
-				tpc_layout_remove_rank(sp->layout, w.paths[r]);
-		sp->nwritten = 0;
-	}
-	if (ret && w.made_dir)
-		rmdir(dir); /* only when empty: nothing of another run's goes */
-	if (w.lockfd >= 0)
-		close(w.lockfd); /* the unlock, after any take-back: another run's check never sees it half done */
-	for (int r = 0; w.paths && r < nr; r++)
-		free(w.paths[r]);
-	free(w.paths);
-	free(w.todo);
-	free(w.done);
-	free(w.redo);
-	free(w.manifest);
-	return ret;
+	tpc_buf_addf(out, "%-*s  %-6s %-16s %-11s %-16s%s notes\n", w, "name", "dtype", "shape", "split",
+		     "rank shape", sp->pp > 1 ? " stage" : "");
+	for (size_t i = 0; i < sp->n; i++)
+		describe_entry(sp, i, w, out);
+	describe_ranks(sp, out, unicode);
+	describe_lists(sp, out);
 }

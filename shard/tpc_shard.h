@@ -271,11 +271,19 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e);
 /* Are two tensors of the same dtype and shape byte-equal? Streams both. */
 int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
 		       tpc_err *e);
-/* Drop every input page of t from the resident set. */
+/* Drop every input page of t from the resident set; _rows: those that rows
+ * [r0, r1) of t (along dim 0) read, or all of a 0-dim t. */
 void tpc__drop_tensor(const tpc_ckpt *ck, const tpc_tensor *t);
+void tpc__drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1);
+
+/* Item k of a parallel loop failed with *le: kept in *first when it is the
+ * lowest failing item so far (*bad, -1 while none). The loop reads *bad
+ * (tpc__first_bad, atomically) to skip the items after it. */
+void tpc__keep_first(int64_t k, const tpc_err *le, int64_t *bad, tpc_err *first);
+int64_t tpc__first_bad(int64_t *bad);
 
 /* While writers gather from ck's mappings, drop their resident pages every
- * few milliseconds (bounded RSS; see tpc_shard.c). NULL-safe stop. */
+ * few milliseconds (bounded RSS; see tpc_shard_write.c). NULL-safe stop. */
 void *tpc__rss_guard_start(const tpc_ckpt *ck);
 void tpc__rss_guard_stop(void *guard);
 

@@ -129,18 +129,6 @@ static int part_settle(part_check *pc, tpc__merge_check *c, bool ok, tpc_err *e)
 	return ret;
 }
 
-/* Drop the input pages behind rows [r0, r1) of t (dim 0). */
-static void drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
-{
-	tpc_tensor sub;
-	if (r1 <= r0)
-		return;
-	if (tpc_tensor_narrow(&sub, t, 0, r0, r1 - r0))
-		return;
-	tpc__drop_tensor(ck, &sub);
-	tpc_tensor_release(&sub);
-}
-
 /* The original and every distinct rank slice of en in one pass. Returns 1
  * when en's slices are not what the pass would hash (the caller streams them
  * instead), 0 done, or an error. */
@@ -243,7 +231,7 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 			tpc_map_bytes_done(m, win, t->offset + w0, w1 - w0);
 		} else if (row && (w1 == nb || w1 - (uint64_t)dropped * row >= 8 * (uint64_t)HASH_WINDOW)) {
 			int64_t upto = (int64_t)(w1 / row); /* whole rows done */
-			drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
+			tpc__drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
 			dropped = upto;
 		}
 	}
@@ -332,29 +320,12 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
 	for (int64_t k = 0; k < ni; k++) {
-		int64_t b;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-		b = bad;
-		if (b >= 0)
+		if (tpc__first_bad(&bad) >= 0)
 			continue;
 		tpc_err le;
 		tpc_err_init(&le);
-		if (hash_item(sp, it[k].i, it[k].r, &le)) {
-#ifdef _OPENMP
-#pragma omp critical(tpc_shard_hash_err)
-#endif
-			{
-				if (bad < 0 || k < bad) {
-					first = le;
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-					bad = k;
-				}
-			}
-		}
+		if (hash_item(sp, it[k].i, it[k].r, &le))
+			tpc__keep_first(k, &le, &bad, &first);
 	}
 	free(it);
 	if (bad >= 0) {
