@@ -344,71 +344,62 @@ static void free_paths(char **p, int n)
 	free(p);
 }
 
-static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
+/* The set's geometry, layout and facts, as its manifest records them. */
+static int take_manifest(tpc_merge *m, const tpc_manifest *man, tpc_err *e)
 {
-	tpc_manifest man;
-	char *mpath = tpc_path_join(dir, TPC_MANIFEST_NAME);
-	char **paths = NULL;
-	int *base = NULL, ret;
-	tpc_tensor *views = NULL;
-	tpc__merge_check *check = NULL;
-	size_t nviews = 0, *stage_n = NULL;
-	char ***stage_names = NULL;
-	if (!mpath)
+	m->tp = man->tp;
+	m->pp = man->pp;
+	m->ep = man->ep;
+	m->ep_placement = man->ep_placement;
+	m->experts = man->experts;
+	m->layout = man->layout;
+	m->nranks = man->tp * man->pp;
+	m->facts = man->facts;
+	if (man->plan_json && !(m->plan_json = tpc_strdup(man->plan_json)))
 		return tpc_err_nomem(e);
-	ret = tpc_manifest_from_file(&man, mpath, e);
-	if (ret) {
-		free(mpath);
-		return ret;
-	}
-	m->tp = man.tp;
-	m->pp = man.pp;
-	m->ep = man.ep;
-	m->ep_placement = man.ep_placement;
-	m->experts = man.experts;
-	m->layout = man.layout;
-	m->nranks = man.tp * man.pp;
-	m->facts = man.facts;
-	if (man.plan_json && !(m->plan_json = tpc_strdup(man.plan_json))) {
+	return 0;
+}
+
+/* Open the rank files, each told the original names of its stage's tensors. */
+static int open_stages(tpc_merge *m, const tpc_manifest *man, char **paths, tpc_err *e)
+{
+	char ***stage_names = tpc_calloc((size_t)m->pp, sizeof(*stage_names));
+	size_t *stage_n = tpc_calloc((size_t)m->pp, sizeof(*stage_n));
+	int ret = 0;
+	if (!stage_names || !stage_n)
 		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	paths = rank_paths(dir, man.files, m->nranks);
-	base = tpc_calloc((size_t)m->nranks, sizeof(int));
-	if (!paths || !base) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	stage_names = tpc_calloc((size_t)m->pp, sizeof(*stage_names));
-	stage_n = tpc_calloc((size_t)m->pp, sizeof(*stage_n));
-	if (!stage_names || !stage_n) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
 	for (int st = 0; st < m->pp && !ret; st++) {
-		if (!(stage_names[st] = tpc_calloc(man.n ? man.n : 1, sizeof(char *))))
+		if (!(stage_names[st] = tpc_calloc(man->n ? man->n : 1, sizeof(char *))))
 			ret = tpc_err_nomem(e);
-		for (size_t i = 0; !ret && i < man.n; i++)
-			if (man.t[i].stage == st)
-				stage_names[st][stage_n[st]++] = man.t[i].name;
+		for (size_t i = 0; !ret && i < man->n; i++)
+			if (man->t[i].stage == st)
+				stage_names[st][stage_n[st]++] = man->t[i].name;
 	}
-	if (ret || (ret = open_ranks(m, paths, &man.facts, stage_names, stage_n, e)))
-		goto out;
-	/* set membership: the id in each file's metadata, the tensor count */
+	if (!ret)
+		ret = open_ranks(m, paths, &man->facts, stage_names, stage_n, e);
+	for (int st = 0; stage_names && st < m->pp; st++)
+		free(stage_names[st]);
+	free(stage_names);
+	free(stage_n);
+	return ret;
+}
+
+/* Set membership: the id in each file's metadata, the tensor count. */
+static int check_members(tpc_merge *m, const tpc_manifest *man, char **paths, tpc_err *e)
+{
+	int ret = 0;
 	size_t *per_rank = tpc_calloc((size_t)m->nranks, sizeof(size_t));
-	if (!per_rank) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (size_t i = 0; i < man.n; i++)
+	if (!per_rank)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < man->n; i++)
 		for (int t = 0; t < m->tp; t++)
-			if (tpc_split_holds(&man.t[i].split, m->tp, t))
-				per_rank[man.t[i].stage * m->tp + t]++;
+			if (tpc_split_holds(&man->t[i].split, m->tp, t))
+				per_rank[man->t[i].stage * m->tp + t]++;
 	for (int r = 0; r < m->nranks && !ret; r++) {
 		const char *id = tpc_ckpt_meta_get(&m->rank[r], "tpconv.set_id");
-		if (id && strcmp(id, man.set_id)) {
+		if (id && strcmp(id, man->set_id)) {
 			tpc_err_set(e, TPC_EINPUT, "rank %d's file belongs to another shard set (set id %.16s, the manifest says %.16s)",
-				    r, id, man.set_id);
+				    r, id, man->set_id);
 			tpc_err_path(e, paths[r]);
 			ret = TPC_EINPUT;
 		} else if (m->rank[r].n != per_rank[r]) {
@@ -419,17 +410,18 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		}
 	}
 	free(per_rank);
-	if (ret || (ret = union_sources(m, base, e)))
-		goto out;
-	/* every rank view, shape-checked */
-	nviews = man.n * (size_t)m->tp;
-	views = tpc_calloc(nviews ? nviews : 1, sizeof(*views));
-	if (!views) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (size_t i = 0; i < man.n && !ret; i++) {
-		const tpc_manifest_tensor *mt = &man.t[i];
+	return ret;
+}
+
+/* Every rank view of every manifest tensor in the union (views[i * tp + t];
+ * none where an expert of another EP group is not on the rank), each
+ * shape-checked against the manifest. */
+static int rank_views(tpc_merge *m, const tpc_manifest *man, const int *base, char **paths, tpc_tensor *views,
+		      tpc_err *e)
+{
+	int ret = 0;
+	for (size_t i = 0; i < man->n && !ret; i++) {
+		const tpc_manifest_tensor *mt = &man->t[i];
 		int64_t want[TPC_MAX_NDIM];
 		rank_shape(mt->shape, mt->ndim, &mt->split, m->tp, want);
 		for (int t = 0; t < m->tp && !ret; t++) {
@@ -455,23 +447,20 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 			}
 		}
 	}
-	if (ret)
-		goto out;
-	/* checksums: every rank tensor against the manifest, in parallel, now
-	 * or (defer_checksums) while tpc_merge_write writes; either way before
-	 * anything merged is used, so equal recorded checksums can stand for
-	 * equal replicas below */
-	bool verified = false;
-	size_t hlen = tpc_hash_len(man.checksum);
-	if (o->checksums && man.checksum != TPC_HASH_NONE) {
-		if ((ret = tpc__merge_check_new(&check, &m->out, &man, views, paths, m->nranks, e)))
-			goto out;
-		if (!o->defer_checksums && (ret = tpc__merge_check_run(check, true, e)))
-			goto out;
-		verified = true;
-	}
-	for (size_t i = 0; i < man.n && !ret; i++) {
-		const tpc_manifest_tensor *mt = &man.t[i];
+	return ret;
+}
+
+/* Each original rebuilt from its rank views, in manifest order, then the
+ * manifest's metadata. `verified`: the rank tensors' checksums are checked
+ * (now or while the merge is written) before anything merged is used, so
+ * equal recorded checksums stand for equal replicas. */
+static int merge_tensors(tpc_merge *m, const tpc_merge_opts *o, const tpc_manifest *man, tpc_tensor *views,
+			 char **paths, bool verified, tpc_err *e)
+{
+	size_t hlen = tpc_hash_len(man->checksum);
+	int ret = 0;
+	for (size_t i = 0; i < man->n && !ret; i++) {
+		const tpc_manifest_tensor *mt = &man->t[i];
 		bool known_equal = false;
 		int t0 = tpc_split_first_rank(&mt->split, m->tp), gtp = tpc_split_tp(&mt->split, m->tp);
 		if (verified && mt->rank_hash) {
@@ -483,13 +472,62 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp + (size_t)t0], mt->stage * m->tp + t0,
 			      known_equal, verified && mt->rank_hash ? mt->rank_hash + t0 : NULL, hlen, &whole, e);
 		if (!ret && mt->split.is_shape)
-			ret = merged_shape(m, mt, man.checksum, gtp, &whole, paths[mt->stage * m->tp + t0], e);
+			ret = merged_shape(m, mt, man->checksum, gtp, &whole, paths[mt->stage * m->tp + t0], e);
 		if (!ret)
 			ret = add_merged(m, mt->name, &whole, e);
 	}
-	for (size_t i = 0; i < man.nmeta && !ret; i++)
-		ret = tpc_ckpt_meta_set(&m->out, man.meta_k[i], man.meta_v[i], e);
-	if (!ret && check && o->defer_checksums) {
+	for (size_t i = 0; i < man->nmeta && !ret; i++)
+		ret = tpc_ckpt_meta_set(&m->out, man->meta_k[i], man->meta_v[i], e);
+	return ret;
+}
+
+static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
+{
+	tpc_manifest man;
+	char *mpath = tpc_path_join(dir, TPC_MANIFEST_NAME);
+	char **paths = NULL;
+	int *base = NULL, ret;
+	tpc_tensor *views = NULL;
+	tpc__merge_check *check = NULL;
+	size_t nviews = 0;
+	if (!mpath)
+		return tpc_err_nomem(e);
+	ret = tpc_manifest_from_file(&man, mpath, e);
+	if (ret) {
+		free(mpath);
+		return ret;
+	}
+	if ((ret = take_manifest(m, &man, e)))
+		goto out;
+	paths = rank_paths(dir, man.files, m->nranks);
+	base = tpc_calloc((size_t)m->nranks, sizeof(int));
+	if (!paths || !base) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = open_stages(m, &man, paths, e)) || (ret = check_members(m, &man, paths, e)) ||
+	    (ret = union_sources(m, base, e)))
+		goto out;
+	nviews = man.n * (size_t)m->tp;
+	views = tpc_calloc(nviews ? nviews : 1, sizeof(*views));
+	if (!views) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = rank_views(m, &man, base, paths, views, e)))
+		goto out;
+	/* checksums: every rank tensor against the manifest, in parallel, now
+	 * or (defer_checksums) while tpc_merge_write writes; either way before
+	 * anything merged is used (merge_tensors) */
+	bool verified = false;
+	if (o->checksums && man.checksum != TPC_HASH_NONE) {
+		if ((ret = tpc__merge_check_new(&check, &m->out, &man, views, paths, m->nranks, e)))
+			goto out;
+		if (!o->defer_checksums && (ret = tpc__merge_check_run(check, true, e)))
+			goto out;
+		verified = true;
+	}
+	if (!(ret = merge_tensors(m, o, &man, views, paths, verified, e)) && check && o->defer_checksums) {
 		tpc__merge_check_take_views(check);
 		m->check = check;
 		check = NULL;
@@ -503,10 +541,6 @@ out:
 	free(base);
 	free_paths(paths, m->nranks);
 	free(mpath);
-	for (int st = 0; stage_names && st < m->pp; st++)
-		free(stage_names[st]);
-	free(stage_names);
-	free(stage_n);
 	tpc_manifest_release(&man);
 	return ret;
 }

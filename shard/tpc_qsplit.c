@@ -197,99 +197,226 @@ int tpc__quant_pad_weight(const tpc_model_facts *f, const tpc_ckpt *in, const tp
 	return 1;
 }
 
+/* GPTQ and AWQ: qweight, qzeros, scales (and GPTQ's g_idx) against the layer's
+ * weight [out, in] as the packed qweight implies it (vshape). 1: a companion
+ * (*c how it lies), 0: not one. */
+static int comp_gptq_awq(const tpc_qs_cfg *q, const tpc_ckpt *in, const char *name, const char **suf, size_t *bl,
+			 int64_t vshape[2], comp *c)
+{
+	static const char *const packed[] = {"qweight", "qzeros", "scales", "g_idx", NULL};
+	if (!(*suf = suffix_of(name, packed, bl)) || !q->bits)
+		return 0;
+	int64_t pk = 32 / q->bits;
+	const tpc_tensor *qw = sibling(in, name, *bl, "qweight");
+	if (!qw || qw->ndim != 2)
+		return 0;
+	bool gptq = q->method == TPC_QS_GPTQ;
+	/* the layer's weight [out, in] as the packed qweight implies it */
+	vshape[0] = gptq ? qw->shape[1] : qw->shape[1] * pk;
+	vshape[1] = gptq ? qw->shape[0] * pk : qw->shape[0];
+	int64_t g = q->group > 0 ? q->group : vshape[1];
+	if (!strcmp(*suf, "qweight"))
+		*c = gptq ? (comp){1, 0, 1, pk} : (comp){1, 0, pk, 1};
+	else if (!strcmp(*suf, "qzeros"))
+		*c = (comp){1, 0, pk, g};
+	else if (!strcmp(*suf, "scales"))
+		*c = (comp){1, 0, 1, g};
+	else if (gptq) /* g_idx */
+		*c = (comp){AX_WHOLE, 0, 1, 1};
+	else
+		return 0;
+	if (gptq && q->desc_act && (!strcmp(*suf, "qzeros") || !strcmp(*suf, "scales")))
+		c->in_axis = AX_WHOLE; /* act-order: groups are not contiguous in the input */
+	return 1;
+}
+
+/* compressed-tensors pack-quantized: weight_packed, weight_scale,
+ * weight_zero_point, weight_g_idx and weight_shape against the layer's weight
+ * as weight_shape gives it. 1: a companion, 0: not one, or an error. */
+static int comp_packed(const tpc_qs_cfg *q, const tpc_ckpt *in, const char *name, const char **suf, size_t *bl,
+		       int64_t vshape[2], comp *c, tpc_err *e)
+{
+	static const char *const ct[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx",
+					 "weight_shape", NULL};
+	if (!(*suf = suffix_of(name, ct, bl)) || !q->bits)
+		return 0;
+	int64_t pk = 32 / q->bits;
+	const tpc_tensor *wp = sibling(in, name, *bl, "weight_packed");
+	const tpc_tensor *wsh = sibling(in, name, *bl, "weight_shape");
+	if (!wp || wp->ndim != 2)
+		return 0;
+	/* the layer's weight [out, in]: weight_shape says (the packed input may be padded) */
+	vshape[0] = wp->shape[0];
+	vshape[1] = wp->shape[1] * pk;
+	if (wsh && tpc__shape_read(in, wsh, vshape, e))
+		return TPC_EINPUT;
+	if (vshape[0] != wp->shape[0] || (vshape[1] + pk - 1) / pk != wp->shape[1]) {
+		tpc_err_set(e, TPC_EINPUT, "weight_shape says [%lld, %lld], but weight_packed is [%lld, %lld] (%lld values per int32)",
+			    (long long)vshape[0], (long long)vshape[1], (long long)wp->shape[0], (long long)wp->shape[1],
+			    (long long)pk);
+		tpc_err_tensor(e, wsh->name);
+		return TPC_EINPUT;
+	}
+	int64_t g = q->group > 0 ? q->group : vshape[1];
+	if (!strcmp(*suf, "weight_packed"))
+		*c = (comp){0, 1, 1, pk};
+	else if (!strcmp(*suf, "weight_scale"))
+		*c = (comp){0, q->group > 0 ? 1 : AX_WHOLE, 1, g};
+	else if (!strcmp(*suf, "weight_zero_point"))
+		*c = (comp){0, q->group > 0 ? 1 : AX_WHOLE, pk, g};
+	else if (!strcmp(*suf, "weight_g_idx"))
+		*c = (comp){AX_WHOLE, 0, 1, 1};
+	else
+		*c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* weight_shape: rewritten (shape_split) */
+	if (q->desc_act && (!strcmp(*suf, "weight_scale") || !strcmp(*suf, "weight_zero_point")))
+		c->in_axis = AX_WHOLE; /* actorder "group": groups are not contiguous in the input */
+	if (vshape[1] % pk && strcmp(*suf, "weight_shape")) {
+		/* padded packing: a row split would move the padding into the middle */
+		c->in_axis = c->in_axis == AX_WHOLE ? AX_WHOLE : -2;
+	}
+	return 1;
+}
+
+/* FP8: weight_scale_inv (per block), weight_scale (per output channel or per
+ * tensor) and input_scale against the layer's weight. 1: a companion, 0: not
+ * one. */
+static int comp_fp8(const tpc_qs_cfg *q, const tpc_ckpt *in, const tpc_tensor *t, const char **suf, size_t *bl,
+		    int64_t vshape[2], comp *c)
+{
+	static const char *const fp8[] = {"weight_scale_inv", "weight_scale", "input_scale", NULL};
+	if (!(*suf = suffix_of(t->name, fp8, bl)))
+		return 0;
+	const tpc_tensor *w = sibling(in, t->name, *bl, "weight");
+	if (!w || w->ndim != 2)
+		return 0;
+	vshape[0] = w->shape[0];
+	vshape[1] = w->shape[1];
+	if (!strcmp(*suf, "weight_scale_inv")) {
+		if (!q->block[0] || t->ndim != 2)
+			return 0;
+		*c = (comp){0, 1, q->block[0], q->block[1]};
+	} else if (!strcmp(*suf, "weight_scale") && t->ndim >= 1 && t->shape[0] == vshape[0] && vshape[0] > 1) {
+		*c = (comp){0, AX_WHOLE, 1, 1}; /* per output channel */
+	} else {
+		*c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* per tensor */
+	}
+	return 1;
+}
+
+/* compressed-tensors' weight_shape beside a layer split as ws: every rank
+ * holds the shape of its slice of the layer. */
+static int shape_split(const tpc_split *ws, int tp, const tpc_tensor *t, const char *wname, tpc_split *out,
+		       tpc_err *e)
+{
+	if (t->ndim != 1 || t->shape[0] != 2 || ws->dim > 1 || ws->nparts < 1) {
+		tpc_err_set(e, TPC_EINPUT, "weight_shape must be [2] beside a 2-D layer split on dim 0 or 1");
+		tpc_err_tensor(e, t->name);
+		return TPC_EINPUT;
+	}
+	for (int k = 0; k < ws->nparts; k++)
+		if (ws->part[k].pad) {
+			tpc_err_set(e, TPC_EINPUT, "its layer '%s' is padded: a compressed-tensors layer splits evenly or not at all", wname);
+			tpc_err_tensor(e, t->name);
+			return TPC_EINPUT;
+		}
+	out->is_shape = true;
+	out->shape_dim = ws->dim;
+	out->shape_len = tpc_split_rank_dim(ws, tp);
+	return 1;
+}
+
+/* FP8 blocks: weight_scale_inv holds ceil(rows / block) entries, the last one
+ * possibly for a partial block. A rank's slice must be whole blocks, except a
+ * part one rank holds whole; a block may not straddle two parts. Padded
+ * blocks' scales are zero (the pad is zero bytes, as every pad; their weights
+ * are zero, so any scale dequantizes them to zero) and merge strips them.
+ * out's parts (those of the layer's split ws) become counts of blocks; the
+ * entries in all, or an error. */
+static int64_t block_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit, int tp, const char *wname,
+			   const char *name, tpc_split *out, tpc_err *e)
+{
+	int64_t total = 0;
+	for (int k = 0; k < ws->nparts; k++) {
+		tpc_split_part *pt = &out->part[k];
+		int64_t len = tpc_split_rank_len(ws, k, tp), padded = pt->size + pt->pad;
+		bool whole = len == padded && !pt->pad && k == ws->nparts - 1;
+		if (k < ws->nparts - 1 && pt->size % unit) {
+			tpc_err_set(e, TPC_EINPUT,
+				    "its layer '%s' has a part %d of %lld %s, not a multiple of %lld (the fp8 weight_block_size): a block would straddle two parts",
+				    wname, k, (long long)pt->size, ws->dim == 0 ? "output features" : "input features",
+				    (long long)unit);
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		if (len % unit && !whole) {
+			char hint[160];
+			if (pt->heads || pt->replicas > 1)
+				snprintf(hint, sizeof(hint), "a head split is not padded (a slice must be whole heads); choose a tp where it divides");
+			else
+				snprintf(hint, sizeof(hint), "use --pad to zero-pad it to a multiple of %lld (block x tp), or choose a tp where it divides",
+					 (long long)unit * tpc_split_tp(ws, tp));
+			tpc_err_set(e, TPC_EINPUT,
+				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (the fp8 weight_block_size): a rank's slice at tp %d would cut a %lld x %lld block; %s",
+				    wname, tpc_split_kind_name(ws->kind), (long long)len,
+				    ws->dim == 0 ? "output features" : "input features", ws->nparts > 1 ? " in a part" : "",
+				    (long long)unit, tpc_split_tp(ws, tp), (long long)q->block[0], (long long)q->block[1], hint);
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		int64_t cs = (pt->size + unit - 1) / unit;
+		pt->pad = (padded + unit - 1) / unit - cs;
+		pt->size = cs;
+		total += cs;
+	}
+	return total;
+}
+
+/* Packed values, groups or per-channel entries: out's parts (those of the
+ * layer's split ws) become counts of whole units, each rank's slice too; the
+ * entries in all, or an error. */
+static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit, int tp, const char *wname,
+			  const char *name, tpc_split *out, tpc_err *e)
+{
+	int64_t total = 0;
+	for (int k = 0; k < ws->nparts; k++) {
+		tpc_split_part *pt = &out->part[k];
+		int64_t len = tpc_split_rank_len(ws, k, tp);
+		if (pt->size % unit || pt->pad % unit || len % unit) {
+			tpc_err_set(e, TPC_EINPUT,
+				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (%s): a rank's slice would cut one (choose a tp where it divides)",
+				    wname, tpc_split_kind_name(ws->kind), (long long)len,
+				    ws->dim == 0 ? "output features" : "input features",
+				    ws->nparts > 1 ? " in a part" : "", (long long)unit,
+				    q->method == TPC_QS_FP8 ? "the fp8 weight_block_size"
+				    : q->method == TPC_QS_PACKED && unit == (32 / q->bits) && ws->dim == 1 ? "the features packed in one int32"
+				    : unit == q->group ? "the group_size" : "the features packed in one int32");
+			tpc_err_tensor(e, name);
+			return TPC_EINPUT;
+		}
+		pt->size /= unit;
+		pt->pad /= unit;
+		total += pt->size;
+	}
+	return total;
+}
+
 int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
 		     unsigned flags, tpc_split *out, tpc_err *e)
 {
-	static const char *const packed[] = {"qweight", "qzeros", "scales", "g_idx", NULL};
-	static const char *const fp8[] = {"weight_scale_inv", "weight_scale", "input_scale", NULL};
 	const tpc_qs_cfg *q = &f->quant;
-	const char *name = t->name, *suf;
+	const char *name = t->name, *suf = NULL;
 	size_t bl = 0;
-	int64_t vshape[2];
+	int64_t vshape[2] = {0, 0};
 	comp c = {AX_WHOLE, AX_WHOLE, 1, 1};
-	if (q->method == TPC_QS_GPTQ || q->method == TPC_QS_AWQ) {
-		if (!(suf = suffix_of(name, packed, &bl)) || !q->bits)
-			return 0;
-		int64_t pk = 32 / q->bits;
-		const tpc_tensor *qw = sibling(in, name, bl, "qweight");
-		if (!qw || qw->ndim != 2)
-			return 0;
-		bool gptq = q->method == TPC_QS_GPTQ;
-		/* the layer's weight [out, in] as the packed qweight implies it */
-		vshape[0] = gptq ? qw->shape[1] : qw->shape[1] * pk;
-		vshape[1] = gptq ? qw->shape[0] * pk : qw->shape[0];
-		int64_t g = q->group > 0 ? q->group : vshape[1];
-		if (!strcmp(suf, "qweight"))
-			c = gptq ? (comp){1, 0, 1, pk} : (comp){1, 0, pk, 1};
-		else if (!strcmp(suf, "qzeros"))
-			c = (comp){1, 0, pk, g};
-		else if (!strcmp(suf, "scales"))
-			c = (comp){1, 0, 1, g};
-		else if (gptq) /* g_idx */
-			c = (comp){AX_WHOLE, 0, 1, 1};
-		else
-			return 0;
-		if (gptq && q->desc_act && (!strcmp(suf, "qzeros") || !strcmp(suf, "scales")))
-			c.in_axis = AX_WHOLE; /* act-order: groups are not contiguous in the input */
-	} else if (q->method == TPC_QS_PACKED) {
-		static const char *const ct[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx",
-						 "weight_shape", NULL};
-		if (!(suf = suffix_of(name, ct, &bl)) || !q->bits)
-			return 0;
-		int64_t pk = 32 / q->bits;
-		const tpc_tensor *wp = sibling(in, name, bl, "weight_packed");
-		const tpc_tensor *wsh = sibling(in, name, bl, "weight_shape");
-		if (!wp || wp->ndim != 2)
-			return 0;
-		/* the layer's weight [out, in]: weight_shape says (the packed input may be padded) */
-		vshape[0] = wp->shape[0];
-		vshape[1] = wp->shape[1] * pk;
-		if (wsh && tpc__shape_read(in, wsh, vshape, e))
-			return TPC_EINPUT;
-		if (vshape[0] != wp->shape[0] || (vshape[1] + pk - 1) / pk != wp->shape[1]) {
-			tpc_err_set(e, TPC_EINPUT, "weight_shape says [%lld, %lld], but weight_packed is [%lld, %lld] (%lld values per int32)",
-				    (long long)vshape[0], (long long)vshape[1], (long long)wp->shape[0], (long long)wp->shape[1],
-				    (long long)pk);
-			tpc_err_tensor(e, wsh->name);
-			return TPC_EINPUT;
-		}
-		int64_t g = q->group > 0 ? q->group : vshape[1];
-		if (!strcmp(suf, "weight_packed"))
-			c = (comp){0, 1, 1, pk};
-		else if (!strcmp(suf, "weight_scale"))
-			c = (comp){0, q->group > 0 ? 1 : AX_WHOLE, 1, g};
-		else if (!strcmp(suf, "weight_zero_point"))
-			c = (comp){0, q->group > 0 ? 1 : AX_WHOLE, pk, g};
-		else if (!strcmp(suf, "weight_g_idx"))
-			c = (comp){AX_WHOLE, 0, 1, 1};
-		else
-			c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* weight_shape: rewritten below */
-		if (q->desc_act && (!strcmp(suf, "weight_scale") || !strcmp(suf, "weight_zero_point")))
-			c.in_axis = AX_WHOLE; /* actorder "group": groups are not contiguous in the input */
-		if (vshape[1] % pk && strcmp(suf, "weight_shape")) {
-			/* padded packing: a row split would move the padding into the middle */
-			c.in_axis = c.in_axis == AX_WHOLE ? AX_WHOLE : -2;
-		}
-	} else if (q->method == TPC_QS_FP8) {
-		if (!(suf = suffix_of(name, fp8, &bl)))
-			return 0;
-		const tpc_tensor *w = sibling(in, name, bl, "weight");
-		if (!w || w->ndim != 2)
-			return 0;
-		vshape[0] = w->shape[0];
-		vshape[1] = w->shape[1];
-		if (!strcmp(suf, "weight_scale_inv")) {
-			if (!q->block[0] || t->ndim != 2)
-				return 0;
-			c = (comp){0, 1, q->block[0], q->block[1]};
-		} else if (!strcmp(suf, "weight_scale") && t->ndim >= 1 && t->shape[0] == vshape[0] && vshape[0] > 1) {
-			c = (comp){0, AX_WHOLE, 1, 1}; /* per output channel */
-		} else {
-			c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* per tensor */
-		}
-	} else {
-		return 0;
-	}
+	int ret = 0;
+	if (q->method == TPC_QS_GPTQ || q->method == TPC_QS_AWQ)
+		ret = comp_gptq_awq(q, in, name, &suf, &bl, vshape, &c);
+	else if (q->method == TPC_QS_PACKED)
+		ret = comp_packed(q, in, name, &suf, &bl, vshape, &c, e);
+	else if (q->method == TPC_QS_FP8)
+		ret = comp_fp8(q, in, t, &suf, &bl, vshape, &c);
+	if (ret <= 0)
+		return ret;
 	/* the split the layer's weight would get */
 	char wname[1024];
 	snprintf(wname, sizeof(wname), "%.*s.weight", (int)bl, name);
@@ -313,24 +440,8 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 		return 1; /* a replicated layer: its companions too */
 	int axis = ws.dim == 0 ? c.out_axis : c.in_axis;
 	int64_t unit = ws.dim == 0 ? c.out_unit : c.in_unit;
-	if (q->method == TPC_QS_PACKED && !strcmp(suf, "weight_shape")) {
-		/* every rank holds the shape of its slice of the layer */
-		if (t->ndim != 1 || t->shape[0] != 2 || ws.dim > 1 || ws.nparts < 1) {
-			tpc_err_set(e, TPC_EINPUT, "weight_shape must be [2] beside a 2-D layer split on dim 0 or 1");
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
-		}
-		for (int k = 0; k < ws.nparts; k++)
-			if (ws.part[k].pad) {
-				tpc_err_set(e, TPC_EINPUT, "its layer '%s' is padded: a compressed-tensors layer splits evenly or not at all", wname);
-				tpc_err_tensor(e, name);
-				return TPC_EINPUT;
-			}
-		out->is_shape = true;
-		out->shape_dim = ws.dim;
-		out->shape_len = tpc_split_rank_dim(&ws, tp);
-		return 1;
-	}
+	if (q->method == TPC_QS_PACKED && !strcmp(suf, "weight_shape"))
+		return shape_split(&ws, tp, t, wname, out, e);
 	if (axis == -2) {
 		tpc_err_set(e, TPC_EINPUT,
 			    "its layer '%s' has %lld input features, not a multiple of the %d packed in one int32: the packing is padded at the end of each row, and a row split would put the padding inside a rank's slice",
@@ -350,64 +461,10 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	}
 	*out = ws;
 	out->dim = axis;
-	int64_t total = 0;
-	for (int k = 0; k < ws.nparts && blocks; k++) {
-		/* FP8 blocks: weight_scale_inv holds ceil(rows / block) entries, the
-		 * last one possibly for a partial block. A rank's slice must be whole
-		 * blocks, except a part one rank holds whole; a block may not straddle
-		 * two parts. Padded blocks' scales are zero (the pad is zero bytes, as
-		 * every pad; their weights are zero, so any scale dequantizes them to
-		 * zero) and merge strips them. */
-		tpc_split_part *pt = &out->part[k];
-		int64_t len = tpc_split_rank_len(&ws, k, tp), padded = pt->size + pt->pad;
-		bool whole = len == padded && !pt->pad && k == ws.nparts - 1;
-		if (k < ws.nparts - 1 && pt->size % unit) {
-			tpc_err_set(e, TPC_EINPUT,
-				    "its layer '%s' has a part %d of %lld %s, not a multiple of %lld (the fp8 weight_block_size): a block would straddle two parts",
-				    wname, k, (long long)pt->size, ws.dim == 0 ? "output features" : "input features",
-				    (long long)unit);
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
-		}
-		if (len % unit && !whole) {
-			char hint[160];
-			if (pt->heads || pt->replicas > 1)
-				snprintf(hint, sizeof(hint), "a head split is not padded (a slice must be whole heads); choose a tp where it divides");
-			else
-				snprintf(hint, sizeof(hint), "use --pad to zero-pad it to a multiple of %lld (block x tp), or choose a tp where it divides",
-					 (long long)unit * tpc_split_tp(&ws, tp));
-			tpc_err_set(e, TPC_EINPUT,
-				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (the fp8 weight_block_size): a rank's slice at tp %d would cut a %lld x %lld block; %s",
-				    wname, tpc_split_kind_name(ws.kind), (long long)len,
-				    ws.dim == 0 ? "output features" : "input features", ws.nparts > 1 ? " in a part" : "",
-				    (long long)unit, tpc_split_tp(&ws, tp), (long long)q->block[0], (long long)q->block[1], hint);
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
-		}
-		int64_t cs = (pt->size + unit - 1) / unit;
-		pt->pad = (padded + unit - 1) / unit - cs;
-		pt->size = cs;
-		total += cs;
-	}
-	for (int k = 0; k < ws.nparts && !blocks; k++) {
-		tpc_split_part *pt = &out->part[k];
-		int64_t len = tpc_split_rank_len(&ws, k, tp);
-		if (pt->size % unit || pt->pad % unit || len % unit) {
-			tpc_err_set(e, TPC_EINPUT,
-				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (%s): a rank's slice would cut one (choose a tp where it divides)",
-				    wname, tpc_split_kind_name(ws.kind), (long long)len,
-				    ws.dim == 0 ? "output features" : "input features",
-				    ws.nparts > 1 ? " in a part" : "", (long long)unit,
-				    q->method == TPC_QS_FP8 ? "the fp8 weight_block_size"
-				    : q->method == TPC_QS_PACKED && unit == (32 / q->bits) && ws.dim == 1 ? "the features packed in one int32"
-				    : unit == q->group ? "the group_size" : "the features packed in one int32");
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
-		}
-		pt->size /= unit;
-		pt->pad /= unit;
-		total += pt->size;
-	}
+	int64_t total = blocks ? block_parts(q, &ws, unit, tp, wname, name, out, e)
+			       : unit_parts(q, &ws, unit, tp, wname, name, out, e);
+	if (total < 0)
+		return (int)total;
 	if (total != t->shape[axis]) {
 		tpc_err_set(e, TPC_EINPUT, "dimension %d is %lld, but its layer '%s' [%lld, %lld] implies %lld", axis,
 			    (long long)t->shape[axis], wname, (long long)vshape[0], (long long)vshape[1], (long long)total);
