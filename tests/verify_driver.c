@@ -185,8 +185,11 @@ int main(int argc, char **argv)
 	int me = 0, size = 1;
 	tpc_err e;
 	tpc_err_init(&e);
+	/* what cmd/verify hands the library from the environment */
+	o.cuda_module = getenv("TPCONV_CUDA_MODULE");
 	if (mpi) {
 		o.backend = TPC_VB_MPI;
+		tpc_verify_local_rank(getenv, &o.local_rank, &o.local_size);
 		if (tpc_verify_mpi_init(&me, &size, &e))
 			return fail(&e);
 	}
