@@ -355,7 +355,7 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 	if (s->json && !s->dry)
 		return tpc_cli_usage("shard", "--json goes with --dry-run");
 	const tpc_format *f = s->so.format ? tpc_format_by_name(s->so.format) : NULL;
-	if (s->so.format && (!f || !f->write || f->index))
+	if (s->so.format && (!f || !f->rank_file))
 		return tpc_cli_usage("shard", "unknown --format '%s' (safetensors, torch, or dcp with --layout dcp)",
 				     s->so.format);
 	tpc_err_init(&e);

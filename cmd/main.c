@@ -168,9 +168,7 @@ int tpc_cli_writer(const char *cmd, const char *out, const char *fmt_name, bool 
 		*outf = inner;
 		*sharded = false;
 	} else if (*sharded) {
-		for (size_t i = 0; i < tpc_format_count() && !*outf; i++)
-			if (tpc_format_at(i)->index)
-				*outf = tpc_format_at(i);
+		*outf = tpc_format_index();
 		if (!inner) {
 			const tpc_format *byname = tpc_format_for_output(out);
 			inner = byname ? byname : tpc_format_by_name("safetensors");

@@ -1043,6 +1043,7 @@ const tpc_format tpc_fmt_dcp = {
 	.write = dcp_write,
 	.exts = dcp_exts,
 	.sharded = true,
+	.rank_file = true,
 	.write_part = dcp_write_part,
 	.part_items = dcp_part_items,
 	.write_index = dcp_write_index,

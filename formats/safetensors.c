@@ -800,4 +800,6 @@ const tpc_format tpc_fmt_safetensors = {
 	.write = st_write,
 	.write_many = st_write_many,
 	.exts = st_exts,
+	.rank_file = true,
+	.gates_commit = true,
 };

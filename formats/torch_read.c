@@ -1130,4 +1130,7 @@ const tpc_format tpc_fmt_torch = {
 	.open = torch_open,
 	.write = tpc__torch_write,
 	.exts = torch_exts,
+	.rank_file = true,
+	.object_tree = true,
+	.gates_commit = true,
 };

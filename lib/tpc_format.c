@@ -32,6 +32,14 @@ const tpc_format *tpc_format_by_name(const char *name)
 	return NULL;
 }
 
+const tpc_format *tpc_format_index(void)
+{
+	for (size_t i = 0; i < tpc_format_count(); i++)
+		if (tpc_format_at(i)->index)
+			return tpc_format_at(i);
+	return NULL;
+}
+
 const tpc_format *tpc_format_for_output(const char *path)
 {
 	for (size_t i = 0; i < n_formats; i++)

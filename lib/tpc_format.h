@@ -114,6 +114,14 @@ typedef struct tpc_format {
 	/* An index over files written in another format (hf-index): the writer
 	 * of folder outputs, never one that --format names. */
 	bool index;
+	/* May be a shard set's rank file format (--format of shard). */
+	bool rank_file;
+	/* Writes the checkpoint's object tree (torch.save's pickle): a rank file
+	 * or a merged checkpoint is given a flat state dict to write. */
+	bool object_tree;
+	/* A single-file writer that calls o->before_commit before the file
+	 * takes its name (merge checks checksums while it writes). */
+	bool gates_commit;
 	/* A folder of per-rank files that reads as one checkpoint (a training
 	 * framework's sharded save): merge accepts it like a shard set. */
 	bool sharded;
@@ -136,6 +144,8 @@ typedef struct tpc_format {
 
 int tpc_format_register(const tpc_format *f);
 const tpc_format *tpc_format_by_name(const char *name);
+/* The registered index format (folder outputs: HF shards); NULL if none. */
+const tpc_format *tpc_format_index(void);
 /* The format whose extension list matches the end of `path`, or NULL. */
 const tpc_format *tpc_format_for_output(const char *path);
 /* Registered formats, for --help listings. */

@@ -733,9 +733,10 @@ int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_e
 
 int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const tpc_write_opts *o, tpc_err *e)
 {
-	bool torch = !strcmp(f->name, "torch") || (o && o->inner_format && !strcmp(o->inner_format, "torch"));
+	const tpc_format *inner = o && o->inner_format ? tpc_format_by_name(o->inner_format) : NULL;
 	/* torch writers emit the object tree: the state dict of the merged tensors */
-	int ret = torch && m->kind != TPC_SET_CKPT ? tpc__flat_root(&m->out, e) : 0;
+	bool tree = f->object_tree || (inner && inner->object_tree);
+	int ret = tree && m->kind != TPC_SET_CKPT ? tpc__flat_root(&m->out, e) : 0;
 	if (ret)
 		return ret;
 	tpc_write_opts wo;
@@ -744,7 +745,7 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 		wo = *o;
 	if (m->check) {
 		/* the single-file writers call the gate before they commit */
-		bool gated = (!strcmp(f->name, "safetensors") || !strcmp(f->name, "torch")) && !wo.max_shard_size &&
+		bool gated = f->gates_commit && !wo.max_shard_size &&
 			     !wo.before_commit;
 		if (!gated)
 			ret = tpc__merge_check_run(m->check, true, e);

@@ -542,12 +542,21 @@ static int choose_format(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e
 	while (fl[i] && strcmp(fl[i], f))
 		i++;
 	if (!fl[i]) {
-		if (strcmp(f, "safetensors") && strcmp(f, "torch") && strcmp(f, "dcp"))
-			return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (safetensors, torch or dcp)", f);
+		const tpc_format *ff = tpc_format_by_name(f);
+		if (!ff || !ff->rank_file) {
+			char list[128];
+			size_t k = 0, m = 0;
+			list[0] = '\0';
+			for (size_t j = 0; j < tpc_format_count() && k < sizeof(list); j++)
+				if (tpc_format_at(j)->rank_file)
+					k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", m++ ? ", " : "",
+							      tpc_format_at(j)->name);
+			return tpc_err_set(e, TPC_EUSAGE, "unknown rank file format '%s' (%s)", f, list);
+		}
 		return tpc_err_set(e, TPC_EUSAGE, "the %s layout writes %s files, not %s", sp->layout->name, fl[0], f);
 	}
 	sp->format = fl[i]; /* static */
-	if (!tpc_format_by_name(sp->format) || (sp->layout->folders && !tpc_format_by_name("hf-index")))
+	if (!tpc_format_by_name(sp->format) || (sp->layout->folders && !tpc_format_index()))
 		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
 	return 0;
 }
@@ -745,7 +754,7 @@ static int rank_meta(tpc_shard_plan *sp, int r, tpc_err *e)
 	tpc_ckpt *rk = &sp->rank[r];
 	int ret;
 	/* torch rank files: the state dict torch.save would write */
-	if (!strcmp(sp->format, "torch") && (ret = tpc__flat_root(rk, e)))
+	if (tpc_format_by_name(sp->format)->object_tree && (ret = tpc__flat_root(rk, e)))
 		return ret;
 	if ((ret = tpc_ckpt_meta_set(rk, "format", "pt", e)) ||
 	    (ret = tpc_ckpt_meta_set(rk, "tpconv.set_id", sp->set_id, e)))

@@ -486,7 +486,7 @@ static int write_one_rank(const tpc_shard_plan *sp, int r, const char *path, con
 	tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
 	const tpc_format *f = NULL;
 	if (!sp->layout->write_rank &&
-	    !(f = tpc_format_by_name(sp->layout->folders ? "hf-index" : sp->format)))
+	    !(f = sp->layout->folders ? tpc_format_index() : tpc_format_by_name(sp->format)))
 		return tpc_err_set(e, TPC_EUSAGE, "the %s writer is not available in this build", sp->format);
 	const uint8_t **keep = tpc_calloc(ck->nsrc ? ck->nsrc : 1, sizeof(*keep));
 	if (!keep)
