@@ -30,6 +30,10 @@ extern int tpc_cli_verbose; /* -v count; -1 with -q */
 
 /* Print "tpconv: error: <formatted>" and return the exit status for e. */
 int tpc_cli_fail(const tpc_err *e);
+/* An option getopt did not take (`token` as written): a missing value, or
+ * an unknown name with the nearest of the command's long options; exit 2. */
+struct option;
+int tpc_cli_bad_option(const char *cmd, const char *token, const struct option *lo);
 /* Print "tpconv: error: <msg>" for a usage problem with a hint; returns 2. */
 int tpc_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tpc_cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -155,7 +155,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': printf(help, tpc_cli_remap_help, tpc_cli_remap_fact_help); return 0;
 		default:
-			return tpc_cli_usage("convert", "unknown or incomplete option '%s'", argv[optind - 1]);
+			return tpc_cli_bad_option("convert", argv[optind - 1], lo);
 		}
 	}
 	if (optind != argc - 1)

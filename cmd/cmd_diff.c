@@ -118,7 +118,7 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': printf(help, tpc_cli_remap_help); goto done;
 		default:
-			ret = tpc_cli_usage("diff", "unknown or incomplete option '%s'", argv[optind - 1]);
+			ret = tpc_cli_bad_option("diff", argv[optind - 1], lo);
 			goto done;
 		}
 	}

@@ -412,7 +412,7 @@ static int parse_args(insp *x, int argc, char **argv)
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
 		default:
-			return tpc_cli_usage("inspect", "unknown or incomplete option '%s'", argv[optind - 1]);
+			return tpc_cli_bad_option("inspect", argv[optind - 1], lo);
 		}
 	}
 	if (optind != argc - 1)

@@ -139,7 +139,7 @@ int cmd_merge(int argc, char **argv)
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); goto done;
 		default:
-			ret = tpc_cli_usage("merge", "unknown or incomplete option '%s'", argv[optind - 1]);
+			ret = tpc_cli_bad_option("merge", argv[optind - 1], lo);
 			goto done;
 		}
 	}

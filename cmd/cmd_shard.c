@@ -255,6 +255,27 @@ static void print_help(void)
 	tpc_buf_release(&pb);
 }
 
+static const struct option shard_lo[] = {
+	{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
+	{"vocab-multiple", required_argument, NULL, O_VMULT},
+	{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
+	{"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
+	{"dequantize", no_argument, NULL, O_DEQ},
+	{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
+	{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
+	{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
+	{"dry-run", no_argument, NULL, O_DRY},
+	{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX}, TPC_CLI_REMAP_LONGOPTS,
+	{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
+	{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+static const char *layout_name(size_t i, void *ctx)
+{
+	(void)ctx;
+	return i < tpc_layout_count() ? tpc_layout_at(i)->name : NULL;
+}
+
 /* One option of shard's own: 0, or the exit status (message said). */
 static int shard_opt(shard_cmd *s, int c, const char *flag)
 {
@@ -281,8 +302,9 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_STRICT: s->so.strict = true; return 0;
 	case O_LAYOUT:
 		if (!(s->so.layout = tpc_layout_by_name(optarg))) {
-			char names[256];
-			return tpc_cli_usage("shard", "unknown --layout '%s' (%s)", optarg, tpc_layout_names(names, sizeof(names)));
+			char names[256], hint[96];
+			tpc_did_you_mean(optarg, layout_name, NULL, hint, sizeof(hint));
+			return tpc_cli_usage("shard", "unknown --layout '%s' (%s%s)", optarg, hint, tpc_layout_names(names, sizeof(names)));
 		}
 		return 0;
 	case O_FORMAT: s->so.format = optarg; return 0;
@@ -303,32 +325,18 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_PROGRESS: s->force_progress = true; return 0;
 	case 'q': tpc_cli_verbose = -1; return 0;
 	case 'v': tpc_cli_verbose++; return 0;
-	default: return tpc_cli_usage("shard", "unknown or incomplete option '%s'", flag);
+	default: return tpc_cli_bad_option("shard", flag, shard_lo);
 	}
 }
 
 /* The arguments and their consistency: -1 to go on, else the exit status. */
 static int parse_args(shard_cmd *s, int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
-		{"vocab-multiple", required_argument, NULL, O_VMULT},
-		{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
-		{"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
-		{"dequantize", no_argument, NULL, O_DEQ},
-		{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
-		{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
-		{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
-		{"dry-run", no_argument, NULL, O_DRY},
-		{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX}, TPC_CLI_REMAP_LONGOPTS,
-		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
-		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	int c, ret;
 	tpc_err e;
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:fqvh", shard_lo, NULL)) != -1) {
 		if (c == 'h') {
 			print_help();
 			return 0;

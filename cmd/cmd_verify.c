@@ -160,7 +160,7 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
-		default: return tpc_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
+		default: return tpc_cli_bad_option("verify", argv[optind - 1], lo);
 		}
 	}
 	if (optind < argc)

@@ -18,16 +18,50 @@ static const struct {
 	const char *name;
 	int (*fn)(int, char **);
 	const char *help;
+	bool job; /* runs as a job under mpirun (its processes share the output) */
 } cmds[] = {
-	{"inspect", cmd_inspect, "list the tensors, dtypes, shapes and sizes of a checkpoint"},
-	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats"},
-	{"shard", cmd_shard, "split a checkpoint for tensor/pipeline parallelism (or reshard a set)"},
-	{"merge", cmd_merge, "rebuild the unsplit checkpoint from a shard set"},
-	{"diff", cmd_diff, "compare two checkpoints tensor by tensor (values, dtypes, shapes, names)"},
-	{"verify", cmd_verify, "check a shard set against the unsplit model (structure, layers, blocks, logits)"},
-	{"plan", cmd_plan, "list, print and check sharding plans"},
-	{"rules", cmd_rules, "list and show the rename/remap rule presets"},
+	{"inspect", cmd_inspect, "list the tensors, dtypes, shapes and sizes of a checkpoint", false},
+	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats", true},
+	{"shard", cmd_shard, "split a checkpoint for tensor/pipeline parallelism (or reshard a set)", false},
+	{"merge", cmd_merge, "rebuild the unsplit checkpoint from a shard set", true},
+	{"diff", cmd_diff, "compare two checkpoints tensor by tensor (values, dtypes, shapes, names)", false},
+	{"verify", cmd_verify, "check a shard set against the unsplit model (structure, layers, blocks, logits)", false},
+	{"plan", cmd_plan, "list, print and check sharding plans", false},
+	{"rules", cmd_rules, "list and show the rename/remap rule presets", false},
 };
+
+static const char *cmd_name(size_t i, void *ctx)
+{
+	(void)ctx;
+	return i < sizeof(cmds) / sizeof(cmds[0]) ? cmds[i].name : NULL;
+}
+
+/* "--name" of option i of a getopt table (ctx), into a static buffer. */
+static const char *opt_name(size_t i, void *ctx)
+{
+	static char buf[64];
+	const struct option *lo = ctx;
+	for (size_t k = 0; k <= i; k++)
+		if (!lo[k].name)
+			return NULL;
+	snprintf(buf, sizeof(buf), "--%s", lo[i].name);
+	return buf;
+}
+
+int tpc_cli_bad_option(const char *cmd, const char *token, const struct option *lo)
+{
+	char name[64], hint[96] = "";
+	size_t n = strcspn(token, "=");
+	snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), token);
+	for (size_t i = 0; lo && lo[i].name; i++)
+		if (!strncmp(name, "--", 2) && !strcmp(name + 2, lo[i].name) && lo[i].has_arg == required_argument)
+			return tpc_cli_usage(cmd, "option '%s' needs a value", name);
+	if (lo && !strncmp(name, "--", 2))
+		tpc_did_you_mean(name, opt_name, (void *)lo, hint, sizeof(hint));
+	if (hint[0])
+		hint[strlen(hint) - 1] = '\0'; /* the trailing space */
+	return tpc_cli_usage(cmd, "unknown or incomplete option '%s'%s%s", token, hint[0] ? "; " : "", hint);
+}
 
 static void usage(FILE *f)
 {
@@ -120,7 +154,7 @@ int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **arg
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
 		default:
-			return tpc_cli_usage(cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
+			return tpc_cli_bad_option(cmd, argv[optind - 1], lo);
 		}
 	}
 	int nargs = argc - optind;
@@ -289,10 +323,12 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name)) {
-			if (cmds[i].fn == cmd_merge || cmds[i].fn == cmd_convert)
+			if (cmds[i].job)
 				return run_as_job(cmds[i].fn, cmds[i].name, argc - 1, argv + 1);
 			return cmds[i].fn(argc - 1, argv + 1);
 		}
-	fprintf(stderr, "tpconv: error: unknown command '%s' (see 'tpconv --help')\n", argv[1]);
+	char hint[96];
+	tpc_did_you_mean(argv[1], cmd_name, NULL, hint, sizeof(hint));
+	fprintf(stderr, "tpconv: error: unknown command '%s' (%ssee 'tpconv --help')\n", argv[1], hint);
 	return 2;
 }

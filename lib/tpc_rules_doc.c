@@ -129,6 +129,12 @@ static void preset_list(char *buf, size_t n)
 		len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", presets[i].name);
 }
 
+static const char *preset_at(size_t i, void *ctx)
+{
+	(void)ctx;
+	return i < NPRESETS ? presets[i].name : NULL;
+}
+
 /* ---- JSON rules documents ---- */
 
 /* An error in the document itself, reported against its label (file name).
@@ -386,9 +392,10 @@ int tpc_rules_add_preset(tpc_rules *r, const char *name, tpc_err *e)
 	const char *text = tpc_rules_preset_text(name);
 	char label[160];
 	if (!text) {
-		char list[256];
+		char list[256], hint[96];
 		preset_list(list, sizeof(list));
-		return tpc_err_set(e, TPC_EUSAGE, "unknown rules preset '%s' (presets: %s)", name, list);
+		tpc_did_you_mean(name, preset_at, NULL, hint, sizeof(hint));
+		return tpc_err_set(e, TPC_EUSAGE, "unknown rules preset '%s' (%spresets: %s)", name, hint, list);
 	}
 	snprintf(label, sizeof(label), "preset %s", name);
 	return from_buffer(r, text, strlen(text), label, 0, e);
@@ -399,10 +406,11 @@ int tpc_rules_load(tpc_rules *r, const char *arg, tpc_err *e)
 	if (tpc_rules_preset_text(arg))
 		return tpc_rules_add_preset(r, arg, e);
 	if (!tpc_exists(arg) && !strchr(arg, '/') && !strchr(arg, '.')) {
-		char list[256];
+		char list[256], hint[96];
 		preset_list(list, sizeof(list));
-		return tpc_err_set(e, TPC_EUSAGE, "'%s' is neither a rules preset (%s) nor a file", arg,
-				   list);
+		tpc_did_you_mean(arg, preset_at, NULL, hint, sizeof(hint));
+		return tpc_err_set(e, TPC_EUSAGE, "'%s' is neither a rules preset (%s) nor a file%s%.*s", arg, list,
+				   hint[0] ? "; " : "", hint[0] ? (int)strlen(hint) - 1 : 0, hint);
 	}
 	return tpc_rules_from_file(r, arg, e);
 }

@@ -21,6 +21,44 @@ int tpc_parse_u64(const char *s, uint64_t max, uint64_t *out, tpc_err *e)
 	return 0;
 }
 
+size_t tpc_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[33];
+	if (la > 32 || lb > 32)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+void tpc_did_you_mean(const char *name, const char *(*next)(size_t i, void *ctx), void *ctx, char *hint, size_t n)
+{
+	size_t best = 3; /* names at most 2 edits away */
+	const char *c;
+	if (n)
+		hint[0] = '\0';
+	for (size_t i = 0; (c = next(i, ctx)); i++) {
+		size_t d = tpc_edit_distance(name, c);
+		if (d < best) {
+			best = d;
+			snprintf(hint, n, "did you mean '%s'? ", c);
+		}
+	}
+}
+
 bool tpc_ends_with(const char *s, const char *suf)
 {
 	size_t a = strlen(s), b = strlen(suf);

@@ -115,6 +115,13 @@ static inline uint64_t tpc_cursor_u64le(tpc_cursor *c)
 	return b ? tpc_rd64le(b) : 0;
 }
 
+/* Levenshtein distance of two names of at most 32 bytes (SIZE_MAX past). */
+size_t tpc_edit_distance(const char *a, const char *b);
+/* "did you mean 'X'? " for the candidate nearest to `name`, at most two edits
+ * away (the first of equals), else "", into hint[n]. next(i, ctx) yields the
+ * candidates for i = 0, 1, ... until it returns NULL. */
+void tpc_did_you_mean(const char *name, const char *(*next)(size_t i, void *ctx), void *ctx, char *hint, size_t n);
+
 /* Whether s ends with suf (both NUL-terminated). */
 bool tpc_ends_with(const char *s, const char *suf);
 

@@ -586,45 +586,22 @@ int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e)
 }
 
 /* Levenshtein distance of two short names, capped: a typo's distance is small. */
-static size_t name_distance(const char *a, const char *b)
+static const char *family_name(size_t i, void *ctx)
 {
-	size_t la = strlen(a), lb = strlen(b), row[33];
-	if (la > 32 || lb > 32)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	return row[lb];
+	(void)ctx;
+	return i < tpc_family_count() ? tpc_family_at(i)->name : NULL;
 }
 
 int tpc_plan_preset(tpc_plan *p, const char *name, tpc_err *e)
 {
 	const tpc_family *fam = tpc_family_find(name);
 	if (!fam) {
-		char list[512], hint[96] = "";
-		size_t k = 0, best = 3; /* suggest only names at most 2 edits away */
+		char list[512], hint[96];
+		size_t k = 0;
 		list[0] = '\0';
-		for (size_t i = 0; i < tpc_family_count() && k < sizeof(list); i++) {
-			const char *known = tpc_family_at(i)->name;
-			size_t dist = name_distance(name, known);
-			k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", known);
-			if (dist < best) {
-				best = dist;
-				snprintf(hint, sizeof(hint), "did you mean '%s'? ", known);
-			}
-		}
+		for (size_t i = 0; i < tpc_family_count() && k < sizeof(list); i++)
+			k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", tpc_family_at(i)->name);
+		tpc_did_you_mean(name, family_name, NULL, hint, sizeof(hint));
 		tpc_plan_init(p);
 		/* a name the user typed, not a file's content: a usage error (exit 2) */
 		return tpc_err_set(e, TPC_EUSAGE, "unknown preset '%s' (%sknown: %s)", name, hint, list);

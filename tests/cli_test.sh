@@ -83,6 +83,15 @@ expect "merge: a mistyped preset is a usage error (2)" 2 "did you mean 'llama'?"
 run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --layout olso --tp 2 -o "$T/typo"
 expect "an unknown layout is a usage error (2)" 2 "unknown --layout 'olso'"
 run "$TPCONV" plan lama;          expect "plan: an unknown preset is a usage error (2)" 2 "did you mean 'llama'?"
+# unknown names everywhere: the nearest known one (commands, options, layouts, rules presets)
+run "$TPCONV" shrad x;            expect "a mistyped command says the nearest (2)" 2 "unknown command 'shrad' (did you mean 'shard'?"
+run "$TPCONV" shard x --presett llama; expect "a mistyped option says the nearest (2)" 2 "unknown or incomplete option '--presett'; did you mean '--preset'?"
+run "$TPCONV" shard x --tp;       expect "an option without its value says so (2)" 2 "option '--tp' needs a value"
+run "$TPCONV" verify --referense x --shards y; expect "verify: a mistyped option says the nearest (2)" 2 "did you mean '--reference'?"
+run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --layout vlm --tp 2 -o "$T/typo"
+expect "a mistyped layout says the nearest (2)" 2 "unknown --layout 'vlm' (did you mean 'vllm'?"
+run "$TPCONV" convert "$D/tiny_llama.safetensors" -o "$T/typo.safetensors" --rules dale2
+expect "a mistyped rules preset says the nearest (2)" 2 "did you mean 'dalle2'?"
 run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --tp 2 --config "$D/config.json" -o "$T/set" -q
 cp "$D/config.json" "$T/set/"
 ( cd "$T" && "$TPCONV" merge set -o merged >"$T/out" 2>"$T/err" ); rc=$?; err=$(cat "$T/err")
