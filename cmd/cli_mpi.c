@@ -255,15 +255,17 @@ static int make_parents(const char *out, char **made)
 	tpc_err_init(&e);
 	if (!dir)
 		return 0;
-	for (char *d = tpc_strdup(dir); d && *d && strcmp(d, ".") && strcmp(d, "/") && !tpc_exists(d);) {
+	char *d = tpc_strdup(dir);
+	while (d && *d && strcmp(d, ".") && strcmp(d, "/") && !tpc_exists(d)) {
 		free(top);
 		top = d;
 		d = tpc_path_dir(top);
 		if (d && !strcmp(d, top)) {
 			free(d);
-			break;
+			d = NULL;
 		}
 	}
+	free(d);
 	int ret = top ? tpc_mkdirs(dir, &e) : 0;
 	free(dir);
 	if (ret) {
