@@ -432,28 +432,6 @@ int tpc_hf_shard_paths(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, cons
 }
 
 /* Does the file at `path` hold exactly tensors sel[0..n) of ck, byte for byte? */
-static bool shard_same(const tpc_ckpt *ck, const int64_t *sel, size_t n, const char *path)
-{
-	tpc_ckpt f;
-	tpc_err e;
-	bool same;
-	tpc_ckpt_init(&f);
-	tpc_err_init(&e);
-	same = !tpc_ckpt_open(&f, path, NULL, &e) && f.n == n;
-	for (size_t k = 0; same && k < n; k++) {
-		const tpc_tensor *a = &ck->t[sel[k]];
-		int64_t j = tpc_ckpt_find(&f, a->name);
-		uint8_t ha[TPC_HASH_MAX], hb[TPC_HASH_MAX];
-		same = j >= 0 && f.t[j].dtype == a->dtype && f.t[j].ndim == a->ndim &&
-		       !memcmp(f.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t)) &&
-		       !tpc_ckpt_hash_tensor(ck, a, TPC_HASH_XXH3_128, ha, &e) &&
-		       !tpc_ckpt_hash_tensor(&f, &f.t[j], TPC_HASH_XXH3_128, hb, &e) &&
-		       !memcmp(ha, hb, tpc_hash_len(TPC_HASH_XXH3_128));
-	}
-	tpc_ckpt_release(&f);
-	return same;
-}
-
 static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir,
 		    const tpc_write_opts *o, tpc_err *e)
 {
@@ -520,7 +498,7 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 		}
 		tpc_write_opts wr = o ? *o : (tpc_write_opts){0};
 		if (resume && tpc_exists(path)) {
-			if (shard_same(ck, p.all + p.start[s], p.start[s + 1] - p.start[s], path)) {
+			if (tpc_ckpt_file_holds(path, ck, p.all + p.start[s], p.start[s + 1] - p.start[s])) {
 				if (o->kept)
 					(*o->kept)++;
 				continue; /* an interrupted run's shard, exactly this one: kept */

@@ -352,11 +352,24 @@ int64_t tpc_ckpt_copy_residue(const tpc_ckpt *ck, const int64_t *order, size_t n
  * large model keeps a bounded RSS. */
 void tpc_ckpt_drop_pages(const tpc_ckpt *ck, const tpc_tensor *t);
 void tpc_ckpt_drop_range(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len);
+/* ... those of dim-0 rows [r0, r1) (a 0-dim tensor: all of it). */
+void tpc_ckpt_drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1);
 
 /* The alg digest (tpc_hash.h) of tensor t's output image (cast applied):
- * tpc_hash_len(alg) bytes into out. */
+ * tpc_hash_len(alg) bytes into out, streamed in bounded windows with the
+ * source pages dropped behind them. The one tensor hasher: shard writes the
+ * manifest's checksums with it, and merge, reshard, verify, resume and
+ * inspect --hash check them with it. */
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
 			 tpc_err *e);
+/* Resume: whether the file at `path` (an interrupted run's output) holds
+ * exactly tensors sel[0..n) of ck (all of ck with sel NULL and n = ck->n):
+ * the same names, dtypes, shapes and bytes (XXH3-128), nothing else. An
+ * unreadable file holds nothing. */
+bool tpc_ckpt_file_holds(const char *path, const tpc_ckpt *ck, const int64_t *sel, size_t n);
+/* Whether a and b (same dtype and shape) hold the same bytes, compared in
+ * bounded windows; *eq false for different dtypes or shapes. */
+int tpc_tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq, tpc_err *e);
 
 /* Size of the bounded gather buffer used by writers (bytes). */
 #define TPC_GATHER_CHUNK (8u << 20)

@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include "tpc_cast.h"
+#include "tpc_format.h"
 #include "tpc_quant.h"
 #include "tpc_util.h"
 
@@ -328,7 +329,7 @@ void tpc_ckpt_drop_pages(const tpc_ckpt *ck, const tpc_tensor *t)
 		return;
 	}
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
-	if (!m || (t->flags & TPC_TF_ZERO) || !t->numel)
+	if (!m || (t->flags & (TPC_TF_ZERO | TPC_TF_NODATA)) || !t->numel)
 		return;
 	uint64_t lo, hi;
 	tpc_tensor_extent(t, &lo, &hi);
@@ -394,13 +395,6 @@ out:
 static int sink_out(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
 {
 	return tpc_out_write(ctx, p, n, e);
-}
-
-static int sink_hash(void *ctx, const uint8_t *p, size_t n, tpc_err *e)
-{
-	(void)e;
-	tpc_hash_update(ctx, p, n);
-	return 0;
 }
 
 /* The bytes can go straight from the source mapping to the output. */
@@ -924,29 +918,179 @@ int64_t tpc_ckpt_copy_residue(const tpc_ckpt *ck, const int64_t *order, size_t n
 	return r;
 }
 
+/* ---- hashing and comparing with bounded residency: the one tensor hasher
+ * (manifest checksums written and checked, resume, inspect --hash) ---- */
+
+#define HASH_WINDOW (8u << 20)
+
+void tpc_ckpt_drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1)
+{
+	tpc_tensor sub;
+	if (t->ndim == 0) {
+		tpc_ckpt_drop_pages(ck, t);
+		return;
+	}
+	if (r1 <= r0 || tpc_tensor_narrow(&sub, t, 0, r0, r1 - r0))
+		return;
+	tpc_ckpt_drop_pages(ck, &sub);
+	tpc_tensor_release(&sub);
+}
+
+typedef int (*sink_fn)(void *ctx, const uint8_t *p, size_t n);
+typedef int (*read_fn)(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len, void *dst,
+		       tpc_err *e);
+
+/* Bytes of window that stream_tensor needs for t: the whole tensor when it
+ * is smaller than HASH_WINDOW (every branch then reads it in one piece). */
+static size_t stream_window(const tpc_tensor *t)
+{
+	uint64_t nb = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	uint64_t need = (nb > t->nbytes ? nb : t->nbytes) * 2; /* the cast branch halves it */
+	return need && need < HASH_WINDOW ? (size_t)need : HASH_WINDOW;
+}
+
+/* Feed bytes [0, total) of t's image as `rd` reads them to fn, `chunk` bytes
+ * at a time, dropping the source pages of the rows (of `row` bytes; 0: none
+ * dropped) behind each window. */
+static int stream_windows(const tpc_ckpt *ck, const tpc_tensor *t, read_fn rd, uint64_t total, uint64_t chunk,
+			  uint64_t row, uint8_t *buf, sink_fn fn, void *ctx, tpc_err *e)
+{
+	int ret = 0;
+	for (uint64_t off = 0; off < total && !ret; off += chunk) {
+		uint64_t k = total - off < chunk ? total - off : chunk;
+		ret = rd(ck, t, off, k, buf, e);
+		if (!ret)
+			ret = fn(ctx, buf, (size_t)k);
+		if (row)
+			tpc_ckpt_drop_rows(ck, t, (int64_t)(off / row), (int64_t)((off + k + row - 1) / row));
+	}
+	return ret;
+}
+
+/* Feed tensor t's C-order bytes to fn in windows of at most `cap` bytes
+ * (buf's size, stream_window(t) or more), dropping the source pages behind
+ * each window. */
+static int stream_tensor(const tpc_ckpt *ck, const tpc_tensor *t, uint8_t *buf, size_t cap, sink_fn fn,
+			 void *ctx, tpc_err *e)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint64_t nb = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	unsigned es = tpc_dtype_size(t->src_dtype);
+	int ret = 0;
+	if (!nb || (t->flags & TPC_TF_NODATA))
+		return 0;
+	if (t->dtype != t->src_dtype) {
+		/* a pending cast (remap stage): hash what the writer writes */
+		unsigned os = tpc_dtype_size(t->dtype);
+		uint64_t ob = t->nbytes, chunk = cap / 2 / os * os;
+		uint64_t orow = t->ndim && t->shape[0] ? ob / (uint64_t)t->shape[0] : ob;
+		return stream_windows(ck, t, tpc_ckpt_read_out, ob, chunk, orow, buf, fn, ctx, e);
+	}
+	if (m && !t->nparts && !(t->flags & TPC_TF_ZERO) && tpc_tensor_is_contiguous(t) &&
+	    !(t->flags & TPC_TF_BYTESWAP)) {
+		/* a cache-sized piece at a time, read so as not to unmap what a
+		 * writer beside this (merge's check) copies from: tpc_map_bytes */
+		uint64_t piece = cap < (1u << 20) ? cap : (1u << 20);
+		for (uint64_t off = 0; off < nb && !ret; off += piece) {
+			uint64_t k = nb - off < piece ? nb - off : piece;
+			const uint8_t *p = tpc_map_bytes(m, t->offset + off, k, buf);
+			ret = fn(ctx, p, (size_t)k);
+			tpc_map_bytes_done(m, p, t->offset + off, k);
+		}
+		return ret;
+	}
+	if (tpc_dtype_bits(t->src_dtype) < 8) {
+		/* sub-byte types are contiguous views or zero fills: bytes at any offset */
+		return stream_windows(ck, t, tpc_ckpt_read_bytes, nb, cap, 0, buf, fn, ctx, e);
+	}
+	uint64_t row = t->ndim ? t->numel / (uint64_t)(t->shape[0] ? t->shape[0] : 1) * es : nb;
+	return stream_windows(ck, t, tpc_ckpt_read_bytes, nb, cap / es * es, row, buf, fn, ctx, e);
+}
+
+static int hash_update_sink(void *ctx, const uint8_t *p, size_t n)
+{
+	tpc_hash_update(ctx, p, n);
+	return 0;
+}
+
 int tpc_ckpt_hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
 			 tpc_err *e)
 {
 	tpc_hash s;
-	int ret = 0;
-	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint8_t *buf = NULL;
+	size_t cap = stream_window(t), len = 0;
+	int ret;
 	if ((ret = tpc_hash_begin(&s, alg, e)))
 		return ret;
-	if (t->numel && (m || t->nparts || t->dq || (t->flags & TPC_TF_ZERO))) {
-		if (plain_copy(t, m)) {
-			/* in place, in windows dropped behind the hash (a whole
-			 * embedding would otherwise stay resident) */
-			for (uint64_t off = 0; off < t->nbytes; off += TPC_GATHER_CHUNK) {
-				uint64_t k = t->nbytes - off < TPC_GATHER_CHUNK ? t->nbytes - off : TPC_GATHER_CHUNK;
-				tpc_hash_update(&s, m->data + t->offset + off, (size_t)k);
-				tpc_map_drop(m, t->offset + off, k);
-			}
-		} else
-			ret = stream_out(ck, t, sink_hash, &s, e);
-	}
+	if (!(buf = tpc_scratch_get(cap, &len)))
+		ret = tpc_err_nomem(e);
+	else
+		ret = stream_tensor(ck, t, buf, cap, hash_update_sink, &s, e);
 	if (ret)
 		tpc_hash_release(&s);
 	else
 		tpc_hash_final(&s, out);
+	tpc_scratch_put(buf, len);
 	return ret;
+}
+
+int tpc_tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq, tpc_err *e)
+{
+	uint64_t na = a->numel * tpc_dtype_bits(a->src_dtype) / 8;
+	uint64_t nb = b->numel * tpc_dtype_bits(b->src_dtype) / 8;
+	unsigned es = tpc_dtype_size(a->src_dtype);
+	uint8_t *x = NULL, *y = NULL;
+	int ret = 0;
+	*eq = false;
+	if (na != nb || a->src_dtype != b->src_dtype || a->ndim != b->ndim)
+		return 0;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return 0;
+	size_t cap = na && na < HASH_WINDOW ? (size_t)na : HASH_WINDOW, len = 0;
+	if (!(x = tpc_scratch_get(2 * cap, &len)))
+		return tpc_err_nomem(e);
+	y = x + cap;
+	*eq = true;
+	uint64_t chunk = es ? cap / es * es : cap;
+	if (tpc_dtype_bits(a->src_dtype) < 8)
+		chunk = na; /* contiguous by construction; small in practice */
+	for (uint64_t off = 0; off < na && *eq && !ret; off += chunk) {
+		uint64_t k = na - off < chunk ? na - off : chunk;
+		if (k > cap) {
+			ret = tpc_err_set(e, TPC_EINPUT, "internal: sub-byte tensor too large to compare");
+			break;
+		}
+		if (!(ret = tpc_ckpt_read_bytes(ck, a, off, k, x, e)) &&
+		    !(ret = tpc_ckpt_read_bytes(ck, b, off, k, y, e)))
+			*eq = !memcmp(x, y, (size_t)k);
+	}
+	tpc_ckpt_drop_pages(ck, a);
+	tpc_ckpt_drop_pages(ck, b);
+	tpc_scratch_put(x, len);
+	if (ret)
+		*eq = false;
+	return ret;
+}
+
+bool tpc_ckpt_file_holds(const char *path, const tpc_ckpt *ck, const int64_t *sel, size_t n)
+{
+	tpc_ckpt f;
+	tpc_err e;
+	bool same;
+	tpc_ckpt_init(&f);
+	tpc_err_init(&e);
+	same = !tpc_ckpt_open(&f, path, NULL, &e) && f.n == n;
+	for (size_t k = 0; same && k < n; k++) {
+		const tpc_tensor *a = &ck->t[sel ? (size_t)sel[k] : k];
+		int64_t j = tpc_ckpt_find(&f, a->name);
+		uint8_t ha[TPC_HASH_MAX], hb[TPC_HASH_MAX];
+		same = j >= 0 && f.t[j].dtype == a->dtype && f.t[j].ndim == a->ndim &&
+		       !memcmp(f.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t)) &&
+		       !tpc_ckpt_hash_tensor(ck, a, TPC_HASH_XXH3_128, ha, &e) &&
+		       !tpc_ckpt_hash_tensor(&f, &f.t[j], TPC_HASH_XXH3_128, hb, &e) &&
+		       !memcmp(ha, hb, tpc_hash_len(TPC_HASH_XXH3_128));
+	}
+	tpc_ckpt_release(&f);
+	return same;
 }

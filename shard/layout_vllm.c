@@ -259,7 +259,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		int ret;
 		if (!eq && a->dtype == b->dtype && a->ndim == b->ndim &&
 		    !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) &&
-		    (ret = tpc__tensors_equal(sp->in, a, b, &eq, e)))
+		    (ret = tpc_tensors_equal(sp->in, a, b, &eq, e)))
 			return ret;
 		if (!eq)
 			return refuse(e, "lm_head.weight",

@@ -180,7 +180,7 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 	bool eq;
 	if (s->dim < 0) {
 		for (int t = 1; t < tp && !replicas_known_equal; t++) {
-			if ((ret = tpc__tensors_equal(ck, &v[0], &v[t], &eq, e)))
+			if ((ret = tpc_tensors_equal(ck, &v[0], &v[t], &eq, e)))
 				return ret;
 			if (!eq && (ret = differ(m, o, name, "replicated tensor", r0, r0 + t, e)))
 				return ret;
@@ -224,7 +224,7 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 				    other.numel == v[t + q].numel && !memcmp(rh[t], rh[t + q], hlen))
 					eq = true;
 				else
-					ret = tpc__tensors_equal(ck, &sl[j], &other, &eq, e);
+					ret = tpc_tensors_equal(ck, &sl[j], &other, &eq, e);
 				tpc_tensor_release(&other);
 				if (!ret && !eq) {
 					char what[96];

@@ -182,7 +182,7 @@ int tpc__merge_check_run(tpc__merge_check *c, bool parallel, tpc_err *e)
 		if (c->skip[it] || (b >= 0 && b < it) || atomic_load(&c->state[it]) == CHK_SETTLED)
 			continue;
 		tpc_err_init(&le);
-		int rr = tpc__hash_tensor(c->ck, &c->views[it], c->alg, h, &le);
+		int rr = tpc_ckpt_hash_tensor(c->ck, &c->views[it], c->alg, h, &le);
 		if (!rr && !(rr = compare(c, (size_t)it, h, &le)))
 			atomic_store(&c->state[it], CHK_SETTLED);
 		if (rr)

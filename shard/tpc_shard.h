@@ -238,10 +238,6 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e);
 void tpc__return_sources(tpc_ckpt *dst);
 
-/* The alg digest of tensor t's C-contiguous bytes, streaming in bounded
- * windows and dropping the input pages behind it (bounded RSS). */
-int tpc__hash_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
-		     tpc_err *e);
 /* The manifest checksums of a merge (tpc_merge_check.c): _new copies what it
  * needs from the manifest and borrows views (tp per tensor, manifest order)
  * until _take_views hands them over; _run checks now; _start checks on a
@@ -268,13 +264,6 @@ void tpc__merge_check_free(tpc__merge_check *c);
  * in parallel, each input byte read once where the slices allow
  * (tpc_shard_hash.c). */
 int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e);
-/* Are two tensors of the same dtype and shape byte-equal? Streams both. */
-int tpc__tensors_equal(const tpc_ckpt *ck, const tpc_tensor *a, const tpc_tensor *b, bool *eq,
-		       tpc_err *e);
-/* Drop every input page of t from the resident set; _rows: those that rows
- * [r0, r1) of t (along dim 0) read, or all of a 0-dim t. */
-void tpc__drop_tensor(const tpc_ckpt *ck, const tpc_tensor *t);
-void tpc__drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t r1);
 
 /* Item k of a parallel loop failed with *le: kept in *first when it is the
  * lowest failing item so far (*bad, -1 while none). The loop reads *bad

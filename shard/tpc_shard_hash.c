@@ -231,14 +231,14 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 			tpc_map_bytes_done(m, win, t->offset + w0, w1 - w0);
 		} else if (row && (w1 == nb || w1 - (uint64_t)dropped * row >= 8 * (uint64_t)HASH_WINDOW)) {
 			int64_t upto = (int64_t)(w1 / row); /* whole rows done */
-			tpc__drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
+			tpc_ckpt_drop_rows(sp->in, t, dropped, w1 == nb ? t->shape[0] : upto);
 			dropped = upto;
 		}
 	}
 	if (ret)
 		goto out;
 	if (!direct && !row)
-		tpc__drop_tensor(sp->in, t);
+		tpc_ckpt_drop_pages(sp->in, t);
 	tpc_hash_final(&h0, en->hash);
 	for (int r = 0; r < tp; r++)
 		if (en->same_as[r] == r)
@@ -266,21 +266,21 @@ static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
 		if (ret != 1)
 			return ret;
 		/* not the view the pass assumed: stream everything */
-		if ((ret = tpc__hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e)))
+		if ((ret = tpc_ckpt_hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e)))
 			return ret;
 		for (int q = 0; q < sp->tp && !ret; q++) {
 			const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + q];
 			if (en->same_as[q] == q)
-				ret = tpc__hash_tensor(rk, &rk->t[en->rank_ix[q]], sp->checksum, en->rank_hash[q], e);
+				ret = tpc_ckpt_hash_tensor(rk, &rk->t[en->rank_ix[q]], sp->checksum, en->rank_hash[q], e);
 		}
 		return ret;
 	}
 	if (r < 0)
-		return tpc__hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e);
+		return tpc_ckpt_hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e);
 	if ((en->split.dim < 0 && !en->split.is_shape) || en->same_as[r] != r)
 		return 0;
 	const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
-	return tpc__hash_tensor(rk, &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
+	return tpc_ckpt_hash_tensor(rk, &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
 }
 
 int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)

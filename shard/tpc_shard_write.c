@@ -267,31 +267,11 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 static int rank_file_same(const tpc_shard_plan *sp, int r, const char *path, bool *same, tpc_err *e)
 {
 	const tpc_ckpt *want = sp->stored ? &sp->stored[r] : &sp->rank[r];
-	tpc_ckpt ck;
-	tpc_err e2;
 	int ret;
 	*same = false;
 	if ((ret = rank_file_ok(sp, r, path, same, e)) || !*same)
 		return ret;
-	*same = false;
-	tpc_ckpt_init(&ck);
-	tpc_err_init(&e2);
-	if (tpc_ckpt_open(&ck, path, NULL, &e2) || ck.n != want->n)
-		goto out; /* unreadable or another shape of set: replaced */
-	*same = true;
-	for (size_t i = 0; *same && i < want->n; i++) {
-		const tpc_tensor *a = &want->t[i];
-		int64_t j = tpc_ckpt_find(&ck, a->name);
-		uint8_t ha[TPC_HASH_MAX], hb[TPC_HASH_MAX];
-		*same = j >= 0 && ck.t[j].dtype == a->dtype && ck.t[j].ndim == a->ndim &&
-			!memcmp(ck.t[j].shape, a->shape, (size_t)a->ndim * sizeof(int64_t));
-		if (*same && (tpc_ckpt_hash_tensor(want, a, TPC_HASH_XXH3_128, ha, &e2) ||
-			      tpc_ckpt_hash_tensor(&ck, &ck.t[j], TPC_HASH_XXH3_128, hb, &e2) ||
-			      memcmp(ha, hb, tpc_hash_len(TPC_HASH_XXH3_128))))
-			*same = false;
-	}
-out:
-	tpc_ckpt_release(&ck);
+	*same = tpc_ckpt_file_holds(path, want, NULL, want->n);
 	return 0;
 }
 

@@ -103,9 +103,9 @@ static int cmp_views(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, con
 				}
 				ret = cmp_chunk(bc, ca, &va, cb, b ? &vb : NULL, map, (uint64_t)r0 * row, 0,
 						(uint64_t)nr * row, ba, bb);
-				tpc__drop_view(ca, &va);
+				tpc_ckpt_drop_pages(ca, &va);
 				if (b)
-					tpc__drop_view(cb, &vb);
+					tpc_ckpt_drop_pages(cb, &vb);
 				tpc_tensor_release(&va);
 				if (b)
 					tpc_tensor_release(&vb);
@@ -116,55 +116,9 @@ static int cmp_views(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, con
 	uint64_t chunk = cap / es * es;
 	for (uint64_t off = 0; off < total && !ret; off += chunk)
 		ret = cmp_chunk(bc, ca, a, cb, b, map, 0, off, total - off < chunk ? total - off : chunk, ba, bb);
-	tpc__drop_view(ca, a);
+	tpc_ckpt_drop_pages(ca, a);
 	if (b)
-		tpc__drop_view(cb, b);
-	return ret;
-}
-
-/* The alg digest of t's C-order image, streamed in chunks of whole dim-0 rows
- * whose mapped pages are dropped behind the hash (tpc_ckpt_hash_tensor would
- * leave a whole model resident). */
-static int hash_view(const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t out[TPC_HASH_MAX],
-		     uint8_t *buf, size_t cap, tpc_err *e)
-{
-	tpc_hash h;
-	unsigned es = tpc_dtype_size(t->src_dtype);
-	uint64_t total = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
-	int ret;
-	if ((ret = tpc_hash_begin(&h, alg, e)))
-		return ret;
-	if (t->ndim >= 1 && t->shape[0] > 1 && total > cap && es * 8 == tpc_dtype_bits(t->src_dtype)) {
-		uint64_t row = total / (uint64_t)t->shape[0];
-		int64_t per = row && cap / row ? (int64_t)(cap / row) : 1;
-		for (int64_t r0 = 0; r0 < t->shape[0] && !ret; r0 += per) {
-			int64_t nr = t->shape[0] - r0 < per ? t->shape[0] - r0 : per;
-			tpc_tensor v;
-			if (tpc_tensor_narrow(&v, t, 0, r0, nr)) {
-				ret = tpc_err_nomem(e);
-				break;
-			}
-			uint64_t n = (uint64_t)nr * row;
-			for (uint64_t off = 0; off < n && !ret; off += cap) {
-				uint64_t k = n - off < cap ? n - off : cap;
-				if (!(ret = tpc_ckpt_read_bytes(ck, &v, off, k, buf, e)))
-					tpc_hash_update(&h, buf, (size_t)k);
-			}
-			tpc__drop_view(ck, &v);
-			tpc_tensor_release(&v);
-		}
-	} else {
-		for (uint64_t off = 0; off < total && !ret; off += cap) {
-			uint64_t k = total - off < cap ? total - off : cap;
-			if (!(ret = tpc_ckpt_read_bytes(ck, t, off, k, buf, e)))
-				tpc_hash_update(&h, buf, (size_t)k);
-		}
-		tpc__drop_view(ck, t);
-	}
-	if (ret)
-		tpc_hash_release(&h);
-	else
-		tpc_hash_final(&h, out);
+		tpc_ckpt_drop_pages(cb, b);
 	return ret;
 }
 
@@ -248,13 +202,13 @@ int tpc__check_structure(vrun *R, int64_t i)
 	size_t hl = tpc_hash_len(v->hash_alg);
 	if (!ret && v->rank_hash && hl) {
 		uint8_t h[TPC_HASH_MAX];
-		if (!(ret = hash_view(v->rank[me].ck, rt, v->hash_alg, h, ba, cap, R->e)) && memcmp(h, v->rank_hash[me], hl))
+		if (!(ret = tpc_ckpt_hash_tensor(v->rank[me].ck, rt, v->hash_alg, h, R->e)) && memcmp(h, v->rank_hash[me], hl))
 			tpc__res_fail(&res, "rank %d: %s of '%s' differs from the recorded one", me, tpc_hash_name(v->hash_alg),
 				 v->name);
 	}
 	if (!ret && v->has_hash && hl && me == 0) {
 		uint8_t h[TPC_HASH_MAX];
-		if (!(ret = hash_view(v->ref_ck, v->ref, v->hash_alg, h, ba, cap, R->e)) && memcmp(h, v->hash, hl))
+		if (!(ret = tpc_ckpt_hash_tensor(v->ref_ck, v->ref, v->hash_alg, h, R->e)) && memcmp(h, v->hash, hl))
 			tpc__res_fail(&res, "the reference '%s' differs from the recorded %s", v->name, tpc_hash_name(v->hash_alg));
 	}
 done:

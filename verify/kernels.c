@@ -57,22 +57,6 @@ void tpc__vctx_release(vctx *x)
 	x->raw_cap = x->cvt_cap = 0;
 }
 
-void tpc__drop_view(const tpc_ckpt *ck, const tpc_tensor *t)
-{
-	if (t->nparts) {
-		for (int k = 0; k < t->nparts; k++)
-			tpc__drop_view(ck, &t->parts[k]);
-		return;
-	}
-	const tpc_map *m = tpc_ckpt_source(ck, t->src);
-	if (!m || m->fd < 0 || (t->flags & TPC_TF_ZERO))
-		return;
-	uint64_t lo, hi;
-	tpc_tensor_extent(t, &lo, &hi);
-	if (hi > lo)
-		tpc_map_drop(m, lo, hi - lo);
-}
-
 uint64_t tpc__mix64(uint64_t z)
 {
 	z += 0x9e3779b97f4a7c15ull;

@@ -149,8 +149,6 @@ uint64_t tpc__mix64(uint64_t z);
 uint64_t tpc__fnv(uint64_t h, const void *p, size_t n);
 #define TPC_FNV_INIT 0xcbf29ce484222325ull
 
-/* Drop the mapped pages a view touches from the resident set. */
-void tpc__drop_view(const tpc_ckpt *ck, const tpc_tensor *t);
 
 /* ---- the checks (verify.c; check_structure.c, check_layers.c,
  * check_blocks.c, check_model.c) ---- */
