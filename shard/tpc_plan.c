@@ -708,6 +708,20 @@ static int bad_tensor(tpc_err *e, const char *name, const char *fmt, ...)
 	return TPC_EINPUT;
 }
 
+/* A model fact the split needs and nothing gave: the user gives it (a flag or
+ * --config), so it is a usage error (exit 2), as the unfuse rules and the
+ * megatron layout say too; the tensor is named. */
+static int missing_fact(tpc_err *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int missing_fact(tpc_err *e, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	tpc_err_setv(e, TPC_EUSAGE, fmt, ap);
+	va_end(ap);
+	tpc_err_tensor(e, name);
+	return TPC_EUSAGE;
+}
+
 /* Heads in part k: from head_dim when known, else from the head counts. */
 static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_split_part *pt, int k,
 		      int nparts, const char *name, tpc_err *e)
@@ -720,7 +734,7 @@ static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_spli
 		/* heads of any size (MLA: qk_nope + qk_rope rows in q_b_proj,
 		 * qk_nope + v in kv_b_proj): the count decides */
 		if (!f->heads)
-			return bad_tensor(e, name,
+			return missing_fact(e, name,
 					  "the split must fall on attention-head boundaries but the head count is unknown; give --config config.json (num_attention_heads) or --heads");
 		pt->heads = f->heads;
 	} else if (f->head_dim) {
@@ -735,7 +749,7 @@ static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_spli
 	} else if (pt->head_kind == TPC_HEADS_KV && f->kv_heads) {
 		pt->heads = f->kv_heads;
 	} else {
-		return bad_tensor(e, name,
+		return missing_fact(e, name,
 				  "the split must fall on attention-head boundaries but the head size is unknown; give --config config.json, --head-dim or --heads/--kv-heads");
 	}
 	if (pt->heads < 1 || pt->size % pt->heads)
@@ -796,7 +810,7 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 	int np = r->nparts ? r->nparts : 1;
 	if (r->gated) {
 		if (!f->ff_act)
-			return bad_tensor(e, name,
+			return missing_fact(e, name,
 					  "is the feed-forward gated (GEGLU/SwiGLU: [value | gate], split in 2 parts) or not? the model's config names no activation_fn; give --config config.json");
 		np = tpc_ff_act_gated(f->ff_act) ? 2 : 1;
 	}
@@ -816,7 +830,7 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 			if (pp->sym) {
 				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
 				if (!cnt || !f->head_dim)
-					return bad_tensor(e, name,
+					return missing_fact(e, name,
 							  "part %d is \"%s\" (%s heads x head_dim rows) but the model's %s are unknown; give --config config.json or --heads, --kv-heads and --head-dim",
 							  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_Q ? "query" : "key/value",
 							  !cnt ? "head counts" : "head_dim");

@@ -83,6 +83,11 @@ expect "merge: a mistyped preset is a usage error (2)" 2 "did you mean 'llama'?"
 run "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --layout olso --tp 2 -o "$T/typo"
 expect "an unknown layout is a usage error (2)" 2 "unknown --layout 'olso'"
 run "$TPCONV" plan lama;          expect "plan: an unknown preset is a usage error (2)" 2 "did you mean 'llama'?"
+# a model fact the split needs and nothing gives is a usage error (exit 2), as
+# in the unfuse rules and the megatron layout (the plan's said 3)
+mkdir -p "$T/nofacts" && cp "$D/tiny_llama.safetensors" "$T/nofacts/"
+run "$TPCONV" shard "$T/nofacts/tiny_llama.safetensors" --preset llama --tp 2 -o "$T/nofacts/set"
+expect "a missing model fact is exit 2, naming the tensor and the flags" 2 "head size is unknown; give --config config.json, --head-dim or --heads/--kv-heads"
 # unknown names everywhere: the nearest known one (commands, options, layouts, rules presets)
 run "$TPCONV" shrad x;            expect "a mistyped command says the nearest (2)" 2 "unknown command 'shrad' (did you mean 'shard'?"
 run "$TPCONV" shard x --presett llama; expect "a mistyped option says the nearest (2)" 2 "unknown or incomplete option '--presett'; did you mean '--preset'?"

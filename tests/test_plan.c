@@ -343,10 +343,12 @@ static void test_resolve(void **st)
 	tpc_model_facts none = {0};
 	int64_t q[2] = {32, 16};
 	tpc_err_init(&e);
-	assert_int_equal(tpc_plan_resolve(&p, &none, "l.0.q.weight", 2, q, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	/* a fact the user must give: a usage error (exit 2), the tensor named */
+	assert_int_equal(tpc_plan_resolve(&p, &none, "l.0.q.weight", 2, q, 2, 0, &s, NULL, &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "head size is unknown; give --config"));
+	assert_string_equal(e.tensor, "l.0.q.weight");
 	tpc_err_init(&e);
-	assert_int_equal(tpc_plan_resolve(&p, &none, "l.0.qkv.weight", 2, qkv, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_int_equal(tpc_plan_resolve(&p, &none, "l.0.qkv.weight", 2, qkv, 2, 0, &s, NULL, &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "part 0 is \"q\""));
 	/* without head_dim the head count decides */
 	tpc_model_facts counts = {.heads = 8};
@@ -413,7 +415,7 @@ static void test_deepseek(void **st)
 	tpc_model_facts none = {0};
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_resolve(&p, &none, "model.layers.3.self_attn.kv_b_proj.weight", 2, kvb, 2, 0, &s, NULL, &e),
-			 TPC_EINPUT);
+			 TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "head count is unknown"));
 	tpc_plan_release(&p);
 	/* head_count goes with heads "q" only */
@@ -444,7 +446,7 @@ static void test_gated_and_rest(void **st)
 	assert_int_equal(tpc_plan_resolve(&p, &gelu, "proj", 2, w, 4, 0, &s, NULL, &e), 0);
 	assert_int_equal(s.nparts, 1);
 	tpc_err_init(&e);
-	assert_int_equal(tpc_plan_resolve(&p, &unknown, "proj", 2, w, 4, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_int_equal(tpc_plan_resolve(&p, &unknown, "proj", 2, w, 4, 0, &s, NULL, &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "activation_fn"));
 	assert_string_equal(e.tensor, "proj");
 	/* rest: 48 columns = 16 of heads + 32 left */
