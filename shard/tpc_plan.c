@@ -696,31 +696,24 @@ int tpc_plan_match(const tpc_plan *p, const char *name)
 	return -1;
 }
 
-static int bad_tensor(tpc_err *e, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int bad_tensor(tpc_err *e, const char *name, const char *fmt, ...)
+/* An error about one tensor: `code`, its message, the tensor named. */
+static int tensor_err(tpc_err *e, int code, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int tensor_err(tpc_err *e, int code, const char *name, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	tpc_err_setv(e, TPC_EINPUT, fmt, ap);
+	tpc_err_setv(e, code, fmt, ap);
 	va_end(ap);
 	tpc_err_tensor(e, name);
-	return TPC_EINPUT;
+	return code;
 }
-
+/* The input does not fit the plan: exit 3. */
+#define bad_tensor(e, name, ...) tensor_err((e), TPC_EINPUT, (name), __VA_ARGS__)
 /* A model fact the split needs and nothing gave: the user gives it (a flag or
  * --config), so it is a usage error (exit 2), as the unfuse rules and the
- * megatron layout say too; the tensor is named. */
-static int missing_fact(tpc_err *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int missing_fact(tpc_err *e, const char *name, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	tpc_err_setv(e, TPC_EUSAGE, fmt, ap);
-	va_end(ap);
-	tpc_err_tensor(e, name);
-	return TPC_EUSAGE;
-}
+ * megatron layout say too. */
+#define missing_fact(e, name, ...) tensor_err((e), TPC_EUSAGE, (name), __VA_ARGS__)
 
 /* Heads in part k: from head_dim when known, else from the head counts. */
 static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_split_part *pt, int k,
