@@ -117,6 +117,24 @@ static const tpc_tensor_row qwen2moe_tensors[] = {
 	END_ROW,
 };
 
+/* GPT-2: Conv1D weights stored [in, out] (the other ecosystems transpose
+ * them, so only the names that hold the same bytes are listed), c_attn fused
+ * [q|k|v] by the checkpoint itself. */
+#define G2_L "transformer.h.{L}."
+static const tpc_tensor_row gpt2_tensors[] = {
+	ROW(TOKEN_EMBD, false, "transformer.wte.weight", NULL, NULL, NULL, "token_embd.weight"),
+	ROW(POS_EMBD, false, "transformer.wpe.weight", NULL, NULL, NULL, "position_embd.weight"),
+	ROW(OUTPUT_NORM, true, "transformer.ln_f.weight", NULL, NULL, NULL, "output_norm.weight"),
+	ROW(OUTPUT, false, "lm_head.weight", NULL, NULL, NULL, "output.weight"),
+	ROW(ATTN_NORM, true, G2_L "ln_1.weight", NULL, NULL, NULL, GG_L "attn_norm.weight"),
+	ROW(ATTN_QKV, true, G2_L "attn.c_attn.weight", NULL, NULL, NULL, GG_L "attn_qkv.weight"),
+	ROW(ATTN_OUT, true, G2_L "attn.c_proj.weight", NULL, NULL, NULL, GG_L "attn_output.weight"),
+	ROW(FFN_NORM, true, G2_L "ln_2.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
+	ROW(FFN_UP, true, G2_L "mlp.c_fc.weight", NULL, NULL, NULL, GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, true, G2_L "mlp.c_proj.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
+	END_ROW,
+};
+
 /* ---- plans ---- */
 
 /* The LLaMA family's attention and dense MLP (HF names), shared by the dense
@@ -392,6 +410,7 @@ static const tpc_family families[] = {
 	 .plan = plan_gpt2,
 	 .verify = "gpt2",
 	 .hf_arch = A("GPT2LMHeadModel"),
+	 .tensors = gpt2_tensors,
 	 .rules = A("megatron-gpt")},
 	{.name = "gpt-neox",
 	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
@@ -455,6 +474,7 @@ const char *tpc_role_name(tpc_role r)
 	static const char *const names[TPC_ROLE_COUNT] = {
 		[TPC_ROLE_NONE] = "none",
 		[TPC_ROLE_TOKEN_EMBD] = "token_embd",
+		[TPC_ROLE_POS_EMBD] = "position_embd",
 		[TPC_ROLE_OUTPUT_NORM] = "output_norm",
 		[TPC_ROLE_OUTPUT] = "output",
 		[TPC_ROLE_ATTN_NORM] = "attn_norm",

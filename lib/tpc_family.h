@@ -45,6 +45,7 @@
 typedef enum tpc_role {
 	TPC_ROLE_NONE = 0,   /* ends a table */
 	TPC_ROLE_TOKEN_EMBD, /* token embedding [vocab, hidden] */
+	TPC_ROLE_POS_EMBD,   /* learned position embedding [positions, hidden] (GPT-2) */
 	TPC_ROLE_OUTPUT_NORM,
 	TPC_ROLE_OUTPUT,     /* lm_head [vocab, hidden] */
 	TPC_ROLE_ATTN_NORM,

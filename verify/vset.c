@@ -4,10 +4,12 @@
  * names (tpc_verify_model_from_names); see tpc_verify.h. The checks that run
  * over it are in verify.c, the report in report.c. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpc_family.h"
 #include "tpc_util.h"
 #include "vint.h"
 
@@ -465,41 +467,66 @@ static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f,
 
 /* ---- llama and gpt2: the top, then layer by layer ---- */
 
-/* The first of the prefixes pres[] under which `name` exists, or NULL. */
-static const char *prefix_of(const tpc_verify_set *s, const char *const *pres, const char *name)
+/* Verify's llama and gpt2 models take their tensor names from the family
+ * records' tables (lib/tpc_family.c), each name under the prefix the
+ * checkpoint uses in place of the table's (its first in pres[]). */
+typedef struct arch_names {
+	const tpc_family *fam;
+	const char *const *pres; /* the prefixes a checkpoint may use; [0] the table's */
+	const char *pre;         /* the one this checkpoint uses */
+} arch_names;
+
+static int arch_names_init(arch_names *an, tpc_varch arch)
 {
-	for (; *pres; pres++)
-		if (findf(s, "%s%s", *pres, name) >= 0)
-			return *pres;
-	return NULL;
+	static const char *const llama_pres[] = {"model.", "", "language_model.model.", NULL};
+	static const char *const gpt2_pres[] = {"transformer.", "", NULL};
+	an->fam = tpc_family_find(arch == TPC_VARCH_LLAMA ? "llama" : "gpt2");
+	an->pres = arch == TPC_VARCH_LLAMA ? llama_pres : gpt2_pres;
+	an->pre = NULL;
+	return an->fam && an->fam->tensors ? 0 : -1;
 }
 
-/* The model's top: the prefix its names carry (*pre), the embedding, the
- * final norm, gpt2's position embedding and the head; hidden and vocab from
- * the embedding. */
-static int model_top(tpc_verify_set *s, tpc_vmodel *m, tpc_varch arch, const tpc_vfacts *f, const char **pre,
-		     tpc_err *e)
+/* The index of role r's tensor (its bias with `bias`) of layer l (-1 for the
+ * model's top) under the checkpoint's prefix; -1 if absent. */
+static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, bool bias)
 {
-	if (arch == TPC_VARCH_LLAMA) {
-		static const char *const pres[] = {"model.", "", "language_model.model.", NULL};
-		if (!(*pre = prefix_of(s, pres, "embed_tokens.weight")))
-			return tpc_err_set(e, TPC_EINPUT, "llama model: no 'model.embed_tokens.weight'");
-		m->embed = findf(s, "%sembed_tokens.weight", *pre);
-		m->final_norm_w = findf(s, "%snorm.weight", *pre);
-	} else {
-		static const char *const pres[] = {"transformer.", "", NULL};
-		if (!(*pre = prefix_of(s, pres, "wte.weight")))
-			return tpc_err_set(e, TPC_EINPUT, "gpt2 model: no 'transformer.wte.weight'");
-		m->embed = findf(s, "%swte.weight", *pre);
-		m->pos_embed = findf(s, "%swpe.weight", *pre);
-		m->final_norm_w = findf(s, "%sln_f.weight", *pre);
-		m->final_norm_b = findf(s, "%sln_f.bias", *pre);
-	}
+	char nm[TPC_ERR_NAME_MAX];
+	const char *canon = an->pres[0];
+	size_t cl = strlen(canon);
+	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL))
+		return -1;
+	if (strncmp(nm, canon, cl))
+		return tpc_verify_set_find(s, nm);
+	return findf(s, "%s%s", an->pre ? an->pre : canon, nm + cl);
+}
+
+/* The model's top: the prefix its names carry, the embedding, the final
+ * norm, gpt2's position embedding and the head; hidden and vocab from the
+ * embedding. */
+static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, arch_names *an, tpc_err *e)
+{
+	const char *arch = m->arch == TPC_VARCH_LLAMA ? "llama" : "gpt2";
+	char embd[TPC_ERR_NAME_MAX];
+	size_t cl = strlen(an->pres[0]);
+	if (!tpc_family_name(tpc_family_row(an->fam, TPC_ROLE_TOKEN_EMBD), TPC_ECO_HF, -1, -1, false, embd,
+			     sizeof(embd), NULL) ||
+	    strncmp(embd, an->pres[0], cl))
+		return tpc_err_set(e, TPC_EINPUT, "%s: the family table names no embedding under '%s'", arch,
+				   an->pres[0]);
+	for (const char *const *p = an->pres; *p && !an->pre; p++)
+		if (findf(s, "%s%s", *p, embd + cl) >= 0)
+			an->pre = *p;
+	if (!an->pre)
+		return tpc_err_set(e, TPC_EINPUT, "%s model: no '%s'", arch, embd);
+	m->embed = find_role(s, an, TPC_ROLE_TOKEN_EMBD, -1, false);
+	m->pos_embed = find_role(s, an, TPC_ROLE_POS_EMBD, -1, false);
+	m->final_norm_w = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, false);
+	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT_NORM)->bias)
+		m->final_norm_b = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, true);
 	m->lm_head = tpc_verify_set_find(s, "lm_head.weight");
 	const tpc_vtensor *ev = &s->t[m->embed];
 	if (ev->ref->ndim != 2 || m->final_norm_w < 0)
-		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present",
-				   arch == TPC_VARCH_LLAMA ? "llama" : "gpt2");
+		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present", arch);
 	m->hidden = ev->ref->shape[1];
 	m->vocab = ev->dim == 0 ? ev->part[0].size : ev->ref->shape[0];
 	if (f && f->hidden && f->hidden != m->hidden)
@@ -508,44 +535,45 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, tpc_varch arch, const tpc
 	return 0;
 }
 
-/* Layer l's tensors by name, llama's or gpt2's under the prefix pre; its name
- * in nm[TPC_ERR_NAME_MAX]. */
-static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const char *pre, int64_t l, const tpc_vfacts *f,
-			tpc_vlayer *L, char *nm)
+/* Where each role of a layer goes in tpc_vlayer (biases only where the
+ * family's row says its models carry one). */
+#define SLOT(R, B, F) {TPC_ROLE_##R, B, offsetof(tpc_vlayer, F)}
+static const struct layer_slot {
+	tpc_role role;
+	bool bias;
+	size_t off;
+} layer_slots[] = {
+	SLOT(ATTN_NORM, false, norm1_w), SLOT(ATTN_NORM, true, norm1_b),   SLOT(FFN_NORM, false, norm2_w),
+	SLOT(FFN_NORM, true, norm2_b),   SLOT(ATTN_Q, false, attn.q),       SLOT(ATTN_K, false, attn.k),
+	SLOT(ATTN_V, false, attn.v),     SLOT(ATTN_QKV, false, attn.qkv),   SLOT(ATTN_OUT, false, attn.o),
+	SLOT(ATTN_Q_NORM, false, attn.q_norm), SLOT(ATTN_K_NORM, false, attn.k_norm),
+	SLOT(FFN_GATE, false, mlp.gate), SLOT(FFN_UP, false, mlp.up),       SLOT(FFN_GATE_UP, false, mlp.gate_up),
+	SLOT(FFN_DOWN, false, mlp.down),
+};
+#undef SLOT
+
+/* Layer l's tensors by name; its name in nm[TPC_ERR_NAME_MAX]. */
+static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l,
+			const tpc_vfacts *f, tpc_vlayer *L, char *nm)
 {
 	tpc_vattn *a = &L->attn;
 	tpc_vmlp *p = &L->mlp;
 	layer_init(L);
+	snprintf(nm, TPC_ERR_NAME_MAX, m->arch == TPC_VARCH_LLAMA ? "%slayers.%lld" : "%sh.%lld", an->pre,
+		 (long long)l);
+	for (size_t k = 0; k < sizeof(layer_slots) / sizeof(layer_slots[0]); k++) {
+		const struct layer_slot *sl = &layer_slots[k];
+		const tpc_tensor_row *w = tpc_family_row(an->fam, sl->role);
+		if (w && (!sl->bias || w->bias))
+			*(int64_t *)((char *)L + sl->off) = find_role(s, an, sl->role, l, sl->bias);
+	}
 	if (m->arch == TPC_VARCH_LLAMA) {
-		snprintf(nm, TPC_ERR_NAME_MAX, "%slayers.%lld", pre, (long long)l);
-		L->norm1_w = findf(s, "%s.input_layernorm.weight", nm);
-		L->norm2_w = findf(s, "%s.post_attention_layernorm.weight", nm);
-		a->q = findf(s, "%s.self_attn.q_proj.weight", nm);
-		a->k = findf(s, "%s.self_attn.k_proj.weight", nm);
-		a->v = findf(s, "%s.self_attn.v_proj.weight", nm);
-		a->qkv = findf(s, "%s.self_attn.qkv_proj.weight", nm);
-		a->o = findf(s, "%s.self_attn.o_proj.weight", nm);
-		a->q_norm = findf(s, "%s.self_attn.q_norm.weight", nm);
-		a->k_norm = findf(s, "%s.self_attn.k_norm.weight", nm);
 		a->qk_eps = m->norm_eps;
-		p->gate = findf(s, "%s.mlp.gate_proj.weight", nm);
-		p->up = findf(s, "%s.mlp.up_proj.weight", nm);
-		p->gate_up = findf(s, "%s.mlp.gate_up_proj.weight", nm);
-		p->down = findf(s, "%s.mlp.down_proj.weight", nm);
 		p->act = TPC_VACT_SILU;
 		p->glu = true;
 		a->rope = true;
 		a->rope_theta = f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 	} else {
-		snprintf(nm, TPC_ERR_NAME_MAX, "%sh.%lld", pre, (long long)l);
-		L->norm1_w = findf(s, "%s.ln_1.weight", nm);
-		L->norm1_b = findf(s, "%s.ln_1.bias", nm);
-		L->norm2_w = findf(s, "%s.ln_2.weight", nm);
-		L->norm2_b = findf(s, "%s.ln_2.bias", nm);
-		a->qkv = findf(s, "%s.attn.c_attn.weight", nm);
-		a->o = findf(s, "%s.attn.c_proj.weight", nm);
-		p->up = findf(s, "%s.mlp.c_fc.weight", nm);
-		p->down = findf(s, "%s.mlp.c_proj.weight", nm);
 		p->act = TPC_VACT_GELU_TANH;
 	}
 }
@@ -613,14 +641,15 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char 
 }
 
 /* The layers of a llama or gpt2 model, 0, 1, ... until one is missing. */
-static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const char *pre, const tpc_vfacts *f, tpc_err *e)
+static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_vfacts *f,
+			     tpc_err *e)
 {
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
 	int ret = 0;
 	for (int64_t l = 0; !ret; l++) {
 		tpc_vlayer L;
 		char nm[TPC_ERR_NAME_MAX];
-		layer_names(s, m, pre, l, f, &L, nm);
+		layer_names(s, m, an, l, f, &L, nm);
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
 		if ((ret = layer_kinds(s, m, nm, f, &L, e)) ||
@@ -636,7 +665,7 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const char *pre, 
 int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f, tpc_err *e)
 {
 	tpc_vmodel *m = tpc_calloc(1, sizeof(*m));
-	const char *pre = NULL;
+	arch_names an;
 	int ret = 0;
 	if (!m)
 		return tpc_err_nomem(e);
@@ -647,8 +676,10 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 	} else {
 		m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
 		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);
-		if (!(ret = model_top(s, m, arch, f, &pre, e)))
-			ret = llama_gpt2_layers(s, m, pre, f, e);
+		if (arch_names_init(&an, arch))
+			ret = tpc_err_set(e, TPC_EINPUT, "verify: no tensor table for this architecture");
+		else if (!(ret = model_top(s, m, f, &an, e)))
+			ret = llama_gpt2_layers(s, m, &an, f, e);
 	}
 	if (!ret) {
 		model_free(s->model);
