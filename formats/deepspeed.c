@@ -933,9 +933,6 @@ out:
 const tpc_format tpc_fmt_deepspeed = {
 	.name = "deepspeed",
 	.desc = "DeepSpeed ZeRO 1/2/3 checkpoint folder (latest, global_stepN/*_optim_states.pt), read as the consolidated fp32 model",
-	.detect = ds_detect,
-	.open = ds_open,
-	.write = NULL,
-	.exts = NULL,
+	.detect = ds_detect, .open = ds_open,
 	.sharded = true,
 };

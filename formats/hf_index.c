@@ -554,11 +554,7 @@ out:
 }
 
 const tpc_format tpc_fmt_hf_index = {
-	.name = "hf-index",
-	.desc = "Hugging Face sharded checkpoint (directory or *.index.json)",
-	.detect = detect,
-	.open = hf_open,
-	.write = hf_write,
-	.exts = NULL,
+	.name = "hf-index", .desc = "Hugging Face sharded checkpoint (directory or *.index.json)",
+	.detect = detect, .open = hf_open, .write = hf_write,
 	.index = true,
 };

@@ -793,13 +793,7 @@ out:
 }
 
 const tpc_format tpc_fmt_safetensors = {
-	.name = "safetensors",
-	.desc = "safetensors (one file)",
-	.detect = detect,
-	.open = st_open,
-	.write = st_write,
-	.write_many = st_write_many,
-	.exts = st_exts,
-	.rank_file = true,
-	.gates_commit = true,
+	.name = "safetensors", .desc = "safetensors (one file)",
+	.detect = detect, .open = st_open, .write = st_write, .write_many = st_write_many, .exts = st_exts,
+	.rank_file = true, .gates_commit = true,
 };

@@ -1124,13 +1124,7 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 		     const tpc_write_opts *o, tpc_err *e);
 
 const tpc_format tpc_fmt_torch = {
-	.name = "torch",
-	.desc = "torch.save checkpoint (zip, or legacy to read)",
-	.detect = torch_detect,
-	.open = torch_open,
-	.write = tpc__torch_write,
-	.exts = torch_exts,
-	.rank_file = true,
-	.object_tree = true,
-	.gates_commit = true,
+	.name = "torch", .desc = "torch.save checkpoint (zip, or legacy to read)",
+	.detect = torch_detect, .open = torch_open, .write = tpc__torch_write, .exts = torch_exts,
+	.rank_file = true, .object_tree = true, .gates_commit = true,
 };

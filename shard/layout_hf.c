@@ -70,15 +70,10 @@ static const char *merge_extras(const char *dir, const char *rank0, tpc_extras_o
 static const char *const formats[] = {"safetensors", "torch", NULL};
 
 const tpc_layout tpc_layout_hf = {
-	.name = "hf",
-	.desc = "tpTT_ppPP/ folders, each a Hugging Face checkpoint with the model's companions",
-	.formats = formats,
-	.folders = true,
-	.sized = true,
-	.set_format = "hf-shards",
-	.expert_parallel = true,
+	.name = "hf", .desc = "tpTT_ppPP/ folders, each a Hugging Face checkpoint with the model's companions",
+	.formats = formats, .set_format = "hf-shards",
+	.folders = true, .sized = true, .expert_parallel = true,
 	.rank_name = rank_name,
 	.remove_rank = remove_rank,
-	.write_extras = write_extras,
-	.merge_extras = merge_extras,
+	.write_extras = write_extras, .merge_extras = merge_extras,
 };

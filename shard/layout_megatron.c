@@ -625,21 +625,11 @@ static void foreign_facts(const char *dir, tpc_model_facts *f)
 static const char *const formats[] = {"torch", NULL};
 
 const tpc_layout tpc_layout_megatron = {
-	.name = "megatron",
-	.desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
-	.formats = formats,
+	.name = "megatron", .desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
+	.formats = formats, .set_format = "megatron-shards",
 	.companions_at_top = true,
-	.set_format = "megatron-shards",
-	.rank_name = rank_name,
-	.check = check,
-	.adjust_plan = adjust_plan,
-	.stored_rank = stored_rank,
-	.write_rank = write_rank,
-	.remove_rank = remove_rank,
-	.open_rank = open_rank,
-	.write_extras = write_extras,
-	.detect_dir = detect_dir,
-	.foreign_geometry = geometry,
-	.foreign_rank_path = rank_path,
-	.foreign_facts = foreign_facts,
+	.rank_name = rank_name, .check = check, .adjust_plan = adjust_plan,
+	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
+	.open_rank = open_rank, .write_extras = write_extras,
+	.detect_dir = detect_dir, .foreign_geometry = geometry, .foreign_rank_path = rank_path, .foreign_facts = foreign_facts,
 };

@@ -94,13 +94,9 @@ static char *rank_path(const char *dir, int t, int p, int tp)
 static const char *const formats[] = {"torch", NULL};
 
 const tpc_layout tpc_layout_oslo = {
-	.name = "oslo",
-	.desc = "pytorch_model_tp_T_pp_P.bin torch files (OSLO save_parallelized)",
-	.formats = formats,
+	.name = "oslo", .desc = "pytorch_model_tp_T_pp_P.bin torch files (OSLO save_parallelized)",
+	.formats = formats, .set_format = "oslo-shards",
 	.companions_at_top = true,
-	.set_format = "oslo-shards",
 	.rank_name = rank_name,
-	.is_rank_file = is_rank_file,
-	.foreign_geometry = geometry,
-	.foreign_rank_path = rank_path,
+	.is_rank_file = is_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };

@@ -18,11 +18,8 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 static const char *const formats[] = {"safetensors", "torch", NULL};
 
 const tpc_layout tpc_layout_tpconv = {
-	.name = "tpconv",
-	.desc = "model_tpTT_ppPP.safetensors (.bin with --format torch), companions beside",
-	.formats = formats,
-	.companions_at_top = true,
-	.set_format = "tpconv-shards",
-	.expert_parallel = true,
+	.name = "tpconv", .desc = "model_tpTT_ppPP.safetensors (.bin with --format torch), companions beside",
+	.formats = formats, .set_format = "tpconv-shards",
+	.companions_at_top = true, .expert_parallel = true,
 	.rank_name = rank_name,
 };

@@ -188,15 +188,10 @@ static char *rank_path(const char *dir, int t, int p, int tp)
 static const char *const formats[] = {"safetensors", NULL};
 
 const tpc_layout tpc_layout_trtllm = {
-	.name = "trtllm",
-	.desc = "rankN.safetensors and config.json with \"mapping\" (TensorRT-LLM)",
-	.formats = formats,
-	.set_format = "trtllm-shards",
+	.name = "trtllm", .desc = "rankN.safetensors and config.json with \"mapping\" (TensorRT-LLM)",
+	.formats = formats, .set_format = "trtllm-shards",
 	.expert_parallel = true,
 	.rank_name = rank_name,
-	.write_extras = write_extras,
-	.merge_extras = merge_extras,
-	.is_rank_file = is_rank_file,
-	.foreign_geometry = geometry,
-	.foreign_rank_path = rank_path,
+	.write_extras = write_extras, .merge_extras = merge_extras,
+	.is_rank_file = is_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };

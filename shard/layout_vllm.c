@@ -721,21 +721,11 @@ static char *rank_path(const char *dir, int t, int p, int tp)
 static const char *const formats[] = {"safetensors", NULL};
 
 const tpc_layout tpc_layout_vllm = {
-	.name = "vllm",
-	.desc = "model-rank-R-part-P.safetensors with vLLM's fused names (load_format=\"sharded_state\")",
-	.formats = formats,
-	.sized = true,
-	.companions_at_top = true,
-	.max_pp = 1,
-	.set_format = "vllm-shards",
-	.rank_name = rank_name,
-	.check = check,
-	.adjust_plan = adjust_plan,
-	.stored_rank = stored_rank,
-	.write_rank = write_rank,
-	.remove_rank = remove_rank,
+	.name = "vllm", .desc = "model-rank-R-part-P.safetensors with vLLM's fused names (load_format=\"sharded_state\")",
+	.formats = formats, .set_format = "vllm-shards", .max_pp = 1,
+	.sized = true, .companions_at_top = true,
+	.rank_name = rank_name, .check = check, .adjust_plan = adjust_plan,
+	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank,
-	.is_rank_file = is_rank_file,
-	.foreign_geometry = geometry,
-	.foreign_rank_path = rank_path,
+	.is_rank_file = is_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };
