@@ -247,9 +247,9 @@ static int check_cycle(vm *m, const tpc_value *target, tpc_value *child)
 			ret = nomem(m);
 			goto out;
 		}
-		size_t k = tpc__pickle_nchildren(x);
+		size_t k = tpc_value_nchildren(x);
 		for (size_t j = 0; j < k; j++) {
-			const tpc_value *c = tpc__pickle_child_at(x, j);
+			const tpc_value *c = tpc_value_child(x, j);
 			if (c == target) {
 				ret = BAD(m, "pickle %s: makes a reference cycle (not supported)",
 					  m->opn);

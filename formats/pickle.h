@@ -327,8 +327,6 @@ void tpc__strmap_release(tpc__strmap *m);
 /* A value's children as the VM's cycle check and the result check walk them:
  * the items (a dict's keys and values interleaved), then the origin if any. */
 bool tpc__pickle_has_children(const tpc_value *v);
-size_t tpc__pickle_nchildren(const tpc_value *v);
-tpc_value *tpc__pickle_child_at(const tpc_value *v, size_t j);
 
 /* The result check (pickle_shape.c), run once the VM has released its memo
  * and stack: the nesting depth and the size counting every use of a shared

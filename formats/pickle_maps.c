@@ -12,20 +12,11 @@
 
 /* ---- small hash maps (private, shared with pickle_write.c) ---- */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
 
 static struct tpc__u64ent *u64_slot(const tpc__u64map *m, uint64_t k)
 {
 	size_t mask = m->cap - 1;
-	for (size_t i = (size_t)mix64(k) & mask;; i = (i + 1) & mask)
+	for (size_t i = (size_t)tpc_mix64(k) & mask;; i = (i + 1) & mask)
 		if (!m->e[i].used || m->e[i].k == k)
 			return &m->e[i];
 }
@@ -83,7 +74,7 @@ static uint64_t str_hash(const char *s, size_t n)
 		h ^= (unsigned char)s[i];
 		h *= 0x100000001b3ULL;
 	}
-	return mix64(h);
+	return tpc_mix64(h);
 }
 
 static struct tpc__strent *str_slot(const tpc__strmap *m, const char *k, size_t n, uint64_t h)

@@ -21,22 +21,6 @@ bool tpc__pickle_has_children(const tpc_value *v)
 	return v->n > 0 || tpc_value_origin(v) != NULL;
 }
 
-size_t tpc__pickle_nchildren(const tpc_value *v)
-{
-	return v->n * (v->kind == TPC_V_DICT ? 2 : 1) + (tpc_value_origin(v) ? 1 : 0);
-}
-
-tpc_value *tpc__pickle_child_at(const tpc_value *v, size_t j)
-{
-	if (v->kind == TPC_V_DICT) {
-		if (j < 2 * v->n)
-			return j % 2 ? v->items[j / 2] : v->keys[j / 2];
-	} else if (j < v->n) {
-		return v->items[j];
-	}
-	return tpc_value_origin(v);
-}
-
 /*
  * The result's nesting depth and its size counting every use of a shared
  * subtree, in one pass over the distinct nodes (the DAG), so that consumers
@@ -107,9 +91,9 @@ int tpc__pickle_check_shape(const tpc_value *root, const tpc__pickle_shape *sh, 
 	st[n++] = (sframe){root, 0, 0, 1};
 	while (n) {
 		sframe *f = &st[n - 1];
-		if (f->j < tpc__pickle_nchildren(f->v)) {
+		if (f->j < tpc_value_nchildren(f->v)) {
 			size_t slot = f->j;
-			const tpc_value *c = tpc__pickle_child_at(f->v, f->j++);
+			const tpc_value *c = tpc_value_child(f->v, f->j++);
 			uint64_t cd = 0, cs = 1, *at;
 			if (sh->getattr_seen && ((is_getattr(c) && !(slot == 0 && enum_member(f->v))) ||
 						(slot == 0 && f->v->kind == TPC_V_CALL && c->kind == TPC_V_CALL && c->n &&

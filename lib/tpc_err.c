@@ -1,5 +1,6 @@
 /* tpc_err.c - the error object; see tpc_err.h. */
 #include "tpc_err.h"
+#include "tpc_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -124,14 +125,7 @@ void tpc_err_format(const tpc_err *e, char *buf, size_t n)
 	tpc_sanitize(p, sizeof(p), e->path);
 	tpc_sanitize(t, sizeof(t), e->tensor);
 	tpc_sanitize(m, sizeof(m), e->msg);
-#define ADD(...)                                                          \
-	do {                                                              \
-		if (len < n) {                                            \
-			int k_ = snprintf(buf + len, n - len, __VA_ARGS__); \
-			if (k_ > 0)                                       \
-				len += (size_t)k_;                        \
-		}                                                         \
-	} while (0)
+#define ADD(...) tpc_appendf(buf, n, &len, __VA_ARGS__)
 	if (p[0])
 		ADD("'%s': ", p);
 	if (t[0])

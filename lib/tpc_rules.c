@@ -537,14 +537,7 @@ static const char *describe_rule(const rule *x, char *buf, size_t n)
 	if (!n)
 		return buf;
 	buf[0] = '\0';
-#define ADD(...)                                                          \
-	do {                                                              \
-		if (len < n) {                                            \
-			int k_ = snprintf(buf + len, n - len, __VA_ARGS__); \
-			if (k_ > 0)                                       \
-				len += (size_t)k_;                        \
-		}                                                         \
-	} while (0)
+#define ADD(...) tpc_appendf(buf, n, &len, __VA_ARGS__)
 	if (x->kind == TPC_RULE_DTYPE)
 		ADD("dtype %s", tpc_dtype_name(x->dtype));
 	else

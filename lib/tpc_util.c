@@ -2,6 +2,7 @@
 #include "tpc_util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,18 @@ void tpc_did_you_mean(const char *name, const char *(*next)(size_t i, void *ctx)
 			snprintf(hint, n, "did you mean '%s'? ", c);
 		}
 	}
+}
+
+void tpc_appendf(char *buf, size_t n, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	if (*len >= n)
+		return;
+	va_start(ap, fmt);
+	int k = vsnprintf(buf + *len, n - *len, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*len += (size_t)k;
 }
 
 bool tpc_ends_with(const char *s, const char *suf)

@@ -20,6 +20,17 @@
 
 #include "tpc_err.h"
 
+/* splitmix64's finaliser: a 64-bit hash of x (the hash maps' mixer). */
+static inline uint64_t tpc_mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
 static inline int tpc_add_u64(uint64_t a, uint64_t b, uint64_t *r)
 {
 	return __builtin_add_overflow(a, b, r);
@@ -124,6 +135,10 @@ void tpc_did_you_mean(const char *name, const char *(*next)(size_t i, void *ctx)
 
 /* Whether s ends with suf (both NUL-terminated). */
 bool tpc_ends_with(const char *s, const char *suf);
+
+/* Append printf output at buf[*len] (of n bytes), truncating; *len grows by
+ * what was written and stops growing once the buffer is full. */
+void tpc_appendf(char *buf, size_t n, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /*
  * Parse a byte size: decimal digits with an optional suffix K M G T (powers of

@@ -37,15 +37,6 @@ typedef struct vext {
 
 /* ---- hashing and key equality ---- */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
 
 static uint64_t hash_str(tpc_vkind kind, const char *s, size_t n)
 {
@@ -54,7 +45,7 @@ static uint64_t hash_str(tpc_vkind kind, const char *s, size_t n)
 		h ^= (unsigned char)s[i];
 		h *= 0x100000001b3ULL;
 	}
-	return mix64(h ^ (uint64_t)kind);
+	return tpc_mix64(h ^ (uint64_t)kind);
 }
 
 /* Python's dict hashes -0.0 like 0.0; NaN keys match only their own bits. */
@@ -63,23 +54,23 @@ static uint64_t key_hash(const tpc_value *k)
 	uint64_t bits;
 	switch (k->kind) {
 	case TPC_V_NONE:
-		return mix64(0x4e4f4e45);
+		return tpc_mix64(0x4e4f4e45);
 	case TPC_V_BOOL:
 	case TPC_V_INT:
 	case TPC_V_TENSOR:
-		return mix64((uint64_t)k->ival ^ ((uint64_t)k->kind << 58));
+		return tpc_mix64((uint64_t)k->ival ^ ((uint64_t)k->kind << 58));
 	case TPC_V_FLOAT:
 		if (k->fval == 0.0)
-			return mix64(TPC_V_FLOAT);
+			return tpc_mix64(TPC_V_FLOAT);
 		memcpy(&bits, &k->fval, sizeof(bits));
-		return mix64(bits);
+		return tpc_mix64(bits);
 	case TPC_V_STR:
 	case TPC_V_BYTES:
 	case TPC_V_BIGINT:
 	case TPC_V_GLOBAL:
 		return hash_str(k->kind, k->str, k->len);
 	default:
-		return mix64((uint64_t)(uintptr_t)k);
+		return tpc_mix64((uint64_t)(uintptr_t)k);
 	}
 }
 
@@ -646,12 +637,12 @@ typedef struct cframe {
 	uint64_t sum;
 } cframe;
 
-static size_t cnodes(const tpc_value *v)
+size_t tpc_value_nchildren(const tpc_value *v)
 {
 	return v->n * (v->kind == TPC_V_DICT ? 2 : 1) + (tpc_value_origin(v) ? 1 : 0);
 }
 
-static const tpc_value *cchild(const tpc_value *v, size_t j)
+tpc_value *tpc_value_child(const tpc_value *v, size_t j)
 {
 	if (v->kind == TPC_V_DICT) {
 		if (j < 2 * v->n)
@@ -664,7 +655,7 @@ static const tpc_value *cchild(const tpc_value *v, size_t j)
 
 static cslot *cfind(cslot *t, size_t mask, const tpc_value *k)
 {
-	size_t i = (size_t)mix64((uint64_t)(uintptr_t)k) & mask;
+	size_t i = (size_t)tpc_mix64((uint64_t)(uintptr_t)k) & mask;
 	while (t[i].k && t[i].k != k)
 		i = (i + 1) & mask;
 	return &t[i];
@@ -682,16 +673,16 @@ static uint64_t expanded_count(const tpc_value *root)
 	cframe *st = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t ret = UINT64_MAX;
-	if (!root || !cnodes(root))
+	if (!root || !tpc_value_nchildren(root))
 		return 1;
 	if (tpc_grow((void **)&st, &cap, 1, sizeof(*st)))
 		goto out;
 	st[n++] = (cframe){root, 0, 1};
 	while (n) {
 		cframe *f = &st[n - 1];
-		if (f->j < cnodes(f->v)) {
-			const tpc_value *c = cchild(f->v, f->j++);
-			if (!c || !cnodes(c)) {
+		if (f->j < tpc_value_nchildren(f->v)) {
+			const tpc_value *c = tpc_value_child(f->v, f->j++);
+			if (!c || !tpc_value_nchildren(c)) {
 				f->sum = sat_add(f->sum, 1);
 				continue;
 			}

@@ -151,6 +151,10 @@ tpc_value *tpc_value_from_json(const char *text, size_t len, tpc_tensor_resolver
 int tpc_value_set_origin(tpc_value *v, tpc_value *call);
 /* Borrowed origin CALL of a LIST or DICT, or NULL. */
 tpc_value *tpc_value_origin(const tpc_value *v);
+/* A container's children in order (a dict: key, value, key, ...; then the
+ * origin, if any) and how many there are. */
+size_t tpc_value_nchildren(const tpc_value *v);
+tpc_value *tpc_value_child(const tpc_value *v, size_t j);
 /* GLOBAL: length of the module part of `str`; *name (if not NULL) points at the
  * name after the separating dot. */
 size_t tpc_value_global_split(const tpc_value *g, const char **name);
