@@ -105,26 +105,18 @@ enum {
 	TPC_OPT_EXPECT_KEYS, TPC_OPT_FACT_CONFIG, TPC_OPT_FACT_HEADS, TPC_OPT_FACT_KV_HEADS,
 	TPC_OPT_FACT_HEAD_DIM, TPC_OPT_FACT_HIDDEN, TPC_OPT_FACT_VOCAB, TPC_OPT_REMAP_END,
 };
-#define TPC_CLI_REMAP_LONGOPTS                                              \
-	{"rules", required_argument, NULL, TPC_OPT_RULES},                  \
-	{"rename", required_argument, NULL, TPC_OPT_RENAME},                \
-	{"when", required_argument, NULL, TPC_OPT_WHEN},                    \
-	{"drop", required_argument, NULL, TPC_OPT_DROP},                    \
-	{"keep", required_argument, NULL, TPC_OPT_KEEP},                    \
-	{"strip-prefix", required_argument, NULL, TPC_OPT_STRIP_PREFIX},    \
-	{"add-prefix", required_argument, NULL, TPC_OPT_ADD_PREFIX},        \
-	{"transpose", required_argument, NULL, TPC_OPT_TRANSPOSE},          \
-	{"dtype", required_argument, NULL, TPC_OPT_DTYPE},                  \
-	{"expect-keys", required_argument, NULL, TPC_OPT_EXPECT_KEYS}
+#define TPC_CLI_REMAP_LONGOPTS \
+	{"rules", required_argument, NULL, TPC_OPT_RULES}, {"rename", required_argument, NULL, TPC_OPT_RENAME}, \
+	{"when", required_argument, NULL, TPC_OPT_WHEN}, {"drop", required_argument, NULL, TPC_OPT_DROP}, \
+	{"keep", required_argument, NULL, TPC_OPT_KEEP}, {"strip-prefix", required_argument, NULL, TPC_OPT_STRIP_PREFIX}, \
+	{"add-prefix", required_argument, NULL, TPC_OPT_ADD_PREFIX}, {"transpose", required_argument, NULL, TPC_OPT_TRANSPOSE}, \
+	{"dtype", required_argument, NULL, TPC_OPT_DTYPE}, {"expect-keys", required_argument, NULL, TPC_OPT_EXPECT_KEYS}
 /* The model facts unfuse rules may need, for commands without their own
  * (convert; shard has them in TPC_CLI_SET_LONGOPTS and hands them over). */
-#define TPC_CLI_REMAP_FACT_LONGOPTS                                         \
-	{"config", required_argument, NULL, TPC_OPT_FACT_CONFIG},           \
-	{"heads", required_argument, NULL, TPC_OPT_FACT_HEADS},             \
-	{"kv-heads", required_argument, NULL, TPC_OPT_FACT_KV_HEADS},       \
-	{"head-dim", required_argument, NULL, TPC_OPT_FACT_HEAD_DIM},       \
-	{"hidden", required_argument, NULL, TPC_OPT_FACT_HIDDEN},           \
-	{"vocab", required_argument, NULL, TPC_OPT_FACT_VOCAB}
+#define TPC_CLI_REMAP_FACT_LONGOPTS \
+	{"config", required_argument, NULL, TPC_OPT_FACT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_FACT_HEADS}, \
+	{"kv-heads", required_argument, NULL, TPC_OPT_FACT_KV_HEADS}, {"head-dim", required_argument, NULL, TPC_OPT_FACT_HEAD_DIM}, \
+	{"hidden", required_argument, NULL, TPC_OPT_FACT_HIDDEN}, {"vocab", required_argument, NULL, TPC_OPT_FACT_VOCAB}
 
 typedef struct tpc_cli_remap {
 	tpc_rules *rules;        /* NULL until a rule is given */
@@ -145,6 +137,8 @@ extern const char tpc_cli_remap_help[];
 extern const char tpc_cli_remap_fact_help[];
 void tpc_cli_remap_init(tpc_cli_remap *r);
 void tpc_cli_remap_release(tpc_cli_remap *r);
+/* Run a command body with a fresh remap stage, released after. */
+int tpc_cli_with_remap(int argc, char **argv, int (*body)(int argc, char **argv, tpc_cli_remap *rm));
 /* One option: 0, an exit status (message printed), or -1 if `code` is not a
  * remap option. */
 int tpc_cli_remap_opt(tpc_cli_remap *r, const char *cmd, int code, const char *arg);
@@ -164,17 +158,12 @@ enum {
 	TPC_OPT_TP = 0x1100, TPC_OPT_PP, TPC_OPT_PRESET, TPC_OPT_PLAN, TPC_OPT_CONFIG, TPC_OPT_HEADS,
 	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SET_END,
 };
-#define TPC_CLI_SET_LONGOPTS                                                \
-	{"tp", required_argument, NULL, TPC_OPT_TP},                        \
-	{"pp", required_argument, NULL, TPC_OPT_PP},                        \
-	{"preset", required_argument, NULL, TPC_OPT_PRESET},                \
-	{"plan", required_argument, NULL, TPC_OPT_PLAN},                    \
-	{"config", required_argument, NULL, TPC_OPT_CONFIG},                \
-	{"heads", required_argument, NULL, TPC_OPT_HEADS},                  \
-	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS},            \
-	{"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM},            \
-	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN},                \
-	{"vocab", required_argument, NULL, TPC_OPT_VOCAB}
+#define TPC_CLI_SET_LONGOPTS \
+	{"tp", required_argument, NULL, TPC_OPT_TP}, {"pp", required_argument, NULL, TPC_OPT_PP}, \
+	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}, \
+	{"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
+	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS}, {"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM}, \
+	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN}, {"vocab", required_argument, NULL, TPC_OPT_VOCAB}
 
 typedef struct tpc_cli_set {
 	int64_t tp, pp;           /* 0: not given */

@@ -104,22 +104,13 @@ static int copy_companions(const tpc_ckpt *ck, const char *in, const char *out, 
 static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
 	static const struct option lo[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"format", required_argument, NULL, 'F'},
-		{"max-shard-size", required_argument, NULL, 'M'},
-		{"select", required_argument, NULL, 's'},
-		{"strict", no_argument, NULL, 'S'},
-		{"dequantize", no_argument, NULL, 'D'},
-		{"dedup-tied", no_argument, NULL, 'T'},
-		{"no-extras", no_argument, NULL, 'X'},
-		{"force", no_argument, NULL, 'f'},
-		{"progress", no_argument, NULL, 'P'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{"dry-run", no_argument, NULL, O_DRY_RUN},
-		TPC_CLI_REMAP_LONGOPTS,
-		TPC_CLI_REMAP_FACT_LONGOPTS,
+		{"output", required_argument, NULL, 'o'}, {"format", required_argument, NULL, 'F'},
+		{"max-shard-size", required_argument, NULL, 'M'}, {"select", required_argument, NULL, 's'},
+		{"strict", no_argument, NULL, 'S'}, {"dequantize", no_argument, NULL, 'D'},
+		{"dedup-tied", no_argument, NULL, 'T'}, {"no-extras", no_argument, NULL, 'X'},
+		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, 'P'}, {"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
+		{"dry-run", no_argument, NULL, O_DRY_RUN}, TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
 	tpc_open_opts oo = {0, NULL, NULL};
@@ -228,9 +219,5 @@ out:
 
 int cmd_convert(int argc, char **argv)
 {
-	tpc_cli_remap rm;
-	tpc_cli_remap_init(&rm);
-	int ret = convert(argc, argv, &rm);
-	tpc_cli_remap_release(&rm);
-	return ret;
+	return tpc_cli_with_remap(argc, argv, convert);
 }

@@ -190,9 +190,5 @@ done:
 
 int cmd_diff(int argc, char **argv)
 {
-	tpc_cli_remap rm;
-	tpc_cli_remap_init(&rm);
-	int ret = diff(argc, argv, &rm);
-	tpc_cli_remap_release(&rm);
-	return ret;
+	return tpc_cli_with_remap(argc, argv, diff);
 }

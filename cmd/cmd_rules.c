@@ -55,6 +55,15 @@ void tpc_cli_remap_release(tpc_cli_remap *r)
 	memset(r, 0, sizeof(*r));
 }
 
+int tpc_cli_with_remap(int argc, char **argv, int (*body)(int argc, char **argv, tpc_cli_remap *rm))
+{
+	tpc_cli_remap rm;
+	tpc_cli_remap_init(&rm);
+	int ret = body(argc, argv, &rm);
+	tpc_cli_remap_release(&rm);
+	return ret;
+}
+
 static const char *opt_name(int code)
 {
 	switch (code) {

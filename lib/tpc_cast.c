@@ -14,30 +14,11 @@
  * register could quiet it on some ABIs; integers never change.
  */
 
-static inline uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-static inline float u2f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-static inline uint64_t d2u(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-}
-static inline double u2d(uint64_t u)
-{
-	double d;
-	memcpy(&d, &u, 8);
-	return d;
-}
+/* Bit patterns of floats and back (C11 unions pun; compilers emit a move). */
+static inline uint32_t f2u(float f) { return ((union { float f; uint32_t u; }){.f = f}).u; }
+static inline float u2f(uint32_t u) { return ((union { uint32_t u; float f; }){.u = u}).f; }
+static inline uint64_t d2u(double d) { return ((union { double d; uint64_t u; }){.d = d}).u; }
+static inline double u2d(uint64_t u) { return ((union { uint64_t u; double d; }){.u = u}).d; }
 
 /* f32 bits -> bf16, round to nearest even; NaN -> `nan` (0xFFFF or 0x7FC0). */
 static inline uint16_t bf16_from_bits(uint32_t u, uint16_t nan)

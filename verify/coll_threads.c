@@ -24,28 +24,27 @@ struct tpc_coll_group {
 	const void **slot;
 };
 
+/* Element i of dst is the sum over ranks of element i of each rank's block,
+ * in rank order (the order every rank must see). */
+#define SUM_RANKS(T)                                                \
+	do {                                                        \
+		const T *s = src;                                   \
+		T *d = dst;                                         \
+		for (size_t i = 0; i < n; i++) {                    \
+			T acc = s[i];                               \
+			for (int r = 1; r < size; r++)              \
+				acc += s[(size_t)r * n + i];        \
+			d[i] = acc;                                 \
+		}                                                   \
+	} while (0)
 void tpc_coll_sum_ranks(void *dst, const void *src, int size, size_t n, tpc_dtype dt)
 {
-	if (dt == TPC_F64) {
-		const double *s = src;
-		double *d = dst;
-		for (size_t i = 0; i < n; i++) {
-			double acc = s[i];
-			for (int r = 1; r < size; r++)
-				acc += s[(size_t)r * n + i];
-			d[i] = acc;
-		}
-	} else {
-		const float *s = src;
-		float *d = dst;
-		for (size_t i = 0; i < n; i++) {
-			float acc = s[i];
-			for (int r = 1; r < size; r++)
-				acc += s[(size_t)r * n + i];
-			d[i] = acc;
-		}
-	}
+	if (dt == TPC_F64)
+		SUM_RANKS(double);
+	else
+		SUM_RANKS(float);
 }
+#undef SUM_RANKS
 
 int tpc_coll_agree(tpc_coll *c, int status, int *who, tpc_err *e)
 {
