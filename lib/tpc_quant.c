@@ -755,6 +755,31 @@ static int load_groups(const tpc_ckpt *ck, const tpc_dequant *dq, const tpc_tens
 	return ret;
 }
 
+/* The words, zero points, scales and group index a packed-integer window
+ * reads (GPTQ, AWQ, compressed-tensors); z may be left unallocated. */
+typedef struct qbufs {
+	uint32_t *q, *z;
+	float *s;
+	int64_t *grp;
+} qbufs;
+
+static int qbufs_alloc(qbufs *b, int64_t nq, int64_t nz, int64_t ns, int64_t I, tpc_err *e)
+{
+	b->q = tpc_malloc((size_t)nq * 4 + 4);
+	b->z = nz ? tpc_malloc((size_t)nz * 4 + 4) : NULL;
+	b->s = tpc_malloc((size_t)ns * sizeof(float) + 4);
+	b->grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
+	return !b->q || (nz && !b->z) || !b->s || !b->grp ? tpc_err_nomem(e) : 0;
+}
+
+static void qbufs_free(qbufs *b)
+{
+	free(b->q);
+	free(b->z);
+	free(b->s);
+	free(b->grp);
+}
+
 /* Rows [o0, o0+nr) of a compressed-tensors pack-quantized weight of I
  * input features, columns [c0, c0+n) of each, into out [nr, n]. */
 static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, int64_t c0,
@@ -767,14 +792,13 @@ static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_
 	uint32_t mask = (1u << bits) - 1;
 	int32_t off = 1 << (bits - 1);
 	int64_t z0 = o0 / pack, nz = (o0 + nr - 1) / pack - z0 + 1;
-	uint32_t *q = tpc_malloc((size_t)(nr * W) * 4 + 4), *z = zp ? tpc_malloc((size_t)(nz * G) * 4 + 4) : NULL;
-	float *s = tpc_malloc((size_t)(nr * G) * sizeof(float) + 4);
-	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
-	int ret = 0;
-	if (!q || (zp && !z) || !s || !grp) {
-		ret = tpc_err_nomem(e);
+	qbufs b;
+	int ret = qbufs_alloc(&b, nr * W, zp ? nz * G : 0, nr * G, I, e);
+	uint32_t *q = b.q, *z = b.z;
+	float *s = b.s;
+	int64_t *grp = b.grp;
+	if (ret)
 		goto out;
-	}
 	if ((ret = tpc_ckpt_read_bytes(ck, wp, (uint64_t)(o0 * W) * 4, (uint64_t)(nr * W) * 4, q, e)) ||
 	    (ret = read_f32(ck, sc, (uint64_t)(o0 * G), (uint64_t)(nr * G), s, e)) ||
 	    (zp && (ret = tpc_ckpt_read_bytes(ck, zp, (uint64_t)(z0 * G) * 4, (uint64_t)(nz * G) * 4, z, e))) ||
@@ -797,10 +821,7 @@ static int rows_ct(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_
 		}
 	}
 out:
-	free(q);
-	free(z);
-	free(s);
-	free(grp);
+	qbufs_free(&b);
 	return ret;
 }
 
@@ -862,15 +883,13 @@ static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, in
 	uint32_t mask = (1u << bits) - 1;
 	int64_t w0 = o0 / pack, nw = (o0 + nr - 1) / pack - w0 + 1; /* output-packed word columns */
 	int64_t qrows = qw->shape[0], qcols = awq ? nw : nr;
-	uint32_t *q = tpc_malloc((size_t)(qrows * qcols) * 4 + 4);
-	uint32_t *z = tpc_malloc((size_t)(G * nw) * 4 + 4);
-	float *s = tpc_malloc((size_t)(G * nr) * sizeof(float) + 4);
-	int64_t *grp = tpc_malloc((size_t)I * sizeof(int64_t) + 8);
-	int ret = 0;
-	if (!q || !z || !s || !grp) {
-		ret = tpc_err_nomem(e);
+	qbufs b;
+	int ret = qbufs_alloc(&b, qrows * qcols, G * nw, G * nr, I, e);
+	uint32_t *q = b.q, *z = b.z;
+	float *s = b.s;
+	int64_t *grp = b.grp;
+	if (ret)
 		goto out;
-	}
 	if ((ret = read_cols(ck, qw, awq ? w0 : o0, qcols, q, e)) || (ret = read_cols(ck, qz, w0, nw, z, e)) ||
 	    (ret = read_cols(ck, sc, o0, nr, s, e)) || (ret = load_groups(ck, dq, gi, sc, I, G, grp, e)))
 		goto out;
@@ -895,10 +914,7 @@ static int rows_packed(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, in
 		}
 	}
 out:
-	free(q);
-	free(z);
-	free(s);
-	free(grp);
+	qbufs_free(&b);
 	return ret;
 }
 
