@@ -882,6 +882,17 @@ out:
 	return ret;
 }
 
+int tpc_parse_file(const char *path, uint64_t cap, tpc_parse_fn parse, void *obj, tpc_err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int ret = tpc_read_file(path, cap, &text, &len, e);
+	if (!ret)
+		ret = parse(obj, text, len, path, e);
+	free(text);
+	return ret;
+}
+
 bool tpc_is_dir(const char *path)
 {
 	struct stat st;

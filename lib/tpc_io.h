@@ -204,6 +204,9 @@ int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned fl
 /* Read a whole small file (JSON) into a malloc'd NUL-terminated buffer, at
  * most `cap` bytes (bigger -> TPC_EINPUT). */
 int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_err *e);
+/* Read it and hand the text to parse(obj, text, len, path, e). */
+typedef int (*tpc_parse_fn)(void *obj, const char *text, size_t len, const char *path, tpc_err *e);
+int tpc_parse_file(const char *path, uint64_t cap, tpc_parse_fn parse, void *obj, tpc_err *e);
 
 /* Directory helpers. */
 bool tpc_is_dir(const char *path);

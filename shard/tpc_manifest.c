@@ -373,15 +373,13 @@ out:
 	return ret;
 }
 
+static int parse_manifest(void *m, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	return tpc_manifest_from_buffer(m, text, len, path, e);
+}
+
 int tpc_manifest_from_file(tpc_manifest *m, const char *path, tpc_err *e)
 {
-	char *text = NULL;
-	size_t len = 0;
-	int ret = tpc_read_file(path, TPC_MANIFEST_MAX_BYTES, &text, &len, e);
-	if (!ret)
-		ret = tpc_manifest_from_buffer(m, text, len, path, e);
-	else
-		memset(m, 0, sizeof(*m));
-	free(text);
-	return ret;
+	memset(m, 0, sizeof(*m));
+	return tpc_parse_file(path, TPC_MANIFEST_MAX_BYTES, parse_manifest, m, e);
 }

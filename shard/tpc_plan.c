@@ -572,17 +572,15 @@ out:
 	return ret;
 }
 
+static int parse_plan(void *p, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	return tpc_plan_from_buffer(p, text, len, path, e);
+}
+
 int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e)
 {
-	char *text = NULL;
-	size_t len = 0;
-	int ret = tpc_read_file(path, TPC_PLAN_MAX_BYTES, &text, &len, e);
-	if (!ret)
-		ret = tpc_plan_from_buffer(p, text, len, path, e);
-	else
-		tpc_plan_init(p);
-	free(text);
-	return ret;
+	tpc_plan_init(p);
+	return tpc_parse_file(path, TPC_PLAN_MAX_BYTES, parse_plan, p, e);
 }
 
 /* Levenshtein distance of two short names, capped: a typo's distance is small. */
