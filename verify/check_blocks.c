@@ -223,16 +223,14 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
 		return ret;
-	x = malloc(sizeof(float) * (size_t)(T * H + 1));
-	y = malloc(sizeof(float) * (size_t)(T * H + 1));
-	if (!x || !y) {
+	if (!VNEW(R, x, T * H) || !VNEW(R, y, T * H)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
 	uint64_t stream = tpc_verify_stream(name, kind);
 	tpc__seeded_f(x, T, H, H, 0, R->o->seed, stream);
 	if (C) { /* cross-attention: seeded encoder states, the same on every rank */
-		if (!(cf = malloc(sizeof(float) * (size_t)(T * C + 1)))) {
+		if (!VNEW(R, cf, T * C)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;
 		}
@@ -252,15 +250,13 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference %s: %s", name, msg);
 			goto done;
 		}
-		xd = malloc(sizeof(double) * (size_t)(T * H + 1));
-		yr = malloc(sizeof(double) * (size_t)(T * H + 1));
-		if (!xd || !yr) {
+		if (!VNEW(R, xd, T * H) || !VNEW(R, yr, T * H)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;
 		}
 		tpc__seeded_d(xd, T, H, R->o->seed, stream);
 		if (C) {
-			if (!(cd = malloc(sizeof(double) * (size_t)(T * C + 1)))) {
+			if (!VNEW(R, cd, T * C)) {
 				ret = tpc_err_nomem(R->e);
 				goto done;
 			}
@@ -275,14 +271,6 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		cmp_block(&res, yr, y, (size_t)(T * H), "block outputs");
 	}
 done:
-	if (me == 0)
-		tpc__ref_end(R);
-	free(x);
-	free(y);
-	free(xd);
-	free(yr);
-	free(cf);
-	free(cd);
 	return tpc__finish(R, &res, ret);
 }
 
@@ -487,11 +475,11 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
 		return ret;
-	float *x = malloc(sizeof(float) * (size_t)(T * H + 1)), *y = malloc(sizeof(float) * (size_t)(T * H + 1));
-	double *xd = malloc(sizeof(double) * (size_t)(T * H + 1)), *yr = NULL, *w = malloc(sizeof(double) * (size_t)(T * K + 1));
-	double *g = mo->shared_gate >= 0 ? malloc(sizeof(double) * (size_t)(T + 1)) : NULL;
-	int64_t *sel = malloc(sizeof(int64_t) * (size_t)(T * K + 1));
-	if (!x || !y || !xd || !w || !sel || (mo->shared_gate >= 0 && !g)) {
+	float *x, *y;
+	double *xd, *yr, *w, *g = NULL;
+	int64_t *sel;
+	if (!VNEW(R, x, T * H) || !VNEW(R, y, T * H) || !VNEW(R, xd, T * H) || !VNEW(R, w, T * K) ||
+	    !VNEW(R, sel, T * K) || (mo->shared_gate >= 0 && !VNEW(R, g, T))) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
@@ -504,7 +492,7 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 	if (me == 0) {
 		tpc__ref_begin(R);
 		res.digest = tpc__digest_f(y, (size_t)(T * H));
-		if (!(yr = malloc(sizeof(double) * (size_t)(T * H + 1)))) {
+		if (!VNEW(R, yr, T * H)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;
 		}
@@ -514,14 +502,5 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 		cmp_block(&res, yr, y, (size_t)(T * H), "outputs of the mixture of experts");
 	}
 done:
-	if (me == 0)
-		tpc__ref_end(R);
-	free(x);
-	free(y);
-	free(xd);
-	free(yr);
-	free(w);
-	free(g);
-	free(sel);
 	return tpc__finish(R, &res, ret);
 }

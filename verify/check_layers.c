@@ -10,7 +10,7 @@
 #include "vint.h"
 
 /* Rank 0: the unsplit layer of tensor i (its bias too, when `bias`) in fp64
- * on the seeded input [T, in]: *yr [T, out], the caller's to free. */
+ * on the seeded input [T, in]: *yr [T, out], scratch of the check. */
 static int lin_ref(vrun *R, int64_t i, bool row, bool bias, uint64_t stream, int64_t in, int64_t out, double **yr)
 {
 	int64_t T = R->T;
@@ -18,15 +18,11 @@ static int lin_ref(vrun *R, int64_t i, bool row, bool bias, uint64_t stream, int
 	tpc__lin_of(R, i, -1, row, &Lr);
 	if (!bias)
 		Lr.b.t = NULL;
-	double *xd = malloc(sizeof(double) * (size_t)(T * in + 1));
-	*yr = malloc(sizeof(double) * (size_t)(T * out + 1));
-	int ret = !xd || !*yr ? tpc_err_nomem(R->e) : 0;
-	if (!ret) {
-		tpc__seeded_d(xd, T, in, R->o->seed, stream);
-		ret = tpc__lin_d(&R->xd, &Lr, T, xd, in, *yr, out);
-	}
-	free(xd);
-	return ret;
+	double *xd;
+	if (!VNEW(R, xd, T * in) || !VNEW(R, *yr, T * out))
+		return tpc_err_nomem(R->e);
+	tpc__seeded_d(xd, T, in, R->o->seed, stream);
+	return tpc__lin_d(&R->xd, &Lr, T, xd, in, *yr, out);
 }
 
 int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
@@ -52,10 +48,7 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 		tpc__lin_of(R, i, me, false, &L);
 	if (mine && !use_bias)
 		L.b.t = NULL;
-	x = malloc(sizeof(float) * (size_t)(T * in + 1));
-	y = calloc((size_t)(T * nl + 1), sizeof(float));
-	Y = malloc(sizeof(float) * (size_t)(T * nl) * (size_t)tp + 1);
-	if (!x || !y || !Y) {
+	if (!VNEW(R, x, T * in) || !VZERO(R, y, T * nl) || !VNEW(R, Y, T * nl * tp)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
@@ -90,12 +83,6 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 				 (unsigned long long)res.mismatches, (unsigned long long)res.elements, res.diff[0].rank);
 	}
 done:
-	if (me == 0)
-		tpc__ref_end(R);
-	free(x);
-	free(y);
-	free(Y);
-	free(yr);
 	return tpc__finish(R, &res, ret);
 }
 
@@ -119,9 +106,7 @@ int tpc__check_row(vrun *R, int64_t i)
 	vlin L;
 	if (mine)
 		tpc__lin_of(R, i, me, true, &L);
-	x = calloc((size_t)(T * nl + 1), sizeof(float));
-	y = calloc((size_t)(T * out + 1), sizeof(float));
-	if (!x || !y) {
+	if (!VZERO(R, x, T * nl) || !VZERO(R, y, T * out)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
@@ -166,11 +151,6 @@ int tpc__check_row(vrun *R, int64_t i)
 		}
 	}
 done:
-	if (me == 0)
-		tpc__ref_end(R);
-	free(x);
-	free(y);
-	free(yr);
 	return tpc__finish(R, &res, ret);
 }
 
@@ -192,8 +172,7 @@ int tpc__check_embed(vrun *R, int64_t i)
 	vloc L;
 	tpc__loc_of(R, i, me, &L);
 	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_EMBED);
-	y = calloc((size_t)(T * H + 1), sizeof(float));
-	if (!y) {
+	if (!VZERO(R, y, T * H)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
@@ -208,7 +187,7 @@ int tpc__check_embed(vrun *R, int64_t i)
 	if (me == 0) {
 		tpc__ref_begin(R);
 		res.digest = tpc__digest_f(y, (size_t)(T * H));
-		if (!(yr = malloc(sizeof(double) * (size_t)(T * H + 1)))) {
+		if (!VNEW(R, yr, T * H)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;
 		}
@@ -224,9 +203,5 @@ int tpc__check_embed(vrun *R, int64_t i)
 				 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
 	}
 done:
-	if (me == 0)
-		tpc__ref_end(R);
-	free(y);
-	free(yr);
 	return tpc__finish(R, &res, ret);
 }

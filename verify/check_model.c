@@ -84,9 +84,7 @@ int tpc__check_model(vrun *R)
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
 		goto done;
-	ids = malloc(sizeof(int32_t) * (size_t)T);
-	lg = malloc(sizeof(float) * (size_t)(T * V + 1));
-	if (!ids || !lg) {
+	if (!VNEW(R, ids, T) || !VNEW(R, lg, T * V)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;
 	}
@@ -102,7 +100,7 @@ int tpc__check_model(vrun *R)
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference model: %s", msg);
 			goto done;
 		}
-		if (!(lr = malloc(sizeof(double) * (size_t)(T * V + 1)))) {
+		if (!VNEW(R, lr, T * V)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;
 		}
@@ -128,13 +126,8 @@ int tpc__check_model(vrun *R)
 				 (long long)res.top1_agree, (long long)res.top1_total);
 	}
 done:
-	if (me == 0)
-		tpc__ref_end(R);
 	free(m.L);
 	free(mr.L);
-	free(ids);
-	free(lg);
-	free(lr);
 	if (failed && !ret)
 		return 0;
 	return tpc__finish(R, &res, ret);

@@ -67,24 +67,32 @@ void tpc_verify_tolerance(tpc_dtype dt, bool model, double *rtol, double *atol)
 /* Rank 0 computes the unsplit reference while the other ranks wait for its
  * result, so it may use every core meanwhile (the results do not depend on
  * the thread count). */
-void tpc__ref_begin(const vrun *R)
+void tpc__ref_begin(vrun *R)
 {
+	R->ref_on = true;
 #ifdef _OPENMP
 	if (R->ref_threads > 0)
 		omp_set_num_threads(R->ref_threads);
-#else
-	(void)R;
 #endif
 }
 
-void tpc__ref_end(const vrun *R)
+void tpc__ref_end(vrun *R)
 {
+	R->ref_on = false;
 #ifdef _OPENMP
 	if (R->ref_threads > 0)
 		omp_set_num_threads(R->threads);
-#else
-	(void)R;
 #endif
+}
+
+void *tpc__scratch(vrun *R, size_t bytes, bool zero)
+{
+	if (R->nscratch == (int)(sizeof(R->scratch) / sizeof(R->scratch[0])))
+		return NULL; /* a check with more buffers than this is a bug: fails as out of memory */
+	void *p = zero ? calloc(1, bytes) : malloc(bytes);
+	if (p)
+		R->scratch[R->nscratch++] = p;
+	return p;
 }
 
 void tpc__res_init(vrun *R, tpc_vresult *r, tpc_vcheck kind, const char *name, tpc_dtype dt)
@@ -166,6 +174,10 @@ int tpc__exchange(vrun *R, tpc_vresult *res, bool final, bool *failed)
 int tpc__finish(vrun *R, tpc_vresult *res, int ret)
 {
 	bool failed;
+	if (R->ref_on)
+		tpc__ref_end(R);
+	while (R->nscratch > 0)
+		free(R->scratch[--R->nscratch]);
 	if (ret) {
 		tpc_coll_abort(R->c);
 		return ret;

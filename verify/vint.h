@@ -166,12 +166,21 @@ typedef struct vrun {
 	tpc_vresult *xb;
 	bool any_fail;
 	int threads, ref_threads; /* OpenMP threads of this rank, and of rank 0's reference work */
+	bool ref_on;              /* between tpc__ref_begin and the check's end */
+	void *scratch[12];        /* the current check's buffers (tpc__scratch) */
+	int nscratch;
 } vrun;
+
+/* Memory for the current check, freed when it ends (tpc__finish): n + 1
+ * elements of *p (zeroed with VZERO); NULL when out of memory. */
+void *tpc__scratch(vrun *R, size_t bytes, bool zero);
+#define VNEW(R, p, n) ((p) = tpc__scratch((R), sizeof(*(p)) * ((size_t)(n) + 1), false))
+#define VZERO(R, p, n) ((p) = tpc__scratch((R), sizeof(*(p)) * ((size_t)(n) + 1), true))
 
 /* Rank 0's reference work on every core meanwhile (tpc__ref_begin), and back
  * to this rank's threads (tpc__ref_end). */
-void tpc__ref_begin(const vrun *R);
-void tpc__ref_end(const vrun *R);
+void tpc__ref_begin(vrun *R);
+void tpc__ref_end(vrun *R);
 
 /* A check's result: begun with its tolerances, failed with the first message,
  * a difference recorded (the first TPC_VERIFY_NDIFF). */
@@ -181,7 +190,8 @@ void tpc__res_diff(tpc_vresult *r, int rank, int64_t idx, double exp, double act
 
 /* The ranks' results merged on every rank, *failed when any rank failed; rank
  * 0 reports the merged result when `final` or failed. tpc__finish ends a
- * check: an error aborts the group, else the final exchange. */
+ * check: its reference threads and scratch memory released, an error aborts
+ * the group, else the final exchange. */
 int tpc__exchange(vrun *R, tpc_vresult *res, bool final, bool *failed);
 int tpc__finish(vrun *R, tpc_vresult *res, int ret);
 
