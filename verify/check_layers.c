@@ -25,23 +25,32 @@ static int lin_ref(vrun *R, int64_t i, bool row, bool bias, uint64_t stream, int
 	return tpc__lin_d(&R->xd, &Lr, T, xd, in, *yr, out);
 }
 
+/* The opening of a layer check of tensor i: *res begun, and failed on every
+ * rank when a rank's part, or its bias (bias 0: a column bias, 1: a row
+ * bias, -1: none checked), is unusable; *failed says the check ends there. */
+static int layer_open(vrun *R, int64_t i, tpc_vcheck kind, int bias, tpc_vresult *res, bool *failed)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	char msg[sizeof(res->msg)] = "";
+	tpc__res_init(R, res, kind, v->name, v->ref->src_dtype);
+	if (!tpc__rank_ok(R, i, R->me, msg, sizeof(msg)) ||
+	    (bias >= 0 && !tpc__bias_ok(R, i, bias == 1, msg, sizeof(msg))))
+		tpc__res_fail(res, "%s", msg);
+	return tpc__exchange(R, res, false, failed);
+}
+
 int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 {
 	const tpc_vtensor *v = &R->s->t[i];
 	tpc_vresult res;
-	tpc__res_init(R, &res, kind, v->name, v->ref->src_dtype);
-	char msg[sizeof(res.msg)] = "";
-	int ret = 0, me = R->me, tp = R->tp;
-	bool failed = false;
-	float *x = NULL, *y = NULL, *Y = NULL;
+	bool failed, use_bias = kind != TPC_VC_HEAD;
+	int ret = layer_open(R, i, kind, use_bias ? 0 : -1, &res, &failed), me = R->me, tp = R->tp;
+	if (ret || failed)
+		return ret;
+	float *x, *y, *Y;
 	double *yr = NULL;
 	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
 	int64_t nl = tpc_vtensor_local_dim(v, tp);
-	bool use_bias = kind != TPC_VC_HEAD;
-	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg)) || (use_bias && !tpc__bias_ok(R, i, false, msg, sizeof(msg))))
-		tpc__res_fail(&res, "%s", msg);
-	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
-		return ret;
 	bool mine = tpc_vtensor_holds(v, tp, me);
 	vlin L;
 	if (mine)
@@ -90,18 +99,14 @@ int tpc__check_row(vrun *R, int64_t i)
 {
 	const tpc_vtensor *v = &R->s->t[i];
 	tpc_vresult res;
-	tpc__res_init(R, &res, TPC_VC_ROW, v->name, v->ref->src_dtype);
-	char msg[sizeof(res.msg)] = "";
-	int ret = 0, me = R->me;
-	bool failed = false;
-	float *x = NULL, *y = NULL;
+	bool failed;
+	int ret = layer_open(R, i, TPC_VC_ROW, 1, &res, &failed), me = R->me;
+	if (ret || failed)
+		return ret;
+	float *x, *y;
 	double *yr = NULL;
 	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
 	int64_t nl = tpc_vtensor_local_dim(v, R->tp);
-	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg)) || !tpc__bias_ok(R, i, true, msg, sizeof(msg)))
-		tpc__res_fail(&res, "%s", msg);
-	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
-		return ret;
 	bool mine = tpc_vtensor_holds(v, R->tp, me);
 	vlin L;
 	if (mine)
@@ -158,17 +163,13 @@ int tpc__check_embed(vrun *R, int64_t i)
 {
 	const tpc_vtensor *v = &R->s->t[i];
 	tpc_vresult res;
-	tpc__res_init(R, &res, TPC_VC_EMBED, v->name, v->ref->src_dtype);
-	char msg[sizeof(res.msg)] = "";
-	int ret = 0, me = R->me;
-	bool failed = false;
-	int64_t T = R->T, H = v->ref->shape[1], V = v->part[0].size;
-	float *y = NULL;
-	double *yr = NULL;
-	if (!tpc__rank_ok(R, i, me, msg, sizeof(msg)))
-		tpc__res_fail(&res, "%s", msg);
-	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
+	bool failed;
+	int ret = layer_open(R, i, TPC_VC_EMBED, -1, &res, &failed), me = R->me;
+	if (ret || failed)
 		return ret;
+	int64_t T = R->T, H = v->ref->shape[1], V = v->part[0].size;
+	float *y;
+	double *yr;
 	vloc L;
 	tpc__loc_of(R, i, me, &L);
 	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_EMBED);
