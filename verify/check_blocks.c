@@ -241,8 +241,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	if (ret)
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R);
-		res.digest = tpc__digest_f(y, (size_t)(T * H));
+		tpc__ref_begin(R, &res, y, (size_t)(T * H));
 		vmlp_loc mr;
 		vattn_loc ar;
 		if (kind == TPC_VC_MLP ? !tpc__mlp_loc_of(R, &ly->mlp, -1, &mr, msg, sizeof(msg))
@@ -490,8 +489,7 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 	    (ret = moe_apply_f(R, mo, me, x, T, H, sel, w, g, y)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R);
-		res.digest = tpc__digest_f(y, (size_t)(T * H));
+		tpc__ref_begin(R, &res, y, (size_t)(T * H));
 		if (!VNEW(R, yr, T * H)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;

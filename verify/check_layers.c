@@ -69,8 +69,7 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 	if ((ret = tpc_coll_allgather(R->c, y, sizeof(float) * (size_t)(T * nl), Y, R->e)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R);
-		res.digest = tpc__digest_f(Y, (size_t)(T * nl) * (size_t)tp);
+		tpc__ref_begin(R, &res, Y, (size_t)(T * nl) * (size_t)tp);
 		if ((ret = lin_ref(R, i, false, use_bias, stream, in, out, &yr)))
 			goto done;
 		double scale = tpc__rms(yr, (size_t)(T * out));
@@ -139,8 +138,7 @@ int tpc__check_row(vrun *R, int64_t i)
 	if (ret)
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R);
-		res.digest = tpc__digest_f(y, (size_t)(T * out));
+		tpc__ref_begin(R, &res, y, (size_t)(T * out));
 		if ((ret = lin_ref(R, i, true, true, stream, in, out, &yr)))
 			goto done;
 		tpc__cmp_all(&res, yr, y, (size_t)(T * out));
@@ -186,8 +184,7 @@ int tpc__check_embed(vrun *R, int64_t i)
 	if (ret || (ret = tpc_coll_allreduce(R->c, y, (size_t)(T * H), TPC_F32, R->e)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R);
-		res.digest = tpc__digest_f(y, (size_t)(T * H));
+		tpc__ref_begin(R, &res, y, (size_t)(T * H));
 		if (!VNEW(R, yr, T * H)) {
 			ret = tpc_err_nomem(R->e);
 			goto done;

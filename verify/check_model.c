@@ -94,8 +94,7 @@ int tpc__check_model(vrun *R)
 	if ((ret = tpc__model_f(&R->xf, &m, T, ids, lg)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R);
-		res.digest = tpc__digest_f(lg, (size_t)(T * V));
+		tpc__ref_begin(R, &res, lg, (size_t)(T * V));
 		if (!model_loc_of(R, -1, &mr, msg, sizeof(msg))) {
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference model: %s", msg);
 			goto done;

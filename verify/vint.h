@@ -177,9 +177,10 @@ void *tpc__scratch(vrun *R, size_t bytes, bool zero);
 #define VNEW(R, p, n) ((p) = tpc__scratch((R), sizeof(*(p)) * ((size_t)(n) + 1), false))
 #define VZERO(R, p, n) ((p) = tpc__scratch((R), sizeof(*(p)) * ((size_t)(n) + 1), true))
 
-/* Rank 0's reference work on every core meanwhile (tpc__ref_begin), and back
- * to this rank's threads (tpc__ref_end). */
-void tpc__ref_begin(vrun *R);
+/* Rank 0's reference work on every core meanwhile, once the digest of the
+ * split result y [n] is in *res (tpc__ref_begin), and back to this rank's
+ * threads (tpc__ref_end). */
+void tpc__ref_begin(vrun *R, tpc_vresult *res, const float *y, size_t n);
 void tpc__ref_end(vrun *R);
 
 /* A check's result: begun with its tolerances, failed with the first message,
