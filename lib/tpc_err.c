@@ -60,6 +60,17 @@ int tpc_err_sys(tpc_err *e, int code, int sys, const char *fmt, ...)
 	return code;
 }
 
+int tpc_err_at(tpc_err *e, int code, const char *path, const char *tensor, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	tpc_err_setv(e, code, fmt, ap);
+	va_end(ap);
+	tpc_err_path(e, path);
+	tpc_err_tensor(e, tensor);
+	return code;
+}
+
 void tpc_err_path(tpc_err *e, const char *path)
 {
 	if (e && e->code && !e->path[0] && path)

@@ -61,6 +61,9 @@ int tpc_err_sys(tpc_err *e, int code, int sys, const char *fmt, ...)
 
 /* Add context to a recorded error when the fields are still empty: callers
  * that know the file or tensor fill them in on the way out. */
+/* Set an error (as tpc_err_set) naming a file and a tensor (either NULL). */
+int tpc_err_at(tpc_err *e, int code, const char *path, const char *tensor, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 void tpc_err_path(tpc_err *e, const char *path);
 void tpc_err_tensor(tpc_err *e, const char *name);
 void tpc_err_offset(tpc_err *e, int64_t offset);

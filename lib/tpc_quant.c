@@ -295,16 +295,7 @@ static bool float_type(tpc_dtype d)
 	return d == TPC_F32 || d == TPC_F16 || d == TPC_BF16 || d == TPC_F64;
 }
 
-static int bad_tensor(tpc_err *e, const tpc_tensor *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad_tensor(tpc_err *e, const tpc_tensor *t, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	tpc_err_setv(e, TPC_EINPUT, fmt, ap);
-	va_end(ap);
-	tpc_err_tensor(e, t->name);
-	return TPC_EINPUT;
-}
+#define bad_tensor(e, t, ...) tpc_err_at((e), TPC_EINPUT, NULL, (t)->name, __VA_ARGS__)
 
 static bool shape_is(const tpc_tensor *t, int ndim, int64_t a, int64_t b)
 {

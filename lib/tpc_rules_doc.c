@@ -139,17 +139,7 @@ static const char *preset_at(size_t i, void *ctx)
 
 /* An error in the document itself, reported against its label (file name).
  * Errors from tpc_rules_add already name their origin ("FILE rule N"). */
-static int doc_err(tpc_err *e, const char *label, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int doc_err(tpc_err *e, const char *label, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	tpc_err_setv(e, TPC_EUSAGE, fmt, ap);
-	va_end(ap);
-	tpc_err_path(e, label);
-	return TPC_EUSAGE;
-}
+#define doc_err(e, label, ...) tpc_err_at((e), TPC_EUSAGE, (label), NULL, __VA_ARGS__)
 
 static const char *const action_keys[] = {
 	"select", "drop", "keep", "rename", "strip_prefix", "add_prefix", "transpose", "dtype", "unfuse",

@@ -695,17 +695,7 @@ int tpc_plan_match(const tpc_plan *p, const char *name)
 }
 
 /* An error about one tensor: `code`, its message, the tensor named. */
-static int tensor_err(tpc_err *e, int code, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int tensor_err(tpc_err *e, int code, const char *name, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	tpc_err_setv(e, code, fmt, ap);
-	va_end(ap);
-	tpc_err_tensor(e, name);
-	return code;
-}
+#define tensor_err(e, code, name, ...) tpc_err_at((e), (code), NULL, (name), __VA_ARGS__)
 /* The input does not fit the plan: exit 3. */
 #define bad_tensor(e, name, ...) tensor_err((e), TPC_EINPUT, (name), __VA_ARGS__)
 /* A model fact the split needs and nothing gave: the user gives it (a flag or
