@@ -24,27 +24,28 @@ struct tpc_coll_group {
 	const void **slot;
 };
 
-/* Element i of dst is the sum over ranks of element i of each rank's block,
- * in rank order (the order every rank must see). */
-#define SUM_RANKS(T)                                                \
+/* d[i] = the sum over ranks r of AT(T, r, i), in rank order (the order every
+ * rank must see), for i < n. */
+#define SUM_RANKS(T, d_, n_, size_, AT)                             \
 	do {                                                        \
-		const T *s = src;                                   \
-		T *d = dst;                                         \
-		for (size_t i = 0; i < n; i++) {                    \
-			T acc = s[i];                               \
-			for (int r = 1; r < size; r++)              \
-				acc += s[(size_t)r * n + i];        \
+		T *d = (d_);                                        \
+		for (size_t i = 0; i < (n_); i++) {                 \
+			T acc = AT(T, 0, i);                        \
+			for (int r = 1; r < (size_); r++)           \
+				acc += AT(T, r, i);                 \
 			d[i] = acc;                                 \
 		}                                                   \
 	} while (0)
+/* element i of rank r's block in src (blocks of n, rank after rank) */
+#define IN_BLOCK(T, r, i) ((const T *)src)[(size_t)(r) * n + (i)]
 void tpc_coll_sum_ranks(void *dst, const void *src, int size, size_t n, tpc_dtype dt)
 {
 	if (dt == TPC_F64)
-		SUM_RANKS(double);
+		SUM_RANKS(double, dst, n, size, IN_BLOCK);
 	else
-		SUM_RANKS(float);
+		SUM_RANKS(float, dst, n, size, IN_BLOCK);
 }
-#undef SUM_RANKS
+#undef IN_BLOCK
 
 int tpc_coll_agree(tpc_coll *c, int status, int *who, tpc_err *e)
 {
@@ -122,23 +123,12 @@ static int th_allreduce(tpc_coll *c, void *buf, size_t n, tpc_dtype dt, tpc_err 
 	if ((ret = wait_bar(g, e)))
 		goto out;
 	/* the rank-order sum of tpc_coll_sum_ranks, reading the others in place */
-	if (dt == TPC_F64) {
-		double *d = tmp;
-		for (size_t i = 0; i < n; i++) {
-			double acc = ((const double *)g->slot[0])[i];
-			for (int r = 1; r < g->size; r++)
-				acc += ((const double *)g->slot[r])[i];
-			d[i] = acc;
-		}
-	} else {
-		float *d = tmp;
-		for (size_t i = 0; i < n; i++) {
-			float acc = ((const float *)g->slot[0])[i];
-			for (int r = 1; r < g->size; r++)
-				acc += ((const float *)g->slot[r])[i];
-			d[i] = acc;
-		}
-	}
+#define IN_SLOT(T, r, i) ((const T *)g->slot[r])[i]
+	if (dt == TPC_F64)
+		SUM_RANKS(double, tmp, n, g->size, IN_SLOT);
+	else
+		SUM_RANKS(float, tmp, n, g->size, IN_SLOT);
+#undef IN_SLOT
 	if (!(ret = wait_bar(g, e)))
 		memcpy(buf, tmp, n * es);
 out:
