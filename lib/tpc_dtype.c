@@ -1,6 +1,7 @@
 /* tpc_dtype.c - the dtype table; see tpc_dtype.h. */
 #include "tpc_dtype.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -71,12 +72,21 @@ const char *tpc_dtype_name(tpc_dtype t)
 	return d->torch ? d->torch : "invalid";
 }
 
+/* The dtype whose name in one of the table's columns (the const char *
+ * member at offset off: st, torch, storage) is s. */
+static tpc_dtype by_column(size_t off, const char *s)
+{
+	for (int i = 1; i < TPC_DT_COUNT; i++) {
+		const char *c = *(const char *const *)((const char *)&table[i] + off);
+		if (c && !strcmp(c, s))
+			return (tpc_dtype)i;
+	}
+	return TPC_DT_INVALID;
+}
+
 tpc_dtype tpc_dtype_from_st(const char *name)
 {
-	for (int i = 1; i < TPC_DT_COUNT; i++)
-		if (table[i].st && !strcmp(table[i].st, name))
-			return (tpc_dtype)i;
-	return TPC_DT_INVALID;
+	return by_column(offsetof(tpc_dtype_info, st), name);
 }
 
 static const struct {
@@ -90,9 +100,9 @@ static const struct {
 
 tpc_dtype tpc_dtype_from_torch(const char *attr)
 {
-	for (int i = 1; i < TPC_DT_COUNT; i++)
-		if (table[i].torch && !strcmp(table[i].torch, attr))
-			return (tpc_dtype)i;
+	tpc_dtype t = by_column(offsetof(tpc_dtype_info, torch), attr);
+	if (t != TPC_DT_INVALID)
+		return t;
 	for (size_t i = 0; i < sizeof(torch_alias) / sizeof(torch_alias[0]); i++)
 		if (!strcmp(torch_alias[i].alias, attr))
 			return torch_alias[i].t;
@@ -101,10 +111,7 @@ tpc_dtype tpc_dtype_from_torch(const char *attr)
 
 tpc_dtype tpc_dtype_from_storage(const char *klass)
 {
-	for (int i = 1; i < TPC_DT_COUNT; i++)
-		if (table[i].storage && !strcmp(table[i].storage, klass))
-			return (tpc_dtype)i;
-	return TPC_DT_INVALID;
+	return by_column(offsetof(tpc_dtype_info, storage), klass);
 }
 
 tpc_dtype tpc_dtype_parse(const char *s)
