@@ -73,65 +73,62 @@ const char *tpc_dtype_name(tpc_dtype t)
 }
 
 /* The dtype whose name in one of the table's columns (the const char *
- * member at offset off: st, torch, storage) is s. */
-static tpc_dtype by_column(size_t off, const char *s)
+ * member at offset off: st, torch, storage) is s, compared with cmp. */
+static tpc_dtype by_column(size_t off, const char *s, int (*cmp)(const char *, const char *))
 {
 	for (int i = 1; i < TPC_DT_COUNT; i++) {
 		const char *c = *(const char *const *)((const char *)&table[i] + off);
-		if (c && !strcmp(c, s))
+		if (c && !cmp(c, s))
 			return (tpc_dtype)i;
 	}
 	return TPC_DT_INVALID;
 }
 
-tpc_dtype tpc_dtype_from_st(const char *name)
-{
-	return by_column(offsetof(tpc_dtype_info, st), name);
-}
-
-static const struct {
-	const char *alias;
+/* Other names of dtypes: torch's attribute aliases, and what users type. */
+typedef struct dt_alias {
+	const char *name;
 	tpc_dtype t;
-} torch_alias[] = {
+} dt_alias;
+static const dt_alias torch_alias[] = {
 	{"float", TPC_F32}, {"double", TPC_F64}, {"half", TPC_F16}, {"long", TPC_I64},
 	{"int", TPC_I32}, {"short", TPC_I16}, {"cfloat", TPC_C64}, {"cdouble", TPC_C128},
-	{"chalf", TPC_C32}, {"complex32", TPC_C32},
+	{"chalf", TPC_C32}, {"complex32", TPC_C32}, {NULL, TPC_DT_INVALID},
 };
+static const dt_alias user_alias[] = {
+	{"bf16", TPC_BF16}, {"bfloat16", TPC_BF16}, {"f16", TPC_F16}, {"fp16", TPC_F16},
+	{"half", TPC_F16}, {"float16", TPC_F16}, {"f32", TPC_F32}, {"fp32", TPC_F32},
+	{"float", TPC_F32}, {"float32", TPC_F32}, {"f64", TPC_F64}, {"fp64", TPC_F64},
+	{"double", TPC_F64}, {"float64", TPC_F64}, {NULL, TPC_DT_INVALID},
+};
+
+static tpc_dtype by_alias(const dt_alias *a, const char *s, int (*cmp)(const char *, const char *))
+{
+	for (; a->name; a++)
+		if (!cmp(a->name, s))
+			return a->t;
+	return TPC_DT_INVALID;
+}
+
+tpc_dtype tpc_dtype_from_st(const char *name)
+{
+	return by_column(offsetof(tpc_dtype_info, st), name, strcmp);
+}
 
 tpc_dtype tpc_dtype_from_torch(const char *attr)
 {
-	tpc_dtype t = by_column(offsetof(tpc_dtype_info, torch), attr);
-	if (t != TPC_DT_INVALID)
-		return t;
-	for (size_t i = 0; i < sizeof(torch_alias) / sizeof(torch_alias[0]); i++)
-		if (!strcmp(torch_alias[i].alias, attr))
-			return torch_alias[i].t;
-	return TPC_DT_INVALID;
+	tpc_dtype t = by_column(offsetof(tpc_dtype_info, torch), attr, strcmp);
+	return t != TPC_DT_INVALID ? t : by_alias(torch_alias, attr, strcmp);
 }
 
 tpc_dtype tpc_dtype_from_storage(const char *klass)
 {
-	return by_column(offsetof(tpc_dtype_info, storage), klass);
+	return by_column(offsetof(tpc_dtype_info, storage), klass, strcmp);
 }
 
 tpc_dtype tpc_dtype_parse(const char *s)
 {
-	static const struct {
-		const char *n;
-		tpc_dtype t;
-	} user[] = {
-		{"bf16", TPC_BF16}, {"bfloat16", TPC_BF16}, {"f16", TPC_F16}, {"fp16", TPC_F16},
-		{"half", TPC_F16}, {"float16", TPC_F16}, {"f32", TPC_F32}, {"fp32", TPC_F32},
-		{"float", TPC_F32}, {"float32", TPC_F32}, {"f64", TPC_F64}, {"fp64", TPC_F64},
-		{"double", TPC_F64}, {"float64", TPC_F64},
-	};
-	tpc_dtype t;
-	for (size_t i = 0; i < sizeof(user) / sizeof(user[0]); i++)
-		if (!strcasecmp(user[i].n, s))
-			return user[i].t;
-	for (int i = 1; i < TPC_DT_COUNT; i++)
-		if (table[i].st && !strcasecmp(table[i].st, s))
-			return (tpc_dtype)i;
-	t = tpc_dtype_from_torch(s);
-	return t;
+	tpc_dtype t = by_alias(user_alias, s, strcasecmp);
+	if (t == TPC_DT_INVALID)
+		t = by_column(offsetof(tpc_dtype_info, st), s, strcasecmp);
+	return t != TPC_DT_INVALID ? t : tpc_dtype_from_torch(s);
 }
