@@ -209,6 +209,15 @@ void tpc_cli_input_release(tpc_cli_input *in);
  * inside the input, the set's, the plan's). */
 int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, tpc_model_facts *out, tpc_err *e);
 
+/* Is `path` (not a folder) one rank file of a Megatron set of several ranks?
+ * Its args (a: tp and pp; NULL or 0 when unknown) say so, else its
+ * SAVE/ITER/mp_rank_TT[_PPP]/ folder among others (the megatron layout's
+ * geometry of SAVE). Then `what` says what it is ("this is one rank file of
+ * a Megatron set (tp 2 x pp 1, from its args)") and `how` the merge command
+ * that gives the whole model. */
+bool tpc_cli_megatron_rank(const char *path, const tpc_megatron_args *a, char *what, size_t n, char *how,
+			   size_t hn);
+
 /* Shared by shard and merge (cmd_shard.c). A count option: 0, or exit status 2
  * after the message. */
 int tpc_cli_count(const char *cmd, const char *flag, const char *arg, uint64_t max, int64_t *out);

@@ -113,3 +113,36 @@ out:
 		tpc_err_path(e, path);
 	return ret;
 }
+
+bool tpc_cli_megatron_rank(const char *path, const tpc_megatron_args *a, char *what, size_t n, char *how,
+			   size_t hn)
+{
+	const tpc_layout *mg = tpc_layout_by_name("megatron");
+	if (!path || tpc_is_dir(path))
+		return false; /* a folder is read as a whole set */
+	char *real = realpath(path, NULL), *dir[3] = {NULL, NULL, NULL};
+	int tp = a ? (int)a->tp : 0, pp = a && a->pp ? (int)a->pp : 1;
+	bool from_args = tp > 0, set = false;
+	for (int i = 0; i < 3 && real; i++)
+		dir[i] = tpc_path_dir(i ? dir[i - 1] : real);
+	/* SAVE/ITER/mp_rank_TT[_PPP]/FILE: the save folder, as merge takes it */
+	bool saved = dir[2] && !strncmp(tpc_path_base(dir[0]), "mp_rank_", 8) && mg && mg->detect_dir &&
+		     mg->detect_dir(dir[2]);
+	if (!from_args && saved) {
+		tpc_err e;
+		tpc_err_init(&e);
+		if (mg->foreign_geometry(dir[2], 0, 0, &tp, &pp, &e))
+			tp = 0;
+	}
+	if (tp > 0 && (int64_t)tp * pp > 1) {
+		set = true;
+		snprintf(what, n, "this is one rank file of a Megatron set (tp %d x pp %d, from its %s)", tp, pp,
+			 from_args ? "args" : "mp_rank folders");
+		snprintf(how, hn, "tpconv merge %s%s%s -o OUT (--preset llama when the set has no tpconv manifest)",
+			 saved ? "'" : "", saved ? dir[2] : "<save folder>", saved ? "'" : "");
+	}
+	free(real);
+	for (int i = 0; i < 3; i++)
+		free(dir[i]);
+	return set;
+}

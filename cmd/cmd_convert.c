@@ -192,8 +192,18 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	/* FP8 / GPTQ / AWQ weights become descriptions computed while writing */
 	if (dequant && (ret = tpc_cli_dequantize(in, &ck, &ndq)))
 		goto out;
+	/* one rank file of a Megatron set is converted as it is, with a word */
+	tpc_megatron_args mga;
+	char rank_what[128], rank_how[TPC_ERR_PATH_MAX + 128];
+	bool rank = ck.n && tpc_cli_megatron_rank(in, tpc_extras_megatron_args(ck.root, &mga) ? &mga : NULL, rank_what,
+					  sizeof(rank_what), rank_how, sizeof(rank_how));
 	/* The remap stage: rename, drop, transpose, cast (descriptions only). */
-	if ((ret = tpc_cli_remap_run(rm, "convert", &ck)) || rm->dry_run)
+	if ((ret = tpc_cli_remap_run(rm, "convert", &ck)))
+		goto out;
+	if (rank)
+		tpc_cli_warn("'%s': %s: its tensors, that rank's slices, are written as they are; the whole model: %s",
+			     in, rank_what, rank_how);
+	if (rm->dry_run)
 		goto out;
 	uint64_t total = 0;
 	for (size_t i = 0; i < ck.n; i++)

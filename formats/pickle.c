@@ -388,7 +388,7 @@ static int parse_i64(const char *s, size_t n, int64_t *out)
 }
 
 /* LONG1 / LONG4 payload: little-endian two's complement. */
-static tpc_value *long_value(vm *m, const uint8_t *b, uint64_t n)
+static tpc_value *long_value(vm *m, const uint8_t *b, uint64_t n, bool minimal)
 {
 	if (n == 0)
 		return counted(m, tpc_value_int(0));
@@ -396,6 +396,8 @@ static tpc_value *long_value(vm *m, const uint8_t *b, uint64_t n)
 	uint64_t k = n;
 	while (k > 1 && b[k - 1] == (neg ? 0xff : 0x00) && (((b[k - 2] & 0x80) != 0) == neg))
 		k--;
+	if (minimal)
+		n = k;
 	if (k <= 8) {
 		uint64_t u = 0;
 		for (uint64_t i = 0; i < k; i++)
@@ -408,6 +410,50 @@ static tpc_value *long_value(vm *m, const uint8_t *b, uint64_t n)
 	if (v)
 		v->kind = TPC_V_BIGINT;
 	return v;
+}
+
+/* A decimal integer too big for int64 (INT/LONG text, as protocols 0 and 1
+ * write every long: the legacy torch magic number is "L1195...356L"), into
+ * the two's complement bytes LONG1 would carry, nine digits at a time. At
+ * most MAX_TEXT_DIGITS digits (LONG1's 255 bytes hold 614). NULL with *bad
+ * set when the text is not a number. */
+#define MAX_TEXT_DIGITS 640
+static tpc_value *text_bigint(vm *m, const char *s, size_t n, bool *bad)
+{
+	uint32_t limb[MAX_TEXT_DIGITS / 9 + 2] = {0};
+	uint8_t b[sizeof(limb) + 1];
+	size_t nl = 1, nb;
+	bool neg = n && s[0] == '-';
+	if (n && (s[0] == '-' || s[0] == '+'))
+		s++, n--;
+	*bad = !n || n > MAX_TEXT_DIGITS;
+	for (size_t i = 0; i < n && !*bad;) {
+		uint32_t chunk = 0, mul = 1;
+		for (int d = 0; d < 9 && i < n; d++, i++) {
+			*bad = *bad || s[i] < '0' || s[i] > '9';
+			chunk = chunk * 10 + (uint32_t)(s[i] - '0');
+			mul *= 10;
+		}
+		uint64_t carry = chunk;
+		for (size_t j = 0; j < nl; j++) {
+			uint64_t x = (uint64_t)limb[j] * mul + carry;
+			limb[j] = (uint32_t)x;
+			carry = x >> 32;
+		}
+		if (carry)
+			limb[nl++] = (uint32_t)carry;
+	}
+	if (*bad)
+		return NULL;
+	nb = nl * 4 + 1; /* a zero byte on top: positive */
+	for (size_t k = 0; k < nb; k++)
+		b[k] = k < nl * 4 ? (uint8_t)(limb[k / 4] >> (8 * (k % 4))) : 0;
+	for (size_t k = 0, c = 1; neg && k < nb; k++) { /* -x = ~x + 1 */
+		unsigned v = (uint8_t)~b[k] + (unsigned)c;
+		b[k] = (uint8_t)v;
+		c = v >> 8;
+	}
+	return long_value(m, b, nb, true);
 }
 
 /* ---- opcodes ---- */
@@ -1088,9 +1134,13 @@ static int op_text_number(vm *m, uint8_t op)
 		return push(m, counted(m, tpc_value_bool(s[1] == '1')));
 	if (op == TPC_PK_LONG && n && s[n - 1] == 'L')
 		n--;
-	if (parse_i64(s, n, &v))
-		return BAD(m, "pickle %s: malformed or out-of-range integer", m->opn);
-	return push(m, counted(m, tpc_value_int(v)));
+	if (!parse_i64(s, n, &v))
+		return push(m, counted(m, tpc_value_int(v)));
+	bool bad;
+	tpc_value *big = text_bigint(m, s, n, &bad);
+	if (bad)
+		return BAD(m, "pickle %s: malformed integer, or one of more than %d digits", m->opn, MAX_TEXT_DIGITS);
+	return push(m, big);
 }
 
 static int op_text_memo(vm *m, bool put)
@@ -1201,7 +1251,7 @@ static int step(vm *m, uint8_t op, tpc_value **result)
 		}
 		if (!(b = need(m, n)))
 			return TPC_EINPUT;
-		return push(m, long_value(m, b, n));
+		return push(m, long_value(m, b, n, false));
 	}
 	case TPC_PK_BINFLOAT: {
 		if (!(b = need(m, 8)))

@@ -27,7 +27,9 @@
  * (protocol 0 text strings), INST, OBJ, EXT1/2/4, NEXT_BUFFER, READONLY_BUFFER.
  * Any other byte is refused as an unknown opcode. Encoding traps: BININT2 is
  * unsigned, BINFLOAT is big-endian, LONG1/LONG4 are little-endian two's
- * complement (more than 8 significant bytes gives a BIGINT).
+ * complement (more than 8 significant bytes gives a BIGINT), and the decimal
+ * INT/LONG text of protocols 0-1 gives the same BIGINT beyond int64 (at most
+ * 640 digits; the legacy torch magic number is one).
  *
  * Values produced:
  *   strings (BINUNICODE etc., and protocol-2 BINSTRING/SHORT_BINSTRING) -> STR,

@@ -9,13 +9,18 @@
  *   3. <prefix>/data/<key>        raw bytes of each whole storage, 64-byte aligned
  *   4. <prefix>/version           "3\n"
  *
- * Legacy format (_use_new_zipfile_serialization=False), pickles back to back:
- *   1. magic    LONG1 0x1950a86a20f9469cfc6c
+ * Legacy format (_use_new_zipfile_serialization=False), pickles back to back,
+ * each of the protocol torch.save's pickle_protocol gave (default 2; 1 to 5
+ * are read; torch.load cannot read 0, whose persistent ids are text):
+ *   1. magic    the int 0x1950a86a20f9469cfc6c: LONG1 (protocols 2-5, in a
+ *               FRAME in 4-5) or a text LONG (0-1), so it is loaded and
+ *               compared as a number
  *   2. protocol 1001
  *   3. sys_info {'protocol_version', 'little_endian', 'type_sizes'}
  *   4. object   persistent ids ('storage', class, key, location, numel, view_metadata)
  *   5. keys     list of storage keys
  *   6. per key: u64 LE element count, then the storage bytes
+ *   Bytes after the last storage are ignored, as torch.load ignores them.
  *
  * Tensors come from REDUCE of torch._utils._rebuild_tensor_v2/_v3 (and
  * _rebuild_parameter, _rebuild_qtensor, _rebuild_from_type_v2 around them);

@@ -8,6 +8,7 @@
  * tensor pickled once and referenced twice (tied weights) gives two names
  * over one storage. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,14 @@
 #include "tpc_util.h"
 #include "tpc_zip.h"
 
-static const uint8_t legacy_magic[15] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-					 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+/* The legacy format's first pickle is the magic number 0x1950a86a20f9469cfc6c
+ * (these are its little-endian bytes) in whatever encoding the pickle
+ * protocol gives it: LONG1 after PROTO 2 or 3, the same inside a FRAME for 4
+ * and 5, a text LONG "L1195...356L" for 0 and 1. So the first pickle is
+ * loaded, not compared with one protocol's bytes. */
+static const uint8_t legacy_magic_le[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+#define LEGACY_MAGIC_HEX "0x1950a86a20f9469cfc6c"
+#define LEGACY_MAGIC_MAX 32 /* bytes: 28 in protocol 0-1, 24 in 4-5, 15 in 2-3 */
 
 /* A tensor seen in the pickle, before it has a name. Its TENSOR leaf holds
  * PEND_VAL(index) (negative) until naming replaces it with a checkpoint index,
@@ -56,6 +63,64 @@ typedef struct reader {
 	const char *prefix;
 	tpc_value **root_out;
 } reader;
+
+/* Load the first pickle of p[0..n) as plain data (no globals, a few values
+ * at most): 1 when it is the magic number (*used = its length in bytes), 0
+ * when it is another value, or a negative status with `e` saying why it does
+ * not load. */
+static int legacy_magic(const uint8_t *p, uint64_t n, const char *path, uint64_t *used, tpc_err *e)
+{
+	tpc_pickle_opts po;
+	tpc_value *v = NULL;
+	tpc_pickle_opts_init(&po);
+	po.path = path;
+	po.policy = TPC_PICKLE_REFUSE_UNKNOWN;
+	po.max_stack = po.max_marks = po.max_memo = po.max_objects = po.max_str = po.max_tree = 64;
+	po.max_depth = 4;
+	int ret = tpc_pickle_load_from_buffer(p, n, &po, &v, used, e);
+	if (ret)
+		return ret;
+	bool magic = v->kind == TPC_V_BIGINT && v->len >= sizeof(legacy_magic_le) &&
+		     !memcmp(v->str, legacy_magic_le, sizeof(legacy_magic_le));
+	for (size_t i = sizeof(legacy_magic_le); magic && i < v->len; i++)
+		magic = !v->str[i]; /* sign extension of a positive number */
+	tpc_value_unref(v);
+	return magic;
+}
+
+/* A line of what inspect says about the checkpoint (ck->about), once. */
+static int about_line(tpc_ckpt *ck, tpc_err *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int about_line(tpc_ckpt *ck, tpc_err *e, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	for (const char *a = ck->about; a && (a = strstr(a, line)); a++)
+		if ((a == ck->about || a[-1] == '\n') && (!a[strlen(line)] || a[strlen(line)] == '\n'))
+			return 0;
+	tpc_buf b = TPC_BUF_INIT;
+	if (ck->about)
+		tpc_buf_addf(&b, "%s\n", ck->about);
+	tpc_buf_adds(&b, line);
+	if (b.oom) {
+		tpc_buf_release(&b);
+		return tpc_err_nomem(e);
+	}
+	tpc_ckpt_set_about(ck, &b);
+	return 0;
+}
+
+/* inspect's note on bytes after the end of what torch reads, which torch
+ * ignores: the offset in the file, and the file when ck has several. */
+static int trailing_note(reader *r, uint64_t n, const char *after, uint64_t at, tpc_err *e)
+{
+	const char *base = tpc_path_base(r->path);
+	return about_line(r->ck, e, "trailing bytes: %llu after the %s, at offset %llu%s%s%s (ignored, as torch.load does)",
+			  (unsigned long long)n, after, (unsigned long long)at, r->ck->nsrc > 1 ? " of '" : "",
+			  r->ck->nsrc > 1 ? base : "", r->ck->nsrc > 1 ? "'" : "");
+}
 
 static const char *sstr(const tpc_value *v)
 {
@@ -839,6 +904,8 @@ static int open_zip(reader *r, const tpc_map *m, uint64_t len, tpc_err *e)
 	if ((ret = tpc_zip_open_from_map(&z, m, r->base, len, r->path, e)))
 		goto out;
 	r->z = &z;
+	if (z.trailing && (ret = trailing_note(r, z.trailing, "end of central directory record", r->base + z.size, e)))
+		goto out;
 	if (tpc_zip_is_torchscript(&z)) {
 		ret = TPC_CORRUPT(e, r->path, -1, NULL,
 				  "this is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; "
@@ -874,16 +941,28 @@ out:
 	return ret;
 }
 
-static int open_legacy(reader *r, const tpc_map *m, tpc_err *e)
+/* The legacy file in m, whose magic pickle (legacy_magic) is `pos` bytes. */
+static int open_legacy(reader *r, const tpc_map *m, uint64_t pos, tpc_err *e)
 {
 	tpc_value *v = NULL, *root = NULL, *keys = NULL;
 	tpc_pickle_globals g;
 	tpc_pickle_opts po;
-	uint64_t pos = 0, used = 0;
+	uint64_t used = 0;
+	/* PROTO opens every pickle of protocol 2 and up; 0 and 1 write the
+	 * magic alike, and 1001 as BININT2 (1) or INT text (0) */
+	int proto = m->data[0] == TPC_PK_PROTO ? m->data[1] : pos < m->size && m->data[pos] == TPC_PK_INT ? 0 : 1;
 	int ret;
 	memset(&g, 0, sizeof(g));
-	/* magic, protocol version, sys_info: plain data, no callbacks needed */
-	for (int i = 0; i < 3; i++) {
+	if (proto == 0) {
+		ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
+				  "legacy torch file pickled with protocol 0 (text), which torch.load cannot read "
+				  "either (its storage ids are text, not tuples); save it with pickle_protocol 2");
+		goto out;
+	}
+	if ((ret = about_line(r->ck, e, "legacy torch.save format, pickle protocol %d", proto)))
+		goto out;
+	/* protocol version, sys_info: plain data, no callbacks needed */
+	for (int i = 1; i < 3; i++) {
 		pickle_opts(r, &po, &g, pos);
 		po.persistent_load = NULL;
 		if ((ret = tpc_pickle_load_from_buffer(m->data + pos, m->size - pos, &po, &v, &used, e)))
@@ -952,11 +1031,8 @@ static int open_legacy(reader *r, const tpc_map *m, tpc_err *e)
 		s->nbytes = nbytes;
 		pos += 8 + nbytes;
 	}
-	if (pos != m->size) {
-		ret = TPC_CORRUPT(e, r->path, (int64_t)pos, NULL,
-				  "%llu unexpected bytes after the last storage", (unsigned long long)(m->size - pos));
+	if (pos != m->size && (ret = trailing_note(r, m->size - pos, "last storage", pos, e)))
 		goto out;
-	}
 	if ((ret = export_globals(r, &g, e)))
 		goto out;
 	ret = finish(r, root, e);
@@ -993,14 +1069,26 @@ static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_ope
 	r.inflate_cap = inflate_cap();
 	r.src = src;
 	const tpc_map *m = tpc_ckpt_source(ck, r.src);
+	uint64_t used = 0;
+	tpc_err me;
+	tpc_err_init(&me);
+	int lm = m->size >= 4 && !memcmp(m->data, "PK\x03\x04", 4) ? 0 : legacy_magic(m->data, m->size, path, &used, &me);
 	if (m->size >= 4 && !memcmp(m->data, "PK\x03\x04", 4)) {
 		ret = open_zip(&r, m, m->size, e);
 		if (!ret && !ck->format)
 			ck->format = tpc_strdup("torch-zip");
-	} else if (m->size >= sizeof(legacy_magic) && !memcmp(m->data, legacy_magic, sizeof(legacy_magic))) {
-		ret = open_legacy(&r, m, e);
+	} else if (lm == 1) {
+		ret = open_legacy(&r, m, used, e);
 		if (!ret && !ck->format)
 			ck->format = tpc_strdup("torch-legacy");
+	} else if (m->size >= 2 && m->data[0] == TPC_PK_PROTO && m->data[1] <= 5) {
+		/* a damaged magic pickle fails within its few bytes; a plain
+		 * pickle.dump file gets as far as a value that is not the number */
+		bool damaged = lm < 0 && me.offset >= 0 && me.offset < LEGACY_MAGIC_MAX;
+		ret = TPC_CORRUPT(e, path, damaged ? me.offset : 0, NULL,
+				  "not a torch.save checkpoint: it starts with a pickle (protocol %u) that is not the legacy "
+				  "magic number " LEGACY_MAGIC_HEX ": %s",
+				  m->data[1], damaged ? me.msg : "its first value is something else (a plain pickle file?)");
 	} else if (m->size >= 262 && !memcmp(m->data + 257, "ustar", 5)) {
 		ret = TPC_CORRUPT(e, path, 257, NULL,
 				  "this is the pre-0.4 tar torch format, which tpconv does not read");
@@ -1113,9 +1201,10 @@ static int torch_detect(const char *path, const uint8_t *head, size_t n)
 		return 0;
 	if (n >= 4 && !memcmp(head, "PK\x03\x04", 4))
 		return 95;
-	if (n >= sizeof(legacy_magic) && !memcmp(head, legacy_magic, sizeof(legacy_magic)))
-		return 95;
-	return 0;
+	uint64_t used;
+	tpc_err e;
+	tpc_err_init(&e);
+	return legacy_magic(head, n, NULL, &used, &e) == 1 ? 95 : 0;
 }
 
 static const char *const torch_exts[] = {".pt", ".pth", ".bin", ".ckpt", NULL};

@@ -20,7 +20,10 @@
  * path, the byte offset and the entry name in the message. A file that is a
  * Git LFS pointer, or that has no end-of-central-directory record (a partial
  * download: torch says "failed finding central directory"), gets a message
- * that says so.
+ * that says so. Bytes after the end records (an appended signature, padding
+ * from a copy tool), up to TPC_ZIP_MAX_TRAILING of them, are not part of the
+ * archive: torch loads such files, and so does this reader, which sets `size`
+ * to the archive's end and counts them in `trailing`; more is refused.
  *
  * torch takes the archive prefix (the top-level folder, "archive" or the file
  * name without extension) from the first central-directory entry; so does
@@ -115,6 +118,7 @@ enum {
 	TPC_ZIP_STORED = 0,
 	TPC_ZIP_DEFLATED = 8,
 	TPC_ZIP_ALIGN = 64, /* torch's kFieldAlignment */
+	TPC_ZIP_MAX_TRAILING = 65535, /* bytes after the end records that are ignored */
 };
 
 /* ----------------------------------------------------------------------- */
@@ -135,7 +139,8 @@ typedef struct tpc_zip_entry {
 
 typedef struct tpc_zip {
 	const uint8_t *data;     /* the whole file (not owned unless opened from a file) */
-	uint64_t size;
+	uint64_t size;           /* up to the end of the end records */
+	uint64_t trailing;       /* bytes after them, not part of the archive (ignored) */
 	char *path;              /* for messages; owned copy, "" if none */
 	tpc_zip_entry *entries;  /* central-directory order */
 	size_t n;

@@ -167,9 +167,12 @@ static int zip64_values(const uint8_t *f, uint16_t flen, uint64_t *usize, uint64
 	return fc.ok ? Z64_OK : Z64_SHORT;
 }
 
-/* The end-of-central-directory record: 22 bytes plus a comment that must
- * reach exactly the end of the file. */
-static int find_eocd(const tpc_zip *z, uint64_t *at, tpc_err *e)
+/* The end-of-central-directory record: 22 bytes plus a comment that reaches
+ * the end of the file, or, followed by at most TPC_ZIP_MAX_TRAILING bytes
+ * that are not part of the archive, a plausible record (torch, whose miniz
+ * takes the last record signature in the file's last 64 KiB or so, loads
+ * such files). *trailing receives their count. */
+static int find_eocd(const tpc_zip *z, uint64_t *at, uint64_t *trailing, tpc_err *e)
 {
 	int ret = 0;
 	if (z->size >= EOCD_LEN) {
@@ -192,11 +195,18 @@ static int find_eocd(const tpc_zip *z, uint64_t *at, tpc_err *e)
 		bool plausible = (uint64_t)tpc_rd32le(p + 16) + tpc_rd32le(p + 12) == i ||
 				 (i >= LOC64_LEN && tpc_rd32le(p - LOC64_LEN) == SIG_LOC64);
 		if (tpc_rd32le(p) == SIG_EOCD && plausible && end < z->size &&
+		    z->size - end <= TPC_ZIP_MAX_TRAILING) {
+			*at = i;
+			*trailing = z->size - end;
+			goto out;
+		}
+		if (tpc_rd32le(p) == SIG_EOCD && plausible && end < z->size &&
 		    z->size - i < (1u << 20)) {
 			ret = TPC_CORRUPT(e, z->path, (int64_t)end, NULL,
 					  "%llu unexpected bytes follow the end of central "
-					  "directory record",
-					  (ull)(z->size - end));
+					  "directory record (more than the %u that zip readers "
+					  "look through)",
+					  (ull)(z->size - end), (unsigned)TPC_ZIP_MAX_TRAILING);
 			goto out;
 		}
 		if (z->size - i >= (1u << 20))
@@ -796,8 +806,10 @@ static int zip_open_data(tpc_zip *z, const uint8_t *data, uint64_t size, const c
 				       : "not a zip archive: the file is empty");
 		goto out;
 	}
-	if ((ret = find_eocd(z, &eocd, e)) || (ret = parse_end(z, eocd, &count, e)) ||
-	    (ret = parse_central(z, count, e)))
+	if ((ret = find_eocd(z, &eocd, &z->trailing, e)))
+		goto out;
+	z->size -= z->trailing; /* the archive ends with its end records */
+	if ((ret = parse_end(z, eocd, &count, e)) || (ret = parse_central(z, count, e)))
 		goto out;
 	drop(z, z->cd_offset, z->size - z->cd_offset);
 	for (size_t i = 0; i < z->n; i++) {

@@ -477,8 +477,9 @@ static void test_bad_lengths(void **state)
 	BAD("\x80\x02\x8a\x09\x01", "LONG1 needs 9 bytes, 1 left", 2);
 	BAD("\x80\x02" "cos", "GLOBAL argument has no end of line", 2);
 	BAD("\x80\x02" "c\nx\n", "empty global name", 2);
-	BAD("\x80\x02Ifoo\n.", "malformed or out-of-range integer", 2);
-	BAD("\x80\x02I99999999999999999999\n.", "out-of-range integer", 2);
+	BAD("\x80\x02Ifoo\n.", "pickle INT: malformed integer", 2);
+	BAD("\x80\x02L12a3L\n.", "pickle LONG: malformed integer", 2);
+	BAD("\x80\x02L-\n.", "pickle LONG: malformed integer", 2);
 	BAD("\x80\x02" "F1.5x\n.", "FLOAT: malformed number", 2);
 	tpc_pickle_opts o;
 	tpc_pickle_opts_init(&o);
@@ -935,6 +936,42 @@ static void test_cpython_numbers(void **state)
 	tpc_value_unref(v);
 	v = OK("(K\x01K\x02" "d.");
 	assert_int_equal(v->kind, TPC_V_DICT);
+	tpc_value_unref(v);
+	/* protocol 0/1 longs past int64 (the legacy torch magic number is one):
+	 * the BIGINT that LONG1 gives for the same value, minimal bytes */
+	static const struct {
+		const char *text, *le;
+		size_t n;
+	} big[] = {
+		{"L119547037146038801333356L\n.", "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10},
+		{"I99999999999999999999\n.", "\xff\xff\x0f\x63\x2d\x5e\xc7\x6b\x05", 9},
+		{"L9223372036854775808\n.", "\x00\x00\x00\x00\x00\x00\x00\x80\x00", 9},
+		{"L-9223372036854775809L\n.", "\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9},
+		{"L-119547037146038801333356L\n.", "\x94\x03\x63\xb9\x06\xdf\x95\x57\xaf\xe6", 10},
+		{"L+18446744073709551616L\n.", "\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9},
+	};
+	for (size_t i = 0; i < LEN(big); i++) {
+		v = load_ok(big[i].text, strlen(big[i].text), NULL);
+		assert_int_equal(v->kind, TPC_V_BIGINT);
+		assert_int_equal(v->len, big[i].n);
+		assert_memory_equal(v->str, big[i].le, big[i].n);
+		tpc_value_unref(v);
+	}
+	v = OK("L-9223372036854775808L\n."); /* INT64_MIN still fits */
+	assert_int_equal(v->kind, TPC_V_INT);
+	assert_true(v->ival == INT64_MIN);
+	tpc_value_unref(v);
+	char digits[700];
+	memset(digits, '9', sizeof(digits));
+	digits[0] = 'L';
+	digits[642] = '\n';
+	digits[643] = '.';
+	expect_bad(digits, 644, "LONG: malformed integer, or one of more than 640 digits", 0);
+	digits[641] = '\n'; /* 640 digits: a BIGINT of 266 bytes */
+	digits[642] = '.';
+	v = load_ok(digits, 643, NULL);
+	assert_int_equal(v->kind, TPC_V_BIGINT);
+	assert_int_equal(v->len, 266);
 	tpc_value_unref(v);
 	/* LONG1 with redundant sign bytes still fits: INT */
 	v = OK("\x80\x02\x8a\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff.");

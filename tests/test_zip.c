@@ -831,11 +831,31 @@ static void test_bad_truncated(void **state)
 	/* cut inside the end records: still "truncated" */
 	expect_bad(d, n - 1, "truncated");
 	expect_bad(d, n - 30, "truncated");
-	/* junk after the end record is not a truncation */
-	uint8_t *j = malloc(n + 5);
+	/* junk after the end record is not a truncation: up to 65535 bytes of
+	 * it are not part of the archive (torch loads such files), more is
+	 * refused */
+	size_t big = TPC_ZIP_MAX_TRAILING + 1;
+	uint8_t *j = calloc(1, n + big);
 	memcpy(j, d, n);
 	memcpy(j + n, "junk!", 5);
-	expect_bad(j, n + 5, "5 unexpected bytes follow the end of central directory record");
+	tpc_zip z;
+	tpc_err e;
+	tpc_err_init(&e);
+	for (size_t extra = 1; extra < big; extra += extra < 8 ? 1 : 4093) {
+		assert_int_equal(tpc_zip_open_from_buffer(&z, j, n + extra, "t.pt", &e), 0);
+		assert_int_equal(z.trailing, extra);
+		assert_int_equal(z.size, n);
+		assert_int_equal(z.n, 6);
+		tpc_zip_release(&z);
+	}
+	assert_int_equal(tpc_zip_open_from_buffer(&z, j, n + big - 1, "t.pt", &e), 0);
+	assert_int_equal(z.trailing, big - 1);
+	tpc_zip_release(&z);
+	expect_bad(j, n + big, "65536 unexpected bytes follow the end of central directory record "
+			       "(more than the 65535 that zip readers look through)");
+	/* trailing bytes do not hide a truncation: cut inside the directory */
+	memmove(j + n - 40, j + n, 5);
+	expect_bad(j, n - 35, "looks truncated");
 	free(j);
 	free(d);
 }

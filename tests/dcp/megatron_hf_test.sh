@@ -11,7 +11,8 @@
 #   - a legacy set tpconv writes (--layout megatron) merges to the same tensors,
 #     and a tp-1 legacy rank file converted with --select model --rules
 #     megatron-llama gives them too (a tp > 1 legacy set has per-rank
-#     [gate_r; up_r]: only merge reads it; no raw merge path exists);
+#     [gate_r; up_r]: only merge reads it; no raw merge path exists; one of
+#     its rank files is refused with what it is and the merge to run);
 #   - megatron-gpt on a Megatron GPT rank file built in torch (per-head
 #     [q_h; k_h; v_h], Linear weights) gives HF GPT-2's (c_attn [q; k; v],
 #     Conv1D [in, out]) bit for bit;
@@ -121,6 +122,25 @@ run "$TPCONV" shard "$T/hf/model.pt" --preset llama --config "$T/hf/config.json"
 [ "$rc" = 0 ] && [ -f "$T/L/release/mp_rank_01_001/model_optim_rng.pt" ] && run "$TPCONV" merge "$T/L" -o "$T/L.safetensors" -q &&
   same "$T/L.safetensors" "$T/hf/model.pt" && same "$T/L.safetensors" "$T/hf_out.pt" &&
   ok "legacy tp 2 x pp 2 set -> merge: the same HF tensors as the torch_dist conversion" || bad "legacy merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# one rank file of that set: the rules cannot map a rank's slices to HF names; it
+# says what the file is and how to merge (it said "the parts (32 + 0 + 0) do not
+# add up to 24"); converted without rules it is written as it is, with a warning
+R01=$T/L/release/mp_rank_01_001/model_optim_rng.pt LR=$(realpath "$T/L")
+HOW="tpconv merge '$LR' -o OUT (--preset llama when the set has no tpconv manifest)"
+run "$TPCONV" convert "$R01" --select model --rules megatron-llama --vocab 200 -o "$T/r.safetensors"
+[ "$rc" = 2 ] && [ ! -e "$T/r.safetensors" ] &&
+  [ "$(cat "$T/err")" = "tpconv: error: '$R01': this is one rank file of a Megatron set (tp 2 x pp 2, from its args), whose tensors are that rank's slices: the rules need the whole model; merge the set, then convert OUT: $HOW" ] &&
+  ok "convert one rank file of a tp 2 x pp 2 set with --rules megatron-llama: exit 2, it is one rank of the set (tp from its args), merge it" ||
+  bad "rank file with rules" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$R01" -o "$T/r.safetensors"
+[ "$rc" = 0 ] && [ "$(cat "$T/err")" = "tpconv: warning: '$R01': this is one rank file of a Megatron set (tp 2 x pp 2, from its args): its tensors, that rank's slices, are written as they are; the whole model: $HOW" ] &&
+  ok "convert one rank file without rules: written as it is, with a warning naming the set and the merge" || bad "rank file plain" "exit $rc" "$(cat "$T/err")"
+cp -r "$T/L" "$T/Lnoargs" && R=$T/Lnoargs/release/mp_rank_00_000/model_optim_rng.pt
+$PY -c 'import sys, torch; d = torch.load(sys.argv[1]); del d["args"]; torch.save(d, sys.argv[1])' "$R" 2>"$T/perr"
+run "$TPCONV" convert "$R" --select model --rules megatron-llama --heads 8 --kv-heads 2 --head-dim 8 --vocab 200 -o "$T/r.safetensors"
+[ "$rc" = 2 ] && grep -qF "'$R': this is one rank file of a Megatron set (tp 2 x pp 2, from its mp_rank folders), whose tensors" "$T/err" &&
+  grep -qF "tpconv merge '$(realpath "$T/Lnoargs")' -o OUT" "$T/err" &&
+  ok "a rank file without args: the set's mp_rank folders say it is one rank of tp 2 x pp 2" || bad "rank file without args" "exit $rc" "$(cat "$T/err" "$T/perr")"
 run "$TPCONV" shard "$T/hf/model.pt" --preset llama --config "$T/hf/config.json" --tp 1 --layout megatron -o "$T/L1" -q
 R1=$T/L1/release/mp_rank_00/model_optim_rng.pt
 [ "$rc" = 0 ] && run "$TPCONV" convert "$R1" --select model --rules megatron-llama --vocab 200 -o "$T/L1.safetensors" -v &&

@@ -101,6 +101,10 @@ try:
     for name, z in gen_hostile.seed_zips():
         put('zip', name, z)
         put('torch_zip', name, z)
+    # legacy files by hand: the protocol-2 magic is left out as for the real
+    # files above; other protocols' (text, FRAME) and damaged ones stay in
+    for name, b in gen_hostile.seed_legacy():
+        put('torch_legacy', name, b[len(LEGACY_MAGIC):] if b.startswith(LEGACY_MAGIC) else b)
 except ImportError:
     pass
 

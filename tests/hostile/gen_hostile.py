@@ -357,11 +357,79 @@ def zip_cases():
     # not under one prefix
     ent = ok_records() + [{'name': 'other/data/1', 'data': b'x'}]
     out.append(('mixed_prefix', raw_zip(ent), 'inspect @', 3, 'other/data/1'))
+
+
+    # bytes after the end records: up to 65535 are not part of the archive
+    # (torch loads such files), more are refused; a cut stays a truncation
+    out.append(('zip_trailing', good + b'junk!', 'inspect @', 0, '-',
+                '# trailing bytes: 5 after the end of central directory record, at offset %d '
+                '(ignored, as torch.load does)' % len(good)))
+    out.append(('zip_trailing_64k', good + b'\0' * 65536, 'inspect @', 3,
+                "65536 unexpected bytes follow the end of central directory record "
+                "(more than the 65535 that zip readers look through) (at byte offset %d," % len(good)))
+    cut = good[:-30] + b'junk' * 10
+    out.append(('zip_trailing_cut', cut, 'inspect @', 3,
+                'failed finding the central directory: no end of central directory record, the file looks '
+                'truncated (it is %d bytes; an interrupted download or copy?)' % len(cut)))
     return out
 
 
 def zip_seeds():
     return [(n, z) for n, z, *_ in zip_cases() if len(z) < 65536]
+
+
+# ---------------------------------------------------------------- legacy files --
+MAGIC = 0x1950a86a20f9469cfc6c
+MAGIC_P2 = pk(I(MAGIC))                                          # LONG1, 15 bytes
+MAGIC_P1 = b'L%dL\n.' % MAGIC                                    # protocols 0 and 1: text
+MAGIC_P4 = b'\x80\x04\x95' + struct.pack('<Q', 13) + I(MAGIC) + STOP  # in a FRAME
+
+
+def legacy(magic=MAGIC_P2, data=b'\0' * 16):
+    """A legacy torch.save file of one float tensor 'w' of 4 elements, storage
+    key '0', written by hand: magic, protocol version, sys_info, the object
+    (legacy persistent ids carry a sixth field, view_metadata), the key list,
+    then the storage as a u64 element count and its bytes."""
+    sys_info = state(('protocol_version', I(1001)), ('little_endian', NEWTRUE),
+                     ('type_sizes', state(('short', I(2)), ('int', I(4)), ('long', I(4)))))
+    pid6 = T(S('storage'), G('torch', 'FloatStorage'), S('0'), S('cpu'), I(4), NONE) + BINPERSID
+    obj = state(('w', G('torch._utils', '_rebuild_tensor_v2') +
+                      T(pid6, I(0), T(I(4)), T(I(1)), NEWFALSE, odict()) + REDUCE))
+    keys = EMPTY_LIST + MARK + S('0') + b'e'
+    return magic + pk(I(1001)) + pk(sys_info) + pk(obj) + pk(keys) + struct.pack('<Q', 4) + data
+
+
+def legacy_cases():
+    """(name, bytes, args, exit, stderr substring[, stdout substring])."""
+    ok = legacy()
+    no_magic = ok[len(MAGIC_P2):]
+    notmagic = 'not a torch.save checkpoint: it starts with a pickle (protocol %d) that is not the legacy ' \
+               'magic number 0x1950a86a20f9469cfc6c: '
+    return [
+        ('legacy_p2', ok, 'inspect @', 0, '-', '# legacy torch.save format, pickle protocol 2'),
+        ('legacy_text_magic', MAGIC_P1 + no_magic, 'inspect @', 0, '-', '# legacy torch.save format, pickle protocol 1'),
+        ('legacy_frame_magic', MAGIC_P4 + no_magic, 'inspect @', 0, '-', '# legacy torch.save format, pickle protocol 4'),
+        ('legacy_trailing', ok + b'junk', 'inspect @', 0, '-',
+         '# trailing bytes: 4 after the last storage, at offset %d (ignored, as torch.load does)' % len(ok)),
+        ('legacy_trailing_cut', ok[:-6], 'inspect @', 3,
+         "storage '0' claims 4 elements but the file ends at %d (truncated?) (at byte offset %d," %
+         (len(ok) - 6, len(ok) - 24)),
+        ('legacy_magic_garbage', pk(I(MAGIC ^ (1 << 40))) + no_magic, 'inspect @', 3,
+         notmagic % 2 + 'its first value is something else (a plain pickle file?) (at byte offset 0, 0x0)'),
+        ('legacy_magic_bad_opcode', MAGIC_P2[:-1] + b'\xff' + no_magic, 'inspect @', 3,
+         notmagic % 2 + 'unknown pickle opcode 0xff (at byte offset 14, 0xe)'),
+        ('legacy_magic_frame_lies', MAGIC_P4[:3] + struct.pack('<Q', 1 << 40) + MAGIC_P4[11:] + no_magic,
+         'inspect @', 3, notmagic % 4 + 'truncated pickle: FRAME of 1099511627776 bytes but only %d left' %
+         (len(MAGIC_P4) - 11 + len(no_magic))),
+        ('legacy_magic_short', MAGIC_P2[:7], 'inspect @', 3,
+         notmagic % 2 + 'truncated pickle: LONG1 needs 10 bytes, 3 left (at byte offset 2, 0x2)'),
+        ('legacy_protocol0', MAGIC_P1 + b'I1001\n.' + no_magic[6:], 'inspect @', 3,
+         'legacy torch file pickled with protocol 0 (text), which torch.load cannot read either'),
+    ]
+
+
+def seed_legacy():
+    return [(n, b) for n, b, *_ in legacy_cases()]
 
 
 def safetensors_cases():
@@ -475,6 +543,8 @@ def main():
     for name, body, args, rc, sub, *out in pickle_cases():
         emit(name + '.pt', torch_zip(body), args, rc, sub, *out)
     for name, body, args, rc, sub, *out in zip_cases():
+        emit(name + '.pt', body, args, rc, sub, *out)
+    for name, body, args, rc, sub, *out in legacy_cases():
         emit(name + '.pt', body, args, rc, sub, *out)
     for name, body, args, rc, sub, *out in safetensors_cases():
         emit(name + '.safetensors', body, args, rc, sub, *out)

@@ -3,10 +3,14 @@
 
 Write the torch.save matrix into OUTDIR with real torch (1.13 on Debian 12):
 every case in the zip format (CASE.zip.pt) and the legacy format
-(CASE.legacy.pt), plus one zip file with more than 65535 storages. Write
+(CASE.legacy.pt, pickle protocol 2, torch's default), and again in the legacy
+format pickled with protocols 1, 3, 4 and 5 (CASE.legacy_pN.pt), plus one zip
+file with more than 65535 storages and files with bytes after their end
+(CASE.zip_trailing.pt, CASE.legacy_trailing.pt), which torch loads. Write
 OUTDIR/expected.json = {file: {name: [torch dtype, shape, sha256]}} computed
 by torch from torch.load of each file (names: flattened dotted keys), and
-print one line per file: FILE<TAB>description.
+print one line per file: FILE<TAB>description<TAB>the line `tpconv inspect`
+must print about it (or nothing).
 """
 import collections
 import json
@@ -172,6 +176,11 @@ CASES = [
 ]
 
 NZIP64 = 65536 + 1000
+# pickle protocols of the extra legacy files (2 is torch's default, above;
+# torch.load cannot read protocol 0 files: their storage ids are text)
+PROTOCOLS = (1, 3, 4, 5)
+# bytes appended to a saved file: what torch.load still reads
+TRAILING = {'zip': b'\0' * 512 + b'appended by a copy tool\n', 'legacy': b'junk after the last storage\n' * 100}
 
 
 def main():
@@ -180,19 +189,36 @@ def main():
     os.makedirs(out, exist_ok=True)
     expected = collections.OrderedDict()
     lines = []
+
+    def add(f, desc, note=''):
+        expected[f] = tt.describe(tt.load(os.path.join(out, f), weights_only=False))
+        lines.append('%s\t%s\t%s' % (f, desc, note))
+
     for name, fn, desc in CASES:
         obj = fn()
         for fmt in ('zip', 'legacy'):
             f = '%s.%s.pt' % (name, fmt)
             torch.save(obj, os.path.join(out, f), _use_new_zipfile_serialization=(fmt == 'zip'))
-            expected[f] = tt.describe(tt.load(os.path.join(out, f), weights_only=False))
-            lines.append('%s\t%s (%s)' % (f, desc, fmt))
+            add(f, '%s (%s)' % (desc, fmt), 'legacy torch.save format, pickle protocol 2' if fmt == 'legacy' else '')
+        for p in PROTOCOLS:
+            f = '%s.legacy_p%d.pt' % (name, p)
+            torch.save(obj, os.path.join(out, f), _use_new_zipfile_serialization=False, pickle_protocol=p)
+            add(f, '%s (legacy, pickle protocol %d)' % (desc, p), 'legacy torch.save format, pickle protocol %d' % p)
+    for name in ('nested', 'tied'):
+        for fmt in ('zip', 'legacy'):
+            with open(os.path.join(out, '%s.%s.pt' % (name, fmt)), 'rb') as fh:
+                b = fh.read()
+            f = '%s.%s_trailing.pt' % (name, fmt)
+            with open(os.path.join(out, f), 'wb') as fh:
+                fh.write(b + TRAILING[fmt])
+            add(f, '%s with %d bytes after its end (torch loads it)' % (fmt, len(TRAILING[fmt])),
+                'trailing bytes: %d after the %s, at offset %d (ignored, as torch.load does)' %
+                (len(TRAILING[fmt]), 'end of central directory record' if fmt == 'zip' else 'last storage', len(b)))
     # > 65535 storages: the zip needs zip64 entry counts
     many = collections.OrderedDict(('t%05d' % i, torch.tensor([i], dtype=torch.int32)) for i in range(NZIP64))
     f = 'zip64_many.zip.pt'
     torch.save(many, os.path.join(out, f))
-    expected[f] = tt.describe(tt.load(os.path.join(out, f), weights_only=False))
-    lines.append('%s\t%d tensors, %d zip entries (zip64 counts)' % (f, NZIP64, NZIP64 + 2))
+    add(f, '%d tensors, %d zip entries (zip64 counts)' % (NZIP64, NZIP64 + 2))
     with open(os.path.join(out, 'expected.json'), 'w') as fh:
         json.dump(expected, fh)
     for l in lines:
