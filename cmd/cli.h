@@ -200,13 +200,16 @@ typedef struct tpc_cli_input {
 	bool have_ck, have_mg, have_plan;
 	tpc_ckpt *view;       /* &ck or &mg.out */
 	tpc_plan plan;
+	tpc_model_facts own;  /* what a checkpoint records of itself (Megatron's args) */
 } tpc_cli_input;
 void tpc_cli_input_init(tpc_cli_input *in);
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,
 		       unsigned flags, tpc_err *e);
 void tpc_cli_input_release(tpc_cli_input *in);
 /* The facts in the one order (flags, --config, config.json beside or
- * inside the input, the set's, the plan's). */
+ * inside the input, the set's manifest or the checkpoint's or set's own
+ * record (Megatron's args), the plan's), each labelled with its origin; the
+ * shapes come last (tpc_facts_from_shapes, which checks them all). */
 int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, tpc_model_facts *out, tpc_err *e);
 
 /* Is `path` (not a folder) one rank file of a Megatron set of several ranks?

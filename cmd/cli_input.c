@@ -2,14 +2,17 @@
  * tpc_cli_input_open): shard, merge and diff classify the path once, take the
  * plan from --preset/--plan or the set's manifest, and resolve the model facts
  * in one order: the flags, --config, a config.json beside the input file or
- * inside the folder or set, the manifest or the set's own record (Megatron's
- * args), the plan's defaults; the shapes fill the rest where the command asks
- * (tpc_facts_from_shapes). */
+ * inside the folder or set, the manifest or the checkpoint's or set's own
+ * record (Megatron's args), the plan's defaults; the shapes fill the rest
+ * where the command asks and every fact is checked against them
+ * (tpc_facts_from_shapes, tpc_facts_check). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "tpc_extras.h"
+#include "tpc_io.h"
 #include "tpc_layout.h"
 #include "tpc_util.h"
 
@@ -42,7 +45,7 @@ static int flags_plan(tpc_cli_input *in, const tpc_cli_set *set, tpc_err *e)
 
 int tpc_cli_input_facts(const tpc_cli_input *in, const tpc_cli_set *set, tpc_model_facts *out, tpc_err *e)
 {
-	return tpc_cli_facts(&set->facts, set->config, in->path, in->have_mg ? &in->mg.facts : NULL,
+	return tpc_cli_facts(&set->facts, set->config, in->path, in->have_mg ? &in->mg.facts : &in->own,
 			     in->have_plan ? &in->plan : NULL, out, e);
 }
 
@@ -107,6 +110,11 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
 		in->have_ck = true;
 		in->view = &in->ck;
+		/* a Megatron checkpoint's args (a legacy rank file's own, a
+		 * torch_dist folder's common.pt): the facts convert's rules use */
+		tpc_megatron_args a;
+		if (tpc_extras_megatron_args(in->ck.root, &a) || (tpc_is_dir(path) && tpc_extras_megatron_args_at(path, &a)))
+			tpc_facts_from_megatron(&in->own, &a, "the checkpoint's Megatron args");
 	}
 out:
 	if (ret < 0 && !e->path[0])

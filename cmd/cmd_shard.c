@@ -30,7 +30,9 @@ static const char *help =
 	"JSON (the --plan format). Splits fall on attention-head boundaries; K/V heads are\n"
 	"replicated when tp exceeds their number (tp %% kv_heads == 0); vocab-parallel\n"
 	"tensors are zero-padded to a multiple of tp. Head splits need the model facts:\n"
-	"from --config, else IN/config.json when IN is a folder, else the flags below.\n\n"
+	"the flags below, else --config or IN/config.json, else what IN records (a set's\n"
+	"manifest, a Megatron checkpoint's args), else the plan's; each is checked against\n"
+	"the shapes of the tensors it governs (a contradiction is exit 2, naming it).\n\n"
 	"Options:\n"
 	"  -o, --output DIR         output folder (required unless --dry-run)\n"
 	"  --tp N                   tensor-parallel ranks (required)\n"
@@ -149,6 +151,13 @@ int tpc_cli_facts(const tpc_model_facts *flags, const char *config, const char *
 	int ret = 0;
 	memset(&cfg, 0, sizeof(cfg));
 	*out = *flags;
+	/* each flag says where its fact came from */
+	static const char *const flag_name[TPC_NFACTS] = {"--heads", "--kv-heads", "--head-dim", "--hidden", "--vocab"};
+	const int64_t given[TPC_NFACTS] = {flags->heads, flags->kv_heads, flags->head_dim, flags->hidden, flags->vocab};
+	memset(out->origin, 0, sizeof(out->origin));
+	for (int k = 0; k < TPC_NFACTS; k++)
+		if (given[k])
+			snprintf(out->origin[k], sizeof(out->origin[k]), "%s", flag_name[k]);
 	if (!config && in) {
 		char *d = tpc_extras_source_dir(in);
 		if (d) {

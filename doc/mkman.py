@@ -64,7 +64,8 @@ m += ['.SH EXAMPLES',
       '.TP', '.B 0', 'success',
       '.TP', '.B 1', 'verify or diff found differences (or \\-\\-expect\\-keys found missing or unexpected keys)',
       '.TP', '.B 2', 'usage error: a bad flag, an existing output without \\-\\-force, an output that is an input, '
-      'a model fact the split needs and no flag or config gives',
+      'a model fact the split needs and no flag or config gives, or one that contradicts the shapes of the '
+      'tensors it governs (doc/shard.md), a padded Megatron vocabulary whose true size nothing gives',
       '.TP', '.B 3', 'bad or unsupported input: a corrupt file, a dangerous pickle, a TorchScript archive, an uneven split',
       '.TP', '.B 4', 'output or I/O failure: disk full, permissions',
       '.TP', '.B 5', 'GPU, NCCL or MPI failure',

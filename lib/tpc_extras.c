@@ -86,6 +86,17 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	a->layers = ns_int(args, "num_layers");
 	a->tp = ns_int(args, "tensor_model_parallel_size");
 	a->pp = ns_int(args, "pipeline_model_parallel_size");
+	a->padded_vocab = ns_int(args, "padded_vocab_size");
+	a->vocab = ns_int(args, "orig_vocab_size");
+	if (!a->vocab)
+		a->vocab = ns_int(args, "true_vocab_size");
+	if (!a->vocab && (a->vocab = ns_int(args, "vocab_size"))) {
+		const tpc_value *tk = ns_field(args, "tokenizer_type");
+		if (tk && tk->kind == TPC_V_STR && tk->len == 13 && !memcmp(tk->str, "NullTokenizer", 13))
+			a->vocab++; /* its EOD token comes after the vocab_size others */
+	}
+	if (a->padded_vocab && a->vocab > a->padded_vocab)
+		a->vocab = 0; /* not this embedding's vocabulary */
 	return true;
 }
 

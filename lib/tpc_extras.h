@@ -51,9 +51,19 @@ char *tpc_extras_megatron_iter(const char *dir);
  * iteration's common.pt. 0 = not recorded. query_groups is num_query_groups
  * when group_query_attention is set, else the head count (Megatron ignores
  * num_query_groups then); kv_channels defaults to hidden_size /
- * num_attention_heads as Megatron's validate_args sets it. */
+ * num_attention_heads as Megatron's validate_args sets it.
+ *
+ * The vocabulary: padded_vocab_size is what the embedding holds (the
+ * tokenizer's size padded to a multiple of make_vocab_size_divisible_by x tp,
+ * _vocab_size_with_padding). The true size is recorded only sometimes: as
+ * orig_vocab_size (what transformers' Megatron converters read, and tpconv's
+ * megatron layout writes), true_vocab_size (Megatron's tools/checkpoint), or
+ * vocab_size (--vocab-size, "size of vocab before EOD or padding": with
+ * tokenizer_type NullTokenizer the tokenizer adds the EOD token, one more).
+ * vocab is that true size when recorded and not above the padded one. */
 typedef struct tpc_megatron_args {
 	int64_t heads, query_groups, kv_channels, hidden, ffn_hidden, layers, tp, pp;
+	int64_t vocab, padded_vocab;
 } tpc_megatron_args;
 
 struct tpc_value;

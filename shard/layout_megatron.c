@@ -184,7 +184,7 @@ static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
 }
 
 /* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
-static tpc_value *args_value(const tpc_shard_plan *sp, const mfacts *mf, int64_t ffn, int64_t vocab)
+static tpc_value *args_value(const tpc_shard_plan *sp, const mfacts *mf, int64_t ffn, int64_t vocab, int64_t orig)
 {
 	tpc_value *st = tpc_value_new(TPC_V_DICT);
 	st = kv(st, "num_layers", tpc_value_int(sp->layers));
@@ -196,6 +196,8 @@ static tpc_value *args_value(const tpc_shard_plan *sp, const mfacts *mf, int64_t
 	st = kv(st, "kv_channels", tpc_value_int(mf->d));
 	st = kv(st, "padded_vocab_size", tpc_value_int(vocab));
 	st = kv(st, "make_vocab_size_divisible_by", tpc_value_int(VOCAB_DIVISIBLE));
+	if (orig) /* the size before padding, where transformers' Megatron converters read it */
+		st = kv(st, "orig_vocab_size", tpc_value_int(orig));
 	st = kv(st, "tensor_model_parallel_size", tpc_value_int(sp->tp));
 	st = kv(st, "pipeline_model_parallel_size", tpc_value_int(sp->pp));
 	st = kv(st, "swiglu", tpc_value_bool(1));
@@ -323,11 +325,14 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		for (size_t i = 0; i < sp->n && !ffn; i++)
 			if (strstr(sp->in->t[sp->t[i].in].name, ".mlp.gate_proj.weight"))
 				ffn = sp->in->t[sp->t[i].in].shape[0];
-	if (!vocab)
-		for (size_t i = 0; i < sp->n && !vocab; i++)
-			if (sp->t[i].split.kind == TPC_SPLIT_VOCAB && sp->t[i].split.dim == 0)
-				vocab = sp->t[i].split.part[0].size + sp->t[i].split.part[0].pad;
-	tpc_value *args = args_value(sp, &mf, ffn, vocab);
+	int64_t orig = 0;
+	for (size_t i = 0; i < sp->n && !orig; i++)
+		if (sp->t[i].split.kind == TPC_SPLIT_VOCAB && sp->t[i].split.dim == 0) {
+			orig = sp->t[i].split.part[0].size;
+			if (!vocab)
+				vocab = orig + sp->t[i].split.part[0].pad;
+		}
+	tpc_value *args = args_value(sp, &mf, ffn, vocab, orig);
 	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
 	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||
@@ -393,14 +398,7 @@ static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *
 {
 	tpc_megatron_args a;
 	tpc_extras_megatron_args(root, &a);
-	if (!f->heads)
-		f->heads = a.heads;
-	if (!f->kv_heads)
-		f->kv_heads = a.query_groups;
-	if (!f->head_dim)
-		f->head_dim = a.kv_channels;
-	if (!f->hidden)
-		f->hidden = a.hidden;
+	tpc_facts_from_megatron(f, &a, "the set's Megatron args");
 	if (layers)
 		*layers = a.layers;
 	if (pp)

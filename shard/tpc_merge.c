@@ -355,6 +355,7 @@ static int take_manifest(tpc_merge *m, const tpc_manifest *man, tpc_err *e)
 	m->layout = man->layout;
 	m->nranks = man->tp * man->pp;
 	m->facts = man->facts;
+	tpc_facts_label(&m->facts, "the set's manifest");
 	if (man->plan_json && !(m->plan_json = tpc_strdup(man->plan_json)))
 		return tpc_err_nomem(e);
 	return 0;
@@ -547,6 +548,29 @@ out:
 
 /* ---- sets written by other tools ---- */
 
+/* The vocabulary rows of a vocab-split tensor the ranks hold `full` rows of
+ * (padding included): the vocab fact's, or all of them unless the set says
+ * they are padded (Megatron's padded_vocab_size, with no true size recorded):
+ * then only the user knows how many are real. */
+static int foreign_vocab(const tpc_model_facts *f, const char *name, const int64_t *rshape, int d, int tp,
+			 int64_t *full, tpc_err *e)
+{
+	const char *o = f->origin[TPC_FACT_VOCAB][0] ? f->origin[TPC_FACT_VOCAB] : "given";
+	if (f->vocab && f->vocab <= *full) {
+		*full = f->vocab;
+		return 0;
+	}
+	if (!f->vocab && !f->padded_vocab)
+		return 0; /* nothing says the rows are padded: all are the vocabulary */
+	if (f->vocab)
+		return tpc_err_at(e, TPC_EUSAGE, NULL, name,
+				       "vocab %lld (%s) contradicts the ranks: they hold %lld rows in dim %d (tp %d x %lld), fewer than the vocabulary",
+				       (long long)f->vocab, o, (long long)*full, d, tp, (long long)rshape[d]);
+	return tpc_err_at(e, TPC_EUSAGE, NULL, name,
+			       "the ranks hold %lld rows in dim %d (tp %d x %lld), a padded vocabulary (padded_vocab_size %lld in the set's Megatron args) whose true size nothing gives: give --vocab N or --config config.json (vocab_size) to strip the padding, or --vocab %lld to keep it",
+			       (long long)*full, d, tp, (long long)rshape[d], (long long)f->padded_vocab, (long long)*full);
+}
+
 /* The original shape and split of a tensor seen as `rshape` on every rank,
  * following the plan: parts given in full sizes (or "q"/"kv" from the facts)
  * stay; everything else is tp times the rank size, except KV heads the facts
@@ -559,6 +583,7 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 	bool row_bias;
 	int d = tpc_plan_rule_dim(p, ri, ndim, &row_bias);
 	int64_t shape[TPC_MAX_NDIM];
+	int ret;
 	memcpy(shape, rshape, (size_t)ndim * sizeof(int64_t));
 	if (ri < 0 && p->fallback_error) {
 		tpc_err_set(e, TPC_EINPUT, "no rule of the plan matches this tensor (the plan's fallback is \"error\")");
@@ -583,13 +608,12 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 				else
 					full += l * tp;
 			}
-			if (r->kind == TPC_SPLIT_VOCAB && f->vocab && np == 1 && f->vocab <= full)
-				full = f->vocab;
+			if (r->kind == TPC_SPLIT_VOCAB && np == 1 && (ret = foreign_vocab(f, name, rshape, d, tp, &full, e)))
+				return ret;
 		}
 		shape[d] = full;
 	}
-	int ret = tpc_plan_resolve(p, f, name, ndim, shape, tp, flags, s, NULL, e);
-	if (ret)
+	if ((ret = tpc_plan_resolve(p, f, name, ndim, shape, tp, flags, s, NULL, e)))
 		return ret;
 	if (s->dim >= 0 && s->kind == TPC_SPLIT_VOCAB && s->nparts == 1) {
 		/* the padding the other tool used: whatever fills tp equal slices */
@@ -684,6 +708,9 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 	for (size_t i = 0; i < m->rank[0].nmeta && !ret; i++)
 		if (strncmp(m->rank[0].meta_k[i], "tpconv.", 7))
 			ret = tpc_ckpt_meta_set(&m->out, m->rank[0].meta_k[i], m->rank[0].meta_v[i], e);
+	/* the facts against what the ranks make of the tensors */
+	if (!ret)
+		ret = tpc_facts_check(&f, o->plan, &m->out, e);
 	m->facts = f;
 out:
 	free_paths(paths, m->nranks);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tpc_extras.h"
 #include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_qsplit.h"
@@ -54,7 +55,7 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	static const char *const hd[] = {"head_dim", "kv_channels", "d_kv", "attention_head_size",
 					 "attention_head_dim", NULL};
 	static const char *const hid[] = {"hidden_size", "n_embd", "d_model", "dim", NULL};
-	static const char *const voc[] = {"vocab_size", "n_vocab", "padded_vocab_size", NULL};
+	static const char *const voc[] = {"vocab_size", "n_vocab", NULL}, *const pad[] = {"padded_vocab_size", NULL};
 	static const char *const lay[] = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", NULL};
 	f->heads = json_int(o, heads);
 	f->kv_heads = json_int(o, kv);
@@ -63,6 +64,8 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	f->head_dim = json_int(o, hd);
 	f->hidden = json_int(o, hid);
 	f->vocab = json_int(o, voc);
+	if (!f->vocab) /* a padded size is not the vocabulary (Megatron's _vocab_size_with_padding) */
+		f->padded_vocab = json_int(o, pad);
 	f->layers = json_int(o, lay);
 	static const char *const topk[] = {"num_experts_per_tok", "num_selected_experts", "moe_topk", NULL};
 	f->experts_per_tok = json_int(o, topk);
@@ -152,6 +155,9 @@ int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, cons
 	if (!f->heads && cJSON_IsObject(tc))
 		facts_from_json(f, tc);
 	cJSON_Delete(root);
+	char origin[TPC_FACT_ORIGIN_MAX];
+	snprintf(origin, sizeof(origin), "'%s'", path ? path : "config");
+	tpc_facts_label(f, origin);
 	return 0;
 }
 
@@ -166,18 +172,41 @@ int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e)
 	return ret;
 }
 
+/* The checked fact k of f (TPC_FACT_...). */
+static int64_t *checked(tpc_model_facts *f, int k)
+{
+	int64_t *const v[TPC_FACT_NCHECKED] = {&f->heads, &f->kv_heads, &f->head_dim, &f->hidden, &f->vocab, &f->experts};
+	return v[k];
+}
+
+static int64_t fact_value(const tpc_model_facts *f, int k)
+{
+	const int64_t v[TPC_FACT_NCHECKED] = {f->heads, f->kv_heads, f->head_dim, f->hidden, f->vocab, f->experts};
+	return v[k];
+}
+
+const char *tpc_fact_name(int k)
+{
+	static const char *const n[TPC_FACT_NCHECKED] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "experts"};
+	return k >= 0 && k < TPC_FACT_NCHECKED ? n[k] : "?";
+}
+
+void tpc_facts_label(tpc_model_facts *f, const char *origin)
+{
+	for (int k = 0; k < TPC_FACT_NCHECKED; k++)
+		if (fact_value(f, k) && !f->origin[k][0])
+			snprintf(f->origin[k], sizeof(f->origin[k]), "%s", origin);
+}
+
 void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 {
-	if (!dst->heads)
-		dst->heads = src->heads;
-	if (!dst->kv_heads)
-		dst->kv_heads = src->kv_heads;
-	if (!dst->head_dim)
-		dst->head_dim = src->head_dim;
-	if (!dst->hidden)
-		dst->hidden = src->hidden;
-	if (!dst->vocab)
-		dst->vocab = src->vocab;
+	for (int k = 0; k < TPC_FACT_NCHECKED; k++)
+		if (!*checked(dst, k) && fact_value(src, k)) {
+			*checked(dst, k) = fact_value(src, k);
+			memcpy(dst->origin[k], src->origin[k], sizeof(dst->origin[k]));
+		}
+	if (!dst->padded_vocab)
+		dst->padded_vocab = src->padded_vocab;
 	if (!dst->layers)
 		dst->layers = src->layers;
 	if (!dst->ff_act)
@@ -186,8 +215,6 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->experts_per_tok = src->experts_per_tok;
 	if (!dst->norm_topk)
 		dst->norm_topk = src->norm_topk;
-	if (!dst->experts)
-		dst->experts = src->experts;
 	if (!dst->quant.method)
 		dst->quant = src->quant;
 	if (!dst->scoring)
@@ -216,8 +243,27 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 
 void tpc_facts_finish(tpc_model_facts *f)
 {
-	if (!f->head_dim && f->heads && f->hidden && f->hidden % f->heads == 0)
+	if (!f->head_dim && f->heads && f->hidden && f->hidden % f->heads == 0) {
 		f->head_dim = f->hidden / f->heads;
+		snprintf(f->origin[TPC_FACT_HEAD_DIM], sizeof(f->origin[0]), "hidden %lld / heads %lld, from %.80s",
+			 (long long)f->hidden, (long long)f->heads,
+			 f->origin[TPC_FACT_HIDDEN][0] ? f->origin[TPC_FACT_HIDDEN] : "?");
+	}
+}
+
+void tpc_facts_from_megatron(tpc_model_facts *f, const tpc_megatron_args *a, const char *origin)
+{
+	tpc_model_facts m;
+	memset(&m, 0, sizeof(m));
+	m.heads = a->heads;
+	m.kv_heads = a->query_groups;
+	m.head_dim = a->kv_channels;
+	m.hidden = a->hidden;
+	m.vocab = a->vocab;
+	if (!a->vocab)
+		m.padded_vocab = a->padded_vocab;
+	tpc_facts_label(&m, origin);
+	tpc_facts_fill(f, &m);
 }
 
 /* ---- plan parsing ---- */
@@ -509,6 +555,7 @@ int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *
 				}
 				*dst = v;
 			}
+			tpc_facts_label(&p->facts, "the plan's \"model\"");
 		} else if (!strcmp(k, "pad_multiple")) {
 			if (get_int(f, 1, 1 << 20, &p->pad_multiple)) {
 				ret = PLAN_BAD(e, path, "plan: \"pad_multiple\" must be a positive integer");
@@ -694,14 +741,12 @@ int tpc_plan_match(const tpc_plan *p, const char *name)
 	return -1;
 }
 
-/* An error about one tensor: `code`, its message, the tensor named. */
-#define tensor_err(e, code, name, ...) tpc_err_at((e), (code), NULL, (name), __VA_ARGS__)
 /* The input does not fit the plan: exit 3. */
-#define bad_tensor(e, name, ...) tensor_err((e), TPC_EINPUT, (name), __VA_ARGS__)
+#define bad_tensor(e, name, ...) tpc_err_at((e), TPC_EINPUT, NULL, (name), __VA_ARGS__)
 /* A model fact the split needs and nothing gave: the user gives it (a flag or
  * --config), so it is a usage error (exit 2), as the unfuse rules and the
  * megatron layout say too. */
-#define missing_fact(e, name, ...) tensor_err((e), TPC_EUSAGE, (name), __VA_ARGS__)
+#define missing_fact(e, name, ...) tpc_err_at((e), TPC_EUSAGE, NULL, (name), __VA_ARGS__)
 
 /* Heads in part k: from head_dim when known, else from the head counts. */
 static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_split_part *pt, int k,

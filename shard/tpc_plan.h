@@ -98,6 +98,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_err.h"
+#include "tpc_rules.h"
 
 #define TPC_PLAN_MAX_PARTS 16
 #define TPC_PLAN_MAX_RULES 4096
@@ -174,6 +175,13 @@ typedef enum tpc_moe_topk {
 	TPC_MOE_NOAUX_TC,
 } tpc_moe_topk;
 
+/* The facts a checkpoint's shapes are checked against (tpc_facts_check), each
+ * with where it came from: origin[k], k one of the rules' TPC_FACT_HEADS ..
+ * TPC_FACT_VOCAB (lib/tpc_rules.h) or TPC_FACT_EXPERTS. */
+#define TPC_FACT_EXPERTS TPC_NFACTS
+#define TPC_FACT_NCHECKED (TPC_NFACTS + 1)
+#define TPC_FACT_ORIGIN_MAX 200
+
 /* Model facts: 0 = unknown. */
 typedef struct tpc_model_facts {
 	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
@@ -200,22 +208,42 @@ typedef struct tpc_model_facts {
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;
+	/* the vocabulary rows a checkpoint says are padded (Megatron's
+	 * padded_vocab_size) when it does not record the true vocabulary size:
+	 * a merge must not take them for the vocabulary */
+	int64_t padded_vocab;
+	/* where heads, kv_heads, head_dim, hidden, vocab and experts came from,
+	 * for the errors that name them: "--kv-heads", "'config.json'", "the
+	 * checkpoint's Megatron args", ...; "" when unknown */
+	char origin[TPC_FACT_NCHECKED][TPC_FACT_ORIGIN_MAX];
 } tpc_model_facts;
 
 /* Facts from a Hugging Face config.json text (num_attention_heads / n_head,
  * num_key_value_heads / multi_query, head_dim / kv_channels /
- * attention_head_dim, hidden_size / n_embd / d_model, vocab_size,
- * num_hidden_layers / n_layer; a nested "text_config" when the top level has
+ * attention_head_dim, hidden_size / n_embd / d_model, vocab_size (a
+ * padded_vocab_size only as padded_vocab), num_hidden_layers / n_layer,
+ * labelled with `path`; a nested "text_config" when the top level has
  * none) or a diffusers one (num_attention_heads, attention_head_dim, hidden =
  * their product, num_layers, activation_fn; SD3 and Flux configs, which name
  * no activation_fn, use gelu-approximate). Unknown members stay 0. */
 int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
 			  tpc_err *e);
 int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e);
-/* dst's unknown facts are taken from src. */
+/* dst's unknown facts are taken from src, with their origins. */
 void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src);
 /* Derive what follows from the rest (head_dim = hidden / heads). */
 void tpc_facts_finish(tpc_model_facts *f);
+/* Every known checked fact without an origin gets `origin` (truncated to
+ * TPC_FACT_ORIGIN_MAX); the name of fact `k` ("heads", "kv_heads", ...). */
+void tpc_facts_label(tpc_model_facts *f, const char *origin);
+const char *tpc_fact_name(int k);
+
+/* What Megatron-LM's saved args say (lib/tpc_extras.h) as facts, labelled
+ * `origin`: the heads, query groups (kv_heads), kv_channels (head_dim),
+ * hidden size, the true vocabulary when recorded, else the padded one as
+ * padded_vocab. Only unknown facts are filled. */
+struct tpc_megatron_args;
+void tpc_facts_from_megatron(tpc_model_facts *f, const struct tpc_megatron_args *a, const char *origin);
 
 typedef struct tpc_plan_part {
 	int64_t size;        /* explicit size, or 0 */
@@ -360,6 +388,22 @@ int tpc_facts_from_shapes(tpc_model_facts *f, const tpc_plan *p, const struct tp
 			  tpc_err *e);
 
 /*
+ * The facts against the shapes of the tensors they govern, before anything is
+ * split or written (tpc_facts_from_shapes ends with it; a merge of a set
+ * without a manifest runs it on the tensors it rebuilt). Per tensor the plan
+ * splits on heads: a part of "q" heads holds heads x head_dim x head_block
+ * rows, a part of "kv" heads kv_heads x head_dim x head_block; without a
+ * head_dim every such part must give the same head size (rows / heads); fused
+ * parts ("q", "kv") must add up to the tensor. A vocab-split tensor has at
+ * least vocab rows. The plan's expert patterns find exactly `experts` experts
+ * (indices 0 .. experts - 1). hidden is checked through the head_dim it
+ * gives (hidden / heads). A contradiction is TPC_EUSAGE (the user gives the
+ * right fact) naming the fact, its origin, the tensor and its shape, and what
+ * the shape implies.
+ */
+int tpc_facts_check(const tpc_model_facts *f, const tpc_plan *p, const struct tpc_ckpt *ck, tpc_err *e);
+
+/*
  * Decide the split of tensor `name` of shape[ndim] for `tp` ranks, with the
  * model facts `f` (already merged with the plan's). Errors (TPC_EINPUT, the
  * tensor named): uneven split, parts that do not add up, heads that do not
@@ -383,5 +427,6 @@ int64_t tpc_plan_expert(const tpc_plan *p, const char *name);
  * the plan dict alone; see tpc_hfplan.c for the styles. An unknown or
  * unsupported style (expert parallelism) is TPC_EINPUT naming it. */
 int tpc_plan_from_hf(const char *text, size_t len, const char *path, tpc_buf *out, tpc_err *e);
+
 
 #endif

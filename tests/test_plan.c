@@ -6,6 +6,8 @@
 
 #include <time.h>
 
+#include "tpc_ckpt.h"
+#include "tpc_extras.h"
 #include "tpc_family.h"
 #include "tpc_plan.h"
 #include "tpc_regex.h"
@@ -587,6 +589,102 @@ static void test_mutations(void **st)
 	free(buf);
 }
 
+/* Model facts against the shapes they govern (tpc_facts_check): q [16, 4] is 8
+ * heads of 2, kv [4, 4] 2 heads, qkv [24, 4] = [q | kv | kv], emb [10, 4]. */
+static void facts_ckpt(tpc_ckpt *ck)
+{
+	tpc_err e;
+	int src;
+	tpc_ckpt_init(ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(ck, "mem", calloc(24 * 4, 4), 24 * 4 * 4, &src, &e), 0);
+	const int64_t q[2] = {16, 4}, kv[2] = {4, 4}, qkv[2] = {24, 4}, emb[2] = {10, 4};
+	assert_true(tpc_ckpt_add_tensor(ck, "l.0.q.weight", TPC_F32, 2, q, NULL, src, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(ck, "l.0.kv.weight", TPC_F32, 2, kv, NULL, src, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(ck, "l.0.qkv.weight", TPC_F32, 2, qkv, NULL, src, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(ck, "emb.weight", TPC_F32, 2, emb, NULL, src, 0, &e) >= 0);
+}
+
+static int check_facts(const tpc_plan *p, const tpc_ckpt *ck, int64_t heads, int64_t kv, int64_t hd, int64_t vocab,
+		       tpc_err *e)
+{
+	tpc_model_facts f;
+	memset(&f, 0, sizeof(f));
+	f.heads = heads;
+	f.kv_heads = kv;
+	f.head_dim = hd;
+	f.vocab = vocab;
+	tpc_facts_label(&f, "--x");
+	tpc_err_init(e);
+	return tpc_facts_check(&f, p, ck, e);
+}
+
+static void test_facts_check(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_ckpt ck;
+	tpc_err e;
+	assert_int_equal(parse(&p, PLAN, &e), 0);
+	facts_ckpt(&ck);
+	assert_int_equal(check_facts(&p, &ck, 8, 2, 2, 10, &e), 0);
+	assert_int_equal(check_facts(&p, &ck, 8, 2, 0, 0, &e), 0); /* one head size: 2 */
+	assert_int_equal(check_facts(&p, &ck, 0, 0, 0, 0, &e), 0); /* nothing to check */
+	assert_int_equal(check_facts(&p, &ck, 8, 4, 2, 0, &e), TPC_EUSAGE);
+	assert_string_equal(e.tensor, "l.0.kv.weight");
+	assert_string_equal(e.msg, "kv_heads 4 (--x) contradicts the shape [4, 4]: with head_dim 2 (--x) its 4 rows in dim 0 hold 2 key/value heads, not 4");
+	assert_int_equal(check_facts(&p, &ck, 8, 4, 0, 0, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "kv_heads 4 (--x) and heads 8 (--x) contradict the shapes: this tensor [4, 4] has 4 rows / 4 key/value heads = 1 rows per head, 'l.0.q.weight' [16, 4] has 16 / 8 query heads = 2"));
+	assert_int_equal(check_facts(&p, &ck, 8, 0, 4, 0, &e), TPC_EUSAGE);
+	assert_string_equal(e.tensor, "l.0.q.weight");
+	assert_non_null(strstr(e.msg, "hold 4 query heads, not 8"));
+	assert_int_equal(check_facts(&p, &ck, 0, 2, 3, 0, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "head_dim 3 (--x) contradicts the shape [16, 4]: its 16 rows in dim 0 are not whole heads of 3 rows"));
+	assert_int_equal(check_facts(&p, &ck, 0, 0, 0, 11, &e), TPC_EUSAGE);
+	assert_string_equal(e.tensor, "emb.weight");
+	/* the fused [q | kv | kv]: what the facts make of its parts (q and kv
+	 * themselves dropped to reach it) */
+	tpc_ckpt_release(&ck);
+	facts_ckpt(&ck);
+	for (int i = 0; i < 2; i++)
+		ck.t[i].name[strlen(ck.t[i].name) - 1] = 'x'; /* "...weighx": no rule */
+	assert_int_equal(check_facts(&p, &ck, 8, 3, 2, 0, &e), TPC_EUSAGE);
+	assert_string_equal(e.tensor, "l.0.qkv.weight");
+	assert_non_null(strstr(e.msg, "make the parts [16 + 6 + 6] = 28 rows, but dim 0 of the shape [24, 4] has 24"));
+	tpc_ckpt_release(&ck);
+	tpc_plan_release(&p);
+}
+
+/* Each fact keeps where it came from through the resolution. */
+static void test_facts_origin(void **st)
+{
+	(void)st;
+	tpc_model_facts a, b;
+	tpc_err e;
+	const char *cfg = "{\"hidden_size\": 64, \"num_attention_heads\": 8, \"padded_vocab_size\": 256}";
+	tpc_err_init(&e);
+	memset(&a, 0, sizeof(a));
+	a.kv_heads = 2;
+	tpc_facts_label(&a, "--kv-heads");
+	assert_int_equal(tpc_facts_from_buffer(&b, cfg, strlen(cfg), "c.json", &e), 0);
+	assert_true(b.vocab == 0 && b.padded_vocab == 256); /* a padded size is not the vocabulary */
+	tpc_facts_fill(&a, &b);
+	tpc_facts_finish(&a);
+	assert_string_equal(a.origin[TPC_FACT_KV_HEADS], "--kv-heads");
+	assert_string_equal(a.origin[TPC_FACT_HEADS], "'c.json'");
+	assert_string_equal(a.origin[TPC_FACT_HEAD_DIM], "hidden 64 / heads 8, from 'c.json'");
+	assert_string_equal(a.origin[TPC_FACT_VOCAB], "");
+	tpc_megatron_args m = {.heads = 4, .query_groups = 4, .kv_channels = 16, .padded_vocab = 512};
+	memset(&b, 0, sizeof(b));
+	tpc_facts_from_megatron(&b, &m, "args");
+	assert_true(b.heads == 4 && b.kv_heads == 4 && b.head_dim == 16 && b.vocab == 0 && b.padded_vocab == 512);
+	assert_string_equal(b.origin[TPC_FACT_HEAD_DIM], "args");
+	m.vocab = 500;
+	memset(&b, 0, sizeof(b));
+	tpc_facts_from_megatron(&b, &m, "args");
+	assert_true(b.vocab == 500 && b.padded_vocab == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -595,7 +693,8 @@ int main(void)
 		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
-		cmocka_unit_test(test_deepseek),
+		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
+		cmocka_unit_test(test_facts_origin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

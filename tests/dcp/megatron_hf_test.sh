@@ -16,6 +16,8 @@
 #   - megatron-gpt on a Megatron GPT rank file built in torch (per-head
 #     [q_h; k_h; v_h], Linear weights) gives HF GPT-2's (c_attn [q; k; v],
 #     Conv1D [in, out]) bit for bit;
+#   - shard --rules megatron-llama takes the plan's head facts from the checkpoint's
+#     args as convert does (no --config needed);
 #   - missing or contradicting facts are refused with the fact named; --dry-run
 #     shows the renames and writes nothing.
 # usage: megatron_hf_test.sh TPCONV SRCDIR
@@ -116,6 +118,14 @@ run "$TPCONV" rules megatron-llama
 run "$TPCONV" shard "$MG" --rules megatron-llama --config "$T/hf/config.json" --preset llama --tp 2 -o "$T/tp2" -q
 [ "$rc" = 0 ] && run "$TPCONV" merge "$T/tp2" -o "$T/tp2.safetensors" -q && same "$T/tp2.safetensors" "$T/hf/model.pt" &&
   ok "shard DIR --rules megatron-llama --preset llama --tp 2, merged: the HF tensors" || bad "shard with rules" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+
+# the plan's head facts from the checkpoint's own args too (no --config), as convert's
+# rules take them: tp 4 over 2 query groups replicates each K/V head on 2 ranks
+run "$TPCONV" shard "$MG" --rules megatron-llama --vocab 200 --preset llama --tp 4 -o "$T/tp4" -q
+[ "$rc" = 0 ] && $PY -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]; assert (m["heads"], m["kv_heads"], m["head_dim"]) == (8, 2, 8), m' "$T/tp4/tpconv-manifest.json" 2>"$T/perr" &&
+  run "$TPCONV" merge "$T/tp4" -o "$T/tp4.safetensors" -q && same "$T/tp4.safetensors" "$T/hf/model.pt" &&
+  ok "shard DIR --rules megatron-llama --preset llama --tp 4 without --config: heads, query groups and kv_channels from the checkpoint's args (manifest 8/2/8), merged: the HF tensors" ||
+  bad "shard with the checkpoint's facts" "exit $rc" "$(cat "$T/err" "$T/perr" "$T/diff" 2>/dev/null | tail -4)"
 
 # legacy sets: tpconv's megatron layout (per-rank [gate_r; up_r], tp 2 x pp 2) merges to HF names
 run "$TPCONV" shard "$T/hf/model.pt" --preset llama --config "$T/hf/config.json" --tp 2 --pp 2 --layout megatron -o "$T/L" -q

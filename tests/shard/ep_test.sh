@@ -293,7 +293,9 @@ refuse 2 "the megatron layout does not hold expert-parallel sets" "--ep with the
 refuse 3 "8 routed experts do not divide over --ep 16 groups" "8 experts over 16 groups" "$T/mixtral" --preset mixtral --tp 16 --ep 16
 refuse 2 "unknown --ep-placement 'zigzag'" "an unknown placement" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --ep-placement zigzag
 mkdir -p "$T/cfg4" && sed 's/"num_local_experts": 8/"num_local_experts": 4/' "$T/mixtral/config.json" >"$T/cfg4/config.json"
-refuse 3 "expert index 7, but the model has 4 routed experts" "a checkpoint with more experts than config.json says" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --config "$T/cfg4/config.json"
+refuse 2 "experts 4 ('$T/cfg4/config.json') contradicts this tensor [32, 64] of expert index 7" "a checkpoint with more experts than config.json says" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --config "$T/cfg4/config.json"
+mkdir -p "$T/cfg16" && sed 's/"num_local_experts": 8/"num_local_experts": 16/' "$T/mixtral/config.json" >"$T/cfg16/config.json"
+refuse 2 "experts 16 ('$T/cfg16/config.json') contradicts the checkpoint: its highest expert index is 7" "a checkpoint with fewer experts than config.json says (EP would place experts it lacks)" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --config "$T/cfg16/config.json"
 
 # a manifest whose placement was edited: merge refuses, naming the tensor
 E42=$T/mixtral-tp4-ep2-contiguous

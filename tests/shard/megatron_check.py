@@ -12,7 +12,7 @@ Hugging Face weights (tools/checkpoint/loader_llama_mistral.py, loader_mixtral_h
   linear_proj / linear_fc2 chunked on dim 1; embedding and output layer padded with
   zero rows to a multiple of 128 * tp and chunked on dim 0; norms whole;
   layers numbered locally on each pipeline stage (num_layers / pp each).
-Also checks args, checkpoint_version and the tracker file. Exit 0 when all match.
+Also checks args (padded_vocab_size and the true orig_vocab_size too), checkpoint_version and the tracker file. Exit 0 when all match.
 """
 import json, os, sys
 import torch
@@ -43,6 +43,8 @@ for p in range(pp):
         a = f["args"]
         assert (a.num_layers, a.num_attention_heads, a.num_query_groups, a.kv_channels,
                 a.tensor_model_parallel_size, a.pipeline_model_parallel_size) == (L, nh, G, d, tp, pp), vars(a)
+        V = sd["model.embed_tokens.weight"].shape[0]  # padded_vocab_size, and the true size as transformers' tools read it
+        assert (a.padded_vocab_size, a.orig_vocab_size) == ((V + 128 * tp - 1) // (128 * tp) * 128 * tp, V), vars(a)
         want = {}
         if p == 0:
             want["embedding.word_embeddings.weight"] = vocab_pad(sd["model.embed_tokens.weight"]).chunk(tp)[r]

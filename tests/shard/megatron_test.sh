@@ -5,7 +5,8 @@
 # biases in bf16) at several tp x pp; every rank file equals what Megatron's own
 # checkpoint loaders build (tests/shard/megatron_check.py, an independent torch
 # construction); merge gives the model back bit for bit, with the manifest and as a
-# set Megatron wrote (no manifest: head counts from the files' args); reshard and
+# set Megatron wrote (no manifest: head counts from the files' args; the true vocabulary
+# from args, a config.json or --vocab, else refused: never the padded rows); reshard and
 # verify read it; what Megatron could not load is refused.
 # usage: megatron_test.sh TPCONV SRCDIR
 set -u
@@ -24,7 +25,7 @@ for spec in "llama 2 2" "llama 2 1" "llama 1 2" "qwen 2 1" "qwen 4 2"; do
   if [ "$rc" != 0 ]; then bad "$m tp $tp pp $pp: shard" "$(cat "$T/err")"; continue; fi
   run $PY "$H/megatron_check.py" "$M/$m" "$S" $tp $pp
   [ "$rc" = 0 ] && ok "$m tp $tp pp $pp: every rank file equals Megatron's loader construction (QKV per group, [gate; up], local layers)" ||
-    bad "$m tp $tp pp $pp: rank files" "$(tail -5 "$T/out" "$T/err")"
+    bad "$m tp $tp pp $pp: rank files" "$(tail -n 5 "$T/out" "$T/err")"
   run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
   [ "$rc" = 0 ] && same "$M/$m.safetensors" "$S.merged.safetensors" && ok "$m tp $tp pp $pp: merge is bit-exact" ||
     bad "$m tp $tp pp $pp: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
@@ -38,6 +39,39 @@ S=$T/foreign && cp -r "$T/llama_2_2" "$S" && rm "$S/tpconv-manifest.json"
 run "$TPCONV" merge "$S" --preset llama --vocab 1000 -o "$S.merged.safetensors" -q
 [ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.merged.safetensors" &&
   ok "a Megatron-written set (no manifest) merges bit-exactly with --preset llama --vocab" || bad "foreign merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# the true vocabulary: tpconv records it in args (orig_vocab_size, as transformers'
+# Megatron converters read it); a set Megatron wrote records only padded_vocab_size
+# (1024 rows for 1000 here): merged without --vocab or a config.json it is refused, never
+# merged with its padding kept
+S0=$T/foreign0 && cp -r "$T/llama_2_2" "$S0" && rm "$S0/tpconv-manifest.json" "$S0/config.json"
+run "$TPCONV" merge "$S0" --preset llama -o "$S0.merged.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S0.merged.safetensors" &&
+  ok "no manifest, no config.json: the true vocabulary from the args' orig_vocab_size, bit-exact" || bad "orig_vocab_size" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# as Megatron writes its args: orig_vocab_size dropped; then --vocab-size with a NullTokenizer (one EOD more)
+margs() {
+  $PY - "$1" "$2" <<'PY'
+import glob, sys, torch
+for f in glob.glob(sys.argv[1] + "/release/*/model_optim_rng.pt"):
+    d = torch.load(f, weights_only=False)
+    vars(d["args"]).pop("orig_vocab_size", None)
+    if sys.argv[2] != "-":
+        d["args"].vocab_size, d["args"].tokenizer_type = int(sys.argv[2]), "NullTokenizer"
+    torch.save(d, f)
+PY
+}
+margs "$S0" - 2>"$T/perr" || bad "rewrite args" "$(cat "$T/perr")"
+run "$TPCONV" merge "$S0" --preset llama -o "$S0.padded.safetensors" -q
+[ "$rc" = 2 ] && grep -q "tensor 'model.embed_tokens.weight': the ranks hold 1024 rows in dim 0 (tp 2 x 512), a padded vocabulary (padded_vocab_size 1024 in the set's Megatron args) whose true size nothing gives: give --vocab N or --config config.json" "$T/err" &&
+  [ ! -e "$S0.padded.safetensors" ] && ok "a Megatron-written set with only padded_vocab_size: exit 2 naming the tensor, nothing written" ||
+  bad "padded vocab kept" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" merge "$S0" --preset llama --vocab 1000 -o "$S0.v.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S0.v.safetensors" && ok "... with --vocab 1000: bit-exact" || bad "--vocab" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" merge "$S0" --preset llama --vocab 2000 -o "$S0.v2.safetensors" -q
+[ "$rc" = 2 ] && grep -q "vocab 2000 (--vocab) contradicts the ranks: they hold 1024 rows" "$T/err" && ok "... with a --vocab above the rows: exit 2" || bad "--vocab 2000" "exit $rc" "$(cat "$T/err")"
+margs "$S0" 999 2>"$T/perr" || bad "rewrite args" "$(cat "$T/perr")"
+run "$TPCONV" merge "$S0" --preset llama -o "$S0.null.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S0.null.safetensors" &&
+  ok "args vocab_size 999 with tokenizer_type NullTokenizer: 1000 tokens with its EOD, bit-exact" || bad "vocab_size" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 S1=$T/foreign1 && cp -r "$T/llama_2_1" "$S1" && rm "$S1/tpconv-manifest.json"
 run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$S1" --preset llama --ranks 2
 [ "$rc" = 0 ] && ok "verify of a Megatron-written set takes the head counts from its args ($(tail -n 1 "$T/out" | sed 's/^# //'))" ||
