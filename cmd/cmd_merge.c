@@ -29,7 +29,11 @@ static const char *help =
 	"from another set is refused). OUT is written like 'tpconv convert' writes it:\n"
 	"format from --format or the name; a folder for HF shards when OUT is a folder,\n"
 	"ends in '/', has no file suffix (-o merged, as save_pretrained(\"merged\")) or\n"
-	"--max-shard-size is given.\n"
+	"--max-shard-size is given. Tied weights the manifest records (lm_head.weight\n"
+	"tied to model.embed_tokens.weight) are checked equal and come back tied: one\n"
+	"storage in torch output; in safetensors the later name is not stored (nor in\n"
+	"an index's weight_map), as save_pretrained writes a tied model, and is\n"
+	"recorded in the tpconv.aliases metadata.\n"
 	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
 	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
@@ -195,7 +199,13 @@ int cmd_merge(int argc, char **argv)
 		for (size_t i = 0; i < mg->out.n; i++) {
 			char nm[512], shp[256];
 			tpc_sanitize(nm, sizeof(nm), mg->out.t[i].name);
-			printf("%s  %s %s\n", nm, tpc_dtype_name(mg->out.t[i].dtype), tpc_shape_str(&mg->out.t[i], shp, sizeof(shp)));
+			printf("%s  %s %s", nm, tpc_dtype_name(mg->out.t[i].dtype), tpc_shape_str(&mg->out.t[i], shp, sizeof(shp)));
+			int64_t a = mg->out.t[i].alias_of;
+			if (a >= 0 && (size_t)a < mg->out.n) {
+				tpc_sanitize(nm, sizeof(nm), mg->out.t[a].name);
+				printf("  tied to %s", nm);
+			}
+			printf("\n");
 		}
 		goto done;
 	}

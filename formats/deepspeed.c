@@ -494,6 +494,9 @@ static int add_shared(zero *z, tpc_err *e)
 		} else if ((a = tpc_ckpt_add_copy(z->ck, k->str, &z->ck->t[s], e)) < 0) {
 			return (int)a;
 		}
+		/* the same tensor object in zero_to_fp32's state dict: one storage
+		 * when torch.save writes it (tpc_ckpt_ties) */
+		z->ck->t[a].alias_of = s;
 		z->nshared++;
 	}
 	return 0;

@@ -8,7 +8,8 @@
  * Writing: tensors are packed greedily in checkpoint order, a new shard
  * starting when the next tensor would push the current one past
  * max_shard_size (a bigger tensor gets a shard of its own), as
- * huggingface_hub does. Shards are written first, the index last, and the
+ * huggingface_hub does, tied tensors in one shard (see hf_pack). Shards are
+ * written first, the index last, and the
  * shards this run wrote are removed again if anything fails, so a set is
  * complete or absent. */
 #include <cjson/cJSON.h>
@@ -189,6 +190,39 @@ static int open_shard(tpc_ckpt *ck, const char *file, const tpc_open_opts *o, tp
 	return merge_root(ck, prev, e);
 }
 
+/* The tensors of the shards (ck->t[first..]) the weight_map does not list
+ * must be tied to one it lists: a name a safetensors shard stores once
+ * (tpconv.aliases, as save_pretrained drops it from the map). */
+static int unlisted_ties(tpc_ckpt *ck, size_t first, char **names, size_t n, tpc_err *e)
+{
+	size_t m = ck->n - first;
+	int64_t *sel = tpc_malloc((m + 1) * sizeof(int64_t)), *tie = tpc_malloc((m + 1) * sizeof(int64_t));
+	bool *listed = tpc_calloc(m + 1, sizeof(bool)), *group_listed = tpc_calloc(m + 1, sizeof(bool));
+	int ret = sel && tie && listed && group_listed ? 0 : tpc_err_nomem(e);
+	/* names is no longer needed in map order: sort it for lookups */
+	qsort(names, n, sizeof(char *), cmp_str);
+	for (size_t k = 0; k < m && !ret; k++)
+		sel[k] = (int64_t)(first + k);
+	if (!ret)
+		ret = tpc_ckpt_ties(ck, sel, m, tie, e);
+	for (size_t k = 0; k < m && !ret; k++) {
+		const char *key = ck->t[first + k].name;
+		listed[k] = bsearch(&key, names, n, sizeof(char *), cmp_str) != NULL;
+		group_listed[tie[k]] = group_listed[tie[k]] || listed[k];
+	}
+	for (size_t k = 0; k < m && !ret; k++)
+		if (!listed[k] && !group_listed[tie[k]]) {
+			const tpc_map *mp = tpc_ckpt_source(ck, ck->t[first + k].src);
+			ret = TPC_CORRUPT(e, mp ? mp->path : "", -1, ck->t[first + k].name,
+					  "tensor is not listed in the index's weight_map");
+		}
+	free(sel);
+	free(tie);
+	free(listed);
+	free(group_listed);
+	return ret;
+}
+
 static int open_index(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
 {
 	char *text = NULL, *dir = NULL, **names = NULL, **files = NULL, **uniq = NULL;
@@ -239,19 +273,8 @@ static int open_index(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tp
 			goto out;
 		}
 	}
-	if (ck->n - first != n) {
-		/* names is no longer needed in map order: sort it for lookups */
-		qsort(names, n, sizeof(char *), cmp_str);
-		for (size_t i = first; i < ck->n; i++) {
-			const char *key = ck->t[i].name;
-			if (!bsearch(&key, names, n, sizeof(char *), cmp_str)) {
-				const tpc_map *m = tpc_ckpt_source(ck, ck->t[i].src);
-				ret = TPC_CORRUPT(e, m ? m->path : path, -1, ck->t[i].name,
-						  "tensor is not listed in the index's weight_map");
-				goto out;
-			}
-		}
-	}
+	if (ck->n - first != n)
+		ret = unlisted_ties(ck, first, names, n, e);
 	(void)total; /* informational: HF computes it from storages, which need not match file sizes */
 out:
 	free(text);
@@ -343,44 +366,41 @@ static int cmp_by_name(const void *a, const void *b)
 }
 
 /* The shard layout every run over the same tensors computes alike: indices
- * into ck in `all`, shard s holds all[start[s] .. start[s+1]). */
+ * into ck in `all`, shard s holds all[start[s] .. start[s+1]). Tied tensors
+ * (tpc_ckpt_ties) share a shard, as huggingface_hub keeps one storage in one
+ * shard: torch shards write them as one storage, safetensors shards with
+ * TPC_W_DEDUP_TIED once (save_pretrained's rule), the others not `listed` in
+ * the index. */
 typedef struct hf_pack {
 	const char *prefix, *ext;
 	int64_t *all;
+	int64_t *first; /* [nsel]: the position in all of the first tensor tied to all[k]; k: untied */
+	bool *listed;   /* [nsel]: in the weight_map (the shard holds it under its name) */
 	size_t *start, nshard, nsel;
+	size_t cap;
 	uint64_t total;
 } hf_pack;
 
 static void pack_release(hf_pack *p)
 {
 	free(p->all);
+	free(p->first);
+	free(p->listed);
 	free(p->start);
 }
 
-static int pack(hf_pack *p, const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o,
-		tpc_err *e)
+/* Greedy packing in the order of all: a tied tensor after the first of its
+ * ties costs nothing. */
+static int pack_greedy(hf_pack *p, const tpc_ckpt *ck, uint64_t max, tpc_err *e)
 {
-	const char *inner_name = (o && o->inner_format) ? o->inner_format : "safetensors";
-	bool torch = !strcmp(inner_name, "torch");
-	uint64_t max = (o && o->max_shard_size) ? o->max_shard_size : 5000000000ull, cur = 0;
-	size_t cap = 0;
-	memset(p, 0, sizeof(*p));
-	p->prefix = (o && o->shard_prefix) ? o->shard_prefix : torch ? "pytorch_model" : "model";
-	p->ext = torch ? ".bin" : ".safetensors";
-	if (!sel)
-		nsel = ck->n;
-	p->nsel = nsel;
-	p->all = tpc_malloc((nsel ? nsel : 1) * sizeof(*p->all));
-	if (!p->all)
-		return tpc_err_nomem(e);
-	for (size_t i = 0; i < nsel; i++)
-		p->all[i] = sel ? sel[i] : (int64_t)i;
-	/* greedy packing in checkpoint order */
-	for (size_t i = 0; i < nsel; i++) {
-		const tpc_tensor *t = &ck->t[p->all[i]];
-		uint64_t sz = t->alias_of >= 0 ? 0 : t->nbytes;
-		if (!p->nshard || (cur + sz > max && cur > 0)) {
-			if (tpc_grow((void **)&p->start, &cap, p->nshard + 2, sizeof(*p->start)))
+	uint64_t cur = 0;
+	p->nshard = 0;
+	p->total = 0;
+	for (size_t i = 0; i < p->nsel; i++) {
+		bool tied = p->first[i] != (int64_t)i;
+		uint64_t sz = tied ? 0 : ck->t[p->all[i]].nbytes;
+		if (!p->nshard || (!tied && cur + sz > max && cur > 0)) {
+			if (tpc_grow((void **)&p->start, &p->cap, p->nshard + 2, sizeof(*p->start)))
 				return tpc_err_nomem(e);
 			p->start[p->nshard++] = i;
 			cur = 0;
@@ -389,11 +409,96 @@ static int pack(hf_pack *p, const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 		p->total += sz;
 	}
 	if (!p->nshard) {
-		if (tpc_grow((void **)&p->start, &cap, 2, sizeof(*p->start)))
+		if (tpc_grow((void **)&p->start, &p->cap, 2, sizeof(*p->start)))
 			return tpc_err_nomem(e);
 		p->start[p->nshard++] = 0;
 	}
-	p->start[p->nshard] = nsel;
+	p->start[p->nshard] = p->nsel;
+	return 0;
+}
+
+/* Does a tied tensor land in another shard than the first of its ties? */
+static bool ties_split(const hf_pack *p)
+{
+	for (size_t s = 0; s < p->nshard; s++)
+		for (size_t i = p->start[s]; i < p->start[s + 1]; i++)
+			if (p->first[i] < (int64_t)p->start[s])
+				return true;
+	return false;
+}
+
+/* Each tied tensor moved right after the first of its ties. */
+static int group_ties(hf_pack *p, tpc_err *e)
+{
+	size_t n = p->nsel, w = 0;
+	int64_t *next = tpc_malloc(n * sizeof(int64_t)), *last = tpc_malloc(n * sizeof(int64_t));
+	int64_t *all = tpc_malloc(n * sizeof(int64_t)), *first = tpc_malloc(n * sizeof(int64_t));
+	int ret = 0;
+	if (!next || !last || !all || !first) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		int64_t f = p->first[k];
+		next[k] = -1;
+		last[k] = (int64_t)k;
+		if (f != (int64_t)k) {
+			next[last[f]] = (int64_t)k;
+			last[f] = (int64_t)k;
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (p->first[k] != (int64_t)k)
+			continue;
+		size_t head = w;
+		for (int64_t j = (int64_t)k; j >= 0; j = next[j]) {
+			all[w] = p->all[j];
+			first[w++] = (int64_t)head;
+		}
+	}
+	memcpy(p->all, all, n * sizeof(int64_t));
+	memcpy(p->first, first, n * sizeof(int64_t));
+out:
+	free(next);
+	free(last);
+	free(all);
+	free(first);
+	return ret;
+}
+
+static int pack(hf_pack *p, const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o,
+		tpc_err *e)
+{
+	const char *inner_name = (o && o->inner_format) ? o->inner_format : "safetensors";
+	bool torch = !strcmp(inner_name, "torch"), dedup = o && (o->flags & TPC_W_DEDUP_TIED);
+	uint64_t max = (o && o->max_shard_size) ? o->max_shard_size : 5000000000ull;
+	int ret;
+	memset(p, 0, sizeof(*p));
+	p->prefix = (o && o->shard_prefix) ? o->shard_prefix : torch ? "pytorch_model" : "model";
+	p->ext = torch ? ".bin" : ".safetensors";
+	if (!sel)
+		nsel = ck->n;
+	p->nsel = nsel;
+	p->all = tpc_malloc((nsel ? nsel : 1) * sizeof(*p->all));
+	p->first = tpc_malloc((nsel ? nsel : 1) * sizeof(*p->first));
+	p->listed = tpc_malloc((nsel ? nsel : 1) * sizeof(*p->listed));
+	if (!p->all || !p->first || !p->listed)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < nsel; i++)
+		p->all[i] = sel ? sel[i] : (int64_t)i;
+	if (torch || dedup) {
+		if ((ret = tpc_ckpt_ties(ck, p->all, nsel, p->first, e)))
+			return ret;
+	} else {
+		for (size_t i = 0; i < nsel; i++)
+			p->first[i] = (int64_t)i; /* safetensors keeps a copy of each */
+	}
+	/* checkpoint order, unless that puts tied tensors in different shards */
+	if ((ret = pack_greedy(p, ck, max, e)) ||
+	    (ties_split(p) && ((ret = group_ties(p, e)) || (ret = pack_greedy(p, ck, max, e)))))
+		return ret;
+	for (size_t i = 0; i < nsel; i++)
+		p->listed[i] = torch || p->first[i] == (int64_t)i;
 	return 0;
 }
 
@@ -510,12 +615,14 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	}
 	if (!ret && p.nshard > 1 && !no_index) {
 		/* sort indices 0..nsel by name */
+		size_t nlisted = 0;
 		for (size_t i = 0; i < nsel; i++)
-			byname[i] = (int64_t)i;
+			if (p.listed[i])
+				byname[nlisted++] = (int64_t)i;
 		sort_by_name_ck = ck;
 		sort_by_name_all = p.all;
-		qsort(byname, nsel, sizeof(*byname), cmp_by_name);
-		for (size_t k = 0; k < nsel; k++) {
+		qsort(byname, nlisted, sizeof(*byname), cmp_by_name);
+		for (size_t k = 0; k < nlisted; k++) {
 			size_t i = (size_t)byname[k];
 			const char *tn = ck->t[p.all[i]].name;
 			tpc_buf_adds(&idx, k ? ",\n    " : "\n    ");

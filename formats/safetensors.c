@@ -583,6 +583,41 @@ static void st_plan_release(st_plan *pl)
 	memset(pl, 0, sizeof(*pl));
 }
 
+/* The first of each group of tied tensors among order[0..*n) stays (the one
+ * Hugging Face's save_pretrained keeps when the head comes last, as in every
+ * state dict of a causal LM); the others leave order and are recorded as
+ * {"alias": "stored name"} in *aliases. */
+static int dedup_tied(const tpc_ckpt *ck, int64_t *order, size_t *n, tpc_buf *aliases, tpc_err *e)
+{
+	int64_t *first = tpc_malloc((*n + 1) * sizeof(int64_t)), *was = tpc_malloc((*n + 1) * sizeof(int64_t));
+	size_t kept = 0;
+	int ret = first && was ? tpc_ckpt_ties(ck, order, *n, first, e) : tpc_err_nomem(e);
+	if (!ret) {
+		memcpy(was, order, *n * sizeof(int64_t));
+		tpc_buf_adds(aliases, "{");
+	}
+	for (size_t i = 0; i < *n && !ret; i++) {
+		const char *name = ck->t[was[i]].name, *to = ck->t[was[first[i]]].name;
+		if (first[i] == (int64_t)i) {
+			order[kept++] = was[i];
+			continue;
+		}
+		tpc_buf_adds(aliases, aliases->len > 1 ? "," : "");
+		tpc_buf_json_str(aliases, name, strlen(name), false);
+		tpc_buf_addc(aliases, ':');
+		tpc_buf_json_str(aliases, to, strlen(to), false);
+	}
+	if (!ret) {
+		tpc_buf_addc(aliases, '}');
+		*n = kept;
+	}
+	if (!ret && aliases->oom)
+		ret = tpc_err_nomem(e);
+	free(first);
+	free(was);
+	return ret;
+}
+
 static int st_prepare(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o, st_plan *pl,
 		      tpc_err *e)
 {
@@ -603,31 +638,9 @@ static int st_prepare(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const
 	for (size_t i = 0; i < nsel; i++)
 		order[i] = sel ? sel[i] : (int64_t)i;
 	/* safetensors forbids shared bytes: each tied name keeps its own copy,
-	 * or with --dedup-tied one copy and an alias in the metadata */
-	if (o && (o->flags & TPC_W_DEDUP_TIED)) {
-		size_t kept = 0;
-		tpc_buf_adds(&aliases, "{");
-		for (size_t i = 0; i < nsel; i++) {
-			const tpc_tensor *t = &ck->t[order[i]];
-			size_t j = 0;
-			while (j < kept && !tpc_tensor_same_view(&ck->t[order[j]], t))
-				j++;
-			if (j == kept) {
-				order[kept++] = order[i];
-				continue;
-			}
-			tpc_buf_adds(&aliases, aliases.len > 1 ? "," : "");
-			tpc_buf_json_str(&aliases, t->name, strlen(t->name), false);
-			tpc_buf_addc(&aliases, ':');
-			tpc_buf_json_str(&aliases, ck->t[order[j]].name, strlen(ck->t[order[j]].name), false);
-		}
-		tpc_buf_addc(&aliases, '}');
-		if (aliases.oom) {
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		nsel = kept;
-	}
+	 * or with TPC_W_DEDUP_TIED one copy and an alias in the metadata */
+	if (o && (o->flags & TPC_W_DEDUP_TIED) && (ret = dedup_tied(ck, order, &nsel, &aliases, e)))
+		goto out;
 	tpc_safetensors_sort(ck, order, nsel);
 	/* non-tensor values of a pickled checkpoint travel as JSON metadata */
 	if ((!sel || nsel_all == ck->n) && (ret = tpc__tree_to_meta(ck, &tree, e)))

@@ -4,9 +4,10 @@
  * What torch 2.x writes, minus `.format_version` (which would promise the
  * exact miniz layout, §1.4): data.pkl (protocol 2, inside the weights_only
  * allow-list), byteorder, data/0..N (64-byte aligned by the zip writer),
- * version. Each tensor gets its own contiguous storage, except tensors that
- * were the same view of one storage in the input (tied weights): those share
- * one, as torch.save would keep them. The pickled object is the input's tree
+ * version. Each tensor gets its own contiguous storage, except tied tensors
+ * (tpc_ckpt_ties: the same view of one storage in the input, or tied by record,
+ * as merge and the DeepSpeed reader restore ties): those share one, as
+ * torch.save would keep them. The pickled object is the input's tree
  * when it still names exactly the tensors being written (non-tensor values
  * survive a torch -> torch or torch -> safetensors -> torch trip); otherwise an
  * OrderedDict of name -> tensor, which is what a state_dict is. */
@@ -115,6 +116,41 @@ static int read_out(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint6
 	return tpc_ckpt_read_out(ck, t, off, len, dst, e);
 }
 
+/* Each tensor's storage: its own, or the one of a tensor it is tied to
+ * (tpc_ckpt_ties), as torch.save keeps tied weights. */
+static int place_storages(writer *wr, const int64_t *sel, size_t nsel, tpc_err *e)
+{
+	const tpc_ckpt *ck = wr->ck;
+	int64_t *first = tpc_malloc((nsel + 1) * sizeof(int64_t));
+	int ret = first ? tpc_ckpt_ties(ck, sel, nsel, first, e) : tpc_err_nomem(e);
+	for (size_t i = 0; i < ck->n; i++)
+		wr->key_of[i] = -1;
+	for (size_t k = 0; k < nsel && !ret; k++) {
+		int64_t i = sel ? sel[k] : (int64_t)k;
+		const tpc_tensor *t = &ck->t[i];
+		if (t->flags & TPC_TF_QUANTIZED) {
+			ret = tpc_err_set(e, TPC_EINPUT,
+					  "quantized tensor (%s): tpconv does not write quantized tensors; use --dequantize",
+					  tpc_dtype_name(t->dtype));
+			tpc_err_tensor(e, t->name);
+		} else if (!tpc_dtype_get(t->dtype)->torch || (t->flags & TPC_TF_NODATA)) {
+			ret = tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be written to a torch file",
+					  tpc_dtype_name(t->dtype));
+			tpc_err_tensor(e, t->name);
+		} else if (first[k] != (int64_t)k) {
+			/* tied to a tensor already placed */
+			wr->key_of[i] = wr->key_of[sel ? sel[first[k]] : first[k]];
+		} else {
+			wr->key_of[i] = (int64_t)wr->nst;
+			wr->st[wr->nst].tensor = i;
+			wr->st[wr->nst].nbytes = t->nbytes;
+			wr->nst++;
+		}
+	}
+	free(first);
+	return ret;
+}
+
 static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, tpc_out *out,
 			 const char *name, tpc_progress *prog, tpc_err *e)
 {
@@ -209,37 +245,8 @@ int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, co
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	for (size_t i = 0; i < ck->n; i++)
-		wr.key_of[i] = -1;
-	for (size_t k = 0; k < nsel; k++) {
-		int64_t i = sel ? sel[k] : (int64_t)k;
-		const tpc_tensor *t = &ck->t[i];
-		if (t->flags & TPC_TF_QUANTIZED) {
-			ret = tpc_err_set(e, TPC_EINPUT,
-					  "quantized tensor (%s): tpconv does not write quantized tensors; use --dequantize",
-					  tpc_dtype_name(t->dtype));
-			tpc_err_tensor(e, t->name);
-			goto out;
-		}
-		if (!tpc_dtype_get(t->dtype)->torch || (t->flags & TPC_TF_NODATA)) {
-			ret = tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be written to a torch file",
-					  tpc_dtype_name(t->dtype));
-			tpc_err_tensor(e, t->name);
-			goto out;
-		}
-		/* tied: the same view of the same storage as a tensor already placed */
-		for (size_t j = 0; j < k && wr.key_of[i] < 0; j++) {
-			int64_t p = sel ? sel[j] : (int64_t)j;
-			if (tpc_tensor_same_view(&ck->t[p], t))
-				wr.key_of[i] = wr.key_of[p];
-		}
-		if (wr.key_of[i] < 0) {
-			wr.key_of[i] = (int64_t)wr.nst;
-			wr.st[wr.nst].tensor = i;
-			wr.st[wr.nst].nbytes = t->nbytes;
-			wr.nst++;
-		}
-	}
+	if ((ret = place_storages(&wr, sel, nsel, e)))
+		goto out;
 	/* the object to pickle */
 	bool whole = !sel || nsel == ck->n;
 	const tpc_value *obj = what;

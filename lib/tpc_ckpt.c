@@ -1054,6 +1054,121 @@ bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b)
 	return true;
 }
 
+bool tpc_tensor_same_desc(const tpc_tensor *a, const tpc_tensor *b)
+{
+	if (a->dtype != b->dtype || a->src_dtype != b->src_dtype || a->ndim != b->ndim || a->src != b->src ||
+	    a->offset != b->offset || a->flags != b->flags || a->numel != b->numel || a->nbytes != b->nbytes ||
+	    a->meta != b->meta || a->dq || b->dq || a->nparts != b->nparts || (a->nparts && a->cat_dim != b->cat_dim))
+		return false;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d])
+			return false;
+	for (int k = 0; k < a->nparts; k++)
+		if (!tpc_tensor_same_desc(&a->parts[k], &b->parts[k]))
+			return false;
+	return true;
+}
+
+/* ---- ties ---- */
+
+static int64_t tie_find(int64_t *rep, int64_t i)
+{
+	while (rep[i] != i) {
+		rep[i] = rep[rep[i]];
+		i = rep[i];
+	}
+	return i;
+}
+
+static void tie_join(int64_t *rep, int64_t a, int64_t b)
+{
+	a = tie_find(rep, a);
+	b = tie_find(rep, b);
+	if (a < b)
+		rep[b] = a;
+	else
+		rep[a] = b;
+}
+
+typedef struct tie_key {
+	int64_t storage;
+	uint64_t offset;
+	int64_t ix;
+} tie_key;
+
+static int tie_key_cmp(const void *pa, const void *pb)
+{
+	const tie_key *a = pa, *b = pb;
+	if (a->storage != b->storage)
+		return a->storage < b->storage ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return (a->ix > b->ix) - (a->ix < b->ix);
+}
+
+/* rep[i]: the lowest index of the tensors tied to tensor i. */
+static int tie_groups(const tpc_ckpt *ck, int64_t *rep, tpc_err *e)
+{
+	tie_key *k = tpc_malloc((ck->n ? ck->n : 1) * sizeof(*k));
+	size_t nk = 0;
+	if (!k)
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < ck->n; i++) {
+		rep[i] = (int64_t)i;
+		if (ck->t[i].storage >= 0 && !ck->t[i].nparts)
+			k[nk++] = (tie_key){ck->t[i].storage, ck->t[i].offset, (int64_t)i};
+	}
+	/* views: sorted by where they start, each run compared pairwise
+	 * (a run is the few names of one tied weight) */
+	qsort(k, nk, sizeof(*k), tie_key_cmp);
+	for (size_t a = 0; a < nk;) {
+		size_t b = a + 1;
+		while (b < nk && k[b].storage == k[a].storage && k[b].offset == k[a].offset)
+			b++;
+		for (size_t x = a + 1; x < b; x++)
+			for (size_t y = a; y < x; y++)
+				if (tpc_tensor_same_view(&ck->t[k[y].ix], &ck->t[k[x].ix])) {
+					tie_join(rep, k[y].ix, k[x].ix);
+					break;
+				}
+		a = b;
+	}
+	free(k);
+	/* recorded ties, while both descriptions are still the same bytes */
+	for (size_t i = 0; i < ck->n; i++) {
+		int64_t a = ck->t[i].alias_of;
+		if (a >= 0 && (size_t)a < ck->n && a != (int64_t)i && tpc_tensor_same_desc(&ck->t[i], &ck->t[a]))
+			tie_join(rep, (int64_t)i, a);
+	}
+	for (size_t i = 0; i < ck->n; i++)
+		rep[i] = tie_find(rep, (int64_t)i);
+	return 0;
+}
+
+int tpc_ckpt_ties(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, int64_t *first, tpc_err *e)
+{
+	int64_t *rep = tpc_malloc((ck->n ? ck->n : 1) * sizeof(int64_t));
+	int64_t *at = tpc_malloc((ck->n ? ck->n : 1) * sizeof(int64_t));
+	int ret = 0;
+	if (!sel)
+		nsel = ck->n;
+	if (!rep || !at)
+		ret = tpc_err_nomem(e);
+	else if (!(ret = tie_groups(ck, rep, e))) {
+		for (size_t i = 0; i < ck->n; i++)
+			at[i] = -1;
+		for (size_t k = 0; k < nsel; k++) {
+			int64_t r = rep[sel ? sel[k] : (int64_t)k];
+			if (at[r] < 0)
+				at[r] = (int64_t)k;
+			first[k] = at[r];
+		}
+	}
+	free(rep);
+	free(at);
+	return ret;
+}
+
 void tpc_tensor_extent(const tpc_tensor *t, uint64_t *lo, uint64_t *hi)
 {
 	unsigned es = tpc_dtype_size(t->src_dtype);

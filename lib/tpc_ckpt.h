@@ -76,7 +76,9 @@ typedef struct tpc_tensor {
 	int64_t storage_offset;/* element offset inside the storage (torch) */
 	uint32_t flags;
 	tpc_value *meta;       /* format extras (quantizer params...), owned reference or NULL */
-	int64_t alias_of;      /* set by writers/dedup: index of the tensor whose bytes this repeats, or -1 */
+	int64_t alias_of;      /* a tie no storage shows: index of the tensor this one is by record
+	                          (merge of a set whose manifest records it, DeepSpeed's shared_params),
+	                          or -1; it holds while both descriptions are equal (tpc_ckpt_ties) */
 	/* Composite: the tensor is the concatenation of parts[0..nparts) along
 	 * cat_dim (src = -1). Parts have the composite's ndim and src_dtype and
 	 * equal sizes in every other dim; each part is a view, a zero fill or
@@ -279,6 +281,19 @@ bool tpc_tensor_is_contiguous(const tpc_tensor *t);
 /* Same bytes seen the same way: one storage, offset, dtype, shape and strides
  * (tied weights). Composites and tensors without a storage never match. */
 bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b);
+/* The same description: dtypes, shape, strides, source and offset, flags,
+ * and for a composite the same parts (storage not compared): the same bytes.
+ * Dequantized tensors never match. */
+bool tpc_tensor_same_desc(const tpc_tensor *a, const tpc_tensor *b);
+/*
+ * Tied tensors, what torch.save writes as one storage: the same view of one
+ * storage (tpc_tensor_same_view), and a tensor and its alias_of while their
+ * descriptions are equal (tpc_tensor_same_desc: a rule that transposed or
+ * cast one of them unties them). For the tensors sel[0..nsel) (sel NULL: all
+ * of ck, in order), first[k] receives the position in sel of the first of
+ * them tied to sel[k], k itself when none before it. O(n log n).
+ */
+int tpc_ckpt_ties(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, int64_t *first, tpc_err *e);
 /* Set stride to the C-contiguous strides for the current shape. */
 void tpc_tensor_set_contiguous(tpc_tensor *t);
 

@@ -55,7 +55,8 @@ typedef struct tpc_open_opts {
 
 enum {
 	TPC_W_FORCE = 1u << 0,      /* overwrite an existing output (= TPC_OUT_FORCE) */
-	TPC_W_DEDUP_TIED = 1u << 1, /* safetensors: keep one copy of tied tensors, record aliases */
+	TPC_W_DEDUP_TIED = 1u << 1, /* safetensors (also HF shards): keep one copy of tied tensors, the
+	                               first, record the others in tpconv.aliases (merge always) */
 	TPC_W_NO_INDEX = 1u << 2,   /* HF sharding: write the shards, not the index */
 	TPC_W_INDEX_ONLY = 1u << 3, /* HF sharding: write only the index; every shard must exist */
 	TPC_W_RESUME = 1u << 4,     /* HF sharding, several shards, no index yet (an interrupted run):

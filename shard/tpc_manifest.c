@@ -109,6 +109,31 @@ static int parse_hashes(const tpc_manifest *m, tpc_manifest_tensor *mt, const cJ
 	return 0;
 }
 
+/* "tied_to": an earlier tensor, itself untied, of the same dtype and shape
+ * (and checksum): the two were one storage in the input. */
+static int parse_tie(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o, size_t idx, const char *path,
+		     tpc_err *e)
+{
+	const cJSON *tv = cJSON_GetObjectItemCaseSensitive(o, "tied_to");
+	mt->tied_to = -1;
+	if (!tv)
+		return 0;
+	for (size_t j = 0; cJSON_IsString(tv) && j < idx && mt->tied_to < 0; j++)
+		if (!strcmp(m->t[j].name, tv->valuestring))
+			mt->tied_to = (int64_t)j;
+	if (mt->tied_to < 0)
+		return BADT(mt->name, "manifest: \"tied_to\" must name a tensor listed before this one");
+	const tpc_manifest_tensor *to = &m->t[mt->tied_to];
+	if (to->tied_to >= 0)
+		return BADT(mt->name, "manifest: \"tied_to\" names a tensor that is itself tied to another");
+	if (to->dtype != mt->dtype || to->ndim != mt->ndim ||
+	    memcmp(to->shape, mt->shape, (size_t)mt->ndim * sizeof(int64_t)))
+		return BADT(mt->name, "manifest: tied to a tensor of another dtype or shape");
+	if (to->has_hash && mt->has_hash && memcmp(to->hash, mt->hash, tpc_hash_len(m->checksum)))
+		return BADT(mt->name, "manifest: tied to a tensor with another checksum");
+	return 0;
+}
+
 static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o, size_t idx, const char *path,
 			tpc_err *e)
 {
@@ -224,7 +249,8 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 			return BADT(name, "manifest: parts add up to %lld but dim %d has %lld", (long long)sum, sp->dim,
 				    (long long)mt->shape[sp->dim]);
 	}
-	return parse_hashes(m, mt, o, name, path, e);
+	int ret = parse_hashes(m, mt, o, name, path, e);
+	return ret ? ret : parse_tie(m, mt, o, idx, path, e);
 }
 
 int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e)

@@ -64,6 +64,16 @@
  *                                             (compressed-tensors weight_shape): every
  *                                             rank's copy has entry dim = len (its
  *                                             slice's), the original len * ranks
+ *        "tied_to": "model.embed_tokens.weight",   optional: the input held this
+ *                                             tensor and the named one, listed
+ *                                             before it and not tied itself, as one
+ *                                             storage (tied weights: the same view,
+ *                                             or a recorded tie); same dtype, shape
+ *                                             and checksum. Each keeps its own split
+ *                                             and rank copies; merge checks they
+ *                                             are equal and writes them as one
+ *                                             storage (torch) or once (safetensors,
+ *                                             as save_pretrained). Absent: untied
  *        "expert": 5, "ep_group": 2,          optional (sets with "ep"): a routed
  *                                             expert's tensor, held only by the
  *                                             tp/ep ranks of its group (stage * tp +
@@ -118,6 +128,7 @@ typedef struct tpc_manifest_tensor {
 	bool has_hash;
 	uint8_t hash[TPC_HASH_MAX];         /* tpc_hash_len(checksum) bytes used */
 	uint8_t (*rank_hash)[TPC_HASH_MAX]; /* [tp], or NULL */
+	int64_t tied_to;                    /* index of the earlier tensor it is tied to, or -1 */
 } tpc_manifest_tensor;
 
 typedef struct tpc_manifest {

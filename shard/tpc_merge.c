@@ -482,6 +482,61 @@ static int merge_tensors(tpc_merge *m, const tpc_merge_opts *o, const tpc_manife
 	return ret;
 }
 
+/* Do two splits give every rank the same rows of their tensors? */
+static bool same_split(const tpc_split *a, const tpc_split *b)
+{
+	if (a->dim != b->dim || a->nparts != b->nparts || a->is_shape != b->is_shape ||
+	    (a->is_shape && (a->shape_dim != b->shape_dim || a->shape_len != b->shape_len)) || a->ep != b->ep ||
+	    (a->ep > 1 && a->ep_group != b->ep_group))
+		return false;
+	for (int k = 0; a->dim >= 0 && k < a->nparts; k++)
+		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||
+		    a->part[k].replicas != b->part[k].replicas || a->part[k].heads != b->part[k].heads)
+			return false;
+	return true;
+}
+
+/* The ties the manifest records, restored: a tied tensor becomes the
+ * description of the one it is tied to (alias_of), which the writers keep as
+ * one storage, once they hold the same values: the same checked checksums on
+ * every rank where both are split alike (`verified`, as merge_tensors), else
+ * compared byte for byte. */
+static int restore_ties(tpc_merge *m, const tpc_manifest *man, bool verified, tpc_err *e)
+{
+	size_t hlen = tpc_hash_len(man->checksum);
+	int ret = 0;
+	for (size_t i = 0; i < man->n && !ret; i++) {
+		const tpc_manifest_tensor *mt = &man->t[i], *to = mt->tied_to >= 0 ? &man->t[mt->tied_to] : NULL;
+		if (!to)
+			continue;
+		int64_t a = tpc_ckpt_find(&m->out, to->name), b = tpc_ckpt_find(&m->out, mt->name);
+		bool eq = verified && mt->rank_hash && to->rank_hash && same_split(&mt->split, &to->split);
+		for (int t = 0; eq && t < m->tp; t++)
+			eq = !tpc_split_holds(&mt->split, m->tp, t) || !memcmp(mt->rank_hash[t], to->rank_hash[t], hlen);
+		if (a < 0 || b < 0)
+			return tpc_err_set(e, TPC_EINPUT, "internal: tied tensors '%s' and '%s' are not merged", to->name,
+					   mt->name);
+		if (!eq && (ret = tpc_tensors_equal(&m->out, &m->out.t[a], &m->out.t[b], &eq, e)))
+			break;
+		if (!eq) {
+			char nm[256];
+			tpc_sanitize(nm, sizeof(nm), to->name);
+			tpc_err_set(e, TPC_EINPUT, "the manifest ties it to '%s', but the rank files hold other values for the two",
+				    nm);
+			tpc_err_tensor(e, mt->name);
+			return TPC_EINPUT;
+		}
+		tpc_tensor cp;
+		if (tpc_tensor_copy(&cp, &m->out.t[a]))
+			return tpc_err_nomem(e);
+		cp.name = m->out.t[b].name;
+		cp.alias_of = a;
+		tpc_tensor_release(&m->out.t[b]);
+		m->out.t[b] = cp;
+	}
+	return ret;
+}
+
 static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
 {
 	tpc_manifest man;
@@ -528,7 +583,8 @@ static int open_manifest_set(tpc_merge *m, const char *dir, const tpc_merge_opts
 			goto out;
 		verified = true;
 	}
-	if (!(ret = merge_tensors(m, o, &man, views, paths, verified, e)) && check && o->defer_checksums) {
+	if (!(ret = merge_tensors(m, o, &man, views, paths, verified, e)) && !(ret = restore_ties(m, &man, verified, e)) &&
+	    check && o->defer_checksums) {
 		tpc__merge_check_take_views(check);
 		m->check = check;
 		check = NULL;
@@ -770,6 +826,9 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 	memset(&wo, 0, sizeof(wo));
 	if (o)
 		wo = *o;
+	/* tied tensors once in safetensors, as save_pretrained writes them (the
+	 * dropped names recorded in tpconv.aliases); torch keeps one storage */
+	wo.flags |= TPC_W_DEDUP_TIED;
 	if (m->check) {
 		/* the single-file writers call the gate before they commit */
 		bool gated = f->gates_commit && !wo.max_shard_size &&

@@ -559,14 +559,31 @@ static int rank_entry(tpc_shard_plan *sp, size_t i, const int *aux_src, int aux_
 			desc.flags &= ~(uint32_t)TPC_TF_BYTESWAP;
 			tpc_tensor_set_contiguous(&desc);
 		}
-		int64_t ix = tpc_ckpt_add_copy(&sp->rank[en->stage * sp->tp + r], t->name, &desc, e);
+		tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
+		int64_t ix = tpc_ckpt_add_copy(rk, t->name, &desc, e);
 		tpc_tensor_release(&desc);
 		if (ix < 0)
 			return (int)ix;
 		en->rank_ix[r] = ix;
+		/* a torch rank file keeps a tie whose halves are split alike (the
+		 * same slice: tpc_ckpt_ties compares the descriptions) */
+		const tpc_shard_entry *to = en->tie >= 0 ? &sp->t[en->tie] : NULL;
+		if (to && to->stage == en->stage && to->rank_ix[r] >= 0 && tpc_format_by_name(sp->format)->object_tree)
+			rk->t[ix].alias_of = to->rank_ix[r];
 		en->same_as[r] = same_as_of(&en->split, sp->tp, r);
 	}
 	return 0;
+}
+
+/* Which earlier entry each one is tied to (one storage in the input). */
+static int find_ties(tpc_shard_plan *sp, tpc_err *e)
+{
+	int64_t *first = tpc_malloc((sp->n + 1) * sizeof(int64_t));
+	int ret = first ? tpc_ckpt_ties(sp->in, NULL, sp->n, first, e) : tpc_err_nomem(e);
+	for (size_t i = 0; i < sp->n && !ret; i++)
+		sp->t[i].tie = first[i] == (int64_t)i ? -1 : first[i];
+	free(first);
+	return ret;
 }
 
 /* Rank r's checkpoint metadata: the set and where the rank stands in it. */
@@ -652,7 +669,8 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 		goto out;
 	}
 	sp->n = in->n;
-	if ((ret = resolve_entries(sp, facts, o, e)) || (sp->layout->check && (ret = sp->layout->check(sp, o, e))))
+	if ((ret = resolve_entries(sp, facts, o, e)) || (sp->layout->check && (ret = sp->layout->check(sp, o, e))) ||
+	    (ret = find_ties(sp, e)))
 		goto out;
 	if (!(aux_src = tpc_calloc(sp->n ? sp->n : 1, sizeof(int)))) {
 		ret = tpc_err_nomem(e);
@@ -828,6 +846,11 @@ static void describe_entry(const tpc_shard_plan *sp, size_t i, int w, tpc_buf *o
 			     en->split.shape_dim ? "in" : "out", (long long)en->split.shape_len);
 	if (!en->matched)
 		tpc_buf_addf(&nb, "%sno rule matched", nb.len ? "; " : "");
+	if (en->tie >= 0) {
+		char tn[1024];
+		tpc_sanitize(tn, sizeof(tn), sp->in->t[sp->t[en->tie].in].name);
+		tpc_buf_addf(&nb, "%stied to %s", nb.len ? "; " : "", tn);
+	}
 	if (en->split.dim >= 0)
 		snprintf(split, sizeof(split), "%s:%d", tpc_split_kind_name(en->split.kind), en->split.dim);
 	else

@@ -97,6 +97,7 @@ typedef struct tpc_shard_entry {
 	int64_t *rank_ix;      /* [tp]: index in the rank checkpoint of (stage, t); -1: not there
 	                          (an expert on another EP group: tpc_split_holds) */
 	int *same_as;          /* [tp]: lowest tp rank holding an identical slice */
+	int64_t tie;           /* the earlier entry it is tied to in the input (tpc_ckpt_ties), or -1 */
 	bool hashed;
 	uint8_t hash[TPC_HASH_MAX];            /* of the original (checksum's length) */
 	uint8_t (*rank_hash)[TPC_HASH_MAX];    /* [tp] */

@@ -102,6 +102,11 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 		if (s->is_shape)
 			tpc_buf_addf(b, ", \"shape_of_rank\": {\"dim\": %d, \"len\": %lld}", s->shape_dim,
 				     (long long)s->shape_len);
+		if (en->tie >= 0) {
+			const char *to = in->t[sp->t[en->tie].in].name;
+			tpc_buf_adds(b, ", \"tied_to\": ");
+			tpc_buf_json_str(b, to, strlen(to), false);
+		}
 		if (hashes && en->hashed) {
 			tpc_buf_addf(b, ", \"%s\": ", hname);
 			json_hash(b, en->hash, hlen);

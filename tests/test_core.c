@@ -288,6 +288,41 @@ static void test_strided_views(void **st)
 	free(dir);
 }
 
+/* Ties (tpc_ckpt_ties): the same view of one storage, and a recorded alias
+ * while its description is its target's; a transposed view, a transposed or
+ * cast alias are not ties. */
+static void test_ties(void **st)
+{
+	(void)st;
+	tpc_ckpt ck;
+	tpc_err e;
+	int src;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	uint8_t *mem = calloc(1, 64);
+	assert_non_null(mem);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", mem, 64, &src, &e), 0);
+	int64_t s0 = tpc_ckpt_add_storage(&ck, "0", "cpu", TPC_F32, src, 0, 64, &e);
+	int64_t shp[2] = {2, 3}, tr[2] = {1, 2};
+	const char *names[] = {"a", "b", "c", "d", "e", "f"};
+	for (int i = 0; i < 6; i++) {
+		int64_t ix = tpc_ckpt_add_tensor(&ck, names[i], TPC_F32, 2, shp, i == 2 ? tr : NULL, src, 0, &e);
+		assert_int_equal(ix, i);
+		ck.t[i].storage = i < 3 ? s0 : -1;
+		ck.t[i].alias_of = i >= 3 ? 0 : -1;
+	}
+	tpc_tensor_transpose2d(&ck.t[4]);
+	ck.t[5].dtype = TPC_F16;
+	int64_t first[6], want[6] = {0, 0, 2, 0, 4, 5};
+	assert_int_equal(tpc_ckpt_ties(&ck, NULL, 0, first, &e), 0);
+	assert_memory_equal(first, want, sizeof(want));
+	/* a selection: positions in it, the first selected of each tie */
+	int64_t sel[4] = {3, 5, 1, 0}, want2[4] = {0, 1, 0, 0};
+	assert_int_equal(tpc_ckpt_ties(&ck, sel, 4, first, &e), 0);
+	assert_memory_equal(first, want2, sizeof(want2));
+	tpc_ckpt_release(&ck);
+}
+
 /* Composite tensors: a fused [q; k; v] split per part and re-assembled, zero
  * padding, narrowing across part boundaries, and a row slice of a composite. */
 static void test_composites(void **st)
@@ -796,7 +831,7 @@ int main(void)
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
 		cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_map_drop),
-		cmocka_unit_test(test_scratch),
+		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

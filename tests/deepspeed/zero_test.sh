@@ -15,7 +15,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=/usr/bin/python3
 Z=$SRC/tests/deepspeed
 . "$SRC/tests/shard/tap.sh"   # ok/bad, $T, run, same; skips without torch
-# a torch file equal to a reference file: same keys in the same order, dtypes, shapes, bytes
+# a torch file equal to a reference file: same keys in the same order, dtypes, shapes, bytes,
+# and the same names sharing a storage (zero_to_fp32's shared_params alias is its target's tensor)
 torch_same() {
   $PY - "$1" "$2" <<'PY' >"$T/diff" 2>&1
 import sys, torch
@@ -25,6 +26,12 @@ for k in a:
     x, y = a[k], b[k]
     assert x.dtype == y.dtype and x.shape == y.shape, (k, x.dtype, y.dtype, x.shape, y.shape)
     assert x.contiguous().view(-1).view(torch.uint8).equal(y.contiguous().view(-1).view(torch.uint8)), k
+def shared(sd):
+    g = {}
+    for k, v in sd.items():
+        g.setdefault(v.storage().data_ptr(), []).append(k)
+    return sorted(sorted(x) for x in g.values() if len(x) > 1)
+assert shared(a) == shared(b), ('storages shared', shared(a), 'reference', shared(b))
 PY
 }
 
@@ -45,7 +52,7 @@ for case in "1 2" "2 1" "2 3" "2 4" "3 1" "3 3" "3 4" "3 8"; do
     bad "stage $st world $ws: convert safetensors" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -5)"
   run "$TPCONV" convert "$C" -o "$T/c.pt" -q -f
   [ "$rc" = 0 ] && torch_same "$T/c.pt" "$C.ref.pt" &&
-    ok "stage $st world $ws: convert to torch loads in torch 1.13 equal to zero_to_fp32's, in its order" ||
+    ok "stage $st world $ws: convert to torch loads in torch 1.13 equal to zero_to_fp32's, in its order, the shared_params alias on its target's storage" ||
     bad "stage $st world $ws: convert torch" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -3)"
 done
 
