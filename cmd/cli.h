@@ -191,6 +191,8 @@ enum {
 	TPC_CLI_IN_SET = 1u << 4,        /* the input must be a set (merge): a folder no layout claims is
 					  * left to tpc_merge_open to refuse */
 	TPC_CLI_IN_TAKE_RANK0 = 1u << 5, /* replicated tensors that differ: rank 0's copy */
+	TPC_CLI_IN_WHOLE = 1u << 6,      /* the command needs the whole model (shard): one rank
+					  * file of a Megatron set is refused (exit 2) */
 };
 typedef struct tpc_cli_input {
 	const char *path;

@@ -113,8 +113,15 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 		/* a Megatron checkpoint's args (a legacy rank file's own, a
 		 * torch_dist folder's common.pt): the facts convert's rules use */
 		tpc_megatron_args a;
-		if (tpc_extras_megatron_args(in->ck.root, &a) || (tpc_is_dir(path) && tpc_extras_megatron_args_at(path, &a)))
+		bool have_args = tpc_extras_megatron_args(in->ck.root, &a) ||
+				 (tpc_is_dir(path) && tpc_extras_megatron_args_at(path, &a));
+		if (have_args)
 			tpc_facts_from_megatron(&in->own, &a, "the checkpoint's Megatron args");
+		char what[160], how[TPC_ERR_PATH_MAX + 96];
+		/* its slices taken for the whole model would make a set silently wrong */
+		if ((flags & TPC_CLI_IN_WHOLE) && in->ck.n &&
+		    tpc_cli_megatron_rank(path, have_args ? &a : NULL, what, sizeof(what), how, sizeof(how)))
+			ret = tpc_err_at(e, TPC_EUSAGE, path, NULL, "%s, not a whole model: %s first", what, how);
 	}
 out:
 	if (ret < 0 && !e->path[0])

@@ -145,6 +145,11 @@ run "$TPCONV" convert "$R01" --select model --rules megatron-llama --vocab 200 -
 run "$TPCONV" convert "$R01" -o "$T/r.safetensors"
 [ "$rc" = 0 ] && [ "$(cat "$T/err")" = "tpconv: warning: '$R01': this is one rank file of a Megatron set (tp 2 x pp 2, from its args): its tensors, that rank's slices, are written as they are; the whole model: $HOW" ] &&
   ok "convert one rank file without rules: written as it is, with a warning naming the set and the merge" || bad "rank file plain" "exit $rc" "$(cat "$T/err")"
+# shard needs the whole model: a rank's slices split again would be a set silently wrong
+run "$TPCONV" shard "$R01" --preset llama --tp 2 -o "$T/rs"
+[ "$rc" = 2 ] && [ ! -e "$T/rs" ] &&
+  [ "$(cat "$T/err")" = "tpconv: error: '$R01': this is one rank file of a Megatron set (tp 2 x pp 2, from its args), not a whole model: $HOW first" ] &&
+  ok "shard one rank file of a tp 2 x pp 2 set: exit 2, not a whole model, merge it first" || bad "shard rank file" "exit $rc" "$(cat "$T/err")"
 cp -r "$T/L" "$T/Lnoargs" && R=$T/Lnoargs/release/mp_rank_00_000/model_optim_rng.pt
 $PY -c 'import sys, torch; d = torch.load(sys.argv[1]); del d["args"]; torch.save(d, sys.argv[1])' "$R" 2>"$T/perr"
 run "$TPCONV" convert "$R" --select model --rules megatron-llama --heads 8 --kv-heads 2 --head-dim 8 --vocab 200 -o "$T/r.safetensors"
