@@ -304,7 +304,9 @@ static const char plan_dit[] =
  * CrossAttention (to_q col, to_out.0 row) and the Unet's LinearAttention,
  * whose 1x1 convs to_qkv ([q | k | v], col in 3 parts) and to_out.0 (row)
  * must go together (each rank's heads are its own linear attentions). The
- * self-attentions are multi-query (to_kv one head): replicated; a
+ * self-attentions are multi-query (to_kv one head of dim_head): the prior's
+ * as kv heads (replicated when tp exceeds them), the Unet's, whose dim_head
+ * (attn_dim_head, default 32) need not be head_dim, replicated; a
  * CrossAttention's to_kv holds every head. Convolutions, norms, time and
  * condition embeddings and the noise schedules are replicated, by name so
  * that --strict can tell a tensor nobody placed. */
@@ -319,7 +321,7 @@ static const char plan_dit[] =
 static const char plan_dalle2[] =
 	 "{\n"
 	 "  \"name\": \"dalle2\",\n"
-	 "  \"description\": \"DALLE2-pytorch, the prior's CausalTransformer (layers.N.0 = Attention, layers.N.1 = FeedForward) and the decoder's Unets. Attention and CrossAttention: to_q col on head boundaries, to_out.0 row; the self-attentions are multi-query (to_kv is one head of k and v): replicated on every rank; CrossAttention's to_kv = [k | v] of every head, col in 2 parts. LinearAttention (1x1 convs): to_qkv = [q | k | v] col in 3 parts on head boundaries, to_out.0 row, so that each rank runs its heads. FeedForward: Sequential(LayerNorm, Linear(dim, inner*2), SwiGLU, LayerNorm|Identity, Dropout, Linear(inner, dim)): index 1 col in 2 parts [x | gate], the post-activation norm over inner col (its statistics must be all-reduced), index 5 row. Convolutions, norms, time and condition embeddings, null embeddings, relative position bias and noise schedules replicated. head_dim 64 is the dim_head of Attention and CrossAttention; a Unet's attn_dim_head (default 32) must divide it.\",\n"
+	 "  \"description\": \"DALLE2-pytorch, the prior's CausalTransformer (layers.N.0 = Attention, layers.N.1 = FeedForward) and the decoder's Unets. Attention and CrossAttention: to_q col on head boundaries, to_out.0 row; the self-attentions are multi-query (to_kv is one head of k and v): replicated on every rank (the prior's as one kv head, the Unet's fn.fn. whole); CrossAttention's to_kv = [k | v] of every head, col in 2 parts. LinearAttention (1x1 convs): to_qkv = [q | k | v] col in 3 parts on head boundaries, to_out.0 row, so that each rank runs its heads. FeedForward: Sequential(LayerNorm, Linear(dim, inner*2), SwiGLU, LayerNorm|Identity, Dropout, Linear(inner, dim)): index 1 col in 2 parts [x | gate], the post-activation norm over inner col (its statistics must be all-reduced), index 5 row. Convolutions, norms, time and condition embeddings, null embeddings, relative position bias and noise schedules replicated. head_dim 64 is the dim_head of Attention and CrossAttention; a Unet's attn_dim_head (default 32) must divide it.\",\n"
 	 "  \"model\": {\"head_dim\": 64},\n"
 	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
 	 "  \"first_stage\": [],\n"
@@ -327,8 +329,8 @@ static const char plan_dalle2[] =
 	 "  \"rules\": [\n"
 	 "    {\"match\": \"to_q\\\\.weight$\", \"split\": \"col\", \"heads\": \"q\"},\n"
 	 "    {\"match\": \"to_qkv\\\\.weight$\", \"split\": \"col\", \"parts\": 3, \"heads\": \"q\"},\n"
-	 "    {\"match\": \"(^|\\\\.)cross_attn\\\\.(fn\\\\.)?to_kv\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"heads\": \"kv\"},\n"
-	 "    {\"match\": \"(^|\\\\.)(fn\\\\.fn|layers\\\\.[0-9]+\\\\.0)\\\\.to_kv\\\\.weight$\", \"split\": \"replicate\"},\n"
+	 "    {\"match\": \"(^|\\\\.)(cross_attn\\\\.(fn\\\\.)?|layers\\\\.[0-9]+\\\\.0\\\\.)to_kv\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"heads\": \"kv\"},\n"
+	 "    {\"match\": \"(^|\\\\.)fn\\\\.fn\\\\.to_kv\\\\.weight$\", \"split\": \"replicate\"},\n"
 	 "    {\"match\": \"to_out\\\\.0\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
 	 "    {\"match\": \"to_out\\\\.0\\\\.bias$\", \"split\": \"row\"},\n"
 	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.1\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n"
@@ -433,6 +435,7 @@ static const tpc_family families[] = {
 	{.name = "dalle2",
 	 .desc = "DALLE2-pytorch transformer: to_q col, fused to_kv col in 2 parts, to_out.0 row; feed-forward Linear(dim, inner*2) col in 2 parts (SwiGLU), Linear(inner, dim) row",
 	 .plan = plan_dalle2,
+	 .verify = "dalle2",
 	 .rules = A("dalle2")},
 };
 #undef A

@@ -293,11 +293,21 @@ void tpc__loc_of(const vrun *R, int64_t i, int t, vloc *L)
 	}
 }
 
+bool tpc__matrix(const tpc_tensor *t)
+{
+	if (!t || t->ndim < 2)
+		return false;
+	for (int d = 2; d < t->ndim; d++)
+		if (t->shape[d] != 1)
+			return false;
+	return true;
+}
+
 int tpc__math_kind(const tpc_vtensor *v)
 {
 	if (v->dim < 0)
 		return MK_REPL;
-	if (!v->ref || v->ref->ndim != 2)
+	if (!tpc__matrix(v->ref) || v->dim > 1)
 		return MK_NONE;
 	return v->dim == (v->transposed ? 1 : 0) ? MK_COL : MK_ROW;
 }
@@ -462,7 +472,8 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			if (!ret && s->model->layers[l].moe.exp)
 				ret = tpc__check_moe(&R, &s->model->layers[l]);
 		}
-	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL)) {
+	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && s->model->arch != TPC_VARCH_DALLE2 &&
+	    (checks & TPC_VCHECK_MODEL)) {
 		if (s->model->moe || s->model->mla) {
 			/* the whole-model forward has no MoE layers or MLA yet: say so */
 			tpc_vresult res;

@@ -50,5 +50,18 @@ run "$TPCONV" shard "$T/prior" --preset dalle2 --tp 2 --strict --config "$T/prio
 run "$TPCONV" verify --reference "$T/prior/model.safetensors" --shards "$T/prior_set" -q
 [ "$rc" = 0 ] && ok "dalle2 prior: verify passes" || bad "dalle2 prior verify" "$(head -5 "$T/out" "$T/err")"
 
+# DALLE2's LinearAttention split the way the dalle2 plan did before: to_qkv
+# replicated (no rule), its to_out.0 row-split. Every tensor is a faithful slice,
+# so the structure and layer checks pass; the block check (each rank's heads
+# through its to_qkv rows and to_out.0 columns) refuses the set.
+"$TPCONV" plan dalle2 | grep -v 'to_qkv' >"$T/old_dalle2.json"
+run "$TPCONV" shard "$T/src_dalle2" --rules dalle2 --plan "$T/old_dalle2.json" --tp 2 --config "$T/src_dalle2/config.json" -o "$T/old_set" -q
+[ "$rc" = 0 ] || bad "shard with the old dalle2 plan" "$(head -c 600 "$T/err")"
+run "$TPCONV" verify --reference "$T/conv_dalle2.safetensors" --shards "$T/old_set" -q
+[ "$rc" = 1 ] && grep -q "attn .*unets.0.downs.0.3.fn .*FAIL" "$T/out" &&
+  grep -qF "attention qkv 'unets.0.downs.0.3.fn.to_qkv.weight' is split replicate (dim -1); a tensor-parallel block needs it column-parallel" "$T/out" &&
+  ok "verify fails a LinearAttention whose to_qkv is replicated while its to_out.0 is row-split (exit 1)" ||
+  bad "verify: inconsistent LinearAttention split" "rc $rc" "$(head -8 "$T/out" "$T/err")"
+
 echo "1..$n"
 [ "$failed" = 0 ]
