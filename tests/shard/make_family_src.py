@@ -242,7 +242,29 @@ def dalle2_prior():
     return sd, {'head_dim': dh}
 
 
-MAKERS = {'megatron-llama': megatron_llama, 'megatron-gpt': megatron_gpt, 'libai': libai,
+def torchtitan():
+    """torchtitan models/llama3 Transformer(dim, n_heads, n_kv_heads, ...) state_dict"""
+    sd = collections.OrderedDict()
+    sd['tok_embeddings.weight'] = r(V, H)
+    for i in range(L):
+        p = f'layers.{i}.'
+        sd[p + 'attention.wq.weight'] = r(NH * HD, H)
+        sd[p + 'attention.wk.weight'] = r(KV * HD, H)
+        sd[p + 'attention.wv.weight'] = r(KV * HD, H)
+        sd[p + 'attention.wo.weight'] = r(H, NH * HD)
+        sd[p + 'feed_forward.w1.weight'] = r(I, H)
+        sd[p + 'feed_forward.w2.weight'] = r(H, I)
+        sd[p + 'feed_forward.w3.weight'] = r(I, H)
+        sd[p + 'attention_norm.weight'] = r(H)
+        sd[p + 'ffn_norm.weight'] = r(H)
+    sd['norm.weight'] = r(H)
+    sd['output.weight'] = r(V, H)
+    cfg = {'architectures': ['LlamaForCausalLM'], 'hidden_size': H, 'num_attention_heads': NH,
+           'num_key_value_heads': KV, 'intermediate_size': I, 'num_hidden_layers': L, 'vocab_size': V}
+    return sd, cfg
+
+
+MAKERS = {'megatron-llama': megatron_llama, 'torchtitan': torchtitan, 'megatron-gpt': megatron_gpt, 'libai': libai,
           'dalle2': dalle2, 'dalle2-prior': dalle2_prior}
 if preset not in MAKERS:
     print(f'make_family_src.py: no model for preset {preset}', file=sys.stderr)
