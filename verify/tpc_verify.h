@@ -162,6 +162,7 @@
 #include "tpc_buf.h"
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_progress.h"
 
 #define TPC_VERIFY_MAX_PARTS 16
 #define TPC_VERIFY_MAX_TP 1024
@@ -432,6 +433,9 @@ typedef struct tpc_verify_opts {
 				     * the executable, the build tree, the install's libdir */
 	int local_rank, local_size; /* MPI: this process's place on its node (picks its GPU),
 				     * from tpc_verify_local_rank; -1: unknown, one per node */
+	tpc_progress *progress;     /* rank 0 counts its steps here (each tensor's structure and
+				     * layer checks, each layer's blocks, the model) and sets the
+				     * total; NULL: none */
 } tpc_verify_opts;
 
 /* Node-local rank and size from the launcher's variables (OpenMPI, MPICH,
