@@ -186,6 +186,12 @@ else
   run "$TPCONV" convert "$TT/hf.safetensors" --rules hf-torchtitan --config "$TT/config.json" -o "$TT/back.pt"
   expect "HF -> torchtitan: convert --rules hf-torchtitan" 0 &&
     tt_same "HF -> torchtitan: the round trip gives torchtitan's tensors back bit for bit" "$TT/back.pt" "$TT/tt_weights.pt"
+  # a sharded source (DCP, each tensor in pieces): the rows come from the pieces
+  D=$SRC/tests/data/dcp/llama2
+  run "$TPCONV" convert "$D" -o "$TT/dcp_hf.safetensors" &&
+    run "$TPCONV" convert "$D" --rules hf-torchtitan -o "$TT/dcp_tt.safetensors"
+  if [ "$rc" = 0 ] && "$PY" "$H/torchtitan_check.py" from_hf "$TT/dcp_hf.safetensors" "$TT/dcp_tt.safetensors" "$D/config.json" >"$T/chk" 2>&1
+  then ok "HF DCP (2 pieces a tensor) -> torchtitan: $(cat "$T/chk")"; else bad "DCP -> torchtitan" "$(cat "$T/err" "$T/chk")"; fi
   run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --heads 8 --kv-heads 2 --head-dim 8 -o "$TT/flags.safetensors"
   expect "torchtitan: the facts as flags" 0 && tt_same "torchtitan: flags give the same tensors" "$TT/flags.safetensors" "$TT/hf_ref.pt"
   run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --heads 8 --kv-heads 4 --head-dim 8 -o "$TT/wrong.safetensors"

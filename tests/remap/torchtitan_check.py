@@ -12,6 +12,9 @@
 #                        .reshape(dim1, dim2)
 #   /usr/bin/python3 torchtitan_check.py same A B
 #       A and B (torch files or safetensors) hold the same names, dtypes, shapes and bits
+#   /usr/bin/python3 torchtitan_check.py from_hf HF OUT CONFIG
+#       OUT is what torchtitan's from_hf makes of the Hugging Face checkpoint HF (names, and
+#       q_proj / k_proj rows back to pairs: w.view(n, 2, dim1 // n // 2, dim2).transpose(1, 2))
 #   /usr/bin/python3 torchtitan_check.py rope DIR HF
 #       the permutation is the one RoPE needs: Meta's rotary embedding (complex pairs,
 #       torchtitan's apply_rotary_emb) on x @ wq.T / x @ wk.T of tt.pt gives the same
@@ -78,6 +81,32 @@ def same(a, b):
     return 1 if bad else 0
 
 
+def from_hf(hf_path, out_path, cfg_path):
+    cfg = json.load(open(cfg_path))
+    nh, nkv, dim = cfg['num_attention_heads'], cfg['num_key_value_heads'], cfg['hidden_size']
+    hf, got = load_out(hf_path), load_out(out_path)
+    dt = {'F32': torch.float32, 'BF16': torch.bfloat16, 'F16': torch.float16}
+    names = {'self_attn.q_proj': 'attention.wq', 'self_attn.k_proj': 'attention.wk', 'self_attn.v_proj': 'attention.wv',
+             'self_attn.o_proj': 'attention.wo', 'mlp.gate_proj': 'feed_forward.w1', 'mlp.down_proj': 'feed_forward.w2',
+             'mlp.up_proj': 'feed_forward.w3', 'input_layernorm': 'attention_norm', 'post_attention_layernorm': 'ffn_norm'}
+    want = {}
+    for k, (d, shape, b) in hf.items():
+        w = torch.frombuffer(bytearray(b), dtype=dt[d]).reshape(shape)
+        if k in ('model.embed_tokens.weight', 'model.norm.weight', 'lm_head.weight'):
+            nk = {'model.embed_tokens.weight': 'tok_embeddings.weight', 'model.norm.weight': 'norm.weight',
+                  'lm_head.weight': 'output.weight'}[k]
+        else:
+            i, mod = k.split('.')[2], '.'.join(k.split('.')[3:-1])
+            nk = f'layers.{i}.{names[mod]}.weight'
+            n = nh if mod == 'self_attn.q_proj' else nkv if mod == 'self_attn.k_proj' else 0
+            if n:
+                w = w.view(n, 2, shape[0] // n // 2, shape[1]).transpose(1, 2).reshape(shape)
+        want[nk] = (d, shape, raw(w))
+    bad = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    print(f'differ: {bad[:6]}' if bad else f'{len(want)} tensors as from_hf makes them')
+    return 1 if bad else 0
+
+
 def rope_meta(x, theta=10000.0):
     """torchtitan apply_rotary_emb: rows (2i, 2i+1) of a head as one complex number"""
     t, h, d = x.shape
@@ -120,5 +149,7 @@ if __name__ == '__main__':
         gen(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == 'same':
         sys.exit(same(sys.argv[2], sys.argv[3]))
+    elif sys.argv[1] == 'from_hf':
+        sys.exit(from_hf(sys.argv[2], sys.argv[3], sys.argv[4]))
     elif sys.argv[1] == 'rope':
         sys.exit(rope(sys.argv[2], sys.argv[3]))
