@@ -110,17 +110,22 @@ def conv(sd, p, o, i, k):
     sd[p + 'weight'], sd[p + 'bias'] = r(o, i, k, k), r(o)
 
 
+def attention(sd, a, d, ctx, heads, dh, kv_rows):
+    """Attention / CrossAttention at a: LayerNorm g, null_kv [2, dim_head], to_q, to_kv over
+    the context's width ctx, to_out = Sequential(Linear, LayerNorm)"""
+    sd[a + 'norm.g'] = r(d)
+    sd[a + 'null_kv'] = r(2, dh)
+    lin(sd, a + 'to_q.', heads * dh, d, bias=False)
+    lin(sd, a + 'to_kv.', kv_rows, ctx, bias=False)
+    lin(sd, a + 'to_out.0.', d, heads * dh, bias=False)
+    sd[a + 'to_out.1.g'] = r(d)
+
+
 def resnet(sd, p, d, do, tcd, cond=None):
     """ResnetBlock(d, do, time_cond_dim=tcd, cond_dim=cond)"""
     lin(sd, p + 'time_mlp.1.', do * 2, tcd)
-    if cond:  # CrossAttention(dim=do, context_dim=cond): LayerNorm g, null_kv [2, dim_head]
-        c, inner = p + 'cross_attn.', CROSS_HEADS * CROSS_DH
-        sd[c + 'norm.g'] = r(do)
-        sd[c + 'null_kv'] = r(2, CROSS_DH)
-        lin(sd, c + 'to_q.', inner, do, bias=False)
-        lin(sd, c + 'to_kv.', inner * 2, cond, bias=False)
-        lin(sd, c + 'to_out.0.', do, inner, bias=False)
-        sd[c + 'to_out.1.g'] = r(do)
+    if cond:  # CrossAttention(dim=do, context_dim=cond): [k | v] of every head
+        attention(sd, p + 'cross_attn.', do, cond, CROSS_HEADS, CROSS_DH, 2 * CROSS_HEADS * CROSS_DH)
     for b, din in (('block1', d), ('block2', do)):
         conv(sd, p + b + '.project.', do, din, 3)
         sd[p + b + '.norm.weight'], sd[p + b + '.norm.bias'] = r(do), r(do)  # GroupNorm
@@ -130,13 +135,7 @@ def resnet(sd, p, d, do, tcd, cond=None):
 
 def self_attn(sd, p, d):
     """RearrangeToSequence(Residual(Attention(d, heads, dim_head))): multi-query, to_kv one head"""
-    a, inner = p + 'fn.fn.', ATTN_HEADS * ATTN_DH
-    sd[a + 'norm.g'] = r(d)
-    sd[a + 'null_kv'] = r(2, ATTN_DH)
-    lin(sd, a + 'to_q.', inner, d, bias=False)
-    lin(sd, a + 'to_kv.', ATTN_DH * 2, d, bias=False)
-    lin(sd, a + 'to_out.0.', d, inner, bias=False)
-    sd[a + 'to_out.1.g'] = r(d)
+    attention(sd, p + 'fn.fn.', d, d, ATTN_HEADS, ATTN_DH, 2 * ATTN_DH)
 
 
 def linear_attn(sd, p, d):
@@ -222,13 +221,8 @@ def dalle2_prior():
     sd[c + 'rel_pos_bias.relative_attention_bias.weight'] = r(32, nh)
     for i in range(2):
         p = f'{c}layers.{i}.'
-        sd[p + '0.norm.g'] = r(d)
-        sd[p + '0.null_kv'] = r(2, dh)
-        lin(sd, p + '0.to_q.', nh * dh, d, bias=False)
-        lin(sd, p + '0.to_kv.', 2 * dh, d, bias=False)
+        attention(sd, p + '0.', d, d, nh, dh, 2 * dh)  # multi-query
         sd[p + '0.rotary_emb.freqs'] = r(16)
-        lin(sd, p + '0.to_out.0.', d, nh * dh, bias=False)
-        sd[p + '0.to_out.1.g'] = r(d)
         sd[p + '1.0.g'] = r(d)
         lin(sd, p + '1.1.', inner * 2, d, bias=False)
         lin(sd, p + '1.5.', d, inner, bias=False)
