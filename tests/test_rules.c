@@ -551,7 +551,9 @@ static void test_rope(void **st)
 		assert_true(col[i] == (i < 3 ? (float)(10 * i) : i < 7 ? 0.0f : (float)(10 * (i - 4))));
 	read_col0(&ck, &half, col); /* head 0 = rows 0 1 2 (0 from the zero part): even rows 0, 2, odd 1, 3 */
 	assert_true(col[0] == 0 && col[1] == 20 && col[2] == 10 && col[3] == 0);
-	assert_int_equal(tpc_tensor_rope_permute(&cat, &half, 5, true), -1); /* 12 rows are not 5 heads */
+	tpc_tensor none;
+	assert_int_equal(tpc_tensor_rope_permute(&none, &half, 5, true), -1); /* 12 rows are not 5 heads */
+	tpc_tensor_release(&cat);
 	for (int i = 0; i < 3; i++)
 		tpc_tensor_release(&parts[i]);
 	tpc_tensor_release(&half);
