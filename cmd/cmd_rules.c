@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "tpc_buf.h"
 #include "tpc_extras.h"
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_rules.h"
 #include "tpc_util.h"
@@ -373,10 +374,26 @@ static const char *help =
 	"POSIX extended regular expressions plus \\d; there is no lookaround and no lazy\n"
 	"quantifier, and a backslash inside [...] is literal.\n\n"
 	"Options:\n"
-	"  --list          list the presets with a line each\n"
+	"  --list          list the presets with a line each (-v: and the plans, --preset,\n"
+	"                  whose names each brings a model to)\n"
 	"  --check FILE    parse a rules file and list the rules it expands to\n"
 	"  -q, --quiet     errors only\n"
+	"  -v, --verbose   say more\n"
 	"  -h, --help      this help\n\n" TPC_EXIT_HELP;
+
+/* -v: the plans (family records) whose models a preset brings to their names */
+static void list_families(const char *preset)
+{
+	const char *sep = "";
+	for (size_t f = 0; f < tpc_family_count(); f++) {
+		if (!tpc_family_lists(tpc_family_at(f)->rules, preset))
+			continue;
+		printf("%s%s", *sep ? sep : "                for --preset ", tpc_family_at(f)->name);
+		sep = ", ";
+	}
+	if (*sep)
+		putchar('\n');
+}
 
 int cmd_rules(int argc, char **argv)
 {
@@ -388,8 +405,11 @@ int cmd_rules(int argc, char **argv)
 		return st;
 	tpc_err_init(&e);
 	if (list) {
-		for (size_t i = 0; i < tpc_rules_preset_count(); i++)
+		for (size_t i = 0; i < tpc_rules_preset_count(); i++) {
 			printf("%-15s %s\n", tpc_rules_preset_name(i), tpc_rules_preset_desc(i));
+			if (tpc_cli_verbose > 0)
+				list_families(tpc_rules_preset_name(i));
+		}
 		return 0;
 	}
 	if (check) {

@@ -31,7 +31,9 @@ static const char *help =
 	"Ranks compute in fp32 against an fp64 reference. Tolerances by dtype: F32 rtol\n"
 	"1e-5 (model 1e-4), F16/BF16 1e-2; attention with huge scores is allowed more\n"
 	"(the report shows the rtol used). The report is a '#' table on stdout; --json and\n"
-	"--junit write it for programs and CI.\n\n"
+	"--junit write it for programs and CI. On stderr: a progress line when it is a\n"
+	"terminal, and one line that sums the run up (PASS or FAIL, tensors, layers, the\n"
+	"largest relative error, tp, seconds).\n\n"
 	"Backends: ranks are threads of this process (default); under 'mpirun -np TP\n"
 	"tpconv verify ...' each process opens only its own rank files and rank 0 reports;\n"
 	"--device cuda runs the matmuls with cuBLAS and the collectives with NCCL (the\n"
@@ -45,8 +47,8 @@ static const char *help =
 	"  --ranks N (--tp N)       tensor-parallel degree of a set without a manifest\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N   model facts\n"
-	"  --arch llama|gpt2|dit|none   model structure for block and model checks (default: the\n"
-	"                           plan's name when it is llama or gpt2)\n"
+	"  --arch llama|gpt2|dit|dalle2|none   model structure for block and model checks\n"
+	"                           (default: the architecture of the plan's family)\n"
 	"  --checks LIST            comma-separated: structure,layers,blocks,model (default all)\n"
 	"  --no-dequantize          a quantized set (FP8, GPTQ, AWQ: the reference's config.json\n"
 	"                           quantization_config) is checked as stored only; by default\n"
@@ -61,7 +63,8 @@ static const char *help =
 	"  --json FILE              the report as JSON (schema in tpc_verify.h); '-': stdout,\n"
 	"                           instead of the table\n"
 	"  --junit FILE             the report as JUnit XML; '-': stdout, instead of the table\n"
-	"  -q, --quiet              print only failing checks\n"
+	"  --progress               show progress even when stderr is not a terminal\n"
+	"  -q, --quiet              print only failing checks, no progress and no summary\n"
 	"  -v, --verbose            say more\n"
 	"  -h, --help               this help\n\n"
 	"Exit status: 0 every check passed, 1 a check failed (the report names the tensor,\n"
@@ -70,7 +73,7 @@ static const char *help =
 
 enum {
 	O_REF = 256, O_SHARDS, O_PRESET, O_PLAN, O_TP, O_CONFIG, O_HEADS, O_KV, O_HD, O_ARCH, O_CHECKS, O_DEVICE,
-	O_TOKENS, O_SEED, O_RTOL, O_ATOL, O_THREADS, O_JSON, O_JUNIT, O_NODQ,
+	O_TOKENS, O_SEED, O_RTOL, O_ATOL, O_THREADS, O_JSON, O_JUNIT, O_NODQ, O_PROGRESS,
 };
 
 static int parse_double(const char *flag, const char *s, double *out)
@@ -86,7 +89,7 @@ static int parse_double(const char *flag, const char *s, double *out)
 /* The options into the set's arguments `a`, verify's options `o` and the
  * report files. Returns -1 to go on, or the exit status (after --help, 0). */
 static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *o, const char **json,
-		      const char **junit)
+		      const char **junit, bool *progress)
 {
 	static const struct option lo[] = {
 		{"reference", required_argument, NULL, O_REF}, {"shards", required_argument, NULL, O_SHARDS},
@@ -99,7 +102,7 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 		{"seed", required_argument, NULL, O_SEED}, {"rtol", required_argument, NULL, O_RTOL},
 		{"atol", required_argument, NULL, O_ATOL}, {"threads", required_argument, NULL, O_THREADS},
 		{"json", required_argument, NULL, O_JSON}, {"junit", required_argument, NULL, O_JUNIT},
-		{"no-dequantize", no_argument, NULL, O_NODQ},
+		{"no-dequantize", no_argument, NULL, O_NODQ}, {"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	const char *checks = NULL;
@@ -157,6 +160,7 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 		case O_JSON: *json = optarg; break;
 		case O_JUNIT: *junit = optarg; break;
 		case O_NODQ: a->no_dq = true; break;
+		case O_PROGRESS: *progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
@@ -216,6 +220,31 @@ static int write_reports(const tpc_verify_report *rep, const char *json, const c
 	return wr;
 }
 
+/* Rank 0, unless -q: the run in one line on stderr. */
+static void summary(const tpc_verify_report *rep, const tpc_verify_set *set)
+{
+	double rel = 0;
+	const tpc_vresult *first = NULL;
+	for (size_t i = 0; i < rep->n; i++) {
+		const tpc_vresult *r = &rep->r[i];
+		if (r->status == TPC_VR_FAIL && !first)
+			first = r;
+		if (r->kind != TPC_VC_STRUCTURE && r->status != TPC_VR_SKIP && r->max_rel > rel)
+			rel = r->max_rel;
+	}
+	fprintf(stderr, "tpconv: verify: %s: ", first ? "FAIL" : "PASS");
+	if (first)
+		fprintf(stderr, "%zu of %zu checks failed (the first: %s %s), ", rep->nfail, rep->npass + rep->nfail + rep->nskip,
+			tpc_vcheck_name((tpc_vcheck)first->kind), first->name);
+	else
+		fprintf(stderr, "%zu checks, ", rep->npass + rep->nskip);
+	fprintf(stderr, "%zu tensors, %lld layer%s", set->n, (long long)(set->model ? set->model->nlayers : 0),
+		set->model && set->model->nlayers == 1 ? "" : "s");
+	if (rep->nskip)
+		fprintf(stderr, ", %zu skipped", rep->nskip);
+	fprintf(stderr, ", max rel err %.2g (tp %d, %.2f s)\n", rel, rep->tp, rep->seconds);
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	const char *json = NULL, *junit = NULL;
@@ -224,7 +253,9 @@ int cmd_verify(int argc, char **argv)
 	tpc_verify_opts o;
 	tpc_verify_set set;
 	tpc_verify_report rep;
+	tpc_progress prog;
 	tpc_err e;
+	bool force_progress = false;
 	int ret;
 
 	memset(&a, 0, sizeof(a));
@@ -233,7 +264,7 @@ int cmd_verify(int argc, char **argv)
 	tpc_verify_set_init(&set, 1);
 	tpc_verify_report_init(&rep);
 	tpc_err_init(&e);
-	if ((ret = parse_args(argc, argv, &a, &o, &json, &junit)) >= 0)
+	if ((ret = parse_args(argc, argv, &a, &o, &json, &junit, &force_progress)) >= 0)
 		goto done;
 	o.cuda_module = getenv("TPCONV_CUDA_MODULE");
 	/* under mpirun: one process per tp rank */
@@ -253,7 +284,12 @@ int cmd_verify(int argc, char **argv)
 	if ((ret = tpc_cli_vdesc_open(&d, &e)) || (ret = tpc_cli_vdesc_build(&d, &set, &rep, &e)))
 		goto fail;
 	tpc_cli_info("verify: %zu tensors, tp %d, pp %d, %s", set.n, d.tp, d.pp, a.mpi ? "mpi" : "threads");
+	tpc_progress_init(&prog, stderr, a.me == 0 && tpc_cli_progress_wanted(force_progress), "verify", 0);
+	prog.unit = "steps";
+	o.progress = &prog;
 	ret = tpc_verify_execute(&set, &o, a.me == 0 ? &rep : NULL, &e);
+	if (prog.done) /* rank 0 got as far as the checks */
+		tpc_progress_end(&prog);
 	if (ret && ret != TPC_EMISMATCH)
 		goto fail;
 	if (a.me == 0) {
@@ -262,6 +298,8 @@ int cmd_verify(int argc, char **argv)
 			ret = wr;
 			goto fail;
 		}
+		if (tpc_cli_verbose >= 0)
+			summary(&rep, &set);
 	}
 	ret = rep.nfail || ret == TPC_EMISMATCH ? 1 : 0;
 	goto done;

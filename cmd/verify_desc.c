@@ -54,8 +54,8 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 int tpc_varch_parse(const char *name, tpc_varch *out)
 {
 	/* verify's own names, or a family whose record says which it runs as */
-	static const char *const names[] = {"llama", "gpt2", "dit"};
-	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT};
+	static const char *const names[] = {"llama", "gpt2", "dit", "dalle2"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT, TPC_VARCH_DALLE2};
 	const tpc_family *f = tpc_family_find(name);
 	if (f)
 		name = f->verify;
@@ -559,7 +559,7 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 	if (!strcmp(an, "none") || !(d->a->checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL)))
 		return 0;
 	if (tpc_varch_parse(an, &va))
-		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, dit or none, not '%s'", arch) : 0;
+		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, dit, dalle2 or none, not '%s'", arch) : 0;
 	tpc_vfacts vf = tpc_cli_vfacts(&d->facts);
 	return tpc_verify_model_from_names(set, va, &vf, e);
 }

@@ -746,6 +746,100 @@ int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t 
 	return ret ? -1 : 0;
 }
 
+/* rows_every of a composite along dim 0: the rows each part holds. */
+static int rows_every_parts(tpc_tensor *dst, const tpc_tensor *src, int64_t start, int64_t step, int64_t count)
+{
+	tpc_tensor *sub = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
+	int n = 0, ret = 0;
+	int64_t pos = 0;
+	if (!sub)
+		return -1;
+	for (int i = 0; i < src->nparts && !ret; i++) {
+		int64_t ps = src->parts[i].shape[0], last = start + (count - 1) * step;
+		int64_t i0 = pos <= start ? 0 : (pos - start + step - 1) / step;
+		int64_t i1 = pos + ps - 1 >= last ? count - 1 : (pos + ps - 1 - start) / step;
+		if (ps > 0 && i0 <= i1 && pos + ps > start &&
+		    !(ret = tpc_tensor_rows_every(&sub[n], &src->parts[i], start + i0 * step - pos, step, i1 - i0 + 1)))
+			n++;
+		pos += ps;
+	}
+	if (!ret && n == 1) {
+		*dst = sub[0]; /* moved */
+		n = 0;
+	} else if (!ret) {
+		ret = tpc_tensor_init_cat(dst, sub, n, 0);
+	}
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&sub[i]);
+	free(sub);
+	return ret;
+}
+
+int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start, int64_t step, int64_t count)
+{
+	int ret = 0;
+	if (src->ndim < 1 || count < 1 || step < 1 || start < 0 || start >= src->shape[0] ||
+	    (src->shape[0] - 1 - start) / step < count - 1)
+		return -1;
+	if (count == 1 || step == 1)
+		return tpc_tensor_narrow(dst, src, 0, start, (count - 1) * step + 1);
+	if (src->nparts && src->cat_dim == 0) {
+		ret = rows_every_parts(dst, src, start, step, count);
+	} else if (src->nparts || src->dq) {
+		/* parts side by side (each holds every row), or a computed weight: row by row */
+		tpc_tensor *sub = tpc_calloc((size_t)(src->dq ? count : src->nparts), sizeof(tpc_tensor));
+		int n = 0;
+		if (!sub || count > INT32_MAX)
+			ret = -1;
+		for (int64_t i = 0; !ret && i < (src->dq ? count : src->nparts); i++, n++)
+			ret = src->dq ? tpc_tensor_narrow(&sub[i], src, 0, start + i * step, 1)
+				      : tpc_tensor_rows_every(&sub[i], &src->parts[i], start, step, count);
+		if (!ret)
+			ret = tpc_tensor_init_cat(dst, sub, n, src->dq ? 0 : src->cat_dim);
+		for (int i = 0; sub && i < n; i++)
+			tpc_tensor_release(&sub[i]);
+		free(sub);
+	} else if (!(ret = tpc_tensor_narrow(dst, src, 0, start, 1))) {
+		dst->shape[0] = count;
+		if (src->flags & TPC_TF_ZERO)
+			tpc_tensor_set_contiguous(dst);
+		else
+			dst->stride[0] = src->stride[0] * step;
+		if ((ret = tensor_sizes(dst)))
+			tpc_tensor_release(dst);
+	}
+	if (!ret)
+		dst->dtype = src->dtype;
+	return ret ? -1 : 0;
+}
+
+int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t heads, bool to_halves)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src->ndim < 1 || heads < 1 || src->shape[0] % (2 * heads))
+		return -1;
+	int64_t hd = src->shape[0] / heads, half = hd / 2;
+	/* to halves: per head its even rows, then its odd ones; to pairs: per
+	 * head, row i of the first half, then row i of the second */
+	int64_t np = to_halves ? 2 * heads : heads * half;
+	if (np > INT32_MAX)
+		return -1;
+	tpc_tensor *pc = tpc_calloc((size_t)np, sizeof(tpc_tensor));
+	int n = 0, ret = pc ? 0 : -1;
+	for (int64_t h = 0; h < heads && !ret; h++)
+		for (int64_t j = 0; j < (to_halves ? 2 : half) && !ret; j++, n++)
+			ret = to_halves ? tpc_tensor_rows_every(&pc[n], src, h * hd + j, 2, half)
+					: tpc_tensor_rows_every(&pc[n], src, h * hd + j, half, 2);
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, pc, n, 0);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&pc[i]);
+	free(pc);
+	if (!ret)
+		dst->dtype = src->dtype;
+	return ret ? -1 : 0;
+}
+
 void tpc_tensor_transpose2d(tpc_tensor *t)
 {
 	if (t->ndim != 2)

@@ -225,6 +225,18 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
  * along dim) or out of memory. */
 int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t groups, int64_t per,
 		       int64_t off, int64_t len);
+/* dst = the rows start, start + step, ..., start + (count-1) * step of src
+ * (dim 0), count >= 1: for a view one strided view, for a composite the
+ * same taken from its parts, for a dequantized tensor row by row. -1 when the
+ * rows do not lie inside src or out of memory. */
+int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start, int64_t step, int64_t count);
+/* The rows of each of `heads` heads (dim 0 = heads * hd, hd even) reordered
+ * between Meta's rotary layout, where rows 2i and 2i+1 of a head rotate
+ * together, and Hugging Face's, where rows i and i + hd/2 do: `to_halves`
+ * is transformers' convert_llama_weights_to_hf.py permute (torchtitan's
+ * to_hf), else its inverse (torchtitan's from_hf). A composite of views: no
+ * byte is copied. -1 on a bad argument or out of memory. */
+int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t heads, bool to_halves);
 /* Swap dims 0 and 1 of a 2-D description in place; a composite's parts are
  * swapped too and it concatenates along the other dim. */
 void tpc_tensor_transpose2d(tpc_tensor *t);

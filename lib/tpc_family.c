@@ -317,23 +317,46 @@ static const char plan_dit[] =
 	 "  \"fallback\": \"replicate\"\n"
 	 "}\n";
 
+/* DALLE2-pytorch (dalle2_pytorch.py): the prior's CausalTransformer and the
+ * decoder's Unets. Its attentions are split by heads: Attention and
+ * CrossAttention (to_q col, to_out.0 row) and the Unet's LinearAttention,
+ * whose 1x1 convs to_qkv ([q | k | v], col in 3 parts) and to_out.0 (row)
+ * must go together (each rank's heads are its own linear attentions). The
+ * self-attentions are multi-query (to_kv one head of dim_head): the prior's
+ * as kv heads (replicated when tp exceeds them), the Unet's, whose dim_head
+ * (attn_dim_head, default 32) need not be head_dim, replicated; a
+ * CrossAttention's to_kv holds every head. Convolutions, norms, time and
+ * condition embeddings and the noise schedules are replicated, by name so
+ * that --strict can tell a tensor nobody placed. */
+#define DALLE2_NORMS "(^|\\\\.)(norm|norm_context|to_out\\\\.1|1\\\\.0)\\\\.(g|gamma|b|beta|weight|bias)$|null_kv$|rotary_emb\\\\."
+#define DALLE2_UNET \
+	"(^|\\\\.)(init_conv|to_time_hiddens|to_time_tokens|to_time_cond|image_to_tokens|to_image_hiddens|text_to_cond|to_lowres_noise_cond|norm_cond|norm_mid_cond|time_mlp|block1|block2|res_conv|upsample_combiner)\\\\." \
+	"|(^|\\\\.)(downs\\\\.[0-9]+\\\\.(0|4)|ups\\\\.[0-9]+\\\\.3)\\\\.|^(unets\\\\.[0-9]+\\\\.)?(to_out|final_conv)\\\\.(weight|bias)$" \
+	"|(^|\\\\.)(noise_schedulers?|vaes|lowres_conds)\\\\."
+#define DALLE2_PRIOR \
+	"(^|\\\\.)(to_text_embeds|to_time_embeds|to_image_embeds|rel_pos_bias|init_norm|project_out)\\\\." \
+	"|(^|\\\\.)(learned_query|null_text_encodings|null_text_embeds|null_image_embed|null_image_hiddens|null_text_embed)$"
 static const char plan_dalle2[] =
 	 "{\n"
 	 "  \"name\": \"dalle2\",\n"
-	 "  \"description\": \"DALLE2-pytorch attention and feed-forward blocks (layers.N.0 = Attention, layers.N.1 = FeedForward). to_q col on head boundaries; to_kv = [k | v] col in 2 parts (one kv head of dim_head rows each in the prior's multi-query Attention: replicated on every rank, as MQA needs; nh heads in CrossAttention: split); to_out.0 row. FeedForward: Sequential(LayerNorm, Linear(dim, inner*2), SwiGLU, LayerNorm|Identity, Dropout, Linear(inner, dim)): index 1 col in 2 parts [x | gate], the post-activation norm over inner col, index 5 row. dim_head defaults to 64 as in the library.\",\n"
+	 "  \"description\": \"DALLE2-pytorch, the prior's CausalTransformer (layers.N.0 = Attention, layers.N.1 = FeedForward) and the decoder's Unets. Attention and CrossAttention: to_q col on head boundaries, to_out.0 row; the self-attentions are multi-query (to_kv is one head of k and v): replicated on every rank (the prior's as one kv head, the Unet's fn.fn. whole); CrossAttention's to_kv = [k | v] of every head, col in 2 parts. LinearAttention (1x1 convs): to_qkv = [q | k | v] col in 3 parts on head boundaries, to_out.0 row, so that each rank runs its heads. FeedForward: Sequential(LayerNorm, Linear(dim, inner*2), SwiGLU, LayerNorm|Identity, Dropout, Linear(inner, dim)): index 1 col in 2 parts [x | gate], the post-activation norm over inner col (its statistics must be all-reduced), index 5 row. Convolutions, norms, time and condition embeddings, null embeddings, relative position bias and noise schedules replicated. head_dim 64 is the dim_head of Attention and CrossAttention; a Unet's attn_dim_head (default 32) must divide it.\",\n"
 	 "  \"model\": {\"head_dim\": 64},\n"
 	 "  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n"
 	 "  \"first_stage\": [],\n"
 	 "  \"last_stage\": [\"final_norm\\\\.\", \"project_out\\\\.\", \"to_logits\\\\.\"],\n"
 	 "  \"rules\": [\n"
 	 "    {\"match\": \"to_q\\\\.weight$\", \"split\": \"col\", \"heads\": \"q\"},\n"
-	 "    {\"match\": \"to_kv\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"heads\": \"kv\"},\n"
+	 "    {\"match\": \"to_qkv\\\\.weight$\", \"split\": \"col\", \"parts\": 3, \"heads\": \"q\"},\n"
+	 "    {\"match\": \"(^|\\\\.)(cross_attn\\\\.(fn\\\\.)?|layers\\\\.[0-9]+\\\\.0\\\\.)to_kv\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"heads\": \"kv\"},\n"
+	 "    {\"match\": \"(^|\\\\.)fn\\\\.fn\\\\.to_kv\\\\.weight$\", \"split\": \"replicate\"},\n"
 	 "    {\"match\": \"to_out\\\\.0\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n"
 	 "    {\"match\": \"to_out\\\\.0\\\\.bias$\", \"split\": \"row\"},\n"
 	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.1\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n"
-	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.3\\\\.(g|weight|bias)$\", \"split\": \"col\"},\n"
+	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.3\\\\.(g|gamma|weight|bias)$\", \"split\": \"col\"},\n"
 	 "    {\"match\": \"layers\\\\.[0-9]+\\\\.1\\\\.5\\\\.weight$\", \"split\": \"row\"},\n"
-	 "    {\"match\": \"(^|\\\\.)(norm|to_out\\\\.1|1\\\\.0)\\\\.(g|b|weight|bias)$|null_kv$|rotary_emb\\\\.\", \"split\": \"replicate\"}\n"
+	 "    {\"match\": \"" DALLE2_NORMS "\", \"split\": \"replicate\"},\n"
+	 "    {\"match\": \"" DALLE2_UNET "\", \"split\": \"replicate\"},\n"
+	 "    {\"match\": \"" DALLE2_PRIOR "\", \"split\": \"replicate\"}\n"
 	 "  ],\n"
 	 "  \"fallback\": \"replicate\"\n"
 	 "}\n";
@@ -348,7 +371,7 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("llama"),
 	 .verify = "llama",
 	 .hf_arch = A("LlamaForCausalLM"),
-	 .rules = A("megatron-llama"),
+	 .rules = A("megatron-llama", "torchtitan"),
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors},
 	{.name = "mistral",
@@ -431,6 +454,7 @@ static const tpc_family families[] = {
 	{.name = "dalle2",
 	 .desc = "DALLE2-pytorch transformer: to_q col, fused to_kv col in 2 parts, to_out.0 row; feed-forward Linear(dim, inner*2) col in 2 parts (SwiGLU), Linear(inner, dim) row",
 	 .plan = plan_dalle2,
+	 .verify = "dalle2",
 	 .rules = A("dalle2")},
 };
 #undef A

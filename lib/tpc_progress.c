@@ -27,7 +27,11 @@ static void draw(tpc_progress *p, uint64_t done, bool final)
 	tpc_fmt_size((uint64_t)rate, r, sizeof(r));
 	tpc_fmt_size(done, a, sizeof(a));
 	tpc_fmt_size(p->total, b, sizeof(b));
-	if (p->total)
+	if (p->unit && p->total)
+		fprintf(p->fp, "%s%s: %llu / %llu %s (%3.0f%%)%s", p->tty ? "\r" : "", p->label, (unsigned long long)done,
+			(unsigned long long)p->total, p->unit, 100.0 * (double)done / (double)p->total,
+			p->tty && !final ? "   " : "\n");
+	else if (p->total)
 		fprintf(p->fp, "%s%s: %s / %s (%3.0f%%), %s/s%s", p->tty ? "\r" : "", p->label, a, b,
 			100.0 * (double)done / (double)p->total, r, p->tty && !final ? "   " : "\n");
 	else

@@ -6,6 +6,8 @@
  * (an atomic counter) and drawn at most a few times a second by whichever
  * thread gets there first. On a terminal the line is redrawn with '\r'; when
  * forced onto a non-terminal, plain lines are printed (no escape codes).
+ * With `unit` set (after init, before the first add) the counts are things,
+ * not bytes: "verify: 120 / 291 steps (41%)"; total may be set then too.
  */
 #ifndef TPC_PROGRESS_H
 #define TPC_PROGRESS_H
@@ -24,6 +26,7 @@ typedef struct tpc_progress {
 	double last;       /* guarded by `drawing` */
 	int drawing;       /* atomic flag */
 	double interval;   /* seconds between updates */
+	const char *unit;  /* NULL: bytes; else what is counted ("steps") */
 } tpc_progress;
 
 void tpc_progress_init(tpc_progress *p, FILE *fp, bool enabled, const char *label, uint64_t total);

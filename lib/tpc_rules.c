@@ -48,6 +48,8 @@ typedef struct rule {
 	expr groups;  /* n == 0: 1 */
 	upart *parts;
 	int nparts;
+	/* rope_halves, rope_pairs */
+	expr heads, head_dim; /* head_dim.n == 0: not checked */
 } rule;
 
 /* Rules are allocated one by one: a compiled regex_t is not guaranteed to
@@ -71,6 +73,8 @@ static const char *kind_name(tpc_rule_kind k)
 	case TPC_RULE_TRANSPOSE: return "transpose";
 	case TPC_RULE_DTYPE: return "dtype";
 	case TPC_RULE_UNFUSE: return "unfuse";
+	case TPC_RULE_ROPE_HALVES: return "rope_halves";
+	case TPC_RULE_ROPE_PAIRS: return "rope_pairs";
 	}
 	return "?";
 }
@@ -96,6 +100,8 @@ static void rule_release(rule *x)
 	free(x->unless);
 	free(x->origin);
 	free(x->groups.text);
+	free(x->heads.text);
+	free(x->head_dim.text);
 	for (int i = 0; x->parts && i < x->nparts; i++) {
 		free(x->parts[i].to);
 		free(x->parts[i].size.text);
@@ -171,7 +177,7 @@ unsigned tpc_rules_facts_used(const tpc_rules *r)
 {
 	unsigned m = 0;
 	for (size_t i = 0; r && i < r->n; i++) {
-		m |= expr_facts(&r->v[i]->groups);
+		m |= expr_facts(&r->v[i]->groups) | expr_facts(&r->v[i]->heads) | expr_facts(&r->v[i]->head_dim);
 		for (int k = 0; k < r->v[i]->nparts; k++)
 			m |= expr_facts(&r->v[i]->parts[k].size);
 	}
@@ -362,10 +368,31 @@ done:
 
 /* ---- building the list ---- */
 
+static bool is_rope(tpc_rule_kind k)
+{
+	return k == TPC_RULE_ROPE_HALVES || k == TPC_RULE_ROPE_PAIRS;
+}
+
 static bool kind_has_re(tpc_rule_kind k)
 {
 	return k == TPC_RULE_DROP || k == TPC_RULE_KEEP || k == TPC_RULE_RENAME ||
-	       k == TPC_RULE_TRANSPOSE || k == TPC_RULE_UNFUSE;
+	       k == TPC_RULE_TRANSPOSE || k == TPC_RULE_UNFUSE || is_rope(k);
+}
+
+/* The heads (required) and head_dim (optional) of a rope rule. */
+static int add_rope(rule *x, const tpc_rule_spec *s, const char *origin, tpc_err *e)
+{
+	int ret;
+	if (!is_rope(s->kind))
+		return s->heads || s->head_dim
+			       ? tpc_err_set(e, TPC_EUSAGE, "%s: \"heads\" and \"head_dim\" apply to rope_halves and rope_pairs rules only", origin)
+			       : 0;
+	if (!s->heads)
+		return tpc_err_set(e, TPC_EUSAGE, "%s: %s needs \"heads\" (the heads in the rows: \"heads\", \"kv_heads\")", origin,
+				   kind_name(s->kind));
+	if ((ret = parse_expr(&x->heads, s->heads, "heads", origin, e)))
+		return ret;
+	return s->head_dim ? parse_expr(&x->head_dim, s->head_dim, "head_dim", origin, e) : 0;
 }
 
 /* The unfuse fields of a rule: parts, sizes, groups, dim (checked here, so a
@@ -442,7 +469,7 @@ int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if (s->kind < TPC_RULE_SELECT || s->kind > TPC_RULE_UNFUSE) {
+	if (s->kind < TPC_RULE_SELECT || s->kind > TPC_RULE_ROPE_PAIRS) {
 		ret = tpc_err_set(e, TPC_EUSAGE, "%s: unknown rule kind", origin);
 		goto out;
 	}
@@ -521,7 +548,7 @@ int tpc_rules_add(tpc_rules *r, const tpc_rule_spec *s, const char *origin, tpc_
 			goto out;
 		}
 	}
-	if (s->kind == TPC_RULE_UNFUSE && (ret = add_unfuse(xp, s, origin, e)))
+	if ((s->kind == TPC_RULE_UNFUSE && (ret = add_unfuse(xp, s, origin, e))) || (ret = add_rope(xp, s, origin, e)))
 		goto out;
 	r->v[r->n++] = xp;
 	return 0;
@@ -558,6 +585,8 @@ static const char *describe_rule(const rule *x, char *buf, size_t n)
 	}
 	if (x->groups.n)
 		ADD(" x %s groups", x->groups.text);
+	if (x->heads.n)
+		ADD(" over %s heads%s%s", x->heads.text, x->head_dim.n ? " of head_dim " : "", x->head_dim.n ? x->head_dim.text : "");
 	if (x->dim)
 		ADD(" along dim %d", x->dim);
 	if (x->when)
@@ -723,7 +752,7 @@ static int unfuse_err(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, siz
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	tpc_err_set(e, TPC_EUSAGE, "unfuse '%s' (%s): %s", x->arg, x->origin, msg);
+	tpc_err_set(e, TPC_EUSAGE, "%s '%s' (%s): %s", kind_name(x->kind), x->arg, x->origin, msg);
 	tpc_err_tensor(e, src_name(ck, m, i));
 	return TPC_EUSAGE;
 }
@@ -735,7 +764,7 @@ static int need_fact(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size
 			  what, fact_what[f], fact_names[f],
 			  f == TPC_FACT_KV_HEADS ? "kv-heads" : f == TPC_FACT_HEAD_DIM ? "head-dim" : fact_names[f],
 			  f == TPC_FACT_VOCAB ? " (Megatron pads the vocabulary and does not record the tokenizer's size)"
-					      : " (a Megatron checkpoint records it in its args)");
+			  : x->kind == TPC_RULE_UNFUSE ? " (a Megatron checkpoint records it in its args)" : "");
 }
 
 /* The parts' sizes along x->dim inside one group of `per` (equal parts,
@@ -831,6 +860,39 @@ static int unfuse_pieces(const rule *x, const tpc_tensor *view, int64_t groups, 
 	return 0;
 }
 
+/* A new entry j taken from entry i: the description *t (moved out), its
+ * name (moved out), what it is; entry i keeps its transpose and dtype. */
+static int new_entry(tpc_remap *m, size_t i, tpc_tensor *t, char **name, const char *how, tpc_err *e)
+{
+	if (remap_grow(m, m->n + 1))
+		return tpc_err_nomem(e);
+	size_t j = m->n, d = j - m->n0;
+	if (!(m->how[d] = tpc_strdup(how)))
+		return tpc_err_nomem(e);
+	m->derived[d] = *t;
+	memset(t, 0, sizeof(*t));
+	m->name[j] = *name;
+	*name = NULL;
+	m->dropped_by[j] = -1;
+	m->transpose[j] = false;
+	m->dtype[j] = m->dtype[i];
+	m->parent[j] = (int64_t)i;
+	m->unfused[j] = false;
+	m->n++;
+	m->nkept++;
+	return 0;
+}
+
+/* Entry i is replaced (by rule k) by what was taken from it. */
+static void replaced(tpc_remap *m, size_t i, size_t k)
+{
+	free(m->name[i]);
+	m->name[i] = NULL;
+	m->dropped_by[i] = (int64_t)k;
+	m->unfused[i] = true;
+	m->nkept--;
+}
+
 /* A new entry, taken from entry i, for each named piece (moved out of
  * pieces[] and names[]). */
 static int unfuse_add(tpc_remap *m, const rule *x, size_t i, int64_t groups, int64_t per, const int64_t *size,
@@ -839,9 +901,6 @@ static int unfuse_add(tpc_remap *m, const rule *x, size_t i, int64_t groups, int
 	for (int p = 0; p < (x->to ? 1 : x->nparts); p++) {
 		if (!names[p])
 			continue;
-		if (remap_grow(m, m->n + 1))
-			return tpc_err_nomem(e);
-		size_t j = m->n, d = j - m->n0;
 		tpc_buf_reset(b);
 		if (x->to)
 			tpc_buf_addf(b, "regrouped: %d parts x %lld groups -> part by part", x->nparts, (long long)groups);
@@ -852,19 +911,9 @@ static int unfuse_add(tpc_remap *m, const rule *x, size_t i, int64_t groups, int
 			tpc_buf_addf(b, "unfused: [%lld, %lld)", (long long)off[p], (long long)(off[p] + size[p]));
 		if (x->dim)
 			tpc_buf_addf(b, " of dim %d", x->dim);
-		if (b->oom || !(m->how[d] = tpc_strdup(b->p)))
-			return tpc_err_nomem(e);
-		m->derived[d] = pieces[p];
-		memset(&pieces[p], 0, sizeof(pieces[p]));
-		m->name[j] = names[p];
-		names[p] = NULL;
-		m->dropped_by[j] = -1;
-		m->transpose[j] = false;
-		m->dtype[j] = m->dtype[i];
-		m->parent[j] = (int64_t)i;
-		m->unfused[j] = false;
-		m->n++;
-		m->nkept++;
+		int ret = b->oom ? tpc_err_nomem(e) : new_entry(m, i, &pieces[p], &names[p], b->p, e);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -918,11 +967,7 @@ static int plan_unfuse(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, con
 	if ((ret = unfuse_pieces(x, &view, groups, per, size, off, pieces, names, e)) ||
 	    (ret = unfuse_add(m, x, i, groups, per, size, off, pieces, names, &b, e)))
 		goto out;
-	free(m->name[i]);
-	m->name[i] = NULL;
-	m->dropped_by[i] = (int64_t)k;
-	m->unfused[i] = true;
-	m->nkept--;
+	replaced(m, i, k);
 out:
 	for (int p = 0; pieces && p < x->nparts; p++)
 		tpc_tensor_release(&pieces[p]);
@@ -931,6 +976,56 @@ out:
 		free(names[p]);
 	tpc_tensor_release(&view);
 	tpc_buf_release(&b);
+	return ret;
+}
+
+/* Entry i's rows, heads of x->heads, reordered between rotary pairs and
+ * halves (tpc_tensor_rope_permute); a transpose planned for i is applied to
+ * the description first. The facts must fit the rows. */
+static int plan_rope(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const rule *x, size_t k, size_t i,
+		     tpc_err *e)
+{
+	tpc_tensor view, out;
+	int64_t heads = 0, hd = 0;
+	char why[160], how[160], *name = NULL;
+	int need, ret = 0;
+	const tpc_tensor *t = ent(ck, m, i);
+	why[0] = '\0';
+	if (t->ndim < 1 || (t->flags & (TPC_TF_QUANTIZED | TPC_TF_NODATA)))
+		return unfuse_err(ck, m, x, i, e, "a %s tensor has no rows to reorder",
+				  t->ndim < 1 ? "0-dimensional" : (t->flags & TPC_TF_QUANTIZED) ? "quantized" : "meta");
+	if (eval_expr(r, &x->heads, &heads, &need, why, sizeof(why)) ||
+	    (x->head_dim.n && eval_expr(r, &x->head_dim, &hd, &need, why, sizeof(why))))
+		return need >= 0 ? need_fact(ck, m, x, i, need, need == TPC_FACT_HEAD_DIM ? "head size" : "head count", e)
+				 : unfuse_err(ck, m, x, i, e, "%s", why);
+	if (tpc_tensor_copy(&view, t))
+		return tpc_err_nomem(e);
+	if (m->transpose[i])
+		tpc_tensor_transpose2d(&view);
+	int64_t rows = view.shape[0];
+	if (rows % (2 * heads) || (hd && rows != heads * hd)) {
+		ret = hd ? unfuse_err(ck, m, x, i, e, "%lld rows are not %lld heads of head_dim %lld: a model fact is wrong",
+				      (long long)rows, (long long)heads, (long long)hd)
+			 : unfuse_err(ck, m, x, i, e, "%lld rows are not %lld heads of an even size", (long long)rows,
+				      (long long)heads);
+		goto out;
+	}
+	bool halves = x->kind == TPC_RULE_ROPE_HALVES;
+	snprintf(how, sizeof(how), "rotary rows: %s -> %s, %lld heads of %lld", halves ? "pairs" : "halves",
+		 halves ? "halves" : "pairs", (long long)heads, (long long)(rows / heads));
+	if (tpc_tensor_rope_permute(&out, &view, heads, halves)) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (!(name = tpc_strdup(m->name[i])) || (ret = new_entry(m, i, &out, &name, how, e))) {
+		ret = ret ? ret : tpc_err_nomem(e);
+		tpc_tensor_release(&out);
+		goto out;
+	}
+	replaced(m, i, k);
+out:
+	free(name);
+	tpc_tensor_release(&view);
 	return ret;
 }
 
@@ -979,9 +1074,11 @@ static int plan_rule(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const
 		bool hit = x->has_re ? re_find(&x->re, s) : true;
 		switch (x->kind) {
 		case TPC_RULE_UNFUSE:
+		case TPC_RULE_ROPE_HALVES:
+		case TPC_RULE_ROPE_PAIRS:
 			if (hit) {
 				m->hits[k]++;
-				ret = plan_unfuse(r, ck, m, x, k, i, e);
+				ret = x->kind == TPC_RULE_UNFUSE ? plan_unfuse(r, ck, m, x, k, i, e) : plan_rope(r, ck, m, x, k, i, e);
 			}
 			break;
 		case TPC_RULE_DROP:
@@ -1310,22 +1407,38 @@ out:
 
 /* ---- dry-run table ---- */
 
+/* Was entry i made by a rope rule (its parent replaced by one)? Entry i
+ * itself, when it is a checkpoint tensor a rope rule replaced. */
+static bool rope_made(const tpc_remap *m, const tpc_rules *r, size_t i)
+{
+	size_t p = i >= m->n0 ? (size_t)m->parent[i] : i;
+	if (i < m->n0 && !m->unfused[i])
+		return false;
+	return m->unfused[p] && m->dropped_by[p] >= 0 && (size_t)m->dropped_by[p] < r->n &&
+	       is_rope(r->v[m->dropped_by[p]]->kind);
+}
+
 void tpc_remap_table(const tpc_ckpt *ck, const tpc_remap *m, const tpc_rules *r, tpc_buf *out)
 {
 	char d[1024], s1[128], s2[128];
-	size_t ndrop = 0, nren = 0, nunf = 0, nparts = 0;
+	size_t ndrop = 0, nren = 0, nunf = 0, nparts = 0, nrope = 0;
 	for (size_t i = 0; i < m->n; i++) {
+		/* a rope rule replaces a tensor by its reordered rows: kept */
+		bool rope = rope_made(m, r, i);
 		if (i < m->n0 && m->name[i] && strcmp(m->name[i], ck->t[i].name))
 			nren++;
-		nunf += m->unfused[i] && i < m->n0;
-		nparts += i >= m->n0 && m->name[i];
+		nunf += m->unfused[i] && i < m->n0 && !rope;
+		nrope += rope && m->name[i];
+		nparts += i >= m->n0 && m->name[i] && !rope;
 		ndrop += !m->name[i] && !m->unfused[i];
 	}
+	tpc_buf_addf(out, "# %zu tensors: %zu kept (%zu renamed", m->n0, m->nkept - nparts, nren);
+	if (nrope)
+		tpc_buf_addf(out, ", %zu with rotary rows reordered", nrope);
 	if (nunf)
-		tpc_buf_addf(out, "# %zu tensors: %zu kept (%zu renamed), %zu unfused into %zu, %zu dropped\n", m->n0,
-			     m->nkept - nparts, nren, nunf, nparts, ndrop);
+		tpc_buf_addf(out, "), %zu unfused into %zu, %zu dropped\n", nunf, nparts, ndrop);
 	else
-		tpc_buf_addf(out, "# %zu tensors: %zu kept (%zu renamed), %zu dropped\n", m->n0, m->nkept, nren, ndrop);
+		tpc_buf_addf(out, "), %zu dropped\n", ndrop);
 	size_t nord = 0, *ord = kept_order(m, &nord);
 	if (!ord) {
 		out->oom = true;

@@ -46,6 +46,18 @@
  *                             none (equal parts); one may be "rest" (what the
  *                             others leave of a group). The slices are views:
  *                             no byte is copied.
+ *   {"rope_halves": "RE", "heads": "H", "head_dim": "D"}
+ *                             the rows (dim 0) of a tensor matching RE are H
+ *                             heads whose rotary pairs are interleaved, as
+ *                             Meta's llama and torchtitan keep q and k (rows 2i
+ *                             and 2i+1 of a head rotate together); they are
+ *                             reordered to Hugging Face's halves (rows i and
+ *                             i + D/2): transformers' convert_llama_weights_to_hf
+ *                             .py permute, w.view(H, D/2, 2, in).transpose(1, 2)
+ *                             .reshape(H*D, in). "head_dim" is optional; given,
+ *                             the rows must be H * D. Views: no byte is copied.
+ *   {"rope_pairs": "RE", "heads": "H", "head_dim": "D"}
+ *                             the inverse (torchtitan's from_hf), halves to pairs
  *
  * Modifiers: "when": "RE" and "unless": "RE" (the rule applies only to names
  * that match / do not match; any rule but select), "match": "RE" (another
@@ -75,7 +87,7 @@
  * anchored and literal patterns rename rules use, the two agree.
  *
  * Presets (tpc_rules_preset_*): dalle2, libai, strip-module, gpt2-conv1d,
- * megatron-llama, megatron-gpt; the
+ * megatron-llama, megatron-gpt, torchtitan, hf-torchtitan; the
  * text of each is its JSON, shown by `tpconv rules NAME`.
  *
  * Applying
@@ -113,6 +125,8 @@ typedef enum tpc_rule_kind {
 	TPC_RULE_TRANSPOSE,
 	TPC_RULE_DTYPE,
 	TPC_RULE_UNFUSE,
+	TPC_RULE_ROPE_HALVES,
+	TPC_RULE_ROPE_PAIRS,
 } tpc_rule_kind;
 
 /*
@@ -123,6 +137,8 @@ typedef enum tpc_rule_kind {
  * Megatron checkpoint records); a rule that needs one nobody gave fails at
  * planning (TPC_EUSAGE naming the fact, the rule and the tensor) rather than
  * guess.
+ *
+ * The heads and head_dim of rope rules are such expressions too.
  *
  * Megatron presets: megatron-llama and megatron-gpt map Megatron-Core names
  * (a torch_dist checkpoint as tpconv reads it, or a legacy tp-1 rank file's
@@ -176,6 +192,8 @@ typedef struct tpc_rule_spec {
 	int dim;
 	const tpc_rule_part *parts;
 	int nparts;
+	/* rope_halves / rope_pairs: expressions */
+	const char *heads, *head_dim;
 } tpc_rule_spec;
 
 

@@ -98,6 +98,44 @@ static const struct preset {
 	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
 	 "  ]\n"
 	 "}\n"},
+	{"torchtitan",
+	 "torchtitan llama3 to HF LLaMA names (its convert_to_hf): wq/wk rows from rotary pairs to halves per head; tok_embeddings, attention.w*, feed_forward.w1/w2/w3, norms, output",
+	 "{\n"
+	 "  \"description\": \"torchtitan's llama3 Transformer (models/llama3 state_dict_adapter to_hf, scripts/checkpoint_conversion) to Hugging Face LlamaForCausalLM names. wq and wk keep Meta's rotary layout (rows 2i and 2i+1 of a head rotate together); Hugging Face's rotates rows i and i + head_dim/2, so their rows are reordered per head as transformers' convert_llama_weights_to_hf.py permute does: wq over heads, wk over kv_heads. w1 is gate_proj, w3 up_proj, w2 down_proj. Facts: heads, kv_heads, head_dim from --config (a Hugging Face config.json) or --heads, --kv-heads, --head-dim.\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"drop\": \"^freqs_cis$\", \"optional\": true, \"comment\": \"the rotary table, a buffer torchtitan can save\"},\n"
+	 "    {\"rope_halves\": \"^layers\\\\.[0-9]+\\\\.attention\\\\.wq\\\\.weight$\", \"heads\": \"heads\", \"head_dim\": \"head_dim\"},\n"
+	 "    {\"rope_halves\": \"^layers\\\\.[0-9]+\\\\.attention\\\\.wk\\\\.weight$\", \"heads\": \"kv_heads\", \"head_dim\": \"head_dim\"},\n"
+	 "    {\"rename\": \"^tok_embeddings\\\\.weight$\", \"to\": \"model.embed_tokens.weight\"},\n"
+	 "    {\"rename\": \"^layers\\\\.([0-9]+)\\\\.attention\\\\.w([qkvo])\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.\\\\2_proj.weight\"},\n"
+	 "    {\"rename\": \"^layers\\\\.([0-9]+)\\\\.attention_norm\\\\.weight$\", \"to\": \"model.layers.\\\\1.input_layernorm.weight\"},\n"
+	 "    {\"rename\": \"^layers\\\\.([0-9]+)\\\\.ffn_norm\\\\.weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\"},\n"
+	 "    {\"rename\": \"^layers\\\\.([0-9]+)\\\\.feed_forward\\\\.w1\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.gate_proj.weight\"},\n"
+	 "    {\"rename\": \"^layers\\\\.([0-9]+)\\\\.feed_forward\\\\.w2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.down_proj.weight\"},\n"
+	 "    {\"rename\": \"^layers\\\\.([0-9]+)\\\\.feed_forward\\\\.w3\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.up_proj.weight\"},\n"
+	 "    {\"rename\": \"^norm\\\\.weight$\", \"to\": \"model.norm.weight\"},\n"
+	 "    {\"rename\": \"^output\\\\.weight$\", \"to\": \"lm_head.weight\", \"optional\": true, \"comment\": \"absent when the embedding is tied\"}\n"
+	 "  ]\n"
+	 "}\n"},
+	{"hf-torchtitan",
+	 "HF LLaMA names to torchtitan llama3 (its convert_from_hf): q_proj/k_proj rows from halves back to rotary pairs per head",
+	 "{\n"
+	 "  \"description\": \"Hugging Face LlamaForCausalLM names to torchtitan's llama3 Transformer (models/llama3 state_dict_adapter from_hf): the inverse of the torchtitan preset. q_proj and k_proj rows go back from Hugging Face's rotary halves to Meta's interleaved pairs per head (q over heads, k over kv_heads); rotary_emb.inv_freq buffers are dropped. Facts: heads, kv_heads, head_dim from --config (the model's config.json is read from its folder) or --heads, --kv-heads, --head-dim.\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"drop\": \"\\\\.rotary_emb\\\\.inv_freq$\", \"optional\": true},\n"
+	 "    {\"rope_pairs\": \"^model\\\\.layers\\\\.[0-9]+\\\\.self_attn\\\\.q_proj\\\\.weight$\", \"heads\": \"heads\", \"head_dim\": \"head_dim\"},\n"
+	 "    {\"rope_pairs\": \"^model\\\\.layers\\\\.[0-9]+\\\\.self_attn\\\\.k_proj\\\\.weight$\", \"heads\": \"kv_heads\", \"head_dim\": \"head_dim\"},\n"
+	 "    {\"rename\": \"^model\\\\.embed_tokens\\\\.weight$\", \"to\": \"tok_embeddings.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.layers\\\\.([0-9]+)\\\\.self_attn\\\\.([qkvo])_proj\\\\.weight$\", \"to\": \"layers.\\\\1.attention.w\\\\2.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.layers\\\\.([0-9]+)\\\\.input_layernorm\\\\.weight$\", \"to\": \"layers.\\\\1.attention_norm.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.layers\\\\.([0-9]+)\\\\.post_attention_layernorm\\\\.weight$\", \"to\": \"layers.\\\\1.ffn_norm.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.layers\\\\.([0-9]+)\\\\.mlp\\\\.gate_proj\\\\.weight$\", \"to\": \"layers.\\\\1.feed_forward.w1.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.layers\\\\.([0-9]+)\\\\.mlp\\\\.down_proj\\\\.weight$\", \"to\": \"layers.\\\\1.feed_forward.w2.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.layers\\\\.([0-9]+)\\\\.mlp\\\\.up_proj\\\\.weight$\", \"to\": \"layers.\\\\1.feed_forward.w3.weight\"},\n"
+	 "    {\"rename\": \"^model\\\\.norm\\\\.weight$\", \"to\": \"norm.weight\"},\n"
+	 "    {\"rename\": \"^lm_head\\\\.weight$\", \"to\": \"output.weight\", \"optional\": true, \"comment\": \"absent when the embedding is tied\"}\n"
+	 "  ]\n"
+	 "}\n"},
 };
 #define NPRESETS (sizeof(presets) / sizeof(presets[0]))
 
@@ -143,6 +181,7 @@ static const char *preset_at(size_t i, void *ctx)
 
 static const char *const action_keys[] = {
 	"select", "drop", "keep", "rename", "strip_prefix", "add_prefix", "transpose", "dtype", "unfuse",
+	"rope_halves", "rope_pairs",
 };
 
 /* An unfuse size or group count: a string, or a positive integer. */
@@ -197,7 +236,7 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 {
 	tpc_rule_spec s;
 	tpc_rule_part parts[TPC_RULES_MAX_PARTS];
-	char origin[512], num[TPC_RULES_MAX_PARTS + 1][24];
+	char origin[512], num[TPC_RULES_MAX_PARTS + 3][24];
 	const char *action = NULL;
 	int ret;
 	memset(&s, 0, sizeof(s));
@@ -222,9 +261,12 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 			s.parts = parts;
 			continue;
 		}
-		if (!strcmp(k, "groups")) {
-			if (expr_text(it, num[TPC_RULES_MAX_PARTS], sizeof(num[0]), &s.groups))
-				return doc_err(e, label, "rule %zu: 'groups' must be a positive integer or a string (\"kv_heads\")", no);
+		if (!strcmp(k, "groups") || !strcmp(k, "heads") || !strcmp(k, "head_dim")) {
+			int w = k[0] == 'g' ? 0 : k[4] == '_' ? 2 : 1;
+			const char **dst = w == 0 ? &s.groups : w == 1 ? &s.heads : &s.head_dim;
+			if (expr_text(it, num[TPC_RULES_MAX_PARTS + w], sizeof(num[0]), dst))
+				return doc_err(e, label, "rule %zu: '%s' must be a positive integer or a string (\"%s\")", no, k,
+					       w == 2 ? "head_dim" : "kv_heads");
 			continue;
 		}
 		if (!strcmp(k, "dim")) {
@@ -248,7 +290,7 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 		if (!known) {
 			char san[128];
 			tpc_sanitize(san, sizeof(san), k);
-			return doc_err(e, label, "rule %zu: unknown key '%s' (actions: select drop keep rename strip_prefix add_prefix transpose dtype unfuse; modifiers: to when unless match optional ints parts groups dim comment)",
+			return doc_err(e, label, "rule %zu: unknown key '%s' (actions: select drop keep rename strip_prefix add_prefix transpose dtype unfuse rope_halves rope_pairs; modifiers: to when unless match optional ints parts groups dim heads head_dim comment)",
 					   no, san);
 		}
 		if (!cJSON_IsString(it))
@@ -274,7 +316,7 @@ static int parse_rule(tpc_rules *r, const cJSON *o, const char *label, size_t no
 		}
 	}
 	if (!action)
-		return doc_err(e, label, "rule %zu: no action (one of select drop keep rename strip_prefix add_prefix transpose dtype unfuse)",
+		return doc_err(e, label, "rule %zu: no action (one of select drop keep rename strip_prefix add_prefix transpose dtype unfuse rope_halves rope_pairs)",
 				   no);
 	return tpc_rules_add(r, &s, origin, e);
 }

@@ -74,7 +74,8 @@ static void test_families(void **st)
 		assert_non_null(f->desc);
 		assert_non_null(strstr(f->plan, f->name));
 		if (f->verify)
-			assert_true(!strcmp(f->verify, "llama") || !strcmp(f->verify, "gpt2") || !strcmp(f->verify, "dit"));
+			assert_true(!strcmp(f->verify, "llama") || !strcmp(f->verify, "gpt2") || !strcmp(f->verify, "dit") ||
+				    !strcmp(f->verify, "dalle2"));
 		for (size_t k = 0; f->rules && f->rules[k]; k++)
 			assert_non_null(tpc_rules_preset_text(f->rules[k]));
 		for (size_t k = 0; f->hf_arch && f->hf_arch[k]; k++)

@@ -118,7 +118,7 @@ static void test_parse_errors(void **st)
 	expect_parse_error("{\"rule\": []}", "unknown key 'rule'");
 	expect_parse_error("{\"rules\": {}}", "'rules' must be a list");
 	expect_parse_error("\"x\"", "a rules file is a JSON object or a list of rules");
-	expect_parse_error("{\"extends\": \"dalle3\"}", "unknown preset 'dalle3' (presets: dalle2, libai, strip-module, gpt2-conv1d, megatron-llama, megatron-gpt)");
+	expect_parse_error("{\"extends\": \"dalle3\"}", "unknown preset 'dalle3' (presets: dalle2, libai, strip-module, gpt2-conv1d, megatron-llama, megatron-gpt, torchtitan, hf-torchtitan)");
 	expect_parse_error("{\"extends\": 3}", "'extends' must name a preset");
 	/* the good ones */
 	tpc_err e;
@@ -277,7 +277,7 @@ static void test_presets(void **st)
 {
 	(void)st;
 	tpc_err e;
-	assert_int_equal(tpc_rules_preset_count(), 6);
+	assert_int_equal(tpc_rules_preset_count(), 8);
 	for (size_t i = 0; i < tpc_rules_preset_count(); i++) {
 		tpc_rules *r = tpc_rules_new();
 		tpc_err_init(&e);
@@ -475,6 +475,94 @@ static void test_unfuse(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* rows of a free-standing description, element (r, 0) of an [n, 3] f32 */
+static void read_col0(const tpc_ckpt *ck, const tpc_tensor *t, float *col)
+{
+	float buf[3 * 16];
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_read_bytes(ck, t, 0, t->nbytes, buf, &e), 0);
+	for (int64_t r = 0; r < t->shape[0]; r++)
+		col[r] = buf[3 * r];
+}
+
+static void test_rope(void **st)
+{
+	(void)st;
+	expect_parse_error("[{\"rope_halves\": \"wq\"}]", "t.json rule 1: rope_halves needs \"heads\"");
+	expect_parse_error("[{\"drop\": \"wq\", \"heads\": \"heads\"}]",
+			   "t.json rule 1: \"heads\" and \"head_dim\" apply to rope_halves and rope_pairs rules only");
+	expect_parse_error("[{\"rope_pairs\": \"wq\", \"heads\": \"nh\"}]", "t.json rule 1: heads 'nh': unknown fact 'nh'");
+
+	/* [8, 3] f32, element (r, c) = 10 * r + c: 2 heads of 4 rows */
+	tpc_ckpt ck;
+	tpc_remap m;
+	tpc_err e;
+	tpc_buf b = TPC_BUF_INIT;
+	int src;
+	float *mem = calloc(64, sizeof(float)), col[16];
+	for (int i = 0; i < 24; i++)
+		mem[i] = (float)(10 * (i / 3) + i % 3);
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", (uint8_t *)mem, 64 * sizeof(float), &src, &e), 0);
+	int64_t shape[2] = {8, 3};
+	assert_true(tpc_ckpt_add_tensor(&ck, "l.0.wq", TPC_F32, 2, shape, NULL, src, 0, &e) >= 0);
+	tpc_rules *r = rules_json("[{\"rope_halves\": \"wq$\", \"heads\": \"heads\", \"head_dim\": \"head_dim\"},"
+				  " {\"rename\": \"wq$\", \"to\": \"q_proj\"}]", &e);
+	assert_non_null(r);
+	assert_int_equal(tpc_rules_plan(r, &ck, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.tensor, "l.0.wq");
+	assert_string_equal(e.msg, "rope_halves 'wq$' (t.json rule 1): the head count needs the number of attention heads ('heads'), which is not known: give --heads N or --config config.json");
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_HEADS, 2, "test", &e), 0);
+	assert_int_equal(tpc_rules_set_fact(r, TPC_FACT_HEAD_DIM, 2, "test", &e), 0);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck, &m, &e), TPC_EUSAGE);
+	assert_string_equal(e.msg, "rope_halves 'wq$' (t.json rule 1): 8 rows are not 2 heads of head_dim 2: a model fact is wrong");
+	tpc_rules_free(r);
+	r = rules_json("[{\"rope_halves\": \"wq$\", \"heads\": 2}, {\"rename\": \"wq$\", \"to\": \"q_proj\"}]", &e);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_rules_plan(r, &ck, &m, &e), 0);
+	tpc_remap_table(&ck, &m, r, &b);
+	assert_non_null(strstr(b.p, "# 1 tensors: 1 kept (0 renamed, 1 with rotary rows reordered), 0 dropped\n"
+				    "l.0.wq -> l.0.q_proj  rotary rows: pairs -> halves, 2 heads of 4 [8, 3] -> [8, 3]\n"));
+	assert_int_equal(tpc_remap_apply(&ck, &m, &e), 0);
+	tpc_remap_release(&m);
+	assert_int_equal(ck.n, 1);
+	assert_string_equal(ck.t[0].name, "l.0.q_proj");
+	/* each head's even rows, then its odd ones */
+	static const int halves[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+	read_col0(&ck, &ck.t[0], col);
+	for (int i = 0; i < 8; i++)
+		assert_true(col[i] == (float)(10 * halves[i]));
+	/* back to pairs, on a composite (rows 0..2 and 3..7 of the source, a zero
+	 * part between them) as a sharded source reads: the rows come back */
+	tpc_tensor parts[3], cat, half, pairs;
+	int64_t zshape[2] = {4, 3};
+	assert_int_equal(tpc_ckpt_add_tensor(&ck, "src", TPC_F32, 2, shape, NULL, src, 0, &e), 1);
+	assert_int_equal(tpc_tensor_narrow(&parts[0], &ck.t[1], 0, 0, 3), 0);
+	assert_int_equal(tpc_tensor_init_zero(&parts[1], TPC_F32, 2, zshape), 0);
+	assert_int_equal(tpc_tensor_narrow(&parts[2], &ck.t[1], 0, 3, 5), 0);
+	assert_int_equal(tpc_tensor_init_cat(&cat, parts, 3, 0), 0);
+	assert_int_equal(tpc_tensor_rope_permute(&half, &cat, 3, true), 0);
+	assert_int_equal(tpc_tensor_rope_permute(&pairs, &half, 3, false), 0);
+	read_col0(&ck, &pairs, col);
+	for (int i = 0; i < 12; i++)
+		assert_true(col[i] == (i < 3 ? (float)(10 * i) : i < 7 ? 0.0f : (float)(10 * (i - 4))));
+	read_col0(&ck, &half, col); /* head 0 = rows 0 1 2 (0 from the zero part): even rows 0, 2, odd 1, 3 */
+	assert_true(col[0] == 0 && col[1] == 20 && col[2] == 10 && col[3] == 0);
+	tpc_tensor none;
+	assert_int_equal(tpc_tensor_rope_permute(&none, &half, 5, true), -1); /* 12 rows are not 5 heads */
+	tpc_tensor_release(&cat);
+	for (int i = 0; i < 3; i++)
+		tpc_tensor_release(&parts[i]);
+	tpc_tensor_release(&half);
+	tpc_tensor_release(&pairs);
+	tpc_rules_free(r);
+	tpc_buf_release(&b);
+	tpc_ckpt_release(&ck);
+}
+
 static void test_apply(void **st)
 {
 	(void)st;
@@ -619,7 +707,7 @@ int main(void)
 		cmocka_unit_test(test_rename),       cmocka_unit_test(test_collisions),
 		cmocka_unit_test(test_unmatched),    cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_apply),        cmocka_unit_test(test_keys),
-		cmocka_unit_test(test_unfuse),
+		cmocka_unit_test(test_unfuse),       cmocka_unit_test(test_rope),
 		cmocka_unit_test(test_mutations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

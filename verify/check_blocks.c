@@ -31,6 +31,34 @@ static bool block_part_ok(const vrun *R, int64_t i, int want, const char *what, 
 	return tpc__rank_ok(R, i, R->me, msg, n) && tpc__bias_ok(R, i, want == MK_ROW, msg, n);
 }
 
+/* Keys and values may also be replicated: every rank computes every kv head
+ * (multi-query attention), and the query heads it holds find theirs. */
+static bool kv_part_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t n)
+{
+	if (tpc__math_kind(&R->s->t[i]) == MK_REPL && tpc__float_dtype(R->s->t[i].ref->src_dtype))
+		return tpc__rank_ok(R, i, R->me, msg, n) && tpc__bias_ok(R, i, false, msg, n);
+	return block_part_ok(R, i, MK_COL, what, msg, n);
+}
+
+/* A fused [k|v] (DALLE2's to_kv): 2 parts, or replicated whole (its halves). */
+static bool kv_fused_loc(const vrun *R, int64_t i, int t, vlin *kv, char *msg, size_t n)
+{
+	tpc__lin_of(R, i, t, false, kv);
+	vloc *w = &kv->w;
+	if (!R->s->t[i].nparts && w->nparts == 1 && w->len[0] % 2 == 0) {
+		w->nparts = 2;
+		w->len[0] = w->len[1] = w->size[0] = w->size[1] = w->len[0] / 2;
+		w->off[1] = w->poff[1] = w->len[0];
+		w->start[1] = 0;
+		w->replicas[1] = w->replicas[0];
+	}
+	if (w->nparts != 2) {
+		snprintf(msg, n, "attention kv '%s' must be split as 2 parts [k|v]", R->s->t[i].name);
+		return false;
+	}
+	return true;
+}
+
 static int64_t part_len(const vloc *l, int k)
 {
 	return k < l->nparts ? l->len[k] : 0;
@@ -94,6 +122,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 	const tpc_vattn *p = &ly->attn;
 	memset(a, 0, sizeof(*a));
 	a->fused = p->qkv >= 0;
+	a->kv_fused = !a->fused && p->k < 0 && p->kv >= 0;
 	a->hd = p->head_dim;
 	a->heads = p->heads;
 	a->kv_heads = p->kv_heads;
@@ -108,9 +137,11 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 	tpc__opt_loc(R, p->k_norm, t, &a->kn);
 	if (t >= 0) {
 		bool ok = a->fused ? block_part_ok(R, p->qkv, MK_COL, "attention qkv", msg, n)
+			  : a->kv_fused ? block_part_ok(R, p->q, MK_COL, "attention q", msg, n) &&
+					  kv_part_ok(R, p->kv, "attention kv", msg, n)
 				   : block_part_ok(R, p->q, MK_COL, "attention q", msg, n) &&
-					     block_part_ok(R, p->k, MK_COL, "attention k", msg, n) &&
-					     block_part_ok(R, p->v, MK_COL, "attention v", msg, n);
+					     kv_part_ok(R, p->k, "attention k", msg, n) &&
+					     kv_part_ok(R, p->v, "attention v", msg, n);
 		if (!ok || !block_part_ok(R, p->o, MK_ROW, "attention o", msg, n))
 			return false;
 	}
@@ -125,6 +156,13 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			return false;
 		}
 		ql = w->len[0], kl = w->len[1], vl = w->len[2], qs = w->start[0], ks = w->start[1], vs = w->start[2];
+	} else if (a->kv_fused) {
+		tpc__lin_of(R, p->q, t, false, &a->q);
+		if (!kv_fused_loc(R, p->kv, t, &a->kv, msg, n))
+			return false;
+		qn = R->s->t[p->q].name;
+		ql = a->q.w.len[0], kl = a->kv.w.len[0], vl = a->kv.w.len[1];
+		qs = a->q.w.start[0], ks = a->kv.w.start[0], vs = a->kv.w.start[1];
 	} else {
 		tpc__lin_of(R, p->q, t, false, &a->q);
 		tpc__lin_of(R, p->k, t, false, &a->k);
@@ -197,7 +235,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	char name[TPC_ERR_NAME_MAX];
 	if (kind == TPC_VC_MLP ? ly->mlp.down < 0 : ly->attn.o < 0)
 		return 0; /* a DiT entry holds one of the two */
-	if (R->s->model->arch == TPC_VARCH_DIT)
+	if (R->s->model->arch == TPC_VARCH_DIT || R->s->model->arch == TPC_VARCH_DALLE2)
 		snprintf(name, sizeof(name), "%s", ly->name);
 	else
 		snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
@@ -212,7 +250,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	bool failed = false;
-	int64_t T = R->T, H = R->s->model->hidden, C = kind == TPC_VC_ATTN ? ly->attn.kv_width : 0;
+	int64_t T = R->T, H = ly->hidden ? ly->hidden : R->s->model->hidden, C = kind == TPC_VC_ATTN ? ly->attn.kv_width : 0;
 	float *x = NULL, *y = NULL, *cf = NULL;
 	double *xd = NULL, *yr = NULL, *cd = NULL;
 	vmlp_loc m;

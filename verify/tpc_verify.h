@@ -162,6 +162,7 @@
 #include "tpc_buf.h"
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_progress.h"
 
 #define TPC_VERIFY_MAX_PARTS 16
 #define TPC_VERIFY_MAX_TP 1024
@@ -250,6 +251,9 @@ typedef struct tpc_vmlp {
 
 typedef struct tpc_vattn {
 	int64_t q, k, v, qkv, o;         /* separate q/k/v or fused qkv (3 parts [q|k|v]) */
+	int64_t kv;                      /* with q and k < 0: fused [k|v] (2 parts; DALLE2's to_kv);
+					    k, v and kv may be replicated (every rank computes every
+					    kv head: multi-query attention) */
 	int64_t heads, kv_heads, head_dim;
 	bool rope;                       /* rotary embedding on q and k (rotate-half layout) */
 	double rope_theta;
@@ -296,12 +300,15 @@ typedef struct tpc_vlayer {
 	tpc_vattn attn;                  /* attn.o < 0: no attention check (a DiT feed-forward entry) */
 	tpc_vmlp mlp;                    /* mlp.down < 0: no feed-forward check */
 	tpc_vmoe moe;                    /* moe.exp NULL: none */
+	int64_t hidden;                  /* the block's width when it differs from the model's
+					    (a Unet's stages); 0: the model's */
 } tpc_vlayer;
 
 typedef enum tpc_varch {
 	TPC_VARCH_LLAMA = 0, /* RMSNorm, RoPE, SwiGLU, untied or tied head */
 	TPC_VARCH_GPT2,      /* LayerNorm, learned positions, gelu_new, Conv1D */
 	TPC_VARCH_DIT,       /* diffusers transformer blocks: attention and feed-forward checks only */
+	TPC_VARCH_DALLE2,    /* DALLE2-pytorch attentions and feed-forwards: block checks only */
 } tpc_varch;
 
 typedef struct tpc_vmodel {
@@ -376,6 +383,18 @@ typedef struct tpc_vfacts {
  * feed-forward entry (net.0.proj, gated [value | gate] when f->ff_glu says so,
  * with f->ff_act, net.2). Flux single blocks' proj_out mixes attention and MLP
  * and is checked by the col/row checks only. Heads and head_dim must be known.
+ *
+ * TPC_VARCH_DALLE2 (DALLE2-pytorch's prior and decoder Unets): every module M
+ * with M.to_out.0.weight and M.to_qkv.weight (LinearAttention, 1x1 convs seen
+ * as matrices: fused [q|k|v], f->head_dim rows a head) or M.to_q.weight and
+ * M.to_kv.weight (Attention: multi-query, to_kv one head of k and v, its rows
+ * / 2 the head size; CrossAttention, "cross_attn" in M: [k|v] of every head of
+ * f->head_dim, over encoder states as wide as to_kv's input) becomes an
+ * attention entry as wide as its to_out.0's output, bidirectional softmax
+ * attention standing in for each (the split is what is checked: a to_qkv or
+ * to_q that is not split with its row-split to_out.0 fails); every P.1.1 /
+ * P.1.5 pair of a CausalTransformer layer P a SwiGLU feed-forward entry
+ * ([x | gate], SiLU), unless a post-activation norm P.1.3 sits between.
  */
 int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f,
 				tpc_err *e);
@@ -414,6 +433,9 @@ typedef struct tpc_verify_opts {
 				     * the executable, the build tree, the install's libdir */
 	int local_rank, local_size; /* MPI: this process's place on its node (picks its GPU),
 				     * from tpc_verify_local_rank; -1: unknown, one per node */
+	tpc_progress *progress;     /* rank 0 counts its steps here (each tensor's structure and
+				     * layer checks, each layer's blocks, the model) and sets the
+				     * total; NULL: none */
 } tpc_verify_opts;
 
 /* Node-local rank and size from the launcher's variables (OpenMPI, MPICH,

@@ -306,11 +306,21 @@ void tpc__loc_of(const vrun *R, int64_t i, int t, vloc *L)
 	}
 }
 
+bool tpc__matrix(const tpc_tensor *t)
+{
+	if (!t || t->ndim < 2)
+		return false;
+	for (int d = 2; d < t->ndim; d++)
+		if (t->shape[d] != 1)
+			return false;
+	return true;
+}
+
 int tpc__math_kind(const tpc_vtensor *v)
 {
 	if (v->dim < 0)
 		return MK_REPL;
-	if (!v->ref || v->ref->ndim != 2)
+	if (!tpc__matrix(v->ref) || v->dim > 1)
 		return MK_NONE;
 	return v->dim == (v->transposed ? 1 : 0) ? MK_COL : MK_ROW;
 }
@@ -448,7 +458,12 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 		R.rep->seed = o->seed;
 		R.rep->tokens = (int)R.T;
 	}
-	for (size_t i = 0; i < s->n && !ret; i++) {
+	tpc_progress *prog = R.me == 0 ? o->progress : NULL;
+	bool model_run = s->model && s->model->arch != TPC_VARCH_DIT && s->model->arch != TPC_VARCH_DALLE2 &&
+			 (checks & TPC_VCHECK_MODEL);
+	if (prog)
+		prog->total = s->n + (s->model && (checks & TPC_VCHECK_BLOCKS) ? (uint64_t)s->model->nlayers : 0) + model_run;
+	for (size_t i = 0; i < s->n && !ret; i++, tpc_progress_add(prog, 1)) {
 		const tpc_vtensor *v = &s->t[i];
 		if (checks & TPC_VCHECK_STRUCTURE)
 			ret = tpc__check_structure(&R, (int64_t)i);
@@ -474,8 +489,9 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 				ret = tpc__check_block(&R, &s->model->layers[l], TPC_VC_MLP);
 			if (!ret && s->model->layers[l].moe.exp)
 				ret = tpc__check_moe(&R, &s->model->layers[l]);
+			tpc_progress_add(prog, 1);
 		}
-	if (!ret && s->model && s->model->arch != TPC_VARCH_DIT && (checks & TPC_VCHECK_MODEL)) {
+	if (!ret && model_run) {
 		if (s->model->moe || s->model->mla) {
 			/* the whole-model forward has no MoE layers or MLA yet: say so */
 			tpc_vresult res;
@@ -487,6 +503,7 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 		} else {
 			ret = tpc__check_model(&R);
 		}
+		tpc_progress_add(prog, 1);
 	}
 	if (!ret && R.any_fail)
 		ret = TPC_EMISMATCH;

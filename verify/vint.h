@@ -69,8 +69,8 @@ typedef struct vmlp_loc {
 } vmlp_loc;
 
 typedef struct vattn_loc {
-	vlin q, k, v, qkv, o;
-	bool fused;
+	vlin q, k, v, qkv, o, kv;
+	bool fused, kv_fused;
 	int64_t nq, nkv, hd;     /* local query and kv heads, head dim */
 	int64_t q0, kv0;         /* first global query / kv head held */
 	int64_t heads, kv_heads; /* global counts */
@@ -102,6 +102,9 @@ typedef struct vmodel_loc {
 /* ---- kernels.c ---- */
 
 bool tpc__float_dtype(tpc_dtype dt);
+/* A 2-D tensor, or one whose dims past the second are all 1 (a 1x1
+ * convolution's [out, in, 1, 1]): its layer is a matrix product. */
+bool tpc__matrix(const tpc_tensor *t);
 void tpc__vctx_release(vctx *x);
 
 /* Float and double instantiations of kernels.inc. */

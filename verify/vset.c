@@ -247,7 +247,7 @@ static int64_t findf(const tpc_verify_set *s, const char *fmt, ...)
 static int64_t rows_of(const tpc_verify_set *s, int64_t i, bool out)
 {
 	const tpc_vtensor *v = &s->t[i];
-	if (v->ref->ndim != 2)
+	if (!tpc__matrix(v->ref))
 		return -1;
 	return v->ref->shape[(out ^ v->transposed) ? 0 : 1];
 }
@@ -257,7 +257,7 @@ static void layer_init(tpc_vlayer *L)
 {
 	memset(L, 0, sizeof(*L));
 	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
-	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = -1;
+	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = L->attn.kv = -1;
 	L->attn.q_norm = L->attn.k_norm = -1;
 	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
 }
@@ -462,6 +462,87 @@ static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f,
 		}
 	if (!ret && !m->nlayers)
 		ret = tpc_err_set(e, TPC_EINPUT, "dit model: no transformer_blocks.N attention or feed-forward found");
+	return ret;
+}
+
+/* ---- DALLE2-pytorch: its attentions and the prior's feed-forwards ---- */
+
+/* The attention module `mod` (the name before ".to_out.0.weight"), if it is
+ * one: LinearAttention's to_qkv, or Attention's and CrossAttention's to_q
+ * with to_kv. */
+static int dalle2_attn(tpc_verify_set *s, tpc_vmodel *m, const char *mod, const tpc_vfacts *f, tpc_err *e)
+{
+	tpc_vlayer L;
+	layer_init(&L);
+	L.attn.o = findf(s, "%s.to_out.0.weight", mod);
+	L.attn.qkv = findf(s, "%s.to_qkv.weight", mod);
+	L.attn.q = L.attn.qkv < 0 ? findf(s, "%s.to_q.weight", mod) : -1;
+	L.attn.kv = L.attn.q >= 0 ? findf(s, "%s.to_kv.weight", mod) : -1;
+	if (L.attn.o < 0 || (L.attn.qkv < 0 && L.attn.kv < 0))
+		return 0;
+	bool cross = strstr(mod, "cross_attn") != NULL;
+	int64_t hd = f->head_dim, in = rows_of(s, L.attn.o, false);
+	int64_t q = L.attn.qkv >= 0 ? rows_of(s, L.attn.qkv, true) / 3 : rows_of(s, L.attn.q, true);
+	int64_t kv = L.attn.kv >= 0 ? rows_of(s, L.attn.kv, true) / 2 : q;
+	if (L.attn.kv >= 0 && !cross)
+		hd = kv; /* multi-query: to_kv is one head of k and one of v */
+	L.hidden = rows_of(s, L.attn.o, true);
+	if (hd <= 0 || q <= 0 || in != q || q % hd || kv % hd || (q / hd) % (kv / hd) || L.hidden <= 0)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "'%s': %lld query rows (to_out.0 takes %lld) and %lld key rows are not whole heads of head_dim %lld (give --head-dim or --config)",
+				   mod, (long long)q, (long long)in, (long long)kv, (long long)hd);
+	L.attn.heads = q / hd;
+	L.attn.kv_heads = kv / hd;
+	L.attn.head_dim = hd;
+	L.attn.bidirectional = true;
+	if (cross && L.attn.kv >= 0)
+		L.attn.kv_width = rows_of(s, L.attn.kv, false); /* the condition's width */
+	return layer_add(m, &L, mod, e);
+}
+
+/* The FeedForward of CausalTransformer layer `p` (its "P.1"): Linear(dim,
+ * inner*2) [x | gate], SwiGLU, Linear(inner, dim); none with a post-activation
+ * norm P.1.3 between (the block would not be this one). */
+static int dalle2_ff(tpc_verify_set *s, tpc_vmodel *m, const char *ff, tpc_err *e)
+{
+	tpc_vlayer L;
+	layer_init(&L);
+	int64_t in = findf(s, "%s.1.weight", ff), down = findf(s, "%s.5.weight", ff);
+	if (in < 0 || down < 0 || findf(s, "%s.3.g", ff) >= 0 || findf(s, "%s.3.gamma", ff) >= 0 ||
+	    findf(s, "%s.3.weight", ff) >= 0)
+		return 0;
+	L.mlp.gate_up = in;
+	L.mlp.down = down;
+	L.mlp.glu = true;
+	L.mlp.value_first = true; /* x, gate = x.chunk(2, dim=-1) */
+	L.mlp.act = TPC_VACT_SILU;
+	L.hidden = rows_of(s, in, false);
+	return layer_add(m, &L, ff, e);
+}
+
+static int dalle2_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+{
+	static const char attn_end[] = ".to_out.0.weight", ff_end[] = ".1.5.weight";
+	tpc_vfacts none;
+	memset(&none, 0, sizeof(none));
+	int ret = 0;
+	for (size_t i = 0; i < s->n && !ret; i++) {
+		const char *nm = s->t[i].name;
+		size_t n = strlen(nm);
+		char mod[TPC_ERR_NAME_MAX];
+		if (n > sizeof(attn_end) - 1 && n < sizeof(mod) && !strcmp(nm + n - (sizeof(attn_end) - 1), attn_end)) {
+			snprintf(mod, sizeof(mod), "%.*s", (int)(n - (sizeof(attn_end) - 1)), nm);
+			ret = dalle2_attn(s, m, mod, f ? f : &none, e);
+		} else if (n > sizeof(ff_end) - 1 && n < sizeof(mod) && !strcmp(nm + n - (sizeof(ff_end) - 1), ff_end) &&
+			   strstr(nm, "layers.")) {
+			snprintf(mod, sizeof(mod), "%.*s", (int)(n - (sizeof(ff_end) - 1) + 2), nm);
+			ret = dalle2_ff(s, m, mod, e);
+		}
+	}
+	if (!ret && !m->nlayers)
+		ret = tpc_err_set(e, TPC_EINPUT, "dalle2 model: no attention (to_q/to_qkv with to_out.0) or feed-forward found");
+	if (!ret)
+		m->hidden = m->layers[0].hidden;
 	return ret;
 }
 
@@ -673,6 +754,8 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
 	if (arch == TPC_VARCH_DIT) {
 		ret = dit_from_names(s, m, f, e);
+	} else if (arch == TPC_VARCH_DALLE2) {
+		ret = dalle2_from_names(s, m, f, e);
 	} else {
 		m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
 		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);

@@ -28,7 +28,7 @@ nothing_written() { # desc path
 
 # -- presets and rules files: no torch needed
 run "$TPCONV" rules --list; expect "rules --list" 0; cp "$T/out" "$T/list"
-for p in dalle2 libai strip-module gpt2-conv1d; do
+for p in dalle2 libai strip-module gpt2-conv1d torchtitan hf-torchtitan; do
   grep -q "^$p " "$T/list" || bad "rules --list names $p" "$(cat "$T/list")"
   run "$TPCONV" rules "$p"
   if [ "$rc" = 0 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rules"]' "$T/out" 2>/dev/null
@@ -166,6 +166,45 @@ for k, (dt, shape, raw) in a.items():
 assert n == 4, n
 EOF
 then ok "transposed tensors hold the bytes of x.t().contiguous()"; else bad "transposed bytes" "$(cat "$T/chk")"; fi
+
+# -- torchtitan (issue 31): tiny llama3 state dicts in torchtitan's names, torch.save'd
+# by real torch; --rules torchtitan against torchtitan's own to_hf (the permutation of
+# transformers' convert_llama_weights_to_hf.py) bit for bit, the RoPE each side runs
+# giving the same attention scores, and --rules hf-torchtitan back to the original
+TT=$T/tt; mkdir -p "$TT"
+if ! "$PY" "$H/torchtitan_check.py" gen "$TT" "$SEED" 2>"$T/err"; then
+  bad "generate the torchtitan checkpoint" "$(cat "$T/err")"
+else
+  tt_same() { # desc A B
+    if "$PY" "$H/torchtitan_check.py" same "$2" "$3" >"$T/chk" 2>&1; then ok "$1"; else bad "$1" "$(cat "$T/chk")"; fi
+  }
+  run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --config "$TT/config.json" -o "$TT/hf.safetensors"
+  expect "torchtitan -> HF: convert --rules torchtitan" 0 &&
+    tt_same "torchtitan -> HF: the bits of torchtitan's to_hf (wq/wk rows permuted per head, GQA)" "$TT/hf.safetensors" "$TT/hf_ref.pt"
+  if "$PY" "$H/torchtitan_check.py" rope "$TT" "$TT/hf.safetensors" >"$T/chk" 2>&1; then ok "torchtitan -> HF: $(cat "$T/chk")"
+  else bad "torchtitan -> HF: RoPE equivalence" "$(cat "$T/chk")"; fi
+  run "$TPCONV" convert "$TT/hf.safetensors" --rules hf-torchtitan --config "$TT/config.json" -o "$TT/back.pt"
+  expect "HF -> torchtitan: convert --rules hf-torchtitan" 0 &&
+    tt_same "HF -> torchtitan: the round trip gives torchtitan's tensors back bit for bit" "$TT/back.pt" "$TT/tt_weights.pt"
+  # a sharded source (DCP, each tensor in pieces): the rows come from the pieces
+  D=$SRC/tests/data/dcp/llama2
+  run "$TPCONV" convert "$D" -o "$TT/dcp_hf.safetensors" &&
+    run "$TPCONV" convert "$D" --rules hf-torchtitan -o "$TT/dcp_tt.safetensors"
+  if [ "$rc" = 0 ] && "$PY" "$H/torchtitan_check.py" from_hf "$TT/dcp_hf.safetensors" "$TT/dcp_tt.safetensors" "$D/config.json" >"$T/chk" 2>&1
+  then ok "HF DCP (2 pieces a tensor) -> torchtitan: $(cat "$T/chk")"; else bad "DCP -> torchtitan" "$(cat "$T/err" "$T/chk")"; fi
+  run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --heads 8 --kv-heads 2 --head-dim 8 -o "$TT/flags.safetensors"
+  expect "torchtitan: the facts as flags" 0 && tt_same "torchtitan: flags give the same tensors" "$TT/flags.safetensors" "$TT/hf_ref.pt"
+  run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --heads 8 --kv-heads 4 --head-dim 8 -o "$TT/wrong.safetensors"
+  expect "torchtitan: a kv_heads that contradicts wk's rows is refused (exit 2)" 2 \
+    "tensor 'layers.0.attention.wk.weight': rope_halves" "16 rows are not 4 heads of head_dim 8: a model fact is wrong"
+  nothing_written "torchtitan: wrong fact" "$TT/wrong.safetensors"
+  run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --heads 8 --kv-heads 2 -o "$TT/nohd.safetensors"
+  expect "torchtitan: no head_dim is refused, naming the fact (exit 2)" 2 "('head_dim'), which is not known: give --head-dim N or --config config.json"
+  run "$TPCONV" convert "$TT/tt.pt" --rules torchtitan --config "$TT/config.json" -o "$TT/dry.safetensors" --dry-run
+  [ "$rc" = 0 ] && grep -qF "# 22 tensors: 21 kept (17 renamed, 4 with rotary rows reordered), 1 dropped" "$T/out" &&
+    grep -qxF "layers.1.attention.wk.weight -> model.layers.1.self_attn.k_proj.weight  rotary rows: pairs -> halves, 2 heads of 8 [16, 64] -> [16, 64]" "$T/out" &&
+    ok "torchtitan --dry-run shows the reordered rows" || bad "torchtitan --dry-run" "$(head -5 "$T/out" "$T/err")"
+fi
 
 # torch output (needs the torch writer to take casts and renamed trees; enable with TPC_TEST_TORCH_OUT=1)
 if [ -n "${TPC_TEST_TORCH_OUT:-}" ] && [ "$have_torch_reader" = 1 ]; then

@@ -43,6 +43,9 @@ rc=$?
 if [ $rc = 1 ] && grep -q 'structure  model.layers.1.mlp.up_proj.weight' out.txt && grep -q 'rank 1' out.txt; then
   ok "a flipped bit: exit 1, naming up_proj and rank 1"
 else notok "a flipped bit: exit $rc"; sed 's/^/#   /' out.txt | head; fi
+"$TPCONV" verify --reference llama/model.safetensors --shards s > out.txt 2> err.txt
+[ $? = 1 ] && grep -Eq '^tpconv: verify: FAIL: [0-9]+ of [0-9]+ checks failed \(the first: structure model.layers.1.mlp.up_proj.weight\), [0-9]+ tensors, 2 layers, max rel err' err.txt &&
+  ok "a flipped bit: the summary says FAIL and names the first failing check" || notok "FAIL summary: $(head -c 300 err.txt)"
 if ! command -v xmllint >/dev/null || xmllint --noout r.xml; then ok "JUnit XML of a failing run is well-formed"
 else notok "JUnit XML"; fi
 grep -q '<failure type="mismatch"' r.xml && ok "JUnit XML has the failure" || notok "JUnit XML lacks the failure"
@@ -74,6 +77,25 @@ else notok "--device cuda: exit $rc"; fi
 [ $? = 0 ] && [ ! -e ./- ] && head -1 out.xml | grep -q '^<?xml' && ok "--junit - writes the JUnit report to stdout" || notok "verify --junit -"
 "$TPCONV" verify --reference gpt2/model.safetensors --shards s --json - --junit - > out.txt 2>&1
 [ $? = 2 ] && ok "--json - with --junit - is a usage error" || notok "both reports to stdout"
+# stderr: one summary line on success (it said nothing without -v), none with -q;
+# the progress line on a terminal (script gives it one) or with --progress
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s > out.txt 2> err.txt
+rc=$?
+if [ $rc = 0 ] && [ "$(wc -l < err.txt)" = 1 ] &&
+   grep -Eq '^tpconv: verify: PASS: [0-9]+ checks, [0-9]+ tensors, 2 layers, max rel err [0-9.e+-]+ \(tp 2, [0-9.]+ s\)$' err.txt &&
+   grep -q '^# [0-9]* passed, 0 failed' out.txt; then ok "verify prints one summary line on stderr: $(cat err.txt)"
+else notok "verify summary: exit $rc"; sed 's/^/#   /' err.txt | head -5; fi
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s -q > out.txt 2> err.txt
+[ $? = 0 ] && [ ! -s err.txt ] && ok "verify -q: no summary, no progress" || notok "verify -q stderr: $(head -c 200 err.txt)"
+"$TPCONV" verify --reference gpt2/model.safetensors --shards s --progress > out.txt 2> err.txt
+[ $? = 0 ] && grep -Eq '^verify: ([0-9]+) / \1 steps \(100%\)$' err.txt && ! grep -q $'\r' err.txt &&
+  ok "verify --progress on a pipe: plain lines ($(grep steps err.txt | tail -1))" || notok "verify --progress: $(head -c 300 err.txt)"
+if command -v script >/dev/null; then
+  script -qec "'$TPCONV' verify --reference gpt2/model.safetensors --shards s > out.txt" /dev/null > tty.txt 2>&1
+  grep -q $'\rverify: [0-9]* / [0-9]* steps' tty.txt && grep -q 'tpconv: verify: PASS' tty.txt &&
+    ok "verify on a terminal: a progress line redrawn with \\r, then the summary" || notok "verify progress on a tty: $(od -c tty.txt | head -5)"
+fi
+
 if command -v mpirun >/dev/null && "$TPCONV" verify --reference gpt2/model.safetensors --shards s --seed 5 --json t.json -q >/dev/null; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
   mpirun --allow-run-as-root --oversubscribe -np 2 "$TPCONV" verify --reference gpt2/model.safetensors --shards s \
