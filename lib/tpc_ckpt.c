@@ -965,25 +965,18 @@ static int remap_tree(tpc_value *root, const int64_t *map, size_t nmap)
 			if (c->kind == TPC_V_TENSOR) {
 				int64_t ix = c->ival;
 				int64_t to = (ix >= 0 && (size_t)ix < nmap) ? map[ix] : -1;
-				if (to < 0) {
-					tpc_value *nn = tpc_value_new(TPC_V_NONE);
-					if (!nn) {
-						ret = -1;
-						goto out;
-					}
-					tpc_value_unref(c);
-					v->items[i] = nn;
-				} else if (c->refs == 1) {
+				if (to >= 0 && c->refs == 1) {
 					c->ival = to;
-				} else {
-					tpc_value *nt = tpc_value_tensor(to);
-					if (!nt) {
-						ret = -1;
-						goto out;
-					}
-					tpc_value_unref(c);
-					v->items[i] = nt;
+					continue;
 				}
+				/* a dropped tensor becomes None; a shared reference its own */
+				tpc_value *nv = to < 0 ? tpc_value_new(TPC_V_NONE) : tpc_value_tensor(to);
+				if (!nv) {
+					ret = -1;
+					goto out;
+				}
+				tpc_value_unref(c);
+				v->items[i] = nv;
 			} else if (c->n) {
 				if (tpc_grow((void **)&stack, &cap, n + 1, sizeof(*stack))) {
 					ret = -1;
