@@ -219,6 +219,12 @@ void tpc_cli_input_release(tpc_cli_input *in);
 /* The facts in the one order (flags, --config, config.json beside or
  * inside the input, the set's, the plan's). */
 int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, tpc_model_facts *out, tpc_err *e);
+/* The folder whose companions (config.json, tokenizer ...) go with the set
+ * mg read from `dir`, as its layout keeps them (tpc_layout_merge_extras:
+ * an hf set's rank 0 folder; a TensorRT-LLM set's top, its config.json
+ * losing the mapping through xo; a DCP folder itself), or NULL: merge's
+ * and reshard's one answer. */
+const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_extras_opts *xo);
 
 /* Shared by shard and merge (cmd_shard.c). A count option: 0, or exit status 2
  * after the message. */

@@ -73,7 +73,14 @@ typedef struct tpc_shard_opts {
 	uint64_t max_shard_size;    /* layouts with sized ranks (hf, vllm): largest file of a rank (0 = one file) */
 	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
 	tpc_progress *progress;     /* may be NULL */
-	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
+	const char *config_dir;     /* folder whose companions (config.json, tokenizer ...) the set
+	                               carries and whose config.json feeds the trtllm config (NULL: none) */
+	/* A reshard: what the input set's layout says its config.json lost or
+	 * gained (tpc_layout_merge_extras: TensorRT-LLM's "mapping" comes out
+	 * again, and only a config tpconv wrote, with config_marker, is
+	 * copied). NULL: config.json as it is. */
+	const char *const *config_drop;
+	const char *config_marker;
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
 	bool dequantized;           /* the input's quantized weights were dequantized (shard
 	                               --dequantize): the copied config.json loses quantization_config */
