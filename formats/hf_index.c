@@ -452,6 +452,7 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	nsel = p.nsel;
 	if ((ret = tpc_mkdirs(dir, e)))
 		goto out;
+	tpc_out_sweep(dir); /* a killed run's temporaries */
 	written = tpc_calloc(p.nshard, sizeof(char *));
 	ours = tpc_calloc(p.nshard, sizeof(bool));
 	if (!written || !ours) {

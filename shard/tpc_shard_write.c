@@ -362,6 +362,26 @@ static int hash_beside_join(hash_beside *h, shard_run *w, int ret, tpc_err *e)
 	return ret;
 }
 
+/* The dead temporaries of this set (runs killed with SIGKILL left them): in
+ * its folder, in each rank file's folder (Megatron's mp_rank_TT/) and inside
+ * each rank folder (the hf layout's). */
+static void sweep_set(const char *dir, const tpc_shard_plan *sp)
+{
+	char *top = tpc_path_join(dir, "x"), *topdir = top ? tpc_path_dir(top) : NULL;
+	tpc_out_sweep(dir);
+	for (int r = 0; topdir && r < sp->tp * sp->pp; r++) {
+		char *p = tpc_path_join(dir, sp->rank_file[r]), *pd = p ? tpc_path_dir(p) : NULL;
+		if (p && tpc_is_dir(p))
+			tpc_out_sweep(p);
+		if (pd && strcmp(pd, topdir))
+			tpc_out_sweep(pd);
+		free(p);
+		free(pd);
+	}
+	free(top);
+	free(topdir);
+}
+
 /* Step 1: the output folder exists, is no input, and is locked shared; an old
  * manifest is refused or (--force) removed, so the set reads as incomplete
  * until this run's manifest exists.
@@ -395,6 +415,7 @@ static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_o
 		tpc_err_path(e, dir);
 		return TPC_EIO;
 	}
+	sweep_set(dir, sp);
 	if (!(w->manifest = tpc_path_join(dir, TPC_MANIFEST_NAME)))
 		return tpc_err_nomem(e);
 	if (!tpc_exists(w->manifest))

@@ -147,6 +147,7 @@ kill_mid() {
   landed=0; [ "$rc" -gt 128 ] && landed=1
 }
 signum() { kill -l "$1"; }
+"$TPCONV" shard "$BIG" -o "$T/ref_set" "${SHARD[@]}" # the uninterrupted set a resumed one must equal
 for sig in INT TERM KILL; do
   for what in convert shard; do
     d=$T/sig_${what}_$sig; landed=0
@@ -180,25 +181,52 @@ for sig in INT TERM KILL; do
       fi
     else
       [ "$(temps "$d")" != 0 ] && ok "$desc: the temporary is left (nothing runs after SIGKILL)" || bad "$desc: expected a leftover temporary"
-      sleep 2.2 # leftovers younger than 2 s may belong to a run that is just starting
+      # the same command again at once (a leftover's owner is dead: its lock is gone)
       if [ $what = convert ]; then
         run "$TPCONV" convert "$BIG" -o "$d/out.pt" -q
-        [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && ok "$desc: the next run succeeds and removes the leftover" \
+        [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && ok "$desc: the next run, at once, succeeds and removes the leftover" \
           || bad "$desc: next run cleans up" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d")"
         hashes "$d/out.pt" | diff -q - "$T/big.hashes" >/dev/null && ok "$desc: the next run's output is complete" || bad "$desc: next output complete"
       else
-        run "$TPCONV" shard "$BIG" -o "$d/set" -f "${SHARD[@]}"
+        run "$TPCONV" shard "$BIG" -o "$d/set" "${SHARD[@]}"
         [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && [ -f "$d/set/tpconv-manifest.json" ] \
-          && ok "$desc: the next run (--force) completes the set and removes the leftovers" \
-          || bad "$desc: next shard run" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d/set")"
-        run "$TPCONV" merge "$d/set" -o "$d/merged.safetensors" -q
-        [ "$rc" = 0 ] && hashes "$d/merged.safetensors" | diff -q - "$T/big.hashes" >/dev/null \
-          && ok "$desc: the new set merges back to the input" || bad "$desc: merge after recovery" "exit $rc" "$(cat "$T/err")"
+          && ok "$desc: the same command again, at once, resumes, completes the set and removes every leftover" \
+          || bad "$desc: resumed shard run" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d/set")"
+        out=$(diff -r "$T/ref_set" "$d/set" 2>&1) && ok "$desc: the resumed set is byte-identical to an uninterrupted run's" \
+          || bad "$desc: resumed set = clean set" "$out"
+        run "$TPCONV" shard "$BIG" -o "$d/set" "${SHARD[@]}"
+        [ "$rc" = 2 ] && grep -qF "already holds a complete shard set" "$T/err" && [ "$(temps "$d")" = 0 ] \
+          && ok "$desc: a later run says the set is complete" || bad "$desc: later run" "exit $rc" "$(cat "$T/err")"
       fi
     fi
     rm -rf "$d"
   done
 done
+
+# ---- every run sweeps the dead temporaries of its output (a run killed with
+# SIGKILL left them: no process holds their lock), whatever file they were
+# for and however young; a temporary a live process holds stays
+d=$T/sweep; mkdir -p "$d"
+"$TPCONV" shard "$SMALL" -o "$d/set" "${SHARD[@]}"
+"$TPCONV" convert "$SMALL" -o "$d/hf/" --max-shard-size 150K -q
+for f in set/.model_tp00_pp00.safetensors.tpc-AbC123 set/.config.json.tpc-XyZ789 set/.tpconv-manifest.json.tpc-Qw3rty \
+         hf/.model-00001-of-00004.safetensors.tpc-Zx9Cv8 .x.safetensors.tpc-Dead01; do printf 'left by a killed run' > "$d/$f"; done
+printf 'a live run' > "$d/set/.model_tp01_pp00.safetensors.tpc-Live01"
+flock -x "$d/set/.model_tp01_pp00.safetensors.tpc-Live01" sleep 60 & holder=$!
+for i in $(seq 500); do flock -n -x "$d/set/.model_tp01_pp00.safetensors.tpc-Live01" true || break; sleep 0.01; done
+run "$TPCONV" shard "$SMALL" -o "$d/set" "${SHARD[@]}"
+left=$(cd "$d/set" && ls -A | grep tpc-)
+[ "$rc" = 2 ] && [ "$left" = ".model_tp01_pp00.safetensors.tpc-Live01" ] \
+  && ok "a shard run into a complete set removes its folder's dead temporaries (rank file, companion, manifest), keeps a live one" \
+  || bad "shard run sweeps dead temporaries" "exit $rc" "left: $left" "$(cat "$T/err")"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+run "$TPCONV" convert "$SMALL" -o "$d/hf/" --max-shard-size 150K -q
+[ "$rc" = 2 ] && [ "$(temps "$d/hf")" = 0 ] && ok "a convert into a complete HF folder removes its dead temporaries" \
+  || bad "convert sweeps an HF folder" "exit $rc" "$(ls -A "$d/hf")"
+run "$TPCONV" convert "$SMALL" -o "$d/x.safetensors" -q
+[ "$rc" = 0 ] && [ ! -e "$d/.x.safetensors.tpc-Dead01" ] && ok "a convert to a file removes that file's dead temporary at once" \
+  || bad "convert sweeps its file's temporaries" "exit $rc" "$(ls -A "$d")"
+rm -rf "$d"
 
 # ---- two runs writing the same output at once
 d=$T/conc; mkdir -p "$d"
