@@ -523,7 +523,9 @@ static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
 		if ((ret = tpc_cli_mpi_shard(mpi, sp, s->out, &s->so)) || mpi->me != 0)
 			return ret; /* process 0 reports for the job */
 	} else if (tpc_shard_write(sp, s->out, &s->so, e)) {
-		return tpc_cli_fail(e);
+		ret = tpc_cli_fail(e);
+		tpc_cli_note_left(sp->nleft + sp->nkept, "rank file");
+		return ret;
 	}
 	tpc_progress_end(&prog);
 	if (sp->nkept && tpc_cli_verbose >= 0)

@@ -10,7 +10,9 @@
  * max_shard_size (a bigger tensor gets a shard of its own), as
  * huggingface_hub does. Shards are written first, the index last, and the
  * shards this run wrote are removed again if anything fails, so a set is
- * complete or absent. */
+ * complete or absent; but when the disk is full the finished shards stay
+ * (o->left counts them): without an index the folder is incomplete, and the
+ * same command resumes from them once there is room. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -542,10 +544,15 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	}
 	free(byname);
 	free(shard_of);
-	if (ret) /* the set is complete or absent: remove the shards this run wrote */
-		for (size_t i = 0; i < nwritten; i++)
-			if (ours[i])
-				unlink(written[i]);
+	/* the set is complete or absent: remove the shards this run wrote; but
+	 * the disk is full: the finished ones stay for a resume (not under
+	 * mpirun, where the job takes back what it wrote) */
+	bool keep = ret && tpc_out_no_room(e) && (!o || o->procs <= 1);
+	for (size_t i = 0; ret && i < nwritten; i++)
+		if (ours[i] && keep && o && o->left)
+			(*o->left)++;
+		else if (ours[i] && !keep)
+			unlink(written[i]);
 out:
 	free_list(written, nwritten);
 	free(ours);

@@ -404,6 +404,11 @@ static void sweep(const char *dir, const char *base)
 	closedir(d);
 }
 
+bool tpc_out_no_room(const tpc_err *e)
+{
+	return e->code == TPC_EIO && (e->sys == ENOSPC || e->sys == EDQUOT || e->sys == EFBIG);
+}
+
 void tpc_out_sweep(const char *dir)
 {
 	sweep(dir, NULL);

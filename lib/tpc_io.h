@@ -119,6 +119,10 @@ typedef struct tpc_out {
 enum { TPC_OUT_FORCE = 1 };
 
 int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e);
+/* Did e's write fail for want of room (ENOSPC, EDQUOT, or EFBIG: a file size
+ * limit)? A folder output keeps the files it finished then, so that the same
+ * command, once there is room, resumes from them. */
+bool tpc_out_no_room(const tpc_err *e);
 /* Remove the temporaries (".<name>.tpc-XXXXXX") in folder `dir` that no live
  * run holds, whatever their target: the leftovers of runs killed with
  * SIGKILL. Not recursive. A folder output's writers call it for each folder

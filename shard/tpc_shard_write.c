@@ -759,6 +759,7 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	sp->manifest_written = false;
 	sp->npresent = 0;
 	sp->nkept = 0;
+	sp->nleft = 0;
 	if (!(ret = open_output(&w, sp, o, e)) && !(ret = plan_ranks(&w, sp, o, e)) &&
 	    !(ret = input_check(&w, sp, o, e))) {
 		hash_beside hb;
@@ -769,9 +770,15 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 		ret = finish_set(&w, sp, o, e);
 	/* otherwise another run completes the set */
 	if (ret && w.done) {
-		/* the set is complete or absent: take back what this run wrote */
+		/* The set is complete or absent: take back what this run wrote. But
+		 * the disk is full: the finished files stay (without a manifest the
+		 * set is incomplete to merge and verify) for the same command to
+		 * resume from, once there is room (under mpirun the job takes back). */
+		bool keep = tpc_out_no_room(e) && !o->defer_manifest;
 		for (int r = 0; r < nr; r++)
-			if (w.done[r])
+			if (w.done[r] && keep)
+				sp->nleft++;
+			else if (w.done[r])
 				tpc_layout_remove_rank(sp->layout, w.paths[r]);
 		sp->nwritten = 0;
 	}
