@@ -66,7 +66,8 @@ m += ['.SH EXAMPLES',
       '.TP', '.B 2', 'usage error: a bad flag, an existing output without \\-\\-force, an output that is an input, '
       'a model fact the split needs and no flag or config gives',
       '.TP', '.B 3', 'bad or unsupported input: a corrupt file, a dangerous pickle, a TorchScript archive, an uneven split',
-      '.TP', '.B 4', 'output or I/O failure: disk full, permissions',
+      '.TP', '.B 4', 'output or I/O failure: disk full (a shard set or HF folder keeps the files it finished; '
+      'the same command again resumes), permissions',
       '.TP', '.B 5', 'GPU, NCCL or MPI failure',
       '.TP', '.B "130, 143"', 'interrupted by SIGINT or SIGTERM: temporary files removed, finished files kept; '
       'the same command again (without \\-\\-force) resumes a shard set or an HF folder',
