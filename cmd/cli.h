@@ -23,13 +23,17 @@
 
 #define TPC_EXIT_HELP \
 	"Exit status: 0 ok, 1 verify or diff found differences, 2 usage error,\n" \
-	"3 bad or unsupported input, 4 output or I/O failure, 5 GPU/NCCL/MPI failure;\n" \
-	"130 (143) interrupted by SIGINT (SIGTERM): temporaries removed, finished files kept.\n"
+	"3 bad or unsupported input, 4 output or I/O failure (a full disk keeps a folder's\n" \
+	"finished files), 5 GPU/NCCL/MPI failure; 130 (143) interrupted by SIGINT (SIGTERM):\n" \
+	"temporaries removed, finished files kept. The same command again resumes.\n"
 
 extern int tpc_cli_verbose; /* -v count; -1 with -q */
 
 /* Print "tpconv: error: <formatted>" and return the exit status for e. */
 int tpc_cli_fail(const tpc_err *e);
+/* After a folder output failed for want of room (tpc_out_no_room): the n
+ * finished files ("rank file", "shard file") it kept and how to resume. */
+void tpc_cli_note_left(size_t n, const char *what);
 /* An option getopt did not take (`token` as written): a missing value, or
  * an unknown name with the nearest of the command's long options; exit 2. */
 struct option;
@@ -213,6 +217,12 @@ void tpc_cli_input_release(tpc_cli_input *in);
  * record (Megatron's args), the plan's), each labelled with its origin; the
  * shapes come last (tpc_facts_from_shapes, which checks them all). */
 int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, tpc_model_facts *out, tpc_err *e);
+/* The folder whose companions (config.json, tokenizer ...) go with the set
+ * mg read from `dir`, as its layout keeps them (tpc_layout_merge_extras:
+ * an hf set's rank 0 folder; a TensorRT-LLM set's top, its config.json
+ * losing the mapping through xo; a DCP folder itself), or NULL: merge's
+ * and reshard's one answer. */
+const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_extras_opts *xo);
 
 /* Is `path` (not a folder) one rank file of a Megatron set of several ranks?
  * Its args (a: tp and pp; NULL or 0 when unknown) say so, else its

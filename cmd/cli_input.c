@@ -49,6 +49,13 @@ int tpc_cli_input_facts(const tpc_cli_input *in, const tpc_cli_set *set, tpc_mod
 			     in->have_plan ? &in->plan : NULL, out, e);
 }
 
+const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_extras_opts *xo)
+{
+	if (!mg->layout)
+		return dir; /* a DCP folder: its config beside the items */
+	return tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, xo);
+}
+
 /* A set: merged on the fly through its manifest or, for a foreign one, the
  * plan it was split with. */
 static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, unsigned flags,

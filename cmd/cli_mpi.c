@@ -305,6 +305,8 @@ int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc
 		wo->flags |= TPC_W_RESUME; /* an interrupted run's shards (no index yet) */
 		wo->kept = kept;
 	}
+	size_t left = 0;
+	wo->left = &left; /* a full disk: the shards finished stay */
 	/* a file's missing folders are made, as a folder output's are, and taken
 	 * back when nothing was written into them */
 	char *made = NULL;
@@ -317,10 +319,12 @@ int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc
 	} else if ((ret = wr(ctx, f, out, wo, &e))) {
 		tpc_err_path(&e, out);
 		ret = tpc_cli_fail(&e);
+		tpc_cli_note_left(left + *kept, "shard file");
 	} else {
 		*go_on = true;
 	}
 	wo->progress = NULL; /* prog lives here */
+	wo->left = NULL;
 	if (ret && made)
 		unmake_parents(out, made);
 	free(made);

@@ -80,8 +80,7 @@ static int copy_companions(const tpc_merge *mg, const char *dir, const char *out
 	tpc_err_init(&e);
 	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
 	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-	const char *from = !mg->layout ? dir /* a DCP folder: its config beside the items */
-			   : tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, &xo);
+	const char *from = tpc_cli_set_companions(mg, dir, &xo);
 	/* dense now: loaders must not read it as quantized (beside what the
 	 * layout drops, TensorRT-LLM's mapping) */
 	const char *drop[16] = {NULL};

@@ -454,10 +454,18 @@ static int build(shard_cmd *s, tpc_err *e)
 			return ret;
 	}
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
-	 * as input carries them at its top (hf-layout sets keep them per rank, and
-	 * a TensorRT-LLM set's config.json holds its old mapping) */
-	s->so.config_dir = in->have_ck ? tpc_extras_source_dir(s->in)
-				       : in->mg.layout && in->mg.layout->companions_at_top ? tpc_strdup(s->in) : NULL;
+	 * as input carries them where a merge finds them (an hf set in each rank
+	 * folder; a TensorRT-LLM set's config.json loses its old mapping) */
+	if (in->have_ck) {
+		s->so.config_dir = tpc_extras_source_dir(s->in);
+	} else {
+		tpc_extras_opts xo;
+		memset(&xo, 0, sizeof(xo));
+		const char *from = tpc_cli_set_companions(&in->mg, s->in, &xo);
+		s->so.config_dir = from ? tpc_strdup(from) : NULL;
+		s->so.config_drop = xo.config_drop;
+		s->so.config_marker = xo.config_marker;
+	}
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
 		return ret;
 	s->have_sp = true;
@@ -524,7 +532,9 @@ static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
 		if ((ret = tpc_cli_mpi_shard(mpi, sp, s->out, &s->so)) || mpi->me != 0)
 			return ret; /* process 0 reports for the job */
 	} else if (tpc_shard_write(sp, s->out, &s->so, e)) {
-		return tpc_cli_fail(e);
+		ret = tpc_cli_fail(e);
+		tpc_cli_note_left(sp->nleft + sp->nkept, "rank file");
+		return ret;
 	}
 	tpc_progress_end(&prog);
 	if (sp->nkept && tpc_cli_verbose >= 0)

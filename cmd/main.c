@@ -87,6 +87,15 @@ int tpc_cli_fail(const tpc_err *e)
 	return tpc_status_exit(e->code ? e->code : TPC_EIO);
 }
 
+void tpc_cli_note_left(size_t n, const char *what)
+{
+	if (n && tpc_cli_verbose >= 0)
+		fprintf(stderr,
+			"tpconv: no room left: kept %zu finished %s%s (each complete; the file being written was removed); "
+			"make room and run the same command again (without --force): it checks them and writes the rest\n",
+			n, what, n == 1 ? "" : "s");
+}
+
 int tpc_cli_usage(const char *cmd, const char *fmt, ...)
 {
 	char msg[1024];

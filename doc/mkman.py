@@ -67,7 +67,8 @@ m += ['.SH EXAMPLES',
       'a model fact the split needs and no flag or config gives, or one that contradicts the shapes of the '
       'tensors it governs (doc/shard.md), a padded Megatron vocabulary whose true size nothing gives',
       '.TP', '.B 3', 'bad or unsupported input: a corrupt file, a dangerous pickle, a TorchScript archive, an uneven split',
-      '.TP', '.B 4', 'output or I/O failure: disk full, permissions',
+      '.TP', '.B 4', 'output or I/O failure: disk full (a shard set or HF folder keeps the files it finished; '
+      'the same command again resumes), permissions',
       '.TP', '.B 5', 'GPU, NCCL or MPI failure',
       '.TP', '.B "130, 143"', 'interrupted by SIGINT or SIGTERM: temporary files removed, finished files kept; '
       'the same command again (without \\-\\-force) resumes a shard set or an HF folder',

@@ -605,6 +605,7 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	}
 	if ((ret = tpc_mkdirs(dir, e)))
 		goto out;
+	tpc_out_sweep(dir); /* a killed run's temporaries */
 	/* the items: the tree when it names every tensor, else the tensors by name */
 	if (!sel && ck->root && tpc__torch_tree_matches(ck)) {
 		ret = flatten(&l, ck->root, path, &name, 0, e);

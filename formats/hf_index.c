@@ -11,7 +11,9 @@
  * huggingface_hub does, tied tensors in one shard (see hf_pack). Shards are
  * written first, the index last, and the
  * shards this run wrote are removed again if anything fails, so a set is
- * complete or absent. */
+ * complete or absent; but when the disk is full the finished shards stay
+ * (o->left counts them): without an index the folder is incomplete, and the
+ * same command resumes from them once there is room. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -557,6 +559,7 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	nsel = p.nsel;
 	if ((ret = tpc_mkdirs(dir, e)))
 		goto out;
+	tpc_out_sweep(dir); /* a killed run's temporaries */
 	written = tpc_calloc(p.nshard, sizeof(char *));
 	ours = tpc_calloc(p.nshard, sizeof(bool));
 	if (!written || !ours) {
@@ -648,10 +651,15 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 	}
 	free(byname);
 	free(shard_of);
-	if (ret) /* the set is complete or absent: remove the shards this run wrote */
-		for (size_t i = 0; i < nwritten; i++)
-			if (ours[i])
-				unlink(written[i]);
+	/* the set is complete or absent: remove the shards this run wrote; but
+	 * the disk is full: the finished ones stay for a resume (not under
+	 * mpirun, where the job takes back what it wrote) */
+	bool keep = ret && tpc_out_no_room(e) && (!o || o->procs <= 1);
+	for (size_t i = 0; ret && i < nwritten; i++)
+		if (ours[i] && keep && o && o->left)
+			(*o->left)++;
+		else if (ours[i] && !keep)
+			unlink(written[i]);
 out:
 	free_list(written, nwritten);
 	free(ours);

@@ -208,6 +208,30 @@ static int copy_file(const char *src, const char *dst, unsigned flags, tpc_err *
 	return ret;
 }
 
+bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o)
+{
+	char *src = src_dir ? tpc_path_join(src_dir, "config.json") : NULL, *text = NULL;
+	size_t len;
+	bool r = false;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (!src || !tpc_exists(src) || (o && o->only && strcmp(o->only, "config.json")))
+		goto out;
+	if (!o || !o->config_marker) {
+		r = true;
+		goto out;
+	}
+	if (!tpc_read_file(src, 64u << 20, &text, &len, &e)) {
+		cJSON *j = cJSON_ParseWithLength(text, len);
+		r = j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, o->config_marker);
+		cJSON_Delete(j);
+	}
+out:
+	free(src);
+	free(text);
+	return r;
+}
+
 int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,
 		    tpc_err *e)
 {

@@ -83,6 +83,11 @@ bool tpc_extras_is_companion(const char *name);
  * (its neighbours may belong to other models). Caller frees. */
 char *tpc_extras_source_dir(const char *in);
 
+/* Does tpc_extras_copy(src_dir, ..., o) write a config.json: src_dir holds
+ * one and, with o->config_marker, it has that member? (A layout that needs a
+ * config writes a minimal one otherwise.) */
+bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o);
+
 /* Copy the companions of `src_dir` into `dst_dir` (created if missing).
  * *copied receives how many files were written (may be NULL). */
 int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,

@@ -80,6 +80,9 @@ typedef struct tpc_write_opts {
 	int (*before_commit)(void *ctx, tpc_err *e);
 	void *before_commit_ctx;
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
+	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
+				    * the shards it finished stay for a resume, counted here
+				    * (may be NULL); other failures take them back */
 } tpc_write_opts;
 
 /* One chunk of a global tensor as a sharded format's index records it: the

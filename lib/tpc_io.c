@@ -28,7 +28,6 @@
 #include <sys/uio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tpc_buf.h"
@@ -353,76 +352,77 @@ static void umask_init(void)
 }
 
 /*
- * Remove the temporaries ".<base>.tpc-XXXXXX" in `dir` that no live process
- * holds: a run killed with SIGKILL cannot clean up, so the next run writing
- * the same target does. A temporary is another run's while its flock is held;
- * the age check covers the instant between mkostemp() and flock() in that run.
+ * Leftovers. A temporary is flock()ed by its run from the moment it has its
+ * name until the name is gone (renamed into place, or unlinked): the kernel
+ * drops the lock when the process dies, even by SIGKILL, so an unlocked
+ * temporary is a dead run's and any run may remove it, at once. The one
+ * instant a live run's temporary is unlocked, between mkostemp() and its
+ * flock(), is closed on the creator's side: a sweeper removes a file only
+ * while holding its lock, and a creator that then gets the lock finds its
+ * file unlinked and makes another (create_temp).
  */
-#define STALE_AGE_S 2
-static void remove_stale(const char *dir, const char *base, const char *mine)
+
+/* Is `n` a temporary's name, ".<base>.tpc-XXXXXX" (any base when NULL)? */
+static bool is_temp_name(const char *n, const char *base)
 {
-	size_t bl = strlen(base);
+	size_t l = strlen(n), bl = base ? strlen(base) : 0;
+	if (n[0] != '.' || l < 1 + 1 + 11 || (base && (l != 1 + bl + 11 || strncmp(n + 1, base, bl))))
+		return false;
+	const char *t = n + l - 11;
+	if (strncmp(t, ".tpc-", 5))
+		return false;
+	for (int i = 5; i < 11; i++)
+		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z')))
+			return false;
+	return true;
+}
+
+/* Remove temporary `n` of folder dfd if no live process holds it: while
+ * holding its lock, and only if the name is still that file. */
+static void remove_if_dead(int dfd, const char *n)
+{
+	struct stat st, now;
+	int fd = openat(dfd, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+	    fstatat(dfd, n, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+		unlinkat(dfd, n, 0);
+	close(fd); /* the lock with it */
+}
+
+/* The dead temporaries in `dir` of target `base` (NULL: of any target). */
+static void sweep(const char *dir, const char *base)
+{
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	if (!d)
 		return;
-	while ((de = readdir(d))) {
-		const char *n = de->d_name;
-		if (n[0] != '.' || strncmp(n + 1, base, bl) || strncmp(n + 1 + bl, ".tpc-", 5) ||
-		    strlen(n + 1 + bl + 5) != 6 || !strcmp(n, tpc_path_base(mine)))
-			continue;
-		int fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-		struct stat st;
-		if (fd < 0)
-			continue;
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && time(NULL) - st.st_mtime >= STALE_AGE_S &&
-		    flock(fd, LOCK_EX | LOCK_NB) == 0)
-			unlinkat(dirfd(d), n, 0);
-		close(fd);
-	}
+	while ((de = readdir(d)))
+		if (is_temp_name(de->d_name, base))
+			remove_if_dead(dirfd(d), de->d_name);
 	closedir(d);
 }
 
-int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
+bool tpc_out_no_room(const tpc_err *e)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	int ret = 0;
-	struct stat st;
-	char *dir = NULL;
-	pthread_once(&once, umask_init);
-	memset(o, 0, sizeof(*o));
-	o->fd = -1;
-	tpc_io_install_signals();
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			ret = tpc_err_set(e, TPC_EUSAGE, "output is an existing directory");
-			goto out;
-		}
-		if (tpc_io_is_input(path)) {
-			ret = tpc_err_set(e, TPC_EUSAGE, "output is also an input; refusing to overwrite it");
-			goto out;
-		}
-		if (!(flags & TPC_OUT_FORCE)) {
-			ret = tpc_err_set(e, TPC_EUSAGE, "output exists; use --force to overwrite it");
-			goto out;
-		}
-	}
-	o->path = tpc_strdup(path);
-	dir = tpc_path_dir(path);
-	if (!o->path || !dir) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	{
+	return e->code == TPC_EIO && (e->sys == ENOSPC || e->sys == EDQUOT || e->sys == EFBIG);
+}
+
+void tpc_out_sweep(const char *dir)
+{
+	sweep(dir, NULL);
+}
+
+/* o->tmp: a new temporary beside o->path, registered for the signal
+ * handler, locked, and still under its name. 0 or an errno. */
+static int create_temp(tpc_out *o, const char *dir)
+{
+	for (int tries = 0; tries < 64; tries++) {
 		tpc_buf b = TPC_BUF_INIT;
-		tpc_buf_addf(&b, "%s/.%s.tpc-XXXXXX", dir, tpc_path_base(path));
-		o->tmp = tpc_buf_detach(&b, NULL);
-	}
-	if (!o->tmp) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	{
+		tpc_buf_addf(&b, "%s/.%s.tpc-XXXXXX", dir, tpc_path_base(o->path));
+		if (!(o->tmp = tpc_buf_detach(&b, NULL)))
+			return ENOMEM;
 		/* create and register with the termination signals held off (see top) */
 		sigset_t hold, old;
 		int err = 0;
@@ -444,18 +444,69 @@ int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
 		atomic_fetch_sub(&creating, 1);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (o->fd < 0) {
-			ret = tpc_err_sys(e, TPC_EIO, err, "cannot create a temporary file in '%s'", dir);
 			free(o->tmp);
 			o->tmp = NULL;
+			return err;
+		}
+		/* Locked while it has this name. A file system without flock
+		 * fails here and in every sweeper alike: nothing is removed. */
+		while (flock(o->fd, LOCK_EX) != 0 && errno == EINTR)
+			;
+		struct stat a, n;
+		if (fstat(o->fd, &a) != 0 || stat(o->tmp, &n) != 0 || a.st_dev != n.st_dev || a.st_ino != n.st_ino) {
+			/* a sweeping run took it for a dead run's before the lock: another */
+			close(o->fd);
+			o->fd = -1;
+			tmp_unregister(o->tmp);
+			free(o->tmp);
+			o->tmp = NULL;
+			continue;
+		}
+		return 0;
+	}
+	return EAGAIN;
+}
+
+int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	int ret = 0;
+	struct stat st;
+	char *dir = NULL;
+	pthread_once(&once, umask_init);
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+	tpc_io_install_signals();
+	o->path = tpc_strdup(path);
+	dir = tpc_path_dir(path);
+	if (!o->path || !dir) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	/* a run killed with SIGKILL left its temporaries of this target: gone,
+	 * whether this run writes it or not */
+	sweep(dir, tpc_path_base(path));
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			ret = tpc_err_set(e, TPC_EUSAGE, "output is an existing directory");
+			goto out;
+		}
+		if (tpc_io_is_input(path)) {
+			ret = tpc_err_set(e, TPC_EUSAGE, "output is also an input; refusing to overwrite it");
+			goto out;
+		}
+		if (!(flags & TPC_OUT_FORCE)) {
+			ret = tpc_err_set(e, TPC_EUSAGE, "output exists; use --force to overwrite it");
 			goto out;
 		}
 	}
+	int err = create_temp(o, dir);
+	if (err) {
+		ret = err == ENOMEM ? tpc_err_nomem(e)
+				    : tpc_err_sys(e, TPC_EIO, err, "cannot create a temporary file in '%s'", dir);
+		goto out;
+	}
 	o->flags = flags;
-	/* Locked while this process has it open (flock is dropped by the kernel
-	 * when the process dies, even by SIGKILL): an unlocked temporary of the
-	 * same target is a leftover, and this run removes it. */
-	(void)flock(o->fd, LOCK_EX | LOCK_NB);
-	remove_stale(dir, tpc_path_base(path), o->tmp);
 	if (fchmod(o->fd, saved_umask_mode) != 0) {
 		ret = tpc_err_sys(e, TPC_EIO, errno, "cannot set the mode of '%s'", o->tmp);
 		goto out;
@@ -784,14 +835,10 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 	if (r)
 		return r;
 	release_buffers(o);
-	if (o->fd >= 0) {
-		r = close(o->fd);
-		o->fd = -1;
-		if (r != 0)
-			return tpc__out_write_fail(o, errno, e);
-	}
-	/* Without TPC_OUT_FORCE a target that appeared since tpc_out_open (another
-	 * run finished first) is not replaced: the check at open is repeated
+	/* Renamed while still open, so still locked: no sweeping run takes the
+	 * finished file for a dead run's (see create_temp). Without
+	 * TPC_OUT_FORCE a target that appeared since tpc_out_open (another run
+	 * finished first) is not replaced: the check at open is repeated
 	 * atomically here. */
 	int rc = (o->flags & TPC_OUT_FORCE) ? rename(o->tmp, o->path)
 					    : renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE);
@@ -818,6 +865,15 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 	tmp_unregister(o->tmp);
 	free(o->tmp);
 	o->tmp = NULL;
+	if (o->fd >= 0) {
+		r = close(o->fd);
+		o->fd = -1;
+		if (r != 0) {
+			int err = errno;
+			unlink(o->path); /* a failed output is not left under its name */
+			return tpc__out_write_fail(o, err, e);
+		}
+	}
 	o->committed = true;
 	r = fsync_dir(o->path);
 	if (r)

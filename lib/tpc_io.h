@@ -13,9 +13,14 @@
  * unlinks before the process dies, so an interrupted run leaves nothing behind.
  * Without `force`, an existing target is refused before any byte is written,
  * and again at the rename (RENAME_NOREPLACE), so a run never replaces a
- * target another run committed meanwhile. A temporary is flock()ed while its
- * process has it open; tpc_out_open() removes unlocked temporaries of the
- * same target, the leftovers of a run killed with SIGKILL.
+ * target another run committed meanwhile. A temporary is flock()ed by its
+ * run from its creation until its name is gone (renamed into place or
+ * removed); the kernel drops the lock when the process dies, even by SIGKILL,
+ * so an unlocked temporary is a dead run's leftover and is removed at once:
+ * tpc_out_open() removes those of its target, tpc_out_sweep() those of a
+ * whole folder output (every run writing one calls it). A live run's
+ * temporary is never removed: the instant between creating it and locking it
+ * is closed on the creator's side (one that finds its file gone makes another).
  * A target that is the same file (device + inode) as an opened input is always
  * refused: the llama.cpp gguf-split lesson.
  *
@@ -114,6 +119,15 @@ typedef struct tpc_out {
 enum { TPC_OUT_FORCE = 1 };
 
 int tpc_out_open(tpc_out *o, const char *path, unsigned flags, tpc_err *e);
+/* Did e's write fail for want of room (ENOSPC, EDQUOT, or EFBIG: a file size
+ * limit)? A folder output keeps the files it finished then, so that the same
+ * command, once there is room, resumes from them. */
+bool tpc_out_no_room(const tpc_err *e);
+/* Remove the temporaries (".<name>.tpc-XXXXXX") in folder `dir` that no live
+ * run holds, whatever their target: the leftovers of runs killed with
+ * SIGKILL. Not recursive. A folder output's writers call it for each folder
+ * they write into, before they write (or refuse). */
+void tpc_out_sweep(const char *dir);
 /* Sequential write at the current position. */
 int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e);
 /* Gather write of iov[0..n) at the current position (pwritev; partial

@@ -67,12 +67,12 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 {
 	tpc_buf m = TPC_BUF_INIT;
 	int ret;
-	bool have_cfg = false;
-	if (o->config_dir) {
-		char *src = tpc_path_join(o->config_dir, "config.json");
-		have_cfg = src && tpc_exists(src);
-		free(src);
-	}
+	tpc_extras_opts xo;
+	const char *drop[16];
+	tpc__layout_companion_opts(o, NULL, false, &xo, drop, 16);
+	/* the model's config.json, unless there is none (or, resharding a
+	 * TensorRT-LLM set, its config is not one tpconv wrote from the model's) */
+	bool have_cfg = o->config_dir && tpc_extras_copies_config(o->config_dir, &xo);
 	tpc_buf_addc(&m, '{');
 	add_mapping(&m, sp);
 	tpc_buf_addc(&m, '}');

@@ -114,13 +114,28 @@ int tpc__layout_copy_companions(const tpc_shard_plan *sp, const char *dir, const
 	(void)sp;
 	if (!o->config_dir)
 		return 0;
-	tpc_extras_opts xo = {o->force ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-	xo.config_merge = config_merge;
-	if (only_config)
-		xo.only = "config.json";
-	/* dequantized while sharding: loaders must not read the weights as quantized */
-	static const char *const no_quant[] = {"quantization_config", NULL};
-	if (o->dequantized)
-		xo.config_drop = no_quant;
+	tpc_extras_opts xo;
+	const char *drop[16] = {NULL};
+	tpc__layout_companion_opts(o, config_merge, only_config, &xo, drop, 16);
 	return tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
+}
+
+void tpc__layout_companion_opts(const tpc_shard_opts *o, const char *config_merge, bool only_config,
+				tpc_extras_opts *xo, const char **drop, size_t cap)
+{
+	size_t nd = 0;
+	memset(xo, 0, sizeof(*xo));
+	xo->flags = o->force ? TPC_OUT_FORCE : 0;
+	xo->config_merge = config_merge;
+	xo->config_marker = o->config_marker;
+	if (only_config)
+		xo->only = "config.json";
+	/* a reshard: what the input set's layout added to the model's config */
+	for (const char *const *d = o->config_drop; d && *d && nd + 2 < cap; d++)
+		drop[nd++] = *d;
+	/* dequantized while sharding: loaders must not read the weights as quantized */
+	if (o->dequantized)
+		drop[nd++] = "quantization_config";
+	drop[nd] = NULL;
+	xo->config_drop = nd ? drop : NULL;
 }

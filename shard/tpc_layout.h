@@ -126,6 +126,10 @@ const char *tpc_layout_merge_extras(const tpc_layout *l, const char *dir, const 
  * `config_merge` when not NULL; only config.json with `only_config`). */
 int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
 				const char *config_merge, bool only_config, tpc_err *e);
+/* The tpc_extras_opts of that copy; drop[cap] holds the config members it
+ * drops. */
+void tpc__layout_companion_opts(const struct tpc_shard_opts *o, const char *config_merge, bool only_config,
+				tpc_extras_opts *xo, const char **drop, size_t cap);
 
 extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
 	tpc_layout_megatron, tpc_layout_dcp;

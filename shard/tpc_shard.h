@@ -73,7 +73,14 @@ typedef struct tpc_shard_opts {
 	uint64_t max_shard_size;    /* layouts with sized ranks (hf, vllm): largest file of a rank (0 = one file) */
 	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
 	tpc_progress *progress;     /* may be NULL */
-	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
+	const char *config_dir;     /* folder whose companions (config.json, tokenizer ...) the set
+	                               carries and whose config.json feeds the trtllm config (NULL: none) */
+	/* A reshard: what the input set's layout says its config.json lost or
+	 * gained (tpc_layout_merge_extras: TensorRT-LLM's "mapping" comes out
+	 * again, and only a config tpconv wrote, with config_marker, is
+	 * copied). NULL: config.json as it is. */
+	const char *const *config_drop;
+	const char *config_marker;
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
 	bool dequantized;           /* the input's quantized weights were dequantized (shard
 	                               --dequantize): the copied config.json loses quantization_config */
@@ -130,6 +137,8 @@ typedef struct tpc_shard_plan {
 	/* filled by tpc_shard_write */
 	size_t nwritten;       /* rank files this run wrote */
 	size_t nkept;          /* rank files an interrupted run left that hold exactly this plan's bytes: kept */
+	size_t nleft;          /* a run that failed for want of room (tpc_out_no_room): the rank
+	                          files it finished, left for the same command to resume from */
 	bool manifest_written;
 	size_t npresent;       /* rank files of the set present after this run */
 	struct tpc__merge_check *input_check; /* checked by tpc__shard_hash_all (set by tpc_shard_write) */
@@ -158,7 +167,10 @@ void tpc_shard_describe(const tpc_shard_plan *sp, tpc_buf *out, bool unicode);
 /*
  * Write the rank files this run owns (o->write_rank) into `dir`, in parallel,
  * then - when every rank file of the set is present - the checksums and the
- * manifest. On failure the rank files this run wrote are removed again.
+ * manifest. On failure the rank files this run wrote are removed again,
+ * except when the disk is full (tpc_out_no_room; not under mpirun,
+ * o->defer_manifest): the finished ones stay, sp->nleft counts them, so that
+ * the same command resumes once there is room.
  * Resume: without --force, a rank file already there (an interrupted run left
  * it: there is no manifest) is kept when it is this set's and every tensor is
  * byte-equal to what the plan writes (sp->nkept counts them); otherwise it is

@@ -362,6 +362,26 @@ static int hash_beside_join(hash_beside *h, shard_run *w, int ret, tpc_err *e)
 	return ret;
 }
 
+/* The dead temporaries of this set (runs killed with SIGKILL left them): in
+ * its folder, in each rank file's folder (Megatron's mp_rank_TT/) and inside
+ * each rank folder (the hf layout's). */
+static void sweep_set(const char *dir, const tpc_shard_plan *sp)
+{
+	char *top = tpc_path_join(dir, "x"), *topdir = top ? tpc_path_dir(top) : NULL;
+	tpc_out_sweep(dir);
+	for (int r = 0; topdir && r < sp->tp * sp->pp; r++) {
+		char *p = tpc_path_join(dir, sp->rank_file[r]), *pd = p ? tpc_path_dir(p) : NULL;
+		if (p && tpc_is_dir(p))
+			tpc_out_sweep(p);
+		if (pd && strcmp(pd, topdir))
+			tpc_out_sweep(pd);
+		free(p);
+		free(pd);
+	}
+	free(top);
+	free(topdir);
+}
+
 /* Step 1: the output folder exists, is no input, and is locked shared; an old
  * manifest is refused or (--force) removed, so the set reads as incomplete
  * until this run's manifest exists.
@@ -395,6 +415,7 @@ static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_o
 		tpc_err_path(e, dir);
 		return TPC_EIO;
 	}
+	sweep_set(dir, sp);
 	if (!(w->manifest = tpc_path_join(dir, TPC_MANIFEST_NAME)))
 		return tpc_err_nomem(e);
 	if (!tpc_exists(w->manifest))
@@ -738,6 +759,7 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	sp->manifest_written = false;
 	sp->npresent = 0;
 	sp->nkept = 0;
+	sp->nleft = 0;
 	if (!(ret = open_output(&w, sp, o, e)) && !(ret = plan_ranks(&w, sp, o, e)) &&
 	    !(ret = input_check(&w, sp, o, e))) {
 		hash_beside hb;
@@ -748,9 +770,15 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 		ret = finish_set(&w, sp, o, e);
 	/* otherwise another run completes the set */
 	if (ret && w.done) {
-		/* the set is complete or absent: take back what this run wrote */
+		/* The set is complete or absent: take back what this run wrote. But
+		 * the disk is full: the finished files stay (without a manifest the
+		 * set is incomplete to merge and verify) for the same command to
+		 * resume from, once there is room (under mpirun the job takes back). */
+		bool keep = tpc_out_no_room(e) && !o->defer_manifest;
 		for (int r = 0; r < nr; r++)
-			if (w.done[r])
+			if (w.done[r] && keep)
+				sp->nleft++;
+			else if (w.done[r])
 				tpc_layout_remove_rank(sp->layout, w.paths[r]);
 		sp->nwritten = 0;
 	}

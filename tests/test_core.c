@@ -2,9 +2,12 @@
  * checkpoint model (strided gathers) and atomic outputs. */
 #include "test_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tpc_buf.h"
@@ -559,6 +562,80 @@ static void test_atomic_output(void **st)
 	free(dir);
 }
 
+/* Leftover temporaries (tpc_out_sweep, tpc_out_open): one whose run died is
+ * removed at once, however young; one a live run holds (this process's open
+ * output, another open file description's lock) stays, and so do files that
+ * only look like temporaries. */
+static void test_sweep_temporaries(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char p[4200], dead[4][4200], kept[3][4200];
+	static const char *const dead_names[] = {".a.bin.tpc-Dead01", ".b.bin.tpc-Dead02", ".config.json.tpc-x1Y2z3", NULL};
+	static const char *const kept_names[] = {".b.bin.tpc-12345", "b.bin.tpc-Dead03", ".b.bin.tpc-Dea-03"};
+	tpc_out o, o2;
+	tpc_err e;
+	tpc_err_init(&e);
+	snprintf(p, sizeof(p), "%s/a.bin", dir);
+	assert_int_equal(tpc_out_open(&o, p, 0, &e), 0);
+	assert_int_equal(tpc_out_write(&o, "abc", 3, &e), 0);
+	for (int i = 0; dead_names[i]; i++) {
+		snprintf(dead[i], sizeof(dead[i]), "%s/%s", dir, dead_names[i]);
+		assert_int_equal(test_write_file(dead[i], "x", 1), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(kept[i], sizeof(kept[i]), "%s/%s", dir, kept_names[i]);
+		assert_int_equal(test_write_file(kept[i], "x", 1), 0);
+	}
+	/* a live run elsewhere: its temporary locked through another open file */
+	snprintf(dead[3], sizeof(dead[3]), "%s/.c.bin.tpc-Live01", dir);
+	assert_int_equal(test_write_file(dead[3], "x", 1), 0);
+	int lfd = open(dead[3], O_RDONLY | O_CLOEXEC);
+	assert_true(lfd >= 0);
+	assert_int_equal(flock(lfd, LOCK_EX), 0);
+	/* a run that died without cleaning up (as after SIGKILL): its lock is gone */
+	pid_t pid = fork();
+	if (pid == 0) {
+		char q[4200];
+		snprintf(q, sizeof(q), "%s/d.bin", dir);
+		_exit(tpc_out_open(&o2, q, 0, &e) || tpc_out_write(&o2, "zz", 2, &e) ? 1 : 0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tpc_out_sweep(dir);
+	for (int i = 0; dead_names[i]; i++)
+		if (tpc_exists(dead[i]))
+			fail_msg("dead temporary %s left", dead_names[i]);
+	for (int i = 0; i < 3; i++)
+		if (!tpc_exists(kept[i]))
+			fail_msg("%s is no temporary but was removed", kept_names[i]);
+	assert_true(tpc_exists(o.tmp));
+	assert_true(tpc_exists(dead[3]));
+	char *left = NULL;
+	DIR *d = opendir(dir);
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (!strncmp(de->d_name, ".d.bin.tpc-", 11))
+			left = strdup(de->d_name);
+	closedir(d);
+	if (left)
+		fail_msg("the dead child's temporary %s is left", left);
+	/* this run's output commits whole after the sweep */
+	assert_int_equal(tpc_out_commit(&o, &e), 0);
+	size_t n;
+	uint8_t *got = test_read_file(p, &n);
+	assert_int_equal(n, 3);
+	free(got);
+	/* the lock released: the next output opened in the folder's target goes */
+	close(lfd);
+	snprintf(p, sizeof(p), "%s/c.bin", dir);
+	assert_int_equal(tpc_out_open(&o, p, 0, &e), 0);
+	assert_false(tpc_exists(dead[3]));
+	tpc_out_abort(&o);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* Direct writes (tpc_io.c): staged sequential bytes and in-phase copies go
  * O_DIRECT where the file system takes it, their ragged ends buffered; a
  * copy, a pwrite or the commit writes out what is staged first. The file
@@ -829,7 +906,7 @@ int main(void)
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
-		cmocka_unit_test(test_direct_output),
+		cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_map_drop),
 		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties),
 	};

@@ -90,6 +90,64 @@ if unshare -m true 2>/dev/null; then
   else skip "disk full on a tmpfs" "cannot mount a tmpfs"; fi
 else skip "disk full on a tmpfs" "no private mount namespace"; fi
 
+# ---- disk full on a folder output: the files finished before it stay (the one
+# being written goes), the run says so and exits 4, and the same command
+# again, once there is room, resumes to the set an uninterrupted run writes.
+# A 200 MiB tmpfs (then 130 MiB) in a private mount namespace; one writer
+# thread, so the ranks (75 MiB each at tp 4) and the shards (50 MiB) finish
+# one by one.
+FULL4=(--tp 4 --preset llama --config "$IN/config.json")
+if unshare -m true 2>/dev/null; then
+  "$TPCONV" shard "$BIG" -o "$T/ref4" "${FULL4[@]}" -q
+  "$TPCONV" convert "$BIG" -o "$T/refhf/" --max-shard-size 60MB -q
+  mkdir -p "$T/full"
+  OMP_NUM_THREADS=1 TPCONV_JOINT=0 unshare -m bash -s -- "$T/full" "$TPCONV" "$BIG" "$T" "${FULL4[@]}" >"$T/full.res" 2>&1 <<'EOF'
+M=$1 TPCONV=$2 BIG=$3 T=$4; shift 4
+say() { echo "R $1 $2"; shift 2; for l in "$@"; do echo "# $l"; done; }
+mount -t tmpfs -o size=200m tpc-full "$M" || { echo "SKIP"; exit 0; }
+"$TPCONV" shard "$BIG" -o "$M/set" "$@" 2>"$T/full.err"; rc=$?
+kept=$(cd "$M/set" 2>/dev/null && ls -A | tr '\n' ' ')
+same=1; for f in model_tp00_pp00.safetensors model_tp01_pp00.safetensors; do cmp -s "$T/ref4/$f" "$M/set/$f" || same=0; done
+[ "$rc" = 4 ] && grep -q "No space left on device" "$T/full.err" && [ "$kept" = "model_tp00_pp00.safetensors model_tp01_pp00.safetensors " ] && [ $same = 1 ] \
+  && say 1 "disk full mid-shard: exit 4, the two finished rank files kept whole; no temporary, no manifest left" \
+  || say 0 "disk full mid-shard: finished rank files kept" "exit $rc, left: $kept, same: $same" "$(cat "$T/full.err")"
+grep -q "kept 2 finished rank files" "$T/full.err" && grep -q "the same command again" "$T/full.err" \
+  && say 1 "disk full mid-shard: says what it kept and how to resume" || say 0 "disk full mid-shard: the note" "$(cat "$T/full.err")"
+mount -o remount,size=400m "$M"
+"$TPCONV" shard "$BIG" -o "$M/set" "$@" 2>"$T/full.err"; rc=$?
+out=$(diff -r "$T/ref4" "$M/set" 2>&1)
+[ "$rc" = 0 ] && grep -q "resumed: kept 2 rank files" "$T/full.err" && [ -z "$out" ] \
+  && say 1 "disk full mid-shard: the same command with room resumes to a set byte-identical to an uninterrupted run's" \
+  || say 0 "disk full mid-shard: resume" "exit $rc" "$out" "$(cat "$T/full.err")"
+umount "$M"; mount -t tmpfs -o size=130m tpc-full "$M"
+"$TPCONV" convert "$BIG" -o "$M/hf/" --max-shard-size 60MB 2>"$T/full.err"; rc=$?
+kept=$(cd "$M/hf" 2>/dev/null && ls -A | tr '\n' ' ')
+[ "$rc" = 4 ] && grep -q "No space left on device" "$T/full.err" && [ "$kept" = "model-00001-of-00006.safetensors model-00002-of-00006.safetensors " ] \
+  && cmp -s "$T/refhf/model-00002-of-00006.safetensors" "$M/hf/model-00002-of-00006.safetensors" && grep -q "kept 2 finished shard files" "$T/full.err" \
+  && say 1 "disk full mid-convert to an HF folder: exit 4, the two finished shards kept, no temporary, no index, says how to resume" \
+  || say 0 "disk full mid-convert to an HF folder" "exit $rc, left: $kept" "$(cat "$T/full.err")"
+mount -o remount,size=400m "$M"
+"$TPCONV" convert "$BIG" -o "$M/hf/" --max-shard-size 60MB 2>"$T/full.err"; rc=$?
+out=$(diff -r "$T/refhf" "$M/hf" 2>&1)
+[ "$rc" = 0 ] && grep -q "resumed: kept 2 shard files" "$T/full.err" && [ -z "$out" ] \
+  && say 1 "disk full mid-convert to an HF folder: resumed to the uninterrupted run's folder, byte for byte" \
+  || say 0 "disk full mid-convert: resume" "exit $rc" "$out" "$(cat "$T/full.err")"
+umount "$M"
+EOF
+  if grep -q '^SKIP' "$T/full.res"; then skip "disk full on a folder output" "cannot mount a tmpfs"
+  elif ! grep -q '^R ' "$T/full.res"; then bad "disk full on a folder output" "$(cat "$T/full.res")"
+  else
+    while IFS= read -r l; do
+      case $l in
+        "R 1 "*) ok "${l#R 1 }" ;;
+        "R 0 "*) n=$((n+1)); failed=$((failed+1)); echo "not ok $n - ${l#R 0 }" ;;
+        *) echo "$l" ;;
+      esac
+    done < "$T/full.res"
+  fi
+  rm -rf "$T/ref4" "$T/refhf"
+else skip "disk full on a folder output" "no private mount namespace"; fi
+
 # ---- read-only output folder (as an unprivileged user when running as root)
 mkdir -p "$T/ro"; chmod 555 "$T/ro"
 if [ "$(id -u)" = 0 ]; then AS=(setpriv --reuid 65534 --regid 65534 --clear-groups); else AS=(); fi
@@ -147,6 +205,7 @@ kill_mid() {
   landed=0; [ "$rc" -gt 128 ] && landed=1
 }
 signum() { kill -l "$1"; }
+"$TPCONV" shard "$BIG" -o "$T/ref_set" "${SHARD[@]}" # the uninterrupted set a resumed one must equal
 for sig in INT TERM KILL; do
   for what in convert shard; do
     d=$T/sig_${what}_$sig; landed=0
@@ -180,25 +239,52 @@ for sig in INT TERM KILL; do
       fi
     else
       [ "$(temps "$d")" != 0 ] && ok "$desc: the temporary is left (nothing runs after SIGKILL)" || bad "$desc: expected a leftover temporary"
-      sleep 2.2 # leftovers younger than 2 s may belong to a run that is just starting
+      # the same command again at once (a leftover's owner is dead: its lock is gone)
       if [ $what = convert ]; then
         run "$TPCONV" convert "$BIG" -o "$d/out.pt" -q
-        [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && ok "$desc: the next run succeeds and removes the leftover" \
+        [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && ok "$desc: the next run, at once, succeeds and removes the leftover" \
           || bad "$desc: next run cleans up" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d")"
         hashes "$d/out.pt" | diff -q - "$T/big.hashes" >/dev/null && ok "$desc: the next run's output is complete" || bad "$desc: next output complete"
       else
-        run "$TPCONV" shard "$BIG" -o "$d/set" -f "${SHARD[@]}"
+        run "$TPCONV" shard "$BIG" -o "$d/set" "${SHARD[@]}"
         [ "$rc" = 0 ] && [ "$(temps "$d")" = 0 ] && [ -f "$d/set/tpconv-manifest.json" ] \
-          && ok "$desc: the next run (--force) completes the set and removes the leftovers" \
-          || bad "$desc: next shard run" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d/set")"
-        run "$TPCONV" merge "$d/set" -o "$d/merged.safetensors" -q
-        [ "$rc" = 0 ] && hashes "$d/merged.safetensors" | diff -q - "$T/big.hashes" >/dev/null \
-          && ok "$desc: the new set merges back to the input" || bad "$desc: merge after recovery" "exit $rc" "$(cat "$T/err")"
+          && ok "$desc: the same command again, at once, resumes, completes the set and removes every leftover" \
+          || bad "$desc: resumed shard run" "exit $rc" "$(cat "$T/err")" "$(ls -a "$d/set")"
+        out=$(diff -r "$T/ref_set" "$d/set" 2>&1) && ok "$desc: the resumed set is byte-identical to an uninterrupted run's" \
+          || bad "$desc: resumed set = clean set" "$out"
+        run "$TPCONV" shard "$BIG" -o "$d/set" "${SHARD[@]}"
+        [ "$rc" = 2 ] && grep -qF "already holds a complete shard set" "$T/err" && [ "$(temps "$d")" = 0 ] \
+          && ok "$desc: a later run says the set is complete" || bad "$desc: later run" "exit $rc" "$(cat "$T/err")"
       fi
     fi
     rm -rf "$d"
   done
 done
+
+# ---- every run sweeps the dead temporaries of its output (a run killed with
+# SIGKILL left them: no process holds their lock), whatever file they were
+# for and however young; a temporary a live process holds stays
+d=$T/sweep; mkdir -p "$d"
+"$TPCONV" shard "$SMALL" -o "$d/set" "${SHARD[@]}"
+"$TPCONV" convert "$SMALL" -o "$d/hf/" --max-shard-size 150K -q
+for f in set/.model_tp00_pp00.safetensors.tpc-AbC123 set/.config.json.tpc-XyZ789 set/.tpconv-manifest.json.tpc-Qw3rty \
+         hf/.model-00001-of-00004.safetensors.tpc-Zx9Cv8 .x.safetensors.tpc-Dead01; do printf 'left by a killed run' > "$d/$f"; done
+printf 'a live run' > "$d/set/.model_tp01_pp00.safetensors.tpc-Live01"
+flock -x "$d/set/.model_tp01_pp00.safetensors.tpc-Live01" sleep 60 & holder=$!
+for i in $(seq 500); do flock -n -x "$d/set/.model_tp01_pp00.safetensors.tpc-Live01" true || break; sleep 0.01; done
+run "$TPCONV" shard "$SMALL" -o "$d/set" "${SHARD[@]}"
+left=$(cd "$d/set" && ls -A | grep tpc-)
+[ "$rc" = 2 ] && [ "$left" = ".model_tp01_pp00.safetensors.tpc-Live01" ] \
+  && ok "a shard run into a complete set removes its folder's dead temporaries (rank file, companion, manifest), keeps a live one" \
+  || bad "shard run sweeps dead temporaries" "exit $rc" "left: $left" "$(cat "$T/err")"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+run "$TPCONV" convert "$SMALL" -o "$d/hf/" --max-shard-size 150K -q
+[ "$rc" = 2 ] && [ "$(temps "$d/hf")" = 0 ] && ok "a convert into a complete HF folder removes its dead temporaries" \
+  || bad "convert sweeps an HF folder" "exit $rc" "$(ls -A "$d/hf")"
+run "$TPCONV" convert "$SMALL" -o "$d/x.safetensors" -q
+[ "$rc" = 0 ] && [ ! -e "$d/.x.safetensors.tpc-Dead01" ] && ok "a convert to a file removes that file's dead temporary at once" \
+  || bad "convert sweeps its file's temporaries" "exit $rc" "$(ls -A "$d")"
+rm -rf "$d"
 
 # ---- two runs writing the same output at once
 d=$T/conc; mkdir -p "$d"

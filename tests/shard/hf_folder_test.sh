@@ -17,8 +17,9 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=/usr/bin/python3
 . "$SRC/tests/shard/tap.sh"
 COMPANIONS="config.json generation_config.json tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model vocab.json merges.txt README.md modeling_tiny.py"
-# companions WANT GOT [trtllm|json]: every companion of WANT is in GOT, equal
-# bytes; config.json of a TensorRT-LLM set (trtllm) must hold "mapping" and be
+# companions WANT GOT [trtllm[TP]|json]: every companion of WANT is in GOT, equal
+# bytes; config.json of a TensorRT-LLM set (trtllm) must hold "mapping" (tp_size
+# TP, default 2) and be
 # the model's JSON beside it; after merging such a set (json) config.json is
 # the model's JSON again (re-serialised: the layout required the change)
 companions() {
@@ -26,7 +27,8 @@ companions() {
 import json, os, sys
 want, got = sys.argv[1], sys.argv[2]
 mode = sys.argv[3] if len(sys.argv) > 3 else ""
-trt = mode == "trtllm"
+trt = mode.startswith("trtllm")
+trt_tp = int(mode[6:] or 2) if trt else 0
 bad = []
 for f in sorted(os.listdir(want)):
     if f.endswith((".bin", ".safetensors", ".index.json")) or f.startswith("."):
@@ -38,7 +40,7 @@ for f in sorted(os.listdir(want)):
     if f == "config.json" and trt:
         cb = json.loads(b)
         m = cb.pop("mapping", None)
-        if not m or m.get("tp_size") != 2 or "tpconv" not in cb:
+        if not m or m.get("tp_size") != trt_tp or "tpconv" not in cb:
             bad.append("config.json lacks the TensorRT-LLM mapping")
         cb.pop("tpconv", None)
         if cb != json.loads(a):
@@ -148,6 +150,25 @@ for lay in tpconv oslo trtllm hf; do
   [ ! -e "$MG/tpconv-manifest.json" ] && [ -z "$(ls "$MG" | grep -E '^rank|_tp')" ] && ok "merged $lay folder holds no shard-set files" ||
     bad "merged $lay folder has set files" "$(ls "$MG")"
 done
+# ---- reshard every layout's set to tp 4: the companions travel with it as a
+# merge carries them (an hf set's from rank 0's folder, a TensorRT-LLM set's
+# config.json without its old mapping)
+for lay in tpconv oslo trtllm hf; do
+  R=$T/re4_$lay
+  run "$TPCONV" shard "$T/set_$lay" --tp 4 -o "$R" -q
+  mode=""; [ $lay = trtllm ] && mode=json
+  if [ "$rc" = 0 ] && out=$(companions "$HF" "$R" $mode); then
+    ok "reshard a $lay set to tp 4: every companion carried${mode:+ (config.json as the model has it)}"
+  else bad "reshard $lay set: companions" "exit $rc" "$(cat "$T/err")" "${out:-}"; fi
+done
+run "$TPCONV" shard "$T/set_trtllm" --tp 4 --layout trtllm -o "$T/re4_trt_trt" -q
+[ "$rc" = 0 ] && out=$(companions "$HF" "$T/re4_trt_trt" trtllm4) && ok "reshard a trtllm set to a tp 4 trtllm set: every companion, config.json with the new mapping" ||
+  bad "reshard trtllm -> trtllm companions" "exit $rc" "$(cat "$T/err")" "${out:-}"
+run "$TPCONV" shard "$T/set_hf" --tp 4 --layout hf -o "$T/re4_hf_hf" -q
+good=$([ "$rc" = 0 ] && echo 1 || echo 0)
+for d in "$T"/re4_hf_hf/*/; do [ $good = 1 ] && out=$(companions "$HF" "$d") || good=0; done
+[ $good = 1 ] && [ "$(ls -d "$T"/re4_hf_hf/*/ | wc -l)" = 4 ] && ok "reshard an hf set to a tp 4 hf set: each of the 4 rank folders carries every companion" ||
+  bad "reshard hf -> hf companions" "exit $rc" "$(cat "$T/err")" "${out:-}"
 # a merge into one file writes no companions beside it
 run "$TPCONV" merge "$T/set_tpconv" -o "$T/one.safetensors" -q
 [ "$rc" = 0 ] && [ ! -e "$T/config.json" ] && ok "merge to a single file leaves its folder alone" || bad "merge to one file" "exit $rc" "$(ls "$T")"
