@@ -70,12 +70,11 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq)
 		const char *name = tpc_quant_find_quantized(ck);
 		if (name) {
 			const tpc_tensor *t = &ck->t[tpc_ckpt_find(ck, name)];
-			tpc_err_set(&e, TPC_EINPUT,
+			tpc_err_at(&e, TPC_EINPUT, NULL, name,
 				    "looks quantized (%s %s) but %s'%s'%s; tpconv cannot tell how to dequantize it",
 				    tpc_dtype_name(t->src_dtype), strstr(name, "qweight") ? "packed weight" : "tensor",
 				    tpc_exists(cfg) ? "" : "there is no ", cfg,
 				    tpc_exists(cfg) ? " has no quantization_config" : " with a quantization_config");
-			tpc_err_tensor(&e, name);
 			ret = tpc_cli_fail(&e);
 		}
 		goto out;

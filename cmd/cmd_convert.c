@@ -179,8 +179,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		bool inside = set_dir && tpc_shard_path_inside(out, set_dir);
 		free(set_dir);
 		if (inside) {
-			tpc_err_set(&e, TPC_EUSAGE, "the output is inside the input shard set's folder; choose another place");
-			tpc_err_path(&e, out);
+			tpc_err_at(&e, TPC_EUSAGE, out, NULL, "the output is inside the input shard set's folder; choose another place");
 			return tpc_cli_fail(&e);
 		}
 	}

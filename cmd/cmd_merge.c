@@ -209,8 +209,7 @@ int cmd_merge(int argc, char **argv)
 		goto done;
 	}
 	if (tpc_shard_path_inside(out, dir)) {
-		tpc_err_set(&e, TPC_EUSAGE, "the output is inside the shard set being merged; choose another place");
-		tpc_err_path(&e, out);
+		tpc_err_at(&e, TPC_EUSAGE, out, NULL, "the output is inside the shard set being merged; choose another place");
 		ret = tpc_cli_fail(&e);
 		goto done;
 	}

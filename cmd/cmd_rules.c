@@ -233,10 +233,8 @@ static int remap_facts(tpc_cli_remap *r, const tpc_ckpt *ck, tpc_err *e)
 	char what[128], how[TPC_ERR_PATH_MAX + 128];
 	if (!ret && ck->n &&
 	    tpc_cli_megatron_rank(r->in, have_args ? &a : NULL, what, sizeof(what), how, sizeof(how))) {
-		tpc_err_set(e, TPC_EUSAGE, "%s, whose tensors are that rank's slices: the rules need the whole model; "
+		return tpc_err_at(e, TPC_EUSAGE, r->in, NULL, "%s, whose tensors are that rank's slices: the rules need the whole model; "
 					   "merge the set, then convert OUT: %s", what, how);
-		tpc_err_path(e, r->in);
-		return TPC_EUSAGE;
 	}
 	const int64_t mg[TPC_NFACTS] = {a.heads, a.query_groups, a.kv_channels, a.hidden, 0};
 	memset(&cfg, 0, sizeof(cfg));

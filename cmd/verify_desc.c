@@ -388,8 +388,7 @@ static int open_rank(tpc_cli_vdesc *d, int r, tpc_err *e)
 	if (!p)
 		return tpc_err_nomem(e);
 	if (!tpc_layout_rank_exists(d->layout, p)) {
-		ret = tpc_err_set(e, TPC_EINPUT, "the set in '%s' lacks the file of rank %d", a->dir, r);
-		tpc_err_path(e, p);
+		ret = tpc_err_at(e, TPC_EINPUT, p, NULL, "the set in '%s' lacks the file of rank %d", a->dir, r);
 		goto out;
 	}
 	if (d->have_man && !(names = tpc_calloc(d->man.n ? d->man.n : 1, sizeof(*names)))) {

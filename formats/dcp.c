@@ -127,18 +127,12 @@ static int read_storage(const tpc_value *k, const tpc_value *v, sinfo *out, cons
 	out->fqn = fqn->str;
 	if (!class_is(v, "_StorageInfo") || !rel || rel->kind != TPC_V_STR || !get_u64(fo, &out->foff) ||
 	    !get_u64(ln, &out->flen)) {
-		tpc_err_set(e, TPC_EINPUT, "the storage entry is not a _StorageInfo(relative_path, offset, length)");
-		tpc_err_tensor(e, fqn->str);
-		tpc_err_path(e, path);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, path, fqn->str, "the storage entry is not a _StorageInfo(relative_path, offset, length)");
 	}
 	if (!safe_file(rel->str, rel->len)) {
 		char s[256];
 		tpc_sanitize(s, sizeof(s), rel->str);
-		tpc_err_set(e, TPC_EINPUT, "item file '%s' is not a plain name inside the checkpoint folder", s);
-		tpc_err_tensor(e, fqn->str);
-		tpc_err_path(e, path);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, path, fqn->str, "item file '%s' is not a plain name inside the checkpoint folder", s);
 	}
 	out->file = rel->str;
 	if (td && td->kind != TPC_V_NONE) {
@@ -147,12 +141,9 @@ static int read_storage(const tpc_value *k, const tpc_value *v, sinfo *out, cons
 		if (td->n) {
 			char s[128];
 			tpc_sanitize(s, sizeof(s), td->items[0]->kind == TPC_V_STR ? td->items[0]->str : "?");
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, path, fqn->str,
 				    "item is stored through the transform '%s' (a DCP extension such as a zstd stream), which tpconv does not read",
 				    s);
-			tpc_err_tensor(e, fqn->str);
-			tpc_err_path(e, path);
-			return TPC_EINPUT;
 		}
 	}
 	out->nd = -1;
@@ -594,13 +585,11 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	if ((ret = tpc_ckpt_check_writable(ck, e)))
 		goto out;
 	if (tpc_exists(dir) && !tpc_is_dir(dir)) {
-		ret = tpc_err_set(e, TPC_EUSAGE, "output exists and is not a folder");
-		tpc_err_path(e, dir);
+		ret = tpc_err_at(e, TPC_EUSAGE, dir, NULL, "output exists and is not a folder");
 		goto out;
 	}
 	if (tpc_exists(mpath) && !force) {
-		ret = tpc_err_set(e, TPC_EUSAGE, "output folder already holds a DCP checkpoint; use --force to replace it");
-		tpc_err_path(e, mpath);
+		ret = tpc_err_at(e, TPC_EUSAGE, mpath, NULL, "output folder already holds a DCP checkpoint; use --force to replace it");
 		goto out;
 	}
 	if ((ret = tpc_mkdirs(dir, e)))
@@ -933,9 +922,8 @@ static int dcp_write_index(const char *dir, const tpc_chunk *c, size_t n, const 
 			continue;
 		const char *tn = tpc_dtype_get(c[i].dtype)->torch;
 		if (!tn) {
-			ret = tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be written to a DCP checkpoint",
+			ret = tpc_err_at(e, TPC_EINPUT, NULL, c[i].fqn, "dtype %s cannot be written to a DCP checkpoint",
 					  tpc_dtype_name(c[i].dtype));
-			tpc_err_tensor(e, c[i].fqn);
 			goto out;
 		}
 		tpc_value *props = tpc_value_new(TPC_V_TUPLE), *tsm = tpc_value_new(TPC_V_DICT);
@@ -951,8 +939,7 @@ static int dcp_write_index(const char *dir, const tpc_chunk *c, size_t n, const 
 				continue;
 			if (c[j].dtype != c[i].dtype || c[j].ndim != c[i].ndim ||
 			    memcmp(c[j].shape, c[i].shape, (size_t)c[i].ndim * sizeof(int64_t))) {
-				ret = tpc_err_set(e, TPC_EINPUT, "internal: chunks of one tensor disagree on its dtype or shape");
-				tpc_err_tensor(e, c[i].fqn);
+				ret = tpc_err_at(e, TPC_EINPUT, NULL, c[i].fqn, "internal: chunks of one tensor disagree on its dtype or shape");
 				tpc_value_unref(props);
 				tpc_value_unref(tsm);
 				tpc_value_unref(chunks);

@@ -512,10 +512,8 @@ static int check_optim(zero *z, tpc_err *e)
 	if (!o || o->kind != TPC_V_DICT)
 		return TPC_CORRUPT(e, f->path, -1, NULL, "not a DeepSpeed optim-states file (no optimizer_state_dict)");
 	if (!as_int(dget(o, "zero_stage"), &st)) {
-		tpc_err_set(e, TPC_EINPUT,
+		return tpc_err_at(e, TPC_EINPUT, f->path, NULL,
 			    "optimizer_state_dict has no zero_stage: not a ZeRO checkpoint (the BF16 optimizer without ZeRO and stage 0 keep no fp32 partitions to consolidate)");
-		tpc_err_path(e, f->path);
-		return TPC_EINPUT;
 	}
 	if (st < 1 || st > 3)
 		return TPC_CORRUPT(e, f->path, -1, NULL, "unknown ZeRO stage %lld", (long long)st);
@@ -528,11 +526,9 @@ static int check_optim(zero *z, tpc_err *e)
 			if (!as_int(pc->items[i], &x))
 				return TPC_CORRUPT(e, f->path, -1, NULL, "partition_count[%zu] is not an int", i);
 			if (ws >= 0 && x != ws) {
-				tpc_err_set(e, TPC_EINPUT,
+				return tpc_err_at(e, TPC_EINPUT, f->path, NULL,
 					    "parameter groups with different data-parallel sizes (partition_count %lld and %lld: expert-parallel groups): not supported",
 					    (long long)ws, (long long)x);
-				tpc_err_path(e, f->path);
-				return TPC_EINPUT;
 			}
 			ws = x;
 		}
@@ -805,8 +801,7 @@ static char *tag_dir(const char *dir, char **tag, tpc_err *e)
 	while (isspace((unsigned char)*t))
 		t++;
 	if (!*t || strchr(t, '/') || !strcmp(t, ".") || !strcmp(t, "..") || strlen(t) != strlen(text) - (size_t)(t - text)) {
-		tpc_err_set(e, TPC_EINPUT, "'latest' must name a folder beside it (a tag such as global_step14)");
-		tpc_err_path(e, lp);
+		tpc_err_at(e, TPC_EINPUT, lp, NULL, "'latest' must name a folder beside it (a tag such as global_step14)");
 	} else if (!(out = tpc_path_join(dir, t)) || !tpc_is_dir(out)) {
 		if (out)
 			tpc_err_set(e, TPC_EINPUT, "'latest' names %s, which is not a folder here", t);
@@ -888,23 +883,20 @@ static int ds_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 		goto out;
 	}
 	if (l.pipeline) {
-		ret = tpc_err_set(e, TPC_EINPUT,
+		ret = tpc_err_at(e, TPC_EINPUT, dir, NULL,
 				  "a DeepSpeed pipeline-parallel checkpoint (%s): per-layer files are not supported", l.pipeline);
-		tpc_err_path(e, dir);
 		goto out;
 	}
 	if (l.mp) {
-		ret = tpc_err_set(e, TPC_EINPUT,
+		ret = tpc_err_at(e, TPC_EINPUT, dir, NULL,
 				  "a model-parallel DeepSpeed checkpoint (%s): each tensor-parallel rank holds its own slices, which ZeRO consolidation cannot join; not supported",
 				  l.mp);
-		tpc_err_path(e, dir);
 		goto out;
 	}
 	if (!l.nmodel || !l.noptim) {
-		ret = tpc_err_set(e, TPC_EINPUT, "no *%s files: %s", l.nmodel ? OPTIM_SUFFIX : MODEL_SUFFIX,
+		ret = tpc_err_at(e, TPC_EINPUT, dir, NULL, "no *%s files: %s", l.nmodel ? OPTIM_SUFFIX : MODEL_SUFFIX,
 				  l.nmodel ? "the fp32 weights ZeRO keeps are in them (was the optimizer state not saved?)"
 					   : "not a complete DeepSpeed checkpoint");
-		tpc_err_path(e, dir);
 		goto out;
 	}
 	n = l.nmodel + l.noptim;

@@ -177,9 +177,7 @@ static int open_shard(tpc_ckpt *ck, const char *file, const tpc_open_opts *o, tp
 	if (!f)
 		return TPC_EINPUT;
 	if (f == &tpc_fmt_hf_index) {
-		tpc_err_set(e, TPC_EINPUT, "a shard cannot itself be a sharded checkpoint");
-		tpc_err_path(e, file);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, file, NULL, "a shard cannot itself be a sharded checkpoint");
 	}
 	ck->root = NULL;
 	ret = f->open(ck, file, o, e);
@@ -598,9 +596,8 @@ static int hf_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const c
 		if (index_only || !shard_is_ours(o, s)) {
 			/* another run (process) writes it; the index needs it in place */
 			if (index_only && !tpc_exists(path)) {
-				ret = tpc_err_set(e, TPC_EIO, "shard '%s' is missing; the index is not written",
+				ret = tpc_err_at(e, TPC_EIO, path, NULL, "shard '%s' is missing; the index is not written",
 						  tpc_path_base(path));
-				tpc_err_path(e, path);
 			}
 			continue;
 		}

@@ -177,8 +177,7 @@ static int source_of(tpc_ckpt *ck, const char *dir, const char *file, file_src *
 	if (!p)
 		return tpc_err_nomem(e);
 	if (!tpc_exists(p)) {
-		tpc_err_set(e, TPC_EINPUT, "the metadata names item file '%s', which is missing", file);
-		tpc_err_path(e, dir);
+		tpc_err_at(e, TPC_EINPUT, dir, NULL, "the metadata names item file '%s', which is missing", file);
 		free(p);
 		return TPC_EINPUT;
 	}
@@ -359,8 +358,7 @@ static int select_entries(tpc_dcp_meta *m, const char *sel, const char *path, tp
 	}
 	m->n = kept;
 	if (!kept) {
-		tpc_err_set(e, TPC_EINPUT, "--select '%s': no key '%s' (keys here: %s)", sel, sel, top.p ? top.p : "none");
-		tpc_err_path(e, path);
+		tpc_err_at(e, TPC_EINPUT, path, NULL, "--select '%s': no key '%s' (keys here: %s)", sel, sel, top.p ? top.p : "none");
 	}
 	tpc_buf_release(&top);
 	return kept ? 0 : TPC_EINPUT;
@@ -434,10 +432,8 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 		r->dir = r->iter;
 		if (has_entry_prefix(r->dir, "mp_rank_")) {
 			free(own);
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, dir_in, NULL,
 				    "this is a legacy Megatron checkpoint (mp_rank_TT[_PPP]/model_optim_rng.pt), a shard set: read it with 'tpconv merge DIR --preset llama -o OUT' (or shard it again)");
-			tpc_err_path(e, dir_in);
-			return TPC_EINPUT;
 		}
 	}
 	free(own);
@@ -445,10 +441,8 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 	if (!(r->mpath = tpc_path_join(r->dir, TPC_DCP_META)))
 		return tpc_err_nomem(e);
 	if (r->iter && !tpc_exists(r->mpath)) {
-		tpc_err_set(e, TPC_EINPUT, "the save folder's %s names %s, which holds no DCP checkpoint (.metadata)",
+		return tpc_err_at(e, TPC_EINPUT, dir_in, NULL, "the save folder's %s names %s, which holds no DCP checkpoint (.metadata)",
 			    MEGATRON_LATEST, tpc_path_base(r->iter));
-		tpc_err_path(e, dir_in);
-		return TPC_EINPUT;
 	}
 	if ((ret = tpc_read_file(r->mpath, MAX_META_BYTES, &text, &len, e)) ||
 	    (ret = tpc_dcp_meta_from_buffer(&r->m, (const uint8_t *)text, len, r->mpath, e))) {

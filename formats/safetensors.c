@@ -495,24 +495,18 @@ static int header_ex(const tpc_ckpt *ck, const int64_t *order, size_t n, const c
 		const char *dn = tpc_dtype_get(t->dtype)->st;
 		if (t->flags & TPC_TF_QUANTIZED) {
 			tpc_buf_release(&b);
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
 				    "quantized tensor (%s): tpconv does not write quantized tensors; use --dequantize",
 				    tpc_dtype_name(t->dtype));
-			tpc_err_tensor(e, t->name);
-			return TPC_EINPUT;
 		}
 		if (!dn) {
 			tpc_buf_release(&b);
-			tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be stored in safetensors",
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "dtype %s cannot be stored in safetensors",
 				    tpc_dtype_name(t->dtype));
-			tpc_err_tensor(e, t->name);
-			return TPC_EINPUT;
 		}
 		if (t->flags & TPC_TF_NODATA) {
 			tpc_buf_release(&b);
-			tpc_err_set(e, TPC_EINPUT, "tensor has no data (meta tensor)");
-			tpc_err_tensor(e, t->name);
-			return TPC_EINPUT;
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "tensor has no data (meta tensor)");
 		}
 		tpc_buf_addc(&b, ',');
 		tpc_buf_json_str(&b, t->name, strlen(t->name), false);

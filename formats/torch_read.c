@@ -511,23 +511,17 @@ static int name_leaf(void *ctx, const char *name, tpc_value **slot, tpc_err *e)
 	tpc_ckpt *ck = r->ck;
 	int64_t v = (*slot)->ival;
 	if (v >= 0 || PEND_IX(v) >= r->np) {
-		tpc_err_set(e, TPC_EINPUT, "the same tensor object appears twice under one name");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "the same tensor object appears twice under one name");
 	}
 	pend *p = &r->p[PEND_IX(v)];
 	if (p->unsupported) {
-		tpc_err_set(e, TPC_EINPUT, "%s, which tpconv does not support", p->unsupported);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "%s, which tpconv does not support", p->unsupported);
 	}
 	tpc_storage *s = &ck->st[p->storage];
 	unsigned es = tpc_dtype_size(p->dtype);
 	uint64_t off;
 	if (tpc_mul_u64((uint64_t)p->soff, es, &off) || tpc_add_u64(off, s->offset, &off)) {
-		tpc_err_set(e, TPC_EINPUT, "storage offset overflows");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "storage offset overflows");
 	}
 	int64_t ix = tpc_ckpt_add_tensor(ck, name, p->dtype, p->ndim, p->shape, p->shape + p->ndim, s->src,
 					 off, e);
@@ -572,10 +566,9 @@ static int apply_select(reader *r, tpc_value **root, const char *sel, tpc_err *e
 				for (size_t i = 0; i < v->n && i < 12; i++)
 					if (v->keys[i]->kind == TPC_V_STR)
 						tpc_buf_addf(&keys, "%s'%s'", keys.len ? ", " : "", v->keys[i]->str);
-			ret = tpc_err_set(e, TPC_EINPUT, "--select '%s': no key '%s'%s%s%s", sel, tok,
+			ret = tpc_err_at(e, TPC_EINPUT, r->path, NULL, "--select '%s': no key '%s'%s%s%s", sel, tok,
 					  keys.len ? " (keys here: " : "", keys.len ? keys.p : "",
 					  keys.len ? ")" : "");
-			tpc_err_path(e, r->path);
 			tpc_buf_release(&keys);
 			goto out;
 		}

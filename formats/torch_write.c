@@ -129,14 +129,12 @@ static int place_storages(writer *wr, const int64_t *sel, size_t nsel, tpc_err *
 		int64_t i = sel ? sel[k] : (int64_t)k;
 		const tpc_tensor *t = &ck->t[i];
 		if (t->flags & TPC_TF_QUANTIZED) {
-			ret = tpc_err_set(e, TPC_EINPUT,
+			ret = tpc_err_at(e, TPC_EINPUT, NULL, t->name,
 					  "quantized tensor (%s): tpconv does not write quantized tensors; use --dequantize",
 					  tpc_dtype_name(t->dtype));
-			tpc_err_tensor(e, t->name);
 		} else if (!tpc_dtype_get(t->dtype)->torch || (t->flags & TPC_TF_NODATA)) {
-			ret = tpc_err_set(e, TPC_EINPUT, "dtype %s cannot be written to a torch file",
+			ret = tpc_err_at(e, TPC_EINPUT, NULL, t->name, "dtype %s cannot be written to a torch file",
 					  tpc_dtype_name(t->dtype));
-			tpc_err_tensor(e, t->name);
 		} else if (first[k] != (int64_t)k) {
 			/* tied to a tensor already placed */
 			wr->key_of[i] = wr->key_of[sel ? sel[first[k]] : first[k]];

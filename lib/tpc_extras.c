@@ -145,8 +145,7 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 		return ret;
 	j = cJSON_ParseWithLength(text, len);
 	if (!j || !cJSON_IsObject(j)) {
-		ret = tpc_err_set(e, TPC_EINPUT, "config.json is not a JSON object");
-		tpc_err_path(e, src);
+		ret = tpc_err_at(e, TPC_EINPUT, src, NULL, "config.json is not a JSON object");
 		goto out;
 	}
 	*skipped = o->config_marker && !cJSON_GetObjectItemCaseSensitive(j, o->config_marker);

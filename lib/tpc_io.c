@@ -853,10 +853,8 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 	if (rc != 0) {
 		int err = errno;
 		if (err == EEXIST) {
-			tpc_err_set(e, TPC_EUSAGE, "output appeared while this run was writing it (another run?); "
+			return tpc_err_at(e, TPC_EUSAGE, o->path, NULL, "output appeared while this run was writing it (another run?); "
 						   "use --force to overwrite it");
-			tpc_err_path(e, o->path);
-			return TPC_EUSAGE;
 		}
 		tpc_err_sys(e, TPC_EIO, err, "cannot rename the temporary file into place");
 		tpc_err_path(e, o->path);
@@ -921,9 +919,8 @@ int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_e
 	if (ret)
 		return ret;
 	if (m.size > cap) {
-		ret = tpc_err_set(e, TPC_EINPUT, "file is %llu bytes, more than the %llu allowed",
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "file is %llu bytes, more than the %llu allowed",
 				  (unsigned long long)m.size, (unsigned long long)cap);
-		tpc_err_path(e, path);
 		goto out;
 	}
 	*out = tpc_strndup(m.data ? (const char *)m.data : "", (size_t)m.size);
@@ -982,8 +979,7 @@ int tpc_mkdirs(const char *path, tpc_err *e)
 		}
 	}
 	if (!ret && !tpc_is_dir(path)) {
-		ret = tpc_err_set(e, TPC_EIO, "exists and is not a directory");
-		tpc_err_path(e, path);
+		ret = tpc_err_at(e, TPC_EIO, path, NULL, "exists and is not a directory");
 	}
 	free(p);
 	return ret;

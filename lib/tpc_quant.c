@@ -32,9 +32,7 @@ static int64_t gidx_at(const uint8_t *g, unsigned es, int64_t i)
 
 static int cfg_err(tpc_err *e, const char *path, const char *fmt, const char *a, const char *b)
 {
-	tpc_err_set(e, TPC_EINPUT, fmt, a ? a : "", b ? b : "");
-	tpc_err_path(e, path);
-	return TPC_EINPUT;
+	return tpc_err_at(e, TPC_EINPUT, path, NULL, fmt, a ? a : "", b ? b : "");
 }
 
 /* Integer member `k` of o: 1 when present and integral, 0 when absent, -1 when not an integer. */
@@ -737,9 +735,8 @@ static int load_groups(const tpc_ckpt *ck, const tpc_dequant *dq, const tpc_tens
 	for (int64_t i = 0; i < I && !ret; i++) {
 		grp[i] = gi ? gidx_at(g, ges, i) - dq->gidx_base : i / dq->group;
 		if (grp[i] < 0 || grp[i] >= G) { /* checked when the description was built */
-			ret = tpc_err_set(e, TPC_EINPUT, "g_idx[%lld] is %lld, outside the %lld groups", (long long)i,
+			ret = tpc_err_at(e, TPC_EINPUT, NULL, gi ? gi->name : sc->name, "g_idx[%lld] is %lld, outside the %lld groups", (long long)i,
 					  (long long)grp[i], (long long)G);
-			tpc_err_tensor(e, gi ? gi->name : sc->name);
 		}
 	}
 	free(g);

@@ -752,9 +752,7 @@ static int unfuse_err(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, siz
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	tpc_err_set(e, TPC_EUSAGE, "%s '%s' (%s): %s", kind_name(x->kind), x->arg, x->origin, msg);
-	tpc_err_tensor(e, src_name(ck, m, i));
-	return TPC_EUSAGE;
+	return tpc_err_at(e, TPC_EUSAGE, NULL, src_name(ck, m, i), "%s '%s' (%s): %s", kind_name(x->kind), x->arg, x->origin, msg);
 }
 
 static int need_fact(const tpc_ckpt *ck, const tpc_remap *m, const rule *x, size_t i, int f, const char *what,
@@ -1103,18 +1101,16 @@ static int plan_rule(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const
 			}
 			if (!b.p[0]) {
 				char d[512];
-				tpc_err_set(e, TPC_EUSAGE, "%s turns the name into an empty string",
+				tpc_err_at(e, TPC_EUSAGE, NULL, src_name(ck, m, i), "%s turns the name into an empty string",
 					    describe_rule(x, d, sizeof(d)));
-				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
 			/* "\\0\\0" doubles a name: forty such rules would ask for terabytes */
 			if (b.len - 1 > RENAME_MAX && b.len - 1 > strlen(s)) {
 				char d[512];
-				tpc_err_set(e, TPC_EUSAGE, "%s makes the name %zu bytes long (at most %u)",
+				tpc_err_at(e, TPC_EUSAGE, NULL, src_name(ck, m, i), "%s makes the name %zu bytes long (at most %u)",
 					    describe_rule(x, d, sizeof(d)), b.len - 1, RENAME_MAX);
-				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
@@ -1124,9 +1120,8 @@ static int plan_rule(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const
 			if (has_prefix(s, x->arg, plen)) {
 				m->hits[k]++;
 				if (!s[plen]) {
-					tpc_err_set(e, TPC_EUSAGE, "strip_prefix '%s' (%s) leaves an empty name",
+					tpc_err_at(e, TPC_EUSAGE, NULL, src_name(ck, m, i), "strip_prefix '%s' (%s) leaves an empty name",
 						    x->arg, x->origin);
-					tpc_err_tensor(e, src_name(ck, m, i));
 					ret = TPC_EUSAGE;
 					break;
 				}
@@ -1144,10 +1139,9 @@ static int plan_rule(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const
 			if (!hit)
 				break;
 			if (t->ndim != 2) {
-				tpc_err_set(e, TPC_EUSAGE,
+				tpc_err_at(e, TPC_EUSAGE, NULL, src_name(ck, m, i),
 					    "transpose '%s' (%s) matches a tensor with %d dimension%s; only 2-D tensors can be transposed",
 					    x->arg, x->origin, t->ndim, t->ndim == 1 ? "" : "s");
-				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}
@@ -1161,10 +1155,9 @@ static int plan_rule(const tpc_rules *r, const tpc_ckpt *ck, tpc_remap *m, const
 			if (!castable || (t->flags & (TPC_TF_QUANTIZED | TPC_TF_NODATA)))
 				break;
 			if (!tpc_cast_supported(t->src_dtype, x->dtype)) {
-				tpc_err_set(e, TPC_EUSAGE, "dtype %s (%s): cannot cast %s to %s",
+				tpc_err_at(e, TPC_EUSAGE, NULL, src_name(ck, m, i), "dtype %s (%s): cannot cast %s to %s",
 					    tpc_dtype_name(x->dtype), x->origin, tpc_dtype_name(t->src_dtype),
 					    tpc_dtype_name(x->dtype));
-				tpc_err_tensor(e, src_name(ck, m, i));
 				ret = TPC_EUSAGE;
 				break;
 			}

@@ -282,9 +282,8 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 			ret = tpc_err_nomem(e);
 		else if (!(ret = rank_chunks(sp, r, &ch[r], &nch[r], e)) &&
 			 !(ret = f->part_items(&ck, p, &off[r], &len[r], &n, e)) && n != nch[r]) {
-			tpc_err_set(e, TPC_EINPUT, "rank %d's file holds %zu items, the plan gives the rank %zu chunks", r, n,
+			tpc_err_at(e, TPC_EINPUT, p, NULL, "rank %d's file holds %zu items, the plan gives the rank %zu chunks", r, n,
 				    nch[r]);
-			tpc_err_path(e, p);
 			ret = TPC_EINPUT;
 		}
 		tpc_ckpt_release(&ck);
@@ -370,15 +369,13 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		goto out;
 	have_man = true;
 	if (man.tp != c->tp || man.pp != c->pp) {
-		ret = tpc_err_set(e, TPC_EINPUT, "the manifest says tp %d pp %d, the set is read as tp %d pp %d", man.tp,
+		ret = tpc_err_at(e, TPC_EINPUT, mpath, NULL, "the manifest says tp %d pp %d, the set is read as tp %d pp %d", man.tp,
 				  man.pp, c->tp, c->pp);
-		tpc_err_path(e, mpath);
 		goto out;
 	}
 	if (!tpc_exists(path)) {
-		ret = tpc_err_set(e, TPC_EINPUT, "rank %d (tp %d, pp %d) of the DCP set is missing", c->rank, c->tp_rank,
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "rank %d (tp %d, pp %d) of the DCP set is missing", c->rank, c->tp_rank,
 				  c->pp_rank);
-		tpc_err_path(e, path);
 		goto out;
 	}
 	/* the global tensors, assembled from every rank's chunks */
@@ -397,9 +394,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 			continue;
 		int64_t g = tpc_ckpt_find(ck, mt->name);
 		if (g < (int64_t)n0) {
-			ret = tpc_err_set(e, TPC_EINPUT, "the DCP metadata has no tensor the manifest lists");
-			tpc_err_tensor(e, mt->name);
-			tpc_err_path(e, dir);
+			ret = tpc_err_at(e, TPC_EINPUT, dir, mt->name, "the DCP metadata has no tensor the manifest lists");
 			break;
 		}
 		const tpc_tensor *t = &ck->t[g];
@@ -407,10 +402,8 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		    memcmp(t->shape, mt->shape, (size_t)mt->ndim * sizeof(int64_t))) {
 			char got[128];
 			tpc_shape_str(t, got, sizeof(got));
-			ret = tpc_err_set(e, TPC_EINPUT, "the DCP metadata says %s %s, the manifest says %s of %d dimensions",
+			ret = tpc_err_at(e, TPC_EINPUT, dir, mt->name, "the DCP metadata says %s %s, the manifest says %s of %d dimensions",
 					  tpc_dtype_name(t->dtype), got, tpc_dtype_name(mt->dtype), mt->ndim);
-			tpc_err_tensor(e, mt->name);
-			tpc_err_path(e, dir);
 			break;
 		}
 		gix[i] = g;
@@ -428,9 +421,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		if (gix[i] < 0)
 			continue;
 		if (tpc__rank_tensor(&ck->t[gix[i]], &man.t[i].split, c->tp, c->tp_rank, &v)) {
-			ret = tpc_err_set(e, TPC_EINPUT, "cannot cut rank %d's slice from this tensor", c->rank);
-			tpc_err_tensor(e, man.t[i].name);
-			tpc_err_path(e, path);
+			ret = tpc_err_at(e, TPC_EINPUT, path, man.t[i].name, "cannot cut rank %d's slice from this tensor", c->rank);
 			break;
 		}
 		int64_t ix = tpc_ckpt_add_copy(ck, man.t[i].name, &v, e);

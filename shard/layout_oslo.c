@@ -64,10 +64,8 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 	*tp = tp_flag ? tp_flag : maxt + 1;
 	*pp = pp_flag ? pp_flag : maxp + 1;
 	if (*tp < maxt + 1 || *pp < maxp + 1) {
-		tpc_err_set(e, TPC_EINPUT, "files for tp rank %d / pp rank %d exist but --tp %d / --pp %d was given", maxt,
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "files for tp rank %d / pp rank %d exist but --tp %d / --pp %d was given", maxt,
 			    maxp, *tp, *pp);
-		tpc_err_path(e, dir);
-		return TPC_EINPUT;
 	}
 	return 0;
 }

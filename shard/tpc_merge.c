@@ -73,10 +73,8 @@ static int open_ranks(tpc_merge *m, char **paths, const tpc_model_facts *facts, 
 	for (int r = 0; r < m->nranks; r++) {
 		tpc_ckpt_init(&m->rank[r]);
 		if (!tpc_layout_rank_exists(m->layout, paths[r])) {
-			tpc_err_set(e, TPC_EINPUT, "rank %d (tp %d, pp %d) of the shard set is missing", r, r % m->tp,
+			return tpc_err_at(e, TPC_EINPUT, paths[r], NULL, "rank %d (tp %d, pp %d) of the shard set is missing", r, r % m->tp,
 				    r / m->tp);
-			tpc_err_path(e, paths[r]);
-			return TPC_EINPUT;
 		}
 	}
 	int ret = 0;
@@ -136,10 +134,7 @@ static int rank_view(tpc_merge *m, const int *base, char **paths, int r, const c
 {
 	int64_t ix = tpc_ckpt_find(&m->rank[r], name);
 	if (ix < 0) {
-		tpc_err_set(e, TPC_EINPUT, "rank %d's file lacks this tensor (a rank file from another set?)", r);
-		tpc_err_tensor(e, name);
-		tpc_err_path(e, paths[r]);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, paths[r], name, "rank %d's file lacks this tensor (a rank file from another set?)", r);
 	}
 	if (tpc_tensor_copy(out, &m->rank[r].t[ix]))
 		return tpc_err_nomem(e);
@@ -162,10 +157,8 @@ static int differ(tpc_merge *m, const tpc_merge_opts *o, const char *name, const
 			snprintf(m->differ_first, sizeof(m->differ_first), "%s (ranks %d and %d)", name, ra, rb);
 		return 0;
 	}
-	tpc_err_set(e, TPC_EINPUT, "%s differs between rank %d and rank %d (use --take-rank0 to keep rank %d's copy)",
+	return tpc_err_at(e, TPC_EINPUT, NULL, name, "%s differs between rank %d and rank %d (use --take-rank0 to keep rank %d's copy)",
 		    what, ra, rb, ra);
-	tpc_err_tensor(e, name);
-	return TPC_EINPUT;
 }
 
 /* The original tensor from the views v[0..tp) of the ranks it is split over
@@ -287,11 +280,8 @@ static int merged_shape(tpc_merge *m, const tpc_manifest_tensor *mt, tpc_hash_al
 	if ((ret = tpc__shape_read(&m->out, t, v, e)))
 		return ret;
 	if (v[mt->split.shape_dim] != mt->split.shape_len) {
-		tpc_err_set(e, TPC_EINPUT, "the rank's copy says %lld in entry %d, the manifest %lld (a rank file from another set?)",
+		return tpc_err_at(e, TPC_EINPUT, path, mt->name, "the rank's copy says %lld in entry %d, the manifest %lld (a rank file from another set?)",
 			    (long long)v[mt->split.shape_dim], mt->split.shape_dim, (long long)mt->split.shape_len);
-		tpc_err_tensor(e, mt->name);
-		tpc_err_path(e, path);
-		return TPC_EINPUT;
 	}
 	v[mt->split.shape_dim] *= gtp;
 	if ((ret = tpc__shape_add(&m->out, t, v, "a layer's shape, merged", &idx, e)))
@@ -305,9 +295,7 @@ static int merged_shape(tpc_merge *m, const tpc_manifest_tensor *mt, tpc_hash_al
 		tpc_hash_update(&h, src->data, (size_t)src->size);
 		tpc_hash_final(&h, d);
 		if (memcmp(d, mt->hash, tpc_hash_len(alg))) {
-			tpc_err_set(e, TPC_EINPUT, "the rebuilt shape does not match the manifest checksum of the original");
-			tpc_err_tensor(e, mt->name);
-			return TPC_EINPUT;
+			return tpc_err_at(e, TPC_EINPUT, NULL, mt->name, "the rebuilt shape does not match the manifest checksum of the original");
 		}
 	}
 	t->src = idx;
@@ -399,14 +387,12 @@ static int check_members(tpc_merge *m, const tpc_manifest *man, char **paths, tp
 	for (int r = 0; r < m->nranks && !ret; r++) {
 		const char *id = tpc_ckpt_meta_get(&m->rank[r], "tpconv.set_id");
 		if (id && strcmp(id, man->set_id)) {
-			tpc_err_set(e, TPC_EINPUT, "rank %d's file belongs to another shard set (set id %.16s, the manifest says %.16s)",
+			tpc_err_at(e, TPC_EINPUT, paths[r], NULL, "rank %d's file belongs to another shard set (set id %.16s, the manifest says %.16s)",
 				    r, id, man->set_id);
-			tpc_err_path(e, paths[r]);
 			ret = TPC_EINPUT;
 		} else if (m->rank[r].n != per_rank[r]) {
-			tpc_err_set(e, TPC_EINPUT, "rank %d's file holds %zu tensors, the manifest lists %zu (a rank file from another set?)",
+			tpc_err_at(e, TPC_EINPUT, paths[r], NULL, "rank %d's file holds %zu tensors, the manifest lists %zu (a rank file from another set?)",
 				    r, m->rank[r].n, per_rank[r]);
-			tpc_err_path(e, paths[r]);
 			ret = TPC_EINPUT;
 		}
 	}
@@ -440,10 +426,8 @@ static int rank_views(tpc_merge *m, const tpc_manifest *man, const int *base, ch
 				tmp.shape = want;
 				tmp.ndim = mt->ndim;
 				tpc_shape_str(&tmp, exp, sizeof(exp));
-				tpc_err_set(e, TPC_EINPUT, "rank %d's copy is %s %s, the manifest says %s %s (a rank file from another set?)",
+				tpc_err_at(e, TPC_EINPUT, paths[r], mt->name, "rank %d's copy is %s %s, the manifest says %s %s (a rank file from another set?)",
 					    r, tpc_dtype_name(v->dtype), got, tpc_dtype_name(mt->dtype), exp);
-				tpc_err_tensor(e, mt->name);
-				tpc_err_path(e, paths[r]);
 				ret = TPC_EINPUT;
 			}
 		}
@@ -521,10 +505,8 @@ static int restore_ties(tpc_merge *m, const tpc_manifest *man, bool verified, tp
 		if (!eq) {
 			char nm[256];
 			tpc_sanitize(nm, sizeof(nm), to->name);
-			tpc_err_set(e, TPC_EINPUT, "the manifest ties it to '%s', but the rank files hold other values for the two",
+			return tpc_err_at(e, TPC_EINPUT, NULL, mt->name, "the manifest ties it to '%s', but the rank files hold other values for the two",
 				    nm);
-			tpc_err_tensor(e, mt->name);
-			return TPC_EINPUT;
 		}
 		tpc_tensor cp;
 		if (tpc_tensor_copy(&cp, &m->out.t[a]))
@@ -642,9 +624,7 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 	int ret;
 	memcpy(shape, rshape, (size_t)ndim * sizeof(int64_t));
 	if (ri < 0 && p->fallback_error) {
-		tpc_err_set(e, TPC_EINPUT, "no rule of the plan matches this tensor (the plan's fallback is \"error\")");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "no rule of the plan matches this tensor (the plan's fallback is \"error\")");
 	}
 	if (d >= 0) {
 		const tpc_plan_rule *r = &p->rules[ri];
@@ -676,11 +656,9 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 		s->part[0].pad = rshape[s->dim] * tp - s->part[0].size;
 	}
 	if (s->dim >= 0 && tpc_split_rank_dim(s, tp) != rshape[s->dim]) {
-		tpc_err_set(e, TPC_EINPUT,
+		return tpc_err_at(e, TPC_EINPUT, NULL, name,
 			    "ranks hold %lld rows in dim %d, which does not fit the plan's split of %lld rows over tp %d (check --tp and the model facts)",
 			    (long long)rshape[s->dim], s->dim, (long long)shape[s->dim], tp);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
 	}
 	return 0;
 }
@@ -691,9 +669,7 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 	char **paths = NULL;
 	int *base = NULL;
 	if (!o->plan) {
-		tpc_err_set(e, TPC_EUSAGE, "this shard set has no tpconv manifest; give the plan it was split with (--preset or --plan) and --tp");
-		tpc_err_path(e, dir);
-		return TPC_EUSAGE;
+		return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "this shard set has no tpconv manifest; give the plan it was split with (--preset or --plan) and --tp");
 	}
 	if ((ret = m->layout->foreign_geometry(dir, o->tp, o->pp, &m->tp, &m->pp, e)))
 		return ret;
@@ -741,10 +717,8 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 				have++;
 				if (v[t].ndim != v[0].ndim || v[t].dtype != v[0].dtype ||
 				    memcmp(v[t].shape, v[0].shape, (size_t)v[0].ndim * sizeof(int64_t))) {
-					tpc_err_set(e, TPC_EINPUT, "rank %d's copy has another shape or dtype than rank %d's",
+					tpc_err_at(e, TPC_EINPUT, paths[st * m->tp + t], name, "rank %d's copy has another shape or dtype than rank %d's",
 						    st * m->tp + t, st * m->tp);
-					tpc_err_tensor(e, name);
-					tpc_err_path(e, paths[st * m->tp + t]);
 					ret = TPC_EINPUT;
 				}
 			}
@@ -798,11 +772,9 @@ int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_e
 		}
 	}
 	if (m->kind == TPC_SET_NONE) {
-		tpc_err_set(e, TPC_EINPUT,
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL,
 			    "not a shard set (no %s, no pytorch_model_tp_*_pp_*.bin, no rank*.safetensors)",
 			    TPC_MANIFEST_NAME);
-		tpc_err_path(e, dir);
-		return TPC_EINPUT;
 	}
 	tpc_io_note_input(dir);
 	ret = m->kind == TPC_SET_MANIFEST ? open_manifest_set(m, dir, o, e) : open_foreign_set(m, dir, o, e);

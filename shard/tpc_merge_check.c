@@ -128,12 +128,9 @@ static int compare(const tpc__merge_check *c, size_t k, const uint8_t *h, tpc_er
 		return 0;
 	size_t i = k / (size_t)c->tp;
 	int r = c->stage[i] * c->tp + (int)(k % (size_t)c->tp);
-	tpc_err_set(e, TPC_EINPUT,
+	return tpc_err_at(e, TPC_EINPUT, c->path[r], c->name[i],
 		    "rank %d's copy does not match the manifest checksum (%s; a rank file from another set, or a corrupted one)",
 		    r, tpc_hash_name(c->alg));
-	tpc_err_tensor(e, c->name[i]);
-	tpc_err_path(e, c->path[r]);
-	return TPC_EINPUT;
 }
 
 int64_t tpc__merge_check_claim(tpc__merge_check *c, const tpc_tensor *leaf)

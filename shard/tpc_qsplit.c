@@ -113,9 +113,7 @@ int tpc__shape_read(const tpc_ckpt *ck, const tpc_tensor *t, int64_t v[2], tpc_e
 	uint8_t b[16];
 	int ret;
 	if (t->ndim != 1 || t->shape[0] != 2 || (t->src_dtype != TPC_I64 && t->src_dtype != TPC_I32)) {
-		tpc_err_set(e, TPC_EINPUT, "weight_shape must be 2 integers (I32 or I64), not %s", tpc_dtype_name(t->src_dtype));
-		tpc_err_tensor(e, t->name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "weight_shape must be 2 integers (I32 or I64), not %s", tpc_dtype_name(t->src_dtype));
 	}
 	if ((ret = tpc_ckpt_read_bytes(ck, t, 0, t->src_dtype == TPC_I64 ? 16 : 8, b, e)))
 		return ret;
@@ -128,9 +126,7 @@ int tpc__shape_read(const tpc_ckpt *ck, const tpc_tensor *t, int64_t v[2], tpc_e
 			v[i] = x;
 		}
 		if (v[i] < 1) {
-			tpc_err_set(e, TPC_EINPUT, "weight_shape[%d] is %lld", i, (long long)v[i]);
-			tpc_err_tensor(e, t->name);
-			return TPC_EINPUT;
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "weight_shape[%d] is %lld", i, (long long)v[i]);
 		}
 	}
 	return 0;
@@ -251,11 +247,9 @@ static int comp_packed(const tpc_qs_cfg *q, const tpc_ckpt *in, const char *name
 	if (wsh && tpc__shape_read(in, wsh, vshape, e))
 		return TPC_EINPUT;
 	if (vshape[0] != wp->shape[0] || (vshape[1] + pk - 1) / pk != wp->shape[1]) {
-		tpc_err_set(e, TPC_EINPUT, "weight_shape says [%lld, %lld], but weight_packed is [%lld, %lld] (%lld values per int32)",
+		return tpc_err_at(e, TPC_EINPUT, NULL, wsh->name, "weight_shape says [%lld, %lld], but weight_packed is [%lld, %lld] (%lld values per int32)",
 			    (long long)vshape[0], (long long)vshape[1], (long long)wp->shape[0], (long long)wp->shape[1],
 			    (long long)pk);
-		tpc_err_tensor(e, wsh->name);
-		return TPC_EINPUT;
 	}
 	int64_t g = q->group > 0 ? q->group : vshape[1];
 	if (!strcmp(*suf, "weight_packed"))
@@ -309,15 +303,11 @@ static int shape_split(const tpc_split *ws, int tp, const tpc_tensor *t, const c
 		       tpc_err *e)
 {
 	if (t->ndim != 1 || t->shape[0] != 2 || ws->dim > 1 || ws->nparts < 1) {
-		tpc_err_set(e, TPC_EINPUT, "weight_shape must be [2] beside a 2-D layer split on dim 0 or 1");
-		tpc_err_tensor(e, t->name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "weight_shape must be [2] beside a 2-D layer split on dim 0 or 1");
 	}
 	for (int k = 0; k < ws->nparts; k++)
 		if (ws->part[k].pad) {
-			tpc_err_set(e, TPC_EINPUT, "its layer '%s' is padded: a compressed-tensors layer splits evenly or not at all", wname);
-			tpc_err_tensor(e, t->name);
-			return TPC_EINPUT;
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "its layer '%s' is padded: a compressed-tensors layer splits evenly or not at all", wname);
 		}
 	out->is_shape = true;
 	out->shape_dim = ws->dim;
@@ -341,12 +331,10 @@ static int64_t block_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t uni
 		int64_t len = tpc_split_rank_len(ws, k, tp), padded = pt->size + pt->pad;
 		bool whole = len == padded && !pt->pad && k == ws->nparts - 1;
 		if (k < ws->nparts - 1 && pt->size % unit) {
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, NULL, name,
 				    "its layer '%s' has a part %d of %lld %s, not a multiple of %lld (the fp8 weight_block_size): a block would straddle two parts",
 				    wname, k, (long long)pt->size, ws->dim == 0 ? "output features" : "input features",
 				    (long long)unit);
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
 		}
 		if (len % unit && !whole) {
 			char hint[160];
@@ -355,13 +343,11 @@ static int64_t block_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t uni
 			else
 				snprintf(hint, sizeof(hint), "use --pad to zero-pad it to a multiple of %lld (block x tp), or choose a tp where it divides",
 					 (long long)unit * tpc_split_tp(ws, tp));
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, NULL, name,
 				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (the fp8 weight_block_size): a rank's slice at tp %d would cut a %lld x %lld block; %s",
 				    wname, tpc_split_kind_name(ws->kind), (long long)len,
 				    ws->dim == 0 ? "output features" : "input features", ws->nparts > 1 ? " in a part" : "",
 				    (long long)unit, tpc_split_tp(ws, tp), (long long)q->block[0], (long long)q->block[1], hint);
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
 		}
 		int64_t cs = (pt->size + unit - 1) / unit;
 		pt->pad = (padded + unit - 1) / unit - cs;
@@ -382,7 +368,7 @@ static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit
 		tpc_split_part *pt = &out->part[k];
 		int64_t len = tpc_split_rank_len(ws, k, tp);
 		if (pt->size % unit || pt->pad % unit || len % unit) {
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, NULL, name,
 				    "its layer '%s' is split %s into %lld %s per rank%s, not a multiple of %lld (%s): a rank's slice would cut one (choose a tp where it divides)",
 				    wname, tpc_split_kind_name(ws->kind), (long long)len,
 				    ws->dim == 0 ? "output features" : "input features",
@@ -390,8 +376,6 @@ static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit
 				    q->method == TPC_QS_FP8 ? "the fp8 weight_block_size"
 				    : q->method == TPC_QS_PACKED && unit == (32 / q->bits) && ws->dim == 1 ? "the features packed in one int32"
 				    : unit == q->group ? "the group_size" : "the features packed in one int32");
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
 		}
 		pt->size /= unit;
 		pt->pad /= unit;
@@ -425,10 +409,8 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	tpc_err e2;
 	tpc_err_init(&e2);
 	if (tpc_plan_resolve(p, f, wname, 2, vshape, tp, flags, &ws, &matched, &e2)) {
-		tpc_err_set(e, TPC_EINPUT, "its layer '%s' (as [%lld, %lld] from the %s tensors) cannot be split: %s", wname,
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "its layer '%s' (as [%lld, %lld] from the %s tensors) cannot be split: %s", wname,
 			    (long long)vshape[0], (long long)vshape[1], q->name, e2.msg);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
 	}
 	if (!matched)
 		return 0;
@@ -443,11 +425,9 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	if (q->method == TPC_QS_PACKED && !strcmp(suf, "weight_shape"))
 		return shape_split(&ws, tp, t, wname, out, e);
 	if (axis == -2) {
-		tpc_err_set(e, TPC_EINPUT,
+		return tpc_err_at(e, TPC_EINPUT, NULL, name,
 			    "its layer '%s' has %lld input features, not a multiple of the %d packed in one int32: the packing is padded at the end of each row, and a row split would put the padding inside a rank's slice",
 			    wname, (long long)vshape[1], 32 / q->bits);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
 	}
 	if (axis == AX_WHOLE)
 		return 1;
@@ -455,9 +435,7 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	if (blocks && ws.dim <= 1)
 		fp8_block_pad(&ws, unit, tp, flags); /* as its weight was padded (tpc__quant_pad_weight) */
 	if (axis >= t->ndim) {
-		tpc_err_set(e, TPC_EINPUT, "a %s companion of %d dimensions, expected %d", q->name, t->ndim, axis + 1);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "a %s companion of %d dimensions, expected %d", q->name, t->ndim, axis + 1);
 	}
 	*out = ws;
 	out->dim = axis;
@@ -466,10 +444,8 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	if (total < 0)
 		return (int)total;
 	if (total != t->shape[axis]) {
-		tpc_err_set(e, TPC_EINPUT, "dimension %d is %lld, but its layer '%s' [%lld, %lld] implies %lld", axis,
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "dimension %d is %lld, but its layer '%s' [%lld, %lld] implies %lld", axis,
 			    (long long)t->shape[axis], wname, (long long)vshape[0], (long long)vshape[1], (long long)total);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
 	}
 	return 1;
 }

@@ -277,11 +277,10 @@ static int check_fallback(const tpc_plan *plan, const char *name, tpc_err *e)
 		if (rule >= 0 && plan->rules[rule].kind != TPC_SPLIT_REPLICATE &&
 		    tpc_plan_rule_dim(plan, rule, 2, &row_bias) >= 0) {
 			tpc_sanitize(nm, sizeof(nm), w.p);
-			tpc_err_set(e, TPC_EINPUT,
+			tpc_err_at(e, TPC_EINPUT, NULL, name,
 				    "no rule of the plan says how to split this tensor, but the plan splits its layer ('%s', rule %d: %s); "
 				    "replicating it would make a wrong set. Add a rule for it (quantized weights: split with their layer), or drop it with --rules",
 				    nm, rule, tpc_split_kind_name(plan->rules[rule].kind));
-			tpc_err_tensor(e, name);
 			tpc_buf_release(&w);
 			return TPC_EINPUT;
 		}
@@ -289,10 +288,8 @@ static int check_fallback(const tpc_plan *plan, const char *name, tpc_err *e)
 	}
 	const char *x = strstr(name, "experts.");
 	if (x && (x == name || x[-1] == '.')) {
-		tpc_err_set(e, TPC_EINPUT,
+		return tpc_err_at(e, TPC_EINPUT, NULL, name,
 			    "an expert's weight that no rule of the plan places: a mixture-of-experts layer needs expert-parallel or per-expert tensor-parallel rules (the plan has none for it); replicating it would make a wrong set");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
 	}
 	return 0;
 }
@@ -327,11 +324,9 @@ static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan
 		return tpc_err_set(e, TPC_EINPUT, "--ep %d: no tensor of the checkpoint matches the plan's expert patterns",
 				   sp->ep);
 	if (f->experts && top >= f->experts) {
-		tpc_err_set(e, TPC_EINPUT,
+		return tpc_err_at(e, TPC_EINPUT, NULL, in->t[first].name,
 			    "expert index %lld, but the model has %lld routed experts (config.json num_local_experts / num_experts / n_routed_experts)",
 			    (long long)top, (long long)f->experts);
-		tpc_err_tensor(e, in->t[first].name);
-		return TPC_EINPUT;
 	}
 	sp->experts = f->experts ? f->experts : top + 1;
 	if (sp->experts % sp->ep)
@@ -548,10 +543,8 @@ static int rank_entry(tpc_shard_plan *sp, size_t i, const int *aux_src, int aux_
 			continue;
 		}
 		if (tpc__rank_tensor(t, &en->split, sp->tp, r, &desc)) {
-			tpc_err_set(e, TPC_EINPUT, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
 				    tpc_dtype_name(t->src_dtype));
-			tpc_err_tensor(e, t->name);
-			return TPC_EINPUT;
 		}
 		if (en->split.is_shape) { /* the rank's own shape, from aux */
 			desc.src = aux_base + aux_src[i];

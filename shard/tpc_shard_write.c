@@ -397,14 +397,10 @@ static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_o
 	const char *dir = w->dir;
 	int ret;
 	if (sp->in->path && tpc_is_dir(sp->in->path) && tpc_shard_path_inside(dir, sp->in->path)) {
-		tpc_err_set(e, TPC_EUSAGE, "the output folder is the input folder or inside it; choose another");
-		tpc_err_path(e, dir);
-		return TPC_EUSAGE;
+		return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "the output folder is the input folder or inside it; choose another");
 	}
 	if (tpc_exists(dir) && !tpc_is_dir(dir)) {
-		tpc_err_set(e, TPC_EUSAGE, "output exists and is not a folder");
-		tpc_err_path(e, dir);
-		return TPC_EUSAGE;
+		return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "output exists and is not a folder");
 	}
 	w->made_dir = !tpc_exists(dir);
 	if ((ret = tpc_mkdirs(dir, e)))
@@ -421,9 +417,7 @@ static int open_output(shard_run *w, const tpc_shard_plan *sp, const tpc_shard_o
 	if (!tpc_exists(w->manifest))
 		return 0;
 	if (!o->force) {
-		tpc_err_set(e, TPC_EUSAGE, "output folder already holds a complete shard set; use --force to replace it");
-		tpc_err_path(e, w->manifest);
-		return TPC_EUSAGE;
+		return tpc_err_at(e, TPC_EUSAGE, w->manifest, NULL, "output folder already holds a complete shard set; use --force to replace it");
 	}
 	if (unlink(w->manifest) != 0 && errno != ENOENT) { /* a run beside this one removed it first */
 		tpc_err_sys(e, TPC_EIO, errno, "cannot remove the old manifest");
@@ -469,11 +463,9 @@ static int plan_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o,
 			if ((ret = rank_file_ok(sp, r, w->paths[r], &ok, e)))
 				return ret;
 			if (!ok) {
-				tpc_err_set(e, TPC_EINPUT,
+				return tpc_err_at(e, TPC_EINPUT, w->paths[r], NULL,
 					    "rank %d's file belongs to another shard set (not set %s); remove it or write it with --rank %d --force",
 					    r, sp->set_id, r);
-				tpc_err_path(e, w->paths[r]);
-				return TPC_EINPUT;
 			}
 		}
 	}
@@ -711,11 +703,9 @@ static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
 			for (int q = r; q < nr; q++)
 				if (w->done[q] && (rank_file_ok(sp, q, w->paths[q], &ok, e) || !ok))
 					w->done[q] = false;
-			tpc_err_set(e, TPC_EIO,
+			return tpc_err_at(e, TPC_EIO, w->paths[r], NULL,
 				    "rank %d's file was replaced by another run writing the same folder; the set is not complete",
 				    r);
-			tpc_err_path(e, w->paths[r]);
-			return TPC_EIO;
 		}
 	}
 	return 0;
