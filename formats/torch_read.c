@@ -878,6 +878,18 @@ static int export_globals(reader *r, tpc_pickle_globals *g, tpc_err *e)
 	return 0;
 }
 
+/* The end of a load: the pickle's globals reported, then the checkpoint built
+ * from its result, which finish takes (*root NULL after). */
+static int finish_load(reader *r, tpc_pickle_globals *g, tpc_value **root, tpc_err *e)
+{
+	int ret = export_globals(r, g, e);
+	if (!ret) {
+		ret = finish(r, *root, e);
+		*root = NULL;
+	}
+	return ret;
+}
+
 static uint64_t inflate_cap(void)
 {
 	return tpc_io_settings()->inflate_cap;
@@ -919,12 +931,8 @@ static int open_zip(reader *r, const tpc_map *m, uint64_t len, tpc_err *e)
 				&owned, e)))
 		goto out;
 	pickle_opts(r, &po, &g, pk->method == TPC_ZIP_STORED ? r->base + pk->data_offset : 0);
-	if ((ret = tpc_pickle_load_from_buffer(p, n, &po, &root, NULL, e)))
-		goto out;
-	if ((ret = export_globals(r, &g, e)))
-		goto out;
-	ret = finish(r, root, e);
-	root = NULL;
+	if (!(ret = tpc_pickle_load_from_buffer(p, n, &po, &root, NULL, e)))
+		ret = finish_load(r, &g, &root, e);
 out:
 	tpc_value_unref(root);
 	free(owned);
@@ -1024,12 +1032,8 @@ static int open_legacy(reader *r, const tpc_map *m, uint64_t pos, tpc_err *e)
 		s->nbytes = nbytes;
 		pos += 8 + nbytes;
 	}
-	if (pos != m->size && (ret = trailing_note(r, m->size - pos, "last storage", pos, e)))
-		goto out;
-	if ((ret = export_globals(r, &g, e)))
-		goto out;
-	ret = finish(r, root, e);
-	root = NULL;
+	if (pos == m->size || !(ret = trailing_note(r, m->size - pos, "last storage", pos, e)))
+		ret = finish_load(r, &g, &root, e);
 out:
 	tpc_value_unref(v);
 	tpc_value_unref(root);
