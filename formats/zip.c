@@ -309,6 +309,22 @@ out:
 	return ret;
 }
 
+/* Entry ent's zip64_values verdict as an error at `at`, from its central
+ * directory record or (local) its local header; 0 when Z64_OK. */
+static int zip64_bad(const tpc_zip *z, const tpc_zip_entry *ent, int z64, uint16_t flen, uint64_t at, bool local,
+		     tpc_err *e)
+{
+	if (z64 == Z64_MISSING)
+		return TPC_CORRUPT(e, z->path, (int64_t)at, NULL,
+				   "entry '" NAMEF "': %s 0xFFFFFFFF but there is no zip64 extra field", ent->name,
+				   local ? "a size in its local header is" : "a size or the offset is");
+	if (z64 == Z64_SHORT)
+		return TPC_CORRUPT(e, z->path, (int64_t)at, NULL, "entry '" NAMEF "': the zip64 extra field %s (%u bytes)%s",
+				   ent->name, local ? "of its local header is too short" : "is too short",
+				   (unsigned)flen, local ? "" : " for the values it must hold");
+	return 0;
+}
+
 static int parse_central(tpc_zip *z, uint64_t count, tpc_err *e)
 {
 	int ret = 0;
@@ -373,20 +389,8 @@ static int parse_central(tpc_zip *z, uint64_t count, tpc_err *e)
 		uint16_t flen = 0;
 		const uint8_t *f = find_zip64(extra, xlen, &flen);
 		int z64 = zip64_values(f, flen, &usize, &csize, &lho, &disk64);
-		if (z64 == Z64_MISSING) {
-			ret = TPC_CORRUPT(e, z->path, (int64_t)at, NULL,
-					  "entry '" NAMEF "': a size or the offset is "
-					  "0xFFFFFFFF but there is no zip64 extra field",
-					  ent->name);
+		if ((ret = zip64_bad(z, ent, z64, flen, at, false, e)))
 			goto out;
-		}
-		if (z64 == Z64_SHORT) {
-			ret = TPC_CORRUPT(e, z->path, (int64_t)at, NULL,
-					  "entry '" NAMEF "': the zip64 extra field is too "
-					  "short (%u bytes) for the values it must hold",
-					  ent->name, (unsigned)flen);
-			goto out;
-		}
 		if (disk64 != 0) {
 			ret = multidisk(z, at, e);
 			goto out;
@@ -540,20 +544,8 @@ static int check_local(const tpc_zip *z, tpc_zip_entry *ent, tpc_err *e)
 	uint16_t flen = 0;
 	const uint8_t *f = find_zip64(extra, xlen, &flen);
 	int z64 = zip64_values(f, flen, &usize, &csize, NULL, NULL);
-	if (z64 == Z64_MISSING) {
-		ret = TPC_CORRUPT(e, z->path, (int64_t)at, NULL,
-				  "entry '" NAMEF "': a size in its local header is "
-				  "0xFFFFFFFF but there is no zip64 extra field",
-				  ent->name);
+	if ((ret = zip64_bad(z, ent, z64, flen, at, true, e)))
 		goto out;
-	}
-	if (z64 == Z64_SHORT) {
-		ret = TPC_CORRUPT(e, z->path, (int64_t)at, NULL,
-				  "entry '" NAMEF "': the zip64 extra field of its local "
-				  "header is too short (%u bytes)",
-				  ent->name, (unsigned)flen);
-		goto out;
-	}
 	if ((ret = local_field(z, ent, dd, "crc", crc, ent->crc32, e)) ||
 	    (ret = local_field(z, ent, dd, "compressed size", csize, ent->csize, e)) ||
 	    (ret = local_field(z, ent, dd, "size", usize, ent->usize, e)))
