@@ -523,6 +523,18 @@ static int op_memo_get(vm *m, uint64_t idx)
 	return push(m, tpc_value_ref(v));
 }
 
+/* The end of an op that built x from stack[start .. sp): the stack cut back to
+ * start, then x pushed, or on failure (ret) dropped. */
+static int end_collect(vm *m, size_t start, tpc_value *x, int ret)
+{
+	cut(m, start);
+	if (ret) {
+		tpc_value_unref(x);
+		return ret;
+	}
+	return push(m, x);
+}
+
 /* Make a sequence of `kind` from stack[start .. sp). */
 static int op_seq(vm *m, tpc_vkind kind, size_t start)
 {
@@ -543,14 +555,8 @@ static int op_seq(vm *m, tpc_vkind kind, size_t start)
 		}
 		m->stack[i] = NULL;
 	}
-	cut(m, start);
-	ret = push(m, t);
-	t = NULL;
 out:
-	if (ret)
-		cut(m, start);
-	tpc_value_unref(t);
-	return ret;
+	return end_collect(m, start, t, ret);
 }
 
 static int op_tuple_n(vm *m, size_t k)
@@ -582,14 +588,8 @@ static int op_dict_from_mark(vm *m)
 		if ((ret = set_item(m, d, k, v)))
 			goto out;
 	}
-	cut(m, start);
-	ret = push(m, d);
-	d = NULL;
 out:
-	if (ret)
-		cut(m, start);
-	tpc_value_unref(d);
-	return ret;
+	return end_collect(m, start, d, ret);
 }
 
 static int op_append(vm *m)
