@@ -160,18 +160,20 @@ int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck);
  */
 enum {
 	TPC_OPT_TP = 0x1100, TPC_OPT_PP, TPC_OPT_PRESET, TPC_OPT_PLAN, TPC_OPT_CONFIG, TPC_OPT_HEADS,
-	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SET_END,
+	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SELECT, TPC_OPT_SET_END,
 };
 #define TPC_CLI_SET_LONGOPTS \
 	{"tp", required_argument, NULL, TPC_OPT_TP}, {"pp", required_argument, NULL, TPC_OPT_PP}, \
 	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}, \
 	{"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
 	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS}, {"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM}, \
-	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN}, {"vocab", required_argument, NULL, TPC_OPT_VOCAB}
+	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN}, {"vocab", required_argument, NULL, TPC_OPT_VOCAB}, \
+	{"select", required_argument, NULL, TPC_OPT_SELECT}
 
 typedef struct tpc_cli_set {
 	int64_t tp, pp;           /* 0: not given */
 	const char *preset, *plan_file, *config;
+	const char *select;       /* --select: a subtree of a checkpoint file */
 	tpc_model_facts facts;    /* --heads, --kv-heads, --head-dim, --hidden, --vocab */
 } tpc_cli_set;
 

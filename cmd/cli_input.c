@@ -107,11 +107,15 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	if ((ret = flags_plan(in, set, e)))
 		return ret; /* the plan's own error, not the input's */
 	if (in->kind != TPC_SET_NONE || (flags & TPC_CLI_IN_SET)) {
+		if (set && set->select)
+			return tpc_err_at(e, TPC_EUSAGE, path, NULL,
+					  "--select takes a subtree of one checkpoint, not of a shard set");
 		ret = open_set(in, cmd, set, flags, lay, e);
 		goto out;
 	}
 	tpc_open_opts oo;
 	memset(&oo, 0, sizeof(oo));
+	oo.select = set ? set->select : NULL;
 	if (flags & TPC_CLI_IN_DEQUANTIZE)
 		oo.flags |= TPC_OPEN_DEQUANTIZE;
 	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
@@ -121,7 +125,7 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 		 * torch_dist folder's common.pt): the facts convert's rules use */
 		tpc_megatron_args a;
 		bool have_args = tpc_extras_megatron_args(in->ck.root, &a) ||
-				 (tpc_is_dir(path) && tpc_extras_megatron_args_at(path, &a));
+				 ((tpc_is_dir(path) || oo.select) && tpc_extras_megatron_args_at(path, &a));
 		if (have_args)
 			tpc_facts_from_megatron(&in->own, &a, "the checkpoint's Megatron args");
 		char what[160], how[TPC_ERR_PATH_MAX + 96];

@@ -36,6 +36,7 @@ static const char *help =
 	"  --preset NAME, --plan FILE, --tp N, --pp M, --config FILE, --heads N, --kv-heads N,\n"
 	"  --head-dim N, --hidden N, --vocab N\n"
 	"                           for a shard set without a tpconv manifest, as for merge\n"
+	"  --select PATH            compare only the subtree PATH of a nested checkpoint\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              print nothing; the exit status says it\n"
 	"  -v, --verbose            list equal tensors too\n"

@@ -44,6 +44,7 @@ static const char *help =
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
 	"                           model facts (override --config and the plan)\n"
+	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --vocab-multiple N       pad vocab rows to a multiple of N * tp (Megatron's\n"
 	"                           make_vocab_size_divisible_by; default: the plan's, 1)\n"
 	"  --ep N                   expert parallelism: the tp ranks form N groups of tp/N\n"
@@ -126,6 +127,7 @@ int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag,
 	case TPC_OPT_PRESET: s->preset = arg; return 0;
 	case TPC_OPT_PLAN: s->plan_file = arg; return 0;
 	case TPC_OPT_CONFIG: s->config = arg; return 0;
+	case TPC_OPT_SELECT: s->select = arg; return 0;
 	case TPC_OPT_HEADS: fact = &s->facts.heads; break;
 	case TPC_OPT_KV_HEADS: fact = &s->facts.kv_heads; break;
 	case TPC_OPT_HEAD_DIM: fact = &s->facts.head_dim; break;

@@ -162,6 +162,14 @@ R1=$T/L1/release/mp_rank_00/model_optim_rng.pt
   same "$T/L1.safetensors" "$T/hf/model.pt" && grep -q "model fact heads = 8 (the checkpoint's Megatron args)" "$T/err" &&
   ok "a tp-1 legacy rank file: convert --select model --rules megatron-llama (facts from its args) gives the HF tensors" ||
   bad "legacy rank file" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -3)"
+# shard takes the same input options: --select the model subtree, the rules, the args' facts
+run "$TPCONV" shard "$R1" --select model --rules megatron-llama --vocab 200 --preset llama --tp 2 -o "$T/S1" -q
+[ "$rc" = 0 ] && run "$TPCONV" merge "$T/S1" -o "$T/S1.safetensors" -q && same "$T/S1.safetensors" "$T/hf/model.pt" &&
+  ok "shard --select model --rules megatron-llama of a tp-1 rank file (facts from its args) -> merge: the HF tensors" ||
+  bad "shard --select" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -3)"
+run "$TPCONV" merge "$T/S1" --select model -o "$T/S1b.safetensors"
+[ "$rc" = 2 ] && grep -qF "select takes a subtree of one checkpoint, not of a shard set" "$T/err" &&
+  ok "merge --select: exit 2, a set has no subtree" || bad "merge --select" "exit $rc" "$(cat "$T/err")"
 
 # megatron-gpt: a Megatron GPT rank file (args + model, as Megatron saves it)
 # built in torch from HF GPT-2 tensors; HF GPT-2 names come back bit for bit
