@@ -183,8 +183,8 @@ for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemm
     [ "$rc" = 0 ] && ok "$1 tp $tp: verify passes ($(tail -1 "$T/out" | cut -c1-60))" || bad "$1 tp $tp: verify" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
     if [ "$3" != 0 ]; then
       nm=$(grep -Ec '^ +mlp +model\.layers\.[0-9]+\.moe .* pass' "$T/out")
-      [ "$nm" = "$3" ] && grep -Eq '^ +model +model .*skip' "$T/out" &&
-        ok "$1 tp $tp: verify ran $3 MoE block checks (routing, experts summed across ranks) and says the whole-model check is not run" ||
+      [ "$nm" = "$3" ] && grep -Eq '^ +model +model .*pass' "$T/out" && ! grep -Eq ' skip( |$)' "$T/out" &&
+        ok "$1 tp $tp: verify ran $3 MoE block checks (routing, experts summed across ranks) and the whole-model check through them, nothing skipped" ||
         bad "$1 tp $tp: MoE block checks" "found $nm, want $3" "$(grep -E 'moe|model ' "$T/out" | head -4)"
     fi
   done
@@ -193,19 +193,34 @@ done
 # Qwen3's per-head q_norm takes part in the attention and model checks: a set
 # whose rank 1 holds a doubled q_norm fails them (it passed before verify
 # applied q_norm/k_norm)
-rm -rf "$T/q3bad"; cp -r "$T/qwen3-tp2" "$T/q3bad"
-$PY - "$T/q3bad/model_tp01_pp00.safetensors" model.layers.0.self_attn.q_norm.weight <<'PYEOF'
+# double.py FILE TENSOR [ROWS]: the tensor (its first ROWS rows) doubled in place
+cat >"$T/double.py" <<'PYEOF'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-a, b = h[sys.argv[2]]["data_offsets"]; f.seek(8 + n + a); raw = f.read(b - a)
+m = h[sys.argv[2]]; a, b = m["data_offsets"]
+if len(sys.argv) > 3: b = a + int(sys.argv[3]) * (b - a) // m["shape"][0]
+f.seek(8 + n + a); raw = f.read(b - a)
 v = [2 * x for x in struct.unpack("<%df" % ((b - a) // 4), raw)]
 f.seek(8 + n + a); f.write(struct.pack("<%df" % len(v), *v))
 PYEOF
+rm -rf "$T/q3bad"; cp -r "$T/qwen3-tp2" "$T/q3bad"
+$PY "$T/double.py" "$T/q3bad/model_tp01_pp00.safetensors" model.layers.0.self_attn.q_norm.weight
 run "$TPCONV" verify --reference "$T/qwen3" --shards "$T/q3bad"
 [ "$rc" = 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" && grep -Eq '^ +model +model .*FAIL' "$T/out" &&
   grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out" &&
   ok "qwen3: a rank with a different q_norm fails layer 0's attention check and the model check (exit 1)" ||
   bad "qwen3 q_norm in verify" "rc=$rc" "$(grep -E 'attn|model ' "$T/out" | head -4)"
+
+# one expert's slice changed in one rank file (4 rows of rank 1's w1 of layer 1's
+# expert 3, which tokens choose) fails the whole-model check on its own, naming
+# the first layer whose output differs (the model check skipped MoE models before)
+rm -rf "$T/mxbad"; cp -r "$T/mixtral-tp2" "$T/mxbad"
+$PY "$T/double.py" "$T/mxbad/model_tp01_pp00.safetensors" model.layers.1.block_sparse_moe.experts.3.w1.weight 4
+run "$TPCONV" verify --reference "$T/mixtral" --shards "$T/mxbad" --checks model --json "$T/mx.json"
+[ "$rc" = 1 ] && grep -Eq '^ +model +model .*FAIL' "$T/out" &&
+  $PY -c 'import json, sys; c = [c for c in json.load(open(sys.argv[1]))["checks"] if c["check"] == "model"][0]; sys.exit(not (c["status"] == "fail" and "layer whose output differs: '"'"'model.layers.1'"'"'" in c["message"]))' "$T/mx.json" &&
+  ok "mixtral: a changed slice of one expert in one rank file fails the model check, naming layer 1 (exit 1)" ||
+  bad "mixtral mutated expert: model check" "rc=$rc" "$(grep -E 'model ' "$T/out" | head -3)" "$(head -c 400 "$T/mx.json")"
 
 # a wrong expert split (w2 by columns) passes the structure check against its own
 # plan but fails the MoE block check
