@@ -78,6 +78,14 @@ save("qwen2moe", sd, {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "q
      "num_attention_heads": 8, "num_key_value_heads": 2, "moe_intermediate_size": I, "intermediate_size": 96,
      "shared_expert_intermediate_size": SI, "num_experts": E, "num_experts_per_tok": 2, "mlp_only_layers": [0],
      "num_hidden_layers": L, "vocab_size": V})
+# the same with DeepSeek-V3's routing: sigmoid scores, e_score_correction_bias,
+# 2 groups of which the best 1 is kept (noaux_tc), renormalised, scaled by 2.5
+sd["model.layers.1.mlp.gate.e_score_correction_bias"] = torch.rand(E, generator=g) * 0.1
+save("qwen2v3", sd, {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": H,
+     "num_attention_heads": 8, "num_key_value_heads": 2, "moe_intermediate_size": I, "intermediate_size": 96,
+     "shared_expert_intermediate_size": SI, "num_experts": E, "num_experts_per_tok": 2, "mlp_only_layers": [0],
+     "num_hidden_layers": L, "vocab_size": V, "scoring_func": "sigmoid", "topk_method": "noaux_tc", "n_group": 2,
+     "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5})
 # Qwen3-MoE: q_norm/k_norm, no biases, head_dim 16 (8 heads x 16 != 64)
 sd = {}; E, I = 8, 16
 edges(sd, H, V, tie=True)
@@ -221,6 +229,25 @@ run "$TPCONV" verify --reference "$T/mixtral" --shards "$T/mxbad" --checks model
   $PY -c 'import json, sys; c = [c for c in json.load(open(sys.argv[1]))["checks"] if c["check"] == "model"][0]; sys.exit(not (c["status"] == "fail" and "layer whose output differs: '"'"'model.layers.1'"'"'" in c["message"]))' "$T/mx.json" &&
   ok "mixtral: a changed slice of one expert in one rank file fails the model check, naming layer 1 (exit 1)" ||
   bad "mixtral mutated expert: model check" "rc=$rc" "$(grep -E 'model ' "$T/out" | head -3)" "$(head -c 400 "$T/mx.json")"
+
+# DeepSeek-V3 routing (grouped top-k, correction bias, scaling) in the model
+# check: the set passes with nothing skipped; a rank 0 whose correction bias
+# sends tokens to other experts fails it, naming the layer and token (its
+# logits alone would agree: the reference runs the experts the split run chose)
+run "$TPCONV" shard "$T/qwen2v3" --preset qwen2-moe --tp 2 -o "$T/q2v3"
+run "$TPCONV" verify --reference "$T/qwen2v3" --shards "$T/q2v3"
+[ "$rc" = 0 ] && grep -Eq '^ +model +model .*pass' "$T/out" && ! grep -Eq ' skip( |$)' "$T/out" &&
+  ok "qwen2-moe with DeepSeek-V3 routing tp 2: the model check passes through the MoE layer, nothing skipped" ||
+  bad "qwen2v3 verify" "rc=$rc" "$(grep -E 'moe|model |skip' "$T/out" | head -3)" "$(head -3 "$T/err")"
+$PY - "$T/q2v3/model_tp00_pp00.safetensors" <<'PYEOF'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+a, b = h["model.layers.1.mlp.gate.e_score_correction_bias"]["data_offsets"]; f.seek(8 + n + a); f.write(struct.pack("<4f", 0, 0, 0, 1))
+PYEOF
+run "$TPCONV" verify --reference "$T/qwen2v3" --shards "$T/q2v3" --checks model
+[ "$rc" = 1 ] && grep -Eq "^# +'model\.layers\.1' routes token [0-9]+ to other experts" "$T/out" &&
+  ok "qwen2v3: a rank 0 correction bias that changes the routing fails the model check, naming layer and token" ||
+  bad "qwen2v3 routing bias" "rc=$rc" "$(grep -E 'model' "$T/out" | head -3)"
 
 # a wrong expert split (w2 by columns) passes the structure check against its own
 # plan but fails the MoE block check
