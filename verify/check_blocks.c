@@ -313,18 +313,27 @@ done:
 
 /* ---- mixture of experts ---- */
 
-/* Routing of T tokens, the same on every rank: the reference router's
- * logits in fp64, softmax or sigmoid scores, each token's top_k experts
- * (ties to the lower index) by score + score_bias among its best groups
- * (see tpc_vmoe) and their weights (the scores, renormalised when the model
- * does, times its scale). The router is replicated and checked bit for bit
- * by the structure check; routing from the reference keeps every rank's
- * collectives the same size. */
-static int moe_route(vrun *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, int64_t *sel, double *w)
+/* How much better the experts in own[K] score (c) than those in use[K]; 0
+ * when they are the same experts. */
+static double moe_gap(const double *c, const int64_t *own, const int64_t *use, int64_t K)
+{
+	double a = 0, b = 0;
+	int64_t same = 0;
+	for (int64_t k = 0; k < K; k++) {
+		a += c[own[k]];
+		b += c[use[k]];
+		for (int64_t j = 0; j < K; j++)
+			same += own[k] == use[j];
+	}
+	return same == K ? 0 : a - b;
+}
+
+int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, const int64_t *force,
+		   int64_t *sel, double *w, vgap *gap)
 {
 	vloc L;
 	int64_t E = mo->nexp, K = mo->top_k, G = mo->n_group > 1 ? mo->n_group : 1, per = E / G;
-	tpc__loc_of(R, mo->router, -1, &L);
+	tpc__loc_of(R, mo->router, rt, &L);
 	double *W = malloc(sizeof(double) * (size_t)(E * H + 1)), *p = malloc(sizeof(double) * (size_t)(E + 1));
 	double *c = malloc(sizeof(double) * (size_t)(E + 1)), *b = calloc((size_t)E + 1, sizeof(double));
 	double *gs = malloc(sizeof(double) * (size_t)(G + 1));
@@ -338,7 +347,7 @@ static int moe_route(vrun *R, const tpc_vmoe *mo, const double *x, int64_t T, in
 		goto out;
 	if (mo->score_bias >= 0) {
 		vloc B;
-		tpc__loc_of(R, mo->score_bias, -1, &B);
+		tpc__loc_of(R, mo->score_bias, rt, &B);
 		if ((ret = tpc__load_d(&R->xd, B.ck, B.t, b)))
 			goto out;
 	}
@@ -393,7 +402,15 @@ static int moe_route(vrun *R, const tpc_vmoe *mo, const double *x, int64_t T, in
 					best = e;
 			taken[best] = true;
 			sel[t * K + k] = best;
-			w[t * K + k] = p[best];
+		}
+		const int64_t *use = force ? force + t * K : sel + t * K;
+		double d = force ? moe_gap(c, sel + t * K, use, K) : 0;
+		if (gap && d > gap->gap) {
+			gap->gap = d;
+			gap->tok = t;
+		}
+		for (int64_t k = 0; k < K; k++) {
+			w[t * K + k] = p[use[k]];
 			ks += w[t * K + k];
 		}
 		for (int64_t k = 0; k < K; k++)
@@ -410,11 +427,10 @@ out:
 	return ret;
 }
 
-/* sigmoid(x g^T) per token for a shared expert's gate (the reference's). */
-static int moe_shared_gate(vrun *R, const tpc_vmoe *mo, const double *x, int64_t T, int64_t H, double *g)
+int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, double *g)
 {
 	vloc L;
-	tpc__loc_of(R, mo->shared_gate, -1, &L);
+	tpc__loc_of(R, mo->shared_gate, rt, &L);
 	double *W = malloc(sizeof(double) * (size_t)(H + 1));
 	int ret = W ? tpc__load_d(&R->xd, L.ck, L.t, W) : tpc_err_nomem(R->e);
 	for (int64_t t = 0; !ret && t < T; t++) {
@@ -428,8 +444,8 @@ static int moe_shared_gate(vrun *R, const tpc_vmoe *mo, const double *x, int64_t
 }
 
 #define MOE_BODY(R_T, S, CTX)                                                                                       \
-	static int moe_apply_##S(vrun *R, const tpc_vmoe *mo, int t, const R_T *x, int64_t T, int64_t H,          \
-				 const int64_t *sel, const double *w, const double *g, R_T *y)                      \
+	int tpc__moe_apply_##S(vrun *R, const tpc_vmoe *mo, int t, const R_T *x, int64_t T, int64_t H,            \
+			       const int64_t *sel, const double *w, const double *g, R_T *y)                        \
 	{                                                                                                         \
 		int64_t K = mo->top_k;                                                                            \
 		int ret = 0;                                                                                      \
@@ -488,6 +504,20 @@ static int moe_shared_gate(vrun *R, const tpc_vmoe *mo, const double *x, int64_t
 MOE_BODY(float, f, &R->xf)
 MOE_BODY(double, d, &R->xd)
 
+bool tpc__moe_ok(const vrun *R, const tpc_vmoe *mo, char *msg, size_t n)
+{
+	vmlp_loc m;
+	bool ok = tpc__rank_ok(R, mo->router, R->me, msg, n) &&
+		  (mo->shared_gate < 0 || tpc__rank_ok(R, mo->shared_gate, R->me, msg, n)) &&
+		  (mo->score_bias < 0 || tpc__rank_ok(R, mo->score_bias, R->me, msg, n));
+	for (int64_t e = 0; e <= mo->nexp && ok; e++) {
+		const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;
+		if (p->down >= 0 && tpc_vtensor_holds(&R->s->t[p->down], R->tp, R->me))
+			ok = tpc__mlp_loc_of(R, p, R->me, &m, msg, n);
+	}
+	return ok;
+}
+
 /* The MoE block of layer ly, tensor-parallel inside every expert, against
  * the unsplit block in fp64. */
 int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
@@ -500,14 +530,7 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 	int64_t T = R->T, H = R->s->model->hidden, K = mo->top_k;
 	snprintf(name, sizeof(name), "%s.moe", ly->name);
 	tpc__res_init(R, &res, TPC_VC_MLP, name, block_dtype(R, mo->exp[0].down));
-	vmlp_loc m;
-	ok = tpc__rank_ok(R, mo->router, me, msg, sizeof(msg)) &&
-	     (mo->shared_gate < 0 || tpc__rank_ok(R, mo->shared_gate, me, msg, sizeof(msg)));
-	for (int64_t e = 0; e <= mo->nexp && ok; e++) {
-		const tpc_vmlp *p = e < mo->nexp ? &mo->exp[e] : &mo->shared;
-		if (p->down >= 0 && tpc_vtensor_holds(&R->s->t[p->down], R->tp, me))
-			ok = tpc__mlp_loc_of(R, p, me, &m, msg, sizeof(msg));
-	}
+	ok = tpc__moe_ok(R, mo, msg, sizeof(msg));
 	if (!ok)
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
@@ -523,8 +546,9 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 	uint64_t stream = tpc_verify_stream(name, TPC_VC_MLP);
 	tpc__seeded_f(x, T, H, H, 0, R->o->seed, stream);
 	tpc__seeded_d(xd, T, H, R->o->seed, stream);
-	if ((ret = moe_route(R, mo, xd, T, H, sel, w)) || (g && (ret = moe_shared_gate(R, mo, xd, T, H, g))) ||
-	    (ret = moe_apply_f(R, mo, me, x, T, H, sel, w, g, y)))
+	if ((ret = tpc__moe_route(R, mo, -1, xd, T, H, NULL, sel, w, NULL)) ||
+	    (g && (ret = tpc__moe_shared_gate(R, mo, -1, xd, T, H, g))) ||
+	    (ret = tpc__moe_apply_f(R, mo, me, x, T, H, sel, w, g, y)))
 		goto done;
 	if (me == 0) {
 		tpc__ref_begin(R, &res, y, (size_t)(T * H));
@@ -533,7 +557,7 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 			goto done;
 		}
 		R->xd.score_max = 0;
-		if ((ret = moe_apply_d(R, mo, -1, xd, T, H, sel, w, g, yr)))
+		if ((ret = tpc__moe_apply_d(R, mo, -1, xd, T, H, sel, w, g, yr)))
 			goto done;
 		cmp_block(&res, yr, y, (size_t)(T * H), "outputs of the mixture of experts");
 	}

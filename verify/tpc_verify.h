@@ -319,7 +319,7 @@ typedef struct tpc_vmodel {
 	int64_t embed, pos_embed, final_norm_w, final_norm_b, lm_head; /* lm_head -1: tied to embed */
 	tpc_vlayer *layers;
 	int64_t nlayers;
-	bool moe;                        /* some layer is a mixture of experts: no whole-model check yet */
+	bool moe;                        /* some layer is a mixture of experts */
 	bool mla;                        /* some layer has MLA attention: no whole-model check yet */
 } tpc_vmodel;
 

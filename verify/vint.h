@@ -88,8 +88,14 @@ typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
 	vattn_loc attn;
 	vmlp_loc mlp;
+	bool moe;                /* the feed-forward is the model's moe hook, not mlp */
 } vlayer_loc;
 
+/* The whole model. A mixture-of-experts layer's feed-forward needs the run
+ * (routing shared by the ranks, experts of other EP groups): the model check
+ * (check_model.c) gives it as a hook, one per real type, called with the
+ * layer's index and its normed input [T, H]; out [T, H]. Called after each
+ * layer with its output, layer_end may record or compare it (NULL: none). */
 typedef struct vmodel_loc {
 	tpc_vnorm norm;
 	double eps;
@@ -97,6 +103,11 @@ typedef struct vmodel_loc {
 	vloc embed, pos, fnw, fnb, head; /* pos.t / fnb.t NULL: none */
 	vlayer_loc *L;
 	int64_t nl;
+	int (*moe_f)(void *arg, int64_t l, int64_t T, const float *in, float *out);
+	int (*moe_d)(void *arg, int64_t l, int64_t T, const double *in, double *out);
+	void (*layer_end_f)(void *arg, int64_t l, int64_t T, const float *X);
+	void (*layer_end_d)(void *arg, int64_t l, int64_t T, const double *X);
+	void *arg;
 } vmodel_loc;
 
 /* ---- kernels.c ---- */
@@ -237,6 +248,29 @@ bool tpc__repl_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t 
 bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n);
 bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n);
 void tpc__widen(const vrun *R, tpc_vresult *res);
+
+/* Mixture of experts (check_blocks.c). tpc__moe_ok: this rank's router, gate
+ * and held experts fit the block. tpc__moe_route: T tokens routed by rank
+ * rt's router (-1: the reference's) from x [T, H] in fp64: each token's
+ * top_k experts in sel [T, top_k] and their weights in w; with `force`, the
+ * weights are those of the experts in force (the same shape) and *gap (when
+ * not NULL) gets the largest amount by which this router's own choice scores
+ * higher than the forced one, and its token. tpc__moe_shared_gate: the
+ * shared expert's sigmoid gate per token. tpc__moe_apply_*: the block on rank
+ * t (-1: the reference) for the given routing: y [T, H]; every rank takes
+ * part in the same collectives. */
+typedef struct vgap {
+	double gap;
+	int64_t tok;
+} vgap;
+bool tpc__moe_ok(const vrun *R, const tpc_vmoe *mo, char *msg, size_t n);
+int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, const int64_t *force,
+		   int64_t *sel, double *w, vgap *gap);
+int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, double *g);
+int tpc__moe_apply_f(vrun *R, const tpc_vmoe *mo, int t, const float *x, int64_t T, int64_t H, const int64_t *sel,
+		     const double *w, const double *g, float *y);
+int tpc__moe_apply_d(vrun *R, const tpc_vmoe *mo, int t, const double *x, int64_t T, int64_t H, const int64_t *sel,
+		     const double *w, const double *g, double *y);
 
 /* The checks, each ending in tpc__finish. */
 int tpc__check_structure(vrun *R, int64_t i);

@@ -169,7 +169,9 @@ done
 # the skip says why
 "$TPCONV" shard "$T/v3" --preset deepseek-v3 --tp 2 -o "$T/v3-tp2" >/dev/null 2>&1
 run "$TPCONV" verify --reference "$T/v3" --shards "$T/v3-tp2" --json "$T/v.json"
-[ "$rc" = 0 ] && grep -q 'MLA attention: no block check yet' "$T/v.json" && ok "verify's JSON gives the reason for the MLA attention skip" ||
+[ "$rc" = 0 ] && grep -q 'MLA attention: no block check yet' "$T/v.json" &&
+  grep -q 'MLA attention: the whole-model forward has no latent attention yet' "$T/v.json" &&
+  ok "verify's JSON gives the reason for the MLA attention skips (block and model)" ||
   bad "MLA skip reason" "rc=$rc" "$(head -3 "$T/err")"
 # a wrong expert split (down_proj by columns) passes the structure check against
 # its own plan but fails the MoE block check

@@ -78,6 +78,14 @@ save("qwen2moe", sd, {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "q
      "num_attention_heads": 8, "num_key_value_heads": 2, "moe_intermediate_size": I, "intermediate_size": 96,
      "shared_expert_intermediate_size": SI, "num_experts": E, "num_experts_per_tok": 2, "mlp_only_layers": [0],
      "num_hidden_layers": L, "vocab_size": V})
+# the same with DeepSeek-V3's routing: sigmoid scores, e_score_correction_bias,
+# 2 groups of which the best 1 is kept (noaux_tc), renormalised, scaled by 2.5
+sd["model.layers.1.mlp.gate.e_score_correction_bias"] = torch.rand(E, generator=g) * 0.1
+save("qwen2v3", sd, {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": H,
+     "num_attention_heads": 8, "num_key_value_heads": 2, "moe_intermediate_size": I, "intermediate_size": 96,
+     "shared_expert_intermediate_size": SI, "num_experts": E, "num_experts_per_tok": 2, "mlp_only_layers": [0],
+     "num_hidden_layers": L, "vocab_size": V, "scoring_func": "sigmoid", "topk_method": "noaux_tc", "n_group": 2,
+     "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5})
 # Qwen3-MoE: q_norm/k_norm, no biases, head_dim 16 (8 heads x 16 != 64)
 sd = {}; E, I = 8, 16
 edges(sd, H, V, tie=True)
@@ -183,8 +191,8 @@ for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemm
     [ "$rc" = 0 ] && ok "$1 tp $tp: verify passes ($(tail -1 "$T/out" | cut -c1-60))" || bad "$1 tp $tp: verify" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
     if [ "$3" != 0 ]; then
       nm=$(grep -Ec '^ +mlp +model\.layers\.[0-9]+\.moe .* pass' "$T/out")
-      [ "$nm" = "$3" ] && grep -Eq '^ +model +model .*skip' "$T/out" &&
-        ok "$1 tp $tp: verify ran $3 MoE block checks (routing, experts summed across ranks) and says the whole-model check is not run" ||
+      [ "$nm" = "$3" ] && grep -Eq '^ +model +model .*pass' "$T/out" && ! grep -Eq ' skip( |$)' "$T/out" &&
+        ok "$1 tp $tp: verify ran $3 MoE block checks (routing, experts summed across ranks) and the whole-model check through them, nothing skipped" ||
         bad "$1 tp $tp: MoE block checks" "found $nm, want $3" "$(grep -E 'moe|model ' "$T/out" | head -4)"
     fi
   done
@@ -193,19 +201,53 @@ done
 # Qwen3's per-head q_norm takes part in the attention and model checks: a set
 # whose rank 1 holds a doubled q_norm fails them (it passed before verify
 # applied q_norm/k_norm)
-rm -rf "$T/q3bad"; cp -r "$T/qwen3-tp2" "$T/q3bad"
-$PY - "$T/q3bad/model_tp01_pp00.safetensors" model.layers.0.self_attn.q_norm.weight <<'PYEOF'
+# double.py FILE TENSOR [ROWS]: the tensor (its first ROWS rows) doubled in place
+cat >"$T/double.py" <<'PYEOF'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-a, b = h[sys.argv[2]]["data_offsets"]; f.seek(8 + n + a); raw = f.read(b - a)
+m = h[sys.argv[2]]; a, b = m["data_offsets"]
+if len(sys.argv) > 3: b = a + int(sys.argv[3]) * (b - a) // m["shape"][0]
+f.seek(8 + n + a); raw = f.read(b - a)
 v = [2 * x for x in struct.unpack("<%df" % ((b - a) // 4), raw)]
 f.seek(8 + n + a); f.write(struct.pack("<%df" % len(v), *v))
 PYEOF
+rm -rf "$T/q3bad"; cp -r "$T/qwen3-tp2" "$T/q3bad"
+$PY "$T/double.py" "$T/q3bad/model_tp01_pp00.safetensors" model.layers.0.self_attn.q_norm.weight
 run "$TPCONV" verify --reference "$T/qwen3" --shards "$T/q3bad"
 [ "$rc" = 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" && grep -Eq '^ +model +model .*FAIL' "$T/out" &&
   grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out" &&
   ok "qwen3: a rank with a different q_norm fails layer 0's attention check and the model check (exit 1)" ||
   bad "qwen3 q_norm in verify" "rc=$rc" "$(grep -E 'attn|model ' "$T/out" | head -4)"
+
+# one expert's slice changed in one rank file (4 rows of rank 1's w1 of layer 1's
+# expert 3, which tokens choose) fails the whole-model check on its own, naming
+# the first layer whose output differs (the model check skipped MoE models before)
+rm -rf "$T/mxbad"; cp -r "$T/mixtral-tp2" "$T/mxbad"
+$PY "$T/double.py" "$T/mxbad/model_tp01_pp00.safetensors" model.layers.1.block_sparse_moe.experts.3.w1.weight 4
+run "$TPCONV" verify --reference "$T/mixtral" --shards "$T/mxbad" --checks model --json "$T/mx.json"
+[ "$rc" = 1 ] && grep -Eq '^ +model +model .*FAIL' "$T/out" &&
+  $PY -c 'import json, sys; c = [c for c in json.load(open(sys.argv[1]))["checks"] if c["check"] == "model"][0]; sys.exit(not (c["status"] == "fail" and "layer whose output differs: '"'"'model.layers.1'"'"'" in c["message"]))' "$T/mx.json" &&
+  ok "mixtral: a changed slice of one expert in one rank file fails the model check, naming layer 1 (exit 1)" ||
+  bad "mixtral mutated expert: model check" "rc=$rc" "$(grep -E 'model ' "$T/out" | head -3)" "$(head -c 400 "$T/mx.json")"
+
+# DeepSeek-V3 routing (grouped top-k, correction bias, scaling) in the model
+# check: the set passes with nothing skipped; a rank 0 whose correction bias
+# sends tokens to other experts fails it, naming the layer and token (its
+# logits alone would agree: the reference runs the experts the split run chose)
+run "$TPCONV" shard "$T/qwen2v3" --preset qwen2-moe --tp 2 -o "$T/q2v3"
+run "$TPCONV" verify --reference "$T/qwen2v3" --shards "$T/q2v3"
+[ "$rc" = 0 ] && grep -Eq '^ +model +model .*pass' "$T/out" && ! grep -Eq ' skip( |$)' "$T/out" &&
+  ok "qwen2-moe with DeepSeek-V3 routing tp 2: the model check passes through the MoE layer, nothing skipped" ||
+  bad "qwen2v3 verify" "rc=$rc" "$(grep -E 'moe|model |skip' "$T/out" | head -3)" "$(head -3 "$T/err")"
+$PY - "$T/q2v3/model_tp00_pp00.safetensors" <<'PYEOF'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+a, b = h["model.layers.1.mlp.gate.e_score_correction_bias"]["data_offsets"]; f.seek(8 + n + a); f.write(struct.pack("<4f", 0, 0, 0, 1))
+PYEOF
+run "$TPCONV" verify --reference "$T/qwen2v3" --shards "$T/q2v3" --checks model
+[ "$rc" = 1 ] && grep -Eq "^# +'model\.layers\.1' routes token [0-9]+ to other experts" "$T/out" &&
+  ok "qwen2v3: a rank 0 correction bias that changes the routing fails the model check, naming layer and token" ||
+  bad "qwen2v3 routing bias" "rc=$rc" "$(grep -E 'model' "$T/out" | head -3)"
 
 # a wrong expert split (w2 by columns) passes the structure check against its own
 # plan but fails the MoE block check
