@@ -279,7 +279,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	if (ret)
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R, &res, y, (size_t)(T * H));
+		tpc__ref_begin(R, &res, y, (size_t)(T * H), NULL, 0);
 		vmlp_loc mr;
 		vattn_loc ar;
 		if (kind == TPC_VC_MLP ? !tpc__mlp_loc_of(R, &ly->mlp, -1, &mr, msg, sizeof(msg))
@@ -551,11 +551,8 @@ int tpc__check_moe(vrun *R, const tpc_vlayer *ly)
 	    (ret = tpc__moe_apply_f(R, mo, me, x, T, H, sel, w, g, y)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R, &res, y, (size_t)(T * H));
-		if (!VNEW(R, yr, T * H)) {
-			ret = tpc_err_nomem(R->e);
+		if ((ret = tpc__ref_begin(R, &res, y, (size_t)(T * H), &yr, (size_t)(T * H))))
 			goto done;
-		}
 		R->xd.score_max = 0;
 		if ((ret = tpc__moe_apply_d(R, mo, -1, xd, T, H, sel, w, g, yr)))
 			goto done;

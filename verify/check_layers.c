@@ -69,7 +69,7 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 	if ((ret = tpc_coll_allgather(R->c, y, sizeof(float) * (size_t)(T * nl), Y, R->e)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R, &res, Y, (size_t)(T * nl) * (size_t)tp);
+		tpc__ref_begin(R, &res, Y, (size_t)(T * nl) * (size_t)tp, NULL, 0);
 		if ((ret = lin_ref(R, i, false, use_bias, stream, in, out, &yr)))
 			goto done;
 		double scale = tpc__rms(yr, (size_t)(T * out));
@@ -138,7 +138,7 @@ int tpc__check_row(vrun *R, int64_t i)
 	if (ret)
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R, &res, y, (size_t)(T * out));
+		tpc__ref_begin(R, &res, y, (size_t)(T * out), NULL, 0);
 		if ((ret = lin_ref(R, i, true, true, stream, in, out, &yr)))
 			goto done;
 		tpc__cmp_all(&res, yr, y, (size_t)(T * out));
@@ -184,11 +184,8 @@ int tpc__check_embed(vrun *R, int64_t i)
 	if (ret || (ret = tpc_coll_allreduce(R->c, y, (size_t)(T * H), TPC_F32, R->e)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R, &res, y, (size_t)(T * H));
-		if (!VNEW(R, yr, T * H)) {
-			ret = tpc_err_nomem(R->e);
+		if ((ret = tpc__ref_begin(R, &res, y, (size_t)(T * H), &yr, (size_t)(T * H))))
 			goto done;
-		}
 		for (int64_t t = 0; t < T && !ret; t++) {
 			int64_t id = tpc__seeded_id(R->o->seed, stream, t, V);
 			ret = tpc__load_row_d(&R->xd, v->ref_ck, v->ref, id, yr + t * H);

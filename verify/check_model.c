@@ -236,7 +236,7 @@ int tpc__check_model(vrun *R)
 	if ((ret = tpc__model_f(&R->xf, &m, T, ids, lg)))
 		goto done;
 	if (me == 0) {
-		tpc__ref_begin(R, &res, lg, (size_t)(T * V));
+		tpc__ref_begin(R, &res, lg, (size_t)(T * V), NULL, 0);
 		if (!model_loc_of(R, -1, &mr, msg, sizeof(msg))) {
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference model: %s", msg);
 			goto done;

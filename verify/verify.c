@@ -67,14 +67,17 @@ void tpc_verify_tolerance(tpc_dtype dt, bool model, double *rtol, double *atol)
 /* Rank 0 computes the unsplit reference while the other ranks wait for its
  * result, so it may use every core meanwhile (the results do not depend on
  * the thread count). */
-void tpc__ref_begin(vrun *R, tpc_vresult *res, const float *y, size_t n)
+int tpc__ref_begin(vrun *R, tpc_vresult *res, const float *y, size_t n, double **ref, size_t nref)
 {
 	res->digest = tpc__digest_f(y, n);
 	R->ref_on = true;
+	if (ref && !VNEW(R, *ref, nref))
+		return tpc_err_nomem(R->e);
 #ifdef _OPENMP
 	if (R->ref_threads > 0)
 		omp_set_num_threads(R->ref_threads);
 #endif
+	return 0;
 }
 
 void tpc__ref_end(vrun *R)

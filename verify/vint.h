@@ -192,9 +192,10 @@ void *tpc__scratch(vrun *R, size_t bytes, bool zero);
 #define VZERO(R, p, n) ((p) = tpc__scratch((R), sizeof(*(p)) * ((size_t)(n) + 1), true))
 
 /* Rank 0's reference work on every core meanwhile, once the digest of the
- * split result y [n] is in *res (tpc__ref_begin), and back to this rank's
- * threads (tpc__ref_end). */
-void tpc__ref_begin(vrun *R, tpc_vresult *res, const float *y, size_t n);
+ * split result y [n] is in *res, with *ref [nref] of scratch for its output
+ * when ref is not NULL (tpc__ref_begin: 0 or out of memory), and back to
+ * this rank's threads (tpc__ref_end). */
+int tpc__ref_begin(vrun *R, tpc_vresult *res, const float *y, size_t n, double **ref, size_t nref);
 void tpc__ref_end(vrun *R);
 
 /* A check's result: begun with its tolerances, failed with the first message,
