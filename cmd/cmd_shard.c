@@ -87,7 +87,7 @@ static const char *help =
 	"                           the bytes, unmatched tensors); write nothing\n"
 	"  --json                   with --dry-run: the manifest that would be written\n"
 	"  --no-extras              do not copy the model's config, tokenizer and other companion\n"
-	"                           files (a trtllm set still gets its config.json with mapping)\n"
+	"                           files (a trtllm set still gets its config.json, hf-mapping its mapping)\n"
 	"  -f, --force              replace existing rank files and manifest\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
@@ -447,6 +447,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
 	 * as input carries them at its top (hf-layout sets keep them per rank, and
 	 * a TensorRT-LLM set's config.json holds its old mapping) */
+	s->so.config_file = s->set.config; /* the trtllm layout's config.json is written from it */
 	s->so.config_dir = in->have_ck ? tpc_extras_source_dir(s->in)
 				       : in->mg.layout && in->mg.layout->companions_at_top ? tpc_strdup(s->in) : NULL;
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))

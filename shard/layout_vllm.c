@@ -501,14 +501,6 @@ static int add_view(tpc_ckpt *ck, const char *name, const tpc_tensor *t, int64_t
 	return ix < 0 ? (int)ix : 0;
 }
 
-static bool listed(const tpc_layout_rank_ctx *c, const char *name)
-{
-	for (size_t i = 0; i < c->nnames; i++)
-		if (!strcmp(c->names[i], name))
-			return true;
-	return false;
-}
-
 /* Un-fuse tensor i (qkv_proj or gate_up_proj) into views appended to ck. */
 static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const char *path, tpc_err *e)
 {
@@ -542,7 +534,7 @@ static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const ch
 		n1 = swap_part(name, ".qkv_proj.", ".k_proj.");
 		n2 = swap_part(name, ".qkv_proj.", ".v_proj.");
 		/* Phi-3 style sets name their fused tensor qkv_proj themselves */
-		if (c->names && listed(c, name))
+		if (c->names && tpc__layout_listed(c, name))
 			goto out;
 		if (!n0 || !n1 || !n2)
 			ret = tpc_err_nomem(e);
@@ -553,7 +545,7 @@ static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const ch
 		if (!ret)
 			ret = add_view(ck, n2, &ck->t[i], q + k, k, e);
 	} else {
-		if (c->names && listed(c, name))
+		if (c->names && tpc__layout_listed(c, name))
 			goto out;
 		if (rows % 2) {
 			tpc_err_set(e, TPC_EINPUT, "gate_up_proj has an odd number of rows (%lld)", (long long)rows);
@@ -625,9 +617,9 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	/* tied weights stored once as lm_head.weight: the names the input had */
 	int64_t lm = tpc_ckpt_find(ck, "lm_head.weight");
 	tpc_tensor tied_copy;
-	bool want_embed = c->names ? listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
+	bool want_embed = c->names ? tpc__layout_listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
 	if (!ret && lm >= 0 && want_embed && tpc_ckpt_find(ck, "model.embed_tokens.weight") < 0) {
-		if (c->names && !listed(c, "lm_head.weight")) {
+		if (c->names && !tpc__layout_listed(c, "lm_head.weight")) {
 			ret = tpc_ckpt_rename(ck, lm, "model.embed_tokens.weight", e);
 		} else if (tpc_tensor_copy(&tied_copy, &ck->t[lm])) {
 			ret = tpc_err_nomem(e); /* a copy first: the add may move ck's table */

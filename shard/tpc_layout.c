@@ -15,7 +15,7 @@
  * the default. Detection of sets without a manifest asks them in this order. */
 static const tpc_layout *const layouts[] = {
 	&tpc_layout_tpconv, &tpc_layout_oslo, &tpc_layout_trtllm, &tpc_layout_hf, &tpc_layout_vllm,
-	&tpc_layout_megatron, &tpc_layout_dcp,
+	&tpc_layout_megatron, &tpc_layout_dcp, &tpc_layout_hf_mapping,
 };
 #define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 
@@ -123,4 +123,22 @@ int tpc__layout_copy_companions(const tpc_shard_plan *sp, const char *dir, const
 	if (o->dequantized)
 		xo.config_drop = no_quant;
 	return tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
+}
+
+bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name)
+{
+	for (size_t i = 0; c->names && i < c->nnames; i++)
+		if (!strcmp(c->names[i], name))
+			return true;
+	return false;
+}
+
+int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
+{
+	tpc_tensor c;
+	if (tpc_tensor_copy(&c, t))
+		return tpc_err_nomem(e);
+	int64_t ix = tpc_ckpt_add_copy(ck, name, &c, e);
+	tpc_tensor_release(&c);
+	return ix < 0 ? (int)ix : 0;
 }
