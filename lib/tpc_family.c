@@ -76,8 +76,10 @@
 static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, END_ROW};
 
 /* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
- * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE names
- * (w13_weight, w2_weight) come with the layout that writes them. */
+ * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
+ * (vllm/model_executor/layers/fused_moe/layer.py make_expert_params_mapping:
+ * w1 and w3 into experts.w13_weight, shard ids w1 then w3 (_load_w13), w2
+ * into experts.w2_weight; the router a ReplicatedLinear). */
 static const tpc_tensor_row mixtral_tensors[] = {
 	LLAMA_ATTN_ROWS,
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight",
@@ -85,14 +87,14 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	ROW(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", MC_L "mlp.router.weight",
 	    HF_L "block_sparse_moe.gate.weight", TR_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
 	ROW(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, TR_L "mlp.fc.weight#1",
-	    GG_L "ffn_gate_exps.weight"),
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", HF_L "block_sparse_moe.experts.w13_weight#0",
+	    TR_L "mlp.fc.weight#1", GG_L "ffn_gate_exps.weight"),
 	ROW(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, TR_L "mlp.fc.weight#0",
-	    GG_L "ffn_up_exps.weight"),
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", HF_L "block_sparse_moe.experts.w13_weight#1",
+	    TR_L "mlp.fc.weight#0", GG_L "ffn_up_exps.weight"),
 	ROW(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, TR_L "mlp.proj.weight",
-	    GG_L "ffn_down_exps.weight"),
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", HF_L "block_sparse_moe.experts.w2_weight",
+	    TR_L "mlp.proj.weight", GG_L "ffn_down_exps.weight"),
 	END_ROW,
 };
 
@@ -398,7 +400,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
 	 .verify = "llama",
 	 .hf_arch = A("MixtralForCausalLM"),
-	 .layouts = A("trtllm"),
+	 .layouts = A("vllm", "trtllm"),
 	 .tensors = mixtral_tensors},
 	{.name = "qwen2-moe",
 	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",

@@ -71,7 +71,7 @@
 
 #define HF TPC_ECO_HF
 #define TRT TPC_ECO_TRTLLM
-#define MAXG 4 /* rows fused into one TensorRT-LLM tensor, at most */
+#define MAXG TPC_LAYOUT_MAXG
 
 /* ---- names: the family's table ---- */
 
@@ -79,36 +79,6 @@ static const tpc_tensor_row *row_of(const tpc_family *f, tpc_eco eco, const char
 {
 	const tpc_tensor_row *w = tpc_family_classify(f, eco, n, l, x, bias);
 	return w && w->name[TRT] && w->name[HF] ? w : NULL;
-}
-
-/* A row TensorRT-LLM stacks over the experts (one tensor per layer). */
-static bool stacked(const tpc_tensor_row *w)
-{
-	return strstr(w->name[HF], "{E}") && !strstr(w->name[TRT], "{E}");
-}
-
-/* The rows fused into w's TensorRT-LLM tensor, g[K] part K; 1 when w is alone. */
-static int group_of(const tpc_family *f, const tpc_tensor_row *w, const tpc_tensor_row **g)
-{
-	const char *p = w->name[TRT], *h = strchr(p, '#');
-	int n = 0;
-	if (!h) {
-		g[0] = w;
-		return 1;
-	}
-	size_t stem = (size_t)(h - p);
-	memset(g, 0, MAXG * sizeof(*g));
-	for (const tpc_tensor_row *r = f->tensors; r->role; r++) {
-		const char *q = r->name[TRT];
-		if (q && !strncmp(q, p, stem) && q[stem] == '#' && q[stem + 1] >= '0' && q[stem + 1] < '0' + MAXG) {
-			g[q[stem + 1] - '0'] = r;
-			n++;
-		}
-	}
-	for (int k = 0; k < n; k++)
-		if (!g[k])
-			return 0;
-	return n;
 }
 
 /* Held [out, in] by TensorRT-LLM but [in, out] by the HF checkpoint (Conv1D). */
@@ -330,71 +300,11 @@ static int expert_rank(const tpc_shard_plan *sp, int r)
 	return r - t + (t % sp->ep) * g + t / sp->ep;
 }
 
-/* Rank q's tensor of row w (layer l, expert x), or NULL. */
-static const tpc_tensor *find_row(const tpc_ckpt *q, const tpc_tensor_row *w, int64_t l, int64_t x, bool bias)
-{
-	char nm[512];
-	int64_t i = tpc_family_name(w, HF, l, x, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(q, nm) : -1;
-	return i >= 0 ? &q->t[i] : NULL;
-}
-
-/* The fused tensor of group g (n rows) of layer l, expert x, from rank q:
- * the parts concatenated on dim 0 (one part: a copy). */
-static int fuse(const tpc_ckpt *q, const tpc_tensor_row **g, int n, int64_t l, int64_t x, bool bias, tpc_tensor *out)
-{
-	tpc_tensor parts[MAXG];
-	for (int k = 0; k < n; k++) {
-		const tpc_tensor *p = find_row(q, g[k], l, x, bias);
-		if (!p)
-			return -1;
-		parts[k] = *p;
-	}
-	return n == 1 ? tpc_tensor_copy(out, &parts[0]) : tpc_tensor_init_cat(out, parts, n, 0);
-}
-
 /* Layer l's stacked expert tensors (mlp.fc = [w3; w1] per expert, mlp.proj =
  * w2), from the rank holding TensorRT-LLM rank r's experts. */
 static int add_experts(const tpc_shard_plan *sp, int r, int64_t l, int64_t local, tpc_ckpt *out, tpc_err *e)
 {
-	const tpc_family *f = sp->family;
-	const tpc_ckpt *q = &sp->rank[expert_rank(sp, r)];
-	int ret = 0;
-	for (const tpc_tensor_row *w = f->tensors; w->role && !ret; w++) {
-		const tpc_tensor_row *g[MAXG];
-		int n = stacked(w) ? group_of(f, w, g) : 0, part;
-		char nm[512];
-		if (!n || g[0] != w || !tpc_family_name(w, TRT, local, -1, false, nm, sizeof(nm), &part))
-			continue;
-		int64_t top = -1;
-		for (size_t i = 0; i < q->n; i++) {
-			int64_t ll, x;
-			if (tpc_family_classify(f, HF, q->t[i].name, &ll, &x, NULL) == w && ll == l && x > top)
-				top = x;
-		}
-		tpc_tensor *each = tpc_calloc((size_t)(top + 1 > 0 ? top + 1 : 1), sizeof(*each)), st;
-		int ne = 0;
-		if (!each)
-			return tpc_err_nomem(e);
-		for (int64_t x = 0; x <= top && !ret; x++) {
-			if (!find_row(q, w, l, x, false))
-				continue; /* another group's expert */
-			if (fuse(q, g, n, l, x, false, &each[ne]))
-				ret = tpc_err_set(e, TPC_EINPUT, "expert %lld of layer %lld lacks a part of %s", (long long)x,
-						  (long long)l, nm);
-			else
-				ne++;
-		}
-		if (!ret && ne && tpc_tensor_init_stack(&st, each, ne))
-			ret = tpc_err_set(e, TPC_EINPUT, "cannot stack the experts of %s (shapes differ)", nm);
-		else if (!ret && ne) {
-			ret = tpc__layout_add_copy(out, nm, &st, e);
-			tpc_tensor_release(&st);
-		}
-		for (int i = 0; i < ne; i++)
-			tpc_tensor_release(&each[i]);
-		free(each);
-	}
-	return ret;
+	return tpc__layout_add_stacked(sp->family, TRT, &sp->rank[expert_rank(sp, r)], l, local, out, e);
 }
 
 /* lm_head made from the embedding: padded to a multiple of tp, rank t's rows. */
@@ -426,13 +336,13 @@ static int add_dense(const tpc_shard_plan *sp, const tpc_ckpt *rk, const tpc_ten
 {
 	const tpc_tensor_row *g[MAXG];
 	char nm[512];
-	int part, n = group_of(sp->family, w, g), ret;
+	int part, n = tpc__layout_group(sp->family, TRT, w, g), ret;
 	tpc_tensor d;
 	if (!n || !tpc_family_name(w, TRT, local, -1, bias, nm, sizeof(nm), &part))
 		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "no TensorRT-LLM name for this tensor");
 	if (part > 0)
 		return 0; /* with part 0 */
-	if (fuse(rk, g, n, l, -1, bias, &d))
+	if (tpc__layout_fuse(rk, g, n, l, -1, bias, &d))
 		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "TensorRT-LLM fuses this tensor with others the rank lacks (q, k and v)");
 	if (transposed(sp->family, w, bias, d.ndim))
 		tpc_tensor_transpose2d(&d);
@@ -461,7 +371,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		int64_t local = l < 0 ? -1 : l - start;
 		if (!w) {
 			ret = tpc_err_at(e, TPC_EINPUT, NULL, t->name, "no TensorRT-LLM name for this tensor");
-		} else if (stacked(w)) {
+		} else if (tpc__layout_stacked(w, TRT)) {
 			if (l >= 0 && l < sp->layers && !done[l]) {
 				done[l] = true;
 				ret = add_experts(sp, r, l, local, out, e);
@@ -608,7 +518,7 @@ static int add_hf(const rd *d, tpc_ckpt *ck, const char *tname, const tpc_tensor
 	const tpc_family *f = d->m.fam;
 	const tpc_tensor_row *g[MAXG];
 	int64_t len[MAXG], off = 0;
-	int n = group_of(f, w, g), ret = 0;
+	int n = tpc__layout_group(f, TRT, w, g), ret = 0;
 	if (!n || t->ndim < 1 || part_rows(d, g, n, t->shape[0], len))
 		return bad_in(d, tname, path,
 			      "its rows do not fit the parts config.json's head counts and tp give it (num_attention_heads, num_key_value_heads, head_size)",
@@ -654,7 +564,7 @@ static int add_file_experts(const rd *d, tpc_ckpt *ck, const tpc_ckpt *ft, size_
 		bool bias = false;
 		const char *name = orig(ft->t[i].name); /* the string stays where it is when ck grows */
 		const tpc_tensor_row *w = row_of(f, TRT, name, &l, NULL, &bias);
-		if (!w || !stacked(w))
+		if (!w || !tpc__layout_stacked(w, TRT))
 			continue;
 		if (ft->t[i].ndim != 3 || ft->t[i].shape[0] != per)
 			return bad_in(d, name, path,
@@ -728,7 +638,7 @@ static int add_dense_back(const rd *d, tpc_ckpt *ck, size_t n0, bool *experts, t
 		if (!w)
 			return bad_in(d, name, NULL,
 				      "not a TensorRT-LLM name of this model's family (quantized checkpoints and other architectures are not read)", e);
-		if (stacked(w)) {
+		if (tpc__layout_stacked(w, TRT)) {
 			*experts = true;
 			continue;
 		}

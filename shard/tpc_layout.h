@@ -139,6 +139,23 @@ bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name);
  * add can move ck's table: t is copied first). */
 int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
 
+/* Renaming by the family tables (lib/tpc_family.h) for the layouts that store
+ * an ecosystem's names (trtllm, vllm). A row whose name in `eco` ends in "#K"
+ * is part K of a fused tensor: _group gives its rows in part order (at most
+ * TPC_LAYOUT_MAXG; 1 when not fused, 0 on a gap); _stacked: eco holds the
+ * row's experts as one tensor per layer; _fuse concatenates rank q's tensors
+ * of rows g[0..n) (layer l, expert x) on dim 0 (-1 when one is missing);
+ * _add_stacked adds to out, for layer l of rank q and under eco's name for
+ * layer `local`, every stacked tensor: the experts q holds, ascending, each
+ * its parts fused. */
+#define TPC_LAYOUT_MAXG 4
+bool tpc__layout_stacked(const tpc_tensor_row *w, tpc_eco eco);
+int tpc__layout_group(const tpc_family *f, tpc_eco eco, const tpc_tensor_row *w, const tpc_tensor_row **g);
+int tpc__layout_fuse(const tpc_ckpt *q, const tpc_tensor_row *const *g, int n, int64_t l, int64_t x, bool bias,
+		     tpc_tensor *out);
+int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q, int64_t l, int64_t local,
+			    tpc_ckpt *out, tpc_err *e);
+
 /* The hf-mapping layout's file names and mapping geometry, which the trtllm
  * layout shares (layout_trtllm.c). */
 char *tpc__trtllm_rank_name(int t, int p, int tp, int pp, const char *format);
