@@ -703,11 +703,32 @@ out:
 
 /* ---- sets TensorRT-LLM wrote ---- */
 
+/* The family config.json's "architecture" names when it is a TensorRT-LLM
+ * config (with "mapping"); *trt whether it is one. */
+static const tpc_family *config_family(const char *dir, bool *trt)
+{
+	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
+	size_t len;
+	const tpc_family *f = NULL;
+	tpc_err e;
+	tpc_err_init(&e);
+	*trt = false;
+	if (cfg && tpc_exists(cfg) && !tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
+		cJSON *root = cJSON_ParseWithLength(text, len);
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architecture");
+		*trt = cJSON_IsString(a) && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "mapping"));
+		f = *trt ? tpc_family_by_arch(a->valuestring) : NULL;
+		cJSON_Delete(root);
+	}
+	free(text);
+	free(cfg);
+	return f;
+}
+
 /* A folder with rank files and a TensorRT-LLM config.json. */
 static bool detect_dir(const char *dir)
 {
-	tpc_err e;
-	bool rank = false;
+	bool rank = false, trt;
 	DIR *dd = opendir(dir);
 	struct dirent *de;
 	while (dd && !rank && (de = readdir(dd)))
@@ -716,19 +737,8 @@ static bool detect_dir(const char *dir)
 		closedir(dd);
 	if (!rank)
 		return false;
-	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
-	size_t len;
-	bool yes = false;
-	tpc_err_init(&e);
-	if (cfg && tpc_exists(cfg) && !tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
-		cJSON *root = cJSON_ParseWithLength(text, len);
-		yes = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "architecture")) &&
-		      cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "mapping"));
-		cJSON_Delete(root);
-	}
-	free(text);
-	free(cfg);
-	return yes;
+	config_family(dir, &trt);
+	return trt;
 }
 
 static void foreign_facts(const char *dir, tpc_model_facts *f)
@@ -747,12 +757,13 @@ static void foreign_facts(const char *dir, tpc_model_facts *f)
 	f->experts = m.experts;
 }
 
+/* Its architecture's family, when it is one the layout reads (the rest of
+ * config.json is checked when the ranks are read). */
 static const char *foreign_preset(const char *dir)
 {
-	tpc__trt_model m;
-	tpc_err e;
-	tpc_err_init(&e);
-	return tpc__trt_model_read(dir, &m, &e) ? NULL : m.fam->name;
+	bool trt;
+	const tpc_family *f = config_family(dir, &trt);
+	return f && tpc_family_lists(f->layouts, "trtllm") ? f->name : NULL;
 }
 
 static const char *const formats[] = {"safetensors", NULL};

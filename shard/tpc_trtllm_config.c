@@ -450,6 +450,13 @@ static int64_t get_int(const cJSON *o, const char *key, int64_t dflt)
 		       : -1;
 }
 
+/* o has member key, and it is not null. */
+static bool given(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	return v && !cJSON_IsNull(v);
+}
+
 static int bad_cfg(const char *path, tpc_err *e, const char *what)
 {
 	tpc_err_set(e, TPC_EINPUT, "TensorRT-LLM config.json: %s", what);
@@ -476,6 +483,7 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architecture");
 	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mapping");
 	const cJSON *moe = cJSON_GetObjectItemCaseSensitive(root, "moe");
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization");
 	if (!cJSON_IsString(a) || !cJSON_IsObject(mp)) {
 		ret = bad_cfg(path, e, "no \"architecture\" or \"mapping\" (not a TensorRT-LLM checkpoint's config)");
 		goto out;
@@ -520,6 +528,8 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 	    (int64_t)m->moe_ep * m->moe_tp != m->tp || m->heads % m->kv_heads)
 		ret = bad_cfg(path, e,
 			      "num_attention_heads, num_key_value_heads, head_size, hidden_size, num_hidden_layers, vocab_size and mapping (tp_size x pp_size, moe_tp_size x moe_ep_size = tp_size) must be positive sizes that fit together");
+	else if (given(q, "quant_algo") || given(q, "kv_cache_quant_algo"))
+		ret = bad_cfg(path, e, "a quantized checkpoint (quantization.quant_algo or kv_cache_quant_algo set): its scales and packed weights are not read back");
 	else if (m->dtype == TPC_DT_INVALID)
 		ret = bad_cfg(path, e, "\"dtype\" must be float32, float16 or bfloat16");
 	else if (m->parallel_embedding && m->sharding_dim != 0)

@@ -141,7 +141,12 @@ refuse 3 "a tensor of another dtype than the model's" "model.layers.1.input_laye
 F=$T/broken
 cp -r "$T/foreign_llama_2_2_1" "$F" && $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c["num_key_value_heads"]=4; json.dump(c, open(sys.argv[1], "w"))' "$F/config.json"
 run "$TPCONV" merge "$F" -o "$F.safetensors" -q
-[ "$rc" = 3 ] && grep -q "attention.qkv.weight" "$T/err" && grep -q "rank0.safetensors" "$T/err" && [ ! -e "$F.safetensors" ] &&
+[ "$rc" = 3 ] && grep -q "attention.qkv.weight" "$T/err" && grep -q "rank[0-9].safetensors" "$T/err" && [ ! -e "$F.safetensors" ] &&
   ok "a qkv whose rows do not fit config.json's head counts: exit 3 naming the tensor and file" || bad "broken qkv" "exit $rc" "$(cat "$T/err")"
+F=$T/quantized
+cp -r "$T/foreign_llama_2_2_1" "$F" && $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c["quantization"]["quant_algo"]="W8A16"; json.dump(c, open(sys.argv[1], "w"))' "$F/config.json"
+run "$TPCONV" merge "$F" -o "$F.safetensors" -q
+[ "$rc" = 3 ] && grep -q "quantized checkpoint" "$T/err" && [ ! -e "$F.safetensors" ] &&
+  ok "a quantized TensorRT-LLM checkpoint is refused (exit 3), not read as dense" || bad "quantized" "exit $rc" "$(cat "$T/err")"
 echo "1..$n"
 [ "$failed" = 0 ]
