@@ -93,7 +93,7 @@ static int64_t stage_start(int64_t layers, int pp, int s)
 	return s * (layers / pp) + (s < layers % pp ? s : layers % pp);
 }
 
-/* t read as `dt` (a pending cast; the router's float32 and back). */
+/* t written as `dt` (a pending cast, applied by the writer: the router's float32). */
 static void cast_to(tpc_tensor *t, tpc_dtype dt)
 {
 	t->dtype = dt;
@@ -114,7 +114,8 @@ static int64_t find_role(const tpc_shard_plan *sp, tpc_role r)
 	return ix;
 }
 
-/* The model's dtype: the embedding's, which every tensor but the router must share. */
+/* The model's dtype: the embedding's, which every tensor must share (the
+ * router may be float32: what the checkpoint holds it as). */
 static int model_dtype(const tpc_shard_plan *sp, tpc_dtype *dt, tpc_err *e)
 {
 	const tpc_family *f = sp->family;
@@ -123,7 +124,8 @@ static int model_dtype(const tpc_shard_plan *sp, tpc_dtype *dt, tpc_err *e)
 	for (size_t i = 0; i < sp->in->n && *dt; i++) {
 		const tpc_tensor *t = &sp->in->t[i];
 		const tpc_tensor_row *w = row_of(f, HF, t->name, NULL, NULL, NULL);
-		if (t->dtype != *dt && !(w && w->role == TPC_ROLE_FFN_GATE_INP)) {
+		/* the router is float32 in the checkpoint: it may be so in the model too */
+		if (t->dtype != *dt && !(w && w->role == TPC_ROLE_FFN_GATE_INP && t->dtype == TPC_F32)) {
 			char msg[160];
 			snprintf(msg, sizeof(msg), "a TensorRT-LLM checkpoint has one dtype (the config's); this tensor is %s, the embedding %s",
 				 tpc_dtype_name(t->dtype), tpc_dtype_name(*dt));
@@ -242,6 +244,26 @@ static int check_head(tpc_shard_plan *sp, const tpc__trt_source *src, tpc_err *e
 	return 0;
 }
 
+/* Attention biases in the checkpoint need attn_bias in the config (LLaMA's
+ * is config.json's bias or attention_bias; Qwen2 and GPT-2 always have
+ * them): TensorRT-LLM would build the model without them and only warn that
+ * the file holds tensors it does not use. */
+static int check_bias(const tpc_shard_plan *sp, const tpc__trt_source *src, tpc_err *e)
+{
+	static const char *const keys[] = {"bias", "attention_bias", "attn_bias"};
+	bool said = src->fam->conv1d || !strcmp(src->fam->name, "qwen2");
+	for (size_t k = 0; k < 3 && !said; k++)
+		said = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(src->root, keys[k]));
+	for (size_t i = 0; i < sp->in->n && !said; i++) {
+		bool bias = false;
+		const tpc_tensor_row *w = row_of(sp->family, HF, sp->in->t[i].name, NULL, NULL, &bias);
+		if (w && bias && w->role >= TPC_ROLE_ATTN_Q && w->role <= TPC_ROLE_ATTN_OUT)
+			return tpc_err_at(e, TPC_EINPUT, src->path, sp->in->t[i].name,
+					  "an attention bias, but config.json does not say attention_bias: TensorRT-LLM would build the model without it");
+	}
+	return 0;
+}
+
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__trt_source src;
@@ -267,7 +289,8 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	else if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
 		ret = tpc_err_set(e, TPC_EUSAGE,
 				  "TensorRT-LLM gives each moe_ep rank a contiguous block of experts (Mapping.ep_experts): --ep-placement round-robin does not go with the trtllm layout");
-	if (!ret && !(ret = model_dtype(sp, &dt, e)) && !(ret = check_entries(sp, e)) && !(ret = check_head(sp, &src, e)))
+	if (!ret && !(ret = model_dtype(sp, &dt, e)) && !(ret = check_entries(sp, e)) && !(ret = check_head(sp, &src, e)) &&
+	    !(ret = check_bias(sp, &src, e)))
 		ret = tpc__trt_config_render(sp, &src, dt, &cfg, e); /* the config can be written */
 out:
 	tpc_buf_release(&cfg);

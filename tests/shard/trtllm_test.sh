@@ -134,7 +134,14 @@ x = dict(sd); x["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.ones(4)
 torch.save(x, os.path.join(sys.argv[1], "extra.bin"))
 y = dict(sd); y["model.layers.1.input_layernorm.weight"] = y["model.layers.1.input_layernorm.weight"].float()
 torch.save(y, os.path.join(sys.argv[1], "mixed.bin"))
+z = dict(sd)
+for l in range(3):
+    for n, rows in (("q", 64), ("k", 16), ("v", 16)):
+        z["model.layers.%d.self_attn.%s_proj.bias" % (l, n)] = torch.zeros(rows, dtype=torch.float16)
+torch.save(z, os.path.join(sys.argv[1], "bias.bin"))
 PY
+refuse 3 "q/k/v biases the config does not announce (attention_bias)" "does not say attention_bias" \
+  "$M/bias.bin" --config "$M/llama/config.json" --preset llama --tp 2
 refuse 3 "a tensor TensorRT-LLM has no parameter for" "rotary_emb.inv_freq" "$M/extra.bin" --config "$M/llama/config.json" --preset llama --tp 2
 refuse 3 "a tensor of another dtype than the model's" "model.layers.1.input_layernorm.weight" "$M/mixed.bin" --config "$M/llama/config.json" --preset llama --tp 2
 # a set whose config.json says other head counts than its rank files hold
