@@ -72,6 +72,11 @@ static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, 
 	mo.tp = (int)set->tp;
 	mo.pp = (int)set->pp;
 	if (in->kind == TPC_SET_FOREIGN) {
+		/* a set whose own files name the model (TensorRT-LLM's config.json) */
+		const char *fp = !in->have_plan && lay && lay->foreign_preset ? lay->foreign_preset(in->path) : NULL;
+		if (fp && (ret = tpc_cli_load_plan(fp, NULL, &in->plan, e)))
+			return ret;
+		in->have_plan = in->have_plan || fp;
 		if (!in->have_plan)
 			return tpc_cli_usage(cmd,
 					     "'%s' is a shard set without a tpconv manifest: give the --preset or --plan it was split with",

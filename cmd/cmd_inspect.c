@@ -186,6 +186,7 @@ static int open_input(insp *x)
 {
 	tpc_err e;
 	const tpc_layout *fl = NULL;
+	const char *pre = NULL;
 	tpc_set_kind sk = tpc_set_detect(x->path, &fl);
 	tpc_err_init(&e);
 	if (sk == TPC_SET_MANIFEST) {
@@ -208,6 +209,25 @@ static int open_input(insp *x)
 			 mg->layout->name, mg->tp, mg->pp, epl, mg->nranks, mg->layout->folders ? "folders" : "files");
 		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d%s,\"manifest\":true}",
 			 mg->layout->name, mg->tp, mg->pp, epj);
+	} else if (sk == TPC_SET_FOREIGN && fl->foreign_preset && (pre = fl->foreign_preset(x->path))) {
+		/* a set whose own files name the model (TensorRT-LLM's config.json): merged as its preset */
+		tpc_merge_opts mo;
+		tpc_plan plan;
+		memset(&mo, 0, sizeof(mo));
+		tpc_plan_init(&plan);
+		mo.plan = &plan;
+		int bad = tpc_cli_load_plan(pre, NULL, &plan, &e) || tpc_merge_open(&x->mg, x->path, &mo, &e);
+		tpc_plan_release(&plan);
+		if (bad)
+			return tpc_cli_fail(&e);
+		x->have_mg = true;
+		x->ck = x->mg.out; /* borrowed: released with mg */
+		snprintf(x->set_line, sizeof(x->set_line),
+			 "# shard set: layout %s (%s), tp %d, pp %d, %d rank files, no tpconv manifest; the merged model (preset %s):\n",
+			 fl->name, fl->desc, x->mg.tp, x->mg.pp, x->mg.nranks, pre);
+		snprintf(x->set_json, sizeof(x->set_json),
+			 ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d,\"preset\":\"%s\",\"manifest\":false}", fl->name,
+			 x->mg.tp, x->mg.pp, pre);
 	} else if (sk == TPC_SET_FOREIGN) {
 		char *r0 = fl->foreign_rank_path(x->path, 0, 0, 1);
 		if (!r0 || tpc_ckpt_open(&x->ck, r0, &x->oo, &e)) {

@@ -90,7 +90,7 @@ static const char *help =
 	"                           the bytes, unmatched tensors); write nothing\n"
 	"  --json                   with --dry-run: the manifest that would be written\n"
 	"  --no-extras              do not copy the model's config, tokenizer and other companion\n"
-	"                           files (a trtllm set still gets its config.json with mapping)\n"
+	"                           files (a trtllm set still gets its config.json, hf-mapping its mapping)\n"
 	"  -f, --force              replace existing rank files and manifest\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
@@ -458,6 +458,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
 	 * as input carries them where a merge finds them (an hf set in each rank
 	 * folder; a TensorRT-LLM set's config.json loses its old mapping) */
+	s->so.config_file = s->set.config; /* the trtllm layout's config.json is written from it */
 	if (in->have_ck) {
 		s->so.config_dir = tpc_extras_source_dir(s->in);
 	} else {

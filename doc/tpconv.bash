@@ -17,7 +17,7 @@ _tpconv() {
 	--preset) COMPREPLY=($(compgen -W "$("$tp" plan --list 2>/dev/null | awk '{print $1}')" -- "$cur")); return ;;
 	--rules) COMPREPLY=($(compgen -W "$("$tp" rules --list 2>/dev/null | awk '{print $1}')" -- "$cur")); compopt -o default 2>/dev/null; return ;;
 	--format) COMPREPLY=($(compgen -W "safetensors torch dcp" -- "$cur")); return ;;
-	--layout) COMPREPLY=($(compgen -W "tpconv oslo trtllm hf vllm megatron dcp" -- "$cur")); return ;;
+	--layout) COMPREPLY=($(compgen -W "tpconv oslo trtllm hf vllm megatron dcp hf-mapping" -- "$cur")); return ;;
 	--device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
 	--dtype) COMPREPLY=($(compgen -W "bf16 f16 f32 f64" -- "$cur")); return ;;
 	--checksum) COMPREPLY=($(compgen -W "xxh3-128 sha256 none" -- "$cur")); return ;;

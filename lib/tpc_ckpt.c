@@ -856,6 +856,82 @@ void tpc_tensor_transpose2d(tpc_tensor *t)
 	}
 }
 
+/* A leading dimension of size 1, in place (a composite's parts too, which
+ * then concatenate one dimension further along). */
+static int lift0(tpc_tensor *t)
+{
+	int n = t->ndim;
+	if (n >= TPC_MAX_NDIM || t->dq)
+		return -1;
+	int64_t *s = tpc_calloc((size_t)(2 * (n + 1)), sizeof(int64_t));
+	if (!s)
+		return -1;
+	s[0] = 1;
+	memcpy(s + 1, t->shape, (size_t)n * sizeof(int64_t));
+	/* the stride of a size-1 dimension is never stepped: the C-contiguous one */
+	s[n + 1] = n ? t->shape[0] * t->stride[0] : 1;
+	memcpy(s + n + 2, t->stride, (size_t)n * sizeof(int64_t));
+	free(t->shape);
+	t->shape = s;
+	t->stride = s + n + 1;
+	t->ndim = n + 1;
+	for (int i = 0; i < t->nparts; i++)
+		if (lift0(&t->parts[i]))
+			return -1;
+	if (t->nparts)
+		t->cat_dim++;
+	return 0;
+}
+
+/* Drop a leading dimension of size 1, in place. */
+static int drop0(tpc_tensor *t)
+{
+	int n = t->ndim;
+	if (n < 1 || t->shape[0] != 1 || t->dq || (t->nparts && t->cat_dim == 0))
+		return -1;
+	int64_t *s = t->shape;
+	memmove(s, s + 1, (size_t)(n - 1) * sizeof(int64_t));
+	memmove(s + n - 1, s + n + 1, (size_t)(n - 1) * sizeof(int64_t));
+	t->stride = s + n - 1;
+	t->ndim = n - 1;
+	for (int i = 0; i < t->nparts; i++)
+		if (drop0(&t->parts[i]))
+			return -1;
+	if (t->nparts)
+		t->cat_dim--;
+	return 0;
+}
+
+int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts)
+{
+	int ret = 0, n = 0;
+	memset(dst, 0, sizeof(*dst));
+	if (nparts < 1)
+		return -1;
+	tpc_tensor *up = tpc_calloc((size_t)nparts, sizeof(*up));
+	if (!up)
+		return -1;
+	for (; n < nparts && !ret; n++)
+		ret = parts[n].ndim != parts[0].ndim || tpc_tensor_copy(&up[n], &parts[n]) || lift0(&up[n]);
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, up, nparts, 0);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&up[i]);
+	free(up);
+	return ret ? -1 : 0;
+}
+
+int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
+{
+	if (src->ndim < 1 || src->dq || tpc_tensor_narrow(dst, src, 0, j, 1))
+		return -1;
+	if (drop0(dst) || tensor_sizes(dst)) {
+		tpc_tensor_release(dst);
+		return -1;
+	}
+	return 0;
+}
+
 int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
 			       const int64_t *shape, int cat_dim, const tpc_tensor *parts, int nparts,
 			       tpc_err *e)

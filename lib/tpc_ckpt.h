@@ -240,6 +240,14 @@ int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t head
 /* Swap dims 0 and 1 of a 2-D description in place; a composite's parts are
  * swapped too and it concatenates along the other dim. */
 void tpc_tensor_transpose2d(tpc_tensor *t);
+/* Stacked tensors (TensorRT-LLM's and vLLM's per-layer expert weights
+ * [experts, rows, cols]) as descriptions: dst = parts[0..n) stacked along a
+ * new leading dimension (each part a view, zero fill or composite of equal
+ * shape and dtype, deep-copied); and dst = src[j], index j of dim 0 with that
+ * dimension dropped. -1 on a bad argument (shapes that differ, j out of
+ * range, a dequantized tensor) or out of memory. */
+int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts);
+int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j);
 void tpc_tensor_release(tpc_tensor *t); /* frees shape and parts, not name */
 /*
  * A C-contiguous tensor of `shape` whose elements, in C order, are the

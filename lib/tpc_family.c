@@ -14,7 +14,10 @@
  *   vLLM           vllm/model_executor/models/llama.py stacked_params_mapping
  *   TensorRT-LLM   tensorrt_llm/models/llama/convert.py (param names of
  *                  load_weights_from_hf_model: mlp.fc = gate_proj, mlp.gate =
- *                  up_proj; MoE mlp.fc = [w3; w1] stacked over experts)
+ *                  up_proj; MoE mlp.fc = [w3; w1] stacked over experts,
+ *                  mlp.router; the same names in models/qwen/convert.py
+ *                  convert_hf_qwen for Qwen2), models/gpt/convert.py for
+ *                  GPT-2 (position_embedding, attention.qkv = c_attn)
  *   GGUF           gguf-py/gguf/constants.py TENSOR_NAMES (llama.cpp)
  */
 #include <stdio.h>
@@ -47,8 +50,8 @@
 	    HF_L "self_attn.qkv_proj.weight#1", TR_L "attention.qkv.weight#1", GG_L "attn_k.weight"), \
 	ROW(ATTN_V, true, HF_L "self_attn.v_proj.weight", MC_L "self_attention.linear_qkv.weight#2", \
 	    HF_L "self_attn.qkv_proj.weight#2", TR_L "attention.qkv.weight#2", GG_L "attn_v.weight"), \
-	ROW(ATTN_QKV, true, HF_L "self_attn.qkv_proj.weight", NULL, HF_L "self_attn.qkv_proj.weight", \
-	    TR_L "attention.qkv.weight", GG_L "attn_qkv.weight"), \
+	ROW(ATTN_QKV, true, HF_L "self_attn.qkv_proj.weight", NULL, HF_L "self_attn.qkv_proj.weight", NULL, \
+	    GG_L "attn_qkv.weight"), \
 	ROW(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", MC_L "self_attention.linear_proj.weight", \
 	    HF_L "self_attn.o_proj.weight", TR_L "attention.dense.weight", GG_L "attn_output.weight"), \
 	ROW(ATTN_Q_NORM, false, HF_L "self_attn.q_norm.weight", MC_L "self_attention.q_layernorm.weight", \
@@ -73,8 +76,10 @@
 static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, END_ROW};
 
 /* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
- * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE names
- * (w13_weight, w2_weight) come with the layout that writes them. */
+ * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
+ * (vllm/model_executor/layers/fused_moe/layer.py make_expert_params_mapping:
+ * w1 and w3 into experts.w13_weight, shard ids w1 then w3 (_load_w13), w2
+ * into experts.w2_weight; the router a ReplicatedLinear). */
 static const tpc_tensor_row mixtral_tensors[] = {
 	LLAMA_ATTN_ROWS,
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight",
@@ -82,14 +87,14 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	ROW(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", MC_L "mlp.router.weight",
 	    HF_L "block_sparse_moe.gate.weight", TR_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
 	ROW(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, TR_L "mlp.fc.weight#1",
-	    GG_L "ffn_gate_exps.weight"),
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", HF_L "block_sparse_moe.experts.w13_weight#0",
+	    TR_L "mlp.fc.weight#1", GG_L "ffn_gate_exps.weight"),
 	ROW(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, TR_L "mlp.fc.weight#0",
-	    GG_L "ffn_up_exps.weight"),
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", HF_L "block_sparse_moe.experts.w13_weight#1",
+	    TR_L "mlp.fc.weight#0", GG_L "ffn_up_exps.weight"),
 	ROW(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, TR_L "mlp.proj.weight",
-	    GG_L "ffn_down_exps.weight"),
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", HF_L "block_sparse_moe.experts.w2_weight",
+	    TR_L "mlp.proj.weight", GG_L "ffn_down_exps.weight"),
 	END_ROW,
 };
 
@@ -117,21 +122,23 @@ static const tpc_tensor_row qwen2moe_tensors[] = {
 	END_ROW,
 };
 
-/* GPT-2: Conv1D weights stored [in, out] (the other ecosystems transpose
- * them, so only the names that hold the same bytes are listed), c_attn fused
- * [q|k|v] by the checkpoint itself. */
+/* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
+ * holds the linear weights transposed, [out, in]; models/gpt/convert.py
+ * load_weights_from_hf_model, "transpose for Conv1D"), c_attn fused [q|k|v]
+ * by the checkpoint itself and kept fused there (attention.qkv). */
 #define G2_L "transformer.h.{L}."
 static const tpc_tensor_row gpt2_tensors[] = {
-	ROW(TOKEN_EMBD, false, "transformer.wte.weight", NULL, NULL, NULL, "token_embd.weight"),
-	ROW(POS_EMBD, false, "transformer.wpe.weight", NULL, NULL, NULL, "position_embd.weight"),
-	ROW(OUTPUT_NORM, true, "transformer.ln_f.weight", NULL, NULL, NULL, "output_norm.weight"),
-	ROW(OUTPUT, false, "lm_head.weight", NULL, NULL, NULL, "output.weight"),
-	ROW(ATTN_NORM, true, G2_L "ln_1.weight", NULL, NULL, NULL, GG_L "attn_norm.weight"),
-	ROW(ATTN_QKV, true, G2_L "attn.c_attn.weight", NULL, NULL, NULL, GG_L "attn_qkv.weight"),
-	ROW(ATTN_OUT, true, G2_L "attn.c_proj.weight", NULL, NULL, NULL, GG_L "attn_output.weight"),
-	ROW(FFN_NORM, true, G2_L "ln_2.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
-	ROW(FFN_UP, true, G2_L "mlp.c_fc.weight", NULL, NULL, NULL, GG_L "ffn_up.weight"),
-	ROW(FFN_DOWN, true, G2_L "mlp.c_proj.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
+	ROW(TOKEN_EMBD, false, "transformer.wte.weight", NULL, NULL, "transformer.vocab_embedding.weight", "token_embd.weight"),
+	ROW(POS_EMBD, false, "transformer.wpe.weight", NULL, NULL, "transformer.position_embedding.weight",
+	    "position_embd.weight"),
+	ROW(OUTPUT_NORM, true, "transformer.ln_f.weight", NULL, NULL, "transformer.ln_f.weight", "output_norm.weight"),
+	ROW(OUTPUT, false, "lm_head.weight", NULL, NULL, "lm_head.weight", "output.weight"),
+	ROW(ATTN_NORM, true, G2_L "ln_1.weight", NULL, NULL, TR_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	ROW(ATTN_QKV, true, G2_L "attn.c_attn.weight", NULL, NULL, TR_L "attention.qkv.weight", GG_L "attn_qkv.weight"),
+	ROW(ATTN_OUT, true, G2_L "attn.c_proj.weight", NULL, NULL, TR_L "attention.dense.weight", GG_L "attn_output.weight"),
+	ROW(FFN_NORM, true, G2_L "ln_2.weight", NULL, NULL, TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"),
+	ROW(FFN_UP, true, G2_L "mlp.c_fc.weight", NULL, NULL, TR_L "mlp.fc.weight", GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, true, G2_L "mlp.c_proj.weight", NULL, NULL, TR_L "mlp.proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
 
@@ -372,7 +379,7 @@ static const tpc_family families[] = {
 	 .verify = "llama",
 	 .hf_arch = A("LlamaForCausalLM"),
 	 .rules = A("megatron-llama", "torchtitan"),
-	 .layouts = A("vllm"),
+	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors},
 	{.name = "mistral",
 	 .desc = "Mistral (HF names): the llama plan",
@@ -380,7 +387,7 @@ static const tpc_family families[] = {
 	 .verify = "llama",
 	 .hf_arch = A("MistralForCausalLM"),
 	 .rules = A("megatron-llama"),
-	 .layouts = A("vllm"),
+	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors},
 	{.name = "qwen2",
 	 .desc = "Qwen2 / Qwen2.5 dense (HF names): the llama plan (q/k/v biases split with their weights)",
@@ -388,7 +395,7 @@ static const tpc_family families[] = {
 	 .verify = "llama",
 	 .hf_arch = A("Qwen2ForCausalLM"),
 	 .rules = A("megatron-llama"),
-	 .layouts = A("vllm"),
+	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors},
 	{.name = "qwen3",
 	 .desc = "Qwen3 dense (HF names): the llama plan; per-head q_norm/k_norm replicated, head_dim from config.json",
@@ -416,6 +423,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
 	 .verify = "llama",
 	 .hf_arch = A("MixtralForCausalLM"),
+	 .layouts = A("vllm", "trtllm"),
 	 .tensors = mixtral_tensors},
 	{.name = "qwen2-moe",
 	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
@@ -433,7 +441,9 @@ static const tpc_family families[] = {
 	 .plan = plan_gpt2,
 	 .verify = "gpt2",
 	 .hf_arch = A("GPT2LMHeadModel"),
+	 .layouts = A("trtllm"),
 	 .tensors = gpt2_tensors,
+	 .conv1d = true,
 	 .rules = A("megatron-gpt")},
 	{.name = "gpt-neox",
 	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",

@@ -17,6 +17,10 @@
  *             (a layout writes a family only when it is listed here)
  *   tensors   for decoders, the tensor table: each tensor by role with its
  *             name in every ecosystem (below); NULL for families without one
+ *   conv1d    its Hugging Face checkpoints store the 2-D weights of the
+ *             decoder's linear layers [in, out] (GPT-2's Conv1D); the other
+ *             ecosystems hold them [out, in], transposed (embeddings and
+ *             lm_head are [vocab or positions, hidden] everywhere)
  *
  * The tensor table. Each row names one weight; its bias, where the model has
  * one, is the same name with the final "weight" replaced by "bias" (also
@@ -95,6 +99,7 @@ typedef struct tpc_family {
 					  * loaders were checked against this family's
 					  * models: a layout writes only those */
 	const tpc_tensor_row *tensors;   /* ends with role TPC_ROLE_NONE; NULL: none */
+	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */
 } tpc_family;
 
 size_t tpc_family_count(void);

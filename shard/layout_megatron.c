@@ -405,18 +405,6 @@ static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *
 		*pp = (int)a.pp;
 }
 
-/* Add a copy of `t` under `name`; t may point into ck's own table, which the
- * add can move: copied first. */
-static int add_hf(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
-{
-	tpc_tensor c;
-	if (tpc_tensor_copy(&c, t))
-		return tpc_err_nomem(e);
-	int64_t ix = tpc_ckpt_add_copy(ck, name, &c, e);
-	tpc_tensor_release(&c);
-	return ix < 0 ? (int)ix : 0;
-}
-
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
 	int ret = tpc_ckpt_open(ck, path, NULL, e);
@@ -479,7 +467,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 				    tpc_tensor_ungroup(&cat, t, 0, g, per, off, len)) {
 					ret = tpc_err_nomem(e);
 				} else {
-					ret = add_hf(ck, hf, &cat, e);
+					ret = tpc__layout_add_copy(ck, hf, &cat, e);
 					tpc_tensor_release(&cat);
 				}
 				t = &ck->t[i]; /* the table may have moved */
@@ -499,7 +487,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 						     TPC_ECO_HF, l, -1, false, hf, sizeof(hf), NULL))
 					ret = tpc_err_nomem(e);
 				else
-					ret = add_hf(ck, hf, &half, e);
+					ret = tpc__layout_add_copy(ck, hf, &half, e);
 				tpc_tensor_release(&half);
 			}
 			continue;
@@ -513,7 +501,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 			ret = TPC_EINPUT;
 			break;
 		}
-		if ((ret = add_hf(ck, hf, &ck->t[i], e)))
+		if ((ret = tpc__layout_add_copy(ck, hf, &ck->t[i], e)))
 			break;
 	}
 	if (!ret && !(keep = tpc_calloc(ck->n + 1, sizeof(bool))))

@@ -1,7 +1,13 @@
-/* layout_trtllm.c - TensorRT-LLM's checkpoint layout: rank{N}.safetensors with
- * N = pp_rank * tp + tp_rank, and config.json holding the model's config plus
- * "mapping" (world_size, tp_size, pp_size, moe_tp_size, moe_ep_size), which
- * TensorRT-LLM reads to pick each rank's file (SHARDING.md, TensorRT-LLM). */
+/* layout_trtllm.c - the hf-mapping layout: TensorRT-LLM's file names with
+ * Hugging Face tensors. rank{N}.safetensors with N = pp_rank * tp + tp_rank
+ * holding each rank's slices under their Hugging Face names (q, k and v
+ * apart), and config.json holding the model's config plus "mapping"
+ * (world_size, tp_size, pp_size, moe_tp_size, moe_ep_size). It is no
+ * TensorRT-LLM checkpoint (trtllm-build wants its own names, fused qkv and
+ * config keys: layout_trtllm_ckpt.c writes that); it is for tools that read
+ * per-rank Hugging Face shards and pick their file by TensorRT-LLM's rank
+ * numbering. The file names, the rank numbering and the mapping geometry are
+ * shared with the trtllm layout (tpc__trtllm_* below). */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -187,9 +193,31 @@ static char *rank_path(const char *dir, int t, int p, int tp)
 
 static const char *const formats[] = {"safetensors", NULL};
 
-const tpc_layout tpc_layout_trtllm = {
-	.name = "trtllm", .desc = "rankN.safetensors and config.json with \"mapping\" (TensorRT-LLM)",
-	.formats = formats, .set_format = "trtllm-shards",
+/* The TensorRT-LLM checkpoint layout names and finds its files the same way. */
+char *tpc__trtllm_rank_name(int t, int p, int tp, int pp, const char *format)
+{
+	return rank_name(t, p, tp, pp, format);
+}
+
+bool tpc__trtllm_is_rank_file(const char *name)
+{
+	return is_rank_file(name);
+}
+
+int tpc__trtllm_geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
+{
+	return geometry(dir, tp_flag, pp_flag, tp, pp, e);
+}
+
+char *tpc__trtllm_rank_path(const char *dir, int t, int p, int tp)
+{
+	return rank_path(dir, t, p, tp);
+}
+
+const tpc_layout tpc_layout_hf_mapping = {
+	.name = "hf-mapping",
+	.desc = "rankN.safetensors with Hugging Face names and config.json with \"mapping\" (TensorRT-LLM's file names, not its checkpoint)",
+	.formats = formats, .set_format = "hf-mapping-shards",
 	.expert_parallel = true,
 	.rank_name = rank_name,
 	.write_extras = write_extras, .merge_extras = merge_extras,

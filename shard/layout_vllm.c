@@ -24,6 +24,16 @@
  *     (what tpconv's KV replication does); the rank's parameter is
  *     [q_r; k_r; v_r]. MergedColumnParallelLinear: [gate_r; up_r].
  *     RowParallelLinear keeps the whole bias on every rank (added by rank 0).
+ *   - vllm/model_executor/models/mixtral.py (MixtralForCausalLM): attention
+ *     as LLaMA's; block_sparse_moe.gate a ReplicatedLinear (whole); the
+ *     experts one FusedMoE (vllm/model_executor/layers/fused_moe/layer.py):
+ *     make_expert_params_mapping maps experts.E.w1 and .w3 to
+ *     experts.w13_weight (shard ids w1, w3) and .w2 to experts.w2_weight;
+ *     _load_w13 puts w1's rank rows in the first half of expert E's
+ *     [2 x rows/tp, hidden] and w3's in the second, _load_w2 w2's rank
+ *     columns: w13_weight [E, 2 x rows/tp, hidden], w2_weight
+ *     [E, hidden, rows/tp], every expert on every rank (no expert
+ *     parallelism: this layout refuses --ep).
  *   - vllm/model_executor/layers/vocab_parallel_embedding.py:
  *     DEFAULT_VOCAB_PADDING_SIZE = 64; pad_vocab_size() rounds the vocabulary
  *     up to a multiple of 64, vocab_range_from_global_vocab_size() gives rank
@@ -32,7 +42,8 @@
  *     Vp / tp), which is the same rows.
  *
  * So a vllm set is tpconv's split of a LLaMA-family model with each rank's
- * q/k/v and gate/up slices concatenated under vLLM's names, vocab padded as
+ * q/k/v and gate/up slices concatenated (Mixtral's experts stacked) under
+ * vLLM's names, vocab padded as
  * vLLM pads it, tied weights once, and the model's config and tokenizer
  * beside (vLLM reads config.json from the same folder). Reading one back
  * un-fuses by the head counts, so merge and verify see the tensors as split.
@@ -70,14 +81,20 @@ typedef enum cls {
 	C_GATEUP2, /* mlp.gate_up_proj.*: col in 2 parts (Phi-3) */
 	C_DOWN,    /* mlp.down_proj.weight: row */
 	C_REPL,    /* norms, q_norm/k_norm, o_proj/down_proj biases: whole on every rank */
+	C_ROUTER,  /* Mixtral block_sparse_moe.gate.weight: whole (ReplicatedLinear) */
+	C_EXPCOL,  /* Mixtral experts.E.w1 / w3: col, stacked into experts.w13_weight */
+	C_EXPROW,  /* Mixtral experts.E.w2: row, stacked into experts.w2_weight */
 } cls;
 
 /* The class of a Hugging Face name, from the LLaMA family's tensor table
- * (lib/tpc_family.c: every family the layout writes shares it). */
+ * (lib/tpc_family.c: every family the layout writes shares it) and, for the
+ * experts, Mixtral's. */
 static cls classify(const char *n)
 {
 	bool bias = false;
 	const tpc_tensor_row *w = tpc_family_classify(tpc_family_find("llama"), TPC_ECO_HF, n, NULL, NULL, &bias);
+	if (!w && (w = tpc_family_classify(tpc_family_find("mixtral"), TPC_ECO_HF, n, NULL, NULL, &bias)))
+		return w->role == TPC_ROLE_FFN_GATE_INP ? C_ROUTER : w->role == TPC_ROLE_FFN_DOWN_EXP ? C_EXPROW : C_EXPCOL;
 	switch (w ? w->role : TPC_ROLE_NONE) {
 	case TPC_ROLE_TOKEN_EMBD: return C_EMBED;
 	case TPC_ROLE_OUTPUT: return C_LMHEAD;
@@ -180,6 +197,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	vcfg c;
 	bool tied = sp->tied = is_tied(sp, o, &c);
 	const tpc_family *fam = c.have && c.arch[0] ? tpc_family_by_arch(c.arch) : NULL;
+	bool moe = fam && !strcmp(fam->name, "mixtral");
 	if (c.have && c.arch[0] && !(fam && tpc_family_lists(fam->layouts, "vllm"))) {
 		/* the architectures of the families whose records list this layout */
 		char a[160], known[512];
@@ -235,6 +253,18 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		case C_DOWN:
 			if (s->kind != TPC_SPLIT_ROW || s->dim != 1)
 				want = "row-parallel on dim 1 (RowParallelLinear)";
+			break;
+		case C_EXPCOL:
+		case C_EXPROW:
+		case C_ROUTER:
+			if (!moe)
+				return refuse(e, t->name, "%s", "an expert's tensor: vLLM's FusedMoE names are written for MixtralForCausalLM, and config.json does not say it is one");
+			if (k == C_EXPCOL && (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1))
+				want = "column-parallel on dim 0 inside every expert (FusedMoE w13)";
+			else if (k == C_EXPROW && (s->kind != TPC_SPLIT_ROW || s->dim != 1))
+				want = "row-parallel on dim 1 inside every expert (FusedMoE w2)";
+			else if (k == C_ROUTER && s->dim >= 0)
+				want = "replicated (ReplicatedLinear)";
 			break;
 		case C_REPL:
 			if (s->dim >= 0)
@@ -312,17 +342,36 @@ static int add_cat(tpc_ckpt *out, const char *name, const tpc_tensor *const *par
 	return ix < 0 ? (int)ix : 0;
 }
 
+/* Layer l's experts as FusedMoE holds them, once per layer (done[l]). */
+static int add_experts(const tpc_ckpt *rk, const char *n, bool *done, int64_t nl, tpc_ckpt *out, tpc_err *e)
+{
+	const tpc_family *mx = tpc_family_find("mixtral");
+	int64_t l = -1;
+	tpc_family_classify(mx, TPC_ECO_HF, n, &l, NULL, NULL);
+	if (l < 0 || l >= nl)
+		return refuse(e, n, "%s", "an expert's tensor outside the model's layers");
+	if (done[l])
+		return 0;
+	done[l] = true;
+	return tpc__layout_add_stacked(mx, TPC_ECO_VLLM, rk, l, l, out, e);
+}
+
 static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
 	bool tied = sp->tied; /* decided by check() */
 	int ret = 0;
+	bool *done = tpc_calloc((size_t)sp->layers + 1, sizeof(bool));
+	if (!done)
+		return tpc_err_nomem(e);
 	for (size_t i = 0; i < rk->n && !ret; i++) {
 		const tpc_tensor *t = &rk->t[i];
 		const char *n = t->name;
 		cls k = classify(n);
 		char *fused = NULL;
-		if (k == C_Q) {
+		if (k == C_EXPCOL || k == C_EXPROW) {
+			ret = add_experts(rk, n, done, sp->layers, out, e);
+		} else if (k == C_Q) {
 			char *kn = swap_part(n, ".q_proj.", ".k_proj."), *vn = swap_part(n, ".q_proj.", ".v_proj.");
 			int64_t ki = kn ? tpc_ckpt_find(rk, kn) : -1, vi = vn ? tpc_ckpt_find(rk, vn) : -1;
 			free(kn);
@@ -372,6 +421,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		}
 		free(fused);
 	}
+	free(done);
 	for (size_t i = 0; i < rk->nmeta && !ret; i++)
 		ret = tpc_ckpt_meta_set(out, rk->meta_k[i], rk->meta_v[i], e);
 	return ret;
@@ -501,14 +551,6 @@ static int add_view(tpc_ckpt *ck, const char *name, const tpc_tensor *t, int64_t
 	return ix < 0 ? (int)ix : 0;
 }
 
-static bool listed(const tpc_layout_rank_ctx *c, const char *name)
-{
-	for (size_t i = 0; i < c->nnames; i++)
-		if (!strcmp(c->names[i], name))
-			return true;
-	return false;
-}
-
 /* Un-fuse tensor i (qkv_proj or gate_up_proj) into views appended to ck. */
 static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const char *path, tpc_err *e)
 {
@@ -542,7 +584,7 @@ static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const ch
 		n1 = swap_part(name, ".qkv_proj.", ".k_proj.");
 		n2 = swap_part(name, ".qkv_proj.", ".v_proj.");
 		/* Phi-3 style sets name their fused tensor qkv_proj themselves */
-		if (c->names && listed(c, name))
+		if (c->names && tpc__layout_listed(c, name))
 			goto out;
 		if (!n0 || !n1 || !n2)
 			ret = tpc_err_nomem(e);
@@ -553,7 +595,7 @@ static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const ch
 		if (!ret)
 			ret = add_view(ck, n2, &ck->t[i], q + k, k, e);
 	} else {
-		if (c->names && listed(c, name))
+		if (c->names && tpc__layout_listed(c, name))
 			goto out;
 		if (rows % 2) {
 			tpc_err_set(e, TPC_EINPUT, "gate_up_proj has an odd number of rows (%lld)", (long long)rows);
@@ -576,6 +618,57 @@ out:
 	free(n0);
 	free(n1);
 	free(n2);
+	return ret;
+}
+
+/* FusedMoE's stacked experts back as each expert's Hugging Face tensors
+ * (w13_weight [experts, 2 x rows, hidden] = [w1_r; w3_r] per expert,
+ * w2_weight [experts, hidden, rows]); the stacked ones dropped. */
+static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
+{
+	const tpc_family *mx = tpc_family_find("mixtral");
+	size_t n0 = ck->n;
+	bool any = false, *keep = NULL;
+	int ret = 0;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		const tpc_tensor_row *g[TPC_LAYOUT_MAXG];
+		int64_t l = -1;
+		const char *name = ck->t[i].name; /* stays put when ck grows */
+		const tpc_tensor_row *w = tpc_family_classify(mx, TPC_ECO_VLLM, name, &l, NULL, NULL);
+		int n = w && tpc__layout_stacked(w, TPC_ECO_VLLM) ? tpc__layout_group(mx, TPC_ECO_VLLM, w, g) : 0;
+		if (!n)
+			continue;
+		any = true;
+		if (ck->t[i].ndim != 3 || ck->t[i].shape[1] % n)
+			return TPC_CORRUPT(e, path, -1, name, "FusedMoE's stacked experts must be [experts, %d x rows, columns]", n);
+		for (int64_t j = 0; j < ck->t[i].shape[0] && !ret; j++) {
+			int64_t rows = ck->t[i].shape[1] / n;
+			tpc_tensor one, part;
+			if (tpc_tensor_select0(&one, &ck->t[i], j))
+				return tpc_err_nomem(e);
+			for (int k = 0; k < n && !ret; k++) {
+				char nm[512];
+				if (!tpc_family_name(g[k], TPC_ECO_HF, l, j, false, nm, sizeof(nm), NULL) ||
+				    tpc_tensor_narrow(&part, &one, 0, k * rows, rows)) {
+					ret = tpc_err_nomem(e);
+					break;
+				}
+				ret = tpc__layout_add_copy(ck, nm, &part, e);
+				tpc_tensor_release(&part);
+			}
+			tpc_tensor_release(&one);
+		}
+	}
+	if (ret || !any)
+		return ret;
+	if (!(keep = tpc_calloc(ck->n, sizeof(bool))))
+		return tpc_err_nomem(e);
+	for (size_t i = 0; i < ck->n; i++) {
+		const tpc_tensor_row *w = i < n0 ? tpc_family_classify(mx, TPC_ECO_VLLM, ck->t[i].name, NULL, NULL, NULL) : NULL;
+		keep[i] = !(w && tpc__layout_stacked(w, TPC_ECO_VLLM));
+	}
+	ret = tpc_ckpt_filter(ck, keep, e);
+	free(keep);
 	return ret;
 }
 
@@ -602,7 +695,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		ret = tpc_ckpt_open(ck, pp, NULL, e);
 		free(pp);
 	}
-	if (ret)
+	if (ret || (ret = unstack_experts(ck, path, e)))
 		goto out;
 	/* the split tensors after each fused one, the fused ones dropped */
 	n0 = ck->n;
@@ -625,9 +718,9 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	/* tied weights stored once as lm_head.weight: the names the input had */
 	int64_t lm = tpc_ckpt_find(ck, "lm_head.weight");
 	tpc_tensor tied_copy;
-	bool want_embed = c->names ? listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
+	bool want_embed = c->names ? tpc__layout_listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
 	if (!ret && lm >= 0 && want_embed && tpc_ckpt_find(ck, "model.embed_tokens.weight") < 0) {
-		if (c->names && !listed(c, "lm_head.weight")) {
+		if (c->names && !tpc__layout_listed(c, "lm_head.weight")) {
 			ret = tpc_ckpt_rename(ck, lm, "model.embed_tokens.weight", e);
 		} else if (tpc_tensor_copy(&tied_copy, &ck->t[lm])) {
 			ret = tpc_err_nomem(e); /* a copy first: the add may move ck's table */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
@@ -15,7 +16,7 @@
  * the default. Detection of sets without a manifest asks them in this order. */
 static const tpc_layout *const layouts[] = {
 	&tpc_layout_tpconv, &tpc_layout_oslo, &tpc_layout_trtllm, &tpc_layout_hf, &tpc_layout_vllm,
-	&tpc_layout_megatron, &tpc_layout_dcp,
+	&tpc_layout_megatron, &tpc_layout_dcp, &tpc_layout_hf_mapping,
 };
 #define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 
@@ -138,4 +139,125 @@ void tpc__layout_companion_opts(const tpc_shard_opts *o, const char *config_merg
 		drop[nd++] = "quantization_config";
 	drop[nd] = NULL;
 	xo->config_drop = nd ? drop : NULL;
+}
+
+bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name)
+{
+	for (size_t i = 0; c->names && i < c->nnames; i++)
+		if (!strcmp(c->names[i], name))
+			return true;
+	return false;
+}
+
+int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
+{
+	tpc_tensor c;
+	if (tpc_tensor_copy(&c, t))
+		return tpc_err_nomem(e);
+	int64_t ix = tpc_ckpt_add_copy(ck, name, &c, e);
+	tpc_tensor_release(&c);
+	return ix < 0 ? (int)ix : 0;
+}
+
+/* ---- renaming by the family tables (trtllm, vllm) ---- */
+
+bool tpc__layout_stacked(const tpc_tensor_row *w, tpc_eco eco)
+{
+	return w->name[TPC_ECO_HF] && w->name[eco] && strstr(w->name[TPC_ECO_HF], "{E}") && !strstr(w->name[eco], "{E}");
+}
+
+int tpc__layout_group(const tpc_family *f, tpc_eco eco, const tpc_tensor_row *w, const tpc_tensor_row **g)
+{
+	const char *p = w->name[eco], *h = p ? strchr(p, '#') : NULL;
+	int n = 0;
+	if (!p)
+		return 0;
+	if (!h) {
+		g[0] = w;
+		return 1;
+	}
+	size_t stem = (size_t)(h - p);
+	memset(g, 0, TPC_LAYOUT_MAXG * sizeof(*g));
+	for (const tpc_tensor_row *r = f->tensors; r->role; r++) {
+		const char *q = r->name[eco];
+		if (q && !strncmp(q, p, stem) && q[stem] == '#' && q[stem + 1] >= '0' && q[stem + 1] < '0' + TPC_LAYOUT_MAXG) {
+			g[q[stem + 1] - '0'] = r;
+			n++;
+		}
+	}
+	for (int k = 0; k < n; k++)
+		if (!g[k])
+			return 0;
+	return n;
+}
+
+/* Rank q's tensor of row w (layer l, expert x), or NULL. */
+static const tpc_tensor *find_row(const tpc_ckpt *q, const tpc_tensor_row *w, int64_t l, int64_t x, bool bias)
+{
+	char nm[512];
+	int64_t i = tpc_family_name(w, TPC_ECO_HF, l, x, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(q, nm) : -1;
+	return i >= 0 ? &q->t[i] : NULL;
+}
+
+int tpc__layout_fuse(const tpc_ckpt *q, const tpc_tensor_row *const *g, int n, int64_t l, int64_t x, bool bias,
+		     tpc_tensor *out)
+{
+	tpc_tensor parts[TPC_LAYOUT_MAXG];
+	for (int k = 0; k < n; k++) {
+		const tpc_tensor *p = find_row(q, g[k], l, x, bias);
+		if (!p)
+			return -1;
+		parts[k] = *p;
+	}
+	return n == 1 ? tpc_tensor_copy(out, &parts[0]) : tpc_tensor_init_cat(out, parts, n, 0);
+}
+
+/* One stacked tensor: every expert of layer l rank q holds for the rows g[0..n). */
+static int stack_group(const tpc_family *f, const tpc_ckpt *q, const tpc_tensor_row *const *g, int n, int64_t l,
+		       const char *nm, tpc_ckpt *out, tpc_err *e)
+{
+	int64_t top = -1;
+	int ne = 0, ret = 0;
+	for (size_t i = 0; i < q->n; i++) {
+		int64_t ll, x;
+		if (tpc_family_classify(f, TPC_ECO_HF, q->t[i].name, &ll, &x, NULL) == g[0] && ll == l && x > top)
+			top = x;
+	}
+	if (top < 0)
+		return 0;
+	tpc_tensor *each = tpc_calloc((size_t)(top + 1), sizeof(*each)), st;
+	if (!each)
+		return tpc_err_nomem(e);
+	for (int64_t x = 0; x <= top && !ret; x++) {
+		if (!find_row(q, g[0], l, x, false))
+			continue; /* an expert this rank does not hold */
+		if (tpc__layout_fuse(q, g, n, l, x, false, &each[ne]))
+			ret = tpc_err_set(e, TPC_EINPUT, "expert %lld of layer %lld lacks a part of %s", (long long)x, (long long)l, nm);
+		else
+			ne++;
+	}
+	if (!ret && tpc_tensor_init_stack(&st, each, ne))
+		ret = tpc_err_set(e, TPC_EINPUT, "cannot stack the experts of %s (their shapes differ)", nm);
+	else if (!ret) {
+		ret = tpc__layout_add_copy(out, nm, &st, e);
+		tpc_tensor_release(&st);
+	}
+	for (int i = 0; i < ne; i++)
+		tpc_tensor_release(&each[i]);
+	free(each);
+	return ret;
+}
+
+int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q, int64_t l, int64_t local,
+			    tpc_ckpt *out, tpc_err *e)
+{
+	int ret = 0;
+	for (const tpc_tensor_row *w = f->tensors; w->role && !ret; w++) {
+		const tpc_tensor_row *g[TPC_LAYOUT_MAXG];
+		char nm[512];
+		int part, n = tpc__layout_stacked(w, eco) ? tpc__layout_group(f, eco, w, g) : 0;
+		if (n && g[0] == w && tpc_family_name(w, eco, local, -1, false, nm, sizeof(nm), &part))
+			ret = stack_group(f, q, g, n, l, nm, out, e);
+	}
+	return ret;
 }

@@ -22,13 +22,15 @@
  *     opened as a checkpoint, its set id or tensor names and shapes compared):
  *     for rank files that cannot be read alone (DCP's __R_0.distcp, whose
  *     names live in .metadata, written after every rank);
- *   - the files beside the rank files (write_extras: TensorRT-LLM's config
- *     with "mapping", companions per rank folder; NULL: the model folder's
- *     companions at the set's top), and where a merge finds the companions
- *     again (merge_extras);
+ *   - the files beside the rank files (write_extras: TensorRT-LLM's config,
+ *     companions per rank folder; NULL: the model folder's companions at the
+ *     set's top), and where a merge finds the companions again
+ *     (merge_extras);
  *   - for sets other tools wrote, with no tpconv manifest: which folder entries
- *     are its rank files (is_rank_file), the set's tp and pp (foreign_geometry)
- *     and the path of rank r (foreign_rank_path).
+ *     are its rank files (is_rank_file), the set's tp and pp (foreign_geometry),
+ *     the path of rank r (foreign_rank_path) and, where the set's own files
+ *     name the model (TensorRT-LLM's config.json), the preset it splits as
+ *     (foreign_preset).
  *
  * Every set tpconv writes also gets tpconv-manifest.json, last (tpc_manifest.h),
  * whatever its layout. Ranks are numbered TensorRT-LLM's way: rank = pp_rank *
@@ -47,6 +49,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_extras.h"
+#include "tpc_family.h"
 #include "tpc_format.h"
 #include "tpc_plan.h"
 
@@ -99,6 +102,9 @@ typedef struct tpc_layout {
 	void (*foreign_facts)(const char *dir, tpc_model_facts *f);
 	int (*foreign_geometry)(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e);
 	char *(*foreign_rank_path)(const char *dir, int t, int p, int tp);
+	/* The preset (tpc_family name) of a set without a manifest whose files say
+	 * which model it is; NULL: they do not (give --preset or --plan). */
+	const char *(*foreign_preset)(const char *dir);
 } tpc_layout;
 
 /* The registered layouts, in --help order; the first is the default. */
@@ -131,7 +137,70 @@ int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir
 void tpc__layout_companion_opts(const struct tpc_shard_opts *o, const char *config_merge, bool only_config,
 				tpc_extras_opts *xo, const char **drop, size_t cap);
 
+/* Whether the original names of the rank's stage (c->names) hold `name`. */
+bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name);
+/* Add a copy of t to ck under `name`; t may be one of ck's own tensors (the
+ * add can move ck's table: t is copied first). */
+int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
+
+/* Renaming by the family tables (lib/tpc_family.h) for the layouts that store
+ * an ecosystem's names (trtllm, vllm). A row whose name in `eco` ends in "#K"
+ * is part K of a fused tensor: _group gives its rows in part order (at most
+ * TPC_LAYOUT_MAXG; 1 when not fused, 0 on a gap); _stacked: eco holds the
+ * row's experts as one tensor per layer; _fuse concatenates rank q's tensors
+ * of rows g[0..n) (layer l, expert x) on dim 0 (-1 when one is missing);
+ * _add_stacked adds to out, for layer l of rank q and under eco's name for
+ * layer `local`, every stacked tensor: the experts q holds, ascending, each
+ * its parts fused. */
+#define TPC_LAYOUT_MAXG 4
+bool tpc__layout_stacked(const tpc_tensor_row *w, tpc_eco eco);
+int tpc__layout_group(const tpc_family *f, tpc_eco eco, const tpc_tensor_row *w, const tpc_tensor_row **g);
+int tpc__layout_fuse(const tpc_ckpt *q, const tpc_tensor_row *const *g, int n, int64_t l, int64_t x, bool bias,
+		     tpc_tensor *out);
+int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q, int64_t l, int64_t local,
+			    tpc_ckpt *out, tpc_err *e);
+
+/* The hf-mapping layout's file names and mapping geometry, which the trtllm
+ * layout shares (layout_trtllm.c). */
+char *tpc__trtllm_rank_name(int t, int p, int tp, int pp, const char *format);
+bool tpc__trtllm_is_rank_file(const char *name);
+int tpc__trtllm_geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e);
+char *tpc__trtllm_rank_path(const char *dir, int t, int p, int tp);
+
+/* A TensorRT-LLM checkpoint's config.json (tpc_trtllm_config.c). The source
+ * the trtllm layout writes it from: --config, the model folder's
+ * config.json, or a resharded set's own (trt: a TensorRT-LLM config, kept
+ * with a new mapping). fam: the family its architecture names (NULL: none). */
+struct cJSON;
+typedef struct tpc__trt_source {
+	char *path, *text;
+	size_t len;
+	struct cJSON *root;
+	bool trt;
+	bool tied;          /* tie_word_embeddings */
+	char arch[96];
+	const tpc_family *fam;
+} tpc__trt_source;
+int tpc__trt_source_open(const struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc__trt_source *s,
+			 tpc_err *e);
+void tpc__trt_source_release(tpc__trt_source *s);
+/* config.json's text for the plan's geometry, weights of `dtype`. */
+int tpc__trt_config_render(const struct tpc_shard_plan *sp, const tpc__trt_source *s, tpc_dtype dtype,
+			   tpc_buf *out, tpc_err *e);
+/* What reading a set back needs of its config.json (TensorRT-LLM's or
+ * tpconv's): the family, head counts, sizes and the mapping. */
+typedef struct tpc__trt_model {
+	char arch[96];
+	const tpc_family *fam;
+	int64_t heads, kv_heads, head_size, hidden, layers, vocab, experts;
+	int tp, pp, moe_tp, moe_ep;
+	bool parallel_embedding;
+	int sharding_dim;
+	tpc_dtype dtype;
+} tpc__trt_model;
+int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e);
+
 extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
-	tpc_layout_megatron, tpc_layout_dcp;
+	tpc_layout_megatron, tpc_layout_dcp, tpc_layout_hf_mapping;
 
 #endif

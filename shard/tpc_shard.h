@@ -81,6 +81,8 @@ typedef struct tpc_shard_opts {
 	 * copied). NULL: config.json as it is. */
 	const char *const *config_drop;
 	const char *config_marker;
+	const char *config_file;    /* --config: the model's config.json the trtllm layout's config is
+	                               written from, before config_dir's (NULL: none) */
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
 	bool dequantized;           /* the input's quantized weights were dequantized (shard
 	                               --dequantize): the copied config.json loses quantization_config */
@@ -129,7 +131,10 @@ typedef struct tpc_shard_plan {
 	                          shape per rank: compressed-tensors weight_shape); the rank
 	                          checkpoints read the input's sources, then these */
 	uint64_t max_shard_size;
-	bool tied;             /* the layout stores tied embeddings once (its check decides) */
+	bool tied;             /* the layout stores tied embeddings once, or (trtllm) makes lm_head
+	                          from the embedding (its check decides) */
+	const struct tpc_family *family; /* the model family the layout names tensors for (trtllm;
+	                                    its check decides), or NULL */
 	char **rank_file;      /* [tp*pp]: name inside the output folder */
 	size_t nunmatched, nunstaged;
 	char set_id[17];

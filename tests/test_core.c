@@ -443,6 +443,79 @@ static void write_matches_image(tpc_ckpt *ck, int64_t ix, const char *dir)
 	free(got);
 }
 
+/* Stacked expert weights: [w3_e; w1_e] per expert (a composite) stacked on a
+ * new leading dimension, read back whole and one expert at a time. */
+static void test_stack(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200];
+	int32_t data[24]; /* two experts' [3, 4] weights, back to back */
+	for (int i = 0; i < 24; i++)
+		data[i] = i;
+	snprintf(path, sizeof(path), "%s/s.bin", dir);
+	assert_int_equal(test_write_file(path, data, sizeof(data)), 0);
+	tpc_ckpt ck;
+	tpc_err e;
+	int src;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_file(&ck, path, &src, &e), 0);
+	int64_t shp[2] = {3, 4};
+	int64_t a = tpc_ckpt_add_tensor(&ck, "a", TPC_I32, 2, shp, NULL, src, 0, &e);
+	int64_t b = tpc_ckpt_add_tensor(&ck, "b", TPC_I32, 2, shp, NULL, src, 48, &e);
+	/* expert 0 = [a rows 1..2; b row 0] (a composite), expert 1 = b */
+	tpc_tensor p[2], f[2], stk, one, bad;
+	assert_int_equal(tpc_tensor_narrow(&p[0], &ck.t[a], 0, 1, 2), 0);
+	assert_int_equal(tpc_tensor_narrow(&p[1], &ck.t[b], 0, 0, 1), 0);
+	assert_int_equal(tpc_tensor_init_cat(&f[0], p, 2, 0), 0); /* [3, 4] composite */
+	assert_int_equal(tpc_tensor_copy(&f[1], &ck.t[b]), 0);      /* [3, 4] view */
+	assert_int_equal(tpc_tensor_init_stack(&stk, f, 2), 0);
+	assert_int_equal(stk.ndim, 3);
+	assert_int_equal(stk.shape[0], 2);
+	assert_int_equal(stk.shape[1], 3);
+	assert_int_equal(stk.shape[2], 4);
+	int64_t sx = tpc_ckpt_add_copy(&ck, "stacked", &stk, &e);
+	assert_true(sx >= 0);
+	assert_int_equal(tpc_ckpt_validate(&ck, &e), 0);
+	int32_t out[24];
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[sx], 0, 96, out, &e), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(out[i], 4 + i); /* a rows 1..2 */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(out[8 + i], 12 + i); /* b row 0 */
+	for (int i = 0; i < 12; i++)
+		assert_int_equal(out[12 + i], 12 + i); /* b */
+	write_matches_image(&ck, sx, dir);
+	/* expert 1 again, and expert 0 (a composite) with its dim dropped */
+	assert_int_equal(tpc_tensor_select0(&one, &ck.t[sx], 1), 0);
+	assert_int_equal(one.ndim, 2);
+	int64_t ox = tpc_ckpt_add_copy(&ck, "one", &one, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[ox], 0, 48, out, &e), 0);
+	assert_memory_equal(out, data + 12, 48);
+	tpc_tensor_release(&one);
+	assert_int_equal(tpc_tensor_select0(&one, &ck.t[sx], 0), 0);
+	int64_t zx = tpc_ckpt_add_copy(&ck, "zero", &one, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[zx], 0, 48, out, &e), 0);
+	assert_int_equal(out[0], 4);
+	assert_int_equal(out[11], 15);
+	/* a row of a stacked matrix, out of range, and parts that do not stack */
+	assert_int_equal(tpc_tensor_select0(&bad, &ck.t[sx], 2), -1);
+	tpc_tensor_release(&f[1]);
+	assert_int_equal(tpc_tensor_narrow(&f[1], &ck.t[b], 0, 0, 2), 0);
+	assert_int_equal(tpc_tensor_init_stack(&bad, f, 2), -1);
+	tpc_tensor_release(&one);
+	tpc_tensor_release(&stk);
+	for (int k = 0; k < 2; k++) {
+		tpc_tensor_release(&p[k]);
+		tpc_tensor_release(&f[k]);
+	}
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
+
+
 static void test_gather_write(void **st)
 {
 	(void)st;
@@ -905,8 +978,8 @@ int main(void)
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_xxh3_128),
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
-		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
-		cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
+		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_gather_write),
+		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_map_drop),
 		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties),
 	};

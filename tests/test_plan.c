@@ -144,9 +144,21 @@ static void test_families(void **st)
 	assert_true(tpc_family_name(w, TPC_ECO_MEGATRON, l, x, false, nm, sizeof(nm), &part));
 	assert_string_equal(nm, "decoder.layers.2.mlp.experts.local_experts.7.linear_fc1.weight");
 	assert_int_equal(part, 1);
-	assert_false(tpc_family_named_in(mx, TPC_ECO_VLLM));
+	/* TensorRT-LLM stacks them, [w3; w1] per expert: w3 is part 0 of mlp.fc */
+	assert_true(tpc_family_name(w, TPC_ECO_TRTLLM, l, x, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "transformer.layers.2.mlp.fc.weight");
+	assert_int_equal(part, 0);
+	assert_true(tpc_family_named_in(tpc_family_find("gpt2"), TPC_ECO_TRTLLM));
+	assert_true(tpc_family_find("gpt2")->conv1d);
+	/* TensorRT-LLM's LLaMA converter reads q, k, v apart: no name for a fused qkv_proj */
+	assert_false(tpc_family_named_in(tpc_family_find("llama"), TPC_ECO_TRTLLM));
+	assert_true(tpc_family_lists(tpc_family_find("qwen2")->layouts, "trtllm"));
+	/* vLLM's FusedMoE stacks them too, [w1; w3] per expert: w3 is part 1 of w13_weight */
+	assert_true(tpc_family_name(w, TPC_ECO_VLLM, l, x, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "model.layers.2.block_sparse_moe.experts.w13_weight");
+	assert_int_equal(part, 1);
 	assert_true(tpc_family_named_in(q3, TPC_ECO_VLLM));
-	assert_false(tpc_family_name(w, TPC_ECO_VLLM, l, x, false, nm, sizeof(nm), &part));
+	assert_false(tpc_family_named_in(tpc_family_find("qwen2-moe"), TPC_ECO_VLLM));
 	assert_null(tpc_family_find("qwen4"));
 	assert_null(tpc_family_by_arch("NoSuchForCausalLM"));
 }

@@ -314,7 +314,18 @@ static void test_paths_and_detect(void **st)
 	snprintf(b2, sizeof(b2), "%s/set/rank0.safetensors", dir);
 	assert_int_equal(test_write_file(b2, "x", 1), 0);
 	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
+	assert_string_equal(lay->name, "hf-mapping"); /* no TensorRT-LLM config.json: HF names */
+	char cfg[4300];
+	snprintf(cfg, sizeof(cfg), "%s/set/config.json", dir);
+	const char *hfm = "{\"architectures\": [\"LlamaForCausalLM\"], \"mapping\": {}}";
+	assert_int_equal(test_write_file(cfg, hfm, strlen(hfm)), 0);
+	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
+	assert_string_equal(lay->name, "hf-mapping");
+	const char *trt = "{\"architecture\": \"LlamaForCausalLM\", \"mapping\": {\"tp_size\": 1}}";
+	assert_int_equal(test_write_file(cfg, trt, strlen(trt)), 0);
+	assert_int_equal(tpc_set_detect(a, &lay), TPC_SET_FOREIGN);
 	assert_string_equal(lay->name, "trtllm");
+	unlink(cfg);
 	unlink(b2);
 	snprintf(b2, sizeof(b2), "%s/set/pytorch_model_tp_1_pp_0.bin", dir);
 	assert_int_equal(test_write_file(b2, "x", 1), 0);

@@ -83,7 +83,7 @@ run "$TPCONV" merge "$D/llama2" -o "$T/merged/" -q
   bad "merge dcp" "$(cat "$T/err" "$T/diff" 2>/dev/null)" "$(ls "$T/merged" 2>/dev/null)"
 
 # shard straight from DCP into tensor-parallel sets, no intermediate file
-for lay in tpconv trtllm vllm; do
+for lay in tpconv hf-mapping vllm; do
   run "$TPCONV" shard "$D/llama2" --preset llama --tp 2 --layout $lay -o "$T/tp2_$lay" -q
   [ "$rc" = 0 ] && run "$TPCONV" merge "$T/tp2_$lay" -o "$T/tp2_$lay.safetensors" -q && same "$T/tp2_$lay.safetensors" "$D/llama2.pt" &&
     ok "DCP -> $lay tp 2 set -> merge: bit-exact" || bad "dcp shard $lay" "$(cat "$T/err" "$T/diff" 2>/dev/null)"

@@ -1,6 +1,6 @@
 # Independent check of tpconv rank files with real torch (/usr/bin/python3).
 # usage: check_ranks.py PRESET ORIGINAL.pt CONFIG.json SETDIR TP LAYOUT FORMAT
-#        check_ranks.py --write-oslo|--write-trtllm PRESET ORIGINAL.pt CONFIG.json OUTDIR TP [--tamper]
+#        check_ranks.py --write-oslo|--write-hf-mapping PRESET ORIGINAL.pt CONFIG.json OUTDIR TP [--tamper]
 #        check_ranks.py --bump FILE.safetensors TENSOR
 #
 # The expected tensor of every rank is computed here the way TensorRT-LLM's converters
@@ -188,7 +188,7 @@ def rank_path(d, layout, fmt, t, tp):
         return os.path.join(d, f'model_tp{t:02d}_pp00.' + ('bin' if fmt == 'torch' else 'safetensors'))
     if layout == 'oslo':
         return os.path.join(d, f'pytorch_model_tp_{t}_pp_0.bin')
-    if layout == 'trtllm':
+    if layout == 'hf-mapping':
         return os.path.join(d, f'rank{t}.safetensors')
     if layout == 'hf':
         return os.path.join(d, f'tp{t:02d}_pp00', 'pytorch_model.bin' if fmt == 'torch' else 'model.safetensors')
@@ -209,7 +209,7 @@ def main():
         sd[argv[2]].view(-1)[0] += 1
         save_st(sd, argv[1], meta)
         return 0
-    if argv[0] in ('--write-oslo', '--write-trtllm'):
+    if argv[0] in ('--write-oslo', '--write-hf-mapping'):
         mode, preset, orig, cfgp, outd, tp = argv[:6]
         tamper = '--tamper' in argv
         tp = int(tp)
@@ -225,9 +225,9 @@ def main():
                 torch.save(rk, os.path.join(outd, f'pytorch_model_tp_{r}_pp_0.bin'))
             else:
                 save_st(rk, os.path.join(outd, f'rank{r}.safetensors'))
-        if mode == '--write-trtllm':
+        if mode == '--write-hf-mapping':  # the model's config with TensorRT-LLM's mapping added
             with open(os.path.join(outd, 'config.json'), 'w') as f:
-                json.dump({'architecture': 'LlamaForCausalLM', 'mapping': {'world_size': tp, 'tp_size': tp, 'pp_size': 1}}, f)
+                json.dump(dict(cfg, mapping={'world_size': tp, 'tp_size': tp, 'pp_size': 1}), f)
         return 0
     preset, orig, cfgp, d, tp, layout, fmt = argv[:7]
     tp = int(tp)

@@ -176,14 +176,14 @@ if [ "$rc" = 0 ]; then
     ok "reshard tp 8 x ep 4 -> tp 4 x ep 2: every rank equals the independent slicing" || bad "reshard ep -> ep" "$(tail -3 "$T/x")"
 else bad "reshard ep -> ep" "$(head -3 "$T/err")"; fi
 
-# TensorRT-LLM's mapping
-run "$TPCONV" shard "$T/mixtral" --preset mixtral --tp 8 --ep 4 --layout trtllm -o "$T/trt"
+# TensorRT-LLM's mapping (the hf-mapping layout; the trtllm layout's checkpoint: trtllm_test.sh)
+run "$TPCONV" shard "$T/mixtral" --preset mixtral --tp 8 --ep 4 --layout hf-mapping -o "$T/trt"
 [ "$rc" = 0 ] && $PY -c '
 import json, sys; m = json.load(open(sys.argv[1]))["mapping"]
 sys.exit(0 if (m["world_size"], m["tp_size"], m["moe_tp_size"], m["moe_ep_size"]) == (8, 8, 2, 4) else 1)' "$T/trt/config.json" &&
-  ok "trtllm layout: config.json mapping says tp_size 8, moe_ep_size 4, moe_tp_size 2" || bad "trtllm mapping" "$(head -3 "$T/err")" "$(grep -o '"mapping"[^}]*' "$T/trt/config.json" 2>/dev/null)"
+  ok "hf-mapping layout: config.json mapping says tp_size 8, moe_ep_size 4, moe_tp_size 2" || bad "hf-mapping mapping" "$(head -3 "$T/err")" "$(grep -o '"mapping"[^}]*' "$T/trt/config.json" 2>/dev/null)"
 run "$TPCONV" merge "$T/trt" -o "$T/mt.safetensors" -f
-[ "$rc" = 0 ] && same "$T/mt.safetensors" "$T/mixtral/pytorch_model.bin" && ok "trtllm EP set merges back bit for bit" || bad "trtllm merge" "$(head -3 "$T/err")"
+[ "$rc" = 0 ] && same "$T/mt.safetensors" "$T/mixtral/pytorch_model.bin" && ok "hf-mapping EP set merges back bit for bit" || bad "hf-mapping merge" "$(head -3 "$T/err")"
 
 # with pipeline stages, and written in two runs of disjoint --rank subsets
 run "$TPCONV" shard "$T/mixtral" --preset mixtral --tp 4 --ep 2 --pp 2 -o "$T/pp2"

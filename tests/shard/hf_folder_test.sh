@@ -3,10 +3,10 @@
 # plus config.json, generation_config.json, tokenizer files (JSON, a binary
 # tokenizer.model, merges/vocab), a README and custom code go through
 #   convert (torch .bin folder -> HF-sharded safetensors folder),
-#   shard (tp 2 in the tpconv, oslo, trtllm and hf layouts) and
+#   shard (tp 2 in the tpconv, oslo, hf-mapping and hf layouts) and
 #   merge (each set back to an HF-sharded folder),
 # and every step must carry every companion file: byte for byte, except the
-# config.json of a TensorRT-LLM set (the model's config plus "mapping", taken
+# config.json of an hf-mapping set (the model's config plus "mapping", taken
 # out again by merge) and a cast's torch_dtype. Each merged folder must be what
 # `from_pretrained` reads: config.json, model.safetensors.index.json whose
 # weight_map names files that hold exactly those tensors, and the tensors of
@@ -17,9 +17,9 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=/usr/bin/python3
 . "$SRC/tests/shard/tap.sh"
 COMPANIONS="config.json generation_config.json tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model vocab.json merges.txt README.md modeling_tiny.py"
-# companions WANT GOT [trtllm[TP]|json]: every companion of WANT is in GOT, equal
-# bytes; config.json of a TensorRT-LLM set (trtllm) must hold "mapping" (tp_size
-# TP, default 2) and be
+# companions WANT GOT [hf-mapping[TP]|json]: every companion of WANT is in GOT, equal
+# bytes; config.json of an hf-mapping set must hold "mapping" (tp_size TP,
+# default 2) and be
 # the model's JSON beside it; after merging such a set (json) config.json is
 # the model's JSON again (re-serialised: the layout required the change)
 companions() {
@@ -27,8 +27,8 @@ companions() {
 import json, os, sys
 want, got = sys.argv[1], sys.argv[2]
 mode = sys.argv[3] if len(sys.argv) > 3 else ""
-trt = mode.startswith("trtllm")
-trt_tp = int(mode[6:] or 2) if trt else 0
+trt = mode.startswith("hf-mapping")
+trt_tp = int(mode[10:] or 2) if trt else 0
 bad = []
 for f in sorted(os.listdir(want)):
     if f.endswith((".bin", ".safetensors", ".index.json")) or f.startswith("."):
@@ -127,7 +127,7 @@ run "$TPCONV" convert "$HF" -o "$T/nox/" --no-extras -q
   bad "convert --no-extras" "exit $rc" "$(ls "$T/nox" 2>&1)"
 
 # ---- shard in every layout, then merge back
-for lay in tpconv oslo trtllm hf; do
+for lay in tpconv oslo hf-mapping hf; do
   S=$T/set_$lay
   run "$TPCONV" shard "$ST" --preset llama --tp 2 --layout $lay -o "$S" -q
   if [ "$rc" != 0 ]; then bad "shard --layout $lay" "exit $rc" "$(cat "$T/err")"; continue; fi
@@ -137,13 +137,13 @@ for lay in tpconv oslo trtllm hf; do
     [ $good = 1 ] && [ "$(ls -d "$S"/*/ | wc -l)" = 2 ] && ok "shard --layout hf: both rank folders carry every companion" ||
       bad "shard hf companions" "$out"
   else
-    note=""; [ $lay = trtllm ] && note=" (config.json with the mapping)"
+    note=""; [ $lay = hf-mapping ] && note=" (config.json with the mapping)"
     out=$(companions "$HF" "$S" $lay) && ok "shard --layout $lay carries every companion$note" ||
       bad "shard --layout $lay companions" "$out"
   fi
   MG=$T/merged_$lay
   run "$TPCONV" merge "$S" -o "$MG/" --max-shard-size 20KB -q
-  mode=""; [ $lay = trtllm ] && mode=json
+  mode=""; [ $lay = hf-mapping ] && mode=json
   if [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$MG" && out=$(companions "$HF" "$MG" "$mode") && out2=$(loadable "$MG"); then
     ok "merge --layout $lay set: tensors bit-exact, every companion back as it was, $out2"
   else bad "merge $lay set" "exit $rc" "$(cat "$T/err")" "$out" "${out2:-}" "$(cat "$T/diff" 2>/dev/null)"; fi
@@ -153,17 +153,17 @@ done
 # ---- reshard every layout's set to tp 4: the companions travel with it as a
 # merge carries them (an hf set's from rank 0's folder, a TensorRT-LLM set's
 # config.json without its old mapping)
-for lay in tpconv oslo trtllm hf; do
+for lay in tpconv oslo hf-mapping hf; do
   R=$T/re4_$lay
   run "$TPCONV" shard "$T/set_$lay" --tp 4 -o "$R" -q
-  mode=""; [ $lay = trtllm ] && mode=json
+  mode=""; [ $lay = hf-mapping ] && mode=json
   if [ "$rc" = 0 ] && out=$(companions "$HF" "$R" $mode); then
     ok "reshard a $lay set to tp 4: every companion carried${mode:+ (config.json as the model has it)}"
   else bad "reshard $lay set: companions" "exit $rc" "$(cat "$T/err")" "${out:-}"; fi
 done
-run "$TPCONV" shard "$T/set_trtllm" --tp 4 --layout trtllm -o "$T/re4_trt_trt" -q
-[ "$rc" = 0 ] && out=$(companions "$HF" "$T/re4_trt_trt" trtllm4) && ok "reshard a trtllm set to a tp 4 trtllm set: every companion, config.json with the new mapping" ||
-  bad "reshard trtllm -> trtllm companions" "exit $rc" "$(cat "$T/err")" "${out:-}"
+run "$TPCONV" shard "$T/set_hf-mapping" --tp 4 --layout hf-mapping -o "$T/re4_trt_trt" -q
+[ "$rc" = 0 ] && out=$(companions "$HF" "$T/re4_trt_trt" hf-mapping4) && ok "reshard an hf-mapping set to a tp 4 hf-mapping set: every companion, config.json with the new mapping" ||
+  bad "reshard hf-mapping -> hf-mapping companions" "exit $rc" "$(cat "$T/err")" "${out:-}"
 run "$TPCONV" shard "$T/set_hf" --tp 4 --layout hf -o "$T/re4_hf_hf" -q
 good=$([ "$rc" = 0 ] && echo 1 || echo 0)
 for d in "$T"/re4_hf_hf/*/; do [ $good = 1 ] && out=$(companions "$HF" "$d") || good=0; done
@@ -172,13 +172,13 @@ for d in "$T"/re4_hf_hf/*/; do [ $good = 1 ] && out=$(companions "$HF" "$d") || 
 # a merge into one file writes no companions beside it
 run "$TPCONV" merge "$T/set_tpconv" -o "$T/one.safetensors" -q
 [ "$rc" = 0 ] && [ ! -e "$T/config.json" ] && ok "merge to a single file leaves its folder alone" || bad "merge to one file" "exit $rc" "$(ls "$T")"
-# --no-extras: weights only (a TensorRT-LLM set keeps the config.json it needs)
+# --no-extras: weights only (an hf-mapping set keeps the config.json with its mapping)
 run "$TPCONV" shard "$ST" --preset llama --tp 2 -o "$T/bare" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare/tokenizer.json" ] && [ ! -e "$T/bare/config.json" ] && ok "shard --no-extras writes no companions" ||
   bad "shard --no-extras" "exit $rc" "$(cat "$T/err")"
-run "$TPCONV" shard "$ST" --preset llama --tp 2 --layout trtllm -o "$T/bare_trt" --no-extras -q
+run "$TPCONV" shard "$ST" --preset llama --tp 2 --layout hf-mapping -o "$T/bare_trt" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare_trt/tokenizer.json" ] && grep -q '"tp_size":' "$T/bare_trt/config.json" 2>/dev/null &&
-  ok "shard --layout trtllm --no-extras: only config.json (with mapping)" || bad "trtllm --no-extras" "exit $rc" "$(cat "$T/err")" "$(ls "$T/bare_trt")"
+  ok "shard --layout hf-mapping --no-extras: only config.json (with mapping)" || bad "hf-mapping --no-extras" "exit $rc" "$(cat "$T/err")" "$(ls "$T/bare_trt")"
 run "$TPCONV" merge "$T/set_tpconv" -o "$T/bare_merged/" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare_merged/config.json" ] && ls "$T/bare_merged" | grep -q safetensors && ok "merge --no-extras writes weights only" ||
   bad "merge --no-extras" "exit $rc" "$(cat "$T/err")" "$(ls "$T/bare_merged")"

@@ -2,7 +2,7 @@
 # `mpirun tpconv shard` (TAP): with OpenMPI's mpirun (--oversubscribe, so 4 and 8
 # processes run on a 2-core machine) the set is byte-identical to the
 # single-process one, manifest included, for 2, 3, 4 and 8 processes (more
-# processes than files), for the trtllm and hf layouts, tp x pp sets and a
+# processes than files), for the hf-mapping and hf layouts, tp x pp sets and a
 # reshard; merge and convert to an HF folder divide its shards among the
 # processes and write the folder they write alone (a single file: process 0),
 # a failing process leaving no index. A process
@@ -34,7 +34,7 @@ same_dir() {
 }
 
 # ---- identical sets
-for spec in "tp4:--tp 4" "tp2pp2:--tp 2 --pp 2" "trtllm:--tp 4 --layout trtllm" "hf:--tp 2 --layout hf"; do
+for spec in "tp4:--tp 4" "tp2pp2:--tp 2 --pp 2" "hf-mapping:--tp 4 --layout hf-mapping" "hf:--tp 2 --layout hf"; do
   name=${spec%%:*} args=${spec#*:}
   run "$TPCONV" shard "$IN" --preset llama $args "${CFG[@]}" -o "$T/$name.single" -q
   [ "$rc" = 0 ] || { bad "$name: single-process shard" "$(cat "$T/err")"; continue; }

@@ -45,7 +45,7 @@ run "$TPCONV" shard "$M/llama" --preset llama -o "$T/x"
 [ "$rc" = 2 ] && grep -q "missing --tp" "$T/err" && ok "shard without --tp is a usage error" || bad "missing --tp" "$rc"
 
 # ---- round trips: every preset, tp, format and layout
-combos="tpconv:safetensors trtllm:safetensors hf:safetensors tpconv:torch oslo:torch hf:torch"
+combos="tpconv:safetensors hf-mapping:safetensors hf:safetensors tpconv:torch oslo:torch hf:torch"
 for p in llama gpt2 gpt-neox bert libai dalle2; do
   for tp in 1 2 4 8; do
     for c in $combos; do
@@ -112,17 +112,17 @@ for p in llama gpt2 gpt-neox dalle2; do
 done
 if [ $HAVE_TORCH_FMT = 1 ]; then
   for p in llama gpt2 gpt-neox dalle2; do
-    for lay in oslo:torch hf:torch trtllm:safetensors; do
+    for lay in oslo:torch hf:torch hf-mapping:safetensors; do
       run $PY "$H/check_ranks.py" $p "$M/$p.pt" "$M/$p/config.json" "$T/rt_${p}_8_${lay%%:*}_${lay##*:}" 8 ${lay%%:*} ${lay##*:}
       [ "$rc" = 0 ] && ok "$p tp 8 ${lay%%:*}: files load in real torch and equal the independent slicing" || bad "$p tp 8 $lay torch check" "$(cat "$T/out" "$T/err" | tail -5)"
     done
   done
 fi
-# TensorRT-LLM config.json mapping
+# hf-mapping: the model's config.json with TensorRT-LLM's mapping added
 $PY -c 'import json,sys; m=json.load(open(sys.argv[1]))["mapping"]; assert (m["tp_size"], m["pp_size"], m["world_size"]) == (8, 1, 8)' \
-  "$T/rt_llama_8_trtllm_safetensors/config.json" 2>/dev/null && ok "trtllm layout: config.json has the mapping" || bad "trtllm config.json mapping"
-$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["num_key_value_heads"] == 4' "$T/rt_llama_8_trtllm_safetensors/config.json" 2>/dev/null &&
-  ok "trtllm layout: the model's config.json is carried along" || bad "trtllm config carries the model config"
+  "$T/rt_llama_8_hf-mapping_safetensors/config.json" 2>/dev/null && ok "hf-mapping layout: config.json has the mapping" || bad "hf-mapping config.json mapping"
+$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["num_key_value_heads"] == 4' "$T/rt_llama_8_hf-mapping_safetensors/config.json" 2>/dev/null &&
+  ok "hf-mapping layout: the model's config.json is carried along" || bad "hf-mapping config carries the model config"
 # rank file metadata
 "$TPCONV" inspect --json "$T/rt_llama_4_tpconv_safetensors/model_tp02_pp00.safetensors" >"$T/meta.json"
 $PY -c '
@@ -263,10 +263,10 @@ $PY "$H/check_ranks.py" --write-oslo llama "$M/llama.pt" "$M/llama/config.json" 
 run "$TPCONV" merge "$T/oslo8" --preset llama --config "$M/llama/config.json" -o "$T/oslo8.safetensors"
 [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/oslo8.safetensors" && ok "merge an OSLO-style torch set (tp 8, KV replicated, vocab padded) with --preset" ||
   bad "merge foreign oslo" "$(cat "$T/err" "$T/diff")"
-$PY "$H/check_ranks.py" --write-trtllm gpt-neox "$M/gpt-neox.pt" "$M/gpt-neox/config.json" "$T/trt4" 4
+$PY "$H/check_ranks.py" --write-hf-mapping gpt-neox "$M/gpt-neox.pt" "$M/gpt-neox/config.json" "$T/trt4" 4
 run "$TPCONV" merge "$T/trt4" --preset gpt-neox --config "$M/gpt-neox/config.json" -o "$T/trt4.safetensors"
-[ "$rc" = 0 ] && same "$M/gpt-neox/model.safetensors" "$T/trt4.safetensors" && ok "merge a TensorRT-LLM-style set (tp from config.json mapping)" ||
-  bad "merge foreign trtllm" "$(cat "$T/err" "$T/diff")"
+[ "$rc" = 0 ] && same "$M/gpt-neox/model.safetensors" "$T/trt4.safetensors" && ok "merge an hf-mapping set (HF names, tp from config.json mapping)" ||
+  bad "merge foreign hf-mapping" "$(cat "$T/err" "$T/diff")"
 expect_fail "a set without manifest needs a plan" 2 "is a shard set without a tpconv manifest: give the --preset or --plan it was split with" "$T/np.safetensors" "$TPCONV" merge "$T/oslo8" -o "$T/np.safetensors"
 $PY "$H/check_ranks.py" --write-oslo llama "$M/llama.pt" "$M/llama/config.json" "$T/oslo_bad" 2 --tamper
 expect_fail "bad input: a replicated tensor that differs between ranks" 3 "replicated tensor differs between rank 0 and rank 1" "$T/ob.safetensors" \

@@ -4,6 +4,7 @@
       OUT/llama  LlamaForCausalLM, GQA (8 heads, 2 kv heads), vocab 1000, untied
       OUT/qwen   Qwen2ForCausalLM, q/k/v biases, 4 heads = 4 kv heads, vocab 130,
                  tie_word_embeddings (no lm_head.weight in the checkpoint)
+      OUT/mixtral  MixtralForCausalLM, 4 experts, GQA 8 / 2 heads, vocab 70, bf16
   vllm_check.py check MODEL_DIR SET_DIR TP
       builds what vLLM's own state dict holds per tensor-parallel rank, the way
       vLLM computes it (QKVParallelLinear: heads/tp query heads, one replicated
@@ -11,7 +12,11 @@
       MergedColumnParallelLinear [gate_r; up_r]; RowParallelLinear dim 1 with
       the bias whole; VocabParallelEmbedding: vocab padded with zero rows to a
       multiple of 64, rank r rows [r*Vp/tp, (r+1)*Vp/tp); tied lm_head kept once
-      under the smaller key, lm_head.weight), reads every
+      under the smaller key, lm_head.weight; Mixtral's FusedMoE: the router
+      whole (ReplicatedLinear), experts.w13_weight = every expert's
+      [w1_r; w3_r] stacked (make_expert_params_mapping shard ids w1, w3 and
+      _load_w13's halves), experts.w2_weight = w2's column slices stacked
+      (_load_w2)), reads every
       model-rank-R-part-P.safetensors with a header parser of its own, and
       compares: the same key set as vLLM's filtered state dict, shapes, bytes.
 
@@ -37,6 +42,8 @@ def make(out):
                       tied=False, bias=False, dtype=torch.float32),
         "qwen": dict(arch="Qwen2ForCausalLM", hidden=32, heads=4, kv=4, inter=48, vocab=130, layers=2,
                      tied=True, bias=True, dtype=torch.bfloat16),
+        "mixtral": dict(arch="MixtralForCausalLM", hidden=32, heads=8, kv=2, inter=48, vocab=70, layers=2,
+                        tied=False, bias=False, dtype=torch.bfloat16, experts=4),
     }
     for name, s in specs.items():
         d = os.path.join(out, name)
@@ -55,19 +62,29 @@ def make(out):
                 sd[p + "self_attn.k_proj.bias"] = r(s["kv"] * hd)
                 sd[p + "self_attn.v_proj.bias"] = r(s["kv"] * hd)
             sd[p + "self_attn.o_proj.weight"] = r(s["hidden"], s["heads"] * hd)
-            sd[p + "mlp.gate_proj.weight"] = r(s["inter"], s["hidden"])
-            sd[p + "mlp.up_proj.weight"] = r(s["inter"], s["hidden"])
-            sd[p + "mlp.down_proj.weight"] = r(s["hidden"], s["inter"])
+            if s.get("experts"):
+                sd[p + "block_sparse_moe.gate.weight"] = r(s["experts"], s["hidden"])
+                for x in range(s["experts"]):
+                    q = p + "block_sparse_moe.experts.%d." % x
+                    sd[q + "w1.weight"] = r(s["inter"], s["hidden"])
+                    sd[q + "w2.weight"] = r(s["hidden"], s["inter"])
+                    sd[q + "w3.weight"] = r(s["inter"], s["hidden"])
+            else:
+                sd[p + "mlp.gate_proj.weight"] = r(s["inter"], s["hidden"])
+                sd[p + "mlp.up_proj.weight"] = r(s["inter"], s["hidden"])
+                sd[p + "mlp.down_proj.weight"] = r(s["hidden"], s["inter"])
             sd[p + "input_layernorm.weight"] = r(s["hidden"])
             sd[p + "post_attention_layernorm.weight"] = r(s["hidden"])
         sd["model.norm.weight"] = r(s["hidden"])
         if not s["tied"]:
             sd["lm_head.weight"] = r(s["vocab"], s["hidden"])
         torch.save(sd, os.path.join(d, "pytorch_model.bin"))
-        cfg = {"architectures": [s["arch"]], "model_type": "llama" if name == "llama" else "qwen2",
+        cfg = {"architectures": [s["arch"]], "model_type": {"llama": "llama", "qwen": "qwen2"}.get(name, name),
                "hidden_size": s["hidden"], "num_attention_heads": s["heads"], "num_key_value_heads": s["kv"],
                "intermediate_size": s["inter"], "vocab_size": s["vocab"], "num_hidden_layers": s["layers"],
                "tie_word_embeddings": s["tied"], "torch_dtype": str(s["dtype"]).replace("torch.", "")}
+        if s.get("experts"):
+            cfg.update(num_local_experts=s["experts"], num_experts_per_tok=2)
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2)
         with open(os.path.join(d, "tokenizer.json"), "w") as f:
@@ -142,6 +159,18 @@ def expected(model_dir, tp, rank):
         elif rest == "mlp.down_proj.weight":
             I = t.shape[1] // tp
             out[k] = t[:, rank * I:(rank + 1) * I]
+        elif rest.startswith("block_sparse_moe.experts."):
+            # FusedMoE (no expert parallelism): every expert on every rank,
+            # w13 = [w1 rows of the rank; w3 rows], w2 the rank's columns
+            if rest.endswith(".w1.weight"):
+                E = cfg["num_local_experts"]
+                I = t.shape[0] // tp
+                e = p + "block_sparse_moe.experts."
+                out[e + "w13_weight"] = torch.stack([torch.cat(
+                    [sd[e + "%d.w1.weight" % x][rank * I:(rank + 1) * I],
+                     sd[e + "%d.w3.weight" % x][rank * I:(rank + 1) * I]], 0) for x in range(E)])
+                out[e + "w2_weight"] = torch.stack([sd[e + "%d.w2.weight" % x][:, rank * I:(rank + 1) * I]
+                                                    for x in range(E)])
         else:
             out[k] = t
     return out

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The vllm layout (TAP): vLLM's load_format="sharded_state" folders. Two tiny models
+# The vllm layout (TAP): vLLM's load_format="sharded_state" folders. Three tiny models
 # made by real torch (tests/shard/vllm_check.py: a GQA LLaMA with a vocabulary that
-# is no multiple of 64, and a tied-embedding Qwen2 with q/k/v biases in bf16) shard
-# at tp 1, 2 and 4; every rank's file holds exactly what an independent torch
-# construction of vLLM's state dict holds (fused qkv_proj and gate_up_proj, vocab
-# padded to 64, tied lm_head once); merge gives the model back bit for bit; verify
+# is no multiple of 64, a tied-embedding Qwen2 with q/k/v biases in bf16, a Mixtral
+# of 4 experts) shard at tp 1, 2 and 4; every rank's file holds exactly what an
+# independent torch construction of vLLM's state dict holds (fused qkv_proj and
+# gate_up_proj, FusedMoE's stacked w13_weight and w2_weight, vocab padded to 64,
+# tied lm_head once); merge gives the model back bit for bit; verify
 # passes; --max-shard-size writes parts; a set without a manifest (as vLLM writes
 # it) merges with --preset; resharding to another layout needs no file between;
 # what vLLM could not load is refused with the tensor named.
@@ -15,13 +16,14 @@ PY=/usr/bin/python3
 . "$SRC/tests/shard/tap.sh"
 M=$T/m
 $PY "$H/vllm_check.py" make "$M" >/dev/null || { echo "1..0 # SKIP model generator failed"; exit 0; }
-"$TPCONV" convert "$M/llama" -o "$M/llama.safetensors" -q && "$TPCONV" convert "$M/qwen" -o "$M/qwen.safetensors" -q ||
-  { echo "1..0 # SKIP convert of the test models failed"; exit 0; }
+"$TPCONV" convert "$M/llama" -o "$M/llama.safetensors" -q && "$TPCONV" convert "$M/qwen" -o "$M/qwen.safetensors" -q &&
+  "$TPCONV" convert "$M/mixtral" -o "$M/mixtral.safetensors" -q || { echo "1..0 # SKIP convert of the test models failed"; exit 0; }
 
-for m in llama qwen; do
+for m in llama qwen mixtral; do
+  pre=llama; [ $m = mixtral ] && pre=mixtral
   for tp in 1 2 4; do
     S=$T/${m}_$tp
-    run "$TPCONV" shard "$M/$m" --preset llama --tp $tp --layout vllm -o "$S" -q
+    run "$TPCONV" shard "$M/$m" --preset $pre --tp $tp --layout vllm -o "$S" -q
     if [ "$rc" != 0 ]; then bad "$m tp $tp: shard" "$(cat "$T/err")"; continue; fi
     run $PY "$H/vllm_check.py" check "$M/$m" "$S" $tp
     [ "$rc" = 0 ] && ok "$m tp $tp: every rank equals vLLM's state dict built in torch ($(tail -n 1 "$T/out"))" ||
@@ -95,6 +97,11 @@ run "$TPCONV" merge "$S" --preset llama --config "$M/llama/config.json" -o "$S.m
 [ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.merged.safetensors" &&
   ok "a vllm set without a manifest (as vLLM writes it) merges bit-exactly with --preset llama --config" ||
   bad "foreign merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+cp -r "$T/mixtral_2" "$T/foreign_mixtral" && rm "$T/foreign_mixtral/tpconv-manifest.json"
+run "$TPCONV" merge "$T/foreign_mixtral" --preset mixtral -o "$T/foreign_mixtral.safetensors" -q
+[ "$rc" = 0 ] && same "$M/mixtral.safetensors" "$T/foreign_mixtral.safetensors" &&
+  ok "a Mixtral vllm set without a manifest: FusedMoE's stacked experts unstacked, bit-exact" ||
+  bad "foreign mixtral merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$S" --preset llama --ranks 4 --config "$M/llama/config.json"
 [ "$rc" = 0 ] && ok "verify of a vllm set without a manifest passes" || bad "foreign verify" "exit $rc" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 # the facts come in one order for every command: flags, --config, then a
