@@ -258,41 +258,29 @@ int64_t tpc_ckpt_add_tensor(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int
 	if (!name)
 		return tpc_err_set(e, TPC_EINPUT, "internal: a tensor without a name");
 	if (!bits) {
-		tpc_err_set(e, TPC_EINPUT, "unknown dtype");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "unknown dtype");
 	}
 	if (ndim < 0 || ndim > TPC_MAX_NDIM) {
-		tpc_err_set(e, TPC_EINPUT, "%d dimensions (at most %d supported)", ndim, TPC_MAX_NDIM);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "%d dimensions (at most %d supported)", ndim, TPC_MAX_NDIM);
 	}
 	for (int d = 0; d < ndim; d++) {
 		if (shape[d] < 0 || (stride && stride[d] < 0)) {
-			tpc_err_set(e, TPC_EINPUT, "negative size or stride in dimension %d", d);
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
+			return tpc_err_at(e, TPC_EINPUT, NULL, name, "negative size or stride in dimension %d", d);
 		}
 		/* span: the product of the non-zero sizes, which contiguous strides
 		 * reach even when a zero size makes numel 0 */
 		if (tpc_mul_u64(numel, (uint64_t)shape[d], &numel) || numel > (UINT64_MAX >> 8) ||
 		    tpc_mul_u64(span, shape[d] ? (uint64_t)shape[d] : 1, &span) || span > (UINT64_MAX >> 8)) {
-			tpc_err_set(e, TPC_EINPUT, "shape product overflows");
-			tpc_err_tensor(e, name);
-			return TPC_EINPUT;
+			return tpc_err_at(e, TPC_EINPUT, NULL, name, "shape product overflows");
 		}
 	}
 	nbits = numel * bits;
 	if (nbits % 8) {
-		tpc_err_set(e, TPC_EINPUT, "%llu elements of %u bits do not fill whole bytes",
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "%llu elements of %u bits do not fill whole bytes",
 			    (unsigned long long)numel, bits);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
 	}
 	if (tpc_ckpt_find(ck, name) >= 0) {
-		tpc_err_set(e, TPC_EINPUT, "duplicate tensor name");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "duplicate tensor name");
 	}
 	if (tpc_grow((void **)&ck->t, &ck->cap, ck->n + 1, sizeof(*ck->t)))
 		return tpc_err_nomem(e);
@@ -1007,9 +995,7 @@ int tpc_ckpt_rename(tpc_ckpt *ck, int64_t i, const char *name, tpc_err *e)
 	if (j == i)
 		return 0;
 	if (j >= 0) {
-		tpc_err_set(e, TPC_EINPUT, "renaming '%s' collides with an existing tensor", ck->t[i].name);
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "renaming '%s' collides with an existing tensor", ck->t[i].name);
 	}
 	char *n = tpc_strdup(name);
 	if (!n)

@@ -145,17 +145,13 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		const char *n = sp->in->t[sp->t[i].in].name;
 		bool known = row_of(TPC_ECO_HF, n, NULL, NULL) != NULL;
 		if (!known) {
-			tpc_err_set(e, TPC_EINPUT,
+			return tpc_err_at(e, TPC_EINPUT, NULL, n,
 				    "the megatron layout knows Megatron-Core names for the LLaMA family; this tensor has none (drop it with --rules)");
-			tpc_err_tensor(e, n);
-			return TPC_EINPUT;
 		}
 		const tpc_split *s = &sp->t[i].split;
 		for (int k = 0; k < s->nparts && s->dim >= 0; k++)
 			if (s->part[k].replicas > 1) {
-				tpc_err_set(e, TPC_EINPUT, "Megatron does not replicate key/value heads over ranks");
-				tpc_err_tensor(e, n);
-				return TPC_EINPUT;
+				return tpc_err_at(e, TPC_EINPUT, NULL, n, "Megatron does not replicate key/value heads over ranks");
 			}
 	}
 	return 0;
@@ -275,8 +271,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		char mc[512];
 		const tpc_tensor_row *w = row_of(TPC_ECO_HF, n, &l, &bias);
 		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l < 0 ? -1 : l - start, -1, bias, mc, sizeof(mc), &part)) {
-			tpc_err_set(e, TPC_EINPUT, "no Megatron-Core name for this tensor");
-			tpc_err_tensor(e, n);
+			tpc_err_at(e, TPC_EINPUT, NULL, n, "no Megatron-Core name for this tensor");
 			ret = TPC_EINPUT;
 			break;
 		}
@@ -284,8 +279,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			const tpc_tensor *kk = partner(rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(rk, TPC_ROLE_ATTN_V, l, bias);
 			tpc_tensor fused;
 			if (!kk || !vv || fuse_qkv(t, kk, vv, &mf, &fused)) {
-				tpc_err_set(e, TPC_EINPUT, "cannot lay q, k and v out per query group (partners missing or sizes off)");
-				tpc_err_tensor(e, n);
+				tpc_err_at(e, TPC_EINPUT, NULL, n, "cannot lay q, k and v out per query group (partners missing or sizes off)");
 				ret = TPC_EINPUT;
 				break;
 			}
@@ -297,8 +291,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			const tpc_tensor *up = partner(rk, TPC_ROLE_FFN_UP, l, bias);
 			tpc_tensor parts[2], fused;
 			if (!up) {
-				tpc_err_set(e, TPC_EINPUT, "gate_proj without its up_proj");
-				tpc_err_tensor(e, n);
+				tpc_err_at(e, TPC_EINPUT, NULL, n, "gate_proj without its up_proj");
 				ret = TPC_EINPUT;
 				break;
 			}
@@ -450,11 +443,9 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 			int64_t hpg = mf.heads / mf.groups, d = mf.d, per = (hpg + 2) * d;
 			int64_t g = t->ndim >= 1 && t->shape[0] % per == 0 ? t->shape[0] / per : 0;
 			if (!g) {
-				tpc_err_set(e, TPC_EINPUT,
+				tpc_err_at(e, TPC_EINPUT, path, n,
 					    "linear_qkv has %lld rows, not a whole number of query groups of (%lld + 2) x %lld",
 					    (long long)(t->ndim ? t->shape[0] : 0), (long long)hpg, (long long)d);
-				tpc_err_tensor(e, n);
-				tpc_err_path(e, path);
 				ret = TPC_EINPUT;
 				break;
 			}
@@ -495,9 +486,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		if (w && !tpc_family_name(w, TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL))
 			hf[0] = '\0';
 		if (!hf[0]) {
-			tpc_err_set(e, TPC_EINPUT, "no Hugging Face name for this Megatron-Core tensor");
-			tpc_err_tensor(e, n);
-			tpc_err_path(e, path);
+			tpc_err_at(e, TPC_EINPUT, path, n, "no Hugging Face name for this Megatron-Core tensor");
 			ret = TPC_EINPUT;
 			break;
 		}
@@ -571,9 +560,7 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 	*tp = tp_flag ? tp_flag : maxt + 1;
 	*pp = pp_flag ? pp_flag : (maxp >= 0 ? maxp + 1 : 1);
 	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1) {
-		tpc_err_set(e, TPC_EINPUT, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
-		tpc_err_path(e, dir);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
 	}
 	return 0;
 }

@@ -160,26 +160,20 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 		closedir(d);
 	if (!read_mapping(dir, &ctp, &cpp)) {
 		if (tp_flag && tp_flag != ctp) {
-			tpc_err_set(e, TPC_EUSAGE, "--tp %d but config.json's mapping says tp_size %d", tp_flag, ctp);
-			tpc_err_path(e, dir);
-			return TPC_EUSAGE;
+			return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "--tp %d but config.json's mapping says tp_size %d", tp_flag, ctp);
 		}
 		*tp = ctp;
 		*pp = cpp ? cpp : 1;
 	} else {
 		if (!tp_flag) {
-			tpc_err_set(e, TPC_EUSAGE, "no config.json with \"mapping\": give --tp (and --pp)");
-			tpc_err_path(e, dir);
-			return TPC_EUSAGE;
+			return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "no config.json with \"mapping\": give --tp (and --pp)");
 		}
 		*tp = tp_flag;
 		*pp = pp_flag ? pp_flag : 1;
 	}
 	if ((int64_t)maxr + 1 > (int64_t)*tp * *pp) {
-		tpc_err_set(e, TPC_EINPUT, "rank%d.safetensors exists but tp %d x pp %d has only %d ranks", maxr, *tp,
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "rank%d.safetensors exists but tp %d x pp %d has only %d ranks", maxr, *tp,
 			    *pp, *tp * *pp);
-		tpc_err_path(e, dir);
-		return TPC_EINPUT;
 	}
 	return 0;
 }

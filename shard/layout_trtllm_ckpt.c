@@ -275,10 +275,9 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	if (!src.fam || !tpc_family_lists(src.fam->layouts, "trtllm") || !src.fam->tensors) {
 		char a[128];
 		tpc_sanitize(a, sizeof(a), src.arch[0] ? src.arch : "(none)");
-		ret = tpc_err_set(e, TPC_EINPUT,
+		ret = tpc_err_at(e, TPC_EINPUT, src.path, NULL,
 				  "the trtllm layout writes TensorRT-LLM checkpoints of LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM and GPT2LMHeadModel models, not %s (config.json's architectures)",
 				  a);
-		tpc_err_path(e, src.path);
 		goto out;
 	}
 	sp->family = src.fam;
@@ -470,10 +469,7 @@ typedef struct rd {
 
 static int bad_in(const rd *d, const char *name, const char *path, const char *msg, tpc_err *e)
 {
-	tpc_err_set(e, TPC_EINPUT, "%s", msg);
-	tpc_err_tensor(e, name);
-	tpc_err_path(e, path ? path : d->path);
-	return TPC_EINPUT;
+	return tpc_err_at(e, TPC_EINPUT, path ? path : d->path, name, "%s", msg);
 }
 
 /* Rows of each part of a fused tensor of `rows` rows (q, k, v: the rank's
@@ -690,9 +686,8 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	if ((ret = tpc__trt_model_read(d.dir, &d.m, e)))
 		goto out;
 	if (d.m.tp != c->tp || d.m.pp != c->pp) {
-		ret = tpc_err_set(e, TPC_EINPUT, "config.json's mapping says tp %d, pp %d, but the set has tp %d, pp %d",
+		ret = tpc_err_at(e, TPC_EINPUT, d.dir, NULL, "config.json's mapping says tp %d, pp %d, but the set has tp %d, pp %d",
 				  d.m.tp, d.m.pp, c->tp, c->pp);
-		tpc_err_path(e, d.dir);
 		goto out;
 	}
 	d.start = stage_start(d.m.layers, d.m.pp, c->pp_rank);

@@ -187,9 +187,7 @@ static bool is_tied(const tpc_shard_plan *sp, const tpc_shard_opts *o, vcfg *c)
 
 static int refuse(tpc_err *e, const char *name, const char *fmt, const char *what)
 {
-	tpc_err_set(e, TPC_EINPUT, fmt, what);
-	tpc_err_tensor(e, name);
-	return TPC_EINPUT;
+	return tpc_err_at(e, TPC_EINPUT, NULL, name, fmt, what);
 }
 
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
@@ -333,9 +331,7 @@ static int add_cat(tpc_ckpt *out, const char *name, const tpc_tensor *const *par
 	for (int i = 0; i < n; i++)
 		tmp[i] = *parts[i];
 	if (tpc_tensor_init_cat(&cat, tmp, n, 0)) {
-		tpc_err_set(e, TPC_EINPUT, "cannot fuse the rank slices of this tensor (shapes or dtypes differ)");
-		tpc_err_tensor(e, name);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "cannot fuse the rank slices of this tensor (shapes or dtypes differ)");
 	}
 	int64_t ix = tpc_ckpt_add_copy(out, name, &cat, e);
 	tpc_tensor_release(&cat);
@@ -572,11 +568,9 @@ static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const ch
 		}
 		int64_t q = h / c->tp * hd, k = (kv >= c->tp ? kv / c->tp : 1) * hd;
 		if (h % c->tp || (kv >= c->tp ? kv % c->tp : c->tp % kv) || q + 2 * k != rows) {
-			tpc_err_set(e, TPC_EINPUT,
+			tpc_err_at(e, TPC_EINPUT, path, name,
 				    "qkv_proj has %lld rows; %lld heads and %lld kv heads of %lld over tp %d give %lld + 2 x %lld",
 				    (long long)rows, (long long)h, (long long)kv, (long long)hd, c->tp, (long long)q, (long long)k);
-			tpc_err_tensor(e, name);
-			tpc_err_path(e, path);
 			ret = TPC_EINPUT;
 			goto out;
 		}
@@ -598,9 +592,7 @@ static int unfuse(tpc_ckpt *ck, size_t i, const tpc_layout_rank_ctx *c, const ch
 		if (c->names && tpc__layout_listed(c, name))
 			goto out;
 		if (rows % 2) {
-			tpc_err_set(e, TPC_EINPUT, "gate_up_proj has an odd number of rows (%lld)", (long long)rows);
-			tpc_err_tensor(e, name);
-			tpc_err_path(e, path);
+			tpc_err_at(e, TPC_EINPUT, path, name, "gate_up_proj has an odd number of rows (%lld)", (long long)rows);
 			ret = TPC_EINPUT;
 			goto out;
 		}
@@ -790,16 +782,12 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 	if (d)
 		closedir(d);
 	if (pp_flag > 1) {
-		tpc_err_set(e, TPC_EUSAGE, "vLLM's sharded_state files name the tensor-parallel rank only: --pp must be 1");
-		tpc_err_path(e, dir);
-		return TPC_EUSAGE;
+		return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "vLLM's sharded_state files name the tensor-parallel rank only: --pp must be 1");
 	}
 	*tp = tp_flag ? tp_flag : maxr + 1;
 	*pp = 1;
 	if (*tp < maxr + 1) {
-		tpc_err_set(e, TPC_EINPUT, "model-rank-%d-part-*.safetensors exists but --tp %d was given", maxr, *tp);
-		tpc_err_path(e, dir);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "model-rank-%d-part-*.safetensors exists but --tp %d was given", maxr, *tp);
 	}
 	return 0;
 }

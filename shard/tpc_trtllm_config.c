@@ -175,9 +175,7 @@ int tpc__trt_source_open(const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_
 		return ret;
 	s->root = cJSON_ParseWithLength(s->text, s->len);
 	if (!cJSON_IsObject(s->root)) {
-		tpc_err_set(e, TPC_EINPUT, "config.json is not a JSON object");
-		tpc_err_path(e, s->path);
-		return TPC_EINPUT;
+		return tpc_err_at(e, TPC_EINPUT, s->path, NULL, "config.json is not a JSON object");
 	}
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(s->root, "architectures");
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s->root, "architecture");
@@ -315,9 +313,7 @@ static int64_t num(const tpc__trt_source *s, const char *key)
 
 static int missing(const tpc__trt_source *s, const char *trt, const char *hf, tpc_err *e)
 {
-	tpc_err_set(e, TPC_EINPUT, "the model's config.json has no %s, which TensorRT-LLM's %s comes from", hf, trt);
-	tpc_err_path(e, s->path);
-	return TPC_EINPUT;
+	return tpc_err_at(e, TPC_EINPUT, s->path, NULL, "the model's config.json has no %s, which TensorRT-LLM's %s comes from", hf, trt);
 }
 
 /* One member's value text into b. */
@@ -459,9 +455,7 @@ static bool given(const cJSON *o, const char *key)
 
 static int bad_cfg(const char *path, tpc_err *e, const char *what)
 {
-	tpc_err_set(e, TPC_EINPUT, "TensorRT-LLM config.json: %s", what);
-	tpc_err_path(e, path);
-	return TPC_EINPUT;
+	return tpc_err_at(e, TPC_EINPUT, path, NULL, "TensorRT-LLM config.json: %s", what);
 }
 
 int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
@@ -493,8 +487,7 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 	if (!m->fam || !tpc_family_lists(m->fam->layouts, "trtllm")) {
 		char arch[128];
 		tpc_sanitize(arch, sizeof(arch), m->arch);
-		tpc_err_set(e, TPC_EINPUT, "TensorRT-LLM architecture '%s' is not one tpconv reads back (it knows LLaMA, Mistral, Mixtral, Qwen2 and GPT-2 checkpoints)", arch);
-		tpc_err_path(e, path);
+		tpc_err_at(e, TPC_EINPUT, path, NULL, "TensorRT-LLM architecture '%s' is not one tpconv reads back (it knows LLaMA, Mistral, Mixtral, Qwen2 and GPT-2 checkpoints)", arch);
 		ret = TPC_EINPUT;
 		goto out;
 	}
