@@ -172,7 +172,13 @@ static int keep_number_text(cJSON *node, const char **p, const char *end)
 	return 0;
 }
 
-/* config.json with torch_dtype, merged or dropped members, re-serialised.
+static void set_string(cJSON *j, const char *key, const char *value)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+	cJSON_AddStringToObject(j, key, value);
+}
+
+/* config.json with torch_dtype (and dtype), merged or dropped members, re-serialised.
  * *skipped: the config lacks o->config_marker and was not written. */
 static int rewrite_config(const char *src, const char *dst, const tpc_extras_opts *o, bool *skipped, tpc_err *e)
 {
@@ -199,9 +205,15 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 		goto out;
 	for (size_t i = 0; o->config_drop && o->config_drop[i]; i++)
 		cJSON_DeleteItemFromObjectCaseSensitive(j, o->config_drop[i]);
+	/* transformers 5 writes "dtype" and reads it before "torch_dtype": a
+	 * cast names the new dtype under each key the config has (torch_dtype
+	 * when it has neither) */
 	if (o->torch_dtype) {
-		cJSON_DeleteItemFromObjectCaseSensitive(j, "torch_dtype");
-		cJSON_AddStringToObject(j, "torch_dtype", o->torch_dtype);
+		bool has_dtype = cJSON_GetObjectItemCaseSensitive(j, "dtype") != NULL;
+		if (has_dtype)
+			set_string(j, "dtype", o->torch_dtype);
+		if (!has_dtype || cJSON_GetObjectItemCaseSensitive(j, "torch_dtype"))
+			set_string(j, "torch_dtype", o->torch_dtype);
 	}
 	if (o->config_merge) {
 		m = cJSON_Parse(o->config_merge);

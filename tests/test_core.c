@@ -825,6 +825,45 @@ static void test_extras_config_numbers(void **st)
 	free(dir);
 }
 
+/* A cast names the new dtype under both keys a config may use: transformers 5
+ * writes "dtype" and reads it before the older "torch_dtype", so a cast that
+ * left "dtype": "float32" made from_pretrained(dtype="auto") upcast bf16 weights. */
+static void test_extras_config_dtype(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char src[4200], dst[4200], p[4300];
+	static const char *const cfgs[] = {"{\"dtype\": \"float32\", \"hidden_size\": 64}",
+					   "{\"torch_dtype\": \"float32\", \"dtype\": \"float32\"}",
+					   "{\"hidden_size\": 64}"};
+	static const char *const want[][2] = {{"\"dtype\":\t\"bfloat16\"", NULL},
+					      {"\"dtype\":\t\"bfloat16\"", "\"torch_dtype\":\t\"bfloat16\""},
+					      {"\"torch_dtype\":\t\"bfloat16\"", NULL}};
+	tpc_extras_opts o = {0, "bfloat16", NULL, NULL, NULL, NULL};
+	for (int i = 0; i < 3; i++) {
+		snprintf(src, sizeof(src), "%s/in%d", dir, i);
+		snprintf(dst, sizeof(dst), "%s/out%d", dir, i);
+		mkdir(src, 0777);
+		snprintf(p, sizeof(p), "%s/config.json", src);
+		assert_int_equal(test_write_file(p, cfgs[i], strlen(cfgs[i])), 0);
+		tpc_err e;
+		size_t n = 0, len = 0;
+		tpc_err_init(&e);
+		assert_int_equal(tpc_extras_copy(src, dst, &o, &n, &e), 0);
+		snprintf(p, sizeof(p), "%s/config.json", dst);
+		char *got = (char *)test_read_file(p, &len);
+		got = realloc(got, len + 1);
+		got[len] = 0;
+		for (int k = 0; k < 2; k++)
+			if (want[i][k] && !strstr(got, want[i][k]))
+				fail_msg("config %d: no %s in\n%s", i, want[i][k], got);
+		assert_null(strstr(got, "float32"));
+		free(got);
+	}
+	test_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	/* the library reads no environment: the switches the core-direct-map
@@ -844,6 +883,7 @@ int main(void)
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_gather_write),    cmocka_unit_test(test_atomic_output),
 		cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
+		cmocka_unit_test(test_extras_config_dtype),
 		cmocka_unit_test(test_map_drop),
 		cmocka_unit_test(test_scratch),
 	};
