@@ -445,10 +445,19 @@ static int build(shard_cmd *s, tpc_err *e)
 			return ret;
 	}
 	/* companions (config.json, tokenizer ...) travel with the set; a set given
-	 * as input carries them at its top (hf-layout sets keep them per rank, and
-	 * a TensorRT-LLM set's config.json holds its old mapping) */
-	s->so.config_dir = in->have_ck ? tpc_extras_source_dir(s->in)
-				       : in->mg.layout && in->mg.layout->companions_at_top ? tpc_strdup(s->in) : NULL;
+	 * as input has them where its layout keeps them, read as merge reads them
+	 * (an hf-layout set's rank folder; a TensorRT-LLM set's config.json loses
+	 * its old mapping) */
+	if (in->have_ck) {
+		s->so.config_dir = tpc_extras_source_dir(s->in);
+	} else if (in->mg.layout) {
+		tpc_extras_opts xo = {0, NULL, NULL, NULL, NULL, NULL};
+		const char *from = tpc_layout_merge_extras(in->mg.layout, s->in,
+							   in->mg.nranks > 0 && in->mg.rank ? in->mg.rank[0].path : NULL, &xo);
+		s->so.config_dir = from ? tpc_strdup(from) : NULL;
+		s->so.config_drop = xo.config_drop;
+		s->so.config_marker = xo.config_marker;
+	}
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
 		return ret;
 	s->have_sp = true;

@@ -63,16 +63,31 @@ static int write_minimal_config(const tpc_shard_plan *sp, const char *dir, const
 	return ret;
 }
 
+/* The companions' config.json is copied: it exists and, when the input set's
+ * layout asks for a marker (a reshard of a TensorRT-LLM set), has it; an
+ * engine config from elsewhere is not the model's. */
+static bool config_copied(const tpc_shard_opts *o)
+{
+	char *src = o->config_dir ? tpc_path_join(o->config_dir, "config.json") : NULL, *text = NULL;
+	size_t len = 0;
+	bool have = src && tpc_exists(src);
+	if (have && o->config_marker) {
+		tpc_err e;
+		tpc_err_init(&e);
+		cJSON *j = tpc_read_file(src, 64u << 20, &text, &len, &e) ? NULL : cJSON_ParseWithLength(text, len);
+		have = cJSON_GetObjectItemCaseSensitive(j, o->config_marker) != NULL;
+		cJSON_Delete(j);
+	}
+	free(text);
+	free(src);
+	return have;
+}
+
 static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc_buf m = TPC_BUF_INIT;
 	int ret;
-	bool have_cfg = false;
-	if (o->config_dir) {
-		char *src = tpc_path_join(o->config_dir, "config.json");
-		have_cfg = src && tpc_exists(src);
-		free(src);
-	}
+	bool have_cfg = config_copied(o);
 	tpc_buf_addc(&m, '{');
 	add_mapping(&m, sp);
 	tpc_buf_addc(&m, '}');

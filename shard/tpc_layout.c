@@ -116,11 +116,17 @@ int tpc__layout_copy_companions(const tpc_shard_plan *sp, const char *dir, const
 		return 0;
 	tpc_extras_opts xo = {o->force ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
 	xo.config_merge = config_merge;
+	xo.config_marker = o->config_marker;
 	if (only_config)
 		xo.only = "config.json";
-	/* dequantized while sharding: loaders must not read the weights as quantized */
-	static const char *const no_quant[] = {"quantization_config", NULL};
+	/* what the input set's layout added, and once dequantized while sharding
+	 * quantization_config (loaders must not read the weights as quantized) */
+	const char *drop[16] = {NULL};
+	size_t nd = 0;
+	for (const char *const *d = o->config_drop; d && *d && nd < 14; d++)
+		drop[nd++] = *d;
 	if (o->dequantized)
-		xo.config_drop = no_quant;
+		drop[nd++] = "quantization_config";
+	xo.config_drop = nd ? drop : NULL; /* none: config.json is copied byte for byte */
 	return tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
 }

@@ -75,6 +75,9 @@ typedef struct tpc_shard_opts {
 	tpc_progress *progress;     /* may be NULL */
 	const char *config_dir;     /* folder whose config.json feeds the trtllm config (NULL: none) */
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
+	const char *const *config_drop; /* members config.json loses (a reshard of a set whose layout
+	                                   added them: tpc_layout_merge_extras), NULL-terminated */
+	const char *config_marker;  /* copy config.json only if it has this member (NULL: always) */
 	bool dequantized;           /* the input's quantized weights were dequantized (shard
 	                               --dequantize): the copied config.json loses quantization_config */
 	bool defer_manifest;        /* write the rank files only, never the manifest: under mpirun

@@ -4,7 +4,7 @@
 # tokenizer.model, merges/vocab), a README and custom code go through
 #   convert (torch .bin folder -> HF-sharded safetensors folder),
 #   shard (tp 2 in the tpconv, oslo, trtllm and hf layouts) and
-#   merge (each set back to an HF-sharded folder),
+#   merge (each set back to an HF-sharded folder), reshard (hf and trtllm sets),
 # and every step must carry every companion file: byte for byte, except the
 # config.json of a TensorRT-LLM set (the model's config plus "mapping", taken
 # out again by merge) and a cast's torch_dtype. Each merged folder must be what
@@ -148,6 +148,26 @@ for lay in tpconv oslo trtllm hf; do
   [ ! -e "$MG/tpconv-manifest.json" ] && [ -z "$(ls "$MG" | grep -E '^rank|_tp')" ] && ok "merged $lay folder holds no shard-set files" ||
     bad "merged $lay folder has set files" "$(ls "$MG")"
 done
+# a reshard carries the companions from where the input set keeps them: an hf
+# set's rank folders, a TensorRT-LLM set's config.json (its old mapping out)
+for from in hf trtllm; do
+  for to in tpconv trtllm; do
+    R=$T/re_${from}_$to mode=""
+    [ $from = trtllm ] && mode=json
+    [ $to = trtllm ] && mode=trtllm
+    run "$TPCONV" shard "$T/set_$from" --tp 2 --layout $to -o "$R" -q
+    [ "$rc" = 0 ] && out=$(companions "$HF" "$R" $mode) && ok "reshard of the $from set into $to: every companion carried" ||
+      bad "reshard $from -> $to companions" "exit $rc" "$(cat "$T/err")" "${out:-}"
+  done
+done
+# a TensorRT-LLM set from elsewhere (its engine config, no manifest) resharded
+# into trtllm: the engine config stays out, the new set still gets its mapping
+F=$T/foreign_trt && mkdir -p "$F" && cp "$T/set_trtllm"/rank*.safetensors "$F/" &&
+  echo '{"architecture": "LlamaForCausalLM", "dtype": "float32", "mapping": {"world_size": 2, "tp_size": 2, "pp_size": 1}}' >"$F/config.json"
+run "$TPCONV" shard "$F" --preset llama --config "$ST/config.json" --tp 2 --layout trtllm -o "$T/re_foreign" -q
+[ "$rc" = 0 ] && grep -q '"tp_size": 2' "$T/re_foreign/config.json" 2>/dev/null && ! grep -q '"dtype"' "$T/re_foreign/config.json" &&
+  ok "reshard of a foreign TensorRT-LLM set into trtllm: a config.json with the mapping, not the engine's" ||
+  bad "reshard foreign trtllm" "exit $rc" "$(cat "$T/err")" "$(cat "$T/re_foreign/config.json" 2>&1)"
 # a merge into one file writes no companions beside it
 run "$TPCONV" merge "$T/set_tpconv" -o "$T/one.safetensors" -q
 [ "$rc" = 0 ] && [ ! -e "$T/config.json" ] && ok "merge to a single file leaves its folder alone" || bad "merge to one file" "exit $rc" "$(ls "$T")"
