@@ -39,7 +39,7 @@ cp "$H"/*.py "$W/"
 
 # python3 of the chroot, in the work folder; one process per step (imports are slow)
 inchroot() {
-	interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
+	interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR="$CW" LANG=C.UTF-8 \
 		USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 \
 		TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 \
 		PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore \
