@@ -9,6 +9,7 @@
 IROOT=${TPCONV_INTEROP_ROOT:-/var/cache/tpconv-interop/forky}
 IMIRROR=${TPCONV_INTEROP_MIRROR:-http://deb.debian.org/debian}
 ISTAMP=.tpconv-interop-complete
+IMARK=.tpconv-interop-root
 IPKGS="python3-torch python3-safetensors python3-transformers python3-accelerate python3-numpy llama.cpp-tools python3-gguf python3-sentencepiece"
 IAPT="-o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false -o Dpkg::Use-Pty=0"
 
@@ -71,10 +72,15 @@ interop_setup() {
 	t0=$(date +%s)
 	interop_umount "$IROOT"
 	if [ -e "$IROOT" ]; then
+		# only a folder this script made (its marker) or an empty one is removed
+		if [ ! -f "$IROOT/$IMARK" ] && [ -n "$(ls -A "$IROOT" 2>/dev/null)" ]; then
+			echo "interop: $IROOT exists and is not a chroot this script made; remove it or set INTEROP_ROOT" >&2
+			return 1
+		fi
 		echo "interop: $IROOT is incomplete; rebuilding"
 		rm -rf --one-file-system "$IROOT" || return 1
 	fi
-	mkdir -p "$(dirname "$IROOT")"
+	mkdir -p "$IROOT" && : >"$IROOT/$IMARK" || return 1
 	trap 'interop_stop; interop_umount "$IROOT"' EXIT
 	trap 'interop_stop; interop_umount "$IROOT"; exit 130' INT
 	trap 'interop_stop; interop_umount "$IROOT"; exit 143' TERM HUP
