@@ -7,7 +7,7 @@ PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcm
        python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev \
        libxxhash-dev libssl-dev xxhash python3-xxhash
 
-.PHONY: all deps build build-san demo test test-fast bench fuzz clean
+.PHONY: all deps build build-san demo test test-fast bench fuzz interop clean
 
 all: build
 
@@ -69,6 +69,15 @@ fuzz: deps $(BUILD_FUZZ)/build.ninja
 	@command -v clang >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 1; }
 	ninja -C $(BUILD_FUZZ)
 	./tests/fuzz/run_fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Opt-in, never part of `make test`: tpconv's outputs loaded by the real consumers
+# (transformers, torch, safetensors of Debian forky) in a chroot cached in
+# INTEROP_ROOT (built once: root, Debian's archive, about 8 minutes, 2.4 GB);
+# writes doc/INTEROP.md (doc/interop.md).
+INTEROP_ROOT ?= /var/cache/tpconv-interop/forky
+
+interop: build
+	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/interop/run.sh $(BUILD)/cmd/tpconv .
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

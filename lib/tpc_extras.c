@@ -133,7 +133,63 @@ char *tpc_extras_source_dir(const char *in)
 	return NULL;
 }
 
-/* config.json with torch_dtype, merged or dropped members, re-serialised.
+/* The next number of JSON text p..end (outside strings), its length in *len. */
+static const char *next_number(const char *p, const char *end, size_t *len)
+{
+	while (p < end) {
+		if (*p == '"') {
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+			p++;
+		} else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+			const char *s = p;
+			while (p < end && ((*p >= '0' && *p <= '9') || *p == '-' || *p == '+' || *p == '.' ||
+					   *p == 'e' || *p == 'E'))
+				p++;
+			*len = (size_t)(p - s);
+			return s;
+		} else {
+			p++;
+		}
+	}
+	return NULL;
+}
+
+/* cJSON prints a number from its double: 30.0 comes back as 30 (transformers 5
+ * refuses an int for a float field such as final_logit_softcapping) and a
+ * 20-digit integer as 1.2345678901234567e+19. Every number keeps the text the
+ * model's config.json gave it instead: the numbers of the text, in document
+ * order, are the number items of a depth-first walk of the tree, and each
+ * becomes a raw item of its own text (checked to parse to the same value). */
+static int keep_number_text(cJSON *node, const char **p, const char *end)
+{
+	for (cJSON *it = node->child; it; it = it->next) {
+		if (it->child && keep_number_text(it, p, end))
+			return -1;
+		if (!cJSON_IsNumber(it))
+			continue;
+		size_t len = 0;
+		const char *s = next_number(*p, end, &len);
+		char *text = s ? tpc_strndup(s, len) : NULL;
+		if (!text || strtod(text, NULL) != it->valuedouble) {
+			free(text);
+			return -1;
+		}
+		*p = s + len;
+		it->type = cJSON_Raw | (it->type & cJSON_StringIsConst);
+		it->valuestring = text; /* freed by cJSON_Delete (default hooks) */
+	}
+	return 0;
+}
+
+static void set_string(cJSON *j, const char *key, const char *value)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+	cJSON_AddStringToObject(j, key, value);
+}
+
+/* config.json with torch_dtype (and dtype), merged or dropped members, re-serialised.
  * *skipped: the config lacks o->config_marker and was not written. */
 static int rewrite_config(const char *src, const char *dst, const tpc_extras_opts *o, bool *skipped, tpc_err *e)
 {
@@ -148,14 +204,26 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 		ret = tpc_err_at(e, TPC_EINPUT, src, NULL, "config.json is not a JSON object");
 		goto out;
 	}
+	const char *pos = text;
+	if (keep_number_text(j, &pos, text + len)) {
+		ret = tpc_err_set(e, TPC_EINPUT, "config.json: cannot keep the text of its numbers");
+		tpc_err_path(e, src);
+		goto out;
+	}
 	*skipped = o->config_marker && !cJSON_GetObjectItemCaseSensitive(j, o->config_marker);
 	if (*skipped)
 		goto out;
 	for (size_t i = 0; o->config_drop && o->config_drop[i]; i++)
 		cJSON_DeleteItemFromObjectCaseSensitive(j, o->config_drop[i]);
+	/* transformers 5 writes "dtype" and reads it before "torch_dtype": a
+	 * cast names the new dtype under each key the config has (torch_dtype
+	 * when it has neither) */
 	if (o->torch_dtype) {
-		cJSON_DeleteItemFromObjectCaseSensitive(j, "torch_dtype");
-		cJSON_AddStringToObject(j, "torch_dtype", o->torch_dtype);
+		bool has_dtype = cJSON_GetObjectItemCaseSensitive(j, "dtype") != NULL;
+		if (has_dtype)
+			set_string(j, "dtype", o->torch_dtype);
+		if (!has_dtype || cJSON_GetObjectItemCaseSensitive(j, "torch_dtype"))
+			set_string(j, "torch_dtype", o->torch_dtype);
 	}
 	if (o->config_merge) {
 		m = cJSON_Parse(o->config_merge);

@@ -962,6 +962,93 @@ static void test_extras(void **st)
 	free(dir);
 }
 
+/* config.json rewritten (a cast, TensorRT-LLM's "mapping" in and out) keeps
+ * every number as the model wrote it: cJSON alone prints 30.0 as 30, which
+ * transformers 5 refuses for a float field (final_logit_softcapping). */
+static void test_extras_config_numbers(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char src[4200], dst[4200], back[4200], p[4300];
+	static const char cfg[] =
+		"{\"final_logit_softcapping\": 30.0, \"attention_dropout\": 0.0, \"rms_norm_eps\": 1e-06,\n"
+		" \"note\": \"a \\\"2.0\\\" in 3 words -1\", \"big\": 12345678901234567890, \"neg\": -5E+2,\n"
+		" \"rope_parameters\": {\"rope_theta\": 10000.0, \"factor\": [1.0, 2, -0.50]}, \"flag\": true,\n"
+		" \"hidden_size\": 64, \"torch_dtype\": \"float32\", \"x\": null}";
+	snprintf(src, sizeof(src), "%s/in", dir);
+	snprintf(dst, sizeof(dst), "%s/out", dir);
+	snprintf(back, sizeof(back), "%s/back", dir);
+	mkdir(src, 0777);
+	snprintf(p, sizeof(p), "%s/config.json", src);
+	assert_int_equal(test_write_file(p, cfg, strlen(cfg)), 0);
+	static const char *const drop[] = {"mapping", "tpconv", NULL};
+	tpc_extras_opts o = {0, "bfloat16", "{\"mapping\": {\"tp_size\": 2}, \"tpconv\": {}}", NULL, NULL, NULL};
+	tpc_extras_opts undo = {0, NULL, NULL, drop, "tpconv", NULL};
+	tpc_err e;
+	size_t n = 0, len = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_extras_copy(src, dst, &o, &n, &e), 0);
+	assert_int_equal(tpc_extras_copy(dst, back, &undo, &n, &e), 0);
+	const char *dirs[] = {dst, back};
+	for (int d = 0; d < 2; d++) {
+		snprintf(p, sizeof(p), "%s/config.json", dirs[d]);
+		char *got = (char *)test_read_file(p, &len);
+		got = realloc(got, len + 1);
+		got[len] = 0;
+		static const char *const kept[] = {"\"final_logit_softcapping\":\t30.0,", "\"attention_dropout\":\t0.0,",
+						   "\"rms_norm_eps\":\t1e-06,", "\"big\":\t12345678901234567890,",
+						   "\"neg\":\t-5E+2,", "\"rope_theta\":\t10000.0,", "[1.0, 2, -0.50]",
+						   "\"a \\\"2.0\\\" in 3 words -1\"", "\"hidden_size\":\t64,",
+						   "\"torch_dtype\":\t\"bfloat16\""};
+		for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+			if (!strstr(got, kept[i]))
+				fail_msg("%s: no %s in\n%s", p, kept[i], got);
+		assert_true((strstr(got, "\"tp_size\":\t2") != NULL) == (d == 0));
+		free(got);
+	}
+	test_rmrf(dir);
+	free(dir);
+}
+
+/* A cast names the new dtype under both keys a config may use: transformers 5
+ * writes "dtype" and reads it before the older "torch_dtype", so a cast that
+ * left "dtype": "float32" made from_pretrained(dtype="auto") upcast bf16 weights. */
+static void test_extras_config_dtype(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char src[4200], dst[4200], p[4300];
+	static const char *const cfgs[] = {"{\"dtype\": \"float32\", \"hidden_size\": 64}",
+					   "{\"torch_dtype\": \"float32\", \"dtype\": \"float32\"}",
+					   "{\"hidden_size\": 64}"};
+	static const char *const want[][2] = {{"\"dtype\":\t\"bfloat16\"", NULL},
+					      {"\"dtype\":\t\"bfloat16\"", "\"torch_dtype\":\t\"bfloat16\""},
+					      {"\"torch_dtype\":\t\"bfloat16\"", NULL}};
+	tpc_extras_opts o = {0, "bfloat16", NULL, NULL, NULL, NULL};
+	for (int i = 0; i < 3; i++) {
+		snprintf(src, sizeof(src), "%s/in%d", dir, i);
+		snprintf(dst, sizeof(dst), "%s/out%d", dir, i);
+		mkdir(src, 0777);
+		snprintf(p, sizeof(p), "%s/config.json", src);
+		assert_int_equal(test_write_file(p, cfgs[i], strlen(cfgs[i])), 0);
+		tpc_err e;
+		size_t n = 0, len = 0;
+		tpc_err_init(&e);
+		assert_int_equal(tpc_extras_copy(src, dst, &o, &n, &e), 0);
+		snprintf(p, sizeof(p), "%s/config.json", dst);
+		char *got = (char *)test_read_file(p, &len);
+		got = realloc(got, len + 1);
+		got[len] = 0;
+		for (int k = 0; k < 2; k++)
+			if (want[i][k] && !strstr(got, want[i][k]))
+				fail_msg("config %d: no %s in\n%s", i, want[i][k], got);
+		assert_null(strstr(got, "float32"));
+		free(got);
+	}
+	test_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	/* the library reads no environment: the switches the core-direct-map
@@ -980,7 +1067,8 @@ int main(void)
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_gather_write),
 		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
-		cmocka_unit_test(test_extras),        cmocka_unit_test(test_map_drop),
+		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
+		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop),
 		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,69 @@
+"""The model families tested against transformers: tpconv preset, the
+transformers config (tiny: hidden 64, 2 layers, random weights), the Auto class
+and the tp degrees the heads allow. Shared by the scripts that run in the chroot."""
+
+# Attention for the llama-like families: 8 query heads of 8, 4 KV heads, so tp 8
+# replicates KV heads (tp % kv_heads == 0) and tp 2/4 split them.
+ATT = dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=4, head_dim=8,
+           intermediate_size=128, num_hidden_layers=2, vocab_size=256,
+           max_position_embeddings=64)
+
+# name: (preset, model_type, auto class, config overrides, tp degrees)
+FAMILIES = {
+    "llama": ("llama", "llama", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
+    # vocab 250: tp 4 and 8 zero-pad the vocab-split embeddings (stripped on merge)
+    "llama-tied": ("llama", "llama", "causal", dict(ATT, tie_word_embeddings=True, vocab_size=250), (2, 4, 8)),
+    "mistral": ("mistral", "mistral", "causal", dict(ATT, tie_word_embeddings=False, sliding_window=None), (2, 4, 8)),
+    "qwen2": ("qwen2", "qwen2", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
+    "qwen3": ("qwen3", "qwen3", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
+    "gemma": ("gemma", "gemma", "causal", dict(ATT), (2, 4, 8)),
+    "gemma2": ("gemma", "gemma2", "causal", dict(ATT), (2, 4, 8)),
+    "gemma3": ("gemma", "gemma3_text", "causal", dict(ATT), (2, 4, 8)),
+    "phi3": ("phi3", "phi3", "causal", dict(ATT, tie_word_embeddings=False, pad_token_id=0), (2, 4, 8)),
+    "mixtral": ("mixtral", "mixtral", "causal",
+                dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
+    "qwen2-moe": ("qwen2-moe", "qwen2_moe", "causal",
+                  dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=64, shared_expert_intermediate_size=128,
+                       decoder_sparse_step=1, mlp_only_layers=[]), (2, 4, 8)),
+    "qwen3-moe": ("qwen2-moe", "qwen3_moe", "causal",
+                  dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=64, decoder_sparse_step=1, mlp_only_layers=[]), (2, 4, 8)),
+    "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
+                    dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
+                         intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+                         vocab_size=256, max_position_embeddings=64, q_lora_rank=32,
+                         kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+                         n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                         n_group=1, topk_group=1, first_k_dense_replace=1,
+                         tie_word_embeddings=False, rope_scaling=None), (2, 4, 8)),
+    "gpt2": ("gpt2", "gpt2", "causal",
+             dict(n_embd=64, n_head=8, n_layer=2, vocab_size=256, n_positions=64), (2, 4, 8)),
+    "gpt-neox": ("gpt-neox", "gpt_neox", "causal",
+                 dict(hidden_size=64, num_attention_heads=8, intermediate_size=128,
+                      num_hidden_layers=2, vocab_size=256, max_position_embeddings=64,
+                      tie_word_embeddings=False), (2, 4, 8)),
+    "bert": ("bert", "bert", "masked",
+             dict(hidden_size=64, num_attention_heads=8, intermediate_size=128,
+                  num_hidden_layers=2, vocab_size=256, max_position_embeddings=64), (2, 4, 8)),
+}
+
+
+def auto_class(kind):
+    import transformers
+    return transformers.AutoModelForMaskedLM if kind == "masked" else transformers.AutoModelForCausalLM
+
+
+def input_ids(vocab):
+    import torch
+    g = torch.Generator().manual_seed(1234)
+    return torch.randint(0, vocab, (2, 12), generator=g)
+
+
+def result(work, consumer, family, op, case, status, detail):
+    """One line of results.tsv."""
+    if isinstance(detail, BaseException):
+        detail = f"{type(detail).__name__}: {detail}"
+    detail = " ".join(str(detail).split())[:600]
+    with open(f"{work}/results.tsv", "a") as f:
+        f.write("\t".join((consumer, family, op, case, status, detail)) + "\n")

@@ -1,0 +1,139 @@
+#!/bin/sh
+# make interop: tpconv's outputs loaded by the real consumers of Debian forky
+# (transformers, torch, safetensors, accelerate) in a cached chroot
+# (tests/interop/chroot.sh); writes the table doc/INTEROP.md. Not part of
+# `make test`. Needs root and, the first time, Debian's archive (about 8 minutes).
+#
+# Steps: gen.py builds tiny random models with transformers and genuine torch
+# DCP saves (inside the chroot); tpconv (on the host) converts, shards, merges
+# and reshards them into the work folder, which lies inside the chroot's tree;
+# check.py loads every result with the real consumers and compares. Each step
+# appends "consumer TAB family TAB operation TAB case TAB status TAB detail"
+# lines to results.tsv; report.py makes the table.
+#
+# usage: run.sh TPCONV SRCDIR    (TPCONV_INTEROP_ROOT: the chroot's folder;
+#                                 TPCONV_INTEROP_KEEP=1 keeps the work folder)
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+H=$SRC/tests/interop
+[ "$(id -u)" = 0 ] || { echo "interop: needs root (debootstrap, chroot, bind mounts)" >&2; exit 2; }
+. "$H/chroot.sh"
+t0=$(date +%s)
+interop_setup || { echo "interop: cannot build the chroot in $IROOT" >&2; exit 4; }
+t1=$(date +%s)
+
+W=$(mktemp -d "$IROOT/tmp/interop.XXXXXX") || exit 4
+CW=/tmp/${W##*/}
+cleanup() {
+	interop_stop
+	interop_umount "$IROOT"
+	[ "${TPCONV_INTEROP_KEEP:-}" = 1 ] && echo "interop: work folder kept: $W" || rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+interop_mount "$IROOT" || exit 4
+cp "$H"/*.py "$W/"
+: >"$W/results.tsv"
+: >"$W/cases.tsv"
+
+# python3 of the chroot, in the work folder; one process per step (imports are slow)
+inchroot() {
+	interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR="$CW" LANG=C.UTF-8 \
+		USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 \
+		TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 \
+		PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore \
+		sh -c "cd '$CW' && python3 $*"
+}
+# one line of results.tsv
+result() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" | tr -d '\r' >>"$W/results.tsv"; }
+# run tpconv quietly; its stderr (one line) in $err
+tpc() { "$TPCONV" "$@" -q >"$W/tpc.out" 2>"$W/tpc.err"; rc=$?; err=$(head -c 400 "$W/tpc.err" | tr '\n\t' '  '); return $rc; }
+# tpconv made a model folder that check.py loads with from_pretrained: KIND FAMILY OP CASE PATH
+want() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$W/cases.tsv"; }
+# a tpconv step failed: a layout refusing a model (exit 3: the documented
+# limits of the vllm and megatron layouts) is n/a, anything else a failure
+refused() { # CONSUMER FAMILY OP CASE WHAT
+	case "$rc:$5" in
+	"3:shard --layout "*) result "$1" "$2" "$3" "$4" n/a "tpconv refuses ($5): $err" ;;
+	*) result "$1" "$2" "$3" "$4" fail "tpconv $5 exit $rc: $err" ;;
+	esac
+}
+
+echo "interop: building the models and the genuine DCP saves (transformers, torch)"
+inchroot gen.py . >"$W/gen.log" 2>&1 || { tail -20 "$W/gen.log"; echo "interop: gen.py failed" >&2; exit 1; }
+t2=$(date +%s)
+
+echo "interop: tpconv converts, shards, merges, reshards"
+LAYOUTS="tpconv oslo trtllm hf vllm megatron dcp"
+mkdir -p "$W/out" "$W/sets"
+while IFS="$(printf '\t')" read -r fam preset tps kind; do
+	M=$W/models/$fam O=$W/out/$fam S=$W/sets/$fam
+	mkdir -p "$O" "$S"
+	tpc convert "$M" --format torch -o "$O/c-torch/" && want full "$fam" "convert → torch .bin" "from safetensors" "out/$fam/c-torch" ||
+		refused transformers "$fam" "convert → torch .bin" "from safetensors" convert
+	tpc convert "$O/c-torch" -o "$O/c-st" && want full "$fam" "convert → safetensors" "from the .bin" "out/$fam/c-st" ||
+		refused transformers "$fam" "convert → safetensors" "from the .bin" convert
+	tpc convert "$M" -o "$O/c-shards" --max-shard-size 48KiB && want full "$fam" "convert → HF shards" "48 KiB shards" "out/$fam/c-shards" ||
+		refused transformers "$fam" "convert → HF shards" "48 KiB shards" convert
+	tpc convert "$M" --dtype bf16 -o "$O/c-bf16" && want cast "$fam" "convert --dtype bf16" "dtype=\"auto\"" "out/$fam/c-bf16" ||
+		refused transformers "$fam" "convert --dtype bf16" "dtype=\"auto\"" convert
+	tpc convert "$M" --format dcp -o "$S/c-dcp" && want dcp "$fam" "convert → DCP" "plain" "sets/$fam/c-dcp" ||
+		refused torch "$fam" "convert → DCP" "plain" convert
+	for L in $LAYOUTS; do
+		for tp in $tps; do
+			op="shard $L → merge"
+			if ! tpc shard "$M" --preset "$preset" --tp "$tp" --layout "$L" -o "$S/$L-$tp"; then
+				refused transformers "$fam" "$op" "tp $tp" "shard --layout $L --tp $tp"
+				continue
+			fi
+			tpc merge "$S/$L-$tp" -o "$O/m-$L-$tp" && want full "$fam" "$op" "tp $tp" "out/$fam/m-$L-$tp" ||
+				refused transformers "$fam" "$op" "tp $tp" "merge"
+			[ "$L" = hf ] && want rank "$fam" "hf rank folders as 1/tp models" "tp $tp" "sets/$fam/hf-$tp"
+			[ "$L" = dcp ] && want dcp "$fam" "shard --layout dcp" "tp $tp" "sets/$fam/dcp-$tp"
+		done
+	done
+	# the torch rank files of a tpconv set (tp 2), compared with the safetensors ones
+	tpc shard "$M" --preset "$preset" --tp 2 --format torch -o "$S/tpconv-torch-2" &&
+		want ranks "$fam" "tpconv --format torch rank files" "tp 2" "sets/$fam/tpconv-torch-2" ||
+		refused torch "$fam" "tpconv --format torch rank files" "tp 2" "shard --format torch"
+	tpc merge "$S/tpconv-2" --format torch -o "$O/m-torch-2/" && want full "$fam" "convert → torch .bin" "merge --format torch, tp 2" "out/$fam/m-torch-2" ||
+		refused transformers "$fam" "convert → torch .bin" "merge --format torch, tp 2" merge
+	tpc merge "$S/hf-4" -o "$O/m-shards-4" --max-shard-size 48KiB && want full "$fam" "convert → HF shards" "merge of hf tp 4, 48 KiB shards" "out/$fam/m-shards-4" ||
+		refused transformers "$fam" "convert → HF shards" "merge of hf tp 4, 48 KiB shards" merge
+	# reshard: a set in, another set out, no file between; then merged and loaded
+	for r in tpconv-4:2:tpconv dcp-2:8:hf hf-8:4:trtllm oslo-2:4:dcp; do
+		from=${r%%:*} rest=${r#*:} to=${rest%%:*} lay=${rest#*:} what="$from → $lay tp $to"
+		[ -d "$S/$from" ] || { result transformers "$fam" reshard "$what" n/a "no $from set (refused above)"; continue; }
+		if tpc shard "$S/$from" --tp "$to" --layout "$lay" -o "$S/re-$from-$lay-$to" &&
+			tpc merge "$S/re-$from-$lay-$to" -o "$O/re-$from-$lay-$to"; then
+			want full "$fam" reshard "$what" "out/$fam/re-$from-$lay-$to"
+		else
+			refused transformers "$fam" reshard "$what" "reshard"
+		fi
+	done
+done <"$W/families.tsv"
+
+# genuine torch DCP saves (gen.py): tpconv reads them
+for d in "$W"/genuine/*/; do
+	g=$(basename "$d")
+	if ! tpc inspect "$d"; then refused torch "$g" "tpconv reads a torch DCP save" inspect inspect; continue; fi
+	tpc convert "$d" -o "$W/genuine/$g.safetensors" && want genuine "$g" "tpconv reads a torch DCP save" "convert → safetensors" "genuine/$g.safetensors" ||
+		refused torch "$g" "tpconv reads a torch DCP save" "convert → safetensors" convert
+	tpc convert "$d" -o "$W/genuine/$g.pt" && want genuine "$g" "tpconv reads a torch DCP save" "convert → torch" "genuine/$g.pt" ||
+		refused torch "$g" "tpconv reads a torch DCP save" "convert → torch" convert
+done
+t3=$(date +%s)
+
+echo "interop: the consumers load what tpconv wrote ($(wc -l <"$W/cases.tsv") outputs)"
+inchroot check.py . >"$W/check.log" 2>&1 || { tail -30 "$W/check.log"; echo "interop: check.py failed" >&2; }
+t4=$(date +%s)
+
+cat "$W/versions.txt" >"$W/report.env" 2>/dev/null
+printf 'setup=%s\ngen=%s\ntpconv=%s\ncheck=%s\ncommit=%s\n' $((t1 - t0)) $((t2 - t1)) $((t3 - t2)) $((t4 - t3)) \
+	"$(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)" >>"$W/report.env"
+python3 "$H/report.py" "$W/results.tsv" "$W/report.env" "$TPCONV" >"$SRC/doc/INTEROP.md.tmp" &&
+	mv "$SRC/doc/INTEROP.md.tmp" "$SRC/doc/INTEROP.md" || { rm -f "$SRC/doc/INTEROP.md.tmp"; exit 4; }
+awk -F '\t' '{ n[$5]++ } END { for (s in n) printf "%s %d  ", s, n[s]; print "" }' "$W/results.tsv"
+echo "interop: doc/INTEROP.md written; chroot $((t1 - t0)) s, run $((t4 - t1)) s"
+! grep -q "$(printf '\tfail\t')" "$W/results.tsv"
