@@ -127,15 +127,33 @@ static void find_fn(void *ctx, const char *key, size_t kl, const char *val, size
 	}
 }
 
-/* The text of member `key` of the source config; NULL when absent or null. */
+/* The text of member `key` of the source config, "a.b" a member of an
+ * object member (transformers 5 keeps rope_theta in rope_parameters); NULL
+ * when absent or null. */
 static const char *raw(const tpc__trt_source *s, const char *key, size_t *vl)
 {
-	find_ctx f = {key, NULL, 0};
-	members(s->text, s->len, find_fn, &f);
-	if (!f.val || (f.vl == 4 && !memcmp(f.val, "null", 4)))
-		return NULL;
-	*vl = f.vl;
-	return f.val;
+	const char *text = s->text;
+	size_t len = s->len;
+	for (;;) {
+		char part[64];
+		const char *dot = strchr(key, '.');
+		size_t n = dot ? (size_t)(dot - key) : strlen(key);
+		if (n >= sizeof(part))
+			return NULL;
+		memcpy(part, key, n);
+		part[n] = '\0';
+		find_ctx f = {part, NULL, 0};
+		members(text, len, find_fn, &f);
+		if (!f.val || (f.vl == 4 && !memcmp(f.val, "null", 4)))
+			return NULL;
+		if (!dot) {
+			*vl = f.vl;
+			return f.val;
+		}
+		text = f.val;
+		len = f.vl;
+		key = dot + 1;
+	}
 }
 
 /* ---- the source: the model's config.json, or a TensorRT-LLM set's ---- */
@@ -218,7 +236,8 @@ typedef struct ckey {
 	{"norm_epsilon", K_COPY, {"rms_norm_eps"}, NULL}, {"head_size", K_HEAD, {NULL}, NULL}, \
 	{"rotary_embedding_dim", K_HEAD, {NULL}, NULL}, \
 	{"position_embedding_type", K_CONST, {NULL}, "\"rope_gpt_neox\""}, \
-	{"rotary_base", K_COPY, {"rope_theta"}, NULL}, {"rotary_scaling", K_COPY, {"rope_scaling"}, "null"}, \
+	{"rotary_base", K_COPY, {"rope_theta", "rope_parameters.rope_theta"}, NULL}, \
+	{"rotary_scaling", K_COPY, {"rope_scaling"}, "null"}, \
 	{"mlp_bias", K_CONST, {NULL}, "false"}, \
 	{"tie_word_embeddings", K_COPY, {"tie_word_embeddings"}, "false"}
 
@@ -405,6 +424,15 @@ int tpc__trt_config_render(const tpc_shard_plan *sp, const tpc__trt_source *s, t
 	if (!dt)
 		return tpc_err_set(e, TPC_EINPUT, "TensorRT-LLM checkpoints hold float32, float16 or bfloat16 weights, not %s",
 				   tpc_dtype_name(dtype));
+	/* transformers 5 writes rope scaling as rope_parameters (rope_type):
+	 * TensorRT-LLM's rotary_scaling is not made from it yet, so refuse
+	 * rather than write a checkpoint without the model's scaling */
+	size_t tl = 0;
+	const char *rt = raw(s, "rope_parameters.rope_type", &tl);
+	if (rt && !(tl == 9 && !memcmp(rt, "\"default\"", 9)) && !raw(s, "rope_scaling", &tl))
+		return tpc_err_at(e, TPC_EINPUT, s->path, NULL,
+				  "rope_parameters has rope_type %.*s: TensorRT-LLM's rotary_scaling is not written from it yet",
+				  (int)(tl < 40 ? tl : 40), rt);
 	tpc_buf_adds(b, "{\n    \"architecture\": ");
 	tpc_buf_json_str(b, s->arch, strlen(s->arch), false);
 	tpc_buf_addf(b, ",\n    \"dtype\": \"%s\",\n    \"logits_dtype\": \"float32\"", dt);

@@ -65,7 +65,7 @@ inchroot gen.py . >"$W/gen.log" 2>&1 || { tail -20 "$W/gen.log"; echo "interop: 
 t2=$(date +%s)
 
 echo "interop: tpconv converts, shards, merges, reshards"
-LAYOUTS="tpconv oslo trtllm hf vllm megatron dcp"
+LAYOUTS="tpconv oslo trtllm hf-mapping hf vllm megatron dcp"
 mkdir -p "$W/out" "$W/sets"
 while IFS="$(printf '\t')" read -r fam preset tps kind; do
 	M=$W/models/$fam O=$W/out/$fam S=$W/sets/$fam
@@ -105,11 +105,12 @@ while IFS="$(printf '\t')" read -r fam preset tps kind; do
 	for r in tpconv-4:2:tpconv dcp-2:8:hf hf-8:4:trtllm oslo-2:4:dcp; do
 		from=${r%%:*} rest=${r#*:} to=${rest%%:*} lay=${rest#*:} what="$from → $lay tp $to"
 		[ -d "$S/$from" ] || { result transformers "$fam" reshard "$what" n/a "no $from set (refused above)"; continue; }
-		if tpc shard "$S/$from" --tp "$to" --layout "$lay" -o "$S/re-$from-$lay-$to" &&
-			tpc merge "$S/re-$from-$lay-$to" -o "$O/re-$from-$lay-$to"; then
+		if ! tpc shard "$S/$from" --tp "$to" --layout "$lay" -o "$S/re-$from-$lay-$to"; then
+			refused transformers "$fam" reshard "$what" "shard --layout $lay (a reshard)"
+		elif tpc merge "$S/re-$from-$lay-$to" -o "$O/re-$from-$lay-$to"; then
 			want full "$fam" reshard "$what" "out/$fam/re-$from-$lay-$to"
 		else
-			refused transformers "$fam" reshard "$what" "reshard"
+			refused transformers "$fam" reshard "$what" "merge of the reshard"
 		fi
 	done
 done <"$W/families.tsv"

@@ -155,5 +155,22 @@ cp -r "$T/foreign_llama_2_2_1" "$F" && $PY -c 'import json,sys; c=json.load(open
 run "$TPCONV" merge "$F" -o "$F.safetensors" -q
 [ "$rc" = 3 ] && grep -q "quantized checkpoint" "$T/err" && [ ! -e "$F.safetensors" ] &&
   ok "a quantized TensorRT-LLM checkpoint is refused (exit 3), not read as dense" || bad "quantized" "exit $rc" "$(cat "$T/err")"
+# transformers 5 keeps rope_theta in rope_parameters (interop found the layout
+# refusing such configs): rotary_base comes from there; a scaled rope_type that
+# rotary_scaling cannot say yet is refused, not dropped
+R5=$T/tf5 && mkdir -p "$R5" && cp "$M/llama.safetensors" "$R5/model.safetensors"
+$PY - "$M/llama/config.json" "$R5/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1])); theta = c.pop("rope_theta", 10000.0); c.pop("rope_scaling", None)
+c["rope_parameters"] = {"rope_theta": 500000.0, "rope_type": "default"}
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+run "$TPCONV" shard "$R5" --preset llama --tp 2 --layout trtllm -o "$T/tf5_set" -q
+[ "$rc" = 0 ] && $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit(0 if c["rotary_base"] == 500000.0 else 1)' "$T/tf5_set/config.json" &&
+  ok "a transformers 5 config (rope_parameters): rotary_base from rope_parameters.rope_theta" || bad "rope_parameters" "exit $rc" "$(cat "$T/err")"
+$PY -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["rope_parameters"]["rope_type"]="llama3"; json.dump(c, open(p,"w"))' "$R5/config.json"
+run "$TPCONV" shard "$R5" --preset llama --tp 2 --layout trtllm -o "$T/tf5_l3" -q
+[ "$rc" = 3 ] && grep -q 'rope_type "llama3": TensorRT-LLM.s rotary_scaling is not written from it yet' "$T/err" && [ ! -e "$T/tf5_l3/config.json" ] &&
+  ok "rope_type llama3 without rope_scaling: refused (exit 3), not written unscaled" || bad "rope_type llama3" "exit $rc" "$(cat "$T/err")"
 echo "1..$n"
 [ "$failed" = 0 ]
