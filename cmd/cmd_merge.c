@@ -93,7 +93,17 @@ static int copy_companions(const tpc_merge *mg, const char *dir, const char *out
 	}
 	if (from && tpc_extras_copy(from, out, &xo, NULL, &e))
 		return tpc_cli_fail(&e);
-	return 0;
+	/* a set that keeps no Hugging Face config (TensorRT-LLM): the layout rebuilds it */
+	char *cfg = mg->layout && mg->layout->merge_config ? tpc_path_join(out, "config.json") : NULL, *text = NULL;
+	int ret = 0;
+	if (cfg && !tpc_exists(cfg)) {
+		if (!(text = mg->layout->merge_config(dir, &e)) ||
+		    tpc_write_file_atomic(cfg, text, strlen(text), xo.flags, &e))
+			ret = tpc_cli_fail(&e);
+	}
+	free(text);
+	free(cfg);
+	return ret;
 }
 
 int cmd_merge(int argc, char **argv)

@@ -447,6 +447,11 @@ static const char *merge_extras(const char *dir, const char *rank0, tpc_extras_o
 	return dir;
 }
 
+static char *merge_config(const char *dir, tpc_err *e)
+{
+	return tpc__trt_hf_config(dir, e);
+}
+
 /* ---- merge, reshard and verify: the rank back as split ---- */
 
 /* The file's tensors while the Hugging Face ones are appended: renamed
@@ -793,7 +798,7 @@ const tpc_layout tpc_layout_trtllm = {
 	.expert_parallel = true,
 	.rank_name = tpc__trtllm_rank_name, .check = check, .adjust_plan = adjust_plan,
 	.stored_rank = stored_rank, .open_rank = open_rank,
-	.write_extras = write_extras, .merge_extras = merge_extras,
+	.write_extras = write_extras, .merge_extras = merge_extras, .merge_config = merge_config,
 	.detect_dir = detect_dir, .foreign_geometry = tpc__trtllm_geometry, .foreign_rank_path = tpc__trtllm_rank_path,
 	.foreign_facts = foreign_facts, .foreign_preset = foreign_preset,
 };

@@ -95,6 +95,10 @@ typedef struct tpc_layout {
 	/* Folder whose companions a merge of the set in `dir` carries (NULL:
 	 * none), with config members to drop in xo; rank0 is rank 0's path. */
 	const char *(*merge_extras)(const char *dir, const char *rank0, tpc_extras_opts *xo);
+	/* The Hugging Face config.json a merge of the set in `dir` writes when the
+	 * set keeps none (TensorRT-LLM: rebuilt from its own): malloc'd text, or
+	 * NULL (e set on an error) */
+	char *(*merge_config)(const char *dir, tpc_err *e);
 
 	bool (*is_rank_file)(const char *name);
 	bool (*detect_dir)(const char *dir);  /* instead of is_rank_file: the folder as a whole */
@@ -184,6 +188,9 @@ typedef struct tpc__trt_source {
 int tpc__trt_source_open(const struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc__trt_source *s,
 			 tpc_err *e);
 void tpc__trt_source_release(tpc__trt_source *s);
+/* A Hugging Face config.json rebuilt from a TensorRT-LLM set's config.json
+ * in dir (the inverse of the family's member table); malloc'd text. */
+char *tpc__trt_hf_config(const char *dir, tpc_err *e);
 /* config.json's text for the plan's geometry, weights of `dtype`. */
 int tpc__trt_config_render(const struct tpc_shard_plan *sp, const tpc__trt_source *s, tpc_dtype dtype,
 			   tpc_buf *out, tpc_err *e);

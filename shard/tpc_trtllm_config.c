@@ -410,6 +410,83 @@ static void keep_fn(void *ctx, const char *key, size_t kl, const char *val, size
 		tpc_buf_add(k->b, val, vl);
 }
 
+/* ---- back to Hugging Face: the config a merge writes ---- */
+
+/* TensorRT-LLM's architecture -> the family, the Hugging Face class and model_type */
+static const struct {
+	const char *trt, *family, *hf, *model_type;
+} back_arch[] = {
+	{"LlamaForCausalLM", "llama", "LlamaForCausalLM", "llama"},
+	{"MistralForCausalLM", "mistral", "MistralForCausalLM", "mistral"},
+	{"MixtralForCausalLM", "mixtral", "MixtralForCausalLM", "mixtral"},
+	{"Qwen2ForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen2"},
+	{"GPTForCausalLM", "gpt2", "GPT2LMHeadModel", "gpt2"},
+	{"GPT2LMHeadModel", "gpt2", "GPT2LMHeadModel", "gpt2"}, /* as GPTConfig.from_hugging_face keeps it */
+};
+
+/* member hf of the output from member trt of the set's config, as spelled */
+static void back_member(tpc_buf *b, const tpc__trt_source *s, const char *hf, const char *trt)
+{
+	size_t vl;
+	const char *v = raw(s, trt, &vl);
+	char key[80];
+	snprintf(key, sizeof(key), "\"%s\":", hf);
+	if (!v || strchr(hf, '.') || (b->p && memmem(b->p, b->len, key, strlen(key))))
+		return; /* a nested name, or one written already (GPT-2's n_head twice) */
+	tpc_buf_addf(b, ",\n  %s ", key);
+	tpc_buf_add(b, v, vl);
+}
+
+char *tpc__trt_hf_config(const char *dir, tpc_err *e)
+{
+	tpc__trt_source s;
+	tpc_buf b = TPC_BUF_INIT;
+	size_t i, al = 0;
+	memset(&s, 0, sizeof(s));
+	if (!(s.path = tpc_path_join(dir, "config.json")))
+		return tpc_err_nomem(e), NULL;
+	if (tpc_read_file(s.path, 64u << 20, &s.text, &s.len, e)) {
+		tpc__trt_source_release(&s);
+		return NULL;
+	}
+	const char *a = raw(&s, "architecture", &al);
+	for (i = 0; a && i < sizeof(back_arch) / sizeof(back_arch[0]); i++)
+		if (al == strlen(back_arch[i].trt) + 2 && !memcmp(a + 1, back_arch[i].trt, al - 2))
+			break;
+	const tpc_family *f = a && i < sizeof(back_arch) / sizeof(back_arch[0]) ? tpc_family_find(back_arch[i].family) : NULL;
+	if (!f) {
+		tpc_err_at(e, TPC_EINPUT, s.path, NULL, "architecture %.*s: no Hugging Face config is rebuilt for it",
+			   (int)(al < 60 ? al : 60), a ? a : "(none)");
+		tpc__trt_source_release(&s);
+		return NULL;
+	}
+	tpc_buf_addf(&b, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\"", back_arch[i].hf,
+		     back_arch[i].model_type);
+	back_member(&b, &s, "torch_dtype", "dtype");
+	for (const ckey *k = keys_of(f); k->trt; k++) {
+		if (k->k == K_COPY && k->hf[0])
+			back_member(&b, &s, k->hf[0], k->trt);
+		else if (k->k == K_OR && k->hf[1])
+			back_member(&b, &s, k->hf[1], k->trt); /* attention_bias */
+		else if (k->k == K_HEAD && !strcmp(k->trt, "head_size") && keys_of(f) != gpt2_keys)
+			back_member(&b, &s, "head_dim", k->trt);
+		else if (k->k == K_INNER)
+			back_member(&b, &s, "n_inner", k->trt);
+	}
+	if (keys_of(f) == mixtral_keys) {
+		tpc_buf_adds(&b, ",\n  \"hidden_act\": \"silu\"");
+		back_member(&b, &s, "num_local_experts", "moe.num_experts");
+		back_member(&b, &s, "num_experts_per_tok", "moe.top_k");
+	}
+	tpc_buf_adds(&b, "\n}\n");
+	tpc__trt_source_release(&s);
+	if (b.oom) {
+		tpc_buf_release(&b);
+		return tpc_err_nomem(e), NULL;
+	}
+	return tpc_buf_detach(&b, NULL);
+}
+
 int tpc__trt_config_render(const tpc_shard_plan *sp, const tpc__trt_source *s, tpc_dtype dtype, tpc_buf *b,
 			   tpc_err *e)
 {

@@ -50,9 +50,19 @@ assert isinstance(c["rotary_base"], float) and isinstance(c["norm_epsilon"], flo
 PY
   ok "config.json is TensorRT-LLM's (floats stay floats), the tokenizer is copied beside" || bad "companions" "$(cat "$T/perr")" "$(ls "$S")"
 run "$TPCONV" merge "$S" -o "$T/llama_merged/" -q
-[ "$rc" = 0 ] && [ -f "$T/llama_merged/tokenizer.json" ] && [ ! -e "$T/llama_merged/config.json" ] && same "$M/llama.safetensors" "$T/llama_merged" &&
-  ok "merge into a folder: the tokenizer back, TensorRT-LLM's config.json left out (it is no Hugging Face config)" ||
-  bad "merge into a folder" "$(cat "$T/err")" "$(ls "$T/llama_merged" 2>&1)"
+# (a real transformers 5 load of these merges: make interop)
+[ "$rc" = 0 ] && [ -f "$T/llama_merged/tokenizer.json" ] && same "$M/llama.safetensors" "$T/llama_merged" &&
+  $PY - "$M/llama/config.json" "$T/llama_merged/config.json" <<'PY' 2>"$T/perr" &&
+import json, sys
+want, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert got["architectures"] == ["LlamaForCausalLM"] and got["model_type"] == "llama" and "mapping" not in got, got
+for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+          "intermediate_size", "rms_norm_eps", "rope_theta", "hidden_act"):
+    if k in want:
+        assert got[k] == want[k] and type(got[k]) == type(want[k]), (k, got.get(k), want[k])
+PY
+  ok "merge into a folder: the tokenizer back, a Hugging Face config.json rebuilt from TensorRT-LLM's (same values and types)" ||
+  bad "merge into a folder" "$(cat "$T/err" "$T/perr" 2>/dev/null)" "$(ls "$T/llama_merged" 2>&1)"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout trtllm -o "$T/bare" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare/tokenizer.json" ] && $PY "$REF" check "$M/llama" "$T/bare" 2 1 1 >/dev/null &&
   ok "--no-extras: no tokenizer, but TensorRT-LLM's config.json all the same" || bad "--no-extras" "$(cat "$T/err")" "$(ls "$T/bare")"
