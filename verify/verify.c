@@ -91,8 +91,8 @@ void tpc__ref_end(vrun *R)
 
 void *tpc__scratch(vrun *R, size_t bytes, bool zero)
 {
-	if (R->nscratch == (int)(sizeof(R->scratch) / sizeof(R->scratch[0])))
-		return NULL; /* a check with more buffers than this is a bug: fails as out of memory */
+	if (tpc_grow((void **)&R->scratch, &R->scratch_cap, R->nscratch + 1, sizeof(*R->scratch)))
+		return NULL;
 	void *p = zero ? calloc(1, bytes) : malloc(bytes);
 	if (p)
 		R->scratch[R->nscratch++] = p;
@@ -513,6 +513,9 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 		ret = TPC_EMISMATCH;
 	tpc__vctx_release(&R.xf);
 	tpc__vctx_release(&R.xd);
+	while (R.nscratch > 0) /* a check that ended without tpc__finish */
+		free(R.scratch[--R.nscratch]);
+	free(R.scratch);
 	free(R.xb);
 	return ret;
 }

@@ -181,8 +181,8 @@ typedef struct vrun {
 	bool any_fail;
 	int threads, ref_threads; /* OpenMP threads of this rank, and of rank 0's reference work */
 	bool ref_on;              /* between tpc__ref_begin and the check's end */
-	void *scratch[12];        /* the current check's buffers (tpc__scratch) */
-	int nscratch;
+	void **scratch;           /* the current check's buffers (tpc__scratch) */
+	size_t nscratch, scratch_cap;
 } vrun;
 
 /* Memory for the current check, freed when it ends (tpc__finish): n + 1
