@@ -79,6 +79,8 @@ typedef struct tpc_write_opts {
 	 * core while the file was written. NULL: none. */
 	int (*before_commit)(void *ctx, tpc_err *e);
 	void *before_commit_ctx;
+	const char *model_dir;     /* GGUF: the model folder (config.json, tokenizer files); NULL: none */
+	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto) */
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here

@@ -1,0 +1,159 @@
+/*
+ * gguf.h - GGUF, llama.cpp's model file (ggml docs/gguf.md, ggml/include/gguf.h).
+ *
+ * Layout (little-endian, version 3):
+ *   "GGUF" u32 version, i64 n_tensors, i64 n_kv
+ *   n_kv x  (gguf string key, i32 value type, value)
+ *            string = u64 length + bytes (no NUL); array = i32 element type,
+ *            u64 count, elements (arrays of arrays are refused)
+ *   n_tensors x (gguf string name, u32 n_dims, i64 ne[n_dims], i32 ggml type,
+ *            u64 offset into the data section, a multiple of the alignment)
+ *   padding to general.alignment (u32, default 32), then the data section.
+ * ne[0] is the innermost (contiguous) dimension: a PyTorch shape reversed.
+ * A quantized type packs ne[0] in blocks (ne[0] % block == 0).
+ *
+ * gguf-split: NAME-00001-of-0000N.gguf ... each a whole GGUF; every file
+ * has split.no (u16, from 0), split.count (u16) and split.tensors.count
+ * (i32, over all files); the first file holds every other key.
+ *
+ * Three parts, three files:
+ *   gguf.c        the container: read (the registry's "gguf" format, split
+ *                 sets too), write (tpc_gguf_write), the ggml type table and
+ *                 block (de)quantization, the KV list helpers
+ *   gguf_arch.c   what convert_hf_to_gguf.py writes for a Hugging Face
+ *                 model: {arch}.* keys from config.json, the tensor list
+ *                 (GGUF names from the family records, Q/K permutation,
+ *                 experts stacked, each tensor's type for an --outtype)
+ *   gguf_vocab.c  tokenizer.* keys from tokenizer.model (SentencePiece
+ *                 protobuf) or tokenizer.json (BPE), tokenizer_config.json
+ */
+#ifndef TPC_GGUF_H
+#define TPC_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+#include "tpc_format.h"
+
+#define TPC_GGUF_MAGIC 0x46554747u /* "GGUF" read as u32 LE */
+#define TPC_GGUF_VERSION 3
+#define TPC_GGUF_DEFAULT_ALIGNMENT 32
+
+/* KV value types (gguf_type) */
+typedef enum tpc_gguf_vt {
+	TPC_GV_U8 = 0, TPC_GV_I8 = 1, TPC_GV_U16 = 2, TPC_GV_I16 = 3, TPC_GV_U32 = 4, TPC_GV_I32 = 5,
+	TPC_GV_F32 = 6, TPC_GV_BOOL = 7, TPC_GV_STRING = 8, TPC_GV_ARRAY = 9, TPC_GV_U64 = 10,
+	TPC_GV_I64 = 11, TPC_GV_F64 = 12, TPC_GV_COUNT
+} tpc_gguf_vt;
+
+/* Tensor types (ggml_type); the numbers are the file's. */
+typedef enum tpc_ggml_type {
+	TPC_GGML_F32 = 0, TPC_GGML_F16 = 1, TPC_GGML_Q4_0 = 2, TPC_GGML_Q4_1 = 3,
+	TPC_GGML_Q5_0 = 6, TPC_GGML_Q5_1 = 7, TPC_GGML_Q8_0 = 8, TPC_GGML_Q8_1 = 9,
+	TPC_GGML_Q2_K = 10, TPC_GGML_Q3_K = 11, TPC_GGML_Q4_K = 12, TPC_GGML_Q5_K = 13,
+	TPC_GGML_Q6_K = 14, TPC_GGML_Q8_K = 15,
+	TPC_GGML_I8 = 24, TPC_GGML_I16 = 25, TPC_GGML_I32 = 26, TPC_GGML_I64 = 27, TPC_GGML_F64 = 28,
+	TPC_GGML_BF16 = 30,
+	TPC_GGML_NONE = -1
+} tpc_ggml_type;
+
+typedef struct tpc_ggml_info {
+	const char *name; /* "F32", "Q8_0", "Q4_K" (as gguf-py's GGMLQuantizationType) */
+	int block;        /* elements per block (1 for plain types) */
+	int size;         /* bytes per block */
+} tpc_ggml_info;
+
+/* The row of a type; NULL for one tpconv does not know (a file holding it
+ * is read with that tensor refused by name when it is written elsewhere). */
+const tpc_ggml_info *tpc_ggml_info_of(int type);
+/* "f32" "f16" "bf16" "q8_0" ... (case-insensitive) -> type, TPC_GGML_NONE if unknown. */
+int tpc_ggml_by_name(const char *name);
+
+/* One key-value pair. Scalars in v (u for unsigned and bool, i for signed,
+ * f for floats); STRING in s[0..slen); ARRAY: `n` elements of type atype,
+ * numbers packed little-endian at their width in arr, strings as
+ * astr[k][0..alen[k]). */
+typedef struct tpc_gguf_kv {
+	char *key;
+	int type; /* tpc_gguf_vt */
+	union { uint64_t u; int64_t i; double f; } v;
+	char *s;
+	uint64_t slen;
+	int atype;
+	uint64_t n;
+	void *arr;
+	char **astr;
+	uint64_t *alen;
+} tpc_gguf_kv;
+
+/* An ordered list of KVs (order is the file's order). Owns everything. */
+typedef struct tpc_gguf_kvs {
+	tpc_gguf_kv *kv;
+	size_t n, cap;
+} tpc_gguf_kvs;
+
+void tpc_gguf_kvs_release(tpc_gguf_kvs *l);
+/* Index of `key`, or -1. */
+ptrdiff_t tpc_gguf_kvs_find(const tpc_gguf_kvs *l, const char *key);
+/* Add, or replace in place when the key is there. 0, or -1 out of memory. */
+int tpc_gguf_kvs_uint(tpc_gguf_kvs *l, const char *key, int type, uint64_t v);  /* U8 U16 U32 U64 BOOL */
+int tpc_gguf_kvs_int(tpc_gguf_kvs *l, const char *key, int type, int64_t v);    /* I8 I16 I32 I64 */
+int tpc_gguf_kvs_float(tpc_gguf_kvs *l, const char *key, int type, double v);   /* F32 F64 */
+int tpc_gguf_kvs_str(tpc_gguf_kvs *l, const char *key, const char *s, size_t len);
+/* An array of numbers: n elements of atype, packed at their width (copied). */
+int tpc_gguf_kvs_arr(tpc_gguf_kvs *l, const char *key, int atype, const void *data, uint64_t n);
+/* An array of strings s[k][0..len[k]) (copied; len NULL: NUL-terminated). */
+int tpc_gguf_kvs_strs(tpc_gguf_kvs *l, const char *key, const char *const *s, const uint64_t *len, uint64_t n);
+void tpc_gguf_kvs_del(tpc_gguf_kvs *l, const char *key);
+
+/* One tensor to write: `name` in the file, values from `t` (a description of
+ * ck in PyTorch order, any float dtype; its GGUF ne[] is t's shape
+ * reversed), stored as `type`: F32, F16, BF16, Q8_0 (quantized from the
+ * values as gguf-py's quants.py does), or, when t is a GGUF block tensor
+ * read from a GGUF file (tpc_gguf_packed), its own packed type, bytes
+ * copied. */
+typedef struct tpc_gguf_wtensor {
+	char *name;
+	tpc_tensor t; /* owned description (tpc_tensor_release) */
+	int type;     /* tpc_ggml_type */
+} tpc_gguf_wtensor;
+
+void tpc_gguf_wtensors_release(tpc_gguf_wtensor *t, size_t n);
+
+/*
+ * Write a GGUF file at `path` (atomically; o->flags TPC_W_FORCE) holding
+ * kv (general.alignment, when present, sets the alignment) then tensors
+ * t[0..n) in that order, data streamed from ck with bounded memory.
+ * o->max_shard_size > 0: a gguf-split set instead, path's stem + "-0000K-of-
+ * 0000N.gguf" in path's folder, a new file started before a tensor that
+ * would take the current one past the size (a tensor larger than the size
+ * gets a file of its own), the split.* keys added.
+ */
+int tpc_gguf_write(const tpc_ckpt *ck, const tpc_gguf_kvs *kv, const tpc_gguf_wtensor *t, size_t n,
+		   const char *path, const tpc_write_opts *o, tpc_err *e);
+
+/*
+ * The GGUF convert_hf_to_gguf.py writes for a Hugging Face model (gguf_arch.c):
+ * ck holds its tensors under HF names; dir is the model folder (config.json,
+ * tokenizer.model / tokenizer.json, tokenizer_config.json,
+ * generation_config.json); outtype "f32" "f16" "bf16" "q8_0" or "auto" (NULL:
+ * auto, the reference's rule). Fills kv (general.*, {arch}.*, tokenizer.*)
+ * and the tensor list *t[0..*n) in the reference's order. A tensor it cannot
+ * place, a family the reference has no architecture for, or a config that
+ * lacks a fact it needs: an error naming it (TPC_E_UNSUPPORTED/TPC_E_FORMAT).
+ */
+int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
+		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
+
+/*
+ * The tokenizer.* keys for the tokenizer in `dir` (gguf_vocab.c), added to kv
+ * as the reference converter adds them for architecture `arch` (its
+ * vocab_size from config.json, padded as the reference pads). 0 also when
+ * the folder has no tokenizer (nothing added; the caller decides).
+ */
+int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gguf_kvs *kv, tpc_err *e);
+
+#endif
