@@ -213,6 +213,10 @@ for sig in INT TERM KILL; do
       rm -rf "$d"; mkdir -p "$d"
       if [ $what = convert ]; then kill_mid $sig "$d" "$TPCONV" convert "$BIG" -o "$d/out.pt" --progress
       else kill_mid $sig "$d" "$TPCONV" shard "$BIG" -o "$d/set" --progress "${SHARD[@]}"; fi
+      # a signal that came after the output was committed (a loaded machine
+      # can delay it past the end of the write) did not land mid-write
+      if [ $what = convert ]; then [ -e "$d/out.pt" ] && landed=0
+      else [ -e "$d/set/tpconv-manifest.json" ] && landed=0; fi
       [ $landed = 1 ] && break
     done
     desc="SIG$sig mid-$what"
