@@ -158,7 +158,7 @@ static bool model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t 
 		tpc__opt_loc(R, ly->norm1_b, t, &L->n1b);
 		tpc__opt_loc(R, ly->norm2_w, t, &L->n2w);
 		tpc__opt_loc(R, ly->norm2_b, t, &L->n2b);
-		if (!tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
+		if (ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n) : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;
 		L->moe = ly->moe.exp != NULL;
 		if (L->moe ? t >= 0 && !tpc__moe_ok(R, &ly->moe, msg, n) : !tpc__mlp_loc_of(R, &ly->mlp, t, &L->mlp, msg, n))
