@@ -68,13 +68,16 @@ static bool heads_of(const tpc_vmla *p, int t, vmla_loc *a, char *msg, size_t n)
 	const int64_t per[3] = {dq, dkv, p->v_dim};
 	for (int k = 0; k < 3; k++) {
 		const vloc *l = w[k];
-		bool whole = l->len[0] % per[k] == 0 && l->start[0] % per[k] == 0;
-		int64_t nh = l->len[0] / per[k], h0 = l->start[0] / per[k];
+		/* a replicated tensor: every head (o: its input features) */
+		int64_t len = l->dim >= 0 ? l->len[0] : l->t->shape[(k == 2) ^ l->transposed ? 1 : 0];
+		int64_t start = l->dim >= 0 ? l->start[0] : 0, size = l->dim >= 0 ? l->size[0] : len;
+		bool whole = len % per[k] == 0 && start % per[k] == 0;
+		int64_t nh = len / per[k], h0 = start / per[k];
 		if (k == 0) {
 			a->nh = nh;
 			a->h0 = h0;
 		}
-		if (l->nparts != 1 || l->replicas[0] != 1 || l->start[0] + l->len[0] > l->size[0] || !whole ||
+		if (l->nparts != 1 || l->replicas[0] != 1 || start + len > size || !whole ||
 		    nh != a->nh || h0 != a->h0 || nh < 1) {
 			snprintf(msg, n, "rank %d: MLA '%s' must hold whole heads %lld..%lld of %lld rows each (as q_b_proj / q_proj)",
 				 t, l->name, (long long)a->h0, (long long)(a->h0 + a->nh - 1), (long long)per[k]);

@@ -303,5 +303,8 @@ int tpc__check_embed(vrun *R, int64_t i);
 int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind);
 int tpc__check_moe(vrun *R, const tpc_vlayer *ly);
 int tpc__check_model(vrun *R);
+/* The model check's fp64 reference forward of set s alone on ids [T], routing
+ * on its own: logits [T, vocab] (for tests against transformers). */
+int tpc__model_reference(const tpc_verify_set *s, int64_t T, const int32_t *ids, double *logits, tpc_err *e);
 
 #endif
