@@ -341,7 +341,7 @@ typedef struct tpc_vmodel {
 	tpc_vlayer *layers;
 	int64_t nlayers;
 	bool moe;                        /* some layer is a mixture of experts */
-	bool mla;                        /* some layer has MLA attention: no whole-model check yet */
+	bool mla;                        /* some layer has MLA attention (tpc_vmla) */
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {
