@@ -86,6 +86,17 @@ tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
 		v.moe_topk_group = f->topk_group;
 	}
 	v.moe_scale = f->routed_scale;
+	v.norm_eps = f->norm_eps;
+	v.rope_theta = f->rope_theta;
+	v.rope_interleave = f->rope_interleave;
+	v.yarn_factor = f->yarn_factor;
+	v.yarn_mscale = f->yarn_mscale;
+	v.yarn_mscale_all_dim = f->yarn_mscale_all_dim;
+	v.yarn_attn_factor = f->yarn_attn_factor;
+	v.yarn_beta_fast = f->yarn_beta_fast;
+	v.yarn_beta_slow = f->yarn_beta_slow;
+	v.yarn_orig_max = f->yarn_orig_max;
+	v.yarn_truncate = f->yarn_truncate;
 	if (f->ff_act) {
 		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
 		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU

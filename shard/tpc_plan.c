@@ -46,6 +46,44 @@ static int64_t json_int(const cJSON *o, const char *const *keys)
 	return 0;
 }
 
+static double json_num(const cJSON *o, const char *key)
+{
+	const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+	return cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e12 ? v->valuedouble : 0;
+}
+
+/* The norm's epsilon and the rotary embedding: rope_theta at the top or in
+ * transformers 5's rope_parameters, and a yarn rope_scaling (either name). */
+static void rope_from_json(tpc_model_facts *f, const cJSON *o)
+{
+	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+	f->norm_eps = json_num(o, "rms_norm_eps");
+	f->rope_theta = json_num(o, "rope_theta");
+	if (!f->rope_theta && cJSON_IsObject(rp))
+		f->rope_theta = json_num(rp, "rope_theta");
+	const cJSON *il = cJSON_GetObjectItemCaseSensitive(o, "rope_interleave");
+	if (cJSON_IsBool(il))
+		f->rope_interleave = cJSON_IsTrue(il) ? 1 : -1;
+	if (!cJSON_IsObject(rs))
+		rs = rp;
+	const cJSON *ty = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
+	if (!cJSON_IsString(ty) && cJSON_IsObject(rs))
+		ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+	if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "yarn"))
+		return;
+	f->yarn_factor = json_num(rs, "factor");
+	f->yarn_mscale = json_num(rs, "mscale");
+	f->yarn_mscale_all_dim = json_num(rs, "mscale_all_dim");
+	f->yarn_attn_factor = json_num(rs, "attention_factor");
+	f->yarn_beta_fast = json_num(rs, "beta_fast");
+	f->yarn_beta_slow = json_num(rs, "beta_slow");
+	f->yarn_orig_max = (int64_t)json_num(rs, "original_max_position_embeddings");
+	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
+	if (cJSON_IsBool(tr))
+		f->yarn_truncate = cJSON_IsTrue(tr) ? 1 : -1;
+}
+
 static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 {
 	static const char *const heads[] = {"num_attention_heads", "n_head", "num_heads", "n_heads",
@@ -89,6 +127,7 @@ static void facts_from_json(tpc_model_facts *f, const cJSON *o)
 	f->v_head_dim = json_int(o, vhd);
 	static const char *const fk[] = {"first_k_dense_replace", NULL};
 	f->first_dense = json_int(o, fk);
+	rope_from_json(f, o);
 	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "routed_scaling_factor");
 	if (cJSON_IsNumber(rs) && rs->valuedouble > 0 && rs->valuedouble < 1e6)
 		f->routed_scale = rs->valuedouble;
@@ -239,6 +278,22 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->qk_rope_head_dim = src->qk_rope_head_dim;
 	if (!dst->v_head_dim)
 		dst->v_head_dim = src->v_head_dim;
+	if (!dst->norm_eps)
+		dst->norm_eps = src->norm_eps;
+	if (!dst->rope_theta)
+		dst->rope_theta = src->rope_theta;
+	if (!dst->rope_interleave)
+		dst->rope_interleave = src->rope_interleave;
+	if (!dst->yarn_factor) {
+		dst->yarn_factor = src->yarn_factor;
+		dst->yarn_mscale = src->yarn_mscale;
+		dst->yarn_mscale_all_dim = src->yarn_mscale_all_dim;
+		dst->yarn_attn_factor = src->yarn_attn_factor;
+		dst->yarn_beta_fast = src->yarn_beta_fast;
+		dst->yarn_beta_slow = src->yarn_beta_slow;
+		dst->yarn_orig_max = src->yarn_orig_max;
+		dst->yarn_truncate = src->yarn_truncate;
+	}
 }
 
 void tpc_facts_finish(tpc_model_facts *f)

@@ -205,6 +205,15 @@ typedef struct tpc_model_facts {
 	/* DeepSeek multi-head latent attention (MLA): q_lora_rank (0: no
 	 * q_a/q_b, a plain q_proj as V2-Lite), kv_lora_rank, the per-head sizes */
 	int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+	/* for verify's model check: rms_norm_eps, rope_theta (or
+	 * rope_parameters.rope_theta), rope_interleave (1 true, -1 false, 0
+	 * unsaid), and a rope_scaling / rope_parameters of rope_type "yarn"
+	 * (yarn_factor > 1; the others 0 when unsaid: transformers' defaults) */
+	double norm_eps, rope_theta;
+	int rope_interleave;
+	double yarn_factor, yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+	int64_t yarn_orig_max;
+	int yarn_truncate;               /* 1 true, -1 false, 0 unsaid (true) */
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;

@@ -417,6 +417,100 @@ static void test_gpu_host(void **st)
 	unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
 }
 
+/* ---- the model check's reference forward against real transformers ---- */
+
+/* tests/data/tiny_deepseek_v3*: a DeepSeek-V3 (MLA, a dense first layer,
+ * sigmoid group-limited MoE with a shared expert), and the logits
+ * transformers 5's DeepseekV3ForCausalLM gives in float64 on fixed ids
+ * (tests/data/make_tiny_deepseek.py) under two configs: yarn rope scaling
+ * with mscale / mscale_all_dim and interleaved rope ("yarn"), plain rope
+ * with rope_interleave false ("plain"). The reference forward must give the
+ * same logits (its rope in fp64, transformers' cos/sin in fp32). */
+static void deepseek_vs_transformers(bool yarn)
+{
+	char path[4096];
+	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_err_init(&e);
+	tpc_ckpt_init(&ck);
+	tpc_ckpt_init(&ex);
+	snprintf(path, sizeof(path), "%s/tests/data/tiny_deepseek_v3.safetensors", src);
+	assert_int_equal(tpc_ckpt_open(&ck, path, NULL, &e), 0);
+	snprintf(path, sizeof(path), "%s/tests/data/tiny_deepseek_v3_logits.safetensors", src);
+	assert_int_equal(tpc_ckpt_open(&ex, path, NULL, &e), 0);
+	tpc_verify_set_init(&s, 1);
+	for (size_t i = 0; i < ck.n; i++) { /* split as the deepseek-v3 preset does, at tp 1 */
+		const char *nm = ck.t[i].name;
+		bool col = strstr(nm, "q_b_proj") || strstr(nm, "kv_b_proj") || strstr(nm, "gate_proj") ||
+			   strstr(nm, "up_proj");
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj");
+		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
+		tpc_vsplit sp = col ? TPC_VSPLIT_COL : row ? TPC_VSPLIT_ROW : voc ? TPC_VSPLIT_VOCAB : TPC_VSPLIT_REPLICATE;
+		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, row ? 1 : col || voc ? 0 : -1, false, false, 0,
+						NULL, &e);
+		assert_true(ix >= 0);
+		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+	}
+	/* config.json as tpconv reads it (tiny_deepseek_v3.{yarn,plain}.json) */
+	tpc_vfacts f = {.heads = 4, .hidden = 32, .vocab = 48, .layers = 3, .norm_eps = 1e-6, .rope_theta = 10000,
+			.moe_top_k = 2, .moe_renorm = 1, .moe_sigmoid = 1, .moe_n_group = 2, .moe_topk_group = 1,
+			.moe_scale = 2.5, .rope_interleave = yarn ? 0 : -1};
+	if (yarn) {
+		f.yarn_factor = 4;
+		f.yarn_mscale = 1;
+		f.yarn_mscale_all_dim = 0.5;
+		f.yarn_orig_max = 16;
+		f.yarn_beta_fast = 32;
+		f.yarn_beta_slow = 1;
+	}
+	assert_int_equal(tpc_verify_model_from_names(&s, TPC_VARCH_LLAMA, &f, &e), 0);
+	assert_true(s.model->layers[0].attn.mla && s.model->layers[2].moe.exp && !s.model->layers[0].moe.exp);
+	assert_int_equal(s.model->layers[1].attn.lat.v_dim, 6);
+	int64_t T = 10, V = 48;
+	int64_t ii = tpc_ckpt_find(&ex, "ids"), li = tpc_ckpt_find(&ex, yarn ? "logits.yarn" : "logits.plain");
+	assert_true(ii >= 0 && li >= 0);
+	int32_t ids[10];
+	double want[480], got[480];
+	uint8_t raw[80];
+	vctx x = {.e = &e};
+	assert_int_equal(ex.t[ii].numel, T);
+	assert_int_equal(tpc_ckpt_read_bytes(&ex, &ex.t[ii], 0, sizeof(raw), raw, &e), 0); /* I64 */
+	for (int t = 0; t < T; t++)
+		ids[t] = (int32_t)tpc_rd64le(raw + 8 * t);
+	assert_int_equal(tpc__load_d(&x, &ex, &ex.t[li], want), 0);
+	int mr = tpc__model_reference(&s, T, ids, got, &e);
+	if (mr)
+		print_message("# %s\n", e.msg);
+	assert_int_equal(mr, 0);
+	double ss = 0, worst = 0;
+	for (int64_t i = 0; i < T * V; i++)
+		ss += want[i] * want[i];
+	double rms = sqrt(ss / (double)(T * V));
+	for (int64_t i = 0; i < T * V; i++)
+		worst = fmax(worst, fabs(got[i] - want[i]) / rms);
+	print_message("# deepseek-v3 %s: max |tpconv - transformers| / rms %.3g (rms %.3g)\n", yarn ? "yarn" : "plain",
+		      worst, rms);
+	assert_true(worst < 1e-5);
+	tpc__vctx_release(&x);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+static void test_deepseek_yarn(void **st)
+{
+	(void)st;
+	deepseek_vs_transformers(true);
+}
+
+static void test_deepseek_plain(void **st)
+{
+	(void)st;
+	deepseek_vs_transformers(false);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -425,6 +519,7 @@ int main(void)
 		cmocka_unit_test(test_matmul_stream),     cmocka_unit_test(test_tiny_llama_pass),
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
+		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,11 @@ static bool block_part_ok(const vrun *R, int64_t i, int want, const char *what, 
 	return tpc__rank_ok(R, i, R->me, msg, n) && tpc__bias_ok(R, i, want == MK_ROW, msg, n);
 }
 
+bool tpc__part_ok(const vrun *R, int64_t i, bool row, const char *what, char *msg, size_t n)
+{
+	return block_part_ok(R, i, row ? MK_ROW : MK_COL, what, msg, n);
+}
+
 /* Keys and values may also be replicated: every rank computes every kv head
  * (multi-query attention), and the query heads it holds find theirs. */
 static bool kv_part_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t n)
@@ -241,12 +246,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
 	tpc__res_init(R, &res, kind, name,
 		 block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
-	if (kind == TPC_VC_ATTN && ly->attn.mla) {
-		res.status = TPC_VR_SKIP;
-		snprintf(res.msg, sizeof(res.msg),
-			 "MLA attention: no block check yet; q_b_proj/kv_b_proj (col) and o_proj (row) have the layer checks, the replicated low-rank projections the structure check");
-		return tpc__finish(R, &res, 0);
-	}
+	bool mla = kind == TPC_VC_ATTN && ly->attn.mla;
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	bool failed = false;
@@ -255,7 +255,9 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	double *xd = NULL, *yr = NULL, *cd = NULL;
 	vmlp_loc m;
 	vattn_loc a;
+	vmla_loc ml;
 	bool ok = kind == TPC_VC_MLP ? tpc__mlp_loc_of(R, &ly->mlp, me, &m, msg, sizeof(msg))
+		  : mla		     ? tpc__mla_loc_of(R, ly, me, &ml, msg, sizeof(msg))
 				     : tpc__attn_loc_of(R, ly, me, &a, msg, sizeof(msg));
 	if (!ok)
 		tpc__res_fail(&res, "%s", msg);
@@ -275,14 +277,18 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		tpc__seeded_f(cf, T, C, C, 0, R->o->seed, stream ^ 0x9e3779b97f4a7c15ull);
 		a.kv_f = cf;
 	}
-	ret = kind == TPC_VC_MLP ? tpc__mlp_f(&R->xf, &m, T, H, x, y) : tpc__attn_f(&R->xf, &a, T, H, x, y);
+	ret = kind == TPC_VC_MLP ? tpc__mlp_f(&R->xf, &m, T, H, x, y)
+	      : mla		 ? tpc__mla_f(&R->xf, &ml, T, H, x, y)
+				 : tpc__attn_f(&R->xf, &a, T, H, x, y);
 	if (ret)
 		goto done;
 	if (me == 0) {
 		tpc__ref_begin(R, &res, y, (size_t)(T * H), NULL, 0);
 		vmlp_loc mr;
 		vattn_loc ar;
+		vmla_loc mlr;
 		if (kind == TPC_VC_MLP ? !tpc__mlp_loc_of(R, &ly->mlp, -1, &mr, msg, sizeof(msg))
+		    : mla	       ? !tpc__mla_loc_of(R, ly, -1, &mlr, msg, sizeof(msg))
 				       : !tpc__attn_loc_of(R, ly, -1, &ar, msg, sizeof(msg))) {
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference %s: %s", name, msg);
 			goto done;
@@ -301,7 +307,9 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 			ar.kv_d = cd;
 		}
 		R->xd.score_max = 0;
-		ret = kind == TPC_VC_MLP ? tpc__mlp_d(&R->xd, &mr, T, H, xd, yr) : tpc__attn_d(&R->xd, &ar, T, H, xd, yr);
+		ret = kind == TPC_VC_MLP ? tpc__mlp_d(&R->xd, &mr, T, H, xd, yr)
+		      : mla		 ? tpc__mla_d(&R->xd, &mlr, T, H, xd, yr)
+					 : tpc__attn_d(&R->xd, &ar, T, H, xd, yr);
 		if (ret)
 			goto done;
 		tpc__widen(R, &res);

@@ -46,6 +46,7 @@ typedef struct mrun {
 	tpc_vresult *res;        /* the check's tolerances, for the first differing layer */
 	int64_t first_bad;       /* the first layer whose output differs (-1: none) */
 	char why[200];           /* the first routing the reference would not make */
+	bool own_route;          /* the reference alone (tpc__model_reference): routes itself */
 } mrun;
 
 static int moe_f(void *arg, int64_t l, int64_t T, const float *in, float *out)
@@ -81,7 +82,8 @@ static int moe_d(void *arg, int64_t l, int64_t T, const double *in, double *out)
 	int64_t H = R->s->model->hidden, K = mo->top_k, *sel = M->sel + l * T * M->K;
 	double *w = M->buf, *g = mo->shared_gate >= 0 ? w + T * K : NULL;
 	vgap gap = {0, -1};
-	int ret = tpc__moe_route(R, mo, -1, in, T, H, sel, M->own, w, &gap);
+	int ret = M->own_route ? tpc__moe_route(R, mo, -1, in, T, H, NULL, sel, w, NULL)
+			       : tpc__moe_route(R, mo, -1, in, T, H, sel, M->own, w, &gap);
 	if (!ret && g)
 		ret = tpc__moe_shared_gate(R, mo, -1, in, T, H, g);
 	if (!ret && gap.gap > TPC_V_ROUTE_TOL && !M->why[0])
@@ -158,7 +160,7 @@ static bool model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t 
 		tpc__opt_loc(R, ly->norm1_b, t, &L->n1b);
 		tpc__opt_loc(R, ly->norm2_w, t, &L->n2w);
 		tpc__opt_loc(R, ly->norm2_b, t, &L->n2b);
-		if (!tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
+		if (ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n) : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;
 		L->moe = ly->moe.exp != NULL;
 		if (L->moe ? t >= 0 && !tpc__moe_ok(R, &ly->moe, msg, n) : !tpc__mlp_loc_of(R, &ly->mlp, t, &L->mlp, msg, n))
@@ -281,4 +283,36 @@ done:
 	if (failed && !ret)
 		return 0;
 	return tpc__finish(R, &res, ret);
+}
+
+int tpc__model_reference(const tpc_verify_set *s, int64_t T, const int32_t *ids, double *logits, tpc_err *e)
+{
+	tpc_verify_opts o;
+	tpc_vresult res;
+	vrun R;
+	mrun M;
+	vmodel_loc m;
+	char msg[sizeof(res.msg)] = "";
+	memset(&o, 0, sizeof(o));
+	memset(&R, 0, sizeof(R));
+	memset(&res, 0, sizeof(res));
+	memset(&m, 0, sizeof(m));
+	R.s = s;
+	R.o = &o;
+	R.e = R.xd.e = e;
+	R.tp = s->tp;
+	R.T = T;
+	int ret = mrun_init(&R, &M, &res);
+	free(M.trace); /* nothing to compare layers with */
+	M.trace = NULL;
+	M.own_route = true;
+	if (!ret && !model_loc_of(&R, -1, &m, msg, sizeof(msg)))
+		ret = tpc_err_set(e, TPC_EINPUT, "reference model: %s", msg);
+	m.arg = &M;
+	if (!ret)
+		ret = tpc__model_d(&R.xd, &m, T, ids, logits);
+	mrun_release(&M);
+	free(m.L);
+	tpc__vctx_release(&R.xd);
+	return ret;
 }

@@ -249,6 +249,27 @@ typedef struct tpc_vmlp {
 	bool value_first;                /* fused [up | gate] (diffusers GEGLU) instead of [gate | up] */
 } tpc_vmlp;
 
+/* DeepSeek-V2/V3 multi-head latent attention (transformers'
+ * DeepseekV3Attention): q = q_b(rms(q_a(x))) (or q_proj(x) without q_lora),
+ * [nope | rope] a head; kv_a(x) = [c | k_pe], c of kv_lora, k_pe one rope
+ * part shared by every head; kv_b(rms(c)) = [k_nope | v] a head; RoPE on
+ * the rope parts only, in interleaved pairs (x0, x1), (x2, x3) ... unless
+ * `rotate_half`; softmax scale (nope + rope)^-1/2 times `mscale2` (yarn's
+ * mscale(factor, mscale_all_dim)^2); with yarn (factor > 1) the frequencies
+ * and cos/sin scaling of transformers' _compute_yarn_parameters. Heads split
+ * by q_b (q_proj) and kv_b rows, o_proj by its columns; q_a, kv_a and their
+ * norms replicated. Tensor indices -1 when absent. */
+typedef struct tpc_vmla {
+	int64_t q_a, q_a_norm, q_b, q_proj, kv_a, kv_a_norm, kv_b;
+	int64_t q_lora, kv_lora, nope, rope, v_dim; /* sizes from the shapes and the heads */
+	bool rotate_half;
+	double mscale2;                  /* 1 without yarn's mscale_all_dim */
+	double yarn_factor;              /* <= 1: plain RoPE */
+	double yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+	int64_t yarn_orig_max;           /* original_max_position_embeddings */
+	bool yarn_truncate;
+} tpc_vmla;
+
 typedef struct tpc_vattn {
 	int64_t q, k, v, qkv, o;         /* separate q/k/v or fused qkv (3 parts [q|k|v]) */
 	int64_t kv;                      /* with q and k < 0: fused [k|v] (2 parts; DALLE2's to_kv);
@@ -263,9 +284,9 @@ typedef struct tpc_vattn {
 	bool bidirectional;              /* every query sees every key (DiT); else causal */
 	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
 					    width (seeded like the block input); 0: the block input */
-	bool mla;                        /* DeepSeek multi-head latent attention (q_a/q_b or q_proj,
-					    kv_a_proj_with_mqa, kv_b_proj, o_proj): no block check
-					    yet, reported as a skip; its tensors have the layer checks */
+	bool mla;                        /* DeepSeek multi-head latent attention: the tensors and
+					    sizes in `lat` (q, k, v unused; o is o_proj) */
+	tpc_vmla lat;
 } tpc_vattn;
 
 /* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):
@@ -320,7 +341,7 @@ typedef struct tpc_vmodel {
 	tpc_vlayer *layers;
 	int64_t nlayers;
 	bool moe;                        /* some layer is a mixture of experts */
-	bool mla;                        /* some layer has MLA attention: no whole-model check yet */
+	bool mla;                        /* some layer has MLA attention (tpc_vmla) */
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {
@@ -359,6 +380,15 @@ typedef struct tpc_vfacts {
 	int moe_group_max; /* 1: a group scores its best expert (group_limited_greedy), else its top 2 */
 	int64_t moe_n_group, moe_topk_group; /* group-limited routing (0: none) */
 	double moe_scale;  /* routed_scaling_factor (0: 1) */
+	/* MLA (tpc_vmla): its heads are f->heads; rope_interleave 1 interleaved
+	 * pairs, -1 rotate-half, 0 the default (interleaved, as DeepSeek); yarn
+	 * when yarn_factor > 1, the others 0 for transformers' defaults (mscale
+	 * and mscale_all_dim 0: none; beta_fast 32, beta_slow 1; truncate 0 or 1:
+	 * true) */
+	int rope_interleave;
+	double yarn_factor, yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+	int64_t yarn_orig_max;
+	int yarn_truncate;
 } tpc_vfacts;
 
 /*

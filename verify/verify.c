@@ -495,18 +495,7 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			tpc_progress_add(prog, 1);
 		}
 	if (!ret && model_run) {
-		if (s->model->mla) {
-			/* the whole-model forward has no MLA attention yet: say so */
-			tpc_vresult res;
-			tpc__res_init(&R, &res, TPC_VC_MODEL, "model", TPC_F32);
-			res.status = TPC_VR_SKIP;
-			snprintf(res.msg, sizeof(res.msg),
-				 "MLA attention: the whole-model forward has no latent attention yet (low-rank q/kv projections, their norms, kv_b_proj, the scaled decoupled rope); its tensors have the layer checks%s",
-				 s->model->moe ? ", MoE blocks theirs" : "");
-			ret = tpc__finish(&R, &res, 0);
-		} else {
-			ret = tpc__check_model(&R);
-		}
+		ret = tpc__check_model(&R);
 		tpc_progress_add(prog, 1);
 	}
 	if (!ret && R.any_fail)

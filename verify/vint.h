@@ -84,9 +84,21 @@ typedef struct vattn_loc {
 	const double *kv_d;
 } vattn_loc;
 
+/* MLA attention (mla.c, tpc_vmla): this rank's heads h0 .. h0 + nh - 1 of
+ * q_b (or q_proj) and kv_b, the matching columns of o; the low-rank
+ * projections and their norms whole. */
+typedef struct vmla_loc {
+	vlin q, q_a, q_b, kv_a, kv_b, o; /* q.w.t NULL: q_a, its norm, q_b */
+	vloc q_an, kv_an;
+	double eps, theta;
+	int64_t nh, h0;
+	const tpc_vmla *p;       /* the sizes and the rope */
+} vmla_loc;
+
 typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
 	vattn_loc attn;
+	vmla_loc mla;            /* mla.p non-NULL: the attention is MLA, not attn */
 	vmlp_loc mlp;
 	bool moe;                /* the feed-forward is the model's moe hook, not mlp */
 } vlayer_loc;
@@ -137,6 +149,11 @@ void tpc__vctx_release(vctx *x);
 	int tpc__model_##S(vctx *x, const vmodel_loc *m, int64_t T, const int32_t *ids, R *logits);
 TPC_V_DECL(float, f)
 TPC_V_DECL(double, d)
+
+/* MLA attention (mla.inc, instantiated in mla.c): out [T, H] from in [T, H],
+ * o_proj's all-reduce included. */
+int tpc__mla_f(vctx *x, const vmla_loc *a, int64_t T, int64_t H, const float *in, float *out);
+int tpc__mla_d(vctx *x, const vmla_loc *a, int64_t T, int64_t H, const double *in, double *out);
 
 /* The float side's matmul chunk on the GPU (gpu_loader.c): non-transposed
  * out[:, 0:nr] = in W^T for W [nr, cols]; transposed out += in[:, 0:nr] W for
@@ -249,6 +266,11 @@ bool tpc__repl_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t 
 bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n);
 bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n);
 void tpc__widen(const vrun *R, tpc_vresult *res);
+/* Tensor i as the column (row: the row) half of a tensor-parallel block on
+ * this rank (check_blocks.c); MLA's local views on rank t (-1: the
+ * reference; mla.c), false with a message as tpc__attn_loc_of. */
+bool tpc__part_ok(const vrun *R, int64_t i, bool row, const char *what, char *msg, size_t n);
+bool tpc__mla_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vmla_loc *a, char *msg, size_t n);
 
 /* Mixture of experts (check_blocks.c). tpc__moe_ok: this rank's router, gate
  * and held experts fit the block. tpc__moe_route: T tokens routed by rank
@@ -281,5 +303,8 @@ int tpc__check_embed(vrun *R, int64_t i);
 int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind);
 int tpc__check_moe(vrun *R, const tpc_vlayer *ly);
 int tpc__check_model(vrun *R);
+/* The model check's fp64 reference forward of set s alone on ids [T], routing
+ * on its own: logits [T, vocab] (for tests against transformers). */
+int tpc__model_reference(const tpc_verify_set *s, int64_t T, const int32_t *ids, double *logits, tpc_err *e);
 
 #endif

@@ -3,6 +3,7 @@
  * validation, and the model structure found from Hugging Face and diffusers
  * names (tpc_verify_model_from_names); see tpc_verify.h. The checks that run
  * over it are in verify.c, the report in report.c. */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -686,16 +687,75 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const char *nm, const t
 	return 0;
 }
 
+/* Rows (out) or columns of tensor i, -1 when absent or not a matrix. */
+static int64_t dim_of(const tpc_verify_set *s, int64_t i, bool out)
+{
+	return i < 0 ? -1 : rows_of(s, i, out);
+}
+
+/* Layer nm's MLA tensors and sizes (tpc_vmla) from their shapes and the
+ * heads, and the rope facts. */
+static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_vfacts *f, int64_t heads, tpc_vattn *a,
+		  tpc_err *e)
+{
+	tpc_vmla *m = &a->lat;
+	m->q_proj = a->q;
+	m->q_a = findf(s, "%s.self_attn.q_a_proj.weight", nm);
+	m->q_a_norm = findf(s, "%s.self_attn.q_a_layernorm.weight", nm);
+	m->q_b = findf(s, "%s.self_attn.q_b_proj.weight", nm);
+	m->kv_a = findf(s, "%s.self_attn.kv_a_proj_with_mqa.weight", nm);
+	m->kv_a_norm = findf(s, "%s.self_attn.kv_a_layernorm.weight", nm);
+	m->kv_b = findf(s, "%s.self_attn.kv_b_proj.weight", nm);
+	bool lora = m->q_proj < 0;
+	int64_t q = dim_of(s, lora ? m->q_b : m->q_proj, true), kvb = dim_of(s, m->kv_b, true);
+	m->kv_lora = m->kv_a_norm >= 0 && s->t[m->kv_a_norm].ref->ndim == 1 ? s->t[m->kv_a_norm].ref->shape[0] : -1;
+	m->q_lora = lora && m->q_a_norm >= 0 && s->t[m->q_a_norm].ref->ndim == 1 ? s->t[m->q_a_norm].ref->shape[0] : 0;
+	m->rope = dim_of(s, m->kv_a, true) - m->kv_lora;
+	if (heads > 0 && q > 0 && kvb > 0 && q % heads == 0 && kvb % heads == 0) {
+		m->nope = q / heads - m->rope;
+		m->v_dim = kvb / heads - m->nope;
+	}
+	if (heads <= 0 || m->kv_lora < 1 || m->rope < 2 || m->rope % 2 || m->nope < 0 || m->v_dim < 1 ||
+	    dim_of(s, m->kv_a, false) != dim_of(s, a->o, true) || dim_of(s, m->kv_b, false) != m->kv_lora ||
+	    dim_of(s, a->o, false) != heads * m->v_dim ||
+	    (lora ? m->q_lora < 1 || dim_of(s, m->q_a, true) != m->q_lora || dim_of(s, m->q_b, false) != m->q_lora ||
+			    dim_of(s, m->q_a, false) != dim_of(s, a->o, true)
+		  : dim_of(s, m->q_proj, false) != dim_of(s, a->o, true)))
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': MLA tensors do not fit %lld heads (q_a/q_b or q_proj, kv_a_proj_with_mqa with kv_a_layernorm, kv_b_proj, o_proj; give num_attention_heads)",
+				   nm, (long long)heads);
+	m->rotate_half = f && f->rope_interleave < 0;
+	m->mscale2 = 1;
+	if (f && f->yarn_factor > 1) {
+		m->yarn_factor = f->yarn_factor;
+		m->yarn_mscale = f->yarn_mscale;
+		m->yarn_mscale_all_dim = f->yarn_mscale_all_dim;
+		m->yarn_attn_factor = f->yarn_attn_factor;
+		m->yarn_beta_fast = f->yarn_beta_fast > 0 ? f->yarn_beta_fast : 32;
+		m->yarn_beta_slow = f->yarn_beta_slow > 0 ? f->yarn_beta_slow : 1;
+		m->yarn_orig_max = f->yarn_orig_max;
+		m->yarn_truncate = f->yarn_truncate >= 0;
+		if (m->yarn_orig_max < 1)
+			return tpc_err_set(e, TPC_EINPUT,
+					   "layer '%s': a yarn rope scaling needs original_max_position_embeddings", nm);
+		if (m->yarn_mscale_all_dim > 0) {
+			double ms = 0.1 * m->yarn_mscale_all_dim * log(m->yarn_factor) + 1.0;
+			m->mscale2 = ms * ms;
+		}
+	}
+	a->heads = a->kv_heads = heads;
+	a->head_dim = m->nope + m->rope;
+	return 0;
+}
+
 /* Layer nm's attention heads: MLA's counted heads, else from the facts
  * (*heads, *kvh, *hd; 0 unknown) or, where they gave none, from the q and k
  * rows, which then stand for every later layer. */
-static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char *nm, tpc_vattn *a, int64_t *heads,
-		       int64_t *kvh, int64_t *hd, tpc_err *e)
+static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char *nm, const tpc_vfacts *f, tpc_vattn *a,
+		       int64_t *heads, int64_t *kvh, int64_t *hd, tpc_err *e)
 {
-	if (a->mla) {
-		a->heads = *heads; /* MLA: its heads are counted, not head_dim rows */
-		return 0;
-	}
+	if (a->mla) /* MLA: its heads are counted, not head_dim rows */
+		return mla_of(s, nm, f, *heads, a, e);
 	int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
 				    : rows_of(s, a->q, true);
 	int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
@@ -734,7 +794,7 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
 		if ((ret = layer_kinds(s, m, nm, f, &L, e)) ||
-		    (ret = layer_heads(s, m, nm, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_add(m, &L, nm, e)))
+		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);
 	}
 	if (!ret && (!m->nlayers || (f && f->layers && f->layers != m->nlayers)))

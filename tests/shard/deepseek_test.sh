@@ -12,8 +12,9 @@
 # RowParallel, q_a_proj/kv_a_proj_with_mqa Replicated, FusedMoE w13 on the
 # output and w2 on the input); merge gives the model back bit for bit; verify
 # passes with its MoE block checks (sigmoid, bias-chosen, group-limited,
-# renormalised and scaled routing plus the shared experts) and says the MLA
-# attention block is skipped. FP8: a tp that cuts a 128 x 128 block is refused
+# renormalised and scaled routing plus the shared experts), its MLA attention
+# block checks and the whole-model check, nothing skipped; a rank file holding
+# the other rank's kv_b_proj or expert slice fails the model check. FP8: a tp that cuts a 128 x 128 block is refused
 # (exit 3, the exact message), accepted with --pad (the manifest and the dry run
 # show the pad, each rank's slice is whole blocks of the zero-padded layer, merge
 # strips it bit for bit, merge --dequantize equals convert --dequantize), and a
@@ -152,10 +153,11 @@ check_set() { # NAME MODEL SET TP PAD [PPNOTE]
     bad "$1: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -3)"
   run "$TPCONV" verify --reference "$2" --shards "$3"
   local nm na
-  nm=$(grep -Ec '^ +mlp +model\.layers\.[12]\.moe .* pass' "$T/out"); na=$(grep -Ec '^ +attn +model\.layers\.[0-2]\.attn .* skip' "$T/out")
+  nm=$(grep -Ec '^ +mlp +model\.layers\.[12]\.moe .* pass' "$T/out"); na=$(grep -Ec '^ +attn +model\.layers\.[0-2]\.attn .* pass' "$T/out")
   [ "$rc" = 0 ] && [ "$nm" = 2 ] && [ "$na" = 3 ] && grep -Eq '^ +mlp +model\.layers\.0\.mlp .* pass' "$T/out" &&
-    ok "$1: verify passes: 2 MoE block checks, the dense layer's MLP, 3 MLA attention skips ($(tail -1 "$T/out" | cut -c1-50))" ||
-    bad "$1: verify rc=$rc moe=$nm mla-skips=$na" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
+    grep -Eq '^ +model +model .* pass +top-1 8/8' "$T/out" && grep -q ' 0 skipped' "$T/out" &&
+    ok "$1: verify passes with nothing skipped: 3 MLA attention blocks, 2 MoE blocks, the dense layer's MLP, the model ($(tail -1 "$T/out" | cut -c1-50))" ||
+    bad "$1: verify rc=$rc moe=$nm mla=$na" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
 }
 
 for c in "v3 2 1" "v3 4 1" "v3 8 1" "v3 2 2" "v2lite 2 1" "v2lite 4 3" "v3fp8 2 1"; do
@@ -166,13 +168,36 @@ for c in "v3 2 1" "v3 4 1" "v3 8 1" "v3 2 2" "v2lite 2 1" "v2lite 4 3" "v3fp8 2 
   rm -rf "$S"
 done
 
-# the skip says why
+# a rank file holding the other rank's slice of one tensor: an MLA kv_b_proj
+# (its heads), a routed expert's down_proj; the model check alone fails,
+# naming the layer, and the kv_b_proj one fails its MLA attention block
+cat >"$T/mut.py" <<'PYEOF'
+import json, struct, sys
+a, b, name = sys.argv[1:4]  # tensor NAME of rank file B gets rank file A's bytes (the same shape)
+def span(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; s, e = json.loads(f.read(n))[name]["data_offsets"]
+    return 8 + n + s, e - s
+(sa, la), (sb, lb) = span(a), span(b)
+assert la == lb, (la, lb)
+data = open(a, "rb").read()[sa:sa + la]
+with open(b, "r+b") as f: f.seek(sb); f.write(data)
+PYEOF
 "$TPCONV" shard "$T/v3" --preset deepseek-v3 --tp 2 -o "$T/v3-tp2" >/dev/null 2>&1
-run "$TPCONV" verify --reference "$T/v3" --shards "$T/v3-tp2" --json "$T/v.json"
-[ "$rc" = 0 ] && grep -q 'MLA attention: no block check yet' "$T/v.json" &&
-  grep -q 'MLA attention: the whole-model forward has no latent attention yet' "$T/v.json" &&
-  ok "verify's JSON gives the reason for the MLA attention skips (block and model)" ||
-  bad "MLA skip reason" "rc=$rc" "$(head -3 "$T/err")"
+for c in "1.self_attn.kv_b_proj" "2.mlp.experts.5.down_proj"; do
+  rm -rf "$T/mut"; cp -r "$T/v3-tp2" "$T/mut"; l=${c%%.*}
+  $PY "$T/mut.py" "$T/mut/model_tp00_pp00.safetensors" "$T/mut/model_tp01_pp00.safetensors" "model.layers.$c.weight"
+  run "$TPCONV" verify --reference "$T/v3" --shards "$T/mut" --checks model
+  [ "$rc" = 1 ] && grep -Eq '^ +model +model .* FAIL' "$T/out" && grep -q "'model.layers.$l'" "$T/out" &&
+    ok "rank 1 holding rank 0's slice of $c: the model check fails (exit 1) naming model.layers.$l" ||
+    bad "mutated $c: model check" "rc=$rc" "$(head -5 "$T/out")" "$(head -3 "$T/err")"
+done
+rm -rf "$T/mut"; cp -r "$T/v3-tp2" "$T/mut"
+$PY "$T/mut.py" "$T/mut/model_tp00_pp00.safetensors" "$T/mut/model_tp01_pp00.safetensors" model.layers.1.self_attn.kv_b_proj.weight
+run "$TPCONV" verify --reference "$T/v3" --shards "$T/mut" --checks blocks
+[ "$rc" = 1 ] && grep -Eq '^ +attn +model\.layers\.1\.attn .* FAIL' "$T/out" && [ "$(grep -c FAIL "$T/out")" = 1 ] &&
+  ok "the same kv_b_proj slice fails its MLA attention block check, and only that" ||
+  bad "mutated kv_b_proj: block check" "rc=$rc" "$(grep -v ' pass' "$T/out" | head -5)"
 # a wrong expert split (down_proj by columns) passes the structure check against
 # its own plan but fails the MoE block check
 "$TPCONV" plan deepseek-v3 | sed 's/"experts\\\\.\[0-9\]+\\\\.(w2|down_proj)\\\\.(weight|bias)$", "split": "row"/"experts\\\\.[0-9]+\\\\.(w2|down_proj)\\\\.(weight|bias)$", "split": "col"/' >"$T/wrong.json"
