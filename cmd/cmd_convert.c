@@ -28,10 +28,13 @@ static const char *help =
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or directory (required unless --dry-run)\n"
-	"  --format NAME            safetensors, torch, or dcp (a PyTorch Distributed Checkpoint\n"
-	"                           folder that torch.distributed.checkpoint.load reads)\n"
+	"  --format NAME            safetensors, torch, dcp (a PyTorch Distributed Checkpoint\n"
+	"                           folder that torch.distributed.checkpoint.load reads) or gguf\n"
 	"  --max-shard-size SIZE    HF sharding: largest shard (default 5GB; K/M/G/T = 1000^n,\n"
-	"                           Ki/Mi/Gi/Ti = 1024^n)\n"
+	"                           Ki/Mi/Gi/Ti = 1024^n); GGUF output: a gguf-split set\n"
+	"                           OUT-0000K-of-0000N.gguf\n"
+	"  --outtype TYPE           GGUF output: f32, f16, bf16, q8_0 or auto (the default: as\n"
+	"                           convert_hf_to_gguf.py; from a GGUF input, types kept)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
 	"                           and make a rule that matches no tensor an error\n"
@@ -56,7 +59,7 @@ static const char *help =
 	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
-enum { O_DRY_RUN = 0x1100 };
+enum { O_DRY_RUN = 0x1100, O_OUTTYPE };
 
 static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
 {
@@ -110,7 +113,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"dedup-tied", no_argument, NULL, 'T'}, {"no-extras", no_argument, NULL, 'X'},
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, 'P'}, {"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
-		{"dry-run", no_argument, NULL, O_DRY_RUN}, TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
+		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
+		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
 	tpc_open_opts oo = {0, NULL, NULL};
@@ -137,6 +141,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 's': oo.select = optarg; break;
 		case 'S': oo.flags |= TPC_OPEN_STRICT; rm->strict = true; break;
 		case O_DRY_RUN: rm->dry_run = true; break;
+		case O_OUTTYPE: wo.outtype = optarg; break;
 		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
@@ -204,14 +209,22 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 			     in, rank_what, rank_how);
 	if (rm->dry_run)
 		goto out;
+	if (wo.outtype && strcmp(outf->name, "gguf")) {
+		ret = tpc_cli_usage("convert", "--outtype goes with a GGUF output");
+		goto out;
+	}
+	/* GGUF from a Hugging Face model reads its config and tokenizer */
+	char *model_dir = tpc_extras_source_dir(in);
+	wo.model_dir = model_dir;
 	uint64_t total = 0;
 	for (size_t i = 0; i < ck.n; i++)
 		total += ck.t[i].nbytes;
 	double t0 = tpc_now();
 	size_t kept = 0;
 	bool go_on;
-	if ((ret = tpc_cli_write_out("convert", write_ckpt, &ck, &ck, outf, sharded, out, &wo, force_progress, &kept,
-				     &go_on)) || !go_on)
+	ret = tpc_cli_write_out("convert", write_ckpt, &ck, &ck, outf, sharded, out, &wo, force_progress, &kept, &go_on);
+	free(model_dir);
+	if (ret || !go_on)
 		goto out;
 	/* a model folder's companions (config, tokenizer...) go beside a folder output */
 	if (!no_extras && tpc_is_dir(out) && (ret = copy_companions(&ck, in, out, &wo, kept, ndq)))

@@ -204,7 +204,12 @@ int tpc_cli_writer(const char *cmd, const char *out, const char *fmt_name, bool 
 			return tpc_cli_usage(cmd, "unknown --format '%s' (%s)", fmt_name, list);
 		}
 	}
-	if (inner && inner->sharded) {
+	const tpc_format *named = inner ? inner : out ? tpc_format_for_output(out) : NULL;
+	if (named && named->self_split && !tpc_is_dir(out) && !tpc_ends_with(out, "/")) {
+		/* a set of whole files it names itself (gguf-split) */
+		*outf = named;
+		*sharded = false;
+	} else if (inner && inner->sharded) {
 		/* a folder format of its own (dcp): it lays out its files */
 		if (max_size)
 			return tpc_cli_usage(cmd, "--max-shard-size does not go with --format %s", inner->name);

@@ -8,4 +8,5 @@ void tpc_formats_register_all(void)
 	tpc_format_register(&tpc_fmt_torch);
 	tpc_format_register(&tpc_fmt_dcp);
 	tpc_format_register(&tpc_fmt_deepspeed);
+	tpc_format_register(&tpc_fmt_gguf);
 }

@@ -12,6 +12,7 @@
  *   torch        torch.save files: zip (>= 1.6) and legacy (FORMATS.md §1, §2)
  *   dcp          PyTorch Distributed Checkpoint folders, read and written (dcp.h)
  *   deepspeed    DeepSpeed ZeRO 1/2/3 folders, read as the consolidated model (deepspeed.h)
+ *   gguf         llama.cpp's GGUF, read (split sets too) and written (gguf.h)
  *
  * safetensors layout (FORMATS.md §3.1):
  *   1. u64 LE N          header length (N <= 100 000 000)
@@ -35,6 +36,7 @@ extern const tpc_format tpc_fmt_hf_index;
 extern const tpc_format tpc_fmt_torch;
 extern const tpc_format tpc_fmt_dcp;
 extern const tpc_format tpc_fmt_deepspeed;
+extern const tpc_format tpc_fmt_gguf;
 
 #define TPC_ST_MAX_HEADER 100000000ull
 

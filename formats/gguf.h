@@ -37,6 +37,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_format.h"
+#include "tpc_ggml.h"
 
 #define TPC_GGUF_MAGIC 0x46554747u /* "GGUF" read as u32 LE */
 #define TPC_GGUF_VERSION 3
@@ -49,28 +50,8 @@ typedef enum tpc_gguf_vt {
 	TPC_GV_I64 = 11, TPC_GV_F64 = 12, TPC_GV_COUNT
 } tpc_gguf_vt;
 
-/* Tensor types (ggml_type); the numbers are the file's. */
-typedef enum tpc_ggml_type {
-	TPC_GGML_F32 = 0, TPC_GGML_F16 = 1, TPC_GGML_Q4_0 = 2, TPC_GGML_Q4_1 = 3,
-	TPC_GGML_Q5_0 = 6, TPC_GGML_Q5_1 = 7, TPC_GGML_Q8_0 = 8, TPC_GGML_Q8_1 = 9,
-	TPC_GGML_Q2_K = 10, TPC_GGML_Q3_K = 11, TPC_GGML_Q4_K = 12, TPC_GGML_Q5_K = 13,
-	TPC_GGML_Q6_K = 14, TPC_GGML_Q8_K = 15,
-	TPC_GGML_I8 = 24, TPC_GGML_I16 = 25, TPC_GGML_I32 = 26, TPC_GGML_I64 = 27, TPC_GGML_F64 = 28,
-	TPC_GGML_BF16 = 30,
-	TPC_GGML_NONE = -1
-} tpc_ggml_type;
-
-typedef struct tpc_ggml_info {
-	const char *name; /* "F32", "Q8_0", "Q4_K" (as gguf-py's GGMLQuantizationType) */
-	int block;        /* elements per block (1 for plain types) */
-	int size;         /* bytes per block */
-} tpc_ggml_info;
-
-/* The row of a type; NULL for one tpconv does not know (a file holding it
- * is read with that tensor refused by name when it is written elsewhere). */
-const tpc_ggml_info *tpc_ggml_info_of(int type);
-/* "f32" "f16" "bf16" "q8_0" ... (case-insensitive) -> type, TPC_GGML_NONE if unknown. */
-int tpc_ggml_by_name(const char *name);
+/* Tensor types, tpc_ggml_type / tpc_ggml_info_of / tpc_ggml_by_name: lib/tpc_ggml.h
+ * (the dequantizer in lib/ needs them). */
 
 /* One key-value pair. Scalars in v (u for unsigned and bool, i for signed,
  * f for floats); STRING in s[0..slen); ARRAY: `n` elements of type atype,
@@ -155,5 +136,30 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
  * the folder has no tokenizer (nothing added; the caller decides).
  */
 int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gguf_kvs *kv, tpc_err *e);
+
+/*
+ * Reading (gguf.c). One GGUF file image p[0..n), source `src` of ck: its
+ * tensors appended to ck under their GGUF names, in file order, PyTorch
+ * shapes (ne reversed); plain types as views, block types as tensors whose
+ * F32 values are computed when streamed (TPC_DQ_GGML); its KVs appended to
+ * kv in file order. Errors are TPC_EINPUT naming `path`, the key or tensor
+ * and the byte offset. For tests and fuzzers; the registry's open adds the
+ * split-set handling and hangs the KV list off the checkpoint.
+ */
+int tpc_gguf_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, int src, const char *path, tpc_gguf_kvs *kv,
+			 tpc_err *e);
+/* The KV list of a checkpoint read from GGUF (split.* keys removed: the
+ * checkpoint is the whole model), or NULL. */
+const tpc_gguf_kvs *tpc_gguf_ckpt_kvs(const tpc_ckpt *ck);
+/* The ggml type of a whole, unpermuted block tensor read from GGUF (its
+ * packed bytes are dq->c[0]), else TPC_GGML_NONE. */
+int tpc_gguf_packed(const tpc_tensor *t);
+
+/* The registry's writer (gguf_write.c): a checkpoint read from GGUF is
+ * written back with its KVs and its tensors' types (o->outtype: f32, f16,
+ * bf16 or q8_0 for its float tensors of 2 or more dims); any other goes
+ * through tpc_gguf_from_hf. */
+int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+			const tpc_write_opts *o, tpc_err *e);
 
 #endif

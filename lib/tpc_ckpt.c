@@ -178,6 +178,8 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 	free(ck->meta_k);
 	free(ck->meta_v);
 	free(ck->about);
+	if (ck->ext && ck->ext_free)
+		ck->ext_free(ck->ext);
 	tpc_value_unref(ck->root);
 	free(ck->format);
 	free(ck->hidden_note);

@@ -122,10 +122,19 @@ typedef struct tpc_tensor {
  *          [ceil(O / p), G] packed along the output (asymmetric; ct_zp) and
  *          weight_g_idx [I] (actorder; ct_gidx): w = (q - z) * s with q, z
  *          the signed values and g = g_idx[i], or i / group.
+ *   GGML   a GGUF block tensor (formats/gguf.c, tpc_ggml.h): c[0] the packed
+ *          blocks, a U8 view [rows * row_bytes], ggml type `gtype`; the
+ *          tensor has any ndim >= 1, its last dim (ne[0]) a multiple of the
+ *          block, and row o of the image (the last dim's rows, in C order)
+ *          is block row o of c[0], or with rope_hd > 0 (a llama-family
+ *          attn_q/attn_k read under its Hugging Face name) block row
+ *          h*hd + 2i + t for o = h*hd + t*hd/2 + i (hd = rope_hd): the
+ *          inverse of convert_hf_to_gguf.py's permute. Values are
+ *          tpc_ggml_dequant's; windows as for the other kinds (2-D only).
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */
-typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT } tpc_dq_kind;
+typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML } tpc_dq_kind;
 
 typedef struct tpc_dequant {
 	tpc_dq_kind kind;
@@ -140,6 +149,8 @@ typedef struct tpc_dequant {
 	 * columns [c0, c0 + shape[1]) of the full [O, I] image; O and I are
 	 * 0 for the whole weight (then the tensor's shape is [O, I]). */
 	int64_t r0, c0, O, I;
+	int gtype;           /* GGML: the ggml type of c[0]'s blocks */
+	int64_t rope_hd;     /* GGML: rows permuted per head of rope_hd rows (0: none) */
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
 	struct tpc_tensor c[4];
 } tpc_dequant;
@@ -167,6 +178,13 @@ typedef struct tpc_ckpt {
 	 * what optimizer state ("DeepSpeed ZeRO stage 3, 4 ranks, ..."). Lines
 	 * separated by '\n'; writers ignore it. NULL: nothing. */
 	char *about;
+	/* What a format keeps of the file beyond tensors and string metadata,
+	 * for its own writer (GGUF: the typed KV list, tag "gguf", so a GGUF
+	 * written from a GGUF keeps every key with its type). ext_free(ext)
+	 * runs at release; other writers ignore it. NULL: nothing. */
+	void *ext;
+	const char *ext_tag;
+	void (*ext_free)(void *ext);
 	struct tpc__name_index *index;
 	struct tpc__name_index *meta_index; /* metadata keys -> meta_k index */
 } tpc_ckpt;

@@ -131,6 +131,9 @@ typedef struct tpc_format {
 	/* A folder of per-rank files that reads as one checkpoint (a training
 	 * framework's sharded save): merge accepts it like a shard set. */
 	bool sharded;
+	/* max_shard_size splits the output itself, as a set of whole files of
+	 * this format beside `path` (GGUF: gguf-split), not an HF folder. */
+	bool self_split;
 	/* Sharded formats written part by part (NULL elsewhere):
 	 * write_part   tensors sel[0..n) of ck (all when sel is NULL), each as one
 	 *              self-contained item, in order and back to back in one part

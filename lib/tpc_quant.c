@@ -9,6 +9,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_cast.h"
+#include "tpc_ggml.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -906,6 +907,42 @@ out:
 	return ret;
 }
 
+/* GGML blocks: rows [o0, o0 + nr) of the image, columns [c0, c0 + I) of FI */
+static int rows_ggml(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t FI, int64_t c0,
+		     int64_t I, float *orow, tpc_err *e)
+{
+	const tpc_ggml_info *in = tpc_ggml_info_of(dq->gtype);
+	if (!in || !tpc_ggml_decodes(dq->gtype) || FI % in->block)
+		return tpc_err_set(e, TPC_EINPUT, "internal: ggml type %d cannot be decoded", dq->gtype);
+	uint64_t nb = (uint64_t)(FI / in->block), rb = nb * (uint64_t)in->size;
+	bool direct = !dq->rope_hd && c0 == 0 && I == FI;
+	/* whole rows in order: one read, decoded in place of the output */
+	int64_t run = direct ? nr : 1;
+	uint8_t *pk = tpc_malloc((size_t)(rb * (uint64_t)run));
+	float *row = direct ? NULL : tpc_malloc((size_t)FI * sizeof(float));
+	int ret = 0;
+	if (!pk || (!direct && !row))
+		ret = tpc_err_nomem(e);
+	for (int64_t r = 0; r < nr && !ret; r += run) {
+		int64_t o = o0 + r, src = o;
+		if (dq->rope_hd) {
+			int64_t hd = dq->rope_hd, h = o / hd, q = o % hd, half = hd / 2;
+			src = h * hd + 2 * (q % half) + q / half;
+		}
+		if ((ret = tpc_ckpt_read_bytes(ck, &dq->c[0], (uint64_t)src * rb, rb * (uint64_t)run, pk, e)))
+			break;
+		if (direct) {
+			tpc_ggml_dequant(dq->gtype, pk, orow, nb * (uint64_t)run);
+		} else {
+			tpc_ggml_dequant(dq->gtype, pk, row, nb);
+			memcpy(orow + r * I, row + c0, (size_t)I * sizeof(float));
+		}
+	}
+	free(pk);
+	free(row);
+	return ret;
+}
+
 int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, void *dst, tpc_err *e)
 {
 	const tpc_dequant *dq = t->dq;
@@ -913,11 +950,13 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 	int ret = 0;
 	if (!cnt)
 		return 0;
-	if (!dq || t->ndim != 2 || t->shape[1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
+	/* GGML: any ndim, rows of the last dim */
+	int nd = dq && dq->kind == TPC_DQ_GGML && t->ndim >= 1 ? t->ndim : 2;
+	if (!dq || t->ndim != nd || t->shape[nd - 1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of dequantized '%s'", t->name ? t->name : "?");
 	/* a window (one rank's slice): rows r0.. of the full image, I of its FI
 	 * columns from c0 */
-	int64_t I = t->shape[1], FI = dq->I ? dq->I : I;
+	int64_t I = t->shape[nd - 1], FI = dq->I ? dq->I : I;
 	uint64_t per = DQ_STEP_ELEMS / (uint64_t)FI;
 	if (per < 1)
 		per = 1;
@@ -933,7 +972,8 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		uint64_t need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
 		/* only the window's columns are computed (a row-split rank's slice) */
-		ret = dq->kind == TPC_DQ_FP8  ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
+		ret = dq->kind == TPC_DQ_GGML ? rows_ggml(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
+		      : dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 		      : dq->kind == TPC_DQ_CT ? rows_ct(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 					      : rows_packed(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e);
 		if (ret)

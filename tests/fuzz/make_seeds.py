@@ -188,6 +188,12 @@ for nm, qc in [('fp8', {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size
                    "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}}}})]:
     put('quant_cfg', nm + '.json', json.dumps({"torch_dtype": "bfloat16", "quantization_config": qc}).encode())
 put('quant_cfg', 'quantize_config.json', json.dumps({"bits": 4, "group_size": 128, "desc_act": False, "sym": True}).encode())
+# ---- gguf: the block-type fixture and the hostile headers of tests/hostile ----
+put('gguf', 'quants.gguf', rd(os.path.join(SRC, 'tests', 'gguf', 'quants.gguf')))
+sys.path.insert(0, os.path.join(SRC, 'tests', 'hostile'))
+import gen_hostile  # noqa: E402
+for nm, body, *_ in gen_hostile.gguf_cases():
+    put('gguf', nm + '.gguf', body)
 put('config', 'tiny_llama.json', rd(os.path.join(SRC, 'tests', 'data', 'config.json')))
 put('config', 'gpt2.json', json.dumps({"n_head": 12, "n_embd": 768, "vocab_size": 50257, "n_layer": 12}).encode())
 put('config', 'multimodal.json', json.dumps({"text_config": {"num_attention_heads": 32, "num_key_value_heads": 8,

@@ -147,6 +147,69 @@ def st(header, data=b'', length=None):
 
 
 # ---------------------------------------------------------------- the cases --
+def gguf(kvs=(), tensors=(), data=b'', version=3, n_kv=None, n_t=None, align=32, magic=b'GGUF'):
+    """A GGUF file: kvs are raw (key, type, value bytes), tensors (name, dims,
+    type, offset) with dims in ne order."""
+    def s(b):
+        return struct.pack('<Q', len(b)) + b
+    out = magic + struct.pack('<IQQ', version, len(tensors) if n_t is None else n_t, len(kvs) if n_kv is None else n_kv)
+    for k, t, v in kvs:
+        out += s(k) + struct.pack('<i', t) + v
+    for name, dims, ty, off in tensors:
+        out += s(name) + struct.pack('<I', len(dims)) + b''.join(struct.pack('<Q', d) for d in dims)
+        out += struct.pack('<iQ', ty, off)
+    out += b'\0' * ((-len(out)) % align)
+    return out + data
+
+
+def gguf_cases():
+    """(name, bytes, args, exit, stderr substring): hostile GGUF headers."""
+    F32 = 0
+    s8 = lambda b: struct.pack('<Q', len(b)) + b
+    arch = (b'general.architecture', 8, s8(b'llama'))
+    good_t = [(b'w', [4], F32, 0)]
+    return [
+        ('bad_version', gguf(version=1), 'inspect @', 3, 'GGUF version 1 is not supported'),
+        ('lying_n_kv', gguf(n_kv=1 << 60), 'inspect @', 3, 'KVs cannot fit the'),
+        ('lying_n_tensors', gguf([arch], n_t=1 << 59), 'inspect @', 3, 'tensors cannot fit the'),
+        ('huge_key', b'GGUF' + struct.pack('<IQQQ', 3, 0, 1, 1 << 62) + b'\0' * 16, 'inspect @', 3,
+         'a key of 4611686018427387904 bytes runs past the end of the file'),
+        ('huge_string', gguf([(b'k', 8, struct.pack('<Q', 1 << 40))]), 'inspect @', 3,
+         'a string value of 1099511627776 bytes runs past the end'),
+        ('huge_array', gguf([(b'k', 9, struct.pack('<iQ', 4, 1 << 50))]), 'inspect @', 3,
+         'array of 1125899906842624 elements of 4 bytes runs past the end'),
+        ('huge_str_array', gguf([(b'k', 9, struct.pack('<iQ', 8, 1 << 50))]), 'inspect @', 3,
+         'array of 1125899906842624 strings cannot fit'),
+        ('array_of_arrays', gguf([(b'k', 9, struct.pack('<iQ', 9, 1))]), 'inspect @', 3, 'arrays of arrays are not supported'),
+        ('unknown_value_type', gguf([(b'k', 77, b'')]), 'inspect @', 3, "key 'k': unknown value type 77"),
+        ('duplicate_key', gguf([arch, arch]), 'inspect @', 3, "duplicate key 'general.architecture'"),
+        ('bad_bool', gguf([(b'k', 7, b'\x05')]), 'inspect @', 3, "key 'k': bool value 5"),
+        ('nul_in_key', gguf([(b'a\0b', 4, b'\0' * 4)]), 'inspect @', 3, 'a key is holding a NUL byte'),
+        ('bad_alignment', gguf([(b'general.alignment', 4, struct.pack('<I', 3))], good_t, b'\0' * 16), 'inspect @', 3,
+         'general.alignment must be a u32 power of two'),
+        ('unknown_tensor_type', gguf([arch], [(b'w', [4], 99, 0)], b'\0' * 32), 'inspect @', 3,
+         "tensor 'w'", ),
+        ('too_many_dims', gguf([arch], [(b'w', [1, 1, 1, 1, 1], F32, 0)], b'\0' * 32), 'inspect @', 3,
+         '5 dimensions (GGUF allows 1 to 4)'),
+        ('ne_overflow', gguf([arch], [(b'w', [1 << 40, 1 << 40], F32, 0)], b'\0' * 32), 'inspect @', 3, 'shape overflows'),
+        ('ne0_not_block', gguf([arch], [(b'w', [33], 8, 0)], b'\0' * 64), 'inspect @', 3,
+         'ne[0] = 33 is not a multiple of the Q8_0 block (32)'),
+        ('misaligned_offset', gguf([arch], [(b'w', [4], F32, 0), (b'v', [4], F32, 16)], b'\0' * 64), 'inspect @', 3,
+         'data offset 16, expected 32'),
+        ('overlapping_offset', gguf([arch], [(b'w', [16], F32, 0), (b'v', [4], F32, 32)], b'\0' * 128), 'inspect @', 3,
+         'data offset 32, expected 64'),
+        ('offset_past_file', gguf([arch], [(b'w', [4], F32, 1 << 40)], b'\0' * 16), 'inspect @', 3, 'data offset'),
+        ('data_truncated', gguf([arch], [(b'w', [64], F32, 0)], b'\0' * 16), 'inspect @', 3,
+         'data (256 bytes) runs past the end of the file'),
+        ('duplicate_tensor', gguf([arch], [(b'w', [8], F32, 0), (b'w', [8], F32, 32)], b'\0' * 64), 'inspect @', 3,
+         "tensor 'w'"),
+        ('truncated_header', gguf([arch], good_t, b'\0' * 16)[:40], 'inspect @', 3, '1 tensors cannot fit the 16 bytes left'),
+        ('truncated_info', gguf([arch], good_t, b'\0' * 16)[:90], 'inspect @', 3, "tensor 'w': file ends inside a tensor's"),
+        ('split_lies', gguf([arch, (b'split.count', 2, struct.pack('<H', 3))], good_t, b'\0' * 16), 'inspect @', 3,
+         'a file of a gguf-split set (split.count 3)'),
+    ]
+
+
 def pickle_cases():
     """(name, pickle bytes, args, exit, stderr substring) with the pickle as data.pkl."""
     deep = 10**6
@@ -550,6 +613,8 @@ def main():
         emit(name + '.safetensors', body, args, rc, sub, *out)
     for name, body, args, rc, sub, *out in index_cases():
         emit(name + '/model.safetensors.index.json', body, args, rc, sub, *out)
+    for name, body, args, rc, sub, *out in gguf_cases():
+        emit(name + '.gguf', body, args, rc, sub, *out)
     for name, body, args, rc, sub, *out in json_cases():
         emit(name, body, args, rc, sub, *out)
     for real in sys.argv[2:]:

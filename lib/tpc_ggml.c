@@ -1,0 +1,203 @@
+/* tpc_ggml.c - ggml type table, block decoders, Q8_0 quantizer (tpc_ggml.h). */
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+#include "tpc_cast.h"
+#include "tpc_ggml.h"
+#include "tpc_util.h"
+
+#define QK_K 256
+
+static const struct {
+	int type;
+	tpc_ggml_info info;
+	tpc_dtype plain;
+} types[] = {
+	{TPC_GGML_F32, {"F32", 1, 4}, TPC_F32},       {TPC_GGML_F16, {"F16", 1, 2}, TPC_F16},
+	{TPC_GGML_Q4_0, {"Q4_0", 32, 18}, 0},         {TPC_GGML_Q4_1, {"Q4_1", 32, 20}, 0},
+	{TPC_GGML_Q5_0, {"Q5_0", 32, 22}, 0},         {TPC_GGML_Q5_1, {"Q5_1", 32, 24}, 0},
+	{TPC_GGML_Q8_0, {"Q8_0", 32, 34}, 0},         {TPC_GGML_Q8_1, {"Q8_1", 32, 36}, 0},
+	{TPC_GGML_Q2_K, {"Q2_K", QK_K, 84}, 0},       {TPC_GGML_Q3_K, {"Q3_K", QK_K, 110}, 0},
+	{TPC_GGML_Q4_K, {"Q4_K", QK_K, 144}, 0},      {TPC_GGML_Q5_K, {"Q5_K", QK_K, 176}, 0},
+	{TPC_GGML_Q6_K, {"Q6_K", QK_K, 210}, 0},      {TPC_GGML_Q8_K, {"Q8_K", QK_K, 292}, 0},
+	{TPC_GGML_I8, {"I8", 1, 1}, TPC_I8},          {TPC_GGML_I16, {"I16", 1, 2}, TPC_I16},
+	{TPC_GGML_I32, {"I32", 1, 4}, TPC_I32},       {TPC_GGML_I64, {"I64", 1, 8}, TPC_I64},
+	{TPC_GGML_F64, {"F64", 1, 8}, TPC_F64},       {TPC_GGML_BF16, {"BF16", 1, 2}, TPC_BF16},
+};
+#define NTYPES (sizeof(types) / sizeof(types[0]))
+
+const tpc_ggml_info *tpc_ggml_info_of(int type)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (types[i].type == type)
+			return &types[i].info;
+	return NULL;
+}
+
+int tpc_ggml_by_name(const char *name)
+{
+	for (size_t i = 0; name && i < NTYPES; i++) {
+		const char *a = types[i].info.name, *b = name;
+		while (*a && *b && toupper((unsigned char)*b) == *a)
+			a++, b++;
+		if (!*a && !*b)
+			return types[i].type;
+	}
+	return TPC_GGML_NONE;
+}
+
+tpc_dtype tpc_ggml_plain_dtype(int type)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (types[i].type == type)
+			return types[i].plain;
+	return TPC_DT_INVALID;
+}
+
+bool tpc_ggml_decodes(int type)
+{
+	switch (type) {
+	case TPC_GGML_Q4_0: case TPC_GGML_Q4_1: case TPC_GGML_Q5_0: case TPC_GGML_Q5_1: case TPC_GGML_Q8_0:
+	case TPC_GGML_Q2_K: case TPC_GGML_Q3_K: case TPC_GGML_Q4_K: case TPC_GGML_Q5_K: case TPC_GGML_Q6_K:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static float h2f(const uint8_t *p)
+{
+	return tpc_f16_to_f32(tpc_rd16le(p));
+}
+
+/* Q4_0, Q4_1, Q5_0, Q5_1: 32 values, nibbles j and j + 16 share a byte;
+ * `hi` the fifth bits (NULL: none), `off` what q is shifted by, m the
+ * minimum (added when has_m). */
+static void dq_small(const uint8_t *qs, const uint8_t *hi, float d, float m, bool has_m, int off, float *x)
+{
+	uint32_t qh = hi ? tpc_rd32le(hi) : 0;
+	for (int j = 0; j < 32; j++) {
+		int q = (qs[j & 15] >> (j < 16 ? 0 : 4)) & 15;
+		q |= (int)((qh >> j) & 1) << 4;
+		x[j] = has_m ? d * (float)q + m : d * (float)(q - off);
+	}
+}
+
+/* The 6-bit scale and min of sub-block j of a Q4_K / Q5_K block. */
+static void k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = s[j] & 63;
+		*m = s[j + 4] & 63;
+	} else {
+		*sc = (s[j + 4] & 15) | ((s[j - 4] >> 2) & 0x30);
+		*m = (s[j + 4] >> 4) | ((s[j] >> 2) & 0x30);
+	}
+}
+
+static void dq_q2k(const uint8_t *b, float *x)
+{
+	const uint8_t *sc = b, *qs = b + 16;
+	float d = h2f(b + 80), dmin = h2f(b + 82);
+	for (int j = 0; j < QK_K; j++) {
+		int c = j / 128, s = (j % 128) / 32, l = j % 32, g = j / 16;
+		float dl = d * (float)(sc[g] & 15), ml = dmin * (float)(sc[g] >> 4);
+		x[j] = dl * (float)((qs[32 * c + l] >> (2 * s)) & 3) - ml;
+	}
+}
+
+static void dq_q3k(const uint8_t *b, float *x)
+{
+	const uint8_t *hm = b, *qs = b + 32, *s = b + 96;
+	float d = h2f(b + 108), dl[16];
+	for (int i = 0; i < 16; i++) {
+		int lo = (i < 8 ? s[i] : s[i - 8] >> 4) & 15, hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+		dl[i] = d * (float)((int8_t)(uint8_t)(lo | hi << 4) - 32);
+	}
+	for (int j = 0; j < QK_K; j++) {
+		int c = j / 128, sh = (j % 128) / 32, l = j % 32;
+		int q = (qs[32 * c + l] >> (2 * sh)) & 3;
+		if (!((hm[l] >> (j / 32)) & 1))
+			q -= 4;
+		x[j] = dl[j / 16] * (float)q;
+	}
+}
+
+/* Q4_K and Q5_K (qh non-NULL: the fifth bits) */
+static void dq_q45k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *x)
+{
+	float d = h2f(b), dmin = h2f(b + 2);
+	for (int sb = 0; sb < 8; sb++) {
+		int sc, m;
+		k_scale_min(b + 4, sb, &sc, &m);
+		float dd = d * (float)sc, dm = dmin * (float)m;
+		for (int l = 0; l < 32; l++) {
+			int j = 32 * sb + l, q = (qs[32 * (j / 64) + l] >> (4 * ((j / 32) & 1))) & 15;
+			if (qh)
+				q |= ((qh[l] >> sb) & 1) << 4;
+			x[j] = dd * (float)q - dm;
+		}
+	}
+}
+
+static void dq_q6k(const uint8_t *b, float *x)
+{
+	const uint8_t *ql = b, *qh = b + 128;
+	const int8_t *sc = (const int8_t *)(b + 192);
+	float d = h2f(b + 208);
+	for (int j = 0; j < QK_K; j++) {
+		int c = j / 128, r = j % 128;
+		int q = ((ql[64 * c + r % 64] >> (4 * (r / 64))) & 15) | ((qh[32 * c + r % 32] >> (2 * (r / 32))) & 3) << 4;
+		x[j] = d * (float)sc[j / 16] * (float)(q - 32);
+	}
+}
+
+void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks)
+{
+	const tpc_ggml_info *in = tpc_ggml_info_of(type);
+	for (uint64_t k = 0; in && k < nblocks; k++) {
+		const uint8_t *b = src + k * (uint64_t)in->size;
+		float *x = dst + k * (uint64_t)in->block;
+		switch (type) {
+		case TPC_GGML_Q4_0: dq_small(b + 2, NULL, h2f(b), 0, false, 8, x); break;
+		case TPC_GGML_Q4_1: dq_small(b + 4, NULL, h2f(b), h2f(b + 2), true, 0, x); break;
+		case TPC_GGML_Q5_0: dq_small(b + 6, b + 2, h2f(b), 0, false, 16, x); break;
+		case TPC_GGML_Q5_1: dq_small(b + 8, b + 4, h2f(b), h2f(b + 2), true, 0, x); break;
+		case TPC_GGML_Q8_0:
+			for (int j = 0; j < 32; j++)
+				x[j] = (float)(int8_t)b[2 + j] * h2f(b);
+			break;
+		case TPC_GGML_Q2_K: dq_q2k(b, x); break;
+		case TPC_GGML_Q3_K: dq_q3k(b, x); break;
+		case TPC_GGML_Q4_K: dq_q45k(b, NULL, b + 16, x); break;
+		case TPC_GGML_Q5_K: dq_q45k(b, b + 16, b + 48, x); break;
+		case TPC_GGML_Q6_K: dq_q6k(b, x); break;
+		default: memset(x, 0, (size_t)in->block * sizeof(float)); break; /* not reached: tpc_ggml_decodes */
+		}
+	}
+}
+
+/* np_roundf: floor(|x|) + floor(2 * (|x| - floor(|x|))), signed, in F32 */
+static float roundf_away(float n)
+{
+	float a = fabsf(n), fl = floorf(a);
+	float b = fl + floorf(2.0f * (a - fl));
+	return n < 0 ? -b : n > 0 ? b : 0.0f * b;
+}
+
+void tpc_ggml_quant_q8_0(const float *src, uint8_t *dst, uint64_t n)
+{
+	for (uint64_t k = 0; k < n / 32; k++) {
+		const float *x = src + 32 * k;
+		uint8_t *b = dst + 34 * k;
+		float amax = 0.0f;
+		for (int j = 0; j < 32; j++)
+			amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+		float d = amax / 127.0f;
+		float id = d == 0.0f ? 0.0f : 1.0f / d;
+		tpc_wr16le(b, tpc_f32_to_f16(d));
+		for (int j = 0; j < 32; j++)
+			b[2 + j] = (uint8_t)(int8_t)roundf_away(x[j] * id);
+	}
+}

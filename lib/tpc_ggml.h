@@ -1,0 +1,84 @@
+/*
+ * tpc_ggml.h - ggml's tensor types: the type table, the block decoders that
+ * turn GGUF's packed weights into F32 values, and the Q8_0 quantizer.
+ *
+ * lib/ holds them because the values of a quantized GGUF tensor are computed
+ * while a writer streams it (struct tpc_dequant, kind TPC_DQ_GGML), as those
+ * of FP8 or GPTQ weights are; formats/gguf.c reads and writes the file.
+ *
+ * Block layouts (little-endian; f16 scales; QK_K = 256), from ggml's
+ * ggml-common.h and gguf-py's quants.py, element j of a block:
+ *   Q4_0  (32, 18)   d, qs[16]: q = nibble (j < 16: low of qs[j], else high
+ *                    of qs[j-16]); x = d * (q - 8)
+ *   Q4_1  (32, 20)   d, m, qs[16]: x = d * q + m
+ *   Q5_0  (32, 22)   d, qh (u32), qs[16]: q = nibble | bit j of qh << 4;
+ *                    x = d * (q - 16)
+ *   Q5_1  (32, 24)   d, m, qh, qs[16]: x = d * q + m
+ *   Q8_0  (32, 34)   d, qs[32] (int8): x = qs[j] * d
+ *   Q2_K  (256, 84)  scales[16], qs[64], d, dmin: j = 128c + 32s + l,
+ *                    q = qs[32c + l] >> 2s & 3, g = j / 16:
+ *                    x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4)
+ *   Q3_K  (256, 110) hmask[32], qs[64], scales[12] (16 6-bit values), d:
+ *                    q = (qs[32c + l] >> 2s & 3) - (hmask bit clear ? 4 : 0)
+ *                    (hmask bit (j / 32) of hmask[j % 32]); x = d * (sc - 32) * q
+ *   Q4_K  (256, 144) d, dmin, scales[12] (8 6-bit scales and mins), qs[128]:
+ *                    j = 64c + 32s + l, q = qs[32c + l] >> 4s & 15, sub-block
+ *                    j / 32: x = d * sc * q - dmin * m
+ *   Q5_K  (256, 176) d, dmin, scales[12], qh[32], qs[128]: q as Q4_K plus
+ *                    bit (j / 32) of qh[j % 32] << 4
+ *   Q6_K  (256, 210) ql[128], qh[64], scales[16] (int8), d: j = 128c + r,
+ *                    q = (ql[64c + r % 64] >> 4(r / 64) & 15 |
+ *                    (qh[32c + r % 32] >> 2(r / 32) & 3) << 4) - 32;
+ *                    x = d * scales[j / 16] * q
+ * Every product and sum is one F32 operation in the order numpy evaluates
+ * gguf-py's dequantize_blocks (d * sc first, then * q, then - dmin * m), so
+ * the values are bit for bit python3-gguf's (built with -ffp-contract=off,
+ * which ISO C mode gives: no fused multiply-add).
+ */
+#ifndef TPC_GGML_H
+#define TPC_GGML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_dtype.h"
+
+/* Tensor types (ggml_type); the numbers are the file's. */
+typedef enum tpc_ggml_type {
+	TPC_GGML_F32 = 0, TPC_GGML_F16 = 1, TPC_GGML_Q4_0 = 2, TPC_GGML_Q4_1 = 3,
+	TPC_GGML_Q5_0 = 6, TPC_GGML_Q5_1 = 7, TPC_GGML_Q8_0 = 8, TPC_GGML_Q8_1 = 9,
+	TPC_GGML_Q2_K = 10, TPC_GGML_Q3_K = 11, TPC_GGML_Q4_K = 12, TPC_GGML_Q5_K = 13,
+	TPC_GGML_Q6_K = 14, TPC_GGML_Q8_K = 15,
+	TPC_GGML_I8 = 24, TPC_GGML_I16 = 25, TPC_GGML_I32 = 26, TPC_GGML_I64 = 27, TPC_GGML_F64 = 28,
+	TPC_GGML_BF16 = 30,
+	TPC_GGML_NONE = -1
+} tpc_ggml_type;
+
+typedef struct tpc_ggml_info {
+	const char *name; /* "F32", "Q8_0", "Q4_K" (as gguf-py's GGMLQuantizationType) */
+	int block;        /* elements per block (1 for plain types) */
+	int size;         /* bytes per block */
+} tpc_ggml_info;
+
+/* The row of a type; NULL for one tpconv does not know (a file holding it
+ * is refused, naming the tensor and the type number). */
+const tpc_ggml_info *tpc_ggml_info_of(int type);
+/* "f32" "f16" "bf16" "q8_0" ... (case-insensitive) -> type, TPC_GGML_NONE if unknown. */
+int tpc_ggml_by_name(const char *name);
+/* The tpconv dtype a plain type's elements are (F32 -> TPC_F32, I8 -> TPC_I8
+ * ...), TPC_DT_INVALID for a block type. */
+tpc_dtype tpc_ggml_plain_dtype(int type);
+/* Types whose blocks tpc_ggml_dequant decodes (the list above). */
+bool tpc_ggml_decodes(int type);
+
+/* nblocks blocks of `type` at src -> nblocks * block F32 values at dst.
+ * The type must be one tpc_ggml_decodes accepts. */
+void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks);
+
+/* n F32 values (n % 32 == 0) -> n / 32 Q8_0 blocks, as gguf-py's
+ * quants.Q8_0.quantize_blocks: d = max|x| / 127, q = x * (1 / d) rounded
+ * half away from zero (np_roundf), d stored as f16 rounded to nearest even. */
+void tpc_ggml_quant_q8_0(const float *src, uint8_t *dst, uint64_t n);
+
+#endif

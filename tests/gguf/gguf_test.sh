@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# GGUF (issue 33): read, write, split. quants.gguf holds one small tensor per
+# ggml type tpconv decodes, blocks made by llama-quantize; quants.sha256 the
+# SHA-256 of each one's F32 values as python3-gguf's dequantize gives them
+# (both from make_fixtures.py in the forky chroot). Emits TAP.
+# usage: gguf_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+Q=$SRC/tests/gguf/quants.gguf
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok()  { n=$((n+1)); echo "ok $n - $1"; }
+bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+check() { local d=$1; shift; if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d" "$(head -c 600 "$T/out")"; fi; }
+hashes() { "$TPCONV" inspect --hash "$1" | awk '$1 ~ /weight/ {print $1, $NF}' | sort; }
+
+# 1. every type dequantizes to python3-gguf's values, bit for bit
+check "dequantize to safetensors (f32)" "$TPCONV" convert "$Q" -o "$T/q.safetensors" --dtype f32
+hashes "$T/q.safetensors" > "$T/got"
+sort "$SRC/tests/gguf/quants.sha256" > "$T/want"
+for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k f16 f32; do
+  w=$(grep "^$ty.weight " "$T/want") g=$(grep "^$ty.weight " "$T/got")
+  if [ -n "$w" ] && [ "$w" = "$g" ]; then ok "$ty equals gguf.quants.dequantize"; else bad "$ty equals gguf.quants.dequantize" "want $w" "got $g"; fi
+done
+
+# 2. GGUF -> GGUF keeps every byte (KVs, infos, packed blocks copied)
+check "gguf -> gguf" "$TPCONV" convert "$Q" -o "$T/same.gguf"
+check "gguf -> gguf is byte-identical" cmp "$T/same.gguf" "$Q"
+
+# 3. --outtype: values written as F32/F16/BF16/Q8_0 (golden hashes: Q8_0
+#    checked equal to gguf-py's quants.quantize in the chroot); F32 reads back
+#    as the dequantized values
+i=0
+for t in q8_0 f16 bf16 f32; do
+  i=$((i+1))
+  check "--outtype $t" "$TPCONV" convert "$Q" -o "$T/$t.gguf" --outtype $t
+  want=$(sed -n "${i}p" "$SRC/tests/gguf/outtype.sha256")
+  got=$(sha256sum < "$T/$t.gguf" | cut -c1-64)
+  [ "$want" = "$got" ] && ok "--outtype $t file as expected" || bad "--outtype $t file as expected" "want $want" "got $got"
+done
+hashes "$T/f32.gguf" > "$T/got32"
+diff <(grep -v norm "$T/want") <(grep -v norm "$T/got32") >/dev/null && ok "f32 GGUF reads back the dequantized values" ||
+  bad "f32 GGUF reads back the dequantized values" "$(diff "$T/want" "$T/got32" | head -5)"
+
+# 4. gguf-split: a set, read from any of its files, merges back byte-identical
+check "--max-shard-size writes a gguf-split set" "$TPCONV" convert "$Q" -o "$T/s.gguf" --max-shard-size 6K
+nf=$(ls "$T"/s-000*-of-*.gguf 2>/dev/null | wc -l)
+[ "$nf" -ge 2 ] && [ ! -e "$T/s.gguf" ] && ok "the set has $nf files" || bad "the set has several files" "$(ls "$T")"
+last=$(ls "$T"/s-000*-of-*.gguf | tail -n 1)
+check "merge the set from its last file" "$TPCONV" convert "$last" -o "$T/m.gguf"
+check "merged set is byte-identical" cmp "$T/m.gguf" "$Q"
+"$TPCONV" inspect "$T/s-00001-of-0000$nf.gguf" > "$T/insp" 2>&1
+grep -q "a gguf-split set of $nf files" "$T/insp" && ok "inspect names the set" || bad "inspect names the set" "$(head -3 "$T/insp")"
+grep -q "^# kv general.architecture (str) = \"llama\"" "$T/insp" && ok "inspect shows the KVs" || bad "inspect shows the KVs"
+mv "$T/s-00002-of-0000$nf.gguf" "$T/gone"
+"$TPCONV" inspect "$T/s-00001-of-0000$nf.gguf" > /dev/null 2>"$T/err"; rc=$?
+[ $rc = 3 ] && grep -q "s-00002-of-0000$nf.gguf" "$T/err" && ok "a set missing a file: exit 3 naming it" ||
+  bad "a set missing a file: exit 3 naming it" "exit $rc" "$(cat "$T/err")"
+
+# 5. refusals
+"$TPCONV" convert "$Q" -o "$T/x.safetensors" --outtype q8_0 2>"$T/err"; rc=$?
+[ $rc = 2 ] && ok "--outtype without a GGUF output: exit 2" || bad "--outtype without a GGUF output: exit 2" "exit $rc"
+"$TPCONV" convert "$Q" -o "$T/x.gguf" --outtype q4_k 2>"$T/err"; rc=$?
+[ $rc = 2 ] && [ ! -e "$T/x.gguf" ] && ok "--outtype q4_k refused, nothing written" || bad "--outtype q4_k refused" "exit $rc $(cat "$T/err")"
+
+echo "1..$n"
+[ "$failed" = 0 ]
