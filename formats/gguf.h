@@ -139,7 +139,7 @@ int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gg
 /* The same with the BPE pre-tokenizer name (tokenizer.ggml.pre) given: the
  * reference derives it from a hash of Hugging Face tokenizers' output on a
  * check text, which C does not compute, so tpc_gguf_vocab (pre NULL)
- * refuses a tokenizer.json BPE, naming the key (doc/GGUF.md). arch is the
+ * refuses a tokenizer.json BPE, naming the key (doc/gguf_vocab.md). arch is the
  * GGUF architecture: llama (mistral, mixtral), gemma, phi3, qwen2, qwen3,
  * qwen2moe, qwen3moe, gpt2, gptneox. */
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
