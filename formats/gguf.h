@@ -136,6 +136,14 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
  * the folder has no tokenizer (nothing added; the caller decides).
  */
 int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gguf_kvs *kv, tpc_err *e);
+/* The same with the BPE pre-tokenizer name (tokenizer.ggml.pre) given: the
+ * reference derives it from a hash of Hugging Face tokenizers' output on a
+ * check text, which C does not compute, so tpc_gguf_vocab (pre NULL)
+ * refuses a tokenizer.json BPE, naming the key (doc/gguf_vocab.md). arch is the
+ * GGUF architecture: llama (mistral, mixtral), gemma, phi3, qwen2, qwen3,
+ * qwen2moe, qwen3moe, gpt2, gptneox. */
+int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
+		       tpc_err *e);
 
 /*
  * Reading (gguf.c). One GGUF file image p[0..n), source `src` of ck: its

@@ -1,0 +1,511 @@
+/*
+ * gguf_vocab.c - the tokenizer.* keys convert_hf_to_gguf.py (llama.cpp
+ * 0.7.0) writes, for the families tpconv converts:
+ *   llama (llama, mistral, mixtral)  tokenizer_config add_prefix_space, then
+ *        tokenizer.model (SentencePiece) or, without one, tokenizer.json (a
+ *        GPT-2 style BPE: Llama 3); CodeLlama's FIM ids (vocab 32016)
+ *   gemma   SentencePiece, its fixed eot id 107, add_space_prefix false
+ *   phi3    its own SentencePiece loop (tokenizer.json added_tokens too),
+ *           or BPE when tokenizer_config names GPT2Tokenizer
+ *   qwen2, qwen3  SentencePiece when there is a tokenizer.model, else BPE
+ *   qwen2moe, qwen3moe, gpt2, gptneox  BPE from tokenizer.json
+ * then gguf-py's SpecialVocab (gguf_special.c).
+ *
+ * tokenizer.ggml.pre for BPE: the reference encodes a check text with
+ * Hugging Face tokenizers and looks the SHA-256 of the ids up in a table of
+ * published tokenizers (get_vocab_base_pre). tpconv does not run
+ * tokenizers, so the name is the caller's (tpc_gguf_vocab_pre); without one
+ * a BPE folder is refused, naming the key: writing a guessed name would
+ * make llama.cpp split text differently without a word.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf_vocab_int.h"
+#include "spm.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+typedef struct vocab {
+	tpc__vocab_dir vd;
+	tpc_err *e;
+	char **tok;
+	uint64_t *len;
+	float *score;
+	int32_t *type;
+	size_t n;
+} vocab;
+
+static int v_alloc(vocab *v, size_t n)
+{
+	v->tok = calloc(n ? n : 1, sizeof(*v->tok));
+	v->len = calloc(n ? n : 1, sizeof(*v->len));
+	v->score = calloc(n ? n : 1, sizeof(*v->score));
+	v->type = calloc(n ? n : 1, sizeof(*v->type));
+	if (!v->tok || !v->len || !v->score || !v->type)
+		return tpc_err_set(v->e, TPC_EIO, "out of memory");
+	v->n = n;
+	return 0;
+}
+
+static void v_release(vocab *v)
+{
+	for (size_t i = 0; v->tok && i < v->n; i++)
+		free(v->tok[i]);
+	free(v->tok);
+	free(v->len);
+	free(v->score);
+	free(v->type);
+	cJSON_Delete(v->vd.tok_json);
+	cJSON_Delete(v->vd.tok_cfg);
+	cJSON_Delete(v->vd.config);
+}
+
+/* tok[i] = s[0..n) (copied); with `space`, U+2581 becomes ' ' (the
+ * reference's "pre-normalize user-defined spaces"). */
+static int v_set(vocab *v, size_t i, const char *s, size_t n, bool space)
+{
+	char *c = malloc(n + 1);
+	if (!c)
+		return tpc_err_set(v->e, TPC_EIO, "out of memory");
+	size_t k = 0;
+	for (size_t j = 0; j < n; j++) {
+		if (space && n - j >= 3 && !memcmp(s + j, "\xe2\x96\x81", 3)) {
+			c[k++] = ' ';
+			j += 2;
+		} else {
+			c[k++] = s[j];
+		}
+	}
+	c[k] = '\0';
+	free(v->tok[i]);
+	v->tok[i] = c;
+	v->len[i] = k;
+	return 0;
+}
+
+static int v_pad(vocab *v, size_t i, float score)
+{
+	char b[32];
+	int n = snprintf(b, sizeof(b), "[PAD%zu]", i);
+	v->score[i] = score;
+	v->type[i] = TT_UNUSED;
+	return v_set(v, i, b, (size_t)n, false);
+}
+
+static int v_refuse(vocab *v, const char *file, const char *fmt, const char *what)
+{
+	char *path = tpc_path_join(v->vd.dir, file);
+	int ret = tpc_err_at(v->e, TPC_EINPUT, path ? path : file, NULL, fmt, what);
+	free(path);
+	return ret;
+}
+
+static bool v_has(const vocab *v, const char *name)
+{
+	char *p = tpc_path_join(v->vd.dir, name);
+	bool r = p && tpc_exists(p);
+	free(p);
+	return r;
+}
+
+/* ModelBase.does_token_look_special */
+static bool v_looks_special(const char *t)
+{
+	size_t n = strlen(t);
+	static const char *const exact[] = {"<pad>", "<mask>", "<2mass>", "[@BOS@]"};
+	for (size_t i = 0; i < 4; i++)
+		if (!strcmp(t, exact[i]))
+			return true;
+#define PFX(p) (n >= strlen(p) && !strncmp(t, p, strlen(p)))
+#define SFX(p) (n >= strlen(p) && !strcmp(t + n - strlen(p), p))
+	return (PFX("<|") && SFX("|>")) || (PFX("<\xef\xbd\x9c") && SFX("\xef\xbd\x9c>")) || (PFX("<unused") && SFX(">"));
+#undef PFX
+#undef SFX
+}
+
+/* A token id from a JSON key (added_tokens_decoder's "12"): decimal only. */
+static bool v_key_id(const char *k, int64_t *id)
+{
+	char *end;
+	if (!k[0] || (k[0] < '0' || k[0] > '9'))
+		return false;
+	unsigned long long x = strtoull(k, &end, 10);
+	if (*end || x > INT64_MAX)
+		return false;
+	*id = (int64_t)x;
+	return true;
+}
+
+/* The pieces of tokenizer.model into tok[0..vocab_size), the rest
+ * [PAD{i}] at -10000. phi3's loop has no range check (an index error in
+ * the Python: refused). */
+static int v_spm_pieces(vocab *v, int64_t vocab_size, bool phi3)
+{
+	tpc_spm m;
+	char *path = tpc_path_join(v->vd.dir, "tokenizer.model");
+	int ret = path ? tpc_spm_from_file(path, &m, v->e) : tpc_err_set(v->e, TPC_EIO, "out of memory");
+	free(path);
+	if (ret)
+		return ret;
+	size_t n = vocab_size > 0 ? (size_t)vocab_size : m.n;
+	if (phi3 && n < m.n)
+		ret = v_refuse(v, "config.json", "%s is smaller than tokenizer.model's pieces (the reference fails)",
+			       "vocab_size");
+	if (!ret)
+		ret = v_alloc(v, n);
+	for (size_t i = 0; i < n && !ret; i++) {
+		if (i >= m.n) {
+			ret = v_pad(v, i, -10000.0f);
+			continue;
+		}
+		const tpc_spm_piece *p = &m.p[i];
+		static const int32_t tt[7] = {0, TT_NORMAL, TT_UNKNOWN, TT_CONTROL, TT_NORMAL, TT_UNUSED, TT_BYTE};
+		v->score[i] = p->score;
+		v->type[i] = tt[p->type]; /* USER_DEFINED pieces: none of IsUnknown .. IsByte, so NORMAL */
+		ret = v_set(v, i, p->s, p->len, false);
+	}
+	tpc_spm_release(&m);
+	return ret;
+}
+
+/* added_tokens.json: {token: id}, ids past the vocabulary ignored. */
+static int v_added_tokens_json(vocab *v)
+{
+	cJSON *j = NULL;
+	int ret = tpc__vocab_json(v->vd.dir, "added_tokens.json", &j, v->e);
+	const cJSON *it;
+	if (!ret && j && !cJSON_IsObject(j))
+		ret = v_refuse(v, "added_tokens.json", "%s is not an object", "added_tokens.json");
+	cJSON_ArrayForEach(it, (ret ? (cJSON *)NULL : j)) {
+		int64_t id;
+		if (!tpc__json_int(it, &id) || id < 0) {
+			ret = v_refuse(v, "added_tokens.json", "token '%s': its id is not a token id", it->string);
+			break;
+		}
+		if ((uint64_t)id >= v->n)
+			continue;
+		v->score[id] = -1000.0f;
+		v->type[id] = TT_USER;
+		ret = v_set(v, (size_t)id, it->string, strlen(it->string), false);
+	}
+	cJSON_Delete(j);
+	return ret;
+}
+
+/* One entry of tokenizer_config's added_tokens_decoder or tokenizer.json's
+ * added_tokens at `id`: llama style (looks-special, U+2581 -> ' ', range
+ * check) or phi3's (special flag only, no range check). */
+static int v_added_entry(vocab *v, int64_t id, const cJSON *data, bool phi3, const char *file)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(data, "content");
+	if (!cJSON_IsString(c))
+		return v_refuse(v, file, "added token %s has no text content", "");
+	if (id < 0 || (uint64_t)id >= v->n) {
+		if (!phi3 && id >= 0)
+			return 0; /* ignored, as the reference warns */
+		return v_refuse(v, file, "added token '%s': id outside the vocabulary (the reference fails)",
+				c->valuestring);
+	}
+	bool special = tpc__json_truthy(cJSON_GetObjectItemCaseSensitive(data, "special"));
+	v->score[id] = -1000.0f;
+	if (phi3) {
+		v->type[id] = special ? TT_CONTROL : TT_USER;
+		return v_set(v, (size_t)id, c->valuestring, strlen(c->valuestring), false);
+	}
+	special = special || v_looks_special(c->valuestring);
+	v->type[id] = special ? TT_CONTROL : TT_USER;
+	return v_set(v, (size_t)id, c->valuestring, strlen(c->valuestring), !special);
+}
+
+static int v_added_decoder(vocab *v, bool phi3)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "added_tokens_decoder"), *it;
+	int ret = 0;
+	cJSON_ArrayForEach(it, (cJSON_IsObject(d) ? d : (cJSON *)NULL)) {
+		int64_t id;
+		if (!v_key_id(it->string, &id) || !cJSON_IsObject(it))
+			return v_refuse(v, "tokenizer_config.json", "added_tokens_decoder: '%s' is not a token id",
+					it->string);
+		if ((ret = v_added_entry(v, id, it, phi3, "tokenizer_config.json")))
+			return ret;
+	}
+	if (!phi3)
+		return 0;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "added_tokens");
+	cJSON_ArrayForEach(it, (cJSON_IsArray(a) ? a : (cJSON *)NULL)) {
+		int64_t id;
+		if (!tpc__json_int(cJSON_GetObjectItemCaseSensitive(it, "id"), &id))
+			return v_refuse(v, "tokenizer.json", "added_tokens: %s without an integer id", "an entry");
+		if ((ret = v_added_entry(v, id, it, true, "tokenizer.json")))
+			return ret;
+	}
+	return 0;
+}
+
+/* Arrays as gguf-py packs them: f32 and i32, little-endian. */
+static int v_add_arrays(vocab *v, tpc_gguf_kvs *kv, bool scores)
+{
+	uint8_t *b = malloc(v->n * 4 + 1);
+	if (!b)
+		return tpc_err_set(v->e, TPC_EIO, "out of memory");
+	int bad = tpc_gguf_kvs_strs(kv, "tokenizer.ggml.tokens", (const char *const *)v->tok, v->len, v->n);
+	if (scores) {
+		for (size_t i = 0; i < v->n; i++) {
+			uint32_t u;
+			memcpy(&u, &v->score[i], 4);
+			tpc_wr32le(b + 4 * i, u);
+		}
+		bad = bad || tpc_gguf_kvs_arr(kv, "tokenizer.ggml.scores", TPC_GV_F32, b, v->n);
+	}
+	for (size_t i = 0; i < v->n; i++)
+		tpc_wr32le(b + 4 * i, (uint32_t)v->type[i]);
+	bad = bad || tpc_gguf_kvs_arr(kv, "tokenizer.ggml.token_type", TPC_GV_I32, b, v->n);
+	free(b);
+	return bad ? tpc_err_set(v->e, TPC_EIO, "out of memory") : 0;
+}
+
+static int v_kv_str(vocab *v, tpc_gguf_kvs *kv, const char *key, const char *s)
+{
+	return tpc_gguf_kvs_str(kv, key, s, strlen(s)) ? tpc_err_set(v->e, TPC_EIO, "out of memory") : 0;
+}
+
+/* _set_vocab_sentencepiece, or Phi3MiniModel.set_vocab's loop. */
+static int v_spm(vocab *v, int64_t vocab_size, bool phi3, tpc_gguf_kvs *kv)
+{
+	int ret = v_spm_pieces(v, vocab_size, phi3);
+	if (!ret)
+		ret = v_added_tokens_json(v);
+	if (!ret)
+		ret = v_added_decoder(v, phi3);
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "llama");
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", "default");
+	if (!ret)
+		ret = v_add_arrays(v, kv, true);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, false, NULL, 0, (int64_t)v->n, NULL, 0, false, kv, v->e);
+	return ret;
+}
+
+/* ModelBase.get_vocab_base for a tokenizer.json BPE: the model vocabulary
+ * and added_tokens by id, [PAD{i}] for ids neither has; an added token is
+ * CONTROL when special or looking special, else USER_DEFINED. */
+static int v_bpe_tokens(vocab *v, int64_t vocab_size)
+{
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "model");
+	const cJSON *voc = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *it;
+	const cJSON *added = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "added_tokens");
+	const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(model, "type"));
+	if (!mt || strcmp(mt, "BPE") || !cJSON_IsObject(voc))
+		return v_refuse(v, "tokenizer.json", "%s: a BPE model with a vocab object is read (no other)", "model");
+	int64_t maxid = -1, count = 0, id;
+	cJSON_ArrayForEach(it, voc) {
+		if (!tpc__json_int(it, &id) || id < 0 || id > INT32_MAX)
+			return v_refuse(v, "tokenizer.json", "model.vocab: token '%s' has no valid id", it->string);
+		maxid = id > maxid ? id : maxid;
+		count++;
+	}
+	cJSON_ArrayForEach(it, (cJSON_IsArray(added) ? added : (cJSON *)NULL)) {
+		if (!tpc__json_int(cJSON_GetObjectItemCaseSensitive(it, "id"), &id) || id < 0 || id > INT32_MAX ||
+		    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "content")))
+			return v_refuse(v, "tokenizer.json", "added_tokens: %s without an id and a text content", "an entry");
+		maxid = id > maxid ? id : maxid;
+		count += !cJSON_GetObjectItemCaseSensitive(voc, cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring);
+	}
+	int64_t n = vocab_size > 0 ? vocab_size : count;
+	if (maxid >= n)
+		return v_refuse(v, "config.json", "%s is not above every token id of tokenizer.json (the reference fails)",
+				"vocab_size");
+	int ret = v_alloc(v, (size_t)n);
+	cJSON_ArrayForEach(it, (ret ? (cJSON *)NULL : voc)) {
+		tpc__json_int(it, &id);
+		if (v->tok[id] && strcmp(v->tok[id], it->string))
+			return v_refuse(v, "tokenizer.json", "model.vocab: two tokens have the id of '%s'", it->string);
+		v->type[id] = TT_NORMAL;
+		if ((ret = v_set(v, (size_t)id, it->string, strlen(it->string), false)))
+			return ret;
+	}
+	cJSON_ArrayForEach(it, (ret || !cJSON_IsArray(added) ? (cJSON *)NULL : added)) {
+		const char *c = cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring;
+		tpc__json_int(cJSON_GetObjectItemCaseSensitive(it, "id"), &id);
+		if (v->tok[id] && strcmp(v->tok[id], c))
+			return v_refuse(v, "tokenizer.json", "added token '%s' takes the id of another token", c);
+		const cJSON *norm = cJSON_GetObjectItemCaseSensitive(it, "normalized");
+		if (norm && !cJSON_IsBool(norm))
+			return v_refuse(v, "tokenizer.json", "added token '%s': normalized is not a bool", c);
+		bool special = tpc__json_truthy(cJSON_GetObjectItemCaseSensitive(it, "special")) || v_looks_special(c);
+		v->type[id] = special ? TT_CONTROL : TT_USER;
+		if ((ret = v_set(v, (size_t)id, c, strlen(c), !special)))
+			return ret;
+	}
+	for (size_t i = 0; i < v->n && !ret; i++)
+		if (!v->tok[i])
+			ret = v_pad(v, i, 0.0f);
+	return ret;
+}
+
+/* Special tokens tokenizer_config.json names that tokenizer.json does not
+ * list among added_tokens: transformers registers them as added tokens
+ * (CONTROL in the reference's list); tpconv does not follow that yet. */
+static int v_bpe_specials_listed(vocab *v)
+{
+	static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+					   "cls_token", "mask_token"};
+	const cJSON *added = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "added_tokens"), *it;
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, keys[k]);
+		const char *c = cJSON_IsString(t) ? t->valuestring
+						  : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "content"));
+		bool found = !c;
+		cJSON_ArrayForEach(it, (found || !cJSON_IsArray(added) ? (cJSON *)NULL : added))
+			found = found || !strcmp(cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring, c);
+		if (!found)
+			return v_refuse(v, "tokenizer_config.json",
+					"%s is not among tokenizer.json's added_tokens (transformers would add it; not followed yet)",
+					keys[k]);
+	}
+	return 0;
+}
+
+/* _set_vocab_gpt2 */
+static int v_gpt2(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
+{
+	if (!v->vd.tok_json)
+		return v_refuse(v, "tokenizer.json", "%s: a BPE vocabulary is read from tokenizer.json (missing)",
+				"tokenizer.json");
+	int ret = v_bpe_tokens(v, vocab_size);
+	if (!ret)
+		ret = v_bpe_specials_listed(v);
+	if (!ret && !pre)
+		ret = v_refuse(v, "tokenizer.json",
+			       "%s: the reference names the BPE pre-tokenizer from a hash of Hugging Face tokenizers' "
+			       "output, which tpconv cannot compute; give the name (--gguf-vocab-pre NAME)",
+			       "tokenizer.ggml.pre");
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "gpt2");
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", pre);
+	if (!ret)
+		ret = v_add_arrays(v, kv, false);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, true, NULL, 0, -1, NULL, 0, false, kv, v->e);
+	return ret;
+}
+
+/* LlamaModel.set_vocab (llama, mistral, mixtral) */
+static int v_llama(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
+{
+	const cJSON *cfg = v->vd.tok_cfg;
+	const cJSON *aps = cJSON_GetObjectItemCaseSensitive(cfg, "add_prefix_space");
+	if (aps && !cJSON_IsNull(aps)) {
+		if (!cJSON_IsBool(aps))
+			return v_refuse(v, "tokenizer_config.json", "%s is not a bool", "add_prefix_space");
+		if (tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, cJSON_IsTrue(aps)))
+			return tpc_err_set(v->e, TPC_EIO, "out of memory");
+	}
+	const char *cls = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "tokenizer_class"));
+	if (cls && !strcmp(cls, "HybridDNATokenizer"))
+		return v_refuse(v, "tokenizer_config.json", "tokenizer_class %s is not converted", cls);
+	if (v_has(v, "tekken.json") && !v->vd.tok_json)
+		return v_refuse(v, "tekken.json", "%s: Mistral's own tokenizer format is not converted", "tekken.json");
+	int ret;
+	if (v_has(v, "tokenizer.model")) {
+		ret = v_spm(v, vocab_size, false, kv);
+	} else {
+		/* LlamaHfVocab: a BPE with byte_fallback and a Sequence decoder */
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "model");
+		const cJSON *dec = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "decoder");
+		const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "type"));
+		const cJSON *bf = cJSON_GetObjectItemCaseSensitive(m, "byte_fallback");
+		const cJSON *im = cJSON_GetObjectItemCaseSensitive(m, "ignore_merges");
+		bool llama3 = mt && !strcmp(mt, "BPE") && tpc__json_truthy(im) && bf && !tpc__json_truthy(bf);
+		const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dec, "type"));
+		if (!llama3 && mt && !strcmp(mt, "BPE") && tpc__json_truthy(bf) && dt && !strcmp(dt, "Sequence"))
+			return v_refuse(v, "tokenizer.json",
+					"%s: a SentencePiece-style BPE without tokenizer.model (the reference's "
+					"LlamaHfVocab) is not converted yet", "tokenizer.json");
+		ret = v_gpt2(v, vocab_size, pre, kv);
+	}
+	if (ret)
+		return ret;
+	if (vocab_size == 32016) { /* CodeLlama */
+		static const char *const t[] = {"prefix", "suffix", "middle", "eot"};
+		static const tpc__special_fix fx[] = {{"prefix", 32007}, {"suffix", 32008}, {"middle", 32009}, {"eot", 32010}};
+		ret = tpc__special_vocab(&v->vd, false, t, 4, -1, fx, 4, false, kv, v->e);
+	}
+	if (!ret && vocab_size == 49152 && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_bos_token", TPC_GV_BOOL, 0))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	return ret;
+}
+
+/* GemmaModel.set_vocab */
+static int v_gemma(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+{
+	static const char *const t[] = {"prefix", "suffix", "middle", "fsep", "eot"};
+	static const tpc__special_fix fx[] = {{"prefix", 67}, {"suffix", 69}, {"middle", 68}, {"fsep", 70}, {"eot", 107}};
+	int ret = v_spm(v, vocab_size, false, kv);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, false, t, 5, -1, fx, 5, true, kv, v->e);
+	if (!ret && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, 0))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	return ret;
+}
+
+/* Phi3MiniModel.set_vocab */
+static int v_phi3(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
+{
+	if (v->vd.tok_cfg) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "tokenizer_class");
+		if (!c) /* the reference reads it unconditionally */
+			return v_refuse(v, "tokenizer_config.json", "%s is missing (the reference fails)", "tokenizer_class");
+		if (cJSON_IsString(c) && !strcmp(c->valuestring, "GPT2Tokenizer"))
+			return v_gpt2(v, vocab_size, pre, kv);
+	}
+	if (!v_has(v, "tokenizer.model"))
+		return v_refuse(v, "tokenizer.model", "%s is missing (phi3 reads it)", "tokenizer.model");
+	return v_spm(v, vocab_size, true, kv);
+}
+
+int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
+		       tpc_err *e)
+{
+	vocab v;
+	memset(&v, 0, sizeof(v));
+	v.vd.dir = dir;
+	v.e = e;
+	int ret = tpc__vocab_json(dir, "tokenizer.json", &v.vd.tok_json, e);
+	if (!ret)
+		ret = tpc__vocab_json(dir, "tokenizer_config.json", &v.vd.tok_cfg, e);
+	if (!ret)
+		ret = tpc__vocab_json(dir, "config.json", &v.vd.config, e);
+	if (ret)
+		goto out;
+	if (!v.vd.tok_json && !v_has(&v, "tokenizer.model"))
+		goto out; /* no tokenizer: nothing added, the caller decides */
+	bool spm = v_has(&v, "tokenizer.model");
+	if (!strcmp(arch, "llama"))
+		ret = v_llama(&v, vocab_size, pre, kv);
+	else if (!strcmp(arch, "gemma"))
+		ret = v_gemma(&v, vocab_size, kv);
+	else if (!strcmp(arch, "phi3"))
+		ret = v_phi3(&v, vocab_size, pre, kv);
+	else if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
+		ret = spm ? v_spm(&v, vocab_size, false, kv) : v_gpt2(&v, vocab_size, pre, kv);
+	else if (!strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gpt2") ||
+		 !strcmp(arch, "gptneox"))
+		ret = v_gpt2(&v, vocab_size, pre, kv);
+	else
+		ret = tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);
+out:
+	v_release(&v);
+	return ret;
+}
+
+int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gguf_kvs *kv, tpc_err *e)
+{
+	return tpc_gguf_vocab_pre(dir, arch, vocab_size, NULL, kv, e);
+}

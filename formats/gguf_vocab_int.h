@@ -1,0 +1,44 @@
+/*
+ * gguf_vocab_int.h - shared by gguf_vocab.c (the token list) and
+ * gguf_special.c (gguf-py's SpecialVocab: merges, special token ids,
+ * add_*_token flags, chat template, normalizer flags). Private to formats/.
+ */
+#ifndef TPC_GGUF_VOCAB_INT_H
+#define TPC_GGUF_VOCAB_INT_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "gguf.h"
+
+/* JSON files of the model folder, each NULL when absent. */
+typedef struct tpc__vocab_dir {
+	const char *dir;
+	cJSON *tok_json; /* tokenizer.json */
+	cJSON *tok_cfg;  /* tokenizer_config.json */
+	cJSON *config;   /* config.json */
+} tpc__vocab_dir;
+
+/* Read dir/name as JSON into *out (NULL, and 0, when the file is absent). */
+int tpc__vocab_json(const char *dir, const char *name, cJSON **out, tpc_err *e);
+
+/* One SpecialVocab(dir, load_merges, special_token_types, n_vocab) and its
+ * add_to_gguf(). types: NULL for the default (bos eos unk sep pad cls mask).
+ * fixed[k] = {type, id}: _set_special_token calls made after loading (gemma,
+ * codellama); drop_template: chat_template set to None before adding. */
+typedef struct tpc__special_fix {
+	const char *type;
+	int64_t id;
+} tpc__special_fix;
+
+int tpc__special_vocab(const tpc__vocab_dir *vd, bool load_merges, const char *const *types, size_t ntypes,
+		       int64_t n_vocab, const tpc__special_fix *fixed, size_t nfixed, bool drop_template,
+		       tpc_gguf_kvs *kv, tpc_err *e);
+
+/* Python truthiness of a JSON value (None, false, 0, "", [], {} are false). */
+bool tpc__json_truthy(const cJSON *v);
+/* A JSON number holding an integer (or a bool, which Python counts as
+ * one) -> *out; false otherwise. */
+bool tpc__json_int(const cJSON *v, int64_t *out);
+
+#endif

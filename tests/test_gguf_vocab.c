@@ -1,0 +1,231 @@
+/*
+ * test_gguf_vocab.c - the tokenizer.* keys tpc_gguf_vocab writes, against
+ * what llama.cpp's convert_hf_to_gguf.py wrote for the same folders
+ * (tests/gguf/vocab/<name>/expected.json, made by make_vocab_fixtures.py in
+ * the forky chroot): key order, value types, every value. Then the
+ * SentencePiece reader on damaged files, and the BPE refusal without a
+ * pre-tokenizer name.
+ */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+
+#include "gguf.h"
+#include "spm.h"
+#include "tpc_io.h"
+
+static char *vocab_dir(const char *name)
+{
+	const char *src = getenv("TPC_SRC");
+	char *p = malloc(4096);
+	snprintf(p, 4096, "%s/tests/gguf/vocab/%s", src ? src : "../..", name);
+	return p;
+}
+
+static cJSON *load_json(const char *dir, const char *name)
+{
+	char *p = tpc_path_join(dir, name), *text = NULL;
+	size_t len = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_read_file(p, 1 << 26, &text, &len, &e), 0);
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	assert_non_null(j);
+	free(text);
+	free(p);
+	return j;
+}
+
+static const char *arch_of(const char *hf)
+{
+	static const char *const map[][2] = {
+		{"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "llama"}, {"GemmaForCausalLM", "gemma"},
+		{"Phi3ForCausalLM", "phi3"}, {"Qwen2ForCausalLM", "qwen2"}, {"GPT2LMHeadModel", "gpt2"},
+		{"GPTNeoXForCausalLM", "gptneox"},
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(map[i][0], hf))
+			return map[i][1];
+	fail_msg("no arch for %s", hf);
+	return NULL;
+}
+
+/* One element of kv k (string, number or f32 bits) against the JSON. */
+static void check_elem(const tpc_gguf_kv *k, int type, uint64_t i, const cJSON *want)
+{
+	if (type == TPC_GV_STRING) {
+		const char *s = k->type == TPC_GV_ARRAY ? k->astr[i] : k->s;
+		uint64_t n = k->type == TPC_GV_ARRAY ? k->alen[i] : k->slen;
+		char *hex = malloc(2 * n + 1);
+		for (uint64_t j = 0; j < n; j++)
+			sprintf(hex + 2 * j, "%02x", (unsigned char)s[j]);
+		hex[2 * n] = '\0';
+		if (strcmp(hex, want->valuestring))
+			fail_msg("%s[%llu]: '%.*s' (%s), want %s", k->key, (unsigned long long)i, (int)n, s, hex,
+				 want->valuestring);
+		free(hex);
+		return;
+	}
+	uint64_t got;
+	if (k->type == TPC_GV_ARRAY) {
+		const uint8_t *b = (const uint8_t *)k->arr + 4 * i; /* f32, i32 arrays */
+		got = (uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16 | (uint64_t)b[3] << 24;
+		if (type == TPC_GV_I32)
+			got = (uint64_t)(int64_t)(int32_t)got;
+	} else {
+		got = k->v.u;
+	}
+	if ((int64_t)got != (int64_t)want->valuedouble)
+		fail_msg("%s[%llu]: %lld, want %.0f", k->key, (unsigned long long)i, (long long)got, want->valuedouble);
+}
+
+/* The index of the string whose hex is `hex` in array k (k->n if none). */
+static uint64_t find_str(const tpc_gguf_kv *k, const char *hex)
+{
+	for (uint64_t i = 0; i < k->n; i++) {
+		char *h = malloc(2 * k->alen[i] + 1);
+		for (uint64_t j = 0; j < k->alen[i]; j++)
+			sprintf(h + 2 * j, "%02x", (unsigned char)k->astr[i][j]);
+		h[2 * k->alen[i]] = '\0';
+		bool eq = !strcmp(h, hex);
+		free(h);
+		if (eq)
+			return i;
+	}
+	fail_msg("%s: no element %s", k->key, hex);
+	return 0;
+}
+
+static void check_folder(const char *name)
+{
+	char *dir = vocab_dir(name);
+	cJSON *cfg = load_json(dir, "config.json"), *want = load_json(dir, "expected.json");
+	cJSON *pre = load_json(dir, "../pre.json");
+	const char *arch = arch_of(cJSON_GetArrayItem(cJSON_GetObjectItem(cfg, "architectures"), 0)->valuestring);
+	int64_t vs = (int64_t)cJSON_GetObjectItem(cfg, "vocab_size")->valuedouble;
+	tpc_gguf_kvs kv = {0};
+	tpc_err e;
+	tpc_err_init(&e);
+	const char *pn = cJSON_GetStringValue(cJSON_GetObjectItem(pre, name));
+	int r = tpc_gguf_vocab_pre(dir, arch, vs, pn, &kv, &e);
+	if (r)
+		fail_msg("%s: %s (%s)", name, e.msg, e.path);
+	assert_int_equal(kv.n, (size_t)cJSON_GetArraySize(want));
+	for (size_t i = 0; i < kv.n; i++) {
+		const cJSON *w = cJSON_GetArrayItem(want, (int)i);
+		const tpc_gguf_kv *k = &kv.kv[i];
+		assert_string_equal(k->key, cJSON_GetArrayItem(w, 0)->valuestring);
+		assert_int_equal(k->type, (int)cJSON_GetArrayItem(w, 1)->valuedouble);
+		const cJSON *val = cJSON_GetArrayItem(w, 3);
+		if (k->type != TPC_GV_ARRAY) {
+			check_elem(k, k->type, 0, val);
+			continue;
+		}
+		assert_int_equal(k->atype, (int)cJSON_GetArrayItem(w, 2)->valuedouble);
+		assert_int_equal(k->n, (uint64_t)cJSON_GetArraySize(val));
+		for (uint64_t j = 0; j < k->n; j++) {
+			/* tokenizer.chat_templates: the reference's order is a Python set's
+			 * (hash-randomised); tpconv keeps the list's: compared as a set */
+			uint64_t jj = j;
+			if (!strcmp(k->key, "tokenizer.chat_templates"))
+				jj = find_str(k, cJSON_GetArrayItem(val, (int)j)->valuestring);
+			check_elem(k, k->atype, jj, cJSON_GetArrayItem(val, (int)j));
+		}
+	}
+	tpc_gguf_kvs_release(&kv);
+	cJSON_Delete(cfg);
+	cJSON_Delete(want);
+	cJSON_Delete(pre);
+	free(dir);
+}
+
+static void test_llama_spm(void **st) { (void)st; check_folder("llama-spm"); }
+static void test_mistral_spm(void **st) { (void)st; check_folder("mistral-spm"); }
+static void test_gemma_spm(void **st) { (void)st; check_folder("gemma-spm"); }
+static void test_phi3_spm(void **st) { (void)st; check_folder("phi3-spm"); }
+static void test_qwen2_bpe(void **st) { (void)st; check_folder("qwen2-bpe"); }
+static void test_gpt2_bpe(void **st) { (void)st; check_folder("gpt2-bpe"); }
+static void test_gptneox_bpe(void **st) { (void)st; check_folder("gptneox-bpe"); }
+
+/* Without a pre-tokenizer name a BPE folder is refused, naming the key. */
+static void test_bpe_needs_pre(void **st)
+{
+	(void)st;
+	char *dir = vocab_dir("qwen2-bpe");
+	tpc_gguf_kvs kv = {0};
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_gguf_vocab(dir, "qwen2", 419, &kv, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "tokenizer.ggml.pre"));
+	assert_non_null(strstr(e.path, "tokenizer.json"));
+	tpc_gguf_kvs_release(&kv);
+	free(dir);
+}
+
+/* Damaged tokenizer.model: every truncation of a real one, and
+ * hand-made ones, each refused with the file and an offset. */
+static void test_spm_hostile(void **st)
+{
+	(void)st;
+	char *dir = vocab_dir("llama-spm");
+	char *p = tpc_path_join(dir, "tokenizer.model"), *buf = NULL;
+	size_t n = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_read_file(p, 1 << 24, &buf, &n, &e), 0);
+	tpc_spm m;
+	assert_int_equal(tpc_spm_from_buffer((const uint8_t *)buf, n, "tokenizer.model", &m, &e), 0);
+	assert_int_equal(m.n, 400);
+	assert_string_equal(m.p[0].s, "<unk>");
+	assert_int_equal(m.p[0].type, TPC_SPM_UNKNOWN);
+	assert_int_equal(m.p[3].type, TPC_SPM_BYTE);
+	tpc_spm_release(&m);
+	size_t fails = 0;
+	for (size_t cut = 1; cut < 200; cut++) { /* inside the first pieces */
+		tpc_err_init(&e);
+		int r = tpc_spm_from_buffer((const uint8_t *)buf, cut, "tokenizer.model", &m, &e);
+		fails += r != 0;
+		if (r) {
+			assert_int_equal(r, TPC_EINPUT);
+			assert_string_equal(e.path, "tokenizer.model");
+		}
+		assert_true(r || m.n);
+		tpc_spm_release(&m);
+	}
+	assert_true(fails > 0 && fails < 199); /* prefixes ending between pieces load */
+	static const struct { const char *b; size_t n; const char *msg; } bad[] = {
+		{"\x0a\x05\x0a\x03<u>", 7, "UNKNOWN"},                  /* no unk piece */
+		{"\x0a\x09\x0a\x03<u>\x18\x02", 9, "bytes but"},        /* piece length past the file */
+		{"\x0a\x04\x0a\x03<u", 6, "bytes but"},                   /* string past its piece */
+		{"\x0a\x02\x15\x00", 4, "runs past"},                     /* fixed32 past its piece */
+		{"\x0a\x07\x0a\x03<u>\x18\x09", 9, "type 9"},          /* unknown type */
+		{"\x0a\x02\x18\x02", 4, "empty"},                        /* no piece string */
+		{"\x0a\x07\x0a\x03\xff\xfe\x41\x18\x02", 9, "UTF-8"},     /* not UTF-8 */
+		{"\x0a\x07\x0a\x03<u>\x18\x02\x0a\x07\x0a\x03<u>\x18\x01", 18, "both"}, /* defined twice */
+		{"\x0b\x00", 2, "wire type 3"},                             /* group */
+		{"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12, "runs past"}, /* an 11-byte varint length */
+		{"\x0a\xff\xff\xff\xff\x0f", 6, "bytes but"},              /* length past the file */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tpc_err_init(&e);
+		int r = tpc_spm_from_buffer((const uint8_t *)bad[i].b, bad[i].n, "t.model", &m, &e);
+		if (r != TPC_EINPUT || !strstr(e.msg, bad[i].msg))
+			fail_msg("case %zu: %d '%s'", i, r, e.msg);
+		assert_true(e.offset >= 0 || strstr(e.msg, "UNKNOWN") || strstr(e.msg, "both"));
+	}
+	free(buf);
+	free(p);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_llama_spm), cmocka_unit_test(test_mistral_spm),
+		cmocka_unit_test(test_gemma_spm), cmocka_unit_test(test_phi3_spm),
+		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
+		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_needs_pre),
+		cmocka_unit_test(test_spm_hostile),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
