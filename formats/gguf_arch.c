@@ -171,23 +171,28 @@ typedef struct arch_spec {
 	unsigned flags;
 	const kv_rule *rules;
 	tpc_role experts[3]; /* a layer's stacked experts in the order the reference writes them */
+	/* head_dim when config.json has none: the reference reads the config
+	 * through transformers' AutoConfig, whose classes fill it in (5.12:
+	 * LlamaConfig and MistralConfig hidden_size / num_attention_heads,
+	 * Qwen3Config 128, GemmaConfig 256); 0: none, -1: hidden / heads */
+	int head_dim;
 } arch_spec;
 
 static const arch_spec archs[] = {
-	{"LlamaForCausalLM", "llama", "llama", AF_PERMUTE_QK, llama_rules, {0}},
-	{"MistralForCausalLM", "mistral", "llama", AF_PERMUTE_QK, llama_rules, {0}},
+	{"LlamaForCausalLM", "llama", "llama", AF_PERMUTE_QK, llama_rules, {0}, -1},
+	{"MistralForCausalLM", "mistral", "llama", AF_PERMUTE_QK, llama_rules, {0}, -1},
 	/* LlamaModel.modify_tensors: w1, w2, w3 */
 	{"MixtralForCausalLM", "mixtral", "llama", AF_PERMUTE_QK, llama_rules,
-	 {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP}},
-	{"Qwen2ForCausalLM", "qwen2", "qwen2", 0, qwen2_rules, {0}},
-	{"Qwen3ForCausalLM", "qwen3", "qwen3", 0, qwen2_rules, {0}},
+	 {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP}, 0},
+	{"Qwen2ForCausalLM", "qwen2", "qwen2", 0, qwen2_rules, {0}, 0},
+	{"Qwen3ForCausalLM", "qwen3", "qwen3", 0, qwen2_rules, {0}, 128},
 	/* Qwen2MoeModel.modify_tensors: down_proj, gate_proj, up_proj */
 	{"Qwen2MoeForCausalLM", "qwen2-moe", "qwen2moe", 0, qwen2moe_rules,
-	 {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}},
-	{"GemmaForCausalLM", "gemma", "gemma", AF_NORM_PLUS_1 | AF_NO_LM_HEAD, gemma_rules, {0}},
-	{"Phi3ForCausalLM", "phi3", "phi3", 0, phi3_rules, {0}},
-	{"GPT2LMHeadModel", "gpt2", "gpt2", 0, gpt2_rules, {0}},
-	{"GPTNeoXForCausalLM", "gpt-neox", "gptneox", AF_NEOX_QKV, gptneox_rules, {0}},
+	 {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, 0},
+	{"GemmaForCausalLM", "gemma", "gemma", AF_NORM_PLUS_1 | AF_NO_LM_HEAD, gemma_rules, {0}, 256},
+	{"Phi3ForCausalLM", "phi3", "phi3", 0, phi3_rules, {0}, 0},
+	{"GPT2LMHeadModel", "gpt2", "gpt2", 0, gpt2_rules, {0}, 0},
+	{"GPTNeoXForCausalLM", "gpt-neox", "gptneox", AF_NEOX_QKV, gptneox_rules, {0}, 0},
 };
 
 /* ---- config.json ---- */
@@ -881,6 +886,19 @@ static int parse_outtype(const char *outtype, const tpc_ckpt *ck, const arch_spe
 	return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': f32, f16, bf16, q8_0 or auto", safe);
 }
 
+/* what AutoConfig's to_dict() holds for head_dim when config.json has none */
+static int default_head_dim(cfg *c, int dflt, tpc_err *e)
+{
+	cJSON *o = (cJSON *)(c->text ? c->text : c->root), *v = cJSON_GetObjectItemCaseSensitive(o, "head_dim");
+	uint64_t h = 0, heads = 0;
+	if (v && !cJSON_IsNull(v))
+		return 0;
+	if (dflt < 0 && two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, e))
+		return -1;
+	cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");
+	return cJSON_AddNumberToObject(o, "head_dim", dflt < 0 ? (double)(h / heads) : dflt) ? 0 : tpc_err_nomem(e);
+}
+
 static int load_config(const char *dir, cfg *c, const arch_spec **spec, tpc_err *e)
 {
 	char *path = dir ? tpc_path_join(dir, "config.json") : NULL, *text = NULL;
@@ -908,6 +926,8 @@ static int load_config(const char *dir, cfg *c, const arch_spec **spec, tpc_err 
 	for (size_t i = 0; arch && i < sizeof(archs) / sizeof(archs[0]); i++)
 		if (!strcmp(archs[i].hf_arch, arch))
 			*spec = &archs[i];
+	if (*spec && (*spec)->head_dim)
+		return default_head_dim(c, (*spec)->head_dim, e);
 	if (!*spec)
 		return cfg_err(c, e, "config.json: architecture '%s' is not one tpconv writes GGUF for (LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, GemmaForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM)",
 			       arch ? arch : "(none)");

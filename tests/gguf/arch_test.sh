@@ -36,6 +36,24 @@ for dir in "$A"/tiny-*; do
   done
 done
 
+# a transformers 4 style config.json: no head_dim, rope_theta at the top level
+# (make_arch_fixtures.py t4_config): head_dim as AutoConfig fills it in
+mkdir -p "$T/t4" && cp -r "$A/tiny-llama" "$T/t4/"
+python3 - "$T/t4/tiny-llama/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["head_dim"], c["rope_parameters"]
+c["rope_theta"] = 500000.0
+c["torch_dtype"] = c.pop("dtype")
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+grep -v '^kv tokenizer\.\|^alignment ' "$A/ref/llama-t4-f32.txt" > "$T/ref"
+if "$DUMP" "$T/t4/tiny-llama" f32 > "$T/mine" 2> "$T/err" && diff "$T/ref" "$T/mine" > "$T/diff"; then
+  ok "llama with a transformers 4 config.json: head_dim filled in as AutoConfig does"
+else
+  bad "llama with a transformers 4 config.json" "$(cat "$T/err" "$T/diff" | head -20)"
+fi
+
 # refuse DESC EXPECTED-MESSAGE DIR [OUTTYPE]
 refuse() {
   local d=$1 msg=$2; shift 2

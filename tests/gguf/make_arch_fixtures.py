@@ -104,7 +104,7 @@ def model(fam, d):
 def main():
     fams = sys.argv[2:] or list(FAMILIES)
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
-    for fam in fams:
+    for fam in fams if fams != ["t4"] else []:
         d = os.path.join(OUT, "models", "tiny-" + fam)
         os.makedirs(d, exist_ok=True)
         model(fam, d)
@@ -117,6 +117,27 @@ def main():
             with open(g[:-5] + ".txt", "w") as f:
                 subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
         print(fam, "ok", flush=True)
+    # a transformers 4 style llama config.json (no head_dim, rope_theta at the
+    # top level): the reference reads it through AutoConfig, which fills in head_dim
+    d = os.path.join(OUT, "models", "t4", "tiny-llama")
+    os.makedirs(d, exist_ok=True)
+    subprocess.run(["cp", "-r", os.path.join(OUT, "models", "tiny-llama"), os.path.dirname(d)], check=True)
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    t4_config(c)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    g = os.path.join(OUT, "ref", "llama-t4-f32.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(g[:-5] + ".txt", "w") as f:
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+
+
+def t4_config(c):
+    del c["head_dim"], c["rope_parameters"]
+    c["rope_theta"] = 500000.0
+    c["torch_dtype"] = c.pop("dtype")
 
 
 main()
