@@ -100,6 +100,11 @@ typedef struct tpc_gguf_wtensor {
 	char *name;
 	tpc_tensor t; /* owned description (tpc_tensor_release) */
 	int type;     /* tpc_ggml_type */
+	/* Values computed by gguf_arch.c rather than read from ck (Gemma's
+	 * norm weights + 1): t.nbytes bytes of t.dtype in C order, owned
+	 * (freed by tpc_gguf_wtensors_release); t then only gives the dtype
+	 * and shape. NULL: the values are t's, read from ck. */
+	void *mem;
 } tpc_gguf_wtensor;
 
 void tpc_gguf_wtensors_release(tpc_gguf_wtensor *t, size_t n);

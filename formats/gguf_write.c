@@ -24,6 +24,7 @@ void tpc_gguf_wtensors_release(tpc_gguf_wtensor *t, size_t n)
 {
 	for (size_t i = 0; t && i < n; i++) {
 		free(t[i].name);
+		free(t[i].mem);
 		tpc_tensor_release(&t[i].t);
 	}
 	free(t);
@@ -205,12 +206,39 @@ static int write_q8_0(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *out, tpc
 	return ret;
 }
 
+/* Values gguf_arch.c computed (w->mem: F32 in C order, small: Gemma's norms) */
+static int write_mem(const tpc_gguf_wtensor *w, char how, tpc_out *out, tpc_err *e)
+{
+	uint64_t n = w->t.numel;
+	tpc_dtype to = how == 'q' ? TPC_F32 : tpc_ggml_plain_dtype(w->type);
+	if (w->t.dtype != TPC_F32 || how == 'p' || !to)
+		return tpc_err_set(e, TPC_EINPUT, "computed values of %s are not float32", w->name);
+	if (how == 'q') {
+		uint8_t *q = tpc_malloc((size_t)(n / 32 * 34) + 1);
+		if (!q)
+			return tpc_err_nomem(e);
+		tpc_ggml_quant_q8_0(w->mem, q, n);
+		int ret = tpc_out_write(out, q, (size_t)(n / 32 * 34), e);
+		free(q);
+		return ret;
+	}
+	size_t nb = (size_t)(n * tpc_dtype_size(to));
+	uint8_t *b = tpc_malloc(nb + 1);
+	int ret = b ? tpc_cast(b, to, w->mem, TPC_F32, n, e) : tpc_err_nomem(e);
+	if (!ret)
+		ret = tpc_out_write(out, b, nb, e);
+	free(b);
+	return ret;
+}
+
 static int write_data(const tpc_ckpt *ck, const tpc_gguf_wtensor *w, char how, uint64_t nb, uint64_t al,
 		      tpc_out *out, tpc_err *e)
 {
 	static const uint8_t zero[64];
 	int ret;
-	if (how == 'p') {
+	if (w->mem) {
+		ret = write_mem(w, how, out, e);
+	} else if (how == 'p') {
 		ret = tpc_ckpt_write_tensor(ck, &w->t.dq->c[0], out, e);
 	} else if (how == 'q') {
 		ret = write_q8_0(ck, &w->t, out, e);
@@ -428,14 +456,9 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 				kv.kv[kv.n - 1].v = k->v;
 		}
 	} else {
-#ifdef TPC_HAVE_GGUF_ARCH
 		ret = tpc_gguf_from_hf(ck, o ? o->model_dir : NULL, o ? o->outtype : NULL, &kv, &w, &n, e);
 		(void)sel;
 		(void)nsel;
-#else
-		ret = tpc_err_set(e, TPC_EINPUT,
-				  "this build writes GGUF only from a GGUF input (the Hugging Face to GGUF mapping, formats/gguf_arch.c, is not in it)");
-#endif
 	}
 	if (!ret)
 		ret = tpc_gguf_write(ck, &kv, w, n, path, o, e);

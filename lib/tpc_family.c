@@ -142,6 +142,24 @@ static const tpc_tensor_row gpt2_tensors[] = {
 	END_ROW,
 };
 
+/* GPT-NeoX / Pythia: query_key_value holds [q, k, v] per head ([heads, 3,
+ * hd] rows, each head's three kept together); llama.cpp regroups it [q; k;
+ * v] under attn_qkv (convert_hf_to_gguf.py GPTNeoXModel). Only Hugging Face
+ * and GGUF names so far. */
+#define NX_L "gpt_neox.layers.{L}."
+static const tpc_tensor_row gptneox_tensors[] = {
+	ROW(TOKEN_EMBD, false, "gpt_neox.embed_in.weight", NULL, NULL, NULL, "token_embd.weight"),
+	ROW(OUTPUT_NORM, true, "gpt_neox.final_layer_norm.weight", NULL, NULL, NULL, "output_norm.weight"),
+	ROW(OUTPUT, false, "embed_out.weight", NULL, NULL, NULL, "output.weight"),
+	ROW(ATTN_NORM, true, NX_L "input_layernorm.weight", NULL, NULL, NULL, GG_L "attn_norm.weight"),
+	ROW(ATTN_QKV, true, NX_L "attention.query_key_value.weight", NULL, NULL, NULL, GG_L "attn_qkv.weight"),
+	ROW(ATTN_OUT, true, NX_L "attention.dense.weight", NULL, NULL, NULL, GG_L "attn_output.weight"),
+	ROW(FFN_NORM, true, NX_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
+	ROW(FFN_UP, true, NX_L "mlp.dense_h_to_4h.weight", NULL, NULL, NULL, GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, true, NX_L "mlp.dense_4h_to_h.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
+	END_ROW,
+};
+
 /* ---- plans ---- */
 
 /* The LLaMA family's attention and dense MLP (HF names), shared by the dense
@@ -448,7 +466,8 @@ static const tpc_family families[] = {
 	{.name = "gpt-neox",
 	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
 	 .plan = plan_gpt_neox,
-	 .hf_arch = A("GPTNeoXForCausalLM")},
+	 .hf_arch = A("GPTNeoXForCausalLM"),
+	 .tensors = gptneox_tensors},
 	{.name = "bert",
 	 .desc = "BERT (HF names): self query/key/value col on head boundaries, attention output row, intermediate col, output row, word embeddings and MLM decoder vocab",
 	 .plan = plan_bert,

@@ -1,0 +1,1022 @@
+/* gguf_arch.c - what convert_hf_to_gguf.py (llama.cpp 0.7) writes for a
+ * Hugging Face model: general.* and {arch}.* keys, then the tokenizer's
+ * (gguf_vocab.c), and the tensor list in the reference's order.
+ *
+ * Sources (Debian's llama.cpp-tools 0.7.0): conversion/base.py (ModelBase:
+ * index_tensors, prepare_tensors, prepare_metadata; TextModel:
+ * set_gguf_parameters), conversion/llama.py, qwen.py, gemma.py, phi.py,
+ * gpt2.py, gptneox.py; gguf-py metadata.py (general.name, size_label).
+ *
+ * The reference walks the tensors of each model part sorted by name, maps
+ * each HF name to its GGUF name (here: the family records' TPC_ECO_GGUF
+ * column), transforms some (Q/K rows back to Meta's interleaved rotary order
+ * for the llama architecture, Gemma's norms + 1, GPT-2's Conv1D transposed,
+ * GPT-NeoX's head-interleaved qkv regrouped) and stacks a layer's experts
+ * once the last of them has come. What differs per family is data in
+ * `archs` below; code only where a value is computed.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "tpc_cast.h"
+#include "tpc_family.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+#define CONFIG_CAP ((uint64_t)64 << 20)
+
+/* LlamaFileType */
+enum { FT_ALL_F32 = 0, FT_MOSTLY_F16 = 1, FT_MOSTLY_Q8_0 = 7, FT_MOSTLY_BF16 = 32 };
+
+/* How one key gets its value (TextModel.set_gguf_parameters and the
+ * families' own). `names`: config.json members, '|'-separated, the first
+ * present wins (find_hparam). */
+typedef enum kv_how {
+	KH_END = 0,
+	KH_FIND,        /* the first of names present, else no key */
+	KH_REQ,         /* the first of names, else refused */
+	KH_TIMES4,      /* 4 x names (GPT-2's feed_forward_length) */
+	KH_OR_HEADS,    /* names, else num_attention_heads (Gemma's head_count_kv) */
+	KH_OR_ZERO,     /* names when a number, else 0 (Phi-3's sliding_window) */
+	KH_OR_TRUE,     /* a bool, true when absent (GPT-NeoX's parallel residual) */
+	KH_FALSE_ONLY,  /* a bool written only when the member is false (is_causal) */
+	KH_HEAD_DIM,    /* key_length and value_length from head_dim when present */
+	KH_ROPE_DIM,    /* head_dim, else hidden_size / num_attention_heads */
+	KH_ROPE_PCT_HD, /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
+	KH_ROPE_PCT_EMB,/* int(partial_rotary_factor * hidden) // heads (Phi-3) */
+	KH_ROPE_SCALING,/* rope.scaling.* from rope_parameters.rope_type */
+	KH_ROPE_THETA,  /* rope.freq_base from rope_parameters.rope_theta */
+	KH_ROPE_ORIG,   /* rope_parameters' original_max_position_embeddings, required */
+	KH_REFUSE,      /* a member the reference acts on that tpconv does not yet */
+	KH_FILE_TYPE,   /* general.file_type */
+} kv_how;
+
+typedef struct kv_rule {
+	const char *key; /* after "{arch}."; a "general." key as is */
+	int type;        /* tpc_gguf_vt */
+	kv_how how;
+	const char *names;
+} kv_rule;
+
+#define U32 TPC_GV_U32
+#define F32 TPC_GV_F32
+#define BOOL TPC_GV_BOOL
+
+/* TextModel.set_gguf_parameters, in its order */
+#define TEXT_RULES \
+	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"}, \
+	{"context_length", U32, KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
+	{"embedding_length", U32, KH_FIND, "hidden_size|n_embd|dim"}, \
+	{"feed_forward_length", U32, KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
+	{"attention.head_count", U32, KH_FIND, "num_attention_heads|n_head|n_heads"}, \
+	{"attention.head_count_kv", U32, KH_FIND, "num_key_value_heads|n_kv_heads"}, \
+	{"attention.causal", BOOL, KH_FALSE_ONLY, "is_causal"}, \
+	{"rope.scaling.type", 0, KH_ROPE_SCALING, NULL}, \
+	{"rope.freq_base", F32, KH_ROPE_THETA, NULL}, \
+	{"rope.freq_base_swa", 0, KH_REFUSE, "local_rope_theta|rope_local_theta|rope_theta_local|swa_rope_theta|rope_local_base_freq"}, \
+	{"attention.layer_norm_rms_epsilon", F32, KH_FIND, "rms_norm_eps|norm_eps"}, \
+	{"attention.layer_norm_epsilon", F32, KH_FIND, "layer_norm_eps|layer_norm_epsilon|norm_epsilon"}, \
+	{"expert_count", U32, KH_FIND, "num_local_experts|num_experts|n_routed_experts"}, \
+	{"expert_used_count", U32, KH_FIND, "num_experts_per_tok|num_experts_per_token|top_k_experts"}, \
+	{"expert_group_count", U32, KH_FIND, "n_group"}, \
+	{"expert_group_used_count", U32, KH_FIND, "topk_group"}, \
+	{"expert_gating_func", 0, KH_REFUSE, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}, \
+	{"attention.key_length", U32, KH_HEAD_DIM, "head_dim"}, \
+	{"general.file_type", U32, KH_FILE_TYPE, NULL}
+
+static const kv_rule llama_rules[] = {
+	TEXT_RULES,
+	{"vocab_size", U32, KH_REQ, "vocab_size"}, /* LlamaModel */
+	{"rope.dimension_count", U32, KH_ROPE_DIM, NULL},
+	{NULL, 0, KH_END, NULL},
+};
+static const kv_rule qwen2_rules[] = {
+	TEXT_RULES,
+	{"pooling_type", 0, KH_REFUSE, "pooling_type"}, /* _try_set_pooling_type: modules.json (checked apart) */
+	{NULL, 0, KH_END, NULL},
+};
+static const kv_rule qwen2moe_rules[] = {
+	TEXT_RULES,
+	{"expert_feed_forward_length", U32, KH_FIND, "moe_intermediate_size"},
+	{"expert_shared_feed_forward_length", U32, KH_FIND, "shared_expert_intermediate_size"},
+	{NULL, 0, KH_END, NULL},
+};
+static const kv_rule gemma_rules[] = {
+	{"context_length", U32, KH_REQ, "max_position_embeddings"},
+	{"embedding_length", U32, KH_REQ, "hidden_size"},
+	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
+	{"feed_forward_length", U32, KH_REQ, "intermediate_size"},
+	{"attention.head_count", U32, KH_REQ, "num_attention_heads"},
+	{"attention.head_count_kv", U32, KH_OR_HEADS, "num_key_value_heads"},
+	{"attention.layer_norm_rms_epsilon", F32, KH_REQ, "rms_norm_eps"},
+	{"attention.key_length", U32, KH_REQ, "head_dim"},
+	{"attention.value_length", U32, KH_REQ, "head_dim"},
+	{"general.file_type", U32, KH_FILE_TYPE, NULL},
+	{NULL, 0, KH_END, NULL},
+};
+static const kv_rule phi3_rules[] = {
+	{"context_length", U32, KH_REQ, "n_positions|max_position_embeddings"},
+	{"rope.scaling.original_context_length", U32, KH_ROPE_ORIG, NULL},
+	{"embedding_length", U32, KH_REQ, "hidden_size|n_embd"},
+	{"feed_forward_length", U32, KH_REQ, "intermediate_size"},
+	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
+	{"attention.head_count", U32, KH_REQ, "num_attention_heads|n_head"},
+	{"attention.head_count_kv", U32, KH_REQ, "num_key_value_heads|n_head_kv"},
+	{"attention.layer_norm_rms_epsilon", F32, KH_REQ, "rms_norm_eps"},
+	{"rope.dimension_count", U32, KH_ROPE_PCT_EMB, NULL},
+	{"rope.freq_base", F32, KH_ROPE_THETA, "!"}, /* "!": required */
+	{"general.file_type", U32, KH_FILE_TYPE, NULL},
+	{"attention.sliding_window", U32, KH_OR_ZERO, "sliding_window"},
+	{NULL, 0, KH_END, NULL},
+};
+static const kv_rule gpt2_rules[] = {
+	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
+	{"context_length", U32, KH_REQ, "n_ctx"},
+	{"embedding_length", U32, KH_REQ, "n_embd"},
+	{"feed_forward_length", U32, KH_TIMES4, "n_embd"},
+	{"attention.head_count", U32, KH_REQ, "n_head"},
+	{"attention.layer_norm_epsilon", F32, KH_REQ, "layer_norm_epsilon"},
+	{"general.file_type", U32, KH_FILE_TYPE, NULL},
+	{NULL, 0, KH_END, NULL},
+};
+/* GPTNeoXModel.set_gguf_parameters: no general.file_type */
+static const kv_rule gptneox_rules[] = {
+	{"context_length", U32, KH_REQ, "max_position_embeddings"},
+	{"embedding_length", U32, KH_REQ, "hidden_size"},
+	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
+	{"feed_forward_length", U32, KH_REQ, "intermediate_size"},
+	{"rope.dimension_count", U32, KH_ROPE_PCT_HD, NULL},
+	{"attention.head_count", U32, KH_REQ, "num_attention_heads"},
+	{"use_parallel_residual", BOOL, KH_OR_TRUE, "use_parallel_residual"},
+	{"attention.layer_norm_epsilon", F32, KH_REQ, "layer_norm_eps"},
+	{NULL, 0, KH_END, NULL},
+};
+
+/* per-architecture tensor handling */
+enum {
+	AF_PERMUTE_QK = 1u << 0, /* LlamaModel.permute of q_proj / k_proj (weight, bias) */
+	AF_NORM_PLUS_1 = 1u << 1, /* Gemma: every *norm.weight + 1 */
+	AF_NO_LM_HEAD = 1u << 2,  /* Gemma: lm_head.weight skipped */
+	AF_NEOX_QKV = 1u << 3,    /* GPT-NeoX: qkv rows [heads, 3, hd] -> [3, heads, hd] */
+};
+
+typedef struct arch_spec {
+	const char *hf_arch; /* config.json architectures[0] */
+	const char *family;  /* its tpc_family record */
+	const char *arch;    /* general.architecture */
+	unsigned flags;
+	const kv_rule *rules;
+	tpc_role experts[3]; /* a layer's stacked experts in the order the reference writes them */
+	/* head_dim when config.json has none: the reference reads the config
+	 * through transformers' AutoConfig, whose classes fill it in (5.12:
+	 * LlamaConfig and MistralConfig hidden_size / num_attention_heads,
+	 * Qwen3Config 128, GemmaConfig 256); 0: none, -1: hidden / heads */
+	int head_dim;
+} arch_spec;
+
+static const arch_spec archs[] = {
+	{"LlamaForCausalLM", "llama", "llama", AF_PERMUTE_QK, llama_rules, {0}, -1},
+	{"MistralForCausalLM", "mistral", "llama", AF_PERMUTE_QK, llama_rules, {0}, -1},
+	/* LlamaModel.modify_tensors: w1, w2, w3 */
+	{"MixtralForCausalLM", "mixtral", "llama", AF_PERMUTE_QK, llama_rules,
+	 {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP}, 0},
+	{"Qwen2ForCausalLM", "qwen2", "qwen2", 0, qwen2_rules, {0}, 0},
+	{"Qwen3ForCausalLM", "qwen3", "qwen3", 0, qwen2_rules, {0}, 128},
+	/* Qwen2MoeModel.modify_tensors: down_proj, gate_proj, up_proj */
+	{"Qwen2MoeForCausalLM", "qwen2-moe", "qwen2moe", 0, qwen2moe_rules,
+	 {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, 0},
+	{"GemmaForCausalLM", "gemma", "gemma", AF_NORM_PLUS_1 | AF_NO_LM_HEAD, gemma_rules, {0}, 256},
+	{"Phi3ForCausalLM", "phi3", "phi3", 0, phi3_rules, {0}, 0},
+	{"GPT2LMHeadModel", "gpt2", "gpt2", 0, gpt2_rules, {0}, 0},
+	{"GPTNeoXForCausalLM", "gpt-neox", "gptneox", AF_NEOX_QKV, gptneox_rules, {0}, 0},
+};
+
+/* ---- config.json ---- */
+
+typedef struct cfg {
+	const char *path;
+	cJSON *root;
+	const cJSON *text; /* text_config, whose members win (TextModel.__init__) */
+	const cJSON *rope; /* rope_parameters, else rope_scaling (an object or NULL) */
+} cfg;
+
+static const cJSON *cfg_get(const cfg *c, const char *name)
+{
+	const cJSON *v = c->text ? cJSON_GetObjectItemCaseSensitive(c->text, name) : NULL;
+	return v ? v : cJSON_GetObjectItemCaseSensitive(c->root, name);
+}
+
+/* find_hparam: the first of "a|b|c" present (JSON null counts as present,
+ * as a Python None in the dict does) */
+static const cJSON *cfg_find(const cfg *c, const char *names, const char **which, char *buf, size_t n)
+{
+	for (const char *p = names; p && *p;) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+		if (len < n) {
+			memcpy(buf, p, len);
+			buf[len] = '\0';
+			const cJSON *v = cfg_get(c, buf);
+			if (v) {
+				if (which)
+					*which = buf;
+				return v;
+			}
+		}
+		p = bar ? bar + 1 : p + len;
+	}
+	return NULL;
+}
+
+static int cfg_err(const cfg *c, tpc_err *e, const char *fmt, const char *a)
+{
+	char safe[160];
+	tpc_sanitize(safe, sizeof(safe), a ? a : "");
+	return tpc_err_at(e, TPC_EINPUT, c->path, NULL, fmt, safe);
+}
+
+/* a non-negative integer that fits u32 */
+static int cfg_u32(const cfg *c, const cJSON *v, const char *name, uint64_t *out, tpc_err *e)
+{
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 4294967295.0 ||
+	    v->valuedouble != floor(v->valuedouble))
+		return cfg_err(c, e, "config.json: '%s' is not an integer the GGUF key can hold", name);
+	*out = (uint64_t)v->valuedouble;
+	return 0;
+}
+
+static int cfg_req_u32(const cfg *c, const char *names, uint64_t *out, tpc_err *e)
+{
+	char buf[64];
+	const char *which = NULL;
+	const cJSON *v = cfg_find(c, names, &which, buf, sizeof(buf));
+	if (!v)
+		return cfg_err(c, e, "config.json has none of %s, which the GGUF metadata needs", names);
+	return cfg_u32(c, v, which, out, e);
+}
+
+/* ---- keys ---- */
+
+typedef struct conv {
+	const arch_spec *spec;
+	const tpc_family *fam;
+	cfg c;
+	int ftype; /* LlamaFileType after `auto` is resolved */
+	tpc_gguf_kvs *kv;
+	tpc_err *e;
+} conv;
+
+static int kv_put(conv *cv, const char *key, int type, double f, uint64_t u)
+{
+	char full[160];
+	int n = strncmp(key, "general.", 8) ? snprintf(full, sizeof(full), "%s.%s", cv->spec->arch, key)
+					     : snprintf(full, sizeof(full), "%s", key);
+	if (n < 0 || (size_t)n >= sizeof(full))
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", key);
+	int r = type == F32 ? tpc_gguf_kvs_float(cv->kv, full, F32, f) : tpc_gguf_kvs_uint(cv->kv, full, type, u);
+	return r ? tpc_err_nomem(cv->e) : 0;
+}
+
+static int kv_str(conv *cv, const char *key, const char *s)
+{
+	return tpc_gguf_kvs_str(cv->kv, key, s, strlen(s)) ? tpc_err_nomem(cv->e) : 0;
+}
+
+static int64_t cfg_int_or(const cfg *c, const char *name, int64_t dflt)
+{
+	const cJSON *v = cfg_get(c, name);
+	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+
+/* the rope parameters with TextModel.__init__'s mirroring: a rope_theta given
+ * at the top level counts as rope_parameters.rope_theta, "type" as
+ * "rope_type" */
+static const cJSON *rope_member(const cfg *c, const char *name)
+{
+	const cJSON *v = c->rope ? cJSON_GetObjectItemCaseSensitive(c->rope, name) : NULL;
+	char buf[64];
+	if (v)
+		return v;
+	if (!strcmp(name, "rope_theta"))
+		return cfg_find(c, "global_rope_theta|rope_global_theta|rope_theta_global|rope_theta|rotary_emb_base", NULL,
+				buf, sizeof(buf));
+	if (!strcmp(name, "rope_type") && c->rope)
+		return cJSON_GetObjectItemCaseSensitive(c->rope, "type");
+	if (!strcmp(name, "original_max_position_embeddings") || !strcmp(name, "partial_rotary_factor"))
+		return cfg_find(c, !strcmp(name, "partial_rotary_factor") ? "partial_rotary_factor|rope_pct|rope_percent" : name,
+				NULL, buf, sizeof(buf));
+	return NULL;
+}
+
+/* rope_type: linear writes its factor; default, dynamic and unknown ones
+ * nothing (the reference warns); the others need what tpconv does not
+ * write yet (yarn's keys, llama3's rope_freqs tensor, longrope's factors) */
+static int rope_scaling(conv *cv)
+{
+	const cJSON *t = rope_member(&cv->c, "rope_type"), *f = rope_member(&cv->c, "factor");
+	char key[160];
+	if (cJSON_GetObjectItemCaseSensitive(cv->c.root, "mrope_section") ||
+	    (cv->c.rope && (cJSON_GetObjectItemCaseSensitive(cv->c.rope, "full_attention") ||
+			    cJSON_GetObjectItemCaseSensitive(cv->c.rope, "mrope_section"))))
+		return cfg_err(&cv->c, cv->e, "config.json: %s rope parameters are not written to GGUF by tpconv yet",
+			       "per-layer-type or mrope");
+	if (!cJSON_IsString(t))
+		return 0;
+	if (!strcmp(t->valuestring, "linear") && cJSON_IsNumber(f)) {
+		snprintf(key, sizeof(key), "%s.rope.scaling.type", cv->spec->arch);
+		if (kv_str(cv, key, "linear"))
+			return -1;
+		return kv_put(cv, "rope.scaling.factor", F32, f->valuedouble, 0);
+	}
+	if (!strcmp(t->valuestring, "yarn") || !strcmp(t->valuestring, "su") || !strcmp(t->valuestring, "longrope") ||
+	    !strcmp(t->valuestring, "llama3") || !strcmp(t->valuestring, "Llama3"))
+		return cfg_err(&cv->c, cv->e,
+			       "config.json: rope_type '%s' is not one tpconv writes GGUF for yet (default and linear are)",
+			       t->valuestring);
+	return 0;
+}
+
+/* hidden / heads style facts: 0 (and *out), or -1 with the error set */
+static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint64_t *y, tpc_err *e)
+{
+	if (cfg_req_u32(c, a, x, e) || cfg_req_u32(c, b, y, e))
+		return -1;
+	return *y ? 0 : cfg_err(c, e, "config.json: %s is 0", b);
+}
+
+/* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
+static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double *f)
+{
+	const cfg *c = &cv->c;
+	char buf[64];
+	const char *which = NULL;
+	const cJSON *v = r->names ? cfg_find(c, r->names, &which, buf, sizeof(buf)) : NULL;
+	uint64_t h = 0, heads = 0;
+	*put = true;
+	switch (r->how) {
+	case KH_FIND:
+	case KH_REQ:
+		if (!v && r->how == KH_FIND)
+			return (*put = false), 0;
+		if (!v)
+			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
+		if (r->type != F32)
+			return cfg_u32(c, v, which, u, cv->e);
+		*f = v->valuedouble;
+		return cJSON_IsNumber(v) ? 0 : cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
+	case KH_TIMES4:
+		if (cfg_req_u32(c, r->names, u, cv->e))
+			return -1;
+		*u *= 4;
+		return 0;
+	case KH_OR_HEADS:
+		return v ? cfg_u32(c, v, which, u, cv->e) : cfg_req_u32(c, "num_attention_heads", u, cv->e);
+	case KH_OR_ZERO:
+		*u = 0;
+		return v && !cJSON_IsNull(v) ? cfg_u32(c, v, which, u, cv->e) : 0;
+	case KH_OR_TRUE:
+		if (v && !cJSON_IsBool(v))
+			return cfg_err(c, cv->e, "config.json: '%s' is not true or false", which);
+		*u = v ? cJSON_IsTrue(v) : 1;
+		return 0;
+	case KH_FALSE_ONLY:
+		*put = cJSON_IsFalse(v);
+		*u = 0;
+		return 0;
+	case KH_HEAD_DIM: /* key_length here, value_length by the caller */
+		if (!v || cJSON_IsNull(v))
+			return (*put = false), 0;
+		return cfg_u32(c, v, which, u, cv->e);
+	case KH_ROPE_DIM:
+		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v))
+			return cfg_u32(c, v, "head_dim", u, cv->e);
+		if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e))
+			return -1;
+		*u = h / heads;
+		return 0;
+	case KH_ROPE_PCT_HD:
+	case KH_ROPE_PCT_EMB: {
+		bool hd = r->how == KH_ROPE_PCT_HD;
+		const cJSON *p = hd ? cfg_get(c, "rotary_pct") : rope_member(c, "partial_rotary_factor");
+		if (hd && !cJSON_IsNumber(p))
+			return cfg_err(c, cv->e, "config.json has no number '%s', which the GGUF metadata needs", "rotary_pct");
+		double pct = cJSON_IsNumber(p) ? p->valuedouble : 1.0;
+		if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
+			return -1;
+		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
+		return 0;
+	}
+	case KH_ROPE_SCALING:
+		*put = false;
+		return rope_scaling(cv);
+	case KH_ROPE_THETA:
+		v = rope_member(c, "rope_theta");
+		if (!v && r->names)
+			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs", "rope_theta");
+		if (!v || cJSON_IsNull(v))
+			return (*put = false), 0;
+		*f = v->valuedouble;
+		return cJSON_IsNumber(v) ? 0 : cfg_err(c, cv->e, "config.json: '%s' is not a number", "rope_theta");
+	case KH_ROPE_ORIG:
+		v = rope_member(c, "original_max_position_embeddings");
+		if (!v)
+			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs",
+				       "original_max_position_embeddings");
+		if (rope_member(c, "long_factor"))
+			return cfg_err(c, cv->e, "config.json: %s (long context) is not written to GGUF by tpconv yet",
+				       "rope long_factor");
+		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
+	case KH_REFUSE:
+		*put = false;
+		return v && !cJSON_IsNull(v) ? cfg_err(c, cv->e, "config.json: '%s' is not written to GGUF by tpconv yet", which)
+					     : 0;
+	case KH_FILE_TYPE:
+		*u = (uint64_t)cv->ftype;
+		return 0;
+	case KH_END:
+		break;
+	}
+	return (*put = false), 0;
+}
+
+static int arch_keys(conv *cv)
+{
+	for (const kv_rule *r = cv->spec->rules; r->how != KH_END; r++) {
+		bool put = false;
+		uint64_t u = 0;
+		double f = 0;
+		if (rule_eval(cv, r, &put, &u, &f) < 0)
+			return -1;
+		if (put && kv_put(cv, r->key, r->type, f, u))
+			return -1;
+		if (put && r->how == KH_HEAD_DIM && kv_put(cv, "attention.value_length", U32, 0, u))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- general.* ---- */
+
+/* gguf-py Metadata.id_to_title: '-' as a space, each all-lowercase word
+ * title-cased unless it is a version ("v1.2") or starts with a digit */
+static char *id_to_title(const char *id)
+{
+	size_t n = strlen(id);
+	char *out = malloc(n + 1), *o = out;
+	for (const char *p = id; out && *p;) {
+		while (*p == '-' || *p == ' ' || *p == '\t' || *p == '\n')
+			p++;
+		const char *w = p;
+		while (*p && *p != '-' && *p != ' ' && *p != '\t' && *p != '\n')
+			p++;
+		if (p == w)
+			break;
+		bool cased = false, lower = true, ver = w[0] >= '0' && w[0] <= '9';
+		for (const char *q = w; q < p; q++) {
+			cased |= (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z');
+			lower &= !(*q >= 'A' && *q <= 'Z');
+		}
+		if (w[0] == 'v' && p - w > 1) { /* v\d+(\.\d+)* */
+			ver = true;
+			for (const char *q = w + 1; q < p; q++)
+				ver &= (*q >= '0' && *q <= '9') || (*q == '.' && q[-1] != '.' && q[-1] != 'v' && q + 1 < p);
+		}
+		if (o != out)
+			*o++ = ' ';
+		for (const char *q = w; q < p; q++) {
+			bool after_letter = q > w && ((q[-1] >= 'a' && q[-1] <= 'z') || (q[-1] >= 'A' && q[-1] <= 'Z'));
+			*o++ = cased && lower && !ver && !after_letter && *q >= 'a' && *q <= 'z' ? (char)(*q - 32) : *q;
+		}
+	}
+	if (o)
+		*o = '\0';
+	return out;
+}
+
+/* gguf-py model_weight_count_rounded_notation */
+static void rounded_notation(uint64_t count, char *buf, size_t n)
+{
+	double x = (double)count;
+	const char *suffix = "K";
+	double s = x * 1e-3;
+	if (x > 1e12)
+		s = x * 1e-12, suffix = "T";
+	else if (x > 1e9)
+		s = x * 1e-9, suffix = "B";
+	else if (x > 1e6)
+		s = x * 1e-6, suffix = "M";
+	char r[64];
+	snprintf(r, sizeof(r), "%.0f", nearbyint(s)); /* Python round(): ties to even */
+	const char *d = r;
+	while (*d == '0')
+		d++;
+	int fix = 2 - (int)strlen(d);
+	snprintf(buf, n, "%.*f%s", fix > 0 ? fix : 0, s, suffix);
+}
+
+/* GGUFWriter.get_total_parameter_count + gguf-py size_label */
+static void size_label(const tpc_gguf_wtensor *t, size_t nt, char *buf, size_t n)
+{
+	uint64_t total = 0, shared = 0, expert = 0, xsum = 0, nx = 0;
+	for (size_t i = 0; i < nt; i++) {
+		uint64_t size = t[i].t.numel;
+		bool bias = strstr(t[i].name, ".bias") != NULL;
+		int64_t cnt = t[i].t.ndim >= 3 ? t[i].t.shape[t[i].t.ndim - (bias ? 2 : 3)] : 0;
+		if (strstr(t[i].name, "_exps.") && t[i].t.ndim >= 3 && cnt > 0) {
+			expert += size / (uint64_t)cnt;
+			xsum += (uint64_t)cnt;
+			nx++;
+		} else {
+			shared += size;
+		}
+		total += size;
+	}
+	uint64_t xc = nx ? xsum / nx : 0;
+	char pretty[32];
+	rounded_notation(xc ? shared + expert : total, pretty, sizeof(pretty));
+	if (xc)
+		snprintf(buf, n, "%llux%s", (unsigned long long)xc, pretty);
+	else
+		snprintf(buf, n, "%s", pretty);
+}
+
+/* Metadata.load: generation_config.json's sampling members */
+static int sampling_keys(conv *cv, const char *dir)
+{
+	static const struct { const char *member, *alt, *key; int type; } s[] = {
+		{"sequence", NULL, "general.sampling.sequence", TPC_GV_STRING},
+		{"top_k", NULL, "general.sampling.top_k", TPC_GV_I32},
+		{"top_p", NULL, "general.sampling.top_p", F32},
+		{"min_p", NULL, "general.sampling.min_p", F32},
+		{"xtc_probability", NULL, "general.sampling.xtc_probability", F32},
+		{"xtc_threshold", NULL, "general.sampling.xtc_threshold", F32},
+		{"temperature", NULL, "general.sampling.temp", F32},
+		{"penalty_last_n", NULL, "general.sampling.penalty_last_n", TPC_GV_I32},
+		{"penalty_repeat", "repetition_penalty", "general.sampling.penalty_repeat", F32},
+		{"mirostat", NULL, "general.sampling.mirostat", TPC_GV_I32},
+		{"mirostat_tau", NULL, "general.sampling.mirostat_tau", F32},
+		{"mirostat_eta", NULL, "general.sampling.mirostat_eta", F32},
+	};
+	char *path = tpc_path_join(dir, "generation_config.json"), *text = NULL;
+	size_t len = 0;
+	tpc_err scratch;
+	tpc_err_init(&scratch);
+	int ret = path ? 0 : tpc_err_nomem(cv->e);
+	/* the reference reads it only when it is a valid JSON file */
+	cJSON *g = !ret && !tpc_read_file(path, CONFIG_CAP, &text, &len, &scratch) ? cJSON_ParseWithLength(text, len) : NULL;
+	for (size_t i = 0; g && !ret && i < sizeof(s) / sizeof(s[0]); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(g, s[i].member);
+		if (!v && s[i].alt)
+			v = cJSON_GetObjectItemCaseSensitive(g, s[i].alt);
+		if (!v || cJSON_IsNull(v))
+			continue;
+		if (s[i].type == TPC_GV_STRING ? !cJSON_IsString(v) : !cJSON_IsNumber(v))
+			ret = tpc_err_at(cv->e, TPC_EINPUT, path, NULL, "generation_config.json: '%s' is not a %s", s[i].member,
+					 s[i].type == TPC_GV_STRING ? "string" : "number");
+		else if (s[i].type == TPC_GV_STRING)
+			ret = kv_str(cv, s[i].key, v->valuestring);
+		else if (s[i].type == F32)
+			ret = tpc_gguf_kvs_float(cv->kv, s[i].key, F32, v->valuedouble) ? tpc_err_nomem(cv->e) : 0;
+		else
+			ret = tpc_gguf_kvs_int(cv->kv, s[i].key, TPC_GV_I32, (int64_t)v->valuedouble) ? tpc_err_nomem(cv->e) : 0;
+	}
+	cJSON_Delete(g);
+	free(text);
+	free(path);
+	return ret;
+}
+
+/* ---- tensors ---- */
+
+typedef struct tlist {
+	tpc_gguf_wtensor *t;
+	size_t n, cap;
+	tpc_role *role; /* parallel to t: for the type rule */
+} tlist;
+
+static int tl_push(tlist *l, const char *name, tpc_tensor *t, tpc_role role, tpc_err *e)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		tpc_gguf_wtensor *nt = realloc(l->t, cap * sizeof(*nt));
+		if (nt)
+			l->t = nt;
+		tpc_role *nr = nt ? realloc(l->role, cap * sizeof(*nr)) : NULL;
+		if (!nr) {
+			tpc_tensor_release(t);
+			return tpc_err_nomem(e);
+		}
+		l->role = nr;
+		l->cap = cap;
+	}
+	tpc_gguf_wtensor *w = &l->t[l->n];
+	memset(w, 0, sizeof(*w));
+	if (!(w->name = tpc_strdup(name))) {
+		tpc_tensor_release(t);
+		return tpc_err_nomem(e);
+	}
+	w->t = *t;
+	w->type = TPC_GGML_F32;
+	l->role[l->n++] = role;
+	memset(t, 0, sizeof(*t));
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+/* prepare_tensors' type rule for one output tensor */
+static int tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w)
+{
+	if (w->t.ndim <= 1 || ends_with(w->name, "_norm.weight") || !ends_with(w->name, ".weight") ||
+	    role == TPC_ROLE_FFN_GATE_INP || role == TPC_ROLE_FFN_GATE_INP_SHEXP || role == TPC_ROLE_POS_EMBD)
+		return TPC_GGML_F32;
+	switch (ftype) {
+	case FT_ALL_F32:
+		return TPC_GGML_F32;
+	case FT_MOSTLY_BF16:
+		return TPC_GGML_BF16;
+	case FT_MOSTLY_Q8_0: /* gguf.quants refuses a row that is not whole blocks: F16 instead */
+		return w->t.shape[w->t.ndim - 1] % 32 ? TPC_GGML_F16 : TPC_GGML_Q8_0;
+	default:
+		return TPC_GGML_F16;
+	}
+}
+
+/* Gemma's norm + 1, computed as the reference does: f16 stays f16 (the sum
+ * rounded to f16), any other dtype goes through f32 */
+static int norm_plus_one(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
+{
+	if (tpc_tensor_copy(dst, src))
+		return tpc_err_nomem(e);
+	dst->dtype = TPC_F32;
+	dst->nbytes = dst->numel * 4;
+	float *v = dst->numel <= ((uint64_t)1 << 28) ? malloc(dst->nbytes ? dst->nbytes : 1) : NULL;
+	if (!v)
+		return tpc_err_nomem(e);
+	if (tpc_ckpt_read_out(ck, dst, 0, dst->nbytes, v, e)) {
+		free(v);
+		return -1;
+	}
+	for (uint64_t i = 0; i < dst->numel; i++)
+		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(v[i] + 1.0f)) : v[i] + 1.0f;
+	*mem = v;
+	return 0;
+}
+
+/* GPT-NeoX's query_key_value: rows [heads, 3, hd] regrouped [3, heads, hd] */
+static int neox_qkv(const tpc_tensor *src, int64_t heads, tpc_tensor *dst)
+{
+	tpc_tensor p[3];
+	int ret = 0, k = 0;
+	if (heads < 1 || src->ndim < 1 || src->shape[0] % (3 * heads))
+		return -1;
+	int64_t hd = src->shape[0] / (3 * heads);
+	for (; k < 3 && !ret; k++)
+		ret = tpc_tensor_ungroup(&p[k], src, 0, heads, 3 * hd, k * hd, hd);
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, p, 3, 0);
+	for (int i = 0; i < k - (ret ? 1 : 0); i++)
+		tpc_tensor_release(&p[i]);
+	return ret;
+}
+
+typedef struct walk {
+	conv *cv;
+	const tpc_ckpt *ck;
+	tlist out;
+	uint64_t layers, n_exp, heads, kv_heads;
+	int64_t *xidx;  /* [layer][3][expert] ck index, -1 */
+	uint64_t *xgot; /* [layer] */
+} walk;
+
+/* One checkpoint tensor that is not an expert's: its description as the
+ * reference writes it. */
+static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
+{
+	const tpc_ckpt *ck = w->ck;
+	const tpc_tensor *src = &ck->t[i];
+	const arch_spec *sp = w->cv->spec;
+	tpc_tensor t;
+	void *mem = NULL;
+	char name[256];
+	int part, ret = 0;
+	memset(&t, 0, sizeof(t));
+	if (!tpc_family_name(row, TPC_ECO_GGUF, l, -1, bias, name, sizeof(name), &part))
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "no GGUF name for this tensor (%s)",
+				  tpc_role_name(row->role));
+	bool q = row->role == TPC_ROLE_ATTN_Q, k = row->role == TPC_ROLE_ATTN_K;
+	if ((sp->flags & AF_PERMUTE_QK) && (q || k)) {
+		if (tpc_tensor_rope_permute(&t, src, q ? (int64_t)w->heads : (int64_t)w->kv_heads, false))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
+					 "%lld rows are not whole heads of even size (%llu heads)", (long long)src->shape[0],
+					 (unsigned long long)(q ? w->heads : w->kv_heads));
+	} else if ((sp->flags & AF_NORM_PLUS_1) && ends_with(src->name, "norm.weight")) {
+		ret = norm_plus_one(ck, src, &t, &mem, w->cv->e);
+	} else if ((sp->flags & AF_NEOX_QKV) && row->role == TPC_ROLE_ATTN_QKV) {
+		if (neox_qkv(src, (int64_t)w->heads, &t))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
+					 "%lld rows are not 3 x %llu heads", src->ndim ? (long long)src->shape[0] : 0LL,
+					 (unsigned long long)w->heads);
+	} else if (tpc_tensor_copy(&t, src)) {
+		ret = tpc_err_nomem(w->cv->e);
+	} else if (w->cv->fam->conv1d && !bias && t.ndim == 2 && row->role != TPC_ROLE_TOKEN_EMBD &&
+		   row->role != TPC_ROLE_POS_EMBD && row->role != TPC_ROLE_OUTPUT) {
+		tpc_tensor_transpose2d(&t); /* GPT2Model.modify_tensors: Conv1D [in, out] */
+	}
+	if (!ret)
+		ret = tl_push(&w->out, name, &t, row->role, w->cv->e);
+	else
+		tpc_tensor_release(&t);
+	if (!ret && mem)
+		w->out.t[w->out.n - 1].mem = mem;
+	else
+		free(mem);
+	return ret;
+}
+
+/* An expert's tensor: kept until the layer's last one, then the layer's
+ * stacks in the family's order. */
+static int expert(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, int64_t x)
+{
+	const arch_spec *sp = w->cv->spec;
+	int k = 0;
+	while (k < 3 && sp->experts[k] != row->role)
+		k++;
+	if (k == 3 || x < 0 || (uint64_t)x >= w->n_exp)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, w->ck->t[i].name,
+				  "not an expert tensor the GGUF stacks (expert %lld of %llu)", (long long)x,
+				  (unsigned long long)w->n_exp);
+	int64_t *slot = &w->xidx[((uint64_t)l * 3 + (uint64_t)k) * w->n_exp + (uint64_t)x];
+	if (*slot < 0)
+		w->xgot[l]++;
+	*slot = (int64_t)i;
+	if (w->xgot[l] < 3 * w->n_exp)
+		return 0;
+	for (k = 0; k < 3; k++) {
+		const tpc_tensor_row *r = tpc_family_row(w->cv->fam, sp->experts[k]);
+		tpc_tensor *parts = tpc_calloc(w->n_exp, sizeof(*parts)), st;
+		char name[256];
+		int part, ret = parts ? 0 : tpc_err_nomem(w->cv->e);
+		for (uint64_t e = 0; !ret && e < w->n_exp; e++)
+			parts[e] = w->ck->t[w->xidx[((uint64_t)l * 3 + (uint64_t)k) * w->n_exp + e]];
+		if (!ret && !tpc_family_name(r, TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &part))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, w->ck->t[i].name, "no GGUF name for the %s stack",
+					 tpc_role_name(sp->experts[k]));
+		if (!ret && tpc_tensor_init_stack(&st, parts, (int)w->n_exp))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, name,
+					 "layer %lld's experts differ in shape or dtype", (long long)l);
+		free(parts); /* shallow copies of ck's tensors */
+		if (!ret)
+			ret = tl_push(&w->out, name, &st, r->role, w->cv->e);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* index_tensors: each part file's tensors sorted by name, parts in name order */
+typedef struct order_key {
+	const char *file, *name;
+	size_t i;
+} order_key;
+
+static int by_file_then_name(const void *a, const void *b)
+{
+	const order_key *x = a, *y = b;
+	int c = strcmp(x->file, y->file);
+	return c ? c : strcmp(x->name, y->name);
+}
+
+static bool skipped(const arch_spec *sp, const char *name)
+{
+	/* prepare_tensors drops these buffers; GPT-2's attn.bias too (its
+	 * causal mask, not a weight) */
+	return ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
+	       ends_with(name, ".rotary_emb.inv_freq") || ends_with(name, ".attn.bias") ||
+	       ends_with(name, ".attn.masked_bias") || ((sp->flags & AF_NO_LM_HEAD) && !strcmp(name, "lm_head.weight"));
+}
+
+static int walk_one(walk *w, size_t i)
+{
+	const tpc_tensor *src = &w->ck->t[i];
+	int64_t l = -1, x = -1;
+	bool bias = false;
+	const tpc_tensor_row *row = tpc_family_classify(w->cv->fam, TPC_ECO_HF, src->name, &l, &x, &bias);
+	if (!row || !row->name[TPC_ECO_GGUF])
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
+				  "convert_hf_to_gguf.py has no GGUF name for this tensor of a %s model", w->cv->spec->hf_arch);
+	if (l >= 0 && (uint64_t)l >= w->layers)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
+				  "layer %lld, but config.json has %llu layers", (long long)l, (unsigned long long)w->layers);
+	bool stacked = strstr(row->name[TPC_ECO_HF], "{E}") && !strstr(row->name[TPC_ECO_GGUF], "{E}");
+	if (stacked && !bias)
+		return expert(w, i, row, l, x);
+	if (stacked)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "expert biases are not stacked by tpconv yet");
+	return single(w, i, row, l, bias);
+}
+
+static int walk_tensors(walk *w)
+{
+	const tpc_ckpt *ck = w->ck;
+	int ret = 0;
+	order_key *ord = tpc_calloc(ck->n ? ck->n : 1, sizeof(*ord));
+	if (!ord)
+		return tpc_err_nomem(w->cv->e);
+	for (size_t i = 0; i < ck->n; i++) {
+		const char *f = ck->t[i].src >= 0 ? ck->src[ck->t[i].src].path : NULL;
+		ord[i] = (order_key){f ? f : "", ck->t[i].name, i};
+	}
+	qsort(ord, ck->n, sizeof(*ord), by_file_then_name);
+	for (size_t k = 0; k < ck->n && !ret; k++)
+		if (!skipped(w->cv->spec, ord[k].name))
+			ret = walk_one(w, ord[k].i);
+	for (uint64_t l = 0; !ret && w->xgot && l < w->layers; l++)
+		if (w->xgot[l] && w->xgot[l] < 3 * w->n_exp)
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, NULL,
+					 "layer %llu has %llu of its %llu expert tensors", (unsigned long long)l,
+					 (unsigned long long)w->xgot[l], (unsigned long long)(3 * w->n_exp));
+	free(ord);
+	return ret;
+}
+
+/* ModelBase.__init__ for --outtype auto: the first tensor of two or more
+ * dimensions decides (bf16 -> bf16, f16 -> f16), else f16 */
+static int guess_ftype(const tpc_ckpt *ck, const arch_spec *sp)
+{
+	const tpc_tensor *first = NULL;
+	for (size_t i = 0; i < ck->n; i++) {
+		const tpc_tensor *t = &ck->t[i];
+		if (t->ndim < 2 || ((sp->flags & AF_NO_LM_HEAD) && !strcmp(t->name, "lm_head.weight")))
+			continue;
+		const char *f = t->src >= 0 ? ck->src[t->src].path : "", *g = first && first->src >= 0 ? ck->src[first->src].path : "";
+		int c = first ? strcmp(f ? f : "", g ? g : "") : -1;
+		if (!first || c < 0 || (!c && strcmp(t->name, first->name) < 0))
+			first = t;
+	}
+	if (first && first->dtype == TPC_BF16)
+		return FT_MOSTLY_BF16;
+	return FT_MOSTLY_F16;
+}
+
+static int parse_outtype(const char *outtype, const tpc_ckpt *ck, const arch_spec *sp, int *ft, tpc_err *e)
+{
+	static const struct { const char *name; int ft; } t[] = {
+		{"f32", FT_ALL_F32}, {"f16", FT_MOSTLY_F16}, {"bf16", FT_MOSTLY_BF16}, {"q8_0", FT_MOSTLY_Q8_0},
+	};
+	if (!outtype || !strcmp(outtype, "auto")) {
+		*ft = guess_ftype(ck, sp);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(outtype, t[i].name)) {
+			*ft = t[i].ft;
+			return 0;
+		}
+	char safe[64];
+	tpc_sanitize(safe, sizeof(safe), outtype);
+	return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': f32, f16, bf16, q8_0 or auto", safe);
+}
+
+/* what AutoConfig's to_dict() holds for head_dim when config.json has none */
+static int default_head_dim(cfg *c, int dflt, tpc_err *e)
+{
+	cJSON *o = (cJSON *)(c->text ? c->text : c->root), *v = cJSON_GetObjectItemCaseSensitive(o, "head_dim");
+	uint64_t h = 0, heads = 0;
+	if (v && !cJSON_IsNull(v))
+		return 0;
+	if (dflt < 0 && two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, e))
+		return -1;
+	cJSON_DeleteItemFromObjectCaseSensitive(o, "head_dim");
+	return cJSON_AddNumberToObject(o, "head_dim", dflt < 0 ? (double)(h / heads) : dflt) ? 0 : tpc_err_nomem(e);
+}
+
+static int load_config(const char *dir, cfg *c, const arch_spec **spec, tpc_err *e)
+{
+	char *path = dir ? tpc_path_join(dir, "config.json") : NULL, *text = NULL;
+	size_t len = 0;
+	int ret = 0;
+	if (!dir)
+		return tpc_err_set(e, TPC_EUSAGE, "a GGUF needs the model folder (config.json) to write its metadata");
+	if (!path)
+		return tpc_err_nomem(e);
+	c->path = path;
+	if ((ret = tpc_read_file(path, CONFIG_CAP, &text, &len, e)))
+		return ret;
+	c->root = cJSON_ParseWithLength(text, len);
+	free(text);
+	if (!cJSON_IsObject(c->root))
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "config.json is not a JSON object");
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(c->root, "text_config");
+	c->text = cJSON_IsObject(tc) ? tc : NULL;
+	const cJSON *r = cfg_get(c, "rope_parameters");
+	if (!r)
+		r = cfg_get(c, "rope_scaling");
+	c->rope = cJSON_IsObject(r) ? r : NULL;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->root, "architectures");
+	const char *arch = cJSON_IsArray(a) && cJSON_IsString(a->child) ? a->child->valuestring : NULL;
+	for (size_t i = 0; arch && i < sizeof(archs) / sizeof(archs[0]); i++)
+		if (!strcmp(archs[i].hf_arch, arch))
+			*spec = &archs[i];
+	if (*spec && (*spec)->head_dim)
+		return default_head_dim(c, (*spec)->head_dim, e);
+	if (!*spec)
+		return cfg_err(c, e, "config.json: architecture '%s' is not one tpconv writes GGUF for (LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, GemmaForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM)",
+			       arch ? arch : "(none)");
+	return 0;
+}
+
+static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
+{
+	const cfg *c = &cv->c;
+	char buf[64];
+	memset(w, 0, sizeof(*w));
+	w->cv = cv;
+	w->ck = ck;
+	if (cfg_req_u32(c, "n_layers|num_hidden_layers|n_layer|num_layers", &w->layers, cv->e) ||
+	    cfg_req_u32(c, "n_heads|num_attention_heads|n_head", &w->heads, cv->e))
+		return -1;
+	w->kv_heads = w->heads;
+	const cJSON *v = cfg_find(c, "n_kv_heads|num_key_value_heads", NULL, buf, sizeof(buf));
+	if ((cv->spec->flags & AF_PERMUTE_QK) && v && cfg_u32(c, v, "num_key_value_heads", &w->kv_heads, cv->e))
+		return -1;
+	if (!cv->spec->experts[0])
+		return 0;
+	if (cfg_req_u32(c, "num_local_experts|num_experts", &w->n_exp, cv->e))
+		return -1;
+	uint64_t n = 0;
+	if (!w->n_exp || tpc_mul_u64(w->layers, 3 * w->n_exp, &n) || n > ((uint64_t)1 << 26))
+		return cfg_err(c, cv->e, "config.json: %s experts over the layers is not a count tpconv stacks", "the");
+	w->xidx = malloc(n * sizeof(*w->xidx));
+	w->xgot = tpc_calloc(w->layers ? w->layers : 1, sizeof(*w->xgot));
+	if (!w->xidx || !w->xgot)
+		return tpc_err_nomem(cv->e);
+	for (uint64_t i = 0; i < n; i++)
+		w->xidx[i] = -1;
+	return 0;
+}
+
+int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
+		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
+{
+	conv cv = {.kv = kv, .e = e};
+	walk w;
+	char label[64], *base = NULL, *title = NULL;
+	int ret = load_config(dir, &cv.c, &cv.spec, e);
+	memset(&w, 0, sizeof(w));
+	*t = NULL;
+	*n = 0;
+	if (!ret && !(cv.fam = tpc_family_find(cv.spec->family)))
+		ret = tpc_err_set(e, TPC_EINPUT, "no family record '%s'", cv.spec->family);
+	if (!ret)
+		ret = parse_outtype(outtype, ck, cv.spec, &cv.ftype, e);
+	if (!ret)
+		ret = walk_init(&w, &cv, ck);
+	if (!ret)
+		ret = walk_tensors(&w);
+	for (size_t i = 0; !ret && i < w.out.n; i++)
+		w.out.t[i].type = tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
+	/* prepare_metadata: general.*, the architecture's keys, then the vocabulary */
+	if (!ret && (base = tpc_strdup(dir))) /* Path(dir).name: trailing slashes do not count */
+		for (size_t k = strlen(base); k > 1 && base[k - 1] == '/'; k--)
+			base[k - 1] = '\0';
+	if (!ret && (!base || !(title = id_to_title(tpc_path_base(base)))))
+		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = kv_str(&cv, "general.architecture", cv.spec->arch) || kv_str(&cv, "general.type", "model") ? -1 : 0;
+	if (!ret)
+		ret = sampling_keys(&cv, dir);
+	if (!ret) {
+		size_label(w.out.t, w.out.n, label, sizeof(label));
+		ret = kv_str(&cv, "general.name", title) || kv_str(&cv, "general.size_label", label) ? -1 : 0;
+	}
+	if (!ret)
+		ret = arch_keys(&cv);
+	if (!ret && tpc_gguf_kvs_uint(kv, "general.quantization_version", U32, 2))
+		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = tpc_gguf_vocab(dir, cv.spec->arch, cfg_int_or(&cv.c, "vocab_size", 0), kv, e);
+	if (!ret) {
+		*t = w.out.t;
+		*n = w.out.n;
+		w.out.t = NULL;
+		w.out.n = 0;
+	}
+	tpc_gguf_wtensors_release(w.out.t, w.out.n);
+	free(w.out.role);
+	free(w.xidx);
+	free(w.xgot);
+	free(title);
+	free(base);
+	cJSON_Delete(cv.c.root);
+	free((char *)cv.c.path);
+	return ret;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# GGUF from a Hugging Face model (TAP): for each tiny model in tests/gguf/arch
+# (one per family convert_hf_to_gguf.py converts; made by make_arch_fixtures.py
+# in the forky chroot, with the reference's output as ref/FAMILY-OUTTYPE.txt,
+# its KVs and tensors as gguf_arch_dump.py prints them), what
+# tpc_gguf_from_hf lists (arch_dump) equals the reference's: every KV but the
+# tokenizer's (gguf_vocab.c's, tested apart) with its type and value, in
+# order; every tensor's name, type, ne[] in order, and the sha256 of its bytes
+# for F32, F16 and BF16 (Q8_0 blocks are the writer's: name, type, shape).
+# Then refusals: an architecture the reference has no class for, a
+# rope_type tpconv does not write, a bad --outtype.
+# usage: arch_test.sh ARCH_DUMP SRCDIR
+set -u
+DUMP=$(realpath "$1") SRC=$(realpath "$2")
+A="$SRC/tests/gguf/arch"
+n=0 failed=0
+ok()  { n=$((n+1)); echo "ok $n - $1"; }
+bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+
+for dir in "$A"/tiny-*; do
+  fam=${dir##*/tiny-}
+  for ot in f32 f16 bf16 q8_0 auto; do
+    ref="$A/ref/$fam-$ot.txt"
+    [ -f "$ref" ] || continue
+    grep -v '^kv tokenizer\.\|^alignment ' "$ref" | sed '/ Q8_0 /s/ sha256=.*/ sha256=-/' > "$T/ref"
+    if ! "$DUMP" "$dir" "$ot" > "$T/mine" 2> "$T/err"; then
+      bad "$fam $ot: arch_dump failed" "$(cat "$T/err")"; continue
+    fi
+    sed '/ Q8_0 /s/ sha256=.*/ sha256=-/' "$T/mine" > "$T/mine2"
+    if diff "$T/ref" "$T/mine2" > "$T/diff"; then
+      ok "$fam $ot: KVs and tensors as convert_hf_to_gguf.py writes them"
+    else
+      bad "$fam $ot: differs from convert_hf_to_gguf.py (< reference, > tpconv)" "$(head -20 "$T/diff")"
+    fi
+  done
+done
+
+# a transformers 4 style config.json: no head_dim, rope_theta at the top level
+# (make_arch_fixtures.py t4_config): head_dim as AutoConfig fills it in
+mkdir -p "$T/t4" && cp -r "$A/tiny-llama" "$T/t4/"
+python3 - "$T/t4/tiny-llama/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["head_dim"], c["rope_parameters"]
+c["rope_theta"] = 500000.0
+c["torch_dtype"] = c.pop("dtype")
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+grep -v '^kv tokenizer\.\|^alignment ' "$A/ref/llama-t4-f32.txt" > "$T/ref"
+if "$DUMP" "$T/t4/tiny-llama" f32 > "$T/mine" 2> "$T/err" && diff "$T/ref" "$T/mine" > "$T/diff"; then
+  ok "llama with a transformers 4 config.json: head_dim filled in as AutoConfig does"
+else
+  bad "llama with a transformers 4 config.json" "$(cat "$T/err" "$T/diff" | head -20)"
+fi
+
+# refuse DESC EXPECTED-MESSAGE DIR [OUTTYPE]
+refuse() {
+  local d=$1 msg=$2; shift 2
+  "$DUMP" "$@" > /dev/null 2> "$T/err"; local rc=$?
+  if [ $rc -ne 0 ] && grep -qF -- "$msg" "$T/err"; then ok "$d"; else bad "$d" "exit $rc" "$(cat "$T/err")"; fi
+}
+cp -r "$A/tiny-llama" "$T/m"
+sed -i 's/"LlamaForCausalLM"/"Gemma3ForCausalLM"/' "$T/m/config.json"
+refuse "an architecture tpconv writes no GGUF for is refused by name" "architecture 'Gemma3ForCausalLM' is not one tpconv writes GGUF for" "$T/m"
+cp "$A/tiny-llama/config.json" "$T/m/config.json"
+sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0/' "$T/m/config.json"
+refuse "a rope_type tpconv cannot write yet is refused" "rope_type 'yarn' is not one tpconv writes GGUF for yet" "$T/m"
+cp "$A/tiny-llama/config.json" "$T/m/config.json"
+refuse "an unknown --outtype is refused" "--outtype 'q4_k': f32, f16, bf16, q8_0 or auto" "$T/m" q4_k
+sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"
+refuse "a layer past config.json's count is refused by tensor" "layer 1, but config.json has 1 layers" "$T/m" f32
+echo "1..$n"
+[ $failed -eq 0 ]

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Tiny Hugging Face models, one per family convert_hf_to_gguf.py converts,
+and the reference converter's GGUF of each (llama.cpp 0.7, in the forky
+chroot: transformers 5.12, torch 2.14, python3-gguf, sentencepiece).
+
+usage (inside the chroot): make_arch_fixtures.py OUT
+  OUT/models/tiny-<family>/   config.json, model.safetensors, tokenizer files
+  OUT/ref/<family>-<outtype>.gguf and .txt (gguf_arch_dump.py of it)
+
+Models: hidden 32, 2 layers, 4 heads (2 kv heads), seeded random weights
+(norm weights 1 + noise, biases random, so that permutations, norm offsets
+and biases all show). Tokenizers trained here: SentencePiece (byte_fallback,
+320 pieces) for the llama-arch families, gemma and phi3; a byte-level BPE
+(tokenizers, 320 tokens) for qwen2, qwen3, qwen2-moe, gpt2 and gpt-neox. The
+reference refuses a BPE tokenizer whose pre-tokenizer hash it does not know:
+ref_convert.py runs it with get_vocab_base_pre answering the family's usual
+pre-tokenizer name when the hash is unknown (TPC_PRE), nothing else changed.
+"""
+import json, os, subprocess, sys
+import torch
+import transformers as tf
+
+OUT = sys.argv[1]
+HERE = os.path.dirname(os.path.abspath(__file__))
+V = 320
+TEXT = [
+    "the quick brown fox jumps over the lazy dog %d times." % i for i in range(50)
+] + [
+    "hello world, tensors are sharded and converted to gguf files; llama.cpp loads them. %s" % w
+    for w in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+] * 10
+
+COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+# family: (config class, kwargs, tokenizer kind, dtype, pre-tokenizer for BPE)
+FAMILIES = {
+    "llama": (tf.LlamaConfig, dict(COMMON, tie_word_embeddings=False), "spm", torch.float32, None),
+    "mistral": (tf.MistralConfig, dict(COMMON, tie_word_embeddings=False), "spm", torch.bfloat16, None),
+    "qwen2": (tf.Qwen2Config, dict(COMMON, tie_word_embeddings=True), "bpe", torch.float32, "qwen2"),
+    "qwen3": (tf.Qwen3Config, dict(COMMON, head_dim=16, tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
+    "gemma": (tf.GemmaConfig, dict(COMMON, head_dim=16), "spm", torch.float32, None),
+    "phi3": (tf.Phi3Config, dict(COMMON, tie_word_embeddings=False, pad_token_id=0), "spm", torch.float32, None),
+    "mixtral": (tf.MixtralConfig, dict(COMMON, num_local_experts=4, num_experts_per_tok=2,
+                                       tie_word_embeddings=False), "spm", torch.float32, None),
+    "qwen2-moe": (tf.Qwen2MoeConfig, dict(COMMON, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                          shared_expert_intermediate_size=64, decoder_sparse_step=1,
+                                          tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
+    "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
+                                 bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
+    "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, max_position_embeddings=128, rotary_pct=0.25,
+                                        bos_token_id=0, eos_token_id=0, tie_word_embeddings=False),
+                 "bpe", torch.float32, "gpt-2"),
+}
+
+
+def spm_tokenizer(d):
+    import sentencepiece as spm
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_prefix=os.path.join(d, "tokenizer"),
+                                   vocab_size=V, model_type="bpe", byte_fallback=True, character_coverage=1.0,
+                                   num_threads=1, minloglevel=2)
+    os.remove(os.path.join(d, "tokenizer.vocab"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True,
+                   "add_eos_token": False, "tokenizer_class": "LlamaTokenizer"}, f, indent=2)
+
+
+def bpe_tokenizer(d):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=V, special_tokens=["<|endoftext|>"], show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(TEXT, tr)
+    ft = tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    ft.save_pretrained(d)
+
+
+def model(fam, d):
+    cls, kw, tk, dtype, _ = FAMILIES[fam]
+    torch.manual_seed(sorted(FAMILIES).index(fam) + 1)
+    m = tf.AutoModelForCausalLM.from_config(cls(**kw))
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            base = 1.0 if ("norm" in n or "ln_" in n) and n.endswith("weight") else 0.0
+            p.copy_(base + torch.randn_like(p) * (0.1 if base else 0.3))
+    m.to(dtype).save_pretrained(d)
+    if fam in ("gpt2", "gpt-neox"):
+        # transformers 5 no longer writes GPT-2's n_ctx nor GPT-NeoX's rotary_pct
+        # (now rope_parameters.partial_rotary_factor), which the reference reads
+        # (every GPT-2 and Pythia on the Hub has them)
+        with open(os.path.join(d, "config.json")) as f:
+            c = json.load(f)
+        if fam == "gpt2":
+            c["n_ctx"] = c["n_positions"]
+        else:
+            c["rotary_pct"] = 0.25
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(c, f, indent=2, sort_keys=True)
+    (spm_tokenizer if tk == "spm" else bpe_tokenizer)(d)
+
+
+def main():
+    fams = sys.argv[2:] or list(FAMILIES)
+    os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
+    for fam in fams if fams != ["t4"] else []:
+        d = os.path.join(OUT, "models", "tiny-" + fam)
+        os.makedirs(d, exist_ok=True)
+        model(fam, d)
+        env = dict(os.environ, TPC_PRE=FAMILIES[fam][4] or "")
+        for ot in ("f32", "f16", "bf16", "q8_0", "auto"):
+            g = os.path.join(OUT, "ref", "%s-%s.gguf" % (fam, ot))
+            subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", ot,
+                            "--outfile", g], check=True, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            with open(g[:-5] + ".txt", "w") as f:
+                subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+        print(fam, "ok", flush=True)
+    # a transformers 4 style llama config.json (no head_dim, rope_theta at the
+    # top level): the reference reads it through AutoConfig, which fills in head_dim
+    d = os.path.join(OUT, "models", "t4", "tiny-llama")
+    os.makedirs(d, exist_ok=True)
+    subprocess.run(["cp", "-r", os.path.join(OUT, "models", "tiny-llama"), os.path.dirname(d)], check=True)
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    t4_config(c)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    g = os.path.join(OUT, "ref", "llama-t4-f32.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(g[:-5] + ".txt", "w") as f:
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+
+
+def t4_config(c):
+    del c["head_dim"], c["rope_parameters"]
+    c["rope_theta"] = 500000.0
+    c["torch_dtype"] = c.pop("dtype")
+
+
+main()
