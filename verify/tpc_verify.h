@@ -425,6 +425,21 @@ typedef struct tpc_vfacts {
  * derived from shapes (hidden from the embedding, heads from head_dim...).
  * TPC_EINPUT names what is missing.
  *
+ * TPC_VARCH_GPTNEOX (verify/neox.c): GPT-NeoX's gpt_neox.embed_in, layers.N
+ * .input_layernorm / attention.query_key_value (interleaved, f->rotary_pct
+ * of each head rotated) / attention.dense / post_attention_layernorm /
+ * mlp.dense_h_to_4h / mlp.dense_4h_to_h, final_layer_norm, embed_out (the
+ * "gpt_neox." prefix optional; parallel residual unless
+ * f->parallel_residual < 0), or LiBai's GPT (GPT_model.embeddings
+ * .token_embeddings / position_embeddings, transformer.layers.N.self_attention
+ * .query_key_value ..., transformer.layernorm_f; no rope, sequential, tied).
+ * TPC_VARCH_BERT: BERT's (bert.)embeddings.word / position / token_type
+ * _embeddings and LayerNorm, encoder.layer.N.attention.self.query/key/value,
+ * attention.output.dense and LayerNorm, intermediate.dense, output.dense and
+ * LayerNorm, and cls.predictions (transform.dense and LayerNorm, decoder or
+ * tied, decoder.bias or bias) when present (else hidden_out). Both need
+ * f->heads; head_dim is hidden / heads.
+ *
  * TPC_VARCH_DIT (diffusers PixArt, SD3, Flux, CogVideoX, DiT): every
  * transformer_blocks.N / single_transformer_blocks.N attention (attn1, attn,
  * the cross-attention attn2 with encoder states as wide as its to_k input,
