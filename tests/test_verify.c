@@ -419,6 +419,21 @@ static void test_gpu_host(void **st)
 
 /* ---- the model check's reference forward against real transformers ---- */
 
+/* tests/data/FILE as *ck, its transformers outputs OUT as *ex, an empty tp-1 set. */
+static void tiny_open(const char *file, const char *out, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s, tpc_err *e)
+{
+	char path[4096];
+	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
+	tpc_err_init(e);
+	tpc_ckpt_init(ck);
+	tpc_ckpt_init(ex);
+	snprintf(path, sizeof(path), "%s/tests/data/%s", src, file);
+	assert_int_equal(tpc_ckpt_open(ck, path, NULL, e), 0);
+	snprintf(path, sizeof(path), "%s/tests/data/%s", src, out);
+	assert_int_equal(tpc_ckpt_open(ex, path, NULL, e), 0);
+	tpc_verify_set_init(s, 1);
+}
+
 /* The reference forward of set s on the T = 10 ids in ex's "ids" against
  * ex's outputs `key` [T, W] from transformers: within 1e-5 of their rms. */
 static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *key, int64_t W, const char *what)
@@ -462,19 +477,10 @@ static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *k
  * same logits (its rope in fp64, transformers' cos/sin in fp32). */
 static void deepseek_vs_transformers(bool yarn)
 {
-	char path[4096];
-	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
 	tpc_err e;
 	tpc_ckpt ck, ex;
 	tpc_verify_set s;
-	tpc_err_init(&e);
-	tpc_ckpt_init(&ck);
-	tpc_ckpt_init(&ex);
-	snprintf(path, sizeof(path), "%s/tests/data/tiny_deepseek_v3.safetensors", src);
-	assert_int_equal(tpc_ckpt_open(&ck, path, NULL, &e), 0);
-	snprintf(path, sizeof(path), "%s/tests/data/tiny_deepseek_v3_logits.safetensors", src);
-	assert_int_equal(tpc_ckpt_open(&ex, path, NULL, &e), 0);
-	tpc_verify_set_init(&s, 1);
+	tiny_open("tiny_deepseek_v3.safetensors", "tiny_deepseek_v3_logits.safetensors", &ck, &ex, &s, &e);
 	for (size_t i = 0; i < ck.n; i++) { /* split as the deepseek-v3 preset does, at tp 1 */
 		const char *nm = ck.t[i].name;
 		bool col = strstr(nm, "q_b_proj") || strstr(nm, "kv_b_proj") || strstr(nm, "gate_proj") ||
@@ -528,19 +534,10 @@ static void test_deepseek_plain(void **st)
 static void neox_bert_case(const char *file, tpc_varch arch, const tpc_vfacts *f, const char *skip, const char *key,
 			   int64_t W)
 {
-	char path[4096];
-	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
 	tpc_err e;
 	tpc_ckpt ck, ex;
 	tpc_verify_set s;
-	tpc_err_init(&e);
-	tpc_ckpt_init(&ck);
-	tpc_ckpt_init(&ex);
-	snprintf(path, sizeof(path), "%s/tests/data/%s", src, file);
-	assert_int_equal(tpc_ckpt_open(&ck, path, NULL, &e), 0);
-	snprintf(path, sizeof(path), "%s/tests/data/tiny_neox_bert_out.safetensors", src);
-	assert_int_equal(tpc_ckpt_open(&ex, path, NULL, &e), 0);
-	tpc_verify_set_init(&s, 1);
+	tiny_open(file, "tiny_neox_bert_out.safetensors", &ck, &ex, &s, &e);
 	for (size_t i = 0; i < ck.n; i++) {
 		if (skip && strstr(ck.t[i].name, skip))
 			continue;
