@@ -54,8 +54,9 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 int tpc_varch_parse(const char *name, tpc_varch *out)
 {
 	/* verify's own names, or a family whose record says which it runs as */
-	static const char *const names[] = {"llama", "gpt2", "dit", "dalle2"};
-	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT, TPC_VARCH_DALLE2};
+	static const char *const names[] = {"llama", "gpt2", "dit", "dalle2", "gpt-neox", "bert"};
+	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT, TPC_VARCH_DALLE2,
+					  TPC_VARCH_GPTNEOX, TPC_VARCH_BERT};
 	const tpc_family *f = tpc_family_find(name);
 	if (f)
 		name = f->verify;
@@ -97,6 +98,8 @@ tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
 	v.yarn_beta_slow = f->yarn_beta_slow;
 	v.yarn_orig_max = f->yarn_orig_max;
 	v.yarn_truncate = f->yarn_truncate;
+	v.rotary_pct = f->rotary_pct;
+	v.parallel_residual = f->parallel_residual;
 	if (f->ff_act) {
 		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
 		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
@@ -569,7 +572,7 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 	if (!strcmp(an, "none") || !(d->a->checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL)))
 		return 0;
 	if (tpc_varch_parse(an, &va))
-		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, dit, dalle2 or none, not '%s'", arch) : 0;
+		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, gpt-neox, bert, dit, dalle2 or none, not '%s'", arch) : 0;
 	tpc_vfacts vf = tpc_cli_vfacts(&d->facts);
 	return tpc_verify_model_from_names(set, va, &vf, e);
 }

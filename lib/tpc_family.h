@@ -9,7 +9,8 @@
  *             there exactly as a user's --plan file (`tpconv plan NAME`
  *             prints it); the plan's "name" is the record's name
  *   verify    the architecture verify's block and model checks run it as
- *             ("llama", "gpt2", "dit", "dalle2"); NULL: structure and layer checks only
+ *             ("llama", "gpt2", "gpt-neox", "bert", "dit", "dalle2"); NULL: structure
+ *             and layer checks only
  *   hf_arch   the config.json "architectures" values of its models
  *   rules     the rename presets (lib/tpc_rules.h) that bring another
  *             ecosystem's names to this family's Hugging Face names

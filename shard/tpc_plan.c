@@ -59,9 +59,22 @@ static void rope_from_json(tpc_model_facts *f, const cJSON *o)
 	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
 	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
 	f->norm_eps = json_num(o, "rms_norm_eps");
+	if (!f->norm_eps) /* LayerNorm models: GPT-NeoX and BERT, GPT-2 */
+		f->norm_eps = json_num(o, "layer_norm_eps");
+	if (!f->norm_eps)
+		f->norm_eps = json_num(o, "layer_norm_epsilon");
 	f->rope_theta = json_num(o, "rope_theta");
 	if (!f->rope_theta && cJSON_IsObject(rp))
 		f->rope_theta = json_num(rp, "rope_theta");
+	if (!f->rope_theta) /* GPT-NeoX's name before transformers 5 */
+		f->rope_theta = json_num(o, "rotary_emb_base");
+	/* GPT-NeoX's partial rope: rotary_pct, or transformers 5's partial_rotary_factor */
+	f->rotary_pct = json_num(o, "rotary_pct");
+	if (!f->rotary_pct && cJSON_IsObject(rp))
+		f->rotary_pct = json_num(rp, "partial_rotary_factor");
+	const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "use_parallel_residual");
+	if (cJSON_IsBool(pr))
+		f->parallel_residual = cJSON_IsTrue(pr) ? 1 : -1;
 	const cJSON *il = cJSON_GetObjectItemCaseSensitive(o, "rope_interleave");
 	if (cJSON_IsBool(il))
 		f->rope_interleave = cJSON_IsTrue(il) ? 1 : -1;
@@ -284,6 +297,10 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->rope_theta = src->rope_theta;
 	if (!dst->rope_interleave)
 		dst->rope_interleave = src->rope_interleave;
+	if (!dst->rotary_pct)
+		dst->rotary_pct = src->rotary_pct;
+	if (!dst->parallel_residual)
+		dst->parallel_residual = src->parallel_residual;
 	if (!dst->yarn_factor) {
 		dst->yarn_factor = src->yarn_factor;
 		dst->yarn_mscale = src->yarn_mscale;

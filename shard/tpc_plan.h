@@ -214,6 +214,12 @@ typedef struct tpc_model_facts {
 	double yarn_factor, yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
 	int64_t yarn_orig_max;
 	int yarn_truncate;               /* 1 true, -1 false, 0 unsaid (true) */
+	/* GPT-NeoX: rotary_pct (or rope_parameters.partial_rotary_factor; 0
+	 * unsaid) and use_parallel_residual (1 true, -1 false, 0 unsaid); the
+	 * norm's epsilon above is also layer_norm_eps / layer_norm_epsilon and
+	 * rope_theta also rotary_emb_base */
+	double rotary_pct;
+	int parallel_residual;
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;

@@ -75,7 +75,7 @@ static void test_families(void **st)
 		assert_non_null(strstr(f->plan, f->name));
 		if (f->verify)
 			assert_true(!strcmp(f->verify, "llama") || !strcmp(f->verify, "gpt2") || !strcmp(f->verify, "dit") ||
-				    !strcmp(f->verify, "dalle2"));
+				    !strcmp(f->verify, "dalle2") || !strcmp(f->verify, "gpt-neox") || !strcmp(f->verify, "bert"));
 		for (size_t k = 0; f->rules && f->rules[k]; k++)
 			assert_non_null(tpc_rules_preset_text(f->rules[k]));
 		for (size_t k = 0; f->hf_arch && f->hf_arch[k]; k++)
@@ -258,6 +258,16 @@ static void test_facts(void **st)
 	const char *lin = "{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 4}}";
 	assert_int_equal(tpc_facts_from_buffer(&f, lin, strlen(lin), "c", &e), 0);
 	assert_true(f.yarn_factor == 0);
+	/* GPT-NeoX and BERT: transformers 5's rope_parameters (tests/data/tiny_gpt_neox.json), the
+	 * names before it, the LayerNorm epsilon */
+	const char *nx = "{\"layer_norm_eps\": 1e-05, \"use_parallel_residual\": false, \"rope_parameters\": "
+			 "{\"partial_rotary_factor\": 0.5, \"rope_theta\": 10000.0, \"rope_type\": \"default\"}}";
+	assert_int_equal(tpc_facts_from_buffer(&f, nx, strlen(nx), "c", &e), 0);
+	assert_true(f.norm_eps == 1e-5 && f.rotary_pct == 0.5 && f.rope_theta == 10000 && f.parallel_residual == -1);
+	const char *old = "{\"layer_norm_epsilon\": 1e-12, \"rotary_pct\": 0.25, \"rotary_emb_base\": 500, "
+			  "\"use_parallel_residual\": true}";
+	assert_int_equal(tpc_facts_from_buffer(&f, old, strlen(old), "c", &e), 0);
+	assert_true(f.norm_eps == 1e-12 && f.rotary_pct == 0.25 && f.rope_theta == 500 && f.parallel_residual == 1);
 	/* precedence: filled only where unknown */
 	tpc_model_facts a = {.heads = 8}, b = {.heads = 4, .kv_heads = 2};
 	tpc_facts_fill(&a, &b);

@@ -419,6 +419,55 @@ static void test_gpu_host(void **st)
 
 /* ---- the model check's reference forward against real transformers ---- */
 
+/* tests/data/FILE as *ck, its transformers outputs OUT as *ex, an empty tp-1 set. */
+static void tiny_open(const char *file, const char *out, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s, tpc_err *e)
+{
+	char path[4096];
+	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
+	tpc_err_init(e);
+	tpc_ckpt_init(ck);
+	tpc_ckpt_init(ex);
+	snprintf(path, sizeof(path), "%s/tests/data/%s", src, file);
+	assert_int_equal(tpc_ckpt_open(ck, path, NULL, e), 0);
+	snprintf(path, sizeof(path), "%s/tests/data/%s", src, out);
+	assert_int_equal(tpc_ckpt_open(ex, path, NULL, e), 0);
+	tpc_verify_set_init(s, 1);
+}
+
+/* The reference forward of set s on the T = 10 ids in ex's "ids" against
+ * ex's outputs `key` [T, W] from transformers: within 1e-5 of their rms. */
+static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *key, int64_t W, const char *what)
+{
+	enum { T = 10 };
+	tpc_err e;
+	tpc_err_init(&e);
+	int64_t ii = tpc_ckpt_find(ex, "ids"), li = tpc_ckpt_find(ex, key);
+	assert_true(ii >= 0 && li >= 0 && W <= 64);
+	int32_t ids[T];
+	double want[T * 64], got[T * 64];
+	uint8_t raw[8 * T];
+	vctx x = {.e = &e};
+	assert_int_equal(ex->t[ii].numel, T);
+	assert_int_equal(ex->t[li].numel, T * W);
+	assert_int_equal(tpc_ckpt_read_bytes(ex, &ex->t[ii], 0, sizeof(raw), raw, &e), 0); /* I64 */
+	for (int t = 0; t < T; t++)
+		ids[t] = (int32_t)tpc_rd64le(raw + 8 * t);
+	assert_int_equal(tpc__load_d(&x, ex, &ex->t[li], want), 0);
+	int mr = tpc__model_reference(s, T, ids, got, &e);
+	if (mr)
+		print_message("# %s\n", e.msg);
+	assert_int_equal(mr, 0);
+	double ss = 0, worst = 0;
+	for (int64_t i = 0; i < T * W; i++)
+		ss += want[i] * want[i];
+	double rms = sqrt(ss / (double)(T * W));
+	for (int64_t i = 0; i < T * W; i++)
+		worst = fmax(worst, fabs(got[i] - want[i]) / rms);
+	print_message("# %s: max |tpconv - transformers| / rms %.3g (rms %.3g)\n", what, worst, rms);
+	assert_true(worst < 1e-5);
+	tpc__vctx_release(&x);
+}
+
 /* tests/data/tiny_deepseek_v3*: a DeepSeek-V3 (MLA, a dense first layer,
  * sigmoid group-limited MoE with a shared expert), and the logits
  * transformers 5's DeepseekV3ForCausalLM gives in float64 on fixed ids
@@ -428,19 +477,10 @@ static void test_gpu_host(void **st)
  * same logits (its rope in fp64, transformers' cos/sin in fp32). */
 static void deepseek_vs_transformers(bool yarn)
 {
-	char path[4096];
-	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
 	tpc_err e;
 	tpc_ckpt ck, ex;
 	tpc_verify_set s;
-	tpc_err_init(&e);
-	tpc_ckpt_init(&ck);
-	tpc_ckpt_init(&ex);
-	snprintf(path, sizeof(path), "%s/tests/data/tiny_deepseek_v3.safetensors", src);
-	assert_int_equal(tpc_ckpt_open(&ck, path, NULL, &e), 0);
-	snprintf(path, sizeof(path), "%s/tests/data/tiny_deepseek_v3_logits.safetensors", src);
-	assert_int_equal(tpc_ckpt_open(&ex, path, NULL, &e), 0);
-	tpc_verify_set_init(&s, 1);
+	tiny_open("tiny_deepseek_v3.safetensors", "tiny_deepseek_v3_logits.safetensors", &ck, &ex, &s, &e);
 	for (size_t i = 0; i < ck.n; i++) { /* split as the deepseek-v3 preset does, at tp 1 */
 		const char *nm = ck.t[i].name;
 		bool col = strstr(nm, "q_b_proj") || strstr(nm, "kv_b_proj") || strstr(nm, "gate_proj") ||
@@ -468,32 +508,7 @@ static void deepseek_vs_transformers(bool yarn)
 	assert_int_equal(tpc_verify_model_from_names(&s, TPC_VARCH_LLAMA, &f, &e), 0);
 	assert_true(s.model->layers[0].attn.mla && s.model->layers[2].moe.exp && !s.model->layers[0].moe.exp);
 	assert_int_equal(s.model->layers[1].attn.lat.v_dim, 6);
-	int64_t T = 10, V = 48;
-	int64_t ii = tpc_ckpt_find(&ex, "ids"), li = tpc_ckpt_find(&ex, yarn ? "logits.yarn" : "logits.plain");
-	assert_true(ii >= 0 && li >= 0);
-	int32_t ids[10];
-	double want[480], got[480];
-	uint8_t raw[80];
-	vctx x = {.e = &e};
-	assert_int_equal(ex.t[ii].numel, T);
-	assert_int_equal(tpc_ckpt_read_bytes(&ex, &ex.t[ii], 0, sizeof(raw), raw, &e), 0); /* I64 */
-	for (int t = 0; t < T; t++)
-		ids[t] = (int32_t)tpc_rd64le(raw + 8 * t);
-	assert_int_equal(tpc__load_d(&x, &ex, &ex.t[li], want), 0);
-	int mr = tpc__model_reference(&s, T, ids, got, &e);
-	if (mr)
-		print_message("# %s\n", e.msg);
-	assert_int_equal(mr, 0);
-	double ss = 0, worst = 0;
-	for (int64_t i = 0; i < T * V; i++)
-		ss += want[i] * want[i];
-	double rms = sqrt(ss / (double)(T * V));
-	for (int64_t i = 0; i < T * V; i++)
-		worst = fmax(worst, fabs(got[i] - want[i]) / rms);
-	print_message("# deepseek-v3 %s: max |tpconv - transformers| / rms %.3g (rms %.3g)\n", yarn ? "yarn" : "plain",
-		      worst, rms);
-	assert_true(worst < 1e-5);
-	tpc__vctx_release(&x);
+	vs_transformers(&s, &ex, yarn ? "logits.yarn" : "logits.plain", 48, yarn ? "deepseek-v3 yarn" : "deepseek-v3 plain");
 	tpc_verify_set_release(&s);
 	tpc_ckpt_release(&ex);
 	tpc_ckpt_release(&ck);
@@ -511,6 +526,55 @@ static void test_deepseek_plain(void **st)
 	deepseek_vs_transformers(false);
 }
 
+/* tests/data/tiny_gpt_neox.safetensors, tiny_bert.safetensors: GPT-NeoX and
+ * BERT as transformers 5.12 saves them, and its float64 outputs
+ * (tests/data/make_tiny_neox_bert.py); every tensor whole (tp 1), the facts
+ * as their config.json files give them. `skip`: tensors left out (BERT
+ * without its MLM head is a BertModel). */
+static void neox_bert_case(const char *file, tpc_varch arch, const tpc_vfacts *f, const char *skip, const char *key,
+			   int64_t W)
+{
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tiny_open(file, "tiny_neox_bert_out.safetensors", &ck, &ex, &s, &e);
+	for (size_t i = 0; i < ck.n; i++) {
+		if (skip && strstr(ck.t[i].name, skip))
+			continue;
+		const char *nm = ck.t[i].name; /* split as the gpt-neox and bert presets do, at tp 1 */
+		bool col = strstr(nm, "query_key_value") || strstr(nm, "h_to_4h") || strstr(nm, "attention.self.") ||
+			   strstr(nm, "intermediate.dense");
+		bool row = strstr(nm, "4h_to_h") || strstr(nm, "attention.dense") || strstr(nm, "output.dense");
+		bool voc = strstr(nm, "embed_in") || strstr(nm, "embed_out") || strstr(nm, "word_embeddings") ||
+			   !strcmp(nm, "cls.predictions.bias");
+		tpc_vsplit sp = col ? TPC_VSPLIT_COL : row ? TPC_VSPLIT_ROW : voc ? TPC_VSPLIT_VOCAB : TPC_VSPLIT_REPLICATE;
+		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
+						false, row && ck.t[i].ndim == 1, 0, NULL, &e);
+		assert_true(ix >= 0);
+		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+	}
+	tpc_verify_link_biases(&s);
+	assert_int_equal(tpc_verify_model_from_names(&s, arch, f, &e), 0);
+	assert_int_equal(s.model->nlayers, 2);
+	vs_transformers(&s, &ex, key, W, key);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+static void test_neox_bert(void **st)
+{
+	(void)st;
+	tpc_vfacts f = {.heads = 4, .norm_eps = 1e-5, .rope_theta = 10000, .rotary_pct = 0.5, .parallel_residual = 1};
+	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.parallel", 48);
+	f.rotary_pct = 0.25;
+	f.parallel_residual = -1;
+	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.sequential", 48);
+	tpc_vfacts b = {.heads = 4, .norm_eps = 1e-12};
+	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, NULL, "bert.mlm", 48);
+	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, "cls.", "bert.hidden", 32);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -520,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
+		cmocka_unit_test(test_neox_bert),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

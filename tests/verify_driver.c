@@ -11,9 +11,10 @@
  *
  * usage: verify_driver --ref FILE --preset NAME --tp N [--config FILE]
  *          [--mutate KIND] [--mpi] [--seed S] [--tokens T] [--checks LIST]
- *          [--json FILE] [--junit FILE] [-q]
+ *          [--json FILE] [--junit FILE] [-q] [--swap NAME]
  * KIND: naive-qkv naive-gateup kv-split row-col-swap row-col-plan ranks-swap
  *       vocab-off-by-one bias-tp
+ * --swap NAME: ranks 0 and 1 hold each other's slice of tensor NAME
  * Prints the report table; exit status as tpconv's (0, 1 mismatch, 3 bad
  * input, 5 GPU/MPI). With a mutation, the tensors it broke are printed on
  * stderr as "broken: NAME" (the mutation suite checks the report names one).
@@ -124,6 +125,7 @@ static int build_vocab_shift(const tpc_tensor *ref, const tpc_split *sp, int tp,
 int main(int argc, char **argv)
 {
 	const char *ref_path = NULL, *preset = NULL, *config = NULL, *json = NULL, *junit = NULL, *checks = NULL;
+	const char *swap = NULL;
 	int tp = 0, mut = M_NONE, quiet = 0;
 	bool mpi = false;
 	tpc_verify_opts o;
@@ -141,6 +143,8 @@ int main(int argc, char **argv)
 			tp = atoi(v);
 		else if (ARG("--seed"))
 			o.seed = strtoull(v, NULL, 10);
+		else if (ARG("--swap"))
+			swap = v;
 		else if (ARG("--tokens"))
 			o.tokens = atoi(v);
 		else if (ARG("--json"))
@@ -295,7 +299,7 @@ int main(int argc, char **argv)
 		}
 		for (int t = 0; t < tp; t++) {
 			int src = t;
-			if (mut == M_RANKS && tp > 1 && t < 2)
+			if ((mut == M_RANKS || (swap && !strcmp(swap, ck.t[i].name))) && tp > 1 && t < 2)
 				src = 1 - t;
 			if (!mpi || t == me)
 				tpc_verify_set_rank(&s, ix, t, &ck, &ck.t[ent[i].rank_ix[src]]);
@@ -304,15 +308,21 @@ int main(int argc, char **argv)
 	if (ret)
 		goto out;
 	tpc_verify_link_biases(&s);
-	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2") || !strcmp(preset, "dit")) {
-		tpc_vfacts vf = {.heads = facts.heads, .kv_heads = facts.kv_heads, .head_dim = facts.head_dim, .hidden = facts.hidden, .ff_act = TPC_VACT_SILU};
+	bool neox = !strcmp(preset, "gpt-neox") || !strcmp(preset, "libai"), bert = !strcmp(preset, "bert");
+	if (swap && me == 0)
+		fprintf(stderr, "broken: %s\n", swap);
+	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2") || !strcmp(preset, "dit") || neox || bert) {
+		tpc_vfacts vf = {.heads = facts.heads, .kv_heads = facts.kv_heads, .head_dim = facts.head_dim, .hidden = facts.hidden, .ff_act = TPC_VACT_SILU,
+				 .norm_eps = facts.norm_eps, .rope_theta = facts.rope_theta, .rotary_pct = facts.rotary_pct,
+				 .parallel_residual = facts.parallel_residual};
 		if (facts.ff_act) { /* as cmd_verify maps them */
 			vf.ff_glu = tpc_ff_act_gated(facts.ff_act) ? 1 : -1;
 			vf.ff_act = facts.ff_act == TPC_FF_GELU || facts.ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
 				    : facts.ff_act == TPC_FF_SWIGLU ? TPC_VACT_SILU : TPC_VACT_GELU_TANH;
 		}
 		tpc_varch va = !strcmp(preset, "llama") ? TPC_VARCH_LLAMA
-			       : !strcmp(preset, "gpt2") ? TPC_VARCH_GPT2 : TPC_VARCH_DIT;
+			       : !strcmp(preset, "gpt2") ? TPC_VARCH_GPT2
+			       : neox ? TPC_VARCH_GPTNEOX : bert ? TPC_VARCH_BERT : TPC_VARCH_DIT;
 		if ((ret = tpc_verify_model_from_names(&s, va, &vf, &e)))
 			goto out;
 	}

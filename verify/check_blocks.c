@@ -133,6 +133,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 	a->kv_heads = p->kv_heads;
 	a->rope = p->rope;
 	a->theta = p->rope_theta;
+	a->rot = p->rot_dims;
 	a->bidirectional = p->bidirectional;
 	a->kv_w = p->kv_width;
 	a->qk_eps = p->qk_eps;
@@ -156,11 +157,21 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 		tpc__lin_of(R, p->qkv, t, false, &a->qkv);
 		const vloc *w = &a->qkv.w;
 		qn = R->s->t[p->qkv].name;
-		if (w->nparts != 3) {
+		if (p->interleaved) { /* [q, k, v] per head: whole heads of 3 * head_dim rows */
+			a->interleaved = true;
+			if (w->nparts != 1 || a->hd <= 0 || w->len[0] % (3 * a->hd) || w->start[0] % (3 * a->hd) || w->replicas[0] != 1 ||
+			    w->start[0] + w->len[0] > w->size[0]) {
+				snprintf(msg, n, "attention qkv '%s' must hold whole heads of [q, k, v] (%lld rows each)", qn,
+					 (long long)(3 * a->hd));
+				return false;
+			}
+			ql = kl = vl = w->len[0] / 3, qs = ks = vs = w->start[0] / 3;
+		} else if (w->nparts != 3) {
 			snprintf(msg, n, "attention qkv '%s' must be split as 3 parts [q|k|v]", qn);
 			return false;
+		} else {
+			ql = w->len[0], kl = w->len[1], vl = w->len[2], qs = w->start[0], ks = w->start[1], vs = w->start[2];
 		}
-		ql = w->len[0], kl = w->len[1], vl = w->len[2], qs = w->start[0], ks = w->start[1], vs = w->start[2];
 	} else if (a->kv_fused) {
 		tpc__lin_of(R, p->q, t, false, &a->q);
 		if (!kv_fused_loc(R, p->kv, t, &a->kv, msg, n))

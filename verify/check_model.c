@@ -166,6 +166,8 @@ static bool model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t 
 		if (L->moe ? t >= 0 && !tpc__moe_ok(R, &ly->moe, msg, n) : !tpc__mlp_loc_of(R, &ly->mlp, t, &L->mlp, msg, n))
 			return false;
 	}
+	if (!tpc__form_loc_of(R, t, m, msg, n))
+		return false;
 	m->moe_f = moe_f;
 	m->moe_d = moe_d;
 	m->layer_end_f = layer_end_f;
@@ -213,7 +215,7 @@ int tpc__check_model(vrun *R)
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	bool failed = false;
-	int64_t T = R->T, V = d->vocab;
+	int64_t T = R->T, V = d->hidden_out ? d->hidden : d->vocab; /* BertModel: its hidden states */
 	int32_t *ids = NULL;
 	float *lg = NULL;
 	double *lr = NULL;
@@ -234,7 +236,7 @@ int tpc__check_model(vrun *R)
 	}
 	uint64_t stream = tpc_verify_stream("model", TPC_VC_MODEL);
 	for (int64_t t = 0; t < T; t++)
-		ids[t] = (int32_t)tpc__seeded_id(R->o->seed, stream, t, V);
+		ids[t] = (int32_t)tpc__seeded_id(R->o->seed, stream, t, d->vocab);
 	if ((ret = tpc__model_f(&R->xf, &m, T, ids, lg)))
 		goto done;
 	if (me == 0) {

@@ -287,6 +287,10 @@ typedef struct tpc_vattn {
 	bool mla;                        /* DeepSeek multi-head latent attention: the tensors and
 					    sizes in `lat` (q, k, v unused; o is o_proj) */
 	tpc_vmla lat;
+	bool interleaved;                /* qkv holds [q, k, v] per head ([heads, 3, head_dim] rows,
+					    GPT-NeoX's query_key_value): one part split on 3 * head_dim */
+	int64_t rot_dims;                /* rope on the first rot_dims of each head only (rotate-half
+					    within them, GPT-NeoX's rotary_pct); 0: the whole head */
 } tpc_vattn;
 
 /* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):
@@ -330,6 +334,9 @@ typedef enum tpc_varch {
 	TPC_VARCH_GPT2,      /* LayerNorm, learned positions, gelu_new, Conv1D */
 	TPC_VARCH_DIT,       /* diffusers transformer blocks: attention and feed-forward checks only */
 	TPC_VARCH_DALLE2,    /* DALLE2-pytorch attentions and feed-forwards: block checks only */
+	TPC_VARCH_GPTNEOX,   /* GPT-NeoX / Pythia (and LiBai's GPT): LayerNorm, head-interleaved
+				query_key_value, partial rotary, parallel residual (neox.c) */
+	TPC_VARCH_BERT,      /* BERT encoder: post-norm, bidirectional, token types (neox.c) */
 } tpc_varch;
 
 typedef struct tpc_vmodel {
@@ -342,6 +349,16 @@ typedef struct tpc_vmodel {
 	int64_t nlayers;
 	bool moe;                        /* some layer is a mixture of experts */
 	bool mla;                        /* some layer has MLA attention (tpc_vmla) */
+	/* GPT-NeoX and BERT (verify/neox.c); -1 / false for the others */
+	bool parallel_residual;          /* x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX) */
+	bool post_norm;                  /* BERT: x = norm1(x + attn(x)); x = norm2(x + mlp(x)); the
+					    final norm is the MLM transform's */
+	int64_t type_embed;              /* BERT: token type 0's row added to every token */
+	int64_t embed_norm_w, embed_norm_b; /* BERT: the embeddings' LayerNorm */
+	int64_t mlm_dense;               /* BERT: the MLM transform's dense (gelu after it) */
+	int64_t head_bias;               /* BERT: the decoder's vocab bias */
+	bool hidden_out;                 /* no head (BertModel): the model check compares the last
+					    hidden states [T, hidden] */
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {
@@ -389,6 +406,10 @@ typedef struct tpc_vfacts {
 	double yarn_factor, yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
 	int64_t yarn_orig_max;
 	int yarn_truncate;
+	/* GPT-NeoX: rotary_pct (0: transformers' default 0.25), use_parallel_residual
+	 * (1 yes, -1 no, 0: the default, yes) */
+	double rotary_pct;
+	int parallel_residual;
 } tpc_vfacts;
 
 /*
@@ -403,6 +424,21 @@ typedef struct tpc_vfacts {
  * checkpoint in the set and attach a model description. Missing facts are
  * derived from shapes (hidden from the embedding, heads from head_dim...).
  * TPC_EINPUT names what is missing.
+ *
+ * TPC_VARCH_GPTNEOX (verify/neox.c): GPT-NeoX's gpt_neox.embed_in, layers.N
+ * .input_layernorm / attention.query_key_value (interleaved, f->rotary_pct
+ * of each head rotated) / attention.dense / post_attention_layernorm /
+ * mlp.dense_h_to_4h / mlp.dense_4h_to_h, final_layer_norm, embed_out (the
+ * "gpt_neox." prefix optional; parallel residual unless
+ * f->parallel_residual < 0), or LiBai's GPT (GPT_model.embeddings
+ * .token_embeddings / position_embeddings, transformer.layers.N.self_attention
+ * .query_key_value ..., transformer.layernorm_f; no rope, sequential, tied).
+ * TPC_VARCH_BERT: BERT's (bert.)embeddings.word / position / token_type
+ * _embeddings and LayerNorm, encoder.layer.N.attention.self.query/key/value,
+ * attention.output.dense and LayerNorm, intermediate.dense, output.dense and
+ * LayerNorm, and cls.predictions (transform.dense and LayerNorm, decoder or
+ * tied, decoder.bias or bias) when present (else hidden_out). Both need
+ * f->heads; head_dim is hidden / heads.
  *
  * TPC_VARCH_DIT (diffusers PixArt, SD3, Flux, CogVideoX, DiT): every
  * transformer_blocks.N / single_transformer_blocks.N attention (attn1, attn,

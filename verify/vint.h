@@ -79,6 +79,8 @@ typedef struct vattn_loc {
 	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
 	double qk_eps;
 	bool bidirectional;
+	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
+	int64_t rot;             /* rope on each head's first rot dims (0: all) */
 	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
 	const float *kv_f;       /* cross-attention encoder states [T, kv_w] */
 	const double *kv_d;
@@ -120,6 +122,11 @@ typedef struct vmodel_loc {
 	void (*layer_end_f)(void *arg, int64_t l, int64_t T, const float *X);
 	void (*layer_end_d)(void *arg, int64_t l, int64_t T, const double *X);
 	void *arg;
+	/* GPT-NeoX and BERT (neox.c): non-NULL, neox.inc runs their embedding
+	 * extras, layers and top (tpc__form_*) */
+	const tpc_vmodel *form;
+	vloc type, enw, enb, head_b; /* BERT: token type 0, the embeddings' norm, the vocab bias */
+	vlin mlm;                /* BERT: the MLM transform's dense (w.t NULL: none) */
 } vmodel_loc;
 
 /* ---- kernels.c ---- */
@@ -154,6 +161,18 @@ TPC_V_DECL(double, d)
  * o_proj's all-reduce included. */
 int tpc__mla_f(vctx *x, const vmla_loc *a, int64_t T, int64_t H, const float *in, float *out);
 int tpc__mla_d(vctx *x, const vmla_loc *a, int64_t T, int64_t H, const double *in, double *out);
+
+/* GPT-NeoX and BERT (neox.inc, instantiated in neox.c), called by
+ * tpc__model when m->form is set: the embeddings' extras on X [T, H] (BERT:
+ * token type 0, the norm; tmp [H] of scratch), layer L on X in place (N, O
+ * [T, H] of scratch), and the top: X into N, the head's input (the final
+ * norm, or BERT's MLM transform; X itself with no head). */
+#define TPC_FORM_DECL(R, S)                                                                                   \
+	int tpc__form_embed_##S(vctx *x, const vmodel_loc *m, int64_t T, R *X, R *tmp);                       \
+	int tpc__form_layer_##S(vctx *x, const vmodel_loc *m, const vlayer_loc *L, int64_t T, R *X, R *N, R *O); \
+	int tpc__form_top_##S(vctx *x, const vmodel_loc *m, int64_t T, const R *X, R *N);
+TPC_FORM_DECL(float, f)
+TPC_FORM_DECL(double, d)
 
 /* The float side's matmul chunk on the GPU (gpu_loader.c): non-transposed
  * out[:, 0:nr] = in W^T for W [nr, cols]; transposed out += in[:, 0:nr] W for
@@ -271,6 +290,16 @@ void tpc__widen(const vrun *R, tpc_vresult *res);
  * reference; mla.c), false with a message as tpc__attn_loc_of. */
 bool tpc__part_ok(const vrun *R, int64_t i, bool row, const char *what, char *msg, size_t n);
 bool tpc__mla_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vmla_loc *a, char *msg, size_t n);
+/* vset.c: a layer with no tensors (every index -1); append it to the model,
+ * its name copied. neox.c: GPT-NeoX's (or LiBai's GPT's) and BERT's model
+ * description from their names (tpc_verify_model_from_names). */
+void tpc__layer_init(tpc_vlayer *L);
+int tpc__layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e);
+int tpc__neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e);
+/* GPT-NeoX's and BERT's model extras (neox.c) on rank t (-1: the
+ * reference) into m, false with a message when they do not fit; true and
+ * nothing done for the other architectures. */
+bool tpc__form_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n);
 
 /* Mixture of experts (check_blocks.c). tpc__moe_ok: this rank's router, gate
  * and held experts fit the block. tpc__moe_route: T tokens routed by rank

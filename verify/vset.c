@@ -277,6 +277,16 @@ static int layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
 	return 0;
 }
 
+void tpc__layer_init(tpc_vlayer *L)
+{
+	layer_init(L);
+}
+
+int tpc__layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
+{
+	return layer_add(m, L, name, e);
+}
+
 /* ---- DiT (diffusers) blocks: one entry per attention and feed-forward ---- */
 
 static void no_mlp(tpc_vmlp *p)
@@ -812,7 +822,10 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfa
 		return tpc_err_nomem(e);
 	m->arch = arch;
 	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
-	if (arch == TPC_VARCH_DIT) {
+	m->type_embed = m->embed_norm_w = m->embed_norm_b = m->mlm_dense = m->head_bias = -1;
+	if (arch == TPC_VARCH_GPTNEOX || arch == TPC_VARCH_BERT) {
+		ret = tpc__neox_from_names(s, m, f, e);
+	} else if (arch == TPC_VARCH_DIT) {
 		ret = dit_from_names(s, m, f, e);
 	} else if (arch == TPC_VARCH_DALLE2) {
 		ret = dalle2_from_names(s, m, f, e);

@@ -64,6 +64,22 @@ while read -r mut m tp; do
   else notok "$mut $m tp $tp ($checks checks): exit $rc, named $named"; sed 's/^/#   /' out.txt err.txt | head -n 20; fi
  done
 done <<< "$cases"
+# One rank's slice of one layer's tensor swapped with another rank's: the
+# model check alone fails and names that layer.
+while read -r m tp tensor layer; do
+  "$DRIVER" --ref $m/model.safetensors --config $m/config.json --preset "$(preset_of $m)" --tp "$tp" -q \
+    --checks model --swap "$tensor" > out.txt 2> err.txt
+  rc=$?
+  if [ "$rc" = 1 ] && grep -qF "the first layer whose output differs: '$layer'" out.txt; then
+    ok "swapped slices of $tensor, $m tp $tp: the model check fails naming $layer"
+  else notok "swapped slices of $tensor, $m tp $tp: exit $rc"; sed 's/^/#   /' out.txt err.txt | head -n 20; fi
+done <<'EOF2'
+gpt-neox 4 gpt_neox.layers.1.attention.query_key_value.weight gpt_neox.layers.1
+gpt-neox 2 gpt_neox.layers.0.mlp.dense_4h_to_h.weight gpt_neox.layers.0
+bert 4 bert.encoder.layer.1.attention.self.query.weight bert.encoder.layer.1
+bert 2 bert.encoder.layer.0.intermediate.dense.weight bert.encoder.layer.0
+libai 8 GPT_model.transformer.layers.1.self_attention.query_key_value.weight GPT_model.transformer.layers.1
+EOF2
 echo "$table"
 echo "1..$n"
 [ "$bad" = 0 ]

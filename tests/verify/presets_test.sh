@@ -19,7 +19,8 @@ for m in llama gpt2 gpt-neox bert libai dalle2 dit flux llama-fused llama-bf16; 
       notok "$m tp $tp"; sed 's/^/#   /' out.txt | head -n 20
       continue
     fi
-    # every check of the report passed, blocks and model present for llama/gpt2, blocks for dit
+    # every check of the report passed, blocks and model present for llama/gpt2/gpt-neox/bert/libai
+    # (nothing skipped), blocks for dit
     if $PY - "$m" r.json <<'PYEOF'
 import json, sys
 m, r = sys.argv[1], json.load(open(sys.argv[2]))
@@ -27,7 +28,8 @@ assert r["tpconv_verify"] == 1 and r["ok"] and r["failed"] == 0, r
 kinds = {c["check"] for c in r["checks"]}
 assert all(c["status"] == "pass" for c in r["checks"])
 want = {"structure", "col", "row"}
-if m.startswith("llama") or m == "gpt2":
+assert r["skipped"] == 0, r["skipped"]
+if m.startswith("llama") or m in ("gpt2", "gpt-neox", "bert", "libai"):
     want |= {"embed", "head", "mlp", "attn", "model"}
     top = [c for c in r["checks"] if c["check"] == "model"][0]["top1"]
     assert top[0] == top[1], top
