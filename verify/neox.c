@@ -138,7 +138,8 @@ static int neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f
 			}
 	if (!w)
 		return tpc_err_set(e, TPC_EINPUT,
-				   "gpt-neox model: no 'gpt_neox.embed_in.weight' (GPT-NeoX) or 'GPT_model.embeddings.token_embeddings.weight' (LiBai's GPT)");
+				   "gpt-neox model: no 'gpt_neox.embed_in.weight' (GPT-NeoX) or 'GPT_model.embeddings.token_embeddings.weight' (LiBai's GPT); --arch none checks "
+				   "structure and layers only");
 	int ret = top_of(s, m, ix, f, w->what, &heads, &hd, e);
 	if (ret)
 		return ret;
