@@ -406,7 +406,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	/* a set's checksums are checked in the reads that hash the new set
 	 * (tpc_shard_opts.input_check), not in a pass of their own */
 	unsigned fl = TPC_CLI_IN_WHOLE | TPC_CLI_IN_SET_PLAN | (s->so.checksum != TPC_HASH_NONE ? TPC_CLI_IN_CHECKSUMS : 0) |
-		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0);
+		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0) | TPC_CLI_IN_HF_NAMES;
 	if ((ret = tpc_cli_input_open(in, "shard", s->in, &s->set, fl, e)))
 		return ret;
 	if (in->have_mg) {
