@@ -111,5 +111,30 @@ done
 "$TPCONV" convert "$T/sp-00001-of-0000$nf.gguf" -o "$T/sp.safetensors" -q && diff <(table "$T/sp.safetensors") <(table "$T/llama.safetensors") >/dev/null &&
   ok "a gguf-split set reads into Hugging Face form as the one file does" || bad "a gguf-split set into Hugging Face form"
 
+# 5. llama-quantize's K-quants of tpconv's f16 GGUF (kquant/, make_quant_fixture.py):
+#    every tensor dequantized as python3-gguf does, in GGUF order
+#    (--gguf-names) and in Hugging Face form (attn_q/attn_k rows un-permuted
+#    through the dequantizer); that HF model back to GGUF f32 and HF again
+#    bit-exact (attn_q's 128 interleaved row pairs: a composite of 128 parts)
+K="$SRC/tests/gguf/kquant"
+for q in q4_k_m q6_k; do
+  types=$(awk -v f="$q.gguf" '$1 == f {print $3}' "$K/expected.txt" | sort | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}')
+  awk -v f="$q.gguf" '$1 == f {print $2, $4}' "$K/expected.txt" | sort > "$T/want"
+  "$TPCONV" convert "$K/$q.gguf" -o "$T/kq.safetensors" --gguf-names -f -q 2>"$T/err" &&
+    table "$T/kq.safetensors" | awk '{print $1, $4}' > "$T/got" && diff "$T/want" "$T/got" > "$T/diff" &&
+    ok "$q ($types): every tensor equals gguf.quants.dequantize" || bad "$q equals gguf.quants.dequantize" "$(cat "$T/err" "$T/diff" | head -6)"
+  awk -v f="$q.gguf" '$1 == f {print $5}' "$K/expected.txt" | sort > "$T/want"
+  "$TPCONV" convert "$K/$q.gguf" -o "$T/kh-$q/" -q 2>"$T/err" &&
+    table "$T/kh-$q/model.safetensors" | awk '{print $4}' | sort > "$T/got" && diff "$T/want" "$T/got" > "$T/diff" &&
+    ok "$q in Hugging Face form: the dequantized values, Q/K rows un-permuted" || bad "$q in Hugging Face form" "$(cat "$T/err" "$T/diff" | head -6)"
+done
+for ot in f32 f16; do
+  "$TPCONV" convert "$T/kh-q6_k" -o "$T/kh.gguf" --outtype $ot -f -q 2>"$T/err" &&
+    "$TPCONV" convert "$T/kh.gguf" -o "$T/kh2.safetensors" --dtype $ot -f -q 2>>"$T/err" &&
+    "$TPCONV" convert "$T/kh-q6_k/model.safetensors" -o "$T/kh1.safetensors" --dtype $ot -f -q 2>>"$T/err" &&
+    diff <(table "$T/kh1.safetensors") <(table "$T/kh2.safetensors") > "$T/diff" &&
+    ok "head_dim 128: HF -> GGUF $ot -> HF bit-exact" || bad "head_dim 128: HF -> GGUF $ot -> HF" "$(cat "$T/err" "$T/diff" | head -6)"
+done
+
 echo "1..$n"
 [ "$failed" = 0 ]
