@@ -41,6 +41,8 @@ static const char *help =
 	"  --preset NAME            a built-in plan, one per model family (tpconv plan --list):\n"
 	"%s"
 	"  --plan FILE              a plan in JSON\n"
+	"                           (a GGUF input: read as its Hugging Face model, the facts from\n"
+	"                           its metadata, its family's preset when neither is given)\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
 	"                           model facts (override --config and the plan)\n"
