@@ -199,6 +199,9 @@ enum {
 	TPC_CLI_IN_TAKE_RANK0 = 1u << 5, /* replicated tensors that differ: rank 0's copy */
 	TPC_CLI_IN_WHOLE = 1u << 6,      /* the command needs the whole model (shard): one rank
 					  * file of a Megatron set is refused (exit 2) */
+	TPC_CLI_IN_HF_NAMES = 1u << 7,   /* a GGUF read as its Hugging Face model (TPC_OPEN_HF_NAMES):
+					  * the facts from its metadata, and its family's preset
+					  * when no flag names a plan */
 };
 typedef struct tpc_cli_input {
 	const char *path;
@@ -208,12 +211,17 @@ typedef struct tpc_cli_input {
 	bool have_ck, have_mg, have_plan;
 	tpc_ckpt *view;       /* &ck or &mg.out */
 	tpc_plan plan;
-	tpc_model_facts own;  /* what a checkpoint records of itself (Megatron's args) */
+	tpc_model_facts own;  /* what a checkpoint records of itself (Megatron's args, GGUF's metadata) */
+	char *hf_config;      /* the config.json a GGUF's metadata gives (TPC_CLI_IN_HF_NAMES), or NULL */
 } tpc_cli_input;
 void tpc_cli_input_init(tpc_cli_input *in);
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,
 		       unsigned flags, tpc_err *e);
 void tpc_cli_input_release(tpc_cli_input *in);
+/* A checkpoint whose file holds its configuration (GGUF): the config.json
+ * it gives (*json, malloc'd; NULL for other formats) and its facts filled
+ * into *f where *f has none. */
+int tpc_cli_own_config(const tpc_ckpt *ck, char **json, tpc_model_facts *f, tpc_err *e);
 /* The facts in the one order (flags, --config, config.json beside or
  * inside the input, the set's manifest or the checkpoint's or set's own
  * record (Megatron's args), the plan's), each labelled with its origin; the

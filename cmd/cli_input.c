@@ -6,11 +6,13 @@
  * record (Megatron's args), the plan's defaults; the shapes fill the rest
  * where the command asks and every fact is checked against them
  * (tpc_facts_from_shapes, tpc_facts_check). */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "tpc_family.h"
 #include "tpc_extras.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
@@ -29,6 +31,7 @@ void tpc_cli_input_release(tpc_cli_input *in)
 		tpc_merge_release(&in->mg);
 	tpc_ckpt_release(&in->ck);
 	tpc_plan_release(&in->plan);
+	free(in->hf_config);
 	tpc_cli_input_init(in);
 }
 
@@ -54,6 +57,40 @@ const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_ext
 	if (!mg->layout)
 		return dir; /* a DCP folder: its config beside the items */
 	return tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, xo);
+}
+
+/* A checkpoint whose file holds its configuration (GGUF's metadata): the
+ * config.json it gives, its facts as the checkpoint's own, and its family's
+ * preset when no flag named a plan. */
+int tpc_cli_own_config(const tpc_ckpt *ck, char **json, tpc_model_facts *f, tpc_err *e)
+{
+	const tpc_format *fmt = ck->format ? tpc_format_by_name(ck->format) : NULL;
+	tpc_model_facts cf;
+	int ret;
+	*json = NULL;
+	if (!fmt || !fmt->hf_config)
+		return 0;
+	if ((ret = fmt->hf_config(ck, json, e)) ||
+	    (ret = tpc_facts_from_buffer(&cf, *json, strlen(*json), "the GGUF metadata", e)))
+		return ret;
+	tpc_facts_fill(f, &cf);
+	return 0;
+}
+
+static int own_config(tpc_cli_input *in, tpc_err *e)
+{
+	int ret = tpc_cli_own_config(&in->ck, &in->hf_config, &in->own, e);
+	if (ret || !in->hf_config || in->have_plan)
+		return ret;
+	cJSON *c = cJSON_Parse(in->hf_config);
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "architectures");
+	const tpc_family *fam = cJSON_IsArray(a) && cJSON_IsString(a->child) ? tpc_family_by_arch(a->child->valuestring) : NULL;
+	if (fam && fam->plan && !(ret = tpc_cli_load_plan(fam->name, NULL, &in->plan, e))) {
+		in->have_plan = true;
+		tpc_cli_info("preset %s, from the GGUF's general.architecture", fam->name);
+	}
+	cJSON_Delete(c);
+	return ret;
 }
 
 /* A set: merged on the fly through its manifest or, for a foreign one, the
@@ -123,9 +160,13 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	oo.select = set ? set->select : NULL;
 	if (flags & TPC_CLI_IN_DEQUANTIZE)
 		oo.flags |= TPC_OPEN_DEQUANTIZE;
+	if (flags & TPC_CLI_IN_HF_NAMES)
+		oo.flags |= TPC_OPEN_HF_NAMES;
 	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
 		in->have_ck = true;
 		in->view = &in->ck;
+		if ((flags & TPC_CLI_IN_HF_NAMES) && (ret = own_config(in, e)))
+			goto out;
 		/* a Megatron checkpoint's args (a legacy rank file's own, a
 		 * torch_dist folder's common.pt): the facts convert's rules use */
 		tpc_megatron_args a;

@@ -35,6 +35,10 @@ static const char *help =
 	"                           OUT-0000K-of-0000N.gguf\n"
 	"  --outtype TYPE           GGUF output: f32, f16, bf16, q8_0 or auto (the default: as\n"
 	"                           convert_hf_to_gguf.py; from a GGUF input, types kept)\n"
+	"  --gguf-names             a GGUF input keeps its GGUF tensor names and layout (default:\n"
+	"                           the Hugging Face model's names, Q/K rows, experts and norms,\n"
+	"                           and a folder output gets the config.json its metadata gives;\n"
+	"                           a GGUF output always keeps them)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
 	"                           and make a rule that matches no tensor an error\n"
@@ -59,11 +63,39 @@ static const char *help =
 	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
-enum { O_DRY_RUN = 0x1100, O_OUTTYPE };
+enum { O_DRY_RUN = 0x1100, O_OUTTYPE, O_GGUF_NAMES };
 
 static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
 {
 	return f->write((const tpc_ckpt *)ctx, NULL, 0, out, wo, e);
+}
+
+/* A folder output of a checkpoint whose file holds its configuration
+ * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
+ * the exit status. */
+static int write_hf_config(const tpc_ckpt *ck, const char *out, const tpc_write_opts *wo)
+{
+	const tpc_format *f = ck->format ? tpc_format_by_name(ck->format) : NULL;
+	char *path = NULL, *json = NULL;
+	tpc_err e;
+	int ret = 0;
+	if (!f || !f->hf_config)
+		return 0;
+	tpc_err_init(&e);
+	if (!(path = tpc_path_join(out, "config.json")))
+		ret = tpc_err_nomem(&e);
+	else if (tpc_exists(path))
+		goto out; /* the model folder's own, copied */
+	if (!ret)
+		ret = f->hf_config(ck, &json, &e);
+	if (!ret)
+		ret = tpc_write_file_atomic(path, json, strlen(json), wo->flags & TPC_W_FORCE ? TPC_OUT_FORCE : 0, &e);
+	if (!ret)
+		tpc_cli_info("wrote config.json from the %s metadata", ck->format);
+out:
+	free(json);
+	free(path);
+	return ret ? tpc_cli_fail(&e) : 0;
 }
 
 /* The input folder's companions (config, tokenizer...) beside a folder
@@ -114,12 +146,13 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, 'P'}, {"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
+		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_write_opts wo;
-	bool force_progress = false, no_extras = false, dequant = false;
+	bool force_progress = false, no_extras = false, dequant = false, gguf_names = false;
 	size_t ndq = 0;
 	tpc_ckpt ck;
 	tpc_err e;
@@ -142,6 +175,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 'S': oo.flags |= TPC_OPEN_STRICT; rm->strict = true; break;
 		case O_DRY_RUN: rm->dry_run = true; break;
 		case O_OUTTYPE: wo.outtype = optarg; break;
+		case O_GGUF_NAMES: gguf_names = true; break;
 		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
@@ -175,6 +209,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	int us = tpc_cli_writer("convert", out, fmt_name, shard_arg != NULL, &wo, &outf, &sharded);
 	if (us)
 		return us;
+	if (wo.outtype && !rm->dry_run && strcmp(outf->name, "gguf"))
+		return tpc_cli_usage("convert", "--outtype goes with a GGUF output");
 
 	/* An output inside the folder of an input shard set (a folder, or the
 	 * folder of a *.index.json) is refused like an output equal to an input:
@@ -188,6 +224,9 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 			return tpc_cli_fail(&e);
 		}
 	}
+	/* GGUF read as the Hugging Face model it was, unless written as GGUF again */
+	if (!gguf_names && (!outf || strcmp(outf->name, "gguf")))
+		oo.flags |= TPC_OPEN_HF_NAMES;
 	tpc_ckpt_init(&ck);
 	if (tpc_ckpt_open(&ck, in, &oo, &e)) {
 		ret = tpc_cli_fail(&e);
@@ -209,10 +248,6 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 			     in, rank_what, rank_how);
 	if (rm->dry_run)
 		goto out;
-	if (wo.outtype && strcmp(outf->name, "gguf")) {
-		ret = tpc_cli_usage("convert", "--outtype goes with a GGUF output");
-		goto out;
-	}
 	/* GGUF from a Hugging Face model reads its config and tokenizer */
 	char *model_dir = tpc_extras_source_dir(in);
 	wo.model_dir = model_dir;
@@ -228,6 +263,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		goto out;
 	/* a model folder's companions (config, tokenizer...) go beside a folder output */
 	if (!no_extras && tpc_is_dir(out) && (ret = copy_companions(&ck, in, out, &wo, kept, ndq)))
+		goto out;
+	if (!no_extras && !gguf_names && tpc_is_dir(out) && (ret = write_hf_config(&ck, out, &wo)))
 		goto out;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];

@@ -41,6 +41,8 @@ static const char *help =
 	"  --preset NAME            a built-in plan, one per model family (tpconv plan --list):\n"
 	"%s"
 	"  --plan FILE              a plan in JSON\n"
+	"                           (a GGUF input: read as its Hugging Face model, the facts from\n"
+	"                           its metadata, its family's preset when neither is given)\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
 	"                           model facts (override --config and the plan)\n"
@@ -406,7 +408,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	/* a set's checksums are checked in the reads that hash the new set
 	 * (tpc_shard_opts.input_check), not in a pass of their own */
 	unsigned fl = TPC_CLI_IN_WHOLE | TPC_CLI_IN_SET_PLAN | (s->so.checksum != TPC_HASH_NONE ? TPC_CLI_IN_CHECKSUMS : 0) |
-		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0);
+		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0) | TPC_CLI_IN_HF_NAMES;
 	if ((ret = tpc_cli_input_open(in, "shard", s->in, &s->set, fl, e)))
 		return ret;
 	if (in->have_mg) {

@@ -334,6 +334,11 @@ static int resolve_facts(tpc_cli_vdesc *d, tpc_err *e)
 	if ((ret = tpc_cli_facts(&a->flags, a->config, a->ref_path, d->have_man ? &d->man.facts : &own,
 				 d->have_plan ? &d->plan : NULL, &d->facts, e)))
 		return ret;
+	char *cfg = NULL; /* a GGUF reference's metadata: what the manifest does not record */
+	ret = tpc_cli_own_config(&d->ref, &cfg, &d->facts, e);
+	free(cfg);
+	if (ret)
+		return ret;
 	if (d->have_plan) {
 		char note[1024];
 		if ((ret = tpc_facts_from_shapes(&d->facts, &d->plan, &d->ref, note, sizeof(note), e)))
@@ -457,7 +462,9 @@ static int open_ranks(tpc_cli_vdesc *d, tpc_err *e)
 int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 {
 	int ret;
-	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, NULL, e)) || (ret = open_description(d, e)) ||
+	/* a GGUF reference as the Hugging Face model shard split (its names and rows) */
+	static const tpc_open_opts hf = {TPC_OPEN_HF_NAMES, NULL, NULL};
+	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) || (ret = open_description(d, e)) ||
 	    (ret = resolve_facts(d, e)) || (ret = open_dequantized(d, e)) || (ret = open_ranks(d, e)))
 		return ret;
 	return 0;

@@ -737,7 +737,6 @@ static int gg_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 	size_t stem;
 	unsigned k = 0, n = 0;
 	int ret;
-	(void)o;
 	if (!kv)
 		return tpc_err_nomem(e);
 	bool set = split_name(path, &stem, &k, &n) && n > 1;
@@ -752,6 +751,8 @@ static int gg_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 	}
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
+	if (!ret && o && (o->flags & TPC_OPEN_HF_NAMES))
+		ret = tpc__gguf_to_hf(ck, kv, e); /* gguf_hf.c */
 	if (!ret) {
 		/* the checkpoint is the whole model: a writer adds split.* anew */
 		tpc_gguf_kvs_del(kv, "split.no");
@@ -772,4 +773,5 @@ static const char *const gg_exts[] = {".gguf", NULL};
 const tpc_format tpc_fmt_gguf = {
 	.name = "gguf", .desc = "GGUF (llama.cpp), gguf-split sets too",
 	.detect = detect, .open = gg_open, .write = tpc__gguf_write_fmt, .exts = gg_exts, .self_split = true,
+	.hf_config = tpc__gguf_hf_config,
 };

@@ -168,6 +168,26 @@ const tpc_gguf_kvs *tpc_gguf_ckpt_kvs(const tpc_ckpt *ck);
  * packed bytes are dq->c[0]), else TPC_GGML_NONE. */
 int tpc_gguf_packed(const tpc_tensor *t);
 
+/*
+ * Hugging Face form (gguf_hf.c): a checkpoint read from GGUF with its
+ * tensors renamed and laid out as the Hugging Face model the reference
+ * converter started from (the inverse of tpc_gguf_from_hf), and the
+ * config.json its metadata gives. tpc_fmt_gguf's open does the first under
+ * TPC_OPEN_HF_NAMES; its hf_config hook is the second.
+ */
+int tpc__gguf_to_hf(tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e);
+int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e);
+
+/* A record of gguf_arch.c's table as the reader needs it (private to formats/). */
+typedef struct tpc__gguf_arch {
+	const char *hf_arch, *family, *arch;
+	bool permute_qk, norm_plus_1, neox_qkv;
+	int experts[3]; /* tpc_role of the stacked expert tensors; 0: none */
+} tpc__gguf_arch;
+/* The first record of GGUF architecture `arch` with (moe) or without stacked
+ * experts: 0, or -1 when there is none. */
+int tpc__gguf_arch_lookup(const char *arch, bool moe, tpc__gguf_arch *out);
+
 /* The registry's writer (gguf_write.c): a checkpoint read from GGUF is
  * written back with its KVs and its tensors' types (o->outtype: f32, f16,
  * bf16 or q8_0 for its float tensors of 2 or more dims); any other goes

@@ -1020,3 +1020,20 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
 	free((char *)cv.c.path);
 	return ret;
 }
+
+/* The table read the other way (gguf_hf.c): the first record of GGUF
+ * architecture `arch` whose experts are stacked when `moe` (llama: Llama
+ * without experts, Mixtral with). */
+int tpc__gguf_arch_lookup(const char *arch, bool moe, tpc__gguf_arch *out)
+{
+	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
+		const arch_spec *sp = &archs[i];
+		if (strcmp(sp->arch, arch) || (sp->experts[0] != 0) != moe)
+			continue;
+		*out = (tpc__gguf_arch){sp->hf_arch, sp->family, sp->arch, !!(sp->flags & AF_PERMUTE_QK),
+					!!(sp->flags & AF_NORM_PLUS_1), !!(sp->flags & AF_NEOX_QKV),
+					{(int)sp->experts[0], (int)sp->experts[1], (int)sp->experts[2]}};
+		return 0;
+	}
+	return -1;
+}

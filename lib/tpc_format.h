@@ -45,6 +45,9 @@ enum {
 	TPC_OPEN_DEQUANTIZE = 1u << 1, /* torch quantized tensors (qint8...) become f32 (convert
 					* --dequantize; FP8/GPTQ/AWQ weights are a later step
 					* over the whole checkpoint: tpc_ckpt_dequantize, tpc_quant.h) */
+	TPC_OPEN_HF_NAMES = 1u << 2,   /* a format with its own tensor names (GGUF) gives the
+					* Hugging Face names and layout its model had; a tensor
+					* without one is refused by name */
 };
 
 typedef struct tpc_open_opts {
@@ -149,6 +152,10 @@ typedef struct tpc_format {
 			  const tpc_write_opts *o, tpc_err *e);
 	int (*part_items)(tpc_ckpt *ck, const char *path, uint64_t **off, uint64_t **len, size_t *n, tpc_err *e);
 	int (*write_index)(const char *dir, const tpc_chunk *c, size_t n, const tpc_write_opts *o, tpc_err *e);
+	/* A format whose file holds the model's configuration itself (GGUF's
+	 * metadata): the Hugging Face config.json it gives for ck, a checkpoint
+	 * this format opened (*json malloc'd). NULL elsewhere. */
+	int (*hf_config)(const tpc_ckpt *ck, char **json, tpc_err *e);
 } tpc_format;
 
 int tpc_format_register(const tpc_format *f);

@@ -146,10 +146,12 @@ static int read_part_rows(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t o, u
 static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
 			  uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, tpc_err *e)
 {
-	uint64_t inner[64], row = 0;
-	int np = t->nparts > 64 ? 64 : t->nparts;
-	if (t->nparts > 64)
-		return tpc_err_set(e, TPC_EINPUT, "internal: too many parts in '%s'", t->name ? t->name : "?");
+	/* a composite of many parts (the rows of every head of a llama attn_q
+	 * interleaved for GGUF: heads x head_dim / 2 parts) sizes its own */
+	uint64_t inner_buf[64], *inner = inner_buf, row = 0;
+	int np = t->nparts, ret = 0;
+	if (np > 64 && !(inner = tpc_calloc((size_t)np, sizeof(*inner))))
+		return tpc_err_nomem(e);
 	for (int k = 0; k < np; k++) {
 		uint64_t n = 1;
 		for (int d = t->cat_dim; d < t->ndim; d++)
@@ -163,9 +165,8 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 		if (!w && cnt >= 2 * row) {
 			/* whole rows: each part's piece of them in one call */
 			uint64_t n = cnt / row;
-			int r = read_part_rows(ck, t, o, n, inner, row, dst, es, fn, ctx, &n, e);
-			if (r)
-				return r;
+			if ((ret = read_part_rows(ck, t, o, n, inner, row, dst, es, fn, ctx, &n, e)))
+				break;
 			if (n) {
 				dst += n * row * es;
 				e0 += n * row;
@@ -178,16 +179,17 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 		uint64_t take = cum + inner[k] - w;
 		if (take > cnt)
 			take = cnt;
-		int r = tpc_ckpt_read_bytes(ck, &t->parts[k], (o * inner[k] + (w - cum)) * es, take * es, dst, e);
-		if (r)
-			return r;
+		if ((ret = tpc_ckpt_read_bytes(ck, &t->parts[k], (o * inner[k] + (w - cum)) * es, take * es, dst, e)))
+			break;
 		if (fn)
 			fn(ctx, k, dst, (size_t)(take * es));
 		dst += take * es;
 		e0 += take;
 		cnt -= take;
 	}
-	return 0;
+	if (inner != inner_buf)
+		free(inner);
+	return ret;
 }
 
 int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,

@@ -15,7 +15,8 @@ check() { local d=$1; shift; if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d"
 hashes() { "$TPCONV" inspect --hash "$1" | awk '$1 ~ /weight/ {print $1, $NF}' | sort; }
 
 # 1. every type dequantizes to python3-gguf's values, bit for bit
-check "dequantize to safetensors (f32)" "$TPCONV" convert "$Q" -o "$T/q.safetensors" --dtype f32
+# (its tensors, one per type, have no Hugging Face names: --gguf-names keeps them)
+check "dequantize to safetensors (f32)" "$TPCONV" convert "$Q" -o "$T/q.safetensors" --dtype f32 --gguf-names
 hashes "$T/q.safetensors" > "$T/got"
 sort "$SRC/tests/gguf/quants.sha256" > "$T/want"
 for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k f16 f32; do
@@ -58,6 +59,9 @@ mv "$T/s-00002-of-0000$nf.gguf" "$T/gone"
   bad "a set missing a file: exit 3 naming it" "exit $rc" "$(cat "$T/err")"
 
 # 5. refusals
+"$TPCONV" convert "$Q" -o "$T/x.safetensors" 2>"$T/err"; rc=$?
+[ $rc = 3 ] && grep -q "tensor 'q4_0.weight'.*no Hugging Face name.*--gguf-names" "$T/err" && [ ! -e "$T/x.safetensors" ] &&
+  ok "a tensor with no Hugging Face name: exit 3 naming it" || bad "a tensor with no Hugging Face name: exit 3 naming it" "exit $rc" "$(cat "$T/err")"
 "$TPCONV" convert "$Q" -o "$T/x.safetensors" --outtype q8_0 2>"$T/err"; rc=$?
 [ $rc = 2 ] && ok "--outtype without a GGUF output: exit 2" || bad "--outtype without a GGUF output: exit 2" "exit $rc"
 "$TPCONV" convert "$Q" -o "$T/x.gguf" --outtype q4_k 2>"$T/err"; rc=$?

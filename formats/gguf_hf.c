@@ -1,0 +1,522 @@
+/* gguf_hf.c - a GGUF read back into the Hugging Face model it came from:
+ * the inverse of gguf_arch.c, from the same family records and the same
+ * table of architectures (tpc__gguf_arch_lookup), so there is one record
+ * per family for both directions.
+ *
+ * general.architecture picks the record (llama: LlamaForCausalLM, or
+ * MixtralForCausalLM when {arch}.expert_count is set); each tensor's GGUF
+ * name is matched against the family's TPC_ECO_GGUF column and renamed to
+ * its TPC_ECO_HF name; what the reference transformed is transformed back,
+ * as descriptions where it can be (no byte copied):
+ *   - llama's attn_q / attn_k rows (weight and bias): Meta's interleaved
+ *     rotary order back to Hugging Face's halves (tpc_tensor_rope_permute
+ *     to_halves; a block tensor through its dequantizer's rope_hd);
+ *   - stacked experts [E, rows, cols]: one tensor per expert (select0; a
+ *     block tensor as a window of its packed rows);
+ *   - Gemma's norms: the reference stored w + 1, computed here as x - 1 in
+ *     F32 (F16 stays F16, rounded once): exact when w + 1 was (a bf16 or
+ *     f16 model's norms), else within one rounding of w;
+ *   - GPT-2's Conv1D weights transposed back to [in, out];
+ *   - GPT-NeoX's attn_qkv rows [3, heads, hd] back to [heads, 3, hd].
+ * A missing output.weight is a tied head: no lm_head, and config.json says
+ * tie_word_embeddings. A tensor with no Hugging Face name is refused by
+ * name (never a guessed name): `convert --gguf-names` keeps GGUF's. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "tpc_cast.h"
+#include "tpc_family.h"
+#include "tpc_util.h"
+
+#define NORM_MAX ((uint64_t)1 << 28) /* elements of a norm computed in memory */
+
+/* ---- the metadata ---- */
+
+/* `key` under "{arch}." (arch NULL: as is), or NULL */
+static const tpc_gguf_kv *kv_get(const tpc_gguf_kvs *kv, const char *arch, const char *key)
+{
+	char full[192];
+	int n = arch ? snprintf(full, sizeof(full), "%s.%s", arch, key) : snprintf(full, sizeof(full), "%s", key);
+	if (n < 0 || (size_t)n >= sizeof(full))
+		return NULL;
+	ptrdiff_t i = tpc_gguf_kvs_find(kv, full);
+	return i >= 0 ? &kv->kv[i] : NULL;
+}
+
+/* An integer KV, -1 when absent or of another type */
+static int64_t kv_int(const tpc_gguf_kv *k)
+{
+	if (!k)
+		return -1;
+	switch (k->type) {
+	case TPC_GV_U8: case TPC_GV_U16: case TPC_GV_U32: case TPC_GV_U64: case TPC_GV_BOOL:
+		return k->v.u > INT64_MAX ? -1 : (int64_t)k->v.u;
+	case TPC_GV_I8: case TPC_GV_I16: case TPC_GV_I32: case TPC_GV_I64:
+		return k->v.i;
+	default:
+		return -1;
+	}
+}
+
+typedef struct hfctx {
+	tpc__gguf_arch a;
+	const tpc_family *fam;
+	const char *arch; /* general.architecture */
+	int64_t heads, kv_heads, n_exp;
+	tpc_ckpt *ck;
+	tpc_err *e;
+} hfctx;
+
+static int hf_init(hfctx *h, const tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e)
+{
+	const tpc_gguf_kv *a = kv_get(kv, NULL, "general.architecture");
+	char safe[64];
+	if (!a || a->type != TPC_GV_STRING)
+		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL,
+				  "no general.architecture: the GGUF names have no Hugging Face form (--gguf-names keeps them)");
+	h->arch = a->s;
+	h->e = e;
+	h->n_exp = kv_int(kv_get(kv, h->arch, "expert_count"));
+	if (tpc__gguf_arch_lookup(h->arch, h->n_exp > 0, &h->a) || !(h->fam = tpc_family_find(h->a.family))) {
+		tpc_sanitize(safe, sizeof(safe), h->arch);
+		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL,
+				  "GGUF architecture '%s'%s has no Hugging Face form tpconv knows (llama, qwen2, qwen3, qwen2moe, gemma, phi3, gpt2, gptneox; --gguf-names keeps the GGUF names)",
+				  safe, h->n_exp > 0 ? " with experts" : "");
+	}
+	h->heads = kv_int(kv_get(kv, h->arch, "attention.head_count"));
+	h->kv_heads = kv_int(kv_get(kv, h->arch, "attention.head_count_kv"));
+	if (h->kv_heads < 0)
+		h->kv_heads = h->heads;
+	return 0;
+}
+
+/* ---- one tensor ---- */
+
+/* The family row of GGUF tensor t. llama.cpp names Phi-3's fused
+ * gate_up ffn_up like a plain up projection: it is the fused one when the
+ * layer has no ffn_gate. NULL when there is no Hugging Face name. */
+static const tpc_tensor_row *hf_row(const hfctx *h, const tpc_tensor *t, int64_t *l, bool *bias)
+{
+	int64_t x = -1;
+	const tpc_tensor_row *row = tpc_family_classify(h->fam, TPC_ECO_GGUF, t->name, l, &x, bias);
+	const tpc_tensor_row *gu = tpc_family_row(h->fam, TPC_ROLE_FFN_GATE_UP),
+			     *gate = tpc_family_row(h->fam, TPC_ROLE_FFN_GATE);
+	char g[256];
+	int part;
+	if (row && row->role == TPC_ROLE_FFN_UP && gu && gate &&
+	    tpc_family_name(gate, TPC_ECO_GGUF, *l, -1, false, g, sizeof(g), &part) && tpc_ckpt_find(h->ck, g) < 0)
+		row = gu;
+	return row && row->name[TPC_ECO_HF] ? row : NULL;
+}
+
+/* Expert j of a stacked block tensor: a window of its packed rows */
+static int dq_expert(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
+{
+	const tpc_dequant *sq = src->dq;
+	memset(dst, 0, sizeof(*dst));
+	if (src->ndim < 2 || sq->nc != 1 || sq->rope_hd || sq->O || sq->r0 || sq->c0 || sq->c[0].ndim != 1 ||
+	    sq->c[0].shape[0] % src->shape[0])
+		return -1;
+	int64_t per = sq->c[0].shape[0] / src->shape[0];
+	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	if (!dq)
+		return -1;
+	*dq = *sq;
+	dq->nc = 0;
+	memset(dq->c, 0, sizeof(dq->c));
+	int ret = tpc_tensor_narrow(&dq->c[0], &sq->c[0], 0, j * per, per);
+	if (!ret)
+		dq->nc = 1;
+	if (!ret && sq->c[0].name && !(dq->c[0].name = tpc_strdup(sq->c[0].name)))
+		ret = -1;
+	if (!ret)
+		ret = tpc_tensor_init_zero(dst, TPC_F32, src->ndim - 1, src->shape + 1);
+	if (ret) {
+		free(dq->c[0].name);
+		tpc_tensor_release(&dq->c[0]);
+		free(dq);
+		return -1;
+	}
+	dst->flags = 0;
+	dst->dq = dq;
+	return 0;
+}
+
+/* Stacked experts [E, ...]: one tensor per expert under its HF name */
+static int unstack(hfctx *h, const tpc_tensor *src, const char *gname, const tpc_tensor_row *row, int64_t l)
+{
+	char name[256];
+	int part;
+	if (src->ndim < 2 || src->shape[0] != h->n_exp)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "%lld experts stacked, but %s.expert_count says %lld",
+				  src->ndim ? (long long)src->shape[0] : 0LL, h->arch, (long long)h->n_exp);
+	for (int64_t j = 0; j < src->shape[0]; j++) {
+		tpc_tensor t;
+		if (!tpc_family_name(row, TPC_ECO_HF, l, j, false, name, sizeof(name), &part))
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for expert %lld",
+					  (long long)j);
+		if (src->dq ? dq_expert(&t, src, j) : tpc_tensor_select0(&t, src, j))
+			return tpc_err_nomem(h->e);
+		int64_t ix = tpc_ckpt_add_copy(h->ck, name, &t, h->e);
+		tpc_tensor_release(&t);
+		if (ix < 0)
+			return (int)ix;
+	}
+	return 0;
+}
+
+/* Gemma's norm: the reference stored w + 1; x - 1 here (F16 stays F16) */
+static int norm_minus_one(hfctx *h, const tpc_tensor *src, const char *name)
+{
+	tpc_tensor t;
+	bool half = !src->dq && src->src_dtype == TPC_F16;
+	int s, ret;
+	if (src->numel > NORM_MAX)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "a norm of %llu elements is not one tpconv computes",
+				  (unsigned long long)src->numel);
+	if (tpc_tensor_copy(&t, src))
+		return tpc_err_nomem(h->e);
+	t.dtype = TPC_F32;
+	t.nbytes = t.numel * 4;
+	float *v = malloc(t.nbytes ? t.nbytes : 1);
+	ret = v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, v, h->e) : tpc_err_nomem(h->e);
+	tpc_tensor_release(&t);
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	uint16_t *v16 = (uint16_t *)v;
+	for (uint64_t i = 0; i < src->numel; i++) {
+		float x = v[i] - 1.0f;
+		if (half)
+			v16[i] = tpc_f32_to_f16(x); /* i <= 2i: never overwrites an unread value */
+		else
+			v[i] = x;
+	}
+	if ((ret = tpc_ckpt_add_mem(h->ck, name, (uint8_t *)v, src->numel * (half ? 2 : 4), &s, h->e)))
+		return ret; /* the checkpoint owns v either way */
+	int64_t ix = tpc_ckpt_add_tensor(h->ck, name, half ? TPC_F16 : TPC_F32, src->ndim, src->shape, NULL, s, 0, h->e);
+	return ix < 0 ? (int)ix : 0;
+}
+
+/* GPT-NeoX: rows [3, heads, hd] (q, k, v each by head) back to [heads, 3, hd] */
+static int neox_ungroup(const tpc_tensor *src, int64_t heads, tpc_tensor *dst)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (heads < 1 || heads > INT32_MAX || src->ndim < 1 || src->shape[0] % (3 * heads))
+		return -1;
+	int64_t hd = src->shape[0] / (3 * heads);
+	tpc_tensor *p = tpc_calloc((size_t)heads, sizeof(*p));
+	int ret = p ? 0 : -1, n = 0;
+	for (; n < heads && !ret; n++)
+		ret = tpc_tensor_ungroup(&p[n], src, 0, 3, heads * hd, n * hd, hd);
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, p, (int)heads, 0);
+	for (int i = 0; i < n - (ret ? 1 : 0); i++)
+		tpc_tensor_release(&p[i]);
+	free(p);
+	return ret ? -1 : 0;
+}
+
+/* Q/K rows back to Hugging Face's halves per head */
+static int unpermute(hfctx *h, const tpc_tensor *src, const char *gname, bool q, tpc_tensor *t)
+{
+	int64_t n = q ? h->heads : h->kv_heads;
+	if (n < 1 || src->ndim < 1 || src->shape[0] % (2 * n))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				  "%lld rows are not whole heads of even size (%s.attention.head_count%s %lld)",
+				  src->ndim ? (long long)src->shape[0] : 0LL, h->arch, q ? "" : "_kv", (long long)n);
+	if (!src->dq)
+		return tpc_tensor_rope_permute(t, src, n, true) ? tpc_err_nomem(h->e) : 0;
+	if (src->dq->rope_hd || src->dq->O)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "internal: a block tensor permuted twice");
+	if (tpc_tensor_copy(t, src))
+		return tpc_err_nomem(h->e);
+	t->dq->rope_hd = src->shape[0] / n;
+	return 0;
+}
+
+static int one(hfctx *h, size_t i)
+{
+	tpc_tensor src, t;
+	const char *gname = h->ck->t[i].name; /* the string stays where it is when ck->t moves */
+	char name[256];
+	int64_t l = -1;
+	bool bias = false;
+	int part, ret = 0;
+	const tpc_tensor_row *row = hf_row(h, &h->ck->t[i], &l, &bias);
+	if (!row)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				  "no Hugging Face name for this tensor of a GGUF %s model (%s; --gguf-names keeps the GGUF names)",
+				  h->arch, h->a.hf_arch);
+	if (tpc_tensor_copy(&src, &h->ck->t[i]))
+		return tpc_err_nomem(h->e);
+	memset(&t, 0, sizeof(t));
+	bool stacked = strstr(row->name[TPC_ECO_HF], "{E}") && !strstr(row->name[TPC_ECO_GGUF], "{E}");
+	bool q = row->role == TPC_ROLE_ATTN_Q, k = row->role == TPC_ROLE_ATTN_K;
+	bool conv = h->fam->conv1d && !bias && src.ndim == 2 && row->role != TPC_ROLE_TOKEN_EMBD &&
+		    row->role != TPC_ROLE_POS_EMBD && row->role != TPC_ROLE_OUTPUT;
+	if (stacked) {
+		ret = bias ? tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "stacked expert biases are not read by tpconv yet")
+			   : unstack(h, &src, gname, row, l);
+		goto out;
+	}
+	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, bias, name, sizeof(name), &part)) {
+		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
+		goto out;
+	}
+	if (src.dq && (conv || (h->a.neox_qkv && row->role == TPC_ROLE_ATTN_QKV))) {
+		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				 "a quantized %s is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
+				 conv ? "Conv1D weight" : "GPT-NeoX query_key_value");
+		goto out;
+	}
+	if (h->a.permute_qk && (q || k)) {
+		ret = unpermute(h, &src, gname, q, &t);
+	} else if (h->a.norm_plus_1 && tpc_ends_with(name, "norm.weight")) {
+		ret = norm_minus_one(h, &src, name);
+		goto out;
+	} else if (h->a.neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
+		if (neox_ungroup(&src, h->heads, &t))
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "%lld rows are not 3 x %lld heads",
+					 src.ndim ? (long long)src.shape[0] : 0LL, (long long)h->heads);
+	} else if (tpc_tensor_copy(&t, &src)) {
+		ret = tpc_err_nomem(h->e);
+	} else if (conv) {
+		tpc_tensor_transpose2d(&t); /* back to Conv1D's [in, out] */
+	}
+	if (!ret) {
+		int64_t ix = tpc_ckpt_add_copy(h->ck, name, &t, h->e);
+		ret = ix < 0 ? (int)ix : 0;
+	}
+out:
+	tpc_tensor_release(&t);
+	tpc_tensor_release(&src);
+	return ret;
+}
+
+int tpc__gguf_to_hf(tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e)
+{
+	hfctx h;
+	size_t n0 = ck->n;
+	memset(&h, 0, sizeof(h));
+	h.ck = ck;
+	int ret = hf_init(&h, ck, kv, e);
+	for (size_t i = 0; i < n0 && !ret; i++)
+		ret = one(&h, i);
+	bool *keep = ret ? NULL : tpc_calloc(ck->n ? ck->n : 1, sizeof(*keep));
+	if (!ret && !keep)
+		ret = tpc_err_nomem(e);
+	for (size_t i = n0; !ret && i < ck->n; i++)
+		keep[i] = true;
+	if (!ret)
+		ret = tpc_ckpt_filter(ck, keep, e);
+	free(keep);
+	return ret;
+}
+
+/* ---- config.json from the metadata ---- */
+
+typedef enum { CK_INT, CK_INT_NZ, CK_FLOAT, CK_BOOL } cfg_kind; /* CK_INT_NZ: left out when 0 */
+
+typedef struct cfg_rule {
+	const char *member, *key; /* config.json member, GGUF key after "{arch}." */
+	cfg_kind kind;
+} cfg_rule;
+
+/* what TextModel.set_gguf_parameters wrote, read back (llama, qwen2, qwen3,
+ * qwen2moe, gemma, phi3) */
+static const cfg_rule text_cfg[] = {
+	{"hidden_size", "embedding_length", CK_INT},
+	{"intermediate_size", "feed_forward_length", CK_INT},
+	{"num_attention_heads", "attention.head_count", CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", CK_INT},
+	{"num_hidden_layers", "block_count", CK_INT},
+	{"max_position_embeddings", "context_length", CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", CK_FLOAT},
+	{"rope_theta", "rope.freq_base", CK_FLOAT},
+	{"head_dim", "attention.key_length", CK_INT},
+	{"num_experts_per_tok", "expert_used_count", CK_INT},
+	{"moe_intermediate_size", "expert_feed_forward_length", CK_INT},
+	{"shared_expert_intermediate_size", "expert_shared_feed_forward_length", CK_INT},
+	{"sliding_window", "attention.sliding_window", CK_INT_NZ},
+	{"original_max_position_embeddings", "rope.scaling.original_context_length", CK_INT},
+	{NULL, NULL, CK_INT},
+};
+static const cfg_rule gpt2_cfg[] = {
+	{"n_embd", "embedding_length", CK_INT},
+	{"n_inner", "feed_forward_length", CK_INT},
+	{"n_head", "attention.head_count", CK_INT},
+	{"n_layer", "block_count", CK_INT},
+	{"n_ctx", "context_length", CK_INT},
+	{"n_positions", "context_length", CK_INT},
+	{"layer_norm_epsilon", "attention.layer_norm_epsilon", CK_FLOAT},
+	{NULL, NULL, CK_INT},
+};
+static const cfg_rule neox_cfg[] = {
+	{"hidden_size", "embedding_length", CK_INT},
+	{"intermediate_size", "feed_forward_length", CK_INT},
+	{"num_attention_heads", "attention.head_count", CK_INT},
+	{"num_hidden_layers", "block_count", CK_INT},
+	{"max_position_embeddings", "context_length", CK_INT},
+	{"layer_norm_eps", "attention.layer_norm_epsilon", CK_FLOAT},
+	{"use_parallel_residual", "use_parallel_residual", CK_BOOL},
+	{NULL, NULL, CK_INT},
+};
+
+/* An F32 value as the shortest decimal that reads back to it (1e-06, not
+ * 9.99999997e-07: what the model's config.json said) */
+static double short_f32(double f)
+{
+	char buf[48];
+	float x = (float)f;
+	for (int p = 1; p <= 9; p++) {
+		snprintf(buf, sizeof(buf), "%.*g", p, (double)x);
+		if (strtof(buf, NULL) == x)
+			return strtod(buf, NULL);
+	}
+	return f;
+}
+
+/* The tensor of a role (layer 0) under its HF or its GGUF name, or NULL */
+static const tpc_tensor *role_tensor(const hfctx *h, tpc_role r, bool bias)
+{
+	const tpc_tensor_row *row = tpc_family_row(h->fam, r);
+	char name[256];
+	int part;
+	for (int eco = 0; row && eco < 2; eco++) {
+		int64_t ix = tpc_family_name(row, eco ? TPC_ECO_GGUF : TPC_ECO_HF, 0, 0, bias, name, sizeof(name), &part)
+				     ? tpc_ckpt_find(h->ck, name)
+				     : -1;
+		if (ix >= 0)
+			return &h->ck->t[ix];
+	}
+	return NULL;
+}
+
+static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const cfg_rule *r)
+{
+	for (; r->member; r++) {
+		const tpc_gguf_kv *k = kv_get(kv, h->arch, r->key);
+		int64_t v = kv_int(k);
+		cJSON *item = NULL;
+		if (!k)
+			continue;
+		if (r->kind == CK_FLOAT && (k->type == TPC_GV_F32 || k->type == TPC_GV_F64))
+			item = cJSON_CreateNumber(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
+		else if (r->kind == CK_BOOL && k->type == TPC_GV_BOOL)
+			item = cJSON_CreateBool(k->v.u != 0);
+		else if ((r->kind == CK_INT || r->kind == CK_INT_NZ) && v >= 0 && k->type != TPC_GV_BOOL)
+			item = r->kind == CK_INT_NZ && !v ? NULL : cJSON_CreateNumber((double)v);
+		else
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "%s.%s: not the type config.json's %s takes",
+					  h->arch, r->key, r->member);
+		if (item && !cJSON_AddItemToObject(o, r->member, item)) {
+			cJSON_Delete(item);
+			return tpc_err_nomem(h->e);
+		}
+	}
+	return 0;
+}
+
+/* rope scaling: linear as the reference writes it; another type is not
+ * rebuilt (a config without it would be silently wrong) */
+static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hidden)
+{
+	const tpc_gguf_kv *t = kv_get(kv, h->arch, "rope.scaling.type"), *f = kv_get(kv, h->arch, "rope.scaling.factor");
+	int64_t dim = kv_int(kv_get(kv, h->arch, "rope.dimension_count"));
+	char safe[64];
+	if (t && t->type == TPC_GV_STRING && strcmp(t->s, "none")) {
+		cJSON *s = strcmp(t->s, "linear") || !f || f->type != TPC_GV_F32 ? NULL : cJSON_AddObjectToObject(o, "rope_scaling");
+		tpc_sanitize(safe, sizeof(safe), t->s);
+		if (!s)
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+					  "%s.rope.scaling.type '%s' is not rebuilt into config.json by tpconv yet (linear is)",
+					  h->arch, safe);
+		if (!cJSON_AddStringToObject(s, "rope_type", "linear") ||
+		    !cJSON_AddNumberToObject(s, "factor", short_f32(f->v.f)))
+			return tpc_err_nomem(h->e);
+	}
+	/* a partial rotary dimension (Phi-3, GPT-NeoX) */
+	int64_t hd = kv_int(kv_get(kv, h->arch, "attention.key_length"));
+	if (hd <= 0 && hidden > 0 && h->heads > 0)
+		hd = hidden / h->heads;
+	if (dim > 0 && hd > 0 && dim != hd) {
+		bool neox = !strcmp(h->a.family, "gpt-neox");
+		double pct = (double)dim / (double)hd;
+		if (!cJSON_AddNumberToObject(o, neox ? "rotary_pct" : "partial_rotary_factor", pct))
+			return tpc_err_nomem(h->e);
+	} else if (!strcmp(h->a.family, "gpt-neox") && !cJSON_AddNumberToObject(o, "rotary_pct", 1.0)) {
+		return tpc_err_nomem(h->e);
+	}
+	return 0;
+}
+
+/* model_type, vocab, tie, dtype, experts, token ids */
+static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
+{
+	char mt[32];
+	snprintf(mt, sizeof(mt), "%s", h->a.family); /* the family's name is transformers' model_type */
+	for (char *p = mt; *p; p++)
+		*p = *p == '-' ? '_' : *p;
+	cJSON *arr = cJSON_AddArrayToObject(o, "architectures");
+	if (!arr || !cJSON_AddItemToArray(arr, cJSON_CreateString(h->a.hf_arch)) || !cJSON_AddStringToObject(o, "model_type", mt))
+		return tpc_err_nomem(h->e);
+	const tpc_tensor *emb = role_tensor(h, TPC_ROLE_TOKEN_EMBD, false);
+	int64_t vocab = kv_int(kv_get(kv, h->arch, "vocab_size"));
+	if (vocab < 0 && emb && emb->ndim == 2)
+		vocab = emb->shape[0];
+	if (vocab < 0)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "no %s.vocab_size and no token embedding", h->arch);
+	bool tied = role_tensor(h, TPC_ROLE_OUTPUT, false) == NULL;
+	const char *dt = emb ? tpc_dtype_get(emb->dtype)->torch : NULL;
+	if (!cJSON_AddNumberToObject(o, "vocab_size", (double)vocab) || !cJSON_AddBoolToObject(o, "tie_word_embeddings", tied) ||
+	    (dt && !cJSON_AddStringToObject(o, "torch_dtype", dt)))
+		return tpc_err_nomem(h->e);
+	if (h->a.permute_qk && role_tensor(h, TPC_ROLE_ATTN_Q, true) && !cJSON_AddBoolToObject(o, "attention_bias", true))
+		return tpc_err_nomem(h->e);
+	if (h->n_exp > 0 &&
+	    !cJSON_AddNumberToObject(o, strcmp(h->a.hf_arch, "MixtralForCausalLM") ? "num_experts" : "num_local_experts",
+				     (double)h->n_exp))
+		return tpc_err_nomem(h->e);
+	static const char *const ids[][2] = {{"bos_token_id", "tokenizer.ggml.bos_token_id"},
+					     {"eos_token_id", "tokenizer.ggml.eos_token_id"},
+					     {"pad_token_id", "tokenizer.ggml.padding_token_id"}};
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		int64_t v = kv_int(kv_get(kv, NULL, ids[i][1]));
+		if (v >= 0 && !cJSON_AddNumberToObject(o, ids[i][0], (double)v))
+			return tpc_err_nomem(h->e);
+	}
+	return 0;
+}
+
+int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e)
+{
+	const tpc_gguf_kvs *kv = tpc_gguf_ckpt_kvs(ck);
+	hfctx h;
+	memset(&h, 0, sizeof(h));
+	h.ck = (tpc_ckpt *)ck; /* only looked up */
+	*json = NULL;
+	if (!kv)
+		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "internal: not a checkpoint read from GGUF");
+	int ret = hf_init(&h, ck, kv, e);
+	if (ret)
+		return ret;
+	bool gpt2 = !strcmp(h.a.family, "gpt2"), neox = !strcmp(h.a.family, "gpt-neox");
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return tpc_err_nomem(e);
+	ret = cfg_common(o, &h, kv);
+	if (!ret)
+		ret = cfg_rules(o, &h, kv, gpt2 ? gpt2_cfg : neox ? neox_cfg : text_cfg);
+	if (!ret)
+		ret = cfg_rope(o, &h, kv, kv_int(kv_get(kv, h.arch, "embedding_length")));
+	if (!ret && !(*json = cJSON_Print(o)))
+		ret = tpc_err_nomem(e);
+	cJSON_Delete(o);
+	return ret;
+}

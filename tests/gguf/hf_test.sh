@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# GGUF read into Hugging Face form (TAP): for each tiny model in
+# tests/gguf/arch, HF -> GGUF (f32) -> HF gives back every tensor: names,
+# dtypes, shapes and bytes (sha256), but Gemma's norms, which the reference
+# stored as w + 1 in F32: read back as (w + 1) - 1, the F32 values torch
+# computes. A folder output gets a config.json whose members equal the
+# model's own. Then shard from GGUF (facts and preset from the metadata),
+# merge equal to the conversion, verify; a gguf-split set of a model merged
+# back byte-identical; quantized blocks (llama-quantize Q4_K_M / Q6_K of
+# tpconv's f16 GGUF, made by make_quant_fixture.py in the forky chroot)
+# read back as python3-gguf's dequantize gives them.
+# usage: hf_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+A="$SRC/tests/gguf/arch"
+PY=/usr/bin/python3
+n=0 failed=0
+ok()  { n=$((n+1)); echo "ok $n - $1"; }
+bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
+skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+# name dtype shape sha256 of every tensor, sorted, but the lines GREP -v drops
+table() { "$TPCONV" inspect --hash "$1" | awk '$1 !~ /^#/ && $1 != "name" {print $1, $2, $3, $NF}' | sort; }
+have_torch=false
+$PY -c 'import torch' 2>/dev/null && have_torch=true
+
+# 1. round trip, every family
+for dir in "$A"/tiny-*; do
+  fam=${dir##*/tiny-}
+  dt=$(table "$dir/model.safetensors" | awk '{print tolower($2); exit}')
+  if ! "$TPCONV" convert "$dir" -o "$T/$fam.gguf" --outtype f32 -q 2>"$T/err" ||
+     ! "$TPCONV" convert "$T/$fam.gguf" -o "$T/$fam.safetensors" --dtype "$dt" -q 2>>"$T/err"; then
+    bad "$fam: HF -> GGUF f32 -> HF" "$(cat "$T/err")"; continue
+  fi
+  table "$dir/model.safetensors" | grep -v 'norm\.weight' > "$T/want"
+  table "$T/$fam.safetensors" | grep -v 'norm\.weight' > "$T/got"
+  [ "$fam" = gemma ] || { table "$dir/model.safetensors" > "$T/want"; table "$T/$fam.safetensors" > "$T/got"; }
+  if diff "$T/want" "$T/got" > "$T/diff"; then
+    ok "$fam: HF -> GGUF f32 -> HF bit-exact (names, dtypes, shapes, bytes)"
+  else
+    bad "$fam: HF -> GGUF f32 -> HF bit-exact (< model, > read back)" "$(head -10 "$T/diff")"
+  fi
+done
+# Gemma's norms: (w + 1) - 1 in F32, as torch rounds it
+if $have_torch; then
+  "$TPCONV" convert "$A/tiny-gemma" -o "$T/gn.pt" --format torch -q &&
+  "$TPCONV" convert "$T/gemma.safetensors" -o "$T/gb.pt" --format torch -q &&
+  $PY - "$T/gn.pt" "$T/gb.pt" > "$T/out" 2>&1 <<'PY'
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+norms = [k for k in a if k.endswith("norm.weight")]
+assert norms, "no norms"
+for k in norms:
+    want = (a[k] + 1) - 1
+    assert b[k].dtype == torch.float32 and torch.equal(b[k], want), k
+print(len(norms), "norms")
+PY
+  [ $? = 0 ] && ok "gemma: norms read back as (w + 1) - 1 in F32 ($(cat "$T/out"))" || bad "gemma norms" "$(cat "$T/out")"
+else
+  skip "gemma norms: no torch"
+fi
+
+# 2. config.json from the metadata: every member the model's config has the same
+for fam in llama qwen2 qwen3 mixtral qwen2-moe gemma phi3 gpt2; do
+  if ! "$TPCONV" convert "$T/$fam.gguf" -o "$T/o-$fam/" -q 2>"$T/err"; then
+    bad "$fam: convert to a folder" "$(cat "$T/err")"; continue
+  fi
+  $PY - "$T/o-$fam/config.json" "$A/tiny-$fam/config.json" > "$T/out" 2>&1 <<'PY'
+import json, sys
+got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+want.setdefault("rope_theta", (want.get("rope_parameters") or {}).get("rope_theta"))
+want["torch_dtype"] = want.get("dtype", want.get("torch_dtype"))
+diff = {k: (v, want.get(k)) for k, v in got.items() if want.get(k) != v and k != "n_inner"}
+for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size", "n_embd"):
+    if k in want and k not in got:
+        diff[k] = ("missing", want[k])
+print(diff or "")
+sys.exit(1 if diff else 0)
+PY
+  [ $? = 0 ] && [ -f "$T/o-$fam/model.safetensors" ] && ok "$fam: config.json rebuilt from the metadata equals the model's" ||
+    bad "$fam: config.json rebuilt from the metadata" "$(cat "$T/out")"
+done
+"$TPCONV" convert "$T/llama.gguf" -o "$T/keep/" --gguf-names -q && [ ! -e "$T/keep/config.json" ] &&
+  table "$T/keep/model.safetensors" | grep -q '^blk\.0\.attn_q\.weight ' &&
+  ok "--gguf-names keeps the GGUF names (and writes no config.json)" || bad "--gguf-names keeps the GGUF names"
+"$TPCONV" inspect "$T/llama.gguf" | grep -q '^blk\.0\.attn_q\.weight ' &&
+  ok "inspect shows the GGUF names" || bad "inspect shows the GGUF names"
+
+# 3. shard straight from GGUF: facts from the metadata, the preset given or
+#    from general.architecture; the merge equals the HF conversion; verify
+for c in "llama 4 --preset llama" "llama 2" "mixtral 2" "qwen2-moe 2" "gemma 2"; do
+  set -- $c; fam=$1 tp=$2; shift 2
+  S="$T/set-$fam-$tp$*"
+  if ! "$TPCONV" shard "$T/$fam.gguf" --tp "$tp" "$@" -o "$S" -v > "$T/out" 2>&1; then
+    bad "$fam: shard from GGUF --tp $tp $*" "$(cat "$T/out")"; continue
+  fi
+  [ $# = 0 ] && ! grep -q "preset $fam, from the GGUF" "$T/out" && bad "$fam: preset from general.architecture" "$(cat "$T/out")"
+  "$TPCONV" merge "$S" -o "$T/m.safetensors" -f -q 2>"$T/err" && table "$T/m.safetensors" > "$T/got" &&
+    table "$T/o-$fam/model.safetensors" > "$T/want" && diff "$T/want" "$T/got" > "$T/diff" &&
+    ok "$fam: shard from GGUF --tp $tp ${*:-(preset from the metadata)}, merged = the HF conversion" ||
+    bad "$fam: shard --tp $tp merged = the HF conversion" "$(cat "$T/err" "$T/diff" | head -6)"
+  "$TPCONV" verify --reference "$T/$fam.gguf" --shards "$S" > "$T/out" 2>&1 &&
+    ok "$fam tp $tp: verify against the GGUF passes" || bad "$fam tp $tp: verify" "$(tail -3 "$T/out")"
+done
+
+# 4. a gguf-split set of a model: merged back byte-identical, read as one model
+"$TPCONV" convert "$A/tiny-llama" -o "$T/sp.gguf" --outtype f32 --max-shard-size 20K -q &&
+  nf=$(ls "$T"/sp-000*-of-*.gguf | wc -l) && [ "$nf" -ge 3 ] &&
+  "$TPCONV" convert "$T/sp-00002-of-0000$nf.gguf" -o "$T/spm.gguf" -q && cmp -s "$T/spm.gguf" "$T/llama.gguf" &&
+  ok "a gguf-split set of $nf files merges back byte-identical to the one-file GGUF" || bad "gguf-split set merged back" "$(ls "$T")"
+"$TPCONV" convert "$T/sp-00001-of-0000$nf.gguf" -o "$T/sp.safetensors" -q && diff <(table "$T/sp.safetensors") <(table "$T/llama.safetensors") >/dev/null &&
+  ok "a gguf-split set reads into Hugging Face form as the one file does" || bad "a gguf-split set into Hugging Face form"
+
+# 5. llama-quantize's K-quants of tpconv's f16 GGUF (kquant/, make_quant_fixture.py):
+#    every tensor dequantized as python3-gguf does, in GGUF order
+#    (--gguf-names) and in Hugging Face form (attn_q/attn_k rows un-permuted
+#    through the dequantizer); that HF model back to GGUF f32 and HF again
+#    bit-exact (attn_q's 128 interleaved row pairs: a composite of 128 parts)
+K="$SRC/tests/gguf/kquant"
+for q in q4_k_m q6_k; do
+  types=$(awk -v f="$q.gguf" '$1 == f {print $3}' "$K/expected.txt" | sort | uniq -c | awk '{printf "%s%s x%s", s, $2, $1; s=", "}')
+  awk -v f="$q.gguf" '$1 == f {print $2, $4}' "$K/expected.txt" | sort > "$T/want"
+  "$TPCONV" convert "$K/$q.gguf" -o "$T/kq.safetensors" --gguf-names -f -q 2>"$T/err" &&
+    table "$T/kq.safetensors" | awk '{print $1, $4}' > "$T/got" && diff "$T/want" "$T/got" > "$T/diff" &&
+    ok "$q ($types): every tensor equals gguf.quants.dequantize" || bad "$q equals gguf.quants.dequantize" "$(cat "$T/err" "$T/diff" | head -6)"
+  awk -v f="$q.gguf" '$1 == f {print $5}' "$K/expected.txt" | sort > "$T/want"
+  "$TPCONV" convert "$K/$q.gguf" -o "$T/kh-$q/" -q 2>"$T/err" &&
+    table "$T/kh-$q/model.safetensors" | awk '{print $4}' | sort > "$T/got" && diff "$T/want" "$T/got" > "$T/diff" &&
+    ok "$q in Hugging Face form: the dequantized values, Q/K rows un-permuted" || bad "$q in Hugging Face form" "$(cat "$T/err" "$T/diff" | head -6)"
+done
+for ot in f32 f16; do
+  "$TPCONV" convert "$T/kh-q6_k" -o "$T/kh.gguf" --outtype $ot -f -q 2>"$T/err" &&
+    "$TPCONV" convert "$T/kh.gguf" -o "$T/kh2.safetensors" --dtype $ot -f -q 2>>"$T/err" &&
+    "$TPCONV" convert "$T/kh-q6_k/model.safetensors" -o "$T/kh1.safetensors" --dtype $ot -f -q 2>>"$T/err" &&
+    diff <(table "$T/kh1.safetensors") <(table "$T/kh2.safetensors") > "$T/diff" &&
+    ok "head_dim 128: HF -> GGUF $ot -> HF bit-exact" || bad "head_dim 128: HF -> GGUF $ot -> HF" "$(cat "$T/err" "$T/diff" | head -6)"
+done
+
+echo "1..$n"
+[ "$failed" = 0 ]
