@@ -90,14 +90,7 @@ tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
 	v.norm_eps = f->norm_eps;
 	v.rope_theta = f->rope_theta;
 	v.rope_interleave = f->rope_interleave;
-	v.yarn_factor = f->yarn_factor;
-	v.yarn_mscale = f->yarn_mscale;
-	v.yarn_mscale_all_dim = f->yarn_mscale_all_dim;
-	v.yarn_attn_factor = f->yarn_attn_factor;
-	v.yarn_beta_fast = f->yarn_beta_fast;
-	v.yarn_beta_slow = f->yarn_beta_slow;
-	v.yarn_orig_max = f->yarn_orig_max;
-	v.yarn_truncate = f->yarn_truncate;
+	v.yarn = f->yarn;
 	v.rotary_pct = f->rotary_pct;
 	v.parallel_residual = f->parallel_residual;
 	if (f->ff_act) {

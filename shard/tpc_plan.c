@@ -85,16 +85,12 @@ static void rope_from_json(tpc_model_facts *f, const cJSON *o)
 		ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
 	if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "yarn"))
 		return;
-	f->yarn_factor = json_num(rs, "factor");
-	f->yarn_mscale = json_num(rs, "mscale");
-	f->yarn_mscale_all_dim = json_num(rs, "mscale_all_dim");
-	f->yarn_attn_factor = json_num(rs, "attention_factor");
-	f->yarn_beta_fast = json_num(rs, "beta_fast");
-	f->yarn_beta_slow = json_num(rs, "beta_slow");
-	f->yarn_orig_max = (int64_t)json_num(rs, "original_max_position_embeddings");
+	f->yarn = (tpc_yarn){json_num(rs, "factor"), json_num(rs, "mscale"), json_num(rs, "mscale_all_dim"),
+			     json_num(rs, "attention_factor"), json_num(rs, "beta_fast"), json_num(rs, "beta_slow"),
+			     (int64_t)json_num(rs, "original_max_position_embeddings"), 0};
 	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
 	if (cJSON_IsBool(tr))
-		f->yarn_truncate = cJSON_IsTrue(tr) ? 1 : -1;
+		f->yarn.truncate = cJSON_IsTrue(tr) ? 1 : -1;
 }
 
 static void facts_from_json(tpc_model_facts *f, const cJSON *o)
@@ -301,16 +297,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->rotary_pct = src->rotary_pct;
 	if (!dst->parallel_residual)
 		dst->parallel_residual = src->parallel_residual;
-	if (!dst->yarn_factor) {
-		dst->yarn_factor = src->yarn_factor;
-		dst->yarn_mscale = src->yarn_mscale;
-		dst->yarn_mscale_all_dim = src->yarn_mscale_all_dim;
-		dst->yarn_attn_factor = src->yarn_attn_factor;
-		dst->yarn_beta_fast = src->yarn_beta_fast;
-		dst->yarn_beta_slow = src->yarn_beta_slow;
-		dst->yarn_orig_max = src->yarn_orig_max;
-		dst->yarn_truncate = src->yarn_truncate;
-	}
+	if (!dst->yarn.factor)
+		dst->yarn = src->yarn;
 }
 
 void tpc_facts_finish(tpc_model_facts *f)

@@ -98,6 +98,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_err.h"
+#include "tpc_rope.h"
 #include "tpc_rules.h"
 
 #define TPC_PLAN_MAX_PARTS 16
@@ -208,12 +209,10 @@ typedef struct tpc_model_facts {
 	/* for verify's model check: rms_norm_eps, rope_theta (or
 	 * rope_parameters.rope_theta), rope_interleave (1 true, -1 false, 0
 	 * unsaid), and a rope_scaling / rope_parameters of rope_type "yarn"
-	 * (yarn_factor > 1; the others 0 when unsaid: transformers' defaults) */
+	 * (tpc_yarn) */
 	double norm_eps, rope_theta;
 	int rope_interleave;
-	double yarn_factor, yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
-	int64_t yarn_orig_max;
-	int yarn_truncate;               /* 1 true, -1 false, 0 unsaid (true) */
+	tpc_yarn yarn;
 	/* GPT-NeoX: rotary_pct (or rope_parameters.partial_rotary_factor; 0
 	 * unsaid) and use_parallel_residual (1 true, -1 false, 0 unsaid); the
 	 * norm's epsilon above is also layer_norm_eps / layer_norm_epsilon and

@@ -247,17 +247,17 @@ static void test_facts(void **st)
 			   "{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 0.707, "
 			   "\"original_max_position_embeddings\": 4096, \"beta_fast\": 32, \"beta_slow\": 1}}";
 	assert_int_equal(tpc_facts_from_buffer(&f, yarn, strlen(yarn), "c", &e), 0);
-	assert_true(f.norm_eps == 1e-6 && f.rope_theta == 10000 && f.rope_interleave == -1 && f.yarn_factor == 40 &&
-		    f.yarn_mscale == 1 && f.yarn_mscale_all_dim == 0.707 && f.yarn_orig_max == 4096 &&
-		    f.yarn_beta_fast == 32 && f.yarn_beta_slow == 1 && f.yarn_truncate == 0);
+	assert_true(f.norm_eps == 1e-6 && f.rope_theta == 10000 && f.rope_interleave == -1 && f.yarn.factor == 40 &&
+		    f.yarn.mscale == 1 && f.yarn.mscale_all_dim == 0.707 && f.yarn.orig_max == 4096 &&
+		    f.yarn.beta_fast == 32 && f.yarn.beta_slow == 1 && f.yarn.truncate == 0);
 	const char *rp = "{\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 500000, \"factor\": 4, "
 			 "\"original_max_position_embeddings\": 16, \"truncate\": false}}";
 	assert_int_equal(tpc_facts_from_buffer(&f, rp, strlen(rp), "c", &e), 0);
-	assert_true(f.rope_theta == 500000 && f.yarn_factor == 4 && f.yarn_orig_max == 16 && f.yarn_truncate == -1 &&
+	assert_true(f.rope_theta == 500000 && f.yarn.factor == 4 && f.yarn.orig_max == 16 && f.yarn.truncate == -1 &&
 		    f.rope_interleave == 0);
 	const char *lin = "{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 4}}";
 	assert_int_equal(tpc_facts_from_buffer(&f, lin, strlen(lin), "c", &e), 0);
-	assert_true(f.yarn_factor == 0);
+	assert_true(f.yarn.factor == 0);
 	/* GPT-NeoX and BERT: transformers 5's rope_parameters (tests/data/tiny_gpt_neox.json), the
 	 * names before it, the LayerNorm epsilon */
 	const char *nx = "{\"layer_norm_eps\": 1e-05, \"use_parallel_residual\": false, \"rope_parameters\": "

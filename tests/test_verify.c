@@ -498,12 +498,12 @@ static void deepseek_vs_transformers(bool yarn)
 			.moe_top_k = 2, .moe_renorm = 1, .moe_sigmoid = 1, .moe_n_group = 2, .moe_topk_group = 1,
 			.moe_scale = 2.5, .rope_interleave = yarn ? 0 : -1};
 	if (yarn) {
-		f.yarn_factor = 4;
-		f.yarn_mscale = 1;
-		f.yarn_mscale_all_dim = 0.5;
-		f.yarn_orig_max = 16;
-		f.yarn_beta_fast = 32;
-		f.yarn_beta_slow = 1;
+		f.yarn.factor = 4;
+		f.yarn.mscale = 1;
+		f.yarn.mscale_all_dim = 0.5;
+		f.yarn.orig_max = 16;
+		f.yarn.beta_fast = 32;
+		f.yarn.beta_slow = 1;
 	}
 	assert_int_equal(tpc_verify_model_from_names(&s, TPC_VARCH_LLAMA, &f, &e), 0);
 	assert_true(s.model->layers[0].attn.mla && s.model->layers[2].moe.exp && !s.model->layers[0].moe.exp);

@@ -32,18 +32,18 @@ static void mla_freqs(const tpc_vmla *p, double theta, double *inv, double *af)
 	*af = 1.0;
 	for (int64_t i = 0; i < p->rope / 2; i++)
 		inv[i] = 1.0 / pow(theta, 2.0 * (double)i / dim);
-	if (p->yarn_factor <= 1)
+	if (p->yarn.factor <= 1)
 		return;
-	double f = p->yarn_factor;
-	if (p->yarn_attn_factor > 0)
-		*af = p->yarn_attn_factor;
-	else if (p->yarn_mscale > 0 && p->yarn_mscale_all_dim > 0)
-		*af = yarn_get_mscale(f, p->yarn_mscale) / yarn_get_mscale(f, p->yarn_mscale_all_dim);
+	double f = p->yarn.factor;
+	if (p->yarn.attn_factor > 0)
+		*af = p->yarn.attn_factor;
+	else if (p->yarn.mscale > 0 && p->yarn.mscale_all_dim > 0)
+		*af = yarn_get_mscale(f, p->yarn.mscale) / yarn_get_mscale(f, p->yarn.mscale_all_dim);
 	else
 		*af = yarn_get_mscale(f, 1.0);
-	double lo = yarn_correction_dim(p->yarn_beta_fast, dim, theta, (double)p->yarn_orig_max);
-	double hi = yarn_correction_dim(p->yarn_beta_slow, dim, theta, (double)p->yarn_orig_max);
-	if (p->yarn_truncate) {
+	double lo = yarn_correction_dim(p->yarn.beta_fast, dim, theta, (double)p->yarn.orig_max);
+	double hi = yarn_correction_dim(p->yarn.beta_slow, dim, theta, (double)p->yarn.orig_max);
+	if (p->yarn.truncate) {
 		lo = floor(lo);
 		hi = ceil(hi);
 	}

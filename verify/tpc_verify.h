@@ -163,6 +163,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_progress.h"
+#include "tpc_rope.h"
 
 #define TPC_VERIFY_MAX_PARTS 16
 #define TPC_VERIFY_MAX_TP 1024
@@ -264,10 +265,8 @@ typedef struct tpc_vmla {
 	int64_t q_lora, kv_lora, nope, rope, v_dim; /* sizes from the shapes and the heads */
 	bool rotate_half;
 	double mscale2;                  /* 1 without yarn's mscale_all_dim */
-	double yarn_factor;              /* <= 1: plain RoPE */
-	double yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
-	int64_t yarn_orig_max;           /* original_max_position_embeddings */
-	bool yarn_truncate;
+	tpc_yarn yarn;                   /* factor <= 1: plain RoPE; beta_fast, beta_slow
+					  * set (32, 1 unsaid); truncate 1 or 0 */
 } tpc_vmla;
 
 typedef struct tpc_vattn {
@@ -399,13 +398,11 @@ typedef struct tpc_vfacts {
 	double moe_scale;  /* routed_scaling_factor (0: 1) */
 	/* MLA (tpc_vmla): its heads are f->heads; rope_interleave 1 interleaved
 	 * pairs, -1 rotate-half, 0 the default (interleaved, as DeepSeek); yarn
-	 * when yarn_factor > 1, the others 0 for transformers' defaults (mscale
+	 * when yarn.factor > 1, the others 0 for transformers' defaults (mscale
 	 * and mscale_all_dim 0: none; beta_fast 32, beta_slow 1; truncate 0 or 1:
 	 * true) */
 	int rope_interleave;
-	double yarn_factor, yarn_mscale, yarn_mscale_all_dim, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
-	int64_t yarn_orig_max;
-	int yarn_truncate;
+	tpc_yarn yarn;
 	/* GPT-NeoX: rotary_pct (0: transformers' default 0.25), use_parallel_residual
 	 * (1 yes, -1 no, 0: the default, yes) */
 	double rotary_pct;

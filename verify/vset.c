@@ -736,20 +736,16 @@ static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_vfacts *f, 
 				   nm, (long long)heads);
 	m->rotate_half = f && f->rope_interleave < 0;
 	m->mscale2 = 1;
-	if (f && f->yarn_factor > 1) {
-		m->yarn_factor = f->yarn_factor;
-		m->yarn_mscale = f->yarn_mscale;
-		m->yarn_mscale_all_dim = f->yarn_mscale_all_dim;
-		m->yarn_attn_factor = f->yarn_attn_factor;
-		m->yarn_beta_fast = f->yarn_beta_fast > 0 ? f->yarn_beta_fast : 32;
-		m->yarn_beta_slow = f->yarn_beta_slow > 0 ? f->yarn_beta_slow : 1;
-		m->yarn_orig_max = f->yarn_orig_max;
-		m->yarn_truncate = f->yarn_truncate >= 0;
-		if (m->yarn_orig_max < 1)
+	if (f && f->yarn.factor > 1) {
+		m->yarn = f->yarn;
+		m->yarn.beta_fast = f->yarn.beta_fast > 0 ? f->yarn.beta_fast : 32;
+		m->yarn.beta_slow = f->yarn.beta_slow > 0 ? f->yarn.beta_slow : 1;
+		m->yarn.truncate = f->yarn.truncate >= 0;
+		if (m->yarn.orig_max < 1)
 			return tpc_err_set(e, TPC_EINPUT,
 					   "layer '%s': a yarn rope scaling needs original_max_position_embeddings", nm);
-		if (m->yarn_mscale_all_dim > 0) {
-			double ms = 0.1 * m->yarn_mscale_all_dim * log(m->yarn_factor) + 1.0;
+		if (m->yarn.mscale_all_dim > 0) {
+			double ms = 0.1 * m->yarn.mscale_all_dim * log(m->yarn.factor) + 1.0;
 			m->mscale2 = ms * ms;
 		}
 	}
