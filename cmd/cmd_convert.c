@@ -35,6 +35,8 @@ static const char *help =
 	"                           OUT-0000K-of-0000N.gguf\n"
 	"  --outtype TYPE           GGUF output: f32, f16, bf16, q8_0 or auto (the default: as\n"
 	"                           convert_hf_to_gguf.py; from a GGUF input, types kept)\n"
+	"  --gguf-pre NAME          GGUF output of a BPE tokenizer: tokenizer.ggml.pre (default:\n"
+	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
 	"                           and make a rule that matches no tensor an error\n"
@@ -59,7 +61,7 @@ static const char *help =
 	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
-enum { O_DRY_RUN = 0x1100, O_OUTTYPE };
+enum { O_DRY_RUN = 0x1100, O_OUTTYPE, O_GGUF_PRE };
 
 static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
 {
@@ -114,6 +116,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, 'P'}, {"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
+		{"gguf-pre", required_argument, NULL, O_GGUF_PRE},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
@@ -142,6 +145,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case 'S': oo.flags |= TPC_OPEN_STRICT; rm->strict = true; break;
 		case O_DRY_RUN: rm->dry_run = true; break;
 		case O_OUTTYPE: wo.outtype = optarg; break;
+		case O_GGUF_PRE: wo.gguf_pre = optarg; break;
 		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
@@ -209,8 +213,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 			     in, rank_what, rank_how);
 	if (rm->dry_run)
 		goto out;
-	if (wo.outtype && strcmp(outf->name, "gguf")) {
-		ret = tpc_cli_usage("convert", "--outtype goes with a GGUF output");
+	if ((wo.outtype || wo.gguf_pre) && strcmp(outf->name, "gguf")) {
+		ret = tpc_cli_usage("convert", "%s goes with a GGUF output", wo.outtype ? "--outtype" : "--gguf-pre");
 		goto out;
 	}
 	/* GGUF from a Hugging Face model reads its config and tokenizer */
