@@ -142,14 +142,16 @@ static int read_part_rows(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t o, u
 }
 
 /* Parts of a composite, element range [e0, e0+cnt) of its C-order image;
- * fn (may be NULL) sees each part's run once it is read. */
+ * fn (may be NULL) sees each part's run once it is read. A Q/K permutation
+ * to GGUF's pairs has heads x head_dim / 2 parts (1024 for a 4096-wide
+ * llama): their sizes on the heap past 64. */
 static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
 			  uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, tpc_err *e)
 {
-	uint64_t inner[64], row = 0;
-	int np = t->nparts > 64 ? 64 : t->nparts;
-	if (t->nparts > 64)
-		return tpc_err_set(e, TPC_EINPUT, "internal: too many parts in '%s'", t->name ? t->name : "?");
+	uint64_t small[64], *inner = small, row = 0;
+	int np = t->nparts, ret = 0;
+	if (np > 64 && !(inner = malloc((size_t)np * sizeof(*inner))))
+		return tpc_err_set(e, TPC_EIO, "out of memory");
 	for (int k = 0; k < np; k++) {
 		uint64_t n = 1;
 		for (int d = t->cat_dim; d < t->ndim; d++)
@@ -157,15 +159,14 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 		inner[k] = n;
 		row += n;
 	}
-	while (cnt) {
+	while (cnt && !ret) {
 		uint64_t o = e0 / row, w = e0 % row, cum = 0;
 		int k = 0;
 		if (!w && cnt >= 2 * row) {
 			/* whole rows: each part's piece of them in one call */
 			uint64_t n = cnt / row;
-			int r = read_part_rows(ck, t, o, n, inner, row, dst, es, fn, ctx, &n, e);
-			if (r)
-				return r;
+			if ((ret = read_part_rows(ck, t, o, n, inner, row, dst, es, fn, ctx, &n, e)))
+				break;
 			if (n) {
 				dst += n * row * es;
 				e0 += n * row;
@@ -178,16 +179,17 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 		uint64_t take = cum + inner[k] - w;
 		if (take > cnt)
 			take = cnt;
-		int r = tpc_ckpt_read_bytes(ck, &t->parts[k], (o * inner[k] + (w - cum)) * es, take * es, dst, e);
-		if (r)
-			return r;
+		if ((ret = tpc_ckpt_read_bytes(ck, &t->parts[k], (o * inner[k] + (w - cum)) * es, take * es, dst, e)))
+			break;
 		if (fn)
 			fn(ctx, k, dst, (size_t)(take * es));
 		dst += take * es;
 		e0 += take;
 		cnt -= take;
 	}
-	return 0;
+	if (inner != small)
+		free(inner);
+	return ret;
 }
 
 int tpc_ckpt_read_bytes(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len,
