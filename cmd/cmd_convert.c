@@ -39,6 +39,8 @@ static const char *help =
 	"                           the Hugging Face model's names, Q/K rows, experts and norms,\n"
 	"                           and a folder output gets the config.json its metadata gives;\n"
 	"                           a GGUF output always keeps them)\n"
+	"  --gguf-pre NAME          GGUF output of a BPE tokenizer: tokenizer.ggml.pre (default:\n"
+	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
 	"                           and make a rule that matches no tensor an error\n"
@@ -63,7 +65,7 @@ static const char *help =
 	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
-enum { O_DRY_RUN = 0x1100, O_OUTTYPE, O_GGUF_NAMES };
+enum { O_DRY_RUN = 0x1100, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE };
 
 static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
 {
@@ -147,6 +149,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
 		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
+		{"gguf-pre", required_argument, NULL, O_GGUF_PRE},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
@@ -176,6 +179,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		case O_DRY_RUN: rm->dry_run = true; break;
 		case O_OUTTYPE: wo.outtype = optarg; break;
 		case O_GGUF_NAMES: gguf_names = true; break;
+		case O_GGUF_PRE: wo.gguf_pre = optarg; break;
 		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
 		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
@@ -209,8 +213,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	int us = tpc_cli_writer("convert", out, fmt_name, shard_arg != NULL, &wo, &outf, &sharded);
 	if (us)
 		return us;
-	if (wo.outtype && !rm->dry_run && strcmp(outf->name, "gguf"))
-		return tpc_cli_usage("convert", "--outtype goes with a GGUF output");
+	if ((wo.outtype || wo.gguf_pre) && !rm->dry_run && strcmp(outf->name, "gguf"))
+		return tpc_cli_usage("convert", "%s goes with a GGUF output", wo.outtype ? "--outtype" : "--gguf-pre");
 
 	/* An output inside the folder of an input shard set (a folder, or the
 	 * folder of a *.index.json) is refused like an output equal to an input:

@@ -26,6 +26,7 @@
  *                 experts stacked, each tensor's type for an --outtype)
  *   gguf_vocab.c  tokenizer.* keys from tokenizer.model (SentencePiece
  *                 protobuf) or tokenizer.json (BPE), tokenizer_config.json
+ *                 (gguf_pre.c: tokenizer.ggml.pre from the pre_tokenizer)
  */
 #ifndef TPC_GGUF_H
 #define TPC_GGUF_H
@@ -133,6 +134,10 @@ int tpc_gguf_write(const tpc_ckpt *ck, const tpc_gguf_kvs *kv, const tpc_gguf_wt
  */
 int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
 		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
+/* The same with tokenizer.ggml.pre given for a BPE tokenizer (NULL: as
+ * tpc_gguf_vocab names it from tokenizer.json). */
+int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, tpc_gguf_kvs *kv,
+			 tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
 
 /*
  * The tokenizer.* keys for the tokenizer in `dir` (gguf_vocab.c), added to kv
@@ -143,8 +148,10 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
 int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gguf_kvs *kv, tpc_err *e);
 /* The same with the BPE pre-tokenizer name (tokenizer.ggml.pre) given: the
  * reference derives it from a hash of Hugging Face tokenizers' output on a
- * check text, which C does not compute, so tpc_gguf_vocab (pre NULL)
- * refuses a tokenizer.json BPE, naming the key (doc/gguf_vocab.md). arch is the
+ * check text, which C does not compute, so tpc_gguf_vocab (pre NULL) names
+ * the llama.cpp pre-tokenizer that splits as tokenizer.json's pre_tokenizer
+ * does, and refuses one it cannot map, naming the key (gguf_pre.c,
+ * doc/gguf_vocab.md). arch is the
  * GGUF architecture: llama (mistral, mixtral), gemma, phi3, qwen2, qwen3,
  * qwen2moe, qwen3moe, gpt2, gptneox. */
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,

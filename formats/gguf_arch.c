@@ -964,8 +964,8 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 	return 0;
 }
 
-int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
-		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
+int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, tpc_gguf_kvs *kv,
+			 tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
 {
 	conv cv = {.kv = kv, .e = e};
 	walk w;
@@ -1003,7 +1003,7 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
 	if (!ret && tpc_gguf_kvs_uint(kv, "general.quantization_version", U32, 2))
 		ret = tpc_err_nomem(e);
 	if (!ret)
-		ret = tpc_gguf_vocab(dir, cv.spec->arch, cfg_int_or(&cv.c, "vocab_size", 0), kv, e);
+		ret = tpc_gguf_vocab_pre(dir, cv.spec->arch, cfg_int_or(&cv.c, "vocab_size", 0), pre, kv, e);
 	if (!ret) {
 		*t = w.out.t;
 		*n = w.out.n;
@@ -1019,6 +1019,12 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
 	cJSON_Delete(cv.c.root);
 	free((char *)cv.c.path);
 	return ret;
+}
+
+int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
+		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
+{
+	return tpc_gguf_from_hf_pre(ck, dir, outtype, NULL, kv, t, n, e);
 }
 
 /* The table read the other way (gguf_hf.c): the first record of GGUF

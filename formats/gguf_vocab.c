@@ -14,9 +14,11 @@
  * tokenizer.ggml.pre for BPE: the reference encodes a check text with
  * Hugging Face tokenizers and looks the SHA-256 of the ids up in a table of
  * published tokenizers (get_vocab_base_pre). tpconv does not run
- * tokenizers, so the name is the caller's (tpc_gguf_vocab_pre); without one
- * a BPE folder is refused, naming the key: writing a guessed name would
- * make llama.cpp split text differently without a word.
+ * tokenizers: the name is the caller's (tpc_gguf_vocab_pre) or, without
+ * one, the llama.cpp pre-tokenizer that splits as tokenizer.json's
+ * pre_tokenizer does (gguf_pre.c); a tokenizer it cannot map is refused,
+ * naming the key: a guessed name would make llama.cpp split text
+ * differently without a word.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -380,11 +382,9 @@ static int v_gpt2(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *k
 	int ret = v_bpe_tokens(v, vocab_size);
 	if (!ret)
 		ret = v_bpe_specials_listed(v);
-	if (!ret && !pre)
-		ret = v_refuse(v, "tokenizer.json",
-			       "%s: the reference names the BPE pre-tokenizer from a hash of Hugging Face tokenizers' "
-			       "output, which tpconv cannot compute; give the name (--gguf-vocab-pre NAME)",
-			       "tokenizer.ggml.pre");
+	const char *why = NULL;
+	if (!ret && !pre && tpc__gguf_pre_detect(v->vd.tok_json, &pre, &why))
+		ret = v_refuse(v, "tokenizer.json", "tokenizer.ggml.pre: %s", why);
 	if (!ret)
 		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "gpt2");
 	if (!ret)

@@ -41,4 +41,10 @@ bool tpc__json_truthy(const cJSON *v);
  * one) -> *out; false otherwise. */
 bool tpc__json_int(const cJSON *v, int64_t *out);
 
+/* gguf_pre.c: the llama.cpp pre-tokenizer name (tokenizer.ggml.pre) that
+ * splits text as tokenizer.json's normalizer, pre_tokenizer and
+ * model.ignore_merges do -> *name (static), 0; -1 and *why (static) when
+ * tpconv knows none. */
+int tpc__gguf_pre_detect(const cJSON *tok_json, const char **name, const char **why);
+
 #endif

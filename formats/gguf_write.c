@@ -456,7 +456,8 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 				kv.kv[kv.n - 1].v = k->v;
 		}
 	} else {
-		ret = tpc_gguf_from_hf(ck, o ? o->model_dir : NULL, o ? o->outtype : NULL, &kv, &w, &n, e);
+		ret = tpc_gguf_from_hf_pre(ck, o ? o->model_dir : NULL, o ? o->outtype : NULL, o ? o->gguf_pre : NULL,
+					   &kv, &w, &n, e);
 		(void)sel;
 		(void)nsel;
 	}

@@ -84,6 +84,7 @@ typedef struct tpc_write_opts {
 	void *before_commit_ctx;
 	const char *model_dir;     /* GGUF: the model folder (config.json, tokenizer files); NULL: none */
 	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto) */
+	const char *gguf_pre;      /* GGUF: tokenizer.ggml.pre for a BPE tokenizer (NULL: from tokenizer.json) */
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here

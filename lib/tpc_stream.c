@@ -142,7 +142,9 @@ static int read_part_rows(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t o, u
 }
 
 /* Parts of a composite, element range [e0, e0+cnt) of its C-order image;
- * fn (may be NULL) sees each part's run once it is read. */
+ * fn (may be NULL) sees each part's run once it is read. A Q/K permutation
+ * to GGUF's pairs has heads x head_dim / 2 parts (1024 for a 4096-wide
+ * llama): their sizes on the heap past 64. */
 static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt,
 			  uint8_t *dst, unsigned es, tpc_part_fn fn, void *ctx, tpc_err *e)
 {
@@ -159,7 +161,7 @@ static int read_composite(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, 
 		inner[k] = n;
 		row += n;
 	}
-	while (cnt) {
+	while (cnt && !ret) {
 		uint64_t o = e0 / row, w = e0 % row, cum = 0;
 		int k = 0;
 		if (!w && cnt >= 2 * row) {

@@ -3,14 +3,15 @@
  * what llama.cpp's convert_hf_to_gguf.py wrote for the same folders
  * (tests/gguf/vocab/<name>/expected.json, made by make_vocab_fixtures.py in
  * the forky chroot): key order, value types, every value. Then the
- * SentencePiece reader on damaged files, and the BPE refusal without a
- * pre-tokenizer name.
+ * SentencePiece reader on damaged files, and the BPE pre-tokenizer name
+ * (tokenizer.ggml.pre) read from tokenizer.json, given, or refused.
  */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
 
 #include "gguf.h"
+#include "gguf_vocab_int.h"
 #include "spm.h"
 #include "tpc_io.h"
 
@@ -106,8 +107,9 @@ static void check_folder(const char *name)
 	tpc_gguf_kvs kv = {0};
 	tpc_err e;
 	tpc_err_init(&e);
-	const char *pn = cJSON_GetStringValue(cJSON_GetObjectItem(pre, name));
-	int r = tpc_gguf_vocab_pre(dir, arch, vs, pn, &kv, &e);
+	/* tokenizer.ggml.pre as gguf_pre.c names it from tokenizer.json: the
+	 * name pre.json gave the reference */
+	int r = tpc_gguf_vocab(dir, arch, vs, &kv, &e);
 	if (r)
 		fail_msg("%s: %s (%s)", name, e.msg, e.path);
 	assert_int_equal(kv.n, (size_t)cJSON_GetArraySize(want));
@@ -147,19 +149,98 @@ static void test_qwen2_bpe(void **st) { (void)st; check_folder("qwen2-bpe"); }
 static void test_gpt2_bpe(void **st) { (void)st; check_folder("gpt2-bpe"); }
 static void test_gptneox_bpe(void **st) { (void)st; check_folder("gptneox-bpe"); }
 
-/* Without a pre-tokenizer name a BPE folder is refused, naming the key. */
-static void test_bpe_needs_pre(void **st)
+/* tokenizer.json's pre_tokenizer -> the llama.cpp name; a name given wins;
+ * a pre-tokenizer tpconv cannot map is refused, naming the key. */
+static const char *pre_of(cJSON *tj, const char *edit_path, const char *edit)
+{
+	const char *name = NULL, *why = NULL;
+	if (edit_path) {
+		cJSON *o = tj, *parent = NULL;
+		char key[64];
+		const char *p = edit_path;
+		while (*p) { /* "a.b.0.c": walk, then replace the last item with `edit` (JSON) */
+			size_t n = strcspn(p, ".");
+			snprintf(key, sizeof(key), "%.*s", (int)n, p);
+			parent = o;
+			o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(key)) : cJSON_GetObjectItem(o, key);
+			p += n + (p[n] == '.');
+		}
+		cJSON *v = cJSON_Parse(edit);
+		assert_non_null(v);
+		if (cJSON_IsArray(parent))
+			cJSON_ReplaceItemInArray(parent, atoi(key), v);
+		else if (o)
+			cJSON_ReplaceItemInObject(parent, key, v);
+		else
+			cJSON_AddItemToObject(parent, key, v);
+	}
+	return tpc__gguf_pre_detect(tj, &name, &why) ? NULL : name;
+}
+
+static void test_bpe_pre(void **st)
 {
 	(void)st;
 	char *dir = vocab_dir("qwen2-bpe");
+	cJSON *q = load_json(dir, "tokenizer.json");
+	assert_string_equal(pre_of(q, NULL, NULL), "qwen2");
+	/* Llama 3's regex (digits in threes) with ignore_merges: llama-bpe */
+	const char *re = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(q,
+		"pre_tokenizer"), "pretokenizers"), 0), "pattern")->child->valuestring;
+	char l3[512];
+	const char *pn = strstr(re, "\\p{N}|");
+	assert_non_null(pn);
+	snprintf(l3, sizeof(l3), "%.*s\\p{N}{1,3}|%s", (int)(pn - re), re, pn + 6);
+	cJSON *l = cJSON_Duplicate(q, true);
+	cJSON *pat = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(l,
+		"pre_tokenizer"), "pretokenizers"), 0), "pattern");
+	cJSON_SetValuestring(cJSON_GetObjectItem(pat, "Regex"), l3);
+	assert_null(pre_of(l, NULL, NULL)); /* ignore_merges false: not llama-bpe */
+	assert_string_equal(pre_of(l, "model.ignore_merges", "true"), "llama-bpe");
+	cJSON_Delete(l);
+	/* refusals: a prefix space, a lowercasing normalizer, another regex, ignore_merges with qwen2's */
+	l = cJSON_Duplicate(q, true);
+	assert_null(pre_of(l, "pre_tokenizer.pretokenizers.1.add_prefix_space", "true"));
+	cJSON_Delete(l);
+	l = cJSON_Duplicate(q, true);
+	assert_null(pre_of(l, "normalizer", "{\"type\": \"Lowercase\"}"));
+	cJSON_Delete(l);
+	l = cJSON_Duplicate(q, true);
+	assert_null(pre_of(l, "pre_tokenizer.pretokenizers.0.pattern", "{\"Regex\": \"\\\\s+\"}"));
+	cJSON_Delete(l);
+	l = cJSON_Duplicate(q, true);
+	assert_null(pre_of(l, "model.ignore_merges", "true"));
+	cJSON_Delete(l);
+	cJSON_Delete(q);
+	char *g = vocab_dir("gpt2-bpe");
+	q = load_json(g, "tokenizer.json");
+	assert_string_equal(pre_of(q, NULL, NULL), "gpt-2");
+	assert_null(pre_of(q, "pre_tokenizer.add_prefix_space", "true"));
+	cJSON_Delete(q);
+	free(g);
+
+	/* a name given wins; a folder tpconv cannot map is refused, naming the key */
 	tpc_gguf_kvs kv = {0};
 	tpc_err e;
 	tpc_err_init(&e);
-	assert_int_equal(tpc_gguf_vocab(dir, "qwen2", 419, &kv, &e), TPC_EINPUT);
+	assert_int_equal(tpc_gguf_vocab_pre(dir, "qwen2", 419, "stablelm2", &kv, &e), 0);
+	ptrdiff_t k = tpc_gguf_kvs_find(&kv, "tokenizer.ggml.pre");
+	assert_true(k >= 0);
+	assert_memory_equal(kv.kv[k].s, "stablelm2", 9);
+	tpc_gguf_kvs_release(&kv);
+	free(dir);
+	char tmp[] = "/tmp/tpc_pre_XXXXXX";
+	assert_non_null(mkdtemp(tmp));
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "cp %s/tests/gguf/vocab/gpt2-bpe/* %s && sed -i "
+		 "'s/\"use_regex\": true/\"use_regex\": false/' %s/tokenizer.json",
+		 getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..", tmp, tmp);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(tpc_gguf_vocab(tmp, "gpt2", 400, &kv, &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "tokenizer.ggml.pre"));
 	assert_non_null(strstr(e.path, "tokenizer.json"));
 	tpc_gguf_kvs_release(&kv);
-	free(dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	assert_int_equal(system(cmd), 0);
 }
 
 /* Damaged tokenizer.model: every truncation of a real one, and
@@ -224,7 +305,7 @@ int main(void)
 		cmocka_unit_test(test_llama_spm), cmocka_unit_test(test_mistral_spm),
 		cmocka_unit_test(test_gemma_spm), cmocka_unit_test(test_phi3_spm),
 		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
-		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_needs_pre),
+		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre),
 		cmocka_unit_test(test_spm_hostile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,13 +5,18 @@
 # its KVs and tensors as gguf_arch_dump.py prints them), what
 # tpc_gguf_from_hf lists (arch_dump) equals the reference's: every KV but the
 # tokenizer's (gguf_vocab.c's, tested apart) with its type and value, in
-# order; every tensor's name, type, ne[] in order, and the sha256 of its bytes
+# order (the tokenizer's are in the whole-file comparison below); every
+# tensor's name, type, ne[] in order, and the sha256 of its bytes
 # for F32, F16 and BF16 (Q8_0 blocks are the writer's: name, type, shape).
 # Then refusals: an architecture the reference has no class for, a
 # rope_type tpconv does not write, a bad --outtype.
-# usage: arch_test.sh ARCH_DUMP SRCDIR
+# Then whole files: `tpconv convert tiny-FAMILY -o X.gguf --outtype T` (the
+# tokenizer read from the folder, tokenizer.ggml.pre named from
+# tokenizer.json) has the sha256 of the reference's GGUF (ref/whole.sha256),
+# byte for byte; --gguf-pre and its refusals.
+# usage: arch_test.sh ARCH_DUMP SRCDIR TPCONV
 set -u
-DUMP=$(realpath "$1") SRC=$(realpath "$2")
+DUMP=$(realpath "$1") SRC=$(realpath "$2") TPCONV=$(realpath "$3")
 A="$SRC/tests/gguf/arch"
 n=0 failed=0
 ok()  { n=$((n+1)); echo "ok $n - $1"; }
@@ -27,7 +32,7 @@ for dir in "$A"/tiny-*; do
     if ! "$DUMP" "$dir" "$ot" > "$T/mine" 2> "$T/err"; then
       bad "$fam $ot: arch_dump failed" "$(cat "$T/err")"; continue
     fi
-    sed '/ Q8_0 /s/ sha256=.*/ sha256=-/' "$T/mine" > "$T/mine2"
+    grep -v '^kv tokenizer\.' "$T/mine" | sed '/ Q8_0 /s/ sha256=.*/ sha256=-/' > "$T/mine2"
     if diff "$T/ref" "$T/mine2" > "$T/diff"; then
       ok "$fam $ot: KVs and tensors as convert_hf_to_gguf.py writes them"
     else
@@ -48,7 +53,8 @@ c["torch_dtype"] = c.pop("dtype")
 json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
 grep -v '^kv tokenizer\.\|^alignment ' "$A/ref/llama-t4-f32.txt" > "$T/ref"
-if "$DUMP" "$T/t4/tiny-llama" f32 > "$T/mine" 2> "$T/err" && diff "$T/ref" "$T/mine" > "$T/diff"; then
+if "$DUMP" "$T/t4/tiny-llama" f32 > "$T/mine" 2> "$T/err" &&
+   grep -v '^kv tokenizer\.' "$T/mine" | diff "$T/ref" - > "$T/diff"; then
   ok "llama with a transformers 4 config.json: head_dim filled in as AutoConfig does"
 else
   bad "llama with a transformers 4 config.json" "$(cat "$T/err" "$T/diff" | head -20)"
@@ -70,5 +76,88 @@ cp "$A/tiny-llama/config.json" "$T/m/config.json"
 refuse "an unknown --outtype is refused" "--outtype 'q4_k': f32, f16, bf16, q8_0 or auto" "$T/m" q4_k
 sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"
 refuse "a layer past config.json's count is refused by tensor" "layer 1, but config.json has 1 layers" "$T/m" f32
+# whole files, byte for byte: tensors, KVs (tokenizer too), order, alignment
+while read -r sum name; do
+  fo=${name%.gguf} ot=${name%.gguf}; fo=${fo%-*} ot=${ot##*-}
+  rm -f "$T/w.gguf"
+  if ! "$TPCONV" convert "$A/tiny-$fo" -o "$T/w.gguf" --outtype "$ot" -q 2> "$T/err"; then
+    bad "$fo $ot: tpconv convert failed" "$(cat "$T/err")"; continue
+  fi
+  got=$(sha256sum "$T/w.gguf" | cut -d' ' -f1)
+  if [ "$got" = "$sum" ]; then
+    ok "$fo $ot: tpconv's GGUF is byte-identical to convert_hf_to_gguf.py's"
+  else
+    bad "$fo $ot: tpconv's GGUF differs from convert_hf_to_gguf.py's" "sha256 $got, want $sum"
+  fi
+done < "$A/ref/whole.sha256"
+
+# a llama whose Q/K permutation has more than 64 parts (8 heads of 32: 128
+# row pairs in q, as every real model has hundreds): f16, bf16 and q8_0 read it
+# through the composite reader; f16 and bf16 must be the f32 file's values cast
+rm -rf "$T/wide" && mkdir -p "$T/wide" && cp "$A/tiny-llama/tokenizer"* "$T/wide/"
+python3 - "$A/tiny-llama/config.json" "$T/wide" <<'PY'
+import json, struct, sys
+c = json.load(open(sys.argv[1]))
+c.update(hidden_size=256, num_attention_heads=8, num_key_value_heads=8, head_dim=32, num_hidden_layers=1,
+         intermediate_size=64, dtype="float32")
+json.dump(c, open(sys.argv[2] + "/config.json", "w"))
+shapes = {"model.embed_tokens.weight": (320, 256), "lm_head.weight": (320, 256), "model.norm.weight": (256,)}
+for n, sh in (("self_attn.q_proj", (256, 256)), ("self_attn.k_proj", (256, 256)), ("self_attn.v_proj", (256, 256)),
+              ("self_attn.o_proj", (256, 256)), ("mlp.gate_proj", (64, 256)), ("mlp.up_proj", (64, 256)),
+              ("mlp.down_proj", (256, 64)), ("input_layernorm", (256,)), ("post_attention_layernorm", (256,))):
+    shapes["model.layers.0.%s.weight" % n] = sh
+hdr, data, x = {}, bytearray(), 1
+for n, sh in shapes.items():
+    k = sh[0] * (sh[1] if len(sh) > 1 else 1)
+    vals = []
+    for _ in range(k):
+        x = (x * 1103515245 + 12345) & 0x7fffffff
+        vals.append((x / 2**31 - 0.5) * 0.6)
+    hdr[n] = {"dtype": "F32", "shape": list(sh), "data_offsets": [len(data), len(data) + 4 * k]}
+    data += struct.pack("<%df" % k, *vals)
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2] + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+ok_all=1 msgs=""
+for ot in f32 f16 bf16 q8_0; do
+  rm -f "$T/wide-$ot.gguf"
+  "$TPCONV" convert "$T/wide" -o "$T/wide-$ot.gguf" --outtype $ot -q 2> "$T/err" || { ok_all=0; msgs="$msgs $ot: $(cat "$T/err")"; }
+done
+for ot in f16 bf16; do
+  [ -f "$T/wide-$ot.gguf" ] && "$TPCONV" diff "$T/wide-f32.gguf" "$T/wide-$ot.gguf" --cast -q 2> "$T/err" ||
+    { ok_all=0; msgs="$msgs $ot differs from f32 cast: $(cat "$T/err")"; }
+done
+if [ $ok_all = 1 ]; then
+  ok "a Q/K permutation of more than 64 parts converts to f16/bf16/q8_0, values the f32 file's cast"
+else
+  bad "a Q/K permutation of more than 64 parts converts to f16/bf16/q8_0" "$msgs"
+fi
+
+# --gguf-pre: the name given is written; it needs a GGUF output; a
+# pre-tokenizer tpconv cannot map is refused naming the key, nothing written
+rm -f "$T/w.gguf"
+if "$TPCONV" convert "$A/tiny-qwen2" -o "$T/w.gguf" --gguf-pre stablelm2 -q 2> "$T/err" &&
+   grep -q stablelm2 "$T/w.gguf"; then
+  ok "--gguf-pre NAME sets tokenizer.ggml.pre"
+else
+  bad "--gguf-pre NAME sets tokenizer.ggml.pre" "$(cat "$T/err")"
+fi
+"$TPCONV" convert "$A/tiny-qwen2" -o "$T/w.safetensors" --gguf-pre qwen2 2> "$T/err"; rc=$?
+if [ $rc -eq 2 ] && grep -qF -- "--gguf-pre goes with a GGUF output" "$T/err"; then
+  ok "--gguf-pre with another output format is a usage error"
+else
+  bad "--gguf-pre with another output format is a usage error" "exit $rc" "$(cat "$T/err")"
+fi
+rm -rf "$T/m" && cp -r "$A/tiny-qwen2" "$T/m"
+sed -i 's/"Isolated"/"Removed"/' "$T/m/tokenizer.json"
+rm -rf "$T/r" && mkdir "$T/r"
+"$TPCONV" convert "$T/m" -o "$T/r/w.gguf" 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.pre" "$T/err" && grep -qF "tokenizer.json" "$T/err" &&
+   [ -z "$(ls -A "$T/r")" ]; then
+  ok "an unmapped BPE pre-tokenizer is refused (exit 3, tokenizer.ggml.pre), nothing written"
+else
+  bad "an unmapped BPE pre-tokenizer is refused" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/r")"
+fi
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -70,7 +70,10 @@ import json, sys
 got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 want.setdefault("rope_theta", (want.get("rope_parameters") or {}).get("rope_theta"))
 want["torch_dtype"] = want.get("dtype", want.get("torch_dtype"))
-diff = {k: (v, want.get(k)) for k, v in got.items() if want.get(k) != v and k != "n_inner"}
+# token ids the model's config leaves null come from its tokenizer (tokenizer.ggml.*_token_id)
+ids = ("bos_token_id", "eos_token_id", "pad_token_id")
+diff = {k: (v, want.get(k)) for k, v in got.items()
+        if want.get(k) != v and k != "n_inner" and not (k in ids and want.get(k) is None)}
 for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size", "n_embd"):
     if k in want and k not in got:
         diff[k] = ("missing", want[k])

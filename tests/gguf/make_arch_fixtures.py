@@ -6,6 +6,8 @@ chroot: transformers 5.12, torch 2.14, python3-gguf, sentencepiece).
 usage (inside the chroot): make_arch_fixtures.py OUT
   OUT/models/tiny-<family>/   config.json, model.safetensors, tokenizer files
   OUT/ref/<family>-<outtype>.gguf and .txt (gguf_arch_dump.py of it)
+  OUT/ref/whole.sha256   the sha256 of each reference GGUF (arch_test.sh
+                         converts with tpconv and compares whole files)
 
 Models: hidden 32, 2 layers, 4 heads (2 kv heads), seeded random weights
 (norm weights 1 + noise, biases random, so that permutations, norm offsets
@@ -14,9 +16,12 @@ and biases all show). Tokenizers trained here: SentencePiece (byte_fallback,
 (tokenizers, 320 tokens) for qwen2, qwen3, qwen2-moe, gpt2 and gpt-neox. The
 reference refuses a BPE tokenizer whose pre-tokenizer hash it does not know:
 ref_convert.py runs it with get_vocab_base_pre answering the family's usual
-pre-tokenizer name when the hash is unknown (TPC_PRE), nothing else changed.
+pre-tokenizer name when the hash is unknown (TPC_PRE), nothing else changed;
+the qwen families' tokenizers get Qwen2's own pre-tokenizer (Split regex +
+ByteLevel, NFC), GPT-2's its ByteLevel, so that the name is the one the
+tokenizer's pre_tokenizer stands for.
 """
-import json, os, subprocess, sys
+import hashlib, json, os, subprocess, sys
 import torch
 import transformers as tf
 
@@ -56,19 +61,32 @@ FAMILIES = {
 
 def spm_tokenizer(d):
     import sentencepiece as spm
+    # identity normalization, as Llama's own tokenizer.model (and a 6 KB file
+    # rather than 245 KB of NFKC tables)
     spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_prefix=os.path.join(d, "tokenizer"),
                                    vocab_size=V, model_type="bpe", byte_fallback=True, character_coverage=1.0,
-                                   num_threads=1, minloglevel=2)
+                                   num_threads=1, minloglevel=2, normalization_rule_name="identity")
     os.remove(os.path.join(d, "tokenizer.vocab"))
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True,
                    "add_eos_token": False, "tokenizer_class": "LlamaTokenizer"}, f, indent=2)
 
 
-def bpe_tokenizer(d):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+# Qwen2's split regex (its tokenizer.json); llama.cpp's "qwen2" pre-tokenizer
+QWEN2_RE = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+            "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+
+
+def bpe_tokenizer(d, pre):
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if pre == "qwen2":  # the family's own pre-tokenizer, so that the name tpconv reads from it is the one given
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tr = trainers.BpeTrainer(vocab_size=V, special_tokens=["<|endoftext|>"], show_progress=False,
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -98,11 +116,16 @@ def model(fam, d):
             c["rotary_pct"] = 0.25
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(c, f, indent=2, sort_keys=True)
-    (spm_tokenizer if tk == "spm" else bpe_tokenizer)(d)
+    if tk == "spm":
+        spm_tokenizer(d)
+    else:
+        bpe_tokenizer(d, FAMILIES[fam][4])
 
 
 def main():
-    fams = sys.argv[2:] or list(FAMILIES)
+    # gpt-neox: the reference reads hparams through transformers 5's
+    # AutoConfig, which drops rotary_pct, then fails on it (KeyError)
+    fams = sys.argv[2:] or [f for f in FAMILIES if f != "gpt-neox"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
     for fam in fams if fams != ["t4"] else []:
         d = os.path.join(OUT, "models", "tiny-" + fam)
@@ -116,6 +139,8 @@ def main():
                            stderr=subprocess.DEVNULL)
             with open(g[:-5] + ".txt", "w") as f:
                 subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+            with open(g, "rb") as f, open(os.path.join(OUT, "ref", "whole.sha256"), "a") as s:
+                s.write("%s  %s-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
         print(fam, "ok", flush=True)
     # a transformers 4 style llama config.json (no head_dim, rope_theta at the
     # top level): the reference reads it through AutoConfig, which fills in head_dim

@@ -53,8 +53,6 @@ def main():
     env = dict(l.rstrip("\n").split("=", 1) for l in open(sys.argv[2]) if "=" in l and not l.startswith("deb:"))
     debs = [l[4:].strip() for l in open(sys.argv[2]) if l.startswith("deb:")]
     tpver = subprocess.run([sys.argv[3], "--version"], capture_output=True, text=True).stdout.strip()
-    rows.append(["llama.cpp", "(all)", "GGUF output loads in llama-completion, same tokens as convert_hf_to_gguf.py",
-                 "", "pending", "tpconv has no GGUF writer yet (issue 33); nothing is run"])
     n = {s: sum(r[4] == s for r in rows) for s in ORDER}
     w = sys.stdout.write
     w("# Interoperability: tpconv's outputs in the real consumers\n\n")
@@ -63,7 +61,7 @@ def main():
       f"torch {env.get('torch')}, transformers {env.get('transformers')}, safetensors {env.get('safetensors')}, "
       f"accelerate {env.get('accelerate')}, numpy {env.get('numpy')}; llama.cpp: "
       f"{next((d.split()[1] for d in debs if d.startswith('llama.cpp-tools')), 'not found')} "
-      "(installed, not yet used).\n")
+      "(llama-completion, llama-quantize, convert_hf_to_gguf.py).\n")
     w(f"Debian packages: {', '.join(debs)}.\n\n")
     w(f"**{n['pass']} pass, {n['fail']} fail, {n['n/a']} not applicable, {n['pending']} pending.** "
       f"Time: chroot set-up {env.get('setup')} s (0 when cached), models and torch saves {env.get('gen')} s, "
@@ -83,10 +81,40 @@ def main():
             cells = [cell([r for r in rows if r[0] == consumer and r[1] == fam and r[2] in ops]) for _, ops in cols]
             if any(cells):
                 w(f"| {fam} | " + " | ".join(cells) + " |\n")
-    w("\n## llama.cpp\n\n| family | operation | status |\n|---|---|---|\n"
-      "| (all) | GGUF output loads in `llama-completion` and generates the tokens of "
-      "`convert_hf_to_gguf.py`'s GGUF | pending: tpconv has no GGUF writer (issue 33) |\n")
+    llamacpp(w, rows)
     notes(w, rows, fams)
+
+
+LLAMACPP = [("f32: same text", "GGUF → llama-completion", "f32"), ("f16: same text", "GGUF → llama-completion", "f16"),
+            ("gguf-split set", "gguf-split set → llama-completion", None),
+            ("quantize Q4_K_M", "llama-quantize of tpconv's f16", "Q4_K_M"),
+            ("quantize Q6_K", "llama-quantize of tpconv's f16", "Q6_K")]
+
+
+def llamacpp(w, rows):
+    """tpconv convert's GGUF against convert_hf_to_gguf.py's in llama-completion (llamacpp.py)."""
+    mine = [r for r in rows if r[0] == "llama.cpp"]
+    w("\n## llama.cpp\n\n`tpconv convert tiny-FAMILY -o X.gguf` (the tiny models of tests/gguf/arch, with their "
+      "tokenizers) and `convert_hf_to_gguf.py` on the same folder, each loaded by `llama-completion` at "
+      "temperature 0: *pass* is the same generated text (byte-identical files are noted below); the gguf-split "
+      "set loads from its first file; `llama-quantize` of tpconv's f16 file loads and generates.\n\n")
+    w("| family | " + " | ".join(c[0] for c in LLAMACPP) + " |\n|---|" + "---|" * len(LLAMACPP) + "\n")
+    fams = []
+    for r in mine:
+        if r[1] not in fams:
+            fams.append(r[1])
+    for fam in fams:
+        cells = [cell([r for r in mine if r[1] == fam and r[2] == op and (case is None or r[3] == case)])
+                 for _, op, case in LLAMACPP]
+        w(f"| {fam} | " + " | ".join(cells) + " |\n")
+    if not fams:
+        w("| (none) | " + " | ".join("not run" for _ in LLAMACPP) + " |\n")
+    same = [r[1] + " " + r[3] for r in mine if "(byte-identical files)" in r[5]]
+    if same:
+        w(f"\nByte-identical to the reference's file: {', '.join(same)}.\n")
+    na = {r[1]: r[5] for r in mine if r[4] == "n/a"}
+    for fam, why in na.items():
+        w(f"\nn/a, {fam}: {esc(why)}\n")
 
 
 def grouped(rows):

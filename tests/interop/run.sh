@@ -7,7 +7,8 @@
 # Steps: gen.py builds tiny random models with transformers and genuine torch
 # DCP saves (inside the chroot); tpconv (on the host) converts, shards, merges
 # and reshards them into the work folder, which lies inside the chroot's tree;
-# check.py loads every result with the real consumers and compares. Each step
+# check.py loads every result with the real consumers and compares;
+# llamacpp.py runs llama.cpp on tpconv's GGUF files. Each step
 # appends "consumer TAB family TAB operation TAB case TAB status TAB detail"
 # lines to results.tsv; report.py makes the table.
 #
@@ -33,7 +34,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 interop_mount "$IROOT" || exit 4
-cp "$H"/*.py "$W/"
+cp "$H"/*.py "$SRC/tests/gguf/ref_convert.py" "$W/"
 : >"$W/results.tsv"
 : >"$W/cases.tsv"
 
@@ -124,10 +125,26 @@ for d in "$W"/genuine/*/; do
 	tpc convert "$d" -o "$W/genuine/$g.pt" && want genuine "$g" "tpconv reads a torch DCP save" "convert → torch" "genuine/$g.pt" ||
 		refused torch "$g" "tpconv reads a torch DCP save" "convert → torch" convert
 done
+# GGUF (issue 33): the tiny models of tests/gguf/arch (with their tokenizers)
+# converted here, f32, f16 and a gguf-split set; llamacpp.py (in the chroot)
+# converts them with convert_hf_to_gguf.py and runs llama-completion on both
+mkdir -p "$W/gguf/models" "$W/gguf/tpc"
+for d in "$SRC"/tests/gguf/arch/tiny-*; do
+	fam=${d##*/tiny-} G=$W/gguf
+	cp -r "$d" "$G/models/"
+	for ot in f32 f16; do
+		tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-$ot.gguf" --outtype $ot || echo "exit $rc: $err" >"$G/tpc/$fam-$ot.err"
+	done
+	mkdir -p "$G/tpc/$fam-split"
+	tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-split/tiny.gguf" --outtype f32 --max-shard-size 64KiB ||
+		echo "exit $rc: $err" >"$G/tpc/$fam-split.err"
+done
 t3=$(date +%s)
 
 echo "interop: the consumers load what tpconv wrote ($(wc -l <"$W/cases.tsv") outputs)"
 inchroot check.py . >"$W/check.log" 2>&1 || { tail -30 "$W/check.log"; echo "interop: check.py failed" >&2; }
+echo "interop: llama.cpp loads tpconv's GGUF (llama-completion, gguf-split, llama-quantize)"
+inchroot llamacpp.py . >"$W/llamacpp.log" 2>&1 || { tail -30 "$W/llamacpp.log"; echo "interop: llamacpp.py failed" >&2; }
 t4=$(date +%s)
 
 cat "$W/versions.txt" >"$W/report.env" 2>/dev/null

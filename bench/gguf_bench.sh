@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# make bench, GGUF part (issue 33): the 4.74 GB LLaMA-shaped float32 model of
+# floor.sh (hidden 2048, 24 layers, vocab 32000) as a Hugging Face folder -
+# its safetensors, a config.json written here, the SentencePiece
+# tokenizer.model of tests/gguf/arch/tiny-llama (320 pieces; the reference and
+# tpconv both pad the vocabulary to config.json's 32000 with [PAD] tokens) -
+# converted to GGUF:
+#   tpconv convert -> f32, timed beside the in-kernel copy (bench/kcopy.py) of
+#          the same number of bytes measured just before it (target 1.2x)
+#   tpconv convert -> f16, bf16, q8_0 (measured, no target)
+#   convert_hf_to_gguf.py (llama.cpp 0.7, in the forky chroot) -> f32 and q8_0,
+#          its time and peak RSS; and whether its file equals tpconv's (cmp)
+# Each step followed by a sync, REPS times (default 1; 4.7 GB each), fastest
+# kept, largest peak RSS kept (GNU time; the chroot's python is a descendant
+# of the timed process, so its RSS is the one reported). Rows to stdout and to
+# $DIR/gguf_bench.tsv; the machine is shared: user/sys and RSS are the robust
+# numbers, wall times move with the host.
+# usage: gguf_bench.sh path/to/tpconv
+#   env: BENCH_DIR, REPS, REF=0 (skip the reference), ICHROOT (the chroot,
+#        default /var/cache/tpconv-interop/forky; skipped when absent)
+set -eu
+TPCONV=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRCDIR=$(cd "$HERE/.." && pwd)
+PEERS=${PEERS:-$SRCDIR/../shared/bench}
+DIR=${BENCH_DIR:-$SRCDIR/build/bench}
+REPS=${REPS:-1} REF=${REF:-1}
+ICHROOT=${ICHROOT:-/var/cache/tpconv-interop/forky}
+PY=/usr/bin/python3
+mkdir -p "$DIR"
+DIR=$(realpath "$DIR")
+SRC="$DIR/llama_2048_24.bin" ST="$DIR/llama_2048_24.safetensors" M="$DIR/gguf-llama"
+ROWS="$DIR/gguf_bench.tsv"
+: >"$ROWS"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if [ ! -f "$ST" ]; then
+  [ -f "$SRC" ] || { $PY "$PEERS/make_llama.py" "$SRC.tmp" 2048 24 && mv "$SRC.tmp" "$SRC"; }
+  "$TPCONV" convert "$SRC" -o "$ST" -q
+fi
+mkdir -p "$M"
+ln -f "$ST" "$M/model.safetensors" 2>/dev/null || cp "$ST" "$M/model.safetensors"
+cp "$SRCDIR/tests/gguf/arch/tiny-llama/tokenizer.model" "$SRCDIR/tests/gguf/arch/tiny-llama/tokenizer_config.json" "$M/"
+cat >"$M/config.json" <<'EOF'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5440,
+ "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
+ "vocab_size": 32000, "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+ "hidden_act": "silu", "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+EOF
+
+# run LABEL OUT CMD...: one timed step (REPS times): SECS (fastest), RSS (KiB, largest), USR, SYS
+run() {
+  local label=$1 out=$2 r s m u y; shift 2
+  SECS="" RSS=0
+  for r in $(seq "$REPS"); do
+    rm -f "$out"
+    sync
+    /usr/bin/time -f "%e %M %U %S" -o "$DIR/gtime.txt" sh -c '"$@" && sync' sh "$@" >"$DIR/gcmd.log" 2>&1 ||
+      { echo "FAILED: $label"; tail -5 "$DIR/gcmd.log"; return 1; }
+    read -r s m u y <"$DIR/gtime.txt"
+    if [ -z "$SECS" ] || awk "BEGIN{exit !($s < $SECS)}"; then SECS=$s USR=$u SYS=$y; fi
+    [ "$m" -le "$RSS" ] || RSS=$m
+  done
+}
+row() { # LABEL FLOOR-SECS TARGET
+  local ratio="" mib=$((RSS / 1024))
+  [ -z "$2" ] || ratio=$(awk "BEGIN{printf \"%.2fx\", $SECS / $2}")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$SECS" "${2:-}" "$ratio" "${3:-}" "$mib" "$USR" "$SYS" | tee -a "$ROWS"
+}
+
+printf 'step\twall s\tin-kernel copy s\tratio\ttarget\tpeak RSS MiB\tuser s\tsys s\n'
+for ot in f32 f16 bf16 q8_0; do
+  KC=""
+  if [ $ot = f32 ]; then
+    cat "$ST" >/dev/null
+    run "in-kernel copy" "$DIR/gk.out" $PY "$HERE/kcopy.py" "$ST" "$DIR/gk.out"
+    KC=$SECS
+    rm -f "$DIR/gk.out"
+  fi
+  cat "$ST" >/dev/null
+  run "tpconv -> GGUF $ot" "$DIR/g-$ot.gguf" "$TPCONV" convert "$M" -o "$DIR/g-$ot.gguf" --outtype $ot -q
+  row "tpconv convert -> GGUF $ot" "$KC" "$([ $ot = f32 ] && echo 1.2x)"
+  [ $ot = f32 ] || [ $ot = q8_0 ] || rm -f "$DIR/g-$ot.gguf"
+done
+
+if [ "$REF" = 1 ] && [ -x /tmp/inchroot.sh ] && [ -d "$ICHROOT/usr/share/llama.cpp" ]; then
+  R="$ICHROOT/tmp/gguf-bench"
+  mkdir -p "$R/gguf-llama" # the folder's name is general.name's: the same as tpconv's
+  for f in "$M"/*; do ln -f "$f" "$R/gguf-llama/" 2>/dev/null || cp "$f" "$R/gguf-llama/"; done
+  cp "$SRCDIR/tests/gguf/ref_convert.py" "$R/"
+  for ot in f32 q8_0; do
+    cat "$ST" >/dev/null
+    run "convert_hf_to_gguf.py -> $ot" "$R/ref-$ot.gguf" /tmp/inchroot.sh "$R" \
+      "python3 ref_convert.py gguf-llama --outtype $ot --outfile ref-$ot.gguf"
+    row "convert_hf_to_gguf.py -> GGUF $ot" "" ""
+    if cmp -s "$R/ref-$ot.gguf" "$DIR/g-$ot.gguf"; then same=identical; else same=DIFFERENT; fi
+    printf 'files %s: tpconv and convert_hf_to_gguf.py %s\n' "$ot" "$same" | tee -a "$ROWS"
+    rm -f "$R/ref-$ot.gguf"
+  done
+  rm -rf "$R"
+fi
+rm -f "$DIR"/g-*.gguf
+echo "load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $(nproc) cores;" \
+  "tpconv $("$TPCONV" --version 2>/dev/null | head -1) at $(git -C "$SRCDIR" describe --always --dirty 2>/dev/null)" |
+  tee -a "$ROWS"
