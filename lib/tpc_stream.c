@@ -753,6 +753,19 @@ static bool parts_in_sequence(const tpc_tensor *t)
 	return true;
 }
 
+/* Is every leaf of composite t copied whole (a contiguous mapped view, or a
+ * zero fill) when its parts are written one by one? */
+static bool parts_copied(const tpc_ckpt *ck, const tpc_tensor *t)
+{
+	for (int k = 0; k < t->nparts; k++) {
+		const tpc_tensor *p = &t->parts[k];
+		if (p->nparts ? !parts_in_sequence(p) || !parts_copied(ck, p)
+			      : !(p->flags & TPC_TF_ZERO) && !plain_copy(p, tpc_ckpt_source(ck, p->src)))
+			return false;
+	}
+	return true;
+}
+
 int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, tpc_err *e)
 {
 	const tpc_map *m = tpc_ckpt_source(ck, t->src);
@@ -762,7 +775,10 @@ int tpc_ckpt_write_tensor(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *o, t
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' has no data", t->name);
 	if (plain_copy(t, m))
 		return tpc_out_copy(o, m, t->offset, t->nbytes, e);
-	if (parts_in_sequence(t)) {
+	/* parts that are strided views (the rows of every head of a llama
+	 * attn_q interleaved for GGUF) are gathered in one pass: part by part,
+	 * each would read a whole window for its few rows */
+	if (parts_in_sequence(t) && (parts_copied(ck, t) || gather_min_run(ck, t, t->dtype) < GATHER_MIN_RUN)) {
 		int ret = 0;
 		for (int k = 0; k < t->nparts && !ret; k++)
 			ret = tpc_ckpt_write_tensor(ck, &t->parts[k], o, e);
