@@ -21,7 +21,7 @@ static const struct {
 	bool job; /* runs as a job under mpirun (its processes share the output) */
 } cmds[] = {
 	{"inspect", cmd_inspect, "list the tensors, dtypes, shapes and sizes of a checkpoint", false},
-	{"convert", cmd_convert, "convert between safetensors (single or HF-sharded) and torch formats", true},
+	{"convert", cmd_convert, "convert between formats (safetensors, HF shards, torch, DCP, GGUF)", true},
 	{"shard", cmd_shard, "split a checkpoint for tensor/pipeline parallelism (or reshard a set)", false},
 	{"merge", cmd_merge, "rebuild the unsplit checkpoint from a shard set", true},
 	{"diff", cmd_diff, "compare two checkpoints tensor by tensor (values, dtypes, shapes, names)", false},

@@ -85,34 +85,29 @@ static tpc_gguf_kv *kv_slot(tpc_gguf_kvs *l, const char *key)
 	return k;
 }
 
-int tpc_gguf_kvs_uint(tpc_gguf_kvs *l, const char *key, int type, uint64_t v)
+static int kv_num(tpc_gguf_kvs *l, const char *key, int type, tpc_gguf_num v)
 {
 	tpc_gguf_kv *k = kv_slot(l, key);
 	if (!k)
 		return -1;
 	k->type = type;
-	k->v.u = v;
+	k->v = v;
 	return 0;
+}
+
+int tpc_gguf_kvs_uint(tpc_gguf_kvs *l, const char *key, int type, uint64_t v)
+{
+	return kv_num(l, key, type, (tpc_gguf_num){.u = v});
 }
 
 int tpc_gguf_kvs_int(tpc_gguf_kvs *l, const char *key, int type, int64_t v)
 {
-	tpc_gguf_kv *k = kv_slot(l, key);
-	if (!k)
-		return -1;
-	k->type = type;
-	k->v.i = v;
-	return 0;
+	return kv_num(l, key, type, (tpc_gguf_num){.i = v});
 }
 
 int tpc_gguf_kvs_float(tpc_gguf_kvs *l, const char *key, int type, double v)
 {
-	tpc_gguf_kv *k = kv_slot(l, key);
-	if (!k)
-		return -1;
-	k->type = type;
-	k->v.f = v;
-	return 0;
+	return kv_num(l, key, type, (tpc_gguf_num){.f = v});
 }
 
 int tpc_gguf_kvs_str(tpc_gguf_kvs *l, const char *key, const char *s, size_t len)

@@ -54,6 +54,13 @@ typedef enum tpc_gguf_vt {
 /* Tensor types, tpc_ggml_type / tpc_ggml_info_of / tpc_ggml_by_name: lib/tpc_ggml.h
  * (the dequantizer in lib/ needs them). */
 
+/* A KV's number: u for unsigned types and bool, i for signed, f for floats. */
+typedef union tpc_gguf_num {
+	uint64_t u;
+	int64_t i;
+	double f;
+} tpc_gguf_num;
+
 /* One key-value pair. Scalars in v (u for unsigned and bool, i for signed,
  * f for floats); STRING in s[0..slen); ARRAY: `n` elements of type atype,
  * numbers packed little-endian at their width in arr, strings as
@@ -61,7 +68,7 @@ typedef enum tpc_gguf_vt {
 typedef struct tpc_gguf_kv {
 	char *key;
 	int type; /* tpc_gguf_vt */
-	union { uint64_t u; int64_t i; double f; } v;
+	tpc_gguf_num v;
 	char *s;
 	uint64_t slen;
 	int atype;

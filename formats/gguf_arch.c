@@ -66,9 +66,15 @@ typedef struct kv_rule {
 #define F32 TPC_GV_F32
 #define BOOL TPC_GV_BOOL
 
+/* rows several tables share */
+#define R_BLOCK {"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"}
+#define R_FILE_TYPE {"general.file_type", U32, KH_FILE_TYPE, NULL}
+#define R_FF {"feed_forward_length", U32, KH_REQ, "intermediate_size"}
+#define R_END {NULL, 0, KH_END, NULL}
+
 /* TextModel.set_gguf_parameters, in its order */
 #define TEXT_RULES \
-	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"}, \
+	R_BLOCK, \
 	{"context_length", U32, KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
 	{"embedding_length", U32, KH_FIND, "hidden_size|n_embd|dim"}, \
 	{"feed_forward_length", U32, KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
@@ -86,74 +92,74 @@ typedef struct kv_rule {
 	{"expert_group_used_count", U32, KH_FIND, "topk_group"}, \
 	{"expert_gating_func", 0, KH_REFUSE, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}, \
 	{"attention.key_length", U32, KH_HEAD_DIM, "head_dim"}, \
-	{"general.file_type", U32, KH_FILE_TYPE, NULL}
+	R_FILE_TYPE
 
 static const kv_rule llama_rules[] = {
 	TEXT_RULES,
 	{"vocab_size", U32, KH_REQ, "vocab_size"}, /* LlamaModel */
 	{"rope.dimension_count", U32, KH_ROPE_DIM, NULL},
-	{NULL, 0, KH_END, NULL},
+	R_END,
 };
 static const kv_rule qwen2_rules[] = {
 	TEXT_RULES,
 	{"pooling_type", 0, KH_REFUSE, "pooling_type"}, /* _try_set_pooling_type: modules.json (checked apart) */
-	{NULL, 0, KH_END, NULL},
+	R_END,
 };
 static const kv_rule qwen2moe_rules[] = {
 	TEXT_RULES,
 	{"expert_feed_forward_length", U32, KH_FIND, "moe_intermediate_size"},
 	{"expert_shared_feed_forward_length", U32, KH_FIND, "shared_expert_intermediate_size"},
-	{NULL, 0, KH_END, NULL},
+	R_END,
 };
 static const kv_rule gemma_rules[] = {
 	{"context_length", U32, KH_REQ, "max_position_embeddings"},
 	{"embedding_length", U32, KH_REQ, "hidden_size"},
-	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
-	{"feed_forward_length", U32, KH_REQ, "intermediate_size"},
+	R_BLOCK,
+	R_FF,
 	{"attention.head_count", U32, KH_REQ, "num_attention_heads"},
 	{"attention.head_count_kv", U32, KH_OR_HEADS, "num_key_value_heads"},
 	{"attention.layer_norm_rms_epsilon", F32, KH_REQ, "rms_norm_eps"},
 	{"attention.key_length", U32, KH_REQ, "head_dim"},
 	{"attention.value_length", U32, KH_REQ, "head_dim"},
-	{"general.file_type", U32, KH_FILE_TYPE, NULL},
-	{NULL, 0, KH_END, NULL},
+	R_FILE_TYPE,
+	R_END,
 };
 static const kv_rule phi3_rules[] = {
 	{"context_length", U32, KH_REQ, "n_positions|max_position_embeddings"},
 	{"rope.scaling.original_context_length", U32, KH_ROPE_ORIG, NULL},
 	{"embedding_length", U32, KH_REQ, "hidden_size|n_embd"},
-	{"feed_forward_length", U32, KH_REQ, "intermediate_size"},
-	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
+	R_FF,
+	R_BLOCK,
 	{"attention.head_count", U32, KH_REQ, "num_attention_heads|n_head"},
 	{"attention.head_count_kv", U32, KH_REQ, "num_key_value_heads|n_head_kv"},
 	{"attention.layer_norm_rms_epsilon", F32, KH_REQ, "rms_norm_eps"},
 	{"rope.dimension_count", U32, KH_ROPE_PCT_EMB, NULL},
 	{"rope.freq_base", F32, KH_ROPE_THETA, "!"}, /* "!": required */
-	{"general.file_type", U32, KH_FILE_TYPE, NULL},
+	R_FILE_TYPE,
 	{"attention.sliding_window", U32, KH_OR_ZERO, "sliding_window"},
-	{NULL, 0, KH_END, NULL},
+	R_END,
 };
 static const kv_rule gpt2_rules[] = {
-	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
+	R_BLOCK,
 	{"context_length", U32, KH_REQ, "n_ctx"},
 	{"embedding_length", U32, KH_REQ, "n_embd"},
 	{"feed_forward_length", U32, KH_TIMES4, "n_embd"},
 	{"attention.head_count", U32, KH_REQ, "n_head"},
 	{"attention.layer_norm_epsilon", F32, KH_REQ, "layer_norm_epsilon"},
-	{"general.file_type", U32, KH_FILE_TYPE, NULL},
-	{NULL, 0, KH_END, NULL},
+	R_FILE_TYPE,
+	R_END,
 };
 /* GPTNeoXModel.set_gguf_parameters: no general.file_type */
 static const kv_rule gptneox_rules[] = {
 	{"context_length", U32, KH_REQ, "max_position_embeddings"},
 	{"embedding_length", U32, KH_REQ, "hidden_size"},
-	{"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"},
-	{"feed_forward_length", U32, KH_REQ, "intermediate_size"},
+	R_BLOCK,
+	R_FF,
 	{"rope.dimension_count", U32, KH_ROPE_PCT_HD, NULL},
 	{"attention.head_count", U32, KH_REQ, "num_attention_heads"},
 	{"use_parallel_residual", BOOL, KH_OR_TRUE, "use_parallel_residual"},
 	{"attention.layer_norm_epsilon", F32, KH_REQ, "layer_norm_eps"},
-	{NULL, 0, KH_END, NULL},
+	R_END,
 };
 
 /* per-architecture tensor handling */
