@@ -23,6 +23,9 @@
  * order of every sum depends on it only through whole rows, never on the
  * number of threads. */
 #define TPC_V_CHUNK (8u << 20)
+#ifndef TPC_V_CPU_CHUNK
+#define TPC_V_CPU_CHUNK (512u << 10)
+#endif
 
 struct tpc_gpu_api;
 struct tpc_gpu_ctx;
@@ -157,6 +160,14 @@ int tpc__gpu_open_mpi(const struct tpc_gpu_api *api, tpc_coll *c, int lr, int ls
 int tpc__gpu_coll(const struct tpc_gpu_api *api, struct tpc_gpu_ctx *ctx, int rank, int size, tpc_coll *c,
 		  tpc_err *e);
 void tpc__gpu_coll_free(tpc_coll *c);
+
+/* The bytes [off, off + len) of a tensor (view) that is one plain run of a
+ * mapped file, their pages mapped in one call and read where they lie, no
+ * copy out of the page cache; NULL when it is not (then a read copies them).
+ * Their pages go once used (tpc_ckpt_drop_pages, _drop_range; tpc__drop_rows:
+ * rows [r0, r0 + nr) of t), or they count in the RSS. */
+const uint8_t *tpc__mapped(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len);
+void tpc__drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t nr);
 
 /* Hash inputs */
 uint64_t tpc__mix64(uint64_t z);
