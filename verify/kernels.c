@@ -1,6 +1,9 @@
 /* kernels.c - fp32 and fp64 instances of kernels.inc, and the small helpers
  * around them: element decoding, page dropping, hashing. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 

@@ -19,13 +19,16 @@
 #include "coll.h"
 #include "tpc_verify.h"
 
-/* Bytes of weights converted per step of a streamed matmul. A constant: the
- * order of every sum depends on it only through whole rows, never on the
- * number of threads. */
+/* Bytes of weights converted per step of a streamed matmul (on the GPU,
+ * TPC_V_CHUNK: each step is a copy to the device). A constant: the order of
+ * every sum depends on it only through whole rows, never on the number of
+ * threads. */
 #define TPC_V_CHUNK (8u << 20)
-#ifndef TPC_V_CPU_CHUNK
+/* On the CPU, windows that stay in a core's cache (the fp64 reference's
+ * widened copy and OpenBLAS's packing of it included), and blocks of output
+ * columns of a transposed weight's product, one thread each. */
 #define TPC_V_CPU_CHUNK (512u << 10)
-#endif
+#define TPC_V_COLS 256
 
 struct tpc_gpu_api;
 struct tpc_gpu_ctx;
