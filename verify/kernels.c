@@ -76,15 +76,25 @@ const uint8_t *tpc__mapped(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off
 	return m->data + t->offset + off;
 }
 
-void tpc__drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t nr)
+void tpc__drop_behind(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t *from, int64_t r0, int64_t r1, bool all)
 {
-	tpc_tensor v;
-	bool view = t->ndim >= 1 && (r0 != 0 || nr != t->shape[0]);
-	if (view && tpc_tensor_narrow(&v, t, 0, r0, nr))
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	if (!m || !m->data || t->dq || t->nparts || (t->flags & (TPC_TF_ZERO | TPC_TF_NODATA)) ||
+	    !tpc_tensor_is_contiguous(t) || t->ndim < 1 || t->shape[0] < 1)
 		return;
-	tpc_ckpt_drop_pages(ck, view ? &v : t);
-	if (view)
-		tpc_tensor_release(&v);
+	uint64_t row = t->numel / (uint64_t)t->shape[0] * tpc_dtype_bits(t->src_dtype) / 8;
+	uint64_t end = t->offset + (uint64_t)r1 * row;
+	if (*from == UINT64_MAX)
+		*from = t->offset + (uint64_t)r0 * row;
+	if (end <= *from || (!all && end - *from < TPC_V_DROP))
+		return;
+	/* a block partly behind stays until the next call: its start is
+	 * rounded down to the block then */
+	if (all)
+		tpc_map_drop(m, *from, end - *from);
+	else
+		tpc_map_drop_passed(m, *from, end);
+	*from = end;
 }
 
 uint64_t tpc__mix64(uint64_t z)

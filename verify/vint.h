@@ -29,6 +29,9 @@
  * columns of a transposed weight's product, one thread each. */
 #define TPC_V_CPU_CHUNK (512u << 10)
 #define TPC_V_COLS 256
+/* Mapped pages of weights are dropped behind a matmul every this many bytes:
+ * each drop is a TLB shootdown on every thread of the process. */
+#define TPC_V_DROP (8u << 20)
 
 struct tpc_gpu_api;
 struct tpc_gpu_ctx;
@@ -167,10 +170,13 @@ void tpc__gpu_coll_free(tpc_coll *c);
 /* The bytes [off, off + len) of a tensor (view) that is one plain run of a
  * mapped file, their pages mapped in one call and read where they lie, no
  * copy out of the page cache; NULL when it is not (then a read copies them).
- * Their pages go once used (tpc_ckpt_drop_pages, _drop_range; tpc__drop_rows:
- * rows [r0, r0 + nr) of t), or they count in the RSS. */
+ * Their pages go once used (tpc_ckpt_drop_pages, _drop_range), or they count
+ * in the RSS. tpc__drop_behind: rows [r0, r1) of t used, the pages of the
+ * whole blocks (2 MiB) behind them dropped from *from on (UINT64_MAX: row r0),
+ * every page up to r1 when `all`, else at most every TPC_V_DROP bytes;
+ * *from advanced. */
 const uint8_t *tpc__mapped(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len);
-void tpc__drop_rows(const tpc_ckpt *ck, const tpc_tensor *t, int64_t r0, int64_t nr);
+void tpc__drop_behind(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t *from, int64_t r0, int64_t r1, bool all);
 
 /* Hash inputs */
 uint64_t tpc__mix64(uint64_t z);
