@@ -161,9 +161,9 @@ static int cmp_views(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, con
 	return ret;
 }
 
-/* The checksum of a tensor of the reference in windows of its mapping
- * (dropped behind), else through the library's stream (a read). */
-static int hash_ref(const vrun *R, const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t *out)
+/* The checksum of a tensor in windows of its mapping (dropped behind), else
+ * through the library's stream (a read). */
+static int hash_mapped(const vrun *R, const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t *out)
 {
 	uint64_t n = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
 	tpc_hash h;
@@ -182,8 +182,8 @@ static int hash_ref(const vrun *R, const tpc_ckpt *ck, const tpc_tensor *t, tpc_
 }
 
 /* The checksums the manifest recorded: this rank's tensor (hashed on the way
- * by the comparison when its bytes came in order, else read once more) and,
- * on rank 0, the reference's. */
+ * by the comparison when its bytes came in order, else from its mapping once
+ * more) and, on rank 0, the reference's. */
 static int check_hashes(vrun *R, const tpc_vtensor *v, bytes_cmp *bc, tpc_vresult *res)
 {
 	size_t hl = tpc_hash_len(v->hash_alg);
@@ -195,14 +195,14 @@ static int check_hashes(vrun *R, const tpc_vtensor *v, bytes_cmp *bc, tpc_vresul
 			tpc_hash_final(bc->h, h);
 		} else {
 			tpc_hash_release(bc->h);
-			ret = tpc_ckpt_hash_tensor(v->rank[R->me].ck, rt, v->hash_alg, h, R->e);
+			ret = hash_mapped(R, v->rank[R->me].ck, rt, v->hash_alg, h);
 		}
 		bc->h = NULL;
 		if (!ret && memcmp(h, v->rank_hash[R->me], hl))
 			tpc__res_fail(res, "rank %d: %s of '%s' differs from the recorded one", R->me,
 				      tpc_hash_name(v->hash_alg), v->name);
 	}
-	if (!ret && v->has_hash && hl && R->me == 0 && !(ret = hash_ref(R, v->ref_ck, v->ref, v->hash_alg, h)) &&
+	if (!ret && v->has_hash && hl && R->me == 0 && !(ret = hash_mapped(R, v->ref_ck, v->ref, v->hash_alg, h)) &&
 	    memcmp(h, v->hash, hl))
 		tpc__res_fail(res, "the reference '%s' differs from the recorded %s", v->name, tpc_hash_name(v->hash_alg));
 	return ret;
