@@ -5,7 +5,7 @@ BUILD_SAN  ?= build-san
 MESON_OPTS ?=
 PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcmocka-dev \
        python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev \
-       libxxhash-dev libssl-dev xxhash python3-xxhash
+       libxxhash-dev libssl-dev xxhash python3-xxhash libopenblas-openmp-dev
 
 .PHONY: all deps build build-san demo test test-fast bench fuzz interop clean
 

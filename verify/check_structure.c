@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tpc_hash.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 #include "vint.h"
@@ -16,7 +17,38 @@ typedef struct bytes_cmp {
 	tpc_vresult *res;
 	int t;
 	tpc_dtype dt;
+	/* the rank tensor's checksum, fed on the way while its bytes come in
+	 * the order of its image (one part split along dim 0, or none) */
+	const tpc_tensor *rt;
+	tpc_hash *h;             /* NULL: hashed apart */
+	uint64_t next;           /* the next byte of rt's image the hash wants */
+	bool in_order;
 } bytes_cmp;
+
+/* Bytes [off, off + n) of t's image: where they are mapped, else read into buf. */
+static const uint8_t *view_bytes(const vrun *R, const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t n,
+				 uint8_t *buf, int *ret)
+{
+	const uint8_t *p = tpc__mapped(ck, t, off, n);
+	if (p)
+		return p;
+	*ret = tpc_ckpt_read_bytes(ck, t, off, n, buf, R->e);
+	return buf;
+}
+
+/* Feed the rank tensor's checksum bytes [off, off + n) of view a of it. */
+static void hash_feed(bytes_cmp *bc, const tpc_tensor *a, uint64_t off, const uint8_t *p, uint64_t n)
+{
+	if (!bc->h || !bc->in_order)
+		return;
+	if (a->src != bc->rt->src || !tpc_tensor_is_contiguous(a) || a->offset < bc->rt->offset ||
+	    a->offset - bc->rt->offset + off != bc->next) {
+		bc->in_order = false;
+		return;
+	}
+	tpc_hash_update(bc->h, p, (size_t)n);
+	bc->next += n;
+}
 
 static double elem_val(const uint8_t *p, tpc_dtype dt)
 {
@@ -50,22 +82,24 @@ static int cmp_chunk(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, con
 		     const idx_map *map, uint64_t base, uint64_t off, uint64_t n, uint8_t *ba, uint8_t *bb)
 {
 	unsigned es = tpc_dtype_size(bc->dt);
-	int ret;
-	if ((ret = tpc_ckpt_read_bytes(ca, a, off, n, ba, bc->R->e)))
+	int ret = 0;
+	const uint8_t *pa = view_bytes(bc->R, ca, a, off, n, ba, &ret), *pb = bb;
+	if (ret)
 		return ret;
-	if (b) {
-		if ((ret = tpc_ckpt_read_bytes(cb, b, off, n, bb, bc->R->e)))
-			return ret;
-	} else {
+	hash_feed(bc, a, off, pa, n);
+	if (b)
+		pb = view_bytes(bc->R, cb, b, off, n, bb, &ret);
+	else
 		memset(bb, 0, (size_t)n);
-	}
+	if (ret)
+		return ret;
 	bc->res->elements += n / es;
-	if (!memcmp(ba, bb, (size_t)n))
+	if (!memcmp(pa, pb, (size_t)n))
 		return 0;
 	for (uint64_t j = 0; j < n; j += es) {
-		if (!memcmp(ba + j, bb + j, es))
+		if (!memcmp(pa + j, pb + j, es))
 			continue;
-		double x = elem_val(bb + j, bc->dt), y = elem_val(ba + j, bc->dt);
+		double x = elem_val(pb + j, bc->dt), y = elem_val(pa + j, bc->dt);
 		double d = fabs(x - y);
 		bc->res->mismatches++;
 		if (d > bc->res->max_abs || isnan(d))
@@ -114,11 +148,63 @@ static int cmp_views(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, con
 		}
 	}
 	uint64_t chunk = cap / es * es;
-	for (uint64_t off = 0; off < total && !ret; off += chunk)
-		ret = cmp_chunk(bc, ca, a, cb, b, map, 0, off, total - off < chunk ? total - off : chunk, ba, bb);
+	for (uint64_t off = 0; off < total && !ret; off += chunk) {
+		uint64_t n = total - off < chunk ? total - off : chunk;
+		ret = cmp_chunk(bc, ca, a, cb, b, map, 0, off, n, ba, bb);
+		tpc_ckpt_drop_range(ca, a, off, n);
+		if (b)
+			tpc_ckpt_drop_range(cb, b, off, n);
+	}
 	tpc_ckpt_drop_pages(ca, a);
 	if (b)
 		tpc_ckpt_drop_pages(cb, b);
+	return ret;
+}
+
+/* The checksum of a tensor in windows of its mapping (dropped behind), else
+ * through the library's stream (a read). */
+static int hash_mapped(const vrun *R, const tpc_ckpt *ck, const tpc_tensor *t, tpc_hash_alg alg, uint8_t *out)
+{
+	uint64_t n = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	tpc_hash h;
+	int ret;
+	if (!n || !tpc__mapped(ck, t, 0, 1))
+		return tpc_ckpt_hash_tensor(ck, t, alg, out, R->e);
+	if ((ret = tpc_hash_begin(&h, alg, R->e)))
+		return ret;
+	for (uint64_t off = 0; off < n; off += TPC_V_CHUNK) {
+		uint64_t k = n - off < TPC_V_CHUNK ? n - off : TPC_V_CHUNK;
+		tpc_hash_update(&h, tpc__mapped(ck, t, off, k), (size_t)k);
+		tpc_ckpt_drop_range(ck, t, off, k);
+	}
+	tpc_hash_final(&h, out);
+	return 0;
+}
+
+/* The checksums the manifest recorded: this rank's tensor (hashed on the way
+ * by the comparison when its bytes came in order, else from its mapping once
+ * more) and, on rank 0, the reference's. */
+static int check_hashes(vrun *R, const tpc_vtensor *v, bytes_cmp *bc, tpc_vresult *res)
+{
+	size_t hl = tpc_hash_len(v->hash_alg);
+	const tpc_tensor *rt = v->rank[R->me].t;
+	uint8_t h[TPC_HASH_MAX];
+	int ret = 0;
+	if (bc->h) {
+		if (bc->in_order && bc->next == rt->numel * tpc_dtype_bits(rt->src_dtype) / 8) {
+			tpc_hash_final(bc->h, h);
+		} else {
+			tpc_hash_release(bc->h);
+			ret = hash_mapped(R, v->rank[R->me].ck, rt, v->hash_alg, h);
+		}
+		bc->h = NULL;
+		if (!ret && memcmp(h, v->rank_hash[R->me], hl))
+			tpc__res_fail(res, "rank %d: %s of '%s' differs from the recorded one", R->me,
+				      tpc_hash_name(v->hash_alg), v->name);
+	}
+	if (!ret && v->has_hash && hl && R->me == 0 && !(ret = hash_mapped(R, v->ref_ck, v->ref, v->hash_alg, h)) &&
+	    memcmp(h, v->hash, hl))
+		tpc__res_fail(res, "the reference '%s' differs from the recorded %s", v->name, tpc_hash_name(v->hash_alg));
 	return ret;
 }
 
@@ -154,7 +240,13 @@ int tpc__check_structure(vrun *R, int64_t i)
 		goto done;
 	}
 	bb = ba + cap;
-	bytes_cmp bc = {R, &res, me, v->ref->src_dtype};
+	bytes_cmp bc = {R, &res, me, v->ref->src_dtype, rt, NULL, 0, true};
+	tpc_hash hs;
+	if (v->rank_hash && tpc_hash_len(v->hash_alg)) {
+		if ((ret = tpc_hash_begin(&hs, v->hash_alg, R->e)))
+			goto done;
+		bc.h = &hs;
+	}
 	if (v->dim < 0) {
 		idx_map id = {1, 0, 0, 0};
 		ret = cmp_views(&bc, v->rank[me].ck, rt, v->ref_ck, v->ref, &id, ba, bb, cap);
@@ -199,18 +291,10 @@ int tpc__check_structure(vrun *R, int64_t i)
 		tpc__res_fail(&res, "rank %d: %llu of %llu elements differ from the reference slice%s", me,
 			 (unsigned long long)res.mismatches, (unsigned long long)res.elements,
 			 v->nparts > 1 ? " (fused parts)" : "");
-	size_t hl = tpc_hash_len(v->hash_alg);
-	if (!ret && v->rank_hash && hl) {
-		uint8_t h[TPC_HASH_MAX];
-		if (!(ret = tpc_ckpt_hash_tensor(v->rank[me].ck, rt, v->hash_alg, h, R->e)) && memcmp(h, v->rank_hash[me], hl))
-			tpc__res_fail(&res, "rank %d: %s of '%s' differs from the recorded one", me, tpc_hash_name(v->hash_alg),
-				 v->name);
-	}
-	if (!ret && v->has_hash && hl && me == 0) {
-		uint8_t h[TPC_HASH_MAX];
-		if (!(ret = tpc_ckpt_hash_tensor(v->ref_ck, v->ref, v->hash_alg, h, R->e)) && memcmp(h, v->hash, hl))
-			tpc__res_fail(&res, "the reference '%s' differs from the recorded %s", v->name, tpc_hash_name(v->hash_alg));
-	}
+	if (!ret)
+		ret = check_hashes(R, v, &bc, &res);
+	if (bc.h)
+		tpc_hash_release(bc.h);
 done:
 	if (have_a)
 		tpc_tensor_release(&va);

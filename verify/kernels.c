@@ -1,11 +1,18 @@
 /* kernels.c - fp32 and fp64 instances of kernels.inc, and the small helpers
  * around them: element decoding, page dropping, hashing. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpc_io.h"
 #include "tpc_util.h"
 #include "vint.h"
+#ifdef TPC_HAVE_CBLAS
+#include <cblas.h>
+#endif
 
 #define TPC_CAT2(a, b) a##_##b
 #define TPC_CAT(a, b) TPC_CAT2(a, b)
@@ -57,6 +64,39 @@ void tpc__vctx_release(vctx *x)
 	x->raw_cap = x->cvt_cap = 0;
 }
 
+const uint8_t *tpc__mapped(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint64_t n = t->numel * tpc_dtype_bits(t->src_dtype) / 8;
+	if (!m || !m->data || m->fd < 0 || t->dq || t->nparts || (t->flags & (TPC_TF_ZERO | TPC_TF_NODATA)) ||
+	    !tpc_tensor_is_contiguous(t) || !len || off > n || len > n - off ||
+	    t->offset > m->size || off + len > m->size - t->offset)
+		return NULL;
+	tpc_map_populate(m, t->offset + off, len);
+	return m->data + t->offset + off;
+}
+
+void tpc__drop_behind(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t *from, int64_t r0, int64_t r1, bool all)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	if (!m || !m->data || t->dq || t->nparts || (t->flags & (TPC_TF_ZERO | TPC_TF_NODATA)) ||
+	    !tpc_tensor_is_contiguous(t) || t->ndim < 1 || t->shape[0] < 1)
+		return;
+	uint64_t row = t->numel / (uint64_t)t->shape[0] * tpc_dtype_bits(t->src_dtype) / 8;
+	uint64_t end = t->offset + (uint64_t)r1 * row;
+	if (*from == UINT64_MAX)
+		*from = t->offset + (uint64_t)r0 * row;
+	if (end <= *from || (!all && end - *from < TPC_V_DROP))
+		return;
+	/* a block partly behind stays until the next call: its start is
+	 * rounded down to the block then */
+	if (all)
+		tpc_map_drop(m, *from, end - *from);
+	else
+		tpc_map_drop_passed(m, *from, end);
+	*from = end;
+}
+
 uint64_t tpc__mix64(uint64_t z)
 {
 	z += 0x9e3779b97f4a7c15ull;
@@ -93,6 +133,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erff
 #define RTANH tanhf
 #define RSQRT sqrtf
+#define GEMM cblas_sgemm
 #include "kernels.inc"
 #undef R
 #undef S
@@ -101,6 +142,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #undef RERF
 #undef RTANH
 #undef RSQRT
+#undef GEMM
 
 #define R double
 #define S d
@@ -109,4 +151,5 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erf
 #define RTANH tanh
 #define RSQRT sqrt
+#define GEMM cblas_dgemm
 #include "kernels.inc"

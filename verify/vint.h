@@ -19,10 +19,19 @@
 #include "coll.h"
 #include "tpc_verify.h"
 
-/* Bytes of weights converted per step of a streamed matmul. A constant: the
- * order of every sum depends on it only through whole rows, never on the
- * number of threads. */
+/* Bytes of weights converted per step of a streamed matmul (on the GPU,
+ * TPC_V_CHUNK: each step is a copy to the device). A constant: the order of
+ * every sum depends on it only through whole rows, never on the number of
+ * threads. */
 #define TPC_V_CHUNK (8u << 20)
+/* On the CPU, windows that stay in a core's cache (the fp64 reference's
+ * widened copy and OpenBLAS's packing of it included), and blocks of output
+ * columns of a transposed weight's product, one thread each. */
+#define TPC_V_CPU_CHUNK (512u << 10)
+#define TPC_V_COLS 256
+/* Mapped pages of weights are dropped behind a matmul every this many bytes:
+ * each drop is a TLB shootdown on every thread of the process. */
+#define TPC_V_DROP (8u << 20)
 
 struct tpc_gpu_api;
 struct tpc_gpu_ctx;
@@ -193,6 +202,17 @@ int tpc__gpu_open_mpi(const struct tpc_gpu_api *api, tpc_coll *c, int lr, int ls
 int tpc__gpu_coll(const struct tpc_gpu_api *api, struct tpc_gpu_ctx *ctx, int rank, int size, tpc_coll *c,
 		  tpc_err *e);
 void tpc__gpu_coll_free(tpc_coll *c);
+
+/* The bytes [off, off + len) of a tensor (view) that is one plain run of a
+ * mapped file, their pages mapped in one call and read where they lie, no
+ * copy out of the page cache; NULL when it is not (then a read copies them).
+ * Their pages go once used (tpc_ckpt_drop_pages, _drop_range), or they count
+ * in the RSS. tpc__drop_behind: rows [r0, r1) of t used, the pages of the
+ * whole blocks (2 MiB) behind them dropped from *from on (UINT64_MAX: row r0),
+ * every page up to r1 when `all`, else at most every TPC_V_DROP bytes;
+ * *from advanced. */
+const uint8_t *tpc__mapped(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t off, uint64_t len);
+void tpc__drop_behind(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t *from, int64_t r0, int64_t r1, bool all);
 
 /* Hash inputs */
 uint64_t tpc__mix64(uint64_t z);

@@ -113,5 +113,70 @@ PYEOF
   elif grep -q 'without MPI' out.txt; then ok "# SKIP tpconv built without MPI"
   else notok "mpirun tpconv verify: exit $rc"; sed 's/^/#   /' out.txt | head; fi
 fi
+# the data path: rank files and the reference are read where they are mapped,
+# never copied out of the page cache (a read(2) of every byte was 4.4 times
+# the set and the reference before), and a rank tensor's checksum is fed by
+# the comparison on the way; the recorded checksums are still checked
+rm -rf s
+"$TPCONV" shard llama/model.safetensors --config llama/config.json --preset llama --tp 4 -o s -q
+rchar_of() { # exit status and read(2) bytes of a command, from its /proc/PID/io before it is reaped
+  $PY -c '
+import os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+io = dict(l.split(": ") for l in open("/proc/%d/io" % p.pid).read().splitlines())
+print(p.wait(), io["rchar"])' "$@"
+}
+size=$(cat llama/model.safetensors s/*.safetensors | wc -c)
+read -r _ start < <(rchar_of "$TPCONV" verify --help) # what starting reads (a sanitizer's /proc files)
+read -r rc rchar < <(rchar_of "$TPCONV" verify --reference llama/model.safetensors --shards s -q)
+[ "$rc" = 0 ] && [ $((rchar - start)) -lt $((size / 4)) ] &&
+  ok "verify reads the set and the reference where they are mapped: $((rchar - start)) bytes read(2) for $size bytes" ||
+  notok "verify read(2) $((rchar - start)) bytes beyond its start for a $size-byte set and reference (exit $rc)"
+cp -r s s_sum
+$PY - s_sum/tpconv-manifest.json <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+t = [t for t in m["tensors"] if t["name"] == "model.layers.1.mlp.up_proj.weight"][0]
+alg = m["checksum"]
+h = t["rank_" + alg][2]; t["rank_" + alg][2] = ("0" if h[0] != "0" else "1") + h[1:]
+t = [t for t in m["tensors"] if t["name"] == "model.layers.0.mlp.down_proj.weight"][0]
+h = t[alg]; t[alg] = ("0" if h[0] != "0" else "1") + h[1:]
+json.dump(m, open(sys.argv[1], "w"))
+PYEOF
+"$TPCONV" verify --reference llama/model.safetensors --shards s_sum --checks structure > out.txt 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "rank 2: xxh3-128 of 'model.layers.1.mlp.up_proj.weight' differs from the recorded one" out.txt &&
+  ok "a recorded rank checksum changed (a tensor hashed on the way): exit 1 naming it" ||
+  notok "rank checksum hashed on the way: exit $rc $(grep FAIL out.txt | head -3)"
+grep -q "the reference 'model.layers.0.mlp.down_proj.weight' differs from the recorded xxh3-128" out.txt &&
+  ok "a recorded reference checksum changed: named" || notok "reference checksum: $(grep FAIL out.txt | head -3)"
+# verify's OpenMP threads sleep while they wait (a spinning one took a third
+# of the CPU time from the ranks): the running process has OMP_WAIT_POLICY
+# passive, unless the environment chose a policy
+env_of() { # POLICY CMD...: CMD run with OMP_WAIT_POLICY=POLICY ("unset": none, nor GOMP_SPINCOUNT); the policy its /proc/PID/environ shows
+  $PY -c '
+import os, subprocess, sys, time
+env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+if sys.argv[1] != "unset":
+    env["OMP_WAIT_POLICY"] = sys.argv[1]
+p = subprocess.Popen(sys.argv[2:], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+seen = "unset"
+while p.poll() is None:
+    try:
+        w = [e for e in open("/proc/%d/environ" % p.pid, "rb").read().split(b"\0") if e.startswith(b"OMP_WAIT_POLICY=")]
+    except OSError:
+        break
+    if w:
+        seen = w[0].split(b"=", 1)[1].decode()
+        break
+    time.sleep(0.001)
+p.wait()
+print(seen)' "$@"
+}
+w=$(env_of unset "$TPCONV" verify --reference llama/model.safetensors --shards s --tokens 64 -q)
+[ "$w" = passive ] && ok "verify runs with OMP_WAIT_POLICY=passive" || notok "verify's OMP_WAIT_POLICY: $w"
+w=$(env_of active "$TPCONV" verify --reference llama/model.safetensors --shards s --tokens 64 -q)
+[ "$w" = active ] && ok "verify keeps an OMP_WAIT_POLICY the environment sets" || notok "OMP_WAIT_POLICY=active became $w"
 echo "1..$n"
 [ "$bad" = 0 ]
