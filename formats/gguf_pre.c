@@ -12,6 +12,9 @@
  *
  *   ByteLevel(add_prefix_space false, use_regex true)  -> "gpt-2"
  *       (GPT-2's regex inside ByteLevel; llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT2)
+ *   the same after an NFC normalizer                   -> "olmo"
+ *       (GPT-NeoX-20B's tokenizer: Pythia, MPT, OLMo 1; the reference's hash
+ *       table names it "olmo", its last entry for that hash; the GPT-2 regex)
  *   Sequence[Split(QWEN2 regex, Isolated), ByteLevel(use_regex false)]
  *                                                     -> "qwen2"
  *   Sequence[Split(LLAMA3 regex, Isolated), ByteLevel(use_regex false)],
@@ -82,7 +85,7 @@ int tpc__gguf_pre_detect(const cJSON *tok_json, const char **name, const char **
 	}
 	if (byte_level(pre, &regex)) {
 		if (regex && !ignore_merges)
-			*name = "gpt-2";
+			*name = norm && type_is(norm, "NFC") ? "olmo" : "gpt-2";
 	} else if (type_is(pre, "Sequence")) {
 		const cJSON *p = item(pre, "pretokenizers");
 		const char *re = cJSON_GetArraySize(p) == 2 ? split_regex(cJSON_GetArrayItem(p, 0)) : NULL;

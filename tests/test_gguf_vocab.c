@@ -214,6 +214,9 @@ static void test_bpe_pre(void **st)
 	char *g = vocab_dir("gpt2-bpe");
 	q = load_json(g, "tokenizer.json");
 	assert_string_equal(pre_of(q, NULL, NULL), "gpt-2");
+	/* GPT-NeoX-20B's: NFC before the same ByteLevel, "olmo" as the reference's hash names it */
+	assert_string_equal(pre_of(q, "normalizer", "{\"type\": \"NFC\"}"), "olmo");
+	assert_string_equal(pre_of(q, "normalizer", "null"), "gpt-2");
 	assert_null(pre_of(q, "pre_tokenizer.add_prefix_space", "true"));
 	cJSON_Delete(q);
 	free(g);
