@@ -18,8 +18,22 @@ reference refuses a BPE tokenizer whose pre-tokenizer hash it does not know:
 ref_convert.py runs it with get_vocab_base_pre answering the family's usual
 pre-tokenizer name when the hash is unknown (TPC_PRE), nothing else changed;
 the qwen families' tokenizers get Qwen2's own pre-tokenizer (Split regex +
-ByteLevel, NFC), GPT-2's its ByteLevel, so that the name is the one the
-tokenizer's pre_tokenizer stands for.
+ByteLevel, NFC), GPT-2's its ByteLevel, GPT-NeoX's its NFC + ByteLevel and
+<|endoftext|>, <|padding|> (transformers' GPTNeoXTokenizer; "olmo", the name
+the reference's hash gives GPT-NeoX-20B's tokenizer, which Pythia uses), so
+that the name is the one the tokenizer's pre_tokenizer stands for.
+phi3's tokenizer is laid out as Phi-3-mini's: 300 SentencePiece pieces, then
+its 11 added tokens (<|endoftext|>, <|assistant|>, ... <|end|>, <|user|>) in
+added_tokens.json and tokenizer_config.json's added_tokens_decoder, ids past
+them up to vocab_size 320 padded (Phi-3: 32011 tokens, vocab_size 32064);
+llama.cpp looks <|endoftext|> up by name in a model named phi3 and refuses
+the vocabulary without it. (No tokenizer.json: transformers 5 cannot convert
+a tokenizer.model without protobuf; its added_tokens path is in
+tests/gguf/vocab/phi3-spm.)
+gpt-neox: the reference reads hparams through transformers 5's AutoConfig,
+which drops rotary_pct (now rope_parameters.partial_rotary_factor), then
+fails on it (KeyError); ref_convert.py gives the hparams the rotary_pct
+config.json holds.
 """
 import hashlib, json, os, subprocess, sys
 import torch
@@ -35,6 +49,15 @@ TEXT = [
     for w in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
 ] * 10
 
+# Phi-3-mini's added tokens (added_tokens.json), from id PHI3_N on
+PHI3_ADDED = ["<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
+              "<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>"]
+PHI3_N = 300
+PHI3_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+                 "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + "
+                 "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + "
+                 "message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+                 "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}")
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 # family: (config class, kwargs, tokenizer kind, dtype, pre-tokenizer for BPE)
@@ -44,7 +67,8 @@ FAMILIES = {
     "qwen2": (tf.Qwen2Config, dict(COMMON, tie_word_embeddings=True), "bpe", torch.float32, "qwen2"),
     "qwen3": (tf.Qwen3Config, dict(COMMON, head_dim=16, tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
     "gemma": (tf.GemmaConfig, dict(COMMON, head_dim=16), "spm", torch.float32, None),
-    "phi3": (tf.Phi3Config, dict(COMMON, tie_word_embeddings=False, pad_token_id=0), "spm", torch.float32, None),
+    "phi3": (tf.Phi3Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=1, eos_token_id=PHI3_N,
+                                 pad_token_id=PHI3_N), "phi3", torch.float32, None),
     "mixtral": (tf.MixtralConfig, dict(COMMON, num_local_experts=4, num_experts_per_tok=2,
                                        tie_word_embeddings=False), "spm", torch.float32, None),
     "qwen2-moe": (tf.Qwen2MoeConfig, dict(COMMON, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
@@ -55,21 +79,46 @@ FAMILIES = {
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                         num_attention_heads=4, max_position_embeddings=128, rotary_pct=0.25,
                                         bos_token_id=0, eos_token_id=0, tie_word_embeddings=False),
-                 "bpe", torch.float32, "gpt-2"),
+                 "bpe", torch.float32, "olmo"),
 }
 
 
-def spm_tokenizer(d):
+def spm_model(d, n):
     import sentencepiece as spm
     # identity normalization, as Llama's own tokenizer.model (and a 6 KB file
     # rather than 245 KB of NFKC tables)
     spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_prefix=os.path.join(d, "tokenizer"),
-                                   vocab_size=V, model_type="bpe", byte_fallback=True, character_coverage=1.0,
+                                   vocab_size=n, model_type="bpe", byte_fallback=True, character_coverage=1.0,
                                    num_threads=1, minloglevel=2, normalization_rule_name="identity")
     os.remove(os.path.join(d, "tokenizer.vocab"))
+
+
+def spm_tokenizer(d):
+    spm_model(d, V)
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True,
                    "add_eos_token": False, "tokenizer_class": "LlamaTokenizer"}, f, indent=2)
+
+
+def phi3_tokenizer(d):
+    """Phi-3-mini-4k-instruct's tokenizer files, on a 300-piece tokenizer.model."""
+    spm_model(d, PHI3_N)
+    with open(os.path.join(d, "added_tokens.json"), "w") as f:
+        json.dump({t: PHI3_N + i for i, t in enumerate(PHI3_ADDED)}, f, indent=2, sort_keys=True)
+
+    def entry(t, rstrip, special):
+        return {"content": t, "lstrip": False, "normalized": False, "rstrip": rstrip, "single_word": False,
+                "special": special}
+    dec = {"0": entry("<unk>", False, True), "1": entry("<s>", False, True), "2": entry("</s>", True, False)}
+    for i, t in enumerate(PHI3_ADDED):
+        dec[str(PHI3_N + i)] = entry(t, t != "<|endoftext|>", True)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_bos_token": False, "add_eos_token": False, "added_tokens_decoder": dec, "bos_token": "<s>",
+                   "chat_template": PHI3_TEMPLATE, "clean_up_tokenization_spaces": False,
+                   "eos_token": "<|endoftext|>", "legacy": False, "model_max_length": 4096,
+                   "pad_token": "<|endoftext|>", "padding_side": "left", "sp_model_kwargs": {},
+                   "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>", "use_default_system_prompt": False},
+                  f, indent=2)
 
 
 # Qwen2's split regex (its tokenizer.json); llama.cpp's "qwen2" pre-tokenizer
@@ -86,12 +135,16 @@ def bpe_tokenizer(d, pre):
             pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     else:
+        if pre == "olmo":  # GPT-NeoX-20B's (transformers' GPTNeoXTokenizer): NFC, then GPT-2's ByteLevel
+            tok.normalizer = normalizers.NFC()
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tr = trainers.BpeTrainer(vocab_size=V, special_tokens=["<|endoftext|>"], show_progress=False,
+    specials = ["<|endoftext|>", "<|padding|>"] if pre == "olmo" else ["<|endoftext|>"]
+    tr = trainers.BpeTrainer(vocab_size=V, special_tokens=specials, show_progress=False,
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(TEXT, tr)
-    ft = tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    kw = dict(unk_token="<|endoftext|>", pad_token="<|padding|>") if pre == "olmo" else {}
+    ft = tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>", **kw)
     ft.save_pretrained(d)
 
 
@@ -118,16 +171,17 @@ def model(fam, d):
             json.dump(c, f, indent=2, sort_keys=True)
     if tk == "spm":
         spm_tokenizer(d)
+    elif tk == "phi3":
+        phi3_tokenizer(d)
     else:
         bpe_tokenizer(d, FAMILIES[fam][4])
 
 
 def main():
-    # gpt-neox: the reference reads hparams through transformers 5's
-    # AutoConfig, which drops rotary_pct, then fails on it (KeyError)
-    fams = sys.argv[2:] or [f for f in FAMILIES if f != "gpt-neox"]
+    # families named (and t4: the transformers 4 style llama below), or all
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
-    for fam in fams if fams != ["t4"] else []:
+    for fam in (f for f in fams if f != "t4"):
         d = os.path.join(OUT, "models", "tiny-" + fam)
         os.makedirs(d, exist_ok=True)
         model(fam, d)
@@ -142,6 +196,11 @@ def main():
             with open(g, "rb") as f, open(os.path.join(OUT, "ref", "whole.sha256"), "a") as s:
                 s.write("%s  %s-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
         print(fam, "ok", flush=True)
+    if "t4" in fams:
+        t4_llama()
+
+
+def t4_llama():
     # a transformers 4 style llama config.json (no head_dim, rope_theta at the
     # top level): the reference reads it through AutoConfig, which fills in head_dim
     d = os.path.join(OUT, "models", "t4", "tiny-llama")
