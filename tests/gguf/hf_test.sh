@@ -61,7 +61,7 @@ else
 fi
 
 # 2. config.json from the metadata: every member the model's config has the same
-for fam in llama qwen2 qwen3 mixtral qwen2-moe gemma phi3 gpt2; do
+for fam in llama qwen2 qwen3 mixtral qwen2-moe gemma phi3 gpt2 gpt-neox; do
   if ! "$TPCONV" convert "$T/$fam.gguf" -o "$T/o-$fam/" -q 2>"$T/err"; then
     bad "$fam: convert to a folder" "$(cat "$T/err")"; continue
   fi
