@@ -408,8 +408,12 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 	case KH_ROPE_PCT_EMB: {
 		bool hd = r->how == KH_ROPE_PCT_HD;
 		const cJSON *p = hd ? cfg_get(c, "rotary_pct") : rope_member(c, "partial_rotary_factor");
+		/* transformers 5 writes GPT-NeoX's rotary_pct as rope_parameters.partial_rotary_factor */
+		if (hd && !cJSON_IsNumber(p) && c->rope)
+			p = cJSON_GetObjectItemCaseSensitive(c->rope, "partial_rotary_factor");
 		if (hd && !cJSON_IsNumber(p))
-			return cfg_err(c, cv->e, "config.json has no number '%s', which the GGUF metadata needs", "rotary_pct");
+			return cfg_err(c, cv->e, "config.json has no number '%s' (nor rope_parameters.partial_rotary_factor), "
+				       "which the GGUF metadata needs", "rotary_pct");
 		double pct = cJSON_IsNumber(p) ? p->valuedouble : 1.0;
 		if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
 			return -1;

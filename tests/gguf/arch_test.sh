@@ -78,6 +78,20 @@ cp "$A/tiny-llama/config.json" "$T/m/config.json"
 refuse "an unknown --outtype is refused" "--outtype 'q4_k': f32, f16, bf16, q8_0 or auto" "$T/m" q4_k
 sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"
 refuse "a layer past config.json's count is refused by tensor" "layer 1, but config.json has 1 layers" "$T/m" f32
+# GPT-NeoX as transformers 5 writes it: rotary_pct only as
+# rope_parameters.partial_rotary_factor; the same file. Neither: refused by name
+rm -rf "$T/nx" && mkdir "$T/nx" && cp -r "$A/tiny-gpt-neox" "$T/nx/" && rm -f "$T/w.gguf"
+nx=$T/nx/tiny-gpt-neox   # general.name comes from the folder's name
+sed -i '/"rotary_pct"/d' "$nx/config.json"
+want=$(awk '$2 == "gpt-neox-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+if "$TPCONV" convert "$nx" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+  ok "gpt-neox with rotary_pct only in rope_parameters (transformers 5): the reference's file"
+else
+  bad "gpt-neox with rotary_pct only in rope_parameters (transformers 5)" "$(cat "$T/err")"
+fi
+sed -i '/"partial_rotary_factor"/d' "$nx/config.json"
+refuse "gpt-neox without rotary_pct is refused by name" "no number 'rotary_pct'" "$nx"
 # whole files, byte for byte: tensors, KVs (tokenizer too), order, alignment
 while read -r sum name; do
   fo=${name%.gguf} ot=${name%.gguf}; fo=${fo%-*} ot=${ot##*-}
