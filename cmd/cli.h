@@ -175,6 +175,7 @@ typedef struct tpc_cli_set {
 	const char *preset, *plan_file, *config;
 	const char *select;       /* --select: a subtree of a checkpoint file */
 	tpc_model_facts facts;    /* --heads, --kv-heads, --head-dim, --hidden, --vocab */
+	tpc_value *globals;       /* a checkpoint's pickle globals collected here (inspect --globals), or NULL */
 } tpc_cli_set;
 
 void tpc_cli_set_init(tpc_cli_set *s, int64_t pp_default);
@@ -199,9 +200,13 @@ enum {
 	TPC_CLI_IN_TAKE_RANK0 = 1u << 5, /* replicated tensors that differ: rank 0's copy */
 	TPC_CLI_IN_WHOLE = 1u << 6,      /* the command needs the whole model (shard): one rank
 					  * file of a Megatron set is refused (exit 2) */
-	TPC_CLI_IN_HF_NAMES = 1u << 7,   /* a GGUF read as its Hugging Face model (TPC_OPEN_HF_NAMES):
-					  * the facts from its metadata, and its family's preset
-					  * when no flag names a plan */
+	TPC_CLI_IN_HF_NAMES = 1u << 7,   /* a GGUF read as its Hugging Face model (TPC_OPEN_HF_NAMES);
+					  * with TPC_CLI_IN_SET_PLAN the facts from its metadata, and
+					  * its family's preset when no flag names a plan */
+	TPC_CLI_IN_STRICT = 1u << 8,     /* a checkpoint's pickle globals within torch's allow-list
+					  * (TPC_OPEN_STRICT); refused on a set (exit 2) */
+	TPC_CLI_IN_RANK0 = 1u << 9,      /* a set without a manifest and no plan to merge it with:
+					  * rank 0's file as it is (inspect), in->rank0 its path */
 };
 typedef struct tpc_cli_input {
 	const char *path;
@@ -213,6 +218,9 @@ typedef struct tpc_cli_input {
 	tpc_plan plan;
 	tpc_model_facts own;  /* what a checkpoint records of itself (Megatron's args, GGUF's metadata) */
 	char *hf_config;      /* the config.json a GGUF's metadata gives (TPC_CLI_IN_HF_NAMES), or NULL */
+	const tpc_layout *layout; /* a foreign set's layout */
+	const char *plan_name;    /* what a foreign set is merged with: a preset, a plan file */
+	char *rank0;          /* TPC_CLI_IN_RANK0: the rank file read instead of the set, or NULL */
 } tpc_cli_input;
 void tpc_cli_input_init(tpc_cli_input *in);
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,
@@ -233,6 +241,23 @@ int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, 
  * losing the mapping through xo; a DCP folder itself), or NULL: merge's
  * and reshard's one answer. */
 const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_extras_opts *xo);
+/* Those companions into the folder output `out` of a merged set (a resumed
+ * one's, `kept` shards, refreshed); a set that keeps no Hugging Face config
+ * (TensorRT-LLM) has it rebuilt by its layout; `ndq` weights dequantized:
+ * config.json loses quantization_config. 0 or the exit status (said). */
+int tpc_cli_set_copy_companions(const tpc_merge *mg, const char *dir, const char *out, const tpc_write_opts *wo,
+				size_t kept, size_t ndq);
+/* The model folder (config.json, tokenizer files) of what `in` opened, for
+ * a writer that reads them (GGUF) in wo->model_dir and *dir (malloc'd, or
+ * NULL; the caller frees it): a set's companions, the set's folder naming
+ * the model (wo->model_name); else the folder of the input
+ * (tpc_extras_source_dir). A set whose config.json is not the model's
+ * (TensorRT-LLM) is refused when `f` reads it. 0 or the exit status (said). */
+int tpc_cli_input_model_dir(const tpc_cli_input *in, const char *cmd, const tpc_format *f, tpc_write_opts *wo,
+			    char **dir);
+/* The write of what `in` (the ctx) opened: a set through tpc_merge_write
+ * (ties, checksums), a checkpoint with f->write. */
+int tpc_cli_input_write(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e);
 
 /* Is `path` (not a folder) one rank file of a Megatron set of several ranks?
  * Its args (a: tp and pp; NULL or 0 when unknown) say so, else its

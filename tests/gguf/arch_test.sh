@@ -91,6 +91,30 @@ while read -r sum name; do
   fi
 done < "$A/ref/whole.sha256"
 
+# a shard set to GGUF: merge finds the model's config and tokenizer among the
+# set's companions (the set folder; an hf layout's rank 0 folder), general.name
+# is the set folder's, the tensors in one file's order: the same bytes as the
+# unsplit model's conversion (the sets are named like the model's folder)
+"$TPCONV" convert "$A/tiny-llama" -o "$T/direct.gguf" -q 2> "$T/err" || bad "tiny-llama to GGUF" "$(cat "$T/err")"
+for lay in tpconv hf; do
+  rm -rf "$T/$lay" && mkdir "$T/$lay"
+  if "$TPCONV" shard "$A/tiny-llama" --tp 2 --preset llama --layout $lay -o "$T/$lay/tiny-llama" -q 2> "$T/err" &&
+     "$TPCONV" merge "$T/$lay/tiny-llama" -o "$T/$lay/m.gguf" -q 2>> "$T/err" && cmp -s "$T/direct.gguf" "$T/$lay/m.gguf"; then
+    ok "a $lay set of tiny-llama (tp 2) merged to GGUF: byte-identical to the direct conversion"
+  else
+    bad "a $lay set of tiny-llama (tp 2) merged to GGUF" "$(cat "$T/err")" "$(cmp "$T/direct.gguf" "$T/$lay/m.gguf" 2>&1)"
+  fi
+done
+# a TensorRT-LLM set keeps the engine's config.json, not the model's: refused, nothing written
+rm -rf "$T/trt" && mkdir "$T/trt"
+"$TPCONV" shard "$A/tiny-llama" --tp 2 --preset llama --layout trtllm -o "$T/trt/set" -q 2> "$T/err"
+"$TPCONV" merge "$T/trt/set" -o "$T/trt/m.gguf" 2> "$T/err"; rc=$?
+if [ $rc -eq 2 ] && grep -qF "its config.json is not the model's" "$T/err" && [ ! -e "$T/trt/m.gguf" ]; then
+  ok "a trtllm set to GGUF is refused (exit 2: merge to a folder first), nothing written"
+else
+  bad "a trtllm set to GGUF is refused" "exit $rc" "$(cat "$T/err")"
+fi
+
 # a llama whose Q/K permutation has more than 64 parts (8 heads of 32: 128
 # row pairs in q, as every real model has hundreds): f16, bf16 and q8_0 read it
 # through the composite reader; f16 and bf16 must be the f32 file's values cast
