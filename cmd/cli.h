@@ -162,10 +162,12 @@ enum {
 	TPC_OPT_TP = 0x1100, TPC_OPT_PP, TPC_OPT_PRESET, TPC_OPT_PLAN, TPC_OPT_CONFIG, TPC_OPT_HEADS,
 	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SELECT, TPC_OPT_SET_END,
 };
-#define TPC_CLI_SET_LONGOPTS \
+/* the degrees and plan alone (convert, inspect: the facts come with the remap options) */
+#define TPC_CLI_SET_PLAN_LONGOPTS \
 	{"tp", required_argument, NULL, TPC_OPT_TP}, {"pp", required_argument, NULL, TPC_OPT_PP}, \
-	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}, \
-	{"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
+	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}
+#define TPC_CLI_SET_LONGOPTS \
+	TPC_CLI_SET_PLAN_LONGOPTS, {"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
 	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS}, {"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM}, \
 	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN}, {"vocab", required_argument, NULL, TPC_OPT_VOCAB}, \
 	{"select", required_argument, NULL, TPC_OPT_SELECT}

@@ -165,12 +165,12 @@ static int own_config(tpc_cli_input *in, tpc_err *e)
 }
 
 /* A foreign set that nothing says how to merge: rank 0's file, as it is. */
-static int open_rank0(tpc_cli_input *in, const tpc_layout *lay, tpc_err *e)
+static int open_rank0(tpc_cli_input *in, const tpc_layout *lay, const tpc_open_opts *oo, tpc_err *e)
 {
 	int ret;
 	if (!(in->rank0 = lay->foreign_rank_path(in->path, 0, 0, 1)))
 		return tpc_err_nomem(e);
-	if ((ret = tpc_ckpt_open(&in->ck, in->rank0, NULL, e)))
+	if ((ret = tpc_ckpt_open(&in->ck, in->rank0, oo, e)))
 		return ret;
 	in->have_ck = true;
 	in->view = &in->ck;
@@ -180,7 +180,7 @@ static int open_rank0(tpc_cli_input *in, const tpc_layout *lay, tpc_err *e)
 /* A set: merged on the fly through its manifest or, for a foreign one, the
  * plan it was split with. */
 static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, unsigned flags,
-		    const tpc_layout *lay, tpc_err *e)
+		    const tpc_layout *lay, const tpc_open_opts *oo, tpc_err *e)
 {
 	tpc_merge_opts mo;
 	tpc_model_facts own;
@@ -200,7 +200,14 @@ static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, 
 		in->have_plan = in->have_plan || fp;
 		in->plan_name = fp ? fp : set->preset ? set->preset : set->plan_file;
 		if (!in->have_plan && (flags & TPC_CLI_IN_RANK0) && lay && lay->foreign_rank_path)
-			return open_rank0(in, lay, e);
+			return open_rank0(in, lay, oo, e);
+	}
+	/* a set's rank files are read as they are; these say how to read one file */
+	if (set->select || (flags & TPC_CLI_IN_STRICT))
+		return tpc_err_at(e, TPC_EUSAGE, in->path, NULL, "%s, not of a shard set",
+				  set->select ? "--select takes a subtree of one checkpoint"
+					      : "--strict checks the pickle globals of one checkpoint");
+	if (in->kind == TPC_SET_FOREIGN) {
 		if (!in->have_plan)
 			return tpc_cli_usage(cmd,
 					     "'%s' is a shard set without a tpconv manifest: give the --preset or --plan it was split with",
@@ -236,15 +243,6 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	in->layout = lay;
 	if ((ret = flags_plan(in, set, e)))
 		return ret; /* the plan's own error, not the input's */
-	if (in->kind != TPC_SET_NONE || (flags & TPC_CLI_IN_SET)) {
-		/* a set's rank files are read as they are; these say how to read one file */
-		if (set->select || (flags & TPC_CLI_IN_STRICT))
-			return tpc_err_at(e, TPC_EUSAGE, path, NULL, "%s, not of a shard set",
-					  set->select ? "--select takes a subtree of one checkpoint"
-						      : "--strict checks the pickle globals of one checkpoint");
-		ret = open_set(in, cmd, set, flags, lay, e);
-		goto out;
-	}
 	tpc_open_opts oo;
 	memset(&oo, 0, sizeof(oo));
 	oo.select = set->select;
@@ -255,6 +253,10 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 		oo.flags |= TPC_OPEN_HF_NAMES;
 	if (flags & TPC_CLI_IN_STRICT)
 		oo.flags |= TPC_OPEN_STRICT;
+	if (in->kind != TPC_SET_NONE || (flags & TPC_CLI_IN_SET)) {
+		ret = open_set(in, cmd, set, flags, lay, &oo, e);
+		goto out;
+	}
 	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
 		in->have_ck = true;
 		in->view = &in->ck;

@@ -844,8 +844,8 @@ static int walk_tensors(walk *w)
 	if (!ord)
 		return tpc_err_nomem(w->cv->e);
 	for (size_t i = 0; i < ck->n; i++) {
-		/* a merged shard set's rank files are not the model's files: one file */
-		const char *f = ck->t[i].src >= 0 && !ck->borrowed_sources ? ck->src[ck->t[i].src].path : NULL;
+		/* a merged set's or a sharded save's rank files are not the model's files: one file */
+		const char *f = ck->t[i].src >= 0 && !ck->rank_sources ? ck->src[ck->t[i].src].path : NULL;
 		ord[i] = (order_key){f ? f : "", ck->t[i].name, i};
 	}
 	qsort(ord, ck->n, sizeof(*ord), by_file_then_name);
@@ -870,7 +870,7 @@ static int guess_ftype(const tpc_ckpt *ck, const arch_spec *sp)
 		const tpc_tensor *t = &ck->t[i];
 		if (t->ndim < 2 || ((sp->flags & AF_NO_LM_HEAD) && !strcmp(t->name, "lm_head.weight")))
 			continue;
-		bool own = !ck->borrowed_sources; /* as walk_tensors: a merged set is one file */
+		bool own = !ck->rank_sources; /* as walk_tensors: a merged set is one file */
 		const char *f = own && t->src >= 0 ? ck->src[t->src].path : "",
 			   *g = own && first && first->src >= 0 ? ck->src[first->src].path : "";
 		int c = first ? strcmp(f ? f : "", g ? g : "") : -1;
