@@ -288,6 +288,8 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		d->layout = d->man.layout;
 		if (a->tp && a->tp != d->tp)
 			return tpc_cli_usage("verify", "--ranks %lld, but the manifest says tp %d", (long long)a->tp, d->tp);
+		if (a->pp && a->pp != d->pp)
+			return tpc_cli_usage("verify", "--pp %lld, but the manifest says pp %d", (long long)a->pp, d->pp);
 		if (d->man.plan_json && !a->preset && !a->plan_file) {
 			if ((ret = tpc_plan_from_buffer(&d->plan, d->man.plan_json, strlen(d->man.plan_json), "manifest plan", e)))
 				return ret;
@@ -301,6 +303,9 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 			return tpc_cli_usage("verify", "a set without a manifest needs --preset or --plan");
 		if (!a->tp)
 			return tpc_cli_usage("verify", "a set without a manifest needs --ranks N");
+		if (a->pp > 1) /* nothing says which stage holds a tensor */
+			return tpc_cli_usage("verify", "a set without a manifest is checked as one pipeline stage, not --pp %lld",
+					     (long long)a->pp);
 		d->tp = (int)a->tp;
 	}
 	if (a->preset || a->plan_file) {
@@ -360,8 +365,12 @@ static int open_dequantized(tpc_cli_vdesc *d, tpc_err *e)
 		return ret;
 	if (d->qcfg.method == TPC_QM_NONE)
 		return 0;
+	if (a->rm && a->rm->rules)
+		return tpc_cli_usage("verify",
+				     "the dense check of a quantized reference does not take rename rules; give --no-dequantize to check the set as stored");
 	/* f32: the dense values exactly, whatever the model's torch_dtype */
-	if ((ret = tpc_ckpt_open(&d->refd, a->ref_path, NULL, e)) ||
+	tpc_open_opts oo = {0, a->select, NULL};
+	if ((ret = tpc_ckpt_open(&d->refd, a->ref_path, &oo, e)) ||
 	    (ret = tpc_ckpt_dequantize(&d->refd, &d->qcfg, d->qdt, &d->ndq, e)))
 		return ret;
 	/* a set sharded with --dequantize holds the dense weights themselves (in
@@ -455,9 +464,11 @@ static int open_ranks(tpc_cli_vdesc *d, tpc_err *e)
 int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 {
 	int ret;
-	/* a GGUF reference as the Hugging Face model shard split (its names and rows) */
-	static const tpc_open_opts hf = {TPC_OPEN_HF_NAMES, NULL, NULL};
-	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) || (ret = open_description(d, e)) ||
+	/* a GGUF reference as the Hugging Face model shard split (its names and
+	 * rows); --select's subtree, renamed by the rules as shard renamed it */
+	tpc_open_opts hf = {TPC_OPEN_HF_NAMES, d->a->select, NULL};
+	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) ||
+	    (d->a->rm && (ret = tpc_cli_remap_run(d->a->rm, "verify", &d->ref))) || (ret = open_description(d, e)) ||
 	    (ret = resolve_facts(d, e)) || (ret = open_dequantized(d, e)) || (ret = open_ranks(d, e)))
 		return ret;
 	return 0;

@@ -14,7 +14,10 @@
 typedef struct tpc_cli_vargs {
 	const char *ref_path, *dir;          /* --reference, --shards */
 	const char *preset, *plan_file, *config, *arch;
+	const char *select;                  /* --select: the reference's subtree */
+	struct tpc_cli_remap *rm;            /* --rules ...: the reference renamed first */
 	int64_t tp;                          /* --ranks; 0: the manifest's */
+	int64_t pp;                          /* --pp; 0: the manifest's (1 without one) */
 	tpc_model_facts flags;               /* --heads, --kv-heads, --head-dim */
 	bool no_dq;                          /* --no-dequantize */
 	unsigned checks;                     /* TPC_VCHECK_* */
