@@ -181,6 +181,9 @@ typedef struct tpc_cli_set {
 } tpc_cli_set;
 
 void tpc_cli_set_init(tpc_cli_set *s, int64_t pp_default);
+/* One option of a command that takes the set's and the remap stage's (either
+ * may be NULL): 0, an exit status (message printed), or -1 if it is neither. */
+int tpc_cli_input_opt(tpc_cli_set *s, tpc_cli_remap *rm, const char *cmd, int code, const char *flag, const char *arg);
 /* One option (`flag` as written, for messages): 0, an exit status (message
  * printed), or -1 if `code` is not one of these. */
 int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag, const char *arg);

@@ -37,6 +37,15 @@ void tpc_cli_input_release(tpc_cli_input *in)
 	tpc_cli_input_init(in);
 }
 
+int tpc_cli_input_opt(tpc_cli_set *s, tpc_cli_remap *rm, const char *cmd, int code, const char *flag, const char *arg)
+{
+	if (rm && code >= TPC_OPT_RULES && code < TPC_OPT_REMAP_END)
+		return tpc_cli_remap_opt(rm, cmd, code, arg);
+	if (s && code >= TPC_OPT_TP && code < TPC_OPT_SET_END)
+		return tpc_cli_set_opt(s, cmd, code, flag, arg);
+	return -1;
+}
+
 static int flags_plan(tpc_cli_input *in, const tpc_cli_set *set, tpc_err *e)
 {
 	int ret;

@@ -169,13 +169,8 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
-		if (ch >= TPC_OPT_RULES && ch < TPC_OPT_REMAP_END) {
-			if ((ret = tpc_cli_remap_opt(rm, "convert", ch, optarg)))
-				return ret;
-			continue;
-		}
-		if (ch >= TPC_OPT_TP && ch < TPC_OPT_SET_END) {
-			if ((ret = tpc_cli_set_opt(&c->set, "convert", ch, argv[optind - 1], optarg)))
+		if ((ret = tpc_cli_input_opt(&c->set, rm, "convert", ch, argv[optind - 1], optarg)) >= 0) {
+			if (ret)
 				return ret;
 			continue;
 		}

@@ -410,8 +410,8 @@ static int parse_args(insp *x, int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
-		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
-			int ret = tpc_cli_set_opt(&x->set, "inspect", c, argv[optind - 1], optarg);
+		int ret = tpc_cli_input_opt(&x->set, NULL, "inspect", c, argv[optind - 1], optarg);
+		if (ret >= 0) {
 			if (ret)
 				return ret;
 			continue;

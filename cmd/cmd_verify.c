@@ -114,20 +114,13 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 	const char *checks = NULL;
 	int64_t v = 0;
 	int c, ret;
-	tpc_cli_set set;
 	tpc_err e;
 	tpc_err_init(&e);
-	tpc_cli_set_init(&set, 0);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
-		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
-			if ((ret = tpc_cli_remap_opt(a->rm, "verify", c, optarg)))
-				return ret;
-			continue;
-		}
-		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
-			if ((ret = tpc_cli_set_opt(&set, "verify", c, argv[optind - 1], optarg)))
+		if ((ret = tpc_cli_input_opt(&a->set, a->rm, "verify", c, argv[optind - 1], optarg)) >= 0) {
+			if (ret)
 				return ret;
 			continue;
 		}
@@ -175,22 +168,15 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 	}
 	if (optind < argc)
 		return tpc_cli_usage("verify", "unexpected argument '%s'", argv[optind]);
-	if (set.tp > TPC_VERIFY_MAX_TP)
-		return tpc_cli_usage("verify", "--ranks %lld: at most %d", (long long)set.tp, TPC_VERIFY_MAX_TP);
-	a->preset = set.preset;
-	a->plan_file = set.plan_file;
-	a->config = set.config;
-	a->select = set.select;
-	a->tp = set.tp;
-	a->pp = set.pp;
-	a->flags = set.facts;
+	if (a->set.tp > TPC_VERIFY_MAX_TP)
+		return tpc_cli_usage("verify", "--ranks %lld: at most %d", (long long)a->set.tp, TPC_VERIFY_MAX_TP);
 	/* unfuse rules take the same facts (the megatron presets) */
-	a->rm->facts = set.facts;
-	a->rm->config = set.config;
+	a->rm->facts = a->set.facts;
+	a->rm->config = a->set.config;
 	a->rm->in = a->ref_path;
 	if (!a->ref_path || !a->dir)
 		return tpc_cli_usage("verify", "missing %s", !a->ref_path ? "--reference ORIG" : "--shards DIR");
-	if (a->preset && a->plan_file)
+	if (a->set.preset && a->set.plan_file)
 		return tpc_cli_usage("verify", "give --preset or --plan, not both");
 	if (*json && *junit && !strcmp(*json, "-") && !strcmp(*junit, "-"))
 		return tpc_cli_usage("verify", "only one of --json and --junit can go to stdout");
@@ -278,6 +264,7 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 	int ret;
 
 	memset(&a, 0, sizeof(a));
+	tpc_cli_set_init(&a.set, 0);
 	a.rm = rm;
 	tpc_verify_opts_init(&o);
 	tpc_cli_vdesc_init(&d, &a);
