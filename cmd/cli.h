@@ -162,10 +162,12 @@ enum {
 	TPC_OPT_TP = 0x1100, TPC_OPT_PP, TPC_OPT_PRESET, TPC_OPT_PLAN, TPC_OPT_CONFIG, TPC_OPT_HEADS,
 	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SELECT, TPC_OPT_SET_END,
 };
-#define TPC_CLI_SET_LONGOPTS \
+/* the degrees and plan alone (convert, inspect: the facts come with the remap options) */
+#define TPC_CLI_SET_PLAN_LONGOPTS \
 	{"tp", required_argument, NULL, TPC_OPT_TP}, {"pp", required_argument, NULL, TPC_OPT_PP}, \
-	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}, \
-	{"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
+	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}
+#define TPC_CLI_SET_LONGOPTS \
+	TPC_CLI_SET_PLAN_LONGOPTS, {"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
 	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS}, {"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM}, \
 	{"hidden", required_argument, NULL, TPC_OPT_HIDDEN}, {"vocab", required_argument, NULL, TPC_OPT_VOCAB}, \
 	{"select", required_argument, NULL, TPC_OPT_SELECT}
@@ -175,9 +177,13 @@ typedef struct tpc_cli_set {
 	const char *preset, *plan_file, *config;
 	const char *select;       /* --select: a subtree of a checkpoint file */
 	tpc_model_facts facts;    /* --heads, --kv-heads, --head-dim, --hidden, --vocab */
+	tpc_value *globals;       /* a checkpoint's pickle globals collected here (inspect --globals), or NULL */
 } tpc_cli_set;
 
 void tpc_cli_set_init(tpc_cli_set *s, int64_t pp_default);
+/* One option of a command that takes the set's and the remap stage's (either
+ * may be NULL): 0, an exit status (message printed), or -1 if it is neither. */
+int tpc_cli_input_opt(tpc_cli_set *s, tpc_cli_remap *rm, const char *cmd, int code, const char *flag, const char *arg);
 /* One option (`flag` as written, for messages): 0, an exit status (message
  * printed), or -1 if `code` is not one of these. */
 int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag, const char *arg);
@@ -199,9 +205,13 @@ enum {
 	TPC_CLI_IN_TAKE_RANK0 = 1u << 5, /* replicated tensors that differ: rank 0's copy */
 	TPC_CLI_IN_WHOLE = 1u << 6,      /* the command needs the whole model (shard): one rank
 					  * file of a Megatron set is refused (exit 2) */
-	TPC_CLI_IN_HF_NAMES = 1u << 7,   /* a GGUF read as its Hugging Face model (TPC_OPEN_HF_NAMES):
-					  * the facts from its metadata, and its family's preset
-					  * when no flag names a plan */
+	TPC_CLI_IN_HF_NAMES = 1u << 7,   /* a GGUF read as its Hugging Face model (TPC_OPEN_HF_NAMES);
+					  * with TPC_CLI_IN_SET_PLAN the facts from its metadata, and
+					  * its family's preset when no flag names a plan */
+	TPC_CLI_IN_STRICT = 1u << 8,     /* a checkpoint's pickle globals within torch's allow-list
+					  * (TPC_OPEN_STRICT); refused on a set (exit 2) */
+	TPC_CLI_IN_RANK0 = 1u << 9,      /* a set without a manifest and no plan to merge it with:
+					  * rank 0's file as it is (inspect), in->rank0 its path */
 };
 typedef struct tpc_cli_input {
 	const char *path;
@@ -213,6 +223,9 @@ typedef struct tpc_cli_input {
 	tpc_plan plan;
 	tpc_model_facts own;  /* what a checkpoint records of itself (Megatron's args, GGUF's metadata) */
 	char *hf_config;      /* the config.json a GGUF's metadata gives (TPC_CLI_IN_HF_NAMES), or NULL */
+	const tpc_layout *layout; /* a foreign set's layout */
+	const char *plan_name;    /* what a foreign set is merged with: a preset, a plan file */
+	char *rank0;          /* TPC_CLI_IN_RANK0: the rank file read instead of the set, or NULL */
 } tpc_cli_input;
 void tpc_cli_input_init(tpc_cli_input *in);
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,
@@ -233,6 +246,23 @@ int tpc_cli_input_facts(const tpc_cli_input *in, const struct tpc_cli_set *set, 
  * losing the mapping through xo; a DCP folder itself), or NULL: merge's
  * and reshard's one answer. */
 const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_extras_opts *xo);
+/* Those companions into the folder output `out` of a merged set (a resumed
+ * one's, `kept` shards, refreshed); a set that keeps no Hugging Face config
+ * (TensorRT-LLM) has it rebuilt by its layout; `ndq` weights dequantized:
+ * config.json loses quantization_config. 0 or the exit status (said). */
+int tpc_cli_set_copy_companions(const tpc_merge *mg, const char *dir, const char *out, const tpc_write_opts *wo,
+				size_t kept, size_t ndq);
+/* The model folder (config.json, tokenizer files) of what `in` opened, for
+ * a writer that reads them (GGUF) in wo->model_dir and *dir (malloc'd, or
+ * NULL; the caller frees it): a set's companions, the set's folder naming
+ * the model (wo->model_name); else the folder of the input
+ * (tpc_extras_source_dir). A set whose config.json is not the model's
+ * (TensorRT-LLM) is refused when `f` reads it. 0 or the exit status (said). */
+int tpc_cli_input_model_dir(const tpc_cli_input *in, const char *cmd, const tpc_format *f, tpc_write_opts *wo,
+			    char **dir);
+/* The write of what `in` (the ctx) opened: a set through tpc_merge_write
+ * (ties, checksums), a checkpoint with f->write. */
+int tpc_cli_input_write(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e);
 
 /* Is `path` (not a folder) one rank file of a Megatron set of several ranks?
  * Its args (a: tp and pp; NULL or 0 when unknown) say so, else its

@@ -1,5 +1,6 @@
 /* cli_input.c - one way to open what a command is given (cli.h,
- * tpc_cli_input_open): shard, merge and diff classify the path once, take the
+ * tpc_cli_input_open): inspect, convert, shard, merge and diff classify the
+ * path once (a set is merged on the fly, nothing copied), take the
  * plan from --preset/--plan or the set's manifest, and resolve the model facts
  * in one order: the flags, --config, a config.json beside the input file or
  * inside the folder or set, the manifest or the checkpoint's or set's own
@@ -32,7 +33,17 @@ void tpc_cli_input_release(tpc_cli_input *in)
 	tpc_ckpt_release(&in->ck);
 	tpc_plan_release(&in->plan);
 	free(in->hf_config);
+	free(in->rank0);
 	tpc_cli_input_init(in);
+}
+
+int tpc_cli_input_opt(tpc_cli_set *s, tpc_cli_remap *rm, const char *cmd, int code, const char *flag, const char *arg)
+{
+	if (rm && code >= TPC_OPT_RULES && code < TPC_OPT_REMAP_END)
+		return tpc_cli_remap_opt(rm, cmd, code, arg);
+	if (s && code >= TPC_OPT_TP && code < TPC_OPT_SET_END)
+		return tpc_cli_set_opt(s, cmd, code, flag, arg);
+	return -1;
 }
 
 static int flags_plan(tpc_cli_input *in, const tpc_cli_set *set, tpc_err *e)
@@ -57,6 +68,75 @@ const char *tpc_cli_set_companions(const tpc_merge *mg, const char *dir, tpc_ext
 	if (!mg->layout)
 		return dir; /* a DCP folder: its config beside the items */
 	return tpc_layout_merge_extras(mg->layout, dir, mg->nranks > 0 && mg->rank ? mg->rank[0].path : NULL, xo);
+}
+
+int tpc_cli_set_copy_companions(const tpc_merge *mg, const char *dir, const char *out, const tpc_write_opts *wo,
+				size_t kept, size_t ndq)
+{
+	tpc_err e;
+	tpc_err_init(&e);
+	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
+	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+	const char *from = tpc_cli_set_companions(mg, dir, &xo);
+	/* dense now: loaders must not read it as quantized (beside what the
+	 * layout drops, TensorRT-LLM's mapping) */
+	const char *drop[16] = {NULL};
+	size_t nd = 0;
+	for (const char *const *d = xo.config_drop; d && *d && nd < 14; d++)
+		drop[nd++] = *d;
+	if (ndq) {
+		drop[nd++] = "quantization_config";
+		xo.config_drop = drop;
+	}
+	if (from && tpc_extras_copy(from, out, &xo, NULL, &e))
+		return tpc_cli_fail(&e);
+	/* a set that keeps no Hugging Face config (TensorRT-LLM): the layout rebuilds it */
+	char *cfg = mg->layout && mg->layout->merge_config ? tpc_path_join(out, "config.json") : NULL, *text = NULL;
+	int ret = 0;
+	if (cfg && !tpc_exists(cfg)) {
+		if (!(text = mg->layout->merge_config(dir, &e)) ||
+		    tpc_write_file_atomic(cfg, text, strlen(text), xo.flags, &e))
+			ret = tpc_cli_fail(&e);
+	}
+	free(text);
+	free(cfg);
+	return ret;
+}
+
+int tpc_cli_input_model_dir(const tpc_cli_input *in, const char *cmd, const tpc_format *f, tpc_write_opts *wo,
+			    char **dir)
+{
+	*dir = NULL;
+	if (!in->have_mg) {
+		wo->model_dir = *dir = tpc_extras_source_dir(in->path);
+		return 0;
+	}
+	tpc_extras_opts xo;
+	memset(&xo, 0, sizeof(xo));
+	const char *from = tpc_cli_set_companions(&in->mg, in->path, &xo);
+	/* a config.json the layout rewrites (TensorRT-LLM's engine mapping) is
+	 * not what a GGUF's metadata is made from */
+	if (from && (xo.config_drop || xo.config_marker) && f && !strcmp(f->name, "gguf"))
+		return tpc_cli_usage(cmd,
+				     "'%s' is a %s set: its config.json is not the model's; merge it to a folder first ('tpconv merge SET -o DIR'), then write the GGUF from DIR",
+				     in->path, in->mg.layout ? in->mg.layout->name : "foreign");
+	if (from && !(*dir = tpc_strdup(from))) {
+		tpc_err e;
+		tpc_err_init(&e);
+		tpc_err_nomem(&e);
+		return tpc_cli_fail(&e);
+	}
+	wo->model_dir = *dir;
+	wo->model_name = in->path;
+	return 0;
+}
+
+int tpc_cli_input_write(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
+{
+	tpc_cli_input *in = ctx;
+	if (in->have_mg)
+		return tpc_merge_write(&in->mg, f, out, wo, e);
+	return f->write(in->view, NULL, 0, out, wo, e);
 }
 
 /* A checkpoint whose file holds its configuration (GGUF's metadata): the
@@ -93,10 +173,23 @@ static int own_config(tpc_cli_input *in, tpc_err *e)
 	return ret;
 }
 
+/* A foreign set that nothing says how to merge: rank 0's file, as it is. */
+static int open_rank0(tpc_cli_input *in, const tpc_layout *lay, const tpc_open_opts *oo, tpc_err *e)
+{
+	int ret;
+	if (!(in->rank0 = lay->foreign_rank_path(in->path, 0, 0, 1)))
+		return tpc_err_nomem(e);
+	if ((ret = tpc_ckpt_open(&in->ck, in->rank0, oo, e)))
+		return ret;
+	in->have_ck = true;
+	in->view = &in->ck;
+	return 0;
+}
+
 /* A set: merged on the fly through its manifest or, for a foreign one, the
  * plan it was split with. */
 static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, unsigned flags,
-		    const tpc_layout *lay, tpc_err *e)
+		    const tpc_layout *lay, const tpc_open_opts *oo, tpc_err *e)
 {
 	tpc_merge_opts mo;
 	tpc_model_facts own;
@@ -114,6 +207,16 @@ static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, 
 		if (fp && (ret = tpc_cli_load_plan(fp, NULL, &in->plan, e)))
 			return ret;
 		in->have_plan = in->have_plan || fp;
+		in->plan_name = fp ? fp : set->preset ? set->preset : set->plan_file;
+		if (!in->have_plan && (flags & TPC_CLI_IN_RANK0) && lay && lay->foreign_rank_path)
+			return open_rank0(in, lay, oo, e);
+	}
+	/* a set's rank files are read as they are; these say how to read one file */
+	if (set->select || (flags & TPC_CLI_IN_STRICT))
+		return tpc_err_at(e, TPC_EUSAGE, in->path, NULL, "%s, not of a shard set",
+				  set->select ? "--select takes a subtree of one checkpoint"
+					      : "--strict checks the pickle globals of one checkpoint");
+	if (in->kind == TPC_SET_FOREIGN) {
 		if (!in->have_plan)
 			return tpc_cli_usage(cmd,
 					     "'%s' is a shard set without a tpconv manifest: give the --preset or --plan it was split with",
@@ -146,26 +249,27 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	tpc_cli_input_init(in);
 	in->path = path;
 	in->kind = tpc_set_detect(path, &lay);
+	in->layout = lay;
 	if ((ret = flags_plan(in, set, e)))
 		return ret; /* the plan's own error, not the input's */
-	if (in->kind != TPC_SET_NONE || (flags & TPC_CLI_IN_SET)) {
-		if (set && set->select)
-			return tpc_err_at(e, TPC_EUSAGE, path, NULL,
-					  "--select takes a subtree of one checkpoint, not of a shard set");
-		ret = open_set(in, cmd, set, flags, lay, e);
-		goto out;
-	}
 	tpc_open_opts oo;
 	memset(&oo, 0, sizeof(oo));
-	oo.select = set ? set->select : NULL;
+	oo.select = set->select;
+	oo.globals = set->globals;
 	if (flags & TPC_CLI_IN_DEQUANTIZE)
 		oo.flags |= TPC_OPEN_DEQUANTIZE;
 	if (flags & TPC_CLI_IN_HF_NAMES)
 		oo.flags |= TPC_OPEN_HF_NAMES;
+	if (flags & TPC_CLI_IN_STRICT)
+		oo.flags |= TPC_OPEN_STRICT;
+	if (in->kind != TPC_SET_NONE || (flags & TPC_CLI_IN_SET)) {
+		ret = open_set(in, cmd, set, flags, lay, &oo, e);
+		goto out;
+	}
 	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
 		in->have_ck = true;
 		in->view = &in->ck;
-		if ((flags & TPC_CLI_IN_HF_NAMES) && (ret = own_config(in, e)))
+		if ((flags & TPC_CLI_IN_HF_NAMES) && (flags & TPC_CLI_IN_SET_PLAN) && (ret = own_config(in, e)))
 			goto out;
 		/* a Megatron checkpoint's args (a legacy rank file's own, a
 		 * torch_dist folder's common.pt): the facts convert's rules use */

@@ -14,7 +14,11 @@
 static const char *help =
 	"usage: tpconv convert [options] IN -o OUT\n\n"
 	"Convert a checkpoint. IN is a file, an HF sharded directory or a *.index.json\n"
-	"(format detected from content). The output format is --format, else taken\n"
+	"(format detected from content), or a shard set (any layout 'tpconv merge'\n"
+	"reads), merged on the fly as merge merges it: the same bytes, no temporary\n"
+	"file (a set without a tpconv manifest takes --preset/--plan and --tp/--pp; the\n"
+	"rename rules, --select and --strict apply to one checkpoint and are refused on\n"
+	"a set). The output format is --format, else taken\n"
 	"from OUT's name (.safetensors; .pt .pth .bin for torch). With --max-shard-size,\n"
 	"or when OUT is a directory, ends in '/' or has no file suffix (\"out\", as\n"
 	"save_pretrained(\"out\") makes), OUT becomes an HF sharded folder:\n"
@@ -42,6 +46,8 @@ static const char *help =
 	"  --gguf-pre NAME          GGUF output of a BPE tokenizer: tokenizer.ggml.pre (default:\n"
 	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
+	"  --preset NAME, --plan FILE, --tp N, --pp M\n"
+	"                           the plan and degrees of a shard set without a manifest\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
 	"                           and make a rule that matches no tensor an error\n"
 	"  --dry-run                print the old -> new name table (and dropped names), check\n"
@@ -65,12 +71,7 @@ static const char *help =
 	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
 
-enum { O_DRY_RUN = 0x1100, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE };
-
-static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
-{
-	return f->write((const tpc_ckpt *)ctx, NULL, 0, out, wo, e);
-}
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE };
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -138,11 +139,23 @@ static int copy_companions(const tpc_ckpt *ck, const char *in, const char *out, 
 	return 0;
 }
 
-static int convert(int argc, char **argv, tpc_cli_remap *rm)
+/* What convert is asked, beside the remap stage's options. */
+typedef struct conv {
+	const char *in, *out, *fmt_name, *shard_arg;
+	tpc_cli_set set;           /* --preset/--plan/--tp/--pp of a set, --select */
+	tpc_write_opts wo;
+	unsigned flags;            /* TPC_CLI_IN_* */
+	bool force_progress, no_extras, dequant, gguf_names;
+	const tpc_format *outf;
+	bool sharded;
+} conv;
+
+/* The options into c and rm: -1 to go on, or the exit status. */
+static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 {
 	static const struct option lo[] = {
 		{"output", required_argument, NULL, 'o'}, {"format", required_argument, NULL, 'F'},
-		{"max-shard-size", required_argument, NULL, 'M'}, {"select", required_argument, NULL, 's'},
+		{"max-shard-size", required_argument, NULL, 'M'}, {"select", required_argument, NULL, TPC_OPT_SELECT},
 		{"strict", no_argument, NULL, 'S'}, {"dequantize", no_argument, NULL, 'D'},
 		{"dedup-tied", no_argument, NULL, 'T'}, {"no-extras", no_argument, NULL, 'X'},
 		{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, 'P'}, {"quiet", no_argument, NULL, 'q'},
@@ -150,41 +163,31 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
 		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
 		{"gguf-pre", required_argument, NULL, O_GGUF_PRE},
-		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS,
+		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
 		{NULL, 0, NULL, 0}};
-	const char *out = NULL, *fmt_name = NULL, *shard_arg = NULL;
-	tpc_open_opts oo = {0, NULL, NULL};
-	tpc_write_opts wo;
-	bool force_progress = false, no_extras = false, dequant = false, gguf_names = false;
-	size_t ndq = 0;
-	tpc_ckpt ck;
-	tpc_err e;
-	int c, ret = 0;
-
-	memset(&wo, 0, sizeof(wo));
+	int ch, ret;
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
-		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
-			if ((ret = tpc_cli_remap_opt(rm, "convert", c, optarg)))
+	while ((ch = getopt_long(argc, argv, "o:fqvh", lo, NULL)) != -1) {
+		if ((ret = tpc_cli_input_opt(&c->set, rm, "convert", ch, argv[optind - 1], optarg)) >= 0) {
+			if (ret)
 				return ret;
 			continue;
 		}
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'F': fmt_name = optarg; break;
-		case 'M': shard_arg = optarg; break;
-		case 's': oo.select = optarg; break;
-		case 'S': oo.flags |= TPC_OPEN_STRICT; rm->strict = true; break;
+		switch (ch) {
+		case 'o': c->out = optarg; break;
+		case 'F': c->fmt_name = optarg; break;
+		case 'M': c->shard_arg = optarg; break;
+		case 'S': c->flags |= TPC_CLI_IN_STRICT; rm->strict = true; break;
 		case O_DRY_RUN: rm->dry_run = true; break;
-		case O_OUTTYPE: wo.outtype = optarg; break;
-		case O_GGUF_NAMES: gguf_names = true; break;
-		case O_GGUF_PRE: wo.gguf_pre = optarg; break;
-		case 'D': oo.flags |= TPC_OPEN_DEQUANTIZE; dequant = true; break;
-		case 'T': wo.flags |= TPC_W_DEDUP_TIED; break;
-		case 'f': wo.flags |= TPC_W_FORCE; break;
-		case 'X': no_extras = true; break;
-		case 'P': force_progress = true; break;
+		case O_OUTTYPE: c->wo.outtype = optarg; break;
+		case O_GGUF_NAMES: c->gguf_names = true; break;
+		case O_GGUF_PRE: c->wo.gguf_pre = optarg; break;
+		case 'D': c->flags |= TPC_CLI_IN_DEQUANTIZE; c->dequant = true; break;
+		case 'T': c->wo.flags |= TPC_W_DEDUP_TIED; break;
+		case 'f': c->wo.flags |= TPC_W_FORCE; break;
+		case 'X': c->no_extras = true; break;
+		case 'P': c->force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': printf(help, tpc_cli_remap_help, tpc_cli_remap_fact_help); return 0;
@@ -195,88 +198,133 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if (optind != argc - 1)
 		return tpc_cli_usage("convert", optind >= argc ? "missing IN" : "expected one IN, got '%s' too",
 				     optind < argc - 1 ? argv[optind + 1] : "");
-	if (!out && !rm->dry_run)
+	c->in = rm->in = argv[optind];
+	if (!c->out && !rm->dry_run)
 		return tpc_cli_usage("convert", "missing -o OUT");
 	if (rm->when)
 		return tpc_cli_usage("convert", "--when '%s' is not followed by a rule", rm->when);
-	const char *in = argv[optind];
-	rm->in = in;
-	tpc_err_init(&e);
-	if (shard_arg && tpc_parse_size(shard_arg, &wo.max_shard_size, &e))
-		return tpc_cli_usage("convert", "--max-shard-size: %s", e.msg);
-	if (shard_arg && wo.max_shard_size == 0)
-		return tpc_cli_usage("convert", "--max-shard-size must be greater than 0");
+	if (c->set.preset && c->set.plan_file)
+		return tpc_cli_usage("convert", "give --preset or --plan, not both");
+	return -1;
+}
 
-	/* Choose the writer. */
-	const tpc_format *outf;
-	bool sharded;
-	int us = tpc_cli_writer("convert", out, fmt_name, shard_arg != NULL, &wo, &outf, &sharded);
+/* The writer, and what it forbids. -1 to go on, or the exit status. */
+static int check_output(conv *c, const tpc_cli_remap *rm)
+{
+	tpc_err e;
+	tpc_err_init(&e);
+	if (c->shard_arg && tpc_parse_size(c->shard_arg, &c->wo.max_shard_size, &e))
+		return tpc_cli_usage("convert", "--max-shard-size: %s", e.msg);
+	if (c->shard_arg && c->wo.max_shard_size == 0)
+		return tpc_cli_usage("convert", "--max-shard-size must be greater than 0");
+	int us = tpc_cli_writer("convert", c->out, c->fmt_name, c->shard_arg != NULL, &c->wo, &c->outf, &c->sharded);
 	if (us)
 		return us;
-	if ((wo.outtype || wo.gguf_pre) && !rm->dry_run && strcmp(outf->name, "gguf"))
-		return tpc_cli_usage("convert", "%s goes with a GGUF output", wo.outtype ? "--outtype" : "--gguf-pre");
-
+	if ((c->wo.outtype || c->wo.gguf_pre) && !rm->dry_run && strcmp(c->outf->name, "gguf"))
+		return tpc_cli_usage("convert", "%s goes with a GGUF output", c->wo.outtype ? "--outtype" : "--gguf-pre");
 	/* An output inside the folder of an input shard set (a folder, or the
 	 * folder of a *.index.json) is refused like an output equal to an input:
 	 * the set is being read. */
-	if (out) {
-		char *set_dir = tpc_is_dir(in) ? tpc_strdup(in) : tpc_ends_with(in, ".index.json") ? tpc_path_dir(in) : NULL;
-		bool inside = set_dir && tpc_shard_path_inside(out, set_dir);
+	if (c->out) {
+		char *set_dir = tpc_is_dir(c->in) ? tpc_strdup(c->in) : tpc_ends_with(c->in, ".index.json") ? tpc_path_dir(c->in) : NULL;
+		bool inside = set_dir && tpc_shard_path_inside(c->out, set_dir);
 		free(set_dir);
 		if (inside) {
-			tpc_err_at(&e, TPC_EUSAGE, out, NULL, "the output is inside the input shard set's folder; choose another place");
+			tpc_err_at(&e, TPC_EUSAGE, c->out, NULL, "the output is inside the input shard set's folder; choose another place");
 			return tpc_cli_fail(&e);
 		}
 	}
 	/* GGUF read as the Hugging Face model it was, unless written as GGUF again */
-	if (!gguf_names && (!outf || strcmp(outf->name, "gguf")))
-		oo.flags |= TPC_OPEN_HF_NAMES;
-	tpc_ckpt_init(&ck);
-	if (tpc_ckpt_open(&ck, in, &oo, &e)) {
-		ret = tpc_cli_fail(&e);
-		goto out;
+	if (!c->gguf_names && (!c->outf || strcmp(c->outf->name, "gguf")))
+		c->flags |= TPC_CLI_IN_HF_NAMES;
+	/* a set is merged as merge does: its checksums checked while writing */
+	c->flags |= TPC_CLI_IN_CHECKSUMS | (rm->dry_run ? 0 : TPC_CLI_IN_DEFER);
+	return -1;
+}
+
+/* IN through the one opener (a shard set merged on the fly), dequantized,
+ * renamed by the remap stage. 0 or the exit status (said). */
+static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq)
+{
+	tpc_err e;
+	int ret;
+	tpc_err_init(&e);
+	c->set.facts = rm->facts; /* a set without a manifest: its K/V replicas, padding */
+	c->set.config = rm->config;
+	if ((ret = tpc_cli_input_open(in, "convert", c->in, &c->set, c->flags, &e)))
+		return ret < 0 ? tpc_cli_fail(&e) : ret;
+	if (in->have_mg) {
+		if (rm->rules || rm->expect_keys)
+			return tpc_cli_usage("convert",
+					     "rename/remap rules apply to a checkpoint, not to a shard set: merge '%s' first, then convert the result",
+					     c->in);
+		tpc_cli_info("'%s' is a shard set of tp %d, pp %d, merged on the fly", c->in, in->mg.tp, in->mg.pp);
+	} else if (c->set.preset || c->set.plan_file || c->set.tp || c->set.pp) {
+		return tpc_cli_usage("convert", "--preset, --plan, --tp and --pp tell how a shard set without a tpconv manifest was split; '%s' is not a shard set",
+				     c->in);
 	}
 	/* FP8 / GPTQ / AWQ weights become descriptions computed while writing */
-	if (dequant && (ret = tpc_cli_dequantize(in, &ck, &ndq)))
-		goto out;
+	if (c->dequant && (ret = tpc_cli_dequantize(c->in, in->view, ndq)))
+		return ret;
 	/* one rank file of a Megatron set is converted as it is, with a word */
 	tpc_megatron_args mga;
 	char rank_what[128], rank_how[TPC_ERR_PATH_MAX + 128];
-	bool rank = ck.n && tpc_cli_megatron_rank(in, tpc_extras_megatron_args(ck.root, &mga) ? &mga : NULL, rank_what,
+	bool rank = in->have_ck && in->ck.n &&
+		    tpc_cli_megatron_rank(c->in, tpc_extras_megatron_args(in->ck.root, &mga) ? &mga : NULL, rank_what,
 					  sizeof(rank_what), rank_how, sizeof(rank_how));
 	/* The remap stage: rename, drop, transpose, cast (descriptions only). */
-	if ((ret = tpc_cli_remap_run(rm, "convert", &ck)))
-		goto out;
+	if ((ret = tpc_cli_remap_run(rm, "convert", in->view)))
+		return ret;
 	if (rank)
 		tpc_cli_warn("'%s': %s: its tensors, that rank's slices, are written as they are; the whole model: %s",
-			     in, rank_what, rank_how);
-	if (rm->dry_run)
+			     c->in, rank_what, rank_how);
+	return 0;
+}
+
+static int convert(int argc, char **argv, tpc_cli_remap *rm)
+{
+	conv c;
+	size_t ndq = 0;
+	tpc_cli_input in;
+	int ret;
+
+	memset(&c, 0, sizeof(c));
+	tpc_cli_set_init(&c.set, 0);
+	tpc_cli_input_init(&in);
+	if ((ret = parse_args(&c, argc, argv, rm)) >= 0 || (ret = check_output(&c, rm)) >= 0)
+		return ret;
+	if ((ret = open_input(&c, rm, &in, &ndq)) || rm->dry_run)
 		goto out;
-	/* GGUF from a Hugging Face model reads its config and tokenizer */
-	char *model_dir = tpc_extras_source_dir(in);
-	wo.model_dir = model_dir;
+	/* GGUF reads the model's config and tokenizer: its folder, a set's companions */
+	char *model_dir = NULL;
+	if ((ret = tpc_cli_input_model_dir(&in, "convert", c.outf, &c.wo, &model_dir)))
+		goto out;
+	const tpc_ckpt *ck = in.view;
 	uint64_t total = 0;
-	for (size_t i = 0; i < ck.n; i++)
-		total += ck.t[i].nbytes;
+	for (size_t i = 0; i < ck->n; i++)
+		total += ck->t[i].nbytes;
 	double t0 = tpc_now();
 	size_t kept = 0;
 	bool go_on;
-	ret = tpc_cli_write_out("convert", write_ckpt, &ck, &ck, outf, sharded, out, &wo, force_progress, &kept, &go_on);
+	ret = tpc_cli_write_out("convert", tpc_cli_input_write, &in, ck, c.outf, c.sharded, c.out, &c.wo,
+				c.force_progress, &kept, &go_on);
 	free(model_dir);
 	if (ret || !go_on)
 		goto out;
-	/* a model folder's companions (config, tokenizer...) go beside a folder output */
-	if (!no_extras && tpc_is_dir(out) && (ret = copy_companions(&ck, in, out, &wo, kept, ndq)))
+	/* a model folder's (a set's) companions (config, tokenizer...) go beside a folder output */
+	bool extras = !c.no_extras && tpc_is_dir(c.out);
+	if (extras && (ret = in.have_mg ? tpc_cli_set_copy_companions(&in.mg, c.in, c.out, &c.wo, kept, ndq)
+					 : copy_companions(ck, c.in, c.out, &c.wo, kept, ndq)))
 		goto out;
-	if (!no_extras && !gguf_names && tpc_is_dir(out) && (ret = write_hf_config(&ck, out, &wo)))
+	if (extras && !c.gguf_names && (ret = write_hf_config(ck, c.out, &c.wo)))
 		goto out;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
-		tpc_cli_info("wrote %zu tensors (%s) to '%s' in %.2f s", ck.n, tpc_fmt_size(total, sz, sizeof(sz)),
-			     out, tpc_now() - t0);
+		tpc_cli_info("wrote %zu tensors (%s) to '%s' in %.2f s", ck->n, tpc_fmt_size(total, sz, sizeof(sz)), c.out,
+			     tpc_now() - t0);
 	}
 out:
-	tpc_ckpt_release(&ck);
+	tpc_cli_input_release(&in);
 	return ret;
 }
 

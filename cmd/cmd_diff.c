@@ -91,16 +91,13 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
-		if (c >= TPC_OPT_RULES && c < TPC_OPT_REMAP_END) {
-			if ((ret = tpc_cli_remap_opt(rm, "diff", c, optarg)))
-				goto done;
-			continue;
+		int r = tpc_cli_input_opt(&set, rm, "diff", c, argv[optind - 1], optarg);
+		if (r > 0) {
+			ret = r;
+			goto done;
 		}
-		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
-			if ((ret = tpc_cli_set_opt(&set, "diff", c, argv[optind - 1], optarg)))
-				goto done;
+		if (r == 0)
 			continue;
-		}
 		switch (c) {
 		case O_ATOL:
 		case O_RTOL:

@@ -17,13 +17,17 @@ static const char *help =
 	"sharded directory or a *.index.json; the format is detected from content.\n"
 	"A shard set folder (any layout, see 'tpconv shard --help') with a tpconv\n"
 	"manifest shows its layout, tp, pp and rank files, then the merged model;\n"
-	"one without (OSLO, TensorRT-LLM or vLLM wrote it) its layout and rank 0's file.\n\n"
+	"one without (OSLO, TensorRT-LLM or vLLM wrote it) its layout and rank 0's file,\n"
+	"or, given the plan it was split with (--preset/--plan, --tp), the merged model.\n\n"
 	"Options:\n"
 	"  --json           machine-readable output (one JSON object on stdout)\n"
 	"  --hash           add the SHA-256 of each tensor's C-contiguous bytes\n"
 	"  --checksum ALG   --hash with ALG: sha256 (the default) or xxh3-128 (what\n"
 	"                   a shard set's manifest holds by default; much faster)\n"
 	"  --select PATH    only the subtree PATH of a nested checkpoint (e.g. ema_model)\n"
+	"  --preset NAME, --plan FILE, --tp N, --pp M, --config FILE, --heads N,\n"
+	"  --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
+	"                   a shard set without a tpconv manifest, merged as merge does\n"
 	"  --globals        list every pickle global the file references, flag dangerous ones\n"
 	"  --strict         refuse pickle globals outside torch's weights_only allow-list\n"
 	"  --dequantize     show FP8 / GPTQ / AWQ weights as 'convert --dequantize' writes\n"
@@ -170,33 +174,28 @@ typedef struct insp {
 	const char *path;
 	bool json, hash, globals, dequant;
 	tpc_hash_alg halg;
-	tpc_open_opts oo;
-	tpc_ckpt ck;
-	tpc_merge mg;
-	bool have_mg;
+	unsigned flags;            /* TPC_CLI_IN_* */
+	tpc_cli_set set;           /* --preset/--plan/--tp/--pp/facts of a set, --select */
+	tpc_cli_input in;
+	const tpc_ckpt *ck;        /* in.view */
 	char set_line[512], set_json[512];
 	dsum sums[TPC_DT_COUNT];
 	uint64_t params, bytes;
 } insp;
 
-/* Open the path: a manifest set as its merged model (nothing copied), a
- * foreign set's rank 0 (its split is unknown until a plan says it), or a
- * checkpoint. 0 or the exit status (said). */
-static int open_input(insp *x)
+/* The lines that say which set was merged (a manifest's, or a foreign one's
+ * with the plan it was split with) or whose rank 0 is shown. */
+static void set_lines(insp *x)
 {
-	tpc_err e;
-	const tpc_layout *fl = NULL;
-	const char *pre = NULL;
-	tpc_set_kind sk = tpc_set_detect(x->path, &fl);
-	tpc_err_init(&e);
-	if (sk == TPC_SET_MANIFEST) {
-		tpc_merge_opts mo;
-		memset(&mo, 0, sizeof(mo));
-		if (tpc_merge_open(&x->mg, x->path, &mo, &e))
-			return tpc_cli_fail(&e);
-		x->have_mg = true;
-		x->ck = x->mg.out; /* borrowed: released with mg */
-		const tpc_merge *mg = &x->mg;
+	const tpc_cli_input *in = &x->in;
+	const tpc_merge *mg = &in->mg;
+	const tpc_layout *fl = in->layout;
+	if (in->rank0) {
+		snprintf(x->set_line, sizeof(x->set_line),
+			 "# shard set: layout %s, no tpconv manifest (merge it with --preset and --tp); rank 0's file %s:\n",
+			 fl->name, tpc_path_base(in->rank0));
+		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"manifest\":false}", fl->name);
+	} else if (in->have_mg && mg->kind == TPC_SET_MANIFEST) {
 		char epl[160] = "", epj[160] = "";
 		if (mg->ep > 1) {
 			snprintf(epl, sizeof(epl), ", ep %d (%lld experts per layer, %s; %d rank%s per expert)", mg->ep,
@@ -209,48 +208,43 @@ static int open_input(insp *x)
 			 mg->layout->name, mg->tp, mg->pp, epl, mg->nranks, mg->layout->folders ? "folders" : "files");
 		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d%s,\"manifest\":true}",
 			 mg->layout->name, mg->tp, mg->pp, epj);
-	} else if (sk == TPC_SET_FOREIGN && fl->foreign_preset && (pre = fl->foreign_preset(x->path))) {
-		/* a set whose own files name the model (TensorRT-LLM's config.json): merged as its preset */
-		tpc_merge_opts mo;
-		tpc_plan plan;
-		memset(&mo, 0, sizeof(mo));
-		tpc_plan_init(&plan);
-		mo.plan = &plan;
-		int bad = tpc_cli_load_plan(pre, NULL, &plan, &e) || tpc_merge_open(&x->mg, x->path, &mo, &e);
-		tpc_plan_release(&plan);
-		if (bad)
-			return tpc_cli_fail(&e);
-		x->have_mg = true;
-		x->ck = x->mg.out; /* borrowed: released with mg */
+	} else if (in->have_mg && mg->kind == TPC_SET_FOREIGN) {
+		/* merged with the plan its own files name (TensorRT-LLM's config.json) or a flag gave */
+		const char *pre = in->plan_name ? tpc_path_base(in->plan_name) : "?";
 		snprintf(x->set_line, sizeof(x->set_line),
-			 "# shard set: layout %s (%s), tp %d, pp %d, %d rank files, no tpconv manifest; the merged model (preset %s):\n",
-			 fl->name, fl->desc, x->mg.tp, x->mg.pp, x->mg.nranks, pre);
+			 "# shard set: layout %s (%s), tp %d, pp %d, %d rank files, no tpconv manifest; the merged model (%s %s):\n",
+			 fl->name, fl->desc, mg->tp, mg->pp, mg->nranks, x->set.plan_file && !x->set.preset ? "plan" : "preset",
+			 pre);
 		snprintf(x->set_json, sizeof(x->set_json),
 			 ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d,\"preset\":\"%s\",\"manifest\":false}", fl->name,
-			 x->mg.tp, x->mg.pp, pre);
-	} else if (sk == TPC_SET_FOREIGN) {
-		char *r0 = fl->foreign_rank_path(x->path, 0, 0, 1);
-		if (!r0 || tpc_ckpt_open(&x->ck, r0, &x->oo, &e)) {
-			free(r0);
-			return r0 ? tpc_cli_fail(&e) : 4;
-		}
-		snprintf(x->set_line, sizeof(x->set_line),
-			 "# shard set: layout %s, no tpconv manifest (merge it with --preset and --tp); rank 0's file %s:\n",
-			 fl->name, tpc_path_base(r0));
-		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"manifest\":false}", fl->name);
-		free(r0);
-	} else if (tpc_ckpt_open(&x->ck, x->path, &x->oo, &e)) {
-		return tpc_cli_fail(&e);
-	} else if (x->dequant) {
-		size_t ndq;
-		return tpc_cli_dequantize(x->path, &x->ck, &ndq);
+			 mg->tp, mg->pp, pre);
 	}
+}
+
+/* Open the path through the one opener: a set as its merged model (nothing
+ * copied), a foreign set without a plan as its rank 0's file, or a
+ * checkpoint. 0 or the exit status (said). */
+static int open_input(insp *x)
+{
+	tpc_err e;
+	size_t ndq;
+	int ret;
+	tpc_err_init(&e);
+	if ((ret = tpc_cli_input_open(&x->in, "inspect", x->path, &x->set, x->flags | TPC_CLI_IN_RANK0, &e)))
+		return ret < 0 ? tpc_cli_fail(&e) : ret;
+	x->ck = x->in.view;
+	set_lines(x);
+	if (!x->in.have_mg && (x->set.preset || x->set.plan_file || x->set.tp || x->set.pp))
+		return tpc_cli_usage("inspect", "--preset, --plan, --tp and --pp tell how a shard set without a tpconv manifest was split; '%s' is not a shard set",
+				     x->path);
+	if (x->dequant && !x->in.rank0)
+		return tpc_cli_dequantize(x->path, x->in.view, &ndq);
 	return 0;
 }
 
 static void header(insp *x, tpc_buf *out)
 {
-	const tpc_ckpt *ck = &x->ck;
+	const tpc_ckpt *ck = x->ck;
 	if (x->json) {
 		tpc_buf_adds(out, "{\"path\":");
 		tpc_buf_json_str(out, x->path, strlen(x->path), false);
@@ -290,7 +284,7 @@ static void header(insp *x, tpc_buf *out)
 /* One tensor's line of the table: where its bytes come from, in a note. */
 static void text_row(const insp *x, size_t i, int w, const char *hx)
 {
-	const tpc_ckpt *ck = &x->ck;
+	const tpc_ckpt *ck = x->ck;
 	const tpc_tensor *t = &ck->t[i];
 	char nm[1024], note[160] = "", shp[256];
 	tpc_sanitize(nm, sizeof(nm), t->name);
@@ -320,7 +314,7 @@ static void text_row(const insp *x, size_t i, int w, const char *hx)
 /* Every tensor, with its checksum under --hash. 0 or the exit status. */
 static int tensors(insp *x, tpc_buf *out)
 {
-	const tpc_ckpt *ck = &x->ck;
+	const tpc_ckpt *ck = x->ck;
 	tpc_err e;
 	int w = 4;
 	tpc_err_init(&e);
@@ -355,7 +349,7 @@ static int tensors(insp *x, tpc_buf *out)
  * pickle's globals. Returns the number of dangerous globals. */
 static int totals(insp *x, tpc_buf *out)
 {
-	const tpc_ckpt *ck = &x->ck;
+	const tpc_ckpt *ck = x->ck;
 	const dsum *sums = x->sums;
 	if (x->json) {
 		tpc_buf_addf(out, "],\"totals\":{\"tensors\":%zu,\"parameters\":%llu,\"bytes\":%llu,\"hidden_tensors\":%llu},\"dtypes\":{",
@@ -371,7 +365,7 @@ static int totals(insp *x, tpc_buf *out)
 			first = false;
 		}
 		tpc_buf_adds(out, "}");
-		int nd = x->globals ? print_globals(x->oo.globals, true, out) : 0;
+		int nd = x->globals ? print_globals(x->set.globals, true, out) : 0;
 		tpc_buf_adds(out, "}\n");
 		return nd;
 	}
@@ -398,7 +392,7 @@ static int totals(insp *x, tpc_buf *out)
 		print_values(ck->root, &p, 0, &budget);
 		tpc_buf_release(&p);
 	}
-	return x->globals ? print_globals(x->oo.globals, false, NULL) : 0;
+	return x->globals ? print_globals(x->set.globals, false, NULL) : 0;
 }
 
 /* The options: -1 to go on, or the exit status. */
@@ -407,7 +401,7 @@ static int parse_args(insp *x, int argc, char **argv)
 	static const struct option lo[] = {
 		{"json", no_argument, NULL, 'j'},   {"hash", no_argument, NULL, 'H'},
 		{"checksum", required_argument, NULL, 'C'},
-		{"select", required_argument, NULL, 's'}, {"globals", no_argument, NULL, 'g'},
+		{"globals", no_argument, NULL, 'g'}, TPC_CLI_SET_LONGOPTS,
 		{"strict", no_argument, NULL, 'S'}, {"quiet", no_argument, NULL, 'q'},
 		{"dequantize", no_argument, NULL, 'D'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
@@ -416,6 +410,12 @@ static int parse_args(insp *x, int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		int ret = tpc_cli_input_opt(&x->set, NULL, "inspect", c, argv[optind - 1], optarg);
+		if (ret >= 0) {
+			if (ret)
+				return ret;
+			continue;
+		}
 		switch (c) {
 		case 'j': x->json = true; break;
 		case 'H': x->hash = true; break;
@@ -424,10 +424,9 @@ static int parse_args(insp *x, int argc, char **argv)
 				return tpc_cli_usage("inspect", "--checksum takes sha256 or xxh3-128, not '%s'", optarg);
 			x->hash = true;
 			break;
-		case 's': x->oo.select = optarg; break;
 		case 'g': x->globals = true; break;
-		case 'S': x->oo.flags |= TPC_OPEN_STRICT; break;
-		case 'D': x->oo.flags |= TPC_OPEN_DEQUANTIZE; x->dequant = true; break;
+		case 'S': x->flags |= TPC_CLI_IN_STRICT; break;
+		case 'D': x->flags |= TPC_CLI_IN_DEQUANTIZE; x->dequant = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': fputs(help, stdout); return 0;
@@ -439,6 +438,8 @@ static int parse_args(insp *x, int argc, char **argv)
 		return tpc_cli_usage("inspect", optind >= argc ? "missing PATH" : "expected one PATH, got '%s' too",
 				     optind < argc - 1 ? argv[optind + 1] : "");
 	x->path = argv[optind];
+	if (x->set.preset && x->set.plan_file)
+		return tpc_cli_usage("inspect", "give --preset or --plan, not both");
 	return -1;
 }
 
@@ -451,19 +452,20 @@ int cmd_inspect(int argc, char **argv)
 
 	memset(&x, 0, sizeof(x));
 	x.halg = TPC_HASH_SHA256;
-	tpc_ckpt_init(&x.ck);
+	tpc_cli_set_init(&x.set, 0);
+	tpc_cli_input_init(&x.in);
 	if ((ret = parse_args(&x, argc, argv)) >= 0)
 		return ret;
 	tpc_err_init(&e);
-	if (x.globals && !(x.oo.globals = tpc_value_new(TPC_V_DICT))) {
+	if (x.globals && !(x.set.globals = tpc_value_new(TPC_V_DICT))) {
 		tpc_err_nomem(&e);
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
 	if ((ret = open_input(&x)))
 		goto out;
-	for (size_t i = 0; i < x.ck.n; i++) {
-		const tpc_tensor *t = &x.ck.t[i];
+	for (size_t i = 0; i < x.ck->n; i++) {
+		const tpc_tensor *t = &x.ck->t[i];
 		x.sums[t->dtype].count++;
 		x.sums[t->dtype].params += t->numel;
 		x.sums[t->dtype].bytes += t->nbytes;
@@ -490,10 +492,7 @@ int cmd_inspect(int argc, char **argv)
 	}
 out:
 	tpc_buf_release(&out);
-	tpc_value_unref(x.oo.globals);
-	if (x.have_mg)
-		tpc_merge_release(&x.mg); /* ck was its merged checkpoint */
-	else
-		tpc_ckpt_release(&x.ck);
+	tpc_value_unref(x.set.globals);
+	tpc_cli_input_release(&x.in);
 	return ret;
 }

@@ -64,48 +64,6 @@ enum {
 	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ,
 };
 
-static int write_merged(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
-{
-	return tpc_merge_write((tpc_merge *)ctx, f, out, wo, e);
-}
-
-/* The companions the layout says the set keeps (TensorRT-LLM: its
- * config.json loses the mapping again) beside an HF folder output; a
- * dequantized merge's config loses quantization_config. 0 or the exit
- * status. */
-static int copy_companions(const tpc_merge *mg, const char *dir, const char *out, const tpc_write_opts *wo,
-			   size_t kept, size_t ndq)
-{
-	tpc_err e;
-	tpc_err_init(&e);
-	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
-	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
-	const char *from = tpc_cli_set_companions(mg, dir, &xo);
-	/* dense now: loaders must not read it as quantized (beside what the
-	 * layout drops, TensorRT-LLM's mapping) */
-	const char *drop[16] = {NULL};
-	size_t nd = 0;
-	for (const char *const *d = xo.config_drop; d && *d && nd < 14; d++)
-		drop[nd++] = *d;
-	if (ndq) {
-		drop[nd++] = "quantization_config";
-		xo.config_drop = drop;
-	}
-	if (from && tpc_extras_copy(from, out, &xo, NULL, &e))
-		return tpc_cli_fail(&e);
-	/* a set that keeps no Hugging Face config (TensorRT-LLM): the layout rebuilds it */
-	char *cfg = mg->layout && mg->layout->merge_config ? tpc_path_join(out, "config.json") : NULL, *text = NULL;
-	int ret = 0;
-	if (cfg && !tpc_exists(cfg)) {
-		if (!(text = mg->layout->merge_config(dir, &e)) ||
-		    tpc_write_file_atomic(cfg, text, strlen(text), xo.flags, &e))
-			ret = tpc_cli_fail(&e);
-	}
-	free(text);
-	free(cfg);
-	return ret;
-}
-
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -226,12 +184,19 @@ int cmd_merge(int argc, char **argv)
 	double t0 = tpc_now();
 	size_t kept = 0;
 	bool go_on;
-	if ((ret = tpc_cli_write_out("merge", write_merged, mg, &mg->out, outf, sharded, out, &wo, force_progress, &kept,
-				     &go_on)) || !go_on)
+	/* a GGUF's metadata comes from the model's config and tokenizer, which
+	 * the set keeps as its companions */
+	char *model_dir = NULL;
+	if ((ret = tpc_cli_input_model_dir(&in, "merge", outf, &wo, &model_dir)))
+		goto done;
+	ret = tpc_cli_write_out("merge", tpc_cli_input_write, &in, &mg->out, outf, sharded, out, &wo, force_progress,
+				&kept, &go_on);
+	free(model_dir);
+	if (ret || !go_on)
 		goto done;
 	/* the model's companion files (config, tokenizer) go with an HF folder; a
 	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
-	if (sharded && !no_extras && (ret = copy_companions(mg, dir, out, &wo, kept, ndq)))
+	if (sharded && !no_extras && (ret = tpc_cli_set_copy_companions(mg, dir, out, &wo, kept, ndq)))
 		goto done;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];

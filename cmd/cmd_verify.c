@@ -45,8 +45,14 @@ static const char *help =
 	"  --shards DIR             the shard set (a tpconv manifest, OSLO or TensorRT-LLM files)\n"
 	"  --preset NAME, --plan FILE   the plan of a set without a manifest\n"
 	"  --ranks N (--tp N)       tensor-parallel degree of a set without a manifest\n"
+	"  --pp M                   pipeline stages (a set with a manifest: must be its own)\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
-	"  --heads N, --kv-heads N, --head-dim N   model facts\n"
+	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N   model facts\n"
+	"  --select PATH            the reference is the subtree PATH of a nested checkpoint\n"
+	"                           (as the set was sharded with 'shard --select PATH')\n"
+	"  --rules ..., --rename ... (below)   rename the reference's tensors first, as the set\n"
+	"                           was sharded with them (a Megatron-named reference of an\n"
+	"                           HF-named set: --rules megatron-llama)\n"
 	"  --arch llama|gpt2|gpt-neox|bert|dit|dalle2|none   model structure for block and model\n"
 	"                           checks\n"
 	"                           (default: the architecture of the plan's family)\n"
@@ -70,10 +76,11 @@ static const char *help =
 	"  -h, --help               this help\n\n"
 	"Exit status: 0 every check passed, 1 a check failed (the report names the tensor,\n"
 	"rank and first differing values), 2 usage error, 3 bad or unsupported input,\n"
-	"4 output or I/O failure, 5 GPU/NCCL/MPI failure.\n";
+	"4 output or I/O failure, 5 GPU/NCCL/MPI failure.\n\n"
+	"Rename/remap options (the reference, before it is compared):\n%s";
 
 enum {
-	O_REF = 256, O_SHARDS, O_PRESET, O_PLAN, O_TP, O_CONFIG, O_HEADS, O_KV, O_HD, O_ARCH, O_CHECKS, O_DEVICE,
+	O_REF = 256, O_SHARDS, O_ARCH, O_CHECKS, O_DEVICE,
 	O_TOKENS, O_SEED, O_RTOL, O_ATOL, O_THREADS, O_JSON, O_JUNIT, O_NODQ, O_PROGRESS,
 };
 
@@ -92,12 +99,10 @@ static int parse_double(const char *flag, const char *s, double *out)
 static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *o, const char **json,
 		      const char **junit, bool *progress)
 {
+	/* the set's and the remap stage's options as shard and diff take them */
 	static const struct option lo[] = {
 		{"reference", required_argument, NULL, O_REF}, {"shards", required_argument, NULL, O_SHARDS},
-		{"preset", required_argument, NULL, O_PRESET}, {"plan", required_argument, NULL, O_PLAN},
-		{"ranks", required_argument, NULL, O_TP}, {"tp", required_argument, NULL, O_TP},
-		{"config", required_argument, NULL, O_CONFIG}, {"heads", required_argument, NULL, O_HEADS},
-		{"kv-heads", required_argument, NULL, O_KV}, {"head-dim", required_argument, NULL, O_HD},
+		TPC_CLI_SET_LONGOPTS, TPC_CLI_REMAP_LONGOPTS, {"ranks", required_argument, NULL, TPC_OPT_TP},
 		{"arch", required_argument, NULL, O_ARCH}, {"checks", required_argument, NULL, O_CHECKS},
 		{"device", required_argument, NULL, O_DEVICE}, {"tokens", required_argument, NULL, O_TOKENS},
 		{"seed", required_argument, NULL, O_SEED}, {"rtol", required_argument, NULL, O_RTOL},
@@ -114,21 +119,14 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qvh", lo, NULL)) != -1) {
+		if ((ret = tpc_cli_input_opt(&a->set, a->rm, "verify", c, argv[optind - 1], optarg)) >= 0) {
+			if (ret)
+				return ret;
+			continue;
+		}
 		switch (c) {
 		case O_REF: a->ref_path = optarg; break;
 		case O_SHARDS: a->dir = optarg; break;
-		case O_PRESET: a->preset = optarg; break;
-		case O_PLAN: a->plan_file = optarg; break;
-		case O_TP:
-			if ((ret = tpc_cli_count("verify", argv[optind - 1], optarg, TPC_VERIFY_MAX_TP, &a->tp)))
-				return ret;
-			break;
-		case O_CONFIG: a->config = optarg; break;
-		case O_HEADS: case O_KV: case O_HD:
-			if ((ret = tpc_cli_count("verify", argv[optind - 1], optarg, (uint64_t)1 << 40, &v)))
-				return ret;
-			*(c == O_HEADS ? &a->flags.heads : c == O_KV ? &a->flags.kv_heads : &a->flags.head_dim) = v;
-			break;
 		case O_ARCH: a->arch = optarg; break;
 		case O_CHECKS: checks = optarg; break;
 		case O_DEVICE:
@@ -164,15 +162,21 @@ static int parse_args(int argc, char **argv, tpc_cli_vargs *a, tpc_verify_opts *
 		case O_PROGRESS: *progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
-		case 'h': fputs(help, stdout); return 0;
+		case 'h': printf(help, tpc_cli_remap_help); return 0;
 		default: return tpc_cli_bad_option("verify", argv[optind - 1], lo);
 		}
 	}
 	if (optind < argc)
 		return tpc_cli_usage("verify", "unexpected argument '%s'", argv[optind]);
+	if (a->set.tp > TPC_VERIFY_MAX_TP)
+		return tpc_cli_usage("verify", "--ranks %lld: at most %d", (long long)a->set.tp, TPC_VERIFY_MAX_TP);
+	/* unfuse rules take the same facts (the megatron presets) */
+	a->rm->facts = a->set.facts;
+	a->rm->config = a->set.config;
+	a->rm->in = a->ref_path;
 	if (!a->ref_path || !a->dir)
 		return tpc_cli_usage("verify", "missing %s", !a->ref_path ? "--reference ORIG" : "--shards DIR");
-	if (a->preset && a->plan_file)
+	if (a->set.preset && a->set.plan_file)
 		return tpc_cli_usage("verify", "give --preset or --plan, not both");
 	if (*json && *junit && !strcmp(*json, "-") && !strcmp(*junit, "-"))
 		return tpc_cli_usage("verify", "only one of --json and --junit can go to stdout");
@@ -246,7 +250,7 @@ static void summary(const tpc_verify_report *rep, const tpc_verify_set *set)
 	fprintf(stderr, ", max rel err %.2g (tp %d, %.2f s)\n", rel, rep->tp, rep->seconds);
 }
 
-int cmd_verify(int argc, char **argv)
+static int verify(int argc, char **argv, tpc_cli_remap *rm)
 {
 	const char *json = NULL, *junit = NULL;
 	tpc_cli_vargs a;
@@ -260,6 +264,8 @@ int cmd_verify(int argc, char **argv)
 	int ret;
 
 	memset(&a, 0, sizeof(a));
+	tpc_cli_set_init(&a.set, 0);
+	a.rm = rm;
 	tpc_verify_opts_init(&o);
 	tpc_cli_vdesc_init(&d, &a);
 	tpc_verify_set_init(&set, 1);
@@ -317,4 +323,9 @@ done:
 	if (a.mpi)
 		tpc_verify_mpi_finalize();
 	return ret;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	return tpc_cli_with_remap(argc, argv, verify);
 }

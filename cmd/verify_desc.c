@@ -286,9 +286,11 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		d->tp = d->man.tp;
 		d->pp = d->man.pp;
 		d->layout = d->man.layout;
-		if (a->tp && a->tp != d->tp)
-			return tpc_cli_usage("verify", "--ranks %lld, but the manifest says tp %d", (long long)a->tp, d->tp);
-		if (d->man.plan_json && !a->preset && !a->plan_file) {
+		if (a->set.tp && a->set.tp != d->tp)
+			return tpc_cli_usage("verify", "--ranks %lld, but the manifest says tp %d", (long long)a->set.tp, d->tp);
+		if (a->set.pp && a->set.pp != d->pp)
+			return tpc_cli_usage("verify", "--pp %lld, but the manifest says pp %d", (long long)a->set.pp, d->pp);
+		if (d->man.plan_json && !a->set.preset && !a->set.plan_file) {
 			if ((ret = tpc_plan_from_buffer(&d->plan, d->man.plan_json, strlen(d->man.plan_json), "manifest plan", e)))
 				return ret;
 			d->have_plan = true;
@@ -297,16 +299,19 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		if (tpc_set_detect(a->dir, &d->layout) != TPC_SET_FOREIGN)
 			return tpc_err_set(e, TPC_EINPUT, "'%s' has no %s and no rank files tpconv knows", a->dir,
 					   TPC_MANIFEST_NAME);
-		if (!a->preset && !a->plan_file)
+		if (!a->set.preset && !a->set.plan_file)
 			return tpc_cli_usage("verify", "a set without a manifest needs --preset or --plan");
-		if (!a->tp)
+		if (!a->set.tp)
 			return tpc_cli_usage("verify", "a set without a manifest needs --ranks N");
-		d->tp = (int)a->tp;
+		if (a->set.pp > 1) /* nothing says which stage holds a tensor */
+			return tpc_cli_usage("verify", "a set without a manifest is checked as one pipeline stage, not --pp %lld",
+					     (long long)a->set.pp);
+		d->tp = (int)a->set.tp;
 	}
-	if (a->preset || a->plan_file) {
+	if (a->set.preset || a->set.plan_file) {
 		tpc_plan_release(&d->plan);
 		tpc_plan_init(&d->plan);
-		if ((ret = tpc_cli_load_plan(a->preset, a->plan_file, &d->plan, e)))
+		if ((ret = tpc_cli_load_plan(a->set.preset, a->set.plan_file, &d->plan, e)))
 			return ret;
 		d->have_plan = true;
 	}
@@ -324,7 +329,7 @@ static int resolve_facts(tpc_cli_vdesc *d, tpc_err *e)
 	memset(&own, 0, sizeof(own));
 	if (!d->have_man && d->layout && d->layout->foreign_facts)
 		d->layout->foreign_facts(a->dir, &own);
-	if ((ret = tpc_cli_facts(&a->flags, a->config, a->ref_path, d->have_man ? &d->man.facts : &own,
+	if ((ret = tpc_cli_facts(&a->set.facts, a->set.config, a->ref_path, d->have_man ? &d->man.facts : &own,
 				 d->have_plan ? &d->plan : NULL, &d->facts, e)))
 		return ret;
 	char *cfg = NULL; /* a GGUF reference's metadata: what the manifest does not record */
@@ -360,8 +365,12 @@ static int open_dequantized(tpc_cli_vdesc *d, tpc_err *e)
 		return ret;
 	if (d->qcfg.method == TPC_QM_NONE)
 		return 0;
+	if (a->rm && a->rm->rules)
+		return tpc_cli_usage("verify",
+				     "the dense check of a quantized reference does not take rename rules; give --no-dequantize to check the set as stored");
 	/* f32: the dense values exactly, whatever the model's torch_dtype */
-	if ((ret = tpc_ckpt_open(&d->refd, a->ref_path, NULL, e)) ||
+	tpc_open_opts oo = {0, a->set.select, NULL};
+	if ((ret = tpc_ckpt_open(&d->refd, a->ref_path, &oo, e)) ||
 	    (ret = tpc_ckpt_dequantize(&d->refd, &d->qcfg, d->qdt, &d->ndq, e)))
 		return ret;
 	/* a set sharded with --dequantize holds the dense weights themselves (in
@@ -455,9 +464,11 @@ static int open_ranks(tpc_cli_vdesc *d, tpc_err *e)
 int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 {
 	int ret;
-	/* a GGUF reference as the Hugging Face model shard split (its names and rows) */
-	static const tpc_open_opts hf = {TPC_OPEN_HF_NAMES, NULL, NULL};
-	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) || (ret = open_description(d, e)) ||
+	/* a GGUF reference as the Hugging Face model shard split (its names and
+	 * rows); --select's subtree, renamed by the rules as shard renamed it */
+	tpc_open_opts hf = {TPC_OPEN_HF_NAMES, d->a->set.select, NULL};
+	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) ||
+	    (d->a->rm && (ret = tpc_cli_remap_run(d->a->rm, "verify", &d->ref))) || (ret = open_description(d, e)) ||
 	    (ret = resolve_facts(d, e)) || (ret = open_dequantized(d, e)) || (ret = open_ranks(d, e)))
 		return ret;
 	return 0;

@@ -4,6 +4,7 @@
 #ifndef TPC_VERIFY_DESC_H
 #define TPC_VERIFY_DESC_H
 
+#include "cli.h"
 #include "tpc_ckpt.h"
 #include "tpc_manifest.h"
 #include "tpc_plan.h"
@@ -13,9 +14,12 @@
 /* What the command line says about the set (cmd_verify parses it). */
 typedef struct tpc_cli_vargs {
 	const char *ref_path, *dir;          /* --reference, --shards */
-	const char *preset, *plan_file, *config, *arch;
-	int64_t tp;                          /* --ranks; 0: the manifest's */
-	tpc_model_facts flags;               /* --heads, --kv-heads, --head-dim */
+	/* the set's options as shard and diff take them: --preset, --plan,
+	 * --config, --select (the reference's subtree), --tp/--ranks (0: the
+	 * manifest's), --pp (0: the manifest's, 1 without one), the facts */
+	tpc_cli_set set;
+	const char *arch;
+	tpc_cli_remap *rm;                   /* --rules ...: the reference renamed first */
 	bool no_dq;                          /* --no-dequantize */
 	unsigned checks;                     /* TPC_VCHECK_* */
 	bool mpi;                            /* one process per tp rank: open only rank `me`'s files */

@@ -145,6 +145,9 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
  * tpc_gguf_vocab names it from tokenizer.json). */
 int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, tpc_gguf_kvs *kv,
 			 tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
+/* general.name as the reference makes it from model folder `dir`'s name
+ * (gguf-py Metadata.id_to_title); malloc'd, NULL out of memory. */
+char *tpc__gguf_title(const char *dir);
 
 /*
  * The tokenizer.* keys for the tokenizer in `dir` (gguf_vocab.c), added to kv

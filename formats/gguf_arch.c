@@ -507,6 +507,18 @@ static char *id_to_title(const char *id)
 	return out;
 }
 
+char *tpc__gguf_title(const char *dir)
+{
+	char *base = tpc_strdup(dir), *title = NULL;
+	/* Path(dir).name: trailing slashes do not count */
+	for (size_t k = base ? strlen(base) : 0; k > 1 && base[k - 1] == '/'; k--)
+		base[k - 1] = '\0';
+	if (base)
+		title = id_to_title(tpc_path_base(base));
+	free(base);
+	return title;
+}
+
 /* gguf-py model_weight_count_rounded_notation */
 static void rounded_notation(uint64_t count, char *buf, size_t n)
 {
@@ -842,7 +854,8 @@ static int walk_tensors(walk *w)
 	if (!ord)
 		return tpc_err_nomem(w->cv->e);
 	for (size_t i = 0; i < ck->n; i++) {
-		const char *f = ck->t[i].src >= 0 ? ck->src[ck->t[i].src].path : NULL;
+		/* a merged set's or a sharded save's rank files are not the model's files: one file */
+		const char *f = ck->t[i].src >= 0 && !ck->rank_sources ? ck->src[ck->t[i].src].path : NULL;
 		ord[i] = (order_key){f ? f : "", ck->t[i].name, i};
 	}
 	qsort(ord, ck->n, sizeof(*ord), by_file_then_name);
@@ -867,7 +880,9 @@ static int guess_ftype(const tpc_ckpt *ck, const arch_spec *sp)
 		const tpc_tensor *t = &ck->t[i];
 		if (t->ndim < 2 || ((sp->flags & AF_NO_LM_HEAD) && !strcmp(t->name, "lm_head.weight")))
 			continue;
-		const char *f = t->src >= 0 ? ck->src[t->src].path : "", *g = first && first->src >= 0 ? ck->src[first->src].path : "";
+		bool own = !ck->rank_sources; /* as walk_tensors: a merged set is one file */
+		const char *f = own && t->src >= 0 ? ck->src[t->src].path : "",
+			   *g = own && first && first->src >= 0 ? ck->src[first->src].path : "";
 		int c = first ? strcmp(f ? f : "", g ? g : "") : -1;
 		if (!first || c < 0 || (!c && strcmp(t->name, first->name) < 0))
 			first = t;
@@ -979,7 +994,7 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 {
 	conv cv = {.kv = kv, .e = e};
 	walk w;
-	char label[64], *base = NULL, *title = NULL;
+	char label[64], *title = NULL;
 	int ret = load_config(dir, &cv.c, &cv.spec, e);
 	memset(&w, 0, sizeof(w));
 	*t = NULL;
@@ -995,10 +1010,7 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	for (size_t i = 0; !ret && i < w.out.n; i++)
 		w.out.t[i].type = tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
 	/* prepare_metadata: general.*, the architecture's keys, then the vocabulary */
-	if (!ret && (base = tpc_strdup(dir))) /* Path(dir).name: trailing slashes do not count */
-		for (size_t k = strlen(base); k > 1 && base[k - 1] == '/'; k--)
-			base[k - 1] = '\0';
-	if (!ret && (!base || !(title = id_to_title(tpc_path_base(base)))))
+	if (!ret && !(title = tpc__gguf_title(dir)))
 		ret = tpc_err_nomem(e);
 	if (!ret)
 		ret = kv_str(&cv, "general.architecture", cv.spec->arch) || kv_str(&cv, "general.type", "model") ? -1 : 0;
@@ -1025,7 +1037,6 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	free(w.xidx);
 	free(w.xgot);
 	free(title);
-	free(base);
 	cJSON_Delete(cv.c.root);
 	free((char *)cv.c.path);
 	return ret;

@@ -458,6 +458,11 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 	} else {
 		ret = tpc_gguf_from_hf_pre(ck, o ? o->model_dir : NULL, o ? o->outtype : NULL, o ? o->gguf_pre : NULL,
 					   &kv, &w, &n, e);
+		/* a shard set's companions sit in a rank folder: the name is the set's */
+		char *title = !ret && o && o->model_name ? tpc__gguf_title(o->model_name) : NULL;
+		if (!ret && o && o->model_name && (!title || tpc_gguf_kvs_str(&kv, "general.name", title, strlen(title))))
+			ret = tpc_err_nomem(e);
+		free(title);
 		(void)sel;
 		(void)nsel;
 	}

@@ -187,6 +187,10 @@ typedef struct tpc_ckpt {
 	void (*ext_free)(void *ext);
 	struct tpc__name_index *index;
 	struct tpc__name_index *meta_index; /* metadata keys -> meta_k index */
+	/* The sources are rank files (a shard set merged, borrowing its rank
+	 * files' sources; a sharded save such as DCP or ZeRO), not the model's
+	 * own weight files: a GGUF orders the tensors as one file's. */
+	bool rank_sources;
 } tpc_ckpt;
 
 void tpc_ckpt_init(tpc_ckpt *ck);

@@ -142,6 +142,8 @@ int tpc_ckpt_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_er
 	ret = f->open(ck, path, o ? o : &none, e);
 	if (!ret && !ck->format && !(ck->format = strdup(f->name)))
 		ret = tpc_err_nomem(e);
+	if (!ret && f->sharded)
+		ck->rank_sources = true;
 	if (ret)
 		tpc_err_path(e, path);
 	return ret;

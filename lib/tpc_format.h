@@ -83,6 +83,7 @@ typedef struct tpc_write_opts {
 	int (*before_commit)(void *ctx, tpc_err *e);
 	void *before_commit_ctx;
 	const char *model_dir;     /* GGUF: the model folder (config.json, tokenizer files); NULL: none */
+	const char *model_name;    /* GGUF: the folder whose name general.name is (NULL: model_dir's) */
 	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto) */
 	const char *gguf_pre;      /* GGUF: tokenizer.ggml.pre for a BPE tokenizer (NULL: from tokenizer.json) */
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */

@@ -43,6 +43,7 @@ int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, in
 			dst->src[k++] = srcs[i]->src[j]; /* shallow: the owner keeps the mapping */
 	}
 	dst->nsrc = dst->capsrc = total;
+	dst->rank_sources = true;
 	return 0;
 }
 

@@ -108,7 +108,9 @@ run "$TPCONV" convert "$MG" -o "$T/mg.pt" -q
   ok "convert to torch: TransformerEngine's BytesIO _extra_state travels opaque (never called) and loads in torch" || bad "megatron convert" "$(cat "$T/err" "$T/perr")"
 mkdir -p "$T/legacy/iter_0000003/mp_rank_00" && echo 3 > "$T/legacy/latest_checkpointed_iteration.txt" && cp "$D/fsdp2.pt" "$T/legacy/iter_0000003/mp_rank_00/model_optim_rng.pt"
 run "$TPCONV" convert "$T/legacy" -o "$T/legacy.safetensors" -q
-[ "$rc" = 3 ] && grep -q "legacy Megatron checkpoint.*tpconv merge" "$T/err" && ok "convert of a legacy Megatron set (mp_rank_00/model_optim_rng.pt) says to merge it, exit 3" || bad "legacy" "exit $rc" "$(cat "$T/err")"
+# convert reads a set as merge does: without a manifest it needs the plan the set was split with
+[ "$rc" = 2 ] && grep -q "shard set without a tpconv manifest: give the --preset or --plan" "$T/err" && [ ! -e "$T/legacy.safetensors" ] &&
+  ok "convert of a legacy Megatron set (mp_rank_00/model_optim_rng.pt) is read as a set: without a manifest it asks for the plan, exit 2" || bad "legacy" "exit $rc" "$(cat "$T/err")"
 mkdir -p "$T/stale" && echo 99 > "$T/stale/latest_checkpointed_iteration.txt" && cp -r "$MG/iter_0000010" "$T/stale/"
 run "$TPCONV" inspect "$T/stale"
 [ "$rc" = 3 ] && ok "a tracker file naming an iteration that is not there: exit 3" || bad "stale tracker" "exit $rc" "$(cat "$T/err")"

@@ -107,6 +107,55 @@ while read -r sum name; do
   fi
 done < "$A/ref/whole.sha256"
 
+# a shard set to GGUF: merge finds the model's config and tokenizer among the
+# set's companions (the set folder; an hf layout's rank 0 folder), general.name
+# is the set folder's, the tensors in one file's order: the same bytes as the
+# unsplit model's conversion (the sets are named like the model's folder)
+"$TPCONV" convert "$A/tiny-llama" -o "$T/direct.gguf" -q 2> "$T/err" || bad "tiny-llama to GGUF" "$(cat "$T/err")"
+# convert of the set (read merged, live) writes the same bytes
+for lay in tpconv hf megatron; do
+  rm -rf "$T/$lay" && mkdir "$T/$lay"
+  if "$TPCONV" shard "$A/tiny-llama" --tp 2 --preset llama --layout $lay -o "$T/$lay/tiny-llama" -q 2> "$T/err" &&
+     "$TPCONV" merge "$T/$lay/tiny-llama" -o "$T/$lay/m.gguf" -q 2>> "$T/err" && cmp -s "$T/direct.gguf" "$T/$lay/m.gguf" &&
+     "$TPCONV" convert "$T/$lay/tiny-llama" -o "$T/$lay/c.gguf" -q 2>> "$T/err" && cmp -s "$T/direct.gguf" "$T/$lay/c.gguf"; then
+    ok "a $lay set of tiny-llama (tp 2) merged or converted to GGUF: byte-identical to the direct conversion"
+  else
+    bad "a $lay set of tiny-llama (tp 2) merged or converted to GGUF" "$(cat "$T/err")" "$(cmp "$T/direct.gguf" "$T/$lay/m.gguf" 2>&1)" "$(cmp "$T/direct.gguf" "$T/$lay/c.gguf" 2>&1)"
+  fi
+done
+# a Megatron mp_rank tree without a manifest (its plan given), a plain DCP folder (read whole)
+rm "$T/megatron/tiny-llama/tpconv-manifest.json"
+rm -rf "$T/dcp" && mkdir "$T/dcp"
+"$TPCONV" shard "$A/tiny-llama" --tp 2 --preset llama --layout dcp -o "$T/dcp/tiny-llama" -q 2> "$T/err" &&
+  rm "$T/dcp/tiny-llama/tpconv-manifest.json"
+for d in megatron dcp; do
+  pre=""; [ $d = megatron ] && pre="--preset llama"
+  rm -f "$T/$d/c.gguf" "$T/$d/m.gguf"
+  if "$TPCONV" convert "$T/$d/tiny-llama" -o "$T/$d/c.gguf" $pre -q 2>> "$T/err" && cmp -s "$T/direct.gguf" "$T/$d/c.gguf" &&
+     "$TPCONV" merge "$T/$d/tiny-llama" -o "$T/$d/m.gguf" $pre -q 2>> "$T/err" && cmp -s "$T/direct.gguf" "$T/$d/m.gguf"; then
+    ok "a $d save of tiny-llama without a tpconv manifest converted or merged to GGUF: byte-identical to the direct conversion"
+  else
+    bad "a $d save without a manifest to GGUF" "$(cat "$T/err")" "$(cmp "$T/direct.gguf" "$T/$d/c.gguf" 2>&1)" "$(cmp "$T/direct.gguf" "$T/$d/m.gguf" 2>&1)"
+  fi
+done
+# a TensorRT-LLM set keeps the engine's config.json, not the model's: refused, nothing written
+rm -rf "$T/trt" && mkdir "$T/trt"
+"$TPCONV" shard "$A/tiny-llama" --tp 2 --preset llama --layout trtllm -o "$T/trt/set" -q 2> "$T/err"
+"$TPCONV" merge "$T/trt/set" -o "$T/trt/m.gguf" 2> "$T/err"; rc=$?
+if [ $rc -eq 2 ] && grep -qF "its config.json is not the model's" "$T/err" && [ ! -e "$T/trt/m.gguf" ]; then
+  ok "a trtllm set to GGUF is refused (exit 2: merge to a folder first), nothing written"
+else
+  bad "a trtllm set to GGUF is refused" "exit $rc" "$(cat "$T/err")"
+fi
+# ... and convert of it to safetensors is merge's
+mkdir -p "$T/trt/c" "$T/trt/m"
+if "$TPCONV" convert "$T/trt/set" -o "$T/trt/c/x.safetensors" -q 2> "$T/err" &&
+   "$TPCONV" merge "$T/trt/set" -o "$T/trt/m/x.safetensors" -q 2>> "$T/err" && cmp -s "$T/trt/c/x.safetensors" "$T/trt/m/x.safetensors"; then
+  ok "convert of a trtllm set to safetensors equals merge's"
+else
+  bad "convert of a trtllm set to safetensors equals merge's" "$(cat "$T/err")"
+fi
+
 # a llama whose Q/K permutation has more than 64 parts (8 heads of 32: 128
 # row pairs in q, as every real model has hundreds): f16, bf16 and q8_0 read it
 # through the composite reader; f16 and bf16 must be the f32 file's values cast

@@ -150,6 +150,57 @@ for lay in tpconv oslo hf-mapping hf; do
   [ ! -e "$MG/tpconv-manifest.json" ] && [ -z "$(ls "$MG" | grep -E '^rank|_tp')" ] && ok "merged $lay folder holds no shard-set files" ||
     bad "merged $lay folder has set files" "$(ls "$MG")"
 done
+# ---- convert reads a set as merge does (one opener, merged on the fly, no
+# temporary file): every output kind byte for byte what merge writes, the
+# companions too (same file names in two folders: a torch zip names its
+# folder after the file)
+# (vLLM's and Megatron's names have no rotary buffer and no extra scale: dropped)
+for lay in tpconv oslo hf-mapping hf vllm megatron dcp; do
+  S=$T/set_$lay
+  [ -d "$S" ] || run "$TPCONV" shard "$ST" --preset llama --tp 2 --layout $lay -o "$S" -q --drop '.*inv_freq|model\.extra_scale'
+  rm -rf "$T/cv" "$T/mv" && mkdir "$T/cv" "$T/mv"
+  msg=""
+  for o in m.safetensors m.pt out/; do
+    "$TPCONV" convert "$S" -o "$T/cv/$o" -q 2>> "$T/cverr" || msg="$msg convert $o failed: $(cat "$T/cverr")"
+    "$TPCONV" merge "$S" -o "$T/mv/$o" -q 2>> "$T/cverr" || msg="$msg merge $o failed: $(cat "$T/cverr")"
+  done
+  if [ -z "$msg" ] && diff -r "$T/mv" "$T/cv" > "$T/cvdiff" && [ -f "$T/cv/out/config.json" ]; then
+    ok "convert of a $lay set (.safetensors, .pt, folder with companions) equals merge's output byte for byte"
+  else bad "convert of a $lay set equals merge" "$msg" "$(head -5 "$T/cvdiff")"; fi
+  rm -f "$T/cverr"
+done
+# a set without a manifest: the plan and degree as merge takes them
+rm -rf "$T/oslo_bare" && cp -r "$T/set_oslo" "$T/oslo_bare" && rm "$T/oslo_bare/tpconv-manifest.json"
+rm -rf "$T/cv" "$T/mv" && mkdir "$T/cv" "$T/mv"
+run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/m.safetensors" --preset llama --tp 2 -q
+"$TPCONV" merge "$T/oslo_bare" -o "$T/mv/m.safetensors" --preset llama --tp 2 -q 2>/dev/null
+[ "$rc" = 0 ] && cmp -s "$T/cv/m.safetensors" "$T/mv/m.safetensors" && same "$M/llama/model.safetensors" "$T/cv/m.safetensors" &&
+  ok "convert of an OSLO set without a manifest (--preset llama --tp 2) equals merge's, the model bit for bit" ||
+  bad "convert of a set without a manifest" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/n.safetensors" -q
+[ "$rc" = 2 ] && grep -q "without a tpconv manifest: give the --preset or --plan" "$T/err" && [ ! -e "$T/cv/n.safetensors" ] &&
+  ok "convert of a set without a manifest and no plan: exit 2, asks for --preset or --plan" || bad "convert bare set, no plan" "exit $rc" "$(cat "$T/err")"
+# inspect: a set without a manifest shows rank 0's file, as before; given the plan, the merged model
+run "$TPCONV" inspect "$T/oslo_bare"
+[ "$rc" = 0 ] && grep -q "no tpconv manifest (merge it with --preset and --tp); rank 0's file" "$T/out" &&
+  ok "inspect of a set without a manifest: rank 0's file" || bad "inspect bare set" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" inspect "$T/oslo_bare" --preset llama --tp 2 --hash
+"$TPCONV" inspect "$ST" --hash > "$T/st.txt" 2>/dev/null
+[ "$rc" = 0 ] && grep -q "no tpconv manifest; the merged model (preset llama)" "$T/out" &&
+  diff <(grep -v '^#' "$T/st.txt" | awk '{print $1, $2, $3, $4, $5}' | sort) \
+       <(grep -v '^#' "$T/out" | awk '{print $1, $2, $3, $4, $5}' | sort) > "$T/idiff" &&
+  ok "inspect --preset llama --tp 2 of a set without a manifest: the merged model, every tensor's hash the original's" ||
+  bad "inspect bare set with plan" "exit $rc" "$(cat "$T/err")" "$(head -5 "$T/idiff")"
+# what applies to one checkpoint is refused on a set, naming why (exit 2, nothing written)
+for f in "--select model" "--strict" "--rules megatron-llama" "--dtype bf16"; do
+  run "$TPCONV" convert "$T/set_tpconv" -o "$T/cv/r.safetensors" $f
+  [ "$rc" = 2 ] && grep -q "not of a shard set\|not to a shard set" "$T/err" && [ ! -e "$T/cv/r.safetensors" ] &&
+    ok "convert $f of a set: exit 2, said" || bad "convert $f of a set" "exit $rc" "$(cat "$T/err")"
+done
+run "$TPCONV" convert "$ST" -o "$T/cv/r.safetensors" --preset llama
+[ "$rc" = 2 ] && grep -q "is not a shard set" "$T/err" && ok "convert --preset of a checkpoint: exit 2, it is not a shard set" ||
+  bad "convert --preset of a checkpoint" "exit $rc" "$(cat "$T/err")"
+
 # ---- reshard every layout's set to tp 4: the companions travel with it as a
 # merge carries them (an hf set's from rank 0's folder, a TensorRT-LLM set's
 # config.json without its old mapping)

@@ -26,6 +26,28 @@ for m in llama gpt2 gpt-neox bert libai dalle2 llama-fused llama-bf16; do
     fi
   done
 done
+# the reference as shard read it: --select's subtree, renamed by the same rules
+# (the set and remap options are shard's and diff's table)
+$PY -c 'import sys, torch; torch.save({"model": torch.load(sys.argv[1]), "step": 3}, sys.argv[2])' llama.pt nested.pt
+rm -rf sn && "$TPCONV" shard nested.pt --select model --config llama/config.json --preset llama --tp 2 -o sn -q
+"$TPCONV" verify --reference nested.pt --select model --shards sn -q > out.txt 2>&1
+rc=$?
+"$TPCONV" verify --reference nested.pt --shards sn -q > out2.txt 2>&1
+rc2=$?
+[ $rc = 0 ] && [ $rc2 != 0 ] && ok "verify --select model: the subtree the set was sharded from passes (the whole file does not, exit $rc2)" ||
+  { notok "verify --select: exit $rc / $rc2"; sed 's/^/#   /' out.txt out2.txt | head; }
+"$TPCONV" convert llama/model.safetensors -o pre.safetensors --add-prefix module. -q -f
+rm -rf sp && "$TPCONV" shard pre.safetensors --strip-prefix module. --config llama/config.json --preset llama --tp 2 -o sp -q
+"$TPCONV" verify --reference pre.safetensors --strip-prefix module. --shards sp -q > out.txt 2>&1
+rc=$?
+"$TPCONV" verify --reference pre.safetensors --shards sp -q > out2.txt 2>&1
+rc2=$?
+[ $rc = 0 ] && [ $rc2 = 3 ] && ok "verify --strip-prefix module.: the reference renamed as shard renamed it passes (without: exit 3)" ||
+  { notok "verify with rules: exit $rc / $rc2"; sed 's/^/#   /' out.txt out2.txt | head; }
+"$TPCONV" verify --reference pre.safetensors --strip-prefix module. --shards sp --pp 2 > out.txt 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "pp 2, but the manifest says pp 1" out.txt && ok "verify --pp that the manifest contradicts: exit 2" ||
+  { notok "verify --pp: exit $rc"; sed 's/^/#   /' out.txt | head; }
 # a llama tp 4 set, one bit of one rank file flipped
 rm -rf s
 "$TPCONV" shard llama/model.safetensors --config llama/config.json --preset llama --tp 4 -o s -q
