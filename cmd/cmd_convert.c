@@ -100,6 +100,48 @@ out:
 	return ret ? tpc_cli_fail(&e) : 0;
 }
 
+/* A folder output of a GGUF: the tokenizer files its metadata gives,
+ * computed (and checked) before any weight is written, unless --no-extras
+ * or --gguf-names. 0 or the exit status; *n 0 when there are none (a word
+ * says why when the GGUF has a tokenizer that is not expressed). */
+static int make_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n)
+{
+	const tpc_format *fmt = ck->format ? tpc_format_by_name(ck->format) : NULL;
+	char why[256];
+	tpc_err e;
+	*n = 0;
+	if (!fmt || !fmt->hf_tokenizer)
+		return 0;
+	tpc_err_init(&e);
+	if (fmt->hf_tokenizer(ck, f, n, why, sizeof(why), &e))
+		return tpc_cli_fail(&e);
+	if (!*n)
+		tpc_cli_warn("no tokenizer files written: %s", why);
+	return 0;
+}
+
+/* The files make_hf_tokenizer made, beside the weights, each unless the
+ * model folder's own was copied. 0 or the exit status. */
+static int write_hf_tokenizer(const tpc_hf_file *f, size_t n, const char *out, const tpc_write_opts *wo)
+{
+	tpc_err e;
+	int ret = 0;
+	size_t wrote = 0;
+	tpc_err_init(&e);
+	for (size_t i = 0; i < n && !ret; i++) {
+		char *path = tpc_path_join(out, f[i].name);
+		if (!path)
+			ret = tpc_err_nomem(&e);
+		else if (!tpc_exists(path) && !(ret = tpc_write_file_atomic(path, f[i].data, f[i].len,
+									      wo->flags & TPC_W_FORCE ? TPC_OUT_FORCE : 0, &e)))
+			wrote++;
+		free(path);
+	}
+	if (!ret && wrote)
+		tpc_cli_info("wrote %zu tokenizer file%s from the GGUF metadata", wrote, wrote == 1 ? "" : "s");
+	return ret ? tpc_cli_fail(&e) : 0;
+}
+
 /* The input folder's companions (config, tokenizer...) beside a folder
  * output; config.json says the dtype the weights now have, and loses its
  * quantization_config when they were dequantized. 0 or the exit status. */
@@ -156,7 +198,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_open_opts oo = {0, NULL, NULL};
 	tpc_write_opts wo;
 	bool force_progress = false, no_extras = false, dequant = false, gguf_names = false;
-	size_t ndq = 0;
+	size_t ndq = 0, ntok = 0;
+	tpc_hf_file tok[TPC_HF_FILES_MAX];
 	tpc_ckpt ck;
 	tpc_err e;
 	int c, ret = 0;
@@ -252,6 +295,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 			     in, rank_what, rank_how);
 	if (rm->dry_run)
 		goto out;
+	if (!no_extras && !gguf_names && sharded && (ret = make_hf_tokenizer(&ck, tok, &ntok)))
+		goto out;
 	/* GGUF from a Hugging Face model reads its config and tokenizer */
 	char *model_dir = tpc_extras_source_dir(in);
 	wo.model_dir = model_dir;
@@ -270,12 +315,15 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		goto out;
 	if (!no_extras && !gguf_names && tpc_is_dir(out) && (ret = write_hf_config(&ck, out, &wo)))
 		goto out;
+	if (ntok && tpc_is_dir(out) && (ret = write_hf_tokenizer(tok, ntok, out, &wo)))
+		goto out;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("wrote %zu tensors (%s) to '%s' in %.2f s", ck.n, tpc_fmt_size(total, sz, sizeof(sz)),
 			     out, tpc_now() - t0);
 	}
 out:
+	tpc_hf_files_release(tok, ntok);
 	tpc_ckpt_release(&ck);
 	return ret;
 }
