@@ -323,8 +323,11 @@ static int tk_templates(const tok *t, cJSON *cfg)
 	return 0;
 }
 
-/* tokenizer_config.json; `specials_ok[i]`: whether special id i may be named by text */
-static int tk_config(const tok *t, bool spm, const char *pre, const bool *added, cJSON *cfg)
+/* tokenizer_config.json. A SentencePiece vocabulary names its UNKNOWN piece
+ * `unk`; a BPE names only its added tokens (the reference looks the text up
+ * among them). A token the GGUF has no id for is left out: transformers then
+ * takes the class's default, or none, as it did for the original folder. */
+static int tk_config(const tok *t, bool spm, int64_t unk, const char *pre, const bool *added, cJSON *cfg)
 {
 	static const char *const sp[][2] = {
 		{"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"},
@@ -345,7 +348,8 @@ static int tk_config(const tok *t, bool spm, const char *pre, const bool *added,
 		int64_t id;
 		if ((ret = tk_id(t, sp[k][1], &id)))
 			return ret;
-		/* a BPE names only added tokens (the reference looks the text up among them) */
+		if (spm && k == 2)
+			id = unk;
 		if (id >= 0 && (spm || added[id]) && add(cfg, sp[k][0], tk_str(t, (uint64_t)id)))
 			return tpc_err_nomem(t->e);
 	}
@@ -448,7 +452,7 @@ static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 	}
 	if (!dec)
 		return tpc_err_nomem(t->e);
-	if ((ret = tk_config(t, true, NULL, NULL, cfg)))
+	if ((ret = tk_config(t, true, unk, NULL, NULL, cfg)))
 		return ret;
 	snprintf(f[*nf].name, sizeof(f[*nf].name), "tokenizer.model");
 	if ((ret = tk_spm_model(t, np, unk, &f[*nf].data, &f[*nf].len)))
@@ -595,7 +599,7 @@ static int tk_bpe(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 	else if (!ret)
 		ret = tk_merges(t, cJSON_GetObjectItem(tj, "model"));
 	if (!ret && !t->why[0])
-		ret = tk_config(t, false, pre, added, cfg);
+		ret = tk_config(t, false, -1, pre, added, cfg);
 	if (!ret && !t->why[0])
 		ret = tk_emit(t, f, nf, "tokenizer.json", tj);
 	cJSON_Delete(tj);
