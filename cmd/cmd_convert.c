@@ -41,7 +41,8 @@ static const char *help =
 	"                           convert_hf_to_gguf.py; from a GGUF input, types kept)\n"
 	"  --gguf-names             a GGUF input keeps its GGUF tensor names and layout (default:\n"
 	"                           the Hugging Face model's names, Q/K rows, experts and norms,\n"
-	"                           and a folder output gets the config.json its metadata gives;\n"
+	"                           and a folder output gets the config.json and tokenizer files\n"
+	"                           its metadata gives;\n"
 	"                           a GGUF output always keeps them)\n"
 	"  --gguf-pre NAME          GGUF output of a BPE tokenizer: tokenizer.ggml.pre (default:\n"
 	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
@@ -98,6 +99,48 @@ static int write_hf_config(const tpc_ckpt *ck, const char *out, const tpc_write_
 out:
 	free(json);
 	free(path);
+	return ret ? tpc_cli_fail(&e) : 0;
+}
+
+/* A folder output of a GGUF: the tokenizer files its metadata gives,
+ * computed (and checked) before any weight is written, unless --no-extras
+ * or --gguf-names. 0 or the exit status; *n 0 when there are none (a word
+ * says why when the GGUF has a tokenizer that is not expressed). */
+static int make_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n)
+{
+	const tpc_format *fmt = ck->format ? tpc_format_by_name(ck->format) : NULL;
+	char why[256];
+	tpc_err e;
+	*n = 0;
+	if (!fmt || !fmt->hf_tokenizer)
+		return 0;
+	tpc_err_init(&e);
+	if (fmt->hf_tokenizer(ck, f, n, why, sizeof(why), &e))
+		return tpc_cli_fail(&e);
+	if (!*n)
+		tpc_cli_warn("no tokenizer files written: %s", why);
+	return 0;
+}
+
+/* The files make_hf_tokenizer made, beside the weights, each unless the
+ * model folder's own was copied. 0 or the exit status. */
+static int write_hf_tokenizer(const tpc_hf_file *f, size_t n, const char *out, const tpc_write_opts *wo)
+{
+	tpc_err e;
+	int ret = 0;
+	size_t wrote = 0;
+	tpc_err_init(&e);
+	for (size_t i = 0; i < n && !ret; i++) {
+		char *path = tpc_path_join(out, f[i].name);
+		if (!path)
+			ret = tpc_err_nomem(&e);
+		else if (!tpc_exists(path) && !(ret = tpc_write_file_atomic(path, f[i].data, f[i].len,
+									      wo->flags & TPC_W_FORCE ? TPC_OUT_FORCE : 0, &e)))
+			wrote++;
+		free(path);
+	}
+	if (!ret && wrote)
+		tpc_cli_info("wrote %zu tokenizer file%s from the GGUF metadata", wrote, wrote == 1 ? "" : "s");
 	return ret ? tpc_cli_fail(&e) : 0;
 }
 
@@ -284,7 +327,8 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
 	conv c;
-	size_t ndq = 0;
+	size_t ndq = 0, ntok = 0;
+	tpc_hf_file tok[TPC_HF_FILES_MAX];
 	tpc_cli_input in;
 	int ret;
 
@@ -294,6 +338,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if ((ret = parse_args(&c, argc, argv, rm)) >= 0 || (ret = check_output(&c, rm)) >= 0)
 		return ret;
 	if ((ret = open_input(&c, rm, &in, &ndq)) || rm->dry_run)
+		goto out;
+	if (!c.no_extras && !c.gguf_names && c.sharded && (ret = make_hf_tokenizer(in.view, tok, &ntok)))
 		goto out;
 	/* GGUF reads the model's config and tokenizer: its folder, a set's companions */
 	char *model_dir = NULL;
@@ -318,12 +364,15 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 		goto out;
 	if (extras && !c.gguf_names && (ret = write_hf_config(ck, c.out, &c.wo)))
 		goto out;
+	if (ntok && tpc_is_dir(c.out) && (ret = write_hf_tokenizer(tok, ntok, c.out, &c.wo)))
+		goto out;
 	if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("wrote %zu tensors (%s) to '%s' in %.2f s", ck->n, tpc_fmt_size(total, sz, sizeof(sz)), c.out,
 			     tpc_now() - t0);
 	}
 out:
+	tpc_hf_files_release(tok, ntok);
 	tpc_cli_input_release(&in);
 	return ret;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpc_buf.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -247,4 +248,84 @@ void tpc_spm_release(tpc_spm *m)
 	free(m->p);
 	m->p = NULL;
 	m->n = 0;
+}
+
+/* ---- the writer ---- */
+
+static void spm_put_varint(tpc_buf *b, uint64_t v)
+{
+	do {
+		tpc_buf_addc(b, (char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+		v >>= 7;
+	} while (v);
+}
+
+/* An int32 field as protobuf writes it: a negative value sign-extended to 64 bits. */
+static void spm_put_int(tpc_buf *b, uint32_t num, int64_t v)
+{
+	spm_put_varint(b, (uint64_t)num << 3);
+	spm_put_varint(b, (uint64_t)v);
+}
+
+static void spm_put_bytes(tpc_buf *b, uint32_t num, const void *p, size_t n)
+{
+	spm_put_varint(b, (uint64_t)num << 3 | 2);
+	spm_put_varint(b, n);
+	tpc_buf_add(b, p, n);
+}
+
+static void spm_put_piece(tpc_buf *b, tpc_buf *tmp, const tpc_spm_piece *p)
+{
+	uint32_t bits;
+	uint8_t f[4];
+	tpc_buf_reset(tmp);
+	spm_put_bytes(tmp, 1, p->s, p->len);
+	memcpy(&bits, &p->score, 4);
+	tpc_wr32le(f, bits);
+	spm_put_varint(tmp, 2 << 3 | 5);
+	tpc_buf_add(tmp, f, 4);
+	if (p->type != TPC_SPM_NORMAL)
+		spm_put_int(tmp, 3, p->type);
+	spm_put_bytes(b, 1, tmp->p, tmp->len);
+}
+
+int tpc_spm_to_buffer(const tpc_spm *m, const tpc_spm_spec *spec, const char *what, uint8_t **out, size_t *n,
+		      tpc_err *e)
+{
+	tpc_buf b = TPC_BUF_INIT, tmp = TPC_BUF_INIT;
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		const tpc_spm_piece *p = &m->p[i];
+		if (!p->len || !spm_utf8((const uint8_t *)p->s, p->len) || p->type < TPC_SPM_NORMAL || p->type > TPC_SPM_BYTE)
+			return tpc_err_at(e, TPC_EINPUT, what, NULL, "piece %zu is empty, not UTF-8 text or of type %d", i,
+					  p->type);
+	}
+	int ret = m->n ? spm_check(m, what, e) : tpc_err_at(e, TPC_EINPUT, what, NULL, "no pieces");
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < m->n; i++)
+		spm_put_piece(&b, &tmp, &m->p[i]);
+	tpc_buf_reset(&tmp);
+	spm_put_int(&tmp, 3, spec->model_type);
+	spm_put_int(&tmp, 4, (int64_t)m->n);
+	spm_put_int(&tmp, 35, spec->byte_fallback);
+	const int32_t ids[4] = {spec->unk_id, spec->bos_id, spec->eos_id, spec->pad_id};
+	for (int k = 0; k < 4; k++)
+		spm_put_int(&tmp, 40 + (uint32_t)k, ids[k]);
+	spm_put_bytes(&b, 2, tmp.p, tmp.len);
+	tpc_buf_reset(&tmp);
+	spm_put_bytes(&tmp, 1, spec->normalizer, strlen(spec->normalizer));
+	spm_put_int(&tmp, 3, spec->add_dummy_prefix);
+	spm_put_int(&tmp, 4, spec->remove_extra_whitespaces);
+	spm_put_int(&tmp, 5, spec->escape_whitespaces);
+	spm_put_bytes(&b, 3, tmp.p, tmp.len);
+	bool oom = b.oom || tmp.oom;
+	tpc_buf_release(&tmp);
+	if (oom) {
+		tpc_buf_release(&b);
+		return tpc_err_nomem(e);
+	}
+	*out = (uint8_t *)tpc_buf_detach(&b, n);
+	return 0;
 }

@@ -13,7 +13,14 @@
  *       3 type (enum, varint): 1 NORMAL (default) 2 UNKNOWN 3 CONTROL
  *         4 USER_DEFINED 5 UNUSED 6 BYTE
  *   2 trainer_spec, 3 normalizer_spec, 4 self_test_data, 5 denormalizer_spec
- *       (skipped: the converter reads pieces only)
+ *       (skipped by the reader: the converter reads pieces only)
+ * What the writer (tpc_spm_to_buffer) puts in them, all the model needs to
+ * tokenize as llama.cpp's SPM tokenizer does:
+ *   TrainerSpec     3 model_type (varint: 1 UNIGRAM, 2 BPE)  4 vocab_size
+ *                   35 byte_fallback (bool)  40 unk_id  41 bos_id  42 eos_id
+ *                   43 pad_id (int32 varints; -1 none, as a 10-byte varint)
+ *   NormalizerSpec  1 name (string)  3 add_dummy_prefix  4 remove_extra_
+ *                   whitespaces  5 escape_whitespaces (bools)
  * Other and unknown fields are skipped by wire type. The last value of a
  * repeated scalar field wins, as protobuf's parser does.
  *
@@ -27,6 +34,7 @@
 #ifndef TPC_SPM_H
 #define TPC_SPM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,5 +61,20 @@ typedef struct tpc_spm {
 int tpc_spm_from_buffer(const uint8_t *buf, size_t n, const char *path, tpc_spm *m, tpc_err *e);
 int tpc_spm_from_file(const char *path, tpc_spm *m, tpc_err *e);
 void tpc_spm_release(tpc_spm *m);
+
+/* The spec fields the writer sets (see above); an id < 0 is "none". */
+typedef struct tpc_spm_spec {
+	int model_type; /* 1 UNIGRAM, 2 BPE */
+	bool byte_fallback, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+	int32_t unk_id, bos_id, eos_id, pad_id;
+	const char *normalizer; /* normalization_rule_name: "identity" */
+} tpc_spm_spec;
+
+/* A ModelProto holding m's pieces then the two specs, in *out (malloc'd,
+ * *n bytes). m is checked as the reader checks a file (pieces UTF-8 and
+ * not empty, one UNKNOWN, none twice), so what is written reads back;
+ * `what` names the source in errors (TPC_EINPUT). */
+int tpc_spm_to_buffer(const tpc_spm *m, const tpc_spm_spec *spec, const char *what, uint8_t **out, size_t *n,
+		      tpc_err *e);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -147,4 +148,13 @@ int tpc_ckpt_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_er
 	if (ret)
 		tpc_err_path(e, path);
 	return ret;
+}
+
+void tpc_hf_files_release(tpc_hf_file *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(f[i].data);
+		f[i].data = NULL;
+		f[i].len = 0;
+	}
 }

@@ -106,6 +106,15 @@ typedef struct tpc_chunk {
 	uint64_t foff, flen;
 } tpc_chunk;
 
+/* A file of a Hugging Face model folder, made in memory (hf_tokenizer). */
+#define TPC_HF_FILES_MAX 4
+typedef struct tpc_hf_file {
+	char name[32];
+	uint8_t *data; /* malloc'd */
+	size_t len;
+} tpc_hf_file;
+void tpc_hf_files_release(tpc_hf_file *f, size_t n);
+
 typedef struct tpc_format {
 	const char *name;
 	const char *desc;
@@ -158,6 +167,14 @@ typedef struct tpc_format {
 	 * metadata): the Hugging Face config.json it gives for ck, a checkpoint
 	 * this format opened (*json malloc'd). NULL elsewhere. */
 	int (*hf_config)(const tpc_ckpt *ck, char **json, tpc_err *e);
+	/* The same format's Hugging Face tokenizer files (tokenizer.model or
+	 * tokenizer.json, tokenizer_config.json) into f[0..*n), at most
+	 * TPC_HF_FILES_MAX, all computed before any is written. 0 with *n 0 and
+	 * `why` (whylen bytes) saying why when they cannot be expressed (the
+	 * caller warns and goes on); an error when the metadata contradicts
+	 * itself. NULL elsewhere. */
+	int (*hf_tokenizer)(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *why, size_t whylen,
+			    tpc_err *e);
 } tpc_format;
 
 int tpc_format_register(const tpc_format *f);

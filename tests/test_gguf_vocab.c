@@ -5,15 +5,21 @@
  * the forky chroot): key order, value types, every value. Then the
  * SentencePiece reader on damaged files, and the BPE pre-tokenizer name
  * (tokenizer.ggml.pre) read from tokenizer.json, given, or refused.
+ * Last the other way (gguf_tok.c): the tokenizer files rebuilt from a GGUF
+ * whose tokenizer.* arrays were made to disagree, each refused naming the
+ * key; a pre-tokenizer name it cannot express skipped with the reason.
  */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
 
 #include "gguf.h"
+#include "formats.h"
 #include "gguf_vocab_int.h"
 #include "spm.h"
+#include "tpc_format.h"
 #include "tpc_io.h"
+#include "tpc_util.h"
 
 static char *vocab_dir(const char *name)
 {
@@ -302,6 +308,114 @@ static void test_spm_hostile(void **st)
 	free(dir);
 }
 
+/* ---- the tokenizer files rebuilt from a GGUF (gguf_tok.c) ---- */
+
+/* A GGUF of tests/gguf/vocab/<name> (the tokenizer keys only), opened as a checkpoint into ck */
+static void tok_gguf(const char *name, const char *tmp, tpc_ckpt *ck)
+{
+	char *dir = vocab_dir(name), path[4096];
+	tpc_gguf_kvs kv = {NULL, 0, 0};
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_gguf_kvs_str(&kv, "general.architecture", "qwen2", 5), 0);
+	assert_int_equal(tpc_gguf_vocab(dir, strstr(name, "spm") ? "llama" : "qwen2", -1, &kv, &e), 0);
+	snprintf(path, sizeof(path), "%s/%s.gguf", tmp, name);
+	tpc_ckpt empty;
+	tpc_ckpt_init(&empty);
+	tpc_write_opts wo;
+	memset(&wo, 0, sizeof(wo));
+	wo.flags = TPC_W_FORCE;
+	assert_int_equal(tpc_gguf_write(&empty, &kv, NULL, 0, path, &wo, &e), 0);
+	tpc_ckpt_release(&empty);
+	tpc_gguf_kvs_release(&kv);
+	tpc_ckpt_init(ck);
+	if (tpc_fmt_gguf.open(ck, path, NULL, &e))
+		fail_msg("%s", e.msg);
+	free(dir);
+}
+
+/* The hook on ck: its status; *n files, why */
+static int tok_files(const tpc_ckpt *ck, size_t *n, char *why, tpc_err *e)
+{
+	tpc_hf_file f[TPC_HF_FILES_MAX];
+	tpc_err_init(e);
+	int r = tpc__gguf_hf_tokenizer(ck, f, n, why, 256, e);
+	tpc_hf_files_release(f, *n);
+	return r;
+}
+
+static void tok_refused(const tpc_ckpt *ck, const char *key, const char *what)
+{
+	size_t n = 9;
+	char why[256];
+	tpc_err e;
+	int r = tok_files(ck, &n, why, &e);
+	if (r != TPC_EINPUT || !strstr(e.msg, key) || !strstr(e.msg, what) || n)
+		fail_msg("%s: %d '%s'", key, r, e.msg);
+}
+
+static void test_tok_hostile(void **st)
+{
+	(void)st;
+	char tmp[] = "/tmp/tpc_tokXXXXXX", why[256];
+	assert_non_null(mkdtemp(tmp));
+	static const char *const names[] = {"llama-spm", "qwen2-bpe"};
+	for (int k = 0; k < 2; k++) {
+		tpc_ckpt ck;
+		tok_gguf(names[k], tmp, &ck);
+		tpc_gguf_kvs *kv = (tpc_gguf_kvs *)tpc_gguf_ckpt_kvs(&ck); /* edited in place: the test's own */
+		size_t n = 0;
+		tpc_err e;
+		assert_int_equal(tok_files(&ck, &n, why, &e), 0);
+		assert_int_equal(n, 2);
+		ptrdiff_t ti = tpc_gguf_kvs_find(kv, "tokenizer.ggml.token_type");
+		assert_true(ti >= 0);
+		uint64_t nt = kv->kv[ti].n;
+		uint8_t *ty = malloc(nt * 4 + 4), *save = malloc(nt * 4);
+		memcpy(save, kv->kv[ti].arr, nt * 4);
+		/* one type fewer than tokens; a type 9 */
+		assert_int_equal(tpc_gguf_kvs_arr(kv, "tokenizer.ggml.token_type", TPC_GV_I32, save, nt - 1), 0);
+		tok_refused(&ck, "tokenizer.ggml.token_type", "not one per token");
+		memcpy(ty, save, nt * 4);
+		tpc_wr32le(ty + 4 * 7, 9);
+		assert_int_equal(tpc_gguf_kvs_arr(kv, "tokenizer.ggml.token_type", TPC_GV_I32, ty, nt), 0);
+		tok_refused(&ck, "tokenizer.ggml.token_type", "token 7 has a type outside 1..6");
+		assert_int_equal(tpc_gguf_kvs_arr(kv, "tokenizer.ggml.token_type", TPC_GV_I32, save, nt), 0);
+		/* an id past the tokens */
+		assert_int_equal(tpc_gguf_kvs_uint(kv, "tokenizer.ggml.eos_token_id", TPC_GV_U32, nt), 0);
+		tok_refused(&ck, "tokenizer.ggml.eos_token_id", "not one of tokenizer.ggml.tokens");
+		assert_int_equal(tpc_gguf_kvs_uint(kv, "tokenizer.ggml.eos_token_id", TPC_GV_U32, 0), 0);
+		/* a token twice */
+		ptrdiff_t tk = tpc_gguf_kvs_find(kv, "tokenizer.ggml.tokens");
+		char *t5 = kv->kv[tk].astr[5];
+		uint64_t l5 = kv->kv[tk].alen[5];
+		kv->kv[tk].astr[5] = kv->kv[tk].astr[6];
+		kv->kv[tk].alen[5] = kv->kv[tk].alen[6];
+		tok_refused(&ck, "tokenizer.ggml.tokens", "text of another");
+		kv->kv[tk].astr[5] = t5;
+		kv->kv[tk].alen[5] = l5;
+		if (k == 0) { /* scores of another length */
+			float sc[3] = {0, 0, 0};
+			assert_int_equal(tpc_gguf_kvs_arr(kv, "tokenizer.ggml.scores", TPC_GV_F32, sc, 3), 0);
+			tok_refused(&ck, "tokenizer.ggml.scores", "3 elements");
+		} else { /* a merge naming an unknown token; a pre-tokenizer not expressed */
+			const char *m[2] = {"h e", "zz q"};
+			assert_int_equal(tpc_gguf_kvs_strs(kv, "tokenizer.ggml.merges", m, NULL, 2), 0);
+			tok_refused(&ck, "tokenizer.ggml.merges", "merge 1 is not two tokens");
+			assert_int_equal(tpc_gguf_kvs_str(kv, "tokenizer.ggml.pre", "deepseek-llm", 12), 0);
+			assert_int_equal(tok_files(&ck, &n, why, &e), 0);
+			assert_int_equal(n, 0);
+			assert_non_null(strstr(why, "'deepseek-llm' is not one"));
+		}
+		free(ty);
+		free(save);
+		tpc_ckpt_release(&ck);
+	}
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,7 +423,7 @@ int main(void)
 		cmocka_unit_test(test_gemma_spm), cmocka_unit_test(test_phi3_spm),
 		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
 		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre),
-		cmocka_unit_test(test_spm_hostile),
+		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

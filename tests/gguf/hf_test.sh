@@ -4,7 +4,8 @@
 # dtypes, shapes and bytes (sha256), but Gemma's norms, which the reference
 # stored as w + 1 in F32: read back as (w + 1) - 1, the F32 values torch
 # computes. A folder output gets a config.json whose members equal the
-# model's own. Then shard from GGUF (facts and preset from the metadata),
+# model's own, and tokenizer files that convert back to the same GGUF
+# byte for byte. Then shard from GGUF (facts and preset from the metadata),
 # merge equal to the conversion, verify; a gguf-split set of a model merged
 # back byte-identical; quantized blocks (llama-quantize Q4_K_M / Q6_K of
 # tpconv's f16 GGUF, made by make_quant_fixture.py in the forky chroot)
@@ -83,6 +84,26 @@ PY
   [ $? = 0 ] && [ -f "$T/o-$fam/model.safetensors" ] && ok "$fam: config.json rebuilt from the metadata equals the model's" ||
     bad "$fam: config.json rebuilt from the metadata" "$(cat "$T/out")"
 done
+# tokenizer files from the metadata: the folder converted again gives the
+# same GGUF, byte for byte (tokenizer.* keys, config, tensors: a fixed point)
+mkdir -p "$T/fp"
+for dir in "$A"/tiny-*; do
+  fam=${dir##*/tiny-}
+  if "$TPCONV" convert "$T/$fam.gguf" -o "$T/fp/tiny-$fam/" -q 2>"$T/err" &&
+     "$TPCONV" convert "$T/fp/tiny-$fam" -o "$T/fp/$fam.gguf" --outtype f32 -q 2>>"$T/err" &&
+     cmp "$T/$fam.gguf" "$T/fp/$fam.gguf" > "$T/diff" 2>&1; then
+    ok "$fam: tokenizer files rebuilt ($(cd "$T/fp/tiny-$fam" && ls tokenizer* | tr '\n' ' ')), GGUF -> HF -> GGUF byte-identical"
+  else
+    bad "$fam: tokenizer files rebuilt, GGUF -> HF -> GGUF byte-identical" "$(cat "$T/err" "$T/diff" | head -6)"
+  fi
+done
+# a pre-tokenizer name tpconv writes no tokenizer.json for: weights and config, a warning
+"$TPCONV" convert "$A/tiny-qwen2" -o "$T/dsk.gguf" --outtype f32 --gguf-pre deepseek-llm -q &&
+  "$TPCONV" convert "$T/dsk.gguf" -o "$T/dsk/" 2>"$T/err" && grep -q "no tokenizer files written: tokenizer.ggml.pre 'deepseek-llm'" "$T/err" &&
+  [ -f "$T/dsk/model.safetensors" ] && [ -f "$T/dsk/config.json" ] && [ ! -e "$T/dsk/tokenizer.json" ] &&
+  [ ! -e "$T/dsk/tokenizer_config.json" ] &&
+  ok "a pre-tokenizer not expressed: weights and config.json written, the tokenizer skipped with a warning" ||
+  bad "a pre-tokenizer not expressed" "$(cat "$T/err")"
 "$TPCONV" convert "$T/llama.gguf" -o "$T/keep/" --gguf-names -q && [ ! -e "$T/keep/config.json" ] &&
   table "$T/keep/model.safetensors" | grep -q '^blk\.0\.attn_q\.weight ' &&
   ok "--gguf-names keeps the GGUF names (and writes no config.json)" || bad "--gguf-names keeps the GGUF names"

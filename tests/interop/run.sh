@@ -139,12 +139,31 @@ for d in "$SRC"/tests/gguf/arch/tiny-*; do
 	tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-split/tiny.gguf" --outtype f32 --max-shard-size 64KiB ||
 		echo "exit $rc: $err" >"$G/tpc/$fam-split.err"
 done
+# the tokenizer files rebuilt from the metadata (tokenizer.py compares them with
+# the model's own), and qwen2 again with a chat template
+G=$W/gguf
+mkdir -p "$G/chat"  # not among models/: llamacpp.py runs every model there
+cp -r "$G/models/tiny-qwen2" "$G/chat/tiny-qwen2-chat"
+python3 - "$G/chat/tiny-qwen2-chat/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = ("{% for m in messages %}{{ '<|endoftext|>' + m['role'] + '\\n' + m['content'] + '<|endoftext|>\\n' }}"
+                      "{% endfor %}{% if add_generation_prompt %}{{ '<|endoftext|>assistant\\n' }}{% endif %}")
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+tpc convert "$G/chat/tiny-qwen2-chat" -o "$G/tpc/qwen2-chat-f32.gguf" --outtype f32
+for f in "$G"/tpc/*-f32.gguf; do
+	fam=${f##*/}; fam=${fam%-f32.gguf}
+	tpc convert "$f" -o "$G/tpc/$fam-hf/" || result transformers "$fam" "GGUF → tokenizer files" "convert" fail "exit $rc: $err"
+done
 t3=$(date +%s)
 
 echo "interop: the consumers load what tpconv wrote ($(wc -l <"$W/cases.tsv") outputs)"
 inchroot check.py . >"$W/check.log" 2>&1 || { tail -30 "$W/check.log"; echo "interop: check.py failed" >&2; }
 echo "interop: llama.cpp loads tpconv's GGUF (llama-completion, gguf-split, llama-quantize)"
 inchroot llamacpp.py . >"$W/llamacpp.log" 2>&1 || { tail -30 "$W/llamacpp.log"; echo "interop: llamacpp.py failed" >&2; }
+echo "interop: transformers and sentencepiece load the tokenizer files rebuilt from the GGUF"
+inchroot tokenizer.py . >"$W/tokenizer.log" 2>&1 || { tail -30 "$W/tokenizer.log"; echo "interop: tokenizer.py failed" >&2; }
 t4=$(date +%s)
 
 cat "$W/versions.txt" >"$W/report.env" 2>/dev/null

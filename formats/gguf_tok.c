@@ -1,0 +1,647 @@
+/*
+ * gguf_tok.c - the tokenizer files of the Hugging Face model a GGUF came
+ * from, rebuilt from its tokenizer.* keys: the inverse of gguf_vocab.c and
+ * gguf_special.c, so that converting the rebuilt folder to GGUF again gives
+ * the same keys (tests/gguf/hf_test.sh checks the whole file byte-identical).
+ *
+ * tokenizer.ggml.model "llama" (SentencePiece) -> tokenizer.model: one piece
+ * per token with its score and type, a BPE model (llama.cpp's SPM tokenizer
+ * merges by score, as SentencePiece's BPE does), byte_fallback when there
+ * are BYTE pieces, identity normalization, add_dummy_prefix from
+ * tokenizer.ggml.add_space_prefix (default true, llama.cpp's), no removal of
+ * extra whitespace (llama.cpp removes none).
+ * What the reference lost and how it is taken back:
+ *   - the [PAD{i}] tokens it appended up to config.json's vocab_size (type
+ *     UNUSED, score -10000, the text naming its own id) are not pieces:
+ *     they are left out, and the rebuilt config.json's vocab_size makes the
+ *     reference pad again;
+ *   - tokens it took from added_tokens_decoder / added_tokens.json (score
+ *     -1000, CONTROL or USER_DEFINED) go back to tokenizer_config.json's
+ *     added_tokens_decoder (special when CONTROL); those past the last piece
+ *     are not pieces;
+ *   - the UNKNOWN piece sentencepiece needs, when added_tokens_decoder made
+ *     it CONTROL: tokenizer.ggml.unknown_token_id, else the piece "<unk>"
+ *     (sentencepiece's default unk_piece); neither: no tokenizer.model;
+ *   - USER_DEFINED pieces it wrote as NORMAL stay NORMAL (as llama.cpp
+ *     tokenizes them), their original scores are gone (added ones get 0).
+ * tokenizer.ggml.model "gpt2" (BPE) -> tokenizer.json: model.vocab (every
+ * token but the padding), model.merges (each "a b" with a, b and ab among
+ * the tokens), added_tokens (CONTROL: special, USER_DEFINED: not), and the
+ * normalizer and pre_tokenizer gguf_pre.c maps to the tokenizer.ggml.pre
+ * name (gpt-2, olmo, qwen2, llama-bpe); another name is not expressed: the
+ * tokenizer is then skipped, with the reason (`why`).
+ * Both get tokenizer_config.json: the special tokens by text, add_bos/eos,
+ * the chat template(s), tokenizer_class, model_max_length (context_length).
+ * Arrays that disagree (lengths, a type outside 1..6, an id past the
+ * tokens, a merge naming an unknown token, a token twice) are refused,
+ * naming the key (TPC_EINPUT).
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "spm.h"
+#include "tpc_buf.h"
+#include "tpc_util.h"
+
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+typedef struct tk_ent {
+	const char *s;
+	uint64_t len, id;
+} tk_ent;
+
+typedef struct tok {
+	const tpc_ckpt *ck;
+	const tpc_gguf_kvs *kv;
+	tpc_err *e;
+	const char *arch;
+	const tpc_gguf_kv *tokens;
+	uint64_t n;
+	int32_t *type;
+	float *score;   /* NULL: no tokenizer.ggml.scores */
+	bool *pad;      /* the reference's [PAD{i}] */
+	struct tk_ent *ix; /* the tokens sorted by text */
+	char *why;
+	size_t whylen;
+} tok;
+
+static const tpc_gguf_kv *tk_get(const tok *t, const char *key)
+{
+	ptrdiff_t i = tpc_gguf_kvs_find(t->kv, key);
+	return i >= 0 ? &t->kv->kv[i] : NULL;
+}
+
+static int tk_bad(const tok *t, const char *key, const char *fmt, uint64_t i)
+{
+	char msg[160];
+	snprintf(msg, sizeof(msg), fmt, (unsigned long long)i);
+	return tpc_err_at(t->e, TPC_EINPUT, t->ck->path, NULL, "%s: %s (the tokenizer files are not rebuilt)", key, msg);
+}
+
+static const char *tk_text(const tok *t, uint64_t i, uint64_t *len)
+{
+	*len = t->tokens->alen[i];
+	return t->tokens->astr[i];
+}
+
+/* An array KV of element type atype (per_token: one per token), or NULL when absent. */
+static int tk_arr(const tok *t, const char *key, int atype, bool per_token, const tpc_gguf_kv **out)
+{
+	const tpc_gguf_kv *k = tk_get(t, key);
+	*out = NULL;
+	if (!k)
+		return 0;
+	if (k->type != TPC_GV_ARRAY || k->atype != atype)
+		return tk_bad(t, key, "not an array of the type the reference writes%.0llu", 0);
+	if (per_token && k->n != t->n)
+		return tk_bad(t, key, "%llu elements, not one per token of tokenizer.ggml.tokens", k->n);
+	*out = k;
+	return 0;
+}
+
+/* A u32 id key: -1 when absent; an error when past the tokens. */
+static int tk_id(const tok *t, const char *key, int64_t *id)
+{
+	const tpc_gguf_kv *k = tk_get(t, key);
+	*id = -1;
+	if (!k)
+		return 0;
+	if (k->type != TPC_GV_U32 && k->type != TPC_GV_I32 && k->type != TPC_GV_U64 && k->type != TPC_GV_I64)
+		return tk_bad(t, key, "not an integer%.0llu", 0);
+	bool neg = (k->type == TPC_GV_I32 || k->type == TPC_GV_I64) && k->v.i < 0;
+	if (neg || k->v.u >= t->n)
+		return tk_bad(t, key, "id %llu is not one of tokenizer.ggml.tokens", neg ? 0 : k->v.u);
+	*id = (int64_t)k->v.u;
+	return 0;
+}
+
+/* A bool key: 1, 0, or -1 when absent (or not a bool). */
+static int tk_bool(const tok *t, const char *key)
+{
+	const tpc_gguf_kv *k = tk_get(t, key);
+	return k && k->type == TPC_GV_BOOL ? (k->v.u != 0) : -1;
+}
+
+static int tk_cmp(const void *a, const void *b)
+{
+	const tk_ent *x = a, *y = b;
+	int r = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+	return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The id of the token s[0..n), or -1. */
+static int64_t tk_find(const tok *t, const char *s, uint64_t n)
+{
+	tk_ent k = {s, n, 0};
+	const tk_ent *f = bsearch(&k, t->ix, t->n, sizeof(*t->ix), tk_cmp);
+	return f ? (int64_t)f->id : -1;
+}
+
+/* [PAD{i}] at id i, type UNUSED (score -10000 in a SentencePiece vocabulary) */
+static bool tk_is_pad(const tok *t, uint64_t i)
+{
+	char b[32];
+	uint64_t len;
+	const char *s = tk_text(t, i, &len);
+	int n = snprintf(b, sizeof(b), "[PAD%llu]", (unsigned long long)i);
+	return t->type[i] == TT_UNUSED && (uint64_t)n == len && !memcmp(s, b, len) &&
+	       (!t->score || t->score[i] == -10000.0f || t->score[i] == 0.0f);
+}
+
+/* tokens, token_type, scores: read, checked against each other, indexed */
+static int tk_load(tok *t)
+{
+	const tpc_gguf_kv *ty, *sc;
+	int ret = tk_arr(t, "tokenizer.ggml.tokens", TPC_GV_STRING, false, &t->tokens);
+	if (!ret && !t->tokens)
+		return tk_bad(t, "tokenizer.ggml.tokens", "missing%.0llu", 0);
+	if (ret)
+		return ret;
+	t->n = t->tokens->n;
+	if (!t->n || t->n > INT32_MAX)
+		return tk_bad(t, "tokenizer.ggml.tokens", "%llu tokens", t->n);
+	if ((ret = tk_arr(t, "tokenizer.ggml.token_type", TPC_GV_I32, true, &ty)) ||
+	    (ret = tk_arr(t, "tokenizer.ggml.scores", TPC_GV_F32, true, &sc)))
+		return ret;
+	if (!ty)
+		return tk_bad(t, "tokenizer.ggml.token_type", "missing%.0llu", 0);
+	t->type = tpc_calloc(t->n, sizeof(*t->type));
+	t->pad = tpc_calloc(t->n, sizeof(*t->pad));
+	t->ix = tpc_calloc(t->n, sizeof(*t->ix));
+	t->score = sc ? tpc_calloc(t->n, sizeof(*t->score)) : NULL;
+	if (!t->type || !t->pad || !t->ix || (sc && !t->score))
+		return tpc_err_nomem(t->e);
+	for (uint64_t i = 0; i < t->n; i++) {
+		uint64_t len;
+		const char *s = tk_text(t, i, &len);
+		t->type[i] = (int32_t)tpc_rd32le((const uint8_t *)ty->arr + 4 * i);
+		if (t->type[i] < TT_NORMAL || t->type[i] > TT_BYTE)
+			return tk_bad(t, "tokenizer.ggml.token_type", "token %llu has a type outside 1..6", i);
+		if (sc) {
+			uint32_t u = tpc_rd32le((const uint8_t *)sc->arr + 4 * i);
+			memcpy(&t->score[i], &u, 4);
+		}
+		if (memchr(s, 0, len) || !tpc_utf8_valid(s, len))
+			return tk_bad(t, "tokenizer.ggml.tokens", "token %llu is not UTF-8 text without NUL", i);
+		t->ix[i] = (tk_ent){s, len, i};
+	}
+	for (uint64_t i = 0; i < t->n; i++)
+		t->pad[i] = tk_is_pad(t, i);
+	qsort(t->ix, t->n, sizeof(*t->ix), tk_cmp);
+	for (uint64_t k = 1; k < t->n; k++)
+		if (!tk_cmp(&t->ix[k - 1], &t->ix[k]))
+			return tk_bad(t, "tokenizer.ggml.tokens", "token %llu has the text of another",
+				      t->ix[k].id > t->ix[k - 1].id ? t->ix[k].id : t->ix[k - 1].id);
+	return 0;
+}
+
+static void tk_release(tok *t)
+{
+	free(t->type);
+	free(t->score);
+	free(t->pad);
+	free(t->ix);
+}
+
+static void tk_skip(tok *t, const char *why)
+{
+	snprintf(t->why, t->whylen, "%s", why);
+}
+
+/* ---- JSON helpers ---- */
+
+/* f[*nf] = the JSON text of j under `name` */
+static int tk_emit(const tok *t, tpc_hf_file *f, size_t *nf, const char *name, const cJSON *j)
+{
+	char *text = cJSON_Print(j);
+	if (!text)
+		return tpc_err_nomem(t->e);
+	snprintf(f[*nf].name, sizeof(f[*nf].name), "%s", name);
+	f[*nf].data = (uint8_t *)text;
+	f[*nf].len = strlen(text);
+	(*nf)++;
+	return 0;
+}
+
+static cJSON *tk_str(const tok *t, uint64_t i)
+{
+	uint64_t len;
+	const char *s = tk_text(t, i, &len);
+	char *c = tpc_calloc(len + 1, 1);
+	cJSON *j = NULL;
+	if (c) {
+		memcpy(c, s, len);
+		j = cJSON_CreateString(c);
+	}
+	free(c);
+	return j;
+}
+
+/* Add v under k to o (v NULL: out of memory); 0 or -1. */
+static int add(cJSON *o, const char *k, cJSON *v)
+{
+	if (!v || !cJSON_AddItemToObject(o, k, v)) {
+		cJSON_Delete(v);
+		return -1;
+	}
+	return 0;
+}
+
+/* Append v to the array a (v NULL: out of memory); 0 or -1. */
+static int add_item(cJSON *a, cJSON *v)
+{
+	if (!v || !cJSON_AddItemToArray(a, v)) {
+		cJSON_Delete(v);
+		return -1;
+	}
+	return 0;
+}
+
+/* An added token as transformers writes it */
+static cJSON *tk_added(const tok *t, uint64_t i, bool with_id)
+{
+	cJSON *o = cJSON_CreateObject();
+	bool special = t->type[i] == TT_CONTROL;
+	int bad = !o || (with_id && add(o, "id", cJSON_CreateNumber((double)i))) || add(o, "content", tk_str(t, i)) ||
+		  add(o, "single_word", cJSON_CreateFalse()) || add(o, "lstrip", cJSON_CreateFalse()) ||
+		  add(o, "rstrip", cJSON_CreateFalse()) || add(o, "normalized", cJSON_CreateBool(!with_id ? 0 : !special)) ||
+		  add(o, "special", cJSON_CreateBool(special));
+	if (bad) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The class transformers loads the family's tokenizer with */
+static const char *tk_class(const tok *t, bool spm, const char *pre)
+{
+	if (spm)
+		return !strcmp(t->arch, "gemma") ? "GemmaTokenizer" : "LlamaTokenizer";
+	if (!strcmp(t->arch, "gpt2") || !strcmp(t->arch, "phi3"))
+		return "GPT2Tokenizer"; /* phi3: the reference reads a BPE when the class says GPT2Tokenizer */
+	if (!strcmp(t->arch, "gptneox"))
+		return "GPTNeoXTokenizer";
+	if (!strncmp(t->arch, "qwen", 4))
+		return "Qwen2Tokenizer";
+	return pre && !strcmp(pre, "llama-bpe") ? "PreTrainedTokenizerFast" : "GPT2Tokenizer";
+}
+
+/* chat_template: the string, or [{name, template}...] then "default" */
+static int tk_templates(const tok *t, cJSON *cfg)
+{
+	const tpc_gguf_kv *def = tk_get(t, "tokenizer.chat_template"), *names = tk_get(t, "tokenizer.chat_templates");
+	if (def && def->type != TPC_GV_STRING)
+		return tk_bad(t, "tokenizer.chat_template", "not a string%.0llu", 0);
+	if (names && (names->type != TPC_GV_ARRAY || names->atype != TPC_GV_STRING))
+		return tk_bad(t, "tokenizer.chat_templates", "not an array of strings%.0llu", 0);
+	if (!names)
+		return def && add(cfg, "chat_template", cJSON_CreateString(def->s)) ? tpc_err_nomem(t->e) : 0;
+	cJSON *list = cJSON_CreateArray();
+	if (add(cfg, "chat_template", list))
+		return tpc_err_nomem(t->e);
+	for (uint64_t k = 0; k <= names->n; k++) {
+		const char *nm = k < names->n ? names->astr[k] : "default";
+		const tpc_gguf_kv *tv = def;
+		if (k < names->n) {
+			char key[256];
+			snprintf(key, sizeof(key), "tokenizer.chat_template.%s", nm);
+			tv = tk_get(t, key);
+			if (!tv || tv->type != TPC_GV_STRING)
+				return tk_bad(t, "tokenizer.chat_templates", "template %llu has no string key of its name", k);
+		}
+		if (!tv)
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(list, o) || add(o, "name", cJSON_CreateString(nm)) ||
+		    add(o, "template", cJSON_CreateString(tv->s)))
+			return tpc_err_nomem(t->e);
+	}
+	return 0;
+}
+
+/* tokenizer_config.json. A SentencePiece vocabulary names its UNKNOWN piece
+ * `unk`; a BPE names only its added tokens (the reference looks the text up
+ * among them). A token the GGUF has no id for is left out: transformers then
+ * takes the class's default, or none, as it did for the original folder. */
+static int tk_config(const tok *t, bool spm, int64_t unk, const char *pre, const bool *added, cJSON *cfg)
+{
+	static const char *const sp[][2] = {
+		{"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"},
+		{"unk_token", "tokenizer.ggml.unknown_token_id"}, {"sep_token", "tokenizer.ggml.seperator_token_id"},
+		{"pad_token", "tokenizer.ggml.padding_token_id"}, {"mask_token", "tokenizer.ggml.mask_token_id"}};
+	int ret = 0;
+	if (!strcmp(t->arch, "llama") && tk_bool(t, "tokenizer.ggml.add_space_prefix") >= 0 &&
+	    add(cfg, "add_prefix_space", cJSON_CreateBool(tk_bool(t, "tokenizer.ggml.add_space_prefix"))))
+		return tpc_err_nomem(t->e);
+	static const char *const flags[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
+					       {"add_eos_token", "tokenizer.ggml.add_eos_token"}};
+	for (size_t k = 0; k < 2; k++) {
+		int b = tk_bool(t, flags[k][1]);
+		if (b >= 0 && add(cfg, flags[k][0], cJSON_CreateBool(b)))
+			return tpc_err_nomem(t->e);
+	}
+	for (size_t k = 0; k < sizeof(sp) / sizeof(sp[0]) && !ret; k++) {
+		int64_t id;
+		if ((ret = tk_id(t, sp[k][1], &id)))
+			return ret;
+		if (spm && k == 2)
+			id = unk;
+		if (id >= 0 && (spm || added[id]) && add(cfg, sp[k][0], tk_str(t, (uint64_t)id)))
+			return tpc_err_nomem(t->e);
+	}
+	if ((ret = tk_templates(t, cfg)))
+		return ret;
+	const tpc_gguf_kv *ctx = NULL;
+	char key[96];
+	snprintf(key, sizeof(key), "%s.context_length", t->arch);
+	ctx = tk_get(t, key);
+	if (add(cfg, "tokenizer_class", cJSON_CreateString(tk_class(t, spm, pre))) ||
+	    (ctx && ctx->type == TPC_GV_U32 && add(cfg, "model_max_length", cJSON_CreateNumber((double)ctx->v.u))))
+		return tpc_err_nomem(t->e);
+	return 0;
+}
+
+/* ---- SentencePiece ---- */
+
+static bool tk_spm_added(const tok *t, uint64_t i)
+{
+	return (t->type[i] == TT_CONTROL || t->type[i] == TT_USER) && t->score[i] == -1000.0f;
+}
+
+/* The UNKNOWN piece among [0, np): -1 when there is none to name. */
+static int tk_spm_unk(const tok *t, uint64_t np, int64_t *unk)
+{
+	int64_t id;
+	*unk = -1;
+	for (uint64_t i = 0; i < np; i++) {
+		if (t->type[i] != TT_UNKNOWN)
+			continue;
+		if (*unk >= 0)
+			return tk_bad(t, "tokenizer.ggml.token_type", "token %llu is a second UNKNOWN", i);
+		*unk = (int64_t)i;
+	}
+	int ret = tk_id(t, "tokenizer.ggml.unknown_token_id", &id);
+	if (ret || *unk >= 0)
+		return ret;
+	if (id >= 0 && (uint64_t)id < np)
+		*unk = id;
+	else if ((id = tk_find(t, "<unk>", 5)) >= 0 && (uint64_t)id < np)
+		*unk = id;
+	return 0;
+}
+
+static int tk_spm_model(tok *t, uint64_t np, int64_t unk, uint8_t **out, size_t *len)
+{
+	tpc_spm m = {tpc_calloc(np, sizeof(tpc_spm_piece)), np};
+	tpc_spm_spec sp = {2, false, true, false, true, (int32_t)unk, -1, -1, -1, "identity"};
+	int64_t ids[3];
+	int ret = m.p ? 0 : tpc_err_nomem(t->e);
+	static const char *const keys[3] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+					    "tokenizer.ggml.padding_token_id"};
+	for (int k = 0; k < 3 && !ret; k++)
+		ret = tk_id(t, keys[k], &ids[k]);
+	if (!ret) {
+		int32_t *dst[3] = {&sp.bos_id, &sp.eos_id, &sp.pad_id};
+		for (int k = 0; k < 3; k++)
+			*dst[k] = ids[k] >= 0 && (uint64_t)ids[k] < np && ids[k] != unk ? (int32_t)ids[k] : -1;
+		sp.add_dummy_prefix = tk_bool(t, "tokenizer.ggml.add_space_prefix") != 0;
+	}
+	for (uint64_t i = 0; i < np && !ret; i++) {
+		uint64_t n;
+		static const int st[7] = {0, TPC_SPM_NORMAL, TPC_SPM_NORMAL, TPC_SPM_CONTROL, TPC_SPM_USER_DEFINED,
+					  TPC_SPM_UNUSED, TPC_SPM_BYTE};
+		const char *s = tk_text(t, i, &n);
+		m.p[i].s = (char *)s; /* borrowed: not released through tpc_spm_release */
+		m.p[i].len = (uint32_t)n;
+		m.p[i].type = (int64_t)i == unk ? TPC_SPM_UNKNOWN : st[t->type[i]];
+		m.p[i].score = tk_spm_added(t, i) ? 0.0f : t->score[i];
+		sp.byte_fallback = sp.byte_fallback || t->type[i] == TT_BYTE;
+	}
+	if (!ret)
+		ret = tpc_spm_to_buffer(&m, &sp, "tokenizer.ggml.tokens", out, len, t->e);
+	free(m.p);
+	return ret;
+}
+
+static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
+{
+	if (!t->score)
+		return tk_bad(t, "tokenizer.ggml.scores", "missing (a SentencePiece vocabulary has scores)%.0llu", 0);
+	uint64_t np = 0;
+	for (uint64_t i = 0; i < t->n; i++)
+		if (!t->pad[i] && !tk_spm_added(t, i))
+			np = i + 1;
+	int64_t unk = -1;
+	int ret = np ? tk_spm_unk(t, np, &unk) : tk_bad(t, "tokenizer.ggml.tokens", "no piece%.0llu", 0);
+	if (ret)
+		return ret;
+	if (unk < 0) {
+		tk_skip(t, "no UNKNOWN piece (no tokenizer.ggml.unknown_token_id, no '<unk>'): sentencepiece needs one");
+		return 0;
+	}
+	cJSON *dec = cJSON_AddObjectToObject(cfg, "added_tokens_decoder");
+	for (uint64_t i = 0; dec && i < t->n; i++) {
+		char id[24];
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)i);
+		if (tk_spm_added(t, i) && add(dec, id, tk_added(t, i, false)))
+			dec = NULL;
+	}
+	if (!dec)
+		return tpc_err_nomem(t->e);
+	if ((ret = tk_config(t, true, unk, NULL, NULL, cfg)))
+		return ret;
+	snprintf(f[*nf].name, sizeof(f[*nf].name), "tokenizer.model");
+	if ((ret = tk_spm_model(t, np, unk, &f[*nf].data, &f[*nf].len)))
+		return ret;
+	(*nf)++;
+	return 0;
+}
+
+/* ---- BPE ---- */
+
+/* The regexes tokenizer.json spells for llama.cpp's "qwen2" and "llama-bpe" (as gguf_pre.c) */
+static const char qwen2_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+			       " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char llama3_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
+				" ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static cJSON *byte_level(bool regex, bool trim)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (add(o, "type", cJSON_CreateString("ByteLevel")) || add(o, "add_prefix_space", cJSON_CreateFalse()) ||
+	    add(o, "trim_offsets", cJSON_CreateBool(trim)) || add(o, "use_regex", cJSON_CreateBool(regex))) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* normalizer, pre_tokenizer, decoder, model.ignore_merges for `pre`; 1: not expressed */
+static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
+{
+	const char *re = !strcmp(pre, "qwen2") ? qwen2_re : !strcmp(pre, "llama-bpe") ? llama3_re : NULL;
+	bool nfc = tk_bool(t, "tokenizer.ggml.normalizer.nfc") == 1 || !strcmp(pre, "olmo");
+	if (!re && strcmp(pre, "gpt-2") && strcmp(pre, "olmo")) {
+		snprintf(t->why, t->whylen,
+			 "tokenizer.ggml.pre '%.40s' is not one tpconv writes a tokenizer.json for (gpt-2, olmo, qwen2, llama-bpe)",
+			 pre);
+		return 1;
+	}
+	if (tk_bool(t, "tokenizer.ggml.normalizer.lowercase") == 1 || tk_bool(t, "tokenizer.ggml.normalizer.strip_accents") == 1) {
+		tk_skip(t, "tokenizer.ggml.normalizer.lowercase / strip_accents are not written into a tokenizer.json yet");
+		return 1;
+	}
+	cJSON *norm = nfc ? cJSON_CreateObject() : cJSON_CreateNull(), *pt = NULL;
+	if (add(tj, "normalizer", norm) || (nfc && add(norm, "type", cJSON_CreateString("NFC"))))
+		return -1;
+	if (!re) {
+		pt = byte_level(true, true);
+	} else {
+		cJSON *list = NULL, *split = NULL, *pat = NULL;
+		pt = cJSON_CreateObject();
+		if (add(pt, "type", cJSON_CreateString("Sequence")) || !(list = cJSON_AddArrayToObject(pt, "pretokenizers")) ||
+		    !(split = cJSON_CreateObject()) || !cJSON_AddItemToArray(list, split) ||
+		    add(split, "type", cJSON_CreateString("Split")) || !(pat = cJSON_AddObjectToObject(split, "pattern")) ||
+		    add(pat, "Regex", cJSON_CreateString(re)) || add(split, "behavior", cJSON_CreateString("Isolated")) ||
+		    add(split, "invert", cJSON_CreateFalse()) || add_item(list, byte_level(false, false))) {
+			if (split && !split->prev) /* not attached */
+				cJSON_Delete(split);
+			cJSON_Delete(pt);
+			return -1;
+		}
+	}
+	if (add(tj, "pre_tokenizer", pt) || add(tj, "post_processor", cJSON_CreateNull()) ||
+	    add(tj, "decoder", byte_level(true, true)) ||
+	    add(model, "ignore_merges", cJSON_CreateBool(!strcmp(pre, "llama-bpe"))))
+		return -1;
+	return 0;
+}
+
+/* model.merges: each "a b" with a, b and ab tokens */
+static int tk_merges(const tok *t, cJSON *model)
+{
+	const tpc_gguf_kv *m;
+	int ret = tk_arr(t, "tokenizer.ggml.merges", TPC_GV_STRING, false, &m);
+	cJSON *list = cJSON_CreateArray();
+	if (ret || add(model, "merges", list))
+		return ret ? ret : tpc_err_nomem(t->e);
+	for (uint64_t k = 0; m && k < m->n; k++) {
+		const char *s = m->astr[k], *sp = memchr(s, ' ', m->alen[k]);
+		uint64_t n = m->alen[k], a = sp ? (uint64_t)(sp - s) : 0;
+		char *ab = tpc_calloc(n + 1, 1);
+		if (!ab)
+			return tpc_err_nomem(t->e);
+		if (sp) {
+			memcpy(ab, s, a);
+			memcpy(ab + a, sp + 1, n - a - 1);
+		}
+		bool ok = sp && a && a + 1 < n && !memchr(sp + 1, ' ', n - a - 1) && !memchr(s, 0, n) &&
+			  tk_find(t, s, a) >= 0 && tk_find(t, sp + 1, n - a - 1) >= 0 && tk_find(t, ab, n - 1) >= 0;
+		free(ab);
+		if (!ok)
+			return tk_bad(t, "tokenizer.ggml.merges",
+				      "merge %llu is not two tokens of tokenizer.ggml.tokens whose join is one", k);
+		cJSON *str = cJSON_CreateString(s);
+		if (!str || !cJSON_AddItemToArray(list, str))
+			return tpc_err_nomem(t->e);
+	}
+	return 0;
+}
+
+/* Out of memory, or the tokenizer.json of a "gpt2" vocabulary */
+static int tk_bpe_json(tok *t, const char *pre, bool *added, cJSON *tj)
+{
+	cJSON *model = cJSON_CreateObject(), *voc = NULL, *at = NULL;
+	int ret = model ? 0 : -1;
+	if (!ret && (add(tj, "version", cJSON_CreateString("1.0")) || add(tj, "truncation", cJSON_CreateNull()) ||
+		     add(tj, "padding", cJSON_CreateNull()) || !(at = cJSON_AddArrayToObject(tj, "added_tokens"))))
+		ret = -1;
+	if (!ret && (add(model, "type", cJSON_CreateString("BPE")) || add(model, "dropout", cJSON_CreateNull()) ||
+		     add(model, "unk_token", cJSON_CreateNull()) || add(model, "continuing_subword_prefix", cJSON_CreateNull()) ||
+		     add(model, "end_of_word_suffix", cJSON_CreateNull()) || add(model, "fuse_unk", cJSON_CreateFalse()) ||
+		     add(model, "byte_fallback", cJSON_CreateFalse()) || !(voc = cJSON_AddObjectToObject(model, "vocab"))))
+		ret = -1;
+	for (uint64_t i = 0; !ret && i < t->n; i++) {
+		if (t->pad[i])
+			continue;
+		added[i] = t->type[i] == TT_CONTROL || t->type[i] == TT_USER;
+		cJSON *key = tk_str(t, i);
+		if ((added[i] && add_item(at, tk_added(t, i, true))) || !key ||
+		    add(voc, key->valuestring, cJSON_CreateNumber((double)i)))
+			ret = -1;
+		cJSON_Delete(key);
+	}
+	if (!ret)
+		ret = tk_pre(t, pre, tj, model);
+	if (!ret) {
+		ret = add(tj, "model", model);
+		model = NULL;
+	}
+	cJSON_Delete(model);
+	return ret;
+}
+
+static int tk_bpe(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
+{
+	const tpc_gguf_kv *pk = tk_get(t, "tokenizer.ggml.pre");
+	const char *pre = pk && pk->type == TPC_GV_STRING ? pk->s : "default";
+	bool *added = tpc_calloc(t->n, sizeof(*added));
+	cJSON *tj = cJSON_CreateObject();
+	int ret = added && tj ? tk_bpe_json(t, pre, added, tj) : -1;
+	if (ret == -1)
+		ret = tpc_err_nomem(t->e);
+	if (ret == 1) /* not expressed: t->why says why */
+		ret = 0;
+	else if (!ret)
+		ret = tk_merges(t, cJSON_GetObjectItem(tj, "model"));
+	if (!ret && !t->why[0])
+		ret = tk_config(t, false, -1, pre, added, cfg);
+	if (!ret && !t->why[0])
+		ret = tk_emit(t, f, nf, "tokenizer.json", tj);
+	cJSON_Delete(tj);
+	free(added);
+	return ret;
+}
+
+int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char *why, size_t whylen, tpc_err *e)
+{
+	tok t;
+	memset(&t, 0, sizeof(t));
+	t.ck = ck;
+	t.kv = tpc_gguf_ckpt_kvs(ck);
+	t.e = e;
+	t.why = why;
+	t.whylen = whylen;
+	*nf = 0;
+	why[0] = '\0';
+	if (!t.kv)
+		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "internal: not a checkpoint read from GGUF");
+	const tpc_gguf_kv *a = tk_get(&t, "general.architecture"), *m = tk_get(&t, "tokenizer.ggml.model");
+	t.arch = a && a->type == TPC_GV_STRING ? a->s : "";
+	if (!m || m->type != TPC_GV_STRING) {
+		tk_skip(&t, "the GGUF has no tokenizer.ggml.model");
+		return 0;
+	}
+	bool spm = !strcmp(m->s, "llama");
+	if (!spm && strcmp(m->s, "gpt2")) {
+		snprintf(why, whylen, "tokenizer.ggml.model '%.40s' is not one tpconv writes (llama, gpt2)", m->s);
+		return 0;
+	}
+	cJSON *cfg = cJSON_CreateObject();
+	int ret = cfg ? tk_load(&t) : tpc_err_nomem(e);
+	if (!ret)
+		ret = spm ? tk_spm(&t, f, nf, cfg) : tk_bpe(&t, f, nf, cfg);
+	if (!ret && !why[0])
+		ret = tk_emit(&t, f, nf, "tokenizer_config.json", cfg);
+	if (ret || why[0]) {
+		tpc_hf_files_release(f, *nf);
+		*nf = 0;
+	}
+	cJSON_Delete(cfg);
+	tk_release(&t);
+	return ret;
+}

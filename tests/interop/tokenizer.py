@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The tokenizer files tpconv rebuilds from a GGUF's metadata tokenize as the
+original model folder's tokenizer does (inside the chroot; run.sh made the files).
+
+usage: tokenizer.py WORK
+  WORK/gguf/models/tiny-FAMILY/  the tiny models of tests/gguf/arch
+  WORK/gguf/tpc/FAMILY-hf/       tpconv convert FAMILY-f32.gguf -o FAMILY-hf/
+  WORK/gguf/chat/tiny-qwen2-chat, WORK/gguf/tpc/qwen2-chat-hf/  the same with a chat template
+A BPE (tokenizer.json) is loaded with transformers' AutoTokenizer from both folders:
+the same ids for each text (ASCII, Unicode, digits, contractions, special tokens in
+the text), the same decoded text, special tokens and chat template ids. The chroot
+has no protobuf, so transformers cannot read a tokenizer.model: a SentencePiece one
+is loaded with sentencepiece itself. What the GGUF does not hold is not compared:
+runs of spaces (sentencepiece's remove_extra_whitespaces, which llama.cpp does not
+do: the rebuilt model keeps them, checked on its own) and gemma's dummy prefix
+(the reference writes add_space_prefix false for gemma; the tiny model has one).
+Appends rows to WORK/results.tsv."""
+import os
+import sys
+
+from families import result as _result
+
+W = sys.argv[1]
+G = os.path.join(W, "gguf")
+TEXTS = ["Hello world", "the quick brown fox jumps over the lazy dog.", "tab\there\nnewline",
+         "naïve café — 日本語 😀", "1234567 3.14159 2024-01-01", "don't I'll we're", "<s>hi</s><|endoftext|> x"]
+CHAT = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}]
+OP = "GGUF → tokenizer files"
+
+
+def result(consumer, fam, case, ok, detail):
+    _result(W, consumer, fam, OP, case, "pass" if ok else "fail", detail)
+
+
+def original(fam):
+    d = os.path.join(G, "models", "tiny-" + fam)
+    return d if os.path.isdir(d) else os.path.join(G, "chat", "tiny-" + fam)
+
+
+def bpe(fam):
+    from transformers import AutoTokenizer
+    a = AutoTokenizer.from_pretrained(original(fam))
+    b = AutoTokenizer.from_pretrained(os.path.join(G, "tpc", fam + "-hf"))
+    bad = [t for t in TEXTS if a(t)["input_ids"] != b(t)["input_ids"] or
+           a.decode(a(t)["input_ids"]) != b.decode(b(t)["input_ids"])]
+    result("transformers", fam, "AutoTokenizer: %d texts" % len(TEXTS), not bad,
+           "%s loads; same ids and decoded text" % type(b).__name__ if not bad else "differs on %r" % bad[:2])
+    # unk and pad where the model names them: elsewhere transformers takes a class default
+    # (Qwen2Tokenizer's, GPT2Tokenizer's) or none, depending on the class it picks
+    keys = ["bos_token", "eos_token"] + [k for k in ("unk_token", "pad_token") if k in a.init_kwargs]
+    sp = [k for k in keys if getattr(a, k) != getattr(b, k)]
+    result("transformers", fam, "special tokens", not sp, "%s the same" % ", ".join(keys) if not sp else "differ: %s" % sp)
+    if a.chat_template:
+        x, y = a.apply_chat_template(CHAT, tokenize=True), b.apply_chat_template(CHAT, tokenize=True)
+        x, y = getattr(x, "input_ids", x), getattr(y, "input_ids", y)
+        result("transformers", fam, "chat template", x == y, "same ids (%d)" % len(x) if x == y else "%s != %s" % (x, y))
+
+
+def spm(fam):
+    import sentencepiece
+    a = sentencepiece.SentencePieceProcessor(model_file=os.path.join(original(fam), "tokenizer.model"))
+    b = sentencepiece.SentencePieceProcessor(model_file=os.path.join(G, "tpc", fam + "-hf", "tokenizer.model"))
+    texts = [t for t in TEXTS if "<" not in t]  # pieces, not added tokens (transformers' business)
+    lead = " " if fam == "gemma" else ""  # the original's dummy prefix, made explicit
+    bad = [t for t in texts if a.encode(t) != b.encode(lead + t) or b.decode(b.encode(t)) != t]
+    result("sentencepiece", fam, "SentencePieceProcessor: %d texts" % len(texts), not bad,
+           "same ids, decodes back" + (" (the original's dummy prefix aside)" if fam == "gemma" else "")
+           if not bad else "differs on %r" % bad[:2])
+    t = "  two  spaces"
+    result("sentencepiece", fam, "runs of spaces kept (as llama.cpp)", b.decode(b.encode(t)) == t, repr(b.decode(b.encode(t))))
+
+
+def main():
+    for d in sorted(os.listdir(os.path.join(G, "tpc"))):
+        if not d.endswith("-hf"):
+            continue
+        fam = d[:-3]
+        try:
+            if os.path.exists(os.path.join(G, "tpc", d, "tokenizer.json")):
+                bpe(fam)
+            elif os.path.exists(os.path.join(G, "tpc", d, "tokenizer.model")):
+                spm(fam)
+            else:
+                result("transformers", fam, "tokenizer files", False, "tpconv wrote none")
+        except Exception as e:  # one family's failure is a row, not the end of the run
+            result("transformers", fam, "tokenizer files", False, e)
+
+
+if __name__ == "__main__":
+    main()
