@@ -197,26 +197,26 @@ typedef struct gp {
 #define GP_BAD(g, off, tensor, ...) \
 	((g)->ret ? (g)->ret : ((g)->ret = TPC_CORRUPT((g)->e, (g)->path, (int64_t)(off), (tensor), __VA_ARGS__)))
 
-static uint64_t gp_u64(gp *g, const char *what, const char *tensor)
+/* n bytes at the cursor, or NULL (the error set: the file ends inside `what`) */
+static const uint8_t *gp_take(gp *g, size_t n, const char *what, const char *tensor)
 {
 	uint64_t at = g->c.pos;
-	const uint8_t *b = tpc_cursor_take(&g->c, 8);
-	if (!b) {
+	const uint8_t *b = tpc_cursor_take(&g->c, n);
+	if (!b)
 		GP_BAD(g, at, tensor, "file ends inside %s (truncated?)", what);
-		return 0;
-	}
-	return tpc_rd64le(b);
+	return b;
+}
+
+static uint64_t gp_u64(gp *g, const char *what, const char *tensor)
+{
+	const uint8_t *b = gp_take(g, 8, what, tensor);
+	return b ? tpc_rd64le(b) : 0;
 }
 
 static uint32_t gp_u32(gp *g, const char *what, const char *tensor)
 {
-	uint64_t at = g->c.pos;
-	const uint8_t *b = tpc_cursor_take(&g->c, 4);
-	if (!b) {
-		GP_BAD(g, at, tensor, "file ends inside %s (truncated?)", what);
-		return 0;
-	}
-	return tpc_rd32le(b);
+	const uint8_t *b = gp_take(g, 4, what, tensor);
+	return b ? tpc_rd32le(b) : 0;
 }
 
 /* A gguf string: its bytes in the buffer (*len of them), or NULL. */
