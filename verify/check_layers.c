@@ -62,15 +62,23 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 		goto done;
 	}
 	uint64_t stream = tpc_verify_stream(v->name, kind);
-	tpc__seeded_f(x, T, in, in, 0, R->o->seed, stream);
-	/* an expert's other EP groups gather zeros, which nothing compares */
-	if (mine && (ret = tpc__lin_f(&R->xf, &L, T, x, in, y, nl)))
-		goto done;
+	const double *pyr = NULL;
+	const float *py = tpc__pass_layer(R, i, &pyr);
+	if (py) { /* computed in the single pass */
+		memcpy(y, py, sizeof(float) * (size_t)(T * nl));
+	} else {
+		tpc__seeded_f(x, T, in, in, 0, R->o->seed, stream);
+		/* an expert's other EP groups gather zeros, which nothing compares */
+		if (mine && (ret = tpc__lin_f(&R->xf, &L, T, x, in, y, nl)))
+			goto done;
+	}
 	if ((ret = tpc_coll_allgather(R->c, y, sizeof(float) * (size_t)(T * nl), Y, R->e)))
 		goto done;
 	if (me == 0) {
 		tpc__ref_begin(R, &res, Y, (size_t)(T * nl) * (size_t)tp, NULL, 0);
-		if ((ret = lin_ref(R, i, false, use_bias, stream, in, out, &yr)))
+		if (pyr)
+			yr = (double *)pyr;
+		else if ((ret = lin_ref(R, i, false, use_bias, stream, in, out, &yr)))
 			goto done;
 		double scale = tpc__rms(yr, (size_t)(T * out));
 		for (int r = 0; r < tp; r++) {
@@ -94,6 +102,27 @@ done:
 	return tpc__finish(R, &res, ret);
 }
 
+void tpc__row_input(const vrun *R, int64_t i, const vloc *w, float *x)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], nl = tpc_vtensor_local_dim(v, R->tp);
+	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_ROW);
+	memset(x, 0, sizeof(float) * (size_t)(T * nl));
+	/* this rank's slice of x, part by part; padding and replicas beyond the
+	 * first of each group contribute zeros */
+	for (int k = 0; k < w->nparts; k++) {
+		if (R->me % w->replicas[k])
+			continue;
+		for (int64_t t = 0; t < T; t++)
+			for (int64_t j = 0; j < w->len[k]; j++) {
+				int64_t g = w->start[k] + j;
+				if (g < w->size[k])
+					x[t * nl + w->off[k] + j] = (float)tpc_verify_uniform(
+						R->o->seed, stream, (uint64_t)(t * in + w->poff[k] + g));
+			}
+	}
+}
+
 int tpc__check_row(vrun *R, int64_t i)
 {
 	const tpc_vtensor *v = &R->s->t[i];
@@ -115,31 +144,29 @@ int tpc__check_row(vrun *R, int64_t i)
 		goto done;
 	}
 	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_ROW);
-	/* this rank's slice of x, part by part; padding and replicas beyond the
-	 * first of each group contribute zeros */
-	for (int k = 0; mine && k < L.w.nparts; k++) {
-		if (me % L.w.replicas[k])
-			continue;
-		for (int64_t t = 0; t < T; t++)
-			for (int64_t j = 0; j < L.w.len[k]; j++) {
-				int64_t g = L.w.start[k] + j;
-				if (g < L.w.size[k])
-					x[t * nl + L.w.off[k] + j] = (float)tpc_verify_uniform(
-						R->o->seed, stream, (uint64_t)(t * in + L.w.poff[k] + g));
-			}
+	const double *pyr = NULL;
+	const float *py = tpc__pass_layer(R, i, &pyr);
+	if (py) { /* computed in the single pass, all-reduced there */
+		if (me == 0)
+			memcpy(y, py, sizeof(float) * (size_t)(T * out));
+	} else {
+		if (mine) {
+			tpc__row_input(R, i, &L.w, x);
+			ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out);
+		} else { /* an expert of another EP group: zeros into the same all-reduce */
+			ret = tpc_coll_allreduce(R->c, y, (size_t)(T * out), TPC_F32, R->e);
+		}
+		if (!ret && v->ep > 1) /* its group's result (with the bias added once) to every rank */
+			ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out),
+					     v->ep_group * tpc_vtensor_tp(v, R->tp), R->e);
 	}
-	if (mine)
-		ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out);
-	else /* an expert of another EP group: zeros into the same all-reduce */
-		ret = tpc_coll_allreduce(R->c, y, (size_t)(T * out), TPC_F32, R->e);
-	if (!ret && v->ep > 1) /* its group's result (with the bias added once) to every rank */
-		ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out), v->ep_group * tpc_vtensor_tp(v, R->tp),
-				     R->e);
 	if (ret)
 		goto done;
 	if (me == 0) {
 		tpc__ref_begin(R, &res, y, (size_t)(T * out), NULL, 0);
-		if ((ret = lin_ref(R, i, true, true, stream, in, out, &yr)))
+		if (pyr)
+			yr = (double *)pyr;
+		else if ((ret = lin_ref(R, i, true, true, stream, in, out, &yr)))
 			goto done;
 		tpc__cmp_all(&res, yr, y, (size_t)(T * out));
 		if (res.status == TPC_VR_FAIL) {
