@@ -245,22 +245,22 @@ static void cmp_block(tpc_vresult *res, const double *yr, const float *y, size_t
 			 (unsigned long long)res->mismatches, (unsigned long long)res->elements, what);
 }
 
-void tpc__block_name(const vrun *R, const tpc_vlayer *ly, tpc_vcheck kind, char *name, size_t n)
+void tpc__block_open(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind, tpc_vresult *res, char *name, size_t n)
 {
 	if (R->s->model->arch == TPC_VARCH_DIT || R->s->model->arch == TPC_VARCH_DALLE2)
 		snprintf(name, n, "%s", ly->name);
 	else
 		snprintf(name, n, "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
+	tpc__res_init(R, res, kind, name, block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
 }
 
-/* Rank 0: a block computed in the single pass against its reference. */
-static int block_from_pass(vrun *R, tpc_vresult *res, const float *y, const double *yr, double smax, size_t n)
+void tpc__block_cmp(vrun *R, tpc_vresult *res, const float *y, const double *yr, double smax)
 {
-	tpc__ref_begin(R, res, y, n, NULL, 0);
+	double keep = R->xd.score_max;
 	R->xd.score_max = smax;
 	tpc__widen(R, res);
-	cmp_block(res, yr, y, n, "block outputs");
-	return 0;
+	R->xd.score_max = keep;
+	cmp_block(res, yr, y, (size_t)(R->T * R->s->model->hidden), "block outputs");
 }
 
 int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
@@ -269,9 +269,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	char name[TPC_ERR_NAME_MAX];
 	if (kind == TPC_VC_MLP ? ly->mlp.down < 0 : ly->attn.o < 0)
 		return 0; /* a DiT entry holds one of the two */
-	tpc__block_name(R, ly, kind, name, sizeof(name));
-	tpc__res_init(R, &res, kind, name,
-		 block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
+	tpc__block_open(R, ly, kind, &res, name, sizeof(name));
 	bool mla = kind == TPC_VC_ATTN && ly->attn.mla;
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
@@ -289,14 +287,8 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
 		return ret;
-	const float *py = NULL;
-	const double *pyr = NULL;
-	double smax = 0;
-	if (tpc__pass_block(R, ly - R->s->model->layers, kind, &py, &pyr, &smax)) {
-		if (me == 0)
-			ret = block_from_pass(R, &res, py, pyr, smax, (size_t)(T * H));
-		goto done;
-	}
+	if (tpc__pass_block(R, ly - R->s->model->layers, kind, &res))
+		goto done; /* computed in the single pass */
 	if (!VNEW(R, x, T * H) || !VNEW(R, y, T * H)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;

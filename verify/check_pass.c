@@ -10,12 +10,17 @@
  *     (vstack: [block rows; model rows] in every product);
  *   - each split weight's layer check input as probe rows of its linear layer
  *     (vlin.pin: [probe rows; block rows; model rows] in one product).
- * Their outputs are kept here; the checks then run in their usual order and
- * take them instead of computing (check_layers.c, check_blocks.c), compare
- * and report as always. Each row of a product is computed as it would be
- * alone up to the summation order OpenBLAS picks for the product's size, so
- * digests may differ from a run without the pass; the thread count and the
- * backend still change no bit.
+ * After each layer (the next call, or the one after the last layer) the split
+ * side gathers its column-parallel outputs to rank 0 and the reference side
+ * compares them with its own as the checks do (tpc__col_cmp, tpc__row_cmp,
+ * tpc__block_cmp), keeping the results only; the checks then run in their
+ * usual order and report those (check_layers.c, check_blocks.c).
+ *
+ * Each row of a product is computed as it would be alone, up to the
+ * summation order OpenBLAS picks for the product's size, so digests may
+ * differ from a run without the pass; the thread count and the backend
+ * still change no bit. What stays between the split side and the reference
+ * is rank 0's split outputs of every check ([T, out] floats per weight).
  *
  * The pass runs when every rank can: all numeric checks asked for, on the
  * CPU, a LLaMA- or GPT-2-shaped model (no mixture of experts, MLA, cross-
@@ -29,15 +34,21 @@
 #include "vint.h"
 
 struct vpass {
-	bool *done;      /* [n] tensor i's layer check computed on the split side */
-	float **y;       /* [n] col: this rank's [T, nl]; row: rank 0's reduced [T, out] */
-	double **yr;     /* [n] rank 0: the unsplit layer's [T, out] */
-	bool *bdone;     /* [2 * nl] the layers' attn and mlp blocks computed */
-	float *by;       /* rank 0: [2 * nl][T * H] the split blocks' outputs */
-	double *byr;     /* rank 0: the unsplit blocks' */
-	double *bsmax;   /* rank 0: [nl] the unsplit attention blocks' score_max */
-	double smax;     /* the split side's, unused */
-	void **tmp;      /* the current layer's inputs and unused outputs */
+	uint8_t *state;    /* [n] tensor i's layer check: 0 not in the pass, 1 split side done, 2 compared */
+	tpc_vresult *res;  /* rank 0: [n] its result */
+	float **y;         /* [n] the split output until compared: col: this rank's [T, nl], then rank 0's
+			      gathered [tp][T, nl]; row: rank 0's reduced [T, out] */
+	double **yr;       /* [n] rank 0: the unsplit layer's, until compared */
+	bool *bdone;       /* [2 * nl] the layers' attn and mlp blocks computed */
+	tpc_vresult *bres; /* rank 0: [2 * nl] their results */
+	float *by;         /* rank 0: [2 * nl][T * H] the split blocks' outputs */
+	double *byr;       /* rank 0: [2][T * H] the current layer's unsplit blocks' */
+	double bsmax;      /* the current layer's unsplit attention block's score_max */
+	double smax;       /* the split side's, unused */
+	int64_t pend[16];  /* the current layer's tensors in the pass */
+	int npend;
+	int64_t layer;     /* the current layer (-1: none) */
+	void **tmp;        /* the current layer's inputs and unused outputs */
 	size_t ntmp, tmp_cap;
 	tpc_vresult model; /* the model check's result, reported in its place */
 	bool model_done;
@@ -70,13 +81,14 @@ void tpc__pass_end(vrun *R)
 	}
 	tmp_free(P);
 	free(P->tmp);
-	free(P->done);
+	free(P->state);
+	free(P->res);
 	free(P->y);
 	free(P->yr);
 	free(P->bdone);
+	free(P->bres);
 	free(P->by);
 	free(P->byr);
-	free(P->bsmax);
 	free(P);
 	R->pass = NULL;
 }
@@ -116,16 +128,18 @@ int tpc__pass_begin(vrun *R)
 	vpass *P = R->pass = tpc_calloc(1, sizeof(*P));
 	if (!P)
 		return tpc_err_nomem(R->e);
-	P->done = tpc_calloc(n + 1, sizeof(*P->done));
+	P->layer = -1;
+	P->state = tpc_calloc(n + 1, sizeof(*P->state));
 	P->y = tpc_calloc(n + 1, sizeof(*P->y));
 	P->yr = tpc_calloc(n + 1, sizeof(*P->yr));
 	P->bdone = tpc_calloc(2 * nl + 1, sizeof(*P->bdone));
 	if (R->me == 0) {
+		P->res = tpc_calloc(n + 1, sizeof(*P->res));
+		P->bres = tpc_calloc(2 * nl + 1, sizeof(*P->bres));
 		P->by = tpc_calloc(2 * nl * th + 1, sizeof(*P->by));
-		P->byr = tpc_calloc(2 * nl * th + 1, sizeof(*P->byr));
-		P->bsmax = tpc_calloc(nl + 1, sizeof(*P->bsmax));
+		P->byr = tpc_calloc(2 * th + 1, sizeof(*P->byr));
 	}
-	if (!P->done || !P->y || !P->yr || !P->bdone || (R->me == 0 && (!P->by || !P->byr || !P->bsmax))) {
+	if (!P->state || !P->y || !P->yr || !P->bdone || (R->me == 0 && (!P->res || !P->bres || !P->by || !P->byr))) {
 		tpc__pass_end(R);
 		return tpc_err_nomem(R->e);
 	}
@@ -144,11 +158,14 @@ static int probe(vrun *R, int64_t i, vlin *L, bool dbl)
 	const tpc_vtensor *v = &R->s->t[i];
 	int mk = tpc__math_kind(v);
 	if (!tpc__float_dtype(v->ref->src_dtype) || (mk != MK_COL && mk != MK_ROW) ||
-	    (mk == MK_COL && v->split == TPC_VSPLIT_VOCAB) || (dbl ? !P->done[i] || P->yr[i] : P->done[i]))
+	    (mk == MK_COL && v->split == TPC_VSPLIT_VOCAB) || P->state[i] != (dbl ? 1 : 0) ||
+	    P->npend == (int)(sizeof(P->pend) / sizeof(P->pend[0])))
 		return 0;
 	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
 	int64_t nl = tpc_vtensor_local_dim(v, R->tp);
 	uint64_t stream = tpc_verify_stream(v->name, mk == MK_COL ? TPC_VC_COL : TPC_VC_ROW);
+	P->pend[P->npend++] = i;
+	P->state[i]++;
 	L->pT = T;
 	if (dbl) {
 		double *x = tmp_new(P, sizeof(double) * (size_t)(T * in));
@@ -172,7 +189,6 @@ static int probe(vrun *R, int64_t i, vlin *L, bool dbl)
 	else
 		tpc__row_input(R, i, &L->w, x);
 	L->pin = x;
-	P->done[i] = true;
 	return 0;
 }
 
@@ -181,9 +197,10 @@ static int block_rows(vrun *R, const tpc_vlayer *ly, int64_t l, tpc_vcheck kind,
 {
 	vpass *P = R->pass;
 	char name[TPC_ERR_NAME_MAX];
-	int64_t T = R->T, H = R->s->model->hidden, k = 2 * l + (kind == TPC_VC_MLP);
+	tpc_vresult scratch;
+	int64_t T = R->T, H = R->s->model->hidden, k = kind == TPC_VC_MLP;
 	size_t th = (size_t)(T * H);
-	tpc__block_name(R, ly, kind, name, sizeof(name));
+	tpc__block_open(R, ly, kind, &scratch, name, sizeof(name));
 	uint64_t stream = tpc_verify_stream(name, kind);
 	void *in = tmp_new(P, (dbl ? sizeof(double) : sizeof(float)) * th);
 	if (!in)
@@ -193,22 +210,92 @@ static int block_rows(vrun *R, const tpc_vlayer *ly, int64_t l, tpc_vcheck kind,
 		*y = P->byr + (size_t)k * th;
 	} else {
 		tpc__seeded_f(in, T, H, H, 0, R->o->seed, stream);
-		*y = R->me == 0 ? (void *)(P->by + (size_t)k * th) : tmp_new(P, sizeof(float) * th);
-		P->bdone[k] = true;
+		*y = R->me == 0 ? (void *)(P->by + (size_t)(2 * l + k) * th) : tmp_new(P, sizeof(float) * th);
+		P->bdone[2 * l + k] = true;
 	}
 	*x = in;
 	return *y ? 0 : tpc_err_nomem(R->e);
 }
 
+/* The split side after a layer: the column-parallel outputs gathered on
+ * rank 0 (every rank takes part, in the same order). */
+static int gather(vrun *R)
+{
+	vpass *P = R->pass;
+	int ret = 0;
+	for (int k = 0; k < P->npend && !ret; k++) {
+		int64_t i = P->pend[k];
+		const tpc_vtensor *v = &R->s->t[i];
+		if (tpc__math_kind(v) != MK_COL)
+			continue;
+		size_t n = (size_t)(R->T * tpc_vtensor_local_dim(v, R->tp));
+		float *Y = malloc(sizeof(float) * (n * (size_t)R->tp + 1));
+		ret = Y ? tpc_coll_allgather(R->c, P->y[i], sizeof(float) * n, Y, R->e) : tpc_err_nomem(R->e);
+		free(P->y[i]);
+		P->y[i] = NULL;
+		if (R->me == 0)
+			P->y[i] = Y;
+		else
+			free(Y);
+	}
+	return ret;
+}
+
+/* The reference side after a layer (rank 0): every check of the layer
+ * compared as the check would, the results kept and the outputs freed. */
+static void compare(vrun *R)
+{
+	vpass *P = R->pass;
+	int64_t T = R->T, H = R->s->model->hidden;
+	for (int k = 0; k < P->npend; k++) {
+		int64_t i = P->pend[k];
+		const tpc_vtensor *v = &R->s->t[i];
+		bool col = tpc__math_kind(v) == MK_COL;
+		int64_t n = T * (col ? tpc_vtensor_local_dim(v, R->tp) * R->tp : v->ref->shape[v->transposed ? 1 : 0]);
+		tpc_vresult *res = &P->res[i];
+		tpc__res_init(R, res, col ? TPC_VC_COL : TPC_VC_ROW, v->name, v->ref->src_dtype);
+		res->digest = tpc__digest_f(P->y[i], (size_t)n);
+		if (col)
+			tpc__col_cmp(R, i, res, P->y[i], P->yr[i]);
+		else
+			tpc__row_cmp(R, i, res, P->y[i], P->yr[i]);
+		free(P->y[i]);
+		free(P->yr[i]);
+		P->y[i] = NULL;
+		P->yr[i] = NULL;
+	}
+	for (int k = 0; k < 2; k++) {
+		char name[TPC_ERR_NAME_MAX];
+		int64_t b = 2 * P->layer + k;
+		tpc_vresult *res = &P->bres[b];
+		const float *y = P->by + b * T * H;
+		tpc__block_open(R, &R->s->model->layers[P->layer], k ? TPC_VC_MLP : TPC_VC_ATTN, res, name, sizeof(name));
+		res->digest = tpc__digest_f(y, (size_t)(T * H));
+		tpc__block_cmp(R, res, y, P->byr + k * T * H, k ? 0 : P->bsmax);
+	}
+}
+
 int tpc__pass_stack(vrun *R, int64_t l, bool dbl, vlayer_loc *L, vstack *st)
 {
 	vpass *P = R->pass;
+	int ret = 0;
+	if (P->layer >= 0) { /* the layer before is done */
+		if (dbl)
+			compare(R);
+		else
+			ret = gather(R);
+	}
+	tmp_free(P);
+	P->npend = 0;
+	P->layer = -1;
+	if (ret || l >= R->s->model->nlayers) /* after the last layer */
+		return ret;
+	P->layer = l;
+	P->bsmax = 0;
 	const tpc_vlayer *ly = &R->s->model->layers[l];
 	const tpc_vattn *a = &ly->attn;
 	const tpc_vmlp *m = &ly->mlp;
-	int ret;
-	tmp_free(P);
-	st->smax = dbl ? &P->bsmax[l] : &P->smax;
+	st->smax = dbl ? &P->bsmax : &P->smax;
 	if ((ret = block_rows(R, ly, l, TPC_VC_ATTN, dbl, &st->xa, &st->ya)) ||
 	    (ret = block_rows(R, ly, l, TPC_VC_MLP, dbl, &st->xm, &st->ym)))
 		return ret;
@@ -226,27 +313,24 @@ int tpc__pass_stack(vrun *R, int64_t l, bool dbl, vlayer_loc *L, vstack *st)
 	return ret;
 }
 
-const float *tpc__pass_layer(const vrun *R, int64_t i, const double **yr)
+bool tpc__pass_result(const vrun *R, int64_t i, tpc_vresult *res)
 {
 	const vpass *P = R->pass;
-	if (!P || !P->done[i])
-		return NULL;
-	*yr = P->yr[i];
-	return P->y[i] ? P->y[i] : (const float *)"";
+	if (!P || !P->state[i])
+		return false;
+	if (P->res)
+		*res = P->res[i];
+	return true;
 }
 
-bool tpc__pass_block(const vrun *R, int64_t l, tpc_vcheck kind, const float **y, const double **yr, double *smax)
+bool tpc__pass_block(const vrun *R, int64_t l, tpc_vcheck kind, tpc_vresult *res)
 {
 	const vpass *P = R->pass;
-	int64_t k = 2 * l + (kind == TPC_VC_MLP);
-	size_t th = (size_t)(R->T * R->s->model->hidden);
-	if (!P || !P->bdone[k])
+	int64_t b = 2 * l + (kind == TPC_VC_MLP);
+	if (!P || !P->bdone[b])
 		return false;
-	if (P->by) {
-		*y = P->by + (size_t)k * th;
-		*yr = P->byr + (size_t)k * th;
-		*smax = kind == TPC_VC_ATTN ? P->bsmax[l] : 0;
-	}
+	if (P->bres)
+		*res = P->bres[b];
 	return true;
 }
 

@@ -151,7 +151,8 @@ typedef struct vmodel_loc {
 	void (*layer_end_d)(void *arg, int64_t l, int64_t T, const double *X);
 	/* NULL, or called with a copy of layer l before it runs: may set probes
 	 * in its linear layers (vlin.pin) and stack block inputs (vstack);
-	 * `dbl`: the reference side */
+	 * once more after the last layer (l = nl, L and st NULL); `dbl`: the
+	 * reference side */
 	int (*stack)(void *arg, int64_t l, bool dbl, vlayer_loc *L, vstack *st);
 	void *arg;
 	/* GPT-NeoX and BERT (neox.c): non-NULL, neox.inc runs their embedding
@@ -373,28 +374,31 @@ int tpc__moe_apply_d(vrun *R, const tpc_vmoe *mo, int t, const double *x, int64_
 		     const double *w, const double *g, double *y);
 
 /* A row-parallel layer check's seeded input on this rank: x [T, local in
- * dim] of tensor i held as w (check_layers.c). A block check's name
- * (check_blocks.c). The model's local views on rank t (-1: the reference;
- * check_model.c), false with a message when they do not fit; m->L freed by
- * the caller. */
+ * dim] of tensor i held as w; rank 0's comparison of a column-parallel
+ * check's gathered outputs Y [tp][T, nl] and a row-parallel one's y [T, out]
+ * with the unsplit layer's yr (check_layers.c). A block check's result begun
+ * and its name (tpc__block_open), its outputs y [T, H] compared with yr
+ * given the reference's score_max (tpc__block_cmp; check_blocks.c). The
+ * model's local views on rank t (-1: the reference; check_model.c), false
+ * with a message when they do not fit; m->L freed by the caller. */
 void tpc__row_input(const vrun *R, int64_t i, const vloc *w, float *x);
-void tpc__block_name(const vrun *R, const tpc_vlayer *ly, tpc_vcheck kind, char *name, size_t n);
+void tpc__col_cmp(const vrun *R, int64_t i, tpc_vresult *res, const float *Y, const double *yr);
+void tpc__row_cmp(const vrun *R, int64_t i, tpc_vresult *res, const float *y, const double *yr);
+void tpc__block_open(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind, tpc_vresult *res, char *name, size_t n);
+void tpc__block_cmp(vrun *R, tpc_vresult *res, const float *y, const double *yr, double smax);
 bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n);
 
 /* The single pass (check_pass.c). tpc__pass_begin: R->pass set when every
  * rank can run it (else NULL; nonzero only on an error). tpc__pass_stack:
- * the vmodel_loc.stack hook. tpc__pass_layer: tensor i's layer check output
- * computed in the pass (col: this rank's local one; row: rank 0's reduced
- * one, a non-NULL placeholder elsewhere), rank 0's reference in *yr; NULL
- * when not. tpc__pass_block: layer l's block check computed in the pass (on
- * rank 0 its outputs, the reference's and its score_max). The model check's
- * result kept (tpc__pass_keep_model) and reported in its place
- * (tpc__pass_model). */
+ * the vmodel_loc.stack hook. tpc__pass_result, tpc__pass_block: whether
+ * tensor i's layer check, or layer l's block check, was computed in the
+ * pass, and on rank 0 its result into *res. The model check's result kept
+ * (tpc__pass_keep_model) and reported in its place (tpc__pass_model). */
 int tpc__pass_begin(vrun *R);
 void tpc__pass_end(vrun *R);
 int tpc__pass_stack(vrun *R, int64_t l, bool dbl, vlayer_loc *L, vstack *st);
-const float *tpc__pass_layer(const vrun *R, int64_t i, const double **yr);
-bool tpc__pass_block(const vrun *R, int64_t l, tpc_vcheck kind, const float **y, const double **yr, double *smax);
+bool tpc__pass_result(const vrun *R, int64_t i, tpc_vresult *res);
+bool tpc__pass_block(const vrun *R, int64_t l, tpc_vcheck kind, tpc_vresult *res);
 void tpc__pass_keep_model(vrun *R, const tpc_vresult *res);
 int tpc__pass_model(vrun *R);
 
