@@ -212,5 +212,25 @@ read -r rd ref r0 < <(echo "$(sed -n 's/.*"weights_read": \([0-9]*\).*/\1/p' m.j
 [ "$rc" = 0 ] && [ -n "$rd" ] && [ "$rd" -lt $(((ref + r0) * 5 / 4)) ] &&
   ok "verify's numeric checks read each weight once: $rd bytes for a $ref-byte reference and a $r0-byte rank 0 file" ||
   notok "verify's numeric checks read ${rd:-?} bytes for a $ref-byte reference and a $r0-byte rank 0 file (exit $rc)"
+# a row-parallel rank tensor is compared with its column slice of the
+# reference row by row where both are mapped: three changed elements of
+# rank 2's down_proj found at their own indices
+rm -rf s
+"$TPCONV" shard mid/model.bin --config mid/config.json --preset llama --tp 4 -o s -q
+$PY - s/model_tp02_pp00.safetensors <<'PYEOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+t = json.loads(b[8:8 + n])['model.layers.1.mlp.down_proj.weight']
+for r, c in ((3, 5), (3, 6), (100, t['shape'][1] - 1)):
+    b[8 + n + t['data_offsets'][0] + 4 * (r * t['shape'][1] + c) + 2] ^= 0x10
+open(sys.argv[1], 'wb').write(b)
+PYEOF
+"$TPCONV" verify --reference mid/model.bin --shards s --config mid/config.json --checks structure > out.txt 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "rank 2: 3 of 180224 elements differ from the reference slice" out.txt &&
+  grep -q "rank 2 index 1061: " out.txt && grep -q "rank 2 index 1062: " out.txt && grep -q "rank 2 index 35551: " out.txt &&
+  ok "three changed elements of a row-parallel rank tensor: exit 1, each at its index" ||
+  { notok "a changed row-parallel rank tensor: exit $rc"; sed 's/^/#   /' out.txt | head; }
 echo "1..$n"
 [ "$bad" = 0 ]
