@@ -245,18 +245,31 @@ static void cmp_block(tpc_vresult *res, const double *yr, const float *y, size_t
 			 (unsigned long long)res->mismatches, (unsigned long long)res->elements, what);
 }
 
+void tpc__block_open(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind, tpc_vresult *res, char *name, size_t n)
+{
+	if (R->s->model->arch == TPC_VARCH_DIT || R->s->model->arch == TPC_VARCH_DALLE2)
+		snprintf(name, n, "%s", ly->name);
+	else
+		snprintf(name, n, "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
+	tpc__res_init(R, res, kind, name, block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
+}
+
+void tpc__block_cmp(vrun *R, tpc_vresult *res, const float *y, const double *yr, double smax)
+{
+	double keep = R->xd.score_max;
+	R->xd.score_max = smax;
+	tpc__widen(R, res);
+	R->xd.score_max = keep;
+	cmp_block(res, yr, y, (size_t)(R->T * R->s->model->hidden), "block outputs");
+}
+
 int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 {
 	tpc_vresult res;
 	char name[TPC_ERR_NAME_MAX];
 	if (kind == TPC_VC_MLP ? ly->mlp.down < 0 : ly->attn.o < 0)
 		return 0; /* a DiT entry holds one of the two */
-	if (R->s->model->arch == TPC_VARCH_DIT || R->s->model->arch == TPC_VARCH_DALLE2)
-		snprintf(name, sizeof(name), "%s", ly->name);
-	else
-		snprintf(name, sizeof(name), "%s.%s", ly->name, kind == TPC_VC_MLP ? "mlp" : "attn");
-	tpc__res_init(R, &res, kind, name,
-		 block_dtype(R, kind == TPC_VC_MLP ? ly->mlp.down : ly->attn.o));
+	tpc__block_open(R, ly, kind, &res, name, sizeof(name));
 	bool mla = kind == TPC_VC_ATTN && ly->attn.mla;
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
@@ -274,6 +287,8 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
 		return ret;
+	if (tpc__pass_block(R, ly - R->s->model->layers, kind, &res))
+		goto done; /* computed in the single pass */
 	if (!VNEW(R, x, T * H) || !VNEW(R, y, T * H)) {
 		ret = tpc_err_nomem(R->e);
 		goto done;

@@ -39,14 +39,37 @@ static int layer_open(vrun *R, int64_t i, tpc_vcheck kind, int bias, tpc_vresult
 	return tpc__exchange(R, res, false, failed);
 }
 
+void tpc__col_cmp(const vrun *R, int64_t i, tpc_vresult *res, const float *Y, const double *yr)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	int64_t T = R->T, out = v->ref->shape[v->transposed ? 1 : 0], nl = tpc_vtensor_local_dim(v, R->tp);
+	double scale = tpc__rms(yr, (size_t)(T * out));
+	for (int r = 0; r < R->tp; r++) {
+		vloc l;
+		if (!tpc_vtensor_holds(v, R->tp, r))
+			continue;
+		tpc__loc_of(R, i, r, &l);
+		for (int k = 0; k < l.nparts; k++)
+			for (int64_t t = 0; t < T; t++)
+				for (int64_t j = 0; j < l.len[k]; j++) {
+					int64_t g = l.start[k] + j, li = t * nl + l.off[k] + j;
+					double exp = g < l.size[k] ? yr[t * out + l.poff[k] + g] : 0.0;
+					tpc__cmp(res, scale, r, li, exp, Y[(int64_t)r * T * nl + li]);
+				}
+	}
+	if (res->status == TPC_VR_FAIL)
+		snprintf(res->msg, sizeof(res->msg), "%llu of %llu outputs differ from the unsplit layer (rank %d first)",
+			 (unsigned long long)res->mismatches, (unsigned long long)res->elements, res->diff[0].rank);
+}
+
 int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 {
 	const tpc_vtensor *v = &R->s->t[i];
 	tpc_vresult res;
 	bool failed, use_bias = kind != TPC_VC_HEAD;
 	int ret = layer_open(R, i, kind, use_bias ? 0 : -1, &res, &failed), me = R->me, tp = R->tp;
-	if (ret || failed)
-		return ret;
+	if (ret || failed || tpc__pass_result(R, i, &res)) /* computed in the single pass */
+		return ret || failed ? ret : tpc__finish(R, &res, 0);
 	float *x, *y, *Y;
 	double *yr = NULL;
 	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
@@ -72,26 +95,47 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 		tpc__ref_begin(R, &res, Y, (size_t)(T * nl) * (size_t)tp, NULL, 0);
 		if ((ret = lin_ref(R, i, false, use_bias, stream, in, out, &yr)))
 			goto done;
-		double scale = tpc__rms(yr, (size_t)(T * out));
-		for (int r = 0; r < tp; r++) {
-			vloc l;
-			if (!tpc_vtensor_holds(v, tp, r))
-				continue;
-			tpc__loc_of(R, i, r, &l);
-			for (int k = 0; k < l.nparts; k++)
-				for (int64_t t = 0; t < T; t++)
-					for (int64_t j = 0; j < l.len[k]; j++) {
-						int64_t g = l.start[k] + j, li = t * nl + l.off[k] + j;
-						double exp = g < l.size[k] ? yr[t * out + l.poff[k] + g] : 0.0;
-						tpc__cmp(&res, scale, r, li, exp, Y[(int64_t)r * T * nl + li]);
-					}
-		}
-		if (res.status == TPC_VR_FAIL)
-			snprintf(res.msg, sizeof(res.msg), "%llu of %llu outputs differ from the unsplit layer (rank %d first)",
-				 (unsigned long long)res.mismatches, (unsigned long long)res.elements, res.diff[0].rank);
+		tpc__col_cmp(R, i, &res, Y, yr);
 	}
 done:
 	return tpc__finish(R, &res, ret);
+}
+
+void tpc__row_input(const vrun *R, int64_t i, const vloc *w, float *x)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], nl = tpc_vtensor_local_dim(v, R->tp);
+	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_ROW);
+	memset(x, 0, sizeof(float) * (size_t)(T * nl));
+	/* this rank's slice of x, part by part; padding and replicas beyond the
+	 * first of each group contribute zeros */
+	for (int k = 0; k < w->nparts; k++) {
+		if (R->me % w->replicas[k])
+			continue;
+		for (int64_t t = 0; t < T; t++)
+			for (int64_t j = 0; j < w->len[k]; j++) {
+				int64_t g = w->start[k] + j;
+				if (g < w->size[k])
+					x[t * nl + w->off[k] + j] = (float)tpc_verify_uniform(
+						R->o->seed, stream, (uint64_t)(t * in + w->poff[k] + g));
+			}
+	}
+}
+
+void tpc__row_cmp(const vrun *R, int64_t i, tpc_vresult *res, const float *y, const double *yr)
+{
+	const tpc_vtensor *v = &R->s->t[i];
+	int64_t out = v->ref->shape[v->transposed ? 1 : 0];
+	tpc__cmp_all(res, yr, y, (size_t)(R->T * out));
+	if (res->status != TPC_VR_FAIL)
+		return;
+	if (v->bias >= 0 && !R->s->t[v->bias].row_bias)
+		snprintf(res->msg, sizeof(res->msg),
+			 "%llu of %llu outputs differ: bias '%s' is not marked row_bias, so every rank adds it",
+			 (unsigned long long)res->mismatches, (unsigned long long)res->elements, R->s->t[v->bias].name);
+	else
+		snprintf(res->msg, sizeof(res->msg), "%llu of %llu all-reduced outputs differ from the unsplit layer",
+			 (unsigned long long)res->mismatches, (unsigned long long)res->elements);
 }
 
 int tpc__check_row(vrun *R, int64_t i)
@@ -100,8 +144,8 @@ int tpc__check_row(vrun *R, int64_t i)
 	tpc_vresult res;
 	bool failed;
 	int ret = layer_open(R, i, TPC_VC_ROW, 1, &res, &failed), me = R->me;
-	if (ret || failed)
-		return ret;
+	if (ret || failed || tpc__pass_result(R, i, &res)) /* computed in the single pass */
+		return ret || failed ? ret : tpc__finish(R, &res, 0);
 	float *x, *y;
 	double *yr = NULL;
 	int64_t T = R->T, in = v->ref->shape[v->transposed ? 0 : 1], out = v->ref->shape[v->transposed ? 1 : 0];
@@ -115,23 +159,12 @@ int tpc__check_row(vrun *R, int64_t i)
 		goto done;
 	}
 	uint64_t stream = tpc_verify_stream(v->name, TPC_VC_ROW);
-	/* this rank's slice of x, part by part; padding and replicas beyond the
-	 * first of each group contribute zeros */
-	for (int k = 0; mine && k < L.w.nparts; k++) {
-		if (me % L.w.replicas[k])
-			continue;
-		for (int64_t t = 0; t < T; t++)
-			for (int64_t j = 0; j < L.w.len[k]; j++) {
-				int64_t g = L.w.start[k] + j;
-				if (g < L.w.size[k])
-					x[t * nl + L.w.off[k] + j] = (float)tpc_verify_uniform(
-						R->o->seed, stream, (uint64_t)(t * in + L.w.poff[k] + g));
-			}
-	}
-	if (mine)
+	if (mine) {
+		tpc__row_input(R, i, &L.w, x);
 		ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out);
-	else /* an expert of another EP group: zeros into the same all-reduce */
+	} else { /* an expert of another EP group: zeros into the same all-reduce */
 		ret = tpc_coll_allreduce(R->c, y, (size_t)(T * out), TPC_F32, R->e);
+	}
 	if (!ret && v->ep > 1) /* its group's result (with the bias added once) to every rank */
 		ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out), v->ep_group * tpc_vtensor_tp(v, R->tp),
 				     R->e);
@@ -141,17 +174,7 @@ int tpc__check_row(vrun *R, int64_t i)
 		tpc__ref_begin(R, &res, y, (size_t)(T * out), NULL, 0);
 		if ((ret = lin_ref(R, i, true, true, stream, in, out, &yr)))
 			goto done;
-		tpc__cmp_all(&res, yr, y, (size_t)(T * out));
-		if (res.status == TPC_VR_FAIL) {
-			if (v->bias >= 0 && !R->s->t[v->bias].row_bias)
-				snprintf(res.msg, sizeof(res.msg),
-					 "%llu of %llu outputs differ: bias '%s' is not marked row_bias, so every rank adds it",
-					 (unsigned long long)res.mismatches, (unsigned long long)res.elements,
-					 R->s->t[v->bias].name);
-			else
-				snprintf(res.msg, sizeof(res.msg), "%llu of %llu all-reduced outputs differ from the unsplit layer",
-					 (unsigned long long)res.mismatches, (unsigned long long)res.elements);
-		}
+		tpc__row_cmp(R, i, &res, y, yr);
 	}
 done:
 	return tpc__finish(R, &res, ret);

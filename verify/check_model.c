@@ -119,7 +119,12 @@ static void layer_end_d(void *arg, int64_t l, int64_t T, const double *X)
 		M->first_bad = l;
 }
 
-static bool model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
+static int stack(void *arg, int64_t l, bool dbl, vlayer_loc *L, vstack *st)
+{
+	return tpc__pass_stack(((mrun *)arg)->R, l, dbl, L, st);
+}
+
+bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 {
 	const tpc_vmodel *d = R->s->model;
 	memset(m, 0, sizeof(*m));
@@ -172,6 +177,8 @@ static bool model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t 
 	m->moe_d = moe_d;
 	m->layer_end_f = layer_end_f;
 	m->layer_end_d = layer_end_d;
+	if (R->pass)
+		m->stack = stack;
 	return true;
 }
 
@@ -223,7 +230,7 @@ int tpc__check_model(vrun *R)
 	mrun M;
 	memset(&mr, 0, sizeof(mr));
 	memset(&M, 0, sizeof(M));
-	if (!model_loc_of(R, me, &m, msg, sizeof(msg)))
+	if (!tpc__model_loc_of(R, me, &m, msg, sizeof(msg)))
 		tpc__res_fail(&res, "%s", msg);
 	if ((ret = tpc__exchange(R, &res, false, &failed)) || failed)
 		goto done;
@@ -241,7 +248,7 @@ int tpc__check_model(vrun *R)
 		goto done;
 	if (me == 0) {
 		tpc__ref_begin(R, &res, lg, (size_t)(T * V), NULL, 0);
-		if (!model_loc_of(R, -1, &mr, msg, sizeof(msg))) {
+		if (!tpc__model_loc_of(R, -1, &mr, msg, sizeof(msg))) {
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference model: %s", msg);
 			goto done;
 		}
@@ -284,6 +291,11 @@ done:
 	free(mr.L);
 	if (failed && !ret)
 		return 0;
+	if (R->pass) { /* the single pass: reported in its place */
+		if (!(ret = tpc__finish_quiet(R, ret)))
+			tpc__pass_keep_model(R, &res);
+		return ret;
+	}
 	return tpc__finish(R, &res, ret);
 }
 
@@ -308,7 +320,7 @@ int tpc__model_reference(const tpc_verify_set *s, int64_t T, const int32_t *ids,
 	free(M.trace); /* nothing to compare layers with */
 	M.trace = NULL;
 	M.own_route = true;
-	if (!ret && !model_loc_of(&R, -1, &m, msg, sizeof(msg)))
+	if (!ret && !tpc__model_loc_of(&R, -1, &m, msg, sizeof(msg)))
 		ret = tpc_err_set(e, TPC_EINPUT, "reference model: %s", msg);
 	m.arg = &M;
 	if (!ret)

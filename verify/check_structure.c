@@ -77,25 +77,14 @@ static int64_t map_idx(const idx_map *m, int64_t v)
 	return (outer * m->full + m->off + mid) * m->inner + in;
 }
 
-/* Compare one chunk: a's and b's bytes [off, off + n) of their images. */
-static int cmp_chunk(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, const tpc_ckpt *cb, const tpc_tensor *b,
-		     const idx_map *map, uint64_t base, uint64_t off, uint64_t n, uint8_t *ba, uint8_t *bb)
+/* Compare n bytes of a's image (pa) with b's (pb), at byte `at` of the
+ * compared view's image. */
+static void cmp_bytes(bytes_cmp *bc, const idx_map *map, uint64_t at, const uint8_t *pa, const uint8_t *pb, uint64_t n)
 {
 	unsigned es = tpc_dtype_size(bc->dt);
-	int ret = 0;
-	const uint8_t *pa = view_bytes(bc->R, ca, a, off, n, ba, &ret), *pb = bb;
-	if (ret)
-		return ret;
-	hash_feed(bc, a, off, pa, n);
-	if (b)
-		pb = view_bytes(bc->R, cb, b, off, n, bb, &ret);
-	else
-		memset(bb, 0, (size_t)n);
-	if (ret)
-		return ret;
 	bc->res->elements += n / es;
 	if (!memcmp(pa, pb, (size_t)n))
-		return 0;
+		return;
 	for (uint64_t j = 0; j < n; j += es) {
 		if (!memcmp(pa + j, pb + j, es))
 			continue;
@@ -104,9 +93,54 @@ static int cmp_chunk(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, con
 		bc->res->mismatches++;
 		if (d > bc->res->max_abs || isnan(d))
 			bc->res->max_abs = d;
-		tpc__res_diff(bc->res, bc->t, map_idx(map, (int64_t)((base + off + j) / es)), x, y);
+		tpc__res_diff(bc->res, bc->t, map_idx(map, (int64_t)((at + j) / es)), x, y);
 	}
-	return 0;
+}
+
+/* A 2-D view whose rows are each one run of a mapped file (the column slice
+ * of a row-parallel weight in the reference): row r at the result + r * *ld,
+ * the pages of its extent mapped in one call; NULL when it is not (then a
+ * read gathers the rows). */
+static const uint8_t *mapped_rows(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t *ld)
+{
+	const tpc_map *m = tpc_ckpt_source(ck, t->src);
+	uint64_t lo, hi;
+	if (!m || !m->data || m->fd < 0 || t->dq || t->nparts || t->ndim != 2 || t->stride[1] != 1 || t->stride[0] < 0 ||
+	    t->dtype != t->src_dtype || (t->flags & (TPC_TF_ZERO | TPC_TF_NODATA | TPC_TF_BYTESWAP)) || !t->numel)
+		return NULL;
+	tpc_tensor_extent(t, &lo, &hi);
+	if (hi <= lo || hi > m->size || lo != t->offset)
+		return NULL;
+	tpc_map_populate(m, lo, hi - lo);
+	*ld = (uint64_t)t->stride[0] * tpc_dtype_size(t->src_dtype);
+	return m->data + lo;
+}
+
+/* Compare one chunk: a's and b's bytes [off, off + n) of their images. */
+static int cmp_chunk(bytes_cmp *bc, const tpc_ckpt *ca, const tpc_tensor *a, const tpc_ckpt *cb, const tpc_tensor *b,
+		     const idx_map *map, uint64_t base, uint64_t off, uint64_t n, uint8_t *ba, uint8_t *bb)
+{
+	int ret = 0;
+	uint64_t ld = 0;
+	const uint8_t *pa = view_bytes(bc->R, ca, a, off, n, ba, &ret), *pb = bb;
+	if (ret)
+		return ret;
+	hash_feed(bc, a, off, pa, n);
+	const uint8_t *rows = b && !off && n == b->numel * tpc_dtype_size(bc->dt) && !tpc_tensor_is_contiguous(b)
+				      ? mapped_rows(cb, b, &ld) : NULL;
+	if (rows) { /* row by row where they are mapped: no gathering copy */
+		uint64_t w = n / (uint64_t)b->shape[0];
+		for (int64_t r = 0; r < b->shape[0]; r++)
+			cmp_bytes(bc, map, base + (uint64_t)r * w, pa + (uint64_t)r * w, rows + (uint64_t)r * ld, w);
+		return 0;
+	}
+	if (b)
+		pb = view_bytes(bc->R, cb, b, off, n, bb, &ret);
+	else
+		memset(bb, 0, (size_t)n);
+	if (!ret)
+		cmp_bytes(bc, map, base + off, pa, pb, n);
+	return ret;
 }
 
 /*

@@ -103,7 +103,8 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 		     rep->collectives ? rep->collectives : "");
 	tpc_buf_addf(b, "  \"passed\": %zu,\n  \"failed\": %zu,\n  \"skipped\": %zu,\n  \"ok\": %s,\n", rep->npass,
 		     rep->nfail, rep->nskip, rep->nfail ? "false" : "true");
-	tpc_buf_addf(b, "  \"seconds\": %.3f,\n  \"checks\": [", rep->seconds);
+	tpc_buf_addf(b, "  \"seconds\": %.3f,\n  \"weights_read\": %llu,\n  \"checks\": [", rep->seconds,
+		     (unsigned long long)rep->weights_read);
 	for (size_t i = 0; i < rep->n; i++) {
 		const tpc_vresult *r = &rep->r[i];
 		tpc_buf_adds(b, i ? ",\n    {" : "\n    {");

@@ -121,6 +121,8 @@
  *     "passed": 57, "failed": 0, "skipped": 0,
  *     "ok": true,
  *     "seconds": 1.25,
+ *     "weights_read": 91234560,     bytes of weights rank 0's layer, block and model
+ *                                   checks read (its slices and the reference)
  *     "checks": [
  *       {"check": "structure" | "col" | "row" | "embed" | "head" | "mlp" | "attn" | "model",
  *        "tensor": "model.layers.0.mlp.up_proj.weight",   tensor, layer or "model"
@@ -557,6 +559,8 @@ typedef struct tpc_verify_report {
 	const char *collectives; /* "threads", "mpi" or "nccl" */
 	size_t npass, nfail, nskip;
 	double seconds;
+	uint64_t weights_read;   /* bytes of weights rank 0's layer, block and model checks read
+				    (its slices and the reference; "weights_read" in the JSON) */
 } tpc_verify_report;
 
 void tpc_verify_report_init(tpc_verify_report *rep);

@@ -175,17 +175,22 @@ int tpc__exchange(vrun *R, tpc_vresult *res, bool final, bool *failed)
 
 /* The end of a check: an error on this rank aborts the group (the others'
  * collectives return), else the results are exchanged and reported. */
-int tpc__finish(vrun *R, tpc_vresult *res, int ret)
+int tpc__finish_quiet(vrun *R, int ret)
 {
-	bool failed;
 	if (R->ref_on)
 		tpc__ref_end(R);
 	while (R->nscratch > 0)
 		free(R->scratch[--R->nscratch]);
-	if (ret) {
+	if (ret)
 		tpc_coll_abort(R->c);
+	return ret;
+}
+
+int tpc__finish(vrun *R, tpc_vresult *res, int ret)
+{
+	bool failed;
+	if ((ret = tpc__finish_quiet(R, ret)))
 		return ret;
-	}
 	return tpc__exchange(R, res, true, &failed);
 }
 
@@ -466,6 +471,11 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			 (checks & TPC_VCHECK_MODEL);
 	if (prog)
 		prog->total = s->n + (s->model && (checks & TPC_VCHECK_BLOCKS) ? (uint64_t)s->model->nlayers : 0) + model_run;
+	/* the single pass: the model check's forward computes the layer and
+	 * block checks' products too (check_pass.c); its result is reported
+	 * in its place below */
+	if (model_run && !(ret = tpc__pass_begin(&R)) && R.pass)
+		ret = tpc__check_model(&R);
 	for (size_t i = 0; i < s->n && !ret; i++, tpc_progress_add(prog, 1)) {
 		const tpc_vtensor *v = &s->t[i];
 		if (checks & TPC_VCHECK_STRUCTURE)
@@ -495,11 +505,14 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 			tpc_progress_add(prog, 1);
 		}
 	if (!ret && model_run) {
-		ret = tpc__check_model(&R);
+		ret = R.pass ? tpc__pass_model(&R) : tpc__check_model(&R);
 		tpc_progress_add(prog, 1);
 	}
 	if (!ret && R.any_fail)
 		ret = TPC_EMISMATCH;
+	tpc__pass_end(&R);
+	if (R.rep)
+		R.rep->weights_read = R.xf.nread + R.xd.nread;
 	tpc__vctx_release(&R.xf);
 	tpc__vctx_release(&R.xd);
 	while (R.nscratch > 0) /* a check that ended without tpc__finish */

@@ -59,6 +59,7 @@ typedef struct vctx {
 	void *cvt;
 	size_t cvt_cap;
 	double score_max;        /* largest scale * sum |q_i k_i| an attention met (see tpc_verify.h) */
+	uint64_t nread;          /* bytes of weights read (tpc_verify_report.weights_read) */
 	const struct tpc_gpu_api *gpu; /* non-NULL: matmuls on the GPU (float side) */
 	struct tpc_gpu_ctx *gpu_ctx;
 } vctx;
@@ -68,6 +69,12 @@ typedef struct vlin {
 	vloc w, b;               /* b.t == NULL: no bias */
 	bool row;                /* row-parallel: output all-reduced */
 	bool bias_once;          /* row: bias after the reduce (else on every rank before it) */
+	/* The single pass (check_pass.c): pT rows more, pin [pT, in] (of the
+	 * side's real type), stacked above the input in the same product, their
+	 * outputs (bias and all-reduce included) into pout [pT, out]. */
+	const void *pin;
+	void *pout;
+	int64_t pT;
 } vlin;
 
 typedef struct vmlp_loc {
@@ -93,6 +100,8 @@ typedef struct vattn_loc {
 	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
 	const float *kv_f;       /* cross-attention encoder states [T, kv_w] */
 	const double *kv_d;
+	int64_t nb;              /* the T rows are nb sequences of T / nb tokens (0: one) */
+	double *smax0;           /* the first sequence's score_max here, not in the vctx's */
 } vattn_loc;
 
 /* MLA attention (mla.c, tpc_vmla): this rank's heads h0 .. h0 + nh - 1 of
@@ -114,6 +123,16 @@ typedef struct vlayer_loc {
 	bool moe;                /* the feed-forward is the model's moe hook, not mlp */
 } vlayer_loc;
 
+/* The single pass (check_pass.c): a layer's attention and MLP block checks'
+ * inputs xa, xm [T, H] (of the side's real type; NULL: none) run stacked
+ * above the model's rows in the same calls, their outputs into ya, ym, the
+ * block attention's score_max into *smax. */
+typedef struct vstack {
+	const void *xa, *xm;
+	void *ya, *ym;
+	double *smax;
+} vstack;
+
 /* The whole model. A mixture-of-experts layer's feed-forward needs the run
  * (routing shared by the ranks, experts of other EP groups): the model check
  * (check_model.c) gives it as a hook, one per real type, called with the
@@ -130,6 +149,11 @@ typedef struct vmodel_loc {
 	int (*moe_d)(void *arg, int64_t l, int64_t T, const double *in, double *out);
 	void (*layer_end_f)(void *arg, int64_t l, int64_t T, const float *X);
 	void (*layer_end_d)(void *arg, int64_t l, int64_t T, const double *X);
+	/* NULL, or called with a copy of layer l before it runs: may set probes
+	 * in its linear layers (vlin.pin) and stack block inputs (vstack);
+	 * once more after the last layer (l = nl, L and st NULL); `dbl`: the
+	 * reference side */
+	int (*stack)(void *arg, int64_t l, bool dbl, vlayer_loc *L, vstack *st);
 	void *arg;
 	/* GPT-NeoX and BERT (neox.c): non-NULL, neox.inc runs their embedding
 	 * extras, layers and top (tpc__form_*) */
@@ -223,6 +247,8 @@ uint64_t tpc__fnv(uint64_t h, const void *p, size_t n);
 /* ---- the checks (verify.c; check_structure.c, check_layers.c,
  * check_blocks.c, check_model.c) ---- */
 
+typedef struct vpass vpass; /* check_pass.c */
+
 /* One rank's run of the checks. */
 typedef struct vrun {
 	const tpc_verify_set *s;
@@ -239,6 +265,7 @@ typedef struct vrun {
 	bool ref_on;              /* between tpc__ref_begin and the check's end */
 	void **scratch;           /* the current check's buffers (tpc__scratch) */
 	size_t nscratch, scratch_cap;
+	vpass *pass;              /* the single pass's results (check_pass.c); NULL: none */
 } vrun;
 
 /* Memory for the current check, freed when it ends (tpc__finish): n + 1
@@ -266,6 +293,8 @@ void tpc__res_diff(tpc_vresult *r, int rank, int64_t idx, double exp, double act
  * the group, else the final exchange. */
 int tpc__exchange(vrun *R, tpc_vresult *res, bool final, bool *failed);
 int tpc__finish(vrun *R, tpc_vresult *res, int ret);
+/* tpc__finish without the exchange (the result reported later). */
+int tpc__finish_quiet(vrun *R, int ret);
 
 /* Comparing with the reference: one value on the scale of the reference's
  * rms (tpc__cmp), or n values of rank 0 (tpc__cmp_all). */
@@ -343,6 +372,35 @@ int tpc__moe_apply_f(vrun *R, const tpc_vmoe *mo, int t, const float *x, int64_t
 		     const double *w, const double *g, float *y);
 int tpc__moe_apply_d(vrun *R, const tpc_vmoe *mo, int t, const double *x, int64_t T, int64_t H, const int64_t *sel,
 		     const double *w, const double *g, double *y);
+
+/* A row-parallel layer check's seeded input on this rank: x [T, local in
+ * dim] of tensor i held as w; rank 0's comparison of a column-parallel
+ * check's gathered outputs Y [tp][T, nl] and a row-parallel one's y [T, out]
+ * with the unsplit layer's yr (check_layers.c). A block check's result begun
+ * and its name (tpc__block_open), its outputs y [T, H] compared with yr
+ * given the reference's score_max (tpc__block_cmp; check_blocks.c). The
+ * model's local views on rank t (-1: the reference; check_model.c), false
+ * with a message when they do not fit; m->L freed by the caller. */
+void tpc__row_input(const vrun *R, int64_t i, const vloc *w, float *x);
+void tpc__col_cmp(const vrun *R, int64_t i, tpc_vresult *res, const float *Y, const double *yr);
+void tpc__row_cmp(const vrun *R, int64_t i, tpc_vresult *res, const float *y, const double *yr);
+void tpc__block_open(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind, tpc_vresult *res, char *name, size_t n);
+void tpc__block_cmp(vrun *R, tpc_vresult *res, const float *y, const double *yr, double smax);
+bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n);
+
+/* The single pass (check_pass.c). tpc__pass_begin: R->pass set when every
+ * rank can run it (else NULL; nonzero only on an error). tpc__pass_stack:
+ * the vmodel_loc.stack hook. tpc__pass_result, tpc__pass_block: whether
+ * tensor i's layer check, or layer l's block check, was computed in the
+ * pass, and on rank 0 its result into *res. The model check's result kept
+ * (tpc__pass_keep_model) and reported in its place (tpc__pass_model). */
+int tpc__pass_begin(vrun *R);
+void tpc__pass_end(vrun *R);
+int tpc__pass_stack(vrun *R, int64_t l, bool dbl, vlayer_loc *L, vstack *st);
+bool tpc__pass_result(const vrun *R, int64_t i, tpc_vresult *res);
+bool tpc__pass_block(const vrun *R, int64_t l, tpc_vcheck kind, tpc_vresult *res);
+void tpc__pass_keep_model(vrun *R, const tpc_vresult *res);
+int tpc__pass_model(vrun *R);
 
 /* The checks, each ending in tpc__finish. */
 int tpc__check_structure(vrun *R, int64_t i);

@@ -200,5 +200,59 @@ w=$(env_of unset "$TPCONV" verify --reference llama/model.safetensors --shards s
 [ "$w" = passive ] && ok "verify runs with OMP_WAIT_POLICY=passive" || notok "verify's OMP_WAIT_POLICY: $w"
 w=$(env_of active "$TPCONV" verify --reference llama/model.safetensors --shards s --tokens 64 -q)
 [ "$w" = active ] && ok "verify keeps an OMP_WAIT_POLICY the environment sets" || notok "OMP_WAIT_POLICY=active became $w"
+# the single pass: the layer, block and model checks read each weight of a
+# dense model's layers once, on rank 0's slice and on the reference, not once
+# per check (three times before); the embedding and head are read more often,
+# and are small here (a vocabulary of 256)
+mkdir -p mid
+$PY - mid <<'PYEOF'
+import sys, json, torch, collections
+h, inter, L, V, hd, nh, kvh = 512, 1408, 2, 256, 128, 4, 2
+torch.manual_seed(3)
+sd = collections.OrderedDict()
+sd['model.embed_tokens.weight'] = torch.randn(V, h) * 0.02
+for i in range(L):
+    p = 'model.layers.%d.' % i
+    for n, r, c in (('self_attn.q_proj', nh * hd, h), ('self_attn.k_proj', kvh * hd, h), ('self_attn.v_proj', kvh * hd, h),
+                    ('self_attn.o_proj', h, nh * hd), ('mlp.gate_proj', inter, h), ('mlp.up_proj', inter, h),
+                    ('mlp.down_proj', h, inter)):
+        sd[p + n + '.weight'] = torch.randn(r, c) * 0.02
+    sd[p + 'input_layernorm.weight'] = torch.ones(h)
+    sd[p + 'post_attention_layernorm.weight'] = torch.ones(h)
+sd['model.norm.weight'] = torch.ones(h)
+sd['lm_head.weight'] = torch.randn(V, h) * 0.02
+torch.save(sd, sys.argv[1] + '/model.bin')
+json.dump({"hidden_size": h, "intermediate_size": inter, "num_attention_heads": nh, "num_key_value_heads": kvh,
+           "head_dim": hd, "num_hidden_layers": L, "vocab_size": V}, open(sys.argv[1] + '/config.json', 'w'))
+PYEOF
+rm -rf s
+"$TPCONV" shard mid/model.bin --config mid/config.json --preset llama --tp 2 -o s -q &&
+  "$TPCONV" verify --reference mid/model.bin --shards s --config mid/config.json --json m.json -q > out.txt 2>&1
+rc=$?
+read -r rd ref r0 < <(echo "$(sed -n 's/.*"weights_read": \([0-9]*\).*/\1/p' m.json) $(wc -c < mid/model.bin) \
+  $(wc -c < s/model_tp00_pp00.safetensors)")
+[ "$rc" = 0 ] && [ -n "$rd" ] && [ "$rd" -lt $(((ref + r0) * 5 / 4)) ] &&
+  ok "verify's numeric checks read each weight once: $rd bytes for a $ref-byte reference and a $r0-byte rank 0 file" ||
+  notok "verify's numeric checks read ${rd:-?} bytes for a $ref-byte reference and a $r0-byte rank 0 file (exit $rc)"
+# a row-parallel rank tensor is compared with its column slice of the
+# reference row by row where both are mapped: three changed elements of
+# rank 2's down_proj found at their own indices
+rm -rf s
+"$TPCONV" shard mid/model.bin --config mid/config.json --preset llama --tp 4 -o s -q
+$PY - s/model_tp02_pp00.safetensors <<'PYEOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+t = json.loads(b[8:8 + n])['model.layers.1.mlp.down_proj.weight']
+for r, c in ((3, 5), (3, 6), (100, t['shape'][1] - 1)):
+    b[8 + n + t['data_offsets'][0] + 4 * (r * t['shape'][1] + c) + 2] ^= 0x10
+open(sys.argv[1], 'wb').write(b)
+PYEOF
+"$TPCONV" verify --reference mid/model.bin --shards s --config mid/config.json --checks structure > out.txt 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "rank 2: 3 of 180224 elements differ from the reference slice" out.txt &&
+  grep -q "rank 2 index 1061: " out.txt && grep -q "rank 2 index 1062: " out.txt && grep -q "rank 2 index 35551: " out.txt &&
+  ok "three changed elements of a row-parallel rank tensor: exit 1, each at its index" ||
+  { notok "a changed row-parallel rank tensor: exit $rc"; sed 's/^/#   /' out.txt | head; }
 echo "1..$n"
 [ "$bad" = 0 ]
