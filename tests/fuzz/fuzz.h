@@ -25,6 +25,7 @@
 
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_format.h"
 #include "tpc_value.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -105,6 +106,26 @@ static inline int fuzz_memfile(const uint8_t *data, size_t size, char *path, siz
 	}
 	snprintf(path, n, "/proc/self/fd/%d", fd);
 	return fd;
+}
+
+/* The input as a file opened through format f's registry entry, as a user's
+ * file is; check(ck) on the checkpoint when it opens. */
+static inline void fuzz_open_as_file(const tpc_format *f, const uint8_t *data, size_t size, void (*check)(tpc_ckpt *))
+{
+	char path[64];
+	int fd = fuzz_memfile(data, size, path, sizeof(path));
+	if (fd < 0)
+		return;
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	int r = f->open(&ck, path, NULL, &e);
+	fuzz_check_status(r, &e);
+	if (!r)
+		check(&ck);
+	tpc_ckpt_release(&ck);
+	close(fd);
 }
 
 #endif

@@ -32,17 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r)
 		return 0;
 
-	char path[64];
-	int fd = fuzz_memfile(data, size, path, sizeof(path));
-	if (fd < 0)
-		return 0;
-	tpc_ckpt_init(&ck);
-	tpc_err_init(&e);
-	r = tpc_fmt_safetensors.open(&ck, path, NULL, &e);
-	fuzz_check_status(r, &e);
-	if (!r)
-		fuzz_consume_ckpt(&ck);
-	tpc_ckpt_release(&ck);
-	close(fd);
+	fuzz_open_as_file(&tpc_fmt_safetensors, data, size, fuzz_consume_ckpt);
 	return 0;
 }
