@@ -81,7 +81,8 @@ void tpc_io_on_interrupt(void (*note)(int sig))
 	interrupt_note = note;
 }
 
-static void on_signal(int sig)
+/* In a signal handler: every registered temporary unlinked. */
+static void drop_temporaries(void)
 {
 	atomic_store(&dying, 1);
 	while (atomic_load(&creating) > 0)
@@ -91,14 +92,100 @@ static void on_signal(int sig)
 		if (p)
 			unlink(p);
 	}
+}
+
+static void on_signal(int sig)
+{
+	drop_temporaries();
 	if (interrupt_note)
 		interrupt_note(sig);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
 
+/* ---- a mapped input that shrinks: SIGBUS ----
+ *
+ * Reading a mapped page past a file's end, after another process truncated
+ * it, raises SIGBUS. The mappings are on a fixed list the handler walks
+ * without locks (base published last, with release order); it names the
+ * file and the offset, removes the temporaries and exits 4, as a failed
+ * read would. A SIGBUS elsewhere stays a crash. */
+#define MAX_MAPS 4096
+static struct {
+	_Atomic(const uint8_t *) base;
+	uint64_t size;
+	const char *path;
+} maps[MAX_MAPS];
+
+static void map_register(const tpc_map *m)
+{
+	for (int i = 0; i < MAX_MAPS; i++) {
+		const uint8_t *none = NULL;
+		if (atomic_load(&maps[i].base) || !atomic_compare_exchange_strong(&maps[i].base, &none, (const uint8_t *)1))
+			continue;
+		maps[i].size = m->size;
+		maps[i].path = m->path;
+		atomic_store_explicit(&maps[i].base, m->data, memory_order_release);
+		return;
+	}
+}
+
+static void map_unregister(const uint8_t *data)
+{
+	for (int i = 0; data && i < MAX_MAPS; i++)
+		if (atomic_load(&maps[i].base) == data) {
+			atomic_store(&maps[i].base, NULL);
+			return;
+		}
+}
+
+static void put_err(const char *s)
+{
+	ssize_t r = write(2, s, strlen(s));
+	(void)r;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	const uint8_t *a = si ? (const uint8_t *)si->si_addr : NULL;
+	int hit = -1;
+	for (int i = 0; a && i < MAX_MAPS && hit < 0; i++) {
+		const uint8_t *b = atomic_load_explicit(&maps[i].base, memory_order_acquire);
+		if (b && b != (const uint8_t *)1 && a >= b && (uint64_t)(a - b) < maps[i].size)
+			hit = i;
+	}
+	drop_temporaries();
+	if (hit < 0) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	char num[24];
+	int k = (int)sizeof(num) - 1;
+	uint64_t off = (uint64_t)(a - atomic_load(&maps[hit].base)) & ~(uint64_t)4095;
+	num[k] = 0;
+	do
+		num[--k] = (char)('0' + off % 10);
+	while ((off /= 10) && k > 0);
+	put_err("tpconv: error: '");
+	put_err(maps[hit].path);
+	put_err("': the file shrank while it was read (truncated by another process?): byte offset ");
+	put_err(num + k);
+	put_err(" is past its end now; temporary outputs removed\n");
+	_exit(4);
+}
+
 void tpc_io_install_signals(void)
 {
+	/* SIGBUS on every call: a library may have taken it since (Open MPI's
+	 * backtrace handler, a test harness) */
+	struct sigaction sb;
+	memset(&sb, 0, sizeof(sb));
+	sb.sa_sigaction = on_sigbus;
+	sb.sa_flags = SA_SIGINFO;
+	sigemptyset(&sb.sa_mask);
+	sigaction(SIGBUS, &sb, NULL);
 	if (signals_installed)
 		return;
 	signals_installed = 1;
@@ -208,6 +295,7 @@ int tpc_map_open(tpc_map *m, const char *path, tpc_err *e)
 			goto out;
 		}
 		m->data = p;
+		map_register(m);
 		atomic_fetch_add(&in_bytes, m->size);
 	}
 	note_input_stat(&st);
@@ -224,8 +312,10 @@ void tpc_map_close(tpc_map *m)
 {
 	if (!m)
 		return;
-	if (m->data)
+	if (m->data) {
+		map_unregister(m->data);
 		munmap((void *)m->data, (size_t)m->size);
+	}
 	if (m->fd >= 0)
 		close(m->fd);
 	if (m->noted)

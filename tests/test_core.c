@@ -823,6 +823,65 @@ static long mapping_rss_kb(const void *p)
 
 /* tpc_map_drop covers whole 512-page blocks: a fault can map a whole large
  * folio around the touched byte, and all of it must go. */
+/* An input that shrinks while it is mapped (another process truncates it):
+ * a read past its new end is a SIGBUS, which ends the run with exit 4 and
+ * the file and offset named, its temporaries removed, not a crash. */
+static void test_shrunk_input(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/tpc-shrinkXXXXXX", path[64], out[96];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/in.bin", dir);
+	snprintf(out, sizeof(out), "%s/out.bin", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0 && ftruncate(fd, 3 * 4096) == 0);
+	close(fd);
+	tpc_map m;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_map_open(&m, path, &e), 0);
+	assert_int_equal(truncate(path, 4096), 0);
+	int pipefd[2];
+	assert_int_equal(pipe(pipefd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pipefd[1], 2);
+		tpc_io_install_signals();
+		tpc_out o;
+		tpc_err ce;
+		tpc_err_init(&ce);
+		if (tpc_out_open(&o, out, 0, &ce))
+			_exit(9);
+		volatile uint8_t b = m.data[2 * 4096 + 5]; /* past the new end */
+		(void)b;
+		_exit(0);
+	}
+	close(pipefd[1]);
+	char msg[512] = {0};
+	ssize_t got = 0, r;
+	while ((r = read(pipefd[0], msg + got, sizeof(msg) - 1 - (size_t)got)) > 0)
+		got += r;
+	close(pipefd[0]);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 4);
+	assert_non_null(strstr(msg, path));
+	assert_non_null(strstr(msg, "byte offset 8192"));
+	/* no temporary of the output left in the folder */
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int left = 0;
+	while ((de = readdir(d)))
+		left += de->d_name[0] == '.' && strstr(de->d_name, ".tpc-") != NULL;
+	closedir(d);
+	assert_int_equal(left, 0);
+	tpc_map_close(&m);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_map_drop(void **st)
 {
 	(void)st;
@@ -1068,7 +1127,7 @@ int main(void)
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_gather_write),
 		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
-		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop),
+		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),
 		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
