@@ -38,6 +38,7 @@
 #include "tpc_hash.h"
 #include "tpc_io.h"
 #include "tpc_value.h"
+#include "tpconv_ckpt.h" /* the public part (opaque there), declared TPC_API first */
 
 #define TPC_MAX_NDIM 64 /* torch has no fixed limit; 64 covers every real model */
 

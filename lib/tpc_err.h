@@ -24,31 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum tpc_status {
-	TPC_OK = 0,
-	TPC_EMISMATCH = -1, /* verify found differences           -> exit 1 */
-	TPC_EUSAGE = -2,    /* bad command line or plan usage      -> exit 2 */
-	TPC_EINPUT = -3,    /* bad, corrupt or unsupported input   -> exit 3 */
-	TPC_EIO = -4,       /* output or I/O failure, out of memory -> exit 4 */
-	TPC_EGPU = -5,      /* GPU / NCCL / MPI failure            -> exit 5 */
-} tpc_status;
-
-#define TPC_ERR_PATH_MAX 1024
-#define TPC_ERR_NAME_MAX 512
-#define TPC_ERR_MSG_MAX 1024
-
-typedef struct tpc_err {
-	int code;        /* a tpc_status; 0 while no error is recorded */
-	int sys;         /* errno, CUDA or NCCL status; 0 when none */
-	int64_t offset;  /* byte offset in `path` where the problem is; -1 if none */
-	char path[TPC_ERR_PATH_MAX];   /* file concerned; "" if none */
-	char tensor[TPC_ERR_NAME_MAX]; /* tensor concerned; "" if none */
-	char msg[TPC_ERR_MSG_MAX];     /* lowercase, no trailing period */
-	const char *where;             /* source file:line that detected it */
-} tpc_err;
-
-/* Clear to "no error". Call once before handing the object to the library. */
-void tpc_err_init(tpc_err *e);
+#include "tpconv_err.h" /* tpc_status, tpc_err, tpc_err_init, tpc_err_format */
 
 /* Record an error (unless one is recorded already) and return `code`. */
 int tpc_err_set(tpc_err *e, int code, const char *fmt, ...)
@@ -80,14 +56,6 @@ int tpc__corrupt(tpc_err *e, const char *where, const char *path, int64_t offset
 
 /* Out of memory: EIO with a fixed message. */
 int tpc_err_nomem(tpc_err *e);
-
-/*
- * Render the error as one line without the "tpconv: error: " prefix:
- *   'model.pt': tensor 'h.0.w': data ends at 0x1f400 but the file ends at 0x1e000 (offset 0x48)
- * Control characters from file contents are written as '?'. Always NUL
- * terminates; truncates with "..." when the buffer is too small.
- */
-void tpc_err_format(const tpc_err *e, char *buf, size_t n);
 
 /* Exit status for a tpc_status (0..5). */
 int tpc_status_exit(int status);
