@@ -68,40 +68,6 @@ int tpc_varch_parse(const char *name, tpc_varch *out)
 	return -1;
 }
 
-tpc_vfacts tpc_cli_vfacts(const tpc_model_facts *f)
-{
-	tpc_vfacts v;
-	memset(&v, 0, sizeof(v));
-	v.heads = f->heads;
-	v.kv_heads = f->kv_heads;
-	v.head_dim = f->head_dim;
-	v.hidden = f->hidden;
-	v.vocab = f->vocab;
-	v.layers = f->layers;
-	v.moe_top_k = f->experts_per_tok;
-	v.moe_renorm = f->norm_topk;
-	v.moe_sigmoid = f->scoring == TPC_MOE_SIGMOID ? 1 : f->scoring == TPC_MOE_SOFTMAX ? -1 : 0;
-	v.moe_group_max = f->topk_method == TPC_MOE_GROUP_LIMITED;
-	if (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC) {
-		v.moe_n_group = f->n_group;
-		v.moe_topk_group = f->topk_group;
-	}
-	v.moe_scale = f->routed_scale;
-	v.norm_eps = f->norm_eps;
-	v.rope_theta = f->rope_theta;
-	v.rope_interleave = f->rope_interleave;
-	v.yarn = f->yarn;
-	v.rotary_pct = f->rotary_pct;
-	v.parallel_residual = f->parallel_residual;
-	if (f->ff_act) {
-		v.ff_glu = tpc_ff_act_gated(f->ff_act) ? 1 : -1;
-		v.ff_act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
-			   : f->ff_act == TPC_FF_SWIGLU || f->ff_act == TPC_FF_OTHER ? TPC_VACT_SILU
-										 : TPC_VACT_GELU_TANH;
-	}
-	return v;
-}
-
 /*
  * Is rank file r where it belongs? A file that holds another rank's tensors
  * (two files swapped or renamed on disk) would otherwise show only as slices
@@ -584,8 +550,7 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 		return 0;
 	if (tpc_varch_parse(an, &va))
 		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, gpt-neox, bert, dit, dalle2 or none, not '%s'", arch) : 0;
-	tpc_vfacts vf = tpc_cli_vfacts(&d->facts);
-	return tpc_verify_model_from_names(set, va, &vf, e);
+	return tpc_verify_model_from_names(set, va, &d->facts, e);
 }
 
 int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report *rep, tpc_err *e)

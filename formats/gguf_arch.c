@@ -23,6 +23,7 @@
 
 #include "gguf.h"
 #include "tpc_cast.h"
+#include "tpc_cfg.h"
 #include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
@@ -203,39 +204,32 @@ static const arch_spec archs[] = {
 
 /* ---- config.json ---- */
 
+/* config.json through lib's reader (tpc_cfg.h), under its text_config rule:
+ * text_config's members win, as TextModel.__init__ merges them */
 typedef struct cfg {
 	const char *path;
+	tpc_cfg *doc;
 	cJSON *root;
-	const cJSON *text; /* text_config, whose members win (TextModel.__init__) */
+	const cJSON *text; /* text_config (NULL when none) */
 	const cJSON *rope; /* rope_parameters, else rope_scaling (an object or NULL) */
 } cfg;
 
 static const cJSON *cfg_get(const cfg *c, const char *name)
 {
-	const cJSON *v = c->text ? cJSON_GetObjectItemCaseSensitive(c->text, name) : NULL;
-	return v ? v : cJSON_GetObjectItemCaseSensitive(c->root, name);
+	return tpc_cfg_get(c->doc, TPC_CFG_TEXT, name, NULL);
 }
 
 /* find_hparam: the first of "a|b|c" present (JSON null counts as present,
- * as a Python None in the dict does) */
+ * as a Python None in the dict does); the name found copied to buf */
 static const cJSON *cfg_find(const cfg *c, const char *names, const char **which, char *buf, size_t n)
 {
-	for (const char *p = names; p && *p;) {
-		const char *bar = strchr(p, '|');
-		size_t len = bar ? (size_t)(bar - p) : strlen(p);
-		if (len < n) {
-			memcpy(buf, p, len);
-			buf[len] = '\0';
-			const cJSON *v = cfg_get(c, buf);
-			if (v) {
-				if (which)
-					*which = buf;
-				return v;
-			}
-		}
-		p = bar ? bar + 1 : p + len;
+	const char *w = NULL;
+	const cJSON *v = tpc_cfg_get(c->doc, TPC_CFG_TEXT, names, &w);
+	if (v && which) {
+		snprintf(buf, n, "%s", w);
+		*which = buf;
 	}
-	return NULL;
+	return v;
 }
 
 static int cfg_err(const cfg *c, tpc_err *e, const char *fmt, const char *a)
@@ -926,26 +920,18 @@ static int default_head_dim(cfg *c, int dflt, tpc_err *e)
 
 static int load_config(const char *dir, cfg *c, const arch_spec **spec, tpc_err *e)
 {
-	char *path = dir ? tpc_path_join(dir, "config.json") : NULL, *text = NULL;
-	size_t len = 0;
+	char *path = dir ? tpc_path_join(dir, "config.json") : NULL;
 	int ret = 0;
 	if (!dir)
 		return tpc_err_set(e, TPC_EUSAGE, "a GGUF needs the model folder (config.json) to write its metadata");
 	if (!path)
 		return tpc_err_nomem(e);
 	c->path = path;
-	if ((ret = tpc_read_file(path, CONFIG_CAP, &text, &len, e)))
+	if ((ret = tpc_cfg_from_file(&c->doc, path, e)))
 		return ret;
-	c->root = cJSON_ParseWithLength(text, len);
-	free(text);
-	if (!cJSON_IsObject(c->root))
-		return tpc_err_at(e, TPC_EINPUT, path, NULL, "config.json is not a JSON object");
-	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(c->root, "text_config");
-	c->text = cJSON_IsObject(tc) ? tc : NULL;
-	const cJSON *r = cfg_get(c, "rope_parameters");
-	if (!r)
-		r = cfg_get(c, "rope_scaling");
-	c->rope = cJSON_IsObject(r) ? r : NULL;
+	c->root = (cJSON *)tpc_cfg_root(c->doc);
+	c->text = tpc_cfg_text(c->doc);
+	c->rope = tpc_cfg_rope(c->doc, TPC_CFG_TEXT);
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->root, "architectures");
 	const char *arch = cJSON_IsArray(a) && cJSON_IsString(a->child) ? a->child->valuestring : NULL;
 	for (size_t i = 0; arch && i < sizeof(archs) / sizeof(archs[0]); i++)
@@ -1037,7 +1023,7 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	free(w.xidx);
 	free(w.xgot);
 	free(title);
-	cJSON_Delete(cv.c.root);
+	tpc_cfg_free(cv.c.doc);
 	free((char *)cv.c.path);
 	return ret;
 }

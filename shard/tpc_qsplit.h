@@ -57,10 +57,6 @@
 int tpc__quant_pad_weight(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp, unsigned flags,
 			  tpc_split *s);
 
-/* Fill q from a config's "quantization_config" object (NULL or not an
- * object: no quantization). */
-void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc);
-
 /* If tensor t (`name`) of `in` is a companion of a quantized layer under
  * f->quant, set *out to its split and return 1; 0 when it is not one (or the
  * layer's weight matches no rule); a negative status when its split cannot be

@@ -9,6 +9,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_extras.h"
 #include "tpc_family.h"
+#include "tpc_cfg.h"
 #include "tpc_plan.h"
 #include "tpc_regex.h"
 #include "tpc_rules.h"
@@ -214,6 +215,84 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "transformer-xl", &e), TPC_EUSAGE);
 	assert_null(strstr(e.msg, "did you mean"));
+}
+
+/* lib/tpc_cfg.h: the one config.json reader */
+static void test_cfg_reader(void **st)
+{
+	(void)st;
+	tpc_cfg *c = NULL;
+	tpc_err e;
+	int64_t i = 0;
+	double d = 0;
+	int b = 0;
+	const char *str = NULL;
+	const char *txt = "{\"num_attention_heads\": 8, \"n_head\": 4, \"hidden_size\": 7.5, \"name\": \"x\", "
+			  "\"tie\": false, \"nul\": null, \"vocab_size\": 100, \"rope_theta\": 500000, "
+			  "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}, "
+			  "\"text_config\": {\"num_attention_heads\": 16, \"head_dim\": 64}}";
+	tpc_err_init(&e);
+	assert_int_equal(tpc_cfg_from_buffer(&c, txt, strlen(txt), "config.json", &e), 0);
+	/* aliases: the first present wins; required and optional */
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "n_heads|n_head|num_attention_heads", TPC_CFG_REQUIRED, 1, 99, &i, &e), 1);
+	assert_int_equal(i, 4);
+	i = -7;
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "num_layers|nul", 0, 1, 99, &i, &e), 0);
+	assert_int_equal(i, -7); /* absent (null counts as absent): untouched */
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "num_layers", TPC_CFG_REQUIRED, 1, 99, &i, &e), TPC_EINPUT);
+	assert_string_equal(e.path, "config.json");
+	assert_string_equal(e.msg, "key 'num_layers' not found");
+	/* the wrong type is an error, or skipped to the next alias when lenient */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "hidden_size|vocab_size", 0, 1, 1000, &i, &e), TPC_EINPUT);
+	assert_string_equal(e.msg, "key 'hidden_size' is not an integer in [1, 1000]");
+	tpc_err_init(&e);
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "hidden_size|vocab_size", TPC_CFG_LENIENT, 1, 1000, &i, &e), 1);
+	assert_int_equal(i, 100);
+	assert_int_equal(tpc_cfg_num(c, TPC_CFG_TOP, "name", 0, &d, &e), TPC_EINPUT);
+	assert_string_equal(e.msg, "key 'name' is not a number");
+	tpc_err_init(&e);
+	assert_int_equal(tpc_cfg_str(c, TPC_CFG_TOP, "name", TPC_CFG_REQUIRED, &str, &e), 1);
+	assert_string_equal(str, "x");
+	assert_int_equal(tpc_cfg_bool(c, TPC_CFG_TOP, "tie", 0, &b, &e), 1);
+	assert_int_equal(b, -1);
+	assert_int_equal(tpc_cfg_bool(c, TPC_CFG_TOP, "name", 0, &b, &e), TPC_EINPUT);
+	assert_string_equal(e.msg, "key 'name' is not true or false");
+	tpc_err_init(&e);
+	/* the text_config rule: its member wins, else the top level's */
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "num_attention_heads", 0, 1, 99, &i, &e), 1);
+	assert_int_equal(i, 8);
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TEXT, "num_attention_heads", 0, 1, 99, &i, &e), 1);
+	assert_int_equal(i, 16);
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TEXT, "vocab_size", 0, 1, 999, &i, &e), 1);
+	assert_int_equal(i, 100);
+	assert_int_equal(tpc_cfg_int(c, TPC_CFG_TOP, "head_dim", 0, 1, 999, &i, &e), 0);
+	/* the rope: rope_scaling when there is no rope_parameters; "type" is rope_type;
+	 * rope_theta from the top level when the object lacks it */
+	assert_string_equal(tpc_cfg_rope_type(c, TPC_CFG_TEXT), "linear");
+	assert_int_equal(tpc_cfg_rope_num(c, TPC_CFG_TEXT, "factor", NULL, 0, &d, &e), 1);
+	assert_true(d == 2);
+	assert_int_equal(tpc_cfg_rope_num(c, TPC_CFG_TEXT, "rope_theta", "rope_theta", 0, &d, &e), 1);
+	assert_true(d == 500000);
+	assert_int_equal(tpc_cfg_rope_num(c, TPC_CFG_TEXT, "beta_fast", NULL, TPC_CFG_REQUIRED, &d, &e), TPC_EINPUT);
+	assert_string_equal(e.msg, "key 'beta_fast' not found");
+	tpc_cfg_free(c);
+	/* rope_parameters wins over rope_scaling, and its members over the top level */
+	const char *t5 = "{\"rope_theta\": 1, \"rope_scaling\": {\"rope_type\": \"yarn\"}, "
+			 "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000, \"factor\": \"2\"}}";
+	tpc_err_init(&e);
+	assert_int_equal(tpc_cfg_from_buffer(&c, t5, strlen(t5), "m/config.json", &e), 0);
+	assert_string_equal(tpc_cfg_rope_type(c, TPC_CFG_TOP), "default");
+	assert_int_equal(tpc_cfg_rope_num(c, TPC_CFG_TOP, "rope_theta", "rope_theta", 0, &d, &e), 1);
+	assert_true(d == 10000);
+	assert_int_equal(tpc_cfg_rope_num(c, TPC_CFG_TOP, "factor", NULL, 0, &d, &e), TPC_EINPUT);
+	assert_string_equal(e.msg, "key 'rope_parameters.factor' is not a number");
+	tpc_cfg_free(c);
+	/* not an object */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_cfg_from_buffer(&c, "[1]", 3, "config.json", &e), TPC_EINPUT);
+	assert_null(c);
+	tpc_cfg_free(NULL);
 }
 
 static void test_facts(void **st)
@@ -730,7 +809,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
 		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
-		cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
+		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),

@@ -222,7 +222,7 @@ static void tiny_build(tiny *tn, int tp, const char *swap)
 		}
 	}
 	tpc_verify_link_biases(&tn->s);
-	tpc_vfacts f = {.heads = 4, .kv_heads = 2, .head_dim = 16, .hidden = 64, .vocab = 128, .layers = 2, .ff_act = TPC_VACT_SILU};
+	tpc_model_facts f = {.heads = 4, .kv_heads = 2, .head_dim = 16, .hidden = 64, .vocab = 128, .layers = 2};
 	assert_int_equal(tpc_verify_model_from_names(&tn->s, TPC_VARCH_LLAMA, &f, &e), 0);
 	assert_int_equal(tn->s.model->nlayers, 2);
 	free(dims);
@@ -494,9 +494,10 @@ static void deepseek_vs_transformers(bool yarn)
 		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
 	}
 	/* config.json as tpconv reads it (tiny_deepseek_v3.{yarn,plain}.json) */
-	tpc_vfacts f = {.heads = 4, .hidden = 32, .vocab = 48, .layers = 3, .norm_eps = 1e-6, .rope_theta = 10000,
-			.moe_top_k = 2, .moe_renorm = 1, .moe_sigmoid = 1, .moe_n_group = 2, .moe_topk_group = 1,
-			.moe_scale = 2.5, .rope_interleave = yarn ? 0 : -1};
+	tpc_model_facts f = {.heads = 4, .hidden = 32, .vocab = 48, .layers = 3, .norm_eps = 1e-6, .rope_theta = 10000,
+			     .experts_per_tok = 2, .norm_topk = 1, .scoring = TPC_MOE_SIGMOID,
+			     .topk_method = TPC_MOE_NOAUX_TC, .n_group = 2, .topk_group = 1, .routed_scale = 2.5,
+			     .rope_interleave = yarn ? 0 : -1};
 	if (yarn) {
 		f.yarn.factor = 4;
 		f.yarn.mscale = 1;
@@ -531,7 +532,7 @@ static void test_deepseek_plain(void **st)
  * (tests/data/make_tiny_neox_bert.py); every tensor whole (tp 1), the facts
  * as their config.json files give them. `skip`: tensors left out (BERT
  * without its MLM head is a BertModel). */
-static void neox_bert_case(const char *file, tpc_varch arch, const tpc_vfacts *f, const char *skip, const char *key,
+static void neox_bert_case(const char *file, tpc_varch arch, const tpc_model_facts *f, const char *skip, const char *key,
 			   int64_t W)
 {
 	tpc_err e;
@@ -565,12 +566,12 @@ static void neox_bert_case(const char *file, tpc_varch arch, const tpc_vfacts *f
 static void test_neox_bert(void **st)
 {
 	(void)st;
-	tpc_vfacts f = {.heads = 4, .norm_eps = 1e-5, .rope_theta = 10000, .rotary_pct = 0.5, .parallel_residual = 1};
+	tpc_model_facts f = {.heads = 4, .norm_eps = 1e-5, .rope_theta = 10000, .rotary_pct = 0.5, .parallel_residual = 1};
 	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.parallel", 48);
 	f.rotary_pct = 0.25;
 	f.parallel_residual = -1;
 	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.sequential", 48);
-	tpc_vfacts b = {.heads = 4, .norm_eps = 1e-12};
+	tpc_model_facts b = {.heads = 4, .norm_eps = 1e-12};
 	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, NULL, "bert.mlm", 48);
 	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, "cls.", "bert.hidden", 32);
 }

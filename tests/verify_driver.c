@@ -312,14 +312,10 @@ int main(int argc, char **argv)
 	if (swap && me == 0)
 		fprintf(stderr, "broken: %s\n", swap);
 	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2") || !strcmp(preset, "dit") || neox || bert) {
-		tpc_vfacts vf = {.heads = facts.heads, .kv_heads = facts.kv_heads, .head_dim = facts.head_dim, .hidden = facts.hidden, .ff_act = TPC_VACT_SILU,
-				 .norm_eps = facts.norm_eps, .rope_theta = facts.rope_theta, .rotary_pct = facts.rotary_pct,
-				 .parallel_residual = facts.parallel_residual};
-		if (facts.ff_act) { /* as cmd_verify maps them */
-			vf.ff_glu = tpc_ff_act_gated(facts.ff_act) ? 1 : -1;
-			vf.ff_act = facts.ff_act == TPC_FF_GELU || facts.ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
-				    : facts.ff_act == TPC_FF_SWIGLU ? TPC_VACT_SILU : TPC_VACT_GELU_TANH;
-		}
+		tpc_model_facts vf = {.heads = facts.heads, .kv_heads = facts.kv_heads, .head_dim = facts.head_dim,
+				      .hidden = facts.hidden, .ff_act = facts.ff_act, .norm_eps = facts.norm_eps,
+				      .rope_theta = facts.rope_theta, .rotary_pct = facts.rotary_pct,
+				      .parallel_residual = facts.parallel_residual};
 		tpc_varch va = !strcmp(preset, "llama") ? TPC_VARCH_LLAMA
 			       : !strcmp(preset, "gpt2") ? TPC_VARCH_GPT2
 			       : neox ? TPC_VARCH_GPTNEOX : bert ? TPC_VARCH_BERT : TPC_VARCH_DIT;

@@ -58,7 +58,7 @@ static const woven wovens[] = {
 
 /* The embedding at index i: hidden and vocab, heads and head_dim from the
  * facts. */
-static int top_of(const tpc_verify_set *s, tpc_vmodel *m, int64_t i, const tpc_vfacts *f, const char *what,
+static int top_of(const tpc_verify_set *s, tpc_vmodel *m, int64_t i, const tpc_model_facts *f, const char *what,
 		  int64_t *heads, int64_t *hd, tpc_err *e)
 {
 	const tpc_vtensor *ev = &s->t[i];
@@ -87,7 +87,7 @@ static int layer_whole(const tpc_vlayer *L, const char *lp, tpc_err *e)
 
 /* One layer of a woven decoder; *done when there is no layer l. */
 static int woven_layer(tpc_verify_set *s, tpc_vmodel *m, const woven *w, const char *pre, int64_t l, int64_t heads,
-		       int64_t hd, const tpc_vfacts *f, bool *done, tpc_err *e)
+		       int64_t hd, const tpc_model_facts *f, bool *done, tpc_err *e)
 {
 	char lp[TPC_ERR_NAME_MAX];
 	tpc_vlayer L;
@@ -125,7 +125,7 @@ static int woven_layer(tpc_verify_set *s, tpc_vmodel *m, const woven *w, const c
 	return tpc__layer_add(m, &L, lp, e);
 }
 
-static int neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+static int neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e)
 {
 	const woven *w = NULL;
 	const char *pre = NULL;
@@ -213,7 +213,7 @@ static int bert_head(tpc_verify_set *s, tpc_vmodel *m, tpc_err *e)
 	return 0;
 }
 
-static int bert_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+static int bert_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e)
 {
 	static const char *const pres[] = {"bert.", ""};
 	const char *pre = NULL;
@@ -242,7 +242,7 @@ static int bert_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f
 	return ret;
 }
 
-int tpc__neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+int tpc__neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e)
 {
 	bool bert = m->arch == TPC_VARCH_BERT;
 	m->norm = TPC_VNORM_LAYER;

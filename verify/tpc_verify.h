@@ -164,6 +164,7 @@
 #include "tpc_buf.h"
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
+#include "tpc_facts.h"
 #include "tpc_progress.h"
 #include "tpc_rope.h"
 
@@ -386,30 +387,17 @@ void tpc_verify_link_biases(tpc_verify_set *s);
  * the tensor): dims in range, parts adding up, slices dividing evenly. */
 int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
 
-typedef struct tpc_vfacts {
-	int64_t heads, kv_heads, head_dim, hidden, vocab, layers; /* 0: derive */
-	double norm_eps;   /* 0: 1e-6 (llama), 1e-5 (gpt2) */
-	double rope_theta; /* 0: 10000 */
-	int ff_glu;        /* dit feed-forward: 1 gated [value | gate], -1 not, 0 unknown */
-	tpc_vact ff_act;   /* dit: its activation (GEGLU: GELU; "gelu-approximate": GELU_TANH) */
-	int64_t moe_top_k; /* MoE: experts per token (0: unknown; Mixtral's default 2) */
-	int moe_renorm;    /* MoE: 1 renormalise the top-k weights, -1 not, 0: the model's default */
-	int moe_sigmoid;   /* MoE scores: 1 sigmoid (scoring_func), -1 softmax, 0: softmax */
-	int moe_group_max; /* 1: a group scores its best expert (group_limited_greedy), else its top 2 */
-	int64_t moe_n_group, moe_topk_group; /* group-limited routing (0: none) */
-	double moe_scale;  /* routed_scaling_factor (0: 1) */
-	/* MLA (tpc_vmla): its heads are f->heads; rope_interleave 1 interleaved
-	 * pairs, -1 rotate-half, 0 the default (interleaved, as DeepSeek); yarn
-	 * when yarn.factor > 1, the others 0 for transformers' defaults (mscale
-	 * and mscale_all_dim 0: none; beta_fast 32, beta_slow 1; truncate 0 or 1:
-	 * true) */
-	int rope_interleave;
-	tpc_yarn yarn;
-	/* GPT-NeoX: rotary_pct (0: transformers' default 0.25), use_parallel_residual
-	 * (1 yes, -1 no, 0: the default, yes) */
-	double rotary_pct;
-	int parallel_residual;
-} tpc_vfacts;
+/* The model's facts are lib's (tpc_facts.h), 0 meaning unknown; what verify
+ * derives from them stays here: norm_eps 0 is 1e-6 (llama) or 1e-5 (gpt2),
+ * rope_theta 0 is 10000; experts_per_tok 0 is Mixtral's 2; norm_topk 0 the
+ * model's default; scoring sigmoid or softmax (the default); n_group and
+ * topk_group count only with topk_method group_limited_greedy or noaux_tc,
+ * and group_limited_greedy scores a group by its best expert (else its top
+ * 2); routed_scale 0 is 1; ff_act (dit) says whether the feed-forward is
+ * gated [value | gate] and its activation (GELU / GEGLU: GELU, SwiGLU and
+ * other ungated ones: SiLU, the rest GELU tanh); MLA's heads are heads,
+ * rope_interleave 0 interleaved (DeepSeek's default), yarn when its factor
+ * > 1; GPT-NeoX's rotary_pct 0 is 0.25, parallel_residual 0 yes. */
 
 /*
  * Find the tensors of a Hugging Face LLaMA (model.embed_tokens, model.layers.N
@@ -445,7 +433,7 @@ typedef struct tpc_vfacts {
  * and a joint attention's add_q/k/v_proj + to_add_out stream) becomes an
  * attention entry, bidirectional, without the q/k norms (the split is what is
  * checked: both sides compute the same function), and ff / ff_context a
- * feed-forward entry (net.0.proj, gated [value | gate] when f->ff_glu says so,
+ * feed-forward entry (net.0.proj, gated [value | gate] when f->ff_act says so,
  * with f->ff_act, net.2). Flux single blocks' proj_out mixes attention and MLP
  * and is checked by the col/row checks only. Heads and head_dim must be known.
  *
@@ -461,7 +449,7 @@ typedef struct tpc_vfacts {
  * P.1.5 pair of a CausalTransformer layer P a SwiGLU feed-forward entry
  * ([x | gate], SiLU), unless a post-activation norm P.1.3 sits between.
  */
-int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f,
+int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_model_facts *f,
 				tpc_err *e);
 
 /* ---- running ---- */

@@ -344,7 +344,7 @@ bool tpc__mla_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vmla_loc *a, ch
  * description from their names (tpc_verify_model_from_names). */
 void tpc__layer_init(tpc_vlayer *L);
 int tpc__layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e);
-int tpc__neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e);
+int tpc__neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e);
 /* GPT-NeoX's and BERT's model extras (neox.c) on rank t (-1: the
  * reference) into m, false with a message when they do not fit; true and
  * nothing done for the other architectures. */

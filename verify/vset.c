@@ -302,7 +302,7 @@ static void no_mlp(tpc_vmlp *p)
  * norm_topk_prob says so, default no) or DeepSeek-V2/V3's (the same names,
  * shared_experts without a gate, gate.e_score_correction_bias, and the
  * routing facts: scoring_func, n_group/topk_group, routed_scaling_factor). */
-static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc_vmoe *mo, tpc_err *e)
+static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_model_facts *f, tpc_vmoe *mo, tpc_err *e)
 {
 	const char *mod, *w1, *w3, *w2;
 	bool mixtral;
@@ -320,17 +320,18 @@ static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router '%s' must be a replicated [experts, hidden] tensor",
 				   nm, rv->name);
 	mo->nexp = rv->ref->shape[0];
-	mo->top_k = f && f->moe_top_k ? f->moe_top_k : mixtral ? 2 : 0;
+	mo->top_k = f && f->experts_per_tok ? f->experts_per_tok : mixtral ? 2 : 0;
 	if (mo->top_k < 1 || mo->top_k > mo->nexp)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
 				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
-	mo->renorm = f && f->moe_renorm ? f->moe_renorm > 0 : mixtral;
-	mo->sigmoid = f && f->moe_sigmoid > 0;
-	mo->group_max = f && f->moe_group_max > 0;
-	mo->scale = f && f->moe_scale > 0 ? f->moe_scale : 1.0;
-	mo->n_group = f && f->moe_n_group > 1 ? f->moe_n_group : 0;
-	mo->topk_group = mo->n_group ? (f->moe_topk_group ? f->moe_topk_group : mo->n_group) : 0;
+	mo->renorm = f && f->norm_topk ? f->norm_topk > 0 : mixtral;
+	mo->sigmoid = f && f->scoring == TPC_MOE_SIGMOID;
+	mo->group_max = f && f->topk_method == TPC_MOE_GROUP_LIMITED;
+	mo->scale = f && f->routed_scale > 0 ? f->routed_scale : 1.0;
+	bool grouped = f && (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC);
+	mo->n_group = grouped && f->n_group > 1 ? f->n_group : 0;
+	mo->topk_group = mo->n_group ? (f->topk_group ? f->topk_group : mo->n_group) : 0;
 	if (mo->n_group && (mo->nexp % mo->n_group || mo->topk_group > mo->n_group ||
 			    mo->top_k > mo->topk_group * (mo->nexp / mo->n_group)))
 		return tpc_err_set(e, TPC_EINPUT,
@@ -376,7 +377,7 @@ static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_vfacts *f, tpc
 
 /* The attention of block `blk` under module `mod` ("attn1", "attn", "attn2"):
  * its to_q/to_k/to_v/to_out.0, and the joint stream add_*_proj/to_add_out. */
-static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
+static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_model_facts *f,
 		    tpc_err *e)
 {
 	static const char *const own[] = {"to_q", "to_k", "to_v", "to_out.0"};
@@ -412,7 +413,7 @@ static int dit_attn(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const cha
 	return 0;
 }
 
-static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_vfacts *f,
+static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char *mod, const tpc_model_facts *f,
 		  tpc_err *e)
 {
 	tpc_vlayer L;
@@ -422,12 +423,14 @@ static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char 
 	if (in < 0 || down < 0)
 		return 0;
 	snprintf(nm, sizeof(nm), "%s.%s", blk, mod);
-	bool gated = f->ff_glu > 0;
-	if (!f->ff_glu)
+	bool gated = tpc_ff_act_gated(f->ff_act);
+	if (!f->ff_act)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "'%s': is the feed-forward gated (GEGLU/SwiGLU) or not? give --config with activation_fn", nm);
 	L.mlp.down = down;
-	L.mlp.act = f->ff_act;
+	L.mlp.act = f->ff_act == TPC_FF_GELU || f->ff_act == TPC_FF_GEGLU	 ? TPC_VACT_GELU
+		    : f->ff_act == TPC_FF_SWIGLU || f->ff_act == TPC_FF_OTHER ? TPC_VACT_SILU
+									 : TPC_VACT_GELU_TANH;
 	if (gated) {
 		L.mlp.gate_up = in;
 		L.mlp.glu = true;
@@ -438,12 +441,12 @@ static int dit_ff(tpc_verify_set *s, tpc_vmodel *m, const char *blk, const char 
 	return layer_add(m, &L, nm, e);
 }
 
-static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e)
 {
 	static const char *const blocks[] = {"transformer_blocks", "single_transformer_blocks"};
 	static const char *const attns[] = {"attn1", "attn", "attn2"};
 	static const char *const ffs[] = {"ff", "ff_context"};
-	tpc_vfacts none;
+	tpc_model_facts none;
 	memset(&none, 0, sizeof(none));
 	if (!f)
 		f = &none;
@@ -481,7 +484,7 @@ static int dit_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f,
 /* The attention module `mod` (the name before ".to_out.0.weight"), if it is
  * one: LinearAttention's to_qkv, or Attention's and CrossAttention's to_q
  * with to_kv. */
-static int dalle2_attn(tpc_verify_set *s, tpc_vmodel *m, const char *mod, const tpc_vfacts *f, tpc_err *e)
+static int dalle2_attn(tpc_verify_set *s, tpc_vmodel *m, const char *mod, const tpc_model_facts *f, tpc_err *e)
 {
 	tpc_vlayer L;
 	layer_init(&L);
@@ -531,10 +534,10 @@ static int dalle2_ff(tpc_verify_set *s, tpc_vmodel *m, const char *ff, tpc_err *
 	return layer_add(m, &L, ff, e);
 }
 
-static int dalle2_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, tpc_err *e)
+static int dalle2_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e)
 {
 	static const char attn_end[] = ".to_out.0.weight", ff_end[] = ".1.5.weight";
-	tpc_vfacts none;
+	tpc_model_facts none;
 	memset(&none, 0, sizeof(none));
 	int ret = 0;
 	for (size_t i = 0; i < s->n && !ret; i++) {
@@ -595,7 +598,7 @@ static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role
 /* The model's top: the prefix its names carry, the embedding, the final
  * norm, gpt2's position embedding and the head; hidden and vocab from the
  * embedding. */
-static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_vfacts *f, arch_names *an, tpc_err *e)
+static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, arch_names *an, tpc_err *e)
 {
 	const char *arch = m->arch == TPC_VARCH_LLAMA ? "llama" : "gpt2";
 	char embd[TPC_ERR_NAME_MAX];
@@ -646,7 +649,7 @@ static const struct layer_slot {
 
 /* Layer l's tensors by name; its name in nm[TPC_ERR_NAME_MAX]. */
 static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l,
-			const tpc_vfacts *f, tpc_vlayer *L, char *nm)
+			const tpc_model_facts *f, tpc_vlayer *L, char *nm)
 {
 	tpc_vattn *a = &L->attn;
 	tpc_vmlp *p = &L->mlp;
@@ -672,7 +675,7 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 
 /* Layer nm's mixture of experts and MLA (llama), and whether it has a norm,
  * an attention and an MLP. */
-static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const char *nm, const tpc_vfacts *f, tpc_vlayer *L,
+static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vlayer *L,
 		       tpc_err *e)
 {
 	tpc_vattn *a = &L->attn;
@@ -705,7 +708,7 @@ static int64_t dim_of(const tpc_verify_set *s, int64_t i, bool out)
 
 /* Layer nm's MLA tensors and sizes (tpc_vmla) from their shapes and the
  * heads, and the rope facts. */
-static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_vfacts *f, int64_t heads, tpc_vattn *a,
+static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, int64_t heads, tpc_vattn *a,
 		  tpc_err *e)
 {
 	tpc_vmla *m = &a->lat;
@@ -757,7 +760,7 @@ static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_vfacts *f, 
 /* Layer nm's attention heads: MLA's counted heads, else from the facts
  * (*heads, *kvh, *hd; 0 unknown) or, where they gave none, from the q and k
  * rows, which then stand for every later layer. */
-static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char *nm, const tpc_vfacts *f, tpc_vattn *a,
+static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a,
 		       int64_t *heads, int64_t *kvh, int64_t *hd, tpc_err *e)
 {
 	if (a->mla) /* MLA: its heads are counted, not head_dim rows */
@@ -788,7 +791,7 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char 
 }
 
 /* The layers of a llama or gpt2 model, 0, 1, ... until one is missing. */
-static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_vfacts *f,
+static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_model_facts *f,
 			     tpc_err *e)
 {
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
@@ -809,7 +812,7 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 	return ret;
 }
 
-int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_vfacts *f, tpc_err *e)
+int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_model_facts *f, tpc_err *e)
 {
 	tpc_vmodel *m = tpc_calloc(1, sizeof(*m));
 	arch_names an;

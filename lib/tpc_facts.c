@@ -1,0 +1,386 @@
+/* tpc_facts.c - a model's facts from its config.json; see tpc_facts.h. */
+#include "tpc_facts.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_cfg.h"
+#include "tpc_extras.h"
+
+/* Every fact is read leniently under the text_config rule (tpc_cfg.h). */
+#define T TPC_CFG_TEXT
+#define L TPC_CFG_LENIENT
+
+/* a count: an integer in [1, 2^53], else 0 */
+static int64_t count(const tpc_cfg *c, const char *names)
+{
+	int64_t v = 0;
+	tpc_cfg_int(c, T, names, L, 1, INT64_C(9007199254740992), &v, NULL);
+	return v;
+}
+
+static double pos(double v)
+{
+	return v > 0 && v < 1e12 ? v : 0;
+}
+
+/* a positive number under 1e12, else 0 */
+static double num(const tpc_cfg *c, const char *name)
+{
+	double v = 0;
+	tpc_cfg_num(c, T, name, L, &v, NULL);
+	return pos(v);
+}
+
+/* a member of the rope object (tpc_cfg_rope_num), positive, else 0 */
+static double rope(const tpc_cfg *c, const char *name, const char *top)
+{
+	double v = 0;
+	tpc_cfg_rope_num(c, T, name, top, L, &v, NULL);
+	return pos(v);
+}
+
+static int flag(const tpc_cfg *c, const char *name)
+{
+	int v = 0;
+	tpc_cfg_bool(c, T, name, L, &v, NULL);
+	return v;
+}
+
+static const char *str(const tpc_cfg *c, const char *name)
+{
+	const char *v = NULL;
+	tpc_cfg_str(c, T, name, L, &v, NULL);
+	return v;
+}
+
+/* The norm's epsilon and the rotary embedding: rope_theta in transformers
+ * 5's rope_parameters or at the top, and a yarn rope scaling (either name). */
+static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
+{
+	f->norm_eps = num(c, "rms_norm_eps");
+	if (!f->norm_eps) /* LayerNorm models: GPT-NeoX and BERT, GPT-2 */
+		f->norm_eps = num(c, "layer_norm_eps");
+	if (!f->norm_eps)
+		f->norm_eps = num(c, "layer_norm_epsilon");
+	/* rotary_emb_base: GPT-NeoX's name before transformers 5 */
+	f->rope_theta = rope(c, "rope_theta", "rope_theta|rotary_emb_base");
+	/* GPT-NeoX's partial rope: rotary_pct, or transformers 5's partial_rotary_factor */
+	f->rotary_pct = rope(c, "partial_rotary_factor", "rotary_pct");
+	f->parallel_residual = flag(c, "use_parallel_residual");
+	f->rope_interleave = flag(c, "rope_interleave");
+	const char *ty = tpc_cfg_rope_type(c, T);
+	if (!ty || strcmp(ty, "yarn"))
+		return;
+	f->yarn = (tpc_yarn){rope(c, "factor", NULL), rope(c, "mscale", NULL), rope(c, "mscale_all_dim", NULL),
+			     rope(c, "attention_factor", NULL), rope(c, "beta_fast", NULL), rope(c, "beta_slow", NULL),
+			     (int64_t)rope(c, "original_max_position_embeddings", NULL), 0};
+	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(tpc_cfg_rope(c, T), "truncate");
+	if (cJSON_IsBool(tr))
+		f->yarn.truncate = cJSON_IsTrue(tr) ? 1 : -1;
+}
+
+/* mixtures of experts, DeepSeek's routing and its MLA */
+static void moe_facts(tpc_model_facts *f, const tpc_cfg *c)
+{
+	f->experts_per_tok = count(c, "num_experts_per_tok|num_selected_experts|moe_topk");
+	f->experts = count(c, "num_local_experts|num_experts|n_routed_experts|moe_num_experts");
+	f->norm_topk = flag(c, "norm_topk_prob");
+	f->n_group = count(c, "n_group");
+	f->topk_group = count(c, "topk_group");
+	f->q_lora_rank = count(c, "q_lora_rank");
+	f->kv_lora_rank = count(c, "kv_lora_rank");
+	f->qk_nope_head_dim = count(c, "qk_nope_head_dim");
+	f->qk_rope_head_dim = count(c, "qk_rope_head_dim");
+	f->v_head_dim = count(c, "v_head_dim");
+	f->first_dense = count(c, "first_k_dense_replace");
+	double rs = 0;
+	tpc_cfg_num(c, T, "routed_scaling_factor", L, &rs, NULL);
+	if (rs > 0 && rs < 1e6)
+		f->routed_scale = rs;
+	const char *sf = str(c, "scoring_func");
+	if (sf)
+		f->scoring = !strcmp(sf, "softmax")   ? TPC_MOE_SOFTMAX
+			     : !strcmp(sf, "sigmoid") ? TPC_MOE_SIGMOID
+						      : TPC_MOE_SCORE_UNKNOWN;
+	const char *tm = str(c, "topk_method");
+	if (tm)
+		f->topk_method = !strcmp(tm, "greedy")		     ? TPC_MOE_GREEDY
+				 : !strcmp(tm, "group_limited_greedy") ? TPC_MOE_GROUP_LIMITED
+				 : !strcmp(tm, "noaux_tc")	     ? TPC_MOE_NOAUX_TC
+								     : TPC_MOE_TOPK_UNKNOWN;
+}
+
+static void facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c)
+{
+	f->heads = count(c, "num_attention_heads|n_head|num_heads|n_heads|encoder_attention_heads");
+	f->kv_heads = count(c, "num_key_value_heads|num_kv_heads|n_head_kv|n_kv_heads|num_query_groups");
+	if (!f->kv_heads && flag(c, "multi_query") > 0)
+		f->kv_heads = 1;
+	f->head_dim = count(c, "head_dim|kv_channels|d_kv|attention_head_size|attention_head_dim");
+	f->hidden = count(c, "hidden_size|n_embd|d_model|dim");
+	f->vocab = count(c, "vocab_size|n_vocab");
+	if (!f->vocab) /* a padded size is not the vocabulary (Megatron's _vocab_size_with_padding) */
+		f->padded_vocab = count(c, "padded_vocab_size");
+	f->layers = count(c, "num_hidden_layers|n_layer|num_layers|n_layers");
+	moe_facts(f, c);
+	rope_facts(f, c);
+	tpc_qs_from_json(&f->quant, tpc_cfg_get(c, T, "quantization_config", NULL));
+	/* diffusers: the feed-forward activation, by name or by model class */
+	const char *a = str(c, "activation_fn"), *cls = str(c, "_class_name");
+	if (a)
+		f->ff_act = tpc_ff_act_parse(a);
+	else if (cls && (!strcmp(cls, "SD3Transformer2DModel") || !strcmp(cls, "FluxTransformer2DModel")))
+		f->ff_act = TPC_FF_GELU_TANH; /* their blocks build FeedForward(activation_fn="gelu-approximate") */
+	/* diffusers names no hidden size: heads x head dim */
+	if (!f->hidden && f->heads && f->head_dim && tpc_cfg_get(c, T, "attention_head_dim", NULL) &&
+	    f->heads <= INT64_MAX / f->head_dim)
+		f->hidden = f->heads * f->head_dim;
+}
+
+int tpc_facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c, tpc_err *e)
+{
+	(void)e;
+	memset(f, 0, sizeof(*f));
+	facts_from_cfg(f, c);
+	char origin[TPC_FACT_ORIGIN_MAX];
+	snprintf(origin, sizeof(origin), "'%s'", tpc_cfg_path(c));
+	tpc_facts_label(f, origin);
+	return 0;
+}
+
+int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	tpc_cfg *c = NULL;
+	memset(f, 0, sizeof(*f));
+	int ret = tpc_cfg_from_buffer(&c, text, len, path ? path : "config", e);
+	if (!ret)
+		ret = tpc_facts_from_cfg(f, c, e);
+	tpc_cfg_free(c);
+	return ret;
+}
+
+int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e)
+{
+	tpc_cfg *c = NULL;
+	memset(f, 0, sizeof(*f));
+	int ret = tpc_cfg_from_file(&c, path, e);
+	if (!ret)
+		ret = tpc_facts_from_cfg(f, c, e);
+	tpc_cfg_free(c);
+	return ret;
+}
+
+static const char *const ff_names[] = {NULL, "gelu", "gelu-approximate", "geglu", "geglu-approximate", "swiglu",
+				       "other", "gated", "ungated"};
+
+const char *tpc_ff_act_name(tpc_ff_act a)
+{
+	return (unsigned)a < sizeof(ff_names) / sizeof(ff_names[0]) ? ff_names[a] : NULL;
+}
+
+tpc_ff_act tpc_ff_act_parse(const char *name)
+{
+	if (!name)
+		return TPC_FF_UNKNOWN;
+	for (size_t i = 1; i < sizeof(ff_names) / sizeof(ff_names[0]); i++)
+		if (!strcmp(name, ff_names[i]))
+			return (tpc_ff_act)i;
+	return TPC_FF_OTHER;
+}
+
+bool tpc_ff_act_gated(tpc_ff_act a)
+{
+	return a == TPC_FF_GEGLU || a == TPC_FF_GEGLU_TANH || a == TPC_FF_SWIGLU || a == TPC_FF_GATED;
+}
+
+/* The checked fact k of f (TPC_FACT_...). */
+static int64_t *checked(tpc_model_facts *f, int k)
+{
+	int64_t *const v[TPC_FACT_NCHECKED] = {&f->heads, &f->kv_heads, &f->head_dim, &f->hidden, &f->vocab, &f->experts};
+	return v[k];
+}
+
+static int64_t fact_value(const tpc_model_facts *f, int k)
+{
+	const int64_t v[TPC_FACT_NCHECKED] = {f->heads, f->kv_heads, f->head_dim, f->hidden, f->vocab, f->experts};
+	return v[k];
+}
+
+const char *tpc_fact_name(int k)
+{
+	static const char *const n[TPC_FACT_NCHECKED] = {"heads", "kv_heads", "head_dim", "hidden", "vocab", "experts"};
+	return k >= 0 && k < TPC_FACT_NCHECKED ? n[k] : "?";
+}
+
+void tpc_facts_label(tpc_model_facts *f, const char *origin)
+{
+	for (int k = 0; k < TPC_FACT_NCHECKED; k++)
+		if (fact_value(f, k) && !f->origin[k][0])
+			snprintf(f->origin[k], sizeof(f->origin[k]), "%s", origin);
+}
+
+void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
+{
+	for (int k = 0; k < TPC_FACT_NCHECKED; k++)
+		if (!*checked(dst, k) && fact_value(src, k)) {
+			*checked(dst, k) = fact_value(src, k);
+			memcpy(dst->origin[k], src->origin[k], sizeof(dst->origin[k]));
+		}
+	if (!dst->padded_vocab)
+		dst->padded_vocab = src->padded_vocab;
+	if (!dst->layers)
+		dst->layers = src->layers;
+	if (!dst->ff_act)
+		dst->ff_act = src->ff_act;
+	if (!dst->experts_per_tok)
+		dst->experts_per_tok = src->experts_per_tok;
+	if (!dst->norm_topk)
+		dst->norm_topk = src->norm_topk;
+	if (!dst->quant.method)
+		dst->quant = src->quant;
+	if (!dst->scoring)
+		dst->scoring = src->scoring;
+	if (!dst->topk_method)
+		dst->topk_method = src->topk_method;
+	if (!dst->n_group)
+		dst->n_group = src->n_group;
+	if (!dst->topk_group)
+		dst->topk_group = src->topk_group;
+	if (!dst->first_dense)
+		dst->first_dense = src->first_dense;
+	if (!dst->routed_scale)
+		dst->routed_scale = src->routed_scale;
+	if (!dst->q_lora_rank)
+		dst->q_lora_rank = src->q_lora_rank;
+	if (!dst->kv_lora_rank)
+		dst->kv_lora_rank = src->kv_lora_rank;
+	if (!dst->qk_nope_head_dim)
+		dst->qk_nope_head_dim = src->qk_nope_head_dim;
+	if (!dst->qk_rope_head_dim)
+		dst->qk_rope_head_dim = src->qk_rope_head_dim;
+	if (!dst->v_head_dim)
+		dst->v_head_dim = src->v_head_dim;
+	if (!dst->norm_eps)
+		dst->norm_eps = src->norm_eps;
+	if (!dst->rope_theta)
+		dst->rope_theta = src->rope_theta;
+	if (!dst->rope_interleave)
+		dst->rope_interleave = src->rope_interleave;
+	if (!dst->rotary_pct)
+		dst->rotary_pct = src->rotary_pct;
+	if (!dst->parallel_residual)
+		dst->parallel_residual = src->parallel_residual;
+	if (!dst->yarn.factor)
+		dst->yarn = src->yarn;
+}
+
+void tpc_facts_finish(tpc_model_facts *f)
+{
+	if (!f->head_dim && f->heads && f->hidden && f->hidden % f->heads == 0) {
+		f->head_dim = f->hidden / f->heads;
+		snprintf(f->origin[TPC_FACT_HEAD_DIM], sizeof(f->origin[0]), "hidden %lld / heads %lld, from %.80s",
+			 (long long)f->hidden, (long long)f->heads,
+			 f->origin[TPC_FACT_HIDDEN][0] ? f->origin[TPC_FACT_HIDDEN] : "?");
+	}
+}
+
+void tpc_facts_from_megatron(tpc_model_facts *f, const tpc_megatron_args *a, const char *origin)
+{
+	tpc_model_facts m;
+	memset(&m, 0, sizeof(m));
+	m.heads = a->heads;
+	m.kv_heads = a->query_groups;
+	m.head_dim = a->kv_channels;
+	m.hidden = a->hidden;
+	m.vocab = a->vocab;
+	if (!a->vocab)
+		m.padded_vocab = a->padded_vocab;
+	tpc_facts_label(&m, origin);
+	tpc_facts_fill(f, &m);
+}
+
+/* ---- quantization_config ---- */
+
+/* compressed-tensors: "format": "pack-quantized" and every config group's
+ * "weights" the same integer scheme (num_bits 4 or 8, strategy group or
+ * channel, actorder); anything else stays TPC_QS_OTHER (refused). */
+static void packed_from_json(tpc_qs_cfg *q, const cJSON *qc)
+{
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "format");
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized") || !cJSON_IsObject(groups) ||
+	    !groups->child)
+		return;
+	int bits = 0;
+	int64_t group = 0;
+	bool act = false;
+	for (const cJSON *g = groups->child; g; g = g->next) {
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+		const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(w, "strategy");
+		const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
+		const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
+		if (!cJSON_IsObject(w) || !cJSON_IsNumber(nb) || (nb->valueint != 4 && nb->valueint != 8) ||
+		    (ty && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "int"))) || !cJSON_IsString(st))
+			return;
+		int64_t gv;
+		if (!strcmp(st->valuestring, "group") && cJSON_IsNumber(gs) && gs->valuedouble >= 1 &&
+		    gs->valuedouble <= (1 << 20))
+			gv = (int64_t)gs->valuedouble;
+		else if (!strcmp(st->valuestring, "channel"))
+			gv = -1;
+		else
+			return;
+		bool a = cJSON_IsString(ao) && !strcmp(ao->valuestring, "group");
+		if ((bits && (bits != nb->valueint || group != gv || act != a)))
+			return; /* groups that differ: not one scheme */
+		bits = nb->valueint;
+		group = gv;
+		act = a;
+	}
+	q->method = TPC_QS_PACKED;
+	q->bits = bits;
+	q->group = group;
+	q->desc_act = act;
+}
+
+void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc)
+{
+	memset(q, 0, sizeof(*q));
+	if (!cJSON_IsObject(qc))
+		return;
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
+	const cJSON *bits = cJSON_GetObjectItemCaseSensitive(qc, "bits");
+	const cJSON *gs = cJSON_GetObjectItemCaseSensitive(qc, "group_size");
+	const cJSON *da = cJSON_GetObjectItemCaseSensitive(qc, "desc_act");
+	const cJSON *bs = cJSON_GetObjectItemCaseSensitive(qc, "weight_block_size");
+	const char *name = cJSON_IsString(m) ? m->valuestring : "";
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	q->method = !strcmp(name, "gptq") ? TPC_QS_GPTQ
+		    : !strcmp(name, "awq") ? TPC_QS_AWQ
+		    : !strcmp(name, "fp8") ? TPC_QS_FP8
+					    : TPC_QS_OTHER;
+	if (!strcmp(name, "compressed-tensors")) {
+		packed_from_json(q, qc);
+		return;
+	}
+	if (cJSON_IsNumber(bits) && (bits->valueint == 2 || bits->valueint == 4 || bits->valueint == 8))
+		q->bits = bits->valueint; /* 3-bit packs across words: not split here */
+	if (cJSON_IsNumber(gs) && (gs->valuedouble == -1 || (gs->valuedouble >= 1 && gs->valuedouble <= (1 << 20))))
+		q->group = (int64_t)gs->valuedouble;
+	q->desc_act = cJSON_IsTrue(da);
+	if (cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2) {
+		for (int i = 0; i < 2; i++) {
+			const cJSON *b = cJSON_GetArrayItem(bs, i);
+			if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= (1 << 20))
+				q->block[i] = (int64_t)b->valuedouble;
+		}
+		if (!q->block[0] || !q->block[1])
+			q->block[0] = q->block[1] = 0;
+	}
+}
+

@@ -1,0 +1,171 @@
+/*
+ * tpc_facts.h - a model's facts, as its config.json (or a plan's "model", the
+ * command line, Megatron's saved args) says them: the one struct shard,
+ * verify, GGUF and the layouts read.
+ *
+ * Every member is 0 when unknown. tpc_facts_from_buffer reads a Hugging Face
+ * or diffusers config through lib/tpc_cfg.h (the text_config rule and the
+ * rope rule are stated there); values of the wrong type or out of range are
+ * ignored (a config may reuse a name for something else), never an error.
+ * What is derived from the facts and the checkpoint's shapes stays with its
+ * user (verify derives its own defaults; shard/tpc_qsplit.c the companion
+ * splits from tpc_qs_cfg).
+ */
+#ifndef TPC_FACTS_H
+#define TPC_FACTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_err.h"
+#include "tpc_rope.h"
+#include "tpc_rules.h"
+
+struct cJSON;
+
+/* The feed-forward activation a config names (diffusers "activation_fn"):
+ * gated ones (GEGLU, SwiGLU) project to 2 x inner features [value | gate]. */
+typedef enum tpc_ff_act {
+	TPC_FF_UNKNOWN = 0,
+	TPC_FF_GELU,        /* "gelu" */
+	TPC_FF_GELU_TANH,   /* "gelu-approximate" (PixArt, SD3, Flux, CogVideoX, DiT) */
+	TPC_FF_GEGLU,       /* "geglu": value * gelu(gate) */
+	TPC_FF_GEGLU_TANH,  /* "geglu-approximate" */
+	TPC_FF_SWIGLU,      /* "swiglu": value * silu(gate) */
+	TPC_FF_OTHER,       /* another ungated activation ("silu", "relu", ...) */
+	TPC_FF_GATED,       /* "gated": gated, as the shapes say; the activation unknown */
+	TPC_FF_UNGATED,     /* "ungated": not gated, as the shapes say; the activation unknown */
+} tpc_ff_act;
+bool tpc_ff_act_gated(tpc_ff_act a);
+/* diffusers' name ("geglu"; "other" for TPC_FF_OTHER, NULL for unknown) and back
+ * (TPC_FF_UNKNOWN for NULL, TPC_FF_OTHER for a name not in the table). */
+const char *tpc_ff_act_name(tpc_ff_act a);
+tpc_ff_act tpc_ff_act_parse(const char *name);
+
+/* quantization_config of a Hugging Face config.json, as far as splitting
+ * needs it (how the companions split: shard/tpc_qsplit.c). */
+typedef enum tpc_qs_method {
+	TPC_QS_NONE = 0,
+	TPC_QS_GPTQ,  /* qweight [in*bits/32, out] int32, qzeros [in/g, out*bits/32], scales [in/g, out], g_idx [in] */
+	TPC_QS_AWQ,   /* qweight [in, out*bits/32] (packed along the output), qzeros [in/g, out*bits/32], scales [in/g, out] */
+	TPC_QS_FP8,   /* weight [out, in] float8, weight_scale_inv [ceil(out/b0), ceil(in/b1)] (block) */
+	TPC_QS_PACKED, /* compressed-tensors pack-quantized: weight_packed [out, in*bits/32] (packed
+	                  along the input), weight_scale [out, in/g], weight_zero_point
+	                  [out*bits/32, in/g] (packed along the output), weight_g_idx [in],
+	                  weight_shape [2] = [out, in] (rewritten per rank) */
+	TPC_QS_OTHER, /* a method tpconv does not split: its companions are refused */
+} tpc_qs_method;
+
+typedef struct tpc_qs_cfg {
+	tpc_qs_method method;
+	int bits;            /* gptq/awq: 2, 3, 4, 8 (0: unknown) */
+	int64_t group;       /* gptq/awq group_size (-1: one group per column) */
+	bool desc_act;       /* gptq act-order (compressed-tensors actorder "group"): groups
+	                        follow g_idx, not the input order */
+	int64_t block[2];    /* fp8 weight_block_size (0: per-tensor or per-channel scales) */
+	char name[24];       /* quant_method as written */
+} tpc_qs_cfg;
+
+/* How a router scores experts (config scoring_func) and picks its top-k
+ * (topk_method: DeepSeek-V2 "greedy" / "group_limited_greedy", V3
+ * "noaux_tc" with e_score_correction_bias). */
+typedef enum tpc_moe_scoring { TPC_MOE_SCORE_UNKNOWN = 0, TPC_MOE_SOFTMAX, TPC_MOE_SIGMOID } tpc_moe_scoring;
+typedef enum tpc_moe_topk {
+	TPC_MOE_TOPK_UNKNOWN = 0,
+	TPC_MOE_GREEDY,
+	TPC_MOE_GROUP_LIMITED,
+	TPC_MOE_NOAUX_TC,
+} tpc_moe_topk;
+
+/* The facts a checkpoint's shapes are checked against (tpc_facts_check), each
+ * with where it came from: origin[k], k one of the rules' TPC_FACT_HEADS ..
+ * TPC_FACT_VOCAB (lib/tpc_rules.h) or TPC_FACT_EXPERTS. */
+#define TPC_FACT_EXPERTS TPC_NFACTS
+#define TPC_FACT_NCHECKED (TPC_NFACTS + 1)
+#define TPC_FACT_ORIGIN_MAX 200
+
+/* Model facts: 0 = unknown. */
+typedef struct tpc_model_facts {
+	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
+	tpc_ff_act ff_act;
+	/* mixtures of experts (for verify's MoE block check): experts each token
+	 * is routed to (num_experts_per_tok), and whether their weights are
+	 * renormalised to sum 1 (norm_topk_prob: 1 yes, -1 no, 0 unknown) */
+	int64_t experts_per_tok;
+	int norm_topk;
+	/* routed experts per MoE layer (num_local_experts, num_experts,
+	 * n_routed_experts): the experts expert parallelism places */
+	int64_t experts;
+	/* DeepSeek-V2/V3 routing (config.json): scoring_func, topk_method,
+	 * n_group groups of which topk_group are kept, routed_scaling_factor
+	 * (0: unknown), the first_k_dense_replace layers that are dense (0: none
+	 * or unknown) */
+	tpc_moe_scoring scoring;
+	tpc_moe_topk topk_method;
+	int64_t n_group, topk_group, first_dense;
+	double routed_scale;
+	/* DeepSeek multi-head latent attention (MLA): q_lora_rank (0: no
+	 * q_a/q_b, a plain q_proj as V2-Lite), kv_lora_rank, the per-head sizes */
+	int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+	/* for verify's model check: rms_norm_eps, rope_theta (or
+	 * rope_parameters.rope_theta), rope_interleave (1 true, -1 false, 0
+	 * unsaid), and a rope_scaling / rope_parameters of rope_type "yarn"
+	 * (tpc_yarn) */
+	double norm_eps, rope_theta;
+	int rope_interleave;
+	tpc_yarn yarn;
+	/* GPT-NeoX: rotary_pct (or rope_parameters.partial_rotary_factor; 0
+	 * unsaid) and use_parallel_residual (1 true, -1 false, 0 unsaid); the
+	 * norm's epsilon above is also layer_norm_eps / layer_norm_epsilon and
+	 * rope_theta also rotary_emb_base */
+	double rotary_pct;
+	int parallel_residual;
+	/* a quantized checkpoint (config.json quantization_config): how its
+	 * companion tensors split with their layer (tpc_qs_cfg.c) */
+	tpc_qs_cfg quant;
+	/* the vocabulary rows a checkpoint says are padded (Megatron's
+	 * padded_vocab_size) when it does not record the true vocabulary size:
+	 * a merge must not take them for the vocabulary */
+	int64_t padded_vocab;
+	/* where heads, kv_heads, head_dim, hidden, vocab and experts came from,
+	 * for the errors that name them: "--kv-heads", "'config.json'", "the
+	 * checkpoint's Megatron args", ...; "" when unknown */
+	char origin[TPC_FACT_NCHECKED][TPC_FACT_ORIGIN_MAX];
+} tpc_model_facts;
+
+/* Facts from a Hugging Face config.json text (num_attention_heads / n_head,
+ * num_key_value_heads / multi_query, head_dim / kv_channels /
+ * attention_head_dim, hidden_size / n_embd / d_model, vocab_size (a
+ * padded_vocab_size only as padded_vocab), num_hidden_layers / n_layer,
+ * labelled with `path`; read with lib/tpc_cfg.h's text_config rule, a
+ * member of "text_config" winning over the top level's) or a diffusers one (num_attention_heads, attention_head_dim, hidden =
+ * their product, num_layers, activation_fn; SD3 and Flux configs, which name
+ * no activation_fn, use gelu-approximate). Unknown members stay 0. */
+int tpc_facts_from_buffer(tpc_model_facts *f, const char *text, size_t len, const char *path,
+			  tpc_err *e);
+int tpc_facts_from_file(tpc_model_facts *f, const char *path, tpc_err *e);
+/* The same from a parsed config (tpc_cfg.h). */
+struct tpc_cfg;
+int tpc_facts_from_cfg(tpc_model_facts *f, const struct tpc_cfg *c, tpc_err *e);
+/* dst's unknown facts are taken from src, with their origins. */
+void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src);
+/* Derive what follows from the rest (head_dim = hidden / heads). */
+void tpc_facts_finish(tpc_model_facts *f);
+/* Every known checked fact without an origin gets `origin` (truncated to
+ * TPC_FACT_ORIGIN_MAX); the name of fact `k` ("heads", "kv_heads", ...). */
+void tpc_facts_label(tpc_model_facts *f, const char *origin);
+const char *tpc_fact_name(int k);
+
+/* What Megatron-LM's saved args say (lib/tpc_extras.h) as facts, labelled
+ * `origin`: the heads, query groups (kv_heads), kv_channels (head_dim),
+ * hidden size, the true vocabulary when recorded, else the padded one as
+ * padded_vocab. Only unknown facts are filled. */
+struct tpc_megatron_args;
+void tpc_facts_from_megatron(tpc_model_facts *f, const struct tpc_megatron_args *a, const char *origin);
+
+/* Fill q from a config's "quantization_config" object (NULL or not an
+ * object: no quantization). */
+void tpc_qs_from_json(tpc_qs_cfg *q, const struct cJSON *qc);
+
+#endif
