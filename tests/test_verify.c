@@ -223,7 +223,7 @@ static void tiny_build(tiny *tn, int tp, const char *swap)
 	}
 	tpc_verify_link_biases(&tn->s);
 	tpc_vfacts f = {.heads = 4, .kv_heads = 2, .head_dim = 16, .hidden = 64, .vocab = 128, .layers = 2, .ff_act = TPC_VACT_SILU};
-	assert_int_equal(tpc_verify_model_from_names(&tn->s, TPC_VARCH_LLAMA, &f, &e), 0);
+	assert_int_equal(tpc_verify_model_from_names(&tn->s, tpc_family_find("llama"), &f, &e), 0);
 	assert_int_equal(tn->s.model->nlayers, 2);
 	free(dims);
 	free(first);
@@ -505,7 +505,7 @@ static void deepseek_vs_transformers(bool yarn)
 		f.yarn.beta_fast = 32;
 		f.yarn.beta_slow = 1;
 	}
-	assert_int_equal(tpc_verify_model_from_names(&s, TPC_VARCH_LLAMA, &f, &e), 0);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("deepseek-v3"), &f, &e), 0);
 	assert_true(s.model->layers[0].attn.mla && s.model->layers[2].moe.exp && !s.model->layers[0].moe.exp);
 	assert_int_equal(s.model->layers[1].attn.lat.v_dim, 6);
 	vs_transformers(&s, &ex, yarn ? "logits.yarn" : "logits.plain", 48, yarn ? "deepseek-v3 yarn" : "deepseek-v3 plain");
@@ -531,7 +531,7 @@ static void test_deepseek_plain(void **st)
  * (tests/data/make_tiny_neox_bert.py); every tensor whole (tp 1), the facts
  * as their config.json files give them. `skip`: tensors left out (BERT
  * without its MLM head is a BertModel). */
-static void neox_bert_case(const char *file, tpc_varch arch, const tpc_vfacts *f, const char *skip, const char *key,
+static void neox_bert_case(const char *file, const char *arch, const tpc_vfacts *f, const char *skip, const char *key,
 			   int64_t W)
 {
 	tpc_err e;
@@ -554,7 +554,7 @@ static void neox_bert_case(const char *file, tpc_varch arch, const tpc_vfacts *f
 		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
 	}
 	tpc_verify_link_biases(&s);
-	assert_int_equal(tpc_verify_model_from_names(&s, arch, f, &e), 0);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find(arch), f, &e), 0);
 	assert_int_equal(s.model->nlayers, 2);
 	vs_transformers(&s, &ex, key, W, key);
 	tpc_verify_set_release(&s);
@@ -566,13 +566,13 @@ static void test_neox_bert(void **st)
 {
 	(void)st;
 	tpc_vfacts f = {.heads = 4, .norm_eps = 1e-5, .rope_theta = 10000, .rotary_pct = 0.5, .parallel_residual = 1};
-	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.parallel", 48);
+	neox_bert_case("tiny_gpt_neox.safetensors", "gpt-neox", &f, NULL, "neox.parallel", 48);
 	f.rotary_pct = 0.25;
 	f.parallel_residual = -1;
-	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.sequential", 48);
+	neox_bert_case("tiny_gpt_neox.safetensors", "gpt-neox", &f, NULL, "neox.sequential", 48);
 	tpc_vfacts b = {.heads = 4, .norm_eps = 1e-12};
-	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, NULL, "bert.mlm", 48);
-	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, "cls.", "bert.hidden", 32);
+	neox_bert_case("tiny_bert.safetensors", "bert", &b, NULL, "bert.mlm", 48);
+	neox_bert_case("tiny_bert.safetensors", "bert", &b, "cls.", "bert.hidden", 32);
 }
 
 int main(void)

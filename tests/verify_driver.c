@@ -320,10 +320,7 @@ int main(int argc, char **argv)
 			vf.ff_act = facts.ff_act == TPC_FF_GELU || facts.ff_act == TPC_FF_GEGLU ? TPC_VACT_GELU
 				    : facts.ff_act == TPC_FF_SWIGLU ? TPC_VACT_SILU : TPC_VACT_GELU_TANH;
 		}
-		tpc_varch va = !strcmp(preset, "llama") ? TPC_VARCH_LLAMA
-			       : !strcmp(preset, "gpt2") ? TPC_VARCH_GPT2
-			       : neox ? TPC_VARCH_GPTNEOX : bert ? TPC_VARCH_BERT : TPC_VARCH_DIT;
-		if ((ret = tpc_verify_model_from_names(&s, va, &vf, &e)))
+		if ((ret = tpc_verify_model_from_names(&s, tpc_family_find(preset), &vf, &e)))
 			goto out;
 	}
 	ret = tpc_verify_execute(&s, &o, me == 0 ? &rep : NULL, &e);
