@@ -319,7 +319,5 @@ int tpc_cli_write_out(const char *cmd, tpc_cli_write_fn wr, void *ctx, const tpc
 extern tpc_cli_mpi tpc_cli_job;
 void tpc_cli_mpi_end(tpc_cli_mpi *m, int status);
 
-/* verify's model structure by name (llama, gpt2, dit): 0, or -1 if unknown. */
-int tpc_varch_parse(const char *name, tpc_varch *out);
 
 #endif

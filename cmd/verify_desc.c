@@ -51,23 +51,6 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 	return ix;
 }
 
-int tpc_varch_parse(const char *name, tpc_varch *out)
-{
-	/* verify's own names, or a family whose record says which it runs as */
-	static const char *const names[] = {"llama", "gpt2", "dit", "dalle2", "gpt-neox", "bert"};
-	static const tpc_varch archs[] = {TPC_VARCH_LLAMA, TPC_VARCH_GPT2, TPC_VARCH_DIT, TPC_VARCH_DALLE2,
-					  TPC_VARCH_GPTNEOX, TPC_VARCH_BERT};
-	const tpc_family *f = tpc_family_find(name);
-	if (f)
-		name = f->verify;
-	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcmp(name, names[i])) {
-			*out = archs[i];
-			return 0;
-		}
-	return -1;
-}
-
 /*
  * Is rank file r where it belongs? A file that holds another rank's tensors
  * (two files swapped or renamed on disk) would otherwise show only as slices
@@ -540,17 +523,19 @@ static int describe_tensor(tpc_cli_vdesc *d, tpc_verify_set *set, size_t i, tpc_
 }
 
 /* Block and model checks when the structure is known: --arch, else the
- * plan's family (its record names the architecture). */
+ * plan's family; its record's layer parts say what verify computes. */
 static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 {
 	const char *arch = d->a->arch;
 	const char *an = arch ? arch : (d->have_plan && d->plan.name ? d->plan.name : "none");
-	tpc_varch va;
 	if (!strcmp(an, "none") || !(d->a->checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL)))
 		return 0;
-	if (tpc_varch_parse(an, &va))
-		return arch ? tpc_cli_usage("verify", "--arch: llama, gpt2, gpt-neox, bert, dit, dalle2 or none, not '%s'", arch) : 0;
-	return tpc_verify_model_from_names(set, va, &d->facts, e);
+	const tpc_family *fam = tpc_family_find(an);
+	if (!fam || !fam->has_parts)
+		return arch ? tpc_cli_usage("verify", "--arch: a preset whose record describes its layers (tpconv plan --list) or none, not '%s'",
+					    arch)
+			    : 0;
+	return tpc_verify_model_from_names(set, fam, &d->facts, e);
 }
 
 int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report *rep, tpc_err *e)

@@ -122,6 +122,26 @@ static const tpc_tensor_row qwen2moe_tensors[] = {
 	END_ROW,
 };
 
+/* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
+ * o_proj and dense MLP layers by (MLA's own projections, the router and
+ * the experts are found by their names in the checkpoint); Hugging Face
+ * names only so far. */
+#define HF_ONLY(R, NAME) ROW(R, false, NAME, NULL, NULL, NULL, NULL)
+static const tpc_tensor_row deepseek_tensors[] = {
+	HF_ONLY(TOKEN_EMBD, "model.embed_tokens.weight"),
+	HF_ONLY(OUTPUT_NORM, "model.norm.weight"),
+	HF_ONLY(OUTPUT, "lm_head.weight"),
+	HF_ONLY(ATTN_NORM, HF_L "input_layernorm.weight"),
+	HF_ONLY(ATTN_Q, HF_L "self_attn.q_proj.weight"),
+	HF_ONLY(ATTN_OUT, HF_L "self_attn.o_proj.weight"),
+	HF_ONLY(FFN_NORM, HF_L "post_attention_layernorm.weight"),
+	HF_ONLY(FFN_GATE, HF_L "mlp.gate_proj.weight"),
+	HF_ONLY(FFN_UP, HF_L "mlp.up_proj.weight"),
+	HF_ONLY(FFN_DOWN, HF_L "mlp.down_proj.weight"),
+	END_ROW,
+};
+#undef HF_ONLY
+
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
  * load_weights_from_hf_model, "transpose for Conv1D"), c_attn fused [q|k|v]
@@ -385,109 +405,119 @@ static const char plan_dalle2[] =
 	 "  ],\n"
 	 "  \"fallback\": \"replicate\"\n"
 	 "}\n";
+/* Layer parts (tpc_family.h). LLaMA's are the zero values: RMSNorm before
+ * each sublayer, GQA with rotate-half RoPE, SwiGLU, sequential residual. */
+#define PARTS(...) .has_parts = true, .parts = {__VA_ARGS__}
+#define LLAMA_PARTS PARTS(.tied_head = true)
+
 /* a NULL-terminated list of names */
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-/* Fields left out are NULL: no verify architecture, no architectures, no
+/* Fields left out are NULL: no layer parts (verify's structure and layer
+ * checks only), no architectures, no
  * rules presets, no checked layouts, no tensor table. */
 static const tpc_family families[] = {
 	{.name = "llama",
 	 .desc = "LLaMA / Mistral / Qwen2 / Qwen3 / Gemma / Phi-3 (HF names): GQA q/k/v col on head boundaries, o row, gate/up col, down row, vocab-parallel embed and lm_head",
 	 .plan = LLAMA_JSON("llama"),
-	 .verify = "llama",
 	 .hf_arch = A("LlamaForCausalLM"),
 	 .rules = A("megatron-llama", "torchtitan"),
 	 .layouts = A("vllm", "trtllm"),
-	 .tensors = llama_tensors},
+	 .tensors = llama_tensors,
+	 LLAMA_PARTS},
 	{.name = "mistral",
 	 .desc = "Mistral (HF names): the llama plan",
 	 .plan = LLAMA_JSON("mistral"),
-	 .verify = "llama",
 	 .hf_arch = A("MistralForCausalLM"),
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
-	 .tensors = llama_tensors},
+	 .tensors = llama_tensors,
+	 LLAMA_PARTS},
 	{.name = "qwen2",
 	 .desc = "Qwen2 / Qwen2.5 dense (HF names): the llama plan (q/k/v biases split with their weights)",
 	 .plan = LLAMA_JSON("qwen2"),
-	 .verify = "llama",
 	 .hf_arch = A("Qwen2ForCausalLM"),
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
-	 .tensors = llama_tensors},
+	 .tensors = llama_tensors,
+	 PARTS(.attn_bias = true, .tied_head = true)},
 	{.name = "qwen3",
 	 .desc = "Qwen3 dense (HF names): the llama plan; per-head q_norm/k_norm replicated, head_dim from config.json",
 	 .plan = LLAMA_JSON("qwen3"),
-	 .verify = "llama",
 	 .hf_arch = A("Qwen3ForCausalLM"),
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm"),
-	 .tensors = llama_tensors},
+	 .tensors = llama_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .tied_head = true)},
 	{.name = "gemma",
 	 .desc = "Gemma 1/2/3 text (HF names): the llama plan; head_dim from config.json (not hidden/heads)",
 	 .plan = LLAMA_JSON("gemma"),
-	 .verify = "llama",
 	 .hf_arch = A("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"),
-	 .tensors = llama_tensors},
+	 .tensors = llama_tensors,
+	 PARTS(.norm_offset = 1, .embed_scale = true, .tied_head = true)},
 	{.name = "phi3",
 	 .desc = "Phi-3 (HF names): the llama plan; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part",
 	 .plan = LLAMA_JSON("phi3"),
-	 .verify = "llama",
 	 .hf_arch = A("Phi3ForCausalLM"),
 	 .layouts = A("vllm"),
-	 .tensors = llama_tensors},
+	 .tensors = llama_tensors,
+	 LLAMA_PARTS},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
-	 .verify = "llama",
 	 .hf_arch = A("MixtralForCausalLM"),
 	 .layouts = A("vllm", "trtllm"),
-	 .tensors = mixtral_tensors},
+	 .tensors = mixtral_tensors,
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX)},
 	{.name = "qwen2-moe",
 	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
 	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names."),
-	 .verify = "llama",
 	 .hf_arch = A("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"),
-	 .tensors = qwen2moe_tensors},
+	 .tensors = qwen2moe_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
-	 .verify = "llama",
-	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")},
+	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
+	 .tensors = deepseek_tensors,
+	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS)},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,
-	 .verify = "gpt2",
 	 .hf_arch = A("GPT2LMHeadModel"),
 	 .layouts = A("trtllm"),
 	 .tensors = gpt2_tensors,
 	 .conv1d = true,
-	 .rules = A("megatron-gpt")},
+	 .rules = A("megatron-gpt"),
+	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .pos = TPC_PART_POS_LEARNED, .mlp = TPC_PART_MLP_GELU_NEW, .tied_head = true)},
 	{.name = "gpt-neox",
 	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
-	 .verify = "gpt-neox",
 	 .plan = plan_gpt_neox,
 	 .hf_arch = A("GPTNeoXForCausalLM"),
-	 .tensors = gptneox_tensors},
+	 .tensors = gptneox_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .qkv = TPC_PART_QKV_PER_HEAD, .partial_rope = true, .attn_bias = true,
+	       .mlp = TPC_PART_MLP_GELU, .resid = TPC_PART_PARALLEL)},
 	{.name = "bert",
 	 .desc = "BERT (HF names): self query/key/value col on head boundaries, attention output row, intermediate col, output row, word embeddings and MLM decoder vocab",
-	 .verify = "bert",
 	 .plan = plan_bert,
-	 .hf_arch = A("BertModel", "BertForMaskedLM", "BertForPreTraining")},
+	 .hf_arch = A("BertModel", "BertForMaskedLM", "BertForPreTraining"),
+	 PARTS(.model = TPC_PART_ENCODER, .norm = TPC_PART_LAYERNORM, .place = TPC_PART_AFTER_ADD, .attn_bias = true,
+	       .pos = TPC_PART_POS_LEARNED, .mlp = TPC_PART_MLP_GELU, .tied_head = true)},
 	{.name = "libai",
 	 .desc = "LiBai (OneFlow) names: head-interleaved query_key_value col, dense row, dense_h_to_4h col, dense_4h_to_h row, vocab embeddings",
-	 .verify = "gpt-neox",
 	 .plan = plan_libai,
-	 .rules = A("libai")},
+	 .rules = A("libai"),
+	 PARTS(.norm = TPC_PART_LAYERNORM, .qkv = TPC_PART_QKV_PER_HEAD, .attn_bias = true, .pos = TPC_PART_POS_LEARNED,
+	       .mlp = TPC_PART_MLP_GELU, .tied_head = true)},
 	{.name = "dit",
 	 .desc = "diffusers DiT / PixArt / SD3 / Flux / CogVideoX: attn q/k/v (and add_*_proj) col on heads, to_out.0 and to_add_out row, ff.net.0.proj col (2 parts when GEGLU/SwiGLU), ff.net.2 row",
 	 .plan = plan_dit,
-	 .verify = "dit"},
+	 PARTS(.model = TPC_PART_BLOCKS_DIFFUSERS)},
 	{.name = "dalle2",
 	 .desc = "DALLE2-pytorch transformer: to_q col, fused to_kv col in 2 parts, to_out.0 row; feed-forward Linear(dim, inner*2) col in 2 parts (SwiGLU), Linear(inner, dim) row",
 	 .plan = plan_dalle2,
-	 .verify = "dalle2",
-	 .rules = A("dalle2")},
+	 .rules = A("dalle2"),
+	 PARTS(.model = TPC_PART_BLOCKS_DALLE2)},
 };
 #undef A
 
@@ -554,6 +584,8 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_FFN_UP_SHEXP] = "ffn_up_shexp",
 		[TPC_ROLE_FFN_DOWN_SHEXP] = "ffn_down_shexp",
 		[TPC_ROLE_FFN_GATE_INP_SHEXP] = "ffn_gate_inp_shexp",
+		[TPC_ROLE_ATTN_POST_NORM] = "attn_post_norm",
+		[TPC_ROLE_FFN_POST_NORM] = "ffn_post_norm",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }

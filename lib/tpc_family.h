@@ -8,9 +8,9 @@
  *   plan      its split plan: plan JSON in shard/tpc_plan.h's schema, parsed
  *             there exactly as a user's --plan file (`tpconv plan NAME`
  *             prints it); the plan's "name" is the record's name
- *   verify    the architecture verify's block and model checks run it as
- *             ("llama", "gpt2", "gpt-neox", "bert", "dit", "dalle2"); NULL: structure
- *             and layer checks only
+ *   parts     the decoder layer as parts (tpc_layer_parts, below) that
+ *             verify composes its block and model checks from; a record
+ *             without (has_parts false) gets structure and layer checks only
  *   hf_arch   the config.json "architectures" values of its models
  *   rules     the rename presets (lib/tpc_rules.h) that bring another
  *             ecosystem's names to this family's Hugging Face names
@@ -74,6 +74,9 @@ typedef enum tpc_role {
 	TPC_ROLE_FFN_UP_SHEXP,
 	TPC_ROLE_FFN_DOWN_SHEXP,
 	TPC_ROLE_FFN_GATE_INP_SHEXP, /* the shared expert's gate [1, hidden] */
+	TPC_ROLE_ATTN_POST_NORM, /* the norm of the attention's output, before the residual add
+				    (OLMo 2, Gemma 2/3; llama.cpp's post_attention_norm) */
+	TPC_ROLE_FFN_POST_NORM,  /* the norm of the MLP's output, before the residual add */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -92,8 +95,87 @@ typedef struct tpc_tensor_row {
 	const char *name[TPC_ECO_COUNT];
 } tpc_tensor_row;
 
+/*
+ * A decoder layer (and the model around it) as parts. Structure only: the
+ * numbers (eps, rope theta, the rotary fraction, top-k, group counts) are the
+ * model facts' (config.json). A record reusing known parts needs no code:
+ * verify composes its forward from them and finds each tensor through the
+ * record's roles (Hugging Face names).
+ *
+ *   model      decoder (causal LM), encoder (bidirectional, token types:
+ *              BERT), or no token model at all, block checks only, over a
+ *              module layout verify knows (diffusers transformer blocks,
+ *              DALLE2-pytorch's prior and Unets)
+ *   norm       RMSNorm or LayerNorm (with biases where the rows say so);
+ *              norm_offset: the weight is stored minus this (Gemma: 1)
+ *   place      pre: norm -> sublayer -> residual add (LLaMA); post: no input
+ *              norms, sublayer -> norm -> residual add (OLMo 2:
+ *              post_attention_layernorm and post_feedforward_layernorm);
+ *              sandwich: both (Gemma 2/3); after_add: residual add -> norm
+ *              (BERT)
+ *   attn       MHA/GQA, or multi-head latent attention (DeepSeek-V2/V3)
+ *   qk_norm    none, RMSNorm per head over head_dim (Qwen3), or over the
+ *              whole q and k projections, heads * head_dim (OLMo 2); before
+ *              the rotary embedding
+ *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
+ *              or [q, k, v] per head (GPT-NeoX's query_key_value)
+ *   rope       rotate-half or interleaved pairs (the config may say); a
+ *              partial rotary fraction comes from the facts
+ *   pos        RoPE, learned absolute positions, or none
+ *   mlp        gated SiLU (SwiGLU), gated GELU, plain GELU, plain gelu_new
+ *   router     the default routing of a mixture of experts (the config may
+ *              say otherwise): softmax top-k, sigmoid with a correction bias,
+ *              group-limited top-k; none: dense
+ *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
+ *              the config's use_parallel_residual may turn it off)
+ *   embed_scale  the embeddings times sqrt(hidden) (Gemma)
+ *   tied_head  the head may be the token embedding (no lm_head tensor)
+ */
+typedef enum tpc_part_model {
+	TPC_PART_DECODER = 0,
+	TPC_PART_ENCODER,        /* bidirectional, token types, post-add norms (BERT) */
+	TPC_PART_BLOCKS_DIFFUSERS, /* no token model: diffusers transformer blocks */
+	TPC_PART_BLOCKS_DALLE2,  /* no token model: DALLE2-pytorch attentions and feed-forwards */
+} tpc_part_model;
+typedef enum tpc_part_norm { TPC_PART_RMSNORM = 0, TPC_PART_LAYERNORM } tpc_part_norm;
+typedef enum tpc_part_place {
+	TPC_PART_PRE = 0, TPC_PART_POST, TPC_PART_SANDWICH, TPC_PART_AFTER_ADD
+} tpc_part_place;
+typedef enum tpc_part_attn { TPC_PART_GQA = 0, TPC_PART_MLA } tpc_part_attn;
+typedef enum tpc_part_qk_norm { TPC_PART_QK_NONE = 0, TPC_PART_QK_HEAD, TPC_PART_QK_WHOLE } tpc_part_qk_norm;
+typedef enum tpc_part_qkv { TPC_PART_QKV_PARTS = 0, TPC_PART_QKV_PER_HEAD } tpc_part_qkv;
+typedef enum tpc_part_rope { TPC_PART_ROPE_HALF = 0, TPC_PART_ROPE_INTERLEAVED } tpc_part_rope;
+typedef enum tpc_part_pos { TPC_PART_POS_ROPE = 0, TPC_PART_POS_LEARNED, TPC_PART_POS_NONE } tpc_part_pos;
+typedef enum tpc_part_mlp {
+	TPC_PART_MLP_SILU_GLU = 0, TPC_PART_MLP_GELU_GLU, TPC_PART_MLP_GELU, TPC_PART_MLP_GELU_NEW
+} tpc_part_mlp;
+typedef enum tpc_part_router {
+	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP
+} tpc_part_router;
+typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL } tpc_part_resid;
+
+typedef struct tpc_layer_parts {
+	tpc_part_model model;
+	tpc_part_norm norm;
+	double norm_offset;
+	tpc_part_place place;
+	tpc_part_attn attn;
+	tpc_part_qk_norm qk_norm;
+	tpc_part_qkv qkv;
+	tpc_part_rope rope;
+	bool partial_rope;       /* a fraction of each head rotated (rotary_pct in the facts) */
+	bool attn_bias;          /* q/k/v (and o) may carry biases */
+	tpc_part_pos pos;
+	tpc_part_mlp mlp;
+	tpc_part_router router;
+	tpc_part_resid resid;
+	bool embed_scale;
+	bool logit_scale;        /* the logits scaled by a config factor */
+	bool tied_head;
+} tpc_layer_parts;
+
 typedef struct tpc_family {
-	const char *name, *desc, *plan, *verify;
+	const char *name, *desc, *plan;
 	const char *const *hf_arch;      /* NULL-terminated; NULL: none */
 	const char *const *rules;        /* NULL-terminated; NULL: none */
 	const char *const *layouts;      /* the engine layouts (shard/tpc_layout.h) whose
@@ -101,6 +183,8 @@ typedef struct tpc_family {
 					  * models: a layout writes only those */
 	const tpc_tensor_row *tensors;   /* ends with role TPC_ROLE_NONE; NULL: none */
 	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */
+	bool has_parts;                  /* verify runs block and model checks from `parts` */
+	tpc_layer_parts parts;
 } tpc_family;
 
 size_t tpc_family_count(void);

@@ -74,9 +74,9 @@ static void test_families(void **st)
 		assert_ptr_equal(tpc_family_find(f->name), f);
 		assert_non_null(f->desc);
 		assert_non_null(strstr(f->plan, f->name));
-		if (f->verify)
-			assert_true(!strcmp(f->verify, "llama") || !strcmp(f->verify, "gpt2") || !strcmp(f->verify, "dit") ||
-				    !strcmp(f->verify, "dalle2") || !strcmp(f->verify, "gpt-neox") || !strcmp(f->verify, "bert"));
+		/* a decoder's parts are found through its table */
+		if (f->has_parts && f->parts.model == TPC_PART_DECODER && f->parts.qkv != TPC_PART_QKV_PER_HEAD)
+			assert_non_null(tpc_family_row(f, TPC_ROLE_ATTN_OUT));
 		for (size_t k = 0; f->rules && f->rules[k]; k++)
 			assert_non_null(tpc_rules_preset_text(f->rules[k]));
 		for (size_t k = 0; f->hf_arch && f->hf_arch[k]; k++)
@@ -111,7 +111,7 @@ static void test_families(void **st)
 	const tpc_family *q3 = tpc_family_find("qwen3");
 	assert_non_null(q3);
 	assert_ptr_equal(tpc_family_by_arch("Qwen3ForCausalLM"), q3);
-	assert_string_equal(q3->verify, "llama");
+	assert_true(q3->has_parts && q3->parts.qk_norm == TPC_PART_QK_HEAD);
 	int64_t l, x;
 	bool b;
 	const tpc_tensor_row *w = tpc_family_classify(q3, TPC_ECO_HF, "model.layers.31.self_attn.k_norm.weight", &l, &x, &b);

@@ -223,7 +223,7 @@ static void tiny_build(tiny *tn, int tp, const char *swap)
 	}
 	tpc_verify_link_biases(&tn->s);
 	tpc_model_facts f = {.heads = 4, .kv_heads = 2, .head_dim = 16, .hidden = 64, .vocab = 128, .layers = 2};
-	assert_int_equal(tpc_verify_model_from_names(&tn->s, TPC_VARCH_LLAMA, &f, &e), 0);
+	assert_int_equal(tpc_verify_model_from_names(&tn->s, tpc_family_find("llama"), &f, &e), 0);
 	assert_int_equal(tn->s.model->nlayers, 2);
 	free(dims);
 	free(first);
@@ -506,7 +506,7 @@ static void deepseek_vs_transformers(bool yarn)
 		f.yarn.beta_fast = 32;
 		f.yarn.beta_slow = 1;
 	}
-	assert_int_equal(tpc_verify_model_from_names(&s, TPC_VARCH_LLAMA, &f, &e), 0);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("deepseek-v3"), &f, &e), 0);
 	assert_true(s.model->layers[0].attn.mla && s.model->layers[2].moe.exp && !s.model->layers[0].moe.exp);
 	assert_int_equal(s.model->layers[1].attn.lat.v_dim, 6);
 	vs_transformers(&s, &ex, yarn ? "logits.yarn" : "logits.plain", 48, yarn ? "deepseek-v3 yarn" : "deepseek-v3 plain");
@@ -532,7 +532,7 @@ static void test_deepseek_plain(void **st)
  * (tests/data/make_tiny_neox_bert.py); every tensor whole (tp 1), the facts
  * as their config.json files give them. `skip`: tensors left out (BERT
  * without its MLM head is a BertModel). */
-static void neox_bert_case(const char *file, tpc_varch arch, const tpc_model_facts *f, const char *skip, const char *key,
+static void neox_bert_case(const char *file, const char *arch, const tpc_model_facts *f, const char *skip, const char *key,
 			   int64_t W)
 {
 	tpc_err e;
@@ -555,7 +555,7 @@ static void neox_bert_case(const char *file, tpc_varch arch, const tpc_model_fac
 		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
 	}
 	tpc_verify_link_biases(&s);
-	assert_int_equal(tpc_verify_model_from_names(&s, arch, f, &e), 0);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find(arch), f, &e), 0);
 	assert_int_equal(s.model->nlayers, 2);
 	vs_transformers(&s, &ex, key, W, key);
 	tpc_verify_set_release(&s);
@@ -567,13 +567,67 @@ static void test_neox_bert(void **st)
 {
 	(void)st;
 	tpc_model_facts f = {.heads = 4, .norm_eps = 1e-5, .rope_theta = 10000, .rotary_pct = 0.5, .parallel_residual = 1};
-	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.parallel", 48);
+	neox_bert_case("tiny_gpt_neox.safetensors", "gpt-neox", &f, NULL, "neox.parallel", 48);
 	f.rotary_pct = 0.25;
 	f.parallel_residual = -1;
-	neox_bert_case("tiny_gpt_neox.safetensors", TPC_VARCH_GPTNEOX, &f, NULL, "neox.sequential", 48);
+	neox_bert_case("tiny_gpt_neox.safetensors", "gpt-neox", &f, NULL, "neox.sequential", 48);
 	tpc_model_facts b = {.heads = 4, .norm_eps = 1e-12};
-	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, NULL, "bert.mlm", 48);
-	neox_bert_case("tiny_bert.safetensors", TPC_VARCH_BERT, &b, "cls.", "bert.hidden", 32);
+	neox_bert_case("tiny_bert.safetensors", "bert", &b, NULL, "bert.mlm", 48);
+	neox_bert_case("tiny_bert.safetensors", "bert", &b, "cls.", "bert.hidden", 32);
+}
+
+/* OLMo 2 from parts alone: a record as the OLMo 2 one would be (its table
+ * and its parts: post placement, q/k norms over the whole projection;
+ * otherwise LLaMA's), no code of its own. tests/data/tiny_olmo2.safetensors
+ * and its logits in plain torch (tests/data/make_tiny_olmo2.py): verify's
+ * fp64 reference forward composed from the parts gives them. */
+#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}}
+static const tpc_tensor_row olmo2_rows[] = {
+	OL(TOKEN_EMBD, "model.embed_tokens.weight"),
+	OL(OUTPUT_NORM, "model.norm.weight"),
+	OL(OUTPUT, "lm_head.weight"),
+	OL(ATTN_Q, "model.layers.{L}.self_attn.q_proj.weight"),
+	OL(ATTN_K, "model.layers.{L}.self_attn.k_proj.weight"),
+	OL(ATTN_V, "model.layers.{L}.self_attn.v_proj.weight"),
+	OL(ATTN_OUT, "model.layers.{L}.self_attn.o_proj.weight"),
+	OL(ATTN_Q_NORM, "model.layers.{L}.self_attn.q_norm.weight"),
+	OL(ATTN_K_NORM, "model.layers.{L}.self_attn.k_norm.weight"),
+	OL(ATTN_POST_NORM, "model.layers.{L}.post_attention_layernorm.weight"),
+	OL(FFN_GATE, "model.layers.{L}.mlp.gate_proj.weight"),
+	OL(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
+	OL(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
+	OL(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+};
+#undef OL
+
+static void test_olmo2_parts(void **st)
+{
+	(void)st;
+	const tpc_family olmo2 = {.name = "olmo2", .tensors = olmo2_rows, .has_parts = true,
+				  .parts = {.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_WHOLE, .tied_head = true}};
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tiny_open("tiny_olmo2.safetensors", "tiny_olmo2_out.safetensors", &ck, &ex, &s, &e);
+	for (size_t i = 0; i < ck.n; i++) {
+		const char *nm = ck.t[i].name; /* split as the llama plan splits, at tp 1 */
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj"), voc = strstr(nm, "embed") || strstr(nm, "lm_head");
+		tpc_vsplit sp = ck.t[i].ndim == 1 ? TPC_VSPLIT_REPLICATE : row ? TPC_VSPLIT_ROW : voc ? TPC_VSPLIT_VOCAB : TPC_VSPLIT_COL;
+		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim), false,
+						false, 0, NULL, &e);
+		assert_true(ix >= 0);
+		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+	}
+	tpc_model_facts f = {.heads = 4, .kv_heads = 2, .norm_eps = 1e-6, .rope_theta = 10000};
+	assert_int_equal(tpc_verify_model_from_names(&s, &olmo2, &f, &e), 0);
+	assert_int_equal(s.model->nlayers, 2);
+	assert_true(s.model->layers[1].norm1_w < 0 && s.model->layers[1].post1_w >= 0 && s.model->layers[1].post2_w >= 0);
+	assert_true(s.model->layers[0].attn.qk_whole);
+	vs_transformers(&s, &ex, "logits", 48, "olmo2 parts vs plain torch");
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
 }
 
 int main(void)
@@ -585,7 +639,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
-		cmocka_unit_test(test_neox_bert),
+		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

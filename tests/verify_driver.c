@@ -316,10 +316,7 @@ int main(int argc, char **argv)
 				      .hidden = facts.hidden, .ff_act = facts.ff_act, .norm_eps = facts.norm_eps,
 				      .rope_theta = facts.rope_theta, .rotary_pct = facts.rotary_pct,
 				      .parallel_residual = facts.parallel_residual};
-		tpc_varch va = !strcmp(preset, "llama") ? TPC_VARCH_LLAMA
-			       : !strcmp(preset, "gpt2") ? TPC_VARCH_GPT2
-			       : neox ? TPC_VARCH_GPTNEOX : bert ? TPC_VARCH_BERT : TPC_VARCH_DIT;
-		if ((ret = tpc_verify_model_from_names(&s, va, &vf, &e)))
+		if ((ret = tpc_verify_model_from_names(&s, tpc_family_find(preset), &vf, &e)))
 			goto out;
 	}
 	ret = tpc_verify_execute(&s, &o, me == 0 ? &rep : NULL, &e);

@@ -137,6 +137,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 	a->bidirectional = p->bidirectional;
 	a->kv_w = p->kv_width;
 	a->qk_eps = p->qk_eps;
+	a->qk_whole = p->qk_whole;
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);

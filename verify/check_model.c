@@ -165,6 +165,11 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 		tpc__opt_loc(R, ly->norm1_b, t, &L->n1b);
 		tpc__opt_loc(R, ly->norm2_w, t, &L->n2w);
 		tpc__opt_loc(R, ly->norm2_b, t, &L->n2b);
+		if (t >= 0 && (!tpc__repl_ok(R, ly->post1_w, "norm", msg, n) || !tpc__repl_ok(R, ly->post2_w, "norm", msg, n)))
+			return false;
+		tpc__opt_loc(R, ly->post1_w, t, &L->p1w);
+		tpc__opt_loc(R, ly->post2_w, t, &L->p2w);
+		L->no_pre = d->parts.place == TPC_PART_POST;
 		if (ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n) : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;
 		L->moe = ly->moe.exp != NULL;

@@ -165,6 +165,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_facts.h"
+#include "tpc_family.h"
 #include "tpc_progress.h"
 #include "tpc_rope.h"
 
@@ -283,6 +284,9 @@ typedef struct tpc_vattn {
 	int64_t q_norm, k_norm;          /* RMSNorm of every q and k head before the rotary embedding
 					    (Qwen3's q_norm/k_norm, [head_dim], replicated); -1: none */
 	double qk_eps;                   /* their epsilon (the model's norm_eps) */
+	bool qk_whole;                   /* q_norm/k_norm are over the whole projection [heads *
+					    head_dim], not per head (OLMo 2): the ranks all-reduce the
+					    sums of squares of their heads */
 	bool bidirectional;              /* every query sees every key (DiT); else causal */
 	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
 					    width (seeded like the block input); 0: the block input */
@@ -324,6 +328,8 @@ typedef struct tpc_vmoe {
 typedef struct tpc_vlayer {
 	char *name;                      /* "model.layers.3" (owned) */
 	int64_t norm1_w, norm1_b, norm2_w, norm2_b;
+	int64_t post1_w, post2_w;        /* the norms of the attention's and the MLP's outputs before
+					    the residual add (OLMo 2, Gemma 2/3); -1: none */
 	tpc_vattn attn;                  /* attn.o < 0: no attention check (a DiT feed-forward entry) */
 	tpc_vmlp mlp;                    /* mlp.down < 0: no feed-forward check */
 	tpc_vmoe moe;                    /* moe.exp NULL: none */
@@ -331,6 +337,8 @@ typedef struct tpc_vlayer {
 					    (a Unet's stages); 0: the model's */
 } tpc_vlayer;
 
+/* The forward verify composes, derived from the record's parts
+ * (tpc_layer_parts) only, never from a name. */
 typedef enum tpc_varch {
 	TPC_VARCH_LLAMA = 0, /* RMSNorm, RoPE, SwiGLU, untied or tied head */
 	TPC_VARCH_GPT2,      /* LayerNorm, learned positions, gelu_new, Conv1D */
@@ -342,7 +350,8 @@ typedef enum tpc_varch {
 } tpc_varch;
 
 typedef struct tpc_vmodel {
-	tpc_varch arch;
+	tpc_varch arch;                  /* from parts */
+	tpc_layer_parts parts;           /* the family record's */
 	tpc_vnorm norm;
 	double norm_eps;
 	int64_t hidden, vocab;           /* vocab: true (unpadded) size */
@@ -449,8 +458,14 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
  * P.1.5 pair of a CausalTransformer layer P a SwiGLU feed-forward entry
  * ([x | gate], SiLU), unless a post-activation norm P.1.3 sits between.
  */
-int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_model_facts *f,
+int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const tpc_model_facts *f,
 				tpc_err *e);
+
+/* The forward a record's parts compose: TPC_VARCH_DIT or _DALLE2 for the
+ * block layouts, _BERT for an encoder, _GPTNEOX for a qkv fused per head,
+ * _GPT2 for a decoder with learned positions, else _LLAMA (whose layers
+ * take every other part: placement, q/k norms, MLA, routers). */
+tpc_varch tpc_verify_varch(const tpc_layer_parts *p);
 
 /* ---- running ---- */
 

@@ -94,6 +94,8 @@ typedef struct vattn_loc {
 	double theta;
 	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
 	double qk_eps;
+	bool qk_whole;           /* qn, kn over the whole projection [heads * hd] (OLMo 2): this
+				    rank's heads take their columns, the sums of squares all-reduced */
 	bool bidirectional;
 	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
 	int64_t rot;             /* rope on each head's first rot dims (0: all) */
@@ -117,6 +119,8 @@ typedef struct vmla_loc {
 
 typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
+	vloc p1w, p2w;           /* norms of the attention's and MLP's outputs (.t NULL: none) */
+	bool no_pre;             /* no input norms: the sublayers read the residual stream (OLMo 2) */
 	vattn_loc attn;
 	vmla_loc mla;            /* mla.p non-NULL: the attention is MLA, not attn */
 	vmlp_loc mlp;

@@ -258,6 +258,7 @@ static void layer_init(tpc_vlayer *L)
 {
 	memset(L, 0, sizeof(*L));
 	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
+	L->post1_w = L->post2_w = -1;
 	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = L->attn.kv = -1;
 	L->attn.q_norm = L->attn.k_norm = -1;
 	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
@@ -562,23 +563,29 @@ static int dalle2_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_f
 
 /* ---- llama and gpt2: the top, then layer by layer ---- */
 
-/* Verify's llama and gpt2 models take their tensor names from the family
- * records' tables (lib/tpc_family.c), each name under the prefix the
- * checkpoint uses in place of the table's (its first in pres[]). */
+/* A decoder's tensors are found through its family record's table
+ * (lib/tpc_family.c), each name under the prefix the checkpoint uses in
+ * place of the table's: the table's own (the token embedding's name up to
+ * its first dot), none, or the table's under "language_model." (a
+ * multimodal checkpoint's text model). */
 typedef struct arch_names {
 	const tpc_family *fam;
-	const char *const *pres; /* the prefixes a checkpoint may use; [0] the table's */
+	char pres[3][64];        /* the prefixes a checkpoint may use; [0] the table's */
 	const char *pre;         /* the one this checkpoint uses */
 } arch_names;
 
-static int arch_names_init(arch_names *an, tpc_varch arch)
+static int arch_names_init(arch_names *an, const tpc_family *fam)
 {
-	static const char *const llama_pres[] = {"model.", "", "language_model.model.", NULL};
-	static const char *const gpt2_pres[] = {"transformer.", "", NULL};
-	an->fam = tpc_family_find(arch == TPC_VARCH_LLAMA ? "llama" : "gpt2");
-	an->pres = arch == TPC_VARCH_LLAMA ? llama_pres : gpt2_pres;
-	an->pre = NULL;
-	return an->fam && an->fam->tensors ? 0 : -1;
+	const tpc_tensor_row *w = tpc_family_row(fam, TPC_ROLE_TOKEN_EMBD);
+	const char *dot = w && w->name[TPC_ECO_HF] ? strchr(w->name[TPC_ECO_HF], '.') : NULL;
+	int n = dot ? (int)(dot - w->name[TPC_ECO_HF]) + 1 : 0;
+	memset(an, 0, sizeof(*an));
+	an->fam = fam;
+	if (!dot || n >= 32)
+		return -1;
+	snprintf(an->pres[0], sizeof(an->pres[0]), "%.*s", n, w->name[TPC_ECO_HF]);
+	snprintf(an->pres[2], sizeof(an->pres[2]), "language_model.%.32s", an->pres[0]);
+	return 0;
 }
 
 /* The index of role r's tensor (its bias with `bias`) of layer l (-1 for the
@@ -600,7 +607,7 @@ static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role
  * embedding. */
 static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, arch_names *an, tpc_err *e)
 {
-	const char *arch = m->arch == TPC_VARCH_LLAMA ? "llama" : "gpt2";
+	const char *arch = an->fam->name;
 	char embd[TPC_ERR_NAME_MAX];
 	size_t cl = strlen(an->pres[0]);
 	if (!tpc_family_name(tpc_family_row(an->fam, TPC_ROLE_TOKEN_EMBD), TPC_ECO_HF, -1, -1, false, embd,
@@ -608,9 +615,9 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f,
 	    strncmp(embd, an->pres[0], cl))
 		return tpc_err_set(e, TPC_EINPUT, "%s: the family table names no embedding under '%s'", arch,
 				   an->pres[0]);
-	for (const char *const *p = an->pres; *p && !an->pre; p++)
-		if (findf(s, "%s%s", *p, embd + cl) >= 0)
-			an->pre = *p;
+	for (int k = 0; k < 3 && !an->pre; k++)
+		if (findf(s, "%s%s", an->pres[k], embd + cl) >= 0)
+			an->pre = an->pres[k];
 	if (!an->pre)
 		return tpc_err_set(e, TPC_EINPUT, "%s model: no '%s'", arch, embd);
 	m->embed = find_role(s, an, TPC_ROLE_TOKEN_EMBD, -1, false);
@@ -618,7 +625,7 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f,
 	m->final_norm_w = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, false);
 	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT_NORM)->bias)
 		m->final_norm_b = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, true);
-	m->lm_head = tpc_verify_set_find(s, "lm_head.weight");
+	m->lm_head = find_role(s, an, TPC_ROLE_OUTPUT, -1, false);
 	const tpc_vtensor *ev = &s->t[m->embed];
 	if (ev->ref->ndim != 2 || m->final_norm_w < 0)
 		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present", arch);
@@ -643,9 +650,22 @@ static const struct layer_slot {
 	SLOT(ATTN_V, false, attn.v),     SLOT(ATTN_QKV, false, attn.qkv),   SLOT(ATTN_OUT, false, attn.o),
 	SLOT(ATTN_Q_NORM, false, attn.q_norm), SLOT(ATTN_K_NORM, false, attn.k_norm),
 	SLOT(FFN_GATE, false, mlp.gate), SLOT(FFN_UP, false, mlp.up),       SLOT(FFN_GATE_UP, false, mlp.gate_up),
-	SLOT(FFN_DOWN, false, mlp.down),
+	SLOT(FFN_DOWN, false, mlp.down), SLOT(ATTN_POST_NORM, false, post1_w), SLOT(FFN_POST_NORM, false, post2_w),
 };
 #undef SLOT
+
+/* Layer l's name: its attention output's name up to the layer number. */
+static void layer_name(const arch_names *an, int64_t l, char *nm)
+{
+	const tpc_tensor_row *w = tpc_family_row(an->fam, TPC_ROLE_ATTN_OUT);
+	const char *p = w ? w->name[TPC_ECO_HF] : NULL, *ph = p ? strstr(p, "{L}") : NULL;
+	size_t cl = strlen(an->pres[0]);
+	if (!ph || strncmp(p, an->pres[0], cl)) {
+		snprintf(nm, TPC_ERR_NAME_MAX, "%slayer.%lld", an->pre, (long long)l);
+		return;
+	}
+	snprintf(nm, TPC_ERR_NAME_MAX, "%s%.*s%lld", an->pre, (int)(ph - p - cl), p + cl, (long long)l);
+}
 
 /* Layer l's tensors by name; its name in nm[TPC_ERR_NAME_MAX]. */
 static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l,
@@ -654,22 +674,23 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	tpc_vattn *a = &L->attn;
 	tpc_vmlp *p = &L->mlp;
 	layer_init(L);
-	snprintf(nm, TPC_ERR_NAME_MAX, m->arch == TPC_VARCH_LLAMA ? "%slayers.%lld" : "%sh.%lld", an->pre,
-		 (long long)l);
+	layer_name(an, l, nm);
 	for (size_t k = 0; k < sizeof(layer_slots) / sizeof(layer_slots[0]); k++) {
 		const struct layer_slot *sl = &layer_slots[k];
 		const tpc_tensor_row *w = tpc_family_row(an->fam, sl->role);
 		if (w && (!sl->bias || w->bias))
 			*(int64_t *)((char *)L + sl->off) = find_role(s, an, sl->role, l, sl->bias);
 	}
-	if (m->arch == TPC_VARCH_LLAMA) {
-		a->qk_eps = m->norm_eps;
-		p->act = TPC_VACT_SILU;
-		p->glu = true;
+	const tpc_layer_parts *pt = &m->parts;
+	a->qk_eps = m->norm_eps;
+	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
+	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU;
+	p->act = pt->mlp == TPC_PART_MLP_SILU_GLU ? TPC_VACT_SILU
+		 : pt->mlp == TPC_PART_MLP_GELU_NEW ? TPC_VACT_GELU_TANH
+						    : TPC_VACT_GELU;
+	if (pt->pos == TPC_PART_POS_ROPE) {
 		a->rope = true;
 		a->rope_theta = f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
-	} else {
-		p->act = TPC_VACT_GELU_TANH;
 	}
 }
 
@@ -695,7 +716,10 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const char *nm, const t
 	bool attn_ok = a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
 	bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
 		      L->moe.exp;
-	if (L->norm1_w < 0 || L->norm2_w < 0 || !attn_ok || !mlp_ok)
+	tpc_part_place pl = m->parts.place;
+	bool pre_ok = pl == TPC_PART_POST || (L->norm1_w >= 0 && L->norm2_w >= 0);
+	bool post_ok = (pl != TPC_PART_POST && pl != TPC_PART_SANDWICH) || (L->post1_w >= 0 && L->post2_w >= 0);
+	if (!pre_ok || !post_ok || !attn_ok || !mlp_ok)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s' lacks a norm, attention or MLP tensor", nm);
 	return 0;
 }
@@ -812,14 +836,36 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 	return ret;
 }
 
-int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_model_facts *f, tpc_err *e)
+tpc_varch tpc_verify_varch(const tpc_layer_parts *p)
 {
+	switch (p->model) {
+	case TPC_PART_BLOCKS_DIFFUSERS:
+		return TPC_VARCH_DIT;
+	case TPC_PART_BLOCKS_DALLE2:
+		return TPC_VARCH_DALLE2;
+	case TPC_PART_ENCODER:
+		return TPC_VARCH_BERT;
+	default:
+		break;
+	}
+	if (p->qkv == TPC_PART_QKV_PER_HEAD)
+		return TPC_VARCH_GPTNEOX;
+	return p->pos == TPC_PART_POS_LEARNED ? TPC_VARCH_GPT2 : TPC_VARCH_LLAMA;
+}
+
+int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const tpc_model_facts *f, tpc_err *e)
+{
+	if (!fam || !fam->has_parts)
+		return tpc_err_set(e, TPC_EINPUT, "verify: the family '%s' describes no layer parts",
+				   fam ? fam->name : "?");
 	tpc_vmodel *m = tpc_calloc(1, sizeof(*m));
+	tpc_varch arch = tpc_verify_varch(&fam->parts);
 	arch_names an;
 	int ret = 0;
 	if (!m)
 		return tpc_err_nomem(e);
 	m->arch = arch;
+	m->parts = fam->parts;
 	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
 	m->type_embed = m->embed_norm_w = m->embed_norm_b = m->mlm_dense = m->head_bias = -1;
 	if (arch == TPC_VARCH_GPTNEOX || arch == TPC_VARCH_BERT) {
@@ -829,9 +875,10 @@ int tpc_verify_model_from_names(tpc_verify_set *s, tpc_varch arch, const tpc_mod
 	} else if (arch == TPC_VARCH_DALLE2) {
 		ret = dalle2_from_names(s, m, f, e);
 	} else {
-		m->norm = arch == TPC_VARCH_LLAMA ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
-		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (arch == TPC_VARCH_LLAMA ? 1e-6 : 1e-5);
-		if (arch_names_init(&an, arch))
+		bool rms = fam->parts.norm == TPC_PART_RMSNORM;
+		m->norm = rms ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
+		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (rms ? 1e-6 : 1e-5);
+		if (arch_names_init(&an, fam))
 			ret = tpc_err_set(e, TPC_EINPUT, "verify: no tensor table for this architecture");
 		else if (!(ret = model_top(s, m, f, &an, e)))
 			ret = llama_gpt2_layers(s, m, &an, f, e);
