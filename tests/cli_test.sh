@@ -112,5 +112,21 @@ expect "--format keeps a suffix-less name a file" 0; [ -f "$T/plain" ] && ok "--
 run "$TPCONV" convert "$D/tiny_llama.pt" -o "$T/converted" -q; expect "convert -o NAME without a suffix writes a folder" 0
 [ -f "$T/converted/model.safetensors" ] && ok "convert's folder holds model.safetensors" || bad "convert folder"
 
+# companions: what the format registry recognises is weights, never a companion
+# (a GGUF beside the weights is gigabytes); config.json goes along
+mkdir -p "$T/comp" && cp "$D/tiny_llama.safetensors" "$T/comp/model.safetensors" && cp "$D/config.json" "$T/comp/"
+printf 'GGUF-not-really' >"$T/comp/x.gguf"; printf 'dcp part' >"$T/comp/__0_0.distcp"
+companions() { # desc folder
+  if [ -f "$2/config.json" ] && [ ! -e "$2/x.gguf" ] && [ ! -e "$2/__0_0.distcp" ]; then ok "$1: config.json copied, no .gguf or .distcp"
+  else bad "$1: companions" "$(ls "$2" 2>&1)"; fi
+}
+run "$TPCONV" convert "$T/comp" -o "$T/comp-conv/" -q; expect "convert a folder with a .gguf beside" 0
+companions "convert" "$T/comp-conv"
+run "$TPCONV" shard "$T/comp" --preset llama --tp 2 -o "$T/comp-set/" -q; expect "shard a folder with a .gguf beside" 0
+companions "shard" "$T/comp-set"
+cp "$T/comp/x.gguf" "$T/comp/__0_0.distcp" "$T/comp-set/"
+run "$TPCONV" merge "$T/comp-set" -o "$T/comp-merged/" -q; expect "merge a set with a .gguf beside" 0
+companions "merge" "$T/comp-merged"
+
 echo "1..$n"
 [ "$failed" = 0 ]
