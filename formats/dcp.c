@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "formats.h"
-#include "pickle.h"
-#include "torch.h"
+#include "torch/pickle.h"
+#include "torch/torch.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
