@@ -29,6 +29,14 @@ run "$TPCONV" inspect;           expect "inspect without PATH" 2 "missing PATH"
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors"; expect "convert without -o" 2 "missing -o OUT"
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/x.weird"
 expect "convert with an unknown output kind" 2 "cannot tell the output format"
+expect "the unknown output kind names every output name the registry has" 2 "name it *.safetensors, *.pt, *.pth, *.bin, *.ckpt or *.gguf"
+# the format lists of --help come from the format registry: every output format and the folder
+for c in convert merge; do
+  run "$TPCONV" $c --help
+  miss=""; for w in safetensors torch dcp gguf folder '\*.pth' '\*.gguf'; do grep -q "^  $w \|$w" "$T/out" || miss="$miss $w"; done
+  grep -q -- "--format NAME  *safetensors, torch, dcp or gguf" "$T/out" || miss="$miss --format-line"
+  [ -z "$miss" ] && ok "$c --help names every output format" || bad "$c --help names every output format" "missing:$miss"
+done
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/shards" --max-shard-size 12Q
 expect "bad size suffix" 2 "'12Q' is not a size"
 
