@@ -136,5 +136,28 @@ cp "$T/comp/x.gguf" "$T/comp/__0_0.distcp" "$T/comp-set/"
 run "$TPCONV" merge "$T/comp-set" -o "$T/comp-merged/" -q; expect "merge a set with a .gguf beside" 0
 companions "merge" "$T/comp-merged"
 
+# shell completion (doc/tpconv.bash): option values from 'tpconv __complete', in bash
+complete_at() { # words...: COMPREPLY for the last word, space-separated
+  COMP_SRC="$SRC/doc/tpconv.bash" bash -c 'source "$COMP_SRC"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _tpconv; echo "${COMPREPLY[*]}"' _ "$TPCONV" "$@" 2>&1
+}
+got=$(complete_at convert --outtype ""); [ "$got" = "f32 f16 bf16 q8_0 auto" ] && ok "completion: --outtype values" || bad "completion: --outtype values" "got: $got"
+got=$(complete_at convert --format g); [ "$got" = "gguf" ] && ok "completion: --format offers gguf" || bad "completion: --format offers gguf" "got: $got"
+got=$(complete_at verify --arch gpt); [ "$got" = "gpt2 gpt-neox" ] && ok "completion: --arch values" || bad "completion: --arch values" "got: $got"
+got=$(complete_at verify --checks structure,l); [ "$got" = "structure,layers" ] && ok "completion: --checks completes a list's last item" || bad "completion: --checks" "got: $got"
+got=$(complete_at shard --layout vl); [ "$got" = "vllm" ] && ok "completion: --layout from the registry" || bad "completion: --layout" "got: $got"
+# each value the completion offers is one its command's --help gives for that option
+for oc in --outtype:convert --arch:verify --checks:verify --dtype:convert --checksum:shard --device:verify; do
+  o=${oc%%:*} c=${oc#*:} miss=""
+  block=$("$TPCONV" $c --help | awk -v o="$o" '$1 == o {f=1; print; next} f && /^  -/ {f=0} f {print}')
+  for v in $("$TPCONV" __complete "$o"); do [[ $block == *"$v"* ]] || miss="$miss $v"; done
+  [ -n "$block" ] && [ -z "$miss" ] && ok "completion: $o values are in $c --help" || bad "completion: $o values are in $c --help" "missing:$miss" "$block"
+done
+
+# the man page (built from --help by doc/mkman.py): its DESCRIPTION names GGUF, merge's section every output
+MAN="$(dirname "$TPCONV")/../doc/tpconv.1"
+if [ -f "$MAN" ]; then
+  desc=$(sed -n '/^\.SH DESCRIPTION/,/^\.SH /p' "$MAN"); merge=$(sed -n '/^\.SH "TPCONV MERGE"/,/^\.SH /p' "$MAN")
+  [[ $desc == *GGUF* && $desc == *"source doc/tpconv.bash"* && $merge == *gguf* ]] && ok "man page: GGUF, the completion, merge's formats" || bad "man page: GGUF, the completion, merge's formats"
+fi
 echo "1..$n"
 [ "$failed" = 0 ]
