@@ -74,7 +74,7 @@ fuzz: deps $(BUILD_FUZZ)/build.ninja
 # Opt-in, never part of `make test`: tpconv's outputs loaded by the real consumers
 # (transformers, torch, safetensors of Debian forky) in a chroot cached in
 # INTEROP_ROOT (built once: root, Debian's archive, about 8 minutes, 2.4 GB);
-# writes doc/INTEROP.md (doc/interop.md).
+# writes doc/interop-results.md (doc/interop.md).
 INTEROP_ROOT ?= /var/cache/tpconv-interop/forky
 
 interop: build

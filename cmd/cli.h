@@ -29,6 +29,17 @@
 
 extern int tpc_cli_verbose; /* -v count; -1 with -q */
 
+/* From the registries (cli_lists.c): the formats convert and merge write,
+ * "safetensors, torch, dcp or gguf"; their output names, "*.safetensors, ...
+ * or *.gguf"; the "Output formats" block of --help, one entry per format and
+ * the folder output (caller frees); `tpconv __complete OPTION`, the values the shell
+ * completion offers for OPTION, one a line (exit 2 when it has none). */
+const char *tpc_cli_out_formats(void);
+const char *tpc_cli_out_names(void);
+const char *tpc_cli_rank_formats(void); /* what shard --format takes: "safetensors, torch or dcp" */
+char *tpc_cli_out_formats_help(void); /* malloc'd; NULL when out of memory */
+int tpc_cli_complete(int argc, char **argv);
+
 /* Print "tpconv: error: <formatted>" and return the exit status for e. */
 int tpc_cli_fail(const tpc_err *e);
 /* After a folder output failed for want of room (tpc_out_no_room): the n

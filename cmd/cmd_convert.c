@@ -19,7 +19,7 @@ static const char *help =
 	"file (a set without a tpconv manifest takes --preset/--plan and --tp/--pp; the\n"
 	"rename rules, --select and --strict apply to one checkpoint and are refused on\n"
 	"a set). The output format is --format, else taken\n"
-	"from OUT's name (.safetensors; .pt .pth .bin for torch). With --max-shard-size,\n"
+	"from OUT's name (Output formats, below). With --max-shard-size,\n"
 	"or when OUT is a directory, ends in '/' or has no file suffix (\"out\", as\n"
 	"save_pretrained(\"out\") makes), OUT becomes an HF sharded folder:\n"
 	"model-0000N-of-0000M.safetensors + model.safetensors.index.json (one shard:\n"
@@ -32,8 +32,7 @@ static const char *help =
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or directory (required unless --dry-run)\n"
-	"  --format NAME            safetensors, torch, dcp (a PyTorch Distributed Checkpoint\n"
-	"                           folder that torch.distributed.checkpoint.load reads) or gguf\n"
+	"  --format NAME            %s (Output formats, below)\n"
 	"  --max-shard-size SIZE    HF sharding: largest shard (default 5GB; K/M/G/T = 1000^n,\n"
 	"                           Ki/Mi/Gi/Ti = 1024^n); GGUF output: a gguf-split set\n"
 	"                           OUT-0000K-of-0000N.gguf\n"
@@ -70,7 +69,15 @@ static const char *help =
 	"  -h, --help               this help\n\n"
 	"%s\n"
 	"%s\n"
+	"%s\n"
 	"Exit status 1 also means --expect-keys found missing or unexpected keys.\n" TPC_EXIT_HELP;
+
+static void print_help(void)
+{
+	char *formats = tpc_cli_out_formats_help();
+	printf(help, tpc_cli_out_formats(), formats ? formats : "", tpc_cli_remap_help, tpc_cli_remap_fact_help);
+	free(formats);
+}
 
 enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE };
 
@@ -233,7 +240,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		case 'P': c->force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
-		case 'h': printf(help, tpc_cli_remap_help, tpc_cli_remap_fact_help); return 0;
+		case 'h': print_help(); return 0;
 		default:
 			return tpc_cli_bad_option("convert", argv[optind - 1], lo);
 		}

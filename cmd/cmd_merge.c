@@ -39,7 +39,7 @@ static const char *help =
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
-	"  --format NAME            safetensors or torch\n"
+	"  --format NAME            %s (Output formats, below)\n"
 	"  --max-shard-size SIZE    HF-sharded output with files of at most SIZE\n"
 	"  --preset NAME, --plan FILE   the plan of a set without a manifest\n"
 	"  --tp N, --pp M           the set's degrees, for sets without a manifest\n"
@@ -57,7 +57,15 @@ static const char *help =
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              errors only\n"
 	"  -v, --verbose            say more\n"
-	"  -h, --help               this help\n\n" TPC_EXIT_HELP;
+	"  -h, --help               this help\n\n"
+	"%s\n" TPC_EXIT_HELP;
+
+static void print_help(void)
+{
+	char *formats = tpc_cli_out_formats_help();
+	printf(help, tpc_cli_out_formats(), formats ? formats : "");
+	free(formats);
+}
 
 enum {
 	O_FORMAT = 256, O_MAXSZ,
@@ -110,7 +118,7 @@ int cmd_merge(int argc, char **argv)
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
-		case 'h': fputs(help, stdout); goto done;
+		case 'h': print_help(); goto done;
 		default:
 			ret = tpc_cli_bad_option("merge", argv[optind - 1], lo);
 			goto done;

@@ -69,7 +69,8 @@ static const char *help =
 	"                           (otherwise they are listed and replicated)\n"
 	"  --layout NAME            how rank files are named and what goes beside them:\n"
 	"%s"
-	"  --format NAME            rank file format: safetensors (default) or torch (dcp: the dcp layout)\n"
+	"  --format NAME            rank file format: %s\n"
+	"                           (default safetensors; dcp goes with --layout dcp)\n"
 	"  --max-shard-size SIZE    hf and vllm layouts: split each rank into files of at most SIZE\n"
 	"  (an output folder an interrupted run left, with rank files but no manifest,\n"
 	"   is resumed: rank files byte-equal to the plan are kept, the rest written)\n"
@@ -263,7 +264,7 @@ static void print_help(void)
 	for (size_t i = 0; i < tpc_layout_count(); i++)
 		tpc_buf_addf(&lb, "                             %-7s %s%s\n", tpc_layout_at(i)->name, tpc_layout_at(i)->desc,
 			     i ? "" : " (default)");
-	printf(help, pb.p ? pb.p : "", lb.p ? lb.p : "", tpc_cli_remap_help);
+	printf(help, pb.p ? pb.p : "", lb.p ? lb.p : "", tpc_cli_rank_formats(), tpc_cli_remap_help);
 	tpc_buf_release(&lb);
 	tpc_buf_release(&pb);
 }
@@ -377,8 +378,8 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 		return tpc_cli_usage("shard", "--json goes with --dry-run");
 	const tpc_format *f = s->so.format ? tpc_format_by_name(s->so.format) : NULL;
 	if (s->so.format && (!f || !f->rank_file))
-		return tpc_cli_usage("shard", "unknown --format '%s' (safetensors, torch, or dcp with --layout dcp)",
-				     s->so.format);
+		return tpc_cli_usage("shard", "unknown --format '%s' (%s; dcp with --layout dcp)",
+				     s->so.format, tpc_cli_rank_formats());
 	tpc_err_init(&e);
 	if (s->maxsz) {
 		if (tpc_parse_size(s->maxsz, &s->so.max_shard_size, &e) || !s->so.max_shard_size)

@@ -226,8 +226,8 @@ int tpc_cli_writer(const char *cmd, const char *out, const char *fmt_name, bool 
 		*outf = inner ? inner : tpc_format_for_output(out);
 		if (!*outf)
 			return tpc_cli_usage(cmd,
-					     "cannot tell the output format from '%s'; name it *.safetensors, *.pt or *.bin, or without a suffix for an HF folder, or give --format",
-					     out);
+					     "cannot tell the output format from '%s'; name it %s, or without a suffix for an HF folder, or give --format (%s)",
+					     out, tpc_cli_out_names(), tpc_cli_out_formats());
 	}
 	if (out && (!*outf || (*sharded && !inner)))
 		return tpc_cli_usage(cmd, "output format is not available in this build");
@@ -355,6 +355,8 @@ int main(int argc, char **argv)
 		printf("tpconv %s\n", TPC_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "__complete")) /* for doc/tpconv.bash; not listed */
+		return tpc_cli_complete(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name)) {
 			if (cmds[i].job)

@@ -25,9 +25,10 @@ m = [f'.TH TPCONV 1 "" "tpconv {version}" "User Commands"',
      '.B tpconv', '.RB [ \\-\\-version | \\-\\-help ]',
      '.SH DESCRIPTION',
      'tpconv reads PyTorch checkpoints (torch.save zip and legacy files), safetensors '
-     '(single files and Hugging Face sharded folders) and training checkpoints (PyTorch '
+     '(single files and Hugging Face sharded folders), GGUF (llama.cpp, gguf\\-split sets too) '
+     'and training checkpoints (PyTorch '
      'Distributed Checkpoint, Megatron\\-Core, DeepSpeed ZeRO), renames and casts tensors, writes them '
-     'back in either format, splits them for N\\-way tensor parallelism, merges rank files '
+     'as safetensors, torch, GGUF or DCP, splits them for N\\-way tensor parallelism, merges rank files '
      'back, and checks that a shard set computes what the unsplit model computes. It streams '
      'tensor bytes from the input mapping to the output, never executes pickle code, and '
      'writes every output atomically.',
@@ -36,6 +37,12 @@ m = [f'.TH TPCONV 1 "" "tpconv {version}" "User Commands"',
      'is in the tpconv sources: README.md (the set\\-up and an example for each task) and '
      'doc/README.md (the index of the rest). From a build tree, read this page with',
      '.BR "man \\-l build/doc/tpconv.1" .',
+     '.PP', esc(re.sub(r'\s+', ' ', re.search(r'^Formats read.*?\.$', top, re.M | re.S).group(0))),
+     '.PP',
+     'Bash completion (commands, options, presets, and the values of \\-\\-format, \\-\\-layout, '
+     '\\-\\-outtype, \\-\\-arch, \\-\\-checks and the like, asked of tpconv itself) is installed as '
+     'share/bash\\-completion/completions/tpconv; from the sources,',
+     '.BR "source doc/tpconv.bash" .',
      '.PP', 'Commands:', '.RS']
 for name, desc in cmds:
     m += ['.TP', f'.B {name}', esc(desc)]

@@ -1,6 +1,10 @@
 # bash completion for tpconv. Commands and options come from tpconv's own
-# --help, presets from `tpconv plan --list` / `tpconv rules --list`, so the
-# completion follows the installed version.
+# --help, presets from `tpconv plan --list` / `tpconv rules --list`, the values
+# of --format, --layout, --outtype, --arch, --checks, --dtype, --checksum and
+# --device from `tpconv __complete OPTION` (the format and layout registries),
+# so the completion follows the installed version.
+# Installed by `meson install` as share/bash-completion/completions/tpconv;
+# from a checkout: `source doc/tpconv.bash` (doc/README.md).
 _tpconv() {
 	local cur prev words cword
 	if declare -F _init_completion >/dev/null; then
@@ -16,11 +20,16 @@ _tpconv() {
 	case $prev in
 	--preset) COMPREPLY=($(compgen -W "$("$tp" plan --list 2>/dev/null | awk '{print $1}')" -- "$cur")); return ;;
 	--rules) COMPREPLY=($(compgen -W "$("$tp" rules --list 2>/dev/null | awk '{print $1}')" -- "$cur")); compopt -o default 2>/dev/null; return ;;
-	--format) COMPREPLY=($(compgen -W "safetensors torch dcp" -- "$cur")); return ;;
-	--layout) COMPREPLY=($(compgen -W "tpconv oslo trtllm hf vllm megatron dcp hf-mapping" -- "$cur")); return ;;
-	--device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
-	--dtype) COMPREPLY=($(compgen -W "bf16 f16 f32 f64" -- "$cur")); return ;;
-	--checksum) COMPREPLY=($(compgen -W "xxh3-128 sha256 none" -- "$cur")); return ;;
+	--format|--layout|--outtype|--arch|--checks|--dtype|--checksum|--device)
+		local values
+		values=$("$tp" __complete "$prev" 2>/dev/null) || values=
+		if [[ $prev == --checks && $cur == *,* ]]; then # a comma-separated list: complete its last item
+			local head=${cur%,*},
+			COMPREPLY=($(compgen -P "$head" -W "$values" -- "${cur##*,}"))
+		else
+			COMPREPLY=($(compgen -W "$values" -- "$cur"))
+		fi
+		return ;;
 	--tp|--pp|--rank|--ranks|--tokens|--seed|--atol|--rtol|--ulps|--heads|--kv-heads|--head-dim|--hidden|--vocab|--max-shard-size) return ;;
 	esac
 	if [[ $cur == -* ]]; then

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "formats.h"
-#include "pickle.h"
-#include "torch.h"
+#include "torch/pickle.h"
+#include "torch/torch.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -1022,10 +1022,12 @@ out:
 }
 
 static const char *const dcp_exts[] = {NULL};
+static const char *const dcp_parts[] = {".distcp", NULL};
 
 const tpc_format tpc_fmt_dcp = {
 	.name = "dcp", .desc = "PyTorch Distributed Checkpoint folder (.metadata + __R_N.distcp; FSDP, torchtitan)",
 	.detect = tpc__dcp_detect, .open = tpc__dcp_open, .write = dcp_write, .exts = dcp_exts,
+	.part_exts = dcp_parts,
 	.sharded = true, .rank_file = true,
 	.write_part = dcp_write_part, .part_items = dcp_part_items, .write_index = dcp_write_index,
 };

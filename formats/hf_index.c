@@ -665,8 +665,10 @@ out:
 	return ret;
 }
 
+static const char *const hf_parts[] = {".index.json", NULL};
+
 const tpc_format tpc_fmt_hf_index = {
 	.name = "hf-index", .desc = "Hugging Face sharded checkpoint (directory or *.index.json)",
-	.detect = detect, .open = hf_open, .write = hf_write,
+	.detect = detect, .open = hf_open, .write = hf_write, .part_exts = hf_parts,
 	.index = true,
 };

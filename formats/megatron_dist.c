@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "torch.h"
+#include "torch/torch.h"
 #include "tpc_extras.h"
 #include "tpc_io.h"
 #include "tpc_util.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "formats.h"
-#include "torch.h"
+#include "torch/torch.h"
 #include "tpc_buf.h"
 #include "tpc_util.h"
 

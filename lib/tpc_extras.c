@@ -16,13 +16,10 @@
 
 bool tpc_extras_is_companion(const char *name)
 {
-	static const char *const weights[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".index.json", ".distcp",
-					      NULL};
-	if (!*name || name[0] == '.')
+	/* weights are what the format registry reads: a .gguf, a .distcp or a
+	 * format added later is never copied as a companion */
+	if (!*name || name[0] == '.' || tpc_format_weight_name(name))
 		return false;
-	for (int i = 0; weights[i]; i++)
-		if (tpc_ends_with(name, weights[i]))
-			return false;
 	/* a training run's bookkeeping, not the model's: DeepSpeed's tag file and
 	 * consolidation script, Megatron's tracker, the Trainer's state */
 	static const char *const training[] = {"tpconv-manifest.json", "latest", "zero_to_fp32.py",

@@ -9,8 +9,9 @@
  * `from_pretrained` like the input did.
  *
  * What is a companion: every regular file directly in the folder that is not
- * a weight file (*.safetensors, *.bin, *.pt, *.pth, *.ckpt), not a weight
- * index (*.index.json), not a tpconv manifest, not a training run's bookkeeping
+ * a weight file or index (a name ending as a registered format's files do,
+ * tpc_format_weight_name: *.safetensors, *.bin, *.pt, *.pth, *.ckpt, *.gguf,
+ * *.distcp, *.index.json; so formats must be registered first), not a tpconv manifest, not a training run's bookkeeping
  * (DeepSpeed's `latest` and zero_to_fp32.py, Megatron's
  * latest_checkpointed_iteration.txt, trainer_state.json) and not hidden. Files are copied
  * byte for byte (atomically, refusing to overwrite without force), except

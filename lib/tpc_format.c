@@ -50,6 +50,19 @@ const tpc_format *tpc_format_for_output(const char *path)
 	return NULL;
 }
 
+bool tpc_format_weight_name(const char *name)
+{
+	for (size_t i = 0; i < n_formats; i++) {
+		for (const char *const *x = formats[i]->exts; x && *x; x++)
+			if (tpc_ends_with(name, *x))
+				return true;
+		for (const char *const *x = formats[i]->part_exts; x && *x; x++)
+			if (tpc_ends_with(name, *x))
+				return true;
+	}
+	return false;
+}
+
 size_t tpc_format_count(void)
 {
 	return n_formats;

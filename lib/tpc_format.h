@@ -15,6 +15,11 @@
  *                          NULL) as one file at `path`, atomically.
  *   exts                   output name endings that select this writer by
  *                          default (".safetensors"; ".pt", ".bin", ".pth").
+ *   part_exts              endings of the other files its checkpoints are made
+ *                          of, never output names (".distcp", ".index.json").
+ *                          A file ending in one of exts or part_exts is a
+ *                          weight file: never a model folder's companion
+ *                          (lib/tpc_extras.h).
  *   sharded                the folder is a training framework's sharded save
  *                          (DCP): `merge` consolidates it. write may be NULL
  *                          for a format tpconv only reads.
@@ -131,6 +136,9 @@ typedef struct tpc_format {
 	int (*write_many)(const tpc_ckpt *const *ck, const char *const *path, int n, const tpc_write_opts *o,
 			  bool *committed, int *bad, tpc_err *e);
 	const char *const *exts;
+	/* Endings of the part and index files a checkpoint of this format is
+	 * made of that select no writer (DCP's ".distcp"), or NULL. */
+	const char *const *part_exts;
 	/* An index over files written in another format (hf-index): the writer
 	 * of folder outputs, never one that --format names. */
 	bool index;
@@ -183,6 +191,9 @@ const tpc_format *tpc_format_by_name(const char *name);
 const tpc_format *tpc_format_index(void);
 /* The format whose extension list matches the end of `path`, or NULL. */
 const tpc_format *tpc_format_for_output(const char *path);
+/* Does the base name `name` end as a registered format's file does (its exts
+ * or part_exts)? Such a file holds weights, never a companion. */
+bool tpc_format_weight_name(const char *name);
 /* Registered formats, for --help listings. */
 size_t tpc_format_count(void);
 const tpc_format *tpc_format_at(size_t i);

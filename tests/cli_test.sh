@@ -29,6 +29,14 @@ run "$TPCONV" inspect;           expect "inspect without PATH" 2 "missing PATH"
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors"; expect "convert without -o" 2 "missing -o OUT"
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/x.weird"
 expect "convert with an unknown output kind" 2 "cannot tell the output format"
+expect "the unknown output kind names every output name the registry has" 2 "name it *.safetensors, *.pt, *.pth, *.bin, *.ckpt or *.gguf"
+# the format lists of --help come from the format registry: every output format and the folder
+for c in convert merge; do
+  run "$TPCONV" $c --help
+  miss=""; for w in safetensors torch dcp gguf folder '\*.pth' '\*.gguf'; do grep -q "^  $w \|$w" "$T/out" || miss="$miss $w"; done
+  grep -q -- "--format NAME  *safetensors, torch, dcp or gguf" "$T/out" || miss="$miss --format-line"
+  [ -z "$miss" ] && ok "$c --help names every output format" || bad "$c --help names every output format" "missing:$miss"
+done
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/shards" --max-shard-size 12Q
 expect "bad size suffix" 2 "'12Q' is not a size"
 
@@ -112,5 +120,44 @@ expect "--format keeps a suffix-less name a file" 0; [ -f "$T/plain" ] && ok "--
 run "$TPCONV" convert "$D/tiny_llama.pt" -o "$T/converted" -q; expect "convert -o NAME without a suffix writes a folder" 0
 [ -f "$T/converted/model.safetensors" ] && ok "convert's folder holds model.safetensors" || bad "convert folder"
 
+# companions: what the format registry recognises is weights, never a companion
+# (a GGUF beside the weights is gigabytes); config.json goes along
+mkdir -p "$T/comp" && cp "$D/tiny_llama.safetensors" "$T/comp/model.safetensors" && cp "$D/config.json" "$T/comp/"
+printf 'GGUF-not-really' >"$T/comp/x.gguf"; printf 'dcp part' >"$T/comp/__0_0.distcp"
+companions() { # desc folder
+  if [ -f "$2/config.json" ] && [ ! -e "$2/x.gguf" ] && [ ! -e "$2/__0_0.distcp" ]; then ok "$1: config.json copied, no .gguf or .distcp"
+  else bad "$1: companions" "$(ls "$2" 2>&1)"; fi
+}
+run "$TPCONV" convert "$T/comp" -o "$T/comp-conv/" -q; expect "convert a folder with a .gguf beside" 0
+companions "convert" "$T/comp-conv"
+run "$TPCONV" shard "$T/comp" --preset llama --tp 2 -o "$T/comp-set/" -q; expect "shard a folder with a .gguf beside" 0
+companions "shard" "$T/comp-set"
+cp "$T/comp/x.gguf" "$T/comp/__0_0.distcp" "$T/comp-set/"
+run "$TPCONV" merge "$T/comp-set" -o "$T/comp-merged/" -q; expect "merge a set with a .gguf beside" 0
+companions "merge" "$T/comp-merged"
+
+# shell completion (doc/tpconv.bash): option values from 'tpconv __complete', in bash
+complete_at() { # words...: COMPREPLY for the last word, space-separated
+  COMP_SRC="$SRC/doc/tpconv.bash" bash -c 'source "$COMP_SRC"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _tpconv; echo "${COMPREPLY[*]}"' _ "$TPCONV" "$@" 2>&1
+}
+got=$(complete_at convert --outtype ""); [ "$got" = "f32 f16 bf16 q8_0 auto" ] && ok "completion: --outtype values" || bad "completion: --outtype values" "got: $got"
+got=$(complete_at convert --format g); [ "$got" = "gguf" ] && ok "completion: --format offers gguf" || bad "completion: --format offers gguf" "got: $got"
+got=$(complete_at verify --arch gpt); [ "$got" = "gpt2 gpt-neox" ] && ok "completion: --arch values" || bad "completion: --arch values" "got: $got"
+got=$(complete_at verify --checks structure,l); [ "$got" = "structure,layers" ] && ok "completion: --checks completes a list's last item" || bad "completion: --checks" "got: $got"
+got=$(complete_at shard --layout vl); [ "$got" = "vllm" ] && ok "completion: --layout from the registry" || bad "completion: --layout" "got: $got"
+# each value the completion offers is one its command's --help gives for that option
+for oc in --outtype:convert --arch:verify --checks:verify --dtype:convert --checksum:shard --device:verify; do
+  o=${oc%%:*} c=${oc#*:} miss=""
+  block=$("$TPCONV" $c --help | awk -v o="$o" '$1 == o {f=1; print; next} f && /^  -/ {f=0} f {print}')
+  for v in $("$TPCONV" __complete "$o"); do [[ $block == *"$v"* ]] || miss="$miss $v"; done
+  [ -n "$block" ] && [ -z "$miss" ] && ok "completion: $o values are in $c --help" || bad "completion: $o values are in $c --help" "missing:$miss" "$block"
+done
+
+# the man page (built from --help by doc/mkman.py): its DESCRIPTION names GGUF, merge's section every output
+MAN="$(dirname "$TPCONV")/../doc/tpconv.1"
+if [ -f "$MAN" ]; then
+  desc=$(sed -n '/^\.SH DESCRIPTION/,/^\.SH /p' "$MAN"); merge=$(sed -n '/^\.SH "TPCONV MERGE"/,/^\.SH /p' "$MAN")
+  [[ $desc == *GGUF* && $desc == *"source doc/tpconv.bash"* && $merge == *gguf* ]] && ok "man page: GGUF, the completion, merge's formats" || bad "man page: GGUF, the completion, merge's formats"
+fi
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -15,6 +15,7 @@
 #include "tpc_dtype.h"
 #include "tpc_err.h"
 #include "tpc_extras.h"
+#include "tpc_format.h"
 #include "tpc_hash.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
@@ -953,8 +954,22 @@ static void test_scratch(void **st)
 }
 
 /* Companion files: chosen by name, copied byte for byte, config.json edited on request. */
+/* lib/ knows no format: the weight names companions leave out come from
+ * whatever formats/ registers (this stand-in: two of its endings and a part
+ * file), so a format registered later is never a companion either */
+static int stub_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	(void)ck, (void)o;
+	return tpc_err_at(e, TPC_EINPUT, path, NULL, "test stand-in format");
+}
+
 static void test_extras(void **st)
 {
+	static const char *const exts[] = {".safetensors", ".bin", NULL}, *const parts[] = {".index.json", NULL};
+	static const tpc_format stub = {.name = "test-weights", .open = stub_open, .exts = exts, .part_exts = parts};
+	assert_true(tpc_extras_is_companion("x.weights"));
+	assert_int_equal(tpc_format_register(&stub), 0);
+	assert_false(tpc_extras_is_companion("model.safetensors.index.json"));
 	(void)st;
 	char *dir = test_tmpdir();
 	char src[4200], dst[4200], p[4300];

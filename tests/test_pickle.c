@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pickle.h"
+#include "torch/pickle.h"
 #include "tpc_hash.h"
 #include "tpc_util.h"
 

@@ -32,7 +32,7 @@
 #include "tpc_io.h"
 #include "tpc_util.h"
 #include "test_util.h"
-#include "tpc_zip.h"
+#include "torch/tpc_zip.h"
 
 static char *g_tmp; /* per-run temporary folder */
 static uint64_t g_seed;

@@ -1,4 +1,4 @@
-/* fuzz_pickle.c - the pickle VM (formats/pickle.h) on arbitrary bytes.
+/* fuzz_pickle.c - the pickle VM (formats/torch/pickle.h) on arbitrary bytes.
  *
  * Each input is run three times, as the three policies see it (the default
  * refusing dangerous globals, the weights_only-like strict one, and the
@@ -8,7 +8,7 @@
  * produces must load again (a writer that emits a pickle its own reader
  * refuses is a finding). */
 #include "fuzz.h"
-#include "pickle.h"
+#include "torch/pickle.h"
 
 static int any_pid(void *ctx, tpc_value *pid, tpc_value **out, tpc_err *e)
 {

@@ -1,4 +1,4 @@
-/* fuzz_torch_legacy.c - legacy torch.save files (formats/torch_read.c, legacy
+/* fuzz_torch_legacy.c - legacy torch.save files (formats/torch/torch_read.c, legacy
  * path): five pickles back to back, then the storages with their element
  * counts. The input is the file after its 15-byte protocol-2 magic pickle
  * (put back here), so no mutation is wasted on the magic, unless the input

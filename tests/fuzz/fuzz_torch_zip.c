@@ -1,4 +1,4 @@
-/* fuzz_torch_zip.c - torch.save zip checkpoints (formats/torch_read.c, zip
+/* fuzz_torch_zip.c - torch.save zip checkpoints (formats/torch/torch_read.c, zip
  * path): the container, data.pkl through the pickle VM, persistent ids,
  * rebuild calls, storages and views. Inputs that do not start with a local
  * file header would take another path; they are skipped. */

@@ -1,8 +1,8 @@
-/* fuzz_zip.c - the zip container reader (formats/tpc_zip.h) on arbitrary bytes:
+/* fuzz_zip.c - the zip container reader (formats/torch/tpc_zip.h) on arbitrary bytes:
  * open, look records up, read every entry (STORED in place, DEFLATED through
  * the bounded inflater) and check CRCs, as the torch reader does. */
 #include "fuzz.h"
-#include "tpc_zip.h"
+#include "torch/tpc_zip.h"
 
 #define CAP (8u << 20) /* inflate cap: a deflate bomb must stop here */
 

@@ -1,5 +1,5 @@
-"""doc/INTEROP.md from a run's results.tsv (host python3, no torch).
-usage: report.py RESULTS.tsv REPORT.env TPCONV > INTEROP.md"""
+"""doc/interop-results.md from a run's results.tsv (host python3, no torch).
+usage: report.py RESULTS.tsv REPORT.env TPCONV > interop-results.md"""
 import datetime
 import re
 import subprocess

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make interop: tpconv's outputs loaded by the real consumers of Debian forky
 # (transformers, torch, safetensors, accelerate) in a cached chroot
-# (tests/interop/chroot.sh); writes the table doc/INTEROP.md. Not part of
+# (tests/interop/chroot.sh); writes the table doc/interop-results.md. Not part of
 # `make test`. Needs root and, the first time, Debian's archive (about 8 minutes).
 #
 # Steps: gen.py builds tiny random models with transformers and genuine torch
@@ -169,8 +169,8 @@ t4=$(date +%s)
 cat "$W/versions.txt" >"$W/report.env" 2>/dev/null
 printf 'setup=%s\ngen=%s\ntpconv=%s\ncheck=%s\ncommit=%s\n' $((t1 - t0)) $((t2 - t1)) $((t3 - t2)) $((t4 - t3)) \
 	"$(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)" >>"$W/report.env"
-python3 "$H/report.py" "$W/results.tsv" "$W/report.env" "$TPCONV" >"$SRC/doc/INTEROP.md.tmp" &&
-	mv "$SRC/doc/INTEROP.md.tmp" "$SRC/doc/INTEROP.md" || { rm -f "$SRC/doc/INTEROP.md.tmp"; exit 4; }
+python3 "$H/report.py" "$W/results.tsv" "$W/report.env" "$TPCONV" >"$SRC/doc/interop-results.md.tmp" &&
+	mv "$SRC/doc/interop-results.md.tmp" "$SRC/doc/interop-results.md" || { rm -f "$SRC/doc/interop-results.md.tmp"; exit 4; }
 awk -F '\t' '{ n[$5]++ } END { for (s in n) printf "%s %d  ", s, n[s]; print "" }' "$W/results.tsv"
-echo "interop: doc/INTEROP.md written; chroot $((t1 - t0)) s, run $((t4 - t1)) s"
+echo "interop: doc/interop-results.md written; chroot $((t1 - t0)) s, run $((t4 - t1)) s"
 ! grep -q "$(printf '\tfail\t')" "$W/results.tsv"

@@ -1,5 +1,5 @@
 /*
- * zip.h - the zip container of torch.save checkpoints: a checked reader over
+ * tpc_zip.h - the zip container of torch.save checkpoints: a checked reader over
  * a mapped file, and a writer that emits what torch's own writer (miniz, in
  * caffe2/serialize/inline_container.cc) emits.
  *
