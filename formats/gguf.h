@@ -44,12 +44,8 @@
 #define TPC_GGUF_VERSION 3
 #define TPC_GGUF_DEFAULT_ALIGNMENT 32
 
-/* KV value types (gguf_type) */
-typedef enum tpc_gguf_vt {
-	TPC_GV_U8 = 0, TPC_GV_I8 = 1, TPC_GV_U16 = 2, TPC_GV_I16 = 3, TPC_GV_U32 = 4, TPC_GV_I32 = 5,
-	TPC_GV_F32 = 6, TPC_GV_BOOL = 7, TPC_GV_STRING = 8, TPC_GV_ARRAY = 9, TPC_GV_U64 = 10,
-	TPC_GV_I64 = 11, TPC_GV_F64 = 12, TPC_GV_COUNT
-} tpc_gguf_vt;
+/* KV value types, tpc_gguf_vt: lib/tpc_ggml.h (the family records' GGUF
+ * keys are typed with them). */
 
 /* Tensor types, tpc_ggml_type / tpc_ggml_info_of / tpc_ggml_by_name: lib/tpc_ggml.h
  * (the dequantizer in lib/ needs them). */
@@ -198,16 +194,6 @@ int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e);
  * or tokenizer.json (a "gpt2" one) and tokenizer_config.json from the
  * tokenizer.* keys, the inverse of tpc_gguf_vocab. */
 int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *why, size_t whylen, tpc_err *e);
-
-/* A record of gguf_arch.c's table as the reader needs it (private to formats/). */
-typedef struct tpc__gguf_arch {
-	const char *hf_arch, *family, *arch;
-	bool permute_qk, norm_plus_1, neox_qkv;
-	int experts[3]; /* tpc_role of the stacked expert tensors; 0: none */
-} tpc__gguf_arch;
-/* The first record of GGUF architecture `arch` with (moe) or without stacked
- * experts: 0, or -1 when there is none. */
-int tpc__gguf_arch_lookup(const char *arch, bool moe, tpc__gguf_arch *out);
 
 /* The registry's writer (gguf_write.c): a checkpoint read from GGUF is
  * written back with its KVs and its tensors' types (o->outtype: f32, f16,

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "tpc_family.h"
+#include "tpc_family_gguf.h"
 
 /* ---- tensor tables ---- */
 
@@ -396,6 +397,7 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("llama"),
 	 .verify = "llama",
 	 .hf_arch = A("LlamaForCausalLM"),
+	 .gguf = &tpc__gguf_llama,
 	 .rules = A("megatron-llama", "torchtitan"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors},
@@ -404,6 +406,7 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("mistral"),
 	 .verify = "llama",
 	 .hf_arch = A("MistralForCausalLM"),
+	 .gguf = &tpc__gguf_mistral,
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors},
@@ -412,6 +415,7 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("qwen2"),
 	 .verify = "llama",
 	 .hf_arch = A("Qwen2ForCausalLM"),
+	 .gguf = &tpc__gguf_qwen2,
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors},
@@ -420,6 +424,7 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("qwen3"),
 	 .verify = "llama",
 	 .hf_arch = A("Qwen3ForCausalLM"),
+	 .gguf = &tpc__gguf_qwen3,
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors},
@@ -428,12 +433,14 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("gemma"),
 	 .verify = "llama",
 	 .hf_arch = A("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"),
+	 .gguf = &tpc__gguf_gemma,
 	 .tensors = llama_tensors},
 	{.name = "phi3",
 	 .desc = "Phi-3 (HF names): the llama plan; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part",
 	 .plan = LLAMA_JSON("phi3"),
 	 .verify = "llama",
 	 .hf_arch = A("Phi3ForCausalLM"),
+	 .gguf = &tpc__gguf_phi3,
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors},
 	{.name = "mixtral",
@@ -441,6 +448,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
 	 .verify = "llama",
 	 .hf_arch = A("MixtralForCausalLM"),
+	 .gguf = &tpc__gguf_mixtral,
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = mixtral_tensors},
 	{.name = "qwen2-moe",
@@ -448,6 +456,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names."),
 	 .verify = "llama",
 	 .hf_arch = A("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"),
+	 .gguf = &tpc__gguf_qwen2moe,
 	 .tensors = qwen2moe_tensors},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
@@ -459,6 +468,7 @@ static const tpc_family families[] = {
 	 .plan = plan_gpt2,
 	 .verify = "gpt2",
 	 .hf_arch = A("GPT2LMHeadModel"),
+	 .gguf = &tpc__gguf_gpt2,
 	 .layouts = A("trtllm"),
 	 .tensors = gpt2_tensors,
 	 .conv1d = true,
@@ -468,6 +478,7 @@ static const tpc_family families[] = {
 	 .verify = "gpt-neox",
 	 .plan = plan_gpt_neox,
 	 .hf_arch = A("GPTNeoXForCausalLM"),
+	 .gguf = &tpc__gguf_gptneox,
 	 .tensors = gptneox_tensors},
 	{.name = "bert",
 	 .desc = "BERT (HF names): self query/key/value col on head boundaries, attention output row, intermediate col, output row, word embeddings and MLM decoder vocab",

@@ -44,6 +44,14 @@
 
 #include "tpc_dtype.h"
 
+/* KV value types (gguf_type): GGUF's, here because the family records
+ * (tpc_family_gguf.h) type their keys with them */
+typedef enum tpc_gguf_vt {
+	TPC_GV_U8 = 0, TPC_GV_I8 = 1, TPC_GV_U16 = 2, TPC_GV_I16 = 3, TPC_GV_U32 = 4, TPC_GV_I32 = 5,
+	TPC_GV_F32 = 6, TPC_GV_BOOL = 7, TPC_GV_STRING = 8, TPC_GV_ARRAY = 9, TPC_GV_U64 = 10,
+	TPC_GV_I64 = 11, TPC_GV_F64 = 12, TPC_GV_COUNT
+} tpc_gguf_vt;
+
 /* Tensor types (ggml_type); the numbers are the file's. */
 typedef enum tpc_ggml_type {
 	TPC_GGML_F32 = 0, TPC_GGML_F16 = 1, TPC_GGML_Q4_0 = 2, TPC_GGML_Q4_1 = 3,
