@@ -158,8 +158,8 @@ int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gg
  * the llama.cpp pre-tokenizer that splits as tokenizer.json's pre_tokenizer
  * does, and refuses one it cannot map, naming the key (gguf_pre.c,
  * doc/gguf_vocab.md). arch is the
- * GGUF architecture: llama (mistral, mixtral), gemma, phi3, qwen2, qwen3,
- * qwen2moe, qwen3moe, gpt2, gptneox. */
+ * GGUF architecture of a family record (tpc_family_by_gguf): its vocab
+ * field says which of the reference's set_vocab runs; another is refused. */
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
 		       tpc_err *e);
 

@@ -44,6 +44,7 @@
 #include "gguf.h"
 #include "spm.h"
 #include "tpc_buf.h"
+#include "tpc_family_gguf.h"
 #include "tpc_util.h"
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
@@ -58,6 +59,7 @@ typedef struct tok {
 	const tpc_gguf_kvs *kv;
 	tpc_err *e;
 	const char *arch;
+	const tpc_gguf_arch *g; /* arch's family record's GGUF part; NULL: none */
 	const tpc_gguf_kv *tokens;
 	uint64_t n;
 	int32_t *type;
@@ -276,17 +278,16 @@ static cJSON *tk_added(const tok *t, uint64_t i, bool with_id)
 	return o;
 }
 
-/* The class transformers loads the family's tokenizer with */
+/* The class transformers loads the family's tokenizer with: the record's,
+ * else LlamaTokenizer for a SentencePiece vocabulary and, for a BPE, the
+ * class of its pre-tokenizer (Llama 3's fast tokenizer, or GPT-2's) */
 static const char *tk_class(const tok *t, bool spm, const char *pre)
 {
+	const char *cls = t->g ? (spm ? t->g->tok_class_spm : t->g->tok_class_bpe) : NULL;
+	if (cls)
+		return cls;
 	if (spm)
-		return !strcmp(t->arch, "gemma") ? "GemmaTokenizer" : "LlamaTokenizer";
-	if (!strcmp(t->arch, "gpt2") || !strcmp(t->arch, "phi3"))
-		return "GPT2Tokenizer"; /* phi3: the reference reads a BPE when the class says GPT2Tokenizer */
-	if (!strcmp(t->arch, "gptneox"))
-		return "GPTNeoXTokenizer";
-	if (!strncmp(t->arch, "qwen", 4))
-		return "Qwen2Tokenizer";
+		return "LlamaTokenizer";
 	return pre && !strcmp(pre, "llama-bpe") ? "PreTrainedTokenizerFast" : "GPT2Tokenizer";
 }
 
@@ -334,7 +335,7 @@ static int tk_config(const tok *t, bool spm, int64_t unk, const char *pre, const
 		{"unk_token", "tokenizer.ggml.unknown_token_id"}, {"sep_token", "tokenizer.ggml.seperator_token_id"},
 		{"pad_token", "tokenizer.ggml.padding_token_id"}, {"mask_token", "tokenizer.ggml.mask_token_id"}};
 	int ret = 0;
-	if (!strcmp(t->arch, "llama") && tk_bool(t, "tokenizer.ggml.add_space_prefix") >= 0 &&
+	if (t->g && t->g->add_space_prefix && tk_bool(t, "tokenizer.ggml.add_space_prefix") >= 0 &&
 	    add(cfg, "add_prefix_space", cJSON_CreateBool(tk_bool(t, "tokenizer.ggml.add_space_prefix"))))
 		return tpc_err_nomem(t->e);
 	static const char *const flags[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
@@ -622,6 +623,8 @@ int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char 
 		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "internal: not a checkpoint read from GGUF");
 	const tpc_gguf_kv *a = tk_get(&t, "general.architecture"), *m = tk_get(&t, "tokenizer.ggml.model");
 	t.arch = a && a->type == TPC_GV_STRING ? a->s : "";
+	const tpc_family *fam = tpc_family_by_gguf(t.arch, -1);
+	t.g = fam ? fam->gguf : NULL;
 	if (!m || m->type != TPC_GV_STRING) {
 		tk_skip(&t, "the GGUF has no tokenizer.ggml.model");
 		return 0;
