@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "gguf_vocab_int.h"
 #include "spm.h"
 #include "tpc_buf.h"
 #include "tpc_family_gguf.h"
@@ -286,9 +287,10 @@ static const char *tk_class(const tok *t, bool spm, const char *pre)
 	const char *cls = t->g ? (spm ? t->g->tok_class_spm : t->g->tok_class_bpe) : NULL;
 	if (cls)
 		return cls;
+	const tpc__gguf_pre *p = spm ? NULL : tpc__gguf_pre_find(pre);
 	if (spm)
 		return "LlamaTokenizer";
-	return pre && !strcmp(pre, "llama-bpe") ? "PreTrainedTokenizerFast" : "GPT2Tokenizer";
+	return p ? p->tok_class : "GPT2Tokenizer";
 }
 
 /* chat_template: the string, or [{name, template}...] then "default" */
@@ -464,12 +466,6 @@ static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 
 /* ---- BPE ---- */
 
-/* The regexes tokenizer.json spells for llama.cpp's "qwen2" and "llama-bpe" (as gguf_pre.c) */
-static const char qwen2_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
-			       " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char llama3_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
-				" ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 static cJSON *byte_level(bool regex, bool trim)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -484,14 +480,15 @@ static cJSON *byte_level(bool regex, bool trim)
 /* normalizer, pre_tokenizer, decoder, model.ignore_merges for `pre`; 1: not expressed */
 static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
 {
-	const char *re = !strcmp(pre, "qwen2") ? qwen2_re : !strcmp(pre, "llama-bpe") ? llama3_re : NULL;
-	bool nfc = tk_bool(t, "tokenizer.ggml.normalizer.nfc") == 1 || !strcmp(pre, "olmo");
-	if (!re && strcmp(pre, "gpt-2") && strcmp(pre, "olmo")) {
+	const tpc__gguf_pre *row = tpc__gguf_pre_find(pre);
+	if (!row) {
 		snprintf(t->why, t->whylen,
 			 "tokenizer.ggml.pre '%.40s' is not one tpconv writes a tokenizer.json for (gpt-2, olmo, qwen2, llama-bpe)",
 			 pre);
 		return 1;
 	}
+	const char *re = row->regex;
+	bool nfc = tk_bool(t, "tokenizer.ggml.normalizer.nfc") == 1 || row->nfc;
 	if (tk_bool(t, "tokenizer.ggml.normalizer.lowercase") == 1 || tk_bool(t, "tokenizer.ggml.normalizer.strip_accents") == 1) {
 		tk_skip(t, "tokenizer.ggml.normalizer.lowercase / strip_accents are not written into a tokenizer.json yet");
 		return 1;
@@ -517,7 +514,7 @@ static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
 	}
 	if (add(tj, "pre_tokenizer", pt) || add(tj, "post_processor", cJSON_CreateNull()) ||
 	    add(tj, "decoder", byte_level(true, true)) ||
-	    add(model, "ignore_merges", cJSON_CreateBool(!strcmp(pre, "llama-bpe"))))
+	    add(model, "ignore_merges", cJSON_CreateBool(row->ignore_merges)))
 		return -1;
 	return 0;
 }
