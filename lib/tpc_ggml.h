@@ -4,7 +4,7 @@
  *
  * lib/ holds them because the values of a quantized GGUF tensor are computed
  * while a writer streams it (struct tpc_dequant, kind TPC_DQ_GGML), as those
- * of FP8 or GPTQ weights are; formats/gguf.c reads and writes the file.
+ * of FP8 or GPTQ weights are; formats/gguf/gguf.c reads and writes the file.
  *
  * Block layouts (little-endian; f16 scales; QK_K = 256), from ggml's
  * ggml-common.h and gguf-py's quants.py, element j of a block:

@@ -16,17 +16,28 @@
  * has split.no (u16, from 0), split.count (u16) and split.tensors.count
  * (i32, over all files); the first file holds every other key.
  *
- * Three parts, three files:
- *   gguf.c        the container: read (the registry's "gguf" format, split
- *                 sets too), write (tpc_gguf_write), the ggml type table and
- *                 block (de)quantization, the KV list helpers
- *   gguf_arch.c   what convert_hf_to_gguf.py writes for a Hugging Face
- *                 model: {arch}.* keys from config.json, the tensor list
- *                 (GGUF names from the family records, Q/K permutation,
- *                 experts stacked, each tensor's type for an --outtype)
- *   gguf_vocab.c  tokenizer.* keys from tokenizer.model (SentencePiece
- *                 protobuf) or tokenizer.json (BPE), tokenizer_config.json
- *                 (gguf_pre.c: tokenizer.ggml.pre from the pre_tokenizer)
+ * The files of formats/gguf/ (this header is their interface):
+ *   gguf.c          the container: read (the registry's "gguf" format, split
+ *                   sets too), the KV list helpers
+ *   gguf_write.c    write (tpc_gguf_write, gguf-split sets) and the
+ *                   registry's writer (a GGUF back to GGUF, or from HF)
+ *   gguf_arch.c     what convert_hf_to_gguf.py writes for a Hugging Face
+ *                   model: general.* and {arch}.* keys from config.json, the
+ *                   tensor list (GGUF names, Q/K permutation, norms + 1,
+ *                   experts stacked, each tensor's type for an --outtype)
+ *   gguf_hf.c       the inverse: a GGUF's tensors in Hugging Face form and
+ *                   the config.json its keys give
+ *   gguf_vocab.c    tokenizer.* keys from tokenizer.model (SentencePiece) or
+ *                   tokenizer.json (BPE); gguf_special.c: gguf-py's
+ *                   SpecialVocab (merges, special ids, chat template);
+ *                   gguf_pre.c: tokenizer.ggml.pre, the pre-tokenizer table;
+ *                   gguf_vocab_int.h: what the three share
+ *   gguf_tok.c      the inverse: tokenizer.model / tokenizer.json and
+ *                   tokenizer_config.json from the tokenizer.* keys
+ *   spm.c, spm.h    SentencePiece's ModelProto, read and written
+ * What differs per family (general.architecture, the key rules, the tensor
+ * transforms, the tokenizer facts) is not here: it is data on the family
+ * records, lib/tpc_family_gguf.h, and this code reads it.
  */
 #ifndef TPC_GGUF_H
 #define TPC_GGUF_H
