@@ -123,7 +123,7 @@ typedef struct tpc_tensor {
  *          [ceil(O / p), G] packed along the output (asymmetric; ct_zp) and
  *          weight_g_idx [I] (actorder; ct_gidx): w = (q - z) * s with q, z
  *          the signed values and g = g_idx[i], or i / group.
- *   GGML   a GGUF block tensor (formats/gguf.c, tpc_ggml.h): c[0] the packed
+ *   GGML   a GGUF block tensor (formats/gguf/gguf.c, tpc_ggml.h): c[0] the packed
  *          blocks, a U8 view [rows * row_bytes], ggml type `gtype`; the
  *          tensor has any ndim >= 1, its last dim (ne[0]) a multiple of the
  *          block, and row o of the image (the last dim's rows, in C order)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "tpc_family.h"
+#include "tpc_family_gguf.h"
 
 /* ---- tensor tables ---- */
 
@@ -421,6 +422,7 @@ static const tpc_family families[] = {
 	 .desc = "LLaMA / Mistral / Qwen2 / Qwen3 / Gemma / Phi-3 (HF names): GQA q/k/v col on head boundaries, o row, gate/up col, down row, vocab-parallel embed and lm_head",
 	 .plan = LLAMA_JSON("llama"),
 	 .hf_arch = A("LlamaForCausalLM"),
+	 .gguf = &tpc__gguf_llama,
 	 .rules = A("megatron-llama", "torchtitan"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors,
@@ -429,6 +431,7 @@ static const tpc_family families[] = {
 	 .desc = "Mistral (HF names): the llama plan",
 	 .plan = LLAMA_JSON("mistral"),
 	 .hf_arch = A("MistralForCausalLM"),
+	 .gguf = &tpc__gguf_mistral,
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors,
@@ -437,6 +440,7 @@ static const tpc_family families[] = {
 	 .desc = "Qwen2 / Qwen2.5 dense (HF names): the llama plan (q/k/v biases split with their weights)",
 	 .plan = LLAMA_JSON("qwen2"),
 	 .hf_arch = A("Qwen2ForCausalLM"),
+	 .gguf = &tpc__gguf_qwen2,
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors,
@@ -445,6 +449,7 @@ static const tpc_family families[] = {
 	 .desc = "Qwen3 dense (HF names): the llama plan; per-head q_norm/k_norm replicated, head_dim from config.json",
 	 .plan = LLAMA_JSON("qwen3"),
 	 .hf_arch = A("Qwen3ForCausalLM"),
+	 .gguf = &tpc__gguf_qwen3,
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors,
@@ -453,12 +458,14 @@ static const tpc_family families[] = {
 	 .desc = "Gemma 1/2/3 text (HF names): the llama plan; head_dim from config.json (not hidden/heads)",
 	 .plan = LLAMA_JSON("gemma"),
 	 .hf_arch = A("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"),
+	 .gguf = &tpc__gguf_gemma,
 	 .tensors = llama_tensors,
 	 PARTS(.norm_offset = 1, .embed_scale = true, .tied_head = true)},
 	{.name = "phi3",
 	 .desc = "Phi-3 (HF names): the llama plan; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part",
 	 .plan = LLAMA_JSON("phi3"),
 	 .hf_arch = A("Phi3ForCausalLM"),
+	 .gguf = &tpc__gguf_phi3,
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
@@ -466,6 +473,7 @@ static const tpc_family families[] = {
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("MixtralForCausalLM"),
+	 .gguf = &tpc__gguf_mixtral,
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = mixtral_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX)},
@@ -473,6 +481,7 @@ static const tpc_family families[] = {
 	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
 	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"),
+	 .gguf = &tpc__gguf_qwen2moe,
 	 .tensors = qwen2moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "deepseek-v3",
@@ -485,6 +494,7 @@ static const tpc_family families[] = {
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,
 	 .hf_arch = A("GPT2LMHeadModel"),
+	 .gguf = &tpc__gguf_gpt2,
 	 .layouts = A("trtllm"),
 	 .tensors = gpt2_tensors,
 	 .conv1d = true,
@@ -494,6 +504,7 @@ static const tpc_family families[] = {
 	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
 	 .plan = plan_gpt_neox,
 	 .hf_arch = A("GPTNeoXForCausalLM"),
+	 .gguf = &tpc__gguf_gptneox,
 	 .tensors = gptneox_tensors,
 	 PARTS(.norm = TPC_PART_LAYERNORM, .qkv = TPC_PART_QKV_PER_HEAD, .partial_rope = true, .attn_bias = true,
 	       .mlp = TPC_PART_MLP_GELU, .resid = TPC_PART_PARALLEL)},

@@ -18,6 +18,9 @@
  *             (a layout writes a family only when it is listed here)
  *   tensors   for decoders, the tensor table: each tensor by role with its
  *             name in every ecosystem (below); NULL for families without one
+ *   gguf      its GGUF architecture: general.architecture, keys, tensor
+ *             transforms, tokenizer facts (lib/tpc_family_gguf.h); NULL:
+ *             convert_hf_to_gguf.py's is not written by tpconv
  *   conv1d    its Hugging Face checkpoints store the 2-D weights of the
  *             decoder's linear layers [in, out] (GPT-2's Conv1D); the other
  *             ecosystems hold them [out, in], transposed (embeddings and
@@ -173,6 +176,7 @@ typedef struct tpc_layer_parts {
 	bool logit_scale;        /* the logits scaled by a config factor */
 	bool tied_head;
 } tpc_layer_parts;
+struct tpc_gguf_arch;
 
 typedef struct tpc_family {
 	const char *name, *desc, *plan;
@@ -182,6 +186,7 @@ typedef struct tpc_family {
 					  * loaders were checked against this family's
 					  * models: a layout writes only those */
 	const tpc_tensor_row *tensors;   /* ends with role TPC_ROLE_NONE; NULL: none */
+	const struct tpc_gguf_arch *gguf; /* lib/tpc_family_gguf.h; NULL: none */
 	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */
 	bool has_parts;                  /* verify runs block and model checks from `parts` */
 	tpc_layer_parts parts;

@@ -4,7 +4,7 @@
  *
  * lib/ holds them because the values of a quantized GGUF tensor are computed
  * while a writer streams it (struct tpc_dequant, kind TPC_DQ_GGML), as those
- * of FP8 or GPTQ weights are; formats/gguf.c reads and writes the file.
+ * of FP8 or GPTQ weights are; formats/gguf/gguf.c reads and writes the file.
  *
  * Block layouts (little-endian; f16 scales; QK_K = 256), from ggml's
  * ggml-common.h and gguf-py's quants.py, element j of a block:
@@ -43,6 +43,14 @@
 #include <stdint.h>
 
 #include "tpc_dtype.h"
+
+/* KV value types (gguf_type): GGUF's, here because the family records
+ * (tpc_family_gguf.h) type their keys with them */
+typedef enum tpc_gguf_vt {
+	TPC_GV_U8 = 0, TPC_GV_I8 = 1, TPC_GV_U16 = 2, TPC_GV_I16 = 3, TPC_GV_U32 = 4, TPC_GV_I32 = 5,
+	TPC_GV_F32 = 6, TPC_GV_BOOL = 7, TPC_GV_STRING = 8, TPC_GV_ARRAY = 9, TPC_GV_U64 = 10,
+	TPC_GV_I64 = 11, TPC_GV_F64 = 12, TPC_GV_COUNT
+} tpc_gguf_vt;
 
 /* Tensor types (ggml_type); the numbers are the file's. */
 typedef enum tpc_ggml_type {

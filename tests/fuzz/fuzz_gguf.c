@@ -1,4 +1,4 @@
-/* fuzz_gguf.c - the GGUF reader (formats/gguf.c) and the block decoders.
+/* fuzz_gguf.c - the GGUF reader (formats/gguf/gguf.c) and the block decoders.
  *
  * tpc_gguf_from_buffer() over an exact-size heap copy, so AddressSanitizer
  * sees any read past the end; for inputs it accepts, every tensor is hashed

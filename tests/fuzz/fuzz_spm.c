@@ -1,5 +1,5 @@
 /* fuzz_spm.c - SentencePiece's tokenizer.model protobuf
- * (tpc_spm_from_buffer, formats/spm.c), read for GGUF tokenizer keys. */
+ * (tpc_spm_from_buffer, formats/gguf/spm.c), read for GGUF tokenizer keys. */
 #include "fuzz.h"
 #include "spm.h"
 

@@ -12,8 +12,9 @@
  * column), transforms some (Q/K rows back to Meta's interleaved rotary order
  * for the llama architecture, Gemma's norms + 1, GPT-2's Conv1D transposed,
  * GPT-NeoX's head-interleaved qkv regrouped) and stacks a layer's experts
- * once the last of them has come. What differs per family is data in
- * `archs` below; code only where a value is computed.
+ * once the last of them has come. What differs per family is data on its
+ * record (the GGUF part, lib/tpc_family_gguf.h: keys as rules, transforms
+ * as fields); code only where a value is computed.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -25,6 +26,7 @@
 #include "tpc_cast.h"
 #include "tpc_cfg.h"
 #include "tpc_family.h"
+#include "tpc_family_gguf.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -33,174 +35,8 @@
 /* LlamaFileType */
 enum { FT_ALL_F32 = 0, FT_MOSTLY_F16 = 1, FT_MOSTLY_Q8_0 = 7, FT_MOSTLY_BF16 = 32 };
 
-/* How one key gets its value (TextModel.set_gguf_parameters and the
- * families' own). `names`: config.json members, '|'-separated, the first
- * present wins (find_hparam). */
-typedef enum kv_how {
-	KH_END = 0,
-	KH_FIND,        /* the first of names present, else no key */
-	KH_REQ,         /* the first of names, else refused */
-	KH_TIMES4,      /* 4 x names (GPT-2's feed_forward_length) */
-	KH_OR_HEADS,    /* names, else num_attention_heads (Gemma's head_count_kv) */
-	KH_OR_ZERO,     /* names when a number, else 0 (Phi-3's sliding_window) */
-	KH_OR_TRUE,     /* a bool, true when absent (GPT-NeoX's parallel residual) */
-	KH_FALSE_ONLY,  /* a bool written only when the member is false (is_causal) */
-	KH_HEAD_DIM,    /* key_length and value_length from head_dim when present */
-	KH_ROPE_DIM,    /* head_dim, else hidden_size / num_attention_heads */
-	KH_ROPE_PCT_HD, /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
-	KH_ROPE_PCT_EMB,/* int(partial_rotary_factor * hidden) // heads (Phi-3) */
-	KH_ROPE_SCALING,/* rope.scaling.* from rope_parameters.rope_type */
-	KH_ROPE_THETA,  /* rope.freq_base from rope_parameters.rope_theta */
-	KH_ROPE_ORIG,   /* rope_parameters' original_max_position_embeddings, required */
-	KH_REFUSE,      /* a member the reference acts on that tpconv does not yet */
-	KH_FILE_TYPE,   /* general.file_type */
-} kv_how;
-
-typedef struct kv_rule {
-	const char *key; /* after "{arch}."; a "general." key as is */
-	int type;        /* tpc_gguf_vt */
-	kv_how how;
-	const char *names;
-} kv_rule;
-
 #define U32 TPC_GV_U32
 #define F32 TPC_GV_F32
-#define BOOL TPC_GV_BOOL
-
-/* rows several tables share */
-#define R_BLOCK {"block_count", U32, KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"}
-#define R_FILE_TYPE {"general.file_type", U32, KH_FILE_TYPE, NULL}
-#define R_FF {"feed_forward_length", U32, KH_REQ, "intermediate_size"}
-#define R_END {NULL, 0, KH_END, NULL}
-
-/* TextModel.set_gguf_parameters, in its order */
-#define TEXT_RULES \
-	R_BLOCK, \
-	{"context_length", U32, KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
-	{"embedding_length", U32, KH_FIND, "hidden_size|n_embd|dim"}, \
-	{"feed_forward_length", U32, KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
-	{"attention.head_count", U32, KH_FIND, "num_attention_heads|n_head|n_heads"}, \
-	{"attention.head_count_kv", U32, KH_FIND, "num_key_value_heads|n_kv_heads"}, \
-	{"attention.causal", BOOL, KH_FALSE_ONLY, "is_causal"}, \
-	{"rope.scaling.type", 0, KH_ROPE_SCALING, NULL}, \
-	{"rope.freq_base", F32, KH_ROPE_THETA, NULL}, \
-	{"rope.freq_base_swa", 0, KH_REFUSE, "local_rope_theta|rope_local_theta|rope_theta_local|swa_rope_theta|rope_local_base_freq"}, \
-	{"attention.layer_norm_rms_epsilon", F32, KH_FIND, "rms_norm_eps|norm_eps"}, \
-	{"attention.layer_norm_epsilon", F32, KH_FIND, "layer_norm_eps|layer_norm_epsilon|norm_epsilon"}, \
-	{"expert_count", U32, KH_FIND, "num_local_experts|num_experts|n_routed_experts"}, \
-	{"expert_used_count", U32, KH_FIND, "num_experts_per_tok|num_experts_per_token|top_k_experts"}, \
-	{"expert_group_count", U32, KH_FIND, "n_group"}, \
-	{"expert_group_used_count", U32, KH_FIND, "topk_group"}, \
-	{"expert_gating_func", 0, KH_REFUSE, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}, \
-	{"attention.key_length", U32, KH_HEAD_DIM, "head_dim"}, \
-	R_FILE_TYPE
-
-static const kv_rule llama_rules[] = {
-	TEXT_RULES,
-	{"vocab_size", U32, KH_REQ, "vocab_size"}, /* LlamaModel */
-	{"rope.dimension_count", U32, KH_ROPE_DIM, NULL},
-	R_END,
-};
-static const kv_rule qwen2_rules[] = {
-	TEXT_RULES,
-	{"pooling_type", 0, KH_REFUSE, "pooling_type"}, /* _try_set_pooling_type: modules.json (checked apart) */
-	R_END,
-};
-static const kv_rule qwen2moe_rules[] = {
-	TEXT_RULES,
-	{"expert_feed_forward_length", U32, KH_FIND, "moe_intermediate_size"},
-	{"expert_shared_feed_forward_length", U32, KH_FIND, "shared_expert_intermediate_size"},
-	R_END,
-};
-static const kv_rule gemma_rules[] = {
-	{"context_length", U32, KH_REQ, "max_position_embeddings"},
-	{"embedding_length", U32, KH_REQ, "hidden_size"},
-	R_BLOCK,
-	R_FF,
-	{"attention.head_count", U32, KH_REQ, "num_attention_heads"},
-	{"attention.head_count_kv", U32, KH_OR_HEADS, "num_key_value_heads"},
-	{"attention.layer_norm_rms_epsilon", F32, KH_REQ, "rms_norm_eps"},
-	{"attention.key_length", U32, KH_REQ, "head_dim"},
-	{"attention.value_length", U32, KH_REQ, "head_dim"},
-	R_FILE_TYPE,
-	R_END,
-};
-static const kv_rule phi3_rules[] = {
-	{"context_length", U32, KH_REQ, "n_positions|max_position_embeddings"},
-	{"rope.scaling.original_context_length", U32, KH_ROPE_ORIG, NULL},
-	{"embedding_length", U32, KH_REQ, "hidden_size|n_embd"},
-	R_FF,
-	R_BLOCK,
-	{"attention.head_count", U32, KH_REQ, "num_attention_heads|n_head"},
-	{"attention.head_count_kv", U32, KH_REQ, "num_key_value_heads|n_head_kv"},
-	{"attention.layer_norm_rms_epsilon", F32, KH_REQ, "rms_norm_eps"},
-	{"rope.dimension_count", U32, KH_ROPE_PCT_EMB, NULL},
-	{"rope.freq_base", F32, KH_ROPE_THETA, "!"}, /* "!": required */
-	R_FILE_TYPE,
-	{"attention.sliding_window", U32, KH_OR_ZERO, "sliding_window"},
-	R_END,
-};
-static const kv_rule gpt2_rules[] = {
-	R_BLOCK,
-	{"context_length", U32, KH_REQ, "n_ctx"},
-	{"embedding_length", U32, KH_REQ, "n_embd"},
-	{"feed_forward_length", U32, KH_TIMES4, "n_embd"},
-	{"attention.head_count", U32, KH_REQ, "n_head"},
-	{"attention.layer_norm_epsilon", F32, KH_REQ, "layer_norm_epsilon"},
-	R_FILE_TYPE,
-	R_END,
-};
-/* GPTNeoXModel.set_gguf_parameters: no general.file_type */
-static const kv_rule gptneox_rules[] = {
-	{"context_length", U32, KH_REQ, "max_position_embeddings"},
-	{"embedding_length", U32, KH_REQ, "hidden_size"},
-	R_BLOCK,
-	R_FF,
-	{"rope.dimension_count", U32, KH_ROPE_PCT_HD, NULL},
-	{"attention.head_count", U32, KH_REQ, "num_attention_heads"},
-	{"use_parallel_residual", BOOL, KH_OR_TRUE, "use_parallel_residual"},
-	{"attention.layer_norm_epsilon", F32, KH_REQ, "layer_norm_eps"},
-	R_END,
-};
-
-/* per-architecture tensor handling */
-enum {
-	AF_PERMUTE_QK = 1u << 0, /* LlamaModel.permute of q_proj / k_proj (weight, bias) */
-	AF_NORM_PLUS_1 = 1u << 1, /* Gemma: every *norm.weight + 1 */
-	AF_NO_LM_HEAD = 1u << 2,  /* Gemma: lm_head.weight skipped */
-	AF_NEOX_QKV = 1u << 3,    /* GPT-NeoX: qkv rows [heads, 3, hd] -> [3, heads, hd] */
-};
-
-typedef struct arch_spec {
-	const char *hf_arch; /* config.json architectures[0] */
-	const char *family;  /* its tpc_family record */
-	const char *arch;    /* general.architecture */
-	unsigned flags;
-	const kv_rule *rules;
-	tpc_role experts[3]; /* a layer's stacked experts in the order the reference writes them */
-	/* head_dim when config.json has none: the reference reads the config
-	 * through transformers' AutoConfig, whose classes fill it in (5.12:
-	 * LlamaConfig and MistralConfig hidden_size / num_attention_heads,
-	 * Qwen3Config 128, GemmaConfig 256); 0: none, -1: hidden / heads */
-	int head_dim;
-} arch_spec;
-
-static const arch_spec archs[] = {
-	{"LlamaForCausalLM", "llama", "llama", AF_PERMUTE_QK, llama_rules, {0}, -1},
-	{"MistralForCausalLM", "mistral", "llama", AF_PERMUTE_QK, llama_rules, {0}, -1},
-	/* LlamaModel.modify_tensors: w1, w2, w3 */
-	{"MixtralForCausalLM", "mixtral", "llama", AF_PERMUTE_QK, llama_rules,
-	 {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP}, 0},
-	{"Qwen2ForCausalLM", "qwen2", "qwen2", 0, qwen2_rules, {0}, 0},
-	{"Qwen3ForCausalLM", "qwen3", "qwen3", 0, qwen2_rules, {0}, 128},
-	/* Qwen2MoeModel.modify_tensors: down_proj, gate_proj, up_proj */
-	{"Qwen2MoeForCausalLM", "qwen2-moe", "qwen2moe", 0, qwen2moe_rules,
-	 {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, 0},
-	{"GemmaForCausalLM", "gemma", "gemma", AF_NORM_PLUS_1 | AF_NO_LM_HEAD, gemma_rules, {0}, 256},
-	{"Phi3ForCausalLM", "phi3", "phi3", 0, phi3_rules, {0}, 0},
-	{"GPT2LMHeadModel", "gpt2", "gpt2", 0, gpt2_rules, {0}, 0},
-	{"GPTNeoXForCausalLM", "gpt-neox", "gptneox", AF_NEOX_QKV, gptneox_rules, {0}, 0},
-};
 
 /* ---- config.json ---- */
 
@@ -262,7 +98,7 @@ static int cfg_req_u32(const cfg *c, const char *names, uint64_t *out, tpc_err *
 /* ---- keys ---- */
 
 typedef struct conv {
-	const arch_spec *spec;
+	const tpc_gguf_arch *spec;
 	const tpc_family *fam;
 	cfg c;
 	int ftype; /* LlamaFileType after `auto` is resolved */
@@ -349,7 +185,7 @@ static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint
 }
 
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
-static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double *f)
+static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
 	const cfg *c = &cv->c;
 	char buf[64];
@@ -358,9 +194,9 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 	uint64_t h = 0, heads = 0;
 	*put = true;
 	switch (r->how) {
-	case KH_FIND:
-	case KH_REQ:
-		if (!v && r->how == KH_FIND)
+	case TPC_KH_FIND:
+	case TPC_KH_REQ:
+		if (!v && r->how == TPC_KH_FIND)
 			return (*put = false), 0;
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
@@ -368,39 +204,39 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 			return cfg_u32(c, v, which, u, cv->e);
 		*f = v->valuedouble;
 		return cJSON_IsNumber(v) ? 0 : cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
-	case KH_TIMES4:
+	case TPC_KH_TIMES4:
 		if (cfg_req_u32(c, r->names, u, cv->e))
 			return -1;
 		*u *= 4;
 		return 0;
-	case KH_OR_HEADS:
+	case TPC_KH_OR_HEADS:
 		return v ? cfg_u32(c, v, which, u, cv->e) : cfg_req_u32(c, "num_attention_heads", u, cv->e);
-	case KH_OR_ZERO:
+	case TPC_KH_OR_ZERO:
 		*u = 0;
 		return v && !cJSON_IsNull(v) ? cfg_u32(c, v, which, u, cv->e) : 0;
-	case KH_OR_TRUE:
+	case TPC_KH_OR_TRUE:
 		if (v && !cJSON_IsBool(v))
 			return cfg_err(c, cv->e, "config.json: '%s' is not true or false", which);
 		*u = v ? cJSON_IsTrue(v) : 1;
 		return 0;
-	case KH_FALSE_ONLY:
+	case TPC_KH_FALSE_ONLY:
 		*put = cJSON_IsFalse(v);
 		*u = 0;
 		return 0;
-	case KH_HEAD_DIM: /* key_length here, value_length by the caller */
+	case TPC_KH_HEAD_DIM: /* key_length here, value_length by the caller */
 		if (!v || cJSON_IsNull(v))
 			return (*put = false), 0;
 		return cfg_u32(c, v, which, u, cv->e);
-	case KH_ROPE_DIM:
+	case TPC_KH_ROPE_DIM:
 		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v))
 			return cfg_u32(c, v, "head_dim", u, cv->e);
 		if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e))
 			return -1;
 		*u = h / heads;
 		return 0;
-	case KH_ROPE_PCT_HD:
-	case KH_ROPE_PCT_EMB: {
-		bool hd = r->how == KH_ROPE_PCT_HD;
+	case TPC_KH_ROPE_PCT_HD:
+	case TPC_KH_ROPE_PCT_EMB: {
+		bool hd = r->how == TPC_KH_ROPE_PCT_HD;
 		const cJSON *p = hd ? cfg_get(c, "rotary_pct") : rope_member(c, "partial_rotary_factor");
 		/* transformers 5 writes GPT-NeoX's rotary_pct as rope_parameters.partial_rotary_factor */
 		if (hd && !cJSON_IsNumber(p) && c->rope)
@@ -414,10 +250,10 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
 		return 0;
 	}
-	case KH_ROPE_SCALING:
+	case TPC_KH_ROPE_SCALING:
 		*put = false;
 		return rope_scaling(cv);
-	case KH_ROPE_THETA:
+	case TPC_KH_ROPE_THETA:
 		v = rope_member(c, "rope_theta");
 		if (!v && r->names)
 			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs", "rope_theta");
@@ -425,7 +261,7 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 			return (*put = false), 0;
 		*f = v->valuedouble;
 		return cJSON_IsNumber(v) ? 0 : cfg_err(c, cv->e, "config.json: '%s' is not a number", "rope_theta");
-	case KH_ROPE_ORIG:
+	case TPC_KH_ROPE_ORIG:
 		v = rope_member(c, "original_max_position_embeddings");
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs",
@@ -434,14 +270,14 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 			return cfg_err(c, cv->e, "config.json: %s (long context) is not written to GGUF by tpconv yet",
 				       "rope long_factor");
 		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
-	case KH_REFUSE:
+	case TPC_KH_REFUSE:
 		*put = false;
 		return v && !cJSON_IsNull(v) ? cfg_err(c, cv->e, "config.json: '%s' is not written to GGUF by tpconv yet", which)
 					     : 0;
-	case KH_FILE_TYPE:
+	case TPC_KH_FILE_TYPE:
 		*u = (uint64_t)cv->ftype;
 		return 0;
-	case KH_END:
+	case TPC_KH_END:
 		break;
 	}
 	return (*put = false), 0;
@@ -449,7 +285,7 @@ static int rule_eval(conv *cv, const kv_rule *r, bool *put, uint64_t *u, double 
 
 static int arch_keys(conv *cv)
 {
-	for (const kv_rule *r = cv->spec->rules; r->how != KH_END; r++) {
+	for (const tpc_gguf_kv_rule *r = cv->spec->kv; r->how != TPC_KH_END; r++) {
 		bool put = false;
 		uint64_t u = 0;
 		double f = 0;
@@ -457,7 +293,7 @@ static int arch_keys(conv *cv)
 			return -1;
 		if (put && kv_put(cv, r->key, r->type, f, u))
 			return -1;
-		if (put && r->how == KH_HEAD_DIM && kv_put(cv, "attention.value_length", U32, 0, u))
+		if (put && r->how == TPC_KH_HEAD_DIM && kv_put(cv, "attention.value_length", U32, 0, u))
 			return -1;
 	}
 	return 0;
@@ -719,7 +555,7 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 {
 	const tpc_ckpt *ck = w->ck;
 	const tpc_tensor *src = &ck->t[i];
-	const arch_spec *sp = w->cv->spec;
+	const tpc_gguf_arch *sp = w->cv->spec;
 	tpc_tensor t;
 	void *mem = NULL;
 	char name[256];
@@ -729,14 +565,14 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "no GGUF name for this tensor (%s)",
 				  tpc_role_name(row->role));
 	bool q = row->role == TPC_ROLE_ATTN_Q, k = row->role == TPC_ROLE_ATTN_K;
-	if ((sp->flags & AF_PERMUTE_QK) && (q || k)) {
+	if (sp->permute_qk && (q || k)) {
 		if (tpc_tensor_rope_permute(&t, src, q ? (int64_t)w->heads : (int64_t)w->kv_heads, false))
 			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
 					 "%lld rows are not whole heads of even size (%llu heads)", (long long)src->shape[0],
 					 (unsigned long long)(q ? w->heads : w->kv_heads));
-	} else if ((sp->flags & AF_NORM_PLUS_1) && ends_with(src->name, "norm.weight")) {
+	} else if (sp->norm_plus_1 && ends_with(src->name, "norm.weight")) {
 		ret = norm_plus_one(ck, src, &t, &mem, w->cv->e);
-	} else if ((sp->flags & AF_NEOX_QKV) && row->role == TPC_ROLE_ATTN_QKV) {
+	} else if (sp->neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
 		if (neox_qkv(src, (int64_t)w->heads, &t))
 			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
 					 "%lld rows are not 3 x %llu heads", src->ndim ? (long long)src->shape[0] : 0LL,
@@ -762,7 +598,7 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
  * stacks in the family's order. */
 static int expert(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, int64_t x)
 {
-	const arch_spec *sp = w->cv->spec;
+	const tpc_gguf_arch *sp = w->cv->spec;
 	int k = 0;
 	while (k < 3 && sp->experts[k] != row->role)
 		k++;
@@ -811,13 +647,13 @@ static int by_file_then_name(const void *a, const void *b)
 	return c ? c : strcmp(x->name, y->name);
 }
 
-static bool skipped(const arch_spec *sp, const char *name)
+static bool skipped(const tpc_gguf_arch *sp, const char *name)
 {
 	/* prepare_tensors drops these buffers; GPT-2's attn.bias too (its
 	 * causal mask, not a weight) */
 	return ends_with(name, ".attention.masked_bias") || ends_with(name, ".attention.bias") ||
 	       ends_with(name, ".rotary_emb.inv_freq") || ends_with(name, ".attn.bias") ||
-	       ends_with(name, ".attn.masked_bias") || ((sp->flags & AF_NO_LM_HEAD) && !strcmp(name, "lm_head.weight"));
+	       ends_with(name, ".attn.masked_bias") || (sp->no_lm_head && !strcmp(name, "lm_head.weight"));
 }
 
 static int walk_one(walk *w, size_t i)
@@ -828,7 +664,7 @@ static int walk_one(walk *w, size_t i)
 	const tpc_tensor_row *row = tpc_family_classify(w->cv->fam, TPC_ECO_HF, src->name, &l, &x, &bias);
 	if (!row || !row->name[TPC_ECO_GGUF])
 		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
-				  "convert_hf_to_gguf.py has no GGUF name for this tensor of a %s model", w->cv->spec->hf_arch);
+				  "convert_hf_to_gguf.py has no GGUF name for this tensor of a %s model", w->cv->spec->hf_arch[0]);
 	if (l >= 0 && (uint64_t)l >= w->layers)
 		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
 				  "layer %lld, but config.json has %llu layers", (long long)l, (unsigned long long)w->layers);
@@ -867,12 +703,12 @@ static int walk_tensors(walk *w)
 
 /* ModelBase.__init__ for --outtype auto: the first tensor of two or more
  * dimensions decides (bf16 -> bf16, f16 -> f16), else f16 */
-static int guess_ftype(const tpc_ckpt *ck, const arch_spec *sp)
+static int guess_ftype(const tpc_ckpt *ck, const tpc_gguf_arch *sp)
 {
 	const tpc_tensor *first = NULL;
 	for (size_t i = 0; i < ck->n; i++) {
 		const tpc_tensor *t = &ck->t[i];
-		if (t->ndim < 2 || ((sp->flags & AF_NO_LM_HEAD) && !strcmp(t->name, "lm_head.weight")))
+		if (t->ndim < 2 || (sp->no_lm_head && !strcmp(t->name, "lm_head.weight")))
 			continue;
 		bool own = !ck->rank_sources; /* as walk_tensors: a merged set is one file */
 		const char *f = own && t->src >= 0 ? ck->src[t->src].path : "",
@@ -886,7 +722,7 @@ static int guess_ftype(const tpc_ckpt *ck, const arch_spec *sp)
 	return FT_MOSTLY_F16;
 }
 
-static int parse_outtype(const char *outtype, const tpc_ckpt *ck, const arch_spec *sp, int *ft, tpc_err *e)
+static int parse_outtype(const char *outtype, const tpc_ckpt *ck, const tpc_gguf_arch *sp, int *ft, tpc_err *e)
 {
 	static const struct { const char *name; int ft; } t[] = {
 		{"f32", FT_ALL_F32}, {"f16", FT_MOSTLY_F16}, {"bf16", FT_MOSTLY_BF16}, {"q8_0", FT_MOSTLY_Q8_0},
@@ -918,7 +754,7 @@ static int default_head_dim(cfg *c, int dflt, tpc_err *e)
 	return cJSON_AddNumberToObject(o, "head_dim", dflt < 0 ? (double)(h / heads) : dflt) ? 0 : tpc_err_nomem(e);
 }
 
-static int load_config(const char *dir, cfg *c, const arch_spec **spec, tpc_err *e)
+static int load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err *e)
 {
 	char *path = dir ? tpc_path_join(dir, "config.json") : NULL;
 	int ret = 0;
@@ -934,14 +770,16 @@ static int load_config(const char *dir, cfg *c, const arch_spec **spec, tpc_err 
 	c->rope = tpc_cfg_rope(c->doc, TPC_CFG_TEXT);
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->root, "architectures");
 	const char *arch = cJSON_IsArray(a) && cJSON_IsString(a->child) ? a->child->valuestring : NULL;
-	for (size_t i = 0; arch && i < sizeof(archs) / sizeof(archs[0]); i++)
-		if (!strcmp(archs[i].hf_arch, arch))
-			*spec = &archs[i];
-	if (*spec && (*spec)->head_dim)
-		return default_head_dim(c, (*spec)->head_dim, e);
-	if (!*spec)
-		return cfg_err(c, e, "config.json: architecture '%s' is not one tpconv writes GGUF for (LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, GemmaForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM)",
-			       arch ? arch : "(none)");
+	*fam = tpc_family_by_gguf_hf(arch);
+	if (*fam && (*fam)->gguf->head_dim)
+		return default_head_dim(c, (*fam)->gguf->head_dim, e);
+	if (!*fam) {
+		char safe[160], list[512];
+		tpc_sanitize(safe, sizeof(safe), arch ? arch : "(none)");
+		tpc_family_gguf_list(true, list, sizeof(list));
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL,
+				  "config.json: architecture '%s' is not one tpconv writes GGUF for (%s)", safe, list);
+	}
 	return 0;
 }
 
@@ -957,7 +795,7 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 		return -1;
 	w->kv_heads = w->heads;
 	const cJSON *v = cfg_find(c, "n_kv_heads|num_key_value_heads", NULL, buf, sizeof(buf));
-	if ((cv->spec->flags & AF_PERMUTE_QK) && v && cfg_u32(c, v, "num_key_value_heads", &w->kv_heads, cv->e))
+	if (cv->spec->permute_qk && v && cfg_u32(c, v, "num_key_value_heads", &w->kv_heads, cv->e))
 		return -1;
 	if (!cv->spec->experts[0])
 		return 0;
@@ -981,12 +819,12 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	conv cv = {.kv = kv, .e = e};
 	walk w;
 	char label[64], *title = NULL;
-	int ret = load_config(dir, &cv.c, &cv.spec, e);
+	int ret = load_config(dir, &cv.c, &cv.fam, e);
 	memset(&w, 0, sizeof(w));
 	*t = NULL;
 	*n = 0;
-	if (!ret && !(cv.fam = tpc_family_find(cv.spec->family)))
-		ret = tpc_err_set(e, TPC_EINPUT, "no family record '%s'", cv.spec->family);
+	if (!ret)
+		cv.spec = cv.fam->gguf;
 	if (!ret)
 		ret = parse_outtype(outtype, ck, cv.spec, &cv.ftype, e);
 	if (!ret)
@@ -1032,21 +870,4 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
 		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
 {
 	return tpc_gguf_from_hf_pre(ck, dir, outtype, NULL, kv, t, n, e);
-}
-
-/* The table read the other way (gguf_hf.c): the first record of GGUF
- * architecture `arch` whose experts are stacked when `moe` (llama: Llama
- * without experts, Mixtral with). */
-int tpc__gguf_arch_lookup(const char *arch, bool moe, tpc__gguf_arch *out)
-{
-	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
-		const arch_spec *sp = &archs[i];
-		if (strcmp(sp->arch, arch) || (sp->experts[0] != 0) != moe)
-			continue;
-		*out = (tpc__gguf_arch){sp->hf_arch, sp->family, sp->arch, !!(sp->flags & AF_PERMUTE_QK),
-					!!(sp->flags & AF_NORM_PLUS_1), !!(sp->flags & AF_NEOX_QKV),
-					{(int)sp->experts[0], (int)sp->experts[1], (int)sp->experts[2]}};
-		return 0;
-	}
-	return -1;
 }

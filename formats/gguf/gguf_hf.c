@@ -1,10 +1,11 @@
 /* gguf_hf.c - a GGUF read back into the Hugging Face model it came from:
- * the inverse of gguf_arch.c, from the same family records and the same
- * table of architectures (tpc__gguf_arch_lookup), so there is one record
- * per family for both directions.
+ * the inverse of gguf_arch.c, from the same family records and their GGUF
+ * parts (lib/tpc_family_gguf.h), so there is one record per family for both
+ * directions.
  *
- * general.architecture picks the record (llama: LlamaForCausalLM, or
- * MixtralForCausalLM when {arch}.expert_count is set); each tensor's GGUF
+ * general.architecture picks the record (tpc_family_by_gguf; llama:
+ * LlamaForCausalLM, or MixtralForCausalLM when {arch}.expert_count is set:
+ * the first record of that architecture that stacks experts); each tensor's GGUF
  * name is matched against the family's TPC_ECO_GGUF column and renamed to
  * its TPC_ECO_HF name; what the reference transformed is transformed back,
  * as descriptions where it can be (no byte copied):
@@ -30,6 +31,7 @@
 #include "gguf.h"
 #include "tpc_cast.h"
 #include "tpc_family.h"
+#include "tpc_family_gguf.h"
 #include "tpc_util.h"
 
 #define NORM_MAX ((uint64_t)1 << 28) /* elements of a norm computed in memory */
@@ -63,7 +65,7 @@ static int64_t kv_int(const tpc_gguf_kv *k)
 }
 
 typedef struct hfctx {
-	tpc__gguf_arch a;
+	const tpc_gguf_arch *a; /* fam->gguf */
 	const tpc_family *fam;
 	const char *arch; /* general.architecture */
 	int64_t heads, kv_heads, n_exp;
@@ -81,12 +83,15 @@ static int hf_init(hfctx *h, const tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err
 	h->arch = a->s;
 	h->e = e;
 	h->n_exp = kv_int(kv_get(kv, h->arch, "expert_count"));
-	if (tpc__gguf_arch_lookup(h->arch, h->n_exp > 0, &h->a) || !(h->fam = tpc_family_find(h->a.family))) {
+	if (!(h->fam = tpc_family_by_gguf(h->arch, h->n_exp > 0))) {
+		char list[256];
 		tpc_sanitize(safe, sizeof(safe), h->arch);
+		tpc_family_gguf_list(false, list, sizeof(list));
 		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL,
-				  "GGUF architecture '%s'%s has no Hugging Face form tpconv knows (llama, qwen2, qwen3, qwen2moe, gemma, phi3, gpt2, gptneox; --gguf-names keeps the GGUF names)",
-				  safe, h->n_exp > 0 ? " with experts" : "");
+				  "GGUF architecture '%s'%s has no Hugging Face form tpconv knows (%s; --gguf-names keeps the GGUF names)",
+				  safe, h->n_exp > 0 ? " with experts" : "", list);
 	}
+	h->a = h->fam->gguf;
 	h->heads = kv_int(kv_get(kv, h->arch, "attention.head_count"));
 	h->kv_heads = kv_int(kv_get(kv, h->arch, "attention.head_count_kv"));
 	if (h->kv_heads < 0)
@@ -252,7 +257,7 @@ static int one(hfctx *h, size_t i)
 	if (!row)
 		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
 				  "no Hugging Face name for this tensor of a GGUF %s model (%s; --gguf-names keeps the GGUF names)",
-				  h->arch, h->a.hf_arch);
+				  h->arch, h->a->hf_arch[0]);
 	if (tpc_tensor_copy(&src, &h->ck->t[i]))
 		return tpc_err_nomem(h->e);
 	memset(&t, 0, sizeof(t));
@@ -269,18 +274,18 @@ static int one(hfctx *h, size_t i)
 		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
 		goto out;
 	}
-	if (src.dq && (conv || (h->a.neox_qkv && row->role == TPC_ROLE_ATTN_QKV))) {
+	if (src.dq && (conv || (h->a->neox_qkv && row->role == TPC_ROLE_ATTN_QKV))) {
 		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
 				 "a quantized %s is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
 				 conv ? "Conv1D weight" : "GPT-NeoX query_key_value");
 		goto out;
 	}
-	if (h->a.permute_qk && (q || k)) {
+	if (h->a->permute_qk && (q || k)) {
 		ret = unpermute(h, &src, gname, q, &t);
-	} else if (h->a.norm_plus_1 && tpc_ends_with(name, "norm.weight")) {
+	} else if (h->a->norm_plus_1 && tpc_ends_with(name, "norm.weight")) {
 		ret = norm_minus_one(h, &src, name);
 		goto out;
-	} else if (h->a.neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
+	} else if (h->a->neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
 		if (neox_ungroup(&src, h->heads, &t))
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "%lld rows are not 3 x %lld heads",
 					 src.ndim ? (long long)src.shape[0] : 0LL, (long long)h->heads);
@@ -321,53 +326,6 @@ int tpc__gguf_to_hf(tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e)
 
 /* ---- config.json from the metadata ---- */
 
-typedef enum { CK_INT, CK_INT_NZ, CK_FLOAT, CK_BOOL } cfg_kind; /* CK_INT_NZ: left out when 0 */
-
-typedef struct cfg_rule {
-	const char *member, *key; /* config.json member, GGUF key after "{arch}." */
-	cfg_kind kind;
-} cfg_rule;
-
-/* what TextModel.set_gguf_parameters wrote, read back (llama, qwen2, qwen3,
- * qwen2moe, gemma, phi3) */
-static const cfg_rule text_cfg[] = {
-	{"hidden_size", "embedding_length", CK_INT},
-	{"intermediate_size", "feed_forward_length", CK_INT},
-	{"num_attention_heads", "attention.head_count", CK_INT},
-	{"num_key_value_heads", "attention.head_count_kv", CK_INT},
-	{"num_hidden_layers", "block_count", CK_INT},
-	{"max_position_embeddings", "context_length", CK_INT},
-	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", CK_FLOAT},
-	{"rope_theta", "rope.freq_base", CK_FLOAT},
-	{"head_dim", "attention.key_length", CK_INT},
-	{"num_experts_per_tok", "expert_used_count", CK_INT},
-	{"moe_intermediate_size", "expert_feed_forward_length", CK_INT},
-	{"shared_expert_intermediate_size", "expert_shared_feed_forward_length", CK_INT},
-	{"sliding_window", "attention.sliding_window", CK_INT_NZ},
-	{"original_max_position_embeddings", "rope.scaling.original_context_length", CK_INT},
-	{NULL, NULL, CK_INT},
-};
-static const cfg_rule gpt2_cfg[] = {
-	{"n_embd", "embedding_length", CK_INT},
-	{"n_inner", "feed_forward_length", CK_INT},
-	{"n_head", "attention.head_count", CK_INT},
-	{"n_layer", "block_count", CK_INT},
-	{"n_ctx", "context_length", CK_INT},
-	{"n_positions", "context_length", CK_INT},
-	{"layer_norm_epsilon", "attention.layer_norm_epsilon", CK_FLOAT},
-	{NULL, NULL, CK_INT},
-};
-static const cfg_rule neox_cfg[] = {
-	{"hidden_size", "embedding_length", CK_INT},
-	{"intermediate_size", "feed_forward_length", CK_INT},
-	{"num_attention_heads", "attention.head_count", CK_INT},
-	{"num_hidden_layers", "block_count", CK_INT},
-	{"max_position_embeddings", "context_length", CK_INT},
-	{"layer_norm_eps", "attention.layer_norm_epsilon", CK_FLOAT},
-	{"use_parallel_residual", "use_parallel_residual", CK_BOOL},
-	{NULL, NULL, CK_INT},
-};
-
 /* An F32 value as the shortest decimal that reads back to it (1e-06, not
  * 9.99999997e-07: what the model's config.json said) */
 static double short_f32(double f)
@@ -398,7 +356,7 @@ static const tpc_tensor *role_tensor(const hfctx *h, tpc_role r, bool bias)
 	return NULL;
 }
 
-static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const cfg_rule *r)
+static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
 		const tpc_gguf_kv *k = kv_get(kv, h->arch, r->key);
@@ -406,12 +364,12 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const cfg
 		cJSON *item = NULL;
 		if (!k)
 			continue;
-		if (r->kind == CK_FLOAT && (k->type == TPC_GV_F32 || k->type == TPC_GV_F64))
+		if (r->kind == TPC_CK_FLOAT && (k->type == TPC_GV_F32 || k->type == TPC_GV_F64))
 			item = cJSON_CreateNumber(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
-		else if (r->kind == CK_BOOL && k->type == TPC_GV_BOOL)
+		else if (r->kind == TPC_CK_BOOL && k->type == TPC_GV_BOOL)
 			item = cJSON_CreateBool(k->v.u != 0);
-		else if ((r->kind == CK_INT || r->kind == CK_INT_NZ) && v >= 0 && k->type != TPC_GV_BOOL)
-			item = r->kind == CK_INT_NZ && !v ? NULL : cJSON_CreateNumber((double)v);
+		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ) && v >= 0 && k->type != TPC_GV_BOOL)
+			item = r->kind == TPC_CK_INT_NZ && !v ? NULL : cJSON_CreateNumber((double)v);
 		else
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "%s.%s: not the type config.json's %s takes",
 					  h->arch, r->key, r->member);
@@ -446,11 +404,10 @@ static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hi
 	if (hd <= 0 && hidden > 0 && h->heads > 0)
 		hd = hidden / h->heads;
 	if (dim > 0 && hd > 0 && dim != hd) {
-		bool neox = !strcmp(h->a.family, "gpt-neox");
 		double pct = (double)dim / (double)hd;
-		if (!cJSON_AddNumberToObject(o, neox ? "rotary_pct" : "partial_rotary_factor", pct))
+		if (!cJSON_AddNumberToObject(o, h->a->rope_pct, pct))
 			return tpc_err_nomem(h->e);
-	} else if (!strcmp(h->a.family, "gpt-neox") && !cJSON_AddNumberToObject(o, "rotary_pct", 1.0)) {
+	} else if (h->a->rope_pct_always && !cJSON_AddNumberToObject(o, h->a->rope_pct, 1.0)) {
 		return tpc_err_nomem(h->e);
 	}
 	return 0;
@@ -460,11 +417,11 @@ static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hi
 static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 {
 	char mt[32];
-	snprintf(mt, sizeof(mt), "%s", h->a.family); /* the family's name is transformers' model_type */
+	snprintf(mt, sizeof(mt), "%s", h->fam->name); /* the family's name is transformers' model_type */
 	for (char *p = mt; *p; p++)
 		*p = *p == '-' ? '_' : *p;
 	cJSON *arr = cJSON_AddArrayToObject(o, "architectures");
-	if (!arr || !cJSON_AddItemToArray(arr, cJSON_CreateString(h->a.hf_arch)) || !cJSON_AddStringToObject(o, "model_type", mt))
+	if (!arr || !cJSON_AddItemToArray(arr, cJSON_CreateString(h->a->hf_arch[0])) || !cJSON_AddStringToObject(o, "model_type", mt))
 		return tpc_err_nomem(h->e);
 	const tpc_tensor *emb = role_tensor(h, TPC_ROLE_TOKEN_EMBD, false);
 	int64_t vocab = kv_int(kv_get(kv, h->arch, "vocab_size"));
@@ -477,11 +434,10 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 	if (!cJSON_AddNumberToObject(o, "vocab_size", (double)vocab) || !cJSON_AddBoolToObject(o, "tie_word_embeddings", tied) ||
 	    (dt && !cJSON_AddStringToObject(o, "torch_dtype", dt)))
 		return tpc_err_nomem(h->e);
-	if (h->a.permute_qk && role_tensor(h, TPC_ROLE_ATTN_Q, true) && !cJSON_AddBoolToObject(o, "attention_bias", true))
+	if (h->a->permute_qk && role_tensor(h, TPC_ROLE_ATTN_Q, true) && !cJSON_AddBoolToObject(o, "attention_bias", true))
 		return tpc_err_nomem(h->e);
 	if (h->n_exp > 0 &&
-	    !cJSON_AddNumberToObject(o, strcmp(h->a.hf_arch, "MixtralForCausalLM") ? "num_experts" : "num_local_experts",
-				     (double)h->n_exp))
+	    !cJSON_AddNumberToObject(o, h->a->experts_member ? h->a->experts_member : "num_experts", (double)h->n_exp))
 		return tpc_err_nomem(h->e);
 	static const char *const ids[][2] = {{"bos_token_id", "tokenizer.ggml.bos_token_id"},
 					     {"eos_token_id", "tokenizer.ggml.eos_token_id"},
@@ -506,13 +462,12 @@ int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e)
 	int ret = hf_init(&h, ck, kv, e);
 	if (ret)
 		return ret;
-	bool gpt2 = !strcmp(h.a.family, "gpt2"), neox = !strcmp(h.a.family, "gpt-neox");
 	cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return tpc_err_nomem(e);
 	ret = cfg_common(o, &h, kv);
 	if (!ret)
-		ret = cfg_rules(o, &h, kv, gpt2 ? gpt2_cfg : neox ? neox_cfg : text_cfg);
+		ret = cfg_rules(o, &h, kv, h.a->hf_cfg);
 	if (!ret)
 		ret = cfg_rope(o, &h, kv, kv_int(kv_get(kv, h.arch, "embedding_length")));
 	if (!ret && !(*json = cJSON_Print(o)))

@@ -25,6 +25,7 @@
 
 #include "gguf_vocab_int.h"
 #include "spm.h"
+#include "tpc_family_gguf.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -487,19 +488,27 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 	if (!v.vd.tok_json && !v_has(&v, "tokenizer.model"))
 		goto out; /* no tokenizer: nothing added, the caller decides */
 	bool spm = v_has(&v, "tokenizer.model");
-	if (!strcmp(arch, "llama"))
+	const tpc_family *fam = tpc_family_by_gguf(arch, -1);
+	switch (fam ? fam->gguf->vocab : TPC_GGUF_VOCAB_NONE) {
+	case TPC_GGUF_VOCAB_LLAMA:
 		ret = v_llama(&v, vocab_size, pre, kv);
-	else if (!strcmp(arch, "gemma"))
+		break;
+	case TPC_GGUF_VOCAB_GEMMA:
 		ret = v_gemma(&v, vocab_size, kv);
-	else if (!strcmp(arch, "phi3"))
+		break;
+	case TPC_GGUF_VOCAB_PHI3:
 		ret = v_phi3(&v, vocab_size, pre, kv);
-	else if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
+		break;
+	case TPC_GGUF_VOCAB_SPM_OR_BPE:
 		ret = spm ? v_spm(&v, vocab_size, false, kv) : v_gpt2(&v, vocab_size, pre, kv);
-	else if (!strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gpt2") ||
-		 !strcmp(arch, "gptneox"))
+		break;
+	case TPC_GGUF_VOCAB_BPE:
 		ret = v_gpt2(&v, vocab_size, pre, kv);
-	else
+		break;
+	case TPC_GGUF_VOCAB_NONE:
 		ret = tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);
+		break;
+	}
 out:
 	v_release(&v);
 	return ret;

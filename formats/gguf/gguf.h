@@ -16,17 +16,28 @@
  * has split.no (u16, from 0), split.count (u16) and split.tensors.count
  * (i32, over all files); the first file holds every other key.
  *
- * Three parts, three files:
- *   gguf.c        the container: read (the registry's "gguf" format, split
- *                 sets too), write (tpc_gguf_write), the ggml type table and
- *                 block (de)quantization, the KV list helpers
- *   gguf_arch.c   what convert_hf_to_gguf.py writes for a Hugging Face
- *                 model: {arch}.* keys from config.json, the tensor list
- *                 (GGUF names from the family records, Q/K permutation,
- *                 experts stacked, each tensor's type for an --outtype)
- *   gguf_vocab.c  tokenizer.* keys from tokenizer.model (SentencePiece
- *                 protobuf) or tokenizer.json (BPE), tokenizer_config.json
- *                 (gguf_pre.c: tokenizer.ggml.pre from the pre_tokenizer)
+ * The files of formats/gguf/ (this header is their interface):
+ *   gguf.c          the container: read (the registry's "gguf" format, split
+ *                   sets too), the KV list helpers
+ *   gguf_write.c    write (tpc_gguf_write, gguf-split sets) and the
+ *                   registry's writer (a GGUF back to GGUF, or from HF)
+ *   gguf_arch.c     what convert_hf_to_gguf.py writes for a Hugging Face
+ *                   model: general.* and {arch}.* keys from config.json, the
+ *                   tensor list (GGUF names, Q/K permutation, norms + 1,
+ *                   experts stacked, each tensor's type for an --outtype)
+ *   gguf_hf.c       the inverse: a GGUF's tensors in Hugging Face form and
+ *                   the config.json its keys give
+ *   gguf_vocab.c    tokenizer.* keys from tokenizer.model (SentencePiece) or
+ *                   tokenizer.json (BPE); gguf_special.c: gguf-py's
+ *                   SpecialVocab (merges, special ids, chat template);
+ *                   gguf_pre.c: tokenizer.ggml.pre, the pre-tokenizer table;
+ *                   gguf_vocab_int.h: what the three share
+ *   gguf_tok.c      the inverse: tokenizer.model / tokenizer.json and
+ *                   tokenizer_config.json from the tokenizer.* keys
+ *   spm.c, spm.h    SentencePiece's ModelProto, read and written
+ * What differs per family (general.architecture, the key rules, the tensor
+ * transforms, the tokenizer facts) is not here: it is data on the family
+ * records, lib/tpc_family_gguf.h, and this code reads it.
  */
 #ifndef TPC_GGUF_H
 #define TPC_GGUF_H
@@ -44,12 +55,8 @@
 #define TPC_GGUF_VERSION 3
 #define TPC_GGUF_DEFAULT_ALIGNMENT 32
 
-/* KV value types (gguf_type) */
-typedef enum tpc_gguf_vt {
-	TPC_GV_U8 = 0, TPC_GV_I8 = 1, TPC_GV_U16 = 2, TPC_GV_I16 = 3, TPC_GV_U32 = 4, TPC_GV_I32 = 5,
-	TPC_GV_F32 = 6, TPC_GV_BOOL = 7, TPC_GV_STRING = 8, TPC_GV_ARRAY = 9, TPC_GV_U64 = 10,
-	TPC_GV_I64 = 11, TPC_GV_F64 = 12, TPC_GV_COUNT
-} tpc_gguf_vt;
+/* KV value types, tpc_gguf_vt: lib/tpc_ggml.h (the family records' GGUF
+ * keys are typed with them). */
 
 /* Tensor types, tpc_ggml_type / tpc_ggml_info_of / tpc_ggml_by_name: lib/tpc_ggml.h
  * (the dequantizer in lib/ needs them). */
@@ -162,8 +169,8 @@ int tpc_gguf_vocab(const char *dir, const char *arch, int64_t vocab_size, tpc_gg
  * the llama.cpp pre-tokenizer that splits as tokenizer.json's pre_tokenizer
  * does, and refuses one it cannot map, naming the key (gguf_pre.c,
  * doc/gguf_vocab.md). arch is the
- * GGUF architecture: llama (mistral, mixtral), gemma, phi3, qwen2, qwen3,
- * qwen2moe, qwen3moe, gpt2, gptneox. */
+ * GGUF architecture of a family record (tpc_family_by_gguf): its vocab
+ * field says which of the reference's set_vocab runs; another is refused. */
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
 		       tpc_err *e);
 
@@ -198,16 +205,6 @@ int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e);
  * or tokenizer.json (a "gpt2" one) and tokenizer_config.json from the
  * tokenizer.* keys, the inverse of tpc_gguf_vocab. */
 int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *why, size_t whylen, tpc_err *e);
-
-/* A record of gguf_arch.c's table as the reader needs it (private to formats/). */
-typedef struct tpc__gguf_arch {
-	const char *hf_arch, *family, *arch;
-	bool permute_qk, norm_plus_1, neox_qkv;
-	int experts[3]; /* tpc_role of the stacked expert tensors; 0: none */
-} tpc__gguf_arch;
-/* The first record of GGUF architecture `arch` with (moe) or without stacked
- * experts: 0, or -1 when there is none. */
-int tpc__gguf_arch_lookup(const char *arch, bool moe, tpc__gguf_arch *out);
 
 /* The registry's writer (gguf_write.c): a checkpoint read from GGUF is
  * written back with its KVs and its tensors' types (o->outtype: f32, f16,

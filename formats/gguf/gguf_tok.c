@@ -42,8 +42,10 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "gguf_vocab_int.h"
 #include "spm.h"
 #include "tpc_buf.h"
+#include "tpc_family_gguf.h"
 #include "tpc_util.h"
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
@@ -58,6 +60,7 @@ typedef struct tok {
 	const tpc_gguf_kvs *kv;
 	tpc_err *e;
 	const char *arch;
+	const tpc_gguf_arch *g; /* arch's family record's GGUF part; NULL: none */
 	const tpc_gguf_kv *tokens;
 	uint64_t n;
 	int32_t *type;
@@ -276,18 +279,18 @@ static cJSON *tk_added(const tok *t, uint64_t i, bool with_id)
 	return o;
 }
 
-/* The class transformers loads the family's tokenizer with */
+/* The class transformers loads the family's tokenizer with: the record's,
+ * else LlamaTokenizer for a SentencePiece vocabulary and, for a BPE, the
+ * class of its pre-tokenizer (Llama 3's fast tokenizer, or GPT-2's) */
 static const char *tk_class(const tok *t, bool spm, const char *pre)
 {
+	const char *cls = t->g ? (spm ? t->g->tok_class_spm : t->g->tok_class_bpe) : NULL;
+	if (cls)
+		return cls;
+	const tpc__gguf_pre *p = spm ? NULL : tpc__gguf_pre_find(pre);
 	if (spm)
-		return !strcmp(t->arch, "gemma") ? "GemmaTokenizer" : "LlamaTokenizer";
-	if (!strcmp(t->arch, "gpt2") || !strcmp(t->arch, "phi3"))
-		return "GPT2Tokenizer"; /* phi3: the reference reads a BPE when the class says GPT2Tokenizer */
-	if (!strcmp(t->arch, "gptneox"))
-		return "GPTNeoXTokenizer";
-	if (!strncmp(t->arch, "qwen", 4))
-		return "Qwen2Tokenizer";
-	return pre && !strcmp(pre, "llama-bpe") ? "PreTrainedTokenizerFast" : "GPT2Tokenizer";
+		return "LlamaTokenizer";
+	return p ? p->tok_class : "GPT2Tokenizer";
 }
 
 /* chat_template: the string, or [{name, template}...] then "default" */
@@ -334,7 +337,7 @@ static int tk_config(const tok *t, bool spm, int64_t unk, const char *pre, const
 		{"unk_token", "tokenizer.ggml.unknown_token_id"}, {"sep_token", "tokenizer.ggml.seperator_token_id"},
 		{"pad_token", "tokenizer.ggml.padding_token_id"}, {"mask_token", "tokenizer.ggml.mask_token_id"}};
 	int ret = 0;
-	if (!strcmp(t->arch, "llama") && tk_bool(t, "tokenizer.ggml.add_space_prefix") >= 0 &&
+	if (t->g && t->g->add_space_prefix && tk_bool(t, "tokenizer.ggml.add_space_prefix") >= 0 &&
 	    add(cfg, "add_prefix_space", cJSON_CreateBool(tk_bool(t, "tokenizer.ggml.add_space_prefix"))))
 		return tpc_err_nomem(t->e);
 	static const char *const flags[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
@@ -463,12 +466,6 @@ static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 
 /* ---- BPE ---- */
 
-/* The regexes tokenizer.json spells for llama.cpp's "qwen2" and "llama-bpe" (as gguf_pre.c) */
-static const char qwen2_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
-			       " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char llama3_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
-				" ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 static cJSON *byte_level(bool regex, bool trim)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -483,14 +480,15 @@ static cJSON *byte_level(bool regex, bool trim)
 /* normalizer, pre_tokenizer, decoder, model.ignore_merges for `pre`; 1: not expressed */
 static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
 {
-	const char *re = !strcmp(pre, "qwen2") ? qwen2_re : !strcmp(pre, "llama-bpe") ? llama3_re : NULL;
-	bool nfc = tk_bool(t, "tokenizer.ggml.normalizer.nfc") == 1 || !strcmp(pre, "olmo");
-	if (!re && strcmp(pre, "gpt-2") && strcmp(pre, "olmo")) {
+	const tpc__gguf_pre *row = tpc__gguf_pre_find(pre);
+	if (!row) {
 		snprintf(t->why, t->whylen,
 			 "tokenizer.ggml.pre '%.40s' is not one tpconv writes a tokenizer.json for (gpt-2, olmo, qwen2, llama-bpe)",
 			 pre);
 		return 1;
 	}
+	const char *re = row->regex;
+	bool nfc = tk_bool(t, "tokenizer.ggml.normalizer.nfc") == 1 || row->nfc;
 	if (tk_bool(t, "tokenizer.ggml.normalizer.lowercase") == 1 || tk_bool(t, "tokenizer.ggml.normalizer.strip_accents") == 1) {
 		tk_skip(t, "tokenizer.ggml.normalizer.lowercase / strip_accents are not written into a tokenizer.json yet");
 		return 1;
@@ -516,7 +514,7 @@ static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
 	}
 	if (add(tj, "pre_tokenizer", pt) || add(tj, "post_processor", cJSON_CreateNull()) ||
 	    add(tj, "decoder", byte_level(true, true)) ||
-	    add(model, "ignore_merges", cJSON_CreateBool(!strcmp(pre, "llama-bpe"))))
+	    add(model, "ignore_merges", cJSON_CreateBool(row->ignore_merges)))
 		return -1;
 	return 0;
 }
@@ -622,6 +620,8 @@ int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char 
 		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "internal: not a checkpoint read from GGUF");
 	const tpc_gguf_kv *a = tk_get(&t, "general.architecture"), *m = tk_get(&t, "tokenizer.ggml.model");
 	t.arch = a && a->type == TPC_GV_STRING ? a->s : "";
+	const tpc_family *fam = tpc_family_by_gguf(t.arch, -1);
+	t.g = fam ? fam->gguf : NULL;
 	if (!m || m->type != TPC_GV_STRING) {
 		tk_skip(&t, "the GGUF has no tokenizer.ggml.model");
 		return 0;

@@ -47,4 +47,17 @@ bool tpc__json_int(const cJSON *v, int64_t *out);
  * tpconv knows none. */
 int tpc__gguf_pre_detect(const cJSON *tok_json, const char **name, const char **why);
 
+/* gguf_pre.c: the pre-tokenizers (tokenizer.ggml.pre) tpconv names and
+ * writes back into a tokenizer.json, one table; ends with name NULL. */
+typedef struct tpc__gguf_pre {
+	const char *name;      /* llama.cpp's name */
+	const char *regex;     /* Split's regex as tokenizer.json spells it; NULL: ByteLevel's own (GPT-2's) */
+	bool nfc;              /* with an NFC normalizer (ByteLevel ones) */
+	bool ignore_merges;    /* model.ignore_merges */
+	const char *tok_class; /* tokenizer_class when the family's record names none */
+} tpc__gguf_pre;
+extern const tpc__gguf_pre tpc__gguf_pres[];
+/* The row named `name`, or NULL. */
+const tpc__gguf_pre *tpc__gguf_pre_find(const char *name);
+
 #endif

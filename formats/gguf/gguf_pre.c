@@ -38,6 +38,27 @@ static const char qwen2_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N
 static const char llama3_re[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
 				" ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/* The pre-tokenizers tpconv names and writes back: the regex of a
+ * Sequence[Split, ByteLevel] (NULL: GPT-2's, inside ByteLevel), whether an NFC
+ * normalizer goes with it (only told apart for the ByteLevel ones),
+ * model.ignore_merges, and the tokenizer_class transformers loads it with
+ * when the family's record names none. */
+const tpc__gguf_pre tpc__gguf_pres[] = {
+	{"gpt-2", NULL, false, false, "GPT2Tokenizer"},
+	{"olmo", NULL, true, false, "GPT2Tokenizer"},
+	{"qwen2", qwen2_re, false, false, "GPT2Tokenizer"},
+	{"llama-bpe", llama3_re, false, true, "PreTrainedTokenizerFast"},
+	{NULL, NULL, false, false, NULL},
+};
+
+const tpc__gguf_pre *tpc__gguf_pre_find(const char *name)
+{
+	for (const tpc__gguf_pre *p = tpc__gguf_pres; name && p->name; p++)
+		if (!strcmp(p->name, name))
+			return p;
+	return NULL;
+}
+
 static const cJSON *item(const cJSON *o, const char *k)
 {
 	return cJSON_GetObjectItemCaseSensitive(o, k);
@@ -83,19 +104,17 @@ int tpc__gguf_pre_detect(const cJSON *tok_json, const char **name, const char **
 		*why = "model.ignore_merges is not a bool";
 		return -1;
 	}
-	if (byte_level(pre, &regex)) {
-		if (regex && !ignore_merges)
-			*name = norm && type_is(norm, "NFC") ? "olmo" : "gpt-2";
-	} else if (type_is(pre, "Sequence")) {
+	bool nfc = norm && type_is(norm, "NFC"), gpt2 = byte_level(pre, &regex) && regex;
+	const char *re = NULL;
+	if (type_is(pre, "Sequence")) {
 		const cJSON *p = item(pre, "pretokenizers");
-		const char *re = cJSON_GetArraySize(p) == 2 ? split_regex(cJSON_GetArrayItem(p, 0)) : NULL;
-		if (re && byte_level(cJSON_GetArrayItem(p, 1), &regex) && !regex) {
-			if (!strcmp(re, qwen2_re) && !ignore_merges)
-				*name = "qwen2";
-			else if (!strcmp(re, llama3_re) && ignore_merges)
-				*name = "llama-bpe";
-		}
+		re = cJSON_GetArraySize(p) == 2 ? split_regex(cJSON_GetArrayItem(p, 0)) : NULL;
+		if (re && !(byte_level(cJSON_GetArrayItem(p, 1), &regex) && !regex))
+			re = NULL;
 	}
+	for (const tpc__gguf_pre *r = tpc__gguf_pres; r->name && !*name; r++)
+		if ((r->regex ? re && !strcmp(re, r->regex) : gpt2 && r->nfc == nfc) && r->ignore_merges == ignore_merges)
+			*name = r->name;
 	if (!*name) {
 		*why = "its pre_tokenizer (with model.ignore_merges) is not one tpconv maps to a llama.cpp pre-tokenizer "
 		       "(GPT-2's ByteLevel, Qwen2's or Llama 3's Split regex); give the name with --gguf-pre NAME";

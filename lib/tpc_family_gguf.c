@@ -1,0 +1,255 @@
+/* tpc_family_gguf.c - the GGUF column of the family records (what each field
+ * means: tpc_family_gguf.h), and the lookups by Hugging Face and by GGUF
+ * architecture.
+ *
+ * Sources (Debian's llama.cpp-tools 0.7.0): conversion/base.py (TextModel:
+ * set_gguf_parameters), conversion/llama.py, qwen.py, gemma.py, phi.py,
+ * gpt2.py, gptneox.py. Values are the reference's; a row says which of its
+ * methods it follows where that is not TextModel's.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tpc_family_gguf.h"
+
+#define U32 TPC_GV_U32
+#define F32 TPC_GV_F32
+#define BOOL TPC_GV_BOOL
+
+/* ---- {arch}.* keys from config.json ---- */
+
+/* rows several tables share */
+#define R_BLOCK {"block_count", U32, TPC_KH_REQ, "n_layers|num_hidden_layers|n_layer|num_layers"}
+#define R_FILE_TYPE {"general.file_type", U32, TPC_KH_FILE_TYPE, NULL}
+#define R_FF {"feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"}
+#define R_END {NULL, 0, TPC_KH_END, NULL}
+
+/* TextModel.set_gguf_parameters, in its order */
+#define TEXT_RULES \
+	R_BLOCK, \
+	{"context_length", U32, TPC_KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
+	{"embedding_length", U32, TPC_KH_FIND, "hidden_size|n_embd|dim"}, \
+	{"feed_forward_length", U32, TPC_KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
+	{"attention.head_count", U32, TPC_KH_FIND, "num_attention_heads|n_head|n_heads"}, \
+	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"}, \
+	{"attention.causal", BOOL, TPC_KH_FALSE_ONLY, "is_causal"}, \
+	{"rope.scaling.type", 0, TPC_KH_ROPE_SCALING, NULL}, \
+	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, NULL}, \
+	{"rope.freq_base_swa", 0, TPC_KH_REFUSE, "local_rope_theta|rope_local_theta|rope_theta_local|swa_rope_theta|rope_local_base_freq"}, \
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_FIND, "rms_norm_eps|norm_eps"}, \
+	{"attention.layer_norm_epsilon", F32, TPC_KH_FIND, "layer_norm_eps|layer_norm_epsilon|norm_epsilon"}, \
+	{"expert_count", U32, TPC_KH_FIND, "num_local_experts|num_experts|n_routed_experts"}, \
+	{"expert_used_count", U32, TPC_KH_FIND, "num_experts_per_tok|num_experts_per_token|top_k_experts"}, \
+	{"expert_group_count", U32, TPC_KH_FIND, "n_group"}, \
+	{"expert_group_used_count", U32, TPC_KH_FIND, "topk_group"}, \
+	{"expert_gating_func", 0, TPC_KH_REFUSE, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}, \
+	{"attention.key_length", U32, TPC_KH_HEAD_DIM, "head_dim"}, \
+	R_FILE_TYPE
+
+static const tpc_gguf_kv_rule llama_kv[] = {
+	TEXT_RULES,
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"}, /* LlamaModel */
+	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL},
+	R_END,
+};
+static const tpc_gguf_kv_rule qwen2_kv[] = {
+	TEXT_RULES,
+	{"pooling_type", 0, TPC_KH_REFUSE, "pooling_type"}, /* _try_set_pooling_type: modules.json (checked apart) */
+	R_END,
+};
+static const tpc_gguf_kv_rule qwen2moe_kv[] = {
+	TEXT_RULES,
+	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
+	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
+	R_END,
+};
+static const tpc_gguf_kv_rule gemma_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
+	R_BLOCK,
+	R_FF,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads"},
+	{"attention.head_count_kv", U32, TPC_KH_OR_HEADS, "num_key_value_heads"},
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
+	{"attention.key_length", U32, TPC_KH_REQ, "head_dim"},
+	{"attention.value_length", U32, TPC_KH_REQ, "head_dim"},
+	R_FILE_TYPE,
+	R_END,
+};
+static const tpc_gguf_kv_rule phi3_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "n_positions|max_position_embeddings"},
+	{"rope.scaling.original_context_length", U32, TPC_KH_ROPE_ORIG, NULL},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size|n_embd"},
+	R_FF,
+	R_BLOCK,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.head_count_kv", U32, TPC_KH_REQ, "num_key_value_heads|n_head_kv"},
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_EMB, NULL},
+	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, "!"}, /* "!": required */
+	R_FILE_TYPE,
+	{"attention.sliding_window", U32, TPC_KH_OR_ZERO, "sliding_window"},
+	R_END,
+};
+static const tpc_gguf_kv_rule gpt2_kv[] = {
+	R_BLOCK,
+	{"context_length", U32, TPC_KH_REQ, "n_ctx"},
+	{"embedding_length", U32, TPC_KH_REQ, "n_embd"},
+	{"feed_forward_length", U32, TPC_KH_TIMES4, "n_embd"},
+	{"attention.head_count", U32, TPC_KH_REQ, "n_head"},
+	{"attention.layer_norm_epsilon", F32, TPC_KH_REQ, "layer_norm_epsilon"},
+	R_FILE_TYPE,
+	R_END,
+};
+/* GPTNeoXModel.set_gguf_parameters: no general.file_type */
+static const tpc_gguf_kv_rule gptneox_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
+	R_BLOCK,
+	R_FF,
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HD, NULL},
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads"},
+	{"use_parallel_residual", BOOL, TPC_KH_OR_TRUE, "use_parallel_residual"},
+	{"attention.layer_norm_epsilon", F32, TPC_KH_REQ, "layer_norm_eps"},
+	R_END,
+};
+
+/* ---- config.json members from the keys (a GGUF read back) ---- */
+
+/* what TextModel.set_gguf_parameters wrote, read back */
+static const tpc_gguf_cfg_rule text_cfg[] = {
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
+	{"head_dim", "attention.key_length", TPC_CK_INT},
+	{"num_experts_per_tok", "expert_used_count", TPC_CK_INT},
+	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_INT},
+	{"shared_expert_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
+	{"sliding_window", "attention.sliding_window", TPC_CK_INT_NZ},
+	{"original_max_position_embeddings", "rope.scaling.original_context_length", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+static const tpc_gguf_cfg_rule gpt2_cfg[] = {
+	{"n_embd", "embedding_length", TPC_CK_INT},
+	{"n_inner", "feed_forward_length", TPC_CK_INT},
+	{"n_head", "attention.head_count", TPC_CK_INT},
+	{"n_layer", "block_count", TPC_CK_INT},
+	{"n_ctx", "context_length", TPC_CK_INT},
+	{"n_positions", "context_length", TPC_CK_INT},
+	{"layer_norm_epsilon", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
+	{NULL, NULL, TPC_CK_INT},
+};
+static const tpc_gguf_cfg_rule neox_cfg[] = {
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"layer_norm_eps", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
+	{"use_parallel_residual", "use_parallel_residual", TPC_CK_BOOL},
+	{NULL, NULL, TPC_CK_INT},
+};
+
+/* ---- the records' GGUF parts ---- */
+
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* LlamaModel (llama, mistral, mixtral): Q/K permuted, a SentencePiece or
+ * BPE vocabulary; head_dim: LlamaConfig and MistralConfig fill in
+ * hidden_size / num_attention_heads (transformers 5.12) */
+#define LLAMA_PART(hf, hd) \
+	.arch = "llama", .hf_arch = A(hf), .kv = llama_kv, .permute_qk = true, .head_dim = hd, \
+	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true, \
+	.hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"
+
+const tpc_gguf_arch tpc__gguf_llama = {LLAMA_PART("LlamaForCausalLM", -1)};
+const tpc_gguf_arch tpc__gguf_mistral = {LLAMA_PART("MistralForCausalLM", -1)};
+/* LlamaModel.modify_tensors: w1, w2, w3; MixtralConfig has no head_dim default */
+const tpc_gguf_arch tpc__gguf_mixtral = {
+	LLAMA_PART("MixtralForCausalLM", 0),
+	.experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP},
+	.experts_member = "num_local_experts"};
+const tpc_gguf_arch tpc__gguf_qwen2 = {
+	.arch = "qwen2", .hf_arch = A("Qwen2ForCausalLM"), .kv = qwen2_kv, .vocab = TPC_GGUF_VOCAB_SPM_OR_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor"};
+/* Qwen3Config's head_dim default: 128 */
+const tpc_gguf_arch tpc__gguf_qwen3 = {
+	.arch = "qwen3", .hf_arch = A("Qwen3ForCausalLM"), .kv = qwen2_kv, .head_dim = 128,
+	.vocab = TPC_GGUF_VOCAB_SPM_OR_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer",
+	.hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"};
+/* Qwen2MoeModel.modify_tensors: down_proj, gate_proj, up_proj */
+const tpc_gguf_arch tpc__gguf_qwen2moe = {
+	.arch = "qwen2moe", .hf_arch = A("Qwen2MoeForCausalLM"), .kv = qwen2moe_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* GemmaConfig's head_dim default: 256 */
+const tpc_gguf_arch tpc__gguf_gemma = {
+	.arch = "gemma", .hf_arch = A("GemmaForCausalLM"), .kv = gemma_kv, .norm_plus_1 = true, .no_lm_head = true,
+	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_GEMMA, .tok_class_spm = "GemmaTokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor"};
+/* the reference reads a BPE when tokenizer_class says GPT2Tokenizer */
+const tpc_gguf_arch tpc__gguf_phi3 = {
+	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .vocab = TPC_GGUF_VOCAB_PHI3,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor"};
+const tpc_gguf_arch tpc__gguf_gpt2 = {
+	.arch = "gpt2", .hf_arch = A("GPT2LMHeadModel"), .kv = gpt2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = gpt2_cfg,
+	.rope_pct = "partial_rotary_factor"};
+const tpc_gguf_arch tpc__gguf_gptneox = {
+	.arch = "gptneox", .hf_arch = A("GPTNeoXForCausalLM"), .kv = gptneox_kv, .neox_qkv = true,
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPTNeoXTokenizer",
+	.hf_cfg = neox_cfg, .rope_pct = "rotary_pct", .rope_pct_always = true};
+
+#undef A
+
+/* ---- lookups ---- */
+
+bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g)
+{
+	return g && g->experts[0] != TPC_ROLE_NONE;
+}
+
+const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
+{
+	const tpc_family *f = tpc_family_by_arch(hf_arch);
+	return f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) ? f : NULL;
+}
+
+const tpc_family *tpc_family_by_gguf(const char *arch, int experts)
+{
+	for (size_t i = 0; arch && i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (!f->gguf || strcmp(f->gguf->arch, arch))
+			continue;
+		if (experts < 0 || tpc_gguf_arch_stacks_experts(f->gguf) == (experts > 0))
+			return f;
+	}
+	return NULL;
+}
+
+void tpc_family_gguf_list(bool hf, char *buf, size_t n)
+{
+	size_t used = 0;
+	if (n)
+		buf[0] = '\0';
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (!f->gguf || (!hf && tpc_family_by_gguf(f->gguf->arch, -1) != f))
+			continue; /* no GGUF part, or an architecture named already */
+		for (size_t k = 0; hf ? f->gguf->hf_arch[k] != NULL : k < 1; k++) {
+			int w = snprintf(buf + used, n > used ? n - used : 0, "%s%s", used ? ", " : "",
+					 hf ? f->gguf->hf_arch[k] : f->gguf->arch);
+			if (w < 0 || used + (size_t)w >= n)
+				return;
+			used += (size_t)w;
+		}
+	}
+}

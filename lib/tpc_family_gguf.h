@@ -1,0 +1,135 @@
+/*
+ * tpc_family_gguf.h - the GGUF column of the family records: what
+ * convert_hf_to_gguf.py (llama.cpp 0.7) does differently for each family,
+ * as data (lib/tpc_family_gguf.c), so formats/gguf/ holds code only and a
+ * family that reuses known transforms is one more record here.
+ *
+ * A family's record (lib/tpc_family.h) points at its tpc_gguf_arch (NULL:
+ * no GGUF architecture). It says:
+ *   arch       general.architecture ("llama" for Llama, Mistral and Mixtral)
+ *   hf_arch    the config.json architectures the reference writes as this
+ *              record (NULL-terminated; [0] is written back into config.json
+ *              when a GGUF is read into Hugging Face form)
+ *   kv         the {arch}.* and general.file_type keys, each a rule over
+ *              config.json members (tpc_gguf_kv_rule), in the reference's
+ *              order; ends with TPC_KH_END
+ *   tensors    per-tensor transforms (the names are the TPC_ECO_GGUF column
+ *              of the record's tensor table; GPT-2's Conv1D transpose is the
+ *              record's conv1d): permute_qk, norm_plus_1, no_lm_head,
+ *              neox_qkv, experts (the order the stacks are written in)
+ *   head_dim   what transformers' config class fills in when config.json has
+ *              no head_dim (0: none, -1: hidden_size / num_attention_heads)
+ *   tokenizer  vocab (which set_vocab the reference runs), the
+ *              tokenizer_class written into tokenizer_config.json for a
+ *              SentencePiece and for a BPE vocabulary, add_space_prefix
+ *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
+ *              (member <- key), rope_pct (the member a partial rotary
+ *              dimension is written as), experts_member
+ *
+ * GGUF's own vocabulary (tokenizer.ggml.model "llama"/"gpt2", pre-tokenizer
+ * names) is not a family and stays with the GGUF code.
+ */
+#ifndef TPC_FAMILY_GGUF_H
+#define TPC_FAMILY_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tpc_family.h"
+#include "tpc_ggml.h"
+
+/* How one key gets its value (TextModel.set_gguf_parameters and the
+ * families' own). `names`: config.json members, '|'-separated, the first
+ * present wins (find_hparam). */
+typedef enum tpc_gguf_kh {
+	TPC_KH_END = 0,
+	TPC_KH_FIND,         /* the first of names present, else no key */
+	TPC_KH_REQ,          /* the first of names, else refused */
+	TPC_KH_TIMES4,       /* 4 x names (GPT-2's feed_forward_length) */
+	TPC_KH_OR_HEADS,     /* names, else num_attention_heads (Gemma's head_count_kv) */
+	TPC_KH_OR_ZERO,      /* names when a number, else 0 (Phi-3's sliding_window) */
+	TPC_KH_OR_TRUE,      /* a bool, true when absent (GPT-NeoX's parallel residual) */
+	TPC_KH_FALSE_ONLY,   /* a bool written only when the member is false (is_causal) */
+	TPC_KH_HEAD_DIM,     /* key_length and value_length from head_dim when present */
+	TPC_KH_ROPE_DIM,     /* head_dim, else hidden_size / num_attention_heads */
+	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
+	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3) */
+	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
+	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
+	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
+	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
+	TPC_KH_FILE_TYPE,    /* general.file_type */
+} tpc_gguf_kh;
+
+typedef struct tpc_gguf_kv_rule {
+	const char *key; /* after "{arch}."; a "general." key as is */
+	int type;        /* tpc_gguf_vt */
+	tpc_gguf_kh how;
+	const char *names;
+} tpc_gguf_kv_rule;
+
+/* Which of the reference's set_vocab a family runs (gguf_vocab.c) */
+typedef enum tpc_gguf_vocab_kind {
+	TPC_GGUF_VOCAB_NONE = 0,  /* not converted */
+	TPC_GGUF_VOCAB_LLAMA,     /* LlamaModel: SentencePiece, else a BPE; add_prefix_space; CodeLlama's ids */
+	TPC_GGUF_VOCAB_GEMMA,     /* GemmaModel: SentencePiece, its FIM ids, no space prefix */
+	TPC_GGUF_VOCAB_PHI3,      /* Phi3MiniModel: a BPE when tokenizer_class says GPT2Tokenizer */
+	TPC_GGUF_VOCAB_SPM_OR_BPE,/* Qwen2Model: SentencePiece when tokenizer.model is there, else BPE */
+	TPC_GGUF_VOCAB_BPE,       /* TextModel._set_vocab_gpt2 */
+} tpc_gguf_vocab_kind;
+
+/* One config.json member rebuilt from a GGUF key (gguf_hf.c) */
+typedef enum tpc_gguf_ck {
+	TPC_CK_INT,
+	TPC_CK_INT_NZ, /* left out when 0 */
+	TPC_CK_FLOAT,
+	TPC_CK_BOOL,
+} tpc_gguf_ck;
+
+typedef struct tpc_gguf_cfg_rule {
+	const char *member, *key; /* config.json member, GGUF key after "{arch}." */
+	tpc_gguf_ck kind;
+} tpc_gguf_cfg_rule;
+
+typedef struct tpc_gguf_arch {
+	const char *arch;
+	const char *const *hf_arch;
+	const tpc_gguf_kv_rule *kv;
+	bool permute_qk;   /* LlamaModel.permute of q_proj / k_proj (weight, bias) */
+	bool norm_plus_1;  /* Gemma: every *norm.weight + 1 */
+	bool no_lm_head;   /* Gemma: lm_head.weight skipped */
+	bool neox_qkv;     /* GPT-NeoX: qkv rows [heads, 3, hd] -> [3, heads, hd] */
+	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
+	int head_dim;
+	tpc_gguf_vocab_kind vocab;
+	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */
+	const char *tok_class_bpe; /* for a BPE; NULL: by its pre-tokenizer (gguf_tok.c) */
+	bool add_space_prefix;     /* tokenizer.ggml.add_space_prefix is tokenizer_config's add_prefix_space */
+	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
+	const char *rope_pct;      /* member for a partial rotary dimension */
+	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
+	const char *experts_member; /* config.json's expert count member */
+} tpc_gguf_arch;
+
+/* Whether the architecture stacks a layer's experts into one tensor each */
+bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g);
+
+/* The record convert_hf_to_gguf.py writes a config.json architectures[0]
+ * `hf_arch` as (tpc_family_by_arch, when its GGUF part lists it); NULL if
+ * none. */
+const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch);
+
+/* The first record whose GGUF architecture is `arch` (a GGUF's
+ * general.architecture): experts 1, one that stacks experts; 0, one that
+ * does not; -1, either. NULL if none. */
+const tpc_family *tpc_family_by_gguf(const char *arch, int experts);
+
+/* For messages: the records' HF architectures (hf true) or their distinct
+ * GGUF architectures, ", "-separated, into buf (truncated to fit). */
+void tpc_family_gguf_list(bool hf, char *buf, size_t n);
+
+/* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
+extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
+	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox;
+
+#endif
