@@ -424,7 +424,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("LlamaForCausalLM"),
 	 .gguf = &tpc__gguf_llama,
 	 .rules = A("megatron-llama", "torchtitan"),
-	 .layouts = A("vllm", "trtllm"),
+	 .layouts = A("vllm", "trtllm", "megatron"),
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
 	{.name = "mistral",
@@ -444,6 +444,7 @@ static const tpc_family families[] = {
 	 .rules = A("megatron-llama"),
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = llama_tensors,
+	 .trtllm = {.qwen_type = "qwen2"},
 	 PARTS(.attn_bias = true, .tied_head = true)},
 	{.name = "qwen3",
 	 .desc = "Qwen3 dense (HF names): the llama plan; per-head q_norm/k_norm replicated, head_dim from config.json",
@@ -498,8 +499,8 @@ static const tpc_family families[] = {
 	 .layouts = A("trtllm"),
 	 .tensors = gpt2_tensors,
 	 .conv1d = true,
-	 .rules = A("megatron-gpt"),
-	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .pos = TPC_PART_POS_LEARNED, .mlp = TPC_PART_MLP_GELU_NEW, .tied_head = true)},
+	 .trtllm = {.arch = A("GPTForCausalLM"), .gpt_variant = "gpt2"},
+	 .rules = A("megatron-gpt")},
 	{.name = "gpt-neox",
 	 .desc = "GPT-NeoX / Pythia (HF names): head-interleaved query_key_value [nh,3,hd] col on head boundaries, dense row, h_to_4h col, 4h_to_h row",
 	 .plan = plan_gpt_neox,
@@ -564,6 +565,14 @@ const tpc_family *tpc_family_by_arch(const char *arch)
 		if (tpc_family_lists(families[i].hf_arch, arch))
 			return &families[i];
 	return NULL;
+}
+
+const tpc_family *tpc_family_by_trtllm_arch(const char *arch)
+{
+	for (size_t i = 0; arch && i < tpc_family_count(); i++)
+		if (tpc_family_lists(families[i].trtllm.arch, arch))
+			return &families[i];
+	return tpc_family_by_arch(arch);
 }
 
 const char *tpc_role_name(tpc_role r)
@@ -740,4 +749,26 @@ bool tpc_family_named_in(const tpc_family *f, tpc_eco eco)
 		if (!w->name[eco])
 			return false;
 	return true;
+}
+
+bool tpc_family_has_experts(const tpc_family *f)
+{
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++)
+		if (w->role == TPC_ROLE_FFN_GATE_EXP || w->role == TPC_ROLE_FFN_UP_EXP || w->role == TPC_ROLE_FFN_DOWN_EXP)
+			return true;
+	return false;
+}
+
+const tpc_tensor_row *tpc_family_classify_for(const tpc_family *f, const char *layout, tpc_eco eco,
+					     const char *name, int64_t *layer, int64_t *expert, bool *bias,
+					     const tpc_family **of)
+{
+	const tpc_tensor_row *w = tpc_family_classify(f, eco, name, layer, expert, bias);
+	for (size_t i = 0; !w && layout && i < tpc_family_count(); i++)
+		if (tpc_family_lists(families[i].layouts, layout) &&
+		    (w = tpc_family_classify(&families[i], eco, name, layer, expert, bias)))
+			f = &families[i];
+	if (of)
+		*of = w ? f : NULL;
+	return w;
 }

@@ -15,7 +15,9 @@
  *   rules     the rename presets (lib/tpc_rules.h) that bring another
  *             ecosystem's names to this family's Hugging Face names
  *   layouts   the engine layouts whose loaders were checked for its models
- *             (a layout writes a family only when it is listed here)
+ *             (a layout writes a family only when it is listed here; a set
+ *             no record is named for is read with the tables of the records
+ *             that list its layout, tpc_family_classify_for)
  *   tensors   for decoders, the tensor table: each tensor by role with its
  *             name in every ecosystem (below); NULL for families without one
  *   gguf      its GGUF architecture: general.architecture, keys, tensor
@@ -25,6 +27,7 @@
  *             decoder's linear layers [in, out] (GPT-2's Conv1D); the other
  *             ecosystems hold them [out, in], transposed (embeddings and
  *             lm_head are [vocab or positions, hidden] everywhere)
+ *   trtllm    what TensorRT-LLM's converter makes of its models (below)
  *
  * The tensor table. Each row names one weight; its bias, where the model has
  * one, is the same name with the final "weight" replaced by "bias" (also
@@ -177,6 +180,17 @@ typedef struct tpc_layer_parts {
 	bool tied_head;
 } tpc_layer_parts;
 struct tpc_gguf_arch;
+/* A family's TensorRT-LLM checkpoint config (tensorrt_llm/models/<model>/
+ * config.py). The class is LLaMAConfig unless a field below names another;
+ * its "moe" member is filled when the tensor table has routed experts
+ * (tpc_family_has_experts). QWenConfig and GPTConfig always build the
+ * attention biases (attn_bias / bias true). */
+typedef struct tpc_family_trtllm {
+	const char *const *arch; /* NULL-terminated "architecture" values TensorRT-LLM
+				  * writes for it besides hf_arch (GPTForCausalLM) */
+	const char *qwen_type;   /* QWenConfig (models/qwen), its qwen_type */
+	const char *gpt_variant; /* GPTConfig (models/gpt), its gpt_variant */
+} tpc_family_trtllm;
 
 typedef struct tpc_family {
 	const char *name, *desc, *plan;
@@ -190,6 +204,7 @@ typedef struct tpc_family {
 	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */
 	bool has_parts;                  /* verify runs block and model checks from `parts` */
 	tpc_layer_parts parts;
+	tpc_family_trtllm trtllm;        /* TensorRT-LLM's config class for it */
 } tpc_family;
 
 size_t tpc_family_count(void);
@@ -198,6 +213,9 @@ const tpc_family *tpc_family_find(const char *name); /* NULL if unknown */
 /* The family whose hf_arch lists `arch` (config.json's architectures[0]);
  * the first such record, NULL if none. */
 const tpc_family *tpc_family_by_arch(const char *arch);
+/* The family a TensorRT-LLM config.json's "architecture" names: one whose
+ * trtllm.arch lists it, else tpc_family_by_arch. */
+const tpc_family *tpc_family_by_trtllm_arch(const char *arch);
 
 /* Whether a NULL-terminated list (hf_arch, rules, layouts) holds `s`. */
 bool tpc_family_lists(const char *const *list, const char *s);
@@ -229,5 +247,17 @@ bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int6
 
 /* Whether every row of the family's table has a name in `eco`. */
 bool tpc_family_named_in(const tpc_family *f, tpc_eco eco);
+
+/* Whether the family's table has routed experts (FFN_*_EXP rows). */
+bool tpc_family_has_experts(const tpc_family *f);
+
+/* The row of `name` (ecosystem eco) for a set no record was named for:
+ * from the table of `f` when it has the row, else of the first record
+ * whose layouts list `layout` and whose table has it (*of: that record;
+ * f, layout and of may be NULL). How a layout reads a set without a
+ * manifest, and the rows a set's own family leaves out. */
+const tpc_tensor_row *tpc_family_classify_for(const tpc_family *f, const char *layout, tpc_eco eco,
+					     const char *name, int64_t *layer, int64_t *expert, bool *bias,
+					     const tpc_family **of);
 
 #endif

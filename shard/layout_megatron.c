@@ -1,5 +1,6 @@
 /* layout_megatron.c - Megatron-LM legacy checkpoints (torch files per rank),
- * with Megatron-Core parameter names, for a LLaMA-family model.
+ * with Megatron-Core parameter names, for the dense decoders whose family
+ * records list the layout (LLaMA's names).
  *
  * On disk (megatron/training/checkpointing.py, get_checkpoint_name and
  * save_checkpoint; FRAMEWORKS.md §4):
@@ -71,21 +72,22 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	return tpc_strdup(buf);
 }
 
-/* Names both ways come from the LLaMA family's tensor table
- * (lib/tpc_family.c): a row with a Megatron-Core name is written under it,
- * layers renumbered per stage; rows fused there (linear_qkv, linear_fc1) are
- * laid out below. */
-static const tpc_tensor_row *row_of(tpc_eco eco, const char *n, int64_t *l, bool *bias)
+/* Names both ways come from the tensor tables of the family records that
+ * list this layout (lib/tpc_family.c; *of: the record the row is from): a
+ * row with a Megatron-Core name is written under it, layers renumbered per
+ * stage; rows fused there (linear_qkv, linear_fc1) are laid out below. */
+static const tpc_tensor_row *row_of(tpc_eco eco, const char *n, int64_t *l, bool *bias, const tpc_family **of)
 {
-	const tpc_tensor_row *w = tpc_family_classify(tpc_family_find("llama"), eco, n, l, NULL, bias);
+	const tpc_tensor_row *w = tpc_family_classify_for(NULL, "megatron", eco, n, l, NULL, bias, of);
 	return w && w->name[TPC_ECO_MEGATRON] ? w : NULL;
 }
 
-/* The rank's tensor of role `r` beside tensor n's (same layer, weight or bias). */
-static const tpc_tensor *partner(const tpc_ckpt *rk, tpc_role r, int64_t l, bool bias)
+/* The rank's tensor of role `r` of family f beside tensor n's (same layer,
+ * weight or bias). */
+static const tpc_tensor *partner(const tpc_family *f, const tpc_ckpt *rk, tpc_role r, int64_t l, bool bias)
 {
 	char nm[512];
-	const tpc_tensor_row *w = tpc_family_row(tpc_family_find("llama"), r);
+	const tpc_tensor_row *w = tpc_family_row(f, r);
 	int64_t i = tpc_family_name(w, TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(rk, nm) : -1;
 	return i >= 0 ? &rk->t[i] : NULL;
 }
@@ -143,7 +145,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 				   (long long)sp->layers, sp->pp);
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
-		bool known = row_of(TPC_ECO_HF, n, NULL, NULL) != NULL;
+		bool known = row_of(TPC_ECO_HF, n, NULL, NULL, NULL) != NULL;
 		if (!known) {
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
 				    "the megatron layout knows Megatron-Core names for the LLaMA family; this tensor has none (drop it with --rules)");
@@ -269,14 +271,15 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		bool bias = false;
 		int part = -1;
 		char mc[512];
-		const tpc_tensor_row *w = row_of(TPC_ECO_HF, n, &l, &bias);
+		const tpc_family *f = NULL;
+		const tpc_tensor_row *w = row_of(TPC_ECO_HF, n, &l, &bias, &f);
 		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l < 0 ? -1 : l - start, -1, bias, mc, sizeof(mc), &part)) {
 			tpc_err_at(e, TPC_EINPUT, NULL, n, "no Megatron-Core name for this tensor");
 			ret = TPC_EINPUT;
 			break;
 		}
 		if (w->role == TPC_ROLE_ATTN_Q) {
-			const tpc_tensor *kk = partner(rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(rk, TPC_ROLE_ATTN_V, l, bias);
+			const tpc_tensor *kk = partner(f, rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(f, rk, TPC_ROLE_ATTN_V, l, bias);
 			tpc_tensor fused;
 			if (!kk || !vv || fuse_qkv(t, kk, vv, &mf, &fused)) {
 				tpc_err_at(e, TPC_EINPUT, NULL, n, "cannot lay q, k and v out per query group (partners missing or sizes off)");
@@ -288,7 +291,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			continue;
 		}
 		if (w->role == TPC_ROLE_FFN_GATE) {
-			const tpc_tensor *up = partner(rk, TPC_ROLE_FFN_UP, l, bias);
+			const tpc_tensor *up = partner(f, rk, TPC_ROLE_FFN_UP, l, bias);
 			tpc_tensor parts[2], fused;
 			if (!up) {
 				tpc_err_at(e, TPC_EINPUT, NULL, n, "gate_proj without its up_proj");
@@ -434,7 +437,8 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 			continue; /* dropped below */
 		int64_t l = -1;
 		bool bias = false;
-		const tpc_tensor_row *w = row_of(TPC_ECO_MEGATRON, n + 6, &l, &bias);
+		const tpc_family *f = NULL;
+		const tpc_tensor_row *w = row_of(TPC_ECO_MEGATRON, n + 6, &l, &bias, &f);
 		if (l >= 0)
 			l += start;
 		if (w && w->role == TPC_ROLE_ATTN_Q) {
@@ -453,8 +457,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 			for (int k = 0; k < 3 && !ret; k++) {
 				int64_t off = k == 0 ? 0 : hpg * d + (k - 1) * d, len = k == 0 ? hpg * d : d;
 				tpc_tensor cat;
-				if (!tpc_family_name(tpc_family_row(tpc_family_find("llama"), which[k]), TPC_ECO_HF, l, -1, bias, hf,
-						     sizeof(hf), NULL) ||
+				if (!tpc_family_name(tpc_family_row(f, which[k]), TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL) ||
 				    tpc_tensor_ungroup(&cat, t, 0, g, per, off, len)) {
 					ret = tpc_err_nomem(e);
 				} else {
@@ -474,8 +477,8 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 					ret = TPC_CORRUPT(e, path, -1, n, "linear_fc1 has an odd number of rows (%lld)", (long long)rows);
 					break;
 				}
-				if (!tpc_family_name(tpc_family_row(tpc_family_find("llama"), k ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_GATE),
-						     TPC_ECO_HF, l, -1, false, hf, sizeof(hf), NULL))
+				if (!tpc_family_name(tpc_family_row(f, k ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_GATE), TPC_ECO_HF, l, -1,
+						     false, hf, sizeof(hf), NULL))
 					ret = tpc_err_nomem(e);
 				else
 					ret = tpc__layout_add_copy(ck, hf, &half, e);

@@ -245,13 +245,14 @@ static int check_head(tpc_shard_plan *sp, const tpc__trt_source *src, tpc_err *e
 }
 
 /* Attention biases in the checkpoint need attn_bias in the config (LLaMA's
- * is config.json's bias or attention_bias; Qwen2 and GPT-2 always have
- * them): TensorRT-LLM would build the model without them and only warn that
- * the file holds tensors it does not use. */
+ * is config.json's bias or attention_bias; the QWenConfig and GPTConfig
+ * classes the record may name always have them): TensorRT-LLM would build
+ * the model without them and only warn that the file holds tensors it does
+ * not use. */
 static int check_bias(const tpc_shard_plan *sp, const tpc__trt_source *src, tpc_err *e)
 {
 	static const char *const keys[] = {"bias", "attention_bias", "attn_bias"};
-	bool said = src->fam->conv1d || !strcmp(src->fam->name, "qwen2");
+	bool said = src->fam->trtllm.qwen_type || src->fam->trtllm.gpt_variant;
 	for (size_t k = 0; k < 3 && !said; k++)
 		said = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(src->root, keys[k]));
 	for (size_t i = 0; i < sp->in->n && !said; i++) {
@@ -740,7 +741,7 @@ static const tpc_family *config_family(const char *dir, bool *trt)
 		cJSON *root = cJSON_ParseWithLength(text, len);
 		const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architecture");
 		*trt = cJSON_IsString(a) && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "mapping"));
-		f = *trt ? tpc_family_by_arch(a->valuestring) : NULL;
+		f = *trt ? tpc_family_by_trtllm_arch(a->valuestring) : NULL;
 		cJSON_Delete(root);
 	}
 	free(text);

@@ -86,15 +86,14 @@ typedef enum cls {
 	C_EXPROW,  /* Mixtral experts.E.w2: row, stacked into experts.w2_weight */
 } cls;
 
-/* The class of a Hugging Face name, from the LLaMA family's tensor table
- * (lib/tpc_family.c: every family the layout writes shares it) and, for the
- * experts, Mixtral's. */
-static cls classify(const char *n)
+/* The class of a Hugging Face name, from the tensor table of the model's
+ * family (fam, from config.json; NULL: none said) or of the records that list
+ * this layout (lib/tpc_family.c), so that a tensor the family lacks is still
+ * refused by what it is. */
+static cls classify(const tpc_family *fam, const char *n)
 {
 	bool bias = false;
-	const tpc_tensor_row *w = tpc_family_classify(tpc_family_find("llama"), TPC_ECO_HF, n, NULL, NULL, &bias);
-	if (!w && (w = tpc_family_classify(tpc_family_find("mixtral"), TPC_ECO_HF, n, NULL, NULL, &bias)))
-		return w->role == TPC_ROLE_FFN_GATE_INP ? C_ROUTER : w->role == TPC_ROLE_FFN_DOWN_EXP ? C_EXPROW : C_EXPCOL;
+	const tpc_tensor_row *w = tpc_family_classify_for(fam, "vllm", TPC_ECO_HF, n, NULL, NULL, &bias, NULL);
 	switch (w ? w->role : TPC_ROLE_NONE) {
 	case TPC_ROLE_TOKEN_EMBD: return C_EMBED;
 	case TPC_ROLE_OUTPUT: return C_LMHEAD;
@@ -112,8 +111,38 @@ static cls classify(const char *n)
 	case TPC_ROLE_FFN_NORM:
 	case TPC_ROLE_ATTN_Q_NORM:
 	case TPC_ROLE_ATTN_K_NORM: return C_REPL;
+	case TPC_ROLE_FFN_GATE_INP: return C_ROUTER;
+	case TPC_ROLE_FFN_GATE_EXP:
+	case TPC_ROLE_FFN_UP_EXP: return C_EXPCOL;
+	case TPC_ROLE_FFN_DOWN_EXP: return C_EXPROW;
 	default: return C_NONE;
 	}
+}
+
+/* Whether vLLM holds the family's experts in one FusedMoE (its table names
+ * them stacked: experts.w13_weight, experts.w2_weight). */
+static bool fused_moe(const tpc_family *f)
+{
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++)
+		if (tpc__layout_stacked(w, TPC_ECO_VLLM))
+			return true;
+	return false;
+}
+
+/* The architectures of the records that list this layout (with FusedMoE
+ * experts only, `moe`), ", " between them. */
+static const char *arch_list(char *buf, size_t n, bool moe)
+{
+	size_t k = 0, m = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (!tpc_family_lists(f->layouts, "vllm") || (moe && !fused_moe(f)))
+			continue;
+		for (size_t j = 0; f->hf_arch && f->hf_arch[j] && k < n; j++)
+			k += (size_t)snprintf(buf + k, n - k, "%s%s", m++ ? ", " : "", f->hf_arch[j]);
+	}
+	return buf;
 }
 
 /* "a.b.q_proj.weight" with `from` = ".q_proj." -> "a.b.<to>weight" */
@@ -195,19 +224,15 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	vcfg c;
 	bool tied = sp->tied = is_tied(sp, o, &c);
 	const tpc_family *fam = c.have && c.arch[0] ? tpc_family_by_arch(c.arch) : NULL;
-	bool moe = fam && !strcmp(fam->name, "mixtral");
+	bool moe = fused_moe(fam);
+	char known[512];
 	if (c.have && c.arch[0] && !(fam && tpc_family_lists(fam->layouts, "vllm"))) {
-		/* the architectures of the families whose records list this layout */
-		char a[160], known[512];
-		size_t k = 0, m = 0;
-		for (size_t i = 0; i < tpc_family_count(); i++) {
-			const tpc_family *f = tpc_family_at(i);
-			for (size_t j = 0; tpc_family_lists(f->layouts, "vllm") && f->hf_arch[j] && k < sizeof(known); j++)
-				k += (size_t)snprintf(known + k, sizeof(known) - k, "%s%s", m++ ? ", " : "", f->hf_arch[j]);
-		}
+		char a[160];
 		tpc_sanitize(a, sizeof(a), c.arch);
-		return tpc_err_set(e, TPC_EINPUT, "the vllm layout knows vLLM's parameter names for %s, not %s", known, a);
+		return tpc_err_set(e, TPC_EINPUT, "the vllm layout knows vLLM's parameter names for %s, not %s",
+				   arch_list(known, sizeof(known), false), a);
 	}
+	sp->family = fam; /* stored_rank names the tensors by its table */
 	if (c.have && !c.tied && tpc_ckpt_find(sp->in, "lm_head.weight") < 0)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "config.json says tie_word_embeddings is false but the checkpoint has no lm_head.weight: vLLM would find no lm_head");
@@ -215,7 +240,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		const tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &sp->in->t[en->in];
 		const tpc_split *s = &en->split;
-		cls k = classify(t->name);
+		cls k = classify(fam, t->name);
 		const char *want = NULL;
 		switch (k) {
 		case C_NONE:
@@ -255,8 +280,13 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		case C_EXPCOL:
 		case C_EXPROW:
 		case C_ROUTER:
-			if (!moe)
-				return refuse(e, t->name, "%s", "an expert's tensor: vLLM's FusedMoE names are written for MixtralForCausalLM, and config.json does not say it is one");
+			if (!moe) {
+				char msg[640];
+				snprintf(msg, sizeof(msg),
+					 "an expert's tensor: vLLM's FusedMoE names are written for %s, and config.json does not say it is one",
+					 arch_list(known, sizeof(known), true));
+				return refuse(e, t->name, "%s", msg);
+			}
 			if (k == C_EXPCOL && (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1))
 				want = "column-parallel on dim 0 inside every expert (FusedMoE w13)";
 			else if (k == C_EXPROW && (s->kind != TPC_SPLIT_ROW || s->dim != 1))
@@ -338,10 +368,11 @@ static int add_cat(tpc_ckpt *out, const char *name, const tpc_tensor *const *par
 	return ix < 0 ? (int)ix : 0;
 }
 
-/* Layer l's experts as FusedMoE holds them, once per layer (done[l]). */
-static int add_experts(const tpc_ckpt *rk, const char *n, bool *done, int64_t nl, tpc_ckpt *out, tpc_err *e)
+/* Layer l's experts as FusedMoE holds them, once per layer (done[l]); mx is
+ * the model's family (check() refuses experts without one that has them). */
+static int add_experts(const tpc_family *mx, const tpc_ckpt *rk, const char *n, bool *done, int64_t nl, tpc_ckpt *out,
+		       tpc_err *e)
 {
-	const tpc_family *mx = tpc_family_find("mixtral");
 	int64_t l = -1;
 	tpc_family_classify(mx, TPC_ECO_HF, n, &l, NULL, NULL);
 	if (l < 0 || l >= nl)
@@ -363,10 +394,10 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	for (size_t i = 0; i < rk->n && !ret; i++) {
 		const tpc_tensor *t = &rk->t[i];
 		const char *n = t->name;
-		cls k = classify(n);
+		cls k = classify(sp->family, n);
 		char *fused = NULL;
 		if (k == C_EXPCOL || k == C_EXPROW) {
-			ret = add_experts(rk, n, done, sp->layers, out, e);
+			ret = add_experts(sp->family, rk, n, done, sp->layers, out, e);
 		} else if (k == C_Q) {
 			char *kn = swap_part(n, ".q_proj.", ".k_proj."), *vn = swap_part(n, ".q_proj.", ".v_proj.");
 			int64_t ki = kn ? tpc_ckpt_find(rk, kn) : -1, vi = vn ? tpc_ckpt_find(rk, vn) : -1;
@@ -615,10 +646,11 @@ out:
 
 /* FusedMoE's stacked experts back as each expert's Hugging Face tensors
  * (w13_weight [experts, 2 x rows, hidden] = [w1_r; w3_r] per expert,
- * w2_weight [experts, hidden, rows]); the stacked ones dropped. */
+ * w2_weight [experts, hidden, rows]); the stacked ones dropped. The rank
+ * does not say its family: each name is read with the tables of the records
+ * that list this layout. */
 static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
 {
-	const tpc_family *mx = tpc_family_find("mixtral");
 	size_t n0 = ck->n;
 	bool any = false, *keep = NULL;
 	int ret = 0;
@@ -626,7 +658,8 @@ static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
 		const tpc_tensor_row *g[TPC_LAYOUT_MAXG];
 		int64_t l = -1;
 		const char *name = ck->t[i].name; /* stays put when ck grows */
-		const tpc_tensor_row *w = tpc_family_classify(mx, TPC_ECO_VLLM, name, &l, NULL, NULL);
+		const tpc_family *mx = NULL;
+		const tpc_tensor_row *w = tpc_family_classify_for(NULL, "vllm", TPC_ECO_VLLM, name, &l, NULL, NULL, &mx);
 		int n = w && tpc__layout_stacked(w, TPC_ECO_VLLM) ? tpc__layout_group(mx, TPC_ECO_VLLM, w, g) : 0;
 		if (!n)
 			continue;
@@ -656,7 +689,8 @@ static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
 	if (!(keep = tpc_calloc(ck->n, sizeof(bool))))
 		return tpc_err_nomem(e);
 	for (size_t i = 0; i < ck->n; i++) {
-		const tpc_tensor_row *w = i < n0 ? tpc_family_classify(mx, TPC_ECO_VLLM, ck->t[i].name, NULL, NULL, NULL) : NULL;
+		const tpc_tensor_row *w =
+			i < n0 ? tpc_family_classify_for(NULL, "vllm", TPC_ECO_VLLM, ck->t[i].name, NULL, NULL, NULL, NULL) : NULL;
 		keep[i] = !(w && tpc__layout_stacked(w, TPC_ECO_VLLM));
 	}
 	ret = tpc_ckpt_filter(ck, keep, e);

@@ -133,8 +133,8 @@ typedef struct tpc_shard_plan {
 	uint64_t max_shard_size;
 	bool tied;             /* the layout stores tied embeddings once, or (trtllm) makes lm_head
 	                          from the embedding (its check decides) */
-	const struct tpc_family *family; /* the model family the layout names tensors for (trtllm;
-	                                    its check decides), or NULL */
+	const struct tpc_family *family; /* the model family the layout names tensors for (trtllm,
+	                                    vllm; its check decides), or NULL */
 	char **rank_file;      /* [tp*pp]: name inside the output folder */
 	size_t nunmatched, nunstaged;
 	char set_id[17];

@@ -201,7 +201,7 @@ int tpc__trt_source_open(const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_
 	a = s->trt ? t : cJSON_GetArrayItem(a, 0);
 	if (cJSON_IsString(a))
 		snprintf(s->arch, sizeof(s->arch), "%s", a->valuestring);
-	s->fam = tpc_family_by_arch(s->arch);
+	s->fam = s->trt ? tpc_family_by_trtllm_arch(s->arch) : tpc_family_by_arch(s->arch);
 	s->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s->root, "tie_word_embeddings"));
 	return 0;
 }
@@ -215,6 +215,7 @@ typedef enum kind {
 	K_OR,       /* true when any of hf[] is true (attn_bias = bias or attention_bias) */
 	K_HEAD,     /* kv_channels, head_dim, else hidden / heads (also rotary_embedding_dim) */
 	K_INNER,    /* n_inner, else 4 x n_embd (GPT-2) */
+	K_VARIANT,  /* the record's qwen_type or gpt_variant, a JSON string */
 } kind;
 
 typedef struct ckey {
@@ -265,7 +266,7 @@ static const ckey qwen2_keys[] = {
 	LLAMA_SIZES,
 	{"hidden_act", K_COPY, {"hidden_act"}, "\"silu\""},
 	{"attn_bias", K_CONST, {NULL}, "true"},
-	{"qwen_type", K_CONST, {NULL}, "\"qwen2\""},
+	{"qwen_type", K_VARIANT, {NULL}, NULL},
 	{"seq_length", K_COPY, {"seq_length"}, "8192"},
 	{"use_logn_attn", K_COPY, {"use_logn_attn"}, "false"},
 	{"moe_intermediate_size", K_COPY, {"moe_intermediate_size"}, "0"},
@@ -289,7 +290,7 @@ static const ckey gpt2_keys[] = {
 	{"head_size", K_HEAD, {NULL}, NULL},
 	{"rotary_embedding_dim", K_HEAD, {NULL}, NULL},
 	{"position_embedding_type", K_CONST, {NULL}, "\"learned_absolute\""},
-	{"gpt_variant", K_CONST, {NULL}, "\"gpt2\""},
+	{"gpt_variant", K_VARIANT, {NULL}, NULL},
 	{"bias", K_CONST, {NULL}, "true"},
 	{"q_scaling", K_CONST, {NULL}, "1"},
 	{"embedding_scale", K_CONST, {NULL}, "null"},
@@ -302,13 +303,14 @@ static const ckey gpt2_keys[] = {
 	{NULL, K_CONST, {NULL}, NULL},
 };
 
+/* The config class the family's record names (tpc_family_trtllm). */
 static const ckey *keys_of(const tpc_family *f)
 {
-	if (!strcmp(f->name, "gpt2"))
+	if (f->trtllm.gpt_variant)
 		return gpt2_keys;
-	if (!strcmp(f->name, "qwen2"))
+	if (f->trtllm.qwen_type)
 		return qwen2_keys;
-	if (!strcmp(f->name, "mixtral"))
+	if (tpc_family_has_experts(f))
 		return mixtral_keys;
 	return llama_keys;
 }
@@ -344,6 +346,10 @@ static int value_of(const tpc__trt_source *s, const ckey *k, tpc_buf *b, tpc_err
 	switch (k->k) {
 	case K_CONST:
 		tpc_buf_adds(b, k->dflt);
+		return 0;
+	case K_VARIANT:
+		v = s->fam->trtllm.qwen_type ? s->fam->trtllm.qwen_type : s->fam->trtllm.gpt_variant;
+		tpc_buf_json_str(b, v ? v : "", v ? strlen(v) : 0, false);
 		return 0;
 	case K_OR: {
 		bool any = false;
@@ -412,17 +418,6 @@ static void keep_fn(void *ctx, const char *key, size_t kl, const char *val, size
 
 /* ---- back to Hugging Face: the config a merge writes ---- */
 
-/* TensorRT-LLM's architecture -> the family, the Hugging Face class and model_type */
-static const struct {
-	const char *trt, *family, *hf, *model_type;
-} back_arch[] = {
-	{"LlamaForCausalLM", "llama", "LlamaForCausalLM", "llama"},
-	{"MistralForCausalLM", "mistral", "MistralForCausalLM", "mistral"},
-	{"MixtralForCausalLM", "mixtral", "MixtralForCausalLM", "mixtral"},
-	{"Qwen2ForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen2"},
-	{"GPTForCausalLM", "gpt2", "GPT2LMHeadModel", "gpt2"},
-	{"GPT2LMHeadModel", "gpt2", "GPT2LMHeadModel", "gpt2"}, /* as GPTConfig.from_hugging_face keeps it */
-};
 
 /* member hf of the output from member trt of the set's config, as spelled */
 static void back_member(tpc_buf *b, const tpc__trt_source *s, const char *hf, const char *trt)
@@ -441,7 +436,7 @@ char *tpc__trt_hf_config(const char *dir, tpc_err *e)
 {
 	tpc__trt_source s;
 	tpc_buf b = TPC_BUF_INIT;
-	size_t i, al = 0;
+	size_t al = 0;
 	memset(&s, 0, sizeof(s));
 	if (!(s.path = tpc_path_join(dir, "config.json")))
 		return tpc_err_nomem(e), NULL;
@@ -449,19 +444,29 @@ char *tpc__trt_hf_config(const char *dir, tpc_err *e)
 		tpc__trt_source_release(&s);
 		return NULL;
 	}
+	/* TensorRT-LLM's architecture -> the family record (its own name for
+	 * it, trtllm.arch, or the Hugging Face class GPTConfig.from_hugging_face
+	 * keeps), then the Hugging Face class: the same one when the record
+	 * lists it, else the record's first */
 	const char *a = raw(&s, "architecture", &al);
-	for (i = 0; a && i < sizeof(back_arch) / sizeof(back_arch[0]); i++)
-		if (al == strlen(back_arch[i].trt) + 2 && !memcmp(a + 1, back_arch[i].trt, al - 2))
-			break;
-	const tpc_family *f = a && i < sizeof(back_arch) / sizeof(back_arch[0]) ? tpc_family_find(back_arch[i].family) : NULL;
+	char arch[96];
+	const tpc_family *f = NULL;
+	if (a && al >= 2 && al - 2 < sizeof(arch) && a[0] == '"' && !memchr(a + 1, '\\', al - 2)) {
+		memcpy(arch, a + 1, al - 2);
+		arch[al - 2] = '\0';
+		f = tpc_family_by_trtllm_arch(arch);
+	}
+	if (f && !(f->hf_arch && f->hf_arch[0] && tpc_family_lists(f->layouts, "trtllm")))
+		f = NULL;
 	if (!f) {
 		tpc_err_at(e, TPC_EINPUT, s.path, NULL, "architecture %.*s: no Hugging Face config is rebuilt for it",
 			   (int)(al < 60 ? al : 60), a ? a : "(none)");
 		tpc__trt_source_release(&s);
 		return NULL;
 	}
-	tpc_buf_addf(&b, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\"", back_arch[i].hf,
-		     back_arch[i].model_type);
+	/* the record's name is transformers' model_type (as formats/gguf_hf.c takes it) */
+	tpc_buf_addf(&b, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\"",
+		     tpc_family_lists(f->hf_arch, arch) ? arch : f->hf_arch[0], f->name);
 	back_member(&b, &s, "torch_dtype", "dtype");
 	for (const ckey *k = keys_of(f); k->trt; k++) {
 		if (k->k == K_COPY && k->hf[0])
@@ -588,7 +593,7 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 		goto out;
 	}
 	snprintf(m->arch, sizeof(m->arch), "%s", a->valuestring);
-	m->fam = tpc_family_by_arch(m->arch);
+	m->fam = tpc_family_by_trtllm_arch(m->arch);
 	if (!m->fam || !tpc_family_lists(m->fam->layouts, "trtllm")) {
 		char arch[128];
 		tpc_sanitize(arch, sizeof(arch), m->arch);

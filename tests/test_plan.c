@@ -4,15 +4,18 @@
  * tpc_plan_from_buffer. */
 #include "test_util.h"
 
+#include <cjson/cJSON.h>
 #include <time.h>
 
 #include "tpc_ckpt.h"
 #include "tpc_extras.h"
 #include "tpc_family.h"
 #include "tpc_cfg.h"
+#include "tpc_layout.h"
 #include "tpc_plan.h"
 #include "tpc_regex.h"
 #include "tpc_rules.h"
+#include "tpc_shard.h"
 
 static int parse(tpc_plan *p, const char *json, tpc_err *e)
 {
@@ -162,6 +165,95 @@ static void test_families(void **st)
 	assert_false(tpc_family_named_in(tpc_family_find("qwen2-moe"), TPC_ECO_VLLM));
 	assert_null(tpc_family_find("qwen4"));
 	assert_null(tpc_family_by_arch("NoSuchForCausalLM"));
+}
+
+/* TensorRT-LLM's config.json for record f from a Hugging Face config. */
+static char *trt_config(const tpc_family *f, const char *hf)
+{
+	static tpc_shard_plan sp;
+	tpc__trt_source src;
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_err e;
+	tpc_err_init(&e);
+	memset(&sp, 0, sizeof(sp));
+	sp.tp = sp.pp = sp.ep = 1;
+	memset(&src, 0, sizeof(src));
+	src.text = (char *)hf;
+	src.len = strlen(hf);
+	src.fam = f;
+	src.root = cJSON_ParseWithLength(hf, src.len);
+	snprintf(src.arch, sizeof(src.arch), "TestForCausalLM");
+	assert_int_equal(tpc__trt_config_render(&sp, &src, TPC_BF16, &b, &e), 0);
+	cJSON_Delete(src.root);
+	return tpc_buf_detach(&b, NULL);
+}
+
+/* The layouts decide from the record, never from its name: a record that is
+ * not one of the built-in ones (a new family reusing LLaMA's names) gets the
+ * TensorRT-LLM config class its fields say, MoE members when its table has
+ * experts; a set no record is named for is read with the tables of the
+ * records that list its layout. */
+static void test_family_layout_records(void **st)
+{
+	(void)st;
+	static const char hf[] =
+		"{\"architectures\": [\"TestForCausalLM\"], \"vocab_size\": 32, \"hidden_size\": 16, "
+		"\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 32, "
+		"\"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
+		"\"hidden_act\": \"silu\", \"num_local_experts\": 4, \"num_experts_per_tok\": 2}";
+	const tpc_family *llama = tpc_family_find("llama"), *mx = tpc_family_find("mixtral");
+	tpc_family rec = *llama;
+	char *c;
+	rec.name = "test-family";
+	c = trt_config(&rec, hf); /* LLaMAConfig, no experts */
+	assert_non_null(strstr(c, "\"moe\": {\"num_experts\": 0, \"top_k\": 0, \"normalization_mode\": null}"));
+	assert_non_null(strstr(c, "\"attn_bias\": false"));
+	assert_null(strstr(c, "qwen_type"));
+	free(c);
+	rec.trtllm.qwen_type = "qwen-test"; /* QWenConfig: its qwen_type, attention biases */
+	c = trt_config(&rec, hf);
+	assert_non_null(strstr(c, "\"qwen_type\": \"qwen-test\""));
+	assert_non_null(strstr(c, "\"attn_bias\": true"));
+	free(c);
+	rec.trtllm.qwen_type = NULL;
+	rec.tensors = mx->tensors; /* experts in the table: the MoE members */
+	assert_true(tpc_family_has_experts(&rec));
+	c = trt_config(&rec, hf);
+	assert_non_null(strstr(c, "\"hidden_act\": \"swiglu\""));
+	assert_non_null(strstr(c, "\"moe\": {\"num_experts\": 4, \"top_k\": 2, \"normalization_mode\": 1}"));
+	free(c);
+
+	assert_false(tpc_family_has_experts(llama));
+	assert_true(tpc_family_has_experts(tpc_family_find("qwen2-moe")));
+	assert_ptr_equal(tpc_family_by_trtllm_arch("GPTForCausalLM"), tpc_family_find("gpt2"));
+	assert_ptr_equal(tpc_family_by_trtllm_arch("GPT2LMHeadModel"), tpc_family_find("gpt2"));
+	assert_ptr_equal(tpc_family_by_trtllm_arch("MixtralForCausalLM"), mx);
+	assert_null(tpc_family_by_trtllm_arch("NoSuchForCausalLM"));
+
+	/* reading back without a record: vLLM's stacked experts from the record
+	 * that lists vllm and names them (Mixtral's), Megatron's names from the
+	 * one that lists megatron */
+	const tpc_family *of = NULL;
+	int64_t l = -1, x = -1;
+	bool b = true;
+	const tpc_tensor_row *w = tpc_family_classify_for(NULL, "vllm", TPC_ECO_VLLM,
+							  "model.layers.3.block_sparse_moe.experts.w2_weight", &l, &x, &b, &of);
+	assert_non_null(w);
+	assert_int_equal(w->role, TPC_ROLE_FFN_DOWN_EXP);
+	assert_ptr_equal(of, mx);
+	assert_int_equal(l, 3);
+	assert_false(b);
+	w = tpc_family_classify_for(NULL, "megatron", TPC_ECO_MEGATRON, "decoder.layers.1.mlp.linear_fc2.weight", &l,
+				    NULL, NULL, &of);
+	assert_true(w && w->role == TPC_ROLE_FFN_DOWN && tpc_family_lists(of->layouts, "megatron"));
+	/* the set's own record first; a row it lacks from the listed records */
+	w = tpc_family_classify_for(tpc_family_find("qwen3"), "vllm", TPC_ECO_HF, "model.layers.0.self_attn.q_norm.weight",
+				    NULL, NULL, NULL, &of);
+	assert_ptr_equal(of, tpc_family_find("qwen3"));
+	w = tpc_family_classify_for(mx, "vllm", TPC_ECO_HF, "model.layers.0.mlp.up_proj.weight", NULL, NULL, NULL, &of);
+	assert_true(w && w->role == TPC_ROLE_FFN_UP && of == llama);
+	assert_null(tpc_family_classify_for(mx, NULL, TPC_ECO_HF, "model.layers.0.mlp.up_proj.weight", NULL, NULL, NULL, &of));
+	assert_null(of);
 }
 
 /* Plans and rules share one dialect: \d is a digit in a plan too (POSIX
@@ -813,7 +905,7 @@ int main(void)
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
-		cmocka_unit_test(test_facts_origin),
+		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
