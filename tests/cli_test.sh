@@ -3,10 +3,8 @@
 # Emits TAP. usage: cli_test.sh TPCONV SRCDIR CORPUS
 set -u
 TPCONV=$(realpath "$1") SRC=$2 CORPUS=$(realpath "$3")
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 # run CMD...: sets rc, out, err
 run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; out=$(cat "$T/out"); err=$(cat "$T/err"); }
 expect() { # desc rc-wanted [stderr-substring]

@@ -15,9 +15,8 @@
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build-gpu}
-n=0 bad=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $*"; }
+. "$SRC/tests/lib/tap.sh"
+notok() { bad "$*"; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$NGPU" -ge 1 ] || { echo "1..0 # SKIP no NVIDIA GPU visible"; exit 0; }
@@ -73,4 +72,4 @@ for t in shard/moe_test.sh shard/ep_test.sh shard/deepseek_test.sh shard/dit_tes
   rm -rf "$WORK/t"
 done
 echo "1..$n"
-[ "$bad" = 0 ]
+[ "$failed" = 0 ]
