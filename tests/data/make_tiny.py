@@ -2,7 +2,9 @@
 # (Debian python3-torch 1.13; run as /usr/bin/python3 tests/data/make_tiny.py tests/data).
 #   tiny_llama.pt           torch.save zip: a 2-layer LLaMA-shaped state dict (GQA 4 heads / 2 kv heads)
 #   tiny_llama.safetensors  the same tensors, written the way safetensors.torch.save_file does
-import collections, json, os, struct, sys, torch
+import collections, json, os, sys, torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(__file__)
 torch.manual_seed(1234)
@@ -25,16 +27,8 @@ sd['lm_head.weight'] = torch.randn(vocab, h)
 torch.save(sd, os.path.join(out, 'tiny_llama.pt'))
 
 # safetensors, as the reference writer lays it out: dtype descending, then name
-header, blobs, off = {'__metadata__': {'format': 'pt'}}, [], 0
-for k in sorted(sd):  # all float32: name order
-    b = sd[k].contiguous().numpy().tobytes()
-    header[k] = {'dtype': 'F32', 'shape': list(sd[k].shape), 'data_offsets': [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-hb = json.dumps(header, separators=(',', ':')).encode()
-hb += b' ' * (-len(hb) % 8)
-with open(os.path.join(out, 'tiny_llama.safetensors'), 'wb') as f:
-    f.write(struct.pack('<Q', len(hb)) + hb + b''.join(blobs))
+tpctest.save_safetensors(os.path.join(out, 'tiny_llama.safetensors'),
+                         collections.OrderedDict((k, sd[k]) for k in sorted(sd)))  # all float32: name order
 json.dump({'hidden_size': h, 'intermediate_size': inter, 'vocab_size': vocab, 'num_hidden_layers': layers,
            'num_attention_heads': heads, 'num_key_value_heads': kv, 'head_dim': hd,
            'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'torch_dtype': 'float32'},

@@ -14,11 +14,8 @@ set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=/usr/bin/python3
 D=$SRC/tests/data/dcp
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 # two checkpoints hold the same tensors (name, dtype, shape, SHA-256)
 same() {
   "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&

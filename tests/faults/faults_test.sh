@@ -9,13 +9,9 @@
 # Emits TAP. usage: faults_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 chmod 755 "$T"
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-skip() { n=$((n+1)); echo "ok $n - $1 # SKIP $2"; }
-run()  { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 temps() { find "$1" -name '.*.tpc-*' 2>/dev/null | wc -l; }
 check() { # desc: last run exited $2 with stderr containing $3, and $4 (a path) is absent
   local d=$1 want=$2 sub=$3 path=$4

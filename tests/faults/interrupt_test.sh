@@ -9,13 +9,11 @@
 # run's byte for byte; so does an interrupted merge or convert to HF shards. Prints its seed (TPC_SEED=N replays the delays).
 # usage: interrupt_test.sh TPCONV SRCDIR
 set -u
-TPCONV=$(realpath "$1")
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 T=$(mktemp -d)
 BUSY=""
 trap '[ -n "$BUSY" ] && kill $BUSY 2>/dev/null; rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+. "$SRC/tests/lib/tap.sh"
 SEED=${TPC_SEED:-$RANDOM}
 RANDOM=$SEED
 echo "# seed $SEED"

@@ -18,10 +18,8 @@
 set -u
 DUMP=$(realpath "$1") SRC=$(realpath "$2") TPCONV=$(realpath "$3")
 A="$SRC/tests/gguf/arch"
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 # a dump without the tokenizer's KVs (a chat template's lines too) and alignment
 no_tok() { awk '/^(kv|tensor|alignment) /{skip = /^kv tokenizer\./ || /^alignment /} !skip' "$@"; }
 

@@ -7,11 +7,8 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 Q=$SRC/tests/gguf/quants.gguf
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
-check() { local d=$1; shift; if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d" "$(head -c 600 "$T/out")"; fi; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 hashes() { "$TPCONV" inspect --hash "$1" | awk '$1 ~ /weight/ {print $1, $NF}' | sort; }
 
 # 1. every type dequantizes to python3-gguf's values, bit for bit

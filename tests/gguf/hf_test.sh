@@ -15,11 +15,8 @@ set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 A="$SRC/tests/gguf/arch"
 PY=/usr/bin/python3
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 # name dtype shape sha256 of every tensor, sorted, but the lines GREP -v drops
 table() { "$TPCONV" inspect --hash "$1" | awk '$1 !~ /^#/ && $1 != "name" {print $1, $2, $3, $NF}' | sort; }
 have_torch=false

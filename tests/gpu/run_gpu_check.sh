@@ -11,22 +11,21 @@
 # CLI's own) run with every verify on the GPU.
 # usage: tests/gpu/run_gpu_check.sh [BUILD_DIR]   (from the repository root)
 # A BUILD_DIR without build.ninja is taken as prebuilt (cmd/tpconv,
-# tests/verify_driver, verify/tpconv_cuda.so). PY names a python with torch.
+# tests/verify/verify_driver, verify/tpconv_cuda.so). PY names a python with torch.
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build-gpu}
-n=0 bad=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $*"; }
+. "$SRC/tests/lib/tap.sh"
+notok() { bad "$*"; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$NGPU" -ge 1 ] || { echo "1..0 # SKIP no NVIDIA GPU visible"; exit 0; }
-if [ ! -f "$BUILD/build.ninja" ] && [ ! -x "$BUILD/tests/verify_driver" ]; then
+if [ ! -f "$BUILD/build.ninja" ] && [ ! -x "$BUILD/tests/verify/verify_driver" ]; then
   meson setup "$BUILD" -Dcuda=enabled -Dmpi=auto -Dslow_tests=false >/dev/null || { echo "Bail out! meson setup"; exit 1; }
 fi
 if [ -f "$BUILD/build.ninja" ]; then ninja -C "$BUILD" >/dev/null || { echo "Bail out! build"; exit 1; }; fi
 [ -f "$BUILD/verify/tpconv_cuda.so" ] || { echo "Bail out! no tpconv_cuda.so"; exit 1; }
-DRIVER=$BUILD/tests/verify_driver
+DRIVER=$BUILD/tests/verify/verify_driver
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 PY=${PY:-/usr/bin/python3}
@@ -73,4 +72,4 @@ for t in shard/moe_test.sh shard/ep_test.sh shard/deepseek_test.sh shard/dit_tes
   rm -rf "$WORK/t"
 done
 echo "1..$n"
-[ "$bad" = 0 ]
+[ "$failed" = 0 ]

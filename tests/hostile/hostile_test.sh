@@ -5,10 +5,8 @@
 # Emits TAP. usage: hostile_test.sh TPCONV SRCDIR CORPUS
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2") CORPUS=$(realpath "$3")
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 
 # Every run gets 20 s (quadratic passes over 100 000 metadata keys or index
 # entries took 40 s before they were fixed: exit 124 fails the case).

@@ -10,10 +10,8 @@ set -u
 B=$(realpath "$1") SRC=$(realpath "$2")
 # a sanitizer build installs an instrumented library: build the consumer the same way
 SAN=${3:-none}; SANFLAGS=(); [ "$SAN" = none ] || SANFLAGS=(-fsanitize="$SAN")
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok() { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 if meson install -C "$B" --destdir "$T/root" --no-rebuild >"$T/install.log" 2>&1; then ok "meson install --destdir"; else bad "meson install" "$(tail -5 "$T/install.log")"; echo "1..$n"; exit 1; fi
 pc=$(find "$T/root" -name tpconv.pc | head -n 1)
 [ -n "$pc" ] && ok "tpconv.pc installed" || bad "tpconv.pc installed"

@@ -12,11 +12,9 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2") SEED=${3:-${TPC_SEED:-$RANDOM}}
 export PYTHONDONTWRITEBYTECODE=1
 PY=/usr/bin/python3
 H="$SRC/tests/quant"
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-if ! "$PY" -c 'import torch' 2>/dev/null; then echo "1..0 # SKIP real torch ($PY -c 'import torch') is not available"; exit 0; fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$SRC/tests/lib/tap.sh"
+need_torch
+tmpdir
 cd "$T" || exit 1
 echo "# seed $SEED"
 if ! "$PY" "$H/make_quant.py" "$T" "$SEED" >/dev/null 2>"$T/gen.err"; then

@@ -17,10 +17,12 @@ codes. usage: make_quant.py OUTDIR SEED
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
 out, seed = sys.argv[1], int(sys.argv[2])
 torch.manual_seed(seed)
@@ -48,34 +50,9 @@ def e4m3_encode(x):
     return CODES[d.argmin(dim=1)].reshape(x.shape)
 
 
-ST = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int32: "I32",
-      torch.int64: "I64", torch.uint8: "U8"}
-
-
-def raw(t):
-    t = t.contiguous()
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    return t.numpy().tobytes()
-
-
 def save_st(path, tensors):
-    """Minimal safetensors writer; a value (dtype_name, shape, bytes) is stored as given."""
-    hdr, blobs, off = {}, [], 0
-    for k, v in tensors.items():
-        if isinstance(v, tuple):
-            dt, shape, b = v
-        else:
-            dt, shape, b = ST[v.dtype], list(v.shape), raw(v)
-        hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
-        for b in blobs:
-            f.write(b)
+    """A value (dtype_name, shape, bytes) is stored as given; no __metadata__."""
+    tpctest.save_safetensors(path, tensors, metadata=None)
 
 
 def folder(name, cfg):

@@ -9,11 +9,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2") SEED=${3:-${TPC_SEED:-$RANDOM}}
 export PYTHONDONTWRITEBYTECODE=1
 PY=/usr/bin/python3
 H="$SRC/tests/remap"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 
 if ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
   skip "no torch in $PY"; echo "1..$n"; exit 0

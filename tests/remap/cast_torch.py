@@ -22,9 +22,11 @@
 # counts are multiples of 16 and f64 tensors stay below torch's 32768-element
 # grain, so torch's vectorized f64 -> bf16 kernel handles every element (its
 # scalar tail writes NaN as 0x7FC0, the vector body as 0xFFFF; tpc_cast.h).
-import json, struct, sys
+import json, os, struct, sys
 import numpy as np
 import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
 ST = {'F64': torch.float64, 'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16,
       'I64': torch.int64, 'I32': torch.int32, 'I16': torch.int16, 'I8': torch.int8,
@@ -37,27 +39,7 @@ BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: t
         torch.bfloat16: torch.int16}
 
 
-def raw(t):
-    t = t.contiguous()
-    if t.dtype in BITS:
-        t = t.view(BITS[t.dtype])
-    return t.numpy().tobytes()
-
-
-def write_st(path, tensors):
-    header, blobs, off = {'__metadata__': {'format': 'pt'}}, [], 0
-    for k, v in tensors.items():
-        b = raw(v)
-        header[k] = {'dtype': NAME[v.dtype], 'shape': list(v.shape), 'data_offsets': [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(',', ':')).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+raw, write_st = tpctest.tensor_bytes, tpctest.save_safetensors
 
 
 def read_st(path):

@@ -12,32 +12,13 @@
 #       OUT (safetensors, or a torch file) must hold exactly the names and bytes of the
 #       seed loop run on DIR/ckpt.pth; with DTYPE, its floating tensors .to(DTYPE), except
 #       those whose name matches F32_RE (re.search): .to(float32)
-import hashlib, json, re, struct, sys
+import hashlib, json, os, re, struct, sys
 import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
-ST = {torch.float32: 'F32', torch.float16: 'F16', torch.bfloat16: 'BF16', torch.float64: 'F64',
-      torch.int64: 'I64'}
+ST, raw, write_st = tpctest.ST_NAMES, tpctest.tensor_bytes, tpctest.save_safetensors
 DT = {'bf16': torch.bfloat16, 'f16': torch.float16, 'f32': torch.float32, 'f64': torch.float64}
-
-
-def raw(t):
-    t = t.contiguous()
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    return t.numpy().tobytes()
-
-
-def write_st(path, tensors):
-    header, blobs, off = {'__metadata__': {'format': 'pt'}}, [], 0
-    for k, v in tensors.items():
-        b = raw(v)
-        header[k] = {'dtype': ST[v.dtype], 'shape': list(v.shape), 'data_offsets': [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(',', ':')).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
 
 
 def read_st(path):

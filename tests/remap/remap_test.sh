@@ -8,12 +8,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2") SEED=${3:-${TPC_SEED:-$RANDOM}}
 export PYTHONDONTWRITEBYTECODE=1
 PY=/usr/bin/python3
 H="$SRC/tests/remap"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
-run()  { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 expect() { # desc rc-wanted [stderr-substring...]
   local d=$1 want=$2; shift 2
   if [ "$rc" != "$want" ]; then bad "$d" "exit $rc, wanted $want" "stderr: $(head -c 1500 "$T/err")"; return 1; fi

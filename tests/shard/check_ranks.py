@@ -17,11 +17,12 @@
 import json, os, re, struct, sys
 import torch
 import torch.nn.functional as F
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
 ST = {'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16, 'F64': torch.float64,
       'I64': torch.int64, 'I32': torch.int32, 'I16': torch.int16, 'I8': torch.int8, 'U8': torch.uint8,
       'BOOL': torch.bool}
-NAMES = {v: k for k, v in ST.items()}
 
 
 def load_st(path):
@@ -45,20 +46,7 @@ def load_st(path):
 
 
 def save_st(sd, path, meta=None):
-    header, blobs, off = {'__metadata__': meta or {'format': 'pt'}}, [], 0
-    for k, v in sd.items():
-        t = v.contiguous()
-        b = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
-        header[k] = {'dtype': NAMES[t.dtype], 'shape': list(t.shape), 'data_offsets': [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(',', ':')).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    tpctest.save_safetensors(path, sd, meta or {'format': 'pt'})
 
 
 # ---- TensorRT-LLM / vLLM style slicing ----

@@ -5,8 +5,10 @@
 # OUTDIR/P/config.json (Hugging Face style model facts). Names and shapes follow the real
 # model classes (HF LLaMA with Qwen2-style q/k/v biases and GQA, GPT-2 Conv1D, GPT-NeoX
 # interleaved query_key_value, BERT, LiBai GPT, DALLE2-pytorch prior transformer).
-import collections, json, os, struct, sys
+import collections, json, os, sys
 import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
 out = sys.argv[1]
 seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
@@ -230,26 +232,8 @@ def flux():
     return sd, cfg
 
 
-NAMES = {torch.float32: 'F32', torch.float16: 'F16', torch.bfloat16: 'BF16', torch.float64: 'F64',
-         torch.int64: 'I64', torch.int32: 'I32', torch.int16: 'I16', torch.int8: 'I8', torch.uint8: 'U8',
-         torch.bool: 'BOOL'}
-
-
 def save_safetensors(sd, path):
-    header, blobs, off = {'__metadata__': {'format': 'pt'}}, [], 0
-    for k, v in sd.items():
-        t = v.contiguous()
-        b = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
-        header[k] = {'dtype': NAMES[t.dtype], 'shape': list(t.shape), 'data_offsets': [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(',', ':')).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    tpctest.save_safetensors(path, sd)
 
 
 for name, fn in (('llama', llama), ('gpt2', gpt2), ('gpt-neox', neox), ('bert', bert), ('libai', libai),

@@ -440,7 +440,7 @@ run "$TPCONV" shard "$M/llama" --tp 2 --preset llama -o "$T/rt_llama_2_tpconv_sa
 
 # ---- --dry-run: the full plan, golden, nothing written
 (cd "$M" && "$TPCONV" shard llama --tp 8 --preset llama --dry-run) >"$T/dry.txt" 2>&1
-if diff -u "$SRC/tests/golden/shard_dryrun_llama_tp8.txt" "$T/dry.txt" >"$T/diff"; then ok "--dry-run golden output"; else bad "--dry-run golden output" "$(cat "$T/diff")"; fi
+if diff -u "$SRC/tests/shard/golden/shard_dryrun_llama_tp8.txt" "$T/dry.txt" >"$T/diff"; then ok "--dry-run golden output"; else bad "--dry-run golden output" "$(cat "$T/diff")"; fi
 run "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --dry-run -o "$T/dry"
 [ "$rc" = 0 ] && [ ! -e "$T/dry" ] && ok "--dry-run writes nothing" || bad "--dry-run writes nothing"
 run "$TPCONV" shard "$M/gpt2" --tp 2 --preset gpt2 --dry-run --json

@@ -255,4 +255,4 @@ rc=$?
   ok "three changed elements of a row-parallel rank tensor: exit 1, each at its index" ||
   { notok "a changed row-parallel rank tensor: exit $rc"; sed 's/^/#   /' out.txt | head; }
 echo "1..$n"
-[ "$bad" = 0 ]
+[ "$failed" = 0 ]

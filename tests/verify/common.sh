@@ -1,9 +1,8 @@
-# Shared by the verify test scripts: the tiny models (real torch), a TAP
-# counter. Sourced; needs DRIVER and SRC set.
+# Shared by the verify test scripts: the tiny models (real torch) and the TAP
+# harness (tests/lib/tap.sh; notok is its bad). Sourced; needs DRIVER and SRC set.
 PY=/usr/bin/python3
-n=0 bad=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); bad=$((bad + 1)); echo "not ok $n - $*"; }
+. "$SRC/tests/lib/tap.sh"
+notok() { bad "$*"; }
 # make_models WORK: every preset's tiny model (tests/shard/make_models.py) and
 # the fused and bf16 LLaMA variants (make_fused.py), seed printed
 make_models() {

@@ -6,8 +6,10 @@
 # every rank holds a replica of one kv head) and mlp.gate_up_proj [gate | up],
 # with an o_proj bias (a row-parallel bias that must be added once), and
 # OUTDIR/llama-bf16/ the same model in bfloat16.
-import collections, json, os, struct, sys
+import collections, json, os, sys
 import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import tpctest  # noqa: E402
 
 out = sys.argv[1]
 seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
@@ -32,22 +34,9 @@ def model(dt):
     return collections.OrderedDict((k, v.to(dt)) for k, v in sd.items())
 
 
-NAMES = {torch.float32: 'F32', torch.bfloat16: 'BF16'}
-
-
 def save(sd, d):
     os.makedirs(d, exist_ok=True)
-    header, blobs, off = {'__metadata__': {'format': 'pt'}}, [], 0
-    for k, v in sd.items():
-        t = v.contiguous()
-        b = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
-        header[k] = {'dtype': NAMES[t.dtype], 'shape': list(t.shape), 'data_offsets': [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(',', ':')).encode()
-    h += b' ' * (-len(h) % 8)
-    with open(os.path.join(d, 'model.safetensors'), 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+    tpctest.save_safetensors(os.path.join(d, 'model.safetensors'), sd)
     json.dump({'architectures': ['Phi3ForCausalLM'], 'model_type': 'phi3', 'hidden_size': H,
                'num_attention_heads': NH, 'num_key_value_heads': KV, 'head_dim': HD, 'intermediate_size': I,
                'num_hidden_layers': L, 'vocab_size': V}, open(os.path.join(d, 'config.json'), 'w'), indent=2)

@@ -46,4 +46,4 @@ rc2=$?
 if [ $rc2 = 1 ] && grep -q 'c_attn' out.txt; then ok "naive-qkv gpt2 under MPI fails with exit 1, naming c_attn"
 else notok "naive-qkv under MPI: exit $rc2"; sed 's/^/#   /' out.txt | head; fi
 echo "1..$n"
-[ "$bad" = 0 ]
+[ "$failed" = 0 ]

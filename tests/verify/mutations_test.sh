@@ -82,4 +82,4 @@ libai 8 GPT_model.transformer.layers.1.self_attention.query_key_value.weight GPT
 EOF2
 echo "$table"
 echo "1..$n"
-[ "$bad" = 0 ]
+[ "$failed" = 0 ]

@@ -45,4 +45,4 @@ PYEOF
   done
 done
 echo "1..$n"
-[ "$bad" = 0 ]
+[ "$failed" = 0 ]

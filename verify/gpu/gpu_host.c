@@ -1,6 +1,6 @@
 /* gpu_host.c - the GPU module's host logic that needs no GPU: rank to device
  * layout, buffer plans, status reduction. Compiled into tpconv_cuda.so and
- * into tests/test_verify.c. See tpc_gpu.h. */
+ * into tests/verify/test_verify.c. See tpc_gpu.h. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -10,11 +10,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2") CORPUS=$(realpath "$3")
 export PYTHONDONTWRITEBYTECODE=1
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 H="$SRC/tests/torch"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 
 EXP="$CORPUS/expected_torch.json"
 if ! "$PY" -c 'import json' 2>/dev/null; then

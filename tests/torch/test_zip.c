@@ -3,12 +3,12 @@
  * trips through the writer, and one handcrafted bad file per failure mode.
  *
  *   test_zip                       the unit tests (cmocka)
- *   test_zip --write-samples DIR   write sample archives for tests/zip_python_check.sh
+ *   test_zip --write-samples DIR   write sample archives for tests/torch/zip_python_check.sh
  *   test_zip --rewrite IN OUT PFX  rewrite every record of IN under prefix PFX ("-": same names)
  *   test_zip --slow DIR [PKL]      write and read back an archive with a record over 4 GiB
  *                                  (PKL: the bytes to store as data.pkl)
  *
- * The corpus is $TPC_CORPUS (meson sets it), else ../../../shared/corpus
+ * The corpus is $TPC_CORPUS (meson sets it), else ../../../../shared/corpus
  * (from build/tests). Temporary files go to a mkdtemp folder under $TMPDIR.
  * Random contents come from a seed printed at start ($TPC_SEED to replay).
  */

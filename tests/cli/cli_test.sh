@@ -3,10 +3,8 @@
 # Emits TAP. usage: cli_test.sh TPCONV SRCDIR CORPUS
 set -u
 TPCONV=$(realpath "$1") SRC=$2 CORPUS=$(realpath "$3")
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()   { n=$((n+1)); echo "ok $n - $1"; }
-bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 # run CMD...: sets rc, out, err
 run() { "$@" >"$T/out" 2>"$T/err"; rc=$?; out=$(cat "$T/out"); err=$(cat "$T/err"); }
 expect() { # desc rc-wanted [stderr-substring]
@@ -42,13 +40,13 @@ expect "bad size suffix" 2 "'12Q' is not a size"
 
 # golden inspect output (run from the corpus dir so paths are relative)
 (cd "$CORPUS/safetensors" && "$TPCONV" inspect st_samples_overall.safetensors) >"$T/golden" 2>&1
-if diff -u "$SRC/tests/golden/inspect_overall.txt" "$T/golden" >"$T/diff"; then ok "inspect golden output"; else bad "inspect golden output" "$(cat "$T/diff")"; fi
+if diff -u "$SRC/tests/cli/golden/inspect_overall.txt" "$T/golden" >"$T/diff"; then ok "inspect golden output"; else bad "inspect golden output" "$(cat "$T/diff")"; fi
 (cd "$CORPUS/safetensors" && "$TPCONV" inspect --json candle_jfk-codes.safetensors) >"$T/golden" 2>&1
-if diff -u "$SRC/tests/golden/inspect_jfk.json" "$T/golden" >"$T/diff"; then ok "inspect --json golden output"; else bad "inspect --json golden output" "$(cat "$T/diff")"; fi
+if diff -u "$SRC/tests/cli/golden/inspect_jfk.json" "$T/golden" >"$T/diff"; then ok "inspect --json golden output"; else bad "inspect --json golden output" "$(cat "$T/diff")"; fi
 if /usr/bin/env python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/golden" 2>/dev/null; then ok "inspect --json is valid JSON"; else bad "inspect --json is valid JSON"; fi
 
 # handcrafted corrupt files: exit 3, file and tensor named, nothing written, no temporaries
-python3 "$SRC/tests/make_bad_safetensors.py" "$T/bad" > "$T/cases" || bad "generate bad files"
+python3 "$SRC/tests/safetensors/make_bad_safetensors.py" "$T/bad" > "$T/cases" || bad "generate bad files"
 while IFS=$'\t' read -r f msg tensor; do
   run "$TPCONV" convert "$T/bad/$f" -o "$T/out_$f"
   if [ "$rc" != 3 ]; then bad "bad $f: exit 3" "exit $rc" "$err"; continue; fi

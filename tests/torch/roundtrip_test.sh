@@ -21,11 +21,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2") CORPUS=$(realpath "$3")
 export PYTHONDONTWRITEBYTECODE=1
 TORCHPY=${TPC_TORCH_PYTHON:-/usr/bin/python3}
 H="$SRC/tests/torch"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-skip() { n=$((n+1)); echo "ok $n - $1 # SKIP $2"; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 
 if ! "$TORCHPY" -c 'import torch' 2>/dev/null; then
   echo "ok 1 # SKIP $TORCHPY cannot import torch"; echo "1..1"; exit 0

@@ -15,10 +15,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 export PYTHONDONTWRITEBYTECODE=1
 TORCHPY=${TPC_TORCH_PYTHON:-/usr/bin/python3}
 H="$SRC/tests/torch"
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir
 
 if ! "$TORCHPY" -c 'import torch' 2>/dev/null; then
   n=1; echo "ok 1 # SKIP $TORCHPY cannot import torch"; echo "1..1"; exit 0

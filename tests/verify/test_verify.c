@@ -176,7 +176,7 @@ static void tiny_build(tiny *tn, int tp, const char *swap)
 	char path[4096];
 	tpc_err e;
 	tpc_err_init(&e);
-	snprintf(path, sizeof(path), "%s/tests/data/tiny_llama.safetensors", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..");
+	snprintf(path, sizeof(path), "%s/tests/data/tiny_llama.safetensors", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..");
 	tpc_ckpt_init(&tn->ck);
 	assert_int_equal(tpc_ckpt_open(&tn->ck, path, NULL, &e), 0);
 	size_t n0 = tn->ck.n;
@@ -423,7 +423,7 @@ static void test_gpu_host(void **st)
 static void tiny_open(const char *file, const char *out, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s, tpc_err *e)
 {
 	char path[4096];
-	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
+	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..";
 	tpc_err_init(e);
 	tpc_ckpt_init(ck);
 	tpc_ckpt_init(ex);

@@ -15,7 +15,7 @@
 static inline const char *test_corpus(void)
 {
 	const char *c = getenv("TPC_CORPUS");
-	return c ? c : "../../../shared/corpus";
+	return c ? c : "../../../../shared/corpus";
 }
 
 /* A fresh temporary directory (mkdtemp under TMPDIR); caller frees. */

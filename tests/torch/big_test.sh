@@ -12,11 +12,8 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 export PYTHONDONTWRITEBYTECODE=1
 TORCHPY=${TPC_TORCH_PYTHON:-/usr/bin/python3}
 H="$SRC/tests/torch"
-T=$(mktemp -d "${TPC_BIG_TMPDIR:-${TMPDIR:-/tmp}}/tpc-big.XXXXXX"); trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok()  { n=$((n+1)); echo "ok $n - $1"; }
-bad() { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; for l in "$@"; do printf '%s\n' "$l" | sed 's/^/# /'; done; }
-skip() { n=$((n+1)); echo "ok $n # SKIP $1"; }
+. "$SRC/tests/lib/tap.sh"
+tmpdir "${TPC_BIG_TMPDIR:-${TMPDIR:-/tmp}}/tpc-big.XXXXXX"
 t0=$SECONDS
 el() { echo "# ${1}: $((SECONDS - t0)) s"; }
 

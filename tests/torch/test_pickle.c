@@ -26,7 +26,7 @@
 /*
  * Fixtures, generated with /usr/bin/python3 (CPython 3.11, torch 1.13) by:
  *
- *   # Regenerates the embedded pickles of tests/test_pickle.c (run with /usr/bin/python3, torch 1.13).
+ *   # Regenerates the embedded pickles of tests/torch/test_pickle.c (run with /usr/bin/python3, torch 1.13).
  *   import pickle, collections, argparse, io, zipfile, os, sys, subprocess
  *   import torch
  *

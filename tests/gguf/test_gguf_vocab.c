@@ -25,7 +25,7 @@ static char *vocab_dir(const char *name)
 {
 	const char *src = getenv("TPC_SRC");
 	char *p = malloc(4096);
-	snprintf(p, 4096, "%s/tests/gguf/vocab/%s", src ? src : "../..", name);
+	snprintf(p, 4096, "%s/tests/gguf/vocab/%s", src ? src : "../../..", name);
 	return p;
 }
 
@@ -242,7 +242,7 @@ static void test_bpe_pre(void **st)
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "cp %s/tests/gguf/vocab/gpt2-bpe/* %s && sed -i "
 		 "'s/\"use_regex\": true/\"use_regex\": false/' %s/tokenizer.json",
-		 getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..", tmp, tmp);
+		 getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", tmp, tmp);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(tpc_gguf_vocab(tmp, "gpt2", 400, &kv, &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "tokenizer.ggml.pre"));
