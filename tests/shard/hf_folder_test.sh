@@ -177,9 +177,13 @@ run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/m.safetensors" --preset llama --t
 [ "$rc" = 0 ] && cmp -s "$T/cv/m.safetensors" "$T/mv/m.safetensors" && same "$M/llama/model.safetensors" "$T/cv/m.safetensors" &&
   ok "convert of an OSLO set without a manifest (--preset llama --tp 2) equals merge's, the model bit for bit" ||
   bad "convert of a set without a manifest" "exit $rc" "$(cat "$T/err")"
-run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/n.safetensors" -q
+run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/i.safetensors" -q
+[ "$rc" = 0 ] && cmp -s "$T/cv/m.safetensors" "$T/cv/i.safetensors" &&
+  ok "convert of a set without a manifest: the preset from its config.json's architectures" || bad "convert bare set, preset inferred" "exit $rc" "$(cat "$T/err")"
+rm -rf "$T/oslo_noconf" && cp -r "$T/oslo_bare" "$T/oslo_noconf" && rm "$T/oslo_noconf/config.json"
+run "$TPCONV" convert "$T/oslo_noconf" -o "$T/cv/n.safetensors" -q
 [ "$rc" = 2 ] && grep -q "without a tpconv manifest: give the --preset or --plan" "$T/err" && [ ! -e "$T/cv/n.safetensors" ] &&
-  ok "convert of a set without a manifest and no plan: exit 2, asks for --preset or --plan" || bad "convert bare set, no plan" "exit $rc" "$(cat "$T/err")"
+  ok "convert of a set without a manifest, config.json or plan: exit 2, asks for --preset or --plan" || bad "convert bare set, no plan" "exit $rc" "$(cat "$T/err")"
 # inspect: a set without a manifest shows rank 0's file, as before; given the plan, the merged model
 run "$TPCONV" inspect "$T/oslo_bare"
 [ "$rc" = 0 ] && grep -q "no tpconv manifest (merge it with --preset and --tp); rank 0's file" "$T/out" &&
