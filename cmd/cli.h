@@ -54,6 +54,9 @@ bool tpc_cli_folder_output(const char *out);
 /* A report (--json, --junit) to `path`, atomically; "-" is standard output. */
 struct tpc_buf;
 int tpc_cli_write_report(const char *path, const struct tpc_buf *b, tpc_err *e);
+/* Can a report be written to `path` (NULL and "-": yes)? Checked before a
+ * long run, so that an unwritable path fails at once (exit 4). */
+int tpc_cli_report_check(const char *path, tpc_err *e);
 
 /* The writer of OUT for convert and merge: --format NAME (`fmt_name`) when
  * given, a folder format (dcp) laying out its own files; else the index
