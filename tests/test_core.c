@@ -219,6 +219,11 @@ static void test_json_str(void **st)
 	assert_true(tpc_utf8_valid("\xc3\xa9", 2));
 	assert_false(tpc_utf8_valid("\xc0\xaf", 2));   /* overlong */
 	assert_false(tpc_utf8_valid("\xed\xa0\x80", 3)); /* surrogate */
+	/* XML text (JUnit): a Latin-1 path's bytes become U+FFFD, UTF-8 stays */
+	tpc_buf_xml_str(&b, "caf\xe9/<\xc3\xa9>\x01\xff", 11);
+	assert_string_equal(b.p, "caf\xef\xbf\xbd/&lt;\xc3\xa9&gt;?\xef\xbf\xbd");
+	assert_true(tpc_utf8_valid(b.p, b.len));
+	tpc_buf_release(&b);
 }
 
 /* A 3x4 f32 source viewed transposed, sliced and offset, as torch does. */
