@@ -51,17 +51,17 @@ if [ "$rc" = 0 ] && grep -qF "preset llama, from '$M/llama/config.json' architec
   [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/inf.safetensors" && ok "shard of a folder takes the preset its config.json's architectures names" ||
     bad "inferred preset: merge" "$(cat "$T/err")"
 else bad "shard infers the preset" "exit $rc" "$(cat "$T/err")"; fi
-run "$TPCONV" shard "$M/llama" --tp 2 --layout vllm -o "$T/infv" -q
+run "$TPCONV" shard "$M/llama" --tp 2 --layout oslo -o "$T/infv" -q
 rm -f "$T/infv/tpconv-manifest.json"
 run "$TPCONV" merge "$T/infv" -o "$T/infv.safetensors"
 [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/infv.safetensors" && ok "merge of a set without a manifest takes the preset from its config.json" ||
   bad "merge infers the preset" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" verify --reference "$M/llama" --shards "$T/infv" --ranks 2
 [ "$rc" = 0 ] && ok "verify of a set without a manifest takes the preset from config.json" || bad "verify infers the preset" "exit $rc" "$(cat "$T/err")"
-mkdir -p "$T/mt" && cp "$M/llama/model.safetensors" "$T/mt/" &&
-  $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); del c["architectures"]; json.dump(c, open(sys.argv[2], "w"))' "$M/llama/config.json" "$T/mt/config.json"
-run "$TPCONV" shard "$T/mt" --tp 2 --dry-run -v
-[ "$rc" = 0 ] && grep -qF "preset llama, from '$T/mt/config.json' architecture LlamaForCausalLM" "$T/err" &&
+mkdir -p "$T/mtype" && cp "$M/llama/model.safetensors" "$T/mtype/" &&
+  $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); del c["architectures"]; json.dump(c, open(sys.argv[2], "w"))' "$M/llama/config.json" "$T/mtype/config.json"
+run "$TPCONV" shard "$T/mtype" --tp 2 --dry-run -v
+[ "$rc" = 0 ] && grep -qF "preset llama, from '$T/mtype/config.json' architecture LlamaForCausalLM" "$T/err" &&
   ok "a config.json without architectures: the preset from its model_type" || bad "preset from model_type" "exit $rc" "$(cat "$T/err")"
 mkdir -p "$T/olmo" && cp "$M/llama/model.safetensors" "$T/olmo/" && sed 's/LlamaForCausalLM/Olmo2ForCausalLM/' "$M/llama/config.json" >"$T/olmo/config.json"
 expect_fail "--preset llama on a model whose config.json names Olmo2ForCausalLM: refused, both named" 2 \
