@@ -237,5 +237,15 @@ run "$TPCONV" shard "$ST" --preset llama --tp 2 --layout hf-mapping -o "$T/bare_
 run "$TPCONV" merge "$T/set_tpconv" -o "$T/bare_merged/" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare_merged/config.json" ] && ls "$T/bare_merged" | grep -q safetensors && ok "merge --no-extras writes weights only" ||
   bad "merge --no-extras" "exit $rc" "$(cat "$T/err")" "$(ls "$T/bare_merged")"
+# config.json rewritten (a cast names its dtype) keeps the model's key order,
+# its numbers' text and transformers' 2-space indent: the model's own text but
+# for torch_dtype, and a final newline
+mkdir -p "$T/c19" && cp "$SRC/tests/data/tiny_llama.safetensors" "$SRC/tests/data/config.json" "$T/c19/"
+run "$TPCONV" convert "$T/c19" --dtype bf16 -o "$T/c19_out/" -q
+[ "$rc" = 0 ] && $PY -c '
+import sys
+src = open(sys.argv[1]).read().rstrip("\n") + "\n"
+assert open(sys.argv[2]).read() == src.replace("\"float32\"", "\"bfloat16\""), open(sys.argv[2]).read()[:200]' "$T/c19/config.json" "$T/c19_out/config.json" 2> "$T/perr" &&
+  ok "a rewritten config.json: the model's key order, number text and 2-space indent" || bad "config.json text" "exit $rc" "$(cat "$T/err" "$T/perr")"
 echo "1..$n"
 [ "$failed" = 0 ]
