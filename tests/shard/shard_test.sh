@@ -25,6 +25,11 @@ $PY "$H/make_models.py" "$M" 0 >/dev/null && $PY "$H/make_models.py" "$T/m2" 1 >
 HAVE_TORCH_FMT=0
 "$TPCONV" --help | grep -q '^Formats read.*torch' && HAVE_TORCH_FMT=1
 
+# ---- the harness: a chain `run A && run B` stops at the step that failed, and bad names it
+( run false "$T/first" && run true; echo "rc=$rc"; bad "x" ) > "$T/chain"
+grep -qx "rc=1" "$T/chain" && grep -qx "# failed step: exit 1: false first" "$T/chain" &&
+  ok "run returns its exit status; bad reports the failed step of a chain" || bad "the harness's chains" "$(cat "$T/chain")"
+
 # ---- CLI basics
 for c in shard merge plan; do
   run "$TPCONV" $c --help
