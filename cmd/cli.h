@@ -65,6 +65,9 @@ bool tpc_cli_folder_output(const char *out);
 /* A report (--json, --junit) to `path`, atomically; "-" is standard output. */
 struct tpc_buf;
 int tpc_cli_write_report(const char *path, const struct tpc_buf *b, tpc_err *e);
+/* Can a report be written to `path` (NULL and "-": yes)? Checked before a
+ * long run, so that an unwritable path fails at once (exit 4). */
+int tpc_cli_report_check(const char *path, tpc_err *e);
 
 /* The writer of OUT for convert and merge: --format NAME (`fmt_name`) when
  * given, a folder format (dcp) laying out its own files; else the index
@@ -171,12 +174,14 @@ int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck);
  */
 enum {
 	TPC_OPT_TP = 0x1100, TPC_OPT_PP, TPC_OPT_PRESET, TPC_OPT_PLAN, TPC_OPT_CONFIG, TPC_OPT_HEADS,
-	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SELECT, TPC_OPT_SET_END,
+	TPC_OPT_KV_HEADS, TPC_OPT_HEAD_DIM, TPC_OPT_HIDDEN, TPC_OPT_VOCAB, TPC_OPT_SELECT, TPC_OPT_PRESET_FORCE,
+	TPC_OPT_SET_END,
 };
 /* the degrees and plan alone (convert, inspect: the facts come with the remap options) */
 #define TPC_CLI_SET_PLAN_LONGOPTS \
 	{"tp", required_argument, NULL, TPC_OPT_TP}, {"pp", required_argument, NULL, TPC_OPT_PP}, \
-	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}
+	{"preset", required_argument, NULL, TPC_OPT_PRESET}, {"plan", required_argument, NULL, TPC_OPT_PLAN}, \
+	{"preset-force", no_argument, NULL, TPC_OPT_PRESET_FORCE}
 #define TPC_CLI_SET_LONGOPTS \
 	TPC_CLI_SET_PLAN_LONGOPTS, {"config", required_argument, NULL, TPC_OPT_CONFIG}, {"heads", required_argument, NULL, TPC_OPT_HEADS}, \
 	{"kv-heads", required_argument, NULL, TPC_OPT_KV_HEADS}, {"head-dim", required_argument, NULL, TPC_OPT_HEAD_DIM}, \
@@ -186,6 +191,8 @@ enum {
 typedef struct tpc_cli_set {
 	int64_t tp, pp;           /* 0: not given */
 	const char *preset, *plan_file, *config;
+	bool preset_force;        /* --preset-force: the preset even where config.json names
+				   * an architecture its record does not list */
 	const char *select;       /* --select: a subtree of a checkpoint file */
 	tpc_model_facts facts;    /* --heads, --kv-heads, --head-dim, --hidden, --vocab */
 	tpc_value *globals;       /* a checkpoint's pickle globals collected here (inspect --globals), or NULL */
@@ -242,6 +249,17 @@ void tpc_cli_input_init(tpc_cli_input *in);
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,
 		       unsigned flags, tpc_err *e);
 void tpc_cli_input_release(tpc_cli_input *in);
+/* The preset of a model whose config.json (the file cfg_path, or the text
+ * cfg_json; neither: none) names its architecture (architectures[0], else
+ * its model_type): --preset checked against it (a record that does not
+ * list it is refused, exit 2 naming both, unless --preset-force), else the
+ * family that lists it when no --plan is given. *preset: set->preset, the
+ * inferred name (said with -v), or NULL. 0 or the exit status (said). */
+int tpc_cli_preset_for(const char *cmd, const struct tpc_cli_set *set, const char *cfg_path, const char *cfg_json,
+		       const char **preset);
+/* The config.json that describes the model at `path` (--config; a model
+ * folder's or a set's own; a set's rank 0 folder's), or NULL (malloc'd). */
+char *tpc_cli_model_config(const char *path, const struct tpc_cli_set *set);
 /* A checkpoint whose file holds its configuration (GGUF): the config.json
  * it gives (*json, malloc'd; NULL for other formats) and its facts filled
  * into *f where *f has none. */

@@ -46,15 +46,96 @@ int tpc_cli_input_opt(tpc_cli_set *s, tpc_cli_remap *rm, const char *cmd, int co
 	return -1;
 }
 
-static int flags_plan(tpc_cli_input *in, const tpc_cli_set *set, tpc_err *e)
+static int flags_plan(tpc_cli_input *in, const char *preset, const tpc_cli_set *set, tpc_err *e)
 {
 	int ret;
-	if (in->have_plan || (!set->preset && !set->plan_file))
+	if (in->have_plan || (!preset && !set->plan_file))
 		return 0;
-	if ((ret = tpc_cli_load_plan(set->preset, set->plan_file, &in->plan, e)))
+	if ((ret = tpc_cli_load_plan(preset, set->plan_file, &in->plan, e)))
 		return ret;
 	in->have_plan = true;
 	return 0;
+}
+
+char *tpc_cli_model_config(const char *path, const tpc_cli_set *set)
+{
+	if (set->config)
+		return tpc_strdup(set->config);
+	const tpc_layout *lay = NULL;
+	char *dir = tpc_extras_source_dir(path), *cfg = dir ? tpc_path_join(dir, "config.json") : NULL;
+	free(dir);
+	if (cfg && tpc_exists(cfg))
+		return cfg;
+	free(cfg);
+	cfg = NULL;
+	/* a set that keeps the config in each rank's folder (hf) */
+	char *r0 = tpc_set_detect(path, &lay) == TPC_SET_FOREIGN && lay && lay->foreign_rank_path
+			   ? lay->foreign_rank_path(path, 0, 0, 1) : NULL;
+	dir = r0 ? tpc_path_dir(r0) : NULL;
+	cfg = dir ? tpc_path_join(dir, "config.json") : NULL;
+	free(r0);
+	free(dir);
+	if (cfg && tpc_exists(cfg))
+		return cfg;
+	free(cfg);
+	return NULL;
+}
+
+/* The architecture a config.json names: architectures[0], else the hf_arch
+ * its model_type stands for, else model_type itself; "" if none. */
+static void config_arch(const cJSON *c, char *arch, size_t n)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "architectures");
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c, "model_type");
+	const char *name = NULL;
+	arch[0] = 0;
+	if (cJSON_IsArray(a) && cJSON_IsString(a->child))
+		name = a->child->valuestring;
+	else if (cJSON_IsString(mt) && !tpc_family_by_model_type(mt->valuestring, &name))
+		name = mt->valuestring;
+	if (name)
+		snprintf(arch, n, "%s", name);
+}
+
+int tpc_cli_preset_for(const char *cmd, const tpc_cli_set *set, const char *cfg_path, const char *cfg_json,
+		       const char **preset)
+{
+	char *text = NULL, arch[128], what[TPC_ERR_PATH_MAX + 16];
+	size_t len = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	*preset = set->preset;
+	if (set->plan_file || (!cfg_path && !cfg_json))
+		return 0;
+	/* an unreadable config.json is the facts' to report */
+	if (!cfg_json && tpc_read_file(cfg_path, 64u << 20, &text, &len, &e))
+		return 0;
+	cJSON *c = cJSON_Parse(cfg_json ? cfg_json : text);
+	free(text);
+	config_arch(c, arch, sizeof(arch));
+	cJSON_Delete(c);
+	if (!arch[0])
+		return 0;
+	if (cfg_path)
+		snprintf(what, sizeof(what), "'%s'", cfg_path);
+	else
+		snprintf(what, sizeof(what), "the GGUF's metadata");
+	const tpc_family *own = tpc_family_by_arch(arch), *pf = tpc_family_find(set->preset);
+	if (!set->preset) {
+		if (own && own->plan) {
+			*preset = own->name;
+			tpc_cli_info("preset %s, from %s architecture %s", own->name, what, arch);
+		}
+		return 0;
+	}
+	if (!pf || set->preset_force || tpc_family_fits(pf, arch))
+		return 0;
+	char hint[96] = "";
+	if (own && own->plan)
+		snprintf(hint, sizeof(hint), "--preset %s, or ", own->name);
+	return tpc_cli_usage(cmd, "--preset %s is for %s, but %s names %s: give %s--preset-force to split it with the %s plan anyway",
+			     set->preset, pf->hf_arch && pf->hf_arch[0] ? pf->hf_arch[0] : "no architecture", what, arch, hint,
+			     set->preset);
 }
 
 int tpc_cli_input_facts(const tpc_cli_input *in, const tpc_cli_set *set, tpc_model_facts *out, tpc_err *e)
@@ -157,9 +238,12 @@ int tpc_cli_own_config(const tpc_ckpt *ck, char **json, tpc_model_facts *f, tpc_
 	return 0;
 }
 
-static int own_config(tpc_cli_input *in, tpc_err *e)
+static int own_config(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, tpc_err *e)
 {
+	const char *preset;
 	int ret = tpc_cli_own_config(&in->ck, &in->hf_config, &in->own, e);
+	if (!ret && in->hf_config && set->preset)
+		ret = tpc_cli_preset_for(cmd, set, NULL, in->hf_config, &preset);
 	if (ret || !in->hf_config || in->have_plan)
 		return ret;
 	cJSON *c = cJSON_Parse(in->hf_config);
@@ -207,7 +291,7 @@ static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, 
 		if (fp && (ret = tpc_cli_load_plan(fp, NULL, &in->plan, e)))
 			return ret;
 		in->have_plan = in->have_plan || fp;
-		in->plan_name = fp ? fp : set->preset ? set->preset : set->plan_file;
+		in->plan_name = fp ? fp : in->plan_name ? in->plan_name : set->plan_file;
 		if (!in->have_plan && (flags & TPC_CLI_IN_RANK0) && lay && lay->foreign_rank_path)
 			return open_rank0(in, lay, oo, e);
 	}
@@ -250,8 +334,21 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	in->path = path;
 	in->kind = tpc_set_detect(path, &lay);
 	in->layout = lay;
-	if ((ret = flags_plan(in, set, e)))
+	/* the preset checked against the model's config.json, or inferred from it
+	 * where the command takes a plan and no flag or manifest names one */
+	const char *preset = set->preset;
+	bool infer = (in->kind == TPC_SET_NONE && (flags & TPC_CLI_IN_SET_PLAN)) ||
+		     (in->kind == TPC_SET_FOREIGN && !(flags & TPC_CLI_IN_RANK0));
+	if (set->preset || infer) {
+		char *cfg = tpc_cli_model_config(path, set);
+		ret = tpc_cli_preset_for(cmd, set, cfg, NULL, &preset);
+		free(cfg);
+		if (ret)
+			return ret;
+	}
+	if ((ret = flags_plan(in, preset, set, e)))
 		return ret; /* the plan's own error, not the input's */
+	in->plan_name = preset;
 	tpc_open_opts oo;
 	memset(&oo, 0, sizeof(oo));
 	oo.select = set->select;
@@ -269,7 +366,7 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
 		in->have_ck = true;
 		in->view = &in->ck;
-		if ((flags & TPC_CLI_IN_HF_NAMES) && (flags & TPC_CLI_IN_SET_PLAN) && (ret = own_config(in, e)))
+		if ((flags & TPC_CLI_IN_HF_NAMES) && (flags & TPC_CLI_IN_SET_PLAN) && (ret = own_config(in, cmd, set, e)))
 			goto out;
 		/* a Megatron checkpoint's args (a legacy rank file's own, a
 		 * torch_dist folder's common.pt): the facts convert's rules use */

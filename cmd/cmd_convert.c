@@ -280,7 +280,10 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 		bool inside = set_dir && tpc_shard_path_inside(c->out, set_dir);
 		free(set_dir);
 		if (inside) {
-			tpc_err_at(&e, TPC_EUSAGE, c->out, NULL, "the output is inside the input shard set's folder; choose another place");
+			/* a plain model folder is read whole too, but it is no shard set */
+			bool set = tpc_set_detect(c->in, NULL) != TPC_SET_NONE;
+			tpc_err_at(&e, TPC_EUSAGE, c->out, NULL, "the output is inside the input %s folder '%s', which is being read; choose another place",
+				   set ? "shard set's" : "model's", c->in);
 			return tpc_cli_fail(&e);
 		}
 	}

@@ -134,6 +134,10 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 		goto done;
 	}
 	const char *pa = argv[optind], *pb = argv[optind + 1];
+	tpc_err_init(&e);
+	/* an unwritable report path fails before the comparison, not after it */
+	if (tpc_cli_report_check(json, &e) || tpc_cli_report_check(junit, &e))
+		goto fail;
 	opened_a = true;
 	if ((ret = open_side(&sa, pa, &set, checksums, &e)))
 		goto opened;

@@ -265,11 +265,24 @@ static void header(insp *x, tpc_buf *out)
 		tpc_buf_adds(out, "},\"tensors\":[");
 		return;
 	}
-	char sz[32];
+	char sz[32], fsz[32];
 	fputs(x->set_line, stdout);
-	printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", x->path, ck->format ? ck->format : "?",
-	       ck->nsrc, ck->nsrc == 1 ? "" : "s", ck->n, (unsigned long long)x->params,
-	       tpc_fmt_size(x->bytes, sz, sizeof(sz)));
+	uint64_t file_bytes = 0;
+	bool dq = false;
+	for (size_t i = 0; i < ck->n && !dq; i++)
+		dq = ck->t[i].dq != NULL;
+	for (size_t i = 0; dq && i < ck->nsrc; i++)
+		file_bytes += ck->src[i].size;
+	/* a quantized file read dequantized: what it holds is not what it weighs */
+	if (dq)
+		printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, file %s, dequantized %s\n", x->path,
+		       ck->format ? ck->format : "?", ck->nsrc, ck->nsrc == 1 ? "" : "s", ck->n,
+		       (unsigned long long)x->params, tpc_fmt_size(file_bytes, fsz, sizeof(fsz)),
+		       tpc_fmt_size(x->bytes, sz, sizeof(sz)));
+	else
+		printf("# %s: %s, %zu file%s, %zu tensors, %llu parameters, %s\n", x->path, ck->format ? ck->format : "?",
+		       ck->nsrc, ck->nsrc == 1 ? "" : "s", ck->n, (unsigned long long)x->params,
+		       tpc_fmt_size(x->bytes, sz, sizeof(sz)));
 	for (const char *a = ck->about; a && *a;) {
 		/* the reader's account: framework, ranks, model and optimizer state */
 		const char *nl = strchr(a, '\n');

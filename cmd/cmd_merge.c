@@ -41,7 +41,13 @@ static const char *help =
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
 	"  --format NAME            %s (Output formats, below)\n"
 	"  --max-shard-size SIZE    HF-sharded output with files of at most SIZE\n"
-	"  --preset NAME, --plan FILE   the plan of a set without a manifest\n"
+	"  --outtype TYPE, --gguf-pre NAME   a GGUF output's types and BPE pre-tokenizer,\n"
+	"                           as 'tpconv convert' takes them\n"
+	"  --dedup-tied             safetensors: store tied tensors once (as convert)\n"
+	"  --preset NAME, --plan FILE   the plan of a set without a manifest (neither: the\n"
+	"                           preset of the architecture its config.json names)\n"
+	"  --preset-force           use --preset though config.json names an architecture\n"
+	"                           its family does not list (else exit 2)\n"
 	"  --tp N, --pp M           the set's degrees, for sets without a manifest\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N   model facts\n"
@@ -69,7 +75,7 @@ static void print_help(void)
 
 enum {
 	O_FORMAT = 256, O_MAXSZ,
-	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ,
+	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ, O_OUTTYPE, O_GGUF_PRE, O_DEDUP,
 };
 
 int cmd_merge(int argc, char **argv)
@@ -81,6 +87,8 @@ int cmd_merge(int argc, char **argv)
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"dry-run", no_argument, NULL, O_DRY},
 		{"no-extras", no_argument, NULL, O_NOX}, {"force", no_argument, NULL, 'f'},
 		{"dequantize", no_argument, NULL, O_DEQ},
+		{"outtype", required_argument, NULL, O_OUTTYPE}, {"gguf-pre", required_argument, NULL, O_GGUF_PRE},
+		{"dedup-tied", no_argument, NULL, O_DEDUP},
 		{"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -114,6 +122,9 @@ int cmd_merge(int argc, char **argv)
 		case O_DRY: dry = true; break;
 		case O_NOX: no_extras = true; break;
 		case O_DEQ: dequant = true; break;
+		case O_OUTTYPE: wo.outtype = optarg; break;
+		case O_GGUF_PRE: wo.gguf_pre = optarg; break;
+		case O_DEDUP: wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
@@ -148,6 +159,10 @@ int cmd_merge(int argc, char **argv)
 	bool sharded;
 	if ((ret = tpc_cli_writer("merge", out, fmt_name, maxsz != NULL, &wo, &outf, &sharded)))
 		goto done;
+	if ((wo.outtype || wo.gguf_pre) && !dry && strcmp(outf->name, "gguf")) {
+		ret = tpc_cli_usage("merge", "%s goes with a GGUF output", wo.outtype ? "--outtype" : "--gguf-pre");
+		goto done;
+	}
 	/* a real merge checks the checksums while it writes (before the commit) */
 	if ((ret = tpc_cli_input_open(&in, "merge", dir, &set, TPC_CLI_IN_SET | take0 | (checksums ? TPC_CLI_IN_CHECKSUMS : 0) |
 						       (dry ? 0 : TPC_CLI_IN_DEFER), &e))) {

@@ -41,8 +41,10 @@ static const char *help =
 	"  --preset NAME            a built-in plan, one per model family (tpconv plan --list):\n"
 	"%s"
 	"  --plan FILE              a plan in JSON\n"
-	"                           (a GGUF input: read as its Hugging Face model, the facts from\n"
-	"                           its metadata, its family's preset when neither is given)\n"
+	"                           (neither: the preset of the architecture config.json names,\n"
+	"                           or a GGUF's metadata; a GGUF is read as its Hugging Face model)\n"
+	"  --preset-force           the --preset even where config.json names an architecture\n"
+	"                           its family does not list (else exit 2)\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
 	"  --heads N, --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
 	"                           model facts (override --config and the plan)\n"
@@ -129,6 +131,7 @@ int tpc_cli_set_opt(tpc_cli_set *s, const char *cmd, int code, const char *flag,
 	case TPC_OPT_PP: return tpc_cli_count(cmd, "--pp", arg, TPC_MAX_TP, &s->pp);
 	case TPC_OPT_PRESET: s->preset = arg; return 0;
 	case TPC_OPT_PLAN: s->plan_file = arg; return 0;
+	case TPC_OPT_PRESET_FORCE: s->preset_force = true; return 0;
 	case TPC_OPT_CONFIG: s->config = arg; return 0;
 	case TPC_OPT_SELECT: s->select = arg; return 0;
 	case TPC_OPT_HEADS: fact = &s->facts.heads; break;

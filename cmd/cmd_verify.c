@@ -43,7 +43,10 @@ static const char *help =
 	"Options:\n"
 	"  --reference ORIG         the unsplit checkpoint (any format tpconv reads)\n"
 	"  --shards DIR             the shard set (a tpconv manifest, OSLO or TensorRT-LLM files)\n"
-	"  --preset NAME, --plan FILE   the plan of a set without a manifest\n"
+	"  --preset NAME, --plan FILE   the plan of a set without a manifest (neither: the\n"
+	"                           preset of the architecture config.json names)\n"
+	"  --preset-force           use --preset though config.json names an architecture\n"
+	"                           its family does not list (else exit 2)\n"
 	"  --ranks N (--tp N)       tensor-parallel degree of a set without a manifest\n"
 	"  --pp M                   pipeline stages (a set with a manifest: must be its own)\n"
 	"  --config FILE            model facts from a Hugging Face config.json\n"
@@ -225,6 +228,29 @@ static int write_reports(const tpc_verify_report *rep, const char *json, const c
 	return wr;
 }
 
+/* A run that ended before its checks (a missing or unreadable rank file,
+ * exit 3): the failure as one test case of the JUnit report, so that CI
+ * shows why. The report's own error, if any, is only warned about. */
+static void junit_failure(tpc_verify_report *rep, const char *junit, const tpc_err *why)
+{
+	tpc_vresult res;
+	tpc_err e2;
+	tpc_buf b = TPC_BUF_INIT;
+	memset(&res, 0, sizeof(res));
+	tpc_err_init(&e2);
+	res.kind = TPC_VC_STRUCTURE;
+	res.status = TPC_VR_FAIL;
+	tpc_sanitize(res.name, sizeof(res.name), why->path[0] ? why->path : "input");
+	snprintf(res.dtype, sizeof(res.dtype), "-");
+	tpc_sanitize(res.msg, sizeof(res.msg), why->msg);
+	if (!tpc_verify_report_add(rep, &res)) {
+		tpc_verify_report_junit(rep, &b);
+		if (tpc_cli_write_report(junit, &b, &e2))
+			tpc_cli_warn("the JUnit report was not written: %s", e2.msg);
+	}
+	tpc_buf_release(&b);
+}
+
 /* Rank 0, unless -q: the run in one line on stderr. */
 static void summary(const tpc_verify_report *rep, const tpc_verify_set *set)
 {
@@ -260,7 +286,7 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 	tpc_verify_report rep;
 	tpc_progress prog;
 	tpc_err e;
-	bool force_progress = false;
+	bool force_progress = false, reports_ok = false;
 	int ret;
 
 	memset(&a, 0, sizeof(a));
@@ -288,6 +314,10 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 			tpc_cli_warn("started by mpirun, but this tpconv was built without MPI: every process checks the whole set");
 		}
 	}
+	/* an unwritable report path fails before the check, not after it */
+	if (a.me == 0 && ((ret = tpc_cli_report_check(json, &e)) || (ret = tpc_cli_report_check(junit, &e))))
+		goto fail;
+	reports_ok = true;
 	if ((ret = tpc_cli_vdesc_open(&d, &e)) || (ret = tpc_cli_vdesc_build(&d, &set, &rep, &e)))
 		goto fail;
 	tpc_cli_info("verify: %zu tensors, tp %d, pp %d, %s", set.n, d.tp, d.pp, a.mpi ? "mpi" : "threads");
@@ -313,6 +343,8 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 fail:
 	if (ret > 0)
 		goto done; /* an exit status, its message said */
+	if (a.me == 0 && junit && reports_ok && ret == TPC_EINPUT)
+		junit_failure(&rep, junit, &e);
 	ret = tpc_cli_fail(&e); /* TPC_EUSAGE (an unknown preset) is exit 2 with its message */
 	if (a.mpi)
 		tpc_verify_mpi_abort(ret); /* ranks may wait in a collective for this one */

@@ -107,6 +107,20 @@ int tpc_cli_usage(const char *cmd, const char *fmt, ...)
 	return 2;
 }
 
+int tpc_cli_report_check(const char *path, tpc_err *e)
+{
+	tpc_out o;
+	int ret;
+	if (!path || !strcmp(path, "-"))
+		return 0;
+	/* the temporary the report will be written through, opened and removed */
+	memset(&o, 0, sizeof(o));
+	if ((ret = tpc_out_open(&o, path, TPC_OUT_FORCE, e)))
+		return ret;
+	tpc_out_abort(&o);
+	return 0;
+}
+
 int tpc_cli_write_report(const char *path, const tpc_buf *b, tpc_err *e)
 {
 	if (b->oom)

@@ -231,6 +231,18 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 	if (ret)
 		return ret;
 	d->pp = 1;
+	/* the preset checked against the reference's config.json (else the
+	 * set's), or inferred from it for a set without a manifest */
+	const char *preset = a->set.preset;
+	char *cfg = tpc_cli_model_config(a->ref_path, &a->set);
+	if (!cfg)
+		cfg = tpc_cli_model_config(a->dir, &a->set);
+	ret = cfg ? tpc_cli_preset_for("verify", &a->set, cfg, NULL, &preset) : 0;
+	free(cfg);
+	if (ret)
+		return ret;
+	if (d->have_man && !a->set.preset)
+		preset = NULL; /* the manifest's plan */
 	if (d->have_man) {
 		d->tp = d->man.tp;
 		d->pp = d->man.pp;
@@ -248,8 +260,8 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		if (tpc_set_detect(a->dir, &d->layout) != TPC_SET_FOREIGN)
 			return tpc_err_set(e, TPC_EINPUT, "'%s' has no %s and no rank files tpconv knows", a->dir,
 					   TPC_MANIFEST_NAME);
-		if (!a->set.preset && !a->set.plan_file)
-			return tpc_cli_usage("verify", "a set without a manifest needs --preset or --plan");
+		if (!preset && !a->set.plan_file)
+			return tpc_cli_usage("verify", "a set without a manifest needs --preset or --plan (or a config.json naming its architecture)");
 		if (!a->set.tp)
 			return tpc_cli_usage("verify", "a set without a manifest needs --ranks N");
 		if (a->set.pp > 1) /* nothing says which stage holds a tensor */
@@ -257,10 +269,10 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 					     (long long)a->set.pp);
 		d->tp = (int)a->set.tp;
 	}
-	if (a->set.preset || a->set.plan_file) {
+	if (preset || a->set.plan_file) {
 		tpc_plan_release(&d->plan);
 		tpc_plan_init(&d->plan);
-		if ((ret = tpc_cli_load_plan(a->set.preset, a->set.plan_file, &d->plan, e)))
+		if ((ret = tpc_cli_load_plan(preset, a->set.plan_file, &d->plan, e)))
 			return ret;
 		d->have_plan = true;
 	}

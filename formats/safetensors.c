@@ -121,6 +121,20 @@ static int parse_header(const uint8_t *p, uint64_t n, const char *path, cJSON **
 				   "file is %llu bytes, too short for the 8-byte safetensors header length",
 				   (unsigned long long)n);
 	N = tpc_rd64le(p);
+	/* a length whose 8 bytes are all text is the start of a text file (a
+	 * README, an HTML error page saved under the name), not a length */
+	bool text = N > n - 8;
+	for (int i = 0; i < 8 && text; i++)
+		text = (p[i] >= 0x20 && p[i] < 0x7f) || p[i] == '\t' || p[i] == '\n' || p[i] == '\r';
+	if (text) {
+		char head[9], shown[32];
+		memcpy(head, p, 8);
+		head[8] = 0;
+		tpc_sanitize(shown, sizeof(shown), head);
+		return TPC_CORRUPT(e, path, 0, NULL,
+				   "not a safetensors file: it starts with the text '%s' where the 8-byte header length should be",
+				   shown);
+	}
 	if (N > TPC_ST_MAX_HEADER)
 		return TPC_CORRUPT(e, path, 0, NULL,
 				   "header length %llu exceeds the %llu-byte limit", (unsigned long long)N,

@@ -183,6 +183,19 @@ void tpc_buf_xml_str(tpc_buf *b, const char *s, size_t n)
 		case '"': tpc_buf_adds(b, "&quot;"); break;
 		case '\'': tpc_buf_adds(b, "&apos;"); break;
 		default:
+			if (c >= 0x80) {
+				/* bytes that are not UTF-8 (a Latin-1 file name) would make
+				 * the document unparsable: U+FFFD for each, as a decoder shows them */
+				uint32_t cp;
+				size_t k = utf8_dec((const unsigned char *)s + i, n - i, &cp);
+				if (!k || cp == 0xFFFE || cp == 0xFFFF) {
+					tpc_buf_adds(b, "\xEF\xBF\xBD");
+				} else {
+					tpc_buf_add(b, s + i, k);
+					i += k - 1;
+				}
+				break;
+			}
 			/* XML 1.0 has no control characters but tab and newline */
 			tpc_buf_addc(b, (c < 0x20 && c != '\t' && c != '\n') ? '?' : (char)c);
 		}

@@ -42,8 +42,8 @@ char *tpc_buf_detach(tpc_buf *b, size_t *len);
  * way Python's json.dumps does by default; invalid UTF-8 bytes become U+FFFD. */
 void tpc_buf_json_str(tpc_buf *b, const char *s, size_t n, bool ascii);
 /* Append s[0..n) as XML 1.0 character data or attribute text: the five
- * entities escaped, control characters other than tab and newline as '?'
- * (JUnit reports). */
+ * entities escaped, control characters other than tab and newline as '?',
+ * bytes that are not UTF-8 as U+FFFD (JUnit reports: the document parses). */
 void tpc_buf_xml_str(tpc_buf *b, const char *s, size_t n);
 
 /* Is `s` (n bytes) valid UTF-8 (no overlongs, no surrogates)? */

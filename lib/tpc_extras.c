@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tpc_buf.h"
 #include "tpc_ckpt.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
@@ -180,10 +181,74 @@ static int keep_number_text(cJSON *node, const char **p, const char *end)
 	return 0;
 }
 
+/* A member set where it is (a new one at the end): the model's key order kept. */
 static void set_string(cJSON *j, const char *key, const char *value)
 {
-	cJSON_DeleteItemFromObjectCaseSensitive(j, key);
-	cJSON_AddStringToObject(j, key, value);
+	cJSON *v = cJSON_CreateString(value);
+	if (v && cJSON_GetObjectItemCaseSensitive(j, key))
+		cJSON_ReplaceItemInObjectCaseSensitive(j, key, v);
+	else if (v)
+		cJSON_AddItemToObject(j, key, v);
+}
+
+/* A number as Python's repr writes it where cJSON can tell: integral values
+ * as integers, others in the fewest digits that read back the same. */
+static void print_number(tpc_buf *b, double v)
+{
+	char num[40];
+	if (v == (double)(int64_t)v && v > -9007199254740992.0 && v < 9007199254740992.0) {
+		tpc_buf_addf(b, "%lld", (long long)v);
+		return;
+	}
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(num, sizeof(num), "%.*g", prec, v);
+		if (strtod(num, NULL) == v)
+			break;
+	}
+	tpc_buf_adds(b, num);
+}
+
+static void print_item(tpc_buf *b, const cJSON *it, int depth)
+{
+	if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+		bool obj = cJSON_IsObject(it);
+		if (!it->child) {
+			tpc_buf_adds(b, obj ? "{}" : "[]");
+			return;
+		}
+		tpc_buf_addc(b, obj ? '{' : '[');
+		for (const cJSON *c = it->child; c; c = c->next) {
+			tpc_buf_addf(b, "\n%*s", 2 * (depth + 1), "");
+			if (obj) {
+				tpc_buf_json_str(b, c->string ? c->string : "", c->string ? strlen(c->string) : 0, true);
+				tpc_buf_adds(b, ": ");
+			}
+			print_item(b, c, depth + 1);
+			if (c->next)
+				tpc_buf_addc(b, ',');
+		}
+		tpc_buf_addf(b, "\n%*s%c", 2 * depth, "", obj ? '}' : ']');
+	} else if (cJSON_IsString(it)) {
+		tpc_buf_json_str(b, it->valuestring, strlen(it->valuestring), true);
+	} else if (cJSON_IsRaw(it)) {
+		tpc_buf_adds(b, it->valuestring); /* a number's own text (keep_number_text) */
+	} else if (cJSON_IsNumber(it)) {
+		print_number(b, it->valuedouble);
+	} else {
+		tpc_buf_adds(b, cJSON_IsTrue(it) ? "true" : cJSON_IsFalse(it) ? "false" : "null");
+	}
+}
+
+char *tpc_extras_config_text(const cJSON *j)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	print_item(&b, j, 0);
+	tpc_buf_addc(&b, '\n');
+	if (b.oom) {
+		tpc_buf_release(&b);
+		return NULL;
+	}
+	return b.p;
 }
 
 /* config.json with torch_dtype (and dtype), merged or dropped members, re-serialised.
@@ -229,25 +294,19 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 			goto out;
 		}
 		for (cJSON *it = m->child; it; it = it->next) {
-			cJSON_DeleteItemFromObjectCaseSensitive(j, it->string);
-			cJSON_AddItemToObject(j, it->string, cJSON_Duplicate(it, 1));
+			cJSON *v = cJSON_Duplicate(it, 1);
+			if (v && cJSON_GetObjectItemCaseSensitive(j, it->string))
+				cJSON_ReplaceItemInObjectCaseSensitive(j, it->string, v);
+			else if (v)
+				cJSON_AddItemToObject(j, it->string, v);
 		}
 	}
-	out = cJSON_Print(j);
-	if (!out) {
+	/* as transformers writes it: 2-space indent, the keys in the model's order */
+	if (!(out = tpc_extras_config_text(j))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	size_t ol = strlen(out);
-	char *nl = realloc(out, ol + 2);
-	if (!nl) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	out = nl;
-	out[ol] = '\n';
-	out[ol + 1] = '\0';
-	ret = tpc_write_file_atomic(dst, out, ol + 1, o->flags, e);
+	ret = tpc_write_file_atomic(dst, out, strlen(out), o->flags, e);
 out:
 	cJSON_Delete(j);
 	cJSON_Delete(m);

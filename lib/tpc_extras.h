@@ -89,6 +89,12 @@ char *tpc_extras_source_dir(const char *in);
  * config writes a minimal one otherwise.) */
 bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o);
 
+/* A config.json's text as transformers writes one (json.dumps(indent=2) and
+ * a newline; non-ASCII as \uXXXX): 2-space indent, members in j's order.
+ * malloc'd; NULL when out of memory. */
+struct cJSON;
+char *tpc_extras_config_text(const struct cJSON *j);
+
 /* Copy the companions of `src_dir` into `dst_dir` (created if missing).
  * *copied receives how many files were written (may be NULL). */
 int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,

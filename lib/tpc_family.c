@@ -20,6 +20,7 @@
  *                  GPT-2 (position_embedding, attention.qkv = c_attn)
  *   GGUF           gguf-py/gguf/constants.py TENSOR_NAMES (llama.cpp)
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -573,6 +574,58 @@ const tpc_family *tpc_family_by_trtllm_arch(const char *arch)
 		if (tpc_family_lists(families[i].trtllm.arch, arch))
 			return &families[i];
 	return tpc_family_by_arch(arch);
+}
+
+/* The stem of an architecture name, lowercase: "Qwen2MoeForCausalLM" ->
+ * "qwen2moe", "GPT2LMHeadModel" -> "gpt2", "BertModel" -> "bert". */
+static void arch_stem(const char *arch, char *out, size_t n)
+{
+	static const char *const ends[] = {"For", "LMHeadModel", "Model"};
+	size_t len = strlen(arch), k = 0;
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		const char *p = strstr(arch, ends[i]);
+		if (p && p > arch && (size_t)(p - arch) < len)
+			len = (size_t)(p - arch);
+	}
+	for (size_t i = 0; i < len && k + 1 < n; i++)
+		out[k++] = (char)tolower((unsigned char)arch[i]);
+	out[k] = 0;
+}
+
+const tpc_family *tpc_family_by_model_type(const char *model_type, const char **arch)
+{
+	char want[64], stem[64];
+	size_t k = 0;
+	for (const char *p = model_type; p && *p && k + 1 < sizeof(want); p++)
+		if (*p != '_' && *p != '-')
+			want[k++] = (char)tolower((unsigned char)*p);
+	want[k] = 0;
+	for (size_t i = 0; k && i < tpc_family_count(); i++)
+		for (size_t j = 0; families[i].hf_arch && families[i].hf_arch[j]; j++) {
+			arch_stem(families[i].hf_arch[j], stem, sizeof(stem));
+			if (!strcmp(stem, want)) {
+				if (arch)
+					*arch = families[i].hf_arch[j];
+				return &families[i];
+			}
+		}
+	return NULL;
+}
+
+/* A plan's text after its "name" member: two presets of one plan. */
+static const char *plan_body(const char *plan)
+{
+	const char *p = plan ? strstr(plan, "\"name\"") : NULL;
+	p = p ? strstr(p + 6, "\",") : NULL;
+	return p ? p + 2 : plan;
+}
+
+bool tpc_family_fits(const tpc_family *f, const char *arch)
+{
+	if (!f || tpc_family_lists(f->hf_arch, arch))
+		return f != NULL;
+	const tpc_family *own = tpc_family_by_arch(arch);
+	return own && own->plan && f->plan && !strcmp(plan_body(own->plan), plan_body(f->plan));
 }
 
 const char *tpc_role_name(tpc_role r)

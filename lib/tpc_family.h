@@ -217,6 +217,16 @@ const tpc_family *tpc_family_by_arch(const char *arch);
  * trtllm.arch lists it, else tpc_family_by_arch. */
 const tpc_family *tpc_family_by_trtllm_arch(const char *arch);
 
+/* The family of a config.json without architectures, by its model_type: the
+ * record one of whose hf_arch has that stem, case and '_' aside
+ * ("qwen2_moe" -> Qwen2MoeForCausalLM, "gpt2" -> GPT2LMHeadModel); *arch
+ * (may be NULL) receives that hf_arch. NULL if none. */
+const tpc_family *tpc_family_by_model_type(const char *model_type, const char **arch);
+/* Does family f's plan split a model of architecture `arch`: f lists it, or
+ * the family that lists it has f's plan under another name (the llama plan
+ * of mistral, qwen2, qwen3, gemma, phi3)? */
+bool tpc_family_fits(const tpc_family *f, const char *arch);
+
 /* Whether a NULL-terminated list (hf_arch, rules, layouts) holds `s`. */
 bool tpc_family_lists(const char *const *list, const char *s);
 

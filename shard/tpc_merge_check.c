@@ -128,6 +128,13 @@ static int compare(const tpc__merge_check *c, size_t k, const uint8_t *h, tpc_er
 		return 0;
 	size_t i = k / (size_t)c->tp;
 	int r = c->stage[i] * c->tp + (int)(k % (size_t)c->tp);
+	/* another rank's slice in this rank's file: files swapped or renamed */
+	for (int q = 0; q < c->tp; q++) {
+		int rq = c->stage[i] * c->tp + q;
+		if (rq != r && !memcmp(h, c->want[i * (size_t)c->tp + (size_t)q], tpc_hash_len(c->alg)))
+			return tpc_err_at(e, TPC_EINPUT, c->path[r], c->name[i],
+					  "rank file holds rank %d's tensors, not rank %d's (files swapped or renamed?)", rq, r);
+	}
 	return tpc_err_at(e, TPC_EINPUT, c->path[r], c->name[i],
 		    "rank %d's copy does not match the manifest checksum (%s; a rank file from another set, or a corrupted one)",
 		    r, tpc_hash_name(c->alg));

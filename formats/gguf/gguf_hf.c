@@ -30,6 +30,7 @@
 
 #include "gguf.h"
 #include "tpc_cast.h"
+#include "tpc_extras.h"
 #include "tpc_family.h"
 #include "tpc_family_gguf.h"
 #include "tpc_util.h"
@@ -470,7 +471,7 @@ int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e)
 		ret = cfg_rules(o, &h, kv, h.a->hf_cfg);
 	if (!ret)
 		ret = cfg_rope(o, &h, kv, kv_int(kv_get(kv, h.arch, "embedding_length")));
-	if (!ret && !(*json = cJSON_Print(o)))
+	if (!ret && !(*json = tpc_extras_config_text(o)))
 		ret = tpc_err_nomem(e);
 	cJSON_Delete(o);
 	return ret;

@@ -337,20 +337,17 @@ int tpc__tree_to_meta(const tpc_ckpt *ck, char **json, tpc_err *e)
 	if (!ck->root || !tpc__torch_tree_matches(ck))
 		return 0;
 	/* Without a tree, reading the safetensors file back gives an OrderedDict
-	 * of its tensors in file order (dtype, then name). Skip the tree only when
-	 * that is exactly what the input was. */
+	 * of its tensors (in file order). A flat state dict (a dict or an
+	 * OrderedDict of names to tensors) is that already: no tree to restore
+	 * (its key order is the one thing lost, as in every safetensors file;
+	 * 50,000 names would cost 2 MB of header). */
 	const tpc_value *r = ck->root, *org = tpc_value_origin(r);
-	bool plain = r->kind == TPC_V_DICT && org && org->kind == TPC_V_CALL && org->n == 2 &&
-		     org->items[0]->kind == TPC_V_GLOBAL && !strcmp(org->items[0]->str, "collections.OrderedDict") &&
-		     org->items[1]->kind == TPC_V_TUPLE && org->items[1]->n == 0;
-	for (size_t i = 0; plain && i < r->n; i++) {
+	bool plain = r->kind == TPC_V_DICT &&
+		     (!org || (org->kind == TPC_V_CALL && org->n == 2 && org->items[0]->kind == TPC_V_GLOBAL &&
+			       !strcmp(org->items[0]->str, "collections.OrderedDict") &&
+			       org->items[1]->kind == TPC_V_TUPLE && org->items[1]->n == 0));
+	for (size_t i = 0; plain && i < r->n; i++)
 		plain = r->items[i]->kind == TPC_V_TENSOR && r->keys[i]->kind == TPC_V_STR;
-		if (plain && i) {
-			const tpc_tensor *a = &ck->t[r->items[i - 1]->ival], *b = &ck->t[r->items[i]->ival];
-			int ra = tpc_dtype_get(a->dtype)->st_rank, rb = tpc_dtype_get(b->dtype)->st_rank;
-			plain = ra > rb || (ra == rb && strcmp(a->name, b->name) < 0);
-		}
-	}
 	if (plain)
 		return 0;
 	*json = tpc_value_to_json(ck->root, namer, (void *)ck);

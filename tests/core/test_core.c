@@ -220,6 +220,11 @@ static void test_json_str(void **st)
 	assert_true(tpc_utf8_valid("\xc3\xa9", 2));
 	assert_false(tpc_utf8_valid("\xc0\xaf", 2));   /* overlong */
 	assert_false(tpc_utf8_valid("\xed\xa0\x80", 3)); /* surrogate */
+	/* XML text (JUnit): a Latin-1 path's bytes become U+FFFD, UTF-8 stays */
+	tpc_buf_xml_str(&b, "caf\xe9/<\xc3\xa9>\x01\xff", 11);
+	assert_string_equal(b.p, "caf\xef\xbf\xbd/&lt;\xc3\xa9&gt;?\xef\xbf\xbd");
+	assert_true(tpc_utf8_valid(b.p, b.len));
+	tpc_buf_release(&b);
 }
 
 /* A 3x4 f32 source viewed transposed, sliced and offset, as torch does. */
@@ -1009,9 +1014,9 @@ static void test_extras(void **st)
 	got = test_read_file(p, &len);
 	got = realloc(got, len + 1);
 	got[len] = 0;
-	assert_non_null(strstr((char *)got, "\"torch_dtype\":\t\"bfloat16\""));
-	assert_non_null(strstr((char *)got, "\"tp_size\":\t2"));
-	assert_non_null(strstr((char *)got, "\"hidden_size\":\t64"));
+	assert_non_null(strstr((char *)got, "\"torch_dtype\": \"bfloat16\""));
+	assert_non_null(strstr((char *)got, "\"tp_size\": 2"));
+	assert_non_null(strstr((char *)got, "\"hidden_size\": 64"));
 	free(got);
 	/* a second copy refuses to overwrite */
 	assert_int_equal(tpc_extras_copy(src, dst, NULL, &n, &e), TPC_EUSAGE);
@@ -1028,7 +1033,7 @@ static void test_extras(void **st)
 	got[len] = 0;
 	assert_null(strstr((char *)got, "mapping"));
 	assert_null(strstr((char *)got, "tpconv"));
-	assert_non_null(strstr((char *)got, "\"hidden_size\":\t64"));
+	assert_non_null(strstr((char *)got, "\"hidden_size\": 64"));
 	free(got);
 	/* ...and a config without it (an engine config from elsewhere) stays out */
 	snprintf(dst2, sizeof(dst2), "%s/foreign", dir);
@@ -1073,15 +1078,15 @@ static void test_extras_config_numbers(void **st)
 		char *got = (char *)test_read_file(p, &len);
 		got = realloc(got, len + 1);
 		got[len] = 0;
-		static const char *const kept[] = {"\"final_logit_softcapping\":\t30.0,", "\"attention_dropout\":\t0.0,",
-						   "\"rms_norm_eps\":\t1e-06,", "\"big\":\t12345678901234567890,",
-						   "\"neg\":\t-5E+2,", "\"rope_theta\":\t10000.0,", "[1.0, 2, -0.50]",
-						   "\"a \\\"2.0\\\" in 3 words -1\"", "\"hidden_size\":\t64,",
-						   "\"torch_dtype\":\t\"bfloat16\""};
+		static const char *const kept[] = {"\"final_logit_softcapping\": 30.0,", "\"attention_dropout\": 0.0,",
+						   "\"rms_norm_eps\": 1e-06,", "\"big\": 12345678901234567890,",
+						   "\"neg\": -5E+2,", "\"rope_theta\": 10000.0,", "[\n      1.0,\n      2,\n      -0.50\n    ]",
+						   "\"a \\\"2.0\\\" in 3 words -1\"", "\"hidden_size\": 64,",
+						   "\"torch_dtype\": \"bfloat16\""};
 		for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
 			if (!strstr(got, kept[i]))
 				fail_msg("%s: no %s in\n%s", p, kept[i], got);
-		assert_true((strstr(got, "\"tp_size\":\t2") != NULL) == (d == 0));
+		assert_true((strstr(got, "\"tp_size\": 2") != NULL) == (d == 0));
 		free(got);
 	}
 	test_rmrf(dir);
@@ -1099,9 +1104,9 @@ static void test_extras_config_dtype(void **st)
 	static const char *const cfgs[] = {"{\"dtype\": \"float32\", \"hidden_size\": 64}",
 					   "{\"torch_dtype\": \"float32\", \"dtype\": \"float32\"}",
 					   "{\"hidden_size\": 64}"};
-	static const char *const want[][2] = {{"\"dtype\":\t\"bfloat16\"", NULL},
-					      {"\"dtype\":\t\"bfloat16\"", "\"torch_dtype\":\t\"bfloat16\""},
-					      {"\"torch_dtype\":\t\"bfloat16\"", NULL}};
+	static const char *const want[][2] = {{"\"dtype\": \"bfloat16\"", NULL},
+					      {"\"dtype\": \"bfloat16\"", "\"torch_dtype\": \"bfloat16\""},
+					      {"\"torch_dtype\": \"bfloat16\"", NULL}};
 	tpc_extras_opts o = {0, "bfloat16", NULL, NULL, NULL, NULL};
 	for (int i = 0; i < 3; i++) {
 		snprintf(src, sizeof(src), "%s/in%d", dir, i);

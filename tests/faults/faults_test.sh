@@ -174,7 +174,9 @@ done
 "$TPCONV" shard "$SMALL" -o "$T/set" "${SHARD[@]}"
 hsum=$(cksum "$T/hf"/* "$T/set"/* | sort)
 run "$TPCONV" convert "$T/hf" -o "$T/hf/merged.safetensors"
-check "convert: output inside the input shard set (HF folder): exit 2" 2 "the output is inside the input shard set's folder" "$T/hf/merged.safetensors"
+check "convert: output inside the input model folder (HF shards, no shard set): exit 2, called a model's folder" 2 "the output is inside the input model's folder '$T/hf'" "$T/hf/merged.safetensors"
+run "$TPCONV" convert "$T/set" -o "$T/set/merged.safetensors"
+check "convert: output inside the input shard set: exit 2, called a shard set's folder" 2 "the output is inside the input shard set's folder '$T/set'" "$T/set/merged.safetensors"
 run "$TPCONV" convert "$T/hf/model.safetensors.index.json" -o "$T/hf/model-00001-of-00004.safetensors" -f
 check "convert: output is one of the input shards: exit 2" 2 "" ""
 run "$TPCONV" convert "$T/hf" -o "$T/hf" -f

@@ -121,6 +121,17 @@ for lay in tpconv hf megatron; do
     bad "a $lay set of tiny-llama (tp 2) merged or converted to GGUF" "$(cat "$T/err")" "$(cmp "$T/direct.gguf" "$T/$lay/m.gguf" 2>&1)" "$(cmp "$T/direct.gguf" "$T/$lay/c.gguf" 2>&1)"
   fi
 done
+# merge takes convert's GGUF output options: --outtype (and --gguf-pre) as convert
+if "$TPCONV" convert "$A/tiny-llama" -o "$T/direct_q8.gguf" --outtype q8_0 -q 2> "$T/err" &&
+   "$TPCONV" merge "$T/tpconv/tiny-llama" -o "$T/tpconv/m_q8.gguf" --outtype q8_0 -q 2>> "$T/err" &&
+   cmp -s "$T/direct_q8.gguf" "$T/tpconv/m_q8.gguf"; then
+  ok "merge SET -o x.gguf --outtype q8_0: byte-identical to convert --outtype q8_0"
+else
+  bad "merge --outtype q8_0" "$(cat "$T/err")" "$(cmp "$T/direct_q8.gguf" "$T/tpconv/m_q8.gguf" 2>&1)"
+fi
+"$TPCONV" merge "$T/tpconv/tiny-llama" -o "$T/tpconv/m_q8.safetensors" --outtype q8_0 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--outtype goes with a GGUF output" "$T/err" && [ ! -e "$T/tpconv/m_q8.safetensors" ] &&
+  ok "merge --outtype to a safetensors output: refused (exit 2)" || bad "merge --outtype to safetensors" "exit $rc" "$(cat "$T/err")"
 # a Megatron mp_rank tree without a manifest (its plan given), a plain DCP folder (read whole)
 rm "$T/megatron/tiny-llama/tpconv-manifest.json"
 rm -rf "$T/dcp" && mkdir "$T/dcp"

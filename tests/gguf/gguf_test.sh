@@ -21,6 +21,13 @@ for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k f16 f32; do
   if [ -n "$w" ] && [ "$w" = "$g" ]; then ok "$ty equals gguf.quants.dequantize"; else bad "$ty equals gguf.quants.dequantize" "want $w" "got $g"; fi
 done
 
+# inspect of a quantized GGUF: the file's bytes and the dequantized size, each named
+QK=$SRC/tests/gguf/quantized/Q4_K_M.gguf
+"$TPCONV" inspect "$QK" > "$T/insp" 2>&1
+if head -1 "$T/insp" | grep -q ", file 417 kB, dequantized 2.49 MB$" && [ "$(stat -c %s "$QK")" = 416832 ]; then
+  ok "inspect of a Q4_K_M GGUF: first line names the file's size and the dequantized size"
+else bad "inspect of a quantized GGUF names both sizes" "$(head -1 "$T/insp")"; fi
+
 # 2. GGUF -> GGUF keeps every byte (KVs, infos, packed blocks copied)
 check "gguf -> gguf" "$TPCONV" convert "$Q" -o "$T/same.gguf"
 check "gguf -> gguf is byte-identical" cmp "$T/same.gguf" "$Q"

@@ -66,6 +66,11 @@ static void test_bad_files(void **st)
 	assert_int_equal(parse(big, 16, &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "exceeds the 100000000-byte limit"));
 
+	/* a text file under a .safetensors name: its first 8 bytes are no length */
+	const char *txt = "hello, world\nthis is not a model\n";
+	assert_int_equal(parse((const uint8_t *)txt, strlen(txt), &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "not a safetensors file: it starts with the text 'hello, w'"));
+
 	const char *lfs = "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n";
 	assert_int_equal(parse((const uint8_t *)lfs, strlen(lfs), &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "Git LFS pointer"));

@@ -177,9 +177,13 @@ run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/m.safetensors" --preset llama --t
 [ "$rc" = 0 ] && cmp -s "$T/cv/m.safetensors" "$T/mv/m.safetensors" && same "$M/llama/model.safetensors" "$T/cv/m.safetensors" &&
   ok "convert of an OSLO set without a manifest (--preset llama --tp 2) equals merge's, the model bit for bit" ||
   bad "convert of a set without a manifest" "exit $rc" "$(cat "$T/err")"
-run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/n.safetensors" -q
+run "$TPCONV" convert "$T/oslo_bare" -o "$T/cv/i.safetensors" -q
+[ "$rc" = 0 ] && cmp -s "$T/cv/m.safetensors" "$T/cv/i.safetensors" &&
+  ok "convert of a set without a manifest: the preset from its config.json's architectures" || bad "convert bare set, preset inferred" "exit $rc" "$(cat "$T/err")"
+rm -rf "$T/oslo_noconf" && cp -r "$T/oslo_bare" "$T/oslo_noconf" && rm "$T/oslo_noconf/config.json"
+run "$TPCONV" convert "$T/oslo_noconf" -o "$T/cv/n.safetensors" -q
 [ "$rc" = 2 ] && grep -q "without a tpconv manifest: give the --preset or --plan" "$T/err" && [ ! -e "$T/cv/n.safetensors" ] &&
-  ok "convert of a set without a manifest and no plan: exit 2, asks for --preset or --plan" || bad "convert bare set, no plan" "exit $rc" "$(cat "$T/err")"
+  ok "convert of a set without a manifest, config.json or plan: exit 2, asks for --preset or --plan" || bad "convert bare set, no plan" "exit $rc" "$(cat "$T/err")"
 # inspect: a set without a manifest shows rank 0's file, as before; given the plan, the merged model
 run "$TPCONV" inspect "$T/oslo_bare"
 [ "$rc" = 0 ] && grep -q "no tpconv manifest (merge it with --preset and --tp); rank 0's file" "$T/out" &&
@@ -233,5 +237,15 @@ run "$TPCONV" shard "$ST" --preset llama --tp 2 --layout hf-mapping -o "$T/bare_
 run "$TPCONV" merge "$T/set_tpconv" -o "$T/bare_merged/" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare_merged/config.json" ] && ls "$T/bare_merged" | grep -q safetensors && ok "merge --no-extras writes weights only" ||
   bad "merge --no-extras" "exit $rc" "$(cat "$T/err")" "$(ls "$T/bare_merged")"
+# config.json rewritten (a cast names its dtype) keeps the model's key order,
+# its numbers' text and transformers' 2-space indent: the model's own text but
+# for torch_dtype, and a final newline
+mkdir -p "$T/c19" && cp "$SRC/tests/data/tiny_llama.safetensors" "$SRC/tests/data/config.json" "$T/c19/"
+run "$TPCONV" convert "$T/c19" --dtype bf16 -o "$T/c19_out/" -q
+[ "$rc" = 0 ] && $PY -c '
+import sys
+src = open(sys.argv[1]).read().rstrip("\n") + "\n"
+assert open(sys.argv[2]).read() == src.replace("\"float32\"", "\"bfloat16\""), open(sys.argv[2]).read()[:200]' "$T/c19/config.json" "$T/c19_out/config.json" 2> "$T/perr" &&
+  ok "a rewritten config.json: the model's key order, number text and 2-space indent" || bad "config.json text" "exit $rc" "$(cat "$T/err" "$T/perr")"
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -261,8 +261,12 @@ else
   bad "wrong expert split: could not build the set" "$(head -3 "$T/wrong.json")"
 fi
 
-# refused: an MoE model under the dense llama plan
+# refused: an MoE model under the dense llama plan (its config.json names
+# MixtralForCausalLM: exit 2; forced, the plan itself refuses an expert tensor)
 run "$TPCONV" shard "$T/mixtral" --preset llama --tp 2 -o "$T/no"
+[ "$rc" = 2 ] && grep -qF "names MixtralForCausalLM: give --preset mixtral" "$T/err" && [ ! -e "$T/no" ] &&
+  ok "mixtral under the llama preset is refused by its config.json's architectures" || bad "mixtral under llama, config" "rc=$rc" "$(head -3 "$T/err")"
+run "$TPCONV" shard "$T/mixtral" --preset llama --preset-force --tp 2 -o "$T/no"
 [ "$rc" = 3 ] && grep -q "block_sparse_moe" "$T/err" && [ ! -e "$T/no" ] &&
   ok "mixtral under the llama preset is refused, naming an expert tensor: $(head -c 160 "$T/err")" || bad "mixtral under llama" "rc=$rc" "$(head -3 "$T/err")"
 

@@ -25,6 +25,11 @@ $PY "$H/make_models.py" "$M" 0 >/dev/null && $PY "$H/make_models.py" "$T/m2" 1 >
 HAVE_TORCH_FMT=0
 "$TPCONV" --help | grep -q '^Formats read.*torch' && HAVE_TORCH_FMT=1
 
+# ---- the harness: a chain `run A && run B` stops at the step that failed, and bad names it
+( run false "$T/first" && run true; echo "rc=$rc"; bad "x" ) > "$T/chain"
+grep -qx "rc=1" "$T/chain" && grep -qx "# failed step: exit 1: false first" "$T/chain" &&
+  ok "run returns its exit status; bad reports the failed step of a chain" || bad "the harness's chains" "$(cat "$T/chain")"
+
 # ---- CLI basics
 for c in shard merge plan; do
   run "$TPCONV" $c --help
@@ -43,6 +48,41 @@ done
 [ $allok = 1 ] && ok "every preset prints as valid JSON that --plan accepts" || bad "preset JSON"
 run "$TPCONV" shard "$M/llama" --preset llama -o "$T/x"
 [ "$rc" = 2 ] && grep -q "missing --tp" "$T/err" && ok "shard without --tp is a usage error" || bad "missing --tp" "$rc"
+
+# ---- the preset from config.json (architectures, else model_type), and --preset checked against it
+run "$TPCONV" shard "$M/llama" --tp 2 -o "$T/inf" -v
+if [ "$rc" = 0 ] && grep -qF "preset llama, from '$M/llama/config.json' architecture LlamaForCausalLM" "$T/err"; then
+  run "$TPCONV" merge "$T/inf" -o "$T/inf.safetensors"
+  [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/inf.safetensors" && ok "shard of a folder takes the preset its config.json's architectures names" ||
+    bad "inferred preset: merge" "$(cat "$T/err")"
+else bad "shard infers the preset" "exit $rc" "$(cat "$T/err")"; fi
+run "$TPCONV" shard "$M/llama" --tp 2 --layout oslo -o "$T/infv" -q
+rm -f "$T/infv/tpconv-manifest.json"
+run "$TPCONV" merge "$T/infv" -o "$T/infv.safetensors"
+[ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/infv.safetensors" && ok "merge of a set without a manifest takes the preset from its config.json" ||
+  bad "merge infers the preset" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$M/llama" --shards "$T/infv" --ranks 2
+[ "$rc" = 0 ] && ok "verify of a set without a manifest takes the preset from config.json" || bad "verify infers the preset" "exit $rc" "$(cat "$T/err")"
+mkdir -p "$T/mtype" && cp "$M/llama/model.safetensors" "$T/mtype/" &&
+  $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); del c["architectures"]; json.dump(c, open(sys.argv[2], "w"))' "$M/llama/config.json" "$T/mtype/config.json"
+run "$TPCONV" shard "$T/mtype" --tp 2 --dry-run -v
+[ "$rc" = 0 ] && grep -qF "preset llama, from '$T/mtype/config.json' architecture LlamaForCausalLM" "$T/err" &&
+  ok "a config.json without architectures: the preset from its model_type" || bad "preset from model_type" "exit $rc" "$(cat "$T/err")"
+mkdir -p "$T/olmo" && cp "$M/llama/model.safetensors" "$T/olmo/" && sed 's/LlamaForCausalLM/Olmo2ForCausalLM/' "$M/llama/config.json" >"$T/olmo/config.json"
+expect_fail "--preset llama on a model whose config.json names Olmo2ForCausalLM: refused, both named" 2 \
+  "--preset llama is for LlamaForCausalLM, but '$T/olmo/config.json' names Olmo2ForCausalLM: give --preset-force" "$T/olmo_s" \
+  "$TPCONV" shard "$T/olmo" --tp 2 --preset llama -o "$T/olmo_s"
+expect_fail "--preset gpt2 on a LLaMA: refused, the preset of its family named" 2 \
+  "--preset gpt2 is for GPT2LMHeadModel, but '$M/llama/config.json' names LlamaForCausalLM: give --preset llama, or --preset-force" "$T/g_s" \
+  "$TPCONV" shard "$M/llama" --tp 2 --preset gpt2 -o "$T/g_s"
+expect_fail "merge --preset gpt2 of a LLaMA set without a manifest: refused" 2 "names LlamaForCausalLM" "$T/g.safetensors" \
+  "$TPCONV" merge "$T/infv" --preset gpt2 -o "$T/g.safetensors"
+expect_fail "verify --preset gpt2 against a LLaMA reference: refused" 2 "names LlamaForCausalLM" "" \
+  "$TPCONV" verify --reference "$M/llama" --shards "$T/infv" --ranks 2 --preset gpt2
+run "$TPCONV" shard "$T/olmo" --tp 2 --preset llama --preset-force -o "$T/olmo_f" -q
+[ "$rc" = 0 ] && [ -f "$T/olmo_f/tpconv-manifest.json" ] && ok "--preset-force splits it with the preset's plan" || bad "--preset-force" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/llama" --tp 2 --preset mistral --dry-run
+[ "$rc" = 0 ] && ok "--preset mistral (the llama plan) on a LLaMA is accepted" || bad "same plan, other name" "exit $rc" "$(cat "$T/err")"
 
 # ---- round trips: every preset, tp, format and layout
 combos="tpconv:safetensors hf-mapping:safetensors hf:safetensors tpconv:torch oslo:torch hf:torch"

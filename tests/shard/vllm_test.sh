@@ -152,6 +152,9 @@ run "$TPCONV" shard "$M/extra" --preset llama --tp 2 --layout vllm -o "$T/r1" -q
   [ -z "$(ls "$T/r1" 2>/dev/null)" ] && ok "a tensor vLLM has no parameter for is refused by name (exit 3), nothing written" ||
   bad "unknown tensor" "exit $rc" "$(cat "$T/err")" "$(ls "$T/r1" 2>/dev/null)"
 run "$TPCONV" shard "$M/gpt" --preset llama --tp 2 --layout vllm -o "$T/r2" -q
+[ "$rc" = 2 ] && grep -qF "names GPTBigCodeForCausalLM" "$T/err" && ok "--preset llama on a GPTBigCodeForCausalLM is refused (exit 2)" ||
+  bad "--preset llama on GPTBigCode" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/gpt" --preset llama --preset-force --tp 2 --layout vllm -o "$T/r2" -q
 [ "$rc" = 3 ] && grep -q "not GPTBigCodeForCausalLM" "$T/err" && ok "an architecture whose vLLM names are unknown is refused (exit 3)" ||
   bad "unknown arch" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$M/untied" --preset llama --tp 2 --layout vllm -o "$T/r3" -q

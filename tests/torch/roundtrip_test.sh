@@ -98,6 +98,12 @@ done
 flush
 
 # ---- (b) torch -> safetensors -> torch
+no_tree() {
+  "$TORCHPY" -c '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+sys.exit("tpconv.tree" in json.loads(b[8:8 + n]).get("__metadata__", {}))' "$1"
+}
 mkdir -p "$T/b"
 while IFS=$'\t' read -r f roles desc; do
   [[ "$roles" == *b* ]] || continue
@@ -105,14 +111,18 @@ while IFS=$'\t' read -r f roles desc; do
   tpc "$d" convert "$S/$f" -o "$T/b/$f.safetensors" || continue
   tpc "$d" convert "$T/b/$f.safetensors" -o "$T/b/$f" || continue
   queue "$d [safetensors file holds the source tensors]" st-has "$S/$f" "$T/b/$f.safetensors"
-  queue "$d" load-same "$S/$f" "$T/b/$f" --loose-tensor-type
+  # a flat state dict has no tree to restore (no tpconv.tree): it comes back an
+  # OrderedDict in the file's order, as from any safetensors file
+  anyo=; no_tree "$T/b/$f.safetensors" && anyo=--any-order
+  queue "$d" load-same "$S/$f" "$T/b/$f" --loose-tensor-type $anyo
 done < "$T/list"
 for f in tied.zip.pt tied.legacy.pt views.zip.pt; do
   d="(b) torch->safetensors --dedup-tied->torch $f"
   tpc "$d" convert --dedup-tied "$S/$f" -o "$T/b/dd.$f.safetensors" || continue
   tpc "$d" convert "$T/b/dd.$f.safetensors" -o "$T/b/dd.$f" || continue
   queue "$d [safetensors file holds the source tensors]" st-has "$S/$f" "$T/b/dd.$f.safetensors" --dedup
-  queue "$d" load-same "$S/$f" "$T/b/dd.$f" --loose-tensor-type
+  anyo=; no_tree "$T/b/dd.$f.safetensors" && anyo=--any-order
+  queue "$d" load-same "$S/$f" "$T/b/dd.$f" --loose-tensor-type $anyo
 done
 # complex128: safetensors has no such dtype; refused (exit 3, dtype named, nothing written)
 mkdir -p "$T/b/c128"
@@ -121,6 +131,23 @@ if [ "$rc" = 3 ] && [ -z "$(ls -A "$T/b/c128")" ] && grep -q complex128 "$T/err"
   ok "(b) complex128 -> safetensors is refused (exit 3), dtype and tensor named, nothing written"
 else
   bad "(b) complex128 -> safetensors is refused (exit 3), dtype and tensor named, nothing written" "exit $rc" "$(cat "$T/err")"
+fi
+# a flat state dict (names to tensors, not in the file's order) carries no
+# tpconv.tree metadata: it has no tree to restore; a nested checkpoint does
+"$TORCHPY" -c '
+import collections, sys, torch
+sd = collections.OrderedDict((("z." if i % 2 else "a.") + str(i), torch.full((2,), float(i), dtype=torch.float16 if i % 3 else torch.float32)) for i in range(8))
+torch.save(sd, sys.argv[1]); torch.save({"model": sd, "step": 3}, sys.argv[2])' "$T/b/flat.pt" "$T/b/nested.pt" 2> "$T/err"
+if "$TPCONV" convert "$T/b/flat.pt" -o "$T/b/flat.safetensors" -q 2>> "$T/err" && "$TPCONV" convert "$T/b/nested.pt" -o "$T/b/nested.safetensors" -q 2>> "$T/err" &&
+   "$TORCHPY" -c '
+import json, struct, sys
+def meta(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]).get("__metadata__", {})
+assert "tpconv.tree" not in meta(sys.argv[1]) and "tpconv.tree" in meta(sys.argv[2])' "$T/b/flat.safetensors" "$T/b/nested.safetensors" 2>> "$T/err"; then
+  ok "(b) a flat state dict -> safetensors: no tpconv.tree metadata; a nested checkpoint keeps its tree"
+else
+  bad "(b) tpconv.tree only for a tree" "$(cat "$T/err")"
 fi
 flush
 

@@ -76,6 +76,24 @@ rm s/model_tp02_pp00.safetensors
 "$TPCONV" verify --reference llama/model.safetensors --shards s > out.txt 2>&1
 rc=$?
 [ $rc = 3 ] && grep -q "model_tp02_pp00.safetensors" out.txt && ok "missing rank file: exit 3 naming it" || notok "missing rank file: exit $rc"
+# ... and with --junit the failure is a test case CI shows (no file was written before)
+rm -f miss.xml
+"$TPCONV" verify --reference llama/model.safetensors --shards s --junit miss.xml > out.txt 2>&1
+rc=$?
+[ $rc = 3 ] && grep -q '<failure' miss.xml && grep -q 'model_tp02_pp00.safetensors' miss.xml &&
+  { ! command -v xmllint >/dev/null || xmllint --noout miss.xml; } &&
+  ok "missing rank file with --junit: exit 3, the failure written as a test case" || notok "missing rank file --junit: exit $rc, $(head -c 300 miss.xml 2>&1)"
+# an unwritable report path fails at once (exit 4), before the check runs
+for opt in --json --junit; do
+  "$TPCONV" verify --reference llama/model.safetensors --shards s $opt no-such-dir/r.out > out.txt 2> err.txt
+  rc=$?
+  [ $rc = 4 ] && grep -q "no-such-dir/r.out" err.txt && ! grep -q "model_tp02_pp00" err.txt &&
+    ok "verify $opt to an unwritable path: exit 4 before the check (the missing rank file not reached)" || notok "verify $opt unwritable: exit $rc, $(head -c 300 err.txt)"
+  "$TPCONV" diff llama/model.safetensors s $opt no-such-dir/r.out > out.txt 2> err.txt
+  rc=$?
+  [ $rc = 4 ] && grep -q "no-such-dir/r.out" err.txt && ! grep -q "model_tp02_pp00" err.txt &&
+    ok "diff $opt to an unwritable path: exit 4 before the comparison" || notok "diff $opt unwritable: exit $rc, $(head -c 300 err.txt)"
+done
 rm -rf s
 "$TPCONV" shard gpt2/model.safetensors --config gpt2/config.json --preset gpt2 --tp 2 -o s -q
 "$TPCONV" verify --reference gpt2/model.safetensors --shards s --device cuda > out.txt 2>&1

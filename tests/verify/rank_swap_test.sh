@@ -29,6 +29,12 @@ import json, sys
 c = json.load(open(sys.argv[1]))["checks"]
 assert c[0]["check"] == "structure" and c[0]["status"] == "fail" and "holds rank 1" in c[0]["message"], c[0]
 ' "$T/v.json" 2>"$T/perr" && ok "--json: the first check is the misplaced file" || bad "json first check" "$(cat "$T/perr")"
+# merge and diff of the swapped set name the swap as verify does
+run "$TPCONV" merge "$T/st" -o "$T/st.safetensors"
+[ "$rc" = 3 ] && grep -q "model_tp0[01]_pp00.safetensors': tensor '.*': rank file holds rank [01]'s tensors, not rank [01]'s (files swapped or renamed?)" "$T/err" &&
+  [ ! -e "$T/st.safetensors" ] && ok "merge of the swapped set: exit 3, the swap named" || bad "merge swap" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" diff "$D/tiny_llama.safetensors" "$T/st"
+[ "$rc" = 3 ] && grep -q "(files swapped or renamed?)" "$T/err" && ok "diff against the swapped set: exit 3, the swap named" || bad "diff swap" "exit $rc" "$(cat "$T/err")"
 
 shard --tp 4 --format torch -o "$T/pt"
 ls "$T/pt" > "$T/files"
@@ -45,5 +51,8 @@ f="$T/bad/model_tp01_pp00.safetensors"
 printf '\x7f' | dd of="$f" bs=1 seek=$(( $(stat -c %s "$f") - 3 )) conv=notrunc status=none
 run "$TPCONV" verify --reference "$D/tiny_llama.safetensors" --shards "$T/bad"
 [ "$rc" = 1 ] && ! grep -q "holds rank" "$T/out" && ok "a corrupted byte is not reported as a swap" || bad "corrupted byte" "exit $rc" "$(head -6 "$T/out")"
+run "$TPCONV" merge "$T/bad" -o "$T/bad.safetensors"
+[ "$rc" = 3 ] && grep -q "does not match the manifest checksum" "$T/err" && ! grep -q "holds rank" "$T/err" &&
+  ok "merge: a corrupted byte is a checksum mismatch, not a swap" || bad "merge corrupted byte" "exit $rc" "$(cat "$T/err")"
 echo "1..$n"
 [ "$failed" = 0 ]
