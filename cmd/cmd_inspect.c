@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "tpc_buf.h"
 #include "tpc_format.h"
+#include "tpc_ggml.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
@@ -40,6 +41,13 @@ typedef struct dsum {
 	uint64_t count, params, bytes;
 } dsum;
 
+/* A GGUF block tensor of a type tpconv has no decoder for (IQ4_XS, TQ2_0,
+ * MXFP4 ...): listed as the file holds it. */
+static bool packed_only(const tpc_tensor *t)
+{
+	return t->dq && t->dq->kind == TPC_DQ_GGML && !tpc_ggml_decodes(t->dq->gtype);
+}
+
 static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *hash, tpc_hash_alg alg)
 {
 	const tpc_tensor *t = &ck->t[i];
@@ -58,8 +66,11 @@ static void json_tensor(tpc_buf *b, const tpc_ckpt *ck, size_t i, const char *ha
 	}
 	if (t->flags & TPC_TF_QUANTIZED)
 		tpc_buf_adds(b, ",\"quantized\":true");
-	if (t->dq)
+	if (t->dq && !packed_only(t))
 		tpc_buf_adds(b, ",\"dequantized\":true");
+	else if (t->dq)
+		tpc_buf_addf(b, ",\"ggml_type\":\"%s\",\"file_bytes\":%llu", tpc_ggml_info_of(t->dq->gtype)->name,
+			     (unsigned long long)t->dq->c[0].nbytes);
 	if (hash)
 		tpc_buf_addf(b, ",\"%s\":\"%s\"", tpc_hash_name(alg), hash);
 	tpc_buf_addc(b, '}');
@@ -309,6 +320,12 @@ static void text_row(const insp *x, size_t i, int w, const char *hx)
 		snprintf(note, sizeof(note), "  storage %s%s%s%s", sg->key ? sg->key : "?", users > 1 ? " (shared)" : "",
 			 (t->storage_offset || t->nbytes < sg->nbytes) ? " view" : "",
 			 !tpc_tensor_is_contiguous(t) ? " strided" : "");
+	} else if (packed_only(t)) {
+		/* blocks tpconv reads and copies but has no decoder for: the
+		 * file's type and bytes */
+		printf("%-*s  %-8s %-22s %14llu%s%s  blocks, not dequantized\n", w, nm, tpc_ggml_info_of(t->dq->gtype)->name,
+		       tpc_shape_str(t, shp, sizeof(shp)), (unsigned long long)t->dq->c[0].nbytes, x->hash ? "  " : "", hx);
+		return;
 	} else if (t->dq) {
 		char from[120];
 		tpc_sanitize(from, sizeof(from), t->dq->c[0].name ? t->dq->c[0].name : "?");

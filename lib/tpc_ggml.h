@@ -57,9 +57,12 @@ typedef enum tpc_ggml_type {
 	TPC_GGML_F32 = 0, TPC_GGML_F16 = 1, TPC_GGML_Q4_0 = 2, TPC_GGML_Q4_1 = 3,
 	TPC_GGML_Q5_0 = 6, TPC_GGML_Q5_1 = 7, TPC_GGML_Q8_0 = 8, TPC_GGML_Q8_1 = 9,
 	TPC_GGML_Q2_K = 10, TPC_GGML_Q3_K = 11, TPC_GGML_Q4_K = 12, TPC_GGML_Q5_K = 13,
-	TPC_GGML_Q6_K = 14, TPC_GGML_Q8_K = 15,
+	TPC_GGML_Q6_K = 14, TPC_GGML_Q8_K = 15, TPC_GGML_IQ2_XXS = 16, TPC_GGML_IQ2_XS = 17,
+	TPC_GGML_IQ3_XXS = 18, TPC_GGML_IQ1_S = 19, TPC_GGML_IQ4_NL = 20, TPC_GGML_IQ3_S = 21,
+	TPC_GGML_IQ2_S = 22, TPC_GGML_IQ4_XS = 23,
 	TPC_GGML_I8 = 24, TPC_GGML_I16 = 25, TPC_GGML_I32 = 26, TPC_GGML_I64 = 27, TPC_GGML_F64 = 28,
-	TPC_GGML_BF16 = 30,
+	TPC_GGML_IQ1_M = 29, TPC_GGML_BF16 = 30, TPC_GGML_TQ1_0 = 34, TPC_GGML_TQ2_0 = 35,
+	TPC_GGML_MXFP4 = 39, TPC_GGML_NVFP4 = 40, TPC_GGML_Q1_0 = 41, TPC_GGML_Q2_0 = 42,
 	TPC_GGML_NONE = -1
 } tpc_ggml_type;
 
@@ -69,9 +72,14 @@ typedef struct tpc_ggml_info {
 	int size;         /* bytes per block */
 } tpc_ggml_info;
 
-/* The row of a type; NULL for one tpconv does not know (a file holding it
- * is refused, naming the tensor and the type number). */
+/* The row of a type: every type gguf-py 0.19 names (GGML_QUANT_SIZES), so
+ * any GGUF can be read, listed and copied block for block; NULL for a number
+ * no ggml names (a file holding it is refused, naming the tensor and the
+ * number). Only the types tpc_ggml_decodes accepts have values: a path that
+ * needs another one's values refuses it by name. */
 const tpc_ggml_info *tpc_ggml_info_of(int type);
+/* The type in row i of the table (i from 0), TPC_GGML_NONE past the end. */
+int tpc_ggml_type_at(size_t i);
 /* "f32" "f16" "bf16" "q8_0" ... (case-insensitive) -> type, TPC_GGML_NONE if unknown. */
 int tpc_ggml_by_name(const char *name);
 /* The tpconv dtype a plain type's elements are (F32 -> TPC_F32, I8 -> TPC_I8

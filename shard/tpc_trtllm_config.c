@@ -216,6 +216,9 @@ typedef enum kind {
 	K_HEAD,     /* kv_channels, head_dim, else hidden / heads (also rotary_embedding_dim) */
 	K_INNER,    /* n_inner, else 4 x n_embd (GPT-2) */
 	K_VARIANT,  /* the record's qwen_type or gpt_variant, a JSON string */
+	K_ROPE,     /* rope_scaling, else a rope_parameters whose rope_type is not
+		     * "default" (transformers 5's config.rope_scaling, which
+		     * from_hugging_face reads, is that object), else null */
 } kind;
 
 typedef struct ckey {
@@ -238,7 +241,7 @@ typedef struct ckey {
 	{"rotary_embedding_dim", K_HEAD, {NULL}, NULL}, \
 	{"position_embedding_type", K_CONST, {NULL}, "\"rope_gpt_neox\""}, \
 	{"rotary_base", K_COPY, {"rope_theta", "rope_parameters.rope_theta"}, NULL}, \
-	{"rotary_scaling", K_COPY, {"rope_scaling"}, "null"}, \
+	{"rotary_scaling", K_ROPE, {NULL}, "null"}, \
 	{"mlp_bias", K_CONST, {NULL}, "false"}, \
 	{"tie_word_embeddings", K_COPY, {"tie_word_embeddings"}, "false"}
 
@@ -376,6 +379,17 @@ static int value_of(const tpc__trt_source *s, const ckey *k, tpc_buf *b, tpc_err
 		tpc_buf_addf(b, "%lld", (long long)(4 * h));
 		return 0;
 	}
+	case K_ROPE: {
+		size_t tl = 0;
+		const char *rt = raw(s, "rope_parameters.rope_type", &tl);
+		if (!(v = raw(s, "rope_scaling", &vl)) && rt && !(tl == 9 && !memcmp(rt, "\"default\"", 9)))
+			v = raw(s, "rope_parameters", &vl);
+		if (!v || (vl == 4 && !memcmp(v, "null", 4))) {
+			tpc_buf_adds(b, "null");
+			return 0;
+		}
+		break;
+	}
 	case K_COPY:
 		for (int i = 0; i < 3 && k->hf[i] && !v; i++)
 			v = raw(s, k->hf[i], &vl);
@@ -506,15 +520,6 @@ int tpc__trt_config_render(const tpc_shard_plan *sp, const tpc__trt_source *s, t
 	if (!dt)
 		return tpc_err_set(e, TPC_EINPUT, "TensorRT-LLM checkpoints hold float32, float16 or bfloat16 weights, not %s",
 				   tpc_dtype_name(dtype));
-	/* transformers 5 writes rope scaling as rope_parameters (rope_type):
-	 * TensorRT-LLM's rotary_scaling is not made from it yet, so refuse
-	 * rather than write a checkpoint without the model's scaling */
-	size_t tl = 0;
-	const char *rt = raw(s, "rope_parameters.rope_type", &tl);
-	if (rt && !(tl == 9 && !memcmp(rt, "\"default\"", 9)) && !raw(s, "rope_scaling", &tl))
-		return tpc_err_at(e, TPC_EINPUT, s->path, NULL,
-				  "rope_parameters has rope_type %.*s: TensorRT-LLM's rotary_scaling is not written from it yet",
-				  (int)(tl < 40 ? tl : 40), rt);
 	tpc_buf_adds(b, "{\n    \"architecture\": ");
 	tpc_buf_json_str(b, s->arch, strlen(s->arch), false);
 	tpc_buf_addf(b, ",\n    \"dtype\": \"%s\",\n    \"logits_dtype\": \"float32\"", dt);

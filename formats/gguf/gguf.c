@@ -8,8 +8,10 @@
  * ne[0] a multiple of the block, shapes that do not overflow, each tensor at
  * the offset that follows the previous one (padded to the alignment), its
  * data inside the file. Plain tensors become views of the mapping; block
- * tensors (Q4_0 ... Q6_K) become descriptions dequantized while a writer
- * streams them (TPC_DQ_GGML), their packed bytes kept for a GGUF writer.
+ * tensors (any type in lib/tpc_ggml.c's table) become descriptions
+ * dequantized while a writer streams them (TPC_DQ_GGML), their packed bytes
+ * kept for a GGUF writer; a type with no decoder (IQ4_XS ...) is refused
+ * only by a read that needs its values (tpc_quant.c rows_ggml).
  * The KV list, with its types, hangs off the checkpoint (ck->ext, tag
  * "gguf"); `inspect` shows it through ck->about. */
 #include <stdio.h>
@@ -379,9 +381,8 @@ static int gp_info(gp *g, ginfo *ti)
 	if (g->ret)
 		return g->ret;
 	const tpc_ggml_info *in = tpc_ggml_info_of(ti->type);
-	if (!in || (!tpc_ggml_plain_dtype(ti->type) && !tpc_ggml_decodes(ti->type)))
-		return GP_BAD(g, ti->at, ti->name, "ggml type %d%s%s is not supported", ti->type, in ? " " : "",
-			      in ? in->name : "");
+	if (!in)
+		return GP_BAD(g, ti->at, ti->name, "ggml type %d is not one gguf-py 0.19 names", ti->type);
 	int64_t ne0 = ti->shape[ti->ndim - 1];
 	if (ne0 % in->block)
 		return GP_BAD(g, ti->at, ti->name, "ne[0] = %lld is not a multiple of the %s block (%d)", (long long)ne0,
@@ -594,24 +595,20 @@ static void show_kv(tpc_buf *b, const tpc_gguf_kv *k)
 /* The block tensors' types, counted: "Q4_K 120, Q6_K 25, F32 61" */
 static void show_types(tpc_buf *b, const tpc_ckpt *ck)
 {
-	static const int order[] = {TPC_GGML_F32, TPC_GGML_F16, TPC_GGML_BF16, TPC_GGML_Q4_0, TPC_GGML_Q4_1, TPC_GGML_Q5_0,
-				    TPC_GGML_Q5_1, TPC_GGML_Q8_0, TPC_GGML_Q2_K, TPC_GGML_Q3_K, TPC_GGML_Q4_K,
-				    TPC_GGML_Q5_K, TPC_GGML_Q6_K, TPC_GGML_F64, TPC_GGML_I8, TPC_GGML_I16,
-				    TPC_GGML_I32, TPC_GGML_I64};
 	bool first = true;
-	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+	for (size_t k = 0; tpc_ggml_type_at(k) != TPC_GGML_NONE; k++) {
+		int want = tpc_ggml_type_at(k);
 		size_t c = 0;
 		for (size_t i = 0; i < ck->n; i++) {
 			const tpc_tensor *t = &ck->t[i];
 			int ty = t->dq && t->dq->kind == TPC_DQ_GGML ? t->dq->gtype : TPC_GGML_NONE;
-			if (ty == TPC_GGML_NONE)
-				for (size_t j = 0; j < sizeof(order) / sizeof(order[0]); j++)
-					if (tpc_ggml_plain_dtype(order[j]) == t->src_dtype)
-						ty = order[j];
-			c += ty == order[k];
+			for (size_t j = 0; ty == TPC_GGML_NONE && tpc_ggml_type_at(j) != TPC_GGML_NONE; j++)
+				if (tpc_ggml_plain_dtype(tpc_ggml_type_at(j)) == t->src_dtype)
+					ty = tpc_ggml_type_at(j);
+			c += ty == want;
 		}
 		if (c)
-			tpc_buf_addf(b, "%s%s %zu", first ? "" : ", ", tpc_ggml_info_of(order[k])->name, c);
+			tpc_buf_addf(b, "%s%s %zu", first ? "" : ", ", tpc_ggml_info_of(want)->name, c);
 		first = first && !c;
 	}
 }

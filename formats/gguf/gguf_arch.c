@@ -17,10 +17,12 @@
  * as fields); code only where a value is computed.
  */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gguf.h"
 #include "tpc_cast.h"
@@ -102,6 +104,8 @@ typedef struct conv {
 	const tpc_family *fam;
 	cfg c;
 	int ftype; /* LlamaFileType after `auto` is resolved */
+	bool has_attn;      /* Phi-3's rope.scaling.attn_factor (long_factor) */
+	double attn_factor;
 	tpc_gguf_kvs *kv;
 	tpc_err *e;
 } conv;
@@ -148,13 +152,34 @@ static const cJSON *rope_member(const cfg *c, const char *name)
 	return NULL;
 }
 
-/* rope_type: linear writes its factor; default, dynamic and unknown ones
- * nothing (the reference warns); the others need what tpconv does not
- * write yet (yarn's keys, llama3's rope_freqs tensor, longrope's factors) */
+/* a number of the rope parameters written as an F32 key when present */
+static int rope_f32(conv *cv, const char *names, const char *key)
+{
+	char buf[64];
+	for (const char *p = names; *p;) {
+		size_t n = strcspn(p, "|");
+		snprintf(buf, sizeof(buf), "%.*s", (int)n, p);
+		const cJSON *v = rope_member(&cv->c, buf);
+		if (v && !cJSON_IsNull(v)) {
+			if (!cJSON_IsNumber(v))
+				return cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' is not a number", buf);
+			return kv_put(cv, key, F32, v->valuedouble, 0);
+		}
+		p += n + (p[n] == '|');
+	}
+	return 0;
+}
+
+/* TextModel.set_gguf_parameters' rope_type: linear writes its factor, yarn
+ * its factor, original context and the yarn numbers present, su / longrope
+ * the type alone; llama3 nothing here (LlamaModel's rope_freqs tensor,
+ * rope_freqs below), default, dynamic and unknown ones nothing (the
+ * reference warns) */
 static int rope_scaling(conv *cv)
 {
 	const cJSON *t = rope_member(&cv->c, "rope_type"), *f = rope_member(&cv->c, "factor");
 	char key[160];
+	uint64_t u = 0;
 	if (cJSON_GetObjectItemCaseSensitive(cv->c.root, "mrope_section") ||
 	    (cv->c.rope && (cJSON_GetObjectItemCaseSensitive(cv->c.rope, "full_attention") ||
 			    cJSON_GetObjectItemCaseSensitive(cv->c.rope, "mrope_section"))))
@@ -162,18 +187,37 @@ static int rope_scaling(conv *cv)
 			       "per-layer-type or mrope");
 	if (!cJSON_IsString(t))
 		return 0;
-	if (!strcmp(t->valuestring, "linear") && cJSON_IsNumber(f)) {
-		snprintf(key, sizeof(key), "%s.rope.scaling.type", cv->spec->arch);
-		if (kv_str(cv, key, "linear"))
-			return -1;
-		return kv_put(cv, "rope.scaling.factor", F32, f->valuedouble, 0);
-	}
-	if (!strcmp(t->valuestring, "yarn") || !strcmp(t->valuestring, "su") || !strcmp(t->valuestring, "longrope") ||
-	    !strcmp(t->valuestring, "llama3") || !strcmp(t->valuestring, "Llama3"))
-		return cfg_err(&cv->c, cv->e,
-			       "config.json: rope_type '%s' is not one tpconv writes GGUF for yet (default and linear are)",
-			       t->valuestring);
-	return 0;
+	const char *ty = t->valuestring;
+	bool lin = !strcmp(ty, "linear") && cJSON_IsNumber(f), yarn = !strcmp(ty, "yarn") && cJSON_IsNumber(f);
+	bool lr = !strcmp(ty, "su") || !strcmp(ty, "longrope");
+	if (!lin && !yarn && !lr)
+		return 0;
+	snprintf(key, sizeof(key), "%s.rope.scaling.type", cv->spec->arch);
+	if (kv_str(cv, key, lin ? "linear" : yarn ? "yarn" : "longrope"))
+		return -1;
+	if (lr)
+		return 0;
+	if (kv_put(cv, "rope.scaling.factor", F32, f->valuedouble, 0))
+		return -1;
+	if (lin)
+		return 0;
+	const cJSON *o = rope_member(&cv->c, "original_max_position_embeddings"),
+		    *tr = rope_member(&cv->c, "truncate");
+	if (!o)
+		return cfg_err(&cv->c, cv->e, "config.json: rope_type 'yarn' without %s", "original_max_position_embeddings");
+	if (cfg_u32(&cv->c, o, "original_max_position_embeddings", &u, cv->e) ||
+	    kv_put(cv, "rope.scaling.original_context_length", U32, 0, u))
+		return -1;
+	if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr))
+		return cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' is not a boolean", "truncate");
+	if (tr && cJSON_IsBool(tr) && kv_put(cv, "rope.scaling.yarn_truncate", TPC_GV_BOOL, 0, cJSON_IsTrue(tr)))
+		return -1;
+	return rope_f32(cv, "extrapolation_factor", "rope.scaling.yarn_ext_factor") ||
+			       rope_f32(cv, "attention_factor|attn_factor", "rope.scaling.yarn_attn_factor") ||
+			       rope_f32(cv, "beta_fast", "rope.scaling.yarn_beta_fast") ||
+			       rope_f32(cv, "beta_slow", "rope.scaling.yarn_beta_slow")
+		       ? -1
+		       : 0;
 }
 
 /* hidden / heads style facts: 0 (and *out), or -1 with the error set */
@@ -266,9 +310,6 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs",
 				       "original_max_position_embeddings");
-		if (rope_member(c, "long_factor"))
-			return cfg_err(c, cv->e, "config.json: %s (long context) is not written to GGUF by tpconv yet",
-				       "rope long_factor");
 		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
 	case TPC_KH_REFUSE:
 		*put = false;
@@ -701,6 +742,128 @@ static int walk_tensors(walk *w)
 	return ret;
 }
 
+/* a tensor of n F32 values computed here (v, taken, freed on error) */
+static int push_mem(walk *w, const char *name, float *v, int64_t n)
+{
+	tpc_tensor rt;
+	if (tpc_tensor_init_zero(&rt, TPC_F32, 1, &n)) {
+		free(v);
+		return tpc_err_nomem(w->cv->e);
+	}
+	rt.flags = 0;
+	if (tl_push(&w->out, name, &rt, TPC_ROLE_NONE, w->cv->e)) {
+		free(v);
+		return -1;
+	}
+	w->out.t[w->out.n - 1].mem = v;
+	return 0;
+}
+
+/* a number of the rope parameters, or dflt when absent */
+static double rope_num(const cfg *c, const char *name, double dflt)
+{
+	const cJSON *v = rope_member(c, name);
+	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* LlamaModel.generate_extra_tensors for rope_type llama3: rope_freqs.weight,
+ * F32 [head_dim / 2], the first tensor. Each step as torch computes it in
+ * F32: a Python scalar joins an F32 tensor as an F32, `x / t` is
+ * t.reciprocal() * x, the power is rounded once from double (torch's own
+ * pow is within an ulp of it; exact for the tiny fixture's). */
+static int rope_freqs(walk *w)
+{
+	const cfg *c = &w->cv->c;
+	const cJSON *t = rope_member(c, "rope_type");
+	char tl[16] = "";
+	for (size_t i = 0; cJSON_IsString(t) && t->valuestring[i] && i + 1 < sizeof(tl); i++)
+		tl[i] = (char)tolower((unsigned char)t->valuestring[i]);
+	if (strcmp(w->cv->spec->arch, "llama") || strcmp(tl, "llama3"))
+		return 0;
+	uint64_t dim = 0, h = 0, heads = 0;
+	const cJSON *hd = cfg_get(c, "head_dim");
+	if (hd && !cJSON_IsNull(hd) ? cfg_u32(c, hd, "head_dim", &dim, w->cv->e)
+				    : two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, w->cv->e))
+		return -1;
+	if (!hd || cJSON_IsNull(hd))
+		dim = h / heads;
+	if (dim < 2 || dim > 65536)
+		return cfg_err(c, w->cv->e, "config.json: a head_dim of %s cannot take llama3 rope factors", "that size");
+	float base = (float)rope_num(c, "rope_theta", 10000.0), factor = (float)rope_num(c, "factor", 8.0);
+	double lff = rope_num(c, "low_freq_factor", 1.0), hff = rope_num(c, "high_freq_factor", 4.0);
+	double ctx = rope_num(c, "original_max_position_embeddings", 8192);
+	float lo_wl = (float)(ctx / lff), hi_wl = (float)(ctx / hff), two_pi = (float)(2 * M_PI);
+	int64_t n = (int64_t)((dim + 1) / 2);
+	float *v = malloc((size_t)n * sizeof(float));
+	if (!v)
+		return tpc_err_nomem(w->cv->e);
+	for (int64_t i = 0; i < n; i++) {
+		float x = (float)(2 * i) / (float)dim;
+		float fr = 1.0f / (float)pow((double)base, (double)x);
+		float wl = (1.0f / fr) * two_pi;
+		if (wl < hi_wl) {
+			v[i] = 1.0f;
+		} else if (wl > lo_wl) {
+			v[i] = factor;
+		} else {
+			float sm = ((1.0f / wl) * (float)ctx - (float)lff) / (float)(hff - lff);
+			v[i] = 1.0f / ((1.0f - sm) / factor + sm);
+		}
+	}
+	return push_mem(w, "rope_freqs.weight", v, n);
+}
+
+/* Phi3MiniModel.generate_extra_tensors: with a long_factor, the attention
+ * factor (a key the caller writes after general.architecture, where the
+ * reference's prepare_tensors put it) and rope_factors_long / _short */
+static int phi3_factors(walk *w)
+{
+	const cfg *c = &w->cv->c;
+	const cJSON *lf = rope_member(c, "long_factor"), *sf = rope_member(c, "short_factor"),
+		    *t = rope_member(c, "rope_type");
+	uint64_t h = 0, heads = 0, mx = 0, orig = 0;
+	char buf[64];
+	if (strcmp(w->cv->spec->arch, "phi3") || !cJSON_IsArray(lf) || !cJSON_GetArraySize(lf))
+		return 0;
+	const char *ty = cJSON_IsString(t) ? t->valuestring : "";
+	if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, w->cv->e) ||
+	    cfg_req_u32(c, "n_positions|max_position_embeddings", &mx, w->cv->e))
+		return -1;
+	const cJSON *o = rope_member(c, "original_max_position_embeddings");
+	if (!o || cfg_u32(c, o, "original_max_position_embeddings", &orig, w->cv->e) || !orig)
+		return o ? -1 : cfg_err(c, w->cv->e, "config.json has no %s", "original_max_position_embeddings");
+	double scale = (double)mx / (double)orig;
+	if (!strcasecmp(ty, "su") || !strcasecmp(ty, "longrope"))
+		w->cv->attn_factor = scale > 1.0 ? sqrt(1 + log(scale) / log((double)orig)) : 1.0;
+	else if (!strcasecmp(ty, "yarn"))
+		w->cv->attn_factor = scale > 1.0 ? 0.1 * log(scale) + 1.0 : 1.0;
+	else
+		return cfg_err(c, w->cv->e, "config.json: rope_type '%s' with long_factor is not one Phi-3 takes", ty);
+	w->cv->has_attn = true;
+	double pct = rope_num(c, "partial_rotary_factor", 1.0);
+	int64_t dims = (int64_t)(uint64_t)(pct * (double)h) / (int64_t)heads, n = cJSON_GetArraySize(lf);
+	if (!cJSON_IsArray(sf) || cJSON_GetArraySize(sf) != n || 2 * n != dims)
+		return cfg_err(c, w->cv->e, "config.json: rope long_factor and short_factor must have %s entries each",
+			       (snprintf(buf, sizeof(buf), "%lld", (long long)(dims / 2)), buf));
+	for (int k = 0; k < 2; k++) {
+		const cJSON *a = k ? sf : lf, *x;
+		float *v = malloc((size_t)n * sizeof(float));
+		int64_t i = 0;
+		if (!v)
+			return tpc_err_nomem(w->cv->e);
+		cJSON_ArrayForEach(x, a) {
+			if (!cJSON_IsNumber(x)) {
+				free(v);
+				return cfg_err(c, w->cv->e, "config.json: rope %s holds a non-number", k ? "short_factor" : "long_factor");
+			}
+			v[i++] = (float)x->valuedouble;
+		}
+		if (push_mem(w, k ? "rope_factors_short.weight" : "rope_factors_long.weight", v, n))
+			return -1;
+	}
+	return 0;
+}
+
 /* ModelBase.__init__ for --outtype auto: the first tensor of two or more
  * dimensions decides (bf16 -> bf16, f16 -> f16), else f16 */
 static int guess_ftype(const tpc_ckpt *ck, const tpc_gguf_arch *sp)
@@ -830,6 +993,10 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	if (!ret)
 		ret = walk_init(&w, &cv, ck);
 	if (!ret)
+		ret = rope_freqs(&w);
+	if (!ret)
+		ret = phi3_factors(&w);
+	if (!ret)
 		ret = walk_tensors(&w);
 	for (size_t i = 0; !ret && i < w.out.n; i++)
 		w.out.t[i].type = tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
@@ -837,7 +1004,11 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	if (!ret && !(title = tpc__gguf_title(dir)))
 		ret = tpc_err_nomem(e);
 	if (!ret)
-		ret = kv_str(&cv, "general.architecture", cv.spec->arch) || kv_str(&cv, "general.type", "model") ? -1 : 0;
+		ret = kv_str(&cv, "general.architecture", cv.spec->arch) ? -1 : 0;
+	if (!ret && cv.has_attn)
+		ret = kv_put(&cv, "rope.scaling.attn_factor", F32, cv.attn_factor, 0);
+	if (!ret)
+		ret = kv_str(&cv, "general.type", "model");
 	if (!ret)
 		ret = sampling_keys(&cv, dir);
 	if (!ret) {

@@ -132,6 +132,12 @@ static int how_of(const tpc_gguf_wtensor *w, char *how, tpc_err *e)
 	else
 		return tpc_err_at(e, TPC_EINPUT, NULL, w->name, "cannot store a %s tensor%s as GGUF %s",
 				  tpc_dtype_name(t->dtype), t->dq ? " (dequantized)" : "", tpc_ggml_info_of(w->type)->name);
+	int g = t->dq && t->dq->kind == TPC_DQ_GGML ? t->dq->gtype : TPC_GGML_NONE;
+	if (*how != 'p' && g != TPC_GGML_NONE && !tpc_ggml_decodes(g))
+		return tpc_err_at(e, TPC_EINPUT, NULL, w->name,
+				  "tpconv cannot dequantize ggml type %s, which GGUF %s needs (without --outtype "
+				  "its blocks are copied unchanged)",
+				  tpc_ggml_info_of(g)->name, tpc_ggml_info_of(w->type)->name);
 	if (t->flags & (TPC_TF_NODATA | TPC_TF_QUANTIZED))
 		return tpc_err_at(e, TPC_EINPUT, NULL, w->name, "tensor has no plain data (meta or torch-quantized tensor)");
 	return 0;

@@ -8,8 +8,9 @@
 # order (the tokenizer's are in the whole-file comparison below); every
 # tensor's name, type, ne[] in order, and the sha256 of its bytes
 # for F32, F16 and BF16 (Q8_0 blocks are the writer's: name, type, shape).
-# Then refusals: an architecture the reference has no class for, a
-# rope_type tpconv does not write, a bad --outtype.
+# Then each rope type (arch/rope/variants.json, ref/rope.sha256), refusals:
+# an architecture the reference has no class for, yarn without its original
+# context, a bad --outtype.
 # Then whole files: `tpconv convert tiny-FAMILY -o X.gguf --outtype T` (the
 # tokenizer read from the folder, tokenizer.ggml.pre named from
 # tokenizer.json) has the sha256 of the reference's GGUF (ref/whole.sha256),
@@ -60,6 +61,32 @@ else
   bad "llama with a transformers 4 config.json" "$(cat "$T/err" "$T/diff" | head -20)"
 fi
 
+# rope types (issue 41 item 5): tiny-llama and tiny-phi3 with each
+# arch/rope/variants.json config (make_arch_fixtures.py rope_variants; the
+# legacy rope_scaling form of llama3 gives the same file), whole f32 files
+# against ref/rope.sha256, the dump compared too where they differ
+while read -r sum name; do
+  v=${name#rope-}; v=${v%-f32.gguf}
+  fam=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["family"])' "$A/rope/variants.json" "$v")
+  rm -rf "$T/rope" && mkdir -p "$T/rope" && cp -r "$A/tiny-$fam" "$T/rope/" && rm -f "$T/w.gguf"
+  python3 - "$A/rope/variants.json" "$v" "$T/rope/tiny-$fam/config.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))[sys.argv[2]]
+c = json.load(open(sys.argv[3]))
+c.update({k: x for k, x in v.items() if k != "family"})
+if "rope_scaling" in v:
+    c.pop("rope_parameters", None)
+json.dump(c, open(sys.argv[3], "w"), indent=2)
+PY
+  if "$TPCONV" convert "$T/rope/tiny-$fam" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+     [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$sum" ]; then
+    ok "rope $v: tpconv's GGUF is byte-identical to convert_hf_to_gguf.py's"
+  else
+    "$DUMP" "$T/rope/tiny-$fam" f32 2>&1 | no_tok | diff <(no_tok "$A/ref/rope-$v-f32.txt") - > "$T/diff"
+    bad "rope $v: differs from convert_hf_to_gguf.py's (< reference, > tpconv)" "$(cat "$T/err" "$T/diff" | head -20)"
+  fi
+done < "$A/ref/rope.sha256"
+
 # refuse DESC EXPECTED-MESSAGE DIR [OUTTYPE]
 refuse() {
   local d=$1 msg=$2; shift 2
@@ -71,7 +98,7 @@ sed -i 's/"LlamaForCausalLM"/"Gemma3ForCausalLM"/' "$T/m/config.json"
 refuse "an architecture tpconv writes no GGUF for is refused by name" "architecture 'Gemma3ForCausalLM' is not one tpconv writes GGUF for" "$T/m"
 cp "$A/tiny-llama/config.json" "$T/m/config.json"
 sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0/' "$T/m/config.json"
-refuse "a rope_type tpconv cannot write yet is refused" "rope_type 'yarn' is not one tpconv writes GGUF for yet" "$T/m"
+refuse "yarn without its original context is refused by name" "rope_type 'yarn' without original_max_position_embeddings" "$T/m"
 cp "$A/tiny-llama/config.json" "$T/m/config.json"
 refuse "an unknown --outtype is refused" "--outtype 'q4_k': f32, f16, bf16, q8_0 or auto" "$T/m" q4_k
 sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"

@@ -178,10 +178,11 @@ def model(fam, d):
 
 
 def main():
-    # families named (and t4: the transformers 4 style llama below), or all
-    fams = sys.argv[2:] or list(FAMILIES) + ["t4"]
+    # families named (and t4: the transformers 4 style llama below; rope: the
+    # rope variants of tiny-llama and tiny-phi3), or all
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
-    for fam in (f for f in fams if f != "t4"):
+    for fam in (f for f in fams if f not in ("t4", "rope")):
         d = os.path.join(OUT, "models", "tiny-" + fam)
         os.makedirs(d, exist_ok=True)
         model(fam, d)
@@ -198,6 +199,45 @@ def main():
         print(fam, "ok", flush=True)
     if "t4" in fams:
         t4_llama()
+    if "rope" in fams:
+        rope_variants()
+
+
+def rope_config(c, v):
+    # a variant of arch/rope/variants.json on a family's config.json: its
+    # members replace the model's (rope_scaling: the legacy form, without
+    # rope_parameters)
+    for k, x in v.items():
+        if k != "family":
+            c[k] = x
+    if "rope_scaling" in v:
+        c.pop("rope_parameters", None)
+    return c
+
+
+def rope_variants():
+    # tests/gguf/arch/tiny-llama and tiny-phi3 with each rope type the
+    # reference writes (issue 41 item 5), f32: ref/rope-<variant>-f32.txt and
+    # ref/rope.sha256. The folder keeps the family's name (general.name).
+    with open(os.path.join(HERE, "arch", "rope", "variants.json")) as f:
+        variants = json.load(f)
+    for name, v in variants.items():
+        d = os.path.join(OUT, "models", "rope-" + name, "tiny-" + v["family"])
+        subprocess.run(["rm", "-rf", d], check=True)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        subprocess.run(["cp", "-r", os.path.join(HERE, "arch", "tiny-" + v["family"]), d], check=True)
+        with open(os.path.join(d, "config.json")) as f:
+            c = rope_config(json.load(f), v)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(c, f, indent=2)
+        g = os.path.join(OUT, "ref", "rope-%s-f32.gguf" % name)
+        subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(g[:-5] + ".txt", "w") as f:
+            subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+        with open(g, "rb") as f, open(os.path.join(OUT, "ref", "rope.sha256"), "a") as s:
+            s.write("%s  rope-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), name))
+        print("rope", name, "ok", flush=True)
 
 
 def t4_llama():

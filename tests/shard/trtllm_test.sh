@@ -178,9 +178,15 @@ PYEOF
 run "$TPCONV" shard "$R5" --preset llama --tp 2 --layout trtllm -o "$T/tf5_set" -q
 [ "$rc" = 0 ] && $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit(0 if c["rotary_base"] == 500000.0 else 1)' "$T/tf5_set/config.json" &&
   ok "a transformers 5 config (rope_parameters): rotary_base from rope_parameters.rope_theta" || bad "rope_parameters" "exit $rc" "$(cat "$T/err")"
-$PY -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["rope_parameters"]["rope_type"]="llama3"; json.dump(c, open(p,"w"))' "$R5/config.json"
+# a scaled rope_type reads the same from rope_parameters as from the legacy
+# rope_scaling (issue 41 item 5): rotary_scaling is that object
+$PY -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["rope_parameters"].update(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64); json.dump(c, open(p,"w"))' "$R5/config.json"
 run "$TPCONV" shard "$R5" --preset llama --tp 2 --layout trtllm -o "$T/tf5_l3" -q
-[ "$rc" = 3 ] && grep -q 'rope_type "llama3": TensorRT-LLM.s rotary_scaling is not written from it yet' "$T/err" && [ ! -e "$T/tf5_l3/config.json" ] &&
-  ok "rope_type llama3 without rope_scaling: refused (exit 3), not written unscaled" || bad "rope_type llama3" "exit $rc" "$(cat "$T/err")"
+[ "$rc" = 0 ] && $PY -c 'import json,sys; r=json.load(open(sys.argv[1]))["rotary_scaling"]; sys.exit(0 if r["rope_type"] == "llama3" and r["factor"] == 8.0 and r["original_max_position_embeddings"] == 64 else 1)' "$T/tf5_l3/config.json" &&
+  ok "rope_type llama3 in rope_parameters: rotary_scaling holds it" || bad "rope_type llama3 in rope_parameters" "exit $rc" "$(cat "$T/err")"
+$PY -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); r=c.pop("rope_parameters"); c["rope_theta"]=r.pop("rope_theta"); c["rope_scaling"]=r; json.dump(c, open(p,"w"))' "$R5/config.json"
+run "$TPCONV" shard "$R5" --preset llama --tp 2 --layout trtllm -o "$T/tf4_l3" -q
+[ "$rc" = 0 ] && $PY -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); a["rotary_scaling"].pop("rope_theta"); sys.exit(0 if a["rotary_scaling"] == b["rotary_scaling"] and a["rotary_base"] == b["rotary_base"] else 1)' "$T/tf5_l3/config.json" "$T/tf4_l3/config.json" &&
+  ok "the same scaling in rope_scaling: the same rotary_scaling and rotary_base" || bad "rope_scaling llama3" "exit $rc" "$(cat "$T/err")"
 echo "1..$n"
 [ "$failed" = 0 ]
