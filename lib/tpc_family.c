@@ -65,6 +65,8 @@
 #define LLAMA_FFN_ROWS \
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "mlp.linear_fc1.layer_norm_weight", \
 	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"), \
+	LLAMA_MLP_ROWS
+#define LLAMA_MLP_ROWS \
 	ROW(FFN_GATE, false, HF_L "mlp.gate_proj.weight", MC_L "mlp.linear_fc1.weight#0", HF_L "mlp.gate_up_proj.weight#0", \
 	    TR_L "mlp.fc.weight", GG_L "ffn_gate.weight"), \
 	ROW(FFN_UP, false, HF_L "mlp.up_proj.weight", MC_L "mlp.linear_fc1.weight#1", HF_L "mlp.gate_up_proj.weight#1", \
@@ -76,6 +78,21 @@
 #define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}}
 
 static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, END_ROW};
+
+/* OLMo 2 (Olmo2ForCausalLM): LLaMA's attention and MLP without input norms;
+ * post_attention_layernorm and post_feedforward_layernorm norm each
+ * sublayer's output before the residual add (so the first is not LLaMA's
+ * FFN norm), q_norm/k_norm over the whole q and k projections. GGUF names:
+ * gguf-py constants.py MODEL_ARCH.OLMO2 (ATTN_POST_NORM, FFN_POST_NORM). */
+static const tpc_tensor_row olmo2_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	LLAMA_MLP_ROWS,
+	ROW(ATTN_POST_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL,
+	    GG_L "post_attention_norm.weight"),
+	ROW(FFN_POST_NORM, false, HF_L "post_feedforward_layernorm.weight", NULL, NULL, NULL,
+	    GG_L "post_ffw_norm.weight"),
+	END_ROW,
+};
 
 /* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
  * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
@@ -471,6 +488,13 @@ static const tpc_family families[] = {
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
+	{.name = "olmo2",
+	 .desc = "OLMo 2 (HF names): the llama plan; q_norm/k_norm over the whole projection and the post-attention/post-feedforward norms replicated",
+	 .plan = LLAMA_JSON("olmo2"),
+	 .hf_arch = A("Olmo2ForCausalLM"),
+	 .gguf = &tpc__gguf_olmo2,
+	 .tensors = olmo2_tensors,
+	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_WHOLE, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),

@@ -57,6 +57,13 @@ static const tpc_gguf_kv_rule qwen2_kv[] = {
 	{"pooling_type", 0, TPC_KH_REFUSE, "pooling_type"}, /* _try_set_pooling_type: modules.json (checked apart) */
 	R_END,
 };
+/* Olmo2Model (conversion/olmo.py): TextModel's keys; a sliding_window (OLMo 3)
+ * adds the sliding-window keys and pattern, not written yet */
+static const tpc_gguf_kv_rule olmo2_kv[] = {
+	TEXT_RULES,
+	{"attention.sliding_window", 0, TPC_KH_REFUSE, "sliding_window"},
+	R_END,
+};
 static const tpc_gguf_kv_rule qwen2moe_kv[] = {
 	TEXT_RULES,
 	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
@@ -189,6 +196,11 @@ const tpc_gguf_arch tpc__gguf_qwen2moe = {
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
+const tpc_gguf_arch tpc__gguf_olmo2 = {
+	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor"};
 /* GemmaConfig's head_dim default: 256 */
 const tpc_gguf_arch tpc__gguf_gemma = {
 	.arch = "gemma", .hf_arch = A("GemmaForCausalLM"), .kv = gemma_kv, .norm_plus_1 = true, .no_lm_head = true,
