@@ -260,5 +260,31 @@ if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.pre" "$T/err" && grep -qF "tokenize
 else
   bad "an unmapped BPE pre-tokenizer is refused" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/r")"
 fi
+# A family added as a record alone (OLMo 2, lib/tpc_family.c): beyond its GGUF
+# above, shard with the preset its config.json names, merge back byte for byte,
+# verify's model check (post norms, q/k norms over the whole projection) at
+# tp 2 and 4, and GGUF -> HF -> GGUF byte for byte.
+O="$A/tiny-olmo2"
+for tp in 2 4; do
+  rm -rf "$T/o$tp"
+  if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
+     grep -q '"name": *"olmo2"' "$T/o$tp/tpconv-manifest.json" &&
+     "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
+     "$TPCONV" verify --reference "$O/model.safetensors" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
+     grep -q ', 2 layers,' "$T/err"; then
+    ok "olmo2 tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
+  else
+    bad "olmo2 tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
+  fi
+done
+rm -rf "$T/rt" && mkdir "$T/rt"
+if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
+   "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-olmo2/" -q 2>> "$T/err" &&
+   "$TPCONV" convert "$T/rt/tiny-olmo2" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
+   cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
+  ok "olmo2: GGUF -> HF folder -> GGUF byte-identical"
+else
+  bad "olmo2: GGUF -> HF -> GGUF" "$(cat "$T/err")"
+fi
 echo "1..$n"
 [ $failed -eq 0 ]
