@@ -170,7 +170,7 @@ static const tpc_gguf_cfg_rule neox_cfg[] = {
  * BPE vocabulary; head_dim: LlamaConfig and MistralConfig fill in
  * hidden_size / num_attention_heads (transformers 5.12) */
 #define LLAMA_PART(hf, hd) \
-	.arch = "llama", .hf_arch = A(hf), .kv = llama_kv, .permute_qk = true, .head_dim = hd, \
+	.arch = "llama", .hf_arch = A(hf), .kv = llama_kv, .permute_qk = true, .rope_freqs = true, .head_dim = hd, \
 	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true, \
 	.hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"
 
@@ -208,7 +208,7 @@ const tpc_gguf_arch tpc__gguf_gemma = {
 	.rope_pct = "partial_rotary_factor"};
 /* the reference reads a BPE when tokenizer_class says GPT2Tokenizer */
 const tpc_gguf_arch tpc__gguf_phi3 = {
-	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .vocab = TPC_GGUF_VOCAB_PHI3,
+	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .rope_factors = true, .vocab = TPC_GGUF_VOCAB_PHI3,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor"};
 const tpc_gguf_arch tpc__gguf_gpt2 = {

@@ -99,6 +99,8 @@ typedef struct tpc_gguf_arch {
 	bool norm_plus_1;  /* Gemma: every *norm.weight + 1 */
 	bool no_lm_head;   /* Gemma: lm_head.weight skipped */
 	bool neox_qkv;     /* GPT-NeoX: qkv rows [heads, 3, hd] -> [3, heads, hd] */
+	bool rope_freqs;   /* LlamaModel.generate_extra_tensors: a llama3 rope writes rope_freqs.weight */
+	bool rope_factors; /* Phi3MiniModel: a longrope's long/short factors as rope_factors_long/_short */
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
 	int head_dim;
 	tpc_gguf_vocab_kind vocab;

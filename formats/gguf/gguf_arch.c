@@ -778,7 +778,7 @@ static int rope_freqs(walk *w)
 	char tl[16] = "";
 	for (size_t i = 0; cJSON_IsString(t) && t->valuestring[i] && i + 1 < sizeof(tl); i++)
 		tl[i] = (char)tolower((unsigned char)t->valuestring[i]);
-	if (strcmp(w->cv->spec->arch, "llama") || strcmp(tl, "llama3"))
+	if (!w->cv->spec->rope_freqs || strcmp(tl, "llama3"))
 		return 0;
 	uint64_t dim = 0, h = 0, heads = 0;
 	const cJSON *hd = cfg_get(c, "head_dim");
@@ -823,7 +823,7 @@ static int phi3_factors(walk *w)
 		    *t = rope_member(c, "rope_type");
 	uint64_t h = 0, heads = 0, mx = 0, orig = 0;
 	char buf[64];
-	if (strcmp(w->cv->spec->arch, "phi3") || !cJSON_IsArray(lf) || !cJSON_GetArraySize(lf))
+	if (!w->cv->spec->rope_factors || !cJSON_IsArray(lf) || !cJSON_GetArraySize(lf))
 		return 0;
 	const char *ty = cJSON_IsString(t) ? t->valuestring : "";
 	if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, w->cv->e) ||
