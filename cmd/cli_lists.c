@@ -23,38 +23,38 @@ static bool writable(const tpc_format *f)
 	return f->write && !f->index;
 }
 
+static bool rank_file(const tpc_format *f)
+{
+	return f->rank_file;
+}
+
+/* "a, b or c": the names of the formats `pick` keeps, into list[n] */
+static const char *format_names(bool (*pick)(const tpc_format *), char *list, size_t n)
+{
+	size_t want = 0, k = 0, m = 0;
+	for (size_t i = 0; i < tpc_format_count(); i++)
+		want += pick(tpc_format_at(i));
+	list[0] = '\0';
+	for (size_t i = 0; i < tpc_format_count() && k < n; i++) {
+		const tpc_format *f = tpc_format_at(i);
+		if (!pick(f))
+			continue;
+		m++;
+		k += (size_t)snprintf(list + k, n - k, "%s%s", m == 1 ? "" : m == want ? " or " : ", ", f->name);
+	}
+	return list;
+}
+
 const char *tpc_cli_out_formats(void)
 {
 	static char list[256];
-	size_t n = 0, k = 0, m = 0;
-	for (size_t i = 0; i < tpc_format_count(); i++)
-		n += writable(tpc_format_at(i));
-	list[0] = '\0';
-	for (size_t i = 0; i < tpc_format_count() && k < sizeof(list); i++) {
-		const tpc_format *f = tpc_format_at(i);
-		if (!writable(f))
-			continue;
-		m++;
-		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", m == 1 ? "" : m == n ? " or " : ", ", f->name);
-	}
-	return list;
+	return format_names(writable, list, sizeof(list));
 }
 
 const char *tpc_cli_rank_formats(void)
 {
 	static char list[256];
-	size_t n = 0, k = 0, m = 0;
-	for (size_t i = 0; i < tpc_format_count(); i++)
-		n += tpc_format_at(i)->rank_file;
-	list[0] = '\0';
-	for (size_t i = 0; i < tpc_format_count() && k < sizeof(list); i++) {
-		const tpc_format *f = tpc_format_at(i);
-		if (!f->rank_file)
-			continue;
-		m++;
-		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", m == 1 ? "" : m == n ? " or " : ", ", f->name);
-	}
-	return list;
+	return format_names(rank_file, list, sizeof(list));
 }
 
 const char *tpc_cli_out_names(void)

@@ -172,47 +172,36 @@ int tpc_cfg_int(const tpc_cfg *c, tpc_cfg_scope s, const char *names, unsigned f
 	return ret;
 }
 
-static bool fits_num(const cJSON *v, const void *arg)
+/* a value of one of the cJSON types in the mask *arg */
+static bool fits_type(const cJSON *v, const void *arg)
 {
-	(void)arg;
-	return cJSON_IsNumber(v);
+	return v && (v->type & 0xff & *(const int *)arg);
 }
+static const int T_NUM = cJSON_Number, T_BOOL = cJSON_True | cJSON_False, T_STR = cJSON_String;
 
 int tpc_cfg_num(const tpc_cfg *c, tpc_cfg_scope s, const char *names, unsigned flags, double *out, tpc_err *e)
 {
 	const cJSON *v = NULL;
-	int ret = find_typed(c, s, names, flags, fits_num, NULL, "a number", &v, e);
+	int ret = find_typed(c, s, names, flags, fits_type, &T_NUM, "a number", &v, e);
 	if (ret > 0)
 		*out = v->valuedouble;
 	return ret;
 }
 
-static bool fits_bool(const cJSON *v, const void *arg)
-{
-	(void)arg;
-	return cJSON_IsBool(v);
-}
-
 int tpc_cfg_bool(const tpc_cfg *c, tpc_cfg_scope s, const char *names, unsigned flags, int *out, tpc_err *e)
 {
 	const cJSON *v = NULL;
-	int ret = find_typed(c, s, names, flags, fits_bool, NULL, "true or false", &v, e);
+	int ret = find_typed(c, s, names, flags, fits_type, &T_BOOL, "true or false", &v, e);
 	if (ret > 0)
 		*out = cJSON_IsTrue(v) ? 1 : -1;
 	return ret;
-}
-
-static bool fits_str(const cJSON *v, const void *arg)
-{
-	(void)arg;
-	return cJSON_IsString(v);
 }
 
 int tpc_cfg_str(const tpc_cfg *c, tpc_cfg_scope s, const char *names, unsigned flags, const char **out,
 		tpc_err *e)
 {
 	const cJSON *v = NULL;
-	int ret = find_typed(c, s, names, flags, fits_str, NULL, "a string", &v, e);
+	int ret = find_typed(c, s, names, flags, fits_type, &T_STR, "a string", &v, e);
 	if (ret > 0)
 		*out = v->valuestring;
 	return ret;

@@ -229,52 +229,33 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 			*checked(dst, k) = fact_value(src, k);
 			memcpy(dst->origin[k], src->origin[k], sizeof(dst->origin[k]));
 		}
-	if (!dst->padded_vocab)
-		dst->padded_vocab = src->padded_vocab;
-	if (!dst->layers)
-		dst->layers = src->layers;
-	if (!dst->ff_act)
-		dst->ff_act = src->ff_act;
-	if (!dst->experts_per_tok)
-		dst->experts_per_tok = src->experts_per_tok;
-	if (!dst->norm_topk)
-		dst->norm_topk = src->norm_topk;
+#define FILL(m) do { if (!dst->m) dst->m = src->m; } while (0)
+	FILL(padded_vocab);
+	FILL(layers);
+	FILL(ff_act);
+	FILL(experts_per_tok);
+	FILL(norm_topk);
 	if (!dst->quant.method)
 		dst->quant = src->quant;
-	if (!dst->scoring)
-		dst->scoring = src->scoring;
-	if (!dst->topk_method)
-		dst->topk_method = src->topk_method;
-	if (!dst->n_group)
-		dst->n_group = src->n_group;
-	if (!dst->topk_group)
-		dst->topk_group = src->topk_group;
-	if (!dst->first_dense)
-		dst->first_dense = src->first_dense;
-	if (!dst->routed_scale)
-		dst->routed_scale = src->routed_scale;
-	if (!dst->q_lora_rank)
-		dst->q_lora_rank = src->q_lora_rank;
-	if (!dst->kv_lora_rank)
-		dst->kv_lora_rank = src->kv_lora_rank;
-	if (!dst->qk_nope_head_dim)
-		dst->qk_nope_head_dim = src->qk_nope_head_dim;
-	if (!dst->qk_rope_head_dim)
-		dst->qk_rope_head_dim = src->qk_rope_head_dim;
-	if (!dst->v_head_dim)
-		dst->v_head_dim = src->v_head_dim;
-	if (!dst->norm_eps)
-		dst->norm_eps = src->norm_eps;
-	if (!dst->rope_theta)
-		dst->rope_theta = src->rope_theta;
-	if (!dst->rope_interleave)
-		dst->rope_interleave = src->rope_interleave;
-	if (!dst->rotary_pct)
-		dst->rotary_pct = src->rotary_pct;
-	if (!dst->parallel_residual)
-		dst->parallel_residual = src->parallel_residual;
+	FILL(scoring);
+	FILL(topk_method);
+	FILL(n_group);
+	FILL(topk_group);
+	FILL(first_dense);
+	FILL(routed_scale);
+	FILL(q_lora_rank);
+	FILL(kv_lora_rank);
+	FILL(qk_nope_head_dim);
+	FILL(qk_rope_head_dim);
+	FILL(v_head_dim);
+	FILL(norm_eps);
+	FILL(rope_theta);
+	FILL(rope_interleave);
+	FILL(rotary_pct);
+	FILL(parallel_residual);
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
+#undef FILL
 }
 
 void tpc_facts_finish(tpc_model_facts *f)
