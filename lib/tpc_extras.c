@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tpc_cfg.h"
 #include "tpc_ckpt.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
@@ -274,8 +275,8 @@ static int copy_file(const char *src, const char *dst, unsigned flags, tpc_err *
 
 bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o)
 {
-	char *src = src_dir ? tpc_path_join(src_dir, "config.json") : NULL, *text = NULL;
-	size_t len;
+	char *src = src_dir ? tpc_path_join(src_dir, "config.json") : NULL;
+	tpc_cfg *c = NULL;
 	bool r = false;
 	tpc_err e;
 	tpc_err_init(&e);
@@ -285,14 +286,12 @@ bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o)
 		r = true;
 		goto out;
 	}
-	if (!tpc_read_file(src, 64u << 20, &text, &len, &e)) {
-		cJSON *j = cJSON_ParseWithLength(text, len);
-		r = j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, o->config_marker);
-		cJSON_Delete(j);
-	}
+	/* the marker is a member of the layout's own config, at its top */
+	if (!tpc_cfg_from_file(&c, src, &e))
+		r = tpc_cfg_get(c, TPC_CFG_TOP, o->config_marker, NULL) != NULL;
 out:
+	tpc_cfg_free(c);
 	free(src);
-	free(text);
 	return r;
 }
 
