@@ -194,12 +194,19 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 	char *text = NULL, *out = NULL;
 	size_t len;
 	cJSON *j = NULL, *m = NULL;
+	tpc_cfg *c = NULL;
+	tpc_err scratch;
+	tpc_err_init(&scratch);
 	int ret = tpc_read_file(src, 64u << 20, &text, &len, e);
 	if (ret)
 		return ret;
-	j = cJSON_ParseWithLength(text, len);
-	if (!j || !cJSON_IsObject(j)) {
+	/* parsed by the one reader, then copied: this tree is edited */
+	if (tpc_cfg_from_buffer(&c, text, len, src, &scratch)) {
 		ret = tpc_err_at(e, TPC_EINPUT, src, NULL, "config.json is not a JSON object");
+		goto out;
+	}
+	if (!(j = cJSON_Duplicate(tpc_cfg_root(c), true))) {
+		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	const char *pos = text;
@@ -252,6 +259,7 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 out:
 	cJSON_Delete(j);
 	cJSON_Delete(m);
+	tpc_cfg_free(c);
 	free(text);
 	free(out);
 	return ret;
