@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tpc_cfg.h"
 #include "tpc_family.h"
 #include "tpc_extras.h"
 #include "tpc_io.h"
@@ -220,40 +221,52 @@ int tpc_cli_input_write(void *ctx, const tpc_format *f, const char *out, const t
 	return f->write(in->view, NULL, 0, out, wo, e);
 }
 
-/* A checkpoint whose file holds its configuration (GGUF's metadata): the
- * config.json it gives, its facts as the checkpoint's own, and its family's
- * preset when no flag named a plan. */
-int tpc_cli_own_config(const tpc_ckpt *ck, char **json, tpc_model_facts *f, tpc_err *e)
+/* The config.json a checkpoint's own metadata gives, read once: its facts
+ * into f (the unknown ones) and, when fam is not NULL, the family its
+ * top-level architectures[0] names (the whole model's class). */
+static int own_read(const tpc_ckpt *ck, char **json, tpc_model_facts *f, const tpc_family **fam, tpc_err *e)
 {
 	const tpc_format *fmt = ck->format ? tpc_format_by_name(ck->format) : NULL;
 	tpc_model_facts cf;
+	tpc_cfg *c = NULL;
 	int ret;
 	*json = NULL;
 	if (!fmt || !fmt->hf_config)
 		return 0;
 	if ((ret = fmt->hf_config(ck, json, e)) ||
-	    (ret = tpc_facts_from_buffer(&cf, *json, strlen(*json), "the GGUF metadata", e)))
-		return ret;
+	    (ret = tpc_cfg_from_buffer(&c, *json, strlen(*json), "the GGUF metadata", e)) ||
+	    (ret = tpc_facts_from_cfg(&cf, c, e)))
+		goto out;
 	tpc_facts_fill(f, &cf);
-	return 0;
+	const cJSON *a = fam ? tpc_cfg_get(c, TPC_CFG_TOP, "architectures", NULL) : NULL;
+	if (cJSON_IsArray(a) && cJSON_IsString(a->child))
+		*fam = tpc_family_by_arch(a->child->valuestring);
+out:
+	tpc_cfg_free(c);
+	return ret;
+}
+
+/* A checkpoint whose file holds its configuration (GGUF's metadata): the
+ * config.json it gives, its facts as the checkpoint's own, and its family's
+ * preset when no flag named a plan. */
+int tpc_cli_own_config(const tpc_ckpt *ck, char **json, tpc_model_facts *f, tpc_err *e)
+{
+	return own_read(ck, json, f, NULL, e);
 }
 
 static int own_config(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, tpc_err *e)
 {
 	const char *preset;
-	int ret = tpc_cli_own_config(&in->ck, &in->hf_config, &in->own, e);
+	const tpc_family *fam = NULL;
+	int ret = own_read(&in->ck, &in->hf_config, &in->own, in->have_plan ? NULL : &fam, e);
 	if (!ret && in->hf_config && set->preset)
 		ret = tpc_cli_preset_for(cmd, set, NULL, in->hf_config, &preset);
 	if (ret || !in->hf_config || in->have_plan)
 		return ret;
-	cJSON *c = cJSON_Parse(in->hf_config);
-	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "architectures");
-	const tpc_family *fam = cJSON_IsArray(a) && cJSON_IsString(a->child) ? tpc_family_by_arch(a->child->valuestring) : NULL;
 	if (fam && fam->plan && !(ret = tpc_cli_load_plan(fam->name, NULL, &in->plan, e))) {
 		in->have_plan = true;
 		tpc_cli_info("preset %s, from the GGUF's general.architecture", fam->name);
 	}
-	cJSON_Delete(c);
 	return ret;
 }
 

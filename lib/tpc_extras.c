@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "tpc_buf.h"
+#include "tpc_cfg.h"
 #include "tpc_ckpt.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
@@ -258,12 +259,19 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 	char *text = NULL, *out = NULL;
 	size_t len;
 	cJSON *j = NULL, *m = NULL;
+	tpc_cfg *c = NULL;
+	tpc_err scratch;
+	tpc_err_init(&scratch);
 	int ret = tpc_read_file(src, 64u << 20, &text, &len, e);
 	if (ret)
 		return ret;
-	j = cJSON_ParseWithLength(text, len);
-	if (!j || !cJSON_IsObject(j)) {
+	/* parsed by the one reader, then copied: this tree is edited */
+	if (tpc_cfg_from_buffer(&c, text, len, src, &scratch)) {
 		ret = tpc_err_at(e, TPC_EINPUT, src, NULL, "config.json is not a JSON object");
+		goto out;
+	}
+	if (!(j = cJSON_Duplicate(tpc_cfg_root(c), true))) {
+		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	const char *pos = text;
@@ -310,6 +318,7 @@ static int rewrite_config(const char *src, const char *dst, const tpc_extras_opt
 out:
 	cJSON_Delete(j);
 	cJSON_Delete(m);
+	tpc_cfg_free(c);
 	free(text);
 	free(out);
 	return ret;
@@ -333,8 +342,8 @@ static int copy_file(const char *src, const char *dst, unsigned flags, tpc_err *
 
 bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o)
 {
-	char *src = src_dir ? tpc_path_join(src_dir, "config.json") : NULL, *text = NULL;
-	size_t len;
+	char *src = src_dir ? tpc_path_join(src_dir, "config.json") : NULL;
+	tpc_cfg *c = NULL;
 	bool r = false;
 	tpc_err e;
 	tpc_err_init(&e);
@@ -344,14 +353,12 @@ bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o)
 		r = true;
 		goto out;
 	}
-	if (!tpc_read_file(src, 64u << 20, &text, &len, &e)) {
-		cJSON *j = cJSON_ParseWithLength(text, len);
-		r = j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, o->config_marker);
-		cJSON_Delete(j);
-	}
+	/* the marker is a member of the layout's own config, at its top */
+	if (!tpc_cfg_from_file(&c, src, &e))
+		r = tpc_cfg_get(c, TPC_CFG_TOP, o->config_marker, NULL) != NULL;
 out:
+	tpc_cfg_free(c);
 	free(src);
-	free(text);
 	return r;
 }
 

@@ -9,6 +9,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_cast.h"
+#include "tpc_cfg.h"
 #include "tpc_ggml.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
@@ -202,15 +203,22 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 	int ret = 0;
 	memset(q, 0, sizeof(*q));
 	q->torch_dtype = TPC_DT_INVALID;
-	cJSON *j = cJSON_ParseWithLength(text, len);
-	if (!j || !cJSON_IsObject(j)) {
+	tpc_cfg *c = NULL;
+	const char *dt = NULL, *dt5 = NULL;
+	tpc_err scratch;
+	tpc_err_init(&scratch);
+	if (tpc_cfg_from_buffer(&c, text, len, path, &scratch)) {
 		ret = cfg_err(e, path, "%s is not a JSON object%s", gptq_file ? "quantize_config.json" : "config.json", NULL);
 		goto out;
 	}
-	q->torch_dtype = float_dtype(get_str(j, "torch_dtype"));
+	/* the top level: quantization is the whole model's (from_pretrained
+	 * reads quantization_config there), and so is its dtype */
+	tpc_cfg_str(c, TPC_CFG_TOP, "torch_dtype", TPC_CFG_LENIENT, &dt, e);
+	tpc_cfg_str(c, TPC_CFG_TOP, "dtype", TPC_CFG_LENIENT, &dt5, e);
+	q->torch_dtype = float_dtype(dt);
 	if (!q->torch_dtype)
-		q->torch_dtype = float_dtype(get_str(j, "dtype"));
-	const cJSON *qc = gptq_file ? j : cJSON_GetObjectItemCaseSensitive(j, "quantization_config");
+		q->torch_dtype = float_dtype(dt5);
+	const cJSON *qc = gptq_file ? tpc_cfg_root(c) : tpc_cfg_get(c, TPC_CFG_TOP, "quantization_config", NULL);
 	if (!qc || cJSON_IsNull(qc))
 		goto out;
 	if (!cJSON_IsObject(qc)) {
@@ -239,7 +247,7 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 			      safe, NULL);
 	}
 out:
-	cJSON_Delete(j);
+	tpc_cfg_free(c);
 	if (ret)
 		q->method = TPC_QM_NONE;
 	return ret;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tpc_buf.h"
+#include "tpc_cfg.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
 #include "tpc_shard.h"
@@ -124,25 +125,24 @@ static bool is_rank_file(const char *name)
 /* tp and pp from config.json's "mapping"; -1 when it has none */
 static int read_mapping(const char *dir, int *tp, int *pp)
 {
-	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
-	size_t len;
+	char *path = tpc_path_join(dir, "config.json");
+	tpc_cfg *cfg = NULL;
 	tpc_err e;
 	tpc_err_init(&e);
 	*tp = *pp = 0;
-	if (!cfg || !tpc_exists(cfg) || tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
-		free(cfg);
+	if (!path || !tpc_exists(path) || tpc_cfg_from_file(&cfg, path, &e)) {
+		free(path);
 		return -1;
 	}
-	cJSON *root = cJSON_ParseWithLength(text, len);
-	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mapping");
+	/* TensorRT-LLM's own config: "mapping" is at its top */
+	const cJSON *mp = tpc_cfg_get(cfg, TPC_CFG_TOP, "mapping", NULL);
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(mp, "tp_size"), *b = cJSON_GetObjectItemCaseSensitive(mp, "pp_size");
 	if (cJSON_IsNumber(a) && a->valuedouble >= 1 && a->valuedouble <= TPC_MAX_TP)
 		*tp = (int)a->valuedouble;
 	if (cJSON_IsNumber(b) && b->valuedouble >= 1 && b->valuedouble <= TPC_MAX_TP)
 		*pp = (int)b->valuedouble;
-	cJSON_Delete(root);
-	free(text);
-	free(cfg);
+	tpc_cfg_free(cfg);
+	free(path);
 	return *tp ? 0 : -1;
 }
 

@@ -63,6 +63,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_cast.h"
+#include "tpc_cfg.h"
 #include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
@@ -731,21 +732,20 @@ out:
  * config (with "mapping"); *trt whether it is one. */
 static const tpc_family *config_family(const char *dir, bool *trt)
 {
-	char *cfg = tpc_path_join(dir, "config.json"), *text = NULL;
-	size_t len;
+	char *path = tpc_path_join(dir, "config.json");
+	tpc_cfg *cfg = NULL;
 	const tpc_family *f = NULL;
 	tpc_err e;
 	tpc_err_init(&e);
 	*trt = false;
-	if (cfg && tpc_exists(cfg) && !tpc_read_file(cfg, 64u << 20, &text, &len, &e)) {
-		cJSON *root = cJSON_ParseWithLength(text, len);
-		const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architecture");
-		*trt = cJSON_IsString(a) && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "mapping"));
+	if (path && tpc_exists(path) && !tpc_cfg_from_file(&cfg, path, &e)) {
+		/* TensorRT-LLM's own members, at its top */
+		const cJSON *a = tpc_cfg_get(cfg, TPC_CFG_TOP, "architecture", NULL);
+		*trt = cJSON_IsString(a) && cJSON_IsObject(tpc_cfg_get(cfg, TPC_CFG_TOP, "mapping", NULL));
 		f = *trt ? tpc_family_by_trtllm_arch(a->valuestring) : NULL;
-		cJSON_Delete(root);
 	}
-	free(text);
-	free(cfg);
+	tpc_cfg_free(cfg);
+	free(path);
 	return f;
 }
 

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "tpc_buf.h"
+#include "tpc_cfg.h"
 #include "tpc_family.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
@@ -180,25 +181,21 @@ typedef struct vcfg {
 static void read_config(const char *dir, vcfg *c)
 {
 	memset(c, 0, sizeof(*c));
-	char *path = dir ? tpc_path_join(dir, "config.json") : NULL, *text = NULL;
-	size_t len;
+	char *path = dir ? tpc_path_join(dir, "config.json") : NULL;
+	tpc_cfg *cfg = NULL;
 	tpc_err e;
 	tpc_err_init(&e);
-	if (!path || !tpc_exists(path) || tpc_read_file(path, 64u << 20, &text, &len, &e)) {
-		free(path);
-		return;
-	}
-	cJSON *root = cJSON_ParseWithLength(text, len);
-	if (cJSON_IsObject(root)) {
-		const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+	/* both at the top level, as before: architectures names the whole
+	 * model's class, and the families vLLM's layout takes have no text_config */
+	if (path && tpc_exists(path) && !tpc_cfg_from_file(&cfg, path, &e)) {
+		const cJSON *a = tpc_cfg_get(cfg, TPC_CFG_TOP, "architectures", NULL);
+		const cJSON *t = tpc_cfg_get(cfg, TPC_CFG_TOP, "tie_word_embeddings", NULL);
 		c->have = true;
 		if (cJSON_IsArray(a) && cJSON_IsString(cJSON_GetArrayItem(a, 0)))
 			snprintf(c->arch, sizeof(c->arch), "%s", cJSON_GetArrayItem(a, 0)->valuestring);
 		c->tied = cJSON_IsTrue(t);
 	}
-	cJSON_Delete(root);
-	free(text);
+	tpc_cfg_free(cfg);
 	free(path);
 }
 

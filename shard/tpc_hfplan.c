@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tpc_cfg.h"
 #include "tpc_plan.h"
 #include "tpc_util.h"
 
@@ -87,22 +88,26 @@ static void add_pattern(tpc_buf *b, const char *key)
 
 int tpc_plan_from_hf(const char *text, size_t len, const char *path, tpc_buf *out, tpc_err *e)
 {
-	cJSON *root = cJSON_ParseWithLength(text, len);
+	tpc_cfg *c = NULL;
 	const cJSON *plan = NULL, *ep = NULL;
 	tpc_model_facts f;
 	int ret = 0, nrules = 0;
+	tpc_err scratch;
+	tpc_err_init(&scratch);
 	memset(&f, 0, sizeof(f));
-	if (!cJSON_IsObject(root)) {
+	if (tpc_cfg_from_buffer(&c, text, len, path, &scratch)) {
 		ret = TPC_CORRUPT(e, path, -1, NULL, "not a JSON object (a config.json with base_model_tp_plan, or the plan)");
 		goto out;
 	}
-	plan = cJSON_GetObjectItemCaseSensitive(root, "base_model_tp_plan");
-	ep = cJSON_GetObjectItemCaseSensitive(root, "base_model_ep_plan");
+	/* the top level: the plan's module names are the whole model's (a
+	 * text_config's plan would name the language model's alone) */
+	plan = tpc_cfg_get(c, TPC_CFG_TOP, "base_model_tp_plan", NULL);
+	ep = tpc_cfg_get(c, TPC_CFG_TOP, "base_model_ep_plan", NULL);
 	if (plan) {
-		if ((ret = tpc_facts_from_buffer(&f, text, len, path, e)))
+		if ((ret = tpc_facts_from_cfg(&f, c, e)))
 			goto out;
 	} else {
-		plan = root; /* the dict alone */
+		plan = tpc_cfg_root(c); /* the dict alone */
 		for (const cJSON *it = plan->child; it; it = it->next)
 			if (!cJSON_IsString(it)) {
 				ret = TPC_CORRUPT(e, path, -1, NULL,
@@ -180,6 +185,6 @@ int tpc_plan_from_hf(const char *text, size_t len, const char *path, tpc_buf *ou
 	if (out->oom)
 		ret = tpc_err_nomem(e);
 out:
-	cJSON_Delete(root);
+	tpc_cfg_free(c);
 	return ret;
 }

@@ -176,10 +176,12 @@ char *tpc__trtllm_rank_path(const char *dir, int t, int p, int tp);
  * config.json, or a resharded set's own (trt: a TensorRT-LLM config, kept
  * with a new mapping). fam: the family its architecture names (NULL: none). */
 struct cJSON;
+struct tpc_cfg;
 typedef struct tpc__trt_source {
 	char *path, *text;
 	size_t len;
-	struct cJSON *root;
+	struct tpc_cfg *cfg;      /* read through lib/tpc_cfg.h */
+	const struct cJSON *root; /* its tree (borrowed from cfg) */
 	bool trt;
 	bool tied;          /* tie_word_embeddings */
 	char arch[96];

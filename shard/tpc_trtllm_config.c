@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "tpc_buf.h"
+#include "tpc_cfg.h"
 #include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
@@ -160,7 +161,7 @@ static const char *raw(const tpc__trt_source *s, const char *key, size_t *vl)
 
 void tpc__trt_source_release(tpc__trt_source *s)
 {
-	cJSON_Delete(s->root);
+	tpc_cfg_free(s->cfg);
 	free(s->text);
 	free(s->path);
 	memset(s, 0, sizeof(*s));
@@ -191,18 +192,22 @@ int tpc__trt_source_open(const tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_
 				   "the trtllm layout writes TensorRT-LLM's config.json from the model's Hugging Face config.json, and there is none: give --config or shard the model's folder");
 	if ((ret = tpc_read_file(s->path, 64u << 20, &s->text, &s->len, e)))
 		return ret;
-	s->root = cJSON_ParseWithLength(s->text, s->len);
-	if (!cJSON_IsObject(s->root)) {
+	tpc_err scratch;
+	tpc_err_init(&scratch);
+	if (tpc_cfg_from_buffer(&s->cfg, s->text, s->len, s->path, &scratch))
 		return tpc_err_at(e, TPC_EINPUT, s->path, NULL, "config.json is not a JSON object");
-	}
-	const cJSON *a = cJSON_GetObjectItemCaseSensitive(s->root, "architectures");
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s->root, "architecture");
-	s->trt = cJSON_IsString(t) && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s->root, "mapping"));
+	/* the top level throughout: raw() copies top-level members as spelled,
+	 * TensorRT-LLM's from_hugging_face reads the families it takes there,
+	 * and a TensorRT-LLM config has no text_config */
+	s->root = tpc_cfg_root(s->cfg);
+	const cJSON *a = tpc_cfg_get(s->cfg, TPC_CFG_TOP, "architectures", NULL);
+	const cJSON *t = tpc_cfg_get(s->cfg, TPC_CFG_TOP, "architecture", NULL);
+	s->trt = cJSON_IsString(t) && cJSON_IsObject(tpc_cfg_get(s->cfg, TPC_CFG_TOP, "mapping", NULL));
 	a = s->trt ? t : cJSON_GetArrayItem(a, 0);
 	if (cJSON_IsString(a))
 		snprintf(s->arch, sizeof(s->arch), "%s", a->valuestring);
 	s->fam = s->trt ? tpc_family_by_trtllm_arch(s->arch) : tpc_family_by_arch(s->arch);
-	s->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s->root, "tie_word_embeddings"));
+	s->tied = cJSON_IsTrue(tpc_cfg_get(s->cfg, TPC_CFG_TOP, "tie_word_embeddings", NULL));
 	return 0;
 }
 
@@ -331,7 +336,7 @@ static const char *dtype_name(tpc_dtype d)
 /* An integer member of the source (0 when absent or not an integer). */
 static int64_t num(const tpc__trt_source *s, const char *key)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s->root, key);
+	const cJSON *v = tpc_cfg_get(s->cfg, TPC_CFG_TOP, key, NULL);
 	return cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble ? (int64_t)v->valuedouble : 0;
 }
 
@@ -357,7 +362,7 @@ static int value_of(const tpc__trt_source *s, const ckey *k, tpc_buf *b, tpc_err
 	case K_OR: {
 		bool any = false;
 		for (int i = 0; i < 3 && k->hf[i]; i++)
-			any = any || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s->root, k->hf[i]));
+			any = any || cJSON_IsTrue(tpc_cfg_get(s->cfg, TPC_CFG_TOP, k->hf[i], NULL));
 		tpc_buf_adds(b, any ? "true" : "false");
 		return 0;
 	}
@@ -577,8 +582,11 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 {
 	char *path = tpc_path_join(dir, "config.json"), *text = NULL;
 	size_t len;
-	cJSON *root = NULL;
+	tpc_cfg *cfg = NULL;
+	const cJSON *root = NULL;
 	int ret;
+	tpc_err scratch;
+	tpc_err_init(&scratch);
 	memset(m, 0, sizeof(*m));
 	if (!path)
 		return tpc_err_nomem(e);
@@ -588,7 +596,10 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 	}
 	if ((ret = tpc_read_file(path, 64u << 20, &text, &len, e)))
 		goto out;
-	root = cJSON_ParseWithLength(text, len);
+	/* TensorRT-LLM's own config, its members at the top; one that is not
+	 * a JSON object is refused below as naming no architecture */
+	if (!tpc_cfg_from_buffer(&cfg, text, len, path, &scratch))
+		root = tpc_cfg_root(cfg);
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architecture");
 	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(root, "mapping");
 	const cJSON *moe = cJSON_GetObjectItemCaseSensitive(root, "moe");
@@ -645,7 +656,7 @@ int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e)
 	else if (m->experts && (m->experts % m->moe_ep))
 		ret = bad_cfg(path, e, "moe.num_experts is no multiple of mapping.moe_ep_size");
 out:
-	cJSON_Delete(root);
+	tpc_cfg_free(cfg);
 	free(text);
 	free(path);
 	return ret;

@@ -473,16 +473,21 @@ static int sv_config_tokens(sv *s, const cJSON *added)
 	return ret;
 }
 
+/* _try_load_from_config_json: each <type>_token_id from the top level, and
+ * from text_config only when the top level has none or None. This is not
+ * lib/tpc_cfg.h's text_config rule (text_config's member wins) on purpose:
+ * the ids written must be the reference's, and gguf-py asks the top level
+ * first (Kimi-VL keeps them in text_config alone). */
 static int sv_config_json(sv *s)
 {
-	const cJSON *c = s->vd->config;
+	const tpc_cfg *c = s->vd->config;
 	int ret = 0;
 	for (size_t i = 0; c && i < s->ntypes && !ret; i++) {
 		char key[32];
 		snprintf(key, sizeof(key), "%s_token_id", s->types[i]);
-		const cJSON *v = sv_get(c, key);
-		if ((!v || cJSON_IsNull(v)) && sv_get(c, "text_config"))
-			v = sv_get(sv_get(c, "text_config"), key);
+		const cJSON *v = tpc_cfg_get(c, TPC_CFG_TOP, key, NULL);
+		if ((!v || cJSON_IsNull(v)) && tpc_cfg_text(c))
+			v = sv_get(tpc_cfg_text(c), key);
 		if (v)
 			ret = sv_set_special(s, s->types[i], v, 0, "config.json");
 	}

@@ -63,7 +63,7 @@ static void v_release(vocab *v)
 	free(v->type);
 	cJSON_Delete(v->vd.tok_json);
 	cJSON_Delete(v->vd.tok_cfg);
-	cJSON_Delete(v->vd.config);
+	tpc_cfg_free(v->vd.config);
 }
 
 /* tok[i] = s[0..n) (copied); with `space`, U+2581 becomes ' ' (the
@@ -456,6 +456,15 @@ static int v_gemma(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
 	return ret;
 }
 
+/* config.json through lib's reader (tpc_cfg.h); absent is no error */
+static int v_config(vocab *v)
+{
+	char *path = tpc_path_join(v->vd.dir, "config.json");
+	int ret = path ? tpc_cfg_from_file(&v->vd.config, path, v->e) : tpc_err_set(v->e, TPC_EIO, "out of memory");
+	free(path);
+	return ret;
+}
+
 /* Phi3MiniModel.set_vocab */
 static int v_phi3(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
 {
@@ -481,8 +490,8 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 	int ret = tpc__vocab_json(dir, "tokenizer.json", &v.vd.tok_json, e);
 	if (!ret)
 		ret = tpc__vocab_json(dir, "tokenizer_config.json", &v.vd.tok_cfg, e);
-	if (!ret)
-		ret = tpc__vocab_json(dir, "config.json", &v.vd.config, e);
+	if (!ret && v_has(&v, "config.json"))
+		ret = v_config(&v);
 	if (ret)
 		goto out;
 	if (!v.vd.tok_json && !v_has(&v, "tokenizer.model"))

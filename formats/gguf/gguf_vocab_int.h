@@ -10,13 +10,14 @@
 #include <stdbool.h>
 
 #include "gguf.h"
+#include "tpc_cfg.h"
 
 /* JSON files of the model folder, each NULL when absent. */
 typedef struct tpc__vocab_dir {
 	const char *dir;
 	cJSON *tok_json; /* tokenizer.json */
 	cJSON *tok_cfg;  /* tokenizer_config.json */
-	cJSON *config;   /* config.json */
+	tpc_cfg *config; /* config.json, through lib's reader */
 } tpc__vocab_dir;
 
 /* Read dir/name as JSON into *out (NULL, and 0, when the file is absent). */

@@ -252,6 +252,44 @@ static void test_bpe_pre(void **st)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* config.json's <type>_token_id, read as gguf-py's SpecialVocab reads it:
+ * the top level first, text_config only where the top level has none or
+ * None (not lib/tpc_cfg.h's text_config rule, where text_config wins). */
+static uint64_t id_of(const tpc_gguf_kvs *kv, const char *key)
+{
+	ptrdiff_t k = tpc_gguf_kvs_find(kv, key);
+	assert_true(k >= 0);
+	return kv->kv[k].v.u;
+}
+
+static void test_config_ids(void **st)
+{
+	(void)st;
+	char tmp[] = "/tmp/tpc_ids_XXXXXX", cmd[512];
+	assert_non_null(mkdtemp(tmp));
+	snprintf(cmd, sizeof(cmd), "cp %s/tests/gguf/vocab/gpt2-bpe/* %s", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..",
+		 tmp);
+	assert_int_equal(system(cmd), 0);
+	char *cfg = tpc_path_join(tmp, "config.json");
+	FILE *f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs("{\"architectures\": [\"GPT2LMHeadModel\"], \"vocab_size\": 400, \"pad_token_id\": 3, "
+	      "\"sep_token_id\": null, \"text_config\": {\"pad_token_id\": 7, \"sep_token_id\": 8, "
+	      "\"mask_token_id\": 9}}", f);
+	assert_int_equal(fclose(f), 0);
+	tpc_gguf_kvs kv = {0};
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_gguf_vocab(tmp, "gpt2", 400, &kv, &e), 0);
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.padding_token_id"), 3);   /* the top level's */
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.seperator_token_id"), 8); /* top level None */
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.mask_token_id"), 9);      /* top level none */
+	tpc_gguf_kvs_release(&kv);
+	free(cfg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* Damaged tokenizer.model: every truncation of a real one, and
  * hand-made ones, each refused with the file and an offset. */
 static void test_spm_hostile(void **st)
@@ -422,7 +460,7 @@ int main(void)
 		cmocka_unit_test(test_llama_spm), cmocka_unit_test(test_mistral_spm),
 		cmocka_unit_test(test_gemma_spm), cmocka_unit_test(test_phi3_spm),
 		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
-		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre),
+		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre), cmocka_unit_test(test_config_ids),
 		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -181,10 +181,11 @@ static char *trt_config(const tpc_family *f, const char *hf)
 	src.text = (char *)hf;
 	src.len = strlen(hf);
 	src.fam = f;
-	src.root = cJSON_ParseWithLength(hf, src.len);
+	assert_int_equal(tpc_cfg_from_buffer(&src.cfg, hf, src.len, "config.json", &e), 0);
+	src.root = tpc_cfg_root(src.cfg);
 	snprintf(src.arch, sizeof(src.arch), "TestForCausalLM");
 	assert_int_equal(tpc__trt_config_render(&sp, &src, TPC_BF16, &b, &e), 0);
-	cJSON_Delete(src.root);
+	tpc_cfg_free(src.cfg);
 	return tpc_buf_detach(&b, NULL);
 }
 
