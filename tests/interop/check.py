@@ -139,6 +139,12 @@ def check_rank_folders(fam, op, case, path):
         return ("n/a", "the head size comes from hidden/heads in this architecture: no config "
                 "describes a 1/tp slice (the folders' tensors are checked by the merge rows and, "
                 "where transformers shards them, by the tensor-parallel oracle)")
+    qn = ref.ckpt.get("model.layers.0.self_attn.q_norm.weight")
+    if qn is not None and qn.shape[0] == ref.ckpt["model.layers.0.self_attn.q_proj.weight"].shape[0] and \
+            qn.shape[0] != getattr(transformers.AutoConfig.from_pretrained(ref.path), "head_dim", 0):
+        return ("n/a", "q_norm/k_norm normalise the whole q and k projections (OLMo 2): a rank's slice "
+                "needs the statistics of every rank (vLLM all-gathers q and k; verify sums them across "
+                "ranks), so no 1/tp model describes one folder")
     msgs = []
     for r in range(tp):
         d = f"{WORK}/{path}/tp{r:02d}_pp00"
