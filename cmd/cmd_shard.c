@@ -471,6 +471,7 @@ static int build(shard_cmd *s, tpc_err *e)
 		s->so.config_dir = from ? tpc_strdup(from) : NULL;
 		s->so.config_drop = xo.config_drop;
 		s->so.config_marker = xo.config_marker;
+		s->so.config_from = xo.config_from;
 	}
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
 		return ret;
