@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tpc_family.h"
@@ -410,6 +411,42 @@ static int open_ranks(tpc_cli_vdesc *d, tpc_err *e)
 	return 0;
 }
 
+/* verify --dtype (a rule casting the reference, as the help says): the
+ * checks compare the reference's bytes as they are stored, so a pending cast
+ * is carried out once, into a temporary safetensors file (streamed: memory
+ * stays bounded), which is then the reference. Its name is unlinked at once;
+ * the mapping keeps the bytes. */
+static int cast_reference(tpc_cli_vdesc *d, tpc_err *e)
+{
+	bool cast = false;
+	for (size_t i = 0; i < d->ref.n && !cast; i++)
+		cast = d->ref.t[i].dtype != d->ref.t[i].src_dtype;
+	if (!cast)
+		return 0;
+	const char *tmp = getenv("TMPDIR");
+	char path[4096];
+	tpc_write_opts wo;
+	const tpc_format *st = tpc_format_by_name("safetensors");
+	int ret, n = snprintf(path, sizeof(path), "%s/tpconv-verify-ref-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (n < 0 || (size_t)n >= sizeof(path) || !st)
+		return tpc_err_set(e, TPC_EIO, "no temporary file for the reference cast by --dtype (TMPDIR too long)");
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return tpc_err_at(e, TPC_EIO, path, NULL, "cannot create a temporary file for the reference cast by --dtype");
+	close(fd);
+	memset(&wo, 0, sizeof(wo));
+	wo.flags = TPC_W_FORCE;
+	if (!(ret = st->write(&d->ref, NULL, 0, path, &wo, e))) {
+		tpc_ckpt_release(&d->ref);
+		tpc_ckpt_init(&d->ref);
+		ret = tpc_ckpt_open(&d->ref, path, NULL, e);
+	}
+	unlink(path);
+	if (!ret)
+		tpc_cli_info("verify: the reference cast as --dtype says, through a temporary file");
+	return ret;
+}
+
 int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 {
 	int ret;
@@ -417,7 +454,8 @@ int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 	 * rows); --select's subtree, renamed by the rules as shard renamed it */
 	tpc_open_opts hf = {TPC_OPEN_HF_NAMES, d->a->set.select, NULL};
 	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) ||
-	    (d->a->rm && (ret = tpc_cli_remap_run(d->a->rm, "verify", &d->ref))) || (ret = open_description(d, e)) ||
+	    (d->a->rm && (ret = tpc_cli_remap_run(d->a->rm, "verify", &d->ref))) || (ret = cast_reference(d, e)) ||
+	    (ret = open_description(d, e)) ||
 	    (ret = resolve_facts(d, e)) || (ret = open_dequantized(d, e)) || (ret = open_ranks(d, e)))
 		return ret;
 	return 0;
