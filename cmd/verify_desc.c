@@ -576,10 +576,46 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 	return tpc_verify_model_from_names(set, fam, &d->facts, e);
 }
 
+/* Head facts the set's manifest records as unverified (shard was given them
+ * on the command line alone) that nothing independent gives verify either:
+ * every check would run with them, and a set of half heads, which no runtime
+ * can run, would pass. The model check fails naming them; --config (the
+ * model's config.json) gives what a head really is, and the checks then use
+ * it (issue 41). */
+static int report_unverified(tpc_cli_vdesc *d, tpc_verify_report *rep)
+{
+	static const int hk[] = {TPC_FACT_HEADS, TPC_FACT_KV_HEADS, TPC_FACT_HEAD_DIM};
+	const int64_t hv[] = {d->facts.heads, d->facts.kv_heads, d->facts.head_dim};
+	char list[256] = "";
+	size_t n = 0;
+	for (int i = 0; d->have_man && i < 3; i++) {
+		int k = hk[i];
+		if (!strstr(d->man.facts.origin[k], "unverified") || strncmp(d->facts.origin[k], "--", 2))
+			continue;
+		int w = snprintf(list + n, sizeof(list) - n, "%s%s %lld", n ? ", " : "", tpc_fact_name(k), (long long)hv[i]);
+		if (w > 0 && (size_t)w < sizeof(list) - n)
+			n += (size_t)w;
+	}
+	if (!n)
+		return 0;
+	tpc_vresult res;
+	memset(&res, 0, sizeof(res));
+	res.kind = TPC_VC_MODEL;
+	res.status = TPC_VR_FAIL;
+	snprintf(res.name, sizeof(res.name), "head facts");
+	snprintf(res.dtype, sizeof(res.dtype), "-");
+	snprintf(res.msg, sizeof(res.msg),
+		 "%s were given to shard on the command line alone (the manifest records them as unverified): slices of "
+		 "whole heads by these counts may be half heads of the real model; give --config (its config.json)",
+		 list);
+	tpc_cli_warn("verify: %s", res.msg);
+	return d->a->me == 0 ? tpc_verify_report_add(rep, &res) : 0;
+}
+
 int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report *rep, tpc_err *e)
 {
 	int ret;
-	if ((ret = report_misplaced(d, rep, e)))
+	if ((ret = report_misplaced(d, rep, e)) || (ret = report_unverified(d, rep)))
 		return ret;
 	/* the shapes ranks hold of their slices, before anything points into vaux */
 	for (size_t i = 0; d->have_man && i < d->man.n; i++)
