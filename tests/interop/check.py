@@ -106,7 +106,9 @@ def check_config(fam, op, case, path):
     want_text = open(f"{ref.path}/config.json", "rb").read()
     got = transformers.AutoConfig.from_pretrained(f"{WORK}/{path}").to_dict()
     want = transformers.AutoConfig.from_pretrained(ref.path).to_dict()
-    bad = sorted(k for k in set(got) | set(want) if got.get(k, "<absent>") != want.get(k, "<absent>"))
+    # _name_or_path is the folder it was loaded from
+    bad = sorted(k for k in set(got) | set(want)
+                 if k != "_name_or_path" and got.get(k, "<absent>") != want.get(k, "<absent>"))
     if bad:
         return "fail", f"{why}; config differs from the original's in {', '.join(bad[:6])}".lstrip("; ")
     if got_text != want_text:
