@@ -158,7 +158,7 @@ int tpc_cli_set_copy_companions(const tpc_merge *mg, const char *dir, const char
 	tpc_err e;
 	tpc_err_init(&e);
 	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
-	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+	tpc_extras_opts xo = {.flags = ((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0};
 	const char *from = tpc_cli_set_companions(mg, dir, &xo);
 	/* dense now: loaders must not read it as quantized (beside what the
 	 * layout drops, TensorRT-LLM's mapping) */
@@ -198,7 +198,7 @@ int tpc_cli_input_model_dir(const tpc_cli_input *in, const char *cmd, const tpc_
 	const char *from = tpc_cli_set_companions(&in->mg, in->path, &xo);
 	/* a config.json the layout rewrites (TensorRT-LLM's engine mapping) is
 	 * not what a GGUF's metadata is made from */
-	if (from && (xo.config_drop || xo.config_marker) && f && !strcmp(f->name, "gguf"))
+	if (from && (xo.config_drop || xo.config_marker || xo.config_from) && f && !strcmp(f->name, "gguf"))
 		return tpc_cli_usage(cmd,
 				     "'%s' is a %s set: its config.json is not the model's; merge it to a folder first ('tpconv merge SET -o DIR'), then write the GGUF from DIR",
 				     in->path, in->mg.layout ? in->mg.layout->name : "foreign");

@@ -163,7 +163,7 @@ static int copy_companions(const tpc_ckpt *ck, const char *in, const char *out, 
 		return 0;
 	tpc_err_init(&e);
 	/* a resumed folder's companions (an interrupted run copied them) are refreshed */
-	tpc_extras_opts xo = {((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0, NULL, NULL, NULL, NULL, NULL};
+	tpc_extras_opts xo = {.flags = ((wo->flags & TPC_W_FORCE) || kept) ? TPC_OUT_FORCE : 0};
 	static const char *const no_quant[] = {"quantization_config", NULL};
 	if (ndq)
 		xo.config_drop = no_quant;

@@ -37,6 +37,8 @@ static const char *help =
 	"  --head-dim N, --hidden N, --vocab N\n"
 	"                           for a shard set without a tpconv manifest, as for merge\n"
 	"  --select PATH            compare only the subtree PATH of a nested checkpoint\n"
+	"  --gguf-names             a GGUF keeps its GGUF tensor names and layout (default: read\n"
+	"                           as its Hugging Face model, as convert, shard and verify do)\n"
 	"  --progress               show progress even when stderr is not a terminal\n"
 	"  -q, --quiet              print nothing; the exit status says it\n"
 	"  -v, --verbose            list equal tensors too\n"
@@ -49,13 +51,16 @@ static const char *help =
 	"3 an input cannot be read, 4 a report cannot be written.\n";
 
 enum {
-	O_ATOL = 256, O_RTOL, O_ULPS, O_CAST, O_JSON, O_JUNIT, O_NOSUM, O_PROGRESS,
+	O_ATOL = 256, O_RTOL, O_ULPS, O_CAST, O_JSON, O_JUNIT, O_NOSUM, O_PROGRESS, O_GGUF_NAMES,
 };
 
 /* One side: a checkpoint, or a shard set merged on the fly (cli_input.c). */
-static int open_side(tpc_cli_input *s, const char *path, const tpc_cli_set *set, bool checksums, tpc_err *e)
+static int open_side(tpc_cli_input *s, const char *path, const tpc_cli_set *set, bool checksums, bool gguf_names,
+		     tpc_err *e)
 {
-	int ret = tpc_cli_input_open(s, "diff", path, set, checksums ? TPC_CLI_IN_CHECKSUMS : 0, e);
+	/* a GGUF as its Hugging Face model (names, Q/K rows), as convert reads it */
+	unsigned fl = (checksums ? TPC_CLI_IN_CHECKSUMS : 0) | (gguf_names ? 0 : TPC_CLI_IN_HF_NAMES);
+	int ret = tpc_cli_input_open(s, "diff", path, set, fl, e);
 	if (!ret && s->have_mg)
 		tpc_cli_info("'%s' is a shard set of tp %d, pp %d, merged on the fly", path, s->mg.tp, s->mg.pp);
 	return ret;
@@ -68,11 +73,12 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 		{"ulps", required_argument, NULL, O_ULPS}, {"cast", no_argument, NULL, O_CAST},
 		{"json", required_argument, NULL, O_JSON}, {"junit", required_argument, NULL, O_JUNIT},
 		{"no-checksums", no_argument, NULL, O_NOSUM}, {"progress", no_argument, NULL, O_PROGRESS},
+		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, TPC_CLI_REMAP_LONGOPTS, TPC_CLI_SET_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	const char *json = NULL, *junit = NULL;
-	bool checksums = true, force_progress = false, opened_a = false, opened_b = false;
+	bool checksums = true, force_progress = false, opened_a = false, opened_b = false, gguf_names = false;
 	tpc_cli_set set;
 	tpc_diff_opts o;
 	tpc_diff d;
@@ -112,6 +118,7 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 		case O_JUNIT: junit = optarg; break;
 		case O_NOSUM: checksums = false; break;
 		case O_PROGRESS: force_progress = true; break;
+		case O_GGUF_NAMES: gguf_names = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
 		case 'v': tpc_cli_verbose++; break;
 		case 'h': printf(help, tpc_cli_remap_help); goto done;
@@ -139,10 +146,10 @@ static int diff(int argc, char **argv, tpc_cli_remap *rm)
 	if (tpc_cli_report_check(json, &e) || tpc_cli_report_check(junit, &e))
 		goto fail;
 	opened_a = true;
-	if ((ret = open_side(&sa, pa, &set, checksums, &e)))
+	if ((ret = open_side(&sa, pa, &set, checksums, gguf_names, &e)))
 		goto opened;
 	opened_b = true;
-	if ((ret = open_side(&sb, pb, &set, checksums, &e)))
+	if ((ret = open_side(&sb, pb, &set, checksums, gguf_names, &e)))
 		goto opened;
 	/* the remap stage renames (and casts, transposes) A's side */
 	if ((ret = tpc_cli_remap_run(rm, "diff", sa.view)))

@@ -405,6 +405,46 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 /* The input (a checkpoint, or a shard set to reshard), its plan, the remap
  * stage, the facts and the layout's own adjustments: the shard plan built
  * whole. 0, a negative status in e, or an exit status already said. */
+/* Head facts the user alone gives (issue 41): --heads, --kv-heads or
+ * --head-dim that no config.json or record of the input confirms. Counts
+ * wrong in proportion (heads and kv heads doubled, head_dim halved) fit
+ * every shape, so nothing else catches them: say so loudly. They keep their
+ * flag as origin, which the manifest records as unverified and verify does
+ * not take for what a head is; a flag the config confirms takes the
+ * config's origin. */
+static int head_facts_alone(const tpc_cli_input *in, const tpc_cli_set *set, tpc_model_facts *f, tpc_err *e)
+{
+	static const int k3[] = {TPC_FACT_HEADS, TPC_FACT_KV_HEADS, TPC_FACT_HEAD_DIM};
+	tpc_model_facts none, ind;
+	memset(&none, 0, sizeof(none));
+	int ret = tpc_cli_facts(&none, set->config, in->path, in->have_mg ? &in->mg.facts : &in->own, NULL, &ind, e);
+	if (ret)
+		return ret;
+	const int64_t fv[] = {f->heads, f->kv_heads, f->head_dim}, iv[] = {ind.heads, ind.kv_heads, ind.head_dim};
+	tpc_buf b = TPC_BUF_INIT;
+	for (int i = 0; i < 3; i++) {
+		int k = k3[i];
+		if (!fv[i] || strncmp(f->origin[k], "--", 2) || strstr(f->origin[k], "unverified"))
+			continue;
+		if (iv[i] == fv[i] && ind.origin[k][0]) {
+			snprintf(f->origin[k], sizeof(f->origin[k]), "%s", ind.origin[k]);
+			continue;
+		}
+		tpc_buf_addf(&b, "%s%s %lld (%s%s", b.len ? ", " : "", tpc_fact_name(k), (long long)fv[i], f->origin[k],
+			     iv[i] ? "; " : ")");
+		if (iv[i])
+			tpc_buf_addf(&b, "%s says %lld)", ind.origin[k][0] ? ind.origin[k] : "the input", (long long)iv[i]);
+	}
+	if (b.len)
+		tpc_cli_warn("%s: the command line's alone, with no config.json to check them against. Head counts wrong in "
+			     "proportion (heads and kv heads doubled, head_dim halved) fit every shape and write half heads "
+			     "that no runtime can run; the manifest records them as unverified, and verify fails the set "
+			     "until --config gives what a head is",
+			     b.p);
+	tpc_buf_release(&b);
+	return 0;
+}
+
 static int build(shard_cmd *s, tpc_err *e)
 {
 	tpc_cli_input *in = &s->input;
@@ -441,7 +481,7 @@ static int build(shard_cmd *s, tpc_err *e)
 		if ((ret = tpc_cli_remap_run(&s->rm, "shard", &in->ck)))
 			return ret;
 	}
-	if ((ret = tpc_cli_input_facts(in, &s->set, &s->facts, e)))
+	if ((ret = tpc_cli_input_facts(in, &s->set, &s->facts, e)) || (ret = head_facts_alone(in, &s->set, &s->facts, e)))
 		return ret;
 	if (s->ndq) { /* nothing quantized is left to split with its layer */
 		memset(&s->facts.quant, 0, sizeof(s->facts.quant));
@@ -474,6 +514,7 @@ static int build(shard_cmd *s, tpc_err *e)
 		s->so.config_dir = from ? tpc_strdup(from) : NULL;
 		s->so.config_drop = xo.config_drop;
 		s->so.config_marker = xo.config_marker;
+		s->so.config_from = xo.config_from;
 	}
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
 		return ret;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tpc_family.h"
@@ -422,6 +423,42 @@ static int open_ranks(tpc_cli_vdesc *d, tpc_err *e)
 	return 0;
 }
 
+/* verify --dtype (a rule casting the reference, as the help says): the
+ * checks compare the reference's bytes as they are stored, so a pending cast
+ * is carried out once, into a temporary safetensors file (streamed: memory
+ * stays bounded), which is then the reference. Its name is unlinked at once;
+ * the mapping keeps the bytes. */
+static int cast_reference(tpc_cli_vdesc *d, tpc_err *e)
+{
+	bool cast = false;
+	for (size_t i = 0; i < d->ref.n && !cast; i++)
+		cast = d->ref.t[i].dtype != d->ref.t[i].src_dtype;
+	if (!cast)
+		return 0;
+	const char *tmp = getenv("TMPDIR");
+	char path[4096];
+	tpc_write_opts wo;
+	const tpc_format *st = tpc_format_by_name("safetensors");
+	int ret, n = snprintf(path, sizeof(path), "%s/tpconv-verify-ref-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (n < 0 || (size_t)n >= sizeof(path) || !st)
+		return tpc_err_set(e, TPC_EIO, "no temporary file for the reference cast by --dtype (TMPDIR too long)");
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return tpc_err_at(e, TPC_EIO, path, NULL, "cannot create a temporary file for the reference cast by --dtype");
+	close(fd);
+	memset(&wo, 0, sizeof(wo));
+	wo.flags = TPC_W_FORCE;
+	if (!(ret = st->write(&d->ref, NULL, 0, path, &wo, e))) {
+		tpc_ckpt_release(&d->ref);
+		tpc_ckpt_init(&d->ref);
+		ret = tpc_ckpt_open(&d->ref, path, NULL, e);
+	}
+	unlink(path);
+	if (!ret)
+		tpc_cli_info("verify: the reference cast as --dtype says, through a temporary file");
+	return ret;
+}
+
 int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 {
 	int ret;
@@ -429,7 +466,8 @@ int tpc_cli_vdesc_open(tpc_cli_vdesc *d, tpc_err *e)
 	 * rows); --select's subtree, renamed by the rules as shard renamed it */
 	tpc_open_opts hf = {TPC_OPEN_HF_NAMES, d->a->set.select, NULL};
 	if ((ret = tpc_ckpt_open(&d->ref, d->a->ref_path, &hf, e)) ||
-	    (d->a->rm && (ret = tpc_cli_remap_run(d->a->rm, "verify", &d->ref))) || (ret = open_description(d, e)) ||
+	    (d->a->rm && (ret = tpc_cli_remap_run(d->a->rm, "verify", &d->ref))) || (ret = cast_reference(d, e)) ||
+	    (ret = open_description(d, e)) ||
 	    (ret = resolve_facts(d, e)) || (ret = open_dequantized(d, e)) || (ret = open_ranks(d, e)))
 		return ret;
 	return 0;
@@ -550,10 +588,46 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 	return tpc_verify_model_from_names(set, fam, &d->facts, e);
 }
 
+/* Head facts the set's manifest records as unverified (shard was given them
+ * on the command line alone) that nothing independent gives verify either:
+ * every check would run with them, and a set of half heads, which no runtime
+ * can run, would pass. The model check fails naming them; --config (the
+ * model's config.json) gives what a head really is, and the checks then use
+ * it (issue 41). */
+static int report_unverified(tpc_cli_vdesc *d, tpc_verify_report *rep)
+{
+	static const int hk[] = {TPC_FACT_HEADS, TPC_FACT_KV_HEADS, TPC_FACT_HEAD_DIM};
+	const int64_t hv[] = {d->facts.heads, d->facts.kv_heads, d->facts.head_dim};
+	char list[256] = "";
+	size_t n = 0;
+	for (int i = 0; d->have_man && i < 3; i++) {
+		int k = hk[i];
+		if (!strstr(d->man.facts.origin[k], "unverified") || strncmp(d->facts.origin[k], "--", 2))
+			continue;
+		int w = snprintf(list + n, sizeof(list) - n, "%s%s %lld", n ? ", " : "", tpc_fact_name(k), (long long)hv[i]);
+		if (w > 0 && (size_t)w < sizeof(list) - n)
+			n += (size_t)w;
+	}
+	if (!n)
+		return 0;
+	tpc_vresult res;
+	memset(&res, 0, sizeof(res));
+	res.kind = TPC_VC_MODEL;
+	res.status = TPC_VR_FAIL;
+	snprintf(res.name, sizeof(res.name), "head facts");
+	snprintf(res.dtype, sizeof(res.dtype), "-");
+	snprintf(res.msg, sizeof(res.msg),
+		 "%s were given to shard on the command line alone (the manifest records them as unverified): slices of "
+		 "whole heads by these counts may be half heads of the real model; give --config (its config.json)",
+		 list);
+	tpc_cli_warn("verify: %s", res.msg);
+	return d->a->me == 0 ? tpc_verify_report_add(rep, &res) : 0;
+}
+
 int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report *rep, tpc_err *e)
 {
 	int ret;
-	if ((ret = report_misplaced(d, rep, e)))
+	if ((ret = report_misplaced(d, rep, e)) || (ret = report_unverified(d, rep)))
 		return ret;
 	/* the shapes ranks hold of their slices, before anything points into vaux */
 	for (size_t i = 0; d->have_man && i < d->man.n; i++)

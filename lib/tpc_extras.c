@@ -24,7 +24,7 @@ bool tpc_extras_is_companion(const char *name)
 		return false;
 	/* a training run's bookkeeping, not the model's: DeepSpeed's tag file and
 	 * consolidation script, Megatron's tracker, the Trainer's state */
-	static const char *const training[] = {"tpconv-manifest.json", "latest", "zero_to_fp32.py",
+	static const char *const training[] = {"tpconv-manifest.json", TPC_EXTRAS_KEPT_CONFIG, "latest", "zero_to_fp32.py",
 					       "latest_checkpointed_iteration.txt", "trainer_state.json", NULL};
 	for (int i = 0; training[i]; i++)
 		if (!strcmp(name, training[i]))
@@ -342,7 +342,8 @@ static int copy_file(const char *src, const char *dst, unsigned flags, tpc_err *
 
 bool tpc_extras_copies_config(const char *src_dir, const tpc_extras_opts *o)
 {
-	char *src = src_dir ? tpc_path_join(src_dir, "config.json") : NULL;
+	const char *name = o && o->config_from ? o->config_from : "config.json";
+	char *src = src_dir ? tpc_path_join(src_dir, name) : NULL;
 	tpc_cfg *c = NULL;
 	bool r = false;
 	tpc_err e;
@@ -365,7 +366,7 @@ out:
 int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_opts *o, size_t *copied,
 		    tpc_err *e)
 {
-	static const tpc_extras_opts none = {0, NULL, NULL, NULL, NULL, NULL};
+	static const tpc_extras_opts none = {0};
 	DIR *d = NULL;
 	int ret = 0;
 	size_t n = 0;
@@ -381,17 +382,24 @@ int tpc_extras_copy(const char *src_dir, const char *dst_dir, const tpc_extras_o
 	}
 	for (struct dirent *de; !ret && (de = readdir(d));) {
 		struct stat st;
-		if (!tpc_extras_is_companion(de->d_name) || (o->only && strcmp(de->d_name, o->only)))
+		/* name: what the file is to the model (a kept config is its config.json) */
+		const char *name = de->d_name;
+		if (o->config_from && !strcmp(name, o->config_from))
+			name = "config.json";
+		else if (!tpc_extras_is_companion(name) || (o->config_from && !strcmp(name, "config.json")))
 			continue;
-		char *src = tpc_path_join(src_dir, de->d_name), *dst = tpc_path_join(dst_dir, de->d_name);
+		if (o->only && strcmp(name, o->only))
+			continue;
+		bool cfg = !strcmp(name, "config.json");
+		char *src = tpc_path_join(src_dir, de->d_name),
+		     *dst = tpc_path_join(dst_dir, cfg && o->config_as ? o->config_as : name);
 		if (!src || !dst) {
 			ret = tpc_err_nomem(e);
 		} else if (stat(src, &st) == 0 && S_ISREG(st.st_mode)) {
 			bool skipped = false;
 			if (!n && (ret = tpc_mkdirs(dst_dir, e))) {
 				/* reported */
-			} else if (!strcmp(de->d_name, "config.json") &&
-				   (o->torch_dtype || o->config_merge || o->config_drop)) {
+			} else if (cfg && (o->torch_dtype || o->config_merge || o->config_drop)) {
 				ret = rewrite_config(src, dst, o, &skipped, e);
 			} else {
 				ret = copy_file(src, dst, o->flags, e);

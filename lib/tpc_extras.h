@@ -39,7 +39,19 @@ typedef struct tpc_extras_opts {
 	const char *const *config_drop;
 	const char *config_marker;
 	const char *only;          /* copy just this companion (a layout's required file), or NULL */
+	/* The model's config.json kept under another name beside a config.json
+	 * that is not the model's (TensorRT-LLM sets, TPC_EXTRAS_KEPT_CONFIG):
+	 * config_from is copied from src_dir as config.json (src_dir's own
+	 * config.json is then not copied); config_as is the name config.json
+	 * gets in dst_dir. NULL: config.json itself. */
+	const char *config_from;
+	const char *config_as;
 } tpc_extras_opts;
+
+/* Where a TensorRT-LLM set keeps the model's own config.json, byte for byte,
+ * beside TensorRT-LLM's config.json; merge restores it as config.json. Never
+ * a companion under this name. */
+#define TPC_EXTRAS_KEPT_CONFIG "tpconv-hf-config.json"
 
 /* A Megatron save folder's latest iteration: `dir`/latest_checkpointed_iteration.txt
  * names a number N (iter_{N:07d}) or "release". The folder's path (malloc'd, not

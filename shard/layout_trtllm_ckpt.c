@@ -417,6 +417,31 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 
 /* ---- companions ---- */
 
+/* The model's own config.json, kept beside TensorRT-LLM's under
+ * TPC_EXTRAS_KEPT_CONFIG (what merge restores, byte for byte as every other
+ * layout keeps it): the companions' config.json as the other layouts copy it,
+ * else the --config file TensorRT-LLM's was written from. A set TensorRT-LLM
+ * wrote (no such file) gets nothing: merge rebuilds a config then. */
+static int keep_model_config(const char *dir, const tpc_shard_opts *o, const tpc__trt_source *src, tpc_err *e)
+{
+	tpc_extras_opts xo;
+	const char *drop[16] = {NULL};
+	unsigned flags = o->force ? TPC_OUT_FORCE : 0;
+	char *kept = NULL;
+	int ret = 0;
+	tpc__layout_companion_opts(o, NULL, true, &xo, drop, 16);
+	xo.config_as = TPC_EXTRAS_KEPT_CONFIG;
+	if (!o->config_file && o->config_dir && tpc_extras_copies_config(o->config_dir, &xo))
+		return tpc_extras_copy(o->config_dir, dir, &xo, NULL, e);
+	if (src->trt || !src->text)
+		return 0;
+	if (!(kept = tpc_path_join(dir, TPC_EXTRAS_KEPT_CONFIG)))
+		return tpc_err_nomem(e);
+	ret = tpc_write_file_atomic(kept, src->text, src->len, flags, e);
+	free(kept);
+	return ret;
+}
+
 static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__trt_source src;
@@ -429,6 +454,8 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	/* the tokenizer and the rest beside; the model's config.json is replaced */
 	if (!ret && !o->no_extras)
 		ret = tpc__layout_copy_companions(sp, dir, o, NULL, false, e);
+	if (!ret && !o->no_extras)
+		ret = keep_model_config(dir, o, &src, e);
 	if (!ret)
 		ret = tpc_write_file_atomic(cfg, b.p, b.len, o->force || !o->no_extras ? TPC_OUT_FORCE : 0, e);
 	if (cfg)
@@ -438,12 +465,20 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	return ret;
 }
 
-/* Merge: the tokenizer and the other companions, not TensorRT-LLM's
- * config.json (no Hugging Face config: it lacks "architectures"). */
+/* Merge: the tokenizer and the other companions, and the model's own
+ * config.json where the set kept it; never TensorRT-LLM's config.json (no
+ * Hugging Face config: it lacks "architectures"; merge_config rebuilds one). */
 static const char *merge_extras(const char *dir, const char *rank0, tpc_extras_opts *xo)
 {
 	static const char *const drop[] = {"mapping", NULL};
+	char *kept = tpc_path_join(dir, TPC_EXTRAS_KEPT_CONFIG);
+	bool have = kept && tpc_exists(kept);
 	(void)rank0;
+	free(kept);
+	if (have) {
+		xo->config_from = TPC_EXTRAS_KEPT_CONFIG;
+		return dir;
+	}
 	xo->config_drop = drop;
 	xo->config_marker = "architectures";
 	return dir;

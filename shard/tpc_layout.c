@@ -129,6 +129,7 @@ void tpc__layout_companion_opts(const tpc_shard_opts *o, const char *config_merg
 	xo->flags = o->force ? TPC_OUT_FORCE : 0;
 	xo->config_merge = config_merge;
 	xo->config_marker = o->config_marker;
+	xo->config_from = o->config_from;
 	if (only_config)
 		xo->only = "config.json";
 	/* a reshard: what the input set's layout added to the model's config */

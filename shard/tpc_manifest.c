@@ -253,6 +253,34 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 	return ret ? ret : parse_tie(m, mt, o, idx, path, e);
 }
 
+/* "model": the facts the set was split with */
+static void read_model(tpc_manifest *m, const cJSON *model)
+{
+	if (cJSON_IsObject(model)) {
+		get_i64(model, "heads", 1, INT64_MAX / 4, &m->facts.heads);
+		get_i64(model, "kv_heads", 1, INT64_MAX / 4, &m->facts.kv_heads);
+		get_i64(model, "head_dim", 1, INT64_MAX / 4, &m->facts.head_dim);
+		get_i64(model, "hidden", 1, INT64_MAX / 4, &m->facts.hidden);
+		get_i64(model, "vocab", 1, INT64_MAX / 4, &m->facts.vocab);
+		get_i64(model, "layers", 1, INT64_MAX / 4, &m->facts.layers);
+		/* head facts only shard's command line gave: their origin says so,
+		 * and a set sharded from this one records them again */
+		const cJSON *unv = cJSON_GetObjectItemCaseSensitive(model, "unverified"), *u;
+		if (!cJSON_IsArray(unv))
+			unv = NULL;
+		cJSON_ArrayForEach(u, unv) {
+			for (int k = TPC_FACT_HEADS; k <= TPC_FACT_HEAD_DIM && cJSON_IsString(u); k++)
+				if (!strcmp(u->valuestring, tpc_fact_name(k)))
+					snprintf(m->facts.origin[k], sizeof(m->facts.origin[k]),
+						 "%s at shard, unverified (the set's manifest)",
+						 k == TPC_FACT_HEADS ? "--heads" : k == TPC_FACT_KV_HEADS ? "--kv-heads" : "--head-dim");
+		}
+		const cJSON *act = cJSON_GetObjectItemCaseSensitive(model, "activation_fn");
+		if (cJSON_IsString(act))
+			m->facts.ff_act = tpc_ff_act_parse(act->valuestring);
+	}
+}
+
 int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e)
 {
 	cJSON *root = NULL;
@@ -307,18 +335,7 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 		m->ep = (int)v;
 		m->ep_placement = !strcmp(pl, "round-robin") ? TPC_EP_ROUND_ROBIN : TPC_EP_CONTIGUOUS;
 	}
-	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-	if (cJSON_IsObject(model)) {
-		get_i64(model, "heads", 1, INT64_MAX / 4, &m->facts.heads);
-		get_i64(model, "kv_heads", 1, INT64_MAX / 4, &m->facts.kv_heads);
-		get_i64(model, "head_dim", 1, INT64_MAX / 4, &m->facts.head_dim);
-		get_i64(model, "hidden", 1, INT64_MAX / 4, &m->facts.hidden);
-		get_i64(model, "vocab", 1, INT64_MAX / 4, &m->facts.vocab);
-		get_i64(model, "layers", 1, INT64_MAX / 4, &m->facts.layers);
-		const cJSON *act = cJSON_GetObjectItemCaseSensitive(model, "activation_fn");
-		if (cJSON_IsString(act))
-			m->facts.ff_act = tpc_ff_act_parse(act->valuestring);
-	}
+	read_model(m, cJSON_GetObjectItemCaseSensitive(root, "model"));
 	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
 	if (cJSON_IsObject(plan) && !(m->plan_json = cJSON_PrintUnformatted(plan))) {
 		ret = tpc_err_nomem(e);

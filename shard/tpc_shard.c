@@ -295,6 +295,90 @@ static int check_fallback(const tpc_plan *plan, const char *name, tpc_err *e)
 	return 0;
 }
 
+/* Is `name` an optimizer's state rather than a weight: a component an
+ * optimizer's state dict has (torch.optim's Adam/AdamW exp_avg, exp_avg_sq,
+ * max_exp_avg_sq; SGD's momentum_buffer; Adafactor's exp_avg_sq_row/col), or
+ * a top-level key a training checkpoint keeps it under (torchtitan's
+ * "optimizer", torch DCP's "optim", DeepSpeed's "optimizer_state_dict")?
+ * Sets *what to the component that says so. */
+static bool optimizer_state(const char *name, const char **what)
+{
+	static const char *const leaf[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer",
+					   "exp_avg_sq_row", "exp_avg_sq_col", "param_groups", NULL};
+	static const char *const top[] = {"optimizer", "optim", "optimizer_state_dict", "optimizer_states",
+					  "optim_state", NULL};
+	size_t n = strcspn(name, ".");
+	for (int k = 0; top[k]; k++)
+		if (strlen(top[k]) == n && !strncmp(name, top[k], n))
+			return *what = top[k], true;
+	for (const char *p = name; *p; p += n + (p[n] == '.')) {
+		n = strcspn(p, ".");
+		for (int k = 0; leaf[k]; k++)
+			if (strlen(leaf[k]) == n && !strncmp(p, leaf[k], n))
+				return *what = leaf[k], true;
+	}
+	return false;
+}
+
+/* A training checkpoint sharded whole (issue 41): its optimizer state is not
+ * the model's, and replicating Adam's moments on every rank makes a set no
+ * runtime loads. Refused by name with the --select that takes the model: the
+ * top-level key of the first tensor a rule splits. */
+static int check_training(const tpc_shard_plan *sp, tpc_err *e)
+{
+	const char *what = NULL, *model = NULL;
+	size_t bad = SIZE_MAX, nbad = 0, mlen = 0;
+	for (size_t i = 0; i < sp->n; i++) {
+		const char *nm = sp->in->t[sp->t[i].in].name, *w;
+		if (optimizer_state(nm, &w)) {
+			if (!nbad++) {
+				bad = i;
+				what = w;
+			}
+		} else if (!model && sp->t[i].split.dim >= 0 && strchr(nm, '.')) {
+			model = nm;
+			mlen = strcspn(nm, ".");
+		}
+	}
+	if (!nbad)
+		return 0;
+	char top[64];
+	const char *bn = sp->in->t[sp->t[bad].in].name;
+	size_t blen = strcspn(bn, ".");
+	if (model && (mlen != blen || strncmp(model, bn, mlen)) && mlen < sizeof(top))
+		snprintf(top, sizeof(top), "%.*s", (int)mlen, model);
+	else
+		snprintf(top, sizeof(top), "KEY");
+	return tpc_err_at(e, TPC_EINPUT, NULL, bn,
+			  "optimizer state ('%s'), not a weight of the model: %zu of the checkpoint's %zu tensors are; "
+			  "a training checkpoint sharded whole would put them on every rank. Shard the model alone: --select %s%s",
+			  what, nbad, sp->n, top, strcmp(top, "KEY") ? "" : " (the key that holds the model's weights)");
+}
+
+/* A tensor the fallback would replicate whose name, without a leading
+ * prefix, is one the plan splits ("model.lm_head.weight" where the plan
+ * splits "^lm_head.weight$": a checkpoint's model under a key such as
+ * "model."): its split is unknown under that prefix, and replicating it
+ * would be wrong. */
+static int check_prefixed(const tpc_plan *plan, const char *name, tpc_err *e)
+{
+	for (const char *p = strchr(name, '.'); p && p[1]; p = strchr(p + 1, '.')) {
+		int rule = tpc_plan_match(plan, p + 1);
+		bool row_bias = false;
+		if (rule >= 0 && plan->rules[rule].kind != TPC_SPLIT_REPLICATE &&
+		    tpc_plan_rule_dim(plan, rule, 2, &row_bias) >= 0) {
+			char nm[256];
+			tpc_sanitize(nm, sizeof(nm), p + 1);
+			return tpc_err_at(e, TPC_EINPUT, NULL, name,
+					  "no rule of the plan places this tensor, but without its prefix '%.*s' it is '%s', which the plan splits (rule %d: %s); "
+					  "replicating it would make a wrong set. Take the model's subtree with --select %.*s, or --strip-prefix %.*s",
+					  (int)(p + 1 - name), name, nm, rule, tpc_split_kind_name(plan->rules[rule].kind),
+					  (int)(strcspn(name, ".")), name, (int)(p + 1 - name), name);
+		}
+	}
+	return 0;
+}
+
 /* Expert parallelism: the geometry, the layout and the experts the checkpoint
  * and the config agree on; sets sp->experts. */
 static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan, const tpc_model_facts *f,
@@ -474,9 +558,12 @@ static int resolve_entries(tpc_shard_plan *sp, const tpc_model_facts *facts, con
 			}
 		}
 	}
+	if (!ret)
+		ret = check_training(sp, e);
 	for (size_t i = 0; i < sp->n && !ret; i++)
-		if (!sp->t[i].matched && sp->t[i].split.dim < 0)
-			ret = check_fallback(sp->plan, sp->in->t[sp->t[i].in].name, e);
+		if (!sp->t[i].matched && sp->t[i].split.dim < 0 &&
+		    !(ret = check_fallback(sp->plan, sp->in->t[sp->t[i].in].name, e)))
+			ret = check_prefixed(sp->plan, sp->in->t[sp->t[i].in].name, e);
 	if (!ret && o->strict && sp->nunmatched)
 		ret = tpc_err_set(e, TPC_EINPUT, "%zu tensor%s match%s no rule of the plan (--strict): %s%s",
 				  sp->nunmatched, sp->nunmatched == 1 ? "" : "s", sp->nunmatched == 1 ? "es" : "",

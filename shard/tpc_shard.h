@@ -81,6 +81,8 @@ typedef struct tpc_shard_opts {
 	 * copied). NULL: config.json as it is. */
 	const char *const *config_drop;
 	const char *config_marker;
+	const char *config_from;    /* a reshard of a TensorRT-LLM set: the file in config_dir that is
+	                               the model's config.json (TPC_EXTRAS_KEPT_CONFIG), or NULL */
 	const char *config_file;    /* --config: the model's config.json the trtllm layout's config is
 	                               written from, before config_dir's (NULL: none) */
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */

@@ -55,6 +55,19 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 			}
 		if (tpc_ff_act_name(f->ff_act))
 			tpc_buf_addf(b, "%s\"activation_fn\": \"%s\"", first ? "" : ", ", tpc_ff_act_name(f->ff_act));
+		/* head facts only a command line gave (an origin "--heads"): no
+		 * config confirmed them, so verify does not take them for what a
+		 * head is (issue 41) */
+		static const int hk[] = {TPC_FACT_HEADS, TPC_FACT_KV_HEADS, TPC_FACT_HEAD_DIM};
+		const int64_t hv[] = {f->heads, f->kv_heads, f->head_dim};
+		bool ufirst = true;
+		for (int i = 0; i < 3; i++)
+			if (hv[i] && !strncmp(f->origin[hk[i]], "--", 2)) {
+				tpc_buf_addf(b, "%s\"%s\"", ufirst ? ", \"unverified\": [" : ", ", tpc_fact_name(hk[i]));
+				ufirst = false;
+			}
+		if (!ufirst)
+			tpc_buf_adds(b, "]");
 	}
 	tpc_buf_addf(b, "},\n  \"plan\": %s,\n  \"metadata\": {", sp->plan->json ? sp->plan->json : "null");
 	bool mfirst = true;

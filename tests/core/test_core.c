@@ -999,7 +999,7 @@ static void test_extras(void **st)
 	assert_null(tpc_extras_source_dir(p));
 	tpc_err e;
 	size_t n = 0;
-	tpc_extras_opts o = {0, "bfloat16", "{\"mapping\": {\"tp_size\": 2}, \"tpconv\": {}}", NULL, NULL, NULL};
+	tpc_extras_opts o = {.torch_dtype = "bfloat16", .config_merge = "{\"mapping\": {\"tp_size\": 2}, \"tpconv\": {}}"};
 	tpc_err_init(&e);
 	assert_int_equal(tpc_extras_copy(src, dst, &o, &n, &e), 0);
 	assert_int_equal(n, 4);
@@ -1022,7 +1022,7 @@ static void test_extras(void **st)
 	assert_int_equal(tpc_extras_copy(src, dst, NULL, &n, &e), TPC_EUSAGE);
 	/* merging back: the members come out again where the marker is there... */
 	static const char *const drop[] = {"mapping", "tpconv", NULL};
-	tpc_extras_opts back = {0, NULL, NULL, drop, "tpconv", NULL};
+	tpc_extras_opts back = {.config_drop = drop, .config_marker = "tpconv"};
 	char dst2[4200];
 	snprintf(dst2, sizeof(dst2), "%s/back", dir);
 	assert_int_equal(tpc_extras_copy(dst, dst2, &back, &n, &e), 0);
@@ -1065,8 +1065,8 @@ static void test_extras_config_numbers(void **st)
 	snprintf(p, sizeof(p), "%s/config.json", src);
 	assert_int_equal(test_write_file(p, cfg, strlen(cfg)), 0);
 	static const char *const drop[] = {"mapping", "tpconv", NULL};
-	tpc_extras_opts o = {0, "bfloat16", "{\"mapping\": {\"tp_size\": 2}, \"tpconv\": {}}", NULL, NULL, NULL};
-	tpc_extras_opts undo = {0, NULL, NULL, drop, "tpconv", NULL};
+	tpc_extras_opts o = {.torch_dtype = "bfloat16", .config_merge = "{\"mapping\": {\"tp_size\": 2}, \"tpconv\": {}}"};
+	tpc_extras_opts undo = {.config_drop = drop, .config_marker = "tpconv"};
 	tpc_err e;
 	size_t n = 0, len = 0;
 	tpc_err_init(&e);
@@ -1107,7 +1107,7 @@ static void test_extras_config_dtype(void **st)
 	static const char *const want[][2] = {{"\"dtype\": \"bfloat16\"", NULL},
 					      {"\"dtype\": \"bfloat16\"", "\"torch_dtype\": \"bfloat16\""},
 					      {"\"torch_dtype\": \"bfloat16\"", NULL}};
-	tpc_extras_opts o = {0, "bfloat16", NULL, NULL, NULL, NULL};
+	tpc_extras_opts o = {.torch_dtype = "bfloat16"};
 	for (int i = 0; i < 3; i++) {
 		snprintf(src, sizeof(src), "%s/in%d", dir, i);
 		snprintf(dst, sizeof(dst), "%s/out%d", dir, i);

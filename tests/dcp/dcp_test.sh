@@ -88,6 +88,34 @@ done
 run "$TPCONV" verify --reference "$D/llama2" --shards "$T/tp2_tpconv"
 [ "$rc" = 0 ] && ok "verify with the DCP folder as reference passes ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify ref dcp" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 
+# a whole training DCP (issue 41 item 3): the model under "model" (its lm_head as
+# model.lm_head.weight) beside the optimizer's Adam state under "optim", as
+# torchtitan-style training saves it (made here from llama2 with Debian's torch,
+# then written as DCP by tpconv). Sharding it whole replicated every moment and
+# the lm_head with exit 0; now refused naming the optimizer state and the
+# --select that takes the model, which then shards bit-exactly.
+run "$TPCONV" convert "$D/llama2" -o "$T/llama2.pt" -q && $PY - "$T" <<'PY' && run "$TPCONV" convert "$T/train.pt" --format dcp -o "$T/train" -q
+import sys, torch
+T = sys.argv[1]
+model = torch.load(f"{T}/llama2.pt")
+st = {k: {"step": torch.tensor(3.0), "exp_avg": torch.zeros_like(v), "exp_avg_sq": torch.ones_like(v)} for k, v in model.items()}
+torch.save({"model": model, "optim": {"state": st}, "step": 3}, f"{T}/train.pt")
+PY
+C=$D/llama2/config.json
+run "$TPCONV" shard "$T/train" --preset llama --tp 2 --config "$C" -o "$T/train_tp2" -q
+[ "$rc" = 3 ] && grep -q "optimizer state ('optim'), not a weight of the model: 63 of the checkpoint's 84 tensors are; .*--select model$" "$T/err" &&
+  [ ! -e "$T/train_tp2/tpconv-manifest.json" ] && ok "shard of a whole training DCP: refused, naming the optimizer state and --select model" ||
+  bad "training DCP sharded whole" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$T/train" --select model --preset llama --tp 2 --config "$C" -o "$T/train_tp2" -q &&
+  run "$TPCONV" merge "$T/train_tp2" -o "$T/train_tp2.safetensors" -q
+[ "$rc" = 0 ] && same "$T/train_tp2.safetensors" "$D/llama2.pt" && ok "--select model shards the training DCP's model: merge bit-exact" ||
+  bad "training DCP --select model" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# the model alone under its key: model.lm_head.weight, which the plan splits as lm_head.weight
+run "$TPCONV" convert "$T/train" --select model --add-prefix model. -o "$T/prefixed.safetensors" -q &&
+  run "$TPCONV" shard "$T/prefixed.safetensors" --preset llama --tp 2 --config "$C" -o "$T/prefixed_tp2" -q
+[ "$rc" = 3 ] && grep -q "tensor 'model.lm_head.weight': .*without its prefix 'model.' it is 'lm_head.weight', which the plan splits (rule [0-9]*: vocab)" "$T/err" &&
+  ok "a tensor the plan splits under an unknown prefix (model.lm_head.weight) is refused, not replicated" || bad "prefixed lm_head" "exit $rc" "$(cat "$T/err")"
+
 # Megatron-Core torch_dist (tests/dcp/make_megatron.py): the save folder's latest
 # iteration, layer-stacked keys given back per layer, TP fragments merged (fc1 as
 # [gate; up] from 2 fragments a rank), optimizer state left out, TE _extra_state opaque

@@ -164,6 +164,15 @@ d "$D/a.pt" "$D/nonexistent.pt"; expect "a missing input: exit 3" 3
 head -c 1000 "$D/a.pt" > "$D/trunc.pt"
 d "$D/a.pt" "$D/trunc.pt"; expect "a truncated input: exit 3" 3
 d --json "$D/no/such/dir/r.json" "$D/a.pt" "$D/a.pt"; expect "a report that cannot be written: exit 4" 4
+# --- a GGUF is read as its Hugging Face model, as convert reads it (issue 41 item 10:
+# it was compared under its GGUF names, every tensor only in A or only in B)
+G=$SRC/tests/gguf/arch/tiny-llama
+"$TPCONV" convert "$G" -o "$T/tiny.gguf" --outtype f32 -q 2>"$T/err" || bad "convert to GGUF" "$(cat "$T/err")"
+run "$TPCONV" diff "$G" "$T/tiny.gguf"
+expect "an HF folder vs its f32 GGUF: same, under the HF names" 0 '^# same: 21 tensors: 21 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B'
+run "$TPCONV" diff --gguf-names "$G" "$T/tiny.gguf"
+expect "--gguf-names: the GGUF keeps its own names" 1 '0 only in A|21 only in A' 'blk\.0\.attn_q\.weight: only in B'
+
 run "$TPCONV" diff --help
 expect "--help: exit 0, documents the exit status" 0 '^usage: tpconv diff' 'Exit status: 0 same, 1 different'
 echo "1..$n"

@@ -96,6 +96,26 @@ def check_full(fam, op, case, path):
     return ("fail", why.lstrip("; ")) if why else ("pass", f"{n} tensors equal, logits bit-equal")
 
 
+def check_config(fam, op, case, path):
+    """A TensorRT-LLM set merged back (issue 41 item 1): check_full, and the
+    model's own config.json again, byte for byte and as transformers reads it
+    (sliding_window null, bos/eos, rope_parameters, dtype: nothing rebuilt)."""
+    status, why = check_full(fam, op, case, path)
+    ref = REF[fam]
+    got_text = open(f"{WORK}/{path}/config.json", "rb").read()
+    want_text = open(f"{ref.path}/config.json", "rb").read()
+    got = transformers.AutoConfig.from_pretrained(f"{WORK}/{path}").to_dict()
+    want = transformers.AutoConfig.from_pretrained(ref.path).to_dict()
+    # _name_or_path is the folder it was loaded from
+    bad = sorted(k for k in set(got) | set(want)
+                 if k != "_name_or_path" and got.get(k, "<absent>") != want.get(k, "<absent>"))
+    if bad:
+        return "fail", f"{why}; config differs from the original's in {', '.join(bad[:6])}".lstrip("; ")
+    if got_text != want_text:
+        return "fail", f"{why}; config.json is not the original's byte for byte".lstrip("; ")
+    return status, f"{why}; config.json the original's, byte for byte" if status == "pass" else why
+
+
 def check_cast(fam, op, case, path):
     """convert --dtype bf16: from_pretrained(dtype="auto") gives a bf16 model
     equal to the original loaded with dtype=torch.bfloat16 (torch's rounding)."""
@@ -461,7 +481,7 @@ def world_row(fn, fam, world, got):
 # ---- main ----
 
 def run_case(kind, fam, op, case, path):
-    fn = {"full": check_full, "rank": check_rank_folders, "genuine": check_genuine, "cast": check_cast}[kind]
+    fn = {"full": check_full, "config": check_config, "rank": check_rank_folders, "genuine": check_genuine, "cast": check_cast}[kind]
     consumer = "torch" if kind == "genuine" else "transformers"
     try:
         return [(consumer, fam, op, case, *fn(fam, op, case, path))]

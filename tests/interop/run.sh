@@ -88,7 +88,9 @@ while IFS="$(printf '\t')" read -r fam preset tps kind; do
 				refused transformers "$fam" "$op" "tp $tp" "shard --layout $L --tp $tp"
 				continue
 			fi
-			tpc merge "$S/$L-$tp" -o "$O/m-$L-$tp" && want full "$fam" "$op" "tp $tp" "out/$fam/m-$L-$tp" ||
+			# a TensorRT-LLM set keeps the model's config.json for merge (issue 41 item 1)
+			k=full; [ "$L" = trtllm ] && k=config
+			tpc merge "$S/$L-$tp" -o "$O/m-$L-$tp" && want $k "$fam" "$op" "tp $tp" "out/$fam/m-$L-$tp" ||
 				refused transformers "$fam" "$op" "tp $tp" "merge"
 			[ "$L" = hf ] && want rank "$fam" "hf rank folders as 1/tp models" "tp $tp" "sets/$fam/hf-$tp"
 			[ "$L" = dcp ] && want dcp "$fam" "shard --layout dcp" "tp $tp" "sets/$fam/dcp-$tp"
@@ -109,7 +111,8 @@ while IFS="$(printf '\t')" read -r fam preset tps kind; do
 		if ! tpc shard "$S/$from" --tp "$to" --layout "$lay" -o "$S/re-$from-$lay-$to"; then
 			refused transformers "$fam" reshard "$what" "shard --layout $lay (a reshard)"
 		elif tpc merge "$S/re-$from-$lay-$to" -o "$O/re-$from-$lay-$to"; then
-			want full "$fam" reshard "$what" "out/$fam/re-$from-$lay-$to"
+			k=full; [ "$lay" = trtllm ] && k=config
+			want $k "$fam" reshard "$what" "out/$fam/re-$from-$lay-$to"
 		else
 			refused transformers "$fam" reshard "$what" "merge of the reshard"
 		fi

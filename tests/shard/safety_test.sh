@@ -115,6 +115,29 @@ run "$TPCONV" shard "$T/gqa" --preset llama --tp 2 --vocab 1000 --dry-run
 run "$TPCONV" shard "$T/fused" --preset phi3 --tp 2 --kv-heads 4 --dry-run
 [ "$rc" = 2 ] && grep -q "tensor 'model.layers.0.self_attn.qkv_proj.weight': heads 8 ('$T/fused/config.json'), kv_heads 4 (--kv-heads) and head_dim 8 (hidden 64 / heads 8, from '$T/fused/config.json') make the parts \[64 + 32 + 32\] = 128 rows, but dim 0 of the shape \[96, 64\] has 96" "$T/err" &&
   ok "a fused qkv_proj: the parts the facts make against its rows, exit 2 naming each fact's origin" || bad "fused" "exit $rc" "$(cat "$T/err")"
+# head facts wrong in proportion (issue 41 item 2: heads and kv heads doubled on a
+# checkpoint without config.json fit every shape and wrote half heads that shard,
+# merge, diff and verify all passed): a warning, "unverified" in the manifest,
+# and verify fails the set until --config says what a head is
+# (tests/data's tiny LLaMA, 4 heads and 2 KV heads of 16, as a lone file: its config.json is not read)
+L=$SRC/tests/data/tiny_llama.safetensors LC=$SRC/tests/data/config.json
+run "$TPCONV" shard "$L" --preset llama --tp 4 --heads 8 --kv-heads 4 -o "$T/half"
+[ "$rc" = 0 ] && grep -q "warning: heads 8 (--heads), kv_heads 4 (--kv-heads): the command line's alone, with no config.json" "$T/err" &&
+  grep -q '"unverified": \["heads", "kv_heads"\]' "$T/half/tpconv-manifest.json" &&
+  ok "facts from the command line alone: a warning, recorded as unverified in the manifest" || bad "unverified facts" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$L" --shards "$T/half"
+[ "$rc" = 1 ] && grep -q "model *head facts .* FAIL" "$T/out" && grep -q "heads 8, kv_heads 4 were given to shard on the command line alone" "$T/out" &&
+  ok "verify of a set whose head facts are unverified: exit 1, the model check names them" || bad "verify unverified" "exit $rc" "$(tail -5 "$T/out")" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$L" --shards "$T/half" --config "$LC"
+[ "$rc" = 1 ] && grep -q "attn .* FAIL" "$T/out" && grep -q "not whole heads of 16" "$T/out" && ! grep -q "head facts" "$T/out" &&
+  ok "verify --config: what a head is from the config, the half-head set fails its attention checks" || bad "verify --config half heads" "exit $rc" "$(tail -5 "$T/out")"
+run "$TPCONV" shard "$L" --preset llama --tp 2 --heads 4 --kv-heads 2 -o "$T/whole" -q &&
+  run "$TPCONV" verify --reference "$L" --shards "$T/whole" --config "$LC"
+[ "$rc" = 0 ] && ok "the right facts from the command line: verify --config passes" || bad "verify right flags" "exit $rc" "$(tail -5 "$T/out")" "$(cat "$T/err")"
+run "$TPCONV" shard "$T/gqa" --preset llama --tp 2 --heads 8 --kv-heads 2 -o "$T/confirmed"
+[ "$rc" = 0 ] && ! grep -q "warning" "$T/err" && ! grep -q unverified "$T/confirmed/tpconv-manifest.json" &&
+  ok "flags config.json confirms: no warning, nothing unverified" || bad "confirmed flags" "exit $rc" "$(cat "$T/err")"
+
 # merge and verify check the same way
 run "$TPCONV" shard "$T/gqa" --preset llama --tp 2 --layout oslo -o "$T/gset" -q
 [ "$rc" = 0 ] && ok "the right facts: the GQA model shards" || bad "gqa shard" "exit $rc" "$(cat "$T/err")"

@@ -49,7 +49,21 @@ assert c["architecture"] == "LlamaForCausalLM" and "architectures" not in c and 
 assert isinstance(c["rotary_base"], float) and isinstance(c["norm_epsilon"], float) and isinstance(c["vocab_size"], int)
 PY
   ok "config.json is TensorRT-LLM's (floats stay floats), the tokenizer is copied beside" || bad "companions" "$(cat "$T/perr")" "$(ls "$S")"
-run "$TPCONV" merge "$S" -o "$T/llama_merged/" -q
+# the model's own config.json is kept beside TensorRT-LLM's and comes back
+# byte for byte (issue 41 item 1: a rebuilt one lost sliding_window: null,
+# bos/eos, rope_parameters, dtype ...)
+for s in llama_2_1_1 mixtral_4_1_2; do
+  m=${s%%_*}
+  run "$TPCONV" merge "$T/$s" -o "$T/${s}_merged/" -q
+  [ "$rc" = 0 ] && cmp -s "$T/$s/tpconv-hf-config.json" "$M/$m/config.json" && cmp -s "$T/${s}_merged/config.json" "$M/$m/config.json" &&
+    [ ! -e "$T/${s}_merged/tpconv-hf-config.json" ] && [ -f "$T/${s}_merged/tokenizer.json" ] && same "$M/$m.safetensors" "$T/${s}_merged" &&
+    ok "$s: merge into a folder gives the model's own config.json back byte for byte, and the tokenizer" ||
+    bad "$s: merge into a folder" "$(cat "$T/err" 2>/dev/null)" "$(ls "$T/${s}_merged" 2>&1)"
+done
+# a set TensorRT-LLM wrote keeps no model config: merge rebuilds one from TensorRT-LLM's
+F=$T/foreign_cfg
+cp -r "$S" "$F" && rm "$F/tpconv-hf-config.json" "$F/tpconv-manifest.json"
+run "$TPCONV" merge "$F" -o "$T/llama_merged/" -q
 # (a real transformers 5 load of these merges: make interop)
 [ "$rc" = 0 ] && [ -f "$T/llama_merged/tokenizer.json" ] && same "$M/llama.safetensors" "$T/llama_merged" &&
   $PY - "$M/llama/config.json" "$T/llama_merged/config.json" <<'PY' 2>"$T/perr" &&
@@ -61,14 +75,15 @@ for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads
     if k in want:
         assert got[k] == want[k] and type(got[k]) == type(want[k]), (k, got.get(k), want[k])
 PY
-  ok "merge into a folder: the tokenizer back, a Hugging Face config.json rebuilt from TensorRT-LLM's (same values and types)" ||
+  ok "merge of a set without the model's config into a folder: a Hugging Face config.json rebuilt from TensorRT-LLM's (same values and types)" ||
   bad "merge into a folder" "$(cat "$T/err" "$T/perr" 2>/dev/null)" "$(ls "$T/llama_merged" 2>&1)"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout trtllm -o "$T/bare" --no-extras -q
 [ "$rc" = 0 ] && [ ! -e "$T/bare/tokenizer.json" ] && $PY "$REF" check "$M/llama" "$T/bare" 2 1 1 >/dev/null &&
   ok "--no-extras: no tokenizer, but TensorRT-LLM's config.json all the same" || bad "--no-extras" "$(cat "$T/err")" "$(ls "$T/bare")"
 run "$TPCONV" shard "$M/llama/pytorch_model.bin" --config "$M/llama/config.json" --preset llama --tp 2 --layout trtllm -o "$T/fromfile" -q
 [ "$rc" = 0 ] && $PY "$REF" check "$M/llama" "$T/fromfile" 2 1 1 >/dev/null &&
-  ok "a weights file with --config: the config is written from --config" || bad "--config" "$(cat "$T/err")"
+  cmp -s "$T/fromfile/tpconv-hf-config.json" "$M/llama/config.json" &&
+  ok "a weights file with --config: the config is written from --config, which is kept beside" || bad "--config" "$(cat "$T/err")"
 
 # verify (the threads backend): the set computes what the model computes
 for S in "$T/llama_2_1_1" "$T/mixtral_4_1_2" "$T/gpt2_4_1_1"; do
@@ -114,7 +129,9 @@ run "$TPCONV" shard "$T/llama_2_2_1" --tp 4 --layout trtllm -o "$T/re_l" -q
 [ "$rc" = 0 ] && $PY "$REF" check "$M/llama" "$T/re_l" 4 1 1 >"$T/out" &&
   ok "reshard trtllm tp 2 x pp 2 -> trtllm tp 4: the config from the set's own" || bad "reshard llama" "$(cat "$T/err" "$T/out" | tail -5)"
 run "$TPCONV" shard "$T/gpt2_4_1_1" --tp 2 -o "$T/re_t" -q && run "$TPCONV" merge "$T/re_t" -o "$T/re_t.safetensors" -q
-[ "$rc" = 0 ] && same "$M/gpt2.safetensors" "$T/re_t.safetensors" && ok "reshard trtllm -> tpconv layout -> merge: bit-exact" ||
+[ "$rc" = 0 ] && same "$M/gpt2.safetensors" "$T/re_t.safetensors" && cmp -s "$T/re_t/config.json" "$M/gpt2/config.json" &&
+  cmp -s "$T/re_m/tpconv-hf-config.json" "$M/mixtral/config.json" &&
+  ok "reshard trtllm -> tpconv layout -> merge: bit-exact; the model's config.json travels (trtllm -> trtllm too)" ||
   bad "reshard to tpconv" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 
 # ---- refused, with nothing written

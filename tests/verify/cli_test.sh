@@ -44,6 +44,16 @@ rc=$?
 rc2=$?
 [ $rc = 0 ] && [ $rc2 = 3 ] && ok "verify --strip-prefix module.: the reference renamed as shard renamed it passes (without: exit 3)" ||
   { notok "verify with rules: exit $rc / $rc2"; sed 's/^/#   /' out.txt out2.txt | head; }
+# --dtype bf16 (issue 41 item 9): the reference cast as the help says, so a set
+# sharded from the bf16 conversion passes against the f32 model (it failed every check)
+"$TPCONV" convert llama/model.safetensors --dtype bf16 -o bf16.safetensors -q -f
+rm -rf sb && "$TPCONV" shard bf16.safetensors --config llama/config.json --preset llama --tp 2 -o sb -q
+"$TPCONV" verify --reference llama/model.safetensors --dtype bf16 --shards sb -q > out.txt 2>&1
+rc=$?
+"$TPCONV" verify --reference llama/model.safetensors --shards sb -q > out2.txt 2>&1
+rc2=$?
+[ $rc = 0 ] && [ $rc2 = 1 ] && ok "verify --dtype bf16: the reference cast to bf16 passes a bf16 set (without: exit 1)" ||
+  { notok "verify --dtype bf16: exit $rc / $rc2"; sed 's/^/#   /' out.txt out2.txt | head; }
 "$TPCONV" verify --reference pre.safetensors --strip-prefix module. --shards sp --pp 2 > out.txt 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "pp 2, but the manifest says pp 1" out.txt && ok "verify --pp that the manifest contradicts: exit 2" ||
