@@ -42,16 +42,15 @@ int tpc_cfg_from_buffer(tpc_cfg **out, const char *text, size_t len, const char 
 	return 0;
 }
 
+static int cfg_parse(void *out, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	return tpc_cfg_from_buffer(out, text, len, path, e);
+}
+
 int tpc_cfg_from_file(tpc_cfg **out, const char *path, tpc_err *e)
 {
-	char *text = NULL;
-	size_t len = 0;
-	int ret = tpc_read_file(path, TPC_CFG_MAX_BYTES, &text, &len, e);
 	*out = NULL;
-	if (!ret)
-		ret = tpc_cfg_from_buffer(out, text, len, path, e);
-	free(text);
-	return ret;
+	return tpc_parse_file(path, TPC_CFG_MAX_BYTES, cfg_parse, out, e);
 }
 
 void tpc_cfg_free(tpc_cfg *c)
