@@ -645,12 +645,24 @@ static const char *plan_body(const char *plan)
 	return p ? p + 2 : plan;
 }
 
+/* Whether verify computes the same layer from both records' parts (the
+ * biases a model may carry and a tied head are the checkpoint's to say). */
+static bool same_layer(const tpc_family *a, const tpc_family *b)
+{
+	const tpc_layer_parts *x = &a->parts, *y = &b->parts;
+	return a->has_parts == b->has_parts && x->model == y->model && x->norm == y->norm &&
+	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
+	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
+	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
+	       x->embed_scale == y->embed_scale && x->logit_scale == y->logit_scale;
+}
+
 bool tpc_family_fits(const tpc_family *f, const char *arch)
 {
 	if (!f || tpc_family_lists(f->hf_arch, arch))
 		return f != NULL;
 	const tpc_family *own = tpc_family_by_arch(arch);
-	return own && own->plan && f->plan && !strcmp(plan_body(own->plan), plan_body(f->plan));
+	return own && own->plan && f->plan && !strcmp(plan_body(own->plan), plan_body(f->plan)) && same_layer(own, f);
 }
 
 const char *tpc_role_name(tpc_role r)

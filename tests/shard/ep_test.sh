@@ -287,7 +287,7 @@ refuse() { # want-rc grep-text description args...
     ok "$what is refused (exit $want): $(head -c 150 "$T/err")" || bad "$what (rc=$rc)" "$(head -3 "$T/err")"
 }
 refuse 2 "--ep 3 does not divide --tp 4" "--ep 3 with --tp 4" "$T/mixtral" --preset mixtral --tp 4 --ep 3
-refuse 2 "plan 'llama' has none" "--ep with a plan that names no experts" "$T/mixtral" --preset llama --tp 4 --ep 2
+refuse 2 "plan 'llama' has none" "--ep with a plan that names no experts" "$T/mixtral" --preset llama --preset-force --tp 4 --ep 2
 refuse 2 "the vllm layout does not hold expert-parallel sets" "--ep with the vllm layout" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --layout vllm
 refuse 2 "the megatron layout does not hold expert-parallel sets" "--ep with the megatron layout" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --layout megatron
 refuse 3 "8 routed experts do not divide over --ep 16 groups" "8 experts over 16 groups" "$T/mixtral" --preset mixtral --tp 16 --ep 16

@@ -18,10 +18,10 @@ PY=/usr/bin/python3
 # one pair: preset P, family F, the model in P's names at $T/src_P
 try_pair() {
   local p=$1 f=$2 s=$T/src_$1 o=$T/set_$1_$2
-  run "$TPCONV" shard "$s" --rules "$p" --preset "$f" --tp 2 --strict --config "$s/config.json" -o "$o" -q
+  run "$TPCONV" shard "$s" --rules "$p" --preset "$f" --preset-force --tp 2 --strict --config "$s/config.json" -o "$o" -q
   if [ "$rc" != 0 ]; then bad "--rules $p --preset $f --strict: every tensor placed" "$(head -c 600 "$T/err")"; return; fi
   ok "--rules $p --preset $f --strict: every tensor placed"
-  run "$TPCONV" convert "$s" --rules "$p" --config "$s/config.json" -o "$T/conv_$p.safetensors" -q &&
+  run "$TPCONV" convert "$s" --rules "$p" --config "$s/config.json" -o "$T/conv_$p.safetensors" --force -q &&
     run "$TPCONV" merge "$o" -o "$T/merged_${p}_$f.safetensors" -q
   if [ "$rc" = 0 ] && same "$T/conv_$p.safetensors" "$T/merged_${p}_$f.safetensors"; then ok "$p / $f: the set merges to what convert --rules $p gives"
   else bad "$p / $f: merge = convert --rules" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -5)"; fi

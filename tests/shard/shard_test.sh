@@ -70,7 +70,7 @@ run "$TPCONV" shard "$T/mtype" --tp 2 --dry-run -v
   ok "a config.json without architectures: the preset from its model_type" || bad "preset from model_type" "exit $rc" "$(cat "$T/err")"
 mkdir -p "$T/olmo" && cp "$M/llama/model.safetensors" "$T/olmo/" && sed 's/LlamaForCausalLM/Olmo2ForCausalLM/' "$M/llama/config.json" >"$T/olmo/config.json"
 expect_fail "--preset llama on a model whose config.json names Olmo2ForCausalLM: refused, both named" 2 \
-  "--preset llama is for LlamaForCausalLM, but '$T/olmo/config.json' names Olmo2ForCausalLM: give --preset-force" "$T/olmo_s" \
+  "--preset llama is for LlamaForCausalLM, but '$T/olmo/config.json' names Olmo2ForCausalLM: give --preset olmo2, or --preset-force" "$T/olmo_s" \
   "$TPCONV" shard "$T/olmo" --tp 2 --preset llama -o "$T/olmo_s"
 expect_fail "--preset gpt2 on a LLaMA: refused, the preset of its family named" 2 \
   "--preset gpt2 is for GPT2LMHeadModel, but '$M/llama/config.json' names LlamaForCausalLM: give --preset llama, or --preset-force" "$T/g_s" \
