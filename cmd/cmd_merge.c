@@ -78,6 +78,26 @@ enum {
 	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ, O_OUTTYPE, O_GGUF_PRE, O_DEDUP,
 };
 
+/* --dry-run: the merged model's tensors, nothing written */
+static void print_dry_run(const tpc_merge *mg, const char *dir, uint64_t total)
+{
+	char sz[32];
+	printf("# merge %s: %s set, tp %d, pp %d, %zu tensors, %s\n", dir,
+	       mg->kind == TPC_SET_MANIFEST ? "tpconv" : mg->layout ? mg->layout->name : mg->out.format, mg->tp, mg->pp,
+	       mg->out.n, tpc_fmt_size(total, sz, sizeof(sz)));
+	for (size_t i = 0; i < mg->out.n; i++) {
+		char nm[512], shp[256];
+		tpc_sanitize(nm, sizeof(nm), mg->out.t[i].name);
+		printf("%s  %s %s", nm, tpc_dtype_name(mg->out.t[i].dtype), tpc_shape_str(&mg->out.t[i], shp, sizeof(shp)));
+		int64_t a = mg->out.t[i].alias_of;
+		if (a >= 0 && (size_t)a < mg->out.n) {
+			tpc_sanitize(nm, sizeof(nm), mg->out.t[a].name);
+			printf("  tied to %s", nm);
+		}
+		printf("\n");
+	}
+}
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -182,21 +202,7 @@ int cmd_merge(int argc, char **argv)
 	for (size_t i = 0; i < mg->out.n; i++)
 		total += mg->out.t[i].nbytes;
 	if (dry) {
-		char sz[32];
-		printf("# merge %s: %s set, tp %d, pp %d, %zu tensors, %s\n", dir,
-		       mg->kind == TPC_SET_MANIFEST ? "tpconv" : mg->layout ? mg->layout->name : mg->out.format, mg->tp, mg->pp,
-		       mg->out.n, tpc_fmt_size(total, sz, sizeof(sz)));
-		for (size_t i = 0; i < mg->out.n; i++) {
-			char nm[512], shp[256];
-			tpc_sanitize(nm, sizeof(nm), mg->out.t[i].name);
-			printf("%s  %s %s", nm, tpc_dtype_name(mg->out.t[i].dtype), tpc_shape_str(&mg->out.t[i], shp, sizeof(shp)));
-			int64_t a = mg->out.t[i].alias_of;
-			if (a >= 0 && (size_t)a < mg->out.n) {
-				tpc_sanitize(nm, sizeof(nm), mg->out.t[a].name);
-				printf("  tied to %s", nm);
-			}
-			printf("\n");
-		}
+		print_dry_run(mg, dir, total);
 		goto done;
 	}
 	if (tpc_shard_path_inside(out, dir)) {
