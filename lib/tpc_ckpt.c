@@ -621,6 +621,46 @@ int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const 
 	return ret;
 }
 
+/* A piece of a composite, from the parts it overlaps: take() makes the piece
+ * of each part (at offset pos along cat_dim) and returns 1 where the part
+ * gives none; the pieces, concatenated along cat_dim, are dst (one piece is
+ * moved, not copied). */
+typedef int (*part_take)(tpc_tensor *piece, const tpc_tensor *part, int64_t pos, const void *ctx);
+
+static int take_parts(tpc_tensor *dst, const tpc_tensor *src, part_take take, const void *ctx)
+{
+	tpc_tensor *sub = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
+	int n = 0, ret = sub ? 0 : -1;
+	int64_t pos = 0;
+	for (int i = 0; i < src->nparts && !ret; i++) {
+		int r = take(&sub[n], &src->parts[i], pos, ctx);
+		ret = r < 0 ? -1 : 0;
+		n += r == 0;
+		pos += src->parts[i].shape[src->cat_dim];
+	}
+	if (!ret && n == 1) {
+		*dst = sub[0];
+		n = 0;
+	} else if (!ret) {
+		ret = tpc_tensor_init_cat(dst, sub, n, src->cat_dim);
+	}
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&sub[i]);
+	free(sub);
+	return ret;
+}
+
+/* narrow's piece of one part: its overlap with the window (win: dim, start, len) */
+static int narrow_part(tpc_tensor *piece, const tpc_tensor *part, int64_t pos, const void *ctx)
+{
+	const int64_t *win = ctx, start = win[1], end = win[1] + win[2];
+	int dim = (int)win[0];
+	int64_t a = start > pos ? start : pos, b = end < pos + part->shape[dim] ? end : pos + part->shape[dim];
+	if (b <= a)
+		return 1;
+	return tpc_tensor_narrow(piece, part, dim, a - pos, b - a) ? -1 : 0;
+}
+
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len)
 {
 	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim])
@@ -654,27 +694,7 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 	}
 	if (src->nparts && dim == src->cat_dim) {
 		/* keep the overlapping parts, each narrowed to the overlap */
-		tpc_tensor *sub = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
-		int n = 0, ret = 0;
-		int64_t pos = 0;
-		if (!sub)
-			return -1;
-		for (int i = 0; i < src->nparts && !ret; i++) {
-			int64_t ps = src->parts[i].shape[dim];
-			int64_t a = start > pos ? start : pos, b = start + len < pos + ps ? start + len : pos + ps;
-			if (b > a && !(ret = tpc_tensor_narrow(&sub[n], &src->parts[i], dim, a - pos, b - a)))
-				n++;
-			pos += ps;
-		}
-		if (!ret && n == 1) {
-			*dst = sub[0]; /* moved, not copied */
-			n = 0;
-		} else if (!ret) {
-			ret = tpc_tensor_init_cat(dst, sub, n, dim);
-		}
-		for (int i = 0; i < n; i++)
-			tpc_tensor_release(&sub[i]);
-		free(sub);
+		int ret = take_parts(dst, src, narrow_part, (int64_t[3]){dim, start, len});
 		if (!ret) {
 			dst->dtype = src->dtype;
 			ret = tensor_sizes(dst);
@@ -736,33 +756,17 @@ int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t 
 	return ret ? -1 : 0;
 }
 
-/* rows_every of a composite along dim 0: the rows each part holds. */
-static int rows_every_parts(tpc_tensor *dst, const tpc_tensor *src, int64_t start, int64_t step, int64_t count)
+/* rows_every of a composite along dim 0: the rows each part holds
+ * (sel: start, step, count). */
+static int rows_every_part(tpc_tensor *piece, const tpc_tensor *part, int64_t pos, const void *ctx)
 {
-	tpc_tensor *sub = tpc_calloc((size_t)src->nparts, sizeof(tpc_tensor));
-	int n = 0, ret = 0;
-	int64_t pos = 0;
-	if (!sub)
-		return -1;
-	for (int i = 0; i < src->nparts && !ret; i++) {
-		int64_t ps = src->parts[i].shape[0], last = start + (count - 1) * step;
-		int64_t i0 = pos <= start ? 0 : (pos - start + step - 1) / step;
-		int64_t i1 = pos + ps - 1 >= last ? count - 1 : (pos + ps - 1 - start) / step;
-		if (ps > 0 && i0 <= i1 && pos + ps > start &&
-		    !(ret = tpc_tensor_rows_every(&sub[n], &src->parts[i], start + i0 * step - pos, step, i1 - i0 + 1)))
-			n++;
-		pos += ps;
-	}
-	if (!ret && n == 1) {
-		*dst = sub[0]; /* moved */
-		n = 0;
-	} else if (!ret) {
-		ret = tpc_tensor_init_cat(dst, sub, n, 0);
-	}
-	for (int i = 0; i < n; i++)
-		tpc_tensor_release(&sub[i]);
-	free(sub);
-	return ret;
+	const int64_t *sel = ctx, start = sel[0], step = sel[1], count = sel[2];
+	int64_t ps = part->shape[0], last = start + (count - 1) * step;
+	int64_t i0 = pos <= start ? 0 : (pos - start + step - 1) / step;
+	int64_t i1 = pos + ps - 1 >= last ? count - 1 : (pos + ps - 1 - start) / step;
+	if (ps <= 0 || i0 > i1 || pos + ps <= start)
+		return 1;
+	return tpc_tensor_rows_every(piece, part, start + i0 * step - pos, step, i1 - i0 + 1) ? -1 : 0;
 }
 
 int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start, int64_t step, int64_t count)
@@ -774,7 +778,7 @@ int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start,
 	if (count == 1 || step == 1)
 		return tpc_tensor_narrow(dst, src, 0, start, (count - 1) * step + 1);
 	if (src->nparts && src->cat_dim == 0) {
-		ret = rows_every_parts(dst, src, start, step, count);
+		ret = take_parts(dst, src, rows_every_part, (int64_t[3]){start, step, count});
 	} else if (src->nparts || src->dq) {
 		/* parts side by side (each holds every row), or a computed weight: row by row */
 		tpc_tensor *sub = tpc_calloc((size_t)(src->dq ? count : src->nparts), sizeof(tpc_tensor));
