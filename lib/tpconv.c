@@ -44,65 +44,27 @@ void tpc_ckpt_free(tpc_ckpt *ck)
 	free(ck);
 }
 
-const char *tpc_ckpt_format_name(const tpc_ckpt *ck)
-{
-	return ck->format;
-}
+/* The readers: one field each (an index past the end reads NULL). */
+#define FIELD(type, name, obj, expr) \
+	type name(const obj *x) { return x->expr; }
+#define ITEM(type, name, obj, count, expr) \
+	type name(const obj *x, size_t i) { return i < x->count ? x->expr : NULL; }
 
-size_t tpc_ckpt_count(const tpc_ckpt *ck)
-{
-	return ck->n;
-}
+FIELD(const char *, tpc_ckpt_format_name, tpc_ckpt, format)
+FIELD(size_t, tpc_ckpt_count, tpc_ckpt, n)
+ITEM(const tpc_tensor *, tpc_ckpt_tensor, tpc_ckpt, n, t + i)
+FIELD(size_t, tpc_ckpt_meta_count, tpc_ckpt, nmeta)
+ITEM(const char *, tpc_ckpt_meta_key, tpc_ckpt, nmeta, meta_k[i])
+ITEM(const char *, tpc_ckpt_meta_value, tpc_ckpt, nmeta, meta_v[i])
+FIELD(const char *, tpc_tensor_name, tpc_tensor, name)
+FIELD(tpc_dtype, tpc_tensor_dtype, tpc_tensor, dtype)
+FIELD(int, tpc_tensor_ndim, tpc_tensor, ndim)
+FIELD(const int64_t *, tpc_tensor_shape, tpc_tensor, shape)
+FIELD(uint64_t, tpc_tensor_numel, tpc_tensor, numel)
+FIELD(uint64_t, tpc_tensor_nbytes, tpc_tensor, nbytes)
 
-const tpc_tensor *tpc_ckpt_tensor(const tpc_ckpt *ck, size_t i)
-{
-	return i < ck->n ? &ck->t[i] : NULL;
-}
-
-size_t tpc_ckpt_meta_count(const tpc_ckpt *ck)
-{
-	return ck->nmeta;
-}
-
-const char *tpc_ckpt_meta_key(const tpc_ckpt *ck, size_t i)
-{
-	return i < ck->nmeta ? ck->meta_k[i] : NULL;
-}
-
-const char *tpc_ckpt_meta_value(const tpc_ckpt *ck, size_t i)
-{
-	return i < ck->nmeta ? ck->meta_v[i] : NULL;
-}
-
-const char *tpc_tensor_name(const tpc_tensor *t)
-{
-	return t->name;
-}
-
-tpc_dtype tpc_tensor_dtype(const tpc_tensor *t)
-{
-	return t->dtype;
-}
-
-int tpc_tensor_ndim(const tpc_tensor *t)
-{
-	return t->ndim;
-}
-
-const int64_t *tpc_tensor_shape(const tpc_tensor *t)
-{
-	return t->shape;
-}
-
-uint64_t tpc_tensor_numel(const tpc_tensor *t)
-{
-	return t->numel;
-}
-
-uint64_t tpc_tensor_nbytes(const tpc_tensor *t)
-{
-	return t->nbytes;
-}
+#undef FIELD
+#undef ITEM
 
 static bool is_float(tpc_dtype d)
 {
