@@ -3,6 +3,7 @@
 #include "tpc_util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,12 +28,20 @@ static void copy_str(char *dst, size_t n, const char *src)
 	dst[l] = '\0';
 }
 
-int tpc_err_setv(tpc_err *e, int code, const char *fmt, va_list ap)
+/* The first error wins: e takes code and the message unless it holds an
+ * error already; true when it took them. */
+static bool set_first(tpc_err *e, int code, const char *fmt, va_list ap)
 {
 	if (!e || e->code != 0)
-		return code;
+		return false;
 	e->code = code;
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap); /* truncation is acceptable here */
+	return true;
+}
+
+int tpc_err_setv(tpc_err *e, int code, const char *fmt, va_list ap)
+{
+	set_first(e, code, fmt, ap);
 	return code;
 }
 
@@ -47,16 +56,14 @@ int tpc_err_set(tpc_err *e, int code, const char *fmt, ...)
 
 int tpc_err_sys(tpc_err *e, int code, int sys, const char *fmt, ...)
 {
-	if (!e || e->code != 0)
-		return code;
 	va_list ap;
 	va_start(ap, fmt);
-	tpc_err_setv(e, code, fmt, ap);
+	bool set = set_first(e, code, fmt, ap);
 	va_end(ap);
-	e->sys = sys;
-	size_t l = strlen(e->msg);
-	if (sys && l < sizeof(e->msg))
+	if (set && (e->sys = sys) != 0) {
+		size_t l = strlen(e->msg);
 		snprintf(e->msg + l, sizeof(e->msg) - l, ": %s", strerror(sys));
+	}
 	return code;
 }
 
@@ -92,16 +99,16 @@ void tpc_err_offset(tpc_err *e, int64_t offset)
 int tpc__corrupt(tpc_err *e, const char *where, const char *path, int64_t offset,
 		 const char *tensor, const char *fmt, ...)
 {
-	if (!e || e->code != 0)
-		return TPC_EINPUT;
 	va_list ap;
 	va_start(ap, fmt);
-	tpc_err_setv(e, TPC_EINPUT, fmt, ap);
+	bool set = set_first(e, TPC_EINPUT, fmt, ap);
 	va_end(ap);
-	e->where = where;
-	e->offset = offset;
-	copy_str(e->path, sizeof(e->path), path);
-	copy_str(e->tensor, sizeof(e->tensor), tensor);
+	if (set) {
+		e->where = where;
+		e->offset = offset;
+		copy_str(e->path, sizeof(e->path), path);
+		copy_str(e->tensor, sizeof(e->tensor), tensor);
+	}
 	return TPC_EINPUT;
 }
 
