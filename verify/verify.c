@@ -433,19 +433,10 @@ void tpc__opt_loc(const vrun *R, int64_t i, int t, vloc *l)
 static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_coll *c, const tpc_gpu_api *gpu,
 		      tpc_gpu_ctx *gctx, tpc_verify_report *rep, tpc_err *e)
 {
-	vrun R;
+	/* the reference side (xd) has no collectives */
+	vrun R = {.s = s, .o = o, .c = c, .rep = c->rank == 0 ? rep : NULL, .e = e, .me = c->rank, .tp = c->size,
+		  .T = o->tokens > 0 ? o->tokens : 8, .xf = {.e = e, .c = c, .gpu = gpu, .gpu_ctx = gctx}, .xd = {.e = e}};
 	int ret;
-	memset(&R, 0, sizeof(R));
-	R.s = s;
-	R.o = o;
-	R.c = c;
-	R.rep = c->rank == 0 ? rep : NULL;
-	R.e = e;
-	R.me = c->rank;
-	R.tp = c->size;
-	R.T = o->tokens > 0 ? o->tokens : 8;
-	R.xf.e = R.xd.e = e;
-	R.xf.c = c; /* the reference side (xd) has no collectives */
 #ifdef _OPENMP
 	R.threads = omp_get_max_threads();
 #endif
@@ -459,8 +450,6 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 		return ret;
 	if (!(R.xb = tpc_calloc((size_t)R.tp, sizeof(tpc_vresult))))
 		return tpc_err_nomem(e);
-	R.xf.gpu = gpu;
-	R.xf.gpu_ctx = gctx;
 	if (R.rep) {
 		R.rep->tp = s->tp;
 		R.rep->seed = o->seed;

@@ -1057,14 +1057,8 @@ static void reader_release(reader *r)
 static int torch_open_src(tpc_ckpt *ck, int src, const char *path, const tpc_open_opts *o,
 			  tpc_err *e)
 {
-	reader r;
+	reader r = {.ck = ck, .path = path, .o = o, .inflate_cap = inflate_cap(), .src = src};
 	int ret;
-	memset(&r, 0, sizeof(r));
-	r.ck = ck;
-	r.path = path;
-	r.o = o;
-	r.inflate_cap = inflate_cap();
-	r.src = src;
 	const tpc_map *m = tpc_ckpt_source(ck, r.src);
 	uint64_t used = 0;
 	tpc_err me;
