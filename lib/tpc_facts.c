@@ -2,6 +2,7 @@
 #include "tpc_facts.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,33 @@ static const char *str(const tpc_cfg *c, const char *name)
 	return v;
 }
 
+/* The counts, each under every name a config.json gives it (the first
+ * present wins). */
+#define COUNT(field, names) {offsetof(tpc_model_facts, field), names}
+static const struct {
+	size_t off;
+	const char *names;
+} counts[] = {
+	COUNT(heads, "num_attention_heads|n_head|num_heads|n_heads|encoder_attention_heads"),
+	COUNT(kv_heads, "num_key_value_heads|num_kv_heads|n_head_kv|n_kv_heads|num_query_groups"),
+	COUNT(head_dim, "head_dim|kv_channels|d_kv|attention_head_size|attention_head_dim"),
+	COUNT(hidden, "hidden_size|n_embd|d_model|dim"),
+	COUNT(vocab, "vocab_size|n_vocab"),
+	COUNT(layers, "num_hidden_layers|n_layer|num_layers|n_layers"),
+	/* mixtures of experts, DeepSeek's routing and its MLA */
+	COUNT(experts_per_tok, "num_experts_per_tok|num_selected_experts|moe_topk"),
+	COUNT(experts, "num_local_experts|num_experts|n_routed_experts|moe_num_experts"),
+	COUNT(n_group, "n_group"),
+	COUNT(topk_group, "topk_group"),
+	COUNT(q_lora_rank, "q_lora_rank"),
+	COUNT(kv_lora_rank, "kv_lora_rank"),
+	COUNT(qk_nope_head_dim, "qk_nope_head_dim"),
+	COUNT(qk_rope_head_dim, "qk_rope_head_dim"),
+	COUNT(v_head_dim, "v_head_dim"),
+	COUNT(first_dense, "first_k_dense_replace"),
+};
+#undef COUNT
+
 /* The norm's epsilon and the rotary embedding: rope_theta in transformers
  * 5's rope_parameters or at the top, and a yarn rope scaling (either name). */
 static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
@@ -82,20 +110,10 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 		f->yarn.truncate = cJSON_IsTrue(tr) ? 1 : -1;
 }
 
-/* mixtures of experts, DeepSeek's routing and its MLA */
+/* the rest of the experts' routing: its flags, scale and methods */
 static void moe_facts(tpc_model_facts *f, const tpc_cfg *c)
 {
-	f->experts_per_tok = count(c, "num_experts_per_tok|num_selected_experts|moe_topk");
-	f->experts = count(c, "num_local_experts|num_experts|n_routed_experts|moe_num_experts");
 	f->norm_topk = flag(c, "norm_topk_prob");
-	f->n_group = count(c, "n_group");
-	f->topk_group = count(c, "topk_group");
-	f->q_lora_rank = count(c, "q_lora_rank");
-	f->kv_lora_rank = count(c, "kv_lora_rank");
-	f->qk_nope_head_dim = count(c, "qk_nope_head_dim");
-	f->qk_rope_head_dim = count(c, "qk_rope_head_dim");
-	f->v_head_dim = count(c, "v_head_dim");
-	f->first_dense = count(c, "first_k_dense_replace");
 	double rs = 0;
 	tpc_cfg_num(c, T, "routed_scaling_factor", L, &rs, NULL);
 	if (rs > 0 && rs < 1e6)
@@ -115,16 +133,12 @@ static void moe_facts(tpc_model_facts *f, const tpc_cfg *c)
 
 static void facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c)
 {
-	f->heads = count(c, "num_attention_heads|n_head|num_heads|n_heads|encoder_attention_heads");
-	f->kv_heads = count(c, "num_key_value_heads|num_kv_heads|n_head_kv|n_kv_heads|num_query_groups");
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		*(int64_t *)((char *)f + counts[i].off) = count(c, counts[i].names);
 	if (!f->kv_heads && flag(c, "multi_query") > 0)
 		f->kv_heads = 1;
-	f->head_dim = count(c, "head_dim|kv_channels|d_kv|attention_head_size|attention_head_dim");
-	f->hidden = count(c, "hidden_size|n_embd|d_model|dim");
-	f->vocab = count(c, "vocab_size|n_vocab");
 	if (!f->vocab) /* a padded size is not the vocabulary (Megatron's _vocab_size_with_padding) */
 		f->padded_vocab = count(c, "padded_vocab_size");
-	f->layers = count(c, "num_hidden_layers|n_layer|num_layers|n_layers");
 	moe_facts(f, c);
 	rope_facts(f, c);
 	tpc_qs_from_json(&f->quant, tpc_cfg_get(c, T, "quantization_config", NULL));

@@ -1169,6 +1169,24 @@ fail:
 	return NULL;
 }
 
+/* v's "origin": the call that rebuilds it (a list or dict subclass). */
+static int attach_origin(jdec *d, tpc_value *v, const cJSON *origin, const char *tag)
+{
+	tpc_value *o = from_cj(d, origin);
+	if (!o)
+		return -1;
+	if (o->kind != TPC_V_CALL) {
+		tpc_value_unref(o);
+		bad_object(d, tag);
+		return -1;
+	}
+	if (tpc_value_set_origin(v, o)) {
+		tpc_err_nomem(d->e);
+		return -1;
+	}
+	return 0;
+}
+
 /* A tagged object: {"TAG": ...}, with "origin" (the call that rebuilds a
  * list or dict subclass) and "module" beside the tag where it takes them. */
 static tpc_value *from_object(jdec *d, const cJSON *j)
@@ -1194,24 +1212,11 @@ static tpc_value *from_object(jdec *d, const cJSON *j)
 		v = from_dict(d, a, tag);
 	else
 		v = from_scalar(d, a, tag, module);
-	if (!v || !origin)
-		return v;
-	tpc_value *o = from_cj(d, origin);
-	if (!o)
-		goto fail;
-	if (o->kind != TPC_V_CALL) {
-		tpc_value_unref(o);
-		bad_object(d, tag);
-		goto fail;
-	}
-	if (tpc_value_set_origin(v, o)) {
-		tpc_err_nomem(d->e);
-		goto fail;
+	if (v && origin && attach_origin(d, v, origin, tag)) {
+		tpc_value_unref(v);
+		return NULL;
 	}
 	return v;
-fail:
-	tpc_value_unref(v);
-	return NULL;
 }
 
 static tpc_value *from_cj(jdec *d, const cJSON *j)

@@ -125,19 +125,10 @@ bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char 
 bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n)
 {
 	const tpc_vattn *p = &ly->attn;
-	memset(a, 0, sizeof(*a));
-	a->fused = p->qkv >= 0;
-	a->kv_fused = !a->fused && p->k < 0 && p->kv >= 0;
-	a->hd = p->head_dim;
-	a->heads = p->heads;
-	a->kv_heads = p->kv_heads;
-	a->rope = p->rope;
-	a->theta = p->rope_theta;
-	a->rot = p->rot_dims;
-	a->bidirectional = p->bidirectional;
-	a->kv_w = p->kv_width;
-	a->qk_eps = p->qk_eps;
-	a->qk_whole = p->qk_whole;
+	*a = (vattn_loc){.fused = p->qkv >= 0, .kv_fused = p->qkv < 0 && p->k < 0 && p->kv >= 0,
+			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope,
+			 .theta = p->rope_theta, .rot = p->rot_dims, .bidirectional = p->bidirectional,
+			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);
