@@ -5,7 +5,7 @@ protobuf and does nothing else with it, so its __init__ is replaced by this
 reader and the rest (vocab, merges, the tokenizer class's pipeline) is
 transformers' own code.
 
-    import spm_proto; spm_proto.patch()
+    import spm_proto; undo = spm_proto.patch()
 
 Only what transformers reads is decoded; proto2 defaults for the rest of the
 fields it reads (sentencepiece_model.proto)."""
@@ -85,11 +85,17 @@ def parse(data):
 
 
 def patch():
+    """Replace SentencePieceExtractor.__init__; returns a function undoing it."""
     import importlib
     c = importlib.import_module("transformers.convert_slow_tokenizer")
+    old = c.SentencePieceExtractor.__init__
 
     def init(self, model):
         with open(model, "rb") as f:
             self.proto = parse(f.read())
 
+    def undo():
+        c.SentencePieceExtractor.__init__ = old
+
     c.SentencePieceExtractor.__init__ = init
+    return undo
