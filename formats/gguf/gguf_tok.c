@@ -24,6 +24,10 @@
  *     (sentencepiece's default unk_piece); neither: no tokenizer.model;
  *   - USER_DEFINED pieces it wrote as NORMAL stay NORMAL (as llama.cpp
  *     tokenizes them), their original scores are gone (added ones get 0).
+ * Beside it, tokenizer.json: what transformers 5.12 builds from that
+ * tokenizer.model (tk_spm_json), which it loads without protobuf. The
+ * reference reads unknown_token_id and add_sep_token from it; the rest of
+ * the GGUF comes back the same.
  * tokenizer.ggml.model "gpt2" (BPE) -> tokenizer.json: model.vocab (every
  * token but the padding), model.merges (each "a b" with a, b and ab among
  * the tokens), added_tokens (CONTROL: special, USER_DEFINED: not), and the
