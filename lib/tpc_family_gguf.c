@@ -204,8 +204,8 @@ const tpc_gguf_arch tpc__gguf_olmo2 = {
 /* GemmaConfig's head_dim default: 256 */
 const tpc_gguf_arch tpc__gguf_gemma = {
 	.arch = "gemma", .hf_arch = A("GemmaForCausalLM"), .kv = gemma_kv, .norm_plus_1 = true, .no_lm_head = true,
-	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_GEMMA, .tok_class_spm = "GemmaTokenizer", .hf_cfg = text_cfg,
-	.rope_pct = "partial_rotary_factor"};
+	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_GEMMA, .tok_class_spm = "GemmaTokenizer",
+	.spm_json = TPC_GGUF_SPM_JSON_GEMMA, .hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"};
 /* the reference reads a BPE when tokenizer_class says GPT2Tokenizer */
 const tpc_gguf_arch tpc__gguf_phi3 = {
 	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .rope_factors = true, .vocab = TPC_GGUF_VOCAB_PHI3,

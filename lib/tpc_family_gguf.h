@@ -21,7 +21,10 @@
  *              no head_dim (0: none, -1: hidden_size / num_attention_heads)
  *   tokenizer  vocab (which set_vocab the reference runs), the
  *              tokenizer_class written into tokenizer_config.json for a
- *              SentencePiece and for a BPE vocabulary, add_space_prefix
+ *              SentencePiece and for a BPE vocabulary, add_space_prefix,
+ *              spm_json (the pipeline of the tokenizer.json written beside
+ *              a SentencePiece tokenizer.model: that class's in
+ *              transformers 5.12)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), rope_pct (the member a partial rotary
  *              dimension is written as), experts_member
@@ -78,6 +81,15 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_BPE,       /* TextModel._set_vocab_gpt2 */
 } tpc_gguf_vocab_kind;
 
+/* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
+ * (its SentencePieceExtractor's vocab and merges, then the tokenizer
+ * class's own pipeline), which tpconv writes beside tokenizer.model when a
+ * GGUF is read into Hugging Face form (gguf_tok.c) */
+typedef enum tpc_gguf_spm_json {
+	TPC_GGUF_SPM_JSON_LLAMA = 0, /* LlamaTokenizer: Metaspace, no normalizer, BPE without unk_token */
+	TPC_GGUF_SPM_JSON_GEMMA,     /* GemmaTokenizer: Replace(' ', U+2581), Split(' '), BPE unk_token */
+} tpc_gguf_spm_json;
+
 /* One config.json member rebuilt from a GGUF key (gguf_hf.c) */
 typedef enum tpc_gguf_ck {
 	TPC_CK_INT,
@@ -107,6 +119,7 @@ typedef struct tpc_gguf_arch {
 	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */
 	const char *tok_class_bpe; /* for a BPE; NULL: by its pre-tokenizer (gguf_tok.c) */
 	bool add_space_prefix;     /* tokenizer.ggml.add_space_prefix is tokenizer_config's add_prefix_space */
+	tpc_gguf_spm_json spm_json; /* a SentencePiece vocabulary's tokenizer.json */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */

@@ -201,9 +201,10 @@ int tpc_gguf_packed(const tpc_tensor *t);
  */
 int tpc__gguf_to_hf(tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e);
 int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e);
-/* Its hf_tokenizer hook (gguf_tok.c): tokenizer.model (a "llama" vocabulary)
- * or tokenizer.json (a "gpt2" one) and tokenizer_config.json from the
- * tokenizer.* keys, the inverse of tpc_gguf_vocab. */
+/* Its hf_tokenizer hook (gguf_tok.c): tokenizer.model and tokenizer.json (a
+ * "llama" vocabulary) or tokenizer.json (a "gpt2" one) and
+ * tokenizer_config.json from the tokenizer.* keys, the inverse of
+ * tpc_gguf_vocab. */
 int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *why, size_t whylen, tpc_err *e);
 
 /* The registry's writer (gguf_write.c): a checkpoint read from GGUF is

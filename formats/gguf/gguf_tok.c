@@ -24,6 +24,10 @@
  *     (sentencepiece's default unk_piece); neither: no tokenizer.model;
  *   - USER_DEFINED pieces it wrote as NORMAL stay NORMAL (as llama.cpp
  *     tokenizes them), their original scores are gone (added ones get 0).
+ * Beside it, tokenizer.json: what transformers 5.12 builds from that
+ * tokenizer.model (tk_spm_json), which it loads without protobuf. The
+ * reference reads unknown_token_id and add_sep_token from it; the rest of
+ * the GGUF comes back the same.
  * tokenizer.ggml.model "gpt2" (BPE) -> tokenizer.json: model.vocab (every
  * token but the padding), model.merges (each "a b" with a, b and ab among
  * the tokens), added_tokens (CONTROL: special, USER_DEFINED: not), and the
@@ -263,20 +267,27 @@ static int add_item(cJSON *a, cJSON *v)
 	return 0;
 }
 
-/* An added token as transformers writes it */
-static cJSON *tk_added(const tok *t, uint64_t i, bool with_id)
+/* An added token as transformers writes it, with its id (tokenizer.json)
+ * or without (tokenizer_config.json's added_tokens_decoder) */
+static cJSON *tk_added_as(const tok *t, uint64_t i, bool with_id, bool normalized, bool special)
 {
 	cJSON *o = cJSON_CreateObject();
-	bool special = t->type[i] == TT_CONTROL;
 	int bad = !o || (with_id && add(o, "id", cJSON_CreateNumber((double)i))) || add(o, "content", tk_str(t, i)) ||
 		  add(o, "single_word", cJSON_CreateFalse()) || add(o, "lstrip", cJSON_CreateFalse()) ||
-		  add(o, "rstrip", cJSON_CreateFalse()) || add(o, "normalized", cJSON_CreateBool(!with_id ? 0 : !special)) ||
+		  add(o, "rstrip", cJSON_CreateFalse()) || add(o, "normalized", cJSON_CreateBool(normalized)) ||
 		  add(o, "special", cJSON_CreateBool(special));
 	if (bad) {
 		cJSON_Delete(o);
 		return NULL;
 	}
 	return o;
+}
+
+/* special: CONTROL; a BPE's tokenizer.json entry is normalized unless special */
+static cJSON *tk_added(const tok *t, uint64_t i, bool with_id)
+{
+	bool special = t->type[i] == TT_CONTROL;
+	return tk_added_as(t, i, with_id, with_id && !special, special);
 }
 
 /* The class transformers loads the family's tokenizer with: the record's,
@@ -430,6 +441,161 @@ static int tk_spm_model(tok *t, uint64_t np, int64_t unk, uint8_t **out, size_t 
 	return ret;
 }
 
+/* tokenizer.json beside tokenizer.model: what transformers 5.12 saves for
+ * the folder when it can read tokenizer.model (it needs protobuf for that;
+ * with tokenizer.json it does not). Its SentencePieceExtractor gives the
+ * vocabulary (the pieces, by id) and generate_merges(vocab): for each piece
+ * in id order, each split into two pieces, the shorter left part first;
+ * the merges rank by the joined piece's id, which is sentencepiece's score
+ * order when scores fall with the id, as a trained BPE's do. The added
+ * tokens are the UNKNOWN piece and the CONTROL (special) and USER_DEFINED
+ * tokens, normalized false. The pipeline is the tokenizer class's own
+ * (the record's spm_json): LlamaTokenizer's Metaspace, prepending U+2581
+ * to the first section when tokenizer.ggml.add_space_prefix (default
+ * true, llama.cpp's) and stripping it back in the decoder, or
+ * GemmaTokenizer's; the post-processor adds bos / eos as
+ * tokenizer.ggml.add_bos_token / add_eos_token say (llama.cpp's defaults:
+ * bos yes, eos no). */
+#define SPC "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* vocab and merges into model; 0 or -1 (out of memory) */
+static int tk_spm_vocab(const tok *t, uint64_t np, cJSON *model)
+{
+	cJSON *voc = cJSON_AddObjectToObject(model, "vocab");
+	cJSON *list = voc ? cJSON_AddArrayToObject(model, "merges") : NULL;
+	if (!list)
+		return -1;
+	for (uint64_t i = 0; i < np; i++) {
+		cJSON *key = t->pad[i] ? NULL : tk_str(t, i);
+		int bad = !t->pad[i] && (!key || add(voc, key->valuestring, cJSON_CreateNumber((double)i)));
+		cJSON_Delete(key);
+		if (bad)
+			return -1;
+	}
+	for (uint64_t i = 0; i < np; i++) {
+		uint64_t len;
+		const char *s = tk_text(t, i, &len);
+		for (uint64_t k = 1; !t->pad[i] && k < len; k++) {
+			if (((uint8_t)s[k] & 0xc0) == 0x80) /* inside a code point */
+				continue;
+			int64_t l = tk_find(t, s, k), r = tk_find(t, s + k, len - k);
+			if (l < 0 || r < 0 || (uint64_t)l >= np || (uint64_t)r >= np || t->pad[l] || t->pad[r])
+				continue;
+			cJSON *pair = cJSON_CreateArray();
+			if (add_item(list, pair) || add_item(pair, tk_str(t, (uint64_t)l)) ||
+			    add_item(pair, tk_str(t, (uint64_t)r)))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* {"SpecialToken": {"id": text, "type_id": k}} or {"Sequence": {"id": "A", ...}} */
+static int tk_tpl_item(const tok *t, cJSON *list, int64_t id, const char *seq, int type_id)
+{
+	cJSON *o = cJSON_CreateObject(), *in = cJSON_CreateObject();
+	if (add_item(list, o) || add(o, id >= 0 ? "SpecialToken" : "Sequence", in) ||
+	    add(in, "id", id >= 0 ? tk_str(t, (uint64_t)id) : cJSON_CreateString(seq)) ||
+	    add(in, "type_id", cJSON_CreateNumber(type_id)))
+		return -1;
+	return 0;
+}
+
+/* TemplateProcessing as update_post_processor builds it: [bos] $A [eos],
+ * then [bos] $B [eos] of type 1 for a pair (bos, eos: -1 when not added) */
+static cJSON *tk_spm_post(const tok *t, int64_t bos, int64_t eos)
+{
+	cJSON *o = cJSON_CreateObject(), *single = NULL, *pair = NULL, *sp = NULL;
+	int bad = !o || add(o, "type", cJSON_CreateString("TemplateProcessing")) ||
+		  !(single = cJSON_AddArrayToObject(o, "single")) || !(pair = cJSON_AddArrayToObject(o, "pair")) ||
+		  !(sp = cJSON_AddObjectToObject(o, "special_tokens"));
+	for (int k = 0; k < 2 && !bad; k++) {
+		cJSON *list = k ? pair : single;
+		for (int part = 0; part <= k && !bad; part++)
+			bad = (bos >= 0 && tk_tpl_item(t, list, bos, NULL, part)) ||
+			      tk_tpl_item(t, list, -1, part ? "B" : "A", part) ||
+			      (eos >= 0 && tk_tpl_item(t, list, eos, NULL, part));
+	}
+	int64_t ids[2] = {bos, eos};
+	for (int k = 0; k < 2 && !bad; k++) {
+		cJSON *key = ids[k] >= 0 ? tk_str(t, (uint64_t)ids[k]) : NULL, *e = NULL, *a = NULL, *b = NULL;
+		if (ids[k] < 0 || (key && cJSON_HasObjectItem(sp, key->valuestring))) {
+			cJSON_Delete(key);
+			continue;
+		}
+		bad = !key || !(e = cJSON_CreateObject()) || !cJSON_AddItemToObject(sp, key->valuestring, e);
+		if (bad)
+			cJSON_Delete(e);
+		bad = bad || add(e, "id", tk_str(t, (uint64_t)ids[k])) || !(a = cJSON_AddArrayToObject(e, "ids")) ||
+		      add_item(a, cJSON_CreateNumber((double)ids[k])) || !(b = cJSON_AddArrayToObject(e, "tokens")) ||
+		      add_item(b, tk_str(t, (uint64_t)ids[k]));
+		cJSON_Delete(key);
+	}
+	if (bad) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* normalizer, pre_tokenizer, the decoder's list, the model's unk_token (NULL: null) */
+static void tk_spm_pipe(const tok *t, const char **norm, const char **pre, const char **dec, bool *unk)
+{
+	bool gemma = t->g && t->g->spm_json == TPC_GGUF_SPM_JSON_GEMMA;
+	bool prefix = tk_bool(t, "tokenizer.ggml.add_space_prefix") != 0;
+	static const char *const metaspace[2] = {
+		"{\"type\": \"Metaspace\", \"replacement\": \"" SPC "\", \"prepend_scheme\": \"never\", \"split\": false}",
+		"{\"type\": \"Metaspace\", \"replacement\": \"" SPC "\", \"prepend_scheme\": \"first\", \"split\": false}"};
+#define DEC "{\"type\": \"Replace\", \"pattern\": {\"String\": \"" SPC "\"}, \"content\": \" \"}, " \
+	    "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}"
+	static const char *const llama_dec[2] = {
+		"[" DEC "]", "[" DEC ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]"};
+	*norm = gemma ? "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"" SPC "\"}" : "null";
+	*pre = gemma ? "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithPrevious\", "
+		       "\"invert\": false}"
+		     : metaspace[prefix];
+	*dec = gemma ? "[" DEC "]" : llama_dec[prefix];
+	*unk = gemma;
+#undef DEC
+}
+
+static int tk_spm_json(tok *t, uint64_t np, int64_t unk, tpc_hf_file *f, size_t *nf)
+{
+	const char *norm, *pre, *dec;
+	bool model_unk;
+	int64_t bos, eos;
+	int ret = tk_id(t, "tokenizer.ggml.bos_token_id", &bos);
+	if (!ret)
+		ret = tk_id(t, "tokenizer.ggml.eos_token_id", &eos);
+	if (ret)
+		return ret;
+	bos = tk_bool(t, "tokenizer.ggml.add_bos_token") != 0 ? bos : -1;
+	eos = tk_bool(t, "tokenizer.ggml.add_eos_token") == 1 ? eos : -1;
+	tk_spm_pipe(t, &norm, &pre, &dec, &model_unk);
+	cJSON *tj = cJSON_CreateObject(), *at = NULL, *model = NULL, *d = NULL;
+	int bad = !tj || add(tj, "version", cJSON_CreateString("1.0")) || add(tj, "truncation", cJSON_CreateNull()) ||
+		  add(tj, "padding", cJSON_CreateNull()) || !(at = cJSON_AddArrayToObject(tj, "added_tokens"));
+	for (uint64_t i = 0; i < t->n && !bad; i++) {
+		bool special = (int64_t)i == unk || t->type[i] == TT_CONTROL;
+		if (!t->pad[i] && (special || t->type[i] == TT_USER))
+			bad = add_item(at, tk_added_as(t, i, true, false, special));
+	}
+	bad = bad || add(tj, "normalizer", cJSON_Parse(norm)) || add(tj, "pre_tokenizer", cJSON_Parse(pre)) ||
+	      add(tj, "post_processor", tk_spm_post(t, bos, eos)) || !(d = cJSON_AddObjectToObject(tj, "decoder")) ||
+	      add(d, "type", cJSON_CreateString("Sequence")) || add(d, "decoders", cJSON_Parse(dec)) ||
+	      !(model = cJSON_AddObjectToObject(tj, "model")) || add(model, "type", cJSON_CreateString("BPE")) ||
+	      add(model, "dropout", cJSON_CreateNull()) ||
+	      add(model, "unk_token", model_unk ? tk_str(t, (uint64_t)unk) : cJSON_CreateNull()) ||
+	      add(model, "continuing_subword_prefix", cJSON_CreateNull()) ||
+	      add(model, "end_of_word_suffix", cJSON_CreateNull()) || add(model, "fuse_unk", cJSON_CreateTrue()) ||
+	      add(model, "byte_fallback", cJSON_CreateTrue()) || add(model, "ignore_merges", cJSON_CreateFalse()) ||
+	      tk_spm_vocab(t, np, model);
+	ret = bad ? tpc_err_nomem(t->e) : tk_emit(t, f, nf, "tokenizer.json", tj);
+	cJSON_Delete(tj);
+	return ret;
+}
+#undef SPC
+
 static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 {
 	if (!t->score)
@@ -461,7 +627,7 @@ static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 	if ((ret = tk_spm_model(t, np, unk, &f[*nf].data, &f[*nf].len)))
 		return ret;
 	(*nf)++;
-	return 0;
+	return tk_spm_json(t, np, unk, f, nf);
 }
 
 /* ---- BPE ---- */

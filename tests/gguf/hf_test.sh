@@ -82,17 +82,82 @@ PY
     bad "$fam: config.json rebuilt from the metadata" "$(cat "$T/out")"
 done
 # tokenizer files from the metadata: the folder converted again gives the
-# same GGUF, byte for byte (tokenizer.* keys, config, tensors: a fixed point)
-mkdir -p "$T/fp"
+# same GGUF, byte for byte (tokenizer.* keys, config, tensors: a fixed point).
+# A SentencePiece folder is that without the tokenizer.json written beside
+# tokenizer.model; with it the reference also takes unknown_token_id (the
+# unk_token among its added tokens) and add_sep_token (its post-processor):
+# every other KV the same bytes, and a fixed point from there on
+kvs() { $PY - "$@" <<'PY'
+import struct, sys
+def kvs(path):
+    b = open(path, "rb").read()
+    n, o, out = struct.unpack_from("<Q", b, 16)[0], 24, {}
+    size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    def val(t, o):
+        if t == 8:
+            return o + 8 + struct.unpack_from("<Q", b, o)[0]
+        if t == 9:
+            et, m = struct.unpack_from("<IQ", b, o)
+            o += 12
+            for _ in range(m):
+                o = val(et, o)
+            return o
+        return o + size[t]
+    for _ in range(n):
+        k = struct.unpack_from("<Q", b, o)[0]
+        key, o = b[o + 8:o + 8 + k].decode(), o + 8 + k
+        t = struct.unpack_from("<I", b, o)[0]
+        end = val(t, o + 4)
+        out[key], o = b[o:end], end
+    return out
+a, b = kvs(sys.argv[1]), kvs(sys.argv[2])
+extra = sorted(set(b) - set(a))
+diff = [k for k in a if a[k] != b.get(k)]
+print("KVs differ: %s" % diff if diff else "added: %s" % " ".join(extra))
+sys.exit(1 if diff or not extra or not set(extra) <= set(sys.argv[3:]) else 0)
+PY
+}
+mkdir -p "$T/fp" "$T/fp2"
 for dir in "$A"/tiny-*; do
-  fam=${dir##*/tiny-}
-  if "$TPCONV" convert "$T/$fam.gguf" -o "$T/fp/tiny-$fam/" -q 2>"$T/err" &&
-     "$TPCONV" convert "$T/fp/tiny-$fam" -o "$T/fp/$fam.gguf" --outtype f32 -q 2>>"$T/err" &&
+  fam=${dir##*/tiny-} F=$T/fp/tiny-$fam
+  if ! "$TPCONV" convert "$T/$fam.gguf" -o "$F/" -q 2>"$T/err"; then
+    bad "$fam: tokenizer files rebuilt" "$(cat "$T/err")"; continue
+  fi
+  files=$(cd "$F" && ls tokenizer* | tr '\n' ' ')
+  spm=false
+  [ -f "$F/tokenizer.model" ] && spm=true && mv "$F/tokenizer.json" "$T/fp/$fam.tokenizer.json"
+  if "$TPCONV" convert "$F" -o "$T/fp/$fam.gguf" --outtype f32 -q 2>"$T/err" &&
      cmp "$T/$fam.gguf" "$T/fp/$fam.gguf" > "$T/diff" 2>&1; then
-    ok "$fam: tokenizer files rebuilt ($(cd "$T/fp/tiny-$fam" && ls tokenizer* | tr '\n' ' ')), GGUF -> HF -> GGUF byte-identical"
+    ok "$fam: tokenizer files rebuilt ($files), GGUF -> HF -> GGUF byte-identical$($spm && echo ' (without tokenizer.json)')"
   else
     bad "$fam: tokenizer files rebuilt, GGUF -> HF -> GGUF byte-identical" "$(cat "$T/err" "$T/diff" | head -6)"
   fi
+  $spm || continue
+  mv "$T/fp/$fam.tokenizer.json" "$F/tokenizer.json"
+  "$TPCONV" convert "$F" -o "$T/fp/$fam-j.gguf" --outtype f32 -q 2>"$T/err" &&
+    kvs "$T/$fam.gguf" "$T/fp/$fam-j.gguf" tokenizer.ggml.unknown_token_id tokenizer.ggml.add_sep_token > "$T/out" 2>&1 &&
+    "$TPCONV" convert "$T/fp/$fam-j.gguf" -o "$T/fp2/tiny-$fam/" -q 2>>"$T/err" &&
+    "$TPCONV" convert "$T/fp2/tiny-$fam" -o "$T/fp2/$fam.gguf" --outtype f32 -q 2>>"$T/err" &&
+    cmp "$T/fp/$fam-j.gguf" "$T/fp2/$fam.gguf" > "$T/diff" 2>&1 &&
+    ok "$fam: with tokenizer.json, every KV the same but the reference's $(cat "$T/out"); then a fixed point" ||
+    bad "$fam: with tokenizer.json: the same KVs but unknown_token_id, add_sep_token; then a fixed point" "$(cat "$T/err" "$T/out" "$T/diff" | head -6)"
+done
+# a SentencePiece vocabulary gets a tokenizer.json beside tokenizer.model (transformers
+# 5.12 cannot read a tokenizer.model without protobuf): the one transformers makes of
+# the folder's own tokenizer.model and tokenizer_config.json (spm_json/, made in the
+# forky chroot by make_spm_json.py): vocab, merges in its order, added tokens, pipeline
+for fam in llama mistral mixtral phi3 gemma; do
+  $PY - "$T/fp/tiny-$fam/tokenizer.json" "$SRC/tests/gguf/spm_json/$fam.json" > "$T/out" 2>&1 <<'PY'
+import json, sys
+got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+diff += ["model." + k for k in want["model"] if got.get("model", {}).get(k) != want["model"][k]]
+print("differs: %s" % diff if diff else "%d pieces, %d merges, %d added tokens" %
+      (len(got["model"]["vocab"]), len(got["model"]["merges"]), len(got["added_tokens"])))
+sys.exit(1 if diff else 0)
+PY
+  [ $? = 0 ] && ok "$fam: tokenizer.json beside tokenizer.model is transformers' own ($(cat "$T/out"))" ||
+    bad "$fam: tokenizer.json beside tokenizer.model is transformers' own" "$(tail -3 "$T/out")"
 done
 # a pre-tokenizer name tpconv writes no tokenizer.json for: weights and config, a warning
 "$TPCONV" convert "$A/tiny-qwen2" -o "$T/dsk.gguf" --outtype f32 --gguf-pre deepseek-llm -q &&

@@ -9,8 +9,13 @@ usage: tokenizer.py WORK
 A BPE (tokenizer.json) is loaded with transformers' AutoTokenizer from both folders:
 the same ids for each text (ASCII, Unicode, digits, contractions, special tokens in
 the text), the same decoded text, special tokens and chat template ids. The chroot
-has no protobuf, so transformers cannot read a tokenizer.model: a SentencePiece one
-is loaded with sentencepiece itself. What the GGUF does not hold is not compared:
+has no protobuf, so transformers cannot read a tokenizer.model: a SentencePiece
+folder is loaded with sentencepiece itself, and through the tokenizer.json tpconv
+writes beside its tokenizer.model with AutoTokenizer, which must give the ids the
+original's tokenizer.model gives (sentencepiece) and decode them back; where the
+original's tokenizer_config names the class tpconv's does, also every text (special
+tokens in it too) as transformers' own conversion of the original's tokenizer.model
+(read by spm_proto.py, loaded with that class). What the GGUF does not hold is not compared:
 runs of spaces (sentencepiece's remove_extra_whitespaces, which llama.cpp does not
 do: the rebuilt model keeps them, checked on its own) and gemma's dummy prefix
 (the reference writes add_space_prefix false for gemma; the tiny model has one).
@@ -70,20 +75,59 @@ def spm(fam):
     result("sentencepiece", fam, "runs of spaces kept (as llama.cpp)", b.decode(b.encode(t)) == t, repr(b.decode(b.encode(t))))
 
 
+def spm_fast(fam):
+    """AutoTokenizer on tpconv's folder (tokenizer.json: no protobuf needed)"""
+    import json
+    import sentencepiece
+    from transformers import AutoTokenizer
+    tpc = os.path.join(G, "tpc", fam + "-hf")
+    b = AutoTokenizer.from_pretrained(tpc)
+    a = sentencepiece.SentencePieceProcessor(model_file=os.path.join(original(fam), "tokenizer.model"))
+    texts = [t for t in TEXTS if "<" not in t]
+    lead = " " if fam == "gemma" else ""  # the original's dummy prefix, made explicit
+    bad = []
+    for t in texts:
+        ids = b(lead + t, add_special_tokens=False)["input_ids"]
+        if ids != a.encode(t) or b.decode(ids) != lead + t:
+            bad.append((t, ids, a.encode(t)))
+    result("transformers", fam, "AutoTokenizer on tokenizer.json vs sentencepiece: %d texts" % len(texts), not bad,
+           "%s loads; the ids of the original's tokenizer.model, decodes back" % type(b).__name__
+           + (" (the original's dummy prefix aside)" if lead else "") if not bad else "differs on %r" % bad[:2])
+    # transformers' own conversion of the original's tokenizer.model, with the class it names
+    cls = json.load(open(os.path.join(original(fam), "tokenizer_config.json"))).get("tokenizer_class")
+    if cls != json.load(open(os.path.join(tpc, "tokenizer_config.json"))).get("tokenizer_class"):
+        return
+    import spm_proto
+    import transformers
+    undo = spm_proto.patch()  # tpconv's folder was loaded without it
+    try:
+        o = getattr(transformers, cls).from_pretrained(original(fam))
+    finally:
+        undo()
+    bad = [t for t in TEXTS if o(t)["input_ids"] != b(t)["input_ids"] or
+           o.decode(o(t)["input_ids"]) != b.decode(b(t)["input_ids"])]
+    keys = [k for k in ("bos_token", "eos_token", "unk_token") if getattr(o, k) != getattr(b, k)]
+    result("transformers", fam, "AutoTokenizer vs %s of the original tokenizer.model: %d texts" % (cls, len(TEXTS)),
+           not bad and not keys, "same ids (special tokens in the text too), decoded text, bos/eos/unk"
+           if not bad and not keys else "differs on %r; tokens %s" % (bad[:2], keys))
+
+
 def main():
     for d in sorted(os.listdir(os.path.join(G, "tpc"))):
         if not d.endswith("-hf"):
             continue
         fam = d[:-3]
-        try:
-            if os.path.exists(os.path.join(G, "tpc", d, "tokenizer.json")):
-                bpe(fam)
-            elif os.path.exists(os.path.join(G, "tpc", d, "tokenizer.model")):
-                spm(fam)
-            else:
-                result("transformers", fam, "tokenizer files", False, "tpconv wrote none")
-        except Exception as e:  # one family's failure is a row, not the end of the run
-            result("transformers", fam, "tokenizer files", False, e)
+        has = lambda name: os.path.exists(os.path.join(G, "tpc", d, name))  # noqa: E731
+        checks = ([(spm, "sentencepiece")] if has("tokenizer.model") else []) + \
+                 ([(spm_fast if has("tokenizer.model") else bpe, "transformers")] if has("tokenizer.json") else [])
+        if not checks or has("tokenizer.model") and not has("tokenizer.json"):
+            result("transformers", fam, "tokenizer files", False,
+                   "tpconv wrote %s" % ("no tokenizer.json beside tokenizer.model" if checks else "none"))
+        for check, consumer in checks:
+            try:
+                check(fam)
+            except Exception as e:  # one check's failure is a row, not the end of the run
+                result(consumer, fam, "tokenizer files", False, e)
 
 
 if __name__ == "__main__":
