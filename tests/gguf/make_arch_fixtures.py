@@ -218,6 +218,42 @@ def main():
         rope_variants()
     for fam in (f for f in fams if f in TOK_FOLDERS):
         tokenizer_folder(fam)
+    if "llama-hf" in fams:
+        llama_hf_variants()
+
+
+def tok_variant(d, v):
+    # a variant of arch/llama-hf/variants.json on a tokenizer folder: per
+    # file, members set ("set") and removed ("del")
+    for name, ed in v.items():
+        with open(os.path.join(d, name)) as f:
+            c = json.load(f)
+        c.update(ed.get("set", {}))
+        for k in ed.get("del", []):
+            c.pop(k, None)
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(c, f, indent=2)
+
+
+def llama_hf_variants():
+    # tiny-llama-hf with the tokenizer_config.json of each
+    # arch/llama-hf/variants.json entry (v4: as transformers 4's
+    # LlamaTokenizerFast saved it; specials: which tokens are special),
+    # f32: ref/llama-hf.sha256. The folder keeps its name (general.name).
+    with open(os.path.join(HERE, "arch", "llama-hf", "variants.json")) as f:
+        variants = json.load(f)
+    for name, v in variants.items():
+        d = os.path.join(OUT, "models", "llama-hf-" + name, "tiny-llama-hf")
+        subprocess.run(["rm", "-rf", d], check=True)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        subprocess.run(["cp", "-r", os.path.join(OUT, "models", "tiny-llama-hf"), d], check=True)
+        tok_variant(d, v)
+        g = os.path.join(OUT, "ref", "llama-hf-%s-f32.gguf" % name)
+        subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(g, "rb") as f, open(os.path.join(OUT, "ref", "llama-hf.sha256"), "a") as s:
+            s.write("%s  llama-hf-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), name))
+        print("llama-hf", name, "ok", flush=True)
 
 
 def llama_hf_tokenizer(d):
