@@ -78,6 +78,13 @@ def main():
         try:
             if os.path.exists(os.path.join(G, "tpc", d, "tokenizer.json")):
                 bpe(fam)
+            elif os.path.exists(os.path.join(G, "tpc", d, "tokenizer.model")) and \
+                    not os.path.exists(os.path.join(original(fam), "tokenizer.model")):
+                # tiny-llama-hf: the reference's LlamaHfVocab (every score -1000)
+                _result(W, "sentencepiece", fam, OP, "tokenizer files", "n/a",
+                        "the model's tokenizer is a tokenizer.json (LlamaHfVocab, scores -1000); tpconv rebuilds a "
+                        "tokenizer.model from the GGUF, not yet a tokenizer.json in that shape: nothing to compare "
+                        "it with (doc/gguf_vocab.md)")
             elif os.path.exists(os.path.join(G, "tpc", d, "tokenizer.model")):
                 spm(fam)
             else:
