@@ -643,6 +643,39 @@ static cJSON *byte_level(bool regex, bool trim)
 	return o;
 }
 
+/* post_processor: a TemplateProcessing putting the BOS token first when
+ * tokenizer.ggml.add_bos_token is true (Llama 3's: transformers 5 adds no
+ * BOS from tokenizer_config's add_bos_token for a plain tokenizer.json;
+ * gguf-py reads the same flag back from it), else null. */
+static cJSON *tk_post(const tok *t)
+{
+	int64_t bos = -1;
+	if (tk_bool(t, "tokenizer.ggml.add_bos_token") != 1 || tk_id(t, "tokenizer.ggml.bos_token_id", &bos) || bos < 0 ||
+	    (uint64_t)bos >= t->n)
+		return cJSON_CreateNull();
+	cJSON *b = tk_str(t, (uint64_t)bos), *p = cJSON_CreateObject(), *st, *e, *ids, *toks;
+	bool bad = !b || !p || add(p, "type", cJSON_CreateString("TemplateProcessing"));
+	static const char *const tmpl[2] = {"single", "pair"};
+	for (int k = 0; k < 2 && !bad; k++) {
+		cJSON *l = cJSON_AddArrayToObject(p, tmpl[k]), *x, *y;
+		bad = !l || add_item(l, x = cJSON_CreateObject()) || !(y = cJSON_AddObjectToObject(x, "SpecialToken")) ||
+		      add(y, "id", cJSON_CreateString(b->valuestring)) || add(y, "type_id", cJSON_CreateNumber(0));
+		for (int s = 0; s <= k && !bad; s++)
+			bad = add_item(l, x = cJSON_CreateObject()) || !(y = cJSON_AddObjectToObject(x, "Sequence")) ||
+			      add(y, "id", cJSON_CreateString(s ? "B" : "A")) || add(y, "type_id", cJSON_CreateNumber(s));
+	}
+	bad = bad || !(st = cJSON_AddObjectToObject(p, "special_tokens")) ||
+	      !(e = cJSON_AddObjectToObject(st, b->valuestring)) || add(e, "id", cJSON_CreateString(b->valuestring)) ||
+	      !(ids = cJSON_AddArrayToObject(e, "ids")) || add_item(ids, cJSON_CreateNumber((double)bos)) ||
+	      !(toks = cJSON_AddArrayToObject(e, "tokens")) || add_item(toks, cJSON_CreateString(b->valuestring));
+	cJSON_Delete(b);
+	if (bad) {
+		cJSON_Delete(p);
+		return NULL;
+	}
+	return p;
+}
+
 /* normalizer, pre_tokenizer, decoder, model.ignore_merges for `pre`; 1: not expressed */
 static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
 {
@@ -678,7 +711,7 @@ static int tk_pre(tok *t, const char *pre, cJSON *tj, cJSON *model)
 			return -1;
 		}
 	}
-	if (add(tj, "pre_tokenizer", pt) || add(tj, "post_processor", cJSON_CreateNull()) ||
+	if (add(tj, "pre_tokenizer", pt) || add(tj, "post_processor", tk_post(t)) ||
 	    add(tj, "decoder", byte_level(true, true)) ||
 	    add(model, "ignore_merges", cJSON_CreateBool(row->ignore_merges)))
 		return -1;

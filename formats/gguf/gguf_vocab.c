@@ -2,8 +2,10 @@
  * gguf_vocab.c - the tokenizer.* keys convert_hf_to_gguf.py (llama.cpp
  * 0.7.0) writes, for the families tpconv converts:
  *   llama (llama, mistral, mixtral)  tokenizer_config add_prefix_space, then
- *        tokenizer.model (SentencePiece) or, without one, tokenizer.json (a
- *        GPT-2 style BPE: Llama 3); CodeLlama's FIM ids (vocab 32016)
+ *        tokenizer.model (SentencePiece) or, without one, tokenizer.json: a
+ *        SentencePiece-style BPE (byte_fallback, a Sequence decoder: what
+ *        transformers 5 saves for Llama; LlamaHfVocab) or a GPT-2 style BPE
+ *        (Llama 3); CodeLlama's FIM ids (vocab 32016)
  *   gemma   SentencePiece, its fixed eot id 107, add_space_prefix false
  *   phi3    its own SentencePiece loop (tokenizer.json added_tokens too),
  *           or BPE when tokenizer_config names GPT2Tokenizer
@@ -397,6 +399,215 @@ static int v_gpt2(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *k
 	return ret;
 }
 
+/* LlamaHfVocab (gguf-py vocab.py), what _set_vocab_llama_hf reads through
+ * transformers' AutoTokenizer: model.vocab by id, then the added tokens past
+ * it in id order; every score -1000; <0xNN> is BYTE, a special token
+ * CONTROL, the rest NORMAL, an added token that is not special
+ * USER_DEFINED; texts as they are (no U+2581 rewriting); no merges.
+ * "Special" is transformers' all_special_tokens: tokenizer_config's
+ * bos/eos/unk/sep/pad/cls/mask_token and its extra_special_tokens (else
+ * additional_special_tokens), not an added token's own special flag.
+ * What transformers would change on loading is refused by name: a special
+ * token in neither vocabulary (it would be added), bos/eos/unk_token left
+ * out (the tokenizer class's defaults), ids with a hole, an
+ * added_tokens_decoder that is not tokenizer.json's added_tokens. */
+typedef struct hf_added {
+	const char *s;
+	int64_t id;
+	bool special;
+} hf_added;
+
+/* A token as tokenizer_config writes it: "text" or {"content": "text", ...} */
+static const char *hf_tok_text(const cJSON *t)
+{
+	return cJSON_IsString(t) ? t->valuestring : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "content"));
+}
+
+static bool hf_is_byte(const char *t)
+{
+	static const char hex[] = "0123456789abcdefABCDEF";
+	return strlen(t) == 6 && !strncmp(t, "<0x", 3) && t[5] == '>' && strchr(hex, t[3]) && strchr(hex, t[4]);
+}
+
+/* Marks the special token `text` (from tokenizer_config's `key`) in
+ * add[0..na) or, failing that, in model.vocab's tok[0..nb). */
+static int hf_mark(vocab *v, bool *special, size_t nb, hf_added *add, size_t na, const char *text, const char *key)
+{
+	for (size_t k = 0; k < na; k++)
+		if (!strcmp(add[k].s, text)) {
+			add[k].special = true;
+			if ((uint64_t)add[k].id < nb)
+				special[add[k].id] = true;
+			return 0;
+		}
+	for (size_t i = 0; i < nb; i++)
+		if (!strcmp(v->tok[i], text)) {
+			special[i] = true;
+			return 0;
+		}
+	return v_refuse(v, "tokenizer_config.json",
+			"%s names a token tokenizer.json does not have (transformers would add it; not followed)", key);
+}
+
+static int hf_specials(vocab *v, bool *special, size_t nb, hf_added *add, size_t na)
+{
+	static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+					   "cls_token", "mask_token"};
+	const cJSON *cfg = v->vd.tok_cfg, *it;
+	int ret = 0;
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]) && !ret; k++) {
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, keys[k]);
+		if (!t && k < 3)
+			return v_refuse(v, "tokenizer_config.json",
+					"%s is not set (transformers takes the tokenizer class's default; not followed)", keys[k]);
+		if (!t || cJSON_IsNull(t))
+			continue;
+		if (!hf_tok_text(t))
+			return v_refuse(v, "tokenizer_config.json", "%s is not a token", keys[k]);
+		ret = hf_mark(v, special, nb, add, na, hf_tok_text(t), keys[k]);
+	}
+	const char *xk = "extra_special_tokens";
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(cfg, xk);
+	if (!x) {
+		xk = "additional_special_tokens";
+		x = cJSON_GetObjectItemCaseSensitive(cfg, xk);
+	}
+	if (x && !cJSON_IsNull(x) && !cJSON_IsArray(x) && !cJSON_IsObject(x))
+		return v_refuse(v, "tokenizer_config.json", "%s is not a list", xk);
+	cJSON_ArrayForEach(it, (ret || !x ? (cJSON *)NULL : x)) {
+		if (!hf_tok_text(it))
+			return v_refuse(v, "tokenizer_config.json", "%s: an entry is not a token", xk);
+		if ((ret = hf_mark(v, special, nb, add, na, hf_tok_text(it), xk)))
+			return ret;
+	}
+	return ret;
+}
+
+/* tokenizer_config's added_tokens_decoder, where there is one, must be
+ * tokenizer.json's added_tokens: transformers re-adds it over them. */
+static int hf_decoder_agrees(vocab *v, const hf_added *all, size_t nall)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "added_tokens_decoder"), *it;
+	cJSON_ArrayForEach(it, (cJSON_IsObject(d) ? d : (cJSON *)NULL)) {
+		int64_t id;
+		const char *c = hf_tok_text(it);
+		bool found = false;
+		for (size_t k = 0; c && v_key_id(it->string, &id) && k < nall && !found; k++)
+			found = all[k].id == id && !strcmp(all[k].s, c);
+		if (!found)
+			return v_refuse(v, "tokenizer_config.json",
+					"added_tokens_decoder: '%s' is not tokenizer.json's added token of that id "
+					"(transformers would re-add it; not followed)", it->string);
+	}
+	return 0;
+}
+
+static int hf_cmp_id(const void *a, const void *b)
+{
+	int64_t x = ((const hf_added *)a)->id, y = ((const hf_added *)b)->id;
+	return (x > y) - (x < y);
+}
+
+static int v_llama_hf(vocab *v, tpc_gguf_kvs *kv)
+{
+	const cJSON *voc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "model"), "vocab");
+	const cJSON *added = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "added_tokens"), *it;
+	hf_added *add = NULL;
+	bool *special = NULL;
+	size_t nb = 0, nall = 0, na = 0;
+	int64_t id;
+	int ret = 0;
+	if (!v->vd.tok_cfg)
+		return v_refuse(v, "tokenizer_config.json",
+				"%s is missing: which tokens are special is then transformers' guess (not followed)",
+				"tokenizer_config.json");
+	if (!cJSON_IsObject(voc))
+		return v_refuse(v, "tokenizer.json", "%s is not an object", "model.vocab");
+	if (added && !cJSON_IsArray(added))
+		return v_refuse(v, "tokenizer.json", "%s is not a list", "added_tokens");
+	cJSON_ArrayForEach(it, voc)
+		nb++;
+	nall = (size_t)cJSON_GetArraySize(added);
+	add = calloc(nall ? nall : 1, sizeof(*add));
+	if (!add)
+		return tpc_err_set(v->e, TPC_EIO, "out of memory");
+	cJSON_ArrayForEach(it, added) {
+		const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "content"));
+		if (!tpc__json_int(cJSON_GetObjectItemCaseSensitive(it, "id"), &id) || id < 0 || id > INT32_MAX || !c) {
+			ret = v_refuse(v, "tokenizer.json", "added_tokens: %s without an id and a text content", "an entry");
+			goto out;
+		}
+		for (size_t k = 0; k < na; k++)
+			if (!strcmp(add[k].s, c) || add[k].id == id) {
+				ret = v_refuse(v, "tokenizer.json", "added_tokens: '%s' shares its id or text with another", c);
+				goto out;
+			}
+		add[na++] = (hf_added){c, id, false};
+	}
+	size_t past = 0; /* added tokens past model.vocab */
+	for (size_t k = 0; k < na; k++)
+		past += (uint64_t)add[k].id >= nb;
+	if ((ret = v_alloc(v, nb + past)))
+		goto out;
+	special = calloc(nb + past + 1, sizeof(*special));
+	if (!special) {
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+		goto out;
+	}
+	cJSON_ArrayForEach(it, voc) {
+		if (!tpc__json_int(it, &id) || id < 0 || (uint64_t)id >= nb || v->tok[id]) {
+			ret = v_refuse(v, "tokenizer.json",
+				       "model.vocab: the id of '%s' is not one of 0 .. its size - 1 once (the reference fails)",
+				       it->string);
+			goto out;
+		}
+		if ((ret = v_set(v, (size_t)id, it->string, strlen(it->string), false)))
+			goto out;
+	}
+	qsort(add, na, sizeof(*add), hf_cmp_id);
+	for (size_t k = 0, next = nb; k < na; k++) {
+		bool base = (uint64_t)add[k].id < nb;
+		if (base ? strcmp(v->tok[add[k].id], add[k].s) != 0 : (uint64_t)add[k].id != next++) {
+			ret = v_refuse(v, "tokenizer.json",
+				       base ? "added token '%s' has the id of another model.vocab token (the reference "
+					      "would write the token list shifted)"
+					    : "added token '%s' leaves a hole after model.vocab's ids (the reference would "
+					      "write the token list shifted)", add[k].s);
+			goto out;
+		}
+		const cJSON *dup = base ? NULL : cJSON_GetObjectItemCaseSensitive(voc, add[k].s);
+		if (dup) {
+			ret = v_refuse(v, "tokenizer.json", "added token '%s' is in model.vocab under another id", add[k].s);
+			goto out;
+		}
+	}
+	if ((ret = hf_decoder_agrees(v, add, na)) || (ret = hf_specials(v, special, nb, add, na)))
+		goto out;
+	for (size_t i = 0; i < nb; i++) {
+		v->score[i] = -1000.0f;
+		v->type[i] = hf_is_byte(v->tok[i]) ? TT_BYTE : special[i] ? TT_CONTROL : TT_NORMAL;
+	}
+	for (size_t k = 0; k < na && !ret; k++) {
+		if ((uint64_t)add[k].id < nb)
+			continue;
+		v->score[add[k].id] = -1000.0f;
+		v->type[add[k].id] = add[k].special ? TT_CONTROL : TT_USER;
+		ret = v_set(v, (size_t)add[k].id, add[k].s, strlen(add[k].s), false);
+	}
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "llama");
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", "default");
+	if (!ret)
+		ret = v_add_arrays(v, kv, true);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, false, NULL, 0, (int64_t)v->n, NULL, 0, false, kv, v->e);
+out:
+	free(special);
+	free(add);
+	return ret;
+}
+
 /* LlamaModel.set_vocab (llama, mistral, mixtral) */
 static int v_llama(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
 {
@@ -426,10 +637,9 @@ static int v_llama(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *
 		bool llama3 = mt && !strcmp(mt, "BPE") && tpc__json_truthy(im) && bf && !tpc__json_truthy(bf);
 		const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dec, "type"));
 		if (!llama3 && mt && !strcmp(mt, "BPE") && tpc__json_truthy(bf) && dt && !strcmp(dt, "Sequence"))
-			return v_refuse(v, "tokenizer.json",
-					"%s: a SentencePiece-style BPE without tokenizer.model (the reference's "
-					"LlamaHfVocab) is not converted yet", "tokenizer.json");
-		ret = v_gpt2(v, vocab_size, pre, kv);
+			ret = v_llama_hf(v, kv);
+		else
+			ret = v_gpt2(v, vocab_size, pre, kv);
 	}
 	if (ret)
 		return ret;

@@ -14,7 +14,8 @@
 # Then whole files: `tpconv convert tiny-FAMILY -o X.gguf --outtype T` (the
 # tokenizer read from the folder, tokenizer.ggml.pre named from
 # tokenizer.json) has the sha256 of the reference's GGUF (ref/whole.sha256),
-# byte for byte; --gguf-pre and its refusals.
+# byte for byte; --gguf-pre and its refusals. A Llama with tokenizer.json
+# alone (tiny-llama-hf: LlamaHfVocab, with variants and refusals; tiny-llama3).
 # usage: arch_test.sh ARCH_DUMP SRCDIR TPCONV
 set -u
 DUMP=$(realpath "$1") SRC=$(realpath "$2") TPCONV=$(realpath "$3")
@@ -131,6 +132,78 @@ while read -r sum name; do
     bad "$fo $ot: tpconv's GGUF differs from convert_hf_to_gguf.py's" "sha256 $got, want $sum"
   fi
 done < "$A/ref/whole.sha256"
+
+# a Llama with tokenizer.json alone (issue 41 item 6): tiny-llama-hf above is
+# the reference's LlamaHfVocab path, tiny-llama3 its GPT-2 path (llama-bpe);
+# here tiny-llama-hf with each tokenizer_config.json of
+# arch/llama-hf/variants.json (make_arch_fixtures.py llama_hf_variants),
+# whole f32 files against ref/llama-hf.sha256
+hfvariant() {
+  python3 - "$A/llama-hf/variants.json" "$1" "$2" <<'PY'
+import json, os, sys
+for name, ed in json.load(open(sys.argv[1]))[sys.argv[2]].items():
+    p = os.path.join(sys.argv[3], name)
+    c = json.load(open(p))
+    c.update(ed.get("set", {}))
+    for k in ed.get("del", []):
+        c.pop(k, None)
+    json.dump(c, open(p, "w"), indent=2)
+PY
+}
+while read -r sum name; do
+  v=${name#llama-hf-}; v=${v%-f32.gguf}
+  rm -rf "$T/hf" && mkdir -p "$T/hf" && cp -r "$A/tiny-llama-hf" "$T/hf/" && rm -f "$T/w.gguf"
+  hfvariant "$v" "$T/hf/tiny-llama-hf"
+  if "$TPCONV" convert "$T/hf/tiny-llama-hf" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+     [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$sum" ]; then
+    ok "llama-hf $v: tpconv's GGUF is byte-identical to convert_hf_to_gguf.py's"
+  else
+    bad "llama-hf $v: differs from convert_hf_to_gguf.py's" "$(cat "$T/err")"
+  fi
+done < "$A/ref/llama-hf.sha256"
+# hfrefuse DESC EXPECTED-MESSAGE PYTHON: tiny-llama-hf edited by PYTHON (t:
+# tokenizer.json, c: tokenizer_config.json, None: the file removed) is
+# refused, exit 3, the message and the file named, nothing written
+hfrefuse() {
+  rm -rf "$T/hf" "$T/hfo" && mkdir -p "$T/hf" "$T/hfo" && cp -r "$A/tiny-llama-hf" "$T/hf/"
+  python3 - "$T/hf/tiny-llama-hf" "$3" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+t = json.load(open(d + "/tokenizer.json"))
+c = json.load(open(d + "/tokenizer_config.json"))
+exec(sys.argv[2])
+for n, x in (("tokenizer.json", t), ("tokenizer_config.json", c)):
+    if x is None:
+        os.remove(os.path.join(d, n))
+    else:
+        json.dump(x, open(os.path.join(d, n), "w"), indent=2)
+PY
+  "$TPCONV" convert "$T/hf/tiny-llama-hf" -o "$T/hfo/w.gguf" 2> "$T/err"; local rc=$?
+  if [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ -z "$(ls -A "$T/hfo")" ]; then
+    ok "$1"
+  else
+    bad "$1" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/hfo")"
+  fi
+}
+hfrefuse "a tokenizer.json neither LlamaHfVocab's nor a BPE (Unigram) is refused naming the file" \
+  "tokenizer.json': model: a BPE model with a vocab object is read (no other)" 't["model"]["type"] = "Unigram"'
+hfrefuse "llama-hf: a special token tokenizer.json lacks (transformers would add it) is refused by key" \
+  "tokenizer_config.json': pad_token names a token tokenizer.json does not have" 'c["pad_token"] = "<pad>"'
+hfrefuse "llama-hf: an added token id past a hole (the reference shifts the list) is refused" \
+  "added token '<|gap|>' leaves a hole after model.vocab's ids" \
+  't["added_tokens"].append(dict(t["added_tokens"][-1], id=321, content="<|gap|>"))'
+hfrefuse "llama-hf: an added token on another token's id is refused" \
+  "added token '<|dup|>' has the id of another model.vocab token" \
+  't["added_tokens"].append(dict(t["added_tokens"][-1], id=5, content="<|dup|>"))'
+hfrefuse "llama-hf: model.vocab with a hole is refused" \
+  "model.vocab: the id of '<0x00>' is not one of 0 .. its size - 1 once" 't["model"]["vocab"]["<0x00>"] = 400'
+hfrefuse "llama-hf: bos_token left out (the class default) is refused" \
+  "tokenizer_config.json': bos_token is not set" 'del c["bos_token"]'
+hfrefuse "llama-hf: without tokenizer_config.json is refused naming it" \
+  "tokenizer_config.json': tokenizer_config.json is missing" 'c = None'
+hfrefuse "llama-hf: an added_tokens_decoder that is not tokenizer.json's added_tokens is refused" \
+  "added_tokens_decoder: '320' is not tokenizer.json's added token of that id" \
+  'c["added_tokens_decoder"] = {"320": {"content": "<|x|>", "special": True}}'
 
 # a shard set to GGUF: merge finds the model's config and tokenizer among the
 # set's companions (the set folder; an hf layout's rank 0 folder), general.name

@@ -120,6 +120,15 @@ PY
 mkdir -p "$T/fp" "$T/fp2"
 for dir in "$A"/tiny-*; do
   fam=${dir##*/tiny-} F=$T/fp/tiny-$fam
+  if [ "$fam" = llama-hf ]; then
+    # a "llama" vocabulary is rebuilt as SentencePiece files; one the reference
+    # took from tokenizer.json (LlamaHfVocab) comes back through the
+    # SentencePiece path, which types <|tool|> CONTROL (it looks special) and
+    # finds no unk id: a tokenizer.json rebuilt in LlamaHfVocab's shape is
+    # not written yet (issue 41 item 6)
+    skip "$fam: tokenizer files rebuilt, GGUF -> HF -> GGUF byte-identical" "LlamaHfVocab's tokenizer.json is not rebuilt yet"
+    continue
+  fi
   if ! "$TPCONV" convert "$T/$fam.gguf" -o "$F/" -q 2>"$T/err"; then
     bad "$fam: tokenizer files rebuilt" "$(cat "$T/err")"; continue
   fi

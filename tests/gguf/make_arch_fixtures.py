@@ -34,6 +34,16 @@ gpt-neox: the reference reads hparams through transformers 5's AutoConfig,
 which drops rotary_pct (now rope_parameters.partial_rotary_factor), then
 fails on it (KeyError); ref_convert.py gives the hparams the rotary_pct
 config.json holds.
+Two llamas whose tokenizer is tokenizer.json alone (tokenizer_folders; issue
+41 item 6), f32 only (the tokenizer does not depend on the outtype):
+tiny-llama-hf as transformers 5's LlamaTokenizer saves a SentencePiece-derived
+BPE (byte_fallback, Metaspace, a Sequence decoder; chat_template.jinja; the
+reference's LlamaHfVocab path): 318 pieces of a tokenizer.model trained here
+(vocab and merges read with sentencepiece, as transformers would without
+protobuf), then <|user|> (an extra special token) and <|tool|> (a plain added
+token); tiny-llama3 with a Llama 3 style tokenizer.json (byte-level BPE,
+Llama 3's Split regex, ignore_merges, no byte_fallback; the reference's
+_set_vocab_gpt2 with TPC_PRE=llama-bpe).
 """
 import hashlib, json, os, subprocess, sys
 import torch
@@ -185,9 +195,9 @@ def model(fam, d):
 def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
     # rope variants of tiny-llama and tiny-phi3), or all
-    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"]
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS)
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
-    for fam in (f for f in fams if f not in ("t4", "rope")):
+    for fam in (f for f in fams if f in FAMILIES):
         d = os.path.join(OUT, "models", "tiny-" + fam)
         os.makedirs(d, exist_ok=True)
         model(fam, d)
@@ -206,6 +216,121 @@ def main():
         t4_llama()
     if "rope" in fams:
         rope_variants()
+    for fam in (f for f in fams if f in TOK_FOLDERS):
+        tokenizer_folder(fam)
+    if "llama-hf" in fams:
+        llama_hf_variants()
+
+
+def tok_variant(d, v):
+    # a variant of arch/llama-hf/variants.json on a tokenizer folder: per
+    # file, members set ("set") and removed ("del")
+    for name, ed in v.items():
+        with open(os.path.join(d, name)) as f:
+            c = json.load(f)
+        c.update(ed.get("set", {}))
+        for k in ed.get("del", []):
+            c.pop(k, None)
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(c, f, indent=2)
+
+
+def llama_hf_variants():
+    # tiny-llama-hf with the tokenizer_config.json of each
+    # arch/llama-hf/variants.json entry (v4: as transformers 4's
+    # LlamaTokenizerFast saved it; specials: which tokens are special),
+    # f32: ref/llama-hf.sha256. The folder keeps its name (general.name).
+    with open(os.path.join(HERE, "arch", "llama-hf", "variants.json")) as f:
+        variants = json.load(f)
+    for name, v in variants.items():
+        d = os.path.join(OUT, "models", "llama-hf-" + name, "tiny-llama-hf")
+        subprocess.run(["rm", "-rf", d], check=True)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        subprocess.run(["cp", "-r", os.path.join(OUT, "models", "tiny-llama-hf"), d], check=True)
+        tok_variant(d, v)
+        g = os.path.join(OUT, "ref", "llama-hf-%s-f32.gguf" % name)
+        subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(g, "rb") as f, open(os.path.join(OUT, "ref", "llama-hf.sha256"), "a") as s:
+            s.write("%s  llama-hf-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), name))
+        print("llama-hf", name, "ok", flush=True)
+
+
+def llama_hf_tokenizer(d):
+    """tokenizer.json, tokenizer_config.json and chat_template.jinja as
+    transformers 5 saves a Llama tokenizer (LlamaTokenizer, now a tokenizers
+    backend): no tokenizer.model."""
+    import io
+    import sentencepiece as spm
+    from tokenizers import AddedToken
+    from transformers.tokenization_utils_base import generate_merges
+    f = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_writer=f, vocab_size=V - 2, model_type="bpe",
+                                   byte_fallback=True, character_coverage=1.0, num_threads=1, minloglevel=2,
+                                   normalization_rule_name="identity")
+    sp = spm.SentencePieceProcessor(model_proto=f.getvalue())
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    t = tf.LlamaTokenizer(vocab=vocab, merges=generate_merges(vocab), extra_special_tokens=["<|user|>"],
+                          add_bos_token=True)
+    t.add_tokens([AddedToken("<|tool|>", special=False)])
+    t.chat_template = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+    t.save_pretrained(d)
+
+
+# Llama 3's split regex (its tokenizer.json); llama.cpp's "llama-bpe"
+LLAMA3_RE = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+             "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+
+
+def llama3_tokenizer(d):
+    """A Llama 3 style tokenizer.json: byte-level BPE, Llama 3's Split regex,
+    ignore_merges, no byte_fallback; <|begin_of_text|>, <|end_of_text|>."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE(ignore_merges=True, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_RE), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|begin_of_text|>", "<|end_of_text|>"]
+    tr = trainers.BpeTrainer(vocab_size=V, special_tokens=specials, show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(TEXT, tr)
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
+                                                       special_tokens=[("<|begin_of_text|>", 0)])
+    ft = tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>")
+    ft.save_pretrained(d)
+
+
+# name: (tokenizer maker, TPC_PRE for the reference, seed)
+TOK_FOLDERS = {"llama-hf": (llama_hf_tokenizer, "", 101), "llama3": (llama3_tokenizer, "llama-bpe", 102)}
+
+
+def tokenizer_folder(name):
+    # a tiny llama (the llama record's config) with the tokenizer files
+    # TOK_FOLDERS makes, its reference GGUF (f32): ref/NAME-f32.txt and a line
+    # in ref/whole.sha256; seeded apart from FAMILIES, so that no family's
+    # seed moves
+    make, pre, seed = TOK_FOLDERS[name]
+    d = os.path.join(OUT, "models", "tiny-" + name)
+    subprocess.run(["rm", "-rf", d], check=True)
+    os.makedirs(d)
+    cls, kw = FAMILIES["llama"][:2]
+    torch.manual_seed(seed)
+    m = tf.AutoModelForCausalLM.from_config(cls(**kw))
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            base = 1.0 if "norm" in n and n.endswith("weight") else 0.0
+            p.copy_(base + torch.randn_like(p) * (0.1 if base else 0.3))
+    m.save_pretrained(d)
+    make(d)
+    g = os.path.join(OUT, "ref", "%s-f32.gguf" % name)
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
+                   check=True, env=dict(os.environ, TPC_PRE=pre), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(g[:-5] + ".txt", "w") as f:
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+    with open(g, "rb") as f, open(os.path.join(OUT, "ref", "whole.sha256"), "a") as s:
+        s.write("%s  %s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), name))
+    print(name, "ok", flush=True)
 
 
 def rope_config(c, v):
