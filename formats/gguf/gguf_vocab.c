@@ -277,6 +277,20 @@ static int v_kv_str(vocab *v, tpc_gguf_kvs *kv, const char *key, const char *s)
 	return tpc_gguf_kvs_str(kv, key, s, strlen(s)) ? tpc_err_set(v->e, TPC_EIO, "out of memory") : 0;
 }
 
+/* What a "llama" vocabulary (SentencePiece or LlamaHfVocab) writes after its
+ * tokens: the model and pre names, the arrays, then SpecialVocab. */
+static int v_llama_keys(vocab *v, tpc_gguf_kvs *kv)
+{
+	int ret = v_kv_str(v, kv, "tokenizer.ggml.model", "llama");
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", "default");
+	if (!ret)
+		ret = v_add_arrays(v, kv, true);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, false, NULL, 0, (int64_t)v->n, NULL, 0, false, kv, v->e);
+	return ret;
+}
+
 /* _set_vocab_sentencepiece, or Phi3MiniModel.set_vocab's loop. */
 static int v_spm(vocab *v, int64_t vocab_size, bool phi3, tpc_gguf_kvs *kv)
 {
@@ -286,13 +300,7 @@ static int v_spm(vocab *v, int64_t vocab_size, bool phi3, tpc_gguf_kvs *kv)
 	if (!ret)
 		ret = v_added_decoder(v, phi3);
 	if (!ret)
-		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "llama");
-	if (!ret)
-		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", "default");
-	if (!ret)
-		ret = v_add_arrays(v, kv, true);
-	if (!ret)
-		ret = tpc__special_vocab(&v->vd, false, NULL, 0, (int64_t)v->n, NULL, 0, false, kv, v->e);
+		ret = v_llama_keys(v, kv);
 	return ret;
 }
 
@@ -595,13 +603,7 @@ static int v_llama_hf(vocab *v, tpc_gguf_kvs *kv)
 		ret = v_set(v, (size_t)add[k].id, add[k].s, strlen(add[k].s), false);
 	}
 	if (!ret)
-		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "llama");
-	if (!ret)
-		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", "default");
-	if (!ret)
-		ret = v_add_arrays(v, kv, true);
-	if (!ret)
-		ret = tpc__special_vocab(&v->vd, false, NULL, 0, (int64_t)v->n, NULL, 0, false, kv, v->e);
+		ret = v_llama_keys(v, kv);
 out:
 	free(special);
 	free(add);
