@@ -440,20 +440,15 @@ static void size_label(const tpc_gguf_wtensor *t, size_t nt, char *buf, size_t n
 /* Metadata.load: generation_config.json's sampling members */
 static int sampling_keys(conv *cv, const char *dir)
 {
-	static const struct { const char *member, *alt, *key; int type; } s[] = {
-		{"sequence", NULL, "general.sampling.sequence", TPC_GV_STRING},
-		{"top_k", NULL, "general.sampling.top_k", TPC_GV_I32},
-		{"top_p", NULL, "general.sampling.top_p", F32},
-		{"min_p", NULL, "general.sampling.min_p", F32},
-		{"xtc_probability", NULL, "general.sampling.xtc_probability", F32},
-		{"xtc_threshold", NULL, "general.sampling.xtc_threshold", F32},
-		{"temperature", NULL, "general.sampling.temp", F32},
-		{"penalty_last_n", NULL, "general.sampling.penalty_last_n", TPC_GV_I32},
-		{"penalty_repeat", "repetition_penalty", "general.sampling.penalty_repeat", F32},
-		{"mirostat", NULL, "general.sampling.mirostat", TPC_GV_I32},
-		{"mirostat_tau", NULL, "general.sampling.mirostat_tau", F32},
-		{"mirostat_eta", NULL, "general.sampling.mirostat_eta", F32},
+	/* each under general.sampling.<key, else member>; alt: another name of the member */
+#define S(m, t) {m, t, NULL, NULL}
+	static const struct { const char *member; int type; const char *alt, *key; } s[] = {
+		S("sequence", TPC_GV_STRING), S("top_k", TPC_GV_I32), S("top_p", F32), S("min_p", F32),
+		S("xtc_probability", F32), S("xtc_threshold", F32), {"temperature", F32, NULL, "temp"},
+		S("penalty_last_n", TPC_GV_I32), {"penalty_repeat", F32, "repetition_penalty", NULL}, S("mirostat", TPC_GV_I32),
+		S("mirostat_tau", F32), S("mirostat_eta", F32),
 	};
+#undef S
 	char *path = tpc_path_join(dir, "generation_config.json"), *text = NULL;
 	size_t len = 0;
 	tpc_err scratch;
@@ -467,15 +462,17 @@ static int sampling_keys(conv *cv, const char *dir)
 			v = cJSON_GetObjectItemCaseSensitive(g, s[i].alt);
 		if (!v || cJSON_IsNull(v))
 			continue;
+		char key[48];
+		snprintf(key, sizeof(key), "general.sampling.%s", s[i].key ? s[i].key : s[i].member);
 		if (s[i].type == TPC_GV_STRING ? !cJSON_IsString(v) : !cJSON_IsNumber(v))
 			ret = tpc_err_at(cv->e, TPC_EINPUT, path, NULL, "generation_config.json: '%s' is not a %s", s[i].member,
 					 s[i].type == TPC_GV_STRING ? "string" : "number");
 		else if (s[i].type == TPC_GV_STRING)
-			ret = kv_str(cv, s[i].key, v->valuestring);
+			ret = kv_str(cv, key, v->valuestring);
 		else if (s[i].type == F32)
-			ret = tpc_gguf_kvs_float(cv->kv, s[i].key, F32, v->valuedouble) ? tpc_err_nomem(cv->e) : 0;
+			ret = tpc_gguf_kvs_float(cv->kv, key, F32, v->valuedouble) ? tpc_err_nomem(cv->e) : 0;
 		else
-			ret = tpc_gguf_kvs_int(cv->kv, s[i].key, TPC_GV_I32, (int64_t)v->valuedouble) ? tpc_err_nomem(cv->e) : 0;
+			ret = tpc_gguf_kvs_int(cv->kv, key, TPC_GV_I32, (int64_t)v->valuedouble) ? tpc_err_nomem(cv->e) : 0;
 	}
 	cJSON_Delete(g);
 	free(text);
