@@ -600,7 +600,22 @@ out:
 	return true;
 }
 
-/* Step 3: the rank files, in parallel; the lowest failing rank's error wins. */
+/* The tensor bytes of rank r's file: what it needs of a full disk, near
+ * enough to tell that it cannot fit where a larger or equal one did not. */
+static uint64_t rank_bytes(const tpc_shard_plan *sp, int r)
+{
+	const tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
+	uint64_t n = 0;
+	for (size_t i = 0; i < ck->n; i++)
+		n += ck->t[i].nbytes;
+	return n;
+}
+
+/* Step 3: the rank files, in parallel; the lowest failing rank's error wins.
+ * When the disk fills, the files finished before it stay (tpc_shard_write
+ * takes back everything else): a writer thread goes on to its next rank
+ * unless a smaller one of its own did not fit, and a joint group that
+ * filled it goes again rank by rank. */
 static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc_write_opts wo;
@@ -648,12 +663,26 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 		tpc_err ge;
 		tpc_err_init(&ge);
 		if (write_group(w, sp, i0, n, &wo, &guard, &bad_r, &ge, &rg)) {
-			if (rg)
+			if (!rg)
+				continue;
+			if (!tpc_out_no_room(&ge)) {
 				tpc__keep_first(bad_r, &ge, &first_bad, &first_err);
-			continue;
+				continue;
+			}
+			/* The disk filled with every file of the group half written
+			 * (their temporaries are gone again): the group's ranks once
+			 * more one by one, so that those that fit are finished and
+			 * kept for a rerun to resume from, as rank by rank writing
+			 * keeps them (TPCONV_JOINT=0). */
 		}
+		uint64_t no_room_at = UINT64_MAX; /* the bytes of the smallest rank that did not fit */
 		for (int i = i0; i < i0 + n; i++) {
 			int r = w->todo[i];
+			if (w->done[r])
+				continue; /* committed by the group before the disk filled */
+			uint64_t bytes = rank_bytes(sp, r);
+			if (bytes >= no_room_at)
+				continue; /* cannot fit where a smaller one did not: its error stands */
 			tpc_err le;
 			tpc_err_init(&le);
 			tpc_write_opts wr = wo;
@@ -664,6 +693,8 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 				if (!le.path[0])
 					tpc_err_path(&le, w->paths[r]);
 				tpc__keep_first(r, &le, &first_bad, &first_err);
+				if (tpc_out_no_room(&le) && bytes < no_room_at)
+					no_room_at = bytes;
 			} else {
 				w->done[r] = true;
 			}
