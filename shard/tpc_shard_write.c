@@ -742,6 +742,31 @@ static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
 	return 0;
 }
 
+/* Step 4 too, the set complete: was it completed by another run? A manifest
+ * here now was written by a run writing this folder beside this one
+ * (open_output refused or removed any older one) after every writer's
+ * shared lock was gone, so after it had checked every rank file, this
+ * run's too, as its set's. When it names this set the work is done; writing
+ * the manifest again would fail (it exists) and take back this run's rank
+ * files from under the other's manifest. */
+static int completed_by_other(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
+{
+	tpc_manifest m;
+	int ret;
+	if (!tpc_exists(w->manifest))
+		return 0;
+	if (!(ret = tpc_manifest_from_file(&m, w->manifest, e))) {
+		if (m.set_id && !strcmp(m.set_id, sp->set_id))
+			sp->manifest_other = true;
+		else
+			ret = tpc_err_at(e, TPC_EIO, w->manifest, NULL,
+					 "another run writing this folder completed it as shard set %s, not this run's %s",
+					 m.set_id ? m.set_id : "(none)", sp->set_id);
+	}
+	tpc_manifest_release(&m);
+	return ret;
+}
+
 /* Step 5, when the set is complete: checksums, the layout's extra files and
  * the model's companions, then the manifest, last. */
 static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *opts, tpc_err *e)
@@ -778,6 +803,7 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	w.lockfd = -1;
 	sp->nwritten = 0;
 	sp->manifest_written = false;
+	sp->manifest_other = false;
 	sp->npresent = 0;
 	sp->nkept = 0;
 	sp->nleft = 0;
@@ -787,7 +813,8 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 		hash_beside_start(&hb, &w, sp, o);
 		ret = hash_beside_join(&hb, &w, write_ranks(&w, sp, o, e), e);
 	}
-	if (!ret && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr && !o->defer_manifest)
+	if (!ret && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr && !o->defer_manifest &&
+	    !(ret = completed_by_other(&w, sp, e)) && !sp->manifest_other)
 		ret = finish_set(&w, sp, o, e);
 	/* otherwise another run completes the set */
 	if (ret && w.done) {
