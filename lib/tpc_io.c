@@ -978,12 +978,15 @@ void tpc_out_abort(tpc_out *o)
 {
 	if (!o)
 		return;
+	/* the name goes while the file is still locked (see create_temp): a
+	 * sweeper never sees it unlocked under its name */
+	if (o->tmp)
+		unlink(o->tmp);
 	if (o->fd >= 0 && o->tmp)
 		close(o->fd);
 	o->fd = -1;
 	release_buffers(o);
 	if (o->tmp) {
-		unlink(o->tmp);
 		tmp_unregister(o->tmp);
 		free(o->tmp);
 		o->tmp = NULL;
