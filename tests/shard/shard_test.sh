@@ -29,6 +29,11 @@ HAVE_TORCH_FMT=0
 ( run false "$T/first" && run true; echo "rc=$rc"; bad "x" ) > "$T/chain"
 grep -qx "rc=1" "$T/chain" && grep -qx "# failed step: exit 1: false first" "$T/chain" &&
   ok "run returns its exit status; bad reports the failed step of a chain" || bad "the harness's chains" "$(cat "$T/chain")"
+# same's $T/diff says why, when an inspect fails too (it was left from an earlier call:
+# issue 41 item 17's 'remap before shard' failed with no message)
+( echo "from an earlier call" >"$T/diff"; same "$T/missing.safetensors" "$M/llama"; echo "rc=$?"; cat "$T/diff" ) > "$T/samechk"
+grep -qx "rc=1" "$T/samechk" && grep -q "missing.safetensors" "$T/samechk" && ! grep -q "earlier call" "$T/samechk" &&
+  ok "same fails with the inspect's error in \$T/diff when a checkpoint cannot be read" || bad "the harness's same" "$(cat "$T/samechk")"
 
 # ---- CLI basics
 for c in shard merge plan; do
