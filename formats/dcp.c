@@ -394,8 +394,9 @@ out:
  * back, the non-tensor (bytes) items first, then the tensors; each item a
  * complete torch.save archive whose offsets are relative to its own start, and
  * each item's (relative_path, offset, length) in .metadata's storage_data.
- * Items are written one at a time (put_item), so no more than one tensor's
- * archive is ever in flight. The state dict is flattened as
+ * Items are streamed into the file one after another (put_item): a tensor's
+ * bytes go from its source to the output in chunks or in the kernel, never
+ * the whole model in memory. The state dict is flattened as
  * DefaultSavePlanner(flatten_state_dict=True) does (torch/distributed/
  * checkpoint/_nested_dict.py, _traverse.py): dicts are walked, lists only when
  * they hold tensors, every other value is one bytes item; planner_data maps each
@@ -572,46 +573,24 @@ static tpc_value *tensor_md(const tpc_tensor *t)
 	return wobj(META_MOD, "TensorStorageMetadata", st);
 }
 
-/* The hidden temporary an item is written to before it joins the file at
- * `path` (beside it, one per output file): ".NAME.item". */
-static char *item_tmp(const char *path)
-{
-	tpc_buf tb = TPC_BUF_INIT;
-	char *dir = tpc_path_dir(path);
-	tpc_buf_adds(&tb, dir ? dir : ".");
-	tpc_buf_adds(&tb, "/.");
-	tpc_buf_adds(&tb, tpc_path_base(path));
-	tpc_buf_adds(&tb, ".item");
-	free(dir);
-	if (!dir || tb.oom) {
-		tpc_buf_release(&tb);
-		return NULL;
-	}
-	return tb.p;
-}
-
 /* Append one item to `out`: torch.save of tensor i (i >= 0) or of the value v,
- * written to the temporary `tmp` by the torch writer (its zip offsets then run
- * from the item's own start, as torch reads an item: a BytesIO of its bytes)
- * and copied in the kernel. *off and *len get where it lies in out. */
-static int put_item(tpc_out *out, const tpc_ckpt *ck, int64_t i, const tpc_value *v, const char *tmp,
-		    const tpc_write_opts *o, uint64_t *off, uint64_t *len, tpc_err *e)
+ * streamed in at out's position with its zip offsets running from the item's
+ * own start, as torch reads an item (a BytesIO of its bytes) and names it
+ * (the "archive" of torch.save into a stream). *off and *len get where it
+ * lies in out. */
+static int put_item(tpc_out *out, const tpc_ckpt *ck, int64_t i, const tpc_value *v, const tpc_write_opts *o,
+		    uint64_t *off, uint64_t *len, tpc_err *e)
 {
 	static const int64_t no_tensor = -1; /* sel with none selected (NULL means all) */
-	tpc_write_opts wo = {.flags = TPC_W_FORCE, .progress = o ? o->progress : NULL};
+	tpc_write_opts wo = {.progress = o ? o->progress : NULL};
 	tpc_value *leaf = i >= 0 ? tpc_value_tensor(i) : NULL;
-	tpc_map m;
 	int ret;
 	if (i >= 0 && !leaf)
 		return tpc_err_nomem(e);
 	*off = out->size;
-	ret = tpc__torch_write_obj(ck, i >= 0 ? &i : &no_tensor, i >= 0 ? 1 : 0, leaf ? leaf : v, tmp, &wo, e);
+	ret = tpc__torch_write_into(ck, i >= 0 ? &i : &no_tensor, i >= 0 ? 1 : 0, leaf ? leaf : v, out, "archive", &wo,
+				    e);
 	tpc_value_unref(leaf);
-	if (!ret && !(ret = tpc_map_open(&m, tmp, e))) {
-		ret = tpc_out_copy(out, &m, 0, m.size, e);
-		tpc_map_close(&m);
-	}
-	unlink(tmp);
 	*len = out->size - *off;
 	return ret;
 }
@@ -624,7 +603,6 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	tpc_value *path = tpc_value_new(TPC_V_TUPLE), *sdm = tpc_value_new(TPC_V_DICT);
 	tpc_value *pd = tpc_value_new(TPC_V_DICT), *sd = tpc_value_new(TPC_V_DICT), *md = NULL;
 	char *mpath = tpc_path_join(dir, TPC_DCP_META), *fpath = tpc_path_join(dir, DCP_FILE0);
-	char *tmp = fpath ? item_tmp(fpath) : NULL;
 	uint64_t *ioff = NULL, *ilen = NULL;
 	unsigned force = o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0;
 	bool committed = false;
@@ -632,7 +610,7 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	int ret = 0;
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;
-	if (!path || !sdm || !pd || !sd || !mpath || !fpath || !tmp) {
+	if (!path || !sdm || !pd || !sd || !mpath || !fpath) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -678,7 +656,7 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 			witem *w = &l.v[k];
 			if ((w->tensor >= 0) != tensors)
 				continue;
-			ret = put_item(&out, ck, w->tensor, w->value, tmp, o, &ioff[k], &ilen[k], e);
+			ret = put_item(&out, ck, w->tensor, w->value, o, &ioff[k], &ilen[k], e);
 			if (ret && !e->tensor[0])
 				tpc_err_tensor(e, w->fqn);
 		}
@@ -753,7 +731,6 @@ out:
 	tpc_value_unref(pd);
 	tpc_value_unref(sd);
 	tpc_value_unref(md);
-	free(tmp);
 	free(fpath);
 	free(mpath);
 	return ret;
@@ -766,37 +743,30 @@ out:
  * distributed save writes), then, once every rank file is there, .metadata
  * over all of them. An item is a complete torch.save archive of one bare
  * tensor with its offsets relative to its own start (torch reads each item
- * as a BytesIO of [offset, offset + length)); each is written to a temporary
- * file by the torch writer and copied into the part file in the kernel. */
+ * as a BytesIO of [offset, offset + length)); each is streamed into the part
+ * file by the torch writer (put_item). */
 
 static int dcp_write_part(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 			  const tpc_write_opts *o, tpc_err *e)
 {
 	tpc_out out;
-	char *tmp = item_tmp(path);
 	int ret = 0;
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;
 	if (!sel)
 		nsel = ck->n;
-	if (!tmp) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
 	if ((ret = tpc_out_open(&out, path, o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, e)))
-		goto out;
+		return ret;
 	for (size_t k = 0; k < nsel && !ret; k++) {
 		int64_t i = sel ? sel[k] : (int64_t)k;
 		uint64_t off, len;
-		ret = put_item(&out, ck, i, NULL, tmp, o, &off, &len, e);
+		ret = put_item(&out, ck, i, NULL, o, &off, &len, e);
 		if (ret && !e->tensor[0])
 			tpc_err_tensor(e, ck->t[i].name);
 	}
 	if (!ret)
 		ret = tpc_out_commit(&out, e);
-out:
 	tpc_out_abort(&out);
-	free(tmp);
 	return ret;
 }
 
