@@ -4,6 +4,8 @@
 # safetensors rank files (their tpconv.rank metadata) and torch ones (content:
 # a split tensor's SHA-256 against the manifest's rank checksums); a set in
 # place, and a file with one corrupted byte, do not get that message.
+# On a swapped set the structure check's count of a tensor's differing
+# elements stops at 100000 a rank ("more than", "capped" in the JSON).
 # usage: rank_swap_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
