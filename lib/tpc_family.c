@@ -117,19 +117,22 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	END_ROW,
 };
 
-/* Qwen2-MoE / Qwen3-MoE: mlp.experts, a shared expert with its sigmoid gate,
- * and dense layers (mlp_only_layers) named as LLaMA's. */
+/* Qwen2-MoE / Qwen3-MoE: mlp.experts with their router, and dense layers
+ * (mlp_only_layers) named as LLaMA's. */
+#define QWEN_MOE_ROWS \
+	LLAMA_ATTN_ROWS, \
+	LLAMA_FFN_ROWS, \
+	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL, \
+	    GG_L "ffn_gate_inp.weight"), \
+	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", \
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"), \
+	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", \
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight"), \
+	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", \
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight")
+/* Qwen2-MoE: a shared expert with its sigmoid gate besides. */
 static const tpc_tensor_row qwen2moe_tensors[] = {
-	LLAMA_ATTN_ROWS,
-	LLAMA_FFN_ROWS,
-	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL,
-	    GG_L "ffn_gate_inp.weight"),
-	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"),
-	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight"),
-	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight"),
+	QWEN_MOE_ROWS,
 	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_expert.gate_proj.weight",
 	    MC_L "mlp.shared_experts.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_shexp.weight"),
 	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_expert.up_proj.weight", MC_L "mlp.shared_experts.linear_fc1.weight#1",
@@ -140,6 +143,9 @@ static const tpc_tensor_row qwen2moe_tensors[] = {
 	    NULL, NULL, GG_L "ffn_gate_inp_shexp.weight"),
 	END_ROW,
 };
+/* Qwen3-MoE: no shared expert; q_norm/k_norm per head (LLaMA's rows).
+ * GGUF names: gguf-py constants.py MODEL_ARCH.QWEN3MOE. */
+static const tpc_tensor_row qwen3moe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
 
 /* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
  * o_proj and dense MLP layers by (MLA's own projections, the router and
@@ -504,11 +510,18 @@ static const tpc_family families[] = {
 	 .tensors = mixtral_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX)},
 	{.name = "qwen2-moe",
-	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
-	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names."),
-	 .hf_arch = A("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"),
+	 .desc = "Qwen2-MoE (HF names): llama attention (q/k/v biases split with their weights); mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
+	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE (Qwen2MoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("Qwen2MoeForCausalLM"),
 	 .gguf = &tpc__gguf_qwen2moe,
 	 .tensors = qwen2moe_tensors,
+	 PARTS(.attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
+	{.name = "qwen3-moe",
+	 .desc = "Qwen3-MoE (HF names): llama attention, per-head q_norm/k_norm replicated; mlp.experts.N gate/up col, down row; router replicated; no shared expert",
+	 .plan = MOE_JSON("qwen3-moe", "Qwen3-MoE (Qwen3MoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("Qwen3MoeForCausalLM"),
+	 .gguf = &tpc__gguf_qwen3moe,
+	 .tensors = qwen3moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
