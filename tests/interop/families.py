@@ -27,7 +27,7 @@ FAMILIES = {
                   dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
                        moe_intermediate_size=64, shared_expert_intermediate_size=128,
                        decoder_sparse_step=1, mlp_only_layers=[]), (2, 4, 8)),
-    "qwen3-moe": ("qwen2-moe", "qwen3_moe", "causal",
+    "qwen3-moe": ("qwen3-moe", "qwen3_moe", "causal",
                   dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
                        moe_intermediate_size=64, decoder_sparse_step=1, mlp_only_layers=[]), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
