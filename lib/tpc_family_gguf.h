@@ -60,6 +60,9 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
+	TPC_KH_CONST,        /* the number `names` holds, whatever config.json says (OlmoeModel's
+				rms epsilon); a key written before is overwritten in its place, as
+				GGUFWriter.add_key_value does */
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 } tpc_gguf_kh;
