@@ -146,6 +146,9 @@ static const tpc_tensor_row qwen2moe_tensors[] = {
 /* Qwen3-MoE: no shared expert; q_norm/k_norm per head (LLaMA's rows).
  * GGUF names: gguf-py constants.py MODEL_ARCH.QWEN3MOE. */
 static const tpc_tensor_row qwen3moe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
+/* OLMoE: Qwen's expert names, no shared expert; q_norm/k_norm over the whole
+ * q and k projections (LLaMA's rows). GGUF names: MODEL_ARCH.OLMOE. */
+static const tpc_tensor_row olmoe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
 
 /* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
  * o_proj and dense MLP layers by (MLA's own projections, the router and
@@ -523,6 +526,13 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_qwen3moe,
 	 .tensors = qwen3moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
+	{.name = "olmoe",
+	 .desc = "OLMoE (HF names): llama attention, q_norm/k_norm over the whole projection replicated; mlp.experts.N gate/up col, down row; router replicated",
+	 .plan = MOE_JSON("olmoe", "OLMoE (OlmoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("OlmoeForCausalLM"),
+	 .gguf = &tpc__gguf_olmoe,
+	 .tensors = olmoe_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_WHOLE, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,

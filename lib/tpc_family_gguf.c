@@ -70,6 +70,13 @@ static const tpc_gguf_kv_rule qwen2moe_kv[] = {
 	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
 	R_END,
 };
+/* OlmoeModel (conversion/olmo.py): TextModel's keys, then the rms epsilon
+ * 1e-5 whatever rms_norm_eps says */
+static const tpc_gguf_kv_rule olmoe_kv[] = {
+	TEXT_RULES,
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_CONST, "1e-5"},
+	R_END,
+};
 static const tpc_gguf_kv_rule gemma_kv[] = {
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
 	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
@@ -201,6 +208,12 @@ const tpc_gguf_arch tpc__gguf_qwen3moe = {
 	.arch = "qwen3moe", .hf_arch = A("Qwen3MoeForCausalLM"), .kv = qwen2moe_kv,
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* OlmoeModel: Qwen2MoeModel's expert order; TextModel's _set_vocab_gpt2 */
+const tpc_gguf_arch tpc__gguf_olmoe = {
+	.arch = "olmoe", .hf_arch = A("OlmoeForCausalLM"), .kv = olmoe_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
