@@ -30,6 +30,8 @@ FAMILIES = {
     "qwen3-moe": ("qwen3-moe", "qwen3_moe", "causal",
                   dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
                        moe_intermediate_size=64, decoder_sparse_step=1, mlp_only_layers=[]), (2, 4, 8)),
+    "olmoe": ("olmoe", "olmoe", "causal",
+              dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

@@ -684,6 +684,14 @@ static void test_qwen3_moe_record(void **st)
 	record_case("qwen3-moe", "qwen3_moe");
 }
 
+/* OLMoE: q/k norms over the whole projection, pre-norm, top-2 of 4 experts
+ * not renormalised */
+static void test_olmoe_record(void **st)
+{
+	(void)st;
+	record_case("olmoe", "olmoe");
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -694,7 +702,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
-		cmocka_unit_test(test_qwen3_moe_record),
+		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
