@@ -208,6 +208,26 @@ static const tpc_tensor_row gptneox_tensors[] = {
 	END_ROW,
 };
 
+/* StarCoder2 (Starcoder2ForCausalLM): LLaMA's attention names, all with
+ * biases; LayerNorms with biases; a plain MLP c_fc / c_proj with biases.
+ * Hugging Face and GGUF names only (MODEL_ARCH.STARCODER2). */
+#define HG(R, B, HF, GG) ROW(R, B, HF, NULL, NULL, NULL, GG)
+static const tpc_tensor_row starcoder2_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, true, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, true, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, true, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_UP, true, HF_L "mlp.c_fc.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.c_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
+#undef HG
+
 /* ---- plans ---- */
 
 /* The LLaMA family's attention and dense MLP (HF names), shared by the dense
@@ -258,6 +278,21 @@ static const tpc_tensor_row gptneox_tensors[] = {
 	LLAMA_STAGES \
 	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* StarCoder2 (transformers' base_model_tp_plan: q/k/v colwise, o_proj
+ * rowwise, mlp.c_fc colwise, mlp.c_proj rowwise); the biases with their
+ * weights, c_proj's and o_proj's added once */
+#define STARCODER2_JSON \
+	"{\n" \
+	"  \"name\": \"starcoder2\",\n" \
+	"  \"description\": \"StarCoder2 (Starcoder2ForCausalLM) with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads), o_proj row, mlp.c_fc col, mlp.c_proj row, their biases with them; embed_tokens and lm_head vocab-parallel; LayerNorm weights and biases replicated.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"mlp\\\\.c_fc\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"mlp\\\\.c_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
@@ -504,6 +539,13 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_olmo2,
 	 .tensors = olmo2_tensors,
 	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_WHOLE, .tied_head = true)},
+	{.name = "starcoder2",
+	 .desc = "StarCoder2 (HF names): q/k/v col on head boundaries, o_proj row, mlp.c_fc col, mlp.c_proj row (biases with their weights); LayerNorms replicated",
+	 .plan = STARCODER2_JSON,
+	 .hf_arch = A("Starcoder2ForCausalLM"),
+	 .gguf = &tpc__gguf_starcoder2,
+	 .tensors = starcoder2_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .mlp = TPC_PART_MLP_GELU_NEW, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
