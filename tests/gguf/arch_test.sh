@@ -338,8 +338,9 @@ fi
 # merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
 # norms, q/k norms over the whole projection; Qwen3-MoE: per-head q/k norms,
 # experts without a shared one; OLMoE: whole-projection q/k norms before
-# the experts), and GGUF -> HF -> GGUF byte for byte.
-for fam in olmo2 qwen3-moe olmoe; do
+# the experts; StarCoder2: LayerNorms and biases everywhere, a plain
+# gelu-tanh MLP), and GGUF -> HF -> GGUF byte for byte.
+for fam in olmo2 qwen3-moe olmoe starcoder2; do
   O="$A/tiny-$fam"
   for tp in 2 4; do
     rm -rf "$T/o$tp" "$T/o$tp.safetensors"

@@ -692,6 +692,14 @@ static void test_olmoe_record(void **st)
 	record_case("olmoe", "olmoe");
 }
 
+/* StarCoder2: LayerNorms with biases, q/k/v/o and MLP biases, a plain
+ * c_fc / c_proj MLP with gelu_pytorch_tanh, RoPE */
+static void test_starcoder2_record(void **st)
+{
+	(void)st;
+	record_case("starcoder2", "starcoder2");
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -703,6 +711,7 @@ int main(void)
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
+		cmocka_unit_test(test_starcoder2_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
