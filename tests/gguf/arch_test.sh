@@ -333,31 +333,53 @@ if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.pre" "$T/err" && grep -qF "tokenize
 else
   bad "an unmapped BPE pre-tokenizer is refused" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/r")"
 fi
-# A family added as a record alone (OLMo 2, lib/tpc_family.c): beyond its GGUF
-# above, shard with the preset its config.json names, merge back byte for byte,
-# verify's model check (post norms, q/k norms over the whole projection) at
-# tp 2 and 4, and GGUF -> HF -> GGUF byte for byte.
-O="$A/tiny-olmo2"
-for tp in 2 4; do
-  rm -rf "$T/o$tp"
-  if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
-     grep -q '"name": *"olmo2"' "$T/o$tp/tpconv-manifest.json" &&
-     "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
-     "$TPCONV" verify --reference "$O/model.safetensors" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
-     grep -q ', 2 layers,' "$T/err"; then
-    ok "olmo2 tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
+# Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
+# beyond their GGUF above, shard with the preset their config.json names,
+# merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
+# norms, q/k norms over the whole projection; Qwen3-MoE: per-head q/k norms,
+# experts without a shared one; OLMoE: whole-projection q/k norms before
+# the experts; StarCoder2: LayerNorms and biases everywhere, a plain
+# gelu-tanh MLP), and GGUF -> HF -> GGUF byte for byte.
+for fam in olmo2 qwen3-moe olmoe starcoder2; do
+  O="$A/tiny-$fam"
+  for tp in 2 4; do
+    rm -rf "$T/o$tp" "$T/o$tp.safetensors"
+    if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
+       grep -q "\"name\": *\"$fam\"" "$T/o$tp/tpconv-manifest.json" &&
+       "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
+       "$TPCONV" verify --reference "$O" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
+       grep -q ', 2 layers,' "$T/err"; then
+      ok "$fam tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
+    else
+      bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
+    fi
+  done
+  # rank 1's slices of layer 1's q_proj and o_proj swapped (as many bytes each):
+  # verify fails, naming layer 1, and layer 0 still passes
+  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[sys.argv[3]]["data_offsets"]
+assert a1 - a0 == b1 - b0
+f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
+f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
+PY
+  "$TPCONV" verify --reference "$O" --shards "$T/o2" > "$T/out" 2> "$T/err"; rc=$?
+  if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.1\.attn .*FAIL' "$T/out" &&
+     grep -Eq '^ +attn +model\.layers\.0\.attn .*pass' "$T/out"; then
+    ok "$fam tp 2: rank 1's q_proj and o_proj slices of layer 1 swapped: verify fails layer 1's attention (exit 1)"
   else
-    bad "olmo2 tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
+    bad "$fam tp 2: a swapped slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
+  fi
+  rm -rf "$T/rt" && mkdir "$T/rt"
+  if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-$fam/" -q 2>> "$T/err" &&
+     "$TPCONV" convert "$T/rt/tiny-$fam" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
+     cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
+    ok "$fam: GGUF -> HF folder -> GGUF byte-identical"
+  else
+    bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
   fi
 done
-rm -rf "$T/rt" && mkdir "$T/rt"
-if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
-   "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-olmo2/" -q 2>> "$T/err" &&
-   "$TPCONV" convert "$T/rt/tiny-olmo2" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
-   cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
-  ok "olmo2: GGUF -> HF folder -> GGUF byte-identical"
-else
-  bad "olmo2: GGUF -> HF -> GGUF" "$(cat "$T/err")"
-fi
 echo "1..$n"
 [ $failed -eq 0 ]
