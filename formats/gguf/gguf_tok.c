@@ -27,7 +27,11 @@
  * Beside it, tokenizer.json: what transformers 5.12 builds from that
  * tokenizer.model (tk_spm_json), which it loads without protobuf. The
  * reference reads unknown_token_id and add_sep_token from it; the rest of
- * the GGUF comes back the same.
+ * the GGUF comes back the same. A "llama" vocabulary in the shape gguf-py's
+ * LlamaHfVocab writes (every score -1000, no UNKNOWN token: tk_hf_base)
+ * came from a tokenizer.json: it gets the folder transformers 5 saves
+ * instead (tk_hf), tokenizer.json and tokenizer_config.json without a
+ * tokenizer.model, which LlamaHfVocab reads back into the same keys.
  * tokenizer.ggml.model "gpt2" (BPE) -> tokenizer.json: model.vocab (every
  * token but the padding), model.merges (each "a b" with a, b and ab among
  * the tokens), added_tokens (CONTROL: special, USER_DEFINED: not), and the
