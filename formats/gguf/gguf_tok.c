@@ -27,7 +27,11 @@
  * Beside it, tokenizer.json: what transformers 5.12 builds from that
  * tokenizer.model (tk_spm_json), which it loads without protobuf. The
  * reference reads unknown_token_id and add_sep_token from it; the rest of
- * the GGUF comes back the same.
+ * the GGUF comes back the same. A "llama" vocabulary in the shape gguf-py's
+ * LlamaHfVocab writes (every score -1000, no UNKNOWN token: tk_hf_base)
+ * came from a tokenizer.json: it gets the folder transformers 5 saves
+ * instead (tk_hf), tokenizer.json and tokenizer_config.json without a
+ * tokenizer.model, which LlamaHfVocab reads back into the same keys.
  * tokenizer.ggml.model "gpt2" (BPE) -> tokenizer.json: model.vocab (every
  * token but the padding), model.merges (each "a b" with a, b and ab among
  * the tokens), added_tokens (CONTROL: special, USER_DEFINED: not), and the
@@ -559,7 +563,12 @@ static void tk_spm_pipe(const tok *t, const char **norm, const char **pre, const
 #undef DEC
 }
 
-static int tk_spm_json(tok *t, uint64_t np, int64_t unk, tpc_hf_file *f, size_t *nf)
+/* hf: the LlamaHfVocab shape (tk_hf): model.vocab is [0, np), the added
+ * tokens are the CONTROL ones and all past np, normalized unless special
+ * (transformers' AddedToken default), and the post-processor adds bos /
+ * eos only where the GGUF says true (an absent add_bos_token came from a
+ * tokenizer.json that added none). */
+static int tk_spm_json(tok *t, uint64_t np, int64_t unk, bool hf, tpc_hf_file *f, size_t *nf)
 {
 	const char *norm, *pre, *dec;
 	bool model_unk;
@@ -569,7 +578,8 @@ static int tk_spm_json(tok *t, uint64_t np, int64_t unk, tpc_hf_file *f, size_t 
 		ret = tk_id(t, "tokenizer.ggml.eos_token_id", &eos);
 	if (ret)
 		return ret;
-	bos = tk_bool(t, "tokenizer.ggml.add_bos_token") != 0 ? bos : -1;
+	int add_bos = tk_bool(t, "tokenizer.ggml.add_bos_token");
+	bos = add_bos == 1 || (!hf && add_bos < 0) ? bos : -1;
 	eos = tk_bool(t, "tokenizer.ggml.add_eos_token") == 1 ? eos : -1;
 	tk_spm_pipe(t, &norm, &pre, &dec, &model_unk);
 	cJSON *tj = cJSON_CreateObject(), *at = NULL, *model = NULL, *d = NULL;
@@ -577,7 +587,9 @@ static int tk_spm_json(tok *t, uint64_t np, int64_t unk, tpc_hf_file *f, size_t 
 		  add(tj, "padding", cJSON_CreateNull()) || !(at = cJSON_AddArrayToObject(tj, "added_tokens"));
 	for (uint64_t i = 0; i < t->n && !bad; i++) {
 		bool special = (int64_t)i == unk || t->type[i] == TT_CONTROL;
-		if (!t->pad[i] && (special || t->type[i] == TT_USER))
+		if (hf && (special || i >= np))
+			bad = add_item(at, tk_added_as(t, i, true, !special, special));
+		else if (!hf && !t->pad[i] && (special || t->type[i] == TT_USER))
 			bad = add_item(at, tk_added_as(t, i, true, false, special));
 	}
 	bad = bad || add(tj, "normalizer", cJSON_Parse(norm)) || add(tj, "pre_tokenizer", cJSON_Parse(pre)) ||
@@ -596,11 +608,155 @@ static int tk_spm_json(tok *t, uint64_t np, int64_t unk, tpc_hf_file *f, size_t 
 }
 #undef SPC
 
+/* ---- LlamaHfVocab ---- */
+
+/* The size of model.vocab when the GGUF is in the shape gguf-py's
+ * LlamaHfVocab writes (a llama-vocabulary family: every score -1000, no
+ * UNKNOWN or UNUSED token, the <0xNN> tokens and only they BYTE below the
+ * last NORMAL or BYTE token, no USER_DEFINED there: the added tokens past
+ * it), else 0. A trained SentencePiece model has scores that differ and
+ * an UNKNOWN piece, and the reference's SentencePiece path types <unk>
+ * UNKNOWN and pads with -10000: neither is ever in this shape. */
+static uint64_t tk_hf_base(const tok *t)
+{
+	uint64_t nb = 0;
+	if (!t->score || !t->g || t->g->vocab != TPC_GGUF_VOCAB_LLAMA)
+		return 0;
+	for (uint64_t i = 0; i < t->n; i++) {
+		if (t->score[i] != -1000.0f || t->type[i] == TT_UNKNOWN || t->type[i] == TT_UNUSED)
+			return 0;
+		if (t->type[i] == TT_NORMAL || t->type[i] == TT_BYTE)
+			nb = i + 1;
+	}
+	for (uint64_t i = 0; i < nb; i++) {
+		uint64_t len;
+		const char *s = tk_text(t, i, &len);
+		if (t->type[i] == TT_USER || (t->type[i] == TT_BYTE) != tpc__vocab_is_byte(s, len))
+			return 0;
+	}
+	return nb;
+}
+
+static int tk_key_cmp(const void *a, const void *b)
+{
+	return strcmp((*(cJSON *const *)a)->string, (*(cJSON *const *)b)->string);
+}
+
+/* o's members in key order, as Python's json.dump(sort_keys=True) writes
+ * them (a handful: the object's own list is relinked in place) */
+static void tk_sort_keys(cJSON *o)
+{
+	cJSON *m[32], *it;
+	size_t n = 0;
+	cJSON_ArrayForEach(it, o)
+		if (n++ < sizeof(m) / sizeof(m[0]))
+			m[n - 1] = it;
+	if (!n || n > sizeof(m) / sizeof(m[0])) /* more than m holds: left as it is */
+		return;
+	qsort(m, n, sizeof(*m), tk_key_cmp);
+	for (size_t k = 0; k < n; k++) {
+		m[k]->prev = k ? m[k - 1] : m[n - 1]; /* cJSON: the head's prev is the tail */
+		m[k]->next = k + 1 < n ? m[k + 1] : NULL;
+	}
+	o->child = m[0];
+}
+
+/* tokenizer_config.json as transformers 5 saves a Llama tokenizer (its keys
+ * sorted): a role names its token when the GGUF's id for it is a CONTROL
+ * token (bos, eos, unk null otherwise: LlamaHfVocab refuses them left out),
+ * every other CONTROL token is in extra_special_tokens, so that
+ * LlamaHfVocab types the same tokens CONTROL and gguf-py's SpecialVocab
+ * finds the same ids among tokenizer.json's added tokens. */
+static int tk_hf_config(const tok *t, bool *named, cJSON *cfg)
+{
+	static const char *const roles[][2] = {
+		{"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"},
+		{"mask_token", "tokenizer.ggml.mask_token_id"}, {"pad_token", "tokenizer.ggml.padding_token_id"},
+		{"sep_token", "tokenizer.ggml.seperator_token_id"}, {"unk_token", "tokenizer.ggml.unknown_token_id"}};
+	enum { NR = sizeof(roles) / sizeof(roles[0]) };
+	int64_t id[NR];
+	int ret = 0;
+	for (size_t k = 0; k < NR && !ret; k++) {
+		ret = tk_id(t, roles[k][1], &id[k]);
+		if (!ret && id[k] >= 0 && t->type[id[k]] != TT_CONTROL)
+			id[k] = -1;
+		if (!ret && id[k] >= 0)
+			named[id[k]] = true;
+	}
+	if (ret)
+		return ret;
+	static const char *const flags[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
+					       {"add_eos_token", "tokenizer.ggml.add_eos_token"},
+					       {"add_prefix_space", "tokenizer.ggml.add_space_prefix"}};
+	for (size_t k = 0; k < 3; k++) {
+		int b = tk_bool(t, flags[k][1]);
+		if ((b >= 0 || k == 2) && add(cfg, flags[k][0], b >= 0 ? cJSON_CreateBool(b) : cJSON_CreateNull()))
+			return tpc_err_nomem(t->e);
+	}
+	cJSON *extra = NULL;
+	for (size_t k = 0; k < NR; k++) {
+		bool always = k < 2 || k == NR - 1; /* bos, eos, unk */
+		if ((id[k] >= 0 || always) &&
+		    add(cfg, roles[k][0], id[k] >= 0 ? tk_str(t, (uint64_t)id[k]) : cJSON_CreateNull()))
+			return tpc_err_nomem(t->e);
+	}
+	for (uint64_t i = 0; i < t->n; i++)
+		if (t->type[i] == TT_CONTROL && !named[i] &&
+		    ((!extra && add(cfg, "extra_special_tokens", extra = cJSON_CreateArray())) ||
+		     add_item(extra, tk_str(t, i))))
+			return tpc_err_nomem(t->e);
+	if (tk_get(t, "tokenizer.chat_templates") && (ret = tk_templates(t, cfg)))
+		return ret;
+	char key[96];
+	snprintf(key, sizeof(key), "%s.context_length", t->arch);
+	const tpc_gguf_kv *ctx = tk_get(t, key);
+	if ((ctx && ctx->type == TPC_GV_U32 && add(cfg, "model_max_length", cJSON_CreateNumber((double)ctx->v.u))) ||
+	    add(cfg, "tokenizer_class", cJSON_CreateString(tk_class(t, true, NULL))))
+		return tpc_err_nomem(t->e);
+	tk_sort_keys(cfg);
+	return 0;
+}
+
+/* A GGUF the reference wrote through LlamaHfVocab (tk_hf_base): the folder
+ * transformers 5 saves for it, from which LlamaHfVocab reads the same
+ * tokenizer.* keys back. tokenizer.json: model.vocab [0, nb) by id and the
+ * merges transformers' generate_merges makes of it (tk_spm_vocab), the
+ * added tokens and pipeline of tk_spm_json; tokenizer_config.json
+ * (tk_hf_config); the chat template in chat_template.jinja (named ones in
+ * tokenizer_config.json); no tokenizer.model. What the GGUF does not
+ * keep: an added token's lstrip / rstrip / single_word and its normalized
+ * flag (taken as transformers' default, not special), a special token
+ * below nb that was not among the added tokens, extra special tokens that
+ * are BYTE or NORMAL (LlamaHfVocab's types hide them), model_max_length
+ * (the context length is written). */
+static int tk_hf(tok *t, uint64_t nb, tpc_hf_file *f, size_t *nf, cJSON *cfg)
+{
+	bool *named = tpc_calloc(t->n, sizeof(*named));
+	int ret = named ? tk_hf_config(t, named, cfg) : tpc_err_nomem(t->e);
+	free(named);
+	if (!ret)
+		ret = tk_spm_json(t, nb, -1, true, f, nf);
+	const tpc_gguf_kv *tpl = tk_get(t, "tokenizer.chat_template");
+	if (ret || tk_get(t, "tokenizer.chat_templates") || !tpl)
+		return ret;
+	if (tpl->type != TPC_GV_STRING)
+		return tk_bad(t, "tokenizer.chat_template", "not a string%.0llu", 0);
+	snprintf(f[*nf].name, sizeof(f[*nf].name), "chat_template.jinja");
+	f[*nf].len = strlen(tpl->s);
+	if (!(f[*nf].data = tpc_calloc(f[*nf].len + 1, 1)))
+		return tpc_err_nomem(t->e);
+	memcpy(f[*nf].data, tpl->s, f[*nf].len);
+	(*nf)++;
+	return 0;
+}
+
 static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 {
 	if (!t->score)
 		return tk_bad(t, "tokenizer.ggml.scores", "missing (a SentencePiece vocabulary has scores)%.0llu", 0);
-	uint64_t np = 0;
+	uint64_t np = tk_hf_base(t);
+	if (np)
+		return tk_hf(t, np, f, nf, cfg);
 	for (uint64_t i = 0; i < t->n; i++)
 		if (!t->pad[i] && !tk_spm_added(t, i))
 			np = i + 1;
@@ -627,7 +783,7 @@ static int tk_spm(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 	if ((ret = tk_spm_model(t, np, unk, &f[*nf].data, &f[*nf].len)))
 		return ret;
 	(*nf)++;
-	return tk_spm_json(t, np, unk, f, nf);
+	return tk_spm_json(t, np, unk, false, f, nf);
 }
 
 /* ---- BPE ---- */

@@ -431,10 +431,11 @@ static const char *hf_tok_text(const cJSON *t)
 	return cJSON_IsString(t) ? t->valuestring : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "content"));
 }
 
-static bool hf_is_byte(const char *t)
+bool tpc__vocab_is_byte(const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdefABCDEF";
-	return strlen(t) == 6 && !strncmp(t, "<0x", 3) && t[5] == '>' && strchr(hex, t[3]) && strchr(hex, t[4]);
+	return len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && s[3] && strchr(hex, s[3]) && s[4] &&
+	       strchr(hex, s[4]);
 }
 
 /* Marks the special token `text` (from tokenizer_config's `key`) in
@@ -593,7 +594,7 @@ static int v_llama_hf(vocab *v, tpc_gguf_kvs *kv)
 		goto out;
 	for (size_t i = 0; i < nb; i++) {
 		v->score[i] = -1000.0f;
-		v->type[i] = hf_is_byte(v->tok[i]) ? TT_BYTE : special[i] ? TT_CONTROL : TT_NORMAL;
+		v->type[i] = tpc__vocab_is_byte(v->tok[i], strlen(v->tok[i])) ? TT_BYTE : special[i] ? TT_CONTROL : TT_NORMAL;
 	}
 	for (size_t k = 0; k < na && !ret; k++) {
 		if ((uint64_t)add[k].id < nb)

@@ -42,6 +42,10 @@ bool tpc__json_truthy(const cJSON *v);
  * one) -> *out; false otherwise. */
 bool tpc__json_int(const cJSON *v, int64_t *out);
 
+/* s[0..len) is "<0xNN>" (two hex digits, either case): a byte token, BYTE
+ * in gguf-py's LlamaHfVocab whatever else it is. */
+bool tpc__vocab_is_byte(const char *s, size_t len);
+
 /* gguf_pre.c: the llama.cpp pre-tokenizer name (tokenizer.ggml.pre) that
  * splits text as tokenizer.json's normalizer, pre_tokenizer and
  * model.ignore_merges do -> *name (static), 0; -1 and *why (static) when

@@ -120,15 +120,6 @@ PY
 mkdir -p "$T/fp" "$T/fp2"
 for dir in "$A"/tiny-*; do
   fam=${dir##*/tiny-} F=$T/fp/tiny-$fam
-  if [ "$fam" = llama-hf ]; then
-    # a "llama" vocabulary is rebuilt as SentencePiece files; one the reference
-    # took from tokenizer.json (LlamaHfVocab) comes back through the
-    # SentencePiece path, which types <|tool|> CONTROL (it looks special) and
-    # finds no unk id: a tokenizer.json rebuilt in LlamaHfVocab's shape is
-    # not written yet (issue 41 item 6)
-    skip "$fam: tokenizer files rebuilt, GGUF -> HF -> GGUF byte-identical" "LlamaHfVocab's tokenizer.json is not rebuilt yet"
-    continue
-  fi
   if ! "$TPCONV" convert "$T/$fam.gguf" -o "$F/" -q 2>"$T/err"; then
     bad "$fam: tokenizer files rebuilt" "$(cat "$T/err")"; continue
   fi
@@ -150,6 +141,53 @@ for dir in "$A"/tiny-*; do
     cmp "$T/fp/$fam-j.gguf" "$T/fp2/$fam.gguf" > "$T/diff" 2>&1 &&
     ok "$fam: with tokenizer.json, every KV the same but the reference's $(cat "$T/out"); then a fixed point" ||
     bad "$fam: with tokenizer.json: the same KVs but unknown_token_id, add_sep_token; then a fixed point" "$(cat "$T/err" "$T/out" "$T/diff" | head -6)"
+done
+# a "llama" vocabulary the reference took from a tokenizer.json (LlamaHfVocab:
+# every score -1000, no UNKNOWN) comes back as transformers 5 saved it: no
+# tokenizer.model, the fixture's own tokenizer.json (JSON-equal) and
+# chat_template.jinja; a SentencePiece one keeps its tokenizer.model
+F=$T/fp/tiny-llama-hf
+$PY - "$F/tokenizer.json" "$A/tiny-llama-hf/tokenizer.json" > "$T/out" 2>&1 <<'PY'
+import json, sys
+got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+diff += ["model." + k for k in want["model"] if got.get("model", {}).get(k) != want["model"][k]]
+print("differs: %s" % diff if diff else "%d pieces, %d merges, %d added tokens" %
+      (len(got["model"]["vocab"]), len(got["model"]["merges"]), len(got["added_tokens"])))
+sys.exit(1 if diff else 0)
+PY
+[ $? = 0 ] && [ ! -e "$F/tokenizer.model" ] && cmp -s "$F/chat_template.jinja" "$A/tiny-llama-hf/chat_template.jinja" &&
+  ok "llama-hf: no tokenizer.model; tokenizer.json the fixture's own ($(cat "$T/out")), chat_template.jinja too" ||
+  bad "llama-hf: rebuilt as the fixture's tokenizer.json and chat_template.jinja, no tokenizer.model" \
+    "$(tail -3 "$T/out"; ls "$F")"
+for fam in llama mistral mixtral phi3 gemma; do
+  [ -f "$T/fp/tiny-$fam/tokenizer.model" ] && ok "$fam: a SentencePiece vocabulary still gets tokenizer.model" ||
+    bad "$fam: a SentencePiece vocabulary still gets tokenizer.model" "$(ls "$T/fp/tiny-$fam")"
+done
+# the tokenizer_config variants of arch/llama-hf/variants.json (v4: as
+# transformers 4 saved it, pad_token, add_prefix_space false; specials: no
+# unk_token, extra_special_tokens a dict, an added token as pad): HF -> GGUF
+# -> HF -> GGUF, the two GGUFs byte-identical
+for v in $($PY -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))))' "$A/llama-hf/variants.json"); do
+  rm -rf "$T/hv" && mkdir -p "$T/hv/in" && cp -r "$A/tiny-llama-hf" "$T/hv/in/"
+  $PY - "$A/llama-hf/variants.json" "$v" "$T/hv/in/tiny-llama-hf" <<'PY'
+import json, os, sys
+for name, ed in json.load(open(sys.argv[1]))[sys.argv[2]].items():
+    p = os.path.join(sys.argv[3], name)
+    c = json.load(open(p))
+    c.update(ed.get("set", {}))
+    for k in ed.get("del", []):
+        c.pop(k, None)
+    json.dump(c, open(p, "w"), indent=2)
+PY
+  if "$TPCONV" convert "$T/hv/in/tiny-llama-hf" -o "$T/hv/a.gguf" --outtype f32 -q 2>"$T/err" &&
+     "$TPCONV" convert "$T/hv/a.gguf" -o "$T/hv/out/tiny-llama-hf/" -q 2>>"$T/err" &&
+     "$TPCONV" convert "$T/hv/out/tiny-llama-hf" -o "$T/hv/b.gguf" --outtype f32 -q 2>>"$T/err" &&
+     cmp "$T/hv/a.gguf" "$T/hv/b.gguf" > "$T/diff" 2>&1 && [ ! -e "$T/hv/out/tiny-llama-hf/tokenizer.model" ]; then
+    ok "llama-hf $v: tokenizer files rebuilt without tokenizer.model, GGUF -> HF -> GGUF byte-identical"
+  else
+    bad "llama-hf $v: GGUF -> HF -> GGUF byte-identical" "$(cat "$T/err" "$T/diff" | head -6)"
+  fi
 done
 # a SentencePiece vocabulary gets a tokenizer.json beside tokenizer.model (transformers
 # 5.12 cannot read a tokenizer.model without protobuf): the one transformers makes of

@@ -7,8 +7,10 @@ usage: tokenizer.py WORK
   WORK/gguf/tpc/FAMILY-hf/       tpconv convert FAMILY-f32.gguf -o FAMILY-hf/
   WORK/gguf/chat/tiny-qwen2-chat, WORK/gguf/tpc/qwen2-chat-hf/  the same with a chat template
 A BPE (tokenizer.json) is loaded with transformers' AutoTokenizer from both folders:
-the same ids for each text (ASCII, Unicode, digits, contractions, special tokens in
-the text), the same decoded text, special tokens and chat template ids. The chroot
+the same ids for each text (ASCII, Unicode, digits, contractions, special and added
+tokens in the text), the same decoded text, special tokens and chat template ids;
+so is tiny-llama-hf (LlamaHfVocab: a tokenizer.json alone, rebuilt as one), with
+all its special tokens and added tokens (text, special flag) compared too. The chroot
 has no protobuf, so transformers cannot read a tokenizer.model: a SentencePiece
 folder is loaded with sentencepiece itself, and through the tokenizer.json tpconv
 writes beside its tokenizer.model with AutoTokenizer, which must give the ids the
@@ -28,7 +30,8 @@ from families import result as _result
 W = sys.argv[1]
 G = os.path.join(W, "gguf")
 TEXTS = ["Hello world", "the quick brown fox jumps over the lazy dog.", "tab\there\nnewline",
-         "naïve café — 日本語 😀", "1234567 3.14159 2024-01-01", "don't I'll we're", "<s>hi</s><|endoftext|> x"]
+         "naïve café — 日本語 😀", "1234567 3.14159 2024-01-01", "don't I'll we're", "<s>hi</s><|endoftext|> x",
+         "<|user|>hi <|tool|> x<unk>"]
 CHAT = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}]
 OP = "GGUF → tokenizer files"
 
@@ -54,6 +57,12 @@ def bpe(fam):
     # (Qwen2Tokenizer's, GPT2Tokenizer's) or none, depending on the class it picks
     keys = ["bos_token", "eos_token"] + [k for k in ("unk_token", "pad_token") if k in a.init_kwargs]
     sp = [k for k in keys if getattr(a, k) != getattr(b, k)]
+    if fam == "llama-hf":  # tokenizer_config names every special token: all of them, and the added ones
+        keys.append("all_special_tokens")
+        sp += ["all_special_tokens"] if sorted(a.all_special_tokens) != sorted(b.all_special_tokens) else []
+        added = lambda t: {i: (str(x), x.special) for i, x in t.added_tokens_decoder.items()}  # noqa: E731
+        keys.append("added tokens")
+        sp += ["added tokens %s != %s" % (added(a), added(b))] if added(a) != added(b) else []
     result("transformers", fam, "special tokens", not sp, "%s the same" % ", ".join(keys) if not sp else "differ: %s" % sp)
     if a.chat_template:
         x, y = a.apply_chat_template(CHAT, tokenize=True), b.apply_chat_template(CHAT, tokenize=True)
@@ -119,11 +128,9 @@ def main():
         fam = d[:-3]
         has = lambda name: os.path.exists(os.path.join(G, "tpc", d, name))  # noqa: E731
         if has("tokenizer.model") and not os.path.exists(os.path.join(original(fam), "tokenizer.model")):
-            # tiny-llama-hf: the reference's LlamaHfVocab (every score -1000)
-            _result(W, "sentencepiece", fam, OP, "tokenizer files", "n/a",
-                    "the model's tokenizer is a tokenizer.json (LlamaHfVocab, scores -1000); tpconv rebuilds a "
-                    "SentencePiece tokenizer from the GGUF, not yet a tokenizer.json in LlamaHfVocab's shape: "
-                    "nothing to compare it with (doc/gguf_vocab.md)")
+            # tiny-llama-hf (LlamaHfVocab, every score -1000) comes back as a tokenizer.json alone
+            result("transformers", fam, "tokenizer files", False,
+                   "tpconv wrote a tokenizer.model for a model whose tokenizer is a tokenizer.json")
             continue
         checks = ([(spm, "sentencepiece")] if has("tokenizer.model") else []) + \
                  ([(spm_fast if has("tokenizer.model") else bpe, "transformers")] if has("tokenizer.json") else [])
