@@ -45,19 +45,16 @@ static int write_minimal_config(const tpc_shard_plan *sp, const char *dir, const
 	tpc_buf b = TPC_BUF_INIT;
 	char *cfg = tpc_path_join(dir, "config.json");
 	int ret;
+	/* the facts known, each under TensorRT-LLM's name */
+	const struct {
+		const char *key;
+		int64_t v;
+	} facts[] = {{"hidden_size", f->hidden}, {"num_attention_heads", f->heads}, {"num_key_value_heads", f->kv_heads},
+		     {"head_size", f->head_dim}, {"vocab_size", f->vocab}, {"num_hidden_layers", sp->layers}};
 	tpc_buf_adds(&b, "{\n  \"architecture\": \"unknown\"");
-	if (f->hidden)
-		tpc_buf_addf(&b, ",\n  \"hidden_size\": %lld", (long long)f->hidden);
-	if (f->heads)
-		tpc_buf_addf(&b, ",\n  \"num_attention_heads\": %lld", (long long)f->heads);
-	if (f->kv_heads)
-		tpc_buf_addf(&b, ",\n  \"num_key_value_heads\": %lld", (long long)f->kv_heads);
-	if (f->head_dim)
-		tpc_buf_addf(&b, ",\n  \"head_size\": %lld", (long long)f->head_dim);
-	if (f->vocab)
-		tpc_buf_addf(&b, ",\n  \"vocab_size\": %lld", (long long)f->vocab);
-	if (sp->layers)
-		tpc_buf_addf(&b, ",\n  \"num_hidden_layers\": %lld", (long long)sp->layers);
+	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)
+		if (facts[i].v)
+			tpc_buf_addf(&b, ",\n  \"%s\": %lld", facts[i].key, (long long)facts[i].v);
 	tpc_buf_adds(&b, ",\n  ");
 	add_mapping(&b, sp);
 	tpc_buf_adds(&b, "\n}\n");
