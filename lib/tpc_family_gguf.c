@@ -124,23 +124,22 @@ static const tpc_gguf_kv_rule gptneox_kv[] = {
 /* ---- config.json members from the keys (a GGUF read back) ---- */
 
 /* what TextModel.set_gguf_parameters wrote, read back */
-static const tpc_gguf_cfg_rule text_cfg[] = {
-	{"hidden_size", "embedding_length", TPC_CK_INT},
-	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
-	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
-	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
-	{"num_hidden_layers", "block_count", TPC_CK_INT},
-	{"max_position_embeddings", "context_length", TPC_CK_INT},
-	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
-	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
-	{"head_dim", "attention.key_length", TPC_CK_INT},
-	{"num_experts_per_tok", "expert_used_count", TPC_CK_INT},
-	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_INT},
-	{"shared_expert_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
-	{"sliding_window", "attention.sliding_window", TPC_CK_INT_NZ},
-	{"original_max_position_embeddings", "rope.scaling.original_context_length", TPC_CK_INT},
-	{NULL, NULL, TPC_CK_INT},
-};
+#define TEXT_CFG \
+	{"hidden_size", "embedding_length", TPC_CK_INT}, \
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT}, \
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT}, \
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT}, \
+	{"num_hidden_layers", "block_count", TPC_CK_INT}, \
+	{"max_position_embeddings", "context_length", TPC_CK_INT}, \
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT}, \
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT}, \
+	{"head_dim", "attention.key_length", TPC_CK_INT}, \
+	{"num_experts_per_tok", "expert_used_count", TPC_CK_INT}, \
+	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_INT}, \
+	{"shared_expert_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT}, \
+	{"sliding_window", "attention.sliding_window", TPC_CK_INT_NZ}, \
+	{"original_max_position_embeddings", "rope.scaling.original_context_length", TPC_CK_INT}
+static const tpc_gguf_cfg_rule text_cfg[] = {TEXT_CFG, {NULL, NULL, TPC_CK_INT}};
 static const tpc_gguf_cfg_rule gpt2_cfg[] = {
 	{"n_embd", "embedding_length", TPC_CK_INT},
 	{"n_inner", "feed_forward_length", TPC_CK_INT},

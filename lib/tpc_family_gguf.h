@@ -79,6 +79,8 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_PHI3,      /* Phi3MiniModel: a BPE when tokenizer_class says GPT2Tokenizer */
 	TPC_GGUF_VOCAB_SPM_OR_BPE,/* Qwen2Model: SentencePiece when tokenizer.model is there, else BPE */
 	TPC_GGUF_VOCAB_BPE,       /* TextModel._set_vocab_gpt2 */
+	TPC_GGUF_VOCAB_SPM_NOSPACE, /* Gemma2Model: SentencePiece, add_space_prefix false */
+	TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE, /* Gemma3Model: that when tokenizer.model is there, else BPE */
 } tpc_gguf_vocab_kind;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
