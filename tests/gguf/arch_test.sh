@@ -333,31 +333,45 @@ if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.pre" "$T/err" && grep -qF "tokenize
 else
   bad "an unmapped BPE pre-tokenizer is refused" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/r")"
 fi
-# A family added as a record alone (OLMo 2, lib/tpc_family.c): beyond its GGUF
-# above, shard with the preset its config.json names, merge back byte for byte,
-# verify's model check (post norms, q/k norms over the whole projection) at
-# tp 2 and 4, and GGUF -> HF -> GGUF byte for byte.
-O="$A/tiny-olmo2"
-for tp in 2 4; do
-  rm -rf "$T/o$tp"
-  if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
-     grep -q '"name": *"olmo2"' "$T/o$tp/tpconv-manifest.json" &&
-     "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
-     "$TPCONV" verify --reference "$O/model.safetensors" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
-     grep -q ', 2 layers,' "$T/err"; then
-    ok "olmo2 tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
+# Families added as records alone (OLMo 2, Gemma 2: lib/tpc_family.c): beyond
+# their GGUF above, shard with the preset their config.json names, merge back
+# byte for byte, verify's model check (OLMo 2: post norms, q/k norms over the
+# whole projection; Gemma 2: sandwich norms, 1 + w, the embedding scale,
+# sliding layers of a 4-token window, softcaps) at tp 2 and 4, and GGUF -> HF
+# -> GGUF byte for byte (a rebuilt SentencePiece folder without the
+# tokenizer.json written beside tokenizer.model, which the reference's
+# SpecialVocab would read more ids from: hf_test.sh checks that one).
+for fam in olmo2 gemma2; do
+  O="$A/tiny-$fam"
+  for tp in 2 4; do
+    rm -rf "$T/o$tp"
+    if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
+       grep -q "\"name\": *\"$fam\"" "$T/o$tp/tpconv-manifest.json" &&
+       "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -f -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
+       "$TPCONV" verify --reference "$O/model.safetensors" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
+       grep -q ', 2 layers,' "$T/err"; then
+      ok "$fam tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
+    else
+      bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
+    fi
+  done
+  rm -rf "$T/rt" && mkdir "$T/rt"
+  if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-$fam/" -q 2>> "$T/err" &&
+     { [ ! -f "$T/rt/tiny-$fam/tokenizer.model" ] || rm "$T/rt/tiny-$fam/tokenizer.json"; } &&
+     "$TPCONV" convert "$T/rt/tiny-$fam" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
+     cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
+    ok "$fam: GGUF -> HF folder -> GGUF byte-identical"
   else
-    bad "olmo2 tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
+    bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
   fi
 done
-rm -rf "$T/rt" && mkdir "$T/rt"
-if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
-   "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-olmo2/" -q 2>> "$T/err" &&
-   "$TPCONV" convert "$T/rt/tiny-olmo2" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
-   cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
-  ok "olmo2: GGUF -> HF folder -> GGUF byte-identical"
+# floats read back as floats (transformers 5.12's Gemma2Config takes no int there)
+if grep -q '"final_logit_softcapping": *30\.0,' "$T/rt/tiny-gemma2/config.json" &&
+   grep -q '"query_pre_attn_scalar": *16\b' "$T/rt/tiny-gemma2/config.json"; then
+  ok "gemma2: the softcaps read back as floats, query_pre_attn_scalar as head_dim"
 else
-  bad "olmo2: GGUF -> HF -> GGUF" "$(cat "$T/err")"
+  bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
 fi
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -77,6 +77,10 @@ FAMILIES = {
     "qwen2": (tf.Qwen2Config, dict(COMMON, tie_word_embeddings=True), "bpe", torch.float32, "qwen2"),
     "qwen3": (tf.Qwen3Config, dict(COMMON, head_dim=16, tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
     "gemma": (tf.GemmaConfig, dict(COMMON, head_dim=16), "spm", torch.float32, None),
+    # Gemma 2: sliding layers of a 4-token window; query_pre_attn_scalar its
+    # head_dim, as llama.cpp assumes for Gemma 2 (a GGUF read back gets it so)
+    "gemma2": (tf.Gemma2Config, dict(COMMON, head_dim=16, query_pre_attn_scalar=16, sliding_window=4), "spm",
+               torch.float32, None),
     "phi3": (tf.Phi3Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=1, eos_token_id=PHI3_N,
                                  pad_token_id=PHI3_N), "phi3", torch.float32, None),
     "mixtral": (tf.MixtralConfig, dict(COMMON, num_local_experts=4, num_experts_per_tok=2,
@@ -93,6 +97,9 @@ FAMILIES = {
                                         bos_token_id=0, eos_token_id=0, tie_word_embeddings=False),
                  "bpe", torch.float32, "olmo"),
 }
+
+
+LATE = {"gemma2": 101}
 
 
 def spm_model(d, n):
@@ -164,8 +171,9 @@ def model(fam, d):
     cls, kw, tk, dtype, _ = FAMILIES[fam]
     # the seed is the family's place in the sorted names: olmo2 was added
     # later, so a regeneration of every family reseeds those after it (phi3,
-    # qwen*); their committed fixtures were made before it
-    torch.manual_seed(sorted(FAMILIES).index(fam) + 1)
+    # qwen*); their committed fixtures were made before it. Families added
+    # after olmo2 have seeds of their own (LATE), which reseed nobody.
+    torch.manual_seed(LATE[fam] if fam in LATE else sorted(f for f in FAMILIES if f not in LATE).index(fam) + 1)
     m = tf.AutoModelForCausalLM.from_config(cls(**kw))
     with torch.no_grad():
         for n, p in m.named_parameters():
