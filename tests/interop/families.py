@@ -18,7 +18,7 @@ FAMILIES = {
     "qwen3": ("qwen3", "qwen3", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
     "gemma": ("gemma", "gemma", "causal", dict(ATT), (2, 4, 8)),
     "gemma2": ("gemma2", "gemma2", "causal", dict(ATT), (2, 4, 8)),
-    "gemma3": ("gemma", "gemma3_text", "causal", dict(ATT), (2, 4, 8)),
+    "gemma3": ("gemma3", "gemma3_text", "causal", dict(ATT), (2, 4, 8)),
     "phi3": ("phi3", "phi3", "causal", dict(ATT, tie_word_embeddings=False, pad_token_id=0), (2, 4, 8)),
     "olmo2": ("olmo2", "olmo2", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
