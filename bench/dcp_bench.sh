@@ -2,8 +2,9 @@
 # make bench (DCP part): a PyTorch Distributed Checkpoint of the LLaMA-shaped
 # bench model (~4.7 GB) read back by tpconv, beside an in-kernel copy of the same
 # bytes in the same run. The DCP folder is written by `tpconv convert --format
-# dcp` (one item per tensor, the layout torch 1.13's writer used; torch 2.6 reads
-# it: tests/dcp/torch2_check.py); reading does not depend on who wrote it.
+# dcp` (every item in one __0_0.distcp, as torch's FileSystemWriter writes a
+# single-process save; torch 2.14 reads it: tests/dcp/torch2_check.py); reading
+# does not depend on who wrote it.
 # usage: dcp_bench.sh path/to/tpconv   (env: BENCH_DIR, HIDDEN=2048, LAYERS=24, REPS=2)
 set -eu
 TPCONV=$(realpath "$1")

@@ -594,7 +594,10 @@ static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
 	if (mpi->on)
 		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi->size, s->so.tp * s->so.pp,
 			     sp->nwritten, sp->manifest_written ? "; process 0 checked them and wrote the manifest" : "");
-	if (!sp->manifest_written && tpc_cli_verbose >= 0)
+	if (sp->manifest_other && tpc_cli_verbose >= 0)
+		fprintf(stderr, "tpconv: wrote %zu rank file%s; another run writing '%s' completed the set and wrote its manifest\n",
+			sp->nwritten, sp->nwritten == 1 ? "" : "s", s->out);
+	else if (!sp->manifest_written && tpc_cli_verbose >= 0)
 		fprintf(stderr,
 			"tpconv: wrote %zu rank file%s; the set has %zu of %d (the run that completes it writes the manifest)\n",
 			sp->nwritten, sp->nwritten == 1 ? "" : "s", sp->npresent, s->so.tp * s->so.pp);

@@ -91,7 +91,7 @@ void tpc_cli_note_left(size_t n, const char *what)
 {
 	if (n && tpc_cli_verbose >= 0)
 		fprintf(stderr,
-			"tpconv: no room left: kept %zu finished %s%s (each complete; the file being written was removed); "
+			"tpconv: no room left: kept %zu finished %s%s (each complete; the unfinished ones were removed); "
 			"make room and run the same command again (without --force): it checks them and writes the rest\n",
 			n, what, n == 1 ? "" : "s");
 }

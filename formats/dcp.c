@@ -387,16 +387,23 @@ out:
 
 /* ---- writing: convert -o DIR --format dcp ----
  *
- * What torch's FileSystemWriter would write for a state dict of whole tensors
- * saved by one process, with the item layout torch 1.13's writer used (one file
- * per item, `__0_N.distcp`, each a complete torch.save archive at offset 0):
- * DCP readers find items by (relative_path, offset, length), so any layout of
- * items over files reads the same. The state dict is flattened as
+ * What torch's FileSystemWriter writes for a state dict of whole tensors saved
+ * by one process with its defaults (single_file_per_rank, thread_count 1;
+ * torch/distributed/checkpoint/filesystem.py, write_data and
+ * _write_files_from_queue): ONE file, __0_0.distcp, holding every item back to
+ * back, the non-tensor (bytes) items first, then the tensors; each item a
+ * complete torch.save archive whose offsets are relative to its own start, and
+ * each item's (relative_path, offset, length) in .metadata's storage_data.
+ * Items are streamed into the file one after another (put_item): a tensor's
+ * bytes go from its source to the output in chunks or in the kernel, never
+ * the whole model in memory. The state dict is flattened as
  * DefaultSavePlanner(flatten_state_dict=True) does (torch/distributed/
  * checkpoint/_nested_dict.py, _traverse.py): dicts are walked, lists only when
  * they hold tensors, every other value is one bytes item; planner_data maps each
  * flat key back to its path. .metadata is written last, atomically: until it
  * exists the folder is an incomplete save, as torch treats it. */
+
+#define DCP_FILE0 "__0_0.distcp" /* the one file of a single-process save */
 
 typedef struct witem {
 	char *fqn;
@@ -566,6 +573,28 @@ static tpc_value *tensor_md(const tpc_tensor *t)
 	return wobj(META_MOD, "TensorStorageMetadata", st);
 }
 
+/* Append one item to `out`: torch.save of tensor i (i >= 0) or of the value v,
+ * streamed in at out's position with its zip offsets running from the item's
+ * own start, as torch reads an item (a BytesIO of its bytes) and names it
+ * (the "archive" of torch.save into a stream). *off and *len get where it
+ * lies in out. */
+static int put_item(tpc_out *out, const tpc_ckpt *ck, int64_t i, const tpc_value *v, const tpc_write_opts *o,
+		    uint64_t *off, uint64_t *len, tpc_err *e)
+{
+	static const int64_t no_tensor = -1; /* sel with none selected (NULL means all) */
+	tpc_write_opts wo = {.progress = o ? o->progress : NULL};
+	tpc_value *leaf = i >= 0 ? tpc_value_tensor(i) : NULL;
+	int ret;
+	if (i >= 0 && !leaf)
+		return tpc_err_nomem(e);
+	*off = out->size;
+	ret = tpc__torch_write_into(ck, i >= 0 ? &i : &no_tensor, i >= 0 ? 1 : 0, leaf ? leaf : v, out, "archive", &wo,
+				    e);
+	tpc_value_unref(leaf);
+	*len = out->size - *off;
+	return ret;
+}
+
 static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir, const tpc_write_opts *o,
 		     tpc_err *e)
 {
@@ -573,12 +602,15 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	tpc_buf name = TPC_BUF_INIT, pk = TPC_BUF_INIT;
 	tpc_value *path = tpc_value_new(TPC_V_TUPLE), *sdm = tpc_value_new(TPC_V_DICT);
 	tpc_value *pd = tpc_value_new(TPC_V_DICT), *sd = tpc_value_new(TPC_V_DICT), *md = NULL;
-	char *mpath = tpc_path_join(dir, TPC_DCP_META);
-	char **written = NULL;
-	size_t nw = 0;
+	char *mpath = tpc_path_join(dir, TPC_DCP_META), *fpath = tpc_path_join(dir, DCP_FILE0);
+	uint64_t *ioff = NULL, *ilen = NULL;
 	unsigned force = o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0;
+	bool committed = false;
+	tpc_out out;
 	int ret = 0;
-	if (!path || !sdm || !pd || !sd || !mpath) {
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	if (!path || !sdm || !pd || !sd || !mpath || !fpath) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -612,37 +644,28 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	}
 	if (ret)
 		goto out;
-	if (!(written = tpc_calloc(l.n + 1, sizeof(char *)))) {
+	if (!(ioff = tpc_calloc(l.n + 1, sizeof(*ioff))) || !(ilen = tpc_calloc(l.n + 1, sizeof(*ilen)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
+	/* the one file: bytes items, then tensors, in the order torch writes them */
+	if ((ret = tpc_out_open(&out, fpath, force, e)))
+		goto out;
+	for (int tensors = 0; tensors < 2 && !ret; tensors++)
+		for (size_t k = 0; k < l.n && !ret; k++) {
+			witem *w = &l.v[k];
+			if ((w->tensor >= 0) != tensors)
+				continue;
+			ret = put_item(&out, ck, w->tensor, w->value, o, &ioff[k], &ilen[k], e);
+			if (ret && !e->tensor[0])
+				tpc_err_tensor(e, w->fqn);
+		}
+	if (ret || (ret = tpc_out_commit(&out, e)))
+		goto out;
+	committed = true;
+	/* metadata: each entry, its path, where its item is */
 	for (size_t k = 0; k < l.n && !ret; k++) {
 		witem *w = &l.v[k];
-		char fn[64];
-		snprintf(fn, sizeof(fn), "__0_%zu.distcp", k);
-		char *fp = tpc_path_join(dir, fn);
-		tpc_value *leaf = w->tensor >= 0 ? tpc_value_tensor(w->tensor) : NULL;
-		tpc_write_opts wo = {.flags = force ? TPC_W_FORCE : 0, .progress = o ? o->progress : NULL};
-		if (!fp || (w->tensor >= 0 && !leaf)) {
-			free(fp);
-			tpc_value_unref(leaf);
-			ret = tpc_err_nomem(e);
-			break;
-		}
-		static const int64_t no_tensor = -1; /* sel with none selected (NULL means all) */
-		ret = tpc__torch_write_obj(ck, w->tensor >= 0 ? &w->tensor : &no_tensor, w->tensor >= 0 ? 1 : 0,
-					   leaf ? leaf : w->value, fp, &wo, e);
-		tpc_value_unref(leaf);
-		if (ret) {
-			if (!e->tensor[0])
-				tpc_err_tensor(e, w->fqn);
-			free(fp);
-			break;
-		}
-		written[nw++] = fp;
-		struct stat stt;
-		uint64_t len = stat(fp, &stt) == 0 ? (uint64_t)stt.st_size : 0;
-		/* metadata: the entry, its path, where its item is */
 		tpc_value *ist = tpc_value_new(TPC_V_DICT), *sst = tpc_value_new(TPC_V_DICT);
 		int bad = !ist || !sst;
 		bad = bad || wset(ist, "fqn", tpc_value_str(w->fqn, strlen(w->fqn)));
@@ -652,8 +675,9 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 		} else if (!bad) {
 			bad = wset(ist, "offset", tpc_value_new(TPC_V_NONE)) || wset(ist, "index", tpc_value_new(TPC_V_NONE));
 		}
-		bad = bad || wset(sst, "relative_path", tpc_value_str(fn, strlen(fn)));
-		bad = bad || wset(sst, "offset", tpc_value_int(0)) || wset(sst, "length", tpc_value_int((int64_t)len));
+		bad = bad || wset(sst, "relative_path", tpc_value_str(DCP_FILE0, strlen(DCP_FILE0)));
+		bad = bad || wset(sst, "offset", tpc_value_int((int64_t)ioff[k])) ||
+		      wset(sst, "length", tpc_value_int((int64_t)ilen[k]));
 		tpc_value *mi = bad ? NULL : wobj(META_MOD, "MetadataIndex", ist);
 		tpc_value *si = bad ? NULL : wobj("torch.distributed.checkpoint.filesystem", "_StorageInfo", sst);
 		if (bad) {
@@ -690,12 +714,11 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	if (!ret)
 		ret = tpc_write_file_atomic(mpath, pk.p, pk.len, force, e);
 out:
-	if (ret)
-		for (size_t k = 0; k < nw; k++)
-			unlink(written[k]); /* complete or absent */
-	for (size_t k = 0; written && k < nw; k++)
-		free(written[k]);
-	free(written);
+	tpc_out_abort(&out);
+	if (ret && committed)
+		unlink(fpath); /* complete or absent */
+	free(ioff);
+	free(ilen);
 	for (size_t k = 0; k < l.n; k++) {
 		free(l.v[k].fqn);
 		tpc_value_unref(l.v[k].path);
@@ -708,6 +731,7 @@ out:
 	tpc_value_unref(pd);
 	tpc_value_unref(sd);
 	tpc_value_unref(md);
+	free(fpath);
 	free(mpath);
 	return ret;
 }
@@ -719,61 +743,30 @@ out:
  * distributed save writes), then, once every rank file is there, .metadata
  * over all of them. An item is a complete torch.save archive of one bare
  * tensor with its offsets relative to its own start (torch reads each item
- * as a BytesIO of [offset, offset + length)); each is written to a temporary
- * file by the torch writer and copied into the part file in the kernel. */
+ * as a BytesIO of [offset, offset + length)); each is streamed into the part
+ * file by the torch writer (put_item). */
 
 static int dcp_write_part(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 			  const tpc_write_opts *o, tpc_err *e)
 {
 	tpc_out out;
-	tpc_buf tb = TPC_BUF_INIT;
-	char *dir = tpc_path_dir(path);
 	int ret = 0;
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;
 	if (!sel)
 		nsel = ck->n;
-	/* the item's temporary name: beside the part, hidden, one per part */
-	tpc_buf_adds(&tb, dir ? dir : ".");
-	tpc_buf_adds(&tb, "/.");
-	tpc_buf_adds(&tb, tpc_path_base(path));
-	tpc_buf_adds(&tb, ".item");
-	if (!dir || tb.oom) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
 	if ((ret = tpc_out_open(&out, path, o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, e)))
-		goto out;
+		return ret;
 	for (size_t k = 0; k < nsel && !ret; k++) {
 		int64_t i = sel ? sel[k] : (int64_t)k;
-		tpc_value *leaf = tpc_value_tensor(i);
-		tpc_write_opts wo = {.flags = TPC_W_FORCE, .progress = o ? o->progress : NULL};
-		tpc_map m;
-		if (!leaf) {
-			ret = tpc_err_nomem(e);
-			break;
-		}
-		ret = tpc__torch_write_obj(ck, &i, 1, leaf, tb.p, &wo, e);
-		tpc_value_unref(leaf);
-		if (ret) {
-			if (!e->tensor[0])
-				tpc_err_tensor(e, ck->t[i].name);
-			break;
-		}
-		if (!(ret = tpc_map_open(&m, tb.p, e))) {
-			ret = tpc_out_copy(&out, &m, 0, m.size, e);
-			tpc_map_close(&m);
-		}
-		unlink(tb.p);
+		uint64_t off, len;
+		ret = put_item(&out, ck, i, NULL, o, &off, &len, e);
+		if (ret && !e->tensor[0])
+			tpc_err_tensor(e, ck->t[i].name);
 	}
 	if (!ret)
 		ret = tpc_out_commit(&out, e);
-out:
 	tpc_out_abort(&out);
-	if (ret && tb.p)
-		unlink(tb.p);
-	tpc_buf_release(&tb);
-	free(dir);
 	return ret;
 }
 

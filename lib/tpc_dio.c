@@ -296,9 +296,9 @@ static int dio_pwrite(tpc_out *o, const uint8_t *p, size_t n, uint64_t off, size
 			break;
 		}
 		if (w < 0)
-			return tpc__out_write_fail(o, errno, e);
+			return tpc__out_write_fail(o, errno, (int64_t)off, e);
 		if (w == 0)
-			return tpc__out_write_fail(o, ENOSPC, e);
+			return tpc__out_write_fail(o, ENOSPC, (int64_t)off, e);
 		p += w;
 		off += (uint64_t)w;
 		n -= (size_t)w;
@@ -340,9 +340,9 @@ static int slot_done(tpc_out *o, int i, long long res, tpc_err *e)
 		res = 0;
 	}
 	if (res < 0) {
-		r = tpc__out_write_fail(o, (int)-res, e);
+		r = tpc__out_write_fail(o, (int)-res, (int64_t)off, e);
 	} else if (res == 0 && n && d->on > 0) {
-		r = tpc__out_write_fail(o, ENOSPC, e);
+		r = tpc__out_write_fail(o, ENOSPC, (int64_t)off, e);
 	} else {
 		if ((size_t)res < n) {
 			if (res % DIO_PAGE)
@@ -380,7 +380,7 @@ static int dq_reap(tpc_out *o, int min, tpc_err *e)
 				if (q->slot[j].state == SLOT_FLY)
 					q->slot[j].state = SLOT_FREE;
 			q->nfly = 0;
-			return tpc__out_write_fail(o, err, e);
+			return tpc__out_write_fail(o, err, -1, e);
 		}
 		for (long j = 0; j < k; j++) {
 			tpc_err ignored;

@@ -105,8 +105,9 @@ uint64_t tpc__io_input_bytes(void);
 /* Read [off, off+len) of m with pread: 0, or -1 (errno set when a read
  * failed; 0 left alone at the end of the file). */
 int tpc__map_pread(const tpc_map *m, uint64_t off, uint64_t len, void *dst);
-/* A failed write to o: the error filled in, TPC_EIO returned. */
-int tpc__out_write_fail(tpc_out *o, int err, tpc_err *e);
+/* A failed write to o at byte `at` of the file (-1: not a write at one
+ * place, as fsync): the error filled in, TPC_EIO returned. */
+int tpc__out_write_fail(tpc_out *o, int err, int64_t at, tpc_err *e);
 /* Bytes of o up to `end` have been written (write-behind, the file's end). */
 void tpc__out_written_to(tpc_out *o, uint64_t end);
 /* Buffered: p[0..n) at off in calls that each end on the output's `piece`

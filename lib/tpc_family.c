@@ -134,19 +134,22 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	END_ROW,
 };
 
-/* Qwen2-MoE / Qwen3-MoE: mlp.experts, a shared expert with its sigmoid gate,
- * and dense layers (mlp_only_layers) named as LLaMA's. */
+/* Qwen2-MoE / Qwen3-MoE: mlp.experts with their router, and dense layers
+ * (mlp_only_layers) named as LLaMA's. */
+#define QWEN_MOE_ROWS \
+	LLAMA_ATTN_ROWS, \
+	LLAMA_FFN_ROWS, \
+	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL, \
+	    GG_L "ffn_gate_inp.weight"), \
+	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", \
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"), \
+	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", \
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight"), \
+	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", \
+	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight")
+/* Qwen2-MoE: a shared expert with its sigmoid gate besides. */
 static const tpc_tensor_row qwen2moe_tensors[] = {
-	LLAMA_ATTN_ROWS,
-	LLAMA_FFN_ROWS,
-	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL,
-	    GG_L "ffn_gate_inp.weight"),
-	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"),
-	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight"),
-	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight"),
+	QWEN_MOE_ROWS,
 	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_expert.gate_proj.weight",
 	    MC_L "mlp.shared_experts.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_shexp.weight"),
 	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_expert.up_proj.weight", MC_L "mlp.shared_experts.linear_fc1.weight#1",
@@ -157,6 +160,12 @@ static const tpc_tensor_row qwen2moe_tensors[] = {
 	    NULL, NULL, GG_L "ffn_gate_inp_shexp.weight"),
 	END_ROW,
 };
+/* Qwen3-MoE: no shared expert; q_norm/k_norm per head (LLaMA's rows).
+ * GGUF names: gguf-py constants.py MODEL_ARCH.QWEN3MOE. */
+static const tpc_tensor_row qwen3moe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
+/* OLMoE: Qwen's expert names, no shared expert; q_norm/k_norm over the whole
+ * q and k projections (LLaMA's rows). GGUF names: MODEL_ARCH.OLMOE. */
+static const tpc_tensor_row olmoe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
 
 /* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
  * o_proj and dense MLP layers by (MLA's own projections, the router and
@@ -216,6 +225,26 @@ static const tpc_tensor_row gptneox_tensors[] = {
 	END_ROW,
 };
 
+/* StarCoder2 (Starcoder2ForCausalLM): LLaMA's attention names, all with
+ * biases; LayerNorms with biases; a plain MLP c_fc / c_proj with biases.
+ * Hugging Face and GGUF names only (MODEL_ARCH.STARCODER2). */
+#define HG(R, B, HF, GG) ROW(R, B, HF, NULL, NULL, NULL, GG)
+static const tpc_tensor_row starcoder2_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, true, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, true, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, true, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_UP, true, HF_L "mlp.c_fc.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.c_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
+#undef HG
+
 /* ---- plans ---- */
 
 /* The LLaMA family's attention and dense MLP (HF names), shared by the dense
@@ -266,6 +295,21 @@ static const tpc_tensor_row gptneox_tensors[] = {
 	LLAMA_STAGES \
 	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* StarCoder2 (transformers' base_model_tp_plan: q/k/v colwise, o_proj
+ * rowwise, mlp.c_fc colwise, mlp.c_proj rowwise); the biases with their
+ * weights, c_proj's and o_proj's added once */
+#define STARCODER2_JSON \
+	"{\n" \
+	"  \"name\": \"starcoder2\",\n" \
+	"  \"description\": \"StarCoder2 (Starcoder2ForCausalLM) with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads), o_proj row, mlp.c_fc col, mlp.c_proj row, their biases with them; embed_tokens and lm_head vocab-parallel; LayerNorm weights and biases replicated.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"mlp\\\\.c_fc\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"mlp\\\\.c_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
@@ -527,6 +571,13 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_olmo2,
 	 .tensors = olmo2_tensors,
 	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_WHOLE, .tied_head = true)},
+	{.name = "starcoder2",
+	 .desc = "StarCoder2 (HF names): q/k/v col on head boundaries, o_proj row, mlp.c_fc col, mlp.c_proj row (biases with their weights); LayerNorms replicated",
+	 .plan = STARCODER2_JSON,
+	 .hf_arch = A("Starcoder2ForCausalLM"),
+	 .gguf = &tpc__gguf_starcoder2,
+	 .tensors = starcoder2_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .mlp = TPC_PART_MLP_GELU_NEW, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
@@ -536,12 +587,26 @@ static const tpc_family families[] = {
 	 .tensors = mixtral_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX)},
 	{.name = "qwen2-moe",
-	 .desc = "Qwen2-MoE / Qwen3-MoE (HF names): llama attention; mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
-	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE and Qwen3-MoE (Qwen2MoeForCausalLM, Qwen3MoeForCausalLM) with Hugging Face names."),
-	 .hf_arch = A("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"),
+	 .desc = "Qwen2-MoE (HF names): llama attention (q/k/v biases split with their weights); mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
+	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE (Qwen2MoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("Qwen2MoeForCausalLM"),
 	 .gguf = &tpc__gguf_qwen2moe,
 	 .tensors = qwen2moe_tensors,
+	 PARTS(.attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
+	{.name = "qwen3-moe",
+	 .desc = "Qwen3-MoE (HF names): llama attention, per-head q_norm/k_norm replicated; mlp.experts.N gate/up col, down row; router replicated; no shared expert",
+	 .plan = MOE_JSON("qwen3-moe", "Qwen3-MoE (Qwen3MoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("Qwen3MoeForCausalLM"),
+	 .gguf = &tpc__gguf_qwen3moe,
+	 .tensors = qwen3moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
+	{.name = "olmoe",
+	 .desc = "OLMoE (HF names): llama attention, q_norm/k_norm over the whole projection replicated; mlp.experts.N gate/up col, down row; router replicated",
+	 .plan = MOE_JSON("olmoe", "OLMoE (OlmoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("OlmoeForCausalLM"),
+	 .gguf = &tpc__gguf_olmoe,
+	 .tensors = olmoe_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_WHOLE, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,

@@ -70,6 +70,18 @@ static const tpc_gguf_kv_rule qwen2moe_kv[] = {
 	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
 	R_END,
 };
+/* OlmoeModel (conversion/olmo.py): TextModel's keys, then the rms epsilon
+ * 1e-5 whatever rms_norm_eps says */
+static const tpc_gguf_kv_rule olmoe_kv[] = {
+	TEXT_RULES,
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_CONST, "1e-5"},
+	R_END,
+};
+/* StarCoder2Model (conversion/starcoder.py): TextModel's keys */
+static const tpc_gguf_kv_rule starcoder2_kv[] = {
+	TEXT_RULES,
+	R_END,
+};
 static const tpc_gguf_kv_rule gemma_kv[] = {
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
 	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
@@ -142,7 +154,7 @@ static const tpc_gguf_kv_rule gptneox_kv[] = {
 /* ---- config.json members from the keys (a GGUF read back) ---- */
 
 /* what TextModel.set_gguf_parameters wrote, read back */
-#define TEXT_CFG \
+#define TEXT_CFG_ROWS \
 	{"hidden_size", "embedding_length", TPC_CK_INT}, \
 	{"intermediate_size", "feed_forward_length", TPC_CK_INT}, \
 	{"num_attention_heads", "attention.head_count", TPC_CK_INT}, \
@@ -156,15 +168,24 @@ static const tpc_gguf_kv_rule gptneox_kv[] = {
 	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_INT}, \
 	{"shared_expert_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT}, \
 	{"sliding_window", "attention.sliding_window", TPC_CK_INT_NZ}, \
-	{"original_max_position_embeddings", "rope.scaling.original_context_length", TPC_CK_INT}
-static const tpc_gguf_cfg_rule text_cfg[] = {TEXT_CFG, {NULL, NULL, TPC_CK_INT}};
+	{"original_max_position_embeddings", "rope.scaling.original_context_length", TPC_CK_INT},
+static const tpc_gguf_cfg_rule text_cfg[] = {
+	TEXT_CFG_ROWS
+	{NULL, NULL, TPC_CK_INT},
+};
 /* Gemma 2: the softcaps; query_pre_attn_scalar as head_dim, the scale
  * llama.cpp computes for Gemma 2 but the 27B (n_embd / n_head there) */
 static const tpc_gguf_cfg_rule gemma2_cfg[] = {
-	TEXT_CFG,
+	TEXT_CFG_ROWS
 	{"attn_logit_softcapping", "attn_logit_softcapping", TPC_CK_FLOAT},
 	{"final_logit_softcapping", "final_logit_softcapping", TPC_CK_FLOAT},
 	{"query_pre_attn_scalar", "attention.key_length", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+/* StarCoder2's LayerNorm epsilon is norm_epsilon */
+static const tpc_gguf_cfg_rule starcoder2_cfg[] = {
+	TEXT_CFG_ROWS
+	{"norm_epsilon", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
 	{NULL, NULL, TPC_CK_INT},
 };
 static const tpc_gguf_cfg_rule gpt2_cfg[] = {
@@ -222,6 +243,23 @@ const tpc_gguf_arch tpc__gguf_qwen2moe = {
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* Qwen3MoeModel (a Qwen2MoeModel): the same keys and expert order */
+const tpc_gguf_arch tpc__gguf_qwen3moe = {
+	.arch = "qwen3moe", .hf_arch = A("Qwen3MoeForCausalLM"), .kv = qwen2moe_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* OlmoeModel: Qwen2MoeModel's expert order; TextModel's _set_vocab_gpt2 */
+const tpc_gguf_arch tpc__gguf_olmoe = {
+	.arch = "olmoe", .hf_arch = A("OlmoeForCausalLM"), .kv = olmoe_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* StarCoder2Model: TextModel's _set_vocab_gpt2; no Q/K permutation */
+const tpc_gguf_arch tpc__gguf_starcoder2 = {
+	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = starcoder2_cfg,
+	.rope_pct = "partial_rotary_factor"};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,

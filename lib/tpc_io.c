@@ -610,11 +610,14 @@ out:
 	return ret;
 }
 
-int tpc__out_write_fail(tpc_out *o, int err, tpc_err *e)
+int tpc__out_write_fail(tpc_out *o, int err, int64_t at, tpc_err *e)
 {
 	int code = TPC_EIO;
+	bool fresh = !e->code; /* the place goes with this error, not an earlier one */
 	tpc_err_sys(e, code, err, "write failed");
 	tpc_err_path(e, o->path);
+	if (fresh && at >= 0)
+		tpc_err_offset(e, at);
 	return code;
 }
 
@@ -703,10 +706,10 @@ static int pwritev_all(tpc_out *o, struct iovec *iov, int n, uint64_t off, tpc_e
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			return tpc__out_write_fail(o, errno, e);
+			return tpc__out_write_fail(o, errno, (int64_t)off, e);
 		}
 		if (w == 0)
-			return tpc__out_write_fail(o, ENOSPC, e);
+			return tpc__out_write_fail(o, ENOSPC, (int64_t)off, e);
 		off += (uint64_t)w;
 		tpc__out_written_to(o, off);
 		/* skip what was written; resume inside a partly written entry */
@@ -823,7 +826,7 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
 				try_kernel = false;
 				break;
 			}
-			return tpc__out_write_fail(o, errno, e);
+			return tpc__out_write_fail(o, errno, (int64_t)dst_off, e);
 		}
 		if (r == 0) {
 			try_kernel = false;
@@ -869,7 +872,7 @@ int tpc_out_truncate(tpc_out *o, uint64_t size, tpc_err *e)
 	if (r)
 		return r;
 	if (ftruncate(o->fd, (off_t)size) != 0)
-		return tpc__out_write_fail(o, errno, e);
+		return tpc__out_write_fail(o, errno, -1, e);
 	o->end = size;
 	o->reserved = 0;
 	return 0;
@@ -881,7 +884,7 @@ int tpc_out_reserve(tpc_out *o, uint64_t size, tpc_err *e)
 	if (o->fd < 0 || fstat(o->fd, &st) != 0 || (uint64_t)st.st_size >= size)
 		return 0;
 	if (ftruncate(o->fd, (off_t)size) != 0)
-		return tpc__out_write_fail(o, errno, e);
+		return tpc__out_write_fail(o, errno, -1, e);
 	o->reserved = size;
 	return 0;
 }
@@ -912,10 +915,10 @@ int tpc_out_finish(tpc_out *o, tpc_err *e)
 	/* a reserved size that was not all written: the file ends where the
 	 * bytes do, as it would have without the reservation */
 	if (o->reserved > o->end && ftruncate(o->fd, (off_t)o->end) != 0)
-		return tpc__out_write_fail(o, errno, e);
+		return tpc__out_write_fail(o, errno, -1, e);
 	o->reserved = 0;
 	if (fsync(o->fd) != 0 && errno != EINVAL)
-		return tpc__out_write_fail(o, errno, e);
+		return tpc__out_write_fail(o, errno, -1, e);
 	return 0;
 }
 
@@ -959,7 +962,7 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 		if (r != 0) {
 			int err = errno;
 			unlink(o->path); /* a failed output is not left under its name */
-			return tpc__out_write_fail(o, err, e);
+			return tpc__out_write_fail(o, err, -1, e);
 		}
 	}
 	o->committed = true;
@@ -975,12 +978,15 @@ void tpc_out_abort(tpc_out *o)
 {
 	if (!o)
 		return;
+	/* the name goes while the file is still locked (see create_temp): a
+	 * sweeper never sees it unlocked under its name */
+	if (o->tmp)
+		unlink(o->tmp);
 	if (o->fd >= 0 && o->tmp)
 		close(o->fd);
 	o->fd = -1;
 	release_buffers(o);
 	if (o->tmp) {
-		unlink(o->tmp);
 		tmp_unregister(o->tmp);
 		free(o->tmp);
 		o->tmp = NULL;

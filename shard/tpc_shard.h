@@ -147,6 +147,8 @@ typedef struct tpc_shard_plan {
 	size_t nleft;          /* a run that failed for want of room (tpc_out_no_room): the rank
 	                          files it finished, left for the same command to resume from */
 	bool manifest_written;
+	bool manifest_other;   /* another run writing the folder beside this one completed the
+	                          set and wrote its manifest (this run's rank files in it) */
 	size_t npresent;       /* rank files of the set present after this run */
 	struct tpc__merge_check *input_check; /* checked by tpc__shard_hash_all (set by tpc_shard_write) */
 } tpc_shard_plan;

@@ -600,7 +600,22 @@ out:
 	return true;
 }
 
-/* Step 3: the rank files, in parallel; the lowest failing rank's error wins. */
+/* The tensor bytes of rank r's file: what it needs of a full disk, near
+ * enough to tell that it cannot fit where a larger or equal one did not. */
+static uint64_t rank_bytes(const tpc_shard_plan *sp, int r)
+{
+	const tpc_ckpt *ck = sp->stored ? &sp->stored[r] : &sp->rank[r];
+	uint64_t n = 0;
+	for (size_t i = 0; i < ck->n; i++)
+		n += ck->t[i].nbytes;
+	return n;
+}
+
+/* Step 3: the rank files, in parallel; the lowest failing rank's error wins.
+ * When the disk fills, the files finished before it stay (tpc_shard_write
+ * takes back everything else): a writer thread goes on to its next rank
+ * unless a smaller one of its own did not fit, and a joint group that
+ * filled it goes again rank by rank. */
 static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc_write_opts wo;
@@ -648,12 +663,26 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 		tpc_err ge;
 		tpc_err_init(&ge);
 		if (write_group(w, sp, i0, n, &wo, &guard, &bad_r, &ge, &rg)) {
-			if (rg)
+			if (!rg)
+				continue;
+			if (!tpc_out_no_room(&ge)) {
 				tpc__keep_first(bad_r, &ge, &first_bad, &first_err);
-			continue;
+				continue;
+			}
+			/* The disk filled with every file of the group half written
+			 * (their temporaries are gone again): the group's ranks once
+			 * more one by one, so that those that fit are finished and
+			 * kept for a rerun to resume from, as rank by rank writing
+			 * keeps them (TPCONV_JOINT=0). */
 		}
+		uint64_t no_room_at = UINT64_MAX; /* the bytes of the smallest rank that did not fit */
 		for (int i = i0; i < i0 + n; i++) {
 			int r = w->todo[i];
+			if (w->done[r])
+				continue; /* committed by the group before the disk filled */
+			uint64_t bytes = rank_bytes(sp, r);
+			if (bytes >= no_room_at)
+				continue; /* cannot fit where a smaller one did not: its error stands */
 			tpc_err le;
 			tpc_err_init(&le);
 			tpc_write_opts wr = wo;
@@ -664,6 +693,8 @@ static int write_ranks(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *o
 				if (!le.path[0])
 					tpc_err_path(&le, w->paths[r]);
 				tpc__keep_first(r, &le, &first_bad, &first_err);
+				if (tpc_out_no_room(&le) && bytes < no_room_at)
+					no_room_at = bytes;
 			} else {
 				w->done[r] = true;
 			}
@@ -711,6 +742,31 @@ static int count_present(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
 	return 0;
 }
 
+/* Step 4 too, the set complete: was it completed by another run? A manifest
+ * here now was written by a run writing this folder beside this one
+ * (open_output refused or removed any older one) after every writer's
+ * shared lock was gone, so after it had checked every rank file, this
+ * run's too, as its set's. When it names this set the work is done; writing
+ * the manifest again would fail (it exists) and take back this run's rank
+ * files from under the other's manifest. */
+static int completed_by_other(shard_run *w, tpc_shard_plan *sp, tpc_err *e)
+{
+	tpc_manifest m;
+	int ret;
+	if (!tpc_exists(w->manifest))
+		return 0;
+	if (!(ret = tpc_manifest_from_file(&m, w->manifest, e))) {
+		if (m.set_id && !strcmp(m.set_id, sp->set_id))
+			sp->manifest_other = true;
+		else
+			ret = tpc_err_at(e, TPC_EIO, w->manifest, NULL,
+					 "another run writing this folder completed it as shard set %s, not this run's %s",
+					 m.set_id ? m.set_id : "(none)", sp->set_id);
+	}
+	tpc_manifest_release(&m);
+	return ret;
+}
+
 /* Step 5, when the set is complete: checksums, the layout's extra files and
  * the model's companions, then the manifest, last. */
 static int finish_set(shard_run *w, tpc_shard_plan *sp, const tpc_shard_opts *opts, tpc_err *e)
@@ -747,6 +803,7 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 	w.lockfd = -1;
 	sp->nwritten = 0;
 	sp->manifest_written = false;
+	sp->manifest_other = false;
 	sp->npresent = 0;
 	sp->nkept = 0;
 	sp->nleft = 0;
@@ -756,7 +813,8 @@ int tpc_shard_write(tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o
 		hash_beside_start(&hb, &w, sp, o);
 		ret = hash_beside_join(&hb, &w, write_ranks(&w, sp, o, e), e);
 	}
-	if (!ret && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr && !o->defer_manifest)
+	if (!ret && !(ret = count_present(&w, sp, e)) && sp->npresent == (size_t)nr && !o->defer_manifest &&
+	    !(ret = completed_by_other(&w, sp, e)) && !sp->manifest_other)
 		ret = finish_set(&w, sp, o, e);
 	/* otherwise another run completes the set */
 	if (ret && w.done) {

@@ -78,22 +78,29 @@ static int64_t map_idx(const idx_map *m, int64_t v)
 }
 
 /* Compare n bytes of a's image (pa) with b's (pb), at byte `at` of the
- * compared view's image. */
+ * compared view's image. Counting stops at TPC_VERIFY_COUNT_MAX differing
+ * elements (res->capped: there are more); the elements are still counted
+ * and the bytes still hashed by the caller. */
 static void cmp_bytes(bytes_cmp *bc, const idx_map *map, uint64_t at, const uint8_t *pa, const uint8_t *pb, uint64_t n)
 {
 	unsigned es = tpc_dtype_size(bc->dt);
-	bc->res->elements += n / es;
-	if (!memcmp(pa, pb, (size_t)n))
+	tpc_vresult *r = bc->res;
+	r->elements += n / es;
+	if (r->capped || !memcmp(pa, pb, (size_t)n))
 		return;
 	for (uint64_t j = 0; j < n; j += es) {
 		if (!memcmp(pa + j, pb + j, es))
 			continue;
+		if (r->mismatches >= TPC_VERIFY_COUNT_MAX) {
+			r->capped = 1;
+			return;
+		}
 		double x = elem_val(pb + j, bc->dt), y = elem_val(pa + j, bc->dt);
 		double d = fabs(x - y);
-		bc->res->mismatches++;
-		if (d > bc->res->max_abs || isnan(d))
-			bc->res->max_abs = d;
-		tpc__res_diff(bc->res, bc->t, map_idx(map, (int64_t)((at + j) / es)), x, y);
+		r->mismatches++;
+		if (d > r->max_abs || isnan(d))
+			r->max_abs = d;
+		tpc__res_diff(r, bc->t, map_idx(map, (int64_t)((at + j) / es)), x, y);
 	}
 }
 
@@ -322,9 +329,10 @@ int tpc__check_structure(vrun *R, int64_t i)
 		}
 	}
 	if (!ret && res.mismatches)
-		tpc__res_fail(&res, "rank %d: %llu of %llu elements differ from the reference slice%s", me,
-			 (unsigned long long)res.mismatches, (unsigned long long)res.elements,
-			 v->nparts > 1 ? " (fused parts)" : "");
+		tpc__res_fail(&res, "rank %d: %s%llu of %llu elements differ from the reference slice%s%s", me,
+			      res.capped ? "more than " : "", (unsigned long long)res.mismatches,
+			      (unsigned long long)res.elements, v->nparts > 1 ? " (fused parts)" : "",
+			      res.capped ? " (counting stops there)" : "");
 	if (!ret)
 		ret = check_hashes(R, v, &bc, &res);
 	if (bc.h)

@@ -113,6 +113,7 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 		tpc_buf_addf(b, ", \"dtype\": \"%s\", \"status\": \"%s\", \"elements\": %llu, \"mismatches\": %llu, ",
 			     r->dtype, status_name(r->status), (unsigned long long)r->elements,
 			     (unsigned long long)r->mismatches);
+		tpc_buf_addf(b, "\"capped\": %s, ", r->capped ? "true" : "false");
 		tpc_buf_adds(b, "\"max_abs\": ");
 		num(b, r->max_abs);
 		tpc_buf_adds(b, ", \"max_rel\": ");
@@ -173,8 +174,9 @@ void tpc_verify_report_junit(const tpc_verify_report *rep, tpc_buf *b)
 		} else {
 			tpc_buf_adds(b, "      <failure type=\"mismatch\" message=\"");
 			tpc_buf_xml_str(b, r->msg, strlen(r->msg));
-			tpc_buf_addf(b, "\">max abs %.9g, max rel %.9g, %llu of %llu differ", r->max_abs, r->max_rel,
-				     (unsigned long long)r->mismatches, (unsigned long long)r->elements);
+			tpc_buf_addf(b, "\">max abs %.9g, max rel %.9g, %s%llu of %llu differ", r->max_abs, r->max_rel,
+				     r->capped ? "more than " : "", (unsigned long long)r->mismatches,
+				     (unsigned long long)r->elements);
 			for (int d = 0; d < r->ndiff; d++)
 				tpc_buf_addf(b, "\nrank %d index %lld: expected %.9g, got %.9g", r->diff[d].rank,
 					     (long long)r->diff[d].index, r->diff[d].expected, r->diff[d].actual);

@@ -130,6 +130,9 @@
  *        "status": "pass" | "fail" | "skip",
  *        "elements": 4096,             values compared (bytes-elements for structure)
  *        "mismatches": 0,              summed over ranks
+ *        "capped": false,              true: a rank stopped counting at
+ *                                      TPC_VERIFY_COUNT_MAX (structure), so
+ *                                      mismatches and max_abs are lower bounds
  *        "max_abs": 1.2e-06,           numeric checks; 0 for structure
  *        "max_rel": 3.1e-07,
  *        "rtol": 1e-05, "atol": 1e-06,
@@ -173,6 +176,13 @@
 #define TPC_VERIFY_MAX_TP 1024
 #define TPC_VERIFY_MAX_TOKENS 4096
 #define TPC_VERIFY_NDIFF 4
+/* The structure check stops counting one rank's differing elements of one
+ * tensor after this many (a swapped or garbage file differs everywhere, and
+ * looking at every element then only costs time): its message says "more
+ * than N", the result's `capped` is set, and its count, summed over ranks, is
+ * a lower bound, as is max abs (over the counted elements). The first
+ * TPC_VERIFY_NDIFF differences are named either way. */
+#define TPC_VERIFY_COUNT_MAX 100000
 
 typedef enum tpc_vsplit {
 	TPC_VSPLIT_REPLICATE = 0,
@@ -554,6 +564,7 @@ typedef struct tpc_vresult {
 	char name[TPC_ERR_NAME_MAX];
 	char dtype[12];
 	uint64_t elements, mismatches;
+	int32_t capped;    /* a rank stopped counting at TPC_VERIFY_COUNT_MAX: mismatches is a lower bound */
 	double max_abs, max_rel, rtol, atol;
 	int64_t top1_agree, top1_total;
 	uint64_t digest;

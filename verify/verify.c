@@ -142,11 +142,13 @@ int tpc__exchange(vrun *R, tpc_vresult *res, bool final, bool *failed)
 	tpc_vresult m = R->xb[0];
 	m.ndiff = 0;
 	m.mismatches = m.elements = 0;
+	m.capped = 0;
 	bool fail = false;
 	for (int r = 0; r < R->tp; r++) {
 		const tpc_vresult *x = &R->xb[r];
 		m.elements += x->elements;
 		m.mismatches += x->mismatches;
+		m.capped |= x->capped;
 		if (x->max_abs > m.max_abs || isnan(x->max_abs))
 			m.max_abs = x->max_abs;
 		if (x->max_rel > m.max_rel || isnan(x->max_rel))

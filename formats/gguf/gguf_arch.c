@@ -234,7 +234,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names ? cfg_find(c, r->names, &which, buf, sizeof(buf)) : NULL;
+	const cJSON *v = r->names && r->how != TPC_KH_CONST ? cfg_find(c, r->names, &which, buf, sizeof(buf)) : NULL;
 	uint64_t h = 0, heads = 0;
 	*put = true;
 	switch (r->how) {
@@ -311,6 +311,14 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs",
 				       "original_max_position_embeddings");
 		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
+	case TPC_KH_CONST: {
+		char *end = NULL;
+		*f = r->names ? strtod(r->names, &end) : 0;
+		if (!end || end == r->names || *end || *f < 0)
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its constant is not a number", r->key);
+		*u = (uint64_t)*f;
+		return 0;
+	}
 	case TPC_KH_REFUSE:
 		*put = false;
 		return v && !cJSON_IsNull(v) ? cfg_err(c, cv->e, "config.json: '%s' is not written to GGUF by tpconv yet", which)

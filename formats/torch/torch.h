@@ -74,6 +74,13 @@ bool tpc__torch_tree_matches(const tpc_ckpt *ck);
 int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what,
 			 const char *path, const tpc_write_opts *o, tpc_err *e);
 
+/* The same archive written at out's current position, its offsets running
+ * from its own first byte (what torch.save into a stream writes; a DCP item
+ * among others in one .distcp), records named prefix/NAME; out is neither
+ * committed nor aborted. */
+int tpc__torch_write_into(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what, tpc_out *out,
+			  const char *prefix, const tpc_write_opts *o, tpc_err *e);
+
 /* Non-tensor values as JSON metadata (safetensors) and back. */
 int tpc__tree_to_meta(const tpc_ckpt *ck, char **json, tpc_err *e);
 int tpc__tree_from_meta(tpc_ckpt *ck, const char *json, tpc_err *e);

@@ -216,21 +216,17 @@ int tpc__torch_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	return tpc__torch_write_obj(ck, sel, nsel, NULL, path, o, e);
 }
 
-int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what,
-			 const char *path, const tpc_write_opts *o, tpc_err *e)
+int tpc__torch_write_into(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what, tpc_out *out,
+			  const char *prefix, const tpc_write_opts *o, tpc_err *e)
 {
 	writer wr;
-	tpc_out out;
 	tpc_zipw zw;
 	tpc_buf pk = TPC_BUF_INIT;
 	tpc_pickle_writer pw;
 	tpc_value *flat = NULL, *call = NULL;
-	char *prefix = NULL;
 	int ret = 0;
 	bool zw_init = false;
 	memset(&wr, 0, sizeof(wr));
-	memset(&out, 0, sizeof(out));
-	out.fd = -1;
 	tpc_pickle_writer_init(&pw, &pk);
 	if ((ret = tpc_ckpt_check_writable(ck, e)))
 		goto out;
@@ -282,14 +278,7 @@ int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, co
 	pw.ctx = &wr;
 	if ((ret = tpc_pickle_write(&pw, obj, e)))
 		goto out;
-	prefix = archive_prefix(path);
-	if (!prefix) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
-		goto out;
-	tpc_zipw_init(&zw, &out, prefix);
+	tpc_zipw_init(&zw, out, prefix);
 	zw_init = true;
 	if ((ret = tpc_zipw_add(&zw, "data.pkl", pk.p, pk.len, e)) ||
 	    (ret = tpc_zipw_add(&zw, "byteorder", "little", 6, e)))
@@ -297,24 +286,46 @@ int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, co
 	for (size_t s = 0; s < wr.nst && !ret; s++) {
 		char name[48];
 		snprintf(name, sizeof(name), "data/%zu", s);
-		ret = write_storage(ck, &ck->t[wr.st[s].tensor], &zw, &out, name, o ? o->progress : NULL, e);
+		ret = write_storage(ck, &ck->t[wr.st[s].tensor], &zw, out, name, o ? o->progress : NULL, e);
 	}
-	if (ret || (ret = tpc_zipw_add(&zw, "version", "3\n", 2, e)) || (ret = tpc_zipw_finish(&zw, e)))
+	if (!ret && !(ret = tpc_zipw_add(&zw, "version", "3\n", 2, e)))
+		ret = tpc_zipw_finish(&zw, e);
+out:
+	if (zw_init)
+		tpc_zipw_release(&zw);
+	tpc_pickle_writer_release(&pw);
+	tpc_buf_release(&pk);
+	tpc_value_unref(flat);
+	tpc_value_unref(call);
+	free(wr.key_of);
+	free(wr.st);
+	return ret;
+}
+
+int tpc__torch_write_obj(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_value *what,
+			 const char *path, const tpc_write_opts *o, tpc_err *e)
+{
+	tpc_out out;
+	char *prefix = archive_prefix(path);
+	int ret = 0;
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	if (!prefix) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_ckpt_check_writable(ck, e)))
+		goto out;
+	if ((ret = tpc_out_open(&out, path, (o && (o->flags & TPC_W_FORCE)) ? TPC_OUT_FORCE : 0, e)))
+		goto out;
+	if ((ret = tpc__torch_write_into(ck, sel, nsel, what, &out, prefix, o, e)))
 		goto out;
 	if (o && o->before_commit && (ret = o->before_commit(o->before_commit_ctx, e)))
 		goto out;
 	ret = tpc_out_commit(&out, e);
 out:
-	if (zw_init)
-		tpc_zipw_release(&zw);
 	tpc_out_abort(&out);
-	tpc_pickle_writer_release(&pw);
-	tpc_buf_release(&pk);
-	tpc_value_unref(flat);
-	tpc_value_unref(call);
 	free(prefix);
-	free(wr.key_of);
-	free(wr.st);
 	return ret;
 }
 

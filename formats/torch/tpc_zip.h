@@ -285,7 +285,10 @@ void tpc_zip_encode_tail(tpc_buf *b, const tpc_zipw_rec *recs, size_t n, uint64_
 typedef struct tpc_zipw {
 	tpc_out *out;
 	const char *prefix;  /* borrowed; NULL or "" = names are used as given */
-	uint64_t pos;        /* the zip cursor: bytes of zip written so far */
+	uint64_t base;       /* the output position where the archive starts */
+	uint64_t pos;        /* the zip cursor: bytes of zip written so far (its offsets
+	                        run from the archive's start, as torch.save into a
+	                        stream at any position writes them: a DCP item) */
 	tpc_zipw_rec *recs;
 	size_t n, cap;
 	bool in_record;      /* between tpc_zipw_begin and tpc_zipw_end */
@@ -295,7 +298,8 @@ typedef struct tpc_zipw {
 	bool finished;
 } tpc_zipw;
 
-/* Start a zip at the output's current position (normally 0). No allocation;
+/* Start a zip at the output's current position (0 for a file of its own; a
+ * DCP item's offset in its .distcp): its offsets run from there. No allocation;
  * `prefix` ("archive", or the output's base name without extension) must
  * outlive the writer. Records are named "<prefix>/<name>". */
 void tpc_zipw_init(tpc_zipw *w, tpc_out *out, const char *prefix);

@@ -179,7 +179,8 @@ void tpc_zipw_init(tpc_zipw *w, tpc_out *out, const char *prefix)
 	memset(w, 0, sizeof(*w));
 	w->out = out;
 	w->prefix = prefix;
-	w->pos = out ? out->size : 0;
+	w->base = out ? out->size : 0;
+	w->pos = 0;
 }
 
 void tpc_zipw_release(tpc_zipw *w)
@@ -203,11 +204,11 @@ static int zipw_ready(const tpc_zipw *w, tpc_err *e)
 				  w->failed ? "an earlier error left the archive incomplete"
 				  : w->out  ? "the archive is already finished"
 					    : "no output");
-	else if (w->out->size != w->pos)
+	else if (w->out->size != w->base + w->pos)
 		ret = tpc_err_set(e, TPC_EUSAGE,
 				  "zip writer: the output is at byte %llu but the archive ends at "
 				  "%llu (bytes written behind the writer's back?)",
-				  (ull)w->out->size, (ull)w->pos);
+				  (ull)w->out->size, (ull)(w->base + w->pos));
 	else if (w->in_record)
 		ret = tpc_err_set(e, TPC_EUSAGE, "zip writer: record '" NAMEF "' is still open",
 				  w->recs[w->n - 1].name);
@@ -270,7 +271,7 @@ int tpc_zipw_begin(tpc_zipw *w, const char *name, uint64_t size, uint64_t *data_
 	w->cur_size = size;
 	w->in_record = true;
 	if (data_offset)
-		*data_offset = p.data_offset;
+		*data_offset = w->base + p.data_offset;
 out:
 	free(hdr);
 	free(full);
@@ -280,8 +281,8 @@ out:
 int tpc_zipw_write(tpc_zipw *w, const void *p, size_t n, tpc_err *e)
 {
 	int ret = 0;
-	if (!w->in_record || w->failed || w->out->size < w->cur.data_offset ||
-	    n > w->cur.data_offset + w->cur_size - w->out->size) {
+	uint64_t data = w->base + w->cur.data_offset;
+	if (!w->in_record || w->failed || w->out->size < data || n > data + w->cur_size - w->out->size) {
 		ret = tpc_err_set(e, TPC_EUSAGE, "zip writer: %zu payload bytes do not fit the "
 				  "open record", n);
 		goto out;
@@ -296,7 +297,7 @@ int tpc_zipw_end(tpc_zipw *w, uint32_t crc32, tpc_err *e)
 {
 	int ret = 0;
 	uint8_t d[24];
-	uint64_t want = w->cur.data_offset + w->cur_size;
+	uint64_t want = w->base + w->cur.data_offset + w->cur_size;
 
 	if (!w->in_record || w->failed) {
 		ret = tpc_err_set(e, TPC_EUSAGE, "zip writer: no open record");

@@ -145,6 +145,29 @@ run "$TPCONV" convert "$D/fsdp4" -o "$T/out_dcp" --format dcp -q
 [ "$rc" = 0 ] && [ -f "$T/out_dcp/.metadata" ] && same "$T/out_dcp" "$D/fsdp4.pt" &&
   run "$TPCONV" convert "$T/out_dcp" -o "$T/out_dcp.pt" -q && $PY -c 'import sys,torch; a=torch.load(sys.argv[1]); assert a["step"]==7 and a["extra"]["names"]==["a","b"], a' "$T/out_dcp.pt" &&
   ok "convert --format dcp writes a DCP folder that reads back bit-exactly, non-tensor items included" || bad "dcp out" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# one file for the one rank, as torch's FileSystemWriter writes a single-process
+# save (issue 41 item 21: it was one __0_N.distcp per item, 13 here): every item
+# in __0_0.distcp, the non-tensor items first, back to back from offset 0 to the end
+run python3 - "$T/out_dcp" "$SRC/tests/dcp" <<'PY'
+import os, sys; sys.path.insert(0, sys.argv[2])
+import dcp_meta
+d = sys.argv[1]
+files = sorted(f for f in os.listdir(d) if f.endswith(".distcp"))
+assert files == ["__0_0.distcp"], files
+m = dcp_meta.load(d + "/.metadata")
+items = sorted((s.offset, s.length, s.relative_path, i.fqn) for i, s in m.storage_data.items())
+assert {p for _, _, p, _ in items} == {"__0_0.distcp"}, items
+at = 0
+for off, ln, _, fqn in items:
+    assert off == at and ln > 0, (fqn, off, at)
+    at += ln
+assert at == os.path.getsize(d + "/__0_0.distcp"), (at, os.path.getsize(d + "/__0_0.distcp"))
+tensor = [type(m.state_dict_metadata[f]).__name__ == "TensorStorageMetadata" for _, _, _, f in items]
+assert tensor == sorted(tensor) and not all(tensor), tensor  # bytes items first
+print(len(items), "items")
+PY
+[ "$rc" = 0 ] && ok "convert --format dcp writes one .distcp for its one rank: $(cat "$T/out") back to back in __0_0.distcp, non-tensor items first" ||
+  bad "dcp out: one file per rank" "$(cat "$T/err" | tail -3)" "$(ls "$T/out_dcp")"
 run "$TPCONV" convert "$D/llama2.pt" -o "$T/out_dcp" --format dcp -q
 [ "$rc" = 2 ] && grep -q "already holds a DCP checkpoint" "$T/err" && ok "convert --format dcp over an existing DCP folder: exit 2 without --force" || bad "dcp exists" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" convert "$D/llama2.pt" -o "$T/out_dcp" --format dcp -q --force

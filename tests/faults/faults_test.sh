@@ -49,6 +49,26 @@ with open(sys.argv[1], 'wb') as f:
         f.write(blk[:k])
         left -= k
 EOF
+# and a 96 MiB one of down_proj weights, row-parallel: ranks that share them are written in step
+ROW=$IN/row.safetensors
+python3 - "$ROW" <<'EOF'
+import json, struct, sys
+n_t, rows, cols = 24, 1024, 1024
+hdr, off = {}, 0
+for i in range(n_t):
+    hdr['model.layers.%d.mlp.down_proj.weight' % i] = {'dtype': 'F32', 'shape': [rows, cols], 'data_offsets': [off, off + rows * cols * 4]}
+    off += rows * cols * 4
+h = json.dumps(hdr).encode()
+h += b' ' * (-len(h) % 8)
+with open(sys.argv[1], 'wb') as f:
+    f.write(struct.pack('<Q', len(h)) + h)
+    blk = bytes(range(251)) * 4177
+    left = off
+    while left:
+        k = min(left, len(blk))
+        f.write(blk[:k])
+        left -= k
+EOF
 cp "$SRC/tests/data/tiny_llama.safetensors" "$IN/small.safetensors"
 cp "$SRC/tests/data/config.json" "$IN/config.json"
 chmod 644 "$IN"/*
@@ -143,6 +163,57 @@ EOF
   fi
   rm -rf "$T/ref4" "$T/refhf"
 else skip "disk full on a folder output" "no private mount namespace"; fi
+
+# ---- disk full with the joint writer (the default): ranks that share a
+# row-parallel weight are written in step, so when the disk fills every file of
+# the group is half written. The group then goes again rank by rank: the rank
+# files that fit are finished and kept, the note says how many, and the same
+# command with room resumes. A 96 MiB model of down_proj weights (split along
+# their rows' length), tp 4: 24 MiB a rank, two fit in a 60 MiB tmpfs. One
+# writer thread (one group of four: exactly ranks 0 and 1 fit), then two (two
+# groups of two at once: which two fit depends on timing).
+if unshare -m true 2>/dev/null; then
+  "$TPCONV" shard "$ROW" -o "$T/refrow" "${FULL4[@]}" -q
+  mkdir -p "$T/fullj"
+  for th in 1 2; do
+    OMP_NUM_THREADS=$th unshare -m bash -s -- "$T/fullj" "$TPCONV" "$ROW" "$T" $th "${FULL4[@]}" >"$T/fullj.res" 2>&1 <<'EOF'
+M=$1 TPCONV=$2 ROW=$3 T=$4 th=$5; shift 5
+say() { echo "R $1 $2"; shift 2; for l in "$@"; do echo "# $l"; done; }
+mount -t tmpfs -o size=60m tpc-fullj "$M" || { echo "SKIP"; exit 0; }
+"$TPCONV" shard "$ROW" -o "$M/set" "$@" 2>"$T/fullj.err"; rc=$?
+kept=$(cd "$M/set" 2>/dev/null && ls -A | tr '\n' ' ')
+n=$(cd "$M/set" 2>/dev/null && ls -A | grep -c '^model_tp0[0-3]_pp00\.safetensors$')
+all=$(ls -A "$M/set" 2>/dev/null | wc -l)
+same=1; for f in $kept; do cmp -s "$T/refrow/$f" "$M/set/$f" || same=0; done
+if [ "$th" = 1 ]; then want="model_tp00_pp00.safetensors model_tp01_pp00.safetensors "; else want="$kept"; fi
+[ "$rc" = 4 ] && grep -q "No space left on device (at byte offset [0-9]" "$T/fullj.err" && [ "$n" = 2 ] && [ "$all" = 2 ] && [ "$kept" = "$want" ] && [ $same = 1 ] \
+  && say 1 "disk full mid-shard, joint writer, $th thread(s): exit 4, the error names the file and byte offset, two finished rank files kept whole; no temporary, no manifest" \
+  || say 0 "disk full mid-shard, joint writer, $th thread(s): finished rank files kept" "exit $rc, left: $kept, same: $same" "$(cat "$T/fullj.err")"
+grep -q "kept $n finished rank files" "$T/fullj.err" && grep -q "the same command again" "$T/fullj.err" \
+  && say 1 "disk full mid-shard, joint writer, $th thread(s): says what it kept and how to resume" \
+  || say 0 "disk full mid-shard, joint writer, $th thread(s): the note" "$(cat "$T/fullj.err")"
+mount -o remount,size=200m "$M"
+"$TPCONV" shard "$ROW" -o "$M/set" "$@" 2>"$T/fullj.err"; rc=$?
+out=$(diff -r "$T/refrow" "$M/set" 2>&1)
+[ "$rc" = 0 ] && grep -q "resumed: kept $n rank files" "$T/fullj.err" && [ -z "$out" ] \
+  && say 1 "disk full mid-shard, joint writer, $th thread(s): the same command with room resumes to the uninterrupted run's set, byte for byte" \
+  || say 0 "disk full mid-shard, joint writer, $th thread(s): resume" "exit $rc" "$out" "$(cat "$T/fullj.err")"
+umount "$M"
+EOF
+    if grep -q '^SKIP' "$T/fullj.res"; then skip "disk full with the joint writer" "cannot mount a tmpfs"; break
+    elif ! grep -q '^R ' "$T/fullj.res"; then bad "disk full with the joint writer" "$(cat "$T/fullj.res")"
+    else
+      while IFS= read -r l; do
+        case $l in
+          "R 1 "*) ok "${l#R 1 }" ;;
+          "R 0 "*) bad "${l#R 0 }" ;;
+          *) echo "$l" ;;
+        esac
+      done < "$T/fullj.res"
+    fi
+  done
+  rm -rf "$T/refrow"
+else skip "disk full with the joint writer" "no private mount namespace"; fi
 
 # ---- read-only output folder (as an unprivileged user when running as root)
 mkdir -p "$T/ro"; chmod 555 "$T/ro"

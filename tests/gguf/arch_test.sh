@@ -333,28 +333,48 @@ if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.pre" "$T/err" && grep -qF "tokenize
 else
   bad "an unmapped BPE pre-tokenizer is refused" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/r")"
 fi
-# Families added as records alone (OLMo 2, Gemma 2: lib/tpc_family.c): beyond
-# their GGUF above, shard with the preset their config.json names, merge back
-# byte for byte, verify's model check (OLMo 2: post norms, q/k norms over the
-# whole projection; Gemma 2: sandwich norms, 1 + w, the embedding scale,
-# sliding layers of a 4-token window, softcaps) at tp 2 and 4, and GGUF -> HF
-# -> GGUF byte for byte (a rebuilt SentencePiece folder without the
-# tokenizer.json written beside tokenizer.model, which the reference's
-# SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 gemma2; do
+# Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
+# beyond their GGUF above, shard with the preset their config.json names,
+# merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
+# norms, q/k norms over the whole projection; Gemma 2: sandwich norms, 1 + w,
+# the embedding scale, sliding layers of a 4-token window, softcaps;
+# Qwen3-MoE: per-head q/k norms, experts without a shared one; OLMoE:
+# whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
+# biases everywhere, a plain gelu-tanh MLP), and GGUF -> HF -> GGUF byte for
+# byte (a rebuilt SentencePiece folder without the tokenizer.json written
+# beside tokenizer.model, which the reference's SpecialVocab would read more
+# ids from: hf_test.sh checks that one).
+for fam in olmo2 gemma2 qwen3-moe olmoe starcoder2; do
   O="$A/tiny-$fam"
   for tp in 2 4; do
-    rm -rf "$T/o$tp"
+    rm -rf "$T/o$tp" "$T/o$tp.safetensors"
     if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
        grep -q "\"name\": *\"$fam\"" "$T/o$tp/tpconv-manifest.json" &&
-       "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -f -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
-       "$TPCONV" verify --reference "$O/model.safetensors" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
+       "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
+       "$TPCONV" verify --reference "$O" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
        grep -q ', 2 layers,' "$T/err"; then
       ok "$fam tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
     else
       bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
     fi
   done
+  # rank 1's slices of layer 1's q_proj and o_proj swapped (as many bytes each):
+  # verify fails, naming layer 1, and layer 0 still passes
+  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[sys.argv[3]]["data_offsets"]
+assert a1 - a0 == b1 - b0
+f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
+f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
+PY
+  "$TPCONV" verify --reference "$O" --shards "$T/o2" > "$T/out" 2> "$T/err"; rc=$?
+  if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.1\.attn .*FAIL' "$T/out" &&
+     grep -Eq '^ +attn +model\.layers\.0\.attn .*pass' "$T/out"; then
+    ok "$fam tp 2: rank 1's q_proj and o_proj slices of layer 1 swapped: verify fails layer 1's attention (exit 1)"
+  else
+    bad "$fam tp 2: a swapped slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
+  fi
   rm -rf "$T/rt" && mkdir "$T/rt"
   if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
      "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-$fam/" -q 2>> "$T/err" &&
@@ -365,13 +385,14 @@ for fam in olmo2 gemma2; do
   else
     bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
   fi
+  [ "$fam" = gemma2 ] || continue
+  # floats read back as floats (transformers 5.12's Gemma2Config takes no int there)
+  if grep -q '"final_logit_softcapping": *30\.0,' "$T/rt/tiny-gemma2/config.json" &&
+     grep -q '"query_pre_attn_scalar": *16\b' "$T/rt/tiny-gemma2/config.json"; then
+    ok "gemma2: the softcaps read back as floats, query_pre_attn_scalar as head_dim"
+  else
+    bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
+  fi
 done
-# floats read back as floats (transformers 5.12's Gemma2Config takes no int there)
-if grep -q '"final_logit_softcapping": *30\.0,' "$T/rt/tiny-gemma2/config.json" &&
-   grep -q '"query_pre_attn_scalar": *16\b' "$T/rt/tiny-gemma2/config.json"; then
-  ok "gemma2: the softcaps read back as floats, query_pre_attn_scalar as head_dim"
-else
-  bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
-fi
 echo "1..$n"
 [ $failed -eq 0 ]

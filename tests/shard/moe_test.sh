@@ -176,7 +176,7 @@ print("bad", bad)
 sys.exit(1 if bad else 0)
 PYEOF
 
-for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen2-moe 2" "gemma gemma 0" "qwen3 qwen3 0" "phi3 phi3 0"; do
+for m in "mixtral mixtral 2" "qwen2moe qwen2-moe 1" "qwen3moe qwen3-moe 2" "gemma gemma 0" "qwen3 qwen3 0" "phi3 phi3 0"; do
   set -- $m; M=$T/$1 P=$2
   for tp in 2 4; do
     S=$T/$1-tp$tp

@@ -29,6 +29,11 @@ HAVE_TORCH_FMT=0
 ( run false "$T/first" && run true; echo "rc=$rc"; bad "x" ) > "$T/chain"
 grep -qx "rc=1" "$T/chain" && grep -qx "# failed step: exit 1: false first" "$T/chain" &&
   ok "run returns its exit status; bad reports the failed step of a chain" || bad "the harness's chains" "$(cat "$T/chain")"
+# same's $T/diff says why, when an inspect fails too (it was left from an earlier call:
+# issue 41 item 17's 'remap before shard' failed with no message)
+( echo "from an earlier call" >"$T/diff"; same "$T/missing.safetensors" "$M/llama"; echo "rc=$?"; cat "$T/diff" ) > "$T/samechk"
+grep -qx "rc=1" "$T/samechk" && grep -q "missing.safetensors" "$T/samechk" && ! grep -q "earlier call" "$T/samechk" &&
+  ok "same fails with the inspect's error in \$T/diff when a checkpoint cannot be read" || bad "the harness's same" "$(cat "$T/samechk")"
 
 # ---- CLI basics
 for c in shard merge plan; do
@@ -327,7 +332,7 @@ expect_fail "bad input: uneven split names dim, size and tp" 3 "dim 0 of size 96
 run "$TPCONV" shard "$M/llama" --tp 5 --plan "$T/uneven.json" --pad -o "$T/padded" -q && run "$TPCONV" merge "$T/padded" -o "$T/padded.safetensors"
 [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/padded.safetensors" && grep -q '"pad": 4' "$T/padded/tpconv-manifest.json" &&
   ok "--pad pads (recorded) and merge strips it" || bad "--pad round trip" "$(cat "$T/err" "$T/diff")"
-expect_fail "usage: unknown preset (exit 2)" 2 "unknown preset 'nope' (known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, mixtral, qwen2-moe, deepseek-v3, gpt2" "$T/b3" "$TPCONV" shard "$M/llama" --tp 2 --preset nope -o "$T/b3"
+expect_fail "usage: unknown preset (exit 2)" 2 "unknown preset 'nope' (known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, starcoder2, mixtral, qwen2-moe, qwen3-moe, olmoe, deepseek-v3, gpt2" "$T/b3" "$TPCONV" shard "$M/llama" --tp 2 --preset nope -o "$T/b3"
 cat >"$T/twice.json" <<'EOF'
 {"name": "twice", "rules": [{"match": "q_proj\\.weight$", "split": "col"}, {"match": "proj\\.weight$", "split": "row"}]}
 EOF

@@ -4,6 +4,8 @@
 # safetensors rank files (their tpconv.rank metadata) and torch ones (content:
 # a split tensor's SHA-256 against the manifest's rank checksums); a set in
 # place, and a file with one corrupted byte, do not get that message.
+# On a swapped set the structure check's count of a tensor's differing
+# elements stops at 100000 a rank ("more than", "capped" in the JSON).
 # usage: rank_swap_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -54,5 +56,33 @@ run "$TPCONV" verify --reference "$D/tiny_llama.safetensors" --shards "$T/bad"
 run "$TPCONV" merge "$T/bad" -o "$T/bad.safetensors"
 [ "$rc" = 3 ] && grep -q "does not match the manifest checksum" "$T/err" && ! grep -q "holds rank" "$T/err" &&
   ok "merge: a corrupted byte is a checksum mismatch, not a swap" || bad "merge corrupted byte" "exit $rc" "$(cat "$T/err")"
+# a swapped set differs in every element of every split tensor: verify counts a
+# rank's differing elements of a tensor up to a bound (TPC_VERIFY_COUNT_MAX,
+# 100000) and says "more than" past it, naming the first four either way; the
+# vocabulary of 4000 x 64 gives each of 2 ranks 128000 elements of the embedding
+# (issue 41 item 11: counting every element of a swapped set took minutes)
+mkdir -p "$T/big"
+$PY "$SRC/bench/make_big_st.py" "$T/big/model.safetensors" 64 1 176 4000 F32 >/dev/null &&
+  printf '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 176, "vocab_size": 4000, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "torch_dtype": "float32"}\n' >"$T/big/config.json" &&
+  "$TPCONV" shard "$T/big" --preset llama --tp 2 -o "$T/bigsw" -q 2>"$T/err" &&
+  swap "$T/bigsw" model_tp00_pp00.safetensors model_tp01_pp00.safetensors || bad "bounded count: setup" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$T/big/model.safetensors" --shards "$T/bigsw" --json "$T/big.json"
+E=model.embed_tokens.weight
+if [ "$rc" = 1 ] && grep -A6 "^  structure  $E " "$T/out" > "$T/rows" &&
+   sed -n 2p "$T/rows" | grep -q "^#   rank 0: more than 100000 of 128000 elements differ from the reference slice (counting stops there)$" &&
+   [ "$(sed -n '3,6p' "$T/rows" | grep -c '^#   rank [01] index [0-9]*: expected [-0-9.e+]*, got [-0-9.e+]*$')" = 4 ] &&
+   sed -n 7p "$T/rows" | grep -qv '^#   rank'; then
+  ok "verify of a swapped set: a tensor's count stops at 100000 (\"more than 100000 of 128000\"), the first four differences named"
+else bad "bounded count: table" "exit $rc" "$(cat "$T/rows" 2>/dev/null)" "$(tail -3 "$T/err")"; fi
+$PY - "$T/big.json" <<'PY' 2>"$T/perr" && ok "--json: capped true and mismatches a lower bound (100000 a rank) there; a tensor under the bound counted exactly, capped false" || bad "bounded count: json" "$(cat "$T/perr")"
+import json, sys
+c = {(x["check"], x["tensor"]): x for x in json.load(open(sys.argv[1]))["checks"]}
+e = c[("structure", "model.embed_tokens.weight")]
+assert e["status"] == "fail" and e["capped"] is True and e["mismatches"] == 200000 and e["elements"] == 256000, e
+assert len(e["first"]) == 4 and all(set(d) == {"rank", "index", "expected", "actual"} for d in e["first"]), e["first"]
+q = c[("structure", "model.layers.0.self_attn.q_proj.weight")]
+assert q["status"] == "fail" and q["capped"] is False and 0 < q["mismatches"] <= 4096 and "more than" not in q["message"], q
+PY
+
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -719,6 +719,76 @@ static void test_gemma3_parts(void **st)
 	gemma_case("gemma3", TPC_PART_QK_HEAD, 6, true);
 }
 
+/* Families added as records alone (lib/tpc_family.c): tests/data/tiny_FAM
+ * .safetensors as transformers 5.12 saves them, their config.json (tiny_FAM
+ * .json) and transformers' float64 logits (tests/data/make_tiny_records.py).
+ * Every tensor whole (tp 1), split as the record's plan would (the router
+ * replicated), the facts read from the config.json; verify's fp64 reference
+ * forward, composed from the record's layer parts, gives transformers'
+ * logits within 1e-5 of their rms (vs_transformers). */
+static void record_case(const char *fam, const char *file)
+{
+	char st[128], js[4096];
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_model_facts f;
+	snprintf(st, sizeof(st), "tiny_%s.safetensors", file);
+	tiny_open(st, "tiny_records_out.safetensors", &ck, &ex, &s, &e);
+	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
+	for (size_t i = 0; i < ck.n; i++) {
+		const char *nm = ck.t[i].name;
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj");
+		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc");
+		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
+		tpc_vsplit sp = row && ck.t[i].ndim == 2 ? TPC_VSPLIT_ROW
+				: col			 ? TPC_VSPLIT_COL
+				: voc			 ? TPC_VSPLIT_VOCAB
+							 : TPC_VSPLIT_REPLICATE;
+		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
+						false, row && ck.t[i].ndim == 1, 0, NULL, &e);
+		assert_true(ix >= 0);
+		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+	}
+	tpc_verify_link_biases(&s);
+	int r = tpc_verify_model_from_names(&s, tpc_family_find(fam), &f, &e);
+	if (r)
+		print_message("# %s\n", e.msg);
+	assert_int_equal(r, 0);
+	assert_int_equal(s.model->nlayers, 2);
+	vs_transformers(&s, &ex, file, 48, fam);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* Qwen3-MoE: per-head q/k norms, head_dim 16 (not hidden / heads), top-2 of
+ * 4 experts renormalised, no shared expert */
+static void test_qwen3_moe_record(void **st)
+{
+	(void)st;
+	record_case("qwen3-moe", "qwen3_moe");
+}
+
+/* OLMoE: q/k norms over the whole projection, pre-norm, top-2 of 4 experts
+ * not renormalised */
+static void test_olmoe_record(void **st)
+{
+	(void)st;
+	record_case("olmoe", "olmoe");
+}
+
+/* StarCoder2: LayerNorms with biases, q/k/v/o and MLP biases, a plain
+ * c_fc / c_proj MLP with gelu_pytorch_tanh, RoPE */
+static void test_starcoder2_record(void **st)
+{
+	(void)st;
+	record_case("starcoder2", "starcoder2");
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -730,6 +800,8 @@ int main(void)
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
+		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
+		cmocka_unit_test(test_starcoder2_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

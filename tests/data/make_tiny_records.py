@@ -1,0 +1,68 @@
+# Writes tests/data/tiny_<family>.safetensors and tiny_<family>.json (tiny
+# checkpoints of families added as records alone, as transformers' save_pretrained
+# writes them, and their config.json) and tiny_records_out.safetensors: real
+# transformers' (5.12, run in float64) logits on fixed token ids, one key per
+# family. tests/verify/test_verify.c runs verify's fp64 reference forward,
+# composed from each record's layer parts alone, against them.
+#   qwen3-moe   Qwen3MoeForCausalLM: per-head q/k norms, head_dim 16 (not
+#               hidden / heads), softmax top-2 of 4 experts renormalised
+#               (norm_topk_prob), no shared expert
+#   olmoe       OlmoeForCausalLM: q/k norms over the whole projection, pre-norm,
+#               softmax top-2 of 4 experts not renormalised
+#   granite     GraniteForCausalLM: embedding_multiplier, residual_multiplier,
+#               attention_multiplier (the scores' scale), logits_scaling
+#   starcoder2  Starcoder2ForCausalLM: LayerNorm with biases, q/k/v/o biases,
+#               c_fc/c_proj with biases and gelu_pytorch_tanh, RoPE
+# usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
+import json, os, sys, tempfile
+import torch
+import transformers as tf
+from safetensors.torch import load_file, save_file
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+g = torch.Generator().manual_seed(53)
+H, V, L, NH, KVH, I = 32, 48, 2, 4, 2, 64
+C = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=KVH,
+         intermediate_size=I, max_position_embeddings=64, tie_word_embeddings=False)
+FAMILIES = {
+    "qwen3_moe": (tf.Qwen3MoeConfig, dict(C, head_dim=16, num_experts=4, num_experts_per_tok=2,
+                                          moe_intermediate_size=32, norm_topk_prob=True, rms_norm_eps=1e-6)),
+    "olmoe": (tf.OlmoeConfig, dict(C, num_experts=4, num_experts_per_tok=2, rms_norm_eps=1e-5)),
+    "granite": (tf.GraniteConfig, dict(C, embedding_multiplier=12.0, residual_multiplier=0.22,
+                                       attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
+    "starcoder2": (tf.Starcoder2Config, dict(C, norm_epsilon=1e-5, use_bias=True)),
+}
+
+
+def randomize(model):
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            r = torch.randn(p.shape, generator=g, dtype=torch.float64).float()
+            if "norm" in n and n.endswith("weight"):
+                p.copy_(1 + 0.2 * r)
+            elif n.endswith("bias"):
+                p.copy_(0.1 * r)
+            elif "embed" in n:
+                p.copy_(r)
+            else:
+                p.copy_(0.25 * r)
+
+
+ids = torch.tensor([[3, 17, 41, 0, 29, 8, 47, 12, 33, 21]])
+res = {"ids": ids[0].to(torch.int64)}
+for name, (cls, kw) in FAMILIES.items():
+    # eager experts: the grouped_mm kernels take no float64
+    m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager")
+    randomize(m)
+    with tempfile.TemporaryDirectory() as d:
+        m.save_pretrained(d)
+        sd = load_file(os.path.join(d, "model.safetensors"))
+        cfg = json.load(open(os.path.join(d, "config.json")))
+    save_file(sd, os.path.join(out, "tiny_%s.safetensors" % name), metadata={"format": "pt"})
+    json.dump(cfg, open(os.path.join(out, "tiny_%s.json" % name), "w"), indent=1)
+    m = m.double().eval()
+    with torch.no_grad():
+        res[name] = m(input_ids=ids).logits[0].contiguous()
+save_file(res, os.path.join(out, "tiny_records_out.safetensors"))
+print("ok", {k: tuple(v.shape) for k, v in res.items()})
