@@ -84,6 +84,48 @@ static const struct {
 };
 #undef COUNT
 
+/* Rope parameters per layer type (transformers 5's Gemma 3:
+ * rope_parameters {"full_attention": {...}, "sliding_attention": {...}}),
+ * or the sliding layers' theta at the top level (rope_local_base_freq, as
+ * Gemma 3 configs before transformers 5 say it). */
+static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
+{
+	const cJSON *r = tpc_cfg_rope(c, T);
+	const cJSON *full = cJSON_GetObjectItemCaseSensitive(r, "full_attention");
+	const cJSON *swa = cJSON_GetObjectItemCaseSensitive(r, "sliding_attention");
+	const cJSON *ft = cJSON_GetObjectItemCaseSensitive(full, "rope_theta");
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(swa, "rope_theta");
+	const cJSON *top = full ? full : r, *ty = cJSON_GetObjectItemCaseSensitive(top, "rope_type");
+	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(top, "factor");
+	if (!cJSON_IsString(ty))
+		ty = cJSON_GetObjectItemCaseSensitive(top, "type");
+	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "linear") && cJSON_IsNumber(fa))
+		f->rope_linear = pos(fa->valuedouble);
+	if (cJSON_IsNumber(ft))
+		f->rope_theta = pos(ft->valuedouble);
+	f->rope_theta_local = cJSON_IsNumber(st) ? pos(st->valuedouble) : num(c, "rope_local_base_freq");
+}
+
+/* Attention extras: the score scale and softcaps, the sliding window and
+ * which layers use it (layer_types). */
+static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
+{
+	f->attn_scalar = num(c, "query_pre_attn_scalar");
+	f->attn_softcap = num(c, "attn_logit_softcapping");
+	f->final_softcap = num(c, "final_logit_softcapping");
+	f->sliding_window = count(c, "sliding_window");
+	const cJSON *lt = tpc_cfg_get(c, T, "layer_types", NULL);
+	int n = cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0;
+	if (n < 1 || n > TPC_FACTS_MAX_TYPED)
+		return;
+	for (int i = 0; i < n; i++) {
+		const cJSON *v = cJSON_GetArrayItem(lt, i);
+		if (cJSON_IsString(v) && !strcmp(v->valuestring, "sliding_attention"))
+			f->swa_layers[i / 64] |= UINT64_C(1) << (i % 64);
+	}
+	f->n_typed = n;
+}
+
 /* The norm's epsilon and the rotary embedding: rope_theta in transformers
  * 5's rope_parameters or at the top, and a yarn rope scaling (either name). */
 static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
@@ -95,6 +137,7 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 		f->norm_eps = num(c, "layer_norm_epsilon");
 	/* rotary_emb_base: GPT-NeoX's name before transformers 5 */
 	f->rope_theta = rope(c, "rope_theta", "rope_theta|rotary_emb_base");
+	layer_rope(f, c);
 	/* GPT-NeoX's partial rope: rotary_pct, or transformers 5's partial_rotary_factor */
 	f->rotary_pct = rope(c, "partial_rotary_factor", "rotary_pct");
 	f->parallel_residual = flag(c, "use_parallel_residual");
@@ -141,6 +184,7 @@ static void facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c)
 		f->padded_vocab = count(c, "padded_vocab_size");
 	moe_facts(f, c);
 	rope_facts(f, c);
+	attn_facts(f, c);
 	tpc_qs_from_json(&f->quant, tpc_cfg_get(c, T, "quantization_config", NULL));
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const char *a = str(c, "activation_fn"), *cls = str(c, "_class_name");
@@ -269,6 +313,16 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(parallel_residual);
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
+	FILL(attn_scalar);
+	FILL(attn_softcap);
+	FILL(final_softcap);
+	FILL(rope_theta_local);
+	FILL(rope_linear);
+	FILL(sliding_window);
+	if (!dst->n_typed) {
+		dst->n_typed = src->n_typed;
+		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));
+	}
 #undef FILL
 }
 

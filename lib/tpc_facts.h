@@ -85,6 +85,9 @@ typedef enum tpc_moe_topk {
 #define TPC_FACT_NCHECKED (TPC_NFACTS + 1)
 #define TPC_FACT_ORIGIN_MAX 200
 
+/* The layers whose attention kind config.json's layer_types can say */
+#define TPC_FACTS_MAX_TYPED 1024
+
 /* Model facts: 0 = unknown. */
 typedef struct tpc_model_facts {
 	int64_t heads, kv_heads, head_dim, hidden, vocab, layers;
@@ -121,6 +124,21 @@ typedef struct tpc_model_facts {
 	 * rope_theta also rotary_emb_base */
 	double rotary_pct;
 	int parallel_residual;
+	/* attention and logits (verify's model check; Gemma 2/3, OLMo 3):
+	 * query_pre_attn_scalar (scores scaled by its -1/2 power, not
+	 * head_dim's), attn_logit_softcapping and final_logit_softcapping
+	 * (cap * tanh(x / cap)), sliding_window, the sliding layers' rope theta
+	 * (rope_parameters.sliding_attention.rope_theta, or rope_local_base_freq;
+	 * rope_theta is then rope_parameters.full_attention's), and layer_types:
+	 * n_typed entries (0: unsaid, or longer than TPC_FACTS_MAX_TYPED),
+	 * layer l "sliding_attention" when bit l of swa_layers is set */
+	double attn_scalar, attn_softcap, final_softcap, rope_theta_local;
+	/* a rope_type "linear" rope's factor (positions divided by it): the
+	 * rope object's, or with per-layer-type ones full_attention's (the
+	 * sliding layers then rotate by their own theta, unscaled) */
+	double rope_linear;
+	int64_t sliding_window, n_typed;
+	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;

@@ -94,6 +94,23 @@ static const tpc_tensor_row olmo2_tensors[] = {
 	END_ROW,
 };
 
+/* Gemma 2 / Gemma 3 (Gemma2ForCausalLM, Gemma3ForCausalLM): sandwich norms,
+ * input_layernorm and pre_feedforward_layernorm before each sublayer,
+ * post_attention_layernorm and post_feedforward_layernorm on its output
+ * before the residual add (so the second is not LLaMA's FFN norm); Gemma
+ * 3's per-head q_norm/k_norm are LLaMA's rows. GGUF names: gguf-py
+ * constants.py MODEL_ARCH.GEMMA2/GEMMA3 (FFN_PRE_NORM is blk.N.ffn_norm). */
+static const tpc_tensor_row gemma2_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	LLAMA_MLP_ROWS,
+	ROW(FFN_NORM, false, HF_L "pre_feedforward_layernorm.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
+	ROW(ATTN_POST_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL,
+	    GG_L "post_attention_norm.weight"),
+	ROW(FFN_POST_NORM, false, HF_L "post_feedforward_layernorm.weight", NULL, NULL, NULL,
+	    GG_L "post_ffw_norm.weight"),
+	END_ROW,
+};
+
 /* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
  * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
  * (vllm/model_executor/layers/fused_moe/layer.py make_expert_params_mapping:
@@ -518,12 +535,27 @@ static const tpc_family families[] = {
 	 .tensors = llama_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .tied_head = true)},
 	{.name = "gemma",
-	 .desc = "Gemma 1/2/3 text (HF names): the llama plan; head_dim from config.json (not hidden/heads)",
+	 .desc = "Gemma (HF names): the llama plan; head_dim from config.json (not hidden/heads)",
 	 .plan = LLAMA_JSON("gemma"),
-	 .hf_arch = A("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"),
+	 .hf_arch = A("GemmaForCausalLM"),
 	 .gguf = &tpc__gguf_gemma,
 	 .tensors = llama_tensors,
 	 PARTS(.norm_offset = 1, .embed_scale = true, .tied_head = true)},
+	{.name = "gemma2",
+	 .desc = "Gemma 2 (HF names): the llama plan; sandwich norms replicated, head_dim from config.json",
+	 .plan = LLAMA_JSON("gemma2"),
+	 .hf_arch = A("Gemma2ForCausalLM"),
+	 .gguf = &tpc__gguf_gemma2,
+	 .tensors = gemma2_tensors,
+	 PARTS(.norm_offset = 1, .place = TPC_PART_SANDWICH, .mlp = TPC_PART_MLP_GELU_TANH_GLU, .embed_scale = true,
+	       .swa_every = 2, .tied_head = true)},
+	{.name = "gemma3",
+	 .desc = "Gemma 3 text (HF names): the llama plan; per-head q_norm/k_norm and sandwich norms replicated, head_dim from config.json",
+	 .plan = LLAMA_JSON("gemma3"),
+	 .hf_arch = A("Gemma3ForCausalLM"),
+	 .tensors = gemma2_tensors,
+	 PARTS(.norm_offset = 1, .place = TPC_PART_SANDWICH, .qk_norm = TPC_PART_QK_HEAD, .mlp = TPC_PART_MLP_GELU_TANH_GLU,
+	       .embed_scale = true, .swa_every = 6, .tied_head = true)},
 	{.name = "phi3",
 	 .desc = "Phi-3 (HF names): the llama plan; fused qkv_proj [q|k|v] and gate_up_proj [gate|up] split per part",
 	 .plan = LLAMA_JSON("phi3"),
@@ -719,7 +751,7 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
-	       x->embed_scale == y->embed_scale && x->logit_scale == y->logit_scale;
+	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->logit_scale == y->logit_scale;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

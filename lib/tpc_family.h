@@ -128,13 +128,22 @@ typedef struct tpc_tensor_row {
  *   rope       rotate-half or interleaved pairs (the config may say); a
  *              partial rotary fraction comes from the facts
  *   pos        RoPE, learned absolute positions, or none
- *   mlp        gated SiLU (SwiGLU), gated GELU, plain GELU, plain gelu_new
+ *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
+ *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
  *              group-limited top-k; none: dense
  *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
  *              the config's use_parallel_residual may turn it off)
- *   embed_scale  the embeddings times sqrt(hidden) (Gemma)
+ *   embed_scale  the embeddings times sqrt(hidden), rounded to the
+ *              embedding's dtype (Gemma)
+ *   swa_every  sliding-window layers when config.json has no layer_types:
+ *              every swa_every-th layer (1-based) attends globally, the
+ *              others within the sliding_window (transformers' default
+ *              pattern: Gemma 2: 2, Gemma 3: 6); 0: none unless layer_types
+ *              says. The window itself, the attention and final logit
+ *              softcaps, query_pre_attn_scalar and a sliding layers' own
+ *              rope theta are the facts' (config.json)
  *   tied_head  the head may be the token embedding (no lm_head tensor)
  */
 typedef enum tpc_part_model {
@@ -153,7 +162,8 @@ typedef enum tpc_part_qkv { TPC_PART_QKV_PARTS = 0, TPC_PART_QKV_PER_HEAD } tpc_
 typedef enum tpc_part_rope { TPC_PART_ROPE_HALF = 0, TPC_PART_ROPE_INTERLEAVED } tpc_part_rope;
 typedef enum tpc_part_pos { TPC_PART_POS_ROPE = 0, TPC_PART_POS_LEARNED, TPC_PART_POS_NONE } tpc_part_pos;
 typedef enum tpc_part_mlp {
-	TPC_PART_MLP_SILU_GLU = 0, TPC_PART_MLP_GELU_GLU, TPC_PART_MLP_GELU, TPC_PART_MLP_GELU_NEW
+	TPC_PART_MLP_SILU_GLU = 0, TPC_PART_MLP_GELU_GLU, TPC_PART_MLP_GELU_TANH_GLU, TPC_PART_MLP_GELU,
+	TPC_PART_MLP_GELU_NEW
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP
@@ -176,6 +186,7 @@ typedef struct tpc_layer_parts {
 	tpc_part_router router;
 	tpc_part_resid resid;
 	bool embed_scale;
+	int swa_every;           /* the default sliding-window pattern (above); 0: none */
 	bool logit_scale;        /* the logits scaled by a config factor */
 	bool tied_head;
 } tpc_layer_parts;

@@ -95,6 +95,24 @@ static const tpc_gguf_kv_rule gemma_kv[] = {
 	R_FILE_TYPE,
 	R_END,
 };
+/* Gemma2Model.set_gguf_parameters: GemmaModel's, then the softcaps and the
+ * window, each required */
+static const tpc_gguf_kv_rule gemma2_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
+	R_BLOCK,
+	R_FF,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads"},
+	{"attention.head_count_kv", U32, TPC_KH_OR_HEADS, "num_key_value_heads"},
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
+	{"attention.key_length", U32, TPC_KH_REQ, "head_dim"},
+	{"attention.value_length", U32, TPC_KH_REQ, "head_dim"},
+	R_FILE_TYPE,
+	{"attn_logit_softcapping", F32, TPC_KH_REQ, "attn_logit_softcapping"},
+	{"final_logit_softcapping", F32, TPC_KH_REQ, "final_logit_softcapping"},
+	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
+	R_END,
+};
 static const tpc_gguf_kv_rule phi3_kv[] = {
 	{"context_length", U32, TPC_KH_REQ, "n_positions|max_position_embeddings"},
 	{"rope.scaling.original_context_length", U32, TPC_KH_ROPE_ORIG, NULL},
@@ -153,6 +171,15 @@ static const tpc_gguf_kv_rule gptneox_kv[] = {
 	{"original_max_position_embeddings", "rope.scaling.original_context_length", TPC_CK_INT},
 static const tpc_gguf_cfg_rule text_cfg[] = {
 	TEXT_CFG_ROWS
+	{NULL, NULL, TPC_CK_INT},
+};
+/* Gemma 2: the softcaps; query_pre_attn_scalar as head_dim, the scale
+ * llama.cpp computes for Gemma 2 but the 27B (n_embd / n_head there) */
+static const tpc_gguf_cfg_rule gemma2_cfg[] = {
+	TEXT_CFG_ROWS
+	{"attn_logit_softcapping", "attn_logit_softcapping", TPC_CK_FLOAT},
+	{"final_logit_softcapping", "final_logit_softcapping", TPC_CK_FLOAT},
+	{"query_pre_attn_scalar", "attention.key_length", TPC_CK_INT},
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
@@ -243,6 +270,12 @@ const tpc_gguf_arch tpc__gguf_gemma = {
 	.arch = "gemma", .hf_arch = A("GemmaForCausalLM"), .kv = gemma_kv, .norm_plus_1 = true, .no_lm_head = true,
 	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_GEMMA, .tok_class_spm = "GemmaTokenizer",
 	.spm_json = TPC_GGUF_SPM_JSON_GEMMA, .hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"};
+/* Gemma2Model: GemmaModel's norms + 1 and no lm_head, SentencePiece without
+ * Gemma 1's FIM ids; Gemma2Config's head_dim default: 256 */
+const tpc_gguf_arch tpc__gguf_gemma2 = {
+	.arch = "gemma2", .hf_arch = A("Gemma2ForCausalLM"), .kv = gemma2_kv, .norm_plus_1 = true, .no_lm_head = true,
+	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_SPM_NOSPACE, .tok_class_spm = "GemmaTokenizer",
+	.spm_json = TPC_GGUF_SPM_JSON_GEMMA, .hf_cfg = gemma2_cfg, .rope_pct = "partial_rotary_factor"};
 /* the reference reads a BPE when tokenizer_class says GPT2Tokenizer */
 const tpc_gguf_arch tpc__gguf_phi3 = {
 	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .rope_factors = true, .vocab = TPC_GGUF_VOCAB_PHI3,

@@ -82,6 +82,8 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_PHI3,      /* Phi3MiniModel: a BPE when tokenizer_class says GPT2Tokenizer */
 	TPC_GGUF_VOCAB_SPM_OR_BPE,/* Qwen2Model: SentencePiece when tokenizer.model is there, else BPE */
 	TPC_GGUF_VOCAB_BPE,       /* TextModel._set_vocab_gpt2 */
+	TPC_GGUF_VOCAB_SPM_NOSPACE, /* Gemma2Model: SentencePiece, add_space_prefix false */
+	TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE, /* Gemma3Model: that when tokenizer.model is there, else BPE */
 } tpc_gguf_vocab_kind;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
@@ -149,6 +151,6 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 /* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2,
-	tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2;
+	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2;
 
 #endif

@@ -128,11 +128,14 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 	*a = (vattn_loc){.fused = p->qkv >= 0, .kv_fused = p->qkv < 0 && p->k < 0 && p->kv >= 0,
 			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope,
 			 .theta = p->rope_theta, .rot = p->rot_dims, .bidirectional = p->bidirectional,
-			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole};
+			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
+			 .rope_linear = p->rope_linear, .scale = p->scale, .softcap = p->softcap, .window = p->window};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);
 	tpc__opt_loc(R, p->k_norm, t, &a->kn);
+	if (R->s->model) /* Gemma 3's q_norm, k_norm: 1 + w as its other norms */
+		a->qn.shift = a->kn.shift = R->s->model->parts.norm_offset;
 	if (t >= 0) {
 		bool ok = a->fused ? block_part_ok(R, p->qkv, MK_COL, "attention qkv", msg, n)
 			  : a->kv_fused ? block_part_ok(R, p->q, MK_COL, "attention q", msg, n) &&

@@ -130,6 +130,8 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 	memset(m, 0, sizeof(*m));
 	m->norm = d->norm;
 	m->eps = d->norm_eps;
+	m->embed_mul = d->embed_mul;
+	m->final_softcap = d->final_softcap;
 	m->H = d->hidden;
 	m->V = d->vocab;
 	m->nl = d->nlayers;
@@ -150,6 +152,7 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 	tpc__opt_loc(R, d->pos_embed, t, &m->pos);
 	tpc__opt_loc(R, d->final_norm_w, t, &m->fnw);
 	tpc__opt_loc(R, d->final_norm_b, t, &m->fnb);
+	m->fnw.shift = d->parts.norm_offset;
 	m->L = calloc((size_t)d->nlayers + 1, sizeof(*m->L));
 	if (!m->L) {
 		snprintf(msg, n, "out of memory");
@@ -169,6 +172,7 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 			return false;
 		tpc__opt_loc(R, ly->post1_w, t, &L->p1w);
 		tpc__opt_loc(R, ly->post2_w, t, &L->p2w);
+		L->n1w.shift = L->n2w.shift = L->p1w.shift = L->p2w.shift = d->parts.norm_offset;
 		L->no_pre = d->parts.place == TPC_PART_POST;
 		if (ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n) : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;

@@ -307,6 +307,14 @@ typedef struct tpc_vattn {
 					    GPT-NeoX's query_key_value): one part split on 3 * head_dim */
 	int64_t rot_dims;                /* rope on the first rot_dims of each head only (rotate-half
 					    within them, GPT-NeoX's rotary_pct); 0: the whole head */
+	double rope_linear;              /* a linear rope scaling's factor: positions divided by it
+					    (0: none) */
+	double scale;                    /* the scores' scale (Gemma's query_pre_attn_scalar^-1/2);
+					    0: head_dim^-1/2 */
+	double softcap;                  /* scores capped as softcap * tanh(s / softcap) before the
+					    mask (Gemma 2); 0: none */
+	int64_t window;                  /* a sliding-window layer: token t sees keys t - window + 1
+					    .. t (transformers' sliding_window); 0: all before it */
 } tpc_vattn;
 
 /* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):
@@ -378,6 +386,9 @@ typedef struct tpc_vmodel {
 	int64_t embed_norm_w, embed_norm_b; /* BERT: the embeddings' LayerNorm */
 	int64_t mlm_dense;               /* BERT: the MLM transform's dense (gelu after it) */
 	int64_t head_bias;               /* BERT: the decoder's vocab bias */
+	double embed_mul;                /* the embeddings times this (Gemma: sqrt(hidden) in the
+					    embedding's dtype); 0: none */
+	double final_softcap;            /* logits capped as cap * tanh(l / cap) (Gemma 2); 0: none */
 	bool hidden_out;                 /* no head (BertModel): the model check compares the last
 					    hidden states [T, hidden] */
 } tpc_vmodel;

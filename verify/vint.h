@@ -49,6 +49,7 @@ typedef struct vloc {
 	int64_t size[TPC_VERIFY_MAX_PARTS];  /* the part's real rows in the reference */
 	int64_t poff[TPC_VERIFY_MAX_PARTS];  /* where part k begins in the reference */
 	int replicas[TPC_VERIFY_MAX_PARTS];
+	double shift;            /* a norm weight stored minus this (Gemma's 1 + w); 0 else */
 } vloc;
 
 typedef struct vctx {
@@ -91,7 +92,9 @@ typedef struct vattn_loc {
 	int64_t q0, kv0;         /* first global query / kv head held */
 	int64_t heads, kv_heads; /* global counts */
 	bool rope;
-	double theta;
+	double theta, rope_linear; /* rope_linear: positions divided by it (0: none) */
+	double scale, softcap;   /* tpc_vattn's */
+	int64_t window;          /* tpc_vattn's */
 	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
 	double qk_eps;
 	bool qk_whole;           /* qn, kn over the whole projection [heads * hd] (OLMo 2): this
@@ -145,6 +148,7 @@ typedef struct vstack {
 typedef struct vmodel_loc {
 	tpc_vnorm norm;
 	double eps;
+	double embed_mul, final_softcap; /* tpc_vmodel's */
 	int64_t H, V;
 	vloc embed, pos, fnw, fnb, head; /* pos.t / fnb.t NULL: none */
 	vlayer_loc *L;

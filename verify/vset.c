@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpc_cast.h"
 #include "tpc_family.h"
 #include "tpc_util.h"
 #include "vint.h"
@@ -667,6 +668,17 @@ static void layer_name(const arch_names *an, int64_t l, char *nm)
 	snprintf(nm, TPC_ERR_NAME_MAX, "%s%.*s%lld", an->pre, (int)(ph - p - cl), p + cl, (long long)l);
 }
 
+/* Whether layer l attends within a sliding window: as config.json's
+ * layer_types says, else as the record's default pattern (swa_every). */
+static bool layer_slides(const tpc_layer_parts *pt, const tpc_model_facts *f, int64_t l)
+{
+	if (!f)
+		return false;
+	if (f->n_typed)
+		return l < f->n_typed && (f->swa_layers[l / 64] >> (l % 64) & 1);
+	return pt->swa_every > 0 && (l + 1) % pt->swa_every != 0;
+}
+
 /* Layer l's tensors by name; its name in nm[TPC_ERR_NAME_MAX]. */
 static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l,
 			const tpc_model_facts *f, tpc_vlayer *L, char *nm)
@@ -684,13 +696,23 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	const tpc_layer_parts *pt = &m->parts;
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
-	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU;
+	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
+		 pt->mlp == TPC_PART_MLP_GELU_TANH_GLU;
 	p->act = pt->mlp == TPC_PART_MLP_SILU_GLU ? TPC_VACT_SILU
-		 : pt->mlp == TPC_PART_MLP_GELU_NEW ? TPC_VACT_GELU_TANH
-						    : TPC_VACT_GELU;
+		 : pt->mlp == TPC_PART_MLP_GELU_NEW || pt->mlp == TPC_PART_MLP_GELU_TANH_GLU ? TPC_VACT_GELU_TANH
+											       : TPC_VACT_GELU;
+	bool swa = layer_slides(pt, f, l);
+	if (f) {
+		a->scale = f->attn_scalar > 0 ? 1.0 / sqrt(f->attn_scalar) : 0;
+		a->softcap = f->attn_softcap;
+		a->window = swa ? f->sliding_window : 0;
+	}
 	if (pt->pos == TPC_PART_POS_ROPE) {
+		/* a sliding layer with a theta of its own rotates by it, unscaled */
+		bool own = swa && f->rope_theta_local > 0;
 		a->rope = true;
-		a->rope_theta = f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
+		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
+		a->rope_linear = f && !own ? f->rope_linear : 0;
 	}
 }
 
@@ -836,6 +858,18 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 	return ret;
 }
 
+/* Gemma's embedding scale: sqrt(hidden) as transformers holds it (an fp32
+ * buffer), rounded to the embedding's dtype (.to(weight.dtype)). */
+static double embed_scale(int64_t hidden, tpc_dtype dt)
+{
+	float v = (float)sqrt((double)hidden);
+	if (dt == TPC_BF16)
+		v = tpc_bf16_to_f32(tpc_f32_to_bf16(v));
+	else if (dt == TPC_F16)
+		v = tpc_f16_to_f32(tpc_f32_to_f16(v));
+	return v;
+}
+
 tpc_varch tpc_verify_varch(const tpc_layer_parts *p)
 {
 	switch (p->model) {
@@ -882,6 +916,9 @@ int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const 
 			ret = tpc_err_set(e, TPC_EINPUT, "verify: no tensor table for this architecture");
 		else if (!(ret = model_top(s, m, f, &an, e)))
 			ret = llama_gpt2_layers(s, m, &an, f, e);
+		if (!ret && fam->parts.embed_scale)
+			m->embed_mul = embed_scale(m->hidden, s->t[m->embed].ref->src_dtype);
+		m->final_softcap = f ? f->final_softcap : 0;
 	}
 	if (!ret) {
 		model_free(s->model);

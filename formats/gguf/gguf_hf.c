@@ -341,6 +341,18 @@ static double short_f32(double f)
 	return f;
 }
 
+/* A float member: a whole value written "30.0", as Python's json writes a
+ * float, for the config classes that take only a float there (transformers
+ * 5's strict Gemma2Config.final_logit_softcapping refuses 30) */
+static cJSON *float_item(double v)
+{
+	char buf[48];
+	if (v != floor(v) || fabs(v) >= 1e15)
+		return cJSON_CreateNumber(v);
+	snprintf(buf, sizeof(buf), "%.1f", v);
+	return cJSON_CreateRaw(buf);
+}
+
 /* The tensor of a role (layer 0) under its HF or its GGUF name, or NULL */
 static const tpc_tensor *role_tensor(const hfctx *h, tpc_role r, bool bias)
 {
@@ -366,7 +378,7 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 		if (!k)
 			continue;
 		if (r->kind == TPC_CK_FLOAT && (k->type == TPC_GV_F32 || k->type == TPC_GV_F64))
-			item = cJSON_CreateNumber(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
+			item = float_item(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
 		else if (r->kind == TPC_CK_BOOL && k->type == TPC_GV_BOOL)
 			item = cJSON_CreateBool(k->v.u != 0);
 		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ) && v >= 0 && k->type != TPC_GV_BOOL)

@@ -7,6 +7,8 @@
  *        transformers 5 saves for Llama; LlamaHfVocab) or a GPT-2 style BPE
  *        (Llama 3); CodeLlama's FIM ids (vocab 32016)
  *   gemma   SentencePiece, its fixed eot id 107, add_space_prefix false
+ *   gemma2  SentencePiece, add_space_prefix false; gemma3 the same when
+ *           there is a tokenizer.model, else BPE
  *   phi3    its own SentencePiece loop (tokenizer.json added_tokens too),
  *           or BPE when tokenizer_config names GPT2Tokenizer
  *   qwen2, qwen3  SentencePiece when there is a tokenizer.model, else BPE
@@ -669,6 +671,16 @@ static int v_gemma(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
 	return ret;
 }
 
+/* Gemma2Model.set_vocab (and Gemma3Model's with a tokenizer.model):
+ * _set_vocab_sentencepiece, then add_space_prefix false */
+static int v_spm_nospace(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+{
+	int ret = v_spm(v, vocab_size, false, kv);
+	if (!ret && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, 0))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	return ret;
+}
+
 /* config.json through lib's reader (tpc_cfg.h); absent is no error */
 static int v_config(vocab *v)
 {
@@ -726,6 +738,12 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 		break;
 	case TPC_GGUF_VOCAB_BPE:
 		ret = v_gpt2(&v, vocab_size, pre, kv);
+		break;
+	case TPC_GGUF_VOCAB_SPM_NOSPACE:
+		ret = v_spm_nospace(&v, vocab_size, kv);
+		break;
+	case TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE:
+		ret = spm ? v_spm_nospace(&v, vocab_size, kv) : v_gpt2(&v, vocab_size, pre, kv);
 		break;
 	case TPC_GGUF_VOCAB_NONE:
 		ret = tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);

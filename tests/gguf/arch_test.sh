@@ -336,11 +336,15 @@ fi
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
 # merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
-# norms, q/k norms over the whole projection; Qwen3-MoE: per-head q/k norms,
-# experts without a shared one; OLMoE: whole-projection q/k norms before
-# the experts; StarCoder2: LayerNorms and biases everywhere, a plain
-# gelu-tanh MLP), and GGUF -> HF -> GGUF byte for byte.
-for fam in olmo2 qwen3-moe olmoe starcoder2; do
+# norms, q/k norms over the whole projection; Gemma 2: sandwich norms, 1 + w,
+# the embedding scale, sliding layers of a 4-token window, softcaps;
+# Qwen3-MoE: per-head q/k norms, experts without a shared one; OLMoE:
+# whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
+# biases everywhere, a plain gelu-tanh MLP), and GGUF -> HF -> GGUF byte for
+# byte (a rebuilt SentencePiece folder without the tokenizer.json written
+# beside tokenizer.model, which the reference's SpecialVocab would read more
+# ids from: hf_test.sh checks that one).
+for fam in olmo2 gemma2 qwen3-moe olmoe starcoder2; do
   O="$A/tiny-$fam"
   for tp in 2 4; do
     rm -rf "$T/o$tp" "$T/o$tp.safetensors"
@@ -374,11 +378,20 @@ PY
   rm -rf "$T/rt" && mkdir "$T/rt"
   if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
      "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-$fam/" -q 2>> "$T/err" &&
+     { [ ! -f "$T/rt/tiny-$fam/tokenizer.model" ] || rm "$T/rt/tiny-$fam/tokenizer.json"; } &&
      "$TPCONV" convert "$T/rt/tiny-$fam" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
      cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
     ok "$fam: GGUF -> HF folder -> GGUF byte-identical"
   else
     bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
+  fi
+  [ "$fam" = gemma2 ] || continue
+  # floats read back as floats (transformers 5.12's Gemma2Config takes no int there)
+  if grep -q '"final_logit_softcapping": *30\.0,' "$T/rt/tiny-gemma2/config.json" &&
+     grep -q '"query_pre_attn_scalar": *16\b' "$T/rt/tiny-gemma2/config.json"; then
+    ok "gemma2: the softcaps read back as floats, query_pre_attn_scalar as head_dim"
+  else
+    bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
   fi
 done
 echo "1..$n"

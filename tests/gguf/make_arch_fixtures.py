@@ -77,6 +77,10 @@ FAMILIES = {
     "qwen2": (tf.Qwen2Config, dict(COMMON, tie_word_embeddings=True), "bpe", torch.float32, "qwen2"),
     "qwen3": (tf.Qwen3Config, dict(COMMON, head_dim=16, tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
     "gemma": (tf.GemmaConfig, dict(COMMON, head_dim=16), "spm", torch.float32, None),
+    # Gemma 2: sliding layers of a 4-token window; query_pre_attn_scalar its
+    # head_dim, as llama.cpp assumes for Gemma 2 (a GGUF read back gets it so)
+    "gemma2": (tf.Gemma2Config, dict(COMMON, head_dim=16, query_pre_attn_scalar=16, sliding_window=4), "spm",
+               torch.float32, None),
     "phi3": (tf.Phi3Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=1, eos_token_id=PHI3_N,
                                  pad_token_id=PHI3_N), "phi3", torch.float32, None),
     "mixtral": (tf.MixtralConfig, dict(COMMON, num_local_experts=4, num_experts_per_tok=2,
@@ -110,7 +114,9 @@ FAMILIES = {
                  "bpe", torch.float32, "olmo"),
 }
 
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24}
+# families added after olmo2: seeds of their own (gemma2's 101 and the others'
+# 21.. were chosen apart, on two branches), so that no other family's seed moves
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101}
 
 
 def spm_model(d, n):
@@ -183,7 +189,7 @@ def model(fam, d):
     # the seed is the family's place in the sorted names: olmo2 was added
     # later, so a regeneration of every family reseeds those after it (phi3,
     # qwen*); their committed fixtures were made before it. Families added
-    # since have their own seeds (SEEDS), so that no other seed moves.
+    # after olmo2 have seeds of their own (SEEDS), so that no other seed moves.
     torch.manual_seed(SEEDS[fam] if fam in SEEDS else sorted(set(FAMILIES) - set(SEEDS)).index(fam) + 1)
     m = tf.AutoModelForCausalLM.from_config(cls(**kw))
     with torch.no_grad():

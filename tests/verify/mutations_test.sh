@@ -80,6 +80,37 @@ bert 4 bert.encoder.layer.1.attention.self.query.weight bert.encoder.layer.1
 bert 2 bert.encoder.layer.0.intermediate.dense.weight bert.encoder.layer.0
 libai 8 GPT_model.transformer.layers.1.self_attention.query_key_value.weight GPT_model.transformer.layers.1
 EOF2
+# The same for families added as records alone, on their tiny models of
+# tests/gguf/arch (made by transformers 5.12): OLMo 2, and Gemma 2 (sandwich
+# norms, sliding layers, softcaps).
+while read -r fam tp tensor layer; do
+  G="$SRC/tests/gguf/arch/tiny-$fam"
+  "$DRIVER" --ref "$G/model.safetensors" --config "$G/config.json" --preset "$fam" --tp "$tp" -q \
+    --checks model --swap "$tensor" > out.txt 2> err.txt
+  rc=$?
+  if [ "$rc" = 1 ] && grep -qF "the first layer whose output differs: '$layer'" out.txt; then
+    ok "swapped slices of $tensor, $fam tp $tp: the model check fails naming $layer"
+  else notok "swapped slices of $tensor, $fam tp $tp: exit $rc"; sed 's/^/#   /' out.txt err.txt | head -n 20; fi
+done <<'EOF3'
+olmo2 2 model.layers.1.self_attn.q_proj.weight model.layers.1
+gemma2 2 model.layers.1.self_attn.k_proj.weight model.layers.1
+gemma2 4 model.layers.0.mlp.down_proj.weight model.layers.0
+EOF3
+# Gemma 3 text (no GGUF column, so no tests/gguf/arch model): the tiny model
+# of tests/data/make_tiny_gemma.py (transformers 5.12's Gemma3ForCausalLM:
+# per-head q/k norms, layer_types, two rope thetas, a linear scaling) passes
+# at tp 2 and 4, and a swapped slice fails naming its layer.
+for tp in 2 4; do
+  "$DRIVER" --ref "$SRC/tests/data/tiny_gemma3.safetensors" --config "$SRC/tests/data/tiny_gemma3.json" --preset gemma3 \
+    --tp "$tp" -q > out.txt 2> err.txt && ok "gemma3 tp $tp: every check passes, the model check included" ||
+    { notok "gemma3 tp $tp"; sed 's/^/#   /' out.txt err.txt | head -n 20; }
+done
+"$DRIVER" --ref "$SRC/tests/data/tiny_gemma3.safetensors" --config "$SRC/tests/data/tiny_gemma3.json" --preset gemma3 \
+  --tp 2 -q --checks model --swap model.layers.2.self_attn.v_proj.weight > out.txt 2> err.txt
+rc=$?
+if [ "$rc" = 1 ] && grep -qF "the first layer whose output differs: 'model.layers.2'" out.txt; then
+  ok "swapped slices of model.layers.2.self_attn.v_proj.weight, gemma3 tp 2: the model check fails naming model.layers.2"
+else notok "swapped slices, gemma3 tp 2: exit $rc"; sed 's/^/#   /' out.txt err.txt | head -n 20; fi
 echo "$table"
 echo "1..$n"
 [ "$failed" = 0 ]

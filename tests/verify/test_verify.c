@@ -630,6 +630,95 @@ static void test_olmo2_parts(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* Gemma 2 and Gemma 3 from parts alone: records as theirs would be (sandwich
+ * norms stored as w for 1 + w, the embedding times sqrt(hidden), a gated
+ * gelu_pytorch_tanh, the default sliding pattern; Gemma 3 with per-head
+ * q/k norms), no code of their own, the facts read from the config.json
+ * transformers 5.12 saved (tests/data/tiny_gemma{2,3}.json):
+ * query_pre_attn_scalar, the softcaps, the sliding window and layer_types,
+ * the per-layer-type rope (a linear scaling on the full layers). verify's
+ * fp64 reference forward gives Gemma2ForCausalLM's and Gemma3ForCausalLM's
+ * float64 logits (tests/data/make_tiny_gemma.py). Gemma 2 once more without
+ * layer_types: the record's swa_every (2) says which layers slide. */
+#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}}
+static const tpc_tensor_row gemma_rows[] = {
+	GM(TOKEN_EMBD, "model.embed_tokens.weight"),
+	GM(OUTPUT_NORM, "model.norm.weight"),
+	GM(OUTPUT, "lm_head.weight"),
+	GM(ATTN_NORM, "model.layers.{L}.input_layernorm.weight"),
+	GM(ATTN_Q, "model.layers.{L}.self_attn.q_proj.weight"),
+	GM(ATTN_K, "model.layers.{L}.self_attn.k_proj.weight"),
+	GM(ATTN_V, "model.layers.{L}.self_attn.v_proj.weight"),
+	GM(ATTN_OUT, "model.layers.{L}.self_attn.o_proj.weight"),
+	GM(ATTN_Q_NORM, "model.layers.{L}.self_attn.q_norm.weight"),
+	GM(ATTN_K_NORM, "model.layers.{L}.self_attn.k_norm.weight"),
+	GM(ATTN_POST_NORM, "model.layers.{L}.post_attention_layernorm.weight"),
+	GM(FFN_NORM, "model.layers.{L}.pre_feedforward_layernorm.weight"),
+	GM(FFN_GATE, "model.layers.{L}.mlp.gate_proj.weight"),
+	GM(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
+	GM(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
+	GM(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+};
+#undef GM
+
+static void gemma_case(const char *name, tpc_part_qk_norm qk, int swa_every, bool typed)
+{
+	tpc_family fam = {.name = name, .tensors = gemma_rows, .has_parts = true,
+			  .parts = {.norm_offset = 1, .place = TPC_PART_SANDWICH, .qk_norm = qk,
+				    .mlp = TPC_PART_MLP_GELU_TANH_GLU, .embed_scale = true, .swa_every = swa_every,
+				    .tied_head = true}};
+	char file[64], cfg[4096], key[64];
+	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..";
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_model_facts f;
+	snprintf(file, sizeof(file), "tiny_%s.safetensors", name);
+	tiny_open(file, "tiny_gemma_logits.safetensors", &ck, &ex, &s, &e);
+	snprintf(cfg, sizeof(cfg), "%s/tests/data/tiny_%s.json", src, name);
+	assert_int_equal(tpc_facts_from_file(&f, cfg, &e), 0);
+	assert_true(f.attn_scalar == 24 && f.sliding_window == 4 && f.n_typed == 3 && f.swa_layers[0] == 5);
+	if (!typed) {
+		f.n_typed = 0;
+		f.swa_layers[0] = 0;
+	}
+	for (size_t i = 0; i < ck.n; i++) {
+		const char *nm = ck.t[i].name; /* split as the llama plan splits, at tp 1 */
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj"), voc = strstr(nm, "embed") != NULL;
+		tpc_vsplit sp = ck.t[i].ndim == 1 ? TPC_VSPLIT_REPLICATE : row ? TPC_VSPLIT_ROW : voc ? TPC_VSPLIT_VOCAB : TPC_VSPLIT_COL;
+		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim), false,
+						false, 0, NULL, &e);
+		assert_true(ix >= 0);
+		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+	}
+	assert_int_equal(tpc_verify_model_from_names(&s, &fam, &f, &e), 0);
+	assert_int_equal(s.model->nlayers, 3);
+	const tpc_vattn *a0 = &s.model->layers[0].attn, *a1 = &s.model->layers[1].attn;
+	assert_true(a0->window == 4 && a1->window == 0 && fabs(a0->scale - 1 / sqrt(24.0)) < 1e-15);
+	assert_true(s.model->layers[1].norm2_w >= 0 && s.model->layers[1].post1_w >= 0 && s.model->layers[1].post2_w >= 0);
+	assert_true(fabs(s.model->embed_mul - (double)(float)sqrt(48.0)) < 1e-15);
+	snprintf(key, sizeof(key), "logits.%s", name);
+	snprintf(file, sizeof(file), "%s parts vs transformers%s", name, typed ? "" : " (no layer_types)");
+	vs_transformers(&s, &ex, key, 48, file);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+static void test_gemma2_parts(void **st)
+{
+	(void)st;
+	gemma_case("gemma2", TPC_PART_QK_NONE, 2, true);
+	gemma_case("gemma2", TPC_PART_QK_NONE, 2, false);
+}
+
+static void test_gemma3_parts(void **st)
+{
+	(void)st;
+	gemma_case("gemma3", TPC_PART_QK_HEAD, 6, true);
+}
+
 /* Families added as records alone (lib/tpc_family.c): tests/data/tiny_FAM
  * .safetensors as transformers 5.12 saves them, their config.json (tiny_FAM
  * .json) and transformers' float64 logits (tests/data/make_tiny_records.py).
@@ -710,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
+		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),
 	};

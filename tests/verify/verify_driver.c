@@ -311,11 +311,18 @@ int main(int argc, char **argv)
 	bool neox = !strcmp(preset, "gpt-neox") || !strcmp(preset, "libai"), bert = !strcmp(preset, "bert");
 	if (swap && me == 0)
 		fprintf(stderr, "broken: %s\n", swap);
-	if (!strcmp(preset, "llama") || !strcmp(preset, "gpt2") || !strcmp(preset, "dit") || neox || bert) {
+	/* a decoder record with a tensor table (llama, gpt2, gemma2, olmo2, ...),
+	 * GPT-NeoX and LiBai, BERT, DiT: block and model checks */
+	const tpc_family *fam = tpc_family_find(preset);
+	if ((fam && fam->has_parts && fam->tensors) || !strcmp(preset, "dit") || neox || bert) {
 		tpc_model_facts vf = {.heads = facts.heads, .kv_heads = facts.kv_heads, .head_dim = facts.head_dim,
 				      .hidden = facts.hidden, .ff_act = facts.ff_act, .norm_eps = facts.norm_eps,
 				      .rope_theta = facts.rope_theta, .rotary_pct = facts.rotary_pct,
-				      .parallel_residual = facts.parallel_residual};
+				      .parallel_residual = facts.parallel_residual, .attn_scalar = facts.attn_scalar,
+				      .attn_softcap = facts.attn_softcap, .final_softcap = facts.final_softcap,
+				      .rope_theta_local = facts.rope_theta_local, .rope_linear = facts.rope_linear,
+				      .sliding_window = facts.sliding_window, .n_typed = facts.n_typed};
+		memcpy(vf.swa_layers, facts.swa_layers, sizeof(vf.swa_layers));
 		if ((ret = tpc_verify_model_from_names(&s, tpc_family_find(preset), &vf, &e)))
 			goto out;
 	}
