@@ -82,32 +82,27 @@ static const tpc_gguf_kv_rule starcoder2_kv[] = {
 	TEXT_RULES,
 	R_END,
 };
+/* GemmaModel.set_gguf_parameters, in its order */
+#define GEMMA_RULES \
+	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"}, \
+	R_BLOCK, \
+	R_FF, \
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads"}, \
+	{"attention.head_count_kv", U32, TPC_KH_OR_HEADS, "num_key_value_heads"}, \
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"}, \
+	{"attention.key_length", U32, TPC_KH_REQ, "head_dim"}, \
+	{"attention.value_length", U32, TPC_KH_REQ, "head_dim"}, \
+	R_FILE_TYPE
+
 static const tpc_gguf_kv_rule gemma_kv[] = {
-	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
-	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
-	R_BLOCK,
-	R_FF,
-	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads"},
-	{"attention.head_count_kv", U32, TPC_KH_OR_HEADS, "num_key_value_heads"},
-	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
-	{"attention.key_length", U32, TPC_KH_REQ, "head_dim"},
-	{"attention.value_length", U32, TPC_KH_REQ, "head_dim"},
-	R_FILE_TYPE,
+	GEMMA_RULES,
 	R_END,
 };
 /* Gemma2Model.set_gguf_parameters: GemmaModel's, then the softcaps and the
  * window, each required */
 static const tpc_gguf_kv_rule gemma2_kv[] = {
-	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"},
-	{"embedding_length", U32, TPC_KH_REQ, "hidden_size"},
-	R_BLOCK,
-	R_FF,
-	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads"},
-	{"attention.head_count_kv", U32, TPC_KH_OR_HEADS, "num_key_value_heads"},
-	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
-	{"attention.key_length", U32, TPC_KH_REQ, "head_dim"},
-	{"attention.value_length", U32, TPC_KH_REQ, "head_dim"},
-	R_FILE_TYPE,
+	GEMMA_RULES,
 	{"attn_logit_softcapping", F32, TPC_KH_REQ, "attn_logit_softcapping"},
 	{"final_logit_softcapping", F32, TPC_KH_REQ, "final_logit_softcapping"},
 	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},

@@ -127,14 +127,8 @@ static int stack(void *arg, int64_t l, bool dbl, vlayer_loc *L, vstack *st)
 bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 {
 	const tpc_vmodel *d = R->s->model;
-	memset(m, 0, sizeof(*m));
-	m->norm = d->norm;
-	m->eps = d->norm_eps;
-	m->embed_mul = d->embed_mul;
-	m->final_softcap = d->final_softcap;
-	m->H = d->hidden;
-	m->V = d->vocab;
-	m->nl = d->nlayers;
+	*m = (vmodel_loc){.norm = d->norm, .eps = d->norm_eps, .embed_mul = d->embed_mul, .final_softcap = d->final_softcap,
+			  .H = d->hidden, .V = d->vocab, .nl = d->nlayers};
 	int64_t head = d->lm_head >= 0 ? d->lm_head : d->embed;
 	if (t >= 0) {
 		if (!vocab_ok(R, d->embed, "embedding", msg, n) || !vocab_ok(R, head, "lm head", msg, n) ||
