@@ -300,16 +300,35 @@ const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
 	return f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) ? f : NULL;
 }
 
-const tpc_family *tpc_family_by_gguf(const char *arch, int experts)
+static bool fits_gguf(const tpc_family *f, const char *arch, int experts)
 {
+	return f->gguf && !strcmp(f->gguf->arch, arch) &&
+	       (experts < 0 || tpc_gguf_arch_stacks_experts(f->gguf) == (experts > 0));
+}
+
+const tpc_family *tpc_family_by_gguf_keys(const char *arch, int experts, bool (*has)(const void *ctx, const char *key),
+					  const void *ctx)
+{
+	char full[160];
+	for (size_t i = 0; arch && has && i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (!fits_gguf(f, arch, experts) || !f->gguf->when_key)
+			continue;
+		int n = snprintf(full, sizeof(full), "%s.%s", arch, f->gguf->when_key);
+		if (n > 0 && (size_t)n < sizeof(full) && has(ctx, full))
+			return f;
+	}
 	for (size_t i = 0; arch && i < tpc_family_count(); i++) {
 		const tpc_family *f = tpc_family_at(i);
-		if (!f->gguf || strcmp(f->gguf->arch, arch))
-			continue;
-		if (experts < 0 || tpc_gguf_arch_stacks_experts(f->gguf) == (experts > 0))
+		if (fits_gguf(f, arch, experts) && !f->gguf->when_key)
 			return f;
 	}
 	return NULL;
+}
+
+const tpc_family *tpc_family_by_gguf(const char *arch, int experts)
+{
+	return tpc_family_by_gguf_keys(arch, experts, NULL, NULL);
 }
 
 void tpc_family_gguf_list(bool hf, char *buf, size_t n)

@@ -27,7 +27,8 @@
  *              transformers 5.12)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), rope_pct (the member a partial rotary
- *              dimension is written as), experts_member
+ *              dimension is written as), experts_member, when_key (which of
+ *              two records of one arch a GGUF is read as)
  *
  * GGUF's own vocabulary (tokenizer.ggml.model "llama"/"gpt2", pre-tokenizer
  * names) is not a family and stays with the GGUF code.
@@ -65,6 +66,9 @@ typedef enum tpc_gguf_kh {
 				GGUFWriter.add_key_value does */
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
+	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
+			      * "sliding_attention", else every layer but each names-th (1-based;
+			      * Olmo2Model.set_gguf_parameters: "4"); no key without a window */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -101,6 +105,8 @@ typedef enum tpc_gguf_ck {
 	TPC_CK_INT_NZ, /* left out when 0 */
 	TPC_CK_FLOAT,
 	TPC_CK_BOOL,
+	TPC_CK_LAYER_TYPES, /* a bool array: layer_types, "sliding_attention" where true,
+			     * else "full_attention" */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {
@@ -129,6 +135,10 @@ typedef struct tpc_gguf_arch {
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
+	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
+			       * there (OLMo 3's attention.sliding_window: the reference writes
+			       * Olmo2ForCausalLM and Olmo3ForCausalLM both as olmo2); the record
+			       * without one reads the others */
 } tpc_gguf_arch;
 
 /* Whether the architecture stacks a layer's experts into one tensor each */
@@ -141,8 +151,12 @@ const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch);
 
 /* The first record whose GGUF architecture is `arch` (a GGUF's
  * general.architecture): experts 1, one that stacks experts; 0, one that
- * does not; -1, either. NULL if none. */
+ * does not; -1, either. NULL if none. Records with a when_key are left out. */
 const tpc_family *tpc_family_by_gguf(const char *arch, int experts);
+/* The same, a record with a when_key first when has(ctx, "{arch}.key") says
+ * the GGUF holds that key. */
+const tpc_family *tpc_family_by_gguf_keys(const char *arch, int experts, bool (*has)(const void *ctx, const char *key),
+					  const void *ctx);
 
 /* For messages: the records' HF architectures (hf true) or their distinct
  * GGUF architectures, ", "-separated, into buf (truncated to fit). */

@@ -228,13 +228,44 @@ static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint
 	return *y ? 0 : cfg_err(c, e, "config.json: %s is 0", b);
 }
 
+/* Olmo2Model's sliding_window_pattern: with a sliding_window, a bool per
+ * layer from layer_types, else every layer but each period-th (r->names) */
+static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	const cfg *c = &cv->c;
+	const cJSON *lt = cfg_get(c, "layer_types");
+	uint64_t n = 0, period = r->names ? strtoull(r->names, NULL, 10) : 0;
+	if (!cfg_get(c, "sliding_window"))
+		return 0;
+	if (cJSON_IsArray(lt))
+		n = (uint64_t)cJSON_GetArraySize(lt);
+	else if (!period || cfg_req_u32(c, "num_hidden_layers", &n, cv->e))
+		return period ? -1 : tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': no period", r->key);
+	uint8_t *b = malloc(n ? n : 1);
+	if (!b)
+		return tpc_err_nomem(cv->e);
+	for (uint64_t i = 0; i < n; i++) {
+		const cJSON *t = lt ? cJSON_GetArrayItem(lt, (int)i) : NULL;
+		b[i] = lt ? cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention") : (i + 1) % period != 0;
+	}
+	char full[160];
+	int w = snprintf(full, sizeof(full), "%s.%s", cv->spec->arch, r->key);
+	int ret = w < 0 || (size_t)w >= sizeof(full) ? tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", r->key)
+		  : tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n) ? tpc_err_nomem(cv->e)
+								      : 0;
+	free(b);
+	return ret;
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST ? cfg_find(c, r->names, &which, buf, sizeof(buf)) : NULL;
+	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN
+				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
+				 : NULL;
 	uint64_t h = 0, heads = 0;
 	*put = true;
 	switch (r->how) {
@@ -319,6 +350,9 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		*u = (uint64_t)*f;
 		return 0;
 	}
+	case TPC_KH_SWA_PATTERN:
+		*put = false;
+		return swa_pattern(cv, r);
 	case TPC_KH_REFUSE:
 		*put = false;
 		return v && !cJSON_IsNull(v) ? cfg_err(c, cv->e, "config.json: '%s' is not written to GGUF by tpconv yet", which)

@@ -65,6 +65,11 @@ static int64_t kv_int(const tpc_gguf_kv *k)
 	}
 }
 
+static bool kv_has(const void *ctx, const char *key)
+{
+	return tpc_gguf_kvs_find(ctx, key) >= 0;
+}
+
 typedef struct hfctx {
 	const tpc_gguf_arch *a; /* fam->gguf */
 	const tpc_family *fam;
@@ -84,7 +89,7 @@ static int hf_init(hfctx *h, const tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err
 	h->arch = a->s;
 	h->e = e;
 	h->n_exp = kv_int(kv_get(kv, h->arch, "expert_count"));
-	if (!(h->fam = tpc_family_by_gguf(h->arch, h->n_exp > 0))) {
+	if (!(h->fam = tpc_family_by_gguf_keys(h->arch, h->n_exp > 0, kv_has, kv))) {
 		char list[256];
 		tpc_sanitize(safe, sizeof(safe), h->arch);
 		tpc_family_gguf_list(false, list, sizeof(list));
@@ -369,6 +374,22 @@ static const tpc_tensor *role_tensor(const hfctx *h, tpc_role r, bool bias)
 	return NULL;
 }
 
+/* layer_types from a bool per layer (true: sliding); NULL out of memory */
+static cJSON *layer_types(const tpc_gguf_kv *k)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (uint64_t i = 0; a && i < k->n; i++) {
+		const char *t = ((const uint8_t *)k->arr)[i] ? "sliding_attention" : "full_attention";
+		cJSON *s = cJSON_CreateString(t);
+		if (!s || !cJSON_AddItemToArray(a, s)) {
+			cJSON_Delete(s);
+			cJSON_Delete(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
@@ -381,11 +402,15 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			item = float_item(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
 		else if (r->kind == TPC_CK_BOOL && k->type == TPC_GV_BOOL)
 			item = cJSON_CreateBool(k->v.u != 0);
+		else if (r->kind == TPC_CK_LAYER_TYPES && k->type == TPC_GV_ARRAY && k->atype == TPC_GV_BOOL)
+			item = layer_types(k);
 		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ) && v >= 0 && k->type != TPC_GV_BOOL)
 			item = r->kind == TPC_CK_INT_NZ && !v ? NULL : cJSON_CreateNumber((double)v);
 		else
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "%s.%s: not the type config.json's %s takes",
 					  h->arch, r->key, r->member);
+		if (r->kind == TPC_CK_LAYER_TYPES && !item)
+			return tpc_err_nomem(h->e);
 		if (item && !cJSON_AddItemToObject(o, r->member, item)) {
 			cJSON_Delete(item);
 			return tpc_err_nomem(h->e);
