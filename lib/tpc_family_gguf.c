@@ -64,6 +64,14 @@ static const tpc_gguf_kv_rule olmo2_kv[] = {
 	{"attention.sliding_window", 0, TPC_KH_REFUSE, "sliding_window"},
 	R_END,
 };
+/* Olmo2Model for Olmo3ForCausalLM: TextModel's keys, then the window and a
+ * bool per layer (layer_types, else three sliding layers in four) */
+static const tpc_gguf_kv_rule olmo3_kv[] = {
+	TEXT_RULES,
+	{"attention.sliding_window", U32, TPC_KH_FIND, "sliding_window"},
+	{"attention.sliding_window_pattern", TPC_GV_BOOL, TPC_KH_SWA_PATTERN, "4"},
+	R_END,
+};
 static const tpc_gguf_kv_rule qwen2moe_kv[] = {
 	TEXT_RULES,
 	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
@@ -178,6 +186,13 @@ static const tpc_gguf_cfg_rule gemma2_cfg[] = {
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
+/* OLMo 3: the window and layer_types */
+static const tpc_gguf_cfg_rule olmo3_cfg[] = {
+	TEXT_CFG_ROWS
+	{"sliding_window", "attention.sliding_window", TPC_CK_INT},
+	{"layer_types", "attention.sliding_window_pattern", TPC_CK_LAYER_TYPES},
+	{NULL, NULL, TPC_CK_INT},
+};
 static const tpc_gguf_cfg_rule starcoder2_cfg[] = {
 	TEXT_CFG_ROWS
 	{"norm_epsilon", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
@@ -260,6 +275,12 @@ const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor"};
+/* Olmo2Model for Olmo3ForCausalLM: general.architecture olmo2 too, told
+ * apart by its window */
+const tpc_gguf_arch tpc__gguf_olmo3 = {
+	.arch = "olmo2", .hf_arch = A("Olmo3ForCausalLM"), .kv = olmo3_kv, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = olmo3_cfg,
+	.rope_pct = "partial_rotary_factor", .when_key = "attention.sliding_window"};
 /* GemmaConfig's head_dim default: 256 */
 const tpc_gguf_arch tpc__gguf_gemma = {
 	.arch = "gemma", .hf_arch = A("GemmaForCausalLM"), .kv = gemma_kv, .norm_plus_1 = true, .no_lm_head = true,
