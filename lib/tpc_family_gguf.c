@@ -186,10 +186,9 @@ static const tpc_gguf_cfg_rule gemma2_cfg[] = {
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
-/* OLMo 3: the window and layer_types */
+/* OLMo 3: layer_types (the window is a text row) */
 static const tpc_gguf_cfg_rule olmo3_cfg[] = {
 	TEXT_CFG_ROWS
-	{"sliding_window", "attention.sliding_window", TPC_CK_INT},
 	{"layer_types", "attention.sliding_window_pattern", TPC_CK_LAYER_TYPES},
 	{NULL, NULL, TPC_CK_INT},
 };

@@ -93,6 +93,10 @@ FAMILIES = {
     "qwen3-moe": (tf.Qwen3MoeConfig, dict(COMMON, head_dim=16, num_experts=4, num_experts_per_tok=2,
                                           moe_intermediate_size=32, decoder_sparse_step=1, norm_topk_prob=True,
                                           tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
+    # four layers, a 4-token window: layer_types' default, three sliding then one full
+    "olmo3": (tf.Olmo3Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, tie_word_embeddings=False,
+                                   rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=0, pad_token_id=1),
+              "bpe", torch.float32, "olmo"),
     # rms_norm_eps 1e-6: OlmoeModel writes 1e-5 whatever the config says
     "olmoe": (tf.OlmoeConfig, dict(COMMON, num_experts=4, num_experts_per_tok=2, tie_word_embeddings=False,
                                    rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=0, pad_token_id=1),
@@ -116,7 +120,7 @@ FAMILIES = {
 
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101}
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25}
 
 
 def spm_model(d, n):
