@@ -25,6 +25,14 @@ static const char *vt_name(int t)
 
 static void print_kv(const tpc_gguf_kv *kv)
 {
+	if (kv->type == TPC_GV_ARRAY && kv->atype == TPC_GV_BOOL) {
+		/* a bool per layer (sliding_window_pattern), as gguf_arch_dump.py prints it */
+		printf("kv %s ARRAY[BOOL] [", kv->key);
+		for (uint64_t i = 0; i < kv->n; i++)
+			printf("%s%s", i ? ", " : "", ((const uint8_t *)kv->arr)[i] ? "True" : "False");
+		printf("]\n");
+		return;
+	}
 	printf("kv %s %s ", kv->key, vt_name(kv->type));
 	switch (kv->type) {
 	case TPC_GV_STRING:

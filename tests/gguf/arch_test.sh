@@ -340,19 +340,21 @@ fi
 # the embedding scale, sliding layers of a 4-token window, softcaps;
 # Qwen3-MoE: per-head q/k norms, experts without a shared one; OLMoE:
 # whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
-# biases everywhere, a plain gelu-tanh MLP), and GGUF -> HF -> GGUF byte for
+# biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
+# layers of a 4-token window then a full one), and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 gemma2 qwen3-moe olmoe starcoder2; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2; do
   O="$A/tiny-$fam"
+  nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do
     rm -rf "$T/o$tp" "$T/o$tp.safetensors"
     if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
        grep -q "\"name\": *\"$fam\"" "$T/o$tp/tpconv-manifest.json" &&
        "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
        "$TPCONV" verify --reference "$O" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
-       grep -q ', 2 layers,' "$T/err"; then
+       grep -q ", $nl layers," "$T/err"; then
       ok "$fam tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
     else
       bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"

@@ -21,6 +21,7 @@ FAMILIES = {
     "gemma3": ("gemma3", "gemma3_text", "causal", dict(ATT), (2, 4, 8)),
     "phi3": ("phi3", "phi3", "causal", dict(ATT, tie_word_embeddings=False, pad_token_id=0), (2, 4, 8)),
     "olmo2": ("olmo2", "olmo2", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
+    "olmo3": ("olmo3", "olmo3", "causal", dict(ATT, tie_word_embeddings=False, sliding_window=4), (2, 4, 8)),
     "starcoder2": ("starcoder2", "starcoder2", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
