@@ -63,6 +63,9 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_CONST,        /* the number `names` holds, whatever config.json says (OlmoeModel's
 				rms epsilon); a key written before is overwritten in its place, as
 				GGUFWriter.add_key_value does */
+	TPC_KH_OR_ONE,       /* a number: names' value, else 1.0, the config class's default
+				(the reference reads AutoConfig's to_dict(): GraniteConfig's
+				multipliers); 0 writes no key, as the reference's `if v :=` */
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 } tpc_gguf_kh;
