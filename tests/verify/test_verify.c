@@ -803,6 +803,13 @@ static void test_starcoder2_record(void **st)
 	record_case("starcoder2", "starcoder2");
 }
 
+/* Granite: LLaMA's parts, its four multipliers config.json's facts */
+static void test_granite_record(void **st)
+{
+	(void)st;
+	record_case("granite", "granite");
+}
+
 /* Granite's four multipliers as config.json's facts, no parts of their own:
  * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
  * times embedding_multiplier, each sublayer's output times
@@ -833,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
+		cmocka_unit_test(test_granite_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
