@@ -84,6 +84,24 @@ static const struct {
 };
 #undef COUNT
 
+/* The numbers, each under its config.json name: positive, else 0. */
+#define NUM(field, name) {offsetof(tpc_model_facts, field), name}
+static const struct {
+	size_t off;
+	const char *name;
+} nums[] = {
+	/* Gemma 2/3: the score scale and softcaps */
+	NUM(attn_scalar, "query_pre_attn_scalar"),
+	NUM(attn_softcap, "attn_logit_softcapping"),
+	NUM(final_softcap, "final_logit_softcapping"),
+	/* Granite: its four multipliers */
+	NUM(embed_mul, "embedding_multiplier"),
+	NUM(resid_mul, "residual_multiplier"),
+	NUM(attn_mul, "attention_multiplier"),
+	NUM(logit_div, "logits_scaling"),
+};
+#undef NUM
+
 /* Rope parameters per layer type (transformers 5's Gemma 3:
  * rope_parameters {"full_attention": {...}, "sliding_attention": {...}}),
  * or the sliding layers' theta at the top level (rope_local_base_freq, as
@@ -106,13 +124,12 @@ static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
 	f->rope_theta_local = cJSON_IsNumber(st) ? pos(st->valuedouble) : num(c, "rope_local_base_freq");
 }
 
-/* Attention extras: the score scale and softcaps, the sliding window and
- * which layers use it (layer_types). */
+/* Attention extras: the numbers above, the sliding window and which layers
+ * use it (layer_types). */
 static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 {
-	f->attn_scalar = num(c, "query_pre_attn_scalar");
-	f->attn_softcap = num(c, "attn_logit_softcapping");
-	f->final_softcap = num(c, "final_logit_softcapping");
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		*(double *)((char *)f + nums[i].off) = num(c, nums[i].name);
 	f->sliding_window = count(c, "sliding_window");
 	const cJSON *lt = tpc_cfg_get(c, T, "layer_types", NULL);
 	int n = cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0;
@@ -319,6 +336,10 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(rope_theta_local);
 	FILL(rope_linear);
 	FILL(sliding_window);
+	FILL(embed_mul);
+	FILL(resid_mul);
+	FILL(attn_mul);
+	FILL(logit_div);
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));

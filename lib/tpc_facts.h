@@ -137,6 +137,11 @@ typedef struct tpc_model_facts {
 	 * rope object's, or with per-layer-type ones full_attention's (the
 	 * sliding layers then rotate by their own theta, unscaled) */
 	double rope_linear;
+	/* multipliers (Granite): the embeddings times embedding_multiplier,
+	 * each sublayer's output times residual_multiplier before its residual
+	 * add, the scores times attention_multiplier (in place of head_dim^-1/2
+	 * or query_pre_attn_scalar's), the logits divided by logits_scaling */
+	double embed_mul, resid_mul, attn_mul, logit_div;
 	int64_t sliding_window, n_typed;
 	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
 	/* a quantized checkpoint (config.json quantization_config): how its

@@ -585,6 +585,15 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_starcoder2,
 	 .tensors = starcoder2_tensors,
 	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .mlp = TPC_PART_MLP_GELU_NEW, .tied_head = true)},
+	/* LLaMA's tensors, plan and parts; its four multipliers are
+	 * config.json's facts */
+	{.name = "granite",
+	 .desc = "Granite (HF names): the llama plan",
+	 .plan = LLAMA_JSON("granite"),
+	 .hf_arch = A("GraniteForCausalLM"),
+	 .gguf = &tpc__gguf_granite,
+	 .tensors = llama_tensors,
+	 LLAMA_PARTS},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),

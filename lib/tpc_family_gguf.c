@@ -90,6 +90,19 @@ static const tpc_gguf_kv_rule starcoder2_kv[] = {
 	TEXT_RULES,
 	R_END,
 };
+/* GraniteModel (conversion/granite.py): LlamaModel's keys, then its four
+ * multipliers as the reference reads them from AutoConfig's to_dict(): the
+ * value, else GraniteConfig's default 1.0 */
+static const tpc_gguf_kv_rule granite_kv[] = {
+	TEXT_RULES,
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL},
+	{"attention.scale", F32, TPC_KH_OR_ONE, "attention_multiplier"},
+	{"embedding_scale", F32, TPC_KH_OR_ONE, "embedding_multiplier"},
+	{"residual_scale", F32, TPC_KH_OR_ONE, "residual_multiplier"},
+	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"},
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -185,6 +198,15 @@ static const tpc_gguf_cfg_rule gemma2_cfg[] = {
 	{"query_pre_attn_scalar", "attention.key_length", TPC_CK_INT},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* Granite's multipliers */
+static const tpc_gguf_cfg_rule granite_cfg[] = {
+	TEXT_CFG_ROWS
+	{"attention_multiplier", "attention.scale", TPC_CK_FLOAT},
+	{"embedding_multiplier", "embedding_scale", TPC_CK_FLOAT},
+	{"residual_multiplier", "residual_scale", TPC_CK_FLOAT},
+	{"logits_scaling", "logit_scale", TPC_CK_FLOAT},
+	{NULL, NULL, TPC_CK_INT},
+};
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
 /* OLMo 3: layer_types (the window is a text row) */
 static const tpc_gguf_cfg_rule olmo3_cfg[] = {
@@ -264,6 +286,12 @@ const tpc_gguf_arch tpc__gguf_olmoe = {
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* GraniteModel (a LlamaModel): Q/K permuted, LlamaModel's vocabulary;
+ * head_dim popped from the hparams (GraniteConfig has none) */
+const tpc_gguf_arch tpc__gguf_granite = {
+	.arch = "granite", .hf_arch = A("GraniteForCausalLM"), .kv = granite_kv, .permute_qk = true,
+	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
+	.add_space_prefix = true, .hf_cfg = granite_cfg, .rope_pct = "partial_rotary_factor"};
 /* StarCoder2Model: TextModel's _set_vocab_gpt2; no Q/K permutation */
 const tpc_gguf_arch tpc__gguf_starcoder2 = {
 	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,

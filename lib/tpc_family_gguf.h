@@ -64,6 +64,9 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_CONST,        /* the number `names` holds, whatever config.json says (OlmoeModel's
 				rms epsilon); a key written before is overwritten in its place, as
 				GGUFWriter.add_key_value does */
+	TPC_KH_OR_ONE,       /* a number: names' value, else 1.0, the config class's default
+				(the reference reads AutoConfig's to_dict(): GraniteConfig's
+				multipliers); 0 writes no key, as the reference's `if v :=` */
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
@@ -165,6 +168,6 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 /* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
-	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2;
+	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite;
 
 #endif

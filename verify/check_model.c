@@ -128,7 +128,7 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 {
 	const tpc_vmodel *d = R->s->model;
 	*m = (vmodel_loc){.norm = d->norm, .eps = d->norm_eps, .embed_mul = d->embed_mul, .final_softcap = d->final_softcap,
-			  .H = d->hidden, .V = d->vocab, .nl = d->nlayers};
+			  .resid_mul = d->resid_mul, .logit_div = d->logit_div, .H = d->hidden, .V = d->vocab, .nl = d->nlayers};
 	int64_t head = d->lm_head >= 0 ? d->lm_head : d->embed;
 	if (t >= 0) {
 		if (!vocab_ok(R, d->embed, "embedding", msg, n) || !vocab_ok(R, head, "lm head", msg, n) ||

@@ -309,8 +309,8 @@ typedef struct tpc_vattn {
 					    within them, GPT-NeoX's rotary_pct); 0: the whole head */
 	double rope_linear;              /* a linear rope scaling's factor: positions divided by it
 					    (0: none) */
-	double scale;                    /* the scores' scale (Gemma's query_pre_attn_scalar^-1/2);
-					    0: head_dim^-1/2 */
+	double scale;                    /* the scores' scale (Gemma's query_pre_attn_scalar^-1/2,
+					    Granite's attention_multiplier); 0: head_dim^-1/2 */
 	double softcap;                  /* scores capped as softcap * tanh(s / softcap) before the
 					    mask (Gemma 2); 0: none */
 	int64_t window;                  /* a sliding-window layer: token t sees keys t - window + 1
@@ -387,8 +387,12 @@ typedef struct tpc_vmodel {
 	int64_t mlm_dense;               /* BERT: the MLM transform's dense (gelu after it) */
 	int64_t head_bias;               /* BERT: the decoder's vocab bias */
 	double embed_mul;                /* the embeddings times this (Gemma: sqrt(hidden) in the
-					    embedding's dtype); 0: none */
+					    embedding's dtype; Granite: embedding_multiplier); 0: none */
 	double final_softcap;            /* logits capped as cap * tanh(l / cap) (Gemma 2); 0: none */
+	double resid_mul;                /* each sublayer's output times this before its residual
+					    add (Granite's residual_multiplier); 0: none */
+	double logit_div;                /* the logits divided by this (Granite's logits_scaling);
+					    0: none */
 	bool hidden_out;                 /* no head (BertModel): the model check compares the last
 					    hidden states [T, hidden] */
 } tpc_vmodel;

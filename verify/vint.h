@@ -148,7 +148,7 @@ typedef struct vstack {
 typedef struct vmodel_loc {
 	tpc_vnorm norm;
 	double eps;
-	double embed_mul, final_softcap; /* tpc_vmodel's */
+	double embed_mul, final_softcap, resid_mul, logit_div; /* tpc_vmodel's */
 	int64_t H, V;
 	vloc embed, pos, fnw, fnb, head; /* pos.t / fnb.t NULL: none */
 	vlayer_loc *L;

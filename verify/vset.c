@@ -703,7 +703,7 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 											       : TPC_VACT_GELU;
 	bool swa = layer_slides(pt, f, l);
 	if (f) {
-		a->scale = f->attn_scalar > 0 ? 1.0 / sqrt(f->attn_scalar) : 0;
+		a->scale = f->attn_mul > 0 ? f->attn_mul : f->attn_scalar > 0 ? 1.0 / sqrt(f->attn_scalar) : 0;
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
@@ -918,7 +918,11 @@ int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const 
 			ret = llama_gpt2_layers(s, m, &an, f, e);
 		if (!ret && fam->parts.embed_scale)
 			m->embed_mul = embed_scale(m->hidden, s->t[m->embed].ref->src_dtype);
+		else if (f)
+			m->embed_mul = f->embed_mul;
 		m->final_softcap = f ? f->final_softcap : 0;
+		m->resid_mul = f ? f->resid_mul : 0;
+		m->logit_div = f ? f->logit_div : 0;
 	}
 	if (!ret) {
 		model_free(s->model);

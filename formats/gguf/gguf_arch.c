@@ -353,6 +353,13 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_SWA_PATTERN:
 		*put = false;
 		return swa_pattern(cv, r);
+	case TPC_KH_OR_ONE:
+		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
+			return cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
+		*f = v && !cJSON_IsNull(v) ? v->valuedouble : 1.0;
+		*u = 0;
+		*put = *f != 0;
+		return 0;
 	case TPC_KH_REFUSE:
 		*put = false;
 		return v && !cJSON_IsNull(v) ? cfg_err(c, cv->e, "config.json: '%s' is not written to GGUF by tpconv yet", which)

@@ -333,6 +333,24 @@ if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.pre" "$T/err" && grep -qF "tokenize
 else
   bad "an unmapped BPE pre-tokenizer is refused" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/r")"
 fi
+# Granite without its four multipliers in config.json: the reference writes
+# each as GraniteConfig's default 1.0 (make_arch_fixtures.py granite_nomul)
+rm -rf "$T/nm" && mkdir "$T/nm" && cp -r "$A/tiny-granite" "$T/nm/" && rm -f "$T/w.gguf"
+python3 - "$T/nm/tiny-granite/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for k in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+    del c[k]
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+want=$(cut -d' ' -f1 "$A/ref/granite-nomul.sha256")
+if "$TPCONV" convert "$T/nm/tiny-granite" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+  ok "granite without its multipliers: each 1.0, the reference's file"
+else
+  bad "granite without its multipliers" "$(cat "$T/err")"
+fi
+
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
 # merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
@@ -341,11 +359,11 @@ fi
 # Qwen3-MoE: per-head q/k norms, experts without a shared one; OLMoE:
 # whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
-# layers of a 4-token window then a full one), and GGUF -> HF -> GGUF byte for
+# layers of a 4-token window then a full one; Granite: its four multipliers), and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do

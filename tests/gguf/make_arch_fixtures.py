@@ -45,7 +45,7 @@ token); tiny-llama3 with a Llama 3 style tokenizer.json (byte-level BPE,
 Llama 3's Split regex, ignore_merges, no byte_fallback; the reference's
 _set_vocab_gpt2 with TPC_PRE=llama-bpe).
 """
-import hashlib, json, os, subprocess, sys
+import hashlib, json, os, shutil, subprocess, sys
 import torch
 import transformers as tf
 
@@ -101,8 +101,7 @@ FAMILIES = {
     "olmoe": (tf.OlmoeConfig, dict(COMMON, num_experts=4, num_experts_per_tok=2, tie_word_embeddings=False,
                                    rms_norm_eps=1e-6, bos_token_id=0, eos_token_id=0, pad_token_id=1),
               "bpe", torch.float32, "olmo"),
-    # granite: no record yet (verify has no embedding/residual/attention/logits
-    # multipliers); its fixture and reference are made, not committed nor tested
+    # granite: LLaMA with its four multipliers (config.json facts)
     "granite": (tf.GraniteConfig, dict(COMMON, tie_word_embeddings=False, embedding_multiplier=12.0,
                                        residual_multiplier=0.22, attention_multiplier=0.0625, logits_scaling=8.0),
                 "spm", torch.float32, None),
@@ -221,6 +220,23 @@ def model(fam, d):
         bpe_tokenizer(d, FAMILIES[fam][4])
 
 
+def granite_nomul(d):
+    """tiny-granite without its four multipliers in config.json: the
+    reference writes each as GraniteConfig's default 1.0 (ref/granite-nomul.sha256)"""
+    n = os.path.join(OUT, "nomul", "tiny-granite")
+    shutil.rmtree(n, ignore_errors=True)
+    shutil.copytree(d, n)
+    c = json.load(open(os.path.join(n, "config.json")))
+    for k in ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"):
+        del c[k]
+    json.dump(c, open(os.path.join(n, "config.json"), "w"), indent=2)
+    g = os.path.join(OUT, "ref", "granite-nomul-f32.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(g, "rb") as f, open(os.path.join(OUT, "ref", "granite-nomul.sha256"), "w") as s:
+        s.write("%s  granite-nomul-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
+
+
 def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
     # rope variants of tiny-llama and tiny-phi3), or all
@@ -240,6 +256,8 @@ def main():
                 subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
             with open(g, "rb") as f, open(os.path.join(OUT, "ref", "whole.sha256"), "a") as s:
                 s.write("%s  %s-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
+        if fam == "granite":
+            granite_nomul(d)
         print(fam, "ok", flush=True)
     if "t4" in fams:
         t4_llama()

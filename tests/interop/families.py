@@ -23,6 +23,12 @@ FAMILIES = {
     "olmo2": ("olmo2", "olmo2", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
     "olmo3": ("olmo3", "olmo3", "causal", dict(ATT, tie_word_embeddings=False, sliding_window=4), (2, 4, 8)),
     "starcoder2": ("starcoder2", "starcoder2", "causal", dict(ATT, tie_word_embeddings=False), (2, 4, 8)),
+    # GraniteConfig has no head_dim (convert_hf_to_gguf.py drops one); its
+    # four multipliers away from 1.0 so that each shows
+    "granite": ("granite", "granite", "causal",
+                dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
+                     embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
+                     logits_scaling=8.0), (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
     "qwen2-moe": ("qwen2-moe", "qwen2_moe", "causal",

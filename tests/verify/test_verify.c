@@ -726,7 +726,17 @@ static void test_gemma3_parts(void **st)
  * replicated), the facts read from the config.json; verify's fp64 reference
  * forward, composed from the record's layer parts, gives transformers'
  * logits within 1e-5 of their rms (vs_transformers). */
+static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *f, tpc_verify_set *s);
+
 static void record_case(const char *fam, const char *file)
+{
+	tpc_model_facts f;
+	record_case_of(tpc_family_find(fam), file, &f, NULL);
+}
+
+/* record_case with the record given; s, when not NULL, gets the model built
+ * (its release the caller's) */
+static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
 {
 	char st[128], js[4096];
 	tpc_err e;
@@ -754,13 +764,17 @@ static void record_case(const char *fam, const char *file)
 		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
 	}
 	tpc_verify_link_biases(&s);
-	int r = tpc_verify_model_from_names(&s, tpc_family_find(fam), &f, &e);
+	int r = tpc_verify_model_from_names(&s, fam, &f, &e);
 	if (r)
 		print_message("# %s\n", e.msg);
 	assert_int_equal(r, 0);
 	assert_int_equal(s.model->nlayers, 2);
-	vs_transformers(&s, &ex, file, 48, fam);
-	tpc_verify_set_release(&s);
+	vs_transformers(&s, &ex, file, 48, fam->name);
+	*fp = f;
+	if (sp)
+		*sp = s;
+	else
+		tpc_verify_set_release(&s);
 	tpc_ckpt_release(&ex);
 	tpc_ckpt_release(&ck);
 }
@@ -789,6 +803,30 @@ static void test_starcoder2_record(void **st)
 	record_case("starcoder2", "starcoder2");
 }
 
+/* Granite: LLaMA's parts, its four multipliers config.json's facts */
+static void test_granite_record(void **st)
+{
+	(void)st;
+	record_case("granite", "granite");
+}
+
+/* Granite's four multipliers as config.json's facts, no parts of their own:
+ * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
+ * times embedding_multiplier, each sublayer's output times
+ * residual_multiplier, the scores times attention_multiplier, the logits
+ * divided by logits_scaling) */
+static void test_granite_facts(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("llama"), "granite", &f, &s);
+	assert_true(f.embed_mul == 12 && f.resid_mul == 0.22 && f.attn_mul == 0.0625 && f.logit_div == 8);
+	assert_true(s.model->embed_mul == 12 && s.model->resid_mul == 0.22 && s.model->logit_div == 8);
+	assert_true(s.model->layers[0].attn.scale == 0.0625 && s.model->layers[1].attn.scale == 0.0625);
+	tpc_verify_set_release(&s);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -801,7 +839,8 @@ int main(void)
 		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
-		cmocka_unit_test(test_starcoder2_record),
+		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
+		cmocka_unit_test(test_granite_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
