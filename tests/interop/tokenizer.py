@@ -20,7 +20,8 @@ tokens in it too) as transformers' own conversion of the original's tokenizer.mo
 (read by spm_proto.py, loaded with that class). What the GGUF does not hold is not compared:
 runs of spaces (sentencepiece's remove_extra_whitespaces, which llama.cpp does not
 do: the rebuilt model keeps them, checked on its own) and gemma's dummy prefix
-(the reference writes add_space_prefix false for gemma; the tiny model has one).
+(the reference writes add_space_prefix false for gemma and gemma2, NO_PREFIX; the
+tiny models have one).
 Appends rows to WORK/results.tsv."""
 import os
 import sys
@@ -34,6 +35,9 @@ TEXTS = ["Hello world", "the quick brown fox jumps over the lazy dog.", "tab\the
          "<|user|>hi <|tool|> x<unk>"]
 CHAT = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}]
 OP = "GGUF → tokenizer files"
+# the families whose GGUF the reference writes with add_space_prefix false
+# (GemmaModel, Gemma2Model) though their tokenizer.model adds a dummy prefix
+NO_PREFIX = ("gemma", "gemma2")
 
 
 def result(consumer, fam, case, ok, detail):
@@ -75,10 +79,10 @@ def spm(fam):
     a = sentencepiece.SentencePieceProcessor(model_file=os.path.join(original(fam), "tokenizer.model"))
     b = sentencepiece.SentencePieceProcessor(model_file=os.path.join(G, "tpc", fam + "-hf", "tokenizer.model"))
     texts = [t for t in TEXTS if "<" not in t]  # pieces, not added tokens (transformers' business)
-    lead = " " if fam == "gemma" else ""  # the original's dummy prefix, made explicit
+    lead = " " if fam in NO_PREFIX else ""  # the original's dummy prefix, made explicit
     bad = [t for t in texts if a.encode(t) != b.encode(lead + t) or b.decode(b.encode(t)) != t]
     result("sentencepiece", fam, "SentencePieceProcessor: %d texts" % len(texts), not bad,
-           "same ids, decodes back" + (" (the original's dummy prefix aside)" if fam == "gemma" else "")
+           "same ids, decodes back" + (" (the original's dummy prefix aside)" if fam in NO_PREFIX else "")
            if not bad else "differs on %r" % bad[:2])
     t = "  two  spaces"
     result("sentencepiece", fam, "runs of spaces kept (as llama.cpp)", b.decode(b.encode(t)) == t, repr(b.decode(b.encode(t))))
@@ -93,7 +97,7 @@ def spm_fast(fam):
     b = AutoTokenizer.from_pretrained(tpc)
     a = sentencepiece.SentencePieceProcessor(model_file=os.path.join(original(fam), "tokenizer.model"))
     texts = [t for t in TEXTS if "<" not in t]
-    lead = " " if fam == "gemma" else ""  # the original's dummy prefix, made explicit
+    lead = " " if fam in NO_PREFIX else ""  # the original's dummy prefix, made explicit
     bad = []
     for t in texts:
         ids = b(lead + t, add_special_tokens=False)["input_ids"]
