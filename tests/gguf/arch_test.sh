@@ -139,16 +139,7 @@ done < "$A/ref/whole.sha256"
 # arch/llama-hf/variants.json (make_arch_fixtures.py llama_hf_variants),
 # whole f32 files against ref/llama-hf.sha256
 hfvariant() {
-  python3 - "$A/llama-hf/variants.json" "$1" "$2" <<'PY'
-import json, os, sys
-for name, ed in json.load(open(sys.argv[1]))[sys.argv[2]].items():
-    p = os.path.join(sys.argv[3], name)
-    c = json.load(open(p))
-    c.update(ed.get("set", {}))
-    for k in ed.get("del", []):
-        c.pop(k, None)
-    json.dump(c, open(p, "w"), indent=2)
-PY
+  python3 "$SRC/tests/gguf/apply_variant.py" "$A/llama-hf/variants.json" "$1" "$2"
 }
 while read -r sum name; do
   v=${name#llama-hf-}; v=${v%-f32.gguf}

@@ -143,12 +143,9 @@ for dir in "$A"/tiny-*; do
     ok "$fam: with tokenizer.json, every KV the same but the reference's $(cat "$T/out"); then a fixed point" ||
     bad "$fam: with tokenizer.json: the same KVs but unknown_token_id, add_sep_token; then a fixed point" "$(cat "$T/err" "$T/out" "$T/diff" | head -6)"
 done
-# a "llama" vocabulary the reference took from a tokenizer.json (LlamaHfVocab:
-# every score -1000, no UNKNOWN) comes back as transformers 5 saved it: no
-# tokenizer.model, the fixture's own tokenizer.json (JSON-equal) and
-# chat_template.jinja; a SentencePiece one keeps its tokenizer.model
-F=$T/fp/tiny-llama-hf
-$PY - "$F/tokenizer.json" "$A/tiny-llama-hf/tokenizer.json" > "$T/out" 2>&1 <<'PY'
+# tj_same GOT WANT: two tokenizer.json files JSON-equal (top level and model.*);
+# prints the differing keys, or the counts
+tj_same() { $PY - "$1" "$2" <<'PY'
 import json, sys
 got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
@@ -157,6 +154,13 @@ print("differs: %s" % diff if diff else "%d pieces, %d merges, %d added tokens" 
       (len(got["model"]["vocab"]), len(got["model"]["merges"]), len(got["added_tokens"])))
 sys.exit(1 if diff else 0)
 PY
+}
+# a "llama" vocabulary the reference took from a tokenizer.json (LlamaHfVocab:
+# every score -1000, no UNKNOWN) comes back as transformers 5 saved it: no
+# tokenizer.model, the fixture's own tokenizer.json (JSON-equal) and
+# chat_template.jinja; a SentencePiece one keeps its tokenizer.model
+F=$T/fp/tiny-llama-hf
+tj_same "$F/tokenizer.json" "$A/tiny-llama-hf/tokenizer.json" > "$T/out" 2>&1
 [ $? = 0 ] && [ ! -e "$F/tokenizer.model" ] && cmp -s "$F/chat_template.jinja" "$A/tiny-llama-hf/chat_template.jinja" &&
   ok "llama-hf: no tokenizer.model; tokenizer.json the fixture's own ($(cat "$T/out")), chat_template.jinja too" ||
   bad "llama-hf: rebuilt as the fixture's tokenizer.json and chat_template.jinja, no tokenizer.model" \
@@ -171,16 +175,7 @@ done
 # -> HF -> GGUF, the two GGUFs byte-identical
 for v in $($PY -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))))' "$A/llama-hf/variants.json"); do
   rm -rf "$T/hv" && mkdir -p "$T/hv/in" && cp -r "$A/tiny-llama-hf" "$T/hv/in/"
-  $PY - "$A/llama-hf/variants.json" "$v" "$T/hv/in/tiny-llama-hf" <<'PY'
-import json, os, sys
-for name, ed in json.load(open(sys.argv[1]))[sys.argv[2]].items():
-    p = os.path.join(sys.argv[3], name)
-    c = json.load(open(p))
-    c.update(ed.get("set", {}))
-    for k in ed.get("del", []):
-        c.pop(k, None)
-    json.dump(c, open(p, "w"), indent=2)
-PY
+  $PY "$SRC/tests/gguf/apply_variant.py" "$A/llama-hf/variants.json" "$v" "$T/hv/in/tiny-llama-hf"
   if "$TPCONV" convert "$T/hv/in/tiny-llama-hf" -o "$T/hv/a.gguf" --outtype f32 -q 2>"$T/err" &&
      "$TPCONV" convert "$T/hv/a.gguf" -o "$T/hv/out/tiny-llama-hf/" -q 2>>"$T/err" &&
      "$TPCONV" convert "$T/hv/out/tiny-llama-hf" -o "$T/hv/b.gguf" --outtype f32 -q 2>>"$T/err" &&
@@ -195,15 +190,7 @@ done
 # the folder's own tokenizer.model and tokenizer_config.json (spm_json/, made in the
 # forky chroot by make_spm_json.py): vocab, merges in its order, added tokens, pipeline
 for fam in llama mistral mixtral phi3 gemma; do
-  $PY - "$T/fp/tiny-$fam/tokenizer.json" "$SRC/tests/gguf/spm_json/$fam.json" > "$T/out" 2>&1 <<'PY'
-import json, sys
-got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-diff += ["model." + k for k in want["model"] if got.get("model", {}).get(k) != want["model"][k]]
-print("differs: %s" % diff if diff else "%d pieces, %d merges, %d added tokens" %
-      (len(got["model"]["vocab"]), len(got["model"]["merges"]), len(got["added_tokens"])))
-sys.exit(1 if diff else 0)
-PY
+  tj_same "$T/fp/tiny-$fam/tokenizer.json" "$SRC/tests/gguf/spm_json/$fam.json" > "$T/out" 2>&1
   [ $? = 0 ] && ok "$fam: tokenizer.json beside tokenizer.model is transformers' own ($(cat "$T/out"))" ||
     bad "$fam: tokenizer.json beside tokenizer.model is transformers' own" "$(tail -3 "$T/out")"
 done
