@@ -616,10 +616,11 @@ static int report_unverified(tpc_cli_vdesc *d, tpc_verify_report *rep)
 	res.status = TPC_VR_FAIL;
 	snprintf(res.name, sizeof(res.name), "head facts");
 	snprintf(res.dtype, sizeof(res.dtype), "-");
-	snprintf(res.msg, sizeof(res.msg),
-		 "%s were given to shard on the command line alone (the manifest records them as unverified): slices of "
-		 "whole heads by these counts may be half heads of the real model; give --config (its config.json)",
-		 list);
+	if (snprintf(res.msg, sizeof(res.msg),
+		     "%s were given to shard on the command line alone (the manifest records them as unverified): slices of "
+		     "whole heads by these counts may be half heads of the real model; give --config (its config.json)",
+		     list) >= (int)sizeof(res.msg))
+		memcpy(res.msg + sizeof(res.msg) - 4, "...", 4); /* a long list: cut, and saying so */
 	tpc_cli_warn("verify: %s", res.msg);
 	return d->a->me == 0 ? tpc_verify_report_add(rep, &res) : 0;
 }
