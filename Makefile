@@ -77,8 +77,9 @@ fuzz: deps $(BUILD_FUZZ)/build.ninja
 # writes doc/interop-results.md (doc/interop.md).
 INTEROP_ROOT ?= /var/cache/tpconv-interop/forky
 
+# FAMILIES="olmo2 granite": only those (the report in /tmp/tpconv-interop-results.md)
 interop: build
-	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/interop/run.sh $(BUILD)/cmd/tpconv .
+	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) TPCONV_INTEROP_FAMILIES="$(FAMILIES)" ./tests/interop/run.sh $(BUILD)/cmd/tpconv .
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

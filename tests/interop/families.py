@@ -59,6 +59,11 @@ FAMILIES = {
                   num_hidden_layers=2, vocab_size=256, max_position_embeddings=64), (2, 4, 8)),
 }
 
+# TPCONV_INTEROP_FAMILIES (run.sh passes it in): only the families named
+ONLY = __import__("os").environ.get("TPC_INTEROP_FAMILIES", "").split()
+if ONLY:
+    FAMILIES = {k: v for k, v in FAMILIES.items() if k in ONLY}
+
 
 def auto_class(kind):
     import transformers
