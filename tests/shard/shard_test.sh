@@ -6,7 +6,7 @@
 # usage: shard_test.sh TPCONV SRCDIR CORPUS     (needs /usr/bin/python3 with torch)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 # nothing_written PATH: PATH absent and no temporary files left in its folder
 nothing_written() { [ ! -e "$1" ] && ! ls -a "$(dirname "$1")" | grep -q '\.tpc-'; }
