@@ -72,6 +72,13 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
 			      * "sliding_attention", else every layer but each names-th (1-based;
 			      * Olmo2Model.set_gguf_parameters: "4"); no key without a window */
+	TPC_KH_ROPE_OFF_EVERY, /* no key: the layers config.json leaves without RoPE
+				* (tpc_facts_rope_off, the record's default with it) must be every
+				* names-th (1-based), the step the GGUF's reader assumes (llama.cpp's
+				* n_no_rope_layer_step, fixed for smollm3: "4"); else refused */
+	TPC_KH_NO_SWA,       /* no key: refused when config.json makes a layer slide (layer_types'
+			      * "sliding_attention", or use_sliding_window without layer_types):
+			      * the GGUF's reader knows no window for the architecture */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
