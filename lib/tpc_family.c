@@ -594,6 +594,15 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granite,
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
+	/* LLaMA's tensors, plan and parts, every fourth layer without RoPE by
+	 * default; no_rope_layers and the sliding window are config.json's facts */
+	{.name = "smollm3",
+	 .desc = "SmolLM3 (HF names): the llama plan; layers without RoPE as config.json's no_rope_layers says (every 4th by default)",
+	 .plan = LLAMA_JSON("smollm3"),
+	 .hf_arch = A("SmolLM3ForCausalLM"),
+	 .gguf = &tpc__gguf_smollm3,
+	 .tensors = llama_tensors,
+	 PARTS(.rope_off_every = 4, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
