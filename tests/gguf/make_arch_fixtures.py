@@ -105,6 +105,10 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(COMMON, tie_word_embeddings=False, embedding_multiplier=12.0,
                                        residual_multiplier=0.22, attention_multiplier=0.0625, logits_scaling=8.0),
                 "spm", torch.float32, None),
+    # smollm3: four layers, so that the fourth is without RoPE (SmolLM3Config's
+    # default no_rope_layers, the step llama.cpp assumes); its tied head
+    "smollm3": (tf.SmolLM3Config, dict(COMMON, num_hidden_layers=4, bos_token_id=1, eos_token_id=2, pad_token_id=None),
+                "spm", torch.float32, None),
     # a plain byte-level BPE: llama.cpp's name for it is gpt-2 (StarCoder2's own
     # tokenizer splits digits first, its "starcoder"), so that tpconv reads the name given
     "starcoder2": (tf.Starcoder2Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0),
@@ -119,7 +123,7 @@ FAMILIES = {
 
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25}
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41}
 
 
 def spm_model(d, n):

@@ -861,6 +861,32 @@ static void test_rope_off_facts(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* SmolLM3: LLaMA's parts, config.json's no_rope_layers [1, 0, 1, 1] over
+ * the record's default; without the list (nor an interval) the record's
+ * every fourth layer without RoPE */
+static void test_smollm3_record(void **st)
+{
+	(void)st;
+	const tpc_family *fam = tpc_family_find("smollm3");
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	assert_true(fam && fam->parts.rope_off_every == 4);
+	record_set(fam, "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "smollm3");
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+	f.n_rope_listed = f.rope_off_every = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, fam, &f, &e), 0);
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 3);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -875,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),     cmocka_unit_test(test_rope_off_facts),
+		cmocka_unit_test(test_smollm3_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
