@@ -26,7 +26,8 @@
  *              a SentencePiece tokenizer.model: that class's in
  *              transformers 5.12)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
- *              (member <- key), rope_pct (the member a partial rotary
+ *              (member <- key), bias_flags (member <- whether a role's bias
+ *              is there), rope_pct (the member a partial rotary
  *              dimension is written as), experts_member, when_key (which of
  *              two records of one arch a GGUF is read as)
  *
@@ -124,6 +125,15 @@ typedef struct tpc_gguf_cfg_rule {
 	tpc_gguf_ck kind;
 } tpc_gguf_cfg_rule;
 
+/* A config.json member rebuilt from the biases a GGUF holds (gguf_hf.c): true
+ * when layer 0's tensor of `role` has its bias, else false (a config class
+ * whose default would otherwise add or drop biases: SeedOssConfig's
+ * attention_bias, default true, and attention_out_bias, default false) */
+typedef struct tpc_gguf_bias_flag {
+	const char *member;
+	tpc_role role;
+} tpc_gguf_bias_flag;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -142,6 +152,7 @@ typedef struct tpc_gguf_arch {
 	bool add_space_prefix;     /* tokenizer.ggml.add_space_prefix is tokenizer_config's add_prefix_space */
 	tpc_gguf_spm_json spm_json; /* a SentencePiece vocabulary's tokenizer.json */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
+	const tpc_gguf_bias_flag *bias_flags; /* ends with member NULL; NULL: none */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
