@@ -114,6 +114,11 @@ static const tpc_gguf_kv_rule smollm3_kv[] = {
 	{"attention.sliding_window", 0, TPC_KH_NO_SWA, NULL},
 	R_END,
 };
+/* SeedOssModel (conversion/olmo.py): TextModel's keys */
+static const tpc_gguf_kv_rule seedoss_kv[] = {
+	TEXT_RULES,
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -303,6 +308,19 @@ const tpc_gguf_arch tpc__gguf_granite = {
 	.arch = "granite", .hf_arch = A("GraniteForCausalLM"), .kv = granite_kv, .permute_qk = true,
 	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
 	.add_space_prefix = true, .hf_cfg = granite_cfg, .rope_pct = "partial_rotary_factor"};
+/* SeedOssModel (conversion/olmo.py): TextModel's keys, no Q/K permutation,
+ * _set_vocab_gpt2; SeedOssConfig's head_dim default: 128; read back, its
+ * two bias members say which biases are there (its defaults: q/k/v yes,
+ * o_proj no) */
+static const tpc_gguf_bias_flag seedoss_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{"attention_out_bias", TPC_ROLE_ATTN_OUT},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_seedoss = {
+	.arch = "seed_oss", .hf_arch = A("SeedOssForCausalLM"), .kv = seedoss_kv, .head_dim = 128,
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = text_cfg, .bias_flags = seedoss_bias, .rope_pct = "partial_rotary_factor"};
 /* SmolLM3Model (a LlamaModel): Q/K permuted, LlamaModel's vocabulary;
  * SmolLM3Config has no head_dim */
 const tpc_gguf_arch tpc__gguf_smollm3 = {
