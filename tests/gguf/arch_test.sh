@@ -380,6 +380,43 @@ smol "smollm3: use_sliding_window without layer_types is refused" \
 smol "smollm3: every 4th layer by no_rope_layer_interval alone (and a window no layer uses): the reference's file" "" \
   'del c["no_rope_layers"]; c["sliding_window"] = 4'
 
+# Seed-OSS read back: config.json says which biases the GGUF holds
+# (SeedOssConfig's defaults would add q/k/v biases and drop o_proj's):
+# tiny-seed-oss as it is (q/k/v, no o_proj bias), then with o_proj biases and
+# without the q/k/v ones, each GGUF -> HF tensor for tensor the model's
+rm -rf "$T/so" && mkdir -p "$T/so/b" && cp -r "$A/tiny-seed-oss" "$T/so/a"
+cp "$A/tiny-seed-oss/"*.json "$T/so/b/"
+python3 - "$T/so/a/model.safetensors" "$T/so/b" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+t = {k: (v, d[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+t = {k: x for k, x in t.items() if not k.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias"))}
+for l in (0, 1):  # o_proj biases of hidden 32, values from the q biases' bytes
+    t["model.layers.%d.self_attn.o_proj.bias" % l] = ({"dtype": "F32", "shape": [32]}, bytes(range(l, l + 128)))
+hdr, data = {}, b""
+for k in sorted(t):
+    v, b = t[k]
+    hdr[k] = {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": [len(data), len(data) + len(b)]}
+    data += b
+j = json.dumps(hdr).encode(); j += b" " * (-len(j) % 8)
+open(sys.argv[2] + "/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + data)
+c = json.load(open(sys.argv[2] + "/config.json"))
+c.update(attention_bias=False, attention_out_bias=True)
+json.dump(c, open(sys.argv[2] + "/config.json", "w"), indent=2)
+PY
+for v in a:true:false b:false:true; do
+  d=${v%%:*} qb=${v#*:} qb=${qb%:*} ob=${v##*:}
+  if "$TPCONV" convert "$T/so/$d" -o "$T/so/$d.gguf" --outtype f32 -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/so/$d.gguf" -o "$T/so/$d-hf/" -q 2>> "$T/err" &&
+     grep -q "\"attention_bias\": *$qb," "$T/so/$d-hf/config.json" &&
+     grep -q "\"attention_out_bias\": *$ob," "$T/so/$d-hf/config.json" &&
+     "$TPCONV" diff "$T/so/$d" "$T/so/$d-hf" -q 2>> "$T/err"; then
+    ok "seed-oss read back from GGUF: attention_bias $qb, attention_out_bias $ob, the tensors the model's"
+  else
+    bad "seed-oss read back from GGUF (attention_bias $qb, attention_out_bias $ob)" "$(cat "$T/err")" "$(cat "$T/so/$d-hf/config.json" 2>&1 | head -12)"
+  fi
+done
+
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
 # merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
@@ -389,11 +426,12 @@ smol "smollm3: every 4th layer by no_rope_layer_interval alone (and a window no 
 # whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
 # layers of a 4-token window then a full one; Granite: its four multipliers;
-# SmolLM3: four layers, the fourth without RoPE, a tied head), and GGUF -> HF -> GGUF byte for
+# SmolLM3: four layers, the fourth without RoPE, a tied head; Seed-OSS: q/k/v
+# biases, head_dim 16 not hidden / heads), and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do

@@ -887,6 +887,14 @@ static void test_smollm3_record(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* Seed-OSS: LLaMA's parts with q/k/v and o_proj biases, head_dim 16 (not
+ * hidden / heads) */
+static void test_seed_oss_record(void **st)
+{
+	(void)st;
+	record_case("seed-oss", "seed_oss");
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -901,7 +909,7 @@ int main(void)
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),     cmocka_unit_test(test_rope_off_facts),
-		cmocka_unit_test(test_smollm3_record),
+		cmocka_unit_test(test_smollm3_record),     cmocka_unit_test(test_seed_oss_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
