@@ -26,7 +26,8 @@
  *              a SentencePiece tokenizer.model: that class's in
  *              transformers 5.12)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
- *              (member <- key), rope_pct (the member a partial rotary
+ *              (member <- key), bias_flags (member <- whether a role's bias
+ *              is there), rope_pct (the member a partial rotary
  *              dimension is written as), experts_member, when_key (which of
  *              two records of one arch a GGUF is read as)
  *
@@ -72,6 +73,13 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
 			      * "sliding_attention", else every layer but each names-th (1-based;
 			      * Olmo2Model.set_gguf_parameters: "4"); no key without a window */
+	TPC_KH_ROPE_OFF_EVERY, /* no key: the layers config.json leaves without RoPE
+				* (tpc_facts_rope_off, the record's default with it) must be every
+				* names-th (1-based), the step the GGUF's reader assumes (llama.cpp's
+				* n_no_rope_layer_step, fixed for smollm3: "4"); else refused */
+	TPC_KH_NO_SWA,       /* no key: refused when config.json makes a layer slide (layer_types'
+			      * "sliding_attention", or use_sliding_window without layer_types):
+			      * the GGUF's reader knows no window for the architecture */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -117,6 +125,15 @@ typedef struct tpc_gguf_cfg_rule {
 	tpc_gguf_ck kind;
 } tpc_gguf_cfg_rule;
 
+/* A config.json member rebuilt from the biases a GGUF holds (gguf_hf.c): true
+ * when layer 0's tensor of `role` has its bias, else false (a config class
+ * whose default would otherwise add or drop biases: SeedOssConfig's
+ * attention_bias, default true, and attention_out_bias, default false) */
+typedef struct tpc_gguf_bias_flag {
+	const char *member;
+	tpc_role role;
+} tpc_gguf_bias_flag;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -135,6 +152,7 @@ typedef struct tpc_gguf_arch {
 	bool add_space_prefix;     /* tokenizer.ggml.add_space_prefix is tokenizer_config's add_prefix_space */
 	tpc_gguf_spm_json spm_json; /* a SentencePiece vocabulary's tokenizer.json */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
+	const tpc_gguf_bias_flag *bias_flags; /* ends with member NULL; NULL: none */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
@@ -168,6 +186,7 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 /* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
-	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite;
+	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
+	tpc__gguf_smollm3, tpc__gguf_seedoss;
 
 #endif

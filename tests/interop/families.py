@@ -29,6 +29,15 @@ FAMILIES = {
                 dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
                      embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
                      logits_scaling=8.0), (2, 4, 8)),
+    # SmolLM3Config has no head_dim; four layers, so that the fourth is without
+    # RoPE (its default no_rope_layers); no pad id (its default, 128004, is
+    # past the vocabulary); its tied head
+    "smollm3": ("smollm3", "smollm3", "causal",
+                dict({k: v for k, v in ATT.items() if k != "head_dim"}, num_hidden_layers=4, pad_token_id=None),
+                (2, 4, 8)),
+    # q/k/v biases (its default) and an o_proj bias, split with its weight
+    "seed-oss": ("seed-oss", "seed_oss", "causal", dict(ATT, tie_word_embeddings=False, attention_out_bias=True),
+                 (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
     "qwen2-moe": ("qwen2-moe", "qwen2_moe", "causal",
