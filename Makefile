@@ -27,7 +27,7 @@ $(BUILD)/build.ninja:
 	meson setup $(BUILD) $(MESON_OPTS)
 
 $(BUILD_SAN)/build.ninja:
-	meson setup $(BUILD_SAN) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug $(MESON_OPTS)
+	meson setup $(BUILD_SAN) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Dcuda=disabled $(MESON_OPTS)
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
