@@ -13,6 +13,9 @@
 #               attention_multiplier (the scores' scale), logits_scaling
 #   starcoder2  Starcoder2ForCausalLM: LayerNorm with biases, q/k/v/o biases,
 #               c_fc/c_proj with biases and gelu_pytorch_tanh, RoPE
+#   glm         GlmForCausalLM: LLaMA's names with a fused gate_up_proj, q/k/v
+#               biases, half of each head (partial_rotary_factor 0.5) rotated
+#               in interleaved pairs
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -32,6 +35,7 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(C, embedding_multiplier=12.0, residual_multiplier=0.22,
                                        attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
     "starcoder2": (tf.Starcoder2Config, dict(C, norm_epsilon=1e-5, use_bias=True)),
+    "glm": (tf.GlmConfig, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
 }
 
 

@@ -734,36 +734,47 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
-/* record_case with the record given; s, when not NULL, gets the model built
- * (its release the caller's) */
-static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
+/* The set of tests/data/tiny_FILE.safetensors at tp 1, split as the presets
+ * do, and config.json's facts (tiny_FILE.json); ex: the logits file */
+static void record_set(const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s, tpc_model_facts *f)
 {
 	char st[128], js[4096];
 	tpc_err e;
-	tpc_ckpt ck, ex;
-	tpc_verify_set s;
-	tpc_model_facts f;
 	snprintf(st, sizeof(st), "tiny_%s.safetensors", file);
-	tiny_open(st, "tiny_records_out.safetensors", &ck, &ex, &s, &e);
+	tiny_open(st, "tiny_records_out.safetensors", ck, ex, s, &e);
 	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
-	memset(&f, 0, sizeof(f));
-	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
-	for (size_t i = 0; i < ck.n; i++) {
-		const char *nm = ck.t[i].name;
+	memset(f, 0, sizeof(*f));
+	assert_int_equal(tpc_facts_from_file(f, js, &e), 0);
+	for (size_t i = 0; i < ck->n; i++) {
+		const char *nm = ck->t[i].name;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
 			   strstr(nm, "up_proj") || strstr(nm, "c_fc");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
-		tpc_vsplit sp = row && ck.t[i].ndim == 2 ? TPC_VSPLIT_ROW
-				: col			 ? TPC_VSPLIT_COL
-				: voc			 ? TPC_VSPLIT_VOCAB
-							 : TPC_VSPLIT_REPLICATE;
-		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
-						false, row && ck.t[i].ndim == 1, 0, NULL, &e);
+		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
+				: col			  ? TPC_VSPLIT_COL
+				: voc			  ? TPC_VSPLIT_VOCAB
+							  : TPC_VSPLIT_REPLICATE;
+		/* a fused gate_up_proj [gate | up]: col in 2 parts, as the plan splits it */
+		bool gu = strstr(nm, "gate_up_proj") != NULL;
+		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
+						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
 		assert_true(ix >= 0);
-		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
-	tpc_verify_link_biases(&s);
+	tpc_verify_link_biases(s);
+}
+
+/* record_case with the record given; s, when not NULL, gets the model built
+ * (its release the caller's) */
+static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
+{
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_model_facts f;
+	record_set(file, &ck, &ex, &s, &f);
 	int r = tpc_verify_model_from_names(&s, fam, &f, &e);
 	if (r)
 		print_message("# %s\n", e.msg);
@@ -827,6 +838,37 @@ static void test_granite_facts(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* A rope on interleaved pairs over a fraction of each head, on the LLaMA
+ * path: Phi-3's record (LLaMA's names, a fused gate_up_proj) with the
+ * interleaved rope, partial rotary and attention biases gives
+ * GlmForCausalLM's logits (half of each head rotated in pairs (x0, x1),
+ * (x2, x3) ...; q/k/v biases); without partial_rotary_factor in config.json
+ * such a record is refused */
+static void test_rope_pairs_partial(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("phi3");
+	fam.parts.rope = TPC_PART_ROPE_INTERLEAVED;
+	fam.parts.partial_rope = fam.parts.attn_bias = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "glm", &f, &s);
+	assert_true(f.rotary_pct == 0.5);
+	assert_true(s.model->layers[0].attn.rope_pairs && s.model->layers[1].attn.rot_dims == 4);
+	tpc_verify_set_release(&s);
+	/* the same set without the fraction: refused naming it */
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	tpc_err_init(&e);
+	record_set("glm", &ck, &ex, &s, &f);
+	f.rotary_pct = 0;
+	assert_int_equal(tpc_verify_model_from_names(&s, &fam, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -840,7 +882,7 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
-		cmocka_unit_test(test_granite_record),
+		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_rope_pairs_partial),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
