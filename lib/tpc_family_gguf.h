@@ -58,6 +58,10 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_ROPE_DIM,     /* head_dim, else hidden_size / num_attention_heads */
 	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
 	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3) */
+	TPC_KH_ROPE_PCT_HEAD, /* int(head_dim (else hidden / heads) * partial_rotary_factor), the
+			       * factor the number `names` holds when config.json has none (the
+			       * config class's default the reference reads through AutoConfig:
+			       * Glm4Model's rope.dimension_count, "0.5") */
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */

@@ -263,7 +263,8 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN
+	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
+					 r->how != TPC_KH_ROPE_PCT_HEAD
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -323,6 +324,27 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
 			return -1;
 		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
+		return 0;
+	}
+	case TPC_KH_ROPE_PCT_HEAD: {
+		const cJSON *p = rope_member(c, "partial_rotary_factor");
+		char *end = NULL;
+		double pct = cJSON_IsNumber(p) ? p->valuedouble : r->names ? strtod(r->names, &end) : 0;
+		if (p && !cJSON_IsNumber(p))
+			return cfg_err(c, cv->e, "config.json: '%s' is not a number", "partial_rotary_factor");
+		if (!cJSON_IsNumber(p) && (!end || end == r->names || *end))
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its default is not a number", r->key);
+		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v)) {
+			if (cfg_u32(c, v, "head_dim", &h, cv->e))
+				return -1;
+		} else if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e)) {
+			return -1;
+		} else {
+			h /= heads;
+		}
+		if (pct <= 0 || pct > 1)
+			return cfg_err(c, cv->e, "config.json: '%s' is not in (0, 1]", "partial_rotary_factor");
+		*u = (uint64_t)(pct * (double)h);
 		return 0;
 	}
 	case TPC_KH_ROPE_SCALING:
