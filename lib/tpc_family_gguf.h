@@ -24,7 +24,8 @@
  *              SentencePiece and for a BPE vocabulary, add_space_prefix,
  *              spm_json (the pipeline of the tokenizer.json written beside
  *              a SentencePiece tokenizer.model: that class's in
- *              transformers 5.12)
+ *              transformers 5.12), special_text (special ids set by an added
+ *              token's text)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), rope_pct (the member a partial rotary
  *              dimension is written as), experts_member, when_key (which of
@@ -106,6 +107,15 @@ typedef enum tpc_gguf_spm_json {
 	TPC_GGUF_SPM_JSON_GEMMA,     /* GemmaTokenizer: Replace(' ', U+2581), Split(' '), BPE unk_token */
 } tpc_gguf_spm_json;
 
+/* A special token id the reference sets by an added token's text once
+ * SpecialVocab has loaded the files (Glm4Model.set_vocab's
+ * _set_special_token(type, tokenizer.get_added_vocab()[token])): a type
+ * the files set keeps their id; a token tokenizer.json's added_tokens lack
+ * is refused (the reference fails). BPE vocabularies (_set_vocab_gpt2's). */
+typedef struct tpc_gguf_special_text {
+	const char *type, *token; /* type NULL: none */
+} tpc_gguf_special_text;
+
 /* One config.json member rebuilt from a GGUF key (gguf_hf.c) */
 typedef enum tpc_gguf_ck {
 	TPC_CK_INT,
@@ -138,6 +148,8 @@ typedef struct tpc_gguf_arch {
 	const char *tok_class_bpe; /* for a BPE; NULL: by its pre-tokenizer (gguf_tok.c) */
 	bool add_space_prefix;     /* tokenizer.ggml.add_space_prefix is tokenizer_config's add_prefix_space */
 	tpc_gguf_spm_json spm_json; /* a SentencePiece vocabulary's tokenizer.json */
+	tpc_gguf_special_text special_text[4]; /* special ids by added token text, in the
+						 * reference's order */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
