@@ -96,6 +96,8 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_BPE,       /* TextModel._set_vocab_gpt2 */
 	TPC_GGUF_VOCAB_SPM_NOSPACE, /* Gemma2Model: SentencePiece, add_space_prefix false */
 	TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE, /* Gemma3Model: that when tokenizer.model is there, else BPE */
+	TPC_GGUF_VOCAB_SPM_CFG_SPACE, /* Ernie4_5Model: SentencePiece, then add_space_prefix from
+				       * tokenizer_config.json's add_prefix_space when it has one */
 } tpc_gguf_vocab_kind;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE

@@ -711,6 +711,20 @@ static int v_spm_nospace(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
 	return ret;
 }
 
+/* Ernie4_5Model.set_vocab: _set_vocab_sentencepiece, then
+ * tokenizer_config.json's add_prefix_space, when it has the member, as
+ * add_space_prefix (a bool: another value is refused) */
+static int v_spm_cfg_space(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+{
+	const cJSON *aps = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "add_prefix_space");
+	if (aps && !cJSON_IsBool(aps))
+		return v_refuse(v, "tokenizer_config.json", "%s is not a bool", "add_prefix_space");
+	int ret = v_spm(v, vocab_size, false, kv);
+	if (!ret && aps && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, cJSON_IsTrue(aps)))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	return ret;
+}
+
 /* config.json through lib's reader (tpc_cfg.h); absent is no error */
 static int v_config(vocab *v)
 {
@@ -775,6 +789,9 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 		break;
 	case TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE:
 		ret = spm ? v_spm_nospace(&v, vocab_size, kv) : v_gpt2(&v, vocab_size, pre, kv);
+		break;
+	case TPC_GGUF_VOCAB_SPM_CFG_SPACE:
+		ret = v_spm_cfg_space(&v, vocab_size, kv);
 		break;
 	case TPC_GGUF_VOCAB_NONE:
 		ret = tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);
