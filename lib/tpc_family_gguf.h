@@ -28,8 +28,9 @@
  *              token's text)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), rope_pct (the member a partial rotary
- *              dimension is written as), experts_member, when_key (which of
- *              two records of one arch a GGUF is read as)
+ *              dimension is written as), bias_member (the member saying
+ *              whether the projections carry biases), experts_member,
+ *              when_key (which of two records of one arch a GGUF is read as)
  *
  * GGUF's own vocabulary (tokenizer.ggml.model "llama"/"gpt2", pre-tokenizer
  * names) is not a family and stays with the GGUF code.
@@ -155,6 +156,10 @@ typedef struct tpc_gguf_arch {
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
+	const char *bias_member;   /* config.json's bool for the projections' biases, written true
+				    * or false by whether layer 0's q projection has one (GLM-4's
+				    * attention_bias defaults true, ERNIE 4.5's use_bias false);
+				    * NULL: not written */
 	const char *experts_member; /* config.json's expert count member */
 	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
 			       * there (OLMo 3's attention.sliding_window: the reference writes

@@ -474,6 +474,9 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 		return tpc_err_nomem(h->e);
 	if (h->a->permute_qk && role_tensor(h, TPC_ROLE_ATTN_Q, true) && !cJSON_AddBoolToObject(o, "attention_bias", true))
 		return tpc_err_nomem(h->e);
+	if (h->a->bias_member &&
+	    !cJSON_AddBoolToObject(o, h->a->bias_member, role_tensor(h, TPC_ROLE_ATTN_Q, true) != NULL))
+		return tpc_err_nomem(h->e);
 	if (h->n_exp > 0 &&
 	    !cJSON_AddNumberToObject(o, h->a->experts_member ? h->a->experts_member : "num_experts", (double)h->n_exp))
 		return tpc_err_nomem(h->e);
