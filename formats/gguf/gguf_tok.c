@@ -341,6 +341,49 @@ static int tk_templates(const tok *t, cJSON *cfg)
 	return 0;
 }
 
+/* Whether the special id `key` is one the reference set by an added token's
+ * text (the record's special_text) rather than from the folder's files: the
+ * reference appends those after the files' ids, in special_text's order, so
+ * they are the last special id keys of the GGUF, a subsequence of
+ * special_text each on its token. Left out of tokenizer_config.json, the
+ * reference sets them again, in their place. */
+static bool tk_by_text(const tok *t, const char *key)
+{
+	static const char *const map[][2] = {
+		{"bos", "tokenizer.ggml.bos_token_id"}, {"eos", "tokenizer.ggml.eos_token_id"},
+		{"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
+		{"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+		{"eot", "tokenizer.ggml.eot_token_id"}, {"eom", "tokenizer.ggml.eom_token_id"},
+		{"cls", "tokenizer.ggml.cls_token_id"}};
+	const size_t nst = t->g ? sizeof(t->g->special_text) / sizeof(t->g->special_text[0]) : 0;
+	size_t j = 0;
+	while (j < nst && t->g->special_text[j].type)
+		j++;
+	for (size_t i = t->kv->n; i-- > 0 && j > 0;) {
+		const tpc_gguf_kv *k = &t->kv->kv[i];
+		const char *type = NULL;
+		for (size_t m = 0; m < sizeof(map) / sizeof(map[0]) && !type; m++)
+			if (!strcmp(k->key, map[m][1]))
+				type = map[m][0];
+		if (!type)
+			continue;
+		int64_t id;
+		uint64_t len;
+		size_t jj = j;
+		while (jj > 0 && strcmp(t->g->special_text[jj - 1].type, type))
+			jj--;
+		if (!jj || tk_id(t, k->key, &id) || id < 0)
+			return false;
+		const char *s = tk_text(t, (uint64_t)id, &len), *want = t->g->special_text[jj - 1].token;
+		if (len != strlen(want) || memcmp(s, want, len))
+			return false;
+		if (!strcmp(k->key, key))
+			return true;
+		j = jj - 1;
+	}
+	return false;
+}
+
 /* tokenizer_config.json. A SentencePiece vocabulary names its UNKNOWN piece
  * `unk`; a BPE names only its added tokens (the reference looks the text up
  * among them). A token the GGUF has no id for is left out: transformers then
@@ -368,7 +411,7 @@ static int tk_config(const tok *t, bool spm, int64_t unk, const char *pre, const
 			return ret;
 		if (spm && k == 2)
 			id = unk;
-		if (id >= 0 && (spm || added[id]) && add(cfg, sp[k][0], tk_str(t, (uint64_t)id)))
+		if (id >= 0 && (spm || added[id]) && !tk_by_text(t, sp[k][1]) && add(cfg, sp[k][0], tk_str(t, (uint64_t)id)))
 			return tpc_err_nomem(t->e);
 	}
 	if ((ret = tk_templates(t, cfg)))
