@@ -111,6 +111,22 @@ static const tpc_tensor_row gemma2_tensors[] = {
 	END_ROW,
 };
 
+/* GLM-4 (Glm4ForCausalLM): LLaMA's attention and MLP rows (its fused
+ * mlp.gate_up_proj [gate | up] is Phi-3's FFN_GATE_UP, llama.cpp's ffn_up),
+ * sandwich norms: input_layernorm and post_attention_layernorm before each
+ * sublayer (the second is LLaMA's FFN norm), post_self_attn_layernorm and
+ * post_mlp_layernorm on its output before the residual add. GGUF names:
+ * gguf-py constants.py MODEL_ARCH.GLM4 (tensor_mapping.py: ATTN_POST_NORM,
+ * FFN_POST_NORM "glm-4-0414"). */
+static const tpc_tensor_row glm4_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	LLAMA_FFN_ROWS,
+	ROW(ATTN_POST_NORM, false, HF_L "post_self_attn_layernorm.weight", NULL, NULL, NULL,
+	    GG_L "post_attention_norm.weight"),
+	ROW(FFN_POST_NORM, false, HF_L "post_mlp_layernorm.weight", NULL, NULL, NULL, GG_L "post_ffw_norm.weight"),
+	END_ROW,
+};
+
 /* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
  * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
  * (vllm/model_executor/layers/fused_moe/layer.py make_expert_params_mapping:
@@ -594,6 +610,16 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granite,
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
+	/* sandwich norms without Gemma's 1 + w; half of each head rotated
+	 * (partial_rotary_factor, config.json's) in interleaved pairs */
+	{.name = "glm4",
+	 .desc = "GLM-4 (HF names): the llama plan (q/k/v biases split with their weights, fused gate_up_proj [gate|up] split per part); sandwich norms replicated, head_dim from config.json",
+	 .plan = LLAMA_JSON("glm4"),
+	 .hf_arch = A("Glm4ForCausalLM"),
+	 .gguf = &tpc__gguf_glm4,
+	 .tensors = glm4_tensors,
+	 PARTS(.place = TPC_PART_SANDWICH, .rope = TPC_PART_ROPE_INTERLEAVED, .partial_rope = true, .attn_bias = true,
+	       .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),

@@ -103,6 +103,13 @@ static const tpc_gguf_kv_rule granite_kv[] = {
 	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"},
 	R_END,
 };
+/* Glm4Model (conversion/glm.py): TextModel's keys, then a half of head_dim
+ * (partial_rotary_factor, Glm4Config's default 0.5) as the rotary dimension */
+static const tpc_gguf_kv_rule glm4_kv[] = {
+	TEXT_RULES,
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -297,6 +304,16 @@ const tpc_gguf_arch tpc__gguf_starcoder2 = {
 	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = starcoder2_cfg,
 	.rope_pct = "partial_rotary_factor"};
+/* Glm4Model: _set_vocab_gpt2's tokens, then eos, eot, unk and bos by the
+ * added tokens' text (a type tokenizer_config.json set keeps its id); no
+ * Q/K permutation (llama.cpp rotates GLM-4's interleaved pairs itself; the
+ * M-RoPE permutation of an mrope_section is refused with the rope);
+ * Glm4Config's head_dim default 128, attention_bias default true */
+const tpc_gguf_arch tpc__gguf_glm4 = {
+	.arch = "glm4", .hf_arch = A("Glm4ForCausalLM"), .kv = glm4_kv, .head_dim = 128, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.special_text = {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}},
+	.hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor", .bias_member = "attention_bias"};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
