@@ -259,6 +259,26 @@ static const tpc_tensor_row starcoder2_tensors[] = {
 	HG(FFN_DOWN, true, HF_L "mlp.c_proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
+/* ERNIE 4.5 dense (Ernie4_5ForCausalLM): LLaMA's names, every projection
+ * with a bias when use_bias says so (q/k/v/o and gate/up/down); no fused
+ * rows (transformers' checkpoints have none; the reference splits the
+ * remote code's qkv_proj and up_gate_proj, tpconv does not). Hugging Face
+ * and GGUF names only (MODEL_ARCH.ERNIE4_5). */
+static const tpc_tensor_row ernie4_5_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
 #undef HG
 
 /* ---- plans ---- */
@@ -620,6 +640,14 @@ static const tpc_family families[] = {
 	 .tensors = glm4_tensors,
 	 PARTS(.place = TPC_PART_SANDWICH, .rope = TPC_PART_ROPE_INTERLEAVED, .partial_rope = true, .attn_bias = true,
 	       .tied_head = true)},
+	/* LLaMA's plan and parts, the rope on interleaved pairs */
+	{.name = "ernie4_5",
+	 .desc = "ERNIE 4.5 dense (HF names): the llama plan (use_bias's biases split with their weights); head_dim from config.json",
+	 .plan = LLAMA_JSON("ernie4_5"),
+	 .hf_arch = A("Ernie4_5ForCausalLM"),
+	 .gguf = &tpc__gguf_ernie4_5,
+	 .tensors = ernie4_5_tensors,
+	 PARTS(.rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),

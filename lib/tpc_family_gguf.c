@@ -110,6 +110,11 @@ static const tpc_gguf_kv_rule glm4_kv[] = {
 	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
 	R_END,
 };
+/* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
+static const tpc_gguf_kv_rule ernie4_5_kv[] = {
+	TEXT_RULES,
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -314,6 +319,14 @@ const tpc_gguf_arch tpc__gguf_glm4 = {
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.special_text = {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}},
 	.hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor", .bias_member = "attention_bias"};
+/* Ernie4_5Model: _set_vocab_sentencepiece, then tokenizer_config.json's
+ * add_prefix_space; no Q/K permutation (llama.cpp's ernie4_5 rotates the
+ * interleaved pairs itself); Ernie4_5Config's head_dim default 128,
+ * use_bias default false */
+const tpc_gguf_arch tpc__gguf_ernie4_5 = {
+	.arch = "ernie4_5", .hf_arch = A("Ernie4_5ForCausalLM"), .kv = ernie4_5_kv, .head_dim = 128,
+	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.add_space_prefix = true, .hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor", .bias_member = "use_bias"};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
