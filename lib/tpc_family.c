@@ -768,8 +768,10 @@ const tpc_family *tpc_family_by_trtllm_arch(const char *arch)
 	return tpc_family_by_arch(arch);
 }
 
-/* The stem of an architecture name, lowercase: "Qwen2MoeForCausalLM" ->
- * "qwen2moe", "GPT2LMHeadModel" -> "gpt2", "BertModel" -> "bert". */
+/* The stem of an architecture name, lowercase, without '_' (as the
+ * model_type it is compared with): "Qwen2MoeForCausalLM" -> "qwen2moe",
+ * "GPT2LMHeadModel" -> "gpt2", "BertModel" -> "bert", "Ernie4_5ForCausalLM"
+ * -> "ernie45". */
 static void arch_stem(const char *arch, char *out, size_t n)
 {
 	static const char *const ends[] = {"For", "LMHeadModel", "Model"};
@@ -780,7 +782,8 @@ static void arch_stem(const char *arch, char *out, size_t n)
 			len = (size_t)(p - arch);
 	}
 	for (size_t i = 0; i < len && k + 1 < n; i++)
-		out[k++] = (char)tolower((unsigned char)arch[i]);
+		if (arch[i] != '_')
+			out[k++] = (char)tolower((unsigned char)arch[i]);
 	out[k] = 0;
 }
 

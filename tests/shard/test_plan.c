@@ -281,6 +281,20 @@ static void test_regex_dialect(void **st)
 	tpc_plan_release(&p);
 }
 
+/* a config.json without architectures: the record by its model_type, '_'
+ * and '-' aside on both sides */
+static void test_by_model_type(void **st)
+{
+	(void)st;
+	const char *arch = NULL;
+	assert_string_equal(tpc_family_by_model_type("qwen2_moe", &arch)->name, "qwen2-moe");
+	assert_string_equal(arch, "Qwen2MoeForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("ernie4_5", &arch)->name, "ernie4_5");
+	assert_string_equal(arch, "Ernie4_5ForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("glm4", NULL)->name, "glm4");
+	assert_null(tpc_family_by_model_type("ernie4_5_moe", NULL));
+}
+
 static void test_presets(void **st)
 {
 	(void)st;
@@ -901,6 +915,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
+		cmocka_unit_test(test_by_model_type),
 		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
 		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
