@@ -16,6 +16,10 @@
 #   glm         GlmForCausalLM: LLaMA's names with a fused gate_up_proj, q/k/v
 #               biases, half of each head (partial_rotary_factor 0.5) rotated
 #               in interleaved pairs
+#   glm4        Glm4ForCausalLM: GLM's attention and MLP, sandwich norms (no
+#               1 + w)
+#   ernie4_5    Ernie4_5ForCausalLM: LLaMA with the rope on interleaved pairs,
+#               use_bias: every projection with a bias
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -36,6 +40,8 @@ FAMILIES = {
                                        attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
     "starcoder2": (tf.Starcoder2Config, dict(C, norm_epsilon=1e-5, use_bias=True)),
     "glm": (tf.GlmConfig, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
+    "glm4": (tf.Glm4Config, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
+    "ernie4_5": (tf.Ernie4_5Config, dict(C, head_dim=8, use_bias=True)),
 }
 
 

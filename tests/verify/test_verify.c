@@ -838,6 +838,22 @@ static void test_granite_facts(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* GLM-4: sandwich norms without 1 + w, a fused gate_up_proj, q/k/v biases,
+ * half of each head rotated in interleaved pairs */
+static void test_glm4_record(void **st)
+{
+	(void)st;
+	record_case("glm4", "glm4");
+}
+
+/* ERNIE 4.5: LLaMA's parts with the rope on interleaved pairs, use_bias's
+ * biases on every projection */
+static void test_ernie4_5_record(void **st)
+{
+	(void)st;
+	record_case("ernie4_5", "ernie4_5");
+}
+
 /* A rope on interleaved pairs over a fraction of each head, on the LLaMA
  * path: Phi-3's record (LLaMA's names, a fused gate_up_proj) with the
  * interleaved rope, partial rotary and attention biases gives
@@ -883,6 +899,7 @@ int main(void)
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_rope_pairs_partial),
+		cmocka_unit_test(test_glm4_record),       cmocka_unit_test(test_ernie4_5_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
