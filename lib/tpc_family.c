@@ -824,7 +824,8 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
-	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->logit_scale == y->logit_scale;
+	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->logit_scale == y->logit_scale &&
+	       x->nope_global == y->nope_global;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

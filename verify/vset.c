@@ -707,7 +707,9 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
-	if (pt->pos == TPC_PART_POS_ROPE) {
+	/* EXAONE 4: the global layers of a model with a window have no rope */
+	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
+	if (pt->pos == TPC_PART_POS_ROPE && !nope) {
 		/* a sliding layer with a theta of its own rotates by it, unscaled */
 		bool own = swa && f->rope_theta_local > 0;
 		a->rope = true;

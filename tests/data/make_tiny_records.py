@@ -20,6 +20,8 @@
 #               1 + w)
 #   ernie4_5    Ernie4_5ForCausalLM: LLaMA with the rope on interleaved pairs,
 #               use_bias: every projection with a bias
+#   exaone4     Exaone4ForCausalLM: OLMo 2's post norms, per-head q/k norms, a
+#               4-token window on layer 0, layer 1 global without rope
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -42,6 +44,7 @@ FAMILIES = {
     "glm": (tf.GlmConfig, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
     "glm4": (tf.Glm4Config, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
     "ernie4_5": (tf.Ernie4_5Config, dict(C, head_dim=8, use_bias=True)),
+    "exaone4": (tf.Exaone4Config, dict(C, sliding_window=4, layer_types=["sliding_attention", "full_attention"])),
 }
 
 

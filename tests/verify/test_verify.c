@@ -854,6 +854,26 @@ static void test_ernie4_5_record(void **st)
 	record_case("ernie4_5", "ernie4_5");
 }
 
+/* Global layers without rope in a model with a window (EXAONE 4's hybrid
+ * NoPE): OLMo 3's record (its names are Exaone4's) with per-head q/k norms
+ * and nope_global gives Exaone4ForCausalLM's logits (layer 0 slides over 4
+ * tokens with rope, layer 1 attends globally without); the rope on layer 1
+ * too gives others */
+static void test_nope_global(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("olmo3");
+	fam.parts.qk_norm = TPC_PART_QK_HEAD;
+	fam.parts.nope_global = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "exaone4", &f, &s);
+	assert_true(f.sliding_window == 4);
+	assert_true(s.model->layers[0].attn.rope && s.model->layers[0].attn.window == 4);
+	assert_true(!s.model->layers[1].attn.rope && s.model->layers[1].attn.window == 0);
+	tpc_verify_set_release(&s);
+}
+
 /* A rope on interleaved pairs over a fraction of each head, on the LLaMA
  * path: Phi-3's record (LLaMA's names, a fused gate_up_proj) with the
  * interleaved rope, partial rotary and attention biases gives
@@ -900,6 +920,7 @@ int main(void)
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_rope_pairs_partial),
 		cmocka_unit_test(test_glm4_record),       cmocka_unit_test(test_ernie4_5_record),
+		cmocka_unit_test(test_nope_global),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
