@@ -49,7 +49,7 @@
  * present wins (find_hparam). */
 typedef enum tpc_gguf_kh {
 	TPC_KH_END = 0,
-	TPC_KH_FIND,         /* the first of names present, else no key */
+	TPC_KH_FIND,         /* the first of names present, else (or null) no key */
 	TPC_KH_REQ,          /* the first of names, else refused */
 	TPC_KH_TIMES4,       /* 4 x names (GPT-2's feed_forward_length) */
 	TPC_KH_OR_HEADS,     /* names, else num_attention_heads (Gemma's head_count_kv) */
@@ -76,8 +76,11 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
-			      * "sliding_attention", else every layer but each names-th (1-based;
-			      * Olmo2Model.set_gguf_parameters: "4"); no key without a window */
+			      * "sliding_attention", else every layer but each period-th (1-based);
+			      * names "N" (Olmo2Model.set_gguf_parameters: "4"), or "MEMBERS|N":
+			      * the first config.json member present, else N (Exaone4Config's
+			      * sliding_window_pattern, default 4); no key without a window (or
+			      * a null one) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {

@@ -228,16 +228,44 @@ static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint
 	return *y ? 0 : cfg_err(c, e, "config.json: %s is 0", b);
 }
 
-/* Olmo2Model's sliding_window_pattern: with a sliding_window, a bool per
- * layer from layer_types, else every layer but each period-th (r->names) */
+/* The period of a sliding-window pattern without layer_types: r->names is
+ * "MEMBER|...|N", the first config.json member present (an integer), else
+ * N; a member that is not a positive integer is refused (Exaone4Config
+ * builds layer_types from an int sliding_window_pattern and fails on its
+ * "LLLG" form, so the reference does) */
+static int swa_period(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *period)
+{
+	const cfg *c = &cv->c;
+	const char *last = r->names ? strrchr(r->names, '|') : NULL;
+	char names[128], buf[64];
+	const char *which = NULL;
+	*period = r->names ? strtoull(last ? last + 1 : r->names, NULL, 10) : 0;
+	if (!last || (size_t)(last - r->names) >= sizeof(names))
+		return 0;
+	snprintf(names, sizeof(names), "%.*s", (int)(last - r->names), r->names);
+	const cJSON *v = cfg_find(c, names, &which, buf, sizeof(buf));
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (cfg_u32(c, v, which, period, cv->e))
+		return -1;
+	return *period ? 0 : cfg_err(c, cv->e, "config.json: '%s' is 0", which);
+}
+
+/* The sliding_window_pattern key (Olmo2Model's, Exaone4Model's): with a
+ * sliding_window (not null), a bool per layer from layer_types, else every
+ * layer but each period-th (swa_period) */
 static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 {
 	const cfg *c = &cv->c;
-	const cJSON *lt = cfg_get(c, "layer_types");
-	uint64_t n = 0, period = r->names ? strtoull(r->names, NULL, 10) : 0;
-	if (!cfg_get(c, "sliding_window"))
+	const cJSON *lt = cfg_get(c, "layer_types"), *sw = cfg_get(c, "sliding_window");
+	uint64_t n = 0, period = 0;
+	if (!sw || cJSON_IsNull(sw))
 		return 0;
-	if (cJSON_IsArray(lt))
+	if (!cJSON_IsArray(lt))
+		lt = NULL;
+	if (!lt && swa_period(cv, r, &period))
+		return -1;
+	if (lt)
 		n = (uint64_t)cJSON_GetArraySize(lt);
 	else if (!period || cfg_req_u32(c, "num_hidden_layers", &n, cv->e))
 		return period ? -1 : tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': no period", r->key);
@@ -272,7 +300,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	switch (r->how) {
 	case TPC_KH_FIND:
 	case TPC_KH_REQ:
-		if (!v && r->how == TPC_KH_FIND)
+		if ((!v || cJSON_IsNull(v)) && r->how == TPC_KH_FIND) /* find_hparam's None: no key */
 			return (*put = false), 0;
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
