@@ -126,6 +126,9 @@ typedef struct tpc_gguf_special_text {
 typedef enum tpc_gguf_ck {
 	TPC_CK_INT,
 	TPC_CK_INT_NZ, /* left out when 0 */
+	TPC_CK_INT_OR_NULL, /* null when the GGUF lacks the key (a config class whose default
+			     * is not none: Exaone4Config's sliding_window 4096); a member an
+			     * earlier row wrote is kept */
 	TPC_CK_FLOAT,
 	TPC_CK_BOOL,
 	TPC_CK_LAYER_TYPES, /* a bool array: layer_types, "sliding_attention" where true,
