@@ -648,6 +648,16 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_ernie4_5,
 	 .tensors = ernie4_5_tensors,
 	 PARTS(.rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true, .tied_head = true)},
+	/* OLMo 2's tensor table and post placement, per-head q/k norms, three
+	 * sliding layers in four by default (sliding_window_pattern); the
+	 * global layers without rope when the model slides */
+	{.name = "exaone4",
+	 .desc = "EXAONE 4 (HF names): the llama plan; per-head q_norm/k_norm and the post-attention/post-feedforward norms replicated",
+	 .plan = LLAMA_JSON("exaone4"),
+	 .hf_arch = A("Exaone4ForCausalLM"),
+	 .gguf = &tpc__gguf_exaone4,
+	 .tensors = olmo2_tensors,
+	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_HEAD, .swa_every = 4, .nope_global = true, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
