@@ -344,12 +344,13 @@ fi
 
 # a family's tokenizer_config.json variant (make_arch_fixtures.py
 # TOK_CFG_VARIANTS): tpconv's f32 GGUF is the reference's (ref/FAM-NAME.sha256),
-# and GGUF -> HF -> GGUF gives it back. tokcfg FAM NAME PYTHON (c: the dict)
+# and GGUF -> HF -> GGUF gives it back. tokcfg FAM NAME PYTHON [FILE] (c: the
+# dict of FILE, tokenizer_config.json unless given)
 tokcfg() {
   rm -rf "$T/tc" && mkdir -p "$T/tc/rt" && cp -r "$A/tiny-$1" "$T/tc/"
   python3 -c 'import json, sys
 c = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c, open(sys.argv[1], "w"), indent=2)' \
-    "$T/tc/tiny-$1/tokenizer_config.json" "$3"
+    "$T/tc/tiny-$1/${4:-tokenizer_config.json}" "$3"
   local want; want=$(cut -d' ' -f1 "$A/ref/$1-$2.sha256")
   if "$TPCONV" convert "$T/tc/tiny-$1" -o "$T/tc/w.gguf" --outtype f32 -q 2> "$T/err" &&
      [ "$(sha256sum "$T/tc/w.gguf" | cut -d' ' -f1)" = "$want" ] &&
@@ -367,6 +368,29 @@ c = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c, open(sys.argv[
 tokcfg glm4 nobos 'c.pop("bos_token")'
 # ERNIE 4.5 with add_prefix_space: written after the special ids, and rebuilt
 tokcfg ernie4_5 nospace 'c["add_prefix_space"] = False'
+# EXAONE 4 without a window (sliding_window null): no window keys, and the
+# rebuilt config.json says null (Exaone4Config's default is 4096)
+tokcfg exaone4 nowindow 'c["sliding_window"] = None' config.json
+grep -Eq '"sliding_window": *null' "$T/tc/rt/tiny-exaone4/config.json" &&
+  ok "exaone4 without a window: the rebuilt config.json's sliding_window is null" ||
+  bad "exaone4 without a window: the rebuilt sliding_window" "$(cat "$T/tc/rt/tiny-exaone4/config.json" 2>&1)"
+# EXAONE 4 without layer_types: the pattern from sliding_window_pattern (an int:
+# the reference's file, as Exaone4Config builds layer_types from it), its
+# 'LLLG' form refused by name (the config class fails on it)
+rm -rf "$T/ex" && mkdir "$T/ex" && cp -r "$A/tiny-exaone4" "$T/ex/" && rm -f "$T/w.gguf"
+python3 - "$T/ex/tiny-exaone4/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); del c["layer_types"]; json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+want=$(awk '$2 == "exaone4-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+if "$TPCONV" convert "$T/ex/tiny-exaone4" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+  ok "exaone4 without layer_types: sliding_window_pattern 4's layers, the reference's file"
+else
+  bad "exaone4 without layer_types" "$(cat "$T/err")"
+fi
+sed -i 's/"sliding_window_pattern": 4/"sliding_window_pattern": "LLLG"/' "$T/ex/tiny-exaone4/config.json"
+refuse "exaone4: a sliding_window_pattern string without layer_types is refused by name" "'sliding_window_pattern' is not an integer" "$T/ex/tiny-exaone4"
 # GLM-4 without partial_rotary_factor in config.json: Glm4Config's 0.5, the same file
 rm -rf "$T/g4" && mkdir "$T/g4" && cp -r "$A/tiny-glm4" "$T/g4/" && rm -f "$T/w.gguf"
 sed -i '/"partial_rotary_factor"/d' "$T/g4/tiny-glm4/config.json"
@@ -406,11 +430,13 @@ refuse "ernie4_5's remote-code architecture is refused by name" "architecture 'E
 # layers of a 4-token window then a full one; Granite: its four multipliers;
 # GLM-4: sandwich norms, a fused gate_up_proj, half of each head rotated in
 # interleaved pairs, q/k/v biases; ERNIE 4.5: LLaMA's with the rope in
-# interleaved pairs, a tied head), and GGUF -> HF -> GGUF byte for
+# interleaved pairs, a tied head; EXAONE 4: post norms, per-head q/k norms,
+# three sliding layers of a 4-token window then a global one without rope),
+# and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite glm4 ernie4_5; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite glm4 ernie4_5 exaone4; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do

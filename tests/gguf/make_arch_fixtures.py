@@ -116,6 +116,11 @@ FAMILIES = {
                                  pad_token_id=0), "bpe", torch.float32, "gpt-2"),
     # ERNIE 4.5: LLaMA with interleaved-pair rope, _set_vocab_sentencepiece
     "ernie4_5": (tf.Ernie4_5Config, dict(COMMON, head_dim=8, tie_word_embeddings=True), "spm", torch.float32, None),
+    # EXAONE 4: OLMo 2's post norms, per-head q/k norms; four layers of a
+    # 4-token window by sliding_window_pattern's default, three sliding then one
+    # full (without rope)
+    "exaone4": (tf.Exaone4Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, tie_word_embeddings=False,
+                                       bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -127,7 +132,7 @@ FAMILIES = {
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25,
-         "glm4": 26, "ernie4_5": 27}
+         "glm4": 26, "ernie4_5": 27, "exaone4": 28}
 
 
 def spm_model(d, n):
@@ -247,15 +252,15 @@ def granite_nomul(d):
         s.write("%s  granite-nomul-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
 
 
-def tok_cfg_variant(d, fam, name, edit):
-    """tiny-FAM with its tokenizer_config.json edited (edit(c) changes the
-    dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
+def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
+    """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
+    changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
     n = os.path.join(OUT, name, "tiny-" + fam)
     shutil.rmtree(n, ignore_errors=True)
     shutil.copytree(d, n)
-    c = json.load(open(os.path.join(n, "tokenizer_config.json")))
+    c = json.load(open(os.path.join(n, file)))
     edit(c)
-    json.dump(c, open(os.path.join(n, "tokenizer_config.json"), "w"), indent=2)
+    json.dump(c, open(os.path.join(n, file), "w"), indent=2)
     g = os.path.join(OUT, "ref", "%s-%s-f32.gguf" % (fam, name))
     env = dict(os.environ, TPC_PRE=FAMILIES[fam][4] or "")
     subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g],
@@ -268,7 +273,10 @@ def tok_cfg_variant(d, fam, name, edit):
 # bos then comes from Glm4Model.set_vocab's <|endoftext|>, after eot and unk),
 # ERNIE 4.5's with add_prefix_space false (Ernie4_5Model writes it)
 TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
-                    "ernie4_5": ("nospace", lambda c: c.update(add_prefix_space=False))}
+                    "ernie4_5": ("nospace", lambda c: c.update(add_prefix_space=False)),
+                    # EXAONE 4 without a window (config.json's sliding_window null):
+                    # no window keys; every layer has its rope
+                    "exaone4": ("nowindow", lambda c: c.update(sliding_window=None), "config.json")}
 
 
 def main():
