@@ -854,6 +854,14 @@ static void test_ernie4_5_record(void **st)
 	record_case("ernie4_5", "ernie4_5");
 }
 
+/* EXAONE 4: post norms, per-head q/k norms, a sliding layer with rope, a
+ * global one without */
+static void test_exaone4_record(void **st)
+{
+	(void)st;
+	record_case("exaone4", "exaone4");
+}
+
 /* Global layers without rope in a model with a window (EXAONE 4's hybrid
  * NoPE): OLMo 3's record (its names are Exaone4's) with per-head q/k norms
  * and nope_global gives Exaone4ForCausalLM's logits (layer 0 slides over 4
@@ -920,7 +928,7 @@ int main(void)
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_rope_pairs_partial),
 		cmocka_unit_test(test_glm4_record),       cmocka_unit_test(test_ernie4_5_record),
-		cmocka_unit_test(test_nope_global),
+		cmocka_unit_test(test_nope_global),       cmocka_unit_test(test_exaone4_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
