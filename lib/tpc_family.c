@@ -111,6 +111,17 @@ static const tpc_tensor_row gemma2_tensors[] = {
 	END_ROW,
 };
 
+/* Seed-OSS (SeedOssForCausalLM): LLaMA's rows; llama.cpp's seed_oss names
+ * the pre-MLP norm post_attention_norm (gguf-py constants.py
+ * MODEL_ARCH.SEED_OSS has ATTN_POST_NORM, no FFN_NORM) */
+static const tpc_tensor_row seedoss_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "mlp.linear_fc1.layer_norm_weight",
+	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "post_attention_norm.weight"),
+	LLAMA_MLP_ROWS,
+	END_ROW,
+};
+
 /* GLM-4 (Glm4ForCausalLM): LLaMA's attention and MLP rows (its fused
  * mlp.gate_up_proj [gate | up] is Phi-3's FFN_GATE_UP, llama.cpp's ffn_up),
  * sandwich norms: input_layernorm and post_attention_layernorm before each
@@ -630,6 +641,24 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granite,
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
+	/* LLaMA's tensors, plan and parts, every fourth layer without RoPE by
+	 * default; no_rope_layers and the sliding window are config.json's facts */
+	{.name = "smollm3",
+	 .desc = "SmolLM3 (HF names): the llama plan; layers without RoPE as config.json's no_rope_layers says (every 4th by default)",
+	 .plan = LLAMA_JSON("smollm3"),
+	 .hf_arch = A("SmolLM3ForCausalLM"),
+	 .gguf = &tpc__gguf_smollm3,
+	 .tensors = llama_tensors,
+	 PARTS(.rope_off_every = 4, .tied_head = true)},
+	/* LLaMA's plan and parts with q/k/v biases (attention_bias) and an
+	 * o_proj bias (attention_out_bias) where the checkpoint has them */
+	{.name = "seed-oss",
+	 .desc = "Seed-OSS (HF names): the llama plan (q/k/v and o_proj biases split with their weights); head_dim from config.json",
+	 .plan = LLAMA_JSON("seed-oss"),
+	 .hf_arch = A("SeedOssForCausalLM"),
+	 .gguf = &tpc__gguf_seedoss,
+	 .tensors = seedoss_tensors,
+	 PARTS(.attn_bias = true, .tied_head = true)},
 	/* sandwich norms without Gemma's 1 + w; half of each head rotated
 	 * (partial_rotary_factor, config.json's) in interleaved pairs */
 	{.name = "glm4",
@@ -834,8 +863,8 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
-	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->logit_scale == y->logit_scale &&
-	       x->nope_global == y->nope_global;
+	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
+	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

@@ -103,6 +103,22 @@ static const tpc_gguf_kv_rule granite_kv[] = {
 	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"},
 	R_END,
 };
+/* SmolLM3Model (a LlamaModel, conversion/llama.py): LlamaModel's keys and no
+ * more; llama.cpp reads every 4th layer as one without RoPE and no window,
+ * so a config.json that says otherwise is refused (no key is written) */
+static const tpc_gguf_kv_rule smollm3_kv[] = {
+	TEXT_RULES,
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL},
+	{"no_rope_layer_step", 0, TPC_KH_ROPE_OFF_EVERY, "4"},
+	{"attention.sliding_window", 0, TPC_KH_NO_SWA, NULL},
+	R_END,
+};
+/* SeedOssModel (conversion/olmo.py): TextModel's keys */
+static const tpc_gguf_kv_rule seedoss_kv[] = {
+	TEXT_RULES,
+	R_END,
+};
 /* Glm4Model (conversion/glm.py): TextModel's keys, then a half of head_dim
  * (partial_rotary_factor, Glm4Config's default 0.5) as the rotary dimension */
 static const tpc_gguf_kv_rule glm4_kv[] = {
@@ -322,6 +338,25 @@ const tpc_gguf_arch tpc__gguf_granite = {
 	.arch = "granite", .hf_arch = A("GraniteForCausalLM"), .kv = granite_kv, .permute_qk = true,
 	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
 	.add_space_prefix = true, .hf_cfg = granite_cfg, .rope_pct = "partial_rotary_factor"};
+/* SeedOssModel (conversion/olmo.py): TextModel's keys, no Q/K permutation,
+ * _set_vocab_gpt2; SeedOssConfig's head_dim default: 128; read back, its
+ * two bias members say which biases are there (its defaults: q/k/v yes,
+ * o_proj no) */
+static const tpc_gguf_bias_flag seedoss_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{"attention_out_bias", TPC_ROLE_ATTN_OUT},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_seedoss = {
+	.arch = "seed_oss", .hf_arch = A("SeedOssForCausalLM"), .kv = seedoss_kv, .head_dim = 128,
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = text_cfg, .bias_flags = seedoss_bias, .rope_pct = "partial_rotary_factor"};
+/* SmolLM3Model (a LlamaModel): Q/K permuted, LlamaModel's vocabulary;
+ * SmolLM3Config has no head_dim */
+const tpc_gguf_arch tpc__gguf_smollm3 = {
+	.arch = "smollm3", .hf_arch = A("SmolLM3ForCausalLM"), .kv = smollm3_kv, .permute_qk = true,
+	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
+	.add_space_prefix = true, .hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"};
 /* StarCoder2Model: TextModel's _set_vocab_gpt2; no Q/K permutation */
 const tpc_gguf_arch tpc__gguf_starcoder2 = {
 	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,

@@ -27,7 +27,8 @@
  *              transformers 5.12), special_text (special ids set by an added
  *              token's text)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
- *              (member <- key), rope_pct (the member a partial rotary
+ *              (member <- key), bias_flags (member <- whether a role's bias
+ *              is there), rope_pct (the member a partial rotary
  *              dimension is written as), bias_member (the member saying
  *              whether the projections carry biases), experts_member,
  *              when_key (which of two records of one arch a GGUF is read as)
@@ -81,6 +82,13 @@ typedef enum tpc_gguf_kh {
 			      * the first config.json member present, else N (Exaone4Config's
 			      * sliding_window_pattern, default 4); no key without a window (or
 			      * a null one) */
+	TPC_KH_ROPE_OFF_EVERY, /* no key: the layers config.json leaves without RoPE
+				* (tpc_facts_rope_off, the record's default with it) must be every
+				* names-th (1-based), the step the GGUF's reader assumes (llama.cpp's
+				* n_no_rope_layer_step, fixed for smollm3: "4"); else refused */
+	TPC_KH_NO_SWA,       /* no key: refused when config.json makes a layer slide (layer_types'
+			      * "sliding_attention", or use_sliding_window without layer_types):
+			      * the GGUF's reader knows no window for the architecture */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -140,6 +148,15 @@ typedef struct tpc_gguf_cfg_rule {
 	tpc_gguf_ck kind;
 } tpc_gguf_cfg_rule;
 
+/* A config.json member rebuilt from the biases a GGUF holds (gguf_hf.c): true
+ * when layer 0's tensor of `role` has its bias, else false (a config class
+ * whose default would otherwise add or drop biases: SeedOssConfig's
+ * attention_bias, default true, and attention_out_bias, default false) */
+typedef struct tpc_gguf_bias_flag {
+	const char *member;
+	tpc_role role;
+} tpc_gguf_bias_flag;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -160,6 +177,7 @@ typedef struct tpc_gguf_arch {
 	tpc_gguf_special_text special_text[4]; /* special ids by added token text, in the
 						 * reference's order */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
+	const tpc_gguf_bias_flag *bias_flags; /* ends with member NULL; NULL: none */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *bias_member;   /* config.json's bool for the projections' biases, written true
@@ -198,6 +216,6 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
-	tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4;
+	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4;
 
 #endif

@@ -709,7 +709,9 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	}
 	/* EXAONE 4: the global layers of a model with a window have no rope */
 	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
-	if (pt->pos == TPC_PART_POS_ROPE && !nope) {
+	/* a layer config.json's no_rope_layers (or the record's default) leaves
+	 * unrotated attends without positions (SmolLM3's NoPE layers) */
+	if (pt->pos == TPC_PART_POS_ROPE && !nope && !tpc_facts_rope_off(f, l, pt->rope_off_every)) {
 		/* a sliding layer with a theta of its own rotates by it, unscaled */
 		bool own = swa && f->rope_theta_local > 0;
 		a->rope = true;
@@ -878,6 +880,10 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 	if (!ret && (!m->nlayers || (f && f->layers && f->layers != m->nlayers)))
 		ret = tpc_err_set(e, TPC_EINPUT, "model: found %lld layers%s", (long long)m->nlayers,
 				  m->nlayers ? ", not the configured number" : "");
+	/* transformers indexes no_rope_layers by layer: a shorter list is no model */
+	if (!ret && f && f->n_rope_listed && f->n_rope_listed < m->nlayers)
+		ret = tpc_err_set(e, TPC_EINPUT, "model: config.json's no_rope_layers has %lld entries for %lld layers",
+				  (long long)f->n_rope_listed, (long long)m->nlayers);
 	return ret;
 }
 

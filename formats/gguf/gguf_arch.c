@@ -27,6 +27,7 @@
 #include "gguf.h"
 #include "tpc_cast.h"
 #include "tpc_cfg.h"
+#include "tpc_facts.h"
 #include "tpc_family.h"
 #include "tpc_family_gguf.h"
 #include "tpc_io.h"
@@ -285,6 +286,67 @@ static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 	return ret;
 }
 
+/* config.json's facts (lib/tpc_facts.h) and its layer count, for the rules
+ * that check layers */
+static int layer_facts(conv *cv, tpc_model_facts *f, uint64_t *n)
+{
+	return cfg_req_u32(&cv->c, "n_layers|num_hidden_layers|n_layer|num_layers", n, cv->e) ||
+			       tpc_facts_from_cfg(f, cv->c.doc, cv->e)
+		       ? -1
+		       : 0;
+}
+
+/* The layers without RoPE must be every period-th (r->names), as the GGUF's
+ * reader assumes: llama.cpp fixes smollm3's n_no_rope_layer_step at 4, and
+ * convert_hf_to_gguf.py writes no key for it. */
+static int rope_off_every(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	tpc_model_facts f;
+	uint64_t n = 0, period = r->names ? strtoull(r->names, NULL, 10) : 0;
+	int every = cv->fam ? cv->fam->parts.rope_off_every : 0;
+	if (!period)
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': no period", r->key);
+	if (layer_facts(cv, &f, &n))
+		return -1;
+	if (f.n_rope_listed && (uint64_t)f.n_rope_listed < n)
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "config.json: no_rope_layers has %lld entries for %llu layers", (long long)f.n_rope_listed,
+				  (unsigned long long)n);
+	for (uint64_t l = 0; l < n; l++) {
+		bool off = tpc_facts_rope_off(&f, (int64_t)l, every);
+		if (off != ((l + 1) % period == 0))
+			return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+					  "config.json: %s leaves layer %llu %s RoPE, but a GGUF of architecture '%s' is read "
+					  "with every %llu-th layer without it (llama.cpp): not written",
+					  f.n_rope_listed ? "no_rope_layers" : "no_rope_layer_interval", (unsigned long long)l,
+					  off ? "without" : "with", cv->spec->arch, (unsigned long long)period);
+	}
+	return 0;
+}
+
+/* No layer may slide: the GGUF's reader knows no window for the architecture
+ * (llama.cpp's smollm3; convert_hf_to_gguf.py writes none). */
+static int no_swa(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	tpc_model_facts f;
+	uint64_t n = 0;
+	const cJSON *use = cfg_get(&cv->c, "use_sliding_window"), *w = cfg_get(&cv->c, "sliding_window");
+	if (layer_facts(cv, &f, &n))
+		return -1;
+	for (uint64_t l = 0; l < n && l < (uint64_t)f.n_typed; l++)
+		if (f.swa_layers[l / 64] >> (l % 64) & 1)
+			return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+					  "config.json: layer_types makes layer %llu slide, but a GGUF of architecture '%s' "
+					  "has no sliding window (%s): not written",
+					  (unsigned long long)l, cv->spec->arch, r->key);
+	if (!f.n_typed && cJSON_IsTrue(use) && cJSON_IsNumber(w))
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "config.json: use_sliding_window without layer_types (which layers slide is the model "
+				  "class's default), and a GGUF of architecture '%s' has no sliding window: not written",
+				  cv->spec->arch);
+	return 0;
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
@@ -292,7 +354,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	char buf[64];
 	const char *which = NULL;
 	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
-					 r->how != TPC_KH_ROPE_PCT_HEAD
+				 r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -403,6 +465,12 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_SWA_PATTERN:
 		*put = false;
 		return swa_pattern(cv, r);
+	case TPC_KH_ROPE_OFF_EVERY:
+		*put = false;
+		return rope_off_every(cv, r);
+	case TPC_KH_NO_SWA:
+		*put = false;
+		return no_swa(cv, r);
 	case TPC_KH_OR_ONE:
 		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
 			return cfg_err(c, cv->e, "config.json: '%s' is not a number", which);

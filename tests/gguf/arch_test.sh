@@ -342,6 +342,81 @@ else
   bad "granite without its multipliers" "$(cat "$T/err")"
 fi
 
+# SmolLM3: llama.cpp reads every 4th layer as one without RoPE and no window,
+# and convert_hf_to_gguf.py writes no key for either: tpconv refuses a
+# config.json that says otherwise (exit 3, naming the member and the layer),
+# nothing written; the same layers said by no_rope_layer_interval 4 alone: the
+# reference's file
+smol() { # DESC EXPECTED-MESSAGE PYTHON (c: config.json)
+  rm -rf "$T/sm" "$T/smo" && mkdir -p "$T/sm" "$T/smo" && cp -r "$A/tiny-smollm3" "$T/sm/"
+  python3 - "$T/sm/tiny-smollm3/config.json" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+  "$TPCONV" convert "$T/sm/tiny-smollm3" -o "$T/smo/w.gguf" --outtype f32 2> "$T/err"; local rc=$?
+  if [ -z "$2" ]; then
+    want=$(awk '$2 == "smollm3-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+    [ $rc -eq 0 ] && [ "$(sha256sum "$T/smo/w.gguf" | cut -d' ' -f1)" = "$want" ] && ok "$1" || bad "$1" "exit $rc" "$(cat "$T/err")"
+  elif [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ -z "$(ls -A "$T/smo")" ]; then
+    ok "$1"
+  else
+    bad "$1" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/smo")"
+  fi
+}
+smol "smollm3: no_rope_layers other than every 4th is refused by layer" \
+  "no_rope_layers leaves layer 1 without RoPE, but a GGUF of architecture 'smollm3' is read with every 4-th layer without it" \
+  'c["no_rope_layers"] = [1, 0, 1, 1]'
+smol "smollm3: no_rope_layer_interval 2 without the list is refused" \
+  "no_rope_layer_interval leaves layer 1 without RoPE" 'del c["no_rope_layers"]; c["no_rope_layer_interval"] = 2'
+smol "smollm3: no_rope_layers shorter than the layers is refused" \
+  "no_rope_layers has 3 entries for 4 layers" 'c["no_rope_layers"] = [1, 1, 1]'
+smol "smollm3: a sliding layer (layer_types) is refused" \
+  "layer_types makes layer 3 slide, but a GGUF of architecture 'smollm3' has no sliding window" \
+  'c.update(use_sliding_window=True, sliding_window=4, layer_types=["full_attention"] * 3 + ["sliding_attention"])'
+smol "smollm3: use_sliding_window without layer_types is refused" \
+  "use_sliding_window without layer_types" 'c.update(use_sliding_window=True, sliding_window=4); del c["layer_types"]'
+smol "smollm3: every 4th layer by no_rope_layer_interval alone (and a window no layer uses): the reference's file" "" \
+  'del c["no_rope_layers"]; c["sliding_window"] = 4'
+
+# Seed-OSS read back: config.json says which biases the GGUF holds
+# (SeedOssConfig's defaults would add q/k/v biases and drop o_proj's):
+# tiny-seed-oss as it is (q/k/v, no o_proj bias), then with o_proj biases and
+# without the q/k/v ones, each GGUF -> HF tensor for tensor the model's
+rm -rf "$T/so" && mkdir -p "$T/so/b" && cp -r "$A/tiny-seed-oss" "$T/so/a"
+cp "$A/tiny-seed-oss/"*.json "$T/so/b/"
+python3 - "$T/so/a/model.safetensors" "$T/so/b" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+t = {k: (v, d[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+t = {k: x for k, x in t.items() if not k.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias"))}
+for l in (0, 1):  # o_proj biases of hidden 32, values from the q biases' bytes
+    t["model.layers.%d.self_attn.o_proj.bias" % l] = ({"dtype": "F32", "shape": [32]}, bytes(range(l, l + 128)))
+hdr, data = {}, b""
+for k in sorted(t):
+    v, b = t[k]
+    hdr[k] = {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": [len(data), len(data) + len(b)]}
+    data += b
+j = json.dumps(hdr).encode(); j += b" " * (-len(j) % 8)
+open(sys.argv[2] + "/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + data)
+c = json.load(open(sys.argv[2] + "/config.json"))
+c.update(attention_bias=False, attention_out_bias=True)
+json.dump(c, open(sys.argv[2] + "/config.json", "w"), indent=2)
+PY
+for v in a:true:false b:false:true; do
+  d=${v%%:*} qb=${v#*:} qb=${qb%:*} ob=${v##*:}
+  if "$TPCONV" convert "$T/so/$d" -o "$T/so/$d.gguf" --outtype f32 -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/so/$d.gguf" -o "$T/so/$d-hf/" -q 2>> "$T/err" &&
+     grep -q "\"attention_bias\": *$qb," "$T/so/$d-hf/config.json" &&
+     grep -q "\"attention_out_bias\": *$ob," "$T/so/$d-hf/config.json" &&
+     "$TPCONV" diff "$T/so/$d" "$T/so/$d-hf" -q 2>> "$T/err"; then
+    ok "seed-oss read back from GGUF: attention_bias $qb, attention_out_bias $ob, the tensors the model's"
+  else
+    bad "seed-oss read back from GGUF (attention_bias $qb, attention_out_bias $ob)" "$(cat "$T/err")" "$(cat "$T/so/$d-hf/config.json" 2>&1 | head -12)"
+  fi
+done
+
 # a family's tokenizer_config.json variant (make_arch_fixtures.py
 # TOK_CFG_VARIANTS): tpconv's f32 GGUF is the reference's (ref/FAM-NAME.sha256),
 # and GGUF -> HF -> GGUF gives it back. tokcfg FAM NAME PYTHON [FILE] (c: the
@@ -428,15 +503,16 @@ refuse "ernie4_5's remote-code architecture is refused by name" "architecture 'E
 # whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
 # layers of a 4-token window then a full one; Granite: its four multipliers;
-# GLM-4: sandwich norms, a fused gate_up_proj, half of each head rotated in
-# interleaved pairs, q/k/v biases; ERNIE 4.5: LLaMA's with the rope in
-# interleaved pairs, a tied head; EXAONE 4: post norms, per-head q/k norms,
-# three sliding layers of a 4-token window then a global one without rope),
-# and GGUF -> HF -> GGUF byte for
-# byte (a rebuilt SentencePiece folder without the tokenizer.json written
-# beside tokenizer.model, which the reference's SpecialVocab would read more
-# ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite glm4 ernie4_5 exaone4; do
+# SmolLM3: four layers, the fourth without RoPE, a tied head; Seed-OSS: q/k/v
+# biases, head_dim 16 not hidden / heads; GLM-4: sandwich norms, a fused
+# gate_up_proj, half of each head rotated in interleaved pairs, q/k/v biases;
+# ERNIE 4.5: LLaMA's with the rope in interleaved pairs, a tied head; EXAONE 4:
+# post norms, per-head q/k norms, three sliding layers of a 4-token window then
+# a global one without rope), and GGUF -> HF -> GGUF byte for byte (a rebuilt
+# SentencePiece folder without the tokenizer.json written beside
+# tokenizer.model, which the reference's SpecialVocab would read more ids from:
+# hf_test.sh checks that one).
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do

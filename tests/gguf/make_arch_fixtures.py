@@ -105,6 +105,15 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(COMMON, tie_word_embeddings=False, embedding_multiplier=12.0,
                                        residual_multiplier=0.22, attention_multiplier=0.0625, logits_scaling=8.0),
                 "spm", torch.float32, None),
+    # smollm3: four layers, so that the fourth is without RoPE (SmolLM3Config's
+    # default no_rope_layers, the step llama.cpp assumes); its tied head
+    "smollm3": (tf.SmolLM3Config, dict(COMMON, num_hidden_layers=4, bos_token_id=1, eos_token_id=2, pad_token_id=None),
+                "spm", torch.float32, None),
+    # seed-oss: q/k/v biases (attention_bias, its default), no o_proj bias (its
+    # attention_out_bias default), head_dim 16 (not hidden / heads); a plain
+    # byte-level BPE, as starcoder2's
+    "seed-oss": (tf.SeedOssConfig, dict(COMMON, head_dim=16, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
+                                        pad_token_id=None), "bpe", torch.float32, "gpt-2"),
     # a plain byte-level BPE: llama.cpp's name for it is gpt-2 (StarCoder2's own
     # tokenizer splits digits first, its "starcoder"), so that tpconv reads the name given
     "starcoder2": (tf.Starcoder2Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0),
@@ -131,8 +140,8 @@ FAMILIES = {
 
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25,
-         "glm4": 26, "ernie4_5": 27, "exaone4": 28}
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
+         "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28}
 
 
 def spm_model(d, n):

@@ -734,9 +734,11 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
-/* The set of tests/data/tiny_FILE.safetensors at tp 1, split as the presets
- * do, and config.json's facts (tiny_FILE.json); ex: the logits file */
-static void record_set(const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s, tpc_model_facts *f)
+/* The set of tests/data/tiny_FILE (every tensor whole, split as the plan
+ * would at tp 1), its facts from tiny_FILE.json and the model of record fam
+ * built; ck and ex (transformers' logits) stay open for the caller */
+static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s,
+		       tpc_model_facts *f)
 {
 	char st[128], js[4096];
 	tpc_err e;
@@ -764,24 +766,21 @@ static void record_set(const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_
 		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
 	tpc_verify_link_biases(s);
+	int r = tpc_verify_model_from_names(s, fam, f, &e);
+	if (r)
+		print_message("# %s\n", e.msg);
+	assert_int_equal(r, 0);
+	assert_int_equal(s->model->nlayers, f->layers);
 }
 
 /* record_case with the record given; s, when not NULL, gets the model built
  * (its release the caller's) */
 static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
 {
-	tpc_err e;
 	tpc_ckpt ck, ex;
 	tpc_verify_set s;
-	tpc_model_facts f;
-	record_set(file, &ck, &ex, &s, &f);
-	int r = tpc_verify_model_from_names(&s, fam, &f, &e);
-	if (r)
-		print_message("# %s\n", e.msg);
-	assert_int_equal(r, 0);
-	assert_int_equal(s.model->nlayers, 2);
+	record_set(fam, file, &ck, &ex, &s, fp);
 	vs_transformers(&s, &ex, file, 48, fam->name);
-	*fp = f;
 	if (sp)
 		*sp = s;
 	else
@@ -836,6 +835,67 @@ static void test_granite_facts(void **st)
 	assert_true(s.model->embed_mul == 12 && s.model->resid_mul == 0.22 && s.model->logit_div == 8);
 	assert_true(s.model->layers[0].attn.scale == 0.0625 && s.model->layers[1].attn.scale == 0.0625);
 	tpc_verify_set_release(&s);
+}
+
+/* Layers without RoPE as config.json's facts: no_rope_layers [1, 0, 1, 1]
+ * (and, with use_sliding_window, that layer's 4-token window from
+ * layer_types) on LLaMA's record give SmolLM3ForCausalLM's logits */
+static void test_rope_off_facts(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(tpc_family_find("llama"), "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "llama with no_rope_layers");
+	assert_true(f.n_rope_listed == 4 && f.rope_off[0] == 2);
+	for (int l = 0; l < 4; l++) {
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+		assert_int_equal(s.model->layers[l].attn.window, l == 1 ? 4 : 0);
+	}
+	/* a list shorter than the layers (transformers would index past it) */
+	f.n_rope_listed = 3;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("llama"), &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no_rope_layers has 3 entries for 4 layers"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* SmolLM3: LLaMA's parts, config.json's no_rope_layers [1, 0, 1, 1] over
+ * the record's default; without the list (nor an interval) the record's
+ * every fourth layer without RoPE */
+static void test_smollm3_record(void **st)
+{
+	(void)st;
+	const tpc_family *fam = tpc_family_find("smollm3");
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	assert_true(fam && fam->parts.rope_off_every == 4);
+	record_set(fam, "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "smollm3");
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+	f.n_rope_listed = f.rope_off_every = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, fam, &f, &e), 0);
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 3);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* Seed-OSS: LLaMA's parts with q/k/v and o_proj biases, head_dim 16 (not
+ * hidden / heads) */
+static void test_seed_oss_record(void **st)
+{
+	(void)st;
+	record_case("seed-oss", "seed_oss");
 }
 
 /* GLM-4: sandwich norms without 1 + w, a fused gate_up_proj, q/k/v biases,
@@ -904,7 +964,7 @@ static void test_rope_pairs_partial(void **st)
 	tpc_ckpt ck, ex;
 	tpc_err e;
 	tpc_err_init(&e);
-	record_set("glm", &ck, &ex, &s, &f);
+	record_set(&fam, "glm", &ck, &ex, &s, &f);
 	f.rotary_pct = 0;
 	assert_int_equal(tpc_verify_model_from_names(&s, &fam, &f, &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
@@ -926,9 +986,11 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
-		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_rope_pairs_partial),
-		cmocka_unit_test(test_glm4_record),       cmocka_unit_test(test_ernie4_5_record),
-		cmocka_unit_test(test_nope_global),       cmocka_unit_test(test_exaone4_record),
+		cmocka_unit_test(test_granite_record),     cmocka_unit_test(test_rope_off_facts),
+		cmocka_unit_test(test_smollm3_record),     cmocka_unit_test(test_seed_oss_record),
+		cmocka_unit_test(test_rope_pairs_partial), cmocka_unit_test(test_glm4_record),
+		cmocka_unit_test(test_ernie4_5_record),    cmocka_unit_test(test_nope_global),
+		cmocka_unit_test(test_exaone4_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
