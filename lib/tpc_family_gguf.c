@@ -367,19 +367,27 @@ const tpc_gguf_arch tpc__gguf_starcoder2 = {
  * Q/K permutation (llama.cpp rotates GLM-4's interleaved pairs itself; the
  * M-RoPE permutation of an mrope_section is refused with the rope);
  * Glm4Config's head_dim default 128, attention_bias default true */
+static const tpc_gguf_bias_flag glm4_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{NULL, TPC_ROLE_NONE},
+};
 const tpc_gguf_arch tpc__gguf_glm4 = {
 	.arch = "glm4", .hf_arch = A("Glm4ForCausalLM"), .kv = glm4_kv, .head_dim = 128, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.special_text = {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}},
-	.hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor", .bias_member = "attention_bias"};
+	.hf_cfg = text_cfg, .bias_flags = glm4_bias, .rope_pct = "partial_rotary_factor"};
 /* Ernie4_5Model: _set_vocab_sentencepiece, then tokenizer_config.json's
  * add_prefix_space; no Q/K permutation (llama.cpp's ernie4_5 rotates the
  * interleaved pairs itself); Ernie4_5Config's head_dim default 128,
  * use_bias default false */
+static const tpc_gguf_bias_flag ernie4_5_bias[] = {
+	{"use_bias", TPC_ROLE_ATTN_Q},
+	{NULL, TPC_ROLE_NONE},
+};
 const tpc_gguf_arch tpc__gguf_ernie4_5 = {
 	.arch = "ernie4_5", .hf_arch = A("Ernie4_5ForCausalLM"), .kv = ernie4_5_kv, .head_dim = 128,
 	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
-	.add_space_prefix = true, .hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor", .bias_member = "use_bias"};
+	.add_space_prefix = true, .hf_cfg = text_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor"};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no

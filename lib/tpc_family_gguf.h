@@ -29,9 +29,8 @@
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), bias_flags (member <- whether a role's bias
  *              is there), rope_pct (the member a partial rotary
- *              dimension is written as), bias_member (the member saying
- *              whether the projections carry biases), experts_member,
- *              when_key (which of two records of one arch a GGUF is read as)
+ *              dimension is written as), experts_member, when_key (which of
+ *              two records of one arch a GGUF is read as)
  *
  * GGUF's own vocabulary (tokenizer.ggml.model "llama"/"gpt2", pre-tokenizer
  * names) is not a family and stays with the GGUF code.
@@ -151,7 +150,9 @@ typedef struct tpc_gguf_cfg_rule {
 /* A config.json member rebuilt from the biases a GGUF holds (gguf_hf.c): true
  * when layer 0's tensor of `role` has its bias, else false (a config class
  * whose default would otherwise add or drop biases: SeedOssConfig's
- * attention_bias, default true, and attention_out_bias, default false) */
+ * attention_bias, default true, and attention_out_bias, default false;
+ * Glm4Config's attention_bias, default true; Ernie4_5Config's use_bias, one
+ * flag for every projection, default false: the q projection's says) */
 typedef struct tpc_gguf_bias_flag {
 	const char *member;
 	tpc_role role;
@@ -180,10 +181,6 @@ typedef struct tpc_gguf_arch {
 	const tpc_gguf_bias_flag *bias_flags; /* ends with member NULL; NULL: none */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
-	const char *bias_member;   /* config.json's bool for the projections' biases, written true
-				    * or false by whether layer 0's q projection has one (GLM-4's
-				    * attention_bias defaults true, ERNIE 4.5's use_bias false);
-				    * NULL: not written */
 	const char *experts_member; /* config.json's expert count member */
 	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
 			       * there (OLMo 3's attention.sliding_window: the reference writes

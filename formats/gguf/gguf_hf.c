@@ -21,7 +21,8 @@
  *   - GPT-NeoX's attn_qkv rows [3, heads, hd] back to [heads, 3, hd].
  * A missing output.weight is a tied head: no lm_head, and config.json says
  * tie_word_embeddings; the record's bias_flags say in config.json which
- * biases the GGUF holds (Seed-OSS's attention_bias, attention_out_bias). A tensor with no Hugging Face name is refused by
+ * biases the GGUF holds (Seed-OSS's attention_bias, attention_out_bias;
+ * GLM-4's attention_bias, ERNIE 4.5's use_bias). A tensor with no Hugging Face name is refused by
  * name (never a guessed name): `convert --gguf-names` keeps GGUF's. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -479,9 +480,6 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 	    (dt && !cJSON_AddStringToObject(o, "torch_dtype", dt)))
 		return tpc_err_nomem(h->e);
 	if (h->a->permute_qk && role_tensor(h, TPC_ROLE_ATTN_Q, true) && !cJSON_AddBoolToObject(o, "attention_bias", true))
-		return tpc_err_nomem(h->e);
-	if (h->a->bias_member &&
-	    !cJSON_AddBoolToObject(o, h->a->bias_member, role_tensor(h, TPC_ROLE_ATTN_Q, true) != NULL))
 		return tpc_err_nomem(h->e);
 	for (const tpc_gguf_bias_flag *b = h->a->bias_flags; b && b->member; b++)
 		if (!cJSON_AddBoolToObject(o, b->member, role_tensor(h, b->role, true) != NULL))

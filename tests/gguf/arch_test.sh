@@ -554,7 +554,7 @@ PY
   else
     bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
   fi
-  # the projections' biases said in the rebuilt config.json (bias_member)
+  # the projections' biases said in the rebuilt config.json (bias_flags)
   case $fam in
     glm4) bm='"attention_bias": *true' ;;
     ernie4_5) bm='"use_bias": *false' ;;
