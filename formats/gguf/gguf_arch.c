@@ -229,16 +229,44 @@ static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint
 	return *y ? 0 : cfg_err(c, e, "config.json: %s is 0", b);
 }
 
-/* Olmo2Model's sliding_window_pattern: with a sliding_window, a bool per
- * layer from layer_types, else every layer but each period-th (r->names) */
+/* The period of a sliding-window pattern without layer_types: r->names is
+ * "MEMBER|...|N", the first config.json member present (an integer), else
+ * N; a member that is not a positive integer is refused (Exaone4Config
+ * builds layer_types from an int sliding_window_pattern and fails on its
+ * "LLLG" form, so the reference does) */
+static int swa_period(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *period)
+{
+	const cfg *c = &cv->c;
+	const char *last = r->names ? strrchr(r->names, '|') : NULL;
+	char names[128], buf[64];
+	const char *which = NULL;
+	*period = r->names ? strtoull(last ? last + 1 : r->names, NULL, 10) : 0;
+	if (!last || (size_t)(last - r->names) >= sizeof(names))
+		return 0;
+	snprintf(names, sizeof(names), "%.*s", (int)(last - r->names), r->names);
+	const cJSON *v = cfg_find(c, names, &which, buf, sizeof(buf));
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (cfg_u32(c, v, which, period, cv->e))
+		return -1;
+	return *period ? 0 : cfg_err(c, cv->e, "config.json: '%s' is 0", which);
+}
+
+/* The sliding_window_pattern key (Olmo2Model's, Exaone4Model's): with a
+ * sliding_window (not null), a bool per layer from layer_types, else every
+ * layer but each period-th (swa_period) */
 static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 {
 	const cfg *c = &cv->c;
-	const cJSON *lt = cfg_get(c, "layer_types");
-	uint64_t n = 0, period = r->names ? strtoull(r->names, NULL, 10) : 0;
-	if (!cfg_get(c, "sliding_window"))
+	const cJSON *lt = cfg_get(c, "layer_types"), *sw = cfg_get(c, "sliding_window");
+	uint64_t n = 0, period = 0;
+	if (!sw || cJSON_IsNull(sw))
 		return 0;
-	if (cJSON_IsArray(lt))
+	if (!cJSON_IsArray(lt))
+		lt = NULL;
+	if (!lt && swa_period(cv, r, &period))
+		return -1;
+	if (lt)
 		n = (uint64_t)cJSON_GetArraySize(lt);
 	else if (!period || cfg_req_u32(c, "num_hidden_layers", &n, cv->e))
 		return period ? -1 : tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': no period", r->key);
@@ -326,7 +354,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	char buf[64];
 	const char *which = NULL;
 	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
-				 r->how != TPC_KH_ROPE_OFF_EVERY
+				 r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -334,7 +362,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	switch (r->how) {
 	case TPC_KH_FIND:
 	case TPC_KH_REQ:
-		if (!v && r->how == TPC_KH_FIND)
+		if ((!v || cJSON_IsNull(v)) && r->how == TPC_KH_FIND) /* find_hparam's None: no key */
 			return (*put = false), 0;
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
@@ -386,6 +414,27 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
 			return -1;
 		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
+		return 0;
+	}
+	case TPC_KH_ROPE_PCT_HEAD: {
+		const cJSON *p = rope_member(c, "partial_rotary_factor");
+		char *end = NULL;
+		double pct = cJSON_IsNumber(p) ? p->valuedouble : r->names ? strtod(r->names, &end) : 0;
+		if (p && !cJSON_IsNumber(p))
+			return cfg_err(c, cv->e, "config.json: '%s' is not a number", "partial_rotary_factor");
+		if (!cJSON_IsNumber(p) && (!end || end == r->names || *end))
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its default is not a number", r->key);
+		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v)) {
+			if (cfg_u32(c, v, "head_dim", &h, cv->e))
+				return -1;
+		} else if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e)) {
+			return -1;
+		} else {
+			h /= heads;
+		}
+		if (pct <= 0 || pct > 1)
+			return cfg_err(c, cv->e, "config.json: '%s' is not in (0, 1]", "partial_rotary_factor");
+		*u = (uint64_t)(pct * (double)h);
 		return 0;
 	}
 	case TPC_KH_ROPE_SCALING:

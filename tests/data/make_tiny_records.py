@@ -18,6 +18,15 @@
 #               use_sliding_window, that layer attending within a 4-token window
 #   seed_oss    SeedOssForCausalLM: q/k/v biases and an o_proj bias
 #               (attention_out_bias), head_dim 16 (not hidden / heads)
+#   glm         GlmForCausalLM: LLaMA's names with a fused gate_up_proj, q/k/v
+#               biases, half of each head (partial_rotary_factor 0.5) rotated
+#               in interleaved pairs
+#   glm4        Glm4ForCausalLM: GLM's attention and MLP, sandwich norms (no
+#               1 + w)
+#   ernie4_5    Ernie4_5ForCausalLM: LLaMA with the rope on interleaved pairs,
+#               use_bias: every projection with a bias
+#   exaone4     Exaone4ForCausalLM: OLMo 2's post norms, per-head q/k norms, a
+#               4-token window on layer 0, layer 1 global without rope
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -41,6 +50,10 @@ FAMILIES = {
                                        sliding_window=4, rms_norm_eps=1e-6, pad_token_id=None)),
     "seed_oss": (tf.SeedOssConfig, dict(C, head_dim=16, attention_bias=True, attention_out_bias=True,
                                         rms_norm_eps=1e-6)),
+    "glm": (tf.GlmConfig, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
+    "glm4": (tf.Glm4Config, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
+    "ernie4_5": (tf.Ernie4_5Config, dict(C, head_dim=8, use_bias=True)),
+    "exaone4": (tf.Exaone4Config, dict(C, sliding_window=4, layer_types=["sliding_attention", "full_attention"])),
 }
 
 

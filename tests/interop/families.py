@@ -38,6 +38,17 @@ FAMILIES = {
     # q/k/v biases (its default) and an o_proj bias, split with its weight
     "seed-oss": ("seed-oss", "seed_oss", "causal", dict(ATT, tie_word_embeddings=False, attention_out_bias=True),
                  (2, 4, 8)),
+    # GLM-4: sandwich norms, fused gate_up_proj, q/k/v biases, half of each head
+    # rotated in interleaved pairs (Glm4Config's partial_rotary_factor 0.5)
+    "glm4": ("glm4", "glm4", "causal", dict(ATT, tie_word_embeddings=False, pad_token_id=0), (2, 4, 8)),
+    # ERNIE 4.5 dense: LLaMA with the rope in interleaved pairs (use_bias false,
+    # as its checkpoints; the biases are test_verify's)
+    "ernie4_5": ("ernie4_5", "ernie4_5", "causal", dict(ATT, tie_word_embeddings=True), (2, 4, 8)),
+    # EXAONE 4: post norms, per-head q/k norms; a sliding layer of a 4-token
+    # window, then a global one without rope
+    "exaone4": ("exaone4", "exaone4", "causal",
+                dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False, sliding_window=4,
+                     layer_types=["sliding_attention", "full_attention"]), (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
     "qwen2-moe": ("qwen2-moe", "qwen2_moe", "causal",

@@ -281,10 +281,24 @@ static void test_regex_dialect(void **st)
 	tpc_plan_release(&p);
 }
 
+/* a config.json without architectures: the record by its model_type, '_'
+ * and '-' aside on both sides */
+static void test_by_model_type(void **st)
+{
+	(void)st;
+	const char *arch = NULL;
+	assert_string_equal(tpc_family_by_model_type("qwen2_moe", &arch)->name, "qwen2-moe");
+	assert_string_equal(arch, "Qwen2MoeForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("ernie4_5", &arch)->name, "ernie4_5");
+	assert_string_equal(arch, "Ernie4_5ForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("glm4", NULL)->name, "glm4");
+	assert_null(tpc_family_by_model_type("ernie4_5_moe", NULL));
+}
+
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 25);
+	assert_int_equal(tpc_family_count(), 28);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -301,7 +315,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, mixtral, qwen2-moe, qwen3-moe, olmoe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, mixtral, qwen2-moe, qwen3-moe, olmoe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -917,6 +931,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
+		cmocka_unit_test(test_by_model_type),
 		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
 		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),

@@ -757,8 +757,11 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 				: col			  ? TPC_VSPLIT_COL
 				: voc			  ? TPC_VSPLIT_VOCAB
 							  : TPC_VSPLIT_REPLICATE;
+		/* a fused gate_up_proj [gate | up]: col in 2 parts, as the plan splits it */
+		bool gu = strstr(nm, "gate_up_proj") != NULL;
+		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
 		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
-						false, row && ck->t[i].ndim == 1, 0, NULL, &e);
+						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
 		assert_true(ix >= 0);
 		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
@@ -895,6 +898,81 @@ static void test_seed_oss_record(void **st)
 	record_case("seed-oss", "seed_oss");
 }
 
+/* GLM-4: sandwich norms without 1 + w, a fused gate_up_proj, q/k/v biases,
+ * half of each head rotated in interleaved pairs */
+static void test_glm4_record(void **st)
+{
+	(void)st;
+	record_case("glm4", "glm4");
+}
+
+/* ERNIE 4.5: LLaMA's parts with the rope on interleaved pairs, use_bias's
+ * biases on every projection */
+static void test_ernie4_5_record(void **st)
+{
+	(void)st;
+	record_case("ernie4_5", "ernie4_5");
+}
+
+/* EXAONE 4: post norms, per-head q/k norms, a sliding layer with rope, a
+ * global one without */
+static void test_exaone4_record(void **st)
+{
+	(void)st;
+	record_case("exaone4", "exaone4");
+}
+
+/* Global layers without rope in a model with a window (EXAONE 4's hybrid
+ * NoPE): OLMo 3's record (its names are Exaone4's) with per-head q/k norms
+ * and nope_global gives Exaone4ForCausalLM's logits (layer 0 slides over 4
+ * tokens with rope, layer 1 attends globally without); the rope on layer 1
+ * too gives others */
+static void test_nope_global(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("olmo3");
+	fam.parts.qk_norm = TPC_PART_QK_HEAD;
+	fam.parts.nope_global = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "exaone4", &f, &s);
+	assert_true(f.sliding_window == 4);
+	assert_true(s.model->layers[0].attn.rope && s.model->layers[0].attn.window == 4);
+	assert_true(!s.model->layers[1].attn.rope && s.model->layers[1].attn.window == 0);
+	tpc_verify_set_release(&s);
+}
+
+/* A rope on interleaved pairs over a fraction of each head, on the LLaMA
+ * path: Phi-3's record (LLaMA's names, a fused gate_up_proj) with the
+ * interleaved rope, partial rotary and attention biases gives
+ * GlmForCausalLM's logits (half of each head rotated in pairs (x0, x1),
+ * (x2, x3) ...; q/k/v biases); without partial_rotary_factor in config.json
+ * such a record is refused */
+static void test_rope_pairs_partial(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("phi3");
+	fam.parts.rope = TPC_PART_ROPE_INTERLEAVED;
+	fam.parts.partial_rope = fam.parts.attn_bias = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "glm", &f, &s);
+	assert_true(f.rotary_pct == 0.5);
+	assert_true(s.model->layers[0].attn.rope_pairs && s.model->layers[1].attn.rot_dims == 4);
+	tpc_verify_set_release(&s);
+	/* the same set without the fraction: refused naming it */
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	tpc_err_init(&e);
+	record_set(&fam, "glm", &ck, &ex, &s, &f);
+	f.rotary_pct = 0;
+	assert_int_equal(tpc_verify_model_from_names(&s, &fam, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -910,6 +988,9 @@ int main(void)
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),     cmocka_unit_test(test_rope_off_facts),
 		cmocka_unit_test(test_smollm3_record),     cmocka_unit_test(test_seed_oss_record),
+		cmocka_unit_test(test_rope_pairs_partial), cmocka_unit_test(test_glm4_record),
+		cmocka_unit_test(test_ernie4_5_record),    cmocka_unit_test(test_nope_global),
+		cmocka_unit_test(test_exaone4_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
