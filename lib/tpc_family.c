@@ -954,10 +954,54 @@ bool tpc_family_named_in(const tpc_family *f, tpc_eco eco)
 	return true;
 }
 
+static bool expert_role(tpc_role r)
+{
+	return r == TPC_ROLE_FFN_GATE_EXP || r == TPC_ROLE_FFN_UP_EXP || r == TPC_ROLE_FFN_DOWN_EXP;
+}
+
+bool tpc_family_stacked(const tpc_tensor_row *row, tpc_eco eco)
+{
+	const char *p = row && (unsigned)eco < TPC_ECO_COUNT ? row->name[eco] : NULL;
+	return p && expert_role(row->role) && !strstr(p, "{E}");
+}
+
+int tpc_family_parts(const tpc_family *f, const tpc_tensor_row *row, tpc_eco eco, const tpc_tensor_row **out,
+		     int n)
+{
+	const char *p = row && (unsigned)eco < TPC_ECO_COUNT ? row->name[eco] : NULL, *h = p ? strchr(p, '#') : NULL;
+	int cnt = 0;
+	if (!h)
+		return 0;
+	size_t stem = (size_t)(h - p) + 1;
+	for (int k = 0; k < TPC_ROLE_COUNT; k++) { /* part k: exactly one row */
+		const tpc_tensor_row *got = NULL;
+		for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+			const char *q = w->name[eco];
+			if (q && !strncmp(q, p, stem) && q[stem] >= '0' && q[stem] <= '9' && !q[stem + 1] && q[stem] - '0' == k) {
+				if (got)
+					return -1;
+				got = w;
+			}
+		}
+		if (!got)
+			break;
+		if (cnt >= n)
+			return -1;
+		out[cnt++] = got;
+	}
+	/* every row of the tensor is one of the parts counted */
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+		const char *q = w->name[eco];
+		if (q && !strncmp(q, p, stem) && (q[stem] < '0' || q[stem] > '9' || q[stem + 1] || q[stem] - '0' >= cnt))
+			return -1;
+	}
+	return cnt;
+}
+
 bool tpc_family_has_experts(const tpc_family *f)
 {
 	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++)
-		if (w->role == TPC_ROLE_FFN_GATE_EXP || w->role == TPC_ROLE_FFN_UP_EXP || w->role == TPC_ROLE_FFN_DOWN_EXP)
+		if (expert_role(w->role))
 			return true;
 	return false;
 }

@@ -105,10 +105,15 @@ static void test_families(void **st)
 					assert_true(strstr(w->name[eco], "{E}") ? x == 3 : x == -1);
 					assert_int_equal(part >= 0, strchr(w->name[eco], '#') != NULL);
 				}
-				/* the HF names tell rows apart (other ecosystems fuse some) */
+				/* the HF names tell rows apart (other ecosystems fuse some), but
+				 * for the parts of a tensor the checkpoint fuses itself
+				 * ("#K"), which classify as part 0's row */
 				if (eco == TPC_ECO_HF) {
+					const tpc_tensor_row *pr[TPC_ROLE_COUNT];
+					int np = tpc_family_parts(f, w, TPC_ECO_HF, pr, TPC_ROLE_COUNT);
+					assert_true(np == 0 || np >= 2);
 					assert_true(tpc_family_name(w, TPC_ECO_HF, 7, 5, false, nm, sizeof(nm), NULL));
-					assert_ptr_equal(tpc_family_classify(f, TPC_ECO_HF, nm, NULL, NULL, NULL), w);
+					assert_ptr_equal(tpc_family_classify(f, TPC_ECO_HF, nm, NULL, NULL, NULL), np ? pr[0] : w);
 				}
 			}
 		}
@@ -165,6 +170,23 @@ static void test_families(void **st)
 	assert_int_equal(part, 1);
 	assert_true(tpc_family_named_in(q3, TPC_ECO_VLLM));
 	assert_false(tpc_family_named_in(tpc_family_find("qwen2-moe"), TPC_ECO_VLLM));
+	/* stacked over the experts where the name has no {E}: GGUF's ffn_*_exps,
+	 * vLLM's w13_weight; one tensor per expert in HF and Megatron-Core */
+	assert_true(tpc_family_stacked(w, TPC_ECO_GGUF) && tpc_family_stacked(w, TPC_ECO_VLLM));
+	assert_false(tpc_family_stacked(w, TPC_ECO_HF) || tpc_family_stacked(w, TPC_ECO_MEGATRON));
+	assert_false(tpc_family_stacked(tpc_family_row(mx, TPC_ROLE_FFN_GATE_INP), TPC_ECO_GGUF)); /* not an expert */
+	/* the parts of a fused tensor, in K order: w13_weight is [w1 | w3]; qkv_proj [q | k | v] */
+	const tpc_tensor_row *pr[4];
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_VLLM, pr, 4), 2);
+	assert_int_equal(pr[0]->role, TPC_ROLE_FFN_GATE_EXP);
+	assert_ptr_equal(pr[1], w);
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_TRTLLM, pr, 4), 2); /* [w3; w1]: w3 is part 0 */
+	assert_ptr_equal(pr[0], w);
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_HF, pr, 4), 0);   /* not fused there */
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_VLLM, pr, 1), -1); /* more parts than room */
+	const tpc_family *ll = tpc_family_find("llama");
+	assert_int_equal(tpc_family_parts(ll, tpc_family_row(ll, TPC_ROLE_ATTN_K), TPC_ECO_VLLM, pr, 4), 3);
+	assert_true(pr[0]->role == TPC_ROLE_ATTN_Q && pr[2]->role == TPC_ROLE_ATTN_V);
 	assert_null(tpc_family_find("qwen4"));
 	assert_null(tpc_family_by_arch("NoSuchForCausalLM"));
 }
