@@ -139,7 +139,10 @@ typedef struct tpc_tensor_row {
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
- *              group-limited top-k; none: dense
+ *              group-limited top-k; none: dense. softmax_topk: the softmax
+ *              of the top-k logits alone (Granite-MoE's TopKGating: the
+ *              weights of the chosen experts always sum to 1, whatever
+ *              norm_topk_prob would say; verify renormalises them)
  *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
  *              the config's use_parallel_residual may turn it off)
  *   embed_scale  the embeddings times sqrt(hidden), rounded to the
@@ -173,7 +176,8 @@ typedef enum tpc_part_mlp {
 	TPC_PART_MLP_GELU_NEW
 } tpc_part_mlp;
 typedef enum tpc_part_router {
-	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP
+	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
+	TPC_PART_ROUTER_SOFTMAX_TOPK
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL } tpc_part_resid;
 

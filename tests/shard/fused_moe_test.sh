@@ -8,7 +8,9 @@
 # compared bit for bit with an independent torch slicing (inside each expert:
 # gate and up each split tp ways, rank r holding [gate_r | up_r]; output_linear
 # by its columns; with --ep, the group's experts of dim 0 first); merge gives
-# the model back bit for bit; resharding an EP set equals the direct split.
+# the model back bit for bit; resharding an EP set equals the direct split;
+# verify checks each expert of a stacked tensor on its own (structure, its
+# column or row layer check), and fails two experts' slices swapped by name.
 # Refusals: a 3-D tensor under a col rule that does not say how (exit 3,
 # naming it), experts stacked that the config's count contradicts.
 # usage: fused_moe_test.sh TPCONV SRCDIR
@@ -112,7 +114,28 @@ for c in 2:1:contiguous 4:1:contiguous 2:2:contiguous 4:2:contiguous 4:2:round-r
     bad "tp $tp ep $ep $pl: rank tensors" "$(tail -4 "$T/x")"
   run "$TPCONV" merge "$S" -o "$T/m.safetensors" -f && same "$T/m.safetensors" "$M/pytorch_model.bin" &&
     ok "tp $tp ep $ep ($pl): merge gives the model back bit for bit" || bad "tp $tp ep $ep $pl: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -3)"
+  # verify describes each stacked tensor as one tensor per expert: its
+  # structure and its column / row checks, on its EP group's ranks
+  run "$TPCONV" verify --reference "$M" --shards "$S"
+  nx=$(grep -Ec '^ +(col|row) +model\.layers\.[01]\.(block_sparse_moe\.(input|output)_linear\.weight|feed_forward\.experts\.gate_up_proj)\[[0-3]\] .* pass' "$T/out")
+  [ "$rc" = 0 ] && [ "$nx" = 24 ] && ok "tp $tp ep $ep ($pl): verify passes, $nx layer checks of single experts" ||
+    bad "tp $tp ep $ep $pl: verify (rc=$rc, $nx expert checks)" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
 done
+
+# expert 2's and 3's slices of layer 1's output_linear swapped in rank 1's
+# file (tp 2, no ep): verify fails naming both experts, the others pass
+$PY - "$T/tp2-ep1-contiguous/model_tp01_pp00.safetensors" <<'PYEOF'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+m = h["model.layers.1.block_sparse_moe.output_linear.weight"]; a0, a1 = m["data_offsets"]; per = (a1 - a0) // m["shape"][0]
+f.seek(8 + n + a0 + 2 * per); x = f.read(per); y = f.read(per)
+f.seek(8 + n + a0 + 2 * per); f.write(y); f.write(x)
+PYEOF
+"$TPCONV" verify --reference "$M" --shards "$T/tp2-ep1-contiguous" >"$T/out" 2>"$T/err"; rc=$?
+[ "$rc" = 1 ] && grep -Eq '^ +structure +model\.layers\.1\.block_sparse_moe\.output_linear\.weight\[2\] .*FAIL' "$T/out" &&
+  grep -Eq '^ +structure +model\.layers\.1\.block_sparse_moe\.output_linear\.weight\[3\] .*FAIL' "$T/out" &&
+  grep -Eq '^ +structure +model\.layers\.1\.block_sparse_moe\.output_linear\.weight\[1\] .*pass' "$T/out" &&
+  ok "two experts' slices swapped in a rank file: verify fails naming both (exit 1)" || bad "swapped expert slices (rc=$rc)" "$(grep -E 'FAIL' "$T/out" | head -4)"
 grep -q '"stacked": true' "$T/tp4-ep2-contiguous/tpconv-manifest.json" &&
   ! grep -q '"ep_group"' "$T/tp4-ep2-contiguous/tpconv-manifest.json" &&
   ok "the manifest records the stacked tensors (no expert or group of their own)" || bad "manifest: stacked"
