@@ -13,6 +13,12 @@
 #               attention_multiplier (the scores' scale), logits_scaling
 #   starcoder2  Starcoder2ForCausalLM: LayerNorm with biases, q/k/v/o biases,
 #               c_fc/c_proj with biases and gelu_pytorch_tanh, RoPE
+#   granitemoe  GraniteMoeForCausalLM: Granite's four multipliers, 4 experts
+#               stacked in input_linear [4, 64, 32] (gate, up) and
+#               output_linear [4, 32, 32], the softmax of the top-2 router
+#               logits (computed in float32 by transformers, whatever the
+#               model's dtype); appended last, so that no other family's
+#               random weights move
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -32,6 +38,9 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(C, embedding_multiplier=12.0, residual_multiplier=0.22,
                                        attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
     "starcoder2": (tf.Starcoder2Config, dict(C, norm_epsilon=1e-5, use_bias=True)),
+    "granitemoe": (tf.GraniteMoeConfig, dict(C, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                             embedding_multiplier=12.0, residual_multiplier=0.22,
+                                             attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
 }
 
 

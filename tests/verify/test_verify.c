@@ -748,18 +748,37 @@ static void record_case_of(const tpc_family *fam, const char *file, tpc_model_fa
 	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
 	memset(&f, 0, sizeof(f));
 	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
+	/* experts stacked in a 3-D tensor: one view each, as verify describes
+	 * them (TPC_VERIFY_EXPERT_NAME), before anything points into ck */
+	for (size_t i = 0, n0 = ck.n; i < n0; i++) {
+		if (ck.t[i].ndim != 3)
+			continue;
+		for (int64_t x = 0; x < ck.t[i].shape[0]; x++) {
+			char vn[256];
+			tpc_tensor v;
+			snprintf(vn, sizeof(vn), TPC_VERIFY_EXPERT_NAME, ck.t[i].name, (long long)x);
+			assert_int_equal(tpc_tensor_select0(&v, &ck.t[i], x), 0);
+			assert_true(tpc_ckpt_add_copy(&ck, vn, &v, &e) >= 0);
+			tpc_tensor_release(&v);
+		}
+	}
 	for (size_t i = 0; i < ck.n; i++) {
 		const char *nm = ck.t[i].name;
-		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj");
+		if (ck.t[i].ndim == 3)
+			continue;
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") || strstr(nm, "output_linear");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc");
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "input_linear");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
 		tpc_vsplit sp = row && ck.t[i].ndim == 2 ? TPC_VSPLIT_ROW
 				: col			 ? TPC_VSPLIT_COL
 				: voc			 ? TPC_VSPLIT_VOCAB
 							 : TPC_VSPLIT_REPLICATE;
+		/* a fused [gate | up] (input_linear): two equal parts */
+		tpc_vpart gu[2] = {{ck.t[i].shape[0] / 2, 0, 1}, {ck.t[i].shape[0] / 2, 0, 1}};
+		bool fused = strstr(nm, "input_linear") != NULL;
 		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
-						false, row && ck.t[i].ndim == 1, 0, NULL, &e);
+						false, row && ck.t[i].ndim == 1, fused ? 2 : 0, fused ? gu : NULL, &e);
 		assert_true(ix >= 0);
 		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
 	}
@@ -810,6 +829,16 @@ static void test_granite_record(void **st)
 	record_case("granite", "granite");
 }
 
+/* Granite-MoE: Granite's multipliers around 4 experts stacked in
+ * input_linear [4, 64, 32] ([gate | up] each) and output_linear [4, 32,
+ * 32], routed by the softmax of the top-2 logits (renormalised, the
+ * record's softmax_topk router: config.json names no norm_topk_prob) */
+static void test_granitemoe_record(void **st)
+{
+	(void)st;
+	record_case("granitemoe", "granitemoe");
+}
+
 /* Granite's four multipliers as config.json's facts, no parts of their own:
  * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
  * times embedding_multiplier, each sublayer's output times
@@ -840,7 +869,7 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
-		cmocka_unit_test(test_granite_record),
+		cmocka_unit_test(test_granite_record), cmocka_unit_test(test_granitemoe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
