@@ -180,6 +180,17 @@ static const tpc_tensor_row olmoe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
 	ROW(FFN_UP_EXP, false, HF_L "block_sparse_moe.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up_exps.weight"), \
 	ROW(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_exps.weight")
 static const tpc_tensor_row granitemoe_tensors[] = {GRANITEMOE_ROWS, END_ROW};
+/* Granite-MoE with a shared expert (GraniteMoeSharedForCausalLM):
+ * shared_mlp.input_linear [2 x shared_intermediate_size, hidden], its gate
+ * (#0) and up (#1), and output_linear, added ungated to the experts'
+ * output. GGUF names: ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp. */
+static const tpc_tensor_row granitemoe_shared_tensors[] = {
+	GRANITEMOE_ROWS,
+	ROW(FFN_GATE_SHEXP, false, HF_L "shared_mlp.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "shared_mlp.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	END_ROW,
+};
 
 /* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
  * o_proj and dense MLP layers by (MLA's own projections, the router and
@@ -317,16 +328,19 @@ static const tpc_tensor_row starcoder2_tensors[] = {
  * (tensor parallelism inside every expert: input_linear's gate and up rows
  * each split, output_linear by its columns; the router replicated), the
  * fused expert tensors stacked over the experts ("stacked": with --ep each
- * group holds its own). */
+ * group holds its own); GraniteMoeShared's shared_mlp like a dense MLP
+ * (input_linear col in 2 parts [gate | up], output_linear row). */
 #define GRANITEMOE_JSON(NAME, DESC) \
 	"{\n" \
 	"  \"name\": \"" NAME "\",\n" \
-	"  \"description\": \"" DESC " Attention as LLaMA's. The routed experts are stacked in dim 0 of block_sparse_moe.input_linear [experts, 2 x intermediate, hidden] (each expert's gate rows, then its up rows) and output_linear [experts, hidden, intermediate]: every expert split by tensor parallelism inside it, input_linear col in 2 parts [gate | up], output_linear row; the router (router.layer) replicated. With --ep N each EP group holds its own experts' rows of dim 0, split tp/N ways.\",\n" \
+	"  \"description\": \"" DESC " Attention as LLaMA's. The routed experts are stacked in dim 0 of block_sparse_moe.input_linear [experts, 2 x intermediate, hidden] (each expert's gate rows, then its up rows) and output_linear [experts, hidden, intermediate]: every expert split by tensor parallelism inside it, input_linear col in 2 parts [gate | up], output_linear row; the router (router.layer) replicated; a shared expert (shared_mlp, GraniteMoeShared) like a dense MLP, input_linear col in 2 parts [gate | up], output_linear row. With --ep N each EP group holds its own experts' rows of dim 0, split tp/N ways.\",\n" \
 	LLAMA_STAGES \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES \
 	"    {\"match\": \"block_sparse_moe\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"stacked\": true},\n" \
 	"    {\"match\": \"block_sparse_moe\\\\.output_linear\\\\.weight$\", \"split\": \"row\", \"stacked\": true},\n" \
 	"    {\"match\": \"block_sparse_moe\\\\.router\\\\.layer\\\\.weight$\", \"split\": \"replicate\"},\n" \
+	"    {\"match\": \"shared_mlp\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n" \
+	"    {\"match\": \"shared_mlp\\\\.output_linear\\\\.weight$\", \"split\": \"row\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
@@ -663,6 +677,14 @@ static const tpc_family families[] = {
 	 .hf_arch = A("GraniteMoeForCausalLM"),
 	 .gguf = &tpc__gguf_granitemoe,
 	 .tensors = granitemoe_tensors,
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
+	/* Granite-MoE's with a shared expert beside the routed ones */
+	{.name = "granitemoeshared",
+	 .desc = "Granite-MoE with a shared expert (HF names): the granitemoe plan; shared_mlp.input_linear col in 2 parts [gate|up], output_linear row",
+	 .plan = GRANITEMOE_JSON("granitemoeshared", "Granite-MoE with a shared expert (GraniteMoeSharedForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("GraniteMoeSharedForCausalLM"),
+	 .gguf = &tpc__gguf_granitemoe_shared,
+	 .tensors = granitemoe_shared_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",

@@ -207,12 +207,20 @@ static const tpc_gguf_cfg_rule gemma2_cfg[] = {
 	{NULL, NULL, TPC_CK_INT},
 };
 /* Granite's multipliers */
-static const tpc_gguf_cfg_rule granite_cfg[] = {
-	TEXT_CFG_ROWS
-	{"attention_multiplier", "attention.scale", TPC_CK_FLOAT},
-	{"embedding_multiplier", "embedding_scale", TPC_CK_FLOAT},
-	{"residual_multiplier", "residual_scale", TPC_CK_FLOAT},
+#define GRANITE_CFG_ROWS \
+	TEXT_CFG_ROWS \
+	{"attention_multiplier", "attention.scale", TPC_CK_FLOAT}, \
+	{"embedding_multiplier", "embedding_scale", TPC_CK_FLOAT}, \
+	{"residual_multiplier", "residual_scale", TPC_CK_FLOAT}, \
 	{"logits_scaling", "logit_scale", TPC_CK_FLOAT},
+static const tpc_gguf_cfg_rule granite_cfg[] = {
+	GRANITE_CFG_ROWS
+	{NULL, NULL, TPC_CK_INT},
+};
+/* Granite-MoE with a shared expert: its width too */
+static const tpc_gguf_cfg_rule granitemoe_shared_cfg[] = {
+	GRANITE_CFG_ROWS
+	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
@@ -308,6 +316,15 @@ const tpc_gguf_arch tpc__gguf_granitemoe = {
 	.rope_freqs = true, .experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
 	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true, .hf_cfg = granite_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts"};
+/* GraniteMoeModel for GraniteMoeSharedForCausalLM: general.architecture
+ * granitemoe too, told apart by the shared expert's width; shared_mlp's
+ * input_linear written as ffn_gate_shexp and ffn_up_shexp */
+const tpc_gguf_arch tpc__gguf_granitemoe_shared = {
+	.arch = "granitemoe", .hf_arch = A("GraniteMoeSharedForCausalLM"), .kv = granitemoe_kv, .permute_qk = true,
+	.rope_freqs = true, .experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
+	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true,
+	.hf_cfg = granitemoe_shared_cfg, .rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts",
+	.when_key = "expert_shared_feed_forward_length"};
 /* StarCoder2Model: TextModel's _set_vocab_gpt2; no Q/K permutation */
 const tpc_gguf_arch tpc__gguf_starcoder2 = {
 	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
