@@ -19,6 +19,9 @@
 #               logits (computed in float32 by transformers, whatever the
 #               model's dtype); appended last, so that no other family's
 #               random weights move
+#   granitemoe_shared  GraniteMoeSharedForCausalLM: granitemoe's, and a shared
+#               expert shared_mlp (input_linear [96, 32]: gate, up;
+#               output_linear [32, 48]) added ungated
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -41,6 +44,11 @@ FAMILIES = {
     "granitemoe": (tf.GraniteMoeConfig, dict(C, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
                                              embedding_multiplier=12.0, residual_multiplier=0.22,
                                              attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
+    "granitemoe_shared": (tf.GraniteMoeSharedConfig, dict(C, intermediate_size=32, shared_intermediate_size=48,
+                                                           num_local_experts=4, num_experts_per_tok=2,
+                                                           embedding_multiplier=12.0, residual_multiplier=0.22,
+                                                           attention_multiplier=0.0625, logits_scaling=8.0,
+                                                           rms_norm_eps=1e-6)),
 }
 
 

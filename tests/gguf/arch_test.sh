@@ -352,11 +352,12 @@ fi
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
 # layers of a 4-token window then a full one; Granite: its four multipliers;
 # Granite-MoE: Granite's multipliers around experts stacked in input_linear
-# and output_linear, routed by the softmax of the top-k logits), and GGUF -> HF -> GGUF byte for
+# and output_linear, routed by the softmax of the top-k logits; and with a
+# shared expert added ungated), and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite granitemoe; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite granitemoe granitemoeshared; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do

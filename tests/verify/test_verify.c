@@ -839,6 +839,14 @@ static void test_granitemoe_record(void **st)
 	record_case("granitemoe", "granitemoe");
 }
 
+/* Granite-MoE with a shared expert: shared_mlp's fused [gate | up] input and
+ * its output added ungated to the routed experts' */
+static void test_granitemoe_shared_record(void **st)
+{
+	(void)st;
+	record_case("granitemoeshared", "granitemoe_shared");
+}
+
 /* Granite's four multipliers as config.json's facts, no parts of their own:
  * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
  * times embedding_multiplier, each sublayer's output times
@@ -870,6 +878,7 @@ int main(void)
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record), cmocka_unit_test(test_granitemoe_record),
+		cmocka_unit_test(test_granitemoe_shared_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
