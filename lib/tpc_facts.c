@@ -143,6 +143,44 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 	f->n_typed = n;
 }
 
+/* Python's truth of a JSON value: false, null, 0, "", [] and {} are false */
+static bool truthy(const cJSON *v)
+{
+	if (cJSON_IsNumber(v))
+		return v->valuedouble != 0;
+	if (cJSON_IsString(v))
+		return v->valuestring[0] != 0;
+	if (cJSON_IsArray(v) || cJSON_IsObject(v))
+		return v->child != NULL;
+	return cJSON_IsTrue(v);
+}
+
+/* Layers without RoPE: no_rope_layers (transformers' SmolLM3 and Llama 4
+ * attention: use_rope = config.no_rope_layers[layer_idx]), else the period
+ * no_rope_layer_interval fills that list with. */
+static void rope_off_facts(tpc_model_facts *f, const tpc_cfg *c)
+{
+	const cJSON *nr = tpc_cfg_get(c, T, "no_rope_layers", NULL);
+	int n = cJSON_IsArray(nr) ? cJSON_GetArraySize(nr) : 0;
+	f->rope_off_every = count(c, "no_rope_layer_interval");
+	if (n < 1 || n > TPC_FACTS_MAX_TYPED)
+		return;
+	for (int i = 0; i < n; i++)
+		if (!truthy(cJSON_GetArrayItem(nr, i)))
+			f->rope_off[i / 64] |= UINT64_C(1) << (i % 64);
+	f->n_rope_listed = n;
+}
+
+bool tpc_facts_rope_off(const tpc_model_facts *f, int64_t l, int64_t every)
+{
+	if (l < 0)
+		return false;
+	if (f && f->n_rope_listed)
+		return l < f->n_rope_listed && (f->rope_off[l / 64] >> (l % 64) & 1);
+	int64_t period = f && f->rope_off_every ? f->rope_off_every : every;
+	return period > 0 && (l + 1) % period == 0;
+}
+
 /* The norm's epsilon and the rotary embedding: rope_theta in transformers
  * 5's rope_parameters or at the top, and a yarn rope scaling (either name). */
 static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
@@ -202,6 +240,7 @@ static void facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c)
 	moe_facts(f, c);
 	rope_facts(f, c);
 	attn_facts(f, c);
+	rope_off_facts(f, c);
 	tpc_qs_from_json(&f->quant, tpc_cfg_get(c, T, "quantization_config", NULL));
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const char *a = str(c, "activation_fn"), *cls = str(c, "_class_name");
@@ -305,41 +344,27 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 			memcpy(dst->origin[k], src->origin[k], sizeof(dst->origin[k]));
 		}
 #define FILL(m) do { if (!dst->m) dst->m = src->m; } while (0)
-	FILL(padded_vocab);
-	FILL(layers);
-	FILL(ff_act);
-	FILL(experts_per_tok);
-	FILL(norm_topk);
+	FILL(padded_vocab); FILL(layers); FILL(ff_act); FILL(norm_eps);
+	/* mixture of experts: routing */
+	FILL(experts_per_tok); FILL(norm_topk); FILL(scoring); FILL(topk_method);
+	FILL(n_group); FILL(topk_group); FILL(first_dense); FILL(routed_scale);
 	if (!dst->quant.method)
 		dst->quant = src->quant;
-	FILL(scoring);
-	FILL(topk_method);
-	FILL(n_group);
-	FILL(topk_group);
-	FILL(first_dense);
-	FILL(routed_scale);
-	FILL(q_lora_rank);
-	FILL(kv_lora_rank);
-	FILL(qk_nope_head_dim);
-	FILL(qk_rope_head_dim);
-	FILL(v_head_dim);
-	FILL(norm_eps);
-	FILL(rope_theta);
-	FILL(rope_interleave);
-	FILL(rotary_pct);
-	FILL(parallel_residual);
+	/* multi-head latent attention */
+	FILL(q_lora_rank); FILL(kv_lora_rank); FILL(qk_nope_head_dim); FILL(qk_rope_head_dim); FILL(v_head_dim);
+	/* rotary embedding */
+	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
-	FILL(attn_scalar);
-	FILL(attn_softcap);
-	FILL(final_softcap);
-	FILL(rope_theta_local);
-	FILL(rope_linear);
+	FILL(rope_off_every);
+	if (!dst->n_rope_listed) {
+		dst->n_rope_listed = src->n_rope_listed;
+		memcpy(dst->rope_off, src->rope_off, sizeof(dst->rope_off));
+	}
+	/* attention, residual and logit scales */
+	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
+	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div);
 	FILL(sliding_window);
-	FILL(embed_mul);
-	FILL(resid_mul);
-	FILL(attn_mul);
-	FILL(logit_div);
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));

@@ -102,6 +102,7 @@ typedef struct vattn_loc {
 	bool bidirectional;
 	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
 	int64_t rot;             /* rope on each head's first rot dims (0: all) */
+	bool pairs;              /* rope on interleaved pairs, not halves (tpc_vattn's rope_pairs) */
 	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
 	const float *kv_f;       /* cross-attention encoder states [T, kv_w] */
 	const double *kv_d;

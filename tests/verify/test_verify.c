@@ -734,62 +734,70 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
-/* record_case with the record given; s, when not NULL, gets the model built
- * (its release the caller's) */
-static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
+/* The set of tests/data/tiny_FILE (every tensor whole, split as the plan
+ * would at tp 1), its facts from tiny_FILE.json and the model of record fam
+ * built; ck and ex (transformers' logits) stay open for the caller */
+static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s,
+		       tpc_model_facts *f)
 {
 	char st[128], js[4096];
 	tpc_err e;
-	tpc_ckpt ck, ex;
-	tpc_verify_set s;
-	tpc_model_facts f;
 	snprintf(st, sizeof(st), "tiny_%s.safetensors", file);
-	tiny_open(st, "tiny_records_out.safetensors", &ck, &ex, &s, &e);
+	tiny_open(st, "tiny_records_out.safetensors", ck, ex, s, &e);
 	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
-	memset(&f, 0, sizeof(f));
-	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
+	memset(f, 0, sizeof(*f));
+	assert_int_equal(tpc_facts_from_file(f, js, &e), 0);
 	/* experts stacked in a 3-D tensor: one view each, as verify describes
 	 * them (TPC_VERIFY_EXPERT_NAME), before anything points into ck */
-	for (size_t i = 0, n0 = ck.n; i < n0; i++) {
-		if (ck.t[i].ndim != 3)
+	for (size_t i = 0, n0 = ck->n; i < n0; i++) {
+		if (ck->t[i].ndim != 3)
 			continue;
-		for (int64_t x = 0; x < ck.t[i].shape[0]; x++) {
+		for (int64_t x = 0; x < ck->t[i].shape[0]; x++) {
 			char vn[256];
 			tpc_tensor v;
-			snprintf(vn, sizeof(vn), TPC_VERIFY_EXPERT_NAME, ck.t[i].name, (long long)x);
-			assert_int_equal(tpc_tensor_select0(&v, &ck.t[i], x), 0);
-			assert_true(tpc_ckpt_add_copy(&ck, vn, &v, &e) >= 0);
+			snprintf(vn, sizeof(vn), TPC_VERIFY_EXPERT_NAME, ck->t[i].name, (long long)x);
+			assert_int_equal(tpc_tensor_select0(&v, &ck->t[i], x), 0);
+			assert_true(tpc_ckpt_add_copy(ck, vn, &v, &e) >= 0);
 			tpc_tensor_release(&v);
 		}
 	}
-	for (size_t i = 0; i < ck.n; i++) {
-		const char *nm = ck.t[i].name;
-		if (ck.t[i].ndim == 3)
+	for (size_t i = 0; i < ck->n; i++) {
+		const char *nm = ck->t[i].name;
+		if (ck->t[i].ndim == 3)
 			continue;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") || strstr(nm, "output_linear");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
 			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "input_linear");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
-		tpc_vsplit sp = row && ck.t[i].ndim == 2 ? TPC_VSPLIT_ROW
-				: col			 ? TPC_VSPLIT_COL
-				: voc			 ? TPC_VSPLIT_VOCAB
-							 : TPC_VSPLIT_REPLICATE;
-		/* a fused [gate | up] (input_linear): two equal parts */
-		tpc_vpart gu[2] = {{ck.t[i].shape[0] / 2, 0, 1}, {ck.t[i].shape[0] / 2, 0, 1}};
-		bool fused = strstr(nm, "input_linear") != NULL;
-		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
-						false, row && ck.t[i].ndim == 1, fused ? 2 : 0, fused ? gu : NULL, &e);
+		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
+				: col			  ? TPC_VSPLIT_COL
+				: voc			  ? TPC_VSPLIT_VOCAB
+							  : TPC_VSPLIT_REPLICATE;
+		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
+		 * parts, as the plan splits it */
+		bool gu = strstr(nm, "gate_up_proj") || strstr(nm, "input_linear");
+		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
+						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
 		assert_true(ix >= 0);
-		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
-	tpc_verify_link_biases(&s);
-	int r = tpc_verify_model_from_names(&s, fam, &f, &e);
+	tpc_verify_link_biases(s);
+	int r = tpc_verify_model_from_names(s, fam, f, &e);
 	if (r)
 		print_message("# %s\n", e.msg);
 	assert_int_equal(r, 0);
-	assert_int_equal(s.model->nlayers, 2);
+	assert_int_equal(s->model->nlayers, f->layers);
+}
+
+/* record_case with the record given; s, when not NULL, gets the model built
+ * (its release the caller's) */
+static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
+{
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	record_set(fam, file, &ck, &ex, &s, fp);
 	vs_transformers(&s, &ex, file, 48, fam->name);
-	*fp = f;
 	if (sp)
 		*sp = s;
 	else
@@ -864,6 +872,142 @@ static void test_granite_facts(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* Layers without RoPE as config.json's facts: no_rope_layers [1, 0, 1, 1]
+ * (and, with use_sliding_window, that layer's 4-token window from
+ * layer_types) on LLaMA's record give SmolLM3ForCausalLM's logits */
+static void test_rope_off_facts(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(tpc_family_find("llama"), "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "llama with no_rope_layers");
+	assert_true(f.n_rope_listed == 4 && f.rope_off[0] == 2);
+	for (int l = 0; l < 4; l++) {
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+		assert_int_equal(s.model->layers[l].attn.window, l == 1 ? 4 : 0);
+	}
+	/* a list shorter than the layers (transformers would index past it) */
+	f.n_rope_listed = 3;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("llama"), &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no_rope_layers has 3 entries for 4 layers"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* SmolLM3: LLaMA's parts, config.json's no_rope_layers [1, 0, 1, 1] over
+ * the record's default; without the list (nor an interval) the record's
+ * every fourth layer without RoPE */
+static void test_smollm3_record(void **st)
+{
+	(void)st;
+	const tpc_family *fam = tpc_family_find("smollm3");
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	assert_true(fam && fam->parts.rope_off_every == 4);
+	record_set(fam, "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "smollm3");
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+	f.n_rope_listed = f.rope_off_every = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, fam, &f, &e), 0);
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 3);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* Seed-OSS: LLaMA's parts with q/k/v and o_proj biases, head_dim 16 (not
+ * hidden / heads) */
+static void test_seed_oss_record(void **st)
+{
+	(void)st;
+	record_case("seed-oss", "seed_oss");
+}
+
+/* GLM-4: sandwich norms without 1 + w, a fused gate_up_proj, q/k/v biases,
+ * half of each head rotated in interleaved pairs */
+static void test_glm4_record(void **st)
+{
+	(void)st;
+	record_case("glm4", "glm4");
+}
+
+/* ERNIE 4.5: LLaMA's parts with the rope on interleaved pairs, use_bias's
+ * biases on every projection */
+static void test_ernie4_5_record(void **st)
+{
+	(void)st;
+	record_case("ernie4_5", "ernie4_5");
+}
+
+/* EXAONE 4: post norms, per-head q/k norms, a sliding layer with rope, a
+ * global one without */
+static void test_exaone4_record(void **st)
+{
+	(void)st;
+	record_case("exaone4", "exaone4");
+}
+
+/* Global layers without rope in a model with a window (EXAONE 4's hybrid
+ * NoPE): OLMo 3's record (its names are Exaone4's) with per-head q/k norms
+ * and nope_global gives Exaone4ForCausalLM's logits (layer 0 slides over 4
+ * tokens with rope, layer 1 attends globally without); the rope on layer 1
+ * too gives others */
+static void test_nope_global(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("olmo3");
+	fam.parts.qk_norm = TPC_PART_QK_HEAD;
+	fam.parts.nope_global = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "exaone4", &f, &s);
+	assert_true(f.sliding_window == 4);
+	assert_true(s.model->layers[0].attn.rope && s.model->layers[0].attn.window == 4);
+	assert_true(!s.model->layers[1].attn.rope && s.model->layers[1].attn.window == 0);
+	tpc_verify_set_release(&s);
+}
+
+/* A rope on interleaved pairs over a fraction of each head, on the LLaMA
+ * path: Phi-3's record (LLaMA's names, a fused gate_up_proj) with the
+ * interleaved rope, partial rotary and attention biases gives
+ * GlmForCausalLM's logits (half of each head rotated in pairs (x0, x1),
+ * (x2, x3) ...; q/k/v biases); without partial_rotary_factor in config.json
+ * such a record is refused */
+static void test_rope_pairs_partial(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("phi3");
+	fam.parts.rope = TPC_PART_ROPE_INTERLEAVED;
+	fam.parts.partial_rope = fam.parts.attn_bias = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "glm", &f, &s);
+	assert_true(f.rotary_pct == 0.5);
+	assert_true(s.model->layers[0].attn.rope_pairs && s.model->layers[1].attn.rot_dims == 4);
+	tpc_verify_set_release(&s);
+	/* the same set without the fraction: refused naming it */
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	tpc_err_init(&e);
+	record_set(&fam, "glm", &ck, &ex, &s, &f);
+	f.rotary_pct = 0;
+	assert_int_equal(tpc_verify_model_from_names(&s, &fam, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -877,7 +1021,11 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
-		cmocka_unit_test(test_granite_record), cmocka_unit_test(test_granitemoe_record),
+		cmocka_unit_test(test_granite_record),     cmocka_unit_test(test_rope_off_facts),
+		cmocka_unit_test(test_smollm3_record),     cmocka_unit_test(test_seed_oss_record),
+		cmocka_unit_test(test_rope_pairs_partial), cmocka_unit_test(test_glm4_record),
+		cmocka_unit_test(test_ernie4_5_record),    cmocka_unit_test(test_nope_global),
+		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_granitemoe_record),
 		cmocka_unit_test(test_granitemoe_shared_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
