@@ -63,7 +63,10 @@ static void feed_zeros(tpc_hash *h, uint64_t n)
 static bool one_pass_ok(const tpc_shard_plan *sp, const tpc_shard_entry *en)
 {
 	const tpc_tensor *t = &sp->in->t[en->in];
-	return en->split.dim >= 0 && en->split.dim < t->ndim && t->dtype == t->src_dtype && t->numel &&
+	/* a stacked tensor's groups hold other experts: their slices are not
+	 * one run per block of the original (streamed instead) */
+	return en->split.dim >= 0 && en->split.dim < t->ndim && !(en->split.stacked && en->split.ep > 1) &&
+	       t->dtype == t->src_dtype && t->numel &&
 	       !(t->flags & TPC_TF_NODATA) && tpc_dtype_bits(t->dtype) % 8 == 0;
 }
 

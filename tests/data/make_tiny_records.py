@@ -27,6 +27,15 @@
 #               use_bias: every projection with a bias
 #   exaone4     Exaone4ForCausalLM: OLMo 2's post norms, per-head q/k norms, a
 #               4-token window on layer 0, layer 1 global without rope
+#   granitemoe  GraniteMoeForCausalLM: Granite's four multipliers, 4 experts
+#               stacked in input_linear [4, 64, 32] (gate, up) and
+#               output_linear [4, 32, 32], the softmax of the top-2 router
+#               logits (computed in float32 by transformers, whatever the
+#               model's dtype); appended last, so that no other family's
+#               random weights move
+#   granitemoe_shared  GraniteMoeSharedForCausalLM: granitemoe's, and a shared
+#               expert shared_mlp (input_linear [96, 32]: gate, up;
+#               output_linear [32, 48]) added ungated
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -54,6 +63,14 @@ FAMILIES = {
     "glm4": (tf.Glm4Config, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
     "ernie4_5": (tf.Ernie4_5Config, dict(C, head_dim=8, use_bias=True)),
     "exaone4": (tf.Exaone4Config, dict(C, sliding_window=4, layer_types=["sliding_attention", "full_attention"])),
+    "granitemoe": (tf.GraniteMoeConfig, dict(C, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                             embedding_multiplier=12.0, residual_multiplier=0.22,
+                                             attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
+    "granitemoe_shared": (tf.GraniteMoeSharedConfig, dict(C, intermediate_size=32, shared_intermediate_size=48,
+                                                           num_local_experts=4, num_experts_per_tok=2,
+                                                           embedding_multiplier=12.0, residual_multiplier=0.22,
+                                                           attention_multiplier=0.0625, logits_scaling=8.0,
+                                                           rms_norm_eps=1e-6)),
 }
 
 
