@@ -606,18 +606,27 @@ static int arch_names_init(arch_names *an, const tpc_family *fam)
 	return 0;
 }
 
+/* The Hugging Face name of role r's tensor (its bias with `bias`) of layer l
+ * (-1 for the model's top) under the checkpoint's prefix, in nm; false if
+ * the record has none or it does not fit. */
+static bool role_name(const arch_names *an, tpc_role r, int64_t l, bool bias, char *nm, size_t n)
+{
+	char hf[TPC_ERR_NAME_MAX];
+	const char *canon = an->pres[0];
+	size_t cl = strlen(canon);
+	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL))
+		return false;
+	int k = strncmp(hf, canon, cl) ? snprintf(nm, n, "%s", hf)
+				       : snprintf(nm, n, "%s%s", an->pre ? an->pre : canon, hf + cl);
+	return k >= 0 && (size_t)k < n;
+}
+
 /* The index of role r's tensor (its bias with `bias`) of layer l (-1 for the
  * model's top) under the checkpoint's prefix; -1 if absent. */
 static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, bool bias)
 {
 	char nm[TPC_ERR_NAME_MAX];
-	const char *canon = an->pres[0];
-	size_t cl = strlen(canon);
-	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL))
-		return -1;
-	if (strncmp(nm, canon, cl))
-		return tpc_verify_set_find(s, nm);
-	return findf(s, "%s%s", an->pre ? an->pre : canon, nm + cl);
+	return role_name(an, r, l, bias, nm, sizeof(nm)) ? tpc_verify_set_find(s, nm) : -1;
 }
 
 /* The model's top: the prefix its names carry, the embedding, the final
@@ -743,15 +752,7 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 static int64_t find_expert(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, int64_t x)
 {
 	char nm[TPC_ERR_NAME_MAX];
-	const char *canon = an->pres[0];
-	size_t cl = strlen(canon);
-	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, false, nm, sizeof(nm), NULL))
-		return -1;
-	if (strncmp(nm, canon, cl))
-		return findf(s, TPC_VERIFY_EXPERT_NAME, nm, (long long)x);
-	char full[TPC_ERR_NAME_MAX];
-	snprintf(full, sizeof(full), "%s%s", an->pre ? an->pre : canon, nm + cl);
-	return findf(s, TPC_VERIFY_EXPERT_NAME, full, (long long)x);
+	return role_name(an, r, l, false, nm, sizeof(nm)) ? findf(s, TPC_VERIFY_EXPERT_NAME, nm, (long long)x) : -1;
 }
 
 /* A SwiGLU of the record's gate, up and down roles: g and u a fused [gate |
