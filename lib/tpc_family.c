@@ -923,9 +923,10 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 {
 	const tpc_layer_parts *x = &a->parts, *y = &b->parts;
 	return a->has_parts == b->has_parts && x->model == y->model && x->norm == y->norm &&
-	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
+	       x->norm_offset == y->norm_offset && x->norm_eps == y->norm_eps && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
-	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
+	       x->rope_fraction == y->rope_fraction && x->pos == y->pos && x->mlp == y->mlp && x->router == y->router &&
+	       x->experts_per_tok == y->experts_per_tok && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
 	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
 }
@@ -969,6 +970,17 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_FFN_GATE_INP_SHEXP] = "ffn_gate_inp_shexp",
 		[TPC_ROLE_ATTN_POST_NORM] = "attn_post_norm",
 		[TPC_ROLE_FFN_POST_NORM] = "ffn_post_norm",
+		[TPC_ROLE_TOKEN_TYPES] = "token_types",
+		[TPC_ROLE_TOKEN_EMBD_NORM] = "token_embd_norm",
+		[TPC_ROLE_OUTPUT_DENSE] = "output_dense",
+		[TPC_ROLE_OUTPUT_BIAS] = "output_bias",
+		[TPC_ROLE_FFN_EXP_PROBS_B] = "exp_probs_b",
+		[TPC_ROLE_ATTN_Q_A] = "attn_q_a",
+		[TPC_ROLE_ATTN_Q_A_NORM] = "attn_q_a_norm",
+		[TPC_ROLE_ATTN_Q_B] = "attn_q_b",
+		[TPC_ROLE_ATTN_KV_A_MQA] = "attn_kv_a_mqa",
+		[TPC_ROLE_ATTN_KV_A_NORM] = "attn_kv_a_norm",
+		[TPC_ROLE_ATTN_KV_B] = "attn_kv_b",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }

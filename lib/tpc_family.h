@@ -90,6 +90,21 @@ typedef enum tpc_role {
 	TPC_ROLE_ATTN_POST_NORM, /* the norm of the attention's output, before the residual add
 				    (OLMo 2, Gemma 2/3; llama.cpp's post_attention_norm) */
 	TPC_ROLE_FFN_POST_NORM,  /* the norm of the MLP's output, before the residual add */
+	TPC_ROLE_TOKEN_TYPES,    /* token type embedding [types, hidden]: type 0's row added to
+				    every token (BERT) */
+	TPC_ROLE_TOKEN_EMBD_NORM, /* the norm of the summed embeddings (BERT) */
+	TPC_ROLE_OUTPUT_DENSE,   /* a dense layer, gelu after it, before the output norm (BERT's
+				    MLM transform) */
+	TPC_ROLE_OUTPUT_BIAS,    /* the head's vocab bias held apart from its weight (BERT's
+				    predictions.bias; OUTPUT's own bias comes first) */
+	TPC_ROLE_FFN_EXP_PROBS_B, /* the router's score correction bias [experts], for choosing
+				     only (DeepSeek-V3's e_score_correction_bias) */
+	TPC_ROLE_ATTN_Q_A,       /* multi-head latent attention (DeepSeek-V2/V3): q's low-rank */
+	TPC_ROLE_ATTN_Q_A_NORM,  /* down projection, its norm and up projection; q alone */
+	TPC_ROLE_ATTN_Q_B,       /* is ATTN_Q (V2-Lite's q_proj) */
+	TPC_ROLE_ATTN_KV_A_MQA,  /* the joint k/v down projection with the shared rope key */
+	TPC_ROLE_ATTN_KV_A_NORM,
+	TPC_ROLE_ATTN_KV_B,      /* k's nope part and v, every head */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -116,11 +131,16 @@ typedef struct tpc_tensor_row {
  * record's roles (Hugging Face names).
  *
  *   model      decoder (causal LM), encoder (bidirectional, token types:
- *              BERT), or no token model at all, block checks only, over a
- *              module layout verify knows (diffusers transformer blocks,
- *              DALLE2-pytorch's prior and Unets)
+ *              BERT; its head, OUTPUT_DENSE -> OUTPUT_NORM -> OUTPUT, may be
+ *              absent: without OUTPUT_DENSE in the checkpoint, a BertModel,
+ *              the last hidden states are compared), or no token model at
+ *              all, block checks only, over a module layout verify knows
+ *              (diffusers transformer blocks, DALLE2-pytorch's prior and
+ *              Unets)
  *   norm       RMSNorm or LayerNorm (with biases where the rows say so);
- *              norm_offset: the weight is stored minus this (Gemma: 1)
+ *              norm_offset: the weight is stored minus this (Gemma: 1);
+ *              norm_eps: their epsilon when config.json gives none (BERT's
+ *              1e-12); 0: 1e-6 for RMSNorm, 1e-5 for LayerNorm
  *   place      pre: norm -> sublayer -> residual add (LLaMA); post: no input
  *              norms, sublayer -> norm -> residual add (OLMo 2:
  *              post_attention_layernorm and post_feedforward_layernorm);
@@ -133,7 +153,9 @@ typedef struct tpc_tensor_row {
  *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
  *   rope       rotate-half or interleaved pairs (the config may say); a
- *              partial rotary fraction comes from the facts
+ *              partial rotary fraction comes from the facts, or, when
+ *              config.json gives none, rope_fraction (GPT-NeoX's 0.25; 0:
+ *              config.json must say)
  *   pos        RoPE, learned absolute positions, or none
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
@@ -142,7 +164,10 @@ typedef struct tpc_tensor_row {
  *              group-limited top-k; none: dense. softmax_topk: the softmax
  *              of the top-k logits alone (Granite-MoE's TopKGating: the
  *              weights of the chosen experts always sum to 1, whatever
- *              norm_topk_prob would say; verify renormalises them)
+ *              norm_topk_prob would say; verify renormalises them);
+ *              experts_per_tok: the experts a token is routed to when
+ *              config.json names none (transformers' MixtralConfig: 2); 0:
+ *              config.json must say
  *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
  *              the config's use_parallel_residual may turn it off)
  *   embed_scale  the embeddings times sqrt(hidden), rounded to the
@@ -162,7 +187,8 @@ typedef struct tpc_tensor_row {
  *              rope_off_every-th layer (1-based; transformers' SmolLM3
  *              default, 4); 0: every layer rotates unless config.json's
  *              no_rope_layers says otherwise (a fact, whatever the record)
- *   tied_head  the head may be the token embedding (no lm_head tensor)
+ *   tied_head  the head may be the token embedding (no lm_head tensor);
+ *              false: a checkpoint without the record's OUTPUT is refused
  */
 typedef enum tpc_part_model {
 	TPC_PART_DECODER = 0,
@@ -193,16 +219,19 @@ typedef struct tpc_layer_parts {
 	tpc_part_model model;
 	tpc_part_norm norm;
 	double norm_offset;
+	double norm_eps;         /* the default epsilon (above); 0: by the norm */
 	tpc_part_place place;
 	tpc_part_attn attn;
 	tpc_part_qk_norm qk_norm;
 	tpc_part_qkv qkv;
 	tpc_part_rope rope;
 	bool partial_rope;       /* a fraction of each head rotated (rotary_pct in the facts) */
+	double rope_fraction;    /* that fraction when config.json gives none; 0: it must */
 	bool attn_bias;          /* q/k/v (and o) may carry biases */
 	tpc_part_pos pos;
 	tpc_part_mlp mlp;
 	tpc_part_router router;
+	int experts_per_tok;     /* the default top-k (above); 0: config.json must say */
 	tpc_part_resid resid;
 	bool embed_scale;
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */

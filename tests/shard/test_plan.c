@@ -319,6 +319,31 @@ static void test_by_model_type(void **st)
 	assert_null(tpc_family_by_model_type("ernie4_5_moe", NULL));
 }
 
+/* Every role has a name of its own; the parts' defaults (norm_eps,
+ * rope_fraction, experts_per_tok) are part of the layer verify computes: a
+ * record that differs in one no longer has another's plan and layer */
+static void test_roles_and_defaults(void **st)
+{
+	(void)st;
+	for (int r = 0; r < TPC_ROLE_COUNT; r++) {
+		assert_string_not_equal(tpc_role_name((tpc_role)r), "?");
+		for (int k = 0; k < r; k++)
+			assert_string_not_equal(tpc_role_name((tpc_role)r), tpc_role_name((tpc_role)k));
+	}
+	assert_string_equal(tpc_role_name(TPC_ROLE_FFN_EXP_PROBS_B), "exp_probs_b");
+	assert_string_equal(tpc_role_name(TPC_ROLE_COUNT), "?");
+	tpc_family mi = *tpc_family_find("mistral");
+	assert_true(tpc_family_fits(&mi, "LlamaForCausalLM"));
+	mi.parts.norm_eps = 1e-12;
+	assert_false(tpc_family_fits(&mi, "LlamaForCausalLM"));
+	mi = *tpc_family_find("mistral");
+	mi.parts.rope_fraction = 0.25;
+	assert_false(tpc_family_fits(&mi, "LlamaForCausalLM"));
+	mi = *tpc_family_find("mistral");
+	mi.parts.experts_per_tok = 2;
+	assert_false(tpc_family_fits(&mi, "LlamaForCausalLM"));
+}
+
 static void test_presets(void **st)
 {
 	(void)st;
@@ -1027,7 +1052,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
-		cmocka_unit_test(test_by_model_type),
+		cmocka_unit_test(test_by_model_type), cmocka_unit_test(test_roles_and_defaults),
 		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
 		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
