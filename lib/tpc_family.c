@@ -138,7 +138,9 @@ static const tpc_tensor_row glm4_tensors[] = {
 	END_ROW,
 };
 
-/* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
+/* Mixtral: block_sparse_moe (a DeepSeek-style score correction bias beside
+ * its router where config.json routes so: the MoE plan replicates it);
+ * Megatron-Core's MoE layer keeps its norm apart
  * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
  * (vllm/model_executor/layers/fused_moe/layer.py make_expert_params_mapping:
  * w1 and w3 into experts.w13_weight, shard ids w1 then w3 (_load_w13), w2
@@ -149,6 +151,7 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"),
 	ROW(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", MC_L "mlp.router.weight",
 	    HF_L "block_sparse_moe.gate.weight", TR_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
+	ROW(FFN_EXP_PROBS_B, false, HF_L "block_sparse_moe.gate.e_score_correction_bias", NULL, NULL, NULL, NULL),
 	ROW(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight",
 	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", HF_L "block_sparse_moe.experts.w13_weight#0",
 	    TR_L "mlp.fc.weight#1", GG_L "ffn_gate_exps.weight"),
@@ -161,13 +164,15 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	END_ROW,
 };
 
-/* Qwen2-MoE / Qwen3-MoE: mlp.experts with their router, and dense layers
- * (mlp_only_layers) named as LLaMA's. */
+/* Qwen2-MoE / Qwen3-MoE: mlp.experts with their router (and a score
+ * correction bias where config.json routes as DeepSeek-V3: the MoE plan
+ * replicates it), and dense layers (mlp_only_layers) named as LLaMA's. */
 #define QWEN_MOE_ROWS \
 	LLAMA_ATTN_ROWS, \
 	LLAMA_FFN_ROWS, \
 	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL, \
 	    GG_L "ffn_gate_inp.weight"), \
+	ROW(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", NULL, NULL, NULL, NULL), \
 	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", \
 	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"), \
 	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", \
@@ -219,25 +224,41 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
 	END_ROW,
 };
 
-/* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
- * o_proj and dense MLP layers by (MLA's own projections, the router and
- * the experts are found by their names in the checkpoint); Hugging Face
- * names only so far. */
-#define HF_ONLY(R, NAME) ROW(R, false, NAME, NULL, NULL, NULL, NULL)
+/* DeepSeek-V2/V3: LLaMA's top, norms and dense MLP layers
+ * (first_k_dense_replace); multi-head latent attention, q_a_proj ->
+ * q_a_layernorm -> q_b_proj (or V2-Lite's q_proj) and kv_a_proj_with_mqa ->
+ * kv_a_layernorm -> kv_b_proj, then o_proj; the routed experts
+ * mlp.experts.{E} under the router mlp.gate and its
+ * e_score_correction_bias, shared_experts beside them (no gate). Hugging
+ * Face names only so far. */
+#define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
 static const tpc_tensor_row deepseek_tensors[] = {
-	HF_ONLY(TOKEN_EMBD, "model.embed_tokens.weight"),
-	HF_ONLY(OUTPUT_NORM, "model.norm.weight"),
-	HF_ONLY(OUTPUT, "lm_head.weight"),
-	HF_ONLY(ATTN_NORM, HF_L "input_layernorm.weight"),
-	HF_ONLY(ATTN_Q, HF_L "self_attn.q_proj.weight"),
-	HF_ONLY(ATTN_OUT, HF_L "self_attn.o_proj.weight"),
-	HF_ONLY(FFN_NORM, HF_L "post_attention_layernorm.weight"),
-	HF_ONLY(FFN_GATE, HF_L "mlp.gate_proj.weight"),
-	HF_ONLY(FFN_UP, HF_L "mlp.up_proj.weight"),
-	HF_ONLY(FFN_DOWN, HF_L "mlp.down_proj.weight"),
+	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
+	HF_ONLY(OUTPUT, false, "lm_head.weight"),
+	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
+	HF_ONLY(ATTN_Q, false, HF_L "self_attn.q_proj.weight"),
+	HF_ONLY(ATTN_Q_A, false, HF_L "self_attn.q_a_proj.weight"),
+	HF_ONLY(ATTN_Q_A_NORM, false, HF_L "self_attn.q_a_layernorm.weight"),
+	HF_ONLY(ATTN_Q_B, false, HF_L "self_attn.q_b_proj.weight"),
+	HF_ONLY(ATTN_KV_A_MQA, false, HF_L "self_attn.kv_a_proj_with_mqa.weight"),
+	HF_ONLY(ATTN_KV_A_NORM, false, HF_L "self_attn.kv_a_layernorm.weight"),
+	HF_ONLY(ATTN_KV_B, false, HF_L "self_attn.kv_b_proj.weight"),
+	HF_ONLY(ATTN_OUT, false, HF_L "self_attn.o_proj.weight"),
+	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
+	HF_ONLY(FFN_GATE, false, HF_L "mlp.gate_proj.weight"),
+	HF_ONLY(FFN_UP, false, HF_L "mlp.up_proj.weight"),
+	HF_ONLY(FFN_DOWN, false, HF_L "mlp.down_proj.weight"),
+	HF_ONLY(FFN_GATE_INP, false, HF_L "mlp.gate.weight"),
+	HF_ONLY(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias"),
+	HF_ONLY(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight"),
+	HF_ONLY(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight"),
+	HF_ONLY(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight"),
+	HF_ONLY(FFN_GATE_SHEXP, false, HF_L "mlp.shared_experts.gate_proj.weight"),
+	HF_ONLY(FFN_UP_SHEXP, false, HF_L "mlp.shared_experts.up_proj.weight"),
+	HF_ONLY(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_experts.down_proj.weight"),
 	END_ROW,
 };
-#undef HF_ONLY
 
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
@@ -276,6 +297,55 @@ static const tpc_tensor_row gptneox_tensors[] = {
 	ROW(FFN_DOWN, true, NX_L "mlp.dense_4h_to_h.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
 	END_ROW,
 };
+
+/* LiBai's GPT (OneFlow; its loader's gamma / beta are weight / bias by the
+ * libai rules): GPT-NeoX's layer under GPT_model.transformer.layers, with
+ * learned positions, the head tied to the token embeddings (no row). Hugging
+ * Face column only (LiBai's own names). */
+#define LB_L "GPT_model.transformer.layers.{L}."
+static const tpc_tensor_row libai_tensors[] = {
+	HF_ONLY(TOKEN_EMBD, false, "GPT_model.embeddings.token_embeddings.weight"),
+	HF_ONLY(POS_EMBD, false, "GPT_model.embeddings.position_embeddings.weight"),
+	HF_ONLY(OUTPUT_NORM, true, "GPT_model.transformer.layernorm_f.weight"),
+	HF_ONLY(ATTN_NORM, true, LB_L "input_layernorm.weight"),
+	HF_ONLY(ATTN_QKV, true, LB_L "self_attention.query_key_value.weight"),
+	HF_ONLY(ATTN_OUT, true, LB_L "self_attention.dense.weight"),
+	HF_ONLY(FFN_NORM, true, LB_L "post_attention_layernorm.weight"),
+	HF_ONLY(FFN_UP, true, LB_L "mlp.dense_h_to_4h.weight"),
+	HF_ONLY(FFN_DOWN, true, LB_L "mlp.dense_4h_to_h.weight"),
+	END_ROW,
+};
+
+/* BERT (BertModel, BertForMaskedLM, BertForPreTraining): word, position and
+ * token type embeddings and their LayerNorm; per layer self query / key /
+ * value and attention.output.dense, the LayerNorm after the attention's
+ * residual add (ATTN_NORM: the record's after_add place), intermediate.dense,
+ * output.dense and the LayerNorm after its add (FFN_NORM); the MLM head
+ * under cls.predictions: transform.dense (OUTPUT_DENSE), transform.LayerNorm
+ * (OUTPUT_NORM), the decoder (OUTPUT; absent: tied to the word embeddings)
+ * with its own bias, else predictions.bias (OUTPUT_BIAS). Hugging Face names
+ * only. */
+#define BE_L "bert.encoder.layer.{L}."
+static const tpc_tensor_row bert_tensors[] = {
+	HF_ONLY(TOKEN_EMBD, false, "bert.embeddings.word_embeddings.weight"),
+	HF_ONLY(POS_EMBD, false, "bert.embeddings.position_embeddings.weight"),
+	HF_ONLY(TOKEN_TYPES, false, "bert.embeddings.token_type_embeddings.weight"),
+	HF_ONLY(TOKEN_EMBD_NORM, true, "bert.embeddings.LayerNorm.weight"),
+	HF_ONLY(ATTN_Q, true, BE_L "attention.self.query.weight"),
+	HF_ONLY(ATTN_K, true, BE_L "attention.self.key.weight"),
+	HF_ONLY(ATTN_V, true, BE_L "attention.self.value.weight"),
+	HF_ONLY(ATTN_OUT, true, BE_L "attention.output.dense.weight"),
+	HF_ONLY(ATTN_NORM, true, BE_L "attention.output.LayerNorm.weight"),
+	HF_ONLY(FFN_UP, true, BE_L "intermediate.dense.weight"),
+	HF_ONLY(FFN_DOWN, true, BE_L "output.dense.weight"),
+	HF_ONLY(FFN_NORM, true, BE_L "output.LayerNorm.weight"),
+	HF_ONLY(OUTPUT_DENSE, true, "cls.predictions.transform.dense.weight"),
+	HF_ONLY(OUTPUT_NORM, true, "cls.predictions.transform.LayerNorm.weight"),
+	HF_ONLY(OUTPUT, true, "cls.predictions.decoder.weight"),
+	HF_ONLY(OUTPUT_BIAS, false, "cls.predictions.bias"),
+	END_ROW,
+};
+#undef HF_ONLY
 
 /* StarCoder2 (Starcoder2ForCausalLM): LLaMA's attention names, all with
  * biases; LayerNorms with biases; a plain MLP c_fc / c_proj with biases.
@@ -740,7 +810,7 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_mixtral,
 	 .layouts = A("vllm", "trtllm"),
 	 .tensors = mixtral_tensors,
-	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX)},
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .experts_per_tok = 2, .tied_head = true)},
 	{.name = "qwen2-moe",
 	 .desc = "Qwen2-MoE (HF names): llama attention (q/k/v biases split with their weights); mlp.experts.N gate/up col, down row; shared_expert like a dense MLP; router and shared_expert_gate replicated",
 	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE (Qwen2MoeForCausalLM) with Hugging Face names."),
@@ -784,7 +854,8 @@ static const tpc_family families[] = {
 	 .plan = DEEPSEEK_JSON,
 	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
 	 .tensors = deepseek_tensors,
-	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS)},
+	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS,
+	       .tied_head = true)},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,
@@ -802,18 +873,20 @@ static const tpc_family families[] = {
 	 .hf_arch = A("GPTNeoXForCausalLM"),
 	 .gguf = &tpc__gguf_gptneox,
 	 .tensors = gptneox_tensors,
-	 PARTS(.norm = TPC_PART_LAYERNORM, .qkv = TPC_PART_QKV_PER_HEAD, .partial_rope = true, .attn_bias = true,
-	       .mlp = TPC_PART_MLP_GELU, .resid = TPC_PART_PARALLEL)},
+	 PARTS(.norm = TPC_PART_LAYERNORM, .qkv = TPC_PART_QKV_PER_HEAD, .partial_rope = true, .rope_fraction = 0.25,
+	       .attn_bias = true, .mlp = TPC_PART_MLP_GELU, .resid = TPC_PART_PARALLEL)},
 	{.name = "bert",
 	 .desc = "BERT (HF names): self query/key/value col on head boundaries, attention output row, intermediate col, output row, word embeddings and MLM decoder vocab",
 	 .plan = plan_bert,
 	 .hf_arch = A("BertModel", "BertForMaskedLM", "BertForPreTraining"),
-	 PARTS(.model = TPC_PART_ENCODER, .norm = TPC_PART_LAYERNORM, .place = TPC_PART_AFTER_ADD, .attn_bias = true,
-	       .pos = TPC_PART_POS_LEARNED, .mlp = TPC_PART_MLP_GELU, .tied_head = true)},
+	 .tensors = bert_tensors,
+	 PARTS(.model = TPC_PART_ENCODER, .norm = TPC_PART_LAYERNORM, .norm_eps = 1e-12, .place = TPC_PART_AFTER_ADD,
+	       .attn_bias = true, .pos = TPC_PART_POS_LEARNED, .mlp = TPC_PART_MLP_GELU, .tied_head = true)},
 	{.name = "libai",
 	 .desc = "LiBai (OneFlow) names: head-interleaved query_key_value col, dense row, dense_h_to_4h col, dense_4h_to_h row, vocab embeddings",
 	 .plan = plan_libai,
 	 .rules = A("libai"),
+	 .tensors = libai_tensors,
 	 PARTS(.norm = TPC_PART_LAYERNORM, .qkv = TPC_PART_QKV_PER_HEAD, .attn_bias = true, .pos = TPC_PART_POS_LEARNED,
 	       .mlp = TPC_PART_MLP_GELU, .tied_head = true)},
 	{.name = "dit",
