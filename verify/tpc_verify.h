@@ -59,8 +59,8 @@
  *
  * A model description (tpc_vmodel, optional) names which tensors form each
  * layer's attention and MLP, plus embeddings, norms and head, for the block
- * and whole-model checks. tpc_verify_model_from_names() builds it for Hugging
- * Face LLaMA and GPT-2 names.
+ * and whole-model checks. tpc_verify_model_from_names() builds it from a
+ * family record: its layer parts and its tensor table's Hugging Face names.
  *
  * ---- The checks (every rank runs tpc_verify_run in the same order) ----
  *
@@ -436,7 +436,8 @@ void tpc_verify_link_biases(tpc_verify_set *s);
 int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
 
 /* The model's facts are lib's (tpc_facts.h), 0 meaning unknown; what verify
- * derives from them stays here: norm_eps 0 is 1e-6 (llama) or 1e-5 (gpt2),
+ * derives from them stays here: norm_eps 0 is the record's, else 1e-6
+ * (RMSNorm) or 1e-5 (LayerNorm),
  * rope_theta 0 is 10000; experts_per_tok 0 is Mixtral's 2; norm_topk 0 the
  * model's default; scoring sigmoid or softmax (the default); n_group and
  * topk_group count only with topk_method group_limited_greedy or noaux_tc,
@@ -445,7 +446,8 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
  * gated [value | gate] and its activation (GELU / GEGLU: GELU, SwiGLU and
  * other ungated ones: SiLU, the rest GELU tanh); MLA's heads are heads,
  * rope_interleave 0 interleaved (DeepSeek's default), yarn when its factor
- * > 1; GPT-NeoX's rotary_pct 0 is 0.25, parallel_residual 0 yes. */
+ * > 1; rotary_pct 0 is the record's rope_fraction, parallel_residual 0
+ * yes. */
 
 /*
  * Find the tensors of a Hugging Face LLaMA (model.embed_tokens, model.layers.N
@@ -462,20 +464,18 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
  * derived from shapes (hidden from the embedding, heads from head_dim...).
  * TPC_EINPUT names what is missing.
  *
- * TPC_VARCH_GPTNEOX (verify/neox.c): GPT-NeoX's gpt_neox.embed_in, layers.N
- * .input_layernorm / attention.query_key_value (interleaved, f->rotary_pct
- * of each head rotated) / attention.dense / post_attention_layernorm /
- * mlp.dense_h_to_4h / mlp.dense_4h_to_h, final_layer_norm, embed_out (the
- * "gpt_neox." prefix optional; parallel residual unless
- * f->parallel_residual < 0), or LiBai's GPT (GPT_model.embeddings
- * .token_embeddings / position_embeddings, transformer.layers.N.self_attention
- * .query_key_value ..., transformer.layernorm_f; no rope, sequential, tied).
- * TPC_VARCH_BERT: BERT's (bert.)embeddings.word / position / token_type
- * _embeddings and LayerNorm, encoder.layer.N.attention.self.query/key/value,
- * attention.output.dense and LayerNorm, intermediate.dense, output.dense and
- * LayerNorm, and cls.predictions (transform.dense and LayerNorm, decoder or
- * tied, decoder.bias or bias) when present (else hidden_out). Both need
- * f->heads; head_dim is hidden / heads.
+ * TPC_VARCH_GPTNEOX and TPC_VARCH_BERT (their forms in verify/neox.c) are
+ * found the same way, through their records' tables: GPT-NeoX's and LiBai's
+ * GPT's query_key_value holds [q, k, v] per head (the parts' per-head qkv:
+ * `interleaved`), the rotary fraction f->rotary_pct or the record's
+ * rope_fraction, the parallel residual where the parts say so unless
+ * f->parallel_residual < 0; BERT (an encoder) is bidirectional with its norms
+ * after each residual add, token type 0 and the embeddings' norm, and its
+ * MLM head (OUTPUT_DENSE, OUTPUT_NORM, OUTPUT or tied, OUTPUT's bias or
+ * OUTPUT_BIAS) when the checkpoint has OUTPUT_DENSE, else the last hidden
+ * states (hidden_out). A tensor the record requires (the embedding, learned
+ * positions, the embeddings' norm, the final norm, an untied head: the
+ * parts' tied_head) and the checkpoint lacks is refused by name.
  *
  * TPC_VARCH_DIT (diffusers PixArt, SD3, Flux, CogVideoX, DiT): every
  * transformer_blocks.N / single_transformer_blocks.N attention (attn1, attn,

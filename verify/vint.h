@@ -348,12 +348,6 @@ void tpc__widen(const vrun *R, tpc_vresult *res);
  * reference; mla.c), false with a message as tpc__attn_loc_of. */
 bool tpc__part_ok(const vrun *R, int64_t i, bool row, const char *what, char *msg, size_t n);
 bool tpc__mla_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vmla_loc *a, char *msg, size_t n);
-/* vset.c: a layer with no tensors (every index -1); append it to the model,
- * its name copied. neox.c: GPT-NeoX's (or LiBai's GPT's) and BERT's model
- * description from their names (tpc_verify_model_from_names). */
-void tpc__layer_init(tpc_vlayer *L);
-int tpc__layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e);
-int tpc__neox_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, tpc_err *e);
 /* GPT-NeoX's and BERT's model extras (neox.c) on rank t (-1: the
  * reference) into m, false with a message when they do not fit; true and
  * nothing done for the other architectures. */

@@ -1,8 +1,10 @@
 /* vset.c - what a verify run checks: the shard-set description (tensors,
  * their splits, each rank's piece, biases linked to their layers), its
- * validation, and the model structure found from Hugging Face and diffusers
- * names (tpc_verify_model_from_names); see tpc_verify.h. The checks that run
- * over it are in verify.c, the report in report.c. */
+ * validation, and the model structure (tpc_verify_model_from_names): a
+ * token model's from its family record's layer parts and tensor table,
+ * diffusers' and DALLE2-pytorch's blocks from their module names; see
+ * tpc_verify.h. The checks that run over it are in verify.c, the report in
+ * report.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -277,16 +279,6 @@ static int layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
 	}
 	m->layers[m->nlayers++] = *L;
 	return 0;
-}
-
-void tpc__layer_init(tpc_vlayer *L)
-{
-	layer_init(L);
-}
-
-int tpc__layer_add(tpc_vmodel *m, tpc_vlayer *L, const char *name, tpc_err *e)
-{
-	return layer_add(m, L, name, e);
 }
 
 /* ---- DiT (diffusers) blocks: one entry per attention and feed-forward ---- */
@@ -579,9 +571,9 @@ static int dalle2_from_names(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_f
 	return ret;
 }
 
-/* ---- llama and gpt2: the top, then layer by layer ---- */
+/* ---- token models (decoders, encoders): the top, then layer by layer ---- */
 
-/* A decoder's tensors are found through its family record's table
+/* A token model's tensors are found through its family record's table
  * (lib/tpc_family.c), each name under the prefix the checkpoint uses in
  * place of the table's: the table's own (the token embedding's name up to
  * its first dot), none, or the table's under "language_model." (a
@@ -629,11 +621,59 @@ static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role
 	return role_name(an, r, l, bias, nm, sizeof(nm)) ? tpc_verify_set_find(s, nm) : -1;
 }
 
-/* The model's top: the prefix its names carry, the embedding, the final
- * norm, gpt2's position embedding and the head; hidden and vocab from the
- * embedding. */
+/* Role r's tensor of the model's top, required: its index, or the error
+ * naming the tensor the record says the checkpoint must have. */
+static int64_t need_role(const tpc_verify_set *s, const arch_names *an, tpc_role r, tpc_err *e)
+{
+	char nm[TPC_ERR_NAME_MAX];
+	int64_t i = find_role(s, an, r, -1, false);
+	if (i < 0 && role_name(an, r, -1, false, nm, sizeof(nm)))
+		return tpc_err_set(e, TPC_EINPUT, "%s model: no '%s'", an->fam->name, nm);
+	return i < 0 ? tpc_err_set(e, TPC_EINPUT, "%s model: the family table names no %s", an->fam->name,
+				   tpc_role_name(r))
+		     : i;
+}
+
+/* Role r's tensor of the top and, where the record's row says its models
+ * carry one, its bias (*b; -1 when none). */
+static int64_t top_role(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t *b)
+{
+	const tpc_tensor_row *w = tpc_family_row(an->fam, r);
+	*b = w && w->bias ? find_role(s, an, r, -1, true) : -1;
+	return find_role(s, an, r, -1, false);
+}
+
+/* An encoder's extras (BERT): token type 0 and the embeddings' norm, the
+ * head's dense (gelu after it) before the final norm and a vocab bias; no
+ * dense in the checkpoint (a BertModel): no head, the last hidden states. */
+static int encoder_top(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, tpc_err *e)
+{
+	int64_t b;
+	m->type_embed = find_role(s, an, TPC_ROLE_TOKEN_TYPES, -1, false);
+	m->embed_norm_w = top_role(s, an, TPC_ROLE_TOKEN_EMBD_NORM, &m->embed_norm_b);
+	if (m->embed_norm_w < 0 && tpc_family_row(an->fam, TPC_ROLE_TOKEN_EMBD_NORM))
+		return (int)need_role(s, an, TPC_ROLE_TOKEN_EMBD_NORM, e);
+	m->mlm_dense = top_role(s, an, TPC_ROLE_OUTPUT_DENSE, &b);
+	if ((m->hidden_out = m->mlm_dense < 0)) {
+		m->final_norm_w = m->final_norm_b = m->lm_head = -1;
+		return 0;
+	}
+	/* the dense is replicated: its bias is linked here */
+	if (b >= 0 && s->t[m->mlm_dense].bias < 0)
+		s->t[m->mlm_dense].bias = b;
+	top_role(s, an, TPC_ROLE_OUTPUT, &m->head_bias);
+	if (m->head_bias < 0)
+		m->head_bias = find_role(s, an, TPC_ROLE_OUTPUT_BIAS, -1, false);
+	return 0;
+}
+
+/* The model's top: the prefix its names carry, the embedding, learned
+ * positions, the final norm, the head (tied to the embedding when the
+ * record allows it and the checkpoint has none), an encoder's extras;
+ * hidden and vocab from the embedding. */
 static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f, arch_names *an, tpc_err *e)
 {
+	const tpc_layer_parts *p = &an->fam->parts;
 	const char *arch = an->fam->name;
 	char embd[TPC_ERR_NAME_MAX];
 	size_t cl = strlen(an->pres[0]);
@@ -649,19 +689,24 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f,
 		return tpc_err_set(e, TPC_EINPUT, "%s model: no '%s'", arch, embd);
 	m->embed = find_role(s, an, TPC_ROLE_TOKEN_EMBD, -1, false);
 	m->pos_embed = find_role(s, an, TPC_ROLE_POS_EMBD, -1, false);
-	m->final_norm_w = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, false);
-	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT_NORM)->bias)
-		m->final_norm_b = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, true);
+	m->final_norm_w = top_role(s, an, TPC_ROLE_OUTPUT_NORM, &m->final_norm_b);
 	m->lm_head = find_role(s, an, TPC_ROLE_OUTPUT, -1, false);
 	const tpc_vtensor *ev = &s->t[m->embed];
-	if (ev->ref->ndim != 2 || m->final_norm_w < 0)
-		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present", arch);
+	if (ev->ref->ndim != 2)
+		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding '%s' must be 2-D", arch, ev->name);
 	m->hidden = ev->ref->shape[1];
 	m->vocab = ev->dim == 0 ? ev->part[0].size : ev->ref->shape[0];
 	if (f && f->hidden && f->hidden != m->hidden)
 		return tpc_err_set(e, TPC_EINPUT, "model facts: hidden %lld, but the embedding is [%lld, %lld]",
 				   (long long)f->hidden, (long long)ev->ref->shape[0], (long long)m->hidden);
-	return 0;
+	int ret = p->model == TPC_PART_ENCODER ? encoder_top(s, m, an, e) : 0;
+	if (!ret && m->pos_embed < 0 && p->pos == TPC_PART_POS_LEARNED)
+		ret = (int)need_role(s, an, TPC_ROLE_POS_EMBD, e);
+	if (!ret && m->final_norm_w < 0 && !m->hidden_out)
+		ret = (int)need_role(s, an, TPC_ROLE_OUTPUT_NORM, e);
+	if (!ret && m->lm_head < 0 && !m->hidden_out && !p->tied_head)
+		ret = (int)need_role(s, an, TPC_ROLE_OUTPUT, e);
+	return ret;
 }
 
 /* Where each role of a layer goes in tpc_vlayer (biases only where the
@@ -722,6 +767,8 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	const tpc_layer_parts *pt = &m->parts;
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
+	a->interleaved = a->qkv >= 0 && pt->qkv == TPC_PART_QKV_PER_HEAD;
+	a->bidirectional = pt->model == TPC_PART_ENCODER;
 	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
 		 pt->mlp == TPC_PART_MLP_GELU_TANH_GLU;
 	p->act = pt->mlp == TPC_PART_MLP_SILU_GLU ? TPC_VACT_SILU
@@ -918,6 +965,8 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char 
 				    : rows_of(s, a->k, true);
 	if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && m->arch == TPC_VARCH_GPT2)
 		qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
+	if (a->interleaved) /* [q, k, v] per head: a third of the rows each */
+		qrows = krows = rows_of(s, a->qkv, true) % 3 ? -1 : rows_of(s, a->qkv, true) / 3;
 	if (!*hd && *heads)
 		*hd = qrows / *heads;
 	if (!*heads && *hd)
@@ -937,14 +986,15 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char 
 	return 0;
 }
 
-/* A record with a partial rotary embedding (GLM-4): int(head_dim *
- * partial_rotary_factor) dims of each head rotated, as transformers'
- * rope init counts them; config.json must say the fraction. */
+/* A record with a partial rotary embedding (GLM-4, GPT-NeoX): int(head_dim
+ * * partial_rotary_factor) dims of each head rotated, as transformers'
+ * rope init counts them; config.json says the fraction, or the record's
+ * default (rope_fraction). */
 static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
 {
 	if (!m->parts.partial_rope || !a->rope || a->mla)
 		return 0;
-	double pct = f ? f->rotary_pct : 0;
+	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;
 	a->rot_dims = (int64_t)((double)a->head_dim * pct);
 	if (pct <= 0 || pct > 1)
 		return tpc_err_set(e, TPC_EINPUT,
@@ -956,8 +1006,8 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	return 0;
 }
 
-/* The layers of a llama or gpt2 model, 0, 1, ... until one is missing. */
-static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_model_facts *f,
+/* The model's layers, 0, 1, ... until one is missing. */
+static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_model_facts *f,
 			     tpc_err *e)
 {
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
@@ -1027,20 +1077,21 @@ int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const 
 	m->parts = fam->parts;
 	m->embed = m->pos_embed = m->final_norm_w = m->final_norm_b = m->lm_head = -1;
 	m->type_embed = m->embed_norm_w = m->embed_norm_b = m->mlm_dense = m->head_bias = -1;
-	if (arch == TPC_VARCH_GPTNEOX || arch == TPC_VARCH_BERT) {
-		ret = tpc__neox_from_names(s, m, f, e);
-	} else if (arch == TPC_VARCH_DIT) {
+	if (arch == TPC_VARCH_DIT) {
 		ret = dit_from_names(s, m, f, e);
 	} else if (arch == TPC_VARCH_DALLE2) {
 		ret = dalle2_from_names(s, m, f, e);
 	} else {
-		bool rms = fam->parts.norm == TPC_PART_RMSNORM;
+		const tpc_layer_parts *p = &fam->parts;
+		bool rms = p->norm == TPC_PART_RMSNORM;
 		m->norm = rms ? TPC_VNORM_RMS : TPC_VNORM_LAYER;
-		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : (rms ? 1e-6 : 1e-5);
+		m->norm_eps = f && f->norm_eps > 0 ? f->norm_eps : p->norm_eps > 0 ? p->norm_eps : rms ? 1e-6 : 1e-5;
+		m->post_norm = p->place == TPC_PART_AFTER_ADD;
+		m->parallel_residual = p->resid == TPC_PART_PARALLEL && !(f && f->parallel_residual < 0);
 		if (arch_names_init(&an, fam))
 			ret = tpc_err_set(e, TPC_EINPUT, "verify: no tensor table for this architecture");
 		else if (!(ret = model_top(s, m, f, &an, e)))
-			ret = llama_gpt2_layers(s, m, &an, f, e);
+			ret = model_layers(s, m, &an, f, e);
 		if (!ret && fam->parts.embed_scale)
 			m->embed_mul = embed_scale(m->hidden, s->t[m->embed].ref->src_dtype);
 		else if (f)

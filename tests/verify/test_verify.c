@@ -531,31 +531,39 @@ static void test_deepseek_plain(void **st)
  * BERT as transformers 5.12 saves them, and its float64 outputs
  * (tests/data/make_tiny_neox_bert.py); every tensor whole (tp 1), the facts
  * as their config.json files give them. `skip`: tensors left out (BERT
- * without its MLM head is a BertModel). */
-static void neox_bert_case(const char *file, const char *arch, const tpc_model_facts *f, const char *skip, const char *key,
-			   int64_t W)
+ * without its MLM head is a BertModel). The model of record `arch` built:
+ * its status, the message in e. */
+static int neox_bert_set(const char *file, const char *arch, const tpc_model_facts *f, const char *skip, tpc_ckpt *ck,
+			 tpc_ckpt *ex, tpc_verify_set *s, tpc_err *e)
 {
-	tpc_err e;
-	tpc_ckpt ck, ex;
-	tpc_verify_set s;
-	tiny_open(file, "tiny_neox_bert_out.safetensors", &ck, &ex, &s, &e);
-	for (size_t i = 0; i < ck.n; i++) {
-		if (skip && strstr(ck.t[i].name, skip))
+	tiny_open(file, "tiny_neox_bert_out.safetensors", ck, ex, s, e);
+	for (size_t i = 0; i < ck->n; i++) {
+		if (skip && strstr(ck->t[i].name, skip))
 			continue;
-		const char *nm = ck.t[i].name; /* split as the gpt-neox and bert presets do, at tp 1 */
+		const char *nm = ck->t[i].name; /* split as the gpt-neox and bert presets do, at tp 1 */
 		bool col = strstr(nm, "query_key_value") || strstr(nm, "h_to_4h") || strstr(nm, "attention.self.") ||
 			   strstr(nm, "intermediate.dense");
 		bool row = strstr(nm, "4h_to_h") || strstr(nm, "attention.dense") || strstr(nm, "output.dense");
 		bool voc = strstr(nm, "embed_in") || strstr(nm, "embed_out") || strstr(nm, "word_embeddings") ||
 			   !strcmp(nm, "cls.predictions.bias");
 		tpc_vsplit sp = col ? TPC_VSPLIT_COL : row ? TPC_VSPLIT_ROW : voc ? TPC_VSPLIT_VOCAB : TPC_VSPLIT_REPLICATE;
-		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
-						false, row && ck.t[i].ndim == 1, 0, NULL, &e);
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
+						false, row && ck->t[i].ndim == 1, 0, NULL, e);
 		assert_true(ix >= 0);
-		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
-	tpc_verify_link_biases(&s);
-	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find(arch), f, &e), 0);
+	tpc_verify_link_biases(s);
+	tpc_err_init(e);
+	return tpc_verify_model_from_names(s, tpc_family_find(arch), f, e);
+}
+
+static void neox_bert_case(const char *file, const char *arch, const tpc_model_facts *f, const char *skip, const char *key,
+			   int64_t W)
+{
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	assert_int_equal(neox_bert_set(file, arch, f, skip, &ck, &ex, &s, &e), 0);
 	assert_int_equal(s.model->nlayers, 2);
 	vs_transformers(&s, &ex, key, W, key);
 	tpc_verify_set_release(&s);
@@ -574,6 +582,50 @@ static void test_neox_bert(void **st)
 	tpc_model_facts b = {.heads = 4, .norm_eps = 1e-12};
 	neox_bert_case("tiny_bert.safetensors", "bert", &b, NULL, "bert.mlm", 48);
 	neox_bert_case("tiny_bert.safetensors", "bert", &b, "cls.", "bert.hidden", 32);
+}
+
+/* What GPT-NeoX's and BERT's records say where config.json is silent, and
+ * the tensors they require: without rotary_pct the record's rope_fraction
+ * (0.25 of each 8-dim head), without layer_norm_eps BERT's 1e-12; a
+ * checkpoint without GPT-NeoX's untied head or BERT's embedding norm is
+ * refused naming the tensor from the table; BERT's MLM head with its
+ * transform's norm missing too */
+static void test_neox_bert_records(void **st)
+{
+	(void)st;
+	tpc_err e;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_model_facts f = {.heads = 4};
+	assert_int_equal(neox_bert_set("tiny_gpt_neox.safetensors", "gpt-neox", &f, NULL, &ck, &ex, &s, &e), 0);
+	assert_true(s.model->layers[1].attn.interleaved && s.model->layers[1].attn.rot_dims == 2);
+	assert_true(s.model->parallel_residual && s.model->norm_eps == 1e-5 && s.model->lm_head >= 0);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	assert_int_equal(neox_bert_set("tiny_gpt_neox.safetensors", "gpt-neox", &f, "embed_out", &ck, &ex, &s, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no 'embed_out.weight'"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	assert_int_equal(neox_bert_set("tiny_bert.safetensors", "bert", &f, NULL, &ck, &ex, &s, &e), 0);
+	assert_true(s.model->norm_eps == 1e-12 && s.model->post_norm && s.model->layers[0].attn.bidirectional);
+	assert_true(s.model->type_embed >= 0 && s.model->mlm_dense >= 0 && s.model->head_bias >= 0 && !s.model->hidden_out);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	assert_int_equal(neox_bert_set("tiny_bert.safetensors", "bert", &f, "embeddings.LayerNorm", &ck, &ex, &s, &e),
+			 TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no 'bert.embeddings.LayerNorm.weight'"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	assert_int_equal(neox_bert_set("tiny_bert.safetensors", "bert", &f, "transform.LayerNorm", &ck, &ex, &s, &e),
+			 TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no 'cls.predictions.transform.LayerNorm.weight'"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
 }
 
 /* OLMo 2 from parts alone: a record as the OLMo 2 one would be (its table
@@ -1017,7 +1069,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
-		cmocka_unit_test(test_neox_bert),         cmocka_unit_test(test_olmo2_parts),
+		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
