@@ -438,8 +438,9 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
 /* The model's facts are lib's (tpc_facts.h), 0 meaning unknown; what verify
  * derives from them stays here: norm_eps 0 is the record's, else 1e-6
  * (RMSNorm) or 1e-5 (LayerNorm),
- * rope_theta 0 is 10000; experts_per_tok 0 is Mixtral's 2; norm_topk 0 the
- * model's default; scoring sigmoid or softmax (the default); n_group and
+ * rope_theta 0 is 10000; experts_per_tok 0 is the record's (Mixtral's 2);
+ * norm_topk 0 the record's default (renormalised with a softmax_topk
+ * router); scoring sigmoid or softmax (the default); n_group and
  * topk_group count only with topk_method group_limited_greedy or noaux_tc,
  * and group_limited_greedy scores a group by its best expert (else its top
  * 2); routed_scale 0 is 1; ff_act (dit) says whether the feed-forward is
@@ -450,19 +451,24 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
  * yes. */
 
 /*
- * Find the tensors of a Hugging Face LLaMA (model.embed_tokens, model.layers.N
- * .self_attn.{q,k,v,o}_proj or qkv_proj, .mlp.{gate,up,down}_proj or
- * gate_up_proj, input/post_attention_layernorm, model.norm, lm_head; DeepSeek's
- * MLA self_attn.q_a_proj/q_b_proj or q_proj, kv_a_proj_with_mqa, kv_b_proj,
- * o_proj is marked `mla`; mixture-of-experts layers as llama_moe in vset.c
- * finds them, or, where the record's expert rows stack them in the
- * checkpoint itself, its router and TPC_VERIFY_EXPERT_NAME views by its
- * rows, a fused [gate | up] row pair as each expert's gate_up) or GPT-2
- * (transformer.wte/wpe, h.N.ln_1/attn.c_attn/attn.c_proj/ln_2/mlp.c_fc/
- * mlp.c_proj, ln_f, lm_head or tied wte; the "transformer." prefix optional)
- * checkpoint in the set and attach a model description. Missing facts are
- * derived from shapes (hidden from the embedding, heads from head_dim...).
- * TPC_EINPUT names what is missing.
+ * Find the tensors of a token model in the set by its family record's tensor
+ * table (Hugging Face names, under the prefix the checkpoint uses: the
+ * table's, none, or "language_model." before it) and attach a model
+ * description its layer parts compose: the top (embedding, learned
+ * positions, final norm, head or tied), then layers 0, 1, ... until one is
+ * missing, each by the layer roles (norms where the parts place them, q/k/v
+ * or a fused qkv, o, q/k norms, the MLP's gate/up/down or a fused gate_up;
+ * GPT-2's Conv1D transposed). A layer without a dense MLP is a mixture of
+ * experts by the record's rows: the router, each expert's tensors (one per
+ * expert, "{E}", or TPC_VERIFY_EXPERT_NAME views of the tensor the
+ * checkpoint stacks them in, a fused [gate | up] row pair as each expert's
+ * gate_up), a score correction bias, a shared expert and its gate; a record
+ * without a router row reads it by the first record whose router names a
+ * tensor of that layer (--arch llama on a Mixtral set). A record whose parts
+ * say MLA marks a layer with its KV_A_MQA and KV_B (and Q or Q_B) rows
+ * `mla`, its sizes from their shapes. Missing facts are derived from shapes
+ * (hidden from the embedding, heads from head_dim...). TPC_EINPUT names what
+ * is missing.
  *
  * TPC_VARCH_GPTNEOX and TPC_VARCH_BERT (their forms in verify/neox.c) are
  * found the same way, through their records' tables: GPT-NeoX's and LiBai's

@@ -289,10 +289,10 @@ static void no_mlp(tpc_vmlp *p)
 }
 
 /* The routing of layer nm's mixture of experts, its router mo->router
- * found: the experts from the router's rows, top_k (dflt2: Mixtral's 2 when
- * config.json names none), renormalised as `renorm` says unless
+ * found: the experts from the router's rows, top_k (topk when config.json
+ * names none; 0: it must), renormalised as `renorm` says unless
  * norm_topk_prob does, sigmoid or softmax scores, a group limit, the scale. */
-static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, bool dflt2, bool renorm,
+static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, int64_t topk, bool renorm,
 		       tpc_vmoe *mo, tpc_err *e)
 {
 	const tpc_vtensor *rv = &s->t[mo->router];
@@ -300,7 +300,7 @@ static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router '%s' must be a replicated [experts, hidden] tensor",
 				   nm, rv->name);
 	mo->nexp = rv->ref->shape[0];
-	mo->top_k = f && f->experts_per_tok ? f->experts_per_tok : dflt2 ? 2 : 0;
+	mo->top_k = f && f->experts_per_tok ? f->experts_per_tok : topk;
 	if (mo->top_k < 1 || mo->top_k > mo->nexp)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
@@ -327,62 +327,6 @@ static int moe_score_bias(const tpc_verify_set *s, const char *nm, const tpc_vmo
 	if (bv->ref->ndim != 1 || bv->dim >= 0 || bv->ref->shape[0] != mo->nexp)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': '%s' must be a replicated tensor of %lld scores, one per expert",
 				   nm, bv->name, (long long)mo->nexp);
-	return 0;
-}
-
-/* A mixture-of-experts feed-forward in layer `nm`, if there is one: Mixtral's
- * block_sparse_moe (gate, experts.N.w1/w3/w2; MixtralSparseMoeBlock
- * renormalises the top-k weights) or Qwen2/3-MoE's mlp (gate,
- * experts.N.gate_proj/up_proj/down_proj, shared_expert and
- * shared_expert_gate; Qwen2MoeSparseMoeBlock renormalises when the config's
- * norm_topk_prob says so, default no) or DeepSeek-V2/V3's (the same names,
- * shared_experts without a gate, gate.e_score_correction_bias, and the
- * routing facts: scoring_func, n_group/topk_group, routed_scaling_factor). */
-static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_model_facts *f, tpc_vmoe *mo, tpc_err *e)
-{
-	const char *mod, *w1, *w3, *w2;
-	bool mixtral;
-	mo->router = mo->shared_gate = mo->score_bias = -1;
-	no_mlp(&mo->shared);
-	if ((mo->router = findf(s, "%s.block_sparse_moe.gate.weight", nm)) >= 0) {
-		mod = "block_sparse_moe", w1 = "w1", w3 = "w3", w2 = "w2", mixtral = true;
-	} else if ((mo->router = findf(s, "%s.mlp.gate.weight", nm)) >= 0) {
-		mod = "mlp", w1 = "gate_proj", w3 = "up_proj", w2 = "down_proj", mixtral = false;
-	} else {
-		return 0;
-	}
-	int ret = moe_routing(s, nm, f, mixtral, mixtral, mo, e);
-	if (ret)
-		return ret;
-	mo->score_bias = findf(s, "%s.%s.gate.e_score_correction_bias", nm, mod);
-	if (mo->score_bias >= 0 && (ret = moe_score_bias(s, nm, mo, e)))
-		return ret;
-	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
-		return tpc_err_nomem(e);
-	for (int64_t x = 0; x < mo->nexp; x++) {
-		tpc_vmlp *p = &mo->exp[x];
-		no_mlp(p);
-		p->gate = findf(s, "%s.%s.experts.%lld.%s.weight", nm, mod, (long long)x, w1);
-		p->up = findf(s, "%s.%s.experts.%lld.%s.weight", nm, mod, (long long)x, w3);
-		p->down = findf(s, "%s.%s.experts.%lld.%s.weight", nm, mod, (long long)x, w2);
-		p->act = TPC_VACT_SILU;
-		p->glu = true;
-		if (p->gate < 0 || p->up < 0 || p->down < 0)
-			return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router names %lld experts, expert %lld lacks %s, %s or %s",
-					   nm, (long long)mo->nexp, (long long)x, w1, w3, w2);
-	}
-	tpc_vmlp *sh = &mo->shared;
-	const char *shn = findf(s, "%s.mlp.shared_experts.down_proj.weight", nm) >= 0 ? "shared_experts" : "shared_expert";
-	sh->gate = findf(s, "%s.mlp.%s.gate_proj.weight", nm, shn);
-	sh->up = findf(s, "%s.mlp.%s.up_proj.weight", nm, shn);
-	sh->down = findf(s, "%s.mlp.%s.down_proj.weight", nm, shn);
-	sh->act = TPC_VACT_SILU;
-	sh->glu = true;
-	if (sh->down >= 0 && (sh->gate < 0 || sh->up < 0))
-		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the shared expert lacks gate_proj or up_proj", nm);
-	if (sh->down < 0)
-		no_mlp(sh);
-	mo->shared_gate = findf(s, "%s.mlp.shared_expert_gate.weight", nm);
 	return 0;
 }
 
@@ -599,14 +543,14 @@ static int arch_names_init(arch_names *an, const tpc_family *fam)
 }
 
 /* The Hugging Face name of role r's tensor (its bias with `bias`) of layer l
- * (-1 for the model's top) under the checkpoint's prefix, in nm; false if
- * the record has none or it does not fit. */
-static bool role_name(const arch_names *an, tpc_role r, int64_t l, bool bias, char *nm, size_t n)
+ * (-1 for the model's top) and expert x (-1: none) under the checkpoint's
+ * prefix, in nm; false if the record has none or it does not fit. */
+static bool role_name(const arch_names *an, tpc_role r, int64_t l, int64_t x, bool bias, char *nm, size_t n)
 {
 	char hf[TPC_ERR_NAME_MAX];
 	const char *canon = an->pres[0];
 	size_t cl = strlen(canon);
-	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL))
+	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, x, bias, hf, sizeof(hf), NULL))
 		return false;
 	int k = strncmp(hf, canon, cl) ? snprintf(nm, n, "%s", hf)
 				       : snprintf(nm, n, "%s%s", an->pre ? an->pre : canon, hf + cl);
@@ -618,7 +562,7 @@ static bool role_name(const arch_names *an, tpc_role r, int64_t l, bool bias, ch
 static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, bool bias)
 {
 	char nm[TPC_ERR_NAME_MAX];
-	return role_name(an, r, l, bias, nm, sizeof(nm)) ? tpc_verify_set_find(s, nm) : -1;
+	return role_name(an, r, l, -1, bias, nm, sizeof(nm)) ? tpc_verify_set_find(s, nm) : -1;
 }
 
 /* Role r's tensor of the model's top, required: its index, or the error
@@ -627,7 +571,7 @@ static int64_t need_role(const tpc_verify_set *s, const arch_names *an, tpc_role
 {
 	char nm[TPC_ERR_NAME_MAX];
 	int64_t i = find_role(s, an, r, -1, false);
-	if (i < 0 && role_name(an, r, -1, false, nm, sizeof(nm)))
+	if (i < 0 && role_name(an, r, -1, -1, false, nm, sizeof(nm)))
 		return tpc_err_set(e, TPC_EINPUT, "%s model: no '%s'", an->fam->name, nm);
 	return i < 0 ? tpc_err_set(e, TPC_EINPUT, "%s model: the family table names no %s", an->fam->name,
 				   tpc_role_name(r))
@@ -794,12 +738,25 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	}
 }
 
-/* Expert x's tensor of role r in layer l, stacked in the checkpoint (its
- * TPC_VERIFY_EXPERT_NAME view), under the checkpoint's prefix; -1 if absent. */
+/* Expert x's tensor of role r in layer l under the checkpoint's prefix: its
+ * own where the record's name has "{E}", else its view of the tensor that
+ * stacks the experts (TPC_VERIFY_EXPERT_NAME); -1 if absent. */
 static int64_t find_expert(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, int64_t x)
 {
 	char nm[TPC_ERR_NAME_MAX];
-	return role_name(an, r, l, false, nm, sizeof(nm)) ? findf(s, TPC_VERIFY_EXPERT_NAME, nm, (long long)x) : -1;
+	if (!role_name(an, r, l, x, false, nm, sizeof(nm)))
+		return -1;
+	return tpc_family_stacked(tpc_family_row(an->fam, r), TPC_ECO_HF) ? findf(s, TPC_VERIFY_EXPERT_NAME, nm, (long long)x)
+									  : tpc_verify_set_find(s, nm);
+}
+
+/* The name of the tensor of a SwiGLU p (of the gate, up and down roles g, u,
+ * d; expert x or -1) that is missing, for a message, in nm. */
+static const char *glu_missing(const arch_names *an, const tpc_vmlp *p, tpc_role g, tpc_role u, tpc_role d, int64_t l,
+			       int64_t x, char *nm, size_t n)
+{
+	tpc_role r = p->down < 0 ? d : p->gate_up >= 0 || p->gate >= 0 ? u : g;
+	return role_name(an, r, l, x, false, nm, n) ? nm : tpc_role_name(r);
 }
 
 /* A SwiGLU of the record's gate, up and down roles: g and u a fused [gate |
@@ -824,40 +781,69 @@ static void glu_of(const tpc_verify_set *s, const arch_names *an, tpc_role g, tp
 #undef FIND
 }
 
-/* A mixture of experts whose record stacks them in the checkpoint itself
- * (tpc_family_stacked on its Hugging Face names: Granite-MoE's input_linear,
- * output_linear): the router and each expert by the record's rows, each
- * expert's tensors the views TPC_VERIFY_EXPERT_NAME names; the routing
- * facts as config.json says, renormalised when the record's router is
- * softmax_topk. 1 when layer l is such a mixture, 0 when not. */
-static int stacked_moe(tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
-		       const tpc_model_facts *f, tpc_vmoe *mo, tpc_err *e)
+/* The record whose rows read layer l's mixture of experts: the model's own
+ * when its table has a router; else (a dense family named for a set with
+ * experts: --arch llama on a Mixtral set) the first record with a router,
+ * its names under the same prefix, whose router is a tensor of the set at
+ * layer l; NULL when none. */
+static const tpc_family *moe_record(const tpc_verify_set *s, const arch_names *an, int64_t l)
 {
-	const tpc_family *fam = an->fam;
-	const tpc_tensor_row *dn = tpc_family_row(fam, TPC_ROLE_FFN_DOWN_EXP);
-	if (!dn || !tpc_family_stacked(dn, TPC_ECO_HF) || !tpc_family_row(fam, TPC_ROLE_FFN_GATE_INP) ||
-	    (mo->router = find_role(s, an, TPC_ROLE_FFN_GATE_INP, l, false)) < 0)
+	if (tpc_family_row(an->fam, TPC_ROLE_FFN_GATE_INP))
+		return an->fam;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		arch_names xn;
+		if (!tpc_family_row(tpc_family_at(i), TPC_ROLE_FFN_GATE_INP) || arch_names_init(&xn, tpc_family_at(i)) ||
+		    strcmp(xn.pres[0], an->pres[0]))
+			continue;
+		xn.pre = an->pre;
+		if (find_role(s, &xn, TPC_ROLE_FFN_GATE_INP, l, false) >= 0)
+			return xn.fam;
+	}
+	return NULL;
+}
+
+/* Layer l's mixture of experts by the record's rows (moe_record's): its
+ * router, each routed expert (its own tensors, or views of the tensors
+ * stacking them: Granite-MoE's input_linear, output_linear), a score
+ * correction bias, a shared expert and its gate. The routing facts as
+ * config.json says; where it is silent, the record's experts_per_tok, and
+ * the top-k weights renormalised when its router is softmax_topk. 1 when
+ * layer l is such a mixture, 0 when not; a tensor the router implies and
+ * the set lacks is refused by name. */
+static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const char *nm, const tpc_model_facts *f,
+		     tpc_vmoe *mo, tpc_err *e)
+{
+	arch_names xn = *an;
+	char miss[TPC_ERR_NAME_MAX];
+	if (!(xn.fam = moe_record(s, an, l)) || (mo->router = find_role(s, &xn, TPC_ROLE_FFN_GATE_INP, l, false)) < 0)
 		return 0;
-	int ret = moe_routing(s, nm, f, false, m->parts.router == TPC_PART_ROUTER_SOFTMAX_TOPK, mo, e);
+	const tpc_layer_parts *pt = &xn.fam->parts;
+	int ret = moe_routing(s, nm, f, pt->experts_per_tok, pt->router == TPC_PART_ROUTER_SOFTMAX_TOPK, mo, e);
 	if (ret)
+		return ret;
+	mo->score_bias = find_role(s, &xn, TPC_ROLE_FFN_EXP_PROBS_B, l, false);
+	if (mo->score_bias >= 0 && (ret = moe_score_bias(s, nm, mo, e)))
 		return ret;
 	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
 		return tpc_err_nomem(e);
 	for (int64_t x = 0; x < mo->nexp; x++) {
 		tpc_vmlp *p = &mo->exp[x];
-		glu_of(s, an, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP, l, x, p);
+		glu_of(s, &xn, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP, l, x, p);
 		if (p->down < 0 || (p->gate_up < 0 && (p->gate < 0 || p->up < 0)))
-			return tpc_err_set(e, TPC_EINPUT,
-					   "layer '%s': the router names %lld experts, but expert %lld's tensors are not all in the set",
-					   nm, (long long)mo->nexp, (long long)x);
+			return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router names %lld experts, but expert %lld has no '%s'",
+					   nm, (long long)mo->nexp, (long long)x,
+					   glu_missing(&xn, p, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP,
+						       TPC_ROLE_FFN_DOWN_EXP, l, x, miss, sizeof(miss)));
 	}
-	glu_of(s, an, TPC_ROLE_FFN_GATE_SHEXP, TPC_ROLE_FFN_UP_SHEXP, TPC_ROLE_FFN_DOWN_SHEXP, l, -1, &mo->shared);
-	if (mo->shared.down < 0)
-		no_mlp(&mo->shared);
-	else if (mo->shared.gate_up < 0 && (mo->shared.gate < 0 || mo->shared.up < 0))
-		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the shared expert lacks its gate or up projection", nm);
-	mo->shared_gate = tpc_family_row(fam, TPC_ROLE_FFN_GATE_INP_SHEXP) ? find_role(s, an, TPC_ROLE_FFN_GATE_INP_SHEXP, l, false)
-									 : -1;
+	tpc_vmlp *sh = &mo->shared;
+	glu_of(s, &xn, TPC_ROLE_FFN_GATE_SHEXP, TPC_ROLE_FFN_UP_SHEXP, TPC_ROLE_FFN_DOWN_SHEXP, l, -1, sh);
+	if (sh->down < 0)
+		no_mlp(sh);
+	else if (sh->gate_up < 0 && (sh->gate < 0 || sh->up < 0))
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the shared expert has no '%s'", nm,
+				   glu_missing(&xn, sh, TPC_ROLE_FFN_GATE_SHEXP, TPC_ROLE_FFN_UP_SHEXP, TPC_ROLE_FFN_DOWN_SHEXP,
+					       l, -1, miss, sizeof(miss)));
+	mo->shared_gate = find_role(s, &xn, TPC_ROLE_FFN_GATE_INP_SHEXP, l, false);
 	return 1;
 }
 
@@ -871,17 +857,14 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, i
 	int ret;
 	L->moe.router = L->moe.shared_gate = L->moe.score_bias = -1;
 	no_mlp(&L->moe.shared);
-	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = stacked_moe(s, m, an, l, nm, f, &L->moe, e)) < 0)
-		return ret;
-	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && !L->moe.exp && (ret = llama_moe(s, nm, f, &L->moe, e)))
+	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = layer_moe(s, an, l, nm, f, &L->moe, e)) < 0)
 		return ret;
 	if (L->moe.exp)
 		m->moe = true;
-	/* DeepSeek's multi-head latent attention: checked tensor by tensor */
-	if (m->arch == TPC_VARCH_LLAMA && a->o >= 0 && a->k < 0 && a->v < 0 && a->qkv < 0 &&
-	    findf(s, "%s.self_attn.kv_a_proj_with_mqa.weight", nm) >= 0 &&
-	    findf(s, "%s.self_attn.kv_b_proj.weight", nm) >= 0 &&
-	    (a->q >= 0 || findf(s, "%s.self_attn.q_b_proj.weight", nm) >= 0))
+	/* multi-head latent attention (DeepSeek): checked tensor by tensor */
+	if (m->parts.attn == TPC_PART_MLA && a->o >= 0 && a->k < 0 && a->v < 0 && a->qkv < 0 &&
+	    find_role(s, an, TPC_ROLE_ATTN_KV_A_MQA, l, false) >= 0 && find_role(s, an, TPC_ROLE_ATTN_KV_B, l, false) >= 0 &&
+	    (a->q >= 0 || find_role(s, an, TPC_ROLE_ATTN_Q_B, l, false) >= 0))
 		a->mla = m->mla = true;
 	bool attn_ok = a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
 	bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
@@ -900,19 +883,19 @@ static int64_t dim_of(const tpc_verify_set *s, int64_t i, bool out)
 	return i < 0 ? -1 : rows_of(s, i, out);
 }
 
-/* Layer nm's MLA tensors and sizes (tpc_vmla) from their shapes and the
- * heads, and the rope facts. */
-static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, int64_t heads, tpc_vattn *a,
-		  tpc_err *e)
+/* Layer l's (nm's) MLA tensors by the record's rows and their sizes
+ * (tpc_vmla) from their shapes and the heads, and the rope facts. */
+static int mla_of(const tpc_verify_set *s, const arch_names *an, int64_t l, const char *nm, const tpc_model_facts *f,
+		  int64_t heads, tpc_vattn *a, tpc_err *e)
 {
 	tpc_vmla *m = &a->lat;
 	m->q_proj = a->q;
-	m->q_a = findf(s, "%s.self_attn.q_a_proj.weight", nm);
-	m->q_a_norm = findf(s, "%s.self_attn.q_a_layernorm.weight", nm);
-	m->q_b = findf(s, "%s.self_attn.q_b_proj.weight", nm);
-	m->kv_a = findf(s, "%s.self_attn.kv_a_proj_with_mqa.weight", nm);
-	m->kv_a_norm = findf(s, "%s.self_attn.kv_a_layernorm.weight", nm);
-	m->kv_b = findf(s, "%s.self_attn.kv_b_proj.weight", nm);
+	m->q_a = find_role(s, an, TPC_ROLE_ATTN_Q_A, l, false);
+	m->q_a_norm = find_role(s, an, TPC_ROLE_ATTN_Q_A_NORM, l, false);
+	m->q_b = find_role(s, an, TPC_ROLE_ATTN_Q_B, l, false);
+	m->kv_a = find_role(s, an, TPC_ROLE_ATTN_KV_A_MQA, l, false);
+	m->kv_a_norm = find_role(s, an, TPC_ROLE_ATTN_KV_A_NORM, l, false);
+	m->kv_b = find_role(s, an, TPC_ROLE_ATTN_KV_B, l, false);
 	bool lora = m->q_proj < 0;
 	int64_t q = dim_of(s, lora ? m->q_b : m->q_proj, true), kvb = dim_of(s, m->kv_b, true);
 	m->kv_lora = m->kv_a_norm >= 0 && s->t[m->kv_a_norm].ref->ndim == 1 ? s->t[m->kv_a_norm].ref->shape[0] : -1;
@@ -954,11 +937,11 @@ static int mla_of(const tpc_verify_set *s, const char *nm, const tpc_model_facts
 /* Layer nm's attention heads: MLA's counted heads, else from the facts
  * (*heads, *kvh, *hd; 0 unknown) or, where they gave none, from the q and k
  * rows, which then stand for every later layer. */
-static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a,
-		       int64_t *heads, int64_t *kvh, int64_t *hd, tpc_err *e)
+static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
+		       const tpc_model_facts *f, tpc_vattn *a, int64_t *heads, int64_t *kvh, int64_t *hd, tpc_err *e)
 {
 	if (a->mla) /* MLA: its heads are counted, not head_dim rows */
-		return mla_of(s, nm, f, *heads, a, e);
+		return mla_of(s, an, l, nm, f, *heads, a, e);
 	int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
 				    : rows_of(s, a->q, true);
 	int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
@@ -1019,7 +1002,7 @@ static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, 
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
 		if ((ret = layer_kinds(s, m, an, l, nm, f, &L, e)) ||
-		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_rot(m, nm, f, &L.attn, e)) ||
+		    (ret = layer_heads(s, m, an, l, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_rot(m, nm, f, &L.attn, e)) ||
 		    (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);
 	}
