@@ -99,6 +99,8 @@ static const struct {
 	NUM(resid_mul, "residual_multiplier"),
 	NUM(attn_mul, "attention_multiplier"),
 	NUM(logit_div, "logits_scaling"),
+	/* Cohere: the logits' multiplier */
+	NUM(logit_mul, "logit_scale"),
 };
 #undef NUM
 
@@ -340,6 +342,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(resid_mul);
 	FILL(attn_mul);
 	FILL(logit_div);
+	FILL(logit_mul);
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));

@@ -766,7 +766,8 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	return a->has_parts == b->has_parts && x->model == y->model && x->norm == y->norm &&
 	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
-	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
+	       x->rope_sliding_only == y->rope_sliding_only && x->pos == y->pos && x->mlp == y->mlp &&
+	       x->router == y->router && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->logit_scale == y->logit_scale;
 }
 

@@ -127,6 +127,10 @@ typedef struct tpc_tensor_row {
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
  *   rope       rotate-half or interleaved pairs (the config may say); a
  *              partial rotary fraction comes from the facts
+ *   partial_rope  only the first rotary_pct (partial_rotary_factor) of each
+ *              head is rotated; verify refuses a config that says no fraction
+ *   rope_sliding_only  only the sliding-window layers rotate q and k; the
+ *              full-attention layers use no position encoding (Cohere 2)
  *   pos        RoPE, learned absolute positions, or none
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
@@ -134,7 +138,9 @@ typedef struct tpc_tensor_row {
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
  *              group-limited top-k; none: dense
  *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
- *              the config's use_parallel_residual may turn it off)
+ *              the config's use_parallel_residual may turn it off), or
+ *              parallel under one input norm x + attn(n1(x)) + mlp(n1(x))
+ *              (Phi, Cohere 2: the table has no FFN_NORM row)
  *   embed_scale  the embeddings times sqrt(hidden), rounded to the
  *              embedding's dtype (Gemma)
  *   swa_every  sliding-window layers when config.json has no layer_types:
@@ -144,6 +150,8 @@ typedef struct tpc_tensor_row {
  *              says. The window itself, the attention and final logit
  *              softcaps, query_pre_attn_scalar and a sliding layers' own
  *              rope theta are the facts' (config.json)
+ *   logit_scale  the logits times config.json's logit_scale (Cohere 2);
+ *              verify refuses a config without it
  *   tied_head  the head may be the token embedding (no lm_head tensor)
  */
 typedef enum tpc_part_model {
@@ -168,7 +176,7 @@ typedef enum tpc_part_mlp {
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP
 } tpc_part_router;
-typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL } tpc_part_resid;
+typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 
 typedef struct tpc_layer_parts {
 	tpc_part_model model;
@@ -180,6 +188,7 @@ typedef struct tpc_layer_parts {
 	tpc_part_qkv qkv;
 	tpc_part_rope rope;
 	bool partial_rope;       /* a fraction of each head rotated (rotary_pct in the facts) */
+	bool rope_sliding_only;  /* full-attention layers without RoPE */
 	bool attn_bias;          /* q/k/v (and o) may carry biases */
 	tpc_part_pos pos;
 	tpc_part_mlp mlp;
@@ -187,7 +196,7 @@ typedef struct tpc_layer_parts {
 	tpc_part_resid resid;
 	bool embed_scale;
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */
-	bool logit_scale;        /* the logits scaled by a config factor */
+	bool logit_scale;        /* the logits times config.json's logit_scale */
 	bool tied_head;
 } tpc_layer_parts;
 struct tpc_gguf_arch;

@@ -126,7 +126,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 {
 	const tpc_vattn *p = &ly->attn;
 	*a = (vattn_loc){.fused = p->qkv >= 0, .kv_fused = p->qkv < 0 && p->k < 0 && p->kv >= 0,
-			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope,
+			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope, .pairs = p->rope_pairs,
 			 .theta = p->rope_theta, .rot = p->rot_dims, .bidirectional = p->bidirectional,
 			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
 			 .rope_linear = p->rope_linear, .scale = p->scale, .softcap = p->softcap, .window = p->window};

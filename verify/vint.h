@@ -91,7 +91,7 @@ typedef struct vattn_loc {
 	int64_t nq, nkv, hd;     /* local query and kv heads, head dim */
 	int64_t q0, kv0;         /* first global query / kv head held */
 	int64_t heads, kv_heads; /* global counts */
-	bool rope;
+	bool rope, pairs;        /* pairs: interleaved (x0, x1), (x2, x3) ..., not rotate-half */
 	double theta, rope_linear; /* rope_linear: positions divided by it (0: none) */
 	double scale, softcap;   /* tpc_vattn's */
 	int64_t window;          /* tpc_vattn's */
@@ -124,6 +124,8 @@ typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
 	vloc p1w, p2w;           /* norms of the attention's and MLP's outputs (.t NULL: none) */
 	bool no_pre;             /* no input norms: the sublayers read the residual stream (OLMo 2) */
+	bool parallel;           /* x + attn(n1(x)) + mlp(n2(x)): both read the layer's input
+				    (Phi, Cohere 2: n2 is n1) */
 	vattn_loc attn;
 	vmla_loc mla;            /* mla.p non-NULL: the attention is MLA, not attn */
 	vmlp_loc mlp;
@@ -148,7 +150,7 @@ typedef struct vstack {
 typedef struct vmodel_loc {
 	tpc_vnorm norm;
 	double eps;
-	double embed_mul, final_softcap, resid_mul, logit_div; /* tpc_vmodel's */
+	double embed_mul, final_softcap, resid_mul, logit_div, logit_mul; /* tpc_vmodel's */
 	int64_t H, V;
 	vloc embed, pos, fnw, fnb, head; /* pos.t / fnb.t NULL: none */
 	vlayer_loc *L;
@@ -166,7 +168,8 @@ typedef struct vmodel_loc {
 	/* GPT-NeoX and BERT (neox.c): non-NULL, neox.inc runs their embedding
 	 * extras, layers and top (tpc__form_*) */
 	const tpc_vmodel *form;
-	vloc type, enw, enb, head_b; /* BERT: token type 0, the embeddings' norm, the vocab bias */
+	vloc head_b;             /* the head's vocab bias (.t NULL: none) */
+	vloc type, enw, enb;     /* BERT: token type 0, the embeddings' norm */
 	vlin mlm;                /* BERT: the MLM transform's dense (w.t NULL: none) */
 } vmodel_loc;
 

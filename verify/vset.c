@@ -627,6 +627,8 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f,
 	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT_NORM)->bias)
 		m->final_norm_b = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, true);
 	m->lm_head = find_role(s, an, TPC_ROLE_OUTPUT, -1, false);
+	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT) && tpc_family_row(an->fam, TPC_ROLE_OUTPUT)->bias)
+		m->head_bias = find_role(s, an, TPC_ROLE_OUTPUT, -1, true);
 	const tpc_vtensor *ev = &s->t[m->embed];
 	if (ev->ref->ndim != 2 || m->final_norm_w < 0)
 		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present", arch);
@@ -694,6 +696,10 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 			*(int64_t *)((char *)L + sl->off) = find_role(s, an, sl->role, l, sl->bias);
 	}
 	const tpc_layer_parts *pt = &m->parts;
+	if (pt->resid == TPC_PART_PARALLEL_ONE_NORM) { /* one input norm for both sublayers */
+		L->norm2_w = L->norm1_w;
+		L->norm2_b = L->norm1_b;
+	}
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
 	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
@@ -707,10 +713,11 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
-	if (pt->pos == TPC_PART_POS_ROPE) {
+	if (pt->pos == TPC_PART_POS_ROPE && (swa || !pt->rope_sliding_only)) {
 		/* a sliding layer with a theta of its own rotates by it, unscaled */
 		bool own = swa && f->rope_theta_local > 0;
 		a->rope = true;
+		a->rope_pairs = f && f->rope_interleave ? f->rope_interleave > 0 : pt->rope == TPC_PART_ROPE_INTERLEAVED;
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
 	}
@@ -836,6 +843,26 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char 
 	return 0;
 }
 
+/* A record whose parts rotate a fraction of each head (Phi): the first
+ * int(head_dim * partial_rotary_factor) dims, as transformers' PhiAttention;
+ * refused when config.json says no fraction (no guessed default). */
+static int partial_rope(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
+{
+	if (!m->parts.partial_rope || !a->rope || a->mla)
+		return 0;
+	double pct = f ? f->rotary_pct : 0;
+	int64_t rot = (int64_t)((double)a->head_dim * pct);
+	if (pct <= 0)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': the family rotates a fraction of each head, but the config gives no partial_rotary_factor",
+				   nm);
+	if (rot < 2 || rot % 2 || rot > a->head_dim)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld rotary dims of a head of %lld (partial_rotary_factor)", nm,
+				   (long long)rot, (long long)a->head_dim);
+	a->rot_dims = rot == a->head_dim ? 0 : rot;
+	return 0;
+}
+
 /* The layers of a llama or gpt2 model, 0, 1, ... until one is missing. */
 static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_model_facts *f,
 			     tpc_err *e)
@@ -849,7 +876,8 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
 		if ((ret = layer_kinds(s, m, nm, f, &L, e)) ||
-		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_add(m, &L, nm, e)))
+		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) ||
+		    (ret = partial_rope(m, nm, f, &L.attn, e)) || (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);
 	}
 	if (!ret && (!m->nlayers || (f && f->layers && f->layers != m->nlayers)))
@@ -923,6 +951,10 @@ int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const 
 		m->final_softcap = f ? f->final_softcap : 0;
 		m->resid_mul = f ? f->resid_mul : 0;
 		m->logit_div = f ? f->logit_div : 0;
+		m->logit_mul = fam->parts.logit_scale && f ? f->logit_mul : 0;
+		if (!ret && fam->parts.logit_scale && !m->logit_mul)
+			ret = tpc_err_set(e, TPC_EINPUT, "%s model: its logits are scaled by config.json's logit_scale, which the config lacks",
+					  fam->name);
 	}
 	if (!ret) {
 		model_free(s->model);

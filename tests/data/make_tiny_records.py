@@ -13,6 +13,14 @@
 #               attention_multiplier (the scores' scale), logits_scaling
 #   starcoder2  Starcoder2ForCausalLM: LayerNorm with biases, q/k/v/o biases,
 #               c_fc/c_proj with biases and gelu_pytorch_tanh, RoPE
+#   phi         PhiForCausalLM: attention and MLP in parallel under one
+#               LayerNorm (with bias), rotate-half RoPE on half of each head
+#               (partial_rotary_factor), q/k/v/dense and fc1/fc2 biases,
+#               gelu_new, lm_head with a bias
+#   cohere2     Cohere2ForCausalLM: attention and SwiGLU in parallel under one
+#               mean-centred weight-only LayerNorm, interleaved RoPE on the
+#               sliding layer only (a 4-token window), none on the full one,
+#               the logits times logit_scale, a tied head
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -32,6 +40,9 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(C, embedding_multiplier=12.0, residual_multiplier=0.22,
                                        attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
     "starcoder2": (tf.Starcoder2Config, dict(C, norm_epsilon=1e-5, use_bias=True)),
+    "phi": (tf.PhiConfig, dict(C, partial_rotary_factor=0.5, layer_norm_eps=1e-5)),
+    "cohere2": (tf.Cohere2Config, dict(C, tie_word_embeddings=True, logit_scale=0.25, sliding_window=4,
+                                       layer_types=["sliding_attention", "full_attention"], layer_norm_eps=1e-5)),
 }
 
 

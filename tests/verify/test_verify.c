@@ -736,7 +736,18 @@ static void record_case(const char *fam, const char *file)
 
 /* record_case with the record given; s, when not NULL, gets the model built
  * (its release the caller's) */
+static void record_case_run(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp,
+			    void (*edit)(tpc_model_facts *), const char *refusal);
+
 static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
+{
+	record_case_run(fam, file, fp, sp, NULL, NULL);
+}
+
+/* record_case_of, the model first built from the facts as edit leaves them:
+ * refused (TPC_EINPUT), the message holding `refusal` */
+static void record_case_run(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp,
+			    void (*edit)(tpc_model_facts *), const char *refusal)
 {
 	char st[128], js[4096];
 	tpc_err e;
@@ -750,9 +761,10 @@ static void record_case_of(const tpc_family *fam, const char *file, tpc_model_fa
 	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
 	for (size_t i = 0; i < ck.n; i++) {
 		const char *nm = ck.t[i].name;
-		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj");
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
+			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc");
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
 		tpc_vsplit sp = row && ck.t[i].ndim == 2 ? TPC_VSPLIT_ROW
 				: col			 ? TPC_VSPLIT_COL
@@ -764,6 +776,15 @@ static void record_case_of(const tpc_family *fam, const char *file, tpc_model_fa
 		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
 	}
 	tpc_verify_link_biases(&s);
+	if (edit) {
+		tpc_model_facts g = f;
+		tpc_err ge;
+		tpc_err_init(&ge);
+		edit(&g);
+		assert_int_equal(tpc_verify_model_from_names(&s, fam, &g, &ge), TPC_EINPUT);
+		print_message("# refused: %s\n", ge.msg);
+		assert_non_null(strstr(ge.msg, refusal));
+	}
 	int r = tpc_verify_model_from_names(&s, fam, &f, &e);
 	if (r)
 		print_message("# %s\n", e.msg);
@@ -827,6 +848,90 @@ static void test_granite_facts(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* Parts no record had before Phi and Cohere 2, on records as theirs would
+ * be (tables here, parts as the records'), tests/data/tiny_phi and
+ * tiny_cohere2 (make_tiny_records.py): verify's forward gives transformers
+ * 5.12's float64 logits. */
+#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}}
+static const tpc_tensor_row phi_rows[] = {
+	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	PR(OUTPUT_NORM, true, "model.final_layernorm.weight"),
+	PR(OUTPUT, true, "lm_head.weight"),
+	PR(ATTN_NORM, true, "model.layers.{L}.input_layernorm.weight"),
+	PR(ATTN_Q, true, "model.layers.{L}.self_attn.q_proj.weight"),
+	PR(ATTN_K, true, "model.layers.{L}.self_attn.k_proj.weight"),
+	PR(ATTN_V, true, "model.layers.{L}.self_attn.v_proj.weight"),
+	PR(ATTN_OUT, true, "model.layers.{L}.self_attn.dense.weight"),
+	PR(FFN_UP, true, "model.layers.{L}.mlp.fc1.weight"),
+	PR(FFN_DOWN, true, "model.layers.{L}.mlp.fc2.weight"),
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+};
+static const tpc_tensor_row cohere2_rows[] = {
+	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	PR(OUTPUT_NORM, false, "model.norm.weight"),
+	PR(OUTPUT, false, "lm_head.weight"),
+	PR(ATTN_NORM, false, "model.layers.{L}.input_layernorm.weight"),
+	PR(ATTN_Q, false, "model.layers.{L}.self_attn.q_proj.weight"),
+	PR(ATTN_K, false, "model.layers.{L}.self_attn.k_proj.weight"),
+	PR(ATTN_V, false, "model.layers.{L}.self_attn.v_proj.weight"),
+	PR(ATTN_OUT, false, "model.layers.{L}.self_attn.o_proj.weight"),
+	PR(FFN_GATE, false, "model.layers.{L}.mlp.gate_proj.weight"),
+	PR(FFN_UP, false, "model.layers.{L}.mlp.up_proj.weight"),
+	PR(FFN_DOWN, false, "model.layers.{L}.mlp.down_proj.weight"),
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+};
+#undef PR
+
+static void no_rotary_pct(tpc_model_facts *f)
+{
+	f->rotary_pct = 0;
+}
+
+static void no_logit_scale(tpc_model_facts *f)
+{
+	f->logit_mul = 0;
+}
+
+/* Phi: attention and MLP in parallel under one LayerNorm (resid
+ * TPC_PART_PARALLEL_ONE_NORM), rotate-half RoPE on the first
+ * partial_rotary_factor of each head (partial_rope: 4 of 8 dims), lm_head's
+ * vocab bias; refused without partial_rotary_factor. */
+static void test_parallel_one_norm(void **st)
+{
+	(void)st;
+	const tpc_family phi = {.name = "phi", .tensors = phi_rows, .has_parts = true,
+				.parts = {.norm = TPC_PART_LAYERNORM, .partial_rope = true, .attn_bias = true,
+					  .mlp = TPC_PART_MLP_GELU_NEW, .resid = TPC_PART_PARALLEL_ONE_NORM}};
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_run(&phi, "phi", &f, &s, no_rotary_pct, "partial_rotary_factor");
+	const tpc_vlayer *l1 = &s.model->layers[1];
+	assert_true(f.rotary_pct == 0.5 && l1->attn.rot_dims == 4 && !l1->attn.rope_pairs);
+	assert_true(l1->norm1_w >= 0 && l1->norm2_w == l1->norm1_w && l1->norm1_b >= 0 && l1->norm2_b == l1->norm1_b);
+	assert_true(s.model->head_bias >= 0 && s.model->final_norm_b >= 0);
+	tpc_verify_set_release(&s);
+}
+
+/* Cohere 2: the same parallel layer with a weight-only LayerNorm and a
+ * SwiGLU; interleaved RoPE (rope TPC_PART_ROPE_INTERLEAVED) on the sliding
+ * layer only (rope_sliding_only), the full layer without; the logits times
+ * config.json's logit_scale (logit_scale); refused without it. */
+static void test_cohere2_parts(void **st)
+{
+	(void)st;
+	const tpc_family co = {.name = "cohere2", .tensors = cohere2_rows, .has_parts = true,
+			       .parts = {.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED,
+					 .rope_sliding_only = true, .resid = TPC_PART_PARALLEL_ONE_NORM, .swa_every = 4,
+					 .logit_scale = true, .tied_head = true}};
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_run(&co, "cohere2", &f, &s, no_logit_scale, "logit_scale");
+	const tpc_vattn *a0 = &s.model->layers[0].attn, *a1 = &s.model->layers[1].attn;
+	assert_true(a0->rope && a0->rope_pairs && a0->window == 4 && !a1->rope && a1->window == 0);
+	assert_true(s.model->logit_mul == 0.25 && s.model->lm_head < 0 && s.model->layers[0].norm1_b < 0);
+	tpc_verify_set_release(&s);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -840,7 +945,8 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
-		cmocka_unit_test(test_granite_record),
+		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_parallel_one_norm),
+		cmocka_unit_test(test_cohere2_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
