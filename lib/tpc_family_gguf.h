@@ -57,13 +57,16 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_HEAD_DIM,     /* key_length and value_length from head_dim when present */
 	TPC_KH_ROPE_DIM,     /* head_dim, else hidden_size / num_attention_heads */
 	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
-	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3) */
+	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3, Phi-2); names:
+				the fraction when config.json has none (the config class's default,
+				which the reference reads from AutoConfig: PhiConfig's "0.5"), else 1 */
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
 	TPC_KH_CONST,        /* the number `names` holds, whatever config.json says (OlmoeModel's
-				rms epsilon); a key written before is overwritten in its place, as
-				GGUFWriter.add_key_value does */
+				rms epsilon; a bool: "0" false), or for a string key the string
+				(Cohere2Model's rope.scaling.type "none"); a key written before is
+				overwritten in its place, as GGUFWriter.add_key_value does */
 	TPC_KH_OR_ONE,       /* a number: names' value, else 1.0, the config class's default
 				(the reference reads AutoConfig's to_dict(): GraniteConfig's
 				multipliers); 0 writes no key, as the reference's `if v :=` */
@@ -75,7 +78,8 @@ typedef enum tpc_gguf_kh {
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
-	const char *key; /* after "{arch}."; a "general." key as is */
+	const char *key; /* after "{arch}."; a "general." or "tokenizer." key as is (Phi2Model
+			  * writes tokenizer.ggml.add_bos_token with its own keys) */
 	int type;        /* tpc_gguf_vt */
 	tpc_gguf_kh how;
 	const char *names;

@@ -110,13 +110,19 @@ typedef struct conv {
 	tpc_err *e;
 } conv;
 
+/* A rule's key in full: "{arch}.key", a "general." or "tokenizer." key as is */
+static int key_full(conv *cv, const char *key, char *full, size_t n)
+{
+	int w = strncmp(key, "general.", 8) && strncmp(key, "tokenizer.", 10) ? snprintf(full, n, "%s.%s", cv->spec->arch, key)
+										 : snprintf(full, n, "%s", key);
+	return w < 0 || (size_t)w >= n ? tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", key) : 0;
+}
+
 static int kv_put(conv *cv, const char *key, int type, double f, uint64_t u)
 {
 	char full[160];
-	int n = strncmp(key, "general.", 8) ? snprintf(full, sizeof(full), "%s.%s", cv->spec->arch, key)
-					     : snprintf(full, sizeof(full), "%s", key);
-	if (n < 0 || (size_t)n >= sizeof(full))
-		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", key);
+	if (key_full(cv, key, full, sizeof(full)))
+		return -1;
 	int r = type == F32 ? tpc_gguf_kvs_float(cv->kv, full, F32, f) : tpc_gguf_kvs_uint(cv->kv, full, type, u);
 	return r ? tpc_err_nomem(cv->e) : 0;
 }
@@ -319,7 +325,8 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		if (hd && !cJSON_IsNumber(p))
 			return cfg_err(c, cv->e, "config.json has no number '%s' (nor rope_parameters.partial_rotary_factor), "
 				       "which the GGUF metadata needs", "rotary_pct");
-		double pct = cJSON_IsNumber(p) ? p->valuedouble : 1.0;
+		/* none given: the config class's default (names), else 1.0 */
+		double pct = cJSON_IsNumber(p) ? p->valuedouble : r->names ? strtod(r->names, NULL) : 1.0;
 		if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
 			return -1;
 		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
@@ -343,7 +350,11 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 				       "original_max_position_embeddings");
 		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
 	case TPC_KH_CONST: {
-		char *end = NULL;
+		char *end = NULL, full[160];
+		if (r->type == TPC_GV_STRING) { /* the string names holds */
+			*put = false;
+			return key_full(cv, r->key, full, sizeof(full)) ? -1 : kv_str(cv, full, r->names ? r->names : "");
+		}
 		*f = r->names ? strtod(r->names, &end) : 0;
 		if (!end || end == r->names || *end || *f < 0)
 			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its constant is not a number", r->key);
