@@ -103,6 +103,24 @@ static const tpc_gguf_kv_rule granite_kv[] = {
 	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"},
 	R_END,
 };
+/* Phi2Model.set_gguf_parameters (conversion/phi.py): its own keys, not
+ * TextModel's (no rope theta); feed_forward_length 4 x hidden and
+ * head_count_kv the heads whatever config.json says; the rotary dimension
+ * from partial_rotary_factor (PhiConfig's 0.5 when config.json has none);
+ * then tokenizer.ggml.add_bos_token false */
+static const tpc_gguf_kv_rule phi2_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "n_positions|max_position_embeddings"},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size|n_embd"},
+	{"feed_forward_length", U32, TPC_KH_TIMES4, "hidden_size|n_embd"},
+	R_BLOCK,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.head_count_kv", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.layer_norm_epsilon", F32, TPC_KH_REQ, "layer_norm_epsilon|layer_norm_eps"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_EMB, "0.5"},
+	R_FILE_TYPE,
+	{"tokenizer.ggml.add_bos_token", BOOL, TPC_KH_CONST, "0"},
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -207,6 +225,12 @@ static const tpc_gguf_cfg_rule granite_cfg[] = {
 	{"logits_scaling", "logit_scale", TPC_CK_FLOAT},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* Phi's LayerNorm epsilon */
+static const tpc_gguf_cfg_rule phi2_cfg[] = {
+	TEXT_CFG_ROWS
+	{"layer_norm_eps", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
+	{NULL, NULL, TPC_CK_INT},
+};
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
 /* OLMo 3: layer_types (the window is a text row) */
 static const tpc_gguf_cfg_rule olmo3_cfg[] = {
@@ -297,6 +321,12 @@ const tpc_gguf_arch tpc__gguf_starcoder2 = {
 	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = starcoder2_cfg,
 	.rope_pct = "partial_rotary_factor"};
+/* Phi2Model: TextModel's _set_vocab_gpt2; no Q/K permutation; the rotary
+ * fraction written back whole or not (PhiConfig's default is 0.5) */
+const tpc_gguf_arch tpc__gguf_phi2 = {
+	.arch = "phi2", .hf_arch = A("PhiForCausalLM"), .kv = phi2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = phi2_cfg,
+	.rope_pct = "partial_rotary_factor", .rope_pct_always = true};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
