@@ -342,6 +342,24 @@ else
   bad "granite without its multipliers" "$(cat "$T/err")"
 fi
 
+# Phi without partial_rotary_factor in config.json (at the top and in
+# rope_parameters): the reference reads PhiConfig's 0.5 (make_arch_fixtures.py
+# phi_nopct; the same bytes as tiny-phi's f32 file)
+rm -rf "$T/np" && mkdir "$T/np" && cp -r "$A/tiny-phi" "$T/np/" && rm -f "$T/w.gguf"
+python3 - "$T/np/tiny-phi/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["partial_rotary_factor"], c["rope_parameters"]["partial_rotary_factor"]
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+want=$(cut -d' ' -f1 "$A/ref/phi-nopct.sha256")
+if "$TPCONV" convert "$T/np/tiny-phi" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+  ok "phi without partial_rotary_factor: PhiConfig's 0.5, the reference's file"
+else
+  bad "phi without partial_rotary_factor" "$(cat "$T/err")"
+fi
+
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
 # merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
@@ -350,11 +368,13 @@ fi
 # Qwen3-MoE: per-head q/k norms, experts without a shared one; OLMoE:
 # whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
-# layers of a 4-token window then a full one; Granite: its four multipliers), and GGUF -> HF -> GGUF byte for
+# layers of a 4-token window then a full one; Granite: its four multipliers;
+# Phi: attention and MLP in parallel under one LayerNorm, partial RoPE,
+# lm_head's bias split with it), and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite phi; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do
@@ -369,12 +389,14 @@ for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite; do
       bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
     fi
   done
-  # rank 1's slices of layer 1's q_proj and o_proj swapped (as many bytes each):
-  # verify fails, naming layer 1, and layer 0 still passes
-  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight <<'PY'
+  # rank 1's slices of layer 1's q_proj and o_proj (Phi: dense) swapped (as
+  # many bytes each): verify fails, naming layer 1, and layer 0 still passes
+  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight \
+    "model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight" <<'PY'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[sys.argv[3]]["data_offsets"]
+out = [k for k in sys.argv[3].split("|") if k in h][0]
+(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[out]["data_offsets"]
 assert a1 - a0 == b1 - b0
 f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
 f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)

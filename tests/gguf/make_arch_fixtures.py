@@ -109,6 +109,14 @@ FAMILIES = {
     # tokenizer splits digits first, its "starcoder"), so that tpconv reads the name given
     "starcoder2": (tf.Starcoder2Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0),
                    "bpe", torch.float32, "gpt-2"),
+    # Phi-2: parallel attention and MLP under one LayerNorm, partial rotary
+    # (a half of each 8-wide head), biases everywhere, lm_head's too; MHA and
+    # intermediate 4 x hidden, as Phi2Model writes head_count_kv and
+    # feed_forward_length whatever config.json says
+    "phi": (tf.PhiConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=128, num_hidden_layers=2,
+                                num_attention_heads=4, max_position_embeddings=128, partial_rotary_factor=0.5,
+                                bos_token_id=0, eos_token_id=0, tie_word_embeddings=False),
+             "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -119,7 +127,7 @@ FAMILIES = {
 
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25}
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "phi": 26}
 
 
 def spm_model(d, n):
@@ -237,6 +245,24 @@ def granite_nomul(d):
         s.write("%s  granite-nomul-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
 
 
+def phi_nopct(d):
+    """tiny-phi without partial_rotary_factor in config.json (at the top and in
+    rope_parameters): the reference reads PhiConfig's default 0.5
+    (ref/phi-nopct.sha256)"""
+    n = os.path.join(OUT, "nopct", "tiny-phi")
+    shutil.rmtree(n, ignore_errors=True)
+    shutil.copytree(d, n)
+    c = json.load(open(os.path.join(n, "config.json")))
+    del c["partial_rotary_factor"], c["rope_parameters"]["partial_rotary_factor"]
+    json.dump(c, open(os.path.join(n, "config.json"), "w"), indent=2)
+    g = os.path.join(OUT, "ref", "phi-nopct-f32.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g],
+                   check=True, env=dict(os.environ, TPC_PRE=FAMILIES["phi"][4]), stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    with open(g, "rb") as f, open(os.path.join(OUT, "ref", "phi-nopct.sha256"), "w") as s:
+        s.write("%s  phi-nopct-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
+
+
 def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
     # rope variants of tiny-llama and tiny-phi3), or all
@@ -258,6 +284,8 @@ def main():
                 s.write("%s  %s-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
         if fam == "granite":
             granite_nomul(d)
+        if fam == "phi":
+            phi_nopct(d)
         print(fam, "ok", flush=True)
     if "t4" in fams:
         t4_llama()

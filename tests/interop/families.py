@@ -29,6 +29,12 @@ FAMILIES = {
                 dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
                      embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
                      logits_scaling=8.0), (2, 4, 8)),
+    # Phi: MHA and an intermediate 4 x hidden (Phi2Model writes head_count_kv
+    # and feed_forward_length so whatever config.json says), a rotary fraction
+    # of a quarter of each 8-wide head
+    "phi": ("phi", "phi", "causal",
+            dict({k: v for k, v in ATT.items() if k not in ("head_dim", "num_key_value_heads")},
+                 intermediate_size=256, tie_word_embeddings=False, partial_rotary_factor=0.25), (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
     "qwen2-moe": ("qwen2-moe", "qwen2_moe", "causal",

@@ -831,6 +831,14 @@ static void test_granite_record(void **st)
 	record_case("granite", "granite");
 }
 
+/* Phi: LayerNorms and biases, attention and MLP in parallel under one
+ * norm, partial RoPE, gelu_new, lm_head's vocab bias */
+static void test_phi_record(void **st)
+{
+	(void)st;
+	record_case("phi", "phi");
+}
+
 /* Granite's four multipliers as config.json's facts, no parts of their own:
  * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
  * times embedding_multiplier, each sublayer's output times
@@ -946,7 +954,7 @@ int main(void)
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_parallel_one_norm),
-		cmocka_unit_test(test_cohere2_parts),
+		cmocka_unit_test(test_cohere2_parts),     cmocka_unit_test(test_phi_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
