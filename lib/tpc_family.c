@@ -262,6 +262,26 @@ static const tpc_tensor_row phi_tensors[] = {
 	HG(FFN_DOWN, true, HF_L "mlp.fc2.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
+
+/* Cohere 2 (Cohere2ForCausalLM): LLaMA's names under one input norm (no FFN
+ * norm row). Hugging Face and GGUF names only (MODEL_ARCH.COHERE2, which has
+ * no output tensor: an untied lm_head is refused by name, as the reference
+ * cannot map it; attention biases, which the reference drops when zero and
+ * refuses otherwise, are refused by name). */
+static const tpc_tensor_row cohere2_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", NULL),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, false, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, false, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, false, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, false, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_GATE, false, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HG(FFN_UP, false, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, false, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
 #undef HG
 
 /* ---- plans ---- */
@@ -648,6 +668,18 @@ static const tpc_family families[] = {
 	 .tensors = phi_tensors,
 	 PARTS(.norm = TPC_PART_LAYERNORM, .partial_rope = true, .attn_bias = true, .mlp = TPC_PART_MLP_GELU_NEW,
 	       .resid = TPC_PART_PARALLEL_ONE_NORM, .tied_head = true)},
+	/* the llama plan; one weight-only LayerNorm for the parallel attention
+	 * and SwiGLU, interleaved RoPE on the sliding layers only (three in
+	 * four by default; the window and layer_types are config.json's), the
+	 * logits times config.json's logit_scale */
+	{.name = "cohere2",
+	 .desc = "Cohere 2 / Command R7B (HF names): the llama plan; one input LayerNorm replicated",
+	 .plan = LLAMA_JSON("cohere2"),
+	 .hf_arch = A("Cohere2ForCausalLM"),
+	 .gguf = &tpc__gguf_cohere2,
+	 .tensors = cohere2_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED, .rope_sliding_only = true,
+	       .resid = TPC_PART_PARALLEL_ONE_NORM, .swa_every = 4, .logit_scale = true, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),

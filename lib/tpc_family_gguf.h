@@ -172,6 +172,7 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 /* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
-	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite, tpc__gguf_phi2;
+	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite, tpc__gguf_phi2,
+	tpc__gguf_cohere2;
 
 #endif
