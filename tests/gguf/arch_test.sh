@@ -360,6 +360,23 @@ else
   bad "phi without partial_rotary_factor" "$(cat "$T/err")"
 fi
 
+# Cohere 2: config.json without logit_scale (the reference would write
+# Cohere2Config's default 0.0625) and an untied lm_head (Cohere2Model has no
+# output tensor to map it to) are refused by name
+rm -rf "$T/co" && cp -r "$A/tiny-cohere2" "$T/co"
+sed -i '/"logit_scale"/d' "$T/co/config.json"
+refuse "cohere2 without logit_scale is refused by name" "config.json has none of logit_scale" "$T/co"
+cp "$A/tiny-cohere2/config.json" "$T/co/config.json"
+python3 - "$T/co/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+e = h["model.embed_tokens.weight"]; x0, x1 = e["data_offsets"]
+h["lm_head.weight"] = dict(e, data_offsets=[len(d), len(d) + x1 - x0])
+j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + d + d[x0:x1])
+PY
+refuse "cohere2 with an untied lm_head is refused by name" "convert_hf_to_gguf.py has no GGUF name for this tensor of a Cohere2ForCausalLM model" "$T/co"
+
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
 # merge back byte for byte, verify's model check at tp 2 and 4 (OLMo 2: post
@@ -370,11 +387,13 @@ fi
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
 # layers of a 4-token window then a full one; Granite: its four multipliers;
 # Phi: attention and MLP in parallel under one LayerNorm, partial RoPE,
-# lm_head's bias split with it), and GGUF -> HF -> GGUF byte for
+# lm_head's bias split with it; Cohere 2: the same under a weight-only
+# LayerNorm, interleaved RoPE on three sliding layers in four, none on the
+# full one, logit_scale), and GGUF -> HF -> GGUF byte for
 # byte (a rebuilt SentencePiece folder without the tokenizer.json written
 # beside tokenizer.model, which the reference's SpecialVocab would read more
 # ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite phi; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite phi cohere2; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do

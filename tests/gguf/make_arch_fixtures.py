@@ -117,6 +117,12 @@ FAMILIES = {
                                 num_attention_heads=4, max_position_embeddings=128, partial_rotary_factor=0.5,
                                 bos_token_id=0, eos_token_id=0, tie_word_embeddings=False),
              "bpe", torch.float32, "gpt-2"),
+    # Cohere 2: four layers, a 4-token window (three sliding with RoPE, then a
+    # full one without), logit_scale, a tied head; rotary_pct as Command R7B's
+    # config.json has it (Cohere2Model reads it; Cohere2Config does not)
+    "cohere2": (tf.Cohere2Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, logit_scale=0.25,
+                                       rotary_pct=1.0, bos_token_id=0, eos_token_id=0, pad_token_id=0),
+                "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -127,7 +133,8 @@ FAMILIES = {
 
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "phi": 26}
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "phi": 26,
+         "cohere2": 27}
 
 
 def spm_model(d, n):

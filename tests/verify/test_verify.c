@@ -839,6 +839,15 @@ static void test_phi_record(void **st)
 	record_case("phi", "phi");
 }
 
+/* Cohere 2: one weight-only LayerNorm for the parallel attention and
+ * SwiGLU, interleaved RoPE on the sliding layer only, logit_scale, a tied
+ * head */
+static void test_cohere2_record(void **st)
+{
+	(void)st;
+	record_case("cohere2", "cohere2");
+}
+
 /* Granite's four multipliers as config.json's facts, no parts of their own:
  * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
  * times embedding_multiplier, each sublayer's output times
@@ -955,6 +964,7 @@ int main(void)
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
 		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_parallel_one_norm),
 		cmocka_unit_test(test_cohere2_parts),     cmocka_unit_test(test_phi_record),
+		cmocka_unit_test(test_cohere2_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
