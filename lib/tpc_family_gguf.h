@@ -75,6 +75,10 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
 			      * "sliding_attention", else every layer but each names-th (1-based;
 			      * Olmo2Model.set_gguf_parameters: "4"); no key without a window */
+	TPC_KH_SWA_EVERY,    /* no key: the layers config.json makes slide (layer_types, else
+			      * sliding_window_pattern) must be all but every names-th (1-based),
+			      * the pattern the GGUF's reader assumes (llama.cpp's cohere2: "4");
+			      * else refused naming the layer */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {

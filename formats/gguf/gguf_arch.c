@@ -263,13 +263,45 @@ static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 	return ret;
 }
 
+/* The sliding layers must be all but every period-th (r->names), as the
+ * GGUF's reader assumes: llama.cpp fixes cohere2's at three in four, and
+ * convert_hf_to_gguf.py writes no pattern for it. config.json's layer_types
+ * says which layers slide, else its sliding_window_pattern (the period
+ * transformers' Cohere2Config takes, 4 when absent). */
+static int swa_every(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	const cfg *c = &cv->c;
+	const cJSON *lt = cfg_get(c, "layer_types"), *p = cfg_get(c, "sliding_window_pattern");
+	uint64_t period = r->names ? strtoull(r->names, NULL, 10) : 0;
+	if (!period)
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': no period", r->key);
+	if (!cJSON_IsArray(lt)) {
+		if (p && !cJSON_IsNull(p) && !(cJSON_IsNumber(p) && p->valuedouble == (double)period))
+			return tpc_err_at(cv->e, TPC_EINPUT, c->path, NULL,
+					  "config.json: sliding_window_pattern is not %llu, the pattern a GGUF of architecture "
+					  "'%s' is read with (llama.cpp): not written",
+					  (unsigned long long)period, cv->spec->arch);
+		return 0;
+	}
+	for (int l = 0; l < cJSON_GetArraySize(lt); l++) {
+		const cJSON *t = cJSON_GetArrayItem(lt, l);
+		bool slides = cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention");
+		if (slides != (((uint64_t)l + 1) % period != 0))
+			return tpc_err_at(cv->e, TPC_EINPUT, c->path, NULL,
+					  "config.json: layer_types makes layer %d %s, but a GGUF of architecture '%s' is read "
+					  "with every layer sliding but each %llu-th (llama.cpp): not written",
+					  l, slides ? "slide" : "attend globally", cv->spec->arch, (unsigned long long)period);
+	}
+	return 0;
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN
+	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_SWA_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -364,6 +396,9 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_SWA_PATTERN:
 		*put = false;
 		return swa_pattern(cv, r);
+	case TPC_KH_SWA_EVERY:
+		*put = false;
+		return swa_every(cv, r);
 	case TPC_KH_OR_ONE:
 		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
 			return cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
