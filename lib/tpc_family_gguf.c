@@ -127,12 +127,13 @@ static const tpc_gguf_kv_rule phi2_kv[] = {
  * none, Command R7B's config.json has it) and rope.scaling.type "none".
  * The reference reads logit_scale, sliding_window and vocab_size through
  * AutoConfig (Cohere2Config's defaults when config.json lacks them): refused
- * here instead. It writes no sliding-window pattern (llama.cpp takes three
- * sliding layers in four) */
+ * here instead. It writes no sliding-window pattern: llama.cpp takes three
+ * sliding layers in four, so another layer_types is refused */
 static const tpc_gguf_kv_rule cohere2_kv[] = {
 	TEXT_RULES,
 	{"logit_scale", F32, TPC_KH_REQ, "logit_scale"},
 	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
+	{"attention.sliding_window_pattern", 0, TPC_KH_SWA_EVERY, "4"},
 	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
 	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HD, NULL},
 	{"rope.scaling.type", TPC_GV_STRING, TPC_KH_CONST, "none"},
