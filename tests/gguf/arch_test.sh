@@ -376,6 +376,11 @@ j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + d + d[x0:x1])
 PY
 refuse "cohere2 with an untied lm_head is refused by name" "convert_hf_to_gguf.py has no GGUF name for this tensor of a Cohere2ForCausalLM model" "$T/co"
+# ... and layer_types other than three sliding layers in four, which llama.cpp
+# assumes for cohere2 (the reference writes no pattern): refused naming the layer
+cp "$A/tiny-cohere2/model.safetensors" "$T/co/model.safetensors"
+sed -i '0,/"full_attention"/s//"sliding_attention"/' "$T/co/config.json"
+refuse "cohere2 with another sliding-window pattern is refused naming the layer" "layer_types makes layer 3 slide, but a GGUF of architecture 'cohere2' is read with every layer sliding but each 4-th" "$T/co"
 
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
