@@ -145,6 +145,44 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 	f->n_typed = n;
 }
 
+/* Python's truth of a JSON value: false, null, 0, "", [] and {} are false */
+static bool truthy(const cJSON *v)
+{
+	if (cJSON_IsNumber(v))
+		return v->valuedouble != 0;
+	if (cJSON_IsString(v))
+		return v->valuestring[0] != 0;
+	if (cJSON_IsArray(v) || cJSON_IsObject(v))
+		return v->child != NULL;
+	return cJSON_IsTrue(v);
+}
+
+/* Layers without RoPE: no_rope_layers (transformers' SmolLM3 and Llama 4
+ * attention: use_rope = config.no_rope_layers[layer_idx]), else the period
+ * no_rope_layer_interval fills that list with. */
+static void rope_off_facts(tpc_model_facts *f, const tpc_cfg *c)
+{
+	const cJSON *nr = tpc_cfg_get(c, T, "no_rope_layers", NULL);
+	int n = cJSON_IsArray(nr) ? cJSON_GetArraySize(nr) : 0;
+	f->rope_off_every = count(c, "no_rope_layer_interval");
+	if (n < 1 || n > TPC_FACTS_MAX_TYPED)
+		return;
+	for (int i = 0; i < n; i++)
+		if (!truthy(cJSON_GetArrayItem(nr, i)))
+			f->rope_off[i / 64] |= UINT64_C(1) << (i % 64);
+	f->n_rope_listed = n;
+}
+
+bool tpc_facts_rope_off(const tpc_model_facts *f, int64_t l, int64_t every)
+{
+	if (l < 0)
+		return false;
+	if (f && f->n_rope_listed)
+		return l < f->n_rope_listed && (f->rope_off[l / 64] >> (l % 64) & 1);
+	int64_t period = f && f->rope_off_every ? f->rope_off_every : every;
+	return period > 0 && (l + 1) % period == 0;
+}
+
 /* The norm's epsilon and the rotary embedding: rope_theta in transformers
  * 5's rope_parameters or at the top, and a yarn rope scaling (either name). */
 static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
@@ -204,6 +242,7 @@ static void facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c)
 	moe_facts(f, c);
 	rope_facts(f, c);
 	attn_facts(f, c);
+	rope_off_facts(f, c);
 	tpc_qs_from_json(&f->quant, tpc_cfg_get(c, T, "quantization_config", NULL));
 	/* diffusers: the feed-forward activation, by name or by model class */
 	const char *a = str(c, "activation_fn"), *cls = str(c, "_class_name");
@@ -346,6 +385,11 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));
+	}
+	FILL(rope_off_every);
+	if (!dst->n_rope_listed) {
+		dst->n_rope_listed = src->n_rope_listed;
+		memcpy(dst->rope_off, src->rope_off, sizeof(dst->rope_off));
 	}
 #undef FILL
 }

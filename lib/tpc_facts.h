@@ -147,6 +147,15 @@ typedef struct tpc_model_facts {
 	double logit_mul;
 	int64_t sliding_window, n_typed;
 	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
+	/* layers without a rotary embedding (SmolLM3, Llama 4): no_rope_layers,
+	 * an entry per layer, true (1) rotates, false (0) does not, as Python
+	 * reads it: n_rope_listed entries (0: unsaid, or longer than
+	 * TPC_FACTS_MAX_TYPED), layer l without RoPE when bit l of rope_off is
+	 * set; no_rope_layer_interval as rope_off_every (every such layer,
+	 * 1-based, without RoPE when the list is unsaid; 0: unsaid). Read them
+	 * through tpc_facts_rope_off. */
+	int64_t n_rope_listed, rope_off_every;
+	uint64_t rope_off[TPC_FACTS_MAX_TYPED / 64];
 	/* a quantized checkpoint (config.json quantization_config): how its
 	 * companion tensors split with their layer (tpc_qs_cfg.c) */
 	tpc_qs_cfg quant;
@@ -176,6 +185,12 @@ struct tpc_cfg;
 int tpc_facts_from_cfg(tpc_model_facts *f, const struct tpc_cfg *c, tpc_err *e);
 /* dst's unknown facts are taken from src, with their origins. */
 void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src);
+/* Whether layer l (0-based) has no rotary embedding: no_rope_layers' entry
+ * when the list is said (false past its end), else every period-th layer
+ * (1-based), the period no_rope_layer_interval or, unsaid, `every` (the
+ * record's default, tpc_layer_parts.rope_off_every; 0: every layer rotates).
+ * f may be NULL (`every` alone). */
+bool tpc_facts_rope_off(const tpc_model_facts *f, int64_t l, int64_t every);
 /* Derive what follows from the rest (head_dim = hidden / heads). */
 void tpc_facts_finish(tpc_model_facts *f);
 /* Every known checked fact without an origin gets `origin` (truncated to

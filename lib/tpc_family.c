@@ -111,6 +111,33 @@ static const tpc_tensor_row gemma2_tensors[] = {
 	END_ROW,
 };
 
+/* Seed-OSS (SeedOssForCausalLM): LLaMA's rows; llama.cpp's seed_oss names
+ * the pre-MLP norm post_attention_norm (gguf-py constants.py
+ * MODEL_ARCH.SEED_OSS has ATTN_POST_NORM, no FFN_NORM) */
+static const tpc_tensor_row seedoss_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "mlp.linear_fc1.layer_norm_weight",
+	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "post_attention_norm.weight"),
+	LLAMA_MLP_ROWS,
+	END_ROW,
+};
+
+/* GLM-4 (Glm4ForCausalLM): LLaMA's attention and MLP rows (its fused
+ * mlp.gate_up_proj [gate | up] is Phi-3's FFN_GATE_UP, llama.cpp's ffn_up),
+ * sandwich norms: input_layernorm and post_attention_layernorm before each
+ * sublayer (the second is LLaMA's FFN norm), post_self_attn_layernorm and
+ * post_mlp_layernorm on its output before the residual add. GGUF names:
+ * gguf-py constants.py MODEL_ARCH.GLM4 (tensor_mapping.py: ATTN_POST_NORM,
+ * FFN_POST_NORM "glm-4-0414"). */
+static const tpc_tensor_row glm4_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	LLAMA_FFN_ROWS,
+	ROW(ATTN_POST_NORM, false, HF_L "post_self_attn_layernorm.weight", NULL, NULL, NULL,
+	    GG_L "post_attention_norm.weight"),
+	ROW(FFN_POST_NORM, false, HF_L "post_mlp_layernorm.weight", NULL, NULL, NULL, GG_L "post_ffw_norm.weight"),
+	END_ROW,
+};
+
 /* Mixtral: block_sparse_moe; Megatron-Core's MoE layer keeps its norm apart
  * (pre_mlp_layernorm) and numbers local experts; vLLM's FusedMoE stacks them
  * (vllm/model_executor/layers/fused_moe/layer.py make_expert_params_mapping:
@@ -241,6 +268,26 @@ static const tpc_tensor_row starcoder2_tensors[] = {
 	HG(FFN_NORM, true, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
 	HG(FFN_UP, true, HF_L "mlp.c_fc.weight", GG_L "ffn_up.weight"),
 	HG(FFN_DOWN, true, HF_L "mlp.c_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
+/* ERNIE 4.5 dense (Ernie4_5ForCausalLM): LLaMA's names, every projection
+ * with a bias when use_bias says so (q/k/v/o and gate/up/down); no fused
+ * rows (transformers' checkpoints have none; the reference splits the
+ * remote code's qkv_proj and up_gate_proj, tpconv does not). Hugging Face
+ * and GGUF names only (MODEL_ARCH.ERNIE4_5). */
+static const tpc_tensor_row ernie4_5_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
 
@@ -658,6 +705,52 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granite,
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
+	/* LLaMA's tensors, plan and parts, every fourth layer without RoPE by
+	 * default; no_rope_layers and the sliding window are config.json's facts */
+	{.name = "smollm3",
+	 .desc = "SmolLM3 (HF names): the llama plan; layers without RoPE as config.json's no_rope_layers says (every 4th by default)",
+	 .plan = LLAMA_JSON("smollm3"),
+	 .hf_arch = A("SmolLM3ForCausalLM"),
+	 .gguf = &tpc__gguf_smollm3,
+	 .tensors = llama_tensors,
+	 PARTS(.rope_off_every = 4, .tied_head = true)},
+	/* LLaMA's plan and parts with q/k/v biases (attention_bias) and an
+	 * o_proj bias (attention_out_bias) where the checkpoint has them */
+	{.name = "seed-oss",
+	 .desc = "Seed-OSS (HF names): the llama plan (q/k/v and o_proj biases split with their weights); head_dim from config.json",
+	 .plan = LLAMA_JSON("seed-oss"),
+	 .hf_arch = A("SeedOssForCausalLM"),
+	 .gguf = &tpc__gguf_seedoss,
+	 .tensors = seedoss_tensors,
+	 PARTS(.attn_bias = true, .tied_head = true)},
+	/* sandwich norms without Gemma's 1 + w; half of each head rotated
+	 * (partial_rotary_factor, config.json's) in interleaved pairs */
+	{.name = "glm4",
+	 .desc = "GLM-4 (HF names): the llama plan (q/k/v biases split with their weights, fused gate_up_proj [gate|up] split per part); sandwich norms replicated, head_dim from config.json",
+	 .plan = LLAMA_JSON("glm4"),
+	 .hf_arch = A("Glm4ForCausalLM"),
+	 .gguf = &tpc__gguf_glm4,
+	 .tensors = glm4_tensors,
+	 PARTS(.place = TPC_PART_SANDWICH, .rope = TPC_PART_ROPE_INTERLEAVED, .partial_rope = true, .attn_bias = true,
+	       .tied_head = true)},
+	/* LLaMA's plan and parts, the rope on interleaved pairs */
+	{.name = "ernie4_5",
+	 .desc = "ERNIE 4.5 dense (HF names): the llama plan (use_bias's biases split with their weights); head_dim from config.json",
+	 .plan = LLAMA_JSON("ernie4_5"),
+	 .hf_arch = A("Ernie4_5ForCausalLM"),
+	 .gguf = &tpc__gguf_ernie4_5,
+	 .tensors = ernie4_5_tensors,
+	 PARTS(.rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true, .tied_head = true)},
+	/* OLMo 2's tensor table and post placement, per-head q/k norms, three
+	 * sliding layers in four by default (sliding_window_pattern); the
+	 * global layers without rope when the model slides */
+	{.name = "exaone4",
+	 .desc = "EXAONE 4 (HF names): the llama plan; per-head q_norm/k_norm and the post-attention/post-feedforward norms replicated",
+	 .plan = LLAMA_JSON("exaone4"),
+	 .hf_arch = A("Exaone4ForCausalLM"),
+	 .gguf = &tpc__gguf_exaone4,
+	 .tensors = olmo2_tensors,
+	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_HEAD, .swa_every = 4, .nope_global = true, .tied_head = true)},
 	/* one input LayerNorm for the parallel attention and MLP; the rotary
 	 * fraction is config.json's */
 	{.name = "phi",
@@ -800,8 +893,10 @@ const tpc_family *tpc_family_by_trtllm_arch(const char *arch)
 	return tpc_family_by_arch(arch);
 }
 
-/* The stem of an architecture name, lowercase: "Qwen2MoeForCausalLM" ->
- * "qwen2moe", "GPT2LMHeadModel" -> "gpt2", "BertModel" -> "bert". */
+/* The stem of an architecture name, lowercase, without '_' (as the
+ * model_type it is compared with): "Qwen2MoeForCausalLM" -> "qwen2moe",
+ * "GPT2LMHeadModel" -> "gpt2", "BertModel" -> "bert", "Ernie4_5ForCausalLM"
+ * -> "ernie45". */
 static void arch_stem(const char *arch, char *out, size_t n)
 {
 	static const char *const ends[] = {"For", "LMHeadModel", "Model"};
@@ -812,7 +907,8 @@ static void arch_stem(const char *arch, char *out, size_t n)
 			len = (size_t)(p - arch);
 	}
 	for (size_t i = 0; i < len && k + 1 < n; i++)
-		out[k++] = (char)tolower((unsigned char)arch[i]);
+		if (arch[i] != '_')
+			out[k++] = (char)tolower((unsigned char)arch[i]);
 	out[k] = 0;
 }
 
@@ -853,8 +949,9 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->rope_sliding_only == y->rope_sliding_only && x->pos == y->pos && x->mlp == y->mlp &&
-	       x->router == y->router && x->resid == y->resid &&
-	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->logit_scale == y->logit_scale;
+	       x->router == y->router && x->resid == y->resid && x->embed_scale == y->embed_scale &&
+	       x->swa_every == y->swa_every && x->nope_global == y->nope_global && x->rope_off_every == y->rope_off_every &&
+	       x->logit_scale == y->logit_scale;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

@@ -150,6 +150,14 @@ typedef struct tpc_tensor_row {
  *              says. The window itself, the attention and final logit
  *              softcaps, query_pre_attn_scalar and a sliding layers' own
  *              rope theta are the facts' (config.json)
+ *   nope_global  in a model with a sliding window, the layers that attend
+ *              globally have no rotary embedding (EXAONE 4's hybrid NoPE);
+ *              without a window every layer has it
+ *   rope_off_every  layers without a rotary embedding when config.json has
+ *              neither no_rope_layers nor no_rope_layer_interval: every
+ *              rope_off_every-th layer (1-based; transformers' SmolLM3
+ *              default, 4); 0: every layer rotates unless config.json's
+ *              no_rope_layers says otherwise (a fact, whatever the record)
  *   logit_scale  the logits times config.json's logit_scale (Cohere 2);
  *              verify refuses a config without it
  *   tied_head  the head may be the token embedding (no lm_head tensor)
@@ -196,6 +204,8 @@ typedef struct tpc_layer_parts {
 	tpc_part_resid resid;
 	bool embed_scale;
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */
+	bool nope_global;        /* global layers without rope when the model slides (above) */
+	int rope_off_every;      /* the default layers without RoPE (above); 0: none */
 	bool logit_scale;        /* the logits times config.json's logit_scale */
 	bool tied_head;
 } tpc_layer_parts;

@@ -103,6 +103,44 @@ static const tpc_gguf_kv_rule granite_kv[] = {
 	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"},
 	R_END,
 };
+/* SmolLM3Model (a LlamaModel, conversion/llama.py): LlamaModel's keys and no
+ * more; llama.cpp reads every 4th layer as one without RoPE and no window,
+ * so a config.json that says otherwise is refused (no key is written) */
+static const tpc_gguf_kv_rule smollm3_kv[] = {
+	TEXT_RULES,
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL},
+	{"no_rope_layer_step", 0, TPC_KH_ROPE_OFF_EVERY, "4"},
+	{"attention.sliding_window", 0, TPC_KH_NO_SWA, NULL},
+	R_END,
+};
+/* SeedOssModel (conversion/olmo.py): TextModel's keys */
+static const tpc_gguf_kv_rule seedoss_kv[] = {
+	TEXT_RULES,
+	R_END,
+};
+/* Glm4Model (conversion/glm.py): TextModel's keys, then a half of head_dim
+ * (partial_rotary_factor, Glm4Config's default 0.5) as the rotary dimension */
+static const tpc_gguf_kv_rule glm4_kv[] = {
+	TEXT_RULES,
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
+	R_END,
+};
+/* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
+static const tpc_gguf_kv_rule ernie4_5_kv[] = {
+	TEXT_RULES,
+	R_END,
+};
+/* Exaone4Model (conversion/exaone.py): TextModel's keys, vocab_size, then
+ * with a sliding_window (not null) the window and a bool per layer
+ * (layer_types, else sliding_window_pattern's period, Exaone4Config's 4) */
+static const tpc_gguf_kv_rule exaone4_kv[] = {
+	TEXT_RULES,
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"attention.sliding_window", U32, TPC_KH_FIND, "sliding_window"},
+	{"attention.sliding_window_pattern", TPC_GV_BOOL, TPC_KH_SWA_PATTERN, "sliding_window_pattern|4"},
+	R_END,
+};
 /* Phi2Model.set_gguf_parameters (conversion/phi.py): its own keys, not
  * TextModel's (no rope theta); feed_forward_length 4 x hidden and
  * head_count_kv the heads whatever config.json says; the rotary dimension
@@ -264,6 +302,14 @@ static const tpc_gguf_cfg_rule olmo3_cfg[] = {
 	{"layer_types", "attention.sliding_window_pattern", TPC_CK_LAYER_TYPES},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* EXAONE 4: layer_types, and a null window when the GGUF has none
+ * (Exaone4Config's default is 4096) */
+static const tpc_gguf_cfg_rule exaone4_cfg[] = {
+	TEXT_CFG_ROWS
+	{"sliding_window", "attention.sliding_window", TPC_CK_INT_OR_NULL},
+	{"layer_types", "attention.sliding_window_pattern", TPC_CK_LAYER_TYPES},
+	{NULL, NULL, TPC_CK_INT},
+};
 static const tpc_gguf_cfg_rule starcoder2_cfg[] = {
 	TEXT_CFG_ROWS
 	{"norm_epsilon", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
@@ -342,11 +388,64 @@ const tpc_gguf_arch tpc__gguf_granite = {
 	.arch = "granite", .hf_arch = A("GraniteForCausalLM"), .kv = granite_kv, .permute_qk = true,
 	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
 	.add_space_prefix = true, .hf_cfg = granite_cfg, .rope_pct = "partial_rotary_factor"};
+/* SeedOssModel (conversion/olmo.py): TextModel's keys, no Q/K permutation,
+ * _set_vocab_gpt2; SeedOssConfig's head_dim default: 128; read back, its
+ * two bias members say which biases are there (its defaults: q/k/v yes,
+ * o_proj no) */
+static const tpc_gguf_bias_flag seedoss_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{"attention_out_bias", TPC_ROLE_ATTN_OUT},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_seedoss = {
+	.arch = "seed_oss", .hf_arch = A("SeedOssForCausalLM"), .kv = seedoss_kv, .head_dim = 128,
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = text_cfg, .bias_flags = seedoss_bias, .rope_pct = "partial_rotary_factor"};
+/* SmolLM3Model (a LlamaModel): Q/K permuted, LlamaModel's vocabulary;
+ * SmolLM3Config has no head_dim */
+const tpc_gguf_arch tpc__gguf_smollm3 = {
+	.arch = "smollm3", .hf_arch = A("SmolLM3ForCausalLM"), .kv = smollm3_kv, .permute_qk = true,
+	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
+	.add_space_prefix = true, .hf_cfg = text_cfg, .rope_pct = "partial_rotary_factor"};
 /* StarCoder2Model: TextModel's _set_vocab_gpt2; no Q/K permutation */
 const tpc_gguf_arch tpc__gguf_starcoder2 = {
 	.arch = "starcoder2", .hf_arch = A("Starcoder2ForCausalLM"), .kv = starcoder2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = starcoder2_cfg,
 	.rope_pct = "partial_rotary_factor"};
+/* Glm4Model: _set_vocab_gpt2's tokens, then eos, eot, unk and bos by the
+ * added tokens' text (a type tokenizer_config.json set keeps its id); no
+ * Q/K permutation (llama.cpp rotates GLM-4's interleaved pairs itself; the
+ * M-RoPE permutation of an mrope_section is refused with the rope);
+ * Glm4Config's head_dim default 128, attention_bias default true */
+static const tpc_gguf_bias_flag glm4_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_glm4 = {
+	.arch = "glm4", .hf_arch = A("Glm4ForCausalLM"), .kv = glm4_kv, .head_dim = 128, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.special_text = {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}},
+	.hf_cfg = text_cfg, .bias_flags = glm4_bias, .rope_pct = "partial_rotary_factor"};
+/* Ernie4_5Model: _set_vocab_sentencepiece, then tokenizer_config.json's
+ * add_prefix_space; no Q/K permutation (llama.cpp's ernie4_5 rotates the
+ * interleaved pairs itself); Ernie4_5Config's head_dim default 128,
+ * use_bias default false */
+static const tpc_gguf_bias_flag ernie4_5_bias[] = {
+	{"use_bias", TPC_ROLE_ATTN_Q},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_ernie4_5 = {
+	.arch = "ernie4_5", .hf_arch = A("Ernie4_5ForCausalLM"), .kv = ernie4_5_kv, .head_dim = 128,
+	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.add_space_prefix = true, .hf_cfg = text_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor"};
+/* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
+ * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
+ * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no
+ * head_dim */
+const tpc_gguf_arch tpc__gguf_exaone4 = {
+	.arch = "exaone4", .hf_arch = A("Exaone4ForCausalLM"), .kv = exaone4_kv, .rope_freqs = true,
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = exaone4_cfg, .rope_pct = "partial_rotary_factor"};
 /* Phi2Model: TextModel's _set_vocab_gpt2; no Q/K permutation; the rotary
  * fraction written back whole or not (PhiConfig's default is 0.5) */
 const tpc_gguf_arch tpc__gguf_phi2 = {

@@ -24,9 +24,11 @@
  *              SentencePiece and for a BPE vocabulary, add_space_prefix,
  *              spm_json (the pipeline of the tokenizer.json written beside
  *              a SentencePiece tokenizer.model: that class's in
- *              transformers 5.12)
+ *              transformers 5.12), special_text (special ids set by an added
+ *              token's text)
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
- *              (member <- key), rope_pct (the member a partial rotary
+ *              (member <- key), bias_flags (member <- whether a role's bias
+ *              is there), rope_pct (the member a partial rotary
  *              dimension is written as), experts_member, when_key (which of
  *              two records of one arch a GGUF is read as)
  *
@@ -47,7 +49,7 @@
  * present wins (find_hparam). */
 typedef enum tpc_gguf_kh {
 	TPC_KH_END = 0,
-	TPC_KH_FIND,         /* the first of names present, else no key */
+	TPC_KH_FIND,         /* the first of names present, else (or null) no key */
 	TPC_KH_REQ,          /* the first of names, else refused */
 	TPC_KH_TIMES4,       /* 4 x names (GPT-2's feed_forward_length) */
 	TPC_KH_OR_HEADS,     /* names, else num_attention_heads (Gemma's head_count_kv) */
@@ -60,6 +62,10 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3, Phi-2); names:
 				the fraction when config.json has none (the config class's default,
 				which the reference reads from AutoConfig: PhiConfig's "0.5"), else 1 */
+	TPC_KH_ROPE_PCT_HEAD, /* int(head_dim (else hidden / heads) * partial_rotary_factor), the
+			       * factor the number `names` holds when config.json has none (the
+			       * config class's default the reference reads through AutoConfig:
+			       * Glm4Model's rope.dimension_count, "0.5") */
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
@@ -73,8 +79,18 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
-			      * "sliding_attention", else every layer but each names-th (1-based;
-			      * Olmo2Model.set_gguf_parameters: "4"); no key without a window */
+			      * "sliding_attention", else every layer but each period-th (1-based);
+			      * names "N" (Olmo2Model.set_gguf_parameters: "4"), or "MEMBERS|N":
+			      * the first config.json member present, else N (Exaone4Config's
+			      * sliding_window_pattern, default 4); no key without a window (or
+			      * a null one) */
+	TPC_KH_ROPE_OFF_EVERY, /* no key: the layers config.json leaves without RoPE
+				* (tpc_facts_rope_off, the record's default with it) must be every
+				* names-th (1-based), the step the GGUF's reader assumes (llama.cpp's
+				* n_no_rope_layer_step, fixed for smollm3: "4"); else refused */
+	TPC_KH_NO_SWA,       /* no key: refused when config.json makes a layer slide (layer_types'
+			      * "sliding_attention", or use_sliding_window without layer_types):
+			      * the GGUF's reader knows no window for the architecture */
 	TPC_KH_SWA_EVERY,    /* no key: the layers config.json makes slide (layer_types, else
 			      * sliding_window_pattern) must be all but every names-th (1-based),
 			      * the pattern the GGUF's reader assumes (llama.cpp's cohere2: "4");
@@ -99,6 +115,8 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_BPE,       /* TextModel._set_vocab_gpt2 */
 	TPC_GGUF_VOCAB_SPM_NOSPACE, /* Gemma2Model: SentencePiece, add_space_prefix false */
 	TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE, /* Gemma3Model: that when tokenizer.model is there, else BPE */
+	TPC_GGUF_VOCAB_SPM_CFG_SPACE, /* Ernie4_5Model: SentencePiece, then add_space_prefix from
+				       * tokenizer_config.json's add_prefix_space when it has one */
 } tpc_gguf_vocab_kind;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
@@ -110,10 +128,22 @@ typedef enum tpc_gguf_spm_json {
 	TPC_GGUF_SPM_JSON_GEMMA,     /* GemmaTokenizer: Replace(' ', U+2581), Split(' '), BPE unk_token */
 } tpc_gguf_spm_json;
 
+/* A special token id the reference sets by an added token's text once
+ * SpecialVocab has loaded the files (Glm4Model.set_vocab's
+ * _set_special_token(type, tokenizer.get_added_vocab()[token])): a type
+ * the files set keeps their id; a token tokenizer.json's added_tokens lack
+ * is refused (the reference fails). BPE vocabularies (_set_vocab_gpt2's). */
+typedef struct tpc_gguf_special_text {
+	const char *type, *token; /* type NULL: none */
+} tpc_gguf_special_text;
+
 /* One config.json member rebuilt from a GGUF key (gguf_hf.c) */
 typedef enum tpc_gguf_ck {
 	TPC_CK_INT,
 	TPC_CK_INT_NZ, /* left out when 0 */
+	TPC_CK_INT_OR_NULL, /* null when the GGUF lacks the key (a config class whose default
+			     * is not none: Exaone4Config's sliding_window 4096); a member an
+			     * earlier row wrote is kept */
 	TPC_CK_FLOAT,
 	TPC_CK_BOOL,
 	TPC_CK_LAYER_TYPES, /* a bool array: layer_types, "sliding_attention" where true,
@@ -124,6 +154,17 @@ typedef struct tpc_gguf_cfg_rule {
 	const char *member, *key; /* config.json member, GGUF key after "{arch}." */
 	tpc_gguf_ck kind;
 } tpc_gguf_cfg_rule;
+
+/* A config.json member rebuilt from the biases a GGUF holds (gguf_hf.c): true
+ * when layer 0's tensor of `role` has its bias, else false (a config class
+ * whose default would otherwise add or drop biases: SeedOssConfig's
+ * attention_bias, default true, and attention_out_bias, default false;
+ * Glm4Config's attention_bias, default true; Ernie4_5Config's use_bias, one
+ * flag for every projection, default false: the q projection's says) */
+typedef struct tpc_gguf_bias_flag {
+	const char *member;
+	tpc_role role;
+} tpc_gguf_bias_flag;
 
 typedef struct tpc_gguf_arch {
 	const char *arch;
@@ -142,7 +183,10 @@ typedef struct tpc_gguf_arch {
 	const char *tok_class_bpe; /* for a BPE; NULL: by its pre-tokenizer (gguf_tok.c) */
 	bool add_space_prefix;     /* tokenizer.ggml.add_space_prefix is tokenizer_config's add_prefix_space */
 	tpc_gguf_spm_json spm_json; /* a SentencePiece vocabulary's tokenizer.json */
+	tpc_gguf_special_text special_text[4]; /* special ids by added token text, in the
+						 * reference's order */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
+	const tpc_gguf_bias_flag *bias_flags; /* ends with member NULL; NULL: none */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
@@ -176,7 +220,8 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 /* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
-	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite, tpc__gguf_phi2,
+	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
+	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2;
 
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every registered meson test in each build dir given; print per-suite
 # results and end with the line "N passed, N failed[, N skipped]".
-# The first build runs every suite; later ones (the sanitizer build) run the
+# The first build runs every suite but "slow" (make test-slow); later ones (the sanitizer build) run the
 # 'san' suite: what finds memory errors (the unit tests, every reader on its
 # fuzz corpus, the hostile files, the real torch corpus, the fault paths, the
 # CLI, and shard/merge/verify of small models through the layouts, the MoE
@@ -9,10 +9,24 @@
 # exercise the same code. The ten slowest tests of each build end the output.
 set -u
 pass=0 fail=0 skip=0
+# the tests' Python checks run as forks of one process that imported torch once
+# (tests/lib/pyfork.py: a few hundred checks, 1.6 s of CPU each to import it)
+if [ -x /usr/bin/python3 ] && [ -z "${TPC_PY:-}" ]; then
+  pyd=$(mktemp -d)
+  /usr/bin/python3 "$(cd "$(dirname "$0")" && pwd)/lib/pyfork.py" --serve "$pyd/sock" $$ &
+  pysrv=$!
+  trap 'kill $pysrv 2>/dev/null; rm -rf "$pyd"' EXIT
+  export TPC_PY="$(cd "$(dirname "$0")" && pwd)/lib/pyfork.py" TPC_PY_SOCK="$pyd/sock"
+fi
 fails= slow=
 first=1
 for b in "$@"; do
-  extra=()
+  # the first build: every suite but 'slow' (the records over 4 GiB: `make
+  # test-slow`, TPC_TEST_SUITE=slow); later ones the 'san' suite
+  case ${TPC_TEST_SUITE:-} in
+    "") extra=(--no-suite slow) ;;
+    *) extra=(--suite "$TPC_TEST_SUITE") ;;
+  esac
   [ "$first" = 1 ] || extra=(--suite san)
   first=0
   echo "== meson test in $b"

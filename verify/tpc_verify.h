@@ -289,9 +289,8 @@ typedef struct tpc_vattn {
 					    k, v and kv may be replicated (every rank computes every
 					    kv head: multi-query attention) */
 	int64_t heads, kv_heads, head_dim;
-	bool rope;                       /* rotary embedding on q and k (rotate-half layout) */
-	bool rope_pairs;                 /* ... in interleaved pairs (x0, x1), (x2, x3) instead
-					    (Cohere 2) */
+	bool rope;                       /* rotary embedding on q and k (rotate-half layout);
+					    false: none (a NoPE layer, no_rope_layers) */
 	double rope_theta;
 	int64_t q_norm, k_norm;          /* RMSNorm of every q and k head before the rotary embedding
 					    (Qwen3's q_norm/k_norm, [head_dim], replicated); -1: none */
@@ -307,8 +306,11 @@ typedef struct tpc_vattn {
 	tpc_vmla lat;
 	bool interleaved;                /* qkv holds [q, k, v] per head ([heads, 3, head_dim] rows,
 					    GPT-NeoX's query_key_value): one part split on 3 * head_dim */
-	int64_t rot_dims;                /* rope on the first rot_dims of each head only (rotate-half
-					    within them, GPT-NeoX's rotary_pct); 0: the whole head */
+	int64_t rot_dims;                /* rope on the first rot_dims of each head only (GPT-NeoX's
+					    rotary_pct, GLM-4's partial_rotary_factor); 0: the whole head */
+	bool rope_pairs;                 /* the rope rotates interleaved pairs (x0, x1), (x2, x3) ...
+					    with frequency i for pair i (the record's interleaved rope:
+					    GLM-4, ERNIE 4.5); else the halves (x_i, x_{i + rot/2}) */
 	double rope_linear;              /* a linear rope scaling's factor: positions divided by it
 					    (0: none) */
 	double scale;                    /* the scores' scale (Gemma's query_pre_attn_scalar^-1/2,

@@ -91,7 +91,7 @@ typedef struct vattn_loc {
 	int64_t nq, nkv, hd;     /* local query and kv heads, head dim */
 	int64_t q0, kv0;         /* first global query / kv head held */
 	int64_t heads, kv_heads; /* global counts */
-	bool rope, pairs;        /* pairs: interleaved (x0, x1), (x2, x3) ..., not rotate-half */
+	bool rope;
 	double theta, rope_linear; /* rope_linear: positions divided by it (0: none) */
 	double scale, softcap;   /* tpc_vattn's */
 	int64_t window;          /* tpc_vattn's */
@@ -102,6 +102,7 @@ typedef struct vattn_loc {
 	bool bidirectional;
 	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
 	int64_t rot;             /* rope on each head's first rot dims (0: all) */
+	bool pairs;              /* rope on interleaved pairs, not halves (tpc_vattn's rope_pairs) */
 	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
 	const float *kv_f;       /* cross-attention encoder states [T, kv_w] */
 	const double *kv_d;

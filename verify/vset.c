@@ -713,11 +713,16 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
-	if (pt->pos == TPC_PART_POS_ROPE && (swa || !pt->rope_sliding_only)) {
+	/* EXAONE 4: the global layers of a model with a window have no rope */
+	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
+	/* a layer config.json's no_rope_layers (or the record's default) leaves
+	 * unrotated attends without positions (SmolLM3's NoPE layers) */
+	if (pt->pos == TPC_PART_POS_ROPE && !nope && !tpc_facts_rope_off(f, l, pt->rope_off_every) &&
+	    (swa || !pt->rope_sliding_only)) {
 		/* a sliding layer with a theta of its own rotates by it, unscaled */
 		bool own = swa && f->rope_theta_local > 0;
 		a->rope = true;
-		a->rope_pairs = f && f->rope_interleave ? f->rope_interleave > 0 : pt->rope == TPC_PART_ROPE_INTERLEAVED;
+		a->rope_pairs = pt->rope == TPC_PART_ROPE_INTERLEAVED;
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
 	}
@@ -843,23 +848,22 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const char 
 	return 0;
 }
 
-/* A record whose parts rotate a fraction of each head (Phi): the first
- * int(head_dim * partial_rotary_factor) dims, as transformers' PhiAttention;
- * refused when config.json says no fraction (no guessed default). */
-static int partial_rope(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
+/* A record with a partial rotary embedding (GLM-4): int(head_dim *
+ * partial_rotary_factor) dims of each head rotated, as transformers'
+ * rope init counts them; config.json must say the fraction. */
+static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
 {
 	if (!m->parts.partial_rope || !a->rope || a->mla)
 		return 0;
 	double pct = f ? f->rotary_pct : 0;
-	int64_t rot = (int64_t)((double)a->head_dim * pct);
-	if (pct <= 0)
+	a->rot_dims = (int64_t)((double)a->head_dim * pct);
+	if (pct <= 0 || pct > 1)
 		return tpc_err_set(e, TPC_EINPUT,
-				   "layer '%s': the family rotates a fraction of each head, but the config gives no partial_rotary_factor",
+				   "layer '%s': a partial rotary embedding needs config.json's partial_rotary_factor (0 < it <= 1)",
 				   nm);
-	if (rot < 2 || rot % 2 || rot > a->head_dim)
-		return tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld rotary dims of a head of %lld (partial_rotary_factor)", nm,
-				   (long long)rot, (long long)a->head_dim);
-	a->rot_dims = rot == a->head_dim ? 0 : rot;
+	if (a->rot_dims < 2 || a->rot_dims % 2)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld rotary dims of a %lld-dim head: not a positive even number",
+				   nm, (long long)a->rot_dims, (long long)a->head_dim);
 	return 0;
 }
 
@@ -876,13 +880,17 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
 		if ((ret = layer_kinds(s, m, nm, f, &L, e)) ||
-		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) ||
-		    (ret = partial_rope(m, nm, f, &L.attn, e)) || (ret = layer_add(m, &L, nm, e)))
+		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_rot(m, nm, f, &L.attn, e)) ||
+		    (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);
 	}
 	if (!ret && (!m->nlayers || (f && f->layers && f->layers != m->nlayers)))
 		ret = tpc_err_set(e, TPC_EINPUT, "model: found %lld layers%s", (long long)m->nlayers,
 				  m->nlayers ? ", not the configured number" : "");
+	/* transformers indexes no_rope_layers by layer: a shorter list is no model */
+	if (!ret && f && f->n_rope_listed && f->n_rope_listed < m->nlayers)
+		ret = tpc_err_set(e, TPC_EINPUT, "model: config.json's no_rope_layers has %lld entries for %lld layers",
+				  (long long)f->n_rope_listed, (long long)m->nlayers);
 	return ret;
 }
 

@@ -27,6 +27,7 @@
 #include "gguf.h"
 #include "tpc_cast.h"
 #include "tpc_cfg.h"
+#include "tpc_facts.h"
 #include "tpc_family.h"
 #include "tpc_family_gguf.h"
 #include "tpc_io.h"
@@ -234,16 +235,44 @@ static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint
 	return *y ? 0 : cfg_err(c, e, "config.json: %s is 0", b);
 }
 
-/* Olmo2Model's sliding_window_pattern: with a sliding_window, a bool per
- * layer from layer_types, else every layer but each period-th (r->names) */
+/* The period of a sliding-window pattern without layer_types: r->names is
+ * "MEMBER|...|N", the first config.json member present (an integer), else
+ * N; a member that is not a positive integer is refused (Exaone4Config
+ * builds layer_types from an int sliding_window_pattern and fails on its
+ * "LLLG" form, so the reference does) */
+static int swa_period(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *period)
+{
+	const cfg *c = &cv->c;
+	const char *last = r->names ? strrchr(r->names, '|') : NULL;
+	char names[128], buf[64];
+	const char *which = NULL;
+	*period = r->names ? strtoull(last ? last + 1 : r->names, NULL, 10) : 0;
+	if (!last || (size_t)(last - r->names) >= sizeof(names))
+		return 0;
+	snprintf(names, sizeof(names), "%.*s", (int)(last - r->names), r->names);
+	const cJSON *v = cfg_find(c, names, &which, buf, sizeof(buf));
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (cfg_u32(c, v, which, period, cv->e))
+		return -1;
+	return *period ? 0 : cfg_err(c, cv->e, "config.json: '%s' is 0", which);
+}
+
+/* The sliding_window_pattern key (Olmo2Model's, Exaone4Model's): with a
+ * sliding_window (not null), a bool per layer from layer_types, else every
+ * layer but each period-th (swa_period) */
 static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 {
 	const cfg *c = &cv->c;
-	const cJSON *lt = cfg_get(c, "layer_types");
-	uint64_t n = 0, period = r->names ? strtoull(r->names, NULL, 10) : 0;
-	if (!cfg_get(c, "sliding_window"))
+	const cJSON *lt = cfg_get(c, "layer_types"), *sw = cfg_get(c, "sliding_window");
+	uint64_t n = 0, period = 0;
+	if (!sw || cJSON_IsNull(sw))
 		return 0;
-	if (cJSON_IsArray(lt))
+	if (!cJSON_IsArray(lt))
+		lt = NULL;
+	if (!lt && swa_period(cv, r, &period))
+		return -1;
+	if (lt)
 		n = (uint64_t)cJSON_GetArraySize(lt);
 	else if (!period || cfg_req_u32(c, "num_hidden_layers", &n, cv->e))
 		return period ? -1 : tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': no period", r->key);
@@ -261,6 +290,44 @@ static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 								      : 0;
 	free(b);
 	return ret;
+}
+
+/* config.json's facts (lib/tpc_facts.h) and its layer count, for the rules
+ * that check layers */
+static int layer_facts(conv *cv, tpc_model_facts *f, uint64_t *n)
+{
+	return cfg_req_u32(&cv->c, "n_layers|num_hidden_layers|n_layer|num_layers", n, cv->e) ||
+			       tpc_facts_from_cfg(f, cv->c.doc, cv->e)
+		       ? -1
+		       : 0;
+}
+
+/* The layers without RoPE must be every period-th (r->names), as the GGUF's
+ * reader assumes: llama.cpp fixes smollm3's n_no_rope_layer_step at 4, and
+ * convert_hf_to_gguf.py writes no key for it. */
+static int rope_off_every(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	tpc_model_facts f;
+	uint64_t n = 0, period = r->names ? strtoull(r->names, NULL, 10) : 0;
+	int every = cv->fam ? cv->fam->parts.rope_off_every : 0;
+	if (!period)
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': no period", r->key);
+	if (layer_facts(cv, &f, &n))
+		return -1;
+	if (f.n_rope_listed && (uint64_t)f.n_rope_listed < n)
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "config.json: no_rope_layers has %lld entries for %llu layers", (long long)f.n_rope_listed,
+				  (unsigned long long)n);
+	for (uint64_t l = 0; l < n; l++) {
+		bool off = tpc_facts_rope_off(&f, (int64_t)l, every);
+		if (off != ((l + 1) % period == 0))
+			return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+					  "config.json: %s leaves layer %llu %s RoPE, but a GGUF of architecture '%s' is read "
+					  "with every %llu-th layer without it (llama.cpp): not written",
+					  f.n_rope_listed ? "no_rope_layers" : "no_rope_layer_interval", (unsigned long long)l,
+					  off ? "without" : "with", cv->spec->arch, (unsigned long long)period);
+	}
+	return 0;
 }
 
 /* The sliding layers must be all but every period-th (r->names), as the
@@ -295,13 +362,37 @@ static int swa_every(conv *cv, const tpc_gguf_kv_rule *r)
 	return 0;
 }
 
+/* No layer may slide: the GGUF's reader knows no window for the architecture
+ * (llama.cpp's smollm3; convert_hf_to_gguf.py writes none). */
+static int no_swa(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	tpc_model_facts f;
+	uint64_t n = 0;
+	const cJSON *use = cfg_get(&cv->c, "use_sliding_window"), *w = cfg_get(&cv->c, "sliding_window");
+	if (layer_facts(cv, &f, &n))
+		return -1;
+	for (uint64_t l = 0; l < n && l < (uint64_t)f.n_typed; l++)
+		if (f.swa_layers[l / 64] >> (l % 64) & 1)
+			return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+					  "config.json: layer_types makes layer %llu slide, but a GGUF of architecture '%s' "
+					  "has no sliding window (%s): not written",
+					  (unsigned long long)l, cv->spec->arch, r->key);
+	if (!f.n_typed && cJSON_IsTrue(use) && cJSON_IsNumber(w))
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "config.json: use_sliding_window without layer_types (which layers slide is the model "
+				  "class's default), and a GGUF of architecture '%s' has no sliding window: not written",
+				  cv->spec->arch);
+	return 0;
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_SWA_EVERY
+	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
+				 r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY && r->how != TPC_KH_SWA_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -309,7 +400,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	switch (r->how) {
 	case TPC_KH_FIND:
 	case TPC_KH_REQ:
-		if (!v && r->how == TPC_KH_FIND)
+		if ((!v || cJSON_IsNull(v)) && r->how == TPC_KH_FIND) /* find_hparam's None: no key */
 			return (*put = false), 0;
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
@@ -364,6 +455,27 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
 		return 0;
 	}
+	case TPC_KH_ROPE_PCT_HEAD: {
+		const cJSON *p = rope_member(c, "partial_rotary_factor");
+		char *end = NULL;
+		double pct = cJSON_IsNumber(p) ? p->valuedouble : r->names ? strtod(r->names, &end) : 0;
+		if (p && !cJSON_IsNumber(p))
+			return cfg_err(c, cv->e, "config.json: '%s' is not a number", "partial_rotary_factor");
+		if (!cJSON_IsNumber(p) && (!end || end == r->names || *end))
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its default is not a number", r->key);
+		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v)) {
+			if (cfg_u32(c, v, "head_dim", &h, cv->e))
+				return -1;
+		} else if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e)) {
+			return -1;
+		} else {
+			h /= heads;
+		}
+		if (pct <= 0 || pct > 1)
+			return cfg_err(c, cv->e, "config.json: '%s' is not in (0, 1]", "partial_rotary_factor");
+		*u = (uint64_t)(pct * (double)h);
+		return 0;
+	}
 	case TPC_KH_ROPE_SCALING:
 		*put = false;
 		return rope_scaling(cv);
@@ -396,6 +508,12 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_SWA_PATTERN:
 		*put = false;
 		return swa_pattern(cv, r);
+	case TPC_KH_ROPE_OFF_EVERY:
+		*put = false;
+		return rope_off_every(cv, r);
+	case TPC_KH_NO_SWA:
+		*put = false;
+		return no_swa(cv, r);
 	case TPC_KH_SWA_EVERY:
 		*put = false;
 		return swa_every(cv, r);

@@ -20,7 +20,9 @@
  *   - GPT-2's Conv1D weights transposed back to [in, out];
  *   - GPT-NeoX's attn_qkv rows [3, heads, hd] back to [heads, 3, hd].
  * A missing output.weight is a tied head: no lm_head, and config.json says
- * tie_word_embeddings. A tensor with no Hugging Face name is refused by
+ * tie_word_embeddings; the record's bias_flags say in config.json which
+ * biases the GGUF holds (Seed-OSS's attention_bias, attention_out_bias;
+ * GLM-4's attention_bias, ERNIE 4.5's use_bias). A tensor with no Hugging Face name is refused by
  * name (never a guessed name): `convert --gguf-names` keeps GGUF's. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -396,6 +398,10 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 		const tpc_gguf_kv *k = kv_get(kv, h->arch, r->key);
 		int64_t v = kv_int(k);
 		cJSON *item = NULL;
+		if (cJSON_GetObjectItemCaseSensitive(o, r->member))
+			continue; /* an earlier row wrote it */
+		if (!k && r->kind == TPC_CK_INT_OR_NULL && !cJSON_AddNullToObject(o, r->member))
+			return tpc_err_nomem(h->e);
 		if (!k)
 			continue;
 		if (r->kind == TPC_CK_FLOAT && (k->type == TPC_GV_F32 || k->type == TPC_GV_F64))
@@ -404,7 +410,8 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			item = cJSON_CreateBool(k->v.u != 0);
 		else if (r->kind == TPC_CK_LAYER_TYPES && k->type == TPC_GV_ARRAY && k->atype == TPC_GV_BOOL)
 			item = layer_types(k);
-		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ) && v >= 0 && k->type != TPC_GV_BOOL)
+		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ || r->kind == TPC_CK_INT_OR_NULL) && v >= 0 &&
+			 k->type != TPC_GV_BOOL)
 			item = r->kind == TPC_CK_INT_NZ && !v ? NULL : cJSON_CreateNumber((double)v);
 		else
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "%s.%s: not the type config.json's %s takes",
@@ -474,6 +481,9 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 		return tpc_err_nomem(h->e);
 	if (h->a->permute_qk && role_tensor(h, TPC_ROLE_ATTN_Q, true) && !cJSON_AddBoolToObject(o, "attention_bias", true))
 		return tpc_err_nomem(h->e);
+	for (const tpc_gguf_bias_flag *b = h->a->bias_flags; b && b->member; b++)
+		if (!cJSON_AddBoolToObject(o, b->member, role_tensor(h, b->role, true) != NULL))
+			return tpc_err_nomem(h->e);
 	if (h->n_exp > 0 &&
 	    !cJSON_AddNumberToObject(o, h->a->experts_member ? h->a->experts_member : "num_experts", (double)h->n_exp))
 		return tpc_err_nomem(h->e);

@@ -341,6 +341,69 @@ static int tk_templates(const tok *t, cJSON *cfg)
 	return 0;
 }
 
+/* Where the reference took special id `key` from: SpecialVocab reads
+ * tokenizer_config.json's tokens in its type order (bos eos unk sep pad cls
+ * mask), then config.json's bos/eos/pad_token_id for the types still unset,
+ * then the family sets some by an added token's text (special_text, in its
+ * order). The GGUF keeps the ids in that order, so: the last ones, a
+ * subsequence of special_text each on its token, were set by text
+ * (TK_TEXT); before them, the longest run in type order is
+ * tokenizer_config.json's, and what follows it, when it is bos/eos/pad in
+ * type order, config.json's (TK_CONFIG). Either left out of the rebuilt
+ * tokenizer_config.json, the reference sets them again in their place. */
+enum { TK_FILE = 0, TK_CONFIG, TK_TEXT };
+static int tk_origin(const tok *t, const char *key)
+{
+	static const char *const map[][2] = {
+		{"bos", "tokenizer.ggml.bos_token_id"}, {"eos", "tokenizer.ggml.eos_token_id"},
+		{"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
+		{"pad", "tokenizer.ggml.padding_token_id"}, {"cls", "tokenizer.ggml.cls_token_id"},
+		{"mask", "tokenizer.ggml.mask_token_id"}, {"eot", "tokenizer.ggml.eot_token_id"},
+		{"eom", "tokenizer.ggml.eom_token_id"}};
+	enum { NMAP = sizeof(map) / sizeof(map[0]), NDEF = 7 }; /* the first NDEF: the default types, in order */
+	size_t ix[NMAP], n = 0, at = NMAP;
+	int origin[NMAP];
+	for (size_t i = 0; i < t->kv->n && n < NMAP; i++)
+		for (size_t m = 0; m < NMAP; m++)
+			if (!strcmp(t->kv->kv[i].key, map[m][1])) {
+				if (!strcmp(map[m][1], key))
+					at = n;
+				origin[n] = TK_FILE;
+				ix[n++] = m;
+			}
+	if (at == NMAP)
+		return TK_FILE;
+	/* the suffix set by text */
+	const size_t nst = t->g ? sizeof(t->g->special_text) / sizeof(t->g->special_text[0]) : 0;
+	size_t j = 0, end = n;
+	while (j < nst && t->g->special_text[j].type)
+		j++;
+	for (; end > 0 && j > 0; end--, j--) {
+		const char *type = map[ix[end - 1]][0], *want;
+		int64_t id;
+		uint64_t len;
+		while (j > 0 && strcmp(t->g->special_text[j - 1].type, type))
+			j--;
+		if (!j || tk_id(t, map[ix[end - 1]][1], &id) || id < 0)
+			break;
+		const char *s = tk_text(t, (uint64_t)id, &len);
+		want = t->g->special_text[j - 1].token;
+		if (len != strlen(want) || memcmp(s, want, len))
+			break;
+		origin[end - 1] = TK_TEXT;
+	}
+	/* tokenizer_config.json's run in type order, then config.json's */
+	size_t k = 1;
+	while (k < end && ix[k] < NDEF && ix[k] > ix[k - 1])
+		k++;
+	bool cfg = ix[0] < NDEF;
+	for (size_t i = k; i < end && cfg; i++)
+		cfg = (ix[i] == 0 || ix[i] == 1 || ix[i] == 4) && (i == k || ix[i] > ix[i - 1]);
+	for (size_t i = k; i < end && cfg; i++)
+		origin[i] = TK_CONFIG;
+	return origin[at];
+}
+
 /* tokenizer_config.json. A SentencePiece vocabulary names its UNKNOWN piece
  * `unk`; a BPE names only its added tokens (the reference looks the text up
  * among them). A token the GGUF has no id for is left out: transformers then
@@ -368,7 +431,8 @@ static int tk_config(const tok *t, bool spm, int64_t unk, const char *pre, const
 			return ret;
 		if (spm && k == 2)
 			id = unk;
-		if (id >= 0 && (spm || added[id]) && add(cfg, sp[k][0], tk_str(t, (uint64_t)id)))
+		if (id >= 0 && (spm || added[id]) && tk_origin(t, sp[k][1]) == TK_FILE &&
+		    add(cfg, sp[k][0], tk_str(t, (uint64_t)id)))
 			return tpc_err_nomem(t->e);
 	}
 	if ((ret = tk_templates(t, cfg)))

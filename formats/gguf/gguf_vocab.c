@@ -38,6 +38,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 typedef struct vocab {
 	tpc__vocab_dir vd;
 	tpc_err *e;
+	const tpc_gguf_arch *g; /* the record's GGUF part; NULL: none */
 	char **tok;
 	uint64_t *len;
 	float *score;
@@ -386,9 +387,36 @@ static int v_bpe_specials_listed(vocab *v)
 	return 0;
 }
 
-/* _set_vocab_gpt2 */
+/* The record's special ids by added token text (special_text): each token's
+ * id among tokenizer.json's added_tokens into fx[0..*n) */
+static int v_text_ids(vocab *v, tpc__special_fix *fx, size_t *n)
+{
+	const cJSON *added = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "added_tokens"), *it;
+	size_t max = sizeof(v->g->special_text) / sizeof(v->g->special_text[0]);
+	*n = 0;
+	for (size_t k = 0; v->g && k < max && v->g->special_text[k].type; k++) {
+		const char *want = v->g->special_text[k].token;
+		int64_t id = -1;
+		cJSON_ArrayForEach(it, (cJSON_IsArray(added) ? added : (cJSON *)NULL)) {
+			const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "content"));
+			if (c && !strcmp(c, want) && tpc__json_int(cJSON_GetObjectItemCaseSensitive(it, "id"), &id))
+				break;
+			id = -1;
+		}
+		if (id < 0)
+			return v_refuse(v, "tokenizer.json",
+					"added_tokens: no '%s', whose id the reference sets as a special token (it fails)",
+					want);
+		fx[(*n)++] = (tpc__special_fix){v->g->special_text[k].type, id};
+	}
+	return 0;
+}
+
+/* _set_vocab_gpt2 (and the record's special ids by text after loading) */
 static int v_gpt2(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
 {
+	tpc__special_fix fx[4];
+	size_t nfx = 0;
 	if (!v->vd.tok_json)
 		return v_refuse(v, "tokenizer.json", "%s: a BPE vocabulary is read from tokenizer.json (missing)",
 				"tokenizer.json");
@@ -405,7 +433,9 @@ static int v_gpt2(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *k
 	if (!ret)
 		ret = v_add_arrays(v, kv, false);
 	if (!ret)
-		ret = tpc__special_vocab(&v->vd, true, NULL, 0, -1, NULL, 0, false, kv, v->e);
+		ret = v_text_ids(v, fx, &nfx);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, true, NULL, 0, -1, fx, nfx, false, kv, v->e);
 	return ret;
 }
 
@@ -681,6 +711,20 @@ static int v_spm_nospace(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
 	return ret;
 }
 
+/* Ernie4_5Model.set_vocab: _set_vocab_sentencepiece, then
+ * tokenizer_config.json's add_prefix_space, when it has the member, as
+ * add_space_prefix (a bool: another value is refused) */
+static int v_spm_cfg_space(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+{
+	const cJSON *aps = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "add_prefix_space");
+	if (aps && !cJSON_IsBool(aps))
+		return v_refuse(v, "tokenizer_config.json", "%s is not a bool", "add_prefix_space");
+	int ret = v_spm(v, vocab_size, false, kv);
+	if (!ret && aps && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, cJSON_IsTrue(aps)))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	return ret;
+}
+
 /* config.json through lib's reader (tpc_cfg.h); absent is no error */
 static int v_config(vocab *v)
 {
@@ -723,6 +767,7 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 		goto out; /* no tokenizer: nothing added, the caller decides */
 	bool spm = v_has(&v, "tokenizer.model");
 	const tpc_family *fam = tpc_family_by_gguf(arch, -1);
+	v.g = fam ? fam->gguf : NULL;
 	switch (fam ? fam->gguf->vocab : TPC_GGUF_VOCAB_NONE) {
 	case TPC_GGUF_VOCAB_LLAMA:
 		ret = v_llama(&v, vocab_size, pre, kv);
@@ -744,6 +789,9 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 		break;
 	case TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE:
 		ret = spm ? v_spm_nospace(&v, vocab_size, kv) : v_gpt2(&v, vocab_size, pre, kv);
+		break;
+	case TPC_GGUF_VOCAB_SPM_CFG_SPACE:
+		ret = v_spm_cfg_space(&v, vocab_size, kv);
 		break;
 	case TPC_GGUF_VOCAB_NONE:
 		ret = tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);

@@ -13,6 +13,20 @@
 #               attention_multiplier (the scores' scale), logits_scaling
 #   starcoder2  Starcoder2ForCausalLM: LayerNorm with biases, q/k/v/o biases,
 #               c_fc/c_proj with biases and gelu_pytorch_tanh, RoPE
+#   smollm3     SmolLM3ForCausalLM, 4 layers: no_rope_layers [1, 0, 1, 1] (layer
+#               1 without RoPE, not the default every 4th) and, with
+#               use_sliding_window, that layer attending within a 4-token window
+#   seed_oss    SeedOssForCausalLM: q/k/v biases and an o_proj bias
+#               (attention_out_bias), head_dim 16 (not hidden / heads)
+#   glm         GlmForCausalLM: LLaMA's names with a fused gate_up_proj, q/k/v
+#               biases, half of each head (partial_rotary_factor 0.5) rotated
+#               in interleaved pairs
+#   glm4        Glm4ForCausalLM: GLM's attention and MLP, sandwich norms (no
+#               1 + w)
+#   ernie4_5    Ernie4_5ForCausalLM: LLaMA with the rope on interleaved pairs,
+#               use_bias: every projection with a bias
+#   exaone4     Exaone4ForCausalLM: OLMo 2's post norms, per-head q/k norms, a
+#               4-token window on layer 0, layer 1 global without rope
 #   phi         PhiForCausalLM: attention and MLP in parallel under one
 #               LayerNorm (with bias), rotate-half RoPE on half of each head
 #               (partial_rotary_factor), q/k/v/dense and fc1/fc2 biases,
@@ -40,6 +54,14 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(C, embedding_multiplier=12.0, residual_multiplier=0.22,
                                        attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
     "starcoder2": (tf.Starcoder2Config, dict(C, norm_epsilon=1e-5, use_bias=True)),
+    "smollm3": (tf.SmolLM3Config, dict(C, num_hidden_layers=4, no_rope_layers=[1, 0, 1, 1], use_sliding_window=True,
+                                       sliding_window=4, rms_norm_eps=1e-6, pad_token_id=None)),
+    "seed_oss": (tf.SeedOssConfig, dict(C, head_dim=16, attention_bias=True, attention_out_bias=True,
+                                        rms_norm_eps=1e-6)),
+    "glm": (tf.GlmConfig, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
+    "glm4": (tf.Glm4Config, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
+    "ernie4_5": (tf.Ernie4_5Config, dict(C, head_dim=8, use_bias=True)),
+    "exaone4": (tf.Exaone4Config, dict(C, sliding_window=4, layer_types=["sliding_attention", "full_attention"])),
     "phi": (tf.PhiConfig, dict(C, partial_rotary_factor=0.5, layer_norm_eps=1e-5)),
     "cohere2": (tf.Cohere2Config, dict(C, tie_word_embeddings=True, logit_scale=0.25, sliding_window=4,
                                        layer_types=["sliding_attention", "full_attention"], layer_norm_eps=1e-5)),

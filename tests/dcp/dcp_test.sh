@@ -12,7 +12,7 @@
 # usage: dcp_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 D=$SRC/tests/data/dcp
 . "$SRC/tests/lib/tap.sh"
 tmpdir

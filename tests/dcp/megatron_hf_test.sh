@@ -23,7 +23,7 @@
 # usage: megatron_hf_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 MG=$SRC/tests/data/dcp/megatron_llama
 . "$SRC/tests/lib/tap.sh"
 tmpdir

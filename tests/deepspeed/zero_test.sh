@@ -12,7 +12,7 @@
 # usage: zero_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 Z=$SRC/tests/deepspeed
 . "$SRC/tests/shard/tap.sh"   # ok/bad, $T, run, same; skips without torch
 # a torch file equal to a reference file: same keys in the same order, dtypes, shapes, bytes,

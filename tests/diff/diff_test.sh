@@ -10,7 +10,7 @@
 # usage: diff_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=${TPC_TORCH_PYTHON:-/usr/bin/python3}
+PY=${TPC_TORCH_PYTHON:-${TPC_PY:-/usr/bin/python3}}
 export PYTHONDONTWRITEBYTECODE=1
 . "$SRC/tests/shard/tap.sh"
 SEED=${TPC_SEED:-$(date +%s)}

@@ -342,23 +342,161 @@ else
   bad "granite without its multipliers" "$(cat "$T/err")"
 fi
 
-# Phi without partial_rotary_factor in config.json (at the top and in
-# rope_parameters): the reference reads PhiConfig's 0.5 (make_arch_fixtures.py
-# phi_nopct; the same bytes as tiny-phi's f32 file)
-rm -rf "$T/np" && mkdir "$T/np" && cp -r "$A/tiny-phi" "$T/np/" && rm -f "$T/w.gguf"
-python3 - "$T/np/tiny-phi/config.json" <<'PY'
+# SmolLM3: llama.cpp reads every 4th layer as one without RoPE and no window,
+# and convert_hf_to_gguf.py writes no key for either: tpconv refuses a
+# config.json that says otherwise (exit 3, naming the member and the layer),
+# nothing written; the same layers said by no_rope_layer_interval 4 alone: the
+# reference's file
+smol() { # DESC EXPECTED-MESSAGE PYTHON (c: config.json)
+  rm -rf "$T/sm" "$T/smo" && mkdir -p "$T/sm" "$T/smo" && cp -r "$A/tiny-smollm3" "$T/sm/"
+  python3 - "$T/sm/tiny-smollm3/config.json" "$3" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-del c["partial_rotary_factor"], c["rope_parameters"]["partial_rotary_factor"]
+exec(sys.argv[2])
 json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
-want=$(cut -d' ' -f1 "$A/ref/phi-nopct.sha256")
-if "$TPCONV" convert "$T/np/tiny-phi" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+  "$TPCONV" convert "$T/sm/tiny-smollm3" -o "$T/smo/w.gguf" --outtype f32 2> "$T/err"; local rc=$?
+  if [ -z "$2" ]; then
+    want=$(awk '$2 == "smollm3-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+    [ $rc -eq 0 ] && [ "$(sha256sum "$T/smo/w.gguf" | cut -d' ' -f1)" = "$want" ] && ok "$1" || bad "$1" "exit $rc" "$(cat "$T/err")"
+  elif [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ -z "$(ls -A "$T/smo")" ]; then
+    ok "$1"
+  else
+    bad "$1" "exit $rc" "$(cat "$T/err")" "$(ls -A "$T/smo")"
+  fi
+}
+smol "smollm3: no_rope_layers other than every 4th is refused by layer" \
+  "no_rope_layers leaves layer 1 without RoPE, but a GGUF of architecture 'smollm3' is read with every 4-th layer without it" \
+  'c["no_rope_layers"] = [1, 0, 1, 1]'
+smol "smollm3: no_rope_layer_interval 2 without the list is refused" \
+  "no_rope_layer_interval leaves layer 1 without RoPE" 'del c["no_rope_layers"]; c["no_rope_layer_interval"] = 2'
+smol "smollm3: no_rope_layers shorter than the layers is refused" \
+  "no_rope_layers has 3 entries for 4 layers" 'c["no_rope_layers"] = [1, 1, 1]'
+smol "smollm3: a sliding layer (layer_types) is refused" \
+  "layer_types makes layer 3 slide, but a GGUF of architecture 'smollm3' has no sliding window" \
+  'c.update(use_sliding_window=True, sliding_window=4, layer_types=["full_attention"] * 3 + ["sliding_attention"])'
+smol "smollm3: use_sliding_window without layer_types is refused" \
+  "use_sliding_window without layer_types" 'c.update(use_sliding_window=True, sliding_window=4); del c["layer_types"]'
+smol "smollm3: every 4th layer by no_rope_layer_interval alone (and a window no layer uses): the reference's file" "" \
+  'del c["no_rope_layers"]; c["sliding_window"] = 4'
+
+# Seed-OSS read back: config.json says which biases the GGUF holds
+# (SeedOssConfig's defaults would add q/k/v biases and drop o_proj's):
+# tiny-seed-oss as it is (q/k/v, no o_proj bias), then with o_proj biases and
+# without the q/k/v ones, each GGUF -> HF tensor for tensor the model's
+rm -rf "$T/so" && mkdir -p "$T/so/b" && cp -r "$A/tiny-seed-oss" "$T/so/a"
+cp "$A/tiny-seed-oss/"*.json "$T/so/b/"
+python3 - "$T/so/a/model.safetensors" "$T/so/b" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+t = {k: (v, d[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+t = {k: x for k, x in t.items() if not k.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias"))}
+for l in (0, 1):  # o_proj biases of hidden 32, values from the q biases' bytes
+    t["model.layers.%d.self_attn.o_proj.bias" % l] = ({"dtype": "F32", "shape": [32]}, bytes(range(l, l + 128)))
+hdr, data = {}, b""
+for k in sorted(t):
+    v, b = t[k]
+    hdr[k] = {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": [len(data), len(data) + len(b)]}
+    data += b
+j = json.dumps(hdr).encode(); j += b" " * (-len(j) % 8)
+open(sys.argv[2] + "/model.safetensors", "wb").write(struct.pack("<Q", len(j)) + j + data)
+c = json.load(open(sys.argv[2] + "/config.json"))
+c.update(attention_bias=False, attention_out_bias=True)
+json.dump(c, open(sys.argv[2] + "/config.json", "w"), indent=2)
+PY
+for v in a:true:false b:false:true; do
+  d=${v%%:*} qb=${v#*:} qb=${qb%:*} ob=${v##*:}
+  if "$TPCONV" convert "$T/so/$d" -o "$T/so/$d.gguf" --outtype f32 -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/so/$d.gguf" -o "$T/so/$d-hf/" -q 2>> "$T/err" &&
+     grep -q "\"attention_bias\": *$qb," "$T/so/$d-hf/config.json" &&
+     grep -q "\"attention_out_bias\": *$ob," "$T/so/$d-hf/config.json" &&
+     "$TPCONV" diff "$T/so/$d" "$T/so/$d-hf" -q 2>> "$T/err"; then
+    ok "seed-oss read back from GGUF: attention_bias $qb, attention_out_bias $ob, the tensors the model's"
+  else
+    bad "seed-oss read back from GGUF (attention_bias $qb, attention_out_bias $ob)" "$(cat "$T/err")" "$(cat "$T/so/$d-hf/config.json" 2>&1 | head -12)"
+  fi
+done
+
+# a family's tokenizer_config.json variant (make_arch_fixtures.py
+# TOK_CFG_VARIANTS): tpconv's f32 GGUF is the reference's (ref/FAM-NAME.sha256),
+# and GGUF -> HF -> GGUF gives it back. tokcfg FAM NAME PYTHON [FILE] (c: the
+# dict of FILE, tokenizer_config.json unless given)
+tokcfg() {
+  rm -rf "$T/tc" && mkdir -p "$T/tc/rt" && cp -r "$A/tiny-$1" "$T/tc/"
+  python3 -c 'import json, sys
+c = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c, open(sys.argv[1], "w"), indent=2)' \
+    "$T/tc/tiny-$1/${4:-tokenizer_config.json}" "$3"
+  local want; want=$(cut -d' ' -f1 "$A/ref/$1-$2.sha256")
+  if "$TPCONV" convert "$T/tc/tiny-$1" -o "$T/tc/w.gguf" --outtype f32 -q 2> "$T/err" &&
+     [ "$(sha256sum "$T/tc/w.gguf" | cut -d' ' -f1)" = "$want" ] &&
+     "$TPCONV" convert "$T/tc/w.gguf" -o "$T/tc/rt/tiny-$1/" -q 2>> "$T/err" &&
+     { [ ! -f "$T/tc/rt/tiny-$1/tokenizer.model" ] || rm "$T/tc/rt/tiny-$1/tokenizer.json"; } &&
+     "$TPCONV" convert "$T/tc/rt/tiny-$1" -o "$T/tc/back.gguf" --outtype f32 -q 2>> "$T/err" &&
+     cmp -s "$T/tc/w.gguf" "$T/tc/back.gguf"; then
+    ok "$1 $2: the reference's file, and GGUF -> HF -> GGUF gives it back"
+  else
+    bad "$1 $2: the reference's file, GGUF -> HF -> GGUF" "$(cat "$T/err")"
+  fi
+}
+# GLM-4 without bos_token (as GLM-4-0414's tokenizer_config.json): bos is set by
+# <|endoftext|>'s text after eot and unk, and left out of the rebuilt folder again
+tokcfg glm4 nobos 'c.pop("bos_token")'
+# ERNIE 4.5 with add_prefix_space: written after the special ids, and rebuilt
+tokcfg ernie4_5 nospace 'c["add_prefix_space"] = False'
+# EXAONE 4 without a window (sliding_window null): no window keys, and the
+# rebuilt config.json says null (Exaone4Config's default is 4096)
+tokcfg exaone4 nowindow 'c["sliding_window"] = None' config.json
+grep -Eq '"sliding_window": *null' "$T/tc/rt/tiny-exaone4/config.json" &&
+  ok "exaone4 without a window: the rebuilt config.json's sliding_window is null" ||
+  bad "exaone4 without a window: the rebuilt sliding_window" "$(cat "$T/tc/rt/tiny-exaone4/config.json" 2>&1)"
+# EXAONE 4 without layer_types: the pattern from sliding_window_pattern (an int:
+# the reference's file, as Exaone4Config builds layer_types from it), its
+# 'LLLG' form refused by name (the config class fails on it)
+rm -rf "$T/ex" && mkdir "$T/ex" && cp -r "$A/tiny-exaone4" "$T/ex/" && rm -f "$T/w.gguf"
+python3 - "$T/ex/tiny-exaone4/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); del c["layer_types"]; json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+want=$(awk '$2 == "exaone4-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+if "$TPCONV" convert "$T/ex/tiny-exaone4" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
    [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
-  ok "phi without partial_rotary_factor: PhiConfig's 0.5, the reference's file"
+  ok "exaone4 without layer_types: sliding_window_pattern 4's layers, the reference's file"
 else
-  bad "phi without partial_rotary_factor" "$(cat "$T/err")"
+  bad "exaone4 without layer_types" "$(cat "$T/err")"
 fi
+sed -i 's/"sliding_window_pattern": 4/"sliding_window_pattern": "LLLG"/' "$T/ex/tiny-exaone4/config.json"
+refuse "exaone4: a sliding_window_pattern string without layer_types is refused by name" "'sliding_window_pattern' is not an integer" "$T/ex/tiny-exaone4"
+# GLM-4 without partial_rotary_factor in config.json: Glm4Config's 0.5, the same file
+rm -rf "$T/g4" && mkdir "$T/g4" && cp -r "$A/tiny-glm4" "$T/g4/" && rm -f "$T/w.gguf"
+sed -i '/"partial_rotary_factor"/d' "$T/g4/tiny-glm4/config.json"
+want=$(awk '$2 == "glm4-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+if ! grep -q partial_rotary "$T/g4/tiny-glm4/config.json" &&
+   "$TPCONV" convert "$T/g4/tiny-glm4" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
+   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+  ok "glm4 without partial_rotary_factor: Glm4Config's 0.5, the reference's file"
+else
+  bad "glm4 without partial_rotary_factor" "$(cat "$T/err")"
+fi
+# GLM-4 whose tokenizer has no <|user|> (Glm4Model.set_vocab's eot): refused
+# naming it (the reference fails), nothing written
+cp -r "$A/tiny-glm4/." "$T/g4/tiny-glm4/"
+sed -i 's/<|user|>/<|usr|>/g' "$T/g4/tiny-glm4/tokenizer.json"
+rm -rf "$T/g4/o" && mkdir "$T/g4/o"
+"$TPCONV" convert "$T/g4/tiny-glm4" -o "$T/g4/o/w.gguf" 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "added_tokens: no '<|user|>'" "$T/err" && [ -z "$(ls -A "$T/g4/o")" ]; then
+  ok "glm4 without <|user|> among the added tokens: refused naming it (exit 3), nothing written"
+else
+  bad "glm4 without <|user|>" "exit $rc" "$(cat "$T/err")"
+fi
+# ERNIE 4.5 as its remote code names it (Ernie4_5_ForCausalLM: ernie. names,
+# fused qkv_proj and up_gate_proj the reference splits): refused by name
+rm -rf "$T/m" && cp -r "$A/tiny-ernie4_5" "$T/m"
+sed -i 's/"Ernie4_5ForCausalLM"/"Ernie4_5_ForCausalLM"/' "$T/m/config.json"
+refuse "ernie4_5's remote-code architecture is refused by name" "architecture 'Ernie4_5_ForCausalLM' is not one tpconv writes GGUF for" "$T/m"
+# Phi without partial_rotary_factor in config.json (at the top and in
+# rope_parameters): the reference reads PhiConfig's 0.5, the same bytes as
+# tiny-phi's f32 file; rebuilt with it
+tokcfg phi nopct 'c.pop("partial_rotary_factor"); c["rope_parameters"].pop("partial_rotary_factor")' config.json
 
 # Cohere 2: config.json without logit_scale (the reference would write
 # Cohere2Config's default 0.0625) and an untied lm_head (Cohere2Model has no
@@ -391,14 +529,19 @@ refuse "cohere2 with another sliding-window pattern is refused naming the layer"
 # whole-projection q/k norms before the experts; StarCoder2: LayerNorms and
 # biases everywhere, a plain gelu-tanh MLP; OLMo 3: OLMo 2 with three sliding
 # layers of a 4-token window then a full one; Granite: its four multipliers;
-# Phi: attention and MLP in parallel under one LayerNorm, partial RoPE,
-# lm_head's bias split with it; Cohere 2: the same under a weight-only
-# LayerNorm, interleaved RoPE on three sliding layers in four, none on the
-# full one, logit_scale), and GGUF -> HF -> GGUF byte for
-# byte (a rebuilt SentencePiece folder without the tokenizer.json written
-# beside tokenizer.model, which the reference's SpecialVocab would read more
-# ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite phi cohere2; do
+# SmolLM3: four layers, the fourth without RoPE, a tied head; Seed-OSS: q/k/v
+# biases, head_dim 16 not hidden / heads; GLM-4: sandwich norms, a fused
+# gate_up_proj, half of each head rotated in interleaved pairs, q/k/v biases;
+# ERNIE 4.5: LLaMA's with the rope in interleaved pairs, a tied head; EXAONE 4:
+# post norms, per-head q/k norms, three sliding layers of a 4-token window then
+# a global one without rope; Phi: attention and MLP in parallel under one
+# LayerNorm, partial RoPE, lm_head's bias split with it; Cohere 2: the same
+# under a weight-only LayerNorm, interleaved RoPE on three sliding layers in
+# four, none on the full one, logit_scale), and GGUF -> HF -> GGUF byte for byte (a rebuilt
+# SentencePiece folder without the tokenizer.json written beside
+# tokenizer.model, which the reference's SpecialVocab would read more ids from:
+# hf_test.sh checks that one).
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do
@@ -441,6 +584,16 @@ PY
     ok "$fam: GGUF -> HF folder -> GGUF byte-identical"
   else
     bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
+  fi
+  # the projections' biases said in the rebuilt config.json (bias_flags)
+  case $fam in
+    glm4) bm='"attention_bias": *true' ;;
+    ernie4_5) bm='"use_bias": *false' ;;
+    *) bm= ;;
+  esac
+  if [ -n "$bm" ]; then
+    grep -Eq "$bm" "$T/rt/tiny-$fam/config.json" && ok "$fam: the rebuilt config.json says whether the projections have biases" ||
+      bad "$fam: the bias member in the rebuilt config.json" "$(cat "$T/rt/tiny-$fam/config.json")"
   fi
   [ "$fam" = gemma2 ] || continue
   # floats read back as floats (transformers 5.12's Gemma2Config takes no int there)

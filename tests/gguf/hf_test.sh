@@ -14,7 +14,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 A="$SRC/tests/gguf/arch"
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/lib/tap.sh"
 tmpdir
 # name dtype shape sha256 of every tensor, sorted, but the lines GREP -v drops

@@ -105,10 +105,31 @@ FAMILIES = {
     "granite": (tf.GraniteConfig, dict(COMMON, tie_word_embeddings=False, embedding_multiplier=12.0,
                                        residual_multiplier=0.22, attention_multiplier=0.0625, logits_scaling=8.0),
                 "spm", torch.float32, None),
+    # smollm3: four layers, so that the fourth is without RoPE (SmolLM3Config's
+    # default no_rope_layers, the step llama.cpp assumes); its tied head
+    "smollm3": (tf.SmolLM3Config, dict(COMMON, num_hidden_layers=4, bos_token_id=1, eos_token_id=2, pad_token_id=None),
+                "spm", torch.float32, None),
+    # seed-oss: q/k/v biases (attention_bias, its default), no o_proj bias (its
+    # attention_out_bias default), head_dim 16 (not hidden / heads); a plain
+    # byte-level BPE, as starcoder2's
+    "seed-oss": (tf.SeedOssConfig, dict(COMMON, head_dim=16, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
+                                        pad_token_id=None), "bpe", torch.float32, "gpt-2"),
     # a plain byte-level BPE: llama.cpp's name for it is gpt-2 (StarCoder2's own
     # tokenizer splits digits first, its "starcoder"), so that tpconv reads the name given
     "starcoder2": (tf.Starcoder2Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0),
                    "bpe", torch.float32, "gpt-2"),
+    # GLM-4: fused gate_up, q/k/v biases, sandwich norms, a half of each head
+    # rotated in interleaved pairs; Glm4Model.set_vocab looks <|endoftext|> and
+    # <|user|> up among the added tokens
+    "glm4": (tf.Glm4Config, dict(COMMON, head_dim=8, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
+                                 pad_token_id=0), "bpe", torch.float32, "gpt-2"),
+    # ERNIE 4.5: LLaMA with interleaved-pair rope, _set_vocab_sentencepiece
+    "ernie4_5": (tf.Ernie4_5Config, dict(COMMON, head_dim=8, tie_word_embeddings=True), "spm", torch.float32, None),
+    # EXAONE 4: OLMo 2's post norms, per-head q/k norms; four layers of a
+    # 4-token window by sliding_window_pattern's default, three sliding then one
+    # full (without rope)
+    "exaone4": (tf.Exaone4Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, tie_word_embeddings=False,
+                                       bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     # Phi-2: parallel attention and MLP under one LayerNorm, partial rotary
     # (a half of each 8-wide head), biases everywhere, lm_head's too; MHA and
     # intermediate 4 x hidden, as Phi2Model writes head_count_kv and
@@ -133,8 +154,8 @@ FAMILIES = {
 
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
-SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "phi": 26,
-         "cohere2": 27}
+SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
+         "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27}
 
 
 def spm_model(d, n):
@@ -180,7 +201,7 @@ QWEN2_RE = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| 
             "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
 
 
-def bpe_tokenizer(d, pre):
+def bpe_tokenizer(d, pre, glm=False):
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
     if pre == "qwen2":  # the family's own pre-tokenizer, so that the name tpconv reads from it is the one given
@@ -194,6 +215,8 @@ def bpe_tokenizer(d, pre):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|padding|>"] if pre == "olmo" else ["<|endoftext|>"]
+    if glm:  # Glm4Model.set_vocab's eot
+        specials.append("<|user|>")
     tr = trainers.BpeTrainer(vocab_size=V, special_tokens=specials, show_progress=False,
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(TEXT, tr)
@@ -232,7 +255,7 @@ def model(fam, d):
     elif tk == "phi3":
         phi3_tokenizer(d)
     else:
-        bpe_tokenizer(d, FAMILIES[fam][4])
+        bpe_tokenizer(d, FAMILIES[fam][4], glm=fam == "glm4")
 
 
 def granite_nomul(d):
@@ -252,22 +275,35 @@ def granite_nomul(d):
         s.write("%s  granite-nomul-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
 
 
-def phi_nopct(d):
-    """tiny-phi without partial_rotary_factor in config.json (at the top and in
-    rope_parameters): the reference reads PhiConfig's default 0.5
-    (ref/phi-nopct.sha256)"""
-    n = os.path.join(OUT, "nopct", "tiny-phi")
+def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
+    """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
+    changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
+    n = os.path.join(OUT, name, "tiny-" + fam)
     shutil.rmtree(n, ignore_errors=True)
     shutil.copytree(d, n)
-    c = json.load(open(os.path.join(n, "config.json")))
-    del c["partial_rotary_factor"], c["rope_parameters"]["partial_rotary_factor"]
-    json.dump(c, open(os.path.join(n, "config.json"), "w"), indent=2)
-    g = os.path.join(OUT, "ref", "phi-nopct-f32.gguf")
+    c = json.load(open(os.path.join(n, file)))
+    edit(c)
+    json.dump(c, open(os.path.join(n, file), "w"), indent=2)
+    g = os.path.join(OUT, "ref", "%s-%s-f32.gguf" % (fam, name))
+    env = dict(os.environ, TPC_PRE=FAMILIES[fam][4] or "")
     subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g],
-                   check=True, env=dict(os.environ, TPC_PRE=FAMILIES["phi"][4]), stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    with open(g, "rb") as f, open(os.path.join(OUT, "ref", "phi-nopct.sha256"), "w") as s:
-        s.write("%s  phi-nopct-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(g, "rb") as f, open(os.path.join(OUT, "ref", "%s-%s.sha256" % (fam, name)), "w") as s:
+        s.write("%s  %s-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, name))
+
+
+# tokenizer_config.json variants: GLM-4's without bos_token (as GLM-4-0414's:
+# bos then comes from Glm4Model.set_vocab's <|endoftext|>, after eot and unk),
+# ERNIE 4.5's with add_prefix_space false (Ernie4_5Model writes it)
+TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
+                    "ernie4_5": ("nospace", lambda c: c.update(add_prefix_space=False)),
+                    # EXAONE 4 without a window (config.json's sliding_window null):
+                    # no window keys; every layer has its rope
+                    "exaone4": ("nowindow", lambda c: c.update(sliding_window=None), "config.json"),
+                    # Phi without partial_rotary_factor in config.json (at the top and in
+                    # rope_parameters): the reference reads PhiConfig's default 0.5
+                    "phi": ("nopct", lambda c: (c.pop("partial_rotary_factor"),
+                                                c["rope_parameters"].pop("partial_rotary_factor")), "config.json")}
 
 
 def main():
@@ -291,8 +327,8 @@ def main():
                 s.write("%s  %s-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
         if fam == "granite":
             granite_nomul(d)
-        if fam == "phi":
-            phi_nopct(d)
+        if fam in TOK_CFG_VARIANTS:
+            tok_cfg_variant(d, fam, *TOK_CFG_VARIANTS[fam])
         print(fam, "ok", flush=True)
     if "t4" in fams:
         t4_llama()

@@ -29,6 +29,26 @@ FAMILIES = {
                 dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
                      embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
                      logits_scaling=8.0), (2, 4, 8)),
+    # SmolLM3Config has no head_dim; four layers, so that the fourth is without
+    # RoPE (its default no_rope_layers); no pad id (its default, 128004, is
+    # past the vocabulary); its tied head
+    "smollm3": ("smollm3", "smollm3", "causal",
+                dict({k: v for k, v in ATT.items() if k != "head_dim"}, num_hidden_layers=4, pad_token_id=None),
+                (2, 4, 8)),
+    # q/k/v biases (its default) and an o_proj bias, split with its weight
+    "seed-oss": ("seed-oss", "seed_oss", "causal", dict(ATT, tie_word_embeddings=False, attention_out_bias=True),
+                 (2, 4, 8)),
+    # GLM-4: sandwich norms, fused gate_up_proj, q/k/v biases, half of each head
+    # rotated in interleaved pairs (Glm4Config's partial_rotary_factor 0.5)
+    "glm4": ("glm4", "glm4", "causal", dict(ATT, tie_word_embeddings=False, pad_token_id=0), (2, 4, 8)),
+    # ERNIE 4.5 dense: LLaMA with the rope in interleaved pairs (use_bias false,
+    # as its checkpoints; the biases are test_verify's)
+    "ernie4_5": ("ernie4_5", "ernie4_5", "causal", dict(ATT, tie_word_embeddings=True), (2, 4, 8)),
+    # EXAONE 4: post norms, per-head q/k norms; a sliding layer of a 4-token
+    # window, then a global one without rope
+    "exaone4": ("exaone4", "exaone4", "causal",
+                dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False, sliding_window=4,
+                     layer_types=["sliding_attention", "full_attention"]), (2, 4, 8)),
     # Phi: MHA and an intermediate 4 x hidden (Phi2Model writes head_count_kv
     # and feed_forward_length so whatever config.json says), a rotary fraction
     # of a quarter of each 8-wide head
@@ -69,6 +89,11 @@ FAMILIES = {
              dict(hidden_size=64, num_attention_heads=8, intermediate_size=128,
                   num_hidden_layers=2, vocab_size=256, max_position_embeddings=64), (2, 4, 8)),
 }
+
+# TPCONV_INTEROP_FAMILIES (run.sh passes it in): only the families named
+ONLY = __import__("os").environ.get("TPC_INTEROP_FAMILIES", "").split()
+if ONLY:
+    FAMILIES = {k: v for k, v in FAMILIES.items() if k in ONLY}
 
 
 def auto_class(kind):

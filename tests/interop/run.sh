@@ -13,10 +13,19 @@
 # lines to results.tsv; report.py makes the table.
 #
 # usage: run.sh TPCONV SRCDIR    (TPCONV_INTEROP_ROOT: the chroot's folder;
-#                                 TPCONV_INTEROP_KEEP=1 keeps the work folder)
+#                                 TPCONV_INTEROP_KEEP=1 keeps the work folder;
+#                                 TPCONV_INTEROP_FAMILIES="olmo2 granite": only
+#                                 those families (families.py's names and the
+#                                 tiny-* GGUF folders), the report written to
+#                                 TPCONV_INTEROP_REPORT, not doc/interop-results.md)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 H=$SRC/tests/interop
+ONLY=$(printf '%s' "${TPCONV_INTEROP_FAMILIES:-}" | tr ',' ' ')
+REPORT=$SRC/doc/interop-results.md
+[ -n "$ONLY" ] && REPORT=${TPCONV_INTEROP_REPORT:-/tmp/tpconv-interop-results.md}
+# is family $1 among those asked for (all when none were named)?
+wanted() { [ -z "$ONLY" ] || case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 [ "$(id -u)" = 0 ] || { echo "interop: needs root (debootstrap, chroot, bind mounts)" >&2; exit 2; }
 . "$H/chroot.sh"
 t0=$(date +%s)
@@ -43,7 +52,7 @@ inchroot() {
 	interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR="$CW" LANG=C.UTF-8 \
 		USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 \
 		TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 \
-		PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore \
+		PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore TPC_INTEROP_FAMILIES="$ONLY" \
 		sh -c "cd '$CW' && python3 $*"
 }
 # one line of results.tsv
@@ -121,6 +130,7 @@ done <"$W/families.tsv"
 
 # genuine torch DCP saves (gen.py): tpconv reads them
 for d in "$W"/genuine/*/; do
+	[ -d "$d" ] || continue  # none (TPCONV_INTEROP_FAMILIES)
 	g=$(basename "$d")
 	if ! tpc inspect "$d"; then refused torch "$g" "tpconv reads a torch DCP save" inspect inspect; continue; fi
 	tpc convert "$d" -o "$W/genuine/$g.safetensors" && want genuine "$g" "tpconv reads a torch DCP save" "convert → safetensors" "genuine/$g.safetensors" ||
@@ -134,6 +144,7 @@ done
 mkdir -p "$W/gguf/models" "$W/gguf/tpc"
 for d in "$SRC"/tests/gguf/arch/tiny-*; do
 	fam=${d##*/tiny-} G=$W/gguf
+	wanted "$fam" || continue
 	cp -r "$d" "$G/models/"
 	for ot in f32 f16; do
 		tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-$ot.gguf" --outtype $ot || echo "exit $rc: $err" >"$G/tpc/$fam-$ot.err"
@@ -146,7 +157,7 @@ done
 # the model's own), and qwen2 again with a chat template
 G=$W/gguf
 mkdir -p "$G/chat"  # not among models/: llamacpp.py runs every model there
-cp -r "$G/models/tiny-qwen2" "$G/chat/tiny-qwen2-chat"
+wanted qwen2 && cp -r "$G/models/tiny-qwen2" "$G/chat/tiny-qwen2-chat" &&
 python3 - "$G/chat/tiny-qwen2-chat/tokenizer_config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -154,7 +165,7 @@ c["chat_template"] = ("{% for m in messages %}{{ '<|endoftext|>' + m['role'] + '
                       "{% endfor %}{% if add_generation_prompt %}{{ '<|endoftext|>assistant\\n' }}{% endif %}")
 json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
-tpc convert "$G/chat/tiny-qwen2-chat" -o "$G/tpc/qwen2-chat-f32.gguf" --outtype f32
+wanted qwen2 && tpc convert "$G/chat/tiny-qwen2-chat" -o "$G/tpc/qwen2-chat-f32.gguf" --outtype f32
 for f in "$G"/tpc/*-f32.gguf; do
 	fam=${f##*/}; fam=${fam%-f32.gguf}
 	tpc convert "$f" -o "$G/tpc/$fam-hf/" || result transformers "$fam" "GGUF → tokenizer files" "convert" fail "exit $rc: $err"
@@ -172,8 +183,8 @@ t4=$(date +%s)
 cat "$W/versions.txt" >"$W/report.env" 2>/dev/null
 printf 'setup=%s\ngen=%s\ntpconv=%s\ncheck=%s\ncommit=%s\n' $((t1 - t0)) $((t2 - t1)) $((t3 - t2)) $((t4 - t3)) \
 	"$(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)" >>"$W/report.env"
-python3 "$H/report.py" "$W/results.tsv" "$W/report.env" "$TPCONV" >"$SRC/doc/interop-results.md.tmp" &&
-	mv "$SRC/doc/interop-results.md.tmp" "$SRC/doc/interop-results.md" || { rm -f "$SRC/doc/interop-results.md.tmp"; exit 4; }
+python3 "$H/report.py" "$W/results.tsv" "$W/report.env" "$TPCONV" >"$REPORT.tmp" &&
+	mv "$REPORT.tmp" "$REPORT" || { rm -f "$REPORT.tmp"; exit 4; }
 awk -F '\t' '{ n[$5]++ } END { for (s in n) printf "%s %d  ", s, n[s]; print "" }' "$W/results.tsv"
-echo "interop: doc/interop-results.md written; chroot $((t1 - t0)) s, run $((t4 - t1)) s"
+echo "interop: $REPORT written${ONLY:+ (families: $ONLY)}; chroot $((t1 - t0)) s, run $((t4 - t1)) s"
 ! grep -q "$(printf '\tfail\t')" "$W/results.tsv"

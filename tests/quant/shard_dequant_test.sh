@@ -13,7 +13,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 export PYTHONDONTWRITEBYTECODE=1
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/lib/tap.sh"
 need_torch
 tmpdir

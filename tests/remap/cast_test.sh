@@ -7,7 +7,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2") SEED=${3:-${TPC_SEED:-$RANDOM}}
 export PYTHONDONTWRITEBYTECODE=1
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 H="$SRC/tests/remap"
 . "$SRC/tests/lib/tap.sh"
 tmpdir

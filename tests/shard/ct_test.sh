@@ -13,7 +13,7 @@
 # usage: ct_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 cat >"$T/gen.py" <<'PYEOF'
 import json, os, sys, torch

@@ -13,7 +13,7 @@
 # usage: dcp_layout_test.sh TPCONV SRCDIR     (needs /usr/bin/python3 with torch)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 M=$T/m
 $PY "$H/make_models.py" "$M" 7 >/dev/null || { echo "1..0 # SKIP model generator failed"; exit 0; }

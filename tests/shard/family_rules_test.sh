@@ -12,7 +12,7 @@
 # usage: family_rules_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 
 # one pair: preset P, family F, the model in P's names at $T/src_P

@@ -14,7 +14,7 @@
 # usage: hf_folder_test.sh TPCONV SRCDIR     (needs /usr/bin/python3 with torch)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 COMPANIONS="config.json generation_config.json tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model vocab.json merges.txt README.md modeling_tiny.py"
 # companions WANT GOT [hf-mapping[TP]|json]: every companion of WANT is in GOT, equal

@@ -12,7 +12,7 @@
 # usage: mpi_shard_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 command -v mpirun >/dev/null || { echo "1..0 # SKIP mpirun not found"; exit 0; }
 export OMPI_MCA_rmaps_base_oversubscribe=1

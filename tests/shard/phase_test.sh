@@ -15,7 +15,7 @@
 # usage: phase_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 # hidden 1024, 1 layer, inter 1536, vocab 2048, F32: 8 MiB embeddings, 4 MiB
 # attention and 6 MiB MLP weights, 4 KiB norms; every tensor and every rank

@@ -15,7 +15,7 @@
 # usage: quant_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 $PY - "$T" <<'PYEOF' || { echo "1..0 # SKIP generator failed"; exit 0; }
 import json, os, sys, torch

@@ -281,10 +281,24 @@ static void test_regex_dialect(void **st)
 	tpc_plan_release(&p);
 }
 
+/* a config.json without architectures: the record by its model_type, '_'
+ * and '-' aside on both sides */
+static void test_by_model_type(void **st)
+{
+	(void)st;
+	const char *arch = NULL;
+	assert_string_equal(tpc_family_by_model_type("qwen2_moe", &arch)->name, "qwen2-moe");
+	assert_string_equal(arch, "Qwen2MoeForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("ernie4_5", &arch)->name, "ernie4_5");
+	assert_string_equal(arch, "Ernie4_5ForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("glm4", NULL)->name, "glm4");
+	assert_null(tpc_family_by_model_type("ernie4_5_moe", NULL));
+}
+
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 25);
+	assert_int_equal(tpc_family_count(), 30);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -301,7 +315,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -440,10 +454,26 @@ static void test_facts(void **st)
 			  "\"use_parallel_residual\": true}";
 	assert_int_equal(tpc_facts_from_buffer(&f, old, strlen(old), "c", &e), 0);
 	assert_true(f.norm_eps == 1e-12 && f.rotary_pct == 0.25 && f.rope_theta == 500 && f.parallel_residual == 1);
+	/* layers without RoPE (SmolLM3, Llama 4): no_rope_layers as Python reads
+	 * its entries, else no_rope_layer_interval, else the record's default */
+	const char *nr = "{\"no_rope_layers\": [1, 0, true, false, null, 2], \"no_rope_layer_interval\": 2}";
+	assert_int_equal(tpc_facts_from_buffer(&f, nr, strlen(nr), "c", &e), 0);
+	assert_true(f.n_rope_listed == 6 && f.rope_off_every == 2 && f.rope_off[0] == 0x1a);
+	for (int l = 0; l < 8; l++) /* the list wins over the interval; past its end: rotates */
+		assert_int_equal(tpc_facts_rope_off(&f, l, 4), l == 1 || l == 3 || l == 4);
+	const char *iv = "{\"no_rope_layer_interval\": 3}";
+	assert_int_equal(tpc_facts_from_buffer(&f, iv, strlen(iv), "c", &e), 0);
+	assert_true(f.n_rope_listed == 0 && f.rope_off_every == 3);
+	for (int l = 0; l < 7; l++) /* the config's interval wins over the record's */
+		assert_int_equal(tpc_facts_rope_off(&f, l, 4), l == 2 || l == 5);
+	assert_int_equal(tpc_facts_from_buffer(&f, llama, strlen(llama), "c", &e), 0);
+	for (int l = 0; l < 9; l++) /* unsaid: the record's default, or every layer rotates */
+		assert_true(tpc_facts_rope_off(&f, l, 4) == (l == 3 || l == 7) && !tpc_facts_rope_off(&f, l, 0) &&
+			    tpc_facts_rope_off(NULL, l, 4) == (l == 3 || l == 7));
 	/* precedence: filled only where unknown */
-	tpc_model_facts a = {.heads = 8}, b = {.heads = 4, .kv_heads = 2};
+	tpc_model_facts a = {.heads = 8}, b = {.heads = 4, .kv_heads = 2, .n_rope_listed = 2, .rope_off = {2}};
 	tpc_facts_fill(&a, &b);
-	assert_true(a.heads == 8 && a.kv_heads == 2);
+	assert_true(a.heads == 8 && a.kv_heads == 2 && a.n_rope_listed == 2 && tpc_facts_rope_off(&a, 1, 0));
 }
 
 static const char *PLAN =
@@ -901,6 +931,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
+		cmocka_unit_test(test_by_model_type),
 		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
 		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),

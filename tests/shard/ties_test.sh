@@ -12,7 +12,7 @@
 # usage: ties_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 C=$H/ties_check.py
 M=$T/tied.pt

@@ -15,7 +15,7 @@
 # usage: trtllm_test.sh TPCONV SRCDIR     (needs /usr/bin/python3 with torch)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 M=$T/m
 REF=$H/trtllm_ref.py

@@ -19,7 +19,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2") CORPUS=$(realpath "$3")
 export PYTHONDONTWRITEBYTECODE=1
-TORCHPY=${TPC_TORCH_PYTHON:-/usr/bin/python3}
+TORCHPY=${TPC_TORCH_PYTHON:-${TPC_PY:-/usr/bin/python3}}
 H="$SRC/tests/torch"
 . "$SRC/tests/lib/tap.sh"
 tmpdir

@@ -6,8 +6,8 @@
 # import.
 set -euo pipefail
 tool=$1
-py=/usr/bin/python3
-[ -x "$py" ] || { echo "skip: $py not found"; exit 77; }
+py=${TPC_PY:-/usr/bin/python3}
+[ -x /usr/bin/python3 ] || { echo "skip: /usr/bin/python3 not found"; exit 77; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tpc_zip_py.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 

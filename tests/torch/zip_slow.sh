@@ -13,7 +13,7 @@ if [ "$avail_kb" -lt 4700000 ]; then
     echo "skip: $dir has ${avail_kb} KiB free, the test needs ~4.3 GB"
     exit 77
 fi
-py=/usr/bin/python3
+py=${TPC_PY:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 N=$(( (1 << 32) + 4096 ))
 

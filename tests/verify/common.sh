@@ -1,6 +1,6 @@
 # Shared by the verify test scripts: the tiny models (real torch) and the TAP
 # harness (tests/lib/tap.sh; notok is its bad). Sourced; needs DRIVER and SRC set.
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/lib/tap.sh"
 notok() { bad "$*"; }
 # make_models WORK: every preset's tiny model (tests/shard/make_models.py) and

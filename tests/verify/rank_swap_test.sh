@@ -9,7 +9,7 @@
 # usage: rank_swap_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 D=$SRC/tests/data
 shard() { "$TPCONV" shard "$D/tiny_llama.safetensors" --preset llama --config "$D/config.json" -q "$@"; }

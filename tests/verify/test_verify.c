@@ -734,64 +734,54 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
-/* record_case with the record given; s, when not NULL, gets the model built
- * (its release the caller's) */
-static void record_case_run(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp,
-			    void (*edit)(tpc_model_facts *), const char *refusal);
-
-static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
-{
-	record_case_run(fam, file, fp, sp, NULL, NULL);
-}
-
-/* record_case_of, the model first built from the facts as edit leaves them:
- * refused (TPC_EINPUT), the message holding `refusal` */
-static void record_case_run(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp,
-			    void (*edit)(tpc_model_facts *), const char *refusal)
+/* The set of tests/data/tiny_FILE (every tensor whole, split as the plan
+ * would at tp 1), its facts from tiny_FILE.json and the model of record fam
+ * built; ck and ex (transformers' logits) stay open for the caller */
+static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s,
+		       tpc_model_facts *f)
 {
 	char st[128], js[4096];
 	tpc_err e;
-	tpc_ckpt ck, ex;
-	tpc_verify_set s;
-	tpc_model_facts f;
 	snprintf(st, sizeof(st), "tiny_%s.safetensors", file);
-	tiny_open(st, "tiny_records_out.safetensors", &ck, &ex, &s, &e);
+	tiny_open(st, "tiny_records_out.safetensors", ck, ex, s, &e);
 	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
-	memset(&f, 0, sizeof(f));
-	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
-	for (size_t i = 0; i < ck.n; i++) {
-		const char *nm = ck.t[i].name;
+	memset(f, 0, sizeof(*f));
+	assert_int_equal(tpc_facts_from_file(f, js, &e), 0);
+	for (size_t i = 0; i < ck->n; i++) {
+		const char *nm = ck->t[i].name;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
 			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
 			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
-		tpc_vsplit sp = row && ck.t[i].ndim == 2 ? TPC_VSPLIT_ROW
-				: col			 ? TPC_VSPLIT_COL
-				: voc			 ? TPC_VSPLIT_VOCAB
-							 : TPC_VSPLIT_REPLICATE;
-		int64_t ix = tpc_verify_set_add(&s, nm, &ck, &ck.t[i], sp, tpc_verify_split_dim(sp, false, ck.t[i].ndim),
-						false, row && ck.t[i].ndim == 1, 0, NULL, &e);
+		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
+				: col			  ? TPC_VSPLIT_COL
+				: voc			  ? TPC_VSPLIT_VOCAB
+							  : TPC_VSPLIT_REPLICATE;
+		/* a fused gate_up_proj [gate | up]: col in 2 parts, as the plan splits it */
+		bool gu = strstr(nm, "gate_up_proj") != NULL;
+		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
+						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
 		assert_true(ix >= 0);
-		tpc_verify_set_rank(&s, ix, 0, &ck, &ck.t[i]);
+		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
-	tpc_verify_link_biases(&s);
-	if (edit) {
-		tpc_model_facts g = f;
-		tpc_err ge;
-		tpc_err_init(&ge);
-		edit(&g);
-		assert_int_equal(tpc_verify_model_from_names(&s, fam, &g, &ge), TPC_EINPUT);
-		print_message("# refused: %s\n", ge.msg);
-		assert_non_null(strstr(ge.msg, refusal));
-	}
-	int r = tpc_verify_model_from_names(&s, fam, &f, &e);
+	tpc_verify_link_biases(s);
+	int r = tpc_verify_model_from_names(s, fam, f, &e);
 	if (r)
 		print_message("# %s\n", e.msg);
 	assert_int_equal(r, 0);
-	assert_int_equal(s.model->nlayers, 2);
+	assert_int_equal(s->model->nlayers, f->layers);
+}
+
+/* record_case with the record given; s, when not NULL, gets the model built
+ * (its release the caller's) */
+static void record_case_of(const tpc_family *fam, const char *file, tpc_model_facts *fp, tpc_verify_set *sp)
+{
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	record_set(fam, file, &ck, &ex, &s, fp);
 	vs_transformers(&s, &ex, file, 48, fam->name);
-	*fp = f;
 	if (sp)
 		*sp = s;
 	else
@@ -865,6 +855,142 @@ static void test_granite_facts(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* Layers without RoPE as config.json's facts: no_rope_layers [1, 0, 1, 1]
+ * (and, with use_sliding_window, that layer's 4-token window from
+ * layer_types) on LLaMA's record give SmolLM3ForCausalLM's logits */
+static void test_rope_off_facts(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(tpc_family_find("llama"), "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "llama with no_rope_layers");
+	assert_true(f.n_rope_listed == 4 && f.rope_off[0] == 2);
+	for (int l = 0; l < 4; l++) {
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+		assert_int_equal(s.model->layers[l].attn.window, l == 1 ? 4 : 0);
+	}
+	/* a list shorter than the layers (transformers would index past it) */
+	f.n_rope_listed = 3;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("llama"), &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "no_rope_layers has 3 entries for 4 layers"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* SmolLM3: LLaMA's parts, config.json's no_rope_layers [1, 0, 1, 1] over
+ * the record's default; without the list (nor an interval) the record's
+ * every fourth layer without RoPE */
+static void test_smollm3_record(void **st)
+{
+	(void)st;
+	const tpc_family *fam = tpc_family_find("smollm3");
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	assert_true(fam && fam->parts.rope_off_every == 4);
+	record_set(fam, "smollm3", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "smollm3", 48, "smollm3");
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 1);
+	f.n_rope_listed = f.rope_off_every = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, fam, &f, &e), 0);
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(s.model->layers[l].attn.rope, l != 3);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* Seed-OSS: LLaMA's parts with q/k/v and o_proj biases, head_dim 16 (not
+ * hidden / heads) */
+static void test_seed_oss_record(void **st)
+{
+	(void)st;
+	record_case("seed-oss", "seed_oss");
+}
+
+/* GLM-4: sandwich norms without 1 + w, a fused gate_up_proj, q/k/v biases,
+ * half of each head rotated in interleaved pairs */
+static void test_glm4_record(void **st)
+{
+	(void)st;
+	record_case("glm4", "glm4");
+}
+
+/* ERNIE 4.5: LLaMA's parts with the rope on interleaved pairs, use_bias's
+ * biases on every projection */
+static void test_ernie4_5_record(void **st)
+{
+	(void)st;
+	record_case("ernie4_5", "ernie4_5");
+}
+
+/* EXAONE 4: post norms, per-head q/k norms, a sliding layer with rope, a
+ * global one without */
+static void test_exaone4_record(void **st)
+{
+	(void)st;
+	record_case("exaone4", "exaone4");
+}
+
+/* Global layers without rope in a model with a window (EXAONE 4's hybrid
+ * NoPE): OLMo 3's record (its names are Exaone4's) with per-head q/k norms
+ * and nope_global gives Exaone4ForCausalLM's logits (layer 0 slides over 4
+ * tokens with rope, layer 1 attends globally without); the rope on layer 1
+ * too gives others */
+static void test_nope_global(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("olmo3");
+	fam.parts.qk_norm = TPC_PART_QK_HEAD;
+	fam.parts.nope_global = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "exaone4", &f, &s);
+	assert_true(f.sliding_window == 4);
+	assert_true(s.model->layers[0].attn.rope && s.model->layers[0].attn.window == 4);
+	assert_true(!s.model->layers[1].attn.rope && s.model->layers[1].attn.window == 0);
+	tpc_verify_set_release(&s);
+}
+
+/* A rope on interleaved pairs over a fraction of each head, on the LLaMA
+ * path: Phi-3's record (LLaMA's names, a fused gate_up_proj) with the
+ * interleaved rope, partial rotary and attention biases gives
+ * GlmForCausalLM's logits (half of each head rotated in pairs (x0, x1),
+ * (x2, x3) ...; q/k/v biases); without partial_rotary_factor in config.json
+ * such a record is refused */
+static void test_rope_pairs_partial(void **st)
+{
+	(void)st;
+	tpc_family fam = *tpc_family_find("phi3");
+	fam.parts.rope = TPC_PART_ROPE_INTERLEAVED;
+	fam.parts.partial_rope = fam.parts.attn_bias = true;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(&fam, "glm", &f, &s);
+	assert_true(f.rotary_pct == 0.5);
+	assert_true(s.model->layers[0].attn.rope_pairs && s.model->layers[1].attn.rot_dims == 4);
+	tpc_verify_set_release(&s);
+	/* the same set without the fraction: refused naming it */
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	tpc_err_init(&e);
+	record_set(&fam, "glm", &ck, &ex, &s, &f);
+	f.rotary_pct = 0;
+	assert_int_equal(tpc_verify_model_from_names(&s, &fam, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 /* Parts no record had before Phi and Cohere 2, on records as theirs would
  * be (tables here, parts as the records'), tests/data/tiny_phi and
  * tiny_cohere2 (make_tiny_records.py): verify's forward gives transformers
@@ -899,16 +1025,6 @@ static const tpc_tensor_row cohere2_rows[] = {
 };
 #undef PR
 
-static void no_rotary_pct(tpc_model_facts *f)
-{
-	f->rotary_pct = 0;
-}
-
-static void no_logit_scale(tpc_model_facts *f)
-{
-	f->logit_mul = 0;
-}
-
 /* Phi: attention and MLP in parallel under one LayerNorm (resid
  * TPC_PART_PARALLEL_ONE_NORM), rotate-half RoPE on the first
  * partial_rotary_factor of each head (partial_rope: 4 of 8 dims), lm_head's
@@ -921,12 +1037,21 @@ static void test_parallel_one_norm(void **st)
 					  .mlp = TPC_PART_MLP_GELU_NEW, .resid = TPC_PART_PARALLEL_ONE_NORM}};
 	tpc_model_facts f;
 	tpc_verify_set s;
-	record_case_run(&phi, "phi", &f, &s, no_rotary_pct, "partial_rotary_factor");
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(&phi, "phi", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "phi", 48, "phi parts");
 	const tpc_vlayer *l1 = &s.model->layers[1];
 	assert_true(f.rotary_pct == 0.5 && l1->attn.rot_dims == 4 && !l1->attn.rope_pairs);
 	assert_true(l1->norm1_w >= 0 && l1->norm2_w == l1->norm1_w && l1->norm1_b >= 0 && l1->norm2_b == l1->norm1_b);
 	assert_true(s.model->head_bias >= 0 && s.model->final_norm_b >= 0);
+	f.rotary_pct = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &phi, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
 	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
 }
 
 /* Cohere 2: the same parallel layer with a weight-only LayerNorm and a
@@ -942,11 +1067,20 @@ static void test_cohere2_parts(void **st)
 					 .logit_scale = true, .tied_head = true}};
 	tpc_model_facts f;
 	tpc_verify_set s;
-	record_case_run(&co, "cohere2", &f, &s, no_logit_scale, "logit_scale");
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(&co, "cohere2", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "cohere2", 48, "cohere2 parts");
 	const tpc_vattn *a0 = &s.model->layers[0].attn, *a1 = &s.model->layers[1].attn;
 	assert_true(a0->rope && a0->rope_pairs && a0->window == 4 && !a1->rope && a1->window == 0);
 	assert_true(s.model->logit_mul == 0.25 && s.model->lm_head < 0 && s.model->layers[0].norm1_b < 0);
+	f.logit_mul = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &co, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "logit_scale"));
 	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
 }
 
 int main(void)
@@ -962,8 +1096,12 @@ int main(void)
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
 		cmocka_unit_test(test_starcoder2_record),  cmocka_unit_test(test_granite_facts),
-		cmocka_unit_test(test_granite_record),    cmocka_unit_test(test_parallel_one_norm),
-		cmocka_unit_test(test_cohere2_parts),     cmocka_unit_test(test_phi_record),
+		cmocka_unit_test(test_granite_record),     cmocka_unit_test(test_rope_off_facts),
+		cmocka_unit_test(test_smollm3_record),     cmocka_unit_test(test_seed_oss_record),
+		cmocka_unit_test(test_rope_pairs_partial), cmocka_unit_test(test_glm4_record),
+		cmocka_unit_test(test_ernie4_5_record),    cmocka_unit_test(test_nope_global),
+		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_parallel_one_norm),
+		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -321,8 +321,10 @@ int main(int argc, char **argv)
 				      .parallel_residual = facts.parallel_residual, .attn_scalar = facts.attn_scalar,
 				      .attn_softcap = facts.attn_softcap, .final_softcap = facts.final_softcap,
 				      .rope_theta_local = facts.rope_theta_local, .rope_linear = facts.rope_linear,
-				      .sliding_window = facts.sliding_window, .n_typed = facts.n_typed};
+				      .sliding_window = facts.sliding_window, .n_typed = facts.n_typed,
+				      .n_rope_listed = facts.n_rope_listed, .rope_off_every = facts.rope_off_every};
 		memcpy(vf.swa_layers, facts.swa_layers, sizeof(vf.swa_layers));
+		memcpy(vf.rope_off, facts.rope_off, sizeof(vf.rope_off));
 		if ((ret = tpc_verify_model_from_names(&s, tpc_family_find(preset), &vf, &e)))
 			goto out;
 	}
