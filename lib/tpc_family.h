@@ -125,10 +125,12 @@ typedef struct tpc_tensor_row {
  *              the rotary embedding
  *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
- *   rope       rotate-half or interleaved pairs (the config may say); a
- *              partial rotary fraction comes from the facts
- *   partial_rope  only the first rotary_pct (partial_rotary_factor) of each
- *              head is rotated; verify refuses a config that says no fraction
+ *   rope       rotate-half (dims i and i + rot/2) or interleaved pairs (2i,
+ *              2i + 1): GLM-4, ERNIE 4.5, Cohere 2; only DeepSeek's MLA lets
+ *              config.json's rope_interleave say otherwise
+ *   partial_rope  only the first int(head_dim * partial_rotary_factor) dims
+ *              of each head are rotated (GLM-4, Phi; rotary_pct in the
+ *              facts); verify refuses a config that gives no fraction
  *   rope_sliding_only  only the sliding-window layers rotate q and k; the
  *              full-attention layers use no position encoding (Cohere 2)
  *   pos        RoPE, learned absolute positions, or none

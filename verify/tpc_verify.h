@@ -289,8 +289,8 @@ typedef struct tpc_vattn {
 					    k, v and kv may be replicated (every rank computes every
 					    kv head: multi-query attention) */
 	int64_t heads, kv_heads, head_dim;
-	bool rope;                       /* rotary embedding on q and k (rotate-half layout);
-					    false: none (a NoPE layer, no_rope_layers) */
+	bool rope;                       /* rotary embedding on q and k (rotate-half, or rope_pairs
+					    below); false: none (a NoPE layer) */
 	double rope_theta;
 	int64_t q_norm, k_norm;          /* RMSNorm of every q and k head before the rotary embedding
 					    (Qwen3's q_norm/k_norm, [head_dim], replicated); -1: none */

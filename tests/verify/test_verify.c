@@ -822,20 +822,33 @@ static void test_granite_record(void **st)
 }
 
 /* Phi: LayerNorms and biases, attention and MLP in parallel under one
- * norm, partial RoPE, gelu_new, lm_head's vocab bias */
+ * norm, partial RoPE, gelu_new, lm_head's vocab bias. Its rope is GLM-4's
+ * (layer_rot, FN(rope)): the first int(8 * 0.5) dims of each head,
+ * rotate-half within them */
 static void test_phi_record(void **st)
 {
 	(void)st;
-	record_case("phi", "phi");
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("phi"), "phi", &f, &s);
+	for (int l = 0; l < 2; l++)
+		assert_true(s.model->layers[l].attn.rope && s.model->layers[l].attn.rot_dims == 4 &&
+			    !s.model->layers[l].attn.rope_pairs);
+	tpc_verify_set_release(&s);
 }
 
 /* Cohere 2: one weight-only LayerNorm for the parallel attention and
  * SwiGLU, interleaved RoPE on the sliding layer only, logit_scale, a tied
- * head */
+ * head. Its rope is ERNIE 4.5's: interleaved pairs over the whole head */
 static void test_cohere2_record(void **st)
 {
 	(void)st;
-	record_case("cohere2", "cohere2");
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("cohere2"), "cohere2", &f, &s);
+	const tpc_vattn *a0 = &s.model->layers[0].attn;
+	assert_true(a0->rope && a0->rope_pairs && a0->rot_dims == 0 && !s.model->layers[1].attn.rope);
+	tpc_verify_set_release(&s);
 }
 
 /* Granite's four multipliers as config.json's facts, no parts of their own:
