@@ -762,17 +762,17 @@ static const tpc_family families[] = {
 	 PARTS(.norm = TPC_PART_LAYERNORM, .partial_rope = true, .attn_bias = true, .mlp = TPC_PART_MLP_GELU_NEW,
 	       .resid = TPC_PART_PARALLEL_ONE_NORM, .tied_head = true)},
 	/* the llama plan; one weight-only LayerNorm for the parallel attention
-	 * and SwiGLU, interleaved RoPE on the sliding layers only (three in
-	 * four by default; the window and layer_types are config.json's), the
-	 * logits times config.json's logit_scale */
+	 * and SwiGLU, interleaved RoPE on the sliding layers only (nope_global;
+	 * three in four by default; the window and layer_types are config.json's),
+	 * the logits times config.json's logit_scale */
 	{.name = "cohere2",
 	 .desc = "Cohere 2 / Command R7B (HF names): the llama plan; one input LayerNorm replicated",
 	 .plan = LLAMA_JSON("cohere2"),
 	 .hf_arch = A("Cohere2ForCausalLM"),
 	 .gguf = &tpc__gguf_cohere2,
 	 .tensors = cohere2_tensors,
-	 PARTS(.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED, .rope_sliding_only = true,
-	       .resid = TPC_PART_PARALLEL_ONE_NORM, .swa_every = 4, .logit_scale = true, .tied_head = true)},
+	 PARTS(.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED, .resid = TPC_PART_PARALLEL_ONE_NORM,
+	       .swa_every = 4, .nope_global = true, .logit_scale = true, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
@@ -948,10 +948,9 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	return a->has_parts == b->has_parts && x->model == y->model && x->norm == y->norm &&
 	       x->norm_offset == y->norm_offset && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
-	       x->rope_sliding_only == y->rope_sliding_only && x->pos == y->pos && x->mlp == y->mlp &&
-	       x->router == y->router && x->resid == y->resid && x->embed_scale == y->embed_scale &&
-	       x->swa_every == y->swa_every && x->nope_global == y->nope_global && x->rope_off_every == y->rope_off_every &&
-	       x->logit_scale == y->logit_scale;
+	       x->pos == y->pos && x->mlp == y->mlp && x->router == y->router && x->resid == y->resid &&
+	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
+	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

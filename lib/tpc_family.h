@@ -131,8 +131,6 @@ typedef struct tpc_tensor_row {
  *   partial_rope  only the first int(head_dim * partial_rotary_factor) dims
  *              of each head are rotated (GLM-4, Phi; rotary_pct in the
  *              facts); verify refuses a config that gives no fraction
- *   rope_sliding_only  only the sliding-window layers rotate q and k; the
- *              full-attention layers use no position encoding (Cohere 2)
  *   pos        RoPE, learned absolute positions, or none
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
@@ -153,8 +151,9 @@ typedef struct tpc_tensor_row {
  *              softcaps, query_pre_attn_scalar and a sliding layers' own
  *              rope theta are the facts' (config.json)
  *   nope_global  in a model with a sliding window, the layers that attend
- *              globally have no rotary embedding (EXAONE 4's hybrid NoPE);
- *              without a window every layer has it
+ *              globally have no rotary embedding, the sliding ones keep it
+ *              (EXAONE 4's hybrid NoPE, Cohere 2); without a window every
+ *              layer has it (EXAONE 4; Cohere2's class would rotate none)
  *   rope_off_every  layers without a rotary embedding when config.json has
  *              neither no_rope_layers nor no_rope_layer_interval: every
  *              rope_off_every-th layer (1-based; transformers' SmolLM3
@@ -198,7 +197,6 @@ typedef struct tpc_layer_parts {
 	tpc_part_qkv qkv;
 	tpc_part_rope rope;
 	bool partial_rope;       /* a fraction of each head rotated (rotary_pct in the facts) */
-	bool rope_sliding_only;  /* full-attention layers without RoPE */
 	bool attn_bias;          /* q/k/v (and o) may carry biases */
 	tpc_part_pos pos;
 	tpc_part_mlp mlp;

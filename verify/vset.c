@@ -713,12 +713,12 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
-	/* EXAONE 4: the global layers of a model with a window have no rope */
+	/* EXAONE 4, Cohere 2: the global layers of a model with a window have no
+	 * rope */
 	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
 	/* a layer config.json's no_rope_layers (or the record's default) leaves
 	 * unrotated attends without positions (SmolLM3's NoPE layers) */
-	if (pt->pos == TPC_PART_POS_ROPE && !nope && !tpc_facts_rope_off(f, l, pt->rope_off_every) &&
-	    (swa || !pt->rope_sliding_only)) {
+	if (pt->pos == TPC_PART_POS_ROPE && !nope && !tpc_facts_rope_off(f, l, pt->rope_off_every)) {
 		/* a sliding layer with a theta of its own rotates by it, unscaled */
 		bool own = swa && f->rope_theta_local > 0;
 		a->rope = true;

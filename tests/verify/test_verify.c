@@ -1069,14 +1069,16 @@ static void test_parallel_one_norm(void **st)
 
 /* Cohere 2: the same parallel layer with a weight-only LayerNorm and a
  * SwiGLU; interleaved RoPE (rope TPC_PART_ROPE_INTERLEAVED) on the sliding
- * layer only (rope_sliding_only), the full layer without; the logits times
- * config.json's logit_scale (logit_scale); refused without it. */
+ * layer only (nope_global: EXAONE 4's part), the full layer without; the
+ * logits times config.json's logit_scale (logit_scale); refused without it.
+ * Without a window every layer rotates (nope_global's rule; Cohere2's class
+ * would rotate none: Cohere 2's GGUF column requires the window) */
 static void test_cohere2_parts(void **st)
 {
 	(void)st;
 	const tpc_family co = {.name = "cohere2", .tensors = cohere2_rows, .has_parts = true,
 			       .parts = {.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED,
-					 .rope_sliding_only = true, .resid = TPC_PART_PARALLEL_ONE_NORM, .swa_every = 4,
+					 .resid = TPC_PART_PARALLEL_ONE_NORM, .swa_every = 4, .nope_global = true,
 					 .logit_scale = true, .tied_head = true}};
 	tpc_model_facts f;
 	tpc_verify_set s;
@@ -1087,8 +1089,13 @@ static void test_cohere2_parts(void **st)
 	const tpc_vattn *a0 = &s.model->layers[0].attn, *a1 = &s.model->layers[1].attn;
 	assert_true(a0->rope && a0->rope_pairs && a0->window == 4 && !a1->rope && a1->window == 0);
 	assert_true(s.model->logit_mul == 0.25 && s.model->lm_head < 0 && s.model->layers[0].norm1_b < 0);
-	f.logit_mul = 0;
+	assert_true(tpc_family_find("cohere2")->parts.nope_global);
+	f.sliding_window = 0;
 	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &co, &f, &e), 0);
+	assert_true(s.model->layers[0].attn.rope && s.model->layers[1].attn.rope && s.model->layers[1].attn.window == 0);
+	f.sliding_window = 4;
+	f.logit_mul = 0;
 	assert_int_equal(tpc_verify_model_from_names(&s, &co, &f, &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "logit_scale"));
 	tpc_verify_set_release(&s);
