@@ -171,7 +171,7 @@ static const tpc_gguf_kv_rule cohere2_kv[] = {
 	TEXT_RULES,
 	{"logit_scale", F32, TPC_KH_REQ, "logit_scale"},
 	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
-	{"attention.sliding_window_pattern", 0, TPC_KH_SWA_EVERY, "4"},
+	{"attention.sliding_window_pattern", 0, TPC_KH_SWA_EVERY, "sliding_window_pattern|4"},
 	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
 	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HD, NULL},
 	{"rope.scaling.type", TPC_GV_STRING, TPC_KH_CONST, "none"},

@@ -58,14 +58,16 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_FALSE_ONLY,   /* a bool written only when the member is false (is_causal) */
 	TPC_KH_HEAD_DIM,     /* key_length and value_length from head_dim when present */
 	TPC_KH_ROPE_DIM,     /* head_dim, else hidden_size / num_attention_heads */
-	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
-	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3, Phi-2); names:
-				the fraction when config.json has none (the config class's default,
-				which the reference reads from AutoConfig: PhiConfig's "0.5"), else 1 */
-	TPC_KH_ROPE_PCT_HEAD, /* int(head_dim (else hidden / heads) * partial_rotary_factor), the
-			       * factor the number `names` holds when config.json has none (the
-			       * config class's default the reference reads through AutoConfig:
-			       * Glm4Model's rope.dimension_count, "0.5") */
+	/* The ROPE_PCT rules: a rotary dimension from a fraction, each as its
+	 * converter computes it; the fraction config.json's, else the number
+	 * `names` holds (the config class's default the reference reads through
+	 * AutoConfig: PhiConfig's and Glm4Config's "0.5"), else 1; refused when
+	 * not a number or outside (0, 1] */
+	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)), rotary_pct required (GPT-NeoX,
+				Cohere 2) */
+	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3, Phi-2) */
+	TPC_KH_ROPE_PCT_HEAD, /* int(head_dim (else hidden / heads) * partial_rotary_factor)
+			       * (Glm4Model's rope.dimension_count) */
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
@@ -91,10 +93,12 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_NO_SWA,       /* no key: refused when config.json makes a layer slide (layer_types'
 			      * "sliding_attention", or use_sliding_window without layer_types):
 			      * the GGUF's reader knows no window for the architecture */
-	TPC_KH_SWA_EVERY,    /* no key: the layers config.json makes slide (layer_types, else
-			      * sliding_window_pattern) must be all but every names-th (1-based),
-			      * the pattern the GGUF's reader assumes (llama.cpp's cohere2: "4");
-			      * else refused naming the layer */
+	TPC_KH_SWA_EVERY,    /* no key: the layers config.json makes slide, read as SWA_PATTERN
+			      * reads them ("MEMBERS|N": layer_types, else the member's period,
+			      * else N), must be all but every N-th (1-based), the pattern the
+			      * GGUF's reader assumes (llama.cpp's cohere2:
+			      * "sliding_window_pattern|4", Cohere2Config's default too); else
+			      * refused naming the layer */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {

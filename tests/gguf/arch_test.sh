@@ -497,6 +497,16 @@ refuse "ernie4_5's remote-code architecture is refused by name" "architecture 'E
 # rope_parameters): the reference reads PhiConfig's 0.5, the same bytes as
 # tiny-phi's f32 file; rebuilt with it
 tokcfg phi nopct 'c.pop("partial_rotary_factor"); c["rope_parameters"].pop("partial_rotary_factor")' config.json
+# a fraction the ROPE_PCT rules cannot use (the same reader for Phi's, GLM-4's,
+# GPT-NeoX's and Cohere 2's): outside (0, 1], or not a number, refused by name
+for v in 1.5 '"0.5"'; do
+  rm -rf "$T/pp" && cp -r "$A/tiny-phi" "$T/pp"
+  python3 -c 'import json, sys
+c = json.load(open(sys.argv[1])); c["partial_rotary_factor"] = c["rope_parameters"]["partial_rotary_factor"] = json.loads(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"), indent=2)' "$T/pp/config.json" "$v"
+  refuse "phi with partial_rotary_factor $v is refused by name" \
+    "'partial_rotary_factor' is not $([ "$v" = 1.5 ] && echo "in (0, 1]" || echo "a number")" "$T/pp"
+done
 
 # Cohere 2: config.json without logit_scale (the reference would write
 # Cohere2Config's default 0.0625) and an untied lm_head (Cohere2Model has no
@@ -519,6 +529,29 @@ refuse "cohere2 with an untied lm_head is refused by name" "convert_hf_to_gguf.p
 cp "$A/tiny-cohere2/model.safetensors" "$T/co/model.safetensors"
 sed -i '0,/"full_attention"/s//"sliding_attention"/' "$T/co/config.json"
 refuse "cohere2 with another sliding-window pattern is refused naming the layer" "layer_types makes layer 3 slide, but a GGUF of architecture 'cohere2' is read with every layer sliding but each 4-th" "$T/co"
+# without layer_types the layers are sliding_window_pattern's (Cohere2Config's
+# period, 4 when absent), read as the sliding_window_pattern key's rule reads
+# them: absent or 4 gives the reference's file, 2 is refused naming layer 1, a
+# string (EXAONE 4's 'LLLG' form, which Cohere2Config fails on) by name
+rm -rf "$T/cw" && mkdir "$T/cw" && cp -r "$A/tiny-cohere2" "$T/cw/"  # the folder's name is general.name
+want=$(awk '$2 == "cohere2-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+for v in none 4 2 '"LLLG"'; do
+  python3 - "$A/tiny-cohere2/config.json" "$T/cw/tiny-cohere2/config.json" "$v" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); del c["layer_types"]
+if sys.argv[3] != "none":
+    c["sliding_window_pattern"] = json.loads(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+  rm -f "$T/w.gguf"
+  "$TPCONV" convert "$T/cw/tiny-cohere2" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err"; rc=$?
+  case $v in
+  none|4) [ $rc -eq 0 ] && [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ] ;;
+  2) [ $rc -eq 3 ] && grep -qF "sliding_window_pattern makes layer 1 attend globally, but a GGUF of architecture 'cohere2' is read with every layer sliding but each 4-th" "$T/err" ;;
+  *) [ $rc -eq 3 ] && grep -qF "'sliding_window_pattern' is not an integer" "$T/err" ;;
+  esac && ok "cohere2 without layer_types, sliding_window_pattern $v: $([ $rc -eq 0 ] && echo "the reference's file" || echo refused)" ||
+    bad "cohere2 without layer_types, sliding_window_pattern $v" "exit $rc" "$(cat "$T/err")"
+done
 
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
