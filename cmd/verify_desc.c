@@ -196,6 +196,7 @@ void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
 	tpc_ckpt_init(&d->ref);
 	tpc_ckpt_init(&d->refd);
 	tpc_ckpt_init(&d->vaux);
+	tpc_ckpt_init(&d->vexp);
 	tpc_plan_init(&d->plan);
 	d->qdt = TPC_F32;
 }
@@ -210,6 +211,13 @@ void tpc_cli_vdesc_release(tpc_cli_vdesc *d)
 	free(d->rankd);
 	tpc_ckpt_release(&d->refd);
 	tpc_ckpt_release(&d->vaux);
+	for (int r = 0; d->vexr && r < d->nfiles; r++) {
+		tpc__return_sources(&d->vexr[r]);
+		tpc_ckpt_release(&d->vexr[r]);
+	}
+	free(d->vexr);
+	tpc__return_sources(&d->vexp);
+	tpc_ckpt_release(&d->vexp);
 	if (d->have_man)
 		tpc_manifest_release(&d->man);
 	tpc_plan_release(&d->plan);
@@ -512,6 +520,123 @@ static int report_misplaced(tpc_cli_vdesc *d, tpc_verify_report *rep, tpc_err *e
 	return ret;
 }
 
+/* Tensor i's split: the manifest's, or the plan's resolved on the
+ * reference (a set without a manifest); its name and stage. */
+static int split_of(tpc_cli_vdesc *d, size_t i, tpc_split *sp, const char **name, int *stage, tpc_err *e)
+{
+	if (d->have_man) {
+		*sp = d->man.t[i].split;
+		*name = d->man.t[i].name;
+		*stage = d->man.t[i].stage;
+		return 0;
+	}
+	const tpc_tensor *t = &d->ref.t[i];
+	*name = t->name;
+	*stage = 0;
+	return tpc_plan_resolve(&d->plan, &d->facts, t->name, t->ndim, t->shape, d->tp, TPC_RESOLVE_PAD, sp, NULL, e);
+}
+
+/* dst (its sources borrowed from src, once) gets src's tensor t's index j
+ * of dim 0 as TPC_VERIFY_EXPERT_NAME of name and expert x: a view. */
+static int expert_view(tpc_ckpt *dst, const tpc_ckpt *src, const tpc_tensor *t, const char *name, int64_t j, int64_t x,
+		       tpc_err *e)
+{
+	char nm[TPC_ERR_NAME_MAX];
+	tpc_tensor v;
+	int ret = 0;
+	if (!dst->src && (ret = tpc__borrow_sources(dst, &src, 1, NULL, e)))
+		return ret;
+	if (snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, (long long)x) >= (int)sizeof(nm))
+		return tpc_err_at(e, TPC_EINPUT, NULL, name, "name too long for its experts' names");
+	if (tpc_tensor_select0(&v, t, j))
+		return 0; /* not that many experts: the structure check says the rank lacks it */
+	v.storage = -1;
+	v.alias_of = -1;
+	int64_t k = tpc_ckpt_add_copy(dst, nm, &v, e);
+	tpc_tensor_release(&v);
+	return k < 0 ? (int)k : 0;
+}
+
+/* The experts of every tensor that stacks them (split.stacked), one view
+ * each: the reference's in vexp, each loaded rank file's (its group's
+ * experts, in their order along its dim 0) in vexr[r]. Built whole before
+ * anything points into them. */
+static int expert_views(tpc_cli_vdesc *d, tpc_err *e)
+{
+	int ret = 0;
+	for (size_t i = 0, nt = d->have_man ? d->man.n : d->ref.n; i < nt && !ret; i++) {
+		tpc_split sp;
+		const char *name;
+		int stage;
+		if ((ret = split_of(d, i, &sp, &name, &stage, e)))
+			return ret;
+		int64_t ri = tpc_ckpt_find(&d->ref, name);
+		if (!sp.stacked || ri < 0 || d->ref.t[ri].ndim < 1)
+			continue;
+		const tpc_tensor *rt = &d->ref.t[ri];
+		int64_t n = rt->shape[0];
+		if (!d->vexr) {
+			if (!(d->vexr = tpc_calloc((size_t)d->nfiles, sizeof(*d->vexr))))
+				return tpc_err_nomem(e);
+			for (int r = 0; r < d->nfiles; r++)
+				tpc_ckpt_init(&d->vexr[r]);
+		}
+		for (int64_t x = 0; x < n && !ret; x++)
+			ret = expert_view(&d->vexp, &d->ref, rt, name, x, x, e);
+		for (int t = 0; t < d->tp && !ret; t++) {
+			tpc_ckpt *rk = &d->rank[stage * d->tp + t];
+			int64_t k = tpc_ckpt_find(rk, name), first, step, cnt;
+			if (k < 0)
+				continue; /* not loaded here (MPI), or missing: the structure check says so */
+			tpc_split_experts(&sp, n, d->tp, t, &first, &step, &cnt);
+			for (int64_t j = 0; j < cnt && !ret; j++)
+				ret = expert_view(&d->vexr[stage * d->tp + t], rk, &rk->t[k], name, j, first + j * step, e);
+		}
+	}
+	return ret;
+}
+
+/* Whether `name` stacks experts the set is described by (expert_views). */
+static bool stacked_name(const tpc_cli_vdesc *d, const char *name)
+{
+	char nm[TPC_ERR_NAME_MAX];
+	snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, 0LL);
+	return tpc_ckpt_find(&d->vexp, nm) >= 0;
+}
+
+/* A tensor stacking the experts, as one tensor per expert: each split as
+ * the rule splits one (its dims less the first), an expert of its EP group
+ * under --ep; its reference and rank tensors the views expert_views made. */
+static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_split *sp, const char *name, int stage,
+			    bool transposed, tpc_err *e)
+{
+	int64_t ri = tpc_ckpt_find(&d->ref, name);
+	if (ri < 0)
+		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
+	int64_t n = d->ref.t[ri].shape[0];
+	for (int64_t x = 0; x < n; x++) {
+		char nm[TPC_ERR_NAME_MAX];
+		tpc_split one = *sp;
+		snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, (long long)x);
+		one.stacked = false;
+		one.dim = sp->dim > 0 ? sp->dim - 1 : -1;
+		one.ep = sp->ep > 1 ? sp->ep : 0;
+		one.ep_group = sp->ep > 1 ? tpc_ep_owner(sp->ep_placement, x, n, sp->ep) : 0;
+		one.expert = x;
+		int64_t ix = add_tensor(set, nm, NULL, &d->vexp, &one, transposed, e);
+		if (ix < 0)
+			return (int)ix;
+		for (int t = 0; t < d->tp; t++) {
+			tpc_ckpt *rk = d->vexr ? &d->vexr[stage * d->tp + t] : NULL;
+			if (d->a->mpi && t != d->a->me)
+				continue;
+			int64_t k = rk ? tpc_ckpt_find(rk, nm) : -1;
+			tpc_verify_set_rank(set, ix, t, rk ? rk : &d->rank[stage * d->tp + t], k >= 0 ? &rk->t[k] : NULL);
+		}
+	}
+	return 0;
+}
+
 /* One tensor of the set: its split (the manifest's, or the plan's resolved
  * on the reference), its reference (the dense one for a set sharded with
  * --dequantize; a quantized weight also checked dense is checked raw as
@@ -522,17 +647,11 @@ static int describe_tensor(tpc_cli_vdesc *d, tpc_verify_set *set, size_t i, tpc_
 	tpc_split sp;
 	const char *name;
 	int stage = 0, tp = d->tp, ret;
-	if (d->have_man) {
-		sp = d->man.t[i].split;
-		name = d->man.t[i].name;
-		stage = d->man.t[i].stage;
-	} else {
-		const tpc_tensor *t = &d->ref.t[i];
-		name = t->name;
-		if ((ret = tpc_plan_resolve(&d->plan, &d->facts, name, t->ndim, t->shape, tp, TPC_RESOLVE_PAD, &sp, NULL, e)))
-			return ret;
-	}
+	if ((ret = split_of(d, i, &sp, &name, &stage, e)))
+		return ret;
 	bool transposed = d->have_plan && sp.rule >= 0 && (size_t)sp.rule < d->plan.nrules && d->plan.rules[sp.rule].transposed;
+	if (sp.stacked && stacked_name(d, name))
+		return describe_stacked(d, set, &sp, name, stage, transposed, e);
 	char raw[TPC_ERR_NAME_MAX + 32];
 	const char *as = NULL;
 	int64_t dk = d->ndq ? tpc_ckpt_find(&d->refd, name) : -1, rk0 = tpc_ckpt_find(&d->ref, name);
@@ -635,6 +754,8 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 		if (d->man.t[i].split.is_shape &&
 		    (ret = expected_shape(&d->vaux, &d->ref, d->man.t[i].name, &d->man.t[i].split, e)))
 			return ret;
+	if ((ret = expert_views(d, e)))
+		return ret;
 	tpc_verify_set_release(set);
 	tpc_verify_set_init(set, d->tp);
 	for (size_t i = 0, nt = d->have_man ? d->man.n : d->ref.n; i < nt; i++)
@@ -650,7 +771,7 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 	/* rank files holding tensors the description does not know */
 	for (int r = 0; r < d->nfiles; r++)
 		for (size_t k = 0; k < d->rank[r].n; k++)
-			if (tpc_verify_set_find(set, d->rank[r].t[k].name) < 0) {
+			if (tpc_verify_set_find(set, d->rank[r].t[k].name) < 0 && !stacked_name(d, d->rank[r].t[k].name)) {
 				char msg[96];
 				snprintf(msg, sizeof(msg), "rank file %d holds a tensor the set does not list", r);
 				if ((ret = report_structure(d, rep, d->rank[r].t[k].name, tpc_dtype_name(d->rank[r].t[k].dtype),

@@ -31,6 +31,9 @@ typedef struct tpc_cli_vdesc {
 	tpc_ckpt ref;                        /* the reference */
 	tpc_ckpt refd;                       /* the reference with its quantized weights dense */
 	tpc_ckpt vaux;                       /* per-rank shapes of layers whose shape is split */
+	tpc_ckpt vexp;                       /* the reference's experts of tensors stacking them, one
+	                                        view each (TPC_VERIFY_EXPERT_NAME), over its mappings */
+	tpc_ckpt *vexr;                      /* [nfiles]: rank file r's, over its mappings */
 	tpc_manifest man;
 	bool have_man, have_plan;
 	tpc_plan plan;                       /* the manifest's, or --preset/--plan */

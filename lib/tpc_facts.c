@@ -346,50 +346,30 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 			memcpy(dst->origin[k], src->origin[k], sizeof(dst->origin[k]));
 		}
 #define FILL(m) do { if (!dst->m) dst->m = src->m; } while (0)
-	FILL(padded_vocab);
-	FILL(layers);
-	FILL(ff_act);
-	FILL(experts_per_tok);
-	FILL(norm_topk);
+	FILL(padded_vocab); FILL(layers); FILL(ff_act); FILL(norm_eps);
+	/* mixture of experts: routing */
+	FILL(experts_per_tok); FILL(norm_topk); FILL(scoring); FILL(topk_method);
+	FILL(n_group); FILL(topk_group); FILL(first_dense); FILL(routed_scale);
 	if (!dst->quant.method)
 		dst->quant = src->quant;
-	FILL(scoring);
-	FILL(topk_method);
-	FILL(n_group);
-	FILL(topk_group);
-	FILL(first_dense);
-	FILL(routed_scale);
-	FILL(q_lora_rank);
-	FILL(kv_lora_rank);
-	FILL(qk_nope_head_dim);
-	FILL(qk_rope_head_dim);
-	FILL(v_head_dim);
-	FILL(norm_eps);
-	FILL(rope_theta);
-	FILL(rope_interleave);
-	FILL(rotary_pct);
-	FILL(parallel_residual);
+	/* multi-head latent attention */
+	FILL(q_lora_rank); FILL(kv_lora_rank); FILL(qk_nope_head_dim); FILL(qk_rope_head_dim); FILL(v_head_dim);
+	/* rotary embedding */
+	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
-	FILL(attn_scalar);
-	FILL(attn_softcap);
-	FILL(final_softcap);
-	FILL(rope_theta_local);
-	FILL(rope_linear);
-	FILL(sliding_window);
-	FILL(embed_mul);
-	FILL(resid_mul);
-	FILL(attn_mul);
-	FILL(logit_div);
-	FILL(logit_mul);
-	if (!dst->n_typed) {
-		dst->n_typed = src->n_typed;
-		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));
-	}
 	FILL(rope_off_every);
 	if (!dst->n_rope_listed) {
 		dst->n_rope_listed = src->n_rope_listed;
 		memcpy(dst->rope_off, src->rope_off, sizeof(dst->rope_off));
+	}
+	/* attention, residual and logit scales */
+	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
+	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul);
+	FILL(sliding_window);
+	if (!dst->n_typed) {
+		dst->n_typed = src->n_typed;
+		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));
 	}
 #undef FILL
 }

@@ -194,6 +194,31 @@ static const tpc_tensor_row qwen3moe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
  * q and k projections (LLaMA's rows). GGUF names: MODEL_ARCH.OLMOE. */
 static const tpc_tensor_row olmoe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
 
+/* Granite-MoE (GraniteMoeForCausalLM): LLaMA's attention; its experts
+ * stacked in the checkpoint itself (no "{E}"), input_linear [E, 2I, H] the
+ * gate (#0) and up (#1) of each expert, output_linear [E, H, I], the router
+ * a Linear(hidden, experts). GGUF names: MODEL_ARCH.GRANITE_MOE
+ * (GraniteMoeModel splits input_linear into ffn_gate_exps, ffn_up_exps). */
+#define GRANITEMOE_ROWS \
+	LLAMA_ATTN_ROWS, \
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"), \
+	ROW(FFN_GATE_INP, false, HF_L "block_sparse_moe.router.layer.weight", NULL, NULL, NULL, GG_L "ffn_gate_inp.weight"), \
+	ROW(FFN_GATE_EXP, false, HF_L "block_sparse_moe.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate_exps.weight"), \
+	ROW(FFN_UP_EXP, false, HF_L "block_sparse_moe.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up_exps.weight"), \
+	ROW(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_exps.weight")
+static const tpc_tensor_row granitemoe_tensors[] = {GRANITEMOE_ROWS, END_ROW};
+/* Granite-MoE with a shared expert (GraniteMoeSharedForCausalLM):
+ * shared_mlp.input_linear [2 x shared_intermediate_size, hidden], its gate
+ * (#0) and up (#1), and output_linear, added ungated to the experts'
+ * output. GGUF names: ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp. */
+static const tpc_tensor_row granitemoe_shared_tensors[] = {
+	GRANITEMOE_ROWS,
+	ROW(FFN_GATE_SHEXP, false, HF_L "shared_mlp.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "shared_mlp.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	END_ROW,
+};
+
 /* DeepSeek-V2/V3: the rows verify finds its top, norms, V2-Lite's q_proj,
  * o_proj and dense MLP layers by (MLA's own projections, the router and
  * the experts are found by their names in the checkpoint); Hugging Face
@@ -381,6 +406,27 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	LLAMA_STAGES \
 	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* Granite-MoE, split as vLLM's granitemoe.py loads it into FusedMoE
+ * (tensor parallelism inside every expert: input_linear's gate and up rows
+ * each split, output_linear by its columns; the router replicated), the
+ * fused expert tensors stacked over the experts ("stacked": with --ep each
+ * group holds its own); GraniteMoeShared's shared_mlp like a dense MLP
+ * (input_linear col in 2 parts [gate | up], output_linear row). */
+#define GRANITEMOE_JSON(NAME, DESC) \
+	"{\n" \
+	"  \"name\": \"" NAME "\",\n" \
+	"  \"description\": \"" DESC " Attention as LLaMA's. The routed experts are stacked in dim 0 of block_sparse_moe.input_linear [experts, 2 x intermediate, hidden] (each expert's gate rows, then its up rows) and output_linear [experts, hidden, intermediate]: every expert split by tensor parallelism inside it, input_linear col in 2 parts [gate | up], output_linear row; the router (router.layer) replicated; a shared expert (shared_mlp, GraniteMoeShared) like a dense MLP, input_linear col in 2 parts [gate | up], output_linear row. With --ep N each EP group holds its own experts' rows of dim 0, split tp/N ways.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"block_sparse_moe\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"stacked\": true},\n" \
+	"    {\"match\": \"block_sparse_moe\\\\.output_linear\\\\.weight$\", \"split\": \"row\", \"stacked\": true},\n" \
+	"    {\"match\": \"block_sparse_moe\\\\.router\\\\.layer\\\\.weight$\", \"split\": \"replicate\"},\n" \
+	"    {\"match\": \"shared_mlp\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n" \
+	"    {\"match\": \"shared_mlp\\\\.output_linear\\\\.weight$\", \"split\": \"row\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
@@ -802,6 +848,23 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_olmoe,
 	 .tensors = olmoe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_WHOLE, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
+	/* Granite's four multipliers (config.json's facts) around experts
+	 * stacked in the checkpoint, routed by the softmax of the top-k logits */
+	{.name = "granitemoe",
+	 .desc = "Granite-MoE (HF names): llama attention; experts stacked in block_sparse_moe.input_linear [E,2I,H] col in 2 parts [gate|up] and output_linear [E,H,I] row inside each (--ep: each group its experts); router replicated",
+	 .plan = GRANITEMOE_JSON("granitemoe", "Granite-MoE (GraniteMoeForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("GraniteMoeForCausalLM"),
+	 .gguf = &tpc__gguf_granitemoe,
+	 .tensors = granitemoe_tensors,
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
+	/* Granite-MoE's with a shared expert beside the routed ones */
+	{.name = "granitemoeshared",
+	 .desc = "Granite-MoE with a shared expert (HF names): the granitemoe plan; shared_mlp.input_linear col in 2 parts [gate|up], output_linear row",
+	 .plan = GRANITEMOE_JSON("granitemoeshared", "Granite-MoE with a shared expert (GraniteMoeSharedForCausalLM) with Hugging Face names."),
+	 .hf_arch = A("GraniteMoeSharedForCausalLM"),
+	 .gguf = &tpc__gguf_granitemoe_shared,
+	 .tensors = granitemoe_shared_tensors,
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
@@ -1137,10 +1200,54 @@ bool tpc_family_named_in(const tpc_family *f, tpc_eco eco)
 	return true;
 }
 
+static bool expert_role(tpc_role r)
+{
+	return r == TPC_ROLE_FFN_GATE_EXP || r == TPC_ROLE_FFN_UP_EXP || r == TPC_ROLE_FFN_DOWN_EXP;
+}
+
+bool tpc_family_stacked(const tpc_tensor_row *row, tpc_eco eco)
+{
+	const char *p = row && (unsigned)eco < TPC_ECO_COUNT ? row->name[eco] : NULL;
+	return p && expert_role(row->role) && !strstr(p, "{E}");
+}
+
+int tpc_family_parts(const tpc_family *f, const tpc_tensor_row *row, tpc_eco eco, const tpc_tensor_row **out,
+		     int n)
+{
+	const char *p = row && (unsigned)eco < TPC_ECO_COUNT ? row->name[eco] : NULL, *h = p ? strchr(p, '#') : NULL;
+	int cnt = 0;
+	if (!h)
+		return 0;
+	size_t stem = (size_t)(h - p) + 1;
+	for (int k = 0; k < TPC_ROLE_COUNT; k++) { /* part k: exactly one row */
+		const tpc_tensor_row *got = NULL;
+		for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+			const char *q = w->name[eco];
+			if (q && !strncmp(q, p, stem) && q[stem] >= '0' && q[stem] <= '9' && !q[stem + 1] && q[stem] - '0' == k) {
+				if (got)
+					return -1;
+				got = w;
+			}
+		}
+		if (!got)
+			break;
+		if (cnt >= n)
+			return -1;
+		out[cnt++] = got;
+	}
+	/* every row of the tensor is one of the parts counted */
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+		const char *q = w->name[eco];
+		if (q && !strncmp(q, p, stem) && (q[stem] < '0' || q[stem] > '9' || q[stem + 1] || q[stem] - '0' >= cnt))
+			return -1;
+	}
+	return cnt;
+}
+
 bool tpc_family_has_experts(const tpc_family *f)
 {
 	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++)
-		if (w->role == TPC_ROLE_FFN_GATE_EXP || w->role == TPC_ROLE_FFN_UP_EXP || w->role == TPC_ROLE_FFN_DOWN_EXP)
+		if (expert_role(w->role))
 			return true;
 	return false;
 }

@@ -38,7 +38,14 @@
  * #0, k_proj as #1, v_proj as #2; how the parts interleave, per rank or per
  * query group, is the layout's business). A row whose Hugging Face name has
  * "{E}" but whose name in another ecosystem has none is stacked there over
- * the experts, in expert order. NULL: the ecosystem has no name for that
+ * the experts, in expert order; an expert row whose Hugging Face name has no
+ * "{E}" is stacked along dim 0 in the Hugging Face checkpoint itself
+ * ([E, ...]: Granite-MoE's block_sparse_moe.input_linear.weight), as
+ * tpc_family_stacked says for any ecosystem. A Hugging Face name ending in
+ * "#K" is part K of a tensor the checkpoint fuses itself: the parts are
+ * equal slices of its rows (of each expert's rows, dim 1, when stacked), in
+ * K order (Granite-MoE's input_linear.weight#0 is the gate, #1 the up;
+ * tpc_family_parts lists them). NULL: the ecosystem has no name for that
  * row (yet); a layout or writer that needs one refuses the tensor by name.
  *
  * Adding a family: one record in tpc_family.c (and a tensor table when it is
@@ -136,7 +143,10 @@ typedef struct tpc_tensor_row {
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
- *              group-limited top-k; none: dense
+ *              group-limited top-k; none: dense. softmax_topk: the softmax
+ *              of the top-k logits alone (Granite-MoE's TopKGating: the
+ *              weights of the chosen experts always sum to 1, whatever
+ *              norm_topk_prob would say; verify renormalises them)
  *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
  *              the config's use_parallel_residual may turn it off), or
  *              parallel under one input norm x + attn(n1(x)) + mlp(n1(x))
@@ -183,7 +193,8 @@ typedef enum tpc_part_mlp {
 	TPC_PART_MLP_GELU_NEW
 } tpc_part_mlp;
 typedef enum tpc_part_router {
-	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP
+	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
+	TPC_PART_ROUTER_SOFTMAX_TOPK
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 
@@ -287,6 +298,19 @@ bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int6
 
 /* Whether every row of the family's table has a name in `eco`. */
 bool tpc_family_named_in(const tpc_family *f, tpc_eco eco);
+
+/* Whether row's tensor in ecosystem eco stacks the routed experts along dim
+ * 0: an expert row (FFN_GATE_EXP, FFN_UP_EXP, FFN_DOWN_EXP) whose name there
+ * has no "{E}" (GGUF's ffn_*_exps, vLLM's w13_weight, Granite-MoE's Hugging
+ * Face input_linear). */
+bool tpc_family_stacked(const tpc_tensor_row *row, tpc_eco eco);
+
+/* The rows of f that are parts of the tensor row's name in eco is part of
+ * (the same name up to "#K"), in K order, into out[0 .. n); their count, 0
+ * when row's name there is not fused ("#K"), -1 when the parts are not 0 ..
+ * count-1 each once or more than n. */
+int tpc_family_parts(const tpc_family *f, const tpc_tensor_row *row, tpc_eco eco, const tpc_tensor_row **out,
+		     int n);
 
 /* Whether the family's table has routed experts (FFN_*_EXP rows). */
 bool tpc_family_has_experts(const tpc_family *f);

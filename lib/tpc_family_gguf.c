@@ -93,14 +93,22 @@ static const tpc_gguf_kv_rule starcoder2_kv[] = {
 /* GraniteModel (conversion/granite.py): LlamaModel's keys, then its four
  * multipliers as the reference reads them from AutoConfig's to_dict(): the
  * value, else GraniteConfig's default 1.0 */
+#define GRANITE_RULES \
+	TEXT_RULES, \
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"}, \
+	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL}, \
+	{"attention.scale", F32, TPC_KH_OR_ONE, "attention_multiplier"}, \
+	{"embedding_scale", F32, TPC_KH_OR_ONE, "embedding_multiplier"}, \
+	{"residual_scale", F32, TPC_KH_OR_ONE, "residual_multiplier"}, \
+	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"}
 static const tpc_gguf_kv_rule granite_kv[] = {
-	TEXT_RULES,
-	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
-	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL},
-	{"attention.scale", F32, TPC_KH_OR_ONE, "attention_multiplier"},
-	{"embedding_scale", F32, TPC_KH_OR_ONE, "embedding_multiplier"},
-	{"residual_scale", F32, TPC_KH_OR_ONE, "residual_multiplier"},
-	{"logit_scale", F32, TPC_KH_OR_ONE, "logits_scaling"},
+	GRANITE_RULES,
+	R_END,
+};
+/* GraniteMoeModel: GraniteModel's keys, then a shared expert's width */
+static const tpc_gguf_kv_rule granitemoe_kv[] = {
+	GRANITE_RULES,
+	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_intermediate_size"},
 	R_END,
 };
 /* SmolLM3Model (a LlamaModel, conversion/llama.py): LlamaModel's keys and no
@@ -273,12 +281,20 @@ static const tpc_gguf_cfg_rule gemma2_cfg[] = {
 	{NULL, NULL, TPC_CK_INT},
 };
 /* Granite's multipliers */
-static const tpc_gguf_cfg_rule granite_cfg[] = {
-	TEXT_CFG_ROWS
-	{"attention_multiplier", "attention.scale", TPC_CK_FLOAT},
-	{"embedding_multiplier", "embedding_scale", TPC_CK_FLOAT},
-	{"residual_multiplier", "residual_scale", TPC_CK_FLOAT},
+#define GRANITE_CFG_ROWS \
+	TEXT_CFG_ROWS \
+	{"attention_multiplier", "attention.scale", TPC_CK_FLOAT}, \
+	{"embedding_multiplier", "embedding_scale", TPC_CK_FLOAT}, \
+	{"residual_multiplier", "residual_scale", TPC_CK_FLOAT}, \
 	{"logits_scaling", "logit_scale", TPC_CK_FLOAT},
+static const tpc_gguf_cfg_rule granite_cfg[] = {
+	GRANITE_CFG_ROWS
+	{NULL, NULL, TPC_CK_INT},
+};
+/* Granite-MoE with a shared expert: its width too */
+static const tpc_gguf_cfg_rule granitemoe_shared_cfg[] = {
+	GRANITE_CFG_ROWS
+	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
 	{NULL, NULL, TPC_CK_INT},
 };
 /* Phi's LayerNorm epsilon */
@@ -388,6 +404,23 @@ const tpc_gguf_arch tpc__gguf_granite = {
 	.arch = "granite", .hf_arch = A("GraniteForCausalLM"), .kv = granite_kv, .permute_qk = true,
 	.rope_freqs = true, .vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer",
 	.add_space_prefix = true, .hf_cfg = granite_cfg, .rope_pct = "partial_rotary_factor"};
+/* GraniteMoeModel (a GraniteModel): its input_linear written as ffn_gate_exps
+ * and ffn_up_exps (the record's "#K" rows), output_linear as ffn_down_exps;
+ * GraniteMoeConfig has no head_dim either */
+const tpc_gguf_arch tpc__gguf_granitemoe = {
+	.arch = "granitemoe", .hf_arch = A("GraniteMoeForCausalLM"), .kv = granitemoe_kv, .permute_qk = true,
+	.rope_freqs = true, .experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
+	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true, .hf_cfg = granite_cfg,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts"};
+/* GraniteMoeModel for GraniteMoeSharedForCausalLM: general.architecture
+ * granitemoe too, told apart by the shared expert's width; shared_mlp's
+ * input_linear written as ffn_gate_shexp and ffn_up_shexp */
+const tpc_gguf_arch tpc__gguf_granitemoe_shared = {
+	.arch = "granitemoe", .hf_arch = A("GraniteMoeSharedForCausalLM"), .kv = granitemoe_kv, .permute_qk = true,
+	.rope_freqs = true, .experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
+	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true,
+	.hf_cfg = granitemoe_shared_cfg, .rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts",
+	.when_key = "expert_shared_feed_forward_length"};
 /* SeedOssModel (conversion/olmo.py): TextModel's keys, no Q/K permutation,
  * _set_vocab_gpt2; SeedOssConfig's head_dim default: 128; read back, its
  * two bias members say which biases are there (its defaults: q/k/v yes,

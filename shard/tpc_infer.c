@@ -221,13 +221,26 @@ static int check_tensor(const tpc_model_facts *f, const tpc_plan *p, const tpc_t
 	return 0;
 }
 
-/* The experts the plan's patterns find against the experts fact. */
+/* The experts the plan's patterns find, and the dim 0 of the tensors its
+ * "stacked" rules match, against the experts fact. */
 static int check_experts(const tpc_model_facts *f, const tpc_plan *p, const tpc_ckpt *ck, tpc_err *e)
 {
 	int64_t top = -1;
 	size_t at = 0;
 	char es[2 * TPC_FACT_ORIGIN_MAX], shape[96];
-	if (!p->nexperts || !f->experts)
+	if (!f->experts)
+		return 0;
+	/* a tensor that stacks them holds them all along dim 0 */
+	for (size_t i = 0; i < ck->n; i++) {
+		int r = tpc_plan_match(p, ck->t[i].name);
+		if (r < 0 || !p->rules[r].stacked || ck->t[i].ndim < 1 || ck->t[i].shape[0] == f->experts)
+			continue;
+		fact_str(f, TPC_FACT_EXPERTS, f->experts, es, sizeof(es));
+		tpc_shape_str(&ck->t[i], shape, sizeof(shape));
+		return refuse(e, ck->t[i].name, "%s contradicts this tensor %s, whose dim 0 stacks %lld experts (plan rule %d)", es,
+			      shape, (long long)ck->t[i].shape[0], r);
+	}
+	if (!p->nexperts)
 		return 0;
 	for (size_t i = 0; i < ck->n; i++) {
 		int64_t x = tpc_plan_expert(p, ck->t[i].name);

@@ -187,7 +187,22 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 	sp->row_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "row_bias"));
 	mt->matched = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "matched"));
 	sp->scalar = mt->ndim == 0;
-	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(o, "expert");
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(o, "expert"), *stk = cJSON_GetObjectItemCaseSensitive(o, "stacked");
+	if (stk && (!cJSON_IsTrue(stk) || ex || mt->ndim < 1))
+		return BADT(name, "manifest: \"stacked\" is true on a tensor of at least one dim, without \"expert\"");
+	if (stk) {
+		sp->stacked = true;
+		if (m->ep > 1 && mt->shape[0] != m->experts)
+			return BADT(name, "manifest: %lld experts stacked in dim 0, the set has %lld", (long long)mt->shape[0],
+				    (long long)m->experts);
+		if (m->ep > 1) {
+			sp->ep = m->ep;
+			sp->ep_group = -1;
+			sp->ep_placement = m->ep_placement;
+		}
+		if (sp->dim == 0)
+			return BADT(name, "manifest: a stacked tensor is split inside its experts (dim 1 on), not along dim 0");
+	}
 	if (ex) {
 		int64_t g;
 		if (m->ep <= 1)

@@ -80,6 +80,14 @@
  *                                             ep_group * tp/ep + 0 .. tp/ep-1) and
  *                                             split over them; the group must be the
  *                                             one the placement gives
+ *        "stacked": true,                     optional: dim 0 stacks the routed
+ *                                             experts (a plan's "stacked" rule);
+ *                                             dim and parts are the tensor's own.
+ *                                             In a set with "ep" every rank holds
+ *                                             its group's experts' rows of dim 0
+ *                                             (tpc_split_experts) and rank_shape
+ *                                             has shape[0] / ep there; no
+ *                                             "expert" or "ep_group"
  *        "<checksum>": "...",                 the original tensor's, named after
  *                                             the algorithm ("xxh3-128": 32 hex
  *                                             digits, "sha256": 64); required when

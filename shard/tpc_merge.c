@@ -147,6 +147,8 @@ static void rank_shape(const int64_t *shape, int ndim, const tpc_split *s, int t
 	memcpy(out, shape, (size_t)ndim * sizeof(int64_t));
 	if (s->dim >= 0)
 		out[s->dim] = tpc_split_rank_dim(s, tp);
+	if (s->stacked && s->ep > 1 && ndim >= 1)
+		out[0] = shape[0] / s->ep; /* the group's experts */
 }
 
 static int differ(tpc_merge *m, const tpc_merge_opts *o, const char *name, const char *what, int ra, int rb,
@@ -265,6 +267,48 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 		out->dtype = v[0].dtype;
 		out->nbytes = out->numel * tpc_dtype_bits(out->dtype) / 8;
 	}
+	return ret;
+}
+
+/* A stacked tensor under expert parallelism: each group's experts rebuilt
+ * from its ranks (v[g * tp/ep ..]), then put back in expert order along dim
+ * 0 (contiguous: the groups one after the other; round-robin: expert e is
+ * row e / ep of group e % ep's). */
+static int rebuild_stacked(tpc_merge *m, const tpc_merge_opts *o, const char *name, const tpc_split *s,
+			   const int64_t *shape, tpc_tensor *v, int r0, const bool *known_equal,
+			   const uint8_t (*rh)[TPC_HASH_MAX], size_t hlen, tpc_tensor *out, tpc_err *e)
+{
+	int gtp = tpc_split_tp(s, m->tp), ep = s->ep, ret = 0, ng = 0;
+	int64_t n = shape[0];
+	tpc_tensor *grp = tpc_calloc((size_t)ep, sizeof(*grp)), *rows = NULL;
+	if (!grp)
+		return tpc_err_nomem(e);
+	for (; ng < ep && !ret; ng++)
+		if ((ret = rebuild(m, o, name, s, &v[ng * gtp], r0 + ng * gtp, known_equal[ng], rh ? rh + ng * gtp : NULL,
+				   hlen, &grp[ng], e)))
+			break;
+	if (!ret && s->ep_placement != TPC_EP_ROUND_ROBIN) {
+		ret = tpc_tensor_init_cat(out, grp, ep, 0) ? tpc_err_nomem(e) : 0;
+	} else if (!ret) {
+		int64_t k = 0;
+		if (!(rows = tpc_calloc((size_t)n, sizeof(*rows))))
+			ret = tpc_err_nomem(e);
+		for (; !ret && k < n; k++)
+			if (tpc_tensor_narrow(&rows[k], &grp[k % ep], 0, k / ep, 1))
+				ret = tpc_err_nomem(e);
+		if (!ret && tpc_tensor_init_cat(out, rows, (int)n, 0))
+			ret = tpc_err_nomem(e);
+		for (int64_t j = 0; j < k - (ret && k < n ? 1 : 0); j++)
+			tpc_tensor_release(&rows[j]);
+		free(rows);
+	}
+	if (!ret) {
+		out->dtype = v[0].dtype;
+		out->nbytes = out->numel * tpc_dtype_bits(out->dtype) / 8;
+	}
+	for (int g = 0; g < ng; g++)
+		tpc_tensor_release(&grp[g]);
+	free(grp);
 	return ret;
 }
 
@@ -446,16 +490,24 @@ static int merge_tensors(tpc_merge *m, const tpc_merge_opts *o, const tpc_manife
 	int ret = 0;
 	for (size_t i = 0; i < man->n && !ret; i++) {
 		const tpc_manifest_tensor *mt = &man->t[i];
-		bool known_equal = false;
+		bool known_equal[TPC_MAX_TP];
 		int t0 = tpc_split_first_rank(&mt->split, m->tp), gtp = tpc_split_tp(&mt->split, m->tp);
-		if (verified && mt->rank_hash) {
-			known_equal = true;
-			for (int t = t0 + 1; t < t0 + gtp; t++)
-				known_equal = known_equal && !memcmp(mt->rank_hash[t], mt->rank_hash[t0], hlen);
+		bool stk = mt->split.stacked && mt->split.ep > 1;
+		int ngroups = stk ? mt->split.ep : 1;
+		for (int g = 0; g < ngroups; g++) {
+			int g0 = t0 + g * gtp;
+			known_equal[g] = verified && mt->rank_hash;
+			for (int t = g0 + 1; known_equal[g] && t < g0 + gtp; t++)
+				known_equal[g] = !memcmp(mt->rank_hash[t], mt->rank_hash[g0], hlen);
 		}
 		tpc_tensor whole;
-		ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp + (size_t)t0], mt->stage * m->tp + t0,
-			      known_equal, verified && mt->rank_hash ? mt->rank_hash + t0 : NULL, hlen, &whole, e);
+		const uint8_t(*rh)[TPC_HASH_MAX] = verified && mt->rank_hash ? mt->rank_hash + t0 : NULL;
+		if (stk)
+			ret = rebuild_stacked(m, o, mt->name, &mt->split, mt->shape, &views[i * (size_t)m->tp], mt->stage * m->tp,
+					      known_equal, rh, hlen, &whole, e);
+		else
+			ret = rebuild(m, o, mt->name, &mt->split, &views[i * (size_t)m->tp + (size_t)t0], mt->stage * m->tp + t0,
+				      known_equal[0], rh, hlen, &whole, e);
 		if (!ret && mt->split.is_shape)
 			ret = merged_shape(m, mt, man->checksum, gtp, &whole, paths[mt->stage * m->tp + t0], e);
 		if (!ret)
@@ -471,7 +523,7 @@ static bool same_split(const tpc_split *a, const tpc_split *b)
 {
 	if (a->dim != b->dim || a->nparts != b->nparts || a->is_shape != b->is_shape ||
 	    (a->is_shape && (a->shape_dim != b->shape_dim || a->shape_len != b->shape_len)) || a->ep != b->ep ||
-	    (a->ep > 1 && a->ep_group != b->ep_group))
+	    (a->ep > 1 && a->ep_group != b->ep_group) || a->stacked != b->stacked)
 		return false;
 	for (int k = 0; a->dim >= 0 && k < a->nparts; k++)
 		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||

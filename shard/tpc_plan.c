@@ -216,6 +216,10 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 			} else {
 				return PLAN_BAD(e, path, "plan rule %zu: \"parts\" must be a count or a list", idx);
 			}
+		} else if (!strcmp(k, "stacked")) {
+			if (!cJSON_IsBool(f))
+				return PLAN_BAD(e, path, "plan rule %zu: \"stacked\" must be true or false", idx);
+			r->stacked = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "gated")) {
 			if (!cJSON_IsBool(f))
 				return PLAN_BAD(e, path, "plan rule %zu: \"gated\" must be true or false", idx);
@@ -255,6 +259,8 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				idx);
 	if (r->gated && (r->nparts || r->kind == TPC_SPLIT_REPLICATE || r->kind == TPC_SPLIT_VOCAB))
 		return PLAN_BAD(e, path, "plan rule %zu: \"gated\" is for a col or row split without \"parts\"", idx);
+	if (r->stacked && r->kind == TPC_SPLIT_VOCAB)
+		return PLAN_BAD(e, path, "plan rule %zu: \"stacked\" experts are not a vocabulary", idx);
 	char what[64];
 	snprintf(what, sizeof(what), "plan rule %zu", idx);
 	int ret = compile_re(&r->re, match->valuestring, path, what, e);
@@ -451,12 +457,21 @@ int tpc_split_local(const tpc_split *s, int tp, int r)
 
 bool tpc_split_holds(const tpc_split *s, int tp, int r)
 {
-	return s->ep <= 1 || r / tpc_split_tp(s, tp) == s->ep_group;
+	return s->ep <= 1 || s->stacked || r / tpc_split_tp(s, tp) == s->ep_group;
 }
 
 int tpc_split_first_rank(const tpc_split *s, int tp)
 {
-	return s->ep > 1 ? s->ep_group * tpc_split_tp(s, tp) : 0;
+	return s->ep > 1 && !s->stacked ? s->ep_group * tpc_split_tp(s, tp) : 0;
+}
+
+void tpc_split_experts(const tpc_split *s, int64_t n, int tp, int r, int64_t *first, int64_t *step, int64_t *count)
+{
+	int ep = s->stacked && s->ep > 1 && n % s->ep == 0 ? s->ep : 1;
+	int g = ep > 1 ? r / tpc_split_tp(s, tp) : 0;
+	*count = n / ep;
+	*first = s->ep_placement == TPC_EP_ROUND_ROBIN ? g : g * *count;
+	*step = s->ep_placement == TPC_EP_ROUND_ROBIN ? ep : 1;
 }
 
 int64_t tpc_split_rank_len(const tpc_split *s, int k, int tp)
@@ -486,7 +501,7 @@ bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
 {
 	/* the bytes each rank gets decide; the kind's name does not (col on dim 0
 	 * and dim 0 agree) */
-	if (a->dim != b->dim || a->row_bias != b->row_bias || a->nparts != b->nparts)
+	if (a->dim != b->dim || a->row_bias != b->row_bias || a->nparts != b->nparts || a->stacked != b->stacked)
 		return false;
 	if ((a->ep > 1 || b->ep > 1) && (a->ep != b->ep || a->ep_group != b->ep_group || a->expert != b->expert))
 		return false;
@@ -551,6 +566,8 @@ static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_spli
 	return 0;
 }
 
+static int rule_dim(const tpc_plan_rule *r, int ndim, bool *row_bias);
+
 int tpc_plan_rule_dim(const tpc_plan *p, int ri, int ndim, bool *row_bias)
 {
 	const tpc_plan_rule *r = (ri >= 0 && (size_t)ri < p->nrules) ? &p->rules[ri] : NULL;
@@ -558,6 +575,17 @@ int tpc_plan_rule_dim(const tpc_plan *p, int ri, int ndim, bool *row_bias)
 		*row_bias = false;
 	if (!r || r->kind == TPC_SPLIT_REPLICATE || ndim == 0)
 		return -1;
+	if (r->stacked) {
+		/* the rule describes one expert: the tensor without dim 0 */
+		int d = ndim > 1 ? rule_dim(r, ndim - 1, row_bias) : -1;
+		return d >= 0 ? d + 1 : d;
+	}
+	return rule_dim(r, ndim, row_bias);
+}
+
+/* The dimension rule r splits in a matrix (or tensor) of ndim >= 1 dims. */
+static int rule_dim(const tpc_plan_rule *r, int ndim, bool *row_bias)
+{
 	if (r->has_dim) {
 		int d = r->dim < 0 ? ndim + r->dim : r->dim;
 		return (d < 0 || d >= ndim) ? -2 : d;
@@ -582,6 +610,7 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 	memset(s, 0, sizeof(*s));
 	s->rule = ri;
 	s->dim = -1;
+	s->stacked = r && r->stacked && ndim >= 1;
 	if (!r || r->kind == TPC_SPLIT_REPLICATE)
 		return 0;
 	if (ndim == 0) {
@@ -591,8 +620,17 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 	bool row_bias = false;
 	int d = tpc_plan_rule_dim(p, ri, ndim, &row_bias);
 	if (d == -2)
-		return bad_tensor(e, name, "rule %d ('%s') splits dim %d but the tensor has %d dimension%s", ri,
-				  r->match, r->dim, ndim, ndim == 1 ? "" : "s");
+		return bad_tensor(e, name, "rule %d ('%s') splits dim %d but the tensor has %d dimension%s%s", ri,
+				  r->match, r->dim, ndim, ndim == 1 ? "" : "s", r->stacked ? " (dim 0 its experts)" : "");
+	if (!r->stacked && !r->has_dim && ndim >= 3 && (r->kind == TPC_SPLIT_COL || r->kind == TPC_SPLIT_ROW)) {
+		int64_t rest = 1;
+		for (int k = 2; k < ndim; k++)
+			rest *= shape[k];
+		if (rest != 1)
+			return bad_tensor(e, name,
+					  "rule %d ('%s') splits %s a tensor of %d dimensions that is not a matrix: say which dim is split (\"dim\") or that dim 0 stacks experts whose matrices it splits (\"stacked\": true)",
+					  ri, r->match, tpc_split_kind_name(r->kind), ndim);
+	}
 	if (d < 0) {
 		s->row_bias = row_bias; /* replicated; added once after the all-reduce */
 		return 0;

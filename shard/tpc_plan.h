@@ -72,6 +72,20 @@
  *                          swiglu), one part when it is not; an error naming
  *                          the tensor when the config does not say
  *     "pad_multiple": N    vocab only: overrides the plan's
+ *     "stacked": true      the tensor is the routed experts stacked along dim
+ *                          0 ([E, ...], one expert's matrix per index, as
+ *                          Granite-MoE's input_linear [E, 2I, H], gpt-oss's
+ *                          and Llama 4's experts.gate_up_proj [E, H, 2I]):
+ *                          "split", "dim", "transposed", "parts", "heads" and
+ *                          "gated" describe each expert's matrix (the tensor
+ *                          without dim 0), so "col" splits the tensor's dim 1
+ *                          (dim 2 when transposed), "row" its dim 2 (dim 1),
+ *                          and "dim": -1 its last; every expert is split the
+ *                          same way (tensor parallelism inside each). With
+ *                          --ep, EP group g holds its own experts' rows of
+ *                          dim 0 (tpc_split_experts), split over its tp/ep
+ *                          ranks. "replicate" keeps each expert whole (with
+ *                          --ep: each group its experts). Not with "vocab".
  *   }
  *
  * What each split does to a tensor of ndim dimensions:
@@ -84,6 +98,12 @@
  *   dim        the given dimension
  *   replicate  every rank gets the whole tensor
  * A 0-dim tensor is always replicated (there is nothing to split).
+A col or row split of a tensor of 3 or more dimensions that is not a
+convolution's matrix (dims past the second all 1) is refused, naming the
+tensor, unless its rule says "stacked" or gives "dim": which of its
+dimensions is the matrix's is not something to guess (a 3-D expert stack
+split col on dim 0 would hand each rank whole experts of a tensor-parallel
+set).
  * A split that does not divide evenly is an error naming the tensor, dim, size
  * and tp, unless padding is allowed (TPC_RESOLVE_PAD): then each part is
  * zero-padded at its end to a multiple of tp. Head splits never pad.
@@ -146,6 +166,7 @@ typedef struct tpc_plan_rule {
 	bool head_count;         /* heads: the model's head count, of size dim / heads */
 	int64_t pad_multiple;    /* 0: the plan's */
 	bool gated;              /* 2 parts [value | gate] when the model's ff is gated, else 1 */
+	bool stacked;            /* dim 0 stacks the routed experts; the rest describes one expert */
 } tpc_plan_rule;
 
 typedef struct tpc_plan_re {
@@ -221,10 +242,21 @@ typedef struct tpc_split {
 	bool is_shape;
 	int shape_dim;
 	int64_t shape_len;
-	int ep;                /* > 1: an expert's tensor, on EP group ep_group's ranks only */
-	int ep_group;
-	int64_t expert;        /* its expert index (when ep > 1) */
+	int ep;                /* > 1: an expert's tensor, on EP group ep_group's ranks only;
+	                          a stacked tensor's: on every rank, each group its experts */
+	int ep_group;          /* -1 for a stacked tensor */
+	int64_t expert;        /* its expert index (when ep > 1; 0 for a stacked tensor) */
+	/* dim 0 stacks the routed experts (a "stacked" rule): dim and the parts
+	 * are the tensor's own (the expert's dims shifted by one); with ep > 1
+	 * rank r holds the experts of its group (tpc_split_experts) */
+	bool stacked;
+	tpc_ep_placement ep_placement; /* stacked with ep > 1: which experts a group holds */
 } tpc_split;
+
+/* The experts of a stacked tensor (of n along dim 0) rank r holds: *count of
+ * them, the first *first, every *step-th (contiguous: group g's n/ep from
+ * g*n/ep, step 1; round-robin: g, g + ep, ...). Without ep, all n. */
+void tpc_split_experts(const tpc_split *s, int64_t n, int tp, int r, int64_t *first, int64_t *step, int64_t *count);
 
 /* Does rank r (0..tp) of a stage hold the tensor? (always, unless ep > 1) */
 bool tpc_split_holds(const tpc_split *s, int tp, int r);
@@ -274,7 +306,8 @@ int tpc_facts_from_shapes(tpc_model_facts *f, const tpc_plan *p, const struct tp
  * head_dim every such part must give the same head size (rows / heads); fused
  * parts ("q", "kv") must add up to the tensor. A vocab-split tensor has at
  * least vocab rows. The plan's expert patterns find exactly `experts` experts
- * (indices 0 .. experts - 1). hidden is checked through the head_dim it
+ * (indices 0 .. experts - 1), and every tensor its "stacked" rules match
+ * stacks `experts` along dim 0. hidden is checked through the head_dim it
  * gives (hidden / heads). A contradiction is TPC_EUSAGE (the user gives the
  * right fact) naming the fact, its origin, the tensor and its shape, and what
  * the shape implies.

@@ -100,7 +100,28 @@ static void clear_storage(tpc_tensor *t)
 		clear_storage(&t->parts[k]);
 }
 
+static int rank_slices(const tpc_tensor *t, const tpc_split *s, int tp, int r, tpc_tensor *out);
+
 int tpc__rank_tensor(const tpc_tensor *t, const tpc_split *s, int tp, int r, tpc_tensor *out)
+{
+	if (!s->stacked || s->ep <= 1)
+		return rank_slices(t, s, tp, r, out);
+	/* a stacked tensor under expert parallelism: the rows of dim 0 of this
+	 * rank's group's experts, then its slice of each as any rank's */
+	int64_t first, step, count;
+	tpc_tensor g;
+	if (t->ndim < 1 || t->shape[0] % s->ep)
+		return -1;
+	tpc_split_experts(s, t->shape[0], tp, r, &first, &step, &count);
+	if (step == 1 ? tpc_tensor_narrow(&g, t, 0, first, count) : tpc_tensor_rows_every(&g, t, first, step, count))
+		return -1;
+	int ret = rank_slices(&g, s, tp, r, out);
+	tpc_tensor_release(&g);
+	return ret;
+}
+
+/* Rank r's slices of t along the split dim (its group's, for an expert). */
+static int rank_slices(const tpc_tensor *t, const tpc_split *s, int tp, int r, tpc_tensor *out)
 {
 	tpc_tensor pieces[2 * TPC_PLAN_MAX_PARTS];
 	int np = 0, ret = 0;
@@ -238,6 +259,8 @@ static int set_id_compute(tpc_shard_plan *sp, tpc_err *e)
 				 en->split.ep_group);
 			tpc_hash_update(&s, line, strlen(line));
 		}
+		if (en->split.stacked) /* a dim split before the field existed: the same id */
+			tpc_hash_update(&s, "stacked", 7);
 		if (en->split.is_shape) {
 			snprintf(line, sizeof(line), "shape %d %lld", en->split.shape_dim, (long long)en->split.shape_len);
 			tpc_hash_update(&s, line, strlen(line));
@@ -392,28 +415,38 @@ static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "the %s layout does not hold expert-parallel sets (--ep); tpconv, hf and trtllm do",
 				   sp->layout->name);
-	if (!plan->nexperts)
+	bool stacks = false;
+	for (size_t i = 0; i < plan->nrules && !stacks; i++)
+		stacks = plan->rules[i].stacked;
+	if (!plan->nexperts && !stacks)
 		return tpc_err_set(e, TPC_EUSAGE,
-				   "--ep needs a plan that names its routed experts (an \"experts\" pattern, as the mixtral and qwen2-moe presets have); plan '%s' has none",
+				   "--ep needs a plan that names its routed experts (an \"experts\" pattern, as the mixtral and qwen2-moe presets have, or \"stacked\" rules); plan '%s' has none",
 				   plan->name ? plan->name : "(unnamed)");
-	int64_t top = -1;
+	int64_t top = -1, nstk = 0;
 	size_t first = 0;
 	for (size_t i = 0; i < in->n; i++) {
 		int64_t x = tpc_plan_expert(plan, in->t[i].name);
+		int rule = tpc_plan_match(plan, in->t[i].name);
 		if (x > top) {
 			top = x;
 			first = i;
 		}
+		/* a stacked tensor's dim 0: the first says how many (resolve_entry
+		 * checks the others) */
+		if (rule >= 0 && plan->rules[rule].stacked && in->t[i].ndim >= 1 && !nstk) {
+			nstk = in->t[i].shape[0];
+			first = top < 0 ? i : first;
+		}
 	}
-	if (top < 0)
-		return tpc_err_set(e, TPC_EINPUT, "--ep %d: no tensor of the checkpoint matches the plan's expert patterns",
+	if (top < 0 && !nstk)
+		return tpc_err_set(e, TPC_EINPUT, "--ep %d: no tensor of the checkpoint matches the plan's expert patterns or its stacked rules",
 				   sp->ep);
-	if (f->experts && top >= f->experts) {
+	if (f->experts && (top >= f->experts || (nstk && nstk != f->experts))) {
 		return tpc_err_at(e, TPC_EINPUT, NULL, in->t[first].name,
-			    "expert index %lld, but the model has %lld routed experts (config.json num_local_experts / num_experts / n_routed_experts)",
-			    (long long)top, (long long)f->experts);
+			    "%s %lld, but the model has %lld routed experts (config.json num_local_experts / num_experts / n_routed_experts)",
+			    top >= 0 ? "expert index" : "experts stacked", (long long)(top >= 0 ? top : nstk), (long long)f->experts);
 	}
-	sp->experts = f->experts ? f->experts : top + 1;
+	sp->experts = f->experts ? f->experts : nstk ? nstk : top + 1;
 	if (sp->experts % sp->ep)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "%lld routed experts do not divide over --ep %d groups (each group must own as many experts)",
@@ -506,9 +539,14 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	tpc_shard_entry *en = &sp->t[i];
 	const tpc_tensor *t = &sp->in->t[i];
 	en->in = (int64_t)i;
-	/* an expert's tensor (with --ep) is split over its EP group's ranks */
+	/* an expert's tensor (with --ep) is split over its EP group's ranks, as
+	 * is each expert of a stacked one */
 	int64_t ex = sp->ep > 1 ? tpc_plan_expert(plan, t->name) : -1;
-	int rtp = ex >= 0 ? sp->tp / sp->ep : sp->tp;
+	int rule = sp->ep > 1 ? tpc_plan_match(plan, t->name) : -1;
+	bool stk = rule >= 0 && plan->rules[rule].stacked && t->ndim >= 1;
+	if (stk)
+		ex = -1;
+	int rtp = ex >= 0 || stk ? sp->tp / sp->ep : sp->tp;
 	int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
 				   &en->matched, e);
 	if (!ret && !en->matched && facts && facts->quant.method) {
@@ -524,9 +562,14 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	}
 	if (ret)
 		return ret;
-	en->split.ep = ex >= 0 ? sp->ep : 0;
-	en->split.ep_group = ex >= 0 ? tpc_ep_owner(sp->ep_placement, ex, sp->experts, sp->ep) : 0;
+	en->split.ep = ex >= 0 || stk ? sp->ep : 0;
+	en->split.ep_group = ex >= 0 ? tpc_ep_owner(sp->ep_placement, ex, sp->experts, sp->ep) : stk ? -1 : 0;
 	en->split.expert = ex >= 0 ? ex : 0;
+	en->split.ep_placement = sp->ep_placement;
+	if (stk && t->shape[0] != sp->experts)
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
+				  "stacks %lld experts along dim 0, but the model has %lld routed experts", (long long)t->shape[0],
+				  (long long)sp->experts);
 	int64_t l = tpc_plan_layer(plan, t->name);
 	en->stage = tpc_plan_stage(plan, t->name, sp->pp, sp->layers);
 	en->staged = l >= 0 || matches_any(plan->first, plan->nfirst, t->name) ||
@@ -919,7 +962,10 @@ static void describe_entry(const tpc_shard_plan *sp, size_t i, int w, tpc_buf *o
 	shape_into(&sb, t->ndim, t->shape);
 	shape_into(&rb, rt->ndim, rt->shape);
 	notes_into(&nb, &en->split);
-	if (en->split.ep > 1)
+	if (en->split.stacked)
+		tpc_buf_addf(&nb, "%s%lld experts stacked in dim 0%s", nb.len ? "; " : "", t->ndim ? (long long)t->shape[0] : 0LL,
+			     en->split.ep > 1 ? ", each ep group its own" : "");
+	else if (en->split.ep > 1)
 		tpc_buf_addf(&nb, "%sexpert %lld: ep group %d", nb.len ? "; " : "", (long long)en->split.expert,
 			     en->split.ep_group);
 	if (en->split.is_shape)

@@ -63,7 +63,10 @@ static void feed_zeros(tpc_hash *h, uint64_t n)
 static bool one_pass_ok(const tpc_shard_plan *sp, const tpc_shard_entry *en)
 {
 	const tpc_tensor *t = &sp->in->t[en->in];
-	return en->split.dim >= 0 && en->split.dim < t->ndim && t->dtype == t->src_dtype && t->numel &&
+	/* a stacked tensor's groups hold other experts: their slices are not
+	 * one run per block of the original (streamed instead) */
+	return en->split.dim >= 0 && en->split.dim < t->ndim && !(en->split.stacked && en->split.ep > 1) &&
+	       t->dtype == t->src_dtype && t->numel &&
 	       !(t->flags & TPC_TF_NODATA) && tpc_dtype_bits(t->dtype) % 8 == 0;
 }
 
@@ -256,6 +259,20 @@ out:
 	return ret;
 }
 
+/* The checkpoint a rank tensor is read through: the input's, whose
+ * mappings stay where they are. The pass runs beside the writers
+ * (tpc_shard_write.c), and a writer swaps its rank checkpoint's mappings for
+ * ones of its own while it writes and unmaps them when it is done
+ * (views_open, views_close): a read through the rank checkpoint that takes
+ * the pointer just before that reads unmapped memory (a SIGSEGV of shard
+ * --tp 2 --dtype bf16 of a 1 GiB model, one run in ten under load). A rank
+ * tensor refers to the input's sources by the same indices; only a
+ * rewritten shape (is_shape) lives past them, in memory no writer swaps. */
+static const tpc_ckpt *reader(const tpc_shard_plan *sp, const tpc_shard_entry *en, const tpc_ckpt *rk)
+{
+	return en->split.is_shape ? rk : sp->in;
+}
+
 /* One work item: tensor i in one pass (r == -2), or the streaming path's
  * original (r == -1) or distinct rank slice r. */
 static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
@@ -271,7 +288,8 @@ static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
 		for (int q = 0; q < sp->tp && !ret; q++) {
 			const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + q];
 			if (en->same_as[q] == q)
-				ret = tpc_ckpt_hash_tensor(rk, &rk->t[en->rank_ix[q]], sp->checksum, en->rank_hash[q], e);
+				ret = tpc_ckpt_hash_tensor(reader(sp, en, rk), &rk->t[en->rank_ix[q]], sp->checksum,
+							   en->rank_hash[q], e);
 		}
 		return ret;
 	}
@@ -280,7 +298,7 @@ static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
 	if ((en->split.dim < 0 && !en->split.is_shape) || en->same_as[r] != r)
 		return 0;
 	const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
-	return tpc_ckpt_hash_tensor(rk, &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
+	return tpc_ckpt_hash_tensor(reader(sp, en, rk), &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
 }
 
 int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)

@@ -110,7 +110,9 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 				     s->part[k].replicas);
 		tpc_buf_adds(b, "], \"rank_shape\": ");
 		json_shape(b, rt->ndim, rt->shape);
-		if (s->ep > 1)
+		if (s->stacked)
+			tpc_buf_adds(b, ", \"stacked\": true");
+		else if (s->ep > 1)
 			tpc_buf_addf(b, ", \"expert\": %lld, \"ep_group\": %d", (long long)s->expert, s->ep_group);
 		if (s->is_shape)
 			tpc_buf_addf(b, ", \"shape_of_rank\": {\"dim\": %d, \"len\": %lld}", s->shape_dim,

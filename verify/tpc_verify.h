@@ -49,6 +49,14 @@
  *   hash, rank_hash       optional checksums (a manifest's, in hash_alg:
  *                xxh3-128 or sha256, tpc_hash.h) to confirm.
  *
+ * A tensor that stacks a layer's routed experts along dim 0 (a plan's
+ * "stacked" rule: Granite-MoE's input_linear [E, 2I, H]) is described as one
+ * tensor per expert, named TPC_VERIFY_EXPERT_NAME of its name and expert
+ * ("...input_linear.weight[5]"): the reference's dim 0 index and each rank's
+ * (the caller's views, no bytes copied), split as one expert is, an expert
+ * of its EP group under expert parallelism. Every check then sees experts as
+ * it sees a checkpoint that names them one by one.
+ *
  * A model description (tpc_vmodel, optional) names which tensors form each
  * layer's attention and MLP, plus embeddings, norms and head, for the block
  * and whole-model checks. tpc_verify_model_from_names() builds it for Hugging
@@ -183,6 +191,8 @@
  * a lower bound, as is max abs (over the counted elements). The first
  * TPC_VERIFY_NDIFF differences are named either way. */
 #define TPC_VERIFY_COUNT_MAX 100000
+/* The name verify gives expert x of a tensor stacking them (see above). */
+#define TPC_VERIFY_EXPERT_NAME "%s[%lld]"
 
 typedef enum tpc_vsplit {
 	TPC_VSPLIT_REPLICATE = 0,
@@ -444,7 +454,9 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e);
  * gate_up_proj, input/post_attention_layernorm, model.norm, lm_head; DeepSeek's
  * MLA self_attn.q_a_proj/q_b_proj or q_proj, kv_a_proj_with_mqa, kv_b_proj,
  * o_proj is marked `mla`; mixture-of-experts layers as llama_moe in vset.c
- * finds them) or GPT-2
+ * finds them, or, where the record's expert rows stack them in the
+ * checkpoint itself, its router and TPC_VERIFY_EXPERT_NAME views by its
+ * rows, a fused [gate | up] row pair as each expert's gate_up) or GPT-2
  * (transformer.wte/wpe, h.N.ln_1/attn.c_attn/attn.c_proj/ln_2/mlp.c_fc/
  * mlp.c_proj, ln_f, lm_head or tied wte; the "transformer." prefix optional)
  * checkpoint in the set and attach a model description. Missing facts are

@@ -296,6 +296,48 @@ static void no_mlp(tpc_vmlp *p)
 	p->gate = p->up = p->gate_up = p->down = -1;
 }
 
+/* The routing of layer nm's mixture of experts, its router mo->router
+ * found: the experts from the router's rows, top_k (dflt2: Mixtral's 2 when
+ * config.json names none), renormalised as `renorm` says unless
+ * norm_topk_prob does, sigmoid or softmax scores, a group limit, the scale. */
+static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, bool dflt2, bool renorm,
+		       tpc_vmoe *mo, tpc_err *e)
+{
+	const tpc_vtensor *rv = &s->t[mo->router];
+	if (rv->ref->ndim != 2 || rv->dim >= 0 || rv->ref->shape[0] < 1 || rv->ref->shape[0] > 4096)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router '%s' must be a replicated [experts, hidden] tensor",
+				   nm, rv->name);
+	mo->nexp = rv->ref->shape[0];
+	mo->top_k = f && f->experts_per_tok ? f->experts_per_tok : dflt2 ? 2 : 0;
+	if (mo->top_k < 1 || mo->top_k > mo->nexp)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
+				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
+	mo->renorm = f && f->norm_topk ? f->norm_topk > 0 : renorm;
+	mo->sigmoid = f && f->scoring == TPC_MOE_SIGMOID;
+	mo->group_max = f && f->topk_method == TPC_MOE_GROUP_LIMITED;
+	mo->scale = f && f->routed_scale > 0 ? f->routed_scale : 1.0;
+	bool grouped = f && (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC);
+	mo->n_group = grouped && f->n_group > 1 ? f->n_group : 0;
+	mo->topk_group = mo->n_group ? (f->topk_group ? f->topk_group : mo->n_group) : 0;
+	if (mo->n_group && (mo->nexp % mo->n_group || mo->topk_group > mo->n_group ||
+			    mo->top_k > mo->topk_group * (mo->nexp / mo->n_group)))
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': %lld experts in n_group %lld groups, topk_group %lld, top_k %lld do not fit together",
+				   nm, (long long)mo->nexp, (long long)mo->n_group, (long long)mo->topk_group,
+				   (long long)mo->top_k);
+	return 0;
+}
+
+static int moe_score_bias(const tpc_verify_set *s, const char *nm, const tpc_vmoe *mo, tpc_err *e)
+{
+	const tpc_vtensor *bv = &s->t[mo->score_bias];
+	if (bv->ref->ndim != 1 || bv->dim >= 0 || bv->ref->shape[0] != mo->nexp)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': '%s' must be a replicated tensor of %lld scores, one per expert",
+				   nm, bv->name, (long long)mo->nexp);
+	return 0;
+}
+
 /* A mixture-of-experts feed-forward in layer `nm`, if there is one: Mixtral's
  * block_sparse_moe (gate, experts.N.w1/w3/w2; MixtralSparseMoeBlock
  * renormalises the top-k weights) or Qwen2/3-MoE's mlp (gate,
@@ -317,37 +359,12 @@ static int llama_moe(tpc_verify_set *s, const char *nm, const tpc_model_facts *f
 	} else {
 		return 0;
 	}
-	const tpc_vtensor *rv = &s->t[mo->router];
-	if (rv->ref->ndim != 2 || rv->dim >= 0 || rv->ref->shape[0] < 1 || rv->ref->shape[0] > 4096)
-		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router '%s' must be a replicated [experts, hidden] tensor",
-				   nm, rv->name);
-	mo->nexp = rv->ref->shape[0];
-	mo->top_k = f && f->experts_per_tok ? f->experts_per_tok : mixtral ? 2 : 0;
-	if (mo->top_k < 1 || mo->top_k > mo->nexp)
-		return tpc_err_set(e, TPC_EINPUT,
-				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
-				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
-	mo->renorm = f && f->norm_topk ? f->norm_topk > 0 : mixtral;
-	mo->sigmoid = f && f->scoring == TPC_MOE_SIGMOID;
-	mo->group_max = f && f->topk_method == TPC_MOE_GROUP_LIMITED;
-	mo->scale = f && f->routed_scale > 0 ? f->routed_scale : 1.0;
-	bool grouped = f && (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC);
-	mo->n_group = grouped && f->n_group > 1 ? f->n_group : 0;
-	mo->topk_group = mo->n_group ? (f->topk_group ? f->topk_group : mo->n_group) : 0;
-	if (mo->n_group && (mo->nexp % mo->n_group || mo->topk_group > mo->n_group ||
-			    mo->top_k > mo->topk_group * (mo->nexp / mo->n_group)))
-		return tpc_err_set(e, TPC_EINPUT,
-				   "layer '%s': %lld experts in n_group %lld groups, topk_group %lld, top_k %lld do not fit together",
-				   nm, (long long)mo->nexp, (long long)mo->n_group, (long long)mo->topk_group,
-				   (long long)mo->top_k);
+	int ret = moe_routing(s, nm, f, mixtral, mixtral, mo, e);
+	if (ret)
+		return ret;
 	mo->score_bias = findf(s, "%s.%s.gate.e_score_correction_bias", nm, mod);
-	if (mo->score_bias >= 0) {
-		const tpc_vtensor *bv = &s->t[mo->score_bias];
-		if (bv->ref->ndim != 1 || bv->dim >= 0 || bv->ref->shape[0] != mo->nexp)
-			return tpc_err_set(e, TPC_EINPUT,
-					   "layer '%s': '%s' must be a replicated tensor of %lld scores, one per expert", nm,
-					   bv->name, (long long)mo->nexp);
-	}
+	if (mo->score_bias >= 0 && (ret = moe_score_bias(s, nm, mo, e)))
+		return ret;
 	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
 		return tpc_err_nomem(e);
 	for (int64_t x = 0; x < mo->nexp; x++) {
@@ -589,18 +606,27 @@ static int arch_names_init(arch_names *an, const tpc_family *fam)
 	return 0;
 }
 
+/* The Hugging Face name of role r's tensor (its bias with `bias`) of layer l
+ * (-1 for the model's top) under the checkpoint's prefix, in nm; false if
+ * the record has none or it does not fit. */
+static bool role_name(const arch_names *an, tpc_role r, int64_t l, bool bias, char *nm, size_t n)
+{
+	char hf[TPC_ERR_NAME_MAX];
+	const char *canon = an->pres[0];
+	size_t cl = strlen(canon);
+	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL))
+		return false;
+	int k = strncmp(hf, canon, cl) ? snprintf(nm, n, "%s", hf)
+				       : snprintf(nm, n, "%s%s", an->pre ? an->pre : canon, hf + cl);
+	return k >= 0 && (size_t)k < n;
+}
+
 /* The index of role r's tensor (its bias with `bias`) of layer l (-1 for the
  * model's top) under the checkpoint's prefix; -1 if absent. */
 static int64_t find_role(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, bool bias)
 {
 	char nm[TPC_ERR_NAME_MAX];
-	const char *canon = an->pres[0];
-	size_t cl = strlen(canon);
-	if (!tpc_family_name(tpc_family_row(an->fam, r), TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL))
-		return -1;
-	if (strncmp(nm, canon, cl))
-		return tpc_verify_set_find(s, nm);
-	return findf(s, "%s%s", an->pre ? an->pre : canon, nm + cl);
+	return role_name(an, r, l, bias, nm, sizeof(nm)) ? tpc_verify_set_find(s, nm) : -1;
 }
 
 /* The model's top: the prefix its names carry, the embedding, the final
@@ -728,16 +754,86 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	}
 }
 
+/* Expert x's tensor of role r in layer l, stacked in the checkpoint (its
+ * TPC_VERIFY_EXPERT_NAME view), under the checkpoint's prefix; -1 if absent. */
+static int64_t find_expert(const tpc_verify_set *s, const arch_names *an, tpc_role r, int64_t l, int64_t x)
+{
+	char nm[TPC_ERR_NAME_MAX];
+	return role_name(an, r, l, false, nm, sizeof(nm)) ? findf(s, TPC_VERIFY_EXPERT_NAME, nm, (long long)x) : -1;
+}
+
+/* A SwiGLU of the record's gate, up and down roles: g and u a fused [gate |
+ * up] when they are the two parts of one tensor ("#0", "#1"). `x` >= 0: the
+ * stacked experts' x-th; else layer l's own (a shared expert). */
+static void glu_of(const tpc_verify_set *s, const arch_names *an, tpc_role g, tpc_role u, tpc_role d, int64_t l,
+		   int64_t x, tpc_vmlp *p)
+{
+	const tpc_tensor_row *pr[2], *gr = tpc_family_row(an->fam, g);
+	no_mlp(p);
+	p->act = TPC_VACT_SILU;
+	p->glu = true;
+	bool fused = gr && tpc_family_parts(an->fam, gr, TPC_ECO_HF, pr, 2) == 2 && pr[0] == gr && pr[1]->role == u;
+#define FIND(R) (x >= 0 ? find_expert(s, an, R, l, x) : find_role(s, an, R, l, false))
+	if (fused) {
+		p->gate_up = FIND(g);
+	} else {
+		p->gate = FIND(g);
+		p->up = FIND(u);
+	}
+	p->down = FIND(d);
+#undef FIND
+}
+
+/* A mixture of experts whose record stacks them in the checkpoint itself
+ * (tpc_family_stacked on its Hugging Face names: Granite-MoE's input_linear,
+ * output_linear): the router and each expert by the record's rows, each
+ * expert's tensors the views TPC_VERIFY_EXPERT_NAME names; the routing
+ * facts as config.json says, renormalised when the record's router is
+ * softmax_topk. 1 when layer l is such a mixture, 0 when not. */
+static int stacked_moe(tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
+		       const tpc_model_facts *f, tpc_vmoe *mo, tpc_err *e)
+{
+	const tpc_family *fam = an->fam;
+	const tpc_tensor_row *dn = tpc_family_row(fam, TPC_ROLE_FFN_DOWN_EXP);
+	if (!dn || !tpc_family_stacked(dn, TPC_ECO_HF) || !tpc_family_row(fam, TPC_ROLE_FFN_GATE_INP) ||
+	    (mo->router = find_role(s, an, TPC_ROLE_FFN_GATE_INP, l, false)) < 0)
+		return 0;
+	int ret = moe_routing(s, nm, f, false, m->parts.router == TPC_PART_ROUTER_SOFTMAX_TOPK, mo, e);
+	if (ret)
+		return ret;
+	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
+		return tpc_err_nomem(e);
+	for (int64_t x = 0; x < mo->nexp; x++) {
+		tpc_vmlp *p = &mo->exp[x];
+		glu_of(s, an, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP, l, x, p);
+		if (p->down < 0 || (p->gate_up < 0 && (p->gate < 0 || p->up < 0)))
+			return tpc_err_set(e, TPC_EINPUT,
+					   "layer '%s': the router names %lld experts, but expert %lld's tensors are not all in the set",
+					   nm, (long long)mo->nexp, (long long)x);
+	}
+	glu_of(s, an, TPC_ROLE_FFN_GATE_SHEXP, TPC_ROLE_FFN_UP_SHEXP, TPC_ROLE_FFN_DOWN_SHEXP, l, -1, &mo->shared);
+	if (mo->shared.down < 0)
+		no_mlp(&mo->shared);
+	else if (mo->shared.gate_up < 0 && (mo->shared.gate < 0 || mo->shared.up < 0))
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the shared expert lacks its gate or up projection", nm);
+	mo->shared_gate = tpc_family_row(fam, TPC_ROLE_FFN_GATE_INP_SHEXP) ? find_role(s, an, TPC_ROLE_FFN_GATE_INP_SHEXP, l, false)
+									 : -1;
+	return 1;
+}
+
 /* Layer nm's mixture of experts and MLA (llama), and whether it has a norm,
  * an attention and an MLP. */
-static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vlayer *L,
-		       tpc_err *e)
+static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
+		       const tpc_model_facts *f, tpc_vlayer *L, tpc_err *e)
 {
 	tpc_vattn *a = &L->attn;
 	tpc_vmlp *p = &L->mlp;
 	int ret;
-	L->moe.router = -1;
-	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = llama_moe(s, nm, f, &L->moe, e)))
+	L->moe.router = L->moe.shared_gate = L->moe.score_bias = -1;
+	no_mlp(&L->moe.shared);
+	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = stacked_moe(s, m, an, l, nm, f, &L->moe, e)) < 0)
+		return ret;
+	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && !L->moe.exp && (ret = llama_moe(s, nm, f, &L->moe, e)))
 		return ret;
 	if (L->moe.exp)
 		m->moe = true;
@@ -879,7 +975,7 @@ static int llama_gpt2_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names 
 		layer_names(s, m, an, l, f, &L, nm);
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
-		if ((ret = layer_kinds(s, m, nm, f, &L, e)) ||
+		if ((ret = layer_kinds(s, m, an, l, nm, f, &L, e)) ||
 		    (ret = layer_heads(s, m, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_rot(m, nm, f, &L.attn, e)) ||
 		    (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);

@@ -915,6 +915,37 @@ static int expert(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, int64
 	return 0;
 }
 
+/* A tensor the Hugging Face checkpoint fuses itself (its name "#K" in the
+ * table: Granite-MoE's input_linear [E, 2I, H], gate then up): one GGUF
+ * tensor per part, in K order, each an equal slice of the rows (of every
+ * expert's rows when it stacks them: dim 1), as GraniteMoeModel.modify_tensors
+ * splits it. Views: no byte copied. */
+static int hf_fused(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
+{
+	const tpc_tensor *src = &w->ck->t[i];
+	const tpc_tensor_row *parts[TPC_ROLE_COUNT];
+	int n = tpc_family_parts(w->cv->fam, row, TPC_ECO_HF, parts, TPC_ROLE_COUNT), d = tpc_family_stacked(row, TPC_ECO_HF);
+	if (bias || n < 2 || src->ndim <= d || src->shape[d] % n)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
+				  "a fused tensor whose %d parts are not equal slices of dim %d%s", n, d,
+				  bias ? " (a fused bias: not written by tpconv yet)" : "");
+	int64_t len = src->shape[d] / n;
+	for (int k = 0; k < n; k++) {
+		char name[256];
+		int part;
+		tpc_tensor t;
+		if (!tpc_family_name(parts[k], TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &part) || part >= 0)
+			return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "no GGUF name for part %d of this tensor (%s)",
+					  k, tpc_role_name(parts[k]->role));
+		if (tpc_tensor_narrow(&t, src, d, k * len, len))
+			return tpc_err_nomem(w->cv->e);
+		int ret = tl_push(&w->out, name, &t, parts[k]->role, w->cv->e);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 /* index_tensors: each part file's tensors sorted by name, parts in name order */
 typedef struct order_key {
 	const char *file, *name;
@@ -949,6 +980,8 @@ static int walk_one(walk *w, size_t i)
 	if (l >= 0 && (uint64_t)l >= w->layers)
 		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
 				  "layer %lld, but config.json has %llu layers", (long long)l, (unsigned long long)w->layers);
+	if (strchr(row->name[TPC_ECO_HF], '#'))
+		return hf_fused(w, i, row, l, bias);
 	bool stacked = strstr(row->name[TPC_ECO_HF], "{E}") && !strstr(row->name[TPC_ECO_GGUF], "{E}");
 	if (stacked && !bias)
 		return expert(w, i, row, l, x);

@@ -253,6 +253,49 @@ static int unpermute(hfctx *h, const tpc_tensor *src, const char *gname, bool q,
 	return 0;
 }
 
+/* The GGUF tensors of the parts of a tensor the Hugging Face checkpoint fuses
+ * itself (a "#K" name: Granite-MoE's ffn_gate_exps and ffn_up_exps back into
+ * input_linear [E, 2I, H]), concatenated along dim 1 when it stacks experts,
+ * else dim 0, in K order, under its name; read at part 0, the others only
+ * checked to have it. */
+static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, const char *name, const char *gname)
+{
+	const tpc_tensor_row *rows[TPC_ROLE_COUNT];
+	tpc_tensor p[TPC_ROLE_COUNT], t;
+	char g[256];
+	int gp, n = tpc_family_parts(h->fam, row, TPC_ECO_HF, rows, TPC_ROLE_COUNT), d = tpc_family_stacked(row, TPC_ECO_HF);
+	int have = 0, ret = 0;
+	if (n < 2)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "internal: a fused tensor of %d parts", n);
+	for (int k = 0; k < (part ? 1 : n) && !ret; k++) {
+		int64_t ix = tpc_family_name(rows[k], TPC_ECO_GGUF, l, -1, false, g, sizeof(g), &gp) ? tpc_ckpt_find(h->ck, g) : -1;
+		if (ix < 0)
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "part %d of Hugging Face's '%s' is not in the GGUF (%s)",
+					 k, name, tpc_role_name(rows[k]->role));
+		else if (part == 0 && h->ck->t[ix].dq)
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, g,
+					 "a quantized part of Hugging Face's fused '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
+					 name);
+		else if (part == 0 && tpc_tensor_copy(&p[have], &h->ck->t[ix]))
+			ret = tpc_err_nomem(h->e);
+		else if (part == 0)
+			have++;
+	}
+	if (!ret && part == 0) {
+		if (tpc_tensor_init_cat(&t, p, have, d)) {
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the parts of Hugging Face's '%s' differ in shape or dtype",
+					 name);
+		} else {
+			int64_t ix = tpc_ckpt_add_copy(h->ck, name, &t, h->e);
+			ret = ix < 0 ? (int)ix : 0;
+			tpc_tensor_release(&t);
+		}
+	}
+	for (int k = 0; k < have; k++)
+		tpc_tensor_release(&p[k]);
+	return ret;
+}
+
 static int one(hfctx *h, size_t i)
 {
 	tpc_tensor src, t;
@@ -280,6 +323,11 @@ static int one(hfctx *h, size_t i)
 	}
 	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, bias, name, sizeof(name), &part)) {
 		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
+		goto out;
+	}
+	if (part >= 0) {
+		ret = bias ? tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "fused biases are not read by tpconv yet")
+			   : hf_fused(h, row, l, part, name, gname);
 		goto out;
 	}
 	if (src.dq && (conv || (h->a->neox_qkv && row->role == TPC_ROLE_ATTN_QKV))) {

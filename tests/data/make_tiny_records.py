@@ -35,6 +35,15 @@
 #               mean-centred weight-only LayerNorm, interleaved RoPE on the
 #               sliding layer only (a 4-token window), none on the full one,
 #               the logits times logit_scale, a tied head
+#   granitemoe  GraniteMoeForCausalLM: Granite's four multipliers, 4 experts
+#               stacked in input_linear [4, 64, 32] (gate, up) and
+#               output_linear [4, 32, 32], the softmax of the top-2 router
+#               logits (computed in float32 by transformers, whatever the
+#               model's dtype); the last to draw from the shared generator,
+#               so that no other family's random weights move
+#   granitemoe_shared  GraniteMoeSharedForCausalLM: granitemoe's, and a shared
+#               expert shared_mlp (input_linear [96, 32]: gate, up;
+#               output_linear [32, 48]) added ungated
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -65,11 +74,20 @@ FAMILIES = {
     "phi": (tf.PhiConfig, dict(C, partial_rotary_factor=0.5, layer_norm_eps=1e-5)),
     "cohere2": (tf.Cohere2Config, dict(C, tie_word_embeddings=True, logit_scale=0.25, sliding_window=4,
                                        layer_types=["sliding_attention", "full_attention"], layer_norm_eps=1e-5)),
+    "granitemoe": (tf.GraniteMoeConfig, dict(C, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                             embedding_multiplier=12.0, residual_multiplier=0.22,
+                                             attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
+    "granitemoe_shared": (tf.GraniteMoeSharedConfig, dict(C, intermediate_size=32, shared_intermediate_size=48,
+                                                           num_local_experts=4, num_experts_per_tok=2,
+                                                           embedding_multiplier=12.0, residual_multiplier=0.22,
+                                                           attention_multiplier=0.0625, logits_scaling=8.0,
+                                                           rms_norm_eps=1e-6)),
 }
 
 
-# families from phi on: a generator of their own, so that families another
-# branch adds before them move no weight of theirs
+# phi and cohere2: a generator of their own, so that families another branch
+# adds before them move no weight of theirs, and they none of the families
+# after them that draw from the shared one (granitemoe, granitemoe_shared)
 SEEDS = {"phi": 61, "cohere2": 62}
 
 

@@ -570,11 +570,13 @@ done
 # a global one without rope; Phi: attention and MLP in parallel under one
 # LayerNorm, partial RoPE, lm_head's bias split with it; Cohere 2: the same
 # under a weight-only LayerNorm, interleaved RoPE on three sliding layers in
-# four, none on the full one, logit_scale), and GGUF -> HF -> GGUF byte for byte (a rebuilt
-# SentencePiece folder without the tokenizer.json written beside
-# tokenizer.model, which the reference's SpecialVocab would read more ids from:
-# hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2; do
+# four, none on the full one, logit_scale; Granite-MoE: Granite's multipliers
+# around experts stacked in input_linear and output_linear, routed by the
+# softmax of the top-k logits; and with a shared expert added ungated), and
+# GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
+# tokenizer.json written beside tokenizer.model, which the reference's
+# SpecialVocab would read more ids from: hf_test.sh checks that one).
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do
@@ -637,5 +639,33 @@ PY
     bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
   fi
 done
+# Granite-MoE with expert parallelism: each EP group holds its experts'
+# rows of the stacked input_linear and output_linear, split inside each over
+# its tp/ep ranks; merged back byte-identical, verify's model check passes
+O="$A/tiny-granitemoe"
+for c in 2:2:contiguous 4:2:round-robin; do
+  IFS=: read -r tp ep pl <<<"$c"
+  rm -rf "$T/ep" "$T/ep.safetensors"
+  if "$TPCONV" shard "$O" --tp "$tp" --ep "$ep" --ep-placement "$pl" -o "$T/ep" -q 2> "$T/err" &&
+     grep -q '"stacked": true' "$T/ep/tpconv-manifest.json" &&
+     "$TPCONV" merge "$T/ep" -o "$T/ep.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/ep.safetensors" &&
+     "$TPCONV" verify --reference "$O" --shards "$T/ep" > "$T/out" 2>> "$T/err" &&
+     grep -Eq '^ +mlp +model\.layers\.1\.moe .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
+    ok "granitemoe tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass"
+  else
+    bad "granitemoe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+  fi
+done
+# a quantized GGUF's gate and up cannot be fused back into input_linear (a
+# block tensor is not concatenated): refused by name, nothing written
+rm -rf "$T/q" && mkdir "$T/q"
+"$TPCONV" convert "$O" -o "$T/q/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
+  "$TPCONV" convert "$T/q/q.gguf" -o "$T/q/hf/" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "tensor 'blk.0.ffn_gate_exps.weight': a quantized part of Hugging Face's fused 'model.layers.0.block_sparse_moe.input_linear.weight'" "$T/err" &&
+   [ ! -e "$T/q/hf/model.safetensors" ]; then
+  ok "granitemoe: a q8_0 GGUF into Hugging Face form is refused by name (exit 3)"
+else
+  bad "granitemoe: q8_0 GGUF -> HF (exit $rc)" "$(cat "$T/err")"
+fi
 echo "1..$n"
 [ $failed -eq 0 ]

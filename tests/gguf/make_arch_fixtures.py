@@ -114,6 +114,19 @@ FAMILIES = {
     # byte-level BPE, as starcoder2's
     "seed-oss": (tf.SeedOssConfig, dict(COMMON, head_dim=16, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
                                         pad_token_id=None), "bpe", torch.float32, "gpt-2"),
+    # granitemoe: Granite's multipliers, its experts fused on disk as [E, 2I, H]
+    # (input_linear: gate then up) and [E, H, I] (output_linear)
+    "granitemoe": (tf.GraniteMoeConfig, dict(COMMON, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                             tie_word_embeddings=False, embedding_multiplier=12.0,
+                                             residual_multiplier=0.22, attention_multiplier=0.0625,
+                                             logits_scaling=8.0), "spm", torch.float32, None),
+    # granitemoeshared: Granite-MoE with a shared expert (shared_mlp.input_linear
+    # [2 x 48, H]: gate then up; output_linear), added to the routed experts
+    "granitemoeshared": (tf.GraniteMoeSharedConfig, dict(COMMON, intermediate_size=32, shared_intermediate_size=48,
+                                                         num_local_experts=4, num_experts_per_tok=2,
+                                                         tie_word_embeddings=False, embedding_multiplier=12.0,
+                                                         residual_multiplier=0.22, attention_multiplier=0.0625,
+                                                         logits_scaling=8.0), "spm", torch.float32, None),
     # a plain byte-level BPE: llama.cpp's name for it is gpt-2 (StarCoder2's own
     # tokenizer splits digits first, its "starcoder"), so that tpconv reads the name given
     "starcoder2": (tf.Starcoder2Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0),
@@ -155,7 +168,8 @@ FAMILIES = {
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
-         "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27}
+         "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
+         "granitemoeshared": 58}
 
 
 def spm_model(d, n):

@@ -71,6 +71,18 @@ FAMILIES = {
                        moe_intermediate_size=64, decoder_sparse_step=1, mlp_only_layers=[]), (2, 4, 8)),
     "olmoe": ("olmoe", "olmoe", "causal",
               dict(ATT, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2), (2, 4, 8)),
+    # Granite's multipliers around experts stacked in the checkpoint itself
+    # (input_linear [E, 2I, H], output_linear [E, H, I])
+    "granitemoe": ("granitemoe", "granitemoe", "causal",
+                   dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
+                        num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=12.0,
+                        residual_multiplier=0.22, attention_multiplier=0.0625, logits_scaling=8.0), (2, 4, 8)),
+    # and with a shared expert (shared_mlp) beside the routed ones
+    "granitemoeshared": ("granitemoeshared", "granitemoeshared", "causal",
+                         dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
+                              num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=64,
+                              embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
+                              logits_scaling=8.0), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

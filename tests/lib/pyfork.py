@@ -3,14 +3,17 @@
 
 Importing torch 1.13 costs about 1.6 s of CPU, and the suite's shell tests run a
 few hundred small Python checks that import it; `make test` (tests/run_all.sh)
-starts one server per build and every `$PY ...` of a test runs as a fork of it.
+starts one server and the `$PY ...` checks that use torch run as forks of it.
 
   pyfork.py --serve SOCKET PID   the server: imports torch and numpy (where
                                  /usr/bin/python3 has them), listens on the unix
                                  socket SOCKET, and ends when process PID does
   pyfork.py ARGS...              a client, in place of `/usr/bin/python3 ARGS...`:
                                  ARGS is `-c CODE [ARG...]`, `- [ARG...]` (the
-                                 program on stdin) or `SCRIPT.py [ARG...]`; it
+                                 program on stdin) or `SCRIPT.py [ARG...]`; a
+                                 program whose text names neither torch nor
+                                 numpy runs in /usr/bin/python3 (its start costs
+                                 less than a fork of the server); else the client
                                  passes its stdin, stdout and stderr, its folder,
                                  environment and arguments to the server, whose
                                  fork runs the program as python3 would (sys.argv,
@@ -23,7 +26,6 @@ the client execs /usr/bin/python3 itself: a test run on its own (`meson test
 NAME`) behaves the same, only slower.
 """
 import os
-import socket
 import struct
 import sys
 
@@ -42,17 +44,42 @@ def recv_exact(conn, n):
 
 
 # -- the client --------------------------------------------------------------
+def program_text(args):
+    """The program's text: -c's code, the script's file, or all of stdin (as
+    python3 reads it); None when it cannot be had."""
+    if args[0] == "-c":
+        return args[1].encode()
+    if args[0] == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(args[0], "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def client(args):
     sock = os.environ.get("TPC_PY_SOCK")
     if not sock or not args or not (args[0] in ("-c", "-") or args[0].endswith(".py")) or \
             (args[0] == "-c" and len(args) < 2):
         os.execv(PYTHON, [PYTHON] + args)
+    text = program_text(args)
+    # a program that names neither torch nor numpy starts faster on its own
+    # (a fork of the server costs more than python3's start without them)
+    if text is None or not (b"torch" in text or b"numpy" in text):
+        if args[0] == "-":  # its text is read: run it as -c (sys.argv[0] "-c")
+            args = ["-c", text.decode()] + args[1:]
+        os.execv(PYTHON, [PYTHON] + args)
+    import socket
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(sock)
     except OSError:
+        if args[0] == "-":
+            args = ["-c", text.decode()] + args[1:]
         os.execv(PYTHON, [PYTHON] + args)
-    msg = repr({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    code = text.decode() if args[0] == "-" else None
+    msg = repr({"argv": args, "code": code, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
     socket.send_fds(conn, [HDR.pack(len(msg))], [0, 1, 2])
     conn.sendall(msg)
     try:
@@ -103,7 +130,7 @@ def run_program(req):
         elif args[0] == "-":
             sys.argv = ["-"] + args[1:]
             sys.path[0] = ""
-            exec(compile(sys.stdin.read(), "<stdin>", "exec"), main.__dict__)
+            exec(compile(req["code"], "<stdin>", "exec"), main.__dict__)  # the client read stdin
         else:
             sys.argv = list(args)
             sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
@@ -149,7 +176,7 @@ def run_program(req):
 
 
 def serve_one(conn):
-    import signal
+    import signal, socket
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     data, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
     n = HDR.unpack(data + recv_exact(conn, 4 - len(data)))[0]
@@ -168,13 +195,19 @@ def serve_one(conn):
 
 
 def serve(path, owner):
-    import signal
+    import signal, socket
     sys.path.insert(0, "")
+    import ast, atexit, builtins, io, runpy, traceback, types  # noqa: F401 (what each fork uses)
     for mod in ("torch", "numpy"):
         try:
             __import__(mod)
         except ImportError:
             pass
+    # what the imports made stays out of the forks' collections: they neither
+    # walk nor touch (copy on write) those pages
+    import gc
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forks report to their clients
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)

@@ -54,6 +54,8 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [{\"match\": \"(?i)x\", \"split\": \"col\"}]}", "(?...) groups and lookaround are not POSIX"},
 		{"{\"rules\": [{\"match\": \"x+?\", \"split\": \"col\"}]}", "lazy quantifiers"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"dim\": 1.5}]}", "\"dim\" must be an integer"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"stacked\": 1}]}", "\"stacked\" must be true or false"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"vocab\", \"stacked\": true}]}", "\"stacked\" experts are not a vocabulary"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tpc_plan p;
@@ -103,10 +105,15 @@ static void test_families(void **st)
 					assert_true(strstr(w->name[eco], "{E}") ? x == 3 : x == -1);
 					assert_int_equal(part >= 0, strchr(w->name[eco], '#') != NULL);
 				}
-				/* the HF names tell rows apart (other ecosystems fuse some) */
+				/* the HF names tell rows apart (other ecosystems fuse some), but
+				 * for the parts of a tensor the checkpoint fuses itself
+				 * ("#K"), which classify as part 0's row */
 				if (eco == TPC_ECO_HF) {
+					const tpc_tensor_row *pr[TPC_ROLE_COUNT];
+					int np = tpc_family_parts(f, w, TPC_ECO_HF, pr, TPC_ROLE_COUNT);
+					assert_true(np == 0 || np >= 2);
 					assert_true(tpc_family_name(w, TPC_ECO_HF, 7, 5, false, nm, sizeof(nm), NULL));
-					assert_ptr_equal(tpc_family_classify(f, TPC_ECO_HF, nm, NULL, NULL, NULL), w);
+					assert_ptr_equal(tpc_family_classify(f, TPC_ECO_HF, nm, NULL, NULL, NULL), np ? pr[0] : w);
 				}
 			}
 		}
@@ -163,6 +170,23 @@ static void test_families(void **st)
 	assert_int_equal(part, 1);
 	assert_true(tpc_family_named_in(q3, TPC_ECO_VLLM));
 	assert_false(tpc_family_named_in(tpc_family_find("qwen2-moe"), TPC_ECO_VLLM));
+	/* stacked over the experts where the name has no {E}: GGUF's ffn_*_exps,
+	 * vLLM's w13_weight; one tensor per expert in HF and Megatron-Core */
+	assert_true(tpc_family_stacked(w, TPC_ECO_GGUF) && tpc_family_stacked(w, TPC_ECO_VLLM));
+	assert_false(tpc_family_stacked(w, TPC_ECO_HF) || tpc_family_stacked(w, TPC_ECO_MEGATRON));
+	assert_false(tpc_family_stacked(tpc_family_row(mx, TPC_ROLE_FFN_GATE_INP), TPC_ECO_GGUF)); /* not an expert */
+	/* the parts of a fused tensor, in K order: w13_weight is [w1 | w3]; qkv_proj [q | k | v] */
+	const tpc_tensor_row *pr[4];
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_VLLM, pr, 4), 2);
+	assert_int_equal(pr[0]->role, TPC_ROLE_FFN_GATE_EXP);
+	assert_ptr_equal(pr[1], w);
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_TRTLLM, pr, 4), 2); /* [w3; w1]: w3 is part 0 */
+	assert_ptr_equal(pr[0], w);
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_HF, pr, 4), 0);   /* not fused there */
+	assert_int_equal(tpc_family_parts(mx, w, TPC_ECO_VLLM, pr, 1), -1); /* more parts than room */
+	const tpc_family *ll = tpc_family_find("llama");
+	assert_int_equal(tpc_family_parts(ll, tpc_family_row(ll, TPC_ROLE_ATTN_K), TPC_ECO_VLLM, pr, 4), 3);
+	assert_true(pr[0]->role == TPC_ROLE_ATTN_Q && pr[2]->role == TPC_ROLE_ATTN_V);
 	assert_null(tpc_family_find("qwen4"));
 	assert_null(tpc_family_by_arch("NoSuchForCausalLM"));
 }
@@ -298,7 +322,7 @@ static void test_by_model_type(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 30);
+	assert_int_equal(tpc_family_count(), 32);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -315,7 +339,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -734,6 +758,78 @@ static void test_gated_and_rest(void **st)
 	assert_int_equal(tpc_ff_act_parse("mystery"), TPC_FF_OTHER);
 }
 
+/* "stacked": dim 0 holds the experts, the rule describes one expert's
+ * matrix (Granite-MoE's input_linear [E, 2I, H] and output_linear [E, H, I];
+ * Llama 4's transposed gate_up_proj [E, H, 2I]); a 3-D tensor under a col or
+ * row rule that says neither "stacked" nor "dim" is refused by name. */
+static void test_stacked(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	tpc_split s;
+	tpc_model_facts f = {0};
+	assert_int_equal(parse(&p, "{\"rules\": ["
+				   "{\"match\": \"input_linear\", \"split\": \"col\", \"parts\": 2, \"stacked\": true},"
+				   "{\"match\": \"output_linear\", \"split\": \"row\", \"stacked\": true},"
+				   "{\"match\": \"gate_up_proj$\", \"split\": \"col\", \"transposed\": true, \"parts\": 2, \"stacked\": true},"
+				   "{\"match\": \"down_bias\", \"split\": \"row\", \"stacked\": true},"
+				   "{\"match\": \"last\", \"split\": \"dim\", \"dim\": -1, \"stacked\": true},"
+				   "{\"match\": \"whole\", \"split\": \"replicate\", \"stacked\": true},"
+				   "{\"match\": \"plain3d\", \"split\": \"col\"},"
+				   "{\"match\": \"conv\", \"split\": \"row\"}]}",
+			       &e),
+			 0);
+	assert_true(p.rules[0].stacked);
+	int64_t in[3] = {4, 64, 32}, out[3] = {4, 32, 16}, gu[3] = {4, 32, 128}, bias[2] = {4, 32}, conv[4] = {8, 6, 1, 1};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "input_linear", 3, in, 4, 0, &s, NULL, &e), 0);
+	assert_true(s.stacked);
+	assert_int_equal(s.dim, 1); /* each expert's rows */
+	assert_int_equal(s.nparts, 2);
+	assert_int_equal(s.part[1].size, 32);
+	assert_int_equal(tpc_split_rank_dim(&s, 4), 16);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "output_linear", 3, out, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 2); /* each expert's columns */
+	assert_int_equal(tpc_plan_resolve(&p, &f, "x.gate_up_proj", 3, gu, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 2); /* [E, H, 2I]: transposed, col is the expert's dim 1 */
+	assert_int_equal(s.part[0].size, 64);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "down_bias", 2, bias, 2, 0, &s, NULL, &e), 0);
+	assert_true(s.row_bias && s.stacked);
+	assert_int_equal(s.dim, -1); /* a row layer's bias per expert: added once */
+	assert_int_equal(tpc_plan_resolve(&p, &f, "last", 3, out, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 2);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "whole", 3, out, 2, 0, &s, NULL, &e), 0);
+	assert_true(s.stacked);
+	assert_int_equal(s.dim, -1);
+	/* unknown: refused by name, never col on dim 0 (whole experts per rank) */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "plain3d", 3, in, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_string_equal(e.tensor, "plain3d");
+	assert_non_null(strstr(e.msg, "a tensor of 3 dimensions that is not a matrix"));
+	assert_non_null(strstr(e.msg, "\"stacked\": true"));
+	/* a 1x1 convolution is a matrix: row splits its dim 1 as before */
+	assert_int_equal(tpc_plan_resolve(&p, &f, "conv", 4, conv, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 1);
+	assert_false(s.stacked);
+	/* which experts a rank holds under expert parallelism */
+	assert_int_equal(tpc_plan_resolve(&p, &f, "input_linear", 3, in, 2, 0, &s, NULL, &e), 0);
+	int64_t first, step, count;
+	tpc_split_experts(&s, 4, 4, 3, &first, &step, &count);
+	assert_true(first == 0 && step == 1 && count == 4); /* no ep: all */
+	s.ep = 2;
+	s.ep_group = -1;
+	assert_true(tpc_split_holds(&s, 4, 3) && tpc_split_first_rank(&s, 4) == 0 && tpc_split_tp(&s, 4) == 2);
+	tpc_split_experts(&s, 4, 4, 3, &first, &step, &count);
+	assert_true(first == 2 && step == 1 && count == 2); /* group 1: experts 2, 3 */
+	s.ep_placement = TPC_EP_ROUND_ROBIN;
+	tpc_split_experts(&s, 4, 4, 1, &first, &step, &count);
+	assert_true(first == 0 && step == 2 && count == 2); /* group 0: experts 0, 2 */
+	tpc_split t = s;
+	t.stacked = false;
+	assert_false(tpc_split_equal(&s, &t));
+	tpc_plan_release(&p);
+}
+
 static void test_ambiguous_and_fallback(void **st)
 {
 	(void)st;
@@ -938,6 +1034,7 @@ int main(void)
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
+		cmocka_unit_test(test_stacked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -747,19 +747,36 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
 	memset(f, 0, sizeof(*f));
 	assert_int_equal(tpc_facts_from_file(f, js, &e), 0);
+	/* experts stacked in a 3-D tensor: one view each, as verify describes
+	 * them (TPC_VERIFY_EXPERT_NAME), before anything points into ck */
+	for (size_t i = 0, n0 = ck->n; i < n0; i++) {
+		if (ck->t[i].ndim != 3)
+			continue;
+		for (int64_t x = 0; x < ck->t[i].shape[0]; x++) {
+			char vn[256];
+			tpc_tensor v;
+			snprintf(vn, sizeof(vn), TPC_VERIFY_EXPERT_NAME, ck->t[i].name, (long long)x);
+			assert_int_equal(tpc_tensor_select0(&v, &ck->t[i], x), 0);
+			assert_true(tpc_ckpt_add_copy(ck, vn, &v, &e) >= 0);
+			tpc_tensor_release(&v);
+		}
+	}
 	for (size_t i = 0; i < ck->n; i++) {
 		const char *nm = ck->t[i].name;
+		if (ck->t[i].ndim == 3)
+			continue;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
-			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2");
+			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1");
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
 		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
 				: col			  ? TPC_VSPLIT_COL
 				: voc			  ? TPC_VSPLIT_VOCAB
 							  : TPC_VSPLIT_REPLICATE;
-		/* a fused gate_up_proj [gate | up]: col in 2 parts, as the plan splits it */
-		bool gu = strstr(nm, "gate_up_proj") != NULL;
+		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
+		 * parts, as the plan splits it */
+		bool gu = strstr(nm, "gate_up_proj") || strstr(nm, "input_linear");
 		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
 		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
 						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
@@ -849,6 +866,24 @@ static void test_cohere2_record(void **st)
 	const tpc_vattn *a0 = &s.model->layers[0].attn;
 	assert_true(a0->rope && a0->rope_pairs && a0->rot_dims == 0 && !s.model->layers[1].attn.rope);
 	tpc_verify_set_release(&s);
+}
+
+/* Granite-MoE: Granite's multipliers around 4 experts stacked in
+ * input_linear [4, 64, 32] ([gate | up] each) and output_linear [4, 32,
+ * 32], routed by the softmax of the top-2 logits (renormalised, the
+ * record's softmax_topk router: config.json names no norm_topk_prob) */
+static void test_granitemoe_record(void **st)
+{
+	(void)st;
+	record_case("granitemoe", "granitemoe");
+}
+
+/* Granite-MoE with a shared expert: shared_mlp's fused [gate | up] input and
+ * its output added ungated to the routed experts' */
+static void test_granitemoe_shared_record(void **st)
+{
+	(void)st;
+	record_case("granitemoeshared", "granitemoe_shared");
 }
 
 /* Granite's four multipliers as config.json's facts, no parts of their own:
@@ -1122,7 +1157,8 @@ int main(void)
 		cmocka_unit_test(test_ernie4_5_record),    cmocka_unit_test(test_nope_global),
 		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_parallel_one_norm),
 		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
-		cmocka_unit_test(test_cohere2_record),
+		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
+		cmocka_unit_test(test_granitemoe_shared_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
