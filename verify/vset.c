@@ -653,6 +653,8 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f,
 	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT_NORM)->bias)
 		m->final_norm_b = find_role(s, an, TPC_ROLE_OUTPUT_NORM, -1, true);
 	m->lm_head = find_role(s, an, TPC_ROLE_OUTPUT, -1, false);
+	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT) && tpc_family_row(an->fam, TPC_ROLE_OUTPUT)->bias)
+		m->head_bias = find_role(s, an, TPC_ROLE_OUTPUT, -1, true);
 	const tpc_vtensor *ev = &s->t[m->embed];
 	if (ev->ref->ndim != 2 || m->final_norm_w < 0)
 		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding must be 2-D and the final norm present", arch);
@@ -720,6 +722,10 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 			*(int64_t *)((char *)L + sl->off) = find_role(s, an, sl->role, l, sl->bias);
 	}
 	const tpc_layer_parts *pt = &m->parts;
+	if (pt->resid == TPC_PART_PARALLEL_ONE_NORM) { /* one input norm for both sublayers */
+		L->norm2_w = L->norm1_w;
+		L->norm2_b = L->norm1_b;
+	}
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
 	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
@@ -733,7 +739,8 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
-	/* EXAONE 4: the global layers of a model with a window have no rope */
+	/* EXAONE 4, Cohere 2: the global layers of a model with a window have no
+	 * rope */
 	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
 	/* a layer config.json's no_rope_layers (or the record's default) leaves
 	 * unrotated attends without positions (SmolLM3's NoPE layers) */
@@ -1048,6 +1055,10 @@ int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const 
 		m->final_softcap = f ? f->final_softcap : 0;
 		m->resid_mul = f ? f->resid_mul : 0;
 		m->logit_div = f ? f->logit_div : 0;
+		m->logit_mul = fam->parts.logit_scale && f ? f->logit_mul : 0;
+		if (!ret && fam->parts.logit_scale && !m->logit_mul)
+			ret = tpc_err_set(e, TPC_EINPUT, "%s model: its logits are scaled by config.json's logit_scale, which the config lacks",
+					  fam->name);
 	}
 	if (!ret) {
 		model_free(s->model);
