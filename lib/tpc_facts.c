@@ -99,6 +99,8 @@ static const struct {
 	NUM(resid_mul, "residual_multiplier"),
 	NUM(attn_mul, "attention_multiplier"),
 	NUM(logit_div, "logits_scaling"),
+	/* Cohere: the logits' multiplier */
+	NUM(logit_mul, "logit_scale"),
 };
 #undef NUM
 
@@ -363,7 +365,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	}
 	/* attention, residual and logit scales */
 	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
-	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div);
+	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul);
 	FILL(sliding_window);
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;

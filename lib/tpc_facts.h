@@ -142,6 +142,9 @@ typedef struct tpc_model_facts {
 	 * add, the scores times attention_multiplier (in place of head_dim^-1/2
 	 * or query_pre_attn_scalar's), the logits divided by logits_scaling */
 	double embed_mul, resid_mul, attn_mul, logit_div;
+	/* Cohere's logit_scale: the logits times it (applied where the
+	 * family's parts say logit_scale) */
+	double logit_mul;
 	int64_t sliding_window, n_typed;
 	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
 	/* layers without a rotary embedding (SmolLM3, Llama 4): no_rope_layers,

@@ -385,6 +385,45 @@ static const tpc_tensor_row ernie4_5_tensors[] = {
 	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
+
+/* Phi (PhiForCausalLM: Phi-1, Phi-1.5, Phi-2): one input LayerNorm for the
+ * parallel attention and MLP (no FFN norm row), q/k/v and dense with biases,
+ * mlp.fc1 / fc2 as ffn_up / ffn_down with biases, final_layernorm, lm_head
+ * with its vocab bias (output.bias). Hugging Face and GGUF names only
+ * (MODEL_ARCH.PHI2). */
+static const tpc_tensor_row phi_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, true, "model.final_layernorm.weight", "output_norm.weight"),
+	HG(OUTPUT, true, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, true, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.dense.weight", GG_L "attn_output.weight"),
+	HG(FFN_UP, true, HF_L "mlp.fc1.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.fc2.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
+
+/* Cohere 2 (Cohere2ForCausalLM): LLaMA's names under one input norm (no FFN
+ * norm row). Hugging Face and GGUF names only (MODEL_ARCH.COHERE2, which has
+ * no output tensor: an untied lm_head is refused by name, as the reference
+ * cannot map it; attention biases, which the reference drops when zero and
+ * refuses otherwise, are refused by name). */
+static const tpc_tensor_row cohere2_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", NULL),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, false, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, false, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, false, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, false, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_GATE, false, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HG(FFN_UP, false, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, false, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
 #undef HG
 
 /* ---- plans ---- */
@@ -474,6 +513,31 @@ static const tpc_tensor_row ernie4_5_tensors[] = {
 	"    {\"match\": \"mlp\\\\.c_fc\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
 	"    {\"match\": \"mlp\\\\.c_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* Phi (transformers' PhiConfig.base_model_tp_plan: q/k/v colwise,
+ * self_attn.dense rowwise, mlp.fc1 colwise, mlp.fc2 rowwise); the biases
+ * with their weights, dense's and fc2's added once; lm_head's vocab bias
+ * split with it */
+#define PHI_JSON \
+	"{\n" \
+	"  \"name\": \"phi\",\n" \
+	"  \"description\": \"Phi-1, Phi-1.5 and Phi-2 (PhiForCausalLM) with Hugging Face names. q/k/v col on head boundaries (K/V heads replicated when tp > kv heads), self_attn.dense row, mlp.fc1 col, mlp.fc2 row, their biases with them; embed_tokens and lm_head (weight and vocab bias) vocab-parallel; the LayerNorms' weights and biases replicated.\",\n" \
+	"  \"layers\": [\"layers\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"first_stage\": [\"embed_tokens\\\\.\"],\n" \
+	"  \"last_stage\": [\"final_layernorm\\\\.\", \"^lm_head\\\\.\"],\n" \
+	"  \"rules\": [\n" \
+	"    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n" \
+	"    {\"match\": \"self_attn\\\\.dense\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.dense\\\\.bias$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"mlp\\\\.fc1\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"mlp\\\\.fc2\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"^lm_head\\\\.(weight|bias)$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"layernorm\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n" \
+	"  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
 
@@ -803,6 +867,28 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_exaone4,
 	 .tensors = olmo2_tensors,
 	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_HEAD, .swa_every = 4, .nope_global = true, .tied_head = true)},
+	/* one input LayerNorm for the parallel attention and MLP; the rotary
+	 * fraction is config.json's */
+	{.name = "phi",
+	 .desc = "Phi-1 / Phi-1.5 / Phi-2 (HF names): q/k/v col on head boundaries, self_attn.dense row, mlp.fc1 col, mlp.fc2 row (biases with their weights); lm_head and its bias vocab; LayerNorms replicated",
+	 .plan = PHI_JSON,
+	 .hf_arch = A("PhiForCausalLM"),
+	 .gguf = &tpc__gguf_phi2,
+	 .tensors = phi_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .partial_rope = true, .attn_bias = true, .mlp = TPC_PART_MLP_GELU_NEW,
+	       .resid = TPC_PART_PARALLEL_ONE_NORM, .tied_head = true)},
+	/* the llama plan; one weight-only LayerNorm for the parallel attention
+	 * and SwiGLU, interleaved RoPE on the sliding layers only (nope_global;
+	 * three in four by default; the window and layer_types are config.json's),
+	 * the logits times config.json's logit_scale */
+	{.name = "cohere2",
+	 .desc = "Cohere 2 / Command R7B (HF names): the llama plan; one input LayerNorm replicated",
+	 .plan = LLAMA_JSON("cohere2"),
+	 .hf_arch = A("Cohere2ForCausalLM"),
+	 .gguf = &tpc__gguf_cohere2,
+	 .tensors = cohere2_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED, .resid = TPC_PART_PARALLEL_ONE_NORM,
+	       .swa_every = 4, .nope_global = true, .logit_scale = true, .tied_head = true)},
 	{.name = "mixtral",
 	 .desc = "Mixtral (HF names): llama attention; block_sparse_moe.experts.N w1/w3 col, w2 row (tp inside each expert); router replicated",
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),

@@ -152,10 +152,13 @@ typedef struct tpc_tensor_row {
  *              the rotary embedding
  *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
- *   rope       rotate-half or interleaved pairs (the config may say); a
- *              partial rotary fraction comes from the facts, or, when
- *              config.json gives none, rope_fraction (GPT-NeoX's 0.25; 0:
- *              config.json must say)
+ *   rope       rotate-half (dims i and i + rot/2) or interleaved pairs (2i,
+ *              2i + 1): GLM-4, ERNIE 4.5, Cohere 2; only DeepSeek's MLA lets
+ *              config.json's rope_interleave say otherwise
+ *   partial_rope  only the first int(head_dim * partial_rotary_factor) dims
+ *              of each head are rotated (GLM-4, Phi, GPT-NeoX; rotary_pct in
+ *              the facts); when config.json gives no fraction, rope_fraction
+ *              (GPT-NeoX's 0.25); 0: verify refuses the config
  *   pos        RoPE, learned absolute positions, or none
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
@@ -169,7 +172,9 @@ typedef struct tpc_tensor_row {
  *              config.json names none (transformers' MixtralConfig: 2); 0:
  *              config.json must say
  *   resid      sequential, or parallel x + attn(n1(x)) + mlp(n2(x)) (NeoX;
- *              the config's use_parallel_residual may turn it off)
+ *              the config's use_parallel_residual may turn it off), or
+ *              parallel under one input norm x + attn(n1(x)) + mlp(n1(x))
+ *              (Phi, Cohere 2: the table has no FFN_NORM row)
  *   embed_scale  the embeddings times sqrt(hidden), rounded to the
  *              embedding's dtype (Gemma)
  *   swa_every  sliding-window layers when config.json has no layer_types:
@@ -180,13 +185,16 @@ typedef struct tpc_tensor_row {
  *              softcaps, query_pre_attn_scalar and a sliding layers' own
  *              rope theta are the facts' (config.json)
  *   nope_global  in a model with a sliding window, the layers that attend
- *              globally have no rotary embedding (EXAONE 4's hybrid NoPE);
- *              without a window every layer has it
+ *              globally have no rotary embedding, the sliding ones keep it
+ *              (EXAONE 4's hybrid NoPE, Cohere 2); without a window every
+ *              layer has it (EXAONE 4; Cohere2's class would rotate none)
  *   rope_off_every  layers without a rotary embedding when config.json has
  *              neither no_rope_layers nor no_rope_layer_interval: every
  *              rope_off_every-th layer (1-based; transformers' SmolLM3
  *              default, 4); 0: every layer rotates unless config.json's
  *              no_rope_layers says otherwise (a fact, whatever the record)
+ *   logit_scale  the logits times config.json's logit_scale (Cohere 2);
+ *              verify refuses a config without it
  *   tied_head  the head may be the token embedding (no lm_head tensor);
  *              false: a checkpoint without the record's OUTPUT is refused
  */
@@ -213,7 +221,7 @@ typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
 	TPC_PART_ROUTER_SOFTMAX_TOPK
 } tpc_part_router;
-typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL } tpc_part_resid;
+typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 
 typedef struct tpc_layer_parts {
 	tpc_part_model model;
@@ -237,7 +245,7 @@ typedef struct tpc_layer_parts {
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */
 	bool nope_global;        /* global layers without rope when the model slides (above) */
 	int rope_off_every;      /* the default layers without RoPE (above); 0: none */
-	bool logit_scale;        /* the logits scaled by a config factor */
+	bool logit_scale;        /* the logits times config.json's logit_scale */
 	bool tied_head;
 } tpc_layer_parts;
 struct tpc_gguf_arch;

@@ -149,6 +149,42 @@ static const tpc_gguf_kv_rule exaone4_kv[] = {
 	{"attention.sliding_window_pattern", TPC_GV_BOOL, TPC_KH_SWA_PATTERN, "sliding_window_pattern|4"},
 	R_END,
 };
+/* Phi2Model.set_gguf_parameters (conversion/phi.py): its own keys, not
+ * TextModel's (no rope theta); feed_forward_length 4 x hidden and
+ * head_count_kv the heads whatever config.json says; the rotary dimension
+ * from partial_rotary_factor (PhiConfig's 0.5 when config.json has none);
+ * then tokenizer.ggml.add_bos_token false */
+static const tpc_gguf_kv_rule phi2_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "n_positions|max_position_embeddings"},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size|n_embd"},
+	{"feed_forward_length", U32, TPC_KH_TIMES4, "hidden_size|n_embd"},
+	R_BLOCK,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.head_count_kv", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.layer_norm_epsilon", F32, TPC_KH_REQ, "layer_norm_epsilon|layer_norm_eps"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_EMB, "0.5"},
+	R_FILE_TYPE,
+	{"tokenizer.ggml.add_bos_token", BOOL, TPC_KH_CONST, "0"},
+	R_END,
+};
+/* Cohere2Model (conversion/command_r.py): TextModel's keys, then
+ * logit_scale, the window, vocab_size, the rotary dimension from rotary_pct
+ * (required, as the reference's hparams["rotary_pct"]: Cohere2Config has
+ * none, Command R7B's config.json has it) and rope.scaling.type "none".
+ * The reference reads logit_scale, sliding_window and vocab_size through
+ * AutoConfig (Cohere2Config's defaults when config.json lacks them): refused
+ * here instead. It writes no sliding-window pattern: llama.cpp takes three
+ * sliding layers in four, so another layer_types is refused */
+static const tpc_gguf_kv_rule cohere2_kv[] = {
+	TEXT_RULES,
+	{"logit_scale", F32, TPC_KH_REQ, "logit_scale"},
+	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
+	{"attention.sliding_window_pattern", 0, TPC_KH_SWA_EVERY, "sliding_window_pattern|4"},
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HD, NULL},
+	{"rope.scaling.type", TPC_GV_STRING, TPC_KH_CONST, "none"},
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -259,6 +295,20 @@ static const tpc_gguf_cfg_rule granite_cfg[] = {
 static const tpc_gguf_cfg_rule granitemoe_shared_cfg[] = {
 	GRANITE_CFG_ROWS
 	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+/* Phi's LayerNorm epsilon */
+static const tpc_gguf_cfg_rule phi2_cfg[] = {
+	TEXT_CFG_ROWS
+	{"layer_norm_eps", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
+	{NULL, NULL, TPC_CK_INT},
+};
+/* Cohere 2's LayerNorm epsilon and logit_scale (the window is a text row;
+ * no layer_types: Cohere2Config's default, three sliding layers in four) */
+static const tpc_gguf_cfg_rule cohere2_cfg[] = {
+	TEXT_CFG_ROWS
+	{"layer_norm_eps", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
+	{"logit_scale", "logit_scale", TPC_CK_FLOAT},
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
@@ -429,6 +479,19 @@ const tpc_gguf_arch tpc__gguf_exaone4 = {
 	.arch = "exaone4", .hf_arch = A("Exaone4ForCausalLM"), .kv = exaone4_kv, .rope_freqs = true,
 	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.hf_cfg = exaone4_cfg, .rope_pct = "partial_rotary_factor"};
+/* Phi2Model: TextModel's _set_vocab_gpt2; no Q/K permutation; the rotary
+ * fraction written back whole or not (PhiConfig's default is 0.5) */
+const tpc_gguf_arch tpc__gguf_phi2 = {
+	.arch = "phi2", .hf_arch = A("PhiForCausalLM"), .kv = phi2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = phi2_cfg,
+	.rope_pct = "partial_rotary_factor", .rope_pct_always = true};
+/* Cohere2Model: TextModel's _set_vocab_gpt2; no Q/K permutation;
+ * Cohere2Config's head_dim: hidden_size / num_attention_heads; rotary_pct
+ * written back always (the reference requires it) */
+const tpc_gguf_arch tpc__gguf_cohere2 = {
+	.arch = "cohere2", .hf_arch = A("Cohere2ForCausalLM"), .kv = cohere2_kv, .head_dim = -1,
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = cohere2_cfg, .rope_pct = "rotary_pct", .rope_pct_always = true};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,

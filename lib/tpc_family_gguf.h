@@ -58,18 +58,23 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_FALSE_ONLY,   /* a bool written only when the member is false (is_causal) */
 	TPC_KH_HEAD_DIM,     /* key_length and value_length from head_dim when present */
 	TPC_KH_ROPE_DIM,     /* head_dim, else hidden_size / num_attention_heads */
-	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)) (GPT-NeoX) */
-	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3) */
-	TPC_KH_ROPE_PCT_HEAD, /* int(head_dim (else hidden / heads) * partial_rotary_factor), the
-			       * factor the number `names` holds when config.json has none (the
-			       * config class's default the reference reads through AutoConfig:
-			       * Glm4Model's rope.dimension_count, "0.5") */
+	/* The ROPE_PCT rules: a rotary dimension from a fraction, each as its
+	 * converter computes it; the fraction config.json's, else the number
+	 * `names` holds (the config class's default the reference reads through
+	 * AutoConfig: PhiConfig's and Glm4Config's "0.5"), else 1; refused when
+	 * not a number or outside (0, 1] */
+	TPC_KH_ROPE_PCT_HD,  /* int(rotary_pct * (hidden / heads)), rotary_pct required (GPT-NeoX,
+				Cohere 2) */
+	TPC_KH_ROPE_PCT_EMB, /* int(partial_rotary_factor * hidden) // heads (Phi-3, Phi-2) */
+	TPC_KH_ROPE_PCT_HEAD, /* int(head_dim (else hidden / heads) * partial_rotary_factor)
+			       * (Glm4Model's rope.dimension_count) */
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
 	TPC_KH_CONST,        /* the number `names` holds, whatever config.json says (OlmoeModel's
-				rms epsilon); a key written before is overwritten in its place, as
-				GGUFWriter.add_key_value does */
+				rms epsilon; a bool: "0" false), or for a string key the string
+				(Cohere2Model's rope.scaling.type "none"); a key written before is
+				overwritten in its place, as GGUFWriter.add_key_value does */
 	TPC_KH_OR_ONE,       /* a number: names' value, else 1.0, the config class's default
 				(the reference reads AutoConfig's to_dict(): GraniteConfig's
 				multipliers); 0 writes no key, as the reference's `if v :=` */
@@ -88,10 +93,17 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_NO_SWA,       /* no key: refused when config.json makes a layer slide (layer_types'
 			      * "sliding_attention", or use_sliding_window without layer_types):
 			      * the GGUF's reader knows no window for the architecture */
+	TPC_KH_SWA_EVERY,    /* no key: the layers config.json makes slide, read as SWA_PATTERN
+			      * reads them ("MEMBERS|N": layer_types, else the member's period,
+			      * else N), must be all but every N-th (1-based), the pattern the
+			      * GGUF's reader assumes (llama.cpp's cohere2:
+			      * "sliding_window_pattern|4", Cohere2Config's default too); else
+			      * refused naming the layer */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
-	const char *key; /* after "{arch}."; a "general." key as is */
+	const char *key; /* after "{arch}."; a "general." or "tokenizer." key as is (Phi2Model
+			  * writes tokenizer.ggml.add_bos_token with its own keys) */
 	int type;        /* tpc_gguf_vt */
 	tpc_gguf_kh how;
 	const char *names;
@@ -213,7 +225,7 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
-	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4,
-	tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared;
+	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
+	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared;
 
 #endif

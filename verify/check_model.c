@@ -128,12 +128,14 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 {
 	const tpc_vmodel *d = R->s->model;
 	*m = (vmodel_loc){.norm = d->norm, .eps = d->norm_eps, .embed_mul = d->embed_mul, .final_softcap = d->final_softcap,
-			  .resid_mul = d->resid_mul, .logit_div = d->logit_div, .H = d->hidden, .V = d->vocab, .nl = d->nlayers};
+			  .resid_mul = d->resid_mul, .logit_div = d->logit_div, .logit_mul = d->logit_mul, .H = d->hidden,
+			  .V = d->vocab, .nl = d->nlayers};
 	int64_t head = d->lm_head >= 0 ? d->lm_head : d->embed;
 	if (t >= 0) {
 		if (!vocab_ok(R, d->embed, "embedding", msg, n) || !vocab_ok(R, head, "lm head", msg, n) ||
 		    !tpc__repl_ok(R, d->pos_embed, "position embedding", msg, n) ||
-		    !tpc__repl_ok(R, d->final_norm_w, "final norm", msg, n) || !tpc__repl_ok(R, d->final_norm_b, "final norm", msg, n))
+		    !tpc__repl_ok(R, d->final_norm_w, "final norm", msg, n) || !tpc__repl_ok(R, d->final_norm_b, "final norm", msg, n) ||
+		    (d->head_bias >= 0 && !tpc__rank_ok(R, d->head_bias, t, msg, n)))
 			return false;
 		if (d->pos_embed >= 0 && R->s->t[d->pos_embed].ref->shape[0] < R->T) {
 			snprintf(msg, n, "%lld tokens, but only %lld positions", (long long)R->T,
@@ -146,7 +148,13 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 	tpc__opt_loc(R, d->pos_embed, t, &m->pos);
 	tpc__opt_loc(R, d->final_norm_w, t, &m->fnw);
 	tpc__opt_loc(R, d->final_norm_b, t, &m->fnb);
+	tpc__opt_loc(R, d->head_bias, t, &m->head_b);
 	m->fnw.shift = d->parts.norm_offset;
+	if (m->head_b.t && (m->head_b.dim != m->head.dim || m->head_b.nparts != 1 || m->head_b.len[0] != m->head.len[0] ||
+			    m->head_b.start[0] != m->head.start[0])) {
+		snprintf(msg, n, "head bias '%s' must be split as the head '%s' (vocab rows)", m->head_b.name, m->head.name);
+		return false;
+	}
 	m->L = calloc((size_t)d->nlayers + 1, sizeof(*m->L));
 	if (!m->L) {
 		snprintf(msg, n, "out of memory");
@@ -168,6 +176,7 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 		tpc__opt_loc(R, ly->post2_w, t, &L->p2w);
 		L->n1w.shift = L->n2w.shift = L->p1w.shift = L->p2w.shift = d->parts.norm_offset;
 		L->no_pre = d->parts.place == TPC_PART_POST;
+		L->parallel = d->parts.resid != TPC_PART_SEQUENTIAL;
 		if (ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n) : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;
 		L->moe = ly->moe.exp != NULL;

@@ -38,22 +38,15 @@ bool tpc__form_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 	if (t >= 0 && (!tpc__repl_ok(R, d->type_embed, "token type embedding", msg, n) ||
 		       !tpc__repl_ok(R, d->embed_norm_w, "embedding norm", msg, n) ||
 		       !tpc__repl_ok(R, d->embed_norm_b, "embedding norm", msg, n) ||
-		       !tpc__repl_ok(R, d->mlm_dense, "MLM transform", msg, n) || !tpc__repl_ok(R, mb, "MLM transform", msg, n) ||
-		       (d->head_bias >= 0 && !tpc__rank_ok(R, d->head_bias, t, msg, n))))
+		       !tpc__repl_ok(R, d->mlm_dense, "MLM transform", msg, n) || !tpc__repl_ok(R, mb, "MLM transform", msg, n)))
 		return false;
 	tpc__opt_loc(R, d->type_embed, t, &m->type);
 	tpc__opt_loc(R, d->embed_norm_w, t, &m->enw);
 	tpc__opt_loc(R, d->embed_norm_b, t, &m->enb);
-	tpc__opt_loc(R, d->head_bias, t, &m->head_b);
 	if (d->mlm_dense >= 0)
 		tpc__lin_of(R, d->mlm_dense, t, false, &m->mlm);
-	if (d->hidden_out) {
+	if (d->hidden_out)
 		memset(&m->head, 0, sizeof(m->head));
-	} else if (m->head_b.t && (m->head_b.dim != m->head.dim || m->head_b.nparts != 1 || m->head_b.len[0] != m->head.len[0] ||
-				   m->head_b.start[0] != m->head.start[0])) {
-		snprintf(msg, n, "MLM bias '%s' must be split as the head '%s' (vocab rows)", m->head_b.name, m->head.name);
-		return false;
-	}
 	return true;
 }
 

@@ -299,8 +299,8 @@ typedef struct tpc_vattn {
 					    k, v and kv may be replicated (every rank computes every
 					    kv head: multi-query attention) */
 	int64_t heads, kv_heads, head_dim;
-	bool rope;                       /* rotary embedding on q and k (rotate-half layout);
-					    false: none (a NoPE layer, no_rope_layers) */
+	bool rope;                       /* rotary embedding on q and k (rotate-half, or rope_pairs
+					    below); false: none (a NoPE layer) */
 	double rope_theta;
 	int64_t q_norm, k_norm;          /* RMSNorm of every q and k head before the rotary embedding
 					    (Qwen3's q_norm/k_norm, [head_dim], replicated); -1: none */
@@ -399,7 +399,7 @@ typedef struct tpc_vmodel {
 	int64_t type_embed;              /* BERT: token type 0's row added to every token */
 	int64_t embed_norm_w, embed_norm_b; /* BERT: the embeddings' LayerNorm */
 	int64_t mlm_dense;               /* BERT: the MLM transform's dense (gelu after it) */
-	int64_t head_bias;               /* BERT: the decoder's vocab bias */
+	int64_t head_bias;               /* the head's vocab bias (BERT's decoder, Phi's lm_head) */
 	double embed_mul;                /* the embeddings times this (Gemma: sqrt(hidden) in the
 					    embedding's dtype; Granite: embedding_multiplier); 0: none */
 	double final_softcap;            /* logits capped as cap * tanh(l / cap) (Gemma 2); 0: none */
@@ -407,6 +407,7 @@ typedef struct tpc_vmodel {
 					    add (Granite's residual_multiplier); 0: none */
 	double logit_div;                /* the logits divided by this (Granite's logits_scaling);
 					    0: none */
+	double logit_mul;                /* the logits times this (Cohere's logit_scale); 0: none */
 	bool hidden_out;                 /* no head (BertModel): the model check compares the last
 					    hidden states [T, hidden] */
 } tpc_vmodel;

@@ -125,6 +125,8 @@ typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
 	vloc p1w, p2w;           /* norms of the attention's and MLP's outputs (.t NULL: none) */
 	bool no_pre;             /* no input norms: the sublayers read the residual stream (OLMo 2) */
+	bool parallel;           /* x + attn(n1(x)) + mlp(n2(x)): both read the layer's input
+				    (Phi, Cohere 2: n2 is n1) */
 	vattn_loc attn;
 	vmla_loc mla;            /* mla.p non-NULL: the attention is MLA, not attn */
 	vmlp_loc mlp;
@@ -149,7 +151,7 @@ typedef struct vstack {
 typedef struct vmodel_loc {
 	tpc_vnorm norm;
 	double eps;
-	double embed_mul, final_softcap, resid_mul, logit_div; /* tpc_vmodel's */
+	double embed_mul, final_softcap, resid_mul, logit_div, logit_mul; /* tpc_vmodel's */
 	int64_t H, V;
 	vloc embed, pos, fnw, fnb, head; /* pos.t / fnb.t NULL: none */
 	vlayer_loc *L;
@@ -167,7 +169,8 @@ typedef struct vmodel_loc {
 	/* GPT-NeoX and BERT (neox.c): non-NULL, neox.inc runs their embedding
 	 * extras, layers and top (tpc__form_*) */
 	const tpc_vmodel *form;
-	vloc type, enw, enb, head_b; /* BERT: token type 0, the embeddings' norm, the vocab bias */
+	vloc head_b;             /* the head's vocab bias (.t NULL: none) */
+	vloc type, enw, enb;     /* BERT: token type 0, the embeddings' norm */
 	vlin mlm;                /* BERT: the MLM transform's dense (w.t NULL: none) */
 } vmodel_loc;
 

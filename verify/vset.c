@@ -635,6 +635,8 @@ static int model_top(tpc_verify_set *s, tpc_vmodel *m, const tpc_model_facts *f,
 	m->pos_embed = find_role(s, an, TPC_ROLE_POS_EMBD, -1, false);
 	m->final_norm_w = top_role(s, an, TPC_ROLE_OUTPUT_NORM, &m->final_norm_b);
 	m->lm_head = find_role(s, an, TPC_ROLE_OUTPUT, -1, false);
+	if (tpc_family_row(an->fam, TPC_ROLE_OUTPUT) && tpc_family_row(an->fam, TPC_ROLE_OUTPUT)->bias)
+		m->head_bias = find_role(s, an, TPC_ROLE_OUTPUT, -1, true);
 	const tpc_vtensor *ev = &s->t[m->embed];
 	if (ev->ref->ndim != 2)
 		return tpc_err_set(e, TPC_EINPUT, "%s model: the embedding '%s' must be 2-D", arch, ev->name);
@@ -709,6 +711,10 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 			*(int64_t *)((char *)L + sl->off) = find_role(s, an, sl->role, l, sl->bias);
 	}
 	const tpc_layer_parts *pt = &m->parts;
+	if (pt->resid == TPC_PART_PARALLEL_ONE_NORM) { /* one input norm for both sublayers */
+		L->norm2_w = L->norm1_w;
+		L->norm2_b = L->norm1_b;
+	}
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
 	a->interleaved = a->qkv >= 0 && pt->qkv == TPC_PART_QKV_PER_HEAD;
@@ -724,7 +730,8 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->softcap = f->attn_softcap;
 		a->window = swa ? f->sliding_window : 0;
 	}
-	/* EXAONE 4: the global layers of a model with a window have no rope */
+	/* EXAONE 4, Cohere 2: the global layers of a model with a window have no
+	 * rope */
 	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
 	/* a layer config.json's no_rope_layers (or the record's default) leaves
 	 * unrotated attends without positions (SmolLM3's NoPE layers) */
@@ -1082,6 +1089,10 @@ int tpc_verify_model_from_names(tpc_verify_set *s, const tpc_family *fam, const 
 		m->final_softcap = f ? f->final_softcap : 0;
 		m->resid_mul = f ? f->resid_mul : 0;
 		m->logit_div = f ? f->logit_div : 0;
+		m->logit_mul = fam->parts.logit_scale && f ? f->logit_mul : 0;
+		if (!ret && fam->parts.logit_scale && !m->logit_mul)
+			ret = tpc_err_set(e, TPC_EINPUT, "%s model: its logits are scaled by config.json's logit_scale, which the config lacks",
+					  fam->name);
 	}
 	if (!ret) {
 		model_free(s->model);

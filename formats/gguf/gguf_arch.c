@@ -111,13 +111,19 @@ typedef struct conv {
 	tpc_err *e;
 } conv;
 
+/* A rule's key in full: "{arch}.key", a "general." or "tokenizer." key as is */
+static int key_full(conv *cv, const char *key, char *full, size_t n)
+{
+	int w = strncmp(key, "general.", 8) && strncmp(key, "tokenizer.", 10) ? snprintf(full, n, "%s.%s", cv->spec->arch, key)
+										 : snprintf(full, n, "%s", key);
+	return w < 0 || (size_t)w >= n ? tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", key) : 0;
+}
+
 static int kv_put(conv *cv, const char *key, int type, double f, uint64_t u)
 {
 	char full[160];
-	int n = strncmp(key, "general.", 8) ? snprintf(full, sizeof(full), "%s.%s", cv->spec->arch, key)
-					     : snprintf(full, sizeof(full), "%s", key);
-	if (n < 0 || (size_t)n >= sizeof(full))
-		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", key);
+	if (key_full(cv, key, full, sizeof(full)))
+		return -1;
 	int r = type == F32 ? tpc_gguf_kvs_float(cv->kv, full, F32, f) : tpc_gguf_kvs_uint(cv->kv, full, type, u);
 	return r ? tpc_err_nomem(cv->e) : 0;
 }
@@ -233,55 +239,102 @@ static int two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uint
  * "MEMBER|...|N", the first config.json member present (an integer), else
  * N; a member that is not a positive integer is refused (Exaone4Config
  * builds layer_types from an int sliding_window_pattern and fails on its
- * "LLLG" form, so the reference does) */
-static int swa_period(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *period)
+ * "LLLG" form, so the reference does). *which gets the member read, or NULL
+ * (N) */
+static int swa_period(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *period, const char **which, char *buf, size_t n)
 {
 	const cfg *c = &cv->c;
 	const char *last = r->names ? strrchr(r->names, '|') : NULL;
-	char names[128], buf[64];
-	const char *which = NULL;
+	char names[128];
+	*which = NULL;
 	*period = r->names ? strtoull(last ? last + 1 : r->names, NULL, 10) : 0;
 	if (!last || (size_t)(last - r->names) >= sizeof(names))
 		return 0;
 	snprintf(names, sizeof(names), "%.*s", (int)(last - r->names), r->names);
-	const cJSON *v = cfg_find(c, names, &which, buf, sizeof(buf));
+	const cJSON *v = cfg_find(c, names, which, buf, n);
 	if (!v || cJSON_IsNull(v))
-		return 0;
-	if (cfg_u32(c, v, which, period, cv->e))
+		return (*which = NULL), 0;
+	if (cfg_u32(c, v, *which, period, cv->e))
 		return -1;
-	return *period ? 0 : cfg_err(c, cv->e, "config.json: '%s' is 0", which);
+	return *period ? 0 : cfg_err(c, cv->e, "config.json: '%s' is 0", *which);
+}
+
+/* Which layers config.json makes slide, for the sliding-window rules: a
+ * bool per layer (*b, malloc'd, *n of them) from layer_types (a list), else
+ * every layer but each period-th (swa_period) of num_hidden_layers; *from
+ * names the member that said it ("layer_types", the period's member, or
+ * NULL: the rule's default period) */
+static int swa_layers(conv *cv, const tpc_gguf_kv_rule *r, uint8_t **b, uint64_t *n, const char **from, char *buf,
+		      size_t bn)
+{
+	const cfg *c = &cv->c;
+	const cJSON *lt = cfg_get(c, "layer_types");
+	uint64_t period = 0;
+	*b = NULL;
+	*n = 0;
+	*from = "layer_types";
+	if (!cJSON_IsArray(lt)) {
+		lt = NULL;
+		if (swa_period(cv, r, &period, from, buf, bn))
+			return -1;
+		if (!period)
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': no period", r->key);
+		if (cfg_req_u32(c, "num_hidden_layers", n, cv->e))
+			return -1;
+	} else {
+		*n = (uint64_t)cJSON_GetArraySize(lt);
+	}
+	if (!(*b = malloc(*n ? *n : 1)))
+		return tpc_err_nomem(cv->e);
+	for (uint64_t i = 0; i < *n; i++) {
+		const cJSON *t = lt ? cJSON_GetArrayItem(lt, (int)i) : NULL;
+		(*b)[i] = lt ? cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention") : (i + 1) % period != 0;
+	}
+	return 0;
 }
 
 /* The sliding_window_pattern key (Olmo2Model's, Exaone4Model's): with a
- * sliding_window (not null), a bool per layer from layer_types, else every
- * layer but each period-th (swa_period) */
+ * sliding_window (not null), a bool per layer (swa_layers) */
 static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 {
-	const cfg *c = &cv->c;
-	const cJSON *lt = cfg_get(c, "layer_types"), *sw = cfg_get(c, "sliding_window");
-	uint64_t n = 0, period = 0;
+	const cJSON *sw = cfg_get(&cv->c, "sliding_window");
+	uint8_t *b = NULL;
+	uint64_t n = 0;
+	const char *from;
+	char buf[64], full[160];
 	if (!sw || cJSON_IsNull(sw))
 		return 0;
-	if (!cJSON_IsArray(lt))
-		lt = NULL;
-	if (!lt && swa_period(cv, r, &period))
+	int ret = swa_layers(cv, r, &b, &n, &from, buf, sizeof(buf)) || key_full(cv, r->key, full, sizeof(full)) ? -1 : 0;
+	if (!ret && tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n))
+		ret = tpc_err_nomem(cv->e);
+	free(b);
+	return ret;
+}
+
+/* The sliding layers (swa_layers) must be all but every N-th, N the rule's
+ * period (r->names' last number), as the GGUF's reader assumes: llama.cpp
+ * fixes cohere2's at three in four, and convert_hf_to_gguf.py writes no
+ * pattern for it. Without layer_types the config's period member (Cohere2Config
+ * takes sliding_window_pattern, 4 when absent) gives the layers compared. */
+static int swa_every(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	const char *last = r->names ? strrchr(r->names, '|') : NULL;
+	uint64_t every = r->names ? strtoull(last ? last + 1 : r->names, NULL, 10) : 0, n = 0;
+	uint8_t *b = NULL;
+	const char *from;
+	char buf[64];
+	if (!every)
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': no period", r->key);
+	if (swa_layers(cv, r, &b, &n, &from, buf, sizeof(buf)))
 		return -1;
-	if (lt)
-		n = (uint64_t)cJSON_GetArraySize(lt);
-	else if (!period || cfg_req_u32(c, "num_hidden_layers", &n, cv->e))
-		return period ? -1 : tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': no period", r->key);
-	uint8_t *b = malloc(n ? n : 1);
-	if (!b)
-		return tpc_err_nomem(cv->e);
-	for (uint64_t i = 0; i < n; i++) {
-		const cJSON *t = lt ? cJSON_GetArrayItem(lt, (int)i) : NULL;
-		b[i] = lt ? cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention") : (i + 1) % period != 0;
-	}
-	char full[160];
-	int w = snprintf(full, sizeof(full), "%s.%s", cv->spec->arch, r->key);
-	int ret = w < 0 || (size_t)w >= sizeof(full) ? tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s' is too long", r->key)
-		  : tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n) ? tpc_err_nomem(cv->e)
-								      : 0;
+	int ret = 0;
+	for (uint64_t l = 0; l < n && !ret; l++)
+		if ((b[l] != 0) != ((l + 1) % every != 0))
+			ret = tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+					 "config.json: %s makes layer %llu %s, but a GGUF of architecture '%s' is read "
+					 "with every layer sliding but each %llu-th (llama.cpp): not written",
+					 from ? from : "the default sliding_window_pattern", (unsigned long long)l,
+					 b[l] ? "slide" : "attend globally", cv->spec->arch, (unsigned long long)every);
 	free(b);
 	return ret;
 }
@@ -347,6 +400,26 @@ static int no_swa(conv *cv, const tpc_gguf_kv_rule *r)
 	return 0;
 }
 
+/* A rotary fraction for the ROPE_PCT rules: config.json's member p (name),
+ * else the config class's default the rule holds (names: the reference
+ * reads it through AutoConfig: PhiConfig's and Glm4Config's 0.5), else 1;
+ * refused when p (or the default) is not a number, or outside (0, 1] */
+static int rot_fraction(conv *cv, const tpc_gguf_kv_rule *r, const cJSON *p, const char *name, double *pct)
+{
+	char *end = NULL;
+	if (p && !cJSON_IsNumber(p))
+		return cfg_err(&cv->c, cv->e, "config.json: '%s' is not a number", name);
+	if (p)
+		*pct = p->valuedouble;
+	else if (!r->names)
+		*pct = 1.0;
+	else if ((*pct = strtod(r->names, &end)), end == r->names || *end)
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its default is not a number", r->key);
+	if (!(*pct > 0 && *pct <= 1))
+		return cfg_err(&cv->c, cv->e, "config.json: '%s' is not in (0, 1]", name);
+	return 0;
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
@@ -354,7 +427,8 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	char buf[64];
 	const char *which = NULL;
 	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
-				 r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY
+				 r->how != TPC_KH_ROPE_PCT_EMB && r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY &&
+				 r->how != TPC_KH_SWA_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -410,20 +484,17 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		if (hd && !cJSON_IsNumber(p))
 			return cfg_err(c, cv->e, "config.json has no number '%s' (nor rope_parameters.partial_rotary_factor), "
 				       "which the GGUF metadata needs", "rotary_pct");
-		double pct = cJSON_IsNumber(p) ? p->valuedouble : 1.0;
-		if (two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
+		double pct = 0;
+		if (rot_fraction(cv, r, p, hd ? "rotary_pct" : "partial_rotary_factor", &pct) ||
+		    two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
 			return -1;
 		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
 		return 0;
 	}
 	case TPC_KH_ROPE_PCT_HEAD: {
-		const cJSON *p = rope_member(c, "partial_rotary_factor");
-		char *end = NULL;
-		double pct = cJSON_IsNumber(p) ? p->valuedouble : r->names ? strtod(r->names, &end) : 0;
-		if (p && !cJSON_IsNumber(p))
-			return cfg_err(c, cv->e, "config.json: '%s' is not a number", "partial_rotary_factor");
-		if (!cJSON_IsNumber(p) && (!end || end == r->names || *end))
-			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its default is not a number", r->key);
+		double pct = 0;
+		if (rot_fraction(cv, r, rope_member(c, "partial_rotary_factor"), "partial_rotary_factor", &pct))
+			return -1;
 		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v)) {
 			if (cfg_u32(c, v, "head_dim", &h, cv->e))
 				return -1;
@@ -432,8 +503,6 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		} else {
 			h /= heads;
 		}
-		if (pct <= 0 || pct > 1)
-			return cfg_err(c, cv->e, "config.json: '%s' is not in (0, 1]", "partial_rotary_factor");
 		*u = (uint64_t)(pct * (double)h);
 		return 0;
 	}
@@ -455,7 +524,11 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 				       "original_max_position_embeddings");
 		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
 	case TPC_KH_CONST: {
-		char *end = NULL;
+		char *end = NULL, full[160];
+		if (r->type == TPC_GV_STRING) { /* the string names holds */
+			*put = false;
+			return key_full(cv, r->key, full, sizeof(full)) ? -1 : kv_str(cv, full, r->names ? r->names : "");
+		}
 		*f = r->names ? strtod(r->names, &end) : 0;
 		if (!end || end == r->names || *end || *f < 0)
 			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its constant is not a number", r->key);
@@ -471,6 +544,9 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_NO_SWA:
 		*put = false;
 		return no_swa(cv, r);
+	case TPC_KH_SWA_EVERY:
+		*put = false;
+		return swa_every(cv, r);
 	case TPC_KH_OR_ONE:
 		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
 			return cfg_err(c, cv->e, "config.json: '%s' is not a number", which);

@@ -804,14 +804,27 @@ static int zip_open_data(tpc_zip *z, const uint8_t *data, uint64_t size, const c
 	if ((ret = parse_end(z, eocd, &count, e)) || (ret = parse_central(z, count, e)))
 		goto out;
 	drop(z, z->cd_offset, z->size - z->cd_offset);
+	/* Each local header read maps the page-cache folio around it. Entries
+	 * in file order (torch's are): drop the whole blocks the headers have
+	 * passed, once each; a madvise per header made a 65,536-entry archive
+	 * spend 12 s zapping the same 2 MiB block (tpc_map_drop_passed). An
+	 * entry before the cursor drops its own header. */
+	uint64_t lo = 0;
 	for (size_t i = 0; i < z->n; i++) {
 		tpc_zip_entry *ent = &z->entries[i];
 		if ((ret = check_local(z, ent, e)))
 			goto out;
-		drop(z, ent->header_offset, ent->data_offset - ent->header_offset);
-		if (ent->desc_len)
-			drop(z, ent->data_offset + ent->csize, ent->desc_len);
+		if (ent->header_offset < lo) {
+			drop(z, ent->header_offset, ent->data_offset - ent->header_offset);
+			if (ent->desc_len)
+				drop(z, ent->data_offset + ent->csize, ent->desc_len);
+		} else if (backing(z)) {
+			tpc_map_drop_passed(backing(z), z->base + lo, z->base + ent->header_offset);
+			lo = ent->header_offset;
+		}
 	}
+	if (z->n && lo < z->cd_offset)
+		drop(z, lo, z->cd_offset - lo);
 	if ((ret = check_table(z, e)) || (ret = libzip_check(z, e)))
 		goto out;
 

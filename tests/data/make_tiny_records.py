@@ -27,12 +27,20 @@
 #               use_bias: every projection with a bias
 #   exaone4     Exaone4ForCausalLM: OLMo 2's post norms, per-head q/k norms, a
 #               4-token window on layer 0, layer 1 global without rope
+#   phi         PhiForCausalLM: attention and MLP in parallel under one
+#               LayerNorm (with bias), rotate-half RoPE on half of each head
+#               (partial_rotary_factor), q/k/v/dense and fc1/fc2 biases,
+#               gelu_new, lm_head with a bias
+#   cohere2     Cohere2ForCausalLM: attention and SwiGLU in parallel under one
+#               mean-centred weight-only LayerNorm, interleaved RoPE on the
+#               sliding layer only (a 4-token window), none on the full one,
+#               the logits times logit_scale, a tied head
 #   granitemoe  GraniteMoeForCausalLM: Granite's four multipliers, 4 experts
 #               stacked in input_linear [4, 64, 32] (gate, up) and
 #               output_linear [4, 32, 32], the softmax of the top-2 router
 #               logits (computed in float32 by transformers, whatever the
-#               model's dtype); appended last, so that no other family's
-#               random weights move
+#               model's dtype); the last to draw from the shared generator,
+#               so that no other family's random weights move
 #   granitemoe_shared  GraniteMoeSharedForCausalLM: granitemoe's, and a shared
 #               expert shared_mlp (input_linear [96, 32]: gate, up;
 #               output_linear [32, 48]) added ungated
@@ -63,6 +71,9 @@ FAMILIES = {
     "glm4": (tf.Glm4Config, dict(C, head_dim=8, rms_norm_eps=1e-5, pad_token_id=0, eos_token_id=1)),
     "ernie4_5": (tf.Ernie4_5Config, dict(C, head_dim=8, use_bias=True)),
     "exaone4": (tf.Exaone4Config, dict(C, sliding_window=4, layer_types=["sliding_attention", "full_attention"])),
+    "phi": (tf.PhiConfig, dict(C, partial_rotary_factor=0.5, layer_norm_eps=1e-5)),
+    "cohere2": (tf.Cohere2Config, dict(C, tie_word_embeddings=True, logit_scale=0.25, sliding_window=4,
+                                       layer_types=["sliding_attention", "full_attention"], layer_norm_eps=1e-5)),
     "granitemoe": (tf.GraniteMoeConfig, dict(C, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
                                              embedding_multiplier=12.0, residual_multiplier=0.22,
                                              attention_multiplier=0.0625, logits_scaling=8.0, rms_norm_eps=1e-6)),
@@ -74,10 +85,16 @@ FAMILIES = {
 }
 
 
-def randomize(model):
+# phi and cohere2: a generator of their own, so that families another branch
+# adds before them move no weight of theirs, and they none of the families
+# after them that draw from the shared one (granitemoe, granitemoe_shared)
+SEEDS = {"phi": 61, "cohere2": 62}
+
+
+def randomize(model, gen):
     with torch.no_grad():
         for n, p in model.named_parameters():
-            r = torch.randn(p.shape, generator=g, dtype=torch.float64).float()
+            r = torch.randn(p.shape, generator=gen, dtype=torch.float64).float()
             if "norm" in n and n.endswith("weight"):
                 p.copy_(1 + 0.2 * r)
             elif n.endswith("bias"):
@@ -93,7 +110,7 @@ res = {"ids": ids[0].to(torch.int64)}
 for name, (cls, kw) in FAMILIES.items():
     # eager experts: the grouped_mm kernels take no float64
     m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager")
-    randomize(m)
+    randomize(m, torch.Generator().manual_seed(SEEDS[name]) if name in SEEDS else g)
     with tempfile.TemporaryDirectory() as d:
         m.save_pretrained(d)
         sd = load_file(os.path.join(d, "model.safetensors"))

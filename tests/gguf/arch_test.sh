@@ -493,6 +493,65 @@ fi
 rm -rf "$T/m" && cp -r "$A/tiny-ernie4_5" "$T/m"
 sed -i 's/"Ernie4_5ForCausalLM"/"Ernie4_5_ForCausalLM"/' "$T/m/config.json"
 refuse "ernie4_5's remote-code architecture is refused by name" "architecture 'Ernie4_5_ForCausalLM' is not one tpconv writes GGUF for" "$T/m"
+# Phi without partial_rotary_factor in config.json (at the top and in
+# rope_parameters): the reference reads PhiConfig's 0.5, the same bytes as
+# tiny-phi's f32 file; rebuilt with it
+tokcfg phi nopct 'c.pop("partial_rotary_factor"); c["rope_parameters"].pop("partial_rotary_factor")' config.json
+# a fraction the ROPE_PCT rules cannot use (the same reader for Phi's, GLM-4's,
+# GPT-NeoX's and Cohere 2's): outside (0, 1], or not a number, refused by name
+for v in 1.5 '"0.5"'; do
+  rm -rf "$T/pp" && cp -r "$A/tiny-phi" "$T/pp"
+  python3 -c 'import json, sys
+c = json.load(open(sys.argv[1])); c["partial_rotary_factor"] = c["rope_parameters"]["partial_rotary_factor"] = json.loads(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"), indent=2)' "$T/pp/config.json" "$v"
+  refuse "phi with partial_rotary_factor $v is refused by name" \
+    "'partial_rotary_factor' is not $([ "$v" = 1.5 ] && echo "in (0, 1]" || echo "a number")" "$T/pp"
+done
+
+# Cohere 2: config.json without logit_scale (the reference would write
+# Cohere2Config's default 0.0625) and an untied lm_head (Cohere2Model has no
+# output tensor to map it to) are refused by name
+rm -rf "$T/co" && cp -r "$A/tiny-cohere2" "$T/co"
+sed -i '/"logit_scale"/d' "$T/co/config.json"
+refuse "cohere2 without logit_scale is refused by name" "config.json has none of logit_scale" "$T/co"
+cp "$A/tiny-cohere2/config.json" "$T/co/config.json"
+python3 - "$T/co/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+e = h["model.embed_tokens.weight"]; x0, x1 = e["data_offsets"]
+h["lm_head.weight"] = dict(e, data_offsets=[len(d), len(d) + x1 - x0])
+j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + d + d[x0:x1])
+PY
+refuse "cohere2 with an untied lm_head is refused by name" "convert_hf_to_gguf.py has no GGUF name for this tensor of a Cohere2ForCausalLM model" "$T/co"
+# ... and layer_types other than three sliding layers in four, which llama.cpp
+# assumes for cohere2 (the reference writes no pattern): refused naming the layer
+cp "$A/tiny-cohere2/model.safetensors" "$T/co/model.safetensors"
+sed -i '0,/"full_attention"/s//"sliding_attention"/' "$T/co/config.json"
+refuse "cohere2 with another sliding-window pattern is refused naming the layer" "layer_types makes layer 3 slide, but a GGUF of architecture 'cohere2' is read with every layer sliding but each 4-th" "$T/co"
+# without layer_types the layers are sliding_window_pattern's (Cohere2Config's
+# period, 4 when absent), read as the sliding_window_pattern key's rule reads
+# them: absent or 4 gives the reference's file, 2 is refused naming layer 1, a
+# string (EXAONE 4's 'LLLG' form, which Cohere2Config fails on) by name
+rm -rf "$T/cw" && mkdir "$T/cw" && cp -r "$A/tiny-cohere2" "$T/cw/"  # the folder's name is general.name
+want=$(awk '$2 == "cohere2-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+for v in none 4 2 '"LLLG"'; do
+  python3 - "$A/tiny-cohere2/config.json" "$T/cw/tiny-cohere2/config.json" "$v" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); del c["layer_types"]
+if sys.argv[3] != "none":
+    c["sliding_window_pattern"] = json.loads(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+  rm -f "$T/w.gguf"
+  "$TPCONV" convert "$T/cw/tiny-cohere2" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err"; rc=$?
+  case $v in
+  none|4) [ $rc -eq 0 ] && [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ] ;;
+  2) [ $rc -eq 3 ] && grep -qF "sliding_window_pattern makes layer 1 attend globally, but a GGUF of architecture 'cohere2' is read with every layer sliding but each 4-th" "$T/err" ;;
+  *) [ $rc -eq 3 ] && grep -qF "'sliding_window_pattern' is not an integer" "$T/err" ;;
+  esac && ok "cohere2 without layer_types, sliding_window_pattern $v: $([ $rc -eq 0 ] && echo "the reference's file" || echo refused)" ||
+    bad "cohere2 without layer_types, sliding_window_pattern $v" "exit $rc" "$(cat "$T/err")"
+done
 
 # Families added as records alone (lib/tpc_family.c, lib/tpc_family_gguf.c):
 # beyond their GGUF above, shard with the preset their config.json names,
@@ -508,13 +567,16 @@ refuse "ernie4_5's remote-code architecture is refused by name" "architecture 'E
 # gate_up_proj, half of each head rotated in interleaved pairs, q/k/v biases;
 # ERNIE 4.5: LLaMA's with the rope in interleaved pairs, a tied head; EXAONE 4:
 # post norms, per-head q/k norms, three sliding layers of a 4-token window then
-# a global one without rope; Granite-MoE: Granite's multipliers around experts
-# stacked in input_linear and output_linear, routed by the softmax of the top-k
-# logits; and with a shared expert added ungated), and GGUF -> HF -> GGUF byte
-# for byte (a rebuilt SentencePiece folder without the tokenizer.json written
-# beside tokenizer.model, which the reference's SpecialVocab would read more
-# ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 granitemoe granitemoeshared; do
+# a global one without rope; Phi: attention and MLP in parallel under one
+# LayerNorm, partial RoPE, lm_head's bias split with it; Cohere 2: the same
+# under a weight-only LayerNorm, interleaved RoPE on three sliding layers in
+# four, none on the full one, logit_scale; Granite-MoE: Granite's multipliers
+# around experts stacked in input_linear and output_linear, routed by the
+# softmax of the top-k logits; and with a shared expert added ungated), and
+# GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
+# tokenizer.json written beside tokenizer.model, which the reference's
+# SpecialVocab would read more ids from: hf_test.sh checks that one).
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   for tp in 2 4; do
@@ -529,12 +591,14 @@ for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-os
       bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
     fi
   done
-  # rank 1's slices of layer 1's q_proj and o_proj swapped (as many bytes each):
-  # verify fails, naming layer 1, and layer 0 still passes
-  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight <<'PY'
+  # rank 1's slices of layer 1's q_proj and o_proj (Phi: dense) swapped (as
+  # many bytes each): verify fails, naming layer 1, and layer 0 still passes
+  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight \
+    "model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight" <<'PY'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[sys.argv[3]]["data_offsets"]
+out = [k for k in sys.argv[3].split("|") if k in h][0]
+(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[out]["data_offsets"]
 assert a1 - a0 == b1 - b0
 f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
 f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)

@@ -143,6 +143,20 @@ FAMILIES = {
     # full (without rope)
     "exaone4": (tf.Exaone4Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, tie_word_embeddings=False,
                                        bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
+    # Phi-2: parallel attention and MLP under one LayerNorm, partial rotary
+    # (a half of each 8-wide head), biases everywhere, lm_head's too; MHA and
+    # intermediate 4 x hidden, as Phi2Model writes head_count_kv and
+    # feed_forward_length whatever config.json says
+    "phi": (tf.PhiConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=128, num_hidden_layers=2,
+                                num_attention_heads=4, max_position_embeddings=128, partial_rotary_factor=0.5,
+                                bos_token_id=0, eos_token_id=0, tie_word_embeddings=False),
+             "bpe", torch.float32, "gpt-2"),
+    # Cohere 2: four layers, a 4-token window (three sliding with RoPE, then a
+    # full one without), logit_scale, a tied head; rotary_pct as Command R7B's
+    # config.json has it (Cohere2Model reads it; Cohere2Config does not)
+    "cohere2": (tf.Cohere2Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, logit_scale=0.25,
+                                       rotary_pct=1.0, bos_token_id=0, eos_token_id=0, pad_token_id=0),
+                "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -154,7 +168,8 @@ FAMILIES = {
 # families added after olmo2: seeds of their own (gemma2's 101 and the others'
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
-         "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "granitemoe": 57, "granitemoeshared": 58}
+         "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
+         "granitemoeshared": 58}
 
 
 def spm_model(d, n):
@@ -298,7 +313,11 @@ TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
                     "ernie4_5": ("nospace", lambda c: c.update(add_prefix_space=False)),
                     # EXAONE 4 without a window (config.json's sliding_window null):
                     # no window keys; every layer has its rope
-                    "exaone4": ("nowindow", lambda c: c.update(sliding_window=None), "config.json")}
+                    "exaone4": ("nowindow", lambda c: c.update(sliding_window=None), "config.json"),
+                    # Phi without partial_rotary_factor in config.json (at the top and in
+                    # rope_parameters): the reference reads PhiConfig's default 0.5
+                    "phi": ("nopct", lambda c: (c.pop("partial_rotary_factor"),
+                                                c["rope_parameters"].pop("partial_rotary_factor")), "config.json")}
 
 
 def main():

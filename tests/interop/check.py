@@ -148,8 +148,10 @@ def local_config(ref, tp, rank_tensors):
         if getattr(cfg, k, None):
             setattr(cfg, k, getattr(cfg, k) // tp)
     cfg.vocab_size = rank_tensors["model.embed_tokens.weight"].shape[0]
-    if not getattr(cfg, "head_dim", None):
-        cfg.head_dim = ref.ckpt["model.layers.0.self_attn.o_proj.weight"].shape[1] // (cfg.num_attention_heads * tp)
+    if not getattr(cfg, "head_dim", None):  # the attention output's columns (Phi's is self_attn.dense)
+        out = next(k for k in ("model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.dense.weight")
+                   if k in ref.ckpt)
+        cfg.head_dim = ref.ckpt[out].shape[1] // (cfg.num_attention_heads * tp)
     return cfg
 
 

@@ -49,6 +49,17 @@ FAMILIES = {
     "exaone4": ("exaone4", "exaone4", "causal",
                 dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False, sliding_window=4,
                      layer_types=["sliding_attention", "full_attention"]), (2, 4, 8)),
+    # Phi: MHA and an intermediate 4 x hidden (Phi2Model writes head_count_kv
+    # and feed_forward_length so whatever config.json says), a rotary fraction
+    # of a quarter of each 8-wide head
+    "phi": ("phi", "phi", "causal",
+            dict({k: v for k, v in ATT.items() if k not in ("head_dim", "num_key_value_heads")},
+                 intermediate_size=256, tie_word_embeddings=False, partial_rotary_factor=0.25), (2, 4, 8)),
+    # Cohere 2: four layers, three sliding ones of a 4-token window then a full
+    # one (Cohere2Config's default pattern, the one llama.cpp assumes), a tied
+    # head, logit_scale away from 1; rotary_pct, which Cohere2Model requires
+    "cohere2": ("cohere2", "cohere2", "causal",
+                dict(ATT, num_hidden_layers=4, sliding_window=4, logit_scale=0.25, rotary_pct=1.0), (2, 4, 8)),
     "mixtral": ("mixtral", "mixtral", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2), (2, 4, 8)),
     "qwen2-moe": ("qwen2-moe", "qwen2_moe", "causal",

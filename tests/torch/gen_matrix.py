@@ -7,8 +7,9 @@ every case in the zip format (CASE.zip.pt) and the legacy format
 format pickled with protocols 1, 3, 4 and 5 (CASE.legacy_pN.pt), plus one zip
 file with more than 65535 storages and files with bytes after their end
 (CASE.zip_trailing.pt, CASE.legacy_trailing.pt), which torch loads. Write
-OUTDIR/expected.json = {file: {name: [torch dtype, shape, sha256]}} computed
-by torch from torch.load of each file (names: flattened dotted keys), and
+OUTDIR/expected/FILE.json = {name: [torch dtype, shape, sha256]} computed by
+torch from torch.load of each file (names: flattened dotted keys; a file each,
+so a check reads its own: the zip64 case's 65,536 tensors are 6 MB), and
 print one line per file: FILE<TAB>description<TAB>the line `tpconv inspect`
 must print about it (or nothing).
 """
@@ -219,8 +220,10 @@ def main():
     f = 'zip64_many.zip.pt'
     torch.save(many, os.path.join(out, f))
     add(f, '%d tensors, %d zip entries (zip64 counts)' % (NZIP64, NZIP64 + 2))
-    with open(os.path.join(out, 'expected.json'), 'w') as fh:
-        json.dump(expected, fh)
+    os.makedirs(os.path.join(out, 'expected'), exist_ok=True)
+    for f, e in expected.items():
+        with open(os.path.join(out, 'expected', f + '.json'), 'w') as fh:
+            json.dump(e, fh)
     for l in lines:
         print(l)
 

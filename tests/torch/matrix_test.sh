@@ -33,7 +33,7 @@ while IFS=$'\t' read -r f desc note; do
   if [ -n "$note" ] && ! "$TPCONV" inspect "$T/m/$f" 2>&1 | grep -qxF "# $note"; then
     bad "matrix $f: $desc" "inspect does not say: $note" "$("$TPCONV" inspect "$T/m/$f" 2>&1 | head -3)"; continue
   fi
-  if "$TORCHPY" "$H/compare_inspect.py" "$T/m/expected.json" "$f" "$T/out.json" > "$T/diff"; then
+  if "$TORCHPY" "$H/compare_inspect.py" "$T/m/expected/$f.json" - "$T/out.json" > "$T/diff"; then
     ok "matrix $f: $desc"
   else
     bad "matrix $f: $desc" "$(sed 's/^# //' "$T/diff")"

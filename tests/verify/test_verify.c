@@ -835,9 +835,10 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 		const char *nm = ck->t[i].name;
 		if (ck->t[i].ndim == 3)
 			continue;
-		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") || strstr(nm, "output_linear");
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
+			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "input_linear");
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
 		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
 				: col			  ? TPC_VSPLIT_COL
@@ -920,6 +921,36 @@ static void test_granite_record(void **st)
 {
 	(void)st;
 	record_case("granite", "granite");
+}
+
+/* Phi: LayerNorms and biases, attention and MLP in parallel under one
+ * norm, partial RoPE, gelu_new, lm_head's vocab bias. Its rope is GLM-4's
+ * (layer_rot, FN(rope)): the first int(8 * 0.5) dims of each head,
+ * rotate-half within them */
+static void test_phi_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("phi"), "phi", &f, &s);
+	for (int l = 0; l < 2; l++)
+		assert_true(s.model->layers[l].attn.rope && s.model->layers[l].attn.rot_dims == 4 &&
+			    !s.model->layers[l].attn.rope_pairs);
+	tpc_verify_set_release(&s);
+}
+
+/* Cohere 2: one weight-only LayerNorm for the parallel attention and
+ * SwiGLU, interleaved RoPE on the sliding layer only, logit_scale, a tied
+ * head. Its rope is ERNIE 4.5's: interleaved pairs over the whole head */
+static void test_cohere2_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("cohere2"), "cohere2", &f, &s);
+	const tpc_vattn *a0 = &s.model->layers[0].attn;
+	assert_true(a0->rope && a0->rope_pairs && a0->rot_dims == 0 && !s.model->layers[1].attn.rope);
+	tpc_verify_set_release(&s);
 }
 
 /* Granite-MoE: Granite's multipliers around 4 experts stacked in
@@ -1093,6 +1124,105 @@ static void test_rope_pairs_partial(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* Parts no record had before Phi and Cohere 2, on records as theirs would
+ * be (tables here, parts as the records'), tests/data/tiny_phi and
+ * tiny_cohere2 (make_tiny_records.py): verify's forward gives transformers
+ * 5.12's float64 logits. */
+#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}}
+static const tpc_tensor_row phi_rows[] = {
+	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	PR(OUTPUT_NORM, true, "model.final_layernorm.weight"),
+	PR(OUTPUT, true, "lm_head.weight"),
+	PR(ATTN_NORM, true, "model.layers.{L}.input_layernorm.weight"),
+	PR(ATTN_Q, true, "model.layers.{L}.self_attn.q_proj.weight"),
+	PR(ATTN_K, true, "model.layers.{L}.self_attn.k_proj.weight"),
+	PR(ATTN_V, true, "model.layers.{L}.self_attn.v_proj.weight"),
+	PR(ATTN_OUT, true, "model.layers.{L}.self_attn.dense.weight"),
+	PR(FFN_UP, true, "model.layers.{L}.mlp.fc1.weight"),
+	PR(FFN_DOWN, true, "model.layers.{L}.mlp.fc2.weight"),
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+};
+static const tpc_tensor_row cohere2_rows[] = {
+	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	PR(OUTPUT_NORM, false, "model.norm.weight"),
+	PR(OUTPUT, false, "lm_head.weight"),
+	PR(ATTN_NORM, false, "model.layers.{L}.input_layernorm.weight"),
+	PR(ATTN_Q, false, "model.layers.{L}.self_attn.q_proj.weight"),
+	PR(ATTN_K, false, "model.layers.{L}.self_attn.k_proj.weight"),
+	PR(ATTN_V, false, "model.layers.{L}.self_attn.v_proj.weight"),
+	PR(ATTN_OUT, false, "model.layers.{L}.self_attn.o_proj.weight"),
+	PR(FFN_GATE, false, "model.layers.{L}.mlp.gate_proj.weight"),
+	PR(FFN_UP, false, "model.layers.{L}.mlp.up_proj.weight"),
+	PR(FFN_DOWN, false, "model.layers.{L}.mlp.down_proj.weight"),
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+};
+#undef PR
+
+/* Phi: attention and MLP in parallel under one LayerNorm (resid
+ * TPC_PART_PARALLEL_ONE_NORM), rotate-half RoPE on the first
+ * partial_rotary_factor of each head (partial_rope: 4 of 8 dims), lm_head's
+ * vocab bias; refused without partial_rotary_factor. */
+static void test_parallel_one_norm(void **st)
+{
+	(void)st;
+	const tpc_family phi = {.name = "phi", .tensors = phi_rows, .has_parts = true,
+				.parts = {.norm = TPC_PART_LAYERNORM, .partial_rope = true, .attn_bias = true,
+					  .mlp = TPC_PART_MLP_GELU_NEW, .resid = TPC_PART_PARALLEL_ONE_NORM}};
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(&phi, "phi", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "phi", 48, "phi parts");
+	const tpc_vlayer *l1 = &s.model->layers[1];
+	assert_true(f.rotary_pct == 0.5 && l1->attn.rot_dims == 4 && !l1->attn.rope_pairs);
+	assert_true(l1->norm1_w >= 0 && l1->norm2_w == l1->norm1_w && l1->norm1_b >= 0 && l1->norm2_b == l1->norm1_b);
+	assert_true(s.model->head_bias >= 0 && s.model->final_norm_b >= 0);
+	f.rotary_pct = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &phi, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "partial_rotary_factor"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* Cohere 2: the same parallel layer with a weight-only LayerNorm and a
+ * SwiGLU; interleaved RoPE (rope TPC_PART_ROPE_INTERLEAVED) on the sliding
+ * layer only (nope_global: EXAONE 4's part), the full layer without; the
+ * logits times config.json's logit_scale (logit_scale); refused without it.
+ * Without a window every layer rotates (nope_global's rule; Cohere2's class
+ * would rotate none: Cohere 2's GGUF column requires the window) */
+static void test_cohere2_parts(void **st)
+{
+	(void)st;
+	const tpc_family co = {.name = "cohere2", .tensors = cohere2_rows, .has_parts = true,
+			       .parts = {.norm = TPC_PART_LAYERNORM, .rope = TPC_PART_ROPE_INTERLEAVED,
+					 .resid = TPC_PART_PARALLEL_ONE_NORM, .swa_every = 4, .nope_global = true,
+					 .logit_scale = true, .tied_head = true}};
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	record_set(&co, "cohere2", &ck, &ex, &s, &f);
+	vs_transformers(&s, &ex, "cohere2", 48, "cohere2 parts");
+	const tpc_vattn *a0 = &s.model->layers[0].attn, *a1 = &s.model->layers[1].attn;
+	assert_true(a0->rope && a0->rope_pairs && a0->window == 4 && !a1->rope && a1->window == 0);
+	assert_true(s.model->logit_mul == 0.25 && s.model->lm_head < 0 && s.model->layers[0].norm1_b < 0);
+	assert_true(tpc_family_find("cohere2")->parts.nope_global);
+	f.sliding_window = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &co, &f, &e), 0);
+	assert_true(s.model->layers[0].attn.rope && s.model->layers[1].attn.rope && s.model->layers[1].attn.window == 0);
+	f.sliding_window = 4;
+	f.logit_mul = 0;
+	assert_int_equal(tpc_verify_model_from_names(&s, &co, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "logit_scale"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -1110,7 +1240,9 @@ int main(void)
 		cmocka_unit_test(test_smollm3_record),     cmocka_unit_test(test_seed_oss_record),
 		cmocka_unit_test(test_rope_pairs_partial), cmocka_unit_test(test_glm4_record),
 		cmocka_unit_test(test_ernie4_5_record),    cmocka_unit_test(test_nope_global),
-		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_granitemoe_record),
+		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_parallel_one_norm),
+		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
+		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
 		cmocka_unit_test(test_granitemoe_shared_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
