@@ -6,7 +6,10 @@
 # fuzz corpus, the hostile files, the real torch corpus, the fault paths, the
 # CLI, and shard/merge/verify of small models through the layouts, the MoE
 # and dense presets and direct I/O), not the large and repeated runs that
-# exercise the same code. The ten slowest tests of each build end the output.
+# exercise the same code; there a test runs one representative of each matrix
+# ($SAN, tests/lib/tap.sh) and LeakSanitizer runs where leaks hide (the
+# no_leak_check note in tests/meson.build). The ten slowest tests of each
+# build end the output.
 set -u
 pass=0 fail=0 skip=0
 # the tests' Python checks run as forks of one process that imported torch once

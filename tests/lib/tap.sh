@@ -18,9 +18,14 @@
 #   done_testing            the plan line "1..N"; the script's status is 0 only
 #                           when no check failed
 #
+#   $SAN                    1 in a sanitizer build (TPC_TEST_SAN, set by
+#                           tests/meson.build): a matrix the normal build runs
+#                           whole (every family, outtype, tp, layout) runs one
+#                           representative of each code path there
+#
 # $n counts the checks, $failed the failing ones. A script may define its own
 # run or check after sourcing (the later definition wins).
-n=0 failed=0
+n=0 failed=0 SAN=${TPC_TEST_SAN:-0}
 ok()   { n=$((n+1)); echo "ok $n - $1"; }
 bad()  { n=$((n+1)); failed=$((failed+1)); echo "not ok $n - $1"; shift; [ $# = 0 ] || diag "$@"; }
 skip() { n=$((n+1)); if [ $# -ge 2 ]; then echo "ok $n - $1 # SKIP $2"; else echo "ok $n # SKIP $1"; fi; }
