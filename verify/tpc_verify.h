@@ -642,10 +642,16 @@ int tpc_verify_run(const tpc_verify_set *s, const tpc_verify_opts *o, struct tpc
 int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_verify_report *rep,
 		       tpc_err *e);
 
-/* Was this build made with the MPI backend? */
-bool tpc_verify_have_mpi(void);
-/* MPI_Init_thread (once) and this process's rank and size. TPC_EGPU when
- * MPI is not built in or fails. */
+/* Load the MPI module (tpconv_mpi.so, verify/tpc_mpi.h), which links
+ * libmpi so that tpconv does not: from `path` when given (cmd/ passes
+ * TPCONV_MPI_MODULE), else beside the executable, in the build tree or in
+ * the install's libdir. Once loaded, 0 at every call. TPC_EGPU saying why
+ * when this build has no MPI, or the module or its MPI library is missing
+ * here: the run then goes on as a build without MPI would. */
+int tpc_verify_mpi_load(const char *path, tpc_err *e);
+/* MPI_Init_thread (once) and this process's rank and size, the module
+ * loaded first (from the default places) if it is not. TPC_EGPU when the
+ * module cannot load or MPI fails. */
 int tpc_verify_mpi_init(int *rank, int *size, tpc_err *e);
 void tpc_verify_mpi_finalize(void);
 /* After a rank has reported an error: end the whole MPI job (MPI_Abort with

@@ -228,6 +228,16 @@ int tpc__gpu_gemm(vctx *x, bool transposed, int64_t T, int64_t nr, int64_t cols,
 int tpc__gpu_act(vctx *x, tpc_vact a, float *v, size_t n);
 int tpc__gpu_softmax(vctx *x, float *p, int64_t rows, int64_t n);
 
+/* module.c: a run-time module `file` (the CUDA or MPI one, named `what` in
+ * messages) opened with dlopen `flags`, and the table its function `sym`
+ * returns, which opens with `int abi` and must carry `abi`. Looked for at
+ * `path` when given (the TPCONV_*_MODULE variable, read in cmd/), else beside
+ * the executable, in the build tree (../verify), in ../lib/tpconv and in the
+ * install's libdir. 0 and *api; else -1 with why[len] saying why a module
+ * found did not load, or empty when none was found. */
+int tpc__module_load(const char *path, const char *file, const char *what, const char *sym, int abi, int flags,
+		     const void **api, char *why, size_t len);
+
 /* gpu_loader.c: the module, its communicators, NCCL as a tpc_coll */
 int tpc__gpu_load(const char *path, const struct tpc_gpu_api **api, tpc_err *e);
 int tpc__gpu_devices(const struct tpc_gpu_api *api, int *ndev, tpc_err *e);
