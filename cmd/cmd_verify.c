@@ -300,6 +300,7 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 	if ((ret = parse_args(argc, argv, &a, &o, &json, &junit, &force_progress)) >= 0)
 		goto done;
 	o.cuda_module = getenv("TPCONV_CUDA_MODULE");
+	o.blas = getenv("TPCONV_BLAS");
 	/* under mpirun: one process per tp rank */
 	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
 		tpc_err why;

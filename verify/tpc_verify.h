@@ -547,6 +547,11 @@ typedef struct tpc_verify_opts {
 			       * ranks wait; 0 = all cores (threads backend) or as the rank */
 	const char *cuda_module;    /* the CUDA module's path (TPCONV_CUDA_MODULE); NULL: beside
 				     * the executable, the build tree, the install's libdir */
+	const char *blas;           /* the CPU products' BLAS (TPCONV_BLAS), opened at the first
+				     * product: NULL the OpenBLAS the build found, by its SONAME;
+				     * "none" the hand-written loops; else a library name or path
+				     * exporting cblas_sgemm and cblas_dgemm. One that cannot be
+				     * opened is the loops too (the build without OpenBLAS) */
 	int local_rank, local_size; /* MPI: this process's place on its node (picks its GPU),
 				     * from tpc_verify_local_rank; -1: unknown, one per node */
 	tpc_progress *progress;     /* rank 0 counts its steps here (each tensor's structure and

@@ -36,6 +36,24 @@
 struct tpc_gpu_api;
 struct tpc_gpu_ctx;
 
+/* The BLAS functions the kernels call (blas.c), resolved at run time. */
+#ifdef TPC_HAVE_CBLAS
+#include <cblas.h>
+typedef struct tpc__blas {
+	__typeof__(cblas_sgemm) *sgemm;
+	__typeof__(cblas_dgemm) *dgemm;
+} tpc__blas;
+#else
+typedef struct tpc__blas {
+	void *sgemm, *dgemm;
+} tpc__blas;
+#endif
+
+/* *b from the library `name` (tpc_verify_opts.blas: NULL the OpenBLAS the
+ * build found, "none" none); false, and the hand-written loops, when it
+ * cannot be opened or the build has no OpenBLAS headers. */
+bool tpc__blas_open(const char *name, tpc__blas *b);
+
 typedef struct vloc {
 	const char *name;
 	const tpc_ckpt *ck;
@@ -63,6 +81,9 @@ typedef struct vctx {
 	uint64_t nread;          /* bytes of weights read (tpc_verify_report.weights_read) */
 	const struct tpc_gpu_api *gpu; /* non-NULL: matmuls on the GPU (float side) */
 	struct tpc_gpu_ctx *gpu_ctx;
+	const char *blas_lib;    /* tpc_verify_opts.blas */
+	int blas_state;          /* 0: not opened yet (the first product opens it), 1: blas, -1: loops */
+	tpc__blas blas;
 } vctx;
 
 /* A linear layer: weight, optional bias, and how the bias is applied. */
