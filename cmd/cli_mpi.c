@@ -23,9 +23,10 @@
  * (so N copies do not race to write one file).
  *
  * Without mpirun, or with one process, nothing here runs and the commands
- * behave as they always did. A build without MPI started by mpirun with more
- * than one process refuses (exit 5) rather than have N processes write the
- * same files.
+ * behave as they always did, and the MPI module (verify/tpc_mpi.h) is not
+ * loaded. A tpconv without it (built without MPI, or the module or libmpi
+ * missing here) started by mpirun with more than one process refuses
+ * (exit 5) rather than have N processes write the same files.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,11 +65,9 @@ int tpc_cli_mpi_start(tpc_cli_mpi *m, const char *cmd)
 	if (n <= 1)
 		return 0;
 	tpc_err_init(&e);
-	if (!tpc_verify_have_mpi()) {
-		fprintf(stderr,
-			"tpconv: error: started by mpirun with %d processes, but this tpconv was built without MPI "
-			"(meson -Dmpi=enabled); run '%s' without mpirun\n",
-			n, cmd);
+	if (tpc_verify_mpi_load(getenv("TPCONV_MPI_MODULE"), &e)) {
+		fprintf(stderr, "tpconv: error: started by mpirun with %d processes, but %s; run '%s' without mpirun\n", n,
+			e.msg, cmd);
 		return 5;
 	}
 	if (tpc_verify_mpi_init(&m->me, &m->size, &e))

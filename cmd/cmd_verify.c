@@ -300,9 +300,12 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 	if ((ret = parse_args(argc, argv, &a, &o, &json, &junit, &force_progress)) >= 0)
 		goto done;
 	o.cuda_module = getenv("TPCONV_CUDA_MODULE");
+	o.blas = getenv("TPCONV_BLAS");
 	/* under mpirun: one process per tp rank */
 	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
-		if (tpc_verify_have_mpi()) {
+		tpc_err why;
+		tpc_err_init(&why);
+		if (!tpc_verify_mpi_load(getenv("TPCONV_MPI_MODULE"), &why)) {
 			a.mpi = true;
 			o.backend = TPC_VB_MPI;
 			tpc_verify_local_rank(getenv, &o.local_rank, &o.local_size);
@@ -311,7 +314,7 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 				goto done;
 			}
 		} else {
-			tpc_cli_warn("started by mpirun, but this tpconv was built without MPI: every process checks the whole set");
+			tpc_cli_warn("started by mpirun, but %s: every process checks the whole set", why.msg);
 		}
 	}
 	/* an unwritable report path fails before the check, not after it */

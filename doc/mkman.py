@@ -93,6 +93,11 @@ m += ['.SH EXAMPLES',
       '.TP', '.B TPCONV_NO_RSS_GUARD', 'set: shard does not drop input pages when its resident set grows',
       '.TP', '.B TPCONV_CUDA_MODULE', 'the CUDA module verify \\-\\-device cuda loads (default: beside the '
       'executable, in the build tree or in the install\'s libdir)',
+      '.TP', '.B TPCONV_BLAS', 'the library verify\'s products use: none for the hand-written loops, or a name '
+      'or path exporting cblas_sgemm and cblas_dgemm (default: the OpenBLAS the build found, opened at the '
+      'first product)',
+      '.TP', '.B TPCONV_MPI_MODULE', 'the MPI module (tpconv_mpi.so) a run under mpirun loads (default: '
+      'where the CUDA module is looked for)',
       '.SH "SEE ALSO"', 'python3(1); in the tpconv sources: README.md, doc/README.md (the manual), '
       'BENCHMARKS.md and SECURITY.md']
 open(out, 'w').write('\n'.join(m) + '\n')

@@ -15,7 +15,8 @@
  *   barrier
  *
  * Backends: threads in one process (coll_threads.c), MPI processes
- * (coll_mpi.c, built with -Dmpi), NCCL through the CUDA module (gpu/).
+ * (mpi_loader.c, through the MPI module coll_mpi.c built with -Dmpi), NCCL
+ * through the CUDA module (gpu/).
  * A failed operation returns TPC_EGPU (or TPC_EIO out of memory) on the
  * rank that saw it. A rank that fails between collectives calls abort: the
  * threads backend wakes every rank waiting in (or later entering) a
@@ -94,9 +95,9 @@ int tpc_coll_group_new(tpc_coll_group **g, int size, tpc_err *e);
 void tpc_coll_group_free(tpc_coll_group *g);
 void tpc_coll_threads_rank(tpc_coll_group *g, int rank, tpc_coll *c);
 
-/* ---- MPI backend (when built with MPI) ---- */
+/* ---- MPI backend (the MPI module, loaded at run time) ---- */
 
-/* MPI_COMM_WORLD as a group; TPC_EGPU when MPI is not built in. */
+/* MPI_COMM_WORLD as a group; TPC_EGPU when the module cannot load. */
 int tpc_coll_mpi(tpc_coll *c, tpc_err *e);
 
 #endif

@@ -1,87 +1,37 @@
-/* coll_mpi.c - collectives between MPI processes (MPI_COMM_WORLD).
+/* coll_mpi.c - the MPI module (tpconv_mpi.so, tpc_mpi.h): MPI_COMM_WORLD's
+ * collectives as plain C entries, built only when meson finds MPI. It is the
+ * one file that includes mpi.h, and tpconv loads it only under mpirun
+ * (mpi_loader.c), so no other start pays for libmpi and its libraries.
  *
- * The all-reduce is an MPI_Allgather followed by the rank-order sum every
- * backend uses (tpc_coll_sum_ranks): MPI_Allreduce leaves the order of the
- * additions to the library, and verify promises the same bits as the threads
- * backend. The buffers are a few tokens' activations, so the extra traffic
- * (size times the data) does not matter. Built only when meson finds MPI;
- * coll_nompi.c stands in otherwise. */
+ * The all-reduce tpconv needs is not here: MPI_Allreduce leaves the order of
+ * the additions to the library, and verify promises the same bits as the
+ * threads backend, so the loader gathers (allgather) and sums in rank order
+ * itself. */
 #include <limits.h>
 #include <mpi.h>
-#include <stdlib.h>
+#include <stdio.h>
 
-#include "coll.h"
-#include "tpc_util.h"
-#include "tpc_verify.h"
+#include "tpc_mpi.h"
 
-static int mpi_fail(tpc_err *e, int rc, const char *what)
+static int fail(int rc, const char *what, int *sys, char *msg, size_t len)
 {
 	char s[MPI_MAX_ERROR_STRING];
 	int n = 0;
 	if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
 		s[0] = 0;
-	e->sys = rc;
-	return tpc_err_set(e, TPC_EGPU, "%s failed: %s", what, s);
+	*sys = rc;
+	snprintf(msg, len, "%s failed: %s", what, s);
+	return -1;
 }
 
-static int mpi_allgather(tpc_coll *c, const void *send, size_t bytes, void *recv, tpc_err *e)
+static int too_large(const char *what, size_t bytes, int *sys, char *msg, size_t len)
 {
-	(void)c;
-	if (bytes > INT_MAX)
-		return tpc_err_set(e, TPC_EGPU, "MPI_Allgather of %zu bytes is too large", bytes);
-	int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
-	return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Allgather");
+	*sys = 0;
+	snprintf(msg, len, "%s of %zu bytes is too large", what, bytes);
+	return -1;
 }
 
-static int mpi_allreduce(tpc_coll *c, void *buf, size_t n, tpc_dtype dt, tpc_err *e)
-{
-	size_t es = dt == TPC_F64 ? 8 : 4, total;
-	if (__builtin_mul_overflow(n * es, (size_t)c->size, &total))
-		return tpc_err_nomem(e);
-	void *all = tpc_malloc(total);
-	/* every rank must enter the collective even when its allocation failed */
-	int bad = all ? 0 : 1, anybad = 0;
-	int rc = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-	if (rc != MPI_SUCCESS) {
-		free(all);
-		return mpi_fail(e, rc, "MPI_Allreduce");
-	}
-	if (anybad) {
-		free(all);
-		return bad ? tpc_err_nomem(e) : tpc_err_set(e, TPC_EGPU, "another MPI rank ran out of memory");
-	}
-	int ret = mpi_allgather(c, buf, n * es, all, e);
-	if (!ret)
-		tpc_coll_sum_ranks(buf, all, c->size, n, dt);
-	free(all);
-	return ret;
-}
-
-static int mpi_bcast(tpc_coll *c, void *buf, size_t bytes, int root, tpc_err *e)
-{
-	(void)c;
-	if (bytes > INT_MAX)
-		return tpc_err_set(e, TPC_EGPU, "MPI_Bcast of %zu bytes is too large", bytes);
-	int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
-	return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Bcast");
-}
-
-static int mpi_barrier(tpc_coll *c, tpc_err *e)
-{
-	(void)c;
-	int rc = MPI_Barrier(MPI_COMM_WORLD);
-	return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Barrier");
-}
-
-/* no abort: an MPI job is ended by the caller (tpc_verify_mpi_abort) once it has reported */
-static const tpc_coll_ops mpi_ops = {"mpi", mpi_allgather, mpi_allreduce, mpi_bcast, mpi_barrier, NULL};
-
-bool tpc_verify_have_mpi(void)
-{
-	return true;
-}
-
-int tpc_verify_mpi_init(int *rank, int *size, tpc_err *e)
+static int m_init(int *rank, int *size, int *sys, char *msg, size_t len)
 {
 	int inited = 0, provided = 0, rc;
 	MPI_Initialized(&inited);
@@ -89,7 +39,7 @@ int tpc_verify_mpi_init(int *rank, int *size, tpc_err *e)
 		/* FUNNELED: only the main thread calls MPI; OpenMP threads compute */
 		rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
 		if (rc != MPI_SUCCESS)
-			return mpi_fail(e, rc, "MPI_Init_thread");
+			return fail(rc, "MPI_Init_thread", sys, msg, len);
 		/* errors come back as codes, so they reach tpc_err (exit 5) */
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	}
@@ -98,7 +48,7 @@ int tpc_verify_mpi_init(int *rank, int *size, tpc_err *e)
 	return 0;
 }
 
-void tpc_verify_mpi_finalize(void)
+static void m_finalize(void)
 {
 	int inited = 0, done = 0;
 	MPI_Initialized(&inited);
@@ -107,7 +57,7 @@ void tpc_verify_mpi_finalize(void)
 		MPI_Finalize();
 }
 
-void tpc_verify_mpi_abort(int code)
+static void m_abort(int code)
 {
 	int inited = 0, done = 0;
 	MPI_Initialized(&inited);
@@ -116,23 +66,40 @@ void tpc_verify_mpi_abort(int code)
 		MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-int tpc_verify_mpi_allmax(int *v, tpc_err *e)
+static int m_allgather(const void *send, size_t bytes, void *recv, int *sys, char *msg, size_t len)
+{
+	if (bytes > INT_MAX)
+		return too_large("MPI_Allgather", bytes, sys, msg, len);
+	int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+	return rc == MPI_SUCCESS ? 0 : fail(rc, "MPI_Allgather", sys, msg, len);
+}
+
+static int m_bcast(void *buf, size_t bytes, int root, int *sys, char *msg, size_t len)
+{
+	if (bytes > INT_MAX)
+		return too_large("MPI_Bcast", bytes, sys, msg, len);
+	int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+	return rc == MPI_SUCCESS ? 0 : fail(rc, "MPI_Bcast", sys, msg, len);
+}
+
+static int m_barrier(int *sys, char *msg, size_t len)
+{
+	int rc = MPI_Barrier(MPI_COMM_WORLD);
+	return rc == MPI_SUCCESS ? 0 : fail(rc, "MPI_Barrier", sys, msg, len);
+}
+
+static int m_allmax(int *v, int *sys, char *msg, size_t len)
 {
 	int out = 0, rc = MPI_Allreduce(v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	if (rc != MPI_SUCCESS)
-		return mpi_fail(e, rc, "MPI_Allreduce");
+		return fail(rc, "MPI_Allreduce", sys, msg, len);
 	*v = out;
 	return 0;
 }
 
-int tpc_coll_mpi(tpc_coll *c, tpc_err *e)
+static const tpc_mpi_api api = {TPC_MPI_ABI, m_init, m_finalize, m_abort, m_allgather, m_bcast, m_barrier, m_allmax};
+
+__attribute__((visibility("default"))) const tpc_mpi_api *tpc_mpi_get_api(void)
 {
-	int rank, size, ret = tpc_verify_mpi_init(&rank, &size, e);
-	if (ret)
-		return ret;
-	c->ops = &mpi_ops;
-	c->rank = rank;
-	c->size = size;
-	c->impl = NULL;
-	return 0;
+	return &api;
 }

@@ -3,11 +3,9 @@
  * collectives to NCCL. Nothing here includes a CUDA header, so tpconv builds
  * and runs where CUDA is absent; `--device cuda` there fails with exit 5. */
 #include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gpu/tpc_gpu.h"
 #include "tpc_util.h"
@@ -23,43 +21,13 @@ static int gfail(tpc_err *e, int sys, const char *msg)
 }
 
 /* The module at `path` (TPCONV_CUDA_MODULE, read in cmd/) when given, else
- * beside the executable, in the build tree or in the install's libdir. */
+ * where tpc__module_load looks. */
 int tpc__gpu_load(const char *path, const tpc_gpu_api **out, tpc_err *e)
 {
-	char exe[PATH_MAX], cand[4][PATH_MAX + 64], why[GMSG] = "";
-	int nc = 0;
-	if (path && *path)
-		snprintf(cand[nc++], sizeof(cand[0]), "%s", path);
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(cand[nc++], sizeof(cand[0]), "%s/%s", exe, TPC_GPU_MODULE);
-			snprintf(cand[nc++], sizeof(cand[0]), "%s/../verify/%s", exe, TPC_GPU_MODULE); /* build tree */
-			snprintf(cand[nc++], sizeof(cand[0]), "%s/../lib/tpconv/%s", exe, TPC_GPU_MODULE);
-		}
-	}
-	for (int i = 0; i < nc; i++) {
-		if (access(cand[i], R_OK))
-			continue;
-		void *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
-		if (!h) {
-			/* a module that is there but cannot load: its CUDA libraries are missing */
-			snprintf(why, sizeof(why), "cannot load the CUDA module '%.200s': %.250s", cand[i], dlerror());
-			continue;
-		}
-		tpc_gpu_get_api_fn get;
-		*(void **)&get = dlsym(h, "tpc_gpu_get_api");
-		const tpc_gpu_api *api = get ? get() : NULL;
-		if (!api || api->abi != TPC_GPU_ABI) {
-			snprintf(why, sizeof(why), "the CUDA module '%.300s' has ABI %d, this tpconv needs %d", cand[i],
-				 api ? api->abi : -1, TPC_GPU_ABI);
-			dlclose(h);
-			continue;
-		}
-		/* the handle stays open for the life of the process */
+	char why[GMSG];
+	const void *api;
+	if (!tpc__module_load(path, TPC_GPU_MODULE, "CUDA", "tpc_gpu_get_api", TPC_GPU_ABI, RTLD_NOW | RTLD_LOCAL,
+			      &api, why, sizeof(why))) {
 		*out = api;
 		return 0;
 	}

@@ -10,9 +10,6 @@
 #include "tpc_io.h"
 #include "tpc_util.h"
 #include "vint.h"
-#ifdef TPC_HAVE_CBLAS
-#include <cblas.h>
-#endif
 
 #define TPC_CAT2(a, b) a##_##b
 #define TPC_CAT(a, b) TPC_CAT2(a, b)
@@ -133,7 +130,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erff
 #define RTANH tanhf
 #define RSQRT sqrtf
-#define GEMM cblas_sgemm
+#define GEMM sgemm
 #include "kernels.inc"
 #undef R
 #undef S
@@ -151,5 +148,5 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erf
 #define RTANH tanh
 #define RSQRT sqrt
-#define GEMM cblas_dgemm
+#define GEMM dgemm
 #include "kernels.inc"

@@ -547,6 +547,11 @@ typedef struct tpc_verify_opts {
 			       * ranks wait; 0 = all cores (threads backend) or as the rank */
 	const char *cuda_module;    /* the CUDA module's path (TPCONV_CUDA_MODULE); NULL: beside
 				     * the executable, the build tree, the install's libdir */
+	const char *blas;           /* the CPU products' BLAS (TPCONV_BLAS), opened at the first
+				     * product: NULL the OpenBLAS the build found, by its SONAME;
+				     * "none" the hand-written loops; else a library name or path
+				     * exporting cblas_sgemm and cblas_dgemm. One that cannot be
+				     * opened is the loops too (the build without OpenBLAS) */
 	int local_rank, local_size; /* MPI: this process's place on its node (picks its GPU),
 				     * from tpc_verify_local_rank; -1: unknown, one per node */
 	tpc_progress *progress;     /* rank 0 counts its steps here (each tensor's structure and
@@ -642,10 +647,16 @@ int tpc_verify_run(const tpc_verify_set *s, const tpc_verify_opts *o, struct tpc
 int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_verify_report *rep,
 		       tpc_err *e);
 
-/* Was this build made with the MPI backend? */
-bool tpc_verify_have_mpi(void);
-/* MPI_Init_thread (once) and this process's rank and size. TPC_EGPU when
- * MPI is not built in or fails. */
+/* Load the MPI module (tpconv_mpi.so, verify/tpc_mpi.h), which links
+ * libmpi so that tpconv does not: from `path` when given (cmd/ passes
+ * TPCONV_MPI_MODULE), else beside the executable, in the build tree or in
+ * the install's libdir. Once loaded, 0 at every call. TPC_EGPU saying why
+ * when this build has no MPI, or the module or its MPI library is missing
+ * here: the run then goes on as a build without MPI would. */
+int tpc_verify_mpi_load(const char *path, tpc_err *e);
+/* MPI_Init_thread (once) and this process's rank and size, the module
+ * loaded first (from the default places) if it is not. TPC_EGPU when the
+ * module cannot load or MPI fails. */
 int tpc_verify_mpi_init(int *rank, int *size, tpc_err *e);
 void tpc_verify_mpi_finalize(void);
 /* After a rank has reported an error: end the whole MPI job (MPI_Abort with

@@ -437,7 +437,8 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 {
 	/* the reference side (xd) has no collectives */
 	vrun R = {.s = s, .o = o, .c = c, .rep = c->rank == 0 ? rep : NULL, .e = e, .me = c->rank, .tp = c->size,
-		  .T = o->tokens > 0 ? o->tokens : 8, .xf = {.e = e, .c = c, .gpu = gpu, .gpu_ctx = gctx}, .xd = {.e = e}};
+		  .T = o->tokens > 0 ? o->tokens : 8, .xf = {.e = e, .c = c, .gpu = gpu, .gpu_ctx = gctx, .blas_lib = o->blas},
+		  .xd = {.e = e, .blas_lib = o->blas}};
 	int ret;
 #ifdef _OPENMP
 	R.threads = omp_get_max_threads();

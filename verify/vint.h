@@ -36,6 +36,24 @@
 struct tpc_gpu_api;
 struct tpc_gpu_ctx;
 
+/* The BLAS functions the kernels call (blas.c), resolved at run time. */
+#ifdef TPC_HAVE_CBLAS
+#include <cblas.h>
+typedef struct tpc__blas {
+	__typeof__(cblas_sgemm) *sgemm;
+	__typeof__(cblas_dgemm) *dgemm;
+} tpc__blas;
+#else
+typedef struct tpc__blas {
+	void *sgemm, *dgemm;
+} tpc__blas;
+#endif
+
+/* *b from the library `name` (tpc_verify_opts.blas: NULL the OpenBLAS the
+ * build found, "none" none); false, and the hand-written loops, when it
+ * cannot be opened or the build has no OpenBLAS headers. */
+bool tpc__blas_open(const char *name, tpc__blas *b);
+
 typedef struct vloc {
 	const char *name;
 	const tpc_ckpt *ck;
@@ -63,6 +81,9 @@ typedef struct vctx {
 	uint64_t nread;          /* bytes of weights read (tpc_verify_report.weights_read) */
 	const struct tpc_gpu_api *gpu; /* non-NULL: matmuls on the GPU (float side) */
 	struct tpc_gpu_ctx *gpu_ctx;
+	const char *blas_lib;    /* tpc_verify_opts.blas */
+	int blas_state;          /* 0: not opened yet (the first product opens it), 1: blas, -1: loops */
+	tpc__blas blas;
 } vctx;
 
 /* A linear layer: weight, optional bias, and how the bias is applied. */
@@ -227,6 +248,16 @@ int tpc__gpu_gemm(vctx *x, bool transposed, int64_t T, int64_t nr, int64_t cols,
 
 int tpc__gpu_act(vctx *x, tpc_vact a, float *v, size_t n);
 int tpc__gpu_softmax(vctx *x, float *p, int64_t rows, int64_t n);
+
+/* module.c: a run-time module `file` (the CUDA or MPI one, named `what` in
+ * messages) opened with dlopen `flags`, and the table its function `sym`
+ * returns, which opens with `int abi` and must carry `abi`. Looked for at
+ * `path` when given (the TPCONV_*_MODULE variable, read in cmd/), else beside
+ * the executable, in the build tree (../verify), in ../lib/tpconv and in the
+ * install's libdir. 0 and *api; else -1 with why[len] saying why a module
+ * found did not load, or empty when none was found. */
+int tpc__module_load(const char *path, const char *file, const char *what, const char *sym, int abi, int flags,
+		     const void **api, char *why, size_t len);
 
 /* gpu_loader.c: the module, its communicators, NCCL as a tpc_coll */
 int tpc__gpu_load(const char *path, const struct tpc_gpu_api **api, tpc_err *e);

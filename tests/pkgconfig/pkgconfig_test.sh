@@ -26,6 +26,11 @@ comp=$(find "$T/root" -path '*/bash-completion/completions/tpconv' | head -n 1)
 [ -n "$comp" ] && bash -n "$comp" && ok "bash completion installed and parses" || bad "bash completion"
 [ -n "$(find "$T/root" -name 'libtpconv.so*' | head -n 1)" ] && ok "shared library installed" || bad "shared library installed"
 [ -n "$(find "$T/root" -name 'libtpconv.a' | head -n 1)" ] && ok "static library installed" || bad "static library installed"
+# the run-time modules a build made go to <libdir>/tpconv, where tpconv looks for them
+for m in tpconv_mpi.so tpconv_cuda.so; do
+  [ -e "$B/verify/$m" ] || continue
+  [ -n "$(find "$T/root" -path "*/tpconv/$m" | head -n 1)" ] && ok "$m installed in <libdir>/tpconv" || bad "$m installed"
+done
 # the tree lives under a --destdir: point pkg-config at it as a sysroot
 export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR="$T/root"
 cflags=$(pkg-config --cflags tpconv) && libs=$(pkg-config --libs tpconv) \

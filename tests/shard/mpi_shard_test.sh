@@ -97,6 +97,22 @@ run mpi 2 "$TPCONV" shard "$IN" --preset llama --tp 4 "${CFG[@]}" -o "$T/stale" 
 [ "$rc" = 0 ] && same_dir "$T/tp4.single" "$T/stale" >/dev/null &&
   ok "--force over another set's files: no process trips over files the others are replacing" || bad "--force over another set" "exit $rc" "$(cat "$T/err")"
 
+# ---- the MPI module: tpconv links no MPI library and loads tpconv_mpi.so under mpirun only
+readelf -d "$TPCONV" | grep -q 'NEEDED.*libmpi' && bad "tpconv links libmpi" "$(readelf -d "$TPCONV" | grep NEEDED)" ||
+  ok "tpconv links no MPI library (readelf -d)"
+# a copy away from its module: refused by name under mpirun, as a build without MPI is; fine without
+mkdir -p "$T/alone/bin" && cp "$TPCONV" "$T/alone/bin/tpconv"
+run mpi 2 "$T/alone/bin/tpconv" shard "$IN" --preset llama --tp 2 "${CFG[@]}" -o "$T/alone/set" -q
+[ "$rc" = 5 ] && grep -q "MPI module tpconv_mpi.so is not found" "$T/err" && [ ! -e "$T/alone/set" ] &&
+  ok "without its MPI module under mpirun: exit 5 naming tpconv_mpi.so, nothing written" || bad "no module under mpirun" "exit $rc" "$(cat "$T/err")"
+echo "not a module" >"$T/alone/broken.so"
+TPCONV_MPI_MODULE=$T/alone/broken.so run mpi 2 "$T/alone/bin/tpconv" shard "$IN" --preset llama --tp 2 "${CFG[@]}" -o "$T/alone/set" -q
+[ "$rc" = 5 ] && grep -q "cannot load the MPI module '$T/alone/broken.so'" "$T/err" &&
+  ok "TPCONV_MPI_MODULE naming a file that does not load: exit 5 saying why" || bad "broken module" "exit $rc" "$(cat "$T/err")"
+run "$T/alone/bin/tpconv" shard "$IN" --preset llama --tp 4 "${CFG[@]}" -o "$T/alone/set" -q
+[ "$rc" = 0 ] && same_dir "$T/tp4.single" "$T/alone/set" >/dev/null && ok "without mpirun the copy without its module writes the set" ||
+  bad "the copy without mpirun" "exit $rc" "$(cat "$T/err")"
+
 # ---- a process killed with SIGKILL while it writes: no manifest
 $PY - "$T/big.safetensors" <<'PYEOF' || { bad "big model" "torch failed"; }
 import sys, torch

@@ -191,10 +191,11 @@ int main(int argc, char **argv)
 	tpc_err_init(&e);
 	/* what cmd/verify hands the library from the environment */
 	o.cuda_module = getenv("TPCONV_CUDA_MODULE");
+	o.blas = getenv("TPCONV_BLAS");
 	if (mpi) {
 		o.backend = TPC_VB_MPI;
 		tpc_verify_local_rank(getenv, &o.local_rank, &o.local_size);
-		if (tpc_verify_mpi_init(&me, &size, &e))
+		if (tpc_verify_mpi_load(getenv("TPCONV_MPI_MODULE"), &e) || tpc_verify_mpi_init(&me, &size, &e))
 			return fail(&e);
 	}
 	tpc_formats_register_all();
