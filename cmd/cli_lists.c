@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "tpc_buf.h"
+#include "tpc_family.h"
 #include "tpc_layout.h"
 
 /* A format convert and merge can write as named (not the index over files
@@ -141,7 +142,6 @@ static const struct {
 	const char *values;
 } fixed[] = {
 	{"--outtype", "f32 f16 bf16 q8_0 auto"},
-	{"--arch", "llama gpt2 gpt-neox bert dit dalle2 none"},
 	{"--checks", "structure layers blocks model"},
 	{"--dtype", "bf16 f16 f32 f64"},
 	{"--checksum", "xxh3-128 sha256 none"},
@@ -154,7 +154,15 @@ int tpc_cli_complete(int argc, char **argv)
 	if (!strcmp(opt, "--options")) {
 		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 			printf("%s\n", fixed[i].opt);
-		printf("--format\n--layout\n");
+		printf("--format\n--layout\n--arch\n");
+		return 0;
+	}
+	if (!strcmp(opt, "--arch")) {
+		/* the records that describe their layers, as verify's --arch takes them */
+		for (size_t i = 0; i < tpc_family_count(); i++)
+			if (tpc_family_at(i)->has_parts)
+				printf("%s\n", tpc_family_at(i)->name);
+		printf("none\n");
 		return 0;
 	}
 	if (!strcmp(opt, "--format")) {

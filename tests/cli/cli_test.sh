@@ -144,13 +144,18 @@ got=$(complete_at verify --arch gpt); [ "$got" = "gpt2 gpt-neox" ] && ok "comple
 got=$(complete_at verify --checks structure,l); [ "$got" = "structure,layers" ] && ok "completion: --checks completes a list's last item" || bad "completion: --checks" "got: $got"
 got=$(complete_at shard --layout vl); [ "$got" = "vllm" ] && ok "completion: --layout from the registry" || bad "completion: --layout" "got: $got"
 # each value the completion offers is one its command's --help gives for that option
-for oc in --outtype:convert --arch:verify --checks:verify --dtype:convert --checksum:shard --device:verify; do
+for oc in --outtype:convert --checks:verify --dtype:convert --checksum:shard --device:verify; do
   o=${oc%%:*} c=${oc#*:} miss=""
   block=$("$TPCONV" $c --help | awk -v o="$o" '$1 == o {f=1; print; next} f && /^  -/ {f=0} f {print}')
   for v in $("$TPCONV" __complete "$o"); do [[ $block == *"$v"* ]] || miss="$miss $v"; done
   [ -n "$block" ] && [ -z "$miss" ] && ok "completion: $o values are in $c --help" || bad "completion: $o values are in $c --help" "missing:$miss" "$block"
 done
 
+# --arch: the records verify can compute (plan --list) and none
+"$TPCONV" plan --list > "$T/pl" 2>&1
+miss=""; for v in $("$TPCONV" __complete --arch); do [ "$v" = none ] || grep -q "^$v " "$T/pl" || miss="$miss $v"; done
+[ -z "$miss" ] && "$TPCONV" __complete --arch | grep -qx none && "$TPCONV" __complete --arch | grep -qx olmo2 &&
+  ok "completion: --arch values are plan --list's records and none" || bad "completion: --arch values" "not in plan --list:$miss"
 # the man page (built from --help by doc/mkman.py): its DESCRIPTION names GGUF, merge's section every output
 MAN="$(dirname "$TPCONV")/../doc/tpconv.1"
 if [ -f "$MAN" ]; then
