@@ -24,6 +24,13 @@ A="$SRC/tests/gguf/arch"
 tmpdir
 # a dump without the tokenizer's KVs (a chat template's lines too) and alignment
 no_tok() { awk '/^(kv|tensor|alignment) /{skip = /^kv tokenizer\./ || /^alignment /} !skip' "$@"; }
+# ref_sum FAMILY: the reference's f32 file's sha256 (ref/whole.sha256)
+ref_sum() { awk -v n="$1-f32.gguf" '$2 == n {print $1}' "$A/ref/whole.sha256"; }
+# is_ref DIR SHA256: DIR converts to an f32 GGUF with that sha256 (the error in $T/err)
+is_ref() {
+  rm -f "$T/w.gguf"
+  "$TPCONV" convert "$1" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" && [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$2" ]
+}
 
 # dump_diff DIR FAMILY OUTTYPE: arch_dump's KVs and tensors (the tokenizer's
 # KVs aside) against the reference's ref/FAMILY-OUTTYPE.txt, the difference in
@@ -87,8 +94,7 @@ if "rope_scaling" in v:
     c.pop("rope_parameters", None)
 json.dump(c, open(sys.argv[3], "w"), indent=2)
 PY
-  if "$TPCONV" convert "$T/rope/tiny-$fam" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
-     [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$sum" ]; then
+  if is_ref "$T/rope/tiny-$fam" "$sum"; then
     ok "rope $v: tpconv's GGUF is byte-identical to convert_hf_to_gguf.py's"
   else
     "$DUMP" "$T/rope/tiny-$fam" f32 2>&1 | no_tok | diff <(no_tok "$A/ref/rope-$v-f32.txt") - > "$T/diff"
@@ -117,9 +123,7 @@ refuse "a layer past config.json's count is refused by tensor" "layer 1, but con
 rm -rf "$T/nx" && mkdir "$T/nx" && cp -r "$A/tiny-gpt-neox" "$T/nx/" && rm -f "$T/w.gguf"
 nx=$T/nx/tiny-gpt-neox   # general.name comes from the folder's name
 sed -i '/"rotary_pct"/d' "$nx/config.json"
-want=$(awk '$2 == "gpt-neox-f32.gguf" {print $1}' "$A/ref/whole.sha256")
-if "$TPCONV" convert "$nx" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
-   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+if is_ref "$nx" "$(ref_sum gpt-neox)"; then
   ok "gpt-neox with rotary_pct only in rope_parameters (transformers 5): the reference's file"
 else
   bad "gpt-neox with rotary_pct only in rope_parameters (transformers 5)" "$(cat "$T/err")"
@@ -158,8 +162,7 @@ while read -r sum name; do
   v=${name#llama-hf-}; v=${v%-f32.gguf}
   rm -rf "$T/hf" && mkdir -p "$T/hf" && cp -r "$A/tiny-llama-hf" "$T/hf/" && rm -f "$T/w.gguf"
   hfvariant "$v" "$T/hf/tiny-llama-hf"
-  if "$TPCONV" convert "$T/hf/tiny-llama-hf" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
-     [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$sum" ]; then
+  if is_ref "$T/hf/tiny-llama-hf" "$sum"; then
     ok "llama-hf $v: tpconv's GGUF is byte-identical to convert_hf_to_gguf.py's"
   else
     bad "llama-hf $v: differs from convert_hf_to_gguf.py's" "$(cat "$T/err")"
@@ -347,9 +350,7 @@ for k in ("embedding_multiplier", "residual_multiplier", "attention_multiplier",
     del c[k]
 json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
-want=$(cut -d' ' -f1 "$A/ref/granite-nomul.sha256")
-if "$TPCONV" convert "$T/nm/tiny-granite" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
-   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+if is_ref "$T/nm/tiny-granite" "$(cut -d' ' -f1 "$A/ref/granite-nomul.sha256")"; then
   ok "granite without its multipliers: each 1.0, the reference's file"
 else
   bad "granite without its multipliers" "$(cat "$T/err")"
@@ -370,7 +371,7 @@ json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
   "$TPCONV" convert "$T/sm/tiny-smollm3" -o "$T/smo/w.gguf" --outtype f32 2> "$T/err"; local rc=$?
   if [ -z "$2" ]; then
-    want=$(awk '$2 == "smollm3-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+    want=$(ref_sum smollm3)
     [ $rc -eq 0 ] && [ "$(sha256sum "$T/smo/w.gguf" | cut -d' ' -f1)" = "$want" ] && ok "$1" || bad "$1" "exit $rc" "$(cat "$T/err")"
   elif [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ -z "$(ls -A "$T/smo")" ]; then
     ok "$1"
@@ -470,9 +471,7 @@ python3 - "$T/ex/tiny-exaone4/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); del c["layer_types"]; json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
-want=$(awk '$2 == "exaone4-f32.gguf" {print $1}' "$A/ref/whole.sha256")
-if "$TPCONV" convert "$T/ex/tiny-exaone4" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
-   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+if is_ref "$T/ex/tiny-exaone4" "$(ref_sum exaone4)"; then
   ok "exaone4 without layer_types: sliding_window_pattern 4's layers, the reference's file"
 else
   bad "exaone4 without layer_types" "$(cat "$T/err")"
@@ -482,10 +481,7 @@ refuse "exaone4: a sliding_window_pattern string without layer_types is refused 
 # GLM-4 without partial_rotary_factor in config.json: Glm4Config's 0.5, the same file
 rm -rf "$T/g4" && mkdir "$T/g4" && cp -r "$A/tiny-glm4" "$T/g4/" && rm -f "$T/w.gguf"
 sed -i '/"partial_rotary_factor"/d' "$T/g4/tiny-glm4/config.json"
-want=$(awk '$2 == "glm4-f32.gguf" {print $1}' "$A/ref/whole.sha256")
-if ! grep -q partial_rotary "$T/g4/tiny-glm4/config.json" &&
-   "$TPCONV" convert "$T/g4/tiny-glm4" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" &&
-   [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$want" ]; then
+if ! grep -q partial_rotary "$T/g4/tiny-glm4/config.json" && is_ref "$T/g4/tiny-glm4" "$(ref_sum glm4)"; then
   ok "glm4 without partial_rotary_factor: Glm4Config's 0.5, the reference's file"
 else
   bad "glm4 without partial_rotary_factor" "$(cat "$T/err")"
@@ -547,7 +543,7 @@ refuse "cohere2 with another sliding-window pattern is refused naming the layer"
 # them: absent or 4 gives the reference's file, 2 is refused naming layer 1, a
 # string (EXAONE 4's 'LLLG' form, which Cohere2Config fails on) by name
 rm -rf "$T/cw" && mkdir "$T/cw" && cp -r "$A/tiny-cohere2" "$T/cw/"  # the folder's name is general.name
-want=$(awk '$2 == "cohere2-f32.gguf" {print $1}' "$A/ref/whole.sha256")
+want=$(ref_sum cohere2)
 for v in none 4 2 '"LLLG"'; do
   python3 - "$A/tiny-cohere2/config.json" "$T/cw/tiny-cohere2/config.json" "$v" <<'PY'
 import json, sys
