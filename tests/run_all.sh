@@ -23,6 +23,13 @@ if [ -x /usr/bin/python3 ] && [ -z "${TPC_PY:-}" ]; then
   # its client in C where the first build made it (a Python client costs an
   # interpreter's start, ~40 ms, before each check)
   [ -x "${1:-}/tests/pyfork-client" ] && TPC_PY=$(cd "$1" && pwd)/tests/pyfork-client
+  # a bare `python3` in a test is Debian's too, through the same client: the
+  # first python3 on PATH may be another (pyenv's shim, a shell script that
+  # costs ~0.7 s of CPU per call on the test machines, without Debian's
+  # packages)
+  mkdir "$pyd/bin"
+  case $TPC_PY in *pyfork-client) ln -s "$TPC_PY" "$pyd/bin/python3" ;; *) ln -s /usr/bin/python3 "$pyd/bin/python3" ;; esac
+  export PATH="$pyd/bin:$PATH"
 fi
 fails= slow=
 first=1
