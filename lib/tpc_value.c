@@ -120,28 +120,30 @@ tpc_value *tpc_value_new(tpc_vkind kind)
 	return v;
 }
 
+/* an INT, BOOL or FLOAT: ival and fval hold the number (the other field 0) */
+static tpc_value *scalar(tpc_vkind kind, int64_t i, double f)
+{
+	tpc_value *v = tpc_value_new(kind);
+	if (v) {
+		v->ival = i;
+		v->fval = f;
+	}
+	return v;
+}
+
 tpc_value *tpc_value_int(int64_t x)
 {
-	tpc_value *v = tpc_value_new(TPC_V_INT);
-	if (v)
-		v->ival = x;
-	return v;
+	return scalar(TPC_V_INT, x, 0);
 }
 
 tpc_value *tpc_value_bool(int x)
 {
-	tpc_value *v = tpc_value_new(TPC_V_BOOL);
-	if (v)
-		v->ival = x ? 1 : 0;
-	return v;
+	return scalar(TPC_V_BOOL, x ? 1 : 0, 0);
 }
 
 tpc_value *tpc_value_float(double x)
 {
-	tpc_value *v = tpc_value_new(TPC_V_FLOAT);
-	if (v)
-		v->fval = x;
-	return v;
+	return scalar(TPC_V_FLOAT, 0, x);
 }
 
 static tpc_value *new_blob(tpc_vkind kind, const void *p, size_t len)
