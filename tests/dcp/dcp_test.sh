@@ -16,11 +16,6 @@ PY=${TPC_PY:-/usr/bin/python3}
 D=$SRC/tests/data/dcp
 . "$SRC/tests/lib/tap.sh"
 tmpdir
-# two checkpoints hold the same tensors (name, dtype, shape, SHA-256)
-same() {
-  "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&
-    python3 "$SRC/tests/shard/same_tensors.py" "$T/a.json" "$T/b.json" >"$T/diff" 2>&1
-}
 
 for f in from_torch fsdp2 fsdp4 llama2; do
   run "$TPCONV" inspect "$D/$f"

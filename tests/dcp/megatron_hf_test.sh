@@ -27,10 +27,6 @@ PY=${TPC_PY:-/usr/bin/python3}
 MG=$SRC/tests/data/dcp/megatron_llama
 . "$SRC/tests/lib/tap.sh"
 tmpdir
-same() {
-  "$TPCONV" inspect --json --hash "$1" >"$T/a.json" 2>"$T/ierr" && "$TPCONV" inspect --json --hash "$2" >"$T/b.json" 2>>"$T/ierr" &&
-    python3 "$SRC/tests/shard/same_tensors.py" "$T/a.json" "$T/b.json" >"$T/diff" 2>&1
-}
 # a torch file tpconv wrote against the HF state dict: same names, dtypes, bits
 torch_eq() {
   $PY - "$1" "$2" <<'PY' 2>"$T/perr"

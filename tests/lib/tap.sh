@@ -17,6 +17,14 @@
 #                           bytes of its output (stdout and stderr)
 #   done_testing            the plan line "1..N"; the script's status is 0 only
 #                           when no check failed
+#   same A B                checkpoints A and B (any input $TPCONV reads) hold
+#                           the same tensors in any order: name, dtype, shape,
+#                           SHA-256 of the bytes, as `inspect --hash` lists them;
+#                           else status 1 and why in $T/diff (the first lines
+#                           that differ, or an inspect's error; never an earlier
+#                           call's). A file unchanged for 2 s is inspected once
+#                           (its listing kept under its device, inode, size and
+#                           times)
 #
 #   $SAN                    1 in a sanitizer build (TPC_TEST_SAN, set by
 #                           tests/meson.build): a matrix the normal build runs
@@ -39,3 +47,24 @@ tmpdir() { T=$(mktemp -d "$@") || exit 1; trap 'rm -rf "$T"' EXIT; }
 run()   { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 check() { local d=$1; shift; if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d" "$(head -c 600 "$T/out")"; fi; }
 done_testing() { echo "1..$n"; [ "$failed" = 0 ]; }
+same() {
+  : >"$T/ierr"
+  tensor_list "$1" "$T/a.list" && tensor_list "$2" "$T/b.list" ||
+    { { echo "same: cannot inspect both:"; cat "$T/ierr"; } >"$T/diff"; return 1; }
+  if cmp -s "$T/a.list" "$T/b.list"; then : >"$T/diff"; return 0; fi
+  { echo "same: '$1' (<) and '$2' (>) differ:"; diff "$T/a.list" "$T/b.list" | grep '^[<>]' | head -n 10; } >"$T/diff"
+  return 1
+}
+# tensor_list CKPT OUT: CKPT's tensors, a line each (name dtype shape sha256), sorted
+tensor_list() {
+  local st= key=
+  if [ -f "$1" ]; then
+    st=$(stat -c '%d_%i_%s_%.9Y_%.9Z %Z' "$1") || return 1
+    [ "${st##* }" -lt $((EPOCHSECONDS - 2)) ] && key=$T/.lists/${st%% *}
+    [ -n "$key" ] && [ -f "$key" ] && { cp "$key" "$2"; return 0; }
+  fi
+  "$TPCONV" inspect --hash "$1" >"$2.raw" 2>>"$T/ierr" || return 1
+  sed -E '/^#/d; /^name +dtype +shape /d; s/^([^ ]+) +([^ ]+) +(\[[^]]*\]) +[0-9]+ +([0-9a-f]{64})( .*)?$/\1 \2 \3 \4/' "$2.raw" |
+    LC_ALL=C sort >"$2"
+  [ -z "$key" ] || { mkdir -p "$T/.lists" && cp "$2" "$key"; }
+}
