@@ -1140,6 +1140,12 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_ATTN_KV_A_MQA] = "attn_kv_a_mqa",
 		[TPC_ROLE_ATTN_KV_A_NORM] = "attn_kv_a_norm",
 		[TPC_ROLE_ATTN_KV_B] = "attn_kv_b",
+		[TPC_ROLE_NEXTN_EH_PROJ] = "nextn_eh_proj",
+		[TPC_ROLE_NEXTN_EMBD] = "nextn_embed_tokens",
+		[TPC_ROLE_NEXTN_ENORM] = "nextn_enorm",
+		[TPC_ROLE_NEXTN_HNORM] = "nextn_hnorm",
+		[TPC_ROLE_NEXTN_HEAD] = "nextn_shared_head_head",
+		[TPC_ROLE_NEXTN_HEAD_NORM] = "nextn_shared_head_norm",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }

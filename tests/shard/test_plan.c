@@ -331,6 +331,9 @@ static void test_roles_and_defaults(void **st)
 			assert_string_not_equal(tpc_role_name((tpc_role)r), tpc_role_name((tpc_role)k));
 	}
 	assert_string_equal(tpc_role_name(TPC_ROLE_FFN_EXP_PROBS_B), "exp_probs_b");
+	/* the next-token-prediction layer's, named as gguf-py's MODEL_TENSOR.NEXTN_* */
+	assert_string_equal(tpc_role_name(TPC_ROLE_NEXTN_EH_PROJ), "nextn_eh_proj");
+	assert_string_equal(tpc_role_name(TPC_ROLE_NEXTN_HEAD_NORM), "nextn_shared_head_norm");
 	assert_string_equal(tpc_role_name(TPC_ROLE_COUNT), "?");
 	tpc_family mi = *tpc_family_find("mistral");
 	assert_true(tpc_family_fits(&mi, "LlamaForCausalLM"));
