@@ -996,13 +996,18 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	return 0;
 }
 
-/* The model's layers, 0, 1, ... until one is missing. */
+/* The model's layers, 0, 1, ... until one is missing; with config.json's
+ * num_nextn_predict_layers, the num_hidden_layers first: the
+ * next-token-prediction layers after them are no part of transformers'
+ * model (GLM-4.5's _keys_to_ignore_on_load_unexpected, DeepSeek-V3's), their
+ * tensors checked one by one only. */
 static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_model_facts *f,
 			     tpc_err *e)
 {
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
 	int ret = 0;
-	for (int64_t l = 0; !ret; l++) {
+	int64_t last = f && f->nextn > 0 && f->layers > 0 ? f->layers : INT64_MAX;
+	for (int64_t l = 0; !ret && l < last; l++) {
 		tpc_vlayer L;
 		char nm[TPC_ERR_NAME_MAX];
 		layer_names(s, m, an, l, f, &L, nm);
