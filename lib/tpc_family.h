@@ -172,7 +172,11 @@ typedef struct tpc_tensor_row {
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
- *              group-limited top-k; none: dense. softmax_topk: the softmax
+ *              group-limited top-k; none: dense. sigmoid_bias: a layer with
+ *              its score correction bias (FFN_EXP_PROBS_B) scores by sigmoid
+ *              and picks noaux_tc's top-k (groups by their top-2 sums)
+ *              where config.json names no scoring_func and no topk_method
+ *              (GLM-4.5). softmax_topk: the softmax
  *              of the top-k logits alone (Granite-MoE's TopKGating: the
  *              weights of the chosen experts always sum to 1, whatever
  *              norm_topk_prob would say; verify renormalises them);

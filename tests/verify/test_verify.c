@@ -478,7 +478,7 @@ static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *k
  * projections, router, correction bias and experts are the record's rows.
  * `skip`: tensors left out, the model refused with a message holding
  * `want`. */
-static void deepseek_case(bool yarn, const char *skip, const char *want)
+static void deepseek_case(bool yarn, bool silent, const char *skip, const char *want)
 {
 	tpc_err e;
 	tpc_ckpt ck, ex;
@@ -503,6 +503,8 @@ static void deepseek_case(bool yarn, const char *skip, const char *want)
 			     .experts_per_tok = 2, .norm_topk = 1, .scoring = TPC_MOE_SIGMOID,
 			     .topk_method = TPC_MOE_NOAUX_TC, .n_group = 2, .topk_group = 1, .routed_scale = 2.5,
 			     .rope_interleave = yarn ? 0 : -1};
+	if (silent) /* config.json without scoring_func and topk_method (GLM-4.5's): the record's router */
+		f.scoring = TPC_MOE_SCORE_UNKNOWN, f.topk_method = TPC_MOE_TOPK_UNKNOWN;
 	if (yarn) {
 		f.yarn.factor = 4;
 		f.yarn.mscale = 1;
@@ -532,16 +534,19 @@ static void deepseek_case(bool yarn, const char *skip, const char *want)
 static void test_deepseek_yarn(void **st)
 {
 	(void)st;
-	deepseek_case(true, NULL, NULL);
+	deepseek_case(true, false, NULL, NULL);
 }
 
 static void test_deepseek_plain(void **st)
 {
 	(void)st;
-	deepseek_case(false, NULL, NULL);
+	deepseek_case(false, false, NULL, NULL);
+	/* the record's sigmoid_bias router with the layers' correction bias:
+	 * sigmoid scores, noaux_tc's groups, where config.json is silent */
+	deepseek_case(false, true, NULL, NULL);
 	/* a tensor the router implies, refused naming it from the table */
-	deepseek_case(false, "layers.2.mlp.experts.1.down_proj", "expert 1 has no 'model.layers.2.mlp.experts.1.down_proj.weight'");
-	deepseek_case(false, "layers.2.mlp.shared_experts.up_proj",
+	deepseek_case(false, false, "layers.2.mlp.experts.1.down_proj", "expert 1 has no 'model.layers.2.mlp.experts.1.down_proj.weight'");
+	deepseek_case(false, false, "layers.2.mlp.shared_experts.up_proj",
 		      "the shared expert has no 'model.layers.2.mlp.shared_experts.up_proj.weight'");
 }
 
