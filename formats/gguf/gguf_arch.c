@@ -426,7 +426,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
+	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_PLUS &&
 				 r->how != TPC_KH_ROPE_PCT_EMB && r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY &&
 				 r->how != TPC_KH_SWA_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
@@ -440,6 +440,8 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return (*put = false), 0;
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
+		if (r->type == TPC_GV_BOOL && cJSON_IsBool(v))
+			return (*u = cJSON_IsTrue(v)), 0;
 		if (r->type != F32)
 			return cfg_u32(c, v, which, u, cv->e);
 		*f = v->valuedouble;
@@ -449,6 +451,20 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return -1;
 		*u *= 4;
 		return 0;
+	case TPC_KH_PLUS: {
+		const char *plus = r->names ? strchr(r->names, '+') : NULL;
+		char first[128];
+		uint64_t b = 0;
+		if (!plus || (size_t)(plus - r->names) >= sizeof(first))
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A+B", r->key);
+		snprintf(first, sizeof(first), "%.*s", (int)(plus - r->names), r->names);
+		if (cfg_req_u32(c, first, u, cv->e))
+			return -1;
+		if ((v = cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && cfg_u32(c, v, which, &b, cv->e))
+			return -1;
+		*u += b;
+		return 0;
+	}
 	case TPC_KH_OR_HEADS:
 		return v ? cfg_u32(c, v, which, u, cv->e) : cfg_req_u32(c, "num_attention_heads", u, cv->e);
 	case TPC_KH_OR_ZERO:
