@@ -1235,6 +1235,23 @@ static int load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err 
 	return 0;
 }
 
+/* The layers the GGUF holds: its block_count rule's value (Glm4MoeModel
+ * counts the next-token-prediction layers too), else config.json's */
+static int block_count(conv *cv, uint64_t *n)
+{
+	bool put = false;
+	double f = 0;
+	for (const tpc_gguf_kv_rule *r = cv->spec->kv; r->how != TPC_KH_END; r++)
+		if (!strcmp(r->key, "block_count")) {
+			if (rule_eval(cv, r, &put, n, &f))
+				return -1;
+			if (put)
+				return 0;
+			break;
+		}
+	return cfg_req_u32(&cv->c, "n_layers|num_hidden_layers|n_layer|num_layers", n, cv->e);
+}
+
 static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 {
 	const cfg *c = &cv->c;
@@ -1242,8 +1259,7 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 	memset(w, 0, sizeof(*w));
 	w->cv = cv;
 	w->ck = ck;
-	if (cfg_req_u32(c, "n_layers|num_hidden_layers|n_layer|num_layers", &w->layers, cv->e) ||
-	    cfg_req_u32(c, "n_heads|num_attention_heads|n_head", &w->heads, cv->e))
+	if (block_count(cv, &w->layers) || cfg_req_u32(c, "n_heads|num_attention_heads|n_head", &w->heads, cv->e))
 		return -1;
 	w->kv_heads = w->heads;
 	const cJSON *v = cfg_find(c, "n_kv_heads|num_key_value_heads", NULL, buf, sizeof(buf));
@@ -1251,7 +1267,7 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 		return -1;
 	if (!cv->spec->experts[0])
 		return 0;
-	if (cfg_req_u32(c, "num_local_experts|num_experts", &w->n_exp, cv->e))
+	if (cfg_req_u32(c, "num_local_experts|num_experts|n_routed_experts", &w->n_exp, cv->e))
 		return -1;
 	uint64_t n = 0;
 	if (!w->n_exp || tpc_mul_u64(w->layers, 3 * w->n_exp, &n) || n > ((uint64_t)1 << 26))
