@@ -914,6 +914,27 @@ static void test_moe_other_record(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* GLM-4.5 MoE: a dense layer 0, then a sigmoid router with its correction
+ * bias over 2 groups of 2 experts (one kept), top-2 renormalised times 2.5,
+ * beside a shared expert; per-head q/k norms, partial rotate-half RoPE, q/k/v
+ * biases; config.json names no scoring_func nor topk_method (the record's
+ * router says), and the next-token-prediction layer 2 in the checkpoint is
+ * left out */
+static void test_glm4_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("glm4-moe"), "glm4_moe", &f, &s);
+	assert_int_equal(f.nextn, 1);
+	assert_true(f.scoring == TPC_MOE_SCORE_UNKNOWN && f.topk_method == TPC_MOE_TOPK_UNKNOWN);
+	const tpc_vmoe *mo = &s.model->layers[1].moe;
+	assert_true(!s.model->layers[0].moe.exp && mo->exp && mo->sigmoid && mo->score_bias >= 0 && mo->n_group == 2 &&
+		    mo->topk_group == 1 && mo->shared.down >= 0 && mo->scale == 2.5);
+	assert_int_equal(s.model->layers[1].attn.rot_dims, 8);
+	tpc_verify_set_release(&s);
+}
+
 /* A layer after config.json's num_hidden_layers (a next-token-prediction
  * layer: Qwen3-MoE's layer 1 again as layer 2) is no part of the model when
  * num_nextn_predict_layers says so (the logits are transformers'); else the
@@ -1298,6 +1319,7 @@ int main(void)
 		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
 		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
+		cmocka_unit_test(test_glm4_moe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
