@@ -81,6 +81,7 @@ static const struct {
 	COUNT(qk_rope_head_dim, "qk_rope_head_dim"),
 	COUNT(v_head_dim, "v_head_dim"),
 	COUNT(first_dense, "first_k_dense_replace"),
+	COUNT(nextn, "num_nextn_predict_layers"),
 };
 #undef COUNT
 
@@ -350,6 +351,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	/* mixture of experts: routing */
 	FILL(experts_per_tok); FILL(norm_topk); FILL(scoring); FILL(topk_method);
 	FILL(n_group); FILL(topk_group); FILL(first_dense); FILL(routed_scale);
+	FILL(nextn);
 	if (!dst->quant.method)
 		dst->quant = src->quant;
 	/* multi-head latent attention */

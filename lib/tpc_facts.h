@@ -108,6 +108,10 @@ typedef struct tpc_model_facts {
 	tpc_moe_topk topk_method;
 	int64_t n_group, topk_group, first_dense;
 	double routed_scale;
+	/* next-token-prediction (MTP) layers after the num_hidden_layers
+	 * (num_nextn_predict_layers: GLM-4.5, DeepSeek-V3): model.layers.N for
+	 * N >= layers, which transformers' model leaves out (0: none or unsaid) */
+	int64_t nextn;
 	/* DeepSeek multi-head latent attention (MLA): q_lora_rank (0: no
 	 * q_a/q_b, a plain q_proj as V2-Lite), kv_lora_rank, the per-head sizes */
 	int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;

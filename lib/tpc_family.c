@@ -199,6 +199,36 @@ static const tpc_tensor_row qwen3moe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
  * q and k projections (LLaMA's rows). GGUF names: MODEL_ARCH.OLMOE. */
 static const tpc_tensor_row olmoe_tensors[] = {QWEN_MOE_ROWS, END_ROW};
 
+/* GLM-4.5 MoE (Glm4MoeForCausalLM): LLaMA's attention rows (q/k/v biases,
+ * per-head q_norm/k_norm with use_qk_norm), its FFN norm named
+ * post_attention_norm in GGUF (MODEL_ARCH.GLM4_MOE has no FFN_NORM), the
+ * first_k_dense_replace dense layers as LLaMA's MLP, then DeepSeek-V3's
+ * router (mlp.gate and its e_score_correction_bias, GGUF exp_probs_b.bias),
+ * routed experts and shared_experts; a next-token-prediction layer after
+ * the num_hidden_layers (num_nextn_predict_layers: a MoE layer and eh_proj,
+ * enorm, hnorm, shared_head; GGUF blk.N.nextn.*). Hugging Face and GGUF
+ * names only. */
+static const tpc_tensor_row glm4moe_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "post_attention_norm.weight"),
+	LLAMA_MLP_ROWS,
+	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", NULL, NULL, NULL, GG_L "ffn_gate_inp.weight"),
+	ROW(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", NULL, NULL, NULL, GG_L "exp_probs_b.bias"),
+	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate_exps.weight"),
+	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up_exps.weight"),
+	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down_exps.weight"),
+	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_experts.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_experts.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_experts.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	ROW(NEXTN_EH_PROJ, false, HF_L "eh_proj.weight", NULL, NULL, NULL, GG_L "nextn.eh_proj.weight"),
+	ROW(NEXTN_EMBD, false, HF_L "embed_tokens.weight", NULL, NULL, NULL, GG_L "nextn.embed_tokens.weight"),
+	ROW(NEXTN_ENORM, false, HF_L "enorm.weight", NULL, NULL, NULL, GG_L "nextn.enorm.weight"),
+	ROW(NEXTN_HNORM, false, HF_L "hnorm.weight", NULL, NULL, NULL, GG_L "nextn.hnorm.weight"),
+	ROW(NEXTN_HEAD, false, HF_L "shared_head.head.weight", NULL, NULL, NULL, GG_L "nextn.shared_head_head.weight"),
+	ROW(NEXTN_HEAD_NORM, false, HF_L "shared_head.norm.weight", NULL, NULL, NULL, GG_L "nextn.shared_head_norm.weight"),
+	END_ROW,
+};
+
 /* Granite-MoE (GraniteMoeForCausalLM): LLaMA's attention; its experts
  * stacked in the checkpoint itself (no "{E}"), input_linear [E, 2I, H] the
  * gate (#0) and up (#1) of each expert, output_linear [E, H, I], the router
@@ -935,6 +965,18 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granitemoe_shared,
 	 .tensors = granitemoe_shared_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
+	/* per-head q/k norms (use_qk_norm), rotate-half RoPE on a part of each
+	 * head (partial_rotary_factor, 0.5 when config.json has none), the
+	 * sigmoid router with its correction bias (groups: n_group and
+	 * topk_group, config.json's), a shared expert */
+	{.name = "glm4-moe",
+	 .desc = "GLM-4.5 MoE (HF names): llama attention (q/k/v biases split with their weights, q_norm/k_norm replicated); mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated; the MTP layer's eh_proj and norms replicated",
+	 .plan = MOE_JSON("glm4-moe", "GLM-4.5 MoE (Glm4MoeForCausalLM) with Hugging Face names; the next-token-prediction layer after num_hidden_layers (eh_proj, enorm, hnorm, shared_head) replicated by the fallback."),
+	 .hf_arch = A("Glm4MoeForCausalLM"),
+	 .gguf = &tpc__gguf_glm4moe,
+	 .tensors = glm4moe_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .partial_rope = true, .rope_fraction = 0.5, .attn_bias = true,
+	       .router = TPC_PART_ROUTER_SIGMOID_BIAS, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
@@ -1140,6 +1182,12 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_ATTN_KV_A_MQA] = "attn_kv_a_mqa",
 		[TPC_ROLE_ATTN_KV_A_NORM] = "attn_kv_a_norm",
 		[TPC_ROLE_ATTN_KV_B] = "attn_kv_b",
+		[TPC_ROLE_NEXTN_EH_PROJ] = "nextn_eh_proj",
+		[TPC_ROLE_NEXTN_EMBD] = "nextn_embed_tokens",
+		[TPC_ROLE_NEXTN_ENORM] = "nextn_enorm",
+		[TPC_ROLE_NEXTN_HNORM] = "nextn_hnorm",
+		[TPC_ROLE_NEXTN_HEAD] = "nextn_shared_head_head",
+		[TPC_ROLE_NEXTN_HEAD_NORM] = "nextn_shared_head_norm",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }

@@ -105,6 +105,14 @@ typedef enum tpc_role {
 	TPC_ROLE_ATTN_KV_A_MQA,  /* the joint k/v down projection with the shared rope key */
 	TPC_ROLE_ATTN_KV_A_NORM,
 	TPC_ROLE_ATTN_KV_B,      /* k's nope part and v, every head */
+	TPC_ROLE_NEXTN_EH_PROJ,  /* a next-token-prediction (MTP) layer, after the model's
+				    num_hidden_layers (GLM-4.5, DeepSeek-V3: num_nextn_predict_layers):
+				    the projection of [enorm(embedding); hnorm(hidden)] [H, 2H] */
+	TPC_ROLE_NEXTN_EMBD,     /* its own token embedding [vocab, hidden] */
+	TPC_ROLE_NEXTN_ENORM,    /* the norm of the embedding */
+	TPC_ROLE_NEXTN_HNORM,    /* the norm of the main model's hidden state */
+	TPC_ROLE_NEXTN_HEAD,     /* its own head [vocab, hidden] */
+	TPC_ROLE_NEXTN_HEAD_NORM, /* the norm before that head */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -164,7 +172,11 @@ typedef struct tpc_tensor_row {
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
- *              group-limited top-k; none: dense. softmax_topk: the softmax
+ *              group-limited top-k; none: dense. sigmoid_bias: a layer with
+ *              its score correction bias (FFN_EXP_PROBS_B) scores by sigmoid
+ *              and picks noaux_tc's top-k (groups by their top-2 sums)
+ *              where config.json names no scoring_func and no topk_method
+ *              (GLM-4.5). softmax_topk: the softmax
  *              of the top-k logits alone (Granite-MoE's TopKGating: the
  *              weights of the chosen experts always sum to 1, whatever
  *              norm_topk_prob would say; verify renormalises them);

@@ -24,9 +24,10 @@
 #define R_FF {"feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"}
 #define R_END {NULL, 0, TPC_KH_END, NULL}
 
-/* TextModel.set_gguf_parameters, in its order */
-#define TEXT_RULES \
-	R_BLOCK, \
+/* TextModel.set_gguf_parameters, in its order (TEXT_RULES_OF: its block_count rule given) */
+#define TEXT_RULES TEXT_RULES_OF(R_BLOCK)
+#define TEXT_RULES_OF(...) \
+	__VA_ARGS__, \
 	{"context_length", U32, TPC_KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
 	{"embedding_length", U32, TPC_KH_FIND, "hidden_size|n_embd|dim"}, \
 	{"feed_forward_length", U32, TPC_KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
@@ -132,6 +133,25 @@ static const tpc_gguf_kv_rule seedoss_kv[] = {
 static const tpc_gguf_kv_rule glm4_kv[] = {
 	TEXT_RULES,
 	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
+	R_END,
+};
+/* Glm4MoeModel (conversion/glm.py): TextModel's keys with the
+ * next-token-prediction layers in block_count, then the rotary dimension
+ * (Glm4MoeConfig's partial_rotary_factor default 0.5), the routed experts
+ * (again, in place), their width, the shared experts, the leading dense
+ * layers, the sigmoid gating (ExpertGatingFuncType.SIGMOID, 2), the scale,
+ * the renormalisation and num_nextn_predict_layers */
+static const tpc_gguf_kv_rule glm4moe_kv[] = {
+	TEXT_RULES_OF({"block_count", U32, TPC_KH_PLUS, "n_layers|num_hidden_layers|n_layer|num_layers+num_nextn_predict_layers"}),
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
+	{"expert_count", U32, TPC_KH_FIND, "n_routed_experts"},
+	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
+	{"expert_shared_count", U32, TPC_KH_FIND, "n_shared_experts"},
+	{"leading_dense_block_count", U32, TPC_KH_FIND, "first_k_dense_replace"},
+	{"expert_gating_func", U32, TPC_KH_CONST, "2"},
+	{"expert_weights_scale", F32, TPC_KH_FIND, "routed_scaling_factor"},
+	{"expert_weights_norm", BOOL, TPC_KH_FIND, "norm_topk_prob"},
+	{"nextn_predict_layers", U32, TPC_KH_FIND, "num_nextn_predict_layers"},
 	R_END,
 };
 /* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
@@ -459,6 +479,34 @@ const tpc_gguf_arch tpc__gguf_glm4 = {
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.special_text = {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}},
 	.hf_cfg = text_cfg, .bias_flags = glm4_bias, .rope_pct = "partial_rotary_factor"};
+/* Glm4MoeModel: _set_vocab_glm (its four special ids by text), no Q/K
+ * permutation (NeoX order already), Qwen2MoeModel's expert order; read
+ * back: the layers less the next-token-prediction ones, the routing keys,
+ * use_qk_norm from layer 0's q norm, attention_bias from its q bias, the
+ * rotary fraction always (Glm4MoeConfig's default is 0.5) */
+static const tpc_gguf_cfg_rule glm4moe_cfg[] = {
+	{"num_hidden_layers", "block_count", TPC_CK_LAYERS},
+	TEXT_CFG_ROWS
+	{"num_nextn_predict_layers", "nextn_predict_layers", TPC_CK_INT},
+	{"n_shared_experts", "expert_shared_count", TPC_CK_INT},
+	{"first_k_dense_replace", "leading_dense_block_count", TPC_CK_INT},
+	{"n_group", "expert_group_count", TPC_CK_INT},
+	{"topk_group", "expert_group_used_count", TPC_CK_INT},
+	{"routed_scaling_factor", "expert_weights_scale", TPC_CK_FLOAT},
+	{"norm_topk_prob", "expert_weights_norm", TPC_CK_BOOL},
+	{NULL, NULL, TPC_CK_INT},
+};
+static const tpc_gguf_bias_flag glm4moe_qk_norm[] = {
+	{"use_qk_norm", TPC_ROLE_ATTN_Q_NORM},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_glm4moe = {
+	.arch = "glm4moe", .hf_arch = A("Glm4MoeForCausalLM"), .kv = glm4moe_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.special_text = {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}},
+	.hf_cfg = glm4moe_cfg, .bias_flags = glm4_bias, .weight_flags = glm4moe_qk_norm,
+	.rope_pct = "partial_rotary_factor", .rope_pct_always = true, .experts_member = "n_routed_experts"};
 /* Ernie4_5Model: _set_vocab_sentencepiece, then tokenizer_config.json's
  * add_prefix_space; no Q/K permutation (llama.cpp's ernie4_5 rotates the
  * interleaved pairs itself); Ernie4_5Config's head_dim default 128,

@@ -49,9 +49,13 @@
  * present wins (find_hparam). */
 typedef enum tpc_gguf_kh {
 	TPC_KH_END = 0,
-	TPC_KH_FIND,         /* the first of names present, else (or null) no key */
+	TPC_KH_FIND,         /* the first of names present, else (or null) no key; a BOOL
+				key takes a true or false member */
 	TPC_KH_REQ,          /* the first of names, else refused */
 	TPC_KH_TIMES4,       /* 4 x names (GPT-2's feed_forward_length) */
+	TPC_KH_PLUS,         /* "A+B": A's value (required, the first of its '|' names) plus
+				B's when config.json has it (Glm4MoeModel's block_count: the
+				layers and num_nextn_predict_layers) */
 	TPC_KH_OR_HEADS,     /* names, else num_attention_heads (Gemma's head_count_kv) */
 	TPC_KH_OR_ZERO,      /* names when a number, else 0 (Phi-3's sliding_window) */
 	TPC_KH_OR_TRUE,      /* a bool, true when absent (GPT-NeoX's parallel residual) */
@@ -152,6 +156,9 @@ typedef enum tpc_gguf_ck {
 	TPC_CK_BOOL,
 	TPC_CK_LAYER_TYPES, /* a bool array: layer_types, "sliding_attention" where true,
 			     * else "full_attention" */
+	TPC_CK_LAYERS,      /* the model's layers: the key's value less {arch}.nextn_predict_layers,
+			     * the next-token-prediction layers a block_count counts besides
+			     * (Glm4MoeModel) */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {
@@ -191,6 +198,9 @@ typedef struct tpc_gguf_arch {
 						 * reference's order */
 	const tpc_gguf_cfg_rule *hf_cfg; /* ends with member NULL */
 	const tpc_gguf_bias_flag *bias_flags; /* ends with member NULL; NULL: none */
+	const tpc_gguf_bias_flag *weight_flags; /* the same from whether layer 0 has the role's
+						 * weight (Glm4MoeConfig's use_qk_norm, default
+						 * false: a q norm) */
 	const char *rope_pct;      /* member for a partial rotary dimension */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
@@ -226,6 +236,6 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
-	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared;
+	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe;
 
 #endif

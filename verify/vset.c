@@ -291,9 +291,13 @@ static void no_mlp(tpc_vmlp *p)
 /* The routing of layer nm's mixture of experts, its router mo->router
  * found: the experts from the router's rows, top_k (topk when config.json
  * names none; 0: it must), renormalised as `renorm` says unless
- * norm_topk_prob does, sigmoid or softmax scores, a group limit, the scale. */
+ * norm_topk_prob does, sigmoid or softmax scores, a group limit, the scale.
+ * `biased`: the record's router is sigmoid_bias and the layer has its score
+ * correction bias: where config.json names no scoring_func and no
+ * topk_method, the scores are sigmoids and the top-k noaux_tc's (GLM-4.5's
+ * config has neither: transformers' Glm4MoeMoE always routes so). */
 static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, int64_t topk, bool renorm,
-		       tpc_vmoe *mo, tpc_err *e)
+		       bool biased, tpc_vmoe *mo, tpc_err *e)
 {
 	const tpc_vtensor *rv = &s->t[mo->router];
 	if (rv->ref->ndim != 2 || rv->dim >= 0 || rv->ref->shape[0] < 1 || rv->ref->shape[0] > 4096)
@@ -306,10 +310,12 @@ static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_
 				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
 				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
 	mo->renorm = f && f->norm_topk ? f->norm_topk > 0 : renorm;
-	mo->sigmoid = f && f->scoring == TPC_MOE_SIGMOID;
-	mo->group_max = f && f->topk_method == TPC_MOE_GROUP_LIMITED;
+	tpc_moe_scoring sc = f && f->scoring ? f->scoring : biased ? TPC_MOE_SIGMOID : TPC_MOE_SCORE_UNKNOWN;
+	tpc_moe_topk tm = f && f->topk_method ? f->topk_method : biased ? TPC_MOE_NOAUX_TC : TPC_MOE_TOPK_UNKNOWN;
+	mo->sigmoid = sc == TPC_MOE_SIGMOID;
+	mo->group_max = tm == TPC_MOE_GROUP_LIMITED;
 	mo->scale = f && f->routed_scale > 0 ? f->routed_scale : 1.0;
-	bool grouped = f && (f->topk_method == TPC_MOE_GROUP_LIMITED || f->topk_method == TPC_MOE_NOAUX_TC);
+	bool grouped = f && (tm == TPC_MOE_GROUP_LIMITED || tm == TPC_MOE_NOAUX_TC);
 	mo->n_group = grouped && f->n_group > 1 ? f->n_group : 0;
 	mo->topk_group = mo->n_group ? (f->topk_group ? f->topk_group : mo->n_group) : 0;
 	if (mo->n_group && (mo->nexp % mo->n_group || mo->topk_group > mo->n_group ||
@@ -825,10 +831,11 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 	if (!(xn.fam = moe_record(s, an, l)) || (mo->router = find_role(s, &xn, TPC_ROLE_FFN_GATE_INP, l, false)) < 0)
 		return 0;
 	const tpc_layer_parts *pt = &xn.fam->parts;
-	int ret = moe_routing(s, nm, f, pt->experts_per_tok, pt->router == TPC_PART_ROUTER_SOFTMAX_TOPK, mo, e);
+	mo->score_bias = find_role(s, &xn, TPC_ROLE_FFN_EXP_PROBS_B, l, false);
+	int ret = moe_routing(s, nm, f, pt->experts_per_tok, pt->router == TPC_PART_ROUTER_SOFTMAX_TOPK,
+			      pt->router == TPC_PART_ROUTER_SIGMOID_BIAS && mo->score_bias >= 0, mo, e);
 	if (ret)
 		return ret;
-	mo->score_bias = find_role(s, &xn, TPC_ROLE_FFN_EXP_PROBS_B, l, false);
 	if (mo->score_bias >= 0 && (ret = moe_score_bias(s, nm, mo, e)))
 		return ret;
 	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
@@ -996,13 +1003,18 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	return 0;
 }
 
-/* The model's layers, 0, 1, ... until one is missing. */
+/* The model's layers, 0, 1, ... until one is missing; with config.json's
+ * num_nextn_predict_layers, the num_hidden_layers first: the
+ * next-token-prediction layers after them are no part of transformers'
+ * model (GLM-4.5's _keys_to_ignore_on_load_unexpected, DeepSeek-V3's), their
+ * tensors checked one by one only. */
 static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, const tpc_model_facts *f,
 			     tpc_err *e)
 {
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
 	int ret = 0;
-	for (int64_t l = 0; !ret; l++) {
+	int64_t last = f && f->nextn > 0 && f->layers > 0 ? f->layers : INT64_MAX;
+	for (int64_t l = 0; !ret && l < last; l++) {
 		tpc_vlayer L;
 		char nm[TPC_ERR_NAME_MAX];
 		layer_names(s, m, an, l, f, &L, nm);

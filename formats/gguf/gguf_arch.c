@@ -426,7 +426,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN &&
+	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_PLUS &&
 				 r->how != TPC_KH_ROPE_PCT_EMB && r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY &&
 				 r->how != TPC_KH_SWA_EVERY
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
@@ -440,6 +440,8 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return (*put = false), 0;
 		if (!v)
 			return cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
+		if (r->type == TPC_GV_BOOL && cJSON_IsBool(v))
+			return (*u = cJSON_IsTrue(v)), 0;
 		if (r->type != F32)
 			return cfg_u32(c, v, which, u, cv->e);
 		*f = v->valuedouble;
@@ -449,6 +451,20 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return -1;
 		*u *= 4;
 		return 0;
+	case TPC_KH_PLUS: {
+		const char *plus = r->names ? strchr(r->names, '+') : NULL;
+		char first[128];
+		uint64_t b = 0;
+		if (!plus || (size_t)(plus - r->names) >= sizeof(first))
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A+B", r->key);
+		snprintf(first, sizeof(first), "%.*s", (int)(plus - r->names), r->names);
+		if (cfg_req_u32(c, first, u, cv->e))
+			return -1;
+		if ((v = cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && cfg_u32(c, v, which, &b, cv->e))
+			return -1;
+		*u += b;
+		return 0;
+	}
 	case TPC_KH_OR_HEADS:
 		return v ? cfg_u32(c, v, which, u, cv->e) : cfg_req_u32(c, "num_attention_heads", u, cv->e);
 	case TPC_KH_OR_ZERO:
@@ -1219,6 +1235,23 @@ static int load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err 
 	return 0;
 }
 
+/* The layers the GGUF holds: its block_count rule's value (Glm4MoeModel
+ * counts the next-token-prediction layers too), else config.json's */
+static int block_count(conv *cv, uint64_t *n)
+{
+	bool put = false;
+	double f = 0;
+	for (const tpc_gguf_kv_rule *r = cv->spec->kv; r->how != TPC_KH_END; r++)
+		if (!strcmp(r->key, "block_count")) {
+			if (rule_eval(cv, r, &put, n, &f))
+				return -1;
+			if (put)
+				return 0;
+			break;
+		}
+	return cfg_req_u32(&cv->c, "n_layers|num_hidden_layers|n_layer|num_layers", n, cv->e);
+}
+
 static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 {
 	const cfg *c = &cv->c;
@@ -1226,8 +1259,7 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 	memset(w, 0, sizeof(*w));
 	w->cv = cv;
 	w->ck = ck;
-	if (cfg_req_u32(c, "n_layers|num_hidden_layers|n_layer|num_layers", &w->layers, cv->e) ||
-	    cfg_req_u32(c, "n_heads|num_attention_heads|n_head", &w->heads, cv->e))
+	if (block_count(cv, &w->layers) || cfg_req_u32(c, "n_heads|num_attention_heads|n_head", &w->heads, cv->e))
 		return -1;
 	w->kv_heads = w->heads;
 	const cJSON *v = cfg_find(c, "n_kv_heads|num_key_value_heads", NULL, buf, sizeof(buf));
@@ -1235,7 +1267,7 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 		return -1;
 	if (!cv->spec->experts[0])
 		return 0;
-	if (cfg_req_u32(c, "num_local_experts|num_experts", &w->n_exp, cv->e))
+	if (cfg_req_u32(c, "num_local_experts|num_experts|n_routed_experts", &w->n_exp, cv->e))
 		return -1;
 	uint64_t n = 0;
 	if (!w->n_exp || tpc_mul_u64(w->layers, 3 * w->n_exp, &n) || n > ((uint64_t)1 << 26))

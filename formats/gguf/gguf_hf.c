@@ -440,6 +440,14 @@ static cJSON *layer_types(const tpc_gguf_kv *k)
 	return a;
 }
 
+/* what a rule takes off its key's value: TPC_CK_LAYERS the GGUF's
+ * next-token-prediction layers, else nothing */
+static int64_t less(const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
+{
+	int64_t m = r->kind == TPC_CK_LAYERS ? kv_int(kv_get(kv, h->arch, "nextn_predict_layers")) : 0;
+	return m > 0 ? m : 0;
+}
+
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
@@ -458,8 +466,9 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			item = cJSON_CreateBool(k->v.u != 0);
 		else if (r->kind == TPC_CK_LAYER_TYPES && k->type == TPC_GV_ARRAY && k->atype == TPC_GV_BOOL)
 			item = layer_types(k);
-		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ || r->kind == TPC_CK_INT_OR_NULL) && v >= 0 &&
-			 k->type != TPC_GV_BOOL)
+		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ || r->kind == TPC_CK_INT_OR_NULL ||
+			  r->kind == TPC_CK_LAYERS) && v >= 0 &&
+			 k->type != TPC_GV_BOOL && (v -= less(h, kv, r)) >= 0)
 			item = r->kind == TPC_CK_INT_NZ && !v ? NULL : cJSON_CreateNumber((double)v);
 		else
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "%s.%s: not the type config.json's %s takes",
@@ -531,6 +540,9 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 		return tpc_err_nomem(h->e);
 	for (const tpc_gguf_bias_flag *b = h->a->bias_flags; b && b->member; b++)
 		if (!cJSON_AddBoolToObject(o, b->member, role_tensor(h, b->role, true) != NULL))
+			return tpc_err_nomem(h->e);
+	for (const tpc_gguf_bias_flag *b = h->a->weight_flags; b && b->member; b++)
+		if (!cJSON_AddBoolToObject(o, b->member, role_tensor(h, b->role, false) != NULL))
 			return tpc_err_nomem(h->e);
 	if (h->n_exp > 0 &&
 	    !cJSON_AddNumberToObject(o, h->a->experts_member ? h->a->experts_member : "num_experts", (double)h->n_exp))

@@ -44,6 +44,15 @@
 #   granitemoe_shared  GraniteMoeSharedForCausalLM: granitemoe's, and a shared
 #               expert shared_mlp (input_linear [96, 32]: gate, up;
 #               output_linear [32, 48]) added ungated
+#   glm4_moe    Glm4MoeForCausalLM: layer 0 dense (first_k_dense_replace),
+#               layer 1 4 experts in 2 groups under a sigmoid router with its
+#               e_score_correction_bias (one group kept, top-2 renormalised
+#               times routed_scaling_factor 2.5) beside a shared expert; q/k/v
+#               biases, per-head q/k norms, rotate-half RoPE on half of each
+#               16-wide head; a next-token-prediction layer 2 (eh_proj, enorm,
+#               hnorm, shared_head.norm and a MoE layer's tensors) in the
+#               checkpoint, which transformers' model leaves out; a generator
+#               of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -82,13 +91,18 @@ FAMILIES = {
                                                            embedding_multiplier=12.0, residual_multiplier=0.22,
                                                            attention_multiplier=0.0625, logits_scaling=8.0,
                                                            rms_norm_eps=1e-6)),
+    "glm4_moe": (tf.Glm4MoeConfig, dict(C, head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+                                        moe_intermediate_size=16, n_shared_experts=1, n_group=2, topk_group=1,
+                                        first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                        use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5,
+                                        num_nextn_predict_layers=1, rms_norm_eps=1e-5)),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62}
+SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63}
 
 
 def randomize(model, gen):
@@ -110,11 +124,24 @@ res = {"ids": ids[0].to(torch.int64)}
 for name, (cls, kw) in FAMILIES.items():
     # eager experts: the grouped_mm kernels take no float64
     m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager")
-    randomize(m, torch.Generator().manual_seed(SEEDS[name]) if name in SEEDS else g)
+    gen = torch.Generator().manual_seed(SEEDS[name]) if name in SEEDS else g
+    randomize(m, gen)
+    with torch.no_grad():  # DeepSeek-style score correction biases (buffers): not zero
+        for n, b in m.named_buffers():
+            if n.endswith("e_score_correction_bias"):
+                b.copy_(0.3 * torch.randn(b.shape, generator=gen, dtype=torch.float64).float())
     with tempfile.TemporaryDirectory() as d:
         m.save_pretrained(d)
         sd = load_file(os.path.join(d, "model.safetensors"))
         cfg = json.load(open(os.path.join(d, "config.json")))
+    if cfg.get("num_nextn_predict_layers"):  # the MTP layer: the last layer's tensors again, and its own
+        L = cfg["num_hidden_layers"]
+        for n in sorted(k for k in sd if k.startswith("model.layers.%d." % (L - 1))):
+            r = torch.randn(sd[n].shape, generator=gen, dtype=torch.float64).float()
+            sd[n.replace("layers.%d." % (L - 1), "layers.%d." % L)] = 1 + 0.2 * r if "norm" in n else 0.25 * r
+        sd["model.layers.%d.eh_proj.weight" % L] = 0.25 * torch.randn(H, 2 * H, generator=gen, dtype=torch.float64).float()
+        for n in ("enorm", "hnorm", "shared_head.norm"):
+            sd["model.layers.%d.%s.weight" % (L, n)] = 1 + 0.2 * torch.randn(H, generator=gen, dtype=torch.float64).float()
     save_file(sd, os.path.join(out, "tiny_%s.safetensors" % name), metadata={"format": "pt"})
     json.dump(cfg, open(os.path.join(out, "tiny_%s.json" % name), "w"), indent=1)
     m = m.double().eval()

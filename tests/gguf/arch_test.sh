@@ -581,11 +581,14 @@ done
 # under a weight-only LayerNorm, interleaved RoPE on three sliding layers in
 # four, none on the full one, logit_scale; Granite-MoE: Granite's multipliers
 # around experts stacked in input_linear and output_linear, routed by the
-# softmax of the top-k logits; and with a shared expert added ungated), and
+# softmax of the top-k logits; and with a shared expert added ungated; GLM-4.5
+# MoE: a dense layer 0, then a sigmoid router with its correction bias over 2
+# groups of experts beside a shared expert, per-head q/k norms, partial
+# rotate-half RoPE, and a next-token-prediction layer verify leaves out), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   tps="2 4"; [ "$SAN" = 1 ] && tps=2   # sanitizer build: one split
@@ -633,6 +636,7 @@ PY
   # the projections' biases said in the rebuilt config.json (bias_flags)
   case $fam in
     glm4) bm='"attention_bias": *true' ;;
+    glm4-moe) bm='"use_qk_norm": *true' ;;
     ernie4_5) bm='"use_bias": *false' ;;
     *) bm= ;;
   esac
@@ -664,6 +668,23 @@ for c in 2:2:contiguous 4:2:round-robin; do
     ok "granitemoe tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass"
   else
     bad "granitemoe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+  fi
+done
+# GLM-4.5 MoE with expert parallelism: each EP group its experts (one tensor
+# each), split inside each over its tp/ep ranks; the next-token-prediction
+# layer's experts too; merged back byte-identical, verify's checks pass
+for c in 2:2:contiguous 4:2:round-robin; do
+  IFS=: read -r tp ep pl <<<"$c"
+  rm -rf "$T/ep" "$T/ep.safetensors"
+  G="$A/tiny-glm4-moe"
+  if "$TPCONV" shard "$G" --tp "$tp" --ep "$ep" --ep-placement "$pl" -o "$T/ep" -q 2> "$T/err" &&
+     "$TPCONV" merge "$T/ep" -o "$T/ep.safetensors" -q 2>> "$T/err" && cmp -s "$G/model.safetensors" "$T/ep.safetensors" &&
+     "$TPCONV" verify --reference "$G" --shards "$T/ep" > "$T/out" 2>> "$T/err" &&
+     grep -Eq '^ +mlp +model\.layers\.1\.moe .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out" &&
+     grep -q ", 2 layers," "$T/err"; then
+    ok "glm4-moe tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass (the MTP layer left out)"
+  else
+    bad "glm4-moe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a

@@ -157,6 +157,20 @@ FAMILIES = {
     "cohere2": (tf.Cohere2Config, dict(COMMON, num_hidden_layers=4, sliding_window=4, logit_scale=0.25,
                                        rotary_pct=1.0, bos_token_id=0, eos_token_id=0, pad_token_id=0),
                 "bpe", torch.float32, "gpt-2"),
+    # GLM-4.5 MoE: layer 0 dense (first_k_dense_replace), layer 1 a mixture of
+    # 4 experts in 2 groups (sigmoid router with e_score_correction_bias, one
+    # group kept, top-2 renormalised times routed_scaling_factor) beside a
+    # shared expert; q/k/v biases, per-head q/k norms, a half of each 16-wide
+    # head rotated (rotate-half); one next-token-prediction layer (layer 2,
+    # num_nextn_predict_layers, added to the checkpoint: glm4moe_mtp) that
+    # transformers leaves out and convert_hf_to_gguf.py keeps
+    "glm4-moe": (tf.Glm4MoeConfig, dict(COMMON, head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+                                        moe_intermediate_size=16, n_shared_experts=1, n_group=2, topk_group=1,
+                                        first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                        use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5,
+                                        num_nextn_predict_layers=1, tie_word_embeddings=False,
+                                        bos_token_id=0, eos_token_id=0, pad_token_id=0),
+                 "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -169,7 +183,7 @@ FAMILIES = {
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
-         "granitemoeshared": 58, "olmo2": 7}
+         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59}
 
 
 def spm_model(d, n):
@@ -229,8 +243,8 @@ def bpe_tokenizer(d, pre, glm=False):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|padding|>"] if pre == "olmo" else ["<|endoftext|>"]
-    if glm:  # Glm4Model.set_vocab's eot
-        specials.append("<|user|>")
+    if glm:  # Glm4Model.set_vocab's eot; Glm4MoeModel's (_set_vocab_glm) bos, eot, eom
+        specials += ["<|user|>"] if glm == 1 else ["[gMASK]", "<|user|>", "<|observation|>"]
     tr = trainers.BpeTrainer(vocab_size=V, special_tokens=specials, show_progress=False,
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(TEXT, tr)
@@ -252,7 +266,12 @@ def model(fam, d):
         for n, p in m.named_parameters():
             base = 1.0 if ("norm" in n or "ln_" in n) and n.endswith("weight") else 0.0
             p.copy_(base + torch.randn_like(p) * (0.1 if base else 0.3))
+        for n, b in m.named_buffers():  # DeepSeek-style score correction biases: not zero
+            if n.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn_like(b) * 0.3)
     m.to(dtype).save_pretrained(d)
+    if fam == "glm4-moe":
+        glm4moe_mtp(d)
     if fam in ("gpt2", "gpt-neox"):
         # transformers 5 no longer writes GPT-2's n_ctx nor GPT-NeoX's rotary_pct
         # (now rope_parameters.partial_rotary_factor), which the reference reads
@@ -270,7 +289,26 @@ def model(fam, d):
     elif tk == "phi3":
         phi3_tokenizer(d)
     else:
-        bpe_tokenizer(d, FAMILIES[fam][4], glm=fam == "glm4")
+        bpe_tokenizer(d, FAMILIES[fam][4], glm={"glm4": 1, "glm4-moe": 2}.get(fam, 0))
+
+
+def glm4moe_mtp(d):
+    """GLM-4.5's next-token-prediction layer as its checkpoints hold it, after
+    the num_hidden_layers layers (transformers' Glm4MoeForCausalLM has no
+    module for it): a MoE layer's tensors (layer 1's shapes, weights of its
+    own) and eh_proj [H, 2H], enorm, hnorm, shared_head.norm"""
+    from safetensors.torch import load_file, save_file
+    f = os.path.join(d, "model.safetensors")
+    sd = load_file(f)
+    L = json.load(open(os.path.join(d, "config.json")))["num_hidden_layers"]
+    for n in sorted(k for k in sd if k.startswith("model.layers.%d." % (L - 1))):
+        base = 1.0 if "norm" in n else 0.0
+        sd[n.replace("layers.%d." % (L - 1), "layers.%d." % L)] = base + torch.randn_like(sd[n]) * (0.1 if base else 0.3)
+    H = sd["model.norm.weight"].shape[0]
+    sd["model.layers.%d.eh_proj.weight" % L] = torch.randn(H, 2 * H) * 0.3
+    for n in ("enorm", "hnorm", "shared_head.norm"):
+        sd["model.layers.%d.%s.weight" % (L, n)] = 1.0 + torch.randn(H) * 0.1
+    save_file(sd, f, metadata={"format": "pt"})
 
 
 def granite_nomul(d):

@@ -83,6 +83,14 @@ FAMILIES = {
                               num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=64,
                               embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
                               logits_scaling=8.0), (2, 4, 8)),
+    # GLM-4.5 MoE: a dense layer 0, then 4 experts in 2 groups under the
+    # sigmoid router with its correction bias, a shared expert; q/k/v biases,
+    # per-head q/k norms, a half of each head rotated
+    "glm4-moe": ("glm4-moe", "glm4_moe", "causal",
+                 dict(ATT, tie_word_embeddings=False, n_routed_experts=4, num_experts_per_tok=2,
+                      moe_intermediate_size=32, n_shared_experts=1, n_group=2, topk_group=1,
+                      first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                      use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

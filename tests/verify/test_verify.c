@@ -478,7 +478,7 @@ static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *k
  * projections, router, correction bias and experts are the record's rows.
  * `skip`: tensors left out, the model refused with a message holding
  * `want`. */
-static void deepseek_case(bool yarn, const char *skip, const char *want)
+static void deepseek_case(bool yarn, bool silent, const char *skip, const char *want)
 {
 	tpc_err e;
 	tpc_ckpt ck, ex;
@@ -503,6 +503,8 @@ static void deepseek_case(bool yarn, const char *skip, const char *want)
 			     .experts_per_tok = 2, .norm_topk = 1, .scoring = TPC_MOE_SIGMOID,
 			     .topk_method = TPC_MOE_NOAUX_TC, .n_group = 2, .topk_group = 1, .routed_scale = 2.5,
 			     .rope_interleave = yarn ? 0 : -1};
+	if (silent) /* config.json without scoring_func and topk_method (GLM-4.5's): the record's router */
+		f.scoring = TPC_MOE_SCORE_UNKNOWN, f.topk_method = TPC_MOE_TOPK_UNKNOWN;
 	if (yarn) {
 		f.yarn.factor = 4;
 		f.yarn.mscale = 1;
@@ -532,16 +534,19 @@ static void deepseek_case(bool yarn, const char *skip, const char *want)
 static void test_deepseek_yarn(void **st)
 {
 	(void)st;
-	deepseek_case(true, NULL, NULL);
+	deepseek_case(true, false, NULL, NULL);
 }
 
 static void test_deepseek_plain(void **st)
 {
 	(void)st;
-	deepseek_case(false, NULL, NULL);
+	deepseek_case(false, false, NULL, NULL);
+	/* the record's sigmoid_bias router with the layers' correction bias:
+	 * sigmoid scores, noaux_tc's groups, where config.json is silent */
+	deepseek_case(false, true, NULL, NULL);
 	/* a tensor the router implies, refused naming it from the table */
-	deepseek_case(false, "layers.2.mlp.experts.1.down_proj", "expert 1 has no 'model.layers.2.mlp.experts.1.down_proj.weight'");
-	deepseek_case(false, "layers.2.mlp.shared_experts.up_proj",
+	deepseek_case(false, false, "layers.2.mlp.experts.1.down_proj", "expert 1 has no 'model.layers.2.mlp.experts.1.down_proj.weight'");
+	deepseek_case(false, false, "layers.2.mlp.shared_experts.up_proj",
 		      "the shared expert has no 'model.layers.2.mlp.shared_experts.up_proj.weight'");
 }
 
@@ -804,6 +809,36 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
+/* Every tensor of ck into s whole (tp 1), split as the record's plan would
+ * (the router replicated; a fused [gate | up] col in 2 parts) */
+static void add_as_plan(tpc_ckpt *ck, tpc_verify_set *s)
+{
+	tpc_err e;
+	tpc_err_init(&e);
+	for (size_t i = 0; i < ck->n; i++) {
+		const char *nm = ck->t[i].name;
+		if (ck->t[i].ndim == 3)
+			continue;
+		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
+			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
+		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear");
+		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
+		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
+				: col			  ? TPC_VSPLIT_COL
+				: voc			  ? TPC_VSPLIT_VOCAB
+							  : TPC_VSPLIT_REPLICATE;
+		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
+		 * parts, as the plan splits it */
+		bool gu = strstr(nm, "gate_up_proj") || strstr(nm, "input_linear");
+		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
+						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
+		assert_true(ix >= 0);
+		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
+	}
+}
+
 /* The set of tests/data/tiny_FILE (every tensor whole, split as the plan
  * would at tp 1), its facts from tiny_FILE.json and the model of record fam
  * built; ck and ex (transformers' logits) stay open for the caller */
@@ -831,28 +866,7 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 			tpc_tensor_release(&v);
 		}
 	}
-	for (size_t i = 0; i < ck->n; i++) {
-		const char *nm = ck->t[i].name;
-		if (ck->t[i].ndim == 3)
-			continue;
-		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
-			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
-		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear");
-		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
-		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
-				: col			  ? TPC_VSPLIT_COL
-				: voc			  ? TPC_VSPLIT_VOCAB
-							  : TPC_VSPLIT_REPLICATE;
-		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
-		 * parts, as the plan splits it */
-		bool gu = strstr(nm, "gate_up_proj") || strstr(nm, "input_linear");
-		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
-		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
-						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
-		assert_true(ix >= 0);
-		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
-	}
+	add_as_plan(ck, s);
 	tpc_verify_link_biases(s);
 	int r = tpc_verify_model_from_names(s, fam, f, &e);
 	if (r)
@@ -898,6 +912,67 @@ static void test_moe_other_record(void **st)
 	record_case_of(ll, "qwen3_moe", &f, &s);
 	assert_true(s.model->moe && s.model->layers[0].moe.exp && s.model->layers[0].moe.top_k == 2);
 	tpc_verify_set_release(&s);
+}
+
+/* GLM-4.5 MoE: a dense layer 0, then a sigmoid router with its correction
+ * bias over 2 groups of 2 experts (one kept), top-2 renormalised times 2.5,
+ * beside a shared expert; per-head q/k norms, partial rotate-half RoPE, q/k/v
+ * biases; config.json names no scoring_func nor topk_method (the record's
+ * router says), and the next-token-prediction layer 2 in the checkpoint is
+ * left out */
+static void test_glm4_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("glm4-moe"), "glm4_moe", &f, &s);
+	assert_int_equal(f.nextn, 1);
+	assert_true(f.scoring == TPC_MOE_SCORE_UNKNOWN && f.topk_method == TPC_MOE_TOPK_UNKNOWN);
+	const tpc_vmoe *mo = &s.model->layers[1].moe;
+	assert_true(!s.model->layers[0].moe.exp && mo->exp && mo->sigmoid && mo->score_bias >= 0 && mo->n_group == 2 &&
+		    mo->topk_group == 1 && mo->shared.down >= 0 && mo->scale == 2.5);
+	assert_int_equal(s.model->layers[1].attn.rot_dims, 8);
+	tpc_verify_set_release(&s);
+}
+
+/* A layer after config.json's num_hidden_layers (a next-token-prediction
+ * layer: Qwen3-MoE's layer 1 again as layer 2) is no part of the model when
+ * num_nextn_predict_layers says so (the logits are transformers'); else the
+ * model has one layer too many */
+static void test_nextn_layers_left_out(void **st)
+{
+	(void)st;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_model_facts f;
+	tpc_err e;
+	char js[4096];
+	tiny_open("tiny_qwen3_moe.safetensors", "tiny_records_out.safetensors", &ck, &ex, &s, &e);
+	snprintf(js, sizeof(js), "%s/tests/data/tiny_qwen3_moe.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..");
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(tpc_facts_from_file(&f, js, &e), 0);
+	assert_int_equal(f.layers, 2);
+	assert_int_equal(f.nextn, 0);
+	for (size_t i = 0, n0 = ck.n; i < n0; i++) {
+		char nm[256];
+		if (strncmp(ck.t[i].name, "model.layers.1.", 15))
+			continue;
+		snprintf(nm, sizeof(nm), "model.layers.2.%s", ck.t[i].name + 15);
+		tpc_tensor t = ck.t[i];
+		assert_true(tpc_ckpt_add_copy(&ck, nm, &t, &e) >= 0);
+	}
+	add_as_plan(&ck, &s);
+	tpc_verify_link_biases(&s);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("qwen3-moe"), &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "found 3 layers, not the configured number"));
+	f.nextn = 1;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("qwen3-moe"), &f, &e), 0);
+	assert_int_equal(s.model->nlayers, 2);
+	vs_transformers(&s, &ex, "qwen3_moe", 48, "qwen3-moe with a layer after its num_hidden_layers");
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
 }
 
 /* OLMoE: q/k norms over the whole projection, pre-norm, top-2 of 4 experts
@@ -1243,7 +1318,8 @@ int main(void)
 		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_parallel_one_norm),
 		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
-		cmocka_unit_test(test_granitemoe_shared_record),
+		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
+		cmocka_unit_test(test_glm4_moe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
