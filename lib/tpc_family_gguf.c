@@ -24,14 +24,15 @@
 #define R_FF {"feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"}
 #define R_END {NULL, 0, TPC_KH_END, NULL}
 
-/* TextModel.set_gguf_parameters, in its order */
-#define TEXT_RULES \
+/* TextModel.set_gguf_parameters, in its order: up to the head count, from
+ * the causal flag to the score function, then head_dim and the file type */
+#define TEXT_RULES_TOP \
 	R_BLOCK, \
 	{"context_length", U32, TPC_KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
 	{"embedding_length", U32, TPC_KH_FIND, "hidden_size|n_embd|dim"}, \
 	{"feed_forward_length", U32, TPC_KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
-	{"attention.head_count", U32, TPC_KH_FIND, "num_attention_heads|n_head|n_heads"}, \
-	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"}, \
+	{"attention.head_count", U32, TPC_KH_FIND, "num_attention_heads|n_head|n_heads"}
+#define TEXT_RULES_MID \
 	{"attention.causal", BOOL, TPC_KH_FALSE_ONLY, "is_causal"}, \
 	{"rope.scaling.type", 0, TPC_KH_ROPE_SCALING, NULL}, \
 	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, NULL}, \
@@ -42,7 +43,11 @@
 	{"expert_used_count", U32, TPC_KH_FIND, "num_experts_per_tok|num_experts_per_token|top_k_experts"}, \
 	{"expert_group_count", U32, TPC_KH_FIND, "n_group"}, \
 	{"expert_group_used_count", U32, TPC_KH_FIND, "topk_group"}, \
-	{"expert_gating_func", 0, TPC_KH_REFUSE, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}, \
+	{"expert_gating_func", U32, TPC_KH_GATING_FUNC, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}
+#define TEXT_RULES \
+	TEXT_RULES_TOP, \
+	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"}, \
+	TEXT_RULES_MID, \
 	{"attention.key_length", U32, TPC_KH_HEAD_DIM, "head_dim"}, \
 	R_FILE_TYPE
 
