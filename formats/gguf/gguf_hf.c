@@ -316,10 +316,12 @@ static int head_join(hfctx *h, const char *gname)
 	for (int j = 0; j < 2; j++) {
 		tpc_tensor_row pr = {hs->role, false, {NULL}};
 		pr.name[TPC_ECO_GGUF] = hs->name[j];
-		ix[j] = tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part) ? tpc_ckpt_find(h->ck, g[j]) : -1;
-		if (ix[j] < 0)
+		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part))
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
+					  tpc_role_name(hs->role));
+		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
-					  hs->name[j], tpc_role_name(hs->role));
+					  g[j], tpc_role_name(hs->role));
 	}
 	if (k == 1)
 		return 0;
