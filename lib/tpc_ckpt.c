@@ -926,6 +926,75 @@ int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
 	return 0;
 }
 
+/* One stack of split_heads: head h's rows [h * per + off, + len), each
+ * transposed with `tr`, stacked over the heads. */
+static int head_stack(tpc_tensor *dst, const tpc_tensor *src, int64_t heads, int64_t per, int64_t off, int64_t len,
+		      bool tr)
+{
+	tpc_tensor *p = tpc_calloc((size_t)heads, sizeof(*p));
+	int n = 0, ret = p ? 0 : -1; /* n: the pieces made */
+	while (!ret && n < heads) {
+		if ((ret = tpc_tensor_narrow(&p[n], src, 0, n * per + off, len)))
+			break;
+		if (tr)
+			tpc_tensor_transpose2d(&p[n]);
+		n++;
+	}
+	if (!ret)
+		ret = tpc_tensor_init_stack(dst, p, n);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&p[i]);
+	free(p);
+	return ret ? -1 : 0;
+}
+
+int tpc_tensor_split_heads(tpc_tensor *p0, tpc_tensor *p1, const tpc_tensor *src, int64_t heads, int64_t a,
+			   bool transpose0)
+{
+	memset(p0, 0, sizeof(*p0));
+	memset(p1, 0, sizeof(*p1));
+	if (src->ndim != 2 || src->dq || heads < 1 || heads > INT32_MAX || a < 1 || src->shape[0] % heads ||
+	    src->shape[0] / heads <= a)
+		return -1;
+	int64_t per = src->shape[0] / heads;
+	if (head_stack(p0, src, heads, per, 0, a, transpose0))
+		return -1;
+	if (head_stack(p1, src, heads, per, a, per - a, false)) {
+		tpc_tensor_release(p0);
+		memset(p0, 0, sizeof(*p0));
+		return -1;
+	}
+	p0->dtype = p1->dtype = src->dtype;
+	return 0;
+}
+
+int tpc_tensor_join_heads(tpc_tensor *dst, const tpc_tensor *p0, const tpc_tensor *p1, bool transpose0)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (p0->ndim != 3 || p1->ndim != 3 || p0->dq || p1->dq || p0->shape[0] != p1->shape[0] || p0->shape[0] < 1 ||
+	    p0->shape[0] > INT32_MAX / 2 || p0->shape[transpose0 ? 1 : 2] != p1->shape[2] ||
+	    p0->src_dtype != p1->src_dtype || p0->dtype != p1->dtype)
+		return -1;
+	int64_t heads = p0->shape[0];
+	tpc_tensor *p = tpc_calloc((size_t)(2 * heads), sizeof(*p));
+	int n = 0, ret = p ? 0 : -1; /* n: the pieces made: head h's p0 block, then its p1 block */
+	while (!ret && n < 2 * heads) {
+		if ((ret = tpc_tensor_select0(&p[n], n % 2 ? p1 : p0, n / 2)))
+			break;
+		if (n % 2 == 0 && transpose0)
+			tpc_tensor_transpose2d(&p[n]);
+		n++;
+	}
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, p, n, 0);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&p[i]);
+	free(p);
+	if (!ret)
+		dst->dtype = p0->dtype;
+	return ret ? -1 : 0;
+}
+
 int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
 			       const int64_t *shape, int cat_dim, const tpc_tensor *parts, int nparts,
 			       tpc_err *e)

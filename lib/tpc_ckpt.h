@@ -271,6 +271,19 @@ void tpc_tensor_transpose2d(tpc_tensor *t);
  * range, a dequantized tensor) or out of memory. */
 int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts);
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j);
+/* A 2-D tensor whose rows are `heads` heads of a + b rows each (dim 0 =
+ * heads * (a + b)), every head's first a rows then its b rows, as two
+ * stacks over the heads: *p0 = [heads, a, cols], or with `transpose0`
+ * [heads, cols, a] (each head's block transposed), and *p1 = [heads, b,
+ * cols] (convert_hf_to_gguf.py's kv_b_proj -> attn_k_b, attn_v_b).
+ * tpc_tensor_join_heads is the inverse: *dst = [heads * (a + b), cols] from
+ * p0 and p1 of those shapes (the heads, a, b and cols read from them). Both
+ * are descriptions (views, composites): no byte is copied. -1 on a bad
+ * argument (rows that are not whole heads, parts whose heads or columns
+ * differ, a dequantized tensor) or out of memory. */
+int tpc_tensor_split_heads(tpc_tensor *p0, tpc_tensor *p1, const tpc_tensor *src, int64_t heads, int64_t a,
+			   bool transpose0);
+int tpc_tensor_join_heads(tpc_tensor *dst, const tpc_tensor *p0, const tpc_tensor *p1, bool transpose0);
 void tpc_tensor_release(tpc_tensor *t); /* frees shape and parts, not name */
 /*
  * A C-contiguous tensor of `shape` whose elements, in C order, are the

@@ -260,33 +260,36 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
  * kv_a_layernorm -> kv_b_proj, then o_proj; the routed experts
  * mlp.experts.{E} under the router mlp.gate and its
  * e_score_correction_bias, shared_experts beside them (no gate). Hugging
- * Face names only so far. */
+ * Face and GGUF names (llama.cpp's deepseek2; kv_b_proj has no one GGUF
+ * tensor: convert_hf_to_gguf.py splits it per head into attn_k_b and
+ * attn_v_b, the GGUF column's head_split). */
 #define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
+#define HF_GG(R, B, NAME, GG) ROW(R, B, NAME, NULL, NULL, NULL, GG)
 static const tpc_tensor_row deepseek_tensors[] = {
-	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
-	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
-	HF_ONLY(OUTPUT, false, "lm_head.weight"),
-	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
-	HF_ONLY(ATTN_Q, false, HF_L "self_attn.q_proj.weight"),
-	HF_ONLY(ATTN_Q_A, false, HF_L "self_attn.q_a_proj.weight"),
-	HF_ONLY(ATTN_Q_A_NORM, false, HF_L "self_attn.q_a_layernorm.weight"),
-	HF_ONLY(ATTN_Q_B, false, HF_L "self_attn.q_b_proj.weight"),
-	HF_ONLY(ATTN_KV_A_MQA, false, HF_L "self_attn.kv_a_proj_with_mqa.weight"),
-	HF_ONLY(ATTN_KV_A_NORM, false, HF_L "self_attn.kv_a_layernorm.weight"),
-	HF_ONLY(ATTN_KV_B, false, HF_L "self_attn.kv_b_proj.weight"),
-	HF_ONLY(ATTN_OUT, false, HF_L "self_attn.o_proj.weight"),
-	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
-	HF_ONLY(FFN_GATE, false, HF_L "mlp.gate_proj.weight"),
-	HF_ONLY(FFN_UP, false, HF_L "mlp.up_proj.weight"),
-	HF_ONLY(FFN_DOWN, false, HF_L "mlp.down_proj.weight"),
-	HF_ONLY(FFN_GATE_INP, false, HF_L "mlp.gate.weight"),
-	HF_ONLY(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias"),
-	HF_ONLY(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight"),
-	HF_ONLY(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight"),
-	HF_ONLY(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight"),
-	HF_ONLY(FFN_GATE_SHEXP, false, HF_L "mlp.shared_experts.gate_proj.weight"),
-	HF_ONLY(FFN_UP_SHEXP, false, HF_L "mlp.shared_experts.up_proj.weight"),
-	HF_ONLY(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_experts.down_proj.weight"),
+	HF_GG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HF_GG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HF_GG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HF_GG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HF_GG(ATTN_Q, false, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HF_GG(ATTN_Q_A, false, HF_L "self_attn.q_a_proj.weight", GG_L "attn_q_a.weight"),
+	HF_GG(ATTN_Q_A_NORM, false, HF_L "self_attn.q_a_layernorm.weight", GG_L "attn_q_a_norm.weight"),
+	HF_GG(ATTN_Q_B, false, HF_L "self_attn.q_b_proj.weight", GG_L "attn_q_b.weight"),
+	HF_GG(ATTN_KV_A_MQA, false, HF_L "self_attn.kv_a_proj_with_mqa.weight", GG_L "attn_kv_a_mqa.weight"),
+	HF_GG(ATTN_KV_A_NORM, false, HF_L "self_attn.kv_a_layernorm.weight", GG_L "attn_kv_a_norm.weight"),
+	HF_GG(ATTN_KV_B, false, HF_L "self_attn.kv_b_proj.weight", NULL),
+	HF_GG(ATTN_OUT, false, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HF_GG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HF_GG(FFN_GATE, false, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HF_GG(FFN_UP, false, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HF_GG(FFN_DOWN, false, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	HF_GG(FFN_GATE_INP, false, HF_L "mlp.gate.weight", GG_L "ffn_gate_inp.weight"),
+	HF_GG(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", GG_L "exp_probs_b.bias"),
+	HF_GG(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", GG_L "ffn_gate_exps.weight"),
+	HF_GG(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", GG_L "ffn_up_exps.weight"),
+	HF_GG(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", GG_L "ffn_down_exps.weight"),
+	HF_GG(FFN_GATE_SHEXP, false, HF_L "mlp.shared_experts.gate_proj.weight", GG_L "ffn_gate_shexp.weight"),
+	HF_GG(FFN_UP_SHEXP, false, HF_L "mlp.shared_experts.up_proj.weight", GG_L "ffn_up_shexp.weight"),
+	HF_GG(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_experts.down_proj.weight", GG_L "ffn_down_shexp.weight"),
 	END_ROW,
 };
 
@@ -981,6 +984,7 @@ static const tpc_family families[] = {
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
 	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
+	 .gguf = &tpc__gguf_deepseek2,
 	 .tensors = deepseek_tensors,
 	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS,
 	       .tied_head = true)},

@@ -24,15 +24,17 @@
 #define R_FF {"feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"}
 #define R_END {NULL, 0, TPC_KH_END, NULL}
 
-/* TextModel.set_gguf_parameters, in its order (TEXT_RULES_OF: its block_count rule given) */
-#define TEXT_RULES TEXT_RULES_OF(R_BLOCK)
-#define TEXT_RULES_OF(...) \
+/* TextModel.set_gguf_parameters, in its order: up to the head count (the
+ * _OF forms: the block_count rule given), from the causal flag to the score
+ * function, then head_dim and the file type */
+#define TEXT_RULES_TOP TEXT_RULES_TOP_OF(R_BLOCK)
+#define TEXT_RULES_TOP_OF(...) \
 	__VA_ARGS__, \
 	{"context_length", U32, TPC_KH_FIND, "max_position_embeddings|n_ctx|n_positions|max_length|max_sequence_length|model_max_length"}, \
 	{"embedding_length", U32, TPC_KH_FIND, "hidden_size|n_embd|dim"}, \
 	{"feed_forward_length", U32, TPC_KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
-	{"attention.head_count", U32, TPC_KH_FIND, "num_attention_heads|n_head|n_heads"}, \
-	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"}, \
+	{"attention.head_count", U32, TPC_KH_FIND, "num_attention_heads|n_head|n_heads"}
+#define TEXT_RULES_MID \
 	{"attention.causal", BOOL, TPC_KH_FALSE_ONLY, "is_causal"}, \
 	{"rope.scaling.type", 0, TPC_KH_ROPE_SCALING, NULL}, \
 	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, NULL}, \
@@ -43,7 +45,12 @@
 	{"expert_used_count", U32, TPC_KH_FIND, "num_experts_per_tok|num_experts_per_token|top_k_experts"}, \
 	{"expert_group_count", U32, TPC_KH_FIND, "n_group"}, \
 	{"expert_group_used_count", U32, TPC_KH_FIND, "topk_group"}, \
-	{"expert_gating_func", 0, TPC_KH_REFUSE, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}, \
+	{"expert_gating_func", U32, TPC_KH_GATING_FUNC, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"}
+#define TEXT_RULES TEXT_RULES_OF(R_BLOCK)
+#define TEXT_RULES_OF(...) \
+	TEXT_RULES_TOP_OF(__VA_ARGS__), \
+	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"}, \
+	TEXT_RULES_MID, \
 	{"attention.key_length", U32, TPC_KH_HEAD_DIM, "head_dim"}, \
 	R_FILE_TYPE
 
@@ -205,6 +212,38 @@ static const tpc_gguf_kv_rule cohere2_kv[] = {
 	{"rope.scaling.type", TPC_GV_STRING, TPC_KH_CONST, "none"},
 	R_END,
 };
+/* DeepseekV2Model (conversion/deepseek.py) for DeepseekV3ForCausalLM:
+ * TextModel's keys with num_key_value_heads 1 (MLA read as MQA) and
+ * key_length / value_length as the MLA's latent widths (kv_lora_rank +
+ * qk_rope_head_dim, kv_lora_rank: the reference writes head_dim there,
+ * then overwrites it in its place), then its own. The reference reads
+ * hparams through AutoConfig, so a member config.json lacks has
+ * DeepseekV3Config's default there: refused here instead (rms_norm_eps,
+ * first_k_dense_replace, kv_lora_rank, n_shared_experts,
+ * routed_scaling_factor, norm_topk_prob) */
+static const tpc_gguf_kv_rule deepseek2_kv[] = {
+	TEXT_RULES_TOP,
+	{"attention.head_count_kv", U32, TPC_KH_CONST, "1"},
+	TEXT_RULES_MID,
+	{"attention.key_length", U32, TPC_KH_SUM, "kv_lora_rank+qk_rope_head_dim"},
+	{"attention.value_length", U32, TPC_KH_REQ, "kv_lora_rank"},
+	R_FILE_TYPE,
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
+	{"leading_dense_block_count", U32, TPC_KH_REQ, "first_k_dense_replace"},
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"attention.q_lora_rank", U32, TPC_KH_FIND, "q_lora_rank"},
+	{"attention.kv_lora_rank", U32, TPC_KH_REQ, "kv_lora_rank"},
+	{"attention.key_length_mla", U32, TPC_KH_SUM, "qk_nope_head_dim+qk_rope_head_dim"},
+	{"attention.value_length_mla", U32, TPC_KH_REQ, "v_head_dim"},
+	{"expert_feed_forward_length", U32, TPC_KH_REQ, "moe_intermediate_size|intermediate_size"},
+	{"expert_count", U32, TPC_KH_REQ, "n_routed_experts"},
+	{"expert_shared_count", U32, TPC_KH_REQ, "n_shared_experts"},
+	{"expert_weights_scale", F32, TPC_KH_REQ, "routed_scaling_factor"},
+	{"expert_weights_norm", BOOL, TPC_KH_TRUE_ONLY, "norm_topk_prob"},
+	{"rope.dimension_count", U32, TPC_KH_REQ, "qk_rope_head_dim"},
+	{"rope.scaling.yarn_log_multiplier", F32, TPC_KH_ROPE_TIMES, "mscale_all_dim*0.1"},
+	R_END,
+};
 /* GemmaModel.set_gguf_parameters, in its order */
 #define GEMMA_RULES \
 	{"context_length", U32, TPC_KH_REQ, "max_position_embeddings"}, \
@@ -329,6 +368,31 @@ static const tpc_gguf_cfg_rule cohere2_cfg[] = {
 	TEXT_CFG_ROWS
 	{"layer_norm_eps", "attention.layer_norm_epsilon", TPC_CK_FLOAT},
 	{"logit_scale", "logit_scale", TPC_CK_FLOAT},
+	{NULL, NULL, TPC_CK_INT},
+};
+/* DeepSeek-V3: num_key_value_heads the heads (the GGUF's head_count_kv 1 is
+ * llama.cpp's MQA reading of MLA), head_dim qk_rope_head_dim (as
+ * DeepseekV3Config sets it), the MLA widths, the router's facts; mscale and
+ * mscale_all_dim both from yarn_log_multiplier (llama.cpp takes them equal,
+ * as DeepSeek-V3's config.json has them) */
+static const tpc_gguf_cfg_rule deepseek2_cfg[] = {
+	{"num_key_value_heads", "attention.head_count", TPC_CK_INT},
+	{"head_dim", "rope.dimension_count", TPC_CK_INT},
+	TEXT_CFG_ROWS
+	{"first_k_dense_replace", "leading_dense_block_count", TPC_CK_INT},
+	{"q_lora_rank", "attention.q_lora_rank", TPC_CK_INT_OR_NULL},
+	{"kv_lora_rank", "attention.kv_lora_rank", TPC_CK_INT},
+	{"qk_rope_head_dim", "rope.dimension_count", TPC_CK_INT},
+	{"qk_nope_head_dim", "attention.key_length_mla-rope.dimension_count", TPC_CK_INT_DIFF},
+	{"v_head_dim", "attention.value_length_mla", TPC_CK_INT},
+	{"n_shared_experts", "expert_shared_count", TPC_CK_INT},
+	{"routed_scaling_factor", "expert_weights_scale", TPC_CK_FLOAT},
+	{"norm_topk_prob", "expert_weights_norm", TPC_CK_BOOL_OR_FALSE},
+	{"n_group", "expert_group_count", TPC_CK_INT},
+	{"topk_group", "expert_group_used_count", TPC_CK_INT},
+	{"scoring_func", "expert_gating_func", TPC_CK_GATING_FUNC},
+	{"mscale_all_dim", "rope.scaling.yarn_log_multiplier/0.1", TPC_CK_ROPE_DIV},
+	{"mscale", "rope.scaling.yarn_log_multiplier/0.1", TPC_CK_ROPE_DIV},
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
@@ -540,6 +604,20 @@ const tpc_gguf_arch tpc__gguf_cohere2 = {
 	.arch = "cohere2", .hf_arch = A("Cohere2ForCausalLM"), .kv = cohere2_kv, .head_dim = -1,
 	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.hf_cfg = cohere2_cfg, .rope_pct = "rotary_pct", .rope_pct_always = true};
+/* DeepseekV2Model for DeepseekV3ForCausalLM: _set_vocab_gpt2; no Q/K
+ * permutation; experts stacked down, gate, up; kv_b_proj split per head
+ * over num_key_value_heads into attn_k_b (its qk_nope_head_dim rows,
+ * transposed) and attn_v_b (its v_head_dim rows); the layers past
+ * num_hidden_layers (the multi-token-prediction layer) left out. Not
+ * DeepseekV2ForCausalLM: its routing keys are not checked against the
+ * reference yet */
+const tpc_gguf_arch tpc__gguf_deepseek2 = {
+	.arch = "deepseek2", .hf_arch = A("DeepseekV3ForCausalLM"), .kv = deepseek2_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP},
+	.head_split = {TPC_ROLE_ATTN_KV_B, {"blk.{L}.attn_k_b.weight", "blk.{L}.attn_v_b.weight"}, "num_key_value_heads",
+		       {"qk_nope_head_dim", "v_head_dim"}, true},
+	.past_layers = "model.layers.", .vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer",
+	.tok_class_bpe = "GPT2Tokenizer", .hf_cfg = deepseek2_cfg, .experts_member = "n_routed_experts"};
 /* Olmo2Model: _set_vocab_gpt2; no Q/K permutation (not LlamaModel) */
 const tpc_gguf_arch tpc__gguf_olmo2 = {
 	.arch = "olmo2", .hf_arch = A("Olmo2ForCausalLM"), .kv = olmo2_kv, .vocab = TPC_GGUF_VOCAB_BPE,

@@ -16,7 +16,8 @@
  *   tensors    per-tensor transforms (the names are the TPC_ECO_GGUF column
  *              of the record's tensor table; GPT-2's Conv1D transpose is the
  *              record's conv1d): permute_qk, norm_plus_1, no_lm_head,
- *              neox_qkv, experts (the order the stacks are written in)
+ *              neox_qkv, experts (the order the stacks are written in),
+ *              head_split (one tensor written as two, split per head)
  *   head_dim   what transformers' config class fills in when config.json has
  *              no head_dim (0: none, -1: hidden_size / num_attention_heads)
  *   tokenizer  vocab (which set_vocab the reference runs), the
@@ -103,6 +104,17 @@ typedef enum tpc_gguf_kh {
 			      * GGUF's reader assumes (llama.cpp's cohere2:
 			      * "sliding_window_pattern|4", Cohere2Config's default too); else
 			      * refused naming the layer */
+	TPC_KH_SUM,          /* the sum of the '+'-separated members of names, each required
+			      * (DeepseekV2Model's key_length: kv_lora_rank + qk_rope_head_dim) */
+	TPC_KH_GATING_FUNC,  /* the first of names present, a string: softmax 1, sigmoid 2,
+			      * sqrtsoftplus 4 (gguf's ExpertGatingFuncType); another refused;
+			      * absent or null: no key */
+	TPC_KH_TRUE_ONLY,    /* a bool written (true) only when the member is true, as the
+			      * reference's `if (v := hparams.get(m)) is not None and v`; refused
+			      * when absent (the config class's default would decide) */
+	TPC_KH_ROPE_TIMES,   /* names "PARAM*K": the rope parameter PARAM (rope_parameters, else
+			      * rope_scaling) times K, when present (DeepseekV2Model's
+			      * rope.scaling.yarn_log_multiplier: 0.1 x mscale_all_dim) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -159,6 +171,15 @@ typedef enum tpc_gguf_ck {
 	TPC_CK_LAYERS,      /* the model's layers: the key's value less {arch}.nextn_predict_layers,
 			     * the next-token-prediction layers a block_count counts besides
 			     * (Glm4MoeModel) */
+	TPC_CK_INT_DIFF,    /* key "K1-K2": the first key's integer less the second's
+			     * (DeepSeek's qk_nope_head_dim: key_length_mla - rope.dimension_count) */
+	TPC_CK_BOOL_OR_FALSE, /* a bool key, false when the GGUF lacks it (the reference writes
+			       * it only when true; the config class's default is true) */
+	TPC_CK_GATING_FUNC, /* expert_gating_func back to its name: 1 softmax, 2 sigmoid,
+			     * 4 sqrtsoftplus */
+	TPC_CK_ROPE_DIV,    /* key "KEY/K": a member of the rebuilt rope scaling (yarn), the
+			     * key's value divided by K (DeepSeek's mscale_all_dim from
+			     * yarn_log_multiplier / 0.1) */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {
@@ -177,6 +198,20 @@ typedef struct tpc_gguf_bias_flag {
 	tpc_role role;
 } tpc_gguf_bias_flag;
 
+/* A tensor the reference writes as two, split per head
+ * (DeepseekV2Model.modify_tensors' kv_b_proj [heads * (nope + v), rank]:
+ * attn_k_b [heads, rank, nope], each head's nope rows transposed, and
+ * attn_v_b [heads, v, rank]; tpc_tensor_split_heads), read back joined
+ * (tpc_tensor_join_heads). Its row's GGUF name in the tensor table is NULL:
+ * llama.cpp has no one tensor for it. */
+typedef struct tpc_gguf_head_split {
+	tpc_role role;       /* the row split; 0: none */
+	const char *name[2]; /* the two GGUF names ("blk.{L}." templates) */
+	const char *heads;   /* config.json member: the heads (the reference reads num_key_value_heads) */
+	const char *rows[2]; /* config.json members: each head's rows of part 0 and of part 1 */
+	bool transpose0;     /* part 0 transposed per head */
+} tpc_gguf_head_split;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -188,6 +223,12 @@ typedef struct tpc_gguf_arch {
 	bool rope_freqs;   /* LlamaModel.generate_extra_tensors: a llama3 rope writes rope_freqs.weight */
 	bool rope_factors; /* Phi3MiniModel: a longrope's long/short factors as rope_factors_long/_short */
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
+	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
+	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):
+				  * a tensor under it whose layer number is past config.json's
+				  * layer count is left out, as the reference does (DeepseekV2Model's
+				  * skip_mtp: DeepSeek-V3's multi-token-prediction layer); NULL: such
+				  * a tensor is refused */
 	int head_dim;
 	tpc_gguf_vocab_kind vocab;
 	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */
@@ -201,7 +242,8 @@ typedef struct tpc_gguf_arch {
 	const tpc_gguf_bias_flag *weight_flags; /* the same from whether layer 0 has the role's
 						 * weight (Glm4MoeConfig's use_qk_norm, default
 						 * false: a q norm) */
-	const char *rope_pct;      /* member for a partial rotary dimension */
+	const char *rope_pct;      /* member for a partial rotary dimension; NULL: none (the
+				    * rotary dimension is an hf_cfg row of its own) */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
 	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
@@ -236,6 +278,6 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
-	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe;
+	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2;
 
 #endif

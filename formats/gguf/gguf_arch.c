@@ -420,6 +420,59 @@ static int rot_fraction(conv *cv, const tpc_gguf_kv_rule *r, const cJSON *p, con
 	return 0;
 }
 
+/* TPC_KH_SUM: the members of "a+b+..." added, each a u32 */
+static int sum_members(conv *cv, const char *names, uint64_t *u)
+{
+	char buf[64];
+	*u = 0;
+	for (const char *p = names; p && *p;) {
+		size_t n = strcspn(p, "+");
+		uint64_t x = 0;
+		snprintf(buf, sizeof(buf), "%.*s", (int)n, p);
+		if (cfg_req_u32(&cv->c, buf, &x, cv->e))
+			return -1;
+		*u += x;
+		p += n + (p[n] == '+');
+	}
+	return *u > 4294967295u ? cfg_err(&cv->c, cv->e, "config.json: %s adds up past a u32", names) : 0;
+}
+
+/* TPC_KH_GATING_FUNC: TextModel.set_gguf_parameters' score function */
+static int gating_func(conv *cv, const cJSON *v, const char *which, bool *put, uint64_t *u)
+{
+	static const struct {
+		const char *name;
+		uint64_t id;
+	} fn[] = {{"softmax", 1}, {"sigmoid", 2}, {"sqrtsoftplus", 4}};
+	if (!v || cJSON_IsNull(v))
+		return (*put = false), 0;
+	for (size_t i = 0; cJSON_IsString(v) && i < sizeof(fn) / sizeof(fn[0]); i++)
+		if (!strcmp(v->valuestring, fn[i].name))
+			return (*u = fn[i].id), 0;
+	return cfg_err(&cv->c, cv->e, "config.json: '%s' is not a score function the GGUF knows (softmax, sigmoid, sqrtsoftplus)",
+		       which);
+}
+
+/* TPC_KH_ROPE_TIMES: "PARAM*K" */
+static int rope_times(conv *cv, const char *names, bool *put, double *f)
+{
+	const char *star = names ? strchr(names, '*') : NULL;
+	char buf[64], *end = NULL;
+	double k = star ? strtod(star + 1, &end) : 0;
+	*put = false;
+	if (!star || end == star + 1 || *end || (size_t)(star - names) >= sizeof(buf))
+		return tpc_err_set(cv->e, TPC_EINPUT, "internal: rope rule '%s' is not PARAM*K", names ? names : "");
+	snprintf(buf, sizeof(buf), "%.*s", (int)(star - names), names);
+	const cJSON *v = rope_member(&cv->c, buf);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v))
+		return cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' is not a number", buf);
+	*f = k * v->valuedouble;
+	*put = true;
+	return 0;
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
@@ -428,7 +481,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	const char *which = NULL;
 	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_PLUS &&
 				 r->how != TPC_KH_ROPE_PCT_EMB && r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY &&
-				 r->how != TPC_KH_SWA_EVERY
+				 r->how != TPC_KH_SWA_EVERY && r->how != TPC_KH_SUM && r->how != TPC_KH_ROPE_TIMES
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
 				 : NULL;
 	uint64_t h = 0, heads = 0;
@@ -577,6 +630,20 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_FILE_TYPE:
 		*u = (uint64_t)cv->ftype;
 		return 0;
+	case TPC_KH_SUM:
+		return sum_members(cv, r->names, u);
+	case TPC_KH_GATING_FUNC:
+		return gating_func(cv, v, which, put, u);
+	case TPC_KH_TRUE_ONLY:
+		if (!v)
+			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs", r->names);
+		if (!cJSON_IsNull(v) && !cJSON_IsBool(v))
+			return cfg_err(c, cv->e, "config.json: '%s' is not true or false", which);
+		*put = cJSON_IsTrue(v);
+		*u = 1;
+		return 0;
+	case TPC_KH_ROPE_TIMES:
+		return rope_times(cv, r->names, put, f);
 	case TPC_KH_END:
 		break;
 	}
@@ -962,6 +1029,44 @@ static int hf_fused(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, boo
 	return 0;
 }
 
+/* A tensor the GGUF holds as two, split per head (the record's head_split:
+ * DeepSeek's kv_b_proj as attn_k_b and attn_v_b): descriptions, no byte
+ * copied. */
+static int head_split(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
+{
+	const tpc_gguf_head_split *hs = &w->cv->spec->head_split;
+	const tpc_tensor *src = &w->ck->t[i];
+	uint64_t heads = 0, a = 0, b = 0;
+	tpc_tensor p[2];
+	if (bias)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "a bias split per head is not written by tpconv yet");
+	if (cfg_req_u32(&w->cv->c, hs->heads, &heads, w->cv->e) || cfg_req_u32(&w->cv->c, hs->rows[0], &a, w->cv->e) ||
+	    cfg_req_u32(&w->cv->c, hs->rows[1], &b, w->cv->e))
+		return -1;
+	/* the reference asserts heads * (rows0 + rows1) rows */
+	if (src->ndim != 2 || src->shape[0] < 0 || (uint64_t)src->shape[0] != heads * (a + b) || src->dq ||
+	    tpc_tensor_split_heads(&p[0], &p[1], src, (int64_t)heads, (int64_t)a, hs->transpose0))
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
+				  "not %llu heads of %s + %s = %llu rows (config.json's %s)", (unsigned long long)heads,
+				  hs->rows[0], hs->rows[1], (unsigned long long)(a + b), hs->heads);
+	int ret = 0, k = 0;
+	for (; k < 2 && !ret; k++) {
+		tpc_tensor_row part = {row->role, false, {NULL}};
+		char name[256];
+		int fused;
+		part.name[TPC_ECO_GGUF] = hs->name[k];
+		if (tpc_family_name(&part, TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &fused)) {
+			ret = tl_push(&w->out, name, &p[k], row->role, w->cv->e); /* takes p[k] either way */
+		} else {
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "no GGUF name for part %d of this tensor", k);
+			tpc_tensor_release(&p[k]);
+		}
+	}
+	for (; k < 2; k++) /* the parts not pushed */
+		tpc_tensor_release(&p[k]);
+	return ret;
+}
+
 /* index_tensors: each part file's tensors sorted by name, parts in name order */
 typedef struct order_key {
 	const char *file, *name;
@@ -984,12 +1089,29 @@ static bool skipped(const tpc_gguf_arch *sp, const char *name)
 	       ends_with(name, ".attn.masked_bias") || (sp->no_lm_head && !strcmp(name, "lm_head.weight"));
 }
 
+/* A tensor of a layer past config.json's count the record leaves out
+ * (past_layers, the reference's re.match(r"model.layers.(\d+)", name)) */
+static bool past_layer(const walk *w, const char *name)
+{
+	const char *pre = w->cv->spec->past_layers;
+	size_t n = pre ? strlen(pre) : 0;
+	uint64_t l = 0;
+	if (!pre || strncmp(name, pre, n) || name[n] < '0' || name[n] > '9')
+		return false;
+	for (const char *p = name + n; *p >= '0' && *p <= '9' && l <= w->layers; p++)
+		l = l * 10 + (uint64_t)(*p - '0');
+	return l >= w->layers;
+}
+
 static int walk_one(walk *w, size_t i)
 {
 	const tpc_tensor *src = &w->ck->t[i];
 	int64_t l = -1, x = -1;
 	bool bias = false;
 	const tpc_tensor_row *row = tpc_family_classify(w->cv->fam, TPC_ECO_HF, src->name, &l, &x, &bias);
+	if (row && w->cv->spec->head_split.role && row->role == w->cv->spec->head_split.role &&
+	    (l < 0 || (uint64_t)l < w->layers))
+		return head_split(w, i, row, l, bias);
 	if (!row || !row->name[TPC_ECO_GGUF])
 		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
 				  "convert_hf_to_gguf.py has no GGUF name for this tensor of a %s model", w->cv->spec->hf_arch[0]);
@@ -1020,7 +1142,7 @@ static int walk_tensors(walk *w)
 	}
 	qsort(ord, ck->n, sizeof(*ord), by_file_then_name);
 	for (size_t k = 0; k < ck->n && !ret; k++)
-		if (!skipped(w->cv->spec, ord[k].name))
+		if (!skipped(w->cv->spec, ord[k].name) && !past_layer(w, ord[k].name))
 			ret = walk_one(w, ord[k].i);
 	for (uint64_t l = 0; !ret && w->xgot && l < w->layers; l++)
 		if (w->xgot[l] && w->xgot[l] < 3 * w->n_exp)

@@ -18,7 +18,9 @@
  *     F32 (F16 stays F16, rounded once): exact when w + 1 was (a bf16 or
  *     f16 model's norms), else within one rounding of w;
  *   - GPT-2's Conv1D weights transposed back to [in, out];
- *   - GPT-NeoX's attn_qkv rows [3, heads, hd] back to [heads, 3, hd].
+ *   - GPT-NeoX's attn_qkv rows [3, heads, hd] back to [heads, 3, hd];
+ *   - a tensor the GGUF holds as two parts split per head (the record's
+ *     head_split: DeepSeek's attn_k_b, attn_v_b) joined head by head.
  * A missing output.weight is a tied head: no lm_head, and config.json says
  * tie_word_embeddings; the record's bias_flags say in config.json which
  * biases the GGUF holds (Seed-OSS's attention_bias, attention_out_bias;
@@ -296,6 +298,60 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, co
 	return ret;
 }
 
+/* A tensor the GGUF holds as two parts split per head (the record's
+ * head_split: attn_k_b and attn_v_b back into DeepSeek's kv_b_proj), joined
+ * under its Hugging Face name at part 0; at part 1 only checked to have part
+ * 0. 1: gname is no part of it. */
+static int head_join(hfctx *h, const char *gname)
+{
+	const tpc_gguf_head_split *hs = &h->a->head_split;
+	const tpc_tensor_row *row = tpc_family_row(h->fam, hs->role);
+	int64_t l = -1, ix[2] = {-1, -1};
+	int k = 0, part;
+	char g[2][256], name[256];
+	while (k < 2 && !(hs->role && tpc_family_match(hs->name[k], gname, false, &l, NULL, NULL)))
+		k++;
+	if (k == 2 || !row)
+		return 1;
+	for (int j = 0; j < 2; j++) {
+		tpc_tensor_row pr = {hs->role, false, {NULL}};
+		pr.name[TPC_ECO_GGUF] = hs->name[j];
+		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part))
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
+					  tpc_role_name(hs->role));
+		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
+					  g[j], tpc_role_name(hs->role));
+	}
+	if (k == 1)
+		return 0;
+	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, false, name, sizeof(name), &part))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
+	if (h->ck->t[ix[0]].dq || h->ck->t[ix[1]].dq)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, h->ck->t[ix[0]].dq ? g[0] : g[1],
+				  "a quantized part of Hugging Face's '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
+				  name);
+	tpc_tensor t, p0, p1;
+	if (tpc_tensor_copy(&p0, &h->ck->t[ix[0]]))
+		return tpc_err_nomem(h->e);
+	if (tpc_tensor_copy(&p1, &h->ck->t[ix[1]])) {
+		tpc_tensor_release(&p0);
+		return tpc_err_nomem(h->e);
+	}
+	int ret = 0;
+	if (tpc_tensor_join_heads(&t, &p0, &p1, hs->transpose0)) {
+		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "'%s' and '%s' are not the parts of one tensor split per head",
+				 g[0], g[1]);
+	} else {
+		int64_t x = tpc_ckpt_add_copy(h->ck, name, &t, h->e);
+		ret = x < 0 ? (int)x : 0;
+		tpc_tensor_release(&t);
+	}
+	tpc_tensor_release(&p0);
+	tpc_tensor_release(&p1);
+	return ret;
+}
+
 static int one(hfctx *h, size_t i)
 {
 	tpc_tensor src, t;
@@ -305,6 +361,8 @@ static int one(hfctx *h, size_t i)
 	bool bias = false;
 	int part, ret = 0;
 	const tpc_tensor_row *row = hf_row(h, &h->ck->t[i], &l, &bias);
+	if (!row && (ret = head_join(h, gname)) <= 0)
+		return ret;
 	if (!row)
 		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
 				  "no Hugging Face name for this tensor of a GGUF %s model (%s; --gguf-names keeps the GGUF names)",
@@ -448,24 +506,58 @@ static int64_t less(const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_r
 	return m > 0 ? m : 0;
 }
 
+/* TPC_CK_INT_DIFF: "K1-K2", NULL when either key is absent or not an
+ * integer, or the difference is negative */
+static cJSON *int_diff(const hfctx *h, const tpc_gguf_kvs *kv, const char *keys)
+{
+	const char *minus = strchr(keys, '-');
+	char k1[96];
+	if (!minus || (size_t)(minus - keys) >= sizeof(k1))
+		return NULL;
+	snprintf(k1, sizeof(k1), "%.*s", (int)(minus - keys), keys);
+	int64_t a = kv_int(kv_get(kv, h->arch, k1)), b = kv_int(kv_get(kv, h->arch, minus + 1));
+	return a >= 0 && b >= 0 && a >= b ? cJSON_CreateNumber((double)(a - b)) : NULL;
+}
+
+static cJSON *gating_name(const tpc_gguf_kv *k)
+{
+	int64_t v = kv_int(k);
+	const char *n = v == 1 ? "softmax" : v == 2 ? "sigmoid" : v == 4 ? "sqrtsoftplus" : NULL;
+	return n && k->type != TPC_GV_BOOL ? cJSON_CreateString(n) : NULL;
+}
+
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
 		const tpc_gguf_kv *k = kv_get(kv, h->arch, r->key);
 		int64_t v = kv_int(k);
 		cJSON *item = NULL;
-		if (cJSON_GetObjectItemCaseSensitive(o, r->member))
-			continue; /* an earlier row wrote it */
+		if (cJSON_GetObjectItemCaseSensitive(o, r->member) || r->kind == TPC_CK_ROPE_DIV)
+			continue; /* an earlier row wrote it; a rope member (cfg_rope) */
+		if (r->kind == TPC_CK_INT_DIFF) {
+			if (!(item = int_diff(h, kv, r->key)))
+				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+						  "%s: the GGUF lacks the keys config.json's %s is computed from", r->key, r->member);
+			if (!cJSON_AddItemToObject(o, r->member, item)) {
+				cJSON_Delete(item);
+				return tpc_err_nomem(h->e);
+			}
+			continue;
+		}
+		if (!k && r->kind == TPC_CK_BOOL_OR_FALSE && !cJSON_AddFalseToObject(o, r->member))
+			return tpc_err_nomem(h->e);
 		if (!k && r->kind == TPC_CK_INT_OR_NULL && !cJSON_AddNullToObject(o, r->member))
 			return tpc_err_nomem(h->e);
 		if (!k)
 			continue;
 		if (r->kind == TPC_CK_FLOAT && (k->type == TPC_GV_F32 || k->type == TPC_GV_F64))
 			item = float_item(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
-		else if (r->kind == TPC_CK_BOOL && k->type == TPC_GV_BOOL)
+		else if ((r->kind == TPC_CK_BOOL || r->kind == TPC_CK_BOOL_OR_FALSE) && k->type == TPC_GV_BOOL)
 			item = cJSON_CreateBool(k->v.u != 0);
 		else if (r->kind == TPC_CK_LAYER_TYPES && k->type == TPC_GV_ARRAY && k->atype == TPC_GV_BOOL)
 			item = layer_types(k);
+		else if (r->kind == TPC_CK_GATING_FUNC && (item = gating_name(k)) != NULL)
+			;
 		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ || r->kind == TPC_CK_INT_OR_NULL ||
 			  r->kind == TPC_CK_LAYERS) && v >= 0 &&
 			 k->type != TPC_GV_BOOL && (v -= less(h, kv, r)) >= 0)
@@ -483,25 +575,70 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 	return 0;
 }
 
-/* rope scaling: linear as the reference writes it; another type is not
- * rebuilt (a config without it would be silently wrong) */
+/* yarn's members from the keys TextModel.set_gguf_parameters writes, then
+ * the record's TPC_CK_ROPE_DIV rows */
+static int cfg_yarn(cJSON *s, const hfctx *h, const tpc_gguf_kvs *kv)
+{
+	static const char *const num[][2] = {{"extrapolation_factor", "rope.scaling.yarn_ext_factor"},
+					     {"attention_factor", "rope.scaling.yarn_attn_factor"},
+					     {"beta_fast", "rope.scaling.yarn_beta_fast"},
+					     {"beta_slow", "rope.scaling.yarn_beta_slow"}};
+	int64_t orig = kv_int(kv_get(kv, h->arch, "rope.scaling.original_context_length"));
+	const tpc_gguf_kv *tr = kv_get(kv, h->arch, "rope.scaling.yarn_truncate");
+	if (orig < 0)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "a yarn rope without %s.rope.scaling.original_context_length",
+				  h->arch);
+	if (!cJSON_AddNumberToObject(s, "original_max_position_embeddings", (double)orig) ||
+	    (tr && tr->type == TPC_GV_BOOL && !cJSON_AddBoolToObject(s, "truncate", tr->v.u != 0)))
+		return tpc_err_nomem(h->e);
+	for (size_t i = 0; i < sizeof(num) / sizeof(num[0]); i++) {
+		const tpc_gguf_kv *k = kv_get(kv, h->arch, num[i][1]);
+		if (k && k->type == TPC_GV_F32 && !cJSON_AddItemToObject(s, num[i][0], float_item(short_f32(k->v.f))))
+			return tpc_err_nomem(h->e);
+	}
+	for (const tpc_gguf_cfg_rule *r = h->a->hf_cfg; r->member; r++) {
+		const char *slash = r->kind == TPC_CK_ROPE_DIV ? strchr(r->key, '/') : NULL;
+		char key[96], *end = NULL;
+		if (!slash || (size_t)(slash - r->key) >= sizeof(key))
+			continue;
+		snprintf(key, sizeof(key), "%.*s", (int)(slash - r->key), r->key);
+		double d = strtod(slash + 1, &end);
+		const tpc_gguf_kv *k = kv_get(kv, h->arch, key);
+		if (!k || k->type != TPC_GV_F32 || !end || *end || d == 0)
+			continue;
+		if (!cJSON_AddItemToObject(s, r->member, float_item(short_f32(k->v.f) / d)))
+			return tpc_err_nomem(h->e);
+	}
+	return 0;
+}
+
+/* rope scaling: linear and yarn as the reference writes them; another type
+ * is not rebuilt (a config without it would be silently wrong) */
 static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hidden)
 {
 	const tpc_gguf_kv *t = kv_get(kv, h->arch, "rope.scaling.type"), *f = kv_get(kv, h->arch, "rope.scaling.factor");
 	int64_t dim = kv_int(kv_get(kv, h->arch, "rope.dimension_count"));
 	char safe[64];
 	if (t && t->type == TPC_GV_STRING && strcmp(t->s, "none")) {
-		cJSON *s = strcmp(t->s, "linear") || !f || f->type != TPC_GV_F32 ? NULL : cJSON_AddObjectToObject(o, "rope_scaling");
+		bool yarn = !strcmp(t->s, "yarn");
+		cJSON *s = (strcmp(t->s, "linear") && !yarn) || !f || f->type != TPC_GV_F32 ? NULL
+											      : cJSON_AddObjectToObject(o, "rope_scaling");
 		tpc_sanitize(safe, sizeof(safe), t->s);
 		if (!s)
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
-					  "%s.rope.scaling.type '%s' is not rebuilt into config.json by tpconv yet (linear is)",
+					  "%s.rope.scaling.type '%s' is not rebuilt into config.json by tpconv yet (linear and yarn are)",
 					  h->arch, safe);
-		if (!cJSON_AddStringToObject(s, "rope_type", "linear") ||
+		if (!cJSON_AddStringToObject(s, "rope_type", yarn ? "yarn" : "linear") ||
 		    !cJSON_AddNumberToObject(s, "factor", short_f32(f->v.f)))
 			return tpc_err_nomem(h->e);
+		if (yarn && cfg_yarn(s, h, kv))
+			return -1;
 	}
-	/* a partial rotary dimension (Phi-3, GPT-NeoX) */
+	/* a partial rotary dimension (Phi-3, GPT-NeoX); none for a record whose
+	 * rotary dimension is a member of its own (rope_pct NULL: DeepSeek's
+	 * qk_rope_head_dim, an hf_cfg row) */
+	if (!h->a->rope_pct)
+		return 0;
 	int64_t hd = kv_int(kv_get(kv, h->arch, "attention.key_length"));
 	if (hd <= 0 && hidden > 0 && h->heads > 0)
 		hd = hidden / h->heads;

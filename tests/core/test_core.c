@@ -525,6 +525,64 @@ static void test_stack(void **st)
 	free(dir);
 }
 
+/* A [6, 4] weight of 2 heads of 3 rows (2 then 1) split per head into
+ * [2, 4, 2] (the first 2 rows of each head, transposed) and [2, 1, 4], and
+ * joined back into the same [6, 4] image. */
+static void test_split_heads(void **st)
+{
+	(void)st;
+	char *dir;
+	tpc_ckpt ck;
+	tpc_err e;
+	int src = ints_ckpt(&ck, "h.bin", &dir); /* int32 0..23 */
+	tpc_err_init(&e);
+	int64_t shp[2] = {6, 4};
+	int64_t w = tpc_ckpt_add_tensor(&ck, "w", TPC_I32, 2, shp, NULL, src, 0, &e);
+	tpc_tensor k, v, j, bad, bad2;
+	assert_int_equal(tpc_tensor_split_heads(&k, &v, &ck.t[w], 2, 2, true), 0);
+	assert_int_equal(k.ndim, 3);
+	assert_int_equal(k.shape[0], 2);
+	assert_int_equal(k.shape[1], 4);
+	assert_int_equal(k.shape[2], 2);
+	assert_int_equal(v.shape[0], 2);
+	assert_int_equal(v.shape[1], 1);
+	assert_int_equal(v.shape[2], 4);
+	int64_t kx = tpc_ckpt_add_copy(&ck, "k", &k, &e), vx = tpc_ckpt_add_copy(&ck, "v", &v, &e);
+	assert_true(kx >= 0 && vx >= 0);
+	assert_int_equal(tpc_ckpt_validate(&ck, &e), 0);
+	int32_t out[24];
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[kx], 0, 64, out, &e), 0);
+	for (int h = 0; h < 2; h++)
+		for (int c = 0; c < 4; c++)
+			for (int r = 0; r < 2; r++)
+				assert_int_equal(out[(h * 4 + c) * 2 + r], (h * 3 + r) * 4 + c);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[vx], 0, 32, out, &e), 0);
+	for (int h = 0; h < 2; h++)
+		for (int c = 0; c < 4; c++)
+			assert_int_equal(out[h * 4 + c], (h * 3 + 2) * 4 + c);
+	write_matches_image(&ck, kx, dir);
+	/* the inverse, from the checkpoint's two stacks */
+	assert_int_equal(tpc_tensor_join_heads(&j, &ck.t[kx], &ck.t[vx], true), 0);
+	assert_int_equal(j.ndim, 2);
+	assert_int_equal(j.shape[0], 6);
+	assert_int_equal(j.shape[1], 4);
+	int64_t jx = tpc_ckpt_add_copy(&ck, "joined", &j, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[jx], 0, 96, out, &e), 0);
+	for (int i = 0; i < 24; i++)
+		assert_int_equal(out[i], i);
+	write_matches_image(&ck, jx, dir);
+	/* rows that are not whole heads, a first part as wide as a head, parts
+	 * whose columns differ (k read as not transposed) */
+	assert_int_equal(tpc_tensor_split_heads(&bad, &bad2, &ck.t[w], 4, 1, true), -1);
+	assert_int_equal(tpc_tensor_split_heads(&bad, &bad2, &ck.t[w], 2, 3, true), -1);
+	assert_int_equal(tpc_tensor_join_heads(&bad, &ck.t[kx], &ck.t[vx], false), -1);
+	tpc_tensor_release(&j);
+	tpc_tensor_release(&k);
+	tpc_tensor_release(&v);
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
 
 static void test_gather_write(void **st)
 {
@@ -1148,7 +1206,7 @@ int main(void)
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_xxh3_128),
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
-		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_gather_write),
+		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_gather_write),
 		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
 		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),

@@ -356,6 +356,42 @@ else
   bad "granite without its multipliers" "$(cat "$T/err")"
 fi
 
+# DeepSeek-V3 (the deepseek-v3 record; tiny-deepseek): with q_lora_rank null
+# (q_proj, as V2-Lite; make_arch_fixtures.py deepseek_noqlora, its own
+# weights) the reference's file; a multi-token-prediction layer past
+# num_hidden_layers left out, as the reference's skip_mtp (the same file);
+# kv_b_proj that is not num_key_value_heads heads of qk_nope_head_dim +
+# v_head_dim rows refused by tensor; a config.json without
+# first_k_dense_replace (DeepseekV3Config's default 3 to the reference's
+# AutoConfig) refused by name
+if is_ref "$A/noqlora/tiny-deepseek" "$(cut -d' ' -f1 "$A/ref/deepseek-noqlora.sha256")"; then
+  ok "deepseek with q_lora_rank null (q_proj): the reference's file"
+else
+  bad "deepseek with q_lora_rank null (q_proj)" "$(cat "$T/err")"
+fi
+rm -rf "$T/ds" && mkdir "$T/ds" && cp -r "$A/tiny-deepseek" "$T/ds/"
+python3 - "$T/ds/tiny-deepseek/model.safetensors" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); data = f.read()
+for name in ("model.layers.3.eh_proj.weight", "model.layers.3.enorm.weight"):
+    h[name] = {"dtype": "F32", "shape": [32], "data_offsets": [len(data), len(data) + 128]}
+    data += b"\0" * 128
+b = json.dumps(h).encode(); b += b" " * (-len(b) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(b)) + b + data)
+PY
+if is_ref "$T/ds/tiny-deepseek" "$(ref_sum deepseek)"; then
+  ok "deepseek with a multi-token-prediction layer 3 (num_hidden_layers 3): left out, the reference's file"
+else
+  bad "deepseek with a multi-token-prediction layer" "$(cat "$T/err")"
+fi
+cp "$A/tiny-deepseek/config.json" "$T/ds/tiny-deepseek/config.json"
+sed -i 's/"v_head_dim": 16/"v_head_dim": 8/' "$T/ds/tiny-deepseek/config.json"
+refuse "deepseek: kv_b_proj not heads x (qk_nope_head_dim + v_head_dim) rows is refused by tensor" \
+  "not 4 heads of qk_nope_head_dim + v_head_dim = 24 rows" "$T/ds/tiny-deepseek" f32
+cp "$A/tiny-deepseek/config.json" "$T/ds/tiny-deepseek/config.json"
+sed -i '/"first_k_dense_replace"/d' "$T/ds/tiny-deepseek/config.json"
+refuse "deepseek without first_k_dense_replace is refused by name" "config.json has none of first_k_dense_replace" "$T/ds/tiny-deepseek" f32
+
 # SmolLM3: llama.cpp reads every 4th layer as one without RoPE and no window,
 # and convert_hf_to_gguf.py writes no key for either: tpconv refuses a
 # config.json that says otherwise (exit 3, naming the member and the layer),
@@ -584,18 +620,23 @@ done
 # softmax of the top-k logits; and with a shared expert added ungated; GLM-4.5
 # MoE: a dense layer 0, then a sigmoid router with its correction bias over 2
 # groups of experts beside a shared expert, per-head q/k norms, partial
-# rotate-half RoPE, and a next-token-prediction layer verify leaves out), and
+# rotate-half RoPE, and a next-token-prediction layer verify leaves out;
+# DeepSeek-V3 (tiny-deepseek, the deepseek-v3 preset): MLA with q's low rank,
+# a dense first layer, sigmoid-routed grouped experts with a shared one, yarn;
+# its swapped slice is q_b_proj's two halves, o_proj's slice being smaller), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe deepseek; do
   O="$A/tiny-$fam"
+  rec=$fam qn=model.layers.1.self_attn.q_proj.weight on="model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight"
+  [ $fam = deepseek ] && rec=deepseek-v3 qn=model.layers.1.self_attn.q_b_proj.weight on=""
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   tps="2 4"; [ "$SAN" = 1 ] && tps=2   # sanitizer build: one split
   for tp in $tps; do
     rm -rf "$T/o$tp" "$T/o$tp.safetensors"
     if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
-       grep -q "\"name\": *\"$fam\"" "$T/o$tp/tpconv-manifest.json" &&
+       grep -q "\"name\": *\"$rec\"" "$T/o$tp/tpconv-manifest.json" &&
        "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
        "$TPCONV" verify --reference "$O" --shards "$T/o$tp" > "$T/out" 2>> "$T/err" &&
        grep -q ", $nl layers," "$T/err"; then
@@ -605,13 +646,17 @@ for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-os
     fi
   done
   # rank 1's slices of layer 1's q_proj and o_proj (Phi: dense) swapped (as
-  # many bytes each): verify fails, naming layer 1, and layer 0 still passes
-  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.1.self_attn.q_proj.weight \
-    "model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight" <<'PY'
+  # many bytes each; none named: the two halves of q's slice): verify fails,
+  # naming layer 1, and layer 0 still passes
+  python3 - "$T/o2/model_tp01_pp00.safetensors" "$qn" "$on" <<'PY'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-out = [k for k in sys.argv[3].split("|") if k in h][0]
-(a0, a1), (b0, b1) = h[sys.argv[2]]["data_offsets"], h[out]["data_offsets"]
+out = [k for k in sys.argv[3].split("|") if k in h]
+(a0, a1) = h[sys.argv[2]]["data_offsets"]
+if out:
+    (b0, b1) = h[out[0]]["data_offsets"]
+else:
+    (a0, a1), (b0, b1) = (a0, (a0 + a1) // 2), ((a0 + a1) // 2, a1)
 assert a1 - a0 == b1 - b0
 f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
 f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
@@ -653,6 +698,19 @@ PY
     bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
   fi
 done
+# DeepSeek-V3's HF folder read back from its GGUF (every tensor the
+# original's bytes: hf_test.sh; loaded by transformers: the interop run);
+# here a q8_0 GGUF, whose attn_v_b is block-quantized, is refused into Hugging
+# Face form by name (the per-head join is not computed from blocks), nothing written
+rm -rf "$T/dq" && mkdir "$T/dq"
+"$TPCONV" convert "$A/tiny-deepseek" -o "$T/dq/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
+  "$TPCONV" convert "$T/dq/q.gguf" -o "$T/dq/hf/" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "tensor 'blk.0.attn_v_b.weight': a quantized part of Hugging Face's 'model.layers.0.self_attn.kv_b_proj.weight'" "$T/err" &&
+   [ ! -e "$T/dq/hf/model.safetensors" ]; then
+  ok "deepseek: a q8_0 GGUF into Hugging Face form is refused by name (exit 3)"
+else
+  bad "deepseek: q8_0 GGUF -> HF (exit $rc)" "$(cat "$T/err")"
+fi
 # Granite-MoE with expert parallelism: each EP group holds its experts'
 # rows of the stacked input_linear and output_linear, split inside each over
 # its tp/ep ranks; merged back byte-identical, verify's model check passes

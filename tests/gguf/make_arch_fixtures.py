@@ -171,6 +171,27 @@ FAMILIES = {
                                         num_nextn_predict_layers=1, tie_word_embeddings=False,
                                         bos_token_id=0, eos_token_id=0, pad_token_id=0),
                  "bpe", torch.float32, "gpt-2"),
+    # DeepSeek-V3 (the record deepseek-v3; folder tiny-deepseek: "-v3" would
+    # be general.version and general.basename to the reference): 3 layers, the first dense (first_k_dense_replace), then
+    # sigmoid-routed experts (4, 2 per token, 2 groups) with
+    # e_score_correction_bias and a shared expert; MLA with q's low rank
+    # (q_a_proj/q_b_proj), kv_lora_rank 32 (attn_v_b q8_0-able) and
+    # qk_nope_head_dim 16 (attn_k_b f16 at q8_0); a yarn rope with
+    # mscale_all_dim (rope.scaling.yarn_log_multiplier); scoring_func and
+    # topk_method as DeepSeek-V3's config.json has them (expert_gating_func)
+    "deepseek": (tf.DeepseekV3Config, dict(COMMON, num_hidden_layers=3, num_key_value_heads=4,
+                                              moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2,
+                                              n_shared_experts=1, n_group=2, topk_group=1, first_k_dense_replace=1,
+                                              routed_scaling_factor=2.5, norm_topk_prob=True, kv_lora_rank=32,
+                                              q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16,
+                                              v_head_dim=16, scoring_func="sigmoid", topk_method="noaux_tc",
+                                              tie_word_embeddings=False, bos_token_id=0,
+                                              eos_token_id=0, pad_token_id=None,
+                                              rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                                   original_max_position_embeddings=32,
+                                                                   beta_fast=32.0, beta_slow=1.0, mscale=1.0,
+                                                                   mscale_all_dim=1.0)),
+                    "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -183,7 +204,7 @@ FAMILIES = {
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
-         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59}
+         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61}
 
 
 def spm_model(d, n):
@@ -328,6 +349,33 @@ def granite_nomul(d):
         s.write("%s  granite-nomul-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
 
 
+def deepseek_noqlora():
+    """tiny-deepseek's config with q_lora_rank null (V2-Lite's q_proj
+    instead of q_a_proj/q_a_layernorm/q_b_proj) and 2 layers, its own
+    weights (seed 62): OUT/noqlora/tiny-deepseek and the reference's f32
+    GGUF of it, ref/deepseek-noqlora.sha256"""
+    cls, kw, _, _, pre = FAMILIES["deepseek"]
+    n = os.path.join(OUT, "noqlora", "tiny-deepseek")
+    shutil.rmtree(n, ignore_errors=True)
+    os.makedirs(n)
+    torch.manual_seed(62)
+    m = tf.AutoModelForCausalLM.from_config(cls(**dict(kw, q_lora_rank=None, num_hidden_layers=2)))
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            base = 1.0 if "norm" in name and name.endswith("weight") else 0.0
+            p.copy_(base + torch.randn_like(p) * (0.1 if base else 0.3))
+    m.save_pretrained(n)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(OUT, "models", "tiny-deepseek", f), n)
+    g = os.path.join(OUT, "ref", "deepseek-noqlora-f32.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g],
+                   check=True, env=dict(os.environ, TPC_PRE=pre), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(g[:-5] + ".txt", "w") as f:
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+    with open(g, "rb") as f, open(os.path.join(OUT, "ref", "deepseek-noqlora.sha256"), "w") as s:
+        s.write("%s  deepseek-noqlora-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
+
+
 def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
     """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
     changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
@@ -380,6 +428,8 @@ def main():
                 s.write("%s  %s-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
         if fam == "granite":
             granite_nomul(d)
+        if fam == "deepseek":
+            deepseek_noqlora()
         if fam in TOK_CFG_VARIANTS:
             tok_cfg_variant(d, fam, *TOK_CFG_VARIANTS[fam])
         print(fam, "ok", flush=True)
