@@ -807,6 +807,21 @@ int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start,
 	return ret ? -1 : 0;
 }
 
+/* dst: the n views in pc concatenated along dim 0, of dtype dt, unless ret
+ * (an earlier failure) says otherwise; the views are released and pc freed
+ * either way; -1 on any failure */
+static int cat_rows(tpc_tensor *dst, tpc_tensor *pc, int n, tpc_dtype dt, int ret)
+{
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, pc, n, 0);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&pc[i]);
+	free(pc);
+	if (!ret)
+		dst->dtype = dt;
+	return ret ? -1 : 0;
+}
+
 int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t heads, bool to_halves)
 {
 	memset(dst, 0, sizeof(*dst));
@@ -824,14 +839,7 @@ int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t head
 		for (int64_t j = 0; j < (to_halves ? 2 : half) && !ret; j++, n++)
 			ret = to_halves ? tpc_tensor_rows_every(&pc[n], src, h * hd + j, 2, half)
 					: tpc_tensor_rows_every(&pc[n], src, h * hd + j, half, 2);
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, pc, n, 0);
-	for (int i = 0; i < n; i++)
-		tpc_tensor_release(&pc[i]);
-	free(pc);
-	if (!ret)
-		dst->dtype = src->dtype;
-	return ret ? -1 : 0;
+	return cat_rows(dst, pc, n, src->dtype, ret);
 }
 
 void tpc_tensor_transpose2d(tpc_tensor *t)
@@ -985,14 +993,7 @@ int tpc_tensor_join_heads(tpc_tensor *dst, const tpc_tensor *p0, const tpc_tenso
 			tpc_tensor_transpose2d(&p[n]);
 		n++;
 	}
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, p, n, 0);
-	for (int i = 0; i < n; i++)
-		tpc_tensor_release(&p[i]);
-	free(p);
-	if (!ret)
-		dst->dtype = p0->dtype;
-	return ret ? -1 : 0;
+	return cat_rows(dst, p, n, p0->dtype, ret);
 }
 
 int64_t tpc_ckpt_add_composite(tpc_ckpt *ck, const char *name, tpc_dtype dtype, int ndim,
