@@ -35,7 +35,7 @@
 #define GG_L "blk.{L}."
 
 /* A row: role, bias, then names in HF, Megatron-Core, vLLM, TensorRT-LLM, GGUF order. */
-#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}}
+#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}, false, false}
 
 /* The LLaMA family's decoder: embedding, attention, final norm and head. */
 #define LLAMA_ATTN_ROWS \
@@ -75,7 +75,7 @@
 	    GG_L "ffn_up.weight"), \
 	ROW(FFN_DOWN, false, HF_L "mlp.down_proj.weight", MC_L "mlp.linear_fc2.weight", HF_L "mlp.down_proj.weight", \
 	    TR_L "mlp.proj.weight", GG_L "ffn_down.weight")
-#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}}
+#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false}
 
 static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, END_ROW};
 
@@ -1140,6 +1140,7 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_ATTN_KV_A_MQA] = "attn_kv_a_mqa",
 		[TPC_ROLE_ATTN_KV_A_NORM] = "attn_kv_a_norm",
 		[TPC_ROLE_ATTN_KV_B] = "attn_kv_b",
+		[TPC_ROLE_ATTN_SINKS] = "attn_sinks",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }
@@ -1199,11 +1200,15 @@ bool tpc_family_match(const char *pattern, const char *name, bool weight_or_bias
 	const char *hash = strchr(pattern, '#');
 	size_t plen = hash ? (size_t)(hash - pattern) : strlen(pattern), nlen = strlen(name);
 	bool b = false, ok = match_span(pattern, plen, name, nlen, &l, &x);
-	/* the bias: the pattern's final "weight" as "bias" */
-	if (!ok && weight_or_bias && plen >= 6 && !memcmp(pattern + plen - 6, "weight", 6) && nlen >= 4 &&
-	    !memcmp(name + nlen - 4, "bias", 4)) {
+	bool w = plen >= 6 && !memcmp(pattern + plen - 6, "weight", 6);
+	/* the bias: the pattern's final "weight" as "bias"; a pattern not
+	 * ending in "weight", with "_bias" after it */
+	if (!ok && weight_or_bias && w && nlen >= 4 && !memcmp(name + nlen - 4, "bias", 4)) {
 		l = x = -1;
 		ok = b = match_span(pattern, plen - 6, name, nlen - 4, &l, &x);
+	} else if (!ok && weight_or_bias && !w && nlen >= 5 && !memcmp(name + nlen - 5, "_bias", 5)) {
+		l = x = -1;
+		ok = b = match_span(pattern, plen, name, nlen - 5, &l, &x);
 	}
 	if (ok) {
 		if (layer)
@@ -1240,9 +1245,13 @@ bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int6
 		return false;
 	const char *hash = strchr(p, '#');
 	size_t plen = hash ? (size_t)(hash - p) : strlen(p), k = 0;
-	if (bias && (plen < 6 || memcmp(p + plen - 6, "weight", 6)))
+	/* a bias: "weight" as "bias", or a name not ending in "weight" (of a
+	 * row with a bias) + "_bias" */
+	bool w = plen >= 6 && !memcmp(p + plen - 6, "weight", 6);
+	if (bias && !w && !row->bias)
 		return false;
-	size_t stem = bias ? plen - 6 : plen;
+	const char *bs = !bias ? "" : w ? "bias" : "_bias";
+	size_t stem = bias && w ? plen - 6 : plen;
 	for (size_t i = 0; i < stem;) {
 		char ph = placeholder(p + i);
 		char num[24];
@@ -1263,12 +1272,10 @@ bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int6
 		memcpy(buf + k, s, len);
 		k += len;
 	}
-	if (bias) {
-		if (k + 4 >= n)
-			return false;
-		memcpy(buf + k, "bias", 4);
-		k += 4;
-	}
+	if (k + strlen(bs) >= n)
+		return false;
+	memcpy(buf + k, bs, strlen(bs));
+	k += strlen(bs);
 	buf[k] = '\0';
 	if (hash && part) /* a single digit: no fused tensor has ten parts */
 		*part = hash[1] >= '0' && hash[1] <= '9' ? hash[1] - '0' : -1;

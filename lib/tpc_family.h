@@ -45,7 +45,11 @@
  * "#K" is part K of a tensor the checkpoint fuses itself: the parts are
  * equal slices of its rows (of each expert's rows, dim 1, when stacked), in
  * K order (Granite-MoE's input_linear.weight#0 is the gate, #1 the up;
- * tpc_family_parts lists them). NULL: the ecosystem has no name for that
+ * tpc_family_parts lists them; the row's hf_interleaved says they alternate
+ * instead, hf_in_out that the checkpoint stores the matrix [in, out]). A
+ * name that does not end in "weight" (gpt-oss's mlp.experts.gate_up_proj)
+ * has its bias at the name + "_bias" (gate_up_proj_bias). NULL: the
+ * ecosystem has no name for that
  * row (yet); a layout or writer that needs one refuses the tensor by name.
  *
  * Adding a family: one record in tpc_family.c (and a tensor table when it is
@@ -105,6 +109,8 @@ typedef enum tpc_role {
 	TPC_ROLE_ATTN_KV_A_MQA,  /* the joint k/v down projection with the shared rope key */
 	TPC_ROLE_ATTN_KV_A_NORM,
 	TPC_ROLE_ATTN_KV_B,      /* k's nope part and v, every head */
+	TPC_ROLE_ATTN_SINKS,     /* a learned sink logit per query head [heads], a column of its
+				    own in each head's softmax, dropped after it (gpt-oss) */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -121,6 +127,14 @@ typedef struct tpc_tensor_row {
 	tpc_role role;
 	bool bias;                        /* the family's models may carry its bias */
 	const char *name[TPC_ECO_COUNT];
+	bool hf_in_out;                   /* the Hugging Face checkpoint stores this matrix [in, out]
+					     (of each expert, when it stacks them), transposed against
+					     the other ecosystems' [out, in] (gpt-oss's and Llama 4's
+					     experts.gate_up_proj [E, H, 2I], down_proj [E, I, H]) */
+	bool hf_interleaved;              /* the "#K" parts of its fused Hugging Face tensor
+					     interleave along the out dim: element j is part j % n's
+					     (gpt-oss's gate_up_proj: the gate at even, the up at odd
+					     columns), not equal slices in K order */
 } tpc_tensor_row;
 
 /*
