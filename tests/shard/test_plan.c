@@ -56,6 +56,8 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"dim\": 1.5}]}", "\"dim\" must be an integer"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"stacked\": 1}]}", "\"stacked\" must be true or false"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"vocab\", \"stacked\": true}]}", "\"stacked\" experts are not a vocabulary"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"q\", \"unit\": 2}]}", "\"unit\" is for a col"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"unit\": 0}]}", "\"unit\" must be an integer from 1 to 64"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tpc_plan p;
@@ -871,6 +873,20 @@ static void test_stacked(void **st)
 	assert_int_equal(tpc_plan_resolve(&p, &f, "whole", 3, out, 2, 0, &s, NULL, &e), 0);
 	assert_true(s.stacked);
 	assert_int_equal(s.dim, -1);
+	/* gpt-oss's interleaved gate/up: pairs stay whole on each rank */
+	tpc_plan q;
+	assert_int_equal(parse(&q, "{\"rules\": [{\"match\": \"gate_up_proj\", \"split\": \"col\", \"transposed\": true, "
+				   "\"stacked\": true, \"unit\": 2}]}", &e), 0);
+	int64_t gu6[3] = {4, 32, 12}, gub[2] = {4, 12};
+	assert_int_equal(tpc_plan_resolve(&q, &f, "gate_up_proj", 3, gu6, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 2);
+	assert_int_equal(tpc_plan_resolve(&q, &f, "gate_up_proj_bias", 2, gub, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 1);
+	tpc_err_init(&e); /* 12 / 4 = 3: a rank would end inside a pair */
+	assert_int_equal(tpc_plan_resolve(&q, &f, "gate_up_proj", 3, gu6, 4, TPC_RESOLVE_PAD, &s, NULL, &e), TPC_EINPUT);
+	assert_string_equal(e.tensor, "gate_up_proj");
+	assert_non_null(strstr(e.msg, "units of 2"));
+	tpc_plan_release(&q);
 	/* unknown: refused by name, never col on dim 0 (whole experts per rank) */
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_resolve(&p, &f, "plain3d", 3, in, 2, 0, &s, NULL, &e), TPC_EINPUT);
