@@ -323,6 +323,9 @@ typedef struct tpc_vattn {
 					    GLM-4, ERNIE 4.5); else the halves (x_i, x_{i + rot/2}) */
 	double rope_linear;              /* a linear rope scaling's factor: positions divided by it
 					    (0: none) */
+	tpc_yarn yarn;                   /* a yarn rope scaling (factor > 1; betas, orig_max and
+					    truncate resolved): tpc__rope_freqs' frequencies and
+					    cos/sin factor (gpt-oss); factor 0: none */
 	double scale;                    /* the scores' scale (Gemma's query_pre_attn_scalar^-1/2,
 					    Granite's attention_multiplier); 0: head_dim^-1/2 */
 	double softcap;                  /* scores capped as softcap * tanh(s / softcap) before the

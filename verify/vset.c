@@ -696,6 +696,25 @@ static bool layer_slides(const tpc_layer_parts *pt, const tpc_model_facts *f, in
 	return pt->swa_every > 0 && (l + 1) % pt->swa_every != 0;
 }
 
+/* A yarn rope scaling as config.json says it (src; NULL: none) with
+ * transformers' defaults resolved (betas 32 and 1, truncate unless false)
+ * into *y; factor 0 when there is none. */
+static int yarn_of(const tpc_yarn *src, const char *nm, tpc_yarn *y, tpc_err *e)
+{
+	tpc_yarn in = src ? *src : (tpc_yarn){0};
+	memset(y, 0, sizeof(*y));
+	if (in.factor <= 1)
+		return 0;
+	*y = in;
+	y->beta_fast = in.beta_fast > 0 ? in.beta_fast : 32;
+	y->beta_slow = in.beta_slow > 0 ? in.beta_slow : 1;
+	y->truncate = in.truncate >= 0;
+	if (y->orig_max < 1)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a yarn rope scaling needs original_max_position_embeddings",
+				   nm);
+	return 0;
+}
+
 /* Layer l's tensors by name; its name in nm[TPC_ERR_NAME_MAX]. */
 static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l,
 			const tpc_model_facts *f, tpc_vlayer *L, char *nm)
@@ -742,6 +761,8 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->rope_pairs = pt->rope == TPC_PART_ROPE_INTERLEAVED;
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
+		if (f && !own) /* resolved by layer_rot */
+			a->yarn = f->yarn;
 	}
 }
 
@@ -923,14 +944,10 @@ static int mla_of(const tpc_verify_set *s, const arch_names *an, int64_t l, cons
 				   nm, (long long)heads);
 	m->rotate_half = f && f->rope_interleave < 0;
 	m->mscale2 = 1;
-	if (f && f->yarn.factor > 1) {
-		m->yarn = f->yarn;
-		m->yarn.beta_fast = f->yarn.beta_fast > 0 ? f->yarn.beta_fast : 32;
-		m->yarn.beta_slow = f->yarn.beta_slow > 0 ? f->yarn.beta_slow : 1;
-		m->yarn.truncate = f->yarn.truncate >= 0;
-		if (m->yarn.orig_max < 1)
-			return tpc_err_set(e, TPC_EINPUT,
-					   "layer '%s': a yarn rope scaling needs original_max_position_embeddings", nm);
+	int ret = yarn_of(f ? &f->yarn : NULL, nm, &m->yarn, e);
+	if (ret)
+		return ret;
+	if (m->yarn.factor > 1) {
 		if (m->yarn.mscale_all_dim > 0) {
 			double ms = 0.1 * m->yarn.mscale_all_dim * log(m->yarn.factor) + 1.0;
 			m->mscale2 = ms * ms;
@@ -979,9 +996,13 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_
 /* A record with a partial rotary embedding (GLM-4, GPT-NeoX): int(head_dim
  * * partial_rotary_factor) dims of each head rotated, as transformers'
  * rope init counts them; config.json says the fraction, or the record's
- * default (rope_fraction). */
+ * default (rope_fraction). And a GQA layer's yarn rope scaling resolved
+ * (yarn_of). */
 static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
 {
+	int ret = a->mla ? 0 : yarn_of(&a->yarn, nm, &a->yarn, e);
+	if (ret)
+		return ret;
 	if (!m->parts.partial_rope || !a->rope || a->mla)
 		return 0;
 	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;

@@ -535,6 +535,25 @@ static void test_deepseek_yarn(void **st)
 	deepseek_case(true, NULL, NULL);
 }
 
+/* The rotary frequencies MLA and GQA share (tpc__rope_freqs): plain
+ * theta^(-2i/rot), and gpt-oss's default yarn (factor 32, betas 32 and 1,
+ * 4096 original positions, theta 150000, not truncated) on an 8-dim head
+ * as transformers' _compute_yarn_parameters gives them (float32) with its
+ * attention factor 0.1 ln 32 + 1 */
+static void test_rope_freqs(void **st)
+{
+	(void)st;
+	double inv[4], af;
+	tpc__rope_freqs(NULL, 10000, 8, inv, &af);
+	assert_true(af == 1 && inv[0] == 1 && fabs(inv[2] - 1.0 / pow(10000, 0.5)) < 1e-15);
+	tpc_yarn y = {.factor = 32, .beta_fast = 32, .beta_slow = 1, .orig_max = 4096, .truncate = 0};
+	tpc__rope_freqs(&y, 150000, 8, inv, &af);
+	static const double hf[4] = {1.0, 0.05081327259540558, 0.0004564839182421565, 4.099978468730114e-06};
+	for (int i = 0; i < 4; i++)
+		assert_true(fabs(inv[i] - hf[i]) <= 1e-6 * hf[i]);
+	assert_true(fabs(af - 1.3465735902799727) < 1e-12);
+}
+
 static void test_deepseek_plain(void **st)
 {
 	(void)st;
@@ -651,7 +670,7 @@ static void test_neox_bert_records(void **st)
  * otherwise LLaMA's), no code of its own. tests/data/tiny_olmo2.safetensors
  * and its logits in plain torch (tests/data/make_tiny_olmo2.py): verify's
  * fp64 reference forward composed from the parts gives them. */
-#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}}
+#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false}
 static const tpc_tensor_row olmo2_rows[] = {
 	OL(TOKEN_EMBD, "model.embed_tokens.weight"),
 	OL(OUTPUT_NORM, "model.norm.weight"),
@@ -667,7 +686,7 @@ static const tpc_tensor_row olmo2_rows[] = {
 	OL(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
 	OL(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
 	OL(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 #undef OL
 
@@ -710,7 +729,7 @@ static void test_olmo2_parts(void **st)
  * fp64 reference forward gives Gemma2ForCausalLM's and Gemma3ForCausalLM's
  * float64 logits (tests/data/make_tiny_gemma.py). Gemma 2 once more without
  * layer_types: the record's swa_every (2) says which layers slide. */
-#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}}
+#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false}
 static const tpc_tensor_row gemma_rows[] = {
 	GM(TOKEN_EMBD, "model.embed_tokens.weight"),
 	GM(OUTPUT_NORM, "model.norm.weight"),
@@ -728,7 +747,7 @@ static const tpc_tensor_row gemma_rows[] = {
 	GM(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
 	GM(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
 	GM(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 #undef GM
 
@@ -1128,7 +1147,7 @@ static void test_rope_pairs_partial(void **st)
  * be (tables here, parts as the records'), tests/data/tiny_phi and
  * tiny_cohere2 (make_tiny_records.py): verify's forward gives transformers
  * 5.12's float64 logits. */
-#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}}
+#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}, false, false}
 static const tpc_tensor_row phi_rows[] = {
 	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
 	PR(OUTPUT_NORM, true, "model.final_layernorm.weight"),
@@ -1140,7 +1159,7 @@ static const tpc_tensor_row phi_rows[] = {
 	PR(ATTN_OUT, true, "model.layers.{L}.self_attn.dense.weight"),
 	PR(FFN_UP, true, "model.layers.{L}.mlp.fc1.weight"),
 	PR(FFN_DOWN, true, "model.layers.{L}.mlp.fc2.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 static const tpc_tensor_row cohere2_rows[] = {
 	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
@@ -1154,7 +1173,7 @@ static const tpc_tensor_row cohere2_rows[] = {
 	PR(FFN_GATE, false, "model.layers.{L}.mlp.gate_proj.weight"),
 	PR(FFN_UP, false, "model.layers.{L}.mlp.up_proj.weight"),
 	PR(FFN_DOWN, false, "model.layers.{L}.mlp.down_proj.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 #undef PR
 
@@ -1232,6 +1251,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
+		cmocka_unit_test(test_rope_freqs),
 		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_moe_other_record), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
