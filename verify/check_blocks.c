@@ -208,6 +208,24 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			 R->s->t[p->o].name, (long long)a->q0, (long long)(a->q0 + a->nq - 1));
 		return false;
 	}
+	/* the sinks of its query heads: whole (replicated, or the reference),
+	 * or the rank's slice of them, split with the heads */
+	tpc__opt_loc(R, p->sinks, t, &a->sinks);
+	if (a->sinks.t) {
+		const tpc_tensor *st = a->sinks.t;
+		int64_t sn = st->ndim == 1 ? st->shape[0] : -1;
+		if (t >= 0 && !tpc__rank_ok(R, p->sinks, t, msg, n))
+			return false;
+		if (sn == a->heads && (t < 0 || a->sinks.dim < 0 || R->s->t[p->sinks].split == TPC_VSPLIT_REPLICATE)) {
+			a->sink0 = a->q0;
+		} else if (sn == a->nq && a->sinks.dim == 0 && a->sinks.start[0] == a->q0) {
+			a->sink0 = 0;
+		} else {
+			snprintf(msg, n, "rank %d: attention sinks '%s' must hold the sinks of its query heads %lld..%lld", t,
+				 R->s->t[p->sinks].name, (long long)a->q0, (long long)(a->q0 + a->nq - 1));
+			return false;
+		}
+	}
 	return true;
 }
 

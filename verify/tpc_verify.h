@@ -332,6 +332,10 @@ typedef struct tpc_vattn {
 					    mask (Gemma 2); 0: none */
 	int64_t window;                  /* a sliding-window layer: token t sees keys t - window + 1
 					    .. t (transformers' sliding_window); 0: all before it */
+	int64_t sinks;                   /* a learned sink logit per query head [heads] (the role
+					    attn_sinks, gpt-oss): one more column in each head's softmax,
+					    dropped after it; split with the query heads or
+					    replicated; -1: none */
 } tpc_vattn;
 
 /* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):

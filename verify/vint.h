@@ -117,6 +117,8 @@ typedef struct vattn_loc {
 	tpc_yarn yarn;           /* tpc_vattn's */
 	double scale, softcap;   /* tpc_vattn's */
 	int64_t window;          /* tpc_vattn's */
+	vloc sinks;              /* attention sinks [heads] or this rank's [nq]; .t NULL: none */
+	int64_t sink0;           /* the index in sinks of local query head 0 */
 	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
 	double qk_eps;
 	bool qk_whole;           /* qn, kn over the whole projection [heads * hd] (OLMo 2): this

@@ -263,7 +263,7 @@ static void layer_init(tpc_vlayer *L)
 	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
 	L->post1_w = L->post2_w = -1;
 	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = L->attn.kv = -1;
-	L->attn.q_norm = L->attn.k_norm = -1;
+	L->attn.q_norm = L->attn.k_norm = L->attn.sinks = -1;
 	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
 }
 
@@ -666,7 +666,7 @@ static const struct layer_slot {
 	SLOT(ATTN_NORM, false, norm1_w), SLOT(ATTN_NORM, true, norm1_b),   SLOT(FFN_NORM, false, norm2_w),
 	SLOT(FFN_NORM, true, norm2_b),   SLOT(ATTN_Q, false, attn.q),       SLOT(ATTN_K, false, attn.k),
 	SLOT(ATTN_V, false, attn.v),     SLOT(ATTN_QKV, false, attn.qkv),   SLOT(ATTN_OUT, false, attn.o),
-	SLOT(ATTN_Q_NORM, false, attn.q_norm), SLOT(ATTN_K_NORM, false, attn.k_norm),
+	SLOT(ATTN_Q_NORM, false, attn.q_norm), SLOT(ATTN_K_NORM, false, attn.k_norm), SLOT(ATTN_SINKS, false, attn.sinks),
 	SLOT(FFN_GATE, false, mlp.gate), SLOT(FFN_UP, false, mlp.up),       SLOT(FFN_GATE_UP, false, mlp.gate_up),
 	SLOT(FFN_DOWN, false, mlp.down), SLOT(ATTN_POST_NORM, false, post1_w), SLOT(FFN_POST_NORM, false, post2_w),
 };

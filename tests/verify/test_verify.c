@@ -160,6 +160,67 @@ static void test_matmul_stream(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* An F32 tensor of ck holding a copy of v (ck owns it) */
+static const tpc_tensor *mem_tensor(tpc_ckpt *ck, const char *name, const float *v0, int ndim, const int64_t *shp)
+{
+	tpc_err e;
+	int src;
+	size_t n = 1;
+	for (int i = 0; i < ndim; i++)
+		n *= (size_t)shp[i];
+	float *v = malloc(n * 4);
+	memcpy(v, v0, n * 4);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(ck, name, (uint8_t *)v, n * 4, &src, &e), 0);
+	int64_t ix = tpc_ckpt_add_tensor(ck, name, TPC_F32, ndim, shp, NULL, src, 0, &e);
+	assert_true(ix >= 0);
+	return &ck->t[ix];
+}
+
+/* Attention sinks (tpc_vattn.sinks): one head of 2 dims, q = k = v = x and
+ * o the identity, no rope; token t's context is sum_s e^(a_ts) x_s / (sum_s
+ * e^(a_ts) + e^sink), a_ts = x_t.x_s / sqrt 2 - the sink's column in the
+ * softmax, dropped after it (transformers' gpt-oss eager_attention_forward) */
+static void test_attn_sinks(void **st)
+{
+	(void)st;
+	static const float eye[4] = {1, 0, 0, 1}, sink[1] = {0.7f};
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	int64_t s2[2] = {2, 2}, s1[1] = {1};
+	const tpc_tensor *w = mem_tensor(&ck, "eye", eye, 2, s2), *sk = mem_tensor(&ck, "sinks", sink, 1, s1);
+	vattn_loc a;
+	memset(&a, 0, sizeof(a));
+	a.q.w.ck = a.k.w.ck = a.v.w.ck = a.o.w.ck = a.sinks.ck = &ck;
+	a.q.w.t = a.k.w.t = a.v.w.t = a.o.w.t = w;
+	a.sinks.t = sk;
+	a.nq = a.nkv = a.heads = a.kv_heads = 1;
+	a.hd = 2;
+	double x[4] = {0.3, -1.2, 0.8, 0.5}, y[4];
+	vctx vx;
+	memset(&vx, 0, sizeof(vx));
+	vx.e = &e;
+	assert_int_equal(tpc__attn_d(&vx, &a, 2, 2, x, y), 0);
+	for (int t = 0; t < 2; t++) {
+		double den = exp((double)sink[0]), num[2] = {0, 0};
+		for (int s = 0; s <= t; s++) {
+			double z = exp((x[2 * t] * x[2 * s] + x[2 * t + 1] * x[2 * s + 1]) / sqrt(2.0));
+			den += z;
+			num[0] += z * x[2 * s];
+			num[1] += z * x[2 * s + 1];
+		}
+		assert_true(fabs(y[2 * t] - num[0] / den) < 1e-12 && fabs(y[2 * t + 1] - num[1] / den) < 1e-12);
+	}
+	/* without the sink: a plain softmax (token 0 sees itself alone) */
+	a.sinks.t = NULL;
+	assert_int_equal(tpc__attn_d(&vx, &a, 2, 2, x, y), 0);
+	assert_true(fabs(y[0] - x[0]) < 1e-12 && fabs(y[1] - x[1]) < 1e-12);
+	tpc__vctx_release(&vx);
+	tpc_ckpt_release(&ck);
+}
+
 /* ---- the checks on tests/data/tiny_llama.safetensors at tp 2 ---- */
 
 typedef struct tiny {
@@ -1251,7 +1312,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
-		cmocka_unit_test(test_rope_freqs),
+		cmocka_unit_test(test_rope_freqs),        cmocka_unit_test(test_attn_sinks),
 		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_moe_other_record), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
