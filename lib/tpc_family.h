@@ -175,7 +175,11 @@ typedef struct tpc_tensor_row {
  *              (GPT-NeoX's 0.25); 0: verify refuses the config
  *   pos        RoPE, learned absolute positions, or none
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
- *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
+ *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new, or
+ *              the clamped SwiGLU of gpt-oss's experts: gate = min(gate,
+ *              limit), up = clamp(up, -limit, limit), out = (up + 1) * gate
+ *              * sigmoid(1.702 gate), limit config.json's swiglu_limit (7
+ *              unsaid, GptOssConfig's); it applies to routed experts
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
  *              group-limited top-k; none: dense. softmax_topk: the softmax
@@ -229,7 +233,7 @@ typedef enum tpc_part_rope { TPC_PART_ROPE_HALF = 0, TPC_PART_ROPE_INTERLEAVED }
 typedef enum tpc_part_pos { TPC_PART_POS_ROPE = 0, TPC_PART_POS_LEARNED, TPC_PART_POS_NONE } tpc_part_pos;
 typedef enum tpc_part_mlp {
 	TPC_PART_MLP_SILU_GLU = 0, TPC_PART_MLP_GELU_GLU, TPC_PART_MLP_GELU_TANH_GLU, TPC_PART_MLP_GELU,
-	TPC_PART_MLP_GELU_NEW
+	TPC_PART_MLP_GELU_NEW, TPC_PART_MLP_CLAMPED_GLU
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,

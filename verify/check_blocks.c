@@ -74,6 +74,9 @@ bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char 
 	memset(m, 0, sizeof(*m));
 	m->glu = p->glu;
 	m->value_first = p->value_first;
+	m->interleaved = p->interleaved;
+	m->clamp = p->clamp;
+	m->alpha = p->alpha;
 	m->act = p->act;
 	m->fused = p->gate_up >= 0;
 	bool ok = true;
@@ -88,7 +91,17 @@ bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char 
 		if (!ok)
 			return false;
 	}
-	if (m->fused) {
+	if (m->fused && m->interleaved) { /* gate, up alternating: whole pairs */
+		tpc__lin_of(R, p->gate_up, t, false, &m->gate_up);
+		const vloc *w = &m->gate_up.w;
+		if (w->nparts != 1 || w->len[0] % 2 || w->start[0] % 2 || w->replicas[0] != 1) {
+			snprintf(msg, n, "mlp gate_up '%s' (gate and up interleaved) must be split into whole [gate, up] pairs",
+				 R->s->t[p->gate_up].name);
+			return false;
+		}
+		m->inner = w->len[0] / 2;
+		start = w->start[0] / 2;
+	} else if (m->fused) {
 		tpc__lin_of(R, p->gate_up, t, false, &m->gate_up);
 		if (m->gate_up.w.nparts != 2 || part_len(&m->gate_up.w, 0) != part_len(&m->gate_up.w, 1) ||
 		    m->gate_up.w.start[0] != m->gate_up.w.start[1]) {
@@ -383,15 +396,22 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 	tpc__loc_of(R, mo->router, rt, &L);
 	double *W = malloc(sizeof(double) * (size_t)(E * H + 1)), *p = malloc(sizeof(double) * (size_t)(E + 1));
 	double *c = malloc(sizeof(double) * (size_t)(E + 1)), *b = calloc((size_t)E + 1, sizeof(double));
+	double *rb = calloc((size_t)E + 1, sizeof(double));
 	double *gs = malloc(sizeof(double) * (size_t)(G + 1));
 	bool *keep = malloc(sizeof(bool) * (size_t)(G + 1)), *taken = malloc(sizeof(bool) * (size_t)(E + 1));
 	int ret = 0;
-	if (!W || !p || !c || !b || !gs || !keep || !taken) {
+	if (!W || !p || !c || !b || !rb || !gs || !keep || !taken) {
 		ret = tpc_err_nomem(R->e);
 		goto out;
 	}
 	if ((ret = tpc__load_d(&R->xd, L.ck, L.t, W)))
 		goto out;
+	if (mo->router_bias >= 0) { /* added to the logits (gpt-oss) */
+		vloc B;
+		tpc__loc_of(R, mo->router_bias, rt, &B);
+		if ((ret = tpc__load_d(&R->xd, B.ck, B.t, rb)))
+			goto out;
+	}
 	if (mo->score_bias >= 0) {
 		vloc B;
 		tpc__loc_of(R, mo->score_bias, rt, &B);
@@ -401,7 +421,7 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 	for (int64_t t = 0; t < T; t++) {
 		double mx = -INFINITY, sum = 0, ks = 0;
 		for (int64_t e = 0; e < E; e++) {
-			double a = 0;
+			double a = rb[e];
 			for (int64_t h = 0; h < H; h++)
 				a += x[t * H + h] * W[e * H + h];
 			p[e] = a;
@@ -464,6 +484,7 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 			w[t * K + k] = (mo->renorm ? w[t * K + k] / ks : w[t * K + k]) * mo->scale;
 	}
 out:
+	free(rb);
 	free(W);
 	free(p);
 	free(c);

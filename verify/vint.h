@@ -101,7 +101,8 @@ typedef struct vlin {
 
 typedef struct vmlp_loc {
 	vlin gate, up, gate_up, down;
-	bool fused, glu, value_first;
+	bool fused, glu, value_first, interleaved; /* interleaved, clamp, alpha: tpc_vmlp's */
+	double clamp, alpha;
 	tpc_vact act;
 	int64_t inner;           /* local intermediate width */
 } vmlp_loc;

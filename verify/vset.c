@@ -181,11 +181,18 @@ void tpc_verify_link_biases(tpc_verify_set *s)
 {
 	char buf[TPC_ERR_NAME_MAX + 8];
 	for (size_t i = 0; i < s->n; i++) {
-		const char *n = s->t[i].name;
+		const char *n = s->t[i].name, *x = strrchr(n, '[');
 		size_t l = strlen(n);
-		if (l < 7 || strcmp(n + l - 7, ".weight") || l + 1 > sizeof(buf))
+		if (l >= 7 && !strcmp(n + l - 7, ".weight")) {
+			snprintf(buf, sizeof(buf), "%.*s.bias", (int)(l - 7), n);
+		} else if (x && n[l - 1] == ']' && !(x - n >= 7 && !strncmp(x - 7, ".weight", 7)) &&
+			   !(x - n >= 5 && !strncmp(x - 5, "_bias", 5))) {
+			/* an expert's view of a stacked NAME that is not NAME.weight
+			 * (gpt-oss's experts.gate_up_proj[x]): NAME_bias[x] */
+			snprintf(buf, sizeof(buf), "%.*s_bias%s", (int)(x - n), n, x);
+		} else {
 			continue;
-		snprintf(buf, sizeof(buf), "%.*s.bias", (int)(l - 7), n);
+		}
 		s->t[i].bias = tpc_verify_set_find(s, buf);
 	}
 }
@@ -801,6 +808,7 @@ static void glu_of(const tpc_verify_set *s, const arch_names *an, tpc_role g, tp
 #define FIND(R) (x >= 0 ? find_expert(s, an, R, l, x) : find_role(s, an, R, l, false))
 	if (fused) {
 		p->gate_up = FIND(g);
+		p->interleaved = gr->hf_interleaved;
 	} else {
 		p->gate = FIND(g);
 		p->up = FIND(u);
@@ -850,6 +858,12 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 	if (ret)
 		return ret;
 	mo->score_bias = find_role(s, &xn, TPC_ROLE_FFN_EXP_PROBS_B, l, false);
+	const tpc_tensor_row *rr = tpc_family_row(xn.fam, TPC_ROLE_FFN_GATE_INP);
+	mo->router_bias = rr && rr->bias ? find_role(s, &xn, TPC_ROLE_FFN_GATE_INP, l, true) : -1;
+	if (mo->router_bias >= 0 && (s->t[mo->router_bias].ref->ndim != 1 || s->t[mo->router_bias].ref->shape[0] != mo->nexp ||
+				     s->t[mo->router_bias].dim >= 0))
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router bias '%s' must be a replicated [%lld] tensor", nm,
+				   s->t[mo->router_bias].name, (long long)mo->nexp);
 	if (mo->score_bias >= 0 && (ret = moe_score_bias(s, nm, mo, e)))
 		return ret;
 	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
@@ -857,6 +871,10 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 	for (int64_t x = 0; x < mo->nexp; x++) {
 		tpc_vmlp *p = &mo->exp[x];
 		glu_of(s, &xn, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP, l, x, p);
+		if (pt->mlp == TPC_PART_MLP_CLAMPED_GLU) { /* gpt-oss's experts */
+			p->clamp = f && f->swiglu_limit > 0 ? f->swiglu_limit : 7.0;
+			p->alpha = 1.702;
+		}
 		if (p->down < 0 || (p->gate_up < 0 && (p->gate < 0 || p->up < 0)))
 			return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router names %lld experts, but expert %lld has no '%s'",
 					   nm, (long long)mo->nexp, (long long)x,
@@ -883,7 +901,7 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, i
 	tpc_vattn *a = &L->attn;
 	tpc_vmlp *p = &L->mlp;
 	int ret;
-	L->moe.router = L->moe.shared_gate = L->moe.score_bias = -1;
+	L->moe.router = L->moe.shared_gate = L->moe.score_bias = L->moe.router_bias = -1;
 	no_mlp(&L->moe.shared);
 	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = layer_moe(s, an, l, nm, f, &L->moe, e)) < 0)
 		return ret;

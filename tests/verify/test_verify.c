@@ -221,6 +221,47 @@ static void test_attn_sinks(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* The MLP of gpt-oss's experts (tpc_vmlp.interleaved, .clamp): a fused
+ * gate_up [4, 1] whose rows alternate gate and up (g0, u0, g1, u1), then
+ * (clamp(up, -7, 7) + 1) * min(gate, 7) * sigmoid(1.702 min(gate, 7)), down
+ * [1, 2] summing both; x = 10 clamps gate 0 and up 0, not pair 1 */
+static void test_clamped_glu(void **st)
+{
+	(void)st;
+	static const float gu[4] = {1, -1, 0.3f, 0.2f}, dn[2] = {1, 1};
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	int64_t s41[2] = {4, 1}, s12[2] = {1, 2};
+	vmlp_loc m;
+	memset(&m, 0, sizeof(m));
+	m.gate_up.w.ck = m.down.w.ck = &ck;
+	m.gate_up.w.t = mem_tensor(&ck, "gate_up", gu, 2, s41);
+	m.down.w.t = mem_tensor(&ck, "down", dn, 2, s12);
+	m.fused = m.glu = m.interleaved = true;
+	m.inner = 2;
+	m.clamp = 7;
+	m.alpha = 1.702;
+	double x[2] = {10, -2}, y[2];
+	vctx vx;
+	memset(&vx, 0, sizeof(vx));
+	vx.e = &e;
+	assert_int_equal(tpc__mlp_d(&vx, &m, 2, 1, x, y), 0);
+	for (int t = 0; t < 2; t++) {
+		double want = 0;
+		for (int i = 0; i < 2; i++) {
+			double g = (double)gu[2 * i] * x[t], u = (double)gu[2 * i + 1] * x[t];
+			g = g < 7 ? g : 7;
+			u = u < -7 ? -7 : u > 7 ? 7 : u;
+			want += (u + 1) * g / (1 + exp(-1.702 * g));
+		}
+		assert_true(fabs(y[t] - want) < 1e-12);
+	}
+	tpc__vctx_release(&vx);
+	tpc_ckpt_release(&ck);
+}
+
 /* ---- the checks on tests/data/tiny_llama.safetensors at tp 2 ---- */
 
 typedef struct tiny {
@@ -1313,6 +1354,7 @@ int main(void)
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_rope_freqs),        cmocka_unit_test(test_attn_sinks),
+		cmocka_unit_test(test_clamped_glu),
 		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_moe_other_record), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
