@@ -224,6 +224,38 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
 	END_ROW,
 };
 
+/* A row with a Hugging Face name alone. */
+#define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
+
+/* gpt-oss (GptOssForCausalLM, bf16 or f32; MXFP4 is not read): LLaMA's
+ * attention with q/k/v/o biases and a sink logit per query head
+ * (self_attn.sinks); the router a Linear(hidden, experts) with a bias; the
+ * experts stacked in the checkpoint [in, out] (hf_in_out): gate_up_proj [E,
+ * H, 2I] with gate and up interleaved along its out dim (hf_interleaved:
+ * gate at even, up at odd columns), down_proj [E, I, H], each with a bias
+ * [E, 2I], [E, H] (gate_up_proj_bias, down_proj_bias). Hugging Face names
+ * only: no converter of this project writes it elsewhere yet (the GGUF
+ * column's transpose and de-interleave are not written). */
+#define ROW_IO(R, B, IL, HF) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, NULL}, true, IL}
+static const tpc_tensor_row gptoss_tensors[] = {
+	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
+	HF_ONLY(OUTPUT, false, "lm_head.weight"),
+	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
+	HF_ONLY(ATTN_Q, true, HF_L "self_attn.q_proj.weight"),
+	HF_ONLY(ATTN_K, true, HF_L "self_attn.k_proj.weight"),
+	HF_ONLY(ATTN_V, true, HF_L "self_attn.v_proj.weight"),
+	HF_ONLY(ATTN_OUT, true, HF_L "self_attn.o_proj.weight"),
+	HF_ONLY(ATTN_SINKS, false, HF_L "self_attn.sinks"),
+	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
+	HF_ONLY(FFN_GATE_INP, true, HF_L "mlp.router.weight"),
+	ROW_IO(FFN_GATE_EXP, true, true, HF_L "mlp.experts.gate_up_proj#0"),
+	ROW_IO(FFN_UP_EXP, true, true, HF_L "mlp.experts.gate_up_proj#1"),
+	ROW_IO(FFN_DOWN_EXP, true, false, HF_L "mlp.experts.down_proj"),
+	END_ROW,
+};
+#undef ROW_IO
+
 /* DeepSeek-V2/V3: LLaMA's top, norms and dense MLP layers
  * (first_k_dense_replace); multi-head latent attention, q_a_proj ->
  * q_a_layernorm -> q_b_proj (or V2-Lite's q_proj) and kv_a_proj_with_mqa ->
@@ -231,7 +263,6 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
  * mlp.experts.{E} under the router mlp.gate and its
  * e_score_correction_bias, shared_experts beside them (no gate). Hugging
  * Face names only so far. */
-#define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
 static const tpc_tensor_row deepseek_tensors[] = {
 	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
 	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
@@ -497,6 +528,29 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	"    {\"match\": \"block_sparse_moe\\\\.router\\\\.layer\\\\.weight$\", \"split\": \"replicate\"},\n" \
 	"    {\"match\": \"shared_mlp\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n" \
 	"    {\"match\": \"shared_mlp\\\\.output_linear\\\\.weight$\", \"split\": \"row\"},\n" \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* gpt-oss, split as vLLM's gpt_oss.py loads it (tensor parallelism inside
+ * every expert, FusedMoE): LLaMA's attention with its biases, the sinks by
+ * query head as vLLM slices them (heads of the rank); the router and its
+ * bias replicated (ReplicatedLinear); gate_up_proj [E, H, 2I] and its bias
+ * col on the interleaved out dim in whole [gate, up] pairs (vLLM's
+ * 2*start..2*end, "unit": 2), down_proj [E, I, H] row (its rows),
+ * down_proj_bias whole on every rank and added once; all stacked ("stacked":
+ * with --ep each group holds its experts). */
+#define GPTOSS_JSON \
+	"{\n" \
+	"  \"name\": \"gpt-oss\",\n" \
+	"  \"description\": \"gpt-oss (GptOssForCausalLM, bf16 or f32) with Hugging Face names. Attention as LLaMA's with q/k/v/o biases; self_attn.sinks (a logit per query head) split with the query heads. The experts are stacked [in, out]: mlp.experts.gate_up_proj [experts, hidden, 2 x intermediate] with gate and up interleaved (gate at even, up at odd columns) and its bias col in whole [gate, up] pairs (2 x intermediate / tp must be even), down_proj [experts, intermediate, hidden] row, down_proj_bias whole and added once; the router (mlp.router weight and bias) replicated. With --ep N each EP group holds its own experts' rows of dim 0, split tp/N ways.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"self_attn\\\\.sinks$\", \"split\": \"col\", \"heads\": \"q\", \"head_count\": true},\n" \
+	"    {\"match\": \"mlp\\\\.experts\\\\.gate_up_proj(_bias)?$\", \"split\": \"col\", \"transposed\": true, \"stacked\": true, \"unit\": 2},\n" \
+	"    {\"match\": \"mlp\\\\.experts\\\\.down_proj$\", \"split\": \"row\", \"transposed\": true, \"stacked\": true},\n" \
+	"    {\"match\": \"mlp\\\\.experts\\\\.down_proj_bias$\", \"split\": \"row\", \"stacked\": true},\n" \
+	"    {\"match\": \"mlp\\\\.router\\\\.(weight|bias)$\", \"split\": \"replicate\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
@@ -935,6 +989,17 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granitemoe_shared,
 	 .tensors = granitemoe_shared_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
+	/* attention sinks, the yarn rope (config.json's rope_parameters), sliding
+	 * layers every other one (layer_types, else GptOssConfig's default: the
+	 * even ones), the router's bias and the softmax of its top-k logits,
+	 * experts with the clamped SwiGLU (swiglu_limit) */
+	{.name = "gpt-oss",
+	 .desc = "gpt-oss (HF names, bf16/f32): llama attention with biases, sinks by query head; experts stacked [in, out], gate_up_proj interleaved col in whole pairs, down_proj row (--ep: each group its experts); router replicated",
+	 .plan = GPTOSS_JSON,
+	 .hf_arch = A("GptOssForCausalLM"),
+	 .tensors = gptoss_tensors,
+	 PARTS(.attn_bias = true, .mlp = TPC_PART_MLP_CLAMPED_GLU, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
+	       .experts_per_tok = 4, .swa_every = 2)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
