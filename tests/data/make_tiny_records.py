@@ -44,6 +44,14 @@
 #   granitemoe_shared  GraniteMoeSharedForCausalLM: granitemoe's, and a shared
 #               expert shared_mlp (input_linear [96, 32]: gate, up;
 #               output_linear [32, 48]) added ungated
+#   gpt_oss     GptOssForCausalLM (f32 on disk as from_config saves it, run in
+#               float64): q/k/v/o biases, a sink logit per query head, the
+#               default yarn rope (factor 32 over 4096 original positions),
+#               layer 0 within a 4-token window and layer 1 global
+#               (layer_types' default), a router with a bias and the softmax
+#               of its top-2 of 4 experts, experts stacked [in, out] with
+#               gate and up interleaved, their biases, the clamped SwiGLU
+#               (limit 7, alpha 1.702); a generator of its own (SEEDS)
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -82,13 +90,15 @@ FAMILIES = {
                                                            embedding_multiplier=12.0, residual_multiplier=0.22,
                                                            attention_multiplier=0.0625, logits_scaling=8.0,
                                                            rms_norm_eps=1e-6)),
+    "gpt_oss": (tf.GptOssConfig, dict(C, head_dim=8, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                      sliding_window=4, rms_norm_eps=1e-5)),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62}
+SEEDS = {"phi": 61, "cohere2": 62, "gpt_oss": 63}
 
 
 def randomize(model, gen):
@@ -109,7 +119,9 @@ ids = torch.tensor([[3, 17, 41, 0, 29, 8, 47, 12, 33, 21]])
 res = {"ids": ids[0].to(torch.int64)}
 for name, (cls, kw) in FAMILIES.items():
     # eager experts: the grouped_mm kernels take no float64
-    m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager")
+    # gpt-oss: the eager attention (its sinks)
+    extra = dict(attn_implementation="eager") if name == "gpt_oss" else {}
+    m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager", **extra)
     randomize(m, torch.Generator().manual_seed(SEEDS[name]) if name in SEEDS else g)
     with tempfile.TemporaryDirectory() as d:
         m.save_pretrained(d)

@@ -83,6 +83,12 @@ FAMILIES = {
                               num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=64,
                               embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
                               logits_scaling=8.0), (2, 4, 8)),
+    # gpt-oss (bf16/f32 weights, not MXFP4): sinks, its default yarn rope, a
+    # 4-token window on layer 0 (layer_types' default), 4 experts stacked [in,
+    # out] with gate and up interleaved (2I / 8 even), a router bias
+    "gpt-oss": ("gpt-oss", "gpt_oss", "causal",
+                dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2, sliding_window=4),
+                (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

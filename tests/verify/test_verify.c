@@ -925,6 +925,26 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
+/* The row of fam a tensor of ck belongs to, an expert's view "X[e]" by X's */
+static const tpc_tensor_row *row_of(const tpc_family *fam, const char *name)
+{
+	char base[256];
+	const char *x = strrchr(name, '[');
+	snprintf(base, sizeof(base), "%.*s", x ? (int)(x - name) : (int)strlen(name), name);
+	int64_t l, ex;
+	bool b;
+	return fam ? tpc_family_classify(fam, TPC_ECO_HF, base, &l, &ex, &b) : NULL;
+}
+
+/* Whether tensor t stacks the experts: 3-D, or a bias [E, n] of a row whose
+ * Hugging Face name stacks them (gpt-oss's gate_up_proj_bias) */
+static bool stacks_experts(const tpc_family *fam, const tpc_tensor *t)
+{
+	const tpc_tensor_row *r = t->ndim == 2 ? row_of(fam, t->name) : NULL;
+	size_t n = strlen(t->name);
+	return t->ndim == 3 || (r && tpc_family_stacked(r, TPC_ECO_HF) && n > 5 && !strcmp(t->name + n - 5, "_bias"));
+}
+
 /* The set of tests/data/tiny_FILE (every tensor whole, split as the plan
  * would at tp 1), its facts from tiny_FILE.json and the model of record fam
  * built; ck and ex (transformers' logits) stay open for the caller */
@@ -941,7 +961,7 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 	/* experts stacked in a 3-D tensor: one view each, as verify describes
 	 * them (TPC_VERIFY_EXPERT_NAME), before anything points into ck */
 	for (size_t i = 0, n0 = ck->n; i < n0; i++) {
-		if (ck->t[i].ndim != 3)
+		if (!stacks_experts(fam, &ck->t[i]))
 			continue;
 		for (int64_t x = 0; x < ck->t[i].shape[0]; x++) {
 			char vn[256];
@@ -954,8 +974,12 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 	}
 	for (size_t i = 0; i < ck->n; i++) {
 		const char *nm = ck->t[i].name;
-		if (ck->t[i].ndim == 3)
+		if (stacks_experts(fam, &ck->t[i]))
 			continue;
+		/* an expert's view of a matrix stored [in, out] (gpt-oss), and a
+		 * fused gate_up whose gate and up interleave (one part) */
+		const tpc_tensor_row *rw = row_of(fam, nm);
+		bool tr = rw && rw->hf_in_out && ck->t[i].ndim == 2, il = rw && rw->hf_interleaved;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
 			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
@@ -967,10 +991,10 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 							  : TPC_VSPLIT_REPLICATE;
 		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
 		 * parts, as the plan splits it */
-		bool gu = strstr(nm, "gate_up_proj") || strstr(nm, "input_linear");
+		bool gu = (strstr(nm, "gate_up_proj") || strstr(nm, "input_linear")) && !il;
 		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
-		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
-						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, tr, ck->t[i].ndim),
+						tr, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
 		assert_true(ix >= 0);
 		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
@@ -1097,6 +1121,23 @@ static void test_granitemoe_shared_record(void **st)
  * times embedding_multiplier, each sublayer's output times
  * residual_multiplier, the scores times attention_multiplier, the logits
  * divided by logits_scaling) */
+/* gpt-oss: q/k/v/o biases, attention sinks, the yarn rope, a 4-token window
+ * on layer 0 (layer_types), a router bias and the softmax of its top-2,
+ * experts stacked [in, out] with gate and up interleaved and biases, the
+ * clamped SwiGLU */
+static void test_gpt_oss_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("gpt-oss"), "gpt_oss", &f, &s);
+	const tpc_vlayer *l0 = &s.model->layers[0], *l1 = &s.model->layers[1];
+	assert_true(l0->attn.window == 4 && l1->attn.window == 0 && l0->attn.sinks >= 0 && l0->attn.yarn.factor == 32);
+	assert_true(l0->moe.router_bias >= 0 && l0->moe.top_k == 2 && l0->moe.renorm && l0->moe.exp[0].interleaved &&
+		    l0->moe.exp[0].clamp == 7 && s.t[l0->moe.exp[0].gate_up].transposed && s.t[l0->moe.exp[0].gate_up].bias >= 0);
+	tpc_verify_set_release(&s);
+}
+
 static void test_granite_facts(void **st)
 {
 	(void)st;
@@ -1355,6 +1396,7 @@ int main(void)
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_rope_freqs),        cmocka_unit_test(test_attn_sinks),
 		cmocka_unit_test(test_clamped_glu),
+		cmocka_unit_test(test_gpt_oss_record),
 		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_moe_other_record), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
