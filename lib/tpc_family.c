@@ -233,28 +233,30 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
  * experts stacked in the checkpoint [in, out] (hf_in_out): gate_up_proj [E,
  * H, 2I] with gate and up interleaved along its out dim (hf_interleaved:
  * gate at even, up at odd columns), down_proj [E, I, H], each with a bias
- * [E, 2I], [E, H] (gate_up_proj_bias, down_proj_bias). Hugging Face names
- * only: no converter of this project writes it elsewhere yet (the GGUF
- * column's transpose and de-interleave are not written). */
-#define ROW_IO(R, B, IL, HF) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, NULL}, true, IL}
+ * [E, 2I], [E, H] (gate_up_proj_bias, down_proj_bias). Hugging Face and
+ * GGUF names (gguf-py constants.py MODEL_ARCH.GPT_OSS: the FFN norm is
+ * post_attention_norm, the sinks attn_sinks.weight); no other ecosystem's. */
+#define ROW_IO(R, B, IL, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, IL}
+#define HG(R, B, HF, GG) ROW(R, B, HF, NULL, NULL, NULL, GG)
 static const tpc_tensor_row gptoss_tensors[] = {
-	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
-	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
-	HF_ONLY(OUTPUT, false, "lm_head.weight"),
-	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
-	HF_ONLY(ATTN_Q, true, HF_L "self_attn.q_proj.weight"),
-	HF_ONLY(ATTN_K, true, HF_L "self_attn.k_proj.weight"),
-	HF_ONLY(ATTN_V, true, HF_L "self_attn.v_proj.weight"),
-	HF_ONLY(ATTN_OUT, true, HF_L "self_attn.o_proj.weight"),
-	HF_ONLY(ATTN_SINKS, false, HF_L "self_attn.sinks"),
-	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
-	HF_ONLY(FFN_GATE_INP, true, HF_L "mlp.router.weight"),
-	ROW_IO(FFN_GATE_EXP, true, true, HF_L "mlp.experts.gate_up_proj#0"),
-	ROW_IO(FFN_UP_EXP, true, true, HF_L "mlp.experts.gate_up_proj#1"),
-	ROW_IO(FFN_DOWN_EXP, true, false, HF_L "mlp.experts.down_proj"),
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(ATTN_SINKS, false, HF_L "self_attn.sinks", GG_L "attn_sinks.weight"),
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "post_attention_norm.weight"),
+	HG(FFN_GATE_INP, true, HF_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
+	ROW_IO(FFN_GATE_EXP, true, true, HF_L "mlp.experts.gate_up_proj#0", GG_L "ffn_gate_exps.weight"),
+	ROW_IO(FFN_UP_EXP, true, true, HF_L "mlp.experts.gate_up_proj#1", GG_L "ffn_up_exps.weight"),
+	ROW_IO(FFN_DOWN_EXP, true, false, HF_L "mlp.experts.down_proj", GG_L "ffn_down_exps.weight"),
 	END_ROW,
 };
 #undef ROW_IO
+#undef HG
 
 /* DeepSeek-V2/V3: LLaMA's top, norms and dense MLP layers
  * (first_k_dense_replace); multi-head latent attention, q_a_proj ->
@@ -997,6 +999,7 @@ static const tpc_family families[] = {
 	 .desc = "gpt-oss (HF names, bf16/f32): llama attention with biases, sinks by query head; experts stacked [in, out], gate_up_proj interleaved col in whole pairs, down_proj row (--ep: each group its experts); router replicated",
 	 .plan = GPTOSS_JSON,
 	 .hf_arch = A("GptOssForCausalLM"),
+	 .gguf = &tpc__gguf_gptoss,
 	 .tensors = gptoss_tensors,
 	 PARTS(.attn_bias = true, .mlp = TPC_PART_MLP_CLAMPED_GLU, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .experts_per_tok = 4, .swa_every = 2)},
