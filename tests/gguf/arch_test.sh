@@ -581,11 +581,14 @@ done
 # under a weight-only LayerNorm, interleaved RoPE on three sliding layers in
 # four, none on the full one, logit_scale; Granite-MoE: Granite's multipliers
 # around experts stacked in input_linear and output_linear, routed by the
-# softmax of the top-k logits; and with a shared expert added ungated), and
+# softmax of the top-k logits; and with a shared expert added ungated;
+# gpt-oss: attention sinks, the yarn rope, a sliding layer, a router bias,
+# experts stored [in, out] with gate and up interleaved and their biases,
+# the clamped SwiGLU), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared gpt-oss; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   tps="2 4"; [ "$SAN" = 1 ] && tps=2   # sanitizer build: one split
