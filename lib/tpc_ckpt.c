@@ -858,6 +858,18 @@ void tpc_tensor_transpose2d(tpc_tensor *t)
 	}
 }
 
+int tpc_tensor_swap_dims(tpc_tensor *t, int a, int b)
+{
+	if (t->nparts || t->dq || a < 0 || b < 0 || a >= t->ndim || b >= t->ndim)
+		return -1;
+	int64_t s = t->shape[a], st = t->stride[a];
+	t->shape[a] = t->shape[b];
+	t->stride[a] = t->stride[b];
+	t->shape[b] = s;
+	t->stride[b] = st;
+	return 0;
+}
+
 /* A leading dimension of size 1, in place (a composite's parts too, which
  * then concatenate one dimension further along). */
 static int lift0(tpc_tensor *t)

@@ -263,6 +263,10 @@ int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t head
 /* Swap dims 0 and 1 of a 2-D description in place; a composite's parts are
  * swapped too and it concatenates along the other dim. */
 void tpc_tensor_transpose2d(tpc_tensor *t);
+/* Swap dims a and b of a plain view in place (a description: no byte moves;
+ * gpt-oss's experts stored [in, out]); -1 for a composite or a computed
+ * tensor, or a dim out of range. */
+int tpc_tensor_swap_dims(tpc_tensor *t, int a, int b);
 /* Stacked tensors (TensorRT-LLM's and vLLM's per-layer expert weights
  * [experts, rows, cols]) as descriptions: dst = parts[0..n) stacked along a
  * new leading dimension (each part a view, zero fill or composite of equal

@@ -102,6 +102,8 @@ static const struct {
 	NUM(logit_div, "logits_scaling"),
 	/* Cohere: the logits' multiplier */
 	NUM(logit_mul, "logit_scale"),
+	/* gpt-oss: its experts' clamped SwiGLU's limit */
+	NUM(swiglu_limit, "swiglu_limit"),
 };
 #undef NUM
 
@@ -367,7 +369,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	}
 	/* attention, residual and logit scales */
 	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
-	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul);
+	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul); FILL(swiglu_limit);
 	FILL(sliding_window);
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;

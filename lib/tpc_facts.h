@@ -149,6 +149,9 @@ typedef struct tpc_model_facts {
 	/* Cohere's logit_scale: the logits times it (applied where the
 	 * family's parts say logit_scale) */
 	double logit_mul;
+	/* gpt-oss's swiglu_limit: its experts' gate and up clamped to it (a
+	 * record whose parts say mlp clamped_swiglu; 0 unsaid) */
+	double swiglu_limit;
 	int64_t sliding_window, n_typed;
 	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
 	/* layers without a rotary embedding (SmolLM3, Llama 4): no_rope_layers,

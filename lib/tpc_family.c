@@ -35,7 +35,7 @@
 #define GG_L "blk.{L}."
 
 /* A row: role, bias, then names in HF, Megatron-Core, vLLM, TensorRT-LLM, GGUF order. */
-#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}}
+#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}, false, false}
 
 /* The LLaMA family's decoder: embedding, attention, final norm and head. */
 #define LLAMA_ATTN_ROWS \
@@ -75,7 +75,7 @@
 	    GG_L "ffn_up.weight"), \
 	ROW(FFN_DOWN, false, HF_L "mlp.down_proj.weight", MC_L "mlp.linear_fc2.weight", HF_L "mlp.down_proj.weight", \
 	    TR_L "mlp.proj.weight", GG_L "ffn_down.weight")
-#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}}
+#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false}
 
 static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, END_ROW};
 
@@ -253,6 +253,40 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
 	ROW(FFN_DOWN_SHEXP, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
 	END_ROW,
 };
+
+/* A row with a Hugging Face name alone. */
+#define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
+
+/* gpt-oss (GptOssForCausalLM, bf16 or f32; MXFP4 is not read): LLaMA's
+ * attention with q/k/v/o biases and a sink logit per query head
+ * (self_attn.sinks); the router a Linear(hidden, experts) with a bias; the
+ * experts stacked in the checkpoint [in, out] (hf_in_out): gate_up_proj [E,
+ * H, 2I] with gate and up interleaved along its out dim (hf_interleaved:
+ * gate at even, up at odd columns), down_proj [E, I, H], each with a bias
+ * [E, 2I], [E, H] (gate_up_proj_bias, down_proj_bias). Hugging Face and
+ * GGUF names (gguf-py constants.py MODEL_ARCH.GPT_OSS: the FFN norm is
+ * post_attention_norm, the sinks attn_sinks.weight); no other ecosystem's. */
+#define ROW_IO(R, B, IL, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, IL}
+#define HG(R, B, HF, GG) ROW(R, B, HF, NULL, NULL, NULL, GG)
+static const tpc_tensor_row gptoss_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(ATTN_SINKS, false, HF_L "self_attn.sinks", GG_L "attn_sinks.weight"),
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "post_attention_norm.weight"),
+	HG(FFN_GATE_INP, true, HF_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
+	ROW_IO(FFN_GATE_EXP, true, true, HF_L "mlp.experts.gate_up_proj#0", GG_L "ffn_gate_exps.weight"),
+	ROW_IO(FFN_UP_EXP, true, true, HF_L "mlp.experts.gate_up_proj#1", GG_L "ffn_up_exps.weight"),
+	ROW_IO(FFN_DOWN_EXP, true, false, HF_L "mlp.experts.down_proj", GG_L "ffn_down_exps.weight"),
+	END_ROW,
+};
+#undef ROW_IO
+#undef HG
 
 /* DeepSeek-V2/V3: LLaMA's top, norms and dense MLP layers
  * (first_k_dense_replace); multi-head latent attention, q_a_proj ->
@@ -530,6 +564,29 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	"    {\"match\": \"block_sparse_moe\\\\.router\\\\.layer\\\\.weight$\", \"split\": \"replicate\"},\n" \
 	"    {\"match\": \"shared_mlp\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n" \
 	"    {\"match\": \"shared_mlp\\\\.output_linear\\\\.weight$\", \"split\": \"row\"},\n" \
+	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* gpt-oss, split as vLLM's gpt_oss.py loads it (tensor parallelism inside
+ * every expert, FusedMoE): LLaMA's attention with its biases, the sinks by
+ * query head as vLLM slices them (heads of the rank); the router and its
+ * bias replicated (ReplicatedLinear); gate_up_proj [E, H, 2I] and its bias
+ * col on the interleaved out dim in whole [gate, up] pairs (vLLM's
+ * 2*start..2*end, "unit": 2), down_proj [E, I, H] row (its rows),
+ * down_proj_bias whole on every rank and added once; all stacked ("stacked":
+ * with --ep each group holds its experts). */
+#define GPTOSS_JSON \
+	"{\n" \
+	"  \"name\": \"gpt-oss\",\n" \
+	"  \"description\": \"gpt-oss (GptOssForCausalLM, bf16 or f32) with Hugging Face names. Attention as LLaMA's with q/k/v/o biases; self_attn.sinks (a logit per query head) split with the query heads. The experts are stacked [in, out]: mlp.experts.gate_up_proj [experts, hidden, 2 x intermediate] with gate and up interleaved (gate at even, up at odd columns) and its bias col in whole [gate, up] pairs (2 x intermediate / tp must be even), down_proj [experts, intermediate, hidden] row, down_proj_bias whole and added once; the router (mlp.router weight and bias) replicated. With --ep N each EP group holds its own experts' rows of dim 0, split tp/N ways.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"self_attn\\\\.sinks$\", \"split\": \"col\", \"heads\": \"q\", \"head_count\": true},\n" \
+	"    {\"match\": \"mlp\\\\.experts\\\\.gate_up_proj(_bias)?$\", \"split\": \"col\", \"transposed\": true, \"stacked\": true, \"unit\": 2},\n" \
+	"    {\"match\": \"mlp\\\\.experts\\\\.down_proj$\", \"split\": \"row\", \"transposed\": true, \"stacked\": true},\n" \
+	"    {\"match\": \"mlp\\\\.experts\\\\.down_proj_bias$\", \"split\": \"row\", \"stacked\": true},\n" \
+	"    {\"match\": \"mlp\\\\.router\\\\.(weight|bias)$\", \"split\": \"replicate\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
@@ -980,6 +1037,18 @@ static const tpc_family families[] = {
 	 .tensors = glm4moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .partial_rope = true, .rope_fraction = 0.5, .attn_bias = true,
 	       .router = TPC_PART_ROUTER_SIGMOID_BIAS, .tied_head = true)},
+	/* attention sinks, the yarn rope (config.json's rope_parameters), sliding
+	 * layers every other one (layer_types, else GptOssConfig's default: the
+	 * even ones), the router's bias and the softmax of its top-k logits,
+	 * experts with the clamped SwiGLU (swiglu_limit) */
+	{.name = "gpt-oss",
+	 .desc = "gpt-oss (HF names, bf16/f32): llama attention with biases, sinks by query head; experts stacked [in, out], gate_up_proj interleaved col in whole pairs, down_proj row (--ep: each group its experts); router replicated",
+	 .plan = GPTOSS_JSON,
+	 .hf_arch = A("GptOssForCausalLM"),
+	 .gguf = &tpc__gguf_gptoss,
+	 .tensors = gptoss_tensors,
+	 PARTS(.attn_bias = true, .mlp = TPC_PART_MLP_CLAMPED_GLU, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
+	       .experts_per_tok = 4, .swa_every = 2)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
@@ -1192,6 +1261,7 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_NEXTN_HNORM] = "nextn_hnorm",
 		[TPC_ROLE_NEXTN_HEAD] = "nextn_shared_head_head",
 		[TPC_ROLE_NEXTN_HEAD_NORM] = "nextn_shared_head_norm",
+		[TPC_ROLE_ATTN_SINKS] = "attn_sinks",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }
@@ -1251,11 +1321,15 @@ bool tpc_family_match(const char *pattern, const char *name, bool weight_or_bias
 	const char *hash = strchr(pattern, '#');
 	size_t plen = hash ? (size_t)(hash - pattern) : strlen(pattern), nlen = strlen(name);
 	bool b = false, ok = match_span(pattern, plen, name, nlen, &l, &x);
-	/* the bias: the pattern's final "weight" as "bias" */
-	if (!ok && weight_or_bias && plen >= 6 && !memcmp(pattern + plen - 6, "weight", 6) && nlen >= 4 &&
-	    !memcmp(name + nlen - 4, "bias", 4)) {
+	bool w = plen >= 6 && !memcmp(pattern + plen - 6, "weight", 6);
+	/* the bias: the pattern's final "weight" as "bias"; a pattern not
+	 * ending in "weight", with "_bias" after it */
+	if (!ok && weight_or_bias && w && nlen >= 4 && !memcmp(name + nlen - 4, "bias", 4)) {
 		l = x = -1;
 		ok = b = match_span(pattern, plen - 6, name, nlen - 4, &l, &x);
+	} else if (!ok && weight_or_bias && !w && nlen >= 5 && !memcmp(name + nlen - 5, "_bias", 5)) {
+		l = x = -1;
+		ok = b = match_span(pattern, plen, name, nlen - 5, &l, &x);
 	}
 	if (ok) {
 		if (layer)
@@ -1292,9 +1366,13 @@ bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int6
 		return false;
 	const char *hash = strchr(p, '#');
 	size_t plen = hash ? (size_t)(hash - p) : strlen(p), k = 0;
-	if (bias && (plen < 6 || memcmp(p + plen - 6, "weight", 6)))
+	/* a bias: "weight" as "bias", or a name not ending in "weight" (of a
+	 * row with a bias) + "_bias" */
+	bool w = plen >= 6 && !memcmp(p + plen - 6, "weight", 6);
+	if (bias && !w && !row->bias)
 		return false;
-	size_t stem = bias ? plen - 6 : plen;
+	const char *bs = !bias ? "" : w ? "bias" : "_bias";
+	size_t stem = bias && w ? plen - 6 : plen;
 	for (size_t i = 0; i < stem;) {
 		char ph = placeholder(p + i);
 		char num[24];
@@ -1315,12 +1393,10 @@ bool tpc_family_name(const tpc_tensor_row *row, tpc_eco eco, int64_t layer, int6
 		memcpy(buf + k, s, len);
 		k += len;
 	}
-	if (bias) {
-		if (k + 4 >= n)
-			return false;
-		memcpy(buf + k, "bias", 4);
-		k += 4;
-	}
+	if (k + strlen(bs) >= n)
+		return false;
+	memcpy(buf + k, bs, strlen(bs));
+	k += strlen(bs);
 	buf[k] = '\0';
 	if (hash && part) /* a single digit: no fused tensor has ten parts */
 		*part = hash[1] >= '0' && hash[1] <= '9' ? hash[1] - '0' : -1;

@@ -45,7 +45,11 @@
  * "#K" is part K of a tensor the checkpoint fuses itself: the parts are
  * equal slices of its rows (of each expert's rows, dim 1, when stacked), in
  * K order (Granite-MoE's input_linear.weight#0 is the gate, #1 the up;
- * tpc_family_parts lists them). NULL: the ecosystem has no name for that
+ * tpc_family_parts lists them; the row's hf_interleaved says they alternate
+ * instead, hf_in_out that the checkpoint stores the matrix [in, out]). A
+ * name that does not end in "weight" (gpt-oss's mlp.experts.gate_up_proj)
+ * has its bias at the name + "_bias" (gate_up_proj_bias). NULL: the
+ * ecosystem has no name for that
  * row (yet); a layout or writer that needs one refuses the tensor by name.
  *
  * Adding a family: one record in tpc_family.c (and a tensor table when it is
@@ -113,6 +117,8 @@ typedef enum tpc_role {
 	TPC_ROLE_NEXTN_HNORM,    /* the norm of the main model's hidden state */
 	TPC_ROLE_NEXTN_HEAD,     /* its own head [vocab, hidden] */
 	TPC_ROLE_NEXTN_HEAD_NORM, /* the norm before that head */
+	TPC_ROLE_ATTN_SINKS,     /* a learned sink logit per query head [heads], a column of its
+				    own in each head's softmax, dropped after it (gpt-oss) */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -129,6 +135,14 @@ typedef struct tpc_tensor_row {
 	tpc_role role;
 	bool bias;                        /* the family's models may carry its bias */
 	const char *name[TPC_ECO_COUNT];
+	bool hf_in_out;                   /* the Hugging Face checkpoint stores this matrix [in, out]
+					     (of each expert, when it stacks them), transposed against
+					     the other ecosystems' [out, in] (gpt-oss's and Llama 4's
+					     experts.gate_up_proj [E, H, 2I], down_proj [E, I, H]) */
+	bool hf_interleaved;              /* the "#K" parts of its fused Hugging Face tensor
+					     interleave along the out dim: element j is part j % n's
+					     (gpt-oss's gate_up_proj: the gate at even, the up at odd
+					     columns), not equal slices in K order */
 } tpc_tensor_row;
 
 /*
@@ -169,7 +183,11 @@ typedef struct tpc_tensor_row {
  *              (GPT-NeoX's 0.25); 0: verify refuses the config
  *   pos        RoPE, learned absolute positions, or none
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
- *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new
+ *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new, or
+ *              the clamped SwiGLU of gpt-oss's experts: gate = min(gate,
+ *              limit), up = clamp(up, -limit, limit), out = (up + 1) * gate
+ *              * sigmoid(1.702 gate), limit config.json's swiglu_limit (7
+ *              unsaid, GptOssConfig's); it applies to routed experts
  *   router     the default routing of a mixture of experts (the config may
  *              say otherwise): softmax top-k, sigmoid with a correction bias,
  *              group-limited top-k; none: dense. sigmoid_bias: a layer with
@@ -227,7 +245,7 @@ typedef enum tpc_part_rope { TPC_PART_ROPE_HALF = 0, TPC_PART_ROPE_INTERLEAVED }
 typedef enum tpc_part_pos { TPC_PART_POS_ROPE = 0, TPC_PART_POS_LEARNED, TPC_PART_POS_NONE } tpc_part_pos;
 typedef enum tpc_part_mlp {
 	TPC_PART_MLP_SILU_GLU = 0, TPC_PART_MLP_GELU_GLU, TPC_PART_MLP_GELU_TANH_GLU, TPC_PART_MLP_GELU,
-	TPC_PART_MLP_GELU_NEW
+	TPC_PART_MLP_GELU_NEW, TPC_PART_MLP_CLAMPED_GLU
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,

@@ -505,6 +505,20 @@ const tpc_gguf_arch tpc__gguf_granitemoe_shared = {
 	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true,
 	.hf_cfg = granitemoe_shared_cfg, .rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts",
 	.when_key = "expert_shared_feed_forward_length"};
+/* GptOssModel (conversion/gpt_oss.py, bf16/f32 weights): TextModel's keys,
+ * then sliding_window and the experts' width; _set_vocab_gpt2; its experts
+ * transposed and gate_up_proj's gate and up de-interleaved (the record's
+ * hf_in_out, hf_interleaved); the sinks as attn_sinks.weight */
+static const tpc_gguf_kv_rule gptoss_kv[] = {
+	TEXT_RULES,
+	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
+	{"expert_feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"},
+	R_END,
+};
+const tpc_gguf_arch tpc__gguf_gptoss = {
+	.arch = "gpt-oss", .hf_arch = A("GptOssForCausalLM"), .kv = gptoss_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg, .experts_member = "num_local_experts"};
 /* SeedOssModel (conversion/olmo.py): TextModel's keys, no Q/K permutation,
  * _set_vocab_gpt2; SeedOssConfig's head_dim default: 128; read back, its
  * two bias members say which biases are there (its defaults: q/k/v yes,

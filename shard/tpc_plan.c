@@ -147,6 +147,7 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 	const cJSON *match = NULL, *split = NULL;
 	int nrest = 0;
 	r->head_block = 1;
+	r->unit = 1;
 	if (!cJSON_IsObject(o))
 		return PLAN_BAD(e, path, "plan rule %zu is not an object", idx);
 	for (const cJSON *f = o->child; f; f = f->next) {
@@ -172,6 +173,9 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 			if (!cJSON_IsBool(f))
 				return PLAN_BAD(e, path, "plan rule %zu: \"head_count\" must be true or false", idx);
 			r->head_count = cJSON_IsTrue(f);
+		} else if (!strcmp(k, "unit")) {
+			if (get_int(f, 1, 64, &r->unit))
+				return PLAN_BAD(e, path, "plan rule %zu: \"unit\" must be an integer from 1 to 64", idx);
 		} else if (!strcmp(k, "head_block")) {
 			if (get_int(f, 1, 64, &r->head_block))
 				return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" must be an integer from 1 to 64", idx);
@@ -259,6 +263,8 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				idx);
 	if (r->gated && (r->nparts || r->kind == TPC_SPLIT_REPLICATE || r->kind == TPC_SPLIT_VOCAB))
 		return PLAN_BAD(e, path, "plan rule %zu: \"gated\" is for a col or row split without \"parts\"", idx);
+	if (r->unit > 1 && (r->heads || r->nparts || r->gated || r->kind == TPC_SPLIT_REPLICATE || r->kind == TPC_SPLIT_VOCAB))
+		return PLAN_BAD(e, path, "plan rule %zu: \"unit\" is for a col, row or dim split without heads or parts", idx);
 	if (r->stacked && r->kind == TPC_SPLIT_VOCAB)
 		return PLAN_BAD(e, path, "plan rule %zu: \"stacked\" experts are not a vocabulary", idx);
 	char what[64];
@@ -721,6 +727,11 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 		if (r->kind == TPC_SPLIT_VOCAB) {
 			int64_t m = (r->pad_multiple ? r->pad_multiple : p->pad_multiple) * tp;
 			pt->pad = (m - pt->size % m) % m;
+		} else if (r->unit > 1 && pt->size % (tp * r->unit)) {
+			/* never padded: a rank's slice would end inside a unit */
+			return bad_tensor(e, name,
+					  "dim %d of size %lld holds units of %lld that must stay whole, but does not divide into tp %d slices of whole units",
+					  d, (long long)pt->size, (long long)r->unit, tp);
 		} else if (pt->size % tp) {
 			if (!(flags & TPC_RESOLVE_PAD))
 				return bad_tensor(e, name,

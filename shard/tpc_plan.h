@@ -71,6 +71,13 @@
  *                          (config activation_fn geglu, geglu-approximate,
  *                          swiglu), one part when it is not; an error naming
  *                          the tensor when the config does not say
+ *     "unit": N,           the split dimension is made of units of N consecutive
+ *                          elements that must stay together (gpt-oss's
+ *                          experts.gate_up_proj: gate and up interleaved, a
+ *                          pair per intermediate index: 2): each rank's slice
+ *                          holds whole units; a dimension that does not divide
+ *                          into tp slices of whole units is an error naming the
+ *                          tensor (never padded). Not with "heads" or "parts"
  *     "pad_multiple": N    vocab only: overrides the plan's
  *     "stacked": true      the tensor is the routed experts stacked along dim
  *                          0 ([E, ...], one expert's matrix per index, as
@@ -167,6 +174,7 @@ typedef struct tpc_plan_rule {
 	int64_t pad_multiple;    /* 0: the plan's */
 	bool gated;              /* 2 parts [value | gate] when the model's ff is gated, else 1 */
 	bool stacked;            /* dim 0 stacks the routed experts; the rest describes one expert */
+	int64_t unit;            /* >= 1: each rank's slice holds whole units of this many */
 } tpc_plan_rule;
 
 typedef struct tpc_plan_re {

@@ -70,6 +70,14 @@ static bool one_pass_ok(const tpc_shard_plan *sp, const tpc_shard_entry *en)
 	       !(t->flags & TPC_TF_NODATA) && tpc_dtype_bits(t->dtype) % 8 == 0;
 }
 
+/* Is every rank's copy of entry en the input tensor whole (its checksum the
+ * input's)? A replicated tensor, unless it stacks experts under --ep: then
+ * each group holds its own experts, hashed on the group's first rank. */
+static bool whole_copy(const tpc_shard_entry *en)
+{
+	return en->split.dim < 0 && !en->split.is_shape && !(en->split.stacked && en->split.ep > 1);
+}
+
 /* Are t's bytes one run of its source mapping (read in place)? Otherwise (a
  * view, byte-swapped, zeros, or assembled from parts as a reshard's input is)
  * each window is read into a buffer. */
@@ -295,7 +303,7 @@ static int hash_item(tpc_shard_plan *sp, size_t i, int r, tpc_err *e)
 	}
 	if (r < 0)
 		return tpc_ckpt_hash_tensor(sp->in, &sp->in->t[en->in], sp->checksum, en->hash, e);
-	if ((en->split.dim < 0 && !en->split.is_shape) || en->same_as[r] != r)
+	if (whole_copy(en) || en->same_as[r] != r)
 		return 0;
 	const tpc_ckpt *rk = &sp->rank[en->stage * sp->tp + r];
 	return tpc_ckpt_hash_tensor(reader(sp, en, rk), &rk->t[en->rank_ix[r]], sp->checksum, en->rank_hash[r], e);
@@ -326,7 +334,7 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 		}
 		for (int r = -1; r < sp->tp; r++)
 			/* a rewritten shape: the ranks' bytes are not the input's */
-			if (r < 0 || ((en->split.dim >= 0 || en->split.is_shape) && en->same_as[r] == r))
+			if (r < 0 || (!whole_copy(en) && en->same_as[r] == r))
 				it[n++] = (item){i, r};
 	}
 	/* in file order: the reads of neighbouring threads stay close together */
@@ -359,7 +367,7 @@ int tpc__shard_hash_all(tpc_shard_plan *sp, tpc_err *e)
 		for (int r = 0; r < sp->tp; r++) {
 			if (en->same_as[r] < 0) /* an expert another EP group holds */
 				memset(en->rank_hash[r], 0, TPC_HASH_MAX);
-			else if (en->split.dim < 0 && !en->split.is_shape)
+			else if (whole_copy(en))
 				memcpy(en->rank_hash[r], en->hash, TPC_HASH_MAX);
 			else if (en->same_as[r] != r)
 				memcpy(en->rank_hash[r], en->rank_hash[en->same_as[r]], TPC_HASH_MAX);

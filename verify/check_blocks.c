@@ -74,6 +74,9 @@ bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char 
 	memset(m, 0, sizeof(*m));
 	m->glu = p->glu;
 	m->value_first = p->value_first;
+	m->interleaved = p->interleaved;
+	m->clamp = p->clamp;
+	m->alpha = p->alpha;
 	m->act = p->act;
 	m->fused = p->gate_up >= 0;
 	bool ok = true;
@@ -88,7 +91,17 @@ bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char 
 		if (!ok)
 			return false;
 	}
-	if (m->fused) {
+	if (m->fused && m->interleaved) { /* gate, up alternating: whole pairs */
+		tpc__lin_of(R, p->gate_up, t, false, &m->gate_up);
+		const vloc *w = &m->gate_up.w;
+		if (w->nparts != 1 || w->len[0] % 2 || w->start[0] % 2 || w->replicas[0] != 1) {
+			snprintf(msg, n, "mlp gate_up '%s' (gate and up interleaved) must be split into whole [gate, up] pairs",
+				 R->s->t[p->gate_up].name);
+			return false;
+		}
+		m->inner = w->len[0] / 2;
+		start = w->start[0] / 2;
+	} else if (m->fused) {
 		tpc__lin_of(R, p->gate_up, t, false, &m->gate_up);
 		if (m->gate_up.w.nparts != 2 || part_len(&m->gate_up.w, 0) != part_len(&m->gate_up.w, 1) ||
 		    m->gate_up.w.start[0] != m->gate_up.w.start[1]) {
@@ -129,7 +142,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope,
 			 .theta = p->rope_theta, .rot = p->rot_dims, .pairs = p->rope_pairs, .bidirectional = p->bidirectional,
 			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
-			 .rope_linear = p->rope_linear, .scale = p->scale, .softcap = p->softcap, .window = p->window};
+			 .rope_linear = p->rope_linear, .yarn = p->yarn, .scale = p->scale, .softcap = p->softcap, .window = p->window};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);
@@ -207,6 +220,24 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 		snprintf(msg, n, "rank %d: o '%s' must take the context of the query heads the rank computes (%lld..%lld)", t,
 			 R->s->t[p->o].name, (long long)a->q0, (long long)(a->q0 + a->nq - 1));
 		return false;
+	}
+	/* the sinks of its query heads: whole (replicated, or the reference),
+	 * or the rank's slice of them, split with the heads */
+	tpc__opt_loc(R, p->sinks, t, &a->sinks);
+	if (a->sinks.t) {
+		const tpc_tensor *st = a->sinks.t;
+		int64_t sn = st->ndim == 1 ? st->shape[0] : -1;
+		if (t >= 0 && !tpc__rank_ok(R, p->sinks, t, msg, n))
+			return false;
+		if (sn == a->heads && (t < 0 || a->sinks.dim < 0 || R->s->t[p->sinks].split == TPC_VSPLIT_REPLICATE)) {
+			a->sink0 = a->q0;
+		} else if (sn == a->nq && a->sinks.dim == 0 && a->sinks.start[0] == a->q0) {
+			a->sink0 = 0;
+		} else {
+			snprintf(msg, n, "rank %d: attention sinks '%s' must hold the sinks of its query heads %lld..%lld", t,
+				 R->s->t[p->sinks].name, (long long)a->q0, (long long)(a->q0 + a->nq - 1));
+			return false;
+		}
 	}
 	return true;
 }
@@ -365,15 +396,22 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 	tpc__loc_of(R, mo->router, rt, &L);
 	double *W = malloc(sizeof(double) * (size_t)(E * H + 1)), *p = malloc(sizeof(double) * (size_t)(E + 1));
 	double *c = malloc(sizeof(double) * (size_t)(E + 1)), *b = calloc((size_t)E + 1, sizeof(double));
+	double *rb = calloc((size_t)E + 1, sizeof(double));
 	double *gs = malloc(sizeof(double) * (size_t)(G + 1));
 	bool *keep = malloc(sizeof(bool) * (size_t)(G + 1)), *taken = malloc(sizeof(bool) * (size_t)(E + 1));
 	int ret = 0;
-	if (!W || !p || !c || !b || !gs || !keep || !taken) {
+	if (!W || !p || !c || !b || !rb || !gs || !keep || !taken) {
 		ret = tpc_err_nomem(R->e);
 		goto out;
 	}
 	if ((ret = tpc__load_d(&R->xd, L.ck, L.t, W)))
 		goto out;
+	if (mo->router_bias >= 0) { /* added to the logits (gpt-oss) */
+		vloc B;
+		tpc__loc_of(R, mo->router_bias, rt, &B);
+		if ((ret = tpc__load_d(&R->xd, B.ck, B.t, rb)))
+			goto out;
+	}
 	if (mo->score_bias >= 0) {
 		vloc B;
 		tpc__loc_of(R, mo->score_bias, rt, &B);
@@ -383,7 +421,7 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 	for (int64_t t = 0; t < T; t++) {
 		double mx = -INFINITY, sum = 0, ks = 0;
 		for (int64_t e = 0; e < E; e++) {
-			double a = 0;
+			double a = rb[e];
 			for (int64_t h = 0; h < H; h++)
 				a += x[t * H + h] * W[e * H + h];
 			p[e] = a;
@@ -446,6 +484,7 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 			w[t * K + k] = (mo->renorm ? w[t * K + k] / ks : w[t * K + k]) * mo->scale;
 	}
 out:
+	free(rb);
 	free(W);
 	free(p);
 	free(c);

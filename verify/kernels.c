@@ -14,6 +14,48 @@
 #define TPC_CAT2(a, b) a##_##b
 #define TPC_CAT(a, b) TPC_CAT2(a, b)
 
+static double yarn_get_mscale(double scale, double m)
+{
+	return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+static double yarn_correction_dim(double rot, double dim, double base, double max_pos)
+{
+	return dim * log(max_pos / (rot * 2 * 3.14159265358979323846)) / (2 * log(base));
+}
+
+void tpc__rope_freqs(const tpc_yarn *y, double theta, int64_t rot, double *inv, double *af)
+{
+	double dim = (double)rot;
+	*af = 1.0;
+	for (int64_t i = 0; i < rot / 2; i++)
+		inv[i] = 1.0 / pow(theta, 2.0 * (double)i / dim);
+	if (!y || y->factor <= 1)
+		return;
+	double f = y->factor;
+	if (y->attn_factor > 0)
+		*af = y->attn_factor;
+	else if (y->mscale > 0 && y->mscale_all_dim > 0)
+		*af = yarn_get_mscale(f, y->mscale) / yarn_get_mscale(f, y->mscale_all_dim);
+	else
+		*af = yarn_get_mscale(f, 1.0);
+	double lo = yarn_correction_dim(y->beta_fast, dim, theta, (double)y->orig_max);
+	double hi = yarn_correction_dim(y->beta_slow, dim, theta, (double)y->orig_max);
+	if (y->truncate) {
+		lo = floor(lo);
+		hi = ceil(hi);
+	}
+	lo = lo < 0 ? 0 : lo;
+	hi = hi > dim - 1 ? dim - 1 : hi;
+	if (lo == hi)
+		hi += 0.001;
+	for (int64_t i = 0; i < rot / 2; i++) {
+		double ramp = ((double)i - lo) / (hi - lo);
+		double ext = 1.0 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp);
+		inv[i] = inv[i] / f * (1.0 - ext) + inv[i] * ext;
+	}
+}
+
 /* IEEE half and bfloat16 to float: exact widening. */
 static float tpc__half(uint16_t h)
 {

@@ -1,7 +1,7 @@
 /* mla.c - DeepSeek-V2/V3 multi-head latent attention (tpc_vmla) for the
- * attention block and model checks: its local views on a rank, the rotary
- * frequencies (plain or yarn, as transformers' DeepseekV3RotaryEmbedding
- * computes them), and the fp32 and fp64 instances of mla.inc. */
+ * attention block and model checks: its local views on a rank and the fp32
+ * and fp64 instances of mla.inc (the rotary frequencies, plain or yarn, are
+ * tpc__rope_freqs'). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,51 +12,6 @@
 
 #define TPC_CAT2(a, b) a##_##b
 #define TPC_CAT(a, b) TPC_CAT2(a, b)
-
-static double yarn_get_mscale(double scale, double m)
-{
-	return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
-}
-
-static double yarn_correction_dim(double rot, double dim, double base, double max_pos)
-{
-	return dim * log(max_pos / (rot * 2 * 3.14159265358979323846)) / (2 * log(base));
-}
-
-/* inv[rope / 2] and the cos/sin factor *af: base^(-2i/rope), or yarn's
- * blend of interpolated and extrapolated frequencies over its ramp
- * (transformers' _compute_yarn_parameters, head_dim = qk_rope_head_dim). */
-static void mla_freqs(const tpc_vmla *p, double theta, double *inv, double *af)
-{
-	double dim = (double)p->rope;
-	*af = 1.0;
-	for (int64_t i = 0; i < p->rope / 2; i++)
-		inv[i] = 1.0 / pow(theta, 2.0 * (double)i / dim);
-	if (p->yarn.factor <= 1)
-		return;
-	double f = p->yarn.factor;
-	if (p->yarn.attn_factor > 0)
-		*af = p->yarn.attn_factor;
-	else if (p->yarn.mscale > 0 && p->yarn.mscale_all_dim > 0)
-		*af = yarn_get_mscale(f, p->yarn.mscale) / yarn_get_mscale(f, p->yarn.mscale_all_dim);
-	else
-		*af = yarn_get_mscale(f, 1.0);
-	double lo = yarn_correction_dim(p->yarn.beta_fast, dim, theta, (double)p->yarn.orig_max);
-	double hi = yarn_correction_dim(p->yarn.beta_slow, dim, theta, (double)p->yarn.orig_max);
-	if (p->yarn.truncate) {
-		lo = floor(lo);
-		hi = ceil(hi);
-	}
-	lo = lo < 0 ? 0 : lo;
-	hi = hi > dim - 1 ? dim - 1 : hi;
-	if (lo == hi)
-		hi += 0.001;
-	for (int64_t i = 0; i < p->rope / 2; i++) {
-		double ramp = ((double)i - lo) / (hi - lo);
-		double ext = 1.0 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp);
-		inv[i] = inv[i] / f * (1.0 - ext) + inv[i] * ext;
-	}
-}
 
 /* One rank's heads: q_b (q_proj) and kv_b rows, o columns, the same heads
  * and nothing padded. */

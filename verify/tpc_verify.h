@@ -272,6 +272,13 @@ typedef struct tpc_vmlp {
 	tpc_vact act;
 	bool glu;                        /* out = down(act(gate) * up) */
 	bool value_first;                /* fused [up | gate] (diffusers GEGLU) instead of [gate | up] */
+	bool interleaved;                /* fused gate_up alternates gate and up along its out dim
+					    (gpt-oss: gate at even, up at odd columns), one part whose
+					    slices hold whole pairs, not [gate | up] */
+	double clamp;                    /* > 0: the clamped SwiGLU (the record's clamped_glu): gate =
+					    min(gate, clamp), up = clamp(up, -clamp, clamp), out = (up
+					    + 1) * gate * sigmoid(alpha gate); 0: act and glu above */
+	double alpha;
 } tpc_vmlp;
 
 /* DeepSeek-V2/V3 multi-head latent attention (transformers'
@@ -323,12 +330,19 @@ typedef struct tpc_vattn {
 					    GLM-4, ERNIE 4.5); else the halves (x_i, x_{i + rot/2}) */
 	double rope_linear;              /* a linear rope scaling's factor: positions divided by it
 					    (0: none) */
+	tpc_yarn yarn;                   /* a yarn rope scaling (factor > 1; betas, orig_max and
+					    truncate resolved): tpc__rope_freqs' frequencies and
+					    cos/sin factor (gpt-oss); factor 0: none */
 	double scale;                    /* the scores' scale (Gemma's query_pre_attn_scalar^-1/2,
 					    Granite's attention_multiplier); 0: head_dim^-1/2 */
 	double softcap;                  /* scores capped as softcap * tanh(s / softcap) before the
 					    mask (Gemma 2); 0: none */
 	int64_t window;                  /* a sliding-window layer: token t sees keys t - window + 1
 					    .. t (transformers' sliding_window); 0: all before it */
+	int64_t sinks;                   /* a learned sink logit per query head [heads] (the role
+					    attn_sinks, gpt-oss): one more column in each head's softmax,
+					    dropped after it; split with the query heads or
+					    replicated; -1: none */
 } tpc_vattn;
 
 /* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):
@@ -344,6 +358,8 @@ typedef struct tpc_vattn {
  * sigmoid(x g^T) with a shared expert gate). */
 typedef struct tpc_vmoe {
 	int64_t router;                  /* [E, H], replicated */
+	int64_t router_bias;             /* [E], replicated, added to the router's logits (gpt-oss);
+					    -1: none */
 	int64_t nexp;
 	tpc_vmlp *exp;                   /* nexp SwiGLU experts (owned); NULL: not an MoE layer */
 	int64_t top_k;
@@ -430,7 +446,8 @@ int64_t tpc_verify_set_add(tpc_verify_set *s, const char *name, const tpc_ckpt *
 void tpc_verify_set_rank(tpc_verify_set *s, int64_t i, int t, const tpc_ckpt *ck,
 			 const tpc_tensor *rt);
 int64_t tpc_verify_set_find(const tpc_verify_set *s, const char *name);
-/* Pair every "X.weight" that is split with its "X.bias". */
+/* Pair every "X.weight" with its "X.bias", and an expert's view "X[e]" of a
+ * stacked X not named X.weight with "X_bias[e]" (gpt-oss's gate_up_proj). */
 void tpc_verify_link_biases(tpc_verify_set *s);
 /* Check the description against the reference shapes (TPC_EINPUT, naming
  * the tensor): dims in range, parts adding up, slices dividing evenly. */

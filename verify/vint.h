@@ -101,7 +101,8 @@ typedef struct vlin {
 
 typedef struct vmlp_loc {
 	vlin gate, up, gate_up, down;
-	bool fused, glu, value_first;
+	bool fused, glu, value_first, interleaved; /* interleaved, clamp, alpha: tpc_vmlp's */
+	double clamp, alpha;
 	tpc_vact act;
 	int64_t inner;           /* local intermediate width */
 } vmlp_loc;
@@ -114,8 +115,11 @@ typedef struct vattn_loc {
 	int64_t heads, kv_heads; /* global counts */
 	bool rope;
 	double theta, rope_linear; /* rope_linear: positions divided by it (0: none) */
+	tpc_yarn yarn;           /* tpc_vattn's */
 	double scale, softcap;   /* tpc_vattn's */
 	int64_t window;          /* tpc_vattn's */
+	vloc sinks;              /* attention sinks [heads] or this rank's [nq]; .t NULL: none */
+	int64_t sink0;           /* the index in sinks of local query head 0 */
 	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
 	double qk_eps;
 	bool qk_whole;           /* qn, kn over the whole projection [heads * hd] (OLMo 2): this
@@ -356,6 +360,13 @@ int tpc__math_kind(const tpc_vtensor *v);
 void tpc__seeded_f(float *x, int64_t T, int64_t n, int64_t full, int64_t c0, uint64_t seed, uint64_t stream);
 void tpc__seeded_d(double *x, int64_t T, int64_t n, uint64_t seed, uint64_t stream);
 int64_t tpc__seeded_id(uint64_t seed, uint64_t stream, int64_t t, int64_t V);
+
+/* The rotary frequencies of rot dims, inv[rot / 2] = theta^(-2i/rot), and
+ * the factor *af on cos and sin (1); with a yarn scaling (y->factor > 1; its
+ * betas, orig_max and truncate (0/1) resolved), yarn's blend of interpolated
+ * and extrapolated frequencies over its ramp and its attention factor, as
+ * transformers' _compute_yarn_parameters (DeepSeek's MLA, gpt-oss's GQA). */
+void tpc__rope_freqs(const tpc_yarn *y, double theta, int64_t rot, double *inv, double *af);
 
 /* Local views of tensor i on rank t (-1: the reference): the tensor
  * (tpc__loc_of; tpc__opt_loc for i < 0: none), the linear layer with its bias

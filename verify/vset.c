@@ -181,11 +181,18 @@ void tpc_verify_link_biases(tpc_verify_set *s)
 {
 	char buf[TPC_ERR_NAME_MAX + 8];
 	for (size_t i = 0; i < s->n; i++) {
-		const char *n = s->t[i].name;
+		const char *n = s->t[i].name, *x = strrchr(n, '[');
 		size_t l = strlen(n);
-		if (l < 7 || strcmp(n + l - 7, ".weight") || l + 1 > sizeof(buf))
+		if (l >= 7 && !strcmp(n + l - 7, ".weight")) {
+			snprintf(buf, sizeof(buf), "%.*s.bias", (int)(l - 7), n);
+		} else if (x && n[l - 1] == ']' && !(x - n >= 7 && !strncmp(x - 7, ".weight", 7)) &&
+			   !(x - n >= 5 && !strncmp(x - 5, "_bias", 5))) {
+			/* an expert's view of a stacked NAME that is not NAME.weight
+			 * (gpt-oss's experts.gate_up_proj[x]): NAME_bias[x] */
+			snprintf(buf, sizeof(buf), "%.*s_bias%s", (int)(x - n), n, x);
+		} else {
 			continue;
-		snprintf(buf, sizeof(buf), "%.*s.bias", (int)(l - 7), n);
+		}
 		s->t[i].bias = tpc_verify_set_find(s, buf);
 	}
 }
@@ -263,7 +270,7 @@ static void layer_init(tpc_vlayer *L)
 	L->norm1_w = L->norm1_b = L->norm2_w = L->norm2_b = -1;
 	L->post1_w = L->post2_w = -1;
 	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = L->attn.kv = -1;
-	L->attn.q_norm = L->attn.k_norm = -1;
+	L->attn.q_norm = L->attn.k_norm = L->attn.sinks = -1;
 	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
 }
 
@@ -672,7 +679,7 @@ static const struct layer_slot {
 	SLOT(ATTN_NORM, false, norm1_w), SLOT(ATTN_NORM, true, norm1_b),   SLOT(FFN_NORM, false, norm2_w),
 	SLOT(FFN_NORM, true, norm2_b),   SLOT(ATTN_Q, false, attn.q),       SLOT(ATTN_K, false, attn.k),
 	SLOT(ATTN_V, false, attn.v),     SLOT(ATTN_QKV, false, attn.qkv),   SLOT(ATTN_OUT, false, attn.o),
-	SLOT(ATTN_Q_NORM, false, attn.q_norm), SLOT(ATTN_K_NORM, false, attn.k_norm),
+	SLOT(ATTN_Q_NORM, false, attn.q_norm), SLOT(ATTN_K_NORM, false, attn.k_norm), SLOT(ATTN_SINKS, false, attn.sinks),
 	SLOT(FFN_GATE, false, mlp.gate), SLOT(FFN_UP, false, mlp.up),       SLOT(FFN_GATE_UP, false, mlp.gate_up),
 	SLOT(FFN_DOWN, false, mlp.down), SLOT(ATTN_POST_NORM, false, post1_w), SLOT(FFN_POST_NORM, false, post2_w),
 };
@@ -700,6 +707,25 @@ static bool layer_slides(const tpc_layer_parts *pt, const tpc_model_facts *f, in
 	if (f->n_typed)
 		return l < f->n_typed && (f->swa_layers[l / 64] >> (l % 64) & 1);
 	return pt->swa_every > 0 && (l + 1) % pt->swa_every != 0;
+}
+
+/* A yarn rope scaling as config.json says it (src; NULL: none) with
+ * transformers' defaults resolved (betas 32 and 1, truncate unless false)
+ * into *y; factor 0 when there is none. */
+static int yarn_of(const tpc_yarn *src, const char *nm, tpc_yarn *y, tpc_err *e)
+{
+	tpc_yarn in = src ? *src : (tpc_yarn){0};
+	memset(y, 0, sizeof(*y));
+	if (in.factor <= 1)
+		return 0;
+	*y = in;
+	y->beta_fast = in.beta_fast > 0 ? in.beta_fast : 32;
+	y->beta_slow = in.beta_slow > 0 ? in.beta_slow : 1;
+	y->truncate = in.truncate >= 0;
+	if (y->orig_max < 1)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a yarn rope scaling needs original_max_position_embeddings",
+				   nm);
+	return 0;
 }
 
 /* Layer l's tensors by name; its name in nm[TPC_ERR_NAME_MAX]. */
@@ -748,6 +774,8 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->rope_pairs = pt->rope == TPC_PART_ROPE_INTERLEAVED;
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
+		if (f && !own) /* resolved by layer_rot */
+			a->yarn = f->yarn;
 	}
 }
 
@@ -786,6 +814,7 @@ static void glu_of(const tpc_verify_set *s, const arch_names *an, tpc_role g, tp
 #define FIND(R) (x >= 0 ? find_expert(s, an, R, l, x) : find_role(s, an, R, l, false))
 	if (fused) {
 		p->gate_up = FIND(g);
+		p->interleaved = gr->hf_interleaved;
 	} else {
 		p->gate = FIND(g);
 		p->up = FIND(u);
@@ -836,6 +865,12 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 			      pt->router == TPC_PART_ROUTER_SIGMOID_BIAS && mo->score_bias >= 0, mo, e);
 	if (ret)
 		return ret;
+	const tpc_tensor_row *rr = tpc_family_row(xn.fam, TPC_ROLE_FFN_GATE_INP);
+	mo->router_bias = rr && rr->bias ? find_role(s, &xn, TPC_ROLE_FFN_GATE_INP, l, true) : -1;
+	if (mo->router_bias >= 0 && (s->t[mo->router_bias].ref->ndim != 1 || s->t[mo->router_bias].ref->shape[0] != mo->nexp ||
+				     s->t[mo->router_bias].dim >= 0))
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router bias '%s' must be a replicated [%lld] tensor", nm,
+				   s->t[mo->router_bias].name, (long long)mo->nexp);
 	if (mo->score_bias >= 0 && (ret = moe_score_bias(s, nm, mo, e)))
 		return ret;
 	if (!(mo->exp = tpc_calloc((size_t)mo->nexp, sizeof(tpc_vmlp))))
@@ -843,6 +878,10 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 	for (int64_t x = 0; x < mo->nexp; x++) {
 		tpc_vmlp *p = &mo->exp[x];
 		glu_of(s, &xn, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP, l, x, p);
+		if (pt->mlp == TPC_PART_MLP_CLAMPED_GLU) { /* gpt-oss's experts */
+			p->clamp = f && f->swiglu_limit > 0 ? f->swiglu_limit : 7.0;
+			p->alpha = 1.702;
+		}
 		if (p->down < 0 || (p->gate_up < 0 && (p->gate < 0 || p->up < 0)))
 			return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router names %lld experts, but expert %lld has no '%s'",
 					   nm, (long long)mo->nexp, (long long)x,
@@ -869,7 +908,7 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, i
 	tpc_vattn *a = &L->attn;
 	tpc_vmlp *p = &L->mlp;
 	int ret;
-	L->moe.router = L->moe.shared_gate = L->moe.score_bias = -1;
+	L->moe.router = L->moe.shared_gate = L->moe.score_bias = L->moe.router_bias = -1;
 	no_mlp(&L->moe.shared);
 	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && (ret = layer_moe(s, an, l, nm, f, &L->moe, e)) < 0)
 		return ret;
@@ -930,14 +969,10 @@ static int mla_of(const tpc_verify_set *s, const arch_names *an, int64_t l, cons
 				   nm, (long long)heads);
 	m->rotate_half = f && f->rope_interleave < 0;
 	m->mscale2 = 1;
-	if (f && f->yarn.factor > 1) {
-		m->yarn = f->yarn;
-		m->yarn.beta_fast = f->yarn.beta_fast > 0 ? f->yarn.beta_fast : 32;
-		m->yarn.beta_slow = f->yarn.beta_slow > 0 ? f->yarn.beta_slow : 1;
-		m->yarn.truncate = f->yarn.truncate >= 0;
-		if (m->yarn.orig_max < 1)
-			return tpc_err_set(e, TPC_EINPUT,
-					   "layer '%s': a yarn rope scaling needs original_max_position_embeddings", nm);
+	int ret = yarn_of(f ? &f->yarn : NULL, nm, &m->yarn, e);
+	if (ret)
+		return ret;
+	if (m->yarn.factor > 1) {
 		if (m->yarn.mscale_all_dim > 0) {
 			double ms = 0.1 * m->yarn.mscale_all_dim * log(m->yarn.factor) + 1.0;
 			m->mscale2 = ms * ms;
@@ -986,9 +1021,13 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_
 /* A record with a partial rotary embedding (GLM-4, GPT-NeoX): int(head_dim
  * * partial_rotary_factor) dims of each head rotated, as transformers'
  * rope init counts them; config.json says the fraction, or the record's
- * default (rope_fraction). */
+ * default (rope_fraction). And a GQA layer's yarn rope scaling resolved
+ * (yarn_of). */
 static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
 {
+	int ret = a->mla ? 0 : yarn_of(&a->yarn, nm, &a->yarn, e);
+	if (ret)
+		return ret;
 	if (!m->parts.partial_rope || !a->rope || a->mla)
 		return 0;
 	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;

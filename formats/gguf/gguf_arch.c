@@ -904,6 +904,22 @@ static int neox_qkv(const tpc_tensor *src, int64_t heads, tpc_tensor *dst)
 	return ret;
 }
 
+/* Elements k, k + n, k + 2n ... of dim d of a plain view (a strided view:
+ * gpt-oss's gate at even, up at odd columns) */
+static int every_nth(tpc_tensor *dst, const tpc_tensor *src, int d, int k, int n)
+{
+	tpc_tensor t;
+	if (src->ndim <= d || src->shape[d] % n || tpc_tensor_copy(&t, src))
+		return -1;
+	int ret = tpc_tensor_swap_dims(&t, 0, d) || tpc_tensor_rows_every(dst, &t, k, n, t.shape[0] / n) ? -1 : 0;
+	tpc_tensor_release(&t);
+	if (!ret && tpc_tensor_swap_dims(dst, 0, d)) {
+		tpc_tensor_release(dst);
+		ret = -1;
+	}
+	return ret;
+}
+
 typedef struct walk {
 	conv *cv;
 	const tpc_ckpt *ck;
@@ -943,6 +959,10 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 					 (unsigned long long)w->heads);
 	} else if (tpc_tensor_copy(&t, src)) {
 		ret = tpc_err_nomem(w->cv->e);
+	} else if (row->hf_in_out && !bias && t.ndim >= 2) {
+		/* gpt-oss's down_proj [E, I, H]: each expert's [in, out] transposed */
+		if (tpc_tensor_swap_dims(&t, t.ndim - 2, t.ndim - 1))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "cannot transpose this tensor's experts");
 	} else if (w->cv->fam->conv1d && !bias && t.ndim == 2 && row->role != TPC_ROLE_TOKEN_EMBD &&
 		   row->role != TPC_ROLE_POS_EMBD && row->role != TPC_ROLE_OUTPUT) {
 		tpc_tensor_transpose2d(&t); /* GPT2Model.modify_tensors: Conv1D [in, out] */
@@ -1002,31 +1022,42 @@ static int expert(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, int64
  * table: Granite-MoE's input_linear [E, 2I, H], gate then up): one GGUF
  * tensor per part, in K order, each an equal slice of the rows (of every
  * expert's rows when it stacks them: dim 1), as GraniteMoeModel.modify_tensors
- * splits it. Views: no byte copied. */
+ * splits it; a row stored [in, out] (hf_in_out: gpt-oss's gate_up_proj [E,
+ * H, 2I]) transposed first, parts that interleave (hf_interleaved) taken as
+ * every n-th row, and a fused bias ([E, 2I], a row with a bias) the same
+ * way, as GptOssModel.modify_tensors. Views: no byte copied. */
 static int hf_fused(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
 {
 	const tpc_tensor *src = &w->ck->t[i];
 	const tpc_tensor_row *parts[TPC_ROLE_COUNT];
 	int n = tpc_family_parts(w->cv->fam, row, TPC_ECO_HF, parts, TPC_ROLE_COUNT), d = tpc_family_stacked(row, TPC_ECO_HF);
-	if (bias || n < 2 || src->ndim <= d || src->shape[d] % n)
+	if ((bias && !row->bias) || n < 2 || src->ndim <= d || src->shape[d] % n)
 		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
 				  "a fused tensor whose %d parts are not equal slices of dim %d%s", n, d,
 				  bias ? " (a fused bias: not written by tpconv yet)" : "");
-	int64_t len = src->shape[d] / n;
-	for (int k = 0; k < n; k++) {
+	tpc_tensor base;
+	if (tpc_tensor_copy(&base, src))
+		return tpc_err_nomem(w->cv->e);
+	if (row->hf_in_out && !bias && (base.ndim < 2 || tpc_tensor_swap_dims(&base, base.ndim - 2, base.ndim - 1))) {
+		tpc_tensor_release(&base);
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "cannot transpose this tensor's experts");
+	}
+	int64_t len = base.shape[d] / n;
+	int ret = 0;
+	for (int k = 0; k < n && !ret; k++) {
 		char name[256];
 		int part;
 		tpc_tensor t;
-		if (!tpc_family_name(parts[k], TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &part) || part >= 0)
-			return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "no GGUF name for part %d of this tensor (%s)",
-					  k, tpc_role_name(parts[k]->role));
-		if (tpc_tensor_narrow(&t, src, d, k * len, len))
-			return tpc_err_nomem(w->cv->e);
-		int ret = tl_push(&w->out, name, &t, parts[k]->role, w->cv->e);
-		if (ret)
-			return ret;
+		if (!tpc_family_name(parts[k], TPC_ECO_GGUF, l, -1, bias, name, sizeof(name), &part) || part >= 0)
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "no GGUF name for part %d of this tensor (%s)",
+					 k, tpc_role_name(parts[k]->role));
+		else if (row->hf_interleaved ? every_nth(&t, &base, d, k, n) : tpc_tensor_narrow(&t, &base, d, k * len, len))
+			ret = tpc_err_nomem(w->cv->e);
+		else
+			ret = tl_push(&w->out, name, &t, parts[k]->role, w->cv->e);
 	}
-	return 0;
+	tpc_tensor_release(&base);
+	return ret;
 }
 
 /* A tensor the GGUF holds as two, split per head (the record's head_split:
@@ -1051,7 +1082,7 @@ static int head_split(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, b
 				  hs->rows[0], hs->rows[1], (unsigned long long)(a + b), hs->heads);
 	int ret = 0, k = 0;
 	for (; k < 2 && !ret; k++) {
-		tpc_tensor_row part = {row->role, false, {NULL}};
+		tpc_tensor_row part = {.role = row->role};
 		char name[256];
 		int fused;
 		part.name[TPC_ECO_GGUF] = hs->name[k];

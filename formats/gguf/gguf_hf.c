@@ -255,12 +255,36 @@ static int unpermute(hfctx *h, const tpc_tensor *src, const char *gname, bool q,
 	return 0;
 }
 
+/* The parts p[0..n) (each [..., len] along dim d) interleaved along d:
+ * element j is part j % n's element j / n (gpt-oss's gate_up_proj), a
+ * composite of single-element views */
+static int interleave(tpc_tensor *dst, const tpc_tensor *p, int n, int d)
+{
+	int64_t len = p[0].shape[d], m = 0;
+	if (len < 1 || (uint64_t)len * (uint64_t)n > INT32_MAX)
+		return -1;
+	tpc_tensor *one = tpc_calloc((size_t)(len * n), sizeof(*one));
+	int ret = one ? 0 : -1;
+	for (int64_t j = 0; !ret && j < len * n; j++, m++)
+		ret = tpc_tensor_narrow(&one[j], &p[j % n], d, j / n, 1);
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, one, (int)m, d);
+	for (int64_t j = 0; one && j < m - (ret && m ? 1 : 0); j++)
+		tpc_tensor_release(&one[j]);
+	free(one);
+	return ret;
+}
+
 /* The GGUF tensors of the parts of a tensor the Hugging Face checkpoint fuses
  * itself (a "#K" name: Granite-MoE's ffn_gate_exps and ffn_up_exps back into
  * input_linear [E, 2I, H]), concatenated along dim 1 when it stacks experts,
  * else dim 0, in K order, under its name; read at part 0, the others only
- * checked to have it. */
-static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, const char *name, const char *gname)
+ * checked to have it. A row stored [in, out] (hf_in_out) has each part
+ * transposed back first, parts that interleave (hf_interleaved) are
+ * interleaved, and a row's fused bias (gpt-oss's gate_up_proj_bias [E, 2I])
+ * is rebuilt the same way. */
+static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bool bias, const char *name,
+		    const char *gname)
 {
 	const tpc_tensor_row *rows[TPC_ROLE_COUNT];
 	tpc_tensor p[TPC_ROLE_COUNT], t;
@@ -270,7 +294,7 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, co
 	if (n < 2)
 		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "internal: a fused tensor of %d parts", n);
 	for (int k = 0; k < (part ? 1 : n) && !ret; k++) {
-		int64_t ix = tpc_family_name(rows[k], TPC_ECO_GGUF, l, -1, false, g, sizeof(g), &gp) ? tpc_ckpt_find(h->ck, g) : -1;
+		int64_t ix = tpc_family_name(rows[k], TPC_ECO_GGUF, l, -1, bias, g, sizeof(g), &gp) ? tpc_ckpt_find(h->ck, g) : -1;
 		if (ix < 0)
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "part %d of Hugging Face's '%s' is not in the GGUF (%s)",
 					 k, name, tpc_role_name(rows[k]->role));
@@ -280,11 +304,17 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, co
 					 name);
 		else if (part == 0 && tpc_tensor_copy(&p[have], &h->ck->t[ix]))
 			ret = tpc_err_nomem(h->e);
+		else if (part == 0 && row->hf_in_out && !bias &&
+			 (p[have].ndim < 2 || tpc_tensor_swap_dims(&p[have], p[have].ndim - 2, p[have].ndim - 1)))
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, g, "cannot transpose this tensor's experts (%d-D)",
+					 p[have++].ndim);
 		else if (part == 0)
 			have++;
 	}
+	/* the out dim: after the transpose back, the last */
+	int od = row->hf_in_out && !bias && have ? p[0].ndim - 1 : d;
 	if (!ret && part == 0) {
-		if (tpc_tensor_init_cat(&t, p, have, d)) {
+		if (row->hf_interleaved ? interleave(&t, p, have, od) : tpc_tensor_init_cat(&t, p, have, d)) {
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the parts of Hugging Face's '%s' differ in shape or dtype",
 					 name);
 		} else {
@@ -314,7 +344,7 @@ static int head_join(hfctx *h, const char *gname)
 	if (k == 2 || !row)
 		return 1;
 	for (int j = 0; j < 2; j++) {
-		tpc_tensor_row pr = {hs->role, false, {NULL}};
+		tpc_tensor_row pr = {.role = hs->role};
 		pr.name[TPC_ECO_GGUF] = hs->name[j];
 		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part))
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
@@ -384,8 +414,8 @@ static int one(hfctx *h, size_t i)
 		goto out;
 	}
 	if (part >= 0) {
-		ret = bias ? tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "fused biases are not read by tpconv yet")
-			   : hf_fused(h, row, l, part, name, gname);
+		ret = bias && !row->bias ? tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "fused biases are not read by tpconv yet")
+					 : hf_fused(h, row, l, part, bias, name, gname);
 		goto out;
 	}
 	if (src.dq && (conv || (h->a->neox_qkv && row->role == TPC_ROLE_ATTN_QKV))) {
@@ -407,6 +437,9 @@ static int one(hfctx *h, size_t i)
 		ret = tpc_err_nomem(h->e);
 	} else if (conv) {
 		tpc_tensor_transpose2d(&t); /* back to Conv1D's [in, out] */
+	} else if (row->hf_in_out && !bias && t.ndim >= 2 && tpc_tensor_swap_dims(&t, t.ndim - 2, t.ndim - 1)) {
+		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				 "a quantized expert stack stored [in, out] is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)");
 	}
 	if (!ret) {
 		int64_t ix = tpc_ckpt_add_copy(h->ck, name, &t, h->e);

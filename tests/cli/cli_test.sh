@@ -140,7 +140,7 @@ complete_at() { # words...: COMPREPLY for the last word, space-separated
 }
 got=$(complete_at convert --outtype ""); [ "$got" = "f32 f16 bf16 q8_0 auto" ] && ok "completion: --outtype values" || bad "completion: --outtype values" "got: $got"
 got=$(complete_at convert --format g); [ "$got" = "gguf" ] && ok "completion: --format offers gguf" || bad "completion: --format offers gguf" "got: $got"
-got=$(complete_at verify --arch gpt); [ "$got" = "gpt2 gpt-neox" ] && ok "completion: --arch values" || bad "completion: --arch values" "got: $got"
+got=$(complete_at verify --arch gpt); [ "$got" = "gpt-oss gpt2 gpt-neox" ] && ok "completion: --arch values" || bad "completion: --arch values" "got: $got"
 got=$(complete_at verify --checks structure,l); [ "$got" = "structure,layers" ] && ok "completion: --checks completes a list's last item" || bad "completion: --checks" "got: $got"
 got=$(complete_at shard --layout vl); [ "$got" = "vllm" ] && ok "completion: --layout from the registry" || bad "completion: --layout" "got: $got"
 # each value the completion offers is one its command's --help gives for that option

@@ -351,6 +351,47 @@ static int ints_ckpt(tpc_ckpt *ck, const char *name, char **dirp)
 	return src;
 }
 
+/* tpc_tensor_swap_dims: a [2, 3, 4] int32 view read as [2, 4, 3] (each of
+ * the two stacked matrices transposed, as gpt-oss's experts stored [in,
+ * out] are read), then refused on a composite */
+static void test_swap_dims(void **st)
+{
+	(void)st;
+	char *dir;
+	tpc_ckpt ck;
+	tpc_err e;
+	int src = ints_ckpt(&ck, "w.bin", &dir);
+	tpc_err_init(&e);
+	int64_t shp[3] = {2, 3, 4};
+	int64_t w = tpc_ckpt_add_tensor(&ck, "w", TPC_I32, 3, shp, NULL, src, 0, &e);
+	assert_true(w >= 0);
+	tpc_tensor t;
+	assert_int_equal(tpc_tensor_copy(&t, &ck.t[w]), 0);
+	assert_int_equal(tpc_tensor_swap_dims(&t, 1, 2), 0);
+	assert_true(t.shape[0] == 2 && t.shape[1] == 4 && t.shape[2] == 3);
+	int64_t v = tpc_ckpt_add_copy(&ck, "wt", &t, &e);
+	assert_true(v >= 0);
+	int32_t out[24];
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[v], 0, 96, out, &e), 0);
+	for (int x = 0; x < 2; x++)
+		for (int j = 0; j < 4; j++)
+			for (int i = 0; i < 3; i++)
+				assert_int_equal(out[x * 12 + j * 3 + i], x * 12 + i * 4 + j);
+	assert_int_equal(tpc_tensor_swap_dims(&t, 0, 3), -1);
+	tpc_tensor p[2], c;
+	assert_int_equal(tpc_tensor_narrow(&p[0], &ck.t[w], 0, 0, 1), 0);
+	assert_int_equal(tpc_tensor_narrow(&p[1], &ck.t[w], 0, 1, 1), 0);
+	assert_int_equal(tpc_tensor_init_cat(&c, p, 2, 0), 0);
+	assert_int_equal(tpc_tensor_swap_dims(&c, 1, 2), -1);
+	tpc_tensor_release(&c);
+	tpc_tensor_release(&p[0]);
+	tpc_tensor_release(&p[1]);
+	tpc_tensor_release(&t);
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* Composite tensors: a fused [q; k; v] split per part and re-assembled, zero
  * padding, narrowing across part boundaries, and a row slice of a composite. */
 static void test_composites(void **st)
@@ -1210,7 +1251,7 @@ int main(void)
 		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
 		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),
-		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties),
+		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties), cmocka_unit_test(test_swap_dims),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,6 +53,14 @@
 #               hnorm, shared_head.norm and a MoE layer's tensors) in the
 #               checkpoint, which transformers' model leaves out; a generator
 #               of its own
+#   gpt_oss     GptOssForCausalLM (f32 on disk as from_config saves it, run in
+#               float64): q/k/v/o biases, a sink logit per query head, the
+#               default yarn rope (factor 32 over 4096 original positions),
+#               layer 0 within a 4-token window and layer 1 global
+#               (layer_types' default), a router with a bias and the softmax
+#               of its top-2 of 4 experts, experts stacked [in, out] with
+#               gate and up interleaved, their biases, the clamped SwiGLU
+#               (limit 7, alpha 1.702); a generator of its own (SEEDS)
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -96,13 +104,15 @@ FAMILIES = {
                                         first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
                                         use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5,
                                         num_nextn_predict_layers=1, rms_norm_eps=1e-5)),
+    "gpt_oss": (tf.GptOssConfig, dict(C, head_dim=8, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                      sliding_window=4, rms_norm_eps=1e-5)),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63}
+SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63}
 
 
 def randomize(model, gen):
@@ -123,7 +133,9 @@ ids = torch.tensor([[3, 17, 41, 0, 29, 8, 47, 12, 33, 21]])
 res = {"ids": ids[0].to(torch.int64)}
 for name, (cls, kw) in FAMILIES.items():
     # eager experts: the grouped_mm kernels take no float64
-    m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager")
+    # gpt-oss: the eager attention (its sinks)
+    extra = dict(attn_implementation="eager") if name == "gpt_oss" else {}
+    m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager", **extra)
     gen = torch.Generator().manual_seed(SEEDS[name]) if name in SEEDS else g
     randomize(m, gen)
     with torch.no_grad():  # DeepSeek-style score correction biases (buffers): not zero

@@ -623,11 +623,14 @@ done
 # rotate-half RoPE, and a next-token-prediction layer verify leaves out;
 # DeepSeek-V3 (tiny-deepseek, the deepseek-v3 preset): MLA with q's low rank,
 # a dense first layer, sigmoid-routed grouped experts with a shared one, yarn;
-# its swapped slice is q_b_proj's two halves, o_proj's slice being smaller), and
+# its swapped slice is q_b_proj's two halves, o_proj's slice being smaller;
+# gpt-oss: attention sinks, the yarn rope, a sliding layer, a router bias,
+# experts stored [in, out] with gate and up interleaved and their biases,
+# the clamped SwiGLU), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe deepseek; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss deepseek; do
   O="$A/tiny-$fam"
   rec=$fam qn=model.layers.1.self_attn.q_proj.weight on="model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight"
   [ $fam = deepseek ] && rec=deepseek-v3 qn=model.layers.1.self_attn.q_b_proj.weight on=""

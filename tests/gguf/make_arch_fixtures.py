@@ -192,6 +192,14 @@ FAMILIES = {
                                                                    beta_fast=32.0, beta_slow=1.0, mscale=1.0,
                                                                    mscale_all_dim=1.0)),
                     "bpe", torch.float32, "gpt-2"),
+    # gpt-oss (bf16, not MXFP4): attention sinks, two layers (sliding of a
+    # 4-token window, then full: layer_types' default), YaRN rope (its
+    # default rope_parameters), q/k/v/o biases, 4 experts fused on disk
+    # [E, H, 2I] with gate and up interleaved, their biases, a router bias
+    "gpt-oss": (tf.GptOssConfig, dict(COMMON, intermediate_size=32, head_dim=8, num_local_experts=4,
+                                      num_experts_per_tok=2, sliding_window=4, tie_word_embeddings=False,
+                                      bos_token_id=0, eos_token_id=0, pad_token_id=0),
+                "bpe", torch.bfloat16, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -204,7 +212,7 @@ FAMILIES = {
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
-         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61}
+         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61}
 
 
 def spm_model(d, n):

@@ -91,6 +91,12 @@ FAMILIES = {
                       moe_intermediate_size=32, n_shared_experts=1, n_group=2, topk_group=1,
                       first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
                       use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5), (2, 4, 8)),
+    # gpt-oss (bf16/f32 weights, not MXFP4): sinks, its default yarn rope, a
+    # 4-token window on layer 0 (layer_types' default), 4 experts stacked [in,
+    # out] with gate and up interleaved (2I / 8 even), a router bias
+    "gpt-oss": ("gpt-oss", "gpt_oss", "causal",
+                dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2, sliding_window=4),
+                (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

@@ -167,6 +167,7 @@ json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
 wanted qwen2 && tpc convert "$G/chat/tiny-qwen2-chat" -o "$G/tpc/qwen2-chat-f32.gguf" --outtype f32
 for f in "$G"/tpc/*-f32.gguf; do
+	[ -e "$f" ] || continue # no GGUF family among those asked for (the glob unexpanded)
 	fam=${f##*/}; fam=${fam%-f32.gguf}
 	tpc convert "$f" -o "$G/tpc/$fam-hf/" || result transformers "$fam" "GGUF → tokenizer files" "convert" fail "exit $rc: $err"
 done

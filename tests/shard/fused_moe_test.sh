@@ -3,7 +3,13 @@
 # Granite-MoE's names and layout, made here with real torch:
 # block_sparse_moe.input_linear.weight [E, 2I, H] (each expert's gate then up
 # rows), output_linear.weight [E, H, I], router.layer.weight [E, H], and a
-# Llama 4 style experts.gate_up_proj [E, H, 2I] (transposed). Sharded at tp 2
+# Llama 4 style experts.gate_up_proj [E, H, 2I] (transposed), and gpt-oss's
+# experts (mlp.experts.gate_up_proj [E, H, 2I] with gate and up interleaved
+# along the last dim, its bias [E, 2I], down_proj [E, I, H] and its bias
+# [E, H]) and attention sinks [heads], split as vLLM's gpt_oss.py loads them
+# (a contiguous 2*start..2*end slice of gate_up and its bias, "unit": 2;
+# down_proj's rows; down_proj_bias whole, added once; sinks by query head).
+# Sharded at tp 2
 # and 4, with --ep 2 and 4 in both placements, every rank's tensors are
 # compared bit for bit with an independent torch slicing (inside each expert:
 # gate and up each split tp ways, rank r holding [gate_r | up_r]; output_linear
@@ -34,6 +40,9 @@ for l in range(L):
     sd[p + "block_sparse_moe.output_linear.weight"] = r(E, H, I)
     sd[p + "block_sparse_moe.router.layer.weight"] = r(E, H)
     sd[p + "feed_forward.experts.gate_up_proj"] = r(E, H, 2 * I)
+    sd[p + "mlp.experts.gate_up_proj"] = r(E, H, 2 * I); sd[p + "mlp.experts.gate_up_proj_bias"] = r(E, 2 * I)
+    sd[p + "mlp.experts.down_proj"] = r(E, I, H); sd[p + "mlp.experts.down_proj_bias"] = r(E, H)
+    sd[p + "self_attn.sinks"] = r(4)
 d = os.path.join(out, "gmoe"); os.makedirs(d)
 torch.save(sd, os.path.join(d, "pytorch_model.bin"))
 json.dump({"architectures": ["GraniteMoeForCausalLM"], "model_type": "granitemoe", "hidden_size": H,
@@ -49,8 +58,12 @@ p["name"] = "fused-experts"
 p["rules"][0:0] = [
     {"match": "block_sparse_moe\\.input_linear\\.weight$", "split": "col", "parts": 2, "stacked": True},
     {"match": "block_sparse_moe\\.output_linear\\.weight$", "split": "row", "stacked": True},
-    {"match": "experts\\.gate_up_proj$", "split": "col", "transposed": True, "parts": 2, "stacked": True},
-    {"match": "block_sparse_moe\\.router\\.layer\\.weight$", "split": "replicate"}]
+    {"match": "feed_forward\\.experts\\.gate_up_proj$", "split": "col", "transposed": True, "parts": 2, "stacked": True},
+    {"match": "block_sparse_moe\\.router\\.layer\\.weight$", "split": "replicate"},
+    {"match": "mlp\\.experts\\.gate_up_proj(_bias)?$", "split": "col", "transposed": True, "stacked": True, "unit": 2},
+    {"match": "mlp\\.experts\\.down_proj$", "split": "row", "transposed": True, "stacked": True},
+    {"match": "mlp\\.experts\\.down_proj_bias$", "split": "row", "stacked": True},
+    {"match": "self_attn\\.sinks$", "split": "col", "heads": "q", "head_count": True}]
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 PYEOF
 
@@ -80,6 +93,10 @@ def expect(name, t, r):
         gate, up = group(t, r).chunk(2, 1)
         return torch.cat([gate.chunk(mtp, 1)[lr], up.chunk(mtp, 1)[lr]], 1)
     if name.endswith("output_linear.weight"): return group(t, r).chunk(mtp, 2)[lr]
+    if re.search(r"mlp\.experts\.gate_up_proj(_bias)?$", name): return group(t, r).chunk(mtp, -1)[lr]
+    if name.endswith("mlp.experts.down_proj"): return group(t, r).chunk(mtp, 1)[lr]
+    if name.endswith("mlp.experts.down_proj_bias"): return group(t, r)
+    if name.endswith("self_attn.sinks"): return t.chunk(tp, 0)[r]
     if name.endswith("gate_up_proj"):
         gate, up = group(t, r).chunk(2, 2)
         return torch.cat([gate.chunk(mtp, 2)[lr], up.chunk(mtp, 2)[lr]], 2)
@@ -117,8 +134,8 @@ for c in 2:1:contiguous 4:1:contiguous 2:2:contiguous 4:2:contiguous 4:2:round-r
   # verify describes each stacked tensor as one tensor per expert: its
   # structure and its column / row checks, on its EP group's ranks
   run "$TPCONV" verify --reference "$M" --shards "$S"
-  nx=$(grep -Ec '^ +(col|row) +model\.layers\.[01]\.(block_sparse_moe\.(input|output)_linear\.weight|feed_forward\.experts\.gate_up_proj)\[[0-3]\] .* pass' "$T/out")
-  [ "$rc" = 0 ] && [ "$nx" = 24 ] && ok "tp $tp ep $ep ($pl): verify passes, $nx layer checks of single experts" ||
+  nx=$(grep -Ec '^ +(col|row) +model\.layers\.[01]\.(block_sparse_moe\.(input|output)_linear\.weight|(feed_forward|mlp)\.experts\.gate_up_proj|mlp\.experts\.down_proj)\[[0-3]\] .* pass' "$T/out")
+  [ "$rc" = 0 ] && [ "$nx" = 40 ] && ok "tp $tp ep $ep ($pl): verify passes, $nx layer checks of single experts" ||
     bad "tp $tp ep $ep $pl: verify (rc=$rc, $nx expert checks)" "$(grep -v ' pass' "$T/out" | head -4)" "$(head -3 "$T/err")"
 done
 
@@ -168,5 +185,14 @@ grep -q 'a tensor of 3 dimensions that is not a matrix' "$T/err" && ok "... and 
 mkdir -p "$T/cfg8" && sed 's/"num_local_experts": 4/"num_local_experts": 8/' "$M/config.json" >"$T/cfg8/config.json"
 refuse 2 "whose dim 0 stacks 4 experts" "experts stacked against a config that says 8" "$M" --plan "$T/plan.json" --tp 2 --config "$T/cfg8/config.json"
 refuse 3 "4 routed experts do not divide over --ep 8 groups" "4 stacked experts over 8 groups" "$M" --plan "$T/plan.json" --tp 8 --ep 8
+# gpt-oss's interleaved gate/up whose tp slices would end inside a pair (2I =
+# 12 over tp 4: 3 columns a rank), even with --pad
+$PY - "$T" <<'PYEOF'
+import json, os, sys, torch
+d = os.path.join(sys.argv[1], "odd"); os.makedirs(d)
+torch.save({"model.layers.0.mlp.experts.gate_up_proj": torch.zeros(4, 8, 12)}, os.path.join(d, "pytorch_model.bin"))
+PYEOF
+refuse 3 "tensor 'model.layers.0.mlp.experts.gate_up_proj'" "an interleaved gate/up of 2I = 12 at tp 4 (\"unit\": 2)" \
+  "$T/odd" --plan "$T/plan.json" --tp 4 --pad
 echo "1..$n"
 [ $failed -eq 0 ]

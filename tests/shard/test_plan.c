@@ -56,6 +56,8 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"dim\": 1.5}]}", "\"dim\" must be an integer"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"stacked\": 1}]}", "\"stacked\" must be true or false"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"vocab\", \"stacked\": true}]}", "\"stacked\" experts are not a vocabulary"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"q\", \"unit\": 2}]}", "\"unit\" is for a col"},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"unit\": 0}]}", "\"unit\" must be an integer from 1 to 64"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tpc_plan p;
@@ -350,7 +352,7 @@ static void test_roles_and_defaults(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 33);
+	assert_int_equal(tpc_family_count(), 34);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -367,7 +369,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, glm4-moe, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, glm4-moe, gpt-oss, deepseek-v3, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -790,6 +792,51 @@ static void test_gated_and_rest(void **st)
  * matrix (Granite-MoE's input_linear [E, 2I, H] and output_linear [E, H, I];
  * Llama 4's transposed gate_up_proj [E, H, 2I]); a 3-D tensor under a col or
  * row rule that says neither "stacked" nor "dim" is refused by name. */
+/* A row whose Hugging Face name does not end in "weight" has its bias at
+ * NAME_bias (gpt-oss's experts.gate_up_proj, gate_up_proj_bias); the row
+ * fields hf_in_out and hf_interleaved ride along, and tpc_family_parts
+ * lists the interleaved parts as any fused ones; the sinks role is named */
+static void test_row_forms(void **st)
+{
+	(void)st;
+	static const tpc_tensor_row rows[] = {
+		{TPC_ROLE_FFN_GATE_EXP, true, {"model.layers.{L}.mlp.experts.gate_up_proj#0", NULL, NULL, NULL,
+					       "blk.{L}.ffn_gate_exps.weight"}, true, true},
+		{TPC_ROLE_FFN_UP_EXP, true, {"model.layers.{L}.mlp.experts.gate_up_proj#1", NULL, NULL, NULL,
+					     "blk.{L}.ffn_up_exps.weight"}, true, true},
+		{TPC_ROLE_FFN_DOWN_EXP, true, {"model.layers.{L}.mlp.experts.down_proj", NULL, NULL, NULL,
+					       "blk.{L}.ffn_down_exps.weight"}, true, false},
+		{TPC_ROLE_ATTN_SINKS, false, {"model.layers.{L}.self_attn.sinks", NULL, NULL, NULL,
+					      "blk.{L}.attn_sinks.weight"}, false, false},
+		{TPC_ROLE_NONE, false, {NULL}, false, false},
+	};
+	tpc_family f = {.name = "t", .tensors = rows};
+	int64_t l, x;
+	bool b;
+	char buf[128];
+	int part;
+	const tpc_tensor_row *r = tpc_family_classify(&f, TPC_ECO_HF, "model.layers.3.mlp.experts.gate_up_proj_bias", &l, &x, &b);
+	assert_ptr_equal(r, &rows[0]); /* a fused tensor classifies as part 0's */
+	assert_true(b && l == 3 && x == -1);
+	r = tpc_family_classify(&f, TPC_ECO_HF, "model.layers.1.mlp.experts.down_proj", &l, &x, &b);
+	assert_ptr_equal(r, &rows[2]);
+	assert_true(!b && l == 1 && r->hf_in_out && !r->hf_interleaved);
+	assert_true(tpc_family_stacked(r, TPC_ECO_HF) && tpc_family_stacked(r, TPC_ECO_GGUF));
+	/* a row without a bias has none, whatever its name */
+	assert_null(tpc_family_classify(&f, TPC_ECO_HF, "model.layers.1.self_attn.sinks_bias", &l, &x, &b));
+	assert_false(tpc_family_name(&rows[3], TPC_ECO_HF, 0, -1, true, buf, sizeof(buf), &part));
+	assert_true(tpc_family_name(&rows[1], TPC_ECO_HF, 2, -1, true, buf, sizeof(buf), &part));
+	assert_string_equal(buf, "model.layers.2.mlp.experts.gate_up_proj_bias");
+	assert_int_equal(part, 1);
+	assert_true(tpc_family_name(&rows[2], TPC_ECO_GGUF, 2, -1, true, buf, sizeof(buf), &part));
+	assert_string_equal(buf, "blk.2.ffn_down_exps.bias"); /* "weight" as "bias" */
+	assert_false(tpc_family_name(&rows[1], TPC_ECO_HF, 2, -1, true, buf, 44, &part)); /* one byte short */
+	const tpc_tensor_row *pr[4];
+	assert_int_equal(tpc_family_parts(&f, &rows[1], TPC_ECO_HF, pr, 4), 2);
+	assert_true(pr[0] == &rows[0] && pr[1] == &rows[1] && pr[0]->hf_interleaved);
+	assert_string_equal(tpc_role_name(TPC_ROLE_ATTN_SINKS), "attn_sinks");
+}
+
 static void test_stacked(void **st)
 {
 	(void)st;
@@ -829,6 +876,20 @@ static void test_stacked(void **st)
 	assert_int_equal(tpc_plan_resolve(&p, &f, "whole", 3, out, 2, 0, &s, NULL, &e), 0);
 	assert_true(s.stacked);
 	assert_int_equal(s.dim, -1);
+	/* gpt-oss's interleaved gate/up: pairs stay whole on each rank */
+	tpc_plan q;
+	assert_int_equal(parse(&q, "{\"rules\": [{\"match\": \"gate_up_proj\", \"split\": \"col\", \"transposed\": true, "
+				   "\"stacked\": true, \"unit\": 2}]}", &e), 0);
+	int64_t gu6[3] = {4, 32, 12}, gub[2] = {4, 12};
+	assert_int_equal(tpc_plan_resolve(&q, &f, "gate_up_proj", 3, gu6, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 2);
+	assert_int_equal(tpc_plan_resolve(&q, &f, "gate_up_proj_bias", 2, gub, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 1);
+	tpc_err_init(&e); /* 12 / 4 = 3: a rank would end inside a pair */
+	assert_int_equal(tpc_plan_resolve(&q, &f, "gate_up_proj", 3, gu6, 4, TPC_RESOLVE_PAD, &s, NULL, &e), TPC_EINPUT);
+	assert_string_equal(e.tensor, "gate_up_proj");
+	assert_non_null(strstr(e.msg, "units of 2"));
+	tpc_plan_release(&q);
 	/* unknown: refused by name, never col on dim 0 (whole experts per rank) */
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_resolve(&p, &f, "plain3d", 3, in, 2, 0, &s, NULL, &e), TPC_EINPUT);
@@ -1055,7 +1116,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_plans),    cmocka_unit_test(test_presets),
-		cmocka_unit_test(test_by_model_type), cmocka_unit_test(test_roles_and_defaults),
+		cmocka_unit_test(test_by_model_type), cmocka_unit_test(test_roles_and_defaults), cmocka_unit_test(test_row_forms),
 		cmocka_unit_test(test_families),     cmocka_unit_test(test_regex_dialect),
 		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),

@@ -160,6 +160,108 @@ static void test_matmul_stream(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* An F32 tensor of ck holding a copy of v (ck owns it) */
+static const tpc_tensor *mem_tensor(tpc_ckpt *ck, const char *name, const float *v0, int ndim, const int64_t *shp)
+{
+	tpc_err e;
+	int src;
+	size_t n = 1;
+	for (int i = 0; i < ndim; i++)
+		n *= (size_t)shp[i];
+	float *v = malloc(n * 4);
+	memcpy(v, v0, n * 4);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(ck, name, (uint8_t *)v, n * 4, &src, &e), 0);
+	int64_t ix = tpc_ckpt_add_tensor(ck, name, TPC_F32, ndim, shp, NULL, src, 0, &e);
+	assert_true(ix >= 0);
+	return &ck->t[ix];
+}
+
+/* Attention sinks (tpc_vattn.sinks): one head of 2 dims, q = k = v = x and
+ * o the identity, no rope; token t's context is sum_s e^(a_ts) x_s / (sum_s
+ * e^(a_ts) + e^sink), a_ts = x_t.x_s / sqrt 2 - the sink's column in the
+ * softmax, dropped after it (transformers' gpt-oss eager_attention_forward) */
+static void test_attn_sinks(void **st)
+{
+	(void)st;
+	static const float eye[4] = {1, 0, 0, 1}, sink[1] = {0.7f};
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	int64_t s2[2] = {2, 2}, s1[1] = {1};
+	const tpc_tensor *w = mem_tensor(&ck, "eye", eye, 2, s2), *sk = mem_tensor(&ck, "sinks", sink, 1, s1);
+	vattn_loc a;
+	memset(&a, 0, sizeof(a));
+	a.q.w.ck = a.k.w.ck = a.v.w.ck = a.o.w.ck = a.sinks.ck = &ck;
+	a.q.w.t = a.k.w.t = a.v.w.t = a.o.w.t = w;
+	a.sinks.t = sk;
+	a.nq = a.nkv = a.heads = a.kv_heads = 1;
+	a.hd = 2;
+	double x[4] = {0.3, -1.2, 0.8, 0.5}, y[4];
+	vctx vx;
+	memset(&vx, 0, sizeof(vx));
+	vx.e = &e;
+	assert_int_equal(tpc__attn_d(&vx, &a, 2, 2, x, y), 0);
+	for (int t = 0; t < 2; t++) {
+		double den = exp((double)sink[0]), num[2] = {0, 0};
+		for (int s = 0; s <= t; s++) {
+			double z = exp((x[2 * t] * x[2 * s] + x[2 * t + 1] * x[2 * s + 1]) / sqrt(2.0));
+			den += z;
+			num[0] += z * x[2 * s];
+			num[1] += z * x[2 * s + 1];
+		}
+		assert_true(fabs(y[2 * t] - num[0] / den) < 1e-12 && fabs(y[2 * t + 1] - num[1] / den) < 1e-12);
+	}
+	/* without the sink: a plain softmax (token 0 sees itself alone) */
+	a.sinks.t = NULL;
+	assert_int_equal(tpc__attn_d(&vx, &a, 2, 2, x, y), 0);
+	assert_true(fabs(y[0] - x[0]) < 1e-12 && fabs(y[1] - x[1]) < 1e-12);
+	tpc__vctx_release(&vx);
+	tpc_ckpt_release(&ck);
+}
+
+/* The MLP of gpt-oss's experts (tpc_vmlp.interleaved, .clamp): a fused
+ * gate_up [4, 1] whose rows alternate gate and up (g0, u0, g1, u1), then
+ * (clamp(up, -7, 7) + 1) * min(gate, 7) * sigmoid(1.702 min(gate, 7)), down
+ * [1, 2] summing both; x = 10 clamps gate 0 and up 0, not pair 1 */
+static void test_clamped_glu(void **st)
+{
+	(void)st;
+	static const float gu[4] = {1, -1, 0.3f, 0.2f}, dn[2] = {1, 1};
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	int64_t s41[2] = {4, 1}, s12[2] = {1, 2};
+	vmlp_loc m;
+	memset(&m, 0, sizeof(m));
+	m.gate_up.w.ck = m.down.w.ck = &ck;
+	m.gate_up.w.t = mem_tensor(&ck, "gate_up", gu, 2, s41);
+	m.down.w.t = mem_tensor(&ck, "down", dn, 2, s12);
+	m.fused = m.glu = m.interleaved = true;
+	m.inner = 2;
+	m.clamp = 7;
+	m.alpha = 1.702;
+	double x[2] = {10, -2}, y[2];
+	vctx vx;
+	memset(&vx, 0, sizeof(vx));
+	vx.e = &e;
+	assert_int_equal(tpc__mlp_d(&vx, &m, 2, 1, x, y), 0);
+	for (int t = 0; t < 2; t++) {
+		double want = 0;
+		for (int i = 0; i < 2; i++) {
+			double g = (double)gu[2 * i] * x[t], u = (double)gu[2 * i + 1] * x[t];
+			g = g < 7 ? g : 7;
+			u = u < -7 ? -7 : u > 7 ? 7 : u;
+			want += (u + 1) * g / (1 + exp(-1.702 * g));
+		}
+		assert_true(fabs(y[t] - want) < 1e-12);
+	}
+	tpc__vctx_release(&vx);
+	tpc_ckpt_release(&ck);
+}
+
 /* ---- the checks on tests/data/tiny_llama.safetensors at tp 2 ---- */
 
 typedef struct tiny {
@@ -537,6 +639,25 @@ static void test_deepseek_yarn(void **st)
 	deepseek_case(true, false, NULL, NULL);
 }
 
+/* The rotary frequencies MLA and GQA share (tpc__rope_freqs): plain
+ * theta^(-2i/rot), and gpt-oss's default yarn (factor 32, betas 32 and 1,
+ * 4096 original positions, theta 150000, not truncated) on an 8-dim head
+ * as transformers' _compute_yarn_parameters gives them (float32) with its
+ * attention factor 0.1 ln 32 + 1 */
+static void test_rope_freqs(void **st)
+{
+	(void)st;
+	double inv[4], af;
+	tpc__rope_freqs(NULL, 10000, 8, inv, &af);
+	assert_true(af == 1 && inv[0] == 1 && fabs(inv[2] - 1.0 / pow(10000, 0.5)) < 1e-15);
+	tpc_yarn y = {.factor = 32, .beta_fast = 32, .beta_slow = 1, .orig_max = 4096, .truncate = 0};
+	tpc__rope_freqs(&y, 150000, 8, inv, &af);
+	static const double hf[4] = {1.0, 0.05081327259540558, 0.0004564839182421565, 4.099978468730114e-06};
+	for (int i = 0; i < 4; i++)
+		assert_true(fabs(inv[i] - hf[i]) <= 1e-6 * hf[i]);
+	assert_true(fabs(af - 1.3465735902799727) < 1e-12);
+}
+
 static void test_deepseek_plain(void **st)
 {
 	(void)st;
@@ -656,7 +777,7 @@ static void test_neox_bert_records(void **st)
  * otherwise LLaMA's), no code of its own. tests/data/tiny_olmo2.safetensors
  * and its logits in plain torch (tests/data/make_tiny_olmo2.py): verify's
  * fp64 reference forward composed from the parts gives them. */
-#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}}
+#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false}
 static const tpc_tensor_row olmo2_rows[] = {
 	OL(TOKEN_EMBD, "model.embed_tokens.weight"),
 	OL(OUTPUT_NORM, "model.norm.weight"),
@@ -672,7 +793,7 @@ static const tpc_tensor_row olmo2_rows[] = {
 	OL(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
 	OL(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
 	OL(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 #undef OL
 
@@ -715,7 +836,7 @@ static void test_olmo2_parts(void **st)
  * fp64 reference forward gives Gemma2ForCausalLM's and Gemma3ForCausalLM's
  * float64 logits (tests/data/make_tiny_gemma.py). Gemma 2 once more without
  * layer_types: the record's swa_every (2) says which layers slide. */
-#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}}
+#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false}
 static const tpc_tensor_row gemma_rows[] = {
 	GM(TOKEN_EMBD, "model.embed_tokens.weight"),
 	GM(OUTPUT_NORM, "model.norm.weight"),
@@ -733,7 +854,7 @@ static const tpc_tensor_row gemma_rows[] = {
 	GM(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
 	GM(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
 	GM(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 #undef GM
 
@@ -809,16 +930,42 @@ static void record_case(const char *fam, const char *file)
 	record_case_of(tpc_family_find(fam), file, &f, NULL);
 }
 
+/* The row of fam a tensor of ck belongs to, an expert's view "X[e]" by X's */
+static const tpc_tensor_row *row_of(const tpc_family *fam, const char *name)
+{
+	char base[256];
+	const char *x = strrchr(name, '[');
+	snprintf(base, sizeof(base), "%.*s", x ? (int)(x - name) : (int)strlen(name), name);
+	int64_t l, ex;
+	bool b;
+	return fam ? tpc_family_classify(fam, TPC_ECO_HF, base, &l, &ex, &b) : NULL;
+}
+
+/* Whether tensor t stacks the experts: 3-D, or a bias [E, n] of a row whose
+ * Hugging Face name stacks them (gpt-oss's gate_up_proj_bias) */
+static bool stacks_experts(const tpc_family *fam, const tpc_tensor *t)
+{
+	const tpc_tensor_row *r = t->ndim == 2 ? row_of(fam, t->name) : NULL;
+	size_t n = strlen(t->name);
+	return t->ndim == 3 || (r && tpc_family_stacked(r, TPC_ECO_HF) && n > 5 && !strcmp(t->name + n - 5, "_bias"));
+}
+
 /* Every tensor of ck into s whole (tp 1), split as the record's plan would
- * (the router replicated; a fused [gate | up] col in 2 parts) */
-static void add_as_plan(tpc_ckpt *ck, tpc_verify_set *s)
+ * (the router replicated; a fused [gate | up] col in 2 parts; an expert's
+ * view of a matrix stored [in, out] transposed; stacked experts left to
+ * their views) */
+static void add_as_plan(const tpc_family *fam, tpc_ckpt *ck, tpc_verify_set *s)
 {
 	tpc_err e;
 	tpc_err_init(&e);
 	for (size_t i = 0; i < ck->n; i++) {
 		const char *nm = ck->t[i].name;
-		if (ck->t[i].ndim == 3)
+		if (stacks_experts(fam, &ck->t[i]))
 			continue;
+		/* an expert's view of a matrix stored [in, out] (gpt-oss), and a
+		 * fused gate_up whose gate and up interleave (one part) */
+		const tpc_tensor_row *rw = row_of(fam, nm);
+		bool tr = rw && rw->hf_in_out && ck->t[i].ndim == 2, il = rw && rw->hf_interleaved;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
 			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
@@ -830,10 +977,10 @@ static void add_as_plan(tpc_ckpt *ck, tpc_verify_set *s)
 							  : TPC_VSPLIT_REPLICATE;
 		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
 		 * parts, as the plan splits it */
-		bool gu = strstr(nm, "gate_up_proj") || strstr(nm, "input_linear");
+		bool gu = (strstr(nm, "gate_up_proj") || strstr(nm, "input_linear")) && !il;
 		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
-		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, false, ck->t[i].ndim),
-						false, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, tr, ck->t[i].ndim),
+						tr, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
 		assert_true(ix >= 0);
 		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
@@ -855,7 +1002,7 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 	/* experts stacked in a 3-D tensor: one view each, as verify describes
 	 * them (TPC_VERIFY_EXPERT_NAME), before anything points into ck */
 	for (size_t i = 0, n0 = ck->n; i < n0; i++) {
-		if (ck->t[i].ndim != 3)
+		if (!stacks_experts(fam, &ck->t[i]))
 			continue;
 		for (int64_t x = 0; x < ck->t[i].shape[0]; x++) {
 			char vn[256];
@@ -866,7 +1013,7 @@ static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tp
 			tpc_tensor_release(&v);
 		}
 	}
-	add_as_plan(ck, s);
+	add_as_plan(fam, ck, s);
 	tpc_verify_link_biases(s);
 	int r = tpc_verify_model_from_names(s, fam, f, &e);
 	if (r)
@@ -961,7 +1108,7 @@ static void test_nextn_layers_left_out(void **st)
 		tpc_tensor t = ck.t[i];
 		assert_true(tpc_ckpt_add_copy(&ck, nm, &t, &e) >= 0);
 	}
-	add_as_plan(&ck, &s);
+	add_as_plan(tpc_family_find("qwen3-moe"), &ck, &s);
 	tpc_verify_link_biases(&s);
 	assert_int_equal(tpc_verify_model_from_names(&s, tpc_family_find("qwen3-moe"), &f, &e), TPC_EINPUT);
 	assert_non_null(strstr(e.msg, "found 3 layers, not the configured number"));
@@ -1051,6 +1198,23 @@ static void test_granitemoe_shared_record(void **st)
  * times embedding_multiplier, each sublayer's output times
  * residual_multiplier, the scores times attention_multiplier, the logits
  * divided by logits_scaling) */
+/* gpt-oss: q/k/v/o biases, attention sinks, the yarn rope, a 4-token window
+ * on layer 0 (layer_types), a router bias and the softmax of its top-2,
+ * experts stacked [in, out] with gate and up interleaved and biases, the
+ * clamped SwiGLU */
+static void test_gpt_oss_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("gpt-oss"), "gpt_oss", &f, &s);
+	const tpc_vlayer *l0 = &s.model->layers[0], *l1 = &s.model->layers[1];
+	assert_true(l0->attn.window == 4 && l1->attn.window == 0 && l0->attn.sinks >= 0 && l0->attn.yarn.factor == 32);
+	assert_true(l0->moe.router_bias >= 0 && l0->moe.top_k == 2 && l0->moe.renorm && l0->moe.exp[0].interleaved &&
+		    l0->moe.exp[0].clamp == 7 && s.t[l0->moe.exp[0].gate_up].transposed && s.t[l0->moe.exp[0].gate_up].bias >= 0);
+	tpc_verify_set_release(&s);
+}
+
 static void test_granite_facts(void **st)
 {
 	(void)st;
@@ -1203,7 +1367,7 @@ static void test_rope_pairs_partial(void **st)
  * be (tables here, parts as the records'), tests/data/tiny_phi and
  * tiny_cohere2 (make_tiny_records.py): verify's forward gives transformers
  * 5.12's float64 logits. */
-#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}}
+#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}, false, false}
 static const tpc_tensor_row phi_rows[] = {
 	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
 	PR(OUTPUT_NORM, true, "model.final_layernorm.weight"),
@@ -1215,7 +1379,7 @@ static const tpc_tensor_row phi_rows[] = {
 	PR(ATTN_OUT, true, "model.layers.{L}.self_attn.dense.weight"),
 	PR(FFN_UP, true, "model.layers.{L}.mlp.fc1.weight"),
 	PR(FFN_DOWN, true, "model.layers.{L}.mlp.fc2.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 static const tpc_tensor_row cohere2_rows[] = {
 	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
@@ -1229,7 +1393,7 @@ static const tpc_tensor_row cohere2_rows[] = {
 	PR(FFN_GATE, false, "model.layers.{L}.mlp.gate_proj.weight"),
 	PR(FFN_UP, false, "model.layers.{L}.mlp.up_proj.weight"),
 	PR(FFN_DOWN, false, "model.layers.{L}.mlp.down_proj.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
 };
 #undef PR
 
@@ -1307,6 +1471,9 @@ int main(void)
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
+		cmocka_unit_test(test_rope_freqs),        cmocka_unit_test(test_attn_sinks),
+		cmocka_unit_test(test_clamped_glu),
+		cmocka_unit_test(test_gpt_oss_record),
 		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_moe_other_record), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
 		cmocka_unit_test(test_qwen3_moe_record), cmocka_unit_test(test_olmoe_record),
