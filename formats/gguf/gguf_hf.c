@@ -684,12 +684,20 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 	if (h->n_exp > 0 &&
 	    !cJSON_AddNumberToObject(o, h->a->experts_member ? h->a->experts_member : "num_experts", (double)h->n_exp))
 		return tpc_err_nomem(h->e);
-	static const char *const ids[][2] = {{"bos_token_id", "tokenizer.ggml.bos_token_id"},
-					     {"eos_token_id", "tokenizer.ggml.eos_token_id"},
-					     {"pad_token_id", "tokenizer.ggml.padding_token_id"}};
+	/* the token ids the GGUF holds; a GGUF without a padding id says the
+	 * model has none: null, not the config class's default (SmolLM3Config's
+	 * 128004, past a small vocabulary: from_pretrained fails; Gemma's 0,
+	 * GLM-4's 151329, OLMo's 1) */
+	static const struct {
+		const char *member, *key;
+		bool null;
+	} ids[] = {{"bos_token_id", "tokenizer.ggml.bos_token_id", false},
+		   {"eos_token_id", "tokenizer.ggml.eos_token_id", false},
+		   {"pad_token_id", "tokenizer.ggml.padding_token_id", true}};
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-		int64_t v = kv_int(kv_get(kv, NULL, ids[i][1]));
-		if (v >= 0 && !cJSON_AddNumberToObject(o, ids[i][0], (double)v))
+		int64_t v = kv_int(kv_get(kv, NULL, ids[i].key));
+		if (v >= 0 ? !cJSON_AddNumberToObject(o, ids[i].member, (double)v)
+			   : ids[i].null && !cJSON_AddNullToObject(o, ids[i].member))
 			return tpc_err_nomem(h->e);
 	}
 	return 0;
