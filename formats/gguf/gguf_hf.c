@@ -529,11 +529,21 @@ static cJSON *gating_name(const tpc_gguf_kv *k)
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
-		const tpc_gguf_kv *k = kv_get(kv, h->arch, r->key);
+		const tpc_gguf_kv *k = r->kind == TPC_CK_CONST ? NULL : kv_get(kv, h->arch, r->key);
 		int64_t v = kv_int(k);
 		cJSON *item = NULL;
 		if (cJSON_GetObjectItemCaseSensitive(o, r->member) || r->kind == TPC_CK_ROPE_DIV)
 			continue; /* an earlier row wrote it; a rope member (cfg_rope) */
+		if (r->kind == TPC_CK_CONST) {
+			if (!(item = cJSON_Parse(r->key)))
+				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+						  "internal: config.json's %s: the record's value is not JSON", r->member);
+			if (!cJSON_AddItemToObject(o, r->member, item)) {
+				cJSON_Delete(item);
+				return tpc_err_nomem(h->e);
+			}
+			continue;
+		}
 		if (r->kind == TPC_CK_INT_DIFF) {
 			if (!(item = int_diff(h, kv, r->key)))
 				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
