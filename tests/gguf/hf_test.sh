@@ -155,7 +155,10 @@ done
 # tokenizer.ggml.padding_token_id, so pad_token_id null (SmolLM3Config's
 # 128004 is past the tiny vocabulary: from_pretrained fails); olmoe's
 # rms_norm_eps the GGUF's 1e-5 (OlmoeModel.set_gguf_parameters writes 1e-5
-# whatever the model's 1e-6: llama.cpp computes with it)
+# whatever the model's 1e-6: llama.cpp computes with it); qwen3-moe's
+# norm_topk_prob true (llama.cpp's qwen3moe graph renormalises the top-k
+# routing weights always, and the GGUF has no key: Qwen3MoeConfig's default
+# false would route otherwise)
 implied() { # FAM DESC PYTHON-CONDITION over c (the rebuilt config.json)
   san_skip "$1" && return
   $PY - "$T/fp/tiny-$1/config.json" "$3" > "$T/out" 2>&1 <<'PY'
@@ -167,6 +170,7 @@ PY
 }
 implied smollm3 "pad_token_id null (the GGUF has no padding id)" '"pad_token_id" in c and c["pad_token_id"] is None'
 implied olmoe "rms_norm_eps the GGUF's 1e-5" 'c["rms_norm_eps"] == 1e-5'
+implied qwen3-moe "norm_topk_prob true (llama.cpp's routing)" 'c.get("norm_topk_prob") is True'
 # tj_same GOT WANT: two tokenizer.json files JSON-equal (top level and model.*);
 # prints the differing keys, or the counts
 tj_same() { $PY - "$1" "$2" <<'PY'
