@@ -395,6 +395,15 @@ static const tpc_gguf_cfg_rule deepseek2_cfg[] = {
 	{"mscale", "rope.scaling.yarn_log_multiplier/0.1", TPC_CK_ROPE_DIV},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* Qwen3-MoE: llama.cpp's qwen3moe graph renormalises the top-k routing
+ * weights always (build_moe_ffn's norm_w true) and the reference writes no
+ * key for it (Qwen2MoeModel.set_gguf_parameters): norm_topk_prob true, not
+ * Qwen3MoeConfig's default false */
+static const tpc_gguf_cfg_rule qwen3moe_cfg[] = {
+	TEXT_CFG_ROWS
+	{"norm_topk_prob", "true", TPC_CK_CONST},
+	{NULL, NULL, TPC_CK_INT},
+};
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
 /* OLMo 3: layer_types (the window is a text row) */
 static const tpc_gguf_cfg_rule olmo3_cfg[] = {
@@ -470,11 +479,12 @@ const tpc_gguf_arch tpc__gguf_qwen2moe = {
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
-/* Qwen3MoeModel (a Qwen2MoeModel): the same keys and expert order */
+/* Qwen3MoeModel (a Qwen2MoeModel): the same keys and expert order; read
+ * back with the renormalised routing llama.cpp computes */
 const tpc_gguf_arch tpc__gguf_qwen3moe = {
 	.arch = "qwen3moe", .hf_arch = A("Qwen3MoeForCausalLM"), .kv = qwen2moe_kv,
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
-	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = text_cfg,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = qwen3moe_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
 /* OlmoeModel: Qwen2MoeModel's expert order; TextModel's _set_vocab_gpt2 */
 const tpc_gguf_arch tpc__gguf_olmoe = {

@@ -180,6 +180,12 @@ typedef enum tpc_gguf_ck {
 	TPC_CK_ROPE_DIV,    /* key "KEY/K": a member of the rebuilt rope scaling (yarn), the
 			     * key's value divided by K (DeepSeek's mscale_all_dim from
 			     * yarn_log_multiplier / 0.1) */
+	TPC_CK_CONST,       /* key: JSON text, the member's value whatever the GGUF holds: what
+			     * the GGUF's reader computes with for the architecture, which no
+			     * key says, where the config class's default would say another
+			     * model (llama.cpp's qwen3moe renormalises the top-k routing
+			     * weights always: norm_topk_prob "true"); a member an earlier
+			     * row or the GGUF's token ids wrote is kept */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {

@@ -562,11 +562,21 @@ static cJSON *gating_name(const tpc_gguf_kv *k)
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
-		const tpc_gguf_kv *k = kv_get(kv, h->arch, r->key);
+		const tpc_gguf_kv *k = r->kind == TPC_CK_CONST ? NULL : kv_get(kv, h->arch, r->key);
 		int64_t v = kv_int(k);
 		cJSON *item = NULL;
 		if (cJSON_GetObjectItemCaseSensitive(o, r->member) || r->kind == TPC_CK_ROPE_DIV)
 			continue; /* an earlier row wrote it; a rope member (cfg_rope) */
+		if (r->kind == TPC_CK_CONST) {
+			if (!(item = cJSON_Parse(r->key)))
+				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+						  "internal: config.json's %s: the record's value is not JSON", r->member);
+			if (!cJSON_AddItemToObject(o, r->member, item)) {
+				cJSON_Delete(item);
+				return tpc_err_nomem(h->e);
+			}
+			continue;
+		}
 		if (r->kind == TPC_CK_INT_DIFF) {
 			if (!(item = int_diff(h, kv, r->key)))
 				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
@@ -717,12 +727,20 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 	if (h->n_exp > 0 &&
 	    !cJSON_AddNumberToObject(o, h->a->experts_member ? h->a->experts_member : "num_experts", (double)h->n_exp))
 		return tpc_err_nomem(h->e);
-	static const char *const ids[][2] = {{"bos_token_id", "tokenizer.ggml.bos_token_id"},
-					     {"eos_token_id", "tokenizer.ggml.eos_token_id"},
-					     {"pad_token_id", "tokenizer.ggml.padding_token_id"}};
+	/* the token ids the GGUF holds; a GGUF without a padding id says the
+	 * model has none: null, not the config class's default (SmolLM3Config's
+	 * 128004, past a small vocabulary: from_pretrained fails; Gemma's 0,
+	 * GLM-4's 151329, OLMo's 1) */
+	static const struct {
+		const char *member, *key;
+		bool null;
+	} ids[] = {{"bos_token_id", "tokenizer.ggml.bos_token_id", false},
+		   {"eos_token_id", "tokenizer.ggml.eos_token_id", false},
+		   {"pad_token_id", "tokenizer.ggml.padding_token_id", true}};
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-		int64_t v = kv_int(kv_get(kv, NULL, ids[i][1]));
-		if (v >= 0 && !cJSON_AddNumberToObject(o, ids[i][0], (double)v))
+		int64_t v = kv_int(kv_get(kv, NULL, ids[i].key));
+		if (v >= 0 ? !cJSON_AddNumberToObject(o, ids[i].member, (double)v)
+			   : ids[i].null && !cJSON_AddNullToObject(o, ids[i].member))
 			return tpc_err_nomem(h->e);
 	}
 	return 0;

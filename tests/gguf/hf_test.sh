@@ -150,6 +150,27 @@ for dir in "$A"/tiny-*; do
     ok "$fam: with tokenizer.json, every KV the same but the reference's $(cat "$T/out"); then a fixed point" ||
     bad "$fam: with tokenizer.json: the same KVs but unknown_token_id, add_sep_token; then a fixed point" "$(cat "$T/err" "$T/out" "$T/diff" | head -6)"
 done
+# config.json members the GGUF implies where the config class's default
+# would say another model (the folders above): smollm3's GGUF has no
+# tokenizer.ggml.padding_token_id, so pad_token_id null (SmolLM3Config's
+# 128004 is past the tiny vocabulary: from_pretrained fails); olmoe's
+# rms_norm_eps the GGUF's 1e-5 (OlmoeModel.set_gguf_parameters writes 1e-5
+# whatever the model's 1e-6: llama.cpp computes with it); qwen3-moe's
+# norm_topk_prob true (llama.cpp's qwen3moe graph renormalises the top-k
+# routing weights always, and the GGUF has no key: Qwen3MoeConfig's default
+# false would route otherwise)
+implied() { # FAM DESC PYTHON-CONDITION over c (the rebuilt config.json)
+  san_skip "$1" && return
+  $PY - "$T/fp/tiny-$1/config.json" "$3" > "$T/out" 2>&1 <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else "%s: %s" % (sys.argv[2], {k: c.get(k) for k in c if k in sys.argv[2]}))
+PY
+  [ $? = 0 ] && ok "$1: the rebuilt config.json's $2" || bad "$1: the rebuilt config.json's $2" "$(cat "$T/out")"
+}
+implied smollm3 "pad_token_id null (the GGUF has no padding id)" '"pad_token_id" in c and c["pad_token_id"] is None'
+implied olmoe "rms_norm_eps the GGUF's 1e-5" 'c["rms_norm_eps"] == 1e-5'
+implied qwen3-moe "norm_topk_prob true (llama.cpp's routing)" 'c.get("norm_topk_prob") is True'
 # tj_same GOT WANT: two tokenizer.json files JSON-equal (top level and model.*);
 # prints the differing keys, or the counts
 tj_same() { $PY - "$1" "$2" <<'PY'

@@ -82,6 +82,7 @@ def main():
             if any(cells):
                 w(f"| {fam} | " + " | ".join(cells) + " |\n")
     llamacpp(w, rows)
+    readback(w, rows)
     notes(w, rows, fams)
 
 
@@ -115,6 +116,30 @@ def llamacpp(w, rows):
     na = {r[1]: r[5] for r in mine if r[4] == "n/a"}
     for fam, why in na.items():
         w(f"\nn/a, {fam}: {esc(why)}\n")
+
+
+READBACK = ("GGUF → tokenizer files", "GGUF → HF folder → from_pretrained")
+
+
+def readback(w, rows):
+    """tpconv convert X-f32.gguf -o X-hf/ (tokenizer.py, ggufmodel.py)."""
+    mine = [r for r in rows if r[2] in READBACK]
+    w("\n## GGUF read back into Hugging Face form\n\n`tpconv convert X-f32.gguf -o X-hf/` of each tiny model's "
+      "GGUF: its tokenizer files load in transformers (and sentencepiece) as the model's own; the folder loads "
+      "with `from_pretrained` (float32, every key used) with every parameter the original's and the same logits "
+      "(a family whose GGUF cannot say what its model had: against the original loaded with the GGUF's value, "
+      "and within a stated tolerance of the original as saved).\n\n"
+      "| family | tokenizer files | from_pretrained | detail |\n|---|---|---|---|\n")
+    fams = []
+    for r in mine:
+        if r[1] not in fams:
+            fams.append(r[1])
+    for fam in fams:
+        cells = [cell([r for r in mine if r[1] == fam and r[2] == op]) for op in READBACK]
+        det = "; ".join(r[5] for r in mine if r[1] == fam and r[2] == READBACK[1])
+        w(f"| {fam} | " + " | ".join(cells) + f" | {esc(det)} |\n")
+    if not fams:
+        w("| (none) | not run | not run | |\n")
 
 
 def grouped(rows):

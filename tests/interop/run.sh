@@ -179,6 +179,8 @@ echo "interop: llama.cpp loads tpconv's GGUF (llama-completion, gguf-split, llam
 inchroot llamacpp.py . >"$W/llamacpp.log" 2>&1 || { tail -30 "$W/llamacpp.log"; echo "interop: llamacpp.py failed" >&2; }
 echo "interop: transformers and sentencepiece load the tokenizer files rebuilt from the GGUF"
 inchroot tokenizer.py . >"$W/tokenizer.log" 2>&1 || { tail -30 "$W/tokenizer.log"; echo "interop: tokenizer.py failed" >&2; }
+echo "interop: transformers loads the model folders rebuilt from the GGUF"
+inchroot ggufmodel.py . >"$W/ggufmodel.log" 2>&1 || { tail -30 "$W/ggufmodel.log"; echo "interop: ggufmodel.py failed" >&2; }
 t4=$(date +%s)
 
 cat "$W/versions.txt" >"$W/report.env" 2>/dev/null
