@@ -1127,7 +1127,7 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->norm_offset == y->norm_offset && x->norm_eps == y->norm_eps && x->place == y->place && x->attn == y->attn &&
 	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->rope_fraction == y->rope_fraction && x->pos == y->pos && x->mlp == y->mlp && x->router == y->router &&
-	       x->experts_per_tok == y->experts_per_tok && x->resid == y->resid &&
+	       x->experts_per_tok == y->experts_per_tok && x->router_jitter == y->router_jitter && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
 	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
 }

@@ -179,7 +179,14 @@ typedef struct tpc_tensor_row {
  *              (GLM-4.5). softmax_topk: the softmax
  *              of the top-k logits alone (Granite-MoE's TopKGating: the
  *              weights of the chosen experts always sum to 1, whatever
- *              norm_topk_prob would say; verify renormalises them);
+ *              norm_topk_prob would say; verify renormalises them).
+ *              sparsemixer: two experts chosen one after the other, each
+ *              weighted by the softmax of the logits within a relative
+ *              distance 2 x eps of the best remaining one (Phi-3.5-MoE's
+ *              sparsemixer in eval mode; eps config.json's
+ *              router_jitter_noise, else router_jitter; the second choice
+ *              among the experts left; num_experts_per_tok and
+ *              norm_topk_prob play no part);
  *              experts_per_tok: the experts a token is routed to when
  *              config.json names none (transformers' MixtralConfig: 2); 0:
  *              config.json must say
@@ -231,7 +238,7 @@ typedef enum tpc_part_mlp {
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
-	TPC_PART_ROUTER_SOFTMAX_TOPK
+	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 
@@ -252,6 +259,8 @@ typedef struct tpc_layer_parts {
 	tpc_part_mlp mlp;
 	tpc_part_router router;
 	int experts_per_tok;     /* the default top-k (above); 0: config.json must say */
+	double router_jitter;    /* the sparsemixer's eps when config.json gives no
+				    router_jitter_noise (PhimoeConfig's 0.01) */
 	tpc_part_resid resid;
 	bool embed_scale;
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */

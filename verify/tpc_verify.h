@@ -341,7 +341,11 @@ typedef struct tpc_vattn {
  * chosen, as vLLM's grouped_topk); their weights are the scores without the
  * bias, renormalised to sum 1 when `renorm`, times `scale`
  * (routed_scaling_factor); out = sum_k w_k expert_k(x) (+ shared(x), times
- * sigmoid(x g^T) with a shared expert gate). */
+ * sigmoid(x g^T) with a shared expert gate). `sparsemixer` (Phi-3.5-MoE):
+ * top_k 2, the best logit's expert, then the best of the others; each
+ * weighted by the softmax of the logits of the experts then left whose
+ * (best - logit) / max(|logit|, best) is at most 2 x `jitter`, at its own
+ * (tpc__sparsemixer); no bias, groups, renormalisation or scale. */
 typedef struct tpc_vmoe {
 	int64_t router;                  /* [E, H], replicated */
 	int64_t nexp;
@@ -355,6 +359,8 @@ typedef struct tpc_vmoe {
 	int64_t n_group, topk_group;     /* n_group <= 1: no group limit */
 	bool group_max;
 	double scale;                    /* > 0 */
+	bool sparsemixer;
+	double jitter;                   /* the sparsemixer's eps (router_jitter_noise) */
 } tpc_vmoe;
 
 typedef struct tpc_vlayer {

@@ -537,6 +537,41 @@ static void test_deepseek_yarn(void **st)
 	deepseek_case(true, false, NULL, NULL);
 }
 
+/* The sparsemixer (Phi-3.5-MoE's router in eval mode) against transformers
+ * 5.12's sparsemixer(scores, eps, training=False) in float64: the experts
+ * and weights of four score rows (a 0 / 0 distance kept, as torch's >
+ * keeps NaN), and the weights of experts the router did not choose */
+static void test_sparsemixer(void **st)
+{
+	(void)st;
+	static const struct {
+		double s[4], eps;
+		int64_t n, sel[2];
+		double w[2];
+	} c[] = {
+		{{1.0, 2.0, 1.9, -0.5}, 0.05, 4, {1, 2}, {0.524979187479, 1.0}},
+		{{1.0, 2.0, 1.9, -0.5}, 0.3, 4, {1, 2}, {0.440002016067, 0.710949502625}},
+		{{0.0, 0.0, -1.0}, 0.01, 3, {0, 1}, {0.5, 1.0}},
+		{{-1.0, -3.0, -1.05}, 0.05, 3, {0, 2}, {0.512497396484, 1.0}},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int64_t sel[2];
+		double w[2];
+		tpc__sparsemixer(c[i].s, c[i].n, c[i].eps, NULL, sel, w);
+		assert_true(sel[0] == c[i].sel[0] && sel[1] == c[i].sel[1]);
+		assert_true(fabs(w[0] - c[i].w[0]) < 1e-11 && fabs(w[1] - c[i].w[1]) < 1e-11);
+	}
+	/* experts 2 then 0 forced on the second row: 2's share of the first
+	 * softmax (0, 1, 2 kept), then 0's beside 1 with 2 out */
+	const int64_t use[2] = {2, 0};
+	int64_t sel[2];
+	double w[2];
+	tpc__sparsemixer(c[1].s, 4, 0.3, use, sel, w);
+	assert_true(sel[0] == 1 && sel[1] == 2);
+	assert_true(fabs(w[0] - exp(-0.1) / (1 + exp(-1.0) + exp(-0.1))) < 1e-12);
+	assert_true(fabs(w[1] - exp(-1.0) / (1 + exp(-1.0))) < 1e-12);
+}
+
 static void test_deepseek_plain(void **st)
 {
 	(void)st;
@@ -1319,7 +1354,7 @@ int main(void)
 		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
 		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
-		cmocka_unit_test(test_glm4_moe_record),
+		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
