@@ -454,6 +454,29 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	HG(FFN_DOWN, false, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
+
+/* Phi-3.5-MoE (PhiMoEForCausalLM; transformers' PhimoeForCausalLM): LLaMA's
+ * names with LayerNorms (weights and biases), q/k/v/o biases
+ * (attention_bias) and lm_head's (lm_head_bias); Mixtral's
+ * block_sparse_moe.gate and experts.{E}.w1/w3/w2 (as the checkpoints hold
+ * them; transformers 5 saves them so). Hugging Face and GGUF names only
+ * (MODEL_ARCH.PHIMOE). */
+static const tpc_tensor_row phimoe_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, true, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, true, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, true, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, true, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", GG_L "ffn_gate_inp.weight"),
+	HG(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight", GG_L "ffn_gate_exps.weight"),
+	HG(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight", GG_L "ffn_up_exps.weight"),
+	HG(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight", GG_L "ffn_down_exps.weight"),
+	END_ROW,
+};
 #undef HG
 
 /* ---- plans ---- */
@@ -499,16 +522,23 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	"    {\"match\": \"shared_experts?\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
 	"    {\"match\": \"shared_experts?\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
 	"    {\"match\": \"(block_sparse_moe|mlp)\\\\.gate\\\\.(weight|bias|e_score_correction_bias)$|shared_expert_gate\\\\.weight$\", \"split\": \"replicate\"},\n"
-#define MOE_JSON(NAME, DESC) \
+#define MOE_JSON(NAME, DESC) MOE_JSON_OF(NAME, DESC, LLAMA_EDGE_RULES)
+#define MOE_JSON_OF(NAME, DESC, EDGE) \
 	"{\n" \
 	"  \"name\": \"" NAME "\",\n" \
 	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's. With --ep N every expert (experts.N.) lives on one EP group of tp/N ranks, split tp/N ways there.\",\n" \
 	LLAMA_STAGES \
 	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
-	LLAMA_EDGE_RULES "  ],\n" \
+	EDGE "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
+
+/* LLaMA's edges with lm_head's vocab bias split with its weight (Phi-3.5-MoE's lm_head_bias) */
+#define LLAMA_EDGE_RULES_HEAD_BIAS \
+	"    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"^lm_head\\\\.(weight|bias)$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"(layernorm|(^|\\\\.)norm|(^|\\\\.)(q_norm|k_norm))\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n"
 
 /* Granite-MoE, split as vLLM's granitemoe.py loads it into FusedMoE
  * (tensor parallelism inside every expert: input_linear's gate and up rows
@@ -977,6 +1007,17 @@ static const tpc_family families[] = {
 	 .tensors = glm4moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .partial_rope = true, .rope_fraction = 0.5, .attn_bias = true,
 	       .router = TPC_PART_ROUTER_SIGMOID_BIAS, .tied_head = true)},
+	/* LayerNorms with biases, q/k/v/o and lm_head biases, Mixtral's experts
+	 * under the sparsemixer router (router_jitter_noise config.json's,
+	 * PhimoeConfig's 0.01 when unsaid) */
+	{.name = "phimoe",
+	 .desc = "Phi-3.5-MoE (HF names): llama attention (q/k/v/o biases split with their weights); block_sparse_moe.experts.N w1/w3 col, w2 row; router replicated; lm_head and its bias vocab; LayerNorms replicated",
+	 .plan = MOE_JSON_OF("phimoe", "Phi-3.5-MoE (PhiMoEForCausalLM) with Hugging Face names; lm_head's bias vocab-parallel with its weight, the LayerNorms' weights and biases replicated.", LLAMA_EDGE_RULES_HEAD_BIAS),
+	 .hf_arch = A("PhiMoEForCausalLM", "PhimoeForCausalLM"),
+	 .gguf = &tpc__gguf_phimoe,
+	 .tensors = phimoe_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .router = TPC_PART_ROUTER_SPARSEMIXER, .router_jitter = 0.01,
+	       .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,

@@ -246,6 +246,25 @@ static const tpc_gguf_kv_rule phi3_kv[] = {
 	{"attention.sliding_window", U32, TPC_KH_OR_ZERO, "sliding_window"},
 	R_END,
 };
+/* PhiMoeModel (a Phi3MiniModel, conversion/phi.py): Phi3MiniModel's keys,
+ * then the experts used and their count */
+static const tpc_gguf_kv_rule phimoe_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "n_positions|max_position_embeddings"},
+	{"rope.scaling.original_context_length", U32, TPC_KH_ROPE_ORIG, NULL},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size|n_embd"},
+	R_FF,
+	R_BLOCK,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.head_count_kv", U32, TPC_KH_REQ, "num_key_value_heads|n_head_kv"},
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_EMB, NULL},
+	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, "!"},
+	R_FILE_TYPE,
+	{"attention.sliding_window", U32, TPC_KH_OR_ZERO, "sliding_window"},
+	{"expert_used_count", U32, TPC_KH_REQ, "num_experts_per_tok|num_experts_per_token"},
+	{"expert_count", U32, TPC_KH_REQ, "num_local_experts|num_experts"},
+	R_END,
+};
 static const tpc_gguf_kv_rule gpt2_kv[] = {
 	R_BLOCK,
 	{"context_length", U32, TPC_KH_REQ, "n_ctx"},
@@ -567,6 +586,19 @@ const tpc_gguf_arch tpc__gguf_phi3 = {
 	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .rope_factors = true, .vocab = TPC_GGUF_VOCAB_PHI3,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor"};
+/* PhiMoeModel: Phi3MiniModel's vocabulary and rope factors, no Q/K
+ * permutation, the experts stacked as LlamaModel's (w1, w2, w3); read back,
+ * attention_bias and lm_head_bias from layer 0's q bias and the head's */
+static const tpc_gguf_bias_flag phimoe_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{"lm_head_bias", TPC_ROLE_OUTPUT},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_phimoe = {
+	.arch = "phimoe", .hf_arch = A("PhiMoEForCausalLM"), .kv = phimoe_kv, .rope_factors = true,
+	.experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_PHI3,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg, .bias_flags = phimoe_bias,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts"};
 const tpc_gguf_arch tpc__gguf_gpt2 = {
 	.arch = "gpt2", .hf_arch = A("GPT2LMHeadModel"), .kv = gpt2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = gpt2_cfg,
