@@ -53,6 +53,10 @@
 #               hnorm, shared_head.norm and a MoE layer's tensors) in the
 #               checkpoint, which transformers' model leaves out; a generator
 #               of its own
+#   phimoe      PhimoeForCausalLM (Phi-3.5-MoE): LayerNorms with biases, q/k/v/o
+#               and lm_head biases, 4 experts under the sparsemixer router
+#               (router_jitter_noise 0.25: some second choices weighted
+#               below 1); a generator of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -96,13 +100,15 @@ FAMILIES = {
                                         first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
                                         use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5,
                                         num_nextn_predict_layers=1, rms_norm_eps=1e-5)),
+    "phimoe": (tf.PhimoeConfig, dict(C, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.25,
+                                     attention_bias=True, lm_head_bias=True, rms_norm_eps=1e-5)),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63}
+SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "phimoe": 64}
 
 
 def randomize(model, gen):

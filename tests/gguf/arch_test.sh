@@ -584,11 +584,13 @@ done
 # softmax of the top-k logits; and with a shared expert added ungated; GLM-4.5
 # MoE: a dense layer 0, then a sigmoid router with its correction bias over 2
 # groups of experts beside a shared expert, per-head q/k norms, partial
-# rotate-half RoPE, and a next-token-prediction layer verify leaves out), and
+# rotate-half RoPE, and a next-token-prediction layer verify leaves out;
+# Phi-3.5-MoE: LayerNorms with biases, lm_head's bias split with it, the
+# sparsemixer router), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe phimoe; do
   O="$A/tiny-$fam"
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   tps="2 4"; [ "$SAN" = 1 ] && tps=2   # sanitizer build: one split
@@ -637,6 +639,7 @@ PY
   case $fam in
     glm4) bm='"attention_bias": *true' ;;
     glm4-moe) bm='"use_qk_norm": *true' ;;
+    phimoe) bm='"lm_head_bias": *true' ;;
     ernie4_5) bm='"use_bias": *false' ;;
     *) bm= ;;
   esac
@@ -685,6 +688,22 @@ for c in 2:2:contiguous 4:2:round-robin; do
     ok "glm4-moe tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass (the MTP layer left out)"
   else
     bad "glm4-moe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+  fi
+done
+# Phi-3.5-MoE with expert parallelism: each EP group its experts
+# (block_sparse_moe.experts.N), split inside each over its tp/ep ranks;
+# merged back byte-identical, verify's MoE (sparsemixer) and model checks pass
+for c in 2:2:contiguous 4:2:round-robin; do
+  IFS=: read -r tp ep pl <<<"$c"
+  rm -rf "$T/ep" "$T/ep.safetensors"
+  G="$A/tiny-phimoe"
+  if "$TPCONV" shard "$G" --tp "$tp" --ep "$ep" --ep-placement "$pl" -o "$T/ep" -q 2> "$T/err" &&
+     "$TPCONV" merge "$T/ep" -o "$T/ep.safetensors" -q 2>> "$T/err" && cmp -s "$G/model.safetensors" "$T/ep.safetensors" &&
+     "$TPCONV" verify --reference "$G" --shards "$T/ep" > "$T/out" 2>> "$T/err" &&
+     grep -Eq '^ +mlp +model\.layers\.1\.moe .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
+    ok "phimoe tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass"
+  else
+    bad "phimoe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a

@@ -91,6 +91,13 @@ FAMILIES = {
                       moe_intermediate_size=32, n_shared_experts=1, n_group=2, topk_group=1,
                       first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
                       use_qk_norm=True, attention_bias=True, partial_rotary_factor=0.5), (2, 4, 8)),
+    # Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, 4
+    # experts under the sparsemixer router (router_jitter_noise 0.25: some
+    # second choices weighted below 1)
+    "phimoe": ("phimoe", "phimoe", "causal",
+               dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
+                    num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.25, attention_bias=True,
+                    lm_head_bias=True), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

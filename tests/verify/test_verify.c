@@ -855,9 +855,11 @@ static void add_as_plan(tpc_ckpt *ck, tpc_verify_set *s)
 		if (ck->t[i].ndim == 3)
 			continue;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
-			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
+			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear") ||
+			   strstr(nm, ".w2.");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear");
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear") ||
+			   strstr(nm, ".w1.") || strstr(nm, ".w3.");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
 		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
 				: col			  ? TPC_VSPLIT_COL
@@ -1046,6 +1048,24 @@ static void test_phi_record(void **st)
 	for (int l = 0; l < 2; l++)
 		assert_true(s.model->layers[l].attn.rope && s.model->layers[l].attn.rot_dims == 4 &&
 			    !s.model->layers[l].attn.rope_pairs);
+	tpc_verify_set_release(&s);
+}
+
+/* Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, every
+ * layer 4 experts under the sparsemixer router with config.json's
+ * router_jitter_noise 0.25 (PhimoeForCausalLM, as transformers 5 saves it) */
+static void test_phimoe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("phimoe"), "phimoe", &f, &s);
+	assert_true(f.router_jitter_said && f.router_jitter == 0.25);
+	for (int l = 0; l < 2; l++) {
+		const tpc_vmoe *mo = &s.model->layers[l].moe;
+		assert_true(mo->exp && mo->sparsemixer && mo->top_k == 2 && mo->jitter == 0.25 && mo->nexp == 4 &&
+			    s.model->layers[l].norm1_b >= 0 && s.model->layers[l].norm2_b >= 0);
+	}
 	tpc_verify_set_release(&s);
 }
 
@@ -1355,6 +1375,7 @@ int main(void)
 		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
 		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
+		cmocka_unit_test(test_phimoe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
