@@ -1166,7 +1166,7 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	const tpc_layer_parts *x = &a->parts, *y = &b->parts;
 	return a->has_parts == b->has_parts && x->model == y->model && x->norm == y->norm &&
 	       x->norm_offset == y->norm_offset && x->norm_eps == y->norm_eps && x->place == y->place && x->attn == y->attn &&
-	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
+	       x->qk_norm == y->qk_norm && x->qk_after_rope == y->qk_after_rope && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->rope_fraction == y->rope_fraction && x->pos == y->pos && x->mlp == y->mlp && x->router == y->router &&
 	       x->experts_per_tok == y->experts_per_tok && x->router_jitter == y->router_jitter && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&

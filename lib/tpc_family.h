@@ -157,7 +157,8 @@ typedef struct tpc_tensor_row {
  *   attn       MHA/GQA, or multi-head latent attention (DeepSeek-V2/V3)
  *   qk_norm    none, RMSNorm per head over head_dim (Qwen3), or over the
  *              whole q and k projections, heads * head_dim (OLMo 2); before
- *              the rotary embedding
+ *              the rotary embedding; qk_after_rope: after it (HunYuan's
+ *              query_layernorm/key_layernorm)
  *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
  *   rope       rotate-half (dims i and i + rot/2) or interleaved pairs (2i,
@@ -250,6 +251,7 @@ typedef struct tpc_layer_parts {
 	tpc_part_place place;
 	tpc_part_attn attn;
 	tpc_part_qk_norm qk_norm;
+	bool qk_after_rope;      /* the q/k norms after the rotary embedding (above) */
 	tpc_part_qkv qkv;
 	tpc_part_rope rope;
 	bool partial_rope;       /* a fraction of each head rotated (rotary_pct in the facts) */

@@ -129,6 +129,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope,
 			 .theta = p->rope_theta, .rot = p->rot_dims, .pairs = p->rope_pairs, .bidirectional = p->bidirectional,
 			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
+			 .qk_late = p->qk_after_rope,
 			 .rope_linear = p->rope_linear, .scale = p->scale, .softcap = p->softcap, .window = p->window};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;

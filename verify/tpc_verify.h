@@ -308,6 +308,8 @@ typedef struct tpc_vattn {
 	bool qk_whole;                   /* q_norm/k_norm are over the whole projection [heads *
 					    head_dim], not per head (OLMo 2): the ranks all-reduce the
 					    sums of squares of their heads */
+	bool qk_after_rope;              /* q_norm/k_norm after the rotary embedding, not before
+					    (HunYuan's query_layernorm/key_layernorm) */
 	bool bidirectional;              /* every query sees every key (DiT); else causal */
 	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
 					    width (seeded like the block input); 0: the block input */

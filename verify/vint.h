@@ -120,6 +120,7 @@ typedef struct vattn_loc {
 	double qk_eps;
 	bool qk_whole;           /* qn, kn over the whole projection [heads * hd] (OLMo 2): this
 				    rank's heads take their columns, the sums of squares all-reduced */
+	bool qk_late;            /* qn, kn after the rope (tpc_vattn's qk_after_rope) */
 	bool bidirectional;
 	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
 	int64_t rot;             /* rope on each head's first rot dims (0: all) */

@@ -736,6 +736,7 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	}
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
+	a->qk_after_rope = pt->qk_after_rope;
 	a->interleaved = a->qkv >= 0 && pt->qkv == TPC_PART_QKV_PER_HEAD;
 	a->bidirectional = pt->model == TPC_PART_ENCODER;
 	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
