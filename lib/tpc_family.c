@@ -290,6 +290,37 @@ static const tpc_tensor_row deepseek_tensors[] = {
 	END_ROW,
 };
 
+/* HunYuan MoE (HunYuanMoEV1ForCausalLM): LLaMA's attention rows with q/k/v/o
+ * biases (attention_bias) and per-head query_layernorm/key_layernorm (after
+ * the rotary embedding: the parts say), every layer's router mlp.gate.wg,
+ * routed experts mlp.experts.{E} and an ungated shared expert
+ * mlp.shared_mlp. Hugging Face names only: no GGUF column (the reference's
+ * HunYuanMoEModel needs the remote code's tiktoken tokenizer and its
+ * config's moe_intermediate_size and num_shared_expert lists, which
+ * transformers' HunYuanMoEV1Config has not: convert to GGUF refuses the
+ * architecture by name). */
+static const tpc_tensor_row hunyuanmoe_tensors[] = {
+	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
+	HF_ONLY(OUTPUT, false, "lm_head.weight"),
+	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
+	HF_ONLY(ATTN_Q, true, HF_L "self_attn.q_proj.weight"),
+	HF_ONLY(ATTN_K, true, HF_L "self_attn.k_proj.weight"),
+	HF_ONLY(ATTN_V, true, HF_L "self_attn.v_proj.weight"),
+	HF_ONLY(ATTN_OUT, true, HF_L "self_attn.o_proj.weight"),
+	HF_ONLY(ATTN_Q_NORM, false, HF_L "self_attn.query_layernorm.weight"),
+	HF_ONLY(ATTN_K_NORM, false, HF_L "self_attn.key_layernorm.weight"),
+	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
+	HF_ONLY(FFN_GATE_INP, false, HF_L "mlp.gate.wg.weight"),
+	HF_ONLY(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight"),
+	HF_ONLY(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight"),
+	HF_ONLY(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight"),
+	HF_ONLY(FFN_GATE_SHEXP, false, HF_L "mlp.shared_mlp.gate_proj.weight"),
+	HF_ONLY(FFN_UP_SHEXP, false, HF_L "mlp.shared_mlp.up_proj.weight"),
+	HF_ONLY(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_mlp.down_proj.weight"),
+	END_ROW,
+};
+
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
  * load_weights_from_hf_model, "transpose for Conv1D"), c_attn fused [q|k|v]
@@ -1017,6 +1048,15 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_phimoe,
 	 .tensors = phimoe_tensors,
 	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .router = TPC_PART_ROUTER_SPARSEMIXER, .router_jitter = 0.01,
+	       .tied_head = true)},
+	/* per-head q/k norms after the rope, q/k/v/o biases, the softmax of the
+	 * top-k (moe_topk) renormalised, an ungated shared expert in every layer */
+	{.name = "hunyuan-moe",
+	 .desc = "HunYuan MoE (HF names): llama attention (q/k/v/o biases split with their weights, query/key_layernorm replicated); mlp.experts.N gate/up col, down row; shared_mlp like a dense MLP; router mlp.gate.wg replicated",
+	 .plan = MOE_JSON("hunyuan-moe", "HunYuan MoE (HunYuanMoEV1ForCausalLM) with Hugging Face names; the shared expert mlp.shared_mlp split as a dense MLP, the router mlp.gate.wg replicated by the fallback."),
+	 .hf_arch = A("HunYuanMoEV1ForCausalLM"),
+	 .tensors = hunyuanmoe_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
