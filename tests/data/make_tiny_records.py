@@ -57,6 +57,10 @@
 #               and lm_head biases, 4 experts under the sparsemixer router
 #               (router_jitter_noise 0.25: some second choices weighted
 #               below 1); a generator of its own
+#   hunyuan_moe HunYuanMoEV1ForCausalLM: every layer 4 experts (top-2 of the
+#               softmax, renormalised) beside an ungated shared_mlp, the router
+#               mlp.gate.wg; q/k/v/o biases; per-head query_layernorm and
+#               key_layernorm after the rotary embedding; a generator of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -102,13 +106,15 @@ FAMILIES = {
                                         num_nextn_predict_layers=1, rms_norm_eps=1e-5)),
     "phimoe": (tf.PhimoeConfig, dict(C, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.25,
                                      attention_bias=True, lm_head_bias=True, rms_norm_eps=1e-5)),
+    "hunyuan_moe": (tf.HunYuanMoEV1Config, dict(C, head_dim=8, num_experts=4, moe_topk=2, attention_bias=True,
+                                                 rms_norm_eps=1e-5)),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "phimoe": 64}
+SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "phimoe": 64, "hunyuan_moe": 65}
 
 
 def randomize(model, gen):

@@ -706,6 +706,55 @@ for c in 2:2:contiguous 4:2:round-robin; do
     bad "phimoe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
+# families whose GGUF tpconv does not write (no GGUF column), their tiny
+# transformers model from tests/data (make_tiny_records.py): HunYuan MoE
+# (convert_hf_to_gguf.py's HunYuanMoEModel needs the remote code's tiktoken
+# tokenizer and config keys transformers' config has not). Shard at tp 2 and
+# 4 with the preset from config.json and at tp 2 and 4 x ep 2, merge back
+# byte-identical, verify's MoE and model checks; a swapped slice fails;
+# convert to GGUF refused by name (exit 3), nothing written
+for c in hunyuan-moe:hunyuan_moe; do
+  IFS=: read -r fam data <<<"$c"
+  O="$T/tiny-$fam"
+  rm -rf "$O" && mkdir "$O" && cp "$SRC/tests/data/tiny_$data.json" "$O/config.json" &&
+    cp "$SRC/tests/data/tiny_$data.safetensors" "$O/model.safetensors"
+  for s in 2:1 4:1 2:2 4:2; do
+    IFS=: read -r tp ep <<<"$s"
+    rm -rf "$T/o" "$T/o.safetensors"
+    if "$TPCONV" shard "$O" --tp "$tp" --ep "$ep" -o "$T/o" -q 2> "$T/err" &&
+       grep -q "\"name\": *\"$fam\"" "$T/o/tpconv-manifest.json" &&
+       "$TPCONV" merge "$T/o" -o "$T/o.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o.safetensors" &&
+       "$TPCONV" verify --reference "$O" --shards "$T/o" > "$T/out" 2>> "$T/err" &&
+       grep -Eq '^ +mlp +model\.layers\.1\.moe .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
+      ok "$fam tp $tp ep $ep: the preset from config.json, merged back byte-identical, verify's MoE and model checks pass"
+    else
+      bad "$fam tp $tp ep $ep: shard, merge, verify" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+    fi
+  done
+  rm -rf "$T/o" && "$TPCONV" shard "$O" --tp 2 -o "$T/o" -q 2> "$T/err"
+  python3 - "$T/o/model_tp01_pp00.safetensors" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1), (b0, b1) = (h["model.layers.1.self_attn.%s.weight" % p]["data_offsets"] for p in ("q_proj", "o_proj"))
+f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
+f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
+PY
+  "$TPCONV" verify --reference "$O" --shards "$T/o" > "$T/out" 2> "$T/err"; rc=$?
+  if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.1\.attn .*FAIL' "$T/out" &&
+     grep -Eq '^ +attn +model\.layers\.0\.attn .*pass' "$T/out"; then
+    ok "$fam tp 2: rank 1's q_proj and o_proj slices of layer 1 swapped: verify fails layer 1's attention (exit 1)"
+  else
+    bad "$fam tp 2: a swapped slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
+  fi
+  rm -f "$T/x.gguf"
+  "$TPCONV" convert "$O" -o "$T/x.gguf" -q 2> "$T/err"; rc=$?
+  if [ $rc -eq 3 ] && grep -q "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["architectures"][0])' "$O/config.json")" "$T/err" &&
+     [ ! -e "$T/x.gguf" ]; then
+    ok "$fam: convert to GGUF refused by name (exit 3), nothing written"
+  else
+    bad "$fam: convert to GGUF (exit $rc)" "$(cat "$T/err")"
+  fi
+done
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a
 # block tensor is not concatenated): refused by name, nothing written
 rm -rf "$T/q" && mkdir "$T/q"

@@ -1080,6 +1080,24 @@ static void test_qk_after_rope(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* HunYuan MoE: every layer 4 experts (top-2 of the softmax, renormalised)
+ * beside an ungated shared expert, the router mlp.gate.wg; q/k/v/o biases;
+ * per-head q/k norms after the rotary embedding */
+static void test_hunyuan_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("hunyuan-moe"), "hunyuan_moe", &f, &s);
+	for (int l = 0; l < 2; l++) {
+		const tpc_vlayer *ly = &s.model->layers[l];
+		assert_true(ly->moe.exp && ly->moe.top_k == 2 && ly->moe.renorm && !ly->moe.sigmoid &&
+			    ly->moe.shared.down >= 0 && ly->moe.shared_gate < 0 && ly->attn.qk_after_rope &&
+			    ly->attn.q_norm >= 0 && ly->attn.k_norm >= 0);
+	}
+	tpc_verify_set_release(&s);
+}
+
 /* Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, every
  * layer 4 experts under the sparsemixer router with config.json's
  * router_jitter_noise 0.25 (PhimoeForCausalLM, as transformers 5 saves it) */
@@ -1405,6 +1423,7 @@ int main(void)
 		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
+		cmocka_unit_test(test_hunyuan_moe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
