@@ -56,6 +56,10 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_PLUS,         /* "A+B": A's value (required, the first of its '|' names) plus
 				B's when config.json has it (Glm4MoeModel's block_count: the
 				layers and num_nextn_predict_layers) */
+	TPC_KH_DIV_IF,       /* "A/B?C": A's value integer-divided by B's when config.json's C
+				is a number above 0 and A and B are there (not null), else no
+				key (Ernie4_5MoeModel's expert_shared_feed_forward_length:
+				intermediate_size // num_key_value_heads with shared experts) */
 	TPC_KH_OR_HEADS,     /* names, else num_attention_heads (Gemma's head_count_kv) */
 	TPC_KH_OR_ZERO,      /* names when a number, else 0 (Phi-3's sliding_window) */
 	TPC_KH_OR_TRUE,      /* a bool, true when absent (GPT-NeoX's parallel residual) */
