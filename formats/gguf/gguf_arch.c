@@ -1290,7 +1290,9 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 		return -1;
 	if (!cv->spec->experts[0])
 		return 0;
-	if (cfg_req_u32(c, "num_local_experts|num_experts|n_routed_experts", &w->n_exp, cv->e))
+	/* the record's expert count member (ERNIE 4.5 MoE's moe_num_experts), else any of the usual */
+	const char *xm = cv->spec->experts_member ? cv->spec->experts_member : "num_local_experts|num_experts|n_routed_experts";
+	if (cfg_req_u32(c, xm, &w->n_exp, cv->e))
 		return -1;
 	uint64_t n = 0;
 	if (!w->n_exp || tpc_mul_u64(w->layers, 3 * w->n_exp, &n) || n > ((uint64_t)1 << 26))
