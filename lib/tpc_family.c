@@ -446,6 +446,36 @@ static const tpc_tensor_row ernie4_5_tensors[] = {
 	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
+/* ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM): ERNIE 4.5's rows (the dense
+ * layers before moe_layer_start_index, or off moe_layer_interval's step or
+ * past moe_layer_end_index, as its MLP); the MoE layers' router mlp.gate, its
+ * score correction bias mlp.moe_statics.e_score_correction_bias [1, experts]
+ * (GGUF exp_probs_b.bias), routed experts mlp.experts.{E} and
+ * shared_experts (use_bias's biases with them). Hugging Face and GGUF names
+ * only (MODEL_ARCH.ERNIE4_5_MOE). */
+static const tpc_tensor_row ernie4_5moe_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	HG(FFN_GATE_INP, false, HF_L "mlp.gate.weight", GG_L "ffn_gate_inp.weight"),
+	HG(FFN_EXP_PROBS_B, false, HF_L "mlp.moe_statics.e_score_correction_bias", GG_L "exp_probs_b.bias"),
+	HG(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", GG_L "ffn_gate_exps.weight"),
+	HG(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", GG_L "ffn_up_exps.weight"),
+	HG(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", GG_L "ffn_down_exps.weight"),
+	HG(FFN_GATE_SHEXP, true, HF_L "mlp.shared_experts.gate_proj.weight", GG_L "ffn_gate_shexp.weight"),
+	HG(FFN_UP_SHEXP, true, HF_L "mlp.shared_experts.up_proj.weight", GG_L "ffn_up_shexp.weight"),
+	HG(FFN_DOWN_SHEXP, true, HF_L "mlp.shared_experts.down_proj.weight", GG_L "ffn_down_shexp.weight"),
+	END_ROW,
+};
 
 /* Phi (PhiForCausalLM: Phi-1, Phi-1.5, Phi-2): one input LayerNorm for the
  * parallel attention and MLP (no FFN norm row), q/k/v and dense with biases,
@@ -1058,6 +1088,16 @@ static const tpc_family families[] = {
 	 .tensors = hunyuanmoe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .tied_head = true)},
+	/* ERNIE 4.5's rope in interleaved pairs and use_bias's biases; the
+	 * softmax's top-k chosen with the correction bias, renormalised
+	 * (Ernie4_5_MoeTopKRouter), a shared expert */
+	{.name = "ernie4_5-moe",
+	 .desc = "ERNIE 4.5 MoE (HF names): llama attention (use_bias's biases split with their weights); mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and moe_statics' e_score_correction_bias replicated; dense layers as LLaMA's",
+	 .plan = MOE_JSON("ernie4_5-moe", "ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM) with Hugging Face names; the layers outside moe_layer_start_index, moe_layer_interval and moe_layer_end_index dense; mlp.moe_statics.e_score_correction_bias replicated by the fallback."),
+	 .hf_arch = A("Ernie4_5_MoeForCausalLM"),
+	 .gguf = &tpc__gguf_ernie4_5moe,
+	 .tensors = ernie4_5moe_tensors,
+	 PARTS(.rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,

@@ -159,6 +159,21 @@ static const tpc_gguf_kv_rule ernie4_5_kv[] = {
 	TEXT_RULES,
 	R_END,
 };
+/* Ernie4_5MoeModel: Ernie4_5Model's (TextModel's) keys, then the experts,
+ * the MoE layers' step and the leading dense ones, the experts' width, the
+ * shared ones and their width as it computes it (intermediate_size //
+ * num_key_value_heads, when there are shared experts) */
+static const tpc_gguf_kv_rule ernie4_5moe_kv[] = {
+	TEXT_RULES,
+	{"expert_count", U32, TPC_KH_REQ, "moe_num_experts"},
+	{"expert_used_count", U32, TPC_KH_REQ, "moe_k"},
+	{"interleave_moe_layer_step", U32, TPC_KH_REQ, "moe_layer_interval"},
+	{"leading_dense_block_count", U32, TPC_KH_REQ, "moe_layer_start_index"},
+	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
+	{"expert_shared_count", U32, TPC_KH_FIND, "moe_num_shared_experts"},
+	{"expert_shared_feed_forward_length", U32, TPC_KH_DIV_IF, "intermediate_size/num_key_value_heads?moe_num_shared_experts"},
+	R_END,
+};
 /* Exaone4Model (conversion/exaone.py): TextModel's keys, vocab_size, then
  * with a sliding_window (not null) the window and a bool per layer
  * (layer_types, else sliding_window_pattern's period, Exaone4Config's 4) */
@@ -538,6 +553,24 @@ const tpc_gguf_arch tpc__gguf_ernie4_5 = {
 	.arch = "ernie4_5", .hf_arch = A("Ernie4_5ForCausalLM"), .kv = ernie4_5_kv, .head_dim = 128,
 	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.add_space_prefix = true, .hf_cfg = text_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor"};
+/* Ernie4_5MoeModel: Ernie4_5Model's vocabulary, no Q/K permutation, the
+ * experts stacked gate, up, down; read back, the MoE members from their
+ * keys (moe_layer_end_index left to its default, the last layer) */
+static const tpc_gguf_cfg_rule ernie4_5moe_cfg[] = {
+	TEXT_CFG_ROWS
+	{"moe_num_experts", "expert_count", TPC_CK_INT},
+	{"moe_k", "expert_used_count", TPC_CK_INT},
+	{"moe_layer_interval", "interleave_moe_layer_step", TPC_CK_INT},
+	{"moe_layer_start_index", "leading_dense_block_count", TPC_CK_INT},
+	{"moe_num_shared_experts", "expert_shared_count", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+const tpc_gguf_arch tpc__gguf_ernie4_5moe = {
+	.arch = "ernie4_5-moe", .hf_arch = A("Ernie4_5_MoeForCausalLM"), .kv = ernie4_5moe_kv, .head_dim = -1,
+	.experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
+	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.add_space_prefix = true, .hf_cfg = ernie4_5moe_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor",
+	.experts_member = "moe_num_experts"};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no
