@@ -71,7 +71,7 @@ static const struct {
 	COUNT(vocab, "vocab_size|n_vocab"),
 	COUNT(layers, "num_hidden_layers|n_layer|num_layers|n_layers"),
 	/* mixtures of experts, DeepSeek's routing and its MLA */
-	COUNT(experts_per_tok, "num_experts_per_tok|num_selected_experts|moe_topk"),
+	COUNT(experts_per_tok, "num_experts_per_tok|num_selected_experts|moe_topk|moe_k"),
 	COUNT(experts, "num_local_experts|num_experts|n_routed_experts|moe_num_experts"),
 	COUNT(n_group, "n_group"),
 	COUNT(topk_group, "topk_group"),

@@ -343,7 +343,9 @@ static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_
 static int moe_score_bias(const tpc_verify_set *s, const char *nm, const tpc_vmoe *mo, tpc_err *e)
 {
 	const tpc_vtensor *bv = &s->t[mo->score_bias];
-	if (bv->ref->ndim != 1 || bv->dim >= 0 || bv->ref->shape[0] != mo->nexp)
+	/* [experts], or [1, experts] (ERNIE 4.5 MoE's moe_statics: one group) */
+	bool one = bv->ref->ndim == 1 || (bv->ref->ndim == 2 && bv->ref->shape[0] == 1);
+	if (!one || bv->dim >= 0 || bv->ref->shape[bv->ref->ndim - 1] != mo->nexp)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': '%s' must be a replicated tensor of %lld scores, one per expert",
 				   nm, bv->name, (long long)mo->nexp);
 	return 0;
