@@ -451,12 +451,14 @@ static const tpc_tensor_row ernie4_5_tensors[] = {
  * past moe_layer_end_index, as its MLP); the MoE layers' router mlp.gate, its
  * score correction bias mlp.moe_statics.e_score_correction_bias [1, experts]
  * (GGUF exp_probs_b.bias), routed experts mlp.experts.{E} and
- * shared_experts (use_bias's biases with them). Hugging Face and GGUF names
+ * shared_experts (use_bias's biases with them, lm_head's too: its
+ * Ernie4_5_MoeForCausalLM's head has one with use_bias, the dense one's
+ * not). Hugging Face and GGUF names
  * only (MODEL_ARCH.ERNIE4_5_MOE). */
 static const tpc_tensor_row ernie4_5moe_tensors[] = {
 	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
 	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
-	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HG(OUTPUT, true, "lm_head.weight", "output.weight"),
 	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
 	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
 	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
@@ -1093,7 +1095,7 @@ static const tpc_family families[] = {
 	 * (Ernie4_5_MoeTopKRouter), a shared expert */
 	{.name = "ernie4_5-moe",
 	 .desc = "ERNIE 4.5 MoE (HF names): llama attention (use_bias's biases split with their weights); mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and moe_statics' e_score_correction_bias replicated; dense layers as LLaMA's",
-	 .plan = MOE_JSON("ernie4_5-moe", "ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM) with Hugging Face names; the layers outside moe_layer_start_index, moe_layer_interval and moe_layer_end_index dense; mlp.moe_statics.e_score_correction_bias replicated by the fallback."),
+	 .plan = MOE_JSON_OF("ernie4_5-moe", "ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM) with Hugging Face names; the layers outside moe_layer_start_index, moe_layer_interval and moe_layer_end_index dense; mlp.moe_statics.e_score_correction_bias replicated by the fallback; lm_head's bias (use_bias) vocab-parallel with its weight.", LLAMA_EDGE_RULES_HEAD_BIAS),
 	 .hf_arch = A("Ernie4_5_MoeForCausalLM"),
 	 .gguf = &tpc__gguf_ernie4_5moe,
 	 .tensors = ernie4_5moe_tensors,
