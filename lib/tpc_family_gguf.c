@@ -555,9 +555,20 @@ const tpc_gguf_arch tpc__gguf_ernie4_5 = {
 	.add_space_prefix = true, .hf_cfg = text_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor"};
 /* Ernie4_5MoeModel: Ernie4_5Model's vocabulary, no Q/K permutation, the
  * experts stacked gate, up, down; read back, the MoE members from their
- * keys (moe_layer_end_index left to its default, the last layer) */
+ * keys (moe_layer_end_index left to its default, the last layer); not
+ * TextModel's num_experts_per_tok and shared_expert_intermediate_size,
+ * which the reference would write back as other keys */
 static const tpc_gguf_cfg_rule ernie4_5moe_cfg[] = {
-	TEXT_CFG_ROWS
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
+	{"head_dim", "attention.key_length", TPC_CK_INT},
+	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_INT},
 	{"moe_num_experts", "expert_count", TPC_CK_INT},
 	{"moe_k", "expert_used_count", TPC_CK_INT},
 	{"moe_layer_interval", "interleave_moe_layer_step", TPC_CK_INT},
