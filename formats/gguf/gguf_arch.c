@@ -1290,8 +1290,10 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 		return -1;
 	if (!cv->spec->experts[0])
 		return 0;
-	/* the record's expert count member (ERNIE 4.5 MoE's moe_num_experts), else any of the usual */
-	const char *xm = cv->spec->experts_member ? cv->spec->experts_member : "num_local_experts|num_experts|n_routed_experts";
+	/* any of the usual names, else the record's expert count member (ERNIE 4.5 MoE's moe_num_experts) */
+	char xm[160];
+	snprintf(xm, sizeof(xm), "num_local_experts|num_experts|n_routed_experts%s%s", cv->spec->experts_member ? "|" : "",
+		 cv->spec->experts_member ? cv->spec->experts_member : "");
 	if (cfg_req_u32(c, xm, &w->n_exp, cv->e))
 		return -1;
 	uint64_t n = 0;
