@@ -179,6 +179,14 @@ FAMILIES = {
                                      attention_bias=True, lm_head_bias=True, tie_word_embeddings=False,
                                      bos_token_id=1, eos_token_id=PHI3_N, pad_token_id=PHI3_N),
                "phi3", torch.float32, None),
+    # ERNIE 4.5 MoE: layer 0 dense (moe_layer_start_index), layer 1 4 experts
+    # (top-2 of the softmax chosen with moe_statics' e_score_correction_bias,
+    # made nonzero, renormalised) beside a shared expert; ERNIE 4.5's
+    # interleaved-pair rope and SentencePiece vocabulary, a tied head
+    "ernie4_5-moe": (tf.Ernie4_5_MoeConfig, dict(COMMON, head_dim=8, moe_num_experts=4, moe_k=2,
+                                                 moe_intermediate_size=32, moe_num_shared_experts=1,
+                                                 moe_layer_start_index=1, moe_layer_interval=1,
+                                                 tie_word_embeddings=True), "spm", torch.float32, None),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -191,7 +199,7 @@ FAMILIES = {
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
-         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "phimoe": 60}
+         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "phimoe": 60, "ernie4_5-moe": 61}
 
 
 def spm_model(d, n):

@@ -102,6 +102,11 @@ FAMILIES = {
     # ungated shared expert, q/k/v/o biases, per-head q/k norms after the rope
     "hunyuan-moe": ("hunyuan-moe", "hunyuan_v1_moe", "causal",
                     dict(ATT, tie_word_embeddings=False, num_experts=4, moe_topk=2, attention_bias=True), (2, 4, 8)),
+    # ERNIE 4.5 MoE: layer 0 dense, layer 1 4 experts (the softmax's top-2
+    # chosen with moe_statics' correction bias) beside a shared expert
+    "ernie4_5-moe": ("ernie4_5-moe", "ernie4_5_moe", "causal",
+                     dict(ATT, tie_word_embeddings=False, moe_num_experts=4, moe_k=2, moe_intermediate_size=64,
+                          moe_num_shared_experts=1, moe_layer_start_index=1), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

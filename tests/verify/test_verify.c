@@ -1098,6 +1098,23 @@ static void test_hunyuan_moe_record(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* ERNIE 4.5 MoE: 3 layers, layer 1 alone a mixture (moe_layer_start_index
+ * and moe_layer_end_index 1) of 4 experts, the softmax's top-2 (moe_k)
+ * chosen with moe_statics' [1, 4] correction bias, renormalised, beside a
+ * shared expert; use_bias's biases (lm_head's too), interleaved-pair rope */
+static void test_ernie4_5_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("ernie4_5-moe"), "ernie4_5_moe", &f, &s);
+	assert_int_equal(f.experts_per_tok, 2);
+	const tpc_vmoe *mo = &s.model->layers[1].moe;
+	assert_true(!s.model->layers[0].moe.exp && !s.model->layers[2].moe.exp && mo->exp && mo->score_bias >= 0 &&
+		    !mo->sigmoid && mo->renorm && mo->shared.down >= 0 && mo->shared_gate < 0);
+	tpc_verify_set_release(&s);
+}
+
 /* Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, every
  * layer 4 experts under the sparsemixer router with config.json's
  * router_jitter_noise 0.25 (PhimoeForCausalLM, as transformers 5 saves it) */
@@ -1423,7 +1440,7 @@ int main(void)
 		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
-		cmocka_unit_test(test_hunyuan_moe_record),
+		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
