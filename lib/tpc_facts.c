@@ -71,7 +71,7 @@ static const struct {
 	COUNT(vocab, "vocab_size|n_vocab"),
 	COUNT(layers, "num_hidden_layers|n_layer|num_layers|n_layers"),
 	/* mixtures of experts, DeepSeek's routing and its MLA */
-	COUNT(experts_per_tok, "num_experts_per_tok|num_selected_experts|moe_topk"),
+	COUNT(experts_per_tok, "num_experts_per_tok|num_selected_experts|moe_topk|moe_k"),
 	COUNT(experts, "num_local_experts|num_experts|n_routed_experts|moe_num_experts"),
 	COUNT(n_group, "n_group"),
 	COUNT(topk_group, "topk_group"),
@@ -221,6 +221,12 @@ static void moe_facts(tpc_model_facts *f, const tpc_cfg *c)
 	tpc_cfg_num(c, T, "routed_scaling_factor", L, &rs, NULL);
 	if (rs > 0 && rs < 1e6)
 		f->routed_scale = rs;
+	double rj = -1;
+	tpc_cfg_num(c, T, "router_jitter_noise", L, &rj, NULL);
+	if (rj >= 0 && rj < 1e6) {
+		f->router_jitter = rj;
+		f->router_jitter_said = true;
+	}
 	const char *sf = str(c, "scoring_func");
 	if (sf)
 		f->scoring = !strcmp(sf, "softmax")   ? TPC_MOE_SOFTMAX
@@ -354,6 +360,10 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(experts_per_tok); FILL(norm_topk); FILL(scoring); FILL(topk_method);
 	FILL(n_group); FILL(topk_group); FILL(first_dense); FILL(routed_scale);
 	FILL(nextn);
+	if (!dst->router_jitter_said) {
+		dst->router_jitter = src->router_jitter;
+		dst->router_jitter_said = src->router_jitter_said;
+	}
 	if (!dst->quant.method)
 		dst->quant = src->quant;
 	/* multi-head latent attention */

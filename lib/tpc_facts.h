@@ -108,6 +108,10 @@ typedef struct tpc_model_facts {
 	tpc_moe_topk topk_method;
 	int64_t n_group, topk_group, first_dense;
 	double routed_scale;
+	/* the sparsemixer router's eps (router_jitter_noise; Phi-3.5-MoE),
+	 * router_jitter_said: config.json has it (0 is a value) */
+	double router_jitter;
+	bool router_jitter_said;
 	/* next-token-prediction (MTP) layers after the num_hidden_layers
 	 * (num_nextn_predict_layers: GLM-4.5, DeepSeek-V3): model.layers.N for
 	 * N >= layers, which transformers' model leaves out (0: none or unsaid) */

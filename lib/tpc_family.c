@@ -327,6 +327,37 @@ static const tpc_tensor_row deepseek_tensors[] = {
 	END_ROW,
 };
 
+/* HunYuan MoE (HunYuanMoEV1ForCausalLM): LLaMA's attention rows with q/k/v/o
+ * biases (attention_bias) and per-head query_layernorm/key_layernorm (after
+ * the rotary embedding: the parts say), every layer's router mlp.gate.wg,
+ * routed experts mlp.experts.{E} and an ungated shared expert
+ * mlp.shared_mlp. Hugging Face names only: no GGUF column (the reference's
+ * HunYuanMoEModel needs the remote code's tiktoken tokenizer and its
+ * config's moe_intermediate_size and num_shared_expert lists, which
+ * transformers' HunYuanMoEV1Config has not: convert to GGUF refuses the
+ * architecture by name). */
+static const tpc_tensor_row hunyuanmoe_tensors[] = {
+	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
+	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
+	HF_ONLY(OUTPUT, false, "lm_head.weight"),
+	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
+	HF_ONLY(ATTN_Q, true, HF_L "self_attn.q_proj.weight"),
+	HF_ONLY(ATTN_K, true, HF_L "self_attn.k_proj.weight"),
+	HF_ONLY(ATTN_V, true, HF_L "self_attn.v_proj.weight"),
+	HF_ONLY(ATTN_OUT, true, HF_L "self_attn.o_proj.weight"),
+	HF_ONLY(ATTN_Q_NORM, false, HF_L "self_attn.query_layernorm.weight"),
+	HF_ONLY(ATTN_K_NORM, false, HF_L "self_attn.key_layernorm.weight"),
+	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
+	HF_ONLY(FFN_GATE_INP, false, HF_L "mlp.gate.wg.weight"),
+	HF_ONLY(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight"),
+	HF_ONLY(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight"),
+	HF_ONLY(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight"),
+	HF_ONLY(FFN_GATE_SHEXP, false, HF_L "mlp.shared_mlp.gate_proj.weight"),
+	HF_ONLY(FFN_UP_SHEXP, false, HF_L "mlp.shared_mlp.up_proj.weight"),
+	HF_ONLY(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_mlp.down_proj.weight"),
+	END_ROW,
+};
+
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
  * load_weights_from_hf_model, "transpose for Conv1D"), c_attn fused [q|k|v]
@@ -452,6 +483,38 @@ static const tpc_tensor_row ernie4_5_tensors[] = {
 	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
 	END_ROW,
 };
+/* ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM): ERNIE 4.5's rows (the dense
+ * layers before moe_layer_start_index, or off moe_layer_interval's step or
+ * past moe_layer_end_index, as its MLP); the MoE layers' router mlp.gate, its
+ * score correction bias mlp.moe_statics.e_score_correction_bias [1, experts]
+ * (GGUF exp_probs_b.bias), routed experts mlp.experts.{E} and
+ * shared_experts (use_bias's biases with them, lm_head's too: its
+ * Ernie4_5_MoeForCausalLM's head has one with use_bias, the dense one's
+ * not). Hugging Face and GGUF names
+ * only (MODEL_ARCH.ERNIE4_5_MOE). */
+static const tpc_tensor_row ernie4_5moe_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, true, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
+	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	HG(FFN_GATE_INP, false, HF_L "mlp.gate.weight", GG_L "ffn_gate_inp.weight"),
+	HG(FFN_EXP_PROBS_B, false, HF_L "mlp.moe_statics.e_score_correction_bias", GG_L "exp_probs_b.bias"),
+	HG(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", GG_L "ffn_gate_exps.weight"),
+	HG(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", GG_L "ffn_up_exps.weight"),
+	HG(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", GG_L "ffn_down_exps.weight"),
+	HG(FFN_GATE_SHEXP, true, HF_L "mlp.shared_experts.gate_proj.weight", GG_L "ffn_gate_shexp.weight"),
+	HG(FFN_UP_SHEXP, true, HF_L "mlp.shared_experts.up_proj.weight", GG_L "ffn_up_shexp.weight"),
+	HG(FFN_DOWN_SHEXP, true, HF_L "mlp.shared_experts.down_proj.weight", GG_L "ffn_down_shexp.weight"),
+	END_ROW,
+};
 
 /* Phi (PhiForCausalLM: Phi-1, Phi-1.5, Phi-2): one input LayerNorm for the
  * parallel attention and MLP (no FFN norm row), q/k/v and dense with biases,
@@ -489,6 +552,29 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	HG(FFN_GATE, false, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
 	HG(FFN_UP, false, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
 	HG(FFN_DOWN, false, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	END_ROW,
+};
+
+/* Phi-3.5-MoE (PhiMoEForCausalLM; transformers' PhimoeForCausalLM): LLaMA's
+ * names with LayerNorms (weights and biases), q/k/v/o biases
+ * (attention_bias) and lm_head's (lm_head_bias); Mixtral's
+ * block_sparse_moe.gate and experts.{E}.w1/w3/w2 (as the checkpoints hold
+ * them; transformers 5 saves them so). Hugging Face and GGUF names only
+ * (MODEL_ARCH.PHIMOE). */
+static const tpc_tensor_row phimoe_tensors[] = {
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HG(OUTPUT_NORM, true, "model.norm.weight", "output_norm.weight"),
+	HG(OUTPUT, true, "lm_head.weight", "output.weight"),
+	HG(ATTN_NORM, true, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HG(FFN_NORM, true, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HG(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", GG_L "ffn_gate_inp.weight"),
+	HG(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight", GG_L "ffn_gate_exps.weight"),
+	HG(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight", GG_L "ffn_up_exps.weight"),
+	HG(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight", GG_L "ffn_down_exps.weight"),
 	END_ROW,
 };
 #undef HG
@@ -536,16 +622,23 @@ static const tpc_tensor_row cohere2_tensors[] = {
 	"    {\"match\": \"shared_experts?\\\\.(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
 	"    {\"match\": \"shared_experts?\\\\.down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
 	"    {\"match\": \"(block_sparse_moe|mlp)\\\\.gate\\\\.(weight|bias|e_score_correction_bias)$|shared_expert_gate\\\\.weight$\", \"split\": \"replicate\"},\n"
-#define MOE_JSON(NAME, DESC) \
+#define MOE_JSON(NAME, DESC) MOE_JSON_OF(NAME, DESC, LLAMA_EDGE_RULES)
+#define MOE_JSON_OF(NAME, DESC, EDGE) \
 	"{\n" \
 	"  \"name\": \"" NAME "\",\n" \
 	"  \"description\": \"" DESC " Attention as LLaMA's. Every expert split by tensor parallelism inside it: experts.N w1/w3 (gate_proj/up_proj) col, w2 (down_proj) row; the shared expert like a dense MLP; the router (gate), shared_expert_gate and e_score_correction_bias replicated on every rank; dense layers as LLaMA's. With --ep N every expert (experts.N.) lives on one EP group of tp/N ranks, split tp/N ways there.\",\n" \
 	LLAMA_STAGES \
 	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES LLAMA_MLP_RULES MOE_RULES \
-	LLAMA_EDGE_RULES "  ],\n" \
+	EDGE "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
+
+/* LLaMA's edges with lm_head's vocab bias split with its weight (Phi-3.5-MoE's lm_head_bias) */
+#define LLAMA_EDGE_RULES_HEAD_BIAS \
+	"    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"^lm_head\\\\.(weight|bias)$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"(layernorm|(^|\\\\.)norm|(^|\\\\.)(q_norm|k_norm))\\\\.(weight|bias)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n"
 
 /* Granite-MoE, split as vLLM's granitemoe.py loads it into FusedMoE
  * (tensor parallelism inside every expert: input_linear's gate and up rows
@@ -1049,6 +1142,36 @@ static const tpc_family families[] = {
 	 .tensors = gptoss_tensors,
 	 PARTS(.attn_bias = true, .mlp = TPC_PART_MLP_CLAMPED_GLU, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .experts_per_tok = 4, .swa_every = 2)},
+	/* LayerNorms with biases, q/k/v/o and lm_head biases, Mixtral's experts
+	 * under the sparsemixer router (router_jitter_noise config.json's,
+	 * PhimoeConfig's 0.01 when unsaid) */
+	{.name = "phimoe",
+	 .desc = "Phi-3.5-MoE (HF names): llama attention (q/k/v/o biases split with their weights); block_sparse_moe.experts.N w1/w3 col, w2 row; router replicated; lm_head and its bias vocab; LayerNorms replicated",
+	 .plan = MOE_JSON_OF("phimoe", "Phi-3.5-MoE (PhiMoEForCausalLM) with Hugging Face names; lm_head's bias vocab-parallel with its weight, the LayerNorms' weights and biases replicated.", LLAMA_EDGE_RULES_HEAD_BIAS),
+	 .hf_arch = A("PhiMoEForCausalLM", "PhimoeForCausalLM"),
+	 .gguf = &tpc__gguf_phimoe,
+	 .tensors = phimoe_tensors,
+	 PARTS(.norm = TPC_PART_LAYERNORM, .attn_bias = true, .router = TPC_PART_ROUTER_SPARSEMIXER, .router_jitter = 0.01,
+	       .tied_head = true)},
+	/* per-head q/k norms after the rope, q/k/v/o biases, the softmax of the
+	 * top-k (moe_topk) renormalised, an ungated shared expert in every layer */
+	{.name = "hunyuan-moe",
+	 .desc = "HunYuan MoE (HF names): llama attention (q/k/v/o biases split with their weights, query/key_layernorm replicated); mlp.experts.N gate/up col, down row; shared_mlp like a dense MLP; router mlp.gate.wg replicated",
+	 .plan = MOE_JSON("hunyuan-moe", "HunYuan MoE (HunYuanMoEV1ForCausalLM) with Hugging Face names; the shared expert mlp.shared_mlp split as a dense MLP, the router mlp.gate.wg replicated by the fallback."),
+	 .hf_arch = A("HunYuanMoEV1ForCausalLM"),
+	 .tensors = hunyuanmoe_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
+	       .tied_head = true)},
+	/* ERNIE 4.5's rope in interleaved pairs and use_bias's biases; the
+	 * softmax's top-k chosen with the correction bias, renormalised
+	 * (Ernie4_5_MoeTopKRouter), a shared expert */
+	{.name = "ernie4_5-moe",
+	 .desc = "ERNIE 4.5 MoE (HF names): llama attention (use_bias's biases split with their weights); mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and moe_statics' e_score_correction_bias replicated; dense layers as LLaMA's",
+	 .plan = MOE_JSON_OF("ernie4_5-moe", "ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM) with Hugging Face names; the layers outside moe_layer_start_index, moe_layer_interval and moe_layer_end_index dense; mlp.moe_statics.e_score_correction_bias replicated by the fallback; lm_head's bias (use_bias) vocab-parallel with its weight.", LLAMA_EDGE_RULES_HEAD_BIAS),
+	 .hf_arch = A("Ernie4_5_MoeForCausalLM"),
+	 .gguf = &tpc__gguf_ernie4_5moe,
+	 .tensors = ernie4_5moe_tensors,
+	 PARTS(.rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
 	 .plan = DEEPSEEK_JSON,
@@ -1198,9 +1321,9 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	const tpc_layer_parts *x = &a->parts, *y = &b->parts;
 	return a->has_parts == b->has_parts && x->model == y->model && x->norm == y->norm &&
 	       x->norm_offset == y->norm_offset && x->norm_eps == y->norm_eps && x->place == y->place && x->attn == y->attn &&
-	       x->qk_norm == y->qk_norm && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
+	       x->qk_norm == y->qk_norm && x->qk_after_rope == y->qk_after_rope && x->qkv == y->qkv && x->rope == y->rope && x->partial_rope == y->partial_rope &&
 	       x->rope_fraction == y->rope_fraction && x->pos == y->pos && x->mlp == y->mlp && x->router == y->router &&
-	       x->experts_per_tok == y->experts_per_tok && x->resid == y->resid &&
+	       x->experts_per_tok == y->experts_per_tok && x->router_jitter == y->router_jitter && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
 	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
 }

@@ -171,7 +171,8 @@ typedef struct tpc_tensor_row {
  *   attn       MHA/GQA, or multi-head latent attention (DeepSeek-V2/V3)
  *   qk_norm    none, RMSNorm per head over head_dim (Qwen3), or over the
  *              whole q and k projections, heads * head_dim (OLMo 2); before
- *              the rotary embedding
+ *              the rotary embedding; qk_after_rope: after it (HunYuan's
+ *              query_layernorm/key_layernorm)
  *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
  *   rope       rotate-half (dims i and i + rot/2) or interleaved pairs (2i,
@@ -197,7 +198,14 @@ typedef struct tpc_tensor_row {
  *              (GLM-4.5). softmax_topk: the softmax
  *              of the top-k logits alone (Granite-MoE's TopKGating: the
  *              weights of the chosen experts always sum to 1, whatever
- *              norm_topk_prob would say; verify renormalises them);
+ *              norm_topk_prob would say; verify renormalises them).
+ *              sparsemixer: two experts chosen one after the other, each
+ *              weighted by the softmax of the logits within a relative
+ *              distance 2 x eps of the best remaining one (Phi-3.5-MoE's
+ *              sparsemixer in eval mode; eps config.json's
+ *              router_jitter_noise, else router_jitter; the second choice
+ *              among the experts left; num_experts_per_tok and
+ *              norm_topk_prob play no part);
  *              experts_per_tok: the experts a token is routed to when
  *              config.json names none (transformers' MixtralConfig: 2); 0:
  *              config.json must say
@@ -249,7 +257,7 @@ typedef enum tpc_part_mlp {
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
-	TPC_PART_ROUTER_SOFTMAX_TOPK
+	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 
@@ -261,6 +269,7 @@ typedef struct tpc_layer_parts {
 	tpc_part_place place;
 	tpc_part_attn attn;
 	tpc_part_qk_norm qk_norm;
+	bool qk_after_rope;      /* the q/k norms after the rotary embedding (above) */
 	tpc_part_qkv qkv;
 	tpc_part_rope rope;
 	bool partial_rope;       /* a fraction of each head rotated (rotary_pct in the facts) */
@@ -270,6 +279,8 @@ typedef struct tpc_layer_parts {
 	tpc_part_mlp mlp;
 	tpc_part_router router;
 	int experts_per_tok;     /* the default top-k (above); 0: config.json must say */
+	double router_jitter;    /* the sparsemixer's eps when config.json gives no
+				    router_jitter_noise (PhimoeConfig's 0.01) */
 	tpc_part_resid resid;
 	bool embed_scale;
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */

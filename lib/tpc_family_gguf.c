@@ -166,6 +166,21 @@ static const tpc_gguf_kv_rule ernie4_5_kv[] = {
 	TEXT_RULES,
 	R_END,
 };
+/* Ernie4_5MoeModel: Ernie4_5Model's (TextModel's) keys, then the experts,
+ * the MoE layers' step and the leading dense ones, the experts' width, the
+ * shared ones and their width as it computes it (intermediate_size //
+ * num_key_value_heads, when there are shared experts) */
+static const tpc_gguf_kv_rule ernie4_5moe_kv[] = {
+	TEXT_RULES,
+	{"expert_count", U32, TPC_KH_REQ, "moe_num_experts"},
+	{"expert_used_count", U32, TPC_KH_REQ, "moe_k"},
+	{"interleave_moe_layer_step", U32, TPC_KH_REQ, "moe_layer_interval"},
+	{"leading_dense_block_count", U32, TPC_KH_REQ, "moe_layer_start_index"},
+	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
+	{"expert_shared_count", U32, TPC_KH_FIND, "moe_num_shared_experts"},
+	{"expert_shared_feed_forward_length", U32, TPC_KH_DIV_IF, "intermediate_size/num_key_value_heads?moe_num_shared_experts"},
+	R_END,
+};
 /* Exaone4Model (conversion/exaone.py): TextModel's keys, vocab_size, then
  * with a sliding_window (not null) the window and a bool per layer
  * (layer_types, else sliding_window_pattern's period, Exaone4Config's 4) */
@@ -283,6 +298,25 @@ static const tpc_gguf_kv_rule phi3_kv[] = {
 	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, "!"}, /* "!": required */
 	R_FILE_TYPE,
 	{"attention.sliding_window", U32, TPC_KH_OR_ZERO, "sliding_window"},
+	R_END,
+};
+/* PhiMoeModel (a Phi3MiniModel, conversion/phi.py): Phi3MiniModel's keys,
+ * then the experts used and their count */
+static const tpc_gguf_kv_rule phimoe_kv[] = {
+	{"context_length", U32, TPC_KH_REQ, "n_positions|max_position_embeddings"},
+	{"rope.scaling.original_context_length", U32, TPC_KH_ROPE_ORIG, NULL},
+	{"embedding_length", U32, TPC_KH_REQ, "hidden_size|n_embd"},
+	R_FF,
+	R_BLOCK,
+	{"attention.head_count", U32, TPC_KH_REQ, "num_attention_heads|n_head"},
+	{"attention.head_count_kv", U32, TPC_KH_REQ, "num_key_value_heads|n_head_kv"},
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_REQ, "rms_norm_eps"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_EMB, NULL},
+	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, "!"},
+	R_FILE_TYPE,
+	{"attention.sliding_window", U32, TPC_KH_OR_ZERO, "sliding_window"},
+	{"expert_used_count", U32, TPC_KH_REQ, "num_experts_per_tok|num_experts_per_token"},
+	{"expert_count", U32, TPC_KH_REQ, "num_local_experts|num_experts"},
 	R_END,
 };
 static const tpc_gguf_kv_rule gpt2_kv[] = {
@@ -607,6 +641,35 @@ const tpc_gguf_arch tpc__gguf_ernie4_5 = {
 	.arch = "ernie4_5", .hf_arch = A("Ernie4_5ForCausalLM"), .kv = ernie4_5_kv, .head_dim = 128,
 	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.add_space_prefix = true, .hf_cfg = text_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor"};
+/* Ernie4_5MoeModel: Ernie4_5Model's vocabulary, no Q/K permutation, the
+ * experts stacked gate, up, down; read back, the MoE members from their
+ * keys (moe_layer_end_index left to its default, the last layer); not
+ * TextModel's num_experts_per_tok and shared_expert_intermediate_size,
+ * which the reference would write back as other keys */
+static const tpc_gguf_cfg_rule ernie4_5moe_cfg[] = {
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
+	{"head_dim", "attention.key_length", TPC_CK_INT},
+	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_INT},
+	{"moe_num_experts", "expert_count", TPC_CK_INT},
+	{"moe_k", "expert_used_count", TPC_CK_INT},
+	{"moe_layer_interval", "interleave_moe_layer_step", TPC_CK_INT},
+	{"moe_layer_start_index", "leading_dense_block_count", TPC_CK_INT},
+	{"moe_num_shared_experts", "expert_shared_count", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+const tpc_gguf_arch tpc__gguf_ernie4_5moe = {
+	.arch = "ernie4_5-moe", .hf_arch = A("Ernie4_5_MoeForCausalLM"), .kv = ernie4_5moe_kv, .head_dim = -1,
+	.experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
+	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.add_space_prefix = true, .hf_cfg = ernie4_5moe_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor",
+	.experts_member = "moe_num_experts"};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no
@@ -669,6 +732,19 @@ const tpc_gguf_arch tpc__gguf_phi3 = {
 	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .rope_factors = true, .vocab = TPC_GGUF_VOCAB_PHI3,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg,
 	.rope_pct = "partial_rotary_factor"};
+/* PhiMoeModel: Phi3MiniModel's vocabulary and rope factors, no Q/K
+ * permutation, the experts stacked as LlamaModel's (w1, w2, w3); read back,
+ * attention_bias and lm_head_bias from layer 0's q bias and the head's */
+static const tpc_gguf_bias_flag phimoe_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{"lm_head_bias", TPC_ROLE_OUTPUT},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_phimoe = {
+	.arch = "phimoe", .hf_arch = A("PhiMoEForCausalLM"), .kv = phimoe_kv, .rope_factors = true,
+	.experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_PHI3,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg, .bias_flags = phimoe_bias,
+	.rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts"};
 const tpc_gguf_arch tpc__gguf_gpt2 = {
 	.arch = "gpt2", .hf_arch = A("GPT2LMHeadModel"), .kv = gpt2_kv, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = gpt2_cfg,

@@ -57,6 +57,10 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_PLUS,         /* "A+B": A's value (required, the first of its '|' names) plus
 				B's when config.json has it (Glm4MoeModel's block_count: the
 				layers and num_nextn_predict_layers) */
+	TPC_KH_DIV_IF,       /* "A/B?C": A's value integer-divided by B's when config.json's C
+				is a number above 0 and A and B are there (not null), else no
+				key (Ernie4_5MoeModel's expert_shared_feed_forward_length:
+				intermediate_size // num_key_value_heads with shared experts) */
 	TPC_KH_OR_HEADS,     /* names, else num_attention_heads (Gemma's head_count_kv) */
 	TPC_KH_OR_ZERO,      /* names when a number, else 0 (Phi-3's sliding_window) */
 	TPC_KH_OR_TRUE,      /* a bool, true when absent (GPT-NeoX's parallel residual) */
@@ -284,6 +288,7 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
-	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss;
+	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
+	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe;
 
 #endif

@@ -142,6 +142,7 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			 .hd = p->head_dim, .heads = p->heads, .kv_heads = p->kv_heads, .rope = p->rope,
 			 .theta = p->rope_theta, .rot = p->rot_dims, .pairs = p->rope_pairs, .bidirectional = p->bidirectional,
 			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
+			 .qk_late = p->qk_after_rope,
 			 .rope_linear = p->rope_linear, .yarn = p->yarn, .scale = p->scale, .softcap = p->softcap, .window = p->window};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
@@ -388,6 +389,44 @@ static double moe_gap(const double *c, const int64_t *own, const int64_t *use, i
 	return same == K ? 0 : a - b;
 }
 
+/* Whether the sparsemixer masks logit i of s (max m, `out` masked
+ * already): torch's ((m - s) / s.abs().clamp(min=m)) > 2 eps (0 / 0 is
+ * NaN, kept) */
+static bool sparse_masked(const double *s, double m, double eps, int64_t out, int64_t i)
+{
+	return i == out || (m - s[i]) / fmax(fabs(s[i]), m) > 2 * eps;
+}
+
+/* The softmax weight at e of the logits s[E] but `out`'s (-1: none) that
+ * the sparsemixer keeps */
+static double sparse_weight(const double *s, int64_t E, double eps, int64_t out, int64_t e)
+{
+	double m = -INFINITY, sum = 0;
+	for (int64_t i = 0; i < E; i++)
+		if (i != out && s[i] > m)
+			m = s[i];
+	if (sparse_masked(s, m, eps, out, e))
+		return 0;
+	for (int64_t i = 0; i < E; i++)
+		if (!sparse_masked(s, m, eps, out, i))
+			sum += exp(s[i] - m);
+	return exp(s[e] - m) / sum;
+}
+
+void tpc__sparsemixer(const double *s, int64_t E, double eps, const int64_t *use, int64_t *sel, double *w)
+{
+	sel[0] = sel[1] = -1;
+	for (int64_t e = 0; e < E; e++)
+		if (sel[0] < 0 || s[e] > s[sel[0]])
+			sel[0] = e;
+	for (int64_t e = 0; e < E; e++)
+		if (e != sel[0] && (sel[1] < 0 || s[e] > s[sel[1]]))
+			sel[1] = e;
+	const int64_t *u = use ? use : sel;
+	w[0] = sparse_weight(s, E, eps, -1, u[0]);
+	w[1] = sparse_weight(s, E, eps, u[0], u[1]);
+}
+
 int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, const int64_t *force,
 		   int64_t *sel, double *w, vgap *gap)
 {
@@ -427,6 +466,15 @@ int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t
 			p[e] = a;
 			if (a > mx)
 				mx = a;
+		}
+		if (mo->sparsemixer) {
+			tpc__sparsemixer(p, E, mo->jitter, force ? force + t * K : NULL, sel + t * K, w + t * K);
+			double d = force ? moe_gap(p, sel + t * K, force + t * K, K) : 0;
+			if (gap && d > gap->gap) {
+				gap->gap = d;
+				gap->tok = t;
+			}
+			continue;
 		}
 		if (mo->sigmoid) {
 			for (int64_t e = 0; e < E; e++)

@@ -315,6 +315,8 @@ typedef struct tpc_vattn {
 	bool qk_whole;                   /* q_norm/k_norm are over the whole projection [heads *
 					    head_dim], not per head (OLMo 2): the ranks all-reduce the
 					    sums of squares of their heads */
+	bool qk_after_rope;              /* q_norm/k_norm after the rotary embedding, not before
+					    (HunYuan's query_layernorm/key_layernorm) */
 	bool bidirectional;              /* every query sees every key (DiT); else causal */
 	int64_t kv_width;                /* cross-attention: k and v read encoder states of this
 					    width (seeded like the block input); 0: the block input */
@@ -355,7 +357,11 @@ typedef struct tpc_vattn {
  * chosen, as vLLM's grouped_topk); their weights are the scores without the
  * bias, renormalised to sum 1 when `renorm`, times `scale`
  * (routed_scaling_factor); out = sum_k w_k expert_k(x) (+ shared(x), times
- * sigmoid(x g^T) with a shared expert gate). */
+ * sigmoid(x g^T) with a shared expert gate). `sparsemixer` (Phi-3.5-MoE):
+ * top_k 2, the best logit's expert, then the best of the others; each
+ * weighted by the softmax of the logits of the experts then left whose
+ * (best - logit) / max(|logit|, best) is at most 2 x `jitter`, at its own
+ * (tpc__sparsemixer); no bias, groups, renormalisation or scale. */
 typedef struct tpc_vmoe {
 	int64_t router;                  /* [E, H], replicated */
 	int64_t router_bias;             /* [E], replicated, added to the router's logits (gpt-oss);
@@ -371,6 +377,8 @@ typedef struct tpc_vmoe {
 	int64_t n_group, topk_group;     /* n_group <= 1: no group limit */
 	bool group_max;
 	double scale;                    /* > 0 */
+	bool sparsemixer;
+	double jitter;                   /* the sparsemixer's eps (router_jitter_noise) */
 } tpc_vmoe;
 
 typedef struct tpc_vlayer {

@@ -124,6 +124,7 @@ typedef struct vattn_loc {
 	double qk_eps;
 	bool qk_whole;           /* qn, kn over the whole projection [heads * hd] (OLMo 2): this
 				    rank's heads take their columns, the sums of squares all-reduced */
+	bool qk_late;            /* qn, kn after the rope (tpc_vattn's qk_after_rope) */
 	bool bidirectional;
 	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
 	int64_t rot;             /* rope on each head's first rot dims (0: all) */
@@ -413,6 +414,14 @@ typedef struct vgap {
 	int64_t tok;
 } vgap;
 bool tpc__moe_ok(const vrun *R, const tpc_vmoe *mo, char *msg, size_t n);
+/* The sparsemixer's routing of one token from its router logits s[E] (E >=
+ * 2) in eval mode (transformers' phimoe sparsemixer, training false): its
+ * two experts into sel[2] (the best, ties to the lower index; then the best
+ * of the others) and the weights into w[2] of the experts in use[2] (sel
+ * itself when use is NULL): use[0]'s the softmax of the logits whose
+ * (max - s_e) / max(|s_e|, max) is at most 2 eps at use[0]; use[1]'s the
+ * same over the experts but use[0] with their max. */
+void tpc__sparsemixer(const double *s, int64_t E, double eps, const int64_t *use, int64_t *sel, double *w);
 int tpc__moe_route(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, const int64_t *force,
 		   int64_t *sel, double *w, vgap *gap);
 int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, int64_t T, int64_t H, double *g);

@@ -302,15 +302,28 @@ static void no_mlp(tpc_vmlp *p)
  * `biased`: the record's router is sigmoid_bias and the layer has its score
  * correction bias: where config.json names no scoring_func and no
  * topk_method, the scores are sigmoids and the top-k noaux_tc's (GLM-4.5's
- * config has neither: transformers' Glm4MoeMoE always routes so). */
-static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, int64_t topk, bool renorm,
-		       bool biased, tpc_vmoe *mo, tpc_err *e)
+ * config has neither: transformers' Glm4MoeMoE always routes so).
+ * `pt` the record's parts: a sparsemixer router takes two experts whatever
+ * config.json says, with router_jitter_noise (else the record's) as eps. */
+static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_facts *f, const tpc_layer_parts *pt,
+		       bool renorm, bool biased, tpc_vmoe *mo, tpc_err *e)
 {
 	const tpc_vtensor *rv = &s->t[mo->router];
+	int64_t topk = pt->experts_per_tok;
 	if (rv->ref->ndim != 2 || rv->dim >= 0 || rv->ref->shape[0] < 1 || rv->ref->shape[0] > 4096)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': the router '%s' must be a replicated [experts, hidden] tensor",
 				   nm, rv->name);
 	mo->nexp = rv->ref->shape[0];
+	if (pt->router == TPC_PART_ROUTER_SPARSEMIXER) {
+		if (mo->nexp < 2)
+			return tpc_err_set(e, TPC_EINPUT, "layer '%s': the sparsemixer router '%s' needs 2 experts or more", nm,
+					   rv->name);
+		mo->sparsemixer = true;
+		mo->top_k = 2;
+		mo->jitter = f && f->router_jitter_said ? f->router_jitter : pt->router_jitter;
+		mo->scale = 1.0;
+		return 0;
+	}
 	mo->top_k = f && f->experts_per_tok ? f->experts_per_tok : topk;
 	if (mo->top_k < 1 || mo->top_k > mo->nexp)
 		return tpc_err_set(e, TPC_EINPUT,
@@ -337,7 +350,9 @@ static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_
 static int moe_score_bias(const tpc_verify_set *s, const char *nm, const tpc_vmoe *mo, tpc_err *e)
 {
 	const tpc_vtensor *bv = &s->t[mo->score_bias];
-	if (bv->ref->ndim != 1 || bv->dim >= 0 || bv->ref->shape[0] != mo->nexp)
+	/* [experts], or [1, experts] (ERNIE 4.5 MoE's moe_statics: one group) */
+	bool one = bv->ref->ndim == 1 || (bv->ref->ndim == 2 && bv->ref->shape[0] == 1);
+	if (!one || bv->dim >= 0 || bv->ref->shape[bv->ref->ndim - 1] != mo->nexp)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': '%s' must be a replicated tensor of %lld scores, one per expert",
 				   nm, bv->name, (long long)mo->nexp);
 	return 0;
@@ -749,6 +764,7 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	}
 	a->qk_eps = m->norm_eps;
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
+	a->qk_after_rope = pt->qk_after_rope;
 	a->interleaved = a->qkv >= 0 && pt->qkv == TPC_PART_QKV_PER_HEAD;
 	a->bidirectional = pt->model == TPC_PART_ENCODER;
 	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
@@ -861,7 +877,7 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 		return 0;
 	const tpc_layer_parts *pt = &xn.fam->parts;
 	mo->score_bias = find_role(s, &xn, TPC_ROLE_FFN_EXP_PROBS_B, l, false);
-	int ret = moe_routing(s, nm, f, pt->experts_per_tok, pt->router == TPC_PART_ROUTER_SOFTMAX_TOPK,
+	int ret = moe_routing(s, nm, f, pt, pt->router == TPC_PART_ROUTER_SOFTMAX_TOPK,
 			      pt->router == TPC_PART_ROUTER_SIGMOID_BIAS && mo->score_bias >= 0, mo, e);
 	if (ret)
 		return ret;

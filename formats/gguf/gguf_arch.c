@@ -480,6 +480,7 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	char buf[64];
 	const char *which = NULL;
 	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_PLUS &&
+			     r->how != TPC_KH_DIV_IF &&
 				 r->how != TPC_KH_ROPE_PCT_EMB && r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY &&
 				 r->how != TPC_KH_SWA_EVERY && r->how != TPC_KH_SUM && r->how != TPC_KH_ROPE_TIMES
 				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
@@ -516,6 +517,28 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		if ((v = cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && cfg_u32(c, v, which, &b, cv->e))
 			return -1;
 		*u += b;
+		return 0;
+	}
+	case TPC_KH_DIV_IF: {
+		const char *sl = r->names ? strchr(r->names, '/') : NULL, *q = sl ? strchr(sl, '?') : NULL;
+		char a[128], b[128];
+		uint64_t d = 0, n = 0;
+		const cJSON *va, *vb, *vc;
+		if (!q || (size_t)(sl - r->names) >= sizeof(a) || (size_t)(q - sl - 1) >= sizeof(b))
+			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A/B?C", r->key);
+		snprintf(a, sizeof(a), "%.*s", (int)(sl - r->names), r->names);
+		snprintf(b, sizeof(b), "%.*s", (int)(q - sl - 1), sl + 1);
+		*put = false;
+		if (!(vc = cfg_find(c, q + 1, &which, buf, sizeof(buf))) || !cJSON_IsNumber(vc) || vc->valuedouble <= 0)
+			return 0;
+		if (!(va = cfg_find(c, a, &which, buf, sizeof(buf))) || cJSON_IsNull(va) || cfg_u32(c, va, which, &n, cv->e))
+			return va && !cJSON_IsNull(va) ? -1 : 0;
+		if (!(vb = cfg_find(c, b, &which, buf, sizeof(buf))) || cJSON_IsNull(vb) || cfg_u32(c, vb, which, &d, cv->e))
+			return vb && !cJSON_IsNull(vb) ? -1 : 0;
+		if (!d)
+			return cfg_err(c, cv->e, "config.json: '%s' is 0", b);
+		*u = n / d;
+		*put = true;
 		return 0;
 	}
 	case TPC_KH_OR_HEADS:
@@ -1420,7 +1443,11 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 		return -1;
 	if (!cv->spec->experts[0])
 		return 0;
-	if (cfg_req_u32(c, "num_local_experts|num_experts|n_routed_experts", &w->n_exp, cv->e))
+	/* any of the usual names, else the record's expert count member (ERNIE 4.5 MoE's moe_num_experts) */
+	char xm[160];
+	snprintf(xm, sizeof(xm), "num_local_experts|num_experts|n_routed_experts%s%s", cv->spec->experts_member ? "|" : "",
+		 cv->spec->experts_member ? cv->spec->experts_member : "");
+	if (cfg_req_u32(c, xm, &w->n_exp, cv->e))
 		return -1;
 	uint64_t n = 0;
 	if (!w->n_exp || tpc_mul_u64(w->layers, 3 * w->n_exp, &n) || n > ((uint64_t)1 << 26))

@@ -61,6 +61,19 @@
 #               of its top-2 of 4 experts, experts stacked [in, out] with
 #               gate and up interleaved, their biases, the clamped SwiGLU
 #               (limit 7, alpha 1.702); a generator of its own (SEEDS)
+#   phimoe      PhimoeForCausalLM (Phi-3.5-MoE): LayerNorms with biases, q/k/v/o
+#               and lm_head biases, 4 experts under the sparsemixer router
+#               (router_jitter_noise 0.25: some second choices weighted
+#               below 1); a generator of its own
+#   hunyuan_moe HunYuanMoEV1ForCausalLM: every layer 4 experts (top-2 of the
+#               softmax, renormalised) beside an ungated shared_mlp, the router
+#               mlp.gate.wg; q/k/v/o biases; per-head query_layernorm and
+#               key_layernorm after the rotary embedding; a generator of its own
+#   ernie4_5_moe  Ernie4_5_MoeForCausalLM: 3 layers, layer 1 alone of 4 experts
+#               (moe_layer_start_index 1, moe_layer_end_index 1), the softmax's
+#               top-2 chosen with moe_statics' e_score_correction_bias,
+#               renormalised, beside a shared expert; use_bias's biases,
+#               interleaved-pair rope; a generator of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -106,13 +119,21 @@ FAMILIES = {
                                         num_nextn_predict_layers=1, rms_norm_eps=1e-5)),
     "gpt_oss": (tf.GptOssConfig, dict(C, head_dim=8, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
                                       sliding_window=4, rms_norm_eps=1e-5)),
+    "phimoe": (tf.PhimoeConfig, dict(C, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.25,
+                                     attention_bias=True, lm_head_bias=True, rms_norm_eps=1e-5)),
+    "hunyuan_moe": (tf.HunYuanMoEV1Config, dict(C, head_dim=8, num_experts=4, moe_topk=2, attention_bias=True,
+                                                 rms_norm_eps=1e-5)),
+    "ernie4_5_moe": (tf.Ernie4_5_MoeConfig, dict(C, num_hidden_layers=3, head_dim=8, moe_num_experts=4, moe_k=2,
+                                                 moe_intermediate_size=32, moe_num_shared_experts=1,
+                                                 moe_layer_start_index=1, moe_layer_end_index=1, moe_layer_interval=1,
+                                                 use_bias=True, rms_norm_eps=1e-5)),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63}
+SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63, "phimoe": 64, "hunyuan_moe": 65, "ernie4_5_moe": 66}
 
 
 def randomize(model, gen):

@@ -626,11 +626,14 @@ done
 # its swapped slice is q_b_proj's two halves, o_proj's slice being smaller;
 # gpt-oss: attention sinks, the yarn rope, a sliding layer, a router bias,
 # experts stored [in, out] with gate and up interleaved and their biases,
-# the clamped SwiGLU), and
+# the clamped SwiGLU;
+# Phi-3.5-MoE: LayerNorms with biases, lm_head's bias split with it, the
+# sparsemixer router; ERNIE 4.5 MoE: a dense layer 0, then the softmax's
+# top-k chosen with moe_statics' correction bias beside a shared expert), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss deepseek; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek; do
   O="$A/tiny-$fam"
   rec=$fam qn=model.layers.1.self_attn.q_proj.weight on="model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight"
   [ $fam = deepseek ] && rec=deepseek-v3 qn=model.layers.1.self_attn.q_b_proj.weight on=""
@@ -685,6 +688,8 @@ PY
   case $fam in
     glm4) bm='"attention_bias": *true' ;;
     glm4-moe) bm='"use_qk_norm": *true' ;;
+    phimoe) bm='"lm_head_bias": *true' ;;
+    ernie4_5-moe) bm='"moe_layer_start_index": *1' ;;
     ernie4_5) bm='"use_bias": *false' ;;
     *) bm= ;;
   esac
@@ -746,6 +751,72 @@ for c in 2:2:contiguous 4:2:round-robin; do
     ok "glm4-moe tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass (the MTP layer left out)"
   else
     bad "glm4-moe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+  fi
+done
+# Phi-3.5-MoE and ERNIE 4.5 MoE with expert parallelism: each EP group its
+# experts (block_sparse_moe.experts.N, mlp.experts.N), split inside each over
+# its tp/ep ranks; merged back byte-identical, verify's MoE (the sparsemixer;
+# the softmax chosen with the correction bias) and model checks pass
+for c in phimoe:2:2:contiguous phimoe:4:2:round-robin ernie4_5-moe:2:2:contiguous ernie4_5-moe:4:2:round-robin; do
+  IFS=: read -r fam tp ep pl <<<"$c"
+  rm -rf "$T/ep" "$T/ep.safetensors"
+  G="$A/tiny-$fam"
+  if "$TPCONV" shard "$G" --tp "$tp" --ep "$ep" --ep-placement "$pl" -o "$T/ep" -q 2> "$T/err" &&
+     "$TPCONV" merge "$T/ep" -o "$T/ep.safetensors" -q 2>> "$T/err" && cmp -s "$G/model.safetensors" "$T/ep.safetensors" &&
+     "$TPCONV" verify --reference "$G" --shards "$T/ep" > "$T/out" 2>> "$T/err" &&
+     grep -Eq '^ +mlp +model\.layers\.1\.moe .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
+    ok "$fam tp $tp ep $ep ($pl): merged back byte-identical, verify's MoE and model checks pass"
+  else
+    bad "$fam tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+  fi
+done
+# families whose GGUF tpconv does not write (no GGUF column), their tiny
+# transformers model from tests/data (make_tiny_records.py): HunYuan MoE
+# (convert_hf_to_gguf.py's HunYuanMoEModel needs the remote code's tiktoken
+# tokenizer and config keys transformers' config has not). Shard at tp 2 and
+# 4 with the preset from config.json and at tp 2 and 4 x ep 2, merge back
+# byte-identical, verify's MoE and model checks; a swapped slice fails;
+# convert to GGUF refused by name (exit 3), nothing written
+for c in hunyuan-moe:hunyuan_moe; do
+  IFS=: read -r fam data <<<"$c"
+  HO="$T/tiny-$fam"
+  rm -rf "$HO" && mkdir "$HO" && cp "$SRC/tests/data/tiny_$data.json" "$HO/config.json" &&
+    cp "$SRC/tests/data/tiny_$data.safetensors" "$HO/model.safetensors"
+  for s in 2:1 4:1 2:2 4:2; do
+    IFS=: read -r tp ep <<<"$s"
+    rm -rf "$T/o" "$T/o.safetensors"
+    if "$TPCONV" shard "$HO" --tp "$tp" --ep "$ep" -o "$T/o" -q 2> "$T/err" &&
+       grep -q "\"name\": *\"$fam\"" "$T/o/tpconv-manifest.json" &&
+       "$TPCONV" merge "$T/o" -o "$T/o.safetensors" -q 2>> "$T/err" && cmp -s "$HO/model.safetensors" "$T/o.safetensors" &&
+       "$TPCONV" verify --reference "$HO" --shards "$T/o" > "$T/out" 2>> "$T/err" &&
+       grep -Eq '^ +mlp +model\.layers\.1\.moe .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
+      ok "$fam tp $tp ep $ep: the preset from config.json, merged back byte-identical, verify's MoE and model checks pass"
+    else
+      bad "$fam tp $tp ep $ep: shard, merge, verify" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+    fi
+  done
+  rm -rf "$T/o" && "$TPCONV" shard "$HO" --tp 2 -o "$T/o" -q 2> "$T/err"
+  python3 - "$T/o/model_tp01_pp00.safetensors" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1), (b0, b1) = (h["model.layers.1.self_attn.%s.weight" % p]["data_offsets"] for p in ("q_proj", "o_proj"))
+f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
+f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
+PY
+  "$TPCONV" verify --reference "$HO" --shards "$T/o" > "$T/out" 2> "$T/err"; rc=$?
+  if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.1\.attn .*FAIL' "$T/out" &&
+     grep -Eq '^ +attn +model\.layers\.0\.attn .*pass' "$T/out"; then
+    ok "$fam tp 2: rank 1's q_proj and o_proj slices of layer 1 swapped: verify fails layer 1's attention (exit 1)"
+  else
+    bad "$fam tp 2: a swapped slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
+  fi
+  rm -f "$T/x.gguf"
+  "$TPCONV" convert "$HO" -o "$T/x.gguf" -q 2> "$T/err"; rc=$?
+  if [ $rc -eq 3 ] && grep -q "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["architectures"][0])' "$HO/config.json")" "$T/err" &&
+     [ ! -e "$T/x.gguf" ]; then
+    ok "$fam: convert to GGUF refused by name (exit 3), nothing written"
+  else
+    bad "$fam: convert to GGUF (exit $rc)" "$(cat "$T/err")"
   fi
 done
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a

@@ -200,6 +200,22 @@ FAMILIES = {
                                       num_experts_per_tok=2, sliding_window=4, tie_word_embeddings=False,
                                       bos_token_id=0, eos_token_id=0, pad_token_id=0),
                 "bpe", torch.bfloat16, "gpt-2"),
+    # Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, 4 experts
+    # (block_sparse_moe.experts.N w1/w2/w3) under the sparsemixer router (its
+    # two experts chosen apart; router_jitter_noise 0.25, so that the second
+    # softmax masks some and not all); Phi-3's SentencePiece vocabulary
+    "phimoe": (tf.PhimoeConfig, dict(COMMON, num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.25,
+                                     attention_bias=True, lm_head_bias=True, tie_word_embeddings=False,
+                                     bos_token_id=1, eos_token_id=PHI3_N, pad_token_id=PHI3_N),
+               "phi3", torch.float32, None),
+    # ERNIE 4.5 MoE: layer 0 dense (moe_layer_start_index), layer 1 4 experts
+    # (top-2 of the softmax chosen with moe_statics' e_score_correction_bias,
+    # made nonzero, renormalised) beside a shared expert; ERNIE 4.5's
+    # interleaved-pair rope and SentencePiece vocabulary, a tied head
+    "ernie4_5-moe": (tf.Ernie4_5_MoeConfig, dict(COMMON, head_dim=8, moe_num_experts=4, moe_k=2,
+                                                 moe_intermediate_size=32, moe_num_shared_experts=1,
+                                                 moe_layer_start_index=1, moe_layer_interval=1,
+                                                 tie_word_embeddings=True), "spm", torch.float32, None),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -212,7 +228,7 @@ FAMILIES = {
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
-         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61}
+         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61}
 
 
 def spm_model(d, n):
@@ -301,6 +317,17 @@ def model(fam, d):
     m.to(dtype).save_pretrained(d)
     if fam == "glm4-moe":
         glm4moe_mtp(d)
+    if fam == "phimoe":
+        # as microsoft/Phi-3.5-MoE-instruct's config.json: the remote code's
+        # architecture name (the one convert_hf_to_gguf.py registers;
+        # transformers 5 writes PhimoeForCausalLM) and Phi3MiniModel's
+        # original_max_position_embeddings
+        with open(os.path.join(d, "config.json")) as f:
+            c = json.load(f)
+        c["architectures"] = ["PhiMoEForCausalLM"]
+        c["original_max_position_embeddings"] = 4096
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(c, f, indent=2, sort_keys=True)
     if fam in ("gpt2", "gpt-neox"):
         # transformers 5 no longer writes GPT-2's n_ctx nor GPT-NeoX's rotary_pct
         # (now rope_parameters.partial_rotary_factor), which the reference reads

@@ -317,6 +317,14 @@ def tpconv_runtime(name, T):
     alt = name.replace(".mlp.", ".block_sparse_moe.")
     if alt in T:
         return T[alt]
+    # Phi-3.5-MoE: transformers 5 renames block_sparse_moe.gate to mlp.router
+    alt = alt.replace(".block_sparse_moe.router.", ".block_sparse_moe.gate.")
+    if alt in T:
+        return T[alt]
+    # ERNIE 4.5 MoE: mlp.moe_statics to mlp.gate.moe_statics
+    alt = name.replace(".mlp.gate.moe_statics.", ".mlp.moe_statics.")
+    if alt in T:
+        return T[alt]
     m = re.match(r"(.*)\.mlp\.experts\.(gate_up_proj|down_proj)$", name)
     if not m:
         return None

@@ -97,6 +97,22 @@ FAMILIES = {
     "gpt-oss": ("gpt-oss", "gpt_oss", "causal",
                 dict(ATT, tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2, sliding_window=4),
                 (2, 4, 8)),
+    # Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, 4
+    # experts under the sparsemixer router (router_jitter_noise 0.25: some
+    # second choices weighted below 1)
+    "phimoe": ("phimoe", "phimoe", "causal",
+               dict({k: v for k, v in ATT.items() if k != "head_dim"}, tie_word_embeddings=False,
+                    num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.25, attention_bias=True,
+                    lm_head_bias=True), (2, 4, 8)),
+    # HunYuan MoE: 4 experts (top-2 of the softmax, renormalised) beside an
+    # ungated shared expert, q/k/v/o biases, per-head q/k norms after the rope
+    "hunyuan-moe": ("hunyuan-moe", "hunyuan_v1_moe", "causal",
+                    dict(ATT, tie_word_embeddings=False, num_experts=4, moe_topk=2, attention_bias=True), (2, 4, 8)),
+    # ERNIE 4.5 MoE: layer 0 dense, layer 1 4 experts (the softmax's top-2
+    # chosen with moe_statics' correction bias) beside a shared expert
+    "ernie4_5-moe": ("ernie4_5-moe", "ernie4_5_moe", "causal",
+                     dict(ATT, tie_word_embeddings=False, moe_num_experts=4, moe_k=2, moe_intermediate_size=64,
+                          moe_num_shared_experts=1, moe_layer_start_index=1), (2, 4, 8)),
     "deepseek-v3": ("deepseek-v3", "deepseek_v3", "causal",
                     dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=8,
                          intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,

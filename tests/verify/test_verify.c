@@ -538,7 +538,15 @@ static void tiny_open(const char *file, const char *out, tpc_ckpt *ck, tpc_ckpt 
 
 /* The reference forward of set s on the T = 10 ids in ex's "ids" against
  * ex's outputs `key` [T, W] from transformers: within 1e-5 of their rms. */
+/* max |tpconv - transformers| / rms of the logits (vs_transformers below) */
+static double vs_worst(const tpc_verify_set *s, tpc_ckpt *ex, const char *key, int64_t W, const char *what);
+
 static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *key, int64_t W, const char *what)
+{
+	assert_true(vs_worst(s, ex, key, W, what) < 1e-5);
+}
+
+static double vs_worst(const tpc_verify_set *s, tpc_ckpt *ex, const char *key, int64_t W, const char *what)
 {
 	enum { T = 10 };
 	tpc_err e;
@@ -566,8 +574,8 @@ static void vs_transformers(const tpc_verify_set *s, tpc_ckpt *ex, const char *k
 	for (int64_t i = 0; i < T * W; i++)
 		worst = fmax(worst, fabs(got[i] - want[i]) / rms);
 	print_message("# %s: max |tpconv - transformers| / rms %.3g (rms %.3g)\n", what, worst, rms);
-	assert_true(worst < 1e-5);
 	tpc__vctx_release(&x);
+	return worst;
 }
 
 /* tests/data/tiny_deepseek_v3*: a DeepSeek-V3 (MLA, a dense first layer,
@@ -656,6 +664,41 @@ static void test_rope_freqs(void **st)
 	for (int i = 0; i < 4; i++)
 		assert_true(fabs(inv[i] - hf[i]) <= 1e-6 * hf[i]);
 	assert_true(fabs(af - 1.3465735902799727) < 1e-12);
+}
+
+/* The sparsemixer (Phi-3.5-MoE's router in eval mode) against transformers
+ * 5.12's sparsemixer(scores, eps, training=False) in float64: the experts
+ * and weights of four score rows (a 0 / 0 distance kept, as torch's >
+ * keeps NaN), and the weights of experts the router did not choose */
+static void test_sparsemixer(void **st)
+{
+	(void)st;
+	static const struct {
+		double s[4], eps;
+		int64_t n, sel[2];
+		double w[2];
+	} c[] = {
+		{{1.0, 2.0, 1.9, -0.5}, 0.05, 4, {1, 2}, {0.524979187479, 1.0}},
+		{{1.0, 2.0, 1.9, -0.5}, 0.3, 4, {1, 2}, {0.440002016067, 0.710949502625}},
+		{{0.0, 0.0, -1.0}, 0.01, 3, {0, 1}, {0.5, 1.0}},
+		{{-1.0, -3.0, -1.05}, 0.05, 3, {0, 2}, {0.512497396484, 1.0}},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int64_t sel[2];
+		double w[2];
+		tpc__sparsemixer(c[i].s, c[i].n, c[i].eps, NULL, sel, w);
+		assert_true(sel[0] == c[i].sel[0] && sel[1] == c[i].sel[1]);
+		assert_true(fabs(w[0] - c[i].w[0]) < 1e-11 && fabs(w[1] - c[i].w[1]) < 1e-11);
+	}
+	/* experts 2 then 0 forced on the second row: 2's share of the first
+	 * softmax (0, 1, 2 kept), then 0's beside 1 with 2 out */
+	const int64_t use[2] = {2, 0};
+	int64_t sel[2];
+	double w[2];
+	tpc__sparsemixer(c[1].s, 4, 0.3, use, sel, w);
+	assert_true(sel[0] == 1 && sel[1] == 2);
+	assert_true(fabs(w[0] - exp(-0.1) / (1 + exp(-1.0) + exp(-0.1))) < 1e-12);
+	assert_true(fabs(w[1] - exp(-1.0) / (1 + exp(-1.0))) < 1e-12);
 }
 
 static void test_deepseek_plain(void **st)
@@ -967,9 +1010,11 @@ static void add_as_plan(const tpc_family *fam, tpc_ckpt *ck, tpc_verify_set *s)
 		const tpc_tensor_row *rw = row_of(fam, nm);
 		bool tr = rw && rw->hf_in_out && ck->t[i].ndim == 2, il = rw && rw->hf_interleaved;
 		bool row = strstr(nm, "o_proj") || strstr(nm, "down_proj") || strstr(nm, "c_proj") ||
-			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear");
+			   strstr(nm, "self_attn.dense") || strstr(nm, "mlp.fc2") || strstr(nm, "output_linear") ||
+			   strstr(nm, ".w2.");
 		bool col = strstr(nm, "q_proj") || strstr(nm, "k_proj") || strstr(nm, "v_proj") || strstr(nm, "gate_proj") ||
-			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear");
+			   strstr(nm, "up_proj") || strstr(nm, "c_fc") || strstr(nm, "mlp.fc1") || strstr(nm, "input_linear") ||
+			   strstr(nm, ".w1.") || strstr(nm, ".w3.");
 		bool voc = strstr(nm, "embed_tokens") || strstr(nm, "lm_head");
 		tpc_vsplit sp = row && ck->t[i].ndim == 2 ? TPC_VSPLIT_ROW
 				: col			  ? TPC_VSPLIT_COL
@@ -1158,6 +1203,80 @@ static void test_phi_record(void **st)
 	for (int l = 0; l < 2; l++)
 		assert_true(s.model->layers[l].attn.rope && s.model->layers[l].attn.rot_dims == 4 &&
 			    !s.model->layers[l].attn.rope_pairs);
+	tpc_verify_set_release(&s);
+}
+
+/* The q/k norms after the rotary embedding (qk_after_rope): Qwen3-MoE's
+ * set read by its record with the flag set gives logits away from
+ * transformers' (its per-head norms' weights do not commute with the
+ * rotation), and the attention of every layer says so */
+static void test_qk_after_rope(void **st)
+{
+	(void)st;
+	tpc_ckpt ck, ex;
+	tpc_verify_set s;
+	tpc_model_facts f;
+	tpc_family fam = *tpc_family_find("qwen3-moe");
+	fam.parts.qk_after_rope = true;
+	record_set(&fam, "qwen3_moe", &ck, &ex, &s, &f);
+	for (int l = 0; l < 2; l++)
+		assert_true(s.model->layers[l].attn.qk_after_rope && s.model->layers[l].attn.q_norm >= 0);
+	assert_true(vs_worst(&s, &ex, "qwen3_moe", 48, "qwen3-moe, q/k norms after the rope") > 1e-3);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
+/* HunYuan MoE: every layer 4 experts (top-2 of the softmax, renormalised)
+ * beside an ungated shared expert, the router mlp.gate.wg; q/k/v/o biases;
+ * per-head q/k norms after the rotary embedding */
+static void test_hunyuan_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("hunyuan-moe"), "hunyuan_moe", &f, &s);
+	for (int l = 0; l < 2; l++) {
+		const tpc_vlayer *ly = &s.model->layers[l];
+		assert_true(ly->moe.exp && ly->moe.top_k == 2 && ly->moe.renorm && !ly->moe.sigmoid &&
+			    ly->moe.shared.down >= 0 && ly->moe.shared_gate < 0 && ly->attn.qk_after_rope &&
+			    ly->attn.q_norm >= 0 && ly->attn.k_norm >= 0);
+	}
+	tpc_verify_set_release(&s);
+}
+
+/* ERNIE 4.5 MoE: 3 layers, layer 1 alone a mixture (moe_layer_start_index
+ * and moe_layer_end_index 1) of 4 experts, the softmax's top-2 (moe_k)
+ * chosen with moe_statics' [1, 4] correction bias, renormalised, beside a
+ * shared expert; use_bias's biases (lm_head's too), interleaved-pair rope */
+static void test_ernie4_5_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("ernie4_5-moe"), "ernie4_5_moe", &f, &s);
+	assert_int_equal(f.experts_per_tok, 2);
+	const tpc_vmoe *mo = &s.model->layers[1].moe;
+	assert_true(!s.model->layers[0].moe.exp && !s.model->layers[2].moe.exp && mo->exp && mo->score_bias >= 0 &&
+		    !mo->sigmoid && mo->renorm && mo->shared.down >= 0 && mo->shared_gate < 0);
+	tpc_verify_set_release(&s);
+}
+
+/* Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, every
+ * layer 4 experts under the sparsemixer router with config.json's
+ * router_jitter_noise 0.25 (PhimoeForCausalLM, as transformers 5 saves it) */
+static void test_phimoe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("phimoe"), "phimoe", &f, &s);
+	assert_true(f.router_jitter_said && f.router_jitter == 0.25);
+	for (int l = 0; l < 2; l++) {
+		const tpc_vmoe *mo = &s.model->layers[l].moe;
+		assert_true(mo->exp && mo->sparsemixer && mo->top_k == 2 && mo->jitter == 0.25 && mo->nexp == 4 &&
+			    s.model->layers[l].norm1_b >= 0 && s.model->layers[l].norm2_b >= 0);
+	}
 	tpc_verify_set_release(&s);
 }
 
@@ -1486,7 +1605,9 @@ int main(void)
 		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
 		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
-		cmocka_unit_test(test_glm4_moe_record),
+		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
+		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
+		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
