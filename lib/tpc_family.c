@@ -468,19 +468,21 @@ static const tpc_tensor_row starcoder2_tensors[] = {
  * rows (transformers' checkpoints have none; the reference splits the
  * remote code's qkv_proj and up_gate_proj, tpconv does not). Hugging Face
  * and GGUF names only (MODEL_ARCH.ERNIE4_5). */
+#define ERNIE4_5_ROWS(HEAD_BIAS) \
+	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"), \
+	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"), \
+	HG(OUTPUT, HEAD_BIAS, "lm_head.weight", "output.weight"), \
+	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"), \
+	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"), \
+	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"), \
+	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"), \
+	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"), \
+	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"), \
+	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"), \
+	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"), \
+	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight")
 static const tpc_tensor_row ernie4_5_tensors[] = {
-	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
-	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
-	HG(OUTPUT, false, "lm_head.weight", "output.weight"),
-	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
-	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
-	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
-	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
-	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
-	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
-	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
-	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
-	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	ERNIE4_5_ROWS(false),
 	END_ROW,
 };
 /* ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM): ERNIE 4.5's rows (the dense
@@ -493,18 +495,7 @@ static const tpc_tensor_row ernie4_5_tensors[] = {
  * not). Hugging Face and GGUF names
  * only (MODEL_ARCH.ERNIE4_5_MOE). */
 static const tpc_tensor_row ernie4_5moe_tensors[] = {
-	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
-	HG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
-	HG(OUTPUT, true, "lm_head.weight", "output.weight"),
-	HG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
-	HG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
-	HG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
-	HG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
-	HG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
-	HG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
-	HG(FFN_GATE, true, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
-	HG(FFN_UP, true, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
-	HG(FFN_DOWN, true, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
+	ERNIE4_5_ROWS(true),
 	HG(FFN_GATE_INP, false, HF_L "mlp.gate.weight", GG_L "ffn_gate_inp.weight"),
 	HG(FFN_EXP_PROBS_B, false, HF_L "mlp.moe_statics.e_score_correction_bias", GG_L "exp_probs_b.bias"),
 	HG(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", GG_L "ffn_gate_exps.weight"),
