@@ -71,14 +71,8 @@ static int64_t part_len(const vloc *l, int k)
 
 bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n)
 {
-	memset(m, 0, sizeof(*m));
-	m->glu = p->glu;
-	m->value_first = p->value_first;
-	m->interleaved = p->interleaved;
-	m->clamp = p->clamp;
-	m->alpha = p->alpha;
-	m->act = p->act;
-	m->fused = p->gate_up >= 0;
+	*m = (vmlp_loc){.glu = p->glu, .value_first = p->value_first, .interleaved = p->interleaved,
+			.clamp = p->clamp, .alpha = p->alpha, .act = p->act, .fused = p->gate_up >= 0};
 	bool ok = true;
 	int64_t start = 0;
 	if (t >= 0) {
