@@ -473,18 +473,140 @@ static int rope_times(conv *cv, const char *names, bool *put, double *f)
 	return 0;
 }
 
+/* TPC_KH_PLUS: "A+B", A required, plus B when config.json has it */
+static int key_plus(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
+{
+	const cfg *c = &cv->c;
+	char buf[64];
+	const char *which = NULL;
+	const cJSON *v;
+	const char *plus = r->names ? strchr(r->names, '+') : NULL;
+	char first[128];
+	uint64_t b = 0;
+	if (!plus || (size_t)(plus - r->names) >= sizeof(first))
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A+B", r->key);
+	snprintf(first, sizeof(first), "%.*s", (int)(plus - r->names), r->names);
+	if (cfg_req_u32(c, first, u, cv->e))
+		return -1;
+	if ((v = cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && cfg_u32(c, v, which, &b, cv->e))
+		return -1;
+	*u += b;
+	return 0;
+}
+
+/* TPC_KH_DIV_IF: "A/B?C", A integer-divided by B when C is a number above 0, else no key */
+static int key_div_if(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u)
+{
+	const cfg *c = &cv->c;
+	char buf[64];
+	const char *which = NULL;
+	const char *sl = r->names ? strchr(r->names, '/') : NULL, *q = sl ? strchr(sl, '?') : NULL;
+	char a[128], b[128];
+	uint64_t d = 0, n = 0;
+	const cJSON *va, *vb, *vc;
+	if (!q || (size_t)(sl - r->names) >= sizeof(a) || (size_t)(q - sl - 1) >= sizeof(b))
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A/B?C", r->key);
+	snprintf(a, sizeof(a), "%.*s", (int)(sl - r->names), r->names);
+	snprintf(b, sizeof(b), "%.*s", (int)(q - sl - 1), sl + 1);
+	*put = false;
+	if (!(vc = cfg_find(c, q + 1, &which, buf, sizeof(buf))) || !cJSON_IsNumber(vc) || vc->valuedouble <= 0)
+		return 0;
+	if (!(va = cfg_find(c, a, &which, buf, sizeof(buf))) || cJSON_IsNull(va) || cfg_u32(c, va, which, &n, cv->e))
+		return va && !cJSON_IsNull(va) ? -1 : 0;
+	if (!(vb = cfg_find(c, b, &which, buf, sizeof(buf))) || cJSON_IsNull(vb) || cfg_u32(c, vb, which, &d, cv->e))
+		return vb && !cJSON_IsNull(vb) ? -1 : 0;
+	if (!d)
+		return cfg_err(c, cv->e, "config.json: '%s' is 0", b);
+	*u = n / d;
+	*put = true;
+	return 0;
+}
+
+/* TPC_KH_ROPE_PCT_HD / _EMB: the rotary dimension from a fraction of the head (rotary_pct) or of the embedding */
+static int key_rope_pct(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
+{
+	const cfg *c = &cv->c;
+	uint64_t h = 0, heads = 0;
+	bool hd = r->how == TPC_KH_ROPE_PCT_HD;
+	const cJSON *p = hd ? cfg_get(c, "rotary_pct") : rope_member(c, "partial_rotary_factor");
+	/* transformers 5 writes GPT-NeoX's rotary_pct as rope_parameters.partial_rotary_factor */
+	if (hd && !cJSON_IsNumber(p) && c->rope)
+		p = cJSON_GetObjectItemCaseSensitive(c->rope, "partial_rotary_factor");
+	if (hd && !cJSON_IsNumber(p))
+		return cfg_err(c, cv->e, "config.json has no number '%s' (nor rope_parameters.partial_rotary_factor), "
+			       "which the GGUF metadata needs", "rotary_pct");
+	double pct = 0;
+	if (rot_fraction(cv, r, p, hd ? "rotary_pct" : "partial_rotary_factor", &pct) ||
+	    two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
+		return -1;
+	*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
+	return 0;
+}
+
+/* TPC_KH_ROPE_PCT_HEAD: partial_rotary_factor of head_dim (else hidden / heads) */
+static int key_rope_pct_head(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
+{
+	const cfg *c = &cv->c;
+	uint64_t h = 0, heads = 0;
+	const cJSON *v;
+	double pct = 0;
+	if (rot_fraction(cv, r, rope_member(c, "partial_rotary_factor"), "partial_rotary_factor", &pct))
+		return -1;
+	if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v)) {
+		if (cfg_u32(c, v, "head_dim", &h, cv->e))
+			return -1;
+	} else if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e)) {
+		return -1;
+	} else {
+		h /= heads;
+	}
+	*u = (uint64_t)(pct * (double)h);
+	return 0;
+}
+
+/* TPC_KH_CONST: the rule's own number, or (a string key) its text */
+static int key_const(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
+{
+	char *end = NULL, full[160];
+	if (r->type == TPC_GV_STRING) { /* the string names holds */
+		*put = false;
+		return key_full(cv, r->key, full, sizeof(full)) ? -1 : kv_str(cv, full, r->names ? r->names : "");
+	}
+	*f = r->names ? strtod(r->names, &end) : 0;
+	if (!end || end == r->names || *end || *f < 0)
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its constant is not a number", r->key);
+	*u = (uint64_t)*f;
+	return 0;
+}
+
+/* Whether a rule of this kind looks its names up in config.json as
+ * alternatives (the others read them as their own syntax, or not at all) */
+static bool finds_names(tpc_gguf_kh how)
+{
+	switch (how) {
+	case TPC_KH_CONST:
+	case TPC_KH_SWA_PATTERN:
+	case TPC_KH_PLUS:
+	case TPC_KH_DIV_IF:
+	case TPC_KH_ROPE_PCT_EMB:
+	case TPC_KH_ROPE_PCT_HEAD:
+	case TPC_KH_ROPE_OFF_EVERY:
+	case TPC_KH_SWA_EVERY:
+	case TPC_KH_SUM:
+	case TPC_KH_ROPE_TIMES:
+		return false;
+	default:
+		return true;
+	}
+}
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
-	const cJSON *v = r->names && r->how != TPC_KH_CONST && r->how != TPC_KH_SWA_PATTERN && r->how != TPC_KH_PLUS &&
-			     r->how != TPC_KH_DIV_IF &&
-				 r->how != TPC_KH_ROPE_PCT_EMB && r->how != TPC_KH_ROPE_PCT_HEAD && r->how != TPC_KH_ROPE_OFF_EVERY &&
-				 r->how != TPC_KH_SWA_EVERY && r->how != TPC_KH_SUM && r->how != TPC_KH_ROPE_TIMES
-				 ? cfg_find(c, r->names, &which, buf, sizeof(buf))
-				 : NULL;
+	const cJSON *v = r->names && finds_names(r->how) ? cfg_find(c, r->names, &which, buf, sizeof(buf)) : NULL;
 	uint64_t h = 0, heads = 0;
 	*put = true;
 	switch (r->how) {
@@ -505,42 +627,10 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return -1;
 		*u *= 4;
 		return 0;
-	case TPC_KH_PLUS: {
-		const char *plus = r->names ? strchr(r->names, '+') : NULL;
-		char first[128];
-		uint64_t b = 0;
-		if (!plus || (size_t)(plus - r->names) >= sizeof(first))
-			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A+B", r->key);
-		snprintf(first, sizeof(first), "%.*s", (int)(plus - r->names), r->names);
-		if (cfg_req_u32(c, first, u, cv->e))
-			return -1;
-		if ((v = cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && cfg_u32(c, v, which, &b, cv->e))
-			return -1;
-		*u += b;
-		return 0;
-	}
-	case TPC_KH_DIV_IF: {
-		const char *sl = r->names ? strchr(r->names, '/') : NULL, *q = sl ? strchr(sl, '?') : NULL;
-		char a[128], b[128];
-		uint64_t d = 0, n = 0;
-		const cJSON *va, *vb, *vc;
-		if (!q || (size_t)(sl - r->names) >= sizeof(a) || (size_t)(q - sl - 1) >= sizeof(b))
-			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A/B?C", r->key);
-		snprintf(a, sizeof(a), "%.*s", (int)(sl - r->names), r->names);
-		snprintf(b, sizeof(b), "%.*s", (int)(q - sl - 1), sl + 1);
-		*put = false;
-		if (!(vc = cfg_find(c, q + 1, &which, buf, sizeof(buf))) || !cJSON_IsNumber(vc) || vc->valuedouble <= 0)
-			return 0;
-		if (!(va = cfg_find(c, a, &which, buf, sizeof(buf))) || cJSON_IsNull(va) || cfg_u32(c, va, which, &n, cv->e))
-			return va && !cJSON_IsNull(va) ? -1 : 0;
-		if (!(vb = cfg_find(c, b, &which, buf, sizeof(buf))) || cJSON_IsNull(vb) || cfg_u32(c, vb, which, &d, cv->e))
-			return vb && !cJSON_IsNull(vb) ? -1 : 0;
-		if (!d)
-			return cfg_err(c, cv->e, "config.json: '%s' is 0", b);
-		*u = n / d;
-		*put = true;
-		return 0;
-	}
+	case TPC_KH_PLUS:
+		return key_plus(cv, r, u);
+	case TPC_KH_DIV_IF:
+		return key_div_if(cv, r, put, u);
 	case TPC_KH_OR_HEADS:
 		return v ? cfg_u32(c, v, which, u, cv->e) : cfg_req_u32(c, "num_attention_heads", u, cv->e);
 	case TPC_KH_OR_ZERO:
@@ -567,37 +657,10 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		*u = h / heads;
 		return 0;
 	case TPC_KH_ROPE_PCT_HD:
-	case TPC_KH_ROPE_PCT_EMB: {
-		bool hd = r->how == TPC_KH_ROPE_PCT_HD;
-		const cJSON *p = hd ? cfg_get(c, "rotary_pct") : rope_member(c, "partial_rotary_factor");
-		/* transformers 5 writes GPT-NeoX's rotary_pct as rope_parameters.partial_rotary_factor */
-		if (hd && !cJSON_IsNumber(p) && c->rope)
-			p = cJSON_GetObjectItemCaseSensitive(c->rope, "partial_rotary_factor");
-		if (hd && !cJSON_IsNumber(p))
-			return cfg_err(c, cv->e, "config.json has no number '%s' (nor rope_parameters.partial_rotary_factor), "
-				       "which the GGUF metadata needs", "rotary_pct");
-		double pct = 0;
-		if (rot_fraction(cv, r, p, hd ? "rotary_pct" : "partial_rotary_factor", &pct) ||
-		    two_u32(c, "hidden_size|n_embd", "num_attention_heads|n_head", &h, &heads, cv->e))
-			return -1;
-		*u = hd ? (uint64_t)(pct * (double)(h / heads)) : (uint64_t)(pct * (double)h) / heads;
-		return 0;
-	}
-	case TPC_KH_ROPE_PCT_HEAD: {
-		double pct = 0;
-		if (rot_fraction(cv, r, rope_member(c, "partial_rotary_factor"), "partial_rotary_factor", &pct))
-			return -1;
-		if ((v = cfg_get(c, "head_dim")) && !cJSON_IsNull(v)) {
-			if (cfg_u32(c, v, "head_dim", &h, cv->e))
-				return -1;
-		} else if (two_u32(c, "hidden_size", "num_attention_heads", &h, &heads, cv->e)) {
-			return -1;
-		} else {
-			h /= heads;
-		}
-		*u = (uint64_t)(pct * (double)h);
-		return 0;
-	}
+	case TPC_KH_ROPE_PCT_EMB:
+		return key_rope_pct(cv, r, u);
+	case TPC_KH_ROPE_PCT_HEAD:
+		return key_rope_pct_head(cv, r, u);
 	case TPC_KH_ROPE_SCALING:
 		*put = false;
 		return rope_scaling(cv);
@@ -615,18 +678,8 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 			return cfg_err(c, cv->e, "config.json has no %s, which the GGUF metadata needs",
 				       "original_max_position_embeddings");
 		return cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
-	case TPC_KH_CONST: {
-		char *end = NULL, full[160];
-		if (r->type == TPC_GV_STRING) { /* the string names holds */
-			*put = false;
-			return key_full(cv, r->key, full, sizeof(full)) ? -1 : kv_str(cv, full, r->names ? r->names : "");
-		}
-		*f = r->names ? strtod(r->names, &end) : 0;
-		if (!end || end == r->names || *end || *f < 0)
-			return tpc_err_set(cv->e, TPC_EINPUT, "gguf key '%s': its constant is not a number", r->key);
-		*u = (uint64_t)*f;
-		return 0;
-	}
+	case TPC_KH_CONST:
+		return key_const(cv, r, put, u, f);
 	case TPC_KH_SWA_PATTERN:
 		*put = false;
 		return swa_pattern(cv, r);
