@@ -9,7 +9,7 @@
 # that fails fails the job (worst exit status) with no manifest and the other
 # processes' files removed; a process killed with SIGKILL leaves no manifest.
 # Skips without mpirun or when tpconv was built without MPI.
-# usage: mpi_shard_test.sh TPCONV SRCDIR
+# usage: mpi_shard_test.sh TPCONV SRCDIR LOCK_DELAY_SHIM
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=${TPC_PY:-/usr/bin/python3}
@@ -113,17 +113,15 @@ run "$T/alone/bin/tpconv" shard "$IN" --preset llama --tp 4 "${CFG[@]}" -o "$T/a
 [ "$rc" = 0 ] && same_dir "$T/tp4.single" "$T/alone/set" >/dev/null && ok "without mpirun the copy without its module writes the set" ||
   bad "the copy without mpirun" "exit $rc" "$(cat "$T/err")"
 
-# ---- a process killed with SIGKILL while it writes: no manifest
-$PY - "$T/big.safetensors" <<'PYEOF' || { bad "big model" "torch failed"; }
-import sys, torch
-g = torch.Generator().manual_seed(1)
-sd = {"model.layers.0.mlp.down_proj.weight": torch.randn(4096, 8192, generator=g),
-      "model.norm.weight": torch.randn(4096, generator=g)}
-torch.save(sd, sys.argv[1] + ".pt")
-PYEOF
-"$TPCONV" convert "$T/big.safetensors.pt" -o "$T/big.safetensors" -q && rm -f "$T/big.safetensors.pt"
-mpirun --allow-run-as-root --oversubscribe -np 2 "$TPCONV" shard "$T/big.safetensors" --preset llama --tp 2 -o "$T/killed" -q \
-  >"$T/out" 2>"$T/err" &
+# ---- a process killed with SIGKILL while it writes: no manifest. Process 1
+# runs under the lock_delay shim (tests/faults/lock_delay.c), which holds it
+# at its rank file's temporary for a minute: process 0 writes its file and
+# waits for process 1's status, and process 1 is killed there. (Stopping
+# process 1 with SIGSTOP instead held process 0 in MPI_Init, before any file.)
+SHIM=$(realpath "$3")
+SH=("$TPCONV" shard "$IN" --preset llama --tp 2 "${CFG[@]}" -o "$T/killed" -q)
+mpirun --allow-run-as-root --oversubscribe -np 1 "${SH[@]}" : \
+  -np 1 env LD_PRELOAD="$SHIM" TPC_TEST_LOCK_DELAY_MS=60000 "${SH[@]}" >"$T/out" 2>"$T/err" &
 mp=$!
 victim=""
 for _ in $(seq 1 1000); do
@@ -134,10 +132,8 @@ for _ in $(seq 1 1000); do
   sleep 0.01
 done
 if [ -n "$victim" ]; then
-  kill -STOP "$victim"
-  # let process 0 write its file and wait for process 1, then kill process 1
-  for _ in $(seq 1 500); do [ -e "$T/killed/model_tp00_pp00.safetensors" ] && break; sleep 0.02; done
-  sleep 0.2
+  for _ in $(seq 1 1500); do [ -e "$T/killed/model_tp00_pp00.safetensors" ] && break; sleep 0.02; done
+  [ -e "$T/killed/model_tp00_pp00.safetensors" ] || bad "SIGKILL of process 1" "process 0 did not write its file in 30 s"
   kill -KILL "$victim"
 fi
 wait "$mp"; rc=$?
