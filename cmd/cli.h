@@ -260,6 +260,9 @@ int tpc_cli_preset_for(const char *cmd, const struct tpc_cli_set *set, const cha
 /* The config.json that describes the model at `path` (--config; a model
  * folder's or a set's own; a set's rank 0 folder's), or NULL (malloc'd). */
 char *tpc_cli_model_config(const char *path, const struct tpc_cli_set *set);
+/* The family whose record lists the architecture config.json at cfg_path
+ * names (architectures[0], else its model_type's); NULL if none or unreadable. */
+const struct tpc_family *tpc_cli_config_family(const char *cfg_path);
 /* A checkpoint whose file holds its configuration (GGUF): the config.json
  * it gives (*json, malloc'd; NULL for other formats) and its facts filled
  * into *f where *f has none. */

@@ -98,6 +98,21 @@ static void config_arch(const cJSON *c, char *arch, size_t n)
 		snprintf(arch, n, "%s", name);
 }
 
+const tpc_family *tpc_cli_config_family(const char *cfg_path)
+{
+	char *text = NULL, arch[128];
+	size_t len = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (!cfg_path || tpc_read_file(cfg_path, 1u << 24, &text, &len, &e))
+		return NULL;
+	cJSON *c = cJSON_ParseWithLength(text, len);
+	free(text);
+	config_arch(c, arch, sizeof(arch));
+	cJSON_Delete(c);
+	return tpc_family_by_arch(arch);
+}
+
 int tpc_cli_preset_for(const char *cmd, const tpc_cli_set *set, const char *cfg_path, const char *cfg_json,
 		       const char **preset)
 {

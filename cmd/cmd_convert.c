@@ -171,7 +171,8 @@ static int copy_companions(const tpc_ckpt *ck, const char *in, const char *out, 
 	bool cast = false, one = true;
 	for (size_t i = 0; i < ck->n; i++) {
 		const tpc_tensor *t = &ck->t[i];
-		if (!(tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT))
+		/* what a cast left in f32 as transformers keeps it is not the model's dtype */
+		if (!(tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT) || (t->flags & TPC_TF_KEPT_F32))
 			continue;
 		cast = cast || t->dtype != t->src_dtype || t->dq;
 		one = one && (!fdt || fdt == t->dtype);

@@ -274,6 +274,29 @@ static int remap_facts(tpc_cli_remap *r, const tpc_ckpt *ck, tpc_err *e)
 	return ret;
 }
 
+/* A cast to f16 or bf16 leaves in f32 what transformers keeps there when it
+ * loads the model in that dtype (the family's record: routers, correction
+ * biases), so the model loads as the cast original does. */
+static void keep_f32(const tpc_cli_remap *r, tpc_ckpt *ck)
+{
+	bool narrowed = false;
+	for (size_t i = 0; i < ck->n && !narrowed; i++)
+		narrowed = ck->t[i].dtype != ck->t[i].src_dtype &&
+			   (ck->t[i].dtype == TPC_BF16 || ck->t[i].dtype == TPC_F16);
+	if (!narrowed)
+		return;
+	char *cfg = r->config ? tpc_strdup(r->config) : NULL, *d = NULL;
+	if (!cfg && r->in && (d = tpc_extras_source_dir(r->in)))
+		cfg = tpc_path_join(d, "config.json");
+	const tpc_family *f = cfg && tpc_exists(cfg) ? tpc_cli_config_family(cfg) : NULL;
+	size_t n = tpc_family_keep_f32(f, ck);
+	if (n)
+		tpc_cli_info("%zu tensor%s left in f32, as transformers keeps %s when it loads a %s model in a narrower dtype",
+			     n, n == 1 ? "" : "s", n == 1 ? "it" : "them", f->name);
+	free(cfg);
+	free(d);
+}
+
 int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck)
 {
 	tpc_remap m;
@@ -335,6 +358,8 @@ int tpc_cli_remap_run(tpc_cli_remap *r, const char *cmd, tpc_ckpt *ck)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
+	if (!r->dry_run)
+		keep_f32(r, ck);
 	if (r->expect_keys)
 		tpc_cli_info("the result has the %zu keys of '%s'", keys.n, r->expect_keys);
 out:

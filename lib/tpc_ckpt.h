@@ -49,6 +49,7 @@ enum {
 	TPC_TF_BYTESWAP = 1u << 3,      /* source bytes are big-endian: swap per element */
 	TPC_TF_NODATA = 1u << 4,        /* no bytes (meta tensor) */
 	TPC_TF_ZERO = 1u << 5,          /* all bytes are zero (padding); no source */
+	TPC_TF_KEPT_F32 = 1u << 6,      /* a cast to f16/bf16 left it f32, as transformers keeps it */
 };
 
 typedef struct tpc_storage {

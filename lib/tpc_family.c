@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tpc_ckpt.h"
 #include "tpc_family.h"
 #include "tpc_family_gguf.h"
 
@@ -35,6 +36,8 @@
 #define GG_L "blk.{L}."
 
 /* A row: role, bias, then names in HF, Megatron-Core, vLLM, TensorRT-LLM, GGUF order. */
+/* A list of roles ending with TPC_ROLE_NONE (tpc_family.f32_roles) */
+#define ROLES(...) ((const tpc_role[]){__VA_ARGS__, TPC_ROLE_NONE})
 #define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}, false, false}
 
 /* The LLaMA family's decoder: embedding, attention, final norm and head. */
@@ -1577,6 +1580,36 @@ bool tpc_family_has_experts(const tpc_family *f)
 		if (expert_role(w->role))
 			return true;
 	return false;
+}
+
+bool tpc_family_keeps_f32(const tpc_family *f, const char *hf_name, tpc_dtype to)
+{
+	int64_t layer, expert;
+	bool bias;
+	if (!f || (to != TPC_F16 && to != TPC_BF16) || (!f->f32_roles && !f->f32_roles_f16))
+		return false;
+	const tpc_tensor_row *w = tpc_family_classify(f, TPC_ECO_HF, hf_name, &layer, &expert, &bias);
+	for (int k = 0; w && k < 2; k++)
+		for (const tpc_role *r = k ? f->f32_roles_f16 : f->f32_roles; r && *r; r++)
+			if (*r == w->role && (!k || to == TPC_F16))
+				return true;
+	return false;
+}
+
+size_t tpc_family_keep_f32(const tpc_family *f, tpc_ckpt *ck)
+{
+	size_t n = 0;
+	for (size_t i = 0; f && i < ck->n; i++) {
+		tpc_tensor *t = &ck->t[i];
+		if (t->dtype == t->src_dtype || !(tpc_dtype_get(t->src_dtype)->flags & TPC_DTF_FLOAT) ||
+		    !tpc_family_keeps_f32(f, t->name, t->dtype))
+			continue;
+		t->dtype = TPC_F32;
+		t->nbytes = t->numel * 4;
+		t->flags |= TPC_TF_KEPT_F32;
+		n++;
+	}
+	return n;
 }
 
 const tpc_tensor_row *tpc_family_classify_for(const tpc_family *f, const char *layout, tpc_eco eco,

@@ -64,6 +64,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpc_dtype.h"
+
 typedef enum tpc_role {
 	TPC_ROLE_NONE = 0,   /* ends a table */
 	TPC_ROLE_TOKEN_EMBD, /* token embedding [vocab, hidden] */
@@ -315,6 +317,13 @@ typedef struct tpc_family {
 	bool has_parts;                  /* verify runs block and model checks from `parts` */
 	tpc_layer_parts parts;
 	tpc_family_trtllm trtllm;        /* TensorRT-LLM's config class for it */
+	/* What transformers keeps in float32 when it loads the model in a
+	 * narrower dtype, by role, each list ending with TPC_ROLE_NONE (NULL:
+	 * none): f32_roles under f16 and bf16 (its _keep_in_fp32_modules_strict,
+	 * or a module built with dtype=torch.float32), f32_roles_f16 under f16
+	 * only (_keep_in_fp32_modules). A cast to that dtype writes them in f32
+	 * (tpc_family_keep_f32), as a model so loaded saves them. */
+	const tpc_role *f32_roles, *f32_roles_f16;
 } tpc_family;
 
 size_t tpc_family_count(void);
@@ -383,6 +392,15 @@ int tpc_family_parts(const tpc_family *f, const tpc_tensor_row *row, tpc_eco eco
 
 /* Whether the family's table has routed experts (FFN_*_EXP rows). */
 bool tpc_family_has_experts(const tpc_family *f);
+/* Whether transformers keeps the tensor named `hf_name` (a Hugging Face
+ * name) of f's models in float32 when it loads them in `to` (f16 or bf16):
+ * f32_roles and f32_roles_f16 above. */
+bool tpc_family_keeps_f32(const tpc_family *f, const char *hf_name, tpc_dtype to);
+/* A cast of ck's tensors (each narrowed from its source's dtype to f16 or
+ * bf16) undone to f32 for those tpc_family_keeps_f32 names, flagged
+ * TPC_TF_KEPT_F32; how many. */
+struct tpc_ckpt;
+size_t tpc_family_keep_f32(const tpc_family *f, struct tpc_ckpt *ck);
 
 /* The row of `name` (ecosystem eco) for a set no record was named for:
  * from the table of `f` when it has the row, else of the first record
