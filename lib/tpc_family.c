@@ -1122,6 +1122,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("Glm4MoeForCausalLM"),
 	 .gguf = &tpc__gguf_glm4moe,
 	 .tensors = glm4moe_tensors,
+	 .f32_roles = ROLES(TPC_ROLE_FFN_EXP_PROBS_B), /* _keep_in_fp32_modules_strict */
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .partial_rope = true, .rope_fraction = 0.5, .attn_bias = true,
 	       .router = TPC_PART_ROUTER_SIGMOID_BIAS, .tied_head = true)},
 	/* attention sinks, the yarn rope (config.json's rope_parameters), sliding
@@ -1134,6 +1135,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("GptOssForCausalLM"),
 	 .gguf = &tpc__gguf_gptoss,
 	 .tensors = gptoss_tensors,
+	 .f32_roles_f16 = ROLES(TPC_ROLE_ATTN_NORM, TPC_ROLE_FFN_NORM, TPC_ROLE_OUTPUT_NORM), /* _keep_in_fp32_modules */
 	 PARTS(.attn_bias = true, .mlp = TPC_PART_MLP_CLAMPED_GLU, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .experts_per_tok = 4, .swa_every = 2)},
 	/* LayerNorms with biases, q/k/v/o and lm_head biases, Mixtral's experts
@@ -1154,6 +1156,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("hunyuan-moe", "HunYuan MoE (HunYuanMoEV1ForCausalLM) with Hugging Face names; the shared expert mlp.shared_mlp split as a dense MLP, the router mlp.gate.wg replicated by the fallback."),
 	 .hf_arch = A("HunYuanMoEV1ForCausalLM"),
 	 .tensors = hunyuanmoe_tensors,
+	 .f32_roles = ROLES(TPC_ROLE_FFN_GATE_INP), /* mlp.gate.wg built with dtype=torch.float32 */
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .tied_head = true)},
 	/* ERNIE 4.5's rope in interleaved pairs and use_bias's biases; the
@@ -1165,6 +1168,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("Ernie4_5_MoeForCausalLM"),
 	 .gguf = &tpc__gguf_ernie4_5moe,
 	 .tensors = ernie4_5moe_tensors,
+	 .f32_roles = ROLES(TPC_ROLE_FFN_GATE_INP, TPC_ROLE_FFN_EXP_PROBS_B), /* _keep_in_fp32_modules_strict */
 	 PARTS(.rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "deepseek-v3",
 	 .desc = "DeepSeek-V3 / DeepSeek-V2 (HF names): MLA q_a/kv_a replicated, q_b_proj/kv_b_proj col and o_proj row by heads; mlp.experts.N gate/up col, down row; shared_experts like a dense MLP; router and e_score_correction_bias replicated",
@@ -1172,6 +1176,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
 	 .gguf = &tpc__gguf_deepseek2,
 	 .tensors = deepseek_tensors,
+	 .f32_roles = ROLES(TPC_ROLE_FFN_EXP_PROBS_B), /* _keep_in_fp32_modules_strict */
 	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS,
 	       .tied_head = true)},
 	{.name = "gpt2",

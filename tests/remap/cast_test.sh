@@ -98,5 +98,22 @@ EOF
              || bad "--dtype bf16 --dtype 'special=f16': the later, per-pattern rule wins" "$(cat "$T/chk")"
 fi
 
+# what transformers keeps in f32 when it loads a model in bf16 (ERNIE 4.5 MoE's
+# router and its correction bias) stays f32, and config.json says bfloat16
+A=$SRC/tests/gguf/arch
+"$TPCONV" convert "$A/tiny-ernie4_5-moe/" -o "$T/ernie/" --dtype bf16 -q 2>"$T/err"; rc=$?
+kept=$("$TPCONV" inspect "$T/ernie/" 2>/dev/null | awk '!/^#/ && $2 == "F32" {print $1}' | sort | tr '\n' ' ')
+want="model.layers.1.mlp.gate.weight model.layers.1.mlp.moe_statics.e_score_correction_bias "
+[ "$rc" = 0 ] && [ "$kept" = "$want" ] && grep -q '"dtype": "bfloat16"' "$T/ernie/config.json" &&
+  ok "--dtype bf16 of ERNIE 4.5 MoE: its router and correction bias stay f32, config.json says bfloat16" ||
+  bad "--dtype bf16 of ERNIE 4.5 MoE keeps what transformers keeps in f32" "exit $rc, f32: $kept" "$(grep dtype "$T/ernie/config.json")" "$(cat "$T/err")"
+# gpt-oss keeps its norms in f32 under f16 only
+for dt in f16 bf16; do
+  "$TPCONV" convert "$A/tiny-gpt-oss/" -o "$T/oss-$dt/" --dtype $dt -q 2>"$T/err"
+  k=$("$TPCONV" inspect "$T/oss-$dt/" 2>/dev/null | awk '!/^#/ && $2 == "F32"' | grep -c norm)
+  want=$([ $dt = f16 ] && echo 5 || echo 0)
+  [ "$k" = "$want" ] && ok "--dtype $dt of gpt-oss: $want norms left in f32" || bad "--dtype $dt of gpt-oss: norms in f32" "$k, want $want" "$(cat "$T/err")"
+done
+
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -1114,6 +1114,24 @@ static void test_facts_origin(void **st)
 	assert_true(b.vocab == 500 && b.padded_vocab == 0);
 }
 
+/* What transformers keeps in f32 under a narrower dtype: the record's roles,
+ * strict ones under f16 and bf16, the others under f16 only. */
+static void test_keeps_f32(void **state)
+{
+	(void)state;
+	const tpc_family *ernie = tpc_family_find("ernie4_5-moe"), *oss = tpc_family_find("gpt-oss"),
+			 *llama = tpc_family_find("llama");
+	assert_true(tpc_family_keeps_f32(ernie, "model.layers.1.mlp.gate.weight", TPC_BF16));
+	assert_true(tpc_family_keeps_f32(ernie, "model.layers.1.mlp.moe_statics.e_score_correction_bias", TPC_F16));
+	assert_false(tpc_family_keeps_f32(ernie, "model.layers.1.mlp.gate.weight", TPC_F32));
+	assert_false(tpc_family_keeps_f32(ernie, "model.layers.1.mlp.experts.0.up_proj.weight", TPC_BF16));
+	assert_true(tpc_family_keeps_f32(oss, "model.layers.0.input_layernorm.weight", TPC_F16));
+	assert_true(tpc_family_keeps_f32(oss, "model.norm.weight", TPC_F16));
+	assert_false(tpc_family_keeps_f32(oss, "model.norm.weight", TPC_BF16));
+	assert_false(tpc_family_keeps_f32(llama, "model.norm.weight", TPC_F16));
+	assert_false(tpc_family_keeps_f32(NULL, "model.norm.weight", TPC_F16));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1125,7 +1143,7 @@ int main(void)
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
-		cmocka_unit_test(test_stacked),
+		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
