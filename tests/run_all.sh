@@ -37,6 +37,10 @@ fi
 # shard-sets 98 -> 79 CPU-s. Bytes written do not depend on it; verify's own
 # choice of the policy is checked with it unset (tests/verify/cli_test.sh).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+# one test more than the cores: a test that waits (faults writes 300 MB
+# files, mpirun's and the interrupt loop's sleeps) leaves its core to another
+# (TPC_TEST_JOBS to choose)
+jobs=${TPC_TEST_JOBS:-$(( $(nproc) + 1 ))}
 fails= slow=
 first=1
 for b in "$@"; do
@@ -53,7 +57,7 @@ for b in "$@"; do
   # sanitizer builds: fail on the first report, no leak noise from Python subprocesses
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    meson test -C "$b" --print-errorlogs --num-processes 2 --no-rebuild "${extra[@]}" > "$log" 2>&1
+    meson test -C "$b" --print-errorlogs --num-processes "$jobs" --no-rebuild "${extra[@]}" > "$log" 2>&1
   rc=$?
   sed -n '/^Summary of Failures/,$p;/^Ok:/,$p' "$log" | head -n 60
   grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$log" | head -n 40
