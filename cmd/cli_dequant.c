@@ -1,4 +1,4 @@
-/* cli_dequant.c - --dequantize for FP8 / GPTQ / AWQ folders: find the
+/* cli_dequant.c - --dequantize for FP8 / GPTQ / AWQ / compressed-tensors / FP4 folders: find the
  * quantization config beside the input and apply lib/tpc_quant. */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,8 @@ static const char *method_name(tpc_quant_method m)
 	case TPC_QM_FP8: return "FP8";
 	case TPC_QM_GPTQ: return "GPTQ";
 	case TPC_QM_AWQ: return "AWQ";
+	case TPC_QM_PACKED: return "compressed-tensors integer";
+	case TPC_QM_FP4: return "FP4";
 	default: return "none";
 	}
 }
@@ -30,7 +32,8 @@ int tpc_cli_quant_cfg(const char *in, tpc_quant_cfg *q, char **cfg_path, tpc_err
 		dir = tpc_path_dir(in); /* a single weight file: its folder's config */
 	cfg = dir ? tpc_path_join(dir, "config.json") : NULL;
 	gq = dir ? tpc_path_join(dir, "quantize_config.json") : NULL;
-	if (!dir || !cfg || !gq) {
+	char *hq = dir ? tpc_path_join(dir, "hf_quant_config.json") : NULL;
+	if (!dir || !cfg || !gq || !hq) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -43,6 +46,13 @@ int tpc_cli_quant_cfg(const char *in, tpc_quant_cfg *q, char **cfg_path, tpc_err
 			goto out;
 		q->torch_dtype = td;
 	}
+	if (q->method == TPC_QM_NONE && tpc_exists(hq)) {
+		/* NVIDIA ModelOpt's export: the scheme in hf_quant_config.json */
+		tpc_dtype td = q->torch_dtype;
+		if ((ret = tpc_quant_cfg_from_file(q, hq, false, e)))
+			goto out;
+		q->torch_dtype = td;
+	}
 	if (cfg_path) {
 		*cfg_path = cfg;
 		cfg = NULL;
@@ -51,6 +61,7 @@ out:
 	free(dir);
 	free(cfg);
 	free(gq);
+	free(hq);
 	return ret;
 }
 

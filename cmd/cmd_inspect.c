@@ -31,7 +31,7 @@ static const char *help =
 	"                   a shard set without a tpconv manifest, merged as merge does\n"
 	"  --globals        list every pickle global the file references, flag dangerous ones\n"
 	"  --strict         refuse pickle globals outside torch's weights_only allow-list\n"
-	"  --dequantize     show FP8 / GPTQ / AWQ weights as 'convert --dequantize' writes\n"
+	"  --dequantize     show FP8 / GPTQ / AWQ / FP4 weights as 'convert --dequantize' writes\n"
 	"                   them (with --hash: the hash of the dequantized bytes)\n"
 	"  -q, --quiet      errors only\n"
 	"  -v, --verbose    more detail on errors\n"

@@ -133,10 +133,15 @@ typedef struct tpc_tensor {
  *          h*hd + 2i + t for o = h*hd + t*hd/2 + i (hd = rope_hd): the
  *          inverse of convert_hf_to_gguf.py's permute. Values are
  *          tpc_ggml_dequant's; windows as for the other kinds (2-D only).
+ *   FP4    c[0] packed U8 [O, I / 2] (E2M1, element 2j the low nibble),
+ *          c[1] scales [O, I / group]: F8_E4M3 (NVFP4) or U8 E8M0 (MXFP4),
+ *          c[2] the tensor's one-element F32 scale (NVFP4): w = e2m1 * s with
+ *          s = float(c1) / c2 (compressed-tensors' global scale, fp4_div) or
+ *          float(c1) * c2 (ModelOpt's weight_scale_2), 2^(c1 - 127) (MXFP4).
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */
-typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML } tpc_dq_kind;
+typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4 } tpc_dq_kind;
 
 typedef struct tpc_dequant {
 	tpc_dq_kind kind;
@@ -152,6 +157,8 @@ typedef struct tpc_dequant {
 	 * 0 for the whole weight (then the tensor's shape is [O, I]). */
 	int64_t r0, c0, O, I;
 	int gtype;           /* GGML: the ggml type of c[0]'s blocks */
+	bool fp4_mx;         /* FP4: E8M0 scales (MXFP4), else F8_E4M3 with c[2] */
+	bool fp4_div;        /* FP4: s = c1 / c2 (compressed-tensors), else c1 * c2 */
 	int64_t rope_hd;     /* GGML: rows permuted per head of rope_hd rows (0: none) */
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
 	struct tpc_tensor c[4];

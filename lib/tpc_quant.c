@@ -2,6 +2,7 @@
 #include "tpc_quant.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,13 +172,56 @@ static int parse_ct_packed(tpc_quant_cfg *q, const cJSON *qc, const char *path, 
 	return 0;
 }
 
+/* compressed-tensors nvfp4-pack-quantized / mxfp4-pack-quantized: 4-bit
+ * float weights in groups of 16 (NVFP4) or 32 (MXFP4). */
+static int parse_ct_fp4(tpc_quant_cfg *q, const cJSON *qc, const char *fmt, const char *path, tpc_err *e)
+{
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+	int64_t want = !strcmp(fmt, "nvfp4-pack-quantized") ? 16 : 32;
+	for (const cJSON *g = cJSON_IsObject(groups) ? groups->child : NULL; g; g = g->next) {
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+		int64_t nb = 0, gs = 0;
+		const char *ty = get_str(w, "type");
+		if (!cJSON_IsObject(w))
+			continue;
+		if ((ty && strcmp(ty, "float")) || get_int(w, "num_bits", &nb) != 1 || nb != 4 ||
+		    (get_int(w, "group_size", &gs) == 1 && gs != want))
+			return cfg_err(e, path, "compressed-tensors %s group '%s' is not 4-bit float weights in groups of the format's size",
+				       fmt, g->string ? g->string : "?");
+	}
+	q->method = TPC_QM_FP4;
+	q->fp4_group = (int)want;
+	return 0;
+}
+
+/* NVIDIA ModelOpt: quantization_config {"quant_method": "modelopt",
+ * "quant_algo": ...} or hf_quant_config.json's "quantization" object. */
+static int parse_modelopt(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
+{
+	const char *algo = get_str(qc, "quant_algo");
+	int64_t gs = 16;
+	char safe[64];
+	if (!algo || strcmp(algo, "NVFP4")) {
+		tpc_sanitize(safe, sizeof(safe), algo ? algo : "(none)");
+		return cfg_err(e, path, "ModelOpt quant_algo '%s' is not one tpconv can dequantize (NVFP4 is)%s", safe, NULL);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(qc, "group_size") && (get_int(qc, "group_size", &gs) != 1 || gs != 16))
+		return cfg_err(e, path, "ModelOpt NVFP4 with a group_size other than 16%s%s", NULL, NULL);
+	q->method = TPC_QM_FP4;
+	q->fp4_group = 16;
+	q->fp4_modelopt = true;
+	return 0;
+}
+
 static int parse_ct(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
 {
 	const char *fmt = get_str(qc, "format");
 	if (fmt && !strcmp(fmt, "pack-quantized"))
 		return parse_ct_packed(q, qc, path, e);
+	if (fmt && (!strcmp(fmt, "nvfp4-pack-quantized") || !strcmp(fmt, "mxfp4-pack-quantized")))
+		return parse_ct_fp4(q, qc, fmt, path, e);
 	if (!fmt || strcmp(fmt, "float-quantized"))
-		return cfg_err(e, path, "compressed-tensors format '%s' is not supported (float-quantized FP8 and pack-quantized int4/int8 are)%s",
+		return cfg_err(e, path, "compressed-tensors format '%s' is not supported (float-quantized FP8, pack-quantized int4/int8, nvfp4-pack-quantized and mxfp4-pack-quantized are)%s",
 			       fmt ? fmt : "(none)", NULL);
 	q->method = TPC_QM_FP8;
 	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
@@ -219,6 +263,13 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 	if (!q->torch_dtype)
 		q->torch_dtype = float_dtype(dt5);
 	const cJSON *qc = gptq_file ? tpc_cfg_root(c) : tpc_cfg_get(c, TPC_CFG_TOP, "quantization_config", NULL);
+	/* ModelOpt's hf_quant_config.json: {"producer": ..., "quantization": {"quant_algo": ...}} */
+	const cJSON *mo = !gptq_file && !qc && tpc_cfg_get(c, TPC_CFG_TOP, "producer", NULL)
+				  ? tpc_cfg_get(c, TPC_CFG_TOP, "quantization", NULL) : NULL;
+	if (cJSON_IsObject(mo)) {
+		ret = parse_modelopt(q, mo, path, e);
+		goto out;
+	}
 	if (!qc || cJSON_IsNull(qc))
 		goto out;
 	if (!cJSON_IsObject(qc)) {
@@ -239,11 +290,13 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 		ret = parse_awq(q, qc, path, e);
 	} else if (!strcasecmp(m, "compressed-tensors")) {
 		ret = parse_ct(q, qc, path, e);
+	} else if (!strcasecmp(m, "modelopt")) {
+		ret = parse_modelopt(q, qc, path, e);
 	} else {
 		char safe[128];
 		tpc_sanitize(safe, sizeof(safe), m);
 		ret = cfg_err(e, path,
-			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors float-quantized or pack-quantized)%s",
+			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors, modelopt NVFP4)%s",
 			      safe, NULL);
 	}
 out:
@@ -280,7 +333,7 @@ const char *tpc_quant_find_quantized(const tpc_ckpt *ck)
 	for (size_t i = 0; i < ck->n; i++) {
 		const char *n = ck->t[i].name;
 		if (is_f8(ck->t[i].src_dtype) || tpc_ends_with(n, "qweight") || tpc_ends_with(n, "weight_scale_inv") ||
-		    tpc_ends_with(n, "weight_packed"))
+		    tpc_ends_with(n, "weight_packed") || tpc_ends_with(n, "weight_scale_2"))
 			return n;
 	}
 	return NULL;
@@ -476,10 +529,10 @@ static int install_dq(tpc_ckpt *ck, size_t ix, const tpc_dequant *dq, const int6
 		return tpc_err_nomem(e);
 	int64_t clash = tpc_ckpt_find(ck, nn);
 	int ret;
-	if (clash >= 0 && !drop[clash])
+	if (clash >= 0 && clash != (int64_t)ix && !drop[clash])
 		ret = bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", nn);
-	else
-		ret = make_dq(ck, ix, dq, comp, nc, O, I, out, nn, drop, e);
+	else /* ModelOpt's packed X.weight keeps its name */
+		ret = make_dq(ck, ix, dq, comp, nc, O, I, out, clash == (int64_t)ix ? NULL : nn, drop, e);
 	free(nn);
 	return ret;
 }
@@ -639,6 +692,75 @@ static int ct_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype 
 	return ret;
 }
 
+/* One-element F32 tensor t's value into *v. */
+static int read_scalar(const tpc_ckpt *ck, const tpc_tensor *t, const char *what, float *v, tpc_err *e)
+{
+	if (t->src_dtype != TPC_F32 || t->numel != 1)
+		return bad_tensor(e, t, "%s must be one F32 value, not %s with %llu elements", what,
+				  tpc_dtype_name(t->src_dtype), (unsigned long long)t->numel);
+	return tpc_ckpt_read_bytes(ck, t, 0, 4, v, e);
+}
+
+/* FP4 (NVFP4, MXFP4): X.weight_packed (compressed-tensors) or X.weight
+ * (ModelOpt) U8 [O, I/2] with X.weight_scale [O, I/group] and, for NVFP4,
+ * the tensor's scale (weight_global_scale, weight_scale_2); the activation
+ * scales (input_global_scale, input_scale) leave with them. */
+static int fp4_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b,
+		      tpc_err *e)
+{
+	const tpc_tensor *w = &ck->t[ix];
+	char s1[128], s2[128];
+	bool mo = q->fp4_modelopt;
+	size_t pl = strlen(w->name) - strlen(mo ? "weight" : "weight_packed");
+	int64_t grp = q->fp4_group;
+	if (w->src_dtype != TPC_U8 || w->ndim != 2)
+		return bad_tensor(e, w, "an FP4 weight must be a 2-D U8 tensor of packed pairs, not %s %s",
+				  tpc_dtype_name(w->src_dtype), tpc_shape_str(w, s1, sizeof(s1)));
+	const char *gname = mo ? "weight_scale_2" : "weight_global_scale", *iname = mo ? "input_scale" : "input_global_scale";
+	int64_t isc = find_cat(ck, b, w->name, pl, "weight_scale"), ig = find_cat(ck, b, w->name, pl, gname);
+	int64_t ii = find_cat(ck, b, w->name, pl, iname);
+	if (isc == -2 || ig == -2 || ii == -2)
+		return tpc_err_nomem(e);
+	if (isc < 0)
+		return bad_tensor(e, w, "FP4 weight without its weight_scale tensor");
+	const tpc_tensor *s = &ck->t[isc];
+	bool mx = s->src_dtype == TPC_U8 || s->src_dtype == TPC_F8_E8M0;
+	int64_t O = w->shape[0], I = w->shape[1] * 2;
+	if (mx && grp != 32)
+		return bad_tensor(e, s, "E8M0 (MXFP4) scales, but the config says NVFP4 (groups of %lld)", (long long)grp);
+	if (!mx && s->src_dtype != TPC_F8_E4M3)
+		return bad_tensor(e, s, "NVFP4 scales must be F8_E4M3 and MXFP4 scales U8 (E8M0), not %s",
+				  tpc_dtype_name(s->src_dtype));
+	if (s->ndim != 2 || s->shape[0] != O || s->shape[1] != (I + grp - 1) / grp || I % grp)
+		return bad_tensor(e, s, "weight_scale must be [%lld, %lld] for the %s weight '%s' %s (%lld values per scale); it is %s%s",
+				  (long long)O, (long long)((I + grp - 1) / grp), mx ? "MXFP4" : "NVFP4", w->name,
+				  tpc_shape_str(w, s2, sizeof(s2)), (long long)grp, tpc_shape_str(s, s1, sizeof(s1)),
+				  s->ndim == 1 ? " (a 1-D scale is cutlass's swizzled layout, which tpconv does not read)" : "");
+	float gv = 0;
+	if (!mx) {
+		if (ig < 0)
+			return bad_tensor(e, w, "NVFP4 weight without its %s tensor", gname);
+		int r = read_scalar(ck, &ck->t[ig], gname, &gv, e);
+		if (r)
+			return r;
+		if (!(gv > 0) || gv > 3.0e38f)
+			return bad_tensor(e, &ck->t[ig], "%s is %g: a positive finite scale is needed", gname, (double)gv);
+	}
+	tpc_dequant dq;
+	memset(&dq, 0, sizeof(dq));
+	dq.kind = TPC_DQ_FP4;
+	dq.group = grp;
+	dq.fp4_mx = mx;
+	dq.fp4_div = !mo;
+	int64_t comp[3] = {(int64_t)ix, isc, ig};
+	int ret = install_dq(ck, ix, &dq, comp, mx ? 2 : 3, O, I, out, pl, drop, b, e);
+	if (!ret && ii >= 0)
+		drop[ii] = true; /* an activation scale means nothing to a dense weight */
+	if (!ret && mx && ig >= 0)
+		drop[ig] = true;
+	return ret;
+}
+
 int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, size_t *n, tpc_err *e)
 {
 	bool *drop = NULL;
@@ -666,6 +788,12 @@ int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, siz
 		else if (q->method == TPC_QM_PACKED && tpc_ends_with(t->name, "weight_packed") &&
 			 (!strcmp(t->name, "weight_packed") || tpc_ends_with(t->name, ".weight_packed")))
 			ret = ct_family(ck, q, i, out, drop, &b, e);
+		else if (q->method == TPC_QM_FP4 && !q->fp4_modelopt && tpc_ends_with(t->name, "weight_packed") &&
+			 (!strcmp(t->name, "weight_packed") || tpc_ends_with(t->name, ".weight_packed")))
+			ret = fp4_family(ck, q, i, out, drop, &b, e);
+		else if (q->method == TPC_QM_FP4 && q->fp4_modelopt && t->src_dtype == TPC_U8 &&
+			 (!strcmp(t->name, "weight") || tpc_ends_with(t->name, ".weight")))
+			ret = fp4_family(ck, q, i, out, drop, &b, e);
 		else
 			continue;
 		if (!ret)
@@ -915,6 +1043,55 @@ out:
 	return ret;
 }
 
+/* Rows [o0, o0+nr) of an FP4 weight of I input features, columns [c0,
+ * c0+n) of each, into out [nr, n]. */
+static int rows_fp4(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t I, int64_t c0,
+		    int64_t n, float *out, tpc_err *e)
+{
+	static const float e2m1[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.f, -.5f, -1, -1.5f, -2, -3, -4, -6};
+	int64_t W = I / 2, G = I / dq->group;
+	uint8_t *w = tpc_malloc((size_t)(nr * W) + 1), *sb = tpc_malloc((size_t)(nr * G) + 1);
+	float *s = tpc_malloc((size_t)(nr * G) * sizeof(float) + 4), g = 1;
+	int ret = 0;
+	if (!w || !sb || !s) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = tpc_ckpt_read_bytes(ck, &dq->c[0], (uint64_t)(o0 * W), (uint64_t)(nr * W), w, e)) ||
+	    (ret = tpc_ckpt_read_bytes(ck, &dq->c[1], (uint64_t)(o0 * G), (uint64_t)(nr * G), sb, e)) ||
+	    (!dq->fp4_mx && (ret = tpc_ckpt_read_bytes(ck, &dq->c[2], 0, 4, &g, e))))
+		goto out;
+	tpc_ckpt_drop_range(ck, &dq->c[0], (uint64_t)(o0 * W), (uint64_t)(nr * W));
+	for (int64_t k = 0; k < nr * G && !ret; k++) {
+		if (dq->fp4_mx) {
+			if (sb[k] == 255) /* NaN in OCP MX v1.0 */
+				ret = tpc_err_at(e, TPC_EINPUT, NULL, dq->c[1].name, "E8M0 scale 255 (NaN) at byte offset %llu",
+						 (unsigned long long)(o0 * G + k));
+			s[k] = ldexpf(1.0f, (int)sb[k] - 127);
+		} else {
+			float f = tpc_f8e4m3_to_f32(sb[k]);
+			s[k] = dq->fp4_div ? f / g : f * g;
+		}
+	}
+	if (ret)
+		goto out;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr * n >= (1 << 16))
+#endif
+	for (int64_t r = 0; r < nr; r++) {
+		const uint8_t *wr = w + r * W;
+		const float *sr = s + r * G;
+		float *orow = out + r * n - c0;
+		for (int64_t i = c0; i < c0 + n; i++)
+			orow[i] = e2m1[(wr[i / 2] >> (4 * (i & 1))) & 15] * sr[i / dq->group];
+	}
+out:
+	free(w);
+	free(sb);
+	free(s);
+	return ret;
+}
+
 /* GGML blocks: rows [o0, o0 + nr) of the image, columns [c0, c0 + I) of FI */
 static int rows_ggml(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t FI, int64_t c0,
 		     int64_t I, float *orow, tpc_err *e)
@@ -988,6 +1165,7 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		ret = dq->kind == TPC_DQ_GGML ? rows_ggml(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 		      : dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 		      : dq->kind == TPC_DQ_CT ? rows_ct(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
+		      : dq->kind == TPC_DQ_FP4 ? rows_fp4(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 					      : rows_packed(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e);
 		if (ret)
 			break;

@@ -56,6 +56,30 @@
  *        X.scales   F16 [G, O]
  *      w[o, i] = (q[i, o] - z[i/group, o]) * s[i/group, o] (dequantize_gemm),
  *      -> X.weight [O, I].
+ *   4. FP4 (E2M1 codes, two per byte: element 2j in the low nibble, 2j+1 in
+ *      the high; bit 3 the sign, bits 0-2 index {0, .5, 1, 1.5, 2, 3, 4, 6}):
+ *      compressed-tensors 0.17 (quant_method "compressed-tensors"):
+ *        NVFP4, format "nvfp4-pack-quantized":
+ *          X.weight_packed        U8 [O, I/2]
+ *          X.weight_scale         F8_E4M3 [O, I/16]
+ *          X.weight_global_scale  F32 [1]
+ *          w = e2m1 * (float(scale) / global_scale), in F32 as
+ *          NVFP4PackedCompressor.decompress computes it (forward_helpers.py
+ *          _dequantize: the bf16 scale divided by the f32 global scale, the
+ *          code times that, then .to(bf16)); X.input_global_scale is dropped
+ *        MXFP4, format "mxfp4-pack-quantized": X.weight_scale U8 [O, I/32],
+ *          E8M0: w = e2m1 * 2^(scale - 127), exact (mx_utils.py
+ *          decompress_mx_scale; 255 is infinite there, NaN in OCP MX: refused)
+ *      NVIDIA ModelOpt NVFP4 (quant_method "modelopt", quant_algo "NVFP4", or
+ *      hf_quant_config.json's quantization.quant_algo):
+ *          X.weight        U8 [O, I/2]
+ *          X.weight_scale  F8_E4M3 [O, I/16]
+ *          X.weight_scale_2  F32, one element
+ *          w = e2m1 * (float(scale) * scale_2) (nvfp4_tensor.py
+ *          NVFP4QTensor.dequantize: the block scale first); X.input_scale is
+ *          dropped. compressed-tensors' global scale is the reciprocal of
+ *          ModelOpt's scale_2: each convention is read as its producer writes it.
+ *      A 1-D (swizzled, cutlass) weight_scale is refused.
  * For GPTQ and AWQ, (q - z) * s is exact in F32 (a 9-bit integer times an
  * f16/bf16 scale), so a bf16 or f16 output is that exact value rounded once
  * to nearest even: the same bits as torch computing it in f32 and calling
@@ -82,6 +106,8 @@ typedef enum tpc_quant_method {
 	TPC_QM_GPTQ,
 	TPC_QM_AWQ,
 	TPC_QM_PACKED,   /* "compressed-tensors" with format "pack-quantized" (int4/int8) */
+	TPC_QM_FP4,      /* E2M1 weights: compressed-tensors "nvfp4-pack-quantized" and
+	                    "mxfp4-pack-quantized", NVIDIA ModelOpt NVFP4 ("modelopt") */
 } tpc_quant_method;
 
 typedef struct tpc_quant_cfg {
@@ -91,6 +117,9 @@ typedef struct tpc_quant_cfg {
 	int64_t block[2];      /* FP8 weight_block_size; {0, 0} when none */
 	bool zero_plus_one;    /* GPTQ: stored zero points are zero - 1 (v1) */
 	bool symmetric;        /* pack-quantized: no weight_zero_point */
+	int fp4_group;         /* FP4: elements per scale (16 NVFP4, 32 MXFP4) */
+	bool fp4_modelopt;     /* FP4: ModelOpt's names (weight, weight_scale_2), else
+	                          compressed-tensors' (weight_packed, weight_global_scale) */
 	tpc_dtype torch_dtype; /* config.json torch_dtype when F16/BF16/F32, else TPC_DT_INVALID */
 	bool rank_piece;       /* the tensors are one rank's pieces of a shard set (verify): a
 	                          row-split GPTQ layer's g_idx keeps the global group numbers
@@ -113,7 +142,7 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 int tpc_quant_cfg_from_file(tpc_quant_cfg *q, const char *path, bool gptq_file, tpc_err *e);
 
 /* Name of the first tensor of ck that looks quantized (an F8 dtype; a name
- * ending in qweight, weight_scale_inv or weight_packed), or NULL. */
+ * ending in qweight, weight_scale_inv, weight_packed or weight_scale_2), or NULL. */
 const char *tpc_quant_find_quantized(const tpc_ckpt *ck);
 
 /*

@@ -10,7 +10,7 @@ IROOT=${TPCONV_INTEROP_ROOT:-/var/cache/tpconv-interop/forky}
 IMIRROR=${TPCONV_INTEROP_MIRROR:-http://deb.debian.org/debian}
 ISTAMP=.tpconv-interop-complete
 IMARK=.tpconv-interop-root
-IPKGS="python3-torch python3-safetensors python3-transformers python3-accelerate python3-numpy llama.cpp-tools python3-gguf python3-sentencepiece"
+IPKGS="python3-torch python3-safetensors python3-transformers python3-accelerate python3-numpy llama.cpp-tools python3-gguf python3-sentencepiece python3-compressed-tensors"
 IAPT="-o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false -o Dpkg::Use-Pty=0"
 
 # The bind mounts, in mount order; unmounted in reverse.

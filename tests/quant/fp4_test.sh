@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# convert --dequantize of 4-bit float weights (TAP): compressed-tensors NVFP4 and
+# MXFP4 and NVIDIA ModelOpt NVFP4 folders (tests/quant/fp4, made by
+# make_fp4.py in the forky chroot: compressed-tensors 0.17 wrote the dense
+# weights its own decompressor gives, ref.safetensors), each converted to bf16
+# and compared byte for byte; ModelOpt's scheme from hf_quant_config.json
+# alone; hostile variants refused with their messages, nothing written.
+# usage: fp4_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+F=$SRC/tests/quant/fp4
+
+for d in ct-nvfp4 ct-mxfp4 modelopt; do
+  rm -f "$T/o.safetensors"
+  if "$TPCONV" convert --dequantize "$F/$d/" -o "$T/o.safetensors" -q 2>"$T/err" &&
+     "$TPCONV" diff "$T/o.safetensors" "$F/$d/ref.safetensors" >"$T/diff" 2>&1; then
+    ok "$d: the dense bf16 weights are its producer's decoder's, byte for byte"
+  else bad "$d: dequantized as its producer decodes" "$(cat "$T/err" "$T/diff" | head -8)"; fi
+done
+# ModelOpt's scheme in hf_quant_config.json, config.json without a quantization_config
+mkdir -p "$T/mo" && cp "$F/modelopt/model.safetensors" "$F/modelopt/hf_quant_config.json" "$T/mo/"
+echo '{"architectures": ["LlamaForCausalLM"], "dtype": "bfloat16"}' > "$T/mo/config.json"
+rm -f "$T/o.safetensors"
+"$TPCONV" convert --dequantize "$T/mo/" -o "$T/o.safetensors" -q 2>"$T/err" &&
+  "$TPCONV" diff "$T/o.safetensors" "$F/modelopt/ref.safetensors" >"$T/diff" 2>&1 &&
+  ok "ModelOpt NVFP4 named by hf_quant_config.json alone" || bad "hf_quant_config.json" "$(cat "$T/err" "$T/diff" | head -5)"
+"$TPCONV" inspect --dequantize "$F/ct-nvfp4/" > "$T/insp" 2>&1
+grep -q "model.layers.0.mlp.down_proj.weight .*BF16 .*\[48, 64\].*dequantized from model.layers.0.mlp.down_proj.weight_packed" "$T/insp" &&
+  ok "inspect --dequantize lists the dense weight and what it comes from" || bad "inspect --dequantize" "$(head -5 "$T/insp")"
+
+# hostile NAME MESSAGE PYTHON: a copy of fixture NAME edited by PYTHON (t: the
+# tensors {name: [dtype, shape, bytes]}, c: config.json) is refused, exit 3,
+# the message naming the tensor, nothing written
+hostile() {
+  local d=$1 name=$2 msg=$3 py=$4
+  rm -rf "$T/h" "$T/h.safetensors" && mkdir -p "$T/h" && cp "$F/$name"/* "$T/h/" && rm -f "$T/h/ref.safetensors"
+  python3 - "$T/h" "$SRC/tests/lib" "$py" <<'PY' || { bad "$d: the fixture edit" ""; return; }
+import json, struct, sys
+sys.path.insert(0, sys.argv[2])
+import tpctest
+p = sys.argv[1] + "/model.safetensors"
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h.pop("__metadata__", None)
+t = {k: [v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]] for k, v in h.items()}
+c = json.load(open(sys.argv[1] + "/config.json"))
+exec(sys.argv[3])
+open(p, "wb").write(tpctest.safetensors_bytes({k: tuple(v) for k, v in t.items()}, None))
+json.dump(c, open(sys.argv[1] + "/config.json", "w"))
+PY
+  "$TPCONV" convert --dequantize "$T/h/" -o "$T/h.safetensors" -q 2>"$T/err"; local rc=$?
+  if [ $rc = 3 ] && grep -qF -- "$msg" "$T/err" && [ ! -e "$T/h.safetensors" ]; then ok "$d"
+  else bad "$d" "exit $rc" "$(cat "$T/err")"; fi
+}
+L=model.layers.0.mlp.down_proj
+hostile "NVFP4 without its global scale: refused naming the weight" ct-nvfp4 \
+  "tensor '$L.weight_packed': NVFP4 weight without its weight_global_scale tensor" "del t['$L.weight_global_scale']"
+hostile "NVFP4 global scale 0: refused" ct-nvfp4 "weight_global_scale is 0: a positive finite scale is needed" \
+  "t['$L.weight_global_scale'][2] = b'\0' * 4"
+hostile "a 1-D (swizzled) weight_scale: refused naming the layout" ct-nvfp4 \
+  "a 1-D scale is cutlass's swizzled layout, which tpconv does not read" \
+  "t['$L.weight_scale'][1] = [192]"
+hostile "MXFP4 scale 255 (NaN in OCP MX): refused with its byte offset" ct-mxfp4 \
+  "tensor '$L.weight_scale': E8M0 scale 255 (NaN) at byte offset 5" \
+  "s = bytearray(t['$L.weight_scale'][2]); s[5] = 255; t['$L.weight_scale'][2] = bytes(s)"
+hostile "NVFP4 scales under an MXFP4 config: refused" ct-nvfp4 "NVFP4 scales must be F8_E4M3 and MXFP4 scales U8 (E8M0)" \
+  "t['$L.weight_scale'][0] = 'F16'; t['$L.weight_scale'][2] *= 2"
+hostile "a ModelOpt quant_algo other than NVFP4: refused by name" modelopt "ModelOpt quant_algo 'W4A8_AWQ' is not one tpconv can dequantize (NVFP4 is)" \
+  "c['quantization_config']['quant_algo'] = 'W4A8_AWQ'"
+hostile "an odd packed width against its scales: refused with both shapes" ct-mxfp4 "weight_scale must be [48, 3]" \
+  "t['$L.weight_packed'][1] = [48, 48]; t['$L.weight_packed'][2] = t['$L.weight_packed'][2] + bytes(48 * 16)"
+
+echo "1..$n"
+[ "$failed" = 0 ]
