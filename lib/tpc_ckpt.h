@@ -138,10 +138,16 @@ typedef struct tpc_tensor {
  *          c[2] the tensor's one-element F32 scale (NVFP4): w = e2m1 * s with
  *          s = float(c1) / c2 (compressed-tensors' global scale, fp4_div) or
  *          float(c1) * c2 (ModelOpt's weight_scale_2), 2^(c1 - 127) (MXFP4).
+ *   MXFP4_T  gpt-oss's experts: c[0] blocks U8 [E, R, I / 32, 16], c[1]
+ *          scales U8 [E, R, I / 32] (E8M0); the tensor is [E, I, R], its rows
+ *          (e, i), its columns r: w = e2m1 * 2^(scale - 127) of input i of
+ *          row r (the blocks' matrix transposed). Read whole (no window).
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */
-typedef enum tpc_dq_kind { TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4 } tpc_dq_kind;
+typedef enum tpc_dq_kind {
+	TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4, TPC_DQ_MXFP4_T
+} tpc_dq_kind;
 
 typedef struct tpc_dequant {
 	tpc_dq_kind kind;

@@ -292,11 +292,15 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 		ret = parse_ct(q, qc, path, e);
 	} else if (!strcasecmp(m, "modelopt")) {
 		ret = parse_modelopt(q, qc, path, e);
+	} else if (!strcasecmp(m, "mxfp4")) { /* gpt-oss: its experts' X_blocks / X_scales */
+		q->method = TPC_QM_FP4;
+		q->fp4_group = 32;
+		q->fp4_blocks = true;
 	} else {
 		char safe[128];
 		tpc_sanitize(safe, sizeof(safe), m);
 		ret = cfg_err(e, path,
-			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors, modelopt NVFP4)%s",
+			      "quantization_config.quant_method '%s' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors, modelopt NVFP4, mxfp4)%s",
 			      safe, NULL);
 	}
 out:
@@ -333,7 +337,8 @@ const char *tpc_quant_find_quantized(const tpc_ckpt *ck)
 	for (size_t i = 0; i < ck->n; i++) {
 		const char *n = ck->t[i].name;
 		if (is_f8(ck->t[i].src_dtype) || tpc_ends_with(n, "qweight") || tpc_ends_with(n, "weight_scale_inv") ||
-		    tpc_ends_with(n, "weight_packed") || tpc_ends_with(n, "weight_scale_2"))
+		    tpc_ends_with(n, "weight_packed") || tpc_ends_with(n, "weight_scale_2") ||
+		    (tpc_ends_with(n, "_blocks") && ck->t[i].src_dtype == TPC_U8))
 			return n;
 	}
 	return NULL;
@@ -761,6 +766,64 @@ static int fp4_family(tpc_ckpt *ck, const tpc_quant_cfg *q, size_t ix, tpc_dtype
 	return ret;
 }
 
+/* gpt-oss's X_blocks U8 [E, R, G, 16] with X_scales U8 [E, R, G] become X
+ * [E, G * 32, R] (tpc_dequant MXFP4_T). */
+static int blocks_family(tpc_ckpt *ck, size_t ix, tpc_dtype out, bool *drop, tpc_buf *b, tpc_err *e)
+{
+	const tpc_tensor *w = &ck->t[ix];
+	char s1[128], s2[128];
+	size_t pl = strlen(w->name) - strlen("_blocks");
+	if (w->src_dtype != TPC_U8 || w->ndim != 4 || w->shape[3] != 16)
+		return bad_tensor(e, w, "gpt-oss MXFP4 blocks must be U8 [experts, rows, blocks, 16], not %s %s",
+				  tpc_dtype_name(w->src_dtype), tpc_shape_str(w, s1, sizeof(s1)));
+	int64_t isc = find_cat(ck, b, w->name, pl, "_scales");
+	if (isc == -2)
+		return tpc_err_nomem(e);
+	if (isc < 0)
+		return bad_tensor(e, w, "gpt-oss MXFP4 blocks without their _scales tensor");
+	const tpc_tensor *s = &ck->t[isc];
+	if ((s->src_dtype != TPC_U8 && s->src_dtype != TPC_F8_E8M0) || s->ndim != 3 || s->shape[0] != w->shape[0] ||
+	    s->shape[1] != w->shape[1] || s->shape[2] != w->shape[2])
+		return bad_tensor(e, s, "gpt-oss MXFP4 scales must be U8 [%lld, %lld, %lld] for blocks '%s' %s; they are %s %s",
+				  (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2], w->name,
+				  tpc_shape_str(w, s2, sizeof(s2)), tpc_dtype_name(s->src_dtype),
+				  tpc_shape_str(s, s1, sizeof(s1)));
+	tpc_buf_reset(b);
+	tpc_buf_add(b, w->name, pl);
+	if (b->oom)
+		return tpc_err_nomem(e);
+	if (tpc_ckpt_find(ck, b->p) >= 0)
+		return bad_tensor(e, w, "dequantized weight would be named '%s', which the checkpoint already has", b->p);
+	char *nn = tpc_strdup(b->p);
+	if (!nn)
+		return tpc_err_nomem(e);
+	tpc_dequant dq;
+	memset(&dq, 0, sizeof(dq));
+	dq.kind = TPC_DQ_MXFP4_T;
+	dq.group = 32;
+	dq.fp4_mx = true;
+	int64_t E = w->shape[0], R = w->shape[1], I = w->shape[2] * 32, comp[2] = {(int64_t)ix, isc};
+	int ret = make_dq(ck, ix, &dq, comp, 2, E * I, R, out, nn, drop, e);
+	free(nn);
+	if (ret)
+		return ret;
+	/* [E * I, R] -> [E, I, R]: the rows are (expert, input) */
+	tpc_tensor *t = &ck->t[tpc_ckpt_find(ck, b->p)], nt;
+	int64_t shp[3] = {E, I, R};
+	if (tpc_tensor_init_zero(&nt, TPC_F32, 3, shp))
+		return tpc_err_nomem(e);
+	nt.flags = t->flags;
+	nt.dq = t->dq;
+	nt.dtype = t->dtype;
+	nt.nbytes = t->nbytes;
+	nt.name = t->name;
+	t->dq = NULL;
+	t->name = NULL;
+	tpc_tensor_release(t);
+	*t = nt;
+	return 0;
+}
+
 int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, size_t *n, tpc_err *e)
 {
 	bool *drop = NULL;
@@ -788,6 +851,8 @@ int tpc_ckpt_dequantize(tpc_ckpt *ck, const tpc_quant_cfg *q, tpc_dtype out, siz
 		else if (q->method == TPC_QM_PACKED && tpc_ends_with(t->name, "weight_packed") &&
 			 (!strcmp(t->name, "weight_packed") || tpc_ends_with(t->name, ".weight_packed")))
 			ret = ct_family(ck, q, i, out, drop, &b, e);
+		else if (q->method == TPC_QM_FP4 && q->fp4_blocks && tpc_ends_with(t->name, "_blocks"))
+			ret = blocks_family(ck, i, out, drop, &b, e);
 		else if (q->method == TPC_QM_FP4 && !q->fp4_modelopt && tpc_ends_with(t->name, "weight_packed") &&
 			 (!strcmp(t->name, "weight_packed") || tpc_ends_with(t->name, ".weight_packed")))
 			ret = fp4_family(ck, q, i, out, drop, &b, e);
@@ -1092,6 +1157,68 @@ out:
 	return ret;
 }
 
+/* gpt-oss MXFP4 experts: rows [q0, q0+nr) of the [E * I, R] image (row q
+ * is expert q / I's input q % I), columns [c0, c0+n) of R, into out [nr, n].
+ * The rows of one block (32 inputs of one expert) share the bytes read: each
+ * output column's 16 bytes and scale of that block. */
+static int rows_mxfp4_t(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t q0, int64_t nr, int64_t c0,
+			int64_t n, float *out, tpc_err *e)
+{
+	static const float e2m1[16] = {0, .5f, 1, 1.5f, 2, 3, 4, 6, -0.f, -.5f, -1, -1.5f, -2, -3, -4, -6};
+	const tpc_tensor *bl = &dq->c[0], *sc = &dq->c[1];
+	int64_t G = bl->shape[2], I = G * 32;
+	uint8_t *w = tpc_malloc((size_t)n * 16 + 1), *sb = tpc_malloc((size_t)n + 1);
+	float *s = tpc_malloc((size_t)n * sizeof(float) + 4);
+	int ret = 0;
+	if (!w || !sb || !s)
+		ret = tpc_err_nomem(e);
+	for (int64_t q = q0; q < q0 + nr && !ret;) {
+		int64_t ex = q / I, j = (q % I) / 32, end = (ex * I) + (j + 1) * 32;
+		if (end > q0 + nr)
+			end = q0 + nr;
+		tpc_tensor vb, vs, tb, ts;
+		/* expert ex, block column j, rows c0.. of the blocks' matrix */
+		int rb = tpc_tensor_narrow(&tb, bl, 0, ex, 1) || tpc_tensor_narrow(&vb, &tb, 2, j, 1);
+		if (!rb) {
+			tpc_tensor_release(&tb);
+			rb = tpc_tensor_narrow(&tb, &vb, 1, c0, n);
+			tpc_tensor_release(&vb);
+		}
+		int rs = tpc_tensor_narrow(&ts, sc, 0, ex, 1) || tpc_tensor_narrow(&vs, &ts, 2, j, 1);
+		if (!rs) {
+			tpc_tensor_release(&ts);
+			rs = tpc_tensor_narrow(&ts, &vs, 1, c0, n);
+			tpc_tensor_release(&vs);
+		}
+		if (rb || rs) {
+			ret = tpc_err_set(e, TPC_EINPUT, "internal: cannot take block %lld of '%s'", (long long)j, bl->name);
+		} else if (!(ret = tpc_ckpt_read_bytes(ck, &tb, 0, (uint64_t)n * 16, w, e)) &&
+			   !(ret = tpc_ckpt_read_bytes(ck, &ts, 0, (uint64_t)n, sb, e))) {
+			for (int64_t r = 0; r < n && !ret; r++) {
+				if (sb[r] == 255)
+					ret = tpc_err_at(e, TPC_EINPUT, NULL, sc->name, "E8M0 scale 255 (NaN) at byte offset %llu",
+							 (unsigned long long)(((ex * sc->shape[1]) + c0 + r) * G + j));
+				s[r] = ldexpf(1.0f, (int)sb[r] - 127);
+			}
+			for (int64_t qq = q; qq < end && !ret; qq++) {
+				int k = (int)((qq % I) % 32);
+				float *orow = out + (qq - q0) * n;
+				for (int64_t r = 0; r < n; r++)
+					orow[r] = e2m1[(w[r * 16 + k / 2] >> (4 * (k & 1))) & 15] * s[r];
+			}
+		}
+		if (!rb)
+			tpc_tensor_release(&tb);
+		if (!rs)
+			tpc_tensor_release(&ts);
+		q = end;
+	}
+	free(w);
+	free(sb);
+	free(s);
+	return ret;
+}
+
 /* GGML blocks: rows [o0, o0 + nr) of the image, columns [c0, c0 + I) of FI */
 static int rows_ggml(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int64_t nr, int64_t FI, int64_t c0,
 		     int64_t I, float *orow, tpc_err *e)
@@ -1141,7 +1268,7 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 	if (!cnt)
 		return 0;
 	/* GGML: any ndim, rows of the last dim */
-	int nd = dq && dq->kind == TPC_DQ_GGML && t->ndim >= 1 ? t->ndim : 2;
+	int nd = dq && (dq->kind == TPC_DQ_GGML || dq->kind == TPC_DQ_MXFP4_T) && t->ndim >= 1 ? t->ndim : 2;
 	if (!dq || t->ndim != nd || t->shape[nd - 1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of dequantized '%s'", t->name ? t->name : "?");
 	/* a window (one rank's slice): rows r0.. of the full image, I of its FI
@@ -1166,6 +1293,7 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		      : dq->kind == TPC_DQ_FP8 ? rows_fp8(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 		      : dq->kind == TPC_DQ_CT ? rows_ct(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
 		      : dq->kind == TPC_DQ_FP4 ? rows_fp4(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e)
+		      : dq->kind == TPC_DQ_MXFP4_T ? rows_mxfp4_t(ck, dq, dq->r0 + o0, nr, dq->c0, I, rows, e)
 					      : rows_packed(ck, dq, dq->r0 + o0, nr, FI, dq->c0, I, rows, e);
 		if (ret)
 			break;

@@ -80,6 +80,14 @@
  *          dropped. compressed-tensors' global scale is the reciprocal of
  *          ModelOpt's scale_2: each convention is read as its producer writes it.
  *      A 1-D (swizzled, cutlass) weight_scale is refused.
+ *      gpt-oss (quant_method "mxfp4"; transformers integrations/mxfp4.py):
+ *          X_blocks  U8 [E, R, I/32, 16]  row r of expert e's [R, I] matrix,
+ *                                         32 inputs a block, pairs as above
+ *          X_scales  U8 [E, R, I/32]      E8M0
+ *      -> X [E, I, R], the Hugging Face parameter (GptOssExperts's
+ *      gate_up_proj [E, H, 2I], down_proj [E, I, H]): w[e, i, r] =
+ *      e2m1 * 2^(scale - 127), exact, as convert_moe_packed_tensors gives
+ *      (its transpose(1, 2) included).
  * For GPTQ and AWQ, (q - z) * s is exact in F32 (a 9-bit integer times an
  * f16/bf16 scale), so a bf16 or f16 output is that exact value rounded once
  * to nearest even: the same bits as torch computing it in f32 and calling
@@ -120,6 +128,7 @@ typedef struct tpc_quant_cfg {
 	int fp4_group;         /* FP4: elements per scale (16 NVFP4, 32 MXFP4) */
 	bool fp4_modelopt;     /* FP4: ModelOpt's names (weight, weight_scale_2), else
 	                          compressed-tensors' (weight_packed, weight_global_scale) */
+	bool fp4_blocks;       /* FP4: gpt-oss's X_blocks / X_scales (quant_method "mxfp4") */
 	tpc_dtype torch_dtype; /* config.json torch_dtype when F16/BF16/F32, else TPC_DT_INVALID */
 	bool rank_piece;       /* the tensors are one rank's pieces of a shard set (verify): a
 	                          row-split GPTQ layer's g_idx keeps the global group numbers

@@ -125,12 +125,14 @@ int tpc_tensor_init_zero(tpc_tensor *t, tpc_dtype dtype, int ndim, const int64_t
 	return 0;
 }
 
-int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim)
+/* tpc_tensor_init_cat; with `dq` parts may be dequantized windows (one
+ * weight's, cut and joined again by tpc_tensor_narrow) */
+static int init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim, bool dq)
 {
 	memset(dst, 0, sizeof(*dst));
 	if (nparts < 1 || dim < 0 || dim >= parts[0].ndim)
 		return -1;
-	for (int i = 0; i < nparts; i++)
+	for (int i = 0; i < nparts && !dq; i++)
 		if (parts[i].dq)
 			return -1;
 	if (alloc_shape(dst, parts[0].ndim))
@@ -162,6 +164,11 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
 bad:
 	tpc_tensor_release(dst);
 	return -1;
+}
+
+int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim)
+{
+	return init_cat(dst, parts, nparts, dim, false);
 }
 
 /* ---- tensors cut from flat pieces (tpc_tensor_init_flat) ---- */
@@ -359,18 +366,46 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 	if (dim < 0 || dim >= src->ndim || start < 0 || len < 0 || start + len > src->shape[dim])
 		return -1;
 	if (src->dq) {
-		/* a window of the computed weight: nothing is read until it is */
-		if (src->ndim != 2 || tpc_tensor_copy(dst, src))
+		/* a window of the computed weight: nothing is read until it is. A
+		 * 3-D one (gpt-oss's MXFP4 experts [E, I, R], rows (e, i)): experts
+		 * and columns are windows too; inputs, expert by expert */
+		bool three = src->ndim == 3 && src->dq->kind == TPC_DQ_MXFP4_T;
+		if (three && dim == 1 && src->shape[0] > 1) {
+			int64_t E = src->shape[0];
+			tpc_tensor *sub = tpc_calloc((size_t)E, sizeof(tpc_tensor)), one;
+			int ret = sub ? 0 : -1;
+			int64_t k = 0;
+			for (; k < E && !ret; k++) {
+				ret = tpc_tensor_narrow(&one, src, 0, k, 1);
+				if (!ret) {
+					ret = tpc_tensor_narrow(&sub[k], &one, 1, start, len);
+					tpc_tensor_release(&one);
+					if (ret)
+						break;
+				}
+			}
+			if (!ret)
+				ret = init_cat(dst, sub, (int)E, 0, true);
+			for (int64_t x = 0; sub && x < k; x++)
+				tpc_tensor_release(&sub[x]);
+			free(sub);
+			if (!ret)
+				dst->dtype = src->dtype;
+			return ret ? -1 : tensor_sizes(dst);
+		}
+		if ((src->ndim != 2 && !three) || tpc_tensor_copy(dst, src))
 			return -1;
 		tpc_dequant *w = dst->dq;
 		if (!w->O) {
-			w->O = src->shape[0];
-			w->I = src->shape[1];
+			w->O = three ? src->shape[0] * src->shape[1] : src->shape[0];
+			w->I = src->shape[src->ndim - 1];
 		}
-		if (dim == 0)
-			w->r0 += start;
-		else
+		if (dim == src->ndim - 1)
 			w->c0 += start;
+		else if (dim == 0)
+			w->r0 += start * (three ? src->shape[1] : 1);
+		else
+			w->r0 += start; /* inputs of a single expert */
 		dst->shape[dim] = len;
 		tpc_tensor_set_contiguous(dst);
 		return tensor_sizes(dst);

@@ -2,8 +2,10 @@
 # convert --dequantize of 4-bit float weights (TAP): compressed-tensors NVFP4 and
 # MXFP4 and NVIDIA ModelOpt NVFP4 folders (tests/quant/fp4, made by
 # make_fp4.py in the forky chroot: compressed-tensors 0.17 wrote the dense
-# weights its own decompressor gives, ref.safetensors), each converted to bf16
-# and compared byte for byte; ModelOpt's scheme from hf_quant_config.json
+# weights its own decompressor gives, ref.safetensors) and a gpt-oss with its
+# own MXFP4 experts (make_gptoss_mxfp4.py: transformers' convert_moe_packed_tensors
+# gave the reference), each converted to bf16 and compared byte for byte;
+# gpt-oss sharded with --dequantize equal to sharding the dense model; ModelOpt's scheme from hf_quant_config.json
 # alone; hostile variants refused with their messages, nothing written.
 # usage: fp4_test.sh TPCONV SRCDIR
 set -u
@@ -12,7 +14,7 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 tmpdir
 F=$SRC/tests/quant/fp4
 
-for d in ct-nvfp4 ct-mxfp4 modelopt; do
+for d in ct-nvfp4 ct-mxfp4 modelopt gptoss-mxfp4; do
   rm -f "$T/o.safetensors"
   if "$TPCONV" convert --dequantize "$F/$d/" -o "$T/o.safetensors" -q 2>"$T/err" &&
      "$TPCONV" diff "$T/o.safetensors" "$F/$d/ref.safetensors" >"$T/diff" 2>&1; then
@@ -29,6 +31,24 @@ rm -f "$T/o.safetensors"
 "$TPCONV" inspect --dequantize "$F/ct-nvfp4/" > "$T/insp" 2>&1
 grep -q "model.layers.0.mlp.down_proj.weight .*BF16 .*\[48, 64\].*dequantized from model.layers.0.mlp.down_proj.weight_packed" "$T/insp" &&
   ok "inspect --dequantize lists the dense weight and what it comes from" || bad "inspect --dequantize" "$(head -5 "$T/insp")"
+
+# gpt-oss's MXFP4 experts [E, R, I/32, 16] sharded with --dequantize: every rank
+# file holds the tensors sharding the dequantized model gives (tp splits the
+# inputs of down_proj expert by expert, --ep whole experts)
+mkdir -p "$T/ref" && cp "$F/gptoss-mxfp4/ref.safetensors" "$T/ref/model.safetensors"
+python3 - "$F/gptoss-mxfp4/config.json" "$T/ref/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c.pop("quantization_config"); json.dump(c, open(sys.argv[2], "w"))
+PY
+for s in "--tp 2" "--tp 4 --ep 2"; do
+  rm -rf "$T/qs" "$T/rs"
+  if "$TPCONV" shard --dequantize "$F/gptoss-mxfp4/" $s -o "$T/qs" -q 2>"$T/err" && "$TPCONV" shard "$T/ref/" $s -o "$T/rs" -q 2>>"$T/err"; then
+    good=1
+    for f in "$T"/rs/*.safetensors; do same "$f" "$T/qs/${f##*/}" || { good=0; break; }; done
+    [ $good = 1 ] && ok "gpt-oss MXFP4 experts, shard --dequantize $s: the ranks of the dequantized model" ||
+      bad "gpt-oss MXFP4 shard --dequantize $s" "$(head -5 "$T/diff")"
+  else bad "gpt-oss MXFP4 shard --dequantize $s" "$(cat "$T/err")"; fi
+done
 
 # hostile NAME MESSAGE PYTHON: a copy of fixture NAME edited by PYTHON (t: the
 # tensors {name: [dtype, shape, bytes]}, c: config.json) is refused, exit 3,
@@ -72,6 +92,10 @@ hostile "a ModelOpt quant_algo other than NVFP4: refused by name" modelopt "Mode
   "c['quantization_config']['quant_algo'] = 'W4A8_AWQ'"
 hostile "an odd packed width against its scales: refused with both shapes" ct-mxfp4 "weight_scale must be [48, 3]" \
   "t['$L.weight_packed'][1] = [48, 48]; t['$L.weight_packed'][2] = t['$L.weight_packed'][2] + bytes(48 * 16)"
+
+hostile "gpt-oss MXFP4 blocks without their scales: refused naming them" gptoss-mxfp4 \
+  "tensor 'model.layers.1.mlp.experts.down_proj_blocks': gpt-oss MXFP4 blocks without their _scales tensor" \
+  "del t['model.layers.1.mlp.experts.down_proj_scales']"
 
 echo "1..$n"
 [ "$failed" = 0 ]
