@@ -26,7 +26,7 @@ static const struct {
 	{TPC_GGML_Q6_K, {"Q6_K", QK_K, 210}, 0},      {TPC_GGML_F64, {"F64", 1, 8}, TPC_F64},
 	{TPC_GGML_I8, {"I8", 1, 1}, TPC_I8},          {TPC_GGML_I16, {"I16", 1, 2}, TPC_I16},
 	{TPC_GGML_I32, {"I32", 1, 4}, TPC_I32},       {TPC_GGML_I64, {"I64", 1, 8}, TPC_I64},
-	/* read, listed and copied; not dequantized */
+	/* read, listed and copied; not dequantized (but MXFP4 and NVFP4) */
 	{TPC_GGML_Q8_1, {"Q8_1", 32, 36}, 0},         {TPC_GGML_Q8_K, {"Q8_K", QK_K, 292}, 0},
 	{TPC_GGML_IQ2_XXS, {"IQ2_XXS", QK_K, 66}, 0}, {TPC_GGML_IQ2_XS, {"IQ2_XS", QK_K, 74}, 0},
 	{TPC_GGML_IQ3_XXS, {"IQ3_XXS", QK_K, 98}, 0}, {TPC_GGML_IQ1_S, {"IQ1_S", QK_K, 50}, 0},
@@ -77,6 +77,7 @@ bool tpc_ggml_decodes(int type)
 	switch (type) {
 	case TPC_GGML_Q4_0: case TPC_GGML_Q4_1: case TPC_GGML_Q5_0: case TPC_GGML_Q5_1: case TPC_GGML_Q8_0:
 	case TPC_GGML_Q2_K: case TPC_GGML_Q3_K: case TPC_GGML_Q4_K: case TPC_GGML_Q5_K: case TPC_GGML_Q6_K:
+	case TPC_GGML_MXFP4: case TPC_GGML_NVFP4:
 		return true;
 	default:
 		return false;
@@ -170,6 +171,46 @@ static void dq_q6k(const uint8_t *b, float *x)
 	}
 }
 
+/* E2M1 doubled (ggml's kvalues_mxfp4), halved back by the scales below */
+static const int8_t kv_fp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* ggml_e8m0_to_fp32_half: 2^(e - 128), subnormal below e = 2 */
+static float e8m0_half(uint8_t e)
+{
+	uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+	float f;
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+/* gguf-py's NVFP4.ue4m3_to_fp32: unsigned E4M3 (bias 7) times 0.5; 0 and 0x7F are 0 */
+static float ue4m3_half(uint8_t x)
+{
+	int ex = (x >> 3) & 15, man = x & 7;
+	float raw = ex == 0 ? (float)man * 0x1p-9f : (1.0f + (float)man / 8.0f) * ldexpf(1.0f, ex - 7);
+	return x == 0 || x == 0x7F ? 0.0f : raw * 0.5f;
+}
+
+/* MXFP4 (32, 17): e (E8M0), qs[16]: element j < 16 the low nibble of
+ * qs[j], j >= 16 the high nibble of qs[j - 16]; x = e8m0_half(e) * kv.
+ * NVFP4 (64, 36): d[4] (UE4M3, one per 16), qs[32]: sub-block s's
+ * elements 0-7 the low nibbles of qs[8s..], 8-15 the high ones. */
+static void dq_fp4(int type, const uint8_t *b, float *x)
+{
+	if (type == TPC_GGML_MXFP4) {
+		float d = e8m0_half(b[0]);
+		for (int j = 0; j < 32; j++)
+			x[j] = d * (float)kv_fp4[(b[1 + j % 16] >> (j < 16 ? 0 : 4)) & 15];
+		return;
+	}
+	for (int sb = 0; sb < 4; sb++) {
+		float d = ue4m3_half(b[sb]);
+		const uint8_t *qs = b + 4 + 8 * sb;
+		for (int j = 0; j < 16; j++)
+			x[16 * sb + j] = d * (float)kv_fp4[(qs[j % 8] >> (j < 8 ? 0 : 4)) & 15];
+	}
+}
+
 void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks)
 {
 	const tpc_ggml_info *in = tpc_ggml_info_of(type);
@@ -190,6 +231,7 @@ void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks
 		case TPC_GGML_Q4_K: dq_q45k(b, NULL, b + 16, x); break;
 		case TPC_GGML_Q5_K: dq_q45k(b, b + 16, b + 48, x); break;
 		case TPC_GGML_Q6_K: dq_q6k(b, x); break;
+		case TPC_GGML_MXFP4: case TPC_GGML_NVFP4: dq_fp4(type, b, x); break;
 		default: memset(x, 0, (size_t)in->block * sizeof(float)); break; /* not reached: tpc_ggml_decodes */
 		}
 	}

@@ -30,6 +30,12 @@
  *                    q = (ql[64c + r % 64] >> 4(r / 64) & 15 |
  *                    (qh[32c + r % 32] >> 2(r / 32) & 3) << 4) - 32;
  *                    x = d * scales[j / 16] * q
+ *   MXFP4 (32, 17)   e (E8M0), qs[16]: q = nibble as Q4_0; x = 2^(e-128) *
+ *                    kvalues_mxfp4[q] (E2M1 doubled: 0 1 2 3 4 6 8 12, bit 3
+ *                    the sign)
+ *   NVFP4 (64, 36)   d[4] (UE4M3, one per 16), qs[32]: sub-block s's
+ *                    element j the nibble (j < 8: low of qs[8s + j], else
+ *                    high of qs[8s + j - 8]); x = ue4m3(d[s]) / 2 * kvalues[q]
  * Every product and sum is one F32 operation in the order numpy evaluates
  * gguf-py's dequantize_blocks (d * sc first, then * q, then - dmin * m), so
  * the values are bit for bit python3-gguf's (built with -ffp-contract=off,

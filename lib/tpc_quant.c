@@ -1226,8 +1226,8 @@ static int rows_ggml(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t o0, int6
 	const tpc_ggml_info *in = tpc_ggml_info_of(dq->gtype);
 	if (in && !tpc_ggml_decodes(dq->gtype))
 		return tpc_err_set(e, TPC_EINPUT,
-				   "tpconv cannot dequantize ggml type %s (it decodes Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and "
-				   "Q2_K to Q6_K); a GGUF output copies its blocks unchanged",
+				   "tpconv cannot dequantize ggml type %s (it decodes Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+				   "Q2_K to Q6_K, MXFP4 and NVFP4); a GGUF output copies its blocks unchanged",
 				   in->name);
 	if (!in || FI % in->block)
 		return tpc_err_set(e, TPC_EINPUT, "internal: ggml type %d cannot be decoded", dq->gtype);

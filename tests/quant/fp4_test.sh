@@ -5,7 +5,8 @@
 # weights its own decompressor gives, ref.safetensors) and a gpt-oss with its
 # own MXFP4 experts (make_gptoss_mxfp4.py: transformers' convert_moe_packed_tensors
 # gave the reference), each converted to bf16 and compared byte for byte;
-# gpt-oss sharded with --dequantize equal to sharding the dense model; ModelOpt's scheme from hf_quant_config.json
+# gpt-oss sharded with --dequantize equal to sharding the dense model; GGUF
+# MXFP4/NVFP4 blocks read as python3-gguf dequantizes them; ModelOpt's scheme from hf_quant_config.json
 # alone; hostile variants refused with their messages, nothing written.
 # usage: fp4_test.sh TPCONV SRCDIR
 set -u
@@ -49,6 +50,16 @@ for s in "--tp 2" "--tp 4 --ep 2"; do
       bad "gpt-oss MXFP4 shard --dequantize $s" "$(head -5 "$T/diff")"
   else bad "gpt-oss MXFP4 shard --dequantize $s" "$(cat "$T/err")"; fi
 done
+
+# GGUF's MXFP4 and NVFP4 blocks (make_fp4_gguf.py: fp4.gguf and the SHA-256 of
+# the F32 values python3-gguf's dequantize gives for each tensor)
+if "$TPCONV" convert "$F/fp4.gguf" -o "$T/g.safetensors" --dtype f32 --gguf-names -q 2>"$T/err"; then
+  "$TPCONV" inspect --hash "$T/g.safetensors" | awk '$1 ~ /weight/ {print $1, $NF}' | sort > "$T/got"
+  for ty in mxfp4 nvfp4; do
+    grep "^$ty\." "$F/fp4.sha256" | sort | diff - <(grep "^$ty\." "$T/got") > "$T/diff" &&
+      ok "GGUF $ty: 3 tensors equal gguf.quants.dequantize" || bad "GGUF $ty equals gguf.quants.dequantize" "$(cat "$T/diff")"
+  done
+else bad "GGUF MXFP4/NVFP4 to safetensors" "$(cat "$T/err")"; fi
 
 # hostile NAME MESSAGE PYTHON: a copy of fixture NAME edited by PYTHON (t: the
 # tensors {name: [dtype, shape, bytes]}, c: config.json) is refused, exit 3,
