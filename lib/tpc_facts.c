@@ -475,6 +475,20 @@ void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc)
 		    : !strcmp(name, "awq") ? TPC_QS_AWQ
 		    : !strcmp(name, "fp8") ? TPC_QS_FP8
 					    : TPC_QS_OTHER;
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(qc, "format");
+	const cJSON *algo = cJSON_GetObjectItemCaseSensitive(qc, "quant_algo");
+	if (!strcmp(name, "compressed-tensors") && cJSON_IsString(fmt) &&
+	    (!strcmp(fmt->valuestring, "nvfp4-pack-quantized") || !strcmp(fmt->valuestring, "mxfp4-pack-quantized"))) {
+		q->method = TPC_QS_FP4;
+		q->group = fmt->valuestring[0] == 'n' ? 16 : 32;
+		return;
+	}
+	if (!strcmp(name, "modelopt") && cJSON_IsString(algo) && !strcmp(algo->valuestring, "NVFP4")) {
+		q->method = TPC_QS_FP4;
+		q->group = 16;
+		q->modelopt = true;
+		return;
+	}
 	if (!strcmp(name, "compressed-tensors")) {
 		packed_from_json(q, qc);
 		return;

@@ -54,6 +54,10 @@ typedef enum tpc_qs_method {
 	                  along the input), weight_scale [out, in/g], weight_zero_point
 	                  [out*bits/32, in/g] (packed along the output), weight_g_idx [in],
 	                  weight_shape [2] = [out, in] (rewritten per rank) */
+	TPC_QS_FP4,   /* NVFP4 / MXFP4: weight_packed (compressed-tensors) or weight (ModelOpt) u8
+	                  [out, in/2], weight_scale [out, in/group]; the per-tensor
+	                  weight_global_scale, input_global_scale (ModelOpt: weight_scale_2,
+	                  input_scale) replicated */
 	TPC_QS_OTHER, /* a method tpconv does not split: its companions are refused */
 } tpc_qs_method;
 
@@ -64,6 +68,7 @@ typedef struct tpc_qs_cfg {
 	bool desc_act;       /* gptq act-order (compressed-tensors actorder "group"): groups
 	                        follow g_idx, not the input order */
 	int64_t block[2];    /* fp8 weight_block_size (0: per-tensor or per-channel scales) */
+	bool modelopt;       /* fp4: ModelOpt's names (the packed tensor is X.weight) */
 	char name[24];       /* quant_method as written */
 } tpc_qs_cfg;
 

@@ -217,6 +217,32 @@ static int comp_fp8(const tpc_qs_cfg *q, const tpc_ckpt *in, const tpc_tensor *t
 	return 1;
 }
 
+/* NVFP4 / MXFP4 (compressed-tensors, ModelOpt): the packed u8 [out, in/2]
+ * two values a byte, the scales one per group of inputs, the per-tensor
+ * scales whole (vLLM's loaders give every rank the same). 1: a companion, 0:
+ * not one. */
+static int comp_fp4(const tpc_qs_cfg *q, const tpc_ckpt *in, const tpc_tensor *t, const char **suf, size_t *bl,
+		    int64_t vshape[2], comp *c)
+{
+	static const char *const ct[] = {"weight_packed", "weight_scale", "weight_global_scale", "input_global_scale",
+					 NULL};
+	static const char *const mo[] = {"weight", "weight_scale_2", "weight_scale", "input_scale", NULL};
+	if (!(*suf = suffix_of(t->name, q->modelopt ? mo : ct, bl)) || q->group < 1)
+		return 0;
+	const tpc_tensor *wp = sibling(in, t->name, *bl, q->modelopt ? "weight" : "weight_packed");
+	if (!wp || wp->ndim != 2 || wp->src_dtype != TPC_U8)
+		return 0;
+	vshape[0] = wp->shape[0];
+	vshape[1] = wp->shape[1] * 2;
+	if (t == wp)
+		*c = (comp){0, 1, 1, 2};
+	else if (!strcmp(*suf, "weight_scale"))
+		*c = (comp){0, 1, 1, q->group};
+	else
+		*c = (comp){AX_WHOLE, AX_WHOLE, 1, 1}; /* one value for the tensor */
+	return 1;
+}
+
 /* compressed-tensors' weight_shape beside a layer split as ws: every rank
  * holds the shape of its slice of the layer. */
 static int shape_split(const tpc_split *ws, int tp, const tpc_tensor *t, const char *wname, tpc_split *out,
@@ -294,6 +320,8 @@ static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit
 				    ws->dim == 0 ? "output features" : "input features",
 				    ws->nparts > 1 ? " in a part" : "", (long long)unit,
 				    q->method == TPC_QS_FP8 ? "the fp8 weight_block_size"
+				    : q->method == TPC_QS_FP4 ? (unit == 2 ? "the two 4-bit values of a byte"
+								 : "the inputs of one FP4 scale")
 				    : q->method == TPC_QS_PACKED && unit == (32 / q->bits) && ws->dim == 1 ? "the features packed in one int32"
 				    : unit == q->group ? "the group_size" : "the features packed in one int32");
 		}
@@ -319,6 +347,8 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 		ret = comp_packed(q, in, name, &suf, &bl, vshape, &c, e);
 	else if (q->method == TPC_QS_FP8)
 		ret = comp_fp8(q, in, t, &suf, &bl, vshape, &c);
+	else if (q->method == TPC_QS_FP4)
+		ret = comp_fp4(q, in, t, &suf, &bl, vshape, &c);
 	if (ret <= 0)
 		return ret;
 	/* the split the layer's weight would get */

@@ -95,7 +95,7 @@ mkdir noconf && cp gptq4/pytorch_model.bin noconf/
 refuse "packed weights, no config.json at all" noconf/pytorch_model.bin \
   "tpconv: error: tensor 'model.layers.0.self_attn.q_proj.qweight': looks quantized (I32 packed weight) but there is no 'noconf/config.json' with a quantization_config; tpconv cannot tell how to dequantize it"
 refuse "unknown quant_method" bad_method \
-  "tpconv: error: 'bad_method/config.json': quantization_config.quant_method 'bitsandbytes' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors, modelopt NVFP4)"
+  "tpconv: error: 'bad_method/config.json': quantization_config.quant_method 'bitsandbytes' is not one tpconv can dequantize (fp8, gptq, awq, compressed-tensors, modelopt NVFP4, mxfp4)"
 refuse "F8 weight without its scale" bad_noscale \
   "tpconv: error: 'bad_noscale': tensor 'a.weight': F8_E4M3 weight without a scale: neither 'a.weight_scale_inv' nor 'a.weight_scale' is in the checkpoint"
 refuse "scale of the wrong shape" bad_scaleshape \
