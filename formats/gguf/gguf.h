@@ -238,6 +238,8 @@ typedef struct tpc_gguf_mix {
 const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name);
 /* Every --outtype a GGUF output takes, for messages and --help. */
 const char *tpc_gguf_outtypes(void);
+/* For a llama-quantize type name tpconv refuses, why (" (...)"), else "". */
+const char *tpc_gguf_outtype_note(const char *name);
 /* t[0..n) (each with its own type: a tensor the mixture leaves alone keeps
  * it) reordered and retyped, kv's file-type keys set, as llama-quantize
  * does to the file holding them. */

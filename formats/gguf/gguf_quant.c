@@ -54,6 +54,20 @@ const char *tpc_gguf_outtypes(void)
 	       "q4_k_m (q4_k), q5_k_s, q5_k_m (q5_k), q6_k or auto";
 }
 
+const char *tpc_gguf_outtype_note(const char *name)
+{
+	static const char *const imatrix[] = {"q2_k_s", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq1_s", "iq1_m", "iq3_xxs"};
+	static const char *const other[] = {"iq3_xs", "iq3_s", "iq3_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0",
+					    "mxfp4_moe", "q1_0", "q2_0"};
+	for (size_t i = 0; name && i < sizeof(imatrix) / sizeof(imatrix[0]); i++)
+		if (!strcasecmp(name, imatrix[i]))
+			return " (llama-quantize needs an importance matrix for it, which tpconv does not take)";
+	for (size_t i = 0; name && i < sizeof(other) / sizeof(other[0]); i++)
+		if (!strcasecmp(name, other[i]))
+			return " (a llama-quantize type whose quantizer tpconv does not have)";
+	return "";
+}
+
 /* tensor_get_category */
 enum cat { C_OUTPUT, C_TOKEN_EMBD, C_ATTN_QKV, C_ATTN_KV_B, C_ATTN_V, C_ATTN_K, C_ATTN_Q, C_ATTN_OUT, C_FFN_UP,
 	   C_FFN_GATE, C_FFN_DOWN, C_OTHER };

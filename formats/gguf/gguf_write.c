@@ -430,7 +430,8 @@ static int from_gguf(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	    outtype != TPC_GGML_Q8_0) {
 		char safe[64];
 		tpc_sanitize(safe, sizeof(safe), ot);
-		return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': %s", safe, tpc_gguf_outtypes());
+		return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': %s%s", safe, tpc_gguf_outtypes(),
+				   tpc_gguf_outtype_note(ot));
 	}
 	size_t n = sel ? nsel : ck->n;
 	tpc_gguf_wtensor *w = tpc_calloc(n + 1, sizeof(*w));

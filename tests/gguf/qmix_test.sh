@@ -11,7 +11,7 @@
 # also q5_1, q3_k_l, q4_k_s; every
 # sum is in whole.sha256 and `QMIX_ALL=1` checks them all, ~80 conversions).
 # Then the aliases, the bytes under one thread, and an unknown --outtype
-# (exit 2, the types listed, no file written).
+# (exit 2, the types listed, no file written; q2_k_s: why).
 # usage: qmix_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -75,6 +75,9 @@ for ot in bogus q2_k_s iq4_xs ""; do
     bad "--outtype '$ot': exit $rc" "$(cat "$T/err")"
   fi
 done
+"$TPCONV" convert "$A/tiny-llama" -o "$T/u.gguf" --outtype Q2_K_S 2> "$T/err"; rc=$?
+[ $rc = 2 ] && grep -qF "(llama-quantize needs an importance matrix for it, which tpconv does not take)" "$T/err" &&
+  ok "--outtype q2_k_s: refused saying it needs an importance matrix" || bad "--outtype Q2_K_S: exit $rc" "$(cat "$T/err")"
 rm -f "$T/u.gguf"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$T/u.gguf" --outtype iq2_xs 2> "$T/err"; rc=$?
 [ $rc = 2 ] && grep -qF "q5_k_m (q5_k), q6_k or auto" "$T/err" && ok "from a GGUF input too (exit 2)" ||
