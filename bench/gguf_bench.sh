@@ -8,8 +8,11 @@
 #   tpconv convert -> f32, timed beside the in-kernel copy (bench/kcopy.py) of
 #          the same number of bytes measured just before it (target 1.2x)
 #   tpconv convert -> f16, bf16, q8_0 (measured, no target)
+#   tpconv convert -> q4_k_m (one pass: llama-quantize's file, issue 45)
 #   convert_hf_to_gguf.py (llama.cpp 0.7, in the forky chroot) -> f32 and q8_0,
-#          its time and peak RSS; and whether its file equals tpconv's (cmp)
+#          its time and peak RSS; and whether its file equals tpconv's (cmp);
+#          llama-quantize Q4_K_M of its f32 file (the two-step way to q4_k_m:
+#          both steps' times added) and whether that equals tpconv's q4_k_m
 # Each step followed by a sync, REPS times (default 1; 4.7 GB each), fastest
 # kept, largest peak RSS kept (GNU time; the chroot's python is a descendant
 # of the timed process, so its RSS is the one reported). Rows to stdout and to
@@ -17,7 +20,9 @@
 # numbers, wall times move with the host.
 # usage: gguf_bench.sh path/to/tpconv
 #   env: BENCH_DIR, REPS, REF=0 (skip the reference), ICHROOT (the chroot,
-#        default /var/cache/tpconv-interop/forky; skipped when absent)
+#        default /var/cache/tpconv-interop/forky; skipped when absent),
+#        OUTTYPES (default "f32 f16 bf16 q8_0 q4_k_m"), REFTYPES (default
+#        "f32 q8_0 q4_k_m")
 set -eu
 TPCONV=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +30,7 @@ SRCDIR=$(cd "$HERE/.." && pwd)
 PEERS=${PEERS:-$SRCDIR/../shared/bench}
 DIR=${BENCH_DIR:-$SRCDIR/build/bench}
 REPS=${REPS:-1} REF=${REF:-1}
+OUTTYPES=${OUTTYPES:-f32 f16 bf16 q8_0 q4_k_m} REFTYPES=${REFTYPES:-f32 q8_0 q4_k_m}
 ICHROOT=${ICHROOT:-/var/cache/tpconv-interop/forky}
 PY=/usr/bin/python3
 mkdir -p "$DIR"
@@ -69,7 +75,7 @@ row() { # LABEL FLOOR-SECS TARGET
 }
 
 printf 'step\twall s\tin-kernel copy s\tratio\ttarget\tpeak RSS MiB\tuser s\tsys s\n'
-for ot in f32 f16 bf16 q8_0; do
+for ot in $OUTTYPES; do
   KC=""
   if [ $ot = f32 ]; then
     cat "$ST" >/dev/null
@@ -80,7 +86,7 @@ for ot in f32 f16 bf16 q8_0; do
   cat "$ST" >/dev/null
   run "tpconv -> GGUF $ot" "$DIR/g-$ot.gguf" "$TPCONV" convert "$M" -o "$DIR/g-$ot.gguf" --outtype $ot -q
   row "tpconv convert -> GGUF $ot" "$KC" "$([ $ot = f32 ] && echo 1.2x)"
-  [ $ot = f32 ] || [ $ot = q8_0 ] || rm -f "$DIR/g-$ot.gguf"
+  [ $ot = f32 ] || [ $ot = q8_0 ] || [ $ot = q4_k_m ] || rm -f "$DIR/g-$ot.gguf"
 done
 
 if [ "$REF" = 1 ] && [ -x /tmp/inchroot.sh ] && [ -d "$ICHROOT/usr/share/llama.cpp" ]; then
@@ -88,13 +94,28 @@ if [ "$REF" = 1 ] && [ -x /tmp/inchroot.sh ] && [ -d "$ICHROOT/usr/share/llama.c
   mkdir -p "$R/gguf-llama" # the folder's name is general.name's: the same as tpconv's
   for f in "$M"/*; do ln -f "$f" "$R/gguf-llama/" 2>/dev/null || cp "$f" "$R/gguf-llama/"; done
   cp "$SRCDIR/tests/gguf/ref_convert.py" "$R/"
-  for ot in f32 q8_0; do
-    cat "$ST" >/dev/null
-    run "convert_hf_to_gguf.py -> $ot" "$R/ref-$ot.gguf" /tmp/inchroot.sh "$R" \
-      "python3 ref_convert.py gguf-llama --outtype $ot --outfile ref-$ot.gguf"
-    row "convert_hf_to_gguf.py -> GGUF $ot" "" ""
+  for ot in $REFTYPES; do
+    if [ $ot = q4_k_m ]; then
+      # the two steps: convert_hf_to_gguf.py -> f32, then llama-quantize
+      cat "$ST" >/dev/null
+      run "convert_hf_to_gguf.py -> f32" "$R/ref-f32q.gguf" /tmp/inchroot.sh "$R" \
+        "python3 ref_convert.py gguf-llama --outtype f32 --outfile ref-f32q.gguf"
+      S1=$SECS R1=$RSS U1=$USR Y1=$SYS
+      run "llama-quantize Q4_K_M" "$R/ref-q4_k_m.gguf" /tmp/inchroot.sh "$R" \
+        "llama-quantize ref-f32q.gguf ref-q4_k_m.gguf Q4_K_M"
+      row "llama-quantize Q4_K_M of that f32" "" ""
+      SECS=$(awk "BEGIN{print $S1 + $SECS}") USR=$(awk "BEGIN{print $U1 + $USR}") SYS=$(awk "BEGIN{print $Y1 + $SYS}")
+      [ "$R1" -le "$RSS" ] || RSS=$R1
+      row "convert_hf_to_gguf.py f32 + llama-quantize Q4_K_M" "" ""
+      rm -f "$R/ref-f32q.gguf"
+    else
+      cat "$ST" >/dev/null
+      run "convert_hf_to_gguf.py -> $ot" "$R/ref-$ot.gguf" /tmp/inchroot.sh "$R" \
+        "python3 ref_convert.py gguf-llama --outtype $ot --outfile ref-$ot.gguf"
+      row "convert_hf_to_gguf.py -> GGUF $ot" "" ""
+    fi
     if cmp -s "$R/ref-$ot.gguf" "$DIR/g-$ot.gguf"; then same=identical; else same=DIFFERENT; fi
-    printf 'files %s: tpconv and convert_hf_to_gguf.py %s\n' "$ot" "$same" | tee -a "$ROWS"
+    printf 'files %s: tpconv and the reference %s\n' "$ot" "$same" | tee -a "$ROWS"
     rm -f "$R/ref-$ot.gguf"
   done
   rm -rf "$R"

@@ -89,7 +89,8 @@ typedef struct tpc_write_opts {
 	void *before_commit_ctx;
 	const char *model_dir;     /* GGUF: the model folder (config.json, tokenizer files); NULL: none */
 	const char *model_name;    /* GGUF: the folder whose name general.name is (NULL: model_dir's) */
-	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto) */
+	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto),
+	                              or a llama-quantize file type "q4_k_m"... (formats/gguf/gguf.h) */
 	const char *gguf_pre;      /* GGUF: tokenizer.ggml.pre for a BPE tokenizer (NULL: from tokenizer.json) */
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):

@@ -5,37 +5,48 @@
 
 #include "tpc_cast.h"
 #include "tpc_ggml.h"
+#include "tpc_ggml_int.h"
 #include "tpc_util.h"
 
 #define QK_K 256
 
 /* Every ggml type gguf-py 0.19 names (constants.py GGMLQuantizationType and
  * GGML_QUANT_SIZES), in the order `inspect` counts them: the ones tpconv
- * decodes first, as before, then the ones it reads and copies only. */
+ * decodes first, as before, then the ones it reads and copies only. The
+ * quant column: the types tpconv writes from F32 values, with ggml's
+ * reference quantizer (lib/tpc_ggml_quant.c). */
+typedef void (*qrow_fn)(const float *x, uint8_t *y, uint64_t nblocks);
 static const struct {
 	int type;
 	tpc_ggml_info info;
 	tpc_dtype plain;
+	qrow_fn quant;
 } types[] = {
-	{TPC_GGML_F32, {"F32", 1, 4}, TPC_F32},       {TPC_GGML_F16, {"F16", 1, 2}, TPC_F16},
-	{TPC_GGML_BF16, {"BF16", 1, 2}, TPC_BF16},    {TPC_GGML_Q4_0, {"Q4_0", 32, 18}, 0},
-	{TPC_GGML_Q4_1, {"Q4_1", 32, 20}, 0},         {TPC_GGML_Q5_0, {"Q5_0", 32, 22}, 0},
-	{TPC_GGML_Q5_1, {"Q5_1", 32, 24}, 0},         {TPC_GGML_Q8_0, {"Q8_0", 32, 34}, 0},
-	{TPC_GGML_Q2_K, {"Q2_K", QK_K, 84}, 0},       {TPC_GGML_Q3_K, {"Q3_K", QK_K, 110}, 0},
-	{TPC_GGML_Q4_K, {"Q4_K", QK_K, 144}, 0},      {TPC_GGML_Q5_K, {"Q5_K", QK_K, 176}, 0},
-	{TPC_GGML_Q6_K, {"Q6_K", QK_K, 210}, 0},      {TPC_GGML_F64, {"F64", 1, 8}, TPC_F64},
-	{TPC_GGML_I8, {"I8", 1, 1}, TPC_I8},          {TPC_GGML_I16, {"I16", 1, 2}, TPC_I16},
-	{TPC_GGML_I32, {"I32", 1, 4}, TPC_I32},       {TPC_GGML_I64, {"I64", 1, 8}, TPC_I64},
+	{TPC_GGML_F32, {"F32", 1, 4}, TPC_F32, NULL},       {TPC_GGML_F16, {"F16", 1, 2}, TPC_F16, NULL},
+	{TPC_GGML_BF16, {"BF16", 1, 2}, TPC_BF16, NULL},
+	{TPC_GGML_Q4_0, {"Q4_0", 32, 18}, 0, tpc__ggml_qrow_q4_0},
+	{TPC_GGML_Q4_1, {"Q4_1", 32, 20}, 0, tpc__ggml_qrow_q4_1},
+	{TPC_GGML_Q5_0, {"Q5_0", 32, 22}, 0, tpc__ggml_qrow_q5_0},
+	{TPC_GGML_Q5_1, {"Q5_1", 32, 24}, 0, tpc__ggml_qrow_q5_1},
+	{TPC_GGML_Q8_0, {"Q8_0", 32, 34}, 0, tpc__ggml_qrow_q8_0},
+	{TPC_GGML_Q2_K, {"Q2_K", QK_K, 84}, 0, tpc__ggml_qrow_q2_k},
+	{TPC_GGML_Q3_K, {"Q3_K", QK_K, 110}, 0, tpc__ggml_qrow_q3_k},
+	{TPC_GGML_Q4_K, {"Q4_K", QK_K, 144}, 0, tpc__ggml_qrow_q4_k},
+	{TPC_GGML_Q5_K, {"Q5_K", QK_K, 176}, 0, tpc__ggml_qrow_q5_k},
+	{TPC_GGML_Q6_K, {"Q6_K", QK_K, 210}, 0, tpc__ggml_qrow_q6_k},
+	{TPC_GGML_F64, {"F64", 1, 8}, TPC_F64, NULL},
+	{TPC_GGML_I8, {"I8", 1, 1}, TPC_I8, NULL},          {TPC_GGML_I16, {"I16", 1, 2}, TPC_I16, NULL},
+	{TPC_GGML_I32, {"I32", 1, 4}, TPC_I32, NULL},       {TPC_GGML_I64, {"I64", 1, 8}, TPC_I64, NULL},
 	/* read, listed and copied; not dequantized (but MXFP4 and NVFP4) */
-	{TPC_GGML_Q8_1, {"Q8_1", 32, 36}, 0},         {TPC_GGML_Q8_K, {"Q8_K", QK_K, 292}, 0},
-	{TPC_GGML_IQ2_XXS, {"IQ2_XXS", QK_K, 66}, 0}, {TPC_GGML_IQ2_XS, {"IQ2_XS", QK_K, 74}, 0},
-	{TPC_GGML_IQ3_XXS, {"IQ3_XXS", QK_K, 98}, 0}, {TPC_GGML_IQ1_S, {"IQ1_S", QK_K, 50}, 0},
-	{TPC_GGML_IQ4_NL, {"IQ4_NL", 32, 18}, 0},     {TPC_GGML_IQ3_S, {"IQ3_S", QK_K, 110}, 0},
-	{TPC_GGML_IQ2_S, {"IQ2_S", QK_K, 82}, 0},     {TPC_GGML_IQ4_XS, {"IQ4_XS", QK_K, 136}, 0},
-	{TPC_GGML_IQ1_M, {"IQ1_M", QK_K, 56}, 0},     {TPC_GGML_TQ1_0, {"TQ1_0", QK_K, 54}, 0},
-	{TPC_GGML_TQ2_0, {"TQ2_0", QK_K, 66}, 0},     {TPC_GGML_MXFP4, {"MXFP4", 32, 17}, 0},
-	{TPC_GGML_NVFP4, {"NVFP4", 64, 36}, 0},       {TPC_GGML_Q1_0, {"Q1_0", 128, 18}, 0},
-	{TPC_GGML_Q2_0, {"Q2_0", 64, 18}, 0},
+	{TPC_GGML_Q8_1, {"Q8_1", 32, 36}, 0, NULL},         {TPC_GGML_Q8_K, {"Q8_K", QK_K, 292}, 0, NULL},
+	{TPC_GGML_IQ2_XXS, {"IQ2_XXS", QK_K, 66}, 0, NULL}, {TPC_GGML_IQ2_XS, {"IQ2_XS", QK_K, 74}, 0, NULL},
+	{TPC_GGML_IQ3_XXS, {"IQ3_XXS", QK_K, 98}, 0, NULL}, {TPC_GGML_IQ1_S, {"IQ1_S", QK_K, 50}, 0, NULL},
+	{TPC_GGML_IQ4_NL, {"IQ4_NL", 32, 18}, 0, NULL},     {TPC_GGML_IQ3_S, {"IQ3_S", QK_K, 110}, 0, NULL},
+	{TPC_GGML_IQ2_S, {"IQ2_S", QK_K, 82}, 0, NULL},     {TPC_GGML_IQ4_XS, {"IQ4_XS", QK_K, 136}, 0, NULL},
+	{TPC_GGML_IQ1_M, {"IQ1_M", QK_K, 56}, 0, NULL},     {TPC_GGML_TQ1_0, {"TQ1_0", QK_K, 54}, 0, NULL},
+	{TPC_GGML_TQ2_0, {"TQ2_0", QK_K, 66}, 0, NULL},     {TPC_GGML_MXFP4, {"MXFP4", 32, 17}, 0, NULL},
+	{TPC_GGML_NVFP4, {"NVFP4", 64, 36}, 0, NULL},       {TPC_GGML_Q1_0, {"Q1_0", 128, 18}, 0, NULL},
+	{TPC_GGML_Q2_0, {"Q2_0", 64, 18}, 0, NULL},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -70,6 +81,34 @@ tpc_dtype tpc_ggml_plain_dtype(int type)
 int tpc_ggml_type_at(size_t i)
 {
 	return i < NTYPES ? types[i].type : TPC_GGML_NONE;
+}
+
+bool tpc_ggml_quantizes(int type)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (types[i].type == type)
+			return types[i].quant != NULL;
+	return false;
+}
+
+void tpc_ggml_quantize(int type, const float *src, uint8_t *dst, uint64_t nrows, uint64_t ncols)
+{
+	qrow_fn q = NULL;
+	const tpc_ggml_info *in = NULL;
+	for (size_t i = 0; i < NTYPES && !q; i++)
+		if (types[i].type == type) {
+			q = types[i].quant;
+			in = &types[i].info;
+		}
+	if (!q || ncols % (uint64_t)in->block)
+		return;
+	uint64_t nb = ncols / (uint64_t)in->block, rb = nb * (uint64_t)in->size;
+	int64_t n = (int64_t)nrows;
+	/* a row at a time: blocks never span rows, so the bytes are the same
+	 * for any number of threads */
+#pragma omp parallel for schedule(static) if (nrows * ncols >= (1 << 16))
+	for (int64_t r = 0; r < n; r++)
+		q(src + (uint64_t)r * ncols, dst + (uint64_t)r * rb, nb);
 }
 
 bool tpc_ggml_decodes(int type)

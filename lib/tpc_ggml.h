@@ -1,6 +1,8 @@
 /*
  * tpc_ggml.h - ggml's tensor types: the type table, the block decoders that
- * turn GGUF's packed weights into F32 values, and the Q8_0 quantizer.
+ * turn GGUF's packed weights into F32 values, and the block quantizers
+ * (tpc_ggml_quantize: the ones llama-quantize runs without an importance
+ * matrix, in lib/tpc_ggml_quant.c).
  *
  * lib/ holds them because the values of a quantized GGUF tensor are computed
  * while a writer streams it (struct tpc_dequant, kind TPC_DQ_GGML), as those
@@ -102,5 +104,16 @@ void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks
  * quants.Q8_0.quantize_blocks: d = max|x| / 127, q = x * (1 / d) rounded
  * half away from zero (np_roundf), d stored as f16 rounded to nearest even. */
 void tpc_ggml_quant_q8_0(const float *src, uint8_t *dst, uint64_t n);
+
+/* Types tpc_ggml_quantize writes: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K. */
+bool tpc_ggml_quantizes(int type);
+/* nrows rows of ncols F32 values (ncols a multiple of the type's block) ->
+ * nrows * ncols / block blocks, the bytes of ggml's quantize_row_<type>_ref
+ * (ggml/src/ggml-quants.c), which llama-quantize runs without an importance
+ * matrix: nothing is written for a type tpc_ggml_quantizes refuses or a
+ * ncols that is not whole blocks. Rows in parallel (OpenMP); the bytes do
+ * not depend on the number of threads. */
+void tpc_ggml_quantize(int type, const float *src, uint8_t *dst, uint64_t nrows, uint64_t ncols);
 
 #endif

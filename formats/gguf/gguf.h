@@ -107,8 +107,9 @@ void tpc_gguf_kvs_del(tpc_gguf_kvs *l, const char *key);
 
 /* One tensor to write: `name` in the file, values from `t` (a description of
  * ck in PyTorch order, any float dtype; its GGUF ne[] is t's shape
- * reversed), stored as `type`: F32, F16, BF16, Q8_0 (quantized from the
- * values as gguf-py's quants.py does), or, when t is a GGUF block tensor
+ * reversed), stored as `type`: F32, F16, BF16, a type tpc_ggml_quantizes
+ * (quantized from the values as ggml's reference quantizers do; Q8_0 is
+ * also gguf-py's quants.py), or, when t is a GGUF block tensor
  * read from a GGUF file (tpc_gguf_packed), its own packed type, bytes
  * copied. */
 typedef struct tpc_gguf_wtensor {
@@ -120,6 +121,9 @@ typedef struct tpc_gguf_wtensor {
 	 * (freed by tpc_gguf_wtensors_release); t then only gives the dtype
 	 * and shape. NULL: the values are t's, read from ck. */
 	void *mem;
+	/* ne[] entries written: 0, t.ndim; else fewer, the outer ones of 1
+	 * dropped (llama-quantize writes ggml_n_dims of them) */
+	int ndims;
 } tpc_gguf_wtensor;
 
 void tpc_gguf_wtensors_release(tpc_gguf_wtensor *t, size_t n);
@@ -207,10 +211,46 @@ int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e);
  * tpc_gguf_vocab. */
 int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *why, size_t whylen, tpc_err *e);
 
+/*
+ * llama-quantize's file types (gguf_quant.c): --outtype q4_0, q4_1, q5_0,
+ * q5_1, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k
+ * (q3_k, q4_k, q5_k: the _m ones, as llama-quantize's aliases). The file is
+ * the one llama.cpp's llama-quantize (0.7) writes, without an importance
+ * matrix, from the f32 GGUF tpconv (= convert_hf_to_gguf.py) writes, byte
+ * for byte: tensors in the model loader's order (layer number, then name),
+ * each tensor's type by llama_tensor_get_type (tensor_allows_quantization,
+ * the output / tied token_embd rule, the mixture's attn_v / ffn_down /
+ * attn_output rows with their counters, n_gqa and expert count from the
+ * KVs, tensor_type_fallback for rows that are not whole blocks), quantized
+ * by ggml's reference quantizers (tpc_ggml_quantize), and the KVs copied
+ * with general.quantization_version (2) and general.file_type moved to the
+ * end. Not applied: LLM_TYPE_70B's attn_v lift (an 80-layer LLaMA-2 70B),
+ * --pure, --imatrix, --tensor-type and the other llama-quantize options;
+ * the IQ, TQ, MXFP4 and Q2_K_S types (q2_k_s needs an imatrix).
+ */
+typedef struct tpc_gguf_mix {
+	const char *name; /* --outtype, "q4_k_m" */
+	int ftype;        /* general.file_type (llama_ftype) */
+	int base;         /* the default tensor type (llama_ftype_get_default_type) */
+} tpc_gguf_mix;
+
+/* The file type named (case-insensitive), NULL if none. */
+const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name);
+/* Every --outtype a GGUF output takes, for messages and --help. */
+const char *tpc_gguf_outtypes(void);
+/* For a llama-quantize type name tpconv refuses, why (" (...)"), else "". */
+const char *tpc_gguf_outtype_note(const char *name);
+/* t[0..n) (each with its own type: a tensor the mixture leaves alone keeps
+ * it) reordered and retyped, kv's file-type keys set, as llama-quantize
+ * does to the file holding them. */
+int tpc_gguf_mix_apply(const tpc_gguf_mix *m, tpc_gguf_kvs *kv, tpc_gguf_wtensor *t, size_t n, tpc_err *e);
+
 /* The registry's writer (gguf_write.c): a checkpoint read from GGUF is
  * written back with its KVs and its tensors' types (o->outtype: f32, f16,
- * bf16 or q8_0 for its float tensors of 2 or more dims); any other goes
- * through tpc_gguf_from_hf. */
+ * bf16 or q8_0 for its float tensors of 2 or more dims, or a
+ * llama-quantize file type over its tensors as they are, a block tensor
+ * dequantized where its type changes); any other goes through
+ * tpc_gguf_from_hf (a llama-quantize file type: over its f32 GGUF). */
 int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
 			const tpc_write_opts *o, tpc_err *e);
 

@@ -1419,7 +1419,8 @@ static int parse_outtype(const char *outtype, const tpc_ckpt *ck, const tpc_gguf
 		}
 	char safe[64];
 	tpc_sanitize(safe, sizeof(safe), outtype);
-	return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': f32, f16, bf16, q8_0 or auto", safe);
+	return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': %s%s", safe, tpc_gguf_outtypes(),
+				   tpc_gguf_outtype_note(outtype));
 }
 
 /* what AutoConfig's to_dict() holds for head_dim when config.json has none */

@@ -18,7 +18,7 @@
 #include "tpc_io.h"
 #include "tpc_util.h"
 
-#define Q8_WINDOW (1u << 20) /* elements quantized at a time */
+#define Q_WINDOW (1u << 20) /* elements quantized at a time (whole rows, at least one) */
 
 void tpc_gguf_wtensors_release(tpc_gguf_wtensor *t, size_t n)
 {
@@ -116,7 +116,8 @@ static int file_bytes(const tpc_gguf_wtensor *w, uint64_t *nb, tpc_err *e)
 }
 
 /* How tensor w is written: 'p' packed blocks copied, 'c' values (cast
- * pending as needed), 'q' Q8_0 quantized; an error for what cannot be. */
+ * pending as needed), 'q' quantized (tpc_ggml_quantize); an error for what
+ * cannot be. */
 static int how_of(const tpc_gguf_wtensor *w, char *how, tpc_err *e)
 {
 	const tpc_tensor *t = &w->t;
@@ -126,7 +127,7 @@ static int how_of(const tpc_gguf_wtensor *w, char *how, tpc_err *e)
 	else if (pd && tpc_cast_supported(t->src_dtype, pd) &&
 		 (pd == t->dtype || (tpc_dtype_get(pd)->flags & TPC_DTF_FLOAT)))
 		*how = 'c';
-	else if (w->type == TPC_GGML_Q8_0 && (tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT) &&
+	else if (tpc_ggml_quantizes(w->type) && (tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT) &&
 		 tpc_cast_supported(t->src_dtype, TPC_F32))
 		*how = 'q';
 	else
@@ -174,8 +175,9 @@ static int build_header(const tpc_gguf_kvs *kv, int split_k, int split_n, int64_
 	for (size_t i = 0; i < n && !ret; i++) {
 		const tpc_tensor *x = &t[i].t;
 		put_str(b, t[i].name, strlen(t[i].name));
-		put_u32(b, (uint32_t)x->ndim);
-		for (int d = x->ndim - 1; d >= 0; d--)
+		int nd = t[i].ndims > 0 && t[i].ndims < x->ndim ? t[i].ndims : x->ndim;
+		put_u32(b, (uint32_t)nd);
+		for (int d = x->ndim - 1; d >= x->ndim - nd; d--)
 			put_u64(b, (uint64_t)x->shape[d]);
 		put_u32(b, (uint32_t)t[i].type);
 		put_u64(b, off);
@@ -190,20 +192,25 @@ static int build_header(const tpc_gguf_kvs *kv, int split_k, int split_n, int64_
 
 /* ---- the data ---- */
 
-static int write_q8_0(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *out, tpc_err *e)
+static int write_quant(const tpc_ckpt *ck, const tpc_gguf_wtensor *w, tpc_out *out, tpc_err *e)
 {
+	const tpc_tensor *t = &w->t;
+	const tpc_ggml_info *in = tpc_ggml_info_of(w->type);
 	tpc_tensor v = *t;
-	uint64_t n = t->numel;
+	uint64_t n = t->numel, cols = t->ndim ? (uint64_t)t->shape[t->ndim - 1] : 1;
+	uint64_t win = cols ? (Q_WINDOW / cols > 0 ? Q_WINDOW / cols : 1) * cols : 1;
+	if (win > n)
+		win = n;
 	v.dtype = TPC_F32;
 	v.nbytes = n * 4;
-	float *x = tpc_malloc((size_t)(n < Q8_WINDOW ? n : Q8_WINDOW) * sizeof(float) + 1);
-	uint8_t *q = tpc_malloc((size_t)(n < Q8_WINDOW ? n : Q8_WINDOW) / 32 * 34 + 1);
+	float *x = tpc_malloc((size_t)win * sizeof(float) + 1);
+	uint8_t *q = tpc_malloc((size_t)(win / (uint64_t)in->block * (uint64_t)in->size) + 1);
 	int ret = x && q ? 0 : tpc_err_nomem(e);
-	for (uint64_t e0 = 0; e0 < n && !ret; e0 += Q8_WINDOW) {
-		uint64_t c = n - e0 < Q8_WINDOW ? n - e0 : Q8_WINDOW;
+	for (uint64_t e0 = 0; e0 < n && !ret; e0 += win) {
+		uint64_t c = n - e0 < win ? n - e0 : win;
 		if (!(ret = tpc_ckpt_read_out(ck, &v, e0 * 4, c * 4, x, e))) {
-			tpc_ggml_quant_q8_0(x, q, c);
-			ret = tpc_out_write(out, q, (size_t)(c / 32 * 34), e);
+			tpc_ggml_quantize(w->type, x, q, c / cols, cols);
+			ret = tpc_out_write(out, q, (size_t)(c / (uint64_t)in->block * (uint64_t)in->size), e);
 		}
 	}
 	tpc_ckpt_drop_pages(ck, t);
@@ -220,11 +227,13 @@ static int write_mem(const tpc_gguf_wtensor *w, char how, tpc_out *out, tpc_err 
 	if (w->t.dtype != TPC_F32 || how == 'p' || !to)
 		return tpc_err_set(e, TPC_EINPUT, "computed values of %s are not float32", w->name);
 	if (how == 'q') {
-		uint8_t *q = tpc_malloc((size_t)(n / 32 * 34) + 1);
+		const tpc_ggml_info *in = tpc_ggml_info_of(w->type);
+		uint64_t cols = w->t.ndim ? (uint64_t)w->t.shape[w->t.ndim - 1] : 1, nb = n / (uint64_t)in->block * (uint64_t)in->size;
+		uint8_t *q = tpc_malloc((size_t)nb + 1);
 		if (!q)
 			return tpc_err_nomem(e);
-		tpc_ggml_quant_q8_0(w->mem, q, n);
-		int ret = tpc_out_write(out, q, (size_t)(n / 32 * 34), e);
+		tpc_ggml_quantize(w->type, w->mem, q, cols ? n / cols : 0, cols);
+		int ret = tpc_out_write(out, q, (size_t)nb, e);
 		free(q);
 		return ret;
 	}
@@ -247,7 +256,7 @@ static int write_data(const tpc_ckpt *ck, const tpc_gguf_wtensor *w, char how, u
 	} else if (how == 'p') {
 		ret = tpc_ckpt_write_tensor(ck, &w->t.dq->c[0], out, e);
 	} else if (how == 'q') {
-		ret = write_q8_0(ck, &w->t, out, e);
+		ret = write_quant(ck, w, out, e);
 	} else {
 		tpc_tensor v = w->t;
 		v.dtype = tpc_ggml_plain_dtype(w->type);
@@ -414,11 +423,16 @@ static int back_type(const tpc_tensor *t, int outtype)
 static int from_gguf(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o,
 		     tpc_gguf_wtensor **wt, size_t *nw, tpc_err *e)
 {
-	const char *ot = o && o->outtype && strcmp(o->outtype, "auto") ? o->outtype : NULL;
+	const char *ot = o && o->outtype && strcmp(o->outtype, "auto") && !tpc_gguf_mix_by_name(o->outtype)
+				 ? o->outtype : NULL;
 	int outtype = ot ? tpc_ggml_by_name(ot) : TPC_GGML_NONE;
 	if (ot && outtype != TPC_GGML_F32 && outtype != TPC_GGML_F16 && outtype != TPC_GGML_BF16 &&
-	    outtype != TPC_GGML_Q8_0)
-		return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': f32, f16, bf16, q8_0 or auto", ot);
+	    outtype != TPC_GGML_Q8_0) {
+		char safe[64];
+		tpc_sanitize(safe, sizeof(safe), ot);
+		return tpc_err_set(e, TPC_EUSAGE, "--outtype '%s': %s%s", safe, tpc_gguf_outtypes(),
+				   tpc_gguf_outtype_note(ot));
+	}
 	size_t n = sel ? nsel : ck->n;
 	tpc_gguf_wtensor *w = tpc_calloc(n + 1, sizeof(*w));
 	if (!w)
@@ -446,6 +460,7 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 	tpc_gguf_wtensor *w = NULL;
 	size_t n = 0;
 	int ret;
+	const tpc_gguf_mix *mix = o ? tpc_gguf_mix_by_name(o->outtype) : NULL;
 	if (src) {
 		ret = from_gguf(ck, sel, nsel, o, &w, &n, e);
 		for (size_t i = 0; i < src->n && !ret; i++) {
@@ -462,8 +477,9 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 				kv.kv[kv.n - 1].v = k->v;
 		}
 	} else {
-		ret = tpc_gguf_from_hf_pre(ck, o ? o->model_dir : NULL, o ? o->outtype : NULL, o ? o->gguf_pre : NULL,
-					   &kv, &w, &n, e);
+		/* a llama-quantize file type: over the f32 GGUF, which it quantizes */
+		ret = tpc_gguf_from_hf_pre(ck, o ? o->model_dir : NULL, mix ? "f32" : o ? o->outtype : NULL,
+					   o ? o->gguf_pre : NULL, &kv, &w, &n, e);
 		/* a shard set's companions sit in a rank folder: the name is the set's */
 		char *title = !ret && o && o->model_name ? tpc__gguf_title(o->model_name) : NULL;
 		if (!ret && o && o->model_name && (!title || tpc_gguf_kvs_str(&kv, "general.name", title, strlen(title))))
@@ -472,6 +488,8 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 		(void)sel;
 		(void)nsel;
 	}
+	if (!ret && mix)
+		ret = tpc_gguf_mix_apply(mix, &kv, w, n, e);
 	if (!ret)
 		ret = tpc_gguf_write(ck, &kv, w, n, path, o, e);
 	tpc_gguf_wtensors_release(w, n);

@@ -115,7 +115,7 @@ cp "$A/tiny-llama/config.json" "$T/m/config.json"
 sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0/' "$T/m/config.json"
 refuse "yarn without its original context is refused by name" "rope_type 'yarn' without original_max_position_embeddings" "$T/m"
 cp "$A/tiny-llama/config.json" "$T/m/config.json"
-refuse "an unknown --outtype is refused" "--outtype 'q4_k': f32, f16, bf16, q8_0 or auto" "$T/m" q4_k
+refuse "an unknown --outtype is refused" "--outtype 'q4_k_xl': f32, f16, bf16, q8_0, q4_0" "$T/m" q4_k_xl
 sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/m/config.json"
 refuse "a layer past config.json's count is refused by tensor" "layer 1, but config.json has 1 layers" "$T/m" f32
 # GPT-NeoX as transformers 5 writes it: rotary_pct only as

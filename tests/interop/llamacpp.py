@@ -10,7 +10,9 @@ the pre-tokenizer name of a BPE tokenizer trained for the test given, as its has
 table cannot know it), then llama-completion at temperature 0 on both: the same
 text must come out (and the files are compared byte for byte). The split set loads
 from its first file and generates the same text; llama-quantize makes Q4_K_M and
-Q6_K of tpconv's f16 file, which llama-completion loads and runs. Appends rows to
+Q6_K of tpconv's f16 file, which llama-completion loads and runs; tpconv's own
+--outtype q4_k_m file is llama-quantize's Q4_K_M of tpconv's f32 file byte for
+byte, and llama-completion gives the same text with both. Appends rows to
 WORK/results.tsv (consumer, family, operation, case, status, detail)."""
 import filecmp
 import glob
@@ -76,7 +78,7 @@ def family(fam):
         same = os.path.exists(mine) and filecmp.cmp(reference(fam, "f32"), mine, shallow=False)
         for op, case in (("GGUF → llama-completion", "f32"), ("GGUF → llama-completion", "f16"),
                          ("gguf-split set → llama-completion", "f32"), ("llama-quantize of tpconv's f16", "Q4_K_M"),
-                         ("llama-quantize of tpconv's f16", "Q6_K")):
+                         ("llama-quantize of tpconv's f16", "Q6_K"), ("tpconv --outtype q4_k_m", "Q4_K_M")):
             result(fam, op, case, "n/a", "llama.cpp cannot load convert_hf_to_gguf.py's own GGUF of this model "
                    "either (tpconv's f32 file %s): %s" % ("byte-identical" if same else "differs", str(e)[-160:]))
         return
@@ -118,6 +120,25 @@ def family(fam):
             result(fam, "llama-quantize of tpconv's f16", q, "pass", "quantized, loads and generates")
         except Exception as e:
             result(fam, "llama-quantize of tpconv's f16", q, "fail", str(e)[-300:])
+    mine = os.path.join(G, "tpc", "%s-q4_k_m.gguf" % fam)
+    ref = os.path.join(G, "tpc", "%s-f32-Q4_K_M.gguf" % fam)
+    try:
+        if not os.path.exists(mine):
+            raise RuntimeError("tpconv convert " + tpc_err(mine[:-5]))
+        p = subprocess.run(["llama-quantize", os.path.join(G, "tpc", "%s-f32.gguf" % fam), ref, "Q4_K_M"],
+                           capture_output=True, timeout=300)
+        if p.returncode:
+            raise RuntimeError("llama-quantize exit %d: %s" % (p.returncode, p.stderr[-300:].decode(errors="replace")))
+        same = filecmp.cmp(ref, mine, shallow=False)
+        a, b = complete(ref), complete(mine)
+        if same and a == b:
+            result(fam, "tpconv --outtype q4_k_m", "Q4_K_M", "pass",
+                   "llama-quantize's Q4_K_M of the f32 file (byte-identical files), loads, same text")
+        else:
+            result(fam, "tpconv --outtype q4_k_m", "Q4_K_M", "fail",
+                   "files %s; llama-quantize's %r, tpconv's %r" % ("identical" if same else "differ", a[-60:], b[-60:]))
+    except Exception as e:
+        result(fam, "tpconv --outtype q4_k_m", "Q4_K_M", "fail", str(e)[-300:])
 
 
 def main():

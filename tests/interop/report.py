@@ -89,7 +89,8 @@ def main():
 LLAMACPP = [("f32: same text", "GGUF → llama-completion", "f32"), ("f16: same text", "GGUF → llama-completion", "f16"),
             ("gguf-split set", "gguf-split set → llama-completion", None),
             ("quantize Q4_K_M", "llama-quantize of tpconv's f16", "Q4_K_M"),
-            ("quantize Q6_K", "llama-quantize of tpconv's f16", "Q6_K")]
+            ("quantize Q6_K", "llama-quantize of tpconv's f16", "Q6_K"),
+            ("--outtype q4_k_m", "tpconv --outtype q4_k_m", "Q4_K_M")]
 
 
 def llamacpp(w, rows):

@@ -139,14 +139,14 @@ for d in "$W"/genuine/*/; do
 		refused torch "$g" "tpconv reads a torch DCP save" "convert → torch" convert
 done
 # GGUF (issue 33): the tiny models of tests/gguf/arch (with their tokenizers)
-# converted here, f32, f16 and a gguf-split set; llamacpp.py (in the chroot)
+# converted here, f32, f16, q4_k_m and a gguf-split set; llamacpp.py (in the chroot)
 # converts them with convert_hf_to_gguf.py and runs llama-completion on both
 mkdir -p "$W/gguf/models" "$W/gguf/tpc"
 for d in "$SRC"/tests/gguf/arch/tiny-*; do
 	fam=${d##*/tiny-} G=$W/gguf
 	wanted "$fam" || continue
 	cp -r "$d" "$G/models/"
-	for ot in f32 f16; do
+	for ot in f32 f16 q4_k_m; do
 		tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-$ot.gguf" --outtype $ot || echo "exit $rc: $err" >"$G/tpc/$fam-$ot.err"
 	done
 	mkdir -p "$G/tpc/$fam-split"

@@ -1,0 +1,41 @@
+#!/bin/sh
+# The references for convert --outtype with a llama-quantize mixture
+# (tests/gguf/qmix_test.sh): llama.cpp 0.7's own llama-quantize, run in the
+# forky chroot without an importance matrix, of tpconv's f32 GGUF of each tiny
+# family (32 wide: the K types fall back to Q4_0 / Q5_0 / Q5_1 / Q8_0, and
+# output.weight is Q8_0), and of two files whose rows are 256 wide, so that
+# the K types apply: k256, tests/gguf/kquant/q6_k.gguf itself
+# (--allow-requantize; a Q6_K tensor that stays Q6_K is copied), and k256f,
+# tpconv's f32 GGUF of it (every type quantized from F32 values). Only the
+# sha256 of each file is kept: tests/gguf/qmix/whole.sha256, in the order
+# qmix_test.sh reads it.
+#
+# usage: make_qmix.sh TPCONV   (as root: /work/bin/inchroot)
+set -eu
+TPCONV=$(realpath "$1") SRC=$(cd "$(dirname "$0")/../.." && pwd)
+R=/var/cache/tpconv-interop/forky
+IN=/tmp/qmix-$$ OUT=$R$IN
+FAMS="llama qwen2-moe gemma mixtral"
+TYPES="q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k"
+mkdir -p "$OUT"
+for f in $FAMS; do
+  "$TPCONV" convert "$SRC/tests/gguf/arch/tiny-$f" -o "$OUT/$f-f32.gguf" --outtype f32 -q
+done
+cp "$SRC/tests/gguf/kquant/q6_k.gguf" "$OUT/k256-in.gguf"
+"$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$OUT/k256f-in.gguf" --outtype f32 -q
+for f in $FAMS; do
+  for t in $TYPES; do
+    T=$(echo "$t" | tr a-z A-Z)
+    /work/bin/inchroot "$IN" llama-quantize "$f-f32.gguf" "$f-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
+      { cat "$OUT/log" >&2; exit 1; }
+  done
+done
+for k in k256 k256f; do
+  for t in $TYPES; do
+    T=$(echo "$t" | tr a-z A-Z)
+    /work/bin/inchroot "$IN" llama-quantize --allow-requantize "$k-in.gguf" "$k-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
+      { cat "$OUT/log" >&2; exit 1; }
+  done
+done
+(cd "$OUT" && for f in $FAMS k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "$SRC/tests/gguf/qmix/whole.sha256"
+echo "$OUT"
