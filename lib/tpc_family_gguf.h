@@ -30,8 +30,8 @@
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), bias_flags (member <- whether a role's bias
  *              is there), rope_pct (the member a partial rotary
- *              dimension is written as), experts_member, when_key (which of
- *              two records of one arch a GGUF is read as)
+ *              dimension is written as), experts_member, model_type,
+ *              when_key (which of two records of one arch a GGUF is read as)
  *
  * GGUF's own vocabulary (tokenizer.ggml.model "llama"/"gpt2", pre-tokenizer
  * names) is not a family and stays with the GGUF code.
@@ -256,6 +256,9 @@ typedef struct tpc_gguf_arch {
 				    * rotary dimension is an hf_cfg row of its own) */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
+	const char *model_type; /* config.json's model_type when a GGUF is read back; NULL: the
+				 * record's name, '-' as '_' (Llama 4 text's llama4_text: transformers'
+				 * llama4 is the multimodal Llama4Config) */
 	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
 			       * there (OLMo 3's attention.sliding_window: the reference writes
 			       * Olmo2ForCausalLM and Olmo3ForCausalLM both as olmo2); the record
