@@ -137,7 +137,9 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			 .theta = p->rope_theta, .rot = p->rot_dims, .pairs = p->rope_pairs, .bidirectional = p->bidirectional,
 			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
 			 .qk_late = p->qk_after_rope,
-			 .rope_linear = p->rope_linear, .yarn = p->yarn, .scale = p->scale, .softcap = p->softcap, .window = p->window};
+			 .rope_linear = p->rope_linear, .yarn = p->yarn, .llama3 = p->llama3, .scale = p->scale,
+			 .softcap = p->softcap, .window = p->window, .chunk = p->chunk, .qk_l2 = p->qk_l2,
+			 .temp_floor = p->temp_floor, .temp_scale = p->temp_scale};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);
