@@ -210,6 +210,10 @@ typedef struct tpc_tensor_row {
  *              router_jitter_noise, else router_jitter; the second choice
  *              among the experts left; num_experts_per_tok and
  *              norm_topk_prob play no part);
+ *              sigmoid_input: the top-k of the router's logits, each
+ *              weighted by its sigmoid (not renormalised), the weight
+ *              multiplying the chosen expert's input, not its output
+ *              (Llama 4's Llama4Router and Llama4TextMoe);
  *              experts_per_tok: the experts a token is routed to when
  *              config.json names none (transformers' MixtralConfig: 2); 0:
  *              config.json must say
@@ -274,7 +278,7 @@ typedef enum tpc_part_mlp {
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
-	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER
+	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER, TPC_PART_ROUTER_SIGMOID_INPUT
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 

@@ -595,6 +595,9 @@ int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, i
 			} else {                                                                                  \
 				for (int64_t j = 0; j < n; j++)                                                   \
 					memcpy(xe + j * H, x + ix[j] * H, sizeof(R_T) * (size_t)H);               \
+				for (int64_t j = 0; mo->scale_input && e < mo->nexp && j < n; j++)               \
+					for (int64_t h = 0; h < H; h++) /* Llama 4: the weight on the input */    \
+						xe[j * H + h] *= (R_T)wx[j];                                      \
 				ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye);                                        \
 			}                                                                                         \
 			if (!ret && t >= 0 && dv->ep > 1) /* the group's output, bias once, to every rank */     \
@@ -602,9 +605,11 @@ int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, i
 						     dv->ep_group * tpc_vtensor_tp(dv, R->tp), R->e);            \
 			if (ret)                                                                                  \
 				break;                                                                            \
-			for (int64_t j = 0; j < n; j++)                                                           \
+			for (int64_t j = 0; j < n; j++) {                                                         \
+				R_T wj = mo->scale_input && e < mo->nexp ? (R_T)1 : (R_T)wx[j];                   \
 				for (int64_t h = 0; h < H; h++)                                                   \
-					y[ix[j] * H + h] += (R_T)wx[j] * ye[j * H + h];                           \
+					y[ix[j] * H + h] += wj * ye[j * H + h];                                   \
+			}                                                                                         \
 		}                                                                                                 \
 	out:                                                                                                      \
 		free(xe);                                                                                         \

@@ -388,6 +388,9 @@ typedef struct tpc_vmoe {
 	double scale;                    /* > 0 */
 	bool sparsemixer;
 	double jitter;                   /* the sparsemixer's eps (router_jitter_noise) */
+	bool scale_input;                /* each chosen expert's input times its weight, its output
+					    added as is (Llama 4's Llama4TextMoe), not its output
+					    times the weight */
 } tpc_vmoe;
 
 typedef struct tpc_vlayer {

@@ -330,7 +330,10 @@ static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_
 				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
 				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
 	mo->renorm = f && f->norm_topk ? f->norm_topk > 0 : renorm;
-	tpc_moe_scoring sc = f && f->scoring ? f->scoring : biased ? TPC_MOE_SIGMOID : TPC_MOE_SCORE_UNKNOWN;
+	/* Llama 4: the sigmoid of the chosen logits, on the experts' inputs */
+	bool sig_in = pt->router == TPC_PART_ROUTER_SIGMOID_INPUT;
+	mo->scale_input = sig_in;
+	tpc_moe_scoring sc = f && f->scoring ? f->scoring : biased || sig_in ? TPC_MOE_SIGMOID : TPC_MOE_SCORE_UNKNOWN;
 	tpc_moe_topk tm = f && f->topk_method ? f->topk_method : biased ? TPC_MOE_NOAUX_TC : TPC_MOE_TOPK_UNKNOWN;
 	mo->sigmoid = sc == TPC_MOE_SIGMOID;
 	mo->group_max = tm == TPC_MOE_GROUP_LIMITED;
