@@ -1122,11 +1122,14 @@ static void add_as_plan(const tpc_family *fam, tpc_ckpt *ck, tpc_verify_set *s)
 				: voc			  ? TPC_VSPLIT_VOCAB
 							  : TPC_VSPLIT_REPLICATE;
 		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
-		 * parts, as the plan splits it */
+		 * parts of its split dim (an expert's [in, out] view: dim 1, Llama
+		 * 4's), as the plan splits it */
 		bool gu = (strstr(nm, "gate_up_proj") || strstr(nm, "input_linear")) && !il;
-		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
-		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, tr, ck->t[i].ndim),
-						tr, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
+		int sd = tpc_verify_split_dim(sp, tr, ck->t[i].ndim);
+		int64_t half = sd >= 0 ? ck->t[i].shape[sd] / 2 : 0;
+		tpc_vpart two[2] = {{half, 0, 1}, {half, 0, 1}};
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, sd, tr, row && ck->t[i].ndim == 1, gu ? 2 : 0,
+						gu ? two : NULL, &e);
 		assert_true(ix >= 0);
 		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
@@ -1435,6 +1438,35 @@ static void test_gpt_oss_record(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* Llama 4 text: 4 layers, MoE on 1 and 3 (4 experts stacked [in, out],
+ * gate_up_proj [gate | up], the top-2 logits' sigmoids on the experts'
+ * inputs, a shared expert), dense MLPs on 0 and 2; layer 2 without RoPE
+ * (no_rope_layers) and temperature-tuned (floor_scale 3, attn_scale 0.5),
+ * the others with the L2 q/k norm and chunks of 4 tokens (layer_types'
+ * chunked_attention); interleaved-pair rope with a llama3 scaling; q/k/v/o
+ * biases */
+static void test_llama4_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("llama4"), "llama4", &f, &s);
+	assert_true(f.llama3.factor == 8 && f.llama3.orig_max == 256 && f.chunk_size == 4 && f.temp_floor == 3 &&
+		    f.temp_scale_said && f.temp_scale == 0.5);
+	for (int l = 0; l < 4; l++) {
+		const tpc_vlayer *ly = &s.model->layers[l];
+		bool rope = l != 2, moe = l % 2;
+		assert_true(ly->attn.rope == rope && ly->attn.qk_l2 == rope && ly->attn.chunk == (rope ? 4 : 0) &&
+			    ly->attn.temp_floor == (rope ? 0 : 3) && ly->attn.rope_pairs == rope);
+		assert_true(!!ly->moe.exp == moe && (moe ? ly->mlp.down < 0 : ly->mlp.down >= 0));
+		if (moe)
+			assert_true(ly->moe.scale_input && ly->moe.sigmoid && !ly->moe.renorm && ly->moe.top_k == 2 &&
+				    ly->moe.shared.down >= 0 && ly->moe.shared_gate < 0 && !ly->moe.exp[0].interleaved &&
+				    s.t[ly->moe.exp[0].gate_up].transposed && s.t[ly->moe.exp[0].gate_up].nparts == 2);
+	}
+	tpc_verify_set_release(&s);
+}
+
 static void test_granite_facts(void **st)
 {
 	(void)st;
@@ -1710,6 +1742,7 @@ int main(void)
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
 		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
+		cmocka_unit_test(test_llama4_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
