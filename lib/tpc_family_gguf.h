@@ -119,6 +119,11 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_ROPE_TIMES,   /* names "PARAM*K": the rope parameter PARAM (rope_parameters, else
 			      * rope_scaling) times K, when present (DeepseekV2Model's
 			      * rope.scaling.yarn_log_multiplier: 0.1 x mscale_all_dim) */
+	TPC_KH_ASSUMED,      /* no key: names "MEMBER=VALUE" (a number, true or false), what the
+			      * GGUF's reader assumes for the architecture where no key says it;
+			      * config.json's MEMBER, when there and not null, must be VALUE, else
+			      * refused (llama.cpp's llama4: attention_chunk_size 8192,
+			      * floor_scale 8192, attn_scale 0.1) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
