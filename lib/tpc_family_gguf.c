@@ -567,8 +567,10 @@ const tpc_gguf_arch tpc__gguf_gptoss = {
  * intermediate_size_mlp the feed_forward_length (the key keeps TextModel's
  * place) and intermediate_size the experts' width; LlamaModel's keys, then
  * interleave_moe_layer_step and the experts' width. llama.cpp's llama4
- * reads every 4th layer as one without RoPE (n_no_rope_layer_step): a
- * config.json that says otherwise is refused (no key is written) */
+ * reads every 4th layer as one without RoPE (n_no_rope_layer_step), the
+ * others in chunks of 8192 tokens, and tunes the temperature with floor
+ * 8192 and scale 0.1 (llama-model.cpp, no key says them): a config.json
+ * that says otherwise is refused (no key is written) */
 static const tpc_gguf_kv_rule llama4_kv[] = {
 	TEXT_RULES,
 	{"feed_forward_length", U32, TPC_KH_REQ, "intermediate_size_mlp"},
@@ -577,6 +579,10 @@ static const tpc_gguf_kv_rule llama4_kv[] = {
 	{"interleave_moe_layer_step", U32, TPC_KH_REQ, "interleave_moe_layer_step"},
 	{"expert_feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"},
 	{"no_rope_layer_step", 0, TPC_KH_ROPE_OFF_EVERY, "4"},
+	{"attention.chunk_size", 0, TPC_KH_ASSUMED, "attention_chunk_size=8192"},
+	{"attention.temperature_tuning", 0, TPC_KH_ASSUMED, "attn_temperature_tuning=true"},
+	{"attention.temperature_floor", 0, TPC_KH_ASSUMED, "floor_scale=8192"},
+	{"attention.temperature_scale", 0, TPC_KH_ASSUMED, "attn_scale=0.1"},
 	R_END,
 };
 /* Read back: the dense width as intermediate_size_mlp, the experts' as
