@@ -429,17 +429,28 @@ smol "smollm3: use_sliding_window without layer_types is refused" \
   "use_sliding_window without layer_types" 'c.update(use_sliding_window=True, sliding_window=4); del c["layer_types"]'
 smol "smollm3: every 4th layer by no_rope_layer_interval alone (and a window no layer uses): the reference's file" "" \
   'del c["no_rope_layers"]; c["sliding_window"] = 4'
-# Llama 4 text: llama.cpp's llama4 assumes every 4th layer without RoPE too
-rm -rf "$T/l4" "$T/l4o" && mkdir -p "$T/l4" "$T/l4o" && cp -r "$A/tiny-llama4" "$T/l4/"
-python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["no_rope_layers"] = [1, 0, 1, 1]; json.dump(c, open(sys.argv[1], "w"))' \
-  "$T/l4/tiny-llama4/config.json"
-"$TPCONV" convert "$T/l4/tiny-llama4" -o "$T/l4o/w.gguf" --outtype f32 2> "$T/err"; rc=$?
-if [ $rc -eq 3 ] && grep -qF "no_rope_layers leaves layer 1 without RoPE, but a GGUF of architecture 'llama4' is read with every 4-th layer without it" "$T/err" &&
-   [ -z "$(ls -A "$T/l4o")" ]; then
-  ok "llama4: no_rope_layers other than every 4th is refused by layer (exit 3), nothing written"
-else
-  bad "llama4: no_rope_layers [1, 0, 1, 1]" "exit $rc" "$(cat "$T/err")"
-fi
+# Llama 4 text: llama.cpp's llama4 assumes every 4th layer without RoPE
+# too, chunks of 8192 and its temperature tuning (floor 8192, scale 0.1),
+# which no key says: a config.json that says otherwise is refused by name
+# (exit 3), nothing written. l4 DESC EXPECTED PYTHON (c: config.json)
+l4() {
+  rm -rf "$T/l4" "$T/l4o" && mkdir -p "$T/l4" "$T/l4o" && cp -r "$A/tiny-llama4" "$T/l4/"
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c, open(sys.argv[1], "w"))' \
+    "$T/l4/tiny-llama4/config.json" "$3"
+  "$TPCONV" convert "$T/l4/tiny-llama4" -o "$T/l4o/w.gguf" --outtype f32 2> "$T/err"; local rc=$?
+  if [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ -z "$(ls -A "$T/l4o")" ]; then
+    ok "$1"
+  else
+    bad "$1" "exit $rc" "$(cat "$T/err")"
+  fi
+}
+l4 "llama4: no_rope_layers other than every 4th is refused by layer (exit 3), nothing written" \
+  "no_rope_layers leaves layer 1 without RoPE, but a GGUF of architecture 'llama4' is read with every 4-th layer without it" \
+  'c["no_rope_layers"] = [1, 0, 1, 1]'
+l4 "llama4: attention_chunk_size other than llama.cpp's 8192 is refused (exit 3)" \
+  "'attention_chunk_size' is not 8192, which a GGUF of architecture 'llama4' is read with" 'c["attention_chunk_size"] = 4096'
+l4 "llama4: attn_temperature_tuning false is refused (exit 3): llama.cpp tunes always" \
+  "'attn_temperature_tuning' is not true" 'c["attn_temperature_tuning"] = False'
 
 # Seed-OSS read back: config.json says which biases the GGUF holds
 # (SeedOssConfig's defaults would add q/k/v biases and drop o_proj's):
@@ -705,7 +716,7 @@ PY
     phimoe) bm='"lm_head_bias": *true' ;;
     ernie4_5-moe) bm='"moe_layer_start_index": *1' ;;
     ernie4_5) bm='"use_bias": *false' ;;
-    llama4) bm='"attention_bias": *true' ;;
+    llama4) bm='"attention_bias": *false' ;;
     *) bm= ;;
   esac
   if [ -n "$bm" ]; then

@@ -221,14 +221,14 @@ FAMILIES = {
     # down_proj [E, I, H], top-1 sigmoid router, a shared expert), dense MLPs of
     # intermediate_size_mlp on 0 and 2; the default NoPE pattern (layer 3
     # without RoPE, the one llama.cpp assumes), L2 q/k norms on the RoPE
-    # layers, q/k/v/o biases (attention_bias); the default rope (a GGUF's
+    # layers; no attention biases (llama.cpp's llama4 loads no attn_output
+    # bias: test_verify's tiny_llama4 has them); the default rope (a GGUF's
     # llama3 rope_freqs is not read back: arch/rope/variants.json's
     # llama4-llama3 has it)
     "llama4": (tf.Llama4TextConfig, dict(COMMON, num_hidden_layers=4, head_dim=8, intermediate_size=32,
                                          intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,
-                                         interleave_moe_layer_step=2, attention_bias=True,
-                                         tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
-                                         pad_token_id=0),
+                                         interleave_moe_layer_step=2, tie_word_embeddings=False,
+                                         bos_token_id=0, eos_token_id=0, pad_token_id=0),
                "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
