@@ -136,6 +136,16 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
 		*(double *)((char *)f + nums[i].off) = num(c, nums[i].name);
 	f->sliding_window = count(c, "sliding_window");
+	f->chunk_size = count(c, "attention_chunk_size");
+	f->use_qk_norm = flag(c, "use_qk_norm");
+	f->temp_tuning = flag(c, "attn_temperature_tuning");
+	f->temp_floor = num(c, "floor_scale");
+	double ts = -1;
+	tpc_cfg_num(c, T, "attn_scale", L, &ts, NULL);
+	if (ts >= 0 && ts < 1e6) {
+		f->temp_scale = ts;
+		f->temp_scale_said = true;
+	}
 	const cJSON *lt = tpc_cfg_get(c, T, "layer_types", NULL);
 	int n = cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0;
 	if (n < 1 || n > TPC_FACTS_MAX_TYPED)
@@ -144,6 +154,8 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 		const cJSON *v = cJSON_GetArrayItem(lt, i);
 		if (cJSON_IsString(v) && !strcmp(v->valuestring, "sliding_attention"))
 			f->swa_layers[i / 64] |= UINT64_C(1) << (i % 64);
+		if (cJSON_IsString(v) && !strcmp(v->valuestring, "chunked_attention"))
+			f->chunk_layers[i / 64] |= UINT64_C(1) << (i % 64);
 	}
 	f->n_typed = n;
 }
@@ -203,6 +215,14 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 	f->parallel_residual = flag(c, "use_parallel_residual");
 	f->rope_interleave = flag(c, "rope_interleave");
 	const char *ty = tpc_cfg_rope_type(c, T);
+	if (ty && !strcmp(ty, "llama3")) {
+		f->llama3 = (tpc_rope_llama3){rope(c, "factor", NULL), rope(c, "low_freq_factor", NULL),
+					      rope(c, "high_freq_factor", NULL),
+					      (int64_t)rope(c, "original_max_position_embeddings", NULL)};
+		f->llama3_bad = !f->llama3.factor || !f->llama3.low_freq_factor || !f->llama3.high_freq_factor ||
+				f->llama3.orig_max < 1;
+		return;
+	}
 	if (!ty || strcmp(ty, "yarn"))
 		return;
 	f->yarn = (tpc_yarn){rope(c, "factor", NULL), rope(c, "mscale", NULL), rope(c, "mscale_all_dim", NULL),
@@ -372,6 +392,10 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
+	if (!dst->llama3.factor && !dst->llama3_bad) {
+		dst->llama3 = src->llama3;
+		dst->llama3_bad = src->llama3_bad;
+	}
 	FILL(rope_off_every);
 	if (!dst->n_rope_listed) {
 		dst->n_rope_listed = src->n_rope_listed;
@@ -380,10 +404,16 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	/* attention, residual and logit scales */
 	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
 	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul); FILL(swiglu_limit);
-	FILL(sliding_window);
+	FILL(sliding_window); FILL(chunk_size);
+	FILL(use_qk_norm); FILL(temp_tuning); FILL(temp_floor);
+	if (!dst->temp_scale_said) {
+		dst->temp_scale = src->temp_scale;
+		dst->temp_scale_said = src->temp_scale_said;
+	}
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));
+		memcpy(dst->chunk_layers, src->chunk_layers, sizeof(dst->chunk_layers));
 	}
 #undef FILL
 }

@@ -131,6 +131,11 @@ typedef struct tpc_model_facts {
 	double norm_eps, rope_theta;
 	int rope_interleave;
 	tpc_yarn yarn;
+	/* a rope_type "llama3" rope (tpc_rope_llama3; factor 0: none), and
+	 * llama3_bad: config.json says llama3 but one of its four numbers is
+	 * missing (verify refuses it: transformers would fail) */
+	tpc_rope_llama3 llama3;
+	bool llama3_bad;
 	/* GPT-NeoX: rotary_pct (or rope_parameters.partial_rotary_factor; 0
 	 * unsaid) and use_parallel_residual (1 true, -1 false, 0 unsaid); the
 	 * norm's epsilon above is also layer_norm_eps / layer_norm_epsilon and
@@ -163,6 +168,17 @@ typedef struct tpc_model_facts {
 	double swiglu_limit;
 	int64_t sliding_window, n_typed;
 	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
+	/* chunked local attention (Llama 4): attention_chunk_size, the layers
+	 * layer_types calls "chunked_attention" (bit l of chunk_layers; read
+	 * with n_typed) */
+	int64_t chunk_size;
+	uint64_t chunk_layers[TPC_FACTS_MAX_TYPED / 64];
+	/* Llama 4: use_qk_norm (1 true, -1 false, 0 unsaid), and the attention
+	 * temperature tuning of its layers without RoPE: attn_temperature_tuning
+	 * (1, -1, 0 as above), floor_scale and attn_scale (0 unsaid) */
+	int use_qk_norm, temp_tuning;
+	double temp_floor, temp_scale;
+	bool temp_scale_said;    /* attn_scale is there (0 is a value) */
 	/* layers without a rotary embedding (SmolLM3, Llama 4): no_rope_layers,
 	 * an entry per layer, true (1) rotates, false (0) does not, as Python
 	 * reads it: n_rope_listed entries (0: unsaid, or longer than

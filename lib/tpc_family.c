@@ -356,6 +356,42 @@ static const tpc_tensor_row hunyuanmoe_tensors[] = {
 	END_ROW,
 };
 
+/* Llama 4 text (Llama4ForCausalLM, transformers' model_type llama4_text):
+ * LLaMA's attention (q/k/v/o biases with attention_bias) under the
+ * feed_forward of each layer: a dense SwiGLU (feed_forward.gate_proj, ...,
+ * intermediate_size_mlp wide) outside the interleave_moe_layer_step layers,
+ * else a router feed_forward.router (a Linear(hidden, experts)), the routed
+ * experts stacked in the checkpoint [in, out] (hf_in_out): gate_up_proj [E,
+ * H, 2I] with the gate and up as its two halves of the out dim ([gate | up],
+ * not interleaved), down_proj [E, I, H], and an ungated shared_expert beside
+ * them. Hugging Face and GGUF names (gguf-py constants.py MODEL_ARCH.LLAMA4:
+ * Llama4Model.modify_tensors splits gate_up_proj and transposes both, the
+ * shared expert ffn_*_shexp); no other ecosystem's. */
+#define ROW_IO(R, B, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, false}
+static const tpc_tensor_row llama4_tensors[] = {
+	HF_GG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HF_GG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HF_GG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HF_GG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HF_GG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HF_GG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HF_GG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HF_GG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HF_GG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HF_GG(FFN_GATE, false, HF_L "feed_forward.gate_proj.weight", GG_L "ffn_gate.weight"),
+	HF_GG(FFN_UP, false, HF_L "feed_forward.up_proj.weight", GG_L "ffn_up.weight"),
+	HF_GG(FFN_DOWN, false, HF_L "feed_forward.down_proj.weight", GG_L "ffn_down.weight"),
+	HF_GG(FFN_GATE_INP, false, HF_L "feed_forward.router.weight", GG_L "ffn_gate_inp.weight"),
+	ROW_IO(FFN_GATE_EXP, false, HF_L "feed_forward.experts.gate_up_proj#0", GG_L "ffn_gate_exps.weight"),
+	ROW_IO(FFN_UP_EXP, false, HF_L "feed_forward.experts.gate_up_proj#1", GG_L "ffn_up_exps.weight"),
+	ROW_IO(FFN_DOWN_EXP, false, HF_L "feed_forward.experts.down_proj", GG_L "ffn_down_exps.weight"),
+	HF_GG(FFN_GATE_SHEXP, false, HF_L "feed_forward.shared_expert.gate_proj.weight", GG_L "ffn_gate_shexp.weight"),
+	HF_GG(FFN_UP_SHEXP, false, HF_L "feed_forward.shared_expert.up_proj.weight", GG_L "ffn_up_shexp.weight"),
+	HF_GG(FFN_DOWN_SHEXP, false, HF_L "feed_forward.shared_expert.down_proj.weight", GG_L "ffn_down_shexp.weight"),
+	END_ROW,
+};
+#undef ROW_IO
+
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
  * load_weights_from_hf_model, "transpose for Conv1D"), c_attn fused [q|k|v]
@@ -736,6 +772,28 @@ static const tpc_tensor_row phimoe_tensors[] = {
 	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n" \
 	"    {\"match\": \"self_attn\\\\.(q_a_proj|kv_a_proj_with_mqa|q_a_layernorm|kv_a_layernorm)\\\\.(weight|bias)$\", \"split\": \"replicate\"},\n" \
 	LLAMA_MLP_RULES MOE_RULES LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* Llama 4 text, split as transformers' Llama4TextConfig.base_model_tp_plan
+ * says (vLLM's llama4.py loads it the same way: FusedMoE, tensor
+ * parallelism inside every expert): q/k/v colwise, o_proj rowwise; the dense
+ * layers' and the shared expert's gate/up colwise, down rowwise; the stacked
+ * experts' gate_up_proj [E, H, 2I] "packed_rowwise" (its out dim, the last,
+ * in 2 parts [gate | up]: col, transposed) and down_proj [E, I, H] "colwise"
+ * (its in dim I: row, transposed); the router replicated. */
+#define LLAMA4_JSON \
+	"{\n" \
+	"  \"name\": \"llama4\",\n" \
+	"  \"description\": \"Llama 4 text (Llama4ForCausalLM) with Hugging Face names, split as transformers' Llama4TextConfig.base_model_tp_plan says. Attention as LLaMA's (biases with their weights); the dense layers' feed_forward gate_proj/up_proj col and down_proj row, the shared expert (feed_forward.shared_expert) the same; the routed experts stacked [in, out]: feed_forward.experts.gate_up_proj [experts, hidden, 2 x intermediate] col in 2 parts [gate | up], down_proj [experts, intermediate, hidden] row; the router (feed_forward.router) replicated. With --ep N each EP group holds its own experts' rows of dim 0, split tp/N ways.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"feed_forward\\\\.(shared_expert\\\\.)?(gate_proj|up_proj)\\\\.(weight|bias)$\", \"split\": \"col\"},\n" \
+	"    {\"match\": \"feed_forward\\\\.(shared_expert\\\\.)?down_proj\\\\.(weight|bias)$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"feed_forward\\\\.experts\\\\.gate_up_proj$\", \"split\": \"col\", \"transposed\": true, \"parts\": 2, \"stacked\": true},\n" \
+	"    {\"match\": \"feed_forward\\\\.experts\\\\.down_proj$\", \"split\": \"row\", \"transposed\": true, \"stacked\": true},\n" \
+	"    {\"match\": \"feed_forward\\\\.router\\\\.weight$\", \"split\": \"replicate\"},\n" \
+	LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
 
@@ -1174,6 +1232,21 @@ static const tpc_family families[] = {
 	 .f32_roles = ROLES(TPC_ROLE_FFN_EXP_PROBS_B), /* _keep_in_fp32_modules_strict */
 	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS,
 	       .tied_head = true)},
+	/* Llama 4 text: the rope on interleaved pairs (its complex form), every
+	 * fourth layer without it by default (no_rope_layers, config.json's);
+	 * the L2 q/k norm of the rotating layers, the temperature tuning of the
+	 * others (Llama4TextConfig's floor_scale 8192, attn_scale 0.1 unless
+	 * config.json says), the rotating layers chunked (attention_chunk_size)
+	 * unless layer_types says, a sigmoid top-1 router on the experts' input */
+	{.name = "llama4",
+	 .desc = "Llama 4 text (HF names): llama attention; feed_forward and its shared_expert gate/up col, down row; experts stacked [in, out], gate_up_proj col in 2 parts [gate|up], down_proj row (--ep: each group its experts); router replicated",
+	 .plan = LLAMA4_JSON,
+	 .hf_arch = A("Llama4ForCausalLM"),
+	 .gguf = &tpc__gguf_llama4,
+	 .tensors = llama4_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_L2_ROPE, .rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true,
+	       .router = TPC_PART_ROUTER_SIGMOID_INPUT, .experts_per_tok = 1, .rope_off_every = 4, .temp_floor = 8192,
+	       .temp_scale = 0.1, .chunk_rope = true, .tied_head = true)},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,

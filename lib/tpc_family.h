@@ -174,7 +174,11 @@ typedef struct tpc_tensor_row {
  *   qk_norm    none, RMSNorm per head over head_dim (Qwen3), or over the
  *              whole q and k projections, heads * head_dim (OLMo 2); before
  *              the rotary embedding; qk_after_rope: after it (HunYuan's
- *              query_layernorm/key_layernorm)
+ *              query_layernorm/key_layernorm); or l2_rope: every head of q
+ *              and k RMS-normalised without a weight (eps the model's) after
+ *              the rotary embedding, on the layers that rotate only, unless
+ *              config.json's use_qk_norm is false (Llama 4's
+ *              Llama4TextL2Norm; no tensor)
  *   qkv        how a fused qkv holds its parts: [q | k | v] (GPT-2, Phi-3)
  *              or [q, k, v] per head (GPT-NeoX's query_key_value)
  *   rope       rotate-half (dims i and i + rot/2) or interleaved pairs (2i,
@@ -208,6 +212,10 @@ typedef struct tpc_tensor_row {
  *              router_jitter_noise, else router_jitter; the second choice
  *              among the experts left; num_experts_per_tok and
  *              norm_topk_prob play no part);
+ *              sigmoid_input: the top-k of the router's logits, each
+ *              weighted by its sigmoid (not renormalised), the weight
+ *              multiplying the chosen expert's input, not its output
+ *              (Llama 4's Llama4Router and Llama4TextMoe);
  *              experts_per_tok: the experts a token is routed to when
  *              config.json names none (transformers' MixtralConfig: 2); 0:
  *              config.json must say
@@ -233,6 +241,17 @@ typedef struct tpc_tensor_row {
  *              rope_off_every-th layer (1-based; transformers' SmolLM3
  *              default, 4); 0: every layer rotates unless config.json's
  *              no_rope_layers says otherwise (a fact, whatever the record)
+ *   temp_floor, temp_scale  the layers without RoPE scale their queries
+ *              by 1 + temp_scale * log(1 + floor((position + 1) /
+ *              temp_floor)) unless config.json's attn_temperature_tuning is
+ *              false (Llama 4's attention temperature tuning; config.json's
+ *              floor_scale and attn_scale replace the record's numbers,
+ *              Llama4TextConfig's defaults 8192 and 0.1); 0: none
+ *   chunk_rope  without config.json's layer_types, the layers that rotate
+ *              attend within chunks of attention_chunk_size tokens (Llama
+ *              4's default "chunked_attention" layers; token t sees the keys
+ *              from t - t % size to t); layer_types' "chunked_attention"
+ *              says so for any record
  *   logit_scale  the logits times config.json's logit_scale (Cohere 2);
  *              verify refuses a config without it
  *   tied_head  the head may be the token embedding (no lm_head tensor);
@@ -249,7 +268,9 @@ typedef enum tpc_part_place {
 	TPC_PART_PRE = 0, TPC_PART_POST, TPC_PART_SANDWICH, TPC_PART_AFTER_ADD
 } tpc_part_place;
 typedef enum tpc_part_attn { TPC_PART_GQA = 0, TPC_PART_MLA } tpc_part_attn;
-typedef enum tpc_part_qk_norm { TPC_PART_QK_NONE = 0, TPC_PART_QK_HEAD, TPC_PART_QK_WHOLE } tpc_part_qk_norm;
+typedef enum tpc_part_qk_norm {
+	TPC_PART_QK_NONE = 0, TPC_PART_QK_HEAD, TPC_PART_QK_WHOLE, TPC_PART_QK_L2_ROPE
+} tpc_part_qk_norm;
 typedef enum tpc_part_qkv { TPC_PART_QKV_PARTS = 0, TPC_PART_QKV_PER_HEAD } tpc_part_qkv;
 typedef enum tpc_part_rope { TPC_PART_ROPE_HALF = 0, TPC_PART_ROPE_INTERLEAVED } tpc_part_rope;
 typedef enum tpc_part_pos { TPC_PART_POS_ROPE = 0, TPC_PART_POS_LEARNED, TPC_PART_POS_NONE } tpc_part_pos;
@@ -259,7 +280,7 @@ typedef enum tpc_part_mlp {
 } tpc_part_mlp;
 typedef enum tpc_part_router {
 	TPC_PART_ROUTER_NONE = 0, TPC_PART_ROUTER_SOFTMAX, TPC_PART_ROUTER_SIGMOID_BIAS, TPC_PART_ROUTER_GROUP,
-	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER
+	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER, TPC_PART_ROUTER_SIGMOID_INPUT
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
 
@@ -288,6 +309,8 @@ typedef struct tpc_layer_parts {
 	int swa_every;           /* the default sliding-window pattern (above); 0: none */
 	bool nope_global;        /* global layers without rope when the model slides (above) */
 	int rope_off_every;      /* the default layers without RoPE (above); 0: none */
+	double temp_floor, temp_scale; /* NoPE layers' temperature tuning (above); 0: none */
+	bool chunk_rope;         /* the rotating layers chunked by default (above) */
 	bool logit_scale;        /* the logits times config.json's logit_scale */
 	bool tied_head;
 } tpc_layer_parts;

@@ -563,6 +563,61 @@ const tpc_gguf_arch tpc__gguf_gptoss = {
 	.arch = "gpt-oss", .hf_arch = A("GptOssForCausalLM"), .kv = gptoss_kv,
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg, .experts_member = "num_local_experts"};
+/* Llama4Model (conversion/llama.py, a LlamaModel): its __init__ makes
+ * intermediate_size_mlp the feed_forward_length (the key keeps TextModel's
+ * place) and intermediate_size the experts' width; LlamaModel's keys, then
+ * interleave_moe_layer_step and the experts' width. llama.cpp's llama4
+ * reads every 4th layer as one without RoPE (n_no_rope_layer_step), the
+ * others in chunks of 8192 tokens, and tunes the temperature with floor
+ * 8192 and scale 0.1 (llama-model.cpp, no key says them): a config.json
+ * that says otherwise is refused (no key is written) */
+static const tpc_gguf_kv_rule llama4_kv[] = {
+	TEXT_RULES,
+	{"feed_forward_length", U32, TPC_KH_REQ, "intermediate_size_mlp"},
+	{"vocab_size", U32, TPC_KH_REQ, "vocab_size"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_DIM, NULL},
+	{"interleave_moe_layer_step", U32, TPC_KH_REQ, "interleave_moe_layer_step"},
+	{"expert_feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"},
+	{"no_rope_layer_step", 0, TPC_KH_ROPE_OFF_EVERY, "4"},
+	{"attention.chunk_size", 0, TPC_KH_ASSUMED, "attention_chunk_size=8192"},
+	{"attention.temperature_tuning", 0, TPC_KH_ASSUMED, "attn_temperature_tuning=true"},
+	{"attention.temperature_floor", 0, TPC_KH_ASSUMED, "floor_scale=8192"},
+	{"attention.temperature_scale", 0, TPC_KH_ASSUMED, "attn_scale=0.1"},
+	R_END,
+};
+/* Read back: the dense width as intermediate_size_mlp, the experts' as
+ * intermediate_size */
+static const tpc_gguf_cfg_rule llama4_cfg[] = {
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size_mlp", "feed_forward_length", TPC_CK_INT},
+	{"intermediate_size", "expert_feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
+	{"head_dim", "attention.key_length", TPC_CK_INT},
+	{"num_local_experts", "expert_count", TPC_CK_INT},
+	{"num_experts_per_tok", "expert_used_count", TPC_CK_INT},
+	{"interleave_moe_layer_step", "interleave_moe_layer_step", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+/* no Q/K permutation (undo_permute false: Llama 4's q/k rows are already
+ * the interleaved pairs llama.cpp rotates); a llama3 rope's rope_freqs;
+ * _set_vocab_gpt2; the experts as its checkpoint holds them: down_proj,
+ * then gate_up_proj split gate, up (the record's rows: hf_in_out,
+ * [gate | up]); read back as llama4_text, attention_bias said by layer
+ * 0's q bias (Llama4TextConfig's default: false) */
+static const tpc_gguf_bias_flag llama4_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{NULL, TPC_ROLE_NONE},
+};
+const tpc_gguf_arch tpc__gguf_llama4 = {
+	.arch = "llama4", .hf_arch = A("Llama4ForCausalLM"), .kv = llama4_kv, .rope_freqs = true,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
+	.tok_class_bpe = "GPT2Tokenizer", .hf_cfg = llama4_cfg, .bias_flags = llama4_bias,
+	.experts_member = "num_local_experts", .model_type = "llama4_text"};
 /* SeedOssModel (conversion/olmo.py): TextModel's keys, no Q/K permutation,
  * _set_vocab_gpt2; SeedOssConfig's head_dim default: 128; read back, its
  * two bias members say which biases are there (its defaults: q/k/v yes,

@@ -30,8 +30,8 @@
  *   config     what rebuilding config.json from the GGUF keys needs: hf_cfg
  *              (member <- key), bias_flags (member <- whether a role's bias
  *              is there), rope_pct (the member a partial rotary
- *              dimension is written as), experts_member, when_key (which of
- *              two records of one arch a GGUF is read as)
+ *              dimension is written as), experts_member, model_type,
+ *              when_key (which of two records of one arch a GGUF is read as)
  *
  * GGUF's own vocabulary (tokenizer.ggml.model "llama"/"gpt2", pre-tokenizer
  * names) is not a family and stays with the GGUF code.
@@ -119,6 +119,11 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_ROPE_TIMES,   /* names "PARAM*K": the rope parameter PARAM (rope_parameters, else
 			      * rope_scaling) times K, when present (DeepseekV2Model's
 			      * rope.scaling.yarn_log_multiplier: 0.1 x mscale_all_dim) */
+	TPC_KH_ASSUMED,      /* no key: names "MEMBER=VALUE" (a number, true or false), what the
+			      * GGUF's reader assumes for the architecture where no key says it;
+			      * config.json's MEMBER, when there and not null, must be VALUE, else
+			      * refused (llama.cpp's llama4: attention_chunk_size 8192,
+			      * floor_scale 8192, attn_scale 0.1) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -256,6 +261,9 @@ typedef struct tpc_gguf_arch {
 				    * rotary dimension is an hf_cfg row of its own) */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
+	const char *model_type; /* config.json's model_type when a GGUF is read back; NULL: the
+				 * record's name, '-' as '_' (Llama 4 text's llama4_text: transformers'
+				 * llama4 is the multimodal Llama4Config) */
 	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
 			       * there (OLMo 3's attention.sliding_window: the reference writes
 			       * Olmo2ForCausalLM and Olmo3ForCausalLM both as olmo2); the record
@@ -289,6 +297,6 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
-	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe;
+	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4;
 
 #endif

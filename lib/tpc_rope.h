@@ -16,4 +16,14 @@ typedef struct tpc_yarn {
 	int truncate;     /* 1 true, -1 false, 0 unsaid (true) */
 } tpc_yarn;
 
+/* A rope of rope_type "llama3" (Llama 3.1, Llama 4), as transformers'
+ * _compute_llama3_parameters reads it: the frequencies whose wavelength is
+ * above original_max_position_embeddings / low_freq_factor divided by
+ * factor, those below it / high_freq_factor kept, the ones between
+ * smoothed. factor 0: none; every member said (refused otherwise). */
+typedef struct tpc_rope_llama3 {
+	double factor, low_freq_factor, high_freq_factor;
+	int64_t orig_max;
+} tpc_rope_llama3;
+
 #endif

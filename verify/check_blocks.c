@@ -137,7 +137,9 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 			 .theta = p->rope_theta, .rot = p->rot_dims, .pairs = p->rope_pairs, .bidirectional = p->bidirectional,
 			 .kv_w = p->kv_width, .qk_eps = p->qk_eps, .qk_whole = p->qk_whole,
 			 .qk_late = p->qk_after_rope,
-			 .rope_linear = p->rope_linear, .yarn = p->yarn, .scale = p->scale, .softcap = p->softcap, .window = p->window};
+			 .rope_linear = p->rope_linear, .yarn = p->yarn, .llama3 = p->llama3, .scale = p->scale,
+			 .softcap = p->softcap, .window = p->window, .chunk = p->chunk, .qk_l2 = p->qk_l2,
+			 .temp_floor = p->temp_floor, .temp_scale = p->temp_scale};
 	if (t >= 0 && (!tpc__repl_ok(R, p->q_norm, "attention q_norm", msg, n) || !tpc__repl_ok(R, p->k_norm, "attention k_norm", msg, n)))
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);
@@ -593,6 +595,9 @@ int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, i
 			} else {                                                                                  \
 				for (int64_t j = 0; j < n; j++)                                                   \
 					memcpy(xe + j * H, x + ix[j] * H, sizeof(R_T) * (size_t)H);               \
+				for (int64_t j = 0; mo->scale_input && e < mo->nexp && j < n; j++)               \
+					for (int64_t h = 0; h < H; h++) /* Llama 4: the weight on the input */    \
+						xe[j * H + h] *= (R_T)wx[j];                                      \
 				ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye);                                        \
 			}                                                                                         \
 			if (!ret && t >= 0 && dv->ep > 1) /* the group's output, bias once, to every rank */     \
@@ -600,9 +605,11 @@ int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, i
 						     dv->ep_group * tpc_vtensor_tp(dv, R->tp), R->e);            \
 			if (ret)                                                                                  \
 				break;                                                                            \
-			for (int64_t j = 0; j < n; j++)                                                           \
+			for (int64_t j = 0; j < n; j++) {                                                         \
+				R_T wj = mo->scale_input && e < mo->nexp ? (R_T)1 : (R_T)wx[j];                   \
 				for (int64_t h = 0; h < H; h++)                                                   \
-					y[ix[j] * H + h] += (R_T)wx[j] * ye[j * H + h];                           \
+					y[ix[j] * H + h] += wj * ye[j * H + h];                                   \
+			}                                                                                         \
 		}                                                                                                 \
 	out:                                                                                                      \
 		free(xe);                                                                                         \

@@ -56,6 +56,22 @@ void tpc__rope_freqs(const tpc_yarn *y, double theta, int64_t rot, double *inv, 
 	}
 }
 
+void tpc__rope_llama3(const tpc_rope_llama3 *l, int64_t n, double *inv)
+{
+	if (!l || l->factor <= 0)
+		return;
+	double lo_wl = (double)l->orig_max / l->low_freq_factor, hi_wl = (double)l->orig_max / l->high_freq_factor;
+	for (int64_t i = 0; i < n; i++) {
+		double wl = 2 * 3.14159265358979323846 / inv[i];
+		if (wl > lo_wl) {
+			inv[i] /= l->factor;
+		} else if (wl >= hi_wl && l->high_freq_factor != l->low_freq_factor) { /* the middle band */
+			double s = ((double)l->orig_max / wl - l->low_freq_factor) / (l->high_freq_factor - l->low_freq_factor);
+			inv[i] = (1 - s) * inv[i] / l->factor + s * inv[i];
+		}
+	}
+}
+
 /* IEEE half and bfloat16 to float: exact widening. */
 static float tpc__half(uint16_t h)
 {

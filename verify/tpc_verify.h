@@ -345,6 +345,15 @@ typedef struct tpc_vattn {
 					    attn_sinks, gpt-oss): one more column in each head's softmax,
 					    dropped after it; split with the query heads or
 					    replicated; -1: none */
+	tpc_rope_llama3 llama3;          /* a llama3 rope scaling of the frequencies (factor 0:
+					    none; tpc__rope_llama3) */
+	bool qk_l2;                      /* every q and k head RMS-normalised without a weight
+					    (qk_eps) after the rotary embedding (Llama 4's L2 norm) */
+	double temp_floor, temp_scale;   /* the queries of token t times 1 + temp_scale *
+					    log(1 + floor((t + 1) / temp_floor)) (Llama 4's attention
+					    temperature tuning); temp_floor 0: none */
+	int64_t chunk;                   /* chunked local attention: token t sees keys t - t % chunk
+					    .. t (Llama 4's chunked_attention); 0: none */
 } tpc_vattn;
 
 /* A mixture-of-experts feed-forward (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3):
@@ -379,6 +388,9 @@ typedef struct tpc_vmoe {
 	double scale;                    /* > 0 */
 	bool sparsemixer;
 	double jitter;                   /* the sparsemixer's eps (router_jitter_noise) */
+	bool scale_input;                /* each chosen expert's input times its weight, its output
+					    added as is (Llama 4's Llama4TextMoe), not its output
+					    times the weight */
 } tpc_vmoe;
 
 typedef struct tpc_vlayer {

@@ -116,8 +116,11 @@ typedef struct vattn_loc {
 	bool rope;
 	double theta, rope_linear; /* rope_linear: positions divided by it (0: none) */
 	tpc_yarn yarn;           /* tpc_vattn's */
+	tpc_rope_llama3 llama3;  /* tpc_vattn's */
 	double scale, softcap;   /* tpc_vattn's */
-	int64_t window;          /* tpc_vattn's */
+	int64_t window, chunk;   /* tpc_vattn's */
+	bool qk_l2;              /* tpc_vattn's */
+	double temp_floor, temp_scale; /* tpc_vattn's */
 	vloc sinks;              /* attention sinks [heads] or this rank's [nq]; .t NULL: none */
 	int64_t sink0;           /* the index in sinks of local query head 0 */
 	vloc qn, kn;             /* per-head q/k RMSNorm weights; .t NULL: none */
@@ -368,6 +371,13 @@ int64_t tpc__seeded_id(uint64_t seed, uint64_t stream, int64_t t, int64_t V);
  * and extrapolated frequencies over its ramp and its attention factor, as
  * transformers' _compute_yarn_parameters (DeepSeek's MLA, gpt-oss's GQA). */
 void tpc__rope_freqs(const tpc_yarn *y, double theta, int64_t rot, double *inv, double *af);
+/* The n frequencies inv[] of a llama3 rope (l->factor > 0) scaled as
+ * transformers' _compute_llama3_parameters does: wavelength 2 pi / inv[i]
+ * above orig_max / low_freq_factor, inv[i] / factor; below orig_max /
+ * high_freq_factor, kept; between, (1 - s) inv[i] / factor + s inv[i], s =
+ * (orig_max / wavelength - low_freq_factor) / (high_freq_factor -
+ * low_freq_factor) */
+void tpc__rope_llama3(const tpc_rope_llama3 *l, int64_t n, double *inv);
 
 /* Local views of tensor i on rank t (-1: the reference): the tensor
  * (tpc__loc_of; tpc__opt_loc for i < 0: none), the linear layer with its bias

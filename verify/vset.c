@@ -330,7 +330,10 @@ static int moe_routing(const tpc_verify_set *s, const char *nm, const tpc_model_
 				   "layer '%s': a mixture of %lld experts needs the experts per token (num_experts_per_tok in config.json%s)",
 				   nm, (long long)mo->nexp, mo->top_k ? ", at most the experts" : "");
 	mo->renorm = f && f->norm_topk ? f->norm_topk > 0 : renorm;
-	tpc_moe_scoring sc = f && f->scoring ? f->scoring : biased ? TPC_MOE_SIGMOID : TPC_MOE_SCORE_UNKNOWN;
+	/* Llama 4: the sigmoid of the chosen logits, on the experts' inputs */
+	bool sig_in = pt->router == TPC_PART_ROUTER_SIGMOID_INPUT;
+	mo->scale_input = sig_in;
+	tpc_moe_scoring sc = f && f->scoring ? f->scoring : biased || sig_in ? TPC_MOE_SIGMOID : TPC_MOE_SCORE_UNKNOWN;
 	tpc_moe_topk tm = f && f->topk_method ? f->topk_method : biased ? TPC_MOE_NOAUX_TC : TPC_MOE_TOPK_UNKNOWN;
 	mo->sigmoid = sc == TPC_MOE_SIGMOID;
 	mo->group_max = tm == TPC_MOE_GROUP_LIMITED;
@@ -790,9 +793,22 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->rope_pairs = pt->rope == TPC_PART_ROPE_INTERLEAVED;
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
-		if (f && !own) /* resolved by layer_rot */
+		if (f && !own) { /* resolved by layer_rot */
 			a->yarn = f->yarn;
+			a->llama3 = f->llama3;
+		}
+		/* Llama 4: the L2 norm of q and k on the rotating layers */
+		a->qk_l2 = pt->qk_norm == TPC_PART_QK_L2_ROPE && !(f && f->use_qk_norm < 0);
+	} else if (pt->temp_floor > 0 && !(f && f->temp_tuning < 0)) {
+		/* Llama 4: the temperature tuning of the layers without RoPE */
+		a->temp_floor = f && f->temp_floor > 0 ? f->temp_floor : pt->temp_floor;
+		a->temp_scale = f && f->temp_scale_said ? f->temp_scale : pt->temp_scale;
 	}
+	/* chunked local attention: layer_types' "chunked_attention", else (the
+	 * record's chunk_rope, no layer_types) the rotating layers */
+	bool chunked = f && f->n_typed ? l < f->n_typed && (f->chunk_layers[l / 64] >> (l % 64) & 1)
+				       : pt->chunk_rope && a->rope;
+	a->chunk = !chunked ? 0 : f->chunk_size > 0 ? f->chunk_size : -1; /* -1: refused by layer_rot */
 }
 
 /* Expert x's tensor of role r in layer l under the checkpoint's prefix: its
@@ -1038,12 +1054,20 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_
  * * partial_rotary_factor) dims of each head rotated, as transformers'
  * rope init counts them; config.json says the fraction, or the record's
  * default (rope_fraction). And a GQA layer's yarn rope scaling resolved
- * (yarn_of). */
+ * (yarn_of); a llama3 rope scaling without its numbers and a chunked layer
+ * without its chunk size refused. */
 static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
 {
 	int ret = a->mla ? 0 : yarn_of(&a->yarn, nm, &a->yarn, e);
 	if (ret)
 		return ret;
+	if (a->rope && f && f->llama3_bad)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': a llama3 rope scaling needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings",
+				   nm);
+	if (a->chunk < 0)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a chunked attention layer needs config.json's attention_chunk_size",
+				   nm);
 	if (!m->parts.partial_rope || !a->rope || a->mla)
 		return 0;
 	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;

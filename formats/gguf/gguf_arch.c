@@ -377,6 +377,33 @@ static int rope_off_every(conv *cv, const tpc_gguf_kv_rule *r)
 	return 0;
 }
 
+/* TPC_KH_ASSUMED: config.json's member, when there, is the value the GGUF's
+ * reader assumes ("MEMBER=VALUE": a number, true or false) */
+static int assumed(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	char m[64], *end = NULL;
+	const char *eq = r->names ? strchr(r->names, '=') : NULL;
+	if (!eq || eq == r->names || (size_t)(eq - r->names) >= sizeof(m))
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not MEMBER=VALUE", r->key);
+	snprintf(m, sizeof(m), "%.*s", (int)(eq - r->names), r->names);
+	const char *want = eq + 1;
+	bool is_bool = !strcmp(want, "true") || !strcmp(want, "false");
+	double x = is_bool ? 0 : strtod(want, &end);
+	if (!is_bool && (!end || end == want || *end))
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': '%s' is no number, true or false", r->key, want);
+	const cJSON *v = cfg_get(&cv->c, m);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	bool same = is_bool ? cJSON_IsBool(v) && cJSON_IsTrue(v) == !strcmp(want, "true")
+			    : cJSON_IsNumber(v) && fabs(v->valuedouble - x) <= 1e-9 * fabs(x);
+	if (!same)
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "config.json: '%s' is not %s, which a GGUF of architecture '%s' is read with (llama.cpp; "
+				  "no key says it): not written",
+				  m, want, cv->spec->arch);
+	return 0;
+}
+
 /* No layer may slide: the GGUF's reader knows no window for the architecture
  * (llama.cpp's smollm3; convert_hf_to_gguf.py writes none). */
 static int no_swa(conv *cv, const tpc_gguf_kv_rule *r)
@@ -594,6 +621,7 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_SWA_EVERY:
 	case TPC_KH_SUM:
 	case TPC_KH_ROPE_TIMES:
+	case TPC_KH_ASSUMED:
 		return false;
 	default:
 		return true;
@@ -720,6 +748,9 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		return 0;
 	case TPC_KH_ROPE_TIMES:
 		return rope_times(cv, r->names, put, f);
+	case TPC_KH_ASSUMED:
+		*put = false;
+		return assumed(cv, r);
 	case TPC_KH_END:
 		break;
 	}

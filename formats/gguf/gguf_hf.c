@@ -280,8 +280,9 @@ static int interleave(tpc_tensor *dst, const tpc_tensor *p, int n, int d)
  * input_linear [E, 2I, H]), concatenated along dim 1 when it stacks experts,
  * else dim 0, in K order, under its name; read at part 0, the others only
  * checked to have it. A row stored [in, out] (hf_in_out) has each part
- * transposed back first, parts that interleave (hf_interleaved) are
- * interleaved, and a row's fused bias (gpt-oss's gate_up_proj_bias [E, 2I])
+ * transposed back first and the parts joined along the out dim, the last
+ * (Llama 4's gate_up_proj [E, H, 2I]: [gate | up]); parts that interleave
+ * (hf_interleaved) are interleaved there, and a row's fused bias (gpt-oss's gate_up_proj_bias [E, 2I])
  * is rebuilt the same way. */
 static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bool bias, const char *name,
 		    const char *gname)
@@ -314,7 +315,7 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bo
 	/* the out dim: after the transpose back, the last */
 	int od = row->hf_in_out && !bias && have ? p[0].ndim - 1 : d;
 	if (!ret && part == 0) {
-		if (row->hf_interleaved ? interleave(&t, p, have, od) : tpc_tensor_init_cat(&t, p, have, d)) {
+		if (row->hf_interleaved ? interleave(&t, p, have, od) : tpc_tensor_init_cat(&t, p, have, od)) {
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the parts of Hugging Face's '%s' differ in shape or dtype",
 					 name);
 		} else {
@@ -699,7 +700,8 @@ static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hi
 static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 {
 	char mt[32];
-	snprintf(mt, sizeof(mt), "%s", h->fam->name); /* the family's name is transformers' model_type */
+	/* the family's name is transformers' model_type unless the record says */
+	snprintf(mt, sizeof(mt), "%s", h->a->model_type ? h->a->model_type : h->fam->name);
 	for (char *p = mt; *p; p++)
 		*p = *p == '-' ? '_' : *p;
 	cJSON *arr = cJSON_AddArrayToObject(o, "architectures");

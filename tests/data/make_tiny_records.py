@@ -74,6 +74,16 @@
 #               top-2 chosen with moe_statics' e_score_correction_bias,
 #               renormalised, beside a shared expert; use_bias's biases,
 #               interleaved-pair rope; a generator of its own
+#   llama4      Llama4ForCausalLM (llama4_text), 4 layers: MoE on layers 1 and 3
+#               (interleave_moe_layer_step 2: 4 experts stacked [in, out],
+#               gate_up_proj [gate | up], the top-2 router logits' sigmoids on
+#               the experts' inputs, a shared expert), dense MLPs of
+#               intermediate_size_mlp on 0 and 2; no_rope_layers [1, 1, 0, 1]
+#               (layer 2 without RoPE: its queries temperature-tuned, floor_scale
+#               3, attn_scale 0.5), the L2 q/k norm on the others, which attend
+#               in chunks of 4 tokens (attention_chunk_size; layer_types'
+#               default); the rope on interleaved pairs with a llama3 scaling
+#               (its middle band met); q/k/v/o biases; a generator of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -127,13 +137,22 @@ FAMILIES = {
                                                  moe_intermediate_size=32, moe_num_shared_experts=1,
                                                  moe_layer_start_index=1, moe_layer_end_index=1, moe_layer_interval=1,
                                                  use_bias=True, rms_norm_eps=1e-5)),
+    "llama4": (tf.Llama4TextConfig, dict(C, num_hidden_layers=4, head_dim=8, intermediate_size=32,
+                                         intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=2,
+                                         interleave_moe_layer_step=2, no_rope_layers=[1, 1, 0, 1],
+                                         attention_chunk_size=4, floor_scale=3, attn_scale=0.5, attention_bias=True,
+                                         rms_norm_eps=1e-5,
+                                         rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0,
+                                                              low_freq_factor=1.0, high_freq_factor=4.0,
+                                                              original_max_position_embeddings=256))),
 }
 
 
 # phi and cohere2: a generator of their own, so that families another branch
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
-SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63, "phimoe": 64, "hunyuan_moe": 65, "ernie4_5_moe": 66}
+SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63, "phimoe": 64, "hunyuan_moe": 65, "ernie4_5_moe": 66,
+         "llama4": 67}
 
 
 def randomize(model, gen):
@@ -155,7 +174,8 @@ res = {"ids": ids[0].to(torch.int64)}
 for name, (cls, kw) in FAMILIES.items():
     # eager experts: the grouped_mm kernels take no float64
     # gpt-oss: the eager attention (its sinks)
-    extra = dict(attn_implementation="eager") if name == "gpt_oss" else {}
+    # llama4: the eager attention (its chunked mask)
+    extra = dict(attn_implementation="eager") if name in ("gpt_oss", "llama4") else {}
     m = tf.AutoModelForCausalLM.from_config(cls(**kw), experts_implementation="eager", **extra)
     gen = torch.Generator().manual_seed(SEEDS[name]) if name in SEEDS else g
     randomize(m, gen)

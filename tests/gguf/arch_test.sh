@@ -429,6 +429,28 @@ smol "smollm3: use_sliding_window without layer_types is refused" \
   "use_sliding_window without layer_types" 'c.update(use_sliding_window=True, sliding_window=4); del c["layer_types"]'
 smol "smollm3: every 4th layer by no_rope_layer_interval alone (and a window no layer uses): the reference's file" "" \
   'del c["no_rope_layers"]; c["sliding_window"] = 4'
+# Llama 4 text: llama.cpp's llama4 assumes every 4th layer without RoPE
+# too, chunks of 8192 and its temperature tuning (floor 8192, scale 0.1),
+# which no key says: a config.json that says otherwise is refused by name
+# (exit 3), nothing written. l4 DESC EXPECTED PYTHON (c: config.json)
+l4() {
+  rm -rf "$T/l4" "$T/l4o" && mkdir -p "$T/l4" "$T/l4o" && cp -r "$A/tiny-llama4" "$T/l4/"
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(c, open(sys.argv[1], "w"))' \
+    "$T/l4/tiny-llama4/config.json" "$3"
+  "$TPCONV" convert "$T/l4/tiny-llama4" -o "$T/l4o/w.gguf" --outtype f32 2> "$T/err"; local rc=$?
+  if [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ -z "$(ls -A "$T/l4o")" ]; then
+    ok "$1"
+  else
+    bad "$1" "exit $rc" "$(cat "$T/err")"
+  fi
+}
+l4 "llama4: no_rope_layers other than every 4th is refused by layer (exit 3), nothing written" \
+  "no_rope_layers leaves layer 1 without RoPE, but a GGUF of architecture 'llama4' is read with every 4-th layer without it" \
+  'c["no_rope_layers"] = [1, 0, 1, 1]'
+l4 "llama4: attention_chunk_size other than llama.cpp's 8192 is refused (exit 3)" \
+  "'attention_chunk_size' is not 8192, which a GGUF of architecture 'llama4' is read with" 'c["attention_chunk_size"] = 4096'
+l4 "llama4: attn_temperature_tuning false is refused (exit 3): llama.cpp tunes always" \
+  "'attn_temperature_tuning' is not true" 'c["attn_temperature_tuning"] = False'
 
 # Seed-OSS read back: config.json says which biases the GGUF holds
 # (SeedOssConfig's defaults would add q/k/v biases and drop o_proj's):
@@ -629,11 +651,14 @@ done
 # the clamped SwiGLU;
 # Phi-3.5-MoE: LayerNorms with biases, lm_head's bias split with it, the
 # sparsemixer router; ERNIE 4.5 MoE: a dense layer 0, then the softmax's
-# top-k chosen with moe_statics' correction bias beside a shared expert), and
+# top-k chosen with moe_statics' correction bias beside a shared expert;
+# Llama 4 text: MoE every second layer with experts stacked [in, out] as
+# [gate | up] under a sigmoid router on their input and a shared expert,
+# dense MLPs between, L2 q/k norms, NoPE layer 3, chunked attention), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4; do
   O="$A/tiny-$fam"
   rec=$fam qn=model.layers.1.self_attn.q_proj.weight on="model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight"
   [ $fam = deepseek ] && rec=deepseek-v3 qn=model.layers.1.self_attn.q_b_proj.weight on=""
@@ -691,11 +716,21 @@ PY
     phimoe) bm='"lm_head_bias": *true' ;;
     ernie4_5-moe) bm='"moe_layer_start_index": *1' ;;
     ernie4_5) bm='"use_bias": *false' ;;
+    llama4) bm='"attention_bias": *false' ;;
     *) bm= ;;
   esac
   if [ -n "$bm" ]; then
     grep -Eq "$bm" "$T/rt/tiny-$fam/config.json" && ok "$fam: the rebuilt config.json says whether the projections have biases" ||
       bad "$fam: the bias member in the rebuilt config.json" "$(cat "$T/rt/tiny-$fam/config.json")"
+  fi
+  # Llama 4 text read back as transformers' llama4_text (llama4 is the
+  # multimodal config), its dense and experts' widths apart
+  if [ "$fam" = llama4 ]; then
+    grep -q '"model_type": *"llama4_text"' "$T/rt/tiny-$fam/config.json" &&
+      grep -q '"intermediate_size_mlp": *64' "$T/rt/tiny-$fam/config.json" &&
+      grep -q '"intermediate_size": *32' "$T/rt/tiny-$fam/config.json" &&
+      ok "llama4: the rebuilt config.json says llama4_text, intermediate_size_mlp 64 and the experts' 32" ||
+      bad "llama4: model_type and widths in the rebuilt config.json" "$(cat "$T/rt/tiny-$fam/config.json")"
   fi
   [ "$fam" = gemma2 ] || continue
   # floats read back as floats (transformers 5.12's Gemma2Config takes no int there)
@@ -753,11 +788,13 @@ for c in 2:2:contiguous 4:2:round-robin; do
     bad "glm4-moe tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
-# Phi-3.5-MoE and ERNIE 4.5 MoE with expert parallelism: each EP group its
-# experts (block_sparse_moe.experts.N, mlp.experts.N), split inside each over
+# Phi-3.5-MoE, ERNIE 4.5 MoE and Llama 4 with expert parallelism: each EP
+# group its experts (block_sparse_moe.experts.N, mlp.experts.N; Llama 4's
+# rows of its stacked gate_up_proj and down_proj), split inside each over
 # its tp/ep ranks; merged back byte-identical, verify's MoE (the sparsemixer;
 # the softmax chosen with the correction bias) and model checks pass
-for c in phimoe:2:2:contiguous phimoe:4:2:round-robin ernie4_5-moe:2:2:contiguous ernie4_5-moe:4:2:round-robin; do
+for c in phimoe:2:2:contiguous phimoe:4:2:round-robin ernie4_5-moe:2:2:contiguous ernie4_5-moe:4:2:round-robin \
+         llama4:2:2:contiguous llama4:4:2:round-robin; do
   IFS=: read -r fam tp ep pl <<<"$c"
   rm -rf "$T/ep" "$T/ep.safetensors"
   G="$A/tiny-$fam"

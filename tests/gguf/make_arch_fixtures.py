@@ -216,6 +216,20 @@ FAMILIES = {
                                                  moe_intermediate_size=32, moe_num_shared_experts=1,
                                                  moe_layer_start_index=1, moe_layer_interval=1,
                                                  tie_word_embeddings=True), "spm", torch.float32, None),
+    # Llama 4 text: four layers, MoE on every second one (interleave_moe_layer_step
+    # 2: layers 1 and 3, 4 experts fused on disk [E, H, 2I] as [gate | up] and
+    # down_proj [E, I, H], top-1 sigmoid router, a shared expert), dense MLPs of
+    # intermediate_size_mlp on 0 and 2; the default NoPE pattern (layer 3
+    # without RoPE, the one llama.cpp assumes), L2 q/k norms on the RoPE
+    # layers; no attention biases (llama.cpp's llama4 loads no attn_output
+    # bias: test_verify's tiny_llama4 has them); the default rope (a GGUF's
+    # llama3 rope_freqs is not read back: arch/rope/variants.json's
+    # llama4-llama3 has it)
+    "llama4": (tf.Llama4TextConfig, dict(COMMON, num_hidden_layers=4, head_dim=8, intermediate_size=32,
+                                         intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,
+                                         interleave_moe_layer_step=2, tie_word_embeddings=False,
+                                         bos_token_id=0, eos_token_id=0, pad_token_id=0),
+               "bpe", torch.float32, "gpt-2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -228,7 +242,8 @@ FAMILIES = {
 # 21.. were chosen apart, on two branches), so that no other family's seed moves
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
-         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61}
+         "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
+         "llama4": 63}
 
 
 def spm_model(d, n):
@@ -472,6 +487,9 @@ def main():
         t4_llama()
     if "rope" in fams:
         rope_variants()
+    for f in fams:
+        if f.startswith("rope-"):  # one rope variant: rope-<name>
+            rope_variants(f[5:])
     for fam in (f for f in fams if f in TOK_FOLDERS):
         tokenizer_folder(fam)
     if "llama-hf" in fams:
@@ -601,13 +619,16 @@ def rope_config(c, v):
     return c
 
 
-def rope_variants():
-    # tests/gguf/arch/tiny-llama and tiny-phi3 with each rope type the
-    # reference writes (issue 41 item 5), f32: ref/rope-<variant>-f32.txt and
-    # ref/rope.sha256. The folder keeps the family's name (general.name).
+def rope_variants(only=None):
+    # tests/gguf/arch/tiny-llama and tiny-phi3 (and tiny-llama4) with each
+    # rope type the reference writes (issue 41 item 5), f32:
+    # ref/rope-<variant>-f32.txt and ref/rope.sha256. The folder keeps the
+    # family's name (general.name). `only`: that variant alone.
     with open(os.path.join(HERE, "arch", "rope", "variants.json")) as f:
         variants = json.load(f)
     for name, v in variants.items():
+        if only and name != only:
+            continue
         d = os.path.join(OUT, "models", "rope-" + name, "tiny-" + v["family"])
         subprocess.run(["rm", "-rf", d], check=True)
         os.makedirs(os.path.dirname(d), exist_ok=True)
@@ -618,7 +639,8 @@ def rope_variants():
             json.dump(c, f, indent=2)
         g = os.path.join(OUT, "ref", "rope-%s-f32.gguf" % name)
         subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", "f32", "--outfile", g],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                       check=True, env=dict(os.environ, TPC_PRE=FAMILIES[v["family"]][4] or ""),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(g[:-5] + ".txt", "w") as f:
             subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
         with open(g, "rb") as f, open(os.path.join(OUT, "ref", "rope.sha256"), "a") as s:

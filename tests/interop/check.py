@@ -144,7 +144,8 @@ def local_config(ref, tp, rank_tensors):
     cfg.num_attention_heads //= tp
     cfg.num_key_value_heads = max(kv // tp, 1)
     for k in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size",
-              "shared_intermediate_size"):  # the last GraniteMoeShared's
+              "shared_intermediate_size",  # GraniteMoeShared's
+              "intermediate_size_mlp"):  # Llama 4's dense layers'
         if getattr(cfg, k, None):
             setattr(cfg, k, getattr(cfg, k) // tp)
     cfg.vocab_size = rank_tensors["model.embed_tokens.weight"].shape[0]

@@ -121,6 +121,15 @@ FAMILIES = {
                          n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
                          n_group=1, topk_group=1, first_k_dense_replace=1,
                          tie_word_embeddings=False, rope_scaling=None), (2, 4, 8)),
+    # Llama 4 text: four layers, MoE on 1 and 3 (interleave_moe_layer_step 2:
+    # 4 experts stacked [in, out] as [gate | up], the top-1 sigmoid router on
+    # their input, a shared expert), dense MLPs of intermediate_size_mlp on 0
+    # and 2; layer 3 without RoPE (the default, llama.cpp's), the L2 q/k norm
+    # on the others; q/k/v/o biases
+    "llama4": ("llama4", "llama4_text", "causal",
+               dict(ATT, num_hidden_layers=4, intermediate_size=64, intermediate_size_mlp=128,
+                    tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=1,
+                    interleave_moe_layer_step=2, attention_bias=True, pad_token_id=0), (2, 4, 8)),
     "gpt2": ("gpt2", "gpt2", "causal",
              dict(n_embd=64, n_head=8, n_layer=2, vocab_size=256, n_positions=64), (2, 4, 8)),
     "gpt-neox": ("gpt-neox", "gpt_neox", "causal",

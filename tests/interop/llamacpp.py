@@ -23,7 +23,8 @@ import sys
 W = sys.argv[1]
 G = os.path.join(W, "gguf")
 PRE = {"qwen2": "qwen2", "qwen3": "qwen2", "qwen2-moe": "qwen2", "gpt2": "gpt-2", "gpt-neox": "olmo", "olmo2": "olmo", "olmo3": "olmo", "qwen3-moe": "qwen2", "olmoe": "olmo", "starcoder2": "gpt-2",
-       "seed-oss": "gpt-2", "glm4": "gpt-2", "glm4-moe": "gpt-2", "exaone4": "gpt-2", "phi": "gpt-2", "cohere2": "gpt-2", "deepseek": "gpt-2", "gpt-oss": "gpt-2", "llama3": "llama-bpe"}
+       "seed-oss": "gpt-2", "glm4": "gpt-2", "glm4-moe": "gpt-2", "exaone4": "gpt-2", "phi": "gpt-2", "cohere2": "gpt-2", "deepseek": "gpt-2", "gpt-oss": "gpt-2", "llama4": "gpt-2",
+       "llama3": "llama-bpe"}
 PROMPT = "the quick brown fox"
 
 

@@ -221,6 +221,107 @@ static void test_attn_sinks(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* softmax(q k^T / sqrt(2)) v over keys s0 .. t of a 2-dim head, q, k, v
+ * the rows of x [T, 2] (identity projections), q of token t times qs */
+static void attend_ref(const double *q, const double *k, const double *x, int t, int s0, double *y)
+{
+	double den = 0, num[2] = {0, 0};
+	for (int s = s0; s <= t; s++) {
+		double z = exp((q[2 * t] * k[2 * s] + q[2 * t + 1] * k[2 * s + 1]) / sqrt(2.0));
+		den += z;
+		num[0] += z * x[2 * s];
+		num[1] += z * x[2 * s + 1];
+	}
+	y[0] = num[0] / den;
+	y[1] = num[1] / den;
+}
+
+/* Llama 4's attention parts on a 2-dim head with identity projections:
+ * chunks of 2 tokens (token 2 sees itself alone, token 3 tokens 2 and 3);
+ * the temperature tuning (floor 2, scale 0.5: token t's query times 1 + 0.5
+ * log(1 + floor((t + 1) / 2))); the weightless L2 norm of q and k after a
+ * rope on the pair (theta 10000: token t turned by t radians) */
+static void test_llama4_attn_parts(void **st)
+{
+	(void)st;
+	static const float eye[4] = {1, 0, 0, 1};
+	tpc_ckpt ck;
+	tpc_err e;
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	int64_t s2[2] = {2, 2};
+	const tpc_tensor *w = mem_tensor(&ck, "eye", eye, 2, s2);
+	vattn_loc a;
+	memset(&a, 0, sizeof(a));
+	a.q.w.ck = a.k.w.ck = a.v.w.ck = a.o.w.ck = &ck;
+	a.q.w.t = a.k.w.t = a.v.w.t = a.o.w.t = w;
+	a.nq = a.nkv = a.heads = a.kv_heads = 1;
+	a.hd = 2;
+	double x[8] = {0.3, -1.2, 0.8, 0.5, -0.4, 0.9, 1.1, 0.2}, y[8], r[2], q[8], k[8];
+	vctx vx;
+	memset(&vx, 0, sizeof(vx));
+	vx.e = &e;
+	a.chunk = 2;
+	assert_int_equal(tpc__attn_d(&vx, &a, 4, 2, x, y), 0);
+	assert_true(fabs(y[4] - x[4]) < 1e-12 && fabs(y[5] - x[5]) < 1e-12);
+	for (int t = 0; t < 4; t++) {
+		attend_ref(x, x, x, t, t - t % 2, r);
+		assert_true(fabs(y[2 * t] - r[0]) < 1e-12 && fabs(y[2 * t + 1] - r[1]) < 1e-12);
+	}
+	a.chunk = 0;
+	a.temp_floor = 2;
+	a.temp_scale = 0.5;
+	assert_int_equal(tpc__attn_d(&vx, &a, 4, 2, x, y), 0);
+	for (int t = 0; t < 8; t++)
+		q[t] = x[t] * (1 + 0.5 * log1p(floor((t / 2 + 1) / 2.0)));
+	for (int t = 0; t < 4; t++) {
+		attend_ref(q, x, x, t, 0, r);
+		assert_true(fabs(y[2 * t] - r[0]) < 1e-12 && fabs(y[2 * t + 1] - r[1]) < 1e-12);
+	}
+	a.temp_floor = 0;
+	a.rope = a.pairs = a.qk_l2 = true;
+	a.theta = 10000;
+	a.qk_eps = 1e-5;
+	assert_int_equal(tpc__attn_d(&vx, &a, 4, 2, x, y), 0);
+	for (int t = 0; t < 4; t++) {
+		double c = cos(t), s = sin(t), u = x[2 * t] * c - x[2 * t + 1] * s, v = x[2 * t + 1] * c + x[2 * t] * s;
+		double n = 1 / sqrt((u * u + v * v) / 2 + 1e-5);
+		q[2 * t] = k[2 * t] = u * n;
+		q[2 * t + 1] = k[2 * t + 1] = v * n;
+	}
+	for (int t = 0; t < 4; t++) {
+		attend_ref(q, k, x, t, 0, r);
+		assert_true(fabs(y[2 * t] - r[0]) < 1e-12 && fabs(y[2 * t + 1] - r[1]) < 1e-12);
+	}
+	tpc__vctx_release(&vx);
+	tpc_ckpt_release(&ck);
+}
+
+/* A llama3 rope's frequencies as transformers' _compute_llama3_parameters
+ * gives them for head_dim 8, theta 500000, factor 8, low and high freq
+ * factors 1 and 4 over 256 positions (its float32 numbers): the first kept,
+ * the second in the middle band, the last two divided by 8; equal factors
+ * (Llama 4 Scout's 1 and 1) have no middle band */
+static void test_rope_llama3(void **st)
+{
+	(void)st;
+	double inv[4];
+	for (int i = 0; i < 4; i++)
+		inv[i] = 1.0 / pow(500000.0, 2.0 * i / 8);
+	double want[4] = {inv[0], 0, inv[2] / 8, inv[3] / 8};
+	double s = (256 / (2 * M_PI / inv[1]) - 1) / 3;
+	want[1] = (1 - s) * inv[1] / 8 + s * inv[1];
+	tpc_rope_llama3 l = {8, 1, 4, 256};
+	tpc__rope_llama3(&l, 4, inv);
+	for (int i = 0; i < 4; i++)
+		assert_true(fabs(inv[i] - want[i]) <= 1e-15 * want[i]);
+	assert_true(s > 0 && s < 1);
+	double eq[2] = {1.0, 1.0 / 1000};
+	tpc_rope_llama3 l1 = {16, 1, 1, 256};
+	tpc__rope_llama3(&l1, 2, eq);
+	assert_true(eq[0] == 1.0 && eq[1] == 1.0 / 1000 / 16);
+}
+
 /* The MLP of gpt-oss's experts (tpc_vmlp.interleaved, .clamp): a fused
  * gate_up [4, 1] whose rows alternate gate and up (g0, u0, g1, u1), then
  * (clamp(up, -7, 7) + 1) * min(gate, 7) * sigmoid(1.702 min(gate, 7)), down
@@ -1021,11 +1122,14 @@ static void add_as_plan(const tpc_family *fam, tpc_ckpt *ck, tpc_verify_set *s)
 				: voc			  ? TPC_VSPLIT_VOCAB
 							  : TPC_VSPLIT_REPLICATE;
 		/* a fused [gate | up] (gate_up_proj, input_linear): col in 2 equal
-		 * parts, as the plan splits it */
+		 * parts of its split dim (an expert's [in, out] view: dim 1, Llama
+		 * 4's), as the plan splits it */
 		bool gu = (strstr(nm, "gate_up_proj") || strstr(nm, "input_linear")) && !il;
-		tpc_vpart two[2] = {{ck->t[i].shape[0] / 2, 0, 1}, {ck->t[i].shape[0] / 2, 0, 1}};
-		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, tpc_verify_split_dim(sp, tr, ck->t[i].ndim),
-						tr, row && ck->t[i].ndim == 1, gu ? 2 : 0, gu ? two : NULL, &e);
+		int sd = tpc_verify_split_dim(sp, tr, ck->t[i].ndim);
+		int64_t half = sd >= 0 ? ck->t[i].shape[sd] / 2 : 0;
+		tpc_vpart two[2] = {{half, 0, 1}, {half, 0, 1}};
+		int64_t ix = tpc_verify_set_add(s, nm, ck, &ck->t[i], sp, sd, tr, row && ck->t[i].ndim == 1, gu ? 2 : 0,
+						gu ? two : NULL, &e);
 		assert_true(ix >= 0);
 		tpc_verify_set_rank(s, ix, 0, ck, &ck->t[i]);
 	}
@@ -1334,6 +1438,35 @@ static void test_gpt_oss_record(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* Llama 4 text: 4 layers, MoE on 1 and 3 (4 experts stacked [in, out],
+ * gate_up_proj [gate | up], the top-2 logits' sigmoids on the experts'
+ * inputs, a shared expert), dense MLPs on 0 and 2; layer 2 without RoPE
+ * (no_rope_layers) and temperature-tuned (floor_scale 3, attn_scale 0.5),
+ * the others with the L2 q/k norm and chunks of 4 tokens (layer_types'
+ * chunked_attention); interleaved-pair rope with a llama3 scaling; q/k/v/o
+ * biases */
+static void test_llama4_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	record_case_of(tpc_family_find("llama4"), "llama4", &f, &s);
+	assert_true(f.llama3.factor == 8 && f.llama3.orig_max == 256 && f.chunk_size == 4 && f.temp_floor == 3 &&
+		    f.temp_scale_said && f.temp_scale == 0.5);
+	for (int l = 0; l < 4; l++) {
+		const tpc_vlayer *ly = &s.model->layers[l];
+		bool rope = l != 2, moe = l % 2;
+		assert_true(ly->attn.rope == rope && ly->attn.qk_l2 == rope && ly->attn.chunk == (rope ? 4 : 0) &&
+			    ly->attn.temp_floor == (rope ? 0 : 3) && ly->attn.rope_pairs == rope);
+		assert_true(!!ly->moe.exp == moe && (moe ? ly->mlp.down < 0 : ly->mlp.down >= 0));
+		if (moe)
+			assert_true(ly->moe.scale_input && ly->moe.sigmoid && !ly->moe.renorm && ly->moe.top_k == 2 &&
+				    ly->moe.shared.down >= 0 && ly->moe.shared_gate < 0 && !ly->moe.exp[0].interleaved &&
+				    s.t[ly->moe.exp[0].gate_up].transposed && s.t[ly->moe.exp[0].gate_up].nparts == 2);
+	}
+	tpc_verify_set_release(&s);
+}
+
 static void test_granite_facts(void **st)
 {
 	(void)st;
@@ -1591,7 +1724,8 @@ int main(void)
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_rope_freqs),        cmocka_unit_test(test_attn_sinks),
-		cmocka_unit_test(test_clamped_glu),
+		cmocka_unit_test(test_clamped_glu),       cmocka_unit_test(test_llama4_attn_parts),
+		cmocka_unit_test(test_rope_llama3),
 		cmocka_unit_test(test_gpt_oss_record),
 		cmocka_unit_test(test_neox_bert), cmocka_unit_test(test_moe_other_record), cmocka_unit_test(test_neox_bert_records),         cmocka_unit_test(test_olmo2_parts),
 		cmocka_unit_test(test_gemma2_parts),      cmocka_unit_test(test_gemma3_parts),
@@ -1608,6 +1742,7 @@ int main(void)
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
 		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
+		cmocka_unit_test(test_llama4_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
