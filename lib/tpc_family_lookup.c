@@ -70,6 +70,15 @@ const tpc_family *tpc_family_by_model_type(const char *model_type, const char **
 		if (*p != '_' && *p != '-')
 			want[k++] = (char)tolower((unsigned char)*p);
 	want[k] = 0;
+	/* a model_type the record's GGUF column names (Llama 4 text's llama4_text) */
+	for (size_t i = 0; model_type && i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (f->gguf && f->gguf->model_type && f->hf_arch && !strcmp(f->gguf->model_type, model_type)) {
+			if (arch)
+				*arch = f->hf_arch[0];
+			return f;
+		}
+	}
 	for (size_t i = 0; k && i < tpc_family_count(); i++)
 		for (size_t j = 0; tpc_family_at(i)->hf_arch && tpc_family_at(i)->hf_arch[j]; j++) {
 			arch_stem(tpc_family_at(i)->hf_arch[j], stem, sizeof(stem));
