@@ -26,6 +26,15 @@ done
 # reads only the hyperparameters, and tpconv copies the KVs as they are
 "$TPCONV" convert "$SRC/tests/gguf/arch/tiny-mixtral" -o "$OUT/mixtral8-in.gguf" --outtype f32 -q
 sh "$SRC/tests/gguf/set_u32.sh" "$OUT/mixtral8-in.gguf" llama.expert_count 8
+# llama80, qwen2-80: block_count set to 80, what llama.cpp calls a 70B model
+# (attn_v Q3_K / Q4_K lifted to Q5_K); llama80mha: with as many KV heads as
+# heads, a 65B (no lift)
+"$TPCONV" convert "$SRC/tests/gguf/arch/tiny-llama" -o "$OUT/llama80-in.gguf" --outtype f32 -q
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/llama80-in.gguf" llama.block_count 80
+cp "$OUT/llama80-in.gguf" "$OUT/llama80mha-in.gguf"
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/llama80mha-in.gguf" llama.attention.head_count_kv 4
+"$TPCONV" convert "$SRC/tests/gguf/arch/tiny-qwen2" -o "$OUT/qwen2-80-in.gguf" --outtype f32 -q
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/qwen2-80-in.gguf" qwen2.block_count 80
 cp "$SRC/tests/gguf/kquant/q6_k.gguf" "$OUT/k256-in.gguf"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$OUT/k256f-in.gguf" --outtype f32 -q
 for f in $FAMS; do
@@ -35,12 +44,12 @@ for f in $FAMS; do
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-for k in mixtral8 k256 k256f; do
+for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
     /work/bin/inchroot "$IN" llama-quantize --allow-requantize "$k-in.gguf" "$k-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-(cd "$OUT" && for f in $FAMS mixtral8 k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "$SRC/tests/gguf/qmix/whole.sha256"
+(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "$SRC/tests/gguf/qmix/whole.sha256"
 echo "$OUT"
