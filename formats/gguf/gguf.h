@@ -224,9 +224,11 @@ int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *
  * KVs, tensor_type_fallback for rows that are not whole blocks), quantized
  * by ggml's reference quantizers (tpc_ggml_quantize), and the KVs copied
  * with general.quantization_version (2) and general.file_type moved to the
- * end. Not applied: LLM_TYPE_70B's attn_v lift (an 80-layer LLaMA-2 70B),
- * --pure, --imatrix, --tensor-type and the other llama-quantize options;
- * the IQ, TQ, MXFP4 and Q2_K_S types (q2_k_s needs an imatrix).
+ * end; a 70B model's (LLM_TYPE_70B: 80-layer llama with grouped KV heads,
+ * 80-layer qwen2 or deci, 68-layer jais2) attn_v lifted from Q3_K / Q4_K to
+ * Q5_K. Not applied: --pure, --imatrix, --tensor-type and the other
+ * llama-quantize options; the IQ, TQ, MXFP4 and Q2_K_S types (q2_k_s needs
+ * an imatrix).
  */
 typedef struct tpc_gguf_mix {
 	const char *name; /* --outtype, "q4_k_m" */

@@ -186,8 +186,19 @@ static const struct rule {
 	{M(FT_Q3_K_L), C_ATTN_OUT, NOT_FALCON, TPC_GGML_Q5_K},
 };
 
+/* The architectures and layer counts llama.cpp's load_arch_hparams calls
+ * LLM_TYPE_70B (the only model type the mixtures read: attn_v Q3_K / Q4_K
+ * -> Q5_K); gqa: only with fewer KV heads than heads (LLaMA-2 70B, not 65B) */
+static const struct {
+	const char *arch;
+	int n_layer;
+	bool gqa;
+} type_70b[] = {
+	{"llama", 80, true}, {"qwen2", 80, false}, {"deci", 80, false}, {"jais2", 68, false},
+};
+
 typedef struct model {
-	bool falcon;
+	bool falcon, l70b;
 	int n_expert, n_gqa, n_layer, n_attn_v, i_attn_v, i_ffn_down;
 } model;
 
@@ -252,7 +263,8 @@ static int type_impl(model *m, const tpc_gguf_mix *mx, const char *name, enum ca
 			break;
 		}
 	if (rc == C_ATTN_V) {
-		/* LLM_TYPE_70B's lift of Q3_K / Q4_K to Q5_K: not applied (see gguf.h) */
+		if (m->l70b && (t == TPC_GGML_Q3_K || t == TPC_GGML_Q4_K))
+			t = TPC_GGML_Q5_K;
 		if (eight)
 			t = TPC_GGML_Q8_0;
 		m->i_attn_v++;
@@ -344,6 +356,9 @@ int tpc_gguf_mix_apply(const tpc_gguf_mix *mx, tpc_gguf_kvs *kv, tpc_gguf_wtenso
 	int64_t heads = kv_num(kv, arch, "attention.head_count", 0),
 		kvh = kv_num(kv, arch, "attention.head_count_kv", heads);
 	m.n_gqa = kvh > 0 ? (int)(heads / kvh) : 0;
+	for (size_t i = 0; i < sizeof(type_70b) / sizeof(type_70b[0]); i++)
+		m.l70b |= !strcmp(arch, type_70b[i].arch) && m.n_layer == type_70b[i].n_layer &&
+			  (!type_70b[i].gqa || heads != kvh);
 	qsort(t, n, sizeof(*t), by_weights_map);
 	for (size_t i = 0; i < n; i++) {
 		enum cat c = category(t[i].name);

@@ -4,7 +4,7 @@
 # forky chroot without an importance matrix, of tpconv's f32 GGUF of each tiny
 # family (32 wide: the K types fall back to Q4_0 / Q5_0 / Q5_1 / Q8_0, and
 # output.weight is Q8_0), and of two files whose rows are 256 wide, so that
-# the K types apply: k256, tests/gguf/kquant/q6_k.gguf itself
+# the K types apply; and mixtral8 (below). k256 is tests/gguf/kquant/q6_k.gguf itself
 # (--allow-requantize; a Q6_K tensor that stays Q6_K is copied), and k256f,
 # tpconv's f32 GGUF of it (every type quantized from F32 values). Only the
 # sha256 of each file is kept: tests/gguf/qmix/whole.sha256, in the order
@@ -21,6 +21,20 @@ mkdir -p "$OUT"
 for f in $FAMS; do
   "$TPCONV" convert "$SRC/tests/gguf/arch/tiny-$f" -o "$OUT/$f-f32.gguf" --outtype f32 -q
 done
+# mixtral8: tiny-mixtral's f32 GGUF with llama.expert_count set to 8 (the
+# n_expert == 8 rows: attn_v, attn_k Q8_0, attn_output Q5_K); llama-quantize
+# reads only the hyperparameters, and tpconv copies the KVs as they are
+"$TPCONV" convert "$SRC/tests/gguf/arch/tiny-mixtral" -o "$OUT/mixtral8-in.gguf" --outtype f32 -q
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/mixtral8-in.gguf" llama.expert_count 8
+# llama80, qwen2-80: block_count set to 80, what llama.cpp calls a 70B model
+# (attn_v Q3_K / Q4_K lifted to Q5_K); llama80mha: with as many KV heads as
+# heads, a 65B (no lift)
+"$TPCONV" convert "$SRC/tests/gguf/arch/tiny-llama" -o "$OUT/llama80-in.gguf" --outtype f32 -q
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/llama80-in.gguf" llama.block_count 80
+cp "$OUT/llama80-in.gguf" "$OUT/llama80mha-in.gguf"
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/llama80mha-in.gguf" llama.attention.head_count_kv 4
+"$TPCONV" convert "$SRC/tests/gguf/arch/tiny-qwen2" -o "$OUT/qwen2-80-in.gguf" --outtype f32 -q
+sh "$SRC/tests/gguf/set_u32.sh" "$OUT/qwen2-80-in.gguf" qwen2.block_count 80
 cp "$SRC/tests/gguf/kquant/q6_k.gguf" "$OUT/k256-in.gguf"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$OUT/k256f-in.gguf" --outtype f32 -q
 for f in $FAMS; do
@@ -30,12 +44,12 @@ for f in $FAMS; do
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-for k in k256 k256f; do
+for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
     /work/bin/inchroot "$IN" llama-quantize --allow-requantize "$k-in.gguf" "$k-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-(cd "$OUT" && for f in $FAMS k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "$SRC/tests/gguf/qmix/whole.sha256"
+(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "$SRC/tests/gguf/qmix/whole.sha256"
 echo "$OUT"

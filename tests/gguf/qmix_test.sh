@@ -6,10 +6,13 @@
 # embeddings) and mixtral models (rows 32 wide: the K types fall back), k256
 # (tests/gguf/kquant/q6_k.gguf, rows 256 wide, requantized: a Q6_K tensor that
 # stays Q6_K is copied) and k256f (tpconv's f32 GGUF of it: every K type
-# quantized from F32 values): all 13 types for k256f, for the
+# quantized from F32 values), and mixtral8 (tiny-mixtral's f32 GGUF with
+# expert_count 8: the 8-expert rows), llama80 / qwen2-80 (block_count 80:
+# llama.cpp's 70B, attn_v lifted) and llama80mha (its 65B: no lift), q3_k_m
+# and q4_k_m: all 13 types for k256f, for the
 # others the 4 whose choices differ most (q4_0, q2_k, q3_k_m, q4_k_m; llama
 # also q5_1, q3_k_l, q4_k_s; every
-# sum is in whole.sha256 and `QMIX_ALL=1` checks them all, ~80 conversions).
+# sum is in whole.sha256 and `QMIX_ALL=1` checks them all, 130 conversions).
 # Then the aliases, the bytes under one thread, and an unknown --outtype
 # (exit 2, the types listed, no file written; q2_k_s: why).
 # usage: qmix_test.sh TPCONV SRCDIR
@@ -23,8 +26,8 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpdir -p /dev/shm; else tmpdir; fi
 TYPES="q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k"
 want() { awk -v n="$1.gguf" '$2 == n {print $1}' "$Q"; }
 sum() { sha256sum "$1" | cut -d' ' -f1; }
-FEW="q4_0 q2_k q3_k_m q4_k_m"
-[ "${QMIX_ALL:-0}" = 1 ] && FEW=$TYPES
+FEW="q4_0 q2_k q3_k_m q4_k_m" LL="q4_0 q2_k q3_k_m q4_k_m q5_1 q3_k_l q4_k_s"
+[ "${QMIX_ALL:-0}" = 1 ] && FEW=$TYPES LL=$TYPES L80=$TYPES
 # one_family NAME INPUT TYPES: each type of INPUT against NAME-TYPE.gguf's sum
 one_family() {
   local f=$1 in=$2 types=$3 t bads=""
@@ -42,10 +45,23 @@ one_family() {
     bad "$f: differs from llama-quantize's for:$bads"
   fi
 }
-one_family llama "$A/tiny-llama" "$FEW q5_1 q3_k_l q4_k_s"
+one_family llama "$A/tiny-llama" "$LL"
 for f in qwen2-moe gemma mixtral; do
   one_family "$f" "$A/tiny-$f" "$FEW"
 done
+"$TPCONV" convert "$A/tiny-mixtral" -o "$T/mixtral8.gguf" --outtype f32 -q &&
+  sh "$SRC/tests/gguf/set_u32.sh" "$T/mixtral8.gguf" llama.expert_count 8
+one_family mixtral8 "$T/mixtral8.gguf" "$FEW"
+"$TPCONV" convert "$A/tiny-llama" -o "$T/llama80.gguf" --outtype f32 -q &&
+  sh "$SRC/tests/gguf/set_u32.sh" "$T/llama80.gguf" llama.block_count 80
+one_family llama80 "$T/llama80.gguf" "${L80:-q3_k_m q4_k_m}"
+"$TPCONV" convert "$A/tiny-llama" -o "$T/mha.gguf" --outtype f32 -q &&
+  sh "$SRC/tests/gguf/set_u32.sh" "$T/mha.gguf" llama.block_count 80 &&
+  sh "$SRC/tests/gguf/set_u32.sh" "$T/mha.gguf" llama.attention.head_count_kv 4
+one_family llama80mha "$T/mha.gguf" "${L80:-q3_k_m q4_k_m}"
+"$TPCONV" convert "$A/tiny-qwen2" -o "$T/qwen2-80.gguf" --outtype f32 -q &&
+  sh "$SRC/tests/gguf/set_u32.sh" "$T/qwen2-80.gguf" qwen2.block_count 80
+one_family qwen2-80 "$T/qwen2-80.gguf" "${L80:-q3_k_m q4_k_m}"
 one_family k256 "$SRC/tests/gguf/kquant/q6_k.gguf" "$FEW"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$T/k256f.gguf" --outtype f32 -q
 one_family k256f "$T/k256f.gguf" "$TYPES"
