@@ -119,6 +119,16 @@ typedef enum tpc_role {
 	TPC_ROLE_NEXTN_HEAD_NORM, /* the norm before that head */
 	TPC_ROLE_ATTN_SINKS,     /* a learned sink logit per query head [heads], a column of its
 				    own in each head's softmax, dropped after it (gpt-oss) */
+	/* a Mamba-2 mixer (Granite 4, Bamba: transformers' mamba.*), a layer's
+	 * sequence mixer in place of attention */
+	TPC_ROLE_SSM_IN,         /* in_proj [2 inner + 2 groups x state + heads, hidden]: z, x, B,
+				    C, dt */
+	TPC_ROLE_SSM_CONV1D,     /* the causal depthwise conv1d over x, B, C [channels, 1, taps] */
+	TPC_ROLE_SSM_DT,         /* dt's bias per head [heads] (dt_bias) */
+	TPC_ROLE_SSM_A,          /* A_log per head [heads]: A = -exp(A_log) */
+	TPC_ROLE_SSM_D,          /* the skip per head [heads] */
+	TPC_ROLE_SSM_NORM,       /* the gated RMSNorm of y [inner] (per group of channels) */
+	TPC_ROLE_SSM_OUT,        /* out_proj [hidden, inner] */
 	TPC_ROLE_COUNT
 } tpc_role;
 

@@ -903,6 +903,10 @@ static void test_row_forms(void **st)
 	assert_int_equal(tpc_family_parts(&f, &rows[1], TPC_ECO_HF, pr, 4), 2);
 	assert_true(pr[0] == &rows[0] && pr[1] == &rows[1] && pr[0]->hf_interleaved);
 	assert_string_equal(tpc_role_name(TPC_ROLE_ATTN_SINKS), "attn_sinks");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_IN), "ssm_in");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_OUT), "ssm_out");
+	for (int r = 1; r < TPC_ROLE_COUNT; r++)
+		assert_string_not_equal(tpc_role_name((tpc_role)r), "?");
 }
 
 static void test_stacked(void **st)
