@@ -769,6 +769,16 @@ const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
 	return f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) ? f : NULL;
 }
 
+const tpc_family *tpc_family_by_gguf_hf_experts(const char *hf_arch, int64_t experts)
+{
+	for (size_t i = 0; experts == 0 && hf_arch && i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) && !tpc_gguf_arch_stacks_experts(f->gguf))
+			return f;
+	}
+	return tpc_family_by_gguf_hf(hf_arch);
+}
+
 static bool fits_gguf(const tpc_family *f, const char *arch, int experts)
 {
 	return f->gguf && !strcmp(f->gguf->arch, arch) &&
