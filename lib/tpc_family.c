@@ -260,18 +260,31 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
  * layer then Granite-MoE's experts beside a shared MLP (shared_mlp) under
  * post_attention_layernorm. GGUF names: MODEL_ARCH.GRANITE_HYBRID
  * (GraniteHybridModel: Mamba2Model's ssm_* names, dt_bias as ssm_dt.bias). */
+#define MAMBA2_ROWS \
+	ROW(SSM_IN, true, HF_L "mamba.in_proj.weight", NULL, NULL, NULL, GG_L "ssm_in.weight"), \
+	ROW(SSM_CONV1D, true, HF_L "mamba.conv1d.weight", NULL, NULL, NULL, GG_L "ssm_conv1d.weight"), \
+	ROW(SSM_DT, false, HF_L "mamba.dt_bias", NULL, NULL, NULL, GG_L "ssm_dt.bias"), \
+	ROW(SSM_A, false, HF_L "mamba.A_log", NULL, NULL, NULL, GG_L "ssm_a"), \
+	ROW(SSM_D, false, HF_L "mamba.D", NULL, NULL, NULL, GG_L "ssm_d"), \
+	ROW(SSM_NORM, false, HF_L "mamba.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"), \
+	ROW(SSM_OUT, true, HF_L "mamba.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight")
 static const tpc_tensor_row granitehybrid_tensors[] = {
 	GRANITEMOE_ROWS,
 	ROW(FFN_GATE_SHEXP, false, HF_L "shared_mlp.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
 	ROW(FFN_UP_SHEXP, false, HF_L "shared_mlp.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
 	ROW(FFN_DOWN_SHEXP, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
-	ROW(SSM_IN, true, HF_L "mamba.in_proj.weight", NULL, NULL, NULL, GG_L "ssm_in.weight"),
-	ROW(SSM_CONV1D, true, HF_L "mamba.conv1d.weight", NULL, NULL, NULL, GG_L "ssm_conv1d.weight"),
-	ROW(SSM_DT, false, HF_L "mamba.dt_bias", NULL, NULL, NULL, GG_L "ssm_dt.bias"),
-	ROW(SSM_A, false, HF_L "mamba.A_log", NULL, NULL, NULL, GG_L "ssm_a"),
-	ROW(SSM_D, false, HF_L "mamba.D", NULL, NULL, NULL, GG_L "ssm_d"),
-	ROW(SSM_NORM, false, HF_L "mamba.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"),
-	ROW(SSM_OUT, true, HF_L "mamba.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight"),
+	MAMBA2_ROWS,
+	END_ROW,
+};
+/* Granite 4 without experts (num_local_experts 0): the shared MLP alone,
+ * which GraniteMoeModel.modify_tensors names ffn_gate, ffn_up, ffn_down */
+static const tpc_tensor_row granitehybrid_dense_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
+	ROW(FFN_GATE, false, HF_L "shared_mlp.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate.weight"),
+	ROW(FFN_UP, false, HF_L "shared_mlp.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
+	MAMBA2_ROWS,
 	END_ROW,
 };
 
@@ -681,9 +694,9 @@ static const tpc_tensor_row phimoe_tensors[] = {
  * way, A_log, D and dt_bias with their heads, the gated norm's weight col
  * (Mixer2RMSNormGated: sharded_weight_loader(0)), out_proj row; the final
  * and layer norms replicated (not mamba.norm: the edge rules name them). */
-#define GRANITEHYBRID_JSON \
+#define GRANITEHYBRID_JSON(NAME) \
 	"{\n" \
-	"  \"name\": \"granitemoehybrid\",\n" \
+	"  \"name\": \"" NAME "\",\n" \
 	"  \"description\": \"Granite 4 (GraniteMoeHybridForCausalLM) with Hugging Face names. Attention layers as LLaMA's; the routed experts and shared_mlp as granitemoe's (block_sparse_moe.input_linear col in 2 parts [gate | up] inside every expert, output_linear row, the router replicated). The Mamba-2 layers as vLLM's MambaMixer2: mamba.in_proj col in parts [z | x | B | C | dt] (z and x by mamba heads, B and C by mamba_n_groups groups, dt by heads), conv1d weight and bias col in parts [x | B | C]; one group is whole on every rank, a group count tp does not divide is refused; A_log, D and dt_bias col with their heads; mamba.norm col; out_proj row.\",\n" \
 	LLAMA_STAGES \
 	"  \"rules\": [\n" LLAMA_ATTN_RULES \
@@ -1166,9 +1179,19 @@ static const tpc_family families[] = {
 	 * attention where layer_types says "mamba" */
 	{.name = "granitemoehybrid",
 	 .desc = "Granite 4 hybrid (HF names): the granitemoeshared plan; Mamba-2 mixers as vLLM's MambaMixer2: in_proj col in parts [z|x|B|C|dt], conv1d col [x|B|C], B/C by groups (one group replicated), A_log/D/dt_bias/norm with their heads, out_proj row",
-	 .plan = GRANITEHYBRID_JSON,
+	 .plan = GRANITEHYBRID_JSON("granitemoehybrid"),
 	 .hf_arch = A("GraniteMoeHybridForCausalLM"),
+	 .gguf = &tpc__gguf_granitehybrid,
 	 .tensors = granitehybrid_tensors},
+	/* the same without experts (num_local_experts 0): its GGUF names the
+	 * shared MLP as a dense one; a config.json finds the record above
+	 * (tpc_family_by_arch) but for GGUF */
+	{.name = "granitemoehybrid-dense",
+	 .desc = "Granite 4 hybrid without experts (HF names): the granitemoehybrid plan",
+	 .plan = GRANITEHYBRID_JSON("granitemoehybrid-dense"),
+	 .hf_arch = A("GraniteMoeHybridForCausalLM"),
+	 .gguf = &tpc__gguf_granitehybrid_dense,
+	 .tensors = granitehybrid_dense_tensors},
 	/* per-head q/k norms (use_qk_norm), rotate-half RoPE on a part of each
 	 * head (partial_rotary_factor, 0.5 when config.json has none), the
 	 * sigmoid router with its correction bias (groups: n_group and
