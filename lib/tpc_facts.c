@@ -162,6 +162,8 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 static void ssm_facts(tpc_model_facts *f, const tpc_cfg *c)
 {
 	int64_t expand = count(c, "mamba_expand");
+	const char *pt = str(c, "position_embedding_type");
+	f->pos_rope_said = pt && !strcmp(pt, "rope");
 	if (f->ssm_head_dim || !f->ssm_heads || !expand || !f->hidden || expand > INT64_MAX / f->hidden)
 		return;
 	if (expand * f->hidden % f->ssm_heads == 0)
@@ -408,7 +410,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
 	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul); FILL(swiglu_limit);
 	FILL(sliding_window);
-	FILL(ssm_heads); FILL(ssm_head_dim); FILL(ssm_groups); FILL(ssm_state); FILL(ssm_conv);
+	FILL(ssm_heads); FILL(ssm_head_dim); FILL(ssm_groups); FILL(ssm_state); FILL(ssm_conv); FILL(pos_rope_said);
 	if (!dst->n_typed) {
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));

@@ -166,6 +166,9 @@ typedef struct tpc_model_facts {
 	 * layer_types calls "mamba" have bit l of ssm_layers set (n_typed
 	 * entries). Read a layer's kind through tpc_facts_ssm_layer. */
 	int64_t ssm_heads, ssm_head_dim, ssm_groups, ssm_state, ssm_conv;
+	/* position_embedding_type is "rope" (GraniteMoeHybrid's attention
+	 * rotates only then: tpc_layer_parts.rope_if_said) */
+	bool pos_rope_said;
 	uint64_t ssm_layers[TPC_FACTS_MAX_TYPED / 64];
 	/* layers without a rotary embedding (SmolLM3, Llama 4): no_rope_layers,
 	 * an entry per layer, true (1) rotates, false (0) does not, as Python

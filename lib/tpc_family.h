@@ -243,6 +243,20 @@ typedef struct tpc_tensor_row {
  *              no_rope_layers says otherwise (a fact, whatever the record)
  *   logit_scale  the logits times config.json's logit_scale (Cohere 2);
  *              verify refuses a config without it
+ *   rope_if_said  the attention rotates only when config.json's
+ *              position_embedding_type says "rope" (GraniteMoeHybrid: unsaid
+ *              or null is no positions, as granite-4.0-h)
+ *   ssm        the layers config.json's layer_types calls "mamba" have a
+ *              Mamba-2 mixer (the SSM_* roles) in place of the attention:
+ *              in_proj to z, x, B, C, dt; a causal depthwise conv1d (and
+ *              bias) over x, B, C, then SiLU; dt = softplus(dt + dt_bias),
+ *              A = -exp(A_log); per head the recurrence h_t = exp(dt A)
+ *              h_{t-1} + dt x_t B_t^T, y_t = h_t C_t + D x_t (B and C of the
+ *              head's group); y * silu(z) RMS-normalised per group of
+ *              inner / n_groups channels (mamba_ssm's RMSNormGated, vLLM's
+ *              Mixer2RMSNormGated, llama.cpp; transformers 5.12's torch path
+ *              normalises the whole width, the same for one group) times the
+ *              norm weight; out_proj
  *   tied_head  the head may be the token embedding (no lm_head tensor);
  *              false: a checkpoint without the record's OUTPUT is refused
  */
@@ -297,6 +311,8 @@ typedef struct tpc_layer_parts {
 	bool nope_global;        /* global layers without rope when the model slides (above) */
 	int rope_off_every;      /* the default layers without RoPE (above); 0: none */
 	bool logit_scale;        /* the logits times config.json's logit_scale */
+	bool rope_if_said;       /* RoPE only when position_embedding_type is "rope" (above) */
+	bool ssm;                /* layer_types' "mamba" layers a Mamba-2 mixer (above) */
 	bool tied_head;
 } tpc_layer_parts;
 struct tpc_gguf_arch;

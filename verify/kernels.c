@@ -172,6 +172,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erff
 #define RTANH tanhf
 #define RSQRT sqrtf
+#define RLOG1P log1pf
 #define GEMM sgemm
 #include "kernels.inc"
 #undef R
@@ -181,6 +182,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #undef RERF
 #undef RTANH
 #undef RSQRT
+#undef RLOG1P
 #undef GEMM
 
 #define R double
@@ -190,5 +192,6 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erf
 #define RTANH tanh
 #define RSQRT sqrt
+#define RLOG1P log1p
 #define GEMM dgemm
 #include "kernels.inc"
