@@ -1182,7 +1182,8 @@ static const tpc_family families[] = {
 	 .plan = GRANITEHYBRID_JSON("granitemoehybrid"),
 	 .hf_arch = A("GraniteMoeHybridForCausalLM"),
 	 .gguf = &tpc__gguf_granitehybrid,
-	 .tensors = granitehybrid_tensors},
+	 .tensors = granitehybrid_tensors,
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .rope_if_said = true, .ssm = true, .tied_head = true)},
 	/* the same without experts (num_local_experts 0): its GGUF names the
 	 * shared MLP as a dense one; a config.json finds the record above
 	 * (tpc_family_by_arch) but for GGUF */
@@ -1191,7 +1192,8 @@ static const tpc_family families[] = {
 	 .plan = GRANITEHYBRID_JSON("granitemoehybrid-dense"),
 	 .hf_arch = A("GraniteMoeHybridForCausalLM"),
 	 .gguf = &tpc__gguf_granitehybrid_dense,
-	 .tensors = granitehybrid_dense_tensors},
+	 .tensors = granitehybrid_dense_tensors,
+	 PARTS(.rope_if_said = true, .ssm = true, .tied_head = true)},
 	/* per-head q/k norms (use_qk_norm), rotate-half RoPE on a part of each
 	 * head (partial_rotary_factor, 0.5 when config.json has none), the
 	 * sigmoid router with its correction bias (groups: n_group and

@@ -1325,12 +1325,8 @@ static void test_granitemoe_shared_record(void **st)
 static void test_granitemoehybrid_record(void **st)
 {
 	(void)st;
-	tpc_family fam = *tpc_family_find("granitemoehybrid");
-	tpc_model_facts f;
-	fam.has_parts = true;
-	fam.parts = (tpc_layer_parts){.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .rope_if_said = true, .ssm = true, .tied_head = true};
-	record_case_of(&fam, "granitemoehybrid", &f, NULL);
-	record_case_of(&fam, "granitemoehybrid_dense", &f, NULL);
+	record_case("granitemoehybrid", "granitemoehybrid");
+	record_case("granitemoehybrid", "granitemoehybrid_dense");
 }
 
 /* Granite's four multipliers as config.json's facts, no parts of their own:
