@@ -256,6 +256,8 @@ typedef struct tpc_gguf_arch {
 			    * [C, K]), A_log written as A = -exp(A_log) and D, both [heads, 1],
 			    * the gated norm's weight [groups, inner / groups] (groups: ssm_groups) */
 	const char *ssm_groups; /* config.json members of the Mamba-2 group count ('|': the first) */
+	const char *model_type; /* config.json's model_type read back; NULL: the record's name, '-' as
+				 * '_' (a record named apart from transformers': Granite 4 without experts) */
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
 	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
 	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):

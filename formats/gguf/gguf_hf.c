@@ -843,7 +843,8 @@ static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hi
 static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 {
 	char mt[32];
-	snprintf(mt, sizeof(mt), "%s", h->fam->name); /* the family's name is transformers' model_type */
+	/* the family's name is transformers' model_type unless the record says */
+	snprintf(mt, sizeof(mt), "%s", h->a->model_type ? h->a->model_type : h->fam->name);
 	for (char *p = mt; *p; p++)
 		*p = *p == '-' ? '_' : *p;
 	cJSON *arr = cJSON_AddArrayToObject(o, "architectures");
