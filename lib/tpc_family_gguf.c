@@ -630,7 +630,8 @@ const tpc_gguf_arch tpc__gguf_granitehybrid_dense = {
 	.arch = "granitehybrid", .hf_arch = A("GraniteMoeHybridForCausalLM"), .kv = granitehybrid_kv, .permute_qk = true,
 	.mamba2 = true, .ssm_groups = GRANITEHYBRID_GROUPS,
 	.vocab = TPC_GGUF_VOCAB_SPM_OR_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
-	.hf_cfg = granitehybrid_dense_cfg, .bias_flags = granitehybrid_bias, .rope_pct = "partial_rotary_factor"};
+	.hf_cfg = granitehybrid_dense_cfg, .bias_flags = granitehybrid_bias, .rope_pct = "partial_rotary_factor",
+	.model_type = "granitemoehybrid"};
 /* GptOssModel (conversion/gpt_oss.py, bf16/f32 weights): TextModel's keys,
  * then sliding_window and the experts' width; _set_vocab_gpt2; its experts
  * transposed and gate_up_proj's gate and up de-interleaved (the record's
