@@ -420,32 +420,25 @@ static const tpc_gguf_cfg_rule granitemoe_shared_cfg[] = {
 /* Granite 4: the kv heads and layer_types from the per-layer head_count_kv
  * (before the text rows read it as one count), Granite-MoE-shared's rows,
  * the mixer's sizes */
-static const tpc_gguf_cfg_rule granitehybrid_cfg[] = {
-	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_ARR_NZ},
-	{"layer_types", "attention.head_count_kv=attention/mamba", TPC_CK_LAYER_KINDS},
-	GRANITE_CFG_ROWS
-	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
-	{"mamba_d_conv", "ssm.conv_kernel", TPC_CK_INT},
-	{"mamba_d_state", "ssm.state_size", TPC_CK_INT},
-	{"mamba_n_groups", "ssm.group_count", TPC_CK_INT},
-	{"mamba_n_heads", "ssm.time_step_rank", TPC_CK_INT},
-	{"mamba_expand", "ssm.inner_size/embedding_length", TPC_CK_INT_QUOT},
+#define GRANITEHYBRID_CFG_ROWS \
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_ARR_NZ}, \
+	{"layer_types", "attention.head_count_kv=attention/mamba", TPC_CK_LAYER_KINDS}, \
+	GRANITE_CFG_ROWS \
+	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT}, \
+	{"mamba_d_conv", "ssm.conv_kernel", TPC_CK_INT}, \
+	{"mamba_d_state", "ssm.state_size", TPC_CK_INT}, \
+	{"mamba_n_groups", "ssm.group_count", TPC_CK_INT}, \
+	{"mamba_n_heads", "ssm.time_step_rank", TPC_CK_INT}, \
+	{"mamba_expand", "ssm.inner_size/embedding_length", TPC_CK_INT_QUOT}, \
 	{"mamba_d_head", "ssm.inner_size/ssm.time_step_rank", TPC_CK_INT_QUOT},
+static const tpc_gguf_cfg_rule granitehybrid_cfg[] = {
+	GRANITEHYBRID_CFG_ROWS
 	{NULL, NULL, TPC_CK_INT},
 };
 /* without experts: num_local_experts 0 said (GraniteMoeHybridConfig's default is 8) */
 static const tpc_gguf_cfg_rule granitehybrid_dense_cfg[] = {
 	{"num_local_experts", "0", TPC_CK_CONST},
-	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_ARR_NZ},
-	{"layer_types", "attention.head_count_kv=attention/mamba", TPC_CK_LAYER_KINDS},
-	GRANITE_CFG_ROWS
-	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
-	{"mamba_d_conv", "ssm.conv_kernel", TPC_CK_INT},
-	{"mamba_d_state", "ssm.state_size", TPC_CK_INT},
-	{"mamba_n_groups", "ssm.group_count", TPC_CK_INT},
-	{"mamba_n_heads", "ssm.time_step_rank", TPC_CK_INT},
-	{"mamba_expand", "ssm.inner_size/embedding_length", TPC_CK_INT_QUOT},
-	{"mamba_d_head", "ssm.inner_size/ssm.time_step_rank", TPC_CK_INT_QUOT},
+	GRANITEHYBRID_CFG_ROWS
 	{NULL, NULL, TPC_CK_INT},
 };
 /* its conv1d and in_proj biases: Mamba-2 layer 0's */

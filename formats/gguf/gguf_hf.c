@@ -622,17 +622,21 @@ static int64_t less(const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_r
 	return m > 0 ? m : 0;
 }
 
-/* TPC_CK_INT_DIFF: "K1-K2", NULL when either key is absent or not an
- * integer, or the difference is negative */
-static cJSON *int_diff(const hfctx *h, const tpc_gguf_kvs *kv, const char *keys)
+/* TPC_CK_INT_DIFF "K1-K2" (op '-') and TPC_CK_INT_QUOT "K1/K2" (op '/'):
+ * the first key's integer less, or divided by, the second's; NULL when
+ * either is absent or not an integer, the difference negative or the
+ * quotient not whole */
+static cJSON *int_op(const hfctx *h, const tpc_gguf_kvs *kv, const char *keys, int op)
 {
-	const char *minus = strchr(keys, '-');
+	const char *at = strchr(keys, op);
 	char k1[96];
-	if (!minus || (size_t)(minus - keys) >= sizeof(k1))
+	if (!at || (size_t)(at - keys) >= sizeof(k1))
 		return NULL;
-	snprintf(k1, sizeof(k1), "%.*s", (int)(minus - keys), keys);
-	int64_t a = kv_int(kv_get(kv, h->arch, k1)), b = kv_int(kv_get(kv, h->arch, minus + 1));
-	return a >= 0 && b >= 0 && a >= b ? cJSON_CreateNumber((double)(a - b)) : NULL;
+	snprintf(k1, sizeof(k1), "%.*s", (int)(at - keys), keys);
+	int64_t a = kv_int(kv_get(kv, h->arch, k1)), b = kv_int(kv_get(kv, h->arch, at + 1));
+	if (a < 0 || b < 0 || (op == '-' ? a < b : !b || a % b))
+		return NULL;
+	return cJSON_CreateNumber((double)(op == '-' ? a - b : a / b));
 }
 
 static cJSON *gating_name(const tpc_gguf_kv *k)
@@ -675,18 +679,6 @@ static cJSON *arr_item(const tpc_gguf_kv *k, const char *kinds)
 	return kinds ? arr : nz > 0 ? cJSON_CreateNumber((double)nz) : NULL;
 }
 
-/* TPC_CK_INT_QUOT: "K1/K2", NULL when either is absent or K2 does not divide K1 */
-static cJSON *int_quot(const hfctx *h, const tpc_gguf_kvs *kv, const char *keys)
-{
-	const char *slash = strchr(keys, '/');
-	char k1[96];
-	if (!slash || (size_t)(slash - keys) >= sizeof(k1))
-		return NULL;
-	snprintf(k1, sizeof(k1), "%.*s", (int)(slash - keys), keys);
-	int64_t a = kv_int(kv_get(kv, h->arch, k1)), b = kv_int(kv_get(kv, h->arch, slash + 1));
-	return a >= 0 && b > 0 && a % b == 0 ? cJSON_CreateNumber((double)(a / b)) : NULL;
-}
-
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
@@ -709,7 +701,7 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			char key[96];
 			const char *eq = strchr(r->key, '=');
 			snprintf(key, sizeof(key), "%.*s", eq ? (int)(eq - r->key) : (int)strlen(r->key), r->key);
-			item = r->kind == TPC_CK_INT_QUOT ? int_quot(h, kv, r->key)
+			item = r->kind == TPC_CK_INT_QUOT ? int_op(h, kv, r->key, '/')
 			       : arr_item(kv_get(kv, h->arch, key), r->kind == TPC_CK_LAYER_KINDS && eq ? eq + 1 : NULL);
 			if (!item)
 				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
@@ -722,7 +714,7 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			continue;
 		}
 		if (r->kind == TPC_CK_INT_DIFF) {
-			if (!(item = int_diff(h, kv, r->key)))
+			if (!(item = int_op(h, kv, r->key, '-')))
 				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
 						  "%s: the GGUF lacks the keys config.json's %s is computed from", r->key, r->member);
 			if (!cJSON_AddItemToObject(o, r->member, item)) {
