@@ -82,6 +82,12 @@ static const struct {
 	COUNT(v_head_dim, "v_head_dim"),
 	COUNT(first_dense, "first_k_dense_replace"),
 	COUNT(nextn, "num_nextn_predict_layers"),
+	/* a Mamba-2 mixer (mamba_d_head may also be "auto": ssm_facts) */
+	COUNT(ssm_heads, "mamba_n_heads"),
+	COUNT(ssm_head_dim, "mamba_d_head"),
+	COUNT(ssm_groups, "mamba_n_groups"),
+	COUNT(ssm_state, "mamba_d_state"),
+	COUNT(ssm_conv, "mamba_d_conv"),
 };
 #undef COUNT
 
@@ -156,8 +162,30 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 			f->swa_layers[i / 64] |= UINT64_C(1) << (i % 64);
 		if (cJSON_IsString(v) && !strcmp(v->valuestring, "chunked_attention"))
 			f->chunk_layers[i / 64] |= UINT64_C(1) << (i % 64);
+		if (cJSON_IsString(v) && !strcmp(v->valuestring, "mamba"))
+			f->ssm_layers[i / 64] |= UINT64_C(1) << (i % 64);
 	}
 	f->n_typed = n;
+}
+
+/* A Mamba-2 mixer's head size when mamba_d_head is "auto" or unsaid:
+ * transformers' GraniteMoeHybridConfig, mamba_expand x hidden_size /
+ * mamba_n_heads (whole heads only; mamba_expand must be said) */
+static void ssm_facts(tpc_model_facts *f, const tpc_cfg *c)
+{
+	int64_t expand = count(c, "mamba_expand");
+	const char *pt = str(c, "position_embedding_type");
+	f->pos_rope_said = pt && !strcmp(pt, "rope");
+	if (f->ssm_head_dim || !f->ssm_heads || !expand || !f->hidden || expand > INT64_MAX / f->hidden)
+		return;
+	if (expand * f->hidden % f->ssm_heads == 0)
+		f->ssm_head_dim = expand * f->hidden / f->ssm_heads;
+}
+
+bool tpc_facts_ssm_layer(const tpc_model_facts *f, int64_t l)
+{
+	return f && l >= 0 && l < f->n_typed && l < TPC_FACTS_MAX_TYPED &&
+	       (f->ssm_layers[l / 64] >> (l % 64) & 1);
 }
 
 /* Python's truth of a JSON value: false, null, 0, "", [] and {} are false */
@@ -271,6 +299,7 @@ static void facts_from_cfg(tpc_model_facts *f, const tpc_cfg *c)
 	moe_facts(f, c);
 	rope_facts(f, c);
 	attn_facts(f, c);
+	ssm_facts(f, c);
 	rope_off_facts(f, c);
 	tpc_qs_from_json(&f->quant, tpc_cfg_get(c, T, "quantization_config", NULL));
 	/* diffusers: the feed-forward activation, by name or by model class */
@@ -406,6 +435,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul); FILL(swiglu_limit);
 	FILL(sliding_window); FILL(chunk_size);
 	FILL(use_qk_norm); FILL(temp_tuning); FILL(temp_floor);
+	FILL(ssm_heads); FILL(ssm_head_dim); FILL(ssm_groups); FILL(ssm_state); FILL(ssm_conv); FILL(pos_rope_said);
 	if (!dst->temp_scale_said) {
 		dst->temp_scale = src->temp_scale;
 		dst->temp_scale_said = src->temp_scale_said;
@@ -414,6 +444,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->n_typed = src->n_typed;
 		memcpy(dst->swa_layers, src->swa_layers, sizeof(dst->swa_layers));
 		memcpy(dst->chunk_layers, src->chunk_layers, sizeof(dst->chunk_layers));
+		memcpy(dst->ssm_layers, src->ssm_layers, sizeof(dst->ssm_layers));
 	}
 #undef FILL
 }

@@ -179,6 +179,18 @@ typedef struct tpc_model_facts {
 	int use_qk_norm, temp_tuning;
 	double temp_floor, temp_scale;
 	bool temp_scale_said;    /* attn_scale is there (0 is a value) */
+	/* a Mamba-2 mixer (config.json's mamba_* members: Granite 4, Bamba):
+	 * ssm_heads heads of ssm_head_dim channels each (mamba_d_head; "auto"
+	 * or unsaid: mamba_expand x hidden / ssm_heads), B and C in ssm_groups
+	 * groups (mamba_n_groups) of ssm_state channels (mamba_d_state), a
+	 * causal conv1d of ssm_conv taps (mamba_d_conv); the layers
+	 * layer_types calls "mamba" have bit l of ssm_layers set (n_typed
+	 * entries). Read a layer's kind through tpc_facts_ssm_layer. */
+	int64_t ssm_heads, ssm_head_dim, ssm_groups, ssm_state, ssm_conv;
+	/* position_embedding_type is "rope" (GraniteMoeHybrid's attention
+	 * rotates only then: tpc_layer_parts.rope_if_said) */
+	bool pos_rope_said;
+	uint64_t ssm_layers[TPC_FACTS_MAX_TYPED / 64];
 	/* layers without a rotary embedding (SmolLM3, Llama 4): no_rope_layers,
 	 * an entry per layer, true (1) rotates, false (0) does not, as Python
 	 * reads it: n_rope_listed entries (0: unsaid, or longer than
@@ -223,6 +235,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src);
  * record's default, tpc_layer_parts.rope_off_every; 0: every layer rotates).
  * f may be NULL (`every` alone). */
 bool tpc_facts_rope_off(const tpc_model_facts *f, int64_t l, int64_t every);
+/* Whether layer l (0-based) is a Mamba-2 mixer (layer_types' "mamba") */
+bool tpc_facts_ssm_layer(const tpc_model_facts *f, int64_t l);
 /* Derive what follows from the rest (head_dim = hidden / heads). */
 void tpc_facts_finish(tpc_model_facts *f);
 /* Every known checked fact without an origin gets `origin` (truncated to

@@ -252,6 +252,40 @@ static const tpc_tensor_row granitemoe_shared_tensors[] = {
 	END_ROW,
 };
 
+/* Granite 4 (GraniteMoeHybridForCausalLM): layer_types' "mamba" layers a
+ * Mamba-2 mixer (mamba.in_proj, conv1d and its bias, dt_bias, A_log, D, the
+ * gated norm, out_proj), the "attention" layers LLaMA's attention; each
+ * layer then Granite-MoE's experts beside a shared MLP (shared_mlp) under
+ * post_attention_layernorm. GGUF names: MODEL_ARCH.GRANITE_HYBRID
+ * (GraniteHybridModel: Mamba2Model's ssm_* names, dt_bias as ssm_dt.bias). */
+#define MAMBA2_ROWS \
+	ROW(SSM_IN, true, HF_L "mamba.in_proj.weight", NULL, NULL, NULL, GG_L "ssm_in.weight"), \
+	ROW(SSM_CONV1D, true, HF_L "mamba.conv1d.weight", NULL, NULL, NULL, GG_L "ssm_conv1d.weight"), \
+	ROW(SSM_DT, false, HF_L "mamba.dt_bias", NULL, NULL, NULL, GG_L "ssm_dt.bias"), \
+	ROW(SSM_A, false, HF_L "mamba.A_log", NULL, NULL, NULL, GG_L "ssm_a"), \
+	ROW(SSM_D, false, HF_L "mamba.D", NULL, NULL, NULL, GG_L "ssm_d"), \
+	ROW(SSM_NORM, false, HF_L "mamba.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"), \
+	ROW(SSM_OUT, true, HF_L "mamba.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight")
+static const tpc_tensor_row granitehybrid_tensors[] = {
+	GRANITEMOE_ROWS,
+	ROW(FFN_GATE_SHEXP, false, HF_L "shared_mlp.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "shared_mlp.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	MAMBA2_ROWS,
+	END_ROW,
+};
+/* Granite 4 without experts (num_local_experts 0): the shared MLP alone,
+ * which GraniteMoeModel.modify_tensors names ffn_gate, ffn_up, ffn_down */
+static const tpc_tensor_row granitehybrid_dense_tensors[] = {
+	LLAMA_ATTN_ROWS,
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
+	ROW(FFN_GATE, false, HF_L "shared_mlp.input_linear.weight#0", NULL, NULL, NULL, GG_L "ffn_gate.weight"),
+	ROW(FFN_UP, false, HF_L "shared_mlp.input_linear.weight#1", NULL, NULL, NULL, GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, false, HF_L "shared_mlp.output_linear.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
+	MAMBA2_ROWS,
+	END_ROW,
+};
+
 /* A row with a Hugging Face name alone. */
 #define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
 
@@ -683,6 +717,38 @@ static const tpc_tensor_row phimoe_tensors[] = {
 	"    {\"match\": \"shared_mlp\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n" \
 	"    {\"match\": \"shared_mlp\\\\.output_linear\\\\.weight$\", \"split\": \"row\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* Granite 4 (GraniteMoeHybrid), split as vLLM's granitemoehybrid.py loads
+ * it: attention and the experts as Granite-MoE's; the Mamba-2 mixer as
+ * MambaMixer2 (layers/mamba/mamba_mixer2.py): in_proj col with z, x, B, C
+ * and dt each split on its own (x and z by heads, B and C by groups, one
+ * group whole on every rank), conv1d and its bias col over x, B, C the same
+ * way, A_log, D and dt_bias with their heads, the gated norm's weight col
+ * (Mixer2RMSNormGated: sharded_weight_loader(0)), out_proj row; the final
+ * and layer norms replicated (not mamba.norm: the edge rules name them). */
+#define GRANITEHYBRID_JSON(NAME) \
+	"{\n" \
+	"  \"name\": \"" NAME "\",\n" \
+	"  \"description\": \"Granite 4 (GraniteMoeHybridForCausalLM) with Hugging Face names. Attention layers as LLaMA's; the routed experts and shared_mlp as granitemoe's (block_sparse_moe.input_linear col in 2 parts [gate | up] inside every expert, output_linear row, the router replicated). The Mamba-2 layers as vLLM's MambaMixer2: mamba.in_proj col in parts [z | x | B | C | dt] (z and x by mamba heads, B and C by mamba_n_groups groups, dt by heads), conv1d weight and bias col in parts [x | B | C]; one group is whole on every rank, a group count tp does not divide is refused; A_log, D and dt_bias col with their heads; mamba.norm col; out_proj row.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" LLAMA_ATTN_RULES \
+	"    {\"match\": \"block_sparse_moe\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2, \"stacked\": true},\n" \
+	"    {\"match\": \"block_sparse_moe\\\\.output_linear\\\\.weight$\", \"split\": \"row\", \"stacked\": true},\n" \
+	"    {\"match\": \"block_sparse_moe\\\\.router\\\\.layer\\\\.weight$\", \"split\": \"replicate\"},\n" \
+	"    {\"match\": \"shared_mlp\\\\.input_linear\\\\.weight$\", \"split\": \"col\", \"parts\": 2},\n" \
+	"    {\"match\": \"shared_mlp\\\\.output_linear\\\\.weight$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"mamba\\\\.in_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"parts\": [\"ssm\", \"ssm\", \"ssm_groups\", \"ssm_groups\", \"ssm_dt\"]},\n" \
+	"    {\"match\": \"mamba\\\\.conv1d\\\\.(weight|bias)$\", \"split\": \"col\", \"dim\": 0, \"parts\": [\"ssm\", \"ssm_groups\", \"ssm_groups\"]},\n" \
+	"    {\"match\": \"mamba\\\\.(A_log|D|dt_bias)$\", \"split\": \"col\", \"parts\": [\"ssm_dt\"]},\n" \
+	"    {\"match\": \"mamba\\\\.norm\\\\.weight$\", \"split\": \"col\", \"parts\": [\"ssm\"]},\n" \
+	"    {\"match\": \"mamba\\\\.out_proj\\\\.weight$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"mamba\\\\.out_proj\\\\.bias$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"embed_tokens\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"^lm_head\\\\.weight$\", \"split\": \"vocab\"},\n" \
+	"    {\"match\": \"(layernorm\\\\.weight|^model\\\\.norm\\\\.weight)$|rotary_emb\\\\.inv_freq$\", \"split\": \"replicate\"}\n" \
+	"  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
 
@@ -1165,6 +1231,25 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_granitemoe_shared,
 	 .tensors = granitemoe_shared_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
+	/* Granite-MoE-shared's layers with a Mamba-2 mixer in place of the
+	 * attention where layer_types says "mamba" */
+	{.name = "granitemoehybrid",
+	 .desc = "Granite 4 hybrid (HF names): the granitemoeshared plan; Mamba-2 mixers as vLLM's MambaMixer2: in_proj col in parts [z|x|B|C|dt], conv1d col [x|B|C], B/C by groups (one group replicated), A_log/D/dt_bias/norm with their heads, out_proj row",
+	 .plan = GRANITEHYBRID_JSON("granitemoehybrid"),
+	 .hf_arch = A("GraniteMoeHybridForCausalLM"),
+	 .gguf = &tpc__gguf_granitehybrid,
+	 .tensors = granitehybrid_tensors,
+	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .rope_if_said = true, .ssm = true, .tied_head = true)},
+	/* the same without experts (num_local_experts 0): its GGUF names the
+	 * shared MLP as a dense one; a config.json finds the record above
+	 * (tpc_family_by_arch) but for GGUF */
+	{.name = "granitemoehybrid-dense",
+	 .desc = "Granite 4 hybrid without experts (HF names): the granitemoehybrid plan",
+	 .plan = GRANITEHYBRID_JSON("granitemoehybrid-dense"),
+	 .hf_arch = A("GraniteMoeHybridForCausalLM"),
+	 .gguf = &tpc__gguf_granitehybrid_dense,
+	 .tensors = granitehybrid_dense_tensors,
+	 PARTS(.rope_if_said = true, .ssm = true, .tied_head = true)},
 	/* per-head q/k norms (use_qk_norm), rotate-half RoPE on a part of each
 	 * head (partial_rotary_factor, 0.5 when config.json has none), the
 	 * sigmoid router with its correction bias (groups: n_group and

@@ -121,6 +121,16 @@ typedef enum tpc_role {
 	TPC_ROLE_NEXTN_HEAD_NORM, /* the norm before that head */
 	TPC_ROLE_ATTN_SINKS,     /* a learned sink logit per query head [heads], a column of its
 				    own in each head's softmax, dropped after it (gpt-oss) */
+	/* a Mamba-2 mixer (Granite 4, Bamba: transformers' mamba.*), a layer's
+	 * sequence mixer in place of attention */
+	TPC_ROLE_SSM_IN,         /* in_proj [2 inner + 2 groups x state + heads, hidden]: z, x, B,
+				    C, dt */
+	TPC_ROLE_SSM_CONV1D,     /* the causal depthwise conv1d over x, B, C [channels, 1, taps] */
+	TPC_ROLE_SSM_DT,         /* dt's bias per head [heads] (dt_bias) */
+	TPC_ROLE_SSM_A,          /* A_log per head [heads]: A = -exp(A_log) */
+	TPC_ROLE_SSM_D,          /* the skip per head [heads] */
+	TPC_ROLE_SSM_NORM,       /* the gated RMSNorm of y [inner] (per group of channels) */
+	TPC_ROLE_SSM_OUT,        /* out_proj [hidden, inner] */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -254,6 +264,20 @@ typedef struct tpc_tensor_row {
  *              says so for any record
  *   logit_scale  the logits times config.json's logit_scale (Cohere 2);
  *              verify refuses a config without it
+ *   rope_if_said  the attention rotates only when config.json's
+ *              position_embedding_type says "rope" (GraniteMoeHybrid: unsaid
+ *              or null is no positions, as granite-4.0-h)
+ *   ssm        the layers config.json's layer_types calls "mamba" have a
+ *              Mamba-2 mixer (the SSM_* roles) in place of the attention:
+ *              in_proj to z, x, B, C, dt; a causal depthwise conv1d (and
+ *              bias) over x, B, C, then SiLU; dt = softplus(dt + dt_bias),
+ *              A = -exp(A_log); per head the recurrence h_t = exp(dt A)
+ *              h_{t-1} + dt x_t B_t^T, y_t = h_t C_t + D x_t (B and C of the
+ *              head's group); y * silu(z) RMS-normalised per group of
+ *              inner / n_groups channels (mamba_ssm's RMSNormGated, vLLM's
+ *              Mixer2RMSNormGated, llama.cpp; transformers 5.12's torch path
+ *              normalises the whole width, the same for one group) times the
+ *              norm weight; out_proj
  *   tied_head  the head may be the token embedding (no lm_head tensor);
  *              false: a checkpoint without the record's OUTPUT is refused
  */
@@ -312,6 +336,8 @@ typedef struct tpc_layer_parts {
 	double temp_floor, temp_scale; /* NoPE layers' temperature tuning (above); 0: none */
 	bool chunk_rope;         /* the rotating layers chunked by default (above) */
 	bool logit_scale;        /* the logits times config.json's logit_scale */
+	bool rope_if_said;       /* RoPE only when position_embedding_type is "rope" (above) */
+	bool ssm;                /* layer_types' "mamba" layers a Mamba-2 mixer (above) */
 	bool tied_head;
 } tpc_layer_parts;
 struct tpc_gguf_arch;

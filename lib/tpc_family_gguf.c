@@ -119,6 +119,33 @@ static const tpc_gguf_kv_rule granitemoe_kv[] = {
 	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_intermediate_size"},
 	R_END,
 };
+/* GraniteHybridModel (conversion/granite.py, a Mamba2Model and a
+ * GraniteMoeModel; find_hparam also tries each name with "mamba_"):
+ * GraniteMoeModel's keys, then the mixer's; head_count_kv rewritten in its
+ * place as an INT32 per layer (0 for a Mamba-2 layer); no rotary embedding
+ * (rope.scaling.finetuned false) and context_length rewritten 2^20, as for
+ * every Granite 4 but Bamba; Mamba2Model.set_vocab pads the vocabulary to
+ * a multiple of 8, refused otherwise. An all-attention model the reference
+ * writes as granite or granitemoe: refused */
+#define GRANITEHYBRID_GROUPS "n_groups|num_groups|mamba_n_groups|mamba_num_groups"
+static const tpc_gguf_kv_rule granitehybrid_kv[] = {
+	GRANITE_RULES,
+	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_intermediate_size"},
+	{"ssm.conv_kernel", U32, TPC_KH_REQ, "conv_kernel|d_conv|mamba_conv_kernel|mamba_d_conv"},
+	{"ssm.state_size", U32, TPC_KH_REQ,
+	 "state_size|d_state|state_dim|ssm_state_size|mamba_state_size|mamba_d_state|mamba_state_dim|mamba_ssm_state_size"},
+	{"ssm.group_count", U32, TPC_KH_REQ, GRANITEHYBRID_GROUPS},
+	{"ssm.inner_size", U32, TPC_KH_PRODUCT,
+	 "expand|num_heads|mamba_expand|mamba_num_heads*mamba_head_dim|hidden_size|d_model|mamba_mamba_head_dim|mamba_hidden_size|mamba_d_model"},
+	{"ssm.time_step_rank", U32, TPC_KH_REQ, "n_heads|num_heads|mamba_n_heads|mamba_num_heads"},
+	{"attention.head_count_kv", 0, TPC_KH_LAYERS_OF,
+	 "num_key_value_heads|n_head_kv|mamba_num_key_value_heads|mamba_n_head_kv=attention"},
+	{"rope.dimension_count", U32, TPC_KH_FIND, "attn_rotary_emb|mamba_attn_rotary_emb"},
+	{"rope.scaling.finetuned", BOOL, TPC_KH_CONST, "0"},
+	{"context_length", U32, TPC_KH_CONST, "1048576"},
+	{"vocab_size", 0, TPC_KH_MULTIPLE_OF, "vocab_size%8"},
+	R_END,
+};
 /* SmolLM3Model (a LlamaModel, conversion/llama.py): LlamaModel's keys and no
  * more; llama.cpp reads every 4th layer as one without RoPE and no window,
  * so a config.json that says otherwise is refused (no key is written) */
@@ -390,6 +417,36 @@ static const tpc_gguf_cfg_rule granitemoe_shared_cfg[] = {
 	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* Granite 4: the kv heads and layer_types from the per-layer head_count_kv
+ * (before the text rows read it as one count), Granite-MoE-shared's rows,
+ * the mixer's sizes */
+#define GRANITEHYBRID_CFG_ROWS \
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_ARR_NZ}, \
+	{"layer_types", "attention.head_count_kv=attention/mamba", TPC_CK_LAYER_KINDS}, \
+	GRANITE_CFG_ROWS \
+	{"shared_intermediate_size", "expert_shared_feed_forward_length", TPC_CK_INT}, \
+	{"mamba_d_conv", "ssm.conv_kernel", TPC_CK_INT}, \
+	{"mamba_d_state", "ssm.state_size", TPC_CK_INT}, \
+	{"mamba_n_groups", "ssm.group_count", TPC_CK_INT}, \
+	{"mamba_n_heads", "ssm.time_step_rank", TPC_CK_INT}, \
+	{"mamba_expand", "ssm.inner_size/embedding_length", TPC_CK_INT_QUOT}, \
+	{"mamba_d_head", "ssm.inner_size/ssm.time_step_rank", TPC_CK_INT_QUOT},
+static const tpc_gguf_cfg_rule granitehybrid_cfg[] = {
+	GRANITEHYBRID_CFG_ROWS
+	{NULL, NULL, TPC_CK_INT},
+};
+/* without experts: num_local_experts 0 said (GraniteMoeHybridConfig's default is 8) */
+static const tpc_gguf_cfg_rule granitehybrid_dense_cfg[] = {
+	{"num_local_experts", "0", TPC_CK_CONST},
+	GRANITEHYBRID_CFG_ROWS
+	{NULL, NULL, TPC_CK_INT},
+};
+/* its conv1d and in_proj biases: Mamba-2 layer 0's */
+static const tpc_gguf_bias_flag granitehybrid_bias[] = {
+	{"mamba_conv_bias", TPC_ROLE_SSM_CONV1D},
+	{"mamba_proj_bias", TPC_ROLE_SSM_IN},
+	{NULL, TPC_ROLE_NONE},
+};
 /* Phi's LayerNorm epsilon */
 static const tpc_gguf_cfg_rule phi2_cfg[] = {
 	TEXT_CFG_ROWS
@@ -549,6 +606,25 @@ const tpc_gguf_arch tpc__gguf_granitemoe_shared = {
 	.vocab = TPC_GGUF_VOCAB_LLAMA, .tok_class_spm = "LlamaTokenizer", .add_space_prefix = true,
 	.hf_cfg = granitemoe_shared_cfg, .rope_pct = "partial_rotary_factor", .experts_member = "num_local_experts",
 	.when_key = "expert_shared_feed_forward_length"};
+/* GraniteHybridModel: general.architecture granitehybrid; LlamaModel's Q/K
+ * permutation on the attention layers, GraniteMoeModel's experts and shared
+ * MLP (ffn_*_shexp), Mamba2Model's mixer tensors (mamba2); Mamba2Model's
+ * set_vocab (SentencePiece when tokenizer.model is there, else a BPE) */
+const tpc_gguf_arch tpc__gguf_granitehybrid = {
+	.arch = "granitehybrid", .hf_arch = A("GraniteMoeHybridForCausalLM"), .kv = granitehybrid_kv, .permute_qk = true,
+	.mamba2 = true, .ssm_groups = GRANITEHYBRID_GROUPS,
+	.experts = {TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP, TPC_ROLE_FFN_DOWN_EXP},
+	.vocab = TPC_GGUF_VOCAB_SPM_OR_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = granitehybrid_cfg, .bias_flags = granitehybrid_bias, .rope_pct = "partial_rotary_factor",
+	.experts_member = "num_local_experts"};
+/* GraniteHybridModel for a Granite 4 without experts: the same keys
+ * (expert_count 0), no stacks, the shared MLP as ffn_gate/ffn_up/ffn_down */
+const tpc_gguf_arch tpc__gguf_granitehybrid_dense = {
+	.arch = "granitehybrid", .hf_arch = A("GraniteMoeHybridForCausalLM"), .kv = granitehybrid_kv, .permute_qk = true,
+	.mamba2 = true, .ssm_groups = GRANITEHYBRID_GROUPS,
+	.vocab = TPC_GGUF_VOCAB_SPM_OR_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = granitehybrid_dense_cfg, .bias_flags = granitehybrid_bias, .rope_pct = "partial_rotary_factor",
+	.model_type = "granitemoehybrid"};
 /* GptOssModel (conversion/gpt_oss.py, bf16/f32 weights): TextModel's keys,
  * then sliding_window and the experts' width; _set_vocab_gpt2; its experts
  * transposed and gate_up_proj's gate and up de-interleaved (the record's
@@ -822,6 +898,16 @@ const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
 {
 	const tpc_family *f = tpc_family_by_arch(hf_arch);
 	return f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) ? f : NULL;
+}
+
+const tpc_family *tpc_family_by_gguf_hf_experts(const char *hf_arch, int64_t experts)
+{
+	for (size_t i = 0; experts == 0 && hf_arch && i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) && !tpc_gguf_arch_stacks_experts(f->gguf))
+			return f;
+	}
+	return tpc_family_by_gguf_hf(hf_arch);
 }
 
 static bool fits_gguf(const tpc_family *f, const char *arch, int experts)

@@ -41,6 +41,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tpc_family.h"
 #include "tpc_ggml.h"
@@ -124,6 +125,17 @@ typedef enum tpc_gguf_kh {
 			      * config.json's MEMBER, when there and not null, must be VALUE, else
 			      * refused (llama.cpp's llama4: attention_chunk_size 8192,
 			      * floor_scale 8192, attn_scale 0.1) */
+	TPC_KH_PRODUCT,      /* "A*B": the first of A's '|' names present times the first of B's,
+			      * both required (Mamba2Model's ssm.inner_size: expand x d_model) */
+	TPC_KH_LAYERS_OF,    /* "MEMBERS=TYPE": an INT32 array, an entry per layer_types entry: the
+			      * first of MEMBERS present where the layer is TYPE, else 0
+			      * (GraniteHybridModel's head_count_kv: the attention layers' kv
+			      * heads, 0 for the Mamba-2 ones); refused without layer_types or
+			      * when every layer is TYPE (the reference then writes another
+			      * architecture) */
+	TPC_KH_MULTIPLE_OF,  /* "MEMBER%N": no key; the member (required) must be a multiple of N,
+			      * else refused (Mamba2Model.set_vocab pads the vocabulary to a
+			      * multiple of 8 with [PAD] tokens, which tpconv does not write) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -195,6 +207,14 @@ typedef enum tpc_gguf_ck {
 			     * model (llama.cpp's qwen3moe renormalises the top-k routing
 			     * weights always: norm_topk_prob "true"); a member an earlier
 			     * row or the GGUF's token ids wrote is kept */
+	TPC_CK_ARR_NZ,      /* an integer array key (one entry per layer): the value of its
+			     * nonzero entries, which must all be equal (GraniteHybridModel's
+			     * head_count_kv: 0 for a Mamba-2 layer) */
+	TPC_CK_LAYER_KINDS, /* key "KEY=A/B": layer_types from an integer array key, "A" where
+			     * the entry is nonzero, else "B" (head_count_kv's attention and
+			     * mamba layers) */
+	TPC_CK_INT_QUOT,    /* key "K1/K2": the first key's integer divided by the second's,
+			     * exactly (mamba_expand: ssm.inner_size / embedding_length) */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {
@@ -237,6 +257,14 @@ typedef struct tpc_gguf_arch {
 	bool neox_qkv;     /* GPT-NeoX: qkv rows [heads, 3, hd] -> [3, heads, hd] */
 	bool rope_freqs;   /* LlamaModel.generate_extra_tensors: a llama3 rope writes rope_freqs.weight */
 	bool rope_factors; /* Phi3MiniModel: a longrope's long/short factors as rope_factors_long/_short */
+	bool mamba2;       /* Mamba2Model.modify_tensors: the conv1d weight squeezed ([C, 1, K] ->
+			    * [C, K]), A_log written as A = -exp(A_log) and D, both [heads, 1],
+			    * the gated norm's weight [groups, inner / groups] (groups: ssm_groups) */
+	const char *ssm_groups; /* config.json members of the Mamba-2 group count ('|': the first) */
+	const char *model_type; /* config.json's model_type read back; NULL: the record's name, '-' as
+				 * '_' (a record named apart from transformers': Granite 4 without
+				 * experts; Llama 4 text's llama4_text, transformers' llama4 being the
+				 * multimodal Llama4Config) */
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
 	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
 	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):
@@ -261,9 +289,6 @@ typedef struct tpc_gguf_arch {
 				    * rotary dimension is an hf_cfg row of its own) */
 	bool rope_pct_always;      /* rope_pct written also when the rotary dimension is whole */
 	const char *experts_member; /* config.json's expert count member */
-	const char *model_type; /* config.json's model_type when a GGUF is read back; NULL: the
-				 * record's name, '-' as '_' (Llama 4 text's llama4_text: transformers'
-				 * llama4 is the multimodal Llama4Config) */
 	const char *when_key; /* the record reads a GGUF of its arch only when this {arch}.* key is
 			       * there (OLMo 3's attention.sliding_window: the reference writes
 			       * Olmo2ForCausalLM and Olmo3ForCausalLM both as olmo2); the record
@@ -277,6 +302,11 @@ bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g);
  * `hf_arch` as (tpc_family_by_arch, when its GGUF part lists it); NULL if
  * none. */
 const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch);
+/* The same for a config.json whose routed experts number `experts` (-1:
+ * unsaid): with none (0), a record whose GGUF part lists hf_arch and stacks
+ * no experts comes first (Granite 4 with num_local_experts 0, whose shared
+ * MLP the reference writes as ffn_gate/ffn_up/ffn_down). */
+const tpc_family *tpc_family_by_gguf_hf_experts(const char *hf_arch, int64_t experts);
 
 /* The first record whose GGUF architecture is `arch` (a GGUF's
  * general.architecture): experts 1, one that stacks experts; 0, one that
@@ -297,6 +327,7 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
-	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4;
+	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,
+	tpc__gguf_granitehybrid_dense;
 
 #endif

@@ -28,9 +28,30 @@ const char *tpc_split_kind_name(tpc_split_kind k)
 	return "?";
 }
 
+static const char *const heads_names[] = {
+	[TPC_HEADS_NONE] = "none", [TPC_HEADS_Q] = "q", [TPC_HEADS_KV] = "kv",
+	[TPC_HEADS_SSM] = "ssm", [TPC_HEADS_SSM_DT] = "ssm_dt", [TPC_HEADS_SSM_GROUPS] = "ssm_groups",
+};
+
 const char *tpc_heads_kind_name(tpc_heads_kind k)
 {
-	return k == TPC_HEADS_Q ? "q" : k == TPC_HEADS_KV ? "kv" : "none";
+	return (unsigned)k < sizeof(heads_names) / sizeof(heads_names[0]) ? heads_names[k] : "none";
+}
+
+int64_t tpc_plan_sym_rows(tpc_heads_kind sym, const tpc_model_facts *f, int64_t *heads)
+{
+	int64_t cnt = 0, each = 0;
+	switch (sym) {
+	case TPC_HEADS_NONE: break;
+	case TPC_HEADS_Q: cnt = f->heads, each = f->head_dim; break;
+	case TPC_HEADS_KV: cnt = f->kv_heads ? f->kv_heads : f->heads, each = f->head_dim; break;
+	case TPC_HEADS_SSM: cnt = f->ssm_heads, each = f->ssm_head_dim; break;
+	case TPC_HEADS_SSM_DT: cnt = f->ssm_heads, each = 1; break;
+	case TPC_HEADS_SSM_GROUPS: cnt = f->ssm_groups, each = f->ssm_state; break;
+	}
+	if (heads)
+		*heads = cnt;
+	return cnt > 0 && each > 0 && cnt <= INT64_MAX / 4 / each ? cnt * each : 0;
 }
 
 /* ---- plan parsing ---- */
@@ -142,6 +163,17 @@ static int parse_heads(const cJSON *v, tpc_heads_kind *out)
 	return 0;
 }
 
+/* A listed part's symbolic size: the head kinds and a Mamba-2 mixer's parts */
+static int parse_part(const cJSON *v, tpc_heads_kind *out)
+{
+	for (size_t k = TPC_HEADS_Q; k < sizeof(heads_names) / sizeof(heads_names[0]); k++)
+		if (!strcmp(v->valuestring, heads_names[k])) {
+			*out = (tpc_heads_kind)k;
+			return 0;
+		}
+	return -1;
+}
+
 static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *path, tpc_err *e)
 {
 	const cJSON *match = NULL, *split = NULL;
@@ -204,9 +236,9 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 									idx);
 						pp->rest = true;
 					} else if (cJSON_IsString(p)) {
-						if (parse_heads(p, &pp->sym) || pp->sym == TPC_HEADS_NONE)
+						if (parse_part(p, &pp->sym))
 							return PLAN_BAD(e, path,
-									"plan rule %zu: part %d must be a size, \"q\", \"kv\" or \"rest\"",
+									"plan rule %zu: part %d must be a size, \"q\", \"kv\", \"ssm\", \"ssm_dt\", \"ssm_groups\" or \"rest\"",
 									idx, j);
 						pp->heads = pp->sym;
 					} else if (!get_int(p, 1, INT64_MAX / 2, &pp->size)) {
@@ -664,7 +696,12 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 				pt->size = 0;
 				continue;
 			}
-			if (pp->sym) {
+			if (pp->sym >= TPC_HEADS_SSM) {
+				if (!(pt->size = tpc_plan_sym_rows(pp->sym, f, &pt->heads)))
+					return missing_fact(e, name,
+							  "part %d is \"%s\" (of a Mamba-2 mixer) but the model's mamba_n_heads, mamba_d_head (or mamba_expand), mamba_n_groups or mamba_d_state are unknown; give --config config.json",
+							  k, tpc_heads_kind_name(pp->sym));
+			} else if (pp->sym) {
 				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
 				if (!cnt || !f->head_dim)
 					return missing_fact(e, name,
@@ -708,6 +745,23 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 		if (np > 1)
 			snprintf(which, sizeof(which), "part %d of ", k);
 		pt->replicas = 1;
+		if (pt->head_kind >= TPC_HEADS_SSM) {
+			/* heads or groups the facts gave with the part's size */
+			if (pt->heads % tp == 0)
+				continue;
+			if (pt->head_kind == TPC_HEADS_SSM_GROUPS && pt->heads == 1) {
+				pt->replicas = tp; /* the one group beside every rank's heads */
+				continue;
+			}
+			return bad_tensor(e, name,
+					  "%s%lld Mamba-2 %s in dim %d (size %lld) cannot be split over tp %d: tp must divide them%s",
+					  which, (long long)pt->heads,
+					  pt->head_kind == TPC_HEADS_SSM_GROUPS ? "groups (mamba_n_groups)" : "heads (mamba_n_heads)",
+					  d, (long long)pt->size, tp,
+					  pt->head_kind == TPC_HEADS_SSM_GROUPS
+						  ? " (one group is replicated, as vLLM's MambaMixer2 does; it refuses other counts)"
+						  : "");
+		}
 		if (pt->head_kind) {
 			int ret = part_heads(f, r, pt, k, np, name, e);
 			if (ret)

@@ -62,8 +62,12 @@
  *     "parts": 2 | [P, ...],  a fused tensor: equal parts, or a list where each
  *                          P is a size, "q" (heads * head_dim rows of query
  *                          heads), "kv" (kv_heads * head_dim rows of K or V
- *                          heads) or "rest" (what the other parts leave; at
- *                          most one). Each part is split on its own and rank r
+ *                          heads), a Mamba-2 mixer's "ssm" (ssm_heads *
+ *                          ssm_head_dim: z or x), "ssm_dt" (ssm_heads: dt) or
+ *                          "ssm_groups" (ssm_groups * ssm_state: B or C; one
+ *                          group is replicated, more must divide by tp: vLLM's
+ *                          MambaMixer2), or "rest" (what the other parts
+ *                          leave; at most one). Each part is split on its own and rank r
  *                          gets [part0_r ; part1_r ; ...]. With a count,
  *                          "heads" applies to every part.
  *     "gated": true,       a feed-forward input projection: 2 equal parts
@@ -145,10 +149,24 @@ typedef enum tpc_heads_kind {
 	TPC_HEADS_NONE = 0,
 	TPC_HEADS_Q,  /* query heads: split on head boundaries, never replicated */
 	TPC_HEADS_KV, /* key/value heads: replicated when tp > their count */
+	/* parts of a Mamba-2 mixer's fused tensors (vLLM's MambaMixer2 splits
+	 * each on its own: mamba_v2_sharded_weight_loader), listed parts only */
+	TPC_HEADS_SSM,        /* "ssm": ssm_heads x ssm_head_dim rows, split on head boundaries */
+	TPC_HEADS_SSM_DT,     /* "ssm_dt": a row per SSM head (dt), split with the heads */
+	TPC_HEADS_SSM_GROUPS, /* "ssm_groups": ssm_groups x ssm_state rows (B or C), split on
+				 group boundaries; one group is on every rank whole (vLLM
+				 replicates it beside each rank's heads); tp must divide
+				 more than one */
 } tpc_heads_kind;
 
 const char *tpc_split_kind_name(tpc_split_kind k);
 const char *tpc_heads_kind_name(tpc_heads_kind k);
+
+/* The rows a symbolic part ("q", "kv", "ssm", "ssm_dt", "ssm_groups") stands
+ * for under the facts f, and the heads (groups) they hold in *heads (may be
+ * NULL); 0 when a fact it needs is unknown. */
+struct tpc_model_facts;
+int64_t tpc_plan_sym_rows(tpc_heads_kind sym, const struct tpc_model_facts *f, int64_t *heads);
 
 typedef struct tpc_plan_part {
 	int64_t size;        /* explicit size, or 0 */

@@ -53,6 +53,15 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", k[i], (long long)v[i]);
 				first = false;
 			}
+		/* a Mamba-2 mixer's sizes, which its plan parts are made of (a set
+		 * resharded from this one has no config.json to read them from) */
+		const char *sk[] = {"ssm_heads", "ssm_head_dim", "ssm_groups", "ssm_state"};
+		int64_t sv[] = {f->ssm_heads, f->ssm_head_dim, f->ssm_groups, f->ssm_state};
+		for (int i = 0; i < 4; i++)
+			if (sv[i]) {
+				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", sk[i], (long long)sv[i]);
+				first = false;
+			}
 		if (tpc_ff_act_name(f->ff_act))
 			tpc_buf_addf(b, "%s\"activation_fn\": \"%s\"", first ? "" : ", ", tpc_ff_act_name(f->ff_act));
 		/* head facts only a command line gave (an origin "--heads"): no

@@ -129,6 +129,92 @@ bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char 
 }
 
 
+/* One of a Mamba-2 mixer's tensors held as its split says on this rank: a
+ * float, split on dim 0 (conv1d, dt_bias, A_log, D, the norm) or, with one
+ * rank, replicated */
+static bool ssm_part_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t n)
+{
+	const tpc_vtensor *v = i >= 0 ? &R->s->t[i] : NULL;
+	if (!v) {
+		snprintf(msg, n, "the Mamba-2 mixer has no %s", what);
+		return false;
+	}
+	if (!tpc__float_dtype(v->ref->src_dtype) || (R->tp > 1 && v->dim != 0)) {
+		snprintf(msg, n, "Mamba-2 %s '%s' must be a float split on dim 0 by heads", what, v->name);
+		return false;
+	}
+	return tpc__rank_ok(R, i, R->me, msg, n);
+}
+
+/* A whole (unsplit, partless) tensor of a Mamba-2 mixer described as its np
+ * parts of sz[] rows; false when its rows do not add up. A split one as it is. */
+static bool ssm_whole(vloc *w, const int64_t *sz, int np)
+{
+	int64_t sum = 0;
+	if (w->nparts == np || w->nparts != 1 || w->start[0] != 0 || w->len[0] != w->size[0])
+		return true; /* split: the checks below */
+	for (int k = 0; k < np; k++) {
+		w->len[k] = w->size[k] = sz[k];
+		w->start[k] = 0;
+		w->off[k] = w->poff[k] = sum;
+		w->replicas[k] = 1;
+		sum += sz[k];
+	}
+	w->nparts = np;
+	return w->t && w->t->ndim >= 1 && w->t->shape[0] == sum;
+}
+
+bool tpc__ssm_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vssm_loc *s, char *msg, size_t n)
+{
+	const tpc_vssm *p = &ly->ssm;
+	*s = (vssm_loc){.hd = p->head_dim, .ns = p->state, .K = p->conv, .heads = p->heads, .groups = p->groups,
+			.eps = p->eps};
+	if (t >= 0 && (!block_part_ok(R, p->in, MK_COL, "Mamba-2 in_proj", msg, n) ||
+		       !block_part_ok(R, p->out, MK_ROW, "Mamba-2 out_proj", msg, n) || !ssm_part_ok(R, p->conv_w, "conv1d", msg, n) ||
+		       (p->conv_b >= 0 && !ssm_part_ok(R, p->conv_b, "conv1d bias", msg, n)) ||
+		       !ssm_part_ok(R, p->dt_bias, "dt_bias", msg, n) || !ssm_part_ok(R, p->a_log, "A_log", msg, n) ||
+		       !ssm_part_ok(R, p->d, "D", msg, n) || !ssm_part_ok(R, p->norm, "norm", msg, n)))
+		return false;
+	tpc__lin_of(R, p->in, t, false, &s->in);
+	tpc__lin_of(R, p->out, t, true, &s->out);
+	tpc__loc_of(R, p->conv_w, t, &s->conv_w);
+	tpc__opt_loc(R, p->conv_b, t, &s->conv_b);
+	tpc__loc_of(R, p->dt_bias, t, &s->dt_bias);
+	tpc__loc_of(R, p->a_log, t, &s->a_log);
+	tpc__loc_of(R, p->d, t, &s->d);
+	tpc__loc_of(R, p->norm, t, &s->norm);
+	vloc *w = &s->in.w, *c = &s->conv_w;
+	int64_t hd = s->hd, ns = s->ns, di = s->heads * hd, gw = s->groups * ns;
+	/* a set that holds them whole (one rank, a set not split by the
+	 * record's plan): the parts from the facts */
+	const int64_t in_sz[5] = {di, di, gw, gw, s->heads}, conv_sz[3] = {di, gw, gw};
+	if (!ssm_whole(w, in_sz, 5) || !ssm_whole(c, conv_sz, 3)) {
+		snprintf(msg, n, "the Mamba-2 mixer '%s' is not %lld heads of %lld and %lld groups of %lld channels", w->name,
+			 (long long)s->heads, (long long)hd, (long long)s->groups, (long long)ns);
+		return false;
+	}
+	/* in_proj [z | x | B | C | dt], conv1d [x | B | C]: this rank's heads
+	 * and groups, the same in both; the heads' per-head tensors */
+	bool fits = w->nparts == 5 && c->nparts == 3 && hd > 0 && ns > 0 && s->K > 0 && s->groups > 0 &&
+		    s->heads % s->groups == 0 && w->len[0] == w->len[1] && w->len[0] % hd == 0 && w->start[0] % hd == 0 &&
+		    w->start[1] == w->start[0] && w->len[2] == w->len[3] && w->start[2] == w->start[3] && w->len[2] % ns == 0 &&
+		    w->start[2] % ns == 0 && w->len[4] * hd == w->len[0] && w->start[4] * hd == w->start[0] &&
+		    c->len[0] == w->len[0] && c->start[0] == w->start[0] && c->len[1] == w->len[2] && c->start[1] == w->start[2] &&
+		    c->len[2] == w->len[2] && c->t->ndim == 3 && c->t->shape[1] == 1 && c->t->shape[2] == s->K &&
+		    s->dt_bias.len[0] == w->len[4] && s->a_log.len[0] == w->len[4] && s->d.len[0] == w->len[4] &&
+		    s->norm.len[0] == w->len[0] && s->out.w.t->ndim == 2 && s->out.w.t->shape[1] == w->len[0];
+	if (!fits) {
+		snprintf(msg, n, "rank %d: the Mamba-2 mixer '%s' is not split by whole heads and groups as in_proj [z|x|B|C|dt] and conv1d [x|B|C] (%lld heads of %lld, %lld groups of %lld, %lld taps)",
+			 t, w->name, (long long)s->heads, (long long)hd, (long long)s->groups, (long long)ns, (long long)s->K);
+		return false;
+	}
+	s->nh = w->len[0] / hd;
+	s->h0 = w->start[0] / hd;
+	s->ng = w->len[2] / ns;
+	s->g0 = w->replicas[2] > 1 ? 0 : w->start[2] / ns;
+	return true;
+}
+
 bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n)
 {
 	const tpc_vattn *p = &ly->attn;

@@ -188,6 +188,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erff
 #define RTANH tanhf
 #define RSQRT sqrtf
+#define RLOG1P log1pf
 #define GEMM sgemm
 #include "kernels.inc"
 #undef R
@@ -197,6 +198,7 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #undef RERF
 #undef RTANH
 #undef RSQRT
+#undef RLOG1P
 #undef GEMM
 
 #define R double
@@ -206,5 +208,6 @@ uint64_t tpc_verify_stream(const char *name, int kind)
 #define RERF erf
 #define RTANH tanh
 #define RSQRT sqrt
+#define RLOG1P log1p
 #define GEMM dgemm
 #include "kernels.inc"

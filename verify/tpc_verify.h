@@ -393,6 +393,18 @@ typedef struct tpc_vmoe {
 					    times the weight */
 } tpc_vmoe;
 
+/* A Mamba-2 mixer in place of a layer's attention (the record's parts.ssm):
+ * tensor indices (-1: none) of in_proj [z | x | B | C | dt] and its bias,
+ * the conv1d's weight [channels, 1, conv] and bias, dt_bias, A_log, D, the
+ * gated norm's weight and out_proj; heads of head_dim channels, groups of
+ * B and C of state channels, the norm's epsilon (tpc_layer_parts.ssm says
+ * the arithmetic) */
+typedef struct tpc_vssm {
+	int64_t in, conv_w, conv_b, dt_bias, a_log, d, norm, out;
+	int64_t heads, head_dim, groups, state, conv;
+	double eps;
+} tpc_vssm;
+
 typedef struct tpc_vlayer {
 	char *name;                      /* "model.layers.3" (owned) */
 	int64_t norm1_w, norm1_b, norm2_w, norm2_b;
@@ -401,6 +413,7 @@ typedef struct tpc_vlayer {
 	tpc_vattn attn;                  /* attn.o < 0: no attention check (a DiT feed-forward entry) */
 	tpc_vmlp mlp;                    /* mlp.down < 0: no feed-forward check */
 	tpc_vmoe moe;                    /* moe.exp NULL: none */
+	tpc_vssm ssm;                    /* ssm.in < 0: none; else the layer's mixer (no attn) */
 	int64_t hidden;                  /* the block's width when it differs from the model's
 					    (a Unet's stages); 0: the model's */
 } tpc_vlayer;

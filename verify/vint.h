@@ -150,6 +150,17 @@ typedef struct vmla_loc {
 	const tpc_vmla *p;       /* the sizes and the rope */
 } vmla_loc;
 
+/* A Mamba-2 mixer (tpc_vssm) on this rank: its heads h0 .. h0 + nh - 1 of
+ * hd channels, groups g0 .. g0 + ng - 1 of B and C (all of one replicated
+ * group), of heads and groups in the model; the conv1d of K taps over this
+ * rank's [x | B | C] channels */
+typedef struct vssm_loc {
+	vlin in, out;
+	vloc conv_w, conv_b, dt_bias, a_log, d, norm; /* conv_b.t NULL: none */
+	int64_t nh, h0, ng, g0, hd, ns, K, heads, groups;
+	double eps;
+} vssm_loc;
+
 typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
 	vloc p1w, p2w;           /* norms of the attention's and MLP's outputs (.t NULL: none) */
@@ -160,6 +171,8 @@ typedef struct vlayer_loc {
 	vmla_loc mla;            /* mla.p non-NULL: the attention is MLA, not attn */
 	vmlp_loc mlp;
 	bool moe;                /* the feed-forward is the model's moe hook, not mlp */
+	bool is_ssm;             /* the sequence mixer is ssm, not attn */
+	vssm_loc ssm;
 } vlayer_loc;
 
 /* The single pass (check_pass.c): a layer's attention and MLP block checks'
@@ -227,7 +240,8 @@ void tpc__vctx_release(vctx *x);
 	int tpc__mlp_##S(vctx *x, const vmlp_loc *m, int64_t T, int64_t H, const R *in, R *out); \
 	int tpc__attn_##S(vctx *x, const vattn_loc *a, int64_t T, int64_t H, const R *in,       \
 			  R *out);                                                                \
-	int tpc__model_##S(vctx *x, const vmodel_loc *m, int64_t T, const int32_t *ids, R *logits);
+	int tpc__model_##S(vctx *x, const vmodel_loc *m, int64_t T, const int32_t *ids, R *logits); \
+	int tpc__ssm_##S(vctx *x, const vssm_loc *s, int64_t T, int64_t H, const R *in, R *out);
 TPC_V_DECL(float, f)
 TPC_V_DECL(double, d)
 
@@ -398,6 +412,7 @@ bool tpc__repl_ok(const vrun *R, int64_t i, const char *what, char *msg, size_t 
  * tensor-parallel block; rtol widened for large attention scores. */
 bool tpc__mlp_loc_of(const vrun *R, const tpc_vmlp *p, int t, vmlp_loc *m, char *msg, size_t n);
 bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, char *msg, size_t n);
+bool tpc__ssm_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vssm_loc *s, char *msg, size_t n);
 void tpc__widen(const vrun *R, tpc_vresult *res);
 /* Tensor i as the column (row: the row) half of a tensor-parallel block on
  * this rank (check_blocks.c); MLA's local views on rank t (-1: the

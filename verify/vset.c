@@ -272,6 +272,7 @@ static void layer_init(tpc_vlayer *L)
 	L->attn.q = L->attn.k = L->attn.v = L->attn.qkv = L->attn.o = L->attn.kv = -1;
 	L->attn.q_norm = L->attn.k_norm = L->attn.sinks = -1;
 	L->mlp.gate = L->mlp.up = L->mlp.gate_up = L->mlp.down = -1;
+	L->ssm.in = L->ssm.conv_w = L->ssm.conv_b = L->ssm.dt_bias = L->ssm.a_log = L->ssm.d = L->ssm.norm = L->ssm.out = -1;
 }
 
 /* Append layer L, named `name`, to the model. */
@@ -785,7 +786,10 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	 * rope */
 	bool nope = pt->nope_global && f && f->sliding_window > 0 && !swa;
 	/* a layer config.json's no_rope_layers (or the record's default) leaves
-	 * unrotated attends without positions (SmolLM3's NoPE layers) */
+	 * unrotated attends without positions (SmolLM3's NoPE layers); a record
+	 * that rotates only when position_embedding_type says "rope" */
+	if (pt->rope_if_said && !(f && f->pos_rope_said))
+		nope = true;
 	if (pt->pos == TPC_PART_POS_ROPE && !nope && !tpc_facts_rope_off(f, l, pt->rope_off_every)) {
 		/* a sliding layer with a theta of its own rotates by it, unscaled */
 		bool own = swa && f->rope_theta_local > 0;
@@ -809,6 +813,34 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	bool chunked = f && f->n_typed ? l < f->n_typed && (f->chunk_layers[l / 64] >> (l % 64) & 1)
 				       : pt->chunk_rope && a->rope;
 	a->chunk = !chunked ? 0 : f->chunk_size > 0 ? f->chunk_size : -1; /* -1: refused by layer_rot */
+}
+
+/* Layer l's Mamba-2 mixer when the record has one and config.json's
+ * layer_types makes layer l a "mamba" layer: its tensors by the record's
+ * SSM_* roles, its sizes from the facts (tpc_vssm). 0 when not such a
+ * layer; a missing tensor or fact refused by name. */
+static int layer_ssm(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
+		     const tpc_model_facts *f, tpc_vssm *q, tpc_err *e)
+{
+	static const tpc_role need[] = {TPC_ROLE_SSM_IN, TPC_ROLE_SSM_CONV1D, TPC_ROLE_SSM_DT, TPC_ROLE_SSM_A,
+					TPC_ROLE_SSM_D, TPC_ROLE_SSM_NORM, TPC_ROLE_SSM_OUT};
+	int64_t *at[] = {&q->in, &q->conv_w, &q->dt_bias, &q->a_log, &q->d, &q->norm, &q->out};
+	char miss[TPC_ERR_NAME_MAX];
+	if (!m->parts.ssm || !tpc_facts_ssm_layer(f, l))
+		return 0;
+	for (size_t k = 0; k < sizeof(need) / sizeof(need[0]); k++)
+		if ((*at[k] = find_role(s, an, need[k], l, false)) < 0)
+			return tpc_err_set(e, TPC_EINPUT, "layer '%s': layer_types makes it a Mamba-2 mixer, but it has no '%s'", nm,
+					   role_name(an, need[k], l, -1, false, miss, sizeof(miss)) ? miss : tpc_role_name(need[k]));
+	q->conv_b = find_role(s, an, TPC_ROLE_SSM_CONV1D, l, true);
+	q->heads = f->ssm_heads, q->head_dim = f->ssm_head_dim, q->groups = f->ssm_groups, q->state = f->ssm_state;
+	q->conv = f->ssm_conv;
+	q->eps = m->norm_eps;
+	if (q->heads < 1 || q->head_dim < 1 || q->groups < 1 || q->state < 1 || q->conv < 1 || q->heads % q->groups)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': a Mamba-2 mixer needs config.json's mamba_n_heads, mamba_d_head, mamba_n_groups (dividing the heads), mamba_d_state and mamba_d_conv",
+				   nm);
+	return 1;
 }
 
 /* Expert x's tensor of role r in layer l under the checkpoint's prefix: its
@@ -946,12 +978,21 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, i
 		return ret;
 	if (L->moe.exp)
 		m->moe = true;
+	/* a layer without a router whose record has a shared expert: that is
+	 * its MLP (Granite 4 with num_local_experts 0: shared_mlp alone) */
+	if (m->arch == TPC_VARCH_LLAMA && p->down < 0 && !L->moe.exp && tpc_family_row(an->fam, TPC_ROLE_FFN_DOWN_SHEXP)) {
+		glu_of(s, an, TPC_ROLE_FFN_GATE_SHEXP, TPC_ROLE_FFN_UP_SHEXP, TPC_ROLE_FFN_DOWN_SHEXP, l, -1, p);
+		if (p->down < 0)
+			no_mlp(p);
+	}
+	if ((ret = layer_ssm(s, m, an, l, nm, f, &L->ssm, e)) < 0)
+		return ret;
 	/* multi-head latent attention (DeepSeek): checked tensor by tensor */
 	if (m->parts.attn == TPC_PART_MLA && a->o >= 0 && a->k < 0 && a->v < 0 && a->qkv < 0 &&
 	    find_role(s, an, TPC_ROLE_ATTN_KV_A_MQA, l, false) >= 0 && find_role(s, an, TPC_ROLE_ATTN_KV_B, l, false) >= 0 &&
 	    (a->q >= 0 || find_role(s, an, TPC_ROLE_ATTN_Q_B, l, false) >= 0))
 		a->mla = m->mla = true;
-	bool attn_ok = a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0));
+	bool attn_ok = (a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0))) || L->ssm.in >= 0;
 	bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
 		      L->moe.exp;
 	tpc_part_place pl = m->parts.place;
@@ -1100,7 +1141,8 @@ static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, 
 		if (L.norm1_w < 0 && L.attn.o < 0 && L.mlp.down < 0)
 			break; /* no layer l: the model has l layers */
 		if ((ret = layer_kinds(s, m, an, l, nm, f, &L, e)) ||
-		    (ret = layer_heads(s, m, an, l, nm, f, &L.attn, &heads, &kvh, &hd, e)) || (ret = layer_rot(m, nm, f, &L.attn, e)) ||
+		    (L.ssm.in < 0 && (ret = layer_heads(s, m, an, l, nm, f, &L.attn, &heads, &kvh, &hd, e))) ||
+		    (ret = layer_rot(m, nm, f, &L.attn, e)) ||
 		    (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);
 	}

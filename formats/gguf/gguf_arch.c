@@ -500,6 +500,83 @@ static int rope_times(conv *cv, const char *names, bool *put, double *f)
 	return 0;
 }
 
+/* names cut at the first `sep` into buf (the part before) and the part after */
+static const char *cut(const char *names, int sep, char *buf, size_t n)
+{
+	const char *at = names ? strchr(names, sep) : NULL;
+	if (!at || (size_t)(at - names) >= n)
+		return NULL;
+	snprintf(buf, n, "%.*s", (int)(at - names), names);
+	return at + 1;
+}
+
+/* TPC_KH_PRODUCT: "A*B", both required */
+static int key_product(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
+{
+	char first[128];
+	const char *second = cut(r->names, '*', first, sizeof(first));
+	uint64_t a = 0, b = 0;
+	if (!second)
+		return tpc_err_set(cv->e, TPC_EINPUT, "internal: gguf key rule '%s' is not A*B", r->key);
+	if (cfg_req_u32(&cv->c, first, &a, cv->e) || cfg_req_u32(&cv->c, second, &b, cv->e))
+		return -1;
+	*u = a * b;
+	return *u > 4294967295u ? cfg_err(&cv->c, cv->e, "config.json: %s multiplies past a u32", r->names) : 0;
+}
+
+/* TPC_KH_LAYERS_OF: "MEMBERS=TYPE", an INT32 per layer_types entry */
+static int key_layers_of(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	char members[128], full[160];
+	const char *type = cut(r->names, '=', members, sizeof(members));
+	const cJSON *lt = cfg_get(&cv->c, "layer_types");
+	uint64_t v = 0, n = cJSON_IsArray(lt) ? (uint64_t)cJSON_GetArraySize(lt) : 0, of = 0;
+	if (!type)
+		return tpc_err_set(cv->e, TPC_EINPUT, "internal: gguf key rule '%s' is not MEMBERS=TYPE", r->key);
+	if (!n)
+		return cfg_err(&cv->c, cv->e, "config.json has no layer_types, which the GGUF metadata's %s needs", r->key);
+	if (cfg_req_u32(&cv->c, members, &v, cv->e) || key_full(cv, r->key, full, sizeof(full)))
+		return -1;
+	int32_t *a = malloc((size_t)n * sizeof(*a));
+	if (!a)
+		return tpc_err_nomem(cv->e);
+	for (uint64_t i = 0; i < n; i++) {
+		const cJSON *t = cJSON_GetArrayItem(lt, (int)i);
+		bool is = cJSON_IsString(t) && !strcmp(t->valuestring, type);
+		a[i] = is ? (int32_t)v : 0;
+		of += is;
+	}
+	int ret = 0;
+	if (of == n)
+		ret = cfg_err(&cv->c, cv->e,
+			      "config.json: every layer_types entry is '%s', which convert_hf_to_gguf.py writes as another architecture (not written by tpconv)",
+			      type);
+	else if (tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_I32, a, n))
+		ret = tpc_err_nomem(cv->e);
+	free(a);
+	return ret;
+}
+
+/* TPC_KH_MULTIPLE_OF: "MEMBER%N", no key */
+static int key_multiple_of(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	char member[128], *end = NULL;
+	const char *num = cut(r->names, '%', member, sizeof(member));
+	unsigned long long k = num ? strtoull(num, &end, 10) : 0;
+	uint64_t v = 0;
+	if (!num || end == num || *end || !k)
+		return tpc_err_set(cv->e, TPC_EINPUT, "internal: gguf key rule '%s' is not MEMBER%%N", r->key);
+	if (cfg_req_u32(&cv->c, member, &v, cv->e))
+		return -1;
+	if (v % k) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "config.json: '%%s' is %llu, not a multiple of %llu: the reference pads it, which tpconv does not write yet",
+			 (unsigned long long)v, k);
+		return cfg_err(&cv->c, cv->e, msg, member);
+	}
+	return 0;
+}
+
 /* TPC_KH_PLUS: "A+B", A required, plus B when config.json has it */
 static int key_plus(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
 {
@@ -622,6 +699,9 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_SUM:
 	case TPC_KH_ROPE_TIMES:
 	case TPC_KH_ASSUMED:
+	case TPC_KH_PRODUCT:
+	case TPC_KH_LAYERS_OF:
+	case TPC_KH_MULTIPLE_OF:
 		return false;
 	default:
 		return true;
@@ -751,6 +831,14 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	case TPC_KH_ASSUMED:
 		*put = false;
 		return assumed(cv, r);
+	case TPC_KH_PRODUCT:
+		return key_product(cv, r, u);
+	case TPC_KH_LAYERS_OF:
+		*put = false;
+		return key_layers_of(cv, r);
+	case TPC_KH_MULTIPLE_OF:
+		*put = false;
+		return key_multiple_of(cv, r);
 	case TPC_KH_END:
 		break;
 	}
@@ -959,7 +1047,8 @@ static bool ends_with(const char *s, const char *suffix)
 static int tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w)
 {
 	if (w->t.ndim <= 1 || ends_with(w->name, "_norm.weight") || !ends_with(w->name, ".weight") ||
-	    role == TPC_ROLE_FFN_GATE_INP || role == TPC_ROLE_FFN_GATE_INP_SHEXP || role == TPC_ROLE_POS_EMBD)
+	    role == TPC_ROLE_FFN_GATE_INP || role == TPC_ROLE_FFN_GATE_INP_SHEXP || role == TPC_ROLE_POS_EMBD ||
+	    role == TPC_ROLE_SSM_CONV1D)
 		return TPC_GGML_F32;
 	switch (ftype) {
 	case FT_ALL_F32:
@@ -992,6 +1081,29 @@ static int norm_plus_one(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *
 		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(v[i] + 1.0f)) : v[i] + 1.0f;
 	*mem = v;
 	return 0;
+}
+
+float tpc__gguf_torch_expf(float d)
+{
+	/* SLEEF xexpf: d = q ln2 + s (ln2 in two parts), a degree-7 polynomial
+	 * of s, times 2^q; each step one rounding, as torch's vectorised loop */
+	float q = rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
+	float s = fmaf(q, -0.693145751953125f, d);
+	s = fmaf(q, -1.428606765330187045e-06f, s);
+	float u = 0.000198527617612853646278381f;
+	u = fmaf(u, s, 0.00139304355252534151077271f);
+	u = fmaf(u, s, 0.00833336077630519866943359f);
+	u = fmaf(u, s, 0.0416664853692054748535156f);
+	u = fmaf(u, s, 0.166666671633720397949219f);
+	u = fmaf(u, s, 0.5f);
+	u = 1.0f + fmaf(s * s, u, s);
+	if (isnan(d))
+		return d;
+	if (d < -104)
+		return 0;
+	if (d > 100)
+		return INFINITY;
+	return ldexpf(u, (int)q);
 }
 
 /* GPT-NeoX's query_key_value: rows [heads, 3, hd] regrouped [3, heads, hd] */
@@ -1036,6 +1148,62 @@ typedef struct walk {
 	uint64_t *xgot; /* [layer] */
 } walk;
 
+/* Mamba2Model.modify_tensors on one of the mixer's tensors: its values (as
+ * F32, computed in the checkpoint's dtype as torch does for A) with the
+ * shape llama.cpp reads */
+static int mamba2_tensor(walk *w, const tpc_tensor *src, tpc_role role, tpc_tensor *dst, void **mem)
+{
+	const tpc_ckpt *ck = w->ck;
+	int64_t shape[TPC_MAX_NDIM];
+	int nd = 0;
+	uint64_t groups = 0;
+	if (src->numel > ((uint64_t)1 << 28) || src->dq)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "a Mamba-2 %s tpconv does not compute (%llu elements%s)",
+				  tpc_role_name(role), (unsigned long long)src->numel, src->dq ? ", quantized" : "");
+	if (role == TPC_ROLE_SSM_CONV1D) { /* torch's squeeze(): every dim of 1 dropped */
+		for (int d = 0; d < src->ndim; d++)
+			if (src->shape[d] != 1)
+				shape[nd++] = src->shape[d];
+	} else if (role == TPC_ROLE_SSM_NORM) {
+		if (cfg_req_u32(&w->cv->c, w->cv->spec->ssm_groups, &groups, w->cv->e))
+			return -1;
+		if (!groups || src->ndim != 1 || src->shape[0] % (int64_t)groups)
+			return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "not a vector of %llu groups (config.json's %s)",
+					  (unsigned long long)groups, w->cv->spec->ssm_groups);
+		shape[nd++] = (int64_t)groups;
+		shape[nd++] = src->shape[0] / (int64_t)groups;
+	} else { /* A and D: (*shape, 1) */
+		if (src->ndim >= TPC_MAX_NDIM)
+			return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "too many dimensions");
+		for (int d = 0; d < src->ndim; d++)
+			shape[nd++] = src->shape[d];
+		shape[nd++] = 1;
+	}
+	tpc_tensor t;
+	if (tpc_tensor_copy(&t, src))
+		return tpc_err_nomem(w->cv->e);
+	t.dtype = TPC_F32;
+	t.nbytes = t.numel * 4;
+	float *v = malloc(t.nbytes ? t.nbytes : 1);
+	int ret = v ? tpc_ckpt_read_out(ck, &t, 0, t.nbytes, v, w->cv->e) : tpc_err_nomem(w->cv->e);
+	tpc_tensor_release(&t);
+	for (uint64_t i = 0; !ret && role == TPC_ROLE_SSM_A && i < src->numel; i++) {
+		float a = tpc__gguf_torch_expf(v[i]); /* -torch.exp(A_log) in A_log's dtype */
+		a = src->dtype == TPC_BF16 ? tpc_bf16_to_f32(tpc_f32_to_bf16(a))
+		    : src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(a)) : a;
+		v[i] = -a;
+	}
+	if (!ret && tpc_tensor_init_zero(dst, TPC_F32, nd, shape))
+		ret = tpc_err_nomem(w->cv->e);
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	dst->flags = 0;
+	*mem = v;
+	return 0;
+}
+
 /* One checkpoint tensor that is not an expert's: its description as the
  * reference writes it. */
 static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
@@ -1059,6 +1227,10 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 					 (unsigned long long)(q ? w->heads : w->kv_heads));
 	} else if (sp->norm_plus_1 && ends_with(src->name, "norm.weight")) {
 		ret = norm_plus_one(ck, src, &t, &mem, w->cv->e);
+	} else if (sp->mamba2 && !bias &&
+		   (row->role == TPC_ROLE_SSM_CONV1D || row->role == TPC_ROLE_SSM_A || row->role == TPC_ROLE_SSM_D ||
+		    row->role == TPC_ROLE_SSM_NORM)) {
+		ret = mamba2_tensor(w, src, row->role, &t, &mem);
 	} else if (sp->neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
 		if (neox_qkv(src, (int64_t)w->heads, &t))
 			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
@@ -1483,7 +1655,8 @@ static int load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err 
 	c->rope = tpc_cfg_rope(c->doc, TPC_CFG_TEXT);
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->root, "architectures");
 	const char *arch = cJSON_IsArray(a) && cJSON_IsString(a->child) ? a->child->valuestring : NULL;
-	*fam = tpc_family_by_gguf_hf(arch);
+	int64_t experts = cfg_int_or(c, "num_local_experts", cfg_int_or(c, "num_experts", cfg_int_or(c, "n_routed_experts", -1)));
+	*fam = tpc_family_by_gguf_hf_experts(arch, experts);
 	if (*fam && (*fam)->gguf->head_dim)
 		return default_head_dim(c, (*fam)->gguf->head_dim, e);
 	if (!*fam) {

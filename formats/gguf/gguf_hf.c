@@ -69,6 +69,22 @@ static int64_t kv_int(const tpc_gguf_kv *k)
 	}
 }
 
+/* An integer KV or an integer array's first nonzero entry (a per-layer
+ * count, 0 for the layers without it: GraniteHybridModel's head_count_kv),
+ * -1 when absent or of another type */
+static int64_t kv_int_or_first(const tpc_gguf_kv *k)
+{
+	if (!k || k->type != TPC_GV_ARRAY)
+		return kv_int(k);
+	for (uint64_t i = 0; i < k->n; i++) {
+		int64_t v = k->atype == TPC_GV_I32 ? ((const int32_t *)k->arr)[i]
+			    : k->atype == TPC_GV_U32 ? (int64_t)((const uint32_t *)k->arr)[i] : -1;
+		if (v)
+			return v;
+	}
+	return -1;
+}
+
 static bool kv_has(const void *ctx, const char *key)
 {
 	return tpc_gguf_kvs_find(ctx, key) >= 0;
@@ -103,7 +119,7 @@ static int hf_init(hfctx *h, const tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err
 	}
 	h->a = h->fam->gguf;
 	h->heads = kv_int(kv_get(kv, h->arch, "attention.head_count"));
-	h->kv_heads = kv_int(kv_get(kv, h->arch, "attention.head_count_kv"));
+	h->kv_heads = kv_int_or_first(kv_get(kv, h->arch, "attention.head_count_kv"));
 	if (h->kv_heads < 0)
 		h->kv_heads = h->heads;
 	return 0;
@@ -215,6 +231,65 @@ static int norm_minus_one(hfctx *h, const tpc_tensor *src, const char *name)
 	if ((ret = tpc_ckpt_add_mem(h->ck, name, (uint8_t *)v, src->numel * (half ? 2 : 4), &s, h->e)))
 		return ret; /* the checkpoint owns v either way */
 	int64_t ix = tpc_ckpt_add_tensor(h->ck, name, half ? TPC_F16 : TPC_F32, src->ndim, src->shape, NULL, s, 0, h->e);
+	return ix < 0 ? (int)ix : 0;
+}
+
+/* A_log for a GGUF's A = -exp(A_log): the float whose torch exp gives -A
+ * back (tpc__gguf_torch_expf), searched a few ulps around log(-A), so that
+ * the GGUF written again holds A to the bit; log(-A) itself when none does */
+static float a_log_of(float a)
+{
+	float x = (float)log(-(double)a), best = x;
+	for (int d = 0; d <= 8; d++)
+		for (int sgn = -1; sgn <= 1; sgn += 2) {
+			float y = x;
+			for (int k = 0; k < d; k++)
+				y = nextafterf(y, sgn < 0 ? -INFINITY : INFINITY);
+			if (-tpc__gguf_torch_expf(y) == a)
+				return y;
+		}
+	return best;
+}
+
+/* The Mamba-2 mixer's tensors back to transformers' shapes (the record's
+ * mamba2): conv1d [C, K] -> [C, 1, K], ssm_a [H, 1] -> A_log [H]
+ * (a_log_of), ssm_d [H, 1] -> D [H], ssm_norm [G, I / G] -> [I]; F32 */
+static int mamba2_back(hfctx *h, const tpc_tensor *src, tpc_role role, const char *name)
+{
+	tpc_tensor t;
+	int64_t shape[3];
+	int nd = 0, s, ret;
+	if (src->numel > NORM_MAX || src->ndim != 2)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "not the 2-D Mamba-2 %s tpconv reads back",
+				  tpc_role_name(role));
+	if (role == TPC_ROLE_SSM_CONV1D) {
+		shape[nd++] = src->shape[0];
+		shape[nd++] = 1;
+		shape[nd++] = src->shape[1];
+	} else {
+		shape[nd++] = (int64_t)src->numel;
+	}
+	if (tpc_tensor_copy(&t, src))
+		return tpc_err_nomem(h->e);
+	t.dtype = TPC_F32;
+	t.nbytes = t.numel * 4;
+	float *v = malloc(t.nbytes ? t.nbytes : 1);
+	ret = v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, v, h->e) : tpc_err_nomem(h->e);
+	tpc_tensor_release(&t);
+	for (uint64_t i = 0; !ret && role == TPC_ROLE_SSM_A && i < src->numel; i++) {
+		if (!(v[i] < 0))
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "A = %g is not negative: no A_log gives it",
+					 (double)v[i]);
+		else
+			v[i] = a_log_of(v[i]);
+	}
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	if ((ret = tpc_ckpt_add_mem(h->ck, name, (uint8_t *)v, src->numel * 4, &s, h->e)))
+		return ret; /* the checkpoint owns v either way */
+	int64_t ix = tpc_ckpt_add_tensor(h->ck, name, TPC_F32, nd, shape, NULL, s, 0, h->e);
 	return ix < 0 ? (int)ix : 0;
 }
 
@@ -430,6 +505,14 @@ static int one(hfctx *h, size_t i)
 	} else if (h->a->norm_plus_1 && tpc_ends_with(name, "norm.weight")) {
 		ret = norm_minus_one(h, &src, name);
 		goto out;
+	} else if (h->a->mamba2 && !bias &&
+		   (row->role == TPC_ROLE_SSM_CONV1D || row->role == TPC_ROLE_SSM_A || row->role == TPC_ROLE_SSM_D ||
+		    row->role == TPC_ROLE_SSM_NORM)) {
+		ret = src.dq ? tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+					  "a quantized Mamba-2 %s is not read into Hugging Face form by tpconv yet",
+					  tpc_role_name(row->role))
+			     : mamba2_back(h, &src, row->role, name);
+		goto out;
 	} else if (h->a->neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
 		if (neox_ungroup(&src, h->heads, &t))
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "%lld rows are not 3 x %lld heads",
@@ -540,17 +623,21 @@ static int64_t less(const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_r
 	return m > 0 ? m : 0;
 }
 
-/* TPC_CK_INT_DIFF: "K1-K2", NULL when either key is absent or not an
- * integer, or the difference is negative */
-static cJSON *int_diff(const hfctx *h, const tpc_gguf_kvs *kv, const char *keys)
+/* TPC_CK_INT_DIFF "K1-K2" (op '-') and TPC_CK_INT_QUOT "K1/K2" (op '/'):
+ * the first key's integer less, or divided by, the second's; NULL when
+ * either is absent or not an integer, the difference negative or the
+ * quotient not whole */
+static cJSON *int_op(const hfctx *h, const tpc_gguf_kvs *kv, const char *keys, int op)
 {
-	const char *minus = strchr(keys, '-');
+	const char *at = strchr(keys, op);
 	char k1[96];
-	if (!minus || (size_t)(minus - keys) >= sizeof(k1))
+	if (!at || (size_t)(at - keys) >= sizeof(k1))
 		return NULL;
-	snprintf(k1, sizeof(k1), "%.*s", (int)(minus - keys), keys);
-	int64_t a = kv_int(kv_get(kv, h->arch, k1)), b = kv_int(kv_get(kv, h->arch, minus + 1));
-	return a >= 0 && b >= 0 && a >= b ? cJSON_CreateNumber((double)(a - b)) : NULL;
+	snprintf(k1, sizeof(k1), "%.*s", (int)(at - keys), keys);
+	int64_t a = kv_int(kv_get(kv, h->arch, k1)), b = kv_int(kv_get(kv, h->arch, at + 1));
+	if (a < 0 || b < 0 || (op == '-' ? a < b : !b || a % b))
+		return NULL;
+	return cJSON_CreateNumber((double)(op == '-' ? a - b : a / b));
 }
 
 static cJSON *gating_name(const tpc_gguf_kv *k)
@@ -558,6 +645,39 @@ static cJSON *gating_name(const tpc_gguf_kv *k)
 	int64_t v = kv_int(k);
 	const char *n = v == 1 ? "softmax" : v == 2 ? "sigmoid" : v == 4 ? "sqrtsoftplus" : NULL;
 	return n && k->type != TPC_GV_BOOL ? cJSON_CreateString(n) : NULL;
+}
+
+/* TPC_CK_ARR_NZ and TPC_CK_LAYER_KINDS from an integer array: its nonzero
+ * entries' value (NULL when they differ or there is none), or layer_types
+ * ("A" where nonzero, else "B", from kinds "A/B") */
+static cJSON *arr_item(const tpc_gguf_kv *k, const char *kinds)
+{
+	if (!k || k->type != TPC_GV_ARRAY || (k->atype != TPC_GV_I32 && k->atype != TPC_GV_U32))
+		return NULL;
+	const char *slash = kinds ? strchr(kinds, '/') : NULL;
+	char a[64];
+	if (kinds && (!slash || (size_t)(slash - kinds) >= sizeof(a)))
+		return NULL;
+	if (kinds)
+		snprintf(a, sizeof(a), "%.*s", (int)(slash - kinds), kinds);
+	cJSON *arr = kinds ? cJSON_CreateArray() : NULL;
+	int64_t nz = 0;
+	for (uint64_t i = 0; i < k->n; i++) {
+		int64_t v = k->atype == TPC_GV_I32 ? ((const int32_t *)k->arr)[i] : (int64_t)((const uint32_t *)k->arr)[i];
+		if (kinds) {
+			cJSON *s = cJSON_CreateString(v ? a : slash + 1);
+			if (!arr || !s || !cJSON_AddItemToArray(arr, s)) {
+				cJSON_Delete(s);
+				cJSON_Delete(arr);
+				return NULL;
+			}
+		} else if (v && nz && v != nz) {
+			return NULL;
+		} else if (v) {
+			nz = v;
+		}
+	}
+	return kinds ? arr : nz > 0 ? cJSON_CreateNumber((double)nz) : NULL;
 }
 
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
@@ -578,8 +698,24 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			}
 			continue;
 		}
+		if (r->kind == TPC_CK_ARR_NZ || r->kind == TPC_CK_LAYER_KINDS || r->kind == TPC_CK_INT_QUOT) {
+			char key[96];
+			const char *eq = strchr(r->key, '=');
+			snprintf(key, sizeof(key), "%.*s", eq ? (int)(eq - r->key) : (int)strlen(r->key), r->key);
+			item = r->kind == TPC_CK_INT_QUOT ? int_op(h, kv, r->key, '/')
+			       : arr_item(kv_get(kv, h->arch, key), r->kind == TPC_CK_LAYER_KINDS && eq ? eq + 1 : NULL);
+			if (!item)
+				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+						  "%s.%s: not what config.json's %s is read from (a per-layer count, equal where nonzero; or whole quotients)",
+						  h->arch, key, r->member);
+			if (!cJSON_AddItemToObject(o, r->member, item)) {
+				cJSON_Delete(item);
+				return tpc_err_nomem(h->e);
+			}
+			continue;
+		}
 		if (r->kind == TPC_CK_INT_DIFF) {
-			if (!(item = int_diff(h, kv, r->key)))
+			if (!(item = int_op(h, kv, r->key, '-')))
 				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
 						  "%s: the GGUF lacks the keys config.json's %s is computed from", r->key, r->member);
 			if (!cJSON_AddItemToObject(o, r->member, item)) {

@@ -84,6 +84,16 @@
 #               in chunks of 4 tokens (attention_chunk_size; layer_types'
 #               default); the rope on interleaved pairs with a llama3 scaling
 #               (its middle band met); q/k/v/o biases; a generator of its own
+#   granitemoehybrid  GraniteMoeHybridForCausalLM (Granite 4): 4 layers, 0 and 2
+#               Mamba-2 mixers (4 heads of 16, one group of B and C 8 wide, a
+#               conv1d of 4 taps with its bias; transformers' torch path: the
+#               chunked SSD in float32 with chunks of 4 tokens), 1 and 3
+#               attention with RoPE (position_embedding_type "rope"); every
+#               layer 4 experts (top-2) beside a shared MLP; Granite's
+#               multipliers; a generator of its own
+#   granitemoehybrid_dense  the same without experts (num_local_experts 0:
+#               the shared MLP alone), in_proj and out_proj biases
+#               (mamba_proj_bias), attention without positions (unsaid)
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -145,6 +155,21 @@ FAMILIES = {
                                          rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0,
                                                               low_freq_factor=1.0, high_freq_factor=4.0,
                                                               original_max_position_embeddings=256))),
+    "granitemoehybrid": (tf.GraniteMoeHybridConfig, dict(C, num_hidden_layers=4, intermediate_size=32,
+                                                         shared_intermediate_size=48, num_local_experts=4,
+                                                         num_experts_per_tok=2, embedding_multiplier=12.0,
+                                                         residual_multiplier=0.22, attention_multiplier=0.0625,
+                                                         logits_scaling=8.0, position_embedding_type="rope",
+                                                         layer_types=["mamba", "attention", "mamba", "attention"],
+                                                         mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=8,
+                                                         mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=4)),
+    "granitemoehybrid_dense": (tf.GraniteMoeHybridConfig, dict(C, num_hidden_layers=4, shared_intermediate_size=48,
+                                                               num_local_experts=0, embedding_multiplier=12.0,
+                                                               residual_multiplier=0.22, attention_multiplier=0.0625,
+                                                               logits_scaling=8.0, mamba_proj_bias=True,
+                                                               layer_types=["mamba", "attention", "mamba", "attention"],
+                                                               mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=8,
+                                                               mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=4)),
 }
 
 
@@ -152,7 +177,7 @@ FAMILIES = {
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
 SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63, "phimoe": 64, "hunyuan_moe": 65, "ernie4_5_moe": 66,
-         "llama4": 67}
+         "llama4": 67, "granitemoehybrid": 67, "granitemoehybrid_dense": 68}
 
 
 def randomize(model, gen):

@@ -658,12 +658,18 @@ done
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4 granitemoehybrid granitemoehybrid-dense; do
   O="$A/tiny-$fam"
-  rec=$fam qn=model.layers.1.self_attn.q_proj.weight on="model.layers.1.self_attn.o_proj.weight|model.layers.1.self_attn.dense.weight"
-  [ $fam = deepseek ] && rec=deepseek-v3 qn=model.layers.1.self_attn.q_b_proj.weight on=""
+  # sl: the layer whose attention slices are swapped, pl: one whose attention passes
+  rec=$fam sl=1 pl=0
+  [ $fam = deepseek ] && rec=deepseek-v3
+  # Granite 4: layers 0 and 2 Mamba-2 mixers, 1 and 3 attention; -dense has
+  # two groups of B and C, which tp 4 does not divide (refused below)
+  case $fam in granitemoehybrid*) rec=granitemoehybrid sl=3 pl=1 ;; esac
+  qn=model.layers.$sl.self_attn.q_proj.weight on="model.layers.$sl.self_attn.o_proj.weight|model.layers.$sl.self_attn.dense.weight"
+  [ $fam = deepseek ] && qn=model.layers.1.self_attn.q_b_proj.weight on=""
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
-  tps="2 4"; [ "$SAN" = 1 ] && tps=2   # sanitizer build: one split
+  tps="2 4"; [ "$SAN" = 1 ] || [ $fam = granitemoehybrid-dense ] && tps=2   # sanitizer build: one split
   for tp in $tps; do
     rm -rf "$T/o$tp" "$T/o$tp.safetensors"
     if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
@@ -676,9 +682,9 @@ for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-os
       bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
     fi
   done
-  # rank 1's slices of layer 1's q_proj and o_proj (Phi: dense) swapped (as
+  # rank 1's slices of layer sl's q_proj and o_proj (Phi: dense) swapped (as
   # many bytes each; none named: the two halves of q's slice): verify fails,
-  # naming layer 1, and layer 0 still passes
+  # naming layer sl, and layer pl still passes
   python3 - "$T/o2/model_tp01_pp00.safetensors" "$qn" "$on" <<'PY'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
@@ -693,9 +699,9 @@ f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
 f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
 PY
   "$TPCONV" verify --reference "$O" --shards "$T/o2" > "$T/out" 2> "$T/err"; rc=$?
-  if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.1\.attn .*FAIL' "$T/out" &&
-     grep -Eq '^ +attn +model\.layers\.0\.attn .*pass' "$T/out"; then
-    ok "$fam tp 2: rank 1's q_proj and o_proj slices of layer 1 swapped: verify fails layer 1's attention (exit 1)"
+  if [ $rc -eq 1 ] && grep -Eq "^ +attn +model\\.layers\\.$sl\\.attn .*FAIL" "$T/out" &&
+     grep -Eq "^ +attn +model\\.layers\\.$pl\\.attn .*pass" "$T/out"; then
+    ok "$fam tp 2: rank 1's q_proj and o_proj slices of layer $sl swapped: verify fails layer $sl's attention (exit 1)"
   else
     bad "$fam tp 2: a swapped slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
   fi
@@ -741,6 +747,46 @@ PY
     bad "gemma2: the softcaps and query_pre_attn_scalar read back" "$(cat "$T/rt/tiny-gemma2/config.json")"
   fi
 done
+# Granite 4's Mamba-2 mixers: rank 1's dt_bias and D of layer 0 swapped (as
+# many bytes, a wrong slice no layer check of its own sees: both are split
+# by heads): verify's model check fails (exit 1); the dense fixture's two
+# groups of B and C at tp 4 are refused naming the tensor (vLLM's
+# MambaMixer2 replicates one group only), nothing written
+rm -rf "$T/gh" && "$TPCONV" shard "$A/tiny-granitemoehybrid" --tp 2 -o "$T/gh" -q 2> "$T/err"
+python3 - "$T/gh/model_tp01_pp00.safetensors" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1), (b0, b1) = (h["model.layers.0.mamba.%s" % p]["data_offsets"] for p in ("dt_bias", "D"))
+f.seek(8 + n + a0); x = f.read(a1 - a0); f.seek(8 + n + b0); y = f.read(b1 - b0)
+f.seek(8 + n + a0); f.write(y); f.seek(8 + n + b0); f.write(x)
+PY
+"$TPCONV" verify --reference "$A/tiny-granitemoehybrid" --shards "$T/gh" > "$T/out" 2> "$T/err"; rc=$?
+if [ $rc -eq 1 ] && grep -Eq '^ +model .*FAIL' "$T/out"; then
+  ok "granitemoehybrid tp 2: rank 1's dt_bias and D of a Mamba-2 layer swapped: verify's model check fails (exit 1)"
+else
+  bad "granitemoehybrid tp 2: a swapped Mamba-2 slice" "exit $rc" "$(grep -E 'FAIL|model' "$T/out" | head -4)"
+fi
+rm -rf "$T/gh"
+"$TPCONV" shard "$A/tiny-granitemoehybrid-dense" --tp 4 -o "$T/gh" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "2 Mamba-2 groups (mamba_n_groups)" "$T/err" && grep -qF "tensor 'model.layers.0.mamba." "$T/err" &&
+   [ ! -e "$T/gh" ]; then
+  ok "granitemoehybrid-dense tp 4: two groups of B and C that tp does not divide are refused naming the tensor (exit 3)"
+else
+  bad "granitemoehybrid-dense tp 4 (exit $rc)" "$(cat "$T/err")"
+fi
+# its GGUF: a vocabulary the reference pads to a multiple of 8, and a model
+# of attention layers alone (written as granite), refused by name
+rm -rf "$T/gv" && mkdir "$T/gv" && cp -r "$A/tiny-granitemoehybrid" "$T/gv/m"
+sed -i 's/"vocab_size": 320/"vocab_size": 321/' "$T/gv/m/config.json"
+refuse "granitemoehybrid: a vocabulary the reference pads to a multiple of 8 is refused by name" "'vocab_size' is 321, not a multiple of 8" "$T/gv/m"
+cp "$A/tiny-granitemoehybrid/config.json" "$T/gv/m/config.json"
+sed -i 's/"mamba",/"attention",/; s/"mamba"$/"attention"/' "$T/gv/m/config.json"
+python3 - "$T/gv/m/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["layer_types"] = ["attention"] * len(c["layer_types"])
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+refuse "granitemoehybrid: attention layers alone (the reference writes granitemoe) are refused by name" "every layer_types entry is 'attention'" "$T/gv/m"
 # DeepSeek-V3's HF folder read back from its GGUF (every tensor the
 # original's bytes: hf_test.sh; loaded by transformers: the interop run);
 # here a q8_0 GGUF, whose attn_v_b is block-quantized, is refused into Hugging

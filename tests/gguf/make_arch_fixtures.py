@@ -127,6 +127,30 @@ FAMILIES = {
                                                          tie_word_embeddings=False, embedding_multiplier=12.0,
                                                          residual_multiplier=0.22, attention_multiplier=0.0625,
                                                          logits_scaling=8.0), "spm", torch.float32, None),
+    # granitemoehybrid (Granite 4): layers 0 and 2 Mamba-2 mixers (4 heads of
+    # 16 channels, one group of B and C 8 wide, a conv1d of 4 taps, conv and no
+    # proj biases, GraniteMoeHybridConfig's defaults), 1 and 3 attention without
+    # a rotary embedding (position_embedding_type unsaid: nope, as
+    # granite-4.0-h); every layer Granite-MoE's experts beside a shared MLP;
+    # Granite's multipliers. -dense: num_local_experts 0 (the shared MLP alone),
+    # two groups of B and C
+    "granitemoehybrid": (tf.GraniteMoeHybridConfig, dict(COMMON, num_hidden_layers=4, intermediate_size=32,
+                                                         shared_intermediate_size=48, num_local_experts=4,
+                                                         num_experts_per_tok=2, tie_word_embeddings=False,
+                                                         embedding_multiplier=12.0, residual_multiplier=0.22,
+                                                         attention_multiplier=0.0625, logits_scaling=8.0,
+                                                         layer_types=["mamba", "attention", "mamba", "attention"],
+                                                         mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=8,
+                                                         mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=8),
+                         "spm", torch.float32, None),
+    "granitemoehybrid-dense": (tf.GraniteMoeHybridConfig, dict(COMMON, num_hidden_layers=4, shared_intermediate_size=48,
+                                                               num_local_experts=0, tie_word_embeddings=False,
+                                                               embedding_multiplier=12.0, residual_multiplier=0.22,
+                                                               attention_multiplier=0.0625, logits_scaling=8.0,
+                                                               layer_types=["mamba", "attention", "mamba", "attention"],
+                                                               mamba_n_heads=4, mamba_n_groups=2, mamba_d_state=8,
+                                                               mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=8),
+                               "spm", torch.float32, None),
     # a plain byte-level BPE: llama.cpp's name for it is gpt-2 (StarCoder2's own
     # tokenizer splits digits first, its "starcoder"), so that tpconv reads the name given
     "starcoder2": (tf.Starcoder2Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0),
@@ -243,7 +267,7 @@ FAMILIES = {
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
          "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
-         "llama4": 63}
+         "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63}
 
 
 def spm_model(d, n):

@@ -163,6 +163,10 @@ def check_rank_folders(fam, op, case, path):
         return ("n/a", "the head size comes from hidden/heads in this architecture: no config "
                 "describes a 1/tp slice (the folders' tensors are checked by the merge rows and, "
                 "where transformers shards them, by the tensor-parallel oracle)")
+    if any(k.endswith(".mamba.in_proj.weight") for k in ref.ckpt):
+        return ("n/a", "a Mamba-2 mixer's inner width is mamba_expand x hidden_size, an integer that a "
+                "1/tp slice of the heads does not keep, and its one group's gated norm needs every rank's "
+                "channels (vLLM all-reduces the sum of squares; verify too): no 1/tp model describes one folder")
     qn = ref.ckpt.get("model.layers.0.self_attn.q_norm.weight")
     if qn is not None and qn.shape[0] == ref.ckpt["model.layers.0.self_attn.q_proj.weight"].shape[0] and \
             qn.shape[0] != getattr(transformers.AutoConfig.from_pretrained(ref.path), "head_dim", 0):

@@ -83,6 +83,27 @@ FAMILIES = {
                               num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=64,
                               embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
                               logits_scaling=8.0), (2, 4, 8)),
+    # Granite 4 (GraniteMoeHybrid): Mamba-2 layers 0 and 2 (8 heads of 16,
+    # one group of B and C, d_state 16; tp 8 still divides the heads, the
+    # group is replicated), attention layers 1 and 3 without a rotary
+    # embedding (position_embedding_type unsaid, as granite-4.0-h); the
+    # experts and the shared MLP of granitemoeshared; -dense: no experts
+    "granitemoehybrid": ("granitemoehybrid", "granitemoehybrid", "causal",
+                         dict({k: v for k, v in ATT.items() if k != "head_dim"}, num_hidden_layers=4,
+                              tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2,
+                              shared_intermediate_size=64, embedding_multiplier=12.0, residual_multiplier=0.22,
+                              attention_multiplier=0.0625, logits_scaling=8.0,
+                              layer_types=["mamba", "attention", "mamba", "attention"], mamba_n_heads=8,
+                              mamba_n_groups=1, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
+                              mamba_chunk_size=16), (2, 4, 8)),
+    "granitemoehybrid-dense": ("granitemoehybrid", "granitemoehybrid", "causal",
+                               dict({k: v for k, v in ATT.items() if k != "head_dim"}, num_hidden_layers=4,
+                                    tie_word_embeddings=False, num_local_experts=0, shared_intermediate_size=64,
+                                    embedding_multiplier=12.0, residual_multiplier=0.22,
+                                    attention_multiplier=0.0625, logits_scaling=8.0,
+                                    layer_types=["mamba", "attention", "mamba", "attention"], mamba_n_heads=8,
+                                    mamba_n_groups=1, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
+                                    mamba_chunk_size=16), (2, 4, 8)),
     # GLM-4.5 MoE: a dense layer 0, then 4 experts in 2 groups under the
     # sigmoid router with its correction bias, a shared expert; q/k/v biases,
     # per-head q/k norms, a half of each head rotated

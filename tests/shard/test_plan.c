@@ -40,7 +40,7 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [{\"match\": \"(\", \"split\": \"col\"}]}", "bad regular expression '('"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"dim\"}]}", "split \"dim\" needs \"dim\": N"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": 0}]}", "\"parts\" must be 1 to 16"},
-		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\", \"kv\" or \"rest\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\", \"kv\", \"ssm\", \"ssm_dt\", \"ssm_groups\" or \"rest\""},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"k\"}]}", "\"heads\" must be \"q\" or \"kv\""},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"replicate\", \"parts\": 2}]}", "has no parts or heads"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"pad_multiple\": 8}]}", "\"pad_multiple\" is for vocab splits"},
@@ -354,7 +354,7 @@ static void test_roles_and_defaults(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 38);
+	assert_int_equal(tpc_family_count(), 40);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -371,7 +371,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -790,6 +790,72 @@ static void test_gated_and_rest(void **st)
 	assert_int_equal(tpc_ff_act_parse("mystery"), TPC_FF_OTHER);
 }
 
+/* A Mamba-2 mixer's fused tensors as vLLM's MambaMixer2 loads them
+ * (mamba_v2_sharded_weight_loader): in_proj's z, x, B, C, dt each split on
+ * its own, B and C by groups of d_state rows; one group is whole on every
+ * rank, a group count tp does not divide is refused by name; the facts come
+ * from config.json's mamba_* members (mamba_d_head "auto": expand x hidden
+ * / heads) and layer_types' "mamba" layers. */
+static void test_ssm_parts(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	tpc_split s;
+	tpc_model_facts f;
+	const char *cfg = "{\"hidden_size\": 32, \"mamba_n_heads\": 4, \"mamba_d_head\": \"auto\", \"mamba_expand\": 2,"
+			  " \"mamba_n_groups\": 1, \"mamba_d_state\": 8, \"mamba_d_conv\": 4,"
+			  " \"layer_types\": [\"mamba\", \"attention\", \"mamba\"]}";
+	assert_int_equal(tpc_facts_from_buffer(&f, cfg, strlen(cfg), "c.json", &e), 0);
+	assert_int_equal(f.ssm_heads, 4);
+	assert_int_equal(f.ssm_head_dim, 16);
+	assert_int_equal(f.ssm_groups, 1);
+	assert_int_equal(f.ssm_state, 8);
+	assert_int_equal(f.ssm_conv, 4);
+	assert_true(tpc_facts_ssm_layer(&f, 0));
+	assert_false(tpc_facts_ssm_layer(&f, 1));
+	assert_true(tpc_facts_ssm_layer(&f, 2));
+	assert_false(tpc_facts_ssm_layer(&f, 3));
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"in_proj\", \"split\": \"col\","
+				   " \"parts\": [\"ssm\", \"ssm\", \"ssm_groups\", \"ssm_groups\", \"ssm_dt\"]}]}", &e), 0);
+	/* 64 z + 64 x + 8 B + 8 C + 4 dt rows */
+	int64_t w[2] = {148, 32};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "in_proj", 2, w, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.nparts, 5);
+	assert_int_equal(s.part[2].size, 8);
+	assert_int_equal(s.part[2].replicas, 2);
+	assert_int_equal(tpc_split_rank_len(&s, 0, 2), 32);
+	assert_int_equal(tpc_split_rank_len(&s, 2, 2), 8); /* the one group, whole */
+	assert_int_equal(tpc_split_rank_start(&s, 3, 2, 1), 0);
+	assert_int_equal(tpc_split_rank_start(&s, 4, 2, 1), 2);
+	assert_int_equal(tpc_split_rank_dim(&s, 2), 32 + 32 + 8 + 8 + 2);
+	assert_string_equal(tpc_heads_kind_name(s.part[4].head_kind), "ssm_dt");
+	/* two groups split over tp 2, refused over tp 4 */
+	f.ssm_groups = 2;
+	int64_t w2[2] = {164, 32};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "in_proj", 2, w2, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.part[3].replicas, 1);
+	assert_int_equal(tpc_split_rank_start(&s, 3, 2, 1), 8);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "in_proj", 2, w2, 4, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_string_equal(e.tensor, "in_proj");
+	assert_non_null(strstr(e.msg, "2 Mamba-2 groups (mamba_n_groups)"));
+	/* heads tp does not divide */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "in_proj", 2, w2, 8, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "heads (mamba_n_heads)"));
+	/* parts that do not add up, and facts that are missing */
+	int64_t w3[2] = {150, 32};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "in_proj", 2, w3, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "add up to 164"));
+	f.ssm_state = 0;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "in_proj", 2, w2, 2, 0, &s, NULL, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "mamba_d_state"));
+	tpc_plan_release(&p);
+}
+
 /* "stacked": dim 0 holds the experts, the rule describes one expert's
  * matrix (Granite-MoE's input_linear [E, 2I, H] and output_linear [E, H, I];
  * Llama 4's transposed gate_up_proj [E, H, 2I]); a 3-D tensor under a col or
@@ -837,6 +903,10 @@ static void test_row_forms(void **st)
 	assert_int_equal(tpc_family_parts(&f, &rows[1], TPC_ECO_HF, pr, 4), 2);
 	assert_true(pr[0] == &rows[0] && pr[1] == &rows[1] && pr[0]->hf_interleaved);
 	assert_string_equal(tpc_role_name(TPC_ROLE_ATTN_SINKS), "attn_sinks");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_IN), "ssm_in");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_OUT), "ssm_out");
+	for (int r = 1; r < TPC_ROLE_COUNT; r++)
+		assert_string_not_equal(tpc_role_name((tpc_role)r), "?");
 }
 
 static void test_stacked(void **st)
@@ -1144,6 +1214,7 @@ int main(void)
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
+		cmocka_unit_test(test_ssm_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1089,9 +1089,11 @@ static const tpc_tensor_row *row_of(const tpc_family *fam, const char *name)
  * Hugging Face name stacks them (gpt-oss's gate_up_proj_bias) */
 static bool stacks_experts(const tpc_family *fam, const tpc_tensor *t)
 {
-	const tpc_tensor_row *r = t->ndim == 2 ? row_of(fam, t->name) : NULL;
+	const tpc_tensor_row *r = t->ndim == 2 || t->ndim == 3 ? row_of(fam, t->name) : NULL;
 	size_t n = strlen(t->name);
-	return t->ndim == 3 || (r && tpc_family_stacked(r, TPC_ECO_HF) && n > 5 && !strcmp(t->name + n - 5, "_bias"));
+	/* a 3-D tensor of no stacked row (a conv1d's [C, 1, K]) is not one */
+	return (t->ndim == 3 && (!r || tpc_family_stacked(r, TPC_ECO_HF))) ||
+	       (t->ndim == 2 && r && tpc_family_stacked(r, TPC_ECO_HF) && n > 5 && !strcmp(t->name + n - 5, "_bias"));
 }
 
 /* Every tensor of ck into s whole (tp 1), split as the record's plan would
@@ -1416,6 +1418,21 @@ static void test_granitemoe_shared_record(void **st)
 	record_case("granitemoeshared", "granitemoe_shared");
 }
 
+/* Granite 4 (GraniteMoeHybrid): layer_types' Mamba-2 mixers (in_proj's z,
+ * x, B, C, dt; the causal conv1d; the recurrence scanned token by token
+ * against transformers' chunked SSD in float32 over chunks of 4 of the 10
+ * tokens; the gated norm; D's skip) beside attention layers with RoPE
+ * (position_embedding_type "rope"), the experts and shared MLP; and without
+ * experts (the shared MLP alone), with in_proj and out_proj biases and
+ * attention without positions. transformers' mixer runs in float32 inside
+ * its float64 model: the logits agree to its rounding */
+static void test_granitemoehybrid_record(void **st)
+{
+	(void)st;
+	record_case("granitemoehybrid", "granitemoehybrid");
+	record_case("granitemoehybrid", "granitemoehybrid_dense");
+}
+
 /* Granite's four multipliers as config.json's facts, no parts of their own:
  * LLaMA's record with them gives GraniteForCausalLM's logits (the embeddings
  * times embedding_multiplier, each sublayer's output times
@@ -1738,7 +1755,8 @@ int main(void)
 		cmocka_unit_test(test_exaone4_record),     cmocka_unit_test(test_parallel_one_norm),
 		cmocka_unit_test(test_cohere2_parts),      cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),     cmocka_unit_test(test_granitemoe_record),
-		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_nextn_layers_left_out),
+		cmocka_unit_test(test_granitemoe_shared_record), cmocka_unit_test(test_granitemoehybrid_record),
+		cmocka_unit_test(test_nextn_layers_left_out),
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
 		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
