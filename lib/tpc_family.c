@@ -1358,6 +1358,14 @@ const tpc_family *tpc_family_by_model_type(const char *model_type, const char **
 		if (*p != '_' && *p != '-')
 			want[k++] = (char)tolower((unsigned char)*p);
 	want[k] = 0;
+	/* a model_type the record's GGUF column names (Llama 4 text's llama4_text) */
+	for (size_t i = 0; model_type && i < tpc_family_count(); i++)
+		if (families[i].gguf && families[i].gguf->model_type && families[i].hf_arch &&
+		    !strcmp(families[i].gguf->model_type, model_type)) {
+			if (arch)
+				*arch = families[i].hf_arch[0];
+			return &families[i];
+		}
 	for (size_t i = 0; k && i < tpc_family_count(); i++)
 		for (size_t j = 0; families[i].hf_arch && families[i].hf_arch[j]; j++) {
 			arch_stem(families[i].hf_arch[j], stem, sizeof(stem));
