@@ -386,9 +386,10 @@ const tpc_family *tpc_family_by_arch(const char *arch);
 const tpc_family *tpc_family_by_trtllm_arch(const char *arch);
 
 /* The family of a config.json without architectures, by its model_type: the
- * record one of whose hf_arch has that stem, case and '_' aside
- * ("qwen2_moe" -> Qwen2MoeForCausalLM, "gpt2" -> GPT2LMHeadModel); *arch
- * (may be NULL) receives that hf_arch. NULL if none. */
+ * record whose GGUF column names that model_type (llama4_text ->
+ * Llama4ForCausalLM), else the record one of whose hf_arch has that stem,
+ * case and '_' aside ("qwen2_moe" -> Qwen2MoeForCausalLM, "gpt2" ->
+ * GPT2LMHeadModel); *arch (may be NULL) receives that hf_arch. NULL if none. */
 const tpc_family *tpc_family_by_model_type(const char *model_type, const char **arch);
 /* Does family f's plan split a model of architecture `arch`: f lists it, or
  * the family that lists it has f's plan under another name (the llama plan

@@ -70,15 +70,6 @@ const tpc_family *tpc_family_by_model_type(const char *model_type, const char **
 		if (*p != '_' && *p != '-')
 			want[k++] = (char)tolower((unsigned char)*p);
 	want[k] = 0;
-	/* a model_type the record's GGUF column names (Llama 4 text's llama4_text) */
-	for (size_t i = 0; model_type && i < tpc_family_count(); i++) {
-		const tpc_family *f = tpc_family_at(i);
-		if (f->gguf && f->gguf->model_type && f->hf_arch && !strcmp(f->gguf->model_type, model_type)) {
-			if (arch)
-				*arch = f->hf_arch[0];
-			return f;
-		}
-	}
 	for (size_t i = 0; k && i < tpc_family_count(); i++)
 		for (size_t j = 0; tpc_family_at(i)->hf_arch && tpc_family_at(i)->hf_arch[j]; j++) {
 			arch_stem(tpc_family_at(i)->hf_arch[j], stem, sizeof(stem));
@@ -88,6 +79,17 @@ const tpc_family *tpc_family_by_model_type(const char *model_type, const char **
 				return tpc_family_at(i);
 			}
 		}
+	/* else a model_type a record's GGUF column names (Llama 4 text's
+	 * llama4_text; after the stems, so that granitemoehybrid stays the record
+	 * of that stem, not the one that reads its GGUF without experts) */
+	for (size_t i = 0; model_type && i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		if (f->gguf && f->gguf->model_type && f->hf_arch && !strcmp(f->gguf->model_type, model_type)) {
+			if (arch)
+				*arch = f->hf_arch[0];
+			return f;
+		}
+	}
 	return NULL;
 }
 
@@ -110,7 +112,9 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->rope_fraction == y->rope_fraction && x->pos == y->pos && x->mlp == y->mlp && x->router == y->router &&
 	       x->experts_per_tok == y->experts_per_tok && x->router_jitter == y->router_jitter && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
-	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
+	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale &&
+	       x->temp_floor == y->temp_floor && x->temp_scale == y->temp_scale && x->chunk_rope == y->chunk_rope &&
+	       x->rope_if_said == y->rope_if_said && x->ssm == y->ssm;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

@@ -321,6 +321,9 @@ static void test_by_model_type(void **st)
 	/* the MoE record, not the dense ERNIE 4.5 whose stem it starts with */
 	assert_string_equal(tpc_family_by_model_type("ernie4_5_moe", &arch)->name, "ernie4_5-moe");
 	assert_string_equal(arch, "Ernie4_5_MoeForCausalLM");
+	/* the model_type the record's GGUF column names, not its architecture's stem */
+	assert_string_equal(tpc_family_by_model_type("llama4_text", &arch)->name, "llama4");
+	assert_string_equal(arch, "Llama4ForCausalLM");
 }
 
 /* Every role has a name of its own; the parts' defaults (norm_eps,
