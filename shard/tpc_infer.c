@@ -157,10 +157,10 @@ static int check_listed(const tpc_model_facts *f, const tpc_plan_rule *r, const 
 	size_t at = 0;
 	for (int k = 0; k < r->nparts; k++) {
 		const tpc_plan_part *pp = &r->parts[k];
-		int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
-		if (pp->sym && (!cnt || !f->head_dim))
+		int64_t cnt = tpc_heads_count(f, pp->sym), hd = tpc_heads_dim(f, pp->sym);
+		if (pp->sym && (!cnt || !hd))
 			return 1; /* unknown: the split asks */
-		sizes[k] = pp->rest ? 0 : pp->sym ? cnt * f->head_dim : pp->size;
+		sizes[k] = pp->rest ? 0 : pp->sym ? cnt * hd : pp->size;
 		rest |= pp->rest;
 		sum += sizes[k];
 		if (at < sizeof(list))
@@ -214,7 +214,7 @@ static int check_tensor(const tpc_model_facts *f, const tpc_plan *p, const tpc_t
 		char which[32] = "";
 		if (np > 1)
 			snprintf(which, sizeof(which), " of part %d", k);
-		if (kind && !(r->parts_listed && r->parts[k].rest) &&
+		if (kind && kind != TPC_HEADS_LIN_K && kind != TPC_HEADS_LIN_V && !(r->parts_listed && r->parts[k].rest) &&
 		    (ret = check_heads(f, t, shape, d, which, sizes[k], kind, r->head_block, ref, e)))
 			return ret;
 	}

@@ -685,8 +685,8 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 		if (r->parts_listed) {
 			for (int k = 0; k < np; k++) {
 				const tpc_plan_part *pp = &r->parts[k];
-				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
-				full += pp->sym ? cnt * f->head_dim : pp->size; /* checked by the resolver */
+				full += pp->sym ? tpc_heads_count(f, pp->sym) * tpc_heads_dim(f, pp->sym)
+						: pp->size; /* checked by the resolver */
 			}
 		} else {
 			int64_t l = L / np;
