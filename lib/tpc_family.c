@@ -1376,6 +1376,13 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_NEXTN_HEAD] = "nextn_shared_head_head",
 		[TPC_ROLE_NEXTN_HEAD_NORM] = "nextn_shared_head_norm",
 		[TPC_ROLE_ATTN_SINKS] = "attn_sinks",
+		[TPC_ROLE_SSM_IN] = "ssm_in",
+		[TPC_ROLE_SSM_BA] = "ssm_ba",
+		[TPC_ROLE_SSM_CONV1D] = "ssm_conv1d",
+		[TPC_ROLE_SSM_DT] = "ssm_dt",
+		[TPC_ROLE_SSM_A] = "ssm_a",
+		[TPC_ROLE_SSM_NORM] = "ssm_norm",
+		[TPC_ROLE_SSM_OUT] = "ssm_out",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }

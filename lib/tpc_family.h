@@ -119,6 +119,17 @@ typedef enum tpc_role {
 	TPC_ROLE_NEXTN_HEAD_NORM, /* the norm before that head */
 	TPC_ROLE_ATTN_SINKS,     /* a learned sink logit per query head [heads], a column of its
 				    own in each head's softmax, dropped after it (gpt-oss) */
+	/* a linear attention (gated DeltaNet: Qwen3-Next's linear_attn), named as
+	 * gguf-py's MODEL_TENSOR.SSM_*: */
+	TPC_ROLE_SSM_IN,         /* its input projection of q, k, v and the output gate z
+				    (in_proj_qkvz: [q k v z] per key head's group) */
+	TPC_ROLE_SSM_BA,         /* the projection of beta and the decay's a (in_proj_ba: [b a]
+				    per key head's group) */
+	TPC_ROLE_SSM_CONV1D,     /* the causal depthwise convolution of q, k, v [channels, 1, kernel] */
+	TPC_ROLE_SSM_DT,         /* the decay's bias per value head (dt_bias) [v heads] */
+	TPC_ROLE_SSM_A,          /* the decay's rate per value head, as log (A_log) [v heads] */
+	TPC_ROLE_SSM_NORM,       /* the gated RMSNorm of each value head's output [v head dim] */
+	TPC_ROLE_SSM_OUT,        /* the output projection [hidden, v heads x v head dim] */
 	TPC_ROLE_COUNT
 } tpc_role;
 

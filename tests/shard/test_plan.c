@@ -338,6 +338,9 @@ static void test_roles_and_defaults(void **st)
 	/* the next-token-prediction layer's, named as gguf-py's MODEL_TENSOR.NEXTN_* */
 	assert_string_equal(tpc_role_name(TPC_ROLE_NEXTN_EH_PROJ), "nextn_eh_proj");
 	assert_string_equal(tpc_role_name(TPC_ROLE_NEXTN_HEAD_NORM), "nextn_shared_head_norm");
+	/* a linear attention's, named as gguf-py's MODEL_TENSOR.SSM_* */
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_CONV1D), "ssm_conv1d");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_OUT), "ssm_out");
 	assert_string_equal(tpc_role_name(TPC_ROLE_COUNT), "?");
 	tpc_family mi = *tpc_family_find("mistral");
 	assert_true(tpc_family_fits(&mi, "LlamaForCausalLM"));
