@@ -368,9 +368,18 @@ static const tpc_tensor_row hunyuanmoe_tensors[] = {
  * MODEL_ARCH.QWEN3NEXT (the FFN norm is post_attention_norm; in_proj_qkvz
  * is written as two tensors, attn_qkv and attn_gate: no one GGUF name).
  * Hugging Face and GGUF names only; the multi-token-prediction layer (mtp.*)
- * has no rows. */
+ * has no rows; no fused qkv_proj (GGUF's attn_qkv is the DeltaNet's). */
 static const tpc_tensor_row qwen3next_tensors[] = {
-	LLAMA_ATTN_ROWS,
+	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, NULL, NULL, "token_embd.weight"),
+	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, NULL, NULL, "output_norm.weight"),
+	ROW(OUTPUT, false, "lm_head.weight", NULL, NULL, NULL, "output.weight"),
+	ROW(ATTN_NORM, false, HF_L "input_layernorm.weight", NULL, NULL, NULL, GG_L "attn_norm.weight"),
+	ROW(ATTN_Q, true, HF_L "self_attn.q_proj.weight", NULL, NULL, NULL, GG_L "attn_q.weight"),
+	ROW(ATTN_K, true, HF_L "self_attn.k_proj.weight", NULL, NULL, NULL, GG_L "attn_k.weight"),
+	ROW(ATTN_V, true, HF_L "self_attn.v_proj.weight", NULL, NULL, NULL, GG_L "attn_v.weight"),
+	ROW(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", NULL, NULL, NULL, GG_L "attn_output.weight"),
+	ROW(ATTN_Q_NORM, false, HF_L "self_attn.q_norm.weight", NULL, NULL, NULL, GG_L "attn_q_norm.weight"),
+	ROW(ATTN_K_NORM, false, HF_L "self_attn.k_norm.weight", NULL, NULL, NULL, GG_L "attn_k_norm.weight"),
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "post_attention_norm.weight"),
 	LLAMA_MLP_ROWS,
 	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", NULL, NULL, NULL, GG_L "ffn_gate_inp.weight"),
@@ -1241,6 +1250,7 @@ static const tpc_family families[] = {
 	 .desc = "Qwen3-Next (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkvz/in_proj_ba col by key-head groups, conv1d [q|k|v] by heads, dt_bias/A_log by value head, out_proj row; experts gate/up col, down row; shared expert like a dense MLP; router and shared_expert_gate replicated",
 	 .plan = QWEN3NEXT_JSON,
 	 .hf_arch = A("Qwen3NextForCausalLM"),
+	 .gguf = &tpc__gguf_qwen3next,
 	 .tensors = qwen3next_tensors},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
