@@ -1397,7 +1397,8 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->rope_fraction == y->rope_fraction && x->pos == y->pos && x->mlp == y->mlp && x->router == y->router &&
 	       x->experts_per_tok == y->experts_per_tok && x->router_jitter == y->router_jitter && x->resid == y->resid &&
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
-	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale;
+	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale && x->attn_gate == y->attn_gate &&
+	       x->linear_attn == y->linear_attn;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

@@ -180,6 +180,20 @@ typedef struct tpc_tensor_row {
  *              sandwich: both (Gemma 2/3); after_add: residual add -> norm
  *              (BERT)
  *   attn       MHA/GQA, or multi-head latent attention (DeepSeek-V2/V3)
+ *   attn_gate  q_proj emits each head's query then its output gate
+ *              ([heads, 2, head_dim] rows): the attention's context times
+ *              sigmoid(gate), before o_proj (Qwen3-Next's gated attention)
+ *   linear_attn  the layers config.json's layer_types calls
+ *              "linear_attention" are a linear attention of the SSM roles
+ *              instead: a gated DeltaNet (Qwen3-Next): in_proj_qkvz's [q k v
+ *              z] and in_proj_ba's [b a] per key head's group, the causal
+ *              depthwise conv1d (kernel linear_conv_kernel_dim, SiLU) over
+ *              q, k, v, q and k L2-normalised per head and repeated over
+ *              the value heads of their group, q scaled by dk^-1/2, beta =
+ *              sigmoid(b), the decay g = -exp(A_log) softplus(a + dt_bias),
+ *              the delta rule S = S e^g + k (beta (v - S^T k))^T, o = S^T q,
+ *              each head's o RMS-normalised (its own weight, not offset)
+ *              times silu(z), out_proj
  *   qk_norm    none, RMSNorm per head over head_dim (Qwen3), or over the
  *              whole q and k projections, heads * head_dim (OLMo 2); before
  *              the rotary embedding; qk_after_rope: after it (HunYuan's
@@ -271,6 +285,7 @@ typedef enum tpc_part_router {
 	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
+typedef enum tpc_part_linear { TPC_PART_LINEAR_NONE = 0, TPC_PART_LINEAR_GATED_DELTA } tpc_part_linear;
 
 typedef struct tpc_layer_parts {
 	tpc_part_model model;
@@ -279,6 +294,8 @@ typedef struct tpc_layer_parts {
 	double norm_eps;         /* the default epsilon (above); 0: by the norm */
 	tpc_part_place place;
 	tpc_part_attn attn;
+	bool attn_gate;          /* q_proj emits each head's query and output gate (above) */
+	tpc_part_linear linear_attn; /* layer_types' linear_attention layers (above) */
 	tpc_part_qk_norm qk_norm;
 	bool qk_after_rope;      /* the q/k norms after the rotary embedding (above) */
 	tpc_part_qkv qkv;

@@ -177,7 +177,9 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 		L->n1w.shift = L->n2w.shift = L->p1w.shift = L->p2w.shift = d->parts.norm_offset;
 		L->no_pre = d->parts.place == TPC_PART_POST;
 		L->parallel = d->parts.resid != TPC_PART_SEQUENTIAL;
-		if (ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n) : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
+		if (ly->attn.mla     ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n)
+		    : ly->attn.delta ? !tpc__delta_loc_of(R, ly, t, &L->dn, msg, n)
+				     : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;
 		L->moe = ly->moe.exp != NULL;
 		if (L->moe ? t >= 0 && !tpc__moe_ok(R, &ly->moe, msg, n) : !tpc__mlp_loc_of(R, &ly->mlp, t, &L->mlp, msg, n))
