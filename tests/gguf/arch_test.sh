@@ -724,6 +724,17 @@ if [ $rc -eq 3 ] && grep -qF "tensor 'model.layers.0.linear_attn.conv1d.weight':
 else
   bad "qwen3-next tp 8 (exit $rc)" "$(cat "$T/err")"
 fi
+# the set's manifest records the linear attention's heads: resharded from
+# the set alone (no config.json beside it), merged back byte-identical
+rm -rf "$T/q4" "$T/q4r" "$T/q4r.safetensors"
+if "$TPCONV" shard "$O" --tp 4 -o "$T/q4" -q 2> "$T/err" && rm "$T/q4/config.json" &&
+   grep -q '"linear_num_key_heads": 4' "$T/q4/tpconv-manifest.json" &&
+   "$TPCONV" shard "$T/q4" --tp 2 -o "$T/q4r" -q 2>> "$T/err" &&
+   "$TPCONV" merge "$T/q4r" -o "$T/q4r.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/q4r.safetensors"; then
+  ok "qwen3-next: a tp 4 set resharded to tp 2 by its manifest's linear-attention heads, merged back byte-identical"
+else
+  bad "qwen3-next: reshard from the manifest" "$(cat "$T/err")"
+fi
 # rank 1's two key-head groups of layer 0's in_proj_qkvz swapped: verify
 # fails the DeltaNet of layer 0, layer 1's attention still passes
 rm -rf "$T/q2" && "$TPCONV" shard "$O" --tp 2 -o "$T/q2" -q 2> "$T/err"
