@@ -7,7 +7,9 @@ usage: ggufmodel.py WORK
   WORK/gguf/tpc/FAMILY-hf/       tpconv convert FAMILY-f32.gguf -o FAMILY-hf/
 Both folders are loaded in float32 with AutoModelForCausalLM (every key used, none
 missing); every parameter of the rebuilt model equals the original's (Gemma's
-norms, which the reference stored as w + 1 in F32, within one F32 rounding),
+norms, which the reference stored as w + 1 in F32, within one F32 rounding;
+Qwen3-Next's A_log, stored as -exp(A_log), which maps several floats to one:
+a float whose -exp is the GGUF's value, within 1e-6 of the original's),
 and so do the logits of one prompt (within 1e-4 where a norm was rounded, else
 bit-equal). This is what reading a GGUF back is for: the config.json rebuilt
 from the metadata must make the same model (DeepSeek-V3's MLA widths, its
@@ -84,14 +86,14 @@ def family(fam):
             raise RuntimeError("%s: shape %s, the original's %s" % (k, tuple(sb[k].shape), tuple(sa[k].shape)))
         if not torch.equal(sa[k].float(), sb[k].float()):
             d = (sa[k].float() - sb[k].float()).abs().max().item()
-            if not k.endswith("norm.weight") or d > 1e-6:
+            if not k.endswith(("norm.weight", ".A_log")) or d > 1e-6:
                 raise RuntimeError("%s differs (max abs %g)" % (k, d))
             rounded.append(k)
     la, lb = logits(a), logits(b)
     d = (la - lb).abs().max().item()
     if d > (1e-4 if rounded else 0):
         raise RuntimeError("logits differ by %g%s" % (d, " (the original with %s)" % over if over else ""))
-    res = "%d parameters equal%s; logits %s" % (len(sa), " (%d norms within one F32 rounding)" % len(rounded)
+    res = "%d parameters equal%s; logits %s" % (len(sa), " (%d norms or A_log within one F32 rounding)" % len(rounded)
                                                    if rounded else "", "within %g" % d if d else "bit-equal")
     if a.past_keys:
         res += "; %d keys of a layer past num_hidden_layers (not built by transformers) in both" % len(a.past_keys)
