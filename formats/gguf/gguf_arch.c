@@ -1039,9 +1039,9 @@ float tpc__gguf_torch_expf(float d)
 	return u * pow2i(q >> 1) * pow2i(q - (q >> 1)); /* vldexp2 */
 }
 
-/* Qwen3NextModel.modify_tensors' -torch.exp(A_log) in the tensor's dtype (a
- * bf16 or f16 one rounded to it, as torch computes in float and rounds),
- * written F32 */
+/* Qwen3NextModel.modify_tensors' -torch.exp(A_log) as prepare_tensors hands
+ * it the tensor: f16 stays f16 (torch computes in float and rounds to f16),
+ * any other dtype is float32 first (norm_plus_one's rule); written F32 */
 static int neg_exp(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
 {
 	if (tpc_tensor_copy(dst, src))
@@ -1057,9 +1057,7 @@ static int neg_exp(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, v
 	}
 	for (uint64_t i = 0; i < dst->numel; i++) {
 		float x = -tpc__gguf_torch_expf(v[i]);
-		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(x))
-		       : src->dtype == TPC_BF16 ? tpc_bf16_to_f32(tpc_f32_to_bf16(x))
-						: x;
+		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(x)) : x;
 	}
 	*mem = v;
 	return 0;
