@@ -988,21 +988,32 @@ static int tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w)
 	}
 }
 
-/* Gemma's norm + 1, computed as the reference does: f16 stays f16 (the sum
- * rounded to f16), any other dtype goes through f32 */
-static int norm_plus_one(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
+/* dst: src as F32 values computed here, read into *v (malloc'd; the
+ * caller sets them and hands them to the tensor list) */
+static int f32_values(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, float **v, tpc_err *e)
 {
 	if (tpc_tensor_copy(dst, src))
 		return tpc_err_nomem(e);
 	dst->dtype = TPC_F32;
 	dst->nbytes = dst->numel * 4;
-	float *v = dst->numel <= ((uint64_t)1 << 28) ? malloc(dst->nbytes ? dst->nbytes : 1) : NULL;
-	if (!v)
+	*v = dst->numel <= ((uint64_t)1 << 28) ? malloc(dst->nbytes ? dst->nbytes : 1) : NULL;
+	if (!*v)
 		return tpc_err_nomem(e);
-	if (tpc_ckpt_read_out(ck, dst, 0, dst->nbytes, v, e)) {
-		free(v);
+	if (tpc_ckpt_read_out(ck, dst, 0, dst->nbytes, *v, e)) {
+		free(*v);
+		*v = NULL;
 		return -1;
 	}
+	return 0;
+}
+
+/* Gemma's norm + 1, computed as the reference does: f16 stays f16 (the sum
+ * rounded to f16), any other dtype goes through f32 */
+static int norm_plus_one(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
+{
+	float *v;
+	if (f32_values(ck, src, dst, &v, e))
+		return -1;
 	for (uint64_t i = 0; i < dst->numel; i++)
 		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(v[i] + 1.0f)) : v[i] + 1.0f;
 	*mem = v;
@@ -1044,17 +1055,9 @@ float tpc__gguf_torch_expf(float d)
  * any other dtype is float32 first (norm_plus_one's rule); written F32 */
 static int neg_exp(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
 {
-	if (tpc_tensor_copy(dst, src))
-		return tpc_err_nomem(e);
-	dst->dtype = TPC_F32;
-	dst->nbytes = dst->numel * 4;
-	float *v = dst->numel <= ((uint64_t)1 << 28) ? malloc(dst->nbytes ? dst->nbytes : 1) : NULL;
-	if (!v)
-		return tpc_err_nomem(e);
-	if (tpc_ckpt_read_out(ck, dst, 0, dst->nbytes, v, e)) {
-		free(v);
+	float *v;
+	if (f32_values(ck, src, dst, &v, e))
 		return -1;
-	}
 	for (uint64_t i = 0; i < dst->numel; i++) {
 		float x = -tpc__gguf_torch_expf(v[i]);
 		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(x)) : x;

@@ -186,25 +186,35 @@ static int unstack(hfctx *h, const tpc_tensor *src, const char *gname, const tpc
 }
 
 /* Gemma's norm: the reference stored w + 1; x - 1 here (F16 stays F16) */
-static int norm_minus_one(hfctx *h, const tpc_tensor *src, const char *name)
+/* src's values as F32 into *v (malloc'd), a vector of at most NORM_MAX */
+static int f32_values(hfctx *h, const tpc_tensor *src, const char *name, const char *what, float **v)
 {
 	tpc_tensor t;
-	bool half = !src->dq && src->src_dtype == TPC_F16;
-	int s, ret;
+	*v = NULL;
 	if (src->numel > NORM_MAX)
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "a norm of %llu elements is not one tpconv computes",
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "%s of %llu elements is not one tpconv computes", what,
 				  (unsigned long long)src->numel);
 	if (tpc_tensor_copy(&t, src))
 		return tpc_err_nomem(h->e);
 	t.dtype = TPC_F32;
 	t.nbytes = t.numel * 4;
-	float *v = malloc(t.nbytes ? t.nbytes : 1);
-	ret = v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, v, h->e) : tpc_err_nomem(h->e);
+	*v = malloc(t.nbytes ? t.nbytes : 1);
+	int ret = *v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, *v, h->e) : tpc_err_nomem(h->e);
 	tpc_tensor_release(&t);
 	if (ret) {
-		free(v);
-		return ret;
+		free(*v);
+		*v = NULL;
 	}
+	return ret;
+}
+
+static int norm_minus_one(hfctx *h, const tpc_tensor *src, const char *name)
+{
+	bool half = !src->dq && src->src_dtype == TPC_F16;
+	int s, ret;
+	float *v;
+	if ((ret = f32_values(h, src, name, "a norm", &v)))
+		return ret;
 	uint16_t *v16 = (uint16_t *)v;
 	for (uint64_t i = 0; i < src->numel; i++) {
 		float x = v[i] - 1.0f;
@@ -329,6 +339,42 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bo
 	return ret;
 }
 
+/* The two GGUF tensors one Hugging Face tensor of `role` is written as
+ * (names[2], "blk.{L}." templates) when gname is one of them: 1 when it is
+ * neither, 2 when it is the second (the first exists too: nothing to do),
+ * 0 when it is the first: ix[] their indices, g[] their names, name[256] the
+ * Hugging Face name, neither part quantized; -1 with the error. */
+static int two_parts(hfctx *h, tpc_role role, const char *const *names, const char *gname, int64_t ix[2],
+		     char g[2][256], char *name)
+{
+	const tpc_tensor_row *row = tpc_family_row(h->fam, role);
+	int64_t l = -1;
+	int k = 0, part;
+	while (k < 2 && !(role && tpc_family_match(names[k], gname, false, &l, NULL, NULL)))
+		k++;
+	if (k == 2 || !row)
+		return 1;
+	for (int j = 0; j < 2; j++) {
+		tpc_tensor_row pr = {.role = role};
+		pr.name[TPC_ECO_GGUF] = names[j];
+		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], 256, &part))
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
+					  tpc_role_name(role));
+		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
+					  g[j], tpc_role_name(role));
+	}
+	if (k == 1)
+		return 2;
+	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, false, name, 256, &part))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
+	if (h->ck->t[ix[0]].dq || h->ck->t[ix[1]].dq)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, h->ck->t[ix[0]].dq ? g[0] : g[1],
+				  "a quantized part of Hugging Face's '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
+				  name);
+	return 0;
+}
+
 /* A tensor the GGUF holds as two parts split per head (the record's
  * head_split: attn_k_b and attn_v_b back into DeepSeek's kv_b_proj), joined
  * under its Hugging Face name at part 0; at part 1 only checked to have part
@@ -336,32 +382,11 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bo
 static int head_join(hfctx *h, const char *gname)
 {
 	const tpc_gguf_head_split *hs = &h->a->head_split;
-	const tpc_tensor_row *row = tpc_family_row(h->fam, hs->role);
-	int64_t l = -1, ix[2] = {-1, -1};
-	int k = 0, part;
+	int64_t ix[2] = {-1, -1};
 	char g[2][256], name[256];
-	while (k < 2 && !(hs->role && tpc_family_match(hs->name[k], gname, false, &l, NULL, NULL)))
-		k++;
-	if (k == 2 || !row)
-		return 1;
-	for (int j = 0; j < 2; j++) {
-		tpc_tensor_row pr = {.role = hs->role};
-		pr.name[TPC_ECO_GGUF] = hs->name[j];
-		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part))
-			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
-					  tpc_role_name(hs->role));
-		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
-			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
-					  g[j], tpc_role_name(hs->role));
-	}
-	if (k == 1)
-		return 0;
-	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, false, name, sizeof(name), &part))
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
-	if (h->ck->t[ix[0]].dq || h->ck->t[ix[1]].dq)
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, h->ck->t[ix[0]].dq ? g[0] : g[1],
-				  "a quantized part of Hugging Face's '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
-				  name);
+	int r = two_parts(h, hs->role, hs->name, gname, ix, g, name);
+	if (r)
+		return r == 2 ? 0 : r;
 	tpc_tensor t, p0, p1;
 	if (tpc_tensor_copy(&p0, &h->ck->t[ix[0]]))
 		return tpc_err_nomem(h->e);
@@ -411,33 +436,12 @@ static int64_t key_product(const hfctx *h, const char *keys)
 static int group_join(hfctx *h, const char *gname)
 {
 	const tpc_gguf_group_split *gs = &h->a->group_split;
-	const tpc_tensor_row *row = tpc_family_row(h->fam, gs->role);
-	int64_t l = -1, ix[2] = {-1, -1};
-	int k = 0, part;
+	int64_t ix[2] = {-1, -1};
 	char g[2][256], name[256];
-	while (k < 2 && !(gs->role && tpc_family_match(gs->name[k], gname, false, &l, NULL, NULL)))
-		k++;
-	if (k == 2 || !row)
-		return 1;
-	for (int j = 0; j < 2; j++) {
-		tpc_tensor_row pr = {.role = gs->role};
-		pr.name[TPC_ECO_GGUF] = gs->name[j];
-		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part))
-			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
-					  tpc_role_name(gs->role));
-		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
-			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
-					  g[j], tpc_role_name(gs->role));
-	}
-	if (k == 1)
-		return 0;
-	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, false, name, sizeof(name), &part))
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
+	int r = two_parts(h, gs->role, gs->name, gname, ix, g, name);
+	if (r)
+		return r == 2 ? 0 : r;
 	const tpc_tensor *t0 = &h->ck->t[ix[0]], *t1 = &h->ck->t[ix[1]];
-	if (t0->dq || t1->dq)
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, t0->dq ? g[0] : g[1],
-				  "a quantized part of Hugging Face's '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
-				  name);
 	int64_t groups = key_product(h, gs->key_groups), rows[4], off[2] = {0, 0};
 	int np = 0;
 	for (; np < 4 && gs->key_rows[np]; np++) {
@@ -484,18 +488,9 @@ static int group_join(hfctx *h, const char *gname)
  * have one), else the nearest; written F32 */
 static int neg_log(hfctx *h, const tpc_tensor *src, const char *name)
 {
-	tpc_tensor t;
 	int s, ret;
-	if (src->numel > NORM_MAX || src->dq)
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "not a vector tpconv takes the log of (%llu elements)",
-				  (unsigned long long)src->numel);
-	if (tpc_tensor_copy(&t, src))
-		return tpc_err_nomem(h->e);
-	t.dtype = TPC_F32;
-	t.nbytes = t.numel * 4;
-	float *v = malloc(t.nbytes ? t.nbytes : 1);
-	ret = v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, v, h->e) : tpc_err_nomem(h->e);
-	tpc_tensor_release(&t);
+	float *v;
+	ret = f32_values(h, src, name, "a vector whose log is taken", &v);
 	for (uint64_t i = 0; !ret && i < src->numel; i++) {
 		float x = v[i];
 		if (!(x <= 0)) {
