@@ -281,6 +281,12 @@ void tpc_tensor_transpose2d(tpc_tensor *t);
  * gpt-oss's experts stored [in, out]); -1 for a composite or a computed
  * tensor, or a dim out of range. */
 int tpc_tensor_swap_dims(tpc_tensor *t, int a, int b);
+/* Drop dim `d` of size 1 (insert false), or insert a dim of size 1 before
+ * dim `d` (0 <= d <= ndim), of a plain view in place: a description, no byte
+ * moves (a depthwise convolution's [channels, 1, kernel] as [channels,
+ * kernel] and back). -1 for a composite or a computed tensor, a dim out of
+ * range or not of size 1, or out of memory. */
+int tpc_tensor_unit_dim(tpc_tensor *t, int d, bool insert);
 /* Stacked tensors (TensorRT-LLM's and vLLM's per-layer expert weights
  * [experts, rows, cols]) as descriptions: dst = parts[0..n) stacked along a
  * new leading dimension (each part a view, zero fill or composite of equal

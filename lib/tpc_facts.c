@@ -88,6 +88,11 @@ static const struct {
 	COUNT(ssm_groups, "mamba_n_groups"),
 	COUNT(ssm_state, "mamba_d_state"),
 	COUNT(ssm_conv, "mamba_d_conv"),
+	/* linear attention (gated DeltaNet) */
+	COUNT(lin_k_heads, "linear_num_key_heads"),
+	COUNT(lin_v_heads, "linear_num_value_heads"),
+	COUNT(lin_k_dim, "linear_key_head_dim"),
+	COUNT(lin_v_dim, "linear_value_head_dim"),
 };
 #undef COUNT
 
@@ -417,6 +422,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		dst->quant = src->quant;
 	/* multi-head latent attention */
 	FILL(q_lora_rank); FILL(kv_lora_rank); FILL(qk_nope_head_dim); FILL(qk_rope_head_dim); FILL(v_head_dim);
+	/* linear attention */
+	FILL(lin_k_heads); FILL(lin_v_heads); FILL(lin_k_dim); FILL(lin_v_dim);
 	/* rotary embedding */
 	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
 	if (!dst->yarn.factor)

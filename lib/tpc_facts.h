@@ -124,6 +124,11 @@ typedef struct tpc_model_facts {
 	/* DeepSeek multi-head latent attention (MLA): q_lora_rank (0: no
 	 * q_a/q_b, a plain q_proj as V2-Lite), kv_lora_rank, the per-head sizes */
 	int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+	/* linear attention (gated DeltaNet: Qwen3-Next's linear_attn): its key
+	 * heads and value heads (linear_num_key_heads, linear_num_value_heads)
+	 * and their sizes (linear_key_head_dim, linear_value_head_dim), which a
+	 * plan's "lin_k" / "lin_v" heads split by */
+	int64_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
 	/* for verify's model check: rms_norm_eps, rope_theta (or
 	 * rope_parameters.rope_theta), rope_interleave (1 true, -1 false, 0
 	 * unsaid), and a rope_scaling / rope_parameters of rope_type "yarn"

@@ -425,6 +425,48 @@ static const tpc_tensor_row llama4_tensors[] = {
 	END_ROW,
 };
 #undef ROW_IO
+/* Qwen3-Next (Qwen3NextForCausalLM): layer_types' linear_attention layers
+ * a gated DeltaNet (linear_attn: in_proj_qkvz [q k v z] and in_proj_ba [b a]
+ * per key head's group, the causal conv1d of q, k, v, dt_bias, A_log, the
+ * gated RMSNorm, out_proj), the full_attention layers LLaMA's attention
+ * whose q_proj emits each head's query and output gate, per-head q/k
+ * norms; Qwen2-MoE's experts, shared expert and its gate, dense layers
+ * (mlp_only_layers) as LLaMA's MLP. GGUF names: gguf-py constants.py
+ * MODEL_ARCH.QWEN3NEXT (the FFN norm is post_attention_norm; in_proj_qkvz
+ * is written as two tensors, attn_qkv and attn_gate: no one GGUF name).
+ * Hugging Face and GGUF names only; the multi-token-prediction layer (mtp.*)
+ * has no rows; no fused qkv_proj (GGUF's attn_qkv is the DeltaNet's). */
+static const tpc_tensor_row qwen3next_tensors[] = {
+	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, NULL, NULL, "token_embd.weight"),
+	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, NULL, NULL, "output_norm.weight"),
+	ROW(OUTPUT, false, "lm_head.weight", NULL, NULL, NULL, "output.weight"),
+	ROW(ATTN_NORM, false, HF_L "input_layernorm.weight", NULL, NULL, NULL, GG_L "attn_norm.weight"),
+	ROW(ATTN_Q, true, HF_L "self_attn.q_proj.weight", NULL, NULL, NULL, GG_L "attn_q.weight"),
+	ROW(ATTN_K, true, HF_L "self_attn.k_proj.weight", NULL, NULL, NULL, GG_L "attn_k.weight"),
+	ROW(ATTN_V, true, HF_L "self_attn.v_proj.weight", NULL, NULL, NULL, GG_L "attn_v.weight"),
+	ROW(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", NULL, NULL, NULL, GG_L "attn_output.weight"),
+	ROW(ATTN_Q_NORM, false, HF_L "self_attn.q_norm.weight", NULL, NULL, NULL, GG_L "attn_q_norm.weight"),
+	ROW(ATTN_K_NORM, false, HF_L "self_attn.k_norm.weight", NULL, NULL, NULL, GG_L "attn_k_norm.weight"),
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "post_attention_norm.weight"),
+	LLAMA_MLP_ROWS,
+	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", NULL, NULL, NULL, GG_L "ffn_gate_inp.weight"),
+	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate_exps.weight"),
+	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up_exps.weight"),
+	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down_exps.weight"),
+	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_expert.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_expert.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_expert.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	ROW(FFN_GATE_INP_SHEXP, false, HF_L "mlp.shared_expert_gate.weight", NULL, NULL, NULL,
+	    GG_L "ffn_gate_inp_shexp.weight"),
+	ROW(SSM_IN, false, HF_L "linear_attn.in_proj_qkvz.weight", NULL, NULL, NULL, NULL),
+	ROW(SSM_BA, false, HF_L "linear_attn.in_proj_ba.weight", NULL, NULL, NULL, GG_L "ssm_ba.weight"),
+	ROW(SSM_CONV1D, false, HF_L "linear_attn.conv1d.weight", NULL, NULL, NULL, GG_L "ssm_conv1d.weight"),
+	ROW(SSM_DT, false, HF_L "linear_attn.dt_bias", NULL, NULL, NULL, GG_L "ssm_dt.bias"),
+	ROW(SSM_A, false, HF_L "linear_attn.A_log", NULL, NULL, NULL, GG_L "ssm_a"),
+	ROW(SSM_NORM, false, HF_L "linear_attn.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"),
+	ROW(SSM_OUT, false, HF_L "linear_attn.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight"),
+	END_ROW,
+};
 
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
@@ -860,6 +902,36 @@ static const tpc_tensor_row phimoe_tensors[] = {
 	"    {\"match\": \"feed_forward\\\\.experts\\\\.down_proj$\", \"split\": \"row\", \"transposed\": true, \"stacked\": true},\n" \
 	"    {\"match\": \"feed_forward\\\\.router\\\\.weight$\", \"split\": \"replicate\"},\n" \
 	LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* Qwen3-Next, split as vLLM's qwen3_next.py loads it: the full attention's
+ * q_proj (QKVParallelLinear over 2 x num_attention_heads heads: each head's
+ * query then its gate) by whole heads of both ("head_block": 2), k/v by kv
+ * heads, o_proj row; the gated DeltaNet (QwenGatedDeltaNetAttention with
+ * gqa_interleaved_layout) by key head groups: in_proj_qkvz and in_proj_ba
+ * MergedColumnParallelLinear of one output each, so rank r holds whole
+ * [q k v z] and [b a] groups; conv1d's channels [q | k | v] each split by
+ * heads (mamba_v2_sharded_weight_loader); dt_bias and A_log by value head
+ * (sharded_weight_loader(0)); out_proj row by value heads; the gated norm
+ * replicated; experts, shared expert and its gate as the MoE presets. tp
+ * must divide linear_num_key_heads (vLLM's num_k_heads // tp_size). */
+#define QWEN3NEXT_JSON \
+	"{\n" \
+	"  \"name\": \"qwen3-next\",\n" \
+	"  \"description\": \"Qwen3-Next (Qwen3NextForCausalLM) with Hugging Face names, split as vLLM does. Full attention: q_proj (each head's query then its output gate) col by whole heads, k_proj/v_proj col by kv heads (replicated when tp > kv heads), o_proj row, q_norm/k_norm replicated. Gated DeltaNet (linear_attn): in_proj_qkvz and in_proj_ba col by key-head groups (each group's [q k v z] and [b a] whole on one rank; tp must divide linear_num_key_heads), conv1d's channels [q | k | v] each col by heads, dt_bias and A_log by value head, out_proj row by value heads, the gated norm replicated. Experts mlp.experts.N gate_proj/up_proj col, down_proj row; the shared expert like a dense MLP; the router (mlp.gate) and shared_expert_gate replicated; dense layers (mlp_only_layers) as LLaMA's; embed_tokens and lm_head vocab-parallel. With --ep N every expert lives on one EP group of tp/N ranks.\",\n" \
+	LLAMA_STAGES \
+	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"rules\": [\n" \
+	"    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 2},\n" \
+	"    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"linear_attn\\\\.(in_proj_qkvz|in_proj_ba)\\\\.weight$\", \"split\": \"col\", \"heads\": \"lin_k\", \"head_count\": true},\n" \
+	"    {\"match\": \"linear_attn\\\\.conv1d\\\\.weight$\", \"split\": \"col\", \"dim\": 0, \"parts\": [\"lin_k\", \"lin_k\", \"lin_v\"]},\n" \
+	"    {\"match\": \"linear_attn\\\\.(dt_bias|A_log)$\", \"split\": \"col\", \"heads\": \"lin_v\", \"head_count\": true},\n" \
+	"    {\"match\": \"linear_attn\\\\.out_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"lin_v\"},\n" \
+	LLAMA_MLP_RULES MOE_RULES LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
 
@@ -1332,6 +1404,16 @@ static const tpc_family families[] = {
 	 PARTS(.qk_norm = TPC_PART_QK_L2_ROPE, .rope = TPC_PART_ROPE_INTERLEAVED, .attn_bias = true,
 	       .router = TPC_PART_ROUTER_SIGMOID_INPUT, .experts_per_tok = 1, .rope_off_every = 4, .temp_floor = 8192,
 	       .temp_scale = 0.1, .chunk_rope = true, .tied_head = true)},
+	/* the gated DeltaNet's layers (layer_types) beside gated full attention,
+	 * zero-centred RMSNorms (weight + 1), experts with a gated shared expert */
+	{.name = "qwen3-next",
+	 .desc = "Qwen3-Next (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkvz/in_proj_ba col by key-head groups, conv1d [q|k|v] by heads, dt_bias/A_log by value head, out_proj row; experts gate/up col, down row; shared expert like a dense MLP; router and shared_expert_gate replicated",
+	 .plan = QWEN3NEXT_JSON,
+	 .hf_arch = A("Qwen3NextForCausalLM"),
+	 .gguf = &tpc__gguf_qwen3next,
+	 .tensors = qwen3next_tensors,
+	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
+	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,

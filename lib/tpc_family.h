@@ -121,16 +121,22 @@ typedef enum tpc_role {
 	TPC_ROLE_NEXTN_HEAD_NORM, /* the norm before that head */
 	TPC_ROLE_ATTN_SINKS,     /* a learned sink logit per query head [heads], a column of its
 				    own in each head's softmax, dropped after it (gpt-oss) */
-	/* a Mamba-2 mixer (Granite 4, Bamba: transformers' mamba.*), a layer's
-	 * sequence mixer in place of attention */
-	TPC_ROLE_SSM_IN,         /* in_proj [2 inner + 2 groups x state + heads, hidden]: z, x, B,
-				    C, dt */
-	TPC_ROLE_SSM_CONV1D,     /* the causal depthwise conv1d over x, B, C [channels, 1, taps] */
-	TPC_ROLE_SSM_DT,         /* dt's bias per head [heads] (dt_bias) */
-	TPC_ROLE_SSM_A,          /* A_log per head [heads]: A = -exp(A_log) */
-	TPC_ROLE_SSM_D,          /* the skip per head [heads] */
-	TPC_ROLE_SSM_NORM,       /* the gated RMSNorm of y [inner] (per group of channels) */
-	TPC_ROLE_SSM_OUT,        /* out_proj [hidden, inner] */
+	/* a sequence mixer in place of attention, named as gguf-py's
+	 * MODEL_TENSOR.SSM_*: a Mamba-2 mixer (Granite 4, Bamba: mamba.*) or a
+	 * gated DeltaNet linear attention (Qwen3-Next's linear_attn) */
+	TPC_ROLE_SSM_IN,         /* the input projection: Mamba-2's in_proj [2 inner + 2 groups x
+				    state + heads, hidden] (z, x, B, C, dt); the DeltaNet's
+				    in_proj_qkvz ([q k v z] per key head's group) */
+	TPC_ROLE_SSM_BA,         /* the DeltaNet's projection of beta and the decay's a (in_proj_ba:
+				    [b a] per key head's group) */
+	TPC_ROLE_SSM_CONV1D,     /* the causal depthwise conv1d [channels, 1, taps]: Mamba-2's over
+				    x, B, C; the DeltaNet's over q, k, v */
+	TPC_ROLE_SSM_DT,         /* dt's bias per head (dt_bias) */
+	TPC_ROLE_SSM_A,          /* A_log per head: A = -exp(A_log) */
+	TPC_ROLE_SSM_D,          /* Mamba-2's skip per head [heads] */
+	TPC_ROLE_SSM_NORM,       /* the gated RMSNorm of the output (Mamba-2: per group of channels;
+				    DeltaNet: of each value head) */
+	TPC_ROLE_SSM_OUT,        /* the output projection [hidden, inner] */
 	TPC_ROLE_COUNT
 } tpc_role;
 
@@ -181,6 +187,20 @@ typedef struct tpc_tensor_row {
  *              sandwich: both (Gemma 2/3); after_add: residual add -> norm
  *              (BERT)
  *   attn       MHA/GQA, or multi-head latent attention (DeepSeek-V2/V3)
+ *   attn_gate  q_proj emits each head's query then its output gate
+ *              ([heads, 2, head_dim] rows): the attention's context times
+ *              sigmoid(gate), before o_proj (Qwen3-Next's gated attention)
+ *   linear_attn  the layers config.json's layer_types calls
+ *              "linear_attention" are a linear attention of the SSM roles
+ *              instead: a gated DeltaNet (Qwen3-Next): in_proj_qkvz's [q k v
+ *              z] and in_proj_ba's [b a] per key head's group, the causal
+ *              depthwise conv1d (kernel linear_conv_kernel_dim, SiLU) over
+ *              q, k, v, q and k L2-normalised per head and repeated over
+ *              the value heads of their group, q scaled by dk^-1/2, beta =
+ *              sigmoid(b), the decay g = -exp(A_log) softplus(a + dt_bias),
+ *              the delta rule S = S e^g + k (beta (v - S^T k))^T, o = S^T q,
+ *              each head's o RMS-normalised (its own weight, not offset)
+ *              times silu(z), out_proj
  *   qk_norm    none, RMSNorm per head over head_dim (Qwen3), or over the
  *              whole q and k projections, heads * head_dim (OLMo 2); before
  *              the rotary embedding; qk_after_rope: after it (HunYuan's
@@ -307,6 +327,7 @@ typedef enum tpc_part_router {
 	TPC_PART_ROUTER_SOFTMAX_TOPK, TPC_PART_ROUTER_SPARSEMIXER, TPC_PART_ROUTER_SIGMOID_INPUT
 } tpc_part_router;
 typedef enum tpc_part_resid { TPC_PART_SEQUENTIAL = 0, TPC_PART_PARALLEL, TPC_PART_PARALLEL_ONE_NORM } tpc_part_resid;
+typedef enum tpc_part_linear { TPC_PART_LINEAR_NONE = 0, TPC_PART_LINEAR_GATED_DELTA } tpc_part_linear;
 
 typedef struct tpc_layer_parts {
 	tpc_part_model model;
@@ -315,6 +336,8 @@ typedef struct tpc_layer_parts {
 	double norm_eps;         /* the default epsilon (above); 0: by the norm */
 	tpc_part_place place;
 	tpc_part_attn attn;
+	bool attn_gate;          /* q_proj emits each head's query and output gate (above) */
+	tpc_part_linear linear_attn; /* layer_types' linear_attention layers (above) */
 	tpc_part_qk_norm qk_norm;
 	bool qk_after_rope;      /* the q/k norms after the rotary embedding (above) */
 	tpc_part_qkv qkv;

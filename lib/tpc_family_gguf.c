@@ -86,6 +86,28 @@ static const tpc_gguf_kv_rule qwen2moe_kv[] = {
 	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
 	R_END,
 };
+/* Qwen3NextModel (conversion/qwen.py, a Qwen2MoeModel): Qwen2-MoE's keys,
+ * then the gated DeltaNet's: the conv kernel, the key head size as the
+ * state size, the key heads as groups, the value heads as the time step
+ * rank, value heads x their size as the inner size; a bool per layer of
+ * layer_types' linear_attention; full_attention_interval 4 whatever
+ * config.json says (the reference reads transformers 5.12's
+ * Qwen3NextConfig.to_dict(), whose __post_init__ pops it); the rotary
+ * dimension int(head_dim x partial_rotary_factor, 0.25 unsaid) */
+static const tpc_gguf_kv_rule qwen3next_kv[] = {
+	TEXT_RULES,
+	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
+	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
+	{"ssm.conv_kernel", U32, TPC_KH_REQ, "linear_conv_kernel_dim"},
+	{"ssm.state_size", U32, TPC_KH_REQ, "linear_key_head_dim"},
+	{"ssm.group_count", U32, TPC_KH_REQ, "linear_num_key_heads"},
+	{"ssm.time_step_rank", U32, TPC_KH_REQ, "linear_num_value_heads"},
+	{"ssm.inner_size", U32, TPC_KH_PRODUCT, "linear_value_head_dim*linear_num_value_heads"},
+	{"attention.recurrent_layers", BOOL, TPC_KH_LAYER_IS, "linear_attention|full_attention_interval|4"},
+	{"full_attention_interval", U32, TPC_KH_CONST, "4"},
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.25"},
+	R_END,
+};
 /* OlmoeModel (conversion/olmo.py): TextModel's keys, then the rms epsilon
  * 1e-5 whatever rms_norm_eps says */
 static const tpc_gguf_kv_rule olmoe_kv[] = {
@@ -495,6 +517,18 @@ static const tpc_gguf_cfg_rule qwen3moe_cfg[] = {
 	{"norm_topk_prob", "true", TPC_CK_CONST},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* Qwen3-Next: the gated DeltaNet's sizes back from the ssm.* keys,
+ * layer_types from the recurrent layers (the rotary fraction is rope_pct's) */
+static const tpc_gguf_cfg_rule qwen3next_cfg[] = {
+	TEXT_CFG_ROWS
+	{"linear_conv_kernel_dim", "ssm.conv_kernel", TPC_CK_INT},
+	{"linear_key_head_dim", "ssm.state_size", TPC_CK_INT},
+	{"linear_num_key_heads", "ssm.group_count", TPC_CK_INT},
+	{"linear_num_value_heads", "ssm.time_step_rank", TPC_CK_INT},
+	{"linear_value_head_dim", "ssm.inner_size/ssm.time_step_rank", TPC_CK_INT_QUOT},
+	{"layer_types", "attention.recurrent_layers", TPC_CK_LAYER_TYPES_LINEAR},
+	{NULL, NULL, TPC_CK_INT},
+};
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
 /* OLMo 3: layer_types (the window is a text row) */
 static const tpc_gguf_cfg_rule olmo3_cfg[] = {
@@ -577,6 +611,26 @@ const tpc_gguf_arch tpc__gguf_qwen3moe = {
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = qwen3moe_cfg,
 	.rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* Qwen3NextModel.modify_tensors: A_log as -exp(A_log), dt_bias as
+ * ssm_dt.bias (the table's name), conv1d squeezed, every norm + 1 but
+ * linear_attn.norm, in_proj_qkvz's [q k v z] per key head gathered into
+ * attn_qkv [all q; all k; all v] and attn_gate [all z]; Qwen2MoeModel's
+ * expert order; its vocabulary */
+const tpc_gguf_arch tpc__gguf_qwen3next = {
+	.arch = "qwen3next", .hf_arch = A("Qwen3NextForCausalLM"), .kv = qwen3next_kv, .norm_plus_1 = true,
+	.norm_plain = TPC_ROLE_SSM_NORM, .neg_exp = TPC_ROLE_SSM_A, .squeeze = TPC_ROLE_SSM_CONV1D,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP},
+	.group_split = {.role = TPC_ROLE_SSM_IN,
+			.name = {"blk.{L}.attn_qkv.weight", "blk.{L}.attn_gate.weight"},
+			.groups = "linear_num_key_heads",
+			.rows = {"linear_num_key_heads*linear_key_head_dim", "linear_num_key_heads*linear_key_head_dim",
+				 "linear_num_value_heads*linear_value_head_dim", "linear_num_value_heads*linear_value_head_dim"},
+			.first = 3,
+			.key_groups = "ssm.group_count",
+			.key_rows = {"ssm.group_count*ssm.state_size", "ssm.group_count*ssm.state_size", "ssm.inner_size",
+				     "ssm.inner_size"}},
+	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer",
+	.hf_cfg = qwen3next_cfg, .rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
 /* OlmoeModel: Qwen2MoeModel's expert order; TextModel's _set_vocab_gpt2 */
 const tpc_gguf_arch tpc__gguf_olmoe = {
 	.arch = "olmoe", .hf_arch = A("OlmoeForCausalLM"), .kv = olmoe_kv,

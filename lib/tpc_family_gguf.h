@@ -126,7 +126,8 @@ typedef enum tpc_gguf_kh {
 			      * refused (llama.cpp's llama4: attention_chunk_size 8192,
 			      * floor_scale 8192, attn_scale 0.1) */
 	TPC_KH_PRODUCT,      /* "A*B": the first of A's '|' names present times the first of B's,
-			      * both required (Mamba2Model's ssm.inner_size: expand x d_model) */
+			      * both required (Mamba2Model's ssm.inner_size: expand x d_model;
+			      * Qwen3NextModel's: linear_value_head_dim x linear_num_value_heads) */
 	TPC_KH_LAYERS_OF,    /* "MEMBERS=TYPE": an INT32 array, an entry per layer_types entry: the
 			      * first of MEMBERS present where the layer is TYPE, else 0
 			      * (GraniteHybridModel's head_count_kv: the attention layers' kv
@@ -136,6 +137,11 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_MULTIPLE_OF,  /* "MEMBER%N": no key; the member (required) must be a multiple of N,
 			      * else refused (Mamba2Model.set_vocab pads the vocabulary to a
 			      * multiple of 8 with [PAD] tokens, which tpconv does not write) */
+	TPC_KH_LAYER_IS,     /* names "TYPE|MEMBERS|N": a bool per layer, true where layer_types
+			      * says TYPE; without layer_types (the config class computes it),
+			      * true but for each period-th layer (1-based), the period the first
+			      * of MEMBERS present, else N (Qwen3NextModel's
+			      * attention.recurrent_layers: "linear_attention|full_attention_interval|4") */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -201,6 +207,8 @@ typedef enum tpc_gguf_ck {
 	TPC_CK_ROPE_DIV,    /* key "KEY/K": a member of the rebuilt rope scaling (yarn), the
 			     * key's value divided by K (DeepSeek's mscale_all_dim from
 			     * yarn_log_multiplier / 0.1) */
+	TPC_CK_LAYER_TYPES_LINEAR, /* a bool array: layer_types, "linear_attention" where true,
+				    * else "full_attention" (attention.recurrent_layers) */
 	TPC_CK_CONST,       /* key: JSON text, the member's value whatever the GGUF holds: what
 			     * the GGUF's reader computes with for the architecture, which no
 			     * key says, where the config class's default would say another
@@ -214,7 +222,9 @@ typedef enum tpc_gguf_ck {
 			     * the entry is nonzero, else "B" (head_count_kv's attention and
 			     * mamba layers) */
 	TPC_CK_INT_QUOT,    /* key "K1/K2": the first key's integer divided by the second's,
-			     * exactly (mamba_expand: ssm.inner_size / embedding_length) */
+			     * exactly (mamba_expand: ssm.inner_size / embedding_length;
+			     * Qwen3-Next's linear_value_head_dim: ssm.inner_size /
+			     * ssm.time_step_rank) */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {
@@ -247,12 +257,37 @@ typedef struct tpc_gguf_head_split {
 	bool transpose0;     /* part 0 transposed per head */
 } tpc_gguf_head_split;
 
+/* A tensor the reference writes as two, its rows regrouped
+ * (Qwen3NextModel.modify_tensors' in_proj_qkvz: `groups` groups of parts
+ * [q k v z], each part's rows of every group gathered, the first `first`
+ * parts into tensor 0 (attn_qkv: all q, all k, all v), the rest into tensor
+ * 1 (attn_gate: all z)), read back regrouped (views: no byte copied). Its
+ * row's GGUF name in the tensor table is NULL. */
+typedef struct tpc_gguf_group_split {
+	tpc_role role;          /* the row; 0: none */
+	const char *name[2];    /* the two GGUF names ("blk.{L}." templates) */
+	const char *groups;     /* config.json member: the groups */
+	const char *rows[4];    /* each part's rows over all groups: config.json members
+				 * multiplied ("a*b"); NULL ends the list */
+	int first;              /* the parts in tensor 0 */
+	const char *key_groups; /* the same read back from the GGUF's {arch}.* keys */
+	const char *key_rows[4];
+} tpc_gguf_group_split;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
 	const tpc_gguf_kv_rule *kv;
 	bool permute_qk;   /* LlamaModel.permute of q_proj / k_proj (weight, bias) */
 	bool norm_plus_1;  /* Gemma: every *norm.weight + 1 */
+	tpc_role norm_plain; /* with norm_plus_1: a norm role written as it is (Qwen3-Next's
+			      * gated linear_attn.norm, not zero-centred); 0: none */
+	tpc_role neg_exp;  /* a role written as -exp(x), as torch's float32 exp computes it
+			    * (Qwen3-Next's A_log as ssm_a), read back as the float whose
+			    * -exp is the value; 0: none */
+	tpc_role squeeze;  /* a role whose dim 1 of size 1 is dropped (a depthwise convolution
+			    * [channels, 1, kernel]: Qwen3-Next's conv1d.weight as ssm_conv1d
+			    * [channels, kernel]), put back when read; 0: none */
 	bool no_lm_head;   /* Gemma: lm_head.weight skipped */
 	bool neox_qkv;     /* GPT-NeoX: qkv rows [heads, 3, hd] -> [3, heads, hd] */
 	bool rope_freqs;   /* LlamaModel.generate_extra_tensors: a llama3 rope writes rope_freqs.weight */
@@ -267,6 +302,7 @@ typedef struct tpc_gguf_arch {
 				 * multimodal Llama4Config) */
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
 	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
+	tpc_gguf_group_split group_split; /* a tensor written as two, its grouped rows gathered */
 	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):
 				  * a tensor under it whose layer number is past config.json's
 				  * layer count is left out, as the reference does (DeepseekV2Model's
@@ -328,6 +364,6 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
 	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,
-	tpc__gguf_granitehybrid_dense;
+	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next;
 
 #endif

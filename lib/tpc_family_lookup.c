@@ -114,7 +114,8 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->embed_scale == y->embed_scale && x->swa_every == y->swa_every && x->nope_global == y->nope_global &&
 	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale &&
 	       x->temp_floor == y->temp_floor && x->temp_scale == y->temp_scale && x->chunk_rope == y->chunk_rope &&
-	       x->rope_if_said == y->rope_if_said && x->ssm == y->ssm;
+	       x->rope_if_said == y->rope_if_said && x->ssm == y->ssm && x->attn_gate == y->attn_gate &&
+	       x->linear_attn == y->linear_attn;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)
@@ -175,6 +176,7 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_NEXTN_HEAD_NORM] = "nextn_shared_head_norm",
 		[TPC_ROLE_ATTN_SINKS] = "attn_sinks",
 		[TPC_ROLE_SSM_IN] = "ssm_in",
+		[TPC_ROLE_SSM_BA] = "ssm_ba",
 		[TPC_ROLE_SSM_CONV1D] = "ssm_conv1d",
 		[TPC_ROLE_SSM_DT] = "ssm_dt",
 		[TPC_ROLE_SSM_A] = "ssm_a",

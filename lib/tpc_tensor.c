@@ -598,6 +598,34 @@ int tpc_tensor_swap_dims(tpc_tensor *t, int a, int b)
 	return 0;
 }
 
+int tpc_tensor_unit_dim(tpc_tensor *t, int d, bool insert)
+{
+	int n = t->ndim, m = insert ? n + 1 : n - 1;
+	if (t->nparts || t->dq || d < 0 || d > (insert ? n : n - 1) || (!insert && t->shape[d] != 1) ||
+	    m > TPC_MAX_NDIM || m < 0)
+		return -1;
+	int64_t *s = tpc_calloc((size_t)(2 * (m ? m : 1)), sizeof(int64_t));
+	if (!s)
+		return -1;
+	for (int i = 0, j = 0; i < m; i++) {
+		if (insert && i == d) {
+			s[i] = 1;
+			s[m + i] = d < n ? t->shape[d] * t->stride[d] : 1; /* any: one element along it */
+			continue;
+		}
+		if (!insert && j == d)
+			j++;
+		s[i] = t->shape[j];
+		s[m + i] = t->stride[j];
+		j++;
+	}
+	free(t->shape);
+	t->shape = s;
+	t->stride = s + m;
+	t->ndim = m;
+	return 0;
+}
+
 /* A leading dimension of size 1, in place (a composite's parts too, which
  * then concatenate one dimension further along). */
 static int lift0(tpc_tensor *t)

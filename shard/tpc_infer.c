@@ -215,7 +215,7 @@ static int check_tensor(const tpc_model_facts *f, const tpc_plan *p, const tpc_t
 		if (np > 1)
 			snprintf(which, sizeof(which), " of part %d", k);
 		/* a Mamba-2 part's size is its heads (groups) already: check_listed's sum */
-		if (kind && kind < TPC_HEADS_SSM && !(r->parts_listed && r->parts[k].rest) &&
+		if (kind && kind < TPC_HEADS_SSM && kind != TPC_HEADS_LIN_K && kind != TPC_HEADS_LIN_V && !(r->parts_listed && r->parts[k].rest) &&
 		    (ret = check_heads(f, t, shape, d, which, sizes[k], kind, r->head_block, ref, e)))
 			return ret;
 	}

@@ -282,6 +282,10 @@ static void read_model(tpc_manifest *m, const cJSON *model)
 		get_i64(model, "ssm_head_dim", 1, INT64_MAX / 4, &m->facts.ssm_head_dim);
 		get_i64(model, "ssm_groups", 1, INT64_MAX / 4, &m->facts.ssm_groups);
 		get_i64(model, "ssm_state", 1, INT64_MAX / 4, &m->facts.ssm_state);
+		get_i64(model, "linear_num_key_heads", 1, INT64_MAX / 4, &m->facts.lin_k_heads);
+		get_i64(model, "linear_num_value_heads", 1, INT64_MAX / 4, &m->facts.lin_v_heads);
+		get_i64(model, "linear_key_head_dim", 1, INT64_MAX / 4, &m->facts.lin_k_dim);
+		get_i64(model, "linear_value_head_dim", 1, INT64_MAX / 4, &m->facts.lin_v_dim);
 		/* head facts only shard's command line gave: their origin says so,
 		 * and a set sharded from this one records them again */
 		const cJSON *unv = cJSON_GetObjectItemCaseSensitive(model, "unverified"), *u;

@@ -30,7 +30,7 @@ const char *tpc_split_kind_name(tpc_split_kind k)
 
 static const char *const heads_names[] = {
 	[TPC_HEADS_NONE] = "none", [TPC_HEADS_Q] = "q", [TPC_HEADS_KV] = "kv",
-	[TPC_HEADS_SSM] = "ssm", [TPC_HEADS_SSM_DT] = "ssm_dt", [TPC_HEADS_SSM_GROUPS] = "ssm_groups",
+	[TPC_HEADS_LIN_K] = "lin_k", [TPC_HEADS_LIN_V] = "lin_v", [TPC_HEADS_SSM] = "ssm", [TPC_HEADS_SSM_DT] = "ssm_dt", [TPC_HEADS_SSM_GROUPS] = "ssm_groups",
 };
 
 const char *tpc_heads_kind_name(tpc_heads_kind k)
@@ -38,20 +38,43 @@ const char *tpc_heads_kind_name(tpc_heads_kind k)
 	return (unsigned)k < sizeof(heads_names) / sizeof(heads_names[0]) ? heads_names[k] : "none";
 }
 
+int64_t tpc_heads_count(const tpc_model_facts *f, tpc_heads_kind kind)
+{
+	switch (kind) {
+	case TPC_HEADS_Q: return f->heads;
+	case TPC_HEADS_KV: return f->kv_heads ? f->kv_heads : f->heads;
+	case TPC_HEADS_LIN_K: return f->lin_k_heads;
+	case TPC_HEADS_LIN_V: return f->lin_v_heads;
+	case TPC_HEADS_SSM: case TPC_HEADS_SSM_DT: return f->ssm_heads;
+	case TPC_HEADS_SSM_GROUPS: return f->ssm_groups;
+	default: return 0;
+	}
+}
+
+int64_t tpc_heads_dim(const tpc_model_facts *f, tpc_heads_kind kind)
+{
+	switch (kind) {
+	case TPC_HEADS_LIN_K: return f->lin_k_dim;
+	case TPC_HEADS_LIN_V: return f->lin_v_dim;
+	case TPC_HEADS_SSM: return f->ssm_head_dim;
+	case TPC_HEADS_SSM_DT: return 1;
+	case TPC_HEADS_SSM_GROUPS: return f->ssm_state;
+	default: return f->head_dim;
+	}
+}
+
 int64_t tpc_plan_sym_rows(tpc_heads_kind sym, const tpc_model_facts *f, int64_t *heads)
 {
-	int64_t cnt = 0, each = 0;
-	switch (sym) {
-	case TPC_HEADS_NONE: break;
-	case TPC_HEADS_Q: cnt = f->heads, each = f->head_dim; break;
-	case TPC_HEADS_KV: cnt = f->kv_heads ? f->kv_heads : f->heads, each = f->head_dim; break;
-	case TPC_HEADS_SSM: cnt = f->ssm_heads, each = f->ssm_head_dim; break;
-	case TPC_HEADS_SSM_DT: cnt = f->ssm_heads, each = 1; break;
-	case TPC_HEADS_SSM_GROUPS: cnt = f->ssm_groups, each = f->ssm_state; break;
-	}
+	int64_t cnt = sym ? tpc_heads_count(f, sym) : 0, each = sym ? tpc_heads_dim(f, sym) : 0;
 	if (heads)
 		*heads = cnt;
 	return cnt > 0 && each > 0 && cnt <= INT64_MAX / 4 / each ? cnt * each : 0;
+}
+
+/* A linear attention's heads: their own counts and sizes, never replicated */
+static bool lin_heads(tpc_heads_kind k)
+{
+	return k == TPC_HEADS_LIN_K || k == TPC_HEADS_LIN_V;
 }
 
 /* ---- plan parsing ---- */
@@ -156,6 +179,10 @@ static int parse_heads(const cJSON *v, tpc_heads_kind *out)
 		*out = TPC_HEADS_Q;
 	else if (!strcmp(v->valuestring, "kv"))
 		*out = TPC_HEADS_KV;
+	else if (!strcmp(v->valuestring, "lin_k"))
+		*out = TPC_HEADS_LIN_K;
+	else if (!strcmp(v->valuestring, "lin_v"))
+		*out = TPC_HEADS_LIN_V;
 	else if (!strcmp(v->valuestring, "none"))
 		*out = TPC_HEADS_NONE;
 	else
@@ -200,7 +227,7 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 			r->transposed = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "heads")) {
 			if (parse_heads(f, &r->heads))
-				return PLAN_BAD(e, path, "plan rule %zu: \"heads\" must be \"q\" or \"kv\"", idx);
+				return PLAN_BAD(e, path, "plan rule %zu: \"heads\" must be \"q\", \"kv\", \"lin_k\" or \"lin_v\"", idx);
 		} else if (!strcmp(k, "head_count")) {
 			if (!cJSON_IsBool(f))
 				return PLAN_BAD(e, path, "plan rule %zu: \"head_count\" must be true or false", idx);
@@ -238,14 +265,14 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 					} else if (cJSON_IsString(p)) {
 						if (parse_part(p, &pp->sym))
 							return PLAN_BAD(e, path,
-									"plan rule %zu: part %d must be a size, \"q\", \"kv\", \"ssm\", \"ssm_dt\", \"ssm_groups\" or \"rest\"",
+									"plan rule %zu: part %d must be a size, \"q\", \"kv\", \"lin_k\", \"lin_v\", \"ssm\", \"ssm_dt\", \"ssm_groups\" or \"rest\"",
 									idx, j);
 						pp->heads = pp->sym;
 					} else if (!get_int(p, 1, INT64_MAX / 2, &pp->size)) {
 						pp->heads = TPC_HEADS_NONE;
 					} else {
 						return PLAN_BAD(e, path,
-								"plan rule %zu: part %d must be a size, \"q\", \"kv\" or \"rest\"",
+								"plan rule %zu: part %d must be a size, \"q\", \"kv\", \"lin_k\", \"lin_v\" or \"rest\"",
 								idx, j);
 					}
 				}
@@ -290,8 +317,9 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				"plan rule %zu: with listed parts, give heads per part (\"q\", \"kv\"), not \"heads\"", idx);
 	if (r->head_block > 1 && !r->heads)
 		return PLAN_BAD(e, path, "plan rule %zu: \"head_block\" needs \"heads\"", idx);
-	if (r->head_count && (r->heads != TPC_HEADS_Q || r->head_block > 1 || r->nparts))
-		return PLAN_BAD(e, path, "plan rule %zu: \"head_count\" needs \"heads\": \"q\", without \"head_block\" or \"parts\"",
+	if (r->head_count && ((r->heads != TPC_HEADS_Q && !lin_heads(r->heads)) || r->head_block > 1 || r->nparts))
+		return PLAN_BAD(e, path,
+				"plan rule %zu: \"head_count\" needs \"heads\": \"q\", \"lin_k\" or \"lin_v\", without \"head_block\" or \"parts\"",
 				idx);
 	if (r->gated && (r->nparts || r->kind == TPC_SPLIT_REPLICATE || r->kind == TPC_SPLIT_VOCAB))
 		return PLAN_BAD(e, path, "plan rule %zu: \"gated\" is for a col or row split without \"parts\"", idx);
@@ -576,7 +604,27 @@ static int part_heads(const tpc_model_facts *f, const tpc_plan_rule *r, tpc_spli
 	char which[32] = "";
 	if (nparts > 1)
 		snprintf(which, sizeof(which), " (part %d)", k);
-	if (r->head_count) {
+	if (lin_heads(pt->head_kind)) {
+		/* a linear attention's heads: its own count (head_count: heads of any
+		 * size, a key head's group) or its own head size */
+		int64_t cnt = tpc_heads_count(f, pt->head_kind), hd = tpc_heads_dim(f, pt->head_kind);
+		const char *member = pt->head_kind == TPC_HEADS_LIN_K ? "linear_num_key_heads" : "linear_num_value_heads";
+		if (r->head_count ? !cnt : !hd)
+			return missing_fact(e, name,
+					  "the split must fall on linear-attention %s-head boundaries but their %s is unknown; give --config config.json (%s)",
+					  pt->head_kind == TPC_HEADS_LIN_K ? "key" : "value", r->head_count ? "count" : "size",
+					  r->head_count ? member
+					  : pt->head_kind == TPC_HEADS_LIN_K ? "linear_key_head_dim" : "linear_value_head_dim");
+		if (r->head_count) {
+			pt->heads = cnt;
+		} else {
+			unit = hd * block;
+			if (pt->size % unit)
+				return bad_tensor(e, name, "%lld rows%s are not a whole number of linear-attention heads of %lld rows",
+						  (long long)pt->size, which, (long long)unit);
+			pt->heads = pt->size / unit;
+		}
+	} else if (r->head_count) {
 		/* heads of any size (MLA: qk_nope + qk_rope rows in q_b_proj,
 		 * qk_nope + v in kv_b_proj): the count decides */
 		if (!f->heads)
@@ -702,13 +750,19 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 							  "part %d is \"%s\" (of a Mamba-2 mixer) but the model's mamba_n_heads, mamba_d_head (or mamba_expand), mamba_n_groups or mamba_d_state are unknown; give --config config.json",
 							  k, tpc_heads_kind_name(pp->sym));
 			} else if (pp->sym) {
-				int64_t cnt = pp->sym == TPC_HEADS_Q ? f->heads : (f->kv_heads ? f->kv_heads : f->heads);
-				if (!cnt || !f->head_dim)
+				int64_t cnt = tpc_heads_count(f, pp->sym), hd = tpc_heads_dim(f, pp->sym);
+				if (lin_heads(pp->sym) && (!cnt || !hd))
+					return missing_fact(e, name,
+							  "part %d is \"%s\" (a linear attention's %s heads x their size) but config.json's linear_num_%s_heads or linear_%s_head_dim is unknown; give --config config.json",
+							  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_LIN_K ? "key" : "value",
+							  pp->sym == TPC_HEADS_LIN_K ? "key" : "value",
+							  pp->sym == TPC_HEADS_LIN_K ? "key" : "value");
+				if (!cnt || !hd)
 					return missing_fact(e, name,
 							  "part %d is \"%s\" (%s heads x head_dim rows) but the model's %s are unknown; give --config config.json or --heads, --kv-heads and --head-dim",
 							  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_Q ? "query" : "key/value",
 							  !cnt ? "head counts" : "head_dim");
-				pt->size = cnt * f->head_dim;
+				pt->size = cnt * hd;
 			} else {
 				pt->size = pp->size;
 			}
@@ -774,7 +828,12 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 			}
 			return bad_tensor(e, name,
 					  "%s%lld %s heads in dim %d (size %lld) cannot be split over tp %d: tp must divide the heads%s",
-					  which, (long long)pt->heads, pt->head_kind == TPC_HEADS_KV ? "key/value" : "query", d,
+					  which, (long long)pt->heads,
+					  pt->head_kind == TPC_HEADS_KV      ? "key/value"
+					  : pt->head_kind == TPC_HEADS_LIN_K ? "linear-attention key"
+					  : pt->head_kind == TPC_HEADS_LIN_V ? "linear-attention value"
+									     : "query",
+					  d,
 					  (long long)pt->size, tp,
 					  pt->head_kind == TPC_HEADS_KV ? " or be a multiple of them (replication)" : "");
 		}

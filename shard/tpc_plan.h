@@ -46,28 +46,38 @@
  *                          for the others; negative counts from the end
  *     "transposed": true,  [in, out] storage (GPT-2 Conv1D): col splits dim 1,
  *                          row splits dim 0
- *     "heads": "q"|"kv",   the split dimension is made of attention heads
+ *     "heads": "q"|"kv"|"lin_k"|"lin_v",
+ *                          the split dimension is made of attention heads
  *                          (head_dim rows each): every split falls on a head
  *                          boundary; "kv" heads are replicated when tp exceeds
  *                          their number (tp % kv heads == 0), as TensorRT-LLM
- *                          and vLLM do, and the replica factor recorded
+ *                          and vLLM do, and the replica factor recorded.
+ *                          "lin_k" and "lin_v" are a linear attention's key
+ *                          and value heads (config.json's linear_num_key_heads
+ *                          of linear_key_head_dim rows, linear_num_value_heads
+ *                          of linear_value_head_dim: Qwen3-Next's gated
+ *                          DeltaNet), never replicated: tp must divide them
  *     "head_count": true,  with "heads": "q": the dimension holds the model's
  *                          num_attention_heads heads of whatever size it
  *                          divides into (MLA: q_b_proj has qk_nope + qk_rope
  *                          rows per head, kv_b_proj qk_nope + v, o_proj v
- *                          columns), not head_dim each; tp must divide them
+ *                          columns), not head_dim each; tp must divide them.
+ *                          With "lin_k" / "lin_v": that many of those heads
+ *                          (a group per key head: Qwen3-Next's in_proj_qkvz
+ *                          holds [q k v z] of each key head's group in turn)
  *     "head_block": 3,     rows per head in units of head_dim, for head-
  *                          interleaved layouts ([nh, 3, hd] fused QKV): the
  *                          split stays a plain contiguous split on head boundaries
  *     "parts": 2 | [P, ...],  a fused tensor: equal parts, or a list where each
  *                          P is a size, "q" (heads * head_dim rows of query
  *                          heads), "kv" (kv_heads * head_dim rows of K or V
- *                          heads), a Mamba-2 mixer's "ssm" (ssm_heads *
- *                          ssm_head_dim: z or x), "ssm_dt" (ssm_heads: dt) or
- *                          "ssm_groups" (ssm_groups * ssm_state: B or C; one
- *                          group is replicated, more must divide by tp: vLLM's
- *                          MambaMixer2), or "rest" (what the other parts
- *                          leave; at most one). Each part is split on its own and rank r
+ *                          heads), "lin_k" / "lin_v" (a linear attention's
+ *                          key or value heads times their size), a Mamba-2
+ *                          mixer's "ssm" (ssm_heads * ssm_head_dim: z or x),
+ *                          "ssm_dt" (ssm_heads: dt) or "ssm_groups" (ssm_groups
+ *                          * ssm_state: B or C; one group is replicated, more
+ *                          must divide by tp: vLLM's MambaMixer2), or "rest"
+ *                          (what the other parts leave; at most one). Each part is split on its own and rank r
  *                          gets [part0_r ; part1_r ; ...]. With a count,
  *                          "heads" applies to every part.
  *     "gated": true,       a feed-forward input projection: 2 equal parts
@@ -149,6 +159,8 @@ typedef enum tpc_heads_kind {
 	TPC_HEADS_NONE = 0,
 	TPC_HEADS_Q,  /* query heads: split on head boundaries, never replicated */
 	TPC_HEADS_KV, /* key/value heads: replicated when tp > their count */
+	TPC_HEADS_LIN_K, /* a linear attention's key heads (linear_num_key_heads), never replicated */
+	TPC_HEADS_LIN_V, /* its value heads (linear_num_value_heads), never replicated */
 	/* parts of a Mamba-2 mixer's fused tensors (vLLM's MambaMixer2 splits
 	 * each on its own: mamba_v2_sharded_weight_loader), listed parts only */
 	TPC_HEADS_SSM,        /* "ssm": ssm_heads x ssm_head_dim rows, split on head boundaries */
@@ -161,6 +173,10 @@ typedef enum tpc_heads_kind {
 
 const char *tpc_split_kind_name(tpc_split_kind k);
 const char *tpc_heads_kind_name(tpc_heads_kind k);
+/* The facts' count of `kind` heads (kv: kv_heads, else heads) and their
+ * rows each (head_dim; a linear attention's own sizes); 0 when unknown. */
+int64_t tpc_heads_count(const tpc_model_facts *f, tpc_heads_kind kind);
+int64_t tpc_heads_dim(const tpc_model_facts *f, tpc_heads_kind kind);
 
 /* The rows a symbolic part ("q", "kv", "ssm", "ssm_dt", "ssm_groups") stands
  * for under the facts f, and the heads (groups) they hold in *heads (may be

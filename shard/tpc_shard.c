@@ -879,7 +879,7 @@ static void notes_into(tpc_buf *b, const tpc_split *s)
 			if (p->pad)
 				tpc_buf_addf(b, "+%lldpad", (long long)p->pad);
 			if (p->heads)
-				tpc_buf_addf(b, "(%s%lld", tpc_heads_kind_name(p->head_kind), (long long)p->heads);
+				tpc_buf_addf(b, "(%s%lld", p->head_kind > TPC_HEADS_Q ? tpc_heads_kind_name(p->head_kind) : "q", (long long)p->heads);
 			if (p->heads && p->replicas > 1)
 				tpc_buf_addf(b, "x%d", p->replicas);
 			if (p->heads)
@@ -889,10 +889,10 @@ static void notes_into(tpc_buf *b, const tpc_split *s)
 	}
 	const tpc_split_part *p = &s->part[0];
 	if (p->heads && p->replicas > 1)
-		NOTE("%lld %s heads, each on %d ranks", (long long)p->heads, tpc_heads_kind_name(p->head_kind),
+		NOTE("%lld %s heads, each on %d ranks", (long long)p->heads, p->head_kind > TPC_HEADS_Q ? tpc_heads_kind_name(p->head_kind) : "q",
 		     p->replicas);
 	else if (p->heads)
-		NOTE("%lld %s heads", (long long)p->heads, tpc_heads_kind_name(p->head_kind));
+		NOTE("%lld %s heads", (long long)p->heads, p->head_kind > TPC_HEADS_Q ? tpc_heads_kind_name(p->head_kind) : "q");
 	if (p->pad)
 		NOTE("pad %lld", (long long)p->pad);
 #undef NOTE

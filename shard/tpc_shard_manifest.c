@@ -62,6 +62,16 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", sk[i], (long long)sv[i]);
 				first = false;
 			}
+		/* a linear attention's heads (the plan's "lin_k" / "lin_v"), by
+		 * config.json's names: a set resharded or read back splits with them */
+		const char *lk[] = {"linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+				    "linear_value_head_dim"};
+		int64_t lv[] = {f->lin_k_heads, f->lin_v_heads, f->lin_k_dim, f->lin_v_dim};
+		for (int i = 0; i < 4; i++)
+			if (lv[i]) {
+				tpc_buf_addf(b, "%s\"%s\": %lld", first ? "" : ", ", lk[i], (long long)lv[i]);
+				first = false;
+			}
 		if (tpc_ff_act_name(f->ff_act))
 			tpc_buf_addf(b, "%s\"activation_fn\": \"%s\"", first ? "" : ", ", tpc_ff_act_name(f->ff_act));
 		/* head facts only a command line gave (an origin "--heads"): no

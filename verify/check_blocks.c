@@ -277,6 +277,15 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 		qn = R->s->t[p->q].name;
 		ql = a->q.w.len[0], kl = a->k.w.len[0], vl = a->v.w.len[0];
 		qs = a->q.w.start[0], ks = a->k.w.start[0], vs = a->v.w.start[0];
+		if (p->gated) { /* [query, gate] per head: whole pairs, counted as their query rows */
+			a->gated = true;
+			if (ql % (2 * a->hd) || qs % (2 * a->hd)) {
+				snprintf(msg, n, "rank %d: gated '%s' must hold whole heads of a query and its gate (%lld rows each)",
+					 t, qn, (long long)(2 * a->hd));
+				return false;
+			}
+			ql /= 2, qs /= 2;
+		}
 	}
 	int64_t hd = a->hd;
 	if (hd <= 0 || ql % hd || kl % hd || kl != vl || ks != vs || qs % hd || ks % hd) {
@@ -379,7 +388,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	if (kind == TPC_VC_MLP ? ly->mlp.down < 0 : ly->attn.o < 0)
 		return 0; /* a DiT entry holds one of the two */
 	tpc__block_open(R, ly, kind, &res, name, sizeof(name));
-	bool mla = kind == TPC_VC_ATTN && ly->attn.mla;
+	bool mla = kind == TPC_VC_ATTN && ly->attn.mla, dn = kind == TPC_VC_ATTN && ly->attn.delta;
 	char msg[sizeof(res.msg)] = "";
 	int ret = 0, me = R->me;
 	bool failed = false;
@@ -389,8 +398,10 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	vmlp_loc m;
 	vattn_loc a;
 	vmla_loc ml;
+	vdelta_loc dl;
 	bool ok = kind == TPC_VC_MLP ? tpc__mlp_loc_of(R, &ly->mlp, me, &m, msg, sizeof(msg))
 		  : mla		     ? tpc__mla_loc_of(R, ly, me, &ml, msg, sizeof(msg))
+		  : dn		     ? tpc__delta_loc_of(R, ly, me, &dl, msg, sizeof(msg))
 				     : tpc__attn_loc_of(R, ly, me, &a, msg, sizeof(msg));
 	if (!ok)
 		tpc__res_fail(&res, "%s", msg);
@@ -414,6 +425,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 	}
 	ret = kind == TPC_VC_MLP ? tpc__mlp_f(&R->xf, &m, T, H, x, y)
 	      : mla		 ? tpc__mla_f(&R->xf, &ml, T, H, x, y)
+	      : dn		 ? tpc__delta_f(&R->xf, &dl, T, H, x, y)
 				 : tpc__attn_f(&R->xf, &a, T, H, x, y);
 	if (ret)
 		goto done;
@@ -422,8 +434,10 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		vmlp_loc mr;
 		vattn_loc ar;
 		vmla_loc mlr;
+		vdelta_loc dlr;
 		if (kind == TPC_VC_MLP ? !tpc__mlp_loc_of(R, &ly->mlp, -1, &mr, msg, sizeof(msg))
 		    : mla	       ? !tpc__mla_loc_of(R, ly, -1, &mlr, msg, sizeof(msg))
+		    : dn	       ? !tpc__delta_loc_of(R, ly, -1, &dlr, msg, sizeof(msg))
 				       : !tpc__attn_loc_of(R, ly, -1, &ar, msg, sizeof(msg))) {
 			ret = tpc_err_set(R->e, TPC_EINPUT, "reference %s: %s", name, msg);
 			goto done;
@@ -444,6 +458,7 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		R->xd.score_max = 0;
 		ret = kind == TPC_VC_MLP ? tpc__mlp_d(&R->xd, &mr, T, H, xd, yr)
 		      : mla		 ? tpc__mla_d(&R->xd, &mlr, T, H, xd, yr)
+		      : dn		 ? tpc__delta_d(&R->xd, &dlr, T, H, xd, yr)
 					 : tpc__attn_d(&R->xd, &ar, T, H, xd, yr);
 		if (ret)
 			goto done;

@@ -179,8 +179,9 @@ bool tpc__model_loc_of(const vrun *R, int t, vmodel_loc *m, char *msg, size_t n)
 		L->parallel = d->parts.resid != TPC_PART_SEQUENTIAL;
 		L->is_ssm = ly->ssm.in >= 0;
 		if (L->is_ssm ? !tpc__ssm_loc_of(R, ly, t, &L->ssm, msg, n)
-		    : ly->attn.mla ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n)
-				   : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
+		    : ly->attn.mla   ? !tpc__mla_loc_of(R, ly, t, &L->mla, msg, n)
+		    : ly->attn.delta ? !tpc__delta_loc_of(R, ly, t, &L->dn, msg, n)
+				     : !tpc__attn_loc_of(R, ly, t, &L->attn, msg, n))
 			return false;
 		L->moe = ly->moe.exp != NULL;
 		if (L->moe ? t >= 0 && !tpc__moe_ok(R, &ly->moe, msg, n) : !tpc__mlp_loc_of(R, &ly->mlp, t, &L->mlp, msg, n))

@@ -100,11 +100,11 @@ static bool pass_fits(const vrun *R)
 	unsigned need = TPC_VCHECK_LAYERS | TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL;
 	unsigned checks = R->o->checks ? R->o->checks : TPC_VCHECK_ALL;
 	if (!d || (checks & need) != need || R->xf.gpu || (d->arch != TPC_VARCH_LLAMA && d->arch != TPC_VARCH_GPT2) ||
-	    d->moe || d->mla)
+	    d->moe || d->mla || d->delta)
 		return false;
 	for (int64_t l = 0; l < d->nlayers; l++) {
 		const tpc_vlayer *ly = &d->layers[l];
-		if (ly->moe.exp || ly->attn.mla || ly->attn.kv_width || ly->attn.o < 0 || ly->mlp.down < 0 ||
+		if (ly->moe.exp || ly->attn.mla || ly->attn.delta || ly->attn.kv_width || ly->attn.o < 0 || ly->mlp.down < 0 ||
 		    (ly->hidden && ly->hidden != d->hidden))
 			return false;
 	}

@@ -300,6 +300,14 @@ typedef struct tpc_vmla {
 					  * set (32, 1 unsaid); truncate 1 or 0 */
 } tpc_vmla;
 
+/* A gated DeltaNet (tpc_layer_parts' linear_attn: Qwen3-Next's
+ * linear_attn): its tensors and sizes; the attention's o is out_proj. */
+typedef struct tpc_vdelta {
+	int64_t qkvz, ba, conv, dt, a_log, norm; /* in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm */
+	int64_t nk, nv, dk, dv, kernel;          /* key heads (groups), value heads, their sizes, the conv's width */
+	double eps;                              /* the gated norm's (rms_norm_eps) */
+} tpc_vdelta;
+
 typedef struct tpc_vattn {
 	int64_t q, k, v, qkv, o;         /* separate q/k/v or fused qkv (3 parts [q|k|v]) */
 	int64_t kv;                      /* with q and k < 0: fused [k|v] (2 parts; DALLE2's to_kv);
@@ -323,6 +331,11 @@ typedef struct tpc_vattn {
 	bool mla;                        /* DeepSeek multi-head latent attention: the tensors and
 					    sizes in `lat` (q, k, v unused; o is o_proj) */
 	tpc_vmla lat;
+	bool delta;                      /* a gated DeltaNet: the tensors and sizes in `dn` (q, k, v
+					    unused; o is out_proj) */
+	tpc_vdelta dn;
+	bool gated;                      /* q holds each head's query then its output gate: the
+					    context times sigmoid(gate) (Qwen3-Next) */
 	bool interleaved;                /* qkv holds [q, k, v] per head ([heads, 3, head_dim] rows,
 					    GPT-NeoX's query_key_value): one part split on 3 * head_dim */
 	int64_t rot_dims;                /* rope on the first rot_dims of each head only (GPT-NeoX's
@@ -441,6 +454,7 @@ typedef struct tpc_vmodel {
 	int64_t nlayers;
 	bool moe;                        /* some layer is a mixture of experts */
 	bool mla;                        /* some layer has MLA attention (tpc_vmla) */
+	bool delta;                      /* some layer is a gated DeltaNet (tpc_vdelta) */
 	/* GPT-NeoX and BERT (verify/neox.c); -1 / false for the others */
 	bool parallel_residual;          /* x + attn(norm1(x)) + mlp(norm2(x)) (GPT-NeoX) */
 	bool post_norm;                  /* BERT: x = norm1(x + attn(x)); x = norm2(x + mlp(x)); the

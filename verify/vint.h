@@ -130,6 +130,7 @@ typedef struct vattn_loc {
 	bool qk_late;            /* qn, kn after the rope (tpc_vattn's qk_after_rope) */
 	bool bidirectional;
 	bool interleaved;        /* qkv rows [q, k, v] per head (GPT-NeoX) */
+	bool gated;              /* q rows [query, gate] per head: the context times sigmoid(gate) */
 	int64_t rot;             /* rope on each head's first rot dims (0: all) */
 	bool pairs;              /* rope on interleaved pairs, not halves (tpc_vattn's rope_pairs) */
 	int64_t kv_w;            /* width of kv_f / kv_d; 0: k and v read the block input */
@@ -160,6 +161,15 @@ typedef struct vssm_loc {
 	int64_t nh, h0, ng, g0, hd, ns, K, heads, groups;
 	double eps;
 } vssm_loc;
+/* A gated DeltaNet (delta.c, tpc_vdelta): this rank's key head groups g0 ..
+ * g0 + g - 1 of in_proj_qkvz and in_proj_ba, their conv1d channels, their
+ * value heads' dt_bias, A_log and out_proj columns; the gated norm whole. */
+typedef struct vdelta_loc {
+	vlin qkvz, ba, o;
+	vloc conv, dt, a_log, norm;
+	int64_t g, g0;
+	const tpc_vdelta *p;     /* the sizes */
+} vdelta_loc;
 
 typedef struct vlayer_loc {
 	vloc n1w, n1b, n2w, n2b;
@@ -169,6 +179,7 @@ typedef struct vlayer_loc {
 				    (Phi, Cohere 2: n2 is n1) */
 	vattn_loc attn;
 	vmla_loc mla;            /* mla.p non-NULL: the attention is MLA, not attn */
+	vdelta_loc dn;           /* dn.p non-NULL: a gated DeltaNet, not attn */
 	vmlp_loc mlp;
 	bool moe;                /* the feed-forward is the model's moe hook, not mlp */
 	bool is_ssm;             /* the sequence mixer is ssm, not attn */
@@ -419,6 +430,13 @@ void tpc__widen(const vrun *R, tpc_vresult *res);
  * reference; mla.c), false with a message as tpc__attn_loc_of. */
 bool tpc__part_ok(const vrun *R, int64_t i, bool row, const char *what, char *msg, size_t n);
 bool tpc__mla_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vmla_loc *a, char *msg, size_t n);
+/* A gated DeltaNet's local views on rank t (-1: the reference; delta.c),
+ * false with a message when the rank's slices are not whole key head
+ * groups; and the layer on T tokens: out [T, H] from in [T, H], out_proj's
+ * all-reduce included. */
+bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d, char *msg, size_t n);
+int tpc__delta_f(vctx *x, const vdelta_loc *d, int64_t T, int64_t H, const float *in, float *out);
+int tpc__delta_d(vctx *x, const vdelta_loc *d, int64_t T, int64_t H, const double *in, double *out);
 /* GPT-NeoX's and BERT's model extras (neox.c) on rank t (-1: the
  * reference) into m, false with a message when they do not fit; true and
  * nothing done for the other architectures. */

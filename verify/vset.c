@@ -770,6 +770,7 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 	a->qk_whole = pt->qk_norm == TPC_PART_QK_WHOLE;
 	a->qk_after_rope = pt->qk_after_rope;
 	a->interleaved = a->qkv >= 0 && pt->qkv == TPC_PART_QKV_PER_HEAD;
+	a->gated = pt->attn_gate && a->q >= 0;
 	a->bidirectional = pt->model == TPC_PART_ENCODER;
 	p->glu = pt->mlp == TPC_PART_MLP_SILU_GLU || pt->mlp == TPC_PART_MLP_GELU_GLU ||
 		 pt->mlp == TPC_PART_MLP_GELU_TANH_GLU;
@@ -964,6 +965,51 @@ static int layer_moe(tpc_verify_set *s, const arch_names *an, int64_t l, const c
 	return 1;
 }
 
+/* Rows (out) or columns of tensor i, -1 when absent or not a matrix. */
+static int64_t dim_of(const tpc_verify_set *s, int64_t i, bool out);
+
+/* Layer l's (nm's) gated DeltaNet by the record's SSM rows, its sizes from
+ * config.json's linear_* facts, every shape checked against them. */
+static int delta_of(const tpc_verify_set *s, const tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
+		    const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
+{
+	tpc_vdelta *d = &a->dn;
+	d->qkvz = find_role(s, an, TPC_ROLE_SSM_IN, l, false);
+	d->ba = find_role(s, an, TPC_ROLE_SSM_BA, l, false);
+	d->conv = find_role(s, an, TPC_ROLE_SSM_CONV1D, l, false);
+	d->dt = find_role(s, an, TPC_ROLE_SSM_DT, l, false);
+	d->a_log = find_role(s, an, TPC_ROLE_SSM_A, l, false);
+	d->norm = find_role(s, an, TPC_ROLE_SSM_NORM, l, false);
+	a->o = find_role(s, an, TPC_ROLE_SSM_OUT, l, false);
+	d->eps = m->norm_eps;
+	if (f) {
+		d->nk = f->lin_k_heads, d->nv = f->lin_v_heads, d->dk = f->lin_k_dim, d->dv = f->lin_v_dim;
+	}
+	if (d->nk < 1 || d->nv < 1 || d->dk < 1 || d->dv < 1 || d->nv % d->nk)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': a gated DeltaNet needs config.json's linear_num_key_heads, linear_num_value_heads (a multiple of them), linear_key_head_dim and linear_value_head_dim",
+				   nm);
+	const tpc_tensor *cv = d->conv >= 0 ? s->t[d->conv].ref : NULL;
+	int64_t H = m->hidden, r = d->nv / d->nk, C = 2 * d->nk * d->dk + d->nv * d->dv;
+	d->kernel = cv && cv->ndim == 3 ? cv->shape[2] : 0;
+	const tpc_tensor *dt = d->dt >= 0 ? s->t[d->dt].ref : NULL, *al = d->a_log >= 0 ? s->t[d->a_log].ref : NULL;
+	const tpc_tensor *nw = d->norm >= 0 ? s->t[d->norm].ref : NULL;
+	if (dim_of(s, d->qkvz, true) != d->nk * (2 * d->dk + 2 * r * d->dv) || dim_of(s, d->qkvz, false) != H ||
+	    dim_of(s, d->ba, true) != 2 * d->nv || dim_of(s, d->ba, false) != H || !cv || cv->shape[0] != C ||
+	    cv->shape[1] != 1 || d->kernel < 1 || !dt || dt->ndim != 1 || dt->shape[0] != d->nv || !al || al->ndim != 1 ||
+	    al->shape[0] != d->nv || !nw || nw->ndim != 1 || nw->shape[0] != d->dv || dim_of(s, a->o, false) != d->nv * d->dv ||
+	    dim_of(s, a->o, true) != H)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': the gated DeltaNet's tensors (in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj) do not fit %lld key heads of %lld and %lld value heads of %lld",
+				   nm, (long long)d->nk, (long long)d->dk, (long long)d->nv, (long long)d->dv);
+	a->delta = true;
+	a->rope = false;
+	a->heads = d->nv;
+	a->kv_heads = d->nk;
+	a->head_dim = d->dv;
+	return 0;
+}
+
 /* Layer nm's mixture of experts and MLA (llama), and whether it has a norm,
  * an attention and an MLP. */
 static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, int64_t l, const char *nm,
@@ -992,7 +1038,15 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, i
 	    find_role(s, an, TPC_ROLE_ATTN_KV_A_MQA, l, false) >= 0 && find_role(s, an, TPC_ROLE_ATTN_KV_B, l, false) >= 0 &&
 	    (a->q >= 0 || find_role(s, an, TPC_ROLE_ATTN_Q_B, l, false) >= 0))
 		a->mla = m->mla = true;
-	bool attn_ok = (a->o >= 0 && (a->mla || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0))) || L->ssm.in >= 0;
+	/* a gated DeltaNet (Qwen3-Next's linear_attention layers): by its rows */
+	if (m->parts.linear_attn == TPC_PART_LINEAR_GATED_DELTA && a->o < 0 && a->q < 0 && a->qkv < 0 &&
+	    find_role(s, an, TPC_ROLE_SSM_IN, l, false) >= 0) {
+		if ((ret = delta_of(s, m, an, l, nm, f, a, e)))
+			return ret;
+		m->delta = true;
+	}
+	bool attn_ok = (a->o >= 0 && (a->mla || a->delta || a->qkv >= 0 || (a->q >= 0 && a->k >= 0 && a->v >= 0))) ||
+		       L->ssm.in >= 0;
 	bool mlp_ok = (p->down >= 0 && (p->gate_up >= 0 || p->up >= 0) && (!p->glu || p->gate_up >= 0 || p->gate >= 0)) ||
 		      L->moe.exp;
 	tpc_part_place pl = m->parts.place;
@@ -1064,12 +1118,16 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_
 {
 	if (a->mla) /* MLA: its heads are counted, not head_dim rows */
 		return mla_of(s, an, l, nm, f, *heads, a, e);
+	if (a->delta) /* sized by delta_of */
+		return 0;
 	int64_t qrows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[0].size : -1)
 				    : rows_of(s, a->q, true);
 	int64_t krows = a->qkv >= 0 ? (s->t[a->qkv].nparts == 3 ? s->t[a->qkv].part[1].size : -1)
 				    : rows_of(s, a->k, true);
 	if (a->qkv >= 0 && s->t[a->qkv].nparts != 3 && m->arch == TPC_VARCH_GPT2)
 		qrows = krows = m->hidden; /* a replicated c_attn: [q|k|v] thirds */
+	if (a->gated && qrows > 0) /* each head's query then its gate */
+		qrows = qrows % 2 ? -1 : qrows / 2;
 	if (a->interleaved) /* [q, k, v] per head: a third of the rows each */
 		qrows = krows = rows_of(s, a->qkv, true) % 3 ? -1 : rows_of(s, a->qkv, true) / 3;
 	if (!*hd && *heads)
@@ -1099,7 +1157,7 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_
  * without its chunk size refused. */
 static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts *f, tpc_vattn *a, tpc_err *e)
 {
-	int ret = a->mla ? 0 : yarn_of(&a->yarn, nm, &a->yarn, e);
+	int ret = a->mla || a->delta ? 0 : yarn_of(&a->yarn, nm, &a->yarn, e);
 	if (ret)
 		return ret;
 	if (a->rope && f && f->llama3_bad)
@@ -1109,7 +1167,7 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	if (a->chunk < 0)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a chunked attention layer needs config.json's attention_chunk_size",
 				   nm);
-	if (!m->parts.partial_rope || !a->rope || a->mla)
+	if (!m->parts.partial_rope || !a->rope || a->mla || a->delta)
 		return 0;
 	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;
 	a->rot_dims = (int64_t)((double)a->head_dim * pct);

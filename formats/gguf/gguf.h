@@ -204,10 +204,11 @@ int tpc_gguf_packed(const tpc_tensor *t);
  * TPC_OPEN_HF_NAMES; its hf_config hook is the second.
  */
 int tpc__gguf_to_hf(tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e);
-/* exp of a float as torch computes it on the CPU (SLEEF's expf_u10, with
- * FMA): the reference's -torch.exp(A_log) to the bit, which a correctly
- * rounded expf misses for about one value in ten */
-float tpc__gguf_torch_expf(float d);
+/* exp(x) as torch 2.x computes a float32 tensor's on the CPU (ATen's
+ * vectorised exp: SLEEF's expf_u10, FMA steps; bit for bit on 2.1M values
+ * against torch 2.14's AVX512 path), for the reference's -torch.exp(A_log)
+ * (gguf_arch.c) and its inverse (gguf_hf.c) */
+float tpc__gguf_torch_expf(float x);
 int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e);
 /* Its hf_tokenizer hook (gguf_tok.c): tokenizer.model and tokenizer.json (a
  * "llama" vocabulary) or tokenizer.json (a "gpt2" one) and

@@ -264,8 +264,18 @@ static int swa_period(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *period, con
  * every layer but each period-th (swa_period) of num_hidden_layers; *from
  * names the member that said it ("layer_types", the period's member, or
  * NULL: the rule's default period) */
+static int layers_of_type(conv *cv, const tpc_gguf_kv_rule *r, const char *type, uint8_t **b, uint64_t *n,
+			  const char **from, char *buf, size_t bn);
 static int swa_layers(conv *cv, const tpc_gguf_kv_rule *r, uint8_t **b, uint64_t *n, const char **from, char *buf,
 		      size_t bn)
+{
+	return layers_of_type(cv, r, "sliding_attention", b, n, from, buf, bn);
+}
+
+/* The same for any layer type of layer_types (r->names "MEMBERS|N" the
+ * period without layer_types) */
+static int layers_of_type(conv *cv, const tpc_gguf_kv_rule *r, const char *type, uint8_t **b, uint64_t *n,
+			  const char **from, char *buf, size_t bn)
 {
 	const cfg *c = &cv->c;
 	const cJSON *lt = cfg_get(c, "layer_types");
@@ -288,7 +298,7 @@ static int swa_layers(conv *cv, const tpc_gguf_kv_rule *r, uint8_t **b, uint64_t
 		return tpc_err_nomem(cv->e);
 	for (uint64_t i = 0; i < *n; i++) {
 		const cJSON *t = lt ? cJSON_GetArrayItem(lt, (int)i) : NULL;
-		(*b)[i] = lt ? cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention") : (i + 1) % period != 0;
+		(*b)[i] = lt ? cJSON_IsString(t) && !strcmp(t->valuestring, type) : (i + 1) % period != 0;
 	}
 	return 0;
 }
@@ -305,6 +315,30 @@ static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 	if (!sw || cJSON_IsNull(sw))
 		return 0;
 	int ret = swa_layers(cv, r, &b, &n, &from, buf, sizeof(buf)) || key_full(cv, r->key, full, sizeof(full)) ? -1 : 0;
+	if (!ret && tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n))
+		ret = tpc_err_nomem(cv->e);
+	free(b);
+	return ret;
+}
+
+/* TPC_KH_LAYER_IS: "TYPE|MEMBERS|N", a bool per layer of layer_types' TYPE
+ * (layers_of_type, the period from "MEMBERS|N") */
+static int layer_is(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	const char *bar = r->names ? strchr(r->names, '|') : NULL;
+	char type[64], full[160], buf[64];
+	uint8_t *b = NULL;
+	uint64_t n = 0;
+	const char *from;
+	if (!bar || (size_t)(bar - r->names) >= sizeof(type))
+		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': no layer type", r->key);
+	snprintf(type, sizeof(type), "%.*s", (int)(bar - r->names), r->names);
+	tpc_gguf_kv_rule period = *r;
+	period.names = bar + 1;
+	int ret = layers_of_type(cv, &period, type, &b, &n, &from, buf, sizeof(buf)) ||
+			  key_full(cv, r->key, full, sizeof(full))
+		      ? -1
+		      : 0;
 	if (!ret && tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n))
 		ret = tpc_err_nomem(cv->e);
 	free(b);
@@ -447,21 +481,25 @@ static int rot_fraction(conv *cv, const tpc_gguf_kv_rule *r, const cJSON *p, con
 	return 0;
 }
 
-/* TPC_KH_SUM: the members of "a+b+..." added, each a u32 */
-static int sum_members(conv *cv, const char *names, uint64_t *u)
+/* TPC_KH_SUM: the members of "a+b+..." added (op '+'), or multiplied
+ * (op '*'), each a u32 */
+static int sum_members(conv *cv, const char *names, char op, uint64_t *u)
 {
-	char buf[64];
-	*u = 0;
+	char buf[64], sep[2] = {op, 0};
+	*u = op == '*' ? 1 : 0;
 	for (const char *p = names; p && *p;) {
-		size_t n = strcspn(p, "+");
+		size_t n = strcspn(p, sep);
 		uint64_t x = 0;
 		snprintf(buf, sizeof(buf), "%.*s", (int)n, p);
 		if (cfg_req_u32(&cv->c, buf, &x, cv->e))
 			return -1;
-		*u += x;
-		p += n + (p[n] == '+');
+		*u = op == '*' ? *u * x : *u + x; /* u32 factors: no wrap before the check below */
+		if (*u > 4294967295u)
+			return cfg_err(&cv->c, cv->e, op == '*' ? "config.json: %s multiplies past a u32" : "config.json: %s adds up past a u32",
+				       names);
+		p += n + (p[n] == op);
 	}
-	return *u > 4294967295u ? cfg_err(&cv->c, cv->e, "config.json: %s adds up past a u32", names) : 0;
+	return 0;
 }
 
 /* TPC_KH_GATING_FUNC: TextModel.set_gguf_parameters' score function */
@@ -702,6 +740,7 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_PRODUCT:
 	case TPC_KH_LAYERS_OF:
 	case TPC_KH_MULTIPLE_OF:
+	case TPC_KH_LAYER_IS:
 		return false;
 	default:
 		return true;
@@ -815,7 +854,10 @@ static int rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 		*u = (uint64_t)cv->ftype;
 		return 0;
 	case TPC_KH_SUM:
-		return sum_members(cv, r->names, u);
+		return sum_members(cv, r->names, '+', u);
+	case TPC_KH_LAYER_IS:
+		*put = false;
+		return layer_is(cv, r);
 	case TPC_KH_GATING_FUNC:
 		return gating_func(cv, v, which, put, u);
 	case TPC_KH_TRUE_ONLY:
@@ -1062,34 +1104,54 @@ static int tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w)
 	}
 }
 
-/* Gemma's norm + 1, computed as the reference does: f16 stays f16 (the sum
- * rounded to f16), any other dtype goes through f32 */
-static int norm_plus_one(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
+/* dst: src as F32 values computed here, read into *v (malloc'd; the
+ * caller sets them and hands them to the tensor list) */
+static int f32_values(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, float **v, tpc_err *e)
 {
 	if (tpc_tensor_copy(dst, src))
 		return tpc_err_nomem(e);
 	dst->dtype = TPC_F32;
 	dst->nbytes = dst->numel * 4;
-	float *v = dst->numel <= ((uint64_t)1 << 28) ? malloc(dst->nbytes ? dst->nbytes : 1) : NULL;
-	if (!v)
+	*v = dst->numel <= ((uint64_t)1 << 28) ? malloc(dst->nbytes ? dst->nbytes : 1) : NULL;
+	if (!*v)
 		return tpc_err_nomem(e);
-	if (tpc_ckpt_read_out(ck, dst, 0, dst->nbytes, v, e)) {
-		free(v);
+	if (tpc_ckpt_read_out(ck, dst, 0, dst->nbytes, *v, e)) {
+		free(*v);
+		*v = NULL;
 		return -1;
 	}
+	return 0;
+}
+
+/* Gemma's norm + 1, computed as the reference does: f16 stays f16 (the sum
+ * rounded to f16), any other dtype goes through f32 */
+static int norm_plus_one(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
+{
+	float *v;
+	if (f32_values(ck, src, dst, &v, e))
+		return -1;
 	for (uint64_t i = 0; i < dst->numel; i++)
 		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(v[i] + 1.0f)) : v[i] + 1.0f;
 	*mem = v;
 	return 0;
 }
 
+static float pow2i(int q)
+{
+	uint32_t b = (uint32_t)(q + 0x7f) << 23;
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
+
 float tpc__gguf_torch_expf(float d)
 {
-	/* SLEEF xexpf: d = q ln2 + s (ln2 in two parts), a degree-7 polynomial
-	 * of s, times 2^q; each step one rounding, as torch's vectorised loop */
-	float q = rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
-	float s = fmaf(q, -0.693145751953125f, d);
-	s = fmaf(q, -1.428606765330187045e-06f, s);
+	/* SLEEF's xexpf (sleefsimdsp.c), each vmla an FMA as on AVX2/AVX512 */
+	if (isnan(d))
+		return d;
+	int q = (int)nearbyintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
+	float s = fmaf((float)q, -0.693145751953125f, d);
+	s = fmaf((float)q, -1.428606765330187045e-06f, s);
 	float u = 0.000198527617612853646278381f;
 	u = fmaf(u, s, 0.00139304355252534151077271f);
 	u = fmaf(u, s, 0.00833336077630519866943359f);
@@ -1097,13 +1159,27 @@ float tpc__gguf_torch_expf(float d)
 	u = fmaf(u, s, 0.166666671633720397949219f);
 	u = fmaf(u, s, 0.5f);
 	u = 1.0f + fmaf(s * s, u, s);
-	if (isnan(d))
-		return d;
 	if (d < -104)
 		return 0;
 	if (d > 100)
 		return INFINITY;
-	return ldexpf(u, (int)q);
+	return u * pow2i(q >> 1) * pow2i(q - (q >> 1)); /* vldexp2 */
+}
+
+/* Qwen3NextModel.modify_tensors' -torch.exp(A_log) as prepare_tensors hands
+ * it the tensor: f16 stays f16 (torch computes in float and rounds to f16),
+ * any other dtype is float32 first (norm_plus_one's rule); written F32 */
+static int neg_exp(const tpc_ckpt *ck, const tpc_tensor *src, tpc_tensor *dst, void **mem, tpc_err *e)
+{
+	float *v;
+	if (f32_values(ck, src, dst, &v, e))
+		return -1;
+	for (uint64_t i = 0; i < dst->numel; i++) {
+		float x = -tpc__gguf_torch_expf(v[i]);
+		v[i] = src->dtype == TPC_F16 ? tpc_f16_to_f32(tpc_f32_to_f16(x)) : x;
+	}
+	*mem = v;
+	return 0;
 }
 
 /* GPT-NeoX's query_key_value: rows [heads, 3, hd] regrouped [3, heads, hd] */
@@ -1225,7 +1301,15 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
 					 "%lld rows are not whole heads of even size (%llu heads)", (long long)src->shape[0],
 					 (unsigned long long)(q ? w->heads : w->kv_heads));
-	} else if (sp->norm_plus_1 && ends_with(src->name, "norm.weight")) {
+	} else if (sp->neg_exp && row->role == sp->neg_exp && !bias) {
+		ret = neg_exp(ck, src, &t, &mem, w->cv->e);
+	} else if (sp->squeeze && row->role == sp->squeeze && !bias) {
+		if (tpc_tensor_copy(&t, src))
+			ret = tpc_err_nomem(w->cv->e);
+		else if (t.ndim != 3 || tpc_tensor_unit_dim(&t, 1, false))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
+					 "not a depthwise convolution [channels, 1, kernel] (%d-D)", src->ndim);
+	} else if (sp->norm_plus_1 && ends_with(src->name, "norm.weight") && !(sp->norm_plain && row->role == sp->norm_plain)) {
 		ret = norm_plus_one(ck, src, &t, &mem, w->cv->e);
 	} else if (sp->mamba2 && !bias &&
 		   (row->role == TPC_ROLE_SSM_CONV1D || row->role == TPC_ROLE_SSM_A || row->role == TPC_ROLE_SSM_D ||
@@ -1377,6 +1461,65 @@ static int head_split(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, b
 	return ret;
 }
 
+/* rows of a group_split part: config.json's members multiplied */
+static int members_product(conv *cv, const char *names, uint64_t *u)
+{
+	return sum_members(cv, names, '*', u);
+}
+
+/* A tensor the GGUF holds as two, its grouped rows gathered (the record's
+ * group_split: Qwen3-Next's in_proj_qkvz as attn_qkv and attn_gate):
+ * descriptions, no byte copied. */
+static int group_split(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
+{
+	const tpc_gguf_group_split *gs = &w->cv->spec->group_split;
+	const tpc_tensor *src = &w->ck->t[i];
+	uint64_t groups = 0, rows[4] = {0}, per = 0;
+	int np = 0;
+	if (bias)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "a bias of grouped rows is not written by tpconv yet");
+	if (cfg_req_u32(&w->cv->c, gs->groups, &groups, w->cv->e))
+		return -1;
+	for (; np < 4 && gs->rows[np]; np++) {
+		if (members_product(w->cv, gs->rows[np], &rows[np]))
+			return -1;
+		if (!groups || rows[np] % groups)
+			return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "%s (%llu) is not whole groups of %s (%llu)",
+					  gs->rows[np], (unsigned long long)rows[np], gs->groups, (unsigned long long)groups);
+		per += rows[np] / groups;
+	}
+	if (src->ndim != 2 || src->dq || src->shape[0] < 0 || (uint64_t)src->shape[0] != groups * per)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "not %llu groups of %llu rows (config.json's %s)",
+				  (unsigned long long)groups, (unsigned long long)per, gs->groups);
+	tpc_tensor p[4];
+	int made = 0, ret = 0;
+	uint64_t off = 0;
+	for (; made < np && !ret; made++) {
+		int64_t len = (int64_t)(rows[made] / groups);
+		if (tpc_tensor_ungroup(&p[made], src, 0, (int64_t)groups, (int64_t)per, (int64_t)off, len))
+			ret = tpc_err_nomem(w->cv->e);
+		off += (uint64_t)len;
+	}
+	if (ret)
+		made--;
+	for (int k = 0; k < 2 && !ret; k++) {
+		tpc_tensor_row part = {.role = row->role};
+		tpc_tensor t;
+		char name[256];
+		int fused, a = k ? gs->first : 0, n = k ? np - gs->first : gs->first;
+		part.name[TPC_ECO_GGUF] = gs->name[k];
+		if (n < 1 || !tpc_family_name(&part, TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &fused))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "no GGUF name for part %d of this tensor", k);
+		else if (tpc_tensor_init_cat(&t, &p[a], n, 0))
+			ret = tpc_err_nomem(w->cv->e);
+		else
+			ret = tl_push(&w->out, name, &t, row->role, w->cv->e);
+	}
+	for (int k = 0; k < made; k++)
+		tpc_tensor_release(&p[k]);
+	return ret;
+}
+
 /* index_tensors: each part file's tensors sorted by name, parts in name order */
 typedef struct order_key {
 	const char *file, *name;
@@ -1422,6 +1565,9 @@ static int walk_one(walk *w, size_t i)
 	if (row && w->cv->spec->head_split.role && row->role == w->cv->spec->head_split.role &&
 	    (l < 0 || (uint64_t)l < w->layers))
 		return head_split(w, i, row, l, bias);
+	if (row && w->cv->spec->group_split.role && row->role == w->cv->spec->group_split.role &&
+	    (l < 0 || (uint64_t)l < w->layers))
+		return group_split(w, i, row, l, bias);
 	if (!row || !row->name[TPC_ECO_GGUF])
 		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name,
 				  "convert_hf_to_gguf.py has no GGUF name for this tensor of a %s model", w->cv->spec->hf_arch[0]);

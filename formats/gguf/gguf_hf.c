@@ -96,6 +96,7 @@ typedef struct hfctx {
 	const char *arch; /* general.architecture */
 	int64_t heads, kv_heads, n_exp;
 	tpc_ckpt *ck;
+	const tpc_gguf_kvs *kv;
 	tpc_err *e;
 } hfctx;
 
@@ -201,25 +202,35 @@ static int unstack(hfctx *h, const tpc_tensor *src, const char *gname, const tpc
 }
 
 /* Gemma's norm: the reference stored w + 1; x - 1 here (F16 stays F16) */
-static int norm_minus_one(hfctx *h, const tpc_tensor *src, const char *name)
+/* src's values as F32 into *v (malloc'd), a vector of at most NORM_MAX */
+static int f32_values(hfctx *h, const tpc_tensor *src, const char *name, const char *what, float **v)
 {
 	tpc_tensor t;
-	bool half = !src->dq && src->src_dtype == TPC_F16;
-	int s, ret;
+	*v = NULL;
 	if (src->numel > NORM_MAX)
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "a norm of %llu elements is not one tpconv computes",
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "%s of %llu elements is not one tpconv computes", what,
 				  (unsigned long long)src->numel);
 	if (tpc_tensor_copy(&t, src))
 		return tpc_err_nomem(h->e);
 	t.dtype = TPC_F32;
 	t.nbytes = t.numel * 4;
-	float *v = malloc(t.nbytes ? t.nbytes : 1);
-	ret = v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, v, h->e) : tpc_err_nomem(h->e);
+	*v = malloc(t.nbytes ? t.nbytes : 1);
+	int ret = *v ? tpc_ckpt_read_out(h->ck, &t, 0, t.nbytes, *v, h->e) : tpc_err_nomem(h->e);
 	tpc_tensor_release(&t);
 	if (ret) {
-		free(v);
-		return ret;
+		free(*v);
+		*v = NULL;
 	}
+	return ret;
+}
+
+static int norm_minus_one(hfctx *h, const tpc_tensor *src, const char *name)
+{
+	bool half = !src->dq && src->src_dtype == TPC_F16;
+	int s, ret;
+	float *v;
+	if ((ret = f32_values(h, src, name, "a norm", &v)))
+		return ret;
 	uint16_t *v16 = (uint16_t *)v;
 	for (uint64_t i = 0; i < src->numel; i++) {
 		float x = v[i] - 1.0f;
@@ -404,6 +415,42 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bo
 	return ret;
 }
 
+/* The two GGUF tensors one Hugging Face tensor of `role` is written as
+ * (names[2], "blk.{L}." templates) when gname is one of them: 1 when it is
+ * neither, 2 when it is the second (the first exists too: nothing to do),
+ * 0 when it is the first: ix[] their indices, g[] their names, name[256] the
+ * Hugging Face name, neither part quantized; -1 with the error. */
+static int two_parts(hfctx *h, tpc_role role, const char *const *names, const char *gname, int64_t ix[2],
+		     char g[2][256], char *name)
+{
+	const tpc_tensor_row *row = tpc_family_row(h->fam, role);
+	int64_t l = -1;
+	int k = 0, part;
+	while (k < 2 && !(role && tpc_family_match(names[k], gname, false, &l, NULL, NULL)))
+		k++;
+	if (k == 2 || !row)
+		return 1;
+	for (int j = 0; j < 2; j++) {
+		tpc_tensor_row pr = {.role = role};
+		pr.name[TPC_ECO_GGUF] = names[j];
+		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], 256, &part))
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
+					  tpc_role_name(role));
+		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
+					  g[j], tpc_role_name(role));
+	}
+	if (k == 1)
+		return 2;
+	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, false, name, 256, &part))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
+	if (h->ck->t[ix[0]].dq || h->ck->t[ix[1]].dq)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, h->ck->t[ix[0]].dq ? g[0] : g[1],
+				  "a quantized part of Hugging Face's '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
+				  name);
+	return 0;
+}
+
 /* A tensor the GGUF holds as two parts split per head (the record's
  * head_split: attn_k_b and attn_v_b back into DeepSeek's kv_b_proj), joined
  * under its Hugging Face name at part 0; at part 1 only checked to have part
@@ -411,32 +458,11 @@ static int hf_fused(hfctx *h, const tpc_tensor_row *row, int64_t l, int part, bo
 static int head_join(hfctx *h, const char *gname)
 {
 	const tpc_gguf_head_split *hs = &h->a->head_split;
-	const tpc_tensor_row *row = tpc_family_row(h->fam, hs->role);
-	int64_t l = -1, ix[2] = {-1, -1};
-	int k = 0, part;
+	int64_t ix[2] = {-1, -1};
 	char g[2][256], name[256];
-	while (k < 2 && !(hs->role && tpc_family_match(hs->name[k], gname, false, &l, NULL, NULL)))
-		k++;
-	if (k == 2 || !row)
-		return 1;
-	for (int j = 0; j < 2; j++) {
-		tpc_tensor_row pr = {.role = hs->role};
-		pr.name[TPC_ECO_GGUF] = hs->name[j];
-		if (!tpc_family_name(&pr, TPC_ECO_GGUF, l, -1, false, g[j], sizeof(g[j]), &part))
-			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no GGUF name for part %d of %s", j,
-					  tpc_role_name(hs->role));
-		if ((ix[j] = tpc_ckpt_find(h->ck, g[j])) < 0)
-			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "the GGUF has no '%s', the other part of %s",
-					  g[j], tpc_role_name(hs->role));
-	}
-	if (k == 1)
-		return 0;
-	if (!tpc_family_name(row, TPC_ECO_HF, l, -1, false, name, sizeof(name), &part))
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
-	if (h->ck->t[ix[0]].dq || h->ck->t[ix[1]].dq)
-		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, h->ck->t[ix[0]].dq ? g[0] : g[1],
-				  "a quantized part of Hugging Face's '%s' is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
-				  name);
+	int r = two_parts(h, hs->role, hs->name, gname, ix, g, name);
+	if (r)
+		return r == 2 ? 0 : r;
 	tpc_tensor t, p0, p1;
 	if (tpc_tensor_copy(&p0, &h->ck->t[ix[0]]))
 		return tpc_err_nomem(h->e);
@@ -458,6 +484,124 @@ static int head_join(hfctx *h, const char *gname)
 	return ret;
 }
 
+/* The product of the '*'-separated {arch}.* integer keys, -1 when one is
+ * absent or the product past 2^40 */
+static int64_t key_product(const hfctx *h, const char *keys)
+{
+	char k[96];
+	int64_t p = 1;
+	for (const char *s = keys; s && *s;) {
+		size_t n = strcspn(s, "*");
+		if (n >= sizeof(k))
+			return -1;
+		snprintf(k, sizeof(k), "%.*s", (int)n, s);
+		int64_t v = kv_int(kv_get(h->kv, h->arch, k));
+		if (v < 0 || (v && p > ((int64_t)1 << 40) / v))
+			return -1;
+		p *= v;
+		s += n + (s[n] == '*');
+	}
+	return p;
+}
+
+/* A tensor the GGUF holds as two with its grouped rows gathered (the
+ * record's group_split: attn_qkv and attn_gate back into Qwen3-Next's
+ * in_proj_qkvz, [q k v z] per key head's group), regrouped under its
+ * Hugging Face name at part 0; at part 1 only checked to have part 0.
+ * Views: no byte copied. 1: gname is no part of it. */
+static int group_join(hfctx *h, const char *gname)
+{
+	const tpc_gguf_group_split *gs = &h->a->group_split;
+	int64_t ix[2] = {-1, -1};
+	char g[2][256], name[256];
+	int r = two_parts(h, gs->role, gs->name, gname, ix, g, name);
+	if (r)
+		return r == 2 ? 0 : r;
+	const tpc_tensor *t0 = &h->ck->t[ix[0]], *t1 = &h->ck->t[ix[1]];
+	int64_t groups = key_product(h, gs->key_groups), rows[4], off[2] = {0, 0};
+	int np = 0;
+	for (; np < 4 && gs->key_rows[np]; np++) {
+		rows[np] = key_product(h, gs->key_rows[np]);
+		if (rows[np] < 1 || groups < 1 || rows[np] % groups)
+			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "%s.%s is not whole groups of %s.%s", h->arch,
+					  gs->key_rows[np], h->arch, gs->key_groups);
+		off[np < gs->first ? 0 : 1] += rows[np];
+	}
+	if (t0->ndim != 2 || t1->ndim != 2 || t0->shape[0] != off[0] || t1->shape[0] != off[1] || t0->shape[1] != t1->shape[1] ||
+	    groups > 1 << 20)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				  "'%s' and '%s' are not %lld and %lld rows of equal width (the %s.%s keys)", g[0], g[1],
+				  (long long)off[0], (long long)off[1], h->arch, gs->key_groups);
+	tpc_tensor *p = tpc_calloc((size_t)(groups * np), sizeof(*p)), t;
+	int made = 0, ret = p ? 0 : tpc_err_nomem(h->e);
+	for (int64_t gi = 0; gi < groups && !ret; gi++) {
+		int64_t at[2] = {0, 0};
+		for (int j = 0; j < np && !ret; j++) {
+			int side = j < gs->first ? 0 : 1;
+			int64_t len = rows[j] / groups;
+			if (tpc_tensor_narrow(&p[made], side ? t1 : t0, 0, at[side] + gi * len, len))
+				ret = tpc_err_nomem(h->e);
+			else
+				made++;
+			at[side] += rows[j];
+		}
+	}
+	if (!ret && tpc_tensor_init_cat(&t, p, made, 0))
+		ret = tpc_err_nomem(h->e);
+	if (!ret) {
+		int64_t x = tpc_ckpt_add_copy(h->ck, name, &t, h->e);
+		ret = x < 0 ? (int)x : 0;
+		tpc_tensor_release(&t);
+	}
+	for (int j = 0; j < made; j++)
+		tpc_tensor_release(&p[j]);
+	free(p);
+	return ret;
+}
+
+/* Qwen3-Next's A_log from ssm_a = -exp(A_log): the float whose
+ * -torch.exp is the value (searched about log(-x): the reference's values
+ * have one), else the nearest; written F32 */
+static int neg_log(hfctx *h, const tpc_tensor *src, const char *name)
+{
+	int s, ret;
+	float *v;
+	ret = f32_values(h, src, name, "a vector whose log is taken", &v);
+	for (uint64_t i = 0; !ret && i < src->numel; i++) {
+		float x = v[i];
+		if (!(x <= 0)) {
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, name, "element %llu is %g: not -exp of a number",
+					 (unsigned long long)i, (double)x);
+			break;
+		}
+		float a = (float)log(-(double)x), best = a;
+		for (int k = 0; k <= 8; k++) {
+			float up = a, dn = a;
+			for (int j = 0; j < k; j++) {
+				up = nextafterf(up, INFINITY);
+				dn = nextafterf(dn, -INFINITY);
+			}
+			if (-tpc__gguf_torch_expf(up) == x) {
+				best = up;
+				break;
+			}
+			if (-tpc__gguf_torch_expf(dn) == x) {
+				best = dn;
+				break;
+			}
+		}
+		v[i] = best;
+	}
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	if ((ret = tpc_ckpt_add_mem(h->ck, name, (uint8_t *)v, src->numel * 4, &s, h->e)))
+		return ret; /* the checkpoint owns v either way */
+	int64_t ix = tpc_ckpt_add_tensor(h->ck, name, TPC_F32, src->ndim, src->shape, NULL, s, 0, h->e);
+	return ix < 0 ? (int)ix : 0;
+}
+
 static int one(hfctx *h, size_t i)
 {
 	tpc_tensor src, t;
@@ -468,6 +612,8 @@ static int one(hfctx *h, size_t i)
 	int part, ret = 0;
 	const tpc_tensor_row *row = hf_row(h, &h->ck->t[i], &l, &bias);
 	if (!row && (ret = head_join(h, gname)) <= 0)
+		return ret;
+	if (!row && (ret = group_join(h, gname)) <= 0)
 		return ret;
 	if (!row)
 		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
@@ -502,7 +648,16 @@ static int one(hfctx *h, size_t i)
 	}
 	if (h->a->permute_qk && (q || k)) {
 		ret = unpermute(h, &src, gname, q, &t);
-	} else if (h->a->norm_plus_1 && tpc_ends_with(name, "norm.weight")) {
+	} else if (h->a->neg_exp && row->role == h->a->neg_exp && !bias) {
+		ret = neg_log(h, &src, name);
+		goto out;
+	} else if (h->a->squeeze && row->role == h->a->squeeze && !bias) {
+		if (src.ndim != 2 || tpc_tensor_copy(&t, &src) || tpc_tensor_unit_dim(&t, 1, true))
+			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+					 "not a depthwise convolution [channels, kernel] tpconv reads back (%d-D%s)", src.ndim,
+					 src.dq ? ", quantized" : "");
+	} else if (h->a->norm_plus_1 && tpc_ends_with(name, "norm.weight") &&
+		   !(h->a->norm_plain && row->role == h->a->norm_plain)) {
 		ret = norm_minus_one(h, &src, name);
 		goto out;
 	} else if (h->a->mamba2 && !bias &&
@@ -542,6 +697,7 @@ int tpc__gguf_to_hf(tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err *e)
 	memset(&h, 0, sizeof(h));
 	h.ck = ck;
 	int ret = hf_init(&h, ck, kv, e);
+	h.kv = kv;
 	for (size_t i = 0; i < n0 && !ret; i++)
 		ret = one(&h, i);
 	bool *keep = ret ? NULL : tpc_calloc(ck->n ? ck->n : 1, sizeof(*keep));
@@ -599,12 +755,13 @@ static const tpc_tensor *role_tensor(const hfctx *h, tpc_role r, bool bias)
 	return NULL;
 }
 
-/* layer_types from a bool per layer (true: sliding); NULL out of memory */
-static cJSON *layer_types(const tpc_gguf_kv *k)
+/* layer_types from a bool per layer (true: `type`, else full_attention); NULL
+ * out of memory */
+static cJSON *layer_types(const tpc_gguf_kv *k, const char *type)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (uint64_t i = 0; a && i < k->n; i++) {
-		const char *t = ((const uint8_t *)k->arr)[i] ? "sliding_attention" : "full_attention";
+		const char *t = ((const uint8_t *)k->arr)[i] ? type : "full_attention";
 		cJSON *s = cJSON_CreateString(t);
 		if (!s || !cJSON_AddItemToArray(a, s)) {
 			cJSON_Delete(s);
@@ -734,8 +891,9 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			item = float_item(k->type == TPC_GV_F32 ? short_f32(k->v.f) : k->v.f);
 		else if ((r->kind == TPC_CK_BOOL || r->kind == TPC_CK_BOOL_OR_FALSE) && k->type == TPC_GV_BOOL)
 			item = cJSON_CreateBool(k->v.u != 0);
-		else if (r->kind == TPC_CK_LAYER_TYPES && k->type == TPC_GV_ARRAY && k->atype == TPC_GV_BOOL)
-			item = layer_types(k);
+		else if ((r->kind == TPC_CK_LAYER_TYPES || r->kind == TPC_CK_LAYER_TYPES_LINEAR) && k->type == TPC_GV_ARRAY &&
+			 k->atype == TPC_GV_BOOL)
+			item = layer_types(k, r->kind == TPC_CK_LAYER_TYPES ? "sliding_attention" : "linear_attention");
 		else if (r->kind == TPC_CK_GATING_FUNC && (item = gating_name(k)) != NULL)
 			;
 		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ || r->kind == TPC_CK_INT_OR_NULL ||
@@ -745,7 +903,7 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 		else
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL, "%s.%s: not the type config.json's %s takes",
 					  h->arch, r->key, r->member);
-		if (r->kind == TPC_CK_LAYER_TYPES && !item)
+		if ((r->kind == TPC_CK_LAYER_TYPES || r->kind == TPC_CK_LAYER_TYPES_LINEAR) && !item)
 			return tpc_err_nomem(h->e);
 		if (item && !cJSON_AddItemToObject(o, r->member, item)) {
 			cJSON_Delete(item);

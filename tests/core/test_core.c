@@ -625,6 +625,59 @@ static void test_split_heads(void **st)
 	free(dir);
 }
 
+/* A unit dim dropped and put back (a depthwise convolution's [6, 1, 4] as
+ * [6, 4]): descriptions of the same bytes; a dim of another size, a dim out
+ * of range and a composite refused. */
+static void test_unit_dim(void **st)
+{
+	(void)st;
+	char *dir;
+	tpc_ckpt ck;
+	tpc_err e;
+	int src = ints_ckpt(&ck, "u.bin", &dir); /* int32 0..23 */
+	tpc_err_init(&e);
+	int64_t shp[3] = {6, 1, 4};
+	int64_t w = tpc_ckpt_add_tensor(&ck, "w", TPC_I32, 3, shp, NULL, src, 0, &e);
+	tpc_tensor t, c;
+	assert_int_equal(tpc_tensor_copy(&t, &ck.t[w]), 0);
+	assert_int_equal(tpc_tensor_unit_dim(&t, 0, false), -1);
+	assert_int_equal(tpc_tensor_unit_dim(&t, 3, false), -1);
+	assert_int_equal(tpc_tensor_unit_dim(&t, 1, false), 0);
+	assert_int_equal(t.ndim, 2);
+	assert_int_equal(t.shape[0], 6);
+	assert_int_equal(t.shape[1], 4);
+	int64_t sx = tpc_ckpt_add_copy(&ck, "squeezed", &t, &e);
+	int32_t out[24];
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[sx], 0, 96, out, &e), 0);
+	for (int i = 0; i < 24; i++)
+		assert_int_equal(out[i], i);
+	/* a column of it, then the unit dim back: [6, 1, 1] of column 2 */
+	tpc_tensor col;
+	assert_int_equal(tpc_tensor_narrow(&col, &ck.t[sx], 1, 2, 1), 0);
+	assert_int_equal(tpc_tensor_unit_dim(&col, 1, true), 0);
+	assert_int_equal(col.ndim, 3);
+	assert_int_equal(col.shape[1], 1);
+	int64_t cx = tpc_ckpt_add_copy(&ck, "col", &col, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[cx], 0, 24, out, &e), 0);
+	for (int r = 0; r < 6; r++)
+		assert_int_equal(out[r], r * 4 + 2);
+	assert_int_equal(tpc_tensor_unit_dim(&t, 1, true), 0);
+	assert_int_equal(t.ndim, 3);
+	int64_t bx = tpc_ckpt_add_copy(&ck, "back", &t, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[bx], 0, 96, out, &e), 0);
+	for (int i = 0; i < 24; i++)
+		assert_int_equal(out[i], i);
+	write_matches_image(&ck, bx, dir);
+	assert_int_equal(tpc_tensor_init_cat(&c, &ck.t[w], 1, 0), 0);
+	assert_int_equal(tpc_tensor_unit_dim(&c, 1, false), c.nparts ? -1 : 0);
+	tpc_tensor_release(&c);
+	tpc_tensor_release(&col);
+	tpc_tensor_release(&t);
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
+
 static void test_gather_write(void **st)
 {
 	(void)st;
@@ -1247,7 +1300,7 @@ int main(void)
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_xxh3_128),
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
-		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_gather_write),
+		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_unit_dim), cmocka_unit_test(test_gather_write),
 		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
 		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),

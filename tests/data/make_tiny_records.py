@@ -94,6 +94,15 @@
 #   granitemoehybrid_dense  the same without experts (num_local_experts 0:
 #               the shared MLP alone), in_proj and out_proj biases
 #               (mamba_proj_bias), attention without positions (unsaid)
+#   qwen3_next  Qwen3NextForCausalLM: 4 layers, gated DeltaNet (linear_attn: 2
+#               key heads of 8, 4 value heads of 8, conv kernel 4) then gated
+#               full attention (full_attention_interval 2), per-head q/k
+#               norms, a quarter of each 16-wide head rotated, zero-centred
+#               RMSNorms (1 + w); 4 experts (top-2, renormalised) beside a
+#               shared expert with its sigmoid gate, layer 2 a dense MLP
+#               (mlp_only_layers); transformers' torch path (no fla, no
+#               causal-conv1d: its chunked delta rule and gated norm in
+#               float32 whatever the model's dtype); a generator of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -170,6 +179,12 @@ FAMILIES = {
                                                                layer_types=["mamba", "attention", "mamba", "attention"],
                                                                mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=8,
                                                                mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=4)),
+    "qwen3_next": (tf.Qwen3NextConfig, dict(C, num_hidden_layers=4, head_dim=16, full_attention_interval=2,
+                                            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                            linear_value_head_dim=8, linear_conv_kernel_dim=4, num_experts=4,
+                                            num_experts_per_tok=2, moe_intermediate_size=16,
+                                            shared_expert_intermediate_size=32, norm_topk_prob=True,
+                                            mlp_only_layers=[2], rms_norm_eps=1e-6)),
 }
 
 
@@ -177,7 +192,7 @@ FAMILIES = {
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
 SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63, "phimoe": 64, "hunyuan_moe": 65, "ernie4_5_moe": 66,
-         "llama4": 67, "granitemoehybrid": 67, "granitemoehybrid_dense": 68}
+         "llama4": 67, "granitemoehybrid": 67, "granitemoehybrid_dense": 68, "qwen3_next": 67}
 
 
 def randomize(model, gen):

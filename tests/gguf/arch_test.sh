@@ -655,10 +655,14 @@ done
 # Llama 4 text: MoE every second layer with experts stacked [in, out] as
 # [gate | up] under a sigmoid router on their input and a shared expert,
 # dense MLPs between, L2 q/k norms, NoPE layer 3, chunked attention), and
+# Qwen3-Next: gated DeltaNet layers 0 and 2 split by key-head groups, gated
+# full attention on layers 1 and 3 (its swapped slice q_proj's two heads,
+# each a query and its gate), zero-centred norms, experts beside a gated
+# shared expert), and
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4 granitemoehybrid granitemoehybrid-dense; do
+for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4 granitemoehybrid granitemoehybrid-dense qwen3-next; do
   O="$A/tiny-$fam"
   # sl: the layer whose attention slices are swapped, pl: one whose attention passes
   rec=$fam sl=1 pl=0
@@ -668,6 +672,7 @@ for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-os
   case $fam in granitemoehybrid*) rec=granitemoehybrid sl=3 pl=1 ;; esac
   qn=model.layers.$sl.self_attn.q_proj.weight on="model.layers.$sl.self_attn.o_proj.weight|model.layers.$sl.self_attn.dense.weight"
   [ $fam = deepseek ] && qn=model.layers.1.self_attn.q_b_proj.weight on=""
+  [ $fam = qwen3-next ] && on=""   # q_proj's slice is twice o_proj's (a gate per query)
   nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
   tps="2 4"; [ "$SAN" = 1 ] || [ $fam = granitemoehybrid-dense ] && tps=2   # sanitizer build: one split
   for tp in $tps; do
@@ -787,6 +792,62 @@ c = json.load(open(sys.argv[1])); c["layer_types"] = ["attention"] * len(c["laye
 json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
 refuse "granitemoehybrid: attention layers alone (the reference writes granitemoe) are refused by name" "every layer_types entry is 'attention'" "$T/gv/m"
+# Qwen3-Next: tp 8 would cut its 4 key-head groups (vLLM's num_k_heads //
+# tp): refused by tensor, nothing written; a checkpoint with its
+# multi-token-prediction layer (mtp.*, which the reference writes only with
+# its own flags) is refused into GGUF by name
+O="$A/tiny-qwen3-next"
+rm -rf "$T/q8"
+"$TPCONV" shard "$O" --tp 8 -o "$T/q8" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "tensor 'model.layers.0.linear_attn.conv1d.weight': part 0 of 4 linear-attention key heads" "$T/err" &&
+   [ ! -e "$T/q8" ]; then
+  ok "qwen3-next tp 8: 4 key-head groups refused by tensor (exit 3), nothing written"
+else
+  bad "qwen3-next tp 8 (exit $rc)" "$(cat "$T/err")"
+fi
+# the set's manifest records the linear attention's heads: resharded from
+# the set alone (no config.json beside it), merged back byte-identical
+rm -rf "$T/q4" "$T/q4r" "$T/q4r.safetensors"
+if "$TPCONV" shard "$O" --tp 4 -o "$T/q4" -q 2> "$T/err" && rm "$T/q4/config.json" &&
+   grep -q '"linear_num_key_heads": 4' "$T/q4/tpconv-manifest.json" &&
+   "$TPCONV" shard "$T/q4" --tp 2 -o "$T/q4r" -q 2>> "$T/err" &&
+   "$TPCONV" merge "$T/q4r" -o "$T/q4r.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/q4r.safetensors"; then
+  ok "qwen3-next: a tp 4 set resharded to tp 2 by its manifest's linear-attention heads, merged back byte-identical"
+else
+  bad "qwen3-next: reshard from the manifest" "$(cat "$T/err")"
+fi
+# rank 1's two key-head groups of layer 0's in_proj_qkvz swapped: verify
+# fails the DeltaNet of layer 0, layer 1's attention still passes
+rm -rf "$T/q2" && "$TPCONV" shard "$O" --tp 2 -o "$T/q2" -q 2> "$T/err"
+python3 - "$T/q2/model_tp01_pp00.safetensors" model.layers.0.linear_attn.in_proj_qkvz.weight <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1) = h[sys.argv[2]]["data_offsets"]; m = (a0 + a1) // 2
+f.seek(8 + n + a0); x = f.read(m - a0); y = f.read(a1 - m)
+f.seek(8 + n + a0); f.write(y + x)
+PY
+"$TPCONV" verify --reference "$O" --shards "$T/q2" > "$T/out" 2> "$T/err"; rc=$?
+if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" &&
+   grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out"; then
+  ok "qwen3-next tp 2: rank 1's key-head groups of layer 0's in_proj_qkvz swapped: verify fails its DeltaNet (exit 1)"
+else
+  bad "qwen3-next tp 2: a swapped DeltaNet slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
+fi
+rm -rf "$T/mtp" && mkdir -p "$T/mtp" && cp -r "$O" "$T/mtp/" && rm -f "$T/w.gguf"
+python3 - "$T/mtp/tiny-qwen3-next/model.safetensors" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n]); body = d[8 + n:]
+end = max(v["data_offsets"][1] for k, v in h.items() if k != "__metadata__")
+h["mtp.fc.weight"] = {"dtype": "F32", "shape": [32, 64], "data_offsets": [end, end + 32 * 64 * 4]}
+t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(t)) + t + body[:end] + bytes(32 * 64 * 4))
+PY
+"$TPCONV" convert "$T/mtp/tiny-qwen3-next" -o "$T/w.gguf" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "tensor 'mtp.fc.weight'" "$T/err" && [ ! -e "$T/w.gguf" ]; then
+  ok "qwen3-next with an mtp.* tensor: refused into GGUF by name (exit 3)"
+else
+  bad "qwen3-next with an mtp.* tensor (exit $rc)" "$(cat "$T/err")"
+fi
 # DeepSeek-V3's HF folder read back from its GGUF (every tensor the
 # original's bytes: hf_test.sh; loaded by transformers: the interop run);
 # here a q8_0 GGUF, whose attn_v_b is block-quantized, is refused into Hugging

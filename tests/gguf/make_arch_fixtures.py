@@ -254,6 +254,20 @@ FAMILIES = {
                                          interleave_moe_layer_step=2, tie_word_embeddings=False,
                                          bos_token_id=0, eos_token_id=0, pad_token_id=0),
                "bpe", torch.float32, "gpt-2"),
+    # Qwen3-Next: four layers, gated DeltaNet linear attention then gated full
+    # attention (full_attention_interval 2: layers 1 and 3 full), 4 key heads
+    # of 8 and 8 value heads of 8 in the linear layers (two value heads a key
+    # head), a conv kernel of 4; full attention's q_proj emitting query and
+    # gate per head, per-head q/k norms, a quarter of each 16-wide head rotated;
+    # zero-centred RMSNorms (weight + 1); 4 experts (top-2) beside a shared
+    # expert with its sigmoid gate
+    "qwen3-next": (tf.Qwen3NextConfig, dict(COMMON, num_hidden_layers=4, head_dim=16, full_attention_interval=2,
+                                            linear_num_key_heads=4, linear_num_value_heads=8,
+                                            linear_key_head_dim=8, linear_value_head_dim=8,
+                                            linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+                                            moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                                            decoder_sparse_step=1, norm_topk_prob=True,
+                                            tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -267,7 +281,13 @@ FAMILIES = {
 SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2": 101, "olmo3": 25, "smollm3": 41,
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
          "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
-         "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63}
+         "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63,
+         "qwen3-next": 62}
+
+# the reference's own flags for a family: Qwen3NextModel (_QwenMtpMixin)
+# asserts that the checkpoint has multi-token-prediction tensors (mtp.*, which
+# transformers does not make) unless told to leave them out
+REF_ARGS = {"qwen3-next": ["--no-mtp"]}
 
 
 def spm_model(d, n):
@@ -494,7 +514,7 @@ def main():
         for ot in ("f32", "f16", "bf16", "q8_0", "auto"):
             g = os.path.join(OUT, "ref", "%s-%s.gguf" % (fam, ot))
             subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", ot,
-                            "--outfile", g], check=True, env=env, stdout=subprocess.DEVNULL,
+                            "--outfile", g] + REF_ARGS.get(fam, []), check=True, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             with open(g[:-5] + ".txt", "w") as f:
                 subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)

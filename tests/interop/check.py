@@ -138,14 +138,16 @@ def check_cast(fam, op, case, path):
 
 def local_config(ref, tp, rank_tensors):
     """The config of the model whose full tensors are one rank's slices: heads,
-    KV heads (1 when replicated), MLP widths and the (padded) vocabulary over tp."""
+    KV heads (1 when replicated), MLP widths, a linear attention's key and value
+    heads and the (padded) vocabulary over tp."""
     cfg = transformers.AutoConfig.from_pretrained(ref.path)
     kv = getattr(cfg, "num_key_value_heads", cfg.num_attention_heads)
     cfg.num_attention_heads //= tp
     cfg.num_key_value_heads = max(kv // tp, 1)
     for k in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size",
               "shared_intermediate_size",  # GraniteMoeShared's
-              "intermediate_size_mlp"):  # Llama 4's dense layers'
+              "intermediate_size_mlp",  # Llama 4's dense layers'
+              "linear_num_key_heads", "linear_num_value_heads"):  # Qwen3-Next's DeltaNet, by key-head groups
         if getattr(cfg, k, None):
             setattr(cfg, k, getattr(cfg, k) // tp)
     cfg.vocab_size = rank_tensors["model.embed_tokens.weight"].shape[0]

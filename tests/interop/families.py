@@ -151,6 +151,15 @@ FAMILIES = {
                dict(ATT, num_hidden_layers=4, intermediate_size=64, intermediate_size_mlp=128,
                     tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=1,
                     interleave_moe_layer_step=2, attention_bias=True, pad_token_id=0), (2, 4, 8)),
+    # Qwen3-Next: 4 layers, gated DeltaNet (8 key heads of 8, 16 value heads
+    # of 8: tp 8 keeps whole key-head groups) then gated full attention
+    # (full_attention_interval 2), 4 experts (top-2) beside a gated shared
+    # expert
+    "qwen3-next": ("qwen3-next", "qwen3_next", "causal",
+                   dict(ATT, tie_word_embeddings=False, num_hidden_layers=4, full_attention_interval=2,
+                        linear_num_key_heads=8, linear_num_value_heads=16, linear_key_head_dim=8,
+                        linear_value_head_dim=8, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=32, shared_expert_intermediate_size=64), (2, 4, 8)),
     "gpt2": ("gpt2", "gpt2", "causal",
              dict(n_embd=64, n_head=8, n_layer=2, vocab_size=256, n_positions=64), (2, 4, 8)),
     "gpt-neox": ("gpt-neox", "gpt_neox", "causal",

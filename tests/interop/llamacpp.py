@@ -24,7 +24,10 @@ W = sys.argv[1]
 G = os.path.join(W, "gguf")
 PRE = {"qwen2": "qwen2", "qwen3": "qwen2", "qwen2-moe": "qwen2", "gpt2": "gpt-2", "gpt-neox": "olmo", "olmo2": "olmo", "olmo3": "olmo", "qwen3-moe": "qwen2", "olmoe": "olmo", "starcoder2": "gpt-2",
        "seed-oss": "gpt-2", "glm4": "gpt-2", "glm4-moe": "gpt-2", "exaone4": "gpt-2", "phi": "gpt-2", "cohere2": "gpt-2", "deepseek": "gpt-2", "gpt-oss": "gpt-2", "llama4": "gpt-2",
-       "llama3": "llama-bpe"}
+       "llama3": "llama-bpe", "qwen3-next": "qwen2"}
+# the reference's own flags (make_arch_fixtures.py's REF_ARGS): Qwen3NextModel
+# asserts multi-token-prediction tensors unless told to leave them out
+REF_ARGS = {"qwen3-next": ["--no-mtp"]}
 PROMPT = "the quick brown fox"
 
 
@@ -64,7 +67,7 @@ def reference(fam, ot):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     env = dict(os.environ, TPC_PRE=PRE.get(fam, ""))
     subprocess.run([sys.executable, os.path.join(W, "ref_convert.py"), os.path.join(G, "models", "tiny-" + fam),
-                    "--outtype", ot, "--outfile", out], check=True, env=env, capture_output=True)
+                    "--outtype", ot, "--outfile", out] + REF_ARGS.get(fam, []), check=True, env=env, capture_output=True)
     return out
 
 

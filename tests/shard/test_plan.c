@@ -40,8 +40,8 @@ static void test_bad_plans(void **st)
 		{"{\"rules\": [{\"match\": \"(\", \"split\": \"col\"}]}", "bad regular expression '('"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"dim\"}]}", "split \"dim\" needs \"dim\": N"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": 0}]}", "\"parts\" must be 1 to 16"},
-		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\", \"kv\", \"ssm\", \"ssm_dt\", \"ssm_groups\" or \"rest\""},
-		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"k\"}]}", "\"heads\" must be \"q\" or \"kv\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"parts\": [1, \"v\"]}]}", "part 1 must be a size, \"q\", \"kv\", \"lin_k\", \"lin_v\", \"ssm\", \"ssm_dt\", \"ssm_groups\" or \"rest\""},
+		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"k\"}]}", "\"heads\" must be \"q\", \"kv\", \"lin_k\" or \"lin_v\""},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"replicate\", \"parts\": 2}]}", "has no parts or heads"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"pad_multiple\": 8}]}", "\"pad_multiple\" is for vocab splits"},
 		{"{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"head_block\": 3}]}", "\"head_block\" needs \"heads\""},
@@ -324,6 +324,8 @@ static void test_by_model_type(void **st)
 	/* the model_type the record's GGUF column names, not its architecture's stem */
 	assert_string_equal(tpc_family_by_model_type("llama4_text", &arch)->name, "llama4");
 	assert_string_equal(arch, "Llama4ForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("qwen3_next", &arch)->name, "qwen3-next");
+	assert_string_equal(arch, "Qwen3NextForCausalLM");
 }
 
 /* Every role has a name of its own; the parts' defaults (norm_eps,
@@ -341,6 +343,9 @@ static void test_roles_and_defaults(void **st)
 	/* the next-token-prediction layer's, named as gguf-py's MODEL_TENSOR.NEXTN_* */
 	assert_string_equal(tpc_role_name(TPC_ROLE_NEXTN_EH_PROJ), "nextn_eh_proj");
 	assert_string_equal(tpc_role_name(TPC_ROLE_NEXTN_HEAD_NORM), "nextn_shared_head_norm");
+	/* a linear attention's, named as gguf-py's MODEL_TENSOR.SSM_* */
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_CONV1D), "ssm_conv1d");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_OUT), "ssm_out");
 	assert_string_equal(tpc_role_name(TPC_ROLE_COUNT), "?");
 	tpc_family mi = *tpc_family_find("mistral");
 	assert_true(tpc_family_fits(&mi, "LlamaForCausalLM"));
@@ -357,7 +362,7 @@ static void test_roles_and_defaults(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 40);
+	assert_int_equal(tpc_family_count(), 41);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -374,7 +379,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));
@@ -859,6 +864,74 @@ static void test_ssm_parts(void **st)
 	tpc_plan_release(&p);
 }
 
+/* A linear attention's heads ("lin_k", "lin_v": Qwen3-Next's gated
+ * DeltaNet): config.json's linear_num_key_heads of linear_key_head_dim and
+ * linear_num_value_heads of linear_value_head_dim; a key head's group of
+ * any size with head_count (in_proj_qkvz [q k v z] per group), parts of
+ * their sizes (conv1d's [q | k | v] channels), never replicated: tp must
+ * divide them, else the tensor is refused by name */
+static void test_linear_heads(void **st)
+{
+	(void)st;
+	tpc_plan p;
+	tpc_err e;
+	tpc_split s;
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"qkvz\", \"split\": \"col\", \"heads\": \"lin_k\", \"head_count\": true},"
+				   " {\"match\": \"conv\", \"split\": \"col\", \"dim\": 0, \"parts\": [\"lin_k\", \"lin_k\", \"lin_v\"]},"
+				   " {\"match\": \"A_log\", \"split\": \"col\", \"heads\": \"lin_v\", \"head_count\": true},"
+				   " {\"match\": \"out\", \"split\": \"row\", \"heads\": \"lin_v\"}]}", &e), 0);
+	static const char cfg[] = "{\"linear_num_key_heads\": 4, \"linear_num_value_heads\": 8,"
+				  " \"linear_key_head_dim\": 8, \"linear_value_head_dim\": 6}";
+	tpc_model_facts f;
+	assert_int_equal(tpc_facts_from_buffer(&f, cfg, strlen(cfg), "c", &e), 0);
+	assert_int_equal(f.lin_k_heads, 4);
+	assert_int_equal(f.lin_v_heads, 8);
+	assert_int_equal(f.lin_k_dim, 8);
+	assert_int_equal(f.lin_v_dim, 6);
+	/* 4 groups of 8 + 8 + 2 x 6 + 2 x 6 = 40 rows: tp 2 takes 2 whole groups */
+	int64_t qkvz[2] = {160, 32}, conv[3] = {112, 1, 4}, a[1] = {8}, out[2] = {32, 48};
+	assert_int_equal(tpc_plan_resolve(&p, &f, "qkvz", 2, qkvz, 2, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.part[0].heads, 4);
+	assert_int_equal(tpc_split_rank_dim(&s, 2), 80);
+	assert_int_equal(tpc_split_rank_start(&s, 0, 2, 1), 80);
+	/* conv1d: [q 32 | k 32 | v 48] each split, rank 1 gets [q_1; k_1; v_1] */
+	assert_int_equal(tpc_plan_resolve(&p, &f, "conv", 3, conv, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 0);
+	assert_int_equal(s.nparts, 3);
+	assert_int_equal(s.part[1].size, 32);
+	assert_int_equal(s.part[2].size, 48);
+	assert_int_equal(s.part[2].heads, 8);
+	assert_int_equal(tpc_split_rank_dim(&s, 4), 8 + 8 + 12);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "A_log", 1, a, 4, 0, &s, NULL, &e), 0);
+	assert_int_equal(tpc_split_rank_dim(&s, 4), 2);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "out", 2, out, 8, 0, &s, NULL, &e), 0);
+	assert_int_equal(s.dim, 1);
+	assert_int_equal(tpc_split_rank_dim(&s, 8), 6);
+	/* 160 rows divide by tp 8 (20 each), the 4 key-head groups do not: refused,
+	 * never replicated as key/value heads would be */
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "qkvz", 2, qkvz, 8, TPC_RESOLVE_PAD, &s, NULL, &e), TPC_EINPUT);
+	assert_string_equal(e.tensor, "qkvz");
+	assert_non_null(strstr(e.msg, "4 linear-attention key heads in dim 0 (size 160) cannot be split over tp 8"));
+	/* a value dim that is not whole heads of linear_value_head_dim */
+	int64_t odd[2] = {32, 50};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &f, "out", 2, odd, 2, 0, &s, NULL, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "not a whole number of linear-attention heads of 6 rows"));
+	/* the facts unknown: asked for */
+	tpc_model_facts none = {0};
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &none, "qkvz", 2, qkvz, 2, 0, &s, NULL, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "linear_num_key_heads"));
+	tpc_err_init(&e);
+	assert_int_equal(tpc_plan_resolve(&p, &none, "conv", 3, conv, 2, 0, &s, NULL, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "linear_key_head_dim"));
+	tpc_plan_release(&p);
+	assert_string_equal(tpc_heads_kind_name(TPC_HEADS_LIN_V), "lin_v");
+	assert_int_equal(parse(&p, "{\"rules\": [{\"match\": \"x\", \"split\": \"col\", \"heads\": \"lin_q\"}]}", &e),
+			 TPC_EINPUT);
+}
+
 /* "stacked": dim 0 holds the experts, the rule describes one expert's
  * matrix (Granite-MoE's input_linear [E, 2I, H] and output_linear [E, H, I];
  * Llama 4's transposed gate_up_proj [E, H, 2I]); a 3-D tensor under a col or
@@ -1217,7 +1290,7 @@ int main(void)
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
-		cmocka_unit_test(test_ssm_parts),
+		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

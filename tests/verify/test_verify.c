@@ -1085,8 +1085,9 @@ static const tpc_tensor_row *row_of(const tpc_family *fam, const char *name)
 	return fam ? tpc_family_classify(fam, TPC_ECO_HF, base, &l, &ex, &b) : NULL;
 }
 
-/* Whether tensor t stacks the experts: 3-D, or a bias [E, n] of a row whose
- * Hugging Face name stacks them (gpt-oss's gate_up_proj_bias) */
+/* Whether tensor t stacks the experts: 3-D (but a row's that does not:
+ * Qwen3-Next's conv1d [channels, 1, kernel]), or a bias [E, n] of a row
+ * whose Hugging Face name stacks them (gpt-oss's gate_up_proj_bias) */
 static bool stacks_experts(const tpc_family *fam, const tpc_tensor *t)
 {
 	const tpc_tensor_row *r = t->ndim == 2 || t->ndim == 3 ? row_of(fam, t->name) : NULL;
@@ -1366,6 +1367,38 @@ static void test_ernie4_5_moe_record(void **st)
 	assert_true(!s.model->layers[0].moe.exp && !s.model->layers[2].moe.exp && mo->exp && mo->score_bias >= 0 &&
 		    !mo->sigmoid && mo->renorm && mo->shared.down >= 0 && mo->shared_gate < 0);
 	tpc_verify_set_release(&s);
+}
+
+/* Qwen3-Next: 4 layers, a gated DeltaNet (layers 0 and 2: 2 key heads of
+ * 8, 4 value heads of 8, conv kernel 4; the delta rule run recurrently)
+ * then gated full attention (layers 1 and 3: query and gate per head,
+ * per-head q/k norms, a quarter of each 16-wide head rotated), zero-centred
+ * RMSNorms, 4 experts (top-2, renormalised) beside a shared expert with its
+ * sigmoid gate, layer 2 a dense MLP (mlp_only_layers). transformers' torch
+ * path computes in float32 whatever the model's dtype in its zero-centred
+ * RMSNorms (Gemma3RMSNorm's x.float()), the decay g (A_log.float()), the
+ * chunked delta rule and the gated norm: 1.56e-5 of the logits' rms from
+ * verify's fp64 forward, so within 3e-5 here (with those casts taken out,
+ * transformers' float64 logits are 2.9e-7 of their rms from verify's) */
+static void test_qwen3_next_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	record_set(tpc_family_find("qwen3-next"), "qwen3_next", &ck, &ex, &s, &f);
+	assert_true(vs_worst(&s, &ex, "qwen3_next", 48, "qwen3-next") < 3e-5);
+	tpc_ckpt_release(&ex);
+	assert_int_equal(f.lin_k_heads, 2);
+	assert_int_equal(f.lin_v_heads, 4);
+	const tpc_vmodel *m = s.model;
+	assert_true(m->delta && m->layers[0].attn.delta && m->layers[2].attn.delta && !m->layers[1].attn.delta &&
+		    m->layers[1].attn.gated && m->layers[3].attn.gated && m->layers[1].attn.rot_dims == 4);
+	assert_true(m->layers[0].moe.exp && !m->layers[2].moe.exp && m->layers[2].mlp.down >= 0 &&
+		    m->layers[0].moe.shared.down >= 0 && m->layers[0].moe.shared_gate >= 0 && m->layers[0].moe.renorm);
+	assert_int_equal(m->layers[0].attn.dn.kernel, 4);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ck);
 }
 
 /* Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, every
@@ -1761,6 +1794,7 @@ int main(void)
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
 		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
 		cmocka_unit_test(test_llama4_record),
+		cmocka_unit_test(test_qwen3_next_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

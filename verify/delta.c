@@ -1,0 +1,93 @@
+/* delta.c - a gated DeltaNet (tpc_vdelta: Qwen3-Next's linear_attention
+ * layers) for the attention block and model checks: its local views on a
+ * rank and the fp32 and fp64 instances of delta.inc. A rank holds whole key
+ * head groups g0 .. g0 + g - 1 (vLLM's split): their rows of in_proj_qkvz
+ * and in_proj_ba, their q, k and v channels of conv1d, their value heads'
+ * dt_bias and A_log and out_proj columns; the gated norm whole. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_util.h"
+#include "vint.h"
+
+#define TPC_CAT2(a, b) a##_##b
+#define TPC_CAT(a, b) TPC_CAT2(a, b)
+
+/* Part k of l holds rows [g0 * per, (g0 + g) * per) of its part (whole when
+ * l is replicated: every group, g the count) */
+static bool holds(const vloc *l, int k, int64_t per, int64_t g0, int64_t g, int64_t whole_rows)
+{
+	if (l->dim < 0)
+		return g0 == 0 && per * g == whole_rows;
+	return k < l->nparts && l->replicas[k] == 1 && l->len[k] == g * per && l->start[k] == g0 * per &&
+	       l->start[k] + l->len[k] <= l->size[k];
+}
+
+bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d, char *msg, size_t n)
+{
+	const tpc_vattn *at = &ly->attn;
+	const tpc_vdelta *p = &at->dn;
+	memset(d, 0, sizeof(*d));
+	d->p = p;
+	if (t >= 0 && (!tpc__part_ok(R, p->qkvz, false, "DeltaNet in_proj_qkvz", msg, n) ||
+		       !tpc__part_ok(R, p->ba, false, "DeltaNet in_proj_ba", msg, n) ||
+		       !tpc__part_ok(R, at->o, true, "DeltaNet out_proj", msg, n) ||
+		       !tpc__repl_ok(R, p->norm, "DeltaNet norm", msg, n) || !tpc__rank_ok(R, p->conv, t, msg, n) ||
+		       !tpc__rank_ok(R, p->dt, t, msg, n) || !tpc__rank_ok(R, p->a_log, t, msg, n)))
+		return false;
+	tpc__lin_of(R, p->qkvz, t, false, &d->qkvz);
+	tpc__lin_of(R, p->ba, t, false, &d->ba);
+	tpc__lin_of(R, at->o, t, true, &d->o);
+	tpc__loc_of(R, p->conv, t, &d->conv);
+	tpc__loc_of(R, p->dt, t, &d->dt);
+	tpc__loc_of(R, p->a_log, t, &d->a_log);
+	tpc__loc_of(R, p->norm, t, &d->norm);
+	int64_t r = p->nv / p->nk, W = 2 * p->dk + 2 * r * p->dv;
+	const vloc *q = &d->qkvz.w;
+	int64_t len = q->dim >= 0 ? q->len[0] : q->t->shape[q->transposed ? 1 : 0], start = q->dim >= 0 ? q->start[0] : 0;
+	d->g = len / W;
+	d->g0 = start / W;
+	const char *bad = NULL;
+	if (len % W || start % W || d->g < 1 || (q->dim >= 0 && (q->nparts != 1 || q->replicas[0] != 1)))
+		bad = R->s->t[p->qkvz].name;
+	else if (!holds(&d->ba.w, 0, 2 * r, d->g0, d->g, 2 * p->nv))
+		bad = R->s->t[p->ba].name;
+	else if (d->conv.dim >= 0 ? d->conv.dim != 0 || d->conv.nparts != 3 || !holds(&d->conv, 0, p->dk, d->g0, d->g, 0) ||
+					   !holds(&d->conv, 1, p->dk, d->g0, d->g, 0) ||
+					   !holds(&d->conv, 2, r * p->dv, d->g0, d->g, 0)
+				  : d->g0 != 0 || d->g != p->nk)
+		bad = R->s->t[p->conv].name;
+	else if (!holds(&d->dt, 0, r, d->g0, d->g, p->nv))
+		bad = R->s->t[p->dt].name;
+	else if (!holds(&d->a_log, 0, r, d->g0, d->g, p->nv))
+		bad = R->s->t[p->a_log].name;
+	else if (!holds(&d->o.w, 0, r * p->dv, d->g0, d->g, p->nv * p->dv))
+		bad = R->s->t[at->o].name;
+	if (bad) {
+		snprintf(msg, n, "rank %d: DeltaNet '%s' must hold the key head groups %lld..%lld the rank computes (whole [q k v z] groups of in_proj_qkvz, [b a] of in_proj_ba, q/k/v channels of conv1d, value heads of dt_bias, A_log and out_proj)",
+			 t, bad, (long long)d->g0, (long long)(d->g0 + d->g - 1));
+		return false;
+	}
+	return true;
+}
+
+#define R float
+#define S f
+#define REXP expf
+#define RLOG1P log1pf
+#define RSQRT sqrtf
+#include "delta.inc"
+#undef R
+#undef S
+#undef REXP
+#undef RLOG1P
+#undef RSQRT
+
+#define R double
+#define S d
+#define REXP exp
+#define RLOG1P log1p
+#define RSQRT sqrt
+#include "delta.inc"
