@@ -689,6 +689,65 @@ static int rule_dim(const tpc_plan_rule *r, int ndim, bool *row_bias)
 	return 0;
 }
 
+/* The sizes of a rule's listed parts (numbers, head kinds from the facts, a
+ * "rest") along dim d of `size`, into s->part[0 .. np). */
+static int listed_parts(const tpc_plan_rule *r, const tpc_model_facts *f, const char *name, int d, int64_t size, int np,
+			tpc_split *s, tpc_err *e)
+{
+	int64_t sum = 0;
+	int rest = -1;
+	for (int k = 0; k < np; k++) {
+		const tpc_plan_part *pp = &r->parts[k];
+		tpc_split_part *pt = &s->part[k];
+		pt->head_kind = pp->heads;
+		if (pp->rest) {
+			rest = k;
+			pt->size = 0;
+			continue;
+		}
+		if (pp->sym >= TPC_HEADS_SSM) {
+			if (!(pt->size = tpc_plan_sym_rows(pp->sym, f, &pt->heads)))
+				return missing_fact(e, name,
+						  "part %d is \"%s\" (of a Mamba-2 mixer) but the model's mamba_n_heads, mamba_d_head (or mamba_expand), mamba_n_groups or mamba_d_state are unknown; give --config config.json",
+						  k, tpc_heads_kind_name(pp->sym));
+		} else if (pp->sym) {
+			int64_t cnt = tpc_heads_count(f, pp->sym), hd = tpc_heads_dim(f, pp->sym);
+			if (lin_heads(pp->sym) && (!cnt || !hd))
+				return missing_fact(e, name,
+						  "part %d is \"%s\" (a linear attention's %s heads x their size) but config.json's linear_num_%s_heads or linear_%s_head_dim is unknown; give --config config.json",
+						  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_LIN_K ? "key" : "value",
+						  pp->sym == TPC_HEADS_LIN_K ? "key" : "value",
+						  pp->sym == TPC_HEADS_LIN_K ? "key" : "value");
+			if (!cnt || !hd)
+				return missing_fact(e, name,
+						  "part %d is \"%s\" (%s heads x head_dim rows) but the model's %s are unknown; give --config config.json or --heads, --kv-heads and --head-dim",
+						  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_Q ? "query" : "key/value",
+						  !cnt ? "head counts" : "head_dim");
+			pt->size = cnt * hd;
+		} else {
+			pt->size = pp->size;
+		}
+		sum += pt->size;
+	}
+	if (rest >= 0) {
+		if (sum >= size)
+			return bad_tensor(e, name, "dim %d has %lld, which leaves nothing for the \"rest\" part %d", d,
+					  (long long)size, rest);
+		s->part[rest].size = size - sum;
+		sum = size;
+	}
+	if (sum != size) {
+		char buf[256];
+		size_t k2 = 0;
+		for (int k = 0; k < np && k2 < sizeof(buf); k++)
+			k2 += (size_t)snprintf(buf + k2, sizeof(buf) - k2, "%s%lld", k ? ", " : "",
+					       (long long)s->part[k].size);
+		return bad_tensor(e, name, "parts [%s] add up to %lld but dim %d has %lld", buf, (long long)sum, d,
+				  (long long)size);
+	}
+	return 0;
+}
+
 static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, const char *name, int ndim,
 			const int64_t *shape, int tp, unsigned flags, tpc_split *s, tpc_err *e)
 {
@@ -733,57 +792,9 @@ static int resolve_rule(const tpc_plan *p, const tpc_model_facts *f, int ri, con
 	}
 	s->nparts = np;
 	if (r->parts_listed) {
-		int64_t sum = 0;
-		int rest = -1;
-		for (int k = 0; k < np; k++) {
-			const tpc_plan_part *pp = &r->parts[k];
-			tpc_split_part *pt = &s->part[k];
-			pt->head_kind = pp->heads;
-			if (pp->rest) {
-				rest = k;
-				pt->size = 0;
-				continue;
-			}
-			if (pp->sym >= TPC_HEADS_SSM) {
-				if (!(pt->size = tpc_plan_sym_rows(pp->sym, f, &pt->heads)))
-					return missing_fact(e, name,
-							  "part %d is \"%s\" (of a Mamba-2 mixer) but the model's mamba_n_heads, mamba_d_head (or mamba_expand), mamba_n_groups or mamba_d_state are unknown; give --config config.json",
-							  k, tpc_heads_kind_name(pp->sym));
-			} else if (pp->sym) {
-				int64_t cnt = tpc_heads_count(f, pp->sym), hd = tpc_heads_dim(f, pp->sym);
-				if (lin_heads(pp->sym) && (!cnt || !hd))
-					return missing_fact(e, name,
-							  "part %d is \"%s\" (a linear attention's %s heads x their size) but config.json's linear_num_%s_heads or linear_%s_head_dim is unknown; give --config config.json",
-							  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_LIN_K ? "key" : "value",
-							  pp->sym == TPC_HEADS_LIN_K ? "key" : "value",
-							  pp->sym == TPC_HEADS_LIN_K ? "key" : "value");
-				if (!cnt || !hd)
-					return missing_fact(e, name,
-							  "part %d is \"%s\" (%s heads x head_dim rows) but the model's %s are unknown; give --config config.json or --heads, --kv-heads and --head-dim",
-							  k, tpc_heads_kind_name(pp->sym), pp->sym == TPC_HEADS_Q ? "query" : "key/value",
-							  !cnt ? "head counts" : "head_dim");
-				pt->size = cnt * hd;
-			} else {
-				pt->size = pp->size;
-			}
-			sum += pt->size;
-		}
-		if (rest >= 0) {
-			if (sum >= size)
-				return bad_tensor(e, name, "dim %d has %lld, which leaves nothing for the \"rest\" part %d", d,
-						  (long long)size, rest);
-			s->part[rest].size = size - sum;
-			sum = size;
-		}
-		if (sum != size) {
-			char buf[256];
-			size_t k2 = 0;
-			for (int k = 0; k < np && k2 < sizeof(buf); k++)
-				k2 += (size_t)snprintf(buf + k2, sizeof(buf) - k2, "%s%lld", k ? ", " : "",
-						       (long long)s->part[k].size);
-			return bad_tensor(e, name, "parts [%s] add up to %lld but dim %d has %lld", buf, (long long)sum, d,
-					  (long long)size);
-		}
+		int ret = listed_parts(r, f, name, d, size, np, s, e);
+		if (ret)
+			return ret;
 	} else {
 		if (size % np)
 			return bad_tensor(e, name, "dim %d of size %lld does not divide into %d equal parts", d,

@@ -22,9 +22,10 @@
  *   gguf_write.c    write (tpc_gguf_write, gguf-split sets) and the
  *                   registry's writer (a GGUF back to GGUF, or from HF)
  *   gguf_arch.c     what convert_hf_to_gguf.py writes for a Hugging Face
- *                   model: general.* and {arch}.* keys from config.json, the
- *                   tensor list (GGUF names, Q/K permutation, norms + 1,
- *                   experts stacked, each tensor's type for an --outtype)
+ *                   model: the tensor list (GGUF names, Q/K permutation,
+ *                   norms + 1, experts stacked, each tensor's type for an
+ *                   --outtype); gguf_keys.c its general.* and {arch}.* keys
+ *                   from config.json under the record's key rules
  *   gguf_hf.c       the inverse: a GGUF's tensors in Hugging Face form and
  *                   the config.json its keys give
  *   gguf_vocab.c    tokenizer.* keys from tokenizer.model (SentencePiece) or
