@@ -210,9 +210,9 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
 	return scale;
 }
 
-/* make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL): signed levels
- * -nmax..nmax-1 stored + nmax, weights x^2, 18 trial scales around nmax / max */
-static float qx(int n, int nmax, const float *x, int8_t *L)
+/* The element of x of largest magnitude, signed; 0 with L zeroed when that
+ * magnitude is under GROUP_MAX_EPS (make_qx_quants' and make_q3_quants' start) */
+static float signed_max(int n, const float *x, int8_t *L)
 {
 	float max = 0, amax = 0;
 	for (int i = 0; i < n; i++)
@@ -224,14 +224,33 @@ static float qx(int n, int nmax, const float *x, int8_t *L)
 		memset(L, 0, (size_t)n);
 		return 0.0f;
 	}
-	float iscale = (float)-nmax / max, slx = 0, sl2 = 0;
+	return max;
+}
+
+/* Their first levels at iscale -nmax / max (max signed_max's), clamped to [-nmax, nmax - 1] and
+ * stored plus `off`, with the x^2-weighted sums of l x and l^2 */
+static void first_levels(int n, int nmax, float max, const float *x, int8_t *L, int off, float *iscale, float *slx,
+			 float *sl2)
+{
+	*iscale = (float)-nmax / max;
+	*slx = *sl2 = 0;
 	for (int i = 0; i < n; i++) {
-		int l = imax(-nmax, imin(nmax - 1, nearest(iscale * x[i])));
-		L[i] = (int8_t)(l + nmax);
+		int l = imax(-nmax, imin(nmax - 1, nearest(*iscale * x[i])));
+		L[i] = (int8_t)(l + off);
 		float w = x[i] * x[i];
-		slx += w * x[i] * (float)l;
-		sl2 += w * (float)l * (float)l;
+		*slx += w * x[i] * (float)l;
+		*sl2 += w * (float)l * (float)l;
 	}
+}
+
+/* make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL): signed levels
+ * -nmax..nmax-1 stored + nmax, weights x^2, 18 trial scales around nmax / max */
+static float qx(int n, int nmax, const float *x, int8_t *L)
+{
+	float max = signed_max(n, x, L), iscale, slx, sl2;
+	if (max == 0.0f)
+		return 0.0f;
+	first_levels(n, nmax, max, x, L, nmax, &iscale, &slx, &sl2);
 	float scale = sl2 != 0.0f ? slx / sl2 : 0.0f, best = scale * slx;
 	for (int is = -9; is <= 9; is++) {
 		if (!is)
@@ -258,24 +277,10 @@ static float qx(int n, int nmax, const float *x, int8_t *L)
  * then up to 5 passes moving single levels while the x^2-weighted fit gains */
 static float q3(int n, int nmax, const float *x, int8_t *L)
 {
-	float max = 0, amax = 0;
-	for (int i = 0; i < n; i++)
-		if (fabsf(x[i]) > amax) {
-			amax = fabsf(x[i]);
-			max = x[i];
-		}
-	if (amax < GROUP_MAX_EPS) {
-		memset(L, 0, (size_t)n);
+	float max = signed_max(n, x, L), iscale, sumlx, suml2;
+	if (max == 0.0f)
 		return 0.0f;
-	}
-	float iscale = (float)-nmax / max, sumlx = 0, suml2 = 0;
-	for (int i = 0; i < n; i++) {
-		int l = imax(-nmax, imin(nmax - 1, nearest(iscale * x[i])));
-		L[i] = (int8_t)l;
-		float w = x[i] * x[i];
-		sumlx += w * x[i] * (float)l;
-		suml2 += w * (float)l * (float)l;
-	}
+	first_levels(n, nmax, max, x, L, 0, &iscale, &sumlx, &suml2);
 	for (int t = 0; t < 5; t++) {
 		int changed = 0;
 		for (int i = 0; i < n; i++) {
