@@ -134,22 +134,45 @@ static int parse_awq(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_er
 	return 0;
 }
 
-/* compressed-tensors "float-quantized": FP8 weights with weight_scale; a
- * block strategy names its block in config_groups.*.weights.block_structure. */
+#define NO_BITS INT64_MIN
+
+/* compressed-tensors' config_groups: the first group (NULL when none) */
+static const cJSON *first_group(const cJSON *qc)
+{
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
+	return cJSON_IsObject(groups) ? groups->child : NULL;
+}
+
+/* A config group's "weights" scheme (NULL when the group has none); *ok
+ * when its type is `type` (or absent); its num_bits in *nb (NO_BITS when
+ * absent or not an integer). */
+static const cJSON *group_weights(const cJSON *g, const char *type, int64_t *nb, bool *ok)
+{
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+	const char *ty = get_str(w, "type");
+	*ok = false;
+	if (get_int(w, "num_bits", nb) != 1)
+		*nb = NO_BITS;
+	if (!cJSON_IsObject(w))
+		return NULL;
+	*ok = !(ty && strcmp(ty, type));
+	return w;
+}
+
 /* compressed-tensors "pack-quantized": int4/int8 weights packed into int32,
  * one scheme for every config group (num_bits, group or channel strategy,
  * symmetric, actorder). */
 static int parse_ct_packed(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
 {
-	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
 	bool first = true;
-	for (const cJSON *g = cJSON_IsObject(groups) ? groups->child : NULL; g; g = g->next) {
-		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-		int64_t nb = 0, gs = 0;
-		const char *ty = get_str(w, "type"), *st = get_str(w, "strategy");
-		if (!cJSON_IsObject(w))
+	for (const cJSON *g = first_group(qc); g; g = g->next) {
+		int64_t nb, gs = 0;
+		bool ok;
+		const cJSON *w = group_weights(g, "int", &nb, &ok);
+		const char *st = get_str(w, "strategy");
+		if (!w)
 			continue;
-		if ((ty && strcmp(ty, "int")) || get_int(w, "num_bits", &nb) != 1 || (nb != 4 && nb != 8))
+		if (!ok || (nb != 4 && nb != 8))
 			return cfg_err(e, path, "compressed-tensors group '%s' is not 4- or 8-bit integer weights%s",
 				       g->string ? g->string : "?", NULL);
 		if (!st || (strcmp(st, "group") && strcmp(st, "channel")) ||
@@ -176,16 +199,14 @@ static int parse_ct_packed(tpc_quant_cfg *q, const cJSON *qc, const char *path, 
  * float weights in groups of 16 (NVFP4) or 32 (MXFP4). */
 static int parse_ct_fp4(tpc_quant_cfg *q, const cJSON *qc, const char *fmt, const char *path, tpc_err *e)
 {
-	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
 	int64_t want = !strcmp(fmt, "nvfp4-pack-quantized") ? 16 : 32;
-	for (const cJSON *g = cJSON_IsObject(groups) ? groups->child : NULL; g; g = g->next) {
-		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-		int64_t nb = 0, gs = 0;
-		const char *ty = get_str(w, "type");
-		if (!cJSON_IsObject(w))
+	for (const cJSON *g = first_group(qc); g; g = g->next) {
+		int64_t nb, gs = 0;
+		bool ok;
+		const cJSON *w = group_weights(g, "float", &nb, &ok);
+		if (!w)
 			continue;
-		if ((ty && strcmp(ty, "float")) || get_int(w, "num_bits", &nb) != 1 || nb != 4 ||
-		    (get_int(w, "group_size", &gs) == 1 && gs != want))
+		if (!ok || nb != 4 || (get_int(w, "group_size", &gs) == 1 && gs != want))
 			return cfg_err(e, path, "compressed-tensors %s group '%s' is not 4-bit float weights in groups of the format's size",
 				       fmt, g->string ? g->string : "?");
 	}
@@ -213,6 +234,9 @@ static int parse_modelopt(tpc_quant_cfg *q, const cJSON *qc, const char *path, t
 	return 0;
 }
 
+/* compressed-tensors: the packed and FP4 formats above, else
+ * "float-quantized": FP8 weights with weight_scale; a block strategy names
+ * its block in config_groups.*.weights.block_structure. */
 static int parse_ct(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
 {
 	const char *fmt = get_str(qc, "format");
@@ -224,14 +248,14 @@ static int parse_ct(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err
 		return cfg_err(e, path, "compressed-tensors format '%s' is not supported (float-quantized FP8, pack-quantized int4/int8, nvfp4-pack-quantized and mxfp4-pack-quantized are)%s",
 			       fmt ? fmt : "(none)", NULL);
 	q->method = TPC_QM_FP8;
-	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
-	for (const cJSON *g = cJSON_IsObject(groups) ? groups->child : NULL; g; g = g->next) {
-		const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-		int64_t nb = 0;
-		const char *ty = get_str(w, "type"), *st = get_str(w, "strategy");
-		if (!cJSON_IsObject(w))
+	for (const cJSON *g = first_group(qc); g; g = g->next) {
+		int64_t nb;
+		bool ok;
+		const cJSON *w = group_weights(g, "float", &nb, &ok);
+		const char *st = get_str(w, "strategy");
+		if (!w)
 			continue;
-		if ((ty && strcmp(ty, "float")) || (get_int(w, "num_bits", &nb) == 1 && nb != 8))
+		if (!ok || (nb != NO_BITS && nb != 8))
 			return cfg_err(e, path, "compressed-tensors group '%s' is not 8-bit float weights%s",
 				       g->string ? g->string : "?", NULL);
 		if (st && !strcmp(st, "block") && get_block(w, "block_structure", q->block) < 0)
