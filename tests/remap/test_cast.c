@@ -396,6 +396,20 @@ static void test_quant_cfg(void **st)
 	const char *old = "{\"bits\":4,\"group_size\":128,\"desc_act\":true,\"sym\":true}";
 	assert_int_equal(tpc_quant_cfg_from_buffer(&q, old, strlen(old), "q.json", true, &e), 0);
 	assert_true(q.method == TPC_QM_GPTQ && q.bits == 4 && q.group_size == 128 && q.zero_plus_one);
+	static const struct {
+		const char *json;
+		int method;
+	} cts[] = {
+		{"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"float\"}}}}}", TPC_QM_FP8},
+		{"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"num_bits\":8,\"strategy\":\"block\",\"block_structure\":[128,128]}}}}}", TPC_QM_FP8},
+		{"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"num_bits\":4,\"strategy\":\"group\",\"group_size\":32}}}}}", TPC_QM_PACKED},
+		{"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"float\",\"num_bits\":4,\"group_size\":16}}}}}", TPC_QM_FP4},
+	};
+	for (size_t i = 0; i < sizeof(cts) / sizeof(cts[0]); i++) {
+		assert_int_equal(tpc_quant_cfg_from_buffer(&q, cts[i].json, strlen(cts[i].json), "c.json", false, &e), 0);
+		assert_int_equal(q.method, cts[i].method);
+	}
+	assert_true(q.fp4_group == 16 && !q.fp4_modelopt);
 	const char *none = "{\"torch_dtype\":\"float16\"}";
 	assert_int_equal(tpc_quant_cfg_from_buffer(&q, none, strlen(none), "c.json", false, &e), 0);
 	assert_int_equal(q.method, TPC_QM_NONE);
@@ -408,6 +422,13 @@ static void test_quant_cfg(void **st)
 		"{\"quantization_config\":{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"zero_point\":false}}",
 		"{\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128]}}",
 		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"int\",\"num_bits\":3,\"strategy\":\"channel\"}}}}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"float\",\"num_bits\":4,\"strategy\":\"channel\"}}}}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"num_bits\":4,\"strategy\":\"group\",\"group_size\":32}},\"h\":{\"weights\":{\"num_bits\":8,\"strategy\":\"channel\"}}}}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"float\",\"num_bits\":8}}}}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"mxfp4-pack-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"float\",\"num_bits\":4,\"group_size\":16}}}}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"float\",\"num_bits\":4}}}}}",
+		"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"weights\":{\"type\":\"int\",\"num_bits\":8}}}}}",
 		"{\"quantization_config\":{}}",
 		"{\"quantization_config\":[1]}",
 		"[1, 2]",
