@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 void tpc__ggml_qrow_q4_0(const float *x, uint8_t *y, uint64_t nb);
 void tpc__ggml_qrow_q4_1(const float *x, uint8_t *y, uint64_t nb);
@@ -18,6 +19,21 @@ void tpc__ggml_qrow_q3_k(const float *x, uint8_t *y, uint64_t nb);
 void tpc__ggml_qrow_q4_k(const float *x, uint8_t *y, uint64_t nb);
 void tpc__ggml_qrow_q5_k(const float *x, uint8_t *y, uint64_t nb);
 void tpc__ggml_qrow_q6_k(const float *x, uint8_t *y, uint64_t nb);
+/* tpc_ggml_quant_iq.c */
+void tpc__ggml_qrow_iq4_nl(const float *x, uint8_t *y, uint64_t nb);
+void tpc__ggml_qrow_iq4_xs(const float *x, uint8_t *y, uint64_t nb);
+void tpc__ggml_qrow_tq1_0(const float *x, uint8_t *y, uint64_t nb);
+void tpc__ggml_qrow_tq2_0(const float *x, uint8_t *y, uint64_t nb);
+
+/* ggml's nearest_int: add 1.5 * 2^23 in F32, read the mantissa bits:
+ * rounds half to even for |v| < 2^22 */
+static inline int tpc__nearest_int(float v)
+{
+	float f = v + 12582912.0f;
+	int32_t i;
+	memcpy(&i, &f, 4);
+	return (i & 0x007fffff) - 0x00400000;
+}
 
 /* tpc_ggml_iq.c: one block of an IQ* / TQ* type at b to its values at x;
  * false for any other type */
