@@ -4,7 +4,7 @@
 # IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0 and TQ2_0 (make_iq_gguf.sh: 3
 # tensors each, one with zero groups and an outlier), iq.sha256 the SHA-256
 # of the F32 values python3-gguf 0.19's dequantize gives for each tensor;
-# convert and inspect --hash must give them bit for bit. Hostile variants
+# convert and inspect --hash must give them bit for bit, diff sees them equal. Hostile variants
 # (the blocks truncated, a row not whole blocks) refused, exit 3, with their
 # messages, nothing written.
 # usage: iq_test.sh TPCONV SRCDIR
@@ -26,6 +26,16 @@ else bad "GGUF IQ/TQ to safetensors" "$(cat "$T/err")"; fi
 "$TPCONV" inspect --hash "$F/iq.gguf" 2>"$T/err" | awk '$1 ~ /weight/ {for (i = 2; i <= NF; i++) if (length($i) == 64) print $1, $i}' | sort > "$T/got"
 awk '{print $1, $3}' "$F/iq.sha256" | sort | diff - "$T/got" > "$T/diff" &&
   ok "inspect --hash of the GGUF itself: all 33 tensors' values" || bad "inspect --hash" "$(cat "$T/diff" "$T/err" | head -5)"
+
+# diff reads the blocks through the same decoders: the GGUF equals its values;
+# one flipped bit in TQ2_0's blocks is found (exit 1, the tensor named)
+"$TPCONV" diff --gguf-names "$F/iq.gguf" "$T/g.safetensors" > "$T/d" 2>&1 && grep -q "33 equal, 0 within tolerance, 0 differ" "$T/d" &&
+  ok "diff: the GGUF's 33 tensors equal their dequantized copy" || bad "diff of the GGUF and its values" "$(cat "$T/d")"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-100] ^= 0x10; open(sys.argv[2], "wb").write(b)' \
+  "$F/iq.gguf" "$T/flip.gguf"
+"$TPCONV" diff --gguf-names "$T/flip.gguf" "$T/g.safetensors" > "$T/d" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "^tq2_0.blk.0.ffn_down.weight: values differ in 1 of 1024 elements" "$T/d" &&
+  ok "diff: a flipped bit in a TQ2_0 block differs in that one element" || bad "diff of a flipped bit" "exit $rc" "$(cat "$T/d")"
 
 # hostile NAME MESSAGE PYTHON: iq.gguf edited by PYTHON (b: its bytearray;
 # ne(name, ne0, ne1) rewrites a tensor's shape) is refused, exit 3, with MESSAGE
