@@ -38,6 +38,9 @@ sh "$SRC/tests/gguf/set_u32.sh" "$OUT/llama80mha-in.gguf" llama.attention.head_c
 sh "$SRC/tests/gguf/set_u32.sh" "$OUT/qwen2-80-in.gguf" qwen2.block_count 80
 cp "$SRC/tests/gguf/kquant/q6_k.gguf" "$OUT/k256-in.gguf"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$OUT/k256f-in.gguf" --outtype f32 -q
+# edge: the quantizers' corner cases (make_edge_gguf.py: zero super-blocks,
+# values below GROUP_MAX_EPS, a lone nonzero value ...), rows 256 and 512 wide
+python3 "$SRC/tests/gguf/make_edge_gguf.py" "$OUT/edge-in.gguf"
 for f in $FAMS; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
@@ -45,12 +48,12 @@ for f in $FAMS; do
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do
+for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
     /work/bin/inchroot "$IN" llama-quantize --allow-requantize "$k-in.gguf" "$k-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "${QMIX_SUMS:-$SRC/tests/gguf/qmix/whole.sha256}"
+(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "${QMIX_SUMS:-$SRC/tests/gguf/qmix/whole.sha256}"
 echo "$OUT"

@@ -12,8 +12,10 @@
 # and q4_k_m: all 17 types for k256f (the k-quants, iq4_nl, iq4_xs, tq1_0,
 # tq2_0), for the others the 5 whose choices differ most (q4_0, q2_k, q3_k_m,
 # q4_k_m, iq4_xs; llama also q5_1, q3_k_l, q4_k_s, tq2_0: rows of 32 fall back
-# to IQ4_NL and Q4_0); every
-# sum is in whole.sha256 and `QMIX_ALL=1` checks them all, 170 conversions).
+# to IQ4_NL and Q4_0); edge (make_edge_gguf.py: the quantizers' corner cases,
+# zero super-blocks, values below GROUP_MAX_EPS, a lone nonzero value ...):
+# all 17; every sum is in whole.sha256 and `QMIX_ALL=1` checks them all,
+# 187 conversions).
 # Then the aliases, the bytes under one thread, and an unknown --outtype
 # (exit 2, the types listed, no file written; q2_k_s: why).
 # usage: qmix_test.sh TPCONV SRCDIR
@@ -66,6 +68,8 @@ one_family qwen2-80 "$T/qwen2-80.gguf" "${L80:-q3_k_m q4_k_m}"
 one_family k256 "$SRC/tests/gguf/kquant/q6_k.gguf" "$FEW"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$T/k256f.gguf" --outtype f32 -q
 one_family k256f "$T/k256f.gguf" "$TYPES"
+python3 "$SRC/tests/gguf/make_edge_gguf.py" "$T/edge.gguf"
+one_family edge "$T/edge.gguf" "$TYPES"
 
 # llama-quantize's aliases and names in any case
 rm -f "$T/a.gguf" "$T/b.gguf"
