@@ -141,7 +141,7 @@ static const struct {
 	const char *opt;
 	const char *values;
 } fixed[] = {
-	{"--outtype", "f32 f16 bf16 q8_0 auto q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k q3_k q4_k q5_k"},
+	{"--outtype", "f32 f16 bf16 q8_0 auto q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs tq1_0 tq2_0 q3_k q4_k q5_k"},
 	{"--checks", "structure layers blocks model"},
 	{"--dtype", "bf16 f16 f32 f64"},
 	{"--checksum", "xxh3-128 sha256 none"},

@@ -37,14 +37,14 @@ static const struct {
 	{TPC_GGML_F64, {"F64", 1, 8}, TPC_F64, NULL},
 	{TPC_GGML_I8, {"I8", 1, 1}, TPC_I8, NULL},          {TPC_GGML_I16, {"I16", 1, 2}, TPC_I16, NULL},
 	{TPC_GGML_I32, {"I32", 1, 4}, TPC_I32, NULL},       {TPC_GGML_I64, {"I64", 1, 8}, TPC_I64, NULL},
-	/* read, listed and copied; not dequantized (but MXFP4 and NVFP4) */
+	/* read, listed and copied; not dequantized: Q8_1, Q8_K, Q1_0, Q2_0 */
 	{TPC_GGML_Q8_1, {"Q8_1", 32, 36}, 0, NULL},         {TPC_GGML_Q8_K, {"Q8_K", QK_K, 292}, 0, NULL},
 	{TPC_GGML_IQ2_XXS, {"IQ2_XXS", QK_K, 66}, 0, NULL}, {TPC_GGML_IQ2_XS, {"IQ2_XS", QK_K, 74}, 0, NULL},
 	{TPC_GGML_IQ3_XXS, {"IQ3_XXS", QK_K, 98}, 0, NULL}, {TPC_GGML_IQ1_S, {"IQ1_S", QK_K, 50}, 0, NULL},
-	{TPC_GGML_IQ4_NL, {"IQ4_NL", 32, 18}, 0, NULL},     {TPC_GGML_IQ3_S, {"IQ3_S", QK_K, 110}, 0, NULL},
-	{TPC_GGML_IQ2_S, {"IQ2_S", QK_K, 82}, 0, NULL},     {TPC_GGML_IQ4_XS, {"IQ4_XS", QK_K, 136}, 0, NULL},
-	{TPC_GGML_IQ1_M, {"IQ1_M", QK_K, 56}, 0, NULL},     {TPC_GGML_TQ1_0, {"TQ1_0", QK_K, 54}, 0, NULL},
-	{TPC_GGML_TQ2_0, {"TQ2_0", QK_K, 66}, 0, NULL},     {TPC_GGML_MXFP4, {"MXFP4", 32, 17}, 0, NULL},
+	{TPC_GGML_IQ4_NL, {"IQ4_NL", 32, 18}, 0, tpc__ggml_qrow_iq4_nl},     {TPC_GGML_IQ3_S, {"IQ3_S", QK_K, 110}, 0, NULL},
+	{TPC_GGML_IQ2_S, {"IQ2_S", QK_K, 82}, 0, NULL},     {TPC_GGML_IQ4_XS, {"IQ4_XS", QK_K, 136}, 0, tpc__ggml_qrow_iq4_xs},
+	{TPC_GGML_IQ1_M, {"IQ1_M", QK_K, 56}, 0, NULL},     {TPC_GGML_TQ1_0, {"TQ1_0", QK_K, 54}, 0, tpc__ggml_qrow_tq1_0},
+	{TPC_GGML_TQ2_0, {"TQ2_0", QK_K, 66}, 0, tpc__ggml_qrow_tq2_0},     {TPC_GGML_MXFP4, {"MXFP4", 32, 17}, 0, NULL},
 	{TPC_GGML_NVFP4, {"NVFP4", 64, 36}, 0, NULL},       {TPC_GGML_Q1_0, {"Q1_0", 128, 18}, 0, NULL},
 	{TPC_GGML_Q2_0, {"Q2_0", 64, 18}, 0, NULL},
 };
@@ -116,7 +116,9 @@ bool tpc_ggml_decodes(int type)
 	switch (type) {
 	case TPC_GGML_Q4_0: case TPC_GGML_Q4_1: case TPC_GGML_Q5_0: case TPC_GGML_Q5_1: case TPC_GGML_Q8_0:
 	case TPC_GGML_Q2_K: case TPC_GGML_Q3_K: case TPC_GGML_Q4_K: case TPC_GGML_Q5_K: case TPC_GGML_Q6_K:
-	case TPC_GGML_MXFP4: case TPC_GGML_NVFP4:
+	case TPC_GGML_MXFP4: case TPC_GGML_NVFP4: case TPC_GGML_IQ2_XXS: case TPC_GGML_IQ2_XS:
+	case TPC_GGML_IQ2_S: case TPC_GGML_IQ3_XXS: case TPC_GGML_IQ3_S: case TPC_GGML_IQ1_S: case TPC_GGML_IQ1_M:
+	case TPC_GGML_IQ4_NL: case TPC_GGML_IQ4_XS: case TPC_GGML_TQ1_0: case TPC_GGML_TQ2_0:
 		return true;
 	default:
 		return false;
@@ -271,7 +273,10 @@ void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks
 		case TPC_GGML_Q5_K: dq_q45k(b, b + 16, b + 48, x); break;
 		case TPC_GGML_Q6_K: dq_q6k(b, x); break;
 		case TPC_GGML_MXFP4: case TPC_GGML_NVFP4: dq_fp4(type, b, x); break;
-		default: memset(x, 0, (size_t)in->block * sizeof(float)); break; /* not reached: tpc_ggml_decodes */
+		default:
+			if (!tpc__ggml_dq_lattice(type, b, x)) /* not reached: tpc_ggml_decodes */
+				memset(x, 0, (size_t)in->block * sizeof(float));
+			break;
 		}
 	}
 }

@@ -38,6 +38,12 @@
  *   NVFP4 (64, 36)   d[4] (UE4M3, one per 16), qs[32]: sub-block s's
  *                    element j the nibble (j < 8: low of qs[8s + j], else
  *                    high of qs[8s + j - 8]); x = ue4m3(d[s]) / 2 * kvalues[q]
+ *   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (256 each): rows of
+ *                    ggml's lattices (tpc_ggml_grids.c) by index, signs and
+ *                    4-bit (IQ1: 3-bit) scales; IQ4_NL (32, 18) and IQ4_XS
+ *                    (256, 136): 16 non-linear levels by nibble; TQ1_0 (256,
+ *                    54) and TQ2_0 (256, 66): ternary. Their layouts are
+ *                    lib/tpc_ggml_iq.c's comments.
  * Every product and sum is one F32 operation in the order numpy evaluates
  * gguf-py's dequantize_blocks (d * sc first, then * q, then - dmin * m), so
  * the values are bit for bit python3-gguf's (built with -ffp-contract=off,

@@ -34,15 +34,6 @@ static int imax(int a, int b)
 	return a > b ? a : b;
 }
 
-/* ggml's nearest_int: add 1.5 * 2^23 in F32, read the mantissa bits:
- * rounds half to even for |v| < 2^22 */
-static int nearest(float v)
-{
-	float f = v + 12582912.0f;
-	int32_t i;
-	memcpy(&i, &f, 4);
-	return (i & 0x007fffff) - 0x00400000;
-}
 
 /* f32 -> f16 -> f32, as ggml reads back a scale it has just stored */
 static float f16_round(float f)
@@ -170,7 +161,7 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
 	}
 	float iscale = (float)nmax / (max - min), scale = 1 / iscale, best = 0;
 	for (int i = 0; i < n; i++) {
-		L[i] = (uint8_t)imax(0, imin(nmax, nearest(iscale * (x[i] - min))));
+		L[i] = (uint8_t)imax(0, imin(nmax, tpc__nearest_int(iscale * (x[i] - min))));
 		float diff = scale * (float)L[i] + min - x[i];
 		diff = mad ? fabsf(diff) : diff * diff;
 		best += w[i] * diff;
@@ -179,7 +170,7 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
 		iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
 		float sl = 0, sl2 = 0, sxl = 0;
 		for (int i = 0; i < n; i++) {
-			int l = imax(0, imin(nmax, nearest(iscale * (x[i] - min))));
+			int l = imax(0, imin(nmax, tpc__nearest_int(iscale * (x[i] - min))));
 			aux[i] = (uint8_t)l;
 			sl += w[i] * (float)l;
 			sl2 += w[i] * (float)l * (float)l;
@@ -235,7 +226,7 @@ static void first_levels(int n, int nmax, float max, const float *x, int8_t *L, 
 	*iscale = (float)-nmax / max;
 	*slx = *sl2 = 0;
 	for (int i = 0; i < n; i++) {
-		int l = imax(-nmax, imin(nmax - 1, nearest(*iscale * x[i])));
+		int l = imax(-nmax, imin(nmax - 1, tpc__nearest_int(*iscale * x[i])));
 		L[i] = (int8_t)(l + off);
 		float w = x[i] * x[i];
 		*slx += w * x[i] * (float)l;
@@ -258,14 +249,14 @@ static float qx(int n, int nmax, const float *x, int8_t *L)
 		iscale = -((float)nmax + 0.1f * (float)is) / max;
 		slx = sl2 = 0;
 		for (int i = 0; i < n; i++) {
-			int l = imax(-nmax, imin(nmax - 1, nearest(iscale * x[i])));
+			int l = imax(-nmax, imin(nmax - 1, tpc__nearest_int(iscale * x[i])));
 			float w = x[i] * x[i];
 			slx += w * x[i] * (float)l;
 			sl2 += w * (float)l * (float)l;
 		}
 		if (sl2 > 0 && slx * slx > best * sl2) {
 			for (int i = 0; i < n; i++)
-				L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, nearest(iscale * x[i]))));
+				L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, tpc__nearest_int(iscale * x[i]))));
 			scale = slx / sl2;
 			best = scale * slx;
 		}
@@ -287,7 +278,7 @@ static float q3(int n, int nmax, const float *x, int8_t *L)
 			float w = x[i] * x[i], slx = sumlx - w * x[i] * (float)L[i];
 			if (slx > 0) {
 				float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-				int nl = imax(-nmax, imin(nmax - 1, nearest(x[i] * sl2 / slx)));
+				int nl = imax(-nmax, imin(nmax - 1, tpc__nearest_int(x[i] * sl2 / slx)));
 				if (nl != L[i]) {
 					slx += w * x[i] * (float)nl;
 					sl2 += w * (float)nl * (float)nl;
@@ -329,7 +320,7 @@ static void q2_k(const float *x, uint8_t *y)
 	if (max_scale > 0) {
 		float iscale = 15.0f / max_scale;
 		for (int j = 0; j < 16; j++)
-			sc[j] = (uint8_t)nearest(iscale * scales[j]);
+			sc[j] = (uint8_t)tpc__nearest_int(iscale * scales[j]);
 		d = max_scale / 15.0f;
 	} else {
 		memset(sc, 0, 16);
@@ -337,7 +328,7 @@ static void q2_k(const float *x, uint8_t *y)
 	if (max_min > 0) {
 		float iscale = 15.0f / max_min;
 		for (int j = 0; j < 16; j++)
-			sc[j] |= (uint8_t)(nearest(iscale * mins[j]) << 4);
+			sc[j] |= (uint8_t)(tpc__nearest_int(iscale * mins[j]) << 4);
 		dmin = max_min / 15.0f;
 	}
 	put_f16(y + 80, d);
@@ -349,7 +340,7 @@ static void q2_k(const float *x, uint8_t *y)
 			continue;
 		float ml = dm * (float)(sc[j] >> 4);
 		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (uint8_t)imax(0, imin(3, nearest((x[16 * j + i] + ml) / dl)));
+			L[16 * j + i] = (uint8_t)imax(0, imin(3, tpc__nearest_int((x[16 * j + i] + ml) / dl)));
 	}
 	for (int j = 0; j < QK_K; j += 128)
 		for (int l = 0; l < 32; l++)
@@ -375,7 +366,7 @@ static void q3_k(const float *x, uint8_t *y)
 	if (max_scale != 0.0f) {
 		float iscale = -32.0f / max_scale;
 		for (int j = 0; j < 16; j++) {
-			int8_t l = (int8_t)nearest(iscale * scales[j]);
+			int8_t l = (int8_t)tpc__nearest_int(iscale * scales[j]);
 			l = (int8_t)(imax(-32, imin(31, l)) + 32);
 			if (j < 8)
 				s[j] = (uint8_t)(l & 15);
@@ -394,7 +385,7 @@ static void q3_k(const float *x, uint8_t *y)
 		if (dl == 0.0f)
 			continue;
 		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (int8_t)(imax(-4, imin(3, nearest(x[16 * j + i] / dl))) + 4);
+			L[16 * j + i] = (int8_t)(imax(-4, imin(3, tpc__nearest_int(x[16 * j + i] / dl))) + 4);
 	}
 	memset(hmask, 0, 32);
 	for (int j = 0; j < QK_K; j++)
@@ -429,7 +420,7 @@ static void q45_k(const float *x, uint8_t *y, int nmax)
 	}
 	float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f, inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
 	for (int j = 0; j < 8; j++) {
-		uint8_t ls = (uint8_t)nearest(inv_scale * scales[j]), lm = (uint8_t)nearest(inv_min * mins[j]);
+		uint8_t ls = (uint8_t)tpc__nearest_int(inv_scale * scales[j]), lm = (uint8_t)tpc__nearest_int(inv_min * mins[j]);
 		ls = ls < 63 ? ls : 63;
 		lm = lm < 63 ? lm : 63;
 		if (j < 4) {
@@ -458,7 +449,7 @@ static void q45_k(const float *x, uint8_t *y, int nmax)
 			continue;
 		float dmin = dm * (float)m;
 		for (int i = 0; i < 32; i++)
-			L[32 * j + i] = (uint8_t)imax(0, imin(nmax, nearest((x[32 * j + i] + dmin) / d)));
+			L[32 * j + i] = (uint8_t)imax(0, imin(nmax, tpc__nearest_int((x[32 * j + i] + dmin) / d)));
 	}
 	if (nmax == 15) {
 		uint8_t *q = y + 16;
@@ -505,13 +496,13 @@ static void q6_k(const float *x, uint8_t *y)
 	put_f16(y + 208, 1 / iscale);
 	float dd = f16_round(1 / iscale);
 	for (int ib = 0; ib < 16; ib++)
-		sc[ib] = (int8_t)imin(127, nearest(iscale * scales[ib]));
+		sc[ib] = (int8_t)imin(127, tpc__nearest_int(iscale * scales[ib]));
 	for (int j = 0; j < 16; j++) {
 		float d = dd * (float)sc[j];
 		if (d == 0.0f)
 			continue;
 		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (int8_t)(imax(-32, imin(31, nearest(x[16 * j + i] / d))) + 32);
+			L[16 * j + i] = (int8_t)(imax(-32, imin(31, tpc__nearest_int(x[16 * j + i] / d))) + 32);
 	}
 	uint8_t *ql = y, *qh = y + 128;
 	for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32)

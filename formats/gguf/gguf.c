@@ -10,7 +10,7 @@
  * data inside the file. Plain tensors become views of the mapping; block
  * tensors (any type in lib/tpc_ggml.c's table) become descriptions
  * dequantized while a writer streams them (TPC_DQ_GGML), their packed bytes
- * kept for a GGUF writer; a type with no decoder (IQ4_XS ...) is refused
+ * kept for a GGUF writer; a type with no decoder (Q8_K, Q1_0 ...) is refused
  * only by a read that needs its values (tpc_quant.c rows_ggml).
  * The KV list, with its types, hangs off the checkpoint (ck->ext, tag
  * "gguf"); `inspect` shows it through ck->about. */

@@ -233,8 +233,8 @@ int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *
  * end; a 70B model's (LLM_TYPE_70B: 80-layer llama with grouped KV heads,
  * 80-layer qwen2 or deci, 68-layer jais2) attn_v lifted from Q3_K / Q4_K to
  * Q5_K. Not applied: --pure, --imatrix, --tensor-type and the other
- * llama-quantize options; the IQ, TQ, MXFP4 and Q2_K_S types (q2_k_s needs
- * an imatrix).
+ * llama-quantize options; the IQ types below 4 bits, MXFP4 and Q2_K_S (q2_k_s
+ * needs an imatrix). iq4_nl, iq4_xs, tq1_0 and tq2_0 are written.
  */
 typedef struct tpc_gguf_mix {
 	const char *name; /* --outtype, "q4_k_m" */

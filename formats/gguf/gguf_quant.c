@@ -24,6 +24,7 @@
 enum {
 	FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q5_0 = 8, FT_Q5_1 = 9, FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12,
 	FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18,
+	FT_IQ4_NL = 25, FT_IQ4_XS = 30, FT_TQ1_0 = 36, FT_TQ2_0 = 37,
 };
 
 /* --outtype name -> file type and its default tensor type
@@ -38,6 +39,8 @@ static const tpc_gguf_mix mixes[] = {
 	{"q5_k_s", FT_Q5_K_S, TPC_GGML_Q5_K}, {"q5_k_m", FT_Q5_K_M, TPC_GGML_Q5_K},
 	{"q6_k", FT_Q6_K, TPC_GGML_Q6_K},     {"q3_k", FT_Q3_K_M, TPC_GGML_Q3_K},
 	{"q4_k", FT_Q4_K_M, TPC_GGML_Q4_K},   {"q5_k", FT_Q5_K_M, TPC_GGML_Q5_K},
+	{"iq4_nl", FT_IQ4_NL, TPC_GGML_IQ4_NL}, {"iq4_xs", FT_IQ4_XS, TPC_GGML_IQ4_XS},
+	{"tq1_0", FT_TQ1_0, TPC_GGML_TQ1_0},   {"tq2_0", FT_TQ2_0, TPC_GGML_TQ2_0},
 };
 
 const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name)
@@ -51,14 +54,13 @@ const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name)
 const char *tpc_gguf_outtypes(void)
 {
 	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m (q3_k), q3_k_l, q4_k_s, "
-	       "q4_k_m (q4_k), q5_k_s, q5_k_m (q5_k), q6_k or auto";
+	       "q4_k_m (q4_k), q5_k_s, q5_k_m (q5_k), q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0 or auto";
 }
 
 const char *tpc_gguf_outtype_note(const char *name)
 {
 	static const char *const imatrix[] = {"q2_k_s", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq1_s", "iq1_m", "iq3_xxs"};
-	static const char *const other[] = {"iq3_xs", "iq3_s", "iq3_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0",
-					    "mxfp4_moe", "q1_0", "q2_0"};
+	static const char *const other[] = {"iq3_xs", "iq3_s", "iq3_m", "mxfp4_moe", "q1_0", "q2_0"};
 	for (size_t i = 0; name && i < sizeof(imatrix) / sizeof(imatrix[0]); i++)
 		if (!strcasecmp(name, imatrix[i]))
 			return " (llama-quantize needs an importance matrix for it, which tpconv does not take)";
@@ -147,23 +149,27 @@ enum cond {
 	NOT_FALCON_L_LT8,
 };
 
-#define M(f) (1u << (f))
+#define M(f) (1ull << (f))
 #define KMIX (M(FT_Q2_K) | M(FT_Q3_K_S) | M(FT_Q3_K_M) | M(FT_Q4_K_S) | M(FT_Q4_K_M))
+#define IQ4 (M(FT_IQ4_NL) | M(FT_IQ4_XS))
 
 /* Rows for the mixtures tpconv writes (file types in `ft`), in the order of
  * llama_tensor_get_type_impl's branches; `cat` C_OTHER: any attn_v-like */
 static const struct rule {
-	unsigned ft;
+	unsigned long long ft;
 	enum cat cat;
 	enum cond cond;
 	int type;
 } rules[] = {
+	/* token_embd when output.weight is its own tensor */
+	{M(FT_TQ1_0) | M(FT_TQ2_0), C_TOKEN_EMBD, ALWAYS, TPC_GGML_Q4_K},
 	/* attn_v, attn_qkv, attn_kv_b */
 	{M(FT_Q2_K), C_ATTN_V, GQA4, TPC_GGML_Q4_K},
 	{M(FT_Q2_K), C_ATTN_V, ALWAYS, TPC_GGML_Q3_K},
 	{M(FT_Q3_K_M), C_ATTN_V, V_LT2, TPC_GGML_Q5_K},
 	{M(FT_Q3_K_M), C_ATTN_V, ALWAYS, TPC_GGML_Q4_K},
 	{M(FT_Q3_K_L), C_ATTN_V, ALWAYS, TPC_GGML_Q5_K},
+	{IQ4, C_ATTN_V, GQA4, TPC_GGML_Q5_K},
 	{M(FT_Q4_K_M) | M(FT_Q5_K_M), C_ATTN_V, V_MORE, TPC_GGML_Q6_K},
 	{M(FT_Q4_K_S), C_ATTN_V, V_LT4, TPC_GGML_Q5_K},
 	/* ffn_down (ffn_down_exps, ffn_down_shexp) */
@@ -177,6 +183,7 @@ static const struct rule {
 	{M(FT_Q4_K_M), C_FFN_DOWN, FALCON_L_LT16, TPC_GGML_Q6_K},
 	{M(FT_Q4_K_M), C_FFN_DOWN, FALCON_L_MORE, TPC_GGML_Q5_K},
 	{M(FT_Q4_K_M), C_FFN_DOWN, FALCON, TPC_GGML_Q4_K},
+	{IQ4, C_FFN_DOWN, L_LT8, TPC_GGML_Q5_K}, /* no importance matrix */
 	{M(FT_Q4_K_M) | M(FT_Q5_K_M), C_FFN_DOWN, L_MORE, TPC_GGML_Q6_K},
 	{M(FT_Q4_K_S), C_FFN_DOWN, NOT_FALCON_L_LT8, TPC_GGML_Q5_K},
 	/* attn_output (8 experts: the rows below the Falcon one are not read) */
@@ -244,16 +251,14 @@ static int layer_of(const model *m, const char *name, int counter, tpc_err *e)
 static int type_impl(model *m, const tpc_gguf_mix *mx, const char *name, enum cat c, tpc_err *e)
 {
 	int t = mx->base;
-	unsigned ft = M(mx->ftype);
-	if (c == C_TOKEN_EMBD)
-		return t; /* untied: the default (the tied case is the caller's) */
+	unsigned long long ft = M(mx->ftype);
 	int layer = 0;
 	if (c == C_FFN_DOWN && (layer = layer_of(m, name, m->i_ffn_down, e)) < 0)
 		return -1;
 	enum cat rc = attn_v_like(c) ? C_ATTN_V : c;
 	bool eight = m->n_expert == 8;
 	if (rc == C_ATTN_OUT && eight && !m->falcon) {
-		if (ft & KMIX)
+		if (ft & (KMIX | IQ4))
 			t = TPC_GGML_Q5_K;
 		return t;
 	}
@@ -283,7 +288,8 @@ static int fallback(int t, int64_t ne0)
 	if (!in || ne0 % in->block == 0)
 		return t;
 	switch (t) {
-	case TPC_GGML_Q2_K: case TPC_GGML_Q3_K: t = TPC_GGML_Q4_0; break;
+	case TPC_GGML_IQ4_XS: t = TPC_GGML_IQ4_NL; break;
+	case TPC_GGML_Q2_K: case TPC_GGML_Q3_K: case TPC_GGML_TQ1_0: case TPC_GGML_TQ2_0: t = TPC_GGML_Q4_0; break;
 	case TPC_GGML_Q4_K: t = TPC_GGML_Q5_0; break;
 	case TPC_GGML_Q5_K: t = TPC_GGML_Q5_1; break;
 	case TPC_GGML_Q6_K: t = TPC_GGML_Q8_0; break;

@@ -138,7 +138,7 @@ companions "merge" "$T/comp-merged"
 complete_at() { # words...: COMPREPLY for the last word, space-separated
   COMP_SRC="$SRC/doc/tpconv.bash" bash -c 'source "$COMP_SRC"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _tpconv; echo "${COMPREPLY[*]}"' _ "$TPCONV" "$@" 2>&1
 }
-got=$(complete_at convert --outtype ""); [ "$got" = "f32 f16 bf16 q8_0 auto q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k q3_k q4_k q5_k" ] && ok "completion: --outtype values" || bad "completion: --outtype values" "got: $got"
+got=$(complete_at convert --outtype ""); [ "$got" = "f32 f16 bf16 q8_0 auto q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs tq1_0 tq2_0 q3_k q4_k q5_k" ] && ok "completion: --outtype values" || bad "completion: --outtype values" "got: $got"
 got=$(complete_at convert --format g); [ "$got" = "gguf" ] && ok "completion: --format offers gguf" || bad "completion: --format offers gguf" "got: $got"
 got=$(complete_at verify --arch gpt); [ "$got" = "gpt-oss gpt2 gpt-neox" ] && ok "completion: --arch values" || bad "completion: --arch values" "got: $got"
 got=$(complete_at verify --checks structure,l); [ "$got" = "structure,layers" ] && ok "completion: --checks completes a list's last item" || bad "completion: --checks" "got: $got"

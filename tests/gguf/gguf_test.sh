@@ -68,32 +68,44 @@ mv "$T/s-00002-of-0000$nf.gguf" "$T/gone"
   ok "a tensor with no Hugging Face name: exit 3 naming it" || bad "a tensor with no Hugging Face name: exit 3 naming it" "exit $rc" "$(cat "$T/err")"
 "$TPCONV" convert "$Q" -o "$T/x.safetensors" --outtype q8_0 2>"$T/err"; rc=$?
 [ $rc = 2 ] && ok "--outtype without a GGUF output: exit 2" || bad "--outtype without a GGUF output: exit 2" "exit $rc"
-"$TPCONV" convert "$Q" -o "$T/x.gguf" --outtype iq4_xs 2>"$T/err"; rc=$?
-[ $rc = 2 ] && [ ! -e "$T/x.gguf" ] && ok "--outtype iq4_xs refused, nothing written" || bad "--outtype iq4_xs refused" "exit $rc $(cat "$T/err")"
+"$TPCONV" convert "$Q" -o "$T/x.gguf" --outtype iq3_s 2>"$T/err"; rc=$?
+[ $rc = 2 ] && [ ! -e "$T/x.gguf" ] && ok "--outtype iq3_s refused, nothing written" || bad "--outtype iq3_s refused" "exit $rc $(cat "$T/err")"
 
 # 6. types tpconv reads and copies but does not dequantize (issue 41 item 8):
 #    lowbit.gguf (make_lowbit_fixture.py, gguf-py) holds IQ4_XS, IQ2_XXS,
-#    IQ4_NL, TQ2_0 and MXFP4 blocks (MXFP4 is dequantized since: tests/quant/fp4_test.sh)
-LB=$SRC/tests/gguf/lowbit.gguf
+#    IQ4_NL, TQ2_0 and MXFP4 blocks, all dequantized since (tests/quant/fp4_test.sh,
+#    iq_test.sh); ulb.gguf is it with iq4_nl.weight retyped Q2_0 [4, 256] (the
+#    same 288 bytes), a type tpconv only copies
+LB=$T/ulb.gguf
+python3 - "$SRC/tests/gguf/lowbit.gguf" "$LB" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = b'iq4_nl.weight'
+i = b.index(struct.pack('<Q', len(n)) + n) + 8 + len(n)
+assert struct.unpack_from('<IQQI', b, i) == (2, 256, 2, 20)
+struct.pack_into('<IQQI', b, i, 2, 256, 4, 42)
+open(sys.argv[2], 'wb').write(b)
+PY
 "$TPCONV" inspect "$LB" > "$T/lb" 2>&1; rc=$?
-[ $rc = 0 ] && grep -q "^iq4_xs.weight  *IQ4_XS  *\[4, 256\]  *544  blocks, not dequantized" "$T/lb" &&
+[ $rc = 0 ] && grep -q "^iq4_nl.weight  *Q2_0  *\[4, 256\]  *288  blocks, not dequantized" "$T/lb" &&
+  grep -q "^iq4_xs.weight  *F32  *\[4, 256\]  *4096  dequantized from IQ4_XS blocks" "$T/lb" &&
   grep -q "^mxfp4.weight  *F32  *\[2, 256\]  *2048  dequantized from MXFP4 blocks" "$T/lb" &&
-  grep -q "tensor types: F32 1, IQ2_XXS 1, IQ4_NL 1, IQ4_XS 1, TQ2_0 1, MXFP4 1" "$T/lb" &&
-  ok "inspect lists IQ/TQ/MXFP4 tensors by type name and file bytes" ||
-  bad "inspect lists IQ/TQ/MXFP4 tensors by type name and file bytes" "exit $rc" "$(head -12 "$T/lb")"
+  grep -q "tensor types: F32 1, IQ2_XXS 1, IQ4_XS 1, TQ2_0 1, MXFP4 1, Q2_0 1" "$T/lb" &&
+  ok "inspect lists Q2_0 by type name and file bytes, IQ/TQ/MXFP4 dequantized" ||
+  bad "inspect lists Q2_0 by type name and file bytes, IQ/TQ/MXFP4 dequantized" "exit $rc" "$(head -12 "$T/lb")"
 check "gguf -> gguf of undecodable types" "$TPCONV" convert "$LB" -o "$T/lb.gguf"
 check "their blocks copied byte-identical" cmp "$T/lb.gguf" "$LB"
 check "gguf-split of undecodable types" "$TPCONV" convert "$LB" -o "$T/ls.gguf" --max-shard-size 1K
 check "the set merges back byte-identical" "$TPCONV" convert "$(ls "$T"/ls-00002-of-*.gguf)" -o "$T/lm.gguf"
 check "merged set equals the file" cmp "$T/lm.gguf" "$LB"
 "$TPCONV" convert "$LB" -o "$T/lb.safetensors" --gguf-names 2>"$T/err"; rc=$?
-[ $rc = 3 ] && grep -q "tensor 'iq[0-9a-z_]*.weight': tpconv cannot dequantize ggml type IQ" "$T/err" && [ ! -e "$T/lb.safetensors" ] &&
-  ok "dequantizing IQ blocks: exit 3 naming the type and tensor" ||
-  bad "dequantizing IQ blocks: exit 3 naming the type and tensor" "exit $rc" "$(cat "$T/err")"
+[ $rc = 3 ] && grep -q "tensor 'iq4_nl.weight': tpconv cannot dequantize ggml type Q2_0" "$T/err" && [ ! -e "$T/lb.safetensors" ] &&
+  ok "dequantizing Q2_0 blocks: exit 3 naming the type and tensor" ||
+  bad "dequantizing Q2_0 blocks: exit 3 naming the type and tensor" "exit $rc" "$(cat "$T/err")"
 "$TPCONV" convert "$LB" -o "$T/lq.gguf" --outtype q8_0 2>"$T/err"; rc=$?
-[ $rc = 3 ] && grep -q "tensor 'iq4_xs.weight': tpconv cannot dequantize ggml type IQ4_XS, which GGUF Q8_0 needs" "$T/err" &&
-  [ ! -e "$T/lq.gguf" ] && ok "--outtype q8_0 of IQ4_XS: refused before writing, naming it" ||
-  bad "--outtype q8_0 of IQ4_XS: refused before writing, naming it" "exit $rc" "$(cat "$T/err")"
+[ $rc = 3 ] && grep -q "tensor 'iq4_nl.weight': tpconv cannot dequantize ggml type Q2_0, which GGUF Q8_0 needs" "$T/err" &&
+  [ ! -e "$T/lq.gguf" ] && ok "--outtype q8_0 of Q2_0: refused before writing, naming it" ||
+  bad "--outtype q8_0 of Q2_0: refused before writing, naming it" "exit $rc" "$(cat "$T/err")"
 
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Make tests/gguf/lowbit.gguf in the forky chroot (python3-gguf 0.19):
-one small tensor of each of a few ggml types tpconv reads and copies but does
-not dequantize (IQ4_XS, IQ2_XXS, IQ4_NL, TQ2_0, MXFP4), their blocks seeded
+one small tensor of each of a few ggml types tpconv once read and copied
+without dequantizing (IQ4_XS, IQ2_XXS, IQ4_NL, TQ2_0, MXFP4; all decoded since,
+and gguf_test.sh retypes the IQ4_NL one as Q2_0, which is not), their blocks seeded
 bytes (nothing decodes them; they are copied), beside an F32 one. gguf-py
 writes it, so a GGUF -> GGUF copy or a gguf-split set merged back must give
 these bytes exactly (tests/gguf/gguf_test.sh).

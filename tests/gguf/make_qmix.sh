@@ -2,7 +2,8 @@
 # The references for convert --outtype with a llama-quantize mixture
 # (tests/gguf/qmix_test.sh): llama.cpp 0.7's own llama-quantize, run in the
 # forky chroot without an importance matrix, of tpconv's f32 GGUF of each tiny
-# family (32 wide: the K types fall back to Q4_0 / Q5_0 / Q5_1 / Q8_0, and
+# family (32 wide: the K types fall back to Q4_0 / Q5_0 / Q5_1 / Q8_0,
+# IQ4_XS to IQ4_NL, TQ1_0 / TQ2_0 to Q4_0, and
 # output.weight is Q8_0), and of two files whose rows are 256 wide, so that
 # the K types apply; and mixtral8 (below). k256 is tests/gguf/kquant/q6_k.gguf itself
 # (--allow-requantize; a Q6_K tensor that stays Q6_K is copied), and k256f,
@@ -16,7 +17,7 @@ TPCONV=$(realpath "$1") SRC=$(cd "$(dirname "$0")/../.." && pwd)
 R=/var/cache/tpconv-interop/forky
 IN=/tmp/qmix-$$ OUT=$R$IN
 FAMS="llama qwen2-moe gemma mixtral"
-TYPES="q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k"
+TYPES=${QMIX_TYPES:-"q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs tq1_0 tq2_0"}
 mkdir -p "$OUT"
 for f in $FAMS; do
   "$TPCONV" convert "$SRC/tests/gguf/arch/tiny-$f" -o "$OUT/$f-f32.gguf" --outtype f32 -q
@@ -37,6 +38,9 @@ sh "$SRC/tests/gguf/set_u32.sh" "$OUT/llama80mha-in.gguf" llama.attention.head_c
 sh "$SRC/tests/gguf/set_u32.sh" "$OUT/qwen2-80-in.gguf" qwen2.block_count 80
 cp "$SRC/tests/gguf/kquant/q6_k.gguf" "$OUT/k256-in.gguf"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$OUT/k256f-in.gguf" --outtype f32 -q
+# edge: the quantizers' corner cases (make_edge_gguf.py: zero super-blocks,
+# values below GROUP_MAX_EPS, a lone nonzero value ...), rows 256 and 512 wide
+python3 "$SRC/tests/gguf/make_edge_gguf.py" "$OUT/edge-in.gguf"
 for f in $FAMS; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
@@ -44,12 +48,12 @@ for f in $FAMS; do
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do
+for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
     /work/bin/inchroot "$IN" llama-quantize --allow-requantize "$k-in.gguf" "$k-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "$SRC/tests/gguf/qmix/whole.sha256"
+(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "${QMIX_SUMS:-$SRC/tests/gguf/qmix/whole.sha256}"
 echo "$OUT"

@@ -9,10 +9,13 @@
 # quantized from F32 values), and mixtral8 (tiny-mixtral's f32 GGUF with
 # expert_count 8: the 8-expert rows), llama80 / qwen2-80 (block_count 80:
 # llama.cpp's 70B, attn_v lifted) and llama80mha (its 65B: no lift), q3_k_m
-# and q4_k_m: all 13 types for k256f, for the
-# others the 4 whose choices differ most (q4_0, q2_k, q3_k_m, q4_k_m; llama
-# also q5_1, q3_k_l, q4_k_s; every
-# sum is in whole.sha256 and `QMIX_ALL=1` checks them all, 130 conversions).
+# and q4_k_m: all 17 types for k256f (the k-quants, iq4_nl, iq4_xs, tq1_0,
+# tq2_0), for the others the 5 whose choices differ most (q4_0, q2_k, q3_k_m,
+# q4_k_m, iq4_xs; llama also q5_1, q3_k_l, q4_k_s, tq2_0: rows of 32 fall back
+# to IQ4_NL and Q4_0); edge (make_edge_gguf.py: the quantizers' corner cases,
+# zero super-blocks, values below GROUP_MAX_EPS, a lone nonzero value ...):
+# all 17; every sum is in whole.sha256 and `QMIX_ALL=1` checks them all,
+# 187 conversions).
 # Then the aliases, the bytes under one thread, and an unknown --outtype
 # (exit 2, the types listed, no file written; q2_k_s: why).
 # usage: qmix_test.sh TPCONV SRCDIR
@@ -23,10 +26,10 @@ A="$SRC/tests/gguf/arch" Q="$SRC/tests/gguf/qmix/whole.sha256"
 # the outputs on tmpfs where there is one: each file's commit fsyncs, which on
 # a busy disk costs more than the conversion
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmpdir -p /dev/shm; else tmpdir; fi
-TYPES="q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k"
+TYPES="q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs tq1_0 tq2_0"
 want() { awk -v n="$1.gguf" '$2 == n {print $1}' "$Q"; }
 sum() { sha256sum "$1" | cut -d' ' -f1; }
-FEW="q4_0 q2_k q3_k_m q4_k_m" LL="q4_0 q2_k q3_k_m q4_k_m q5_1 q3_k_l q4_k_s"
+FEW="q4_0 q2_k q3_k_m q4_k_m iq4_xs" LL="q4_0 q2_k q3_k_m q4_k_m q5_1 q3_k_l q4_k_s iq4_xs tq2_0"
 [ "${QMIX_ALL:-0}" = 1 ] && FEW=$TYPES LL=$TYPES L80=$TYPES
 # one_family NAME INPUT TYPES: each type of INPUT against NAME-TYPE.gguf's sum
 one_family() {
@@ -65,6 +68,8 @@ one_family qwen2-80 "$T/qwen2-80.gguf" "${L80:-q3_k_m q4_k_m}"
 one_family k256 "$SRC/tests/gguf/kquant/q6_k.gguf" "$FEW"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$T/k256f.gguf" --outtype f32 -q
 one_family k256f "$T/k256f.gguf" "$TYPES"
+python3 "$SRC/tests/gguf/make_edge_gguf.py" "$T/edge.gguf"
+one_family edge "$T/edge.gguf" "$TYPES"
 
 # llama-quantize's aliases and names in any case
 rm -f "$T/a.gguf" "$T/b.gguf"
@@ -76,13 +81,15 @@ else
   bad "--outtype q4_k / Q3_K are not the _m files"
 fi
 # one thread: the same bytes
-rm -f "$T/a.gguf"
-OMP_NUM_THREADS=1 "$TPCONV" convert "$T/k256f.gguf" -o "$T/a.gguf" --outtype q2_k -q
-[ "$(sum "$T/a.gguf")" = "$(want k256f-q2_k)" ] && ok "OMP_NUM_THREADS=1: the same bytes" ||
-  bad "OMP_NUM_THREADS=1 changes the bytes"
+for t in q2_k iq4_xs; do
+  rm -f "$T/a.gguf"
+  OMP_NUM_THREADS=1 "$TPCONV" convert "$T/k256f.gguf" -o "$T/a.gguf" --outtype $t -q
+  [ "$(sum "$T/a.gguf")" = "$(want k256f-$t)" ] && ok "$t, OMP_NUM_THREADS=1: the same bytes" ||
+    bad "$t: OMP_NUM_THREADS=1 changes the bytes"
+done
 
 # hostile: unknown types, exit 2, the list of types, nothing written
-for ot in bogus q2_k_s iq4_xs ""; do
+for ot in bogus q2_k_s iq3_s ""; do
   rm -f "$T/u.gguf"
   "$TPCONV" convert "$A/tiny-llama" -o "$T/u.gguf" --outtype "$ot" 2> "$T/err"; rc=$?
   if [ $rc = 2 ] && grep -qF "q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m (q3_k)" "$T/err" && [ ! -e "$T/u.gguf" ]; then
@@ -96,6 +103,6 @@ done
   ok "--outtype q2_k_s: refused saying it needs an importance matrix" || bad "--outtype Q2_K_S: exit $rc" "$(cat "$T/err")"
 rm -f "$T/u.gguf"
 "$TPCONV" convert "$SRC/tests/gguf/kquant/q6_k.gguf" -o "$T/u.gguf" --outtype iq2_xs 2> "$T/err"; rc=$?
-[ $rc = 2 ] && grep -qF "q5_k_m (q5_k), q6_k or auto" "$T/err" && ok "from a GGUF input too (exit 2)" ||
+[ $rc = 2 ] && grep -qF "q5_k_m (q5_k), q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0 or auto" "$T/err" && ok "from a GGUF input too (exit 2)" ||
   bad "GGUF input, --outtype iq2_xs: exit $rc" "$(cat "$T/err")"
 done_testing

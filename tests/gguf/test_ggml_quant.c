@@ -271,12 +271,12 @@ static void test_refused(void **st)
 	(void)st;
 	float x[256] = {1};
 	uint8_t got[256];
-	assert_false(tpc_ggml_quantizes(TPC_GGML_IQ4_NL));
+	assert_false(tpc_ggml_quantizes(TPC_GGML_IQ2_XXS));
 	assert_false(tpc_ggml_quantizes(TPC_GGML_F16));
 	assert_true(tpc_ggml_quantizes(TPC_GGML_Q8_0));
 	memset(got, 0x5A, sizeof(got));
 	tpc_ggml_quantize(TPC_GGML_Q4_K, x, got, 1, 128);
-	tpc_ggml_quantize(TPC_GGML_IQ4_NL, x, got, 1, 256);
+	tpc_ggml_quantize(TPC_GGML_IQ2_XXS, x, got, 1, 256);
 	for (size_t i = 0; i < sizeof(got); i++)
 		assert_int_equal(got[i], 0x5A);
 }

@@ -168,8 +168,54 @@ static void test_mixtures(void **st)
 	assert_int_equal(type_of(&l, "blk.0.attn_v.weight"), TPC_GGML_Q4_K);
 	release(&l, &kv);
 	assert_null(tpc_gguf_mix_by_name("q2_k_s"));
-	assert_null(tpc_gguf_mix_by_name("iq4_xs"));
+	assert_null(tpc_gguf_mix_by_name("iq3_s"));
 	assert_null(tpc_gguf_mix_by_name("q8_0")); /* convert_hf_to_gguf.py's, not a mixture */
+}
+
+/* the IQ4 and ternary file types' rows: iq4_nl / iq4_xs give attn_v Q5_K
+ * with 4 or more heads a KV head, ffn_down Q5_K in the first eighth of the
+ * layers (no importance matrix); tq1_0 / tq2_0 an untied token_embd Q4_K;
+ * rows of 32 fall back IQ4_XS -> IQ4_NL, TQ1_0 -> Q4_0 */
+static void test_iq4_tq(void **st)
+{
+	(void)st;
+	static list l;
+	tpc_gguf_kvs kv;
+	tpc_err e = {0};
+	llama(&l, 8, 256, &kv);
+	assert_int_equal(tpc_gguf_kvs_uint(&kv, "llama.attention.head_count_kv", TPC_GV_U32, 2), 0);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("iq4_xs"), &kv, l.t, l.n, &e), 0);
+	for (int i = 0; i < 8; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "blk.%d.attn_v.weight", i);
+		assert_int_equal(type_of(&l, name), TPC_GGML_Q5_K);
+		snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", i);
+		assert_int_equal(type_of(&l, name), i < 1 ? TPC_GGML_Q5_K : TPC_GGML_IQ4_XS);
+	}
+	assert_int_equal(type_of(&l, "token_embd.weight"), TPC_GGML_IQ4_XS);
+	assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_Q6_K);
+	release(&l, &kv);
+	llama(&l, 8, 256, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("IQ4_NL"), &kv, l.t, l.n, &e), 0);
+	assert_int_equal(type_of(&l, "blk.0.attn_v.weight"), TPC_GGML_IQ4_NL); /* one KV head a head */
+	assert_int_equal(type_of(&l, "blk.0.ffn_down.weight"), TPC_GGML_Q5_K);
+	assert_int_equal(type_of(&l, "blk.1.ffn_down.weight"), TPC_GGML_IQ4_NL);
+	release(&l, &kv);
+	llama(&l, 2, 256, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("tq1_0"), &kv, l.t, l.n, &e), 0);
+	assert_int_equal(type_of(&l, "token_embd.weight"), TPC_GGML_Q4_K);
+	assert_int_equal(type_of(&l, "blk.1.ffn_down.weight"), TPC_GGML_TQ1_0);
+	assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_Q6_K);
+	release(&l, &kv);
+	llama(&l, 2, 32, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("tq2_0"), &kv, l.t, l.n, &e), 0);
+	assert_int_equal(type_of(&l, "blk.1.attn_q.weight"), TPC_GGML_Q4_0);
+	assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_Q8_0);
+	release(&l, &kv);
+	llama(&l, 2, 32, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("iq4_xs"), &kv, l.t, l.n, &e), 0);
+	assert_int_equal(type_of(&l, "blk.1.attn_q.weight"), TPC_GGML_IQ4_NL);
+	release(&l, &kv);
 }
 
 int main(void)
@@ -178,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_q4_k_m_layers),
 		cmocka_unit_test(test_fallback),
 		cmocka_unit_test(test_mixtures),
+		cmocka_unit_test(test_iq4_tq),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
