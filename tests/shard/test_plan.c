@@ -346,6 +346,9 @@ static void test_roles_and_defaults(void **st)
 	/* a linear attention's, named as gguf-py's MODEL_TENSOR.SSM_* */
 	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_CONV1D), "ssm_conv1d");
 	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_OUT), "ssm_out");
+	/* a DeltaNet's four projections over all heads (Qwen3.5) */
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_QKV), "ssm_qkv");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_ALPHA), "ssm_alpha");
 	assert_string_equal(tpc_role_name(TPC_ROLE_COUNT), "?");
 	tpc_family mi = *tpc_family_find("mistral");
 	assert_true(tpc_family_fits(&mi, "LlamaForCausalLM"));
