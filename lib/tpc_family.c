@@ -1513,17 +1513,25 @@ static const tpc_family families[] = {
 	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	/* Qwen3-Next's layers with the DeltaNet's projections over all heads
 	 * (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a), a dense MLP on every
-	 * layer; Qwen3.5-MoE: experts beside a gated shared expert on every layer */
+	 * layer; Qwen3.5-MoE: experts beside a gated shared expert on every
+	 * layer, routed by the softmax's top-k always renormalised
+	 * (Qwen3_5MoeTopKRouter: no norm_topk_prob). The interleaved mrope
+	 * (mrope_section) of a text position, the same on its three axes, is
+	 * the plain partial rope */
 	{.name = "qwen3_5",
 	 .desc = "Qwen3.5 text (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkv [q|k|v] and conv1d by heads, in_proj_z/in_proj_b/in_proj_a/dt_bias/A_log by value head, out_proj row; mlp gate/up col, down row",
 	 .plan = QWEN35_JSON,
 	 .hf_arch = A("Qwen3_5ForCausalLM"),
-	 .tensors = qwen35_tensors},
+	 .tensors = qwen35_tensors,
+	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
+	       .partial_rope = true, .rope_fraction = 0.25, .tied_head = true)},
 	{.name = "qwen3_5-moe",
 	 .desc = "Qwen3.5-MoE text (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkv [q|k|v] and conv1d by heads, in_proj_z/in_proj_b/in_proj_a/dt_bias/A_log by value head, out_proj row; experts gate/up col, down row; shared expert like a dense MLP; router and shared_expert_gate replicated",
 	 .plan = QWEN35MOE_JSON,
 	 .hf_arch = A("Qwen3_5MoeForCausalLM"),
-	 .tensors = qwen35moe_tensors},
+	 .tensors = qwen35moe_tensors,
+	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
+	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,
