@@ -1414,13 +1414,7 @@ static void test_qwen3_5_record(void **st)
 	tpc_model_facts f;
 	tpc_verify_set s;
 	tpc_ckpt ck, ex;
-	/* Qwen3.5's tensor table with these layer parts */
-	tpc_family fam = *tpc_family_find("qwen3_5");
-	fam.has_parts = true;
-	fam.parts = (tpc_layer_parts){.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA,
-				      .qk_norm = TPC_PART_QK_HEAD, .partial_rope = true, .rope_fraction = 0.25,
-				      .tied_head = true};
-	record_set(&fam, "qwen3_5", &ck, &ex, &s, &f);
+	record_set(tpc_family_find("qwen3_5"), "qwen3_5", &ck, &ex, &s, &f);
 	assert_true(vs_worst(&s, &ex, "qwen3_5", 48, "qwen3_5") < 3e-5);
 	tpc_ckpt_release(&ex);
 	const tpc_vmodel *m = s.model;
@@ -1441,12 +1435,7 @@ static void test_qwen3_5_moe_record(void **st)
 	tpc_model_facts f;
 	tpc_verify_set s;
 	tpc_ckpt ck, ex;
-	tpc_family fam = *tpc_family_find("qwen3_5-moe");
-	fam.has_parts = true;
-	fam.parts = (tpc_layer_parts){.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA,
-				      .qk_norm = TPC_PART_QK_HEAD, .partial_rope = true, .rope_fraction = 0.25,
-				      .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true};
-	record_set(&fam, "qwen3_5_moe", &ck, &ex, &s, &f);
+	record_set(tpc_family_find("qwen3_5-moe"), "qwen3_5_moe", &ck, &ex, &s, &f);
 	assert_true(vs_worst(&s, &ex, "qwen3_5_moe", 48, "qwen3_5-moe") < 3e-5);
 	tpc_ckpt_release(&ex);
 	const tpc_vmodel *m = s.model;
