@@ -468,6 +468,61 @@ static const tpc_tensor_row qwen3next_tensors[] = {
 	END_ROW,
 };
 
+/* Qwen3.5 (Qwen3_5ForCausalLM, model_type qwen3_5_text) and Qwen3.5-MoE
+ * (Qwen3_5MoeForCausalLM, qwen3_5_moe_text): Qwen3-Next's layers but for
+ * the gated DeltaNet's input projections, four tensors over all heads, not
+ * groups per key head: in_proj_qkv [q of every key head | k of every key
+ * head | v of every value head], in_proj_z (the output gate per value
+ * head), in_proj_b and in_proj_a (a row per value head); a dense SwiGLU MLP
+ * on every layer (Qwen3.5) or Qwen3-Next's experts beside a gated shared
+ * expert on every layer (Qwen3.5-MoE, mlp_only_layers gone). GGUF names:
+ * gguf-py constants.py MODEL_ARCH.QWEN35 / QWEN35MOE (in_proj_qkv attn_qkv,
+ * in_proj_z attn_gate, ssm_beta, ssm_alpha). The checkpoint of
+ * Qwen3_5ForConditionalGeneration (model.language_model.*, model.visual.*)
+ * is not this record's; mtp.* has no rows. */
+#define QWEN35_ROWS \
+	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, NULL, NULL, "token_embd.weight"), \
+	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, NULL, NULL, "output_norm.weight"), \
+	ROW(OUTPUT, false, "lm_head.weight", NULL, NULL, NULL, "output.weight"), \
+	ROW(ATTN_NORM, false, HF_L "input_layernorm.weight", NULL, NULL, NULL, GG_L "attn_norm.weight"), \
+	ROW(ATTN_Q, true, HF_L "self_attn.q_proj.weight", NULL, NULL, NULL, GG_L "attn_q.weight"), \
+	ROW(ATTN_K, true, HF_L "self_attn.k_proj.weight", NULL, NULL, NULL, GG_L "attn_k.weight"), \
+	ROW(ATTN_V, true, HF_L "self_attn.v_proj.weight", NULL, NULL, NULL, GG_L "attn_v.weight"), \
+	ROW(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", NULL, NULL, NULL, GG_L "attn_output.weight"), \
+	ROW(ATTN_Q_NORM, false, HF_L "self_attn.q_norm.weight", NULL, NULL, NULL, GG_L "attn_q_norm.weight"), \
+	ROW(ATTN_K_NORM, false, HF_L "self_attn.k_norm.weight", NULL, NULL, NULL, GG_L "attn_k_norm.weight"), \
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL, GG_L "post_attention_norm.weight"), \
+	ROW(SSM_QKV, false, HF_L "linear_attn.in_proj_qkv.weight", NULL, NULL, NULL, GG_L "attn_qkv.weight"), \
+	ROW(SSM_Z, false, HF_L "linear_attn.in_proj_z.weight", NULL, NULL, NULL, GG_L "attn_gate.weight"), \
+	ROW(SSM_BETA, false, HF_L "linear_attn.in_proj_b.weight", NULL, NULL, NULL, GG_L "ssm_beta.weight"), \
+	ROW(SSM_ALPHA, false, HF_L "linear_attn.in_proj_a.weight", NULL, NULL, NULL, GG_L "ssm_alpha.weight"), \
+	ROW(SSM_CONV1D, false, HF_L "linear_attn.conv1d.weight", NULL, NULL, NULL, GG_L "ssm_conv1d.weight"), \
+	ROW(SSM_DT, false, HF_L "linear_attn.dt_bias", NULL, NULL, NULL, GG_L "ssm_dt.bias"), \
+	ROW(SSM_A, false, HF_L "linear_attn.A_log", NULL, NULL, NULL, GG_L "ssm_a"), \
+	ROW(SSM_NORM, false, HF_L "linear_attn.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"), \
+	ROW(SSM_OUT, false, HF_L "linear_attn.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight")
+static const tpc_tensor_row qwen35_tensors[] = {
+	QWEN35_ROWS,
+	ROW(FFN_GATE, false, HF_L "mlp.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate.weight"),
+	ROW(FFN_UP, false, HF_L "mlp.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, false, HF_L "mlp.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down.weight"),
+	END_ROW,
+};
+static const tpc_tensor_row qwen35moe_tensors[] = {
+	QWEN35_ROWS,
+	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", NULL, NULL, NULL, GG_L "ffn_gate_inp.weight"),
+	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate_exps.weight"),
+	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up_exps.weight"),
+	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down_exps.weight"),
+	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_expert.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_expert.up_proj.weight", NULL, NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	ROW(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_expert.down_proj.weight", NULL, NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	ROW(FFN_GATE_INP_SHEXP, false, HF_L "mlp.shared_expert_gate.weight", NULL, NULL, NULL,
+	    GG_L "ffn_gate_inp_shexp.weight"),
+	END_ROW,
+};
+#undef QWEN35_ROWS
+
 /* GPT-2: Conv1D weights stored [in, out] (the family's conv1d: TensorRT-LLM
  * holds the linear weights transposed, [out, in]; models/gpt/convert.py
  * load_weights_from_hf_model, "transpose for Conv1D"), c_attn fused [q|k|v]
@@ -932,6 +987,48 @@ static const tpc_tensor_row phimoe_tensors[] = {
 	"    {\"match\": \"linear_attn\\\\.(dt_bias|A_log)$\", \"split\": \"col\", \"heads\": \"lin_v\", \"head_count\": true},\n" \
 	"    {\"match\": \"linear_attn\\\\.out_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"lin_v\"},\n" \
 	LLAMA_MLP_RULES MOE_RULES LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+
+/* Qwen3.5 and Qwen3.5-MoE, split as vLLM's qwen3_5.py loads them
+ * (GatedDeltaNetAttention without gqa_interleaved_layout): in_proj_qkv and
+ * in_proj_z one MergedColumnParallelLinear in_proj_qkvz of outputs [q, k,
+ * v, z], in_proj_b and in_proj_a one in_proj_ba of [b, a], each output
+ * split by tp: in_proj_qkv's [q | k | v] each col by heads (key, key,
+ * value), in_proj_z col by value heads, in_proj_b/in_proj_a by value head;
+ * conv1d, dt_bias, A_log, the gated norm and out_proj as Qwen3-Next's; the
+ * full attention as Qwen3-Next's; a dense MLP (Qwen3.5) or the MoE presets'
+ * experts and shared expert (Qwen3.5-MoE). tp must divide
+ * linear_num_key_heads (rank r's value heads are then those of its key
+ * heads, as repeat_interleave pairs them). */
+#define QWEN35_RULES \
+	"    {\"match\": \"self_attn\\\\.q_proj\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"q\", \"head_block\": 2},\n" \
+	"    {\"match\": \"self_attn\\\\.(k_proj|v_proj)\\\\.(weight|bias)$\", \"split\": \"col\", \"heads\": \"kv\"},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"q\"},\n" \
+	"    {\"match\": \"self_attn\\\\.o_proj\\\\.bias$\", \"split\": \"row\"},\n" \
+	"    {\"match\": \"linear_attn\\\\.(in_proj_qkv|conv1d)\\\\.weight$\", \"split\": \"col\", \"dim\": 0, \"parts\": [\"lin_k\", \"lin_k\", \"lin_v\"]},\n" \
+	"    {\"match\": \"linear_attn\\\\.in_proj_z\\\\.weight$\", \"split\": \"col\", \"heads\": \"lin_v\"},\n" \
+	"    {\"match\": \"linear_attn\\\\.(in_proj_b|in_proj_a)\\\\.weight$\", \"split\": \"col\", \"heads\": \"lin_v\", \"head_count\": true},\n" \
+	"    {\"match\": \"linear_attn\\\\.(dt_bias|A_log)$\", \"split\": \"col\", \"heads\": \"lin_v\", \"head_count\": true},\n" \
+	"    {\"match\": \"linear_attn\\\\.out_proj\\\\.weight$\", \"split\": \"row\", \"heads\": \"lin_v\"},\n"
+#define QWEN35_LIN_DESC "Gated DeltaNet (linear_attn): in_proj_qkv's [q | k | v] each col by heads, in_proj_z col by value heads, in_proj_b/in_proj_a by value head (tp must divide linear_num_key_heads), conv1d's channels [q | k | v] each col by heads, dt_bias and A_log by value head, out_proj row by value heads, the gated norm replicated."
+#define QWEN35_JSON \
+	"{\n" \
+	"  \"name\": \"qwen3_5\",\n" \
+	"  \"description\": \"Qwen3.5 text (Qwen3_5ForCausalLM) with Hugging Face names, split as vLLM does. Full attention: q_proj (each head's query then its output gate) col by whole heads, k_proj/v_proj col by kv heads (replicated when tp > kv heads), o_proj row, q_norm/k_norm replicated. " QWEN35_LIN_DESC " MLP gate_proj/up_proj col, down_proj row; embed_tokens and lm_head vocab-parallel.\",\n" \
+	LLAMA_STAGES \
+	"  \"rules\": [\n" \
+	QWEN35_RULES LLAMA_MLP_RULES LLAMA_EDGE_RULES "  ],\n" \
+	"  \"fallback\": \"replicate\"\n" \
+	"}\n"
+#define QWEN35MOE_JSON \
+	"{\n" \
+	"  \"name\": \"qwen3_5-moe\",\n" \
+	"  \"description\": \"Qwen3.5-MoE text (Qwen3_5MoeForCausalLM) with Hugging Face names, split as vLLM does. Full attention: q_proj (each head's query then its output gate) col by whole heads, k_proj/v_proj col by kv heads (replicated when tp > kv heads), o_proj row, q_norm/k_norm replicated. " QWEN35_LIN_DESC " Experts mlp.experts.N gate_proj/up_proj col, down_proj row; the shared expert like a dense MLP; the router (mlp.gate) and shared_expert_gate replicated; embed_tokens and lm_head vocab-parallel. With --ep N every expert lives on one EP group of tp/N ranks.\",\n" \
+	LLAMA_STAGES \
+	"  \"experts\": [\"experts\\\\.([0-9]+)\\\\.\"],\n" \
+	"  \"rules\": [\n" \
+	QWEN35_RULES MOE_RULES LLAMA_EDGE_RULES "  ],\n" \
 	"  \"fallback\": \"replicate\"\n" \
 	"}\n"
 
@@ -1414,6 +1511,27 @@ static const tpc_family families[] = {
 	 .tensors = qwen3next_tensors,
 	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
 	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
+	/* Qwen3-Next's layers with the DeltaNet's projections over all heads
+	 * (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a), a dense MLP on every
+	 * layer; Qwen3.5-MoE: experts beside a gated shared expert on every
+	 * layer, routed by the softmax's top-k always renormalised
+	 * (Qwen3_5MoeTopKRouter: no norm_topk_prob). The interleaved mrope
+	 * (mrope_section) of a text position, the same on its three axes, is
+	 * the plain partial rope */
+	{.name = "qwen3_5",
+	 .desc = "Qwen3.5 text (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkv [q|k|v] and conv1d by heads, in_proj_z/in_proj_b/in_proj_a/dt_bias/A_log by value head, out_proj row; mlp gate/up col, down row",
+	 .plan = QWEN35_JSON,
+	 .hf_arch = A("Qwen3_5ForCausalLM"),
+	 .tensors = qwen35_tensors,
+	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
+	       .partial_rope = true, .rope_fraction = 0.25, .tied_head = true)},
+	{.name = "qwen3_5-moe",
+	 .desc = "Qwen3.5-MoE text (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkv [q|k|v] and conv1d by heads, in_proj_z/in_proj_b/in_proj_a/dt_bias/A_log by value head, out_proj row; experts gate/up col, down row; shared expert like a dense MLP; router and shared_expert_gate replicated",
+	 .plan = QWEN35MOE_JSON,
+	 .hf_arch = A("Qwen3_5MoeForCausalLM"),
+	 .tensors = qwen35moe_tensors,
+	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
+	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 	{.name = "gpt2",
 	 .desc = "GPT-2 (HF names): Conv1D [in,out] weights, fused c_attn [q|k|v] col per part, c_proj row, c_fc col, wte/lm_head vocab",
 	 .plan = plan_gpt2,

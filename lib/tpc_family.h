@@ -137,6 +137,14 @@ typedef enum tpc_role {
 	TPC_ROLE_SSM_NORM,       /* the gated RMSNorm of the output (Mamba-2: per group of channels;
 				    DeltaNet: of each value head) */
 	TPC_ROLE_SSM_OUT,        /* the output projection [hidden, inner] */
+	/* a gated DeltaNet whose projections are four tensors, each over all
+	 * heads, not groups per key head (Qwen3.5's linear_attn; gguf-py's
+	 * ATTN_QKV, ATTN_GATE, SSM_BETA and SSM_ALPHA of MODEL_ARCH.QWEN35) */
+	TPC_ROLE_SSM_QKV,        /* q, k and v (in_proj_qkv: [q of every key head | k of every key
+				    head | v of every value head]) */
+	TPC_ROLE_SSM_Z,          /* the output gate z (in_proj_z: [v heads x v head dim, hidden]) */
+	TPC_ROLE_SSM_BETA,       /* beta (in_proj_b: one row per value head) */
+	TPC_ROLE_SSM_ALPHA,      /* the decay's a (in_proj_a: one row per value head) */
 	TPC_ROLE_COUNT
 } tpc_role;
 

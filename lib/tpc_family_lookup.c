@@ -183,6 +183,10 @@ const char *tpc_role_name(tpc_role r)
 		[TPC_ROLE_SSM_D] = "ssm_d",
 		[TPC_ROLE_SSM_NORM] = "ssm_norm",
 		[TPC_ROLE_SSM_OUT] = "ssm_out",
+		[TPC_ROLE_SSM_QKV] = "ssm_qkv",
+		[TPC_ROLE_SSM_Z] = "ssm_z",
+		[TPC_ROLE_SSM_BETA] = "ssm_beta",
+		[TPC_ROLE_SSM_ALPHA] = "ssm_alpha",
 	};
 	return (unsigned)r < TPC_ROLE_COUNT ? names[r] : "?";
 }

@@ -2,8 +2,9 @@
  * layers) for the attention block and model checks: its local views on a
  * rank and the fp32 and fp64 instances of delta.inc. A rank holds whole key
  * head groups g0 .. g0 + g - 1 (vLLM's split): their rows of in_proj_qkvz
- * and in_proj_ba, their q, k and v channels of conv1d, their value heads'
- * dt_bias and A_log and out_proj columns; the gated norm whole. */
+ * and in_proj_ba (or, flat, their heads of in_proj_qkv, in_proj_z,
+ * in_proj_b, in_proj_a), their q, k and v channels of conv1d, their value
+ * heads' dt_bias and A_log and out_proj columns; the gated norm whole. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +26,71 @@ static bool holds(const vloc *l, int k, int64_t per, int64_t g0, int64_t g, int6
 	       l->start[k] + l->len[k] <= l->size[k];
 }
 
+/* The flat projections (Qwen3.5): in_proj_qkv's [q | k | v] each by heads
+ * (3 parts), in_proj_z, in_proj_b, in_proj_a by value heads; the rank's
+ * key head groups g0 .. g0 + g - 1 from in_proj_z's rows */
+static bool flat_loc_of(const vrun *R, const tpc_vattn *at, int t, vdelta_loc *d, char *msg, size_t n)
+{
+	const tpc_vdelta *p = &at->dn;
+	if (t >= 0 && (!tpc__part_ok(R, p->qkv, false, "DeltaNet in_proj_qkv", msg, n) ||
+		       !tpc__part_ok(R, p->z, false, "DeltaNet in_proj_z", msg, n) ||
+		       !tpc__part_ok(R, p->b, false, "DeltaNet in_proj_b", msg, n) ||
+		       !tpc__part_ok(R, p->a, false, "DeltaNet in_proj_a", msg, n) ||
+		       !tpc__part_ok(R, at->o, true, "DeltaNet out_proj", msg, n) ||
+		       !tpc__repl_ok(R, p->norm, "DeltaNet norm", msg, n) || !tpc__rank_ok(R, p->conv, t, msg, n) ||
+		       !tpc__rank_ok(R, p->dt, t, msg, n) || !tpc__rank_ok(R, p->a_log, t, msg, n)))
+		return false;
+	tpc__lin_of(R, p->qkv, t, false, &d->qkv);
+	tpc__lin_of(R, p->z, t, false, &d->z);
+	tpc__lin_of(R, p->b, t, false, &d->b);
+	tpc__lin_of(R, p->a, t, false, &d->a);
+	tpc__lin_of(R, at->o, t, true, &d->o);
+	tpc__loc_of(R, p->conv, t, &d->conv);
+	tpc__loc_of(R, p->dt, t, &d->dt);
+	tpc__loc_of(R, p->a_log, t, &d->a_log);
+	tpc__loc_of(R, p->norm, t, &d->norm);
+	int64_t r = p->nv / p->nk, V = r * p->dv;
+	const vloc *z = &d->z.w, *q = &d->qkv.w;
+	int64_t len = z->dim >= 0 ? z->len[0] : z->t->shape[z->transposed ? 1 : 0], start = z->dim >= 0 ? z->start[0] : 0;
+	d->g = len / V;
+	d->g0 = start / V;
+	const char *bad = NULL;
+	if (len % V || start % V || d->g < 1 || (z->dim >= 0 && (z->nparts != 1 || z->replicas[0] != 1)))
+		bad = R->s->t[p->z].name;
+	else if (q->dim >= 0 ? q->nparts != 3 || !holds(q, 0, p->dk, d->g0, d->g, 0) || !holds(q, 1, p->dk, d->g0, d->g, 0) ||
+				       !holds(q, 2, V, d->g0, d->g, 0)
+			     : d->g0 != 0 || d->g != p->nk)
+		bad = R->s->t[p->qkv].name;
+	else if (!holds(&d->b.w, 0, r, d->g0, d->g, p->nv))
+		bad = R->s->t[p->b].name;
+	else if (!holds(&d->a.w, 0, r, d->g0, d->g, p->nv))
+		bad = R->s->t[p->a].name;
+	else if (d->conv.dim >= 0 ? d->conv.dim != 0 || d->conv.nparts != 3 || !holds(&d->conv, 0, p->dk, d->g0, d->g, 0) ||
+					   !holds(&d->conv, 1, p->dk, d->g0, d->g, 0) || !holds(&d->conv, 2, V, d->g0, d->g, 0)
+				  : d->g0 != 0 || d->g != p->nk)
+		bad = R->s->t[p->conv].name;
+	else if (!holds(&d->dt, 0, r, d->g0, d->g, p->nv))
+		bad = R->s->t[p->dt].name;
+	else if (!holds(&d->a_log, 0, r, d->g0, d->g, p->nv))
+		bad = R->s->t[p->a_log].name;
+	else if (!holds(&d->o.w, 0, V, d->g0, d->g, p->nv * p->dv))
+		bad = R->s->t[at->o].name;
+	if (bad) {
+		snprintf(msg, n, "rank %d: DeltaNet '%s' must hold the key head groups %lld..%lld the rank computes (their q, k and v heads of in_proj_qkv and conv1d, value heads of in_proj_z, in_proj_b, in_proj_a, dt_bias, A_log and out_proj)",
+			 t, bad, (long long)d->g0, (long long)(d->g0 + d->g - 1));
+		return false;
+	}
+	return true;
+}
+
 bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d, char *msg, size_t n)
 {
 	const tpc_vattn *at = &ly->attn;
 	const tpc_vdelta *p = &at->dn;
 	memset(d, 0, sizeof(*d));
 	d->p = p;
+	if (p->flat)
+		return flat_loc_of(R, at, t, d, msg, n);
 	if (t >= 0 && (!tpc__part_ok(R, p->qkvz, false, "DeltaNet in_proj_qkvz", msg, n) ||
 		       !tpc__part_ok(R, p->ba, false, "DeltaNet in_proj_ba", msg, n) ||
 		       !tpc__part_ok(R, at->o, true, "DeltaNet out_proj", msg, n) ||

@@ -304,6 +304,10 @@ typedef struct tpc_vmla {
  * linear_attn): its tensors and sizes; the attention's o is out_proj. */
 typedef struct tpc_vdelta {
 	int64_t qkvz, ba, conv, dt, a_log, norm; /* in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm */
+	bool flat;                               /* the projections are four tensors over all heads
+						    instead of qkvz and ba: in_proj_qkv [q | k | v],
+						    in_proj_z, in_proj_b, in_proj_a (Qwen3.5) */
+	int64_t qkv, z, b, a;                    /* those (flat), else -1 */
 	int64_t nk, nv, dk, dv, kernel;          /* key heads (groups), value heads, their sizes, the conv's width */
 	double eps;                              /* the gated norm's (rms_norm_eps) */
 } tpc_vdelta;

@@ -166,6 +166,7 @@ typedef struct vssm_loc {
  * value heads' dt_bias, A_log and out_proj columns; the gated norm whole. */
 typedef struct vdelta_loc {
 	vlin qkvz, ba, o;
+	vlin qkv, z, b, a;       /* the flat projections (p->flat) */
 	vloc conv, dt, a_log, norm;
 	int64_t g, g0;
 	const tpc_vdelta *p;     /* the sizes */

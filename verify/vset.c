@@ -976,6 +976,11 @@ static int delta_of(const tpc_verify_set *s, const tpc_vmodel *m, const arch_nam
 	tpc_vdelta *d = &a->dn;
 	d->qkvz = find_role(s, an, TPC_ROLE_SSM_IN, l, false);
 	d->ba = find_role(s, an, TPC_ROLE_SSM_BA, l, false);
+	d->qkv = find_role(s, an, TPC_ROLE_SSM_QKV, l, false);
+	d->z = find_role(s, an, TPC_ROLE_SSM_Z, l, false);
+	d->b = find_role(s, an, TPC_ROLE_SSM_BETA, l, false);
+	d->a = find_role(s, an, TPC_ROLE_SSM_ALPHA, l, false);
+	d->flat = d->qkvz < 0 && d->qkv >= 0;
 	d->conv = find_role(s, an, TPC_ROLE_SSM_CONV1D, l, false);
 	d->dt = find_role(s, an, TPC_ROLE_SSM_DT, l, false);
 	d->a_log = find_role(s, an, TPC_ROLE_SSM_A, l, false);
@@ -994,14 +999,20 @@ static int delta_of(const tpc_verify_set *s, const tpc_vmodel *m, const arch_nam
 	d->kernel = cv && cv->ndim == 3 ? cv->shape[2] : 0;
 	const tpc_tensor *dt = d->dt >= 0 ? s->t[d->dt].ref : NULL, *al = d->a_log >= 0 ? s->t[d->a_log].ref : NULL;
 	const tpc_tensor *nw = d->norm >= 0 ? s->t[d->norm].ref : NULL;
-	if (dim_of(s, d->qkvz, true) != d->nk * (2 * d->dk + 2 * r * d->dv) || dim_of(s, d->qkvz, false) != H ||
-	    dim_of(s, d->ba, true) != 2 * d->nv || dim_of(s, d->ba, false) != H || !cv || cv->shape[0] != C ||
+	bool in_ok = d->flat ? dim_of(s, d->qkv, true) == C && dim_of(s, d->qkv, false) == H &&
+				       dim_of(s, d->z, true) == d->nv * d->dv && dim_of(s, d->z, false) == H &&
+				       dim_of(s, d->b, true) == d->nv && dim_of(s, d->b, false) == H &&
+				       dim_of(s, d->a, true) == d->nv && dim_of(s, d->a, false) == H
+			     : dim_of(s, d->qkvz, true) == d->nk * (2 * d->dk + 2 * r * d->dv) &&
+				       dim_of(s, d->qkvz, false) == H && dim_of(s, d->ba, true) == 2 * d->nv &&
+				       dim_of(s, d->ba, false) == H;
+	if (!in_ok || !cv || cv->shape[0] != C ||
 	    cv->shape[1] != 1 || d->kernel < 1 || !dt || dt->ndim != 1 || dt->shape[0] != d->nv || !al || al->ndim != 1 ||
 	    al->shape[0] != d->nv || !nw || nw->ndim != 1 || nw->shape[0] != d->dv || dim_of(s, a->o, false) != d->nv * d->dv ||
 	    dim_of(s, a->o, true) != H)
 		return tpc_err_set(e, TPC_EINPUT,
-				   "layer '%s': the gated DeltaNet's tensors (in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj) do not fit %lld key heads of %lld and %lld value heads of %lld",
-				   nm, (long long)d->nk, (long long)d->dk, (long long)d->nv, (long long)d->dv);
+				   "layer '%s': the gated DeltaNet's tensors (%s, conv1d, dt_bias, A_log, norm, out_proj) do not fit %lld key heads of %lld and %lld value heads of %lld",
+				   nm, d->flat ? "in_proj_qkv, in_proj_z, in_proj_b, in_proj_a" : "in_proj_qkvz, in_proj_ba", (long long)d->nk, (long long)d->dk, (long long)d->nv, (long long)d->dv);
 	a->delta = true;
 	a->rope = false;
 	a->heads = d->nv;
@@ -1040,7 +1051,7 @@ static int layer_kinds(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, i
 		a->mla = m->mla = true;
 	/* a gated DeltaNet (Qwen3-Next's linear_attention layers): by its rows */
 	if (m->parts.linear_attn == TPC_PART_LINEAR_GATED_DELTA && a->o < 0 && a->q < 0 && a->qkv < 0 &&
-	    find_role(s, an, TPC_ROLE_SSM_IN, l, false) >= 0) {
+	    (find_role(s, an, TPC_ROLE_SSM_IN, l, false) >= 0 || find_role(s, an, TPC_ROLE_SSM_QKV, l, false) >= 0)) {
 		if ((ret = delta_of(s, m, an, l, nm, f, a, e)))
 			return ret;
 		m->delta = true;

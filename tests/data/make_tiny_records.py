@@ -103,6 +103,14 @@
 #               (mlp_only_layers); transformers' torch path (no fla, no
 #               causal-conv1d: its chunked delta rule and gated norm in
 #               float32 whatever the model's dtype); a generator of its own
+#   qwen3_5     Qwen3_5ForCausalLM (the text model): qwen3_next's layers but the
+#               DeltaNet's projections four tensors over all heads
+#               (in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a), a
+#               dense MLP on every layer; the interleaved mrope of one text
+#               position is the plain rope; a generator of its own
+#   qwen3_5_moe Qwen3_5MoeForCausalLM: the same with 4 experts (top-2, always
+#               renormalised: no norm_topk_prob) beside a shared expert with
+#               its sigmoid gate on every layer; a generator of its own
 # usage (in the forky chroot): python3 make_tiny_records.py OUTDIR
 import json, os, sys, tempfile
 import torch
@@ -185,6 +193,16 @@ FAMILIES = {
                                             num_experts_per_tok=2, moe_intermediate_size=16,
                                             shared_expert_intermediate_size=32, norm_topk_prob=True,
                                             mlp_only_layers=[2], rms_norm_eps=1e-6)),
+    "qwen3_5": (tf.Qwen3_5TextConfig, dict(C, num_hidden_layers=4, head_dim=16, full_attention_interval=2,
+                                           linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                           linear_value_head_dim=8, linear_conv_kernel_dim=4, rms_norm_eps=1e-6)),
+    "qwen3_5_moe": (tf.Qwen3_5MoeTextConfig, dict({k: v for k, v in C.items() if k != "intermediate_size"},
+                                                  num_hidden_layers=4, head_dim=16, full_attention_interval=2,
+                                                  linear_num_key_heads=2, linear_num_value_heads=4,
+                                                  linear_key_head_dim=8, linear_value_head_dim=8,
+                                                  linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+                                                  moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                                                  rms_norm_eps=1e-6)),
 }
 
 
@@ -192,7 +210,8 @@ FAMILIES = {
 # adds before them move no weight of theirs, and they none of the families
 # after them that draw from the shared one (granitemoe, granitemoe_shared)
 SEEDS = {"phi": 61, "cohere2": 62, "glm4_moe": 63, "gpt_oss": 63, "phimoe": 64, "hunyuan_moe": 65, "ernie4_5_moe": 66,
-         "llama4": 67, "granitemoehybrid": 67, "granitemoehybrid_dense": 68, "qwen3_next": 67}
+         "llama4": 67, "granitemoehybrid": 67, "granitemoehybrid_dense": 68, "qwen3_next": 67, "qwen3_5": 69,
+         "qwen3_5_moe": 70}
 
 
 def randomize(model, gen):

@@ -848,6 +848,60 @@ if [ $rc -eq 3 ] && grep -qF "tensor 'mtp.fc.weight'" "$T/err" && [ ! -e "$T/w.g
 else
   bad "qwen3-next with an mtp.* tensor (exit $rc)" "$(cat "$T/err")"
 fi
+# Qwen3.5 and Qwen3.5-MoE (no GGUF column yet): shard at tp 2 and 4 with
+# the preset from config.json, merge byte-identical, verify's model check
+# (the MoE's with --seed 2: seed 1's 8 tokens differ by 1.1e-4 of their
+# rms already at tp 1, fp32 against fp64 with nothing split, as
+# tiny-qwen3-next's do at --seed 3; the blocks all pass); rank 1's two
+# value-head groups of layer 0's in_proj_z swapped fail its DeltaNet and
+# layer 1's attention still passes; tp 8 refused naming the tensor (4 key
+# heads); GGUF refused by name (exit 3)
+for fam in qwen3_5 qwen3_5-moe; do
+  O="$A/tiny-$fam" vs=
+  [ $fam = qwen3_5-moe ] && vs="--seed 2"
+  tps="2 4"; [ "$SAN" = 1 ] && tps=2
+  for tp in $tps; do
+    rm -rf "$T/o$tp" "$T/o$tp.safetensors"
+    if "$TPCONV" shard "$O" --tp $tp -o "$T/o$tp" -q 2> "$T/err" &&
+       grep -q "\"name\": *\"$fam\"" "$T/o$tp/tpconv-manifest.json" &&
+       "$TPCONV" merge "$T/o$tp" -o "$T/o$tp.safetensors" -q 2>> "$T/err" && cmp -s "$O/model.safetensors" "$T/o$tp.safetensors" &&
+       "$TPCONV" verify --reference "$O" --shards "$T/o$tp" $vs > "$T/out" 2>> "$T/err" &&
+       grep -q ", 4 layers," "$T/err"; then
+      ok "$fam tp $tp: the preset from config.json, merged back byte-identical, verify's model check passes"
+    else
+      bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
+    fi
+  done
+  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.0.linear_attn.in_proj_z.weight <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+(a0, a1) = h[sys.argv[2]]["data_offsets"]; m = (a0 + a1) // 2
+f.seek(8 + n + a0); x = f.read(m - a0); y = f.read(a1 - m)
+f.seek(8 + n + a0); f.write(y + x)
+PY
+  "$TPCONV" verify --reference "$O" --shards "$T/o2" $vs > "$T/out" 2> "$T/err"; rc=$?
+  if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" &&
+     grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out"; then
+    ok "$fam tp 2: rank 1's value-head groups of layer 0's in_proj_z swapped: verify fails its DeltaNet (exit 1)"
+  else
+    bad "$fam tp 2: a swapped DeltaNet slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
+  fi
+  rm -rf "$T/q8"
+  "$TPCONV" shard "$O" --tp 8 -o "$T/q8" -q 2> "$T/err"; rc=$?
+  if [ $rc -eq 3 ] && grep -qF "tensor 'model.layers.0.linear_attn.conv1d.weight': part 0 of 4 linear-attention key heads" "$T/err" &&
+     [ ! -e "$T/q8" ]; then
+    ok "$fam tp 8: 4 key heads refused by tensor (exit 3), nothing written"
+  else
+    bad "$fam tp 8 (exit $rc)" "$(cat "$T/err")"
+  fi
+  rm -f "$T/w.gguf"
+  "$TPCONV" convert "$O" -o "$T/w.gguf" -q 2> "$T/err"; rc=$?
+  if [ $rc -eq 3 ] && grep -qF "architecture 'Qwen3_5" "$T/err" && [ ! -e "$T/w.gguf" ]; then
+    ok "$fam: no GGUF column: refused into GGUF by its architecture's name (exit 3)"
+  else
+    bad "$fam into GGUF (exit $rc)" "$(cat "$T/err")"
+  fi
+done
 # DeepSeek-V3's HF folder read back from its GGUF (every tensor the
 # original's bytes: hf_test.sh; loaded by transformers: the interop run);
 # here a q8_0 GGUF, whose attn_v_b is block-quantized, is refused into Hugging

@@ -268,6 +268,25 @@ FAMILIES = {
                                             moe_intermediate_size=16, shared_expert_intermediate_size=32,
                                             decoder_sparse_step=1, norm_topk_prob=True,
                                             tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
+    # Qwen3.5 (Qwen3_5ForCausalLM, the text model): Qwen3-Next's four layers
+    # (DeltaNet on 0 and 2: 4 key heads of 8, 8 value heads of 8, conv kernel
+    # 4; gated full attention on 1 and 3) with the DeltaNet's projections as
+    # four tensors over all heads (in_proj_qkv [q | k | v], in_proj_z,
+    # in_proj_b, in_proj_a), a dense SwiGLU on every layer; Qwen3.5-MoE the
+    # same with 4 experts (top-2, always renormalised) beside a gated shared
+    # expert on every layer
+    "qwen3_5": (tf.Qwen3_5TextConfig, dict(COMMON, num_hidden_layers=4, head_dim=16, full_attention_interval=2,
+                                           linear_num_key_heads=4, linear_num_value_heads=8,
+                                           linear_key_head_dim=8, linear_value_head_dim=8,
+                                           linear_conv_kernel_dim=4, tie_word_embeddings=False),
+                "bpe", torch.float32, "qwen2"),
+    "qwen3_5-moe": (tf.Qwen3_5MoeTextConfig, dict({k: v for k, v in COMMON.items() if k != "intermediate_size"},
+                                                  num_hidden_layers=4, head_dim=16, full_attention_interval=2,
+                                                  linear_num_key_heads=4, linear_num_value_heads=8,
+                                                  linear_key_head_dim=8, linear_value_head_dim=8,
+                                                  linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+                                                  moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                                                  tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -282,12 +301,12 @@ SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2"
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
          "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
          "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63,
-         "qwen3-next": 62}
+         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65}
 
 # the reference's own flags for a family: Qwen3NextModel (_QwenMtpMixin)
 # asserts that the checkpoint has multi-token-prediction tensors (mtp.*, which
 # transformers does not make) unless told to leave them out
-REF_ARGS = {"qwen3-next": ["--no-mtp"]}
+REF_ARGS = {"qwen3-next": ["--no-mtp"], "qwen3_5": ["--no-mtp"], "qwen3_5-moe": ["--no-mtp"]}
 
 
 def spm_model(d, n):

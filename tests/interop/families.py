@@ -160,6 +160,21 @@ FAMILIES = {
                         linear_num_key_heads=8, linear_num_value_heads=16, linear_key_head_dim=8,
                         linear_value_head_dim=8, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
                         moe_intermediate_size=32, shared_expert_intermediate_size=64), (2, 4, 8)),
+    # Qwen3.5 and Qwen3.5-MoE text: Qwen3-Next's layers with the DeltaNet's
+    # projections over all heads (in_proj_qkv, in_proj_z, in_proj_b,
+    # in_proj_a), 8 key heads and 16 value heads of 8 (tp 8 keeps whole
+    # key heads); a dense MLP on every layer, or 4 experts (top-2) beside a
+    # gated shared expert on every layer
+    "qwen3_5": ("qwen3_5", "qwen3_5_text", "causal",
+                dict(ATT, tie_word_embeddings=False, num_hidden_layers=4, full_attention_interval=2,
+                     linear_num_key_heads=8, linear_num_value_heads=16, linear_key_head_dim=8,
+                     linear_value_head_dim=8, linear_conv_kernel_dim=4), (2, 4, 8)),
+    "qwen3_5-moe": ("qwen3_5-moe", "qwen3_5_moe_text", "causal",
+                    dict({k: v for k, v in ATT.items() if k != "intermediate_size"}, tie_word_embeddings=False,
+                         num_hidden_layers=4, full_attention_interval=2, linear_num_key_heads=8,
+                         linear_num_value_heads=16, linear_key_head_dim=8, linear_value_head_dim=8,
+                         linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                         shared_expert_intermediate_size=64), (2, 4, 8)),
     "gpt2": ("gpt2", "gpt2", "causal",
              dict(n_embd=64, n_head=8, n_layer=2, vocab_size=256, n_positions=64), (2, 4, 8)),
     "gpt-neox": ("gpt-neox", "gpt_neox", "causal",

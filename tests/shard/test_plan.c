@@ -346,6 +346,9 @@ static void test_roles_and_defaults(void **st)
 	/* a linear attention's, named as gguf-py's MODEL_TENSOR.SSM_* */
 	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_CONV1D), "ssm_conv1d");
 	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_OUT), "ssm_out");
+	/* a DeltaNet's four projections over all heads (Qwen3.5) */
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_QKV), "ssm_qkv");
+	assert_string_equal(tpc_role_name(TPC_ROLE_SSM_ALPHA), "ssm_alpha");
 	assert_string_equal(tpc_role_name(TPC_ROLE_COUNT), "?");
 	tpc_family mi = *tpc_family_find("mistral");
 	assert_true(tpc_family_fits(&mi, "LlamaForCausalLM"));
@@ -362,7 +365,7 @@ static void test_roles_and_defaults(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 41);
+	assert_int_equal(tpc_family_count(), 43);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -379,7 +382,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, qwen3_5, qwen3_5-moe, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));

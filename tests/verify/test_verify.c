@@ -1401,6 +1401,52 @@ static void test_qwen3_next_record(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* Qwen3.5 (the text model): Qwen3-Next's layers (4: the DeltaNet on 0 and
+ * 2 of 2 key heads of 8 and 4 value heads of 8, gated attention on 1 and
+ * 3) with the DeltaNet's projections four tensors over all heads
+ * (in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a: the flat
+ * layout), a dense MLP on every layer; transformers' interleaved mrope of
+ * one text position is the plain partial rope. Its torch path computes in
+ * float32 as Qwen3-Next's does: within 3e-5 of the logits' rms */
+static void test_qwen3_5_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	record_set(tpc_family_find("qwen3_5"), "qwen3_5", &ck, &ex, &s, &f);
+	assert_true(vs_worst(&s, &ex, "qwen3_5", 48, "qwen3_5") < 3e-5);
+	tpc_ckpt_release(&ex);
+	const tpc_vmodel *m = s.model;
+	assert_true(m->delta && m->layers[0].attn.delta && m->layers[2].attn.delta && !m->layers[1].attn.delta &&
+		    m->layers[0].attn.dn.flat && m->layers[1].attn.gated && m->layers[1].attn.rot_dims == 4);
+	assert_true(!m->moe && m->layers[0].mlp.down >= 0 && m->layers[3].mlp.down >= 0);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ck);
+}
+
+/* Qwen3.5-MoE: the same layers, every one 4 experts (the softmax's top-2,
+ * always renormalised: Qwen3_5MoeTopKRouter has no norm_topk_prob, and
+ * the softmax of the top-2 logits is the same weights) beside a shared
+ * expert with its sigmoid gate */
+static void test_qwen3_5_moe_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	record_set(tpc_family_find("qwen3_5-moe"), "qwen3_5_moe", &ck, &ex, &s, &f);
+	assert_true(vs_worst(&s, &ex, "qwen3_5_moe", 48, "qwen3_5-moe") < 3e-5);
+	tpc_ckpt_release(&ex);
+	const tpc_vmodel *m = s.model;
+	assert_true(m->delta && m->layers[0].attn.dn.flat && m->layers[2].attn.dn.flat && m->layers[3].attn.gated);
+	for (int l = 0; l < 4; l++)
+		assert_true(m->layers[l].moe.exp && m->layers[l].moe.top_k == 2 && m->layers[l].moe.renorm &&
+			    m->layers[l].moe.shared.down >= 0 && m->layers[l].moe.shared_gate >= 0);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ck);
+}
+
 /* Phi-3.5-MoE: LayerNorms with biases, q/k/v/o and lm_head biases, every
  * layer 4 experts under the sparsemixer router with config.json's
  * router_jitter_noise 0.25 (PhimoeForCausalLM, as transformers 5 saves it) */
@@ -1795,6 +1841,8 @@ int main(void)
 		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
 		cmocka_unit_test(test_llama4_record),
 		cmocka_unit_test(test_qwen3_next_record),
+		cmocka_unit_test(test_qwen3_5_record),
+		cmocka_unit_test(test_qwen3_5_moe_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
