@@ -347,10 +347,12 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 
 /* ---- reading back ---- */
 
-static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+int tpc__dcp_open_rank(const char *path, const char *set_dir, const char *dcp_dir, const tpc_layout_rank_ctx *c,
+		       tpc__dcp_globals_fn fix, tpc_ckpt *ck, tpc_err *e)
 {
 	const tpc_format *f = dcp_format(e);
-	char *dir = tpc_path_dir(path), *mpath = dir ? tpc_path_join(dir, TPC_MANIFEST_NAME) : NULL;
+	const char *dir = dcp_dir;
+	char *mpath = tpc_path_join(set_dir, TPC_MANIFEST_NAME);
 	tpc_manifest man;
 	bool have_man = false, *keep = NULL;
 	int64_t *gix = NULL;
@@ -380,7 +382,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	/* the global tensors, assembled from every rank's chunks */
 	size_t n0 = ck->n;
-	if ((ret = f->open(ck, dir, NULL, e)))
+	if ((ret = f->open(ck, dir, NULL, e)) || (fix && (ret = fix(ck, n0, &man, c, dir, e))))
 		goto out;
 	size_t n1 = ck->n;
 	if (!(gix = tpc_calloc(man.n + 1, sizeof(*gix))) || !(keep = tpc_calloc(n1 + man.n + 1, sizeof(bool)))) {
@@ -442,6 +444,13 @@ out:
 	free(gix);
 	free(keep);
 	free(mpath);
+	return ret;
+}
+
+static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+{
+	char *dir = tpc_path_dir(path);
+	int ret = dir ? tpc__dcp_open_rank(path, dir, dir, c, NULL, ck, e) : tpc_err_nomem(e);
 	free(dir);
 	return ret;
 }
