@@ -75,6 +75,7 @@ typedef struct tpc_layout {
 	bool sized;                 /* --max-shard-size splits a rank into several files */
 	bool companions_at_top;     /* the model's config and tokenizer sit at the set's top */
 	int max_pp;                 /* largest pipeline size it can name (0: any) */
+	bool uneven_stages;         /* holds stages of any layer counts (--pp-layers) */
 	bool expert_parallel;       /* holds expert-parallel sets (--ep): its consumers read
 	                               experts by global name from the ranks that have them */
 	const char *set_format;     /* format label of a merged set without a manifest */
