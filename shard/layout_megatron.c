@@ -161,7 +161,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	return 0;
 }
 
-static int adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e)
+int tpc__mcore_adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e)
 {
 	(void)in;
 	(void)f;
@@ -614,7 +614,7 @@ const tpc_layout tpc_layout_megatron = {
 	.name = "megatron", .desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
 	.formats = formats, .set_format = "megatron-shards",
 	.companions_at_top = true,
-	.rank_name = rank_name, .check = check, .adjust_plan = adjust_plan,
+	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 	.detect_dir = detect_dir, .foreign_geometry = geometry, .foreign_rank_path = rank_path, .foreign_facts = foreign_facts,

@@ -184,6 +184,8 @@ int tpc__dcp_open_rank(const char *path, const char *set_dir, const char *dcp_di
  * argparse.Namespace Megatron's loaders read (args: the plan's sizes and
  * parallelism; ffn and padded vocab of the whole model, orig the vocab
  * before padding or 0). */
+/* Vocab rows padded to a multiple of 128 * tp (make_vocab_size_divisible_by) */
+int tpc__mcore_adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
 typedef struct tpc__mcore_facts {
 	int64_t heads, groups, d;
 } tpc__mcore_facts;
@@ -246,6 +248,6 @@ typedef struct tpc__trt_model {
 int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e);
 
 extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
-	tpc_layout_megatron, tpc_layout_dcp, tpc_layout_hf_mapping;
+	tpc_layout_megatron, tpc_layout_megatron_dist, tpc_layout_dcp, tpc_layout_hf_mapping;
 
 #endif
