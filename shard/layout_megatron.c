@@ -131,17 +131,23 @@ int tpc__mcore_facts_of(const tpc_model_facts *f, tpc__mcore_facts *m, tpc_err *
 
 /* ---- shard ---- */
 
+int tpc__mcore_check_groups(const tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_err *e)
+{
+	int ret = tpc__mcore_facts_of(&sp->facts, mf, e);
+	if (!ret && mf->groups % sp->tp)
+		ret = tpc_err_set(e, TPC_EINPUT,
+				  "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
+				  (long long)mf->groups, sp->tp);
+	return ret;
+}
+
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__mcore_facts mf;
 	int ret;
 	(void)o;
-	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
+	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
 		return ret;
-	if (mf.groups % sp->tp)
-		return tpc_err_set(e, TPC_EINPUT,
-				   "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
-				   (long long)mf.groups, sp->tp);
 	if (sp->pp > 1 && sp->layers % sp->pp)
 		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d",
 				   (long long)sp->layers, sp->pp);

@@ -290,12 +290,8 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	(void)o;
 	if (!dcp_format(e))
 		return TPC_EUSAGE;
-	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
+	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
 		return ret;
-	if (mf.groups % sp->tp)
-		return tpc_err_set(e, TPC_EINPUT,
-				   "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
-				   (long long)mf.groups, sp->tp);
 	if (sp->ep > 1)
 		return tpc_err_set(e, TPC_EUSAGE, "the megatron-dist layout writes dense models; expert parallelism is not written yet");
 	for (size_t i = 0; i < sp->n; i++) {
@@ -375,33 +371,24 @@ static void remove_rank(const char *path)
  * rank r's chunks. */
 static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e)
 {
-	const tpc_format *f = dcp_format(e);
-	tpc_ckpt ck;
-	tpc_err e2;
-	uint64_t *off = NULL, *len = NULL;
-	size_t n = 0;
 	mlist m;
-	int ret;
+	tpc__dcp_item *w = NULL;
+	int ret = rank_chunks(sp, r, &m, e);
 	*ok = false;
-	if (!f)
-		return TPC_EUSAGE;
-	if ((ret = rank_chunks(sp, r, &m, e)))
+	if (ret)
 		return ret;
-	tpc_ckpt_init(&ck);
-	tpc_err_init(&e2);
-	if (!f->part_items(&ck, path, &off, &len, &n, &e2) && n == m.n && ck.n == n) {
-		*ok = true;
-		for (size_t k = 0; k < n && *ok; k++) {
-			const tpc_tensor *a = &ck.t[k], *b = &m.v[k].t;
-			*ok = a->dtype == b->dtype && a->ndim == b->ndim &&
-			      !memcmp(a->shape, b->shape, (size_t)b->ndim * sizeof(int64_t));
-		}
+	if (!(w = tpc_calloc(m.n + 1, sizeof(*w))))
+		ret = tpc_err_nomem(e);
+	for (size_t k = 0; k < m.n && !ret; k++) {
+		w[k].dtype = m.v[k].t.dtype;
+		w[k].ndim = m.v[k].t.ndim;
+		memcpy(w[k].shape, m.v[k].t.shape, (size_t)m.v[k].t.ndim * sizeof(int64_t));
 	}
-	tpc_ckpt_release(&ck);
-	free(off);
-	free(len);
+	if (!ret)
+		*ok = tpc__dcp_items_ok(path, w, m.n);
+	free(w);
 	mlist_release(&m);
-	return 0;
+	return ret;
 }
 
 /* common.pt: {args, checkpoint_version, iteration, content_metadata} */

@@ -170,6 +170,14 @@ int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q,
  * turning the tensors from index n0 on into the manifest's global tensors
  * (names, shapes), then the rank's slices cut from them by the splits of
  * set_dir's tpconv-manifest.json. */
+/* Whether the items of the DCP rank file at `path`, in order, have the dtypes
+ * and shapes of want[0..n) (a rank file on disk is this set's: resume). */
+typedef struct tpc__dcp_item {
+	tpc_dtype dtype;
+	int ndim;
+	int64_t shape[TPC_MAX_NDIM];
+} tpc__dcp_item;
+bool tpc__dcp_items_ok(const char *path, const tpc__dcp_item *want, size_t n);
 struct tpc_manifest;
 typedef int (*tpc__dcp_globals_fn)(tpc_ckpt *ck, size_t n0, const struct tpc_manifest *man,
 				   const tpc_layout_rank_ctx *c, const char *dcp_dir, tpc_err *e);
@@ -190,6 +198,8 @@ typedef struct tpc__mcore_facts {
 	int64_t heads, groups, d;
 } tpc__mcore_facts;
 int tpc__mcore_facts_of(const tpc_model_facts *f, tpc__mcore_facts *m, tpc_err *e);
+/* The facts, and query groups tp divides (Megatron asserts it). */
+int tpc__mcore_check_groups(const struct tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_err *e);
 int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
 			 tpc_tensor *out);
 /* Megatron-Core tensors ck->t[from, to) named prefix + Megatron's name, layer
