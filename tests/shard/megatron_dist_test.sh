@@ -55,6 +55,13 @@ run "$TPCONV" inspect "$S/release"
 [ "$rc" = 0 ] && grep -q "9 tensor entries in 29 chunks" "$T/out" && [ "$(stat -c %s "$S/release/__0_0.distcp")" -lt 200000 ] &&
   [ "$(stat -c %s "$S/release/__2_0.distcp")" -gt 200000 ] &&
   ok "--pp-layers 0,2: the first stage holds no layer, the last both; the keys unchanged" || bad "pp-layers" "$(ls -l "$S/release")"
+# reshard: a megatron-dist set into another tp (the same layout) and into the default
+# layout, both read back bit-exactly
+run "$TPCONV" shard "$T/llama_2_2" --preset llama --tp 1 --layout megatron-dist -o "$T/re1" -q &&
+  run "$TPCONV" convert "$T/re1/release" --rules megatron-llama --vocab 1000 -o "$T/re1.safetensors" -q &&
+  run "$TPCONV" shard "$T/llama_2_2" --tp 2 -o "$T/re2" -q && run "$TPCONV" merge "$T/re2" -o "$T/re2.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$T/re1.safetensors" && same "$M/llama.safetensors" "$T/re2.safetensors" &&
+  ok "reshard tp 2 pp 2 -> megatron-dist tp 1 and -> tpconv tp 2: bit-exact" || bad "reshard" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 # an interrupted run (rank files, no manifest): the same command completes the set
 # (a lone .distcp cannot be compared byte for byte, so its rank files are written
 # again, as the dcp layout's are) and it reads back the same
