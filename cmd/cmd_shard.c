@@ -40,7 +40,7 @@ static const char *help =
 	"                           embeddings on the first stage, final norm and head on the last\n"
 	"  --pp-layers A,B,...      the layers of each stage instead (M counts adding up to the\n"
 	"                           model's; a stage may have none: shorter first and last stages);\n"
-	"                           layouts that hold uneven stages: megatron-dist\n"
+	"                           layouts that hold uneven stages: megatron-dist, megatron\n"
 	"  --preset NAME            a built-in plan, one per model family (tpconv plan --list):\n"
 	"%s"
 	"  --plan FILE              a plan in JSON\n"

@@ -148,9 +148,16 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	(void)o;
 	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
 		return ret;
-	if (sp->pp > 1 && sp->layers % sp->pp)
-		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d",
+	if (sp->pp > 1 && !sp->pp_layers && sp->layers % sp->pp)
+		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d (--pp-layers: other first and last stages)",
 				   (long long)sp->layers, sp->pp);
+	/* uneven stages as Megatron says them: the first and the last stage's own
+	 * counts, the middle ones equal (decoder_first/last_pipeline_num_layers) */
+	for (int s = 2; sp->pp_layers && s < sp->pp - 1; s++)
+		if (sp->pp_layers[s] != sp->pp_layers[1])
+			return tpc_err_set(e, TPC_EINPUT,
+					   "--pp-layers: Megatron's arguments give the middle stages the same number of layers (stage %d has %lld, stage 1 %lld)",
+					   s, (long long)sp->pp_layers[s], (long long)sp->pp_layers[1]);
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
 		bool known = row_of(TPC_ECO_HF, n, NULL, NULL, NULL) != NULL;
@@ -206,6 +213,12 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 		st = kv(st, "orig_vocab_size", tpc_value_int(orig));
 	st = kv(st, "tensor_model_parallel_size", tpc_value_int(sp->tp));
 	st = kv(st, "pipeline_model_parallel_size", tpc_value_int(sp->pp));
+	if (sp->pp_layers && sp->pp > 1) {
+		/* uneven stages: the first and last stage's layers (training/arguments.py
+		 * --decoder-first/last-pipeline-num-layers) */
+		st = kv(st, "decoder_first_pipeline_num_layers", tpc_value_int(sp->pp_layers[0]));
+		st = kv(st, "decoder_last_pipeline_num_layers", tpc_value_int(sp->pp_layers[sp->pp - 1]));
+	}
 	st = kv(st, "swiglu", tpc_value_bool(1));
 	st = kv(st, "normalization", tpc_value_str("RMSNorm", 7));
 	st = kv(st, "position_embedding_type", tpc_value_str("rope", 4));
@@ -265,6 +278,8 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	const tpc_ckpt *rk = &sp->rank[r];
 	int stage = r / sp->tp, ret = 0;
 	int64_t start = stage_start(sp->layers, sp->pp, stage), ffn = 0, vocab = 0;
+	for (int s = 0; sp->pp_layers && s <= stage; s++) /* --pp-layers: the stages before this one */
+		start = s ? start + sp->pp_layers[s - 1] : 0;
 	tpc__mcore_facts mf;
 	tpc_value *root = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT);
 	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
@@ -619,7 +634,7 @@ static const char *const formats[] = {"torch", NULL};
 const tpc_layout tpc_layout_megatron = {
 	.name = "megatron", .desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
 	.formats = formats, .set_format = "megatron-shards",
-	.companions_at_top = true,
+	.companions_at_top = true, .uneven_stages = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,

@@ -415,15 +415,6 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	tpc_value *root = tpc_value_new(TPC_V_DICT), *cm = tpc_value_new(TPC_V_DICT);
 	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig);
 	bool bad = !root || !cm || !args;
-	if (!bad && sp->pp_layers && sp->pp > 1) {
-		/* uneven stages as Megatron's arguments say them (the first and last
-		 * stage's layers; training/arguments.py); the checkpoint itself does
-		 * not depend on them: stacked keys carry global layer numbers */
-		tpc_value *st = args->items[args->n - 1];
-		bad = tpc_value_set(st, tpc_value_str("decoder_first_pipeline_num_layers", 33), tpc_value_int(sp->pp_layers[0])) ||
-		      tpc_value_set(st, tpc_value_str("decoder_last_pipeline_num_layers", 32),
-				    tpc_value_int(sp->pp_layers[sp->pp - 1]));
-	}
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||
 	      tpc_value_set(cm, tpc_value_str("chained_optim_avoid_prefix", 26), tpc_value_bool(1));
 	if (!bad) {
