@@ -38,6 +38,9 @@ static const char *help =
 	"  --tp N                   tensor-parallel ranks (required)\n"
 	"  --pp M                   pipeline stages (default 1): layers spread evenly,\n"
 	"                           embeddings on the first stage, final norm and head on the last\n"
+	"  --pp-layers A,B,...      the layers of each stage instead (M counts adding up to the\n"
+	"                           model's; a stage may have none: shorter first and last stages);\n"
+	"                           layouts that hold uneven stages: megatron-dist, megatron\n"
 	"  --preset NAME            a built-in plan, one per model family (tpconv plan --list):\n"
 	"%s"
 	"  --plan FILE              a plan in JSON\n"
@@ -226,7 +229,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 }
 
 enum {
-	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ,
+	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_PPL,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
@@ -234,6 +237,8 @@ enum {
 typedef struct shard_cmd {
 	const char *in, *out, *maxsz;
 	int64_t vmult;
+	int64_t *ppl;                /* --pp-layers: layers of each stage */
+	int nppl;
 	bool dry, json, force_progress, dequant;
 	bool *ranks;                 /* --rank: the rank files this run writes; NULL: all */
 	int ranks_cap;
@@ -276,7 +281,7 @@ static const struct option shard_lo[] = {
 	{"output", required_argument, NULL, 'o'}, TPC_CLI_SET_LONGOPTS,
 	{"vocab-multiple", required_argument, NULL, O_VMULT},
 	{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
-	{"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
+	{"pp-layers", required_argument, NULL, O_PPL}, {"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
 	{"dequantize", no_argument, NULL, O_DEQ},
 	{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 	{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
@@ -293,6 +298,32 @@ static const char *layout_name(size_t i, void *ctx)
 	return i < tpc_layout_count() ? tpc_layout_at(i)->name : NULL;
 }
 
+/* --pp-layers A,B,C: the layers of each stage (a stage may have none). */
+static int parse_pp_layers(shard_cmd *s, const char *arg)
+{
+	const char *p = arg;
+	free(s->ppl);
+	s->ppl = NULL;
+	s->nppl = 0;
+	while (*p) {
+		char *end;
+		if (*p < '0' || *p > '9' || s->nppl >= TPC_MAX_TP)
+			return tpc_cli_usage("shard", "--pp-layers: '%s' is not a list of layer counts (1,3,3,1)", arg);
+		unsigned long long v = strtoull(p, &end, 10);
+		if (v > (1ull << 40) || (*end && *end != ','))
+			return tpc_cli_usage("shard", "--pp-layers: '%s' is not a list of layer counts (1,3,3,1)", arg);
+		int64_t *g = realloc(s->ppl, (size_t)(s->nppl + 1) * sizeof(*g));
+		if (!g)
+			return tpc_cli_usage("shard", "--pp-layers: out of memory");
+		s->ppl = g;
+		s->ppl[s->nppl++] = (int64_t)v;
+		p = *end ? end + 1 : end;
+		if (*end && !*p)
+			return tpc_cli_usage("shard", "--pp-layers: '%s' ends with a comma", arg);
+	}
+	return s->nppl ? 0 : tpc_cli_usage("shard", "--pp-layers: give the layers of each stage (1,3,3,1)");
+}
+
 /* One option of shard's own: 0, or the exit status (message said). */
 static int shard_opt(shard_cmd *s, int c, const char *flag)
 {
@@ -303,6 +334,8 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_VMULT: return tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &s->vmult);
 	case O_PAD: s->so.resolve_flags |= TPC_RESOLVE_PAD; return 0;
 	case O_DEQ: s->dequant = true; return 0;
+	case O_PPL:
+		return parse_pp_layers(s, optarg);
 	case O_EP:
 		if ((ret = tpc_cli_count("shard", "--ep", optarg, TPC_MAX_TP, &ep)))
 			return ret;
@@ -399,6 +432,9 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 	}
 	s->so.tp = (int)s->set.tp;
 	s->so.pp = (int)s->set.pp;
+	if (s->nppl && s->nppl != s->so.pp)
+		return tpc_cli_usage("shard", "--pp-layers names %d stages, --pp is %d", s->nppl, s->so.pp);
+	s->so.pp_layers = s->ppl;
 	return -1;
 }
 
@@ -640,6 +676,7 @@ done:
 	tpc_cli_input_release(&s.input);
 	tpc_cli_remap_release(&s.rm);
 	free(s.ranks);
+	free(s.ppl);
 	tpc_cli_mpi_end(&mpi, ret);
 	return ret;
 }

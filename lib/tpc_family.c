@@ -1195,7 +1195,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("LlamaForCausalLM"),
 	 .gguf = &tpc__gguf_llama,
 	 .rules = A("megatron-llama", "torchtitan"),
-	 .layouts = A("vllm", "trtllm", "megatron"),
+	 .layouts = A("vllm", "trtllm", "megatron", "megatron-dist"),
 	 .tensors = llama_tensors,
 	 LLAMA_PARTS},
 	{.name = "mistral",

@@ -223,39 +223,51 @@ static void remove_rank(const char *path)
 	free(dir);
 }
 
-/* The items of the file at `path`, in order, have the dtypes and shapes of
- * rank r's chunks. */
-static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e)
+bool tpc__dcp_items_ok(const char *path, const tpc__dcp_item *want, size_t n)
 {
-	const tpc_format *f = dcp_format(e);
+	const tpc_format *f = tpc_format_by_name("dcp");
 	tpc_ckpt ck;
 	tpc_err e2;
 	uint64_t *off = NULL, *len = NULL;
-	size_t n = 0, nc = 0;
-	dchunk *c = NULL;
-	int ret;
-	*ok = false;
-	if (!f)
-		return TPC_EUSAGE;
-	if ((ret = rank_chunks(sp, r, &c, &nc, e)))
-		return ret;
+	size_t got = 0;
+	bool ok = false;
 	tpc_ckpt_init(&ck);
 	tpc_err_init(&e2);
-	if (!f->part_items(&ck, path, &off, &len, &n, &e2) && n == nc && ck.n == n) {
-		*ok = true;
-		for (size_t k = 0; k < n && *ok; k++) {
-			const tpc_tensor *in = &sp->in->t[sp->t[c[k].entry].in];
-			int64_t o[TPC_MAX_NDIM], s[TPC_MAX_NDIM];
-			chunk_box(sp, &c[k], o, s);
-			*ok = ck.t[k].dtype == in->dtype && ck.t[k].ndim == in->ndim &&
-			      !memcmp(ck.t[k].shape, s, (size_t)in->ndim * sizeof(int64_t));
-		}
+	if (f && f->part_items && !f->part_items(&ck, path, &off, &len, &got, &e2) && got == n && ck.n == n) {
+		ok = true;
+		for (size_t k = 0; k < n && ok; k++)
+			ok = ck.t[k].dtype == want[k].dtype && ck.t[k].ndim == want[k].ndim &&
+			     !memcmp(ck.t[k].shape, want[k].shape, (size_t)want[k].ndim * sizeof(int64_t));
 	}
 	tpc_ckpt_release(&ck);
 	free(off);
 	free(len);
+	return ok;
+}
+
+/* The items of the file at `path`, in order, have the dtypes and shapes of
+ * rank r's chunks. */
+static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool *ok, tpc_err *e)
+{
+	size_t nc = 0;
+	dchunk *c = NULL;
+	tpc__dcp_item *w = NULL;
+	int ret = rank_chunks(sp, r, &c, &nc, e);
+	*ok = false;
+	if (!ret && !(w = tpc_calloc(nc + 1, sizeof(*w))))
+		ret = tpc_err_nomem(e);
+	for (size_t k = 0; k < nc && !ret; k++) {
+		const tpc_tensor *in = &sp->in->t[sp->t[c[k].entry].in];
+		int64_t o[TPC_MAX_NDIM];
+		chunk_box(sp, &c[k], o, w[k].shape);
+		w[k].dtype = in->dtype;
+		w[k].ndim = in->ndim;
+	}
+	if (!ret)
+		*ok = tpc__dcp_items_ok(path, w, nc);
+	free(w);
 	free(c);
-	return 0;
+	return ret;
 }
 
 /* Every rank file is there: .metadata over all of them, then the companions. */
@@ -347,10 +359,12 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 
 /* ---- reading back ---- */
 
-static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+int tpc__dcp_open_rank(const char *path, const char *set_dir, const char *dcp_dir, const tpc_layout_rank_ctx *c,
+		       tpc__dcp_globals_fn fix, tpc_ckpt *ck, tpc_err *e)
 {
 	const tpc_format *f = dcp_format(e);
-	char *dir = tpc_path_dir(path), *mpath = dir ? tpc_path_join(dir, TPC_MANIFEST_NAME) : NULL;
+	const char *dir = dcp_dir;
+	char *mpath = tpc_path_join(set_dir, TPC_MANIFEST_NAME);
 	tpc_manifest man;
 	bool have_man = false, *keep = NULL;
 	int64_t *gix = NULL;
@@ -380,7 +394,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	/* the global tensors, assembled from every rank's chunks */
 	size_t n0 = ck->n;
-	if ((ret = f->open(ck, dir, NULL, e)))
+	if ((ret = f->open(ck, dir, NULL, e)) || (fix && (ret = fix(ck, n0, &man, c, dir, e))))
 		goto out;
 	size_t n1 = ck->n;
 	if (!(gix = tpc_calloc(man.n + 1, sizeof(*gix))) || !(keep = tpc_calloc(n1 + man.n + 1, sizeof(bool)))) {
@@ -442,6 +456,13 @@ out:
 	free(gix);
 	free(keep);
 	free(mpath);
+	return ret;
+}
+
+static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+{
+	char *dir = tpc_path_dir(path);
+	int ret = dir ? tpc__dcp_open_rank(path, dir, dir, c, NULL, ck, e) : tpc_err_nomem(e);
 	free(dir);
 	return ret;
 }

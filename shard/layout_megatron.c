@@ -76,10 +76,16 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
  * list this layout (lib/tpc_family.c; *of: the record the row is from): a
  * row with a Megatron-Core name is written under it, layers renumbered per
  * stage; rows fused there (linear_qkv, linear_fc1) are laid out below. */
+static const tpc_tensor_row *row_of_in(const char *layout, tpc_eco eco, const char *n, int64_t *l, bool *bias,
+				       const tpc_family **of)
+{
+	const tpc_tensor_row *w = tpc_family_classify_for(NULL, layout, eco, n, l, NULL, bias, of);
+	return w && w->name[TPC_ECO_MEGATRON] ? w : NULL;
+}
+
 static const tpc_tensor_row *row_of(tpc_eco eco, const char *n, int64_t *l, bool *bias, const tpc_family **of)
 {
-	const tpc_tensor_row *w = tpc_family_classify_for(NULL, "megatron", eco, n, l, NULL, bias, of);
-	return w && w->name[TPC_ECO_MEGATRON] ? w : NULL;
+	return row_of_in("megatron", eco, n, l, bias, of);
 }
 
 /* The rank's tensor of role `r` of family f beside tensor n's (same layer,
@@ -112,11 +118,7 @@ static int64_t stage_start(int64_t layers, int pp, int s)
 	return s * base + (s < extra ? s : extra);
 }
 
-typedef struct mfacts {
-	int64_t heads, groups, d;
-} mfacts;
-
-static int facts_of(const tpc_model_facts *f, mfacts *m, tpc_err *e)
+int tpc__mcore_facts_of(const tpc_model_facts *f, tpc__mcore_facts *m, tpc_err *e)
 {
 	m->heads = f ? f->heads : 0;
 	m->groups = f && f->kv_heads ? f->kv_heads : m->heads;
@@ -129,20 +131,33 @@ static int facts_of(const tpc_model_facts *f, mfacts *m, tpc_err *e)
 
 /* ---- shard ---- */
 
+int tpc__mcore_check_groups(const tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_err *e)
+{
+	int ret = tpc__mcore_facts_of(&sp->facts, mf, e);
+	if (!ret && mf->groups % sp->tp)
+		ret = tpc_err_set(e, TPC_EINPUT,
+				  "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
+				  (long long)mf->groups, sp->tp);
+	return ret;
+}
+
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
-	mfacts mf;
+	tpc__mcore_facts mf;
 	int ret;
 	(void)o;
-	if ((ret = facts_of(&sp->facts, &mf, e)))
+	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
 		return ret;
-	if (mf.groups % sp->tp)
-		return tpc_err_set(e, TPC_EINPUT,
-				   "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
-				   (long long)mf.groups, sp->tp);
-	if (sp->pp > 1 && sp->layers % sp->pp)
-		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d",
+	if (sp->pp > 1 && !sp->pp_layers && sp->layers % sp->pp)
+		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d (--pp-layers: other first and last stages)",
 				   (long long)sp->layers, sp->pp);
+	/* uneven stages as Megatron says them: the first and the last stage's own
+	 * counts, the middle ones equal (decoder_first/last_pipeline_num_layers) */
+	for (int s = 2; sp->pp_layers && s < sp->pp - 1; s++)
+		if (sp->pp_layers[s] != sp->pp_layers[1])
+			return tpc_err_set(e, TPC_EINPUT,
+					   "--pp-layers: Megatron's arguments give the middle stages the same number of layers (stage %d has %lld, stage 1 %lld)",
+					   s, (long long)sp->pp_layers[s], (long long)sp->pp_layers[1]);
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
 		bool known = row_of(TPC_ECO_HF, n, NULL, NULL, NULL) != NULL;
@@ -159,7 +174,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	return 0;
 }
 
-static int adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e)
+int tpc__mcore_adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e)
 {
 	(void)in;
 	(void)f;
@@ -182,7 +197,7 @@ static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
 }
 
 /* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
-static tpc_value *args_value(const tpc_shard_plan *sp, const mfacts *mf, int64_t ffn, int64_t vocab, int64_t orig)
+tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn, int64_t vocab, int64_t orig)
 {
 	tpc_value *st = tpc_value_new(TPC_V_DICT);
 	st = kv(st, "num_layers", tpc_value_int(sp->layers));
@@ -198,6 +213,12 @@ static tpc_value *args_value(const tpc_shard_plan *sp, const mfacts *mf, int64_t
 		st = kv(st, "orig_vocab_size", tpc_value_int(orig));
 	st = kv(st, "tensor_model_parallel_size", tpc_value_int(sp->tp));
 	st = kv(st, "pipeline_model_parallel_size", tpc_value_int(sp->pp));
+	if (sp->pp_layers && sp->pp > 1) {
+		/* uneven stages: the first and last stage's layers (training/arguments.py
+		 * --decoder-first/last-pipeline-num-layers) */
+		st = kv(st, "decoder_first_pipeline_num_layers", tpc_value_int(sp->pp_layers[0]));
+		st = kv(st, "decoder_last_pipeline_num_layers", tpc_value_int(sp->pp_layers[sp->pp - 1]));
+	}
 	st = kv(st, "swiglu", tpc_value_bool(1));
 	st = kv(st, "normalization", tpc_value_str("RMSNorm", 7));
 	st = kv(st, "position_embedding_type", tpc_value_str("rope", 4));
@@ -230,7 +251,8 @@ static int add_named(tpc_ckpt *out, tpc_value *model, const char *mcore, const t
 }
 
 /* [q_g; k_g; v_g] for each of the rank's groups, over rank slices q, k, v */
-static int fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const mfacts *mf, tpc_tensor *out)
+int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
+			 tpc_tensor *out)
 {
 	int64_t hpg = mf->heads / mf->groups, d = mf->d, g = k->shape[0] / d;
 	int np = 0, ret = 0;
@@ -256,9 +278,11 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	const tpc_ckpt *rk = &sp->rank[r];
 	int stage = r / sp->tp, ret = 0;
 	int64_t start = stage_start(sp->layers, sp->pp, stage), ffn = 0, vocab = 0;
-	mfacts mf;
+	for (int s = 0; sp->pp_layers && s <= stage; s++) /* --pp-layers: the stages before this one */
+		start = s ? start + sp->pp_layers[s - 1] : 0;
+	tpc__mcore_facts mf;
 	tpc_value *root = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT);
-	if ((ret = facts_of(&sp->facts, &mf, e)))
+	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
 		goto out;
 	if (!root || !model) {
 		ret = tpc_err_nomem(e);
@@ -281,7 +305,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		if (w->role == TPC_ROLE_ATTN_Q) {
 			const tpc_tensor *kk = partner(f, rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(f, rk, TPC_ROLE_ATTN_V, l, bias);
 			tpc_tensor fused;
-			if (!kk || !vv || fuse_qkv(t, kk, vv, &mf, &fused)) {
+			if (!kk || !vv || tpc__mcore_fuse_qkv(t, kk, vv, &mf, &fused)) {
 				tpc_err_at(e, TPC_EINPUT, NULL, n, "cannot lay q, k and v out per query group (partners missing or sizes off)");
 				ret = TPC_EINPUT;
 				break;
@@ -328,7 +352,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			if (!vocab)
 				vocab = orig + sp->t[i].split.part[0].pad;
 		}
-	tpc_value *args = args_value(sp, &mf, ffn, vocab, orig);
+	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig);
 	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
 	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||
@@ -401,50 +425,28 @@ static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *
 		*pp = (int)a.pp;
 }
 
-static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, int64_t start,
+		     const tpc__mcore_facts *mf, const char *path, tpc_err *e)
 {
-	int ret = tpc_ckpt_open(ck, path, NULL, e);
-	tpc_model_facts f;
-	int64_t layers = 0, start = -1;
-	int pp = 0;
-	mfacts mf;
+	size_t pl = strlen(prefix);
 	bool *keep = NULL;
-	if (ret)
-		return ret;
-	memset(&f, 0, sizeof(f));
-	if (c->facts)
-		f = *c->facts;
-	facts_from_args(ck->root, &f, &layers, &pp);
-	if ((ret = facts_of(&f, &mf, e))) {
-		tpc_err_path(e, path);
-		return ret;
-	}
-	/* global layer numbers: the stage's first layer */
-	for (size_t i = 0; c->names && i < c->nnames; i++) {
-		int64_t l;
-		const char *rest;
-		if (hf_layer(c->names[i], &l, &rest) && (start < 0 || l < start))
-			start = l;
-	}
-	if (start < 0)
-		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
-	size_t n0 = ck->n;
-	for (size_t i = 0; i < n0 && !ret; i++) {
+	int ret = 0;
+	for (size_t i = from; i < to && !ret; i++) {
 		const char *n = ck->t[i].name;
 		char hf[512];
 		hf[0] = '\0';
-		if (strncmp(n, "model.", 6) || strstr(n, "._extra_state"))
+		if (strncmp(n, prefix, pl) || strstr(n, "._extra_state"))
 			continue; /* dropped below */
 		int64_t l = -1;
 		bool bias = false;
 		const tpc_family *f = NULL;
-		const tpc_tensor_row *w = row_of(TPC_ECO_MEGATRON, n + 6, &l, &bias, &f);
+		const tpc_tensor_row *w = row_of_in(layout, TPC_ECO_MEGATRON, n + pl, &l, &bias, &f);
 		if (l >= 0)
 			l += start;
 		if (w && w->role == TPC_ROLE_ATTN_Q) {
 			/* per group [q; k; v]: q, k and v back as composites of group slices */
 			const tpc_tensor *t = &ck->t[i];
-			int64_t hpg = mf.heads / mf.groups, d = mf.d, per = (hpg + 2) * d;
+			int64_t hpg = mf->heads / mf->groups, d = mf->d, per = (hpg + 2) * d;
 			int64_t g = t->ndim >= 1 && t->shape[0] % per == 0 ? t->shape[0] / per : 0;
 			if (!g) {
 				tpc_err_at(e, TPC_EINPUT, path, n,
@@ -498,8 +500,8 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	if (!ret && !(keep = tpc_calloc(ck->n + 1, sizeof(bool))))
 		ret = tpc_err_nomem(e);
-	for (size_t i = n0; !ret && i < ck->n; i++)
-		keep[i] = true;
+	for (size_t i = 0; !ret && i < ck->n; i++)
+		keep[i] = i < from || i >= to;
 	if (!ret) {
 		tpc_value_unref(ck->root); /* the tree names Megatron's keys: a flat state dict from here */
 		ck->root = NULL;
@@ -507,6 +509,35 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	free(keep);
 	return ret;
+}
+
+static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
+{
+	int ret = tpc_ckpt_open(ck, path, NULL, e);
+	tpc_model_facts f;
+	int64_t layers = 0, start = -1;
+	int pp = 0;
+	tpc__mcore_facts mf;
+	if (ret)
+		return ret;
+	memset(&f, 0, sizeof(f));
+	if (c->facts)
+		f = *c->facts;
+	facts_from_args(ck->root, &f, &layers, &pp);
+	if ((ret = tpc__mcore_facts_of(&f, &mf, e))) {
+		tpc_err_path(e, path);
+		return ret;
+	}
+	/* global layer numbers: the stage's first layer */
+	for (size_t i = 0; c->names && i < c->nnames; i++) {
+		int64_t l;
+		const char *rest;
+		if (hf_layer(c->names[i], &l, &rest) && (start < 0 || l < start))
+			start = l;
+	}
+	if (start < 0)
+		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
+	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", start, &mf, path, e);
 }
 
 /* ---- sets Megatron wrote ---- */
@@ -603,8 +634,8 @@ static const char *const formats[] = {"torch", NULL};
 const tpc_layout tpc_layout_megatron = {
 	.name = "megatron", .desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
 	.formats = formats, .set_format = "megatron-shards",
-	.companions_at_top = true,
-	.rank_name = rank_name, .check = check, .adjust_plan = adjust_plan,
+	.companions_at_top = true, .uneven_stages = true,
+	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 	.detect_dir = detect_dir, .foreign_geometry = geometry, .foreign_rank_path = rank_path, .foreign_facts = foreign_facts,

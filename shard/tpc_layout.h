@@ -75,6 +75,7 @@ typedef struct tpc_layout {
 	bool sized;                 /* --max-shard-size splits a rank into several files */
 	bool companions_at_top;     /* the model's config and tokenizer sit at the set's top */
 	int max_pp;                 /* largest pipeline size it can name (0: any) */
+	bool uneven_stages;         /* holds stages of any layer counts (--pp-layers) */
 	bool expert_parallel;       /* holds expert-parallel sets (--ep): its consumers read
 	                               experts by global name from the ranks that have them */
 	const char *set_format;     /* format label of a merged set without a manifest */
@@ -164,6 +165,53 @@ int tpc__layout_fuse(const tpc_ckpt *q, const tpc_tensor_row *const *g, int n, i
 int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q, int64_t l, int64_t local,
 			    tpc_ckpt *out, tpc_err *e);
 
+/* A rank of a set stored as one DCP checkpoint (the dcp and megatron-dist
+ * layouts, layout_dcp.c): the folder dcp_dir opened whole, `fix` (or NULL)
+ * turning the tensors from index n0 on into the manifest's global tensors
+ * (names, shapes), then the rank's slices cut from them by the splits of
+ * set_dir's tpconv-manifest.json. */
+/* Whether the items of the DCP rank file at `path`, in order, have the dtypes
+ * and shapes of want[0..n) (a rank file on disk is this set's: resume). */
+typedef struct tpc__dcp_item {
+	tpc_dtype dtype;
+	int ndim;
+	int64_t shape[TPC_MAX_NDIM];
+} tpc__dcp_item;
+bool tpc__dcp_items_ok(const char *path, const tpc__dcp_item *want, size_t n);
+struct tpc_manifest;
+typedef int (*tpc__dcp_globals_fn)(tpc_ckpt *ck, size_t n0, const struct tpc_manifest *man,
+				   const tpc_layout_rank_ctx *c, const char *dcp_dir, tpc_err *e);
+int tpc__dcp_open_rank(const char *path, const char *set_dir, const char *dcp_dir, const tpc_layout_rank_ctx *c,
+		       tpc__dcp_globals_fn fix, tpc_ckpt *ck, tpc_err *e);
+
+/* Megatron-Core's side of a checkpoint, shared by the megatron (legacy
+ * mp_rank) and megatron-dist (torch_dist) layouts (layout_megatron.c):
+ * the head facts linear_qkv is laid out by (heads, query groups, head dim;
+ * an error naming the flags when they are missing), the rank's
+ * [q_g; k_g; v_g] per query group over its q, k, v slices, and the
+ * argparse.Namespace Megatron's loaders read (args: the plan's sizes and
+ * parallelism; ffn and padded vocab of the whole model, orig the vocab
+ * before padding or 0). */
+/* Vocab rows padded to a multiple of 128 * tp (make_vocab_size_divisible_by) */
+int tpc__mcore_adjust_plan(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
+typedef struct tpc__mcore_facts {
+	int64_t heads, groups, d;
+} tpc__mcore_facts;
+int tpc__mcore_facts_of(const tpc_model_facts *f, tpc__mcore_facts *m, tpc_err *e);
+/* The facts, and query groups tp divides (Megatron asserts it). */
+int tpc__mcore_check_groups(const struct tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_err *e);
+int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
+			 tpc_tensor *out);
+/* Megatron-Core tensors ck->t[from, to) named prefix + Megatron's name, layer
+ * numbers + start, as Hugging Face's (rows of `layout`'s family tables;
+ * linear_qkv per group back to q, k, v, linear_fc1 to gate and up, as views);
+ * everything in [from, to) is dropped, _extra_state included, and ck's tree
+ * (it names Megatron's keys). */
+int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, int64_t start,
+		     const tpc__mcore_facts *mf, const char *path, tpc_err *e);
+tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
+			   int64_t vocab, int64_t orig);
+
 /* The hf-mapping layout's file names and mapping geometry, which the trtllm
  * layout shares (layout_trtllm.c). */
 char *tpc__trtllm_rank_name(int t, int p, int tp, int pp, const char *format);
@@ -210,6 +258,6 @@ typedef struct tpc__trt_model {
 int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e);
 
 extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
-	tpc_layout_megatron, tpc_layout_dcp, tpc_layout_hf_mapping;
+	tpc_layout_megatron, tpc_layout_megatron_dist, tpc_layout_dcp, tpc_layout_hf_mapping;
 
 #endif

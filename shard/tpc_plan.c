@@ -937,9 +937,25 @@ int64_t tpc_plan_expert(const tpc_plan *p, const char *name)
 
 int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers)
 {
+	return tpc_plan_stage_in(p, name, pp, layers, NULL);
+}
+
+int tpc_plan_stage_in(const tpc_plan *p, const char *name, int pp, int64_t layers, const int64_t *counts)
+{
 	if (pp <= 1)
 		return 0;
 	int64_t l = tpc_plan_layer(p, name);
+	if (l >= 0 && layers > 0 && counts) {
+		/* --pp-layers: stage s holds counts[s] layers (uneven first and last
+		 * stages, as Megatron's decoder_first/last_pipeline_num_layers) */
+		int64_t start = 0;
+		for (int s = 0; s < pp; s++) {
+			start += counts[s];
+			if (l < start)
+				return s;
+		}
+		return pp - 1;
+	}
 	if (l >= 0 && layers > 0) {
 		/* as even as possible, the first (layers % pp) stages one layer more
 		 * (TensorRT-LLM's pp_layers / torch.tensor_split) */

@@ -370,6 +370,9 @@ int tpc_plan_resolve(const tpc_plan *p, const tpc_model_facts *f, const char *na
 /* Pipeline stage of `name` among `pp` stages for a model of `layers` layers
  * (count of layer indices; see tpc_plan_layer). */
 int tpc_plan_stage(const tpc_plan *p, const char *name, int pp, int64_t layers);
+/* The same with the layers of each stage given: counts[0..pp) (adding up to
+ * layers; a stage may have none), or NULL for the even split. */
+int tpc_plan_stage_in(const tpc_plan *p, const char *name, int pp, int64_t layers, const int64_t *counts);
 /* Layer index in `name` per the plan's "layers" patterns, or -1. */
 int64_t tpc_plan_layer(const tpc_plan *p, const char *name);
 /* Expert index in `name` per the plan's "experts" patterns, or -1. */

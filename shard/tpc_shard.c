@@ -515,7 +515,7 @@ static int plan_geometry(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e
 }
 
 /* The layers the plan's layer patterns find, for pipeline stages. */
-static int count_layers(tpc_shard_plan *sp, tpc_err *e)
+static int count_layers(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	sp->layers = 0;
 	for (size_t i = 0; i < sp->in->n; i++) {
@@ -527,6 +527,20 @@ static int count_layers(tpc_shard_plan *sp, tpc_err *e)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "--pp %d needs at least %d layers, but the plan's layer patterns find %lld in the checkpoint",
 				   sp->pp, sp->pp, (long long)sp->layers);
+	if (o->pp_layers) {
+		int64_t sum = 0;
+		if (!sp->layout->uneven_stages)
+			return tpc_err_set(e, TPC_EUSAGE, "--pp-layers: the %s layout places layers evenly over the stages",
+					   sp->layout->name);
+		for (int s = 0; s < sp->pp; s++)
+			sum += o->pp_layers[s];
+		if (sum != sp->layers)
+			return tpc_err_set(e, TPC_EUSAGE, "--pp-layers add up to %lld layers; the plan's layer patterns find %lld",
+					   (long long)sum, (long long)sp->layers);
+		if (!(sp->pp_layers = tpc_malloc((size_t)sp->pp * sizeof(int64_t))))
+			return tpc_err_nomem(e);
+		memcpy(sp->pp_layers, o->pp_layers, (size_t)sp->pp * sizeof(int64_t));
+	}
 	return 0;
 }
 
@@ -571,7 +585,7 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 				  "stacks %lld experts along dim 0, but the model has %lld routed experts", (long long)t->shape[0],
 				  (long long)sp->experts);
 	int64_t l = tpc_plan_layer(plan, t->name);
-	en->stage = tpc_plan_stage(plan, t->name, sp->pp, sp->layers);
+	en->stage = tpc_plan_stage_in(plan, t->name, sp->pp, sp->layers, sp->pp_layers);
 	en->staged = l >= 0 || matches_any(plan->first, plan->nfirst, t->name) ||
 		     matches_any(plan->last, plan->nlast, t->name);
 	return 0;
@@ -781,7 +795,7 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	sp->max_shard_size = o->max_shard_size;
 	sp->ep = o->ep > 1 ? o->ep : 1;
 	sp->ep_placement = o->ep_placement;
-	if ((ret = plan_geometry(sp, o, e)) || (ret = count_layers(sp, e)) ||
+	if ((ret = plan_geometry(sp, o, e)) || (ret = count_layers(sp, o, e)) ||
 	    (sp->ep > 1 && (ret = ep_check(sp, in, plan, facts, e))))
 		return ret;
 	sp->t = tpc_calloc(in->n, sizeof(*sp->t));
@@ -827,6 +841,7 @@ void tpc_shard_plan_release(tpc_shard_plan *sp)
 		free(sp->t[i].rank_hash);
 	}
 	free(sp->t);
+	free(sp->pp_layers);
 	int nr = sp->tp * sp->pp;
 	for (int r = 0; sp->rank && r < nr; r++) {
 		tpc__return_sources(&sp->rank[r]);

@@ -63,6 +63,8 @@ typedef struct tpc_shard_opts {
 	int tp, pp;
 	int ep;                     /* expert parallelism: EP groups of tp/ep ranks (0, 1: none; tpc_plan.h) */
 	tpc_ep_placement ep_placement;
+	const int64_t *pp_layers;   /* [pp]: the layers of each pipeline stage (--pp-layers; they add
+	                               up to the model's), or NULL: as even as possible */
 	const tpc_layout *layout;   /* NULL: the default (tpconv) */
 	const char *format;         /* rank file format: "safetensors" or "torch"; NULL = layout's default */
 	unsigned resolve_flags;     /* TPC_RESOLVE_PAD */
@@ -123,6 +125,7 @@ typedef struct tpc_shard_plan {
 	tpc_ep_placement ep_placement;
 	int64_t experts;       /* routed experts per layer (ep > 1) */
 	int64_t layers;
+	int64_t *pp_layers;    /* [pp]: layers of each stage (--pp-layers, owned), or NULL: even */
 	const tpc_layout *layout;
 	const char *format;    /* static string */
 	tpc_shard_entry *t;

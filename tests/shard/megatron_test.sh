@@ -82,6 +82,22 @@ run "$TPCONV" inspect "$S"
 run "$TPCONV" shard "$T/llama_2_2" --tp 2 --layout vllm -o "$T/re_vllm" -q
 [ "$rc" = 0 ] && run $PY "$H/vllm_check.py" check "$M/llama" "$T/re_vllm" 2 && ok "reshard megatron tp 2 pp 2 -> vllm tp 2 equals vLLM's state dict" ||
   bad "reshard" "$(cat "$T/err" "$T/out" | tail -4)"
+# uneven stages (--pp-layers 0,2): stage 1 holds both layers, numbered 0 and 1 there;
+# args say decoder_first/last_pipeline_num_layers; the set merges bit-exactly
+S=$T/llama_uneven
+run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --pp 2 --pp-layers 0,2 --layout megatron -o "$S" -q &&
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+if [ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.merged.safetensors" && $PY - "$S" <<'PY' 2>"$T/perr"
+import sys, torch
+d0 = torch.load(sys.argv[1] + "/release/mp_rank_00_000/model_optim_rng.pt", weights_only=False)
+d1 = torch.load(sys.argv[1] + "/release/mp_rank_00_001/model_optim_rng.pt", weights_only=False)
+assert not [k for k in d0["model"] if k.startswith("decoder.layers.")], sorted(d0["model"])
+assert {k.split(".")[2] for k in d1["model"] if k.startswith("decoder.layers.")} == {"0", "1"}, sorted(d1["model"])
+a = d1["args"]
+assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (0, 2), vars(a)
+PY
+then ok "--pp-layers 0,2: the layers on the last stage, numbered locally, first/last counts in args; merge bit-exact"
+else bad "uneven stages" "$(cat "$T/err" "$T/perr" "$T/diff" 2>/dev/null | tail -4)"; fi
 # refusals
 run "$TPCONV" shard "$M/llama" --preset llama --tp 4 --layout megatron -o "$T/r1" -q
 [ "$rc" = 3 ] && grep -q "2 groups (kv heads) do not divide by tp 4" "$T/err" && [ ! -e "$T/r1/tpconv-manifest.json" ] &&

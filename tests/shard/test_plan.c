@@ -1125,6 +1125,19 @@ static void test_stages(void **st)
 	assert_int_equal(tpc_plan_stage(&p, "m.norm.weight", 3, 7), 2);
 	assert_int_equal(tpc_plan_stage(&p, "emb.weight", 3, 7), 0);
 	assert_int_equal(tpc_plan_stage(&p, "head.weight", 1, 7), 0);
+	/* --pp-layers 1,3,2,1 for 7 layers (first and last stages short), and a
+	 * stage with none: 0,2 */
+	static const int64_t c4[4] = {1, 3, 2, 1}, c2[2] = {0, 2};
+	int want4[7] = {0, 1, 1, 1, 2, 2, 3};
+	for (int l = 0; l < 7; l++) {
+		char name[64];
+		snprintf(name, sizeof(name), "layers.%d.q.weight", l);
+		assert_int_equal(tpc_plan_stage_in(&p, name, 4, 7, c4), want4[l]);
+	}
+	assert_int_equal(tpc_plan_stage_in(&p, "layers.0.x", 2, 2, c2), 1);
+	assert_int_equal(tpc_plan_stage_in(&p, "emb.weight", 2, 2, c2), 0);
+	assert_int_equal(tpc_plan_stage_in(&p, "head.weight", 4, 7, c4), 3);
+	assert_int_equal(tpc_plan_stage_in(&p, "layers.4.x", 3, 7, NULL), tpc_plan_stage(&p, "layers.4.x", 3, 7));
 	tpc_plan_release(&p);
 }
 

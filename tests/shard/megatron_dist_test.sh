@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The megatron-dist layout (TAP): Megatron-Core torch_dist folders
+# (release/__R_0.distcp, .metadata, common.pt, metadata.json, the tracker) written
+# from Hugging Face LLaMA-family models made by real torch (a GQA LLaMA in f32; a
+# tied Qwen2 with q/k/v biases in bf16) at several tp x pp, even and uneven stages.
+# Checked here, without torch 2.x:
+#   - tpconv's own torch_dist reader gives the HF tensors back bit for bit
+#     (convert RELEASE --rules megatron-llama --vocab V), and the set reads back
+#     as a set (merge bit-exact, verify);
+#   - the folder is what Megatron's loader looks for: the tracker says release,
+#     metadata.json says torch_dist, the layers are stacked keys (one .metadata
+#     entry per parameter, chunks per layer and tp rank);
+#   - --pp-layers puts the layers where it says, the keys stay the same;
+#   - what it cannot write is refused by name (an MoE family, groups % tp).
+# Loading by torch's own DCP reader with every shape and offset as Megatron's
+# sharded_state_dict gives them: tests/shard/megatron_dist_torch.py (torch >= 2.4,
+# the forky chroot; its docstring has the command).
+# usage: megatron_dist_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=${TPC_PY:-/usr/bin/python3}
+. "$SRC/tests/shard/tap.sh"
+M=$T/m
+$PY "$H/vllm_check.py" make "$M" >/dev/null || { echo "1..0 # SKIP model generator failed"; exit 0; }
+"$TPCONV" convert "$M/llama" -o "$M/llama.safetensors" -q && "$TPCONV" convert "$M/qwen" -o "$M/qwen.safetensors" -q ||
+  { echo "1..0 # SKIP convert failed"; exit 0; }
+
+# model tp pp vocab [--pp-layers]
+for spec in "llama 2 2 1000" "llama 1 1 1000" "qwen 2 1 130" "qwen 4 2 130" "llama 2 2 1000 0,2"; do
+  set -- $spec; m=$1 tp=$2 pp=$3 v=$4 pl=${5:-}
+  S=$T/${m}_${tp}_$pp${pl:+_$pl}
+  run "$TPCONV" shard "$M/$m" --preset llama --tp $tp --pp $pp ${pl:+--pp-layers $pl} --layout megatron-dist -o "$S" -q
+  if [ "$rc" != 0 ]; then bad "$m tp $tp pp $pp${pl:+ ($pl)}: shard" "$(cat "$T/err")"; continue; fi
+  nf=$(ls "$S/release" | grep -c '^__[0-9]*_0\.distcp$')
+  [ "$nf" = $((tp * pp)) ] && [ "$(cat "$S/latest_checkpointed_iteration.txt")" = release ] &&
+    grep -q '"sharded_backend": "torch_dist"' "$S/release/metadata.json" && [ -s "$S/release/common.pt" ] && [ -s "$S/release/.metadata" ] &&
+    ok "$m tp $tp pp $pp${pl:+ ($pl)}: $nf rank files, .metadata, common.pt, metadata.json, the tracker" || bad "$m tp $tp pp $pp: files" "$(ls -R "$S")"
+  run "$TPCONV" convert "$S/release" --rules megatron-llama --vocab $v -o "$S.hf.safetensors" -q
+  [ "$rc" = 0 ] && same "$M/$m.safetensors" "$S.hf.safetensors" &&
+    ok "$m tp $tp pp $pp${pl:+ ($pl)}: HF -> torch_dist -> HF through the torch_dist reader is bit-exact" ||
+    bad "$m tp $tp pp $pp: read back" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+  [ "$rc" = 0 ] && same "$M/$m.safetensors" "$S.merged.safetensors" && ok "$m tp $tp pp $pp${pl:+ ($pl)}: merge of the set is bit-exact" ||
+    bad "$m tp $tp pp $pp: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+done
+
+# stacked keys: one entry per parameter, [layers, ...]; chunks per layer and tp rank
+# (linear_fc1: two per rank), norms once
+run "$TPCONV" inspect "$T/llama_2_2/release"
+[ "$rc" = 0 ] && grep -q "9 tensor entries in 29 chunks" "$T/out" && grep -q "decoder.layers.1.mlp.linear_fc1.weight .*\[192, 64\]" "$T/out" &&
+  ok "stacked layers: 9 keys in 29 chunks for 2 layers at tp 2 (fc1's gate and up halves apart)" || bad "stacked keys" "$(head -5 "$T/out")"
+# --pp-layers 0,2: stage 0 holds the embedding only, stage 1 both layers; the same keys
+S=$T/llama_2_2_0,2
+run "$TPCONV" inspect "$S/release"
+[ "$rc" = 0 ] && grep -q "9 tensor entries in 29 chunks" "$T/out" && [ "$(stat -c %s "$S/release/__0_0.distcp")" -lt 200000 ] &&
+  [ "$(stat -c %s "$S/release/__2_0.distcp")" -gt 200000 ] &&
+  ok "--pp-layers 0,2: the first stage holds no layer, the last both; the keys unchanged" || bad "pp-layers" "$(ls -l "$S/release")"
+# reshard: a megatron-dist set into another tp (the same layout) and into the default
+# layout, both read back bit-exactly
+run "$TPCONV" shard "$T/llama_2_2" --preset llama --tp 1 --layout megatron-dist -o "$T/re1" -q &&
+  run "$TPCONV" convert "$T/re1/release" --rules megatron-llama --vocab 1000 -o "$T/re1.safetensors" -q &&
+  run "$TPCONV" shard "$T/llama_2_2" --tp 2 -o "$T/re2" -q && run "$TPCONV" merge "$T/re2" -o "$T/re2.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$T/re1.safetensors" && same "$M/llama.safetensors" "$T/re2.safetensors" &&
+  ok "reshard tp 2 pp 2 -> megatron-dist tp 1 and -> tpconv tp 2: bit-exact" || bad "reshard" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# an interrupted run (rank files, no manifest): the same command completes the set
+# (a lone .distcp cannot be compared byte for byte, so its rank files are written
+# again, as the dcp layout's are) and it reads back the same
+S=$T/llama_2_2 && rm "$S/tpconv-manifest.json"
+run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --pp 2 --layout megatron-dist -o "$S" &&
+  run "$TPCONV" merge "$S" -o "$S.resumed.safetensors" -q
+[ "$rc" = 0 ] && [ -f "$S/tpconv-manifest.json" ] && [ -f "$S/release/metadata.json" ] && same "$M/llama.safetensors" "$S.resumed.safetensors" &&
+  ok "resume: the same command completes a set an interrupted run left; it merges bit-exactly" || bad "resume" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$T/llama_2_2"
+[ "$rc" = 0 ] && ok "verify passes on a megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+
+# refusals, by name
+run "$TPCONV" shard "$M/mixtral" --preset mixtral --tp 2 --layout megatron-dist -o "$T/x1" -q
+[ "$rc" = 3 ] && grep -q "family 'mixtral' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x1" ] &&
+  ok "an MoE family is refused by name (exit 3), nothing written" || bad "mixtral refusal" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/llama" --preset llama --tp 4 --layout megatron-dist -o "$T/x2" -q
+[ "$rc" = 3 ] && grep -q "2 groups (kv heads) do not divide by tp 4" "$T/err" &&
+  ok "query groups tp does not divide are refused (exit 3)" || bad "groups refusal" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --pp 2 --pp-layers 1,2 --layout megatron-dist -o "$T/x3" -q
+[ "$rc" = 2 ] && grep -q -- "--pp-layers" "$T/err" && ok "--pp-layers that do not add up to the layers: usage error" || bad "pp-layers sum" "exit $rc" "$(cat "$T/err")"
+done_testing

@@ -1,0 +1,132 @@
+"""The megatron-dist layout against real torch >= 2.4 (the forky chroot's 2.14;
+not part of `make test`): a torch_dist folder tpconv wrote is loaded by
+torch.distributed.checkpoint's own reader and every key is checked against what
+Megatron-Core's sharded_state_dict gives for the same model and parallel sizes,
+rebuilt here independently from the Hugging Face weights:
+
+  - FileSystemReader.read_metadata(): the keys, each global shape, and every
+    chunk's offsets and sizes, against the chunks Megatron's ranks would save
+    (stacked layers [num_layers, ...] at offset L, per tp rank at
+    tp_rank * local rows or columns, linear_fc1's gate half at tp_rank * f and
+    up half at tp * f + tp_rank * f, replicated norms once);
+  - dcp.load(no_dist=True) into full-size tensors: each equals Megatron's
+    layout of the HF weights (QKV per query group [q_g; k_g; v_g], [gate; up],
+    vocab padded with zero rows to a multiple of 128 * tp);
+  - common.pt (torch.load, weights_only=False: argparse.Namespace) and
+    metadata.json say what Megatron's loader reads.
+
+usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS
+  HF_DIR holds config.json and model.safetensors; PP_LAYERS the layers of each
+  stage, comma-separated ("2" for pp 1).
+
+Run (as root; R is the chroot's /tmp/mcore):
+  /usr/bin/python3 tests/shard/vllm_check.py make /tmp/m
+  tpconv convert /tmp/m/llama -o $R/hfl/ && cp /tmp/m/llama/config.json $R/hfl/
+  tpconv shard /tmp/m/llama --preset llama --tp 2 --pp 2 --pp-layers 0,2 --layout megatron-dist -o $R/s
+  cp tests/shard/megatron_dist_torch.py $R/
+  /work/bin/inchroot /tmp/mcore python3 megatron_dist_torch.py hfl s 2 0,2
+Last run (torch 2.14.1 in the forky chroot): llama tp 2 pp 2 (0,2) 9 keys in 29
+chunks, llama tp 1 9 keys in 17, qwen2 (tied, q/k/v biases, bf16) tp 4 pp 2 (1,1)
+9 keys in 57 and tp 2 pp 2 (2,0) 9 keys in 31: every one as Megatron's.
+"""
+import json, os, sys
+
+import torch
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import load_file
+
+hf_dir, set_dir, tp, stages = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4].split(",")]
+cfg = json.load(open(os.path.join(hf_dir, "config.json")))
+hf = load_file(os.path.join(hf_dir, "model.safetensors"))
+H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
+NG = cfg.get("num_key_value_heads", NH)
+D = cfg.get("head_dim") or H // NH
+L, V = cfg["num_hidden_layers"], cfg["vocab_size"]
+P = -(-V // (128 * tp)) * 128 * tp
+assert sum(stages) == L, (stages, L)
+it = os.path.join(set_dir, "release")
+assert open(os.path.join(set_dir, "latest_checkpointed_iteration.txt")).read().strip() == "release"
+
+# ---- what Megatron's sharded_state_dict gives: key -> (global tensor, [(offsets, sizes)])
+exp = {}
+
+
+def chunks(key, full, axis, stacked, layer, replicated=False, parts=1):
+    """full: the key's global tensor (stacked: of one layer); axis: tp axis."""
+    g = list(full.shape)
+    shape = ([L] if stacked else []) + g
+    pre = [layer] if stacked else []
+    out = []
+    if replicated:
+        out.append((pre + [0] * len(g), ([1] if stacked else []) + g))
+    else:
+        for t in range(tp):
+            for k in range(parts):  # swiglu: part k of tp * parts pieces along axis 0
+                n = g[axis] // (tp * parts)
+                off = [0] * len(g)
+                off[axis] = k * tp * n + t * n
+                sz = list(g)
+                sz[axis] = n
+                out.append((pre + off, ([1] if stacked else []) + sz))
+    if key not in exp:
+        exp[key] = [torch.zeros(shape, dtype=full.dtype) if stacked else full, []]
+    if stacked:
+        exp[key][0][layer] = full
+    exp[key][1] += out
+
+
+def pad(w):
+    return torch.cat([w, torch.zeros(P - V, w.shape[1], dtype=w.dtype)])
+
+
+chunks("embedding.word_embeddings.weight", pad(hf["model.embed_tokens.weight"]), 0, False, 0)
+if "lm_head.weight" in hf:
+    chunks("output_layer.weight", pad(hf["lm_head.weight"]), 0, False, 0)
+chunks("decoder.final_layernorm.weight", hf["model.norm.weight"], 0, False, 0, replicated=True)
+for l in range(L):
+    p, m = "model.layers.%d." % l, "decoder.layers."
+    for suf in ["weight", "bias"]:
+        if p + "self_attn.q_proj." + suf not in hf:
+            continue
+        q, k, v = (hf[p + "self_attn.%s_proj.%s" % (x, suf)] for x in "qkv")
+        rest = q.shape[1:]
+        qkv = torch.cat([q.reshape(NG, NH // NG * D, *rest), k.reshape(NG, D, *rest), v.reshape(NG, D, *rest)], 1)
+        chunks(m + "self_attention.linear_qkv." + suf, qkv.reshape(-1, *rest), 0, True, l)
+    chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, True, l, replicated=True)
+    chunks(m + "self_attention.linear_proj.weight", hf[p + "self_attn.o_proj.weight"], 1, True, l)
+    chunks(m + "mlp.linear_fc1.layer_norm_weight", hf[p + "post_attention_layernorm.weight"], 0, True, l, replicated=True)
+    chunks(m + "mlp.linear_fc1.weight", torch.cat([hf[p + "mlp.gate_proj.weight"], hf[p + "mlp.up_proj.weight"]]), 0, True, l, parts=2)
+    chunks(m + "mlp.linear_fc2.weight", hf[p + "mlp.down_proj.weight"], 1, True, l)
+
+# ---- torch's reader: the metadata
+md = dcp.FileSystemReader(it).read_metadata()
+sdm = md.state_dict_metadata
+assert sorted(sdm) == sorted(exp), ("keys", sorted(set(sdm) ^ set(exp)))
+nchunks = 0
+for key, (full, want) in exp.items():
+    tm = sdm[key]
+    assert list(tm.size) == list(full.shape), (key, tm.size, full.shape)
+    assert tm.properties.dtype == full.dtype, (key, tm.properties.dtype, full.dtype)
+    got = sorted((list(c.offsets), list(c.sizes)) for c in tm.chunks)
+    assert got == sorted(want), (key, got, sorted(want))
+    nchunks += len(got)
+
+# ---- torch's reader: the bytes, loaded into full-size tensors
+sd = {k: torch.empty_like(v[0]) for k, v in exp.items()}
+dcp.load(sd, checkpoint_id=it, no_dist=True)
+for k, (full, _) in exp.items():
+    assert torch.equal(sd[k], full), k
+
+# ---- what Megatron's loader reads beside them
+cfgj = json.load(open(os.path.join(it, "metadata.json")))
+assert cfgj["sharded_backend"] == "torch_dist" and cfgj["sharded_backend_version"] == 1, cfgj
+common = torch.load(os.path.join(it, "common.pt"), weights_only=False)
+a = common["args"]
+assert (a.num_layers, a.hidden_size, a.num_attention_heads, a.num_query_groups, a.kv_channels, a.padded_vocab_size,
+        a.tensor_model_parallel_size, a.pipeline_model_parallel_size) == (L, H, NH, NG, D, P, tp, len(stages)), vars(a)
+assert common["checkpoint_version"] == 3.0 and common["iteration"] == 0, common
+assert common["content_metadata"] == {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}, common
+if len(set(stages)) > 1:
+    assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (stages[0], stages[-1]), vars(a)
+print("ok: torch %s read %d keys in %d chunks (tp %d, stages %s): shapes, offsets and bytes as Megatron-Core's "
+      "sharded_state_dict gives them" % (torch.__version__, len(exp), nchunks, tp, sys.argv[4]))
