@@ -8,7 +8,7 @@
 # embedding, GPT-2's Conv1D with lora_bias and with DoRA, two adapters with
 # weights; a bf16 base within one bf16 ULP (+ half of the delta's) of PEFT's
 # literal formula and bit for bit the f32 merge rounded once; the adapter as a
-# torch .bin; GGUF out and in; hostile adapters refused with their messages,
+# torch .bin; GGUF out and in; a shard set as the base; hostile adapters refused with their messages,
 # exit 3 and nothing written.
 # usage: lora_test.sh TPCONV SRCDIR
 set -u
@@ -58,6 +58,10 @@ for ot in f32 q8_0; do
 done
 "$TPCONV" convert "$F/llama" -o "$T/base.gguf" --outtype f32 -q
 merged "a GGUF base (read as its Hugging Face model)" "$T/base.gguf" "$F/llama/dora/ref.safetensors" "$F/llama/dora"
+
+# a shard set as the base, merged on the fly
+"$TPCONV" shard "$F/llama" --tp 2 -o "$T/tp2/" -q
+merged "a tp 2 shard set as the base" "$T/tp2/" "$F/llama/dora/ref.safetensors" "$F/llama/dora"
 
 # hostile adapters: exit 3, the message, no output
 refused() { # refused DESC ADAPTER PATTERN
