@@ -419,6 +419,19 @@ static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lo
 	if ((m->base = tpc_ckpt_find(ck, bn)) < 0)
 		return bad_key(e, an, "its base tensor '%s' is not in the base checkpoint", bn);
 	const tpc_tensor *W = &ck->t[m->base], *A = &ad->t[ia], *B = &ad->t[ib];
+	if (W->dtype != TPC_F32 && W->dtype != TPC_BF16 && W->dtype != TPC_F16 && W->dtype != TPC_F64) {
+		char msg[1600];
+		snprintf(msg, sizeof(msg), "its base tensor '%s' is %s, not a float weight (quantized? give --dequantize)", bn,
+			 tpc_dtype_name(W->dtype));
+		return bad_key(e, an, "%s", msg);
+	}
+	/* a weight tied to another (one storage, a recorded alias): PEFT's merge
+	 * changes both, a description of one would leave the other behind */
+	for (size_t j = 0; j < ck->n; j++)
+		if ((int64_t)j != m->base && (tpc_tensor_same_view(&ck->t[j], W) || ck->t[j].alias_of == m->base ||
+					      W->alias_of == (int64_t)j))
+			return bad_key(e, an, "its base tensor is tied to '%s' (one storage): merging into tied weights is not supported",
+				       ck->t[j].name);
 	if (W->ndim != 2)
 		return bad_key(e, an, c->dora ? "DoRA on '%s', which is not a 2-D weight (a convolution?): not supported"
 					      : "LoRA on '%s', which is not a 2-D weight (a convolution?): not supported",

@@ -52,8 +52,9 @@
  * the above; a module with A but no B (or the reverse); a module that
  * target_modules does not name or exclude_modules names; an adapter tensor
  * with no base tensor; shapes that do not fit (the rank against the pattern's
- * r too); DoRA or LoRA on a base that is not 2-D (convolutions); lora_bias on
- * a base without a bias. Nothing is changed in the checkpoint until the whole
+ * r too); DoRA or LoRA on a base that is not 2-D (convolutions), not float
+ * (FP8 without --dequantize) or tied to another tensor; lora_bias on a base
+ * without a bias. Nothing is changed in the checkpoint until the whole
  * adapter has been checked.
  */
 #ifndef TPC_LORA_H

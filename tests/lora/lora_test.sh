@@ -101,6 +101,37 @@ edit "lora_bias without lora_B.bias" 'c["lora_bias"] = True' "lora_bias is true 
 edit "r 0" 'c["r"] = 0' "'r' is not a positive integer"
 edit "a whole tensor modules_to_save does not list" 'c["modules_to_save"] = None' \
   "a whole tensor whose module modules_to_save does not name" embedding
+# an FP8 weight without --dequantize: its bytes are not its values
+mkdir -p "$T/fp8" && python3 - "$T/fp8/model.safetensors" <<'PY'
+import json, struct, sys
+h = json.dumps({"model.layers.0.self_attn.q_proj.weight": {"dtype": "F8_E4M3", "shape": [16, 16], "data_offsets": [0, 256]}}).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(256))
+PY
+rm -f "$T/h.safetensors"
+"$TPCONV" convert "$T/fp8/model.safetensors" --lora "$F/llama/plain" -o "$T/h.safetensors" 2>"$T/err"
+[ $? = 3 ] && grep -q "is F8_E4M3, not a float weight (quantized? give --dequantize)" "$T/err" && [ ! -e "$T/h.safetensors" ] &&
+  ok "refused: an FP8 base weight without --dequantize" || bad "FP8 base" "$(cat "$T/err")"
+# lm_head tied to embed_tokens (one storage, a recorded alias): PEFT's merge
+# changes both; refused rather than one left behind
+python3 - "$F/llama/model.safetensors" "$T/tied.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h, data = json.loads(b[8:8 + n]), b[8 + n:]
+a, z = h.pop("lm_head.weight")["data_offsets"]
+for k, v in h.items():
+    if k != "__metadata__" and v["data_offsets"][0] >= z:
+        v["data_offsets"] = [v["data_offsets"][0] - (z - a), v["data_offsets"][1] - (z - a)]
+h["__metadata__"] = {"tpconv.aliases": json.dumps({"lm_head.weight": "model.embed_tokens.weight"})}
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + data[:a] + data[z:])
+PY
+rm -f "$T/h.safetensors"
+"$TPCONV" convert "$T/tied.safetensors" --lora "$F/llama/embedding-dora" -o "$T/h.safetensors" 2>"$T/err"
+[ $? = 3 ] && grep -q "its base tensor is tied to 'lm_head.weight' (one storage)" "$T/err" && [ ! -e "$T/h.safetensors" ] &&
+  ok "refused: a LoRA on an embedding tied to lm_head" || bad "tied embedding" "$(cat "$T/err")"
 refused "a folder without adapter_config.json" "$F/llama" "adapter_config.json': no such file"
 rm -f "$T/h.safetensors"
 "$TPCONV" convert "$F/llama" --lora "$F/llama/plain" -o "$T/h.safetensors" --lora "$H/no-base" 2>"$T/err"
