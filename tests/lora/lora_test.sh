@@ -8,7 +8,8 @@
 # embedding, GPT-2's Conv1D with lora_bias and with DoRA, two adapters with
 # weights; a bf16 base within one bf16 ULP (+ half of the delta's) of PEFT's
 # literal formula and bit for bit the f32 merge rounded once; the adapter as a
-# torch .bin; GGUF out and in; a shard set as the base; hostile adapters refused with their messages,
+# torch .bin; GGUF out and in (a q8_0 base as its dequantized copy); a shard
+# set as the base; hostile adapters refused with their messages,
 # exit 3 and nothing written.
 # usage: lora_test.sh TPCONV SRCDIR
 set -u
@@ -22,7 +23,8 @@ merged() { # merged DESC BASE REF ADAPTER...: convert BASE --lora ... equals REF
   shift 3
   for a in "$@"; do args+=(--lora "$a"); done
   rm -f "$T/o.safetensors"
-  if "$TPCONV" convert "$base" "${args[@]}" -o "$T/o.safetensors" -q 2>"$T/err" &&
+  # shellcheck disable=SC2086 # BASE may carry options after the path
+  if "$TPCONV" convert $base "${args[@]}" -o "$T/o.safetensors" -q 2>"$T/err" &&
      "$TPCONV" diff "$T/o.safetensors" "$ref" >"$T/diff" 2>&1; then ok "$d"
   else bad "$d" "$(cat "$T/err" "$T/diff" | tail -6)"; fi
 }
@@ -58,6 +60,12 @@ for ot in f32 q8_0; do
 done
 "$TPCONV" convert "$F/llama" -o "$T/base.gguf" --outtype f32 -q
 merged "a GGUF base (read as its Hugging Face model)" "$T/base.gguf" "$F/llama/dora/ref.safetensors" "$F/llama/dora"
+
+# a q8_0 GGUF base, dequantized while read: the merge equals merging into its
+# dequantized f32 copy
+"$TPCONV" convert "$F/llama" -o "$T/b8.gguf" --outtype q8_0 -q && "$TPCONV" convert "$T/b8.gguf" -o "$T/dq.safetensors" --dtype f32 -q &&
+  "$TPCONV" convert "$T/dq.safetensors" --lora "$F/llama/dora" -o "$T/dq-merged.safetensors" -q
+merged "a q8_0 GGUF base: as its dequantized copy merged" "$T/b8.gguf --dtype f32" "$T/dq-merged.safetensors" "$F/llama/dora"
 
 # a shard set as the base, merged on the fly
 "$TPCONV" shard "$F/llama" --tp 2 -o "$T/tp2/" -q
