@@ -216,6 +216,10 @@ typedef struct tpc_ckpt {
 	 * files' sources; a sharded save such as DCP or ZeRO), not the model's
 	 * own weight files: a GGUF orders the tensors as one file's. */
 	bool rank_sources;
+	/* Sources [0, nsrc_borrowed) are another checkpoint's (a merged set's
+	 * rank files', tpc__borrow_sources): release leaves them; those added
+	 * after (a LoRA adapter's files) are this one's. */
+	size_t nsrc_borrowed;
 } tpc_ckpt;
 
 void tpc_ckpt_init(tpc_ckpt *ck);
