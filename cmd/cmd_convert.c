@@ -64,6 +64,14 @@ static const char *help =
 	"                           chooses), streamed; scales and packed tensors are dropped and the\n"
 	"                           copied config.json loses its quantization_config. torch quantized\n"
 	"                           tensors (qint8...) become float32\n"
+	"  --lora DIR[:WEIGHT]      merge the PEFT LoRA adapter in folder DIR (adapter_config.json,\n"
+	"                           adapter_model.safetensors or .bin) into IN, scaled by WEIGHT\n"
+	"                           (default 1): W + WEIGHT*alpha/r * B@A in f32 (rsLoRA, DoRA,\n"
+	"                           Conv1D, embeddings, lora_bias, modules_to_save, rank_pattern),\n"
+	"                           computed while streaming, written in the base's dtype;\n"
+	"                           repeat for several adapters, applied in order (after\n"
+	"                           --dequantize, before the rename rules). Keys or settings it\n"
+	"                           cannot merge exactly are refused by name (exit 3)\n"
 	"  --dedup-tied             safetensors: store tied tensors once, record aliases in metadata\n"
 	"  --no-extras              do not copy the model folder's config, tokenizer and other\n"
 	"                           non-weight files beside a folder output (default: copy them)\n"
@@ -84,7 +92,8 @@ static void print_help(void)
 	free(formats);
 }
 
-enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE };
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA };
+#define TPC_CLI_LORA_MAX 64
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -202,6 +211,8 @@ typedef struct conv {
 	tpc_write_opts wo;
 	unsigned flags;            /* TPC_CLI_IN_* */
 	bool force_progress, no_extras, dequant, gguf_names;
+	const char *lora[TPC_CLI_LORA_MAX]; /* --lora DIR[:W], in order */
+	int nlora;
 	const tpc_format *outf;
 	bool sharded;
 } conv;
@@ -218,7 +229,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
 		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
-		{"gguf-pre", required_argument, NULL, O_GGUF_PRE},
+		{"gguf-pre", required_argument, NULL, O_GGUF_PRE}, {"lora", required_argument, NULL, O_LORA},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	int ch, ret;
@@ -239,6 +250,11 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		case O_OUTTYPE: c->wo.outtype = optarg; break;
 		case O_GGUF_NAMES: c->gguf_names = true; break;
 		case O_GGUF_PRE: c->wo.gguf_pre = optarg; break;
+		case O_LORA:
+			if (c->nlora == TPC_CLI_LORA_MAX)
+				return tpc_cli_usage("convert", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
+			c->lora[c->nlora++] = optarg;
+			break;
 		case 'D': c->flags |= TPC_CLI_IN_DEQUANTIZE; c->dequant = true; break;
 		case 'T': c->wo.flags |= TPC_W_DEDUP_TIED; break;
 		case 'f': c->wo.flags |= TPC_W_FORCE; break;
@@ -325,6 +341,10 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 	/* FP8 / GPTQ / AWQ weights become descriptions computed while writing */
 	if (c->dequant && (ret = tpc_cli_dequantize(c->in, in->view, ndq)))
 		return ret;
+	/* LoRA adapters: computed descriptions over the (dequantized) weights */
+	for (int k = 0; k < c->nlora; k++)
+		if ((ret = tpc_cli_lora(c->lora[k], in->view, c->flags & TPC_CLI_IN_STRICT)))
+			return ret;
 	/* one rank file of a Megatron set is converted as it is, with a word */
 	tpc_megatron_args mga;
 	char rank_what[128], rank_how[TPC_ERR_PATH_MAX + 128];

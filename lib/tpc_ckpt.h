@@ -142,11 +142,18 @@ typedef struct tpc_tensor {
  *          scales U8 [E, R, I / 32] (E8M0); the tensor is [E, I, R], its rows
  *          (e, i), its columns r: w = e2m1 * 2^(scale - 127) of input i of
  *          row r (the blocks' matrix transposed). Read whole (no window).
+ *   LORA   a PEFT LoRA merged into its base (tpc_lora.h): c[0] the base (any
+ *          description, itself computed or not), c[1] A, c[2] B, c[3] DoRA's
+ *          magnitude [rows] (lora_dora 1) or the per-column factors m / n
+ *          (lora_dora 2, F32, computed when the description was built);
+ *          lora_mode 0: row o = W[o] + s * B[o] @ A (a Linear), 1: row i =
+ *          W[i] + s * (B @ A)[:, i] (Conv1D, Embedding), 2: a 1-D bias
+ *          b + s * c[1] (lora_bias). Windows as for the others.
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */
 typedef enum tpc_dq_kind {
-	TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4, TPC_DQ_MXFP4_T
+	TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4, TPC_DQ_MXFP4_T, TPC_DQ_LORA
 } tpc_dq_kind;
 
 typedef struct tpc_dequant {
@@ -166,6 +173,9 @@ typedef struct tpc_dequant {
 	bool fp4_mx;         /* FP4: E8M0 scales (MXFP4), else F8_E4M3 with c[2] */
 	bool fp4_div;        /* FP4: s = c1 / c2 (compressed-tensors), else c1 * c2 */
 	int64_t rope_hd;     /* GGML: rows permuted per head of rope_hd rows (0: none) */
+	int lora_mode;       /* LORA: 0 Linear, 1 transposed (Conv1D, Embedding), 2 bias */
+	int lora_dora;       /* LORA: 0 none, 1 c[3] the magnitude per row, 2 c[3] factors per column */
+	float lora_scale;    /* LORA: s, rounded to f32 as torch does a Python float */
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
 	struct tpc_tensor c[4];
 } tpc_dequant;
@@ -206,6 +216,10 @@ typedef struct tpc_ckpt {
 	 * files' sources; a sharded save such as DCP or ZeRO), not the model's
 	 * own weight files: a GGUF orders the tensors as one file's. */
 	bool rank_sources;
+	/* Sources [0, nsrc_borrowed) are another checkpoint's (a merged set's
+	 * rank files', tpc__borrow_sources): release leaves them; those added
+	 * after (a LoRA adapter's files) are this one's. */
+	size_t nsrc_borrowed;
 } tpc_ckpt;
 
 void tpc_ckpt_init(tpc_ckpt *ck);

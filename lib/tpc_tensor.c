@@ -517,7 +517,7 @@ int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start,
 			ret = src->dq ? tpc_tensor_narrow(&sub[i], src, 0, start + i * step, 1)
 				      : tpc_tensor_rows_every(&sub[i], &src->parts[i], start, step, count);
 		if (!ret)
-			ret = tpc_tensor_init_cat(dst, sub, n, src->dq ? 0 : src->cat_dim);
+			ret = init_cat(dst, sub, n, src->dq ? 0 : src->cat_dim, src->dq != NULL);
 		for (int i = 0; sub && i < n; i++)
 			tpc_tensor_release(&sub[i]);
 		free(sub);

@@ -42,24 +42,26 @@ int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, in
 		for (size_t j = 0; j < srcs[i]->nsrc; j++)
 			dst->src[k++] = srcs[i]->src[j]; /* shallow: the owner keeps the mapping */
 	}
-	dst->nsrc = dst->capsrc = total;
+	dst->nsrc = dst->capsrc = dst->nsrc_borrowed = total;
 	dst->rank_sources = true;
 	return 0;
 }
 
 void tpc__return_sources(tpc_ckpt *dst)
 {
-	/* borrowed maps stay with their owners; memory added since is dst's */
+	/* borrowed maps stay with their owners; memory and files added since are dst's */
 	for (size_t k = 0; dst->src && dst->src_owned_mem && k < dst->nsrc; k++)
 		if (dst->src_owned_mem[k]) {
 			free((void *)dst->src[k].data);
 			free(dst->src[k].path);
+		} else if (k >= dst->nsrc_borrowed) {
+			tpc_map_close(&dst->src[k]);
 		}
 	free(dst->src);
 	free(dst->src_owned_mem);
 	dst->src = NULL;
 	dst->src_owned_mem = NULL;
-	dst->nsrc = dst->capsrc = 0;
+	dst->nsrc = dst->capsrc = dst->nsrc_borrowed = 0;
 }
 
 /* ---- the lowest failing item of a parallel loop ---- */

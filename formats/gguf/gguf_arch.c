@@ -575,6 +575,16 @@ static int walk_one(walk *w, size_t i)
 	return single(w, i, row, l, bias);
 }
 
+/* The source file a tensor's bytes come from: a computed tensor's (a
+ * dequantized or LoRA-merged weight) is its first companion's, a composite's
+ * its first part's, so it keeps its place in its file's order. -1: none. */
+static int home_src(const tpc_tensor *t)
+{
+	while (t->src < 0 && (t->dq || t->nparts))
+		t = t->dq ? &t->dq->c[0] : &t->parts[0];
+	return t->src;
+}
+
 static int walk_tensors(walk *w)
 {
 	const tpc_ckpt *ck = w->ck;
@@ -584,7 +594,8 @@ static int walk_tensors(walk *w)
 		return tpc_err_nomem(w->cv->e);
 	for (size_t i = 0; i < ck->n; i++) {
 		/* a merged set's or a sharded save's rank files are not the model's files: one file */
-		const char *f = ck->t[i].src >= 0 && !ck->rank_sources ? ck->src[ck->t[i].src].path : NULL;
+		int hs = home_src(&ck->t[i]);
+		const char *f = hs >= 0 && !ck->rank_sources ? ck->src[hs].path : NULL;
 		ord[i] = (order_key){f ? f : "", ck->t[i].name, i};
 	}
 	qsort(ord, ck->n, sizeof(*ord), by_file_then_name);

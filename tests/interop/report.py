@@ -24,6 +24,7 @@ COLUMNS = {
         ("hf rank folder = 1/tp model", ["hf rank folders as 1/tp models"]),
         ("TP oracle, 2 ranks", ['tp_plan="auto" oracle, 2 processes']),
         ("TP oracle, 4 ranks", ['tp_plan="auto" oracle, 4 processes']),
+        ("--lora: logits", ["convert --lora → from_pretrained, logits"]),
     ],
     "torch": [
         ("dcp.load", ["DCP: dcp.load, one process"]),

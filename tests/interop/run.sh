@@ -171,6 +171,25 @@ for f in "$G"/tpc/*-f32.gguf; do
 	fam=${f##*/}; fam=${fam%-f32.gguf}
 	tpc convert "$f" -o "$G/tpc/$fam-hf/" || result transformers "$fam" "GGUF → tokenizer files" "convert" fail "exit $rc: $err"
 done
+# LoRA (issue 43): tests/lora's adapters merged by convert --lora; lora.py loads
+# each merged folder and compares its logits with the base model running the
+# adapter unmerged (PEFT's forward, re-implemented)
+if wanted lora; then
+	L=$W/lora
+	mkdir -p "$L/out" && cp -r "$SRC/tests/lora/llama" "$SRC/tests/lora/gpt2" "$L/" && : >"$L/cases.tsv"
+	for c in llama/plain llama/rslora llama/dora llama/rank-pattern llama/embedding llama/embedding-dora \
+		gpt2/conv1d gpt2/conv1d-dora "multi llama/plain:0.5 llama/rslora:1.5"; do
+		set -- $c
+		case $1 in multi) name=multi base=llama; shift ;; *) name=${1%%/*}-${1#*/} base=${1%%/*} ;; esac
+		args= row=
+		for a in "$@"; do args="$args --lora $L/$a"; row="$row	lora/$a"; done
+		if tpc convert "$L/$base" $args -o "$L/out/$name/"; then
+			printf '%s\t%s\t%s%s\n' "$name" "lora/$base" "lora/out/$name" "$row" >>"$L/cases.tsv"
+		else refused transformers lora "convert --lora → from_pretrained, logits" "$name" "convert --lora"; fi
+	done
+	echo "interop: transformers runs the LoRA-merged models against base + adapter"
+	inchroot lora.py . >"$W/lora.log" 2>&1 || { tail -30 "$W/lora.log"; echo "interop: lora.py failed" >&2; }
+fi
 t3=$(date +%s)
 
 echo "interop: the consumers load what tpconv wrote ($(wc -l <"$W/cases.tsv") outputs)"

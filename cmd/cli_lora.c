@@ -1,0 +1,90 @@
+/* cli_lora.c - convert --lora DIR[:WEIGHT]: a PEFT LoRA adapter folder merged
+ * into the checkpoint being converted (lib/tpc_lora.h), as descriptions. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpc_format.h"
+#include "tpc_io.h"
+#include "tpc_lora.h"
+#include "tpc_util.h"
+
+/* DIR[:WEIGHT]: the weight when what follows the last ':' is a number (a
+ * folder whose name ends that way is written DIR:1). */
+static int split_arg(const char *arg, char **dir, double *w)
+{
+	const char *colon = strrchr(arg, ':');
+	*w = 1.0;
+	if (colon && colon[1]) {
+		char *end = NULL;
+		double v = strtod(colon + 1, &end);
+		if (end && !*end && isfinite(v)) {
+			*w = v;
+			*dir = tpc_strndup(arg, (size_t)(colon - arg));
+			return *dir ? 0 : -1;
+		}
+	}
+	*dir = tpc_strdup(arg);
+	return *dir ? 0 : -1;
+}
+
+int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
+{
+	char *dir = NULL, *cfg_path = NULL, *st_path = NULL, *bin_path = NULL;
+	tpc_lora_cfg cfg;
+	tpc_ckpt ad;
+	tpc_lora_stats st;
+	tpc_err e;
+	double w;
+	int ret = 0;
+	bool have_cfg = false;
+	tpc_err_init(&e);
+	tpc_ckpt_init(&ad);
+	if (split_arg(arg, &dir, &w) ||
+	    !(cfg_path = tpc_path_join(dir, "adapter_config.json")) ||
+	    !(st_path = tpc_path_join(dir, "adapter_model.safetensors")) ||
+	    !(bin_path = tpc_path_join(dir, "adapter_model.bin"))) {
+		tpc_err_nomem(&e);
+		goto fail;
+	}
+	if (!tpc_is_dir(dir)) {
+		tpc_err_at(&e, TPC_EINPUT, dir, NULL, "--lora takes a PEFT adapter folder (adapter_config.json, adapter_model.safetensors)");
+		goto fail;
+	}
+	if (!tpc_exists(cfg_path)) {
+		tpc_err_at(&e, TPC_EINPUT, cfg_path, NULL, "no such file: not a PEFT adapter folder");
+		goto fail;
+	}
+	if (tpc_lora_cfg_from_file(&cfg, cfg_path, &e))
+		goto fail;
+	have_cfg = true;
+	const char *wpath = tpc_exists(st_path) ? st_path : bin_path;
+	if (!tpc_exists(wpath)) {
+		tpc_err_at(&e, TPC_EINPUT, dir, NULL, "neither adapter_model.safetensors nor adapter_model.bin is there");
+		goto fail;
+	}
+	tpc_open_opts oo;
+	memset(&oo, 0, sizeof(oo));
+	if (strict)
+		oo.flags |= TPC_OPEN_STRICT;
+	if (tpc_ckpt_open(&ad, wpath, &oo, &e))
+		goto fail;
+	if (tpc_lora_merge(ck, &ad, &cfg, w, &st, &e))
+		goto fail;
+	tpc_cli_info("merged the adapter '%s' (weight %g): %zu LoRA weight%s%s, %zu bias%s, %zu tensor%s replaced (modules_to_save)",
+		     dir, w, st.merged, st.merged == 1 ? "" : "s", st.dora ? " (DoRA)" : "", st.biases,
+		     st.biases == 1 ? "" : "es", st.replaced, st.replaced == 1 ? "" : "s");
+	goto out;
+fail:
+	ret = tpc_cli_fail(&e);
+out:
+	if (have_cfg)
+		tpc_lora_cfg_release(&cfg);
+	tpc_ckpt_release(&ad);
+	free(dir);
+	free(cfg_path);
+	free(st_path);
+	free(bin_path);
+	return ret;
+}

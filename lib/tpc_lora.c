@@ -1,0 +1,925 @@
+/* tpc_lora.c - PEFT LoRA adapters merged into a checkpoint as computed
+ * tensors (tpc_lora.h): the config, the plan (every adapter key placed and
+ * checked before the checkpoint changes), the rows computed while written. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_cast.h"
+#include "tpc_io.h"
+#include "tpc_lora.h"
+#include "tpc_regex.h"
+#include "tpc_util.h"
+
+#define LORA_PREFIX "base_model.model."
+#define LORA_STEP_ELEMS (1u << 20) /* image elements computed per step */
+
+/* ---- adapter_config.json ---- */
+
+static int cfg_bad(tpc_err *e, const char *path, const char *fmt, const char *what)
+{
+	char msg[400];
+	snprintf(msg, sizeof(msg), fmt, what);
+	return tpc_err_at(e, TPC_EINPUT, path, NULL, "%s", msg);
+}
+
+static bool json_set(const cJSON *o, const char *k)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!it || cJSON_IsNull(it) || cJSON_IsFalse(it))
+		return false;
+	if (cJSON_IsArray(it) || cJSON_IsObject(it))
+		return cJSON_GetArraySize(it) > 0;
+	if (cJSON_IsString(it))
+		return it->valuestring[0] != 0;
+	return true;
+}
+
+static int json_bool(const cJSON *o, const char *k, bool *v, const char *path, tpc_err *e)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+	*v = false;
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsBool(it))
+		return cfg_bad(e, path, "'%s' is not true or false", k);
+	*v = cJSON_IsTrue(it);
+	return 0;
+}
+
+int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	/* members whose adapter a merge into the unchanged base cannot express */
+	static const char *const refused[] = {
+		"target_parameters", "alora_invocation_tokens", "use_qalora", "layer_replication",
+		"trainable_token_indices", "arrow_config", "use_bdlora",
+	};
+	int ret = 0;
+	memset(c, 0, sizeof(*c));
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	if (!j || !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "not a JSON object");
+	}
+	c->json = j;
+	if (!(c->path = tpc_strdup(path ? path : "adapter_config.json"))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(j, "peft_type");
+	if (!cJSON_IsString(pt)) {
+		ret = cfg_bad(e, path, "%s: no peft_type; not a PEFT adapter config", "");
+		goto out;
+	}
+	if (strcmp(pt->valuestring, "LORA")) {
+		char nm[64];
+		tpc_sanitize(nm, sizeof(nm), pt->valuestring);
+		ret = cfg_bad(e, path, "peft_type '%s': tpconv merges LORA adapters only", nm);
+		goto out;
+	}
+	for (size_t k = 0; k < sizeof(refused) / sizeof(*refused); k++)
+		if (json_set(j, refused[k])) {
+			ret = cfg_bad(e, path, "'%s' is set: such an adapter is not a weight delta tpconv can merge", refused[k]);
+			goto out;
+		}
+	const cJSON *il = cJSON_GetObjectItemCaseSensitive(j, "init_lora_weights");
+	if (cJSON_IsString(il)) {
+		/* these change the base weights at initialisation: the adapter is a
+		 * delta over a modified base unless PEFT converted it when saving */
+		static const char *const moved[] = {"pissa", "olora", "corda", "loftq", "lora_ga"};
+		for (size_t k = 0; k < sizeof(moved) / sizeof(*moved); k++)
+			if (!strncmp(il->valuestring, moved[k], strlen(moved[k]))) {
+				ret = cfg_bad(e, path,
+					      "init_lora_weights '%s' changes the base weights: the adapter applies to that "
+					      "changed base (save it with path_initial_model_for_weight_conversion for a plain LoRA)",
+					      moved[k]);
+				goto out;
+			}
+	}
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "r"), *a = cJSON_GetObjectItemCaseSensitive(j, "lora_alpha");
+	c->r = 8;
+	c->alpha = 8;
+	if (r && (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble > 1e6 || r->valuedouble != (double)(int64_t)r->valuedouble)) {
+		ret = cfg_bad(e, path, "'%s' is not a positive integer", "r");
+		goto out;
+	}
+	if (a && (!cJSON_IsNumber(a) || !isfinite(a->valuedouble))) {
+		ret = cfg_bad(e, path, "'%s' is not a number", "lora_alpha");
+		goto out;
+	}
+	if (r)
+		c->r = (int64_t)r->valuedouble;
+	if (a)
+		c->alpha = a->valuedouble;
+	if ((ret = json_bool(j, "use_rslora", &c->rslora, path, e)) || (ret = json_bool(j, "fan_in_fan_out", &c->fifo, path, e)) ||
+	    (ret = json_bool(j, "use_dora", &c->dora, path, e)) || (ret = json_bool(j, "lora_bias", &c->lora_bias, path, e)))
+		goto out;
+	static const char *const pats[] = {"rank_pattern", "alpha_pattern"};
+	for (int k = 0; k < 2; k++) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, pats[k]), *it;
+		if (p && !cJSON_IsNull(p) && !cJSON_IsObject(p)) {
+			ret = cfg_bad(e, path, "'%s' is not an object", pats[k]);
+			goto out;
+		}
+		cJSON_ArrayForEach(it, p)
+		{
+			if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+			    (k == 0 && (it->valuedouble < 1 || it->valuedouble > 1e6 || it->valuedouble != (double)(int64_t)it->valuedouble))) {
+				ret = cfg_bad(e, path, "'%s' has a value that is not a rank or alpha", pats[k]);
+				goto out;
+			}
+		}
+	}
+out:
+	if (ret)
+		tpc_lora_cfg_release(c);
+	return ret;
+}
+
+int tpc_lora_cfg_from_file(tpc_lora_cfg *c, const char *path, tpc_err *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int ret = tpc_read_file(path, 16u << 20, &text, &len, e);
+	if (!ret)
+		ret = tpc_lora_cfg_from_buffer(c, text, len, path, e);
+	free(text);
+	return ret;
+}
+
+void tpc_lora_cfg_release(tpc_lora_cfg *c)
+{
+	cJSON_Delete(c->json);
+	free(c->path);
+	memset(c, 0, sizeof(*c));
+}
+
+/* ---- names ---- */
+
+/* Python's re.fullmatch(pat, name) (wrap "^(" ")$") or re.match of
+ * "(.*\.)?(pat)$" (pattern keys): 1 match, 0 none, <0 error set. */
+static int lora_re_match(const char *pre, const char *pat, const char *name, const char *what, const char *path, tpc_err *e)
+{
+	size_t n = strlen(pre) + strlen(pat) + 8;
+	char *full = tpc_malloc(n), why[256];
+	regex_t re;
+	if (!full)
+		return tpc_err_nomem(e);
+	snprintf(full, n, "%s(%s)$", pre, pat);
+	int rc = tpc_regex_compile(&re, full, REG_NOSUB, why, sizeof(why));
+	free(full);
+	if (rc < 0)
+		return tpc_err_nomem(e);
+	if (rc > 0) {
+		char p[200];
+		tpc_sanitize(p, sizeof(p), pat);
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "%s pattern '%s': %s", what, p, why);
+	}
+	rc = regexec(&re, name, 0, NULL, 0) == 0;
+	regfree(&re);
+	return rc;
+}
+
+/* PEFT's check_target_module_exists (tuners_utils.py) for a list or a
+ * string of target_modules / exclude_modules: 1, 0, or <0. A missing or
+ * null member: `dflt`. */
+static int names_module(const tpc_lora_cfg *c, const char *member, const char *mod, int dflt, tpc_err *e)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, member), *it;
+	if (!t || cJSON_IsNull(t))
+		return dflt;
+	if (cJSON_IsString(t)) {
+		if (!strcmp(t->valuestring, "all-linear"))
+			return 1; /* every linear layer but the output head: the base's shapes decide */
+		return lora_re_match("^", t->valuestring, mod, member, c->path, e);
+	}
+	if (!cJSON_IsArray(t))
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL, "'%s' is neither a list nor a string", member);
+	size_t ml = strlen(mod);
+	cJSON_ArrayForEach(it, t)
+	{
+		if (!cJSON_IsString(it))
+			return tpc_err_at(e, TPC_EINPUT, c->path, NULL, "'%s' holds something that is not a string", member);
+		size_t l = strlen(it->valuestring);
+		if (!strcmp(mod, it->valuestring) || (ml > l && mod[ml - l - 1] == '.' && !strcmp(mod + ml - l, it->valuestring)))
+			return 1;
+	}
+	return 0;
+}
+
+int tpc_lora_rank_alpha(const tpc_lora_cfg *c, const char *name, int64_t *r, double *alpha, tpc_err *e)
+{
+	static const char *const pats[] = {"rank_pattern", "alpha_pattern"};
+	*r = c->r;
+	*alpha = c->alpha;
+	for (int k = 0; k < 2; k++) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, pats[k]), *it;
+		cJSON_ArrayForEach(it, p)
+		{
+			int m = lora_re_match("^(.*\\.)?", it->string, name, pats[k], c->path, e);
+			if (m < 0)
+				return m;
+			if (m) {
+				if (k == 0)
+					*r = (int64_t)it->valuedouble;
+				else
+					*alpha = it->valuedouble;
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- the plan ---- */
+
+enum { K_A, K_B, K_BB, K_EA, K_EB, K_M, K_FULL, K_NKIND };
+
+static const struct {
+	const char *suffix;
+	int kind;
+} key_kinds[] = {
+	{".lora_A.weight", K_A}, {".lora_B.weight", K_B}, {".lora_B.bias", K_BB}, {".lora_embedding_A", K_EA},
+	{".lora_embedding_B", K_EB}, {".lora_magnitude_vector.weight", K_M}, {".lora_magnitude_vector", K_M},
+};
+
+typedef struct lmod {
+	char *name;          /* the module, without base_model.model. */
+	int64_t t[K_NKIND];  /* adapter tensor per kind, -1 */
+	char *full_param;    /* K_FULL: weight / bias ... (one per module entry) */
+	/* resolved */
+	int64_t base, bias;  /* ck tensors */
+	int mode, dora;
+	float s;
+} lmod;
+
+typedef struct plan {
+	lmod *m;
+	size_t n, cap;
+} plan;
+
+static void plan_release(plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->m[i].name);
+		free(p->m[i].full_param);
+	}
+	free(p->m);
+}
+
+static lmod *plan_get(plan *p, const char *name, size_t len, const char *param, tpc_err *e)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strlen(p->m[i].name) == len && !memcmp(p->m[i].name, name, len) &&
+		    (!param == !p->m[i].full_param) && (!param || !strcmp(param, p->m[i].full_param)))
+			return &p->m[i];
+	if (tpc_grow((void **)&p->m, &p->cap, p->n + 1, sizeof(*p->m))) {
+		tpc_err_nomem(e);
+		return NULL;
+	}
+	lmod *m = &p->m[p->n];
+	memset(m, 0, sizeof(*m));
+	for (int k = 0; k < K_NKIND; k++)
+		m->t[k] = -1;
+	m->base = m->bias = -1;
+	if (!(m->name = tpc_strndup(name, len)) || (param && !(m->full_param = tpc_strdup(param)))) {
+		free(m->name);
+		tpc_err_nomem(e);
+		return NULL;
+	}
+	p->n++;
+	return m;
+}
+
+static int bad_key(tpc_err *e, const char *key, const char *fmt, const char *arg)
+{
+	char msg[1600];
+	snprintf(msg, sizeof(msg), fmt, arg);
+	return tpc_err_at(e, TPC_EINPUT, NULL, key, "%s", msg);
+}
+
+/* Every adapter key into its module. */
+static int place_keys(plan *p, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_err *e)
+{
+	size_t pl = strlen(LORA_PREFIX);
+	for (size_t i = 0; i < ad->n; i++) {
+		const tpc_tensor *t = &ad->t[i];
+		const char *k = t->name;
+		if (strncmp(k, LORA_PREFIX, pl))
+			return bad_key(e, k, "not a PEFT LoRA key (they begin '%s')", LORA_PREFIX);
+		if (t->dtype != TPC_F32 && t->dtype != TPC_F16 && t->dtype != TPC_BF16 && t->dtype != TPC_F64)
+			return bad_key(e, k, "dtype %s: LoRA tensors are float", tpc_dtype_name(t->dtype));
+		if (t->dq || (t->flags & TPC_TF_NODATA))
+			return bad_key(e, k, "%s", "a computed or data-less adapter tensor");
+		const char *rest = k + pl;
+		size_t rl = strlen(rest);
+		int kind = -1;
+		size_t ml = 0;
+		for (size_t q = 0; q < sizeof(key_kinds) / sizeof(*key_kinds) && kind < 0; q++) {
+			size_t sl = strlen(key_kinds[q].suffix);
+			if (rl > sl && !strcmp(rest + rl - sl, key_kinds[q].suffix)) {
+				kind = key_kinds[q].kind;
+				ml = rl - sl;
+			}
+		}
+		const char *param = NULL;
+		if (kind < 0) {
+			/* a module saved whole: modules_to_save */
+			const char *dot = strrchr(rest, '.');
+			if (!dot || strstr(rest, ".lora_") || !strncmp(rest, "lora_", 5))
+				return bad_key(e, k, "%s", "not a key PEFT's LoRA writes (lora_A/B.weight, lora_B.bias, "
+							   "lora_embedding_A/B, lora_magnitude_vector, a modules_to_save tensor)");
+			ml = (size_t)(dot - rest);
+			char *mod = tpc_strndup(rest, ml);
+			if (!mod)
+				return tpc_err_nomem(e);
+			int in = names_module(c, "modules_to_save", mod, 0, e);
+			free(mod);
+			if (in < 0)
+				return in;
+			if (!in)
+				return bad_key(e, k, "%s",
+					       "a whole tensor whose module modules_to_save does not name (save_embedding_layers?); "
+					       "tpconv does not guess whether it replaces the base's");
+			kind = K_FULL;
+			param = dot + 1;
+		}
+		lmod *m = plan_get(p, rest, ml, param, e);
+		if (!m)
+			return TPC_EIO;
+		if (m->t[kind] >= 0)
+			return bad_key(e, k, "%s", "a second tensor of the same kind for its module");
+		m->t[kind] = (int64_t)i;
+	}
+	return 0;
+}
+
+static bool shape2(const tpc_tensor *t, int64_t a, int64_t b)
+{
+	return t->ndim == 2 && t->shape[0] == a && t->shape[1] == b;
+}
+
+static int bad_shape(tpc_err *e, const tpc_ckpt *ad, int64_t ai, const tpc_tensor *base, const char *why)
+{
+	char s1[64], s2[64];
+	return tpc_err_at(e, TPC_EINPUT, NULL, ad->t[ai].name, "shape %s does not fit base tensor '%s' %s%s%s",
+			  tpc_shape_str(&ad->t[ai], s1, sizeof(s1)), base->name, tpc_shape_str(base, s2, sizeof(s2)),
+			  why ? ": " : "", why ? why : "");
+}
+
+/* A module's tensors against the config and the base: its mode, DoRA kind
+ * and scale. */
+static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
+{
+	char bn[1024];
+	int ret;
+	if (m->full_param) {
+		snprintf(bn, sizeof(bn), "%s.%s", m->name, m->full_param);
+		const tpc_tensor *a = &ad->t[m->t[K_FULL]];
+		if ((m->base = tpc_ckpt_find(ck, bn)) < 0)
+			return bad_key(e, a->name, "replaces '%s' (modules_to_save), which the base does not have", bn);
+		const tpc_tensor *b = &ck->t[m->base];
+		if (a->ndim != b->ndim || memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)))
+			return bad_shape(e, ad, m->t[K_FULL], b, "a modules_to_save tensor replaces its base whole");
+		return 0;
+	}
+	bool lin = m->t[K_A] >= 0 || m->t[K_B] >= 0, emb = m->t[K_EA] >= 0 || m->t[K_EB] >= 0;
+	int64_t any = -1;
+	for (int k = 0; k < K_NKIND && any < 0; k++)
+		any = m->t[k];
+	const char *an = ad->t[any].name;
+	if (lin && emb)
+		return bad_key(e, an, "module '%s' has both lora_A/B and lora_embedding_A/B", m->name);
+	if (!lin && !emb)
+		return bad_key(e, an, "module '%s' has no lora_A/lora_B pair", m->name);
+	int64_t ia = m->t[lin ? K_A : K_EA], ib = m->t[lin ? K_B : K_EB];
+	if (ia < 0 || ib < 0)
+		return bad_key(e, an, lin ? "module '%s' has only one of lora_A and lora_B"
+					  : "module '%s' has only one of lora_embedding_A and lora_embedding_B",
+			       m->name);
+	if ((ret = names_module(c, "target_modules", m->name, 1, e)) <= 0)
+		return ret < 0 ? ret : bad_key(e, an, "module '%s' is not among the config's target_modules", m->name);
+	if ((ret = names_module(c, "exclude_modules", m->name, 0, e)))
+		return ret < 0 ? ret : bad_key(e, an, "module '%s' is among the config's exclude_modules", m->name);
+	if (m->t[K_M] >= 0 && !c->dora)
+		return bad_key(e, ad->t[m->t[K_M]].name, "%s", "a DoRA magnitude, but the config's use_dora is not true");
+	if (c->dora && m->t[K_M] < 0)
+		return bad_key(e, an, "use_dora is true but module '%s' has no lora_magnitude_vector", m->name);
+	if (m->t[K_BB] >= 0 && !c->lora_bias)
+		return bad_key(e, ad->t[m->t[K_BB]].name, "%s", "a lora_B bias, but the config's lora_bias is not true");
+	if (c->lora_bias && lin && m->t[K_BB] < 0)
+		return bad_key(e, an, "lora_bias is true but module '%s' has no lora_B.bias", m->name);
+	snprintf(bn, sizeof(bn), "%s.weight", m->name);
+	if ((m->base = tpc_ckpt_find(ck, bn)) < 0)
+		return bad_key(e, an, "its base tensor '%s' is not in the base checkpoint", bn);
+	const tpc_tensor *W = &ck->t[m->base], *A = &ad->t[ia], *B = &ad->t[ib];
+	if (W->dtype != TPC_F32 && W->dtype != TPC_BF16 && W->dtype != TPC_F16 && W->dtype != TPC_F64) {
+		char msg[1600];
+		snprintf(msg, sizeof(msg), "its base tensor '%s' is %s, not a float weight (quantized? give --dequantize)", bn,
+			 tpc_dtype_name(W->dtype));
+		return bad_key(e, an, "%s", msg);
+	}
+	/* a weight tied to another (one storage, a recorded alias): PEFT's merge
+	 * changes both, a description of one would leave the other behind */
+	for (size_t j = 0; j < ck->n; j++)
+		if ((int64_t)j != m->base && (tpc_tensor_same_view(&ck->t[j], W) || ck->t[j].alias_of == m->base ||
+					      W->alias_of == (int64_t)j))
+			return bad_key(e, an, "its base tensor is tied to '%s' (one storage): merging into tied weights is not supported",
+				       ck->t[j].name);
+	if (W->ndim != 2)
+		return bad_key(e, an, c->dora ? "DoRA on '%s', which is not a 2-D weight (a convolution?): not supported"
+					      : "LoRA on '%s', which is not a 2-D weight (a convolution?): not supported",
+			       bn);
+	int64_t r;
+	double alpha;
+	if ((ret = tpc_lora_rank_alpha(c, m->name, &r, &alpha, e)))
+		return ret;
+	if (A->ndim != 2 || B->ndim != 2 || A->shape[0] != B->shape[1])
+		return bad_shape(e, ad, ia, W, "lora_A is [r, in] and lora_B [out, r]");
+	if (A->shape[0] != r) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "its rank is %lld but the config (r, rank_pattern) gives %lld",
+			 (long long)A->shape[0], (long long)r);
+		return bad_key(e, A->name, "%s", msg);
+	}
+	int64_t in = A->shape[1], out = B->shape[0];
+	if (emb) {
+		if (!shape2(W, in, out))
+			return bad_shape(e, ad, ia, W, "an embedding's lora_embedding_A is [r, vocab], lora_embedding_B [dim, r]");
+		m->mode = 1;
+	} else {
+		bool normal = shape2(W, out, in), trans = shape2(W, in, out);
+		if (!normal && !trans)
+			return bad_shape(e, ad, ia, W, NULL);
+		/* a square weight: the config's fan_in_fan_out says (PEFT sets it
+		 * for a Conv1D); a non-square one shows its layout */
+		m->mode = normal && trans ? c->fifo : trans;
+	}
+	if (m->t[K_M] >= 0) {
+		const tpc_tensor *M = &ad->t[m->t[K_M]];
+		if (M->ndim != 1 || M->shape[0] != out)
+			return bad_shape(e, ad, m->t[K_M], W, "the magnitude has one value per output");
+		m->dora = m->mode ? 2 : 1;
+	}
+	if (m->t[K_BB] >= 0) {
+		const tpc_tensor *bb = &ad->t[m->t[K_BB]];
+		snprintf(bn, sizeof(bn), "%s.bias", m->name);
+		if ((m->bias = tpc_ckpt_find(ck, bn)) < 0)
+			return bad_key(e, bb->name, "lora_bias, but the base has no '%s'", bn);
+		if (bb->ndim != 1 || bb->shape[0] != out || ck->t[m->bias].ndim != 1 || ck->t[m->bias].shape[0] != out)
+			return bad_shape(e, ad, m->t[K_BB], &ck->t[m->bias], NULL);
+	}
+	m->s = (float)(c->rslora ? w * alpha / sqrt((double)r) : w * alpha / (double)r);
+	return 0;
+}
+
+/* ---- building the descriptions ---- */
+
+static void remap_src(tpc_tensor *t, const int *map)
+{
+	if (t->src >= 0)
+		t->src = map[t->src];
+	for (int k = 0; k < t->nparts; k++)
+		remap_src(&t->parts[k], map);
+}
+
+static int companion(tpc_tensor *dst, const tpc_tensor *src, const int *map, tpc_err *e)
+{
+	if (tpc_tensor_copy(dst, src))
+		return tpc_err_nomem(e);
+	if (!(dst->name = tpc_strdup(src->name ? src->name : "?"))) {
+		tpc_tensor_release(dst);
+		return tpc_err_nomem(e);
+	}
+	if (map)
+		remap_src(dst, map);
+	return 0;
+}
+
+static void release_dq(tpc_dequant *dq)
+{
+	for (int k = 0; dq && k < dq->nc; k++) {
+		free(dq->c[k].name);
+		tpc_tensor_release(&dq->c[k]);
+	}
+	free(dq);
+}
+
+/* ck->t[ix] becomes the computed tensor over dq (its old description dq's c[0]). */
+static int install(tpc_ckpt *ck, int64_t ix, tpc_dequant *dq, tpc_err *e)
+{
+	tpc_tensor *old = &ck->t[ix], nt;
+	if (tpc_tensor_init_zero(&nt, TPC_F32, old->ndim, old->shape)) {
+		release_dq(dq);
+		return tpc_err_nomem(e);
+	}
+	nt.flags = 0;
+	nt.dq = dq;
+	nt.dtype = old->dtype == TPC_F16 || old->dtype == TPC_BF16 || old->dtype == TPC_F64 ? old->dtype : TPC_F32;
+	nt.nbytes = nt.numel * tpc_dtype_size(nt.dtype);
+	nt.name = old->name;
+	old->name = NULL;
+	tpc_tensor_release(old);
+	*old = nt;
+	return 0;
+}
+
+/* ck->t[ix] with the LoRA of module m: A, B, magnitude from ad (sources
+ * through map). */
+static int add_lora(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
+{
+	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	float *f = NULL;
+	double *ss = NULL;
+	int ret = 0;
+	if (!dq)
+		return tpc_err_nomem(e);
+	bool emb = m->t[K_EA] >= 0;
+	dq->kind = TPC_DQ_LORA;
+	dq->lora_mode = m->mode;
+	dq->lora_scale = m->s;
+	if ((ret = companion(&dq->c[0], &ck->t[m->base], NULL, e)))
+		goto fail;
+	dq->nc = 1;
+	if ((ret = companion(&dq->c[1], &ad->t[m->t[emb ? K_EA : K_A]], map, e)))
+		goto fail;
+	dq->nc = 2;
+	if ((ret = companion(&dq->c[2], &ad->t[m->t[emb ? K_EB : K_B]], map, e)))
+		goto fail;
+	dq->nc = 3;
+	if (m->dora && (ret = companion(&dq->c[3], &ad->t[m->t[K_M]], map, e)))
+		goto fail;
+	if (m->dora)
+		dq->nc = 4;
+	dq->lora_dora = m->dora == 1;
+	if ((ret = install(ck, m->base, dq, e)))
+		return ret;
+	if (m->dora != 2)
+		return 0;
+	/* per-column DoRA: the norms of the merged columns, from one read of
+	 * the undecorated image, then the factors m / n as a source of ck */
+	tpc_tensor *t = &ck->t[m->base];
+	int64_t R = t->shape[0], C = t->shape[1];
+	uint64_t per = LORA_STEP_ELEMS / (uint64_t)C + 1;
+	float *rows = tpc_malloc((size_t)(per * (uint64_t)C) * sizeof(float));
+	ss = tpc_calloc((size_t)C, sizeof(double));
+	f = tpc_malloc((size_t)C * sizeof(float));
+	if (!rows || !ss || !f) {
+		free(rows);
+		ret = tpc_err_nomem(e);
+		goto fail_col;
+	}
+	for (int64_t r0 = 0; r0 < R && !ret; r0 += (int64_t)per) {
+		int64_t nr = R - r0 < (int64_t)per ? R - r0 : (int64_t)per;
+		ret = tpc_ckpt_read_bytes(ck, t, (uint64_t)r0 * (uint64_t)C * 4, (uint64_t)nr * (uint64_t)C * 4, rows, e);
+		for (int64_t i = 0; i < nr && !ret; i++)
+			for (int64_t j = 0; j < C; j++) {
+				double v = rows[i * C + j];
+				ss[j] += v * v;
+			}
+	}
+	free(rows);
+	tpc_tensor *mag = &t->dq->c[3];
+	if (!ret && mag->src_dtype == TPC_F32)
+		ret = tpc_ckpt_read_bytes(ck, mag, 0, (uint64_t)C * 4, f, e);
+	else if (!ret) {
+		void *tmp = tpc_malloc((size_t)C * tpc_dtype_size(mag->src_dtype));
+		ret = !tmp ? tpc_err_nomem(e) : tpc_ckpt_read_bytes(ck, mag, 0, (uint64_t)C * tpc_dtype_size(mag->src_dtype), tmp, e);
+		if (!ret)
+			ret = tpc_cast(f, TPC_F32, tmp, mag->src_dtype, (uint64_t)C, e);
+		free(tmp);
+	}
+	if (ret)
+		goto fail_col;
+	for (int64_t j = 0; j < C; j++)
+		f[j] = f[j] / (float)sqrt(ss[j]);
+	int idx;
+	char label[600];
+	snprintf(label, sizeof(label), "DoRA factors of '%s'", t->name);
+	ret = tpc_ckpt_add_mem(ck, label, (uint8_t *)f, (uint64_t)C * 4, &idx, e);
+	f = NULL; /* the checkpoint's, or freed */
+	if (ret)
+		goto fail_col;
+	free(mag->name);
+	tpc_tensor_release(mag);
+	memset(mag, 0, sizeof(*mag));
+	if (tpc_tensor_init_zero(mag, TPC_F32, 1, &C) || !(mag->name = tpc_strdup(label))) {
+		ret = tpc_err_nomem(e);
+		goto fail_col;
+	}
+	mag->flags = 0;
+	mag->src = idx;
+	t->dq->lora_dora = 2;
+fail_col:
+	free(ss);
+	free(f);
+	return ret;
+fail:
+	release_dq(dq);
+	return ret;
+}
+
+static int add_bias(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
+{
+	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	int ret;
+	if (!dq)
+		return tpc_err_nomem(e);
+	dq->kind = TPC_DQ_LORA;
+	dq->lora_mode = 2;
+	dq->lora_scale = m->s;
+	if ((ret = companion(&dq->c[0], &ck->t[m->bias], NULL, e)))
+		goto fail;
+	dq->nc = 1;
+	if ((ret = companion(&dq->c[1], &ad->t[m->t[K_BB]], map, e)))
+		goto fail;
+	dq->nc = 2;
+	return install(ck, m->bias, dq, e);
+fail:
+	release_dq(dq);
+	return ret;
+}
+
+/* A modules_to_save tensor: the adapter's description, in the base's dtype. */
+static int replace(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
+{
+	tpc_tensor *old = &ck->t[m->base], nt;
+	tpc_dtype out = old->dtype;
+	if (tpc_tensor_copy(&nt, &ad->t[m->t[K_FULL]]))
+		return tpc_err_nomem(e);
+	remap_src(&nt, map);
+	if (nt.dtype != out && !tpc_cast_supported(nt.src_dtype, out)) {
+		tpc_tensor_release(&nt);
+		return bad_key(e, ad->t[m->t[K_FULL]].name, "cannot be cast to the base's %s", tpc_dtype_name(out));
+	}
+	nt.dtype = out;
+	nt.nbytes = nt.numel * tpc_dtype_size(out);
+	nt.storage = -1;
+	nt.alias_of = -1;
+	nt.name = old->name;
+	old->name = NULL;
+	tpc_tensor_release(old);
+	*old = nt;
+	return 0;
+}
+
+/* ad's sources added to ck: map[j] is ad's source j's index in ck. */
+static int import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
+{
+	int *mp = tpc_calloc(ad->nsrc ? ad->nsrc : 1, sizeof(int));
+	int ret = 0;
+	if (!mp)
+		return tpc_err_nomem(e);
+	for (size_t j = 0; j < ad->nsrc && !ret; j++) {
+		const tpc_map *s = &ad->src[j];
+		if (s->fd >= 0 && s->path) {
+			ret = tpc_ckpt_add_file(ck, s->path, &mp[j], e);
+		} else {
+			uint8_t *mem = tpc_malloc(s->size ? (size_t)s->size : 1);
+			if (!mem)
+				ret = tpc_err_nomem(e);
+			else {
+				memcpy(mem, s->data, (size_t)s->size);
+				ret = tpc_ckpt_add_mem(ck, s->path ? s->path : "adapter", mem, s->size, &mp[j], e);
+			}
+		}
+	}
+	if (ret)
+		free(mp);
+	else
+		*map = mp;
+	return ret;
+}
+
+int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st, tpc_err *e)
+{
+	plan p = {0};
+	int *map = NULL;
+	int ret = place_keys(&p, ad, c, e);
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < p.n && !ret; i++)
+		ret = resolve(&p.m[i], ck, ad, c, w, e);
+	/* a module both replaced and adapted, or two replacements of one tensor */
+	for (size_t i = 0; i < p.n && !ret; i++)
+		for (size_t k = i + 1; k < p.n && !ret; k++)
+			if (p.m[i].base == p.m[k].base || (p.m[i].bias >= 0 && p.m[i].bias == p.m[k].base))
+				ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[p.m[i].base].name,
+						 "changed twice by one adapter (a LoRA and a modules_to_save tensor)");
+	if (ret)
+		goto out;
+	if (!p.n) {
+		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
+		goto out;
+	}
+	if ((ret = import_sources(ck, ad, &map, e)))
+		goto out;
+	for (size_t i = 0; i < p.n && !ret; i++) {
+		lmod *m = &p.m[i];
+		if (m->full_param) {
+			ret = replace(ck, ad, m, map, e);
+			st->replaced++;
+			continue;
+		}
+		ret = add_lora(ck, ad, m, map, e);
+		st->merged++;
+		st->dora += m->dora != 0;
+		if (!ret && m->bias >= 0) {
+			ret = add_bias(ck, ad, m, map, e);
+			st->biases++;
+		}
+	}
+out:
+	free(map);
+	plan_release(&p);
+	return ret;
+}
+
+/* ---- the rows, while written ---- */
+
+/* Elements [e0, e0+n) of t's image as f32. */
+static int read_f32(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t n, float *dst, tpc_err *e)
+{
+	tpc_dtype sd = t->src_dtype;
+	if (sd == TPC_F32)
+		return tpc_ckpt_read_bytes(ck, t, e0 * 4, n * 4, dst, e);
+	unsigned es = tpc_dtype_size(sd);
+	void *tmp = tpc_malloc(n ? (size_t)(n * es) : 1);
+	int ret = !tmp ? tpc_err_nomem(e) : tpc_ckpt_read_bytes(ck, t, e0 * es, n * es, tmp, e);
+	if (!ret)
+		ret = tpc_cast(dst, TPC_F32, tmp, sd, n, e);
+	free(tmp);
+	return ret;
+}
+
+/* The LoRA's fixed operand for a whole read: A [r, C] (Linear) or B
+ * transposed, [r, C] (Conv1D, Embedding). */
+static int operand(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t r, int64_t C, float **out, tpc_err *e)
+{
+	float *x = tpc_malloc((size_t)(r * C) * sizeof(float)), *b = NULL;
+	int ret = 0;
+	if (!x)
+		return tpc_err_nomem(e);
+	if (dq->lora_mode == 0) {
+		ret = read_f32(ck, &dq->c[1], 0, (uint64_t)(r * C), x, e);
+	} else if (!(b = tpc_malloc((size_t)(r * C) * sizeof(float)))) {
+		ret = tpc_err_nomem(e);
+	} else if (!(ret = read_f32(ck, &dq->c[2], 0, (uint64_t)(r * C), b, e))) {
+		for (int64_t j = 0; j < C; j++)
+			for (int64_t k = 0; k < r; k++)
+				x[k * C + j] = b[j * r + k];
+	}
+	free(b);
+	if (ret)
+		free(x);
+	else
+		*out = x;
+	return ret;
+}
+
+/* ac[j] += b * x[j] for j < n, the product rounded, then the sum (no FMA):
+ * the step of P's sum over k */
+__attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) static void axpy(float *restrict ac, const float *restrict x, float b, int64_t n)
+{
+	for (int64_t j = 0; j < n; j++) {
+		float p = b * x[j];
+		ac[j] = ac[j] + p;
+	}
+}
+
+/* Full rows [R0, R0 + nr) of the image [.., C] into V. op: operand(). */
+static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int64_t nr, int64_t C, int64_t r,
+		     const float *op, float *V, float *acc, float *co, tpc_err *e)
+{
+	int ret = read_f32(ck, &dq->c[0], (uint64_t)(R0 * C), (uint64_t)(nr * C), V, e);
+	if (ret)
+		return ret;
+	/* the row's coefficients: B[o, :] (Linear), A[:, i] (transposed) */
+	if (dq->lora_mode == 0) {
+		ret = read_f32(ck, &dq->c[2], (uint64_t)(R0 * r), (uint64_t)(nr * r), co, e);
+	} else {
+		tpc_tensor v;
+		if (tpc_tensor_narrow(&v, &dq->c[1], 1, R0, nr))
+			return tpc_err_set(e, TPC_EINPUT, "internal: cannot take columns of '%s'", dq->c[1].name);
+		float *tmp = tpc_malloc((size_t)(r * nr) * sizeof(float));
+		ret = !tmp ? tpc_err_nomem(e) : read_f32(ck, &v, 0, (uint64_t)(r * nr), tmp, e);
+		for (int64_t k = 0; !ret && k < r; k++)
+			for (int64_t i = 0; i < nr; i++)
+				co[i * r + k] = tmp[k * nr + i];
+		free(tmp);
+		tpc_tensor_release(&v);
+	}
+	if (ret)
+		return ret;
+	const float s = dq->lora_scale;
+	/* rows are independent: threads take rows, each with its own sum row */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nr > 1 && (uint64_t)nr * (uint64_t)C * (uint64_t)r >= (1u << 18))
+#endif
+	for (int64_t o = 0; o < nr; o++) {
+		float *row = V + o * C, *ac = acc;
+#ifdef _OPENMP
+		ac = acc + (int64_t)omp_get_thread_num() * C;
+#endif
+		const float *cf = co + o * r;
+		/* P = sum over k in order of the products, each rounded (no FMA) */
+		memset(ac, 0, (size_t)C * sizeof(float));
+		for (int64_t k = 0; k < r; k++)
+			axpy(ac, op + k * C, cf[k], C);
+		for (int64_t j = 0; j < C; j++) {
+			float d = ac[j] * s;
+			row[j] = row[j] + d;
+		}
+	}
+	if (dq->lora_dora == 1) {
+		float *mg = tpc_malloc((size_t)nr * sizeof(float));
+		ret = !mg ? tpc_err_nomem(e) : read_f32(ck, &dq->c[3], (uint64_t)R0, (uint64_t)nr, mg, e);
+		for (int64_t o = 0; !ret && o < nr; o++) {
+			float *row = V + o * C;
+			double ss = 0;
+			for (int64_t j = 0; j < C; j++)
+				ss += (double)row[j] * (double)row[j];
+			float f = mg[o] / (float)sqrt(ss);
+			for (int64_t j = 0; j < C; j++)
+				row[j] = f * row[j];
+		}
+		free(mg);
+	} else if (dq->lora_dora == 2) {
+		float *fc = tpc_malloc((size_t)C * sizeof(float));
+		ret = !fc ? tpc_err_nomem(e) : read_f32(ck, &dq->c[3], 0, (uint64_t)C, fc, e);
+		for (int64_t o = 0; !ret && o < nr; o++)
+			for (int64_t j = 0; j < C; j++)
+				V[o * C + j] = fc[j] * V[o * C + j];
+		free(fc);
+	}
+	return ret;
+}
+
+int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
+{
+	const tpc_dequant *dq = t->dq;
+	int ret = 0;
+	if (dq->lora_mode == 2) {
+		/* a bias: b + lora_B.bias * s */
+		float *x = tpc_malloc((size_t)cnt * sizeof(float));
+		if (!x)
+			return tpc_err_nomem(e);
+		if (!(ret = read_f32(ck, &dq->c[0], e0, cnt, dst, e)) && !(ret = read_f32(ck, &dq->c[1], e0, cnt, x, e)))
+			for (uint64_t i = 0; i < cnt; i++) {
+				float d = x[i] * dq->lora_scale;
+				dst[i] = dst[i] + d;
+			}
+		free(x);
+		goto out;
+	}
+	if (t->ndim != 2 || t->shape[1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
+		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
+	/* a window: rows r0.. of the full image, I of its C columns from c0 */
+	int64_t I = t->shape[1], C = dq->I ? dq->I : I;
+	int64_t r = dq->c[1].shape[0];
+	uint64_t per = LORA_STEP_ELEMS / (uint64_t)C + 1;
+	uint64_t span = (e0 % (uint64_t)I + cnt + (uint64_t)I - 1) / (uint64_t)I;
+	if (per > span)
+		per = span;
+	float *op = NULL, *V = tpc_malloc((size_t)(per * (uint64_t)C) * sizeof(float));
+	int nth = 1;
+#ifdef _OPENMP
+	nth = omp_get_max_threads();
+#endif
+	float *acc = tpc_malloc((size_t)nth * (size_t)C * sizeof(float)), *co = tpc_malloc((size_t)(per * (uint64_t)r) * sizeof(float));
+	if (!V || !acc || !co)
+		ret = tpc_err_nomem(e);
+	else
+		ret = operand(ck, dq, r, C, &op, e);
+	while (!ret && cnt) {
+		int64_t o0 = (int64_t)(e0 / (uint64_t)I);
+		uint64_t skip = e0 % (uint64_t)I, need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
+		int64_t nr = (int64_t)(need < per ? need : per);
+		if ((ret = lora_rows(ck, dq, dq->r0 + o0, nr, C, r, op, V, acc, co, e)))
+			break;
+		/* the window's columns of each row, from `skip` of the first */
+		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
+		if (take > cnt)
+			take = cnt;
+		for (uint64_t q = 0; q < take; q++) {
+			uint64_t at = skip + q;
+			dst[q] = V[(at / (uint64_t)I) * (uint64_t)C + (uint64_t)dq->c0 + at % (uint64_t)I];
+		}
+		dst += take;
+		e0 += take;
+		cnt -= take;
+	}
+	free(op);
+	free(V);
+	free(acc);
+	free(co);
+out:
+	if (ret)
+		tpc_err_tensor(e, t->name);
+	return ret;
+}

@@ -1,0 +1,115 @@
+/*
+ * tpc_lora.h - a PEFT LoRA adapter merged into its base as descriptions
+ * (convert --lora): each targeted weight becomes a computed tensor
+ * (TPC_DQ_LORA, tpc_ckpt.h) whose rows are made while a writer streams it,
+ * so a merge costs one pass over the base and a bounded buffer per tensor,
+ * never a whole-model copy.
+ *
+ * The adapter is a folder as PEFT v0.20.0's save_pretrained writes it:
+ * adapter_config.json (LoraConfig) and adapter_model.safetensors (or .bin),
+ * its keys base_model.model.<module>.<what> (utils/save_and_load.py):
+ *
+ *   lora_A.weight [r, in], lora_B.weight [out, r]    a Linear (GPT-2 Conv1D:
+ *                                                    the base is [in, out])
+ *   lora_B.bias [out]                                lora_bias
+ *   lora_embedding_A [r, vocab], lora_embedding_B [dim, r]   an Embedding
+ *   lora_magnitude_vector[.weight] [out] / [dim]     DoRA
+ *   <module>.weight, <module>.bias                   modules_to_save: the base
+ *                                                    tensor replaced whole
+ *
+ * The merge, for each module M (base tensor M.weight), in f32, following
+ * tuners/lora/layer.py Linear.get_delta_weight / merge, Embedding's, and
+ * variants.py DoraLinearVariant / DoraEmbeddingVariant.merge_safe:
+ *
+ *   s  = float(w * alpha / r)     (alpha / sqrt(r) with use_rslora; r and
+ *                                  alpha from rank_pattern / alpha_pattern by
+ *                                  get_pattern_key; w the --lora weight, 1)
+ *   P[o, i] = sum over k = 0, 1, ..., r-1 in that order of B[o, k] * A[k, i]
+ *             (each product and each sum rounded to f32: no fused multiply-add;
+ *             rows in parallel under OpenMP, the same bits)
+ *   D  = P * s (rounded), laid out as the base: [out, in] for a Linear,
+ *        transposed for a Conv1D (fan_in_fan_out) and an Embedding
+ *   V  = W + D
+ *   DoRA: n = the L2 norm of V per output row (Linear), per column (Conv1D,
+ *        Embedding): sqrt of the squares summed in f64 in index order, then
+ *        rounded to f32; W' = (m / n) * V, else W' = V
+ *   lora_bias: b' = b + lora_B.bias * s
+ *
+ * The image is f32; the output dtype is the base tensor's (one rounding, where
+ * PEFT rounds D to a bf16/f16 adapter's dtype and adds in the base dtype: the
+ * f32 case is PEFT's bit pattern given the sum order above, the others are
+ * within one unit in the last place). Several adapters apply in the order
+ * given, each over the image the ones before made (PEFT's merge_and_unload of
+ * several adapters). A Conv1D's or an Embedding's DoRA factors need whole
+ * columns: they are computed when the description is built (one extra read
+ * of that tensor).
+ *
+ * Refused by name (TPC_EINPUT): a peft_type other than LORA; config members
+ * that change what the base is or how the adapter acts, which a merge cannot
+ * express (init_lora_weights pissa/olora/corda/loftq/lora_ga, target_parameters,
+ * alora_invocation_tokens, use_qalora, layer_replication,
+ * trainable_token_indices, arrow_config, use_bdlora); a key that is none of
+ * the above; a module with A but no B (or the reverse); a module that
+ * target_modules does not name or exclude_modules names; an adapter tensor
+ * with no base tensor; shapes that do not fit (the rank against the pattern's
+ * r too); DoRA or LoRA on a base that is not 2-D (convolutions), not float
+ * (FP8 without --dequantize) or tied to another tensor; lora_bias on a base
+ * without a bias. Nothing is changed in the checkpoint until the whole
+ * adapter has been checked.
+ */
+#ifndef TPC_LORA_H
+#define TPC_LORA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpc_ckpt.h"
+#include "tpc_err.h"
+
+typedef struct tpc_lora_cfg {
+	char *path;          /* adapter_config.json, for messages */
+	int64_t r;           /* r */
+	double alpha;        /* lora_alpha */
+	bool rslora;         /* use_rslora */
+	bool fifo;           /* fan_in_fan_out */
+	bool dora;           /* use_dora */
+	bool lora_bias;      /* lora_bias */
+	void *json;          /* the parsed file (cJSON): target_modules, patterns... */
+} tpc_lora_cfg;
+
+/* Parse adapter_config.json's text (`path` names it in errors). Refusals as
+ * above, TPC_EINPUT naming the member. Release with tpc_lora_cfg_release. */
+int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, const char *path, tpc_err *e);
+int tpc_lora_cfg_from_file(tpc_lora_cfg *c, const char *path, tpc_err *e);
+void tpc_lora_cfg_release(tpc_lora_cfg *c);
+
+/* The r and alpha of module `name` (rank_pattern / alpha_pattern, PEFT's
+ * get_pattern_key: the first key K, in the file's order, for which the name
+ * matches ^(.*\.)?(K)$). */
+int tpc_lora_rank_alpha(const tpc_lora_cfg *c, const char *name, int64_t *r, double *alpha, tpc_err *e);
+
+typedef struct tpc_lora_stats {
+	size_t merged;       /* weights that got a delta */
+	size_t dora;         /* of which DoRA */
+	size_t biases;       /* lora_bias */
+	size_t replaced;     /* modules_to_save */
+} tpc_lora_stats;
+
+/*
+ * Merge adapter checkpoint `ad` (its tensors as read from the adapter file)
+ * with config `c` and weight `w` into `ck`: each targeted tensor of ck
+ * becomes a TPC_DQ_LORA description (its old description the base, c[0]), a
+ * replaced one a copy of the adapter's. ad's sources are added to ck (files
+ * mapped again, memory copied), so ad can be released after. Every key is
+ * placed and checked before ck changes: an error there leaves ck as it was
+ * (but for no source); a later one (out of memory, a read of a Conv1D's or
+ * embedding's DoRA columns) leaves ck partly merged, for the caller to drop.
+ */
+int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st,
+		   tpc_err *e);
+
+/* tpc_ckpt_read_bytes of a TPC_DQ_LORA tensor: F32 elements [e0, e0+cnt). */
+int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e);
+
+#endif
