@@ -355,7 +355,11 @@ void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len)
 	if (pg <= 0)
 		pg = 4096;
 	uint64_t span = drop_block();
-	if (!m || !m->data || m->fd < 0 || off >= m->size || !len)
+	/* a file within one block: every drop would be the whole file, faulted
+	 * back in by the next read (verify of a 160 KB model: 600 drops, 0.1 s
+	 * of system time), and its pages are no more than a larger file keeps
+	 * (the block a reader is in) */
+	if (!m || !m->data || m->fd < 0 || off >= m->size || !len || m->size <= span)
 		return;
 	if (len > m->size - off)
 		len = m->size - off;

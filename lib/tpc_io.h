@@ -57,7 +57,8 @@ void tpc_map_close(tpc_map *m);
  * to whole aligned 512-page blocks (2 MiB with 4 KiB pages), the largest
  * page-cache folio a fault maps at once, so neighbouring bytes lose their
  * pages too: harmless, they fault back in. Keeps the RSS of a pass over a
- * large input bounded. Owned-memory sources (fd < 0) are left alone. */
+ * large input bounded. Owned-memory sources (fd < 0) and files no larger
+ * than one block (what a reader keeps of a larger one) are left alone. */
 void tpc_map_drop(const tpc_map *m, uint64_t off, uint64_t len);
 /* A forward reader has passed [off, end): drop the whole blocks of it, and
  * keep the block `end` falls in, which the reader goes on to use (a later

@@ -983,8 +983,6 @@ static long mapping_rss_kb(const void *p)
 	return kb;
 }
 
-/* tpc_map_drop covers whole 512-page blocks: a fault can map a whole large
- * folio around the touched byte, and all of it must go. */
 /* An input that shrinks while it is mapped (another process truncates it):
  * a read past its new end is a SIGBUS, which ends the run with exit 4 and
  * the file and offset named, its temporaries removed, not a crash. */
@@ -1044,6 +1042,8 @@ static void test_shrunk_input(void **state)
 	rmdir(dir);
 }
 
+/* tpc_map_drop covers whole 512-page blocks: a fault can map a whole large
+ * folio around the touched byte, and all of it must go. */
 static void test_map_drop(void **st)
 {
 	(void)st;
@@ -1075,6 +1075,17 @@ static void test_map_drop(void **st)
 		assert_int_equal(mapping_rss_kb(m.data), all - (long)((block + (size_t)pg) / 1024));
 		/* across a block boundary: both blocks */
 		tpc_map_drop(&m, 3 * block - 1, 2);
+		assert_int_equal(mapping_rss_kb(m.data), (long)(block / 1024));
+	}
+	tpc_map_close(&m);
+	/* a file of one block or less keeps its pages: a drop would be all of
+	 * it, faulted back in by the next read */
+	assert_int_equal(test_write_file(path, buf, block), 0);
+	assert_int_equal(tpc_map_open(&m, path, &e), 0);
+	for (size_t i = 0; i < block; i += (size_t)pg)
+		sum += m.data[i];
+	if (all >= 0) {
+		tpc_map_drop(&m, 100, 10);
 		assert_int_equal(mapping_rss_kb(m.data), (long)(block / 1024));
 	}
 	tpc_map_close(&m);
