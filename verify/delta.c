@@ -26,6 +26,26 @@ static bool holds(const vloc *l, int k, int64_t per, int64_t g0, int64_t g, int6
 	       l->start[k] + l->len[k] <= l->size[k];
 }
 
+/* Both forms' out_proj (row-parallel), gated norm (replicated), conv1d,
+ * dt_bias and A_log (the rank's own): placed for rank t (-1: the unsplit
+ * reference), then located. */
+static bool shared_ok(const vrun *R, const tpc_vattn *at, int t, char *msg, size_t n)
+{
+	const tpc_vdelta *p = &at->dn;
+	return tpc__part_ok(R, at->o, true, "DeltaNet out_proj", msg, n) && tpc__repl_ok(R, p->norm, "DeltaNet norm", msg, n) &&
+	       tpc__rank_ok(R, p->conv, t, msg, n) && tpc__rank_ok(R, p->dt, t, msg, n) && tpc__rank_ok(R, p->a_log, t, msg, n);
+}
+
+static void shared_loc(const vrun *R, const tpc_vattn *at, int t, vdelta_loc *d)
+{
+	const tpc_vdelta *p = &at->dn;
+	tpc__lin_of(R, at->o, t, true, &d->o);
+	tpc__loc_of(R, p->conv, t, &d->conv);
+	tpc__loc_of(R, p->dt, t, &d->dt);
+	tpc__loc_of(R, p->a_log, t, &d->a_log);
+	tpc__loc_of(R, p->norm, t, &d->norm);
+}
+
 /* The flat projections (Qwen3.5): in_proj_qkv's [q | k | v] each by heads
  * (3 parts), in_proj_z, in_proj_b, in_proj_a by value heads; the rank's
  * key head groups g0 .. g0 + g - 1 from in_proj_z's rows */
@@ -35,20 +55,13 @@ static bool flat_loc_of(const vrun *R, const tpc_vattn *at, int t, vdelta_loc *d
 	if (t >= 0 && (!tpc__part_ok(R, p->qkv, false, "DeltaNet in_proj_qkv", msg, n) ||
 		       !tpc__part_ok(R, p->z, false, "DeltaNet in_proj_z", msg, n) ||
 		       !tpc__part_ok(R, p->b, false, "DeltaNet in_proj_b", msg, n) ||
-		       !tpc__part_ok(R, p->a, false, "DeltaNet in_proj_a", msg, n) ||
-		       !tpc__part_ok(R, at->o, true, "DeltaNet out_proj", msg, n) ||
-		       !tpc__repl_ok(R, p->norm, "DeltaNet norm", msg, n) || !tpc__rank_ok(R, p->conv, t, msg, n) ||
-		       !tpc__rank_ok(R, p->dt, t, msg, n) || !tpc__rank_ok(R, p->a_log, t, msg, n)))
+		       !tpc__part_ok(R, p->a, false, "DeltaNet in_proj_a", msg, n) || !shared_ok(R, at, t, msg, n)))
 		return false;
 	tpc__lin_of(R, p->qkv, t, false, &d->qkv);
 	tpc__lin_of(R, p->z, t, false, &d->z);
 	tpc__lin_of(R, p->b, t, false, &d->b);
 	tpc__lin_of(R, p->a, t, false, &d->a);
-	tpc__lin_of(R, at->o, t, true, &d->o);
-	tpc__loc_of(R, p->conv, t, &d->conv);
-	tpc__loc_of(R, p->dt, t, &d->dt);
-	tpc__loc_of(R, p->a_log, t, &d->a_log);
-	tpc__loc_of(R, p->norm, t, &d->norm);
+	shared_loc(R, at, t, d);
 	int64_t r = p->nv / p->nk, V = r * p->dv;
 	const vloc *z = &d->z.w, *q = &d->qkv.w;
 	int64_t len = z->dim >= 0 ? z->len[0] : z->t->shape[z->transposed ? 1 : 0], start = z->dim >= 0 ? z->start[0] : 0;
@@ -92,18 +105,11 @@ bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d
 	if (p->flat)
 		return flat_loc_of(R, at, t, d, msg, n);
 	if (t >= 0 && (!tpc__part_ok(R, p->qkvz, false, "DeltaNet in_proj_qkvz", msg, n) ||
-		       !tpc__part_ok(R, p->ba, false, "DeltaNet in_proj_ba", msg, n) ||
-		       !tpc__part_ok(R, at->o, true, "DeltaNet out_proj", msg, n) ||
-		       !tpc__repl_ok(R, p->norm, "DeltaNet norm", msg, n) || !tpc__rank_ok(R, p->conv, t, msg, n) ||
-		       !tpc__rank_ok(R, p->dt, t, msg, n) || !tpc__rank_ok(R, p->a_log, t, msg, n)))
+		       !tpc__part_ok(R, p->ba, false, "DeltaNet in_proj_ba", msg, n) || !shared_ok(R, at, t, msg, n)))
 		return false;
 	tpc__lin_of(R, p->qkvz, t, false, &d->qkvz);
 	tpc__lin_of(R, p->ba, t, false, &d->ba);
-	tpc__lin_of(R, at->o, t, true, &d->o);
-	tpc__loc_of(R, p->conv, t, &d->conv);
-	tpc__loc_of(R, p->dt, t, &d->dt);
-	tpc__loc_of(R, p->a_log, t, &d->a_log);
-	tpc__loc_of(R, p->norm, t, &d->norm);
+	shared_loc(R, at, t, d);
 	int64_t r = p->nv / p->nk, W = 2 * p->dk + 2 * r * p->dv;
 	const vloc *q = &d->qkvz.w;
 	int64_t len = q->dim >= 0 ? q->len[0] : q->t->shape[q->transposed ? 1 : 0], start = q->dim >= 0 ? q->start[0] : 0;
