@@ -374,17 +374,11 @@ static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const
 		      tpc_err *e)
 {
 	const tpc_format *f = tpc_format_by_name("torch");
-	char *dir = tpc_path_dir(path);
-	int ret;
 	(void)sp;
 	(void)r;
-	if (!dir)
-		return tpc_err_nomem(e);
-	ret = f ? tpc_mkdirs(dir, e) : tpc_err_set(e, TPC_EUSAGE, "the torch writer is not available in this build");
-	if (!ret)
-		ret = f->write(ck, NULL, 0, path, wo, e);
-	free(dir);
-	return ret;
+	if (!f)
+		return tpc_err_set(e, TPC_EUSAGE, "the torch writer is not available in this build");
+	return tpc__layout_write_file(f, false, ck, path, wo, e);
 }
 
 static void remove_rank(const char *path)

@@ -337,17 +337,9 @@ static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const
 		      tpc_err *e)
 {
 	const tpc_format *f = dcp_format(e);
-	char *dir = tpc_path_dir(path);
-	int ret;
 	(void)sp;
 	(void)r;
-	if (!dir)
-		return tpc_err_nomem(e);
-	ret = f ? tpc_mkdirs(dir, e) : TPC_EUSAGE;
-	if (!ret)
-		ret = f->write_part(ck, NULL, 0, path, wo, e);
-	free(dir);
-	return ret;
+	return f ? tpc__layout_write_file(f, true, ck, path, wo, e) : TPC_EUSAGE;
 }
 
 /* the iteration folder's files describe the rank files: a set taken back loses them */

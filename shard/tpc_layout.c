@@ -150,6 +150,19 @@ bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name)
 	return false;
 }
 
+int tpc__layout_write_file(const tpc_format *f, bool part, const tpc_ckpt *ck, const char *path,
+			   const tpc_write_opts *wo, tpc_err *e)
+{
+	char *dir = tpc_path_dir(path);
+	if (!dir)
+		return tpc_err_nomem(e);
+	int ret = tpc_mkdirs(dir, e);
+	free(dir);
+	if (ret)
+		return ret;
+	return part ? f->write_part(ck, NULL, 0, path, wo, e) : f->write(ck, NULL, 0, path, wo, e);
+}
+
 int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e)
 {
 	tpc_tensor c;

@@ -147,6 +147,10 @@ bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name);
 /* Add a copy of t to ck under `name`; t may be one of ck's own tensors (the
  * add can move ck's table: t is copied first). */
 int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
+/* Write ck as one rank file at path with format f (its write_part when part:
+ * one file of a DCP folder), the folders above path made first. */
+int tpc__layout_write_file(const tpc_format *f, bool part, const tpc_ckpt *ck, const char *path,
+			   const tpc_write_opts *wo, tpc_err *e);
 
 /* Renaming by the family tables (lib/tpc_family.h) for the layouts that store
  * an ecosystem's names (trtllm, vllm). A row whose name in `eco` ends in "#K"
