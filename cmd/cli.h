@@ -95,11 +95,13 @@ int tpc_cli_catalog_args(const char *cmd, const char *help, int argc, char **arg
  * Tensors that look quantized with no quantization_config are refused.
  * *ndq: how many weights. Returns 0 or an exit status (message printed). */
 int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
-/* --lora DIR[:WEIGHT] (convert): the PEFT LoRA adapter in folder DIR
+/* --lora DIR[:WEIGHT] (convert, shard): the PEFT LoRA adapter in folder DIR
  * (adapter_config.json, adapter_model.safetensors or .bin) merged into ck
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
  * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
+/* the most --lora options one command takes */
+#define TPC_CLI_LORA_MAX 64
 /* The quantization config of `in` (config.json's quantization_config beside
  * it, else an AutoGPTQ quantize_config.json); q->method NONE when there is
  * none. *cfg_path (may be NULL) receives config.json's path (free it). */

@@ -93,7 +93,6 @@ static void print_help(void)
 }
 
 enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA };
-#define TPC_CLI_LORA_MAX 64
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or

@@ -66,6 +66,9 @@ static const char *help =
 	"                           gets its slice computed from the packed tensors while it is\n"
 	"                           written (config.json's torch_dtype, else bf16); the set's config.json\n"
 	"                           loses quantization_config. No block or group limits the tp\n"
+	"  --lora DIR[:WEIGHT]      merge a PEFT LoRA adapter first, as convert --lora does: each\n"
+	"                           rank's slice of a merged weight is computed while it is\n"
+	"                           written (repeatable; after --dequantize; not for a shard set)\n"
 	"  --pad                    zero-pad splits that do not divide evenly (recorded in the\n"
 	"                           manifest, stripped on merge) instead of refusing them; an\n"
 	"                           FP8 block layer whose slices would cut a block is padded\n"
@@ -229,7 +232,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 }
 
 enum {
-	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_PPL,
+	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_LORA, O_PPL,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
 };
 
@@ -243,6 +246,8 @@ typedef struct shard_cmd {
 	bool *ranks;                 /* --rank: the rank files this run writes; NULL: all */
 	int ranks_cap;
 	size_t ndq;                  /* weights dequantized while written */
+	const char *lora[TPC_CLI_LORA_MAX]; /* --lora DIR[:W], in order */
+	int nlora;
 	tpc_cli_set set;
 	tpc_shard_opts so;
 	tpc_cli_remap rm;
@@ -282,7 +287,7 @@ static const struct option shard_lo[] = {
 	{"vocab-multiple", required_argument, NULL, O_VMULT},
 	{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
 	{"pp-layers", required_argument, NULL, O_PPL}, {"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
-	{"dequantize", no_argument, NULL, O_DEQ},
+	{"dequantize", no_argument, NULL, O_DEQ}, {"lora", required_argument, NULL, O_LORA},
 	{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 	{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
 	{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
@@ -334,6 +339,11 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_VMULT: return tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &s->vmult);
 	case O_PAD: s->so.resolve_flags |= TPC_RESOLVE_PAD; return 0;
 	case O_DEQ: s->dequant = true; return 0;
+	case O_LORA:
+		if (s->nlora == TPC_CLI_LORA_MAX)
+			return tpc_cli_usage("shard", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
+		s->lora[s->nlora++] = optarg;
+		return 0;
 	case O_PPL:
 		return parse_pp_layers(s, optarg);
 	case O_EP:
@@ -496,11 +506,18 @@ static int build(shard_cmd *s, tpc_err *e)
 		tpc_cli_info("input is a shard set of tp %d, pp %d", in->mg.tp, in->mg.pp);
 		if (!in->have_plan && in->kind == TPC_SET_MANIFEST)
 			return tpc_cli_usage("shard", "the input set's manifest records no plan: give --preset or --plan");
+		if (s->nlora)
+			return tpc_cli_usage("shard", "--lora merges into a checkpoint, not a shard set: merge '%s' first, or convert it with --lora",
+					     s->in);
 	} else if (s->dequant && (ret = tpc_cli_dequantize(s->in, &in->ck, &s->ndq))) {
 		/* FP8 / GPTQ / AWQ weights become dense descriptions, computed
 		 * slice by slice while each rank file is written */
 		return ret;
 	}
+	/* LoRA adapters: the merged weights computed slice by slice as well */
+	for (int k = 0; k < s->nlora; k++)
+		if ((ret = tpc_cli_lora(s->lora[k], &in->ck, s->so.strict)))
+			return ret;
 	if (!in->have_plan)
 		return tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");
 	if (s->vmult)

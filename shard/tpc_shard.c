@@ -690,6 +690,10 @@ static int rank_entry(tpc_shard_plan *sp, size_t i, const int *aux_src, int aux_
 			continue;
 		}
 		if (tpc__rank_tensor(t, &en->split, sp->tp, r, &desc)) {
+			if (t->dq && en->split.nparts > 1)
+				return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
+						  "a weight computed while it is written (dequantized or LoRA-merged) is split in one window a rank, and this one's split takes %d parts a rank (a fused tensor): convert it first, then shard the result",
+						  en->split.nparts);
 			return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "cannot slice this tensor for rank %d (sub-byte dtype %s?)", r,
 				    tpc_dtype_name(t->src_dtype));
 		}

@@ -145,4 +145,26 @@ rm -f "$T/h.safetensors"
 "$TPCONV" convert "$F/llama" --lora "$F/llama/plain" -o "$T/h.safetensors" --lora "$H/no-base" 2>"$T/err"
 [ $? = 3 ] && [ ! -e "$T/h.safetensors" ] && ok "a good adapter then a bad one: nothing written" || bad "partial merge" "$(cat "$T/err")"
 "$TPCONV" convert --help | grep -q -- "--lora DIR\[:WEIGHT\]" && ok "convert --help documents --lora" || bad "--help"
+
+# shard --lora: each rank's slice of a merged weight computed while it is
+# written (column windows of the row-parallel o_proj / down_proj included):
+# the set merges back to convert --lora's output byte for byte
+for c in plain dora embedding-dora rank-pattern; do
+  rm -rf "$T/sl" "$T/sl.safetensors" "$T/cl.safetensors"
+  if "$TPCONV" shard "$F/llama" --lora "$F/llama/$c" --tp 2 -o "$T/sl" -q 2>"$T/err" &&
+     "$TPCONV" merge "$T/sl" -o "$T/sl.safetensors" -q 2>>"$T/err" &&
+     "$TPCONV" convert "$F/llama" --lora "$F/llama/$c" -o "$T/cl.safetensors" -q 2>>"$T/err" &&
+     cmp -s "$T/sl.safetensors" "$T/cl.safetensors"; then
+    ok "shard --lora llama $c at tp 2 merges back to convert --lora's bytes"
+  else bad "shard --lora $c" "$(tail -3 "$T/err")"; fi
+done
+# a fused tensor (GPT-2's c_attn, 3 parts a rank) is not split from its
+# computed form: refused by name, nothing written
+rm -rf "$T/sg"
+"$TPCONV" shard "$F/gpt2" --lora "$F/gpt2/conv1d" --tp 2 -o "$T/sg" 2>"$T/err"
+[ $? = 3 ] && grep -q "c_attn.*split in one window a rank, and this one's split takes 3 parts" "$T/err" && [ ! -e "$T/sg" ] &&
+  ok "shard --lora refuses a fused tensor's 3-part split of a merged weight (exit 3)" || bad "shard --lora fused" "$(cat "$T/err")"
+"$TPCONV" shard "$T/sl" --lora "$F/llama/plain" --tp 2 -o "$T/sx" 2>"$T/err"
+[ $? = 2 ] && grep -q "merges into a checkpoint, not a shard set" "$T/err" && [ ! -e "$T/sx" ] &&
+  ok "shard --lora refuses a shard set as the base (exit 2)" || bad "shard --lora set" "$(cat "$T/err")"
 done_testing
