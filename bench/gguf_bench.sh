@@ -89,7 +89,21 @@ for ot in $OUTTYPES; do
   [ $ot = f32 ] || [ $ot = q8_0 ] || [ $ot = q4_k_m ] || rm -f "$DIR/g-$ot.gguf"
 done
 
-if [ "$REF" = 1 ] && [ -x /tmp/inchroot.sh ] && [ -d "$ICHROOT/usr/share/llama.cpp" ]; then
+# the reference runs in make interop's chroot (tests/interop/chroot.sh, its
+# mounts), in the folder given as a host path under it; without the chroot or
+# without root its rows are skipped, and said so
+IN="$DIR/inchroot.sh"
+printf '%s\n' '#!/bin/sh' \
+  '# inchroot.sh HOSTDIR CMD: CMD (one shell string) inside the chroot, in HOSTDIR' \
+  ". '$SRCDIR/tests/interop/chroot.sh'" \
+  "interop_mount '$ICHROOT' || exit 4" \
+  "d=\${1#'$ICHROOT'}; shift" \
+  "exec chroot '$ICHROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 HF_HUB_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore sh -c \"cd '\$d' && \$*\"" >"$IN"
+chmod +x "$IN"
+if [ "$REF" = 1 ] && { [ "$(id -u)" != 0 ] || [ ! -d "$ICHROOT/usr/share/llama.cpp" ]; }; then
+  echo "reference rows skipped: no forky chroot with llama.cpp at $ICHROOT (make interop builds it, as root)" |
+    tee -a "$ROWS"
+elif [ "$REF" = 1 ]; then
   R="$ICHROOT/tmp/gguf-bench"
   mkdir -p "$R/gguf-llama" # the folder's name is general.name's: the same as tpconv's
   for f in "$M"/*; do ln -f "$f" "$R/gguf-llama/" 2>/dev/null || cp "$f" "$R/gguf-llama/"; done
@@ -98,10 +112,10 @@ if [ "$REF" = 1 ] && [ -x /tmp/inchroot.sh ] && [ -d "$ICHROOT/usr/share/llama.c
     if [ $ot = q4_k_m ]; then
       # the two steps: convert_hf_to_gguf.py -> f32, then llama-quantize
       cat "$ST" >/dev/null
-      run "convert_hf_to_gguf.py -> f32" "$R/ref-f32q.gguf" /tmp/inchroot.sh "$R" \
+      run "convert_hf_to_gguf.py -> f32" "$R/ref-f32q.gguf" "$IN" "$R" \
         "python3 ref_convert.py gguf-llama --outtype f32 --outfile ref-f32q.gguf"
       S1=$SECS R1=$RSS U1=$USR Y1=$SYS
-      run "llama-quantize Q4_K_M" "$R/ref-q4_k_m.gguf" /tmp/inchroot.sh "$R" \
+      run "llama-quantize Q4_K_M" "$R/ref-q4_k_m.gguf" "$IN" "$R" \
         "llama-quantize ref-f32q.gguf ref-q4_k_m.gguf Q4_K_M"
       row "llama-quantize Q4_K_M of that f32" "" ""
       SECS=$(awk "BEGIN{print $S1 + $SECS}") USR=$(awk "BEGIN{print $U1 + $USR}") SYS=$(awk "BEGIN{print $Y1 + $SYS}")
@@ -110,7 +124,7 @@ if [ "$REF" = 1 ] && [ -x /tmp/inchroot.sh ] && [ -d "$ICHROOT/usr/share/llama.c
       rm -f "$R/ref-f32q.gguf"
     else
       cat "$ST" >/dev/null
-      run "convert_hf_to_gguf.py -> $ot" "$R/ref-$ot.gguf" /tmp/inchroot.sh "$R" \
+      run "convert_hf_to_gguf.py -> $ot" "$R/ref-$ot.gguf" "$IN" "$R" \
         "python3 ref_convert.py gguf-llama --outtype $ot --outfile ref-$ot.gguf"
       row "convert_hf_to_gguf.py -> GGUF $ot" "" ""
     fi
