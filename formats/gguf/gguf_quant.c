@@ -193,15 +193,19 @@ static const struct rule {
 	{M(FT_Q3_K_L), C_ATTN_OUT, NOT_FALCON, TPC_GGML_Q5_K},
 };
 
-/* The architectures and layer counts llama.cpp's load_arch_hparams calls
- * LLM_TYPE_70B (the only model type the mixtures read: attn_v Q3_K / Q4_K
- * -> Q5_K); gqa: only with fewer KV heads than heads (LLaMA-2 70B, not 65B) */
+/* What llama-quantize knows of a GGUF architecture (general.architecture)
+ * beyond its keys: n_layer_70b, the layer count llama.cpp's
+ * load_arch_hparams calls LLM_TYPE_70B (the only model type the mixtures
+ * read: attn_v Q3_K / Q4_K -> Q5_K), gqa: only with fewer KV heads than
+ * heads (LLaMA-2 70B, not 65B); falcon: llama_tensor_get_type_impl's
+ * LLM_ARCH_FALCON rules. */
 static const struct {
 	const char *arch;
-	int n_layer;
-	bool gqa;
-} type_70b[] = {
-	{"llama", 80, true}, {"qwen2", 80, false}, {"deci", 80, false}, {"jais2", 68, false},
+	int n_layer_70b;
+	bool gqa, falcon;
+} arch_rules[] = {
+	{"llama", 80, true, false}, {"qwen2", 80, false, false}, {"deci", 80, false, false},
+	{"jais2", 68, false, false}, {"falcon", 0, false, true},
 };
 
 typedef struct model {
@@ -356,15 +360,18 @@ int tpc_gguf_mix_apply(const tpc_gguf_mix *mx, tpc_gguf_kvs *kv, tpc_gguf_wtenso
 	const char *arch = ai >= 0 && kv->kv[ai].type == TPC_GV_STRING ? kv->kv[ai].s : "";
 	model m = {0};
 	bool tied = true;
-	m.falcon = !strcmp(arch, "falcon");
 	m.n_expert = (int)kv_num(kv, arch, "expert_count", 0);
 	m.n_layer = (int)kv_num(kv, arch, "block_count", 0);
 	int64_t heads = kv_num(kv, arch, "attention.head_count", 0),
 		kvh = kv_num(kv, arch, "attention.head_count_kv", heads);
 	m.n_gqa = kvh > 0 ? (int)(heads / kvh) : 0;
-	for (size_t i = 0; i < sizeof(type_70b) / sizeof(type_70b[0]); i++)
-		m.l70b |= !strcmp(arch, type_70b[i].arch) && m.n_layer == type_70b[i].n_layer &&
-			  (!type_70b[i].gqa || heads != kvh);
+	for (size_t i = 0; i < sizeof(arch_rules) / sizeof(arch_rules[0]); i++) {
+		if (strcmp(arch, arch_rules[i].arch))
+			continue;
+		m.falcon = arch_rules[i].falcon;
+		m.l70b = arch_rules[i].n_layer_70b > 0 && m.n_layer == arch_rules[i].n_layer_70b &&
+			 (!arch_rules[i].gqa || heads != kvh);
+	}
 	qsort(t, n, sizeof(*t), by_weights_map);
 	for (size_t i = 0; i < n; i++) {
 		enum cat c = category(t[i].name);

@@ -13,7 +13,7 @@
 #include "gguf.h"
 #include "tpc_ggml.h"
 
-#define MAXT 300
+#define MAXT 700
 
 typedef struct list {
 	tpc_gguf_wtensor t[MAXT];
@@ -36,7 +36,8 @@ static void add(list *l, const char *name, int64_t rows, int64_t cols)
 	l->n++;
 }
 
-static void llama(list *l, int layers, int64_t hidden, tpc_gguf_kvs *kv)
+/* A LLaMA-shaped model of GGUF architecture `arch`, kvh KV heads of 8 */
+static void model_of(list *l, const char *arch, int layers, int64_t hidden, int kvh, tpc_gguf_kvs *kv)
 {
 	char name[64];
 	l->n = 0;
@@ -53,13 +54,21 @@ static void llama(list *l, int layers, int64_t hidden, tpc_gguf_kvs *kv)
 	add(l, "output_norm.weight", 0, hidden);
 	add(l, "output.weight", 320, hidden);
 	memset(kv, 0, sizeof(*kv));
-	assert_int_equal(tpc_gguf_kvs_str(kv, "general.architecture", "llama", 5), 0);
+	assert_int_equal(tpc_gguf_kvs_str(kv, "general.architecture", arch, strlen(arch)), 0);
 	assert_int_equal(tpc_gguf_kvs_uint(kv, "general.file_type", TPC_GV_U32, 0), 0);
 	assert_int_equal(tpc_gguf_kvs_uint(kv, "general.quantization_version", TPC_GV_U32, 2), 0);
-	assert_int_equal(tpc_gguf_kvs_uint(kv, "llama.block_count", TPC_GV_U32, (uint64_t)layers), 0);
-	assert_int_equal(tpc_gguf_kvs_uint(kv, "llama.attention.head_count", TPC_GV_U32, 8), 0);
-	assert_int_equal(tpc_gguf_kvs_uint(kv, "llama.attention.head_count_kv", TPC_GV_U32, 8), 0);
+	snprintf(name, sizeof(name), "%s.block_count", arch);
+	assert_int_equal(tpc_gguf_kvs_uint(kv, name, TPC_GV_U32, (uint64_t)layers), 0);
+	snprintf(name, sizeof(name), "%s.attention.head_count", arch);
+	assert_int_equal(tpc_gguf_kvs_uint(kv, name, TPC_GV_U32, 8), 0);
+	snprintf(name, sizeof(name), "%s.attention.head_count_kv", arch);
+	assert_int_equal(tpc_gguf_kvs_uint(kv, name, TPC_GV_U32, (uint64_t)kvh), 0);
 	assert_int_equal(tpc_gguf_kvs_str(kv, "general.name", "x", 1), 0);
+}
+
+static void llama(list *l, int layers, int64_t hidden, tpc_gguf_kvs *kv)
+{
+	model_of(l, "llama", layers, hidden, 8, kv);
 }
 
 static void release(list *l, tpc_gguf_kvs *kv)
@@ -120,6 +129,37 @@ static void test_q4_k_m_layers(void **st)
 	llama(&l, 3, 256, &kv);
 	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("Q4_K"), &kv, l.t, l.n, &e), 0);
 	check_boost(&l, 3, "2", TPC_GGML_Q6_K, TPC_GGML_Q4_K);
+	release(&l, &kv);
+}
+
+/* gguf_quant.c's arch_rules: an 80-layer "llama" with fewer KV heads than
+ * heads (LLaMA-2 70B) and an 80-layer "qwen2" are LLM_TYPE_70B, whose
+ * q3_k_m attn_v goes Q4_K -> Q5_K; an 80-layer llama without GQA (65B) is
+ * not; Falcon's output is Q8_0 where the others' is Q6_K */
+static void test_arch_rules(void **st)
+{
+	(void)st;
+	static list l;
+	tpc_gguf_kvs kv;
+	tpc_err e = {0};
+	static const struct {
+		const char *arch;
+		int kvh, attn_v;
+	} cases[] = {{"llama", 2, TPC_GGML_Q5_K}, {"llama", 8, TPC_GGML_Q4_K}, {"qwen2", 8, TPC_GGML_Q5_K}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		model_of(&l, cases[i].arch, 80, 256, cases[i].kvh, &kv);
+		assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("q3_k_m"), &kv, l.t, l.n, &e), 0);
+		assert_int_equal(type_of(&l, "blk.0.attn_v.weight"), TPC_GGML_Q5_K); /* V_LT2: layers 0, 1 */
+		assert_int_equal(type_of(&l, "blk.40.attn_v.weight"), cases[i].attn_v);
+		release(&l, &kv);
+	}
+	model_of(&l, "falcon", 4, 256, 8, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("q4_k_m"), &kv, l.t, l.n, &e), 0);
+	assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_Q8_0);
+	release(&l, &kv);
+	llama(&l, 4, 256, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_mix_by_name("q4_k_m"), &kv, l.t, l.n, &e), 0);
+	assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_Q6_K);
 	release(&l, &kv);
 }
 
@@ -222,6 +262,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_q4_k_m_layers),
+		cmocka_unit_test(test_arch_rules),
 		cmocka_unit_test(test_fallback),
 		cmocka_unit_test(test_mixtures),
 		cmocka_unit_test(test_iq4_tq),
