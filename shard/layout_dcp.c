@@ -71,7 +71,7 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	return tpc_strdup(buf);
 }
 
-static const tpc_format *dcp_format(tpc_err *e)
+const tpc_format *tpc__dcp_format(tpc_err *e)
 {
 	const tpc_format *f = tpc_format_by_name("dcp");
 	if (!f || !f->write_part || !f->part_items || !f->write_index || !f->open) {
@@ -170,7 +170,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	(void)sp;
 	(void)o;
-	return dcp_format(e) ? 0 : TPC_EUSAGE;
+	return tpc__dcp_format(e) ? 0 : TPC_EUSAGE;
 }
 
 /* The rank as stored: its chunks, one tensor each (named after the global
@@ -206,7 +206,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path, const tpc_write_opts *wo,
 		      tpc_err *e)
 {
-	const tpc_format *f = dcp_format(e);
+	const tpc_format *f = tpc__dcp_format(e);
 	(void)sp;
 	(void)r;
 	return f ? f->write_part(ck, NULL, 0, path, wo, e) : TPC_EUSAGE;
@@ -273,7 +273,7 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 /* Every rank file is there: .metadata over all of them, then the companions. */
 static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
 {
-	const tpc_format *f = dcp_format(e);
+	const tpc_format *f = tpc__dcp_format(e);
 	int nr = sp->tp * sp->pp, ret = 0;
 	dchunk **ch = tpc_calloc((size_t)nr, sizeof(*ch));
 	size_t *nch = tpc_calloc((size_t)nr, sizeof(*nch)), *cur = tpc_calloc((size_t)nr, sizeof(*cur)), total = 0;
@@ -362,7 +362,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 int tpc__dcp_open_rank(const char *path, const char *set_dir, const char *dcp_dir, const tpc_layout_rank_ctx *c,
 		       tpc__dcp_globals_fn fix, tpc_ckpt *ck, tpc_err *e)
 {
-	const tpc_format *f = dcp_format(e);
+	const tpc_format *f = tpc__dcp_format(e);
 	const char *dir = dcp_dir;
 	char *mpath = tpc_path_join(set_dir, TPC_MANIFEST_NAME);
 	tpc_manifest man;

@@ -97,16 +97,6 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	return tpc_strdup(buf);
 }
 
-static const tpc_format *dcp_format(tpc_err *e)
-{
-	const tpc_format *f = tpc_format_by_name("dcp");
-	if (!f || !f->write_part || !f->part_items || !f->write_index) {
-		tpc_err_set(e, TPC_EUSAGE, "the DCP writer is not available in this build");
-		return NULL;
-	}
-	return f;
-}
-
 static const tpc_tensor_row *row_of(const char *n, int64_t *l, bool *bias, const tpc_family **of)
 {
 	const tpc_tensor_row *w = tpc_family_classify_for(NULL, LAYOUT_NAME, TPC_ECO_HF, n, l, NULL, bias, of);
@@ -288,7 +278,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	tpc__mcore_facts mf;
 	int ret;
 	(void)o;
-	if (!dcp_format(e))
+	if (!tpc__dcp_format(e))
 		return TPC_EUSAGE;
 	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
 		return ret;
@@ -336,7 +326,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path, const tpc_write_opts *wo,
 		      tpc_err *e)
 {
-	const tpc_format *f = dcp_format(e);
+	const tpc_format *f = tpc__dcp_format(e);
 	(void)sp;
 	(void)r;
 	return f ? tpc__layout_write_file(f, true, ck, path, wo, e) : TPC_EUSAGE;
@@ -442,7 +432,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 {
 	static const char config[] = "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, "
 				     "\"common_backend\": \"torch\", \"common_backend_version\": 1}";
-	const tpc_format *f = dcp_format(e);
+	const tpc_format *f = tpc__dcp_format(e);
 	int nr = sp->tp * sp->pp, ret = 0;
 	mlist *ch = tpc_calloc((size_t)nr, sizeof(*ch));
 	uint64_t **off = tpc_calloc((size_t)nr, sizeof(*off)), **len = tpc_calloc((size_t)nr, sizeof(*len));

@@ -174,6 +174,9 @@ int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q,
  * turning the tensors from index n0 on into the manifest's global tensors
  * (names, shapes), then the rank's slices cut from them by the splits of
  * set_dir's tpconv-manifest.json. */
+/* The DCP format with its writer and reader (layout_dcp.c); NULL with the
+ * error set when this build lacks them. */
+const tpc_format *tpc__dcp_format(tpc_err *e);
 /* Whether the items of the DCP rank file at `path`, in order, have the dtypes
  * and shapes of want[0..n) (a rank file on disk is this set's: resume). */
 typedef struct tpc__dcp_item {
