@@ -169,11 +169,6 @@ int tpc__layout_fuse(const tpc_ckpt *q, const tpc_tensor_row *const *g, int n, i
 int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q, int64_t l, int64_t local,
 			    tpc_ckpt *out, tpc_err *e);
 
-/* A rank of a set stored as one DCP checkpoint (the dcp and megatron-dist
- * layouts, layout_dcp.c): the folder dcp_dir opened whole, `fix` (or NULL)
- * turning the tensors from index n0 on into the manifest's global tensors
- * (names, shapes), then the rank's slices cut from them by the splits of
- * set_dir's tpconv-manifest.json. */
 /* The DCP format with its writer and reader (layout_dcp.c); NULL with the
  * error set when this build lacks them. */
 const tpc_format *tpc__dcp_format(tpc_err *e);
@@ -185,6 +180,11 @@ typedef struct tpc__dcp_item {
 	int64_t shape[TPC_MAX_NDIM];
 } tpc__dcp_item;
 bool tpc__dcp_items_ok(const char *path, const tpc__dcp_item *want, size_t n);
+/* A rank of a set stored as one DCP checkpoint (the dcp and megatron-dist
+ * layouts, layout_dcp.c): the folder dcp_dir opened whole, `fix` (or NULL)
+ * turning the tensors from index n0 on into the manifest's global tensors
+ * (names, shapes), then the rank's slices cut from them by the splits of
+ * set_dir's tpconv-manifest.json. */
 struct tpc_manifest;
 typedef int (*tpc__dcp_globals_fn)(tpc_ckpt *ck, size_t n0, const struct tpc_manifest *man,
 				   const tpc_layout_rank_ctx *c, const char *dcp_dir, tpc_err *e);
