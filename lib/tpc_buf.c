@@ -1,6 +1,7 @@
 /* tpc_buf.c - growable buffer and JSON string output; see tpc_buf.h. */
 #include "tpc_buf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,16 @@ void tpc_buf_addn(tpc_buf *b, char c, size_t n)
 	memset(b->p + b->len, c, n);
 	b->len += n;
 	b->p[b->len] = '\0';
+}
+
+void tpc_buf_json_num(tpc_buf *b, double v, int digits)
+{
+	if (isnan(v))
+		tpc_buf_adds(b, "null");
+	else if (isinf(v))
+		tpc_buf_adds(b, v > 0 ? "1e999" : "-1e999");
+	else
+		tpc_buf_addf(b, "%.*g", digits, v);
 }
 
 void tpc_buf_addf(tpc_buf *b, const char *fmt, ...)

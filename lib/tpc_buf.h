@@ -41,6 +41,10 @@ char *tpc_buf_detach(tpc_buf *b, size_t *len);
  * non-ASCII is written as \uXXXX escapes (surrogate pairs above U+FFFF), the
  * way Python's json.dumps does by default; invalid UTF-8 bytes become U+FFFD. */
 void tpc_buf_json_str(tpc_buf *b, const char *s, size_t n, bool ascii);
+/* Append v as a JSON number with `digits` significant digits (%.*g): NaN as
+ * null, an infinity as 1e999 / -1e999 (JSON has neither; Python's json reads
+ * 1e999 back as inf). */
+void tpc_buf_json_num(tpc_buf *b, double v, int digits);
 /* Append s[0..n) as XML 1.0 character data or attribute text: the five
  * entities escaped, control characters other than tab and newline as '?',
  * bytes that are not UTF-8 as U+FFFD (JUnit reports: the document parses). */

@@ -615,16 +615,6 @@ void tpc_diff_report_text(const tpc_diff *d, const char *label_a, const char *la
 		     d->seconds);
 }
 
-static void json_num(tpc_buf *b, double v)
-{
-	if (isnan(v))
-		tpc_buf_adds(b, "null");
-	else if (isinf(v))
-		tpc_buf_adds(b, v > 0 ? "1e999" : "-1e999");
-	else
-		tpc_buf_addf(b, "%.17g", v);
-}
-
 void tpc_diff_report_json(const tpc_diff *d, const char *label_a, const char *label_b, tpc_buf *b)
 {
 	tpc_buf_adds(b, "{\n  \"a\": ");
@@ -658,16 +648,16 @@ void tpc_diff_report_json(const tpc_diff *d, const char *label_a, const char *la
 				index_str(b, x);
 				if (x->numeric) {
 					tpc_buf_adds(b, ", \"first_a\": ");
-					json_num(b, x->first_a);
+					tpc_buf_json_num(b, x->first_a, 17);
 					tpc_buf_adds(b, ", \"first_b\": ");
-					json_num(b, x->first_b);
+					tpc_buf_json_num(b, x->first_b, 17);
 				}
 			}
 			if (x->numeric) {
 				tpc_buf_adds(b, ", \"max_abs\": ");
-				json_num(b, x->max_abs);
+				tpc_buf_json_num(b, x->max_abs, 17);
 				tpc_buf_adds(b, ", \"max_rel\": ");
-				json_num(b, x->max_rel);
+				tpc_buf_json_num(b, x->max_rel, 17);
 			}
 			if (x->have_ulps) {
 				if (x->max_ulps == UINT64_MAX)

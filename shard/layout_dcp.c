@@ -203,13 +203,13 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	return ret;
 }
 
-static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path, const tpc_write_opts *wo,
-		      tpc_err *e)
+int tpc__dcp_write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path, const tpc_write_opts *wo,
+			tpc_err *e)
 {
 	const tpc_format *f = tpc__dcp_format(e);
 	(void)sp;
 	(void)r;
-	return f ? f->write_part(ck, NULL, 0, path, wo, e) : TPC_EUSAGE;
+	return f ? tpc__layout_write_file(f, true, ck, path, wo, e) : TPC_EUSAGE;
 }
 
 /* .metadata describes the rank files: a set taken back loses it too */
@@ -475,6 +475,6 @@ const tpc_layout tpc_layout_dcp = {
 	.formats = formats, .set_format = "dcp-shards",
 	.companions_at_top = true,
 	.rank_name = rank_name, .check = check,
-	.stored_rank = stored_rank, .write_rank = write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
+	.stored_rank = stored_rank, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 };

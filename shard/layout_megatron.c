@@ -40,7 +40,6 @@
  * the fused tensors are split back per group, names mapped to Hugging Face's,
  * layers renumbered globally. Head counts come from the manifest or from args.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,15 +555,8 @@ static bool parse_rank_dir(const char *n, int *t, int *p)
 static bool detect_dir(const char *dir)
 {
 	char *it = tpc_extras_megatron_iter(dir);
-	bool yes = false;
-	DIR *d = it ? opendir(it) : NULL;
-	struct dirent *de;
-	while (d && !yes && (de = readdir(d))) {
-		int t, p;
-		yes = parse_rank_dir(de->d_name, &t, &p);
-	}
-	if (d)
-		closedir(d);
+	int maxt, maxp;
+	bool yes = tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
 	return yes;
 }
@@ -572,18 +564,8 @@ static bool detect_dir(const char *dir)
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
 	char *it = tpc_extras_megatron_iter(dir);
-	int maxt = -1, maxp = -1;
-	DIR *d = it ? opendir(it) : NULL;
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		int t, p;
-		if (parse_rank_dir(de->d_name, &t, &p)) {
-			maxt = t > maxt ? t : maxt;
-			maxp = p > maxp ? p : maxp;
-		}
-	}
-	if (d)
-		closedir(d);
+	int maxt, maxp;
+	tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
 	*tp = tp_flag ? tp_flag : maxt + 1;
 	*pp = pp_flag ? pp_flag : (maxp >= 0 ? maxp + 1 : 1);

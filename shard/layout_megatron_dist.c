@@ -323,15 +323,6 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	return ret;
 }
 
-static int write_rank(const tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path, const tpc_write_opts *wo,
-		      tpc_err *e)
-{
-	const tpc_format *f = tpc__dcp_format(e);
-	(void)sp;
-	(void)r;
-	return f ? tpc__layout_write_file(f, true, ck, path, wo, e) : TPC_EUSAGE;
-}
-
 /* the iteration folder's files describe the rank files: a set taken back loses them */
 static void remove_rank(const char *path)
 {
@@ -554,6 +545,6 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.formats = formats, .set_format = "megatron-torch_dist",
 	.companions_at_top = true, .uneven_stages = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
-	.stored_rank = stored_rank, .write_rank = write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
+	.stored_rank = stored_rank, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 };

@@ -2,7 +2,6 @@
  * torch files (SHARDING.md, OSLO section). Sets OSLO wrote have no manifest;
  * they are recognised by their names, including the _ep_0 suffix of newer
  * OSLO and the tp={t}_pp={p} spelling of older releases. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,18 +48,8 @@ static bool is_rank_file(const char *name)
 
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
-	int maxt = -1, maxp = -1;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		int a, b;
-		if (parse(de->d_name, &a, &b)) {
-			maxt = a > maxt ? a : maxt;
-			maxp = b > maxp ? b : maxp;
-		}
-	}
-	if (d)
-		closedir(d);
+	int maxt, maxp;
+	tpc__layout_max_ranks(dir, parse, &maxt, &maxp);
 	*tp = tp_flag ? tp_flag : maxt + 1;
 	*pp = pp_flag ? pp_flag : maxp + 1;
 	if (*tp < maxt + 1 || *pp < maxp + 1) {

@@ -802,16 +802,8 @@ static bool is_rank_file(const char *name)
 
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
-	int maxr = -1;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		int a, b;
-		if (parse(de->d_name, &a, &b) && a > maxr)
-			maxr = a;
-	}
-	if (d)
-		closedir(d);
+	int maxr, maxp;
+	tpc__layout_max_ranks(dir, parse, &maxr, &maxp);
 	if (pp_flag > 1) {
 		return tpc_err_at(e, TPC_EUSAGE, dir, NULL, "vLLM's sharded_state files name the tensor-parallel rank only: --pp must be 1");
 	}

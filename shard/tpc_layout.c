@@ -150,6 +150,25 @@ bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name)
 	return false;
 }
 
+bool tpc__layout_max_ranks(const char *dir, bool (*parse)(const char *name, int *t, int *p), int *maxt, int *maxp)
+{
+	bool any = false;
+	*maxt = *maxp = -1;
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int t, p;
+		if (parse(de->d_name, &t, &p)) {
+			any = true;
+			*maxt = t > *maxt ? t : *maxt;
+			*maxp = p > *maxp ? p : *maxp;
+		}
+	}
+	if (d)
+		closedir(d);
+	return any;
+}
+
 int tpc__layout_write_file(const tpc_format *f, bool part, const tpc_ckpt *ck, const char *path,
 			   const tpc_write_opts *wo, tpc_err *e)
 {

@@ -147,6 +147,9 @@ bool tpc__layout_listed(const tpc_layout_rank_ctx *c, const char *name);
 /* Add a copy of t to ck under `name`; t may be one of ck's own tensors (the
  * add can move ck's table: t is copied first). */
 int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tpc_err *e);
+/* The largest tp and pp ranks (-1 when none) among the names in `dir` that
+ * `parse` takes for rank files of a foreign layout; false when none is. */
+bool tpc__layout_max_ranks(const char *dir, bool (*parse)(const char *name, int *t, int *p), int *maxt, int *maxp);
 /* Write ck as one rank file at path with format f (its write_part when part:
  * one file of a DCP folder), the folders above path made first. */
 int tpc__layout_write_file(const tpc_format *f, bool part, const tpc_ckpt *ck, const char *path,
@@ -172,6 +175,10 @@ int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q,
 /* The DCP format with its writer and reader (layout_dcp.c); NULL with the
  * error set when this build lacks them. */
 const tpc_format *tpc__dcp_format(tpc_err *e);
+/* A layout's write_rank for a DCP rank file (`__R_0.distcp`), its folder made
+ * first. */
+int tpc__dcp_write_rank(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
+			const tpc_write_opts *wo, tpc_err *e);
 /* Whether the items of the DCP rank file at `path`, in order, have the dtypes
  * and shapes of want[0..n) (a rank file on disk is this set's: resume). */
 typedef struct tpc__dcp_item {

@@ -46,6 +46,34 @@ static void shared_loc(const vrun *R, const tpc_vattn *at, int t, vdelta_loc *d)
 	tpc__loc_of(R, p->norm, t, &d->norm);
 }
 
+/* The tensors both forms share, for the key head groups d->g0.. the rank
+ * computes: conv1d's q, k and v channels, the value heads of dt_bias and
+ * A_log, out_proj's input columns. The name of the first that does not hold
+ * them, else NULL. */
+static const char *shared_bad(const vrun *R, const tpc_vattn *at, const vdelta_loc *d)
+{
+	const tpc_vdelta *p = &at->dn;
+	int64_t r = p->nv / p->nk, V = r * p->dv;
+	if (d->conv.dim >= 0 ? d->conv.dim != 0 || d->conv.nparts != 3 || !holds(&d->conv, 0, p->dk, d->g0, d->g, 0) ||
+				       !holds(&d->conv, 1, p->dk, d->g0, d->g, 0) || !holds(&d->conv, 2, V, d->g0, d->g, 0)
+			     : d->g0 != 0 || d->g != p->nk)
+		return R->s->t[p->conv].name;
+	if (!holds(&d->dt, 0, r, d->g0, d->g, p->nv))
+		return R->s->t[p->dt].name;
+	if (!holds(&d->a_log, 0, r, d->g0, d->g, p->nv))
+		return R->s->t[p->a_log].name;
+	if (!holds(&d->o.w, 0, V, d->g0, d->g, p->nv * p->dv))
+		return R->s->t[at->o].name;
+	return NULL;
+}
+
+static bool loc_fail(char *msg, size_t n, int t, const char *bad, const vdelta_loc *d, const char *what)
+{
+	snprintf(msg, n, "rank %d: DeltaNet '%s' must hold the key head groups %lld..%lld the rank computes (%s)", t, bad,
+		 (long long)d->g0, (long long)(d->g0 + d->g - 1), what);
+	return false;
+}
+
 /* The flat projections (Qwen3.5): in_proj_qkv's [q | k | v] each by heads
  * (3 parts), in_proj_z, in_proj_b, in_proj_a by value heads; the rank's
  * key head groups g0 .. g0 + g - 1 from in_proj_z's rows */
@@ -78,22 +106,10 @@ static bool flat_loc_of(const vrun *R, const tpc_vattn *at, int t, vdelta_loc *d
 		bad = R->s->t[p->b].name;
 	else if (!holds(&d->a.w, 0, r, d->g0, d->g, p->nv))
 		bad = R->s->t[p->a].name;
-	else if (d->conv.dim >= 0 ? d->conv.dim != 0 || d->conv.nparts != 3 || !holds(&d->conv, 0, p->dk, d->g0, d->g, 0) ||
-					   !holds(&d->conv, 1, p->dk, d->g0, d->g, 0) || !holds(&d->conv, 2, V, d->g0, d->g, 0)
-				  : d->g0 != 0 || d->g != p->nk)
-		bad = R->s->t[p->conv].name;
-	else if (!holds(&d->dt, 0, r, d->g0, d->g, p->nv))
-		bad = R->s->t[p->dt].name;
-	else if (!holds(&d->a_log, 0, r, d->g0, d->g, p->nv))
-		bad = R->s->t[p->a_log].name;
-	else if (!holds(&d->o.w, 0, V, d->g0, d->g, p->nv * p->dv))
-		bad = R->s->t[at->o].name;
-	if (bad) {
-		snprintf(msg, n, "rank %d: DeltaNet '%s' must hold the key head groups %lld..%lld the rank computes (their q, k and v heads of in_proj_qkv and conv1d, value heads of in_proj_z, in_proj_b, in_proj_a, dt_bias, A_log and out_proj)",
-			 t, bad, (long long)d->g0, (long long)(d->g0 + d->g - 1));
-		return false;
-	}
-	return true;
+	else
+		bad = shared_bad(R, at, d);
+	return bad ? loc_fail(msg, n, t, bad, d, "their q, k and v heads of in_proj_qkv and conv1d, value heads of in_proj_z, in_proj_b, in_proj_a, dt_bias, A_log and out_proj")
+		   : true;
 }
 
 bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d, char *msg, size_t n)
@@ -120,23 +136,10 @@ bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d
 		bad = R->s->t[p->qkvz].name;
 	else if (!holds(&d->ba.w, 0, 2 * r, d->g0, d->g, 2 * p->nv))
 		bad = R->s->t[p->ba].name;
-	else if (d->conv.dim >= 0 ? d->conv.dim != 0 || d->conv.nparts != 3 || !holds(&d->conv, 0, p->dk, d->g0, d->g, 0) ||
-					   !holds(&d->conv, 1, p->dk, d->g0, d->g, 0) ||
-					   !holds(&d->conv, 2, r * p->dv, d->g0, d->g, 0)
-				  : d->g0 != 0 || d->g != p->nk)
-		bad = R->s->t[p->conv].name;
-	else if (!holds(&d->dt, 0, r, d->g0, d->g, p->nv))
-		bad = R->s->t[p->dt].name;
-	else if (!holds(&d->a_log, 0, r, d->g0, d->g, p->nv))
-		bad = R->s->t[p->a_log].name;
-	else if (!holds(&d->o.w, 0, r * p->dv, d->g0, d->g, p->nv * p->dv))
-		bad = R->s->t[at->o].name;
-	if (bad) {
-		snprintf(msg, n, "rank %d: DeltaNet '%s' must hold the key head groups %lld..%lld the rank computes (whole [q k v z] groups of in_proj_qkvz, [b a] of in_proj_ba, q/k/v channels of conv1d, value heads of dt_bias, A_log and out_proj)",
-			 t, bad, (long long)d->g0, (long long)(d->g0 + d->g - 1));
-		return false;
-	}
-	return true;
+	else
+		bad = shared_bad(R, at, d);
+	return bad ? loc_fail(msg, n, t, bad, d, "whole [q k v z] groups of in_proj_qkvz, [b a] of in_proj_ba, q/k/v channels of conv1d, value heads of dt_bias, A_log and out_proj")
+		   : true;
 }
 
 #define R float

@@ -1,6 +1,5 @@
 /* report.c - the verify report as a `#` table, JSON and JUnit XML; the
  * schemas are in tpc_verify.h. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,17 +45,6 @@ static bool coll_differs(const tpc_verify_report *rep)
 static const char *status_name(int s)
 {
 	return s == TPC_VR_FAIL ? "fail" : s == TPC_VR_SKIP ? "skip" : "pass";
-}
-
-/* %g that JSON accepts: no inf or nan */
-static void num(tpc_buf *b, double v)
-{
-	if (isnan(v))
-		tpc_buf_adds(b, "null");
-	else if (isinf(v))
-		tpc_buf_adds(b, v > 0 ? "1e999" : "-1e999");
-	else
-		tpc_buf_addf(b, "%.9g", v);
 }
 
 void tpc_verify_report_table(const tpc_verify_report *rep, bool failures_only, tpc_buf *b)
@@ -115,13 +103,13 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 			     (unsigned long long)r->mismatches);
 		tpc_buf_addf(b, "\"capped\": %s, ", r->capped ? "true" : "false");
 		tpc_buf_adds(b, "\"max_abs\": ");
-		num(b, r->max_abs);
+		tpc_buf_json_num(b, r->max_abs, 9);
 		tpc_buf_adds(b, ", \"max_rel\": ");
-		num(b, r->max_rel);
+		tpc_buf_json_num(b, r->max_rel, 9);
 		tpc_buf_adds(b, ", \"rtol\": ");
-		num(b, r->rtol);
+		tpc_buf_json_num(b, r->rtol, 9);
 		tpc_buf_adds(b, ", \"atol\": ");
-		num(b, r->atol);
+		tpc_buf_json_num(b, r->atol, 9);
 		if (r->kind == TPC_VC_MODEL)
 			tpc_buf_addf(b, ", \"top1\": [%lld, %lld]", (long long)r->top1_agree, (long long)r->top1_total);
 		if (r->kind == TPC_VC_STRUCTURE)
@@ -134,9 +122,9 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 		for (int d = 0; d < r->ndiff; d++) {
 			tpc_buf_addf(b, "%s{\"rank\": %d, \"index\": %lld, \"expected\": ", d ? ", " : "", r->diff[d].rank,
 				     (long long)r->diff[d].index);
-			num(b, r->diff[d].expected);
+			tpc_buf_json_num(b, r->diff[d].expected, 9);
 			tpc_buf_adds(b, ", \"actual\": ");
-			num(b, r->diff[d].actual);
+			tpc_buf_json_num(b, r->diff[d].actual, 9);
 			tpc_buf_addc(b, '}');
 		}
 		tpc_buf_adds(b, "]}");
