@@ -373,6 +373,25 @@ static char *layer_name(const char *fqn, size_t pre, int64_t l)
 	return tpc_buf_detach(&b, NULL);
 }
 
+/* Routed experts stacked under one key ("decoder.layers.mlp.experts.experts.
+ * linear_fc1.weight" [layers, experts, ...]: Megatron-Core's SequentialMLP and
+ * TEGroupedMLP, moe/experts.py:1049-1091 and 1526-1566) are un-stacked again
+ * per expert, under SequentialMLP's own state dict names with the global
+ * expert number ("decoder.layers.0.mlp.experts.local_experts.5.linear_fc1.
+ * weight", experts.py:1449). `nm` is a layer's name; NULL when it is no
+ * expert key. */
+#define EXPERTS_KEY ".experts.experts."
+static char *expert_name(const char *nm, int64_t x)
+{
+	const char *p = strstr(nm, EXPERTS_KEY);
+	if (!p)
+		return NULL;
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_add(&b, nm, (size_t)(p - nm));
+	tpc_buf_addf(&b, ".experts.local_experts.%lld.%s", (long long)x, p + strlen(EXPERTS_KEY));
+	return tpc_buf_detach(&b, NULL);
+}
+
 /* What inspect says about the folder: framework, rank files, chunks per
  * tensor, the iteration, what is model and what optimizer state. */
 static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool mcore, const char *iter, size_t nopt,
@@ -551,9 +570,29 @@ static int add_layers(tpc_ckpt *ck, tpc_dcp_entry *en, size_t pre, const tpc_ten
 		}
 		if (squeeze0(&one))
 			ret = TPC_CORRUPT(e, mpath, -1, en->fqn, "cannot take layer %lld of this tensor", (long long)l);
-		int64_t ix = ret ? -1 : tpc_ckpt_add_copy(ck, nm, &one, e);
-		if (!ret && ix < 0)
-			ret = (int)ix;
+		if (!ret && strstr(nm, EXPERTS_KEY) && one.ndim >= 2) {
+			for (int64_t x = 0; x < one.shape[0] && !ret; x++) {
+				tpc_tensor ex;
+				char *xn = expert_name(nm, x);
+				if (!xn || tpc_tensor_narrow(&ex, &one, 0, x, 1)) {
+					free(xn);
+					ret = tpc_err_nomem(e);
+					break;
+				}
+				if (squeeze0(&ex))
+					ret = TPC_CORRUPT(e, mpath, -1, en->fqn, "cannot take expert %lld of layer %lld", (long long)x,
+							  (long long)l);
+				int64_t ix = ret ? -1 : tpc_ckpt_add_copy(ck, xn, &ex, e);
+				if (!ret && ix < 0)
+					ret = (int)ix;
+				tpc_tensor_release(&ex);
+				free(xn);
+			}
+		} else {
+			int64_t ix = ret ? -1 : tpc_ckpt_add_copy(ck, nm, &one, e);
+			if (!ret && ix < 0)
+				ret = (int)ix;
+		}
 		tpc_tensor_release(&one);
 		free(nm);
 	}
@@ -617,13 +656,18 @@ static int build_tree(dcp_read *r, tpc_value *root, tpc_err *e)
 		tpc_value *v;
 		if (en->unstacked) {
 			size_t pre = stacked_prefix(en->fqn);
+			bool ex = strstr(en->fqn, EXPERTS_KEY) && en->ndim >= 3;
 			for (int64_t l = 0; l < en->unstacked && !ret; l++) {
-				char *nm = layer_name(en->fqn, pre, l);
-				int64_t ix = nm ? tpc_ckpt_find(r->ck, nm) : -1;
-				tpc_value *k = nm ? tpc_value_str(nm, strlen(nm)) : NULL, *leaf = ix >= 0 ? tpc_value_tensor(ix) : NULL;
-				if (!k || !leaf || tpc_value_set(root, k, leaf))
-					ret = tpc_err_nomem(e);
-				free(nm);
+				for (int64_t x = 0; x < (ex ? en->shape[1] : 1) && !ret; x++) {
+					char *ln = layer_name(en->fqn, pre, l), *nm = ex && ln ? expert_name(ln, x) : ln;
+					int64_t ix = nm ? tpc_ckpt_find(r->ck, nm) : -1;
+					tpc_value *k = nm ? tpc_value_str(nm, strlen(nm)) : NULL, *leaf = ix >= 0 ? tpc_value_tensor(ix) : NULL;
+					if (!k || !leaf || tpc_value_set(root, k, leaf))
+						ret = tpc_err_nomem(e);
+					if (nm != ln)
+						free(nm);
+					free(ln);
+				}
 			}
 			continue;
 		}
