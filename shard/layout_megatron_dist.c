@@ -416,6 +416,23 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	return 0;
 }
 
+/* --dry-run: the bytes of rank r's chunks (replicated boxes once, on tp
+ * rank 0 of their group), without reading a weight */
+static bool stored_size(const tpc_shard_plan *sp, int r, uint64_t *bytes, size_t *items)
+{
+	mlist m;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (rank_chunks(sp, r, &m, &e))
+		return false;
+	*bytes = 0;
+	for (size_t k = 0; k < m.n; k++)
+		*bytes += m.v[k].t.nbytes;
+	*items = m.n;
+	mlist_release(&m);
+	return true;
+}
+
 /* The rank as stored: its chunks, in order (names never reach the disk:
  * items are bare tensors; a repeated key gets "#" and its index). */
 static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)
@@ -691,6 +708,6 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.formats = formats, .set_format = "megatron-torch_dist",
 	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
-	.stored_rank = stored_rank, .write_rank = write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
+	.stored_rank = stored_rank, .stored_size = stored_size, .write_rank = write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 };

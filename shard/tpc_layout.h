@@ -85,6 +85,10 @@ typedef struct tpc_layout {
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
 	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
 	int (*stored_rank)(const struct tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e);
+	/* What rank r's file stores, when not the plan's rank tensors (--dry-run's
+	 * bytes per file): its bytes and items; false when it cannot say (NULL:
+	 * the rank tensors) */
+	bool (*stored_size)(const struct tpc_shard_plan *sp, int r, uint64_t *bytes, size_t *items);
 	int (*write_rank)(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
 			  const tpc_write_opts *wo, tpc_err *e);
 	void (*remove_rank)(const char *path);

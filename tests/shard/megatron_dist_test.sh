@@ -61,6 +61,14 @@ run "$TPCONV" inspect "$T/mixtral_2_1_2/release"
   run "$TPCONV" inspect "$T/mixtral_2_1_1/release" && grep -q "10 tensor entries in 67 chunks" "$T/out" &&
   grep -q "local_experts.3.linear_fc1.weight .*\[128, 32\] .* 4 pieces" "$T/out" &&
   ok "experts: one key per parameter, a chunk per expert (and half), the global numbers back" || bad "expert chunks" "$(head -12 "$T/out")"
+# --dry-run: every rank file with the bytes of the chunks it would store (a replicated box
+# once), from the headers alone; they add up to the model's and the vocabulary padding
+# (2 x (512 - 320) rows x 32 x 4 bytes = 49152)
+run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --pp 2 --ep 2 --layout megatron-dist --dry-run
+[ "$rc" = 0 ] && [ "$(grep -c '^# rank [0-3] .*release/__[0-3]_0.distcp .* chunks ' "$T/out")" = 4 ] &&
+  grep -q "^# stored: 280448 bytes of tensor data in all rank files .* the model 231296 " "$T/out" &&
+  ok "--dry-run lists the 4 rank files with their chunks' bytes; 280448 = the model's 231296 + 49152 of padding" ||
+  bad "dry-run" "$(grep '^# rank\|stored' "$T/out")" "$(cat "$T/err")"
 run "$TPCONV" verify --reference "$A/tiny-qwen3-moe" --shards "$T/qwen3-moe_2_2_2_1,1"
 [ "$rc" = 0 ] && ok "verify passes on an expert-parallel megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify moe" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 --layout megatron-dist -o "$T/x4" -q
