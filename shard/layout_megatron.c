@@ -236,6 +236,10 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 		if (moe->topk)
 			st = kv(st, "moe_router_topk", tpc_value_int(moe->topk));
 		st = kv(st, "moe_grouped_gemm", tpc_value_bool(moe->grouped));
+		/* moe_utils.py:901-913: pre-softmax scores every expert before the
+		 * top-k (no renormalisation); else the softmax of the top-k logits,
+		 * which is a renormalised top-k of the full softmax */
+		st = kv(st, "moe_router_pre_softmax", tpc_value_bool(moe->pre_softmax));
 		st = kv(st, "expert_model_parallel_size", tpc_value_int(moe->ep));
 		st = kv(st, "expert_tensor_parallel_size", tpc_value_int(moe->etp));
 	}

@@ -534,6 +534,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		moe.ep = sp->ep > 1 ? sp->ep : 1;
 		moe.etp = sp->tp / moe.ep;
 		moe.grouped = grouped;
+		moe.pre_softmax = sp->facts.norm_topk < 0;
 		if (!ffn)
 			ffn = moe.ffn;
 	}

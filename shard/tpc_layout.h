@@ -228,6 +228,8 @@ typedef struct tpc__mcore_moe {
 	int64_t experts, topk, ffn;
 	int ep, etp;
 	bool grouped;
+	bool pre_softmax; /* softmax over every expert, then top-k, not renormalised
+			     (config.json's norm_topk_prob false) */
 } tpc__mcore_moe;
 tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
 			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe);

@@ -166,7 +166,8 @@ assert common["checkpoint_version"] == 3.0 and common["iteration"] == 0, common
 assert common["content_metadata"] == {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}, common
 if E:
     assert (a.num_experts, a.expert_model_parallel_size, a.expert_tensor_parallel_size, a.moe_grouped_gemm,
-            a.moe_router_topk) == (E, ep, tp // ep, grouped, cfg["num_experts_per_tok"]), vars(a)
+            a.moe_router_topk, a.moe_router_pre_softmax) == (E, ep, tp // ep, grouped, cfg["num_experts_per_tok"],
+                                                             cfg.get("norm_topk_prob") is False), vars(a)
 # where each chunk lives: an expert's on the ranks of its EP group (ranks
 # ep_rank * etp .. of each stage), in the file of that rank
 sm = md.storage_data
