@@ -381,9 +381,17 @@ static char *layer_name(const char *fqn, size_t pre, int64_t l)
  * weight", experts.py:1449). `nm` is a layer's name; NULL when it is no
  * expert key. */
 #define EXPERTS_KEY ".experts.experts."
-static char *expert_name(const char *nm, int64_t x)
+/* the experts' stack: not singleton_local_shards' per-expert keys
+ * ("...experts.experts.5.linear_fc1.weight", experts.py:1541) */
+static const char *experts_at(const char *nm)
 {
 	const char *p = strstr(nm, EXPERTS_KEY);
+	return p && !(p[strlen(EXPERTS_KEY)] >= '0' && p[strlen(EXPERTS_KEY)] <= '9') ? p : NULL;
+}
+
+static char *expert_name(const char *nm, int64_t x)
+{
+	const char *p = experts_at(nm);
 	if (!p)
 		return NULL;
 	tpc_buf b = TPC_BUF_INIT;
@@ -570,7 +578,7 @@ static int add_layers(tpc_ckpt *ck, tpc_dcp_entry *en, size_t pre, const tpc_ten
 		}
 		if (squeeze0(&one))
 			ret = TPC_CORRUPT(e, mpath, -1, en->fqn, "cannot take layer %lld of this tensor", (long long)l);
-		if (!ret && strstr(nm, EXPERTS_KEY) && one.ndim >= 2) {
+		if (!ret && experts_at(nm) && one.ndim >= 2) {
 			for (int64_t x = 0; x < one.shape[0] && !ret; x++) {
 				tpc_tensor ex;
 				char *xn = expert_name(nm, x);
@@ -656,7 +664,7 @@ static int build_tree(dcp_read *r, tpc_value *root, tpc_err *e)
 		tpc_value *v;
 		if (en->unstacked) {
 			size_t pre = stacked_prefix(en->fqn);
-			bool ex = strstr(en->fqn, EXPERTS_KEY) && en->ndim >= 3;
+			bool ex = experts_at(en->fqn) && en->ndim >= 3;
 			for (int64_t l = 0; l < en->unstacked && !ret; l++) {
 				for (int64_t x = 0; x < (ex ? en->shape[1] : 1) && !ret; x++) {
 					char *ln = layer_name(en->fqn, pre, l), *nm = ex && ln ? expert_name(ln, x) : ln;
