@@ -71,6 +71,14 @@ run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --pp 2 --ep 2 
   bad "dry-run" "$(grep '^# rank\|stored' "$T/out")" "$(cat "$T/err")"
 run "$TPCONV" verify --reference "$A/tiny-qwen3-moe" --shards "$T/qwen3-moe_2_2_2_1,1"
 [ "$rc" = 0 ] && ok "verify passes on an expert-parallel megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify moe" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+# a Megatron save of non-homogeneous layers (keys with layer numbers, tests/dcp/
+# make_megatron_nonhomog.py): the experts' stack comes apart per expert all the same;
+# expert 1's linear_fc1 is elements 48..95 of key 7: float32 7048 .. 7095 (sha256)
+run "$TPCONV" inspect --hash "$SRC/tests/data/dcp/megatron_nonhomog"
+[ "$rc" = 0 ] && [ "$(grep -c 'decoder.layers.1.mlp.experts.local_experts.[01].linear_fc[12].weight ' "$T/out")" = 4 ] &&
+  grep -q "decoder.layers.0.mlp.linear_fc1.weight .*\[12, 4\]" "$T/out" &&
+  grep -q "local_experts.1.linear_fc1.weight .* 77bb1d0b7ba4e28256b656ce9291b23fa29b6955519575f23afe046ed273e55e" "$T/out" &&
+  ok "non-homogeneous layers (a layer's own keys): the experts come apart per expert, by value" || bad "non-homogeneous" "$(cat "$T/out" "$T/err")"
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 --layout megatron-dist -o "$T/x4" -q
 [ "$rc" = 2 ] && grep -q -- "--ep 2 does not divide --tp 1" "$T/err" && [ ! -e "$T/x4" ] &&
   ok "ep over tp (Megatron: data-parallel ranks, which a tp x pp set has not) is refused" || bad "ep > tp" "exit $rc" "$(cat "$T/err")"
