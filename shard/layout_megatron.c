@@ -242,6 +242,15 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 		st = kv(st, "moe_router_pre_softmax", tpc_value_bool(moe->pre_softmax));
 		st = kv(st, "expert_model_parallel_size", tpc_value_int(moe->ep));
 		st = kv(st, "expert_tensor_parallel_size", tpc_value_int(moe->etp));
+		if (moe->moe_layers) { /* gpt_layer_specs.py:648-671: 1 an MoE layer, 0 dense */
+			tpc_value *fr = tpc_value_new(TPC_V_LIST);
+			for (int64_t l = 0; fr && l < sp->layers; l++)
+				if (tpc_value_append(fr, tpc_value_int(moe->moe_layers[l] ? 1 : 0))) {
+					tpc_value_unref(fr);
+					fr = NULL;
+				}
+			st = kv(st, "moe_layer_freq", fr);
+		}
 	}
 	tpc_value *c = tpc_value_new(TPC_V_CALL);
 	if (!st || !c || tpc_value_append(c, tpc_value_global("argparse", "Namespace")) ||

@@ -88,11 +88,16 @@
  *     RankGenerator, order tp-cp-ep-dp-pp, parallel_state.py:886-895), so
  *     EP group g owns experts [g E/ep, (g+1) E/ep), --ep-placement
  *     contiguous only. linear_fc2 splits its columns (axis 1) the same way.
+ *   - dense layers beside MoE ones (Qwen3-MoE's mlp_only_layers): Megatron's
+ *     non-homogeneous form (moe_layer_freq a list in args): every key keeps its
+ *     layer number and has no layer axis ("decoder.layers.1.mlp.experts.
+ *     experts.linear_fc1.weight" [experts, ...]), a dense layer's norm fused
+ *     into its linear_fc1 (mixed_layers below).
  *   - refused by name: round-robin placement, experts stacked in one HF
- *     tensor, a score-correction bias (no expert_bias row), dense layers beside
- *     MoE ones (moe_layer_freq), shared experts and MLA (DeepSeek's records do
- *     not list the layout), ep > tp (Megatron would need dp > 1 ranks that
- *     hold the dense weights again: tpconv's sets have tp x pp ranks).
+ *     tensor, a score-correction bias (no expert_bias row), shared experts and
+ *     MLA (DeepSeek's records do not list the layout), ep > tp (Megatron would
+ *     need dp > 1 ranks that hold the dense weights again: tpconv's sets have
+ *     tp x pp ranks).
  * TransformerEngine's _extra_state ShardedObjects are not written (no FP8
  * state exists for a converted model): load with --dist-ckpt-strictness
  * log_all (or ignore_all), as the legacy layout needs strict=False. No
@@ -264,6 +269,34 @@ static const tpc_tensor *partner(const tpc_family *f, const tpc_ckpt *rk, tpc_ro
 	return i >= 0 ? &rk->t[i] : NULL;
 }
 
+/* Layer l's feed-forward is routed experts (its expert 0's gate is in the
+ * input): 1, a dense one: 0, -1 when family f has no expert rows. */
+static int layer_moe(const tpc_shard_plan *sp, const tpc_family *f, int64_t l)
+{
+	char nm[512];
+	const tpc_tensor_row *w = f ? tpc_family_row(f, TPC_ROLE_FFN_GATE_EXP) : NULL;
+	if (!w || !tpc_family_name(w, TPC_ECO_HF, l, 0, false, nm, sizeof(nm), NULL))
+		return -1;
+	return tpc_ckpt_find(sp->in, nm) >= 0;
+}
+
+/* Layers of two kinds, some with routed experts, some dense (Qwen3-MoE's
+ * mlp_only_layers; Megatron's moe_layer_freq, models/gpt/gpt_layer_specs.py:
+ * 648-671, the dense ones with the fused TE norm of num_experts None,
+ * 579-590): Megatron then keys every layer by its own number, no layer axis
+ * (transformer/transformer_block.py:799-803, 835-837). */
+static bool mixed_layers(const tpc_shard_plan *sp, const tpc_family *f)
+{
+	int seen = 0;
+	for (int64_t l = 0; l < sp->layers; l++) {
+		int k = layer_moe(sp, f, l);
+		if (k < 0)
+			return false;
+		seen |= k ? 1 : 2;
+	}
+	return seen == 3;
+}
+
 /* "decoder.layers.mlp.experts.local_experts.5.linear_fc1.weight" ->
  * "decoder.layers.mlp.experts.experts.linear_fc1.weight": the sharded key
  * SequentialMLP (experts.py:1539-1547) and TEGroupedMLP (1085-1089, through
@@ -292,6 +325,7 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 	const tpc_ckpt *rk = &sp->rank[r];
 	const tpc_family *pf = plan_family(sp);
 	int stage = r / sp->tp, t = r % sp->tp, tp = sp->tp, ret = 0;
+	bool mixed = mixed_layers(sp, pf);
 	tpc__mcore_facts mf;
 	memset(m, 0, sizeof(*m));
 	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
@@ -317,7 +351,11 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 		char *hash = strchr(key, '#');
 		if (hash)
 			*hash = '\0';
-		unnumber(key);
+		if (mixed && w->role == TPC_ROLE_FFN_NORM && l >= 0 && !layer_moe(sp, pf, l))
+			snprintf(key, sizeof(key), "decoder.layers.%lld.mlp.linear_fc1.layer_norm_weight", (long long)l);
+		if (!mixed)
+			unnumber(key);
+		int64_t ls = mixed ? -1 : l; /* the layer axis: stacked layers only */
 		if (!expert_role(w->role))
 			ex = -1;
 		else
@@ -334,7 +372,7 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 				break;
 			}
 			int64_t rows = v.shape[0];
-			ret = add_chunk(m, sp, key, &v, 0, t * rows, tp * rows, l, -1, e);
+			ret = add_chunk(m, sp, key, &v, 0, t * rows, tp * rows, ls, -1, e);
 		} else if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_GATE_EXP) {
 			const tpc_tensor *up =
 				partner(f, rk, w->role == TPC_ROLE_FFN_GATE ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_UP_EXP, l, ex, bias);
@@ -349,17 +387,17 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 				ret = tpc_err_nomem(e);
 				break;
 			}
-			ret = add_chunk(m, sp, key, &v, 0, er * g, 2 * et * g, l, ex, e);
+			ret = add_chunk(m, sp, key, &v, 0, er * g, 2 * et * g, ls, ex, e);
 			if (!ret)
-				ret = add_chunk(m, sp, key, &u, 0, et * g + er * g, 2 * et * g, l, ex, e);
+				ret = add_chunk(m, sp, key, &u, 0, et * g + er * g, 2 * et * g, ls, ex, e);
 			else
 				tpc_tensor_release(&u);
 		} else if (s->dim < 0) {
 			if (er == 0) /* replica_id (0, tp_rank, dp): tp rank 0 (of the etp group) stores it */
-				ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, -1, 0, 0, l, ex, e);
+				ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, -1, 0, 0, ls, ex, e);
 		} else {
 			int64_t len = x->shape[s->dim];
-			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, s->dim, er * len, et * len, l, ex, e);
+			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, s->dim, er * len, et * len, ls, ex, e);
 		}
 	}
 	if (ret)
@@ -407,10 +445,9 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 			if (s->part[k].replicas > 1)
 				return tpc_err_at(e, TPC_EINPUT, NULL, n, "Megatron does not replicate key/value heads over ranks");
 	}
-	if (dense && routed)
+	if (dense && routed && !mixed_layers(sp, pf))
 		return tpc_err_at(e, TPC_EINPUT, NULL, dense,
-				  "a dense feed-forward beside routed experts (%s): layers of two kinds (Megatron's moe_layer_freq) are not written by the megatron-dist layout",
-				  routed);
+				  "a dense feed-forward beside routed experts (%s) in one layer: not a Megatron-Core layer", routed);
 	if (routed && experts_of(sp) <= 0)
 		return tpc_err_at(e, TPC_EINPUT, NULL, routed, "routed experts, but config.json says not how many (num_local_experts / num_experts)");
 	return 0;
@@ -508,6 +545,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	const tpc_family *pf = plan_family(sp);
 	tpc__mcore_facts mf;
 	tpc__mcore_moe moe;
+	bool *layers = NULL;
 	int64_t ffn = 0, vocab = 0, orig = 0;
 	int ret;
 	if (!tf)
@@ -535,10 +573,15 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		moe.etp = sp->tp / moe.ep;
 		moe.grouped = grouped;
 		moe.pre_softmax = sp->facts.norm_topk < 0;
+		if (mixed_layers(sp, pf) && (layers = tpc_calloc((size_t)sp->layers + 1, sizeof(bool))))
+			for (int64_t l = 0; l < sp->layers; l++)
+				layers[l] = layer_moe(sp, pf, l) > 0;
+		moe.moe_layers = layers;
 		if (!ffn)
 			ffn = moe.ffn;
 	}
 	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL);
+	free(layers);
 	bool bad = !root || !cm || !args;
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||
 	      tpc_value_set(cm, tpc_value_str("chained_optim_avoid_prefix", 26), tpc_value_bool(1));

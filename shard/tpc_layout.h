@@ -230,6 +230,8 @@ typedef struct tpc__mcore_moe {
 	bool grouped;
 	bool pre_softmax; /* softmax over every expert, then top-k, not renormalised
 			     (config.json's norm_topk_prob false) */
+	const bool *moe_layers; /* [num_layers]: which layers have experts (moe_layer_freq as a
+				   list), or NULL: every layer */
 } tpc__mcore_moe;
 tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
 			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe);

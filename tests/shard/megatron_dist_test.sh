@@ -11,7 +11,8 @@
 #     metadata.json says torch_dist, the layers are stacked keys (one .metadata
 #     entry per parameter, chunks per layer and tp rank);
 #   - --pp-layers puts the layers where it says, the keys stay the same;
-#   - mixtures of experts (tests/gguf/arch's tiny Mixtral and Qwen3-MoE, 4 experts):
+#   - mixtures of experts (tests/gguf/arch's tiny Mixtral and Qwen3-MoE, 4 experts; the
+#     latter with a dense first layer too, Megatron's non-homogeneous keys):
 #     tp x pp x ep, expert tp (tp 2, ep 1), --pp-layers, --moe-grouped-gemm: the
 #     experts under one stacked key per parameter [layers, experts, ...], read back
 #     bit for bit as a set and through convert --rules megatron-mixtral /
@@ -71,6 +72,20 @@ run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --pp 2 --ep 2 
   bad "dry-run" "$(grep '^# rank\|stored' "$T/out")" "$(cat "$T/err")"
 run "$TPCONV" verify --reference "$A/tiny-qwen3-moe" --shards "$T/qwen3-moe_2_2_2_1,1"
 [ "$rc" = 0 ] && ok "verify passes on an expert-parallel megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify moe" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+# dense layers beside MoE ones (a Qwen3-MoE with mlp_only_layers [0], tests/shard/mixed_moe.py):
+# Megatron's non-homogeneous keys, each with its layer number and no layer axis, the
+# dense layer's norm fused into linear_fc1, moe_layer_freq [0, 1] in args
+X=$T/mixed-moe S=$T/mixed_2_2_2
+python3 "$H/mixed_moe.py" "$A/tiny-qwen3-moe" "$X" && run "$TPCONV" convert "$X" -o "$X.safetensors" -q &&
+  run "$TPCONV" shard "$X" --preset qwen3-moe --tp 2 --pp 2 --ep 2 --pp-layers 1,1 --layout megatron-dist -o "$S" -q &&
+  grep -aq 'decoder.layers.1.mlp.experts.experts.linear_fc1.weight' "$S/release/.metadata" &&
+  grep -aq 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight' "$S/release/.metadata" &&
+  ! grep -aq 'decoder.layers.mlp' "$S/release/.metadata" && grep -aq moe_layer_freq "$S/release/common.pt" &&
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q && same "$X.safetensors" "$S.merged.safetensors" &&
+  run "$TPCONV" convert "$S/release" --rules megatron-qwen3-moe --vocab 320 -o "$S.hf.safetensors" -q &&
+  same "$X.safetensors" "$S.hf.safetensors" &&
+  ok "dense and MoE layers: per-layer keys, the dense norm fused; merge and HF -> torch_dist -> HF bit-exact" ||
+  bad "mixed layers" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 # a Megatron save of non-homogeneous layers (keys with layer numbers, tests/dcp/
 # make_megatron_nonhomog.py): the experts' stack comes apart per expert all the same;
 # expert 1's linear_fc1 is elements 48..95 of key 7: float32 7048 .. 7095 (sha256)

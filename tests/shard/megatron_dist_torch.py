@@ -21,6 +21,9 @@ router replicated, every routed expert under one key per parameter
 expert tensor-parallel group of etp = tp / ep ranks (linear_fc1's gate and up
 halves as the dense swiglu factory's), each chunk on its EP group's ranks;
 common.pt's num_experts, expert_model/tensor_parallel_size and moe_grouped_gemm.
+With dense layers beside (config.json's mlp_only_layers): every key with its
+layer number and no layer axis, the dense layers' norm fused into linear_fc1,
+moe_layer_freq as a list.
 
 usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS [EP [grouped]]
   HF_DIR holds config.json and model.safetensors; PP_LAYERS the layers of each
@@ -92,11 +95,13 @@ def chunks(key, full, axis, stacked, layer, replicated=False, parts=1, expert=No
                 sz[axis] = n
                 out.append((pre + off, ones + sz))
     if key not in exp:
-        exp[key] = [torch.zeros(shape, dtype=full.dtype) if stacked else full, []]
+        exp[key] = [torch.zeros(shape, dtype=full.dtype) if stacked or expert is not None else full, []]
     if stacked and expert is not None:
         exp[key][0][layer][expert] = full
     elif stacked:
         exp[key][0][layer] = full
+    elif expert is not None:
+        exp[key][0][expert] = full
     exp[key][1] += out
 
 
@@ -108,33 +113,35 @@ chunks("embedding.word_embeddings.weight", pad(hf["model.embed_tokens.weight"]),
 if "lm_head.weight" in hf:
     chunks("output_layer.weight", pad(hf["lm_head.weight"]), 0, False, 0)
 chunks("decoder.final_layernorm.weight", hf["model.norm.weight"], 0, False, 0, replicated=True)
+dense_layers = cfg.get("mlp_only_layers") or []
+mixed = bool(E and dense_layers)  # non-homogeneous: every key with its layer number, no layer axis
 for l in range(L):
-    p, m = "model.layers.%d." % l, "decoder.layers."
+    p, m = "model.layers.%d." % l, "decoder.layers.%d." % l if mixed else "decoder.layers."
     for suf in ["weight", "bias"]:
         if p + "self_attn.q_proj." + suf not in hf:
             continue
         q, k, v = (hf[p + "self_attn.%s_proj.%s" % (x, suf)] for x in "qkv")
         rest = q.shape[1:]
         qkv = torch.cat([q.reshape(NG, NH // NG * D, *rest), k.reshape(NG, D, *rest), v.reshape(NG, D, *rest)], 1)
-        chunks(m + "self_attention.linear_qkv." + suf, qkv.reshape(-1, *rest), 0, True, l)
-    chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, True, l, replicated=True)
-    chunks(m + "self_attention.linear_proj.weight", hf[p + "self_attn.o_proj.weight"], 1, True, l)
+        chunks(m + "self_attention.linear_qkv." + suf, qkv.reshape(-1, *rest), 0, not mixed, l)
+    chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, not mixed, l, replicated=True)
+    chunks(m + "self_attention.linear_proj.weight", hf[p + "self_attn.o_proj.weight"], 1, not mixed, l)
     for x in "qk":
         if p + "self_attn.%s_norm.weight" % x in hf:
-            chunks(m + "self_attention.%s_layernorm.weight" % x, hf[p + "self_attn.%s_norm.weight" % x], 0, True, l, replicated=True)
-    if E:
+            chunks(m + "self_attention.%s_layernorm.weight" % x, hf[p + "self_attn.%s_norm.weight" % x], 0, not mixed, l, replicated=True)
+    if E and l not in dense_layers:
         # moe/experts.py: SequentialMLP and TEGroupedMLP give the same keys
-        chunks(m + "pre_mlp_layernorm.weight", hf[p + "post_attention_layernorm.weight"], 0, True, l, replicated=True)
-        chunks(m + "mlp.router.weight", hf[p + moe + "gate.weight"], 0, True, l, replicated=True)
+        chunks(m + "pre_mlp_layernorm.weight", hf[p + "post_attention_layernorm.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "mlp.router.weight", hf[p + moe + "gate.weight"], 0, not mixed, l, replicated=True)
         for e in range(E):
             q = p + moe + "experts.%d." % e
             gate, up, down = (hf[q + n + ".weight"] for n in ex_names)
-            chunks(m + "mlp.experts.experts.linear_fc1.weight", torch.cat([gate, up]), 0, True, l, parts=2, expert=e)
-            chunks(m + "mlp.experts.experts.linear_fc2.weight", down, 1, True, l, expert=e)
+            chunks(m + "mlp.experts.experts.linear_fc1.weight", torch.cat([gate, up]), 0, not mixed, l, parts=2, expert=e)
+            chunks(m + "mlp.experts.experts.linear_fc2.weight", down, 1, not mixed, l, expert=e)
         continue
-    chunks(m + "mlp.linear_fc1.layer_norm_weight", hf[p + "post_attention_layernorm.weight"], 0, True, l, replicated=True)
-    chunks(m + "mlp.linear_fc1.weight", torch.cat([hf[p + "mlp.gate_proj.weight"], hf[p + "mlp.up_proj.weight"]]), 0, True, l, parts=2)
-    chunks(m + "mlp.linear_fc2.weight", hf[p + "mlp.down_proj.weight"], 1, True, l)
+    chunks(m + "mlp.linear_fc1.layer_norm_weight", hf[p + "post_attention_layernorm.weight"], 0, not mixed, l, replicated=True)
+    chunks(m + "mlp.linear_fc1.weight", torch.cat([hf[p + "mlp.gate_proj.weight"], hf[p + "mlp.up_proj.weight"]]), 0, not mixed, l, parts=2)
+    chunks(m + "mlp.linear_fc2.weight", hf[p + "mlp.down_proj.weight"], 1, not mixed, l)
 
 # ---- torch's reader: the metadata
 md = dcp.FileSystemReader(it).read_metadata()
@@ -168,12 +175,14 @@ if E:
     assert (a.num_experts, a.expert_model_parallel_size, a.expert_tensor_parallel_size, a.moe_grouped_gemm,
             a.moe_router_topk, a.moe_router_pre_softmax) == (E, ep, tp // ep, grouped, cfg["num_experts_per_tok"],
                                                              cfg.get("norm_topk_prob") is False), vars(a)
+    if mixed:
+        assert a.moe_layer_freq == [0 if l in dense_layers else 1 for l in range(L)], vars(a)
 # where each chunk lives: an expert's on the ranks of its EP group (ranks
 # ep_rank * etp .. of each stage), in the file of that rank
 sm = md.storage_data
 for idx, st in sm.items():
     if E and "experts.experts" in idx.fqn:
-        e = idx.offset[1]
+        e = idx.offset[0 if mixed else 1]
         r = int(st.relative_path.split("_")[2])
         t = r % tp
         assert t // (tp // ep) == e // (E // ep), (idx.fqn, list(idx.offset), st.relative_path)
