@@ -43,7 +43,8 @@ $R/hfm and $R/hfq): mixtral tp 2 ep 2 (python3 megatron_dist_torch.py hfm SET 2 
 10 keys in 43 chunks, mixtral tp 2 ep 1 (expert tp 2) 10 keys in 67, qwen3-moe
 tp 2 pp 2 ep 2 (0,2, --moe-grouped-gemm: ... 2 0,2 2 grouped) and (1,1) 12 keys
 in 47 each: every key, shape, offset, byte and expert-to-file placement as
-Megatron's.
+Megatron's; a Qwen3-MoE with a dense first layer (tests/shard/mixed_moe.py) at tp 2
+pp 2 ep 2 (1,1): 20 per-layer keys in 40 chunks, moe_layer_freq [0, 1].
 """
 import json, os, sys
 
