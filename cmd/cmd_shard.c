@@ -61,6 +61,9 @@ static const char *help =
 	"                           group only, split tp/N ways inside it, under its global name\n"
 	"  --ep-placement P         contiguous (default: group g owns experts g*E/N ..; Megatron,\n"
 	"                           vLLM) or round-robin (expert e on group e %% N)\n"
+	"  --moe-grouped-gemm       megatron-dist: say in common.pt's args that the experts are\n"
+	"                           TEGroupedMLP's (moe_grouped_gemm), not SequentialMLP's; the\n"
+	"                           weights are the same bytes either way\n"
 	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ, AWQ and pack-quantized weights\n"
 	"                           (config.json quantization_config) become dense: each rank\n"
 	"                           gets its slice computed from the packed tensors while it is\n"
@@ -234,6 +237,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 enum {
 	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_LORA, O_PPL,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
+	O_GROUPED,
 };
 
 /* A shard run: its arguments, its input and the plan it builds. */
@@ -292,7 +296,8 @@ static const struct option shard_lo[] = {
 	{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
 	{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
 	{"dry-run", no_argument, NULL, O_DRY},
-	{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX}, TPC_CLI_REMAP_LONGOPTS,
+	{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX},
+	{"moe-grouped-gemm", no_argument, NULL, O_GROUPED}, TPC_CLI_REMAP_LONGOPTS,
 	{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 	{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -380,6 +385,7 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 		return 0;
 	case O_DRY: s->dry = true; return 0;
 	case O_NOX: s->so.no_extras = true; return 0;
+	case O_GROUPED: s->so.moe_grouped_gemm = true; return 0;
 	case O_JSON: s->json = true; return 0;
 	case 'f': s->so.force = true; return 0;
 	case O_PROGRESS: s->force_progress = true; return 0;
@@ -422,6 +428,8 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 		return tpc_cli_usage("shard", "give --preset or --plan, not both");
 	if (s->json && !s->dry)
 		return tpc_cli_usage("shard", "--json goes with --dry-run");
+	if (s->so.moe_grouped_gemm && s->so.layout != &tpc_layout_megatron_dist)
+		return tpc_cli_usage("shard", "--moe-grouped-gemm goes with --layout megatron-dist");
 	const tpc_format *f = s->so.format ? tpc_format_by_name(s->so.format) : NULL;
 	if (s->so.format && (!f || !f->rank_file))
 		return tpc_cli_usage("shard", "unknown --format '%s' (%s; dcp with --layout dcp)",

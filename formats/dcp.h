@@ -64,6 +64,7 @@ typedef struct tpc_dcp_entry {
 	size_t nc;
 	tpc_value *path;      /* planner_data's path (TUPLE of keys), or NULL */
 	int64_t unstacked;    /* Megatron layer-stacked key read as this many per-layer tensors */
+	int64_t experts;      /* and (each layer's) routed experts' stack as this many per-expert tensors */
 } tpc_dcp_entry;
 
 typedef struct tpc_dcp_meta {

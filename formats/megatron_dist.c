@@ -373,6 +373,33 @@ static char *layer_name(const char *fqn, size_t pre, int64_t l)
 	return tpc_buf_detach(&b, NULL);
 }
 
+/* Routed experts stacked under one key ("decoder.layers.mlp.experts.experts.
+ * linear_fc1.weight" [layers, experts, ...]: Megatron-Core's SequentialMLP and
+ * TEGroupedMLP, moe/experts.py:1049-1091 and 1526-1566) are un-stacked again
+ * per expert, under SequentialMLP's own state dict names with the global
+ * expert number ("decoder.layers.0.mlp.experts.local_experts.5.linear_fc1.
+ * weight", experts.py:1449). `nm` is a layer's name; NULL when it is no
+ * expert key. */
+#define EXPERTS_KEY ".experts.experts."
+/* the experts' stack: not singleton_local_shards' per-expert keys
+ * ("...experts.experts.5.linear_fc1.weight", experts.py:1541) */
+static const char *experts_at(const char *nm)
+{
+	const char *p = strstr(nm, EXPERTS_KEY);
+	return p && !(p[strlen(EXPERTS_KEY)] >= '0' && p[strlen(EXPERTS_KEY)] <= '9') ? p : NULL;
+}
+
+static char *expert_name(const char *nm, int64_t x)
+{
+	const char *p = experts_at(nm);
+	if (!p)
+		return NULL;
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_buf_add(&b, nm, (size_t)(p - nm));
+	tpc_buf_addf(&b, ".experts.local_experts.%lld.%s", (long long)x, p + strlen(EXPERTS_KEY));
+	return tpc_buf_detach(&b, NULL);
+}
+
 /* What inspect says about the folder: framework, rank files, chunks per
  * tensor, the iteration, what is model and what optimizer state. */
 static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool mcore, const char *iter, size_t nopt,
@@ -535,8 +562,37 @@ static int read_chunks(dcp_read *r, size_t i, box_set *b, size_t *idx, size_t *n
 	return ret;
 }
 
-/* A Megatron layer-stacked tensor: one tensor per layer, named as the
- * model names it. */
+/* Tensor `one` under name nm, or, when nm is the routed experts' stack
+ * [experts, ...], one tensor per expert (en->experts of them). */
+static int add_experts(tpc_ckpt *ck, tpc_dcp_entry *en, const char *nm, const tpc_tensor *one, const char *mpath,
+		       tpc_err *e)
+{
+	int ret = 0;
+	if (!experts_at(nm) || one->ndim < 2) {
+		int64_t ix = tpc_ckpt_add_copy(ck, nm, one, e);
+		return ix < 0 ? (int)ix : 0;
+	}
+	for (int64_t x = 0; x < one->shape[0] && !ret; x++) {
+		tpc_tensor ex;
+		char *xn = expert_name(nm, x);
+		if (!xn || tpc_tensor_narrow(&ex, one, 0, x, 1)) {
+			free(xn);
+			return tpc_err_nomem(e);
+		}
+		if (squeeze0(&ex))
+			ret = TPC_CORRUPT(e, mpath, -1, en->fqn, "cannot take expert %lld of this tensor", (long long)x);
+		int64_t ix = ret ? -1 : tpc_ckpt_add_copy(ck, xn, &ex, e);
+		if (!ret && ix < 0)
+			ret = (int)ix;
+		tpc_tensor_release(&ex);
+		free(xn);
+	}
+	en->experts = one->shape[0];
+	return ret;
+}
+
+/* A Megatron layer-stacked tensor: one tensor per layer (and expert), named
+ * as the model names it. */
 static int add_layers(tpc_ckpt *ck, tpc_dcp_entry *en, size_t pre, const tpc_tensor *whole, const char *mpath,
 		      tpc_err *e)
 {
@@ -551,9 +607,8 @@ static int add_layers(tpc_ckpt *ck, tpc_dcp_entry *en, size_t pre, const tpc_ten
 		}
 		if (squeeze0(&one))
 			ret = TPC_CORRUPT(e, mpath, -1, en->fqn, "cannot take layer %lld of this tensor", (long long)l);
-		int64_t ix = ret ? -1 : tpc_ckpt_add_copy(ck, nm, &one, e);
-		if (!ret && ix < 0)
-			ret = (int)ix;
+		if (!ret)
+			ret = add_experts(ck, en, nm, &one, mpath, e);
 		tpc_tensor_release(&one);
 		free(nm);
 	}
@@ -593,6 +648,10 @@ static int read_tensor(dcp_read *r, size_t i, tpc_err *e)
 			clear_storages(&whole);
 		if (!ret && pre && whole.ndim >= 1) {
 			ret = add_layers(r->ck, en, pre, &whole, r->mpath, e);
+		} else if (!ret && r->mcore) {
+			/* a layer's own key (non-homogeneous layers, transformer_block.py:
+			 * 832-834): its experts apart all the same */
+			ret = add_experts(r->ck, en, en->fqn, &whole, r->mpath, e);
 		} else if (!ret) {
 			int64_t ix = tpc_ckpt_add_copy(r->ck, en->fqn, &whole, e);
 			if (ix < 0)
@@ -615,15 +674,20 @@ static int build_tree(dcp_read *r, tpc_value *root, tpc_err *e)
 	for (size_t i = 0; i < r->m.n && !ret; i++) {
 		tpc_dcp_entry *en = &r->m.e[i];
 		tpc_value *v;
-		if (en->unstacked) {
-			size_t pre = stacked_prefix(en->fqn);
-			for (int64_t l = 0; l < en->unstacked && !ret; l++) {
-				char *nm = layer_name(en->fqn, pre, l);
-				int64_t ix = nm ? tpc_ckpt_find(r->ck, nm) : -1;
-				tpc_value *k = nm ? tpc_value_str(nm, strlen(nm)) : NULL, *leaf = ix >= 0 ? tpc_value_tensor(ix) : NULL;
-				if (!k || !leaf || tpc_value_set(root, k, leaf))
-					ret = tpc_err_nomem(e);
-				free(nm);
+		if (en->unstacked || en->experts) {
+			size_t pre = en->unstacked ? stacked_prefix(en->fqn) : 0;
+			for (int64_t l = 0; l < (en->unstacked ? en->unstacked : 1) && !ret; l++) {
+				for (int64_t x = 0; x < (en->experts ? en->experts : 1) && !ret; x++) {
+					char *ln = en->unstacked ? layer_name(en->fqn, pre, l) : tpc_strdup(en->fqn);
+					char *nm = en->experts && ln ? expert_name(ln, x) : ln;
+					int64_t ix = nm ? tpc_ckpt_find(r->ck, nm) : -1;
+					tpc_value *k = nm ? tpc_value_str(nm, strlen(nm)) : NULL, *leaf = ix >= 0 ? tpc_value_tensor(ix) : NULL;
+					if (!k || !leaf || tpc_value_set(root, k, leaf))
+						ret = tpc_err_nomem(e);
+					if (nm != ln)
+						free(nm);
+					free(ln);
+				}
 			}
 			continue;
 		}

@@ -157,7 +157,9 @@ static const tpc_tensor_row mixtral_tensors[] = {
  * replicates it), and dense layers (mlp_only_layers) named as LLaMA's. */
 #define QWEN_MOE_ROWS \
 	LLAMA_ATTN_ROWS, \
-	LLAMA_FFN_ROWS, \
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight", \
+	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"), \
+	LLAMA_MLP_ROWS, \
 	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL, \
 	    GG_L "ffn_gate_inp.weight"), \
 	ROW(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", NULL, NULL, NULL, NULL), \
@@ -1115,7 +1117,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("MixtralForCausalLM"),
 	 .gguf = &tpc__gguf_mixtral,
-	 .layouts = A("vllm", "trtllm"),
+	 .layouts = A("vllm", "trtllm", "megatron-dist"),
 	 .tensors = mixtral_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .experts_per_tok = 2, .tied_head = true)},
 	{.name = "qwen2-moe",
@@ -1130,6 +1132,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("qwen3-moe", "Qwen3-MoE (Qwen3MoeForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("Qwen3MoeForCausalLM"),
 	 .gguf = &tpc__gguf_qwen3moe,
+	 .layouts = A("megatron-dist"),
 	 .tensors = qwen3moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "olmoe",

@@ -77,6 +77,28 @@ static const struct preset {
 	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
 	 "  ]\n"
 	 "}\n"},
+	{"megatron-mixtral",
+	 "Megatron-Core (torch_dist) Mixtral to HF names: megatron-llama's rules, the router, each routed expert's linear_fc1 [gate; up] and linear_fc2",
+	 "{\n"
+	 "  \"description\": \"Megatron-Core GPTModel with routed experts (Mixtral: LLaMA's attention and norms, pre_mlp_layernorm, the router, SequentialMLP or TEGroupedMLP experts, which a torch_dist checkpoint stores alike and tpconv's reader gives back per expert as decoder.layers.L.mlp.experts.local_experts.E.*, E the global number) to Hugging Face MixtralForCausalLM names: the megatron-llama rules, then each expert's linear_fc1 [gate; up] un-fused and linear_fc2 renamed. Facts as megatron-llama's.\",\n"
+	 "  \"extends\": \"megatron-llama\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.router\\\\.weight$\", \"to\": \"model.layers.\\\\1.block_sparse_moe.gate.weight\"},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc1\\\\.weight$\", \"parts\": [{\"to\": \"model.layers.\\\\1.block_sparse_moe.experts.\\\\2.w1.weight\"}, {\"to\": \"model.layers.\\\\1.block_sparse_moe.experts.\\\\2.w3.weight\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.block_sparse_moe.experts.\\\\2.w2.weight\"}\n"
+	 "  ]\n"
+	 "}\n"},
+	{"megatron-qwen3-moe",
+	 "Megatron-Core (torch_dist) Qwen3-MoE to HF names: megatron-llama's rules, the router, each routed expert's linear_fc1 [gate; up] and linear_fc2",
+	 "{\n"
+	 "  \"description\": \"Megatron-Core GPTModel with routed experts (Qwen3-MoE: LLaMA's attention and norms, pre_mlp_layernorm, the router, SequentialMLP or TEGroupedMLP experts, which a torch_dist checkpoint stores alike and tpconv's reader gives back per expert as decoder.layers.L.mlp.experts.local_experts.E.*, E the global number) to Hugging Face Qwen3MoeForCausalLM names: the megatron-llama rules, then each expert's linear_fc1 [gate; up] un-fused and linear_fc2 renamed. Facts as megatron-llama's.\",\n"
+	 "  \"extends\": \"megatron-llama\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.router\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.gate.weight\"},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc1\\\\.weight$\", \"parts\": [{\"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.gate_proj.weight\"}, {\"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.up_proj.weight\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.down_proj.weight\"}\n"
+	 "  ]\n"
+	 "}\n"},
 	{"megatron-gpt",
 	 "Megatron-Core GPT to HF GPT-2 names: linear_qkv per head -> c_attn [q; k; v], Conv1D weights transposed; vocab unpadded",
 	 "{\n"

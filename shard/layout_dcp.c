@@ -404,8 +404,8 @@ int tpc__dcp_open_rank(const char *path, const char *set_dir, const char *dcp_di
 	for (size_t i = 0; i < man.n && !ret; i++) {
 		const tpc_manifest_tensor *mt = &man.t[i];
 		gix[i] = -1;
-		if (mt->stage != c->pp_rank)
-			continue;
+		if (mt->stage != c->pp_rank || !tpc_split_holds(&mt->split, c->tp, c->tp_rank))
+			continue; /* another stage's, an expert of another EP group's */
 		int64_t g = tpc_ckpt_find(ck, mt->name);
 		if (g < (int64_t)n0) {
 			ret = tpc_err_at(e, TPC_EINPUT, dir, mt->name, "the DCP metadata has no tensor the manifest lists");

@@ -196,7 +196,8 @@ static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
 }
 
 /* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
-tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn, int64_t vocab, int64_t orig)
+tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn, int64_t vocab, int64_t orig,
+			   const tpc__mcore_moe *moe)
 {
 	tpc_value *st = tpc_value_new(TPC_V_DICT);
 	st = kv(st, "num_layers", tpc_value_int(sp->layers));
@@ -224,6 +225,32 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 	st = kv(st, "untie_embeddings_and_output_weights", tpc_value_bool(tpc_ckpt_find(sp->in, "lm_head.weight") >= 0));
 	st = kv(st, "add_qkv_bias", tpc_value_bool(tpc_ckpt_find(sp->in, "model.layers.0.self_attn.q_proj.bias") >= 0));
 	st = kv(st, "add_bias_linear", tpc_value_bool(0));
+	if (tpc_ckpt_find(sp->in, "model.layers.0.self_attn.q_norm.weight") >= 0)
+		st = kv(st, "qk_layernorm", tpc_value_bool(1));
+	if (moe) {
+		/* training/checkpointing.py:2305-2315 takes these back (force) with
+		 * --use-checkpoint-args; the expert sizes are parallel_state.py's */
+		st = kv(st, "num_experts", tpc_value_int(moe->experts));
+		st = kv(st, "moe_ffn_hidden_size", tpc_value_int(moe->ffn));
+		if (moe->topk)
+			st = kv(st, "moe_router_topk", tpc_value_int(moe->topk));
+		st = kv(st, "moe_grouped_gemm", tpc_value_bool(moe->grouped));
+		/* moe_utils.py:901-913: pre-softmax scores every expert before the
+		 * top-k (no renormalisation); else the softmax of the top-k logits,
+		 * which is a renormalised top-k of the full softmax */
+		st = kv(st, "moe_router_pre_softmax", tpc_value_bool(moe->pre_softmax));
+		st = kv(st, "expert_model_parallel_size", tpc_value_int(moe->ep));
+		st = kv(st, "expert_tensor_parallel_size", tpc_value_int(moe->etp));
+		if (moe->moe_layers) { /* gpt_layer_specs.py:648-671: 1 an MoE layer, 0 dense */
+			tpc_value *fr = tpc_value_new(TPC_V_LIST);
+			for (int64_t l = 0; fr && l < sp->layers; l++)
+				if (tpc_value_append(fr, tpc_value_int(moe->moe_layers[l] ? 1 : 0))) {
+					tpc_value_unref(fr);
+					fr = NULL;
+				}
+			st = kv(st, "moe_layer_freq", fr);
+		}
+	}
 	tpc_value *c = tpc_value_new(TPC_V_CALL);
 	if (!st || !c || tpc_value_append(c, tpc_value_global("argparse", "Namespace")) ||
 	    tpc_value_append(c, tpc_value_new(TPC_V_TUPLE)) || tpc_value_append(c, st)) {
@@ -351,7 +378,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			if (!vocab)
 				vocab = orig + sp->t[i].split.part[0].pad;
 		}
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig);
+	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, NULL);
 	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
 	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||
@@ -418,8 +445,8 @@ static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *
 		*pp = (int)a.pp;
 }
 
-int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, int64_t start,
-		     const tpc__mcore_facts *mf, const char *path, tpc_err *e)
+int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, const tpc_family *fam,
+		     int64_t start, const tpc__mcore_facts *mf, const char *path, tpc_err *e)
 {
 	size_t pl = strlen(prefix);
 	bool *keep = NULL;
@@ -430,10 +457,12 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 		hf[0] = '\0';
 		if (strncmp(n, prefix, pl) || strstr(n, "._extra_state"))
 			continue; /* dropped below */
-		int64_t l = -1;
+		int64_t l = -1, x = -1;
 		bool bias = false;
 		const tpc_family *f = NULL;
-		const tpc_tensor_row *w = row_of_in(layout, TPC_ECO_MEGATRON, n + pl, &l, &bias, &f);
+		const tpc_tensor_row *w = tpc_family_classify_for(fam, layout, TPC_ECO_MEGATRON, n + pl, &l, &x, &bias, &f);
+		if (w && !w->name[TPC_ECO_MEGATRON])
+			w = NULL;
 		if (l >= 0)
 			l += start;
 		if (w && w->role == TPC_ROLE_ATTN_Q) {
@@ -463,7 +492,8 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 			}
 			continue;
 		}
-		if (w && w->role == TPC_ROLE_FFN_GATE) {
+		if (w && (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_GATE_EXP)) {
+			bool exp = w->role == TPC_ROLE_FFN_GATE_EXP;
 			const tpc_tensor *t = &ck->t[i];
 			int64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
 			tpc_tensor half;
@@ -472,8 +502,9 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 					ret = TPC_CORRUPT(e, path, -1, n, "linear_fc1 has an odd number of rows (%lld)", (long long)rows);
 					break;
 				}
-				if (!tpc_family_name(tpc_family_row(f, k ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_GATE), TPC_ECO_HF, l, -1,
-						     false, hf, sizeof(hf), NULL))
+				tpc_role rk = exp ? (k ? TPC_ROLE_FFN_UP_EXP : TPC_ROLE_FFN_GATE_EXP)
+						  : (k ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_GATE);
+				if (!tpc_family_name(tpc_family_row(f, rk), TPC_ECO_HF, l, x, false, hf, sizeof(hf), NULL))
 					ret = tpc_err_nomem(e);
 				else
 					ret = tpc__layout_add_copy(ck, hf, &half, e);
@@ -481,7 +512,7 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 			}
 			continue;
 		}
-		if (w && !tpc_family_name(w, TPC_ECO_HF, l, -1, bias, hf, sizeof(hf), NULL))
+		if (w && !tpc_family_name(w, TPC_ECO_HF, l, x, bias, hf, sizeof(hf), NULL))
 			hf[0] = '\0';
 		if (!hf[0]) {
 			tpc_err_at(e, TPC_EINPUT, path, n, "no Hugging Face name for this Megatron-Core tensor");
@@ -530,7 +561,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
-	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", start, &mf, path, e);
+	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, &mf, path, e);
 }
 
 /* ---- sets Megatron wrote ---- */

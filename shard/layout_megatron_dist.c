@@ -56,15 +56,58 @@
  *     tied embeddings store no output_layer (pp 1: it is the embedding; pp > 1:
  *     the last stage's copy has replica_id (1, 0, dp),
  *     models/common/language_module/language_module.py:505-520).
+ * Mixtures of experts (Mixtral, Qwen3-MoE: the records that list this layout;
+ * transformer/moe/ at the same commit):
+ *   - the MoE layer's norm is its own module, decoder.layers.pre_mlp_layernorm
+ *     (models/gpt/gpt_layer_specs.py:282, a TENorm when num_experts), replicated;
+ *     the router is mlp.router.weight [experts, hidden] (moe_layer.py:260,
+ *     router.py:64), replicated over tp: replica_id (0, tp_rank, dp), tp rank 0
+ *     stores it (no sharded_state_dict of its own: the default one,
+ *     transformer/utils.py:96-175).
+ *   - routed experts: ONE key per parameter for every expert,
+ *     "decoder.layers.mlp.experts.experts.linear_fc1.weight" of global shape
+ *     [num_layers, num_experts, 2 * ffn, hidden] (linear_fc2: [.., hidden,
+ *     ffn]), expert e's chunk at offset e of axis 1 (its GLOBAL number: ep_rank
+ *     * local experts + local index) and the item [1, 1, ...]. SequentialMLP
+ *     (experts.py:1526-1566: local_experts.N renamed "experts." with the offset
+ *     (ep axis, global index, num_global_experts)) and TEGroupedMLP
+ *     (experts.py:1049-1091, "interchangable with SequentialMLP's": the
+ *     grouped linear's weight0..N per gemm under the same key and offset,
+ *     extensions/transformer_engine.py:2805-2856) store the SAME keys, chunks
+ *     and bytes; the legacy GroupedMLP (weight1/weight2) no longer exists at
+ *     d98e8a6. So one layout serves both: --moe-grouped-gemm only says in
+ *     common.pt's args (moe_grouped_gemm, which --use-checkpoint-args takes
+ *     back with force, training/checkpointing.py:2315) which module to build.
+ *     With singleton_local_shards (false here, in common.pt) the keys would
+ *     be per expert; tpconv does not write that form.
+ *   - linear_fc1 per expert: gate and up halves as the dense swiglu factory
+ *     (mlp.py:427-497 with two prepended axes), over the expert tensor
+ *     parallel group: etp = tp / ep ranks (args expert_tensor_parallel_size;
+ *     with dp 1 Megatron needs etp * ep = tp, parallel_state.py:870-884);
+ *     expert rank of tp rank t: ep_rank t / etp, etp_rank t % etp (the expert
+ *     RankGenerator, order tp-cp-ep-dp-pp, parallel_state.py:886-895), so
+ *     EP group g owns experts [g E/ep, (g+1) E/ep), --ep-placement
+ *     contiguous only. linear_fc2 splits its columns (axis 1) the same way.
+ *   - dense layers beside MoE ones (Qwen3-MoE's mlp_only_layers): Megatron's
+ *     non-homogeneous form (moe_layer_freq a list in args): every key keeps its
+ *     layer number and has no layer axis ("decoder.layers.1.mlp.experts.
+ *     experts.linear_fc1.weight" [experts, ...]), a dense layer's norm fused
+ *     into its linear_fc1 (mixed_layers below).
+ *   - refused by name: round-robin placement, experts stacked in one HF
+ *     tensor, a score-correction bias (no expert_bias row), shared experts and
+ *     MLA (DeepSeek's records do not list the layout), ep > tp (Megatron would
+ *     need dp > 1 ranks that hold the dense weights again: tpconv's sets have
+ *     tp x pp ranks).
  * TransformerEngine's _extra_state ShardedObjects are not written (no FP8
  * state exists for a converted model): load with --dist-ckpt-strictness
  * log_all (or ignore_all), as the legacy layout needs strict=False. No
- * optimizer state. MoE families are refused by name (no record lists this
- * layout for them yet).
+ * optimizer state.
  *
  * Reading back: tpconv's torch_dist reader (formats/megatron_dist.c) opens the
  * folder as one checkpoint (the layers un-stacked under Megatron's names), and
- * `convert --rules megatron-llama --vocab V` gives the Hugging Face tensors.
+ * `convert --rules megatron-llama --vocab V` gives the Hugging Face tensors
+ * (megatron-mixtral, megatron-qwen3-moe: the reader un-stacks the experts too,
+ * as decoder.layers.L.mlp.experts.local_experts.E.*).
  * As a set tpconv wrote (merge, reshard, verify, convert of the set folder):
  * the folder read whole, the names mapped back (layout_megatron.c's
  * tpc__mcore_to_hf), the padded vocab rows dropped, and each rank's slices
@@ -97,10 +140,31 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	return tpc_strdup(buf);
 }
 
-static const tpc_tensor_row *row_of(const char *n, int64_t *l, bool *bias, const tpc_family **of)
+/* The plan's family when it lists the layout: its rows come first (an MoE
+ * layer's post_attention_layernorm is pre_mlp_layernorm, not LLaMA's fused
+ * linear_fc1.layer_norm_weight). */
+static const tpc_family *plan_family(const tpc_shard_plan *sp)
 {
-	const tpc_tensor_row *w = tpc_family_classify_for(NULL, LAYOUT_NAME, TPC_ECO_HF, n, l, NULL, bias, of);
+	const tpc_family *pf = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL;
+	return pf && tpc_family_lists(pf->layouts, LAYOUT_NAME) ? pf : NULL;
+}
+
+static const tpc_tensor_row *row_of(const tpc_family *pf, const char *n, int64_t *l, int64_t *x, bool *bias,
+				    const tpc_family **of)
+{
+	const tpc_tensor_row *w = tpc_family_classify_for(pf, LAYOUT_NAME, TPC_ECO_HF, n, l, x, bias, of);
 	return w && w->name[TPC_ECO_MEGATRON] ? w : NULL;
+}
+
+static bool expert_role(tpc_role r)
+{
+	return r == TPC_ROLE_FFN_GATE_EXP || r == TPC_ROLE_FFN_UP_EXP || r == TPC_ROLE_FFN_DOWN_EXP;
+}
+
+/* The routed experts per layer: the EP plan's, else config.json's. */
+static int64_t experts_of(const tpc_shard_plan *sp)
+{
+	return sp->experts > 0 ? sp->experts : sp->facts.experts;
 }
 
 /* ---- what each rank stores ---- */
@@ -150,28 +214,34 @@ static void unnumber(char *s)
 
 /* Add the chunk of `t` (owned by the list from here) under `key`: rows
  * [at, at + t's rows) of a global dim-`dim` extent `global` (dim -1: the whole
- * tensor); layer l >= 0 stacks it at l of sp->layers. */
+ * tensor); layer l >= 0 stacks it at l of sp->layers, then expert x >= 0 at x
+ * of the routed experts (the item [1, 1, ...]: experts.py:1067-1075 and
+ * 1543-1547 put the expert axis after the layer's). */
 static int add_chunk(mlist *m, const tpc_shard_plan *sp, const char *key, tpc_tensor *t, int dim, int64_t at,
-		     int64_t global, int64_t l, tpc_err *e)
+		     int64_t global, int64_t l, int64_t x, tpc_err *e)
 {
 	mchunk c;
 	int ret = 0;
 	memset(&c, 0, sizeof(c));
-	int lead = l >= 0 ? 1 : 0;
+	int lead = (l >= 0 ? 1 : 0) + (x >= 0 ? 1 : 0);
 	if (t->ndim + lead > TPC_MAX_NDIM) {
 		tpc_tensor_release(t);
 		return tpc_err_at(e, TPC_EINPUT, NULL, key, "too many dimensions to stack");
 	}
-	if (lead) {
-		c.shape[0] = sp->layers;
-		c.off[0] = l;
-		if (tpc_tensor_init_stack(&c.t, t, 1))
-			ret = tpc_err_nomem(e);
-		tpc_tensor_release(t);
-	} else {
-		c.t = *t;
-	}
+	c.t = *t;
 	memset(t, 0, sizeof(*t));
+	for (int k = lead - 1; k >= 0 && !ret; k--) {
+		tpc_tensor one;
+		bool layer = k == 0 && l >= 0;
+		c.shape[k] = layer ? sp->layers : experts_of(sp);
+		c.off[k] = layer ? l : x;
+		if (tpc_tensor_init_stack(&one, &c.t, 1))
+			ret = tpc_err_nomem(e);
+		tpc_tensor_release(&c.t);
+		c.t = one;
+		if (ret)
+			memset(&c.t, 0, sizeof(c.t));
+	}
 	for (int d = 0; d < c.t.ndim - lead && !ret; d++) {
 		c.shape[d + lead] = d == dim ? global : c.t.shape[d + lead];
 		c.off[d + lead] = d == dim ? at : 0;
@@ -190,20 +260,72 @@ static int add_chunk(mlist *m, const tpc_shard_plan *sp, const char *key, tpc_te
 	return 0;
 }
 
-/* The rank's tensor of role `r` of family f beside (layer l, bias). */
-static const tpc_tensor *partner(const tpc_family *f, const tpc_ckpt *rk, tpc_role r, int64_t l, bool bias)
+/* The rank's tensor of role `r` of family f beside (layer l, expert x, bias). */
+static const tpc_tensor *partner(const tpc_family *f, const tpc_ckpt *rk, tpc_role r, int64_t l, int64_t x, bool bias)
 {
 	char nm[512];
 	const tpc_tensor_row *w = tpc_family_row(f, r);
-	int64_t i = w && tpc_family_name(w, TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(rk, nm) : -1;
+	int64_t i = w && tpc_family_name(w, TPC_ECO_HF, l, x, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(rk, nm) : -1;
 	return i >= 0 ? &rk->t[i] : NULL;
 }
 
-/* Rank r's chunks, in the input's tensor order (linear_fc1: gate, then up). */
+/* Layer l's feed-forward is routed experts (its expert 0's gate is in the
+ * input): 1, a dense one: 0, -1 when family f has no expert rows. */
+static int layer_moe(const tpc_shard_plan *sp, const tpc_family *f, int64_t l)
+{
+	char nm[512];
+	const tpc_tensor_row *w = f ? tpc_family_row(f, TPC_ROLE_FFN_GATE_EXP) : NULL;
+	if (!w || !tpc_family_name(w, TPC_ECO_HF, l, 0, false, nm, sizeof(nm), NULL))
+		return -1;
+	return tpc_ckpt_find(sp->in, nm) >= 0;
+}
+
+/* Layers of two kinds, some with routed experts, some dense (Qwen3-MoE's
+ * mlp_only_layers; Megatron's moe_layer_freq, models/gpt/gpt_layer_specs.py:
+ * 648-671, the dense ones with the fused TE norm of num_experts None,
+ * 579-590): Megatron then keys every layer by its own number, no layer axis
+ * (transformer/transformer_block.py:799-803, 835-837). */
+static bool mixed_layers(const tpc_shard_plan *sp, const tpc_family *f)
+{
+	int seen = 0;
+	for (int64_t l = 0; l < sp->layers; l++) {
+		int k = layer_moe(sp, f, l);
+		if (k < 0)
+			return false;
+		seen |= k ? 1 : 2;
+	}
+	return seen == 3;
+}
+
+/* "decoder.layers.mlp.experts.local_experts.5.linear_fc1.weight" ->
+ * "decoder.layers.mlp.experts.experts.linear_fc1.weight": the sharded key
+ * SequentialMLP (experts.py:1539-1547) and TEGroupedMLP (1085-1089, through
+ * transformer_engine.py:2805-2856's per-gemm keys) both give every expert */
+static void unexpert(char *s)
+{
+	char *p = strstr(s, "local_experts.");
+	if (!p)
+		return;
+	char *d = p + 14;
+	while (*d >= '0' && *d <= '9')
+		d++;
+	if (d > p + 14 && *d == '.') {
+		memcpy(p, "experts.", 8);
+		memmove(p + 8, d + 1, strlen(d + 1) + 1);
+	}
+}
+
+/* Rank r's chunks, in the input's tensor order (linear_fc1: gate, then up).
+ * A routed expert's tensors are split over its expert-tensor-parallel group
+ * (etp = tp / ep ranks, tpc_split_tp): Megatron's expert rank of tp rank t
+ * is ep_rank t / etp, etp_rank t % etp (parallel_state.py:886-895: the expert
+ * RankGenerator's order "tp-cp-ep-dp-pp", etp fastest; dp 1). */
 static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
+	const tpc_family *pf = plan_family(sp);
 	int stage = r / sp->tp, t = r % sp->tp, tp = sp->tp, ret = 0;
+	bool mixed = mixed_layers(sp, pf);
 	tpc__mcore_facts mf;
 	memset(m, 0, sizeof(*m));
 	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
@@ -214,13 +336,13 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 			continue;
 		const tpc_tensor *x = &rk->t[en->rank_ix[t]];
 		const tpc_split *s = &en->split;
-		int64_t l = -1;
+		int64_t l = -1, ex = -1;
 		bool bias = false;
 		int part = -1;
 		const tpc_family *f = NULL;
 		char key[512];
-		const tpc_tensor_row *w = row_of(x->name, &l, &bias, &f);
-		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l, -1, bias, key, sizeof(key), &part)) {
+		const tpc_tensor_row *w = row_of(pf, x->name, &l, &ex, &bias, &f);
+		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l, ex, bias, key, sizeof(key), &part)) {
 			ret = tpc_err_at(e, TPC_EINPUT, NULL, x->name, "no Megatron-Core name for this tensor");
 			break;
 		}
@@ -229,22 +351,34 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 		char *hash = strchr(key, '#');
 		if (hash)
 			*hash = '\0';
-		unnumber(key);
+		if (mixed && w->role == TPC_ROLE_FFN_NORM && l >= 0 && !layer_moe(sp, pf, l))
+			snprintf(key, sizeof(key), "decoder.layers.%lld.mlp.linear_fc1.layer_norm_weight", (long long)l);
+		if (!mixed)
+			unnumber(key);
+		int64_t ls = mixed ? -1 : l; /* the layer axis: stacked layers only */
+		if (!expert_role(w->role))
+			ex = -1;
+		else
+			unexpert(key);
+		/* the ranks this tensor is split over (a routed expert's: its etp
+		 * group) and this rank's place among them */
+		int et = tpc_split_tp(s, tp), er = tpc_split_local(s, tp, t);
 		tpc_tensor v;
 		memset(&v, 0, sizeof(v));
 		if (w->role == TPC_ROLE_ATTN_Q) {
-			const tpc_tensor *kk = partner(f, rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(f, rk, TPC_ROLE_ATTN_V, l, bias);
+			const tpc_tensor *kk = partner(f, rk, TPC_ROLE_ATTN_K, l, -1, bias), *vv = partner(f, rk, TPC_ROLE_ATTN_V, l, -1, bias);
 			if (!kk || !vv || tpc__mcore_fuse_qkv(x, kk, vv, &mf, &v)) {
 				ret = tpc_err_at(e, TPC_EINPUT, NULL, x->name, "cannot lay q, k and v out per query group (partners missing or sizes off)");
 				break;
 			}
 			int64_t rows = v.shape[0];
-			ret = add_chunk(m, sp, key, &v, 0, t * rows, tp * rows, l, e);
-		} else if (w->role == TPC_ROLE_FFN_GATE) {
-			const tpc_tensor *up = partner(f, rk, TPC_ROLE_FFN_UP, l, bias);
+			ret = add_chunk(m, sp, key, &v, 0, t * rows, tp * rows, ls, -1, e);
+		} else if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_GATE_EXP) {
+			const tpc_tensor *up =
+				partner(f, rk, w->role == TPC_ROLE_FFN_GATE ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_UP_EXP, l, ex, bias);
 			int64_t g = x->shape[0];
 			if (!up || up->shape[0] != g) {
-				ret = tpc_err_at(e, TPC_EINPUT, NULL, x->name, "gate_proj without an up_proj of its rows");
+				ret = tpc_err_at(e, TPC_EINPUT, NULL, x->name, "a gate projection without an up projection of its rows");
 				break;
 			}
 			tpc_tensor u;
@@ -253,17 +387,17 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 				ret = tpc_err_nomem(e);
 				break;
 			}
-			ret = add_chunk(m, sp, key, &v, 0, t * g, 2 * tp * g, l, e);
+			ret = add_chunk(m, sp, key, &v, 0, er * g, 2 * et * g, ls, ex, e);
 			if (!ret)
-				ret = add_chunk(m, sp, key, &u, 0, tp * g + t * g, 2 * tp * g, l, e);
+				ret = add_chunk(m, sp, key, &u, 0, et * g + er * g, 2 * et * g, ls, ex, e);
 			else
 				tpc_tensor_release(&u);
 		} else if (s->dim < 0) {
-			if (t == 0) /* replica_id (0, tp_rank, dp): tp rank 0 stores it */
-				ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, -1, 0, 0, l, e);
+			if (er == 0) /* replica_id (0, tp_rank, dp): tp rank 0 (of the etp group) stores it */
+				ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, -1, 0, 0, ls, ex, e);
 		} else {
 			int64_t len = x->shape[s->dim];
-			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, s->dim, t * len, tp * len, l, e);
+			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, s->dim, er * len, et * len, ls, ex, e);
 		}
 	}
 	if (ret)
@@ -276,33 +410,64 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__mcore_facts mf;
+	const tpc_family *named = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL, *pf = plan_family(sp);
+	const char *dense = NULL, *routed = NULL;
 	int ret;
 	(void)o;
 	if (!tpc__dcp_format(e))
 		return TPC_EUSAGE;
+	if (named && !pf)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "family '%s' is not written by the megatron-dist layout (its Megatron-Core names are not mapped)",
+				   named->name);
 	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
 		return ret;
-	if (sp->ep > 1)
-		return tpc_err_set(e, TPC_EUSAGE, "the megatron-dist layout writes dense models; expert parallelism is not written yet");
+	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (experts.py:1532-1533): --ep-placement %s is not written by the megatron-dist layout",
+				   tpc_ep_placement_name(sp->ep_placement));
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
-		if (!row_of(n, NULL, NULL, NULL)) {
-			const tpc_family *pf = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL;
-			if (pf && !tpc_family_lists(pf->layouts, LAYOUT_NAME))
-				return tpc_err_at(e, TPC_EINPUT, NULL, n,
-						  "family '%s' is not written by the megatron-dist layout (its Megatron-Core names are not mapped); this tensor has none",
-						  pf->name);
+		const tpc_tensor_row *w = row_of(pf, n, NULL, NULL, NULL, NULL);
+		if (!w)
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
-					  "the megatron-dist layout knows Megatron-Core names for the LLaMA family; this tensor has none (drop it with --rules)");
-		}
+					  "the megatron-dist layout knows Megatron-Core names for the LLaMA, Mixtral and Qwen3-MoE families; this tensor has none (drop it with --rules)");
 		const tpc_split *s = &sp->t[i].split;
+		if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_DOWN)
+			dense = n;
+		if (expert_role(w->role))
+			routed = n;
+		if (s->stacked)
+			return tpc_err_at(e, TPC_EINPUT, NULL, n, "experts stacked in one tensor have no Megatron-Core chunk layout here");
 		if (s->dim >= 0 && s->nparts != 1)
 			return tpc_err_at(e, TPC_EINPUT, NULL, n, "a tensor split in parts has no Megatron-Core chunk layout here");
 		for (int k = 0; k < s->nparts && s->dim >= 0; k++)
 			if (s->part[k].replicas > 1)
 				return tpc_err_at(e, TPC_EINPUT, NULL, n, "Megatron does not replicate key/value heads over ranks");
 	}
+	if (dense && routed && !mixed_layers(sp, pf))
+		return tpc_err_at(e, TPC_EINPUT, NULL, dense,
+				  "a dense feed-forward beside routed experts (%s) in one layer: not a Megatron-Core layer", routed);
+	if (routed && experts_of(sp) <= 0)
+		return tpc_err_at(e, TPC_EINPUT, NULL, routed, "routed experts, but config.json says not how many (num_local_experts / num_experts)");
 	return 0;
+}
+
+/* --dry-run: the bytes of rank r's chunks (replicated boxes once, on tp
+ * rank 0 of their group), without reading a weight */
+static bool stored_size(const tpc_shard_plan *sp, int r, uint64_t *bytes, size_t *items)
+{
+	mlist m;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (rank_chunks(sp, r, &m, &e))
+		return false;
+	*bytes = 0;
+	for (size_t k = 0; k < m.n; k++)
+		*bytes += m.v[k].t.nbytes;
+	*items = m.n;
+	mlist_release(&m);
+	return true;
 }
 
 /* The rank as stored: its chunks, in order (names never reach the disk:
@@ -365,28 +530,49 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 }
 
 /* common.pt: {args, checkpoint_version, iteration, content_metadata} */
-static int write_common(const tpc_shard_plan *sp, const char *path, bool force, tpc_err *e)
+static int write_common(const tpc_shard_plan *sp, const char *path, bool force, bool grouped, tpc_err *e)
 {
 	const tpc_format *tf = tpc_format_by_name("torch");
+	const tpc_family *pf = plan_family(sp);
 	tpc__mcore_facts mf;
+	tpc__mcore_moe moe;
+	bool *layers = NULL;
 	int64_t ffn = 0, vocab = 0, orig = 0;
 	int ret;
 	if (!tf)
 		return tpc_err_set(e, TPC_EUSAGE, "the torch writer is not available in this build");
 	if ((ret = tpc__mcore_facts_of(&sp->facts, &mf, e)))
 		return ret;
+	memset(&moe, 0, sizeof(moe));
 	for (size_t i = 0; i < sp->n; i++) {
 		const tpc_tensor *t = &sp->in->t[sp->t[i].in];
-		const tpc_tensor_row *w = row_of(t->name, NULL, NULL, NULL);
+		const tpc_tensor_row *w = row_of(pf, t->name, NULL, NULL, NULL, NULL);
 		if (!ffn && w && w->role == TPC_ROLE_FFN_GATE)
 			ffn = t->shape[0];
+		if (!moe.ffn && w && w->role == TPC_ROLE_FFN_GATE_EXP)
+			moe.ffn = t->shape[0];
 		if (!orig && sp->t[i].split.kind == TPC_SPLIT_VOCAB && sp->t[i].split.dim == 0) {
 			orig = sp->t[i].split.part[0].size;
 			vocab = orig + sp->t[i].split.part[0].pad;
 		}
 	}
 	tpc_value *root = tpc_value_new(TPC_V_DICT), *cm = tpc_value_new(TPC_V_DICT);
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig);
+	if (moe.ffn) {
+		moe.experts = experts_of(sp);
+		moe.topk = sp->facts.experts_per_tok;
+		moe.ep = sp->ep > 1 ? sp->ep : 1;
+		moe.etp = sp->tp / moe.ep;
+		moe.grouped = grouped;
+		moe.pre_softmax = sp->facts.norm_topk < 0;
+		if (mixed_layers(sp, pf) && (layers = tpc_calloc((size_t)sp->layers + 1, sizeof(bool))))
+			for (int64_t l = 0; l < sp->layers; l++)
+				layers[l] = layer_moe(sp, pf, l) > 0;
+		moe.moe_layers = layers;
+		if (!ffn)
+			ffn = moe.ffn;
+	}
+	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL);
+	free(layers);
 	bool bad = !root || !cm || !args;
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||
 	      tpc_value_set(cm, tpc_value_str("chained_optim_avoid_prefix", 26), tpc_value_bool(1));
@@ -468,7 +654,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	if (!ret && !(p = tpc_path_join(it, "common.pt")))
 		ret = tpc_err_nomem(e);
 	if (!ret)
-		ret = write_common(sp, p, true, e);
+		ret = write_common(sp, p, true, o->moe_grouped_gemm, e);
 	free(p);
 	p = NULL;
 	if (!ret && !(p = tpc_path_join(it, "metadata.json")))
@@ -509,8 +695,20 @@ static int globals(tpc_ckpt *ck, size_t n0, const tpc_manifest *man, const tpc_l
 		   tpc_err *e)
 {
 	tpc__mcore_facts mf;
+	const tpc_family *fam = NULL;
 	int ret = tpc__mcore_facts_of(c->facts, &mf, e);
-	if (ret || (ret = tpc__mcore_to_hf(ck, n0, ck->n, "", LAYOUT_NAME, 0, &mf, dir, e)))
+	if (!ret && man->plan_json) {
+		/* the set's family (its plan's name) names the rows: a Mixtral's
+		 * pre_mlp_layernorm, a Qwen3-MoE's experts */
+		tpc_plan plan;
+		memset(&plan, 0, sizeof(plan));
+		if (!(ret = tpc_plan_from_buffer(&plan, man->plan_json, strlen(man->plan_json), dir, e)) && plan.name)
+			fam = tpc_family_find(plan.name);
+		tpc_plan_release(&plan);
+		if (fam && !tpc_family_lists(fam->layouts, LAYOUT_NAME))
+			fam = NULL;
+	}
+	if (ret || (ret = tpc__mcore_to_hf(ck, n0, ck->n, "", LAYOUT_NAME, fam, 0, &mf, dir, e)))
 		return ret;
 	for (size_t i = 0; i < man->n; i++) {
 		const tpc_manifest_tensor *mt = &man->t[i];
@@ -543,8 +741,8 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.name = LAYOUT_NAME,
 	.desc = "Megatron-Core torch_dist: release/__R_0.distcp + .metadata + common.pt + metadata.json, stacked layers",
 	.formats = formats, .set_format = "megatron-torch_dist",
-	.companions_at_top = true, .uneven_stages = true,
+	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
-	.stored_rank = stored_rank, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
+	.stored_rank = stored_rank, .stored_size = stored_size, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 };

@@ -85,6 +85,10 @@ typedef struct tpc_layout {
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
 	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
 	int (*stored_rank)(const struct tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e);
+	/* What rank r's file stores, when not the plan's rank tensors (--dry-run's
+	 * bytes per file): its bytes and items; false when it cannot say (NULL:
+	 * the rank tensors) */
+	bool (*stored_size)(const struct tpc_shard_plan *sp, int r, uint64_t *bytes, size_t *items);
 	int (*write_rank)(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
 			  const tpc_write_opts *wo, tpc_err *e);
 	void (*remove_rank)(const char *path);
@@ -217,14 +221,27 @@ int tpc__mcore_check_groups(const struct tpc_shard_plan *sp, tpc__mcore_facts *m
 int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
 			 tpc_tensor *out);
 /* Megatron-Core tensors ck->t[from, to) named prefix + Megatron's name, layer
- * numbers + start, as Hugging Face's (rows of `layout`'s family tables;
- * linear_qkv per group back to q, k, v, linear_fc1 to gate and up, as views);
- * everything in [from, to) is dropped, _extra_state included, and ck's tree
- * (it names Megatron's keys). */
-int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, int64_t start,
-		     const tpc__mcore_facts *mf, const char *path, tpc_err *e);
+ * numbers + start, as Hugging Face's (rows of family `fam` first, when not
+ * NULL, then of `layout`'s family tables; linear_qkv per group back to q, k,
+ * v, linear_fc1 to gate and up, an expert's too, as views); everything in
+ * [from, to) is dropped, _extra_state included, and ck's tree (it names
+ * Megatron's keys). */
+int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, const tpc_family *fam,
+		     int64_t start, const tpc__mcore_facts *mf, const char *path, tpc_err *e);
+/* A mixture of experts' args (NULL: a dense model): routed experts, their
+ * top-k and rows, expert-model- and expert-tensor-parallel sizes, and which
+ * module holds them (moe_grouped_gemm: TEGroupedMLP, else SequentialMLP). */
+typedef struct tpc__mcore_moe {
+	int64_t experts, topk, ffn;
+	int ep, etp;
+	bool grouped;
+	bool pre_softmax; /* softmax over every expert, then top-k, not renormalised
+			     (config.json's norm_topk_prob false) */
+	const bool *moe_layers; /* [num_layers]: which layers have experts (moe_layer_freq as a
+				   list), or NULL: every layer */
+} tpc__mcore_moe;
 tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
-			   int64_t vocab, int64_t orig);
+			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe);
 
 /* The hf-mapping layout's file names and mapping geometry, which the trtllm
  * layout shares (layout_trtllm.c). */

@@ -1019,34 +1019,52 @@ static void describe_entry(const tpc_shard_plan *sp, size_t i, int w, tpc_buf *o
 	tpc_buf_release(&nb);
 }
 
-/* Each rank's file, tensors and bytes with a bar, and the balance. */
+/* Each rank's file, tensors and bytes with a bar, and the balance. A layout
+ * that stores other than the rank tensors (stored_size) says its items and
+ * bytes, and their sum beside the model's. */
 static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 {
 	int nr = sp->tp * sp->pp;
-	uint64_t most = 0, least = UINT64_MAX;
+	uint64_t most = 0, least = UINT64_MAX, all = 0, model = 0;
+	uint64_t *by = tpc_calloc((size_t)nr + 1, sizeof(*by));
+	size_t *items = tpc_calloc((size_t)nr + 1, sizeof(*items));
+	bool stored = by && items && sp->layout->stored_size;
 	int fw = 0;
+	for (int r = 0; r < nr && stored; r++)
+		stored = sp->layout->stored_size(sp, r, &by[r], &items[r]);
 	for (int r = 0; r < nr; r++) {
-		uint64_t bytes = rank_bytes(sp, r);
+		uint64_t bytes = stored ? by[r] : rank_bytes(sp, r);
 		most = bytes > most ? bytes : most;
 		least = bytes < least ? bytes : least;
+		all += bytes;
 		int l = (int)strlen(sp->rank_file[r]);
 		fw = l > fw ? (l < 48 ? l : 48) : fw;
 	}
 	for (int r = 0; r < nr; r++) {
-		uint64_t bytes = rank_bytes(sp, r);
+		uint64_t bytes = stored ? by[r] : rank_bytes(sp, r);
 		char sz[32];
-		tpc_buf_addf(out, "# rank %d (tp %d, pp %d): %-*s %5zu tensors %12llu bytes %9s  ", r, r % sp->tp, r / sp->tp,
-			     fw + 1, sp->rank_file[r], sp->rank[r].n, (unsigned long long)bytes,
-			     tpc_fmt_size(bytes, sz, sizeof(sz)));
+		tpc_buf_addf(out, "# rank %d (tp %d, pp %d): %-*s %5zu %-7s %12llu bytes %9s  ", r, r % sp->tp, r / sp->tp,
+			     fw + 1, sp->rank_file[r], stored ? items[r] : sp->rank[r].n, stored ? "chunks" : "tensors",
+			     (unsigned long long)bytes, tpc_fmt_size(bytes, sz, sizeof(sz)));
 		tpc_buf_bar(out, bytes, most, 24, unicode);
 		while (out->len && out->p[out->len - 1] == ' ')
 			out->p[--out->len] = '\0';
 		tpc_buf_addc(out, '\n');
 	}
+	if (stored) {
+		char a[32], b[32];
+		for (size_t i = 0; i < sp->in->n; i++)
+			model += sp->in->t[i].nbytes;
+		tpc_buf_addf(out, "# stored: %llu bytes of tensor data in all rank files (%s), the model %llu (%s): each box once%s\n",
+			     (unsigned long long)all, tpc_fmt_size(all, a, sizeof(a)), (unsigned long long)model,
+			     tpc_fmt_size(model, b, sizeof(b)), all > model ? ", the rest padding" : "");
+	}
 	if (nr > 1)
 		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s\n",
 			     least ? (double)most / (double)least : 0.0,
 			     least && most > least + least / 10 ? " (pipeline stages or replicated tensors weigh unevenly)" : "");
+	free(by);
+	free(items);
 }
 
 /* The replicated tensors and why, the unmatched ones, and with --pp the

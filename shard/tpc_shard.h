@@ -88,6 +88,8 @@ typedef struct tpc_shard_opts {
 	const char *config_file;    /* --config: the model's config.json the trtllm layout's config is
 	                               written from, before config_dir's (NULL: none) */
 	bool no_extras;             /* copy no companions of config_dir (the trtllm config.json still) */
+	bool moe_grouped_gemm;      /* megatron-dist: the experts are TEGroupedMLP's (args
+	                               moe_grouped_gemm), not SequentialMLP's; the same bytes */
 	bool dequantized;           /* the input's quantized weights were dequantized (shard
 	                               --dequantize): the copied config.json loses quantization_config */
 	bool defer_manifest;        /* write the rank files only, never the manifest: under mpirun

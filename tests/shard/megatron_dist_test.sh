@@ -11,7 +11,14 @@
 #     metadata.json says torch_dist, the layers are stacked keys (one .metadata
 #     entry per parameter, chunks per layer and tp rank);
 #   - --pp-layers puts the layers where it says, the keys stay the same;
-#   - what it cannot write is refused by name (an MoE family, groups % tp).
+#   - mixtures of experts (tests/gguf/arch's tiny Mixtral and Qwen3-MoE, 4 experts; the
+#     latter with a dense first layer too, Megatron's non-homogeneous keys):
+#     tp x pp x ep, expert tp (tp 2, ep 1), --pp-layers, --moe-grouped-gemm: the
+#     experts under one stacked key per parameter [layers, experts, ...], read back
+#     bit for bit as a set and through convert --rules megatron-mixtral /
+#     megatron-qwen3-moe (with $SAN = 1 only the first case, before the generator);
+#   - what it cannot write is refused by name (a family without its Megatron
+#     names, groups % tp, ep that does not divide tp, round-robin experts).
 # Loading by torch's own DCP reader with every shape and offset as Megatron's
 # sharded_state_dict gives them: tests/shard/megatron_dist_torch.py (torch >= 2.4,
 # the forky chroot; its docstring has the command).
@@ -21,6 +28,84 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 M=$T/m
+
+# Mixtures of experts: family preset rules tp pp ep [--pp-layers] [--moe-grouped-gemm]
+A=$SRC/tests/gguf/arch
+run "$TPCONV" convert "$A/tiny-mixtral" -o "$T/mixtral.safetensors" -q &&
+  run "$TPCONV" convert "$A/tiny-qwen3-moe" -o "$T/qwen3-moe.safetensors" -q || { echo "1..0 # SKIP fixtures"; exit 0; }
+for spec in "mixtral 2 1 2" "mixtral 2 1 1" "qwen3-moe 2 2 2 0,2 g" "qwen3-moe 2 2 2 1,1" "qwen3-moe 1 2 1 2,0"; do
+  set -- $spec; m=$1 tp=$2 pp=$3 ep=$4 pl=${5:-} g=${6:-}
+  S=$T/${m}_${tp}_${pp}_$ep${pl:+_$pl} what="$m tp $tp pp $pp ep $ep${pl:+ ($pl)}${g:+ grouped}"
+  run "$TPCONV" shard "$A/tiny-$m" --preset $m --tp $tp --pp $pp --ep $ep ${pl:+--pp-layers $pl} ${g:+--moe-grouped-gemm} \
+    --layout megatron-dist -o "$S" -q
+  if [ "$rc" != 0 ]; then bad "$what: shard" "$(cat "$T/err")"; continue; fi
+  nf=$(ls "$S/release" | grep -c '^__[0-9]*_0\.distcp$')
+  [ "$nf" = $((tp * pp)) ] && grep -aq 'decoder.layers.mlp.experts.experts.linear_fc1.weight' "$S/release/.metadata" &&
+    grep -aq 'decoder.layers.mlp.router.weight' "$S/release/.metadata" && grep -aq 'decoder.layers.pre_mlp_layernorm.weight' "$S/release/.metadata" &&
+    grep -aq 'expert_tensor_parallel_size' "$S/release/common.pt" &&
+    ok "$what: $nf rank files; the experts, the router and pre_mlp_layernorm under Megatron's stacked keys" ||
+    bad "$what: files" "$(ls -R "$S")"
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+  [ "$rc" = 0 ] && same "$T/$m.safetensors" "$S.merged.safetensors" && ok "$what: merge of the set is bit-exact" ||
+    bad "$what: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+  run "$TPCONV" convert "$S/release" --rules megatron-$m --vocab 320 -o "$S.hf.safetensors" -q
+  [ "$rc" = 0 ] && same "$T/$m.safetensors" "$S.hf.safetensors" &&
+    ok "$what: HF -> torch_dist -> HF through the torch_dist reader (--rules megatron-$m) is bit-exact" ||
+    bad "$what: read back" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+  [ "$SAN" = 1 ] && break
+done
+[ "$SAN" = 1 ] && { done_testing; exit; }
+# the chunks: 2 layers x 4 experts, fc1's gate and up apart, each expert whole on its EP group
+# (tp 2 ep 2: expert tp 1), halves of every expert's rows or columns at tp 2 ep 1
+run "$TPCONV" inspect "$T/mixtral_2_1_2/release"
+[ "$rc" = 0 ] && grep -q "10 tensor entries in 43 chunks" "$T/out" && grep -q "local_experts.3.linear_fc1.weight .*\[128, 32\] .* 2 pieces" "$T/out" &&
+  run "$TPCONV" inspect "$T/mixtral_2_1_1/release" && grep -q "10 tensor entries in 67 chunks" "$T/out" &&
+  grep -q "local_experts.3.linear_fc1.weight .*\[128, 32\] .* 4 pieces" "$T/out" &&
+  ok "experts: one key per parameter, a chunk per expert (and half), the global numbers back" || bad "expert chunks" "$(head -12 "$T/out")"
+# --dry-run: every rank file with the bytes of the chunks it would store (a replicated box
+# once), from the headers alone; they add up to the model's and the vocabulary padding
+# (2 x (512 - 320) rows x 32 x 4 bytes = 49152)
+run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --pp 2 --ep 2 --layout megatron-dist --dry-run
+[ "$rc" = 0 ] && [ "$(grep -c '^# rank [0-3] .*release/__[0-3]_0.distcp .* chunks ' "$T/out")" = 4 ] &&
+  grep -q "^# stored: 280448 bytes of tensor data in all rank files .* the model 231296 " "$T/out" &&
+  ok "--dry-run lists the 4 rank files with their chunks' bytes; 280448 = the model's 231296 + 49152 of padding" ||
+  bad "dry-run" "$(grep '^# rank\|stored' "$T/out")" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$A/tiny-qwen3-moe" --shards "$T/qwen3-moe_2_2_2_1,1"
+[ "$rc" = 0 ] && ok "verify passes on an expert-parallel megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify moe" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+# dense layers beside MoE ones (a Qwen3-MoE with mlp_only_layers [0], tests/shard/mixed_moe.py):
+# Megatron's non-homogeneous keys, each with its layer number and no layer axis, the
+# dense layer's norm fused into linear_fc1, moe_layer_freq [0, 1] in args
+X=$T/mixed-moe S=$T/mixed_2_2_2
+python3 "$H/mixed_moe.py" "$A/tiny-qwen3-moe" "$X" && run "$TPCONV" convert "$X" -o "$X.safetensors" -q &&
+  run "$TPCONV" shard "$X" --preset qwen3-moe --tp 2 --pp 2 --ep 2 --pp-layers 1,1 --layout megatron-dist -o "$S" -q &&
+  grep -aq 'decoder.layers.1.mlp.experts.experts.linear_fc1.weight' "$S/release/.metadata" &&
+  grep -aq 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight' "$S/release/.metadata" &&
+  ! grep -aq 'decoder.layers.mlp' "$S/release/.metadata" && grep -aq moe_layer_freq "$S/release/common.pt" &&
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q && same "$X.safetensors" "$S.merged.safetensors" &&
+  run "$TPCONV" convert "$S/release" --rules megatron-qwen3-moe --vocab 320 -o "$S.hf.safetensors" -q &&
+  same "$X.safetensors" "$S.hf.safetensors" &&
+  ok "dense and MoE layers: per-layer keys, the dense norm fused; merge and HF -> torch_dist -> HF bit-exact" ||
+  bad "mixed layers" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# a Megatron save of non-homogeneous layers (keys with layer numbers, tests/dcp/
+# make_megatron_nonhomog.py): the experts' stack comes apart per expert all the same;
+# expert 1's linear_fc1 is elements 48..95 of key 7: float32 7048 .. 7095 (sha256)
+run "$TPCONV" inspect --hash "$SRC/tests/data/dcp/megatron_nonhomog"
+[ "$rc" = 0 ] && [ "$(grep -c 'decoder.layers.1.mlp.experts.local_experts.[01].linear_fc[12].weight ' "$T/out")" = 4 ] &&
+  grep -q "decoder.layers.0.mlp.linear_fc1.weight .*\[12, 4\]" "$T/out" &&
+  grep -q "local_experts.1.linear_fc1.weight .* 77bb1d0b7ba4e28256b656ce9291b23fa29b6955519575f23afe046ed273e55e" "$T/out" &&
+  ok "non-homogeneous layers (a layer's own keys): the experts come apart per expert, by value" || bad "non-homogeneous" "$(cat "$T/out" "$T/err")"
+run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 --layout megatron-dist -o "$T/x4" -q
+[ "$rc" = 2 ] && grep -q -- "--ep 2 does not divide --tp 1" "$T/err" && [ ! -e "$T/x4" ] &&
+  ok "ep over tp (Megatron: data-parallel ranks, which a tp x pp set has not) is refused" || bad "ep > tp" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 2 --ep-placement round-robin --layout megatron-dist -o "$T/x5" -q
+[ "$rc" = 2 ] && grep -q "round-robin is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x5" ] &&
+  ok "round-robin experts are refused by name (Megatron's EP ranks own contiguous experts)" || bad "round-robin" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x6" -q
+[ "$rc" = 3 ] && grep -q "family 'deepseek-v3' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x6" ] &&
+  ok "DeepSeek-V3 (MLA, shared experts) is refused by name (exit 3), nothing written" || bad "deepseek refusal" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --moe-grouped-gemm -o "$T/x7" -q
+[ "$rc" = 2 ] && grep -q -- "--moe-grouped-gemm goes with --layout megatron-dist" "$T/err" && ok "--moe-grouped-gemm without megatron-dist: usage error" ||
+  bad "grouped usage" "exit $rc" "$(cat "$T/err")"
 $PY "$H/vllm_check.py" make "$M" >/dev/null || { echo "1..0 # SKIP model generator failed"; exit 0; }
 "$TPCONV" convert "$M/llama" -o "$M/llama.safetensors" -q && "$TPCONV" convert "$M/qwen" -o "$M/qwen.safetensors" -q ||
   { echo "1..0 # SKIP convert failed"; exit 0; }
@@ -74,9 +159,9 @@ run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$T/llama_2_2"
 [ "$rc" = 0 ] && ok "verify passes on a megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 
 # refusals, by name
-run "$TPCONV" shard "$M/mixtral" --preset mixtral --tp 2 --layout megatron-dist -o "$T/x1" -q
-[ "$rc" = 3 ] && grep -q "family 'mixtral' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x1" ] &&
-  ok "an MoE family is refused by name (exit 3), nothing written" || bad "mixtral refusal" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$M/qwen" --preset qwen2 --tp 2 --layout megatron-dist -o "$T/x1" -q
+[ "$rc" = 3 ] && grep -q "family 'qwen2' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x1" ] &&
+  ok "a family whose record does not list the layout is refused by name (exit 3), nothing written" || bad "qwen2 refusal" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 4 --layout megatron-dist -o "$T/x2" -q
 [ "$rc" = 3 ] && grep -q "2 groups (kv heads) do not divide by tp 4" "$T/err" &&
   ok "query groups tp does not divide are refused (exit 3)" || bad "groups refusal" "exit $rc" "$(cat "$T/err")"

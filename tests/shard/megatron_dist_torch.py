@@ -15,9 +15,19 @@ rebuilt here independently from the Hugging Face weights:
   - common.pt (torch.load, weights_only=False: argparse.Namespace) and
     metadata.json say what Megatron's loader reads.
 
-usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS
+Mixtures of experts (Mixtral, Qwen3-MoE; EP given): pre_mlp_layernorm and the
+router replicated, every routed expert under one key per parameter
+[num_layers, num_experts, ...] at offset (L, global expert), split over the
+expert tensor-parallel group of etp = tp / ep ranks (linear_fc1's gate and up
+halves as the dense swiglu factory's), each chunk on its EP group's ranks;
+common.pt's num_experts, expert_model/tensor_parallel_size and moe_grouped_gemm.
+With dense layers beside (config.json's mlp_only_layers): every key with its
+layer number and no layer axis, the dense layers' norm fused into linear_fc1,
+moe_layer_freq as a list.
+
+usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS [EP [grouped]]
   HF_DIR holds config.json and model.safetensors; PP_LAYERS the layers of each
-  stage, comma-separated ("2" for pp 1).
+  stage, comma-separated ("2" for pp 1); EP the expert parallelism of an MoE set.
 
 Run (as root; R is the chroot's /tmp/mcore):
   /usr/bin/python3 tests/shard/vllm_check.py make /tmp/m
@@ -28,6 +38,13 @@ Run (as root; R is the chroot's /tmp/mcore):
 Last run (torch 2.14.1 in the forky chroot): llama tp 2 pp 2 (0,2) 9 keys in 29
 chunks, llama tp 1 9 keys in 17, qwen2 (tied, q/k/v biases, bf16) tp 4 pp 2 (1,1)
 9 keys in 57 and tp 2 pp 2 (2,0) 9 keys in 31: every one as Megatron's.
+MoE (same chroot, tests/gguf/arch's tiny-mixtral and tiny-qwen3-moe copied to
+$R/hfm and $R/hfq): mixtral tp 2 ep 2 (python3 megatron_dist_torch.py hfm SET 2 2 2)
+10 keys in 43 chunks, mixtral tp 2 ep 1 (expert tp 2) 10 keys in 67, qwen3-moe
+tp 2 pp 2 ep 2 (0,2, --moe-grouped-gemm: ... 2 0,2 2 grouped) and (1,1) 12 keys
+in 47 each: every key, shape, offset, byte and expert-to-file placement as
+Megatron's; a Qwen3-MoE with a dense first layer (tests/shard/mixed_moe.py) at tp 2
+pp 2 ep 2 (1,1): 20 per-layer keys in 40 chunks, moe_layer_freq [0, 1].
 """
 import json, os, sys
 
@@ -36,12 +53,17 @@ import torch.distributed.checkpoint as dcp
 from safetensors.torch import load_file
 
 hf_dir, set_dir, tp, stages = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4].split(",")]
+ep = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+grouped = len(sys.argv) > 6 and sys.argv[6] == "grouped"
 cfg = json.load(open(os.path.join(hf_dir, "config.json")))
 hf = load_file(os.path.join(hf_dir, "model.safetensors"))
 H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
 NG = cfg.get("num_key_value_heads", NH)
 D = cfg.get("head_dim") or H // NH
 L, V = cfg["num_hidden_layers"], cfg["vocab_size"]
+E = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+moe = "block_sparse_moe." if cfg["model_type"] == "mixtral" else "mlp."
+ex_names = ("w1", "w3", "w2") if cfg["model_type"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
 P = -(-V // (128 * tp)) * 128 * tp
 assert sum(stages) == L, (stages, L)
 it = os.path.join(set_dir, "release")
@@ -51,27 +73,36 @@ assert open(os.path.join(set_dir, "latest_checkpointed_iteration.txt")).read().s
 exp = {}
 
 
-def chunks(key, full, axis, stacked, layer, replicated=False, parts=1):
-    """full: the key's global tensor (stacked: of one layer); axis: tp axis."""
+def chunks(key, full, axis, stacked, layer, replicated=False, parts=1, expert=None):
+    """full: the key's global tensor (stacked: of one layer; of one expert of it
+    when expert is given); axis: tp axis. An expert's tp group is its etp
+    ranks (tp / ep)."""
     g = list(full.shape)
-    shape = ([L] if stacked else []) + g
-    pre = [layer] if stacked else []
+    lead = ([L] if stacked else []) + ([E] if expert is not None else [])
+    pre = ([layer] if stacked else []) + ([expert] if expert is not None else [])
+    ones = [1] * len(pre)
+    ntp = tp // ep if expert is not None else tp
+    shape = lead + g
     out = []
     if replicated:
-        out.append((pre + [0] * len(g), ([1] if stacked else []) + g))
+        out.append((pre + [0] * len(g), ones + g))
     else:
-        for t in range(tp):
-            for k in range(parts):  # swiglu: part k of tp * parts pieces along axis 0
-                n = g[axis] // (tp * parts)
+        for t in range(ntp):
+            for k in range(parts):  # swiglu: part k of ntp * parts pieces along axis 0
+                n = g[axis] // (ntp * parts)
                 off = [0] * len(g)
-                off[axis] = k * tp * n + t * n
+                off[axis] = k * ntp * n + t * n
                 sz = list(g)
                 sz[axis] = n
-                out.append((pre + off, ([1] if stacked else []) + sz))
+                out.append((pre + off, ones + sz))
     if key not in exp:
-        exp[key] = [torch.zeros(shape, dtype=full.dtype) if stacked else full, []]
-    if stacked:
+        exp[key] = [torch.zeros(shape, dtype=full.dtype) if stacked or expert is not None else full, []]
+    if stacked and expert is not None:
+        exp[key][0][layer][expert] = full
+    elif stacked:
         exp[key][0][layer] = full
+    elif expert is not None:
+        exp[key][0][expert] = full
     exp[key][1] += out
 
 
@@ -83,20 +114,35 @@ chunks("embedding.word_embeddings.weight", pad(hf["model.embed_tokens.weight"]),
 if "lm_head.weight" in hf:
     chunks("output_layer.weight", pad(hf["lm_head.weight"]), 0, False, 0)
 chunks("decoder.final_layernorm.weight", hf["model.norm.weight"], 0, False, 0, replicated=True)
+dense_layers = cfg.get("mlp_only_layers") or []
+mixed = bool(E and dense_layers)  # non-homogeneous: every key with its layer number, no layer axis
 for l in range(L):
-    p, m = "model.layers.%d." % l, "decoder.layers."
+    p, m = "model.layers.%d." % l, "decoder.layers.%d." % l if mixed else "decoder.layers."
     for suf in ["weight", "bias"]:
         if p + "self_attn.q_proj." + suf not in hf:
             continue
         q, k, v = (hf[p + "self_attn.%s_proj.%s" % (x, suf)] for x in "qkv")
         rest = q.shape[1:]
         qkv = torch.cat([q.reshape(NG, NH // NG * D, *rest), k.reshape(NG, D, *rest), v.reshape(NG, D, *rest)], 1)
-        chunks(m + "self_attention.linear_qkv." + suf, qkv.reshape(-1, *rest), 0, True, l)
-    chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, True, l, replicated=True)
-    chunks(m + "self_attention.linear_proj.weight", hf[p + "self_attn.o_proj.weight"], 1, True, l)
-    chunks(m + "mlp.linear_fc1.layer_norm_weight", hf[p + "post_attention_layernorm.weight"], 0, True, l, replicated=True)
-    chunks(m + "mlp.linear_fc1.weight", torch.cat([hf[p + "mlp.gate_proj.weight"], hf[p + "mlp.up_proj.weight"]]), 0, True, l, parts=2)
-    chunks(m + "mlp.linear_fc2.weight", hf[p + "mlp.down_proj.weight"], 1, True, l)
+        chunks(m + "self_attention.linear_qkv." + suf, qkv.reshape(-1, *rest), 0, not mixed, l)
+    chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, not mixed, l, replicated=True)
+    chunks(m + "self_attention.linear_proj.weight", hf[p + "self_attn.o_proj.weight"], 1, not mixed, l)
+    for x in "qk":
+        if p + "self_attn.%s_norm.weight" % x in hf:
+            chunks(m + "self_attention.%s_layernorm.weight" % x, hf[p + "self_attn.%s_norm.weight" % x], 0, not mixed, l, replicated=True)
+    if E and l not in dense_layers:
+        # moe/experts.py: SequentialMLP and TEGroupedMLP give the same keys
+        chunks(m + "pre_mlp_layernorm.weight", hf[p + "post_attention_layernorm.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "mlp.router.weight", hf[p + moe + "gate.weight"], 0, not mixed, l, replicated=True)
+        for e in range(E):
+            q = p + moe + "experts.%d." % e
+            gate, up, down = (hf[q + n + ".weight"] for n in ex_names)
+            chunks(m + "mlp.experts.experts.linear_fc1.weight", torch.cat([gate, up]), 0, not mixed, l, parts=2, expert=e)
+            chunks(m + "mlp.experts.experts.linear_fc2.weight", down, 1, not mixed, l, expert=e)
+        continue
+    chunks(m + "mlp.linear_fc1.layer_norm_weight", hf[p + "post_attention_layernorm.weight"], 0, not mixed, l, replicated=True)
+    chunks(m + "mlp.linear_fc1.weight", torch.cat([hf[p + "mlp.gate_proj.weight"], hf[p + "mlp.up_proj.weight"]]), 0, not mixed, l, parts=2)
+    chunks(m + "mlp.linear_fc2.weight", hf[p + "mlp.down_proj.weight"], 1, not mixed, l)
 
 # ---- torch's reader: the metadata
 md = dcp.FileSystemReader(it).read_metadata()
@@ -126,7 +172,22 @@ assert (a.num_layers, a.hidden_size, a.num_attention_heads, a.num_query_groups, 
         a.tensor_model_parallel_size, a.pipeline_model_parallel_size) == (L, H, NH, NG, D, P, tp, len(stages)), vars(a)
 assert common["checkpoint_version"] == 3.0 and common["iteration"] == 0, common
 assert common["content_metadata"] == {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}, common
+if E:
+    assert (a.num_experts, a.expert_model_parallel_size, a.expert_tensor_parallel_size, a.moe_grouped_gemm,
+            a.moe_router_topk, a.moe_router_pre_softmax) == (E, ep, tp // ep, grouped, cfg["num_experts_per_tok"],
+                                                             cfg.get("norm_topk_prob") is False), vars(a)
+    if mixed:
+        assert a.moe_layer_freq == [0 if l in dense_layers else 1 for l in range(L)], vars(a)
+# where each chunk lives: an expert's on the ranks of its EP group (ranks
+# ep_rank * etp .. of each stage), in the file of that rank
+sm = md.storage_data
+for idx, st in sm.items():
+    if E and "experts.experts" in idx.fqn:
+        e = idx.offset[0 if mixed else 1]
+        r = int(st.relative_path.split("_")[2])
+        t = r % tp
+        assert t // (tp // ep) == e // (E // ep), (idx.fqn, list(idx.offset), st.relative_path)
 if len(set(stages)) > 1:
     assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (stages[0], stages[-1]), vars(a)
-print("ok: torch %s read %d keys in %d chunks (tp %d, stages %s): shapes, offsets and bytes as Megatron-Core's "
-      "sharded_state_dict gives them" % (torch.__version__, len(exp), nchunks, tp, sys.argv[4]))
+print("ok: torch %s read %d keys in %d chunks (tp %d, stages %s, ep %d%s): shapes, offsets and bytes as Megatron-Core's "
+      "sharded_state_dict gives them" % (torch.__version__, len(exp), nchunks, tp, sys.argv[4], ep, ", grouped" if grouped else ""))
