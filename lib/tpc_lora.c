@@ -670,7 +670,7 @@ static int replace(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *m
 }
 
 /* ad's sources added to ck: map[j] is ad's source j's index in ck. */
-static int import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
+int tpc__import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
 {
 	int *mp = tpc_calloc(ad->nsrc ? ad->nsrc : 1, sizeof(int));
 	int ret = 0;
@@ -717,7 +717,7 @@ int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, doub
 		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
 		goto out;
 	}
-	if ((ret = import_sources(ck, ad, &map, e)))
+	if ((ret = tpc__import_sources(ck, ad, &map, e)))
 		goto out;
 	for (size_t i = 0; i < p.n && !ret; i++) {
 		lmod *m = &p.m[i];
