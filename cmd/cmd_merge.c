@@ -47,7 +47,7 @@ static const char *help =
 	"gradients across layers), dtype. Math in f32, rounded once to the output\n"
 	"dtype. A tensor missing from a model or of another shape is refused by name\n"
 	"(exit 3). The output keeps the base's (else the first model's) metadata and\n"
-	"companions. See doc/merge.md.\n\n"
+	"companions. See doc/convert.md, Merging models.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
 	"  --recipe FILE            merge models by this mergekit YAML recipe (no DIR)\n"

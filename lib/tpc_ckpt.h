@@ -151,7 +151,8 @@ typedef struct tpc_tensor {
  *          b + s * c[1] (lora_bias). Windows as for the others.
  *   MIX    a model merge (tpc_mix.h): c[k] input k's tensor (any
  *          description), element by element with the coefficients `mix`
- *          (computed when the description was built). No window.
+ *          (computed when the description was built). Windows as for the
+ *          others (element by element: any window).
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */

@@ -753,22 +753,17 @@ out:
 
 /* ---- the elements, while written ---- */
 
-int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
+/* Elements [e0, e0+cnt) of the whole merged image (the inputs' element
+ * indices) into dst; x: K * MIX_STEP floats. */
+static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t cnt, float *dst, float *x, void **tmpp,
+		size_t *tmpcap, tpc_err *e)
 {
-	const tpc_dequant *dq = t->dq;
 	const tpc_mix_coef *m = &dq->mix;
 	int K = dq->nc, B = m->base, ret = 0;
-	void *tmp = NULL;
-	size_t tmpcap = 0;
-	if (dq->O || e0 > t->numel || cnt > t->numel - e0)
-		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
-	float *x = tpc_malloc((size_t)K * MIX_STEP * sizeof(float));
-	if (!x)
-		return tpc_err_nomem(e);
 	while (cnt && !ret) {
 		uint64_t n = cnt < MIX_STEP ? cnt : MIX_STEP;
 		for (int k = 0; k < K && !ret; k++)
-			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, &tmp, &tmpcap, e);
+			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, tmpp, tmpcap, e);
 		if (ret)
 			break;
 		if (m->method == TPC_MIX_LINEAR) {
@@ -834,6 +829,35 @@ int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t
 		dst += n;
 		e0 += n;
 		cnt -= n;
+	}
+	return ret;
+}
+
+int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
+{
+	const tpc_dequant *dq = t->dq;
+	void *tmp = NULL;
+	size_t tmpcap = 0;
+	int ret = 0;
+	if (e0 > t->numel || cnt > t->numel - e0 || (dq->O && (t->ndim != 2 || t->shape[1] <= 0)))
+		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
+	float *x = tpc_malloc((size_t)dq->nc * MIX_STEP * sizeof(float));
+	if (!x)
+		return tpc_err_nomem(e);
+	if (!dq->O) {
+		ret = span(ck, dq, e0, cnt, dst, x, &tmp, &tmpcap, e);
+	} else {
+		/* a window (a rank's slice, GGUF's permuted rows): rows r0.. and
+		 * columns c0.. of the [O, I] image, a row's run at a time */
+		uint64_t w = (uint64_t)t->shape[1];
+		while (cnt && !ret) {
+			uint64_t o = e0 / w, col = e0 % w, n = w - col < cnt ? w - col : cnt;
+			uint64_t f0 = ((uint64_t)dq->r0 + o) * (uint64_t)dq->I + (uint64_t)dq->c0 + col;
+			ret = span(ck, dq, f0, n, dst, x, &tmp, &tmpcap, e);
+			dst += n;
+			e0 += n;
+			cnt -= n;
+		}
 	}
 	free(x);
 	free(tmp);

@@ -58,6 +58,18 @@ rm -f "$T/o.pt"
 sed 's/^dtype: float32/dtype: bfloat16/' linear.yaml >"$T/in/linear-bf16.yaml" && sed -i "s#model: #model: $F/#" "$T/in/linear-bf16.yaml"
 "$TPCONV" convert ref-linear.safetensors --dtype bf16 -o "$T/ref-bf16.safetensors" -q
 merged "dtype: bfloat16 over f32 models: the f32 merge rounded once" "$T/in/linear-bf16.yaml" "$T/ref-bf16.safetensors"
+# a model merged with its own copy is itself: a GGUF input read as its Hugging
+# Face model, and a q8_0 GGUF output (Q/K rows permuted from merged windows)
+# byte for byte convert's
+A=$SRC/tests/gguf/arch/tiny-llama
+"$TPCONV" convert "$A" -o "$T/a.gguf" --outtype f32 -q && "$TPCONV" convert "$A" -o "$T/ref8.gguf" --outtype q8_0 -q
+printf 'models:\n  - model: %s\n    parameters: {weight: 0.5}\n  - model: %s\n    parameters: {weight: 0.5}\nmerge_method: linear\n' \
+  "$T/a.gguf" "$A" >"$T/self.yaml"
+merged "a GGUF input with its Hugging Face folder: the model itself" "$T/self.yaml" "$A/model.safetensors"
+sed -i "s#$T/a.gguf#$A/#" "$T/self.yaml" && mkdir -p "$T/cp" && cp -r "$A" "$T/cp/" && sed -i "s#model: $A\$#model: $T/cp/tiny-llama#" "$T/self.yaml"
+rm -f "$T/m8.gguf"
+"$TPCONV" merge --recipe "$T/self.yaml" -o "$T/m8.gguf" --outtype q8_0 -q 2>"$T/err" && cmp -s "$T/m8.gguf" "$T/ref8.gguf" &&
+  ok "a GGUF q8_0 output: convert's GGUF of the model, byte for byte" || bad "GGUF output" "$(cat "$T/err"; cat "$T/self.yaml")"
 run "$TPCONV" merge --recipe slerp.yaml --dry-run
 [ $rc = 0 ] && grep -q "^model.layers.0.self_attn.q_proj.weight  F32 \[16, 16\]$" "$T/out" && grep -q "inv_freq_steps  I64 \[8\]  (kept)" "$T/out" &&
   ok "--dry-run lists the merged tensors, the kept integer one marked" || bad "dry run" "$(cat "$T/out" "$T/err" | head)"
