@@ -766,7 +766,12 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, tmpp, tmpcap, e);
 		if (ret)
 			break;
+		/* elements are independent (DARE's mask keyed by the index): any
+		 * thread count, the same bits */
 		if (m->method == TPC_MIX_LINEAR) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= 4096)
+#endif
 			for (uint64_t j = 0; j < n; j++) {
 				float acc = 0;
 				for (int k = 0; k < K; k++) {
@@ -777,12 +782,18 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 			}
 		} else if (m->method == TPC_MIX_SLERP) {
 			const float *v0 = x + (size_t)B * MIX_STEP, *v1 = x + (size_t)(B == 0 ? 1 : 0) * MIX_STEP;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= 4096)
+#endif
 			for (uint64_t j = 0; j < n; j++) {
 				float a = m->s0 * v0[j], b = m->s1 * v1[j];
 				dst[j] = a + b;
 			}
 		} else {
 			const float *xb = x + (size_t)B * MIX_STEP;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= 4096)
+#endif
 			for (uint64_t j = 0; j < n; j++) {
 				float wd[TPC_DQ_MAXC], sum = 0;
 				for (int k = 0; k < K; k++) {

@@ -40,12 +40,24 @@ merged "linear of bf16 models: the f32 merge rounded once, bit for bit" b-linear
   ok "linear of bf16 models: within one bf16 ULP of mergekit's arithmetic in bf16" || bad "bf16 ULP" "$(tail -4 "$T/diff")"
 merged "ties of bf16 models: the f32 merge rounded once, bit for bit" b-ties.yaml ref-b-ties.safetensors
 
-# DARE's mask: the same bits at any thread count, another seed another mask
-OMP_NUM_THREADS=1 "$TPCONV" merge --recipe dare_ties.yaml --seed 7 -o "$T/t1.safetensors" -q &&
-  OMP_NUM_THREADS=4 "$TPCONV" merge --recipe dare_ties.yaml --seed 7 -o "$T/t4.safetensors" -q &&
+# DARE's mask: the same bits at any thread count (tensors of 8192 elements,
+# computed by OpenMP threads from 4096), another seed another mask
+python3 - "$T" <<'PY'
+import json, random, struct, sys
+for i, n in enumerate(["big0", "big1", "big2"]):
+    r = random.Random(i)
+    x = struct.pack("<8192f", *(r.gauss(0, 1) for _ in range(8192)))
+    h = json.dumps({"w.weight": {"dtype": "F32", "shape": [128, 64], "data_offsets": [0, len(x)]}}).encode()
+    h += b" " * (-len(h) % 8)
+    open(f"{sys.argv[1]}/{n}.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + x)
+PY
+printf 'models:\n  - model: %s/big1.safetensors\n    parameters: {weight: 0.6, density: 0.3}\n  - model: %s/big2.safetensors\n    parameters: {weight: 0.4, density: 0.5}\nbase_model: %s/big0.safetensors\nmerge_method: dare_ties\n' \
+  "$T" "$T" "$T" >"$T/big.yaml"
+OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/big.yaml" --seed 7 -o "$T/t1.safetensors" -q &&
+  OMP_NUM_THREADS=4 "$TPCONV" merge --recipe "$T/big.yaml" --seed 7 -o "$T/t4.safetensors" -q &&
   cmp -s "$T/t1.safetensors" "$T/t4.safetensors" && ok "dare_ties: 1 and 4 threads write the same bytes" ||
   bad "DARE across threads"
-"$TPCONV" merge --recipe dare_ties.yaml --seed 8 -o "$T/s8.safetensors" -q && ! cmp -s "$T/t1.safetensors" "$T/s8.safetensors" &&
+"$TPCONV" merge --recipe "$T/big.yaml" --seed 8 -o "$T/s8.safetensors" -q && ! cmp -s "$T/t1.safetensors" "$T/s8.safetensors" &&
   ok "dare_ties: seed 8 is another mask" || bad "DARE seed"
 
 # inputs and outputs in other formats; out_dtype
