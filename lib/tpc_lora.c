@@ -502,7 +502,7 @@ static int companion(tpc_tensor *dst, const tpc_tensor *src, const int *map, tpc
 	return 0;
 }
 
-static void release_dq(tpc_dequant *dq)
+void tpc__dq_free(tpc_dequant *dq)
 {
 	for (int k = 0; dq && k < dq->nc; k++) {
 		free(dq->c[k].name);
@@ -516,7 +516,7 @@ static int install(tpc_ckpt *ck, int64_t ix, tpc_dequant *dq, tpc_err *e)
 {
 	tpc_tensor *old = &ck->t[ix], nt;
 	if (tpc_tensor_init_zero(&nt, TPC_F32, old->ndim, old->shape)) {
-		release_dq(dq);
+		tpc__dq_free(dq);
 		return tpc_err_nomem(e);
 	}
 	nt.flags = 0;
@@ -621,7 +621,7 @@ fail_col:
 	free(f);
 	return ret;
 fail:
-	release_dq(dq);
+	tpc__dq_free(dq);
 	return ret;
 }
 
@@ -642,7 +642,7 @@ static int add_bias(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *
 	dq->nc = 2;
 	return install(ck, m->bias, dq, e);
 fail:
-	release_dq(dq);
+	tpc__dq_free(dq);
 	return ret;
 }
 

@@ -418,6 +418,14 @@ static bool dare_kept(const tpc_mix_coef *m, int k, uint64_t j)
 	return (tpc_mix_splitmix64(m->key[k] + j) >> 40) < m->keep[k];
 }
 
+/* Elements [e0, e0+n) of inputs a and b as f32. */
+static int read_pair(const tpc_ckpt *ck, const tpc_dequant *dq, int a, int b, uint64_t e0, uint64_t n, float *xa,
+		     float *xb, void **tmp, size_t *tmpcap, tpc_err *e)
+{
+	int ret = read_f32(ck, &dq->c[a], e0, n, xa, tmp, tmpcap, e);
+	return ret ? ret : read_f32(ck, &dq->c[b], e0, n, xb, tmp, tmpcap, e);
+}
+
 /* The whole-tensor facts: TIES' thresholds, the rescale ratios, SLERP's
  * coefficients; one read of each input (TIES: its |delta| held). */
 static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool rescale, double tval,
@@ -439,8 +447,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 		double s00 = 0, s11 = 0, s01 = 0;
 		for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
 			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-			if ((ret = read_f32(ck, &dq->c[B], e0, n, xb, &tmp, &tmpcap, e)) ||
-			    (ret = read_f32(ck, &dq->c[K], e0, n, xk, &tmp, &tmpcap, e)))
+			if ((ret = read_pair(ck, dq, B, K, e0, n, xb, xk, &tmp, &tmpcap, e)))
 				break;
 			for (uint64_t j = 0; j < n; j++) {
 				s00 += (double)xb[j] * xb[j];
@@ -451,8 +458,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 		/* the dot of the normalized tensors (each element divided in f32) */
 		for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
 			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-			if ((ret = read_f32(ck, &dq->c[B], e0, n, xb, &tmp, &tmpcap, e)) ||
-			    (ret = read_f32(ck, &dq->c[K], e0, n, xk, &tmp, &tmpcap, e)))
+			if ((ret = read_pair(ck, dq, B, K, e0, n, xb, xk, &tmp, &tmpcap, e)))
 				break;
 			for (uint64_t j = 0; j < n; j++) {
 				float a = n0 > 1e-8f ? xb[j] / n0 : xb[j], b = n1 > 1e-8f ? xk[j] / n1 : xk[j];
@@ -485,8 +491,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 		double before = 0, after = 0;
 		for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
 			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-			if ((ret = read_f32(ck, &dq->c[B], e0, n, xb, &tmp, &tmpcap, e)) ||
-			    (ret = read_f32(ck, &dq->c[k], e0, n, xk, &tmp, &tmpcap, e)))
+			if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, &tmp, &tmpcap, e)))
 				break;
 			for (uint64_t j = 0; j < n; j++) {
 				float d = fabsf(xk[j] - xb[j]);
@@ -508,20 +513,10 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 			}
 			if ((ret = kth_largest(mag, N, kk, &m->thr[k], e)))
 				break;
-			if (rescale) {
-				/* the L1 norm of what is kept, again in index order */
-				for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
-					uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-					if ((ret = read_f32(ck, &dq->c[B], e0, n, xb, &tmp, &tmpcap, e)) ||
-					    (ret = read_f32(ck, &dq->c[k], e0, n, xk, &tmp, &tmpcap, e)))
-						break;
-					for (uint64_t j = 0; j < n; j++) {
-						float d = fabsf(xk[j] - xb[j]);
-						if (d >= m->thr[k])
-							after += d;
-					}
-				}
-			}
+			/* the L1 norm of what is kept, in index order */
+			for (uint64_t j = 0; rescale && j < N; j++)
+				if (mag[j] >= m->thr[k])
+					after += mag[j];
 		}
 		/* sparsify.py rescaled_masked_tensor: l1, unless either norm < 1e-7 */
 		if (rescale) {
@@ -640,15 +635,6 @@ static int install(tpc_ckpt *ck, size_t ix, tpc_dequant *dq, tpc_dtype out, tpc_
 	return 0;
 }
 
-static void release_dq(tpc_dequant *dq)
-{
-	for (int k = 0; dq && k < dq->nc; k++) {
-		free(dq->c[k].name);
-		tpc_tensor_release(&dq->c[k]);
-	}
-	free(dq);
-}
-
 int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, uint64_t seed,
 		  tpc_mix_stats *st, tpc_err *e)
 {
@@ -735,7 +721,7 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 				remap(c, map[k]);
 		}
 		if (ret || (ret = install(ck, i, dq, r->dtype, e))) {
-			release_dq(dq);
+			tpc__dq_free(dq);
 			break;
 		}
 		if ((ret = facts(ck, a, density, rescale, tval, st, e))) {

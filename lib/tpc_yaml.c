@@ -557,13 +557,13 @@ out:
 	return ret;
 }
 
+static int parse_cb(void *out, const char *text, size_t len, const char *path, tpc_err *e)
+{
+	return tpc_yaml_from_buffer(text, len, path, out, e);
+}
+
 int tpc_yaml_from_file(const char *path, cJSON **out, tpc_err *e)
 {
-	char *text = NULL;
-	size_t len = 0;
-	int ret = tpc_read_file(path, YAML_MAX_BYTES, &text, &len, e);
-	if (!ret)
-		ret = tpc_yaml_from_buffer(text, len, path, out, e);
-	free(text);
-	return ret;
+	*out = NULL;
+	return tpc_parse_file(path, YAML_MAX_BYTES, parse_cb, out, e);
 }
