@@ -635,6 +635,31 @@ static int install(tpc_ckpt *ck, size_t ix, tpc_dequant *dq, tpc_dtype out, tpc_
 	return 0;
 }
 
+/* A filter that no tensor name holds is a recipe written for other names
+ * (mergekit's are Hugging Face's; a GGUF written as GGUF is read with its
+ * own): refused rather than silently never applied. */
+static int check_filters(const tpc_ckpt *ck, const tpc_mix_recipe *r, const cJSON *params, tpc_err *e)
+{
+	const cJSON *p, *c;
+	cJSON_ArrayForEach(p, params) {
+		if (!cJSON_IsArray(p))
+			continue;
+		cJSON_ArrayForEach(c, p) {
+			const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "filter");
+			if (!cJSON_IsString(f) || !strcmp(f->valuestring, "*"))
+				continue;
+			size_t i = 0;
+			while (i < ck->n && !strstr(ck->t[i].name, f->valuestring))
+				i++;
+			if (i == ck->n)
+				return tpc_err_at(e, TPC_EINPUT, r->path, NULL,
+						  "parameter '%s': filter '%s' is in no tensor's name (names as read, e.g. '%s')",
+						  p->string, f->valuestring, ck->n ? ck->t[ck->n - 1].name : "");
+		}
+	}
+	return 0;
+}
+
 int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, uint64_t seed,
 		  tpc_mix_stats *st, tpc_err *e)
 {
@@ -643,6 +668,11 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 	int64_t *ix = NULL;
 	size_t n = ck->n;
 	memset(st, 0, sizeof(*st));
+	if ((ret = check_filters(ck, r, r->params, e)))
+		return ret;
+	for (size_t k = 0; k < r->n; k++)
+		if (r->mparams[k] && (ret = check_filters(ck, r, r->mparams[k], e)))
+			return ret;
 	/* every tensor in every input, of one shape, before ck changes */
 	if (n && !(ix = tpc_calloc(n * r->n, sizeof(int64_t))))
 		return tpc_err_nomem(e);

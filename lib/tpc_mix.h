@@ -66,7 +66,8 @@
  * Refused by name (TPC_EINPUT): slices, modules, tokenizer, chat_template,
  * another merge_method, a parameter the method does not take (int8_mask is
  * taken and ignored: the mask is exact either way), a model given twice, a
- * mergekit LoRA reference (model+lora), more than 15 inputs; a tensor
+ * mergekit LoRA reference (model+lora), more than 15 inputs, a filter
+ * that is in no tensor's name (a recipe for other names); a tensor
  * missing from an input or of another shape, a float tensor in one input
  * that is not float in another, a weight missing, density outside (0, 1]
  * or one keeping no element.

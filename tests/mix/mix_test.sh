@@ -82,6 +82,19 @@ sed -i "s#$T/a.gguf#$A/#" "$T/self.yaml" && mkdir -p "$T/cp" && cp -r "$A" "$T/c
 rm -f "$T/m8.gguf"
 "$TPCONV" merge --recipe "$T/self.yaml" -o "$T/m8.gguf" --outtype q8_0 -q 2>"$T/err" && cmp -s "$T/m8.gguf" "$T/ref8.gguf" &&
   ok "a GGUF q8_0 output: convert's GGUF of the model, byte for byte" || bad "GGUF output" "$(cat "$T/err"; cat "$T/self.yaml")"
+# GGUF in, GGUF out: read with GGUF names (the KVs kept), as convert does; a
+# filter written for Hugging Face names then matches nothing: refused
+cp "$T/a.gguf" "$T/b.gguf" && "$TPCONV" convert "$T/a.gguf" -o "$T/a2.gguf" -q
+printf 'models:\n  - model: %s\n  - model: %s\nbase_model: %s\nmerge_method: slerp\nparameters: {t: 0.5}\n' \
+  "$T/a.gguf" "$T/b.gguf" "$T/a.gguf" >"$T/gg.yaml"
+rm -f "$T/gg.gguf"
+"$TPCONV" merge --recipe "$T/gg.yaml" -o "$T/gg.gguf" -q 2>"$T/err" && cmp -s "$T/gg.gguf" "$T/a2.gguf" &&
+  ok "GGUF inputs to a GGUF output: a model slerped with its copy is convert's GGUF, byte for byte" || bad "GGUF to GGUF" "$(cat "$T/err")"
+sed -i 's/{t: 0.5}/{t: [{filter: self_attn, value: 0.3}, {value: 0.5}]}/' "$T/gg.yaml"
+rm -f "$T/gg2.gguf"
+"$TPCONV" merge --recipe "$T/gg.yaml" -o "$T/gg2.gguf" 2>"$T/err"
+[ $? = 3 ] && grep -q "parameter 't': filter 'self_attn' is in no tensor's name" "$T/err" && [ ! -e "$T/gg2.gguf" ] &&
+  ok "refused: a filter no tensor name holds (Hugging Face names on a GGUF read as GGUF)" || bad "filter on GGUF names" "$(cat "$T/err")"
 run "$TPCONV" merge --recipe slerp.yaml --dry-run
 [ $rc = 0 ] && grep -q "^model.layers.0.self_attn.q_proj.weight  F32 \[16, 16\]$" "$T/out" && grep -q "inv_freq_steps  I64 \[8\]  (kept)" "$T/out" &&
   ok "--dry-run lists the merged tensors, the kept integer one marked" || bad "dry run" "$(cat "$T/out" "$T/err" | head)"
