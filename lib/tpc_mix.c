@@ -372,50 +372,21 @@ static int read_f32(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64
 	return ret;
 }
 
-/* The k-th largest (1 <= k <= n) of a[0..n), all >= 0: their bit patterns
- * order as the values do, so two histogram passes (high, then low 16 bits)
- * find it exactly. */
-static int kth_largest(const float *a, uint64_t n, uint64_t k, float *out, tpc_err *e)
-{
-	uint64_t *h = tpc_calloc(65536, sizeof(uint64_t));
-	if (!h)
-		return tpc_err_nomem(e);
-	uint32_t hi = 0, lo = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t u;
-		memcpy(&u, &a[i], 4);
-		h[u >> 16]++;
-	}
-	for (uint32_t b = 65536; b-- > 0;) {
-		if (h[b] >= k) {
-			hi = b;
-			break;
-		}
-		k -= h[b];
-	}
-	memset(h, 0, 65536 * sizeof(uint64_t));
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t u;
-		memcpy(&u, &a[i], 4);
-		if (u >> 16 == hi)
-			h[u & 0xffff]++;
-	}
-	for (uint32_t b = 65536; b-- > 0;) {
-		if (h[b] >= k) {
-			lo = b;
-			break;
-		}
-		k -= h[b];
-	}
-	free(h);
-	uint32_t u = hi << 16 | lo;
-	memcpy(out, &u, 4);
-	return 0;
-}
-
 static bool dare_kept(const tpc_mix_coef *m, int k, uint64_t j)
 {
 	return (tpc_mix_splitmix64(m->key[k] + j) >> 40) < m->keep[k];
+}
+
+/* The bucket of a 65536-bin histogram (from the top) that holds the k-th
+ * largest; *k becomes its rank within the bucket. */
+static uint32_t bucket_of(const uint64_t *h, uint64_t *k)
+{
+	for (uint32_t b = 65536; b-- > 0;) {
+		if (h[b] >= *k)
+			return b;
+		*k -= h[b];
+	}
+	return 0;
 }
 
 /* Elements [e0, e0+n) of inputs a and b as f32. */
@@ -427,7 +398,8 @@ static int read_pair(const tpc_ckpt *ck, const tpc_dequant *dq, int a, int b, ui
 }
 
 /* The whole-tensor facts: TIES' thresholds, the rescale ratios, SLERP's
- * coefficients; one read of each input (TIES: its |delta| held). */
+ * coefficients; reads of each input before writing (SLERP 2, DARE 1,
+ * TIES 2, 3 with rescale), nothing held but a chunk. */
 static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool rescale, double tval,
 		 tpc_mix_stats *st, tpc_err *e)
 {
@@ -437,7 +409,8 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 	int B = m->base, ret = 0;
 	void *tmp = NULL;
 	size_t tmpcap = 0;
-	float *xb = tpc_malloc(MIX_STEP * sizeof(float)), *xk = tpc_malloc(MIX_STEP * sizeof(float)), *mag = NULL;
+	float *xb = tpc_malloc(MIX_STEP * sizeof(float)), *xk = tpc_malloc(MIX_STEP * sizeof(float));
+	uint64_t *h = NULL;
 	if (!xb || !xk) {
 		ret = tpc_err_nomem(e);
 		goto out;
@@ -481,43 +454,60 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 	}
 	if (!m->sparsify)
 		goto out;
-	if (m->sparsify == 1 && !(mag = tpc_malloc((size_t)N * sizeof(float)))) {
+	if (m->sparsify == 1 && !(h = tpc_malloc(65536 * sizeof(uint64_t)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	for (int k = 0; k < dq->nc && !ret; k++) {
 		if (k == B || density[k] >= 1)
 			continue;
+		/* |delta|'s bit patterns order as its values: the k-th largest by a
+		 * histogram of the high 16 bits, then of the low 16 in its bucket
+		 * (no copy of the tensor held; the pairs read again instead) */
 		double before = 0, after = 0;
-		for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
-			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-			if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, &tmp, &tmpcap, e)))
+		uint64_t kk = (uint64_t)(density[k] * (double)N);
+		uint32_t hi = 0, lo;
+		if (h && !kk) {
+			ret = tpc_err_set(e, TPC_EINPUT, "density %g of input %d keeps no element of %llu", density[k], k,
+					  (unsigned long long)N);
+			break;
+		}
+		for (int pass = 0; pass < (h ? 2 + rescale : 1) && !ret; pass++) {
+			if (h)
+				memset(h, 0, 65536 * sizeof(uint64_t));
+			for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
+				uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
+				if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, &tmp, &tmpcap, e)))
+					break;
+				for (uint64_t j = 0; j < n; j++) {
+					float d = fabsf(xk[j] - xb[j]);
+					uint32_t u;
+					memcpy(&u, &d, 4);
+					if (pass == 0) {
+						before += d;
+						if (h)
+							h[u >> 16]++;
+						else if (dare_kept(m, k, e0 + j))
+							after += d;
+					} else if (pass == 1 && u >> 16 == hi) {
+						h[u & 0xffff]++;
+					} else if (pass == 2 && d >= m->thr[k]) {
+						after += d;
+					}
+				}
+			}
+			if (ret || !h)
 				break;
-			for (uint64_t j = 0; j < n; j++) {
-				float d = fabsf(xk[j] - xb[j]);
-				before += d;
-				if (mag)
-					mag[e0 + j] = d;
-				else if (dare_kept(m, k, e0 + j))
-					after += d;
+			if (pass == 0) {
+				hi = bucket_of(h, &kk);
+			} else if (pass == 1) {
+				lo = bucket_of(h, &kk);
+				uint32_t u = hi << 16 | lo;
+				memcpy(&m->thr[k], &u, 4);
 			}
 		}
 		if (ret)
 			break;
-		if (mag) {
-			uint64_t kk = (uint64_t)(density[k] * (double)N);
-			if (!kk) {
-				ret = tpc_err_set(e, TPC_EINPUT, "density %g of input %d keeps no element of %llu", density[k], k,
-						  (unsigned long long)N);
-				break;
-			}
-			if ((ret = kth_largest(mag, N, kk, &m->thr[k], e)))
-				break;
-			/* the L1 norm of what is kept, in index order */
-			for (uint64_t j = 0; rescale && j < N; j++)
-				if (mag[j] >= m->thr[k])
-					after += mag[j];
-		}
 		/* sparsify.py rescaled_masked_tensor: l1, unless either norm < 1e-7 */
 		if (rescale) {
 			float bf = (float)before, af = (float)after;
@@ -528,7 +518,7 @@ out:
 	free(tmp);
 	free(xb);
 	free(xk);
-	free(mag);
+	free(h);
 	return ret;
 }
 

@@ -2,9 +2,9 @@
  * tpc_mix.h - model merging (merge --recipe): N checkpoints of one
  * architecture merged tensor by tensor, each merged tensor a computed
  * description (TPC_DQ_MIX, tpc_ckpt.h) made while a writer streams it, as
- * convert --lora does (tpc_lora.h): one pass over the inputs, a bounded
- * buffer per tensor (TIES holds one input's f32 |delta| while its threshold
- * is chosen).
+ * convert --lora does (tpc_lora.h): one pass over the inputs, bounded
+ * buffers (TIES, DARE's rescale and SLERP read their inputs' tensors once to
+ * three times more, a chunk at a time, for their whole-tensor facts).
  *
  * The recipe is mergekit's YAML config (mergekit commit a6e40288,
  * mergekit/config.py) for the methods below, read through tpc_yaml.h:
@@ -54,8 +54,9 @@
  *   - whole-tensor sums (norms, L1 norms, the dot) are taken in f64 in
  *     index order and rounded to f32 once;
  *   - magnitude keeps every element with |delta| >= the k-th largest
- *     (k = int(density * numel)): ties at the threshold are all kept, where
- *     torch.argsort keeps an arbitrary k;
+ *     (k = int(density * numel), found by two histograms of the f32 bit
+ *     patterns): ties at the threshold are all kept, where torch.argsort
+ *     keeps an arbitrary k;
  *   - random keeps element j of input k where (h >> 40) < floor(density *
  *     2^24), h = splitmix64(key + j), key = splitmix64(splitmix64(
  *     splitmix64(seed) ^ fnv1a64(name)) + k): reproducible from --seed,
