@@ -100,6 +100,21 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
  * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
+/* merge --recipe FILE (cli_mix.c): the recipe's models merged (lib/tpc_mix.h)
+ * and written to out as convert writes. 0 or the exit status (said). */
+typedef struct tpc_cli_mix_args {
+	const char *recipe, *out;
+	const struct tpc_format *outf;
+	bool sharded, dry, force_progress, no_extras;
+	const tpc_write_opts *wo;
+	uint64_t seed;           /* DARE's */
+} tpc_cli_mix_args;
+int tpc_cli_mix(const tpc_cli_mix_args *a);
+/* A checkpoint's companions (config, tokenizer...) from beside `in` into the
+ * folder output `out` (convert's; config.json's torch_dtype set to the
+ * written dtype, quantization_config dropped when ndq). 0 or the exit status. */
+int tpc_cli_copy_companions(const tpc_ckpt *ck, const char *in, const char *out, const tpc_write_opts *wo, size_t kept,
+			    size_t ndq);
 /* the most --lora options one command takes */
 #define TPC_CLI_LORA_MAX 64
 /* The quantization config of `in` (config.json's quantization_config beside

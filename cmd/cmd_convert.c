@@ -167,8 +167,8 @@ static int write_hf_tokenizer(const tpc_hf_file *f, size_t n, const char *out, c
 /* The input folder's companions (config, tokenizer...) beside a folder
  * output; config.json says the dtype the weights now have, and loses its
  * quantization_config when they were dequantized. 0 or the exit status. */
-static int copy_companions(const tpc_ckpt *ck, const char *in, const char *out, const tpc_write_opts *wo, size_t kept,
-			   size_t ndq)
+int tpc_cli_copy_companions(const tpc_ckpt *ck, const char *in, const char *out, const tpc_write_opts *wo, size_t kept,
+			    size_t ndq)
 {
 	char *srcdir = tpc_extras_source_dir(in);
 	tpc_err e;
@@ -395,7 +395,7 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	/* a model folder's (a set's) companions (config, tokenizer...) go beside a folder output */
 	bool extras = !c.no_extras && tpc_is_dir(c.out);
 	if (extras && (ret = in.have_mg ? tpc_cli_set_copy_companions(&in.mg, c.in, c.out, &c.wo, kept, ndq)
-					 : copy_companions(ck, c.in, c.out, &c.wo, kept, ndq)))
+					 : tpc_cli_copy_companions(ck, c.in, c.out, &c.wo, kept, ndq)))
 		goto out;
 	if (extras && !c.gguf_names && (ret = write_hf_config(ck, c.out, &c.wo)))
 		goto out;

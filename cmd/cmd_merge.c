@@ -1,4 +1,6 @@
-/* cmd_merge.c - `tpconv merge DIR -o OUT`: a shard set back into one checkpoint. */
+/* cmd_merge.c - `tpconv merge DIR -o OUT`: a shard set back into one
+ * checkpoint; `tpconv merge --recipe FILE -o OUT`: models merged by a
+ * mergekit recipe (cli_mix.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,8 @@
 #include "tpc_util.h"
 
 static const char *help =
-	"usage: tpconv merge [options] DIR -o OUT\n\n"
+	"usage: tpconv merge [options] DIR -o OUT\n"
+	"       tpconv merge --recipe FILE [--seed N] -o OUT\n\n"
 	"Rebuild the unsplit checkpoint from the shard set in DIR. With a tpconv manifest\n"
 	"the set describes itself; a set written by another tool (OSLO's\n"
 	"pytorch_model_tp_T_pp_P.bin, TensorRT-LLM's rankN.safetensors) needs the plan it\n"
@@ -37,8 +40,18 @@ static const char *help =
 	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
 	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
+	"With --recipe, no DIR: the models a mergekit YAML recipe names (any checkpoint\n"
+	"tpconv reads; one architecture) are merged tensor by tensor in one pass:\n"
+	"merge_method linear, task_arithmetic, ties, dare_ties, dare_linear or slerp,\n"
+	"with the models' weight/density, base_model, parameters (per-tensor filters,\n"
+	"gradients across layers), dtype. Math in f32, rounded once to the output\n"
+	"dtype. A tensor missing from a model or of another shape is refused by name\n"
+	"(exit 3). The output keeps the base's (else the first model's) metadata and\n"
+	"companions. See doc/convert.md, Merging models.\n\n"
 	"Options:\n"
 	"  -o, --output OUT         output file or folder (required unless --dry-run)\n"
+	"  --recipe FILE            merge models by this mergekit YAML recipe (no DIR)\n"
+	"  --seed N                 with --recipe: DARE's random seed (default 0)\n"
 	"  --format NAME            %s (Output formats, below)\n"
 	"  --max-shard-size SIZE    HF-sharded output with files of at most SIZE\n"
 	"  --outtype TYPE, --gguf-pre NAME   a GGUF output's types and BPE pre-tokenizer,\n"
@@ -75,7 +88,7 @@ static void print_help(void)
 
 enum {
 	O_FORMAT = 256, O_MAXSZ,
-	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ, O_OUTTYPE, O_GGUF_PRE, O_DEDUP,
+	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ, O_OUTTYPE, O_GGUF_PRE, O_DEDUP, O_RECIPE, O_SEED,
 };
 
 /* --dry-run: the merged model's tensors, nothing written */
@@ -98,6 +111,34 @@ static void print_dry_run(const tpc_merge *mg, const char *dir, uint64_t total)
 	}
 }
 
+/* merge --recipe: model merging (cli_mix.c); the shard set's options do not apply */
+static int merge_recipe(const char *recipe, const char *seed_arg, int npos, const char *out, const char *fmt_name,
+			const char *maxsz, tpc_write_opts *wo, bool dry, bool force_progress, bool no_extras, bool set_opts)
+{
+	tpc_cli_mix_args a = {.recipe = recipe, .out = out, .dry = dry, .force_progress = force_progress,
+			      .no_extras = no_extras, .wo = wo};
+	tpc_err e;
+	tpc_err_init(&e);
+	if (!recipe)
+		return tpc_cli_usage("merge", "--seed goes with --recipe");
+	if (npos)
+		return tpc_cli_usage("merge", "--recipe names the models: no DIR (a shard set is merged without --recipe)");
+	if (set_opts)
+		return tpc_cli_usage("merge", "--preset/--plan/--tp/--pp, --take-rank0, --no-checksums and --dequantize are a shard set's options, not --recipe's");
+	if (!out && !dry)
+		return tpc_cli_usage("merge", "missing -o OUT");
+	if (seed_arg && tpc_parse_u64(seed_arg, UINT64_MAX, &a.seed, &e))
+		return tpc_cli_usage("merge", "--seed: %s", e.msg);
+	if (maxsz && (tpc_parse_size(maxsz, &wo->max_shard_size, &e) || !wo->max_shard_size))
+		return tpc_cli_usage("merge", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
+	int ret = tpc_cli_writer("merge", out, fmt_name, maxsz != NULL, wo, &a.outf, &a.sharded);
+	if (ret)
+		return ret;
+	if ((wo->outtype || wo->gguf_pre) && !dry && strcmp(a.outf->name, "gguf"))
+		return tpc_cli_usage("merge", "%s goes with a GGUF output", wo->outtype ? "--outtype" : "--gguf-pre");
+	return tpc_cli_mix(&a);
+}
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -109,10 +150,12 @@ int cmd_merge(int argc, char **argv)
 		{"dequantize", no_argument, NULL, O_DEQ},
 		{"outtype", required_argument, NULL, O_OUTTYPE}, {"gguf-pre", required_argument, NULL, O_GGUF_PRE},
 		{"dedup-tied", no_argument, NULL, O_DEDUP},
+		{"recipe", required_argument, NULL, O_RECIPE}, {"seed", required_argument, NULL, O_SEED},
 		{"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	const char *out = NULL, *fmt_name = NULL, *maxsz = NULL;
+	const char *out = NULL, *fmt_name = NULL, *maxsz = NULL, *recipe = NULL, *seed_arg = NULL;
+	bool set_opts = false;
 	tpc_cli_set set;
 	tpc_write_opts wo;
 	bool dry = false, force_progress = false, no_extras = false, dequant = false, checksums = true;
@@ -131,6 +174,7 @@ int cmd_merge(int argc, char **argv)
 		if (c >= TPC_OPT_TP && c < TPC_OPT_SET_END) {
 			if ((ret = tpc_cli_set_opt(&set, "merge", c, argv[optind - 1], optarg)))
 				goto done;
+			set_opts = true;
 			continue;
 		}
 		switch (c) {
@@ -145,6 +189,8 @@ int cmd_merge(int argc, char **argv)
 		case O_OUTTYPE: wo.outtype = optarg; break;
 		case O_GGUF_PRE: wo.gguf_pre = optarg; break;
 		case O_DEDUP: wo.flags |= TPC_W_DEDUP_TIED; break;
+		case O_RECIPE: recipe = optarg; break;
+		case O_SEED: seed_arg = optarg; break;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
@@ -154,6 +200,11 @@ int cmd_merge(int argc, char **argv)
 			ret = tpc_cli_bad_option("merge", argv[optind - 1], lo);
 			goto done;
 		}
+	}
+	if (recipe || seed_arg) {
+		ret = merge_recipe(recipe, seed_arg, argc - optind, out, fmt_name, maxsz, &wo, dry, force_progress, no_extras,
+				   set_opts || take0 || !checksums || dequant);
+		goto done;
 	}
 	if (optind != argc - 1) {
 		ret = tpc_cli_usage("merge", optind >= argc ? "missing DIR" : "expected one DIR, got '%s' too",

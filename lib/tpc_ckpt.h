@@ -149,12 +149,36 @@ typedef struct tpc_tensor {
  *          lora_mode 0: row o = W[o] + s * B[o] @ A (a Linear), 1: row i =
  *          W[i] + s * (B @ A)[:, i] (Conv1D, Embedding), 2: a 1-D bias
  *          b + s * c[1] (lora_bias). Windows as for the others.
+ *   MIX    a model merge (tpc_mix.h): c[k] input k's tensor (any
+ *          description), element by element with the coefficients `mix`
+ *          (computed when the description was built). Windows as for the
+ *          others (element by element: any window).
  * (q - z) * s is exact in F32 for f16/bf16 scales, so bf16/f16 outputs are
  * rounded once, to nearest even, from the exact value.
  */
 typedef enum tpc_dq_kind {
-	TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4, TPC_DQ_MXFP4_T, TPC_DQ_LORA
+	TPC_DQ_FP8 = 1, TPC_DQ_GPTQ, TPC_DQ_AWQ, TPC_DQ_CT, TPC_DQ_GGML, TPC_DQ_FP4, TPC_DQ_MXFP4_T, TPC_DQ_LORA,
+	TPC_DQ_MIX
 } tpc_dq_kind;
+
+/* The most companions a description holds (a model merge: its inputs). */
+#define TPC_DQ_MAXC 16
+
+/* MIX: the per-tensor coefficients of a model merge (tpc_mix.h), c[k] input k. */
+typedef struct tpc_mix_coef {
+	int method;            /* tpc_mix_method */
+	int base;              /* the base's index in c[], or -1 */
+	int sparsify;          /* 0 none, 1 magnitude (thr), 2 random (key, keep) */
+	bool consensus;        /* TIES' sign election (mergekit's 'sum') */
+	bool normalize;        /* divide by the sum of the weights */
+	float w[TPC_DQ_MAXC];  /* the weight of each input */
+	float thr[TPC_DQ_MAXC];/* magnitude: kept where |delta| >= thr (-1: all) */
+	uint64_t key[TPC_DQ_MAXC], keep[TPC_DQ_MAXC]; /* random: kept where (h >> 40) < keep */
+	float scale[TPC_DQ_MAXC]; /* rescale of the kept delta (1: none) */
+	float lambda;          /* task vectors' scale */
+	float wsum;            /* the weights' sum (linear, the divisor without consensus) */
+	float s0, s1;          /* SLERP: the base's and the other's coefficients */
+} tpc_mix_coef;
 
 typedef struct tpc_dequant {
 	tpc_dq_kind kind;
@@ -176,8 +200,9 @@ typedef struct tpc_dequant {
 	int lora_mode;       /* LORA: 0 Linear, 1 transposed (Conv1D, Embedding), 2 bias */
 	int lora_dora;       /* LORA: 0 none, 1 c[3] the magnitude per row, 2 c[3] factors per column */
 	float lora_scale;    /* LORA: s, rounded to f32 as torch does a Python float */
+	tpc_mix_coef mix;     /* MIX */
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
-	struct tpc_tensor c[4];
+	struct tpc_tensor c[TPC_DQ_MAXC];
 } tpc_dequant;
 
 typedef struct tpc_ckpt {

@@ -502,7 +502,7 @@ static int companion(tpc_tensor *dst, const tpc_tensor *src, const int *map, tpc
 	return 0;
 }
 
-static void release_dq(tpc_dequant *dq)
+void tpc__dq_free(tpc_dequant *dq)
 {
 	for (int k = 0; dq && k < dq->nc; k++) {
 		free(dq->c[k].name);
@@ -516,7 +516,7 @@ static int install(tpc_ckpt *ck, int64_t ix, tpc_dequant *dq, tpc_err *e)
 {
 	tpc_tensor *old = &ck->t[ix], nt;
 	if (tpc_tensor_init_zero(&nt, TPC_F32, old->ndim, old->shape)) {
-		release_dq(dq);
+		tpc__dq_free(dq);
 		return tpc_err_nomem(e);
 	}
 	nt.flags = 0;
@@ -621,7 +621,7 @@ fail_col:
 	free(f);
 	return ret;
 fail:
-	release_dq(dq);
+	tpc__dq_free(dq);
 	return ret;
 }
 
@@ -642,7 +642,7 @@ static int add_bias(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *
 	dq->nc = 2;
 	return install(ck, m->bias, dq, e);
 fail:
-	release_dq(dq);
+	tpc__dq_free(dq);
 	return ret;
 }
 
@@ -670,7 +670,7 @@ static int replace(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *m
 }
 
 /* ad's sources added to ck: map[j] is ad's source j's index in ck. */
-static int import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
+int tpc__import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
 {
 	int *mp = tpc_calloc(ad->nsrc ? ad->nsrc : 1, sizeof(int));
 	int ret = 0;
@@ -717,7 +717,7 @@ int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, doub
 		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
 		goto out;
 	}
-	if ((ret = import_sources(ck, ad, &map, e)))
+	if ((ret = tpc__import_sources(ck, ad, &map, e)))
 		goto out;
 	for (size_t i = 0; i < p.n && !ret; i++) {
 		lmod *m = &p.m[i];

@@ -109,6 +109,12 @@ typedef struct tpc_lora_stats {
 int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st,
 		   tpc_err *e);
 
+/* ad's sources added to ck (files mapped again, memory copied): (*map)[j]
+ * is ad's source j's index in ck (malloc'd). Also model merging's (tpc_mix.h). */
+int tpc__import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e);
+/* A description not yet installed: its companions (names too) and itself. */
+void tpc__dq_free(tpc_dequant *dq);
+
 /* tpc_ckpt_read_bytes of a TPC_DQ_LORA tensor: F32 elements [e0, e0+cnt). */
 int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e);
 

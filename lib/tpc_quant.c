@@ -14,6 +14,7 @@
 #include "tpc_ggml.h"
 #include "tpc_io.h"
 #include "tpc_lora.h"
+#include "tpc_mix.h"
 #include "tpc_util.h"
 
 /* Value i of a g_idx buffer of I32 (es 4) or I64 entries. */
@@ -1294,6 +1295,8 @@ int tpc__dequant_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint
 		return 0;
 	if (dq && dq->kind == TPC_DQ_LORA)
 		return tpc__lora_read(ck, t, e0, cnt, dst, e);
+	if (dq && dq->kind == TPC_DQ_MIX)
+		return tpc__mix_read(ck, t, e0, cnt, dst, e);
 	/* GGML: any ndim, rows of the last dim */
 	int nd = dq && (dq->kind == TPC_DQ_GGML || dq->kind == TPC_DQ_MXFP4_T) && t->ndim >= 1 ? t->ndim : 2;
 	if (!dq || t->ndim != nd || t->shape[nd - 1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
