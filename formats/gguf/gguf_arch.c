@@ -316,7 +316,8 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 	} else if (row->hf_in_out && !bias && t.ndim >= 2) {
 		/* gpt-oss's down_proj [E, I, H]: each expert's [in, out] transposed */
 		if (tpc_tensor_swap_dims(&t, t.ndim - 2, t.ndim - 1))
-			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "cannot transpose this tensor's experts");
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "cannot transpose this tensor's experts%s",
+					 src->dq ? " once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" : "");
 	} else if (w->cv->fam->conv1d && !bias && t.ndim == 2 && row->role != TPC_ROLE_TOKEN_EMBD &&
 		   row->role != TPC_ROLE_POS_EMBD && row->role != TPC_ROLE_OUTPUT) {
 		tpc_tensor_transpose2d(&t); /* GPT2Model.modify_tensors: Conv1D [in, out] */
@@ -502,7 +503,8 @@ static int hf_fused(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, boo
 		return tpc_err_nomem(w->cv->e);
 	if (row->hf_in_out && !bias && (base.ndim < 2 || tpc_tensor_swap_dims(&base, base.ndim - 2, base.ndim - 1))) {
 		tpc_tensor_release(&base);
-		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "cannot transpose this tensor's experts");
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "cannot transpose this tensor's experts%s",
+				  src->dq ? " once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" : "");
 	}
 	int64_t len = base.shape[d] / n;
 	int ret = 0;

@@ -95,6 +95,11 @@ for ot in f32 f16 bf16 q8_0 auto; do
     ok "gpt-oss MXFP4 -> GGUF --outtype $ot: convert_hf_to_gguf.py's file, the experts repacked as MXFP4"
   else bad "gpt-oss MXFP4 -> GGUF --outtype $ot equals the reference" "$(cat "$T/err")" "$("$TPCONV" inspect "$T/mx.gguf" 2>&1 | grep -m3 exps)"; fi
 done
+rm -f "$T/mx.gguf"
+"$TPCONV" convert --dequantize "$G" -o "$T/mx.gguf" -q 2>"$T/err"; rc=$?
+[ $rc = 3 ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj': cannot transpose this tensor's experts once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" "$T/err" &&
+  [ ! -e "$T/mx.gguf" ] && ok "gpt-oss MXFP4 -> GGUF with --dequantize: refused naming the tensor and the way that works" ||
+  bad "gpt-oss MXFP4 -> GGUF --dequantize refused" "exit $rc" "$(cat "$T/err")"
 
 # gpt-oss's MXFP4 experts sharded without --dequantize, as vLLM's gpt_oss.py
 # load_weights narrows them (gptoss-mxfp4-wide: make_gptoss_mxfp4_wide.py,
