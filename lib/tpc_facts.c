@@ -551,6 +551,12 @@ void tpc_qs_from_json(tpc_qs_cfg *q, const cJSON *qc)
 		q->group = fmt->valuestring[0] == 'n' ? 16 : 32;
 		return;
 	}
+	if (!strcmp(name, "mxfp4")) { /* gpt-oss's own: transformers' integrations/mxfp4.py */
+		q->method = TPC_QS_FP4;
+		q->group = 32;
+		q->mx_blocks = true;
+		return;
+	}
 	if (!strcmp(name, "modelopt") && cJSON_IsString(algo) && !strcmp(algo->valuestring, "NVFP4")) {
 		q->method = TPC_QS_FP4;
 		q->group = 16;

@@ -57,7 +57,8 @@ typedef enum tpc_qs_method {
 	TPC_QS_FP4,   /* NVFP4 / MXFP4: weight_packed (compressed-tensors) or weight (ModelOpt) u8
 	                  [out, in/2], weight_scale [out, in/group]; the per-tensor
 	                  weight_global_scale, input_global_scale (ModelOpt: weight_scale_2,
-	                  input_scale) replicated */
+	                  input_scale) replicated; quant_method "mxfp4" (gpt-oss, mx_blocks):
+	                  X_blocks u8 [E, out, in/32, 16], X_scales [E, out, in/32] */
 	TPC_QS_OTHER, /* a method tpconv does not split: its companions are refused */
 } tpc_qs_method;
 
@@ -69,6 +70,8 @@ typedef struct tpc_qs_cfg {
 	                        follow g_idx, not the input order */
 	int64_t block[2];    /* fp8 weight_block_size (0: per-tensor or per-channel scales) */
 	bool modelopt;       /* fp4: ModelOpt's names (the packed tensor is X.weight) */
+	bool mx_blocks;      /* fp4: X_blocks / X_scales beside no X, the layer the [E, in, out]
+	                        parameter transformers builds from them (quant_method "mxfp4") */
 	char name[24];       /* quant_method as written */
 } tpc_qs_cfg;
 

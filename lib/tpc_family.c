@@ -281,7 +281,8 @@ static const tpc_tensor_row granitehybrid_dense_tensors[] = {
 /* A row with a Hugging Face name alone. */
 #define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
 
-/* gpt-oss (GptOssForCausalLM, bf16 or f32; MXFP4 is not read): LLaMA's
+/* gpt-oss (GptOssForCausalLM, bf16 or f32; MXFP4 experts are their layer's
+ * quantized companions, shard/tpc_qsplit.c, GGUF mxfp4_blocks): LLaMA's
  * attention with q/k/v/o biases and a sink logit per query head
  * (self_attn.sinks); the router a Linear(hidden, experts) with a bias; the
  * experts stacked in the checkpoint [in, out] (hf_in_out): gate_up_proj [E,

@@ -679,10 +679,11 @@ const tpc_gguf_arch tpc__gguf_granitehybrid_dense = {
 	.vocab = TPC_GGUF_VOCAB_SPM_OR_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.hf_cfg = granitehybrid_dense_cfg, .bias_flags = granitehybrid_bias, .rope_pct = "partial_rotary_factor",
 	.model_type = "granitemoehybrid"};
-/* GptOssModel (conversion/gpt_oss.py, bf16/f32 weights): TextModel's keys,
- * then sliding_window and the experts' width; _set_vocab_gpt2; its experts
- * transposed and gate_up_proj's gate and up de-interleaved (the record's
- * hf_in_out, hf_interleaved); the sinks as attn_sinks.weight */
+/* GptOssModel (conversion/gpt_oss.py, bf16/f32 weights or OpenAI's MXFP4
+ * experts): TextModel's keys, then sliding_window and the experts' width;
+ * _set_vocab_gpt2; its experts transposed and gate_up_proj's gate and up
+ * de-interleaved (the record's hf_in_out, hf_interleaved); the sinks as
+ * attn_sinks.weight; MXFP4 experts repacked, not dequantized (mxfp4_blocks) */
 static const tpc_gguf_kv_rule gptoss_kv[] = {
 	TEXT_RULES,
 	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
@@ -692,7 +693,7 @@ static const tpc_gguf_kv_rule gptoss_kv[] = {
 const tpc_gguf_arch tpc__gguf_gptoss = {
 	.arch = "gpt-oss", .hf_arch = A("GptOssForCausalLM"), .kv = gptoss_kv,
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_BPE,
-	.tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg, .experts_member = "num_local_experts"};
+	.tok_class_bpe = "GPT2Tokenizer", .hf_cfg = text_cfg, .experts_member = "num_local_experts", .mxfp4_blocks = true};
 /* Llama4Model (conversion/llama.py, a LlamaModel): its __init__ makes
  * intermediate_size_mlp the feed_forward_length (the key keeps TextModel's
  * place) and intermediate_size the experts' width; LlamaModel's keys, then

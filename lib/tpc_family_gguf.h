@@ -17,7 +17,8 @@
  *              of the record's tensor table; GPT-2's Conv1D transpose is the
  *              record's conv1d): permute_qk, norm_plus_1, no_lm_head,
  *              neox_qkv, experts (the order the stacks are written in),
- *              head_split (one tensor written as two, split per head)
+ *              head_split (one tensor written as two, split per head),
+ *              mxfp4_blocks (MXFP4 blocks repacked, not dequantized)
  *   head_dim   what transformers' config class fills in when config.json has
  *              no head_dim (0: none, -1: hidden_size / num_attention_heads)
  *   tokenizer  vocab (which set_vocab the reference runs), the
@@ -301,6 +302,15 @@ typedef struct tpc_gguf_arch {
 				 * experts; Llama 4 text's llama4_text, transformers' llama4 being the
 				 * multimodal Llama4Config) */
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
+	bool mxfp4_blocks; /* with quantization_config.quant_method "mxfp4": the checkpoint's
+			    * X_blocks U8 [E, R, I / 32, 16] and X_scales [E, R, I / 32] (OCP MX
+			    * E2M1 pairs and E8M0 scales, rows whole) written as GGUF MXFP4 [E, R,
+			    * I], repacked (tpc_ggml_mxfp4_from_pairs), never dequantized, first
+			    * of all tensors and whatever the outtype; a fused X (the record's
+			    * "#K" row) split into its parts as its values would be (the rows
+			    * every n-th when interleaved); general.file_type MOSTLY_MXFP4_MOE
+			    * (38) where the outtype is f32, f16 or bf16 (GptOssModel.dequant_model,
+			    * generate_extra_tensors, repack_mxfp4; base.py's prepare_metadata) */
 	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
 	tpc_gguf_group_split group_split; /* a tensor written as two, its grouped rows gathered */
 	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):

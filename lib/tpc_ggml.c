@@ -281,6 +281,19 @@ void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks
 	}
 }
 
+void tpc_ggml_mxfp4_from_pairs(const uint8_t *pairs, const uint8_t *scales, uint8_t *dst, uint64_t nblocks)
+{
+	for (uint64_t k = 0; k < nblocks; k++) {
+		const uint8_t *p = pairs + 16 * k;
+		uint8_t *b = dst + 17 * k;
+		b[0] = scales[k];
+		for (int j = 0; j < 16; j++) { /* element e is nibble e % 2 of pair byte e / 2 */
+			uint8_t lo = (uint8_t)(p[j / 2] >> (j % 2 ? 4 : 0)) & 15, hi = (uint8_t)(p[8 + j / 2] >> (j % 2 ? 4 : 0)) & 15;
+			b[1 + j] = (uint8_t)(lo | hi << 4);
+		}
+	}
+}
+
 /* np_roundf: floor(|x|) + floor(2 * (|x| - floor(|x|))), signed, in F32 */
 static float roundf_away(float n)
 {

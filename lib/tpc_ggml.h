@@ -106,6 +106,16 @@ bool tpc_ggml_decodes(int type);
  * The type must be one tpc_ggml_decodes accepts. */
 void tpc_ggml_dequant(int type, const uint8_t *src, float *dst, uint64_t nblocks);
 
+/* nblocks MXFP4 blocks held as E2M1 pairs (OCP MX, gpt-oss's X_blocks and
+ * compressed-tensors' mxfp4-pack-quantized: 16 bytes a block, element 2j
+ * the low nibble of byte j, 2j + 1 the high one; E8M0 scale bytes apart,
+ * one a block) -> ggml's block_mxfp4 (17 bytes: the scale byte, then qs[16]
+ * holding element j in the low and j + 16 in the high nibble of qs[j]).
+ * Bits moved, no value computed: the 4-bit codes and the scale byte are
+ * the same numbers on both sides (GptOssModel.repack_mxfp4's
+ * transform_nibble_layout, base.py's repack_mxfp4_blocks). */
+void tpc_ggml_mxfp4_from_pairs(const uint8_t *pairs, const uint8_t *scales, uint8_t *dst, uint64_t nblocks);
+
 /* n F32 values (n % 32 == 0) -> n / 32 Q8_0 blocks, as gguf-py's
  * quants.Q8_0.quantize_blocks: d = max|x| / 127, q = x * (1 / d) rounded
  * half away from zero (np_roundf), d stored as f16 rounded to nearest even. */

@@ -243,6 +243,83 @@ static int comp_fp4(const tpc_qs_cfg *q, const tpc_ckpt *in, const tpc_tensor *t
 	return 1;
 }
 
+/* X_blocks u8 [E, R, G, 16] and X_scales [E, R, G] (quant_method "mxfp4",
+ * gpt-oss): the companions of layer X, which transformers builds [E, G * 32,
+ * R] (stacked experts, [in, out]); *lname gets X. 1: a companion, 0: not
+ * one (or not of this shape). */
+int tpc__quant_blocks_layer(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, char *lname, size_t n,
+			    int64_t vshape[3])
+{
+	size_t l = strlen(t->name), k;
+	const char *suf = NULL;
+	if (!f || f->quant.method != TPC_QS_FP4 || !f->quant.mx_blocks)
+		return 0;
+	if (l > 7 && !strcmp(t->name + l - 7, "_blocks"))
+		suf = "_blocks";
+	else if (l > 7 && !strcmp(t->name + l - 7, "_scales"))
+		suf = "_scales";
+	k = l - 7;
+	if (!suf || k + 8 > n)
+		return 0;
+	snprintf(lname, n, "%.*s_blocks", (int)k, t->name);
+	int64_t ib = tpc_ckpt_find(in, lname);
+	const tpc_tensor *b = ib >= 0 ? &in->t[ib] : NULL;
+	lname[k] = 0;
+	if (!b || b->ndim != 4 || b->shape[3] != 16 || b->src_dtype != TPC_U8)
+		return 0;
+	vshape[0] = b->shape[0];
+	vshape[1] = b->shape[2] * 32;
+	vshape[2] = b->shape[1];
+	return 1;
+}
+
+static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit, int tp, const char *wname,
+			  const char *name, tpc_split *out, tpc_err *e);
+
+/* A blocks/scales companion (tpc__quant_blocks_layer) splits as its layer
+ * [E, I, R]: by experts (dim 0), by whole rows R (blocks and scales dim 1)
+ * or by whole blocks of 32 inputs I (dim 2), as vLLM's gpt_oss.py
+ * load_weights narrows w13 / w2 and their scales. */
+static int blocks_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+			unsigned flags, tpc_split *out, tpc_err *e)
+{
+	char lname[1024];
+	int64_t vs[3];
+	if (!tpc__quant_blocks_layer(f, in, t, lname, sizeof(lname), vs))
+		return 0;
+	bool blk = t->ndim == 4;
+	if (t->ndim != (blk ? 4 : 3) || t->shape[0] != vs[0] || t->shape[1] != vs[2] || t->shape[2] != vs[1] / 32) {
+		char s1[128];
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "MXFP4 scales must be [%lld, %lld, %lld] (one per block of '%s_blocks'), not %s",
+				  (long long)vs[0], (long long)vs[2], (long long)(vs[1] / 32), lname, tpc_shape_str(t, s1, sizeof(s1)));
+	}
+	tpc_split ws;
+	bool matched = false;
+	tpc_err e2;
+	tpc_err_init(&e2);
+	if (tpc_plan_resolve(p, f, lname, 3, vs, tp, flags, &ws, &matched, &e2))
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "its layer '%s' (as [%lld, %lld, %lld] from the MXFP4 blocks) cannot be split: %s",
+				  lname, (long long)vs[0], (long long)vs[1], (long long)vs[2], e2.msg);
+	if (!matched)
+		return 0;
+	*out = ws;
+	if (ws.dim < 0 || ws.row_bias) {
+		out->dim = -1;
+		return 1;
+	}
+	static const int axis[3] = {0, 2, 1};
+	if (ws.dim > 2)
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "its layer '%s' is split on dim %d of 3", lname, ws.dim);
+	out->dim = axis[ws.dim];
+	int64_t total = unit_parts(&f->quant, &ws, ws.dim == 1 ? 32 : 1, tp, lname, t->name, out, e);
+	if (total < 0)
+		return (int)total;
+	if (total != t->shape[out->dim])
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "dimension %d is %lld, but its layer '%s' implies %lld", out->dim,
+				  (long long)t->shape[out->dim], lname, (long long)total);
+	return 1;
+}
+
 /* compressed-tensors' weight_shape beside a layer split as ws: every rank
  * holds the shape of its slice of the layer. */
 static int shape_split(const tpc_split *ws, int tp, const tpc_tensor *t, const char *wname, tpc_split *out,
@@ -341,6 +418,8 @@ int tpc__quant_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt
 	int64_t vshape[2] = {0, 0};
 	comp c = {AX_WHOLE, AX_WHOLE, 1, 1};
 	int ret = 0;
+	if (q->method == TPC_QS_FP4 && q->mx_blocks)
+		return blocks_split(p, f, in, t, tp, flags, out, e);
 	if (q->method == TPC_QS_GPTQ || q->method == TPC_QS_AWQ)
 		ret = comp_gptq_awq(q, in, name, &suf, &bl, vshape, &c);
 	else if (q->method == TPC_QS_PACKED)

@@ -57,6 +57,15 @@
 int tpc__quant_pad_weight(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp, unsigned flags,
 			  tpc_split *s);
 
+/* gpt-oss's MXFP4 (f->quant mx_blocks): when t is X_blocks u8 [E, R, G, 16]
+ * or X_scales [E, R, G], its layer's name X into lname (n bytes) and the
+ * layer's shape as transformers builds it, [E, G * 32, R], into vshape;
+ * return 1. 0 otherwise. The plan's rule for X (stacked, --ep) is theirs:
+ * tp by whole rows R or by whole blocks of 32 inputs (vLLM's gpt_oss.py
+ * load_weights), experts by --ep. */
+int tpc__quant_blocks_layer(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, char *lname, size_t n,
+			    int64_t vshape[3]);
+
 /* If tensor t (`name`) of `in` is a companion of a quantized layer under
  * f->quant, set *out to its split and return 1; 0 when it is not one (or the
  * layer's weight matches no rule); a negative status when its split cannot be

@@ -557,8 +557,11 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	en->in = (int64_t)i;
 	/* an expert's tensor (with --ep) is split over its EP group's ranks, as
 	 * is each expert of a stacked one */
-	int64_t ex = sp->ep > 1 ? tpc_plan_expert(plan, t->name) : -1;
-	int rule = sp->ep > 1 ? tpc_plan_match(plan, t->name) : -1;
+	char lname[1024];
+	int64_t lshape[3];
+	const char *mname = tpc__quant_blocks_layer(facts, sp->in, t, lname, sizeof(lname), lshape) ? lname : t->name;
+	int64_t ex = sp->ep > 1 ? tpc_plan_expert(plan, mname) : -1;
+	int rule = sp->ep > 1 ? tpc_plan_match(plan, mname) : -1; /* MXFP4 blocks: their layer's */
 	bool stk = rule >= 0 && plan->rules[rule].stacked && t->ndim >= 1;
 	if (stk)
 		ex = -1;

@@ -316,7 +316,8 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 	} else if (row->hf_in_out && !bias && t.ndim >= 2) {
 		/* gpt-oss's down_proj [E, I, H]: each expert's [in, out] transposed */
 		if (tpc_tensor_swap_dims(&t, t.ndim - 2, t.ndim - 1))
-			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "cannot transpose this tensor's experts");
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "cannot transpose this tensor's experts%s",
+					 src->dq ? " once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" : "");
 	} else if (w->cv->fam->conv1d && !bias && t.ndim == 2 && row->role != TPC_ROLE_TOKEN_EMBD &&
 		   row->role != TPC_ROLE_POS_EMBD && row->role != TPC_ROLE_OUTPUT) {
 		tpc_tensor_transpose2d(&t); /* GPT2Model.modify_tensors: Conv1D [in, out] */
@@ -372,6 +373,114 @@ static int expert(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, int64
 	return 0;
 }
 
+static bool ends_with_at(const char *s, const char *suffix, size_t *stem)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	if (n < k || memcmp(s + n - k, suffix, k))
+		return false;
+	*stem = n - k;
+	return true;
+}
+
+/* dst: the n-th part's rows (dim d) of src, as hf_fused cuts the values:
+ * every n-th row from k when interleaved, else the k-th equal slice */
+static int part_rows(tpc_tensor *dst, const tpc_tensor *src, int d, int k, int n, bool interleaved)
+{
+	if (n == 1)
+		return tpc_tensor_copy(dst, src);
+	return interleaved ? every_nth(dst, src, d, k, n) : tpc_tensor_narrow(dst, src, d, k * (src->shape[d] / n), src->shape[d] / n);
+}
+
+/* GptOssModel.generate_extra_tensors for one X_scales (the record's
+ * mxfp4_blocks): X_blocks U8 [E, R, G, 16] and X_scales [E, R, G] (rows
+ * dim 1 when the row stacks its experts, else dim 0) become GGUF MXFP4 [E,
+ * R, G * 32], one tensor per part of a fused X (its rows cut as hf_fused
+ * cuts the values), each a description of E2M1 pairs and E8M0 scales (a
+ * TPC_DQ_FP4 with fp4_mx whose values nothing reads: the writer repacks the
+ * bytes, tpc_ggml_mxfp4_from_pairs). The reference trusts the shapes; here
+ * they are checked, the tensor named. */
+static int mx_tensor(walk *w, size_t is, size_t stem)
+{
+	const tpc_ckpt *ck = w->ck;
+	const tpc_tensor *s = &ck->t[is];
+	char base[512], bname[520], s1[128], s2[128];
+	if (stem >= sizeof(base))
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, s->name, "name too long");
+	memcpy(base, s->name, stem);
+	base[stem] = 0;
+	snprintf(bname, sizeof(bname), "%s_blocks", base);
+	int64_t ib = tpc_ckpt_find(ck, bname);
+	if (ib < 0)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, s->name, "MXFP4 scales without their blocks tensor '%s'", bname);
+	const tpc_tensor *b = &ck->t[ib];
+	int64_t l = -1, x = -1;
+	bool bias = false;
+	const tpc_tensor_row *row = tpc_family_classify(w->cv->fam, TPC_ECO_HF, base, &l, &x, &bias);
+	if (!row || bias || !row->name[TPC_ECO_GGUF] || x >= 0)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, s->name,
+				  "convert_hf_to_gguf.py has no GGUF name for the MXFP4 tensor '%s' of a %s model", base,
+				  w->cv->spec->hf_arch[0]);
+	if (l >= 0 && (uint64_t)l >= w->layers)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, s->name, "layer %lld, but config.json has %llu layers", (long long)l,
+				  (unsigned long long)w->layers);
+	int d = tpc_family_stacked(row, TPC_ECO_HF) ? 1 : 0;
+	if (b->src_dtype != TPC_U8 || b->ndim != d + 3 || b->shape[d + 2] != 16 || b->dq || b->nparts ||
+	    (b->flags & (TPC_TF_NODATA | TPC_TF_QUANTIZED)))
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, b->name, "MXFP4 blocks must be U8 [%srows, blocks, 16], not %s %s",
+				  d ? "experts, " : "", tpc_dtype_name(b->src_dtype), tpc_shape_str(b, s1, sizeof(s1)));
+	bool same = s->ndim == d + 2;
+	for (int k = 0; same && k < d + 2; k++)
+		same = s->shape[k] == b->shape[k];
+	if ((s->src_dtype != TPC_U8 && s->src_dtype != TPC_F8_E8M0) || !same || s->dq || s->nparts ||
+	    (s->flags & (TPC_TF_NODATA | TPC_TF_QUANTIZED)))
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, s->name,
+				  "MXFP4 scales must be U8 (E8M0), one per block of '%s' %s: its shape without the last dim; they are %s %s",
+				  b->name, tpc_shape_str(b, s1, sizeof(s1)), tpc_dtype_name(s->src_dtype), tpc_shape_str(s, s2, sizeof(s2)));
+	if (d && (uint64_t)b->shape[0] != w->n_exp)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, b->name, "%lld experts, but config.json has %llu",
+				  (long long)b->shape[0], (unsigned long long)w->n_exp);
+	const tpc_tensor_row *parts[TPC_ROLE_COUNT];
+	int n = 1;
+	if (strchr(row->name[TPC_ECO_HF], '#'))
+		n = tpc_family_parts(w->cv->fam, row, TPC_ECO_HF, parts, TPC_ROLE_COUNT);
+	else
+		parts[0] = row;
+	if (n < 1 || b->shape[d] % n)
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, b->name, "%lld rows are not %d equal parts", (long long)b->shape[d], n);
+	int ret = 0;
+	for (int k = 0; k < n && !ret; k++) {
+		char name[256];
+		int part;
+		tpc_tensor t;
+		/* [E, R / n, G * 32] (d 1) or [R / n, G * 32] */
+		int64_t shp[3] = {d ? b->shape[0] : b->shape[0] / n, d ? b->shape[1] / n : b->shape[1] * 32, b->shape[2] * 32};
+		tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+		if (!dq)
+			return tpc_err_nomem(w->cv->e);
+		dq->kind = TPC_DQ_FP4;
+		dq->fp4_mx = true;
+		dq->group = 32;
+		if (!tpc_family_name(parts[k], TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &part) || part >= 0) {
+			free(dq);
+			return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, s->name, "no GGUF name for part %d of '%s' (%s)", k, base,
+					  tpc_role_name(parts[k]->role));
+		}
+		if (part_rows(&dq->c[0], b, d, k, n, row->hf_interleaved) ||
+		    (dq->nc = 1, part_rows(&dq->c[1], s, d, k, n, row->hf_interleaved)) ||
+		    (dq->nc = 2, tpc_tensor_init_zero(&t, TPC_F32, d + 2, shp))) {
+			for (int c = 0; c < dq->nc; c++)
+				tpc_tensor_release(&dq->c[c]);
+			free(dq);
+			return tpc_err_nomem(w->cv->e);
+		}
+		t.flags = 0;
+		t.dq = dq;
+		if (!(ret = tl_push(&w->out, name, &t, parts[k]->role, w->cv->e)))
+			w->out.t[w->out.n - 1].type = TPC_GGML_MXFP4;
+	}
+	return ret;
+}
+
 /* A tensor the Hugging Face checkpoint fuses itself (its name "#K" in the
  * table: Granite-MoE's input_linear [E, 2I, H], gate then up): one GGUF
  * tensor per part, in K order, each an equal slice of the rows (of every
@@ -394,7 +503,8 @@ static int hf_fused(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, boo
 		return tpc_err_nomem(w->cv->e);
 	if (row->hf_in_out && !bias && (base.ndim < 2 || tpc_tensor_swap_dims(&base, base.ndim - 2, base.ndim - 1))) {
 		tpc_tensor_release(&base);
-		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "cannot transpose this tensor's experts");
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, src->name, "cannot transpose this tensor's experts%s",
+				  src->dq ? " once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" : "");
 	}
 	int64_t len = base.shape[d] / n;
 	int ret = 0;
@@ -599,9 +709,25 @@ static int walk_tensors(walk *w)
 		ord[i] = (order_key){f ? f : "", ck->t[i].name, i};
 	}
 	qsort(ord, ck->n, sizeof(*ord), by_file_then_name);
-	for (size_t k = 0; k < ck->n && !ret; k++)
-		if (!skipped(w->cv->spec, ord[k].name) && !past_layer(w, ord[k].name))
-			ret = walk_one(w, ord[k].i);
+	/* GptOssModel.generate_extra_tensors: the MXFP4 tensors first, each at its
+	 * X_scales; modify_tensors then writes nothing for X_blocks / X_scales */
+	size_t stem;
+	for (size_t k = 0; w->cv->mxfp4 && k < ck->n && !ret; k++)
+		if (ends_with_at(ord[k].name, "_scales", &stem) && !past_layer(w, ord[k].name))
+			ret = mx_tensor(w, ord[k].i, stem);
+	for (size_t k = 0; k < ck->n && !ret; k++) {
+		if (skipped(w->cv->spec, ord[k].name) || past_layer(w, ord[k].name) ||
+		    (w->cv->mxfp4 && ends_with_at(ord[k].name, "_scales", &stem)))
+			continue;
+		if (w->cv->mxfp4 && ends_with_at(ord[k].name, "_blocks", &stem)) {
+			char sn[520];
+			snprintf(sn, sizeof(sn), "%.*s_scales", (int)(stem < 500 ? stem : 500), ord[k].name);
+			if (tpc_ckpt_find(ck, sn) < 0)
+				ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ord[k].name, "MXFP4 blocks without their _scales tensor");
+			continue;
+		}
+		ret = walk_one(w, ord[k].i);
+	}
 	for (uint64_t l = 0; !ret && w->xgot && l < w->layers; l++)
 		if (w->xgot[l] && w->xgot[l] < 3 * w->n_exp)
 			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, NULL,
@@ -879,6 +1005,11 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	*n = 0;
 	if (!ret)
 		cv.spec = cv.fam->gguf;
+	if (!ret && cv.spec->mxfp4_blocks) { /* base.py: quant_method == "mxfp4" */
+		const cJSON *qc = cJSON_GetObjectItemCaseSensitive(cv.c.root, "quantization_config"),
+			    *qm = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
+		cv.mxfp4 = cJSON_IsString(qm) && !strcmp(qm->valuestring, "mxfp4");
+	}
 	if (!ret)
 		ret = parse_outtype(outtype, ck, cv.spec, &cv.ftype, e);
 	if (!ret)
@@ -890,7 +1021,8 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	if (!ret)
 		ret = walk_tensors(&w);
 	for (size_t i = 0; !ret && i < w.out.n; i++)
-		w.out.t[i].type = tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
+		if (w.out.t[i].type != TPC_GGML_MXFP4) /* mx_tensor's, whatever the outtype */
+			w.out.t[i].type = tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
 	/* prepare_metadata: general.*, the architecture's keys, then the vocabulary */
 	if (!ret && !(title = tpc__gguf_title(dir)))
 		ret = tpc_err_nomem(e);

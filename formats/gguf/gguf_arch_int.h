@@ -19,7 +19,7 @@
 #define CONFIG_CAP ((uint64_t)64 << 20)
 
 /* LlamaFileType */
-enum { FT_ALL_F32 = 0, FT_MOSTLY_F16 = 1, FT_MOSTLY_Q8_0 = 7, FT_MOSTLY_BF16 = 32 };
+enum { FT_ALL_F32 = 0, FT_MOSTLY_F16 = 1, FT_MOSTLY_Q8_0 = 7, FT_MOSTLY_BF16 = 32, FT_MOSTLY_MXFP4_MOE = 38 };
 
 #define U32 TPC_GV_U32
 #define F32 TPC_GV_F32
@@ -39,6 +39,7 @@ typedef struct conv {
 	const tpc_family *fam;
 	cfg c;
 	int ftype; /* LlamaFileType after `auto` is resolved */
+	bool mxfp4; /* the record's mxfp4_blocks under quant_method "mxfp4": X_blocks/X_scales repacked */
 	bool has_attn;      /* Phi-3's rope.scaling.attn_factor (long_factor) */
 	double attn_factor;
 	tpc_gguf_kvs *kv;

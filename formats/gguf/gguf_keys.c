@@ -814,8 +814,9 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		*put = false;
 		return v && !cJSON_IsNull(v) ? tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not written to GGUF by tpconv yet", which)
 					     : 0;
-	case TPC_KH_FILE_TYPE:
-		*u = (uint64_t)cv->ftype;
+	case TPC_KH_FILE_TYPE: /* prepare_metadata: an MXFP4 model's f32/f16/bf16 is MOSTLY_MXFP4_MOE */
+		*u = (uint64_t)(cv->mxfp4 && (cv->ftype == FT_ALL_F32 || cv->ftype == FT_MOSTLY_F16 || cv->ftype == FT_MOSTLY_BF16)
+					? FT_MOSTLY_MXFP4_MOE : cv->ftype);
 		return 0;
 	case TPC_KH_SUM:
 		return tpc__gk_sum_members(cv, r->names, '+', u);

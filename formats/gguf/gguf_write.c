@@ -115,7 +115,18 @@ static int file_bytes(const tpc_gguf_wtensor *w, uint64_t *nb, tpc_err *e)
 	return 0;
 }
 
-/* How tensor w is written: 'p' packed blocks copied, 'c' values (cast
+/* MXFP4 held as E2M1 pairs and E8M0 scales, whole (gguf_arch.c's
+ * mx_tensor: gpt-oss's X_blocks / X_scales), 32 to a scale */
+static bool mx_pairs(const tpc_tensor *t)
+{
+	const tpc_dequant *dq = t->dq;
+	return dq && dq->kind == TPC_DQ_FP4 && dq->fp4_mx && dq->group == 32 && dq->nc == 2 && !dq->O && !dq->r0 &&
+	       !dq->c0 && dq->c[1].numel * 16 == dq->c[0].numel && dq->c[1].numel * 32 == t->numel &&
+	       tpc_dtype_size(dq->c[0].src_dtype) == 1 && tpc_dtype_size(dq->c[1].src_dtype) == 1;
+}
+
+/* How tensor w is written: 'p' packed blocks copied, 'x' MXFP4 repacked from
+ * E2M1 pairs (mx_pairs), 'c' values (cast
  * pending as needed), 'q' quantized (tpc_ggml_quantize); an error for what
  * cannot be. */
 static int how_of(const tpc_gguf_wtensor *w, char *how, tpc_err *e)
@@ -124,6 +135,8 @@ static int how_of(const tpc_gguf_wtensor *w, char *how, tpc_err *e)
 	tpc_dtype pd = tpc_ggml_plain_dtype(w->type);
 	if (tpc_gguf_packed(t) == w->type && w->type != TPC_GGML_NONE)
 		*how = 'p';
+	else if (w->type == TPC_GGML_MXFP4 && mx_pairs(t))
+		*how = 'x';
 	else if (pd && tpc_cast_supported(t->src_dtype, pd) &&
 		 (pd == t->dtype || (tpc_dtype_get(pd)->flags & TPC_DTF_FLOAT)))
 		*how = 'c';
@@ -219,6 +232,29 @@ static int write_quant(const tpc_ckpt *ck, const tpc_gguf_wtensor *w, tpc_out *o
 	return ret;
 }
 
+/* 'x': ggml's block_mxfp4 from the pairs and scales, a bounded number of
+ * blocks at a time; bits moved, no value computed */
+static int write_mx(const tpc_ckpt *ck, const tpc_gguf_wtensor *w, tpc_out *out, tpc_err *e)
+{
+	const tpc_tensor *pk = &w->t.dq->c[0], *sc = &w->t.dq->c[1];
+	const uint64_t chunk = 1u << 16, nb = sc->numel;
+	uint8_t *p = tpc_malloc(chunk * 16), *s = tpc_malloc(chunk), *o = tpc_malloc(chunk * 17);
+	int ret = p && s && o ? 0 : tpc_err_nomem(e);
+	for (uint64_t b0 = 0; b0 < nb && !ret; b0 += chunk) {
+		uint64_t c = nb - b0 < chunk ? nb - b0 : chunk;
+		if (!(ret = tpc_ckpt_read_bytes(ck, pk, b0 * 16, c * 16, p, e)) && !(ret = tpc_ckpt_read_bytes(ck, sc, b0, c, s, e))) {
+			tpc_ggml_mxfp4_from_pairs(p, s, o, c);
+			ret = tpc_out_write(out, o, (size_t)(c * 17), e);
+		}
+	}
+	tpc_ckpt_drop_pages(ck, pk);
+	tpc_ckpt_drop_pages(ck, sc);
+	free(p);
+	free(s);
+	free(o);
+	return ret;
+}
+
 /* Values gguf_arch.c computed (w->mem: F32 in C order, small: Gemma's norms) */
 static int write_mem(const tpc_gguf_wtensor *w, char how, tpc_out *out, tpc_err *e)
 {
@@ -255,6 +291,8 @@ static int write_data(const tpc_ckpt *ck, const tpc_gguf_wtensor *w, char how, u
 		ret = write_mem(w, how, out, e);
 	} else if (how == 'p') {
 		ret = tpc_ckpt_write_tensor(ck, &w->t.dq->c[0], out, e);
+	} else if (how == 'x') {
+		ret = write_mx(ck, w, out, e);
 	} else if (how == 'q') {
 		ret = write_quant(ck, w, out, e);
 	} else {

@@ -281,6 +281,41 @@ static void test_refused(void **st)
 		assert_int_equal(got[i], 0x5A);
 }
 
+/* tpc_ggml_mxfp4_from_pairs: every code in every position of two blocks
+ * (pair bytes 0..255 twice), the block ggml's layout names: scale byte
+ * first, element j in qs[j]'s low nibble and j + 16 in its high one; its
+ * values (tpc_ggml_dequant) are the E2M1 codes times 2^(scale - 127) read
+ * from the pairs as OCP MX lays them (element 2j the low nibble of byte j) */
+static void test_mxfp4_pairs(void **st)
+{
+	(void)st;
+	static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+	uint8_t pairs[16 * 16], sc[16], got[17 * 16];
+	float x[32 * 16];
+	for (int i = 0; i < 16 * 16; i++)
+		pairs[i] = (uint8_t)(i * 37 + 11);
+	for (int k = 0; k < 16; k++)
+		sc[k] = (uint8_t)(120 + k);
+	tpc_ggml_mxfp4_from_pairs(pairs, sc, got, 16);
+	tpc_ggml_dequant(TPC_GGML_MXFP4, got, x, 16);
+	for (int k = 0; k < 16; k++) {
+		assert_int_equal(got[17 * k], sc[k]);
+		for (int j = 0; j < 32; j++) {
+			int code = (pairs[16 * k + j / 2] >> (j % 2 ? 4 : 0)) & 15;
+			int q = (got[17 * k + 1 + j % 16] >> (j < 16 ? 0 : 4)) & 15;
+			assert_int_equal(q, code);
+			float want = (code & 8 ? -1.0f : 1.0f) * e2m1[code & 7] * ldexpf(1.0f, sc[k] - 127);
+			assert_true(x[32 * k + j] == want);
+		}
+	}
+	/* pair byte 0x21: elements 0 and 1 are codes 1 and 2, so qs[0] = 0x01, qs[1] = 0x02 */
+	uint8_t one[16] = {0x21}, s0 = 127, b[17];
+	tpc_ggml_mxfp4_from_pairs(one, &s0, b, 1);
+	assert_int_equal(b[0], 127);
+	assert_int_equal(b[1], 0x01);
+	assert_int_equal(b[2], 0x02);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_zero_row),
 		cmocka_unit_test(test_rows_independent),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_mxfp4_pairs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,60 @@ rm -rf "$T/ps"
   [ ! -e "$T/ps/tpconv-manifest.json" ] && ok "MXFP4 row-parallel at tp 4 (16 inputs a rank, 32 a scale): refused naming the numbers" ||
   bad "MXFP4 row split inside a scale group refused" "exit $rc" "$(cat "$T/err")"
 
+# gpt-oss's MXFP4 experts to GGUF as the reference writes them (GptOssModel:
+# the blocks repacked into GGUF MXFP4, never dequantized, whatever the
+# outtype; file_type MOSTLY_MXFP4_MOE but for q8_0): the whole file equals
+# convert_hf_to_gguf.py's (make_gptoss_mxfp4_gguf.py: gptoss-mxfp4-gguf.sha256;
+# gptoss-mxfp4-bf16.txt lists the bf16 file) byte for byte
+G=$T/g/tiny-gpt-oss   # the folder's name is general.name
+mkdir -p "$G" && cp "$F/gptoss-mxfp4/config.json" "$F/gptoss-mxfp4/model.safetensors" "$G/" &&
+  cp "$SRC/tests/gguf/arch/tiny-gpt-oss/"tokenizer*.json "$SRC/tests/gguf/arch/tiny-gpt-oss/generation_config.json" "$G/"
+for ot in f32 f16 bf16 q8_0 auto; do
+  [ "$SAN" = 1 ] && [ $ot != bf16 ] && continue
+  want=$(awk -v n="gpt-oss-mxfp4-$ot.gguf" '$2 == n {print $1}' "$F/gptoss-mxfp4-gguf.sha256")
+  rm -f "$T/mx.gguf"
+  if "$TPCONV" convert "$G" -o "$T/mx.gguf" --outtype $ot -q 2>"$T/err" && [ "$(sha256sum < "$T/mx.gguf" | cut -d' ' -f1)" = "$want" ]; then
+    ok "gpt-oss MXFP4 -> GGUF --outtype $ot: convert_hf_to_gguf.py's file, the experts repacked as MXFP4"
+  else bad "gpt-oss MXFP4 -> GGUF --outtype $ot equals the reference" "$(cat "$T/err")" "$("$TPCONV" inspect "$T/mx.gguf" 2>&1 | grep -m3 exps)"; fi
+done
+rm -f "$T/mx.gguf"
+"$TPCONV" convert --dequantize "$G" -o "$T/mx.gguf" -q 2>"$T/err"; rc=$?
+[ $rc = 3 ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj': cannot transpose this tensor's experts once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" "$T/err" &&
+  [ ! -e "$T/mx.gguf" ] && ok "gpt-oss MXFP4 -> GGUF with --dequantize: refused naming the tensor and the way that works" ||
+  bad "gpt-oss MXFP4 -> GGUF --dequantize refused" "exit $rc" "$(cat "$T/err")"
+
+# gpt-oss's MXFP4 experts sharded without --dequantize, as vLLM's gpt_oss.py
+# load_weights narrows them (gptoss-mxfp4-wide: make_gptoss_mxfp4_wide.py,
+# intermediate 128 = 4 blocks of 32 inputs): gate_up_proj_blocks/_scales by
+# whole rows (dim 1, [gate, up] pairs), down_proj's by whole blocks of inputs
+# (dim 2), --ep by experts; merge gives every tensor back, verify passes
+# (structure and layers: the experts as stored), and (--ep 2) every rank's
+# experts dequantize to that rank of shard --dequantize, tensor for tensor
+W=$F/gptoss-mxfp4-wide
+for s in "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
+  [ "$SAN" = 1 ] && [ "$s" != "--tp 4 --ep 2" ] && continue
+  rm -rf "$T/ws" "$T/wd" "$T/wm.safetensors"
+  tp=${s#--tp }; tp=${tp%% *}; [ "$s" = "--tp 4 --ep 2" ] || tp=0
+  if "$TPCONV" shard "$W/" $s -o "$T/ws" -q 2>"$T/err" && "$TPCONV" merge "$T/ws" -o "$T/wm.safetensors" -q 2>>"$T/err" &&
+     same "$T/wm.safetensors" "$W/model.safetensors" && "$TPCONV" verify --reference "$W/" --shards "$T/ws" -q 2>>"$T/err" &&
+     { [ $tp = 0 ] || "$TPCONV" shard --dequantize "$W/" $s -o "$T/wd" -q 2>>"$T/err"; }; then
+    good=1
+    for ((r = 0; r < tp; r++)); do
+      rm -rf "$T/rk" && mkdir "$T/rk" && cp "$T/ws/model_tp0${r}_pp00.safetensors" "$T/rk/model.safetensors" && cp "$W/config.json" "$T/rk/"
+      "$TPCONV" convert --dequantize "$T/rk/" -o "$T/rk.safetensors" --force -q 2>>"$T/err" &&
+        same "$T/rk.safetensors" "$T/wd/model_tp0${r}_pp00.safetensors" || { good=0; break; }
+    done
+    more=; [ $tp = 0 ] || more=", its $tp ranks dequantize to shard --dequantize's"
+    [ $good = 1 ] && ok "gpt-oss MXFP4 experts sharded packed, $s: merged back, verify passes$more" ||
+      bad "gpt-oss MXFP4 sharded packed $s: each rank dequantizes to its dense rank" "$(cat "$T/err" "$T/diff" | head -5)"
+  else bad "gpt-oss MXFP4 sharded packed $s, merged back, verified" "$(cat "$T/err" "$T/diff" | head -5)"; fi
+done
+rm -rf "$T/ws"
+"$TPCONV" shard "$F/gptoss-mxfp4/" --tp 2 -o "$T/ws" -q 2>"$T/err"; rc=$?
+[ $rc = 3 ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj_blocks': its layer 'model.layers.0.mlp.experts.down_proj' is split row into 16 input features per rank, not a multiple of 32 (the inputs of one FP4 scale)" "$T/err" &&
+  [ ! -e "$T/ws" ] && ok "gpt-oss MXFP4 at tp 2 with 32 inputs (16 a rank inside a block of 32): refused naming the numbers" ||
+  bad "gpt-oss MXFP4 split inside a block refused" "exit $rc" "$(cat "$T/err")"
+
 # GGUF's MXFP4 and NVFP4 blocks (make_fp4_gguf.py: fp4.gguf and the SHA-256 of
 # the F32 values python3-gguf's dequantize gives for each tensor)
 if "$TPCONV" convert "$F/fp4.gguf" -o "$T/g.safetensors" --dtype f32 --gguf-names -q 2>"$T/err"; then
@@ -117,8 +171,16 @@ h += b" " * (-len(h) % 8)
 open(p, "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 json.dump(c, open(sys.argv[1] + "/config.json", "w"))
 PY
-  "$TPCONV" convert --dequantize "$T/h/" -o "$T/h.safetensors" -q 2>"$T/err"; local rc=$?
-  if [ $rc = 3 ] && grep -qF -- "$msg" "$T/err" && [ ! -e "$T/h.safetensors" ]; then ok "$d"
+  local out=$T/h.safetensors
+  if [ "${5:-}" = gguf ]; then   # the MXFP4 experts repacked into a GGUF, not dequantized
+    out=$T/h.gguf && rm -f "$out" && cp "$G"/tokenizer*.json "$T/h/"
+    "$TPCONV" convert "$T/h/" -o "$out" -q 2>"$T/err"
+  elif [ "${5:-}" = shard ]; then   # split packed at tp 2, not dequantized
+    out=$T/hs && rm -rf "$out"
+    "$TPCONV" shard "$T/h/" --tp 2 -o "$out" -q 2>"$T/err"
+  else "$TPCONV" convert --dequantize "$T/h/" -o "$out" -q 2>"$T/err"; fi
+  local rc=$?
+  if [ $rc = 3 ] && grep -qF -- "$msg" "$T/err" && [ ! -e "$out" ]; then ok "$d"
   else bad "$d" "exit $rc" "$(cat "$T/err")"; fi
 }
 L=model.layers.0.mlp.down_proj
@@ -142,6 +204,26 @@ hostile "an odd packed width against its scales: refused with both shapes" ct-mx
 hostile "gpt-oss MXFP4 blocks without their scales: refused naming them" gptoss-mxfp4 \
   "tensor 'model.layers.1.mlp.experts.down_proj_blocks': gpt-oss MXFP4 blocks without their _scales tensor" \
   "del t['model.layers.1.mlp.experts.down_proj_scales']"
+
+X=model.layers.1.mlp.experts
+hostile "gpt-oss MXFP4 -> GGUF, scales of the wrong shape: refused naming them" gptoss-mxfp4 \
+  "tensor '$X.down_proj_scales': MXFP4 scales must be U8 (E8M0), one per block of '$X.down_proj_blocks' [4, 32, 1, 16]: its shape without the last dim; they are U8 [4, 16, 2]" \
+  "t['$X.down_proj_scales'][1] = [4, 16, 2]" gguf
+hostile "gpt-oss MXFP4 -> GGUF, blocks of 8 bytes: refused naming them" gptoss-mxfp4 \
+  "tensor '$X.gate_up_proj_blocks': MXFP4 blocks must be U8 [experts, rows, blocks, 16], not U8 [4, 64, 2, 8]" \
+  "t['$X.gate_up_proj_blocks'][1] = [4, 64, 2, 8]" gguf
+hostile "gpt-oss MXFP4 -> GGUF, blocks whose shape claims more bytes than they hold: refused naming them" gptoss-mxfp4 \
+  "tensor '$X.down_proj_blocks': shape [4, 32, 2, 16] of U8 needs 4096 bytes but data_offsets" \
+  "t['$X.down_proj_blocks'][1] = [4, 32, 2, 16]; t['$X.down_proj_scales'][1] = [4, 32, 2]" gguf
+hostile "gpt-oss MXFP4 -> GGUF, scales without their blocks: refused naming them" gptoss-mxfp4 \
+  "tensor '$X.down_proj_scales': MXFP4 scales without their blocks tensor '$X.down_proj_blocks'" \
+  "del t['$X.down_proj_blocks']" gguf
+hostile "gpt-oss MXFP4 -> GGUF, 5 experts' blocks under 4 in config.json: refused naming them" gptoss-mxfp4 \
+  "tensor '$X.down_proj_blocks': 5 experts, but config.json has 4" \
+  "t['$X.down_proj_blocks'] = ['U8', [5, 32, 1, 16], t['$X.down_proj_blocks'][2] * 2]; t['$X.down_proj_blocks'][2] = t['$X.down_proj_blocks'][2][:5 * 512]; t['$X.down_proj_scales'] = ['U8', [5, 32, 1], (t['$X.down_proj_scales'][2] * 2)[:160]]" gguf
+hostile "gpt-oss MXFP4 shard, scales of the wrong shape: refused naming them" gptoss-mxfp4-wide \
+  "tensor '$X.down_proj_scales': MXFP4 scales must be [4, 32, 4] (one per block of '$X.down_proj_blocks'), not [4, 64, 2]" \
+  "t['$X.down_proj_scales'][1] = [4, 64, 2]" shard
 
 echo "1..$n"
 [ "$failed" = 0 ]
