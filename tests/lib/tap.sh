@@ -49,22 +49,26 @@ check() { local d=$1; shift; if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d"
 done_testing() { echo "1..$n"; [ "$failed" = 0 ]; }
 same() {
   : >"$T/ierr"
-  tensor_list "$1" "$T/a.list" && tensor_list "$2" "$T/b.list" ||
+  local st=
+  # both files' keys from one stat (a process costs ~10 ms of CPU on the test machines)
+  [ -f "$1" ] && [ -f "$2" ] && { st=$(stat -c '%d_%i_%s_%.9Y_%.9Z %Z' "$1" "$2" 2>/dev/null) || st=; }
+  tensor_list "$1" a "${st%%$'\n'*}" && tensor_list "$2" b "${st#*$'\n'}" ||
     { { echo "same: cannot inspect both:"; cat "$T/ierr"; } >"$T/diff"; return 1; }
-  if cmp -s "$T/a.list" "$T/b.list"; then : >"$T/diff"; return 0; fi
-  { echo "same: '$1' (<) and '$2' (>) differ:"; diff "$T/a.list" "$T/b.list" | grep '^[<>]' | head -n 10; } >"$T/diff"
+  if cmp -s "$list_a" "$list_b"; then : >"$T/diff"; return 0; fi
+  { echo "same: '$1' (<) and '$2' (>) differ:"; diff "$list_a" "$list_b" | grep '^[<>]' | head -n 10; } >"$T/diff"
   return 1
 }
-# tensor_list CKPT OUT: CKPT's tensors, a line each (name dtype shape sha256), sorted
+# tensor_list CKPT a|b [STAT]: CKPT's tensors, a line each (name dtype shape
+# sha256), sorted, in the file named by $list_a or $list_b; STAT is the file's
+# `stat -c '%d_%i_%s_%.9Y_%.9Z %Z'` line (none for a folder)
 tensor_list() {
-  local st= key=
-  if [ -f "$1" ]; then
-    st=$(stat -c '%d_%i_%s_%.9Y_%.9Z %Z' "$1") || return 1
-    [ "${st##* }" -lt $((EPOCHSECONDS - 2)) ] && key=$T/.lists/${st%% *}
-    [ -n "$key" ] && [ -f "$key" ] && { cp "$key" "$2"; return 0; }
-  fi
-  "$TPCONV" inspect --hash "$1" >"$2.raw" 2>>"$T/ierr" || return 1
-  sed -E '/^#/d; /^name +dtype +shape /d; s/^([^ ]+) +([^ ]+) +(\[[^]]*\]) +[0-9]+ +([0-9a-f]{64})( .*)?$/\1 \2 \3 \4/' "$2.raw" |
-    LC_ALL=C sort >"$2"
-  [ -z "$key" ] || { mkdir -p "$T/.lists" && cp "$2" "$key"; }
+  local st=${3:-} key= out=$T/$2.list
+  [ -f "$1" ] && [ -z "$st" ] && { st=$(stat -c '%d_%i_%s_%.9Y_%.9Z %Z' "$1") || return 1; }
+  [ -f "$1" ] && [ "${st##* }" -lt $((EPOCHSECONDS - 2)) ] && key=$T/.lists/${st%% *}
+  if [ -n "$key" ] && [ -f "$key" ]; then printf -v "list_$2" %s "$key"; return 0; fi
+  "$TPCONV" inspect --hash "$1" >"$out.raw" 2>>"$T/ierr" || return 1
+  sed -E '/^#/d; /^name +dtype +shape /d; s/^([^ ]+) +([^ ]+) +(\[[^]]*\]) +[0-9]+ +([0-9a-f]{64})( .*)?$/\1 \2 \3 \4/' "$out.raw" |
+    LC_ALL=C sort >"$out"
+  printf -v "list_$2" %s "$out"
+  [ -z "$key" ] || { [ -d "$T/.lists" ] || mkdir "$T/.lists"; mv "$out" "$key"; printf -v "list_$2" %s "$key"; }
 }
