@@ -948,6 +948,15 @@ bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g)
 	return g && g->experts[0] != TPC_ROLE_NONE;
 }
 
+const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)
+{
+	size_t n = g ? sizeof(g->head_tile.rows) / sizeof(g->head_tile.rows[0]) : 0;
+	for (size_t i = 0; role != TPC_ROLE_NONE && i < n && g->head_tile.rows[i].role != TPC_ROLE_NONE; i++)
+		if (g->head_tile.rows[i].role == role)
+			return &g->head_tile.rows[i];
+	return NULL;
+}
+
 const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
 {
 	const tpc_family *f = tpc_family_by_arch(hf_arch);

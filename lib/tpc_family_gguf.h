@@ -18,6 +18,7 @@
  *              record's conv1d): permute_qk, norm_plus_1, no_lm_head,
  *              neox_qkv, experts (the order the stacks are written in),
  *              head_split (one tensor written as two, split per head)
+ *              head_tile (value heads grouped by key head written tiled)
  *   head_dim   what transformers' config class fills in when config.json has
  *              no head_dim (0: none, -1: hidden_size / num_attention_heads)
  *   tokenizer  vocab (which set_vocab the reference runs), the
@@ -274,6 +275,27 @@ typedef struct tpc_gguf_group_split {
 	const char *key_rows[4];
 } tpc_gguf_group_split;
 
+/* A role whose heads the reference reorders from grouped to tiled
+ * (_LinearAttentionVReorderBase.modify_tensors, Qwen3.5's gated DeltaNet:
+ * `heads` value heads stored grouped by key head, heads / groups to each of
+ * `groups`; llama.cpp broadcasts them tiled, the first of every group, then
+ * the second ...): along `dim`, the tensor's last `span` entries (config.json
+ * members multiplied; key_span the same from the GGUF's {arch}.* keys) as
+ * groups x (heads / groups) heads of span / heads entries each, reordered
+ * (tpc_tensor_tile_groups) before any other transform of the role (after the
+ * squeeze of a depthwise convolution), and back when read. Views. */
+typedef struct tpc_gguf_tile_row {
+	tpc_role role;              /* 0: none (ends the list) */
+	int dim;                    /* 0: rows; 1: columns (out_proj's inputs) */
+	const char *span, *key_span;
+} tpc_gguf_tile_row;
+
+typedef struct tpc_gguf_head_tile {
+	const char *groups, *heads;         /* config.json members ('|': the first present) */
+	const char *key_groups, *key_heads; /* the same read back: {arch}.* keys */
+	tpc_gguf_tile_row rows[8];
+} tpc_gguf_head_tile;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -303,6 +325,7 @@ typedef struct tpc_gguf_arch {
 	tpc_role experts[3]; /* a layer's stacked experts in the order written; 0: none */
 	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
 	tpc_gguf_group_split group_split; /* a tensor written as two, its grouped rows gathered */
+	tpc_gguf_head_tile head_tile; /* roles whose heads are written tiled, not grouped */
 	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):
 				  * a tensor under it whose layer number is past config.json's
 				  * layer count is left out, as the reference does (DeepseekV2Model's
@@ -330,6 +353,9 @@ typedef struct tpc_gguf_arch {
 			       * Olmo2ForCausalLM and Olmo3ForCausalLM both as olmo2); the record
 			       * without one reads the others */
 } tpc_gguf_arch;
+
+/* The record's head_tile row of `role`, NULL when the role is not tiled */
+const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role);
 
 /* Whether the architecture stacks a layer's experts into one tensor each */
 bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g);

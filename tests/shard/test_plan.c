@@ -10,6 +10,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_extras.h"
 #include "tpc_family.h"
+#include "tpc_family_gguf.h"
 #include "tpc_cfg.h"
 #include "tpc_layout.h"
 #include "tpc_plan.h"
@@ -1278,6 +1279,34 @@ static void test_facts_origin(void **st)
 
 /* What transformers keeps in f32 under a narrower dtype: the record's roles,
  * strict ones under f16 and bf16, the others under f16 only. */
+/* The GGUF column's head_tile (roles written with their value heads tiled):
+ * tpc_gguf_tile_of finds a listed role and no other; every record's rows
+ * name a role of its own table that has a GGUF name, dim 0 or 1, both
+ * spans, and the groups and heads both ways. */
+static void test_gguf_tiles(void **st)
+{
+	(void)st;
+	static const tpc_gguf_arch g = {.head_tile = {.groups = "k", .heads = "v", .key_groups = "kg", .key_heads = "vg",
+						      .rows = {{TPC_ROLE_SSM_Z, 0, "v*d", "inner"}, {TPC_ROLE_SSM_OUT, 1, "v*d", "inner"}}}};
+	assert_ptr_equal(tpc_gguf_tile_of(&g, TPC_ROLE_SSM_OUT), &g.head_tile.rows[1]);
+	assert_null(tpc_gguf_tile_of(&g, TPC_ROLE_SSM_QKV));
+	assert_null(tpc_gguf_tile_of(&g, TPC_ROLE_NONE));
+	assert_null(tpc_gguf_tile_of(NULL, TPC_ROLE_SSM_Z));
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *f = tpc_family_at(i);
+		const tpc_gguf_arch *a = f->gguf;
+		for (size_t k = 0; a && k < sizeof(a->head_tile.rows) / sizeof(a->head_tile.rows[0]); k++) {
+			const tpc_gguf_tile_row *r = &a->head_tile.rows[k];
+			if (r->role == TPC_ROLE_NONE)
+				break;
+			const tpc_tensor_row *row = tpc_family_row(f, r->role);
+			if (!row || !row->name[TPC_ECO_GGUF] || (r->dim != 0 && r->dim != 1) || !r->span || !r->key_span ||
+			    !a->head_tile.groups || !a->head_tile.heads || !a->head_tile.key_groups || !a->head_tile.key_heads)
+				fail_msg("%s: head_tile row %zu (%s)", f->name, k, tpc_role_name(r->role));
+		}
+	}
+}
+
 static void test_keeps_f32(void **state)
 {
 	(void)state;
@@ -1306,7 +1335,7 @@ int main(void)
 		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
-		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads),
+		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads), cmocka_unit_test(test_gguf_tiles),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
