@@ -143,6 +143,13 @@ typedef enum tpc_gguf_kh {
 			      * true but for each period-th layer (1-based), the period the first
 			      * of MEMBERS present, else N (Qwen3NextModel's
 			      * attention.recurrent_layers: "linear_attention|full_attention_interval|4") */
+	TPC_KH_ROPE_SECTIONS, /* an INT32 array: the rope parameters' mrope_section, padded with 0 to
+			       * 4 entries (its first 4), written where TextModel writes it, after
+			       * the rope scaling keys (the ROPE_SCALING rule, which refuses an
+			       * mrope_section for a record without this rule: llama.cpp reads its
+			       * sections only for the architectures that say so); at this rule's
+			       * own place, when config.json has none, the default names holds
+			       * ("11,11,10,0": _Qwen35MRopeMixin's; NULL: no key) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -226,6 +233,10 @@ typedef enum tpc_gguf_ck {
 			     * exactly (mamba_expand: ssm.inner_size / embedding_length;
 			     * Qwen3-Next's linear_value_head_dim: ssm.inner_size /
 			     * ssm.time_step_rank) */
+	TPC_CK_ROPE_SECTIONS, /* an integer array key: member written into rope_parameters (with
+			       * rope_type "default" unless there) when the key stands where
+			       * TextModel writes config.json's (before general.file_type); after
+			       * it, the record's default (TPC_KH_ROPE_SECTIONS): no member */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {

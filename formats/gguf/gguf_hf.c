@@ -903,6 +903,32 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			}
 			continue;
 		}
+		if (r->kind == TPC_CK_ROPE_SECTIONS) {
+			const tpc_gguf_kv *ft = kv_get(kv, NULL, "general.file_type");
+			if (!k || k->type != TPC_GV_ARRAY || k->atype != TPC_GV_I32 || (ft && k > ft))
+				continue; /* none, or the record's default (written after TextModel's keys) */
+			cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters"), *a = cJSON_CreateArray();
+			if (!rp)
+				rp = cJSON_AddObjectToObject(o, "rope_parameters");
+			if (!rp || !a || (!cJSON_GetObjectItemCaseSensitive(rp, "rope_type") &&
+					  !cJSON_AddStringToObject(rp, "rope_type", "default"))) {
+				cJSON_Delete(a);
+				return tpc_err_nomem(h->e);
+			}
+			for (uint64_t j = 0; j < k->n; j++) {
+				cJSON *x = cJSON_CreateNumber(((const int32_t *)k->arr)[j]);
+				if (!x || !cJSON_AddItemToArray(a, x)) {
+					cJSON_Delete(x);
+					cJSON_Delete(a);
+					return tpc_err_nomem(h->e);
+				}
+			}
+			if (!cJSON_AddItemToObject(rp, r->member, a)) {
+				cJSON_Delete(a);
+				return tpc_err_nomem(h->e);
+			}
+			continue;
+		}
 		if (r->kind == TPC_CK_INT_DIFF) {
 			if (!(item = int_op(h, kv, r->key, '-')))
 				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
