@@ -125,17 +125,7 @@ static const tpc_gguf_kv_rule qwen35moe_kv[] = {
 	R_END,
 };
 static const tpc_gguf_kv_rule qwen3next_kv[] = {
-	TEXT_RULES,
-	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
-	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
-	{"ssm.conv_kernel", U32, TPC_KH_REQ, "linear_conv_kernel_dim"},
-	{"ssm.state_size", U32, TPC_KH_REQ, "linear_key_head_dim"},
-	{"ssm.group_count", U32, TPC_KH_REQ, "linear_num_key_heads"},
-	{"ssm.time_step_rank", U32, TPC_KH_REQ, "linear_num_value_heads"},
-	{"ssm.inner_size", U32, TPC_KH_PRODUCT, "linear_value_head_dim*linear_num_value_heads"},
-	{"attention.recurrent_layers", BOOL, TPC_KH_LAYER_IS, "linear_attention|full_attention_interval|4"},
-	{"full_attention_interval", U32, TPC_KH_CONST, "4"},
-	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.25"},
+	QWEN3NEXT_RULES,
 	R_END,
 };
 /* OlmoeModel (conversion/olmo.py): TextModel's keys, then the rms epsilon
