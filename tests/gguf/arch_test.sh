@@ -848,14 +848,15 @@ if [ $rc -eq 3 ] && grep -qF "tensor 'mtp.fc.weight'" "$T/err" && [ ! -e "$T/w.g
 else
   bad "qwen3-next with an mtp.* tensor (exit $rc)" "$(cat "$T/err")"
 fi
-# Qwen3.5 and Qwen3.5-MoE (no GGUF column yet): shard at tp 2 and 4 with
+# Qwen3.5 and Qwen3.5-MoE: shard at tp 2 and 4 with
 # the preset from config.json, merge byte-identical, verify's model check
 # (the MoE's with --seed 2: seed 1's 8 tokens differ by 1.1e-4 of their
 # rms already at tp 1, fp32 against fp64 with nothing split, as
 # tiny-qwen3-next's do at --seed 3; the blocks all pass); rank 1's two
 # value-head groups of layer 0's in_proj_z swapped fail its DeltaNet and
 # layer 1's attention still passes; tp 8 refused naming the tensor (4 key
-# heads); GGUF refused by name (exit 3)
+# heads); GGUF -> HF -> GGUF byte-identical (tpconv's GGUF = the reference's:
+# ref/whole.sha256)
 for fam in qwen3_5 qwen3_5-moe; do
   O="$A/tiny-$fam" vs=
   [ $fam = qwen3_5-moe ] && vs="--seed 2"
@@ -894,14 +895,31 @@ PY
   else
     bad "$fam tp 8 (exit $rc)" "$(cat "$T/err")"
   fi
-  rm -f "$T/w.gguf"
-  "$TPCONV" convert "$O" -o "$T/w.gguf" -q 2> "$T/err"; rc=$?
-  if [ $rc -eq 3 ] && grep -qF "architecture 'Qwen3_5" "$T/err" && [ ! -e "$T/w.gguf" ]; then
-    ok "$fam: no GGUF column: refused into GGUF by its architecture's name (exit 3)"
+  rm -rf "$T/rt" && mkdir "$T/rt"
+  if "$TPCONV" convert "$O" -o "$T/rt/o.gguf" --outtype f32 -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/rt/o.gguf" -o "$T/rt/tiny-$fam/" -q 2>> "$T/err" &&
+     "$TPCONV" convert "$T/rt/tiny-$fam" -o "$T/rt/back.gguf" --outtype f32 -q 2>> "$T/err" &&
+     cmp -s "$T/rt/o.gguf" "$T/rt/back.gguf"; then
+    ok "$fam: GGUF -> HF folder -> GGUF byte-identical (value heads tiled and back)"
   else
-    bad "$fam into GGUF (exit $rc)" "$(cat "$T/err")"
+    bad "$fam: GGUF -> HF -> GGUF" "$(cat "$T/err")"
   fi
 done
+# Qwen3.5 with mrope_section in its rope parameters (as the published
+# checkpoints): rope.dimension_sections written after the rope scaling keys,
+# padded to 4, not the default at the end; read back into rope_parameters
+tokcfg qwen3_5 mrope 'c["rope_parameters"]["mrope_section"] = [1, 1, 0]' config.json
+# a q8_0 GGUF of it: the quantized value heads are not read back tiled ->
+# grouped (refused by name, exit 3, nothing written)
+rm -rf "$T/q35q" && mkdir "$T/q35q"
+"$TPCONV" convert "$A/tiny-qwen3_5" -o "$T/q35q/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
+  "$TPCONV" convert "$T/q35q/q.gguf" -o "$T/q35q/hf/" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "a quantized tensor's heads are not read back by tpconv yet" "$T/err" &&
+   [ ! -e "$T/q35q/hf/model.safetensors" ]; then
+  ok "qwen3_5: a q8_0 GGUF into Hugging Face form is refused by name (exit 3)"
+else
+  bad "qwen3_5: q8_0 GGUF -> HF (exit $rc)" "$(cat "$T/err")"
+fi
 # DeepSeek-V3's HF folder read back from its GGUF (every tensor the
 # original's bytes: hf_test.sh; loaded by transformers: the interop run);
 # here a q8_0 GGUF, whose attn_v_b is block-quantized, is refused into Hugging
