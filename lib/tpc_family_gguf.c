@@ -1021,8 +1021,11 @@ const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)
 
 const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
 {
-	const tpc_family *f = tpc_family_by_arch(hf_arch);
-	return f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) ? f : NULL;
+	const tpc_family *f = tpc_family_by_arch(hf_arch), *w = tpc_family_by_wrap(hf_arch);
+	if (f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch))
+		return f;
+	/* a multimodal class: its text model, when that record has a GGUF column */
+	return w && w->gguf ? w : NULL;
 }
 
 const tpc_family *tpc_family_by_gguf_hf_experts(const char *hf_arch, int64_t experts)
