@@ -1325,6 +1325,10 @@ static void test_text_model(void **st)
 	char groups[128];
 	size_t left = 0;
 	assert_non_null(f);
+	/* the records' multimodal classes */
+	assert_ptr_equal(tpc_family_by_wrap("Qwen3_5ForConditionalGeneration"), f);
+	assert_ptr_equal(tpc_family_by_wrap("Qwen3_5MoeForConditionalGeneration"), tpc_family_find("qwen3_5-moe"));
+	assert_null(tpc_family_by_wrap("Qwen3_5ForCausalLM"));
 	tpc_ckpt_init(&ck);
 	tpc_err_init(&e);
 	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", calloc(16, 1), 16, &src, &e), 0);
