@@ -285,6 +285,12 @@ char *tpc_cli_model_config(const char *path, const struct tpc_cli_set *set);
 /* The family whose record lists the architecture config.json at cfg_path
  * names (architectures[0], else its model_type's); NULL if none or unreadable. */
 const struct tpc_family *tpc_cli_config_family(const char *cfg_path);
+/* A multimodal checkpoint (config.json's architectures[0] a record's
+ * hf_wrap) read as its text model, as convert_hf_to_gguf.py does
+ * (tpc_family_text_model), with a warning naming what was left out; nothing
+ * for any other. 0 or the exit status (said). */
+struct tpc_ckpt;
+int tpc_cli_text_model(const char *path, const struct tpc_cli_set *set, struct tpc_ckpt *ck);
 /* A checkpoint whose file holds its configuration (GGUF): the config.json
  * it gives (*json, malloc'd; NULL for other formats) and its facts filled
  * into *f where *f has none. */

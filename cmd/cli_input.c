@@ -113,6 +113,29 @@ const tpc_family *tpc_cli_config_family(const char *cfg_path)
 	return tpc_family_by_arch(arch);
 }
 
+int tpc_cli_text_model(const char *path, const tpc_cli_set *set, tpc_ckpt *ck)
+{
+	char *cfg = tpc_cli_model_config(path, set), *text = NULL, arch[128] = "", groups[256];
+	size_t len = 0, nleft = 0;
+	tpc_err e;
+	tpc_err_init(&e);
+	if (cfg && !tpc_read_file(cfg, 1u << 24, &text, &len, &e)) {
+		cJSON *c = cJSON_ParseWithLength(text, len);
+		config_arch(c, arch, sizeof(arch));
+		cJSON_Delete(c);
+	}
+	free(text);
+	free(cfg);
+	const tpc_family *f = tpc_family_by_wrap(arch);
+	if (!f)
+		return 0;
+	if (tpc_family_text_model(f, ck, &nleft, groups, sizeof(groups), &e))
+		return tpc_cli_fail(&e);
+	tpc_cli_warn("'%s' is a %s: its text model (%s) is read, as convert_hf_to_gguf.py reads it ('language_model.' taken out of the names); %zu tensor%s left out%s%s",
+		     path, arch, f->name, nleft, nleft == 1 ? "" : "s", nleft ? ": " : "", nleft ? groups : "");
+	return 0;
+}
+
 int tpc_cli_preset_for(const char *cmd, const tpc_cli_set *set, const char *cfg_path, const char *cfg_json,
 		       const char **preset)
 {
@@ -136,7 +159,17 @@ int tpc_cli_preset_for(const char *cmd, const tpc_cli_set *set, const char *cfg_
 		snprintf(what, sizeof(what), "'%s'", cfg_path);
 	else
 		snprintf(what, sizeof(what), "the GGUF's metadata");
-	const tpc_family *own = tpc_family_by_arch(arch), *pf = tpc_family_find(set->preset);
+	const tpc_family *own = tpc_family_by_arch(arch), *pf = tpc_family_find(set->preset), *wrap = tpc_family_by_wrap(arch);
+	/* a multimodal checkpoint: its tensors are not the text model's names
+	 * (model.language_model.*) and its towers have no plan */
+	if (wrap && !own) {
+		char safe[128];
+		tpc_sanitize(safe, sizeof(safe), arch);
+		tpc_err_at(&e, TPC_EINPUT, cfg_path, NULL,
+			   "architecture '%s' is a multimodal model (its text model is %s's): %s does not take it yet; its text model's GGUF is written by 'tpconv convert IN -o OUT.gguf'",
+			   safe, wrap->name, cmd);
+		return tpc_cli_fail(&e);
+	}
 	if (!set->preset) {
 		if (own && own->plan) {
 			*preset = own->name;

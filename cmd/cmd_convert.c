@@ -337,6 +337,9 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 		return tpc_cli_usage("convert", "--preset, --plan, --tp and --pp tell how a shard set without a tpconv manifest was split; '%s' is not a shard set",
 				     c->in);
 	}
+	/* a multimodal checkpoint into GGUF: its text model, as the reference reads it */
+	if (in->have_ck && c->outf && !strcmp(c->outf->name, "gguf") && (ret = tpc_cli_text_model(c->in, &c->set, &in->ck)))
+		return ret;
 	/* FP8 / GPTQ / AWQ weights become descriptions computed while writing */
 	if (c->dequant && (ret = tpc_cli_dequantize(c->in, in->view, ndq)))
 		return ret;

@@ -301,6 +301,16 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
  * along dim) or out of memory. */
 int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t groups, int64_t per,
 		       int64_t off, int64_t len);
+/* Entries [off, off + groups * per * unit) of dim, laid out as `groups`
+ * groups of `per` units of `unit` entries each, reordered unit-major: the
+ * first unit of every group, then the second of every group, ... (llama.cpp's
+ * grouped -> tiled order of a linear attention's value heads, `per` value
+ * heads to each of `groups` key heads); the entries before and after kept in
+ * place. The same call with groups and per swapped is its inverse. A
+ * composite of views (a copy of src when per or groups is 1): no byte
+ * copied. -1 when the span does not lie inside dim or out of memory. */
+int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t off, int64_t groups, int64_t per,
+			   int64_t unit);
 /* dst = the rows start, start + step, ..., start + (count-1) * step of src
  * (dim 0), count >= 1: for a view one strided view, for a composite the
  * same taken from its parts, for a dequantized tensor row by row. -1 when the

@@ -470,9 +470,10 @@ static const tpc_tensor_row qwen3next_tensors[] = {
  * on every layer (Qwen3.5) or Qwen3-Next's experts beside a gated shared
  * expert on every layer (Qwen3.5-MoE, mlp_only_layers gone). GGUF names:
  * gguf-py constants.py MODEL_ARCH.QWEN35 / QWEN35MOE (in_proj_qkv attn_qkv,
- * in_proj_z attn_gate, ssm_beta, ssm_alpha). The checkpoint of
- * Qwen3_5ForConditionalGeneration (model.language_model.*, model.visual.*)
- * is not this record's; mtp.* has no rows. */
+ * in_proj_z attn_gate, ssm_beta, ssm_alpha). The published checkpoints,
+ * Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration
+ * (model.language_model.*, model.visual.*, mtp.*), hold it as their text
+ * model (hf_wrap); mtp.* has no rows. */
 #define QWEN35_ROWS \
 	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, NULL, NULL, "token_embd.weight"), \
 	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, NULL, NULL, "output_norm.weight"), \
@@ -1282,6 +1283,8 @@ static const tpc_family families[] = {
 	 .desc = "Qwen3.5 text (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkv [q|k|v] and conv1d by heads, in_proj_z/in_proj_b/in_proj_a/dt_bias/A_log by value head, out_proj row; mlp gate/up col, down row",
 	 .plan = QWEN35_JSON,
 	 .hf_arch = A("Qwen3_5ForCausalLM"),
+	 .hf_wrap = A("Qwen3_5ForConditionalGeneration"),
+	 .gguf = &tpc__gguf_qwen35,
 	 .tensors = qwen35_tensors,
 	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
 	       .partial_rope = true, .rope_fraction = 0.25, .tied_head = true)},
@@ -1289,6 +1292,8 @@ static const tpc_family families[] = {
 	 .desc = "Qwen3.5-MoE text (HF names): gated q_proj col by whole heads; linear_attn in_proj_qkv [q|k|v] and conv1d by heads, in_proj_z/in_proj_b/in_proj_a/dt_bias/A_log by value head, out_proj row; experts gate/up col, down row; shared expert like a dense MLP; router and shared_expert_gate replicated",
 	 .plan = QWEN35MOE_JSON,
 	 .hf_arch = A("Qwen3_5MoeForCausalLM"),
+	 .hf_wrap = A("Qwen3_5MoeForConditionalGeneration"),
+	 .gguf = &tpc__gguf_qwen35moe,
 	 .tensors = qwen35moe_tensors,
 	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
 	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},

@@ -65,6 +65,7 @@
 #include <stdint.h>
 
 #include "tpc_dtype.h"
+#include "tpconv_err.h"
 
 typedef enum tpc_role {
 	TPC_ROLE_NONE = 0,   /* ends a table */
@@ -387,6 +388,12 @@ typedef struct tpc_family_trtllm {
 typedef struct tpc_family {
 	const char *name, *desc, *plan;
 	const char *const *hf_arch;      /* NULL-terminated; NULL: none */
+	/* multimodal classes whose checkpoint holds this record's model as its
+	 * text model (Qwen3_5ForConditionalGeneration: model.language_model.*
+	 * beside model.visual.* and mtp.*), which convert_hf_to_gguf.py's
+	 * TextModel reads as the text model ("language_model." taken out of
+	 * the names, config.json's text_config over its top level); NULL: none */
+	const char *const *hf_wrap;
 	const char *const *rules;        /* NULL-terminated; NULL: none */
 	const char *const *layouts;      /* the engine layouts (shard/tpc_layout.h) whose
 					  * loaders were checked against this family's
@@ -411,6 +418,19 @@ const tpc_family *tpc_family_at(size_t i);           /* NULL past the end */
 const tpc_family *tpc_family_find(const char *name); /* NULL if unknown */
 /* The family whose hf_arch lists `arch` (config.json's architectures[0]);
  * the first such record, NULL if none. */
+/* The record whose hf_wrap lists `arch` (a multimodal class holding its
+ * text model), or NULL */
+const tpc_family *tpc_family_by_wrap(const char *arch);
+/* A multimodal checkpoint's text model as convert_hf_to_gguf.py's
+ * TextModel.filter_tensors reads it: "language_model." taken out of every
+ * name that has it (those tensors kept: the GGUF writer refuses by name one
+ * the record has no row for), every other tensor the record's table does
+ * not classify left out (the vision tower model.visual.*, mtp.*). *nleft
+ * gets how many were left out, `groups` their groups ("model.visual.*,
+ * mtp.*": a name's first two parts under "model.", else its first; cut to
+ * fit n). -1 with e set on a name clash or out of memory. */
+struct tpc_ckpt;
+int tpc_family_text_model(const tpc_family *f, struct tpc_ckpt *ck, size_t *nleft, char *groups, size_t n, tpc_err *e);
 const tpc_family *tpc_family_by_arch(const char *arch);
 /* The family a TensorRT-LLM config.json's "architecture" names: one whose
  * trtllm.arch lists it, else tpc_family_by_arch. */

@@ -94,18 +94,38 @@ static const tpc_gguf_kv_rule qwen2moe_kv[] = {
  * config.json says (the reference reads transformers 5.12's
  * Qwen3NextConfig.to_dict(), whose __post_init__ pops it); the rotary
  * dimension int(head_dim x partial_rotary_factor, 0.25 unsaid) */
+#define QWEN3NEXT_RULES \
+	TEXT_RULES, \
+	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"}, \
+	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"}, \
+	{"ssm.conv_kernel", U32, TPC_KH_REQ, "linear_conv_kernel_dim"}, \
+	{"ssm.state_size", U32, TPC_KH_REQ, "linear_key_head_dim"}, \
+	{"ssm.group_count", U32, TPC_KH_REQ, "linear_num_key_heads"}, \
+	{"ssm.time_step_rank", U32, TPC_KH_REQ, "linear_num_value_heads"}, \
+	{"ssm.inner_size", U32, TPC_KH_PRODUCT, "linear_value_head_dim*linear_num_value_heads"}, \
+	{"attention.recurrent_layers", BOOL, TPC_KH_LAYER_IS, "linear_attention|full_attention_interval|4"}, \
+	{"full_attention_interval", U32, TPC_KH_CONST, "4"}, \
+	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.25"}
+/* Qwen3_5TextModel and Qwen3_5MoeTextModel (conversion/qwen.py: Qwen3NextModel
+ * through _LinearAttentionVReorderBase): Qwen3-Next's keys, then
+ * rope.dimension_sections (_Qwen35MRopeMixin: config.json's mrope_section
+ * where TextModel writes it, else [11, 11, 10, 0] here); Qwen3.5's
+ * _try_set_pooling_type last (modules.json, embedding_config.json,
+ * classifier_pooling: refused, not written) */
+#define QWEN35_RULES \
+	QWEN3NEXT_RULES, \
+	{"rope.dimension_sections", 0, TPC_KH_ROPE_SECTIONS, "11,11,10,0"}
+static const tpc_gguf_kv_rule qwen35_kv[] = {
+	QWEN35_RULES,
+	{"pooling_type", 0, TPC_KH_REFUSE, "pooling_type|classifier_pooling"},
+	R_END,
+};
+static const tpc_gguf_kv_rule qwen35moe_kv[] = {
+	QWEN35_RULES,
+	R_END,
+};
 static const tpc_gguf_kv_rule qwen3next_kv[] = {
-	TEXT_RULES,
-	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
-	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"},
-	{"ssm.conv_kernel", U32, TPC_KH_REQ, "linear_conv_kernel_dim"},
-	{"ssm.state_size", U32, TPC_KH_REQ, "linear_key_head_dim"},
-	{"ssm.group_count", U32, TPC_KH_REQ, "linear_num_key_heads"},
-	{"ssm.time_step_rank", U32, TPC_KH_REQ, "linear_num_value_heads"},
-	{"ssm.inner_size", U32, TPC_KH_PRODUCT, "linear_value_head_dim*linear_num_value_heads"},
-	{"attention.recurrent_layers", BOOL, TPC_KH_LAYER_IS, "linear_attention|full_attention_interval|4"},
-	{"full_attention_interval", U32, TPC_KH_CONST, "4"},
-	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.25"},
+	QWEN3NEXT_RULES,
 	R_END,
 };
 /* OlmoeModel (conversion/olmo.py): TextModel's keys, then the rms epsilon
@@ -529,6 +549,18 @@ static const tpc_gguf_cfg_rule qwen3next_cfg[] = {
 	{"layer_types", "attention.recurrent_layers", TPC_CK_LAYER_TYPES_LINEAR},
 	{NULL, NULL, TPC_CK_INT},
 };
+/* Qwen3.5: Qwen3-Next's, and the mrope sections config.json gave */
+static const tpc_gguf_cfg_rule qwen35_cfg[] = {
+	TEXT_CFG_ROWS
+	{"linear_conv_kernel_dim", "ssm.conv_kernel", TPC_CK_INT},
+	{"linear_key_head_dim", "ssm.state_size", TPC_CK_INT},
+	{"linear_num_key_heads", "ssm.group_count", TPC_CK_INT},
+	{"linear_num_value_heads", "ssm.time_step_rank", TPC_CK_INT},
+	{"linear_value_head_dim", "ssm.inner_size/ssm.time_step_rank", TPC_CK_INT_QUOT},
+	{"layer_types", "attention.recurrent_layers", TPC_CK_LAYER_TYPES_LINEAR},
+	{"mrope_section", "rope.dimension_sections", TPC_CK_ROPE_SECTIONS},
+	{NULL, NULL, TPC_CK_INT},
+};
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */
 /* OLMo 3: layer_types (the window is a text row) */
 static const tpc_gguf_cfg_rule olmo3_cfg[] = {
@@ -631,6 +663,36 @@ const tpc_gguf_arch tpc__gguf_qwen3next = {
 				     "ssm.inner_size"}},
 	.vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "Qwen2Tokenizer",
 	.hf_cfg = qwen3next_cfg, .rope_pct = "partial_rotary_factor", .experts_member = "num_experts"};
+/* Qwen3_5TextModel / Qwen3_5MoeTextModel.modify_tensors: the DeltaNet's
+ * value heads, grouped by key head, tiled (_LinearAttentionVReorderBase:
+ * in_proj_qkv's v rows, in_proj_z's rows, a row each of in_proj_b,
+ * in_proj_a, A_log and dt_bias, conv1d's v channels, out_proj's columns),
+ * then Qwen3NextModel's transforms (in_proj_qkv and in_proj_z are attn_qkv
+ * and attn_gate as they are: no group split); its expert order and
+ * vocabulary; model_type the text config's */
+#define QWEN35_TILE \
+	{.groups = "linear_num_key_heads", .heads = "linear_num_value_heads", .key_groups = "ssm.group_count", \
+	 .key_heads = "ssm.time_step_rank", \
+	 .rows = {{TPC_ROLE_SSM_QKV, 0, "linear_num_value_heads*linear_value_head_dim", "ssm.inner_size"}, \
+		  {TPC_ROLE_SSM_Z, 0, "linear_num_value_heads*linear_value_head_dim", "ssm.inner_size"}, \
+		  {TPC_ROLE_SSM_BETA, 0, "linear_num_value_heads", "ssm.time_step_rank"}, \
+		  {TPC_ROLE_SSM_ALPHA, 0, "linear_num_value_heads", "ssm.time_step_rank"}, \
+		  {TPC_ROLE_SSM_A, 0, "linear_num_value_heads", "ssm.time_step_rank"}, \
+		  {TPC_ROLE_SSM_DT, 0, "linear_num_value_heads", "ssm.time_step_rank"}, \
+		  {TPC_ROLE_SSM_CONV1D, 0, "linear_num_value_heads*linear_value_head_dim", "ssm.inner_size"}, \
+		  {TPC_ROLE_SSM_OUT, 1, "linear_num_value_heads*linear_value_head_dim", "ssm.inner_size"}}}
+#define QWEN35_PART \
+	.norm_plus_1 = true, .norm_plain = TPC_ROLE_SSM_NORM, .neg_exp = TPC_ROLE_SSM_A, .squeeze = TPC_ROLE_SSM_CONV1D, \
+	.head_tile = QWEN35_TILE, .vocab = TPC_GGUF_VOCAB_BPE, .tok_class_spm = "LlamaTokenizer", \
+	.tok_class_bpe = "Qwen2Tokenizer", .hf_cfg = qwen35_cfg, .rope_pct = "partial_rotary_factor"
+const tpc_gguf_arch tpc__gguf_qwen35 = {
+	.arch = "qwen35", .hf_arch = A("Qwen3_5ForCausalLM"), .kv = qwen35_kv, .model_type = "qwen3_5_text", QWEN35_PART};
+const tpc_gguf_arch tpc__gguf_qwen35moe = {
+	.arch = "qwen35moe", .hf_arch = A("Qwen3_5MoeForCausalLM"), .kv = qwen35moe_kv, .model_type = "qwen3_5_moe_text",
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .experts_member = "num_experts",
+	QWEN35_PART};
+#undef QWEN35_PART
+#undef QWEN35_TILE
 /* OlmoeModel: Qwen2MoeModel's expert order; TextModel's _set_vocab_gpt2 */
 const tpc_gguf_arch tpc__gguf_olmoe = {
 	.arch = "olmoe", .hf_arch = A("OlmoeForCausalLM"), .kv = olmoe_kv,
@@ -949,10 +1011,22 @@ bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g)
 	return g && g->experts[0] != TPC_ROLE_NONE;
 }
 
+const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)
+{
+	size_t n = g ? sizeof(g->head_tile.rows) / sizeof(g->head_tile.rows[0]) : 0;
+	for (size_t i = 0; role != TPC_ROLE_NONE && i < n && g->head_tile.rows[i].role != TPC_ROLE_NONE; i++)
+		if (g->head_tile.rows[i].role == role)
+			return &g->head_tile.rows[i];
+	return NULL;
+}
+
 const tpc_family *tpc_family_by_gguf_hf(const char *hf_arch)
 {
-	const tpc_family *f = tpc_family_by_arch(hf_arch);
-	return f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch) ? f : NULL;
+	const tpc_family *f = tpc_family_by_arch(hf_arch), *w = tpc_family_by_wrap(hf_arch);
+	if (f && f->gguf && tpc_family_lists(f->gguf->hf_arch, hf_arch))
+		return f;
+	/* a multimodal class: its text model, when that record has a GGUF column */
+	return w && w->gguf ? w : NULL;
 }
 
 const tpc_family *tpc_family_by_gguf_hf_experts(const char *hf_arch, int64_t experts)

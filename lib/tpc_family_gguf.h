@@ -18,6 +18,7 @@
  *              record's conv1d): permute_qk, norm_plus_1, no_lm_head,
  *              neox_qkv, experts (the order the stacks are written in),
  *              head_split (one tensor written as two, split per head),
+ *              head_tile (value heads grouped by key head written tiled),
  *              mxfp4_blocks (MXFP4 blocks repacked, not dequantized)
  *   head_dim   what transformers' config class fills in when config.json has
  *              no head_dim (0: none, -1: hidden_size / num_attention_heads)
@@ -143,6 +144,13 @@ typedef enum tpc_gguf_kh {
 			      * true but for each period-th layer (1-based), the period the first
 			      * of MEMBERS present, else N (Qwen3NextModel's
 			      * attention.recurrent_layers: "linear_attention|full_attention_interval|4") */
+	TPC_KH_ROPE_SECTIONS, /* an INT32 array: the rope parameters' mrope_section, padded with 0 to
+			       * 4 entries (its first 4), written where TextModel writes it, after
+			       * the rope scaling keys (the ROPE_SCALING rule, which refuses an
+			       * mrope_section for a record without this rule: llama.cpp reads its
+			       * sections only for the architectures that say so); at this rule's
+			       * own place, when config.json has none, the default names holds
+			       * ("11,11,10,0": _Qwen35MRopeMixin's; NULL: no key) */
 } tpc_gguf_kh;
 
 typedef struct tpc_gguf_kv_rule {
@@ -226,6 +234,10 @@ typedef enum tpc_gguf_ck {
 			     * exactly (mamba_expand: ssm.inner_size / embedding_length;
 			     * Qwen3-Next's linear_value_head_dim: ssm.inner_size /
 			     * ssm.time_step_rank) */
+	TPC_CK_ROPE_SECTIONS, /* an integer array key: member written into rope_parameters (with
+			       * rope_type "default" unless there) when the key stands where
+			       * TextModel writes config.json's (before general.file_type); after
+			       * it, the record's default (TPC_KH_ROPE_SECTIONS): no member */
 } tpc_gguf_ck;
 
 typedef struct tpc_gguf_cfg_rule {
@@ -275,6 +287,27 @@ typedef struct tpc_gguf_group_split {
 	const char *key_rows[4];
 } tpc_gguf_group_split;
 
+/* A role whose heads the reference reorders from grouped to tiled
+ * (_LinearAttentionVReorderBase.modify_tensors, Qwen3.5's gated DeltaNet:
+ * `heads` value heads stored grouped by key head, heads / groups to each of
+ * `groups`; llama.cpp broadcasts them tiled, the first of every group, then
+ * the second ...): along `dim`, the tensor's last `span` entries (config.json
+ * members multiplied; key_span the same from the GGUF's {arch}.* keys) as
+ * groups x (heads / groups) heads of span / heads entries each, reordered
+ * (tpc_tensor_tile_groups) before any other transform of the role (after the
+ * squeeze of a depthwise convolution), and back when read. Views. */
+typedef struct tpc_gguf_tile_row {
+	tpc_role role;              /* 0: none (ends the list) */
+	int dim;                    /* 0: rows; 1: columns (out_proj's inputs) */
+	const char *span, *key_span;
+} tpc_gguf_tile_row;
+
+typedef struct tpc_gguf_head_tile {
+	const char *groups, *heads;         /* config.json members ('|': the first present) */
+	const char *key_groups, *key_heads; /* the same read back: {arch}.* keys */
+	tpc_gguf_tile_row rows[8];
+} tpc_gguf_head_tile;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -313,6 +346,7 @@ typedef struct tpc_gguf_arch {
 			    * generate_extra_tensors, repack_mxfp4; base.py's prepare_metadata) */
 	tpc_gguf_head_split head_split; /* a tensor written as two, split per head */
 	tpc_gguf_group_split group_split; /* a tensor written as two, its grouped rows gathered */
+	tpc_gguf_head_tile head_tile; /* roles whose heads are written tiled, not grouped */
 	const char *past_layers; /* the Hugging Face prefix of the decoder layers ("model.layers."):
 				  * a tensor under it whose layer number is past config.json's
 				  * layer count is left out, as the reference does (DeepseekV2Model's
@@ -340,6 +374,9 @@ typedef struct tpc_gguf_arch {
 			       * Olmo2ForCausalLM and Olmo3ForCausalLM both as olmo2); the record
 			       * without one reads the others */
 } tpc_gguf_arch;
+
+/* The record's head_tile row of `role`, NULL when the role is not tiled */
+const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role);
 
 /* Whether the architecture stacks a layer's experts into one tensor each */
 bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g);
@@ -374,6 +411,6 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
 	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,
-	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next;
+	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe;
 
 #endif

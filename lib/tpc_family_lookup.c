@@ -5,11 +5,13 @@
  * themselves are tpc_family.c; tpc_family.h says what a record holds. */
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tpc_ckpt.h"
 #include "tpc_family.h"
 #include "tpc_family_gguf.h"
+#include "tpc_util.h"
 
 const tpc_family *tpc_family_find(const char *name)
 {
@@ -33,6 +35,78 @@ const tpc_family *tpc_family_by_arch(const char *arch)
 		if (tpc_family_lists(tpc_family_at(i)->hf_arch, arch))
 			return tpc_family_at(i);
 	return NULL;
+}
+
+const tpc_family *tpc_family_by_wrap(const char *arch)
+{
+	for (size_t i = 0; arch && i < tpc_family_count(); i++)
+		if (tpc_family_lists(tpc_family_at(i)->hf_wrap, arch))
+			return tpc_family_at(i);
+	return NULL;
+}
+
+/* name with every "language_model." taken out, into buf; false if none */
+static bool text_name(const char *name, char *buf, size_t n)
+{
+	static const char lm[] = "language_model.";
+	const char *p = strstr(name, lm);
+	size_t k = 0;
+	if (!p)
+		return false;
+	for (const char *s = name; *s && k + 1 < n;) {
+		if (!strncmp(s, lm, sizeof(lm) - 1)) {
+			s += sizeof(lm) - 1;
+			continue;
+		}
+		buf[k++] = *s++;
+	}
+	buf[k] = 0;
+	return true;
+}
+
+/* a left-out tensor's group ("model.visual.*", "mtp.*") added to groups
+ * when not there yet */
+static void add_group(const char *name, char *groups, size_t n)
+{
+	char g[96];
+	const char *dot = strchr(name, '.');
+	if (dot && !strncmp(name, "model.", 6) && strchr(dot + 1, '.'))
+		dot = strchr(dot + 1, '.');
+	snprintf(g, sizeof(g), "%.*s.*", dot ? (int)(dot - name) : (int)strlen(name), name);
+	size_t gl = strlen(g), have = strlen(groups);
+	for (const char *p = groups; (p = strstr(p, g)) != NULL; p += gl)
+		if ((p == groups || p[-1] == ' ') && (p[gl] == ',' || !p[gl]))
+			return;
+	snprintf(groups + have, n > have ? n - have : 0, "%s%s", have ? ", " : "", g);
+}
+
+int tpc_family_text_model(const tpc_family *f, tpc_ckpt *ck, size_t *nleft, char *groups, size_t n, tpc_err *e)
+{
+	bool *keep = tpc_calloc(ck->n ? ck->n : 1, sizeof(*keep));
+	int ret = keep ? 0 : tpc_err_nomem(e);
+	*nleft = 0;
+	if (n)
+		groups[0] = 0;
+	for (size_t i = 0; !ret && i < ck->n; i++) {
+		char nm[512];
+		int64_t l, x;
+		bool b;
+		if (text_name(ck->t[i].name, nm, sizeof(nm))) {
+			keep[i] = true;
+			if (tpc_ckpt_find(ck, nm) >= 0)
+				ret = tpc_err_at(e, TPC_EINPUT, ck->path, ck->t[i].name,
+						 "its text model's name '%s' is another tensor's too", nm);
+			else
+				ret = tpc_ckpt_rename(ck, (int64_t)i, nm, e);
+		} else if (!(keep[i] = tpc_family_classify(f, TPC_ECO_HF, ck->t[i].name, &l, &x, &b) != NULL)) {
+			(*nleft)++;
+			add_group(ck->t[i].name, groups, n);
+		}
+	}
+	if (!ret && *nleft)
+		ret = tpc_ckpt_filter(ck, keep, e);
+	free(keep);
+	return ret;
 }
 
 const tpc_family *tpc_family_by_trtllm_arch(const char *arch)

@@ -484,6 +484,36 @@ int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t 
 	return ret ? -1 : 0;
 }
 
+int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t off, int64_t groups, int64_t per,
+			   int64_t unit)
+{
+	uint64_t units, span;
+	if (dim < 0 || dim >= src->ndim || off < 0 || groups < 1 || per < 1 || unit < 1 ||
+	    tpc_mul_u64((uint64_t)groups, (uint64_t)per, &units) || tpc_mul_u64(units, (uint64_t)unit, &span) ||
+	    off > src->shape[dim] || span > (uint64_t)(src->shape[dim] - off) || units > INT32_MAX - 2)
+		return -1;
+	if (groups == 1 || per == 1)
+		return tpc_tensor_copy(dst, src) ? -1 : 0;
+	int64_t tail = src->shape[dim] - off - (int64_t)span;
+	tpc_tensor *parts = tpc_calloc((size_t)units + 2, sizeof(*parts));
+	int np = 0, ret = parts ? 0 : -1;
+	if (!ret && off)
+		ret = tpc_tensor_narrow(&parts[np++], src, dim, 0, off);
+	for (int64_t p = 0; p < per && !ret; p++)
+		for (int64_t g = 0; g < groups && !ret; g++)
+			ret = tpc_tensor_narrow(&parts[np++], src, dim, off + (g * per + p) * unit, unit);
+	if (!ret && tail)
+		ret = tpc_tensor_narrow(&parts[np++], src, dim, off + (int64_t)span, tail);
+	if (ret && np)
+		np--; /* the part that failed holds nothing */
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, parts, np, dim);
+	for (int i = 0; i < np; i++)
+		tpc_tensor_release(&parts[i]);
+	free(parts);
+	return ret ? -1 : 0;
+}
+
 /* rows_every of a composite along dim 0: the rows each part holds
  * (sel: start, step, count). */
 static int rows_every_part(tpc_tensor *piece, const tpc_tensor *part, int64_t pos, const void *ctx)

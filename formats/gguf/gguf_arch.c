@@ -271,6 +271,30 @@ static int mamba2_tensor(walk *w, const tpc_tensor *src, tpc_role role, tpc_tens
 	return 0;
 }
 
+/* members_product's twin below, for head_tile */
+static int members_product(conv *cv, const char *names, uint64_t *u);
+
+/* The record's head_tile of one tensor (src: its description, a depthwise
+ * convolution already squeezed): its value heads grouped by key head
+ * reordered tiled, as _LinearAttentionVReorderBase.modify_tensors does */
+static int head_tile(walk *w, const tpc_tensor *src, const char *sname, const tpc_gguf_tile_row *tr, tpc_tensor *dst)
+{
+	const tpc_gguf_head_tile *ht = &w->cv->spec->head_tile;
+	uint64_t groups = 0, heads = 0, span = 0;
+	if (tpc__gk_cfg_req_u32(&w->cv->c, ht->groups, &groups, w->cv->e) ||
+	    tpc__gk_cfg_req_u32(&w->cv->c, ht->heads, &heads, w->cv->e) || members_product(w->cv, tr->span, &span))
+		return -1;
+	int64_t n = tr->dim < src->ndim ? src->shape[tr->dim] : 0;
+	if (!groups || !heads || heads % groups || span % heads || span > (uint64_t)n ||
+	    tpc_tensor_tile_groups(dst, src, tr->dim, n - (int64_t)span, (int64_t)groups, (int64_t)(heads / groups),
+				   (int64_t)(span / heads)))
+		return tpc_err_at(w->cv->e, TPC_EINPUT, w->ck->path, sname,
+				  "the last %llu entries of dim %d are not %llu heads grouped by %llu (config.json's %s, %s)%s",
+				  (unsigned long long)span, tr->dim, (unsigned long long)heads, (unsigned long long)groups,
+				  ht->heads, ht->groups, src->dq ? ": a quantized tensor's heads are not reordered by tpconv yet" : "");
+	return 0;
+}
+
 /* One checkpoint tensor that is not an expert's: its description as the
  * reference writes it. */
 static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool bias)
@@ -278,18 +302,36 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 	const tpc_ckpt *ck = w->ck;
 	const tpc_tensor *src = &ck->t[i];
 	const tpc_gguf_arch *sp = w->cv->spec;
-	tpc_tensor t;
+	const tpc_gguf_tile_row *tr = bias ? NULL : tpc_gguf_tile_of(sp, row->role);
+	tpc_tensor t, tiled;
 	void *mem = NULL;
 	char name[256];
 	int part, ret = 0;
+	bool squeezed = false;
 	memset(&t, 0, sizeof(t));
+	memset(&tiled, 0, sizeof(tiled));
 	if (!tpc_family_name(row, TPC_ECO_GGUF, l, -1, bias, name, sizeof(name), &part))
-		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "no GGUF name for this tensor (%s)",
+		return tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name, "no GGUF name for this tensor (%s)",
 				  tpc_role_name(row->role));
+	if (tr) { /* heads tiled first: the reference's subclass reorders before its base transforms */
+		tpc_tensor base;
+		if (tpc_tensor_copy(&base, src))
+			return tpc_err_nomem(w->cv->e);
+		squeezed = sp->squeeze && row->role == sp->squeeze;
+		if (squeezed && (base.ndim != 3 || tpc_tensor_unit_dim(&base, 1, false)))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name,
+					 "not a depthwise convolution [channels, 1, kernel] (%d-D)", src->ndim);
+		if (!ret)
+			ret = head_tile(w, &base, ck->t[i].name, tr, &tiled);
+		tpc_tensor_release(&base);
+		if (ret)
+			return ret;
+		src = &tiled;
+	}
 	bool q = row->role == TPC_ROLE_ATTN_Q, k = row->role == TPC_ROLE_ATTN_K;
 	if (sp->permute_qk && (q || k)) {
 		if (tpc_tensor_rope_permute(&t, src, q ? (int64_t)w->heads : (int64_t)w->kv_heads, false))
-			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name,
 					 "%lld rows are not whole heads of even size (%llu heads)", (long long)src->shape[0],
 					 (unsigned long long)(q ? w->heads : w->kv_heads));
 	} else if (sp->neg_exp && row->role == sp->neg_exp && !bias) {
@@ -297,10 +339,10 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 	} else if (sp->squeeze && row->role == sp->squeeze && !bias) {
 		if (tpc_tensor_copy(&t, src))
 			ret = tpc_err_nomem(w->cv->e);
-		else if (t.ndim != 3 || tpc_tensor_unit_dim(&t, 1, false))
-			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
+		else if (!squeezed && (t.ndim != 3 || tpc_tensor_unit_dim(&t, 1, false)))
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name,
 					 "not a depthwise convolution [channels, 1, kernel] (%d-D)", src->ndim);
-	} else if (sp->norm_plus_1 && ends_with(src->name, "norm.weight") && !(sp->norm_plain && row->role == sp->norm_plain)) {
+	} else if (sp->norm_plus_1 && ends_with(ck->t[i].name, "norm.weight") && !(sp->norm_plain && row->role == sp->norm_plain)) {
 		ret = norm_plus_one(ck, src, &t, &mem, w->cv->e);
 	} else if (sp->mamba2 && !bias &&
 		   (row->role == TPC_ROLE_SSM_CONV1D || row->role == TPC_ROLE_SSM_A || row->role == TPC_ROLE_SSM_D ||
@@ -308,7 +350,7 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 		ret = mamba2_tensor(w, src, row->role, &t, &mem);
 	} else if (sp->neox_qkv && row->role == TPC_ROLE_ATTN_QKV) {
 		if (neox_qkv(src, (int64_t)w->heads, &t))
-			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name,
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name,
 					 "%lld rows are not 3 x %llu heads", src->ndim ? (long long)src->shape[0] : 0LL,
 					 (unsigned long long)w->heads);
 	} else if (tpc_tensor_copy(&t, src)) {
@@ -316,8 +358,8 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 	} else if (row->hf_in_out && !bias && t.ndim >= 2) {
 		/* gpt-oss's down_proj [E, I, H]: each expert's [in, out] transposed */
 		if (tpc_tensor_swap_dims(&t, t.ndim - 2, t.ndim - 1))
-			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, src->name, "cannot transpose this tensor's experts%s",
-					 src->dq ? " once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" : "");
+			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name, "cannot transpose this tensor's experts%s",
+					 ck->t[i].dq ? " once dequantized (without --dequantize MXFP4 blocks go to GGUF as MXFP4)" : "");
 	} else if (w->cv->fam->conv1d && !bias && t.ndim == 2 && row->role != TPC_ROLE_TOKEN_EMBD &&
 		   row->role != TPC_ROLE_POS_EMBD && row->role != TPC_ROLE_OUTPUT) {
 		tpc_tensor_transpose2d(&t); /* GPT2Model.modify_tensors: Conv1D [in, out] */
@@ -330,6 +372,7 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 		w->out.t[w->out.n - 1].mem = mem;
 	else
 		free(mem);
+	tpc_tensor_release(&tiled);
 	return ret;
 }
 

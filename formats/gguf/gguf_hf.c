@@ -21,6 +21,8 @@
  *   - GPT-NeoX's attn_qkv rows [3, heads, hd] back to [heads, 3, hd];
  *   - a tensor the GGUF holds as two parts split per head (the record's
  *     head_split: DeepSeek's attn_k_b, attn_v_b) joined head by head.
+ *   - value heads the reference wrote tiled (the record's head_tile:
+ *     Qwen3.5's DeltaNet) back in their groups by key head.
  * A missing output.weight is a tied head: no lm_head, and config.json says
  * tie_word_embeddings; the record's bias_flags say in config.json which
  * biases the GGUF holds (Seed-OSS's attention_bias, attention_out_bias;
@@ -602,6 +604,32 @@ static int neg_log(hfctx *h, const tpc_tensor *src, const char *name)
 	return ix < 0 ? (int)ix : 0;
 }
 
+/* The record's head_tile undone on src (a depthwise convolution given its
+ * unit dim back first): the heads back in groups, as the Hugging Face
+ * checkpoint holds them; src replaced by the view */
+static int head_untile(hfctx *h, tpc_tensor *src, const char *gname, const tpc_gguf_tile_row *tr, bool unsqueeze)
+{
+	const tpc_gguf_head_tile *ht = &h->a->head_tile;
+	int64_t groups = key_product(h, ht->key_groups), heads = key_product(h, ht->key_heads),
+		span = key_product(h, tr->key_span);
+	tpc_tensor u;
+	int dim = tr->dim;
+	if (unsqueeze && (src->ndim != 2 || tpc_tensor_unit_dim(src, 1, true)))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				  "not a depthwise convolution [channels, kernel] tpconv reads back (%d-D%s)", src->ndim,
+				  src->dq ? ", quantized" : "");
+	int64_t n = dim < src->ndim ? src->shape[dim] : 0;
+	if (groups < 1 || heads < 1 || heads % groups || span < 1 || span % heads || span > n ||
+	    tpc_tensor_tile_groups(&u, src, dim, n - span, heads / groups, groups, span / heads))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
+				  "the last %lld entries of dim %d are not %lld heads tiled over %lld groups (the %s.%s and %s keys)%s",
+				  (long long)span, dim, (long long)heads, (long long)groups, h->arch, ht->key_heads, ht->key_groups,
+				  src->dq ? ": a quantized tensor's heads are not read back by tpconv yet" : "");
+	tpc_tensor_release(src);
+	*src = u;
+	return 0;
+}
+
 static int one(hfctx *h, size_t i)
 {
 	tpc_tensor src, t;
@@ -640,6 +668,10 @@ static int one(hfctx *h, size_t i)
 					 : hf_fused(h, row, l, part, bias, name, gname);
 		goto out;
 	}
+	const tpc_gguf_tile_row *tr = bias ? NULL : tpc_gguf_tile_of(h->a, row->role);
+	bool unsqueezed = tr && h->a->squeeze && row->role == h->a->squeeze;
+	if (tr && (ret = head_untile(h, &src, gname, tr, unsqueezed)))
+		goto out;
 	if (src.dq && (conv || (h->a->neox_qkv && row->role == TPC_ROLE_ATTN_QKV))) {
 		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
 				 "a quantized %s is not read into Hugging Face form by tpconv yet (--gguf-names keeps the GGUF names)",
@@ -652,7 +684,7 @@ static int one(hfctx *h, size_t i)
 		ret = neg_log(h, &src, name);
 		goto out;
 	} else if (h->a->squeeze && row->role == h->a->squeeze && !bias) {
-		if (src.ndim != 2 || tpc_tensor_copy(&t, &src) || tpc_tensor_unit_dim(&t, 1, true))
+		if (tpc_tensor_copy(&t, &src) || (!unsqueezed && (src.ndim != 2 || tpc_tensor_unit_dim(&t, 1, true))))
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
 					 "not a depthwise convolution [channels, kernel] tpconv reads back (%d-D%s)", src.ndim,
 					 src.dq ? ", quantized" : "");
@@ -867,6 +899,32 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 						  h->arch, key, r->member);
 			if (!cJSON_AddItemToObject(o, r->member, item)) {
 				cJSON_Delete(item);
+				return tpc_err_nomem(h->e);
+			}
+			continue;
+		}
+		if (r->kind == TPC_CK_ROPE_SECTIONS) {
+			const tpc_gguf_kv *ft = kv_get(kv, NULL, "general.file_type");
+			if (!k || k->type != TPC_GV_ARRAY || k->atype != TPC_GV_I32 || (ft && k > ft))
+				continue; /* none, or the record's default (written after TextModel's keys) */
+			cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters"), *a = cJSON_CreateArray();
+			if (!rp)
+				rp = cJSON_AddObjectToObject(o, "rope_parameters");
+			if (!rp || !a || (!cJSON_GetObjectItemCaseSensitive(rp, "rope_type") &&
+					  !cJSON_AddStringToObject(rp, "rope_type", "default"))) {
+				cJSON_Delete(a);
+				return tpc_err_nomem(h->e);
+			}
+			for (uint64_t j = 0; j < k->n; j++) {
+				cJSON *x = cJSON_CreateNumber(((const int32_t *)k->arr)[j]);
+				if (!x || !cJSON_AddItemToArray(a, x)) {
+					cJSON_Delete(x);
+					cJSON_Delete(a);
+					return tpc_err_nomem(h->e);
+				}
+			}
+			if (!cJSON_AddItemToObject(rp, r->member, a)) {
+				cJSON_Delete(a);
 				return tpc_err_nomem(h->e);
 			}
 			continue;

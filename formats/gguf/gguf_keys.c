@@ -146,16 +146,87 @@ static int rope_f32(conv *cv, const char *names, const char *key)
  * the type alone; llama3 nothing here (LlamaModel's rope_freqs tensor,
  * rope_freqs below), default, dynamic and unknown ones nothing (the
  * reference warns) */
+static int rope_scaling_keys(conv *cv);
+
+/* The record's TPC_KH_ROPE_SECTIONS rule, NULL when it has none */
+static const tpc_gguf_kv_rule *sections_rule(const tpc_gguf_arch *a)
+{
+	for (const tpc_gguf_kv_rule *r = a->kv; r->how != TPC_KH_END; r++)
+		if (r->how == TPC_KH_ROPE_SECTIONS)
+			return r;
+	return NULL;
+}
+
+/* rope.dimension_sections: n entries of int32 (a, padded with 0 to 4) */
+static int sections_key(conv *cv, const tpc_gguf_kv_rule *r, const int32_t *a, int n)
+{
+	char full[160];
+	int32_t v[4] = {0, 0, 0, 0};
+	for (int i = 0; i < n && i < 4; i++)
+		v[i] = a[i];
+	if (key_full(cv, r->key, full, sizeof(full)))
+		return -1;
+	return tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_I32, v, 4) ? tpc_err_nomem(cv->e) : 0;
+}
+
+/* TextModel.set_gguf_parameters' mrope_section, padded to 4 (its first 4) */
+static int rope_sections(conv *cv, const tpc_gguf_kv_rule *r, const cJSON *ms)
+{
+	int32_t a[4];
+	int n = 0;
+	const cJSON *x;
+	if (!cJSON_IsArray(ms))
+		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' is not a list", "mrope_section");
+	cJSON_ArrayForEach(x, ms)
+	{
+		if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || fabs(x->valuedouble) > 2147483647.0)
+			return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' holds a value that is not an int32",
+				       "mrope_section");
+		if (n < 4)
+			a[n++] = (int32_t)x->valuedouble;
+	}
+	return sections_key(cv, r, a, n);
+}
+
+/* TPC_KH_ROPE_SECTIONS at its own place: the default when config.json has
+ * no mrope_section (_Qwen35MRopeMixin.set_gguf_parameters) */
+static int rope_sections_default(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	int32_t a[4];
+	int n = 0;
+	if ((cv->c.rope && cJSON_GetObjectItemCaseSensitive(cv->c.rope, "mrope_section")) || !r->names)
+		return 0;
+	for (const char *p = r->names; *p && n < 4;) {
+		char *end = NULL;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			return tpc_err_set(cv->e, TPC_EINPUT, "internal: gguf key rule '%s': its default is not numbers", r->key);
+		a[n++] = (int32_t)v;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return sections_key(cv, r, a, n);
+}
+
+/* The rope scaling keys, then the mrope sections when the record's GGUF
+ * reader takes them (else refused, as a per-layer-type rope is) */
 static int rope_scaling(conv *cv)
+{
+	const tpc_gguf_kv_rule *sr = sections_rule(cv->spec);
+	const cJSON *ms = cv->c.rope ? cJSON_GetObjectItemCaseSensitive(cv->c.rope, "mrope_section") : NULL;
+	if (cJSON_GetObjectItemCaseSensitive(cv->c.root, "mrope_section") ||
+	    (cv->c.rope && cJSON_GetObjectItemCaseSensitive(cv->c.rope, "full_attention")) || (ms && !sr))
+		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: %s rope parameters are not written to GGUF by tpconv yet",
+			       "per-layer-type or mrope");
+	if (rope_scaling_keys(cv))
+		return -1;
+	return ms ? rope_sections(cv, sr, ms) : 0;
+}
+
+static int rope_scaling_keys(conv *cv)
 {
 	const cJSON *t = tpc__gk_rope_member(&cv->c, "rope_type"), *f = tpc__gk_rope_member(&cv->c, "factor");
 	char key[160];
 	uint64_t u = 0;
-	if (cJSON_GetObjectItemCaseSensitive(cv->c.root, "mrope_section") ||
-	    (cv->c.rope && (cJSON_GetObjectItemCaseSensitive(cv->c.rope, "full_attention") ||
-			    cJSON_GetObjectItemCaseSensitive(cv->c.rope, "mrope_section"))))
-		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: %s rope parameters are not written to GGUF by tpconv yet",
-			       "per-layer-type or mrope");
 	if (!cJSON_IsString(t))
 		return 0;
 	const char *ty = t->valuestring;
@@ -705,6 +776,7 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_LAYERS_OF:
 	case TPC_KH_MULTIPLE_OF:
 	case TPC_KH_LAYER_IS:
+	case TPC_KH_ROPE_SECTIONS:
 		return false;
 	default:
 		return true;
@@ -846,6 +918,9 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 	case TPC_KH_MULTIPLE_OF:
 		*put = false;
 		return key_multiple_of(cv, r);
+	case TPC_KH_ROPE_SECTIONS:
+		*put = false;
+		return rope_sections_default(cv, r);
 	case TPC_KH_END:
 		break;
 	}

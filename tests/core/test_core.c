@@ -625,6 +625,67 @@ static void test_split_heads(void **st)
 	free(dir);
 }
 
+/* Groups of units reordered unit-major (a linear attention's value heads,
+ * grouped by key head, to llama.cpp's tiled order): rows 2..21 of 24 as 2
+ * groups of 5 units of 2 rows, the rows around them kept; columns of a
+ * [4, 6] matrix as 3 groups of 2 one-column units; each undone by the call
+ * with groups and per swapped; spans past the dim refused. */
+static void test_tile_groups(void **st)
+{
+	(void)st;
+	char *dir;
+	tpc_ckpt ck;
+	tpc_err e;
+	int src = ints_ckpt(&ck, "g.bin", &dir); /* int32 0..23 */
+	tpc_err_init(&e);
+	int64_t n24 = 24, shp[2] = {4, 6};
+	int64_t v = tpc_ckpt_add_tensor(&ck, "v", TPC_I32, 1, &n24, NULL, src, 0, &e);
+	int64_t m = tpc_ckpt_add_tensor(&ck, "m", TPC_I32, 2, shp, NULL, src, 0, &e);
+	tpc_tensor t, back, bad;
+	int32_t out[24], want[24];
+	assert_int_equal(tpc_tensor_tile_groups(&t, &ck.t[v], 0, 2, 2, 5, 2), 0);
+	int64_t tx = tpc_ckpt_add_copy(&ck, "tiled", &t, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[tx], 0, 96, out, &e), 0);
+	for (int i = 0; i < 24; i++)
+		want[i] = i;
+	for (int p = 0; p < 5; p++) /* unit p of group g: rows 2 + (g * 5 + p) * 2 .. +1 */
+		for (int g = 0; g < 2; g++)
+			for (int r = 0; r < 2; r++)
+				want[2 + (p * 2 + g) * 2 + r] = 2 + (g * 5 + p) * 2 + r;
+	assert_memory_equal(out, want, sizeof(want));
+	write_matches_image(&ck, tx, dir);
+	assert_int_equal(tpc_tensor_tile_groups(&back, &ck.t[tx], 0, 2, 5, 2, 2), 0);
+	int64_t bx = tpc_ckpt_add_copy(&ck, "back", &back, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[bx], 0, 96, out, &e), 0);
+	for (int i = 0; i < 24; i++)
+		assert_int_equal(out[i], i);
+	tpc_tensor_release(&t);
+	tpc_tensor_release(&back);
+	/* columns: [4, 6] as 3 groups of 2 columns -> column order 0 2 4 1 3 5 */
+	assert_int_equal(tpc_tensor_tile_groups(&t, &ck.t[m], 1, 0, 3, 2, 1), 0);
+	int64_t cx = tpc_ckpt_add_copy(&ck, "cols", &t, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[cx], 0, 96, out, &e), 0);
+	static const int order[6] = {0, 2, 4, 1, 3, 5};
+	for (int r = 0; r < 4; r++)
+		for (int c = 0; c < 6; c++)
+			assert_int_equal(out[r * 6 + c], r * 6 + order[c]);
+	write_matches_image(&ck, cx, dir);
+	assert_int_equal(tpc_tensor_tile_groups(&back, &ck.t[cx], 1, 0, 2, 3, 1), 0);
+	int64_t cb = tpc_ckpt_add_copy(&ck, "cols_back", &back, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[cb], 0, 96, out, &e), 0);
+	for (int i = 0; i < 24; i++)
+		assert_int_equal(out[i], i);
+	/* past the end, an offset past the dim, a dim out of range */
+	assert_int_equal(tpc_tensor_tile_groups(&bad, &ck.t[v], 0, 5, 2, 5, 2), -1);
+	assert_int_equal(tpc_tensor_tile_groups(&bad, &ck.t[v], 0, 25, 1, 1, 1), -1);
+	assert_int_equal(tpc_tensor_tile_groups(&bad, &ck.t[m], 2, 0, 2, 2, 1), -1);
+	tpc_tensor_release(&t);
+	tpc_tensor_release(&back);
+	tpc_ckpt_release(&ck);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* A unit dim dropped and put back (a depthwise convolution's [6, 1, 4] as
  * [6, 4]): descriptions of the same bytes; a dim of another size, a dim out
  * of range and a composite refused. */
@@ -1311,7 +1372,7 @@ int main(void)
 		cmocka_unit_test(test_sha256),        cmocka_unit_test(test_xxh3_128),
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
-		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_unit_dim), cmocka_unit_test(test_gather_write),
+		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_unit_dim), cmocka_unit_test(test_tile_groups), cmocka_unit_test(test_gather_write),
 		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
 		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),

@@ -28,12 +28,9 @@ SAN_FAMS=" llama llama-hf llama3 mistral mixtral qwen2 qwen3 qwen2-moe gemma phi
 san_skip() { [ "$SAN" = 1 ] && [[ "$SAN_FAMS" != *" $1 "* ]]; }
 
 # 1. round trip, every family
-# (qwen3_5 and qwen3_5-moe have no GGUF column: arch_test.sh checks the refusal)
-no_gguf() { case $1 in qwen3_5|qwen3_5-moe) return 0 ;; *) return 1 ;; esac; }
 for dir in "$A"/tiny-*; do
   fam=${dir##*/tiny-}
   san_skip "$fam" && continue
-  no_gguf "$fam" && continue
   dt=$(table "$dir/model.safetensors" | awk '{print tolower($2); exit}')
   if ! "$TPCONV" convert "$dir" -o "$T/$fam.gguf" --outtype f32 -q 2>"$T/err" ||
      ! "$TPCONV" convert "$T/$fam.gguf" -o "$T/$fam.safetensors" --dtype "$dt" -q 2>>"$T/err"; then
@@ -42,12 +39,12 @@ for dir in "$A"/tiny-*; do
   table "$dir/model.safetensors" | grep -v 'norm\.weight\|\.A_log ' > "$T/want"
   table "$T/$fam.safetensors" | grep -v 'norm\.weight\|\.A_log ' > "$T/got"
   # Gemma's norms go to GGUF as w + 1 and come back as (w + 1) - 1, not bit-exact
-  # in F32; Qwen3-Next's too but its gated linear_attn.norm, and its A_log goes
+  # in F32; Qwen3-Next's (and Qwen3.5's) too but its gated linear_attn.norm, and its A_log goes
   # as -exp(A_log), several floats to one, and comes back as one whose -exp is
   # the GGUF's (arch_test.sh: GGUF -> HF -> GGUF byte-identical)
   # a Mamba-2 A_log likewise (Granite 4: its exp is the GGUF's A to the bit)
   case $fam in
-    gemma|gemma2|qwen3-next) ;;
+    gemma|gemma2|qwen3-next|qwen3_5|qwen3_5-moe) ;;
     granitemoehybrid*) table "$dir/model.safetensors" | grep -v '\.A_log ' > "$T/want"
                        table "$T/$fam.safetensors" | grep -v '\.A_log ' > "$T/got" ;;
     *) table "$dir/model.safetensors" > "$T/want"; table "$T/$fam.safetensors" > "$T/got" ;;
@@ -140,7 +137,6 @@ mkdir -p "$T/fp" "$T/fp2"
 for dir in "$A"/tiny-*; do
   fam=${dir##*/tiny-} F=$T/fp/tiny-$fam
   san_skip "$fam" && continue
-  no_gguf "$fam" && continue
   if ! "$TPCONV" convert "$T/$fam.gguf" -o "$F/" -q 2>"$T/err"; then
     bad "$fam: tokenizer files rebuilt" "$(cat "$T/err")"; continue
   fi

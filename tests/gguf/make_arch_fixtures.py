@@ -500,8 +500,8 @@ def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
     json.dump(c, open(os.path.join(n, file), "w"), indent=2)
     g = os.path.join(OUT, "ref", "%s-%s-f32.gguf" % (fam, name))
     env = dict(os.environ, TPC_PRE=FAMILIES[fam][4] or "")
-    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g],
-                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), n, "--outtype", "f32", "--outfile", g]
+                   + REF_ARGS.get(fam, []), check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(g, "rb") as f, open(os.path.join(OUT, "ref", "%s-%s.sha256" % (fam, name)), "w") as s:
         s.write("%s  %s-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, name))
 
@@ -516,6 +516,10 @@ TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
                     "exaone4": ("nowindow", lambda c: c.update(sliding_window=None), "config.json"),
                     # Phi without partial_rotary_factor in config.json (at the top and in
                     # rope_parameters): the reference reads PhiConfig's default 0.5
+                    # Qwen3.5 with mrope_section in its rope parameters, as the published
+                    # checkpoints: rope.dimension_sections from it, after the rope scaling
+                    # keys, not _Qwen35MRopeMixin's default at the end
+                    "qwen3_5": ("mrope", lambda c: c["rope_parameters"].update(mrope_section=[1, 1, 0]), "config.json"),
                     "phi": ("nopct", lambda c: (c.pop("partial_rotary_factor"),
                                                 c["rope_parameters"].pop("partial_rotary_factor")), "config.json")}
 
