@@ -24,12 +24,18 @@ A="$SRC/tests/gguf/arch"
 tmpdir
 # a dump without the tokenizer's KVs (a chat template's lines too) and alignment
 no_tok() { awk '/^(kv|tensor|alignment) /{skip = /^kv tokenizer\./ || /^alignment /} !skip' "$@"; }
+# the names of the whole files in ref/whole.sha256 (a lookup without a grep each)
+declare -A WHOLE
+while read -r sum name; do WHOLE[$name]=$sum; done < "$A/ref/whole.sha256"
 # ref_sum FAMILY: the reference's f32 file's sha256 (ref/whole.sha256)
-ref_sum() { awk -v n="$1-f32.gguf" '$2 == n {print $1}' "$A/ref/whole.sha256"; }
+ref_sum() { echo "${WHOLE[$1-f32.gguf]:-}"; }
 # is_ref DIR SHA256: DIR converts to an f32 GGUF with that sha256 (the error in $T/err)
+# (each call's output a new file under $T/ref-out: no rm before each)
+ref_n=0
 is_ref() {
-  rm -f "$T/w.gguf"
-  "$TPCONV" convert "$1" -o "$T/w.gguf" --outtype f32 -q 2> "$T/err" && [ "$(sha256sum "$T/w.gguf" | cut -d' ' -f1)" = "$2" ]
+  ref_n=$((ref_n + 1)); [ -d "$T/ref-out" ] || mkdir "$T/ref-out"
+  local w=$T/ref-out/$ref_n.gguf
+  "$TPCONV" convert "$1" -o "$w" --outtype f32 -q 2> "$T/err" && sha256 "$w" && [ "$REPLY" = "$2" ]
 }
 
 # dump_diff DIR FAMILY OUTTYPE: arch_dump's KVs and tensors (the tokenizer's
@@ -48,7 +54,7 @@ for dir in "$A"/tiny-*; do
   fam=${dir##*/tiny-}
   for ot in f32 f16 bf16 q8_0 auto; do
     [ -f "$A/ref/$fam-$ot.txt" ] || continue
-    grep -q " $fam-$ot.gguf\$" "$A/ref/whole.sha256" && continue
+    [ -n "${WHOLE[$fam-$ot.gguf]:-}" ] && continue
     dump_diff "$dir" "$fam" "$ot"
     case $? in
       0) ok "$fam $ot: KVs and tensors as convert_hf_to_gguf.py writes them" ;;
@@ -135,12 +141,12 @@ refuse "gpt-neox without rotary_pct is refused by name" "no number 'rotary_pct'"
 # quantiser on every family's tensors)
 while read -r sum name; do
   fo=${name%.gguf} ot=${name%.gguf}; fo=${fo%-*} ot=${ot##*-}
-  [ "$SAN" = 1 ] && [ "$fo" != llama ] && [ "$ot" != q8_0 ] && grep -q " $fo-q8_0.gguf\$" "$A/ref/whole.sha256" && continue
-  rm -f "$T/w.gguf"
-  if ! "$TPCONV" convert "$A/tiny-$fo" -o "$T/w.gguf" --outtype "$ot" -q 2> "$T/err"; then
+  [ "$SAN" = 1 ] && [ "$fo" != llama ] && [ "$ot" != q8_0 ] && [ -n "${WHOLE[$fo-q8_0.gguf]:-}" ] && continue
+  [ -d "$T/whole" ] || mkdir "$T/whole"
+  if ! "$TPCONV" convert "$A/tiny-$fo" -o "$T/whole/$name" --outtype "$ot" -q 2> "$T/err"; then
     bad "$fo $ot: tpconv convert failed" "$(cat "$T/err")"; continue
   fi
-  got=$(sha256sum "$T/w.gguf" | cut -d' ' -f1)
+  sha256 "$T/whole/$name"; got=$REPLY
   if [ "$got" = "$sum" ]; then
     ok "$fo $ot: tpconv's GGUF is byte-identical to convert_hf_to_gguf.py's"
   else
@@ -662,7 +668,15 @@ done
 # GGUF -> HF -> GGUF byte for byte (a rebuilt SentencePiece folder without the
 # tokenizer.json written beside tokenizer.model, which the reference's
 # SpecialVocab would read more ids from: hf_test.sh checks that one).
-for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4 granitemoehybrid granitemoehybrid-dense qwen3-next; do
+FAMS="olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm4 ernie4_5 exaone4 phi cohere2 granitemoe granitemoeshared glm4-moe gpt-oss phimoe ernie4_5-moe deepseek llama4 granitemoehybrid granitemoehybrid-dense qwen3-next"
+# sanitizer build: one family for each kind of layer part the others repeat
+# (post norms, sandwich norms and softcaps, MoE, LayerNorm with biases,
+# parallel blocks, fused gate_up with partial rotary, the sigmoid router,
+# sinks with interleaved experts, the sparsemixer, MLA, Llama 4's experts,
+# Mamba-2, the gated DeltaNet); every record's forward runs under the
+# sanitizers in test_verify
+[ "$SAN" = 1 ] && FAMS="olmo2 gemma2 qwen3-moe starcoder2 phi cohere2 glm4 glm4-moe gpt-oss phimoe deepseek llama4 granitemoehybrid qwen3-next"
+for fam in $FAMS; do
   O="$A/tiny-$fam"
   # sl: the layer whose attention slices are swapped, pl: one whose attention passes
   rec=$fam sl=1 pl=0
@@ -673,7 +687,7 @@ for fam in olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-os
   qn=model.layers.$sl.self_attn.q_proj.weight on="model.layers.$sl.self_attn.o_proj.weight|model.layers.$sl.self_attn.dense.weight"
   [ $fam = deepseek ] && qn=model.layers.1.self_attn.q_b_proj.weight on=""
   [ $fam = qwen3-next ] && on=""   # q_proj's slice is twice o_proj's (a gate per query)
-  nl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$O/config.json")
+  IFS= read -r -d '' cfg < "$O/config.json"; [[ $cfg =~ \"num_hidden_layers\":\ *([0-9]+) ]]; nl=${BASH_REMATCH[1]:-?}
   tps="2 4"; [ "$SAN" = 1 ] || [ $fam = granitemoehybrid-dense ] && tps=2   # sanitizer build: one split
   for tp in $tps; do
     rm -rf "$T/o$tp" "$T/o$tp.safetensors"

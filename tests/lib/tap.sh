@@ -26,6 +26,9 @@
 #                           (its listing kept under its device, inode, size and
 #                           times)
 #
+#   sha256 FILE             FILE's SHA-256 (hex) in $REPLY; status 1 when it
+#                           cannot be read (one process, no pipe)
+#
 #   $SAN                    1 in a sanitizer build (TPC_TEST_SAN, set by
 #                           tests/meson.build): a matrix the normal build runs
 #                           whole (every family, outtype, tp, layout) runs one
@@ -46,6 +49,7 @@ need_torch() {
 tmpdir() { T=$(mktemp -d "$@") || exit 1; trap 'rm -rf "$T"' EXIT; }
 run()   { "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 check() { local d=$1; shift; if "$@" >"$T/out" 2>&1; then ok "$d"; else bad "$d" "$(head -c 600 "$T/out")"; fi; }
+sha256() { REPLY=$(sha256sum "$1") && REPLY=${REPLY%% *}; }
 done_testing() { echo "1..$n"; [ "$failed" = 0 ]; }
 same() {
   : >"$T/ierr"
