@@ -416,8 +416,6 @@ typedef struct tpc_family {
 size_t tpc_family_count(void);
 const tpc_family *tpc_family_at(size_t i);           /* NULL past the end */
 const tpc_family *tpc_family_find(const char *name); /* NULL if unknown */
-/* The family whose hf_arch lists `arch` (config.json's architectures[0]);
- * the first such record, NULL if none. */
 /* The record whose hf_wrap lists `arch` (a multimodal class holding its
  * text model), or NULL */
 const tpc_family *tpc_family_by_wrap(const char *arch);
@@ -431,6 +429,8 @@ const tpc_family *tpc_family_by_wrap(const char *arch);
  * fit n). -1 with e set on a name clash or out of memory. */
 struct tpc_ckpt;
 int tpc_family_text_model(const tpc_family *f, struct tpc_ckpt *ck, size_t *nleft, char *groups, size_t n, tpc_err *e);
+/* The family whose hf_arch lists `arch` (config.json's architectures[0]);
+ * the first such record, NULL if none. */
 const tpc_family *tpc_family_by_arch(const char *arch);
 /* The family a TensorRT-LLM config.json's "architecture" names: one whose
  * trtllm.arch lists it, else tpc_family_by_arch. */

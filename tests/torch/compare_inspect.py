@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """usage: compare_inspect.py EXPECTED.json KEY INSPECT.json [--no-hash] [--order]
                                          [--expected-inspect] [--dequantized]
+       compare_inspect.py EXPECTED.json --batch LIST [flags]
 
 Compare `tpconv inspect --json --hash` output (INSPECT.json) with the entry KEY
 of EXPECTED.json ({file: {name: [torch dtype, shape, sha256]}}, the layout of
@@ -9,7 +10,10 @@ one {name: [...]} map. With --expected-inspect, EXPECTED.json is another
 inspect output. --dequantized expects float32 (hash not compared) where
 EXPECTED has a quantized tensor. --order also checks that tensors come in the expected order.
 Prints '# ' lines with the differences; exit 0 when equal, 1 when not,
-2 when INSPECT.json is not a valid inspect object. Needs no torch."""
+2 when INSPECT.json is not a valid inspect object. Needs no torch.
+--batch: LIST has a line "KEY<TAB>INSPECT.json" per comparison; each one's
+'# ' lines go to INSPECT.json.diff and its exit status to INSPECT.json.rc (one
+process for many: a test's Python call costs ~70 ms of CPU)."""
 import json
 import sys
 
@@ -17,11 +21,38 @@ import tpc_torch as tt
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith('--')]
-    flags = {a for a in sys.argv[1:] if a.startswith('--')}
+    argv = sys.argv[1:]
+    if '--batch' in argv:
+        i = argv.index('--batch')
+        lst = argv[i + 1]
+        rest = argv[:i] + argv[i + 2:]
+        exp_path = [a for a in rest if not a.startswith('--')][0]
+        flags = {a for a in rest if a.startswith('--')}
+        with open(exp_path) as f:
+            exp_all = json.load(f)
+        with open(lst) as f:
+            for line in f:
+                key, got_path = line.rstrip('\n').split('\t')
+                lines = []
+                rc = compare_one(exp_all, key, got_path, flags, lines)
+                with open(got_path + '.diff', 'w') as o:
+                    o.write(''.join(x + '\n' for x in lines))
+                with open(got_path + '.rc', 'w') as o:
+                    o.write('%d\n' % rc)
+        return 0
+    args = [a for a in argv if not a.startswith('--')]
+    flags = {a for a in argv if a.startswith('--')}
     exp_path, key, got_path = args
     with open(exp_path) as f:
         exp = json.load(f)
+    lines = []
+    rc = compare_one(exp, key, got_path, flags, lines)
+    for d in lines:
+        print(d)
+    return rc
+
+
+def compare_one(exp, key, got_path, flags, out):
     if '--expected-inspect' in flags:
         exp, _ = tt.inspect_to_expected(exp)
     elif key != '-':
@@ -34,10 +65,10 @@ def main():
         with open(got_path) as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
-        print('# inspect output is not JSON: %s' % e)
+        out.append('# inspect output is not JSON: %s' % e)
         return 2
     if not isinstance(doc, dict) or 'tensors' not in doc:
-        print('# inspect output has no "tensors" list')
+        out.append('# inspect output has no "tensors" list')
         return 2
     got, dups = tt.inspect_to_expected(doc)
     diffs = tt.compare(exp, got, check_hash='--no-hash' not in flags,
@@ -48,8 +79,7 @@ def main():
         nohash = [t['name'] for t in doc['tensors'] if 'sha256' not in t and not t.get('quantized')]
         if nohash:
             diffs.append('no sha256 for %d tensors (was --hash given?)' % len(nohash))
-    for d in diffs:
-        print('# ' + d)
+    out.extend('# ' + d for d in diffs)
     return 1 if diffs else 0
 
 
