@@ -11,7 +11,7 @@ inspect output. --dequantized expects float32 (hash not compared) where
 EXPECTED has a quantized tensor. --order also checks that tensors come in the expected order.
 Prints '# ' lines with the differences; exit 0 when equal, 1 when not,
 2 when INSPECT.json is not a valid inspect object. Needs no torch.
---batch: LIST has a line "KEY<TAB>INSPECT.json" per comparison; each one's
+--batch: LIST has a line "KEY<TAB>INSPECT.json[<TAB>FLAGS]" per comparison; each one's
 '# ' lines go to INSPECT.json.diff and its exit status to INSPECT.json.rc (one
 process for many: a test's Python call costs ~70 ms of CPU)."""
 import json
@@ -32,9 +32,9 @@ def main():
             exp_all = json.load(f)
         with open(lst) as f:
             for line in f:
-                key, got_path = line.rstrip('\n').split('\t')
+                key, got_path, *more = line.rstrip('\n').split('\t')
                 lines = []
-                rc = compare_one(exp_all, key, got_path, flags, lines)
+                rc = compare_one(exp_all, key, got_path, flags | set(' '.join(more).split()), lines)
                 with open(got_path + '.diff', 'w') as o:
                     o.write(''.join(x + '\n' for x in lines))
                 with open(got_path + '.rc', 'w') as o:
