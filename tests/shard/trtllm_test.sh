@@ -26,8 +26,12 @@ done
 preset() { case $1 in qwen2) echo qwen2;; *) echo "$1";; esac; }
 
 # ---- every family at tp 2 and 4: rank files and config against TensorRT-LLM's converters
-for spec in "llama 2 1 1" "llama 4 1 1" "llama 2 2 1" "mixtral 2 1 1" "mixtral 2 1 2" "mixtral 4 1 1" "mixtral 4 1 2" \
-  "mixtral 4 1 4" "gpt2 2 1 1" "gpt2 4 1 1" "qwen2 2 1 1" "qwen2 4 1 1"; do
+SPECS=("llama 2 1 1" "llama 4 1 1" "llama 2 2 1" "mixtral 2 1 1" "mixtral 2 1 2" "mixtral 4 1 1" "mixtral 4 1 2"
+  "mixtral 4 1 4" "gpt2 2 1 1" "gpt2 4 1 1" "qwen2 2 1 1" "qwen2 4 1 1")
+# sanitizer build: the sets the checks below use, one of each family and kind
+# of split (pipeline stages, experts by tp and by ep)
+[ "$SAN" = 1 ] && SPECS=("llama 2 1 1" "llama 2 2 1" "mixtral 4 1 2" "mixtral 4 1 4" "gpt2 4 1 1" "qwen2 4 1 1")
+for spec in "${SPECS[@]}"; do
   set -- $spec
   m=$1 tp=$2 pp=$3 ep=$4 S=$T/${1}_$2_$3_$4 what="$1 tp $2 pp $3 moe_ep $4"
   run "$TPCONV" shard "$M/$m" --preset "$(preset $m)" --tp $tp --pp $pp --ep $ep --layout trtllm -o "$S" -q
