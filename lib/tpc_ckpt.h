@@ -161,8 +161,10 @@ typedef enum tpc_dq_kind {
 	TPC_DQ_MIX
 } tpc_dq_kind;
 
-/* The most companions a description holds (a model merge: its inputs). */
+/* The most companions a description holds (a model merge: its inputs), and
+ * what every other description holds (its c[] has room for TPC_DQ_NC). */
 #define TPC_DQ_MAXC 16
+#define TPC_DQ_NC 4
 
 /* MIX: the per-tensor coefficients of a model merge (tpc_mix.h), c[k] input k. */
 typedef struct tpc_mix_coef {
@@ -200,10 +202,19 @@ typedef struct tpc_dequant {
 	int lora_mode;       /* LORA: 0 Linear, 1 transposed (Conv1D, Embedding), 2 bias */
 	int lora_dora;       /* LORA: 0 none, 1 c[3] the magnitude per row, 2 c[3] factors per column */
 	float lora_scale;    /* LORA: s, rounded to f32 as torch does a Python float */
-	tpc_mix_coef mix;     /* MIX */
+	tpc_mix_coef *mix;   /* MIX: the coefficients (in the description's block), else NULL */
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
-	struct tpc_tensor c[TPC_DQ_MAXC];
+	int cap;             /* room in c[]: TPC_DQ_NC, a merge's TPC_DQ_MAXC (0: a template on the stack) */
+	struct tpc_tensor *c; /* the companions, in the description's block (NULL in a template) */
 } tpc_dequant;
+
+/* A description on the heap with room for `cap` companions (and a merge's
+ * coefficients with `mix`), in one block: free() frees it, after its
+ * companions are released. tpc_dequant_dup: a new one with src's fields and
+ * room (at least TPC_DQ_NC), no companions (nc 0), a copy of src's
+ * coefficients. NULL when out of memory. */
+tpc_dequant *tpc_dequant_new(int cap, bool mix);
+tpc_dequant *tpc_dequant_dup(const tpc_dequant *src);
 
 typedef struct tpc_ckpt {
 	tpc_tensor *t;

@@ -534,7 +534,7 @@ static int install(tpc_ckpt *ck, int64_t ix, tpc_dequant *dq, tpc_err *e)
  * through map). */
 static int add_lora(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
 {
-	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
 	float *f = NULL;
 	double *ss = NULL;
 	int ret = 0;
@@ -627,7 +627,7 @@ fail:
 
 static int add_bias(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
 {
-	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
 	int ret;
 	if (!dq)
 		return tpc_err_nomem(e);

@@ -404,7 +404,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 		 tpc_mix_stats *st, tpc_err *e)
 {
 	tpc_dequant *dq = t->dq;
-	tpc_mix_coef *m = &dq->mix;
+	tpc_mix_coef *m = dq->mix;
 	uint64_t N = t->numel;
 	int B = m->base, ret = 0;
 	void *tmp = NULL;
@@ -718,13 +718,13 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 		int64_t l = layer_of(a->name);
 		double t = l < 0 ? 0 : L > 1 ? (double)l / (double)(L - 1) : 1, density[TPC_DQ_MAXC], tval = 0;
 		bool rescale;
-		tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_MAXC, true);
 		if (!dq) {
 			ret = tpc_err_nomem(e);
 			break;
 		}
 		dq->kind = TPC_DQ_MIX;
-		if ((ret = coefficients(r, a->name, t, seed, &dq->mix, density, &rescale, &tval, e))) {
+		if ((ret = coefficients(r, a->name, t, seed, dq->mix, density, &rescale, &tval, e))) {
 			free(dq);
 			break;
 		}
@@ -764,7 +764,7 @@ out:
 static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t cnt, float *dst, float *x, void **tmpp,
 		size_t *tmpcap, tpc_err *e)
 {
-	const tpc_mix_coef *m = &dq->mix;
+	const tpc_mix_coef *m = dq->mix;
 	int K = dq->nc, B = m->base, ret = 0;
 	while (cnt && !ret) {
 		uint64_t n = cnt < MIX_STEP ? cnt : MIX_STEP;

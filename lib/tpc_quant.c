@@ -402,13 +402,11 @@ static bool shape_is(const tpc_tensor *t, int ndim, int64_t a, int64_t b)
 static int make_dq(tpc_ckpt *ck, size_t ix, const tpc_dequant *tmpl, const int64_t *comp, int nc, int64_t O,
 		   int64_t I, tpc_dtype out, const char *newname, bool *drop, tpc_err *e)
 {
-	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	tpc_dequant *dq = tpc_dequant_dup(tmpl);
 	tpc_tensor nt;
 	int64_t shp[2] = {O, I};
 	if (!dq)
 		return tpc_err_nomem(e);
-	*dq = *tmpl;
-	dq->nc = 0;
 	for (int k = 0; k < nc; k++, dq->nc++) {
 		if (tpc_tensor_copy(&dq->c[k], &ck->t[comp[k]]))
 			goto nomem;

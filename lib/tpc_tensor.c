@@ -13,6 +13,37 @@
 
 /* ---- free-standing tensor values and composites ---- */
 
+tpc_dequant *tpc_dequant_new(int cap, bool mix)
+{
+	size_t head = (sizeof(tpc_dequant) + 15) & ~(size_t)15, cs = (size_t)cap * sizeof(tpc_tensor);
+	tpc_dequant *dq = tpc_calloc(1, head + cs + (mix ? sizeof(tpc_mix_coef) : 0));
+	if (!dq)
+		return NULL;
+	dq->cap = cap;
+	dq->c = (tpc_tensor *)((char *)dq + head);
+	if (mix)
+		dq->mix = (tpc_mix_coef *)((char *)dq + head + cs);
+	return dq;
+}
+
+tpc_dequant *tpc_dequant_dup(const tpc_dequant *src)
+{
+	tpc_dequant *dq = tpc_dequant_new(src->cap > TPC_DQ_NC ? src->cap : TPC_DQ_NC, src->mix != NULL);
+	if (!dq)
+		return NULL;
+	tpc_tensor *c = dq->c;
+	tpc_mix_coef *mix = dq->mix;
+	int cap = dq->cap;
+	*dq = *src;
+	dq->c = c;
+	dq->cap = cap;
+	dq->nc = 0;
+	dq->mix = mix;
+	if (mix)
+		*mix = *src->mix;
+	return dq;
+}
+
 void tpc_tensor_release(tpc_tensor *t)
 {
 	if (!t)
@@ -72,12 +103,10 @@ int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src)
 	memcpy(dst->shape, src->shape, (size_t)src->ndim * 2 * sizeof(int64_t));
 	tpc_value_ref(dst->meta);
 	if (src->dq) {
-		if (!(dst->dq = tpc_calloc(1, sizeof(*dst->dq)))) {
+		if (!(dst->dq = tpc_dequant_dup(src->dq))) {
 			tpc_tensor_release(dst);
 			return -1;
 		}
-		*dst->dq = *src->dq;
-		dst->dq->nc = 0;
 		for (int i = 0; i < src->dq->nc; i++, dst->dq->nc++) {
 			if (tpc_tensor_copy(&dst->dq->c[i], &src->dq->c[i])) {
 				tpc_tensor_release(dst);

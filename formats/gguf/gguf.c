@@ -414,7 +414,7 @@ static int add_block_tensor(tpc_ckpt *ck, const ginfo *ti, int src, uint64_t at,
 	int64_t ix = tpc_ckpt_add_tensor(ck, ti->name, TPC_U8, 1, &nb, NULL, src, at, e);
 	if (ix < 0)
 		return (int)ix;
-	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
 	tpc_tensor nt;
 	char label[64];
 	if (!dq)

@@ -497,7 +497,7 @@ static int mx_tensor(walk *w, size_t is, size_t stem)
 		tpc_tensor t;
 		/* [E, R / n, G * 32] (d 1) or [R / n, G * 32] */
 		int64_t shp[3] = {d ? b->shape[0] : b->shape[0] / n, d ? b->shape[1] / n : b->shape[1] * 32, b->shape[2] * 32};
-		tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
 		if (!dq)
 			return tpc_err_nomem(w->cv->e);
 		dq->kind = TPC_DQ_FP4;

@@ -156,12 +156,9 @@ static int dq_expert(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
 	    sq->c[0].shape[0] % src->shape[0])
 		return -1;
 	int64_t per = sq->c[0].shape[0] / src->shape[0];
-	tpc_dequant *dq = tpc_calloc(1, sizeof(*dq));
+	tpc_dequant *dq = tpc_dequant_dup(sq);
 	if (!dq)
 		return -1;
-	*dq = *sq;
-	dq->nc = 0;
-	memset(dq->c, 0, sizeof(dq->c));
 	int ret = tpc_tensor_narrow(&dq->c[0], &sq->c[0], 0, j * per, per);
 	if (!ret)
 		dq->nc = 1;
