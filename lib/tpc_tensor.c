@@ -489,6 +489,18 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 	return 0;
 }
 
+/* dst = parts[0..np) concatenated on dim when ret is 0; the parts released
+ * and their array freed either way. -1 on any failure. */
+static int cat_parts(tpc_tensor *dst, tpc_tensor *parts, int np, int dim, int ret)
+{
+	if (!ret)
+		ret = tpc_tensor_init_cat(dst, parts, np, dim);
+	for (int i = 0; i < np; i++)
+		tpc_tensor_release(&parts[i]);
+	free(parts);
+	return ret ? -1 : 0;
+}
+
 int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t groups, int64_t per,
 		       int64_t off, int64_t len)
 {
@@ -505,12 +517,7 @@ int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t 
 		return -1;
 	for (int64_t g = 0; g < groups && !ret; g++, np++)
 		ret = tpc_tensor_narrow(&parts[g], src, dim, g * per + off, len);
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, parts, np, dim);
-	for (int i = 0; i < np; i++)
-		tpc_tensor_release(&parts[i]);
-	free(parts);
-	return ret ? -1 : 0;
+	return cat_parts(dst, parts, np, dim, ret);
 }
 
 int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t off, int64_t groups, int64_t per,
@@ -535,12 +542,7 @@ int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int6
 		ret = tpc_tensor_narrow(&parts[np++], src, dim, off + (int64_t)span, tail);
 	if (ret && np)
 		np--; /* the part that failed holds nothing */
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, parts, np, dim);
-	for (int i = 0; i < np; i++)
-		tpc_tensor_release(&parts[i]);
-	free(parts);
-	return ret ? -1 : 0;
+	return cat_parts(dst, parts, np, dim, ret);
 }
 
 /* rows_every of a composite along dim 0: the rows each part holds
