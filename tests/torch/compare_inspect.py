@@ -13,7 +13,7 @@ Prints '# ' lines with the differences; exit 0 when equal, 1 when not,
 2 when INSPECT.json is not a valid inspect object. Needs no torch.
 --batch: LIST has a line "KEY<TAB>INSPECT.json[<TAB>FLAGS]" per comparison; each one's
 '# ' lines go to INSPECT.json.diff and its exit status to INSPECT.json.rc (one
-process for many: a test's Python call costs ~70 ms of CPU)."""
+process for many: a test's Python call costs ~70-90 ms of CPU)."""
 import json
 import sys
 

@@ -21,7 +21,7 @@ fi
 # -- positive corpus: inspect --json --hash against expected_torch.json
 "$PY" -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))))' "$EXP" > "$T/keys"
 # every file inspected first, then compared in one Python process (a test's
-# Python call costs ~70 ms of CPU: 111 of them in two builds)
+# Python call costs ~70-90 ms of CPU: 111 of them in two builds)
 declare -A KEY
 while read -r b; do KEY[$b]=1; done < "$T/keys"
 mkdir "$T/i"

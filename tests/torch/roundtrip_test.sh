@@ -60,7 +60,7 @@ flush() {
 }
 # cmp_queue DESC KEY FILE [flags...]: inspect --json --hash FILE now, compared
 # with KEY of the corpus's expected_torch.json at cmp_flush, all in one Python
-# process (a test's Python call costs ~70 ms of CPU)
+# process (a test's Python call costs ~70-90 ms of CPU)
 cmpn=0
 cmp_queue() {
   local d=$1 k=$2 f=$3; shift 3
