@@ -105,29 +105,17 @@ static void q_affine(const float *x, uint8_t *b, int bits)
 		tpc_wr32le(b + 4, qh);
 }
 
-void tpc__ggml_qrow_q4_0(const float *x, uint8_t *y, uint64_t nb)
-{
-	for (uint64_t i = 0; i < nb; i++)
-		q_sym(x + 32 * i, y + 18 * i, 4);
-}
-
-void tpc__ggml_qrow_q5_0(const float *x, uint8_t *y, uint64_t nb)
-{
-	for (uint64_t i = 0; i < nb; i++)
-		q_sym(x + 32 * i, y + 22 * i, 5);
-}
-
-void tpc__ggml_qrow_q4_1(const float *x, uint8_t *y, uint64_t nb)
-{
-	for (uint64_t i = 0; i < nb; i++)
-		q_affine(x + 32 * i, y + 20 * i, 4);
-}
-
-void tpc__ggml_qrow_q5_1(const float *x, uint8_t *y, uint64_t nb)
-{
-	for (uint64_t i = 0; i < nb; i++)
-		q_affine(x + 32 * i, y + 24 * i, 5);
-}
+/* The legacy types' rows: nb blocks of 32 values, one after another. */
+#define QROW(type, q, bytes, bits)                                               \
+	void tpc__ggml_qrow_##type(const float *x, uint8_t *y, uint64_t nb)      \
+	{                                                                        \
+		for (uint64_t i = 0; i < nb; i++)                                \
+			q(x + 32 * i, y + (bytes) * i, bits);                    \
+	}
+QROW(q4_0, q_sym, 18, 4)
+QROW(q5_0, q_sym, 22, 5)
+QROW(q4_1, q_affine, 20, 4)
+QROW(q5_1, q_affine, 24, 5)
 
 void tpc__ggml_qrow_q8_0(const float *x, uint8_t *y, uint64_t nb)
 {
