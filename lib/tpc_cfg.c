@@ -42,10 +42,7 @@ int tpc_cfg_from_buffer(tpc_cfg **out, const char *text, size_t len, const char 
 	return 0;
 }
 
-static int cfg_parse(void *out, const char *text, size_t len, const char *path, tpc_err *e)
-{
-	return tpc_cfg_from_buffer(out, text, len, path, e);
-}
+TPC_PARSE_FN(cfg_parse, tpc_cfg_from_buffer)
 
 int tpc_cfg_from_file(tpc_cfg **out, const char *path, tpc_err *e)
 {

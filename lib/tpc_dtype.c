@@ -125,6 +125,14 @@ tpc_dtype tpc_dtype_from_storage(const char *klass)
 	return by_column(offsetof(tpc_dtype_info, storage), klass, strcmp);
 }
 
+tpc_dtype tpc_dtype_float_named(const char *s)
+{
+	if (!s)
+		return TPC_DT_INVALID;
+	tpc_dtype t = tpc_dtype_parse(strncmp(s, "torch.", 6) ? s : s + 6);
+	return t == TPC_F32 || t == TPC_F16 || t == TPC_BF16 ? t : TPC_DT_INVALID;
+}
+
 tpc_dtype tpc_dtype_parse(const char *s)
 {
 	tpc_dtype t = by_alias(user_alias, s, strcasecmp);

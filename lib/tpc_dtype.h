@@ -45,5 +45,9 @@ const tpc_dtype_info *tpc_dtype_get(tpc_dtype t);
 tpc_dtype tpc_dtype_from_st(const char *name);
 tpc_dtype tpc_dtype_from_torch(const char *attr);      /* "float32", "half", "float" too */
 tpc_dtype tpc_dtype_from_storage(const char *klass);   /* "FloatStorage" */
+/* A config's float dtype (torch_dtype, dtype, out_dtype): float32, float16
+ * or bfloat16 under any name tpc_dtype_parse takes, "torch." before it or
+ * not; anything else (NULL too) TPC_DT_INVALID. */
+tpc_dtype tpc_dtype_float_named(const char *s);
 
 #endif

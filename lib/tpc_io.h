@@ -222,6 +222,13 @@ int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_e
 /* Read it and hand the text to parse(obj, text, len, path, e). */
 typedef int (*tpc_parse_fn)(void *obj, const char *text, size_t len, const char *path, tpc_err *e);
 int tpc_parse_file(const char *path, uint64_t cap, tpc_parse_fn parse, void *obj, tpc_err *e);
+/* Defines fn, the tpc_parse_fn of a reader whose from_buffer takes
+ * (T *obj, text, len, path, e): one line beside each *_from_file. */
+#define TPC_PARSE_FN(fn, from_buffer)                                                           \
+	static int fn(void *obj, const char *text, size_t len, const char *path, tpc_err *e) \
+	{                                                                                       \
+		return from_buffer(obj, text, len, path, e);                                    \
+	}
 
 /* Directory helpers. */
 bool tpc_is_dir(const char *path);

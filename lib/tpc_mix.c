@@ -118,17 +118,6 @@ static int check_params(const tpc_mix_recipe *r, const cJSON *p, bool model, tpc
 	return 0;
 }
 
-static tpc_dtype dtype_named(const char *s)
-{
-	if (!strcmp(s, "float32") || !strcmp(s, "fp32"))
-		return TPC_F32;
-	if (!strcmp(s, "float16") || !strcmp(s, "fp16"))
-		return TPC_F16;
-	if (!strcmp(s, "bfloat16") || !strcmp(s, "bf16"))
-		return TPC_BF16;
-	return TPC_DT_INVALID;
-}
-
 static int add_input(tpc_mix_recipe *r, const char *path, const cJSON *params, tpc_err *e)
 {
 	for (size_t k = 0; k < r->n; k++)
@@ -214,7 +203,7 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 		const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, dts[i]);
 		if (!d || cJSON_IsNull(d))
 			continue;
-		if (!cJSON_IsString(d) || (r->dtype = dtype_named(d->valuestring)) == TPC_DT_INVALID)
+		if (!cJSON_IsString(d) || (r->dtype = tpc_dtype_float_named(d->valuestring)) == TPC_DT_INVALID)
 			return bad_recipe(r, e, "%s: float32, float16 or bfloat16 is read%s", dts[i], NULL);
 	}
 	const cJSON *tk = cJSON_GetObjectItemCaseSensitive(j, "tokenizer_source");
@@ -242,10 +231,7 @@ int tpc_mix_recipe_from_buffer(tpc_mix_recipe *r, const char *text, size_t len, 
 	return ret;
 }
 
-static int parse_cb(void *obj, const char *text, size_t len, const char *path, tpc_err *e)
-{
-	return tpc_mix_recipe_from_buffer(obj, text, len, path, e);
-}
+TPC_PARSE_FN(parse_cb, tpc_mix_recipe_from_buffer)
 
 int tpc_mix_recipe_from_file(tpc_mix_recipe *r, const char *path, tpc_err *e)
 {

@@ -78,19 +78,6 @@ static int get_block(const cJSON *o, const char *k, int64_t blk[2])
 	return 1;
 }
 
-static tpc_dtype float_dtype(const char *s)
-{
-	if (!s)
-		return TPC_DT_INVALID;
-	if (!strcmp(s, "float16") || !strcmp(s, "torch.float16"))
-		return TPC_F16;
-	if (!strcmp(s, "bfloat16") || !strcmp(s, "torch.bfloat16"))
-		return TPC_BF16;
-	if (!strcmp(s, "float32") || !strcmp(s, "torch.float32"))
-		return TPC_F32;
-	return TPC_DT_INVALID;
-}
-
 static int parse_gptq(tpc_quant_cfg *q, const cJSON *qc, const char *path, tpc_err *e)
 {
 	int64_t bits = 0, g = -1;
@@ -285,9 +272,9 @@ int tpc_quant_cfg_from_buffer(tpc_quant_cfg *q, const char *text, size_t len, co
 	 * reads quantization_config there), and so is its dtype */
 	tpc_cfg_str(c, TPC_CFG_TOP, "torch_dtype", TPC_CFG_LENIENT, &dt, e);
 	tpc_cfg_str(c, TPC_CFG_TOP, "dtype", TPC_CFG_LENIENT, &dt5, e);
-	q->torch_dtype = float_dtype(dt);
+	q->torch_dtype = tpc_dtype_float_named(dt);
 	if (!q->torch_dtype)
-		q->torch_dtype = float_dtype(dt5);
+		q->torch_dtype = tpc_dtype_float_named(dt5);
 	const cJSON *qc = gptq_file ? tpc_cfg_root(c) : tpc_cfg_get(c, TPC_CFG_TOP, "quantization_config", NULL);
 	/* ModelOpt's hf_quant_config.json: {"producer": ..., "quantization": {"quant_algo": ...}} */
 	const cJSON *mo = !gptq_file && !qc && tpc_cfg_get(c, TPC_CFG_TOP, "producer", NULL)

@@ -439,10 +439,7 @@ out:
 	return ret;
 }
 
-static int parse_manifest(void *m, const char *text, size_t len, const char *path, tpc_err *e)
-{
-	return tpc_manifest_from_buffer(m, text, len, path, e);
-}
+TPC_PARSE_FN(parse_manifest, tpc_manifest_from_buffer)
 
 int tpc_manifest_from_file(tpc_manifest *m, const char *path, tpc_err *e)
 {

@@ -2,6 +2,7 @@
 #include "tpc_plan.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -141,6 +142,37 @@ static int get_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
 	return 0;
 }
 
+/* A JSON member and where it goes in a struct (off2: a second field). */
+typedef struct member {
+	const char *key;
+	size_t off, off2;
+} member;
+
+static const member *member_named(const member *m, size_t n, const char *k)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(k, m[i].key))
+			return &m[i];
+	return NULL;
+}
+
+/* The members that hold a list of name patterns: where plan member k's go
+ * (NULL: k is none of them). */
+static tpc_plan_re **re_member(tpc_plan *p, const char *k, size_t **n)
+{
+	static const member m[] = {
+		{"layers", offsetof(tpc_plan, layers), offsetof(tpc_plan, nlayers)},
+		{"first_stage", offsetof(tpc_plan, first), offsetof(tpc_plan, nfirst)},
+		{"last_stage", offsetof(tpc_plan, last), offsetof(tpc_plan, nlast)},
+		{"experts", offsetof(tpc_plan, experts), offsetof(tpc_plan, nexperts)},
+	};
+	const member *x = member_named(m, sizeof(m) / sizeof(m[0]), k);
+	if (!x)
+		return NULL;
+	*n = (size_t *)((char *)p + x->off2);
+	return (tpc_plan_re **)((char *)p + x->off);
+}
+
 static int parse_res(const cJSON *a, tpc_plan_re **out, size_t *n, const char *key, const char *path,
 		     tpc_err *e)
 {
@@ -201,6 +233,19 @@ static int parse_part(const cJSON *v, tpc_heads_kind *out)
 	return -1;
 }
 
+/* A rule's member that is true or false: where it goes (NULL: k is none). */
+static bool *rule_flag(tpc_plan_rule *r, const char *k)
+{
+	static const member m[] = {
+		{"transposed", offsetof(tpc_plan_rule, transposed), 0},
+		{"head_count", offsetof(tpc_plan_rule, head_count), 0},
+		{"stacked", offsetof(tpc_plan_rule, stacked), 0},
+		{"gated", offsetof(tpc_plan_rule, gated), 0},
+	};
+	const member *x = member_named(m, sizeof(m) / sizeof(m[0]), k);
+	return x ? (bool *)((char *)r + x->off) : NULL;
+}
+
 static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *path, tpc_err *e)
 {
 	const cJSON *match = NULL, *split = NULL;
@@ -212,7 +257,12 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 	for (const cJSON *f = o->child; f; f = f->next) {
 		const char *k = f->string;
 		int64_t v;
-		if (!strcmp(k, "match")) {
+		bool *flag = rule_flag(r, k);
+		if (flag) {
+			if (!cJSON_IsBool(f))
+				return PLAN_BAD(e, path, "plan rule %zu: \"%s\" must be true or false", idx, k);
+			*flag = cJSON_IsTrue(f);
+		} else if (!strcmp(k, "match")) {
 			match = f;
 		} else if (!strcmp(k, "split")) {
 			split = f;
@@ -221,17 +271,9 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 				return PLAN_BAD(e, path, "plan rule %zu: \"dim\" must be an integer", idx);
 			r->has_dim = true;
 			r->dim = (int)v;
-		} else if (!strcmp(k, "transposed")) {
-			if (!cJSON_IsBool(f))
-				return PLAN_BAD(e, path, "plan rule %zu: \"transposed\" must be true or false", idx);
-			r->transposed = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "heads")) {
 			if (parse_heads(f, &r->heads))
 				return PLAN_BAD(e, path, "plan rule %zu: \"heads\" must be \"q\", \"kv\", \"lin_k\" or \"lin_v\"", idx);
-		} else if (!strcmp(k, "head_count")) {
-			if (!cJSON_IsBool(f))
-				return PLAN_BAD(e, path, "plan rule %zu: \"head_count\" must be true or false", idx);
-			r->head_count = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "unit")) {
 			if (get_int(f, 1, 64, &r->unit))
 				return PLAN_BAD(e, path, "plan rule %zu: \"unit\" must be an integer from 1 to 64", idx);
@@ -279,14 +321,6 @@ static int parse_rule(tpc_plan_rule *r, const cJSON *o, size_t idx, const char *
 			} else {
 				return PLAN_BAD(e, path, "plan rule %zu: \"parts\" must be a count or a list", idx);
 			}
-		} else if (!strcmp(k, "stacked")) {
-			if (!cJSON_IsBool(f))
-				return PLAN_BAD(e, path, "plan rule %zu: \"stacked\" must be true or false", idx);
-			r->stacked = cJSON_IsTrue(f);
-		} else if (!strcmp(k, "gated")) {
-			if (!cJSON_IsBool(f))
-				return PLAN_BAD(e, path, "plan rule %zu: \"gated\" must be true or false", idx);
-			r->gated = cJSON_IsTrue(f);
 		} else if (!strcmp(k, "comment")) {
 			/* free text */
 		} else {
@@ -353,6 +387,8 @@ int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *
 	const cJSON *rules = NULL;
 	for (const cJSON *f = root->child; f; f = f->next) {
 		const char *k = f->string;
+		tpc_plan_re **re;
+		size_t *nre;
 		for (const cJSON *g = root->child; g != f; g = g->next)
 			if (!strcmp(g->string, k)) {
 				ret = PLAN_BAD(e, path, "plan: duplicate member \"%s\"", k);
@@ -400,17 +436,8 @@ int tpc_plan_from_buffer(tpc_plan *p, const char *text, size_t len, const char *
 				ret = PLAN_BAD(e, path, "plan: \"pad_multiple\" must be a positive integer");
 				goto out;
 			}
-		} else if (!strcmp(k, "layers")) {
-			if ((ret = parse_res(f, &p->layers, &p->nlayers, k, path, e)))
-				goto out;
-		} else if (!strcmp(k, "first_stage")) {
-			if ((ret = parse_res(f, &p->first, &p->nfirst, k, path, e)))
-				goto out;
-		} else if (!strcmp(k, "last_stage")) {
-			if ((ret = parse_res(f, &p->last, &p->nlast, k, path, e)))
-				goto out;
-		} else if (!strcmp(k, "experts")) {
-			if ((ret = parse_res(f, &p->experts, &p->nexperts, k, path, e)))
+		} else if ((re = re_member(p, k, &nre))) {
+			if ((ret = parse_res(f, re, nre, k, path, e)))
 				goto out;
 		} else if (!strcmp(k, "rules")) {
 			rules = f;
@@ -458,10 +485,7 @@ out:
 	return ret;
 }
 
-static int parse_plan(void *p, const char *text, size_t len, const char *path, tpc_err *e)
-{
-	return tpc_plan_from_buffer(p, text, len, path, e);
-}
+TPC_PARSE_FN(parse_plan, tpc_plan_from_buffer)
 
 int tpc_plan_from_file(tpc_plan *p, const char *path, tpc_err *e)
 {
