@@ -30,10 +30,25 @@
 
 /* ---- KV list ---- */
 
-static int vt_width(int t)
+int tpc__gguf_vt_width(int t)
 {
 	static const signed char w[TPC_GV_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 	return t >= 0 && t < TPC_GV_COUNT ? w[t] : 0;
+}
+
+int tpc__gguf_kv_scalar(const tpc_gguf_kv *k, uint8_t raw[8])
+{
+	uint64_t u = k->v.u;
+	if (k->type == TPC_GV_F32) {
+		float f = (float)k->v.f;
+		uint32_t x;
+		memcpy(&x, &f, 4);
+		u = x;
+	} else if (k->type == TPC_GV_F64) {
+		memcpy(&u, &k->v.f, 8);
+	}
+	tpc_wr64le(raw, u);
+	return tpc__gguf_vt_width(k->type);
 }
 
 static void kv_clear(tpc_gguf_kv *k)
@@ -125,7 +140,7 @@ int tpc_gguf_kvs_str(tpc_gguf_kvs *l, const char *key, const char *s, size_t len
 int tpc_gguf_kvs_arr(tpc_gguf_kvs *l, const char *key, int atype, const void *data, uint64_t n)
 {
 	tpc_gguf_kv *k = kv_slot(l, key);
-	size_t w = (size_t)vt_width(atype);
+	size_t w = (size_t)tpc__gguf_vt_width(atype);
 	if (!k || !w || n > SIZE_MAX / w)
 		return -1;
 	k->type = TPC_GV_ARRAY;
@@ -279,7 +294,7 @@ static int gp_array(gp *g, tpc_gguf_kv *k, uint64_t at)
 		}
 		return 0;
 	}
-	int w = vt_width(k->atype);
+	int w = tpc__gguf_vt_width(k->atype);
 	if (!w)
 		return GP_BAD(g, at, NULL, "key '%s': unknown array element type %d", k->key, k->atype);
 	if (n > tpc_cursor_left(&g->c) / (uint64_t)w)
@@ -324,7 +339,7 @@ static int gp_kv(gp *g, tpc_gguf_kvs *l)
 	}
 	if (k->type == TPC_GV_ARRAY)
 		return gp_array(g, k, vat);
-	int w = vt_width(k->type);
+	int w = tpc__gguf_vt_width(k->type);
 	if (!w)
 		return GP_BAD(g, vat, NULL, "key '%s': unknown value type %d", key, k->type);
 	const uint8_t *b = tpc_cursor_take(&g->c, (uint64_t)w);
@@ -540,7 +555,7 @@ static void show_str(tpc_buf *b, const char *s, uint64_t n, size_t max)
 static void show_num(tpc_buf *b, int type, const uint8_t *p)
 {
 	uint64_t u = 0;
-	int w = vt_width(type);
+	int w = tpc__gguf_vt_width(type);
 	for (int i = w - 1; i >= 0; i--)
 		u = u << 8 | p[i];
 	switch (type) {
@@ -573,21 +588,12 @@ static void show_kv(tpc_buf *b, const tpc_gguf_kv *k)
 			if (k->atype == TPC_GV_STRING)
 				show_str(b, k->astr[i], k->alen[i], 24);
 			else
-				show_num(b, k->atype, (const uint8_t *)k->arr + i * (uint64_t)vt_width(k->atype));
+				show_num(b, k->atype, (const uint8_t *)k->arr + i * (uint64_t)tpc__gguf_vt_width(k->atype));
 		}
 		tpc_buf_adds(b, k->n > SHOW_ITEMS ? ", ...]" : "]");
 	} else {
 		uint8_t raw[8];
-		uint64_t u = k->v.u;
-		if (k->type == TPC_GV_F32) {
-			float f = (float)k->v.f;
-			uint32_t x;
-			memcpy(&x, &f, 4);
-			u = x;
-		} else if (k->type == TPC_GV_F64) {
-			memcpy(&u, &k->v.f, 8);
-		}
-		tpc_wr64le(raw, u);
+		tpc__gguf_kv_scalar(k, raw);
 		show_num(b, k->type, raw);
 	}
 }

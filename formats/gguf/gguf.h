@@ -160,6 +160,11 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 /* general.name as the reference makes it from model folder `dir`'s name
  * (gguf-py Metadata.id_to_title); malloc'd, NULL out of memory. */
 char *tpc__gguf_title(const char *dir);
+/* A value type's width in bytes (0: string, array, unknown), and a scalar
+ * key's value as the file stores it (little-endian, the width's first bytes
+ * of raw; f32 rounded from the double it is kept in): returns the width. */
+int tpc__gguf_vt_width(int t);
+int tpc__gguf_kv_scalar(const tpc_gguf_kv *k, uint8_t raw[8]);
 
 /*
  * The tokenizer.* keys for the tokenizer in `dir` (gguf_vocab.c), added to kv

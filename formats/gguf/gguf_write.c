@@ -52,26 +52,11 @@ static void put_str(tpc_buf *b, const char *s, uint64_t n)
 	tpc_buf_add(b, s, (size_t)n);
 }
 
-static int vt_width(int t)
-{
-	static const signed char w[TPC_GV_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-	return t >= 0 && t < TPC_GV_COUNT ? w[t] : 0;
-}
 
 static void put_scalar(tpc_buf *b, const tpc_gguf_kv *k)
 {
 	uint8_t x[8];
-	uint64_t u = k->v.u;
-	if (k->type == TPC_GV_F32) {
-		float f = (float)k->v.f;
-		uint32_t v;
-		memcpy(&v, &f, 4);
-		u = v;
-	} else if (k->type == TPC_GV_F64) {
-		memcpy(&u, &k->v.f, 8);
-	}
-	tpc_wr64le(x, u);
-	tpc_buf_add(b, x, (size_t)vt_width(k->type));
+	tpc_buf_add(b, x, (size_t)tpc__gguf_kv_scalar(k, x));
 }
 
 static int put_kv(tpc_buf *b, const tpc_gguf_kv *k, tpc_err *e)
@@ -86,11 +71,11 @@ static int put_kv(tpc_buf *b, const tpc_gguf_kv *k, tpc_err *e)
 		if (k->atype == TPC_GV_STRING)
 			for (uint64_t i = 0; i < k->n; i++)
 				put_str(b, k->astr[i], k->alen[i]);
-		else if (vt_width(k->atype))
-			tpc_buf_add(b, k->arr, (size_t)(k->n * (uint64_t)vt_width(k->atype)));
+		else if (tpc__gguf_vt_width(k->atype))
+			tpc_buf_add(b, k->arr, (size_t)(k->n * (uint64_t)tpc__gguf_vt_width(k->atype)));
 		else
 			return tpc_err_set(e, TPC_EINPUT, "GGUF key '%s': array of unknown type %d", k->key, k->atype);
-	} else if (vt_width(k->type)) {
+	} else if (tpc__gguf_vt_width(k->type)) {
 		put_scalar(b, k);
 	} else {
 		return tpc_err_set(e, TPC_EINPUT, "GGUF key '%s': unknown value type %d", k->key, k->type);
