@@ -304,6 +304,10 @@ int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src); /* deep copy; name 
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len);
 /* Composite of parts along dim, as a free-standing value (parts deep-copied). */
 int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim);
+/* The same for parts made for it (malloc'd, np of them): dst unless ret, an
+ * earlier failure, says otherwise; the parts are released and the array
+ * freed either way; -1 on any failure. */
+int tpc_tensor_cat_release(tpc_tensor *dst, tpc_tensor *parts, int np, int dim, int ret);
 /* One part of a fused tensor laid out in `groups` repetitions of `per` along
  * dim (Megatron's per-query-group [q (heads_per_group*d); k (d); v (d)]):
  * dst = the concatenation over g in [0, groups) of src's

@@ -491,7 +491,7 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 
 /* dst = parts[0..np) concatenated on dim when ret is 0; the parts released
  * and their array freed either way. -1 on any failure. */
-static int cat_parts(tpc_tensor *dst, tpc_tensor *parts, int np, int dim, int ret)
+int tpc_tensor_cat_release(tpc_tensor *dst, tpc_tensor *parts, int np, int dim, int ret)
 {
 	if (!ret)
 		ret = tpc_tensor_init_cat(dst, parts, np, dim);
@@ -517,7 +517,7 @@ int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t 
 		return -1;
 	for (int64_t g = 0; g < groups && !ret; g++, np++)
 		ret = tpc_tensor_narrow(&parts[g], src, dim, g * per + off, len);
-	return cat_parts(dst, parts, np, dim, ret);
+	return tpc_tensor_cat_release(dst, parts, np, dim, ret);
 }
 
 int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t off, int64_t groups, int64_t per,
@@ -542,7 +542,7 @@ int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int6
 		ret = tpc_tensor_narrow(&parts[np++], src, dim, off + (int64_t)span, tail);
 	if (ret && np)
 		np--; /* the part that failed holds nothing */
-	return cat_parts(dst, parts, np, dim, ret);
+	return tpc_tensor_cat_release(dst, parts, np, dim, ret);
 }
 
 /* rows_every of a composite along dim 0: the rows each part holds
@@ -601,14 +601,10 @@ int tpc_tensor_rows_every(tpc_tensor *dst, const tpc_tensor *src, int64_t start,
  * either way; -1 on any failure */
 static int cat_rows(tpc_tensor *dst, tpc_tensor *pc, int n, tpc_dtype dt, int ret)
 {
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, pc, n, 0);
-	for (int i = 0; i < n; i++)
-		tpc_tensor_release(&pc[i]);
-	free(pc);
+	ret = tpc_tensor_cat_release(dst, pc, n, 0, ret);
 	if (!ret)
 		dst->dtype = dt;
-	return ret ? -1 : 0;
+	return ret;
 }
 
 int tpc_tensor_rope_permute(tpc_tensor *dst, const tpc_tensor *src, int64_t heads, bool to_halves)
@@ -744,12 +740,7 @@ int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts)
 		return -1;
 	for (; n < nparts && !ret; n++)
 		ret = parts[n].ndim != parts[0].ndim || tpc_tensor_copy(&up[n], &parts[n]) || lift0(&up[n]);
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, up, nparts, 0);
-	for (int i = 0; i < n; i++)
-		tpc_tensor_release(&up[i]);
-	free(up);
-	return ret ? -1 : 0;
+	return tpc_tensor_cat_release(dst, up, n, 0, ret);
 }
 
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)

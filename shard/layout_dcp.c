@@ -270,6 +270,24 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	return ret;
 }
 
+int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, int r, size_t want, uint64_t **off,
+			uint64_t **len, tpc_err *e)
+{
+	char *p = tpc_path_join(dir, file);
+	tpc_ckpt ck;
+	size_t n = 0;
+	int ret;
+	tpc_ckpt_init(&ck);
+	if (!p)
+		ret = tpc_err_nomem(e);
+	else if (!(ret = f->part_items(&ck, p, off, len, &n, e)) && n != want)
+		ret = tpc_err_at(e, TPC_EINPUT, p, NULL, "rank %d's file holds %zu items, the plan gives the rank %zu chunks", r, n,
+				 want);
+	tpc_ckpt_release(&ck);
+	free(p);
+	return ret;
+}
+
 /* Every rank file is there: .metadata over all of them, then the companions. */
 static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
 {
@@ -286,20 +304,8 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 		ret = tpc_err_nomem(e);
 	/* where each rank's items lie */
 	for (int r = 0; r < nr && !ret; r++) {
-		char *p = tpc_path_join(dir, sp->rank_file[r]);
-		tpc_ckpt ck;
-		size_t n = 0;
-		tpc_ckpt_init(&ck);
-		if (!p)
-			ret = tpc_err_nomem(e);
-		else if (!(ret = rank_chunks(sp, r, &ch[r], &nch[r], e)) &&
-			 !(ret = f->part_items(&ck, p, &off[r], &len[r], &n, e)) && n != nch[r]) {
-			tpc_err_at(e, TPC_EINPUT, p, NULL, "rank %d's file holds %zu items, the plan gives the rank %zu chunks", r, n,
-				    nch[r]);
-			ret = TPC_EINPUT;
-		}
-		tpc_ckpt_release(&ck);
-		free(p);
+		if (!(ret = rank_chunks(sp, r, &ch[r], &nch[r], e)))
+			ret = tpc__dcp_rank_items(f, dir, sp->rank_file[r], r, nch[r], &off[r], &len[r], e);
 		total += nch[r];
 	}
 	if (!ret && (!(all = tpc_calloc(total + 1, sizeof(*all))) ||

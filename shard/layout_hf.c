@@ -23,25 +23,19 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	return tpc_strdup(buf);
 }
 
-/* The weight files and index the writer made, then the folder itself if that
- * leaves it empty (companions copied by another run stay). */
+/* The weight files and index the writer made */
+static bool is_weights(const char *n, const void *ctx)
+{
+	(void)ctx;
+	return (!strncmp(n, "model", 5) || !strncmp(n, "pytorch_model", 13)) &&
+	       (tpc_ends_with(n, ".safetensors") || tpc_ends_with(n, ".bin") || tpc_ends_with(n, ".index.json"));
+}
+
+/* Those, then the folder itself if that leaves it empty (companions copied
+ * by another run stay). */
 static void remove_rank(const char *p)
 {
-	DIR *d = opendir(p);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		const char *n = de->d_name;
-		if ((!strncmp(n, "model", 5) || !strncmp(n, "pytorch_model", 13)) &&
-		    (tpc_ends_with(n, ".safetensors") || tpc_ends_with(n, ".bin") ||
-		     tpc_ends_with(n, ".index.json"))) {
-			char *f = tpc_path_join(p, n);
-			if (f)
-				unlink(f);
-			free(f);
-		}
-	}
-	if (d)
-		closedir(d);
+	tpc__layout_unlink_if(p, is_weights, NULL);
 	rmdir(p);
 }
 

@@ -291,12 +291,7 @@ int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tens
 		ret = tpc_tensor_narrow(&parts[np++], q, 0, i * hpg * d, hpg * d) ||
 		      tpc_tensor_narrow(&parts[np++], k, 0, i * d, d) || tpc_tensor_narrow(&parts[np++], v, 0, i * d, d);
 	}
-	if (!ret)
-		ret = tpc_tensor_init_cat(out, parts, np, 0);
-	for (int i = 0; i < np; i++)
-		tpc_tensor_release(&parts[i]);
-	free(parts);
-	return ret ? -1 : 0;
+	return tpc_tensor_cat_release(out, parts, np, 0, ret);
 }
 
 static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)

@@ -621,18 +621,8 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	else if (!ch || !off || !len || !it)
 		ret = tpc_err_nomem(e);
 	for (int r = 0; r < nr && !ret; r++) {
-		char *rp = tpc_path_join(dir, sp->rank_file[r]);
-		tpc_ckpt ck;
-		size_t n = 0;
-		tpc_ckpt_init(&ck);
-		if (!rp)
-			ret = tpc_err_nomem(e);
-		else if (!(ret = rank_chunks(sp, r, &ch[r], e)) && !(ret = f->part_items(&ck, rp, &off[r], &len[r], &n, e)) &&
-			 n != ch[r].n)
-			ret = tpc_err_at(e, TPC_EINPUT, rp, NULL, "rank %d's file holds %zu items, the plan gives the rank %zu chunks", r,
-					  n, ch[r].n);
-		tpc_ckpt_release(&ck);
-		free(rp);
+		if (!(ret = rank_chunks(sp, r, &ch[r], e)))
+			ret = tpc__dcp_rank_items(f, dir, sp->rank_file[r], r, ch[r].n, &off[r], &len[r], e);
 		if (!ret)
 			total += ch[r].n;
 	}

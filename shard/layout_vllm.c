@@ -480,25 +480,19 @@ static char *split_path(const char *path, int *rank)
 	return dir;
 }
 
+static bool is_part(const char *n, const void *pre)
+{
+	return !strncmp(n, pre, strlen(pre)) && tpc_ends_with(n, ".safetensors");
+}
+
 /* every model-rank-R-part-*.safetensors in the folder of `path` */
 static void remove_rank(const char *path)
 {
 	int rank;
 	char *dir = split_path(path, &rank);
 	char pre[64];
-	DIR *d = dir ? opendir(dir) : NULL;
-	struct dirent *de;
 	snprintf(pre, sizeof(pre), "model-rank-%d-part-", rank);
-	while (d && (de = readdir(d))) {
-		if (strncmp(de->d_name, pre, strlen(pre)) || !tpc_ends_with(de->d_name, ".safetensors"))
-			continue;
-		char *f = tpc_path_join(dir, de->d_name);
-		if (f)
-			unlink(f);
-		free(f);
-	}
-	if (d)
-		closedir(d);
+	tpc__layout_unlink_if(dir, is_part, pre);
 	free(dir);
 }
 

@@ -169,6 +169,22 @@ bool tpc__layout_max_ranks(const char *dir, bool (*parse)(const char *name, int 
 	return any;
 }
 
+void tpc__layout_unlink_if(const char *dir, bool (*match)(const char *name, const void *ctx), const void *ctx)
+{
+	DIR *d = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (!match(de->d_name, ctx))
+			continue;
+		char *f = tpc_path_join(dir, de->d_name);
+		if (f)
+			unlink(f);
+		free(f);
+	}
+	if (d)
+		closedir(d);
+}
+
 int tpc__layout_write_file(const tpc_format *f, bool part, const tpc_ckpt *ck, const char *path,
 			   const tpc_write_opts *wo, tpc_err *e)
 {

@@ -154,6 +154,8 @@ int tpc__layout_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, tp
 /* The largest tp and pp ranks (-1 when none) among the names in `dir` that
  * `parse` takes for rank files of a foreign layout; false when none is. */
 bool tpc__layout_max_ranks(const char *dir, bool (*parse)(const char *name, int *t, int *p), int *maxt, int *maxp);
+/* Remove every file in folder dir whose name match takes (ctx: its data). */
+void tpc__layout_unlink_if(const char *dir, bool (*match)(const char *name, const void *ctx), const void *ctx);
 /* Write ck as one rank file at path with format f (its write_part when part:
  * one file of a DCP folder), the folders above path made first. */
 int tpc__layout_write_file(const tpc_format *f, bool part, const tpc_ckpt *ck, const char *path,
@@ -183,6 +185,10 @@ const tpc_format *tpc__dcp_format(tpc_err *e);
  * first. */
 int tpc__dcp_write_rank(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
 			const tpc_write_opts *wo, tpc_err *e);
+/* Where rank r's items lie in its file dir/file (f's part_items), which must
+ * hold the `want` chunks the plan gives the rank. */
+int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, int r, size_t want, uint64_t **off,
+			uint64_t **len, tpc_err *e);
 /* Whether the items of the DCP rank file at `path`, in order, have the dtypes
  * and shapes of want[0..n) (a rank file on disk is this set's: resume). */
 typedef struct tpc__dcp_item {
