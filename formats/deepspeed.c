@@ -260,14 +260,25 @@ static int add_buffers(zero *z, tpc_err *e)
 	return 0;
 }
 
+/* Model-states member `key` of m: 0 with *v NULL when absent or None, 0
+ * with the dict, or an error when it is something else. */
+static int opt_dict(const zfile *m, const char *key, const tpc_value **v, tpc_err *e)
+{
+	*v = dget(m->root, key);
+	if (*v && (*v)->kind == TPC_V_NONE)
+		*v = NULL;
+	if (*v && (*v)->kind != TPC_V_DICT)
+		return TPC_CORRUPT(e, m->path, -1, NULL, "%s is not a dict", key);
+	return 0;
+}
+
 static int add_frozen(zero *z, pieces *p, tpc_err *e)
 {
 	const zfile *m0 = &z->ms[0];
-	const tpc_value *shapes = dget(m0->root, "frozen_param_shapes");
-	if (!shapes || shapes->kind == TPC_V_NONE)
-		return 0;
-	if (shapes->kind != TPC_V_DICT)
-		return TPC_CORRUPT(e, m0->path, -1, NULL, "frozen_param_shapes is not a dict");
+	const tpc_value *shapes;
+	int ret = opt_dict(m0, "frozen_param_shapes", &shapes, e);
+	if (ret || !shapes)
+		return ret;
 	if (z->stage == 3 && z->nms != (size_t)z->ws && shapes->n)
 		return TPC_CORRUPT(e, m0->path, -1, NULL,
 				   "stage 3 keeps frozen parameters in every rank's model states: %zu model-states files for %lld ranks",
@@ -275,7 +286,7 @@ static int add_frozen(zero *z, pieces *p, tpc_err *e)
 	for (size_t i = 0; i < shapes->n; i++) {
 		const char *name;
 		int64_t shape[TPC_MAX_NDIM], numel;
-		int nd, ret;
+		int nd;
 		if ((ret = shape_entry(m0, shapes, i, &name, shape, &nd, &numel, e)))
 			return ret;
 		size_t nr = z->stage == 3 ? z->nms : 1;
@@ -471,11 +482,10 @@ static int add_trainable_z3(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 static int add_shared(zero *z, tpc_err *e)
 {
 	const zfile *m = &z->ms[0];
-	const tpc_value *sh = dget(m->root, "shared_params");
-	if (!sh || sh->kind == TPC_V_NONE)
-		return 0;
-	if (sh->kind != TPC_V_DICT)
-		return TPC_CORRUPT(e, m->path, -1, NULL, "shared_params is not a dict");
+	const tpc_value *sh;
+	int ret = opt_dict(m, "shared_params", &sh, e);
+	if (ret || !sh)
+		return ret;
 	for (size_t i = 0; i < sh->n; i++) {
 		const tpc_value *k = sh->keys[i], *v = sh->items[i];
 		if (k->kind != TPC_V_STR || v->kind != TPC_V_STR)

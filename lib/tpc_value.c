@@ -761,15 +761,9 @@ static void open_frame(tpc_buf *b, jframe *f, const tpc_value *v)
 		f->nchild = v->n + (f->origin ? 1 : 0);
 		break;
 	case TPC_V_TUPLE:
-		tpc_buf_adds(b, "{\"tuple\":[");
-		f->nchild = v->n;
-		break;
 	case TPC_V_SET:
-		tpc_buf_adds(b, "{\"set\":[");
-		f->nchild = v->n;
-		break;
 	case TPC_V_CALL:
-		tpc_buf_adds(b, "{\"call\":[");
+		tpc_buf_adds(b, v->kind == TPC_V_TUPLE ? "{\"tuple\":[" : v->kind == TPC_V_SET ? "{\"set\":[" : "{\"call\":[");
 		f->nchild = v->n;
 		break;
 	case TPC_V_STORAGE:

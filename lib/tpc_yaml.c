@@ -397,6 +397,20 @@ static int key_of(yp *p, int no, const char *s, cJSON **key, const char **rest, 
 
 static int node(yp *p, int ind, cJSON **out);
 
+/* A mapping or sequence at indent ind has ended (ret: how): nothing may stand
+ * deeper after it; *out the collection c, or c freed on an error. */
+static int collection_end(yp *p, int ind, int ret, cJSON *c, cJSON **out)
+{
+	if (!ret && p->i < p->n && p->l[p->i].ind > ind)
+		ret = bad(p, p->l[p->i].no, "indented where nothing can start");
+	if (ret) {
+		cJSON_Delete(c);
+		return ret;
+	}
+	*out = c;
+	return 0;
+}
+
 static int mapping(yp *p, int ind, cJSON **out)
 {
 	cJSON *obj = cJSON_CreateObject(), *key = NULL;
@@ -442,14 +456,7 @@ static int mapping(yp *p, int ind, cJSON **out)
 		key = NULL;
 	}
 	cJSON_Delete(key);
-	if (!ret && p->i < p->n && p->l[p->i].ind > ind)
-		ret = bad(p, p->l[p->i].no, "indented where nothing can start");
-	if (ret) {
-		cJSON_Delete(obj);
-		return ret;
-	}
-	*out = obj;
-	return 0;
+	return collection_end(p, ind, ret, obj, out);
 }
 
 static int sequence(yp *p, int ind, cJSON **out)
@@ -479,14 +486,7 @@ static int sequence(yp *p, int ind, cJSON **out)
 		if (!ret)
 			cJSON_AddItemToArray(arr, v);
 	}
-	if (!ret && p->i < p->n && p->l[p->i].ind > ind)
-		ret = bad(p, p->l[p->i].no, "indented where nothing can start");
-	if (ret) {
-		cJSON_Delete(arr);
-		return ret;
-	}
-	*out = arr;
-	return 0;
+	return collection_end(p, ind, ret, arr, out);
 }
 
 /* The node starting at line p->i, whose indent is ind. */

@@ -74,6 +74,17 @@ static bool loc_fail(char *msg, size_t n, int t, const char *bad, const vdelta_l
 	return false;
 }
 
+/* The key-head groups a rank holds, from the rows of q, a tensor of W rows
+ * per group held whole (d->g from d->g0 on): false when its part is not
+ * whole groups of one piece. */
+static bool key_groups(const vloc *q, int64_t W, vdelta_loc *d)
+{
+	int64_t len = q->dim >= 0 ? q->len[0] : q->t->shape[q->transposed ? 1 : 0], start = q->dim >= 0 ? q->start[0] : 0;
+	d->g = len / W;
+	d->g0 = start / W;
+	return !(len % W || start % W || d->g < 1 || (q->dim >= 0 && (q->nparts != 1 || q->replicas[0] != 1)));
+}
+
 /* The flat projections (Qwen3.5): in_proj_qkv's [q | k | v] each by heads
  * (3 parts), in_proj_z, in_proj_b, in_proj_a by value heads; the rank's
  * key head groups g0 .. g0 + g - 1 from in_proj_z's rows */
@@ -91,12 +102,9 @@ static bool flat_loc_of(const vrun *R, const tpc_vattn *at, int t, vdelta_loc *d
 	tpc__lin_of(R, p->a, t, false, &d->a);
 	shared_loc(R, at, t, d);
 	int64_t r = p->nv / p->nk, V = r * p->dv;
-	const vloc *z = &d->z.w, *q = &d->qkv.w;
-	int64_t len = z->dim >= 0 ? z->len[0] : z->t->shape[z->transposed ? 1 : 0], start = z->dim >= 0 ? z->start[0] : 0;
-	d->g = len / V;
-	d->g0 = start / V;
+	const vloc *q = &d->qkv.w;
 	const char *bad = NULL;
-	if (len % V || start % V || d->g < 1 || (z->dim >= 0 && (z->nparts != 1 || z->replicas[0] != 1)))
+	if (!key_groups(&d->z.w, V, d))
 		bad = R->s->t[p->z].name;
 	else if (q->dim >= 0 ? q->nparts != 3 || !holds(q, 0, p->dk, d->g0, d->g, 0) || !holds(q, 1, p->dk, d->g0, d->g, 0) ||
 				       !holds(q, 2, V, d->g0, d->g, 0)
@@ -126,13 +134,9 @@ bool tpc__delta_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vdelta_loc *d
 	tpc__lin_of(R, p->qkvz, t, false, &d->qkvz);
 	tpc__lin_of(R, p->ba, t, false, &d->ba);
 	shared_loc(R, at, t, d);
-	int64_t r = p->nv / p->nk, W = 2 * p->dk + 2 * r * p->dv;
-	const vloc *q = &d->qkvz.w;
-	int64_t len = q->dim >= 0 ? q->len[0] : q->t->shape[q->transposed ? 1 : 0], start = q->dim >= 0 ? q->start[0] : 0;
-	d->g = len / W;
-	d->g0 = start / W;
+	int64_t r = p->nv / p->nk;
 	const char *bad = NULL;
-	if (len % W || start % W || d->g < 1 || (q->dim >= 0 && (q->nparts != 1 || q->replicas[0] != 1)))
+	if (!key_groups(&d->qkvz.w, 2 * p->dk + 2 * r * p->dv, d))
 		bad = R->s->t[p->qkvz].name;
 	else if (!holds(&d->ba.w, 0, 2 * r, d->g0, d->g, 2 * p->nv))
 		bad = R->s->t[p->ba].name;
