@@ -223,6 +223,9 @@ int tpc_pickle_load_from_buffer(const uint8_t *p, uint64_t n, const tpc_pickle_o
 /* Map a Python 2 global name to Python 3 as torch does (module, name in/out;
  * the results point into static tables or at the inputs). */
 void tpc_pickle_map_name(const char **module, const char **name);
+/* The inverse for the writer (protocol 2 names Python 2's): the names that
+ * map one to one (builtins and copyreg modules are the caller's). */
+void tpc_pickle_unmap_name(const char **module, const char **name);
 
 /* ---- writing ---- */
 

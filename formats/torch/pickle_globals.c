@@ -25,24 +25,30 @@ static const char *const import_map[][2] = {
 	{"cStringIO", "io"},         {"exceptions", "builtins"},
 };
 
-static const char *const name_map[][4] = {
-	{"__builtin__", "xrange", "builtins", "range"},
-	{"__builtin__", "reduce", "functools", "reduce"},
-	{"__builtin__", "intern", "sys", "intern"},
-	{"__builtin__", "unichr", "builtins", "chr"},
-	{"__builtin__", "unicode", "builtins", "str"},
-	{"__builtin__", "long", "builtins", "int"},
-	{"__builtin__", "basestring", "builtins", "str"},
-	{"itertools", "izip", "builtins", "zip"},
-	{"itertools", "imap", "builtins", "map"},
-	{"itertools", "ifilter", "builtins", "filter"},
-	{"itertools", "ifilterfalse", "itertools", "filterfalse"},
-	{"itertools", "izip_longest", "itertools", "zip_longest"},
-	{"UserDict", "IterableUserDict", "collections", "UserDict"},
-	{"UserDict", "UserDict", "collections", "UserDict"},
-	{"UserList", "UserList", "collections", "UserList"},
-	{"UserString", "UserString", "collections", "UserString"},
-	{"exceptions", "StandardError", "builtins", "Exception"},
+/* Python 2 module and name -> Python 3 (pickle's _compat_pickle NAME_MAPPING);
+ * the writer maps back by the same rows, but for the three that are not one
+ * to one (str, collections.UserDict and Exception keep other names). */
+static const struct {
+	const char *m2, *n2, *m3, *n3;
+	bool one_way;
+} name_map[] = {
+	{"__builtin__", "xrange", "builtins", "range", false},
+	{"__builtin__", "reduce", "functools", "reduce", false},
+	{"__builtin__", "intern", "sys", "intern", false},
+	{"__builtin__", "unichr", "builtins", "chr", false},
+	{"__builtin__", "unicode", "builtins", "str", false},
+	{"__builtin__", "long", "builtins", "int", false},
+	{"__builtin__", "basestring", "builtins", "str", true},
+	{"itertools", "izip", "builtins", "zip", false},
+	{"itertools", "imap", "builtins", "map", false},
+	{"itertools", "ifilter", "builtins", "filter", false},
+	{"itertools", "ifilterfalse", "itertools", "filterfalse", false},
+	{"itertools", "izip_longest", "itertools", "zip_longest", false},
+	{"UserDict", "IterableUserDict", "collections", "UserDict", false},
+	{"UserDict", "UserDict", "collections", "UserDict", true},
+	{"UserList", "UserList", "collections", "UserList", false},
+	{"UserString", "UserString", "collections", "UserString", false},
+	{"exceptions", "StandardError", "builtins", "Exception", true},
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -50,15 +56,26 @@ static const char *const name_map[][4] = {
 void tpc_pickle_map_name(const char **module, const char **name)
 {
 	for (size_t i = 0; i < COUNT(name_map); i++) {
-		if (!strcmp(*module, name_map[i][0]) && !strcmp(*name, name_map[i][1])) {
-			*module = name_map[i][2];
-			*name = name_map[i][3];
+		if (!strcmp(*module, name_map[i].m2) && !strcmp(*name, name_map[i].n2)) {
+			*module = name_map[i].m3;
+			*name = name_map[i].n3;
 			return;
 		}
 	}
 	for (size_t i = 0; i < COUNT(import_map); i++) {
 		if (!strcmp(*module, import_map[i][0])) {
 			*module = import_map[i][1];
+			return;
+		}
+	}
+}
+
+void tpc_pickle_unmap_name(const char **module, const char **name)
+{
+	for (size_t i = 0; i < COUNT(name_map); i++) {
+		if (!name_map[i].one_way && !strcmp(*module, name_map[i].m3) && !strcmp(*name, name_map[i].n3)) {
+			*module = name_map[i].m2;
+			*name = name_map[i].n2;
 			return;
 		}
 	}

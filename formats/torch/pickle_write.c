@@ -232,35 +232,10 @@ out:
 	free(key);
 }
 
-/* Python 3 names back to the Python 2 names protocol 2 writes (the inverse of
- * the reader's mapping, for the names that map one to one). */
-static const char *const reverse_names[][4] = {
-	{"builtins", "range", "__builtin__", "xrange"},
-	{"functools", "reduce", "__builtin__", "reduce"},
-	{"sys", "intern", "__builtin__", "intern"},
-	{"builtins", "chr", "__builtin__", "unichr"},
-	{"builtins", "str", "__builtin__", "unicode"},
-	{"builtins", "int", "__builtin__", "long"},
-	{"builtins", "zip", "itertools", "izip"},
-	{"builtins", "map", "itertools", "imap"},
-	{"builtins", "filter", "itertools", "ifilter"},
-	{"itertools", "filterfalse", "itertools", "ifilterfalse"},
-	{"itertools", "zip_longest", "itertools", "izip_longest"},
-	{"collections", "UserDict", "UserDict", "IterableUserDict"},
-	{"collections", "UserList", "UserList", "UserList"},
-	{"collections", "UserString", "UserString", "UserString"},
-};
-
 void tpc_pickle_emit_global(tpc_pickle_writer *w, const char *module, const char *name)
 {
 	char *key = NULL;
-	for (size_t i = 0; i < sizeof(reverse_names) / sizeof(reverse_names[0]); i++) {
-		if (!strcmp(module, reverse_names[i][0]) && !strcmp(name, reverse_names[i][1])) {
-			module = reverse_names[i][2];
-			name = reverse_names[i][3];
-			break;
-		}
-	}
+	tpc_pickle_unmap_name(&module, &name);
 	if (!strcmp(module, "builtins"))
 		module = "__builtin__";
 	else if (!strcmp(module, "copyreg"))
