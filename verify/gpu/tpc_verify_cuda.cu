@@ -26,35 +26,20 @@ extern "C" {
 #define TPC_EGPU_ (-5)
 #define TPC_EIO_ (-4)
 
-#define CUDA_CHECK(call)                                                                            \
+/* A CUDA, cuBLAS or NCCL call: on failure, its status in *sys and the call
+ * with the library's message in msg, then TPC_EGPU_ (NCCL's checks.h style). */
+#define GPU_CHECK(T, call, ok, str)                                                                 \
 	do {                                                                                        \
-		cudaError_t e_ = (call);                                                            \
-		if (e_ != cudaSuccess) {                                                            \
-			*sys = (int)e_;                                                             \
-			snprintf(msg, len, "%s: %s", #call, cudaGetErrorString(e_));                \
+		T v_ = (call);                                                                      \
+		if (v_ != (ok)) {                                                                   \
+			*sys = (int)v_;                                                             \
+			snprintf(msg, len, "%s: %s", #call, str(v_));                               \
 			return TPC_EGPU_;                                                           \
 		}                                                                                   \
 	} while (0)
-
-#define CUBLAS_CHECK(call)                                                                          \
-	do {                                                                                        \
-		cublasStatus_t s_ = (call);                                                         \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-			*sys = (int)s_;                                                             \
-			snprintf(msg, len, "%s: %s", #call, cublasGetStatusString(s_));             \
-			return TPC_EGPU_;                                                           \
-		}                                                                                   \
-	} while (0)
-
-#define NCCL_CHECK(call)                                                                            \
-	do {                                                                                        \
-		ncclResult_t r_ = (call);                                                           \
-		if (r_ != ncclSuccess) {                                                            \
-			*sys = (int)r_;                                                             \
-			snprintf(msg, len, "%s: %s", #call, ncclGetErrorString(r_));                \
-			return TPC_EGPU_;                                                           \
-		}                                                                                   \
-	} while (0)
+#define CUDA_CHECK(call) GPU_CHECK(cudaError_t, call, cudaSuccess, cudaGetErrorString)
+#define CUBLAS_CHECK(call) GPU_CHECK(cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+#define NCCL_CHECK(call) GPU_CHECK(ncclResult_t, call, ncclSuccess, ncclGetErrorString)
 
 struct tpc_gpu_ctx {
 	int device;
