@@ -48,16 +48,25 @@ static void put_f16(uint8_t *p, float f)
 
 /* ---- the 32-element types ---- */
 
+/* The element of x[0..n) of largest magnitude, signed (the first one wins;
+ * 0 when none is above 0), its magnitude in *amax. */
+static float abs_max(int n, const float *x, float *amax)
+{
+	float max = 0.0f;
+	*amax = 0.0f;
+	for (int i = 0; i < n; i++)
+		if (fabsf(x[i]) > *amax) {
+			*amax = fabsf(x[i]);
+			max = x[i];
+		}
+	return max;
+}
+
 /* Q4_0 / Q5_0: d from the signed value of largest magnitude (the first one
  * wins), q = min(top, trunc(x / d + off + 0.5)) with 1/d from the F32 d */
 static void q_sym(const float *x, uint8_t *b, int bits)
 {
-	float amax = 0.0f, max = 0.0f;
-	for (int j = 0; j < 32; j++)
-		if (amax < fabsf(x[j])) {
-			amax = fabsf(x[j]);
-			max = x[j];
-		}
+	float amax, max = abs_max(32, x, &amax);
 	float d = max / (bits == 4 ? -8.0f : -16.0f), id = d != 0.0f ? 1.0f / d : 0.0f;
 	float off = bits == 4 ? 8.5f : 16.5f;
 	int top = bits == 4 ? 15 : 31;
@@ -193,12 +202,7 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
  * magnitude is under GROUP_MAX_EPS (make_qx_quants' and make_q3_quants' start) */
 static float signed_max(int n, const float *x, int8_t *L)
 {
-	float max = 0, amax = 0;
-	for (int i = 0; i < n; i++)
-		if (fabsf(x[i]) > amax) {
-			amax = fabsf(x[i]);
-			max = x[i];
-		}
+	float amax, max = abs_max(n, x, &amax);
 	if (amax < GROUP_MAX_EPS) {
 		memset(L, 0, (size_t)n);
 		return 0.0f;
@@ -341,14 +345,10 @@ static void q3_k(const float *x, uint8_t *y)
 {
 	uint8_t *hmask = y, *qs = y + 32, *s = y + 96;
 	int8_t L[QK_K];
-	float scales[16], max_scale = 0, amax = 0;
-	for (int j = 0; j < 16; j++) {
+	float scales[16], amax;
+	for (int j = 0; j < 16; j++)
 		scales[j] = q3(16, 4, x + 16 * j, L + 16 * j);
-		if (fabsf(scales[j]) > amax) {
-			amax = fabsf(scales[j]);
-			max_scale = scales[j];
-		}
-	}
+	float max_scale = abs_max(16, scales, &amax);
 	memset(s, 0, 12);
 	float d = 0.0f;
 	if (max_scale != 0.0f) {
@@ -468,14 +468,10 @@ static void q45_k(const float *x, uint8_t *y, int nmax)
 static void q6_k(const float *x, uint8_t *y)
 {
 	int8_t L[QK_K], *sc = (int8_t *)(y + 192);
-	float scales[16], max_scale = 0, max_abs = 0;
-	for (int ib = 0; ib < 16; ib++) {
+	float scales[16], max_abs;
+	for (int ib = 0; ib < 16; ib++)
 		scales[ib] = qx(16, 32, x + 16 * ib, L + 16 * ib);
-		if (fabsf(scales[ib]) > max_abs) {
-			max_abs = fabsf(scales[ib]);
-			max_scale = scales[ib];
-		}
-	}
+	float max_scale = abs_max(16, scales, &max_abs);
 	if (max_abs < GROUP_MAX_EPS) {
 		memset(y, 0, 210);
 		return;
