@@ -270,8 +270,17 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	return ret;
 }
 
-int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, int r, size_t want, uint64_t **off,
-			uint64_t **len, tpc_err *e)
+void tpc__dcp_where_free(tpc__dcp_where *w, int n)
+{
+	for (int r = 0; w && r < n; r++) {
+		free(w[r].off);
+		free(w[r].len);
+	}
+	free(w);
+}
+
+int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, int r, size_t want, tpc__dcp_where *w,
+			tpc_err *e)
 {
 	char *p = tpc_path_join(dir, file);
 	tpc_ckpt ck;
@@ -280,7 +289,7 @@ int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, 
 	tpc_ckpt_init(&ck);
 	if (!p)
 		ret = tpc_err_nomem(e);
-	else if (!(ret = f->part_items(&ck, p, off, len, &n, e)) && n != want)
+	else if (!(ret = f->part_items(&ck, p, &w->off, &w->len, &n, e)) && n != want)
 		ret = tpc_err_at(e, TPC_EINPUT, p, NULL, "rank %d's file holds %zu items, the plan gives the rank %zu chunks", r, n,
 				 want);
 	tpc_ckpt_release(&ck);
@@ -295,17 +304,17 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	int nr = sp->tp * sp->pp, ret = 0;
 	dchunk **ch = tpc_calloc((size_t)nr, sizeof(*ch));
 	size_t *nch = tpc_calloc((size_t)nr, sizeof(*nch)), *cur = tpc_calloc((size_t)nr, sizeof(*cur)), total = 0;
-	uint64_t **off = tpc_calloc((size_t)nr, sizeof(*off)), **len = tpc_calloc((size_t)nr, sizeof(*len));
+	tpc__dcp_where *at = tpc_calloc((size_t)nr, sizeof(*at));
 	tpc_chunk *all = NULL;
 	int64_t *boxes = NULL;
 	if (!f)
 		ret = TPC_EUSAGE;
-	else if (!ch || !nch || !cur || !off || !len)
+	else if (!ch || !nch || !cur || !at)
 		ret = tpc_err_nomem(e);
 	/* where each rank's items lie */
 	for (int r = 0; r < nr && !ret; r++) {
 		if (!(ret = rank_chunks(sp, r, &ch[r], &nch[r], e)))
-			ret = tpc__dcp_rank_items(f, dir, sp->rank_file[r], r, nch[r], &off[r], &len[r], e);
+			ret = tpc__dcp_rank_items(f, dir, sp->rank_file[r], r, nch[r], &at[r], e);
 		total += nch[r];
 	}
 	if (!ret && (!(all = tpc_calloc(total + 1, sizeof(*all))) ||
@@ -329,8 +338,8 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 				c->offset = bo;
 				c->size = bs;
 				c->file = sp->rank_file[r];
-				c->foff = off[r][j];
-				c->flen = len[r][j];
+				c->foff = at[r].off[j];
+				c->flen = at[r].len[j];
 				k++;
 			}
 		}
@@ -345,19 +354,12 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	}
 	if (!ret && !o->no_extras)
 		ret = tpc__layout_copy_companions(sp, dir, o, NULL, false, e);
-	for (int r = 0; r < nr; r++) {
-		if (ch)
-			free(ch[r]);
-		if (off)
-			free(off[r]);
-		if (len)
-			free(len[r]);
-	}
+	for (int r = 0; ch && r < nr; r++)
+		free(ch[r]);
+	tpc__dcp_where_free(at, nr);
 	free(ch);
 	free(nch);
 	free(cur);
-	free(off);
-	free(len);
 	free(all);
 	free(boxes);
 	return ret;

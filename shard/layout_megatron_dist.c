@@ -612,17 +612,17 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	const tpc_format *f = tpc__dcp_format(e);
 	int nr = sp->tp * sp->pp, ret = 0;
 	mlist *ch = tpc_calloc((size_t)nr, sizeof(*ch));
-	uint64_t **off = tpc_calloc((size_t)nr, sizeof(*off)), **len = tpc_calloc((size_t)nr, sizeof(*len));
+	tpc__dcp_where *at = tpc_calloc((size_t)nr, sizeof(*at));
 	tpc_chunk *all = NULL;
 	size_t total = 0, k = 0;
 	char *it = tpc_path_join(dir, ITER), *p = NULL;
 	if (!f)
 		ret = TPC_EUSAGE;
-	else if (!ch || !off || !len || !it)
+	else if (!ch || !at || !it)
 		ret = tpc_err_nomem(e);
 	for (int r = 0; r < nr && !ret; r++) {
 		if (!(ret = rank_chunks(sp, r, &ch[r], e)))
-			ret = tpc__dcp_rank_items(f, dir, sp->rank_file[r], r, ch[r].n, &off[r], &len[r], e);
+			ret = tpc__dcp_rank_items(f, dir, sp->rank_file[r], r, ch[r].n, &at[r], e);
 		if (!ret)
 			total += ch[r].n;
 	}
@@ -633,7 +633,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 			mchunk *c = &ch[r].v[j];
 			all[k] = (tpc_chunk){.fqn = c->key, .dtype = c->t.dtype, .ndim = c->t.ndim, .shape = c->shape,
 					     .offset = c->off, .size = c->t.shape, .file = tpc_path_base(sp->rank_file[r]),
-					     .foff = off[r][j], .flen = len[r][j]};
+					     .foff = at[r].off[j], .flen = at[r].len[j]};
 		}
 	if (!ret) {
 		tpc_write_opts wo;
@@ -660,17 +660,10 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	free(p);
 	if (!ret && !o->no_extras)
 		ret = tpc__layout_copy_companions(sp, dir, o, NULL, false, e);
-	for (int r = 0; r < nr; r++) {
-		if (ch)
-			mlist_release(&ch[r]);
-		if (off)
-			free(off[r]);
-		if (len)
-			free(len[r]);
-	}
+	for (int r = 0; ch && r < nr; r++)
+		mlist_release(&ch[r]);
+	tpc__dcp_where_free(at, nr);
 	free(ch);
-	free(off);
-	free(len);
 	free(all);
 	free(it);
 	return ret;

@@ -185,10 +185,16 @@ const tpc_format *tpc__dcp_format(tpc_err *e);
  * first. */
 int tpc__dcp_write_rank(const struct tpc_shard_plan *sp, int r, const tpc_ckpt *ck, const char *path,
 			const tpc_write_opts *wo, tpc_err *e);
-/* Where rank r's items lie in its file dir/file (f's part_items), which must
- * hold the `want` chunks the plan gives the rank. */
-int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, int r, size_t want, uint64_t **off,
-			uint64_t **len, tpc_err *e);
+/* Where each of a rank file's items lies: offset and length in the file. */
+typedef struct tpc__dcp_where {
+	uint64_t *off, *len;
+} tpc__dcp_where;
+/* Rank r's, in its file dir/file (f's part_items), which must hold the
+ * `want` chunks the plan gives the rank. */
+int tpc__dcp_rank_items(const tpc_format *f, const char *dir, const char *file, int r, size_t want, tpc__dcp_where *w,
+			tpc_err *e);
+/* Free the n ranks' w[] (NULL: nothing). */
+void tpc__dcp_where_free(tpc__dcp_where *w, int n);
 /* Whether the items of the DCP rank file at `path`, in order, have the dtypes
  * and shapes of want[0..n) (a rank file on disk is this set's: resume). */
 typedef struct tpc__dcp_item {
