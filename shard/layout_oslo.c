@@ -40,12 +40,6 @@ ok:
 	return true;
 }
 
-static bool is_rank_file(const char *name)
-{
-	int t, p;
-	return parse(name, &t, &p);
-}
-
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
 	int maxt, maxp;
@@ -85,5 +79,5 @@ const tpc_layout tpc_layout_oslo = {
 	.formats = formats, .set_format = "oslo-shards",
 	.companions_at_top = true,
 	.rank_name = rank_name,
-	.is_rank_file = is_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
+	.parse_rank_file = parse, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };

@@ -113,10 +113,10 @@ static bool parse(const char *n, int *r)
 	return false;
 }
 
-static bool is_rank_file(const char *name)
+static bool parse_rank_file(const char *name, int *t, int *p)
 {
-	int r;
-	return parse(name, &r);
+	*p = 0;
+	return parse(name, t);
 }
 
 /* tp and pp from config.json's "mapping"; -1 when it has none */
@@ -192,7 +192,8 @@ char *tpc__trtllm_rank_name(int t, int p, int tp, int pp, const char *format)
 
 bool tpc__trtllm_is_rank_file(const char *name)
 {
-	return is_rank_file(name);
+	int r;
+	return parse(name, &r);
 }
 
 int tpc__trtllm_geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
@@ -212,5 +213,5 @@ const tpc_layout tpc_layout_hf_mapping = {
 	.expert_parallel = true,
 	.rank_name = rank_name,
 	.write_extras = write_extras, .merge_extras = merge_extras,
-	.is_rank_file = is_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
+	.parse_rank_file = parse_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };

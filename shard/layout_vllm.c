@@ -788,12 +788,6 @@ static bool parse(const char *n, int *rank, int *part)
 	return false;
 }
 
-static bool is_rank_file(const char *name)
-{
-	int r, p;
-	return parse(name, &r, &p);
-}
-
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
 	int maxr, maxp;
@@ -825,5 +819,5 @@ const tpc_layout tpc_layout_vllm = {
 	.rank_name = rank_name, .check = check, .adjust_plan = adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank,
-	.is_rank_file = is_rank_file, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
+	.parse_rank_file = parse, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };

@@ -69,7 +69,8 @@ const tpc_layout *tpc_layout_detect_foreign(const char *dir)
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		for (size_t i = 0; i < best; i++) {
-			if (layouts[i]->is_rank_file && layouts[i]->is_rank_file(de->d_name)) {
+			int t, p;
+			if (layouts[i]->parse_rank_file && layouts[i]->parse_rank_file(de->d_name, &t, &p)) {
 				found = layouts[i];
 				best = i;
 				break;

@@ -27,7 +27,7 @@
  *     set's top), and where a merge finds the companions again
  *     (merge_extras);
  *   - for sets other tools wrote, with no tpconv manifest: which folder entries
- *     are its rank files (is_rank_file), the set's tp and pp (foreign_geometry),
+ *     are its rank files (parse_rank_file), the set's tp and pp (foreign_geometry),
  *     the path of rank r (foreign_rank_path) and, where the set's own files
  *     name the model (TensorRT-LLM's config.json), the preset it splits as
  *     (foreign_preset).
@@ -105,8 +105,10 @@ typedef struct tpc_layout {
 	 * NULL (e set on an error) */
 	char *(*merge_config)(const char *dir, tpc_err *e);
 
-	bool (*is_rank_file)(const char *name);
-	bool (*detect_dir)(const char *dir);  /* instead of is_rank_file: the folder as a whole */
+	/* Whether a file name is one of the set's rank files, and the ranks it
+	 * names (one number: in *t, *p 0). */
+	bool (*parse_rank_file)(const char *name, int *t, int *p);
+	bool (*detect_dir)(const char *dir);  /* instead of parse_rank_file: the folder as a whole */
 	/* Model facts a foreign set records itself (Megatron's args); unknown ones stay 0. */
 	void (*foreign_facts)(const char *dir, tpc_model_facts *f);
 	int (*foreign_geometry)(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e);
@@ -125,7 +127,7 @@ const tpc_layout *tpc_layout_default(void);
 const char *tpc_layout_names(char *buf, size_t n);
 
 /* The layout of a set without a manifest in `dir` (the first whose
- * is_rank_file accepts an entry), or NULL. */
+ * parse_rank_file accepts an entry), or NULL. */
 const tpc_layout *tpc_layout_detect_foreign(const char *dir);
 
 /* The hooks with their defaults filled in. */
