@@ -13,16 +13,6 @@
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
-static char *rank_name(int t, int p, int tp, int pp, const char *format)
-{
-	(void)pp;
-	char buf[64];
-	(void)tp;
-	(void)format;
-	snprintf(buf, sizeof(buf), "tp%02d_pp%02d", t, p);
-	return tpc_strdup(buf);
-}
-
 /* The weight files and index the writer made */
 static bool is_weights(const char *n, const void *ctx)
 {
@@ -67,7 +57,7 @@ const tpc_layout tpc_layout_hf = {
 	.name = "hf", .desc = "tpTT_ppPP/ folders, each a Hugging Face checkpoint with the model's companions",
 	.formats = formats, .set_format = "hf-shards",
 	.folders = true, .sized = true, .expert_parallel = true,
-	.rank_name = rank_name,
+	.rank_fmt = "tp%02d_pp%02d",
 	.remove_rank = remove_rank,
 	.write_extras = write_extras, .merge_extras = merge_extras,
 };

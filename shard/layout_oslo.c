@@ -11,16 +11,6 @@
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
-static char *rank_name(int t, int p, int tp, int pp, const char *format)
-{
-	(void)pp;
-	char buf[64];
-	(void)tp;
-	(void)format;
-	snprintf(buf, sizeof(buf), "pytorch_model_tp_%d_pp_%d.bin", t, p);
-	return tpc_strdup(buf);
-}
-
 /* "pytorch_model_tp_{t}_pp_{p}.bin", "..._ep_0.bin" or "pytorch_model_tp={t}_pp={p}.bin" */
 static bool parse(const char *n, int *t, int *p)
 {
@@ -78,6 +68,6 @@ const tpc_layout tpc_layout_oslo = {
 	.name = "oslo", .desc = "pytorch_model_tp_T_pp_P.bin torch files (OSLO save_parallelized)",
 	.formats = formats, .set_format = "oslo-shards",
 	.companions_at_top = true,
-	.rank_name = rank_name,
+	.rank_fmt = "pytorch_model_tp_%d_pp_%d.bin",
 	.parse_rank_file = parse, .foreign_geometry = geometry, .foreign_rank_path = rank_path,
 };

@@ -159,17 +159,6 @@ static char *swap_part(const char *n, const char *from, const char *to)
 	return tpc_buf_detach(&b, NULL);
 }
 
-static char *rank_name(int t, int p, int tp, int pp, const char *format)
-{
-	(void)pp;
-	char buf[96];
-	(void)p;
-	(void)tp;
-	(void)format;
-	snprintf(buf, sizeof(buf), "model-rank-%d-part-0.safetensors", t);
-	return tpc_strdup(buf);
-}
-
 /* ---- what the model's config.json says ---- */
 
 typedef struct vcfg {
@@ -816,7 +805,7 @@ const tpc_layout tpc_layout_vllm = {
 	.name = "vllm", .desc = "model-rank-R-part-P.safetensors with vLLM's fused names (load_format=\"sharded_state\")",
 	.formats = formats, .set_format = "vllm-shards", .max_pp = 1,
 	.sized = true, .companions_at_top = true,
-	.rank_name = rank_name, .check = check, .adjust_plan = adjust_plan,
+	.rank_fmt = "model-rank-%d-part-0.safetensors", .check = check, .adjust_plan = adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank,
 	.parse_rank_file = parse, .foreign_geometry = geometry, .foreign_rank_path = rank_path,

@@ -58,6 +58,15 @@ const char *tpc_layout_names(char *buf, size_t n)
 	return buf;
 }
 
+char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, const char *format)
+{
+	char buf[128];
+	if (l->rank_name)
+		return l->rank_name(t, p, tp, pp, format);
+	snprintf(buf, sizeof(buf), l->rank_fmt, t, p);
+	return tpc_strdup(buf);
+}
+
 const tpc_layout *tpc_layout_detect_foreign(const char *dir)
 {
 	const tpc_layout *found = NULL;

@@ -80,6 +80,9 @@ typedef struct tpc_layout {
 	                               experts by global name from the ranks that have them */
 	const char *set_format;     /* format label of a merged set without a manifest */
 
+	/* Rank (t, p)'s file under the set's folder: rank_fmt's name, printf'd
+	 * with t and p, or rank_name's where the name needs more (malloc'd) */
+	const char *rank_fmt;
 	char *(*rank_name)(int t, int p, int tp, int pp, const char *format);
 
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
@@ -123,6 +126,9 @@ size_t tpc_layout_count(void);
 const tpc_layout *tpc_layout_at(size_t i);
 const tpc_layout *tpc_layout_by_name(const char *name);
 const tpc_layout *tpc_layout_default(void);
+/* Rank (t, p)'s file name in a set of tp x pp ranks stored as `format`
+ * (rank_fmt or rank_name); malloc'd, NULL out of memory. */
+char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, const char *format);
 /* "tpconv, oslo, trtllm, hf, vllm, megatron, dcp" into buf. */
 const char *tpc_layout_names(char *buf, size_t n);
 

@@ -651,7 +651,7 @@ static int rank_ckpts(tpc_shard_plan *sp, int *aux_src, int *aux_base, tpc_err *
 		ret = tpc__borrow_sources(&sp->rank[r], srcs, 2, base, e);
 	}
 	for (int r = 0; r < nr && !ret; r++)
-		if (!(sp->rank_file[r] = sp->layout->rank_name(r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
+		if (!(sp->rank_file[r] = tpc_layout_rank_name(sp->layout, r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
 			ret = tpc_err_nomem(e);
 	*aux_base = base[1];
 	return ret;
