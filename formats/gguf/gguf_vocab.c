@@ -44,6 +44,8 @@ typedef struct vocab {
 	float *score;
 	int32_t *type;
 	size_t n;
+	int64_t size;    /* config.json's vocab_size */
+	const char *pre; /* tokenizer.ggml.pre given by the caller, or NULL */
 } vocab;
 
 static int v_alloc(vocab *v, size_t n)
@@ -413,14 +415,15 @@ static int v_text_ids(vocab *v, tpc__special_fix *fx, size_t *n)
 }
 
 /* _set_vocab_gpt2 (and the record's special ids by text after loading) */
-static int v_gpt2(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
+static int v_gpt2(vocab *v, tpc_gguf_kvs *kv)
 {
+	const char *pre = v->pre;
 	tpc__special_fix fx[4];
 	size_t nfx = 0;
 	if (!v->vd.tok_json)
 		return v_refuse(v, "tokenizer.json", "%s: a BPE vocabulary is read from tokenizer.json (missing)",
 				"tokenizer.json");
-	int ret = v_bpe_tokens(v, vocab_size);
+	int ret = v_bpe_tokens(v, v->size);
 	if (!ret)
 		ret = v_bpe_specials_listed(v);
 	const char *why = NULL;
@@ -644,7 +647,7 @@ out:
 }
 
 /* LlamaModel.set_vocab (llama, mistral, mixtral) */
-static int v_llama(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
+static int v_llama(vocab *v, tpc_gguf_kvs *kv)
 {
 	const cJSON *cfg = v->vd.tok_cfg;
 	const cJSON *aps = cJSON_GetObjectItemCaseSensitive(cfg, "add_prefix_space");
@@ -661,7 +664,7 @@ static int v_llama(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *
 		return v_refuse(v, "tekken.json", "%s: Mistral's own tokenizer format is not converted", "tekken.json");
 	int ret;
 	if (v_has(v, "tokenizer.model")) {
-		ret = v_spm(v, vocab_size, false, kv);
+		ret = v_spm(v, v->size, false, kv);
 	} else {
 		/* LlamaHfVocab: a BPE with byte_fallback and a Sequence decoder */
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(v->vd.tok_json, "model");
@@ -674,26 +677,26 @@ static int v_llama(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *
 		if (!llama3 && mt && !strcmp(mt, "BPE") && tpc__json_truthy(bf) && dt && !strcmp(dt, "Sequence"))
 			ret = v_llama_hf(v, kv);
 		else
-			ret = v_gpt2(v, vocab_size, pre, kv);
+			ret = v_gpt2(v, kv);
 	}
 	if (ret)
 		return ret;
-	if (vocab_size == 32016) { /* CodeLlama */
+	if (v->size == 32016) { /* CodeLlama */
 		static const char *const t[] = {"prefix", "suffix", "middle", "eot"};
 		static const tpc__special_fix fx[] = {{"prefix", 32007}, {"suffix", 32008}, {"middle", 32009}, {"eot", 32010}};
 		ret = tpc__special_vocab(&v->vd, false, t, 4, -1, fx, 4, false, kv, v->e);
 	}
-	if (!ret && vocab_size == 49152 && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_bos_token", TPC_GV_BOOL, 0))
+	if (!ret && v->size == 49152 && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_bos_token", TPC_GV_BOOL, 0))
 		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
 	return ret;
 }
 
 /* GemmaModel.set_vocab */
-static int v_gemma(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+static int v_gemma(vocab *v, tpc_gguf_kvs *kv)
 {
 	static const char *const t[] = {"prefix", "suffix", "middle", "fsep", "eot"};
 	static const tpc__special_fix fx[] = {{"prefix", 67}, {"suffix", 69}, {"middle", 68}, {"fsep", 70}, {"eot", 107}};
-	int ret = v_spm(v, vocab_size, false, kv);
+	int ret = v_spm(v, v->size, false, kv);
 	if (!ret)
 		ret = tpc__special_vocab(&v->vd, false, t, 5, -1, fx, 5, true, kv, v->e);
 	if (!ret && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, 0))
@@ -703,9 +706,9 @@ static int v_gemma(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
 
 /* Gemma2Model.set_vocab (and Gemma3Model's with a tokenizer.model):
  * _set_vocab_sentencepiece, then add_space_prefix false */
-static int v_spm_nospace(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+static int v_spm_nospace(vocab *v, tpc_gguf_kvs *kv)
 {
-	int ret = v_spm(v, vocab_size, false, kv);
+	int ret = v_spm(v, v->size, false, kv);
 	if (!ret && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, 0))
 		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
 	return ret;
@@ -714,12 +717,12 @@ static int v_spm_nospace(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
 /* Ernie4_5Model.set_vocab: _set_vocab_sentencepiece, then
  * tokenizer_config.json's add_prefix_space, when it has the member, as
  * add_space_prefix (a bool: another value is refused) */
-static int v_spm_cfg_space(vocab *v, int64_t vocab_size, tpc_gguf_kvs *kv)
+static int v_spm_cfg_space(vocab *v, tpc_gguf_kvs *kv)
 {
 	const cJSON *aps = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "add_prefix_space");
 	if (aps && !cJSON_IsBool(aps))
 		return v_refuse(v, "tokenizer_config.json", "%s is not a bool", "add_prefix_space");
-	int ret = v_spm(v, vocab_size, false, kv);
+	int ret = v_spm(v, v->size, false, kv);
 	if (!ret && aps && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.add_space_prefix", TPC_GV_BOOL, cJSON_IsTrue(aps)))
 		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
 	return ret;
@@ -735,19 +738,41 @@ static int v_config(vocab *v)
 }
 
 /* Phi3MiniModel.set_vocab */
-static int v_phi3(vocab *v, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv)
+static int v_phi3(vocab *v, tpc_gguf_kvs *kv)
 {
 	if (v->vd.tok_cfg) {
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(v->vd.tok_cfg, "tokenizer_class");
 		if (!c) /* the reference reads it unconditionally */
 			return v_refuse(v, "tokenizer_config.json", "%s is missing (the reference fails)", "tokenizer_class");
 		if (cJSON_IsString(c) && !strcmp(c->valuestring, "GPT2Tokenizer"))
-			return v_gpt2(v, vocab_size, pre, kv);
+			return v_gpt2(v, kv);
 	}
 	if (!v_has(v, "tokenizer.model"))
 		return v_refuse(v, "tokenizer.model", "%s is missing (phi3 reads it)", "tokenizer.model");
-	return v_spm(v, vocab_size, true, kv);
+	return v_spm(v, v->size, true, kv);
 }
+
+/* _set_vocab_sentencepiece */
+static int v_spm_space(vocab *v, tpc_gguf_kvs *kv)
+{
+	return v_spm(v, v->size, false, kv);
+}
+
+/* Each kind of the record's vocab field (tpc_family_gguf.h): what reads a
+ * folder with tokenizer.model, and one without. */
+typedef int (*vocab_fn)(vocab *v, tpc_gguf_kvs *kv);
+static const struct {
+	vocab_fn spm, bpe;
+} by_kind[] = {
+	[TPC_GGUF_VOCAB_LLAMA] = {v_llama, v_llama},
+	[TPC_GGUF_VOCAB_GEMMA] = {v_gemma, v_gemma},
+	[TPC_GGUF_VOCAB_PHI3] = {v_phi3, v_phi3},
+	[TPC_GGUF_VOCAB_SPM_OR_BPE] = {v_spm_space, v_gpt2},
+	[TPC_GGUF_VOCAB_BPE] = {v_gpt2, v_gpt2},
+	[TPC_GGUF_VOCAB_SPM_NOSPACE] = {v_spm_nospace, v_spm_nospace},
+	[TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE] = {v_spm_nospace, v_gpt2},
+	[TPC_GGUF_VOCAB_SPM_CFG_SPACE] = {v_spm_cfg_space, v_spm_cfg_space},
+};
 
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
 		       tpc_err *e)
@@ -768,35 +793,11 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 	bool spm = v_has(&v, "tokenizer.model");
 	const tpc_family *fam = tpc_family_by_gguf(arch, -1);
 	v.g = fam ? fam->gguf : NULL;
-	switch (fam ? fam->gguf->vocab : TPC_GGUF_VOCAB_NONE) {
-	case TPC_GGUF_VOCAB_LLAMA:
-		ret = v_llama(&v, vocab_size, pre, kv);
-		break;
-	case TPC_GGUF_VOCAB_GEMMA:
-		ret = v_gemma(&v, vocab_size, kv);
-		break;
-	case TPC_GGUF_VOCAB_PHI3:
-		ret = v_phi3(&v, vocab_size, pre, kv);
-		break;
-	case TPC_GGUF_VOCAB_SPM_OR_BPE:
-		ret = spm ? v_spm(&v, vocab_size, false, kv) : v_gpt2(&v, vocab_size, pre, kv);
-		break;
-	case TPC_GGUF_VOCAB_BPE:
-		ret = v_gpt2(&v, vocab_size, pre, kv);
-		break;
-	case TPC_GGUF_VOCAB_SPM_NOSPACE:
-		ret = v_spm_nospace(&v, vocab_size, kv);
-		break;
-	case TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE:
-		ret = spm ? v_spm_nospace(&v, vocab_size, kv) : v_gpt2(&v, vocab_size, pre, kv);
-		break;
-	case TPC_GGUF_VOCAB_SPM_CFG_SPACE:
-		ret = v_spm_cfg_space(&v, vocab_size, kv);
-		break;
-	case TPC_GGUF_VOCAB_NONE:
-		ret = tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);
-		break;
-	}
+	int k = fam ? (int)fam->gguf->vocab : TPC_GGUF_VOCAB_NONE;
+	vocab_fn fn = k > 0 && k < (int)(sizeof(by_kind) / sizeof(by_kind[0])) ? (spm ? by_kind[k].spm : by_kind[k].bpe) : NULL;
+	v.size = vocab_size;
+	v.pre = pre;
+	ret = fn ? fn(&v, kv) : tpc_err_set(e, TPC_EINPUT, "architecture '%s': its tokenizer is not converted to GGUF", arch);
 out:
 	v_release(&v);
 	return ret;
