@@ -766,4 +766,5 @@ const tpc_format tpc_fmt_gguf = {
 	.name = "gguf", .desc = "GGUF (llama.cpp), gguf-split sets too",
 	.detect = detect, .open = gg_open, .write = tpc__gguf_write_fmt, .exts = gg_exts, .self_split = true,
 	.hf_config = tpc__gguf_hf_config, .hf_tokenizer = tpc__gguf_hf_tokenizer,
+	.lora_to_peft = tpc__gguf_lora_to_peft,
 };
