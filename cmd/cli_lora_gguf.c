@@ -2,6 +2,7 @@
  * llama.cpp's adapter GGUF (as convert_lora_to_gguf.py --base BASE writes
  * it), or an adapter GGUF back to a PEFT adapter folder
  * (formats/gguf/gguf_lora.c through the registry). */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,33 @@
 #include "tpc_io.h"
 #include "tpc_lora.h"
 #include "tpc_util.h"
+
+/* Does the folder hold weight files (a name a registered format writes)? */
+static bool base_weights(const char *base)
+{
+	DIR *d = opendir(base);
+	struct dirent *de;
+	bool any = false;
+	while (d && !any && (de = readdir(d)))
+		any = de->d_name[0] != '.' && tpc_format_weight_name(de->d_name);
+	if (d)
+		closedir(d);
+	return any;
+}
+
+static int check_against(const char *base, const tpc_ckpt *ad, const tpc_lora_cfg *cfg, tpc_err *e)
+{
+	tpc_ckpt ck;
+	tpc_lora_stats st;
+	tpc_open_opts oo;
+	memset(&oo, 0, sizeof(oo));
+	tpc_ckpt_init(&ck);
+	int ret = tpc_ckpt_open(&ck, base, &oo, e);
+	if (!ret)
+		ret = tpc_lora_merge(&ck, ad, cfg, 1.0, &st, e);
+	tpc_ckpt_release(&ck);
+	return ret;
+}
 
 /* The PEFT folder `in` to the adapter GGUF `out` */
 static int to_gguf(const char *in, const char *out, const char *base, const tpc_write_opts *wo0, bool strict)
@@ -48,6 +76,12 @@ static int to_gguf(const char *in, const char *out, const char *base, const tpc_
 	memset(&oo, 0, sizeof(oo));
 	oo.flags = strict ? TPC_OPEN_STRICT : 0;
 	if (tpc_ckpt_open(&ad, wpath, &oo, &e))
+		goto fail;
+	/* A base with its weights: the adapter is checked against them as a merge
+	 * checks it (every key placed, shapes, target_modules), on a copy that is
+	 * dropped; the reference reads only config.json, and so does a base
+	 * folder without weights here */
+	if (base_weights(base) && check_against(base, &ad, &cfg, &e))
 		goto fail;
 	tpc_write_opts wo = *wo0;
 	wo.lora_base = base;
