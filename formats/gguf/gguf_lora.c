@@ -158,6 +158,7 @@ typedef struct lctx {
 	const tpc_family *fam;
 	const tpc_gguf_arch *sp;
 	uint64_t layers, heads, kv_heads;
+	bool tied; /* the output is the token embedding */
 	int ftype;
 	tpc_gguf_wtensor *t;
 	size_t n;
@@ -250,6 +251,12 @@ static int one_pair(lctx *x, const lmod *m)
 		return tpc_err_at(x->e, TPC_EINPUT, x->ad->path, A->name,
 				  "module '%s' (%s): the reference's transform of this weight (%s) is not written for a LoRA pair by tpconv",
 				  m->module, tpc_role_name(row->role), why);
+	if (row->role == TPC_ROLE_TOKEN_EMBD && x->tied)
+		return tpc_err_at(x->e, TPC_EINPUT, x->ad->path, A->name,
+				  "module '%s' (token_embd): the base ties its output projection to the token embedding "
+				  "(tie_word_embeddings), and llama.cpp 0.7 then applies token_embd's pair to the output too and "
+				  "aborts (ggml_can_mul_mat in build_lora_mm); convert_lora_to_gguf.py writes such a file all the same",
+				  m->module);
 	if (m->emb && row->role != TPC_ROLE_TOKEN_EMBD)
 		return tpc_err_at(x->e, TPC_EINPUT, x->ad->path, A->name, "an embedding LoRA on '%s', which is not the token embedding",
 				  m->module);
@@ -320,6 +327,10 @@ int tpc_gguf_lora_from_peft(const tpc_ckpt *ad, const tpc_lora_cfg *lc, const ch
 		cv.spec = x.sp = cv.fam->gguf;
 		x.fam = cv.fam;
 		ret = tpc__gk_cfg_req_u32(&cv.c, "n_layers|num_hidden_layers|n_layer|num_layers", &x.layers, e);
+	}
+	if (!ret) { /* config.json's flag; without one, the record's word (Gemma: no lm_head written) */
+		const cJSON *tw = tpc__gk_cfg_get(&cv.c, "tie_word_embeddings");
+		x.tied = cJSON_IsBool(tw) ? cJSON_IsTrue(tw) : x.sp->no_lm_head;
 	}
 	if (!ret && x.sp->permute_qk) {
 		char buf[64];

@@ -2,7 +2,8 @@
 # convert --base (TAP): PEFT LoRA adapters to llama.cpp's adapter GGUF and
 # back. tests/lora/gguf/ (make_lora_gguf.py in the forky chroot) holds
 # adapters for tests/gguf/arch's tiny-llama (f32, every projection, the
-# embedding and lm_head) and tiny-qwen2 (bf16, tied embeddings) and the files
+# embedding and lm_head) and tiny-qwen2 (bf16, tied embeddings: no embedding
+# LoRA, which llama.cpp cannot apply there) and the files
 # llama.cpp's convert_lora_to_gguf.py writes for them: tpconv's are the same
 # bytes for llama f32/f16/bf16/q8_0 (Q/K rows of lora_b permuted, token_embd's
 # lora_a transposed) and qwen2 f32/bf16. Read back, the adapter is PEFT's
@@ -85,6 +86,10 @@ nogguf "lora_A without lora_B" "$L/hostile/only-a" "$L/llama" "q_proj' has only 
 nogguf "lora_A that does not fit the base's weights" "$L/hostile/shape" "$L/llama" "shape \[4, 12\] does not fit base tensor 'model.layers.0.self_attn.q_proj.weight' \[16, 16\]"
 mkdir -p "$T/cfgonly" && cp "$L/llama/config.json" "$T/cfgonly/"
 nogguf "a module of a layer past the base's (config.json only)" "$L/hostile/no-base" "$T/cfgonly" "layer 7, but the base's config.json has 2 layers"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["tie_word_embeddings"]=True; json.dump(c,open(sys.argv[2],"w"))' \
+  "$A/tiny-llama/config.json" "$T/cfgonly/tied.json" && mkdir -p "$T/tied" && mv "$T/cfgonly/tied.json" "$T/tied/config.json"
+nogguf "an embedding LoRA on a base with tied embeddings (llama.cpp aborts)" "$F/llama/adapter" "$T/tied" \
+  "module 'model.embed_tokens' (token_embd): the base ties its output projection to the token embedding"
 # usage: exit 2
 run "$TPCONV" convert "$F/llama/adapter" --base "$A/tiny-llama" -o "$T/x.safetensors"
 [ "$rc" = 2 ] && grep -q "converts to an adapter GGUF: -o NAME.gguf" "$T/err" && ok "usage: an adapter folder goes to .gguf" || bad "usage .gguf" "$(cat "$T/err")"
