@@ -46,6 +46,13 @@ if "$TPCONV" convert "$F/llama/ref-q8_0.gguf" --base "$A/tiny-llama" -o "$T/q8/a
   ok "q8_0 read back (Q8_0 dequantized) and written again: the same q8_0 file"
 else bad "q8_0 round trip" "$(cat "$T/err")"; fi
 
+run "$TPCONV" inspect "$F/llama/ref-q8_0.gguf"
+[ "$rc" = 0 ] && grep -q "^# GGUF, architecture llama, 6 KVs, a LoRA adapter of 32 tensors (convert FILE --base BASE" "$T/out" &&
+  ok "inspect says an adapter GGUF is one" || bad "inspect" "$(head -3 "$T/out" "$T/err")"
+run "$TPCONV" convert "$F/llama/ref-f32.gguf" -o "$T/nobase/"
+[ "$rc" = 3 ] && grep -q "an adapter GGUF (general.type \"adapter\"): convert it with --base BASE" "$T/err" && [ ! -e "$T/nobase" ] &&
+  ok "an adapter GGUF to a folder without --base: refused, not read as a model" || bad "no --base" "rc $rc $(cat "$T/err")"
+
 # hostile adapter GGUFs: exit 3, the message, no folder
 python3 "$SRC/tests/lora/gguf_mutate.py" "$F/llama/ref-f32.gguf" "$T" || bad "gguf_mutate.py"
 gone() { # gone DESC FILE PATTERN
