@@ -1,27 +1,30 @@
 /* gguf_lora.c - PEFT LoRA adapters as llama.cpp adapter GGUF files, both
  * ways (gguf.h: tpc_gguf_lora_from_peft, tpc__gguf_lora_to_peft).
  *
- * Writing follows ggml-org/llama.cpp convert_lora_to_gguf.py @0b03adaa run
- * over Debian llama.cpp-tools 0.7.0's conversion package:
- *   get_base_tensor_name (L259-267)  the base weight a key belongs to
- *   LoraModel.get_tensors (L434-470) the keys paired per base weight, in
- *                                    the adapter file's order (safetensors'
- *                                    load_file: sorted by name)
- *   LoraModel.modify_tensors (L472-505) the base model class's own
- *                                    modify_tensors over LoraTorchTensor(A, B):
- *                                    a permute or reshape that keeps the last
- *                                    axis acts on B only (LoraTorchTensor.
- *                                    permute, L164-175), so LlamaModel.permute
- *                                    of q/k reorders lora_b's rows; then
- *                                    token_embd's lora_a transposed
- *   LoraModel.set_type / set_gguf_parameters (L405-414)  general.type
- *                                    "adapter", adapter.type "lora",
- *                                    adapter.lora.alpha (f32), nothing else
- *                                    of the base (no vocabulary, no
- *                                    {arch}.* keys, no general.file_type)
- * and base.py's prepare_metadata: general.name from the adapter folder's
- * name (Metadata.load of dir_model_card = the adapter folder), no
- * size_label (GGUFWriter.get_total_parameter_count negates a LoRA's total).
+ * Writing follows ggml-org/llama.cpp convert_lora_to_gguf.py @0b03adaa (by
+ * function: the file is not in Debian's llama.cpp-tools 0.7.0, whose
+ * conversion/ package it runs over here):
+ *   get_base_tensor_name            the base weight a key belongs to
+ *   LoraModel.get_tensors           the keys paired per base weight, in the
+ *                                   adapter file's order (safetensors'
+ *                                   load_file: sorted by name)
+ *   LoraModel.modify_tensors        the base model class's own modify_tensors
+ *                                   over LoraTorchTensor(A, B): a permute or
+ *                                   reshape that keeps the last axis acts on B
+ *                                   only (LoraTorchTensor.permute), so
+ *                                   LlamaModel.permute of q/k reorders
+ *                                   lora_b's rows; then token_embd's lora_a
+ *                                   transposed
+ *   LoraModel.set_type, set_gguf_parameters, set_vocab  general.type
+ *                                   "adapter", adapter.type "lora",
+ *                                   adapter.lora.alpha (f32), nothing else of
+ *                                   the base (no vocabulary, no {arch}.* keys,
+ *                                   no general.file_type)
+ * and Debian's conversion/base.py: prepare_metadata (L1353) writes general.name
+ * from the adapter folder's name (Metadata.load of dir_model_card, the
+ * adapter folder) and no size_label (gguf_writer.py
+ * get_total_parameter_count negates a LoRA's total); prepare_tensors' type
+ * rule (L1283) quantizes .lora_a/.lora_b as weights.
  *
  * What the family does to a weight is the record's GGUF column
  * (tpc_family_gguf.h): permute_qk is applied to lora_b; a transform the
