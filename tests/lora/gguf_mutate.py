@@ -1,9 +1,11 @@
 """Hostile adapter GGUFs for lora_gguf_test.sh, each the reference's f32
 adapter (tests/lora/gguf/llama/ref-f32.gguf) with one thing wrong. Python's
 standard library only (any python3): the GGUF is parsed, edited and written
-again (alignment 32, data laid out anew).
+again (alignment 32, data laid out anew). Also OUTDIR/rank32/, a PEFT adapter
+of rank 32 on tiny-llama's layer-0 q_proj and k_proj (seeded), whose lora_b
+rows are whole Q8_0 blocks: a quantized lora_b with its Q/K rows permuted.
 usage: gguf_mutate.py REF.gguf OUTDIR"""
-import os, struct, sys
+import json, os, random, struct, sys
 
 ref, out = sys.argv[1], sys.argv[2]
 b = open(ref, "rb").read()
@@ -92,3 +94,24 @@ write("norm", kvs, infos + [["output_norm.weight", [32], 0, 0]])
 blobs["blk.0.attn_bogus.weight.lora_a"] = blobs["blk.0.attn_q.weight.lora_a"]
 blobs["blk.0.attn_bogus.weight.lora_b"] = blobs["blk.0.attn_q.weight.lora_b"]
 write("no-hf-name", kvs, infos + [["blk.0.attn_bogus.weight.lora_a", [32, 4], 0, 0], ["blk.0.attn_bogus.weight.lora_b", [4, 32], 0, 0]])
+
+# rank32/: adapter_model.safetensors as safetensors' save_file lays it out
+random.seed(43)
+P = "base_model.model.model.layers.0.self_attn."
+ts = {}
+for m, (o, i) in {"q_proj": (32, 32), "k_proj": (16, 32)}.items():
+    ts[P + m + ".lora_A.weight"] = ([32, i], [random.gauss(0, 0.1) for _ in range(32 * i)])
+    ts[P + m + ".lora_B.weight"] = ([o, 32], [random.gauss(0, 0.1) for _ in range(o * 32)])
+hd, off, data = {"__metadata__": {"format": "pt"}}, 0, b""
+for k in sorted(ts):
+    shape, v = ts[k]
+    blob = struct.pack("<%df" % len(v), *v)
+    hd[k] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(blob)]}
+    off += len(blob)
+    data += blob
+hj = json.dumps(hd, separators=(",", ":")).encode()
+hj += b" " * (-len(hj) % 8)
+os.makedirs(os.path.join(out, "rank32"), exist_ok=True)
+open(os.path.join(out, "rank32", "adapter_model.safetensors"), "wb").write(struct.pack("<Q", len(hj)) + hj + data)
+json.dump({"peft_type": "LORA", "r": 32, "lora_alpha": 16, "target_modules": ["q_proj", "k_proj"]},
+          open(os.path.join(out, "rank32", "adapter_config.json"), "w"))

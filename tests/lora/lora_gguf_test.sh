@@ -74,6 +74,17 @@ gone "a pair whose shapes do not fit" shape "tensor 'blk.0.attn_v.weight.lora_b'
 gone "a norm beside the pairs" norm "tensor 'output_norm.weight': not a .lora_a or .lora_b tensor"
 gone "a pair with no Hugging Face module" no-hf-name "tensor 'blk.0.attn_bogus.weight.lora_a': no Hugging Face module for 'blk.0.attn_bogus.weight'"
 
+# rank 32: lora_b whole Q8_0 blocks, its Q/K rows permuted in quantized form;
+# q8_0 -> PEFT (f32) -> q8_0 is the same file, and -> PEFT -> f32 the same values
+mkdir -p "$T/r32"
+if "$TPCONV" convert "$T/rank32" --base "$A/tiny-llama" -o "$T/r32/a.gguf" --outtype q8_0 -q 2>"$T/err" &&
+   "$TPCONV" convert "$T/r32/a.gguf" --base "$A/tiny-llama" -o "$T/r32/rank32" -q 2>>"$T/err" &&
+   "$TPCONV" convert "$T/r32/rank32" --base "$A/tiny-llama" -o "$T/r32/b.gguf" --outtype q8_0 -q 2>>"$T/err" &&
+   "$TPCONV" convert "$T/r32/rank32" --base "$A/tiny-llama" -o "$T/r32/c.gguf" -q 2>>"$T/err" &&
+   "$TPCONV" diff --gguf-names "$T/r32/c.gguf" "$T/r32/a.gguf" >"$T/diff" 2>&1 && cmp -s "$T/r32/a.gguf" "$T/r32/b.gguf"; then
+  ok "rank 32: a Q8_0 lora_b with permuted rows read back and written again unchanged"
+else bad "rank 32 q8_0" "$(cat "$T/err" "$T/diff" | tail -5)"; fi
+
 # PEFT adapters an adapter GGUF cannot express, or that do not fit the base
 L=$SRC/tests/lora
 nogguf() { # nogguf DESC ADAPTER BASE PATTERN [ARGS...]
