@@ -416,7 +416,18 @@ static int adapter_kvs(const tpc_ckpt *ck, const tpc_gguf_kvs *kv, double *alpha
 		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL,
 				  "adapter.lora.alpha %s: PEFT's lora_alpha cannot be known (llama.cpp would scale by 1)",
 				  i < 0 ? "missing" : "is not a positive float");
-	*alpha = kv->kv[i].v.f;
+	/* the f32 as the shortest decimal that reads back to it: what
+	 * adapter_config.json said (16, 0.1), not 0.10000000149011612 */
+	float x = (float)kv->kv[i].v.f;
+	*alpha = x;
+	for (int p = 1; p <= 9; p++) {
+		char buf[48];
+		snprintf(buf, sizeof(buf), "%.*g", p, (double)x);
+		if (strtof(buf, NULL) == x) {
+			*alpha = strtod(buf, NULL);
+			break;
+		}
+	}
 	if (!(*arch = kv_str(kv, "general.architecture", &has)))
 		return tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "general.architecture missing");
 	return 0;
