@@ -100,6 +100,10 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
  * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
+/* convert --base BASE (cli_lora_gguf.c): IN a PEFT adapter folder, OUT the
+ * adapter GGUF llama.cpp's convert_lora_to_gguf.py --base BASE writes; IN an
+ * adapter GGUF, OUT the PEFT adapter folder it was. The exit status. */
+int tpc_cli_lora_gguf(const char *in, const char *out, const char *base, const tpc_write_opts *wo, bool strict);
 /* merge --recipe FILE (cli_mix.c): the recipe's models merged (lib/tpc_mix.h)
  * and written to out as convert writes. 0 or the exit status (said). */
 typedef struct tpc_cli_mix_args {

@@ -72,6 +72,11 @@ static const char *help =
 	"                           repeat for several adapters, applied in order (after\n"
 	"                           --dequantize, before the rename rules). Keys or settings it\n"
 	"                           cannot merge exactly are refused by name (exit 3)\n"
+	"  --base BASE              LoRA adapters and llama.cpp: IN a PEFT adapter folder, OUT.gguf\n"
+	"                           the adapter GGUF convert_lora_to_gguf.py --base BASE writes\n"
+	"                           (--outtype f32, the default, f16, bf16 or q8_0); IN an adapter\n"
+	"                           GGUF, OUT the PEFT adapter folder it was. BASE is the base\n"
+	"                           model's folder: its config.json (doc/lora-gguf.md)\n"
 	"  --dedup-tied             safetensors: store tied tensors once, record aliases in metadata\n"
 	"  --no-extras              do not copy the model folder's config, tokenizer and other\n"
 	"                           non-weight files beside a folder output (default: copy them)\n"
@@ -92,7 +97,7 @@ static void print_help(void)
 	free(formats);
 }
 
-enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA };
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE };
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -206,6 +211,7 @@ int tpc_cli_copy_companions(const tpc_ckpt *ck, const char *in, const char *out,
 /* What convert is asked, beside the remap stage's options. */
 typedef struct conv {
 	const char *in, *out, *fmt_name, *shard_arg;
+	const char *base;          /* --base: an adapter to or from GGUF */
 	tpc_cli_set set;           /* --preset/--plan/--tp/--pp of a set, --select */
 	tpc_write_opts wo;
 	unsigned flags;            /* TPC_CLI_IN_* */
@@ -229,6 +235,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
 		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
 		{"gguf-pre", required_argument, NULL, O_GGUF_PRE}, {"lora", required_argument, NULL, O_LORA},
+		{"base", required_argument, NULL, O_BASE},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	int ch, ret;
@@ -249,6 +256,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		case O_OUTTYPE: c->wo.outtype = optarg; break;
 		case O_GGUF_NAMES: c->gguf_names = true; break;
 		case O_GGUF_PRE: c->wo.gguf_pre = optarg; break;
+		case O_BASE: c->base = optarg; break;
 		case O_LORA:
 			if (c->nlora == TPC_CLI_LORA_MAX)
 				return tpc_cli_usage("convert", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
@@ -373,7 +381,15 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	memset(&c, 0, sizeof(c));
 	tpc_cli_set_init(&c.set, 0);
 	tpc_cli_input_init(&in);
-	if ((ret = parse_args(&c, argc, argv, rm)) >= 0 || (ret = check_output(&c, rm)) >= 0)
+	if ((ret = parse_args(&c, argc, argv, rm)) >= 0)
+		return ret;
+	if (c.base) {
+		if (rm->dry_run || rm->rules || c.nlora || c.shard_arg || c.dequant || c.set.preset || c.set.plan_file)
+			return tpc_cli_usage("convert", "--base converts one LoRA adapter as it is: no --dry-run, --lora, "
+							"--max-shard-size, --dequantize, shard set or rename rules with it");
+		return tpc_cli_lora_gguf(c.in, c.out, c.base, &c.wo, c.flags & TPC_CLI_IN_STRICT);
+	}
+	if ((ret = check_output(&c, rm)) >= 0)
 		return ret;
 	if ((ret = open_input(&c, rm, &in, &ndq)) || rm->dry_run)
 		goto out;

@@ -72,6 +72,8 @@ enum {
 				     * to what would be written, else replaced (*kept counts) */
 };
 
+struct tpc_lora_cfg; /* tpc_lora.h */
+
 typedef struct tpc_write_opts {
 	unsigned flags;
 	uint64_t max_shard_size;   /* HF sharding: 0 = one file */
@@ -92,6 +94,11 @@ typedef struct tpc_write_opts {
 	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto),
 	                              or a llama-quantize file type "q4_k_m"... (formats/gguf/gguf.h) */
 	const char *gguf_pre;      /* GGUF: tokenizer.ggml.pre for a BPE tokenizer (NULL: from tokenizer.json) */
+	/* GGUF: ck is a PEFT LoRA adapter's tensors (config `lora`, folder
+	 * model_dir), written as llama.cpp's adapter GGUF over the base model
+	 * in folder lora_base (its config.json); NULL: a model */
+	const char *lora_base;
+	const struct tpc_lora_cfg *lora;
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here
@@ -184,6 +191,13 @@ typedef struct tpc_format {
 	 * itself. NULL elsewhere. */
 	int (*hf_tokenizer)(const tpc_ckpt *ck, tpc_hf_file *f, size_t *n, char *why, size_t whylen,
 			    tpc_err *e);
+	/* A format that holds LoRA adapters of its own kind (GGUF's general.type
+	 * "adapter"): ck, opened under its own names, renamed and laid out in
+	 * place as the PEFT adapter it was made from, over the base model in
+	 * folder `base` (its config.json), and the adapter_config.json that goes
+	 * with it (*json malloc'd). An input that is no such adapter is refused
+	 * (TPC_EINPUT). NULL elsewhere. */
+	int (*lora_to_peft)(tpc_ckpt *ck, const char *base, char **json, tpc_err *e);
 } tpc_format;
 
 int tpc_format_register(const tpc_format *f);

@@ -619,6 +619,13 @@ static void show_types(tpc_buf *b, const tpc_ckpt *ck)
 	}
 }
 
+/* general.type "adapter": llama.cpp's LoRA (or other) adapter file */
+static bool is_adapter(const tpc_gguf_kvs *kv)
+{
+	ptrdiff_t i = tpc_gguf_kvs_find(kv, "general.type");
+	return i >= 0 && kv->kv[i].type == TPC_GV_STRING && kv->kv[i].slen == 7 && !memcmp(kv->kv[i].s, "adapter", 7);
+}
+
 static void set_about(tpc_ckpt *ck, const tpc_gguf_kvs *kv, size_t nfiles)
 {
 	tpc_buf b = TPC_BUF_INIT;
@@ -627,6 +634,8 @@ static void set_about(tpc_ckpt *ck, const tpc_gguf_kvs *kv, size_t nfiles)
 	if (a >= 0 && kv->kv[a].type == TPC_GV_STRING)
 		tpc_sanitize(arch, sizeof(arch), kv->kv[a].s);
 	tpc_buf_addf(&b, "GGUF, architecture %s, %zu KVs", arch, kv->n);
+	if (is_adapter(kv))
+		tpc_buf_addf(&b, ", a LoRA adapter of %zu tensors (convert FILE --base BASE -o DIR/: the PEFT adapter)", ck->n);
 	if (nfiles > 1)
 		tpc_buf_addf(&b, ", a gguf-split set of %zu files", nfiles);
 	tpc_buf_adds(&b, "\ntensor types: ");
@@ -749,7 +758,11 @@ static int gg_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 	}
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
-	if (!ret && o && (o->flags & TPC_OPEN_HF_NAMES))
+	if (!ret && o && (o->flags & TPC_OPEN_HF_NAMES) && is_adapter(kv))
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "an adapter GGUF (general.type \"adapter\"): convert it with --base BASE (the base model's folder) "
+				 "to get its PEFT adapter, or keep its GGUF names with --gguf-names");
+	else if (!ret && o && (o->flags & TPC_OPEN_HF_NAMES))
 		ret = tpc__gguf_to_hf(ck, kv, e); /* gguf_hf.c */
 	if (!ret) {
 		/* the checkpoint is the whole model: a writer adds split.* anew */
@@ -772,4 +785,5 @@ const tpc_format tpc_fmt_gguf = {
 	.name = "gguf", .desc = "GGUF (llama.cpp), gguf-split sets too",
 	.detect = detect, .open = gg_open, .write = tpc__gguf_write_fmt, .exts = gg_exts, .self_split = true,
 	.hf_config = tpc__gguf_hf_config, .hf_tokenizer = tpc__gguf_hf_tokenizer,
+	.lora_to_peft = tpc__gguf_lora_to_peft,
 };

@@ -157,6 +157,37 @@ int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, t
  * tpc_gguf_vocab names it from tokenizer.json). */
 int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, tpc_gguf_kvs *kv,
 			 tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
+/*
+ * The adapter GGUF llama.cpp's convert_lora_to_gguf.py writes (gguf_lora.c)
+ * for the PEFT LoRA adapter whose tensors ad holds (its config lc, its folder
+ * adapter_dir: general.name) over the base model in folder base_dir (only its
+ * config.json is read, as the script's --base): kv (general.architecture,
+ * general.type "adapter", adapter.type "lora", general.name,
+ * adapter.lora.alpha, general.quantization_version) and the tensors
+ * <gguf name>.lora_a / .lora_b in the reference's order, the family's
+ * transforms applied as LoraTorchTensor applies them. outtype f32 (NULL),
+ * f16, bf16 or q8_0. Refused by name (TPC_EINPUT): config members an adapter
+ * GGUF cannot express (use_rslora, use_dora, lora_bias, fan_in_fan_out,
+ * alpha_pattern, modules_to_save), a key that is not a LoRA A or B, an A
+ * without its B, shapes that do not fit, a module with no GGUF name or whose
+ * weight the family transforms in a way no LoRA pair gets.
+ */
+struct tpc_lora_cfg;
+int tpc_gguf_lora_from_peft(const tpc_ckpt *ad, const struct tpc_lora_cfg *lc, const char *base_dir,
+			    const char *adapter_dir, const char *outtype, tpc_gguf_kvs *kv, tpc_gguf_wtensor **t, size_t *n,
+			    tpc_err *e);
+
+/* The registry's lora_to_peft (lib/tpc_format.h), the inverse: an adapter
+ * GGUF (ck opened under GGUF names) renamed in place to PEFT's keys
+ * (base_model.model.<module>.lora_A.weight, lora_embedding_A ...), lora_b's
+ * Q/K rows and token_embd's lora_a put back, and the adapter_config.json
+ * PEFT would write for it (r, rank_pattern where pairs differ,
+ * lora_alpha, target_modules). Refused naming the key or tensor: a
+ * general.type other than "adapter", adapter.type other than "lora", no
+ * adapter.lora.alpha, an architecture other than the base's, a tensor that
+ * is not a .lora_a/.lora_b, one without its partner, shapes that do not fit. */
+int tpc__gguf_lora_to_peft(tpc_ckpt *ck, const char *base, char **json, tpc_err *e);
+
 /* general.name as the reference makes it from model folder `dir`'s name
  * (gguf-py Metadata.id_to_title); malloc'd, NULL out of memory. */
 char *tpc__gguf_title(const char *dir);

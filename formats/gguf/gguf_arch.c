@@ -76,10 +76,13 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !memcmp(s + n - k, suffix, k);
 }
 
-/* prepare_tensors' type rule for one output tensor */
-static int tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w)
+/* prepare_tensors' type rule for one output tensor (base.py: a name ending
+ * other than .weight, .lora_a or .lora_b is F32; an adapter's pairs go by
+ * the outtype like weights) */
+int tpc__gga_tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w)
 {
-	if (w->t.ndim <= 1 || ends_with(w->name, "_norm.weight") || !ends_with(w->name, ".weight") ||
+	if (w->t.ndim <= 1 || ends_with(w->name, "_norm.weight") ||
+	    !(ends_with(w->name, ".weight") || ends_with(w->name, ".lora_a") || ends_with(w->name, ".lora_b")) ||
 	    role == TPC_ROLE_FFN_GATE_INP || role == TPC_ROLE_FFN_GATE_INP_SHEXP || role == TPC_ROLE_POS_EMBD ||
 	    role == TPC_ROLE_SSM_CONV1D)
 		return TPC_GGML_F32;
@@ -986,6 +989,11 @@ static int load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err 
 	return 0;
 }
 
+int tpc__gga_load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err *e)
+{
+	return load_config(dir, c, fam, e);
+}
+
 /* The layers the GGUF holds: its block_count rule's value (Glm4MoeModel
  * counts the next-token-prediction layers too), else config.json's */
 static int block_count(conv *cv, uint64_t *n)
@@ -1065,7 +1073,7 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 		ret = walk_tensors(&w);
 	for (size_t i = 0; !ret && i < w.out.n; i++)
 		if (w.out.t[i].type != TPC_GGML_MXFP4) /* mx_tensor's, whatever the outtype */
-			w.out.t[i].type = tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
+			w.out.t[i].type = tpc__gga_tensor_type(cv.ftype, w.out.role[i], &w.out.t[i]);
 	/* prepare_metadata: general.*, the architecture's keys, then the vocabulary */
 	if (!ret && !(title = tpc__gguf_title(dir)))
 		ret = tpc_err_nomem(e);

@@ -59,6 +59,12 @@ int tpc__gk_two_u32(const cfg *c, const char *a, const char *b, uint64_t *x, uin
 int tpc__gk_sum_members(conv *cv, const char *names, char op, uint64_t *u);
 int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f);
 int tpc__gk_arch_keys(conv *cv);
+/* gguf_arch.c, for gguf_lora.c: config.json of model folder `dir` and the
+ * family record convert_hf_to_gguf.py writes it as (c released by
+ * tpc_cfg_free(c->doc) and free(c->path)); prepare_tensors' type of a tensor
+ * for LlamaFileType ftype */
+int tpc__gga_load_config(const char *dir, cfg *c, const tpc_family **fam, tpc_err *e);
+int tpc__gga_tensor_type(int ftype, tpc_role role, const tpc_gguf_wtensor *w);
 void tpc__gk_size_label(const tpc_gguf_wtensor *t, size_t nt, char *buf, size_t n);
 int tpc__gk_sampling_keys(conv *cv, const char *dir);
 

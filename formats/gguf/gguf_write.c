@@ -484,7 +484,10 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 	size_t n = 0;
 	int ret;
 	const tpc_gguf_mix *mix = o ? tpc_gguf_mix_by_name(o->outtype) : NULL;
-	if (src) {
+	if (o && o->lora_base) {
+		ret = tpc_gguf_lora_from_peft(ck, o->lora, o->lora_base, o->model_dir, o->outtype, &kv, &w, &n, e);
+		mix = NULL;
+	} else if (src) {
 		ret = from_gguf(ck, sel, nsel, o, &w, &n, e);
 		for (size_t i = 0; i < src->n && !ret; i++) {
 			/* the list is shared with the checkpoint: copy it (kv_slot semantics) */

@@ -195,6 +195,31 @@ sys.path.insert(0, os.path.join(SRC, 'tests', 'hostile'))
 import gen_hostile  # noqa: E402
 for nm, body, *_ in gen_hostile.gguf_cases():
     put('gguf', nm + '.gguf', body)
+# adapter GGUFs (convert --base), over fuzz_gguf.c's tiny llama config: a
+# pair per kind (q permuted, k with one kv head, token_embd's lora_a
+# transposed), and the same without adapter.lora.alpha
+def adapter_gguf(alpha=True):
+    def s(x):
+        return struct.pack('<Q', len(x)) + x.encode()
+    kv = [('general.architecture', 8, s('llama')), ('general.type', 8, s('adapter')), ('adapter.type', 8, s('lora'))]
+    if alpha:
+        kv.append(('adapter.lora.alpha', 6, struct.pack('<f', 4.0)))
+    ts = [('blk.0.attn_q.weight.lora_a', [8, 2]), ('blk.0.attn_q.weight.lora_b', [2, 8]),
+          ('blk.0.attn_k.weight.lora_a', [8, 2]), ('blk.0.attn_k.weight.lora_b', [2, 4]),
+          ('token_embd.weight.lora_a', [2, 16]), ('token_embd.weight.lora_b', [2, 8])]
+    h = struct.pack('<IIQQ', 0x46554747, 3, len(ts), len(kv))
+    for k, t, v in kv:
+        h += s(k) + struct.pack('<I', t) + v
+    off, data = 0, b''
+    for nm, ne in ts:
+        n = ne[0] * ne[1]
+        h += s(nm) + struct.pack('<I2QIQ', 2, ne[0], ne[1], 0, off)
+        blob = struct.pack('<%df' % n, *[(i % 7 - 3) / 8.0 for i in range(n)])
+        data += blob + bytes(-len(blob) % 32)
+        off += len(blob) + (-len(blob) % 32)
+    return h + bytes(-len(h) % 32) + data
+put('gguf', 'adapter.gguf', adapter_gguf())
+put('gguf', 'adapter_no_alpha.gguf', adapter_gguf(False))
 put('config', 'tiny_llama.json', rd(os.path.join(SRC, 'tests', 'data', 'config.json')))
 put('config', 'gpt2.json', json.dumps({"n_head": 12, "n_embd": 768, "vocab_size": 50257, "n_layer": 12}).encode())
 put('config', 'multimodal.json', json.dumps({"text_config": {"num_attention_heads": 32, "num_key_value_heads": 8,

@@ -91,7 +91,8 @@ LLAMACPP = [("f32: same text", "GGUF → llama-completion", "f32"), ("f16: same 
             ("gguf-split set", "gguf-split set → llama-completion", None),
             ("quantize Q4_K_M", "llama-quantize of tpconv's f16", "Q4_K_M"),
             ("quantize Q6_K", "llama-quantize of tpconv's f16", "Q6_K"),
-            ("--outtype q4_k_m", "tpconv --outtype q4_k_m", "Q4_K_M")]
+            ("--outtype q4_k_m", "tpconv --outtype q4_k_m", "Q4_K_M"),
+            ("--lora adapter.gguf = merged", "adapter GGUF → llama-completion --lora", "f32")]
 
 
 def llamacpp(w, rows):
@@ -100,7 +101,9 @@ def llamacpp(w, rows):
     w("\n## llama.cpp\n\n`tpconv convert tiny-FAMILY -o X.gguf` (the tiny models of tests/gguf/arch, with their "
       "tokenizers) and `convert_hf_to_gguf.py` on the same folder, each loaded by `llama-completion` at "
       "temperature 0: *pass* is the same generated text (byte-identical files are noted below); the gguf-split "
-      "set loads from its first file; `llama-quantize` of tpconv's f16 file loads and generates.\n\n")
+      "set loads from its first file; `llama-quantize` of tpconv's f16 file loads and generates; "
+      "`--lora`: tpconv's adapter GGUF (`convert ADAPTER --base BASE`) on tpconv's base GGUF writes the text of "
+      "tpconv's merged GGUF (`convert BASE --lora ADAPTER`), not the base's.\n\n")
     w("| family | " + " | ".join(c[0] for c in LLAMACPP) + " |\n|---|" + "---|" * len(LLAMACPP) + "\n")
     fams = []
     for r in mine:

@@ -190,6 +190,24 @@ if wanted lora; then
 	echo "interop: transformers runs the LoRA-merged models against base + adapter"
 	inchroot lora.py . >"$W/lora.log" 2>&1 || { tail -30 "$W/lora.log"; echo "interop: lora.py failed" >&2; }
 fi
+# LoRA as llama.cpp runs it (issue 43): tpconv's adapter GGUF (convert ADAPTER
+# --base BASE) applied by llama-completion --lora on tpconv's base GGUF writes
+# the text of tpconv's merged GGUF (convert BASE --lora ADAPTER), for the
+# adapters of tests/lora/gguf (make_lora_gguf.py)
+if wanted lora-gguf; then
+	LG=$W/lora-gguf fams=
+	mkdir -p "$LG"
+	for fam in llama qwen2; do
+		b=$SRC/tests/gguf/arch/tiny-$fam a=$SRC/tests/lora/gguf/$fam/adapter
+		tpc convert "$b" -o "$LG/$fam-base.gguf" --outtype f32 &&
+			tpc convert "$b" --lora "$a" -o "$LG/$fam-merged.gguf" --outtype f32 &&
+			tpc convert "$a" --base "$b" -o "$LG/$fam-adapter.gguf" ||
+			result llama.cpp "$fam" "adapter GGUF → llama-completion --lora" f32 fail "tpconv exit $rc: $err"
+		fams="$fams $fam"
+	done
+	echo "interop: llama-completion --lora with tpconv's adapter GGUF against tpconv's merged GGUF"
+	inchroot lora_gguf.py . $fams >"$W/lora_gguf.log" 2>&1 || { tail -30 "$W/lora_gguf.log"; echo "interop: lora_gguf.py failed" >&2; }
+fi
 t3=$(date +%s)
 
 echo "interop: the consumers load what tpconv wrote ($(wc -l <"$W/cases.tsv") outputs)"
