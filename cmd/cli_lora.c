@@ -29,9 +29,38 @@ static int split_arg(const char *arg, char **dir, double *w)
 	return *dir ? 0 : -1;
 }
 
+int tpc_cli_lora_open(const char *dir, bool strict, tpc_lora_cfg *cfg, tpc_ckpt *ad, tpc_err *e)
+{
+	char *cfg_path = tpc_path_join(dir, "adapter_config.json"), *st = tpc_path_join(dir, "adapter_model.safetensors"),
+	     *bin = tpc_path_join(dir, "adapter_model.bin");
+	const char *wpath = NULL;
+	bool have_cfg = false;
+	int ret = 0;
+	if (!cfg_path || !st || !bin)
+		ret = tpc_err_nomem(e);
+	else if (!tpc_exists(cfg_path))
+		ret = tpc_err_at(e, TPC_EINPUT, cfg_path, NULL, "no such file: not a PEFT adapter folder");
+	else if (!(ret = tpc_lora_cfg_from_file(cfg, cfg_path, e)))
+		have_cfg = true;
+	if (!ret && !tpc_exists(wpath = tpc_exists(st) ? st : bin))
+		ret = tpc_err_at(e, TPC_EINPUT, dir, NULL, "neither adapter_model.safetensors nor adapter_model.bin is there");
+	if (!ret) {
+		tpc_open_opts oo;
+		memset(&oo, 0, sizeof(oo));
+		oo.flags = strict ? TPC_OPEN_STRICT : 0;
+		ret = tpc_ckpt_open(ad, wpath, &oo, e);
+	}
+	if (ret && have_cfg)
+		tpc_lora_cfg_release(cfg);
+	free(cfg_path);
+	free(st);
+	free(bin);
+	return ret;
+}
+
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 {
-	char *dir = NULL, *cfg_path = NULL, *st_path = NULL, *bin_path = NULL;
+	char *dir = NULL;
 	tpc_lora_cfg cfg;
 	tpc_ckpt ad;
 	tpc_lora_stats st;
@@ -41,10 +70,7 @@ int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 	bool have_cfg = false;
 	tpc_err_init(&e);
 	tpc_ckpt_init(&ad);
-	if (split_arg(arg, &dir, &w) ||
-	    !(cfg_path = tpc_path_join(dir, "adapter_config.json")) ||
-	    !(st_path = tpc_path_join(dir, "adapter_model.safetensors")) ||
-	    !(bin_path = tpc_path_join(dir, "adapter_model.bin"))) {
+	if (split_arg(arg, &dir, &w)) {
 		tpc_err_nomem(&e);
 		goto fail;
 	}
@@ -52,24 +78,9 @@ int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 		tpc_err_at(&e, TPC_EINPUT, dir, NULL, "--lora takes a PEFT adapter folder (adapter_config.json, adapter_model.safetensors)");
 		goto fail;
 	}
-	if (!tpc_exists(cfg_path)) {
-		tpc_err_at(&e, TPC_EINPUT, cfg_path, NULL, "no such file: not a PEFT adapter folder");
-		goto fail;
-	}
-	if (tpc_lora_cfg_from_file(&cfg, cfg_path, &e))
+	if (tpc_cli_lora_open(dir, strict, &cfg, &ad, &e))
 		goto fail;
 	have_cfg = true;
-	const char *wpath = tpc_exists(st_path) ? st_path : bin_path;
-	if (!tpc_exists(wpath)) {
-		tpc_err_at(&e, TPC_EINPUT, dir, NULL, "neither adapter_model.safetensors nor adapter_model.bin is there");
-		goto fail;
-	}
-	tpc_open_opts oo;
-	memset(&oo, 0, sizeof(oo));
-	if (strict)
-		oo.flags |= TPC_OPEN_STRICT;
-	if (tpc_ckpt_open(&ad, wpath, &oo, &e))
-		goto fail;
 	if (tpc_lora_merge(ck, &ad, &cfg, w, &st, &e))
 		goto fail;
 	tpc_cli_info("merged the adapter '%s' (weight %g): %zu LoRA weight%s%s, %zu bias%s, %zu tensor%s replaced (modules_to_save)",
@@ -83,8 +94,5 @@ out:
 		tpc_lora_cfg_release(&cfg);
 	tpc_ckpt_release(&ad);
 	free(dir);
-	free(cfg_path);
-	free(st_path);
-	free(bin_path);
 	return ret;
 }

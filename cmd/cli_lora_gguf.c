@@ -42,8 +42,6 @@ static int check_against(const char *base, const tpc_ckpt *ad, const tpc_lora_cf
 /* The PEFT folder `in` to the adapter GGUF `out` */
 static int to_gguf(const char *in, const char *out, const char *base, const tpc_write_opts *wo0, bool strict)
 {
-	char *cfg_path = tpc_path_join(in, "adapter_config.json"), *st = tpc_path_join(in, "adapter_model.safetensors"),
-	     *bin = tpc_path_join(in, "adapter_model.bin");
 	const tpc_format *gg = tpc_format_by_name("gguf"), *of = tpc_format_for_output(out);
 	tpc_lora_cfg cfg;
 	tpc_ckpt ad;
@@ -52,31 +50,13 @@ static int to_gguf(const char *in, const char *out, const char *base, const tpc_
 	int ret = 0;
 	tpc_err_init(&e);
 	tpc_ckpt_init(&ad);
-	if (!cfg_path || !st || !bin) {
-		tpc_err_nomem(&e);
-		goto fail;
-	}
 	if (!gg || of != gg) {
 		ret = tpc_cli_usage("convert", "a PEFT adapter folder with --base converts to an adapter GGUF: -o NAME.gguf");
 		goto out;
 	}
-	if (!tpc_exists(cfg_path)) {
-		tpc_err_at(&e, TPC_EINPUT, cfg_path, NULL, "no such file: not a PEFT adapter folder");
-		goto fail;
-	}
-	if (tpc_lora_cfg_from_file(&cfg, cfg_path, &e))
+	if (tpc_cli_lora_open(in, strict, &cfg, &ad, &e))
 		goto fail;
 	have_cfg = true;
-	const char *wpath = tpc_exists(st) ? st : bin;
-	if (!tpc_exists(wpath)) {
-		tpc_err_at(&e, TPC_EINPUT, in, NULL, "neither adapter_model.safetensors nor adapter_model.bin is there");
-		goto fail;
-	}
-	tpc_open_opts oo;
-	memset(&oo, 0, sizeof(oo));
-	oo.flags = strict ? TPC_OPEN_STRICT : 0;
-	if (tpc_ckpt_open(&ad, wpath, &oo, &e))
-		goto fail;
 	/* A base with its weights: the adapter is checked against them as a merge
 	 * checks it (every key placed, shapes, target_modules), on a copy that is
 	 * dropped; the reference reads only config.json, and so does a base
@@ -97,9 +77,6 @@ out:
 	if (have_cfg)
 		tpc_lora_cfg_release(&cfg);
 	tpc_ckpt_release(&ad);
-	free(cfg_path);
-	free(st);
-	free(bin);
 	return ret;
 }
 
