@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "tpc_ckpt.h"
+#include "tpc_lora.h"
 #include "tpc_err.h"
 #include "tpc_format.h"
 #include "tpc_plan.h"
@@ -100,11 +101,16 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
  * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
-/* The PEFT adapter folder dir: its adapter_config.json into *cfg, its
- * weights (adapter_model.safetensors, else adapter_model.bin) into *ad (which
- * the caller initialised and releases); on an error *cfg is not held. */
-struct tpc_lora_cfg;
-int tpc_cli_lora_open(const char *dir, bool strict, struct tpc_lora_cfg *cfg, tpc_ckpt *ad, tpc_err *e);
+/* A PEFT adapter folder opened: its adapter_config.json and its weights
+ * (adapter_model.safetensors, else adapter_model.bin). Closing one that
+ * failed to open, or was never opened but zeroed, is fine. */
+typedef struct tpc_cli_adapter {
+	tpc_lora_cfg cfg;
+	tpc_ckpt ad;
+	bool have_cfg;
+} tpc_cli_adapter;
+int tpc_cli_adapter_open(tpc_cli_adapter *a, const char *dir, bool strict, tpc_err *e);
+void tpc_cli_adapter_close(tpc_cli_adapter *a);
 /* convert --base BASE (cli_lora_gguf.c): IN a PEFT adapter folder, OUT the
  * adapter GGUF llama.cpp's convert_lora_to_gguf.py --base BASE writes; IN an
  * adapter GGUF, OUT the PEFT adapter folder it was. The exit status. */

@@ -29,47 +29,52 @@ static int split_arg(const char *arg, char **dir, double *w)
 	return *dir ? 0 : -1;
 }
 
-int tpc_cli_lora_open(const char *dir, bool strict, tpc_lora_cfg *cfg, tpc_ckpt *ad, tpc_err *e)
+int tpc_cli_adapter_open(tpc_cli_adapter *a, const char *dir, bool strict, tpc_err *e)
 {
 	char *cfg_path = tpc_path_join(dir, "adapter_config.json"), *st = tpc_path_join(dir, "adapter_model.safetensors"),
 	     *bin = tpc_path_join(dir, "adapter_model.bin");
 	const char *wpath = NULL;
-	bool have_cfg = false;
 	int ret = 0;
+	memset(a, 0, sizeof(*a));
+	tpc_ckpt_init(&a->ad);
 	if (!cfg_path || !st || !bin)
 		ret = tpc_err_nomem(e);
 	else if (!tpc_exists(cfg_path))
 		ret = tpc_err_at(e, TPC_EINPUT, cfg_path, NULL, "no such file: not a PEFT adapter folder");
-	else if (!(ret = tpc_lora_cfg_from_file(cfg, cfg_path, e)))
-		have_cfg = true;
+	else if (!(ret = tpc_lora_cfg_from_file(&a->cfg, cfg_path, e)))
+		a->have_cfg = true;
 	if (!ret && !tpc_exists(wpath = tpc_exists(st) ? st : bin))
 		ret = tpc_err_at(e, TPC_EINPUT, dir, NULL, "neither adapter_model.safetensors nor adapter_model.bin is there");
 	if (!ret) {
 		tpc_open_opts oo;
 		memset(&oo, 0, sizeof(oo));
 		oo.flags = strict ? TPC_OPEN_STRICT : 0;
-		ret = tpc_ckpt_open(ad, wpath, &oo, e);
+		ret = tpc_ckpt_open(&a->ad, wpath, &oo, e);
 	}
-	if (ret && have_cfg)
-		tpc_lora_cfg_release(cfg);
 	free(cfg_path);
 	free(st);
 	free(bin);
 	return ret;
 }
 
+void tpc_cli_adapter_close(tpc_cli_adapter *a)
+{
+	if (a->have_cfg)
+		tpc_lora_cfg_release(&a->cfg);
+	tpc_ckpt_release(&a->ad);
+	memset(a, 0, sizeof(*a));
+}
+
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 {
 	char *dir = NULL;
-	tpc_lora_cfg cfg;
-	tpc_ckpt ad;
+	tpc_cli_adapter a;
 	tpc_lora_stats st;
 	tpc_err e;
 	double w;
 	int ret = 0;
-	bool have_cfg = false;
 	tpc_err_init(&e);
-	tpc_ckpt_init(&ad);
+	memset(&a, 0, sizeof(a));
 	if (split_arg(arg, &dir, &w)) {
 		tpc_err_nomem(&e);
 		goto fail;
@@ -78,10 +83,7 @@ int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 		tpc_err_at(&e, TPC_EINPUT, dir, NULL, "--lora takes a PEFT adapter folder (adapter_config.json, adapter_model.safetensors)");
 		goto fail;
 	}
-	if (tpc_cli_lora_open(dir, strict, &cfg, &ad, &e))
-		goto fail;
-	have_cfg = true;
-	if (tpc_lora_merge(ck, &ad, &cfg, w, &st, &e))
+	if (tpc_cli_adapter_open(&a, dir, strict, &e) || tpc_lora_merge(ck, &a.ad, &a.cfg, w, &st, &e))
 		goto fail;
 	tpc_cli_info("merged the adapter '%s' (weight %g): %zu LoRA weight%s%s, %zu bias%s, %zu tensor%s replaced (modules_to_save)",
 		     dir, w, st.merged, st.merged == 1 ? "" : "s", st.dora ? " (DoRA)" : "", st.biases,
@@ -90,9 +92,7 @@ int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 fail:
 	ret = tpc_cli_fail(&e);
 out:
-	if (have_cfg)
-		tpc_lora_cfg_release(&cfg);
-	tpc_ckpt_release(&ad);
+	tpc_cli_adapter_close(&a);
 	free(dir);
 	return ret;
 }

@@ -43,40 +43,31 @@ static int check_against(const char *base, const tpc_ckpt *ad, const tpc_lora_cf
 static int to_gguf(const char *in, const char *out, const char *base, const tpc_write_opts *wo0, bool strict)
 {
 	const tpc_format *gg = tpc_format_by_name("gguf"), *of = tpc_format_for_output(out);
-	tpc_lora_cfg cfg;
-	tpc_ckpt ad;
+	tpc_cli_adapter a;
 	tpc_err e;
-	bool have_cfg = false;
 	int ret = 0;
 	tpc_err_init(&e);
-	tpc_ckpt_init(&ad);
-	if (!gg || of != gg) {
-		ret = tpc_cli_usage("convert", "a PEFT adapter folder with --base converts to an adapter GGUF: -o NAME.gguf");
-		goto out;
-	}
-	if (tpc_cli_lora_open(in, strict, &cfg, &ad, &e))
-		goto fail;
-	have_cfg = true;
+	memset(&a, 0, sizeof(a));
+	if (!gg || of != gg)
+		return tpc_cli_usage("convert", "a PEFT adapter folder with --base converts to an adapter GGUF: -o NAME.gguf");
 	/* A base with its weights: the adapter is checked against them as a merge
 	 * checks it (every key placed, shapes, target_modules), on a copy that is
 	 * dropped; the reference reads only config.json, and so does a base
 	 * folder without weights here */
-	if (base_weights(base) && check_against(base, &ad, &cfg, &e))
+	if (tpc_cli_adapter_open(&a, in, strict, &e) || (base_weights(base) && check_against(base, &a.ad, &a.cfg, &e)))
 		goto fail;
 	tpc_write_opts wo = *wo0;
 	wo.lora_base = base;
-	wo.lora = &cfg;
+	wo.lora = &a.cfg;
 	wo.model_dir = in;
-	if (gg->write(&ad, NULL, 0, out, &wo, &e))
+	if (gg->write(&a.ad, NULL, 0, out, &wo, &e))
 		goto fail;
-	tpc_cli_info("wrote the adapter GGUF '%s' (%zu LoRA tensors, alpha %g)", out, ad.n, cfg.alpha);
+	tpc_cli_info("wrote the adapter GGUF '%s' (%zu LoRA tensors, alpha %g)", out, a.ad.n, a.cfg.alpha);
 	goto out;
 fail:
 	ret = tpc_cli_fail(&e);
 out:
-	if (have_cfg)
-		tpc_lora_cfg_release(&cfg);
-	tpc_ckpt_release(&ad);
+	tpc_cli_adapter_close(&a);
 	return ret;
 }
 
