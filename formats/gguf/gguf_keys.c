@@ -338,6 +338,19 @@ static int layers_of_type(conv *cv, const tpc_gguf_kv_rule *r, const char *type,
 	return 0;
 }
 
+/* Key `key`, a bool per layer b[0..n), unless ret says an earlier step
+ * failed; b freed either way */
+static int put_bools(conv *cv, const char *key, int ret, uint8_t *b, uint64_t n)
+{
+	char full[160];
+	if (!ret && key_full(cv, key, full, sizeof(full)))
+		ret = -1;
+	if (!ret && tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n))
+		ret = tpc_err_nomem(cv->e);
+	free(b);
+	return ret;
+}
+
 /* The sliding_window_pattern key (Olmo2Model's, Exaone4Model's): with a
  * sliding_window (not null), a bool per layer (swa_layers) */
 static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
@@ -346,14 +359,11 @@ static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 	uint8_t *b = NULL;
 	uint64_t n = 0;
 	const char *from;
-	char buf[64], full[160];
+	char buf[64];
 	if (!sw || cJSON_IsNull(sw))
 		return 0;
-	int ret = swa_layers(cv, r, &b, &n, &from, buf, sizeof(buf)) || key_full(cv, r->key, full, sizeof(full)) ? -1 : 0;
-	if (!ret && tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n))
-		ret = tpc_err_nomem(cv->e);
-	free(b);
-	return ret;
+	int ret = swa_layers(cv, r, &b, &n, &from, buf, sizeof(buf)) ? -1 : 0;
+	return put_bools(cv, r->key, ret, b, n);
 }
 
 /* TPC_KH_LAYER_IS: "TYPE|MEMBERS|N", a bool per layer of layer_types' TYPE
@@ -361,7 +371,7 @@ static int swa_pattern(conv *cv, const tpc_gguf_kv_rule *r)
 static int layer_is(conv *cv, const tpc_gguf_kv_rule *r)
 {
 	const char *bar = r->names ? strchr(r->names, '|') : NULL;
-	char type[64], full[160], buf[64];
+	char type[64], buf[64];
 	uint8_t *b = NULL;
 	uint64_t n = 0;
 	const char *from;
@@ -370,14 +380,8 @@ static int layer_is(conv *cv, const tpc_gguf_kv_rule *r)
 	snprintf(type, sizeof(type), "%.*s", (int)(bar - r->names), r->names);
 	tpc_gguf_kv_rule period = *r;
 	period.names = bar + 1;
-	int ret = layers_of_type(cv, &period, type, &b, &n, &from, buf, sizeof(buf)) ||
-			  key_full(cv, r->key, full, sizeof(full))
-		      ? -1
-		      : 0;
-	if (!ret && tpc_gguf_kvs_arr(cv->kv, full, TPC_GV_BOOL, b, n))
-		ret = tpc_err_nomem(cv->e);
-	free(b);
-	return ret;
+	int ret = layers_of_type(cv, &period, type, &b, &n, &from, buf, sizeof(buf)) ? -1 : 0;
+	return put_bools(cv, r->key, ret, b, n);
 }
 
 /* The sliding layers (swa_layers) must be all but every N-th, N the rule's
