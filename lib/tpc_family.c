@@ -1289,6 +1289,7 @@ static const tpc_family families[] = {
 	 .plan = DEEPSEEK_JSON,
 	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
 	 .gguf = &tpc__gguf_deepseek2,
+	 .layouts = A("megatron-dist"),
 	 .tensors = deepseek_tensors,
 	 .f32_roles = ROLES(TPC_ROLE_FFN_EXP_PROBS_B), /* _keep_in_fp32_modules_strict */
 	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS,
