@@ -113,7 +113,8 @@
  *     name: a model whose rope part rotates in halves (rope_interleave
  *     false: Megatron's MLA rotates in pairs), V2-Lite's q_proj (no Megatron
  *     name: see the table), next-token-prediction layers past
- *     num_hidden_layers.
+ *     num_hidden_layers, group-limited routing other than Megatron's
+ *     (check_groups: DeepSeek-V2's group max at 2 experts a group).
  *   - stages: equal, or --pp-layers with the middle ones equal (Megatron's
  *     decoder_first/last_pipeline_num_layers; tpc__mcore_check_stages).
  *   - refused by name: round-robin placement, experts stacked in one HF
@@ -449,6 +450,25 @@ static int check_mla(const tpc_shard_plan *sp, const tpc_family *pf, tpc_err *e)
 	return 0;
 }
 
+/* Group-limited routing as args can say it: Megatron scores a group by the
+ * sum of its top topk / group_topk experts (moe/moe_utils.py:711-712), which
+ * is DeepSeek-V3's noaux_tc when that is 2 (its top-2 sum) and V2's
+ * group_limited_greedy when it is 1 (its max); other models would route
+ * otherwise under the args written. */
+static int check_groups(const tpc_shard_plan *sp, tpc_err *e)
+{
+	const tpc_model_facts *f = &sp->facts;
+	if (f->n_group <= 1 || !f->topk_group || f->topk_group >= f->n_group)
+		return 0;
+	int64_t per = f->topk_method == TPC_MOE_NOAUX_TC ? 2 : f->topk_method == TPC_MOE_GROUP_LIMITED ? 1 : 0;
+	if (per && f->experts_per_tok == per * f->topk_group)
+		return 0;
+	return tpc_err_set(e, TPC_EINPUT,
+			   "group-limited routing (n_group %lld, topk_group %lld, %lld experts a token): Megatron scores a group by the sum of its top num_experts_per_tok / topk_group experts (moe_utils.py:711-712), the model %s; not written by the megatron-dist layout",
+			   (long long)f->n_group, (long long)f->topk_group, (long long)f->experts_per_tok,
+			   per ? (per == 2 ? "by its top 2" : "by its best one") : "by a rule config.json does not name");
+}
+
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__mcore_facts mf;
@@ -468,7 +488,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (experts.py:1532-1533): --ep-placement %s is not written by the megatron-dist layout",
 				   tpc_ep_placement_name(sp->ep_placement));
-	if ((ret = check_mla(sp, pf, e)))
+	if ((ret = check_mla(sp, pf, e)) || (experts_of(sp) > 0 && (ret = check_groups(sp, e))))
 		return ret;
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;

@@ -22,7 +22,8 @@
 #     as a set, through convert --rules megatron-deepseek-v3 and resharded;
 #   - what it cannot write is refused by name (a family without its Megatron
 #     names, groups % tp, ep that does not divide tp, round-robin experts, V2-Lite's
-#     q_proj, MLA whose rope rotates halves, uneven stages without --pp-layers).
+#     q_proj, MLA whose rope rotates halves, group routing args cannot say, uneven stages
+#     without --pp-layers).
 # Loading by torch's own DCP reader with every shape and offset as Megatron's
 # sharded_state_dict gives them: tests/shard/megatron_dist_torch.py (torch >= 2.4,
 # the forky chroot; its docstring has the command).
@@ -165,6 +166,12 @@ mkdir -p "$T/ds-halves" && cp "$A/tiny-deepseek/"* "$T/ds-halves/" &&
 run "$TPCONV" shard "$T/ds-halves" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x8" -q
 [ "$rc" = 3 ] && grep -q "rope_interleave is false: Megatron-Core's multi-latent attention rotates in interleaved pairs" "$T/err" && [ ! -e "$T/x8" ] &&
   ok "MLA with rope_interleave false is refused (exit 3), nothing written" || bad "rope halves" "exit $rc" "$(cat "$T/err")"
+mkdir -p "$T/ds-greedy" && cp "$A/tiny-deepseek/"* "$T/ds-greedy/" &&
+  sed -i 's/"topk_method": "noaux_tc"/"topk_method": "group_limited_greedy"/' "$T/ds-greedy/config.json"
+run "$TPCONV" shard "$T/ds-greedy" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x10" -q
+[ "$rc" = 3 ] && grep -q "Megatron scores a group by the sum of its top num_experts_per_tok / topk_group experts .* the model by its best one" "$T/err" &&
+  [ ! -e "$T/x10" ] && ok "group-limited routing Megatron's args cannot say (V2's max of a group at 2 experts per group) is refused (exit 3)" ||
+  bad "group routing" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 2 --pp 2 --layout megatron-dist -o "$T/x9" -q
 [ "$rc" = 3 ] && grep -q "3 layers over pp 2 (--pp-layers" "$T/err" && [ ! -e "$T/x9" ] &&
   ok "3 layers over pp 2 without --pp-layers is refused (Megatron's stages are equal unless its arguments say)" || bad "uneven stages" "exit $rc" "$(cat "$T/err")"
