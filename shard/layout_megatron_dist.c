@@ -236,6 +236,15 @@ static void unnumber(char *s)
 	}
 }
 
+/* t or one of its parts is computed while written (a dequantized weight) */
+static bool computed(const tpc_tensor *t)
+{
+	for (int k = 0; k < t->nparts; k++)
+		if (computed(&t->parts[k]))
+			return true;
+	return t->dq != NULL;
+}
+
 /* Add the chunk of `t` (owned by the list from here) under `key`: rows
  * [at, at + t's rows) of a global dim-`dim` extent `global` (dim -1: the whole
  * tensor); layer l >= 0 stacks it at l of sp->layers, then expert x >= 0 at x
@@ -251,6 +260,10 @@ static int add_chunk(mlist *m, const tpc_shard_plan *sp, const char *key, tpc_te
 	if (t->ndim + lead > TPC_MAX_NDIM) {
 		tpc_tensor_release(t);
 		return tpc_err_at(e, TPC_EINPUT, NULL, key, "too many dimensions to stack");
+	}
+	if (lead && computed(t)) {
+		tpc_tensor_release(t);
+		return tpc_err_at(e, TPC_EINPUT, NULL, key, "a tensor computed while written (dequantized) cannot be stacked as [1, ...]");
 	}
 	c.t = *t;
 	memset(t, 0, sizeof(*t));
@@ -475,9 +488,14 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	const tpc_family *named = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL, *pf = plan_family(sp);
 	const char *dense = NULL, *routed = NULL;
 	int ret;
-	(void)o;
 	if (!tpc__dcp_format(e))
 		return TPC_EUSAGE;
+	/* Megatron's keys stack every layer's tensor as an item [1, ...] (and
+	 * [1, 1, ...] an expert's), a view a weight dequantized while written
+	 * has not (tpc_tensor_init_stack) */
+	if (o->dequantized)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--dequantize with --layout megatron-dist: the layout stacks each tensor as Megatron's [1, ...] items, which a weight dequantized while written is not; dequantize first (tpconv convert MODEL --dequantize -o dense/) and shard that folder");
 	if (named && !pf)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "family '%s' is not written by the megatron-dist layout (its Megatron-Core names are not mapped)",
@@ -494,6 +512,10 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		const char *n = sp->in->t[sp->t[i].in].name;
 		int64_t l = -1;
 		const tpc_tensor_row *w = row_of(pf, n, &l, NULL, NULL, NULL);
+		if (!w && sp->facts.quant.method != TPC_QS_NONE)
+			return tpc_err_at(e, TPC_EINPUT, NULL, n,
+					  "a %s-quantized checkpoint (config.json's quantization_config): Megatron-Core's torch_dist holds dense weights; dequantize it first (tpconv convert MODEL --dequantize -o dense/) and shard that folder",
+					  sp->facts.quant.name[0] ? sp->facts.quant.name : "quantized");
 		if (!w)
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
 					  "no Megatron-Core name for this tensor in the tables of the families the megatron-dist layout writes%s%s (drop it with --rules)",
