@@ -331,8 +331,9 @@ static const tpc_tensor_row gptoss_tensors[] = {
  *   - q_a_proj is linear_q_down_proj and kv_a_proj_with_mqa
  *     linear_kv_down_proj, TELinear in parallel_mode "duplicated"
  *     (gpt_layer_specs.py:302,304; transformer/multi_latent_attention.py:
- *     526-527, 573-574), whole on every rank (extensions/
- *     transformer_engine.py:1354-1370); kv's rows are [kv_lora_rank latent;
+ *     526-527, 573-574), whole on every rank, stored by tp rank 0
+ *     (extensions/transformer_engine.py:1354-1370 over the TP group it
+ *     takes, 1320-1321); kv's rows are [kv_lora_rank latent;
  *     qk_rope_head_dim rope key] as Hugging Face stores them
  *     (multi_latent_attention.py:584-588 its width, 750-751 the split), the
  *     rope part in interleaved pairs, as Megatron applies it to MLA
