@@ -468,12 +468,15 @@ static int check_mla(const tpc_shard_plan *sp, const tpc_family *pf, tpc_err *e)
  * is DeepSeek-V3's noaux_tc when that is 2 (its top-2 sum) and V2's
  * group_limited_greedy when it is 1 (its max); other models would route
  * otherwise under the args written. */
-static int check_groups(const tpc_shard_plan *sp, tpc_err *e)
+static int check_groups(const tpc_shard_plan *sp, const tpc_family *pf, tpc_err *e)
 {
 	const tpc_model_facts *f = &sp->facts;
 	if (f->n_group <= 1 || !f->topk_group || f->topk_group >= f->n_group)
 		return 0;
-	int64_t per = f->topk_method == TPC_MOE_NOAUX_TC ? 2 : f->topk_method == TPC_MOE_GROUP_LIMITED ? 1 : 0;
+	tpc_moe_topk how = f->topk_method;
+	if (!how && pf && pf->parts.router == TPC_PART_ROUTER_SIGMOID_BIAS)
+		how = TPC_MOE_NOAUX_TC; /* the record's default routing (tpc_family.h: router) */
+	int64_t per = how == TPC_MOE_NOAUX_TC ? 2 : how == TPC_MOE_GROUP_LIMITED ? 1 : 0;
 	if (per && f->experts_per_tok == per * f->topk_group)
 		return 0;
 	return tpc_err_set(e, TPC_EINPUT,
@@ -506,7 +509,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (experts.py:1532-1533): --ep-placement %s is not written by the megatron-dist layout",
 				   tpc_ep_placement_name(sp->ep_placement));
-	if ((ret = check_mla(sp, pf, e)) || (experts_of(sp) > 0 && (ret = check_groups(sp, e))))
+	if ((ret = check_mla(sp, pf, e)) || (experts_of(sp) > 0 && (ret = check_groups(sp, pf, e))))
 		return ret;
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
