@@ -663,7 +663,8 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		moe.etp = sp->tp / moe.ep;
 		moe.grouped = grouped;
 		moe.pre_softmax = sp->facts.norm_topk < 0;
-		moe.sigmoid = sp->facts.scoring == TPC_MOE_SIGMOID;
+		moe.sigmoid = sp->facts.scoring == TPC_MOE_SIGMOID ||
+			      (!sp->facts.scoring && pf && pf->parts.router == TPC_PART_ROUTER_SIGMOID_BIAS);
 		moe.groups = sp->facts.n_group;
 		moe.group_topk = sp->facts.topk_group;
 		moe.topk_scale = sp->facts.routed_scale;
