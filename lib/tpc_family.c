@@ -318,39 +318,86 @@ static const tpc_tensor_row gptoss_tensors[] = {
  * q_a_layernorm -> q_b_proj (or V2-Lite's q_proj) and kv_a_proj_with_mqa ->
  * kv_a_layernorm -> kv_b_proj, then o_proj; the routed experts
  * mlp.experts.{E} under the router mlp.gate and its
- * e_score_correction_bias, shared_experts beside them (no gate). Hugging
- * Face and GGUF names (llama.cpp's deepseek2; kv_b_proj has no one GGUF
- * tensor: convert_hf_to_gguf.py splits it per head into attn_k_b and
- * attn_v_b, the GGUF column's head_split). */
+ * e_score_correction_bias, shared_experts beside them (no gate). GGUF
+ * names are llama.cpp's deepseek2 (kv_b_proj has no one GGUF tensor:
+ * convert_hf_to_gguf.py splits it per head into attn_k_b and attn_v_b, the
+ * GGUF column's head_split).
+ * Megatron-Core names: GPTModel with the TransformerEngine layer spec and
+ * multi_latent_attention (Megatron-LM d98e8a6; Megatron-Bridge's
+ * models/deepseek/common.py maps the same pairs):
+ *   - the input norm is its own TENorm, decoder.layers.L.input_layernorm
+ *     (models/gpt/gpt_layer_specs.py:295-296: MLA is not fused into a
+ *     linear_qkv);
+ *   - q_a_proj is linear_q_down_proj and kv_a_proj_with_mqa
+ *     linear_kv_down_proj, TELinear in parallel_mode "duplicated"
+ *     (gpt_layer_specs.py:302,304; transformer/multi_latent_attention.py:
+ *     526-527, 573-574), whole on every rank, stored by tp rank 0
+ *     (extensions/transformer_engine.py:1354-1370 over the TP group it
+ *     takes, 1320-1321); kv's rows are [kv_lora_rank latent;
+ *     qk_rope_head_dim rope key] as Hugging Face stores them
+ *     (multi_latent_attention.py:584-588 its width, 750-751 the split), the
+ *     rope part in interleaved pairs, as Megatron applies it to MLA
+ *     (mla_rotary_interleaved, multi_latent_attention.py:951,962;
+ *     models/common/embeddings/rope_utils.py:135-138);
+ *   - with qk_layernorm the q_a and kv_a norms are fused into the up
+ *     projections, TELayerNormColumnParallelLinear: linear_q_up_proj and
+ *     linear_kv_up_proj's layer_norm_weight (gpt_layer_specs.py:244-255;
+ *     transformer/mla_qk_norm_config.py:132-168), their weights
+ *     column-parallel by heads (each head's rows [qk_head_dim nope;
+ *     qk_pos_emb_head_dim rope] and [qk_head_dim; v_head_dim] as Hugging
+ *     Face's, multi_latent_attention.py:557-570, 604-617); linear_proj
+ *     row-parallel (its columns heads x v_head_dim, 218-231);
+ *   - V2-Lite's q_proj (q_lora_rank None) has none: with qk_layernorm
+ *     Megatron builds linear_q_proj as a fused norm + linear whose norm the
+ *     Hugging Face model has not (mla_qk_norm_config.py:147-150), without
+ *     it kv_a_layernorm has no place (94-106);
+ *   - the router weight and its score correction bias (expert_bias, a
+ *     float32 buffer with moe_router_enable_expert_bias,
+ *     transformer/moe/router.py:64-66, 180-197), both replicated;
+ *   - shared_experts a SharedExpertMLP over the whole tensor-parallel group,
+ *     linear_fc1 [gate; up] and linear_fc2 as a dense MLP's
+ *     (transformer/moe/shared_experts.py:102-134, 209-227;
+ *     models/gpt/moe_module_specs.py:74-84), no gate weight. */
 #define HF_ONLY(R, B, NAME) ROW(R, B, NAME, NULL, NULL, NULL, NULL)
 #define HF_GG(R, B, NAME, GG) ROW(R, B, NAME, NULL, NULL, NULL, GG)
+#define HMG(R, NAME, MC, GG) ROW(R, false, NAME, MC, NULL, NULL, GG)
 static const tpc_tensor_row deepseek_tensors[] = {
-	HF_GG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
-	HF_GG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
-	HF_GG(OUTPUT, false, "lm_head.weight", "output.weight"),
-	HF_GG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HMG(TOKEN_EMBD, "model.embed_tokens.weight", "embedding.word_embeddings.weight", "token_embd.weight"),
+	HMG(OUTPUT_NORM, "model.norm.weight", "decoder.final_layernorm.weight", "output_norm.weight"),
+	HMG(OUTPUT, "lm_head.weight", "output_layer.weight", "output.weight"),
+	HMG(ATTN_NORM, HF_L "input_layernorm.weight", MC_L "input_layernorm.weight", GG_L "attn_norm.weight"),
 	HF_GG(ATTN_Q, false, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
-	HF_GG(ATTN_Q_A, false, HF_L "self_attn.q_a_proj.weight", GG_L "attn_q_a.weight"),
-	HF_GG(ATTN_Q_A_NORM, false, HF_L "self_attn.q_a_layernorm.weight", GG_L "attn_q_a_norm.weight"),
-	HF_GG(ATTN_Q_B, false, HF_L "self_attn.q_b_proj.weight", GG_L "attn_q_b.weight"),
-	HF_GG(ATTN_KV_A_MQA, false, HF_L "self_attn.kv_a_proj_with_mqa.weight", GG_L "attn_kv_a_mqa.weight"),
-	HF_GG(ATTN_KV_A_NORM, false, HF_L "self_attn.kv_a_layernorm.weight", GG_L "attn_kv_a_norm.weight"),
-	HF_GG(ATTN_KV_B, false, HF_L "self_attn.kv_b_proj.weight", NULL),
-	HF_GG(ATTN_OUT, false, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
-	HF_GG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
-	HF_GG(FFN_GATE, false, HF_L "mlp.gate_proj.weight", GG_L "ffn_gate.weight"),
-	HF_GG(FFN_UP, false, HF_L "mlp.up_proj.weight", GG_L "ffn_up.weight"),
-	HF_GG(FFN_DOWN, false, HF_L "mlp.down_proj.weight", GG_L "ffn_down.weight"),
-	HF_GG(FFN_GATE_INP, false, HF_L "mlp.gate.weight", GG_L "ffn_gate_inp.weight"),
-	HF_GG(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", GG_L "exp_probs_b.bias"),
-	HF_GG(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", GG_L "ffn_gate_exps.weight"),
-	HF_GG(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", GG_L "ffn_up_exps.weight"),
-	HF_GG(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", GG_L "ffn_down_exps.weight"),
-	HF_GG(FFN_GATE_SHEXP, false, HF_L "mlp.shared_experts.gate_proj.weight", GG_L "ffn_gate_shexp.weight"),
-	HF_GG(FFN_UP_SHEXP, false, HF_L "mlp.shared_experts.up_proj.weight", GG_L "ffn_up_shexp.weight"),
-	HF_GG(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_experts.down_proj.weight", GG_L "ffn_down_shexp.weight"),
+	HMG(ATTN_Q_A, HF_L "self_attn.q_a_proj.weight", MC_L "self_attention.linear_q_down_proj.weight", GG_L "attn_q_a.weight"),
+	HMG(ATTN_Q_A_NORM, HF_L "self_attn.q_a_layernorm.weight", MC_L "self_attention.linear_q_up_proj.layer_norm_weight",
+	    GG_L "attn_q_a_norm.weight"),
+	HMG(ATTN_Q_B, HF_L "self_attn.q_b_proj.weight", MC_L "self_attention.linear_q_up_proj.weight", GG_L "attn_q_b.weight"),
+	HMG(ATTN_KV_A_MQA, HF_L "self_attn.kv_a_proj_with_mqa.weight", MC_L "self_attention.linear_kv_down_proj.weight",
+	    GG_L "attn_kv_a_mqa.weight"),
+	HMG(ATTN_KV_A_NORM, HF_L "self_attn.kv_a_layernorm.weight", MC_L "self_attention.linear_kv_up_proj.layer_norm_weight",
+	    GG_L "attn_kv_a_norm.weight"),
+	HMG(ATTN_KV_B, HF_L "self_attn.kv_b_proj.weight", MC_L "self_attention.linear_kv_up_proj.weight", NULL),
+	HMG(ATTN_OUT, HF_L "self_attn.o_proj.weight", MC_L "self_attention.linear_proj.weight", GG_L "attn_output.weight"),
+	HMG(FFN_NORM, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight", GG_L "ffn_norm.weight"),
+	HMG(FFN_GATE, HF_L "mlp.gate_proj.weight", MC_L "mlp.linear_fc1.weight#0", GG_L "ffn_gate.weight"),
+	HMG(FFN_UP, HF_L "mlp.up_proj.weight", MC_L "mlp.linear_fc1.weight#1", GG_L "ffn_up.weight"),
+	HMG(FFN_DOWN, HF_L "mlp.down_proj.weight", MC_L "mlp.linear_fc2.weight", GG_L "ffn_down.weight"),
+	HMG(FFN_GATE_INP, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
+	HMG(FFN_EXP_PROBS_B, HF_L "mlp.gate.e_score_correction_bias", MC_L "mlp.router.expert_bias", GG_L "exp_probs_b.bias"),
+	HMG(FFN_GATE_EXP, HF_L "mlp.experts.{E}.gate_proj.weight", MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0",
+	    GG_L "ffn_gate_exps.weight"),
+	HMG(FFN_UP_EXP, HF_L "mlp.experts.{E}.up_proj.weight", MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1",
+	    GG_L "ffn_up_exps.weight"),
+	HMG(FFN_DOWN_EXP, HF_L "mlp.experts.{E}.down_proj.weight", MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight",
+	    GG_L "ffn_down_exps.weight"),
+	HMG(FFN_GATE_SHEXP, HF_L "mlp.shared_experts.gate_proj.weight", MC_L "mlp.shared_experts.linear_fc1.weight#0",
+	    GG_L "ffn_gate_shexp.weight"),
+	HMG(FFN_UP_SHEXP, HF_L "mlp.shared_experts.up_proj.weight", MC_L "mlp.shared_experts.linear_fc1.weight#1",
+	    GG_L "ffn_up_shexp.weight"),
+	HMG(FFN_DOWN_SHEXP, HF_L "mlp.shared_experts.down_proj.weight", MC_L "mlp.shared_experts.linear_fc2.weight",
+	    GG_L "ffn_down_shexp.weight"),
 	END_ROW,
 };
+#undef HMG
 
 /* HunYuan MoE (HunYuanMoEV1ForCausalLM): LLaMA's attention rows with q/k/v/o
  * biases (attention_bias) and per-head query_layernorm/key_layernorm (after
@@ -1243,6 +1290,7 @@ static const tpc_family families[] = {
 	 .plan = DEEPSEEK_JSON,
 	 .hf_arch = A("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
 	 .gguf = &tpc__gguf_deepseek2,
+	 .layouts = A("megatron-dist"),
 	 .tensors = deepseek_tensors,
 	 .f32_roles = ROLES(TPC_ROLE_FFN_EXP_PROBS_B), /* _keep_in_fp32_modules_strict */
 	 PARTS(.attn = TPC_PART_MLA, .rope = TPC_PART_ROPE_INTERLEAVED, .router = TPC_PART_ROUTER_SIGMOID_BIAS,

@@ -99,6 +99,35 @@ static const struct preset {
 	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.down_proj.weight\"}\n"
 	 "  ]\n"
 	 "}\n"},
+	{"megatron-deepseek-v3",
+	 "Megatron-Core (torch_dist) DeepSeek-V3 to HF names: MLA's linear_q/kv_down/up_proj and their fused norms, input_layernorm, the router and its expert_bias, routed and shared experts' linear_fc1 [gate; up] and linear_fc2; vocab unpadded",
+	 "{\n"
+	 "  \"description\": \"Megatron-Core GPTModel with multi-latent attention and routed plus shared experts (DeepSeek-V3: the TransformerEngine spec with qk_layernorm, the q_a/kv_a norms fused into linear_q_up_proj/linear_kv_up_proj, first_k_dense_replace dense layers with their norm in linear_fc1, the MoE layers' in pre_mlp_layernorm; routed experts as tpconv's reader gives them back per expert, decoder.layers.L.mlp.experts.local_experts.E.*, E the global number) to Hugging Face DeepseekV3ForCausalLM names. No weight changes: Megatron's MLA keeps Hugging Face's row orders (kv_a's [latent; rope key], each head's [nope; rope] and [nope; v]). Facts: vocab from --config or --vocab.\",\n"
+	 "  \"rules\": [\n"
+	 "    {\"drop\": \"\\\\._extra_state$\", \"optional\": true, \"comment\": \"TransformerEngine FP8 state, no weights\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.input_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.input_layernorm.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_q_down_proj\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.q_a_proj.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_q_up_proj\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.self_attn.q_a_layernorm.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_q_up_proj\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.q_b_proj.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_kv_down_proj\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.kv_a_proj_with_mqa.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_kv_up_proj\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.self_attn.kv_a_layernorm.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_kv_up_proj\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.kv_b_proj.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.self_attention\\\\.linear_proj\\\\.weight$\", \"to\": \"model.layers.\\\\1.self_attn.o_proj.weight\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.pre_mlp_layernorm\\\\.weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\", \"optional\": true, \"comment\": \"an MoE layer's norm\"},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.layer_norm_weight$\", \"to\": \"model.layers.\\\\1.post_attention_layernorm.weight\", \"optional\": true, \"comment\": \"a dense layer's, fused\"},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc1\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"model.layers.\\\\1.mlp.gate_proj.weight\"}, {\"to\": \"model.layers.\\\\1.mlp.up_proj.weight\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.down_proj.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.router\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.gate.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.router\\\\.expert_bias$\", \"to\": \"model.layers.\\\\1.mlp.gate.e_score_correction_bias\", \"optional\": true},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc1\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.gate_proj.weight\"}, {\"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.up_proj.weight\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.experts\\\\.local_experts\\\\.(\\\\d+)\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.experts.\\\\2.down_proj.weight\", \"optional\": true},\n"
+	 "    {\"unfuse\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.shared_experts\\\\.linear_fc1\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"model.layers.\\\\1.mlp.shared_experts.gate_proj.weight\"}, {\"to\": \"model.layers.\\\\1.mlp.shared_experts.up_proj.weight\"}]},\n"
+	 "    {\"rename\": \"^decoder\\\\.layers\\\\.(\\\\d+)\\\\.mlp\\\\.shared_experts\\\\.linear_fc2\\\\.weight$\", \"to\": \"model.layers.\\\\1.mlp.shared_experts.down_proj.weight\", \"optional\": true},\n"
+	 "    {\"rename\": \"^decoder\\\\.final_layernorm\\\\.weight$\", \"to\": \"model.norm.weight\"},\n"
+	 "    {\"unfuse\": \"^embedding\\\\.word_embeddings\\\\.weight$\", \"parts\": [{\"to\": \"model.embed_tokens.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]},\n"
+	 "    {\"unfuse\": \"^output_layer\\\\.weight$\", \"optional\": true, \"parts\": [{\"to\": \"lm_head.weight\", \"size\": \"vocab\"}, {\"size\": \"rest\", \"comment\": \"Megatron's vocabulary padding\"}]}\n"
+	 "  ]\n"
+	 "}\n"},
 	{"megatron-gpt",
 	 "Megatron-Core GPT to HF GPT-2 names: linear_qkv per head -> c_attn [q; k; v], Conv1D weights transposed; vocab unpadded",
 	 "{\n"

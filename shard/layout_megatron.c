@@ -140,13 +140,11 @@ int tpc__mcore_check_groups(const tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_
 	return ret;
 }
 
-static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+/* Pipeline stages as Megatron's arguments can say them: equal ones, or the
+ * first and last stage's own counts and the middle ones equal
+ * (--decoder-first/last-pipeline-num-layers). */
+int tpc__mcore_check_stages(const tpc_shard_plan *sp, tpc_err *e)
 {
-	tpc__mcore_facts mf;
-	int ret;
-	(void)o;
-	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
-		return ret;
 	if (sp->pp > 1 && !sp->pp_layers && sp->layers % sp->pp)
 		return tpc_err_set(e, TPC_EINPUT, "Megatron gives each pipeline stage the same number of layers: %lld layers over pp %d (--pp-layers: other first and last stages)",
 				   (long long)sp->layers, sp->pp);
@@ -157,6 +155,16 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 			return tpc_err_set(e, TPC_EINPUT,
 					   "--pp-layers: Megatron's arguments give the middle stages the same number of layers (stage %d has %lld, stage 1 %lld)",
 					   s, (long long)sp->pp_layers[s], (long long)sp->pp_layers[1]);
+	return 0;
+}
+
+static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
+{
+	tpc__mcore_facts mf;
+	int ret;
+	(void)o;
+	if ((ret = tpc__mcore_check_groups(sp, &mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
+		return ret;
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
 		bool known = row_of(TPC_ECO_HF, n, NULL, NULL, NULL) != NULL;
@@ -197,7 +205,7 @@ static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
 
 /* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
 tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn, int64_t vocab, int64_t orig,
-			   const tpc__mcore_moe *moe)
+			   const tpc__mcore_moe *moe, const tpc__mcore_mla *mla)
 {
 	tpc_value *st = tpc_value_new(TPC_V_DICT);
 	st = kv(st, "num_layers", tpc_value_int(sp->layers));
@@ -227,6 +235,18 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 	st = kv(st, "add_bias_linear", tpc_value_bool(0));
 	if (tpc_ckpt_find(sp->in, "model.layers.0.self_attn.q_norm.weight") >= 0)
 		st = kv(st, "qk_layernorm", tpc_value_bool(1));
+	if (mla) {
+		/* MLATransformerConfig's fields (transformer/transformer_config.py:
+		 * 3278-3300); qk_layernorm puts the q_a / kv_a norms into the up
+		 * projections (gpt_layer_specs.py:244-255) */
+		st = kv(st, "multi_latent_attention", tpc_value_bool(1));
+		st = kv(st, "qk_layernorm", tpc_value_bool(1));
+		st = kv(st, "q_lora_rank", mla->q_lora_rank ? tpc_value_int(mla->q_lora_rank) : tpc_value_new(TPC_V_NONE));
+		st = kv(st, "kv_lora_rank", tpc_value_int(mla->kv_lora_rank));
+		st = kv(st, "qk_head_dim", tpc_value_int(mla->qk_head_dim));
+		st = kv(st, "qk_pos_emb_head_dim", tpc_value_int(mla->qk_pos_emb_head_dim));
+		st = kv(st, "v_head_dim", tpc_value_int(mla->v_head_dim));
+	}
 	if (moe) {
 		/* training/checkpointing.py:2305-2315 takes these back (force) with
 		 * --use-checkpoint-args; the expert sizes are parallel_state.py's */
@@ -239,6 +259,20 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 		 * top-k (no renormalisation); else the softmax of the top-k logits,
 		 * which is a renormalised top-k of the full softmax */
 		st = kv(st, "moe_router_pre_softmax", tpc_value_bool(moe->pre_softmax));
+		if (moe->shared_ffn)
+			st = kv(st, "moe_shared_expert_intermediate_size", tpc_value_int(moe->shared_ffn));
+		/* moe_utils.py:915-929: sigmoid scores, the top-k chosen with the
+		 * expert_bias added, weighed without it and renormalised */
+		if (moe->sigmoid)
+			st = kv(st, "moe_router_score_function", tpc_value_str("sigmoid", 7));
+		if (moe->expert_bias)
+			st = kv(st, "moe_router_enable_expert_bias", tpc_value_bool(1));
+		if (moe->groups > 1 && moe->group_topk) {
+			st = kv(st, "moe_router_num_groups", tpc_value_int(moe->groups));
+			st = kv(st, "moe_router_group_topk", tpc_value_int(moe->group_topk));
+		}
+		if (moe->topk_scale > 0)
+			st = kv(st, "moe_router_topk_scaling_factor", tpc_value_float(moe->topk_scale));
 		st = kv(st, "expert_model_parallel_size", tpc_value_int(moe->ep));
 		st = kv(st, "expert_tensor_parallel_size", tpc_value_int(moe->etp));
 		if (moe->moe_layers) { /* gpt_layer_specs.py:648-671: 1 an MoE layer, 0 dense */
@@ -274,6 +308,16 @@ static int add_named(tpc_ckpt *out, tpc_value *model, const char *mcore, const t
 	if (tpc_value_set(model, tpc_value_str(mcore, strlen(mcore)), tpc_value_tensor(ix)))
 		return tpc_err_nomem(e);
 	return 0;
+}
+
+tpc_role tpc__mcore_up_of(tpc_role gate)
+{
+	switch (gate) {
+	case TPC_ROLE_FFN_GATE: return TPC_ROLE_FFN_UP;
+	case TPC_ROLE_FFN_GATE_EXP: return TPC_ROLE_FFN_UP_EXP;
+	case TPC_ROLE_FFN_GATE_SHEXP: return TPC_ROLE_FFN_UP_SHEXP;
+	default: return TPC_ROLE_NONE;
+	}
 }
 
 /* [q_g; k_g; v_g] for each of the rank's groups, over rank slices q, k, v */
@@ -373,7 +417,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			if (!vocab)
 				vocab = orig + sp->t[i].split.part[0].pad;
 		}
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, NULL);
+	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, NULL, NULL);
 	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
 	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||
@@ -487,8 +531,7 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 			}
 			continue;
 		}
-		if (w && (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_GATE_EXP)) {
-			bool exp = w->role == TPC_ROLE_FFN_GATE_EXP;
+		if (w && tpc__mcore_up_of(w->role)) {
 			const tpc_tensor *t = &ck->t[i];
 			int64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
 			tpc_tensor half;
@@ -497,8 +540,7 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 					ret = TPC_CORRUPT(e, path, -1, n, "linear_fc1 has an odd number of rows (%lld)", (long long)rows);
 					break;
 				}
-				tpc_role rk = exp ? (k ? TPC_ROLE_FFN_UP_EXP : TPC_ROLE_FFN_GATE_EXP)
-						  : (k ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_GATE);
+				tpc_role rk = k ? tpc__mcore_up_of(w->role) : w->role;
 				if (!tpc_family_name(tpc_family_row(f, rk), TPC_ECO_HF, l, x, false, hf, sizeof(hf), NULL))
 					ret = tpc_err_nomem(e);
 				else

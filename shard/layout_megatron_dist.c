@@ -93,11 +93,35 @@
  *     layer number and has no layer axis ("decoder.layers.1.mlp.experts.
  *     experts.linear_fc1.weight" [experts, ...]), a dense layer's norm fused
  *     into its linear_fc1 (mixed_layers below).
+ *   - DeepSeek-V3 (the deepseek-v3 record: its table's Megatron names say
+ *     where each tensor goes and cite the source, lib/tpc_family.c): MLA's
+ *     down projections (q_a_proj, kv_a_proj_with_mqa with the rope key's rows
+ *     after the latent's, as Hugging Face stores them) and every norm
+ *     replicated (tp rank 0 stores them), its up projections (q_b_proj,
+ *     kv_b_proj) column-parallel by heads with the q_a / kv_a norms as their
+ *     layer_norm_weight, linear_proj row-parallel; the router's expert_bias
+ *     (e_score_correction_bias) replicated beside its weight; the shared
+ *     experts' linear_fc1 [gate; up] and linear_fc2 split over the whole tp
+ *     group as a dense MLP's (moe/shared_experts.py:102-134, through
+ *     mlp.py's swiglu factory); the first_k_dense_replace dense layers beside
+ *     the MoE ones as mixed_layers below. common.pt's args carry MLA's sizes
+ *     (multi_latent_attention, q_lora_rank, kv_lora_rank, qk_head_dim,
+ *     qk_pos_emb_head_dim, v_head_dim, qk_layernorm) and the router's
+ *     (moe_shared_expert_intermediate_size, moe_router_score_function
+ *     sigmoid, moe_router_enable_expert_bias, num_groups / group_topk,
+ *     moe_router_topk_scaling_factor; moe/moe_utils.py:915-933). Refused by
+ *     name: a model whose rope part rotates in halves (rope_interleave
+ *     false: Megatron's MLA rotates in pairs), V2-Lite's q_proj (no Megatron
+ *     name: see the table), next-token-prediction layers past
+ *     num_hidden_layers, group-limited routing other than Megatron's
+ *     (check_groups: DeepSeek-V2's group max at 2 experts a group).
+ *   - stages: equal, or --pp-layers with the middle ones equal (Megatron's
+ *     decoder_first/last_pipeline_num_layers; tpc__mcore_check_stages).
  *   - refused by name: round-robin placement, experts stacked in one HF
- *     tensor, a score-correction bias (no expert_bias row), shared experts and
- *     MLA (DeepSeek's records do not list the layout), ep > tp (Megatron would
- *     need dp > 1 ranks that hold the dense weights again: tpconv's sets have
- *     tp x pp ranks).
+ *     tensor, a tensor whose row has no Megatron name (Mixtral's and
+ *     Qwen3-MoE's score correction bias), ep > tp (Megatron would need dp > 1
+ *     ranks that hold the dense weights again: tpconv's sets have tp x pp
+ *     ranks).
  * TransformerEngine's _extra_state ShardedObjects are not written (no FP8
  * state exists for a converted model): load with --dist-ckpt-strictness
  * log_all (or ignore_all), as the legacy layout needs strict=False. No
@@ -106,8 +130,8 @@
  * Reading back: tpconv's torch_dist reader (formats/megatron_dist.c) opens the
  * folder as one checkpoint (the layers un-stacked under Megatron's names), and
  * `convert --rules megatron-llama --vocab V` gives the Hugging Face tensors
- * (megatron-mixtral, megatron-qwen3-moe: the reader un-stacks the experts too,
- * as decoder.layers.L.mlp.experts.local_experts.E.*).
+ * (megatron-mixtral, megatron-qwen3-moe, megatron-deepseek-v3: the reader
+ * un-stacks the experts too, as decoder.layers.L.mlp.experts.local_experts.E.*).
  * As a set tpconv wrote (merge, reshard, verify, convert of the set folder):
  * the folder read whole, the names mapped back (layout_megatron.c's
  * tpc__mcore_to_hf), the padded vocab rows dropped, and each rank's slices
@@ -212,6 +236,15 @@ static void unnumber(char *s)
 	}
 }
 
+/* t or one of its parts is computed while written (a dequantized weight) */
+static bool computed(const tpc_tensor *t)
+{
+	for (int k = 0; k < t->nparts; k++)
+		if (computed(&t->parts[k]))
+			return true;
+	return t->dq != NULL;
+}
+
 /* Add the chunk of `t` (owned by the list from here) under `key`: rows
  * [at, at + t's rows) of a global dim-`dim` extent `global` (dim -1: the whole
  * tensor); layer l >= 0 stacks it at l of sp->layers, then expert x >= 0 at x
@@ -227,6 +260,10 @@ static int add_chunk(mlist *m, const tpc_shard_plan *sp, const char *key, tpc_te
 	if (t->ndim + lead > TPC_MAX_NDIM) {
 		tpc_tensor_release(t);
 		return tpc_err_at(e, TPC_EINPUT, NULL, key, "too many dimensions to stack");
+	}
+	if (lead && computed(t)) {
+		tpc_tensor_release(t);
+		return tpc_err_at(e, TPC_EINPUT, NULL, key, "a tensor computed while written (dequantized) cannot be stacked as [1, ...]");
 	}
 	c.t = *t;
 	memset(t, 0, sizeof(*t));
@@ -373,9 +410,9 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 			}
 			int64_t rows = v.shape[0];
 			ret = add_chunk(m, sp, key, &v, 0, t * rows, tp * rows, ls, -1, e);
-		} else if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_GATE_EXP) {
-			const tpc_tensor *up =
-				partner(f, rk, w->role == TPC_ROLE_FFN_GATE ? TPC_ROLE_FFN_UP : TPC_ROLE_FFN_UP_EXP, l, ex, bias);
+		} else if (tpc__mcore_up_of(w->role)) {
+			/* a dense MLP's, a routed expert's or the shared experts' linear_fc1 */
+			const tpc_tensor *up = partner(f, rk, tpc__mcore_up_of(w->role), l, ex, bias);
 			int64_t g = x->shape[0];
 			if (!up || up->shape[0] != g) {
 				ret = tpc_err_at(e, TPC_EINPUT, NULL, x->name, "a gate projection without an up projection of its rows");
@@ -407,31 +444,89 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 
 /* ---- shard ---- */
 
+/* Multi-head latent attention (a family whose parts say so): Megatron's MLA
+ * rotates the rope part of q and k in interleaved pairs (multi_latent_attention.py:
+ * 951,962 mla_rotary_interleaved; rope_utils.py:135-138), as Hugging Face's
+ * DeepSeek-V3 does with rope_interleave; a model that rotates halves would need
+ * its rope rows permuted, which this layout does not do. */
+static int check_mla(const tpc_shard_plan *sp, const tpc_family *pf, tpc_err *e)
+{
+	if (!pf || pf->parts.attn != TPC_PART_MLA)
+		return 0;
+	bool pairs = sp->facts.rope_interleave ? sp->facts.rope_interleave > 0 : pf->parts.rope == TPC_PART_ROPE_INTERLEAVED;
+	if (!pairs)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "config.json's rope_interleave is false: Megatron-Core's multi-latent attention rotates in interleaved pairs (rope_utils.py:135-138), the model in halves; not written by the megatron-dist layout");
+	if (!sp->facts.kv_lora_rank || !sp->facts.qk_rope_head_dim || !sp->facts.v_head_dim || !sp->facts.qk_nope_head_dim)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "multi-latent attention: config.json must give kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim (Megatron's args carry them)");
+	return 0;
+}
+
+/* Group-limited routing as args can say it: Megatron scores a group by the
+ * sum of its top topk / group_topk experts (moe/moe_utils.py:711-712), which
+ * is DeepSeek-V3's noaux_tc when that is 2 (its top-2 sum) and V2's
+ * group_limited_greedy when it is 1 (its max); other models would route
+ * otherwise under the args written. */
+static int check_groups(const tpc_shard_plan *sp, const tpc_family *pf, tpc_err *e)
+{
+	const tpc_model_facts *f = &sp->facts;
+	if (f->n_group <= 1 || !f->topk_group || f->topk_group >= f->n_group)
+		return 0;
+	tpc_moe_topk how = f->topk_method;
+	if (!how && pf && pf->parts.router == TPC_PART_ROUTER_SIGMOID_BIAS)
+		how = TPC_MOE_NOAUX_TC; /* the record's default routing (tpc_family.h: router) */
+	int64_t per = how == TPC_MOE_NOAUX_TC ? 2 : how == TPC_MOE_GROUP_LIMITED ? 1 : 0;
+	if (per && f->experts_per_tok == per * f->topk_group)
+		return 0;
+	return tpc_err_set(e, TPC_EINPUT,
+			   "group-limited routing (n_group %lld, topk_group %lld, %lld experts a token): Megatron scores a group by the sum of its top num_experts_per_tok / topk_group experts (moe_utils.py:711-712), the model %s; not written by the megatron-dist layout",
+			   (long long)f->n_group, (long long)f->topk_group, (long long)f->experts_per_tok,
+			   per ? (per == 2 ? "by its top 2" : "by its best one") : "by a rule config.json does not name");
+}
+
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__mcore_facts mf;
 	const tpc_family *named = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL, *pf = plan_family(sp);
 	const char *dense = NULL, *routed = NULL;
 	int ret;
-	(void)o;
 	if (!tpc__dcp_format(e))
 		return TPC_EUSAGE;
+	/* Megatron's keys stack every layer's tensor as an item [1, ...] (and
+	 * [1, 1, ...] an expert's), a view a weight dequantized while written
+	 * has not (tpc_tensor_init_stack) */
+	if (o->dequantized)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--dequantize with --layout megatron-dist: the layout stacks each tensor as Megatron's [1, ...] items, which a weight dequantized while written is not; dequantize first (tpconv convert MODEL --dequantize -o dense/) and shard that folder");
 	if (named && !pf)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "family '%s' is not written by the megatron-dist layout (its Megatron-Core names are not mapped)",
 				   named->name);
-	if ((ret = tpc__mcore_check_groups(sp, &mf, e)))
+	if ((ret = tpc__mcore_check_groups(sp, &mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
 		return ret;
 	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (experts.py:1532-1533): --ep-placement %s is not written by the megatron-dist layout",
 				   tpc_ep_placement_name(sp->ep_placement));
+	if ((ret = check_mla(sp, pf, e)) || (experts_of(sp) > 0 && (ret = check_groups(sp, pf, e))))
+		return ret;
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
-		const tpc_tensor_row *w = row_of(pf, n, NULL, NULL, NULL, NULL);
+		int64_t l = -1;
+		const tpc_tensor_row *w = row_of(pf, n, &l, NULL, NULL, NULL);
+		if (!w && sp->facts.quant.method != TPC_QS_NONE)
+			return tpc_err_at(e, TPC_EINPUT, NULL, n,
+					  "a %s-quantized checkpoint (config.json's quantization_config): Megatron-Core's torch_dist holds dense weights; dequantize it first (tpconv convert MODEL --dequantize -o dense/) and shard that folder",
+					  sp->facts.quant.name[0] ? sp->facts.quant.name : "quantized");
 		if (!w)
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
-					  "the megatron-dist layout knows Megatron-Core names for the LLaMA, Mixtral and Qwen3-MoE families; this tensor has none (drop it with --rules)");
+					  "no Megatron-Core name for this tensor in the tables of the families the megatron-dist layout writes%s%s (drop it with --rules)",
+					  pf ? ": " : "", pf ? pf->name : "");
+		if (l >= sp->layers || (sp->facts.layers > 0 && l >= sp->facts.layers))
+			return tpc_err_at(e, TPC_EINPUT, NULL, n,
+					  "layer %lld is past the decoder's %lld (num_hidden_layers): a next-token-prediction (MTP) layer, which the megatron-dist layout does not write (drop it with --rules)",
+					  (long long)l, (long long)(sp->facts.layers > 0 ? sp->facts.layers : sp->layers));
 		const tpc_split *s = &sp->t[i].split;
 		if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_DOWN)
 			dense = n;
@@ -551,6 +646,10 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 			ffn = t->shape[0];
 		if (!moe.ffn && w && w->role == TPC_ROLE_FFN_GATE_EXP)
 			moe.ffn = t->shape[0];
+		if (!moe.shared_ffn && w && w->role == TPC_ROLE_FFN_GATE_SHEXP)
+			moe.shared_ffn = t->shape[0];
+		if (w && w->role == TPC_ROLE_FFN_EXP_PROBS_B)
+			moe.expert_bias = true;
 		if (!orig && sp->t[i].split.kind == TPC_SPLIT_VOCAB && sp->t[i].split.dim == 0) {
 			orig = sp->t[i].split.part[0].size;
 			vocab = orig + sp->t[i].split.part[0].pad;
@@ -564,6 +663,11 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		moe.etp = sp->tp / moe.ep;
 		moe.grouped = grouped;
 		moe.pre_softmax = sp->facts.norm_topk < 0;
+		moe.sigmoid = sp->facts.scoring == TPC_MOE_SIGMOID ||
+			      (!sp->facts.scoring && pf && pf->parts.router == TPC_PART_ROUTER_SIGMOID_BIAS);
+		moe.groups = sp->facts.n_group;
+		moe.group_topk = sp->facts.topk_group;
+		moe.topk_scale = sp->facts.routed_scale;
 		if (mixed_layers(sp, pf) && (layers = tpc_calloc((size_t)sp->layers + 1, sizeof(bool))))
 			for (int64_t l = 0; l < sp->layers; l++)
 				layers[l] = layer_moe(sp, pf, l) > 0;
@@ -571,7 +675,10 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		if (!ffn)
 			ffn = moe.ffn;
 	}
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL);
+	tpc__mcore_mla mla = {sp->facts.q_lora_rank, sp->facts.kv_lora_rank, sp->facts.qk_nope_head_dim,
+			      sp->facts.qk_rope_head_dim, sp->facts.v_head_dim};
+	bool is_mla = pf && pf->parts.attn == TPC_PART_MLA;
+	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, is_mla ? &mla : NULL);
 	free(layers);
 	bool bad = !root || !cm || !args;
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||

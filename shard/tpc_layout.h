@@ -238,6 +238,12 @@ typedef struct tpc__mcore_facts {
 int tpc__mcore_facts_of(const tpc_model_facts *f, tpc__mcore_facts *m, tpc_err *e);
 /* The facts, and query groups tp divides (Megatron asserts it). */
 int tpc__mcore_check_groups(const struct tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_err *e);
+/* Stages Megatron's arguments can say: equal, or --pp-layers with the middle
+ * stages equal (decoder_first/last_pipeline_num_layers). */
+int tpc__mcore_check_stages(const struct tpc_shard_plan *sp, tpc_err *e);
+/* The up projection paired with a gate in one linear_fc1 [gate; up] (a dense
+ * MLP's, a routed expert's, the shared experts'); TPC_ROLE_NONE: not a gate. */
+tpc_role tpc__mcore_up_of(tpc_role gate);
 int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
 			 tpc_tensor *out);
 /* Megatron-Core tensors ck->t[from, to) named prefix + Megatron's name, layer
@@ -259,9 +265,22 @@ typedef struct tpc__mcore_moe {
 			     (config.json's norm_topk_prob false) */
 	const bool *moe_layers; /* [num_layers]: which layers have experts (moe_layer_freq as a
 				   list), or NULL: every layer */
+	int64_t shared_ffn;     /* the shared experts' rows (moe_shared_expert_intermediate_size);
+				   0: none */
+	bool expert_bias;       /* the router keeps a score correction bias (expert_bias) */
+	bool sigmoid;           /* scores by sigmoid, not softmax (moe_router_score_function) */
+	int64_t groups, group_topk; /* group-limited routing (moe_router_num_groups /
+				       group_topk); 0: none */
+	double topk_scale;      /* the chosen weights' factor (moe_router_topk_scaling_factor); 0: none */
 } tpc__mcore_moe;
+/* Multi-head latent attention's sizes (MLATransformerConfig, NULL: none):
+ * q_lora_rank (0: None, a plain linear_q_proj), kv_lora_rank, qk_head_dim (the
+ * nope part), qk_pos_emb_head_dim (the rope part), v_head_dim. */
+typedef struct tpc__mcore_mla {
+	int64_t q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
+} tpc__mcore_mla;
 tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
-			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe);
+			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe, const tpc__mcore_mla *mla);
 
 /* The hf-mapping layout's file names and mapping geometry, which the trtllm
  * layout shares (layout_trtllm.c). */

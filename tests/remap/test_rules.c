@@ -118,7 +118,7 @@ static void test_parse_errors(void **st)
 	expect_parse_error("{\"rule\": []}", "unknown key 'rule'");
 	expect_parse_error("{\"rules\": {}}", "'rules' must be a list");
 	expect_parse_error("\"x\"", "a rules file is a JSON object or a list of rules");
-	expect_parse_error("{\"extends\": \"dalle3\"}", "unknown preset 'dalle3' (presets: dalle2, libai, strip-module, gpt2-conv1d, megatron-llama, megatron-mixtral, megatron-qwen3-moe, megatron-gpt, torchtitan, hf-torchtitan)");
+	expect_parse_error("{\"extends\": \"dalle3\"}", "unknown preset 'dalle3' (presets: dalle2, libai, strip-module, gpt2-conv1d, megatron-llama, megatron-mixtral, megatron-qwen3-moe, megatron-deepseek-v3, megatron-gpt, torchtitan, hf-torchtitan)");
 	expect_parse_error("{\"extends\": 3}", "'extends' must name a preset");
 	/* the good ones */
 	tpc_err e;
@@ -277,7 +277,7 @@ static void test_presets(void **st)
 {
 	(void)st;
 	tpc_err e;
-	assert_int_equal(tpc_rules_preset_count(), 10);
+	assert_int_equal(tpc_rules_preset_count(), 11);
 	for (size_t i = 0; i < tpc_rules_preset_count(); i++) {
 		tpc_rules *r = tpc_rules_new();
 		tpc_err_init(&e);

@@ -18,7 +18,8 @@
 # (exit 3, the exact message), accepted with --pad (the manifest and the dry run
 # show the pad, each rank's slice is whole blocks of the zero-padded layer, merge
 # strips it bit for bit, merge --dequantize equals convert --dequantize), and a
-# head split that would cut a block is refused even with --pad.
+# head split that would cut a block is refused even with --pad; --layout megatron-dist
+# refuses the FP8 model and --dequantize by name (convert --dequantize first).
 # usage: deepseek_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -255,6 +256,17 @@ fi
 run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 8 --pad -o "$T/no3"
 [ "$rc" = 3 ] && grep -q "q_b_proj.weight' is split col into 192 output features per rank, not a multiple of 128 (the fp8 weight_block_size): a rank's slice at tp 8 would cut a 128 x 128 block; a head split is not padded" "$T/err" && [ ! -e "$T/no3" ] &&
   ok "fp8 at tp 8: q_b_proj's heads (192 rows a rank) would cut a block; a head split is refused even with --pad" || bad "fp8 tp 8 --pad" "rc=$rc" "$(cat "$T/err")"
+# megatron-dist holds dense weights: the FP8 model is refused by name, --dequantize too (a
+# weight computed while written is not stacked as Megatron's [1, ...] items); the dense
+# model convert --dequantize gives is written
+run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/no4"
+[ "$rc" = 3 ] && grep -q "weight_scale_inv': a fp8-quantized checkpoint .*dequantize it first (tpconv convert MODEL --dequantize" "$T/err" && [ ! -e "$T/no4" ] &&
+  ok "fp8 into megatron-dist is refused by name (exit 3), saying to dequantize first" || bad "fp8 megatron-dist" "rc=$rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$F" --preset deepseek-v3 --tp 2 --dequantize --layout megatron-dist -o "$T/no4"
+[ "$rc" = 2 ] && grep -q -- "--dequantize with --layout megatron-dist: .* dequantize first" "$T/err" && [ ! -e "$T/no4" ] &&
+  run "$TPCONV" convert --dequantize "$F" -o "$T/dense/" -q && run "$TPCONV" shard "$T/dense" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/md" -q &&
+  ok "fp8 shard --dequantize into megatron-dist: usage error (exit 2); convert --dequantize first, then it shards" ||
+  bad "fp8 megatron-dist --dequantize" "rc=$rc" "$(cat "$T/err")"
 # expert parallelism: the routed experts on EP groups (16 experts; tp 4 x ep 2,
 # tp 8 x ep 8 round-robin), FP8 with --pad at tp 4 x ep 4
 for c in "v3 4 2 contiguous" "v3 8 8 round-robin" "v3fp8 4 4 contiguous --pad"; do

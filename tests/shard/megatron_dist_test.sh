@@ -17,8 +17,13 @@
 #     experts under one stacked key per parameter [layers, experts, ...], read back
 #     bit for bit as a set and through convert --rules megatron-mixtral /
 #     megatron-qwen3-moe (with $SAN = 1 only the first case, before the generator);
+#   - DeepSeek-V3 (tests/gguf/arch's tiny-deepseek): MLA, the router's expert_bias, a shared
+#     expert and a dense first layer at tp x pp x ep with uneven stages, read back bit for bit
+#     as a set, through convert --rules megatron-deepseek-v3 and resharded;
 #   - what it cannot write is refused by name (a family without its Megatron
-#     names, groups % tp, ep that does not divide tp, round-robin experts).
+#     names, groups % tp, ep that does not divide tp, round-robin experts, V2-Lite's
+#     q_proj, MLA whose rope rotates halves, group routing args cannot say, uneven stages
+#     without --pp-layers).
 # Loading by torch's own DCP reader with every shape and offset as Megatron's
 # sharded_state_dict gives them: tests/shard/megatron_dist_torch.py (torch >= 2.4,
 # the forky chroot; its docstring has the command).
@@ -51,6 +56,32 @@ for spec in "mixtral 2 1 2" "mixtral 2 1 1" "qwen3-moe 2 2 2 0,2 g" "qwen3-moe 2
   run "$TPCONV" convert "$S/release" --rules megatron-$m --vocab 320 -o "$S.hf.safetensors" -q
   [ "$rc" = 0 ] && same "$T/$m.safetensors" "$S.hf.safetensors" &&
     ok "$what: HF -> torch_dist -> HF through the torch_dist reader (--rules megatron-$m) is bit-exact" ||
+    bad "$what: read back" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+  [ "$SAN" = 1 ] && break
+done
+# DeepSeek-V3 (tests/gguf/arch's tiny-deepseek: 3 layers, the first dense, 4 routed experts
+# and a shared one, MLA with q_lora_rank): tp x pp x ep with uneven stages, read back bit for
+# bit as a set and through convert --rules megatron-deepseek-v3
+run "$TPCONV" convert "$A/tiny-deepseek" -o "$T/deepseek.safetensors" -q || bad "deepseek fixture" "$(cat "$T/err")"
+for spec in "2 2 2 2,1" "2 1 1" "4 2 2 1,2 g"; do
+  set -- $spec; tp=$1 pp=$2 ep=$3 pl=${4:-} g=${5:-}
+  S=$T/ds_${tp}_${pp}_$ep what="deepseek-v3 tp $tp pp $pp ep $ep${pl:+ ($pl)}${g:+ grouped}"
+  run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp $tp --pp $pp --ep $ep ${pl:+--pp-layers $pl} ${g:+--moe-grouped-gemm} \
+    --layout megatron-dist -o "$S" -q
+  if [ "$rc" != 0 ]; then bad "$what: shard" "$(cat "$T/err")"; continue; fi
+  M_=$S/release/.metadata
+  grep -aq 'decoder.layers.1.self_attention.linear_q_up_proj.layer_norm_weight' "$M_" && grep -aq 'decoder.layers.2.mlp.router.expert_bias' "$M_" &&
+    grep -aq 'decoder.layers.2.mlp.shared_experts.linear_fc1.weight' "$M_" && grep -aq 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight' "$M_" &&
+    grep -aq 'decoder.layers.1.self_attention.linear_kv_down_proj.weight' "$M_" && grep -aq 'decoder.layers.1.mlp.experts.experts.linear_fc2.weight' "$M_" &&
+    ! grep -aq 'linear_qkv' "$M_" && grep -aq 'multi_latent_attention' "$S/release/common.pt" &&
+    ok "$what: MLA, the router's expert_bias, shared experts, the dense first layer under Megatron's per-layer keys" ||
+    bad "$what: keys" "$(strings "$M_" | grep decoder | head)"
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+  [ "$rc" = 0 ] && same "$T/deepseek.safetensors" "$S.merged.safetensors" && ok "$what: merge of the set is bit-exact" ||
+    bad "$what: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+  run "$TPCONV" convert "$S/release" --rules megatron-deepseek-v3 --vocab 320 -o "$S.hf.safetensors" -q
+  [ "$rc" = 0 ] && same "$T/deepseek.safetensors" "$S.hf.safetensors" &&
+    ok "$what: HF -> torch_dist -> HF through the torch_dist reader (--rules megatron-deepseek-v3) is bit-exact" ||
     bad "$what: read back" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
   [ "$SAN" = 1 ] && break
 done
@@ -100,9 +131,50 @@ run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 --la
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 2 --ep-placement round-robin --layout megatron-dist -o "$T/x5" -q
 [ "$rc" = 2 ] && grep -q "round-robin is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x5" ] &&
   ok "round-robin experts are refused by name (Megatron's EP ranks own contiguous experts)" || bad "round-robin" "exit $rc" "$(cat "$T/err")"
-run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x6" -q
-[ "$rc" = 3 ] && grep -q "family 'deepseek-v3' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x6" ] &&
-  ok "DeepSeek-V3 (MLA, shared experts) is refused by name (exit 3), nothing written" || bad "deepseek refusal" "exit $rc" "$(cat "$T/err")"
+# the chunks at tp 2 pp 2 ep 2: 44 keys; MLA's down projections and every norm once, q/kv up
+# projections and linear_proj per tp rank, the shared experts' fc1 in 4 pieces (gate and up
+# halves), each routed expert whole on its EP group
+run "$TPCONV" inspect "$T/ds_2_2_2/release"
+[ "$rc" = 0 ] && grep -q "44 tensor entries in 87 chunks" "$T/out" &&
+  grep -q "decoder.layers.1.mlp.shared_experts.linear_fc1.weight .*\[64, 32\] .* 4 pieces" "$T/out" &&
+  grep -q "decoder.layers.1.self_attention.linear_kv_down_proj.weight .*\[40, 32\] *5120$" "$T/out" &&
+  grep -q "decoder.layers.2.mlp.experts.local_experts.3.linear_fc1.weight .*\[64, 32\] .* 2 pieces" "$T/out" &&
+  ok "deepseek-v3 chunks: 44 keys in 87 chunks; kv_a whole once, the shared expert's fc1 in 4 pieces" || bad "deepseek chunks" "$(head -30 "$T/out")"
+# --dry-run: the rank files and their bytes from the headers; the model's 370336 bytes and
+# 2 x (512 - 320) x 32 x 4 = 49152 of vocabulary padding
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 2 --pp 2 --ep 2 --pp-layers 2,1 --layout megatron-dist --dry-run
+[ "$rc" = 0 ] && [ "$(grep -c '^# rank [0-3] .*release/__[0-3]_0.distcp .* chunks ' "$T/out")" = 4 ] &&
+  grep -q "^# stored: 419488 bytes of tensor data in all rank files .* the model 370336 " "$T/out" &&
+  ok "deepseek-v3 --dry-run: 4 rank files, 419488 bytes = the model's 370336 + 49152 of padding" ||
+  bad "deepseek dry-run" "$(grep '^# rank\|stored' "$T/out")" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$T/ds_2_2_2"
+[ "$rc" = 0 ] && ok "verify passes on a deepseek-v3 megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify deepseek" "$(tail -3 "$T/out")" "$(cat "$T/err")"
+# reshard: the set into megatron-dist tp 1 and into the default layout, both bit-exact
+run "$TPCONV" shard "$T/ds_2_2_2" --preset deepseek-v3 --tp 1 --layout megatron-dist -o "$T/dsre1" -q &&
+  run "$TPCONV" convert "$T/dsre1/release" --rules megatron-deepseek-v3 --vocab 320 -o "$T/dsre1.safetensors" -q &&
+  run "$TPCONV" shard "$T/ds_2_2_2" --preset deepseek-v3 --tp 2 --ep 2 -o "$T/dsre2" -q && run "$TPCONV" merge "$T/dsre2" -o "$T/dsre2.safetensors" -q
+[ "$rc" = 0 ] && same "$T/deepseek.safetensors" "$T/dsre1.safetensors" && same "$T/deepseek.safetensors" "$T/dsre2.safetensors" &&
+  ok "deepseek-v3 reshard tp 2 pp 2 ep 2 -> megatron-dist tp 1 and -> tpconv tp 2 ep 2: bit-exact" || bad "deepseek reshard" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+# refused by name, nothing written: V2-Lite's q_proj (q_lora_rank None: Megatron's linear_q_proj
+# has a norm the model has not), a rope in halves (rope_interleave false), uneven stages
+# without --pp-layers (Megatron's arguments cannot say them)
+run "$TPCONV" shard "$A/noqlora/tiny-deepseek" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x6" -q
+[ "$rc" = 3 ] && grep -q "tensor 'model.layers.0.self_attn.q_proj.weight': no Megatron-Core name for this tensor .*: deepseek-v3" "$T/err" && [ ! -e "$T/x6" ] &&
+  ok "DeepSeek-V2-Lite's q_proj (no q_lora_rank) is refused by name (exit 3), nothing written" || bad "q_proj refusal" "exit $rc" "$(cat "$T/err")"
+mkdir -p "$T/ds-halves" && cp "$A/tiny-deepseek/"* "$T/ds-halves/" &&
+  sed -i 's/"rope_interleave": true/"rope_interleave": false/' "$T/ds-halves/config.json"
+run "$TPCONV" shard "$T/ds-halves" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x8" -q
+[ "$rc" = 3 ] && grep -q "rope_interleave is false: Megatron-Core's multi-latent attention rotates in interleaved pairs" "$T/err" && [ ! -e "$T/x8" ] &&
+  ok "MLA with rope_interleave false is refused (exit 3), nothing written" || bad "rope halves" "exit $rc" "$(cat "$T/err")"
+mkdir -p "$T/ds-greedy" && cp "$A/tiny-deepseek/"* "$T/ds-greedy/" &&
+  sed -i 's/"topk_method": "noaux_tc"/"topk_method": "group_limited_greedy"/' "$T/ds-greedy/config.json"
+run "$TPCONV" shard "$T/ds-greedy" --preset deepseek-v3 --tp 2 --layout megatron-dist -o "$T/x10" -q
+[ "$rc" = 3 ] && grep -q "Megatron scores a group by the sum of its top num_experts_per_tok / topk_group experts .* the model by its best one" "$T/err" &&
+  [ ! -e "$T/x10" ] && ok "group-limited routing Megatron's args cannot say (V2's max of a group at 2 experts per group) is refused (exit 3)" ||
+  bad "group routing" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 2 --pp 2 --layout megatron-dist -o "$T/x9" -q
+[ "$rc" = 3 ] && grep -q "3 layers over pp 2 (--pp-layers" "$T/err" && [ ! -e "$T/x9" ] &&
+  ok "3 layers over pp 2 without --pp-layers is refused (Megatron's stages are equal unless its arguments say)" || bad "uneven stages" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --moe-grouped-gemm -o "$T/x7" -q
 [ "$rc" = 2 ] && grep -q -- "--moe-grouped-gemm goes with --layout megatron-dist" "$T/err" && ok "--moe-grouped-gemm without megatron-dist: usage error" ||
   bad "grouped usage" "exit $rc" "$(cat "$T/err")"

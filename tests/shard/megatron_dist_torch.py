@@ -24,6 +24,13 @@ common.pt's num_experts, expert_model/tensor_parallel_size and moe_grouped_gemm.
 With dense layers beside (config.json's mlp_only_layers): every key with its
 layer number and no layer axis, the dense layers' norm fused into linear_fc1,
 moe_layer_freq as a list.
+DeepSeek-V3 (config.json's kv_lora_rank): input_layernorm its own key, MLA's
+linear_q_down_proj / linear_kv_down_proj replicated (TELinear duplicated),
+linear_q_up_proj / linear_kv_up_proj column-parallel with the q_a / kv_a norms as
+their layer_norm_weight (replicated), linear_proj row-parallel; the router's
+expert_bias replicated; shared_experts' linear_fc1 [gate; up] (swiglu halves over
+the whole tp group) and linear_fc2; the first_k_dense_replace layers dense;
+common.pt's MLA sizes and sigmoid / expert-bias / group routing.
 
 usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS [EP [grouped]]
   HF_DIR holds config.json and model.safetensors; PP_LAYERS the layers of each
@@ -45,6 +52,10 @@ tp 2 pp 2 ep 2 (0,2, --moe-grouped-gemm: ... 2 0,2 2 grouped) and (1,1) 12 keys
 in 47 each: every key, shape, offset, byte and expert-to-file placement as
 Megatron's; a Qwen3-MoE with a dense first layer (tests/shard/mixed_moe.py) at tp 2
 pp 2 ep 2 (1,1): 20 per-layer keys in 40 chunks, moe_layer_freq [0, 1].
+DeepSeek-V3 (tests/gguf/arch's tiny-deepseek as $R/hfd, its model.safetensors
+from `tpconv convert`): tp 2 pp 2 ep 2 (2,1) 44 keys in 87 chunks, tp 2 ep 1 (3)
+44 in 111, tp 4 pp 2 ep 2 (1,2) 44 in 151, tp 2 pp 2 ep 1 (0,3, grouped) 44 in
+111, tp 4 pp 3 ep 4 (1,1,1) 44 in 127: every one as Megatron's.
 """
 import json, os, sys
 
@@ -61,7 +72,8 @@ H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
 NG = cfg.get("num_key_value_heads", NH)
 D = cfg.get("head_dim") or H // NH
 L, V = cfg["num_hidden_layers"], cfg["vocab_size"]
-E = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+E = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
+MLA = "kv_lora_rank" in cfg  # DeepSeek-V3's multi-latent attention
 moe = "block_sparse_moe." if cfg["model_type"] == "mixtral" else "mlp."
 ex_names = ("w1", "w3", "w2") if cfg["model_type"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
 P = -(-V // (128 * tp)) * 128 * tp
@@ -114,7 +126,7 @@ chunks("embedding.word_embeddings.weight", pad(hf["model.embed_tokens.weight"]),
 if "lm_head.weight" in hf:
     chunks("output_layer.weight", pad(hf["lm_head.weight"]), 0, False, 0)
 chunks("decoder.final_layernorm.weight", hf["model.norm.weight"], 0, False, 0, replicated=True)
-dense_layers = cfg.get("mlp_only_layers") or []
+dense_layers = cfg.get("mlp_only_layers") or list(range(cfg.get("first_k_dense_replace") or 0))
 mixed = bool(E and dense_layers)  # non-homogeneous: every key with its layer number, no layer axis
 for l in range(L):
     p, m = "model.layers.%d." % l, "decoder.layers.%d." % l if mixed else "decoder.layers."
@@ -125,7 +137,20 @@ for l in range(L):
         rest = q.shape[1:]
         qkv = torch.cat([q.reshape(NG, NH // NG * D, *rest), k.reshape(NG, D, *rest), v.reshape(NG, D, *rest)], 1)
         chunks(m + "self_attention.linear_qkv." + suf, qkv.reshape(-1, *rest), 0, not mixed, l)
-    chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, not mixed, l, replicated=True)
+    if MLA:
+        # multi_latent_attention.py: the down projections duplicated (TELinear),
+        # the q_a / kv_a norms in the up projections (TELayerNormColumnParallelLinear),
+        # their weights column-parallel; the input norm its own TENorm
+        a = p + "self_attn."
+        chunks(m + "input_layernorm.weight", hf[p + "input_layernorm.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "self_attention.linear_q_down_proj.weight", hf[a + "q_a_proj.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "self_attention.linear_q_up_proj.layer_norm_weight", hf[a + "q_a_layernorm.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "self_attention.linear_q_up_proj.weight", hf[a + "q_b_proj.weight"], 0, not mixed, l)
+        chunks(m + "self_attention.linear_kv_down_proj.weight", hf[a + "kv_a_proj_with_mqa.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "self_attention.linear_kv_up_proj.layer_norm_weight", hf[a + "kv_a_layernorm.weight"], 0, not mixed, l, replicated=True)
+        chunks(m + "self_attention.linear_kv_up_proj.weight", hf[a + "kv_b_proj.weight"], 0, not mixed, l)
+    else:
+        chunks(m + "self_attention.linear_qkv.layer_norm_weight", hf[p + "input_layernorm.weight"], 0, not mixed, l, replicated=True)
     chunks(m + "self_attention.linear_proj.weight", hf[p + "self_attn.o_proj.weight"], 1, not mixed, l)
     for x in "qk":
         if p + "self_attn.%s_norm.weight" % x in hf:
@@ -134,6 +159,12 @@ for l in range(L):
         # moe/experts.py: SequentialMLP and TEGroupedMLP give the same keys
         chunks(m + "pre_mlp_layernorm.weight", hf[p + "post_attention_layernorm.weight"], 0, not mixed, l, replicated=True)
         chunks(m + "mlp.router.weight", hf[p + moe + "gate.weight"], 0, not mixed, l, replicated=True)
+        if p + moe + "gate.e_score_correction_bias" in hf:  # router.py: expert_bias, a buffer
+            chunks(m + "mlp.router.expert_bias", hf[p + moe + "gate.e_score_correction_bias"], 0, not mixed, l, replicated=True)
+        if p + moe + "shared_experts.gate_proj.weight" in hf:  # shared_experts.py: an MLP over the tp group
+            q = p + moe + "shared_experts."
+            chunks(m + "mlp.shared_experts.linear_fc1.weight", torch.cat([hf[q + "gate_proj.weight"], hf[q + "up_proj.weight"]]), 0, not mixed, l, parts=2)
+            chunks(m + "mlp.shared_experts.linear_fc2.weight", hf[q + "down_proj.weight"], 1, not mixed, l)
         for e in range(E):
             q = p + moe + "experts.%d." % e
             gate, up, down = (hf[q + n + ".weight"] for n in ex_names)
@@ -178,6 +209,16 @@ if E:
                                                              cfg.get("norm_topk_prob") is False), vars(a)
     if mixed:
         assert a.moe_layer_freq == [0 if l in dense_layers else 1 for l in range(L)], vars(a)
+    if "n_shared_experts" in cfg:
+        assert a.moe_shared_expert_intermediate_size == cfg["moe_intermediate_size"] * cfg["n_shared_experts"], vars(a)
+    if cfg.get("scoring_func") == "sigmoid":
+        assert a.moe_router_score_function == "sigmoid" and a.moe_router_enable_expert_bias, vars(a)
+        assert (a.moe_router_num_groups, a.moe_router_group_topk, a.moe_router_topk_scaling_factor) == (
+            cfg["n_group"], cfg["topk_group"], cfg["routed_scaling_factor"]), vars(a)
+if MLA:
+    assert a.multi_latent_attention and a.qk_layernorm, vars(a)
+    assert (a.q_lora_rank, a.kv_lora_rank, a.qk_head_dim, a.qk_pos_emb_head_dim, a.v_head_dim) == (
+        cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]), vars(a)
 # where each chunk lives: an expert's on the ranks of its EP group (ranks
 # ep_rank * etp .. of each stage), in the file of that rank
 sm = md.storage_data

@@ -673,6 +673,50 @@ static void test_resolve(void **st)
  * activation is gated) and a "rest" part (Flux's proj_out over [attention |
  * mlp]); diffusers configs give the activation and heads. */
 /* DeepSeek: MLA heads counted (not head_dim rows), routing and MLA facts */
+/* DeepSeek-V3's Megatron-Core names (MLA, shared experts, the router's
+ * expert_bias): each Hugging Face tensor has one, fused ones as parts */
+static void test_deepseek_megatron_names(void **st)
+{
+	(void)st;
+	static const struct {
+		const char *hf, *mc;
+		int part;
+	} want[] = {
+		{"model.layers.0.input_layernorm.weight", "decoder.layers.0.input_layernorm.weight", -1},
+		{"model.layers.4.self_attn.q_a_proj.weight", "decoder.layers.4.self_attention.linear_q_down_proj.weight", -1},
+		{"model.layers.4.self_attn.q_a_layernorm.weight", "decoder.layers.4.self_attention.linear_q_up_proj.layer_norm_weight", -1},
+		{"model.layers.4.self_attn.q_b_proj.weight", "decoder.layers.4.self_attention.linear_q_up_proj.weight", -1},
+		{"model.layers.4.self_attn.kv_a_proj_with_mqa.weight", "decoder.layers.4.self_attention.linear_kv_down_proj.weight", -1},
+		{"model.layers.4.self_attn.kv_a_layernorm.weight", "decoder.layers.4.self_attention.linear_kv_up_proj.layer_norm_weight", -1},
+		{"model.layers.4.self_attn.kv_b_proj.weight", "decoder.layers.4.self_attention.linear_kv_up_proj.weight", -1},
+		{"model.layers.4.self_attn.o_proj.weight", "decoder.layers.4.self_attention.linear_proj.weight", -1},
+		{"model.layers.4.mlp.gate.e_score_correction_bias", "decoder.layers.4.mlp.router.expert_bias", -1},
+		{"model.layers.4.mlp.shared_experts.up_proj.weight", "decoder.layers.4.mlp.shared_experts.linear_fc1.weight", 1},
+		{"model.layers.4.mlp.experts.200.gate_proj.weight", "decoder.layers.4.mlp.experts.local_experts.200.linear_fc1.weight", 0},
+		{"model.layers.1.mlp.up_proj.weight", "decoder.layers.1.mlp.linear_fc1.weight", 1},
+	};
+	const tpc_family *ds = tpc_family_find("deepseek-v3");
+	char nm[256];
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		int64_t l, x;
+		bool b;
+		int part = -2;
+		const tpc_tensor_row *w = tpc_family_classify(ds, TPC_ECO_HF, want[i].hf, &l, &x, &b);
+		assert_non_null(w);
+		assert_true(tpc_family_name(w, TPC_ECO_MEGATRON, l, x, b, nm, sizeof(nm), &part));
+		assert_string_equal(nm, want[i].mc);
+		assert_int_equal(part, want[i].part);
+	}
+	/* the shared expert's linear_fc1 is [gate; up], as a dense MLP's */
+	const tpc_tensor_row *pr[3];
+	assert_int_equal(tpc_family_parts(ds, tpc_family_row(ds, TPC_ROLE_FFN_UP_SHEXP), TPC_ECO_MEGATRON, pr, 3), 2);
+	assert_int_equal(pr[0]->role, TPC_ROLE_FFN_GATE_SHEXP);
+	/* V2-Lite's q_proj has none (Megatron's linear_q_proj carries a norm
+	 * the model has not): the table says so, a layout refuses it by name */
+	assert_null(tpc_family_row(ds, TPC_ROLE_ATTN_Q)->name[TPC_ECO_MEGATRON]);
+	assert_false(tpc_family_named_in(ds, TPC_ECO_MEGATRON));
+}
+
 static void test_deepseek(void **st)
 {
 	(void)st;
@@ -1373,7 +1417,7 @@ int main(void)
 		cmocka_unit_test(test_cfg_reader),   cmocka_unit_test(test_facts),        cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_ambiguous_and_fallback), cmocka_unit_test(test_stages),
 		cmocka_unit_test(test_mutations),    cmocka_unit_test(test_gated_and_rest),
-		cmocka_unit_test(test_deepseek),     cmocka_unit_test(test_facts_check),
+		cmocka_unit_test(test_deepseek), cmocka_unit_test(test_deepseek_megatron_names),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
 		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads), cmocka_unit_test(test_gguf_tiles), cmocka_unit_test(test_text_model),
