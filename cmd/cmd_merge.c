@@ -269,8 +269,20 @@ int cmd_merge(int argc, char **argv)
 	char *model_dir = NULL;
 	if ((ret = tpc_cli_input_model_dir(&in, "merge", outf, &wo, &model_dir)))
 		goto done;
-	ret = tpc_cli_write_out("merge", tpc_cli_input_write, &in, &mg->out, outf, sharded, out, &wo, force_progress,
-				&kept, &go_on);
+	/* a layout whose merged folder is one file (a PEFT adapter's
+	 * adapter_model.safetensors), not an HF checkpoint */
+	char *one = NULL;
+	if (sharded && mg->layout && mg->layout->merged_file && !maxsz) {
+		if (tpc_mkdirs(out, &e) || !(one = tpc_path_join(out, mg->layout->merged_file))) {
+			free(model_dir);
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+		outf = tpc_format_by_name("safetensors");
+	}
+	ret = tpc_cli_write_out("merge", tpc_cli_input_write, &in, &mg->out, outf, sharded && !one, one ? one : out, &wo,
+				force_progress, &kept, &go_on);
+	free(one);
 	free(model_dir);
 	if (ret || !go_on)
 		goto done;
