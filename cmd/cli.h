@@ -16,6 +16,7 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 #include "tpc_format.h"
+#include "tpc_lora.h"
 #include "tpc_plan.h"
 #include "tpc_rules.h"
 #include "tpc_shard.h"
@@ -100,6 +101,23 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
  * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
 int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
+/* shard ADAPTER --base BASE (cli_lora_shard.c): the PEFT adapter folder split
+ * beside the base checkpoint `base` (opened with its plan; facts f checked
+ * against it) by the plan shard/tpc_lora_shard.h derives, into sp with the
+ * peft layout (so->layout, so->config_dir set). ls owns the adapter and its
+ * plan, which sp reads: release sp first. 0, a negative status in e, or an
+ * exit status already said. */
+typedef struct tpc_cli_lora_set {
+	tpc_ckpt ad;
+	tpc_lora_cfg cfg;
+	bool have_cfg;
+	tpc_plan plan;
+} tpc_cli_lora_set;
+void tpc_cli_lora_set_init(tpc_cli_lora_set *ls);
+void tpc_cli_lora_set_release(tpc_cli_lora_set *ls);
+struct tpc_cli_input;
+int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const struct tpc_cli_input *base,
+			     const tpc_model_facts *f, tpc_shard_opts *so, bool strict, tpc_shard_plan *sp, tpc_err *e);
 /* merge --recipe FILE (cli_mix.c): the recipe's models merged (lib/tpc_mix.h)
  * and written to out as convert writes. 0 or the exit status (said). */
 typedef struct tpc_cli_mix_args {
