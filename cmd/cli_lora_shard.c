@@ -1,11 +1,13 @@
 /* cli_lora_shard.c - shard ADAPTER --base BASE: a PEFT LoRA adapter split for
  * tensor parallelism beside its base (shard/tpc_lora_shard.h), written as the
  * peft layout's rank folders. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "tpc_io.h"
+#include "tpc_lora_nemo.h"
 #include "tpc_lora_shard.h"
 #include "tpc_util.h"
 
@@ -87,5 +89,58 @@ int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tp
 	ret = tpc_shard_plan_build(sp, &ls->ad, &ls->plan, f, so, e);
 out:
 	tpc_buf_release(&pj);
+	return ret;
+}
+
+/* merge NEMO_DIR -o ADAPTER/: a NeMo / Megatron tensor-parallel LoRA save as
+ * one PEFT adapter folder (shard/tpc_lora_nemo.h). */
+int tpc_cli_lora_nemo_merge(const char *dir, const char *out, const tpc_write_opts *wo, bool dry)
+{
+	tpc_ckpt ck;
+	tpc_buf cfg = TPC_BUF_INIT;
+	tpc_lora_nemo_info in;
+	tpc_err e;
+	char *st = NULL, *cj = NULL;
+	int ret = 0;
+	tpc_err_init(&e);
+	tpc_ckpt_init(&ck);
+	if (out && (tpc_ends_with(out, ".safetensors") || tpc_ends_with(out, ".bin") || tpc_ends_with(out, ".gguf"))) {
+		ret = tpc_cli_usage("merge", "'%s' is a NeMo LoRA save: it merges into a PEFT adapter folder (-o DIR), not '%s'",
+				    dir, out);
+		goto done;
+	}
+	if (tpc_lora_nemo_read(&ck, &cfg, dir, &in, &e))
+		goto fail;
+	tpc_cli_info("NeMo LoRA '%s': tp %d, pp %d, %lld layers, r %lld, alpha %g: %zu PEFT modules", dir, in.tp, in.pp,
+		     (long long)in.layers, (long long)in.r, in.alpha, in.modules);
+	if (dry) {
+		printf("# merge %s: NeMo LoRA, tp %d, pp %d, %zu tensors -> adapter_model.safetensors, adapter_config.json\n",
+		       dir, in.tp, in.pp, ck.n);
+		for (size_t i = 0; i < ck.n; i++) {
+			char shp[64];
+			printf("%s  %s %s\n", ck.t[i].name, tpc_dtype_name(ck.t[i].dtype), tpc_shape_str(&ck.t[i], shp, sizeof(shp)));
+		}
+		goto done;
+	}
+	if (tpc_shard_path_inside(out, dir)) {
+		tpc_err_at(&e, TPC_EUSAGE, out, NULL, "the output is inside the NeMo save being merged; choose another place");
+		goto fail;
+	}
+	const tpc_format *f = tpc_format_by_name("safetensors");
+	if (!(st = tpc_path_join(out, "adapter_model.safetensors")) || !(cj = tpc_path_join(out, "adapter_config.json"))) {
+		tpc_err_nomem(&e);
+		goto fail;
+	}
+	if (!f || tpc_mkdirs(out, &e) || f->write(&ck, NULL, 0, st, wo, &e) ||
+	    tpc_write_file_atomic(cj, cfg.p, cfg.len, (wo->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, &e))
+		goto fail;
+	goto done;
+fail:
+	ret = tpc_cli_fail(&e);
+done:
+	free(st);
+	free(cj);
+	tpc_buf_release(&cfg);
+	tpc_ckpt_release(&ck);
 	return ret;
 }

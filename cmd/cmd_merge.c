@@ -11,6 +11,7 @@
 #include "tpc_extras.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
+#include "tpc_lora_nemo.h"
 #include "tpc_plan.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
@@ -40,6 +41,13 @@ static const char *help =
 	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
 	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
+	"A NeMo / Megatron LoRA saved per tensor-parallel rank (DIR holding\n"
+	"model_config.yaml with peft.lora_tuning and mp_rank_TT/model_weights.ckpt:\n"
+	"a .nemo archive extracted) merges into a PEFT adapter folder OUT\n"
+	"(adapter_model.safetensors, adapter_config.json): the fused kqv and fc1\n"
+	"adapters unfused into q/k/v_proj and gate/up_proj as NeMo's converter does.\n"
+	"A set of adapter folders that 'shard ADAPTER --base BASE' wrote merges into\n"
+	"the adapter folder again, byte for byte. See doc/shard.md, LoRA adapters.\n\n"
 	"With --recipe, no DIR: the models a mergekit YAML recipe names (any checkpoint\n"
 	"tpconv reads; one architecture) are merged tensor by tensor in one pass:\n"
 	"merge_method linear, task_arithmetic, ties, dare_ties, dare_linear or slerp,\n"
@@ -223,6 +231,14 @@ int cmd_merge(int argc, char **argv)
 	tpc_err_init(&e);
 	if (maxsz && (tpc_parse_size(maxsz, &wo.max_shard_size, &e) || !wo.max_shard_size)) {
 		ret = tpc_cli_usage("merge", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
+		goto done;
+	}
+	/* a NeMo / Megatron LoRA saved per rank: into a PEFT adapter folder */
+	if (tpc_lora_nemo_detect(dir)) {
+		if (set_opts || take0 || !checksums || dequant || fmt_name || maxsz || wo.outtype || wo.gguf_pre)
+			ret = tpc_cli_usage("merge", "'%s' is a NeMo LoRA save: it describes itself (no set, format or output-type options)", dir);
+		else
+			ret = tpc_cli_lora_nemo_merge(dir, out, &wo, dry);
 		goto done;
 	}
 	/* the writer, as convert chooses it */
