@@ -15,7 +15,7 @@
 #     base, a base tensor no rule of the plan knows, an adapter of another
 #     base, --pp, another --layout.
 # merge NEMO_DIR -o DIR: NeMo 1.x tensor-parallel LoRA saves (tp 2; tp 2 x
-# pp 2) into a PEFT adapter equal to NeMo's converter's; hostile configs.
+# pp 2; tp 4 under NeMo 2 / Megatron-Bridge names) into a PEFT adapter equal to NeMo's converter's; hostile configs.
 # usage: lora_tp_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -103,7 +103,7 @@ refused "--pp with --base" 2 "no --pp or --ep" "$F/llama/plain" --base "$F/llama
 refused "another --layout with --base" 2 "not --layout vllm" "$F/llama/plain" --base "$F/llama" --tp 2 --layout vllm
 
 # NeMo 1.x tensor-parallel LoRA saves into a PEFT adapter folder
-for c in tp2 tp2-pp2; do
+for c in tp2 tp2-pp2 tp4-names2; do
   if "$X" merge "$F/nemo/$c" -o "$T/nemo-$c" -q 2>"$T/err" &&
      "$X" diff "$T/nemo-$c/adapter_model.safetensors" "$F/nemo/$c/expected/adapter_model.safetensors" >"$T/diff" 2>&1 &&
      grep -q "\"lora_alpha\":.$(cat "$F/nemo/$c/expected/alpha")," "$T/nemo-$c/adapter_config.json" &&

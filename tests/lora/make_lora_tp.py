@@ -49,6 +49,10 @@ nemo/   LoRA adapters as NeMo 1.x saves a tensor-parallel PEFT run (the .nemo
         means, are written here.)
           nemo/tp2        tp 2, 8 heads, 4 query groups, bf16, alpha 8
           nemo/tp2-pp2    tp 2, pp 2, alpha: ${peft.lora_tuning.adapter_dim}
+          nemo/tp4-names2 tp 4, the modules under NeMo 2 / Megatron-Bridge's
+                          names (module.decoder.layers.L.self_attention.
+                          linear_qkv.adapter.linear_in.weight ...) in the same
+                          per-rank files
 """
 import json, os, sys
 from collections import OrderedDict
@@ -131,7 +135,7 @@ write_adapter("qwen2/bias-dora", ad, peft_cfg(target_modules=["q_proj", "k_proj"
 
 
 # ---- NeMo 1.x tensor-parallel LoRA ----
-def nemo(name, tp, pp, alpha, alpha_yaml, layers=2, h=16, heads=8, groups=4, ffn=32, r=4):
+def nemo(name, tp, pp, alpha, alpha_yaml, layers=2, h=16, heads=8, groups=4, ffn=32, r=4, names2=False):
     hd = h // heads
     hpg = heads // groups
     d = os.path.join(out, "nemo", name)
@@ -164,6 +168,9 @@ def nemo(name, tp, pp, alpha, alpha_yaml, layers=2, h=16, heads=8, groups=4, ffn
     where = {"kqv": "self_attention", "dense": "self_attention", "hto4h": "mlp", "4htoh": "mlp"}
     full = {"kqv": "lora_kqv_adapter", "dense": "lora_dense_attention_adapter", "hto4h": "lora_hto4h_adapter",
             "4htoh": "lora_4htoh_adapter"}
+    # NeMo 2 / Megatron-Bridge: LoRALinear(to_wrap, adapter) on the base layer
+    # (nemo/collections/llm/peft/lora.py L46-64, L757)
+    nemo2 = {"kqv": "linear_qkv", "dense": "linear_proj", "hto4h": "linear_fc1", "4htoh": "linear_fc2"}
     per = layers // pp
     for p in range(pp):
         for t in range(tp):
@@ -171,7 +178,8 @@ def nemo(name, tp, pp, alpha, alpha_yaml, layers=2, h=16, heads=8, groups=4, ffn
             for ll in range(per):
                 l = p * per + ll
                 for kind, (A, B, how) in nemo_sd[l].items():
-                    k = f"model.decoder.layers.{ll}.{where[kind]}.adapter_layer.{full[kind]}."
+                    k = (f"module.decoder.layers.{ll}.{where[kind]}.{nemo2[kind]}.adapter." if names2 else
+                         f"model.decoder.layers.{ll}.{where[kind]}.adapter_layer.{full[kind]}.")
                     if how == "row":  # RowParallelLinear linear_in: columns of A
                         n = A.shape[1] // tp
                         a = A[:, t * n:(t + 1) * n]
@@ -233,4 +241,5 @@ peft:
 
 nemo("tp2", 2, 1, 8, "8")
 nemo("tp2-pp2", 2, 2, 4, "${peft.lora_tuning.adapter_dim}")
+nemo("tp4-names2", 4, 1, 16, "16", names2=True)
 print("done")
