@@ -248,11 +248,12 @@ static int check(const nemo *n, tpc_err *e)
 				for (int t = 0; t < in->tp; t++) {
 					const slot *s = slot_at(n, l, m, io, t);
 					if ((s->file < 0) != (s0->file < 0)) {
+						/* name the tensor that is there, and what lacks its partner */
 						const slot *h = s->file >= 0 ? s : s0;
 						return tpc_err_at(e, TPC_EINPUT, n->f[h->file].path, n->f[h->file].ck.t[h->t].name,
-								  "layer %lld's %s has it, but tp rank %d lacks its %s", (long long)l,
-								  s->file >= 0 ? "tp rank" : "rank 0", s->file >= 0 ? 0 : t,
-								  io ? "linear_out" : "linear_in");
+								  "layer %lld's module is here, but its %s of tp rank %d is missing",
+								  (long long)l, s->file >= 0 ? "linear_in" : io ? "linear_out" : "linear_in",
+								  s->file >= 0 ? 0 : t);
 					}
 					if (s->file < 0)
 						continue;
