@@ -535,6 +535,8 @@ int tpc_lora_nemo_read(tpc_ckpt *out, tpc_buf *cfg, const char *dir, tpc_lora_ne
 	}
 	if (!ret)
 		ret = tpc_ckpt_meta_set(out, "format", "pt", e);
+	if (!ret && !out->format && !(out->format = tpc_strdup("nemo-lora")))
+		ret = tpc_err_nomem(e);
 out:
 	for (size_t i = 0; n.f && i < (size_t)info->tp * (size_t)info->pp; i++) {
 		if (n.f[i].open)

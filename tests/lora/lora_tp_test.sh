@@ -111,6 +111,9 @@ for c in tp2 tp2-pp2 tp4-names2; do
     ok "NeMo LoRA $c: merged into the PEFT adapter NeMo's converter makes (kqv unfused by query groups, fc1 by rank halves, alpha)"
   else bad "NeMo LoRA $c" "$(cat "$T/err" "$T/diff" "$T/nemo-$c/adapter_config.json" 2>&1 | tail -8)"; fi
 done
+"$X" inspect "$F/nemo/tp2-pp2" >"$T/insp" 2>&1 && grep -q "^# NeMo LoRA save: tp 2, pp 2, 2 layers, r 4, alpha 4; the PEFT adapter 'merge' writes:" "$T/insp" &&
+  grep -q "nemo-lora, 1 file, 28 tensors" "$T/insp" && ok "inspect a NeMo LoRA save: its geometry and the PEFT tensors" ||
+  bad "inspect a NeMo LoRA save" "$(head -3 "$T/insp")"
 nemo_bad() { # nemo_bad DESC SED PATTERN [RM]
   rm -rf "$T/nb" "$T/nbo" && cp -r "$F/nemo/tp2" "$T/nb" && sed -i "$2" "$T/nb/model_config.yaml"
   [ -n "${4:-}" ] && rm -f "$T/nb/$4"
