@@ -97,10 +97,9 @@ static cJSON *rule_copy(cJSON *const *rules, int ri, bool retarget)
 
 /* The rule of adapter key `key` (role q, module base tensor `bt` split by s):
  * *rule NULL with e set on a refusal. */
-static int derive(const tpc_ckpt *ad, const char *key, int q, const tpc_tensor *bt, const tpc_split *s, bool emb,
+static int derive(const char *key, int q, const tpc_tensor *bt, const tpc_split *s, bool emb,
 		  bool fifo, bool dora, cJSON *const *rules, cJSON **rule, tpc_lora_shard_stats *st, tpc_err *e)
 {
-	(void)ad;
 	*rule = NULL;
 	/* the base's dims: a Linear [out, in]; a Conv1D [in, out]; an
 	 * embedding [vocab (in), hidden (out)] */
@@ -255,7 +254,7 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 		ret = refuse(e, k, "shape %s: not a LoRA tensor of that base tensor%s", both, "");
 		goto out;
 	}
-	ret = derive(ad, k, q, bt, &s, emb, c->fifo && !emb, dora, rules, &it->rule, st, e);
+	ret = derive(k, q, bt, &s, emb, c->fifo && !emb, dora, rules, &it->rule, st, e);
 out:
 	free(bname);
 	free(emb_key);

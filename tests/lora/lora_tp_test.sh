@@ -71,6 +71,14 @@ split_case gpt2-conv1d "$F/gpt2/conv1d" "$F/gpt2" gpt2 2
 split_case phi3-fused "$F/phi3/fused" "$F/phi3" phi3 2 4
 split_case qwen2-bias-dora "$F/qwen2/bias-dora" "$F/qwen2" qwen2 2 4
 
+# a reshard of an adapter set (tp 4 -> 2, --layout peft): the set shard --base writes at tp 2
+if "$X" shard "$T/phi3-fused-ad4" --tp 2 --layout peft -o "$T/phi3-re2" -q 2>"$T/err" &&
+   "$X" diff "$T/phi3-re2/tp00_pp00" "$T/phi3-fused-ad2/tp00_pp00" >"$T/diff" 2>&1 &&
+   "$X" diff "$T/phi3-re2/tp01_pp00" "$T/phi3-fused-ad2/tp01_pp00" >>"$T/diff" 2>&1 &&
+   cmp -s "$T/phi3-re2/tp01_pp00/adapter_config.json" "$F/phi3/fused/adapter_config.json"; then
+  ok "an adapter set resharded 4 -> 2 (--layout peft) = the adapter split at tp 2"
+else bad "adapter reshard 4 -> 2" "$(cat "$T/err" "$T/diff" | tail -4)"; fi
+
 if "$PY" -c 'import torch' 2>/dev/null; then
   check "every rank folder holds what vLLM's LoRA layers slice (q/k/v, qkv_proj, gate_up_proj, row layers, lm_head)" \
     "$PY" "$F/lora_tp_check.py" "${vcheck[@]}"
