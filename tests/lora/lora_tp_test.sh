@@ -15,7 +15,8 @@
 #     base, a base tensor no rule of the plan knows, an adapter of another
 #     base, --pp, another --layout.
 # merge NEMO_DIR -o DIR: NeMo 1.x tensor-parallel LoRA saves (tp 2; tp 2 x
-# pp 2; tp 4 under NeMo 2 / Megatron-Bridge names) into a PEFT adapter equal to NeMo's converter's; hostile configs.
+# pp 2; tp 4 under NeMo 2 / Megatron-Bridge names) into a PEFT adapter (which,
+# merged into its base by convert --lora, is NeMo's own merge bit for bit) equal to NeMo's converter's; hostile configs.
 # usage: lora_tp_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -119,6 +120,12 @@ for c in tp2 tp2-pp2 tp4-names2; do
     ok "NeMo LoRA $c: merged into the PEFT adapter NeMo's converter makes (kqv unfused by query groups, fc1 by rank halves, alpha)"
   else bad "NeMo LoRA $c" "$(cat "$T/err" "$T/diff" "$T/nemo-$c/adapter_config.json" 2>&1 | tail -8)"; fi
 done
+# the merged PEFT adapter applied to a Llama of its shapes = NeMo's own merge on
+# Megatron's fused weights (make_lora_tp.py), bit for bit in f32
+"$X" convert "$F/nemo/base" --lora "$T/nemo-tp2" -o "$T/nemo-merged.safetensors" -q 2>"$T/err" &&
+  "$X" diff "$T/nemo-merged.safetensors" "$F/nemo/tp2/merged-ref.safetensors" >"$T/diff" 2>&1 &&
+  ok "NeMo LoRA tp2 as PEFT, merged by convert --lora = NeMo's merge (alpha / dim, fused q|k|v and gate|up), bit for bit" ||
+  bad "NeMo LoRA merged into its base" "$(cat "$T/err" "$T/diff" | tail -4)"
 "$X" inspect "$F/nemo/tp2-pp2" >"$T/insp" 2>&1 && grep -q "^# NeMo LoRA save: tp 2, pp 2, 2 layers, r 4, alpha 4; the PEFT adapter 'merge' writes:" "$T/insp" &&
   grep -q "nemo-lora, 1 file, 28 tensors" "$T/insp" && ok "inspect a NeMo LoRA save: its geometry and the PEFT tensors" ||
   bad "inspect a NeMo LoRA save" "$(head -3 "$T/insp")"

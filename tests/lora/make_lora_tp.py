@@ -49,6 +49,9 @@ nemo/   LoRA adapters as NeMo 1.x saves a tensor-parallel PEFT run (the .nemo
         means, are written here.)
           nemo/tp2        tp 2, 8 heads, 4 query groups, bf16, alpha 8
           nemo/tp2-pp2    tp 2, pp 2, alpha: ${peft.lora_tuning.adapter_dim}
+          nemo/base       a Llama of those shapes (f32); tp2/merged-ref.safetensors
+                          is it merged with tp2's LoRA the way NeMo merges
+                          (on Megatron's fused weights), named back
           nemo/tp4-names2 tp 4, the modules under NeMo 2 / Megatron-Bridge's
                           names (module.decoder.layers.L.self_attention.
                           linear_qkv.adapter.linear_in.weight ...) in the same
@@ -240,6 +243,54 @@ peft:
 
 
 nemo("tp2", 2, 1, 8, "8")
+
+
+def seq_matmul(B, A):  # make_lora.py's: the sum over k in order, each step rounded to f32
+    acc = torch.zeros(B.shape[0], A.shape[1], dtype=torch.float32)
+    for k in range(A.shape[0]):
+        acc = acc + B[:, k:k + 1] * A[k:k + 1, :]
+    return acc
+
+
+# nemo/base: a Llama of tp2's shapes, and nemo/tp2/merged-ref.safetensors: it
+# merged the way NeMo merges, on Megatron's fused weights (LoRAMerge,
+# nemo/collections/llm/peft/lora.py L799: W + alpha / dim * linear_out @
+# linear_in, with linear_qkv's rows in query-group order and linear_fc1 =
+# [gate; up]), then unfused back to the Hugging Face names.
+torch.manual_seed(4303)
+bcfg = transformers.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=8,
+                                num_key_value_heads=4, vocab_size=32, max_position_embeddings=32,
+                                tie_word_embeddings=False)
+sd = make_base("nemo/base", transformers.LlamaForCausalLM(bcfg))
+from safetensors.torch import load_file
+ad = load_file(os.path.join(out, "nemo/tp2/expected/adapter_model.safetensors"))
+heads, groups, hd, r, alpha = 8, 4, 2, 4, 8
+hpg = heads // groups
+ref = dict(sd)
+for l in range(2):
+    L, A = f"model.layers.{l}.", lambda m: ad[P + f"model.layers.{l}.{m}.lora_A.weight"].float()
+    Bm = lambda m: ad[P + f"model.layers.{l}.{m}.lora_B.weight"].float()
+    q, k, v = (sd[L + f"self_attn.{m}_proj.weight"] for m in "qkv")
+    Bq, Bk, Bv = Bm("self_attn.q_proj"), Bm("self_attn.k_proj"), Bm("self_attn.v_proj")
+    W, Bf, idx = [], [], []
+    for gi in range(groups):  # Megatron's linear_qkv: [q heads; k; v] per query group
+        W += [q[gi * hpg * hd:(gi + 1) * hpg * hd], k[gi * hd:(gi + 1) * hd], v[gi * hd:(gi + 1) * hd]]
+        Bf += [Bq[gi * hpg * hd:(gi + 1) * hpg * hd], Bk[gi * hd:(gi + 1) * hd], Bv[gi * hd:(gi + 1) * hd]]
+        idx += [("q", gi * hpg * hd, hpg * hd), ("k", gi * hd, hd), ("v", gi * hd, hd)]
+    Wm = torch.cat(W) + seq_matmul(torch.cat(Bf), A("self_attn.q_proj")) * torch.tensor(alpha / r)
+    at = 0
+    outq = {m: sd[L + f"self_attn.{m}_proj.weight"].clone() for m in "qkv"}
+    for m, o, n in idx:
+        outq[m][o:o + n] = Wm[at:at + n]
+        at += n
+    for m in "qkv":
+        ref[L + f"self_attn.{m}_proj.weight"] = outq[m]
+    fc1 = torch.cat([sd[L + "mlp.gate_proj.weight"], sd[L + "mlp.up_proj.weight"]])
+    f1 = fc1 + seq_matmul(torch.cat([Bm("mlp.gate_proj"), Bm("mlp.up_proj")]), A("mlp.gate_proj")) * torch.tensor(alpha / r)
+    ref[L + "mlp.gate_proj.weight"], ref[L + "mlp.up_proj.weight"] = f1[:32].clone(), f1[32:].clone()
+    for m in ("self_attn.o_proj", "mlp.down_proj"):
+        ref[L + m + ".weight"] = sd[L + m + ".weight"] + seq_matmul(Bm(m), A(m)) * torch.tensor(alpha / r)
+save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out, "nemo/tp2/merged-ref.safetensors"))
 nemo("tp2-pp2", 2, 2, 4, "${peft.lora_tuning.adapter_dim}")
 nemo("tp4-names2", 4, 1, 16, "16", names2=True)
 print("done")
