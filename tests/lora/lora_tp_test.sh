@@ -15,8 +15,9 @@
 #     base, a base tensor no rule of the plan knows, an adapter of another
 #     base, --pp, another --layout.
 # merge NEMO_DIR -o DIR: NeMo 1.x tensor-parallel LoRA saves (tp 2; tp 2 x
-# pp 2; tp 4 under NeMo 2 / Megatron-Bridge names) into a PEFT adapter (which,
-# merged into its base by convert --lora, is NeMo's own merge bit for bit) equal to NeMo's converter's; hostile configs.
+# pp 2; tp 4 under NeMo 2 / Megatron-Bridge names) into the PEFT adapter NeMo's
+# converter makes, which convert --lora merges into its base as NeMo's own merge
+# does, bit for bit; inspect; hostile configs.
 # usage: lora_tp_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
