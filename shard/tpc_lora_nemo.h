@@ -32,7 +32,7 @@
  *
  * How each rank holds them (ParallelLinearAdapter, nemo/collections/nlp/
  * modules/common/megatron/adapters/parallel_adapters.py L201-243, built with
- * gather_output=False by nemo/collections/llm/peft/lora.py L745-757):
+ * gather_output=False by nemo/collections/llm/peft/lora.py L743-763):
  *
  *   kqv, hto4h (column-parallel base): linear_in [r/tp, in] rank t's rows of
  *       A (a ColumnParallelLinear over the rank dim); linear_out [out/tp, r]

@@ -37,7 +37,7 @@
  *
  * Megatron's own LoRA (NVIDIA/NeMo 8cfedd72, nemo/collections/nlp/modules/
  * common/megatron/adapters/parallel_adapters.py L201-243, used by
- * nemo/collections/llm/peft/lora.py L732-757 with gather_output=False) splits
+ * nemo/collections/llm/peft/lora.py L743-763 with gather_output=False) splits
  * differently: linear_in (A) is a ColumnParallelLinear over r for a
  * column-parallel base and a RowParallelLinear over in for a row-parallel one;
  * linear_out (B) is a ColumnParallelLinear over out in both cases. That layout

@@ -24,7 +24,7 @@ nemo/   LoRA adapters as NeMo 1.x saves a tensor-parallel PEFT run (the .nemo
         ParallelLinearAdapter holds it (NVIDIA/NeMo 8cfedd72,
         nemo/collections/nlp/modules/common/megatron/adapters/parallel_adapters.py
         L201-243, with gather_output=False as nemo/collections/llm/peft/lora.py
-        L745-757 builds it):
+        L743-763 builds it):
           column-parallel base (kqv, hto4h): linear_in a ColumnParallelLinear
             (in -> r, gather_output=True): rank t holds rows [t*r/tp, (t+1)*r/tp)
             of A; linear_out a ColumnParallelLinear (r -> out): its out rows
@@ -37,13 +37,13 @@ nemo/   LoRA adapters as NeMo 1.x saves a tensor-parallel PEFT run (the .nemo
         are [gate_t; up_t]. expected/ is the PEFT adapter those files stand
         for, as NeMo's own converter makes it at tp 1
         (nemo/export/utils/lora_converter.py: convert_lora_weights_to_canonical
-        L87-156 unfuses kqv by q_slice/k_slice/v_slice and hto4h by halves,
-        linear_in duplicated; reformat_module_names_to_hf L51-84 names them;
-        replace_number_add_offset L30-41 with layer offset num_layers // pp * p
-        for stage p, L175-183): base_model.model.model.layers.L.self_attn.
+        L85-157 unfuses kqv by q_slice/k_slice/v_slice and hto4h by halves,
+        linear_in duplicated; reformat_module_names_to_hf L51-82 names them;
+        replace_number_add_offset L29-41 with layer offset num_layers // pp * p
+        for stage p, L186): base_model.model.model.layers.L.self_attn.
         {q,k,v,o}_proj and mlp.{gate,up,down}_proj, lora_A = linear_in, lora_B =
         linear_out, r = adapter_dim, lora_alpha = alpha (NeMo scales by
-        alpha / adapter_dim: LoRAMerge, lora.py L799). (Its L66 drops
+        alpha / adapter_dim: LoRAMerge, lora.py L799). (Its L70 drops
         ".lora_unfused_kqv_proj", which is not in the keys it made, so it leaves
         ".lora_unfused_kqv_adapter." in q/k/v names; PEFT's names, which it
         means, are written here.)
@@ -154,7 +154,7 @@ def nemo(name, tp, pp, alpha, alpha_yaml, layers=2, h=16, heads=8, groups=4, ffn
         for gi in range(groups):
             rows += [Bq[gi * hpg * hd:(gi + 1) * hpg * hd], Bk[gi * hd:(gi + 1) * hd], Bv[gi * hd:(gi + 1) * hd]]
         B_qkv = torch.cat(rows)
-        # check against NeMo's own unfusing (lora_converter.py L104-139)
+        # check against NeMo's own unfusing (lora_converter.py L105-139)
         qkv_total = heads + 2 * groups
         q_slice = torch.cat([torch.arange((hpg + 2) * gi, (hpg + 2) * gi + hpg) for gi in range(groups)])
         k_slice = torch.arange(hpg, qkv_total, hpg + 2)
@@ -172,7 +172,7 @@ def nemo(name, tp, pp, alpha, alpha_yaml, layers=2, h=16, heads=8, groups=4, ffn
     full = {"kqv": "lora_kqv_adapter", "dense": "lora_dense_attention_adapter", "hto4h": "lora_hto4h_adapter",
             "4htoh": "lora_4htoh_adapter"}
     # NeMo 2 / Megatron-Bridge: LoRALinear(to_wrap, adapter) on the base layer
-    # (nemo/collections/llm/peft/lora.py L46-64, L757)
+    # (nemo/collections/llm/peft/lora.py L46-64, L767)
     nemo2 = {"kqv": "linear_qkv", "dense": "linear_proj", "hto4h": "linear_fc1", "4htoh": "linear_fc2"}
     per = layers // pp
     for p in range(pp):
