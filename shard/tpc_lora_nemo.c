@@ -155,9 +155,19 @@ bool tpc_lora_nemo_detect(const char *dir)
 	cJSON *root = NULL;
 	tpc_err e;
 	tpc_err_init(&e);
-	if (cfg && tpc_exists(cfg) && !tpc_yaml_from_file(cfg, &root, &e)) {
-		const cJSON *peft = cJSON_GetObjectItemCaseSensitive(root, "peft");
-		ok = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(peft, "lora_tuning"));
+	if (cfg && tpc_exists(cfg)) {
+		if (!tpc_yaml_from_file(cfg, &root, &e)) {
+			const cJSON *peft = cJSON_GetObjectItemCaseSensitive(root, "peft");
+			ok = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(peft, "lora_tuning"));
+		} else {
+			/* a config that names a LoRA but does not parse: the reader says why */
+			size_t n = 0;
+			char *text = NULL;
+			tpc_err e2;
+			tpc_err_init(&e2);
+			ok = !tpc_read_file(cfg, 1u << 24, &text, &n, &e2) && text && memmem(text, n, "lora_tuning", 11);
+			free(text);
+		}
 	}
 	cJSON_Delete(root);
 	free(cfg);
@@ -441,9 +451,9 @@ static int open_ranks(nemo *n, const char *dir, tpc_err *e)
 			memset(&oo, 0, sizeof(oo));
 			oo.flags |= TPC_OPEN_STRICT;
 			tpc_ckpt_init(&f->ck);
+			f->open = true; /* released whatever the open leaves */
 			if ((ret = tpc_ckpt_open(&f->ck, f->path, &oo, e)))
 				break;
-			f->open = true;
 			for (size_t i = 0; i < f->ck.n && !ret; i++)
 				ret = place(n, p * in->tp + t, p, t, (int64_t)i, e);
 		}

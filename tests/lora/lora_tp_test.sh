@@ -132,12 +132,18 @@ done
   bad "inspect a NeMo LoRA save" "$(head -3 "$T/insp")"
 nemo_bad() { # nemo_bad DESC SED PATTERN [RM]
   rm -rf "$T/nb" "$T/nbo" && cp -r "$F/nemo/tp2" "$T/nb" && sed -i "$2" "$T/nb/model_config.yaml"
-  [ -n "${4:-}" ] && rm -f "$T/nb/$4"
+  case ${4:-} in
+  truncate) head -c 3000 "$F/nemo/tp2/mp_rank_01/model_weights.ckpt" >"$T/nb/mp_rank_01/model_weights.ckpt" ;;
+  ?*) rm -f "$T/nb/$4" ;;
+  esac
   "$X" merge "$T/nb" -o "$T/nbo" 2>"$T/err"
   local rc=$?
   if [ $rc = 3 ] && grep -q -- "$3" "$T/err" && [ ! -e "$T/nbo" ]; then ok "NeMo refused: $1"
   else bad "NeMo refused: $1 (exit $rc)" "$(cat "$T/err")"; fi
 }
+nemo_bad "a truncated rank file" "s/^x//" "mp_rank_01/model_weights.ckpt': failed finding the central directory" \
+  truncate
+nemo_bad "a model_config.yaml that does not parse" "s/^  lora_tuning:/  lora_tuning: [1, 2/" "model_config.yaml': line [0-9]*: a flow collection must close on its line"
 nemo_bad "a missing rank file" "s/^x//" "mp_rank_01/model_weights.ckpt': no such file: model_config.yaml says tp 2, pp 1" mp_rank_01/model_weights.ckpt
 nemo_bad "tp 4 in the config, 2 rank files" "s/^tensor_model_parallel_size: 2/tensor_model_parallel_size: 4/" "mp_rank_02/model_weights.ckpt': no such file"
 nemo_bad "query groups tp does not divide" "s/^num_query_groups: 4/num_query_groups: 1/" "tp 2 must divide each"
