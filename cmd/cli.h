@@ -17,6 +17,7 @@
 #include "tpc_lora.h"
 #include "tpc_err.h"
 #include "tpc_format.h"
+#include "tpc_lora.h"
 #include "tpc_plan.h"
 #include "tpc_rules.h"
 #include "tpc_shard.h"
@@ -115,6 +116,25 @@ void tpc_cli_adapter_close(tpc_cli_adapter *a);
  * adapter GGUF llama.cpp's convert_lora_to_gguf.py --base BASE writes; IN an
  * adapter GGUF, OUT the PEFT adapter folder it was. The exit status. */
 int tpc_cli_lora_gguf(const char *in, const char *out, const char *base, const tpc_write_opts *wo, bool strict);
+/* shard ADAPTER --base BASE (cli_lora_shard.c): the PEFT adapter folder split
+ * beside the base checkpoint `base` (opened with its plan; facts f checked
+ * against it) by the plan shard/tpc_lora_shard.h derives, into sp with the
+ * peft layout (so->layout, so->config_dir set). ls owns the adapter and its
+ * plan, which sp reads: release sp first. 0, a negative status in e, or an
+ * exit status already said. */
+typedef struct tpc_cli_lora_set {
+	tpc_cli_adapter a;
+	tpc_plan plan;
+} tpc_cli_lora_set;
+void tpc_cli_lora_set_init(tpc_cli_lora_set *ls);
+void tpc_cli_lora_set_release(tpc_cli_lora_set *ls);
+struct tpc_cli_input;
+int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const struct tpc_cli_input *base,
+			     const tpc_model_facts *f, tpc_shard_opts *so, bool strict, tpc_shard_plan *sp, tpc_err *e);
+/* merge NEMO_DIR -o DIR (cli_lora_shard.c): a NeMo / Megatron LoRA saved per
+ * tensor-parallel rank, as one PEFT adapter folder (shard/tpc_lora_nemo.h);
+ * --dry-run lists it. 0 or an exit status (said). */
+int tpc_cli_lora_nemo_merge(const char *dir, const char *out, const tpc_write_opts *wo, bool dry);
 /* merge --recipe FILE (cli_mix.c): the recipe's models merged (lib/tpc_mix.h)
  * and written to out as convert writes. 0 or the exit status (said). */
 typedef struct tpc_cli_mix_args {

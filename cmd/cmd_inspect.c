@@ -8,6 +8,7 @@
 #include "tpc_buf.h"
 #include "tpc_format.h"
 #include "tpc_ggml.h"
+#include "tpc_lora_nemo.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
@@ -241,6 +242,22 @@ static int open_input(insp *x)
 	size_t ndq;
 	int ret;
 	tpc_err_init(&e);
+	if (tpc_lora_nemo_detect(x->path)) { /* a NeMo tensor-parallel LoRA: the PEFT adapter it merges to */
+		tpc_buf cfg = TPC_BUF_INIT;
+		tpc_lora_nemo_info ni;
+		ret = tpc_lora_nemo_read(&x->in.ck, &cfg, x->path, &ni, &e);
+		tpc_buf_release(&cfg);
+		if (ret)
+			return tpc_cli_fail(&e);
+		x->in.have_ck = true;
+		x->ck = x->in.view = &x->in.ck;
+		snprintf(x->set_line, sizeof(x->set_line),
+			 "# NeMo LoRA save: tp %d, pp %d, %lld layers, r %lld, alpha %g; the PEFT adapter 'merge' writes:\n", ni.tp,
+			 ni.pp, (long long)ni.layers, (long long)ni.r, ni.alpha);
+		snprintf(x->set_json, sizeof(x->set_json), ",\"nemo_lora\":{\"tp\":%d,\"pp\":%d,\"r\":%lld,\"alpha\":%g}", ni.tp,
+			 ni.pp, (long long)ni.r, ni.alpha);
+		return 0;
+	}
 	if ((ret = tpc_cli_input_open(&x->in, "inspect", x->path, &x->set, x->flags | TPC_CLI_IN_RANK0, &e)))
 		return ret < 0 ? tpc_cli_fail(&e) : ret;
 	x->ck = x->in.view;

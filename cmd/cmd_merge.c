@@ -11,6 +11,7 @@
 #include "tpc_extras.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
+#include "tpc_lora_nemo.h"
 #include "tpc_plan.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
@@ -40,6 +41,13 @@ static const char *help =
 	"Under 'mpirun -np N' the shards of a folder output are divided among the N\n"
 	"processes (shard s to process s mod N); process 0 writes the index last, once\n"
 	"every process has succeeded (a failure leaves no index); one file: process 0.\n\n"
+	"A NeMo / Megatron LoRA saved per tensor-parallel rank (DIR holding\n"
+	"model_config.yaml with peft.lora_tuning and mp_rank_TT/model_weights.ckpt:\n"
+	"a .nemo archive extracted) merges into a PEFT adapter folder OUT\n"
+	"(adapter_model.safetensors, adapter_config.json): the fused kqv and fc1\n"
+	"adapters unfused into q/k/v_proj and gate/up_proj as NeMo's converter does.\n"
+	"A set of adapter folders that 'shard ADAPTER --base BASE' wrote merges into\n"
+	"the adapter folder again, byte for byte. See doc/shard.md, LoRA adapters.\n\n"
 	"With --recipe, no DIR: the models a mergekit YAML recipe names (any checkpoint\n"
 	"tpconv reads; one architecture) are merged tensor by tensor in one pass:\n"
 	"merge_method linear, task_arithmetic, ties, dare_ties, dare_linear or slerp,\n"
@@ -225,6 +233,14 @@ int cmd_merge(int argc, char **argv)
 		ret = tpc_cli_usage("merge", "--max-shard-size: %s", e.msg[0] ? e.msg : "must be greater than 0");
 		goto done;
 	}
+	/* a NeMo / Megatron LoRA saved per rank: into a PEFT adapter folder */
+	if (tpc_lora_nemo_detect(dir)) {
+		if (set_opts || take0 || !checksums || dequant || fmt_name || maxsz || wo.outtype || wo.gguf_pre)
+			ret = tpc_cli_usage("merge", "'%s' is a NeMo LoRA save: it describes itself (no set, format or output-type options)", dir);
+		else
+			ret = tpc_cli_lora_nemo_merge(dir, out, &wo, dry);
+		goto done;
+	}
 	/* the writer, as convert chooses it */
 	const tpc_format *outf;
 	bool sharded;
@@ -269,8 +285,20 @@ int cmd_merge(int argc, char **argv)
 	char *model_dir = NULL;
 	if ((ret = tpc_cli_input_model_dir(&in, "merge", outf, &wo, &model_dir)))
 		goto done;
-	ret = tpc_cli_write_out("merge", tpc_cli_input_write, &in, &mg->out, outf, sharded, out, &wo, force_progress,
-				&kept, &go_on);
+	/* a layout whose merged folder is one file (a PEFT adapter's
+	 * adapter_model.safetensors), not an HF checkpoint */
+	char *one = NULL;
+	if (sharded && mg->layout && mg->layout->merged_file && !maxsz) {
+		if (tpc_mkdirs(out, &e) || !(one = tpc_path_join(out, mg->layout->merged_file))) {
+			free(model_dir);
+			ret = tpc_cli_fail(&e);
+			goto done;
+		}
+		outf = tpc_format_by_name("safetensors");
+	}
+	ret = tpc_cli_write_out("merge", tpc_cli_input_write, &in, &mg->out, outf, sharded && !one, one ? one : out, &wo,
+				force_progress, &kept, &go_on);
+	free(one);
 	free(model_dir);
 	if (ret || !go_on)
 		goto done;

@@ -72,6 +72,12 @@ static const char *help =
 	"  --lora DIR[:WEIGHT]      merge a PEFT LoRA adapter first, as convert --lora does: each\n"
 	"                           rank's slice of a merged weight is computed while it is\n"
 	"                           written (repeatable; after --dequantize; not for a shard set)\n"
+	"  --base BASE              IN is a PEFT LoRA adapter folder: split it beside BASE (the\n"
+	"                           checkpoint it adapts, whose plan and facts apply) into\n"
+	"                           tpTT_ppPP/ adapter folders (--layout peft): B of a base split\n"
+	"                           along its output split as the base (fused parts each), A of\n"
+	"                           one split along its input split as the base, the rest whole;\n"
+	"                           'convert RANKFILE --lora DIR' merges a rank (doc/shard.md)\n"
 	"  --pad                    zero-pad splits that do not divide evenly (recorded in the\n"
 	"                           manifest, stripped on merge) instead of refusing them; an\n"
 	"                           FP8 block layer whose slices would cut a block is padded\n"
@@ -237,7 +243,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 enum {
 	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_LORA, O_PPL,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
-	O_GROUPED,
+	O_GROUPED, O_BASE,
 };
 
 /* A shard run: its arguments, its input and the plan it builds. */
@@ -259,6 +265,8 @@ typedef struct shard_cmd {
 	tpc_model_facts facts;
 	tpc_shard_plan sp;
 	bool have_sp;
+	const char *base;            /* --base: IN is a PEFT adapter split beside this base */
+	tpc_cli_lora_set lsh;
 } shard_cmd;
 
 static void print_help(void)
@@ -292,6 +300,7 @@ static const struct option shard_lo[] = {
 	{"pad", no_argument, NULL, O_PAD}, {"strict", no_argument, NULL, O_STRICT},
 	{"pp-layers", required_argument, NULL, O_PPL}, {"ep", required_argument, NULL, O_EP}, {"ep-placement", required_argument, NULL, O_EP_PLACE},
 	{"dequantize", no_argument, NULL, O_DEQ}, {"lora", required_argument, NULL, O_LORA},
+	{"base", required_argument, NULL, O_BASE},
 	{"layout", required_argument, NULL, O_LAYOUT}, {"format", required_argument, NULL, O_FORMAT},
 	{"max-shard-size", required_argument, NULL, O_MAXSZ}, {"rank", required_argument, NULL, O_RANK},
 	{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
@@ -344,6 +353,7 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_VMULT: return tpc_cli_count("shard", "--vocab-multiple", optarg, 1 << 20, &s->vmult);
 	case O_PAD: s->so.resolve_flags |= TPC_RESOLVE_PAD; return 0;
 	case O_DEQ: s->dequant = true; return 0;
+	case O_BASE: s->base = optarg; return 0;
 	case O_LORA:
 		if (s->nlora == TPC_CLI_LORA_MAX)
 			return tpc_cli_usage("shard", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
@@ -428,6 +438,8 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 		return tpc_cli_usage("shard", "give --preset or --plan, not both");
 	if (s->json && !s->dry)
 		return tpc_cli_usage("shard", "--json goes with --dry-run");
+	if (s->base && (s->nlora || s->dequant || s->rm.rules || s->rm.expect_keys))
+		return tpc_cli_usage("shard", "--base splits an adapter as it is: no --lora, --dequantize or rename rules");
 	if (s->so.moe_grouped_gemm && s->so.layout != &tpc_layout_megatron_dist)
 		return tpc_cli_usage("shard", "--moe-grouped-gemm goes with --layout megatron-dist");
 	const tpc_format *f = s->so.format ? tpc_format_by_name(s->so.format) : NULL;
@@ -507,7 +519,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	 * (tpc_shard_opts.input_check), not in a pass of their own */
 	unsigned fl = TPC_CLI_IN_WHOLE | TPC_CLI_IN_SET_PLAN | (s->so.checksum != TPC_HASH_NONE ? TPC_CLI_IN_CHECKSUMS : 0) |
 		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0) | TPC_CLI_IN_HF_NAMES;
-	if ((ret = tpc_cli_input_open(in, "shard", s->in, &s->set, fl, e)))
+	if ((ret = tpc_cli_input_open(in, "shard", s->base ? s->base : s->in, &s->set, fl, e)))
 		return ret;
 	if (in->have_mg) {
 		s->so.input_check = in->mg.check;
@@ -553,6 +565,12 @@ static int build(shard_cmd *s, tpc_err *e)
 		return ret;
 	if (note[0])
 		tpc_cli_info("%s", note);
+	if (s->base) { /* IN is an adapter: split by the plan its base's rules give */
+		if ((ret = tpc_cli_lora_shard_build(&s->lsh, s->in, in, &s->facts, &s->so, s->so.strict, &s->sp, e)))
+			return ret;
+		s->have_sp = true;
+		return 0;
+	}
 	/* a layout whose consumer pads or places things its own way (vLLM's vocab) */
 	const tpc_layout *lay = s->so.layout ? s->so.layout : tpc_layout_default();
 	if (lay->adjust_plan) {
@@ -681,6 +699,7 @@ int cmd_shard(int argc, char **argv)
 	tpc_cli_remap_init(&s.rm);
 	tpc_cli_set_init(&s.set, 1);
 	tpc_cli_input_init(&s.input);
+	tpc_cli_lora_set_init(&s.lsh);
 	s.so.checksum = TPC_HASH_DEFAULT;
 	tpc_err_init(&e);
 	if ((ret = parse_args(&s, argc, argv)) >= 0)
@@ -697,6 +716,7 @@ int cmd_shard(int argc, char **argv)
 done:
 	if (s.have_sp)
 		tpc_shard_plan_release(&s.sp);
+	tpc_cli_lora_set_release(&s.lsh);
 	free((void *)s.so.config_dir);
 	tpc_cli_input_release(&s.input);
 	tpc_cli_remap_release(&s.rm);

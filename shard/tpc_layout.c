@@ -16,7 +16,7 @@
  * the default. Detection of sets without a manifest asks them in this order. */
 static const tpc_layout *const layouts[] = {
 	&tpc_layout_tpconv, &tpc_layout_oslo, &tpc_layout_trtllm, &tpc_layout_hf, &tpc_layout_vllm,
-	&tpc_layout_megatron, &tpc_layout_megatron_dist, &tpc_layout_dcp, &tpc_layout_hf_mapping,
+	&tpc_layout_megatron, &tpc_layout_megatron_dist, &tpc_layout_dcp, &tpc_layout_hf_mapping, &tpc_layout_peft,
 };
 #define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 

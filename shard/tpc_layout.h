@@ -79,6 +79,9 @@ typedef struct tpc_layout {
 	bool expert_parallel;       /* holds expert-parallel sets (--ep): its consumers read
 	                               experts by global name from the ranks that have them */
 	const char *set_format;     /* format label of a merged set without a manifest */
+	const char *merged_file;    /* a merge into a folder writes this one safetensors file there,
+	                               with the companions beside it (peft: adapter_model.safetensors),
+	                               not a Hugging Face checkpoint; NULL: the latter */
 
 	/* Rank (t, p)'s file under the set's folder: rank_fmt's name, printf'd
 	 * with t and p, or rank_name's where the name needs more (malloc'd) */
@@ -328,6 +331,6 @@ typedef struct tpc__trt_model {
 int tpc__trt_model_read(const char *dir, tpc__trt_model *m, tpc_err *e);
 
 extern const tpc_layout tpc_layout_tpconv, tpc_layout_oslo, tpc_layout_trtllm, tpc_layout_hf, tpc_layout_vllm,
-	tpc_layout_megatron, tpc_layout_megatron_dist, tpc_layout_dcp, tpc_layout_hf_mapping;
+	tpc_layout_megatron, tpc_layout_megatron_dist, tpc_layout_dcp, tpc_layout_hf_mapping, tpc_layout_peft;
 
 #endif

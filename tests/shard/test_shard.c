@@ -365,6 +365,19 @@ static void test_paths_and_detect(void **st)
 	free(dir);
 }
 
+/* A layout's merged_file: the peft layout's merge into a folder is one
+ * adapter_model.safetensors; every other layout's an HF checkpoint (NULL). */
+static void test_layout_merged_file(void **state)
+{
+	(void)state;
+	const tpc_layout *p = tpc_layout_by_name("peft");
+	assert_non_null(p);
+	assert_string_equal(p->merged_file, "adapter_model.safetensors");
+	for (size_t i = 0; i < tpc_layout_count(); i++)
+		if (tpc_layout_at(i) != p)
+			assert_null(tpc_layout_at(i)->merged_file);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -373,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_write_merge),
 		cmocka_unit_test(test_manifest_bad),
 		cmocka_unit_test(test_paths_and_detect),
+		cmocka_unit_test(test_layout_merged_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
