@@ -352,7 +352,9 @@ int tpc_tensor_unit_dim(tpc_tensor *t, int d, bool insert);
  * new leading dimension (each part a view, zero fill or composite of equal
  * shape and dtype, deep-copied); and dst = src[j], index j of dim 0 with that
  * dimension dropped. -1 on a bad argument (shapes that differ, j out of
- * range, a dequantized tensor) or out of memory. */
+ * range, a dequantized tensor other than a 3-D stack of gpt-oss's MXFP4
+ * experts, whose expert j is its [I, R] window, computed when read) or out
+ * of memory. */
 int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts);
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j);
 /* A 2-D tensor whose rows are `heads` heads of a + b rows each (dim 0 =

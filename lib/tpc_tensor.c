@@ -718,7 +718,10 @@ static int lift0(tpc_tensor *t)
 static int drop0(tpc_tensor *t)
 {
 	int n = t->ndim;
-	if (n < 1 || t->shape[0] != 1 || t->dq || (t->nparts && t->cat_dim == 0))
+	/* a computed weight: gpt-oss's MXFP4 experts [1, I, R] (tpc_tensor_narrow
+	 * put the expert's rows at r0 of the [E * I, R] image) read as [I, R] */
+	bool mx = t->dq && t->dq->kind == TPC_DQ_MXFP4_T && n == 3;
+	if (n < 1 || t->shape[0] != 1 || (t->dq && !mx) || (t->nparts && t->cat_dim == 0))
 		return -1;
 	int64_t *s = t->shape;
 	memmove(s, s + 1, (size_t)(n - 1) * sizeof(int64_t));
@@ -754,7 +757,8 @@ int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts)
 
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
 {
-	if (src->ndim < 1 || src->dq || tpc_tensor_narrow(dst, src, 0, j, 1))
+	bool mx = src->dq && src->dq->kind == TPC_DQ_MXFP4_T && src->ndim == 3; /* one expert of the stack */
+	if (src->ndim < 1 || (src->dq && !mx) || tpc_tensor_narrow(dst, src, 0, j, 1))
 		return -1;
 	if (drop0(dst) || tensor_sizes(dst)) {
 		tpc_tensor_release(dst);
