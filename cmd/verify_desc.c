@@ -132,17 +132,27 @@ static int expected_shape(tpc_ckpt *aux, const tpc_ckpt *ref, const char *name, 
 	return k < 0 ? (int)k : 0;
 }
 
+/* Forward declarations: the experts' views (below, with the stored ones). */
+static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_split *sp, const char *name, int stage,
+			    bool transposed, const tpc_ckpt *vexp, tpc_ckpt *vexr, tpc_ckpt *rank, tpc_err *e);
+static bool stacked_in(const tpc_ckpt *vexp, const char *name);
+
 /*
  * Dense check of a quantized set: refd's dequantized weight k (computed from
  * the reference's packed tensors) against each rank's, dequantized from the
  * pieces that rank holds (rankd). The split: the manifest's for an FP8
  * weight (same name, same shape); for GPTQ/AWQ, whose weight has no entry,
  * the plan's rule for it, on the stage and EP group of its first companion.
+ * A dequantized stack of experts (gpt-oss's MXFP4 X [E, I, R] from
+ * X_blocks / X_scales) is checked expert by expert, as a dense stack is
+ * (dense_expert_views): each expert computed from its blocks when read.
  */
-static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_plan *plan, bool have_plan,
-		     const tpc_model_facts *facts, const tpc_ckpt *refd, tpc_ckpt *rankd, size_t k, int tp, bool mpi,
-		     int me, tpc_err *e)
+static int add_dense(tpc_cli_vdesc *d, tpc_verify_set *set, size_t k, tpc_err *e)
 {
+	const tpc_manifest *man = &d->man;
+	const tpc_plan *plan = &d->plan;
+	const tpc_ckpt *refd = &d->refd;
+	int tp = d->tp;
 	const tpc_tensor *t = &refd->t[k];
 	if (!t->dq)
 		return 0;
@@ -161,38 +171,40 @@ static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_pla
 		sp = mt->split;
 	} else {
 		int rtp = tpc_split_tp(&mc->split, tp);
-		if (!have_plan) {
+		if (!d->have_plan) {
 			tpc_cli_info("verify: no plan in the manifest: '%s' is checked as stored only", t->name);
 			return 0;
 		}
-		int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, &sp, NULL, e);
+		int ret = tpc_plan_resolve(plan, &d->facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, &sp, NULL, e);
 		if (ret)
 			return ret;
 		sp.ep = mc->split.ep;
 		sp.ep_group = mc->split.ep_group;
 		sp.expert = mc->split.expert;
-	}
-	if (sp.stacked) { /* gpt-oss's MXFP4 experts: no per-expert view of a dequantized stack yet */
-		tpc_cli_info("verify: '%s' stacks its experts quantized: checked as stored (its blocks and scales), not dense",
-			     t->name);
-		return 0;
+		sp.ep_placement = mc->split.ep_placement;
 	}
 	if (sp.rule >= 0 && (size_t)sp.rule < plan->nrules)
 		transposed = plan->rules[sp.rule].transposed;
 	int stage = (mt ? mt : mc)->stage;
+	if (sp.stacked) {
+		if (stacked_in(&d->vexpd, t->name))
+			return describe_stacked(d, set, &sp, t->name, stage, transposed, &d->vexpd, d->vexrd, d->rankd, e);
+		tpc_cli_info("verify: '%s' stacks its experts quantized: checked as stored (its blocks and scales), not dense",
+			     t->name);
+		return 0;
+	}
 	int64_t ix = add_tensor(set, t->name, NULL, refd, &sp, transposed, e);
 	if (ix < 0)
 		return (int)ix;
 	for (int r = 0; r < tp; r++) {
-		tpc_ckpt *rk = &rankd[stage * tp + r];
-		if (mpi && r != me)
+		tpc_ckpt *rk = &d->rankd[stage * tp + r];
+		if (d->a->mpi && r != d->a->me)
 			continue;
 		int64_t j = tpc_ckpt_find(rk, t->name);
 		tpc_verify_set_rank(set, ix, r, rk, j >= 0 ? &rk->t[j] : NULL);
 	}
 	return 0;
 }
-
 
 void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
 {
@@ -202,6 +214,7 @@ void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
 	tpc_ckpt_init(&d->refd);
 	tpc_ckpt_init(&d->vaux);
 	tpc_ckpt_init(&d->vexp);
+	tpc_ckpt_init(&d->vexpd);
 	tpc_plan_init(&d->plan);
 	d->qdt = TPC_F32;
 }
@@ -223,6 +236,13 @@ void tpc_cli_vdesc_release(tpc_cli_vdesc *d)
 	free(d->vexr);
 	tpc__return_sources(&d->vexp);
 	tpc_ckpt_release(&d->vexp);
+	for (int r = 0; d->vexrd && r < d->nfiles; r++) {
+		tpc__return_sources(&d->vexrd[r]);
+		tpc_ckpt_release(&d->vexrd[r]);
+	}
+	free(d->vexrd);
+	tpc__return_sources(&d->vexpd);
+	tpc_ckpt_release(&d->vexpd);
 	if (d->have_man)
 		tpc_manifest_release(&d->man);
 	tpc_plan_release(&d->plan);
@@ -601,24 +621,71 @@ static int expert_views(tpc_cli_vdesc *d, tpc_err *e)
 	return ret;
 }
 
-/* Whether `name` stacks experts the set is described by (expert_views). */
-static bool stacked_name(const tpc_cli_vdesc *d, const char *name)
+/* The experts of every dequantized tensor that stacks them (gpt-oss's MXFP4
+ * X [E, I, R]: its blocks' split is stacked), one view each whose values are
+ * computed from its blocks and scales when read (tpc_tensor_select0): refd's
+ * in vexpd, each loaded rank's dense tensors' in vexrd[r]. Built whole before
+ * anything points into them. */
+static int dense_expert_views(tpc_cli_vdesc *d, tpc_err *e)
+{
+	int ret = 0;
+	for (size_t k = 0; d->rankd && k < d->refd.n && !ret; k++) {
+		const tpc_tensor *t = &d->refd.t[k];
+		const tpc_manifest_tensor *mc = NULL;
+		for (size_t i = 0; t->dq && t->ndim == 3 && t->dq->c[0].name && !mc && i < d->man.n; i++)
+			if (!strcmp(d->man.t[i].name, t->dq->c[0].name))
+				mc = &d->man.t[i];
+		if (!mc || !mc->split.stacked)
+			continue;
+		if (!d->vexrd) {
+			if (!(d->vexrd = tpc_calloc((size_t)d->nfiles, sizeof(*d->vexrd))))
+				return tpc_err_nomem(e);
+			for (int r = 0; r < d->nfiles; r++)
+				tpc_ckpt_init(&d->vexrd[r]);
+		}
+		int64_t n = t->shape[0];
+		for (int64_t x = 0; x < n && !ret; x++)
+			ret = expert_view(&d->vexpd, &d->refd, t, t->name, x, x, e);
+		for (int r = 0; r < d->tp && !ret; r++) {
+			int f = mc->stage * d->tp + r;
+			int64_t j = tpc_ckpt_find(&d->rankd[f], t->name), first, step, cnt;
+			if (j < 0)
+				continue; /* not loaded here (MPI), or missing: the structure check says so */
+			tpc_split_experts(&mc->split, n, d->tp, r, &first, &step, &cnt);
+			for (int64_t x = 0; x < cnt && !ret; x++)
+				ret = expert_view(&d->vexrd[f], &d->rankd[f], &d->rankd[f].t[j], t->name, x, first + x * step, e);
+		}
+	}
+	return ret;
+}
+
+/* Whether `name` stacks experts described one by one in vexp (expert_views,
+ * dense_expert_views). */
+static bool stacked_in(const tpc_ckpt *vexp, const char *name)
 {
 	char nm[TPC_ERR_NAME_MAX];
 	snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, 0LL);
-	return tpc_ckpt_find(&d->vexp, nm) >= 0;
+	return tpc_ckpt_find(vexp, nm) >= 0;
+}
+
+static bool stacked_name(const tpc_cli_vdesc *d, const char *name)
+{
+	return stacked_in(&d->vexp, name);
 }
 
 /* A tensor stacking the experts, as one tensor per expert: each split as
  * the rule splits one (its dims less the first), an expert of its EP group
- * under --ep; its reference and rank tensors the views expert_views made. */
+ * under --ep; its reference and rank tensors the views expert_views (vexp,
+ * vexr over the rank files `rank`) or dense_expert_views made. */
 static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_split *sp, const char *name, int stage,
-			    bool transposed, tpc_err *e)
+			    bool transposed, const tpc_ckpt *vexp, tpc_ckpt *vexr, tpc_ckpt *rank, tpc_err *e)
 {
-	int64_t ri = tpc_ckpt_find(&d->ref, name);
-	if (ri < 0)
+	int64_t n = 0;
+	for (char nm[TPC_ERR_NAME_MAX]; snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, (long long)n) > 0 &&
+					tpc_ckpt_find(vexp, nm) >= 0;)
+		n++;
+	if (!n)
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
-	int64_t n = d->ref.t[ri].shape[0];
 	for (int64_t x = 0; x < n; x++) {
 		char nm[TPC_ERR_NAME_MAX];
 		tpc_split one = *sp;
@@ -628,15 +695,15 @@ static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_spl
 		one.ep = sp->ep > 1 ? sp->ep : 0;
 		one.ep_group = sp->ep > 1 ? tpc_ep_owner(sp->ep_placement, x, n, sp->ep) : 0;
 		one.expert = x;
-		int64_t ix = add_tensor(set, nm, NULL, &d->vexp, &one, transposed, e);
+		int64_t ix = add_tensor(set, nm, NULL, vexp, &one, transposed, e);
 		if (ix < 0)
 			return (int)ix;
 		for (int t = 0; t < d->tp; t++) {
-			tpc_ckpt *rk = d->vexr ? &d->vexr[stage * d->tp + t] : NULL;
+			tpc_ckpt *rk = vexr ? &vexr[stage * d->tp + t] : NULL;
 			if (d->a->mpi && t != d->a->me)
 				continue;
 			int64_t k = rk ? tpc_ckpt_find(rk, nm) : -1;
-			tpc_verify_set_rank(set, ix, t, rk ? rk : &d->rank[stage * d->tp + t], k >= 0 ? &rk->t[k] : NULL);
+			tpc_verify_set_rank(set, ix, t, rk ? rk : &rank[stage * d->tp + t], k >= 0 ? &rk->t[k] : NULL);
 		}
 	}
 	return 0;
@@ -656,7 +723,7 @@ static int describe_tensor(tpc_cli_vdesc *d, tpc_verify_set *set, size_t i, tpc_
 		return ret;
 	bool transposed = d->have_plan && sp.rule >= 0 && (size_t)sp.rule < d->plan.nrules && d->plan.rules[sp.rule].transposed;
 	if (sp.stacked && stacked_name(d, name))
-		return describe_stacked(d, set, &sp, name, stage, transposed, e);
+		return describe_stacked(d, set, &sp, name, stage, transposed, &d->vexp, d->vexr, d->rank, e);
 	char raw[TPC_ERR_NAME_MAX + 32];
 	const char *as = NULL;
 	int64_t dk = d->ndq ? tpc_ckpt_find(&d->refd, name) : -1, rk0 = tpc_ckpt_find(&d->ref, name);
@@ -704,10 +771,10 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 	const char *an = arch ? arch : (d->have_plan && d->plan.name ? d->plan.name : "none");
 	if (!strcmp(an, "none") || !(d->a->checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL)))
 		return 0;
-	if (d->facts.quant.method == TPC_QS_FP4 && d->facts.quant.mx_blocks && !d->dense_set) {
-		/* add_dense: a stack of MXFP4 experts has no dense view per expert yet */
-		tpc_cli_info("verify: the experts are MXFP4 blocks (quant_method mxfp4): checked as stored; no block or model "
-			     "check (shard --dequantize gives a set whose forward verify computes)");
+	if (d->facts.quant.method == TPC_QS_FP4 && d->facts.quant.mx_blocks && !d->dense_set && !d->vexrd) {
+		/* no dense view of the MXFP4 experts (--no-dequantize, no manifest) */
+		tpc_cli_info("verify: the experts are MXFP4 blocks (quant_method mxfp4) checked as stored: no block or model "
+			     "check without their dense view (a set with a manifest, without --no-dequantize)");
 		return 0;
 	}
 	const tpc_family *fam = tpc_family_find(an);
@@ -765,7 +832,7 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 		if (d->man.t[i].split.is_shape &&
 		    (ret = expected_shape(&d->vaux, &d->ref, d->man.t[i].name, &d->man.t[i].split, e)))
 			return ret;
-	if ((ret = expert_views(d, e)))
+	if ((ret = expert_views(d, e)) || (ret = dense_expert_views(d, e)))
 		return ret;
 	tpc_verify_set_release(set);
 	tpc_verify_set_init(set, d->tp);
@@ -775,8 +842,7 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 	/* a quantized set: every weight dequantized on each rank from its pieces
 	 * against the matching window of the dequantized reference */
 	for (size_t k = 0; d->rankd && k < d->refd.n; k++)
-		if ((ret = add_dense(set, &d->man, &d->plan, d->have_plan, &d->facts, &d->refd, d->rankd, k, d->tp, d->a->mpi,
-				     d->a->me, e)))
+		if ((ret = add_dense(d, set, k, e)))
 			return ret;
 	tpc_verify_link_biases(set);
 	/* rank files holding tensors the description does not know */

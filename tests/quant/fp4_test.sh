@@ -105,17 +105,24 @@ rm -f "$T/mx.gguf"
 # load_weights narrows them (gptoss-mxfp4-wide: make_gptoss_mxfp4_wide.py,
 # intermediate 128 = 4 blocks of 32 inputs): gate_up_proj_blocks/_scales by
 # whole rows (dim 1, [gate, up] pairs), down_proj's by whole blocks of inputs
-# (dim 2), --ep by experts; merge gives every tensor back, verify passes
-# (structure and layers: the experts as stored), and (--ep 2) every rank's
+# (dim 2), --ep by experts; merge gives every tensor back, verify passes with
+# its forward computed (the experts dense, each dequantized from its blocks
+# when read: col/row per expert, the MoE blocks, the model) on the set and on
+# one rank holding the whole packed model (--tp 1), and (--ep 2) every rank's
 # experts dequantize to that rank of shard --dequantize, tensor for tensor
 W=$F/gptoss-mxfp4-wide
-for s in "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
+fwd() {   # verify's report $1 has the dense experts' checks and the forward, all passing
+  grep -q "^  row  *model.layers.1.mlp.experts.down_proj\[3\] .* pass$" "$1" &&
+    grep -q "^  col  *model.layers.0.mlp.experts.gate_up_proj\[0\] .* pass$" "$1" &&
+    grep -q "^  mlp  *model.layers.1.moe .* pass$" "$1" && grep -q "^  model  *model .* pass  top-1 8/8$" "$1"
+}
+for s in "--tp 1" "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
   [ "$SAN" = 1 ] && [ "$s" != "--tp 4 --ep 2" ] && continue
   rm -rf "$T/ws" "$T/wd" "$T/wm.safetensors"
   tp=${s#--tp }; tp=${tp%% *}; [ "$s" = "--tp 4 --ep 2" ] || tp=0
   if "$TPCONV" shard "$W/" $s -o "$T/ws" -q 2>"$T/err" && "$TPCONV" merge "$T/ws" -o "$T/wm.safetensors" -q 2>>"$T/err" &&
-     same "$T/wm.safetensors" "$W/model.safetensors" && "$TPCONV" verify --reference "$W/" --shards "$T/ws" -q 2>>"$T/err" &&
-     { [ $tp = 0 ] || "$TPCONV" shard --dequantize "$W/" $s -o "$T/wd" -q 2>>"$T/err"; }; then
+     same "$T/wm.safetensors" "$W/model.safetensors" && "$TPCONV" verify --reference "$W/" --shards "$T/ws" >"$T/vout" 2>>"$T/err" &&
+     fwd "$T/vout" && { [ $tp = 0 ] || "$TPCONV" shard --dequantize "$W/" $s -o "$T/wd" -q 2>>"$T/err"; }; then
     good=1
     for ((r = 0; r < tp; r++)); do
       rm -rf "$T/rk" && mkdir "$T/rk" && cp "$T/ws/model_tp0${r}_pp00.safetensors" "$T/rk/model.safetensors" && cp "$W/config.json" "$T/rk/"
@@ -123,10 +130,42 @@ for s in "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
         same "$T/rk.safetensors" "$T/wd/model_tp0${r}_pp00.safetensors" || { good=0; break; }
     done
     more=; [ $tp = 0 ] || more=", its $tp ranks dequantize to shard --dequantize's"
-    [ $good = 1 ] && ok "gpt-oss MXFP4 experts sharded packed, $s: merged back, verify passes$more" ||
+    [ $good = 1 ] && ok "gpt-oss MXFP4 experts sharded packed, $s: merged back, verify passes with the forward (each expert dense from its blocks)$more" ||
       bad "gpt-oss MXFP4 sharded packed $s: each rank dequantizes to its dense rank" "$(cat "$T/err" "$T/diff" | head -5)"
-  else bad "gpt-oss MXFP4 sharded packed $s, merged back, verified" "$(cat "$T/err" "$T/diff" | head -5)"; fi
+  else bad "gpt-oss MXFP4 sharded packed $s, merged back, verified" "$(cat "$T/err" "$T/diff" | head -5)" "$(grep -v pass "$T/vout" 2>/dev/null | head -5)"; fi
 done
+# ... and a rank whose blocks were swapped (layer 1's down_proj_blocks, experts
+# 0 and 1 of rank 1) or whose scale is off by a binade (layer 0's
+# gate_up_proj_scales, expert 3) fails verify naming the stored tensors and
+# the dense experts, layers and model they break
+if [ "$SAN" != 1 ]; then
+  rm -rf "$T/ws" && "$TPCONV" shard "$W/" --tp 2 -o "$T/ws" -q 2>"$T/err"
+  python3 - "$T/ws/model_tp01_pp00.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); o = 8 + n
+t = h['model.layers.1.mlp.experts.down_proj_blocks']
+s, e = t['data_offsets']; per = (e - s) // t['shape'][0]; a = o + s
+b[a:a + per], b[a + per:a + 2 * per] = b[a + per:a + 2 * per], b[a:a + per]
+s, e = h['model.layers.0.mlp.experts.gate_up_proj_scales']['data_offsets']
+b[o + e - 1] ^= 1
+open(p, 'wb').write(b)
+PY
+  "$TPCONV" verify --reference "$W/" --shards "$T/ws" >"$T/vout" 2>"$T/err"; rc=$?
+  X=model.layers
+  good=1
+  for c in "structure  *$X.1.mlp.experts.down_proj_blocks\[0\]" "structure  *$X.1.mlp.experts.down_proj_blocks\[1\]" \
+           "structure  *$X.0.mlp.experts.gate_up_proj_scales\[3\]" "row  *$X.1.mlp.experts.down_proj\[0\]" \
+           "row  *$X.1.mlp.experts.down_proj\[1\]" "col  *$X.0.mlp.experts.gate_up_proj\[3\]" "mlp  *$X.0.moe" \
+           "mlp  *$X.1.moe" "model  *model"; do
+    grep -q "^  $c .* FAIL" "$T/vout" || { good=0; echo "# not failed: $c"; }
+  done
+  [ $rc = 1 ] && [ $good = 1 ] && [ "$(grep -c ' FAIL' "$T/vout")" = 12 ] &&
+    grep -qF "the first layer whose output differs: 'model.layers.1'" "$T/vout" &&
+    ok "gpt-oss MXFP4 tp 2, rank 1's blocks swapped and a scale off: verify fails naming the blocks, scales, dense experts, MoE blocks and model" ||
+    bad "gpt-oss MXFP4 packed set with swapped blocks fails verify by name" "exit $rc" "$(grep FAIL "$T/vout" | head -14)"
+fi
 rm -rf "$T/ws"
 "$TPCONV" shard "$F/gptoss-mxfp4/" --tp 2 -o "$T/ws" -q 2>"$T/err"; rc=$?
 [ $rc = 3 ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj_blocks': its layer 'model.layers.0.mlp.experts.down_proj' is split row into 16 input features per rank, not a multiple of 32 (the inputs of one FP4 scale)" "$T/err" &&
