@@ -304,6 +304,11 @@ int tpc_tensor_copy(tpc_tensor *dst, const tpc_tensor *src); /* deep copy; name 
 int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t start, int64_t len);
 /* Composite of parts along dim, as a free-standing value (parts deep-copied). */
 int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, int dim);
+/* dst = src (a view, or a window of a computed weight) followed along dim by
+ * zeros up to len rows (> src's): the rank slice of an uneven split as the
+ * even one it is cut from (the pad its last ranks do not store). -1 on a bad
+ * argument or out of memory. */
+int tpc_tensor_pad_zero(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t len);
 /* One part of a fused tensor laid out in `groups` repetitions of `per` along
  * dim (Megatron's per-query-group [q (heads_per_group*d); k (d); v (d)]):
  * dst = the concatenation over g in [0, groups) of src's

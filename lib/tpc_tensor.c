@@ -200,6 +200,27 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
 	return init_cat(dst, parts, nparts, dim, false);
 }
 
+int tpc_tensor_pad_zero(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t len)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (dim < 0 || dim >= src->ndim || len <= src->shape[dim] || src->ndim > TPC_MAX_NDIM)
+		return -1;
+	tpc_tensor p[2];
+	int64_t shp[TPC_MAX_NDIM];
+	memcpy(shp, src->shape, (size_t)src->ndim * sizeof(int64_t));
+	shp[dim] = len - src->shape[dim];
+	if (tpc_tensor_init_zero(&p[1], src->src_dtype, src->ndim, shp))
+		return -1;
+	p[1].dtype = src->dtype;
+	p[1].nbytes = p[1].numel * tpc_dtype_bits(src->dtype) / 8; /* as tpc_tensor_narrow's */
+	p[0] = *src;
+	int ret = init_cat(dst, p, 2, dim, true);
+	tpc_tensor_release(&p[1]);
+	if (!ret)
+		dst->dtype = src->dtype;
+	return ret ? -1 : tensor_sizes(dst);
+}
+
 /* ---- tensors cut from flat pieces (tpc_tensor_init_flat) ---- */
 
 typedef struct flat_ctx {
