@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "tpc_family.h"
 #include "tpc_io.h"
+#include "tpc_qsplit.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 #include "verify_desc.h"
@@ -137,6 +138,46 @@ static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_spl
 			    bool transposed, const tpc_ckpt *vexp, tpc_ckpt *vexr, tpc_ckpt *rank, tpc_err *e);
 static bool stacked_in(const tpc_ckpt *vexp, const char *name);
 
+/* The split of refd's dequantized weight t: 1 when the set lacks it (or has
+ * no plan to say), 0 with *sp, *transposed and *stage, or a negative status.
+ * gpt-oss's MXFP4 experts cut as their blocks were (tpc__quant_mx_layer). */
+static int dense_split(tpc_cli_vdesc *d, const tpc_tensor *t, tpc_split *sp, bool *transposed, int *stage, tpc_err *e)
+{
+	const tpc_manifest *man = &d->man;
+	const tpc_manifest_tensor *mt = NULL, *mc = NULL;
+	for (size_t i = 0; i < man->n; i++) {
+		if (!strcmp(man->t[i].name, t->name))
+			mt = &man->t[i];
+		if (t->dq->c[0].name && !strcmp(man->t[i].name, t->dq->c[0].name))
+			mc = &man->t[i];
+	}
+	if (!mt && !mc)
+		return 1; /* not in the set (dropped by its rules) */
+	*transposed = false;
+	*stage = (mt ? mt : mc)->stage;
+	if (mt) {
+		*sp = mt->split;
+	} else {
+		int rtp = tpc_split_tp(&mc->split, d->tp), ret;
+		if (!d->have_plan) {
+			tpc_cli_info("verify: no plan in the manifest: '%s' is checked as stored only", t->name);
+			return 1;
+		}
+		if ((ret = tpc_plan_resolve(&d->plan, &d->facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, sp, NULL, e)))
+			return ret;
+		if (d->facts.quant.mx_blocks && sp->stacked && !sp->row_bias &&
+		    (ret = tpc__quant_mx_layer(&d->plan, rtp, sp, t->name, e)))
+			return ret;
+		sp->ep = mc->split.ep;
+		sp->ep_group = mc->split.ep_group;
+		sp->expert = mc->split.expert;
+		sp->ep_placement = mc->split.ep_placement;
+	}
+	if (sp->rule >= 0 && (size_t)sp->rule < d->plan.nrules)
+		*transposed = d->plan.rules[sp->rule].transposed;
+	return 0;
+}
+
 /*
  * Dense check of a quantized set: refd's dequantized weight k (computed from
  * the reference's packed tensors) against each rank's, dequantized from the
@@ -149,43 +190,16 @@ static bool stacked_in(const tpc_ckpt *vexp, const char *name);
  */
 static int add_dense(tpc_cli_vdesc *d, tpc_verify_set *set, size_t k, tpc_err *e)
 {
-	const tpc_manifest *man = &d->man;
-	const tpc_plan *plan = &d->plan;
 	const tpc_ckpt *refd = &d->refd;
-	int tp = d->tp;
+	int tp = d->tp, stage;
 	const tpc_tensor *t = &refd->t[k];
 	if (!t->dq)
 		return 0;
-	const tpc_manifest_tensor *mt = NULL, *mc = NULL;
-	for (size_t i = 0; i < man->n; i++) {
-		if (!strcmp(man->t[i].name, t->name))
-			mt = &man->t[i];
-		if (t->dq->c[0].name && !strcmp(man->t[i].name, t->dq->c[0].name))
-			mc = &man->t[i];
-	}
-	if (!mt && !mc)
-		return 0; /* not in the set (dropped by its rules) */
 	tpc_split sp;
-	bool transposed = false;
-	if (mt) {
-		sp = mt->split;
-	} else {
-		int rtp = tpc_split_tp(&mc->split, tp);
-		if (!d->have_plan) {
-			tpc_cli_info("verify: no plan in the manifest: '%s' is checked as stored only", t->name);
-			return 0;
-		}
-		int ret = tpc_plan_resolve(plan, &d->facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, &sp, NULL, e);
-		if (ret)
-			return ret;
-		sp.ep = mc->split.ep;
-		sp.ep_group = mc->split.ep_group;
-		sp.expert = mc->split.expert;
-		sp.ep_placement = mc->split.ep_placement;
-	}
-	if (sp.rule >= 0 && (size_t)sp.rule < plan->nrules)
-		transposed = plan->rules[sp.rule].transposed;
-	int stage = (mt ? mt : mc)->stage;
+	bool transposed;
+	int ret = dense_split(d, t, &sp, &transposed, &stage, e);
+	if (ret)
+		return ret < 0 ? ret : 0;
 	if (sp.stacked) {
 		if (stacked_in(&d->vexpd, t->name))
 			return describe_stacked(d, set, &sp, t->name, stage, transposed, &d->vexpd, d->vexrd, d->rankd, e);
@@ -561,10 +575,28 @@ static int split_of(tpc_cli_vdesc *d, size_t i, tpc_split *sp, const char **name
 	return tpc_plan_resolve(&d->plan, &d->facts, t->name, t->ndim, t->shape, d->tp, TPC_RESOLVE_PAD, sp, NULL, e);
 }
 
+/* How a rank's expert view is completed: an uneven split's rank (vLLM's
+ * MXFP4 cut) that stores `take` rows of dim `dim` (the expert's) gets the
+ * pad it does not store as zeros up to `len`, so verify sees the even split
+ * it is cut from (whose pad rows must be zero). dim -1: as stored. */
+typedef struct vpad {
+	int dim;
+	int64_t take, len;
+} vpad;
+
+static vpad pad_of(const tpc_split *sp, int tp, int r)
+{
+	vpad p = {-1, 0, 0};
+	if (sp->dim >= 1 && sp->stacked && sp->nparts == 1 && tpc_split_uneven(sp))
+		p = (vpad){sp->dim - 1, tpc_split_rank_take(sp, 0, tp, r), tpc_split_rank_len(sp, 0, tp)};
+	return p;
+}
+
 /* dst (its sources borrowed from src, once) gets src's tensor t's index j
- * of dim 0 as TPC_VERIFY_EXPERT_NAME of name and expert x: a view. */
+ * of dim 0 as TPC_VERIFY_EXPERT_NAME of name and expert x: a view (with pad
+ * p's zeros when it stores exactly p.take rows). */
 static int expert_view(tpc_ckpt *dst, const tpc_ckpt *src, const tpc_tensor *t, const char *name, int64_t j, int64_t x,
-		       tpc_err *e)
+		       vpad p, tpc_err *e)
 {
 	char nm[TPC_ERR_NAME_MAX];
 	tpc_tensor v;
@@ -575,6 +607,14 @@ static int expert_view(tpc_ckpt *dst, const tpc_ckpt *src, const tpc_tensor *t, 
 		return tpc_err_at(e, TPC_EINPUT, NULL, name, "name too long for its experts' names");
 	if (tpc_tensor_select0(&v, t, j))
 		return 0; /* not that many experts: the structure check says the rank lacks it */
+	if (p.dim >= 0 && p.dim < v.ndim && v.shape[p.dim] == p.take && p.take < p.len) {
+		tpc_tensor w;
+		ret = tpc_tensor_pad_zero(&w, &v, p.dim, p.len);
+		tpc_tensor_release(&v);
+		if (ret)
+			return tpc_err_nomem(e);
+		v = w;
+	}
 	v.storage = -1;
 	v.alias_of = -1;
 	int64_t k = tpc_ckpt_add_copy(dst, nm, &v, e);
@@ -607,7 +647,7 @@ static int expert_views(tpc_cli_vdesc *d, tpc_err *e)
 				tpc_ckpt_init(&d->vexr[r]);
 		}
 		for (int64_t x = 0; x < n && !ret; x++)
-			ret = expert_view(&d->vexp, &d->ref, rt, name, x, x, e);
+			ret = expert_view(&d->vexp, &d->ref, rt, name, x, x, (vpad){-1, 0, 0}, e);
 		for (int t = 0; t < d->tp && !ret; t++) {
 			tpc_ckpt *rk = &d->rank[stage * d->tp + t];
 			int64_t k = tpc_ckpt_find(rk, name), first, step, cnt;
@@ -615,7 +655,8 @@ static int expert_views(tpc_cli_vdesc *d, tpc_err *e)
 				continue; /* not loaded here (MPI), or missing: the structure check says so */
 			tpc_split_experts(&sp, n, d->tp, t, &first, &step, &cnt);
 			for (int64_t j = 0; j < cnt && !ret; j++)
-				ret = expert_view(&d->vexr[stage * d->tp + t], rk, &rk->t[k], name, j, first + j * step, e);
+				ret = expert_view(&d->vexr[stage * d->tp + t], rk, &rk->t[k], name, j, first + j * step,
+						  pad_of(&sp, d->tp, t), e);
 		}
 	}
 	return ret;
@@ -637,6 +678,15 @@ static int dense_expert_views(tpc_cli_vdesc *d, tpc_err *e)
 				mc = &d->man.t[i];
 		if (!mc || !mc->split.stacked)
 			continue;
+		tpc_split sp; /* the dense tensor's (its uneven rank slices padded) */
+		bool tr;
+		int stage;
+		if ((ret = dense_split(d, t, &sp, &tr, &stage, e)) < 0)
+			return ret;
+		if (ret) {
+			ret = 0;
+			continue;
+		}
 		if (!d->vexrd) {
 			if (!(d->vexrd = tpc_calloc((size_t)d->nfiles, sizeof(*d->vexrd))))
 				return tpc_err_nomem(e);
@@ -645,7 +695,7 @@ static int dense_expert_views(tpc_cli_vdesc *d, tpc_err *e)
 		}
 		int64_t n = t->shape[0];
 		for (int64_t x = 0; x < n && !ret; x++)
-			ret = expert_view(&d->vexpd, &d->refd, t, t->name, x, x, e);
+			ret = expert_view(&d->vexpd, &d->refd, t, t->name, x, x, (vpad){-1, 0, 0}, e);
 		for (int r = 0; r < d->tp && !ret; r++) {
 			int f = mc->stage * d->tp + r;
 			int64_t j = tpc_ckpt_find(&d->rankd[f], t->name), first, step, cnt;
@@ -653,7 +703,8 @@ static int dense_expert_views(tpc_cli_vdesc *d, tpc_err *e)
 				continue; /* not loaded here (MPI), or missing: the structure check says so */
 			tpc_split_experts(&mc->split, n, d->tp, r, &first, &step, &cnt);
 			for (int64_t x = 0; x < cnt && !ret; x++)
-				ret = expert_view(&d->vexrd[f], &d->rankd[f], &d->rankd[f].t[j], t->name, x, first + x * step, e);
+				ret = expert_view(&d->vexrd[f], &d->rankd[f], &d->rankd[f].t[j], t->name, x, first + x * step,
+						  pad_of(&sp, d->tp, r), e);
 		}
 	}
 	return ret;

@@ -168,9 +168,74 @@ PY
 fi
 rm -rf "$T/ws"
 "$TPCONV" shard "$F/gptoss-mxfp4/" --tp 2 -o "$T/ws" -q 2>"$T/err"; rc=$?
-[ $rc = 3 ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj_blocks': its layer 'model.layers.0.mlp.experts.down_proj' is split row into 16 input features per rank, not a multiple of 32 (the inputs of one FP4 scale)" "$T/err" &&
-  [ ! -e "$T/ws" ] && ok "gpt-oss MXFP4 at tp 2 with 32 inputs (16 a rank inside a block of 32): refused naming the numbers" ||
+[ $rc = 3 ] && grep -qF "its layer 'model.layers.0.mlp.experts.gate_up_proj' holds 1 MXFP4 block of 32 intermediate features: vLLM's gpt_oss.py gives 1 a rank (cdiv(1, 2)), so rank 1 would hold none; tpconv writes no empty slice" "$T/err" &&
+  [ ! -e "$T/ws" ] && ok "gpt-oss MXFP4 at tp 2 with one block of 32 intermediate features: refused naming the numbers (rank 1 would hold none)" ||
   bad "gpt-oss MXFP4 split inside a block refused" "exit $rc" "$(cat "$T/err")"
+
+# ... whose intermediate is not a multiple of the ranks' blocks
+# (gptoss-mxfp4-uneven: make_gptoss_mxfp4_wide.py with 224 = 7 blocks of 32):
+# cut as vLLM's gpt_oss.py @0025d69 load_weights cuts it (cdiv(7, 4) = 2
+# blocks a rank, the last rank 1, unpadded); every rank's blocks, scales and
+# gate_up bias are vLLM's narrow of them (its formulas, read independently
+# below), the manifest lists the rank sizes, merge gives every tensor back,
+# verify passes with the forward; a tp vLLM does not load (224 % 3) and a
+# manifest whose rank sizes lie are refused naming the numbers
+U=$F/gptoss-mxfp4-uneven
+for s in "--tp 4" "--tp 4 --ep 2"; do
+  [ "$SAN" = 1 ] && [ "$s" != "--tp 4" ] && continue
+  rm -rf "$T/us" "$T/um.safetensors"
+  if "$TPCONV" shard "$U/" $s -o "$T/us" -q 2>"$T/err" && "$TPCONV" merge "$T/us" -o "$T/um.safetensors" -q 2>>"$T/err" &&
+     same "$T/um.safetensors" "$U/model.safetensors" && "$TPCONV" verify --reference "$U/" --shards "$T/us" >"$T/vout" 2>>"$T/err" &&
+     fwd "$T/vout" && { [ "$s" != "--tp 4" ] || python3 - "$U" "$T/us" 4 >"$T/vl" 2>&1 <<'PY'; }; then
+import json, struct, sys
+def st(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]
+    return json.loads(b[8:8 + n]), b, 8 + n
+def raw(f, name):
+    h, b, o = f; s, e = h[name]['data_offsets']; return h[name]['shape'], b[o + s:o + e]
+def narrow(shape, buf, esz, d, a, z):   # buf[..., a:z, ...] on dim d
+    outer = 1
+    for x in shape[:d]: outer *= x
+    inner = esz
+    for x in shape[d + 1:]: inner *= x
+    return b''.join(buf[(i * shape[d] + a) * inner:(i * shape[d] + z) * inner] for i in range(outer))
+src, sd, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cfg = json.load(open(src + '/config.json')); ref = st(src + '/model.safetensors')
+I = cfg['intermediate_size']; mxfp4_block = 32
+per = -(-(I // mxfp4_block) // tp) * mxfp4_block     # cdiv(intermediate_size_block, tp_size) * mxfp4_block
+bad = 0
+for r in range(tp):
+    rk = st('%s/model_tp%02d_pp00.safetensors' % (sd, r))
+    start = r * per; end = min((r + 1) * per, I)        # tp_rank_start, tp_rank_end
+    for l in range(cfg['num_hidden_layers']):
+        X = 'model.layers.%d.mlp.experts.' % l
+        for name, esz, d, a, z, view in (('gate_up_proj_blocks', 1, 1, 2 * start, 2 * end, None),
+                                         ('gate_up_proj_scales', 1, 1, 2 * start, 2 * end, None),
+                                         ('gate_up_proj_bias', 2, 1, 2 * start, 2 * end, None),
+                                         ('down_proj_blocks', 1, 2, start // 2, end // 2, I // 2),
+                                         ('down_proj_scales', 1, 2, start // mxfp4_block, end // mxfp4_block, None)):
+            shape, buf = raw(ref, X + name)
+            if view: shape = [shape[0], shape[1], view]     # weight.view(E, -1, intermediate_size // 2)
+            if narrow(shape, buf, esz, d, a, z) != raw(rk, X + name)[1]:
+                bad += 1; print('rank', r, X + name, 'is not vLLM\'s narrow [%d:%d]' % (a, z))
+print('rank slices', 'differ' if bad else 'are vLLM\'s')
+sys.exit(1 if bad else 0)
+PY
+    rs="2, 2, 2, 1"; [ "$s" = "--tp 4" ] || rs="4, 3"   # --ep 2: two ranks a group, cdiv(7, 2) = 4
+    grep -qF "\"rank_sizes\": [$rs]" "$T/us/tpconv-manifest.json" &&
+      ok "gpt-oss MXFP4, intermediate 7 blocks, $s: vLLM's uneven cut ($rs blocks a rank, unpadded), merged back, verify passes with the forward" ||
+      bad "gpt-oss MXFP4 uneven $s: the manifest lists the rank sizes" "$(grep -o '"rank_sizes[^]]*]' "$T/us/tpconv-manifest.json" | head -3)"
+  else bad "gpt-oss MXFP4 uneven $s: vLLM's cut, merged back, verified" "$(cat "$T/err" "$T/diff" "$T/vl" 2>/dev/null | head -6)" "$(grep -v pass "$T/vout" 2>/dev/null | head -5)"; fi
+done
+if [ "$SAN" != 1 ]; then
+  rm -rf "$T/uu"; "$TPCONV" shard "$U/" --tp 3 -o "$T/uu" -q 2>"$T/err"; rc=$?
+  [ $rc = 3 ] && [ ! -e "$T/uu" ] && grep -qF "its layer 'model.layers.0.mlp.experts.down_proj' has 224 intermediate features (7 MXFP4 blocks of 32), not a multiple of the 3 ranks splitting it: vLLM's gpt_oss.py does not load that (MLPBlock asserts intermediate_size % world_size == 0)" "$T/err" &&
+    ok "gpt-oss MXFP4 uneven at tp 3 (224 % 3): refused as vLLM refuses it, naming the numbers" || bad "gpt-oss MXFP4 at tp 3 refused" "exit $rc" "$(cat "$T/err")"
+  sed -i '0,/"rank_sizes": \[4, 3\]/s//"rank_sizes": [4, 4]/' "$T/us/tpconv-manifest.json" 2>/dev/null
+  rm -f "$T/um.safetensors"; "$TPCONV" merge "$T/us" -o "$T/um.safetensors" -q 2>"$T/err"; rc=$?
+  [ $rc = 3 ] && [ ! -e "$T/um.safetensors" ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj_blocks': manifest: part 0: \"rank_sizes\" must list the rows each of its 2 ranks holds of 7 + 1 unstored padding rows, 4 a rank and the last ones fewer" "$T/err" &&
+    ok "a manifest whose uneven rank sizes lie ([4, 4] for 7 blocks on 2 ranks): merge refuses it naming the numbers" || bad "lying rank_sizes refused" "exit $rc" "$(cat "$T/err")"
+fi
 
 # GGUF's MXFP4 and NVFP4 blocks (make_fp4_gguf.py: fp4.gguf and the SHA-256 of
 # the F32 values python3-gguf's dequantize gives for each tensor)
