@@ -283,8 +283,11 @@ static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit
  * = tp_rank * per_rank * 32, tp_rank_end = min(start + per_rank * 32,
  * intermediate); down_proj's blocks and scales narrowed on those inputs,
  * gate_up_proj's blocks, scales and bias on rows 2*start .. 2*end. The last
- * ranks hold fewer blocks, unpadded (the zeros after them are the kernel's
- * parameter padding, Mxfp4MoEMethod.create_weights, not the slice's);
+ * ranks hold fewer blocks, unpadded: FusedMoE.weight_loader copies an mxfp4
+ * slice into the corner of its parameter (fused_moe/layer.py,
+ * param.data[:, :dim1, :dim2].copy_), whose zeros after it are the kernel's
+ * padding (quantization/mxfp4.py @007d500 Mxfp4MoEMethod.create_weights:
+ * round_up(intermediate_size_per_partition, 64/128/256)), not the slice's;
  * MLPBlock asserts intermediate_size % world_size == 0. s's dimension (one
  * part, size entries) holds nb blocks of blk entries (32 inputs, or 64
  * interleaved [gate, up] rows: the rule's unit x 32), cut over g ranks.
