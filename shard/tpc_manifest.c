@@ -111,7 +111,8 @@ static int parse_hashes(const tpc_manifest *m, tpc_manifest_tensor *mt, const cJ
 
 /* A part's "rank_sizes" (an uneven split: vLLM's cut of gpt-oss's MXFP4
  * intermediate, the pad not stored): absent, or each rank's rows, which must
- * be (size + pad) / gtp but past the part's end, and none empty. 0 or -1. */
+ * be (size + pad) / gtp but past the part's end (none on a rank that starts
+ * past it). 0 or -1. */
 static int uneven_part(tpc_split_part *pt, const cJSON *rs, int gtp)
 {
 	if (!rs)
@@ -121,8 +122,8 @@ static int uneven_part(tpc_split_part *pt, const cJSON *rs, int gtp)
 	int64_t len = (pt->size + pt->pad) / gtp;
 	int r = 0;
 	for (const cJSON *v = rs->child; v; v = v->next, r++) {
-		int64_t start = r * len, want = start + len > pt->size ? pt->size - start : len;
-		if (!cJSON_IsNumber(v) || want <= 0 || v->valuedouble != (double)want)
+		int64_t start = r * len, want = start >= pt->size ? 0 : start + len > pt->size ? pt->size - start : len;
+		if (!cJSON_IsNumber(v) || v->valuedouble != (double)want)
 			return -1;
 	}
 	pt->uneven = true;

@@ -140,7 +140,7 @@ static int rank_slices(const tpc_tensor *t, const tpc_split *s, int tp, int r, t
 		int64_t len = tpc_split_rank_len(s, k, tp), start = tpc_split_rank_start(s, k, tp, r);
 		int64_t a = start < p->size ? start : p->size;
 		int64_t b = start + len < p->size ? start + len : p->size;
-		if (b > a || (len == 0 && k == 0)) {
+		if (b > a || (len == 0 && k == 0) || (p->uneven && k == 0 && b == a)) {
 			if (tpc_tensor_narrow(&pieces[np], t, d, poff + a, b - a))
 				ret = -1;
 			else

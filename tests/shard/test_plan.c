@@ -1392,7 +1392,7 @@ static void test_uneven(void **st)
 	assert_false(tpc_split_equal(&s, &t));
 	t.part[0].uneven = true;
 	assert_true(tpc_split_equal(&s, &t));
-	/* a part ending before a rank starts: nothing on it (refused by the cut) */
+	/* a part ending before a rank starts: nothing on it (an empty slice) */
 	s.part[0] = (tpc_split_part){5, 3, 0, 1, TPC_HEADS_NONE, true};
 	assert_int_equal(tpc_split_rank_take(&s, 0, 4, 2), 1);
 	assert_int_equal(tpc_split_rank_take(&s, 0, 4, 3), 0);
