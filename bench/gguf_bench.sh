@@ -20,9 +20,12 @@
 # numbers, wall times move with the host.
 # usage: gguf_bench.sh path/to/tpconv
 #   env: BENCH_DIR, REPS, REF=0 (skip the reference), ICHROOT (the chroot,
-#        default /var/cache/tpconv-interop/forky; skipped when absent),
-#        OUTTYPES (default "f32 f16 bf16 q8_0 q4_k_m"), REFTYPES (default
-#        "f32 q8_0 q4_k_m")
+#        default /var/cache/tpconv-interop/forky; when it is absent or
+#        incomplete, or without root, the reference rows are skipped with a
+#        WARNING on stderr and a line in the rows), OUTTYPES (default "f32 f16
+#        bf16 q8_0 q4_k_m"), REFTYPES (default "f32 q8_0 q4_k_m"), HIDDEN and
+#        LAYERS (default 2048 and 24, the 4.74 GB model; HIDDEN=512 LAYERS=2,
+#        150 MB, shows the script works without measuring anything)
 set -eu
 TPCONV=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,24 +35,28 @@ DIR=${BENCH_DIR:-$SRCDIR/build/bench}
 REPS=${REPS:-1} REF=${REF:-1}
 OUTTYPES=${OUTTYPES:-f32 f16 bf16 q8_0 q4_k_m} REFTYPES=${REFTYPES:-f32 q8_0 q4_k_m}
 ICHROOT=${ICHROOT:-/var/cache/tpconv-interop/forky}
+HIDDEN=${HIDDEN:-2048} LAYERS=${LAYERS:-24}
 PY=/usr/bin/python3
 mkdir -p "$DIR"
 DIR=$(realpath "$DIR")
-SRC="$DIR/llama_2048_24.bin" ST="$DIR/llama_2048_24.safetensors" M="$DIR/gguf-llama"
+SRC="$DIR/llama_${HIDDEN}_$LAYERS.bin" ST="$DIR/llama_${HIDDEN}_$LAYERS.safetensors" M="$DIR/gguf-llama"
 ROWS="$DIR/gguf_bench.tsv"
 : >"$ROWS"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 if [ ! -f "$ST" ]; then
-  [ -f "$SRC" ] || { $PY "$PEERS/make_llama.py" "$SRC.tmp" 2048 24 && mv "$SRC.tmp" "$SRC"; }
+  [ -f "$SRC" ] || { $PY "$PEERS/make_llama.py" "$SRC.tmp" "$HIDDEN" "$LAYERS" && mv "$SRC.tmp" "$SRC"; }
   "$TPCONV" convert "$SRC" -o "$ST" -q
 fi
 mkdir -p "$M"
 ln -f "$ST" "$M/model.safetensors" 2>/dev/null || cp "$ST" "$M/model.safetensors"
 cp "$SRCDIR/tests/gguf/arch/tiny-llama/tokenizer.model" "$SRCDIR/tests/gguf/arch/tiny-llama/tokenizer_config.json" "$M/"
-cat >"$M/config.json" <<'EOF'
-{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5440,
- "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
+# make_llama.py's shapes: heads of 128, a quarter of them key/value heads,
+# intermediate 8/3 hidden rounded down to 64
+NH=$((HIDDEN / 128 > 0 ? HIDDEN / 128 : 1)); KVH=$((NH / 4 > 0 ? NH / 4 : 1)); INTER=$((HIDDEN * 8 / 3 / 64 * 64))
+cat >"$M/config.json" <<EOF
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": $HIDDEN, "intermediate_size": $INTER,
+ "num_hidden_layers": $LAYERS, "num_attention_heads": $NH, "num_key_value_heads": $KVH, "head_dim": 128,
  "vocab_size": 32000, "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
  "hidden_act": "silu", "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
 EOF
@@ -90,8 +97,14 @@ for ot in $OUTTYPES; do
 done
 
 # the reference runs in make interop's chroot (tests/interop/chroot.sh, its
-# mounts), in the folder given as a host path under it; without the chroot or
-# without root its rows are skipped, and said so
+# mounts), in the folder given as a host path under it; without the chroot
+# (or a complete one: its stamp) or without root its rows are skipped, and
+# said so on stderr and in the rows. The mounts the bench made are undone
+# when it ends (those make interop holds are left alone).
+TPCONV_INTEROP_ROOT=$ICHROOT . "$SRCDIR/tests/interop/chroot.sh"
+if [ "$REF" = 1 ] && [ "$(id -u)" = 0 ] && [ -d "$ICHROOT/proc" ] && ! mountpoint -q "$ICHROOT/proc"; then
+  trap 'interop_umount "$ICHROOT"' EXIT
+fi
 IN="$DIR/inchroot.sh"
 printf '%s\n' '#!/bin/sh' \
   '# inchroot.sh HOSTDIR CMD: CMD (one shell string) inside the chroot, in HOSTDIR' \
@@ -100,9 +113,16 @@ printf '%s\n' '#!/bin/sh' \
   "d=\${1#'$ICHROOT'}; shift" \
   "exec chroot '$ICHROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 HF_HUB_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore sh -c \"cd '\$d' && \$*\"" >"$IN"
 chmod +x "$IN"
-if [ "$REF" = 1 ] && { [ "$(id -u)" != 0 ] || [ ! -d "$ICHROOT/usr/share/llama.cpp" ]; }; then
-  echo "reference rows skipped: no forky chroot with llama.cpp at $ICHROOT (make interop builds it, as root)" |
-    tee -a "$ROWS"
+why=
+if [ "$REF" != 1 ]; then :
+elif [ "$(id -u)" != 0 ]; then why="not root (the chroot and its mounts need root)"
+elif [ ! -d "$ICHROOT/usr/share/llama.cpp" ]; then why="no forky chroot with llama.cpp at $ICHROOT"
+elif ! interop_ready; then why="the chroot at $ICHROOT is incomplete (no $ISTAMP for the current package list)"
+fi
+if [ -n "$why" ]; then
+  echo "gguf_bench: WARNING: the reference rows (convert_hf_to_gguf.py, llama-quantize) are SKIPPED: $why;" \
+    "'make interop' (as root) builds the chroot: tests/interop/chroot.sh setup" >&2
+  echo "reference rows skipped: $why" >>"$ROWS"
 elif [ "$REF" = 1 ]; then
   R="$ICHROOT/tmp/gguf-bench"
   mkdir -p "$R/gguf-llama" # the folder's name is general.name's: the same as tpconv's

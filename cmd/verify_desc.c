@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "tpc_family.h"
 #include "tpc_io.h"
+#include "tpc_qsplit.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 #include "verify_desc.h"
@@ -132,20 +133,17 @@ static int expected_shape(tpc_ckpt *aux, const tpc_ckpt *ref, const char *name, 
 	return k < 0 ? (int)k : 0;
 }
 
-/*
- * Dense check of a quantized set: refd's dequantized weight k (computed from
- * the reference's packed tensors) against each rank's, dequantized from the
- * pieces that rank holds (rankd). The split: the manifest's for an FP8
- * weight (same name, same shape); for GPTQ/AWQ, whose weight has no entry,
- * the plan's rule for it, on the stage and EP group of its first companion.
- */
-static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_plan *plan, bool have_plan,
-		     const tpc_model_facts *facts, const tpc_ckpt *refd, tpc_ckpt *rankd, size_t k, int tp, bool mpi,
-		     int me, tpc_err *e)
+/* Forward declarations: the experts' views (below, with the stored ones). */
+static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_split *sp, const char *name, int stage,
+			    bool transposed, const tpc_ckpt *vexp, tpc_ckpt *vexr, tpc_ckpt *rank, tpc_err *e);
+static bool stacked_in(const tpc_ckpt *vexp, const char *name);
+
+/* The split of refd's dequantized weight t: 1 when the set lacks it (or has
+ * no plan to say), 0 with *sp, *transposed and *stage, or a negative status.
+ * gpt-oss's MXFP4 experts cut as their blocks were (tpc__quant_mx_layer). */
+static int dense_split(tpc_cli_vdesc *d, const tpc_tensor *t, tpc_split *sp, bool *transposed, int *stage, tpc_err *e)
 {
-	const tpc_tensor *t = &refd->t[k];
-	if (!t->dq)
-		return 0;
+	const tpc_manifest *man = &d->man;
 	const tpc_manifest_tensor *mt = NULL, *mc = NULL;
 	for (size_t i = 0; i < man->n; i++) {
 		if (!strcmp(man->t[i].name, t->name))
@@ -154,45 +152,73 @@ static int add_dense(tpc_verify_set *set, const tpc_manifest *man, const tpc_pla
 			mc = &man->t[i];
 	}
 	if (!mt && !mc)
-		return 0; /* not in the set (dropped by its rules) */
-	tpc_split sp;
-	bool transposed = false;
+		return 1; /* not in the set (dropped by its rules) */
+	*transposed = false;
+	*stage = (mt ? mt : mc)->stage;
 	if (mt) {
-		sp = mt->split;
+		*sp = mt->split;
 	} else {
-		int rtp = tpc_split_tp(&mc->split, tp);
-		if (!have_plan) {
+		int rtp = tpc_split_tp(&mc->split, d->tp), ret;
+		if (!d->have_plan) {
 			tpc_cli_info("verify: no plan in the manifest: '%s' is checked as stored only", t->name);
-			return 0;
+			return 1;
 		}
-		int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, &sp, NULL, e);
-		if (ret)
+		if ((ret = tpc_plan_resolve(&d->plan, &d->facts, t->name, t->ndim, t->shape, rtp, TPC_RESOLVE_PAD, sp, NULL, e)))
 			return ret;
-		sp.ep = mc->split.ep;
-		sp.ep_group = mc->split.ep_group;
-		sp.expert = mc->split.expert;
+		if (d->facts.quant.mx_blocks && sp->stacked && !sp->row_bias &&
+		    (ret = tpc__quant_mx_layer(&d->plan, rtp, sp, t->name, e)))
+			return ret;
+		sp->ep = mc->split.ep;
+		sp->ep_group = mc->split.ep_group;
+		sp->expert = mc->split.expert;
+		sp->ep_placement = mc->split.ep_placement;
 	}
-	if (sp.stacked) { /* gpt-oss's MXFP4 experts: no per-expert view of a dequantized stack yet */
+	if (sp->rule >= 0 && (size_t)sp->rule < d->plan.nrules)
+		*transposed = d->plan.rules[sp->rule].transposed;
+	return 0;
+}
+
+/*
+ * Dense check of a quantized set: refd's dequantized weight k (computed from
+ * the reference's packed tensors) against each rank's, dequantized from the
+ * pieces that rank holds (rankd). The split: the manifest's for an FP8
+ * weight (same name, same shape); for GPTQ/AWQ, whose weight has no entry,
+ * the plan's rule for it, on the stage and EP group of its first companion.
+ * A dequantized stack of experts (gpt-oss's MXFP4 X [E, I, R] from
+ * X_blocks / X_scales) is checked expert by expert, as a dense stack is
+ * (dense_expert_views): each expert computed from its blocks when read.
+ */
+static int add_dense(tpc_cli_vdesc *d, tpc_verify_set *set, size_t k, tpc_err *e)
+{
+	const tpc_ckpt *refd = &d->refd;
+	int tp = d->tp, stage;
+	const tpc_tensor *t = &refd->t[k];
+	if (!t->dq)
+		return 0;
+	tpc_split sp;
+	bool transposed;
+	int ret = dense_split(d, t, &sp, &transposed, &stage, e);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	if (sp.stacked) {
+		if (stacked_in(&d->vexpd, t->name))
+			return describe_stacked(d, set, &sp, t->name, stage, transposed, &d->vexpd, d->vexrd, d->rankd, e);
 		tpc_cli_info("verify: '%s' stacks its experts quantized: checked as stored (its blocks and scales), not dense",
 			     t->name);
 		return 0;
 	}
-	if (sp.rule >= 0 && (size_t)sp.rule < plan->nrules)
-		transposed = plan->rules[sp.rule].transposed;
-	int stage = (mt ? mt : mc)->stage;
 	int64_t ix = add_tensor(set, t->name, NULL, refd, &sp, transposed, e);
 	if (ix < 0)
 		return (int)ix;
 	for (int r = 0; r < tp; r++) {
-		tpc_ckpt *rk = &rankd[stage * tp + r];
-		if (mpi && r != me)
+		tpc_ckpt *rk = &d->rankd[stage * tp + r];
+		if (d->a->mpi && r != d->a->me)
 			continue;
 		int64_t j = tpc_ckpt_find(rk, t->name);
 		tpc_verify_set_rank(set, ix, r, rk, j >= 0 ? &rk->t[j] : NULL);
 	}
 	return 0;
 }
-
 
 void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
 {
@@ -202,6 +228,7 @@ void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
 	tpc_ckpt_init(&d->refd);
 	tpc_ckpt_init(&d->vaux);
 	tpc_ckpt_init(&d->vexp);
+	tpc_ckpt_init(&d->vexpd);
 	tpc_plan_init(&d->plan);
 	d->qdt = TPC_F32;
 }
@@ -223,6 +250,13 @@ void tpc_cli_vdesc_release(tpc_cli_vdesc *d)
 	free(d->vexr);
 	tpc__return_sources(&d->vexp);
 	tpc_ckpt_release(&d->vexp);
+	for (int r = 0; d->vexrd && r < d->nfiles; r++) {
+		tpc__return_sources(&d->vexrd[r]);
+		tpc_ckpt_release(&d->vexrd[r]);
+	}
+	free(d->vexrd);
+	tpc__return_sources(&d->vexpd);
+	tpc_ckpt_release(&d->vexpd);
 	if (d->have_man)
 		tpc_manifest_release(&d->man);
 	tpc_plan_release(&d->plan);
@@ -541,10 +575,28 @@ static int split_of(tpc_cli_vdesc *d, size_t i, tpc_split *sp, const char **name
 	return tpc_plan_resolve(&d->plan, &d->facts, t->name, t->ndim, t->shape, d->tp, TPC_RESOLVE_PAD, sp, NULL, e);
 }
 
+/* How a rank's expert view is completed: an uneven split's rank (vLLM's
+ * MXFP4 cut) that stores `take` rows of dim `dim` (the expert's) gets the
+ * pad it does not store as zeros up to `len`, so verify sees the even split
+ * it is cut from (whose pad rows must be zero). dim -1: as stored. */
+typedef struct vpad {
+	int dim;
+	int64_t take, len;
+} vpad;
+
+static vpad pad_of(const tpc_split *sp, int tp, int r)
+{
+	vpad p = {-1, 0, 0};
+	if (sp->dim >= 1 && sp->stacked && sp->nparts == 1 && tpc_split_uneven(sp))
+		p = (vpad){sp->dim - 1, tpc_split_rank_take(sp, 0, tp, r), tpc_split_rank_len(sp, 0, tp)};
+	return p;
+}
+
 /* dst (its sources borrowed from src, once) gets src's tensor t's index j
- * of dim 0 as TPC_VERIFY_EXPERT_NAME of name and expert x: a view. */
+ * of dim 0 as TPC_VERIFY_EXPERT_NAME of name and expert x: a view (with pad
+ * p's zeros when it stores exactly p.take rows). */
 static int expert_view(tpc_ckpt *dst, const tpc_ckpt *src, const tpc_tensor *t, const char *name, int64_t j, int64_t x,
-		       tpc_err *e)
+		       vpad p, tpc_err *e)
 {
 	char nm[TPC_ERR_NAME_MAX];
 	tpc_tensor v;
@@ -555,6 +607,14 @@ static int expert_view(tpc_ckpt *dst, const tpc_ckpt *src, const tpc_tensor *t, 
 		return tpc_err_at(e, TPC_EINPUT, NULL, name, "name too long for its experts' names");
 	if (tpc_tensor_select0(&v, t, j))
 		return 0; /* not that many experts: the structure check says the rank lacks it */
+	if (p.dim >= 0 && p.dim < v.ndim && v.shape[p.dim] == p.take && p.take < p.len) {
+		tpc_tensor w;
+		ret = tpc_tensor_pad_zero(&w, &v, p.dim, p.len);
+		tpc_tensor_release(&v);
+		if (ret)
+			return tpc_err_nomem(e);
+		v = w;
+	}
 	v.storage = -1;
 	v.alias_of = -1;
 	int64_t k = tpc_ckpt_add_copy(dst, nm, &v, e);
@@ -587,7 +647,7 @@ static int expert_views(tpc_cli_vdesc *d, tpc_err *e)
 				tpc_ckpt_init(&d->vexr[r]);
 		}
 		for (int64_t x = 0; x < n && !ret; x++)
-			ret = expert_view(&d->vexp, &d->ref, rt, name, x, x, e);
+			ret = expert_view(&d->vexp, &d->ref, rt, name, x, x, (vpad){-1, 0, 0}, e);
 		for (int t = 0; t < d->tp && !ret; t++) {
 			tpc_ckpt *rk = &d->rank[stage * d->tp + t];
 			int64_t k = tpc_ckpt_find(rk, name), first, step, cnt;
@@ -595,30 +655,88 @@ static int expert_views(tpc_cli_vdesc *d, tpc_err *e)
 				continue; /* not loaded here (MPI), or missing: the structure check says so */
 			tpc_split_experts(&sp, n, d->tp, t, &first, &step, &cnt);
 			for (int64_t j = 0; j < cnt && !ret; j++)
-				ret = expert_view(&d->vexr[stage * d->tp + t], rk, &rk->t[k], name, j, first + j * step, e);
+				ret = expert_view(&d->vexr[stage * d->tp + t], rk, &rk->t[k], name, j, first + j * step,
+						  pad_of(&sp, d->tp, t), e);
 		}
 	}
 	return ret;
 }
 
-/* Whether `name` stacks experts the set is described by (expert_views). */
-static bool stacked_name(const tpc_cli_vdesc *d, const char *name)
+/* The experts of every dequantized tensor that stacks them (gpt-oss's MXFP4
+ * X [E, I, R]: its blocks' split is stacked), one view each whose values are
+ * computed from its blocks and scales when read (tpc_tensor_select0): refd's
+ * in vexpd, each loaded rank's dense tensors' in vexrd[r]. Built whole before
+ * anything points into them. */
+static int dense_expert_views(tpc_cli_vdesc *d, tpc_err *e)
+{
+	int ret = 0;
+	for (size_t k = 0; d->rankd && k < d->refd.n && !ret; k++) {
+		const tpc_tensor *t = &d->refd.t[k];
+		const tpc_manifest_tensor *mc = NULL;
+		for (size_t i = 0; t->dq && t->ndim == 3 && t->dq->c[0].name && !mc && i < d->man.n; i++)
+			if (!strcmp(d->man.t[i].name, t->dq->c[0].name))
+				mc = &d->man.t[i];
+		if (!mc || !mc->split.stacked)
+			continue;
+		tpc_split sp; /* the dense tensor's (its uneven rank slices padded) */
+		bool tr;
+		int stage;
+		if ((ret = dense_split(d, t, &sp, &tr, &stage, e)) < 0)
+			return ret;
+		if (ret) {
+			ret = 0;
+			continue;
+		}
+		if (!d->vexrd) {
+			if (!(d->vexrd = tpc_calloc((size_t)d->nfiles, sizeof(*d->vexrd))))
+				return tpc_err_nomem(e);
+			for (int r = 0; r < d->nfiles; r++)
+				tpc_ckpt_init(&d->vexrd[r]);
+		}
+		int64_t n = t->shape[0];
+		for (int64_t x = 0; x < n && !ret; x++)
+			ret = expert_view(&d->vexpd, &d->refd, t, t->name, x, x, (vpad){-1, 0, 0}, e);
+		for (int r = 0; r < d->tp && !ret; r++) {
+			int f = mc->stage * d->tp + r;
+			int64_t j = tpc_ckpt_find(&d->rankd[f], t->name), first, step, cnt;
+			if (j < 0)
+				continue; /* not loaded here (MPI), or missing: the structure check says so */
+			tpc_split_experts(&mc->split, n, d->tp, r, &first, &step, &cnt);
+			for (int64_t x = 0; x < cnt && !ret; x++)
+				ret = expert_view(&d->vexrd[f], &d->rankd[f], &d->rankd[f].t[j], t->name, x, first + x * step,
+						  pad_of(&sp, d->tp, r), e);
+		}
+	}
+	return ret;
+}
+
+/* Whether `name` stacks experts described one by one in vexp (expert_views,
+ * dense_expert_views). */
+static bool stacked_in(const tpc_ckpt *vexp, const char *name)
 {
 	char nm[TPC_ERR_NAME_MAX];
 	snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, 0LL);
-	return tpc_ckpt_find(&d->vexp, nm) >= 0;
+	return tpc_ckpt_find(vexp, nm) >= 0;
+}
+
+static bool stacked_name(const tpc_cli_vdesc *d, const char *name)
+{
+	return stacked_in(&d->vexp, name);
 }
 
 /* A tensor stacking the experts, as one tensor per expert: each split as
  * the rule splits one (its dims less the first), an expert of its EP group
- * under --ep; its reference and rank tensors the views expert_views made. */
+ * under --ep; its reference and rank tensors the views expert_views (vexp,
+ * vexr over the rank files `rank`) or dense_expert_views made. */
 static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_split *sp, const char *name, int stage,
-			    bool transposed, tpc_err *e)
+			    bool transposed, const tpc_ckpt *vexp, tpc_ckpt *vexr, tpc_ckpt *rank, tpc_err *e)
 {
-	int64_t ri = tpc_ckpt_find(&d->ref, name);
-	if (ri < 0)
+	int64_t n = 0;
+	for (char nm[TPC_ERR_NAME_MAX]; snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, (long long)n) > 0 &&
+					tpc_ckpt_find(vexp, nm) >= 0;)
+		n++;
+	if (!n)
 		return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the shard set is not in the reference", name);
-	int64_t n = d->ref.t[ri].shape[0];
 	for (int64_t x = 0; x < n; x++) {
 		char nm[TPC_ERR_NAME_MAX];
 		tpc_split one = *sp;
@@ -628,15 +746,15 @@ static int describe_stacked(tpc_cli_vdesc *d, tpc_verify_set *set, const tpc_spl
 		one.ep = sp->ep > 1 ? sp->ep : 0;
 		one.ep_group = sp->ep > 1 ? tpc_ep_owner(sp->ep_placement, x, n, sp->ep) : 0;
 		one.expert = x;
-		int64_t ix = add_tensor(set, nm, NULL, &d->vexp, &one, transposed, e);
+		int64_t ix = add_tensor(set, nm, NULL, vexp, &one, transposed, e);
 		if (ix < 0)
 			return (int)ix;
 		for (int t = 0; t < d->tp; t++) {
-			tpc_ckpt *rk = d->vexr ? &d->vexr[stage * d->tp + t] : NULL;
+			tpc_ckpt *rk = vexr ? &vexr[stage * d->tp + t] : NULL;
 			if (d->a->mpi && t != d->a->me)
 				continue;
 			int64_t k = rk ? tpc_ckpt_find(rk, nm) : -1;
-			tpc_verify_set_rank(set, ix, t, rk ? rk : &d->rank[stage * d->tp + t], k >= 0 ? &rk->t[k] : NULL);
+			tpc_verify_set_rank(set, ix, t, rk ? rk : &rank[stage * d->tp + t], k >= 0 ? &rk->t[k] : NULL);
 		}
 	}
 	return 0;
@@ -656,7 +774,7 @@ static int describe_tensor(tpc_cli_vdesc *d, tpc_verify_set *set, size_t i, tpc_
 		return ret;
 	bool transposed = d->have_plan && sp.rule >= 0 && (size_t)sp.rule < d->plan.nrules && d->plan.rules[sp.rule].transposed;
 	if (sp.stacked && stacked_name(d, name))
-		return describe_stacked(d, set, &sp, name, stage, transposed, e);
+		return describe_stacked(d, set, &sp, name, stage, transposed, &d->vexp, d->vexr, d->rank, e);
 	char raw[TPC_ERR_NAME_MAX + 32];
 	const char *as = NULL;
 	int64_t dk = d->ndq ? tpc_ckpt_find(&d->refd, name) : -1, rk0 = tpc_ckpt_find(&d->ref, name);
@@ -704,10 +822,10 @@ static int attach_model(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_err *e)
 	const char *an = arch ? arch : (d->have_plan && d->plan.name ? d->plan.name : "none");
 	if (!strcmp(an, "none") || !(d->a->checks & (TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL)))
 		return 0;
-	if (d->facts.quant.method == TPC_QS_FP4 && d->facts.quant.mx_blocks && !d->dense_set) {
-		/* add_dense: a stack of MXFP4 experts has no dense view per expert yet */
-		tpc_cli_info("verify: the experts are MXFP4 blocks (quant_method mxfp4): checked as stored; no block or model "
-			     "check (shard --dequantize gives a set whose forward verify computes)");
+	if (d->facts.quant.method == TPC_QS_FP4 && d->facts.quant.mx_blocks && !d->dense_set && !d->vexrd) {
+		/* no dense view of the MXFP4 experts (--no-dequantize, no manifest) */
+		tpc_cli_info("verify: the experts are MXFP4 blocks (quant_method mxfp4) checked as stored: no block or model "
+			     "check without their dense view (a set with a manifest, without --no-dequantize)");
 		return 0;
 	}
 	const tpc_family *fam = tpc_family_find(an);
@@ -765,7 +883,7 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 		if (d->man.t[i].split.is_shape &&
 		    (ret = expected_shape(&d->vaux, &d->ref, d->man.t[i].name, &d->man.t[i].split, e)))
 			return ret;
-	if ((ret = expert_views(d, e)))
+	if ((ret = expert_views(d, e)) || (ret = dense_expert_views(d, e)))
 		return ret;
 	tpc_verify_set_release(set);
 	tpc_verify_set_init(set, d->tp);
@@ -775,8 +893,7 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 	/* a quantized set: every weight dequantized on each rank from its pieces
 	 * against the matching window of the dequantized reference */
 	for (size_t k = 0; d->rankd && k < d->refd.n; k++)
-		if ((ret = add_dense(set, &d->man, &d->plan, d->have_plan, &d->facts, &d->refd, d->rankd, k, d->tp, d->a->mpi,
-				     d->a->me, e)))
+		if ((ret = add_dense(d, set, k, e)))
 			return ret;
 	tpc_verify_link_biases(set);
 	/* rank files holding tensors the description does not know */

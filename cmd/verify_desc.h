@@ -34,6 +34,9 @@ typedef struct tpc_cli_vdesc {
 	tpc_ckpt vexp;                       /* the reference's experts of tensors stacking them, one
 	                                        view each (TPC_VERIFY_EXPERT_NAME), over its mappings */
 	tpc_ckpt *vexr;                      /* [nfiles]: rank file r's, over its mappings */
+	tpc_ckpt vexpd;                      /* the same of refd's dequantized stacks (gpt-oss's
+	                                        MXFP4 experts), each expert computed when read */
+	tpc_ckpt *vexrd;                     /* [nfiles]: rankd[r]'s */
 	tpc_manifest man;
 	bool have_man, have_plan;
 	tpc_plan plan;                       /* the manifest's, or --preset/--plan */

@@ -308,6 +308,11 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
  * earlier failure, says otherwise; the parts are released and the array
  * freed either way; -1 on any failure. */
 int tpc_tensor_cat_release(tpc_tensor *dst, tpc_tensor *parts, int np, int dim, int ret);
+/* dst = src (a view, or a window of a computed weight) followed along dim by
+ * zeros up to len rows (> src's): the rank slice of an uneven split as the
+ * even one it is cut from (the pad its last ranks do not store). -1 on a bad
+ * argument or out of memory. */
+int tpc_tensor_pad_zero(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t len);
 /* One part of a fused tensor laid out in `groups` repetitions of `per` along
  * dim (Megatron's per-query-group [q (heads_per_group*d); k (d); v (d)]):
  * dst = the concatenation over g in [0, groups) of src's
@@ -356,7 +361,9 @@ int tpc_tensor_unit_dim(tpc_tensor *t, int d, bool insert);
  * new leading dimension (each part a view, zero fill or composite of equal
  * shape and dtype, deep-copied); and dst = src[j], index j of dim 0 with that
  * dimension dropped. -1 on a bad argument (shapes that differ, j out of
- * range, a dequantized tensor) or out of memory. */
+ * range, a dequantized tensor other than a 3-D stack of gpt-oss's MXFP4
+ * experts, whose expert j is its [I, R] window, computed when read) or out
+ * of memory. */
 int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts);
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j);
 /* A 2-D tensor whose rows are `heads` heads of a + b rows each (dim 0 =

@@ -200,6 +200,27 @@ int tpc_tensor_init_cat(tpc_tensor *dst, const tpc_tensor *parts, int nparts, in
 	return init_cat(dst, parts, nparts, dim, false);
 }
 
+int tpc_tensor_pad_zero(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t len)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (dim < 0 || dim >= src->ndim || len <= src->shape[dim] || src->ndim > TPC_MAX_NDIM)
+		return -1;
+	tpc_tensor p[2];
+	int64_t shp[TPC_MAX_NDIM];
+	memcpy(shp, src->shape, (size_t)src->ndim * sizeof(int64_t));
+	shp[dim] = len - src->shape[dim];
+	if (tpc_tensor_init_zero(&p[1], src->src_dtype, src->ndim, shp))
+		return -1;
+	p[1].dtype = src->dtype;
+	p[1].nbytes = p[1].numel * tpc_dtype_bits(src->dtype) / 8; /* as tpc_tensor_narrow's */
+	p[0] = *src;
+	int ret = init_cat(dst, p, 2, dim, true);
+	tpc_tensor_release(&p[1]);
+	if (!ret)
+		dst->dtype = src->dtype;
+	return ret ? -1 : tensor_sizes(dst);
+}
+
 /* ---- tensors cut from flat pieces (tpc_tensor_init_flat) ---- */
 
 typedef struct flat_ctx {
@@ -714,7 +735,10 @@ static int lift0(tpc_tensor *t)
 static int drop0(tpc_tensor *t)
 {
 	int n = t->ndim;
-	if (n < 1 || t->shape[0] != 1 || t->dq || (t->nparts && t->cat_dim == 0))
+	/* a computed weight: gpt-oss's MXFP4 experts [1, I, R] (tpc_tensor_narrow
+	 * put the expert's rows at r0 of the [E * I, R] image) read as [I, R] */
+	bool mx = t->dq && t->dq->kind == TPC_DQ_MXFP4_T && n == 3;
+	if (n < 1 || t->shape[0] != 1 || (t->dq && !mx) || (t->nparts && t->cat_dim == 0))
 		return -1;
 	int64_t *s = t->shape;
 	memmove(s, s + 1, (size_t)(n - 1) * sizeof(int64_t));
@@ -745,7 +769,8 @@ int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts)
 
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
 {
-	if (src->ndim < 1 || src->dq || tpc_tensor_narrow(dst, src, 0, j, 1))
+	bool mx = src->dq && src->dq->kind == TPC_DQ_MXFP4_T && src->ndim == 3; /* one expert of the stack */
+	if (src->ndim < 1 || (src->dq && !mx) || tpc_tensor_narrow(dst, src, 0, j, 1))
 		return -1;
 	if (drop0(dst) || tensor_sizes(dst)) {
 		tpc_tensor_release(dst);

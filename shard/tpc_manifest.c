@@ -109,6 +109,27 @@ static int parse_hashes(const tpc_manifest *m, tpc_manifest_tensor *mt, const cJ
 	return 0;
 }
 
+/* A part's "rank_sizes" (an uneven split: vLLM's cut of gpt-oss's MXFP4
+ * intermediate, the pad not stored): absent, or each rank's rows, which must
+ * be (size + pad) / gtp but past the part's end (none on a rank that starts
+ * past it). 0 or -1. */
+static int uneven_part(tpc_split_part *pt, const cJSON *rs, int gtp)
+{
+	if (!rs)
+		return 0;
+	if (!cJSON_IsArray(rs) || cJSON_GetArraySize(rs) != gtp || !pt->pad || pt->replicas > 1 || pt->heads)
+		return -1;
+	int64_t len = (pt->size + pt->pad) / gtp;
+	int r = 0;
+	for (const cJSON *v = rs->child; v; v = v->next, r++) {
+		int64_t start = r * len, want = start >= pt->size ? 0 : start + len > pt->size ? pt->size - start : len;
+		if (!cJSON_IsNumber(v) || v->valuedouble != (double)want)
+			return -1;
+	}
+	pt->uneven = true;
+	return 0;
+}
+
 /* "tied_to": an earlier tensor, itself untied, of the same dtype and shape
  * (and checksum): the two were one storage in the input. */
 static int parse_tie(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o, size_t idx, const char *path,
@@ -257,6 +278,10 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 				return BADT(name, "manifest: part %d: %lld + %lld padding rows do not divide by tp %d", k,
 					    (long long)pt->size, (long long)pt->pad, gtp);
 			}
+			int ret = uneven_part(pt, cJSON_GetObjectItemCaseSensitive(p, "rank_sizes"), gtp);
+			if (ret)
+				return BADT(name, "manifest: part %d: \"rank_sizes\" must list the rows each of its %d ranks holds of %lld + %lld unstored padding rows, %lld a rank and the last ones fewer",
+					    k, gtp, (long long)pt->size, (long long)pt->pad, (long long)((pt->size + pt->pad) / gtp));
 			if (tpc_add_i64(sum, pt->size, &sum))
 				return BADT(name, "manifest: part sizes overflow");
 		}

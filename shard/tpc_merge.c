@@ -142,11 +142,12 @@ static int rank_view(tpc_merge *m, const int *base, char **paths, int r, const c
 	return 0;
 }
 
-static void rank_shape(const int64_t *shape, int ndim, const tpc_split *s, int tp, int64_t *out)
+/* Rank r's shape (an uneven split: the rows that rank stores). */
+static void rank_shape(const int64_t *shape, int ndim, const tpc_split *s, int tp, int r, int64_t *out)
 {
 	memcpy(out, shape, (size_t)ndim * sizeof(int64_t));
 	if (s->dim >= 0)
-		out[s->dim] = tpc_split_rank_dim(s, tp);
+		out[s->dim] = tpc_split_rank_off(s, s->nparts, tp, r);
 	if (s->stacked && s->ep > 1 && ndim >= 1)
 		out[0] = shape[0] / s->ep; /* the group's experts */
 }
@@ -161,6 +162,33 @@ static int differ(tpc_merge *m, const tpc_merge_opts *o, const char *name, const
 	}
 	return tpc_err_at(e, TPC_EINPUT, NULL, name, "%s differs between rank %d and rank %d (use --take-rank0 to keep rank %d's copy)",
 		    what, ra, rb, ra);
+}
+
+/* Part k of an uneven split (one part, no replicas: tpc__quant_mx_cut) from
+ * the views v[0..tp): each rank's rows of it, concatenated along d. */
+static int uneven_part(const tpc_split *s, int k, int stp, tpc_tensor *v, int d, int tp, tpc_tensor *out, tpc_err *e)
+{
+	tpc_tensor *sl = tpc_calloc((size_t)tp, sizeof(*sl));
+	int have = 0, ret = sl ? 0 : tpc_err_nomem(e);
+	for (int t = 0; t < tp && !ret; t++) {
+		int64_t n = tpc_split_rank_take(s, k, stp, t);
+		if (!n)
+			continue;
+		if (tpc_tensor_narrow(&sl[have], &v[t], d, tpc_split_rank_off(s, k, stp, t), n))
+			ret = tpc_err_set(e, TPC_EINPUT, "internal: cannot slice rank %d's part %d", t, k);
+		else
+			have++;
+	}
+	if (!ret && have == 1) {
+		*out = sl[0];
+		have = 0;
+	} else if (!ret && (have == 0 || tpc_tensor_init_cat(out, sl, have, d))) {
+		ret = tpc_err_nomem(e);
+	}
+	for (int j = 0; j < have; j++)
+		tpc_tensor_release(&sl[j]);
+	free(sl);
+	return ret;
 }
 
 /* The original tensor from the views v[0..tp) of the ranks it is split over
@@ -192,6 +220,11 @@ static int rebuild(tpc_merge *m, const tpc_merge_opts *o, const char *name, cons
 	for (int k = 0; k < s->nparts && !ret; k++) {
 		const tpc_split_part *p = &s->part[k];
 		int64_t len = tpc_split_rank_len(s, k, m->tp);
+		if (p->uneven) { /* each rank its own rows, the pad unstored: nothing to cut */
+			ret = uneven_part(s, k, m->tp, v, d, tp, &parts[np], e);
+			np += !ret;
+			continue;
+		}
 		int nsl = p->replicas > 1 ? (int)p->heads : tp;
 		tpc_tensor *sl = tpc_calloc((size_t)nsl, sizeof(*sl));
 		int have = 0;
@@ -454,12 +487,12 @@ static int rank_views(tpc_merge *m, const tpc_manifest *man, const int *base, ch
 	for (size_t i = 0; i < man->n && !ret; i++) {
 		const tpc_manifest_tensor *mt = &man->t[i];
 		int64_t want[TPC_MAX_NDIM];
-		rank_shape(mt->shape, mt->ndim, &mt->split, m->tp, want);
 		for (int t = 0; t < m->tp && !ret; t++) {
 			int r = mt->stage * m->tp + t;
 			tpc_tensor *v = &views[i * (size_t)m->tp + (size_t)t];
 			if (!tpc_split_holds(&mt->split, m->tp, t))
 				continue; /* an expert of another EP group: not on this rank */
+			rank_shape(mt->shape, mt->ndim, &mt->split, m->tp, t, want);
 			if ((ret = rank_view(m, base, paths, r, mt->name, v, e)))
 				break;
 			if (v->ndim != mt->ndim || v->dtype != mt->dtype ||
@@ -527,7 +560,8 @@ static bool same_split(const tpc_split *a, const tpc_split *b)
 		return false;
 	for (int k = 0; a->dim >= 0 && k < a->nparts; k++)
 		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||
-		    a->part[k].replicas != b->part[k].replicas || a->part[k].heads != b->part[k].heads)
+		    a->part[k].replicas != b->part[k].replicas || a->part[k].heads != b->part[k].heads ||
+		    a->part[k].uneven != b->part[k].uneven)
 			return false;
 	return true;
 }

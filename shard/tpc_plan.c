@@ -579,6 +579,31 @@ int64_t tpc_split_rank_start(const tpc_split *s, int k, int tp, int r)
 	return (int64_t)(p->replicas > 1 ? r / p->replicas : r) * tpc_split_rank_len(s, k, tp);
 }
 
+int64_t tpc_split_rank_take(const tpc_split *s, int k, int tp, int r)
+{
+	const tpc_split_part *p = &s->part[k];
+	int64_t len = tpc_split_rank_len(s, k, tp), start = tpc_split_rank_start(s, k, tp, r);
+	if (!p->uneven)
+		return len;
+	return start >= p->size ? 0 : start + len > p->size ? p->size - start : len;
+}
+
+int64_t tpc_split_rank_off(const tpc_split *s, int k, int tp, int r)
+{
+	int64_t o = 0;
+	for (int j = 0; j < k; j++)
+		o += tpc_split_rank_take(s, j, tp, r);
+	return o;
+}
+
+bool tpc_split_uneven(const tpc_split *s)
+{
+	for (int k = 0; s->dim >= 0 && k < s->nparts; k++)
+		if (s->part[k].uneven)
+			return true;
+	return false;
+}
+
 int64_t tpc_split_rank_dim(const tpc_split *s, int tp)
 {
 	int64_t n = 0;
@@ -600,7 +625,8 @@ bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
 		return false;
 	for (int k = 0; k < a->nparts; k++)
 		if (a->part[k].size != b->part[k].size || a->part[k].pad != b->part[k].pad ||
-		    a->part[k].heads != b->part[k].heads || a->part[k].replicas != b->part[k].replicas)
+		    a->part[k].heads != b->part[k].heads || a->part[k].replicas != b->part[k].replicas ||
+		    a->part[k].uneven != b->part[k].uneven)
 			return false;
 	return true;
 }

@@ -251,6 +251,11 @@ typedef struct tpc_split_part {
 	int64_t heads;     /* heads in this part (0: not a head split) */
 	int replicas;      /* ranks sharing each head (1: none) */
 	tpc_heads_kind head_kind;
+	/* the pad is not stored (vLLM's cut of gpt-oss's MXFP4 intermediate,
+	 * tpc__mx_cut): every rank's slice is (size + pad) / tp rows long but the
+	 * last ones hold only the rows before `size`; the manifest lists each
+	 * rank's rows ("rank_sizes") */
+	bool uneven;
 } tpc_split_part;
 
 /*
@@ -314,6 +319,13 @@ int tpc_split_first_rank(const tpc_split *s, int tp);
  * stage's rank count: an expert's tensor (ep > 1) is split over its group. */
 int64_t tpc_split_rank_len(const tpc_split *s, int k, int tp);
 int64_t tpc_split_rank_start(const tpc_split *s, int k, int tp, int r);
+/* Rows of part k rank r stores: tpc_split_rank_len, less the pad rows of an
+ * `uneven` part (none past its end); and where they start in rank r's
+ * tensor (the rows it stores of parts 0 .. k-1). */
+int64_t tpc_split_rank_take(const tpc_split *s, int k, int tp, int r);
+int64_t tpc_split_rank_off(const tpc_split *s, int k, int tp, int r);
+/* Whether any part is uneven (rank tensors of different sizes). */
+bool tpc_split_uneven(const tpc_split *s);
 /* Size of the split dimension in each rank's tensor. */
 int64_t tpc_split_rank_dim(const tpc_split *s, int tp);
 bool tpc_split_equal(const tpc_split *a, const tpc_split *b);

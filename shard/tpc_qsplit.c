@@ -276,6 +276,105 @@ int tpc__quant_blocks_layer(const tpc_model_facts *f, const tpc_ckpt *in, const 
 static int64_t unit_parts(const tpc_qs_cfg *q, const tpc_split *ws, int64_t unit, int tp, const char *wname,
 			  const char *name, tpc_split *out, tpc_err *e);
 
+/*
+ * vLLM's cut of gpt-oss's MXFP4 intermediate (vllm/model_executor/models/
+ * gpt_oss.py @0025d69 GptOssModel.load_weights): with nb = intermediate / 32
+ * blocks, per_rank_intermediate_size_block = cdiv(nb, tp_size), tp_rank_start
+ * = tp_rank * per_rank * 32, tp_rank_end = min(start + per_rank * 32,
+ * intermediate); down_proj's blocks and scales narrowed on those inputs,
+ * gate_up_proj's blocks, scales and bias on rows 2*start .. 2*end. The last
+ * ranks hold fewer blocks, unpadded: FusedMoE.weight_loader copies an mxfp4
+ * slice into the corner of its parameter (fused_moe/layer.py,
+ * param.data[:, :dim1, :dim2].copy_), whose zeros after it are the kernel's
+ * padding (quantization/mxfp4.py @007d500 Mxfp4MoEMethod.create_weights:
+ * round_up(intermediate_size_per_partition, 64/128/256)), not the slice's;
+ * MLPBlock asserts intermediate_size % world_size == 0. A rank past the
+ * last block holds none (an empty slice, as vLLM narrows and loads it:
+ * gpt-oss-20b's 90 blocks over 16 ranks, 6 each, the 16th none). s's dimension (one
+ * part, size entries) holds nb blocks of blk entries (32 inputs, or 64
+ * interleaved [gate, up] rows: the rule's unit x 32), cut over g ranks.
+ * An even cut is the plan's own; other shapes are left to unit_parts.
+ */
+static int vllm_refuses(const char *lname, const char *name, int64_t nb, int g, tpc_err *e)
+{
+	return tpc_err_at(e, TPC_EINPUT, NULL, name,
+		    "its layer '%s' has %lld intermediate features (%lld MXFP4 blocks of 32), not a multiple of the %d ranks splitting it: vLLM's gpt_oss.py does not load that (MLPBlock asserts intermediate_size %% world_size == 0); choose a tp that divides it",
+		    lname, (long long)nb * 32, (long long)nb, g);
+}
+
+/* Before the plan's split (whose refusal would suggest --pad, which blocks
+ * cannot take): layer X [E, I, R] (vs) by rule `rule` over g ranks is one
+ * vLLM loads, as far as its intermediate goes. */
+static int mx_precondition(const tpc_plan *p, const int64_t vs[3], int g, const char *lname, const char *name,
+			   tpc_err *e)
+{
+	int rule = tpc_plan_match(p, lname), d = rule >= 0 ? tpc_plan_rule_dim(p, rule, 3, NULL) : -1;
+	if (d != 1 && d != 2)
+		return 0;
+	int64_t blk = d == 1 ? 32 : 32 * (p->rules[rule].unit > 1 ? p->rules[rule].unit : 1);
+	if (vs[d] % blk == 0 && (vs[d] / blk * 32) % g)
+		return vllm_refuses(lname, name, vs[d] / blk, g, e);
+	return 0;
+}
+
+static int mx_cut(tpc_split *s, int64_t blk, int g, const char *lname, const char *name, tpc_err *e)
+{
+	tpc_split_part *pt = &s->part[0];
+	if (s->dim < 0 || s->row_bias || g <= 1 || s->nparts != 1 || pt->heads || pt->replicas > 1 || pt->pad ||
+	    blk < 32 || pt->size % blk || (pt->size / blk) % g == 0)
+		return 0;
+	int64_t nb = pt->size / blk, per = (nb + g - 1) / g, inter = nb * 32;
+	if (inter % g)
+		return vllm_refuses(lname, name, nb, g, e);
+	pt->pad = per * g * blk - pt->size;
+	pt->uneven = true;
+	return 0;
+}
+
+int tpc__quant_mx_cut(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+		      tpc_split *s, tpc_err *e)
+{
+	char bname[1024];
+	size_t l = strlen(t->name);
+	if (!f || f->quant.method != TPC_QS_FP4 || !f->quant.mx_blocks || s->dim < 0 || s->dim != t->ndim - 1 ||
+	    l <= 5 || strcmp(t->name + l - 5, "_bias") || l + 3 > sizeof(bname))
+		return 0;
+	snprintf(bname, sizeof(bname), "%.*s_blocks", (int)(l - 5), t->name);
+	if (tpc_ckpt_find(in, bname) < 0)
+		return 0;
+	int64_t u = s->rule >= 0 && (size_t)s->rule < p->nrules && p->rules[s->rule].unit > 1 ? p->rules[s->rule].unit : 1;
+	bname[l - 5] = 0;
+	return mx_cut(s, 32 * u, tp, bname, t->name, e);
+}
+
+int tpc__quant_mx_check(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+			tpc_err *e)
+{
+	char lname[1024];
+	int64_t vs[3];
+	size_t l = strlen(t->name);
+	if (!f || f->quant.method != TPC_QS_FP4 || !f->quant.mx_blocks)
+		return 0;
+	if (tpc__quant_blocks_layer(f, in, t, lname, sizeof(lname), vs))
+		return mx_precondition(p, vs, tp, lname, t->name, e);
+	if (l <= 5 || strcmp(t->name + l - 5, "_bias") || l + 3 > sizeof(lname))
+		return 0;
+	snprintf(lname, sizeof(lname), "%.*s_blocks", (int)(l - 5), t->name);
+	int64_t ib = tpc_ckpt_find(in, lname);
+	const tpc_tensor *b = ib >= 0 ? &in->t[ib] : NULL;
+	if (!b || b->ndim != 4 || b->shape[3] != 16)
+		return 0;
+	lname[l - 5] = 0;
+	int64_t bs[3] = {b->shape[0], b->shape[2] * 32, b->shape[1]};
+	return mx_precondition(p, bs, tp, lname, t->name, e);
+}
+
+int tpc__quant_mx_layer(const tpc_plan *p, int tp, tpc_split *ws, const char *lname, tpc_err *e)
+{
+	int64_t u = ws->rule >= 0 && (size_t)ws->rule < p->nrules && p->rules[ws->rule].unit > 1 ? p->rules[ws->rule].unit : 1;
+	return ws->dim == 1 || ws->dim == 2 ? mx_cut(ws, ws->dim == 1 ? 32 : 32 * u, tp, lname, lname, e) : 0;
+}
+
 /* A blocks/scales companion (tpc__quant_blocks_layer) splits as its layer
  * [E, I, R]: by experts (dim 0), by whole rows R (blocks and scales dim 1)
  * or by whole blocks of 32 inputs I (dim 2), as vLLM's gpt_oss.py
@@ -302,6 +401,9 @@ static int blocks_split(const tpc_plan *p, const tpc_model_facts *f, const tpc_c
 				  lname, (long long)vs[0], (long long)vs[1], (long long)vs[2], e2.msg);
 	if (!matched)
 		return 0;
+	int cut = ws.row_bias ? 0 : tpc__quant_mx_layer(p, tp, &ws, lname, e);
+	if (cut)
+		return cut;
 	*out = ws;
 	if (ws.dim < 0 || ws.row_bias) {
 		out->dim = -1;

@@ -66,6 +66,23 @@ int tpc__quant_pad_weight(const tpc_model_facts *f, const tpc_ckpt *in, const tp
 int tpc__quant_blocks_layer(const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, char *lname, size_t n,
 			    int64_t vshape[3]);
 
+/* gpt-oss's MXFP4 experts split as vLLM's gpt_oss.py load_weights cuts the
+ * intermediate (whole blocks of 32 features, cdiv(blocks, tp) a rank, the
+ * last ranks fewer, unpadded: the parts' `uneven`). tpc__quant_mx_layer: the
+ * split ws of layer X [E, I, R] (lname) over its tp ranks, on dim 1 (the
+ * inputs) or 2 (rows: the rule's unit x 32 a block). tpc__quant_mx_cut: a
+ * tensor X_bias beside X_blocks (f mx_blocks) split on its last dim, as X's
+ * rows. 0 (s cut, or left as it was) or a negative status naming the
+ * numbers when vLLM would refuse the model or a rank would hold nothing. */
+int tpc__quant_mx_layer(const tpc_plan *p, int tp, tpc_split *ws, const char *lname, tpc_err *e);
+/* Before t (X_blocks, X_scales or X_bias of such a layer) is split over tp
+ * ranks: a negative status naming the numbers when vLLM would not load the
+ * model at that tp (intermediate_size not a multiple of it), else 0. */
+int tpc__quant_mx_check(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+			tpc_err *e);
+int tpc__quant_mx_cut(const tpc_plan *p, const tpc_model_facts *f, const tpc_ckpt *in, const tpc_tensor *t, int tp,
+		      tpc_split *s, tpc_err *e);
+
 /* If tensor t (`name`) of `in` is a companion of a quantized layer under
  * f->quant, set *out to its split and return 1; 0 when it is not one (or the
  * layer's weight matches no rule); a negative status when its split cannot be

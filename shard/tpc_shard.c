@@ -140,13 +140,13 @@ static int rank_slices(const tpc_tensor *t, const tpc_split *s, int tp, int r, t
 		int64_t len = tpc_split_rank_len(s, k, tp), start = tpc_split_rank_start(s, k, tp, r);
 		int64_t a = start < p->size ? start : p->size;
 		int64_t b = start + len < p->size ? start + len : p->size;
-		if (b > a || (len == 0 && k == 0)) {
+		if (b > a || (len == 0 && k == 0) || (p->uneven && k == 0 && b == a)) {
 			if (tpc_tensor_narrow(&pieces[np], t, d, poff + a, b - a))
 				ret = -1;
 			else
 				np++;
 		}
-		if (!ret && start + len > b && b >= a) {
+		if (!ret && !p->uneven && start + len > b && b >= a) { /* an uneven part's pad is not stored */
 			int64_t z = start + len - (start > p->size ? start : p->size);
 			int64_t shp[TPC_MAX_NDIM];
 			memcpy(shp, t->shape, (size_t)t->ndim * sizeof(int64_t));
@@ -566,8 +566,10 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	if (stk)
 		ex = -1;
 	int rtp = ex >= 0 || stk ? sp->tp / sp->ep : sp->tp;
-	int ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
-				   &en->matched, e);
+	int ret = tpc__quant_mx_check(plan, facts, sp->in, t, rtp, e); /* gpt-oss MXFP4: as vLLM loads it */
+	if (!ret)
+		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
+				       &en->matched, e);
 	if (!ret && !en->matched && facts && facts->quant.method) {
 		/* a quantized layer's companion splits with its layer */
 		int q = tpc__quant_split(plan, facts, sp->in, t, rtp, o->resolve_flags, &en->split, e);
@@ -578,6 +580,8 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	} else if (!ret && facts) {
 		/* --pad: an FP8 block weight padded to whole blocks per rank */
 		tpc__quant_pad_weight(facts, sp->in, t, rtp, o->resolve_flags, &en->split);
+		/* gpt-oss's MXFP4 experts' bias, cut with their blocks */
+		ret = tpc__quant_mx_cut(plan, facts, sp->in, t, rtp, &en->split, e);
 	}
 	if (ret)
 		return ret;
@@ -917,7 +921,9 @@ static void notes_into(tpc_buf *b, const tpc_split *s)
 		     p->replicas);
 	else if (p->heads)
 		NOTE("%lld %s heads", (long long)p->heads, p->head_kind > TPC_HEADS_Q ? tpc_heads_kind_name(p->head_kind) : "q");
-	if (p->pad)
+	if (p->pad && p->uneven)
+		NOTE("uneven: the last ranks hold %lld fewer (vLLM's MXFP4 cut, not padded)", (long long)p->pad);
+	else if (p->pad)
 		NOTE("pad %lld", (long long)p->pad);
 #undef NOTE
 }

@@ -189,7 +189,7 @@ static int hash_one_pass(const tpc_shard_plan *sp, tpc_shard_entry *en, tpc_err 
 			int64_t z = start + len - (start > p->size ? start : p->size);
 			rc[r].pr[k].at = poff + a;
 			rc[r].pr[k].rows = b > a ? b - a : 0;
-			rc[r].pr[k].zero = z > 0 && b >= a ? z : 0;
+			rc[r].pr[k].zero = z > 0 && b >= a && !p->uneven ? z : 0;
 			rows += rc[r].pr[k].rows + rc[r].pr[k].zero;
 			poff += p->size;
 		}

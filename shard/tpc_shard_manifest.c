@@ -123,10 +123,16 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 		tpc_buf_addf(b, ", \"stage\": %d, \"split\": \"%s\", \"dim\": %d, \"rule\": %d, \"matched\": %s, \"row_bias\": %s, \"parts\": [",
 			     en->stage, s->dim < 0 ? "replicate" : tpc_split_kind_name(s->kind), s->dim, s->rule,
 			     en->matched ? "true" : "false", s->row_bias ? "true" : "false");
-		for (int k = 0; s->dim >= 0 && k < s->nparts; k++)
-			tpc_buf_addf(b, "%s{\"size\": %lld, \"pad\": %lld, \"heads\": %lld, \"replicas\": %d}", k ? ", " : "",
+		for (int k = 0; s->dim >= 0 && k < s->nparts; k++) {
+			tpc_buf_addf(b, "%s{\"size\": %lld, \"pad\": %lld, \"heads\": %lld, \"replicas\": %d", k ? ", " : "",
 				     (long long)s->part[k].size, (long long)s->part[k].pad, (long long)s->part[k].heads,
 				     s->part[k].replicas);
+			/* an uneven part: the rows each rank of its group holds (the pad unstored) */
+			for (int r = 0, g = tpc_split_tp(s, sp->tp); s->part[k].uneven && r < g; r++)
+				tpc_buf_addf(b, "%s%lld", r ? ", " : ", \"rank_sizes\": [",
+					     (long long)tpc_split_rank_take(s, k, sp->tp, r));
+			tpc_buf_adds(b, s->part[k].uneven ? "]}" : "}");
+		}
 		tpc_buf_adds(b, "], \"rank_shape\": ");
 		json_shape(b, rt->ndim, rt->shape);
 		if (s->stacked)

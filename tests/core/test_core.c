@@ -455,6 +455,22 @@ static void test_composites(void **st)
 	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[mg], TPC_HASH_SHA256, h1, &e), 0);
 	assert_int_equal(tpc_ckpt_hash_tensor(&ck, &ck.t[w], TPC_HASH_SHA256, h2, &e), 0);
 	assert_memory_equal(h1, h2, 32);
+	/* tpc_tensor_pad_zero: w[:, :3] followed by a zero column (an uneven
+	 * rank slice as the even one it is cut from); nothing shorter */
+	tpc_tensor c3, cz;
+	assert_int_equal(tpc_tensor_narrow(&c3, &ck.t[w], 1, 0, 3), 0);
+	assert_int_equal(tpc_tensor_pad_zero(&cz, &c3, 1, 3), -1);
+	assert_int_equal(tpc_tensor_pad_zero(&cz, &c3, 2, 4), -1);
+	assert_int_equal(tpc_tensor_pad_zero(&cz, &c3, 1, 4), 0);
+	assert_int_equal(cz.shape[1], 4);
+	assert_int_equal(cz.nbytes, 96);
+	int64_t zix = tpc_ckpt_add_copy(&ck, "w.c3.pad", &cz, &e);
+	assert_int_equal(tpc_ckpt_read_bytes(&ck, &ck.t[zix], 0, 96, out, &e), 0);
+	for (int r = 0; r < 6; r++)
+		for (int c = 0; c < 4; c++)
+			assert_int_equal(out[r * 4 + c], c < 3 ? r * 4 + c : 0);
+	tpc_tensor_release(&c3);
+	tpc_tensor_release(&cz);
 	/* an empty narrow */
 	tpc_tensor em;
 	assert_int_equal(tpc_tensor_narrow(&em, &ck.t[r1], 0, 3, 0), 0);

@@ -105,17 +105,24 @@ rm -f "$T/mx.gguf"
 # load_weights narrows them (gptoss-mxfp4-wide: make_gptoss_mxfp4_wide.py,
 # intermediate 128 = 4 blocks of 32 inputs): gate_up_proj_blocks/_scales by
 # whole rows (dim 1, [gate, up] pairs), down_proj's by whole blocks of inputs
-# (dim 2), --ep by experts; merge gives every tensor back, verify passes
-# (structure and layers: the experts as stored), and (--ep 2) every rank's
+# (dim 2), --ep by experts; merge gives every tensor back, verify passes with
+# its forward computed (the experts dense, each dequantized from its blocks
+# when read: col/row per expert, the MoE blocks, the model) on the set and on
+# one rank holding the whole packed model (--tp 1), and (--ep 2) every rank's
 # experts dequantize to that rank of shard --dequantize, tensor for tensor
 W=$F/gptoss-mxfp4-wide
-for s in "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
+fwd() {   # verify's report $1 has the dense experts' checks and the forward, all passing
+  grep -q "^  row  *model.layers.1.mlp.experts.down_proj\[3\] .* pass$" "$1" &&
+    grep -q "^  col  *model.layers.0.mlp.experts.gate_up_proj\[0\] .* pass$" "$1" &&
+    grep -q "^  mlp  *model.layers.1.moe .* pass$" "$1" && grep -q "^  model  *model .* pass  top-1 8/8$" "$1"
+}
+for s in "--tp 1" "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
   [ "$SAN" = 1 ] && [ "$s" != "--tp 4 --ep 2" ] && continue
   rm -rf "$T/ws" "$T/wd" "$T/wm.safetensors"
   tp=${s#--tp }; tp=${tp%% *}; [ "$s" = "--tp 4 --ep 2" ] || tp=0
   if "$TPCONV" shard "$W/" $s -o "$T/ws" -q 2>"$T/err" && "$TPCONV" merge "$T/ws" -o "$T/wm.safetensors" -q 2>>"$T/err" &&
-     same "$T/wm.safetensors" "$W/model.safetensors" && "$TPCONV" verify --reference "$W/" --shards "$T/ws" -q 2>>"$T/err" &&
-     { [ $tp = 0 ] || "$TPCONV" shard --dequantize "$W/" $s -o "$T/wd" -q 2>>"$T/err"; }; then
+     same "$T/wm.safetensors" "$W/model.safetensors" && "$TPCONV" verify --reference "$W/" --shards "$T/ws" >"$T/vout" 2>>"$T/err" &&
+     fwd "$T/vout" && { [ $tp = 0 ] || "$TPCONV" shard --dequantize "$W/" $s -o "$T/wd" -q 2>>"$T/err"; }; then
     good=1
     for ((r = 0; r < tp; r++)); do
       rm -rf "$T/rk" && mkdir "$T/rk" && cp "$T/ws/model_tp0${r}_pp00.safetensors" "$T/rk/model.safetensors" && cp "$W/config.json" "$T/rk/"
@@ -123,15 +130,116 @@ for s in "--tp 2" "--tp 4" "--tp 4 --ep 2"; do
         same "$T/rk.safetensors" "$T/wd/model_tp0${r}_pp00.safetensors" || { good=0; break; }
     done
     more=; [ $tp = 0 ] || more=", its $tp ranks dequantize to shard --dequantize's"
-    [ $good = 1 ] && ok "gpt-oss MXFP4 experts sharded packed, $s: merged back, verify passes$more" ||
+    [ $good = 1 ] && ok "gpt-oss MXFP4 experts sharded packed, $s: merged back, verify passes with the forward (each expert dense from its blocks)$more" ||
       bad "gpt-oss MXFP4 sharded packed $s: each rank dequantizes to its dense rank" "$(cat "$T/err" "$T/diff" | head -5)"
-  else bad "gpt-oss MXFP4 sharded packed $s, merged back, verified" "$(cat "$T/err" "$T/diff" | head -5)"; fi
+  else bad "gpt-oss MXFP4 sharded packed $s, merged back, verified" "$(cat "$T/err" "$T/diff" | head -5)" "$(grep -v pass "$T/vout" 2>/dev/null | head -5)"; fi
 done
-rm -rf "$T/ws"
-"$TPCONV" shard "$F/gptoss-mxfp4/" --tp 2 -o "$T/ws" -q 2>"$T/err"; rc=$?
-[ $rc = 3 ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj_blocks': its layer 'model.layers.0.mlp.experts.down_proj' is split row into 16 input features per rank, not a multiple of 32 (the inputs of one FP4 scale)" "$T/err" &&
-  [ ! -e "$T/ws" ] && ok "gpt-oss MXFP4 at tp 2 with 32 inputs (16 a rank inside a block of 32): refused naming the numbers" ||
-  bad "gpt-oss MXFP4 split inside a block refused" "exit $rc" "$(cat "$T/err")"
+# ... and a rank whose blocks were swapped (layer 1's down_proj_blocks, experts
+# 0 and 1 of rank 1) or whose scale is off by a binade (layer 0's
+# gate_up_proj_scales, expert 3) fails verify naming the stored tensors and
+# the dense experts, layers and model they break
+if [ "$SAN" != 1 ]; then
+  rm -rf "$T/ws" && "$TPCONV" shard "$W/" --tp 2 -o "$T/ws" -q 2>"$T/err"
+  python3 - "$T/ws/model_tp01_pp00.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); o = 8 + n
+t = h['model.layers.1.mlp.experts.down_proj_blocks']
+s, e = t['data_offsets']; per = (e - s) // t['shape'][0]; a = o + s
+b[a:a + per], b[a + per:a + 2 * per] = b[a + per:a + 2 * per], b[a:a + per]
+s, e = h['model.layers.0.mlp.experts.gate_up_proj_scales']['data_offsets']
+b[o + e - 1] ^= 1
+open(p, 'wb').write(b)
+PY
+  "$TPCONV" verify --reference "$W/" --shards "$T/ws" >"$T/vout" 2>"$T/err"; rc=$?
+  X=model.layers
+  good=1
+  for c in "structure  *$X.1.mlp.experts.down_proj_blocks\[0\]" "structure  *$X.1.mlp.experts.down_proj_blocks\[1\]" \
+           "structure  *$X.0.mlp.experts.gate_up_proj_scales\[3\]" "row  *$X.1.mlp.experts.down_proj\[0\]" \
+           "row  *$X.1.mlp.experts.down_proj\[1\]" "col  *$X.0.mlp.experts.gate_up_proj\[3\]" "mlp  *$X.0.moe" \
+           "mlp  *$X.1.moe" "model  *model"; do
+    grep -q "^  $c .* FAIL" "$T/vout" || { good=0; echo "# not failed: $c"; }
+  done
+  [ $rc = 1 ] && [ $good = 1 ] && [ "$(grep -c ' FAIL' "$T/vout")" = 12 ] &&
+    grep -qF "the first layer whose output differs: 'model.layers.1'" "$T/vout" &&
+    ok "gpt-oss MXFP4 tp 2, rank 1's blocks swapped and a scale off: verify fails naming the blocks, scales, dense experts, MoE blocks and model" ||
+    bad "gpt-oss MXFP4 packed set with swapped blocks fails verify by name" "exit $rc" "$(grep FAIL "$T/vout" | head -14)"
+fi
+# one block of 32 intermediate features (gptoss-mxfp4) at tp 2: vLLM's cut
+# gives rank 0 the block and rank 1 none (empty slices, as vLLM narrows them)
+rm -rf "$T/ws" "$T/wm.safetensors"
+if "$TPCONV" shard "$F/gptoss-mxfp4/" --tp 2 -o "$T/ws" -q 2>"$T/err" && "$TPCONV" merge "$T/ws" -o "$T/wm.safetensors" -q 2>>"$T/err" &&
+   same "$T/wm.safetensors" "$F/gptoss-mxfp4/model.safetensors" &&
+   "$TPCONV" verify --reference "$F/gptoss-mxfp4/" --shards "$T/ws" >"$T/vout" 2>>"$T/err" && fwd "$T/vout" &&
+   grep -qF '"rank_sizes": [1, 0]' "$T/ws/tpconv-manifest.json"; then
+  ok "gpt-oss MXFP4, one block at tp 2: rank 1 holds none (vLLM's cut), merged back, verify passes with the forward"
+else bad "gpt-oss MXFP4, one block at tp 2: an empty rank 1" "$(cat "$T/err" "$T/diff" | head -5)" "$(grep -v pass "$T/vout" 2>/dev/null | head -5)"; fi
+
+# ... whose intermediate is not a multiple of the ranks' blocks
+# (gptoss-mxfp4-uneven: make_gptoss_mxfp4_wide.py with 224 = 7 blocks of 32):
+# cut as vLLM's gpt_oss.py @0025d69 load_weights cuts it (cdiv(7, 4) = 2
+# blocks a rank, the last rank 1, unpadded); every rank's blocks, scales and
+# gate_up bias are vLLM's narrow of them (its formulas, read independently
+# below), the manifest lists the rank sizes, merge gives every tensor back,
+# verify passes with the forward; a tp vLLM does not load (224 % 3) and a
+# manifest whose rank sizes lie are refused naming the numbers
+U=$F/gptoss-mxfp4-uneven
+for s in "--tp 4" "--tp 4 --ep 2"; do
+  [ "$SAN" = 1 ] && [ "$s" != "--tp 4" ] && continue
+  rm -rf "$T/us" "$T/um.safetensors"
+  if "$TPCONV" shard "$U/" $s -o "$T/us" -q 2>"$T/err" && "$TPCONV" merge "$T/us" -o "$T/um.safetensors" -q 2>>"$T/err" &&
+     same "$T/um.safetensors" "$U/model.safetensors" && "$TPCONV" verify --reference "$U/" --shards "$T/us" >"$T/vout" 2>>"$T/err" &&
+     fwd "$T/vout" && { [ "$s" != "--tp 4" ] || python3 - "$U" "$T/us" 4 >"$T/vl" 2>&1 <<'PY'; }; then
+import json, struct, sys
+def st(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]
+    return json.loads(b[8:8 + n]), b, 8 + n
+def raw(f, name):
+    h, b, o = f; s, e = h[name]['data_offsets']; return h[name]['shape'], b[o + s:o + e]
+def narrow(shape, buf, esz, d, a, z):   # buf[..., a:z, ...] on dim d
+    outer = 1
+    for x in shape[:d]: outer *= x
+    inner = esz
+    for x in shape[d + 1:]: inner *= x
+    return b''.join(buf[(i * shape[d] + a) * inner:(i * shape[d] + z) * inner] for i in range(outer))
+src, sd, tp = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cfg = json.load(open(src + '/config.json')); ref = st(src + '/model.safetensors')
+I = cfg['intermediate_size']; mxfp4_block = 32
+per = -(-(I // mxfp4_block) // tp) * mxfp4_block     # cdiv(intermediate_size_block, tp_size) * mxfp4_block
+bad = 0
+for r in range(tp):
+    rk = st('%s/model_tp%02d_pp00.safetensors' % (sd, r))
+    start = r * per; end = min((r + 1) * per, I)        # tp_rank_start, tp_rank_end
+    for l in range(cfg['num_hidden_layers']):
+        X = 'model.layers.%d.mlp.experts.' % l
+        for name, esz, d, a, z, view in (('gate_up_proj_blocks', 1, 1, 2 * start, 2 * end, None),
+                                         ('gate_up_proj_scales', 1, 1, 2 * start, 2 * end, None),
+                                         ('gate_up_proj_bias', 2, 1, 2 * start, 2 * end, None),
+                                         ('down_proj_blocks', 1, 2, start // 2, end // 2, I // 2),
+                                         ('down_proj_scales', 1, 2, start // mxfp4_block, end // mxfp4_block, None)):
+            shape, buf = raw(ref, X + name)
+            if view: shape = [shape[0], shape[1], view]     # weight.view(E, -1, intermediate_size // 2)
+            if narrow(shape, buf, esz, d, a, z) != raw(rk, X + name)[1]:
+                bad += 1; print('rank', r, X + name, 'is not vLLM\'s narrow [%d:%d]' % (a, z))
+print('rank slices', 'differ' if bad else 'are vLLM\'s')
+sys.exit(1 if bad else 0)
+PY
+    rs="2, 2, 2, 1"; [ "$s" = "--tp 4" ] || rs="4, 3"   # --ep 2: two ranks a group, cdiv(7, 2) = 4
+    grep -qF "\"rank_sizes\": [$rs]" "$T/us/tpconv-manifest.json" &&
+      ok "gpt-oss MXFP4, intermediate 7 blocks, $s: vLLM's uneven cut ($rs blocks a rank, unpadded), merged back, verify passes with the forward" ||
+      bad "gpt-oss MXFP4 uneven $s: the manifest lists the rank sizes" "$(grep -o '"rank_sizes[^]]*]' "$T/us/tpconv-manifest.json" | head -3)"
+  else bad "gpt-oss MXFP4 uneven $s: vLLM's cut, merged back, verified" "$(cat "$T/err" "$T/diff" "$T/vl" 2>/dev/null | head -6)" "$(grep -v pass "$T/vout" 2>/dev/null | head -5)"; fi
+done
+if [ "$SAN" != 1 ]; then
+  rm -rf "$T/uu"; "$TPCONV" shard "$U/" --tp 3 -o "$T/uu" -q 2>"$T/err"; rc=$?
+  [ $rc = 3 ] && [ ! -e "$T/uu" ] && grep -qF "its layer 'model.layers.0.mlp.experts.down_proj' has 224 intermediate features (7 MXFP4 blocks of 32), not a multiple of the 3 ranks splitting it: vLLM's gpt_oss.py does not load that (MLPBlock asserts intermediate_size % world_size == 0)" "$T/err" &&
+    ok "gpt-oss MXFP4 uneven at tp 3 (224 % 3): refused as vLLM refuses it, naming the numbers" || bad "gpt-oss MXFP4 at tp 3 refused" "exit $rc" "$(cat "$T/err")"
+  sed -i '0,/"rank_sizes": \[4, 3\]/s//"rank_sizes": [4, 4]/' "$T/us/tpconv-manifest.json" 2>/dev/null
+  rm -f "$T/um.safetensors"; "$TPCONV" merge "$T/us" -o "$T/um.safetensors" -q 2>"$T/err"; rc=$?
+  [ $rc = 3 ] && [ ! -e "$T/um.safetensors" ] && grep -qF "tensor 'model.layers.0.mlp.experts.down_proj_blocks': manifest: part 0: \"rank_sizes\" must list the rows each of its 2 ranks holds of 7 + 1 unstored padding rows, 4 a rank and the last ones fewer" "$T/err" &&
+    ok "a manifest whose uneven rank sizes lie ([4, 4] for 7 blocks on 2 ranks): merge refuses it naming the numbers" || bad "lying rank_sizes refused" "exit $rc" "$(cat "$T/err")"
+fi
 
 # GGUF's MXFP4 and NVFP4 blocks (make_fp4_gguf.py: fp4.gguf and the SHA-256 of
 # the F32 values python3-gguf's dequantize gives for each tensor)

@@ -1408,6 +1408,42 @@ static void test_keeps_f32(void **state)
 	assert_false(tpc_family_keeps_f32(NULL, "model.norm.weight", TPC_F16));
 }
 
+/* An uneven part (vLLM's cut of gpt-oss's MXFP4 intermediate: 7 blocks over
+ * 4 ranks, cdiv 2 a rank): every rank's slice is 2 long, the pad (1) is not
+ * stored, so rank 3 holds 1; an even part and the equality of the two. */
+static void test_uneven(void **st)
+{
+	(void)st;
+	tpc_split s, t;
+	memset(&s, 0, sizeof(s));
+	s.kind = TPC_SPLIT_ROW;
+	s.dim = 2;
+	s.nparts = 1;
+	s.part[0] = (tpc_split_part){7, 1, 0, 1, TPC_HEADS_NONE, true};
+	static const int64_t take[4] = {2, 2, 2, 1}, off[4] = {0, 0, 0, 0};
+	for (int r = 0; r < 4; r++) {
+		assert_int_equal(tpc_split_rank_len(&s, 0, 4), 2);
+		assert_int_equal(tpc_split_rank_start(&s, 0, 4, r), 2 * r);
+		assert_int_equal(tpc_split_rank_take(&s, 0, 4, r), take[r]);
+		assert_int_equal(tpc_split_rank_off(&s, 0, 4, r), off[r]);
+		assert_int_equal(tpc_split_rank_off(&s, 1, 4, r), take[r]); /* the rank tensor's dim */
+	}
+	assert_true(tpc_split_uneven(&s));
+	t = s;
+	t.part[0].uneven = false; /* the padded split: rank 3 stores a zero row */
+	assert_int_equal(tpc_split_rank_take(&t, 0, 4, 3), 2);
+	assert_false(tpc_split_uneven(&t));
+	assert_false(tpc_split_equal(&s, &t));
+	t.part[0].uneven = true;
+	assert_true(tpc_split_equal(&s, &t));
+	/* a part ending before a rank starts: nothing on it (an empty slice) */
+	s.part[0] = (tpc_split_part){5, 3, 0, 1, TPC_HEADS_NONE, true};
+	assert_int_equal(tpc_split_rank_take(&s, 0, 4, 2), 1);
+	assert_int_equal(tpc_split_rank_take(&s, 0, 4, 3), 0);
+	s.dim = -1;
+	assert_false(tpc_split_uneven(&s));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1421,6 +1457,7 @@ int main(void)
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
 		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads), cmocka_unit_test(test_gguf_tiles), cmocka_unit_test(test_text_model),
+		cmocka_unit_test(test_uneven),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -280,7 +280,7 @@ int main(int argc, char **argv)
 			sp->kind = TPC_SPLIT_COL;
 			sp->dim = ent[i].transposed ? 1 : 0;
 			sp->nparts = 1;
-			sp->part[0] = (tpc_split_part){ck.t[i].shape[sp->dim], 0, 0, 1, TPC_HEADS_NONE};
+			sp->part[0] = (tpc_split_part){ck.t[i].shape[sp->dim], 0, 0, 1, TPC_HEADS_NONE, false};
 		}
 	}
 	if (ret)
