@@ -233,28 +233,27 @@ void tpc_cli_vdesc_init(tpc_cli_vdesc *d, const tpc_cli_vargs *a)
 	d->qdt = TPC_F32;
 }
 
+/* n checkpoints (lent sources given back first when `lent`), then the array */
+static void release_all(tpc_ckpt *v, int n, bool lent)
+{
+	for (int r = 0; v && r < n; r++) {
+		if (lent)
+			tpc__return_sources(&v[r]);
+		tpc_ckpt_release(&v[r]);
+	}
+	free(v);
+}
+
 void tpc_cli_vdesc_release(tpc_cli_vdesc *d)
 {
-	for (int r = 0; d->rank && r < d->nfiles; r++)
-		tpc_ckpt_release(&d->rank[r]);
-	free(d->rank);
-	for (int r = 0; d->rankd && r < d->nfiles; r++)
-		tpc_ckpt_release(&d->rankd[r]);
-	free(d->rankd);
+	release_all(d->rank, d->nfiles, false);
+	release_all(d->rankd, d->nfiles, false);
 	tpc_ckpt_release(&d->refd);
 	tpc_ckpt_release(&d->vaux);
-	for (int r = 0; d->vexr && r < d->nfiles; r++) {
-		tpc__return_sources(&d->vexr[r]);
-		tpc_ckpt_release(&d->vexr[r]);
-	}
-	free(d->vexr);
+	release_all(d->vexr, d->nfiles, true);
 	tpc__return_sources(&d->vexp);
 	tpc_ckpt_release(&d->vexp);
-	for (int r = 0; d->vexrd && r < d->nfiles; r++) {
-		tpc__return_sources(&d->vexrd[r]);
-		tpc_ckpt_release(&d->vexrd[r]);
-	}
-	free(d->vexrd);
+	release_all(d->vexrd, d->nfiles, true);
 	tpc__return_sources(&d->vexpd);
 	tpc_ckpt_release(&d->vexpd);
 	if (d->have_man)

@@ -32,23 +32,7 @@ static void remove_rank(const char *p)
 /* each rank folder is a loadable HF checkpoint: companions in every one */
 static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
 {
-	int nr = sp->tp * sp->pp, ret = 0;
-	if (o->no_extras)
-		return 0;
-	for (int r = 0; r < nr && !ret; r++) {
-		char *sub = tpc_path_join(dir, sp->rank_file[r]);
-		ret = sub ? tpc__layout_copy_companions(sp, sub, o, NULL, false, e) : tpc_err_nomem(e);
-		free(sub);
-	}
-	return ret;
-}
-
-/* every rank folder holds the companions; a merge takes rank 0's */
-static const char *merge_extras(const char *dir, const char *rank0, tpc_extras_opts *xo)
-{
-	(void)dir;
-	(void)xo;
-	return rank0 && tpc_is_dir(rank0) ? rank0 : NULL;
+	return o->no_extras ? 0 : tpc__layout_companions_per_rank(sp, dir, o, e);
 }
 
 static const char *const formats[] = {"safetensors", "torch", NULL};
@@ -59,5 +43,5 @@ const tpc_layout tpc_layout_hf = {
 	.folders = true, .sized = true, .expert_parallel = true,
 	.rank_fmt = "tp%02d_pp%02d",
 	.remove_rank = remove_rank,
-	.write_extras = write_extras, .merge_extras = merge_extras,
+	.write_extras = write_extras, .merge_extras = tpc__layout_rank0_extras,
 };

@@ -60,25 +60,6 @@ static void remove_rank(const char *path)
 	rmdir(path);
 }
 
-/* each rank folder is an adapter folder: the adapter's companions in every one */
-static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_shard_opts *o, tpc_err *e)
-{
-	int nr = sp->tp * sp->pp, ret = 0;
-	for (int r = 0; r < nr && !ret; r++) {
-		char *sub = tpc_path_join(dir, sp->rank_file[r]);
-		ret = sub ? tpc__layout_copy_companions(sp, sub, o, NULL, false, e) : tpc_err_nomem(e);
-		free(sub);
-	}
-	return ret;
-}
-
-static const char *merge_extras(const char *dir, const char *rank0, tpc_extras_opts *xo)
-{
-	(void)dir;
-	(void)xo;
-	return rank0 && tpc_is_dir(rank0) ? rank0 : NULL;
-}
-
 static const char *const formats[] = {"safetensors", NULL};
 
 const tpc_layout tpc_layout_peft = {
@@ -86,5 +67,6 @@ const tpc_layout tpc_layout_peft = {
 	.formats = formats, .set_format = "peft-shards", .merged_file = ADAPTER_FILE,
 	.rank_name = rank_name,
 	.write_rank = write_rank, .rank_exists = rank_exists, .remove_rank = remove_rank,
-	.write_extras = write_extras, .merge_extras = merge_extras,
+	.write_extras = tpc__layout_companions_per_rank, /* the adapter's companions in every rank folder */
+	.merge_extras = tpc__layout_rank0_extras,
 };

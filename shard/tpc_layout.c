@@ -320,3 +320,22 @@ int tpc__layout_add_stacked(const tpc_family *f, tpc_eco eco, const tpc_ckpt *q,
 	}
 	return ret;
 }
+
+int tpc__layout_companions_per_rank(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
+				    tpc_err *e)
+{
+	int nr = sp->tp * sp->pp, ret = 0;
+	for (int r = 0; r < nr && !ret; r++) {
+		char *sub = tpc_path_join(dir, sp->rank_file[r]);
+		ret = sub ? tpc__layout_copy_companions(sp, sub, o, NULL, false, e) : tpc_err_nomem(e);
+		free(sub);
+	}
+	return ret;
+}
+
+const char *tpc__layout_rank0_extras(const char *dir, const char *rank0, tpc_extras_opts *xo)
+{
+	(void)dir;
+	(void)xo;
+	return rank0 && tpc_is_dir(rank0) ? rank0 : NULL;
+}

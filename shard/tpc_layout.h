@@ -152,6 +152,12 @@ const char *tpc_layout_merge_extras(const tpc_layout *l, const char *dir, const 
  * `config_merge` when not NULL; only config.json with `only_config`). */
 int tpc__layout_copy_companions(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
 				const char *config_merge, bool only_config, tpc_err *e);
+/* Layouts whose rank files are folders, each loadable alone (hf, peft): the
+ * companions copied into every rank folder (write_extras), and a merge takes
+ * rank 0's (merge_extras). */
+int tpc__layout_companions_per_rank(const struct tpc_shard_plan *sp, const char *dir, const struct tpc_shard_opts *o,
+				    tpc_err *e);
+const char *tpc__layout_rank0_extras(const char *dir, const char *rank0, tpc_extras_opts *xo);
 /* The tpc_extras_opts of that copy; drop[cap] holds the config members it
  * drops. */
 void tpc__layout_companion_opts(const struct tpc_shard_opts *o, const char *config_merge, bool only_config,

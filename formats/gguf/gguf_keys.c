@@ -787,12 +787,29 @@ static bool finds_names(tpc_gguf_kh how)
 	}
 }
 
+/* The rules that write their own keys (arrays) or only check config.json */
+static int (*const own_keys[])(conv *cv, const tpc_gguf_kv_rule *r) = {
+	[TPC_KH_SWA_PATTERN] = swa_pattern,
+	[TPC_KH_ROPE_OFF_EVERY] = rope_off_every,
+	[TPC_KH_NO_SWA] = no_swa,
+	[TPC_KH_SWA_EVERY] = swa_every,
+	[TPC_KH_LAYER_IS] = layer_is,
+	[TPC_KH_ASSUMED] = assumed,
+	[TPC_KH_LAYERS_OF] = key_layers_of,
+	[TPC_KH_MULTIPLE_OF] = key_multiple_of,
+	[TPC_KH_ROPE_SECTIONS] = rope_sections_default,
+};
+
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
 int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u, double *f)
 {
 	const cfg *c = &cv->c;
 	char buf[64];
 	const char *which = NULL;
+	if ((size_t)r->how < sizeof(own_keys) / sizeof(own_keys[0]) && own_keys[r->how]) {
+		*put = false;
+		return own_keys[r->how](cv, r);
+	}
 	const cJSON *v = r->names && finds_names(r->how) ? tpc__gk_cfg_find(c, r->names, &which, buf, sizeof(buf)) : NULL;
 	uint64_t h = 0, heads = 0;
 	*put = true;
@@ -867,18 +884,6 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return tpc__gk_cfg_u32(c, v, "original_max_position_embeddings", u, cv->e);
 	case TPC_KH_CONST:
 		return key_const(cv, r, put, u, f);
-	case TPC_KH_SWA_PATTERN:
-		*put = false;
-		return swa_pattern(cv, r);
-	case TPC_KH_ROPE_OFF_EVERY:
-		*put = false;
-		return rope_off_every(cv, r);
-	case TPC_KH_NO_SWA:
-		*put = false;
-		return no_swa(cv, r);
-	case TPC_KH_SWA_EVERY:
-		*put = false;
-		return swa_every(cv, r);
 	case TPC_KH_OR_ONE:
 		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
 			return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
@@ -896,9 +901,6 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return 0;
 	case TPC_KH_SUM:
 		return tpc__gk_sum_members(cv, r->names, '+', u);
-	case TPC_KH_LAYER_IS:
-		*put = false;
-		return layer_is(cv, r);
 	case TPC_KH_GATING_FUNC:
 		return gating_func(cv, v, which, put, u);
 	case TPC_KH_TRUE_ONLY:
@@ -911,20 +913,17 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return 0;
 	case TPC_KH_ROPE_TIMES:
 		return rope_times(cv, r->names, put, f);
-	case TPC_KH_ASSUMED:
-		*put = false;
-		return assumed(cv, r);
 	case TPC_KH_PRODUCT:
 		return key_product(cv, r, u);
+	case TPC_KH_SWA_PATTERN: /* own_keys: not reached */
+	case TPC_KH_ROPE_OFF_EVERY:
+	case TPC_KH_NO_SWA:
+	case TPC_KH_SWA_EVERY:
+	case TPC_KH_LAYER_IS:
+	case TPC_KH_ASSUMED:
 	case TPC_KH_LAYERS_OF:
-		*put = false;
-		return key_layers_of(cv, r);
 	case TPC_KH_MULTIPLE_OF:
-		*put = false;
-		return key_multiple_of(cv, r);
 	case TPC_KH_ROPE_SECTIONS:
-		*put = false;
-		return rope_sections_default(cv, r);
 	case TPC_KH_END:
 		break;
 	}
