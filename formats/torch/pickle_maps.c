@@ -12,6 +12,39 @@
 
 /* ---- small hash maps (private, shared with pickle_write.c) ---- */
 
+/* Double a table of *cap entries of esz bytes (16 when empty): each entry in
+ * use (hash returns true and its hash) moved to the first free slot from its
+ * hash, linear probing as the lookups do. 0, or -1 out of memory. */
+static int grow(void **tab, size_t *cap, size_t esz, bool (*hash)(const void *ent, uint64_t *h))
+{
+	size_t nc = *cap ? *cap * 2 : 16, mask = nc - 1;
+	if (nc <= *cap || nc > SIZE_MAX / esz)
+		return -1;
+	char *big = calloc(nc, esz), *old = *tab;
+	if (!big)
+		return -1;
+	for (size_t i = 0; i < *cap; i++) {
+		uint64_t h;
+		if (!hash(old + i * esz, &h))
+			continue;
+		size_t j = (size_t)h & mask;
+		while (hash(big + j * esz, &(uint64_t){0}))
+			j = (j + 1) & mask;
+		memcpy(big + j * esz, old + i * esz, esz);
+	}
+	free(old);
+	*tab = big;
+	*cap = nc;
+	return 0;
+}
+
+static bool u64_hash(const void *ent, uint64_t *h)
+{
+	const struct tpc__u64ent *x = ent;
+	*h = tpc_mix64(x->k);
+	return x->used;
+}
+
 
 static struct tpc__u64ent *u64_slot(const tpc__u64map *m, uint64_t k)
 {
@@ -23,19 +56,8 @@ static struct tpc__u64ent *u64_slot(const tpc__u64map *m, uint64_t k)
 
 int tpc__u64map_put(tpc__u64map *m, uint64_t k, uint64_t v)
 {
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : 16;
-		if (nc <= m->cap || nc > SIZE_MAX / sizeof(struct tpc__u64ent))
-			return -1;
-		tpc__u64map big = {calloc(nc, sizeof(struct tpc__u64ent)), nc, m->n};
-		if (!big.e)
-			return -1;
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->e[i].used)
-				*u64_slot(&big, m->e[i].k) = m->e[i];
-		free(m->e);
-		*m = big;
-	}
+	if ((m->n + 1) * 2 > m->cap && grow((void **)&m->e, &m->cap, sizeof(*m->e), u64_hash))
+		return -1;
 	struct tpc__u64ent *s = u64_slot(m, k);
 	if (!s->used) {
 		s->used = true;
@@ -77,6 +99,13 @@ static uint64_t str_hash(const char *s, size_t n)
 	return tpc_mix64(h);
 }
 
+static bool str_ent_hash(const void *ent, uint64_t *h)
+{
+	const struct tpc__strent *x = ent;
+	*h = x->h;
+	return x->k != NULL;
+}
+
 static struct tpc__strent *str_slot(const tpc__strmap *m, const char *k, size_t n, uint64_t h)
 {
 	size_t mask = m->cap - 1;
@@ -90,19 +119,8 @@ static struct tpc__strent *str_slot(const tpc__strmap *m, const char *k, size_t 
 int tpc__strmap_put(tpc__strmap *m, const char *k, size_t n, uint64_t v)
 {
 	uint64_t h = str_hash(k, n);
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : 16;
-		if (nc <= m->cap || nc > SIZE_MAX / sizeof(struct tpc__strent))
-			return -1;
-		tpc__strmap big = {calloc(nc, sizeof(struct tpc__strent)), nc, m->n};
-		if (!big.e)
-			return -1;
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->e[i].k)
-				*str_slot(&big, m->e[i].k, m->e[i].n, m->e[i].h) = m->e[i];
-		free(m->e);
-		*m = big;
-	}
+	if ((m->n + 1) * 2 > m->cap && grow((void **)&m->e, &m->cap, sizeof(*m->e), str_ent_hash))
+		return -1;
 	struct tpc__strent *s = str_slot(m, k, n, h);
 	if (!s->k) {
 		char *copy = tpc_strndup(k, n);
