@@ -147,6 +147,54 @@ static int merge_recipe(const char *recipe, const char *seed_arg, int npos, cons
 	return tpc_cli_mix(&a);
 }
 
+/* Write the merged set in (its folder dir) to out, then its companions. */
+static int merge_write(tpc_cli_input *in, const char *dir, const char *out, const tpc_format *outf, bool sharded,
+		       bool has_maxsz, tpc_write_opts *wo, bool force_progress, bool no_extras, size_t ndq, uint64_t total)
+{
+	tpc_merge *mg = &in->mg;
+	tpc_err e;
+	int ret = 0;
+	tpc_err_init(&e);
+	if (tpc_shard_path_inside(out, dir)) {
+		tpc_err_at(&e, TPC_EUSAGE, out, NULL, "the output is inside the shard set being merged; choose another place");
+		return tpc_cli_fail(&e);
+	}
+	double t0 = tpc_now();
+	size_t kept = 0;
+	bool go_on;
+	/* a GGUF's metadata comes from the model's config and tokenizer, which
+	 * the set keeps as its companions */
+	char *model_dir = NULL;
+	if ((ret = tpc_cli_input_model_dir(in, "merge", outf, wo, &model_dir)))
+		return ret;
+	/* a layout whose merged folder is one file (a PEFT adapter's
+	 * adapter_model.safetensors), not an HF checkpoint */
+	char *one = NULL;
+	if (sharded && mg->layout && mg->layout->merged_file && !has_maxsz) {
+		if (tpc_mkdirs(out, &e) || !(one = tpc_path_join(out, mg->layout->merged_file))) {
+			free(model_dir);
+			return tpc_cli_fail(&e);
+		}
+		outf = tpc_format_by_name("safetensors");
+	}
+	ret = tpc_cli_write_out("merge", tpc_cli_input_write, in, &mg->out, outf, sharded && !one, one ? one : out, wo,
+				force_progress, &kept, &go_on);
+	free(one);
+	free(model_dir);
+	if (ret || !go_on)
+		return ret;
+	/* the model's companion files (config, tokenizer) go with an HF folder; a
+	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
+	if (sharded && !no_extras && (ret = tpc_cli_set_copy_companions(mg, dir, out, wo, kept, ndq)))
+		return ret;
+	if (tpc_cli_verbose > 0) {
+		char sz[32];
+		tpc_cli_info("merged %d rank files into %zu tensors (%s) in '%s' in %.2f s", mg->nranks, mg->out.n,
+			     tpc_fmt_size(total, sz, sizeof(sz)), out, tpc_now() - t0);
+	}
+	return ret;
+}
+
 int cmd_merge(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -272,45 +320,7 @@ int cmd_merge(int argc, char **argv)
 		print_dry_run(mg, dir, total);
 		goto done;
 	}
-	if (tpc_shard_path_inside(out, dir)) {
-		tpc_err_at(&e, TPC_EUSAGE, out, NULL, "the output is inside the shard set being merged; choose another place");
-		ret = tpc_cli_fail(&e);
-		goto done;
-	}
-	double t0 = tpc_now();
-	size_t kept = 0;
-	bool go_on;
-	/* a GGUF's metadata comes from the model's config and tokenizer, which
-	 * the set keeps as its companions */
-	char *model_dir = NULL;
-	if ((ret = tpc_cli_input_model_dir(&in, "merge", outf, &wo, &model_dir)))
-		goto done;
-	/* a layout whose merged folder is one file (a PEFT adapter's
-	 * adapter_model.safetensors), not an HF checkpoint */
-	char *one = NULL;
-	if (sharded && mg->layout && mg->layout->merged_file && !maxsz) {
-		if (tpc_mkdirs(out, &e) || !(one = tpc_path_join(out, mg->layout->merged_file))) {
-			free(model_dir);
-			ret = tpc_cli_fail(&e);
-			goto done;
-		}
-		outf = tpc_format_by_name("safetensors");
-	}
-	ret = tpc_cli_write_out("merge", tpc_cli_input_write, &in, &mg->out, outf, sharded && !one, one ? one : out, &wo,
-				force_progress, &kept, &go_on);
-	free(one);
-	free(model_dir);
-	if (ret || !go_on)
-		goto done;
-	/* the model's companion files (config, tokenizer) go with an HF folder; a
-	 * TensorRT-LLM set's config.json describes the engine mapping, not the model */
-	if (sharded && !no_extras && (ret = tpc_cli_set_copy_companions(mg, dir, out, &wo, kept, ndq)))
-		goto done;
-	if (tpc_cli_verbose > 0) {
-		char sz[32];
-		tpc_cli_info("merged %d rank files into %zu tensors (%s) in '%s' in %.2f s", mg->nranks, mg->out.n,
-			     tpc_fmt_size(total, sz, sizeof(sz)), out, tpc_now() - t0);
-	}
+	ret = merge_write(&in, dir, out, outf, sharded, maxsz != NULL, &wo, force_progress, no_extras, ndq, total);
 done:
 	tpc_cli_input_release(&in);
 	return ret;
