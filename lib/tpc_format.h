@@ -93,6 +93,9 @@ typedef struct tpc_write_opts {
 	                              or a llama-quantize file type "q4_k_m"... (formats/gguf/gguf.h) */
 	const char *gguf_pre;      /* GGUF: tokenizer.ggml.pre for a BPE tokenizer (NULL: from tokenizer.json) */
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
+	int dcp_ranks;             /* DCP: the processes whose chunks to write (every tensor
+				    * Shard(0) as torch.chunk cuts it, one __R_0.distcp each);
+				    * 0 or 1: one file, every tensor whole */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here
 				    * (may be NULL); other failures take them back */
