@@ -131,8 +131,8 @@ static int map_entry(tpc_optim *o, const tpc_ckpt *ck, tpc_optim_param *p, const
 	} else if (t->ndim == 0) {
 		o->nscalars++;
 	} else {
-		return tpc_err_at(e, TPC_EINPUT, NULL, want, "optimizer state '%s' %s is not shaped as its parameter '%s' %s",
-				  want, tpc_shape_str(t, a, sizeof(a)), pt->name, tpc_shape_str(pt, b, sizeof(b)));
+		return tpc_err_at(e, TPC_EINPUT, NULL, want, "%s is not shaped as its parameter '%s' %s",
+				  tpc_shape_str(t, a, sizeof(a)), pt->name, tpc_shape_str(pt, b, sizeof(b)));
 	}
 	return 0;
 }
@@ -150,7 +150,7 @@ static int map_group(tpc_optim *o, const tpc_ckpt *ck, const tpc_value *st, tpc_
 					  "optimizer state '%s': param group %d names its parameters by number (%s), so which tensor each is cannot be known; save it by name (torch.distributed.checkpoint.state_dict.get_state_dict)",
 					  o->okey, g, tpc_vkind_name(f->kind));
 		if (tpc_value_get(seen, f->str))
-			return tpc_err_at(e, TPC_EINPUT, NULL, f->str, "optimizer state '%s': parameter '%s' is in two param groups", o->okey, f->str);
+			return tpc_err_at(e, TPC_EINPUT, NULL, f->str, "optimizer state '%s': the parameter is in two param groups", o->okey);
 		tpc_value *k = tpc_value_str(f->str, f->len), *one = tpc_value_int(1);
 		if (!k || !one || tpc_value_set(seen, k, one))
 			return tpc_err_nomem(e);
@@ -162,11 +162,16 @@ static int map_group(tpc_optim *o, const tpc_ckpt *ck, const tpc_value *st, tpc_
 		o->np++;
 		if ((p->param = find_param(o, ck, f->str, e)) == -2)
 			return tpc_err_nomem(e);
-		if (p->param < 0)
-			return tpc_err_at(e, TPC_EINPUT, NULL, f->str,
-					  "optimizer state of '%s': its parameter '%s%s' is not in the checkpoint%s", f->str,
+		if (p->param < 0) {
+			char where[512];
+			if (ps)
+				snprintf(where, sizeof(where), "%s.state.%s", o->okey, f->str);
+			else
+				snprintf(where, sizeof(where), "%s.param_groups.%d.params", o->okey, g);
+			return tpc_err_at(e, TPC_EINPUT, NULL, where, "its parameter '%s%s' is not in the checkpoint%s",
 					  o->prefix ? o->prefix : "", f->str,
 					  o->prefix ? "" : " (looked under each top-level key and at the top level)");
+		}
 		if (!ps)
 			continue; /* never stepped: torch keeps no state for it */
 		if (!is_dict(ps))
@@ -223,9 +228,11 @@ int tpc_optim_map(tpc_optim *o, const tpc_ckpt *ck, tpc_err *e)
 			ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL,
 					 "optimizer state '%s' is keyed by parameter number (%s), so which tensor each is cannot be known; save it by name (torch.distributed.checkpoint.state_dict.get_state_dict)",
 					 o->okey, tpc_vkind_name(k->kind));
-		else if (!tpc_value_get(seen, k->str))
-			ret = tpc_err_at(e, TPC_EINPUT, NULL, k->str, "optimizer state '%s.state.%s' belongs to no param group",
-					 o->okey, k->str);
+		else if (!tpc_value_get(seen, k->str)) {
+			char where[512];
+			snprintf(where, sizeof(where), "%s.state.%s", o->okey, k->str);
+			ret = tpc_err_at(e, TPC_EINPUT, NULL, where, "belongs to no param group (no group's params names '%s')", k->str);
+		}
 	}
 out:
 	tpc_value_unref(seen);
