@@ -25,7 +25,13 @@ tests/interop/chroot.sh; not in `make test`).
         {"loss3": ..., "loss4": ..., "hash": sha256 of every parameter after step 3}.
     python3 make_optim.py resume-pt MODEL.safetensors OPTIMIZER.pt OUT.json
         the same in one process without FSDP: the model from safetensors, AdamW
-        restored with load_state_dict(torch.load(OPTIMIZER.pt)) as HF Trainer does.
+        restored with load_state_dict(torch.load(OPTIMIZER.pt, weights_only=True));
+        OPTIMIZER.pt "none": a fresh AdamW (the control: what losing the state costs).
+    python3 make_optim.py trainer CKPT_DIR NAMES.json OUT.json
+        transformers' Trainer (LlamaForCausalLM of the same shape, its own
+        optimizer and param groups) loads CKPT_DIR/optimizer.pt the way it resumes
+        (_load_optimizer_and_scheduler; scheduler.pt is made for it); OUT.json lists
+        the parameters whose state is not the tagged fixture's own.
 """
 import hashlib
 import json
@@ -255,7 +261,8 @@ def resume_pt(model_path, opt_path, out):
           for k, v in sd.items()}
     model.load_state_dict(sd, strict=True)
     opt = make_opt(model)
-    opt.load_state_dict(torch.load(opt_path, weights_only=True))
+    if opt_path != "none":
+        opt.load_state_dict(torch.load(opt_path, weights_only=True))
     loss3 = loss_of(model, 3, 0, 1)
     loss3.backward()
     opt.step()
@@ -264,6 +271,34 @@ def resume_pt(model_path, opt_path, out):
         loss4 = loss_of(model, 4, 0, 1).item()
     with open(out, "w") as f:
         json.dump({"loss3": loss3.item(), "loss4": loss4, "hash3": param_hash(model), "world": 1}, f, indent=1)
+
+
+def trainer(ckpt, names_path, out):
+    import tempfile
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=I, num_hidden_layers=L, num_attention_heads=NH,
+                      num_key_value_heads=NKV, head_dim=HD, tie_word_embeddings=False, rms_norm_eps=1e-5)
+    model = LlamaForCausalLM(cfg)
+    with tempfile.TemporaryDirectory() as td:
+        args = TrainingArguments(output_dir=td, learning_rate=LR, weight_decay=WD, adam_beta1=BETAS[0],
+                                 adam_beta2=BETAS[1], adam_epsilon=EPS, report_to=[], use_cpu=True)
+        tr = Trainer(model=model, args=args)
+        tr.create_optimizer_and_scheduler(num_training_steps=10)
+        torch.save(tr.lr_scheduler.state_dict(), os.path.join(ckpt, "scheduler.pt"))
+        tr._load_optimizer_and_scheduler(ckpt)
+    names = json.load(open(names_path))
+    tag_of = {n: k for k, n in enumerate(names["named_parameters"])}
+    bad, n = [], 0
+    for nm, p in model.named_parameters():
+        n += 1
+        st, k = tr.optimizer.state.get(p), tag_of.get(nm, -1)
+        want = (torch.arange(p.numel(), dtype=torch.float64) + k * 10000).reshape(p.shape)
+        if st is None or k < 0 or not torch.equal(st["exp_avg"].double(), want) or \
+                not torch.equal(st["exp_avg_sq"].double(), want + 1e6) or float(st["step"]) != 100 + k:
+            bad.append(nm)
+    with open(out, "w") as f:
+        json.dump({"bad": bad, "params": n, "optim": args.optim if isinstance(args.optim, str) else str(args.optim),
+                   "groups": [len(g["params"]) for g in tr.optimizer.param_groups]}, f, indent=1)
 
 
 def main():
@@ -279,6 +314,8 @@ def main():
         mp.spawn(resume_worker, args=(world, sys.argv[2], sys.argv[4], 29541), nprocs=world, join=True)
     elif sys.argv[1] == "resume-pt":
         resume_pt(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "trainer":
+        trainer(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         sys.exit("usage: make_optim.py gen OUTDIR | resume DIR WORLD OUT.json | resume-pt MODEL OPT OUT.json")
 
