@@ -18,6 +18,11 @@ tests/interop/chroot.sh; not in `make test`).
                          k * 10000 + i + 0.25, its exp_avg k * 10000 + i, its
                          exp_avg_sq 1e6 + k * 10000 + i (all exact in f32), step
                          100 + k; names.json lists the parameter names in order.
+    python3 make_optim.py gen-tp OUTDIR
+        optim_fsdp_tp/: the same model and steps on 4 processes under FSDP + TP
+        (a dp 2 x tp 2 mesh, as torchtitan composes them: q/k/v and gate/up
+        ColwiseParallel, o/down RowwiseParallel, then fully_shard on dp; the batch
+        split over dp), saved after step 2; losses.json as above.
     python3 make_optim.py resume DIR WORLD OUT.json
         WORLD gloo processes build the model fresh under FSDP2, load DIR (a DCP
         folder) through get_state_dict / dcp.load / set_state_dict, take step 3
@@ -58,9 +63,10 @@ class Attn(nn.Module):
 
     def forward(self, x, cos, sin):
         b, s, _ = x.shape
-        q = self.q_proj(x).view(b, s, NH, HD).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, NKV, HD).transpose(1, 2)
-        v = self.v_proj(x).view(b, s, NKV, HD).transpose(1, 2)
+        # -1: under tensor parallelism a rank holds heads / tp of them
+        q = self.q_proj(x).view(b, s, -1, HD).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, -1, HD).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, -1, HD).transpose(1, 2)
 
         def rot(t):
             t1, t2 = t[..., : HD // 2], t[..., HD // 2:]
@@ -69,7 +75,7 @@ class Attn(nn.Module):
         k = k.repeat_interleave(NH // NKV, dim=1)
         v = v.repeat_interleave(NH // NKV, dim=1)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o_proj(o.transpose(1, 2).reshape(b, s, NH * HD))
+        return self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
 
 
 class MLP(nn.Module):
@@ -150,6 +156,53 @@ def loss_of(model, step, rank, world):
     x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
     logits = model(x)
     return F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+
+
+def setup_tp(rank, world, port):
+    """FSDP + TP on a (dp 2, tp 2) mesh, as torchtitan composes them: q/k/v and
+    gate/up ColwiseParallel, o/down RowwiseParallel, then fully_shard on dp."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ["USE_LIBUV"] = "0"
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    torch.manual_seed(0)
+    model = Llama()
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh["tp"], plan)
+        fully_shard(layer, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model, make_opt(model), mesh
+
+
+def gen_tp_worker(rank, world, out, port):
+    """the batch split over dp only: tp ranks of one dp rank see the same rows"""
+    model, opt, mesh = setup_tp(rank, world, port)
+    dp = mesh.get_local_rank("dp")
+    losses = []
+    for s in (1, 2, 3):
+        loss = loss_of(model, s, dp, 2)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(global_loss(loss, world))
+        if s == 2:
+            save(model, opt, os.path.join(out, "optim_fsdp_tp"))
+    with torch.no_grad():
+        losses.append(global_loss(loss_of(model, 4, dp, 2), world))
+    h = param_hash(model)
+    if rank == 0:
+        with open(os.path.join(out, "optim_fsdp_tp", "losses.json"), "w") as f:
+            json.dump({"losses": losses, "hash3": h, "world": world, "mesh": "dp 2 x tp 2"}, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def setup(rank, world, port):
@@ -309,6 +362,10 @@ def main():
         out = sys.argv[2]
         os.makedirs(out, exist_ok=True)
         mp.spawn(gen_worker, args=(2, out, 29531), nprocs=2, join=True)
+    elif sys.argv[1] == "gen-tp":
+        out = sys.argv[2]
+        os.makedirs(out, exist_ok=True)
+        mp.spawn(gen_tp_worker, args=(4, out, 29551), nprocs=4, join=True)
     elif sys.argv[1] == "resume":
         world = int(sys.argv[3])
         mp.spawn(resume_worker, args=(world, sys.argv[2], sys.argv[4], 29541), nprocs=world, join=True)

@@ -17,6 +17,11 @@
 #   - optimizer.pt in one process (no FSDP: another reduction order) against
 #     the uninterrupted run: |loss difference| <= 1e-6 x loss (fp32: a few
 #     ulps), while a fresh optimizer (the state lost) misses by far more;
+#   - the same model trained under FSDP + TP (a dp 2 x tp 2 mesh: q/k/v, gate/up
+#     column-, o/down row-parallel, then fully_shard on dp; moments in 2-D
+#     boxes): tpconv's 4-process FSDP2 folder of it resumed on 4 processes is
+#     bit-equal to the original resumed there by torch; its optimizer.pt in one
+#     process within 1e-6 of the FSDP + TP run's step-4 loss;
 #   - transformers' Trainer loads tpconv's optimizer.pt of the tagged fixture
 #     (tests/data/dcp/optim_tagged) and every parameter gets its own state.
 # usage: optim.sh TPCONV SRCDIR   (TAP on stdout; TPCONV_INTEROP_KEEP=1 keeps the work folder)
@@ -45,6 +50,7 @@ inchroot() {
 }
 T=$W/tap
 mkdir -p "$T"
+inchroot gen-tp gen || bad "make_optim.py gen-tp" "$(tail -5 "$W/log")"
 inchroot gen gen || { tail -20 "$W/log" | sed 's/^/# /'; bad "make_optim.py gen"; done_testing; exit; }
 S=$W/gen/optim_fsdp2
 check "tpconv: the save to 4 and 2 processes, optimizer.pt, model.safetensors" sh -c "
@@ -52,11 +58,15 @@ check "tpconv: the save to 4 and 2 processes, optimizer.pt, model.safetensors" s
   '$TPCONV' convert '$S' --format dcp --dcp-ranks 2 --no-extras -o '$W/d2' -q &&
   '$TPCONV' convert '$S' --optimizer -o '$W/pt/optimizer.pt' -q &&
   '$TPCONV' convert '$S' --select model -o '$W/pt/model.safetensors' -q &&
-  '$TPCONV' convert '$SRC/tests/data/dcp/optim_tagged' --optimizer -o '$W/tagged/optimizer.pt' -q"
-for a in "gen/optim_fsdp2 4 orig4.json" "d4 4 d4.json" "d2 2 d2.json"; do
+  '$TPCONV' convert '$SRC/tests/data/dcp/optim_tagged' --optimizer -o '$W/tagged/optimizer.pt' -q &&
+  '$TPCONV' convert '$W/gen/optim_fsdp_tp' --format dcp --dcp-ranks 4 --no-extras -o '$W/tp4' -q &&
+  '$TPCONV' convert '$W/gen/optim_fsdp_tp' --optimizer -o '$W/tppt/optimizer.pt' -q &&
+  '$TPCONV' convert '$W/gen/optim_fsdp_tp' --select model -o '$W/tppt/model.safetensors' -q"
+for a in "gen/optim_fsdp2 4 orig4.json" "d4 4 d4.json" "d2 2 d2.json" "gen/optim_fsdp_tp 4 tporig4.json" "tp4 4 tp4.json"; do
 	inchroot resume $a || bad "resume $a" "$(tail -5 "$W/log")"
 done
 inchroot resume-pt pt/model.safetensors pt/optimizer.pt pt.json || bad "resume-pt" "$(tail -5 "$W/log")"
+inchroot resume-pt tppt/model.safetensors tppt/optimizer.pt tppt.json || bad "resume-pt fsdp+tp" "$(tail -5 "$W/log")"
 inchroot resume-pt pt/model.safetensors none fresh.json || bad "resume-pt none" "$(tail -5 "$W/log")"
 cp "$SRC/tests/data/dcp/optim_tagged/names.json" "$W/tagged/"
 inchroot trainer tagged tagged/names.json trainer.json || bad "trainer" "$(tail -5 "$W/log")"
@@ -89,6 +99,15 @@ dpt, dfr = abs(pt["loss4"] - run["losses"][3]), abs(fr["loss4"] - run["losses"][
 tap(dpt <= 1e-6 * run["losses"][3] and dfr > 100 * max(dpt, 1e-7),
     "optimizer.pt in torch.optim.AdamW (1 process): step 4 loss within 1e-6 relative of the run's (%.2g), a fresh optimizer misses by %.2g" % (dpt, dfr),
     (pt, fr))
+tp = j("gen/optim_fsdp_tp/losses.json")
+t4, to4, tpt = j("tp4.json"), j("tporig4.json"), j("tppt.json")
+print("# FSDP + TP run (dp 2 x tp 2): loss3 %.9g loss4 %.9g" % tuple(tp["losses"][2:4]))
+for name, r in (("FSDP+TP save, torch, on 4", to4), ("tpconv of it, dcp-ranks 4", t4), ("its optimizer.pt, 1 process", tpt)):
+    print("# %-26s loss3 %.9g loss4 %.9g  d(loss4) %+.3g" % (name, r["loss3"], r["loss4"], r["loss4"] - tp["losses"][3]))
+tap((t4["loss3"], t4["loss4"], t4["hash3"]) == (to4["loss3"], to4["loss4"], to4["hash3"]),
+    "FSDP + TP save: tpconv's 4-process folder resumed on 4 FSDP2 processes bit-equal to torch resharding the original", (t4, to4))
+tap(abs(tpt["loss4"] - tp["losses"][3]) <= 1e-6 * tp["losses"][3],
+    "FSDP + TP save: its optimizer.pt (1 process) within 1e-6 relative of the FSDP + TP run's step-4 loss (%.2g)" % abs(tpt["loss4"] - tp["losses"][3]), tpt)
 tap(not tr["bad"] and tr["params"] == 21 and tr["groups"] == [16, 5],
     "transformers' Trainer (%s) resumes tpconv's optimizer.pt: each of 21 parameters gets its own tagged state" % tr["optim"], tr)
 PY
