@@ -261,7 +261,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		case O_OUTTYPE: c->wo.outtype = optarg; break;
 		case O_GGUF_NAMES: c->gguf_names = true; break;
 		case O_GGUF_PRE: c->wo.gguf_pre = optarg; break;
-		case O_OPTIMIZER: c->optimizer = true; break;
+		case O_OPTIMIZER: c->optimizer = true; c->flags |= TPC_CLI_IN_OPTIMIZER; break;
 		case O_DCP_RANKS: {
 			char *end;
 			errno = 0;

@@ -501,7 +501,7 @@ static int parse_args(insp *x, int argc, char **argv)
 			x->hash = true;
 			break;
 		case 'g': x->globals = true; break;
-		case 'O': x->optimizer = true; break;
+		case 'O': x->optimizer = true; x->flags |= TPC_CLI_IN_OPTIMIZER; break;
 		case 'S': x->flags |= TPC_CLI_IN_STRICT; break;
 		case 'D': x->flags |= TPC_CLI_IN_DEQUANTIZE; x->dequant = true; break;
 		case 'q': tpc_cli_verbose = -1; break;

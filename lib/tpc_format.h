@@ -53,6 +53,10 @@ enum {
 	TPC_OPEN_HF_NAMES = 1u << 2,   /* a format with its own tensor names (GGUF) gives the
 					* Hugging Face names and layout its model had; a tensor
 					* without one is refused by name */
+	TPC_OPEN_OPTIMIZER = 1u << 3,  /* a format that keeps the optimizer state apart (DeepSpeed
+	                                  ZeRO) gives it too, as get_state_dict shapes it: the tree's
+	                                  "optim" {"state": {NAME: {exp_avg, exp_avg_sq, step}},
+	                                  "param_groups": [..., "params": [NAME...]]} (tpc_optim.h) */
 };
 
 typedef struct tpc_open_opts {
