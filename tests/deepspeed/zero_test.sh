@@ -56,6 +56,30 @@ for case in "1 2" "2 1" "2 3" "2 4" "3 1" "3 3" "3 4" "3 8"; do
     bad "stage $st world $ws: convert torch" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -3)"
 done
 
+# the optimizer state (convert --optimizer): each moment cut from its parameter's
+# elements of the flat partitions, as torch.optim's state_dict, loaded by AdamW
+oargs=
+for case in "2 3" "3 4"; do
+  set -- $case; C=$T/z$1-$2
+  mkdir -p "$T/opt$1-$2"
+  run "$TPCONV" convert "$C" --optimizer -o "$T/opt$1-$2/optimizer.pt" -q
+  [ "$rc" = 0 ] && oargs="$oargs $T/opt$1-$2/optimizer.pt:$(($1 * 10 + $2))" || bad "stage $1 world $2: convert --optimizer: exit $rc" "$(cat "$T/err")"
+done
+if [ -n "$oargs" ]; then
+  $PY "$Z/zero_optim_check.py" $oargs >"$T/py" 2>&1
+  while IFS= read -r l; do
+    case $l in
+      "ok "*) ok "${l#ok * - }" ;;
+      "not ok "*) bad "${l#not ok * - }" ;;
+      *) diag "${l#\# }" ;;
+    esac
+  done <"$T/py"
+fi
+run "$TPCONV" inspect --optimizer "$T/z3-4"
+[ "$rc" = 0 ] && grep -qx "# optimizer state 'optim': 19 parameters in 1 param group, 38 moments shaped as their parameters (element for element), 19 scalars, 0 values; state keys exp_avg, exp_avg_sq, step" "$T/out" &&
+  grep -q "^# \\[18\\] model.norm.weight F32 \\[20\\] (group 0): exp_avg F32, exp_avg_sq F32, step F32 \\[\\]" "$T/out" &&
+  ok "stage 3: inspect --optimizer ties 38 moments to their parameters" || bad "stage 3: inspect --optimizer" "$(grep optim "$T/out" | head -3; cat "$T/err")"
+
 # merge (a sharded training save consolidates like a set), the tag folder itself,
 # and a shard set straight from the ZeRO folder that merges back and verifies
 C=$T/z3-4
