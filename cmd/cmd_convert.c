@@ -58,7 +58,9 @@ static const char *help =
 	"                           torch.optim.Optimizer.state_dict() gives it, to a torch\n"
 	"                           file OUT (optimizer.pt, what the HF Trainer and\n"
 	"                           load_state_dict read): state by parameter number in\n"
-	"                           param_groups order, each group's hyper-parameters\n"
+	"                           param_groups order, each group's hyper-parameters; with\n"
+	"                           --format dcp, a DCP folder of the model and that state as\n"
+	"                           get_state_dict names them (model.NAME, optim.state.NAME.*)\n"
 	"  --dcp-ranks N            --format dcp: write the chunks N processes of an FSDP2 mesh\n"
 	"                           hold (every tensor Shard(0) as torch.chunk cuts it, a\n"
 	"                           parameter's moments cut as it is) into __R_0.distcp, R < N\n"
@@ -318,8 +320,9 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 		return tpc_cli_usage("convert", "--dcp-ranks goes with a DCP output (--format dcp)");
 	if (c->optimizer && (rm->rules || c->dequant || c->nlora || c->set.select))
 		return tpc_cli_usage("convert", "--optimizer writes the optimizer state as it was saved: no rename rules, --dequantize, --lora or --select");
-	if (c->optimizer && !rm->dry_run && (!c->outf || strcmp(c->outf->name, "torch") || c->sharded))
-		return tpc_cli_usage("convert", "--optimizer writes torch.optim's state_dict: a torch file (OUT ending in .pt, or --format torch)");
+	if (c->optimizer && !rm->dry_run && (!c->outf || (strcmp(c->outf->name, "torch") && strcmp(c->outf->name, "dcp")) ||
+					      (c->sharded && strcmp(c->outf->name, "dcp"))))
+		return tpc_cli_usage("convert", "--optimizer writes torch.optim's state_dict (a torch file: OUT ending in .pt, or --format torch) or a DCP folder with the model (--format dcp)");
 	if ((c->wo.outtype || c->wo.gguf_pre) && !rm->dry_run && strcmp(c->outf->name, "gguf"))
 		return tpc_cli_usage("convert", "%s goes with a GGUF output", c->wo.outtype ? "--outtype" : "--gguf-pre");
 	/* An output inside the folder of an input shard set (a folder, or the
@@ -454,8 +457,9 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if ((ret = open_input(&c, rm, &in, &ndq)))
 		goto out;
 	/* optimizer state goes out tied to its parameters, or not at all */
-	if (in.have_ck && (c.optimizer || (c.outf && !strcmp(c.outf->name, "dcp"))) &&
-	    ((ret = optimizer(&c, in.view, c.optimizer && !rm->dry_run)) || c.optimizer))
+	bool dcp_out = c.outf && !strcmp(c.outf->name, "dcp");
+	if (in.have_ck && (c.optimizer || dcp_out) &&
+	    ((ret = optimizer(&c, in.view, c.optimizer && !dcp_out && !rm->dry_run)) || (c.optimizer && !dcp_out)))
 		goto out;
 	if (rm->dry_run)
 		goto out;

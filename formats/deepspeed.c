@@ -639,7 +639,9 @@ static int tree_param(zero *z, const tpc_value *g, size_t gi, const tpc_value *f
 			if (!(g->keys[k]->kind == TPC_V_STR && !strcmp(g->keys[k]->str, "params")))
 				bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
 		bad = bad || tpc_value_set(d, tpc_value_str("params", 6), o->names);
-		bad = bad || tpc_value_append(o->groups, d);
+		/* keyed 0, 1, ...: DCP walks the groups as torch 2.x's flatten does
+		 * (optim.param_groups.0.lr ...), as its reader gives them back */
+		bad = bad || tpc_value_set(o->groups, tpc_value_int((int64_t)gi), d);
 		return bad ? tpc_err_nomem(e) : 0;
 	}
 	tpc_value *sd = tpc_value_new(TPC_V_DICT);
@@ -671,20 +673,30 @@ static int add_optim_tensors(zero *z, const tpc_value *shapes, pieces *p, tpc_er
 	return ret ? ret : each_param(z, shapes, add_step, NULL, e);
 }
 
-/* The tree: every model tensor under its name, "optim" beside them. */
+/* The tree get_state_dict saves: {"model": {NAME: tensor}, "optim": ...},
+ * the model's tensors renamed model.NAME as DCP flattens them (so a DCP
+ * folder written from it is what FSDP2 loads by the same names). */
 static int add_optim_tree(zero *z, const tpc_value *shapes, tpc_err *e)
 {
-	otree o = {tpc_value_new(TPC_V_DICT), tpc_value_new(TPC_V_LIST), NULL};
-	tpc_value *root = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
-	int ret = !o.state || !o.groups || !root || !opt ? tpc_err_nomem(e) : 0;
-	for (size_t i = 0; i < z->ck->n && !ret; i++)
-		if (strncmp(z->ck->t[i].name, "optim.state.", 12) &&
-		    tpc_value_set(root, tpc_value_str(z->ck->t[i].name, strlen(z->ck->t[i].name)), tpc_value_tensor((int64_t)i)))
+	otree o = {tpc_value_new(TPC_V_DICT), tpc_value_new(TPC_V_DICT), NULL};
+	tpc_value *root = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT);
+	int ret = !o.state || !o.groups || !root || !opt || !model ? tpc_err_nomem(e) : 0;
+	for (size_t i = 0; i < z->ck->n && !ret; i++) {
+		char nb[1024];
+		const char *nm = z->ck->t[i].name;
+		if (!strncmp(nm, "optim.state.", 12))
+			continue;
+		if (tpc_value_set(model, tpc_value_str(nm, strlen(nm)), tpc_value_tensor((int64_t)i)))
 			ret = tpc_err_nomem(e);
+		snprintf(nb, sizeof(nb), "model.%s", nm);
+		if (!ret)
+			ret = tpc_ckpt_rename(z->ck, (int64_t)i, nb, e);
+	}
 	if (!ret)
 		ret = each_param(z, shapes, tree_param, &o, e);
 	if (!ret && (tpc_value_set(opt, tpc_value_str("state", 5), tpc_value_ref(o.state)) ||
 		     tpc_value_set(opt, tpc_value_str("param_groups", 12), tpc_value_ref(o.groups)) ||
+		     tpc_value_set(root, tpc_value_str("model", 5), tpc_value_ref(model)) ||
 		     tpc_value_set(root, tpc_value_str("optim", 5), tpc_value_ref(opt))))
 		ret = tpc_err_nomem(e);
 	if (!ret) {
@@ -694,6 +706,7 @@ static int add_optim_tree(zero *z, const tpc_value *shapes, tpc_err *e)
 	}
 	tpc_value_unref(root);
 	tpc_value_unref(opt);
+	tpc_value_unref(model);
 	tpc_value_unref(o.state);
 	tpc_value_unref(o.groups);
 	return ret;

@@ -54,9 +54,11 @@ enum {
 					* Hugging Face names and layout its model had; a tensor
 					* without one is refused by name */
 	TPC_OPEN_OPTIMIZER = 1u << 3,  /* a format that keeps the optimizer state apart (DeepSpeed
-	                                  ZeRO) gives it too, as get_state_dict shapes it: the tree's
-	                                  "optim" {"state": {NAME: {exp_avg, exp_avg_sq, step}},
-	                                  "param_groups": [..., "params": [NAME...]]} (tpc_optim.h) */
+	                                  ZeRO) gives it too, as get_state_dict shapes it: the tree
+	                                  {"model": {NAME: t}, "optim": {"state": {NAME: {exp_avg,
+	                                  exp_avg_sq, step}}, "param_groups": {0: {..., "params":
+	                                  [NAME...]}}}}, tensors named model.NAME, optim.state.NAME.KEY
+	                                  (tpc_optim.h) */
 };
 
 typedef struct tpc_open_opts {

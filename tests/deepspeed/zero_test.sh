@@ -75,9 +75,18 @@ if [ -n "$oargs" ]; then
     esac
   done <"$T/py"
 fi
+# into a DCP folder with the state (as get_state_dict names it): it reads back to the same optimizer.pt and model
+run "$TPCONV" convert "$T/z3-4" --optimizer --format dcp --dcp-ranks 3 --no-extras -o "$T/zd" -q
+r1=$rc
+run "$TPCONV" convert "$T/zd" --optimizer -o "$T/zdo/optimizer.pt" -q
+r2=$rc
+run "$TPCONV" convert "$T/zd" --select model -o "$T/zdm.safetensors" -q
+[ "$r1$r2$rc" = 000 ] && cmp -s "$T/zdo/optimizer.pt" "$T/opt3-4/optimizer.pt" && same "$T/zdm.safetensors" "$T/z3-4.ref.pt" &&
+  ok "stage 3: --optimizer --format dcp --dcp-ranks 3 (model.NAME, optim.state.NAME.*): reads back to the same optimizer.pt, byte for byte, and zero_to_fp32's model" ||
+  bad "stage 3: to dcp with the optimizer state: exit $r1 $r2 $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -5)"
 run "$TPCONV" inspect --optimizer "$T/z3-4"
 [ "$rc" = 0 ] && grep -qx "# optimizer state 'optim': 19 parameters in 1 param group, 38 moments shaped as their parameters (element for element), 19 scalars, 0 values; state keys exp_avg, exp_avg_sq, step" "$T/out" &&
-  grep -q "^# \\[18\\] model.norm.weight F32 \\[20\\] (group 0): exp_avg F32, exp_avg_sq F32, step F32 \\[\\]" "$T/out" &&
+  grep -q "^# \\[18\\] model.model.norm.weight F32 \\[20\\] (group 0): exp_avg F32, exp_avg_sq F32, step F32 \\[\\]" "$T/out" &&
   ok "stage 3: inspect --optimizer ties 38 moments to their parameters" || bad "stage 3: inspect --optimizer" "$(grep optim "$T/out" | head -3; cat "$T/err")"
 
 # merge (a sharded training save consolidates like a set), the tag folder itself,

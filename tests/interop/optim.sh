@@ -22,6 +22,11 @@
 #     boxes): tpconv's 4-process FSDP2 folder of it resumed on 4 processes is
 #     bit-equal to the original resumed there by torch; its optimizer.pt in one
 #     process within 1e-6 of the FSDP + TP run's step-4 loss;
+#   - DeepSpeed ZeRO-2 and ZeRO-3 folders (tests/deepspeed/make_zero.py, every
+#     moment derived from its own master element) converted with their Adam
+#     state to DCP folders load in torch through get_state_dict / dcp.load /
+#     set_state_dict (DeepSpeed's groups lack AdamW's other hyper-parameters:
+#     allow_partial_load), every moment on its own parameter's elements;
 #   - transformers' Trainer loads tpconv's optimizer.pt of the tagged fixture
 #     (tests/data/dcp/optim_tagged) and every parameter gets its own state.
 # usage: optim.sh TPCONV SRCDIR   (TAP on stdout; TPCONV_INTEROP_KEEP=1 keeps the work folder)
@@ -42,7 +47,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 interop_mount "$IROOT" || exit 4
-cp "$SRC/tests/dcp/make_optim.py" "$W/"
+cp "$SRC/tests/dcp/make_optim.py" "$SRC/tests/deepspeed/make_zero.py" "$SRC/tests/deepspeed/zero_dcp_load.py" "$W/"
+inpy() { # SCRIPT ARGS...: another script of the work folder, in the chroot
+	interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR="$CW" LANG=C.UTF-8 \
+		USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore \
+		sh -c "cd '$CW' && python3 $*" >>"$W/log" 2>&1
+}
 inchroot() {
 	interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR="$CW" LANG=C.UTF-8 \
 		USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error \
@@ -69,6 +79,13 @@ inchroot resume-pt pt/model.safetensors pt/optimizer.pt pt.json || bad "resume-p
 inchroot resume-pt tppt/model.safetensors tppt/optimizer.pt tppt.json || bad "resume-pt fsdp+tp" "$(tail -5 "$W/log")"
 inchroot resume-pt pt/model.safetensors none fresh.json || bad "resume-pt none" "$(tail -5 "$W/log")"
 cp "$SRC/tests/data/dcp/optim_tagged/names.json" "$W/tagged/"
+# ZeRO folders (Debian's torch on the host writes them), into DCP with their Adam state
+for z in "2 3 23 2" "3 4 34 4"; do
+	set -- $z
+	/usr/bin/python3 "$SRC/tests/deepspeed/make_zero.py" "$W/zero$1" --stage "$1" --world "$2" --seed "$3" >>"$W/log" 2>&1 &&
+		"$TPCONV" convert "$W/zero$1" --optimizer --format dcp --dcp-ranks "$4" --no-extras -o "$W/zdcp$1" -q 2>>"$W/log" &&
+		inpy zero_dcp_load.py "zdcp$1" "$3" "$1" "zero$1.json" || bad "ZeRO-$1 into DCP and loaded" "$(tail -5 "$W/log")"
+done
 inchroot trainer tagged tagged/names.json trainer.json || bad "trainer" "$(tail -5 "$W/log")"
 python3 - "$W" >"$W/py" 2>&1 <<'PY'
 import json, os, sys
@@ -108,6 +125,13 @@ tap((t4["loss3"], t4["loss4"], t4["hash3"]) == (to4["loss3"], to4["loss4"], to4[
     "FSDP + TP save: tpconv's 4-process folder resumed on 4 FSDP2 processes bit-equal to torch resharding the original", (t4, to4))
 tap(abs(tpt["loss4"] - tp["losses"][3]) <= 1e-6 * tp["losses"][3],
     "FSDP + TP save: its optimizer.pt (1 process) within 1e-6 relative of the FSDP + TP run's step-4 loss (%.2g)" % abs(tpt["loss4"] - tp["losses"][3]), tpt)
+for st in (2, 3):
+    try:
+        zr = j("zero%d.json" % st)
+        tap(not zr["bad"] and zr["trainable"] == 19,
+            "ZeRO-%d with its Adam state into DCP: torch loads it by get_state_dict's names, each of 19 parameters' moments and step its own, weights equal" % st, zr)
+    except Exception as ex:
+        tap(False, "ZeRO-%d into DCP" % st, repr(ex))
 tap(not tr["bad"] and tr["params"] == 21 and tr["groups"] == [16, 5],
     "transformers' Trainer (%s) resumes tpconv's optimizer.pt: each of 21 parameters gets its own tagged state" % tr["optim"], tr)
 PY
