@@ -402,7 +402,7 @@ static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc
 /* The optimizer state of ck, tied to its parameters (refused by name when
  * it cannot be), or none; with `write`, written as torch.optim's state_dict
  * to c->out. 0 or the exit status (said). */
-static int optimizer(conv *c, const tpc_ckpt *ck, bool write)
+static int optimizer(conv *c, const tpc_ckpt *ck, bool write, bool renamed)
 {
 	tpc_optim o;
 	tpc_ckpt oc;
@@ -412,6 +412,8 @@ static int optimizer(conv *c, const tpc_ckpt *ck, bool write)
 	tpc_ckpt_init(&oc);
 	if (tpc_optim_map(&o, ck, &e)) {
 		tpc_err_path(&e, c->in);
+		if (renamed)
+			tpc_cli_warn("rename rules ran first: the optimizer state keeps the names it was saved with; the model alone: --select model");
 		return tpc_cli_fail(&e);
 	}
 	if (!o.okey) {
@@ -459,7 +461,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	/* optimizer state goes out tied to its parameters, or not at all */
 	bool dcp_out = c.outf && !strcmp(c.outf->name, "dcp");
 	if (in.have_ck && (c.optimizer || dcp_out) &&
-	    ((ret = optimizer(&c, in.view, c.optimizer && !dcp_out && !rm->dry_run)) || (c.optimizer && !dcp_out)))
+	    ((ret = optimizer(&c, in.view, c.optimizer && !dcp_out && !rm->dry_run, rm->rules != NULL)) ||
+	     (c.optimizer && !dcp_out)))
 		goto out;
 	if (rm->dry_run)
 		goto out;

@@ -78,6 +78,9 @@ hostile rename:optim.state.model.norm.weight.exp_avg=optim.state.model.gone.weig
 run "$TPCONV" inspect "$T/h"
 [ "$rc" = 0 ] && grep -q "^tpconv: warning: the optimizer state is not tied to the parameters: tensor 'optim.state.model.gone.weight'" "$T/err" &&
   ok "inspect without --optimizer lists such a save with a warning" || bad "inspect warning: exit $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$D" --format dcp -o "$T/renamed" --rename 'model.model.norm.weight=model.model.final_norm.weight'
+[ "$rc" = 3 ] && grep -q "rename rules ran first: the optimizer state keeps the names it was saved with" "$T/err" && [ ! -e "$T/renamed/.metadata" ] &&
+  ok "rename rules that part a parameter from its state: refused (exit 3), with why" || bad "rename: exit $rc" "$(cat "$T/err")"
 run "$TPCONV" convert "$SRC/tests/data/dcp/fsdp2" --optimizer -o "$T/none.pt"
 [ "$rc" = 3 ] && grep -q "holds no optimizer state" "$T/err" && ok "--optimizer on a save without optimizer state: exit 3" || bad "no state: exit $rc" "$(cat "$T/err")"
 run "$TPCONV" convert "$D" --optimizer -o "$T/o.safetensors"
