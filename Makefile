@@ -7,7 +7,7 @@ PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcm
        python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev \
        libxxhash-dev libssl-dev xxhash python3-xxhash libopenblas-openmp-dev
 
-.PHONY: all deps build build-san demo test test-fast test-slow bench fuzz interop clean
+.PHONY: all deps build build-san demo test test-fast test-slow bench fuzz interop interop-optim clean
 
 all: build
 
@@ -86,6 +86,10 @@ INTEROP_ROOT ?= /var/cache/tpconv-interop/forky
 # FAMILIES="olmo2 granite": only those (the report in /tmp/tpconv-interop-results.md)
 interop: build
 	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) TPCONV_INTEROP_FAMILIES="$(FAMILIES)" ./tests/interop/run.sh $(BUILD)/cmd/tpconv .
+# optimizer state resumed in torch 2.14 (FSDP2 on 2 and 4 gloo processes, AdamW, the
+# HF Trainer) from tpconv's DCP and optimizer.pt outputs (tests/interop/optim.sh; TAP)
+interop-optim: build
+	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/interop/optim.sh $(BUILD)/cmd/tpconv .
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

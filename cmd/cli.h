@@ -287,6 +287,7 @@ enum {
 					  * (TPC_OPEN_STRICT); refused on a set (exit 2) */
 	TPC_CLI_IN_RANK0 = 1u << 9,      /* a set without a manifest and no plan to merge it with:
 					  * rank 0's file as it is (inspect), in->rank0 its path */
+	TPC_CLI_IN_OPTIMIZER = 1u << 10, /* the optimizer state too (TPC_OPEN_OPTIMIZER) */
 };
 typedef struct tpc_cli_input {
 	const char *path;

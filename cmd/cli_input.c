@@ -420,6 +420,8 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 		oo.flags |= TPC_OPEN_HF_NAMES;
 	if (flags & TPC_CLI_IN_STRICT)
 		oo.flags |= TPC_OPEN_STRICT;
+	if (flags & TPC_CLI_IN_OPTIMIZER)
+		oo.flags |= TPC_OPEN_OPTIMIZER;
 	if (in->kind != TPC_SET_NONE || (flags & TPC_CLI_IN_SET)) {
 		ret = open_set(in, cmd, set, flags, lay, &oo, e);
 		goto out;

@@ -1,4 +1,5 @@
 /* cmd_convert.c - `tpconv convert IN -o OUT`. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "tpc_extras.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
+#include "tpc_optim.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
@@ -50,6 +52,18 @@ static const char *help =
 	"  --gguf-pre NAME          GGUF output of a BPE tokenizer: tokenizer.ggml.pre (default:\n"
 	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
+	"  --optimizer              write the optimizer state of IN (a DCP save's optim, a\n"
+	"                           DeepSpeed ZeRO 1/2/3 folder's Adam state; each moment tied\n"
+	"                           to its parameter, element for element) as\n"
+	"                           torch.optim.Optimizer.state_dict() gives it, to a torch\n"
+	"                           file OUT (optimizer.pt, what the HF Trainer and\n"
+	"                           load_state_dict read): state by parameter number in\n"
+	"                           param_groups order, each group's hyper-parameters; with\n"
+	"                           --format dcp, a DCP folder of the model and that state as\n"
+	"                           get_state_dict names them (model.NAME, optim.state.NAME.*)\n"
+	"  --dcp-ranks N            --format dcp: write the chunks N processes of an FSDP2 mesh\n"
+	"                           hold (every tensor Shard(0) as torch.chunk cuts it, a\n"
+	"                           parameter's moments cut as it is) into __R_0.distcp, R < N\n"
 	"  --preset NAME, --plan FILE, --tp N, --pp M\n"
 	"                           the plan and degrees of a shard set without a manifest\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
@@ -97,7 +111,7 @@ static void print_help(void)
 	free(formats);
 }
 
-enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE };
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS };
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -215,7 +229,7 @@ typedef struct conv {
 	tpc_cli_set set;           /* --preset/--plan/--tp/--pp of a set, --select */
 	tpc_write_opts wo;
 	unsigned flags;            /* TPC_CLI_IN_* */
-	bool force_progress, no_extras, dequant, gguf_names;
+	bool force_progress, no_extras, dequant, gguf_names, optimizer;
 	const char *lora[TPC_CLI_LORA_MAX]; /* --lora DIR[:W], in order */
 	int nlora;
 	const tpc_format *outf;
@@ -236,6 +250,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
 		{"gguf-pre", required_argument, NULL, O_GGUF_PRE}, {"lora", required_argument, NULL, O_LORA},
 		{"base", required_argument, NULL, O_BASE},
+		{"optimizer", no_argument, NULL, O_OPTIMIZER}, {"dcp-ranks", required_argument, NULL, O_DCP_RANKS},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	int ch, ret;
@@ -257,6 +272,16 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		case O_GGUF_NAMES: c->gguf_names = true; break;
 		case O_GGUF_PRE: c->wo.gguf_pre = optarg; break;
 		case O_BASE: c->base = optarg; break;
+		case O_OPTIMIZER: c->optimizer = true; c->flags |= TPC_CLI_IN_OPTIMIZER; break;
+		case O_DCP_RANKS: {
+			char *end;
+			errno = 0;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 65536)
+				return tpc_cli_usage("convert", "--dcp-ranks takes a number of processes from 1 to 65536, not '%s'", optarg);
+			c->wo.dcp_ranks = (int)v;
+			break;
+		}
 		case O_LORA:
 			if (c->nlora == TPC_CLI_LORA_MAX)
 				return tpc_cli_usage("convert", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
@@ -299,6 +324,13 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 	int us = tpc_cli_writer("convert", c->out, c->fmt_name, c->shard_arg != NULL, &c->wo, &c->outf, &c->sharded);
 	if (us)
 		return us;
+	if (c->wo.dcp_ranks && (!c->outf || strcmp(c->outf->name, "dcp")))
+		return tpc_cli_usage("convert", "--dcp-ranks goes with a DCP output (--format dcp)");
+	if (c->optimizer && (rm->rules || c->dequant || c->nlora || c->set.select))
+		return tpc_cli_usage("convert", "--optimizer writes the optimizer state as it was saved: no rename rules, --dequantize, --lora or --select");
+	if (c->optimizer && !rm->dry_run && (!c->outf || (strcmp(c->outf->name, "torch") && strcmp(c->outf->name, "dcp")) ||
+					      (c->sharded && strcmp(c->outf->name, "dcp"))))
+		return tpc_cli_usage("convert", "--optimizer writes torch.optim's state_dict (a torch file: OUT ending in .pt, or --format torch) or a DCP folder with the model (--format dcp)");
 	if ((c->wo.outtype || c->wo.gguf_pre) && !rm->dry_run && strcmp(c->outf->name, "gguf"))
 		return tpc_cli_usage("convert", "%s goes with a GGUF output", c->wo.outtype ? "--outtype" : "--gguf-pre");
 	/* An output inside the folder of an input shard set (a folder, or the
@@ -370,6 +402,55 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 	return 0;
 }
 
+static int write_ckpt(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
+{
+	return f->write(ctx, NULL, 0, out, wo, e);
+}
+
+/* The optimizer state of ck, tied to its parameters (refused by name when
+ * it cannot be), or none; with `write`, written as torch.optim's state_dict
+ * to c->out. 0 or the exit status (said). */
+static int optimizer(conv *c, const tpc_ckpt *ck, bool write, bool renamed)
+{
+	tpc_optim o;
+	tpc_ckpt oc;
+	tpc_err e;
+	int ret = 0;
+	tpc_err_init(&e);
+	tpc_ckpt_init(&oc);
+	if (tpc_optim_map(&o, ck, &e)) {
+		tpc_err_path(&e, c->in);
+		if (renamed)
+			tpc_cli_warn("rename rules ran first: the optimizer state keeps the names it was saved with; the model alone: --select model");
+		return tpc_cli_fail(&e);
+	}
+	if (!o.okey) {
+		if (write) {
+			tpc_err_at(&e, TPC_EINPUT, c->in, NULL, "holds no optimizer state (a top-level key with 'state' and 'param_groups', as get_state_dict saves it)");
+			ret = tpc_cli_fail(&e);
+		}
+		goto out;
+	}
+	tpc_cli_info("optimizer state '%s': %zu parameters in %zu param groups, %zu moments tied to their parameters",
+		     o.okey, o.np, o.ng, o.nmoments);
+	if (!write)
+		goto out;
+	if (tpc_optim_torch(&o, ck, &oc, &e)) {
+		ret = tpc_cli_fail(&e);
+		goto out;
+	}
+	size_t kept = 0;
+	bool go_on;
+	ret = tpc_cli_write_out("convert", write_ckpt, &oc, &oc, c->outf, false, c->out, &c->wo, c->force_progress, &kept,
+				&go_on);
+	if (!ret && go_on)
+		tpc_cli_info("wrote the optimizer state of %zu parameters (%zu tensors) to '%s'", o.np, oc.n, c->out);
+out:
+	tpc_ckpt_release(&oc);
+	tpc_optim_release(&o);
+	return ret;
+}
+
 static int convert(int argc, char **argv, tpc_cli_remap *rm)
 {
 	conv c;
@@ -384,14 +465,23 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if ((ret = parse_args(&c, argc, argv, rm)) >= 0)
 		return ret;
 	if (c.base) {
-		if (rm->dry_run || rm->rules || c.nlora || c.shard_arg || c.dequant || c.set.preset || c.set.plan_file)
+		if (rm->dry_run || rm->rules || c.nlora || c.shard_arg || c.dequant || c.set.preset || c.set.plan_file ||
+		    c.optimizer || c.wo.dcp_ranks)
 			return tpc_cli_usage("convert", "--base converts one LoRA adapter as it is: no --dry-run, --lora, "
-							"--max-shard-size, --dequantize, shard set or rename rules with it");
+							"--max-shard-size, --dequantize, --optimizer, --dcp-ranks, shard set or rename rules with it");
 		return tpc_cli_lora_gguf(c.in, c.out, c.base, &c.wo, c.flags & TPC_CLI_IN_STRICT);
 	}
 	if ((ret = check_output(&c, rm)) >= 0)
 		return ret;
-	if ((ret = open_input(&c, rm, &in, &ndq)) || rm->dry_run)
+	if ((ret = open_input(&c, rm, &in, &ndq)))
+		goto out;
+	/* optimizer state goes out tied to its parameters, or not at all */
+	bool dcp_out = c.outf && !strcmp(c.outf->name, "dcp");
+	if (in.have_ck && (c.optimizer || dcp_out) &&
+	    ((ret = optimizer(&c, in.view, c.optimizer && !dcp_out && !rm->dry_run, rm->rules != NULL)) ||
+	     (c.optimizer && !dcp_out)))
+		goto out;
+	if (rm->dry_run)
 		goto out;
 	if (!c.no_extras && !c.gguf_names && c.sharded && (ret = make_hf_tokenizer(in.view, tok, &ntok)))
 		goto out;

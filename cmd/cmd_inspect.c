@@ -9,6 +9,7 @@
 #include "tpc_format.h"
 #include "tpc_ggml.h"
 #include "tpc_lora_nemo.h"
+#include "tpc_optim.h"
 #include "tpc_shard.h"
 #include "tpc_util.h"
 
@@ -27,6 +28,10 @@ static const char *help =
 	"  --checksum ALG   --hash with ALG: sha256 (the default) or xxh3-128 (what\n"
 	"                   a shard set's manifest holds by default; much faster)\n"
 	"  --select PATH    only the subtree PATH of a nested checkpoint (e.g. ema_model)\n"
+	"  --optimizer      the optimizer state (a DCP save's optim, a DeepSpeed ZeRO\n"
+	"                   folder's Adam state: exp_avg, exp_avg_sq, step, param_groups)\n"
+	"                   one line per parameter, each state entry\n"
+	"                   tied to its parameter; one that cannot be tied is an error (exit 3)\n"
 	"  --preset NAME, --plan FILE, --tp N, --pp M, --config FILE, --heads N,\n"
 	"  --kv-heads N, --head-dim N, --hidden N, --vocab N\n"
 	"                   a shard set without a tpconv manifest, merged as merge does\n"
@@ -184,7 +189,9 @@ static size_t leaf_parts(const tpc_tensor *t)
  * set's rank 0), and the lines that say what the input was. */
 typedef struct insp {
 	const char *path;
-	bool json, hash, globals, dequant;
+	bool json, hash, globals, dequant, optimizer;
+	tpc_optim opt;             /* the optimizer state mapped to its parameters */
+	tpc_buf opt_text;
 	tpc_hash_alg halg;
 	unsigned flags;            /* TPC_CLI_IN_* */
 	tpc_cli_set set;           /* --preset/--plan/--tp/--pp/facts of a set, --select */
@@ -282,6 +289,11 @@ static void header(insp *x, tpc_buf *out)
 			tpc_buf_json_str(out, ck->about, strlen(ck->about), false);
 			tpc_buf_addc(out, ',');
 		}
+		if (x->opt_text.len) {
+			tpc_buf_adds(out, "\"optimizer\":");
+			tpc_buf_json_str(out, x->opt_text.p, x->opt_text.len, false);
+			tpc_buf_addc(out, ',');
+		}
 		tpc_buf_adds(out, "\"metadata\":{");
 		for (size_t i = 0; i < ck->nmeta; i++) {
 			if (i)
@@ -318,8 +330,43 @@ static void header(insp *x, tpc_buf *out)
 		printf("# %.*s\n", len, a);
 		a += len + (nl ? 1 : 0);
 	}
+	for (const char *a = x->opt_text.len ? x->opt_text.p : NULL; a && *a;) {
+		const char *nl = strchr(a, '\n');
+		int len = nl ? (int)(nl - a) : (int)strlen(a);
+		char line[1024], safe[1024];
+		snprintf(line, sizeof(line), "%.*s", len, a);
+		tpc_sanitize(safe, sizeof(safe), line);
+		printf("# %s\n", safe);
+		a += len + (nl ? 1 : 0);
+	}
 	for (size_t i = 0; i < ck->nmeta; i++)
 		printf("# metadata %s = %s\n", ck->meta_k[i], ck->meta_v[i]);
+}
+
+/* The optimizer state, tied to its parameters: said in the header; one
+ * that cannot be tied is a warning, or with --optimizer an error. 0 or the
+ * exit status (said). */
+static int map_optimizer(insp *x)
+{
+	tpc_err e;
+	tpc_err_init(&e);
+	if (tpc_optim_map(&x->opt, x->ck, &e)) {
+		if (x->optimizer)
+			return tpc_cli_fail(&e);
+		char msg[1024];
+		tpc_err_format(&e, msg, sizeof(msg));
+		tpc_cli_warn("the optimizer state is not tied to the parameters: %s", msg);
+		return 0;
+	}
+	if (x->opt.okey)
+		tpc_optim_describe(&x->opt, x->ck, x->optimizer, &x->opt_text);
+	else if (x->optimizer)
+		tpc_cli_warn("'%s' holds no optimizer state (a top-level key with 'state' and 'param_groups')", x->path);
+	if (x->opt_text.oom) {
+		tpc_err_nomem(&e);
+		return tpc_cli_fail(&e);
+	}
+	return 0;
 }
 
 /* One tensor's line of the table: where its bytes come from, in a note. */
@@ -450,7 +497,7 @@ static int parse_args(insp *x, int argc, char **argv)
 		{"checksum", required_argument, NULL, 'C'},
 		{"globals", no_argument, NULL, 'g'}, TPC_CLI_SET_LONGOPTS,
 		{"strict", no_argument, NULL, 'S'}, {"quiet", no_argument, NULL, 'q'},
-		{"dequantize", no_argument, NULL, 'D'},
+		{"dequantize", no_argument, NULL, 'D'}, {"optimizer", no_argument, NULL, 'O'},
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	int c;
@@ -472,6 +519,7 @@ static int parse_args(insp *x, int argc, char **argv)
 			x->hash = true;
 			break;
 		case 'g': x->globals = true; break;
+		case 'O': x->optimizer = true; x->flags |= TPC_CLI_IN_OPTIMIZER; break;
 		case 'S': x->flags |= TPC_CLI_IN_STRICT; break;
 		case 'D': x->flags |= TPC_CLI_IN_DEQUANTIZE; x->dequant = true; break;
 		case 'q': tpc_cli_verbose = -1; break;
@@ -509,7 +557,7 @@ int cmd_inspect(int argc, char **argv)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
-	if ((ret = open_input(&x)))
+	if ((ret = open_input(&x)) || (ret = map_optimizer(&x)))
 		goto out;
 	for (size_t i = 0; i < x.ck->n; i++) {
 		const tpc_tensor *t = &x.ck->t[i];
@@ -540,6 +588,8 @@ int cmd_inspect(int argc, char **argv)
 out:
 	tpc_buf_release(&out);
 	tpc_value_unref(x.set.globals);
+	tpc_optim_release(&x.opt);
+	tpc_buf_release(&x.opt_text);
 	tpc_cli_input_release(&x.in);
 	return ret;
 }

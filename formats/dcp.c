@@ -536,23 +536,42 @@ static int wset(tpc_value *d, const char *k, tpc_value *v)
 
 #define META_MOD "torch.distributed.checkpoint.metadata"
 
-static tpc_value *tensor_md(const tpc_tensor *t)
+/* TensorStorageMetadata of t stored as the boxes [off, off + size) of c[0..n)
+ * along dim 0 (the other dims whole) */
+typedef struct wchunk {
+	size_t item;          /* index in the item list */
+	int rank;             /* the file: __rank_0.distcp */
+	int64_t off0, len0;   /* rows along dim 0 (ndim 0: 0, 0) */
+	int64_t sc;           /* the narrowed view's index in the scratch checkpoint, or -1: whole, from ck */
+	uint64_t foff, flen;  /* where the item lies in its file */
+} wchunk;
+
+static tpc_value *wbox(const tpc_tensor *t, const wchunk *c, bool sizes)
+{
+	int64_t v[TPC_MAX_NDIM];
+	for (int d = 0; d < t->ndim; d++)
+		v[d] = sizes ? (d || c->sc < 0 ? t->shape[d] : c->len0) : (d || c->sc < 0 ? 0 : c->off0);
+	return wsize(t->ndim, v, false);
+}
+
+static tpc_value *tensor_md(const tpc_tensor *t, const wchunk *c, size_t n)
 {
 	const char *tn = tpc_dtype_get(t->dtype)->torch;
 	tpc_value *props = tpc_value_new(TPC_V_TUPLE), *st = tpc_value_new(TPC_V_DICT), *chunks = tpc_value_new(TPC_V_LIST);
-	tpc_value *cst = tpc_value_new(TPC_V_DICT);
-	int bad = !props || !st || !chunks || !cst || !tn;
+	int bad = !props || !st || !chunks || !tn;
 	/* TensorProperties.__getstate__: (dtype, layout, requires_grad, memory_format, pin_memory) */
 	bad = bad || tpc_value_append(props, tpc_value_global("torch", tn ? tn : "?"));
 	bad = bad || tpc_value_append(props, wcall("torch.serialization", "_get_layout", tpc_value_str("torch.strided", 13)));
 	bad = bad || tpc_value_append(props, tpc_value_bool(0));
 	bad = bad || tpc_value_append(props, wcall(META_MOD, "_MEM_FORMAT_ENCODING", tpc_value_int(0)));
 	bad = bad || tpc_value_append(props, tpc_value_bool(0));
-	bad = bad || wset(cst, "offsets", wsize(t->ndim, t->shape, true));
-	bad = bad || wset(cst, "sizes", wsize(t->ndim, t->shape, false));
-	if (!bad) {
-		bad = tpc_value_append(chunks, wobj(META_MOD, "ChunkStorageMetadata", cst));
-		cst = NULL;
+	for (size_t k = 0; k < n && !bad; k++) {
+		tpc_value *cst = tpc_value_new(TPC_V_DICT);
+		bad = !cst || wset(cst, "offsets", wbox(t, &c[k], false)) || wset(cst, "sizes", wbox(t, &c[k], true));
+		if (bad)
+			tpc_value_unref(cst);
+		else
+			bad = tpc_value_append(chunks, wobj(META_MOD, "ChunkStorageMetadata", cst));
 	}
 	if (!bad) {
 		bad = wset(st, "properties", wobj(META_MOD, "TensorProperties", props));
@@ -565,7 +584,6 @@ static tpc_value *tensor_md(const tpc_tensor *t)
 	}
 	tpc_value_unref(props);
 	tpc_value_unref(chunks);
-	tpc_value_unref(cst);
 	if (bad) {
 		tpc_value_unref(st);
 		return NULL;
@@ -595,6 +613,150 @@ static int put_item(tpc_out *out, const tpc_ckpt *ck, int64_t i, const tpc_value
 	return ret;
 }
 
+/* The chunks of every item, in item order. Without ranks (or ranks 1),
+ * each item whole in __0_0.distcp. With ranks N, what N processes holding
+ * every tensor Shard(0) on a 1-D mesh save (FSDP2's fully_shard; DTensor's
+ * Shard._split_tensor cuts as torch.chunk does: ceil(rows / N) rows each,
+ * the last ranks shorter or empty, an empty piece not saved): rank r's rows
+ * in __r_0.distcp, each a view in sc; scalars, empty tensors and bytes items
+ * whole on rank 0 (the one copy torch's dedup_save_plans keeps of a
+ * replicated item). A parameter and its moments have one shape, so they are
+ * cut alike. */
+static int plan_chunks(const tpc_ckpt *ck, const wlist *l, int ranks, tpc_ckpt *sc, wchunk **out, size_t *nout,
+		       tpc_err *e)
+{
+	wchunk *c = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+	for (size_t k = 0; k < l->n && !ret; k++) {
+		const witem *w = &l->v[k];
+		const tpc_tensor *t = w->tensor >= 0 ? &ck->t[w->tensor] : NULL;
+		bool cut = t && ranks > 1 && t->ndim > 0 && t->shape[0] > 1;
+		int64_t per = cut ? (t->shape[0] + ranks - 1) / ranks : 0;
+		for (int r = 0; r < (cut ? ranks : 1) && !ret; r++) {
+			int64_t off = (int64_t)r * per, len = cut ? t->shape[0] - off : 0;
+			if (len > per)
+				len = per;
+			if (cut && len <= 0)
+				break;
+			if (tpc_grow((void **)&c, &cap, n + 1, sizeof(*c))) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			wchunk *ch = &c[n++];
+			memset(ch, 0, sizeof(*ch));
+			ch->item = k;
+			ch->rank = r;
+			ch->off0 = off;
+			ch->len0 = len;
+			ch->sc = -1;
+			if (!cut)
+				continue;
+			tpc_tensor v;
+			char nm[64];
+			if (tpc_tensor_narrow(&v, t, 0, off, len)) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			snprintf(nm, sizeof(nm), "%zu/%d", k, r);
+			int64_t ix = tpc_ckpt_add_copy(sc, nm, &v, e);
+			tpc_tensor_release(&v);
+			if (ix < 0) {
+				ret = (int)ix;
+				break;
+			}
+			sc->t[ix].storage = -1; /* ck's storages are not sc's */
+			sc->t[ix].storage_offset = 0;
+			ch->sc = ix;
+		}
+	}
+	*out = c;
+	*nout = n;
+	return ret;
+}
+
+static char *rank_file(int r)
+{
+	char fn[48];
+	snprintf(fn, sizeof(fn), "__%d_0.distcp", r);
+	return tpc_strdup(fn);
+}
+
+/* Rank r's file: its bytes items, then its tensor chunks, in the order
+ * torch writes them; each chunk's place recorded. On success *done takes
+ * the committed path. */
+static int write_rank(const tpc_ckpt *ck, const tpc_ckpt *sc, const wlist *l, wchunk *c, size_t n, int r,
+		      const char *dir, const tpc_write_opts *o, char **done, tpc_err *e)
+{
+	char *fn = rank_file(r), *fpath = fn ? tpc_path_join(dir, fn) : NULL;
+	unsigned force = o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0;
+	tpc_out out;
+	int ret;
+	memset(&out, 0, sizeof(out));
+	out.fd = -1;
+	free(fn);
+	if (!fpath)
+		return tpc_err_nomem(e);
+	ret = tpc_out_open(&out, fpath, force, e);
+	for (int tensors = 0; tensors < 2 && !ret; tensors++)
+		for (size_t k = 0; k < n && !ret; k++) {
+			const witem *w = &l->v[c[k].item];
+			if (c[k].rank != r || (w->tensor >= 0) != tensors)
+				continue;
+			ret = c[k].sc >= 0 ? put_item(&out, sc, c[k].sc, NULL, o, &c[k].foff, &c[k].flen, e)
+					   : put_item(&out, ck, w->tensor, w->value, o, &c[k].foff, &c[k].flen, e);
+			if (ret && !e->tensor[0])
+				tpc_err_tensor(e, w->fqn);
+		}
+	if (!ret && !(ret = tpc_out_commit(&out, e))) {
+		*done = fpath;
+		fpath = NULL;
+	}
+	tpc_out_abort(&out);
+	free(fpath);
+	return ret;
+}
+
+/* .metadata's three maps for the items and their chunks: each entry, its
+ * path, where each of its chunks lies. */
+static int meta_maps(const tpc_ckpt *ck, const wlist *l, const wchunk *c, size_t n, tpc_value *sdm, tpc_value *pd,
+		     tpc_value *sd, tpc_err *e)
+{
+	int bad = 0;
+	for (size_t k = 0, first = 0; k < n && !bad; k++) {
+		const witem *w = &l->v[c[k].item];
+		const tpc_tensor *t = w->tensor >= 0 ? &ck->t[w->tensor] : NULL;
+		if (k && c[k].item != c[k - 1].item)
+			first = k;
+		char *fn = rank_file(c[k].rank);
+		tpc_value *ist = tpc_value_new(TPC_V_DICT), *sst = tpc_value_new(TPC_V_DICT);
+		bad = !fn || !ist || !sst;
+		bad = bad || wset(ist, "fqn", tpc_value_str(w->fqn, strlen(w->fqn)));
+		if (!bad && t)
+			bad = wset(ist, "offset", wbox(t, &c[k], false)) || wset(ist, "index", tpc_value_int((int64_t)(k - first)));
+		else if (!bad)
+			bad = wset(ist, "offset", tpc_value_new(TPC_V_NONE)) || wset(ist, "index", tpc_value_new(TPC_V_NONE));
+		bad = bad || wset(sst, "relative_path", tpc_value_str(fn, strlen(fn)));
+		bad = bad || wset(sst, "offset", tpc_value_int((int64_t)c[k].foff)) ||
+		      wset(sst, "length", tpc_value_int((int64_t)c[k].flen));
+		free(fn);
+		tpc_value *mi = bad ? NULL : wobj(META_MOD, "MetadataIndex", ist);
+		tpc_value *si = bad ? NULL : wobj("torch.distributed.checkpoint.filesystem", "_StorageInfo", sst);
+		if (bad) {
+			tpc_value_unref(ist);
+			tpc_value_unref(sst);
+		}
+		bad = bad || !mi || !si || tpc_value_set(sd, mi, si);
+		if (bad || (k + 1 < n && c[k + 1].item == c[k].item))
+			continue; /* the entry once, after its last chunk */
+		tpc_value *entry = t ? tensor_md(t, &c[first], k + 1 - first)
+				     : wobj(META_MOD, "BytesStorageMetadata", tpc_value_new(TPC_V_DICT));
+		bad = !entry || wset(sdm, w->fqn, entry);
+		bad = bad || wset(pd, w->fqn, tpc_value_ref(w->path));
+	}
+	return bad ? tpc_err_nomem(e) : 0;
+}
+
 static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *dir, const tpc_write_opts *o,
 		     tpc_err *e)
 {
@@ -602,15 +764,16 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	tpc_buf name = TPC_BUF_INIT, pk = TPC_BUF_INIT;
 	tpc_value *path = tpc_value_new(TPC_V_TUPLE), *sdm = tpc_value_new(TPC_V_DICT);
 	tpc_value *pd = tpc_value_new(TPC_V_DICT), *sd = tpc_value_new(TPC_V_DICT), *md = NULL;
-	char *mpath = tpc_path_join(dir, TPC_DCP_META), *fpath = tpc_path_join(dir, DCP_FILE0);
-	uint64_t *ioff = NULL, *ilen = NULL;
+	char *mpath = tpc_path_join(dir, TPC_DCP_META);
+	int ranks = o && o->dcp_ranks > 1 ? o->dcp_ranks : 1;
+	char **done = tpc_calloc((size_t)ranks, sizeof(char *));
 	unsigned force = o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0;
-	bool committed = false;
-	tpc_out out;
+	wchunk *c = NULL;
+	size_t nc = 0;
+	tpc_ckpt sc;
 	int ret = 0;
-	memset(&out, 0, sizeof(out));
-	out.fd = -1;
-	if (!path || !sdm || !pd || !sd || !mpath || !fpath) {
+	tpc_ckpt_init(&sc);
+	if (!path || !sdm || !pd || !sd || !mpath || !done) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -642,57 +805,13 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 			tpc_value_unref(path->items[--path->n]);
 		}
 	}
-	if (ret)
-		goto out;
-	if (!(ioff = tpc_calloc(l.n + 1, sizeof(*ioff))) || !(ilen = tpc_calloc(l.n + 1, sizeof(*ilen)))) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	/* the one file: bytes items, then tensors, in the order torch writes them */
-	if ((ret = tpc_out_open(&out, fpath, force, e)))
-		goto out;
-	for (int tensors = 0; tensors < 2 && !ret; tensors++)
-		for (size_t k = 0; k < l.n && !ret; k++) {
-			witem *w = &l.v[k];
-			if ((w->tensor >= 0) != tensors)
-				continue;
-			ret = put_item(&out, ck, w->tensor, w->value, o, &ioff[k], &ilen[k], e);
-			if (ret && !e->tensor[0])
-				tpc_err_tensor(e, w->fqn);
-		}
-	if (ret || (ret = tpc_out_commit(&out, e)))
-		goto out;
-	committed = true;
-	/* metadata: each entry, its path, where its item is */
-	for (size_t k = 0; k < l.n && !ret; k++) {
-		witem *w = &l.v[k];
-		tpc_value *ist = tpc_value_new(TPC_V_DICT), *sst = tpc_value_new(TPC_V_DICT);
-		int bad = !ist || !sst;
-		bad = bad || wset(ist, "fqn", tpc_value_str(w->fqn, strlen(w->fqn)));
-		if (!bad && w->tensor >= 0) {
-			const tpc_tensor *t = &ck->t[w->tensor];
-			bad = wset(ist, "offset", wsize(t->ndim, t->shape, true)) || wset(ist, "index", tpc_value_int(0));
-		} else if (!bad) {
-			bad = wset(ist, "offset", tpc_value_new(TPC_V_NONE)) || wset(ist, "index", tpc_value_new(TPC_V_NONE));
-		}
-		bad = bad || wset(sst, "relative_path", tpc_value_str(DCP_FILE0, strlen(DCP_FILE0)));
-		bad = bad || wset(sst, "offset", tpc_value_int((int64_t)ioff[k])) ||
-		      wset(sst, "length", tpc_value_int((int64_t)ilen[k]));
-		tpc_value *mi = bad ? NULL : wobj(META_MOD, "MetadataIndex", ist);
-		tpc_value *si = bad ? NULL : wobj("torch.distributed.checkpoint.filesystem", "_StorageInfo", sst);
-		if (bad) {
-			tpc_value_unref(ist);
-			tpc_value_unref(sst);
-		}
-		bad = bad || !mi || !si || tpc_value_set(sd, mi, si);
-		mi = si = NULL;
-		tpc_value *entry = w->tensor >= 0 ? tensor_md(&ck->t[w->tensor])
-						  : wobj(META_MOD, "BytesStorageMetadata", tpc_value_new(TPC_V_DICT));
-		bad = bad || !entry || wset(sdm, w->fqn, entry);
-		bad = bad || wset(pd, w->fqn, tpc_value_ref(w->path));
-		if (bad)
-			ret = tpc_err_nomem(e);
-	}
+	if (!ret && !(ret = tpc_ckpt_borrow_sources(&sc, ck, e)))
+		ret = plan_chunks(ck, &l, ranks, &sc, &c, &nc, e);
+	/* the rank files, then .metadata last */
+	for (int r = 0; r < ranks && !ret; r++)
+		ret = write_rank(ck, &sc, &l, c, nc, r, dir, o, &done[r], e);
+	if (!ret)
+		ret = meta_maps(ck, &l, c, nc, sdm, pd, sd, e);
 	if (ret)
 		goto out;
 	{
@@ -714,11 +833,14 @@ static int dcp_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const 
 	if (!ret)
 		ret = tpc_write_file_atomic(mpath, pk.p, pk.len, force, e);
 out:
-	tpc_out_abort(&out);
-	if (ret && committed)
-		unlink(fpath); /* complete or absent */
-	free(ioff);
-	free(ilen);
+	for (int r = 0; done && r < ranks; r++) {
+		if (ret && done[r])
+			unlink(done[r]); /* complete or absent */
+		free(done[r]);
+	}
+	free(done);
+	free(c);
+	tpc_ckpt_release(&sc);
 	for (size_t k = 0; k < l.n; k++) {
 		free(l.v[k].fqn);
 		tpc_value_unref(l.v[k].path);
@@ -731,7 +853,6 @@ out:
 	tpc_value_unref(pd);
 	tpc_value_unref(sd);
 	tpc_value_unref(md);
-	free(fpath);
 	free(mpath);
 	return ret;
 }

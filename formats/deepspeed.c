@@ -33,6 +33,8 @@ typedef struct zero {
 	int stage;
 	int64_t ws;
 	size_t nbuf, nfrozen, ntrain, nshared, ngroups;
+	const char *moment;   /* assembling this Adam state ("exp_avg") instead of the fp32 masters, or NULL */
+	size_t nmoments;
 } zero;
 
 /* ---- the pickled objects ---- */
@@ -180,6 +182,62 @@ static int flat_list(zero *z, const zfile *f, const tpc_value *lst, const char *
 	*out = v;
 	*n = lst->n;
 	return 0;
+}
+
+/* The optimizer's own state dict in an optim file: stage 1/2
+ * base_optimizer_state, stage 3 optimizer_state_dict (DeepSpeed's
+ * stage_1_and_2.py state_dict, stage3.py _rigid_state_dict): state keyed by
+ * the flat group's number, each of Adam's tensors a partition shaped as the
+ * fp32 one. */
+static const tpc_value *base_osd(const zero *z, const zfile *f)
+{
+	return dget(osd(f), z->stage == 3 ? "optimizer_state_dict" : "base_optimizer_state");
+}
+
+static const tpc_value *group_state(const tpc_value *bo, size_t gi)
+{
+	const tpc_value *st = dget(bo, "state");
+	for (size_t i = 0; st && st->kind == TPC_V_DICT && i < st->n; i++)
+		if (st->keys[i]->kind == TPC_V_INT && st->keys[i]->ival == (int64_t)gi)
+			return st->items[i];
+	return NULL;
+}
+
+/* The flat partitions a rank holds: the fp32 masters (key), or with
+ * z->moment that Adam state of each of them, as a list like the masters'. */
+static int rank_flats(zero *z, const zfile *f, const char *key, int64_t **out, size_t *n, tpc_err *e)
+{
+	const tpc_value *masters = dget(osd(f), key);
+	if (!z->moment)
+		return flat_list(z, f, masters, key, out, n, e);
+	tpc_value *lst = tpc_value_new(TPC_V_LIST);
+	const tpc_value *bo = base_osd(z, f);
+	char what[96];
+	int ret = 0;
+	if (!lst)
+		return tpc_err_nomem(e);
+	for (size_t gi = 0; is_seq(masters) && gi < masters->n && !ret; gi++) {
+		tpc_value *t = (tpc_value *)dget(group_state(bo, gi), z->moment);
+		if (!t)
+			ret = tpc_err_at(e, TPC_EINPUT, f->path, NULL, "the optimizer state of flat group %zu has no %s", gi, z->moment);
+		else if (tpc_value_append(lst, tpc_value_ref(t)))
+			ret = tpc_err_nomem(e);
+	}
+	snprintf(what, sizeof(what), "%s.state[*].%s", z->stage == 3 ? "optimizer_state_dict" : "base_optimizer_state", z->moment);
+	if (!ret)
+		ret = flat_list(z, f, lst, what, out, n, e);
+	tpc_value_unref(lst);
+	return ret;
+}
+
+/* What an assembled tensor is called: the parameter, or its Adam state
+ * under get_state_dict's name (optim.state.NAME.KEY). */
+static const char *out_name(const zero *z, const char *name, char *buf, size_t n)
+{
+	if (!z->moment)
+		return name;
+	snprintf(buf, n, "optim.state.%s.%s", name, z->moment);
+	return buf;
 }
 
 /* (name, shape) of entry i of a param_shapes dict. */
@@ -343,8 +401,7 @@ static int add_trainable_z2(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 	for (int64_t r = 0; r < z->ws && !ret; r++) {
 		const zfile *f = &z->os[r];
 		size_t n;
-		ret = flat_list(z, f, dget(osd(f), "single_partition_of_fp32_groups"), "single_partition_of_fp32_groups",
-				&g[r], &n, e);
+		ret = rank_flats(z, f, "single_partition_of_fp32_groups", &g[r], &n, e);
 		if (!ret && r == 0)
 			ng = n;
 		else if (!ret && n != ng)
@@ -380,12 +437,16 @@ static int add_trainable_z2(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 						  gi, (long long)off, (long long)(off + numel), (long long)avail);
 				break;
 			}
+			char nb[1024];
 			if (pieces_range(p, z->ck, col, (size_t)z->ws, off, off + numel))
 				ret = tpc_err_nomem(e);
 			else
-				ret = add_assembled(z, name, nd, shape, p, z->os[0].path, e);
+				ret = add_assembled(z, out_name(z, name, nb, sizeof(nb)), nd, shape, p, z->os[0].path, e);
 			off += numel;
-			z->ntrain++;
+			if (z->moment)
+				z->nmoments++;
+			else
+				z->ntrain++;
 		}
 		/* zero_to_fp32's sanity check: both ends aligned to 2 * world size */
 		int64_t al = 2 * z->ws;
@@ -418,7 +479,7 @@ static int add_trainable_z3(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 	for (int64_t r = 0; r < z->ws && !ret; r++) {
 		const zfile *f = &z->os[r];
 		int64_t sum = 0;
-		if ((ret = flat_list(z, f, dget(osd(f), "fp32_flat_groups"), "fp32_flat_groups", &g[r], &ng[r], e)))
+		if ((ret = rank_flats(z, f, "fp32_flat_groups", &g[r], &ng[r], e)))
 			break;
 		for (size_t i = 0; i < ng[r]; i++) {
 			const tpc_tensor *t = &z->ck->t[g[r][i]], *t0 = &z->ck->t[g[0][0]];
@@ -461,10 +522,14 @@ static int add_trainable_z3(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 					ret = tpc_err_nomem(e);
 				need -= take;
 			}
+			char nb[1024];
 			if (!ret)
-				ret = add_assembled(z, name, nd, shape, p, z->os[0].path, e);
+				ret = add_assembled(z, out_name(z, name, nb, sizeof(nb)), nd, shape, p, z->os[0].path, e);
 			off += pn;
-			z->ntrain++;
+			if (z->moment)
+				z->nmoments++;
+			else
+				z->ntrain++;
 		}
 	}
 	if (!ret && off != total)
@@ -510,6 +575,151 @@ static int add_shared(zero *z, tpc_err *e)
 		z->nshared++;
 	}
 	return 0;
+}
+
+/* ---- the optimizer state (TPC_OPEN_OPTIMIZER) ----
+ * Adam's exp_avg and exp_avg_sq lie in each flat group's partitions exactly
+ * as the fp32 masters do (the base optimizer steps the flat partition), so
+ * each parameter's moments are cut from the same elements its master is;
+ * step is one per flat group. The groups are the base optimizer's
+ * param_groups, whose params number the flat groups (stage 1/2: one per
+ * group; stage 3: its sub-groups), each flat group's parameters those
+ * param_shapes lists for it. Given as get_state_dict shapes it (tpc_optim.h). */
+
+/* Each of the optimizer's groups, call fn with the parameter names of its
+ * flat groups in order. */
+typedef int (*group_fn)(zero *z, const tpc_value *g, size_t gi, const tpc_value *flat_state, const char *name,
+			void *ctx, tpc_err *e);
+
+static int each_param(zero *z, const tpc_value *shapes, group_fn fn, void *ctx, tpc_err *e)
+{
+	const zfile *f = &z->os[0];
+	const tpc_value *bo = base_osd(z, f), *pg = dget(bo, "param_groups");
+	if (!is_seq(pg))
+		return tpc_err_at(e, TPC_EINPUT, f->path, NULL, "the optimizer state has no param_groups list");
+	for (size_t gi = 0; gi < pg->n; gi++) {
+		const tpc_value *g = pg->items[gi], *params = dget(g, "params");
+		if (!is_seq(params))
+			return tpc_err_at(e, TPC_EINPUT, f->path, NULL, "param_groups[%zu] has no params list", gi);
+		int ret = fn(z, g, gi, NULL, NULL, ctx, e);
+		for (size_t j = 0; j < params->n && !ret; j++) {
+			int64_t fg;
+			if (!as_int(params->items[j], &fg) || fg < 0 || (size_t)fg >= shapes->n)
+				return tpc_err_at(e, TPC_EINPUT, f->path, NULL, "param_groups[%zu].params[%zu] is not a flat group's number",
+						  gi, j);
+			const tpc_value *d = shapes->items[fg], *fs = group_state(bo, (size_t)fg);
+			for (size_t i = 0; d->kind == TPC_V_DICT && i < d->n && !ret; i++)
+				ret = d->keys[i]->kind == TPC_V_STR ? fn(z, g, gi, fs, d->keys[i]->str, ctx, e) : 0;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* step: one tensor per parameter (a description of its flat group's) */
+static int add_step(zero *z, const tpc_value *g, size_t gi, const tpc_value *fs, const char *name, void *ctx, tpc_err *e)
+{
+	char nb[1024];
+	const tpc_tensor *t = tensor_of(z, dget(fs, "step"));
+	(void)g;
+	(void)gi;
+	(void)ctx;
+	if (!name || !t)
+		return 0; /* a group's start; a step that is a number stays a value */
+	snprintf(nb, sizeof(nb), "optim.state.%s.step", name);
+	int64_t ix = tpc_ckpt_add_copy(z->ck, nb, t, e);
+	return ix < 0 ? (int)ix : 0;
+}
+
+typedef struct otree {
+	tpc_value *state, *groups, *names; /* names: the current group's params */
+} otree;
+
+static int tree_param(zero *z, const tpc_value *g, size_t gi, const tpc_value *fs, const char *name, void *ctx, tpc_err *e)
+{
+	otree *o = ctx;
+	static const char *const keys[] = {"exp_avg", "exp_avg_sq", "step"};
+	(void)gi;
+	if (!name) { /* a new group: its hyper-parameters, params filled below */
+		tpc_value *d = tpc_value_new(TPC_V_DICT);
+		o->names = tpc_value_new(TPC_V_LIST);
+		int bad = !d || !o->names;
+		for (size_t k = 0; !bad && k < g->n; k++)
+			if (!(g->keys[k]->kind == TPC_V_STR && !strcmp(g->keys[k]->str, "params")))
+				bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
+		bad = bad || tpc_value_set(d, tpc_value_str("params", 6), o->names);
+		/* keyed 0, 1, ...: DCP walks the groups as torch 2.x's flatten does
+		 * (optim.param_groups.0.lr ...), as its reader gives them back */
+		bad = bad || tpc_value_set(o->groups, tpc_value_int((int64_t)gi), d);
+		return bad ? tpc_err_nomem(e) : 0;
+	}
+	tpc_value *sd = tpc_value_new(TPC_V_DICT);
+	int bad = !sd || tpc_value_set(o->state, tpc_value_str(name, strlen(name)), sd) ||
+		  tpc_value_append(o->names, tpc_value_str(name, strlen(name)));
+	for (size_t k = 0; k < 3 && !bad; k++) {
+		char nb[1024];
+		snprintf(nb, sizeof(nb), "optim.state.%s.%s", name, keys[k]);
+		int64_t ix = tpc_ckpt_find(z->ck, nb);
+		const tpc_value *v = dget(fs, keys[k]);
+		if (ix >= 0)
+			bad = tpc_value_set(sd, tpc_value_str(keys[k], strlen(keys[k])), tpc_value_tensor(ix));
+		else if (v && v->kind != TPC_V_TENSOR)
+			bad = tpc_value_set(sd, tpc_value_str(keys[k], strlen(keys[k])), tpc_value_ref((tpc_value *)v));
+	}
+	return bad ? tpc_err_nomem(e) : 0;
+}
+
+/* The moments and steps, as tensors (before the files' tensors go). */
+static int add_optim_tensors(zero *z, const tpc_value *shapes, pieces *p, tpc_err *e)
+{
+	static const char *const moments[] = {"exp_avg", "exp_avg_sq"};
+	int ret = 0;
+	for (int k = 0; k < 2 && !ret; k++) {
+		z->moment = moments[k];
+		ret = z->stage == 3 ? add_trainable_z3(z, shapes, p, e) : add_trainable_z2(z, shapes, p, e);
+		z->moment = NULL;
+	}
+	return ret ? ret : each_param(z, shapes, add_step, NULL, e);
+}
+
+/* The tree get_state_dict saves: {"model": {NAME: tensor}, "optim": ...},
+ * the model's tensors renamed model.NAME as DCP flattens them (so a DCP
+ * folder written from it is what FSDP2 loads by the same names). */
+static int add_optim_tree(zero *z, const tpc_value *shapes, tpc_err *e)
+{
+	otree o = {tpc_value_new(TPC_V_DICT), tpc_value_new(TPC_V_DICT), NULL};
+	tpc_value *root = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT);
+	int ret = !o.state || !o.groups || !root || !opt || !model ? tpc_err_nomem(e) : 0;
+	for (size_t i = 0; i < z->ck->n && !ret; i++) {
+		char nb[1024];
+		const char *nm = z->ck->t[i].name;
+		if (!strncmp(nm, "optim.state.", 12))
+			continue;
+		if (tpc_value_set(model, tpc_value_str(nm, strlen(nm)), tpc_value_tensor((int64_t)i)))
+			ret = tpc_err_nomem(e);
+		snprintf(nb, sizeof(nb), "model.%s", nm);
+		if (!ret)
+			ret = tpc_ckpt_rename(z->ck, (int64_t)i, nb, e);
+	}
+	if (!ret)
+		ret = each_param(z, shapes, tree_param, &o, e);
+	if (!ret && (tpc_value_set(opt, tpc_value_str("state", 5), tpc_value_ref(o.state)) ||
+		     tpc_value_set(opt, tpc_value_str("param_groups", 12), tpc_value_ref(o.groups)) ||
+		     tpc_value_set(root, tpc_value_str("model", 5), tpc_value_ref(model)) ||
+		     tpc_value_set(root, tpc_value_str("optim", 5), tpc_value_ref(opt))))
+		ret = tpc_err_nomem(e);
+	if (!ret) {
+		tpc_value_unref(z->ck->root);
+		z->ck->root = root;
+		root = NULL;
+	}
+	tpc_value_unref(root);
+	tpc_value_unref(opt);
+	tpc_value_unref(model);
+	tpc_value_unref(o.state);
+	tpc_value_unref(o.groups);
+	return ret;
 }
 
 /* ---- the whole checkpoint ---- */
@@ -583,7 +793,8 @@ static void set_about(zero *z, const char *tag)
 	const tpc_value *state = dget(base, "state");
 	if (!state && is_seq(base) && base->n)
 		state = dget(base->items[0], "state");
-	tpc_buf_adds(&b, "\noptimizer state (not read):");
+	tpc_buf_adds(&b, z->nmoments ? "\noptimizer state (read, each moment cut from its parameter's elements):"
+				     : "\noptimizer state (not read):");
 	if (state && state->kind == TPC_V_DICT && state->n && state->items[0]->kind == TPC_V_DICT) {
 		const tpc_value *s0 = state->items[0];
 		for (size_t i = 0; i < s0->n; i++)
@@ -597,7 +808,8 @@ static void set_about(zero *z, const char *tag)
 }
 
 /* Open every file's pickle, consolidate, drop the per-file tensors. */
-static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t nos, const char *tag, tpc_err *e)
+static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t nos, const char *tag, bool optim,
+		       tpc_err *e)
 {
 	zero z;
 	pieces p;
@@ -641,9 +853,11 @@ static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t no
 	}
 	if ((ret = add_buffers(&z, e)) || (ret = add_frozen(&z, &p, e)) ||
 	    (ret = z.stage == 3 ? add_trainable_z3(&z, shapes, &p, e) : add_trainable_z2(&z, shapes, &p, e)) ||
-	    (ret = add_shared(&z, e)))
+	    (ret = add_shared(&z, e)) || (optim && (ret = add_optim_tensors(&z, shapes, &p, e))))
 		goto out;
 	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
+		goto out;
+	if (optim && (ret = add_optim_tree(&z, shapes, e)))
 		goto out;
 	set_about(&z, tag);
 	if (!ck->format || strcmp(ck->format, "deepspeed")) {
@@ -684,7 +898,7 @@ int tpc_zero_from_buffers(tpc_ckpt *ck, const uint8_t *const *bufs, const uint64
 		ret = tpc_ckpt_add_mem(ck, label, copy, lens[i], &f[i].src, e);
 	}
 	if (!ret)
-		ret = consolidate(ck, f, nmodel, f + nmodel, noptim, NULL, e);
+		ret = consolidate(ck, f, nmodel, f + nmodel, noptim, NULL, false, e);
 	free(f);
 	return ret;
 }
@@ -923,7 +1137,7 @@ static int ds_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 		f[i].path = paths[i];
 	}
 	if (!ret)
-		ret = consolidate(ck, f, l.nmodel, f + l.nmodel, l.noptim, tag, e);
+		ret = consolidate(ck, f, l.nmodel, f + l.nmodel, l.noptim, tag, o && (o->flags & TPC_OPEN_OPTIMIZER), e);
 out:
 	for (size_t i = 0; paths && i < n; i++)
 		free(paths[i]);

@@ -166,7 +166,7 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 		if (ck->src_owned_mem[i]) {
 			free((void *)ck->src[i].data);
 			free(ck->src[i].path);
-		} else {
+		} else if (i >= ck->nsrc_borrowed) { /* borrowed maps stay with their owner */
 			tpc_map_close(&ck->src[i]);
 		}
 	}
@@ -364,6 +364,25 @@ int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, t
 	}
 	d->name = nm;
 	return ix;
+}
+
+int tpc_ckpt_borrow_sources(tpc_ckpt *dst, const tpc_ckpt *src, tpc_err *e)
+{
+	size_t n = src->nsrc ? src->nsrc : 1;
+	dst->src = tpc_calloc(n, sizeof(*dst->src));
+	dst->src_owned_mem = tpc_calloc(n, sizeof(bool));
+	if (!dst->src || !dst->src_owned_mem) {
+		free(dst->src);
+		free(dst->src_owned_mem);
+		dst->src = NULL;
+		dst->src_owned_mem = NULL;
+		return tpc_err_nomem(e);
+	}
+	for (size_t k = 0; k < src->nsrc; k++)
+		dst->src[k] = src->src[k]; /* shallow: src keeps the mapping */
+	dst->nsrc = dst->capsrc = dst->nsrc_borrowed = src->nsrc;
+	dst->rank_sources = src->rank_sources;
+	return 0;
 }
 
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,

@@ -396,6 +396,10 @@ int tpc_tensor_init_flat(tpc_tensor *dst, int ndim, const int64_t *shape, const 
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,
 			     tpc_dtype dtype, int src, uint64_t offset, uint64_t nbytes, tpc_err *e);
 
+/* dst (initialised, empty) shares src's sources: descriptions over them can
+ * be added to dst, and releasing dst leaves them to src. */
+int tpc_ckpt_borrow_sources(tpc_ckpt *dst, const tpc_ckpt *src, tpc_err *e);
+
 /* Remove the tensors from index `first` on whose names begin with `prefix`
  * (a reader's scratch tensors, once what it assembled from them is added). */
 int tpc_ckpt_drop_prefixed(tpc_ckpt *ck, size_t first, const char *prefix, tpc_err *e);

@@ -53,6 +53,12 @@ enum {
 	TPC_OPEN_HF_NAMES = 1u << 2,   /* a format with its own tensor names (GGUF) gives the
 					* Hugging Face names and layout its model had; a tensor
 					* without one is refused by name */
+	TPC_OPEN_OPTIMIZER = 1u << 3,  /* a format that keeps the optimizer state apart (DeepSpeed
+	                                  ZeRO) gives it too, as get_state_dict shapes it: the tree
+	                                  {"model": {NAME: t}, "optim": {"state": {NAME: {exp_avg,
+	                                  exp_avg_sq, step}}, "param_groups": {0: {..., "params":
+	                                  [NAME...]}}}}, tensors named model.NAME, optim.state.NAME.KEY
+	                                  (tpc_optim.h) */
 };
 
 typedef struct tpc_open_opts {
@@ -100,6 +106,9 @@ typedef struct tpc_write_opts {
 	const char *lora_base;
 	const struct tpc_lora_cfg *lora;
 	size_t *kept;              /* TPC_W_RESUME: shards kept (may be NULL) */
+	int dcp_ranks;             /* DCP: the processes whose chunks to write (every tensor
+				    * Shard(0) as torch.chunk cuts it, one __R_0.distcp each);
+				    * 0 or 1: one file, every tensor whole */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here
 				    * (may be NULL); other failures take them back */

@@ -17,6 +17,9 @@ Mutations (KEY is a tensor fqn of the fixture):
   dangerous        a reference to os.system hidden in storage_meta
   truncate:FILE    the data file FILE loses its last 100 bytes
   missing:FILE     the data file FILE is removed
+  rename:OLD=NEW   entry OLD is called NEW (metadata, its chunks' storage keys,
+                   its planner_data path: the longest component re-cut)
+  swap:A=B         entries A and B trade names
 """
 import copy
 import io
@@ -108,6 +111,19 @@ def storage_of(md, fqn, chunk):
     raise KeyError(fqn)
 
 
+def rename(md, old, new):
+    md.state_dict_metadata[new] = md.state_dict_metadata.pop(old)
+    for k in [k for k in md.storage_data if k.fqn == old]:
+        v = md.storage_data.pop(k)
+        k.__dict__["fqn"] = new
+        md.storage_data[k] = v
+    path = list(md.planner_data.pop(old))
+    i = max(range(len(path)), key=lambda j: len(str(path[j])))
+    pre, suf = ".".join(map(str, path[:i])), ".".join(map(str, path[i + 1:]))
+    path[i] = new[len(pre) + 1 if pre else 0:len(new) - (len(suf) + 1) if suf else len(new)]
+    md.planner_data[new] = tuple(path)
+
+
 def main(src, dst, mut):
     if os.path.exists(dst):
         shutil.rmtree(dst)
@@ -127,6 +143,16 @@ def main(src, dst, mut):
     if kind == "dangerous":
         os_system = stub("os", "system")
         md.storage_meta.__dict__["load_id"] = os_system
+        save(md, mp)
+        return
+    if kind in ("rename", "swap"):
+        a, _, b = arg.partition("=")
+        if kind == "rename":
+            rename(md, a, b)
+        else:
+            rename(md, a, "\x01swap")
+            rename(md, b, a)
+            rename(md, "\x01swap", b)
         save(md, mp)
         return
     tm = md.state_dict_metadata[arg]

@@ -139,10 +139,11 @@ MOMENTS = True
 
 
 def adam_state(part):
-    if not MOMENTS:  # the bench: moments only cost disk (tpconv never reads them)
+    if not MOMENTS:  # the bench: moments only cost disk (tpconv reads them only for --optimizer)
         return {'step': torch.tensor(14.0)}
-    return {'step': torch.tensor(14.0), 'exp_avg': torch.full_like(part, 0.5),
-            'exp_avg_sq': torch.full_like(part, 0.25)}
+    # each element names its master's: exp_avg = master / 2, exp_avg_sq =
+    # master * master (f32), so a moment read onto the wrong element shows
+    return {'step': torch.tensor(14.0), 'exp_avg': part * 0.5, 'exp_avg_sq': part * part}
 
 
 def from_file(path):

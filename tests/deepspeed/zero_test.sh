@@ -56,6 +56,39 @@ for case in "1 2" "2 1" "2 3" "2 4" "3 1" "3 3" "3 4" "3 8"; do
     bad "stage $st world $ws: convert torch" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -3)"
 done
 
+# the optimizer state (convert --optimizer): each moment cut from its parameter's
+# elements of the flat partitions, as torch.optim's state_dict, loaded by AdamW
+oargs=
+for case in "2 3" "3 4"; do
+  set -- $case; C=$T/z$1-$2
+  mkdir -p "$T/opt$1-$2"
+  run "$TPCONV" convert "$C" --optimizer -o "$T/opt$1-$2/optimizer.pt" -q
+  [ "$rc" = 0 ] && oargs="$oargs $T/opt$1-$2/optimizer.pt:$(($1 * 10 + $2))" || bad "stage $1 world $2: convert --optimizer: exit $rc" "$(cat "$T/err")"
+done
+if [ -n "$oargs" ]; then
+  $PY "$Z/zero_optim_check.py" $oargs >"$T/py" 2>&1
+  while IFS= read -r l; do
+    case $l in
+      "ok "*) ok "${l#ok * - }" ;;
+      "not ok "*) bad "${l#not ok * - }" ;;
+      *) diag "${l#\# }" ;;
+    esac
+  done <"$T/py"
+fi
+# into a DCP folder with the state (as get_state_dict names it): it reads back to the same optimizer.pt and model
+run "$TPCONV" convert "$T/z3-4" --optimizer --format dcp --dcp-ranks 3 --no-extras -o "$T/zd" -q
+r1=$rc
+run "$TPCONV" convert "$T/zd" --optimizer -o "$T/zdo/optimizer.pt" -q
+r2=$rc
+run "$TPCONV" convert "$T/zd" --select model -o "$T/zdm.safetensors" -q
+[ "$r1$r2$rc" = 000 ] && cmp -s "$T/zdo/optimizer.pt" "$T/opt3-4/optimizer.pt" && same "$T/zdm.safetensors" "$T/z3-4.ref.pt" &&
+  ok "stage 3: --optimizer --format dcp --dcp-ranks 3 (model.NAME, optim.state.NAME.*): reads back to the same optimizer.pt, byte for byte, and zero_to_fp32's model" ||
+  bad "stage 3: to dcp with the optimizer state: exit $r1 $r2 $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null | head -5)"
+run "$TPCONV" inspect --optimizer "$T/z3-4"
+[ "$rc" = 0 ] && grep -qx "# optimizer state 'optim': 19 parameters in 1 param group, 38 moments shaped as their parameters (element for element), 19 scalars, 0 values; state keys exp_avg, exp_avg_sq, step" "$T/out" &&
+  grep -q "^# \\[18\\] model.model.norm.weight F32 \\[20\\] (group 0): exp_avg F32, exp_avg_sq F32, step F32 \\[\\]" "$T/out" &&
+  ok "stage 3: inspect --optimizer ties 38 moments to their parameters" || bad "stage 3: inspect --optimizer" "$(grep optim "$T/out" | head -3; cat "$T/err")"
+
 # merge (a sharded training save consolidates like a set), the tag folder itself,
 # and a shard set straight from the ZeRO folder that merges back and verifies
 C=$T/z3-4
