@@ -141,7 +141,8 @@ typedef struct tpc_manifest_tensor {
 
 typedef struct tpc_manifest {
 	char *tool, *set_id, *format, *plan_json;
-	int tp, pp;
+	int tp, pp;            /* tp: the ranks of a stage, the file's "tp" x "dp" (every [tp]) */
+	int dp;                /* "dp": data-parallel replicas of a stage (1: none; tpc_shard.h) */
 	int ep;                /* 1: no expert parallelism */
 	tpc_ep_placement ep_placement;
 	int64_t experts;       /* routed experts per layer (ep > 1) */

@@ -537,7 +537,9 @@ int tpc_ep_owner(tpc_ep_placement p, int64_t e, int64_t n, int ep)
 
 int tpc_split_tp(const tpc_split *s, int tp)
 {
-	return s->ep > 1 && tp % s->ep == 0 ? tp / s->ep : tp;
+	if (s->ep > 1)
+		return tp % s->ep == 0 ? tp / s->ep : tp;
+	return s->dp > 1 && tp % s->dp == 0 ? tp / s->dp : tp;
 }
 
 int tpc_split_local(const tpc_split *s, int tp, int r)
