@@ -1069,13 +1069,15 @@ static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	uint64_t *by = tpc_calloc((size_t)nr + 1, sizeof(*by));
 	size_t *items = tpc_calloc((size_t)nr + 1, sizeof(*items));
 	bool stored = by && items && sp->layout->stored_size;
-	int fw = 0;
+	int fw = 0, empty = 0;
 	for (int r = 0; r < nr && stored; r++)
 		stored = sp->layout->stored_size(sp, r, &by[r], &items[r]);
 	for (int r = 0; r < nr; r++) {
 		uint64_t bytes = stored ? by[r] : rank_bytes(sp, r);
 		most = bytes > most ? bytes : most;
-		least = bytes < least ? bytes : least;
+		empty += !bytes;
+		if (bytes) /* a file that stores nothing (a dense stage's data-parallel copy) aside */
+			least = bytes < least ? bytes : least;
 		all += bytes;
 		int l = (int)strlen(sp->rank_file[r]);
 		fw = l > fw ? (l < 48 ? l : 48) : fw;
@@ -1103,10 +1105,13 @@ static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 			     (unsigned long long)all, tpc_fmt_size(all, a, sizeof(a)), (unsigned long long)model,
 			     tpc_fmt_size(model, b, sizeof(b)), all > model ? ", the rest padding" : "");
 	}
-	if (nr > 1)
-		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s\n",
-			     least ? (double)most / (double)least : 0.0,
+	if (nr > 1 && least != UINT64_MAX)
+		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s%s\n",
+			     least ? (double)most / (double)least : 0.0, empty ? " that stores any" : "",
 			     least && most > least + least / 10 ? " (pipeline stages or replicated tensors weigh unevenly)" : "");
+	if (empty)
+		tpc_buf_addf(out, "# %d rank file%s store%s no tensor data (each box once: the stage's on other ranks)\n", empty,
+			     empty == 1 ? "" : "s", empty == 1 ? "s" : "");
 	free(by);
 	free(items);
 }

@@ -149,6 +149,12 @@ run "$TPCONV" shard "$S" --tp 2 --ep 2 --layout megatron-dist -o "$S.re" -q &&
   same "$T/deepseek.safetensors" "$S.dp.safetensors" &&
   ok "ep > tp resharded: tp 2 pp 2 ep 4 -> tp 2 ep 2 (verify passes) -> tp 1 ep 2 (dp 2), merged bit-exact" ||
   bad "ep > tp reshard" "$(cat "$T/err" "$T/out" "$T/diff" 2>/dev/null)"
+# tp 1 pp 2 ep 4 (1,2): stage 0 is the dense layer, so its dp ranks 1-3 store nothing (empty
+# files, as torch's writer leaves them); the balance is of the files that store any
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 1 --pp 2 --ep 4 --pp-layers 1,2 --layout megatron-dist --dry-run
+[ "$rc" = 0 ] && [ "$(grep -c '^# rank [123] (tp 0, dp [123], pp 0): .* 0 chunks  *0 bytes' "$T/out")" = 3 ] &&
+  grep -q "^# 3 rank files store no tensor data" "$T/out" && grep -q "^# balance: .* the smallest that stores any" "$T/out" &&
+  ok "a dense stage's data-parallel ranks: 3 empty files, said so" || bad "empty dp files" "$(grep '^# ' "$T/out" | tail -12)"
 run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S"
 [ "$rc" = 2 ] && grep -q "has 2 data-parallel replicas a stage (tp 2 x dp 2 ranks, experts over all): verify checks sets of tp x pp ranks" "$T/err" &&
   ok "verify says by name that it checks tp x pp sets (a set with dp replicas: verify a reshard)" || bad "verify dp" "exit $rc" "$(cat "$T/err")"
