@@ -240,7 +240,8 @@ typedef struct tpc_merge_opts {
 typedef struct tpc_merge {
 	tpc_ckpt out;           /* the merged checkpoint: descriptions over the rank files */
 	tpc_ckpt *rank;         /* [nranks] opened rank files */
-	int nranks, tp, pp;
+	int nranks, tp, pp;     /* tp: the ranks of a stage (tp x dp; tpc_shard_plan) */
+	int dp;                 /* data-parallel replicas of a manifest set (0, 1: none) */
 	int ep;                 /* expert parallelism of a manifest set (1: none) */
 	tpc_ep_placement ep_placement;
 	int64_t experts;

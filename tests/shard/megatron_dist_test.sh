@@ -149,6 +149,9 @@ run "$TPCONV" shard "$S" --tp 2 --ep 2 --layout megatron-dist -o "$S.re" -q &&
   same "$T/deepseek.safetensors" "$S.dp.safetensors" &&
   ok "ep > tp resharded: tp 2 pp 2 ep 4 -> tp 2 ep 2 (verify passes) -> tp 1 ep 2 (dp 2), merged bit-exact" ||
   bad "ep > tp reshard" "$(cat "$T/err" "$T/out" "$T/diff" 2>/dev/null)"
+run "$TPCONV" inspect "$S"
+[ "$rc" = 0 ] && grep -q "^# shard set: layout megatron-dist, tp 2, pp 2, dp 2, ep 4 (4 experts per layer, contiguous; 1 rank per expert), 8 rank files" "$T/out" &&
+  ok "inspect says the set's tp, pp, dp and ep" || bad "inspect dp" "$(head -2 "$T/out")" "$(cat "$T/err")"
 # tp 1 pp 2 ep 4 (1,2): stage 0 is the dense layer, so its dp ranks 1-3 store nothing (empty
 # files, as torch's writer leaves them); the balance is of the files that store any
 run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 1 --pp 2 --ep 4 --pp-layers 1,2 --layout megatron-dist --dry-run
