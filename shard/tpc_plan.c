@@ -622,6 +622,8 @@ bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
 		return false;
 	if ((a->ep > 1 || b->ep > 1) && (a->ep != b->ep || a->ep_group != b->ep_group || a->expert != b->expert))
 		return false;
+	if ((a->dp > 1 ? a->dp : 1) != (b->dp > 1 ? b->dp : 1))
+		return false;
 	if (a->is_shape != b->is_shape ||
 	    (a->is_shape && (a->shape_dim != b->shape_dim || a->shape_len != b->shape_len)))
 		return false;
