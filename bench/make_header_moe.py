@@ -20,6 +20,14 @@
 #                                          # 128 .distcp files, 3.4 s, 112 MB (others' jobs
 #                                          # beside it); 1342074888192 bytes stored = the
 #                                          # model's 1342052868096 + 22020096 of vocab padding
+#   /usr/bin/time -f '%e s %M KB' tpconv shard /tmp/dsv3 --preset deepseek-v3 --tp 8 --pp 16 --ep 64 \
+#     --pp-layers 3,4,4,4,4,4,4,4,4,4,4,4,4,4,4,2 --layout megatron-dist --dry-run >plan.txt
+#                                          # ep over tp: dp 8, 1024 .distcp files, 2.6 s, 172 MB
+#                                          # (others' jobs beside it); the same 1342074888192
+#                                          # bytes, the dense ones in dp rank 0's files, 56 files
+#                                          # empty (stage 0's 3 dense layers have no experts);
+#   python3 bench/megatron_dist_bytes.py /tmp/dsv3 plan.txt 8 8 3,4,4,4,4,4,4,4,4,4,4,4,4,4,4,2
+#                                          # every file's bytes recounted from the headers alone
 import json, os, sys
 
 kind, out = sys.argv[1], sys.argv[2]

@@ -216,17 +216,23 @@ static void set_lines(insp *x)
 		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"manifest\":false}", fl->name);
 	} else if (in->have_mg && mg->kind == TPC_SET_MANIFEST) {
 		char epl[160] = "", epj[160] = "";
+		int dp = mg->dp > 1 ? mg->dp : 1;
+		if (dp > 1) { /* ep over tp: the stage's tp x dp ranks (tpc_shard.h) */
+			snprintf(epl, sizeof(epl), ", dp %d", dp);
+			snprintf(epj, sizeof(epj), ",\"dp\":%d", dp);
+		}
 		if (mg->ep > 1) {
-			snprintf(epl, sizeof(epl), ", ep %d (%lld experts per layer, %s; %d rank%s per expert)", mg->ep,
+			size_t nl = strlen(epl), nj = strlen(epj);
+			snprintf(epl + nl, sizeof(epl) - nl, ", ep %d (%lld experts per layer, %s; %d rank%s per expert)", mg->ep,
 				 (long long)mg->experts, tpc_ep_placement_name(mg->ep_placement), mg->tp / mg->ep,
 				 mg->tp / mg->ep == 1 ? "" : "s");
-			snprintf(epj, sizeof(epj), ",\"ep\":%d,\"ep_placement\":\"%s\",\"experts\":%lld", mg->ep,
+			snprintf(epj + nj, sizeof(epj) - nj, ",\"ep\":%d,\"ep_placement\":\"%s\",\"experts\":%lld", mg->ep,
 				 tpc_ep_placement_name(mg->ep_placement), (long long)mg->experts);
 		}
 		snprintf(x->set_line, sizeof(x->set_line), "# shard set: layout %s, tp %d, pp %d%s, %d rank %s; the merged model:\n",
-			 mg->layout->name, mg->tp, mg->pp, epl, mg->nranks, mg->layout->folders ? "folders" : "files");
+			 mg->layout->name, mg->tp / dp, mg->pp, epl, mg->nranks, mg->layout->folders ? "folders" : "files");
 		snprintf(x->set_json, sizeof(x->set_json), ",\"shard_set\":{\"layout\":\"%s\",\"tp\":%d,\"pp\":%d%s,\"manifest\":true}",
-			 mg->layout->name, mg->tp, mg->pp, epj);
+			 mg->layout->name, mg->tp / dp, mg->pp, epj);
 	} else if (in->have_mg && mg->kind == TPC_SET_FOREIGN) {
 		/* merged with the plan its own files name (TensorRT-LLM's config.json) or a flag gave */
 		const char *pre = in->plan_name ? tpc_path_base(in->plan_name) : "?";

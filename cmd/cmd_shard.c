@@ -58,7 +58,9 @@ static const char *help =
 	"                           (N divides tp; TensorRT-LLM's moe_ep_size N, moe_tp_size\n"
 	"                           tp/N); attention and dense layers split over all tp ranks,\n"
 	"                           each routed expert (the plan's \"experts\" patterns) on one\n"
-	"                           group only, split tp/N ways inside it, under its global name\n"
+	"                           group only, split tp/N ways inside it, under its global name.\n"
+	"                           megatron-dist also takes N a multiple of tp: N/tp data-parallel\n"
+	"                           replicas a stage (tp x N/tp x pp files), one expert rank each\n"
 	"  --ep-placement P         contiguous (default: group g owns experts g*E/N ..; Megatron,\n"
 	"                           vLLM) or round-robin (expert e on group e %% N)\n"
 	"  --moe-grouped-gemm       megatron-dist: say in common.pt's args that the experts are\n"
@@ -453,14 +455,18 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 		if (!s->so.layout || !s->so.layout->sized)
 			return tpc_cli_usage("shard", "--max-shard-size goes with a layout of several files per rank (hf, vllm)");
 	}
+	/* --ep over --tp (a multiple of it): Megatron's expert-parallel ranks
+	 * span ep / tp data-parallel replicas of the tensor-parallel group */
+	int dp = s->so.ep > s->set.tp && s->so.ep % s->set.tp == 0 ? (int)(s->so.ep / s->set.tp) : 1;
 	if (s->ranks) {
-		for (int r = (int)(s->set.tp * s->set.pp); r < s->ranks_cap; r++)
+		for (int r = (int)(s->set.tp * dp * s->set.pp); r < s->ranks_cap; r++)
 			if (s->ranks[r])
 				return tpc_cli_usage("shard", "--rank %d: the set has ranks 0 to %lld", r,
-						     (long long)(s->set.tp * s->set.pp - 1));
+						     (long long)(s->set.tp * dp * s->set.pp - 1));
 		s->so.write_rank = s->ranks;
 	}
 	s->so.tp = (int)s->set.tp;
+	s->so.dp = dp;
 	s->so.pp = (int)s->set.pp;
 	if (s->nppl && s->nppl != s->so.pp)
 		return tpc_cli_usage("shard", "--pp-layers names %d stages, --pp is %d", s->nppl, s->so.pp);
@@ -650,7 +656,7 @@ static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
 	uint64_t total = 0;
 	int ret;
 	warn_unmatched(s);
-	for (int r = 0; r < s->so.tp * s->so.pp; r++)
+	for (int r = 0; r < s->so.tp * s->so.dp * s->so.pp; r++)
 		if (!s->ranks || s->ranks[r])
 			for (size_t i = 0; i < sp->rank[r].n; i++)
 				total += sp->rank[r].t[i].nbytes;
@@ -671,7 +677,7 @@ static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
 			"tpconv: resumed: kept %zu rank file%s an interrupted run left (every tensor byte-equal to this plan), wrote %zu\n",
 			sp->nkept, sp->nkept == 1 ? "" : "s", sp->nwritten);
 	if (mpi->on)
-		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi->size, s->so.tp * s->so.pp,
+		tpc_cli_info("%d processes wrote the set's %d rank files (this one %zu)%s", mpi->size, s->so.tp * s->so.dp * s->so.pp,
 			     sp->nwritten, sp->manifest_written ? "; process 0 checked them and wrote the manifest" : "");
 	if (sp->manifest_other && tpc_cli_verbose >= 0)
 		fprintf(stderr, "tpconv: wrote %zu rank file%s; another run writing '%s' completed the set and wrote its manifest\n",
@@ -679,7 +685,7 @@ static int write_set(shard_cmd *s, tpc_cli_mpi *mpi, tpc_err *e)
 	else if (!sp->manifest_written && tpc_cli_verbose >= 0)
 		fprintf(stderr,
 			"tpconv: wrote %zu rank file%s; the set has %zu of %d (the run that completes it writes the manifest)\n",
-			sp->nwritten, sp->nwritten == 1 ? "" : "s", sp->npresent, s->so.tp * s->so.pp);
+			sp->nwritten, sp->nwritten == 1 ? "" : "s", sp->npresent, s->so.tp * s->so.dp * s->so.pp);
 	else if (tpc_cli_verbose > 0) {
 		char sz[32];
 		tpc_cli_info("wrote %zu rank files (%s) to '%s' in %.2f s%s", sp->nwritten, tpc_fmt_size(total, sz, sizeof(sz)),

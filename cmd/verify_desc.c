@@ -290,6 +290,12 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		return ret;
 	if (d->have_man && !a->set.preset)
 		preset = NULL; /* the manifest's plan */
+	if (d->have_man && d->man.dp > 1)
+		/* its forward checks run tp ranks a stage that each hold every dense
+		 * weight's slice; a stage of tp x dp ranks holds them on dp group 0 */
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "'%s' has %d data-parallel replicas a stage (tp %d x dp %d ranks, experts over all): verify checks sets of tp x pp ranks; verify a reshard of it (tpconv shard SET --tp %d --ep %d ... -o X) or merge it (merge checks every rank's checksums)",
+				   a->dir, d->man.dp, d->man.tp / d->man.dp, d->man.dp, d->man.tp / d->man.dp, d->man.tp / d->man.dp);
 	if (d->have_man) {
 		d->tp = d->man.tp;
 		d->pp = d->man.pp;

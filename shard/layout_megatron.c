@@ -133,10 +133,11 @@ int tpc__mcore_facts_of(const tpc_model_facts *f, tpc__mcore_facts *m, tpc_err *
 int tpc__mcore_check_groups(const tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_err *e)
 {
 	int ret = tpc__mcore_facts_of(&sp->facts, mf, e);
-	if (!ret && mf->groups % sp->tp)
+	int tp = sp->tp / sp->dp; /* a stage's ranks are tp x dp */
+	if (!ret && mf->groups % tp)
 		ret = tpc_err_set(e, TPC_EINPUT,
 				  "Megatron splits query groups over tensor-parallel ranks: %lld groups (kv heads) do not divide by tp %d",
-				  (long long)mf->groups, sp->tp);
+				  (long long)mf->groups, tp);
 	return ret;
 }
 
@@ -219,7 +220,9 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 	st = kv(st, "make_vocab_size_divisible_by", tpc_value_int(VOCAB_DIVISIBLE));
 	if (orig) /* the size before padding, where transformers' Megatron converters read it */
 		st = kv(st, "orig_vocab_size", tpc_value_int(orig));
-	st = kv(st, "tensor_model_parallel_size", tpc_value_int(sp->tp));
+	st = kv(st, "tensor_model_parallel_size", tpc_value_int(sp->tp / sp->dp));
+	if (sp->dp > 1) /* the ranks a save of this set had (experts over tp x dp) */
+		st = kv(st, "data_parallel_size", tpc_value_int(sp->dp));
 	st = kv(st, "pipeline_model_parallel_size", tpc_value_int(sp->pp));
 	if (sp->pp_layers && sp->pp > 1) {
 		/* uneven stages: the first and last stage's layers (training/arguments.py

@@ -117,11 +117,22 @@
  *     (check_groups: DeepSeek-V2's group max at 2 experts a group).
  *   - stages: equal, or --pp-layers with the middle ones equal (Megatron's
  *     decoder_first/last_pipeline_num_layers; tpc__mcore_check_stages).
+ *   - ep > tp (ep = D x tp): a save by tp x D x pp ranks, D data-parallel
+ *     replicas (the engine's dp, tpc_shard.h), rank (pp * D + d) * tp + t
+ *     (the decoder RankGenerator's order tp-cp-ep-dp-pp, parallel_state.py:
+ *     859-895). A dense chunk's replica id ends in the dp rank (tp-split:
+ *     (0, 0, dp), core/utils.py:1052-1055,1123-1124; replicated: (0, tp_rank,
+ *     dp), 1183-1196), so only dp rank 0's files hold them (each box once:
+ *     the plan's same_as); an expert's replica id ends in the expert
+ *     data-parallel rank (moe/experts.py:1556-1564), whose group has one rank
+ *     when etp x ep = tp x D with etp 1: rank (t, d) is EP rank t + tp * d
+ *     (the expert RankGenerator, etp fastest) and stores its E/ep experts.
+ *     args say data_parallel_size D, expert_model_parallel_size ep and
+ *     expert_tensor_parallel_size 1.
  *   - refused by name: round-robin placement, experts stacked in one HF
  *     tensor, a tensor whose row has no Megatron name (Mixtral's and
- *     Qwen3-MoE's score correction bias), ep > tp (Megatron would need dp > 1
- *     ranks that hold the dense weights again: tpconv's sets have tp x pp
- *     ranks).
+ *     Qwen3-MoE's score correction bias), ep that is neither a divisor nor
+ *     a multiple of tp.
  * TransformerEngine's _extra_state ShardedObjects are not written (no FP8
  * state exists for a converted model): load with --dist-ckpt-strictness
  * log_all (or ignore_all), as the legacy layout needs strict=False. No
@@ -356,7 +367,8 @@ static void unexpert(char *s)
  * A routed expert's tensors are split over its expert-tensor-parallel group
  * (etp = tp / ep ranks, tpc_split_tp): Megatron's expert rank of tp rank t
  * is ep_rank t / etp, etp_rank t % etp (parallel_state.py:886-895: the expert
- * RankGenerator's order "tp-cp-ep-dp-pp", etp fastest; dp 1). */
+ * RankGenerator's order "tp-cp-ep-dp-pp", etp fastest); with dp replicas
+ * (ep = tp x dp) rank t + tp * d of a stage is EP rank t + tp * d, etp 1. */
 static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
@@ -369,7 +381,14 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 		return ret;
 	for (size_t i = 0; i < sp->n && !ret; i++) {
 		const tpc_shard_entry *en = &sp->t[i];
-		if (en->stage != stage || !en->rank_ix || en->rank_ix[t] < 0)
+		/* a box another rank holds too is stored once, by the lowest
+		 * (same_as): Megatron's replica_id is 0 there only. A replicated
+		 * tensor: (0, tp_rank, dp) at tp rank 0 (of an expert's etp group);
+		 * any dense chunk: its replica id ends in the data-parallel rank
+		 * (transformer/utils.py:164-175), so dp rank 0 stores it; an
+		 * expert's: the expert-data-parallel rank (experts.py:1556-1564),
+		 * 0 on every rank of a stage of tp x dp = ep ranks */
+		if (en->stage != stage || !en->rank_ix || en->rank_ix[t] < 0 || en->same_as[t] != t)
 			continue;
 		const tpc_tensor *x = &rk->t[en->rank_ix[t]];
 		const tpc_split *s = &en->split;
@@ -409,7 +428,7 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 				break;
 			}
 			int64_t rows = v.shape[0];
-			ret = add_chunk(m, sp, key, &v, 0, t * rows, tp * rows, ls, -1, e);
+			ret = add_chunk(m, sp, key, &v, 0, er * rows, et * rows, ls, -1, e);
 		} else if (tpc__mcore_up_of(w->role)) {
 			/* a dense MLP's, a routed expert's or the shared experts' linear_fc1 */
 			const tpc_tensor *up = partner(f, rk, tpc__mcore_up_of(w->role), l, ex, bias);
@@ -430,8 +449,7 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 			else
 				tpc_tensor_release(&u);
 		} else if (s->dim < 0) {
-			if (er == 0) /* replica_id (0, tp_rank, dp): tp rank 0 (of the etp group) stores it */
-				ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, -1, 0, 0, ls, ex, e);
+			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, -1, 0, 0, ls, ex, e);
 		} else {
 			int64_t len = x->shape[s->dim];
 			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, s->dim, er * len, et * len, ls, ex, e);
@@ -832,6 +850,7 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.desc = "Megatron-Core torch_dist: release/__R_0.distcp + .metadata + common.pt + metadata.json, stacked layers",
 	.formats = formats, .set_format = "megatron-torch_dist",
 	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
+	.data_parallel = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .stored_size = stored_size, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,

@@ -78,6 +78,8 @@ typedef struct tpc_layout {
 	bool uneven_stages;         /* holds stages of any layer counts (--pp-layers) */
 	bool expert_parallel;       /* holds expert-parallel sets (--ep): its consumers read
 	                               experts by global name from the ranks that have them */
+	bool data_parallel;         /* holds data-parallel replicas (tpc_shard_opts.dp): tp x dp ranks a
+	                               stage, the dense tensors' copies on dp ranks > 0 not stored */
 	const char *set_format;     /* format label of a merged set without a manifest */
 	const char *merged_file;    /* a merge into a folder writes this one safetensors file there,
 	                               with the companions beside it (peft: adapter_model.safetensors),

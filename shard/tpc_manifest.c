@@ -239,6 +239,8 @@ static int parse_tensor(tpc_manifest *m, tpc_manifest_tensor *mt, const cJSON *o
 		sp->ep_group = (int)g;
 		sp->expert = v;
 	}
+	if (!sp->ep && !sp->stacked)
+		sp->dp = m->dp; /* a dense tensor: the same slices on every data-parallel rank */
 	int gtp = tpc_split_tp(sp, m->tp); /* the ranks it is split over */
 	const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "shape_of_rank");
 	if (so) {
@@ -364,12 +366,16 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 		ret = BAD("manifest: unknown checksum '%s' (this tpconv knows xxh3-128, sha256 and none)", ck);
 		goto out;
 	}
-	int64_t tp, pp;
+	int64_t tp, pp, dp = 1;
 	if (get_i64(root, "tp", 1, TPC_MAX_TP, &tp) || get_i64(root, "pp", 1, TPC_MAX_TP, &pp) ||
-	    tp * pp > TPC_MAX_RANKS) {
-		ret = BAD("manifest: bad tp or pp");
+	    (cJSON_GetObjectItemCaseSensitive(root, "dp") && get_i64(root, "dp", 1, TPC_MAX_TP, &dp)) ||
+	    tp * dp > TPC_MAX_TP || tp * dp * pp > TPC_MAX_RANKS) {
+		ret = BAD("manifest: bad tp, dp or pp");
 		goto out;
 	}
+	/* the stage's ranks: tensor-parallel x data-parallel (tpc_shard.h) */
+	m->dp = (int)dp;
+	tp *= dp;
 	m->tp = (int)tp;
 	m->pp = (int)pp;
 	m->ep = 1;
@@ -377,7 +383,7 @@ int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, cons
 		const char *pl = get_str(root, "ep_placement");
 		if (get_i64(root, "ep", 1, tp, &v) || tp % v || get_i64(root, "experts", v, INT64_MAX / 4, &m->experts) ||
 		    m->experts % v || !pl || (strcmp(pl, "contiguous") && strcmp(pl, "round-robin"))) {
-			ret = BAD("manifest: \"ep\" must divide tp, with \"experts\" a multiple of it and \"ep_placement\" contiguous or round-robin");
+			ret = BAD("manifest: \"ep\" must divide tp x dp, with \"experts\" a multiple of it and \"ep_placement\" contiguous or round-robin");
 			goto out;
 		}
 		m->ep = (int)v;

@@ -19,9 +19,14 @@
  *     "layout": "tpconv" | "oslo" | "trtllm" | "hf" | "vllm" | "megatron" | "dcp",   (tpc_layout.h)
  *     "format": "safetensors" | "torch" | "dcp",   rank file format: one the
  *                                             layout writes
+ *     "dp": 8,                                optional (absent: 1): data-parallel
+ *                                             replicas of each stage (tpc_shard.h): a
+ *                                             stage has tp x dp ranks, rank (pp_rank *
+ *                                             dp + dp_rank) * tp + tp_rank; only layouts
+ *                                             with data_parallel (megatron-dist)
  *     "ep": 4, "ep_placement": "contiguous" | "round-robin", "experts": 8,
  *                                             optional, together: expert parallelism
- *                                             (tpc_plan.h): ep divides tp, experts
+ *                                             (tpc_plan.h): ep divides tp x dp, experts
  *                                             divides by ep
  *     "checksum": "xxh3-128" | "sha256" | "none",   the algorithm of the tensors'
  *                                             checksum members (tpc_hash.h); absent
@@ -32,8 +37,8 @@
  *                                             reshard can reuse it
  *     "metadata": {"k": "v", ...},            the input's string metadata,
  *                                             restored by merge
- *     "ranks": [                              tp * pp entries, rank order
- *       {"rank": 0, "tp_rank": 0, "pp_rank": 0,
+ *     "ranks": [                              tp * dp * pp entries, rank order
+ *       {"rank": 0, "tp_rank": 0, "pp_rank": 0,   (with "dp": "dp_rank" too)
  *        "file": "model_tp00_pp00.safetensors",   relative ('hf': a folder; 'megatron':
  *                                                release/mp_rank_TT[_PPP]/model_optim_rng.pt),
  *                                                no component empty or starting with '.' 
@@ -141,7 +146,8 @@ typedef struct tpc_manifest_tensor {
 
 typedef struct tpc_manifest {
 	char *tool, *set_id, *format, *plan_json;
-	int tp, pp;
+	int tp, pp;            /* tp: the ranks of a stage, the file's "tp" x "dp" (every [tp]) */
+	int dp;                /* "dp": data-parallel replicas of a stage (1: none; tpc_shard.h) */
 	int ep;                /* 1: no expert parallelism */
 	tpc_ep_placement ep_placement;
 	int64_t experts;       /* routed experts per layer (ep > 1) */

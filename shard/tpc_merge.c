@@ -414,6 +414,7 @@ static int take_manifest(tpc_merge *m, const tpc_manifest *man, tpc_err *e)
 {
 	m->tp = man->tp;
 	m->pp = man->pp;
+	m->dp = man->dp;
 	m->ep = man->ep;
 	m->ep_placement = man->ep_placement;
 	m->experts = man->experts;

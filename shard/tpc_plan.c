@@ -537,7 +537,9 @@ int tpc_ep_owner(tpc_ep_placement p, int64_t e, int64_t n, int ep)
 
 int tpc_split_tp(const tpc_split *s, int tp)
 {
-	return s->ep > 1 && tp % s->ep == 0 ? tp / s->ep : tp;
+	if (s->ep > 1)
+		return tp % s->ep == 0 ? tp / s->ep : tp;
+	return s->dp > 1 && tp % s->dp == 0 ? tp / s->dp : tp;
 }
 
 int tpc_split_local(const tpc_split *s, int tp, int r)
@@ -619,6 +621,8 @@ bool tpc_split_equal(const tpc_split *a, const tpc_split *b)
 	if (a->dim != b->dim || a->row_bias != b->row_bias || a->nparts != b->nparts || a->stacked != b->stacked)
 		return false;
 	if ((a->ep > 1 || b->ep > 1) && (a->ep != b->ep || a->ep_group != b->ep_group || a->expert != b->expert))
+		return false;
+	if ((a->dp > 1 ? a->dp : 1) != (b->dp > 1 ? b->dp : 1))
 		return false;
 	if (a->is_shape != b->is_shape ||
 	    (a->is_shape && (a->shape_dim != b->shape_dim || a->shape_len != b->shape_len)))

@@ -298,6 +298,11 @@ typedef struct tpc_split {
 	 * rank r holds the experts of its group (tpc_split_experts) */
 	bool stacked;
 	tpc_ep_placement ep_placement; /* stacked with ep > 1: which experts a group holds */
+	/* > 1: data-parallel replicas (tpc_shard_plan's dp): the stage's `tp`
+	 * ranks are dp groups of tp/dp, and this tensor (not an expert's) is
+	 * split over each group alike, rank r holding local rank r % (tp/dp)'s
+	 * slice; the copies of groups 1.. repeat group 0's (same_as) */
+	int dp;
 } tpc_split;
 
 /* The experts of a stacked tensor (of n along dim 0) rank r holds: *count of
@@ -307,8 +312,9 @@ void tpc_split_experts(const tpc_split *s, int64_t n, int tp, int r, int64_t *fi
 
 /* Does rank r (0..tp) of a stage hold the tensor? (always, unless ep > 1) */
 bool tpc_split_holds(const tpc_split *s, int tp, int r);
-/* The ranks a tensor is split over (tp, or tp/ep for an expert) and rank r's
- * place among them. */
+/* The ranks a tensor is split over (tp, tp/dp for a dense tensor of a set
+ * with data-parallel replicas, or tp/ep for an expert) and rank r's place
+ * among them. */
 int tpc_split_tp(const tpc_split *s, int tp);
 int tpc_split_local(const tpc_split *s, int tp, int r);
 /* The first rank of the stage holding it. */

@@ -243,6 +243,10 @@ static int set_id_compute(tpc_shard_plan *sp, tpc_err *e)
 			 (long long)sp->experts);
 		tpc_hash_update(&s, line, strlen(line));
 	}
+	if (sp->dp > 1) {
+		snprintf(line, sizeof(line), "dp %d\n", sp->dp);
+		tpc_hash_update(&s, line, strlen(line));
+	}
 	if (sp->plan->json)
 		tpc_hash_update(&s, sp->plan->json, strlen(sp->plan->json));
 	for (size_t i = 0; i < sp->n; i++) {
@@ -412,7 +416,11 @@ static int ep_check(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan *plan
 	if (sp->tp % sp->ep)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "--ep %d does not divide --tp %d: the %d ranks of a stage form --ep groups of tp/ep ranks, each expert split over its group (moe_ep_size x moe_tp_size = tp, as TensorRT-LLM maps them)",
-				   sp->ep, sp->tp, sp->tp);
+				   sp->ep, sp->tp / sp->dp, sp->tp / sp->dp);
+	if (sp->dp > 1 && sp->ep != sp->tp)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--ep %d over --tp %d with %d data-parallel replicas: each of the stage's %d ranks is one expert-parallel rank (ep = tp x dp)",
+				   sp->ep, sp->tp / sp->dp, sp->dp, sp->tp);
 	if (!sp->layout->expert_parallel)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "the %s layout does not hold expert-parallel sets (--ep); tpconv, hf and trtllm do",
@@ -513,6 +521,10 @@ static int plan_geometry(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e
 	if (sp->max_shard_size && !sp->layout->sized)
 		return tpc_err_set(e, TPC_EUSAGE, "--max-shard-size does not go with the %s layout (one file per rank)",
 				   sp->layout->name);
+	if (sp->dp > 1 && !sp->layout->data_parallel)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "%d data-parallel replicas a stage (--ep %d over --tp %d): the %s layout holds tp x pp ranks, not the dense weights again on data-parallel ranks (megatron-dist does)",
+				   sp->dp, o->ep, o->tp, sp->layout->name);
 	return choose_format(sp, o, e);
 }
 
@@ -565,7 +577,7 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	bool stk = rule >= 0 && plan->rules[rule].stacked && t->ndim >= 1;
 	if (stk)
 		ex = -1;
-	int rtp = ex >= 0 || stk ? sp->tp / sp->ep : sp->tp;
+	int rtp = ex >= 0 || stk ? sp->tp / sp->ep : sp->tp / sp->dp;
 	int ret = tpc__quant_mx_check(plan, facts, sp->in, t, rtp, e); /* gpt-oss MXFP4: as vLLM loads it */
 	if (!ret)
 		ret = tpc_plan_resolve(plan, facts, t->name, t->ndim, t->shape, rtp, o->resolve_flags, &en->split,
@@ -589,6 +601,7 @@ static int resolve_entry(tpc_shard_plan *sp, size_t i, const tpc_model_facts *fa
 	en->split.ep_group = ex >= 0 ? tpc_ep_owner(sp->ep_placement, ex, sp->experts, sp->ep) : stk ? -1 : 0;
 	en->split.expert = ex >= 0 ? ex : 0;
 	en->split.ep_placement = sp->ep_placement;
+	en->split.dp = ex >= 0 || stk ? 1 : sp->dp;
 	if (stk && t->shape[0] != sp->experts)
 		return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
 				  "stacks %lld experts along dim 0, but the model has %lld routed experts", (long long)t->shape[0],
@@ -667,6 +680,8 @@ static int rank_ckpts(tpc_shard_plan *sp, int *aux_src, int *aux_base, tpc_err *
  * the largest group start. */
 static int same_as_of(const tpc_split *s, int tp, int r)
 {
+	/* a dense tensor's data-parallel copies repeat group 0's ranks */
+	int base = s->ep > 1 ? r - tpc_split_local(s, tp, r) : 0;
 	int lr = tpc_split_local(s, tp, r), q = 0;
 	for (int k = 0; k < s->nparts && q <= lr; k++) {
 		const tpc_split_part *pt = &s->part[k];
@@ -676,7 +691,7 @@ static int same_as_of(const tpc_split *s, int tp, int r)
 		else if (lr / rep * rep > q)
 			q = lr / rep * rep;
 	}
-	return r - lr + q;
+	return base + q;
 }
 
 /* Entry i's slice on every rank that holds it, added to its stage's rank
@@ -752,13 +767,21 @@ static int rank_meta(tpc_shard_plan *sp, int r, tpc_err *e)
 	snprintf(v, sizeof(v), "%d", r);
 	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.rank", v, e)))
 		return ret;
-	snprintf(v, sizeof(v), "%d", r % sp->tp);
+	snprintf(v, sizeof(v), "%d", r % sp->tp % (sp->tp / sp->dp));
 	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp_rank", v, e)))
 		return ret;
+	if (sp->dp > 1) {
+		snprintf(v, sizeof(v), "%d", r % sp->tp / (sp->tp / sp->dp));
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.dp_rank", v, e)))
+			return ret;
+		snprintf(v, sizeof(v), "%d", sp->dp);
+		if ((ret = tpc_ckpt_meta_set(rk, "tpconv.dp", v, e)))
+			return ret;
+	}
 	snprintf(v, sizeof(v), "%d", r / sp->tp);
 	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.pp_rank", v, e)))
 		return ret;
-	snprintf(v, sizeof(v), "%d", sp->tp);
+	snprintf(v, sizeof(v), "%d", sp->tp / sp->dp);
 	if ((ret = tpc_ckpt_meta_set(rk, "tpconv.tp", v, e)))
 		return ret;
 	snprintf(v, sizeof(v), "%d", sp->pp);
@@ -801,7 +824,8 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	sp->in = in;
 	sp->plan = plan;
 	sp->facts = *facts;
-	sp->tp = o->tp;
+	sp->dp = o->dp > 1 ? o->dp : 1;
+	sp->tp = o->tp * sp->dp; /* the stage's ranks */
 	sp->pp = o->pp ? o->pp : 1;
 	sp->layout = o->layout ? o->layout : tpc_layout_default();
 	sp->checksum = o->checksum;
@@ -941,8 +965,11 @@ static void describe_head(const tpc_shard_plan *sp, tpc_buf *out)
 {
 	const tpc_model_facts *f = &sp->facts;
 	int nr = sp->tp * sp->pp;
-	tpc_buf_addf(out, "# plan '%s': tp %d, pp %d, layout %s, format %s, %zu tensors, %d rank %s\n",
-		     sp->plan->name ? sp->plan->name : "(unnamed)", sp->tp, sp->pp, sp->layout->name,
+	char dp[48] = "";
+	if (sp->dp > 1)
+		snprintf(dp, sizeof(dp), ", dp %d (the dense weights stored once)", sp->dp);
+	tpc_buf_addf(out, "# plan '%s': tp %d%s, pp %d, layout %s, format %s, %zu tensors, %d rank %s\n",
+		     sp->plan->name ? sp->plan->name : "(unnamed)", sp->tp / sp->dp, dp, sp->pp, sp->layout->name,
 		     sp->format, sp->n, nr, sp->layout->folders ? "folders" : "files");
 	tpc_buf_adds(out, "# model:");
 	if (!f->heads && !f->kv_heads && !f->head_dim && !f->hidden && !f->vocab)
@@ -968,6 +995,10 @@ static void describe_head(const tpc_shard_plan *sp, tpc_buf *out)
 			     (long long)sp->experts, sp->ep, g, g == 1 ? "" : "s", sp->ep, g,
 			     tpc_ep_placement_name(sp->ep_placement));
 		for (int k = 0; k < sp->ep; k++) {
+			if (sp->ep > 16 && k == 8) { /* a few, then the last */
+				tpc_buf_addf(out, "; ... (%d more)", sp->ep - 9);
+				k = sp->ep - 1;
+			}
 			tpc_buf_addf(out, "%s group %d (ranks %d..%d): ", k ? ";" : ":", k, k * g, k * g + g - 1);
 			if (sp->ep_placement == TPC_EP_ROUND_ROBIN)
 				tpc_buf_addf(out, "experts %d, %d, ... (every %d%s)", k, k + sp->ep, sp->ep,
@@ -1038,13 +1069,15 @@ static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	uint64_t *by = tpc_calloc((size_t)nr + 1, sizeof(*by));
 	size_t *items = tpc_calloc((size_t)nr + 1, sizeof(*items));
 	bool stored = by && items && sp->layout->stored_size;
-	int fw = 0;
+	int fw = 0, empty = 0;
 	for (int r = 0; r < nr && stored; r++)
 		stored = sp->layout->stored_size(sp, r, &by[r], &items[r]);
 	for (int r = 0; r < nr; r++) {
 		uint64_t bytes = stored ? by[r] : rank_bytes(sp, r);
 		most = bytes > most ? bytes : most;
-		least = bytes < least ? bytes : least;
+		empty += !bytes;
+		if (bytes) /* a file that stores nothing (a dense stage's data-parallel copy) aside */
+			least = bytes < least ? bytes : least;
 		all += bytes;
 		int l = (int)strlen(sp->rank_file[r]);
 		fw = l > fw ? (l < 48 ? l : 48) : fw;
@@ -1052,7 +1085,11 @@ static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 	for (int r = 0; r < nr; r++) {
 		uint64_t bytes = stored ? by[r] : rank_bytes(sp, r);
 		char sz[32];
-		tpc_buf_addf(out, "# rank %d (tp %d, pp %d): %-*s %5zu %-7s %12llu bytes %9s  ", r, r % sp->tp, r / sp->tp,
+		char dp[24] = "";
+		int dtp = sp->tp / sp->dp;
+		if (sp->dp > 1)
+			snprintf(dp, sizeof(dp), ", dp %d", r % sp->tp / dtp);
+		tpc_buf_addf(out, "# rank %d (tp %d%s, pp %d): %-*s %5zu %-7s %12llu bytes %9s  ", r, r % sp->tp % dtp, dp, r / sp->tp,
 			     fw + 1, sp->rank_file[r], stored ? items[r] : sp->rank[r].n, stored ? "chunks" : "tensors",
 			     (unsigned long long)bytes, tpc_fmt_size(bytes, sz, sizeof(sz)));
 		tpc_buf_bar(out, bytes, most, 24, unicode);
@@ -1068,10 +1105,13 @@ static void describe_ranks(const tpc_shard_plan *sp, tpc_buf *out, bool unicode)
 			     (unsigned long long)all, tpc_fmt_size(all, a, sizeof(a)), (unsigned long long)model,
 			     tpc_fmt_size(model, b, sizeof(b)), all > model ? ", the rest padding" : "");
 	}
-	if (nr > 1)
-		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s\n",
-			     least ? (double)most / (double)least : 0.0,
+	if (nr > 1 && least != UINT64_MAX)
+		tpc_buf_addf(out, "# balance: largest rank %.3fx the smallest%s%s\n",
+			     least ? (double)most / (double)least : 0.0, empty ? " that stores any" : "",
 			     least && most > least + least / 10 ? " (pipeline stages or replicated tensors weigh unevenly)" : "");
+	if (empty)
+		tpc_buf_addf(out, "# %d rank file%s store%s no tensor data (each box once: the stage's on other ranks)\n", empty,
+			     empty == 1 ? "" : "s", empty == 1 ? "s" : "");
 	free(by);
 	free(items);
 }

@@ -21,6 +21,12 @@
  * "hf-index"), in parallel over ranks (OpenMP), each atomically.
  *
  * Ranks are numbered TensorRT-LLM's way: rank = pp_rank * tp + tp_rank.
+ * With data-parallel replicas (--ep over --tp: Megatron's expert-parallel
+ * ranks beyond one tp group, opts dp) a stage has tp x dp ranks, numbered
+ * as Megatron's default order tp-cp-ep-dp-pp does: rank = (pp_rank * dp +
+ * dp_rank) * tp + tp_rank; dense tensors are split over tp and repeated on
+ * every dp rank (the copies deduplicated as replicated slices are), experts
+ * over the stage's tp x dp ranks.
  *
  * Expert parallelism (--ep N) follows TensorRT-LLM's mapping too: the tp ranks
  * of a stage are N groups of tp/N (moe_ep_size N, moe_tp_size tp/N); dense
@@ -61,7 +67,12 @@
 
 typedef struct tpc_shard_opts {
 	int tp, pp;
-	int ep;                     /* expert parallelism: EP groups of tp/ep ranks (0, 1: none; tpc_plan.h) */
+	int ep;                     /* expert parallelism: EP groups of tp x dp / ep ranks (0, 1: none;
+	                               tpc_plan.h) */
+	int dp;                     /* data-parallel replicas of each stage (0, 1: none): the stage has
+	                               tp x dp ranks, the dense tensors split over tp of them and
+	                               repeated dp times, the experts over all (ep = dp x tp: one EP
+	                               rank each); only layouts with data_parallel hold them */
 	tpc_ep_placement ep_placement;
 	const int64_t *pp_layers;   /* [pp]: the layers of each pipeline stage (--pp-layers; they add
 	                               up to the model's), or NULL: as even as possible */
@@ -73,7 +84,7 @@ typedef struct tpc_shard_opts {
 	                               (TPC_HASH_NONE: none; tpc_hash.h) */
 	bool force;                 /* overwrite existing rank files and manifest */
 	uint64_t max_shard_size;    /* layouts with sized ranks (hf, vllm): largest file of a rank (0 = one file) */
-	const bool *write_rank;     /* [tp*pp]: ranks this run writes; NULL = all */
+	const bool *write_rank;     /* [tp*dp*pp]: ranks this run writes; NULL = all */
 	tpc_progress *progress;     /* may be NULL */
 	const char *config_dir;     /* folder whose companions (config.json, tokenizer ...) the set
 	                               carries and whose config.json feeds the trtllm config (NULL: none) */
@@ -122,7 +133,10 @@ typedef struct tpc_shard_plan {
 	const tpc_ckpt *in;
 	const tpc_plan *plan;
 	tpc_model_facts facts;
-	int tp, pp;
+	int tp, pp;            /* tp: the ranks of a stage, tp x dp of the options (every [tp] and
+	                          [tp*pp] array below, rank r = pp_rank * tp + r % tp) */
+	int dp;                /* data-parallel replicas of a stage (1: none): the tensor-parallel
+	                          size is tp / dp; a dense tensor's split says so (tpc_split.dp) */
 	int ep;                /* 1: no expert parallelism */
 	tpc_ep_placement ep_placement;
 	int64_t experts;       /* routed experts per layer (ep > 1) */
@@ -226,7 +240,8 @@ typedef struct tpc_merge_opts {
 typedef struct tpc_merge {
 	tpc_ckpt out;           /* the merged checkpoint: descriptions over the rank files */
 	tpc_ckpt *rank;         /* [nranks] opened rank files */
-	int nranks, tp, pp;
+	int nranks, tp, pp;     /* tp: the ranks of a stage (tp x dp; tpc_shard_plan) */
+	int dp;                 /* data-parallel replicas of a manifest set (0, 1: none) */
 	int ep;                 /* expert parallelism of a manifest set (1: none) */
 	tpc_ep_placement ep_placement;
 	int64_t experts;

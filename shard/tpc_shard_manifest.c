@@ -38,8 +38,10 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 	size_t hlen = tpc_hash_len(sp->checksum);
 	tpc_buf_addf(b, "{\n  \"tpconv_manifest\": 1,\n  \"tool\": \"tpconv %s\",\n  \"set_id\": \"%s\",\n", TPC_VERSION,
 		     sp->set_id);
-	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp, sp->pp,
+	tpc_buf_addf(b, "  \"tp\": %d,\n  \"pp\": %d,\n  \"layout\": \"%s\",\n  \"format\": \"%s\",\n", sp->tp / sp->dp, sp->pp,
 		     sp->layout->name, sp->format);
+	if (sp->dp > 1)
+		tpc_buf_addf(b, "  \"dp\": %d,\n", sp->dp);
 	if (sp->ep > 1)
 		tpc_buf_addf(b, "  \"ep\": %d,\n  \"ep_placement\": \"%s\",\n  \"experts\": %lld,\n", sp->ep,
 			     tpc_ep_placement_name(sp->ep_placement), (long long)sp->experts);
@@ -104,7 +106,11 @@ void tpc_shard_manifest_render(const tpc_shard_plan *sp, tpc_buf *b)
 		uint64_t bytes = 0;
 		for (size_t i = 0; i < sp->rank[r].n; i++)
 			bytes += sp->rank[r].t[i].nbytes;
-		tpc_buf_addf(b, "    {\"rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"file\": ", r, r % sp->tp, r / sp->tp);
+		if (sp->dp > 1)
+			tpc_buf_addf(b, "    {\"rank\": %d, \"tp_rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, \"file\": ", r,
+				     r % sp->tp % (sp->tp / sp->dp), r % sp->tp / (sp->tp / sp->dp), r / sp->tp);
+		else
+			tpc_buf_addf(b, "    {\"rank\": %d, \"tp_rank\": %d, \"pp_rank\": %d, \"file\": ", r, r % sp->tp, r / sp->tp);
 		tpc_buf_json_str(b, sp->rank_file[r], strlen(sp->rank_file[r]), false);
 		tpc_buf_addf(b, ", \"tensors\": %zu, \"bytes\": %llu}%s\n", sp->rank[r].n, (unsigned long long)bytes,
 			     r + 1 < nr ? "," : "");

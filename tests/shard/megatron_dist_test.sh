@@ -20,6 +20,9 @@
 #   - DeepSeek-V3 (tests/gguf/arch's tiny-deepseek): MLA, the router's expert_bias, a shared
 #     expert and a dense first layer at tp x pp x ep with uneven stages, read back bit for bit
 #     as a set, through convert --rules megatron-deepseek-v3 and resharded;
+#   - ep over tp (ep = D x tp, Mixtral and DeepSeek-V3): tp x D x pp rank files as Megatron's
+#     save with D data-parallel replicas, the dense chunks on dp rank 0 only, read back bit for
+#     bit, resharded both ways; verify refuses such a set by name (verify its reshard);
 #   - what it cannot write is refused by name (a family without its Megatron
 #     names, groups % tp, ep that does not divide tp, round-robin experts, V2-Lite's
 #     q_proj, MLA whose rope rotates halves, group routing args cannot say, uneven stages
@@ -38,14 +41,14 @@ M=$T/m
 A=$SRC/tests/gguf/arch
 run "$TPCONV" convert "$A/tiny-mixtral" -o "$T/mixtral.safetensors" -q &&
   run "$TPCONV" convert "$A/tiny-qwen3-moe" -o "$T/qwen3-moe.safetensors" -q || { echo "1..0 # SKIP fixtures"; exit 0; }
-for spec in "mixtral 2 1 2" "mixtral 2 1 1" "qwen3-moe 2 2 2 0,2 g" "qwen3-moe 2 2 2 1,1" "qwen3-moe 1 2 1 2,0"; do
+for spec in "mixtral 2 1 2" "mixtral 2 1 1" "mixtral 1 2 2" "qwen3-moe 2 2 2 0,2 g" "qwen3-moe 2 2 2 1,1" "qwen3-moe 1 2 1 2,0"; do
   set -- $spec; m=$1 tp=$2 pp=$3 ep=$4 pl=${5:-} g=${6:-}
   S=$T/${m}_${tp}_${pp}_$ep${pl:+_$pl} what="$m tp $tp pp $pp ep $ep${pl:+ ($pl)}${g:+ grouped}"
   run "$TPCONV" shard "$A/tiny-$m" --preset $m --tp $tp --pp $pp --ep $ep ${pl:+--pp-layers $pl} ${g:+--moe-grouped-gemm} \
     --layout megatron-dist -o "$S" -q
   if [ "$rc" != 0 ]; then bad "$what: shard" "$(cat "$T/err")"; continue; fi
-  nf=$(ls "$S/release" | grep -c '^__[0-9]*_0\.distcp$')
-  [ "$nf" = $((tp * pp)) ] && grep -aq 'decoder.layers.mlp.experts.experts.linear_fc1.weight' "$S/release/.metadata" &&
+  nf=$(ls "$S/release" | grep -c '^__[0-9]*_0\.distcp$') dp=$((ep > tp ? ep / tp : 1))
+  [ "$nf" = $((tp * dp * pp)) ] && grep -aq 'decoder.layers.mlp.experts.experts.linear_fc1.weight' "$S/release/.metadata" &&
     grep -aq 'decoder.layers.mlp.router.weight' "$S/release/.metadata" && grep -aq 'decoder.layers.pre_mlp_layernorm.weight' "$S/release/.metadata" &&
     grep -aq 'expert_tensor_parallel_size' "$S/release/common.pt" &&
     ok "$what: $nf rank files; the experts, the router and pre_mlp_layernorm under Megatron's stacked keys" ||
@@ -63,7 +66,7 @@ done
 # and a shared one, MLA with q_lora_rank): tp x pp x ep with uneven stages, read back bit for
 # bit as a set and through convert --rules megatron-deepseek-v3
 run "$TPCONV" convert "$A/tiny-deepseek" -o "$T/deepseek.safetensors" -q || bad "deepseek fixture" "$(cat "$T/err")"
-for spec in "2 2 2 2,1" "2 1 1" "4 2 2 1,2 g"; do
+for spec in "2 2 2 2,1" "2 1 1" "4 2 2 1,2 g" "2 2 4 2,1"; do
   set -- $spec; tp=$1 pp=$2 ep=$3 pl=${4:-} g=${5:-}
   S=$T/ds_${tp}_${pp}_$ep what="deepseek-v3 tp $tp pp $pp ep $ep${pl:+ ($pl)}${g:+ grouped}"
   run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp $tp --pp $pp --ep $ep ${pl:+--pp-layers $pl} ${g:+--moe-grouped-gemm} \
@@ -125,9 +128,42 @@ run "$TPCONV" inspect --hash "$SRC/tests/data/dcp/megatron_nonhomog"
   grep -q "decoder.layers.0.mlp.linear_fc1.weight .*\[12, 4\]" "$T/out" &&
   grep -q "local_experts.1.linear_fc1.weight .* 77bb1d0b7ba4e28256b656ce9291b23fa29b6955519575f23afe046ed273e55e" "$T/out" &&
   ok "non-homogeneous layers (a layer's own keys): the experts come apart per expert, by value" || bad "non-homogeneous" "$(cat "$T/out" "$T/err")"
-run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 --layout megatron-dist -o "$T/x4" -q
-[ "$rc" = 2 ] && grep -q -- "--ep 2 does not divide --tp 1" "$T/err" && [ ! -e "$T/x4" ] &&
-  ok "ep over tp (Megatron: data-parallel ranks, which a tp x pp set has not) is refused" || bad "ep > tp" "exit $rc" "$(cat "$T/err")"
+# ep over tp (ep = D x tp): Megatron's save has tp x D x pp files (rank (pp x D + d) x tp + t),
+# the dense chunks in the dp-rank-0 files only (transformer/utils.py:164-175), each file the
+# experts of EP rank t + tp x d (moe/experts.py:1556-1564): at tp 2 pp 2 ep 4 with stages 2,1,
+# ranks 2, 3, 6, 7 hold one expert's 3 chunks (fc1 gate and up, fc2) of the stage's MoE layer
+S=$T/ds_2_2_4
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 2 --pp 2 --ep 4 --pp-layers 2,1 --layout megatron-dist --dry-run
+[ "$rc" = 0 ] && grep -q "^# plan 'deepseek-v3': tp 2, dp 2 .* 8 rank files" "$T/out" &&
+  [ "$(grep -c '^# rank [2367] (tp [01], dp 1, pp [01]): release/__[2367]_0.distcp  *3 chunks  *12288 bytes' "$T/out")" = 4 ] &&
+  grep -q '^# rank 0 (tp 0, dp 0, pp 0): release/__0_0.distcp  *30 chunks ' "$T/out" &&
+  grep -q "^# stored: 419488 bytes " "$T/out" && grep -q '"dp": 2,' "$S/tpconv-manifest.json" &&
+  grep -q '"tp_rank": 1, "dp_rank": 1, "pp_rank": 1, "file": "release/__7_0.distcp"' "$S/tpconv-manifest.json" &&
+  grep -aq data_parallel_size "$S/release/common.pt" &&
+  ok "ep 4 over tp 2: 8 rank files, the dense chunks on dp rank 0, one expert on each; the bytes those of ep 2 (419488)" ||
+  bad "ep > tp files" "$(grep '^# rank\|^# plan\|^# stored' "$T/out")" "$(cat "$T/err")"
+run "$TPCONV" shard "$S" --tp 2 --ep 2 --layout megatron-dist -o "$S.re" -q &&
+  run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S.re" -q &&
+  run "$TPCONV" shard "$S.re" --tp 1 --ep 2 --layout megatron-dist -o "$S.dp" -q &&
+  [ "$(ls "$S.dp/release" | grep -c distcp)" = 2 ] && run "$TPCONV" merge "$S.dp" -o "$S.dp.safetensors" -q &&
+  same "$T/deepseek.safetensors" "$S.dp.safetensors" &&
+  ok "ep > tp resharded: tp 2 pp 2 ep 4 -> tp 2 ep 2 (verify passes) -> tp 1 ep 2 (dp 2), merged bit-exact" ||
+  bad "ep > tp reshard" "$(cat "$T/err" "$T/out" "$T/diff" 2>/dev/null)"
+run "$TPCONV" inspect "$S"
+[ "$rc" = 0 ] && grep -q "^# shard set: layout megatron-dist, tp 2, pp 2, dp 2, ep 4 (4 experts per layer, contiguous; 1 rank per expert), 8 rank files" "$T/out" &&
+  ok "inspect says the set's tp, pp, dp and ep" || bad "inspect dp" "$(head -2 "$T/out")" "$(cat "$T/err")"
+# tp 1 pp 2 ep 4 (1,2): stage 0 is the dense layer, so its dp ranks 1-3 store nothing (empty
+# files, as torch's writer leaves them); the balance is of the files that store any
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 1 --pp 2 --ep 4 --pp-layers 1,2 --layout megatron-dist --dry-run
+[ "$rc" = 0 ] && [ "$(grep -c '^# rank [123] (tp 0, dp [123], pp 0): .* 0 chunks  *0 bytes' "$T/out")" = 3 ] &&
+  grep -q "^# 3 rank files store no tensor data" "$T/out" && grep -q "^# balance: .* the smallest that stores any" "$T/out" &&
+  ok "a dense stage's data-parallel ranks: 3 empty files, said so" || bad "empty dp files" "$(grep '^# ' "$T/out" | tail -12)"
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S"
+[ "$rc" = 2 ] && grep -q "has 2 data-parallel replicas a stage (tp 2 x dp 2 ranks, experts over all): verify checks sets of tp x pp ranks" "$T/err" &&
+  ok "verify says by name that it checks tp x pp sets (a set with dp replicas: verify a reshard)" || bad "verify dp" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 -o "$T/x4" -q
+[ "$rc" = 2 ] && grep -q -- "2 data-parallel replicas a stage (--ep 2 over --tp 1): the tpconv layout holds tp x pp ranks" "$T/err" && [ ! -e "$T/x4" ] &&
+  ok "ep over tp in a layout without data-parallel ranks is refused by name" || bad "ep > tp tpconv" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 2 --ep-placement round-robin --layout megatron-dist -o "$T/x5" -q
 [ "$rc" = 2 ] && grep -q "round-robin is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x5" ] &&
   ok "round-robin experts are refused by name (Megatron's EP ranks own contiguous experts)" || bad "round-robin" "exit $rc" "$(cat "$T/err")"

@@ -32,6 +32,11 @@ expert_bias replicated; shared_experts' linear_fc1 [gate; up] (swiglu halves ove
 the whole tp group) and linear_fc2; the first_k_dense_replace layers dense;
 common.pt's MLA sizes and sigmoid / expert-bias / group routing.
 
+EP over TP (a multiple of it, DP = ep / tp data-parallel replicas): tp x DP x pp
+files __R_0.distcp, R = (pp_rank * DP + dp_rank) * tp + tp_rank; every dense chunk
+in a dp rank 0 file, each expert's in the file of its EP rank (R % (tp x DP)),
+expert tp 1; common.pt's data_parallel_size.
+
 usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS [EP [grouped]]
   HF_DIR holds config.json and model.safetensors; PP_LAYERS the layers of each
   stage, comma-separated ("2" for pp 1); EP the expert parallelism of an MoE set.
@@ -56,6 +61,12 @@ DeepSeek-V3 (tests/gguf/arch's tiny-deepseek as $R/hfd, its model.safetensors
 from `tpconv convert`): tp 2 pp 2 ep 2 (2,1) 44 keys in 87 chunks, tp 2 ep 1 (3)
 44 in 111, tp 4 pp 2 ep 2 (1,2) 44 in 151, tp 2 pp 2 ep 1 (0,3, grouped) 44 in
 111, tp 4 pp 3 ep 4 (1,1,1) 44 in 127: every one as Megatron's.
+EP over TP (torch 2.14.1, the same chroot; the sets from `tpconv shard ... --tp T --pp P
+--ep N [--pp-layers S] --layout megatron-dist`): DeepSeek-V3 tp 2 pp 2 ep 4 (2,1,
+... hfd SET 2 2,1 4) 44 keys in 87 chunks in 8 files, tp 1 pp 2 ep 4 (1,2: stage 0
+dense, so its dp ranks 1-3 write empty files, as torch's writer does) 44 in 67 in 8,
+tp 2 ep 4 grouped (3) 44 in 87 in 4; Mixtral tp 1 pp 2 ep 2 (1,1) 10 in 37 in 4,
+tp 2 ep 4 (2) 10 in 43 in 4: every key, offset, byte and file as Megatron's.
 """
 import json, os, sys
 
@@ -66,6 +77,10 @@ from safetensors.torch import load_file
 hf_dir, set_dir, tp, stages = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4].split(",")]
 ep = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 grouped = len(sys.argv) > 6 and sys.argv[6] == "grouped"
+# ep over tp (a multiple of it): a save by tp x DP x pp ranks, DP = ep / tp data-parallel
+# replicas, expert tp 1; else DP 1 and expert tp = tp / ep
+DP = ep // tp if ep > tp else 1
+etp = 1 if ep > tp else tp // ep
 cfg = json.load(open(os.path.join(hf_dir, "config.json")))
 hf = load_file(os.path.join(hf_dir, "model.safetensors"))
 H, NH = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -93,7 +108,7 @@ def chunks(key, full, axis, stacked, layer, replicated=False, parts=1, expert=No
     lead = ([L] if stacked else []) + ([E] if expert is not None else [])
     pre = ([layer] if stacked else []) + ([expert] if expert is not None else [])
     ones = [1] * len(pre)
-    ntp = tp // ep if expert is not None else tp
+    ntp = etp if expert is not None else tp
     shape = lead + g
     out = []
     if replicated:
@@ -205,7 +220,7 @@ assert common["checkpoint_version"] == 3.0 and common["iteration"] == 0, common
 assert common["content_metadata"] == {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}, common
 if E:
     assert (a.num_experts, a.expert_model_parallel_size, a.expert_tensor_parallel_size, a.moe_grouped_gemm,
-            a.moe_router_topk, a.moe_router_pre_softmax) == (E, ep, tp // ep, grouped, cfg["num_experts_per_tok"],
+            a.moe_router_topk, a.moe_router_pre_softmax) == (E, ep, etp, grouped, cfg["num_experts_per_tok"],
                                                              cfg.get("norm_topk_prob") is False), vars(a)
     if mixed:
         assert a.moe_layer_freq == [0 if l in dense_layers else 1 for l in range(L)], vars(a)
@@ -219,16 +234,25 @@ if MLA:
     assert a.multi_latent_attention and a.qk_layernorm, vars(a)
     assert (a.q_lora_rank, a.kv_lora_rank, a.qk_head_dim, a.qk_pos_emb_head_dim, a.v_head_dim) == (
         cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]), vars(a)
-# where each chunk lives: an expert's on the ranks of its EP group (ranks
-# ep_rank * etp .. of each stage), in the file of that rank
+if DP > 1:
+    assert a.data_parallel_size == DP, vars(a)
+# where each chunk lives: rank r = (pp_rank * DP + dp_rank) * tp + tp_rank (parallel_state.py's
+# order tp-cp-ep-dp-pp); an expert's on the ranks of its EP group (EP rank (r % (tp * DP)) //
+# etp: experts.py's ep_group), a dense chunk on dp rank 0 only (its replica id ends in the dp
+# rank: core/utils.py make_(tp_)sharded_tensor_for_checkpoint), in the file of that rank
 sm = md.storage_data
+files = sorted(f for f in os.listdir(it) if f.endswith(".distcp"))
+assert files == sorted("__%d_0.distcp" % r for r in range(tp * DP * len(stages))), files
 for idx, st in sm.items():
+    r = int(st.relative_path.split("_")[2])
+    s = r % (tp * DP)
     if E and "experts.experts" in idx.fqn:
         e = idx.offset[0 if mixed else 1]
-        r = int(st.relative_path.split("_")[2])
-        t = r % tp
-        assert t // (tp // ep) == e // (E // ep), (idx.fqn, list(idx.offset), st.relative_path)
+        assert s // etp == e // (E // ep), (idx.fqn, list(idx.offset), st.relative_path)
+    else:
+        assert s // tp == 0, (idx.fqn, list(idx.offset), st.relative_path)
 if len(set(stages)) > 1:
     assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (stages[0], stages[-1]), vars(a)
-print("ok: torch %s read %d keys in %d chunks (tp %d, stages %s, ep %d%s): shapes, offsets and bytes as Megatron-Core's "
-      "sharded_state_dict gives them" % (torch.__version__, len(exp), nchunks, tp, sys.argv[4], ep, ", grouped" if grouped else ""))
+print("ok: torch %s read %d keys in %d chunks in %d files (tp %d, stages %s, ep %d%s): shapes, offsets and bytes as Megatron-Core's "
+      "sharded_state_dict gives them" % (torch.__version__, len(exp), nchunks, len(files), tp, sys.argv[4], ep,
+                                         (", dp %d" % DP if DP > 1 else "") + (", grouped" if grouped else "")))

@@ -1112,6 +1112,19 @@ static void test_stacked(void **st)
 	tpc_split t = s;
 	t.stacked = false;
 	assert_false(tpc_split_equal(&s, &t));
+	/* data-parallel replicas: a stage of 4 ranks = tp 2 x dp 2; a dense
+	 * tensor is split over 2 and rank 3 (tp 1, dp 1) holds rank 1's rows */
+	tpc_split d;
+	memset(&d, 0, sizeof(d));
+	d.kind = TPC_SPLIT_COL;
+	d.nparts = 1;
+	d.part[0].size = 8;
+	d.dp = 2;
+	assert_true(tpc_split_tp(&d, 4) == 2 && tpc_split_local(&d, 4, 3) == 1 && tpc_split_holds(&d, 4, 3));
+	assert_true(tpc_split_rank_len(&d, 0, 4) == 4 && tpc_split_rank_start(&d, 0, 4, 3) == 4);
+	d.ep = 4; /* an expert's tensor: over its EP group (the stage's 4 ranks: 1 each), dp aside */
+	d.ep_group = 3;
+	assert_true(tpc_split_tp(&d, 4) == 1 && tpc_split_holds(&d, 4, 3) && !tpc_split_holds(&d, 4, 1));
 	tpc_plan_release(&p);
 }
 

@@ -251,12 +251,36 @@ static void test_manifest_bad(void **st)
 	assert_string_equal(m.files[1], "model_tp01_pp00.safetensors");
 	assert_string_equal(m.set_id, sp.set_id);
 	tpc_manifest_release(&m);
+	{
+		/* "dp": the stage's ranks are tp x dp, dense splits over tp */
+		const char *at = strstr(b.p, "\"tp\": 2");
+		tpc_buf x = TPC_BUF_INIT;
+		tpc_buf_add(&x, b.p, (size_t)(at - b.p));
+		tpc_buf_adds(&x, "\"tp\": 1, \"dp\": 2");
+		tpc_buf_adds(&x, at + 7);
+		assert_int_equal(tpc_manifest_from_buffer(&m, x.p, x.len, "m.json", &e), 0);
+		assert_true(m.tp == 2 && m.dp == 2 && m.t[1].split.dp == 2 && tpc_split_tp(&m.t[1].split, m.tp) == 1);
+		tpc_manifest_release(&m);
+		tpc_buf_release(&x);
+		/* a layout without data-parallel ranks refuses dp by name */
+		tpc_shard_plan dsp;
+		o.dp = 2;
+		o.ep = 2;
+		tpc_err_init(&e);
+		assert_int_equal(tpc_shard_plan_build(&dsp, &ck, &p, &FACTS, &o, &e), TPC_EUSAGE);
+		assert_non_null(strstr(e.msg, "the tpconv layout holds tp x pp ranks"));
+		tpc_shard_plan_release(&dsp);
+		o.dp = o.ep = 0;
+	}
 	static const struct {
 		const char *from, *to, *msg;
 	} cases[] = {
 		{"\"model_tp01_pp00.safetensors\"", "\"../evil.safetensors\"", "plain \"file\" name"},
 		{"\"model_tp01_pp00.safetensors\"", "\"model_tp00_pp00.safetensors\"", "name the same file"},
 		{"\"tp\": 2", "\"tp\": 3", "\"ranks\" must list 3 rank files"},
+		{"\"tp\": 2", "\"tp\": 2, \"dp\": 0", "manifest: bad tp, dp or pp"},
+		{"\"tp\": 2", "\"tp\": 1, \"dp\": 3", "\"ranks\" must list 3 rank files"},
+		{"\"tp\": 2", "\"tp\": 4096, \"dp\": 2", "manifest: bad tp, dp or pp"},
 		{"\"tpconv_manifest\": 1", "\"tpconv_manifest\": 2", "not a tpconv manifest of version 1"},
 		{"{\"size\": 16, \"pad\": 0", "{\"size\": 17, \"pad\": 0", "do not divide by tp 2"},
 		{"{\"size\": 4, \"pad\": 0, \"heads\": 2, \"replicas\": 1}", "{\"size\": 4, \"pad\": 0, \"heads\": 2, \"replicas\": 2}",
