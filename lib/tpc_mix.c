@@ -32,6 +32,8 @@ static const method_def methods[] = {
 	{"dare_ties", TPC_MIX_DARE_TIES, 2, true, false, true},
 	{"dare_linear", TPC_MIX_DARE_LINEAR, 2, false, false, true},
 	{"slerp", TPC_MIX_SLERP, 0, false, false, false},
+	{"breadcrumbs", TPC_MIX_BREADCRUMBS, 3, false, false, false},
+	{"breadcrumbs_ties", TPC_MIX_BREADCRUMBS_TIES, 3, true, false, false},
 };
 
 static const method_def *method_of(tpc_mix_method m)
@@ -59,6 +61,8 @@ static bool is_tensor_param(tpc_mix_method m, const char *p)
 		return false;
 	if (m == TPC_MIX_LINEAR)
 		return !strcmp(p, "weight");
+	if (method_of(m)->sparsify == 3 && !strcmp(p, "gamma"))
+		return true;
 	return !strcmp(p, "weight") || !strcmp(p, "density");
 }
 
@@ -159,7 +163,7 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 			r->method_name = methods[i].name;
 		}
 	if (!r->method)
-		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, slerp)%s",
+		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, slerp)%s",
 				  mm->valuestring, NULL);
 	const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
 	if (!cJSON_IsArray(models) || !cJSON_GetArraySize(models))
@@ -363,6 +367,29 @@ static bool dare_kept(const tpc_mix_coef *m, int k, uint64_t j)
 	return (tpc_mix_splitmix64(m->key[k] + j) >> 40) < m->keep[k];
 }
 
+/* Whether input k's delta at element j (of magnitude ad) survives its
+ * sparsification (true where none) */
+static bool kept(const tpc_mix_coef *m, int k, uint64_t j, float ad)
+{
+	switch (m->sparsify) {
+	case 1:
+		return ad >= m->thr[k];
+	case 2:
+		return m->keep[k] >= (1ull << 24) || dare_kept(m, k, j);
+	case 3:
+		return ad >= m->thr[k] && (m->thr_hi[k] < 0 || ad < m->thr_hi[k]);
+	default:
+		return true;
+	}
+}
+
+/* Whether input k's delta is sparsified at all */
+static bool masked(const tpc_mix_coef *m, int k)
+{
+	return (m->sparsify == 1 && m->thr[k] >= 0) || (m->sparsify == 2 && m->keep[k] < (1ull << 24)) ||
+	       (m->sparsify == 3 && (m->thr[k] >= 0 || m->thr_hi[k] >= 0));
+}
+
 /* The bucket of a 65536-bin histogram (from the top) that holds the k-th
  * largest; *k becomes its rank within the bucket. */
 static uint32_t bucket_of(const uint64_t *h, uint64_t *k)
@@ -383,10 +410,45 @@ static int read_pair(const tpc_ckpt *ck, const tpc_dequant *dq, int a, int b, ui
 	return ret ? ret : read_f32(ck, &dq->c[b], e0, n, xb, tmp, tmpcap, e);
 }
 
+/* |delta|'s kk-th largest (1 <= kk <= N) into *thr: its f32 bit patterns
+ * order as its values, so by a histogram of the high 16 bits, then of the
+ * low 16 in that bucket (no copy of the tensor held: the pairs read twice) */
+static int kth_largest(const tpc_ckpt *ck, const tpc_dequant *dq, int k, uint64_t kk, uint64_t *h, float *xb, float *xk,
+		       void **tmp, size_t *tmpcap, float *thr, tpc_err *e)
+{
+	uint64_t N = dq->c[k].numel;
+	uint32_t hi = 0;
+	int B = dq->mix->base, ret = 0;
+	for (int pass = 0; pass < 2 && !ret; pass++) {
+		memset(h, 0, 65536 * sizeof(uint64_t));
+		for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
+			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
+			if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, tmp, tmpcap, e)))
+				break;
+			for (uint64_t j = 0; j < n; j++) {
+				float d = fabsf(xk[j] - xb[j]);
+				uint32_t u;
+				memcpy(&u, &d, 4);
+				if (pass == 0)
+					h[u >> 16]++;
+				else if (u >> 16 == hi)
+					h[u & 0xffff]++;
+			}
+		}
+		if (!ret && pass == 0)
+			hi = bucket_of(h, &kk);
+		else if (!ret) {
+			uint32_t u = hi << 16 | bucket_of(h, &kk);
+			memcpy(thr, &u, 4);
+		}
+	}
+	return ret;
+}
+
 /* The whole-tensor facts: TIES' thresholds, the rescale ratios, SLERP's
  * coefficients; reads of each input before writing (SLERP 2, DARE 1,
  * TIES 2, 3 with rescale), nothing held but a chunk. */
-static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool rescale, double tval,
+static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const double *gamma, bool rescale, double tval,
 		 tpc_mix_stats *st, tpc_err *e)
 {
 	tpc_dequant *dq = t->dq;
@@ -440,62 +502,47 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, bool 
 	}
 	if (!m->sparsify)
 		goto out;
-	if (m->sparsify == 1 && !(h = tpc_malloc(65536 * sizeof(uint64_t)))) {
+	if (m->sparsify != 2 && !(h = tpc_malloc(65536 * sizeof(uint64_t)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
 	for (int k = 0; k < dq->nc && !ret; k++) {
 		if (k == B || density[k] >= 1)
 			continue;
-		/* |delta|'s bit patterns order as its values: the k-th largest by a
-		 * histogram of the high 16 bits, then of the low 16 in its bucket
-		 * (no copy of the tensor held; the pairs read again instead) */
-		double before = 0, after = 0;
 		uint64_t kk = (uint64_t)(density[k] * (double)N);
-		uint32_t hi = 0, lo;
-		if (h && !kk) {
+		if (m->sparsify != 2 && !kk) {
 			ret = tpc_err_set(e, TPC_EINPUT, "density %g of input %d keeps no element of %llu", density[k], k,
 					  (unsigned long long)N);
 			break;
 		}
-		for (int pass = 0; pass < (h ? 2 + rescale : 1) && !ret; pass++) {
-			if (h)
-				memset(h, 0, 65536 * sizeof(uint64_t));
-			for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
-				uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-				if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, &tmp, &tmpcap, e)))
-					break;
-				for (uint64_t j = 0; j < n; j++) {
-					float d = fabsf(xk[j] - xb[j]);
-					uint32_t u;
-					memcpy(&u, &d, 4);
-					if (pass == 0) {
-						before += d;
-						if (h)
-							h[u >> 16]++;
-						else if (dare_kept(m, k, e0 + j))
-							after += d;
-					} else if (pass == 1 && u >> 16 == hi) {
-						h[u & 0xffff]++;
-					} else if (pass == 2 && d >= m->thr[k]) {
-						after += d;
-					}
-				}
-			}
-			if (ret || !h)
+		if (m->sparsify == 1) {
+			ret = kth_largest(ck, dq, k, kk, h, xb, xk, &tmp, &tmpcap, &m->thr[k], e);
+		} else if (m->sparsify == 3) {
+			/* sparsify.py magnitude_outliers: the gamma * N largest dropped,
+			 * then the smallest down to density * N (fewer of the largest
+			 * dropped when both do not fit) */
+			uint64_t top = (uint64_t)(gamma[k] * (double)N);
+			if (kk + top > N)
+				top = N - kk;
+			if (kk + top < N)
+				ret = kth_largest(ck, dq, k, kk + top, h, xb, xk, &tmp, &tmpcap, &m->thr[k], e);
+			if (!ret && top)
+				ret = kth_largest(ck, dq, k, top, h, xb, xk, &tmp, &tmpcap, &m->thr_hi[k], e);
+		}
+		/* sparsify.py rescaled_masked_tensor: l1, unless either norm < 1e-7 */
+		double before = 0, after = 0;
+		for (uint64_t e0 = 0; e0 < N && rescale && !ret; e0 += MIX_STEP) {
+			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
+			if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, &tmp, &tmpcap, e)))
 				break;
-			if (pass == 0) {
-				hi = bucket_of(h, &kk);
-			} else if (pass == 1) {
-				lo = bucket_of(h, &kk);
-				uint32_t u = hi << 16 | lo;
-				memcpy(&m->thr[k], &u, 4);
+			for (uint64_t j = 0; j < n; j++) {
+				float d = fabsf(xk[j] - xb[j]);
+				before += d;
+				if (kept(m, k, e0 + j, d))
+					after += d;
 			}
 		}
-		if (ret)
-			break;
-		/* sparsify.py rescaled_masked_tensor: l1, unless either norm < 1e-7 */
-		if (rescale) {
+		if (!ret && rescale) {
 			float bf = (float)before, af = (float)after;
 			m->scale[k] = bf < 1e-7f || af < 1e-7f ? 1.0f : bf / af;
 		}
@@ -539,7 +586,7 @@ static int tensor_param(const tpc_mix_recipe *r, const char *p, int k, const cha
 
 /* The coefficients of tensor `name` (numel elements) into m. */
 static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uint64_t seed, tpc_mix_coef *m,
-			double *density, bool *rescale, double *tval, tpc_err *e)
+			double *density, double *gamma, bool *rescale, double *tval, tpc_err *e)
 {
 	const method_def *md = method_of(r->method);
 	double v;
@@ -573,8 +620,9 @@ static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uin
 	float wsum = 0;
 	for (size_t k = 0; k < r->n; k++) {
 		int kk = (int)k;
-		m->thr[k] = -1;
+		m->thr[k] = m->thr_hi[k] = -1;
 		density[k] = 1;
+		gamma[k] = 0;
 		if (kk == m->base)
 			continue;
 		if ((ret = tensor_param(r, "weight", kk, name, t, 0, true, &v, e)))
@@ -587,6 +635,12 @@ static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uin
 			return ret;
 		if (!(density[k] > 0) || density[k] > 1)
 			return tpc_err_at(e, TPC_EINPUT, r->path, name, "density %g of model '%s' is outside (0, 1]", density[k],
+					  r->model[k]);
+		/* merge_methods/generalized_task_arithmetic.py: gamma 0.01 unless given */
+		if (md->sparsify == 3 && (ret = tensor_param(r, "gamma", kk, name, t, 0.01, false, &gamma[k], e)))
+			return ret;
+		if (!(gamma[k] >= 0) || gamma[k] >= 1)
+			return tpc_err_at(e, TPC_EINPUT, r->path, name, "gamma %g of model '%s' is outside [0, 1)", gamma[k],
 					  r->model[k]);
 		m->keep[k] = density[k] >= 1 ? (1ull << 24) : (uint64_t)floor(density[k] * 16777216.0);
 		m->key[k] = tpc_mix_splitmix64(tpc_mix_splitmix64(tpc_mix_splitmix64(seed) ^ fnv1a64(name)) + k);
@@ -702,7 +756,8 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 			continue;
 		}
 		int64_t l = layer_of(a->name);
-		double t = l < 0 ? 0 : L > 1 ? (double)l / (double)(L - 1) : 1, density[TPC_DQ_MAXC], tval = 0;
+		double t = l < 0 ? 0 : L > 1 ? (double)l / (double)(L - 1) : 1, density[TPC_DQ_MAXC], gamma[TPC_DQ_MAXC];
+		double tval = 0;
 		bool rescale;
 		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_MAXC, true);
 		if (!dq) {
@@ -710,7 +765,7 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 			break;
 		}
 		dq->kind = TPC_DQ_MIX;
-		if ((ret = coefficients(r, a->name, t, seed, dq->mix, density, &rescale, &tval, e))) {
+		if ((ret = coefficients(r, a->name, t, seed, dq->mix, density, gamma, &rescale, &tval, e))) {
 			free(dq);
 			break;
 		}
@@ -730,7 +785,7 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 			tpc__dq_free(dq);
 			break;
 		}
-		if ((ret = facts(ck, a, density, rescale, tval, st, e))) {
+		if ((ret = facts(ck, a, density, gamma, rescale, tval, st, e))) {
 			tpc_err_tensor(e, a->name);
 			break;
 		}
@@ -792,12 +847,8 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 					if (k == B)
 						continue;
 					float d = x[(size_t)k * MIX_STEP + j] - xb[j];
-					if (m->sparsify == 1 && m->thr[k] >= 0) {
-						float mk = fabsf(d) >= m->thr[k] ? 1.0f : 0.0f;
-						d = d * mk;
-						d = d * m->scale[k];
-					} else if (m->sparsify == 2 && m->keep[k] < (1ull << 24)) {
-						float mk = dare_kept(m, k, e0 + j) ? 1.0f : 0.0f;
+					if (masked(m, k)) {
+						float mk = kept(m, k, e0 + j, fabsf(d)) ? 1.0f : 0.0f;
 						d = d * mk;
 						d = d * m->scale[k];
 					}

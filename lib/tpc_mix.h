@@ -13,7 +13,8 @@
  *     - model: PATH                  any checkpoint tpconv reads
  *       parameters: {weight, density}
  *   base_model: PATH                 an input too when not among the models
- *   merge_method: linear | task_arithmetic | ties | dare_ties | dare_linear | slerp
+ *   merge_method: linear | task_arithmetic | ties | dare_ties | dare_linear |
+ *                 breadcrumbs | breadcrumbs_ties | slerp
  *   parameters: {...}                the method's (normalize, rescale, lambda,
  *                                    int8_mask, t) and defaults of the models'
  *   dtype / out_dtype: float32 | float16 | bfloat16   the output's dtype
@@ -46,6 +47,13 @@
  *                     and rescaled (rescale, on) so their L1 norm is the
  *                     delta's (sparsify.py bernoulli, rescaled_masked_tensor);
  *                     then as task_arithmetic / ties
+ *   breadcrumbs/_ties the deltas' gamma * numel largest magnitudes dropped
+ *                     (gamma a model's parameter, 0.01 by default), then the
+ *                     smallest down to density * numel, fewer of the largest
+ *                     dropped when both do not fit (sparsify.py
+ *                     magnitude_outliers at mergekit 007d093a, registry.py:
+ *                     normalize and rescale off); then as task_arithmetic /
+ *                     ties
  *   slerp             two inputs, the base and one more, at t: the spherical
  *                     interpolation of the whole tensors, lerp when the
  *                     normalized dot product exceeds 0.9995 (slerp.py L100-170)
@@ -57,6 +65,10 @@
  *     (k = int(density * numel), found by two histograms of the f32 bit
  *     patterns): ties at the threshold are all kept, where torch.argsort
  *     keeps an arbitrary k;
+ *   - magnitude_outliers likewise by two thresholds: kept where the k-th
+ *     largest <= |delta| < the n_top-th largest (ties at the upper all
+ *     dropped); n_top = 0 drops none of the largest (mergekit's
+ *     indices[n_bot:-n_top] is then empty and drops every element);
  *   - random keeps element j of input k where (h >> 40) < floor(density *
  *     2^24), h = splitmix64(key + j), key = splitmix64(splitmix64(
  *     splitmix64(seed) ^ fnv1a64(name)) + k): reproducible from --seed,
@@ -71,7 +83,7 @@
  * that is in no tensor's name (a recipe for other names); a tensor
  * missing from an input or of another shape, a float tensor in one input
  * that is not float in another, a weight missing, density outside (0, 1]
- * or one keeping no element.
+ * or one keeping no element, gamma outside [0, 1).
  */
 #ifndef TPC_MIX_H
 #define TPC_MIX_H
@@ -84,7 +96,8 @@
 #include "tpc_err.h"
 
 typedef enum tpc_mix_method {
-	TPC_MIX_LINEAR = 1, TPC_MIX_TASK_ARITHMETIC, TPC_MIX_TIES, TPC_MIX_DARE_TIES, TPC_MIX_DARE_LINEAR, TPC_MIX_SLERP
+	TPC_MIX_LINEAR = 1, TPC_MIX_TASK_ARITHMETIC, TPC_MIX_TIES, TPC_MIX_DARE_TIES, TPC_MIX_DARE_LINEAR, TPC_MIX_SLERP,
+	TPC_MIX_BREADCRUMBS, TPC_MIX_BREADCRUMBS_TIES
 } tpc_mix_method;
 
 #define TPC_MIX_MAX_INPUTS (TPC_DQ_MAXC - 1)

@@ -188,6 +188,27 @@ def magnitude(tensor, density, rescale):  # sparsify.py L56-74, ties kept at the
     return rescaled_masked_tensor(tensor, mask, rescale)
 
 
+def magnitude_outliers(tensor, density, rescale, gamma):  # sparsify.py magnitude_outliers
+    """the n_top largest |delta| dropped, then the smallest down to int(density *
+    numel); by thresholds, ties at the lower kept and at the upper dropped
+    (argsort's choice among ties replaced); n_top 0 drops none (mergekit's
+    indices[n_bot:-n_top] is then empty: every element dropped)"""
+    if density >= 1:
+        return tensor
+    n = tensor.numel()
+    target, top = int(density * n), int(gamma * n)
+    assert target > 0
+    if target + top > n:
+        top = n - target
+    w = torch.sort(tensor.abs().view(-1), descending=True).values
+    mask = torch.ones_like(tensor, dtype=torch.bool)
+    if target + top < n:
+        mask &= tensor.abs() >= w[target + top - 1]
+    if top:
+        mask &= tensor.abs() < w[top - 1]
+    return rescaled_masked_tensor(tensor, mask.to(tensor.dtype), rescale)
+
+
 def bernoulli(tensor, density, rescale, seed, name, k):  # sparsify.py L119-135
     if density >= 1:
         return tensor
@@ -202,6 +223,8 @@ METHODS = {  # registry.py L29-64: consensus, sparsification, normalize, rescale
     "ties": ("sum", "magnitude", True, False),
     "dare_ties": ("sum", "random", False, True),
     "dare_linear": (None, "random", False, True),
+    "breadcrumbs": (None, "magnitude_outliers", False, False),
+    "breadcrumbs_ties": ("sum", "magnitude_outliers", False, False),
 }
 
 
@@ -266,6 +289,8 @@ def merge_tensor(rec, name, seed, dt=torch.float32):
         d = param(rec, "density", n, name, 1.0)
         if sparsification == "magnitude":
             delta = magnitude(delta, d, rescale)
+        elif sparsification == "magnitude_outliers":  # gamma: GTA tensor_parameters, 0.01
+            delta = magnitude_outliers(delta, d, rescale, param(rec, "gamma", n, name, 0.01))
         elif sparsification == "random":
             delta = bernoulli(delta, d, rescale, seed, name, k)
         tvs.append((delta, w))
@@ -392,6 +417,31 @@ base_model: b-base.safetensors
 dtype: bfloat16
 """,
 }
+RECIPES["breadcrumbs"] = """\
+# Model Breadcrumbs (arXiv 2312.06795): the largest 5% and the smallest dropped
+models:
+  - model: m1.safetensors
+    parameters: {weight: 0.6, density: 0.7, gamma: 0.05}
+  - model: m2.safetensors
+    parameters: {weight: 0.4, density: 0.5}
+  - model: m3.safetensors
+    parameters: {weight: 0.5, density: 0.9, gamma: 0.2}
+merge_method: breadcrumbs
+base_model: base.safetensors
+parameters: {lambda: 0.9}
+"""
+RECIPES["breadcrumbs_ties"] = """\
+models:
+  - model: m1.safetensors
+    parameters: {weight: 1.0, density: 0.6}
+  - model: m2.safetensors
+    parameters: {weight: 0.6, density: [0.3, 0.9], gamma: 0.02}
+  - model: m3.safetensors
+    parameters: {weight: -0.4, density: 0.5, gamma: 0.1}
+merge_method: breadcrumbs_ties
+base_model: base.safetensors
+parameters: {normalize: true, rescale: true}
+"""
 RECIPES["slerp"] = """\
 # mergekit's README example, on three layers
 models:

@@ -3,7 +3,8 @@
 # make_mix.py with Debian's torch: the models, the recipes and ref-*.safetensors,
 # a torch re-implementation of mergekit's methods that cites the lines it
 # follows). Each method bit for bit in f32 (linear with a gradient and a
-# filter, task_arithmetic with lambda, ties, dare_ties, dare_linear, slerp
+# filter, task_arithmetic with lambda, ties, dare_ties, dare_linear,
+# breadcrumbs, breadcrumbs_ties, slerp
 # with per-filter gradients and its lerp fallback); bf16 inputs rounded once,
 # bit for bit; DARE the same at 1 and 4 threads, another seed another mask;
 # a torch input and output; refusals with their messages, exit 3 and nothing
@@ -34,6 +35,8 @@ merged "task_arithmetic with lambda: bit for bit in f32" task_arithmetic.yaml re
 merged "ties (magnitude trim, sign election, disjoint mean; int8_mask ignored): bit for bit in f32" ties.yaml ref-ties.safetensors
 merged "dare_ties, seed 7, L1 rescale: bit for bit in f32" dare_ties.yaml ref-dare_ties.safetensors --seed 7
 merged "dare_linear without rescale, normalized: bit for bit in f32" dare_linear.yaml ref-dare_linear.safetensors
+merged "breadcrumbs (the largest gamma and the smallest dropped; gamma 0.01 by default, none at 16 elements): bit for bit in f32" breadcrumbs.yaml ref-breadcrumbs.safetensors
+merged "breadcrumbs_ties with L1 rescale and a density gradient: bit for bit in f32" breadcrumbs_ties.yaml ref-breadcrumbs_ties.safetensors
 merged "slerp, t per filter across layers, lerp where nearly colinear: bit for bit in f32" slerp.yaml ref-slerp.safetensors
 merged "linear of bf16 models: the f32 merge rounded once, bit for bit" b-linear.yaml ref-b-linear.safetensors
 "$TPCONV" diff --ulps bf16=1 "$T/o.safetensors" ref-b-linear-bf16.safetensors >"$T/diff" 2>&1 &&
@@ -130,6 +133,14 @@ refused "density outside (0, 1]" "$M
 base_model: $F/base.safetensors
 merge_method: ties
 parameters: {density: 1.5}" "density 1.5 of model '$F/m1.safetensors' is outside (0, 1\]"
+refused "gamma outside [0, 1)" "$M
+base_model: $F/base.safetensors
+merge_method: breadcrumbs
+parameters: {density: 0.5, gamma: 1}" "gamma 1 of model '$F/m1.safetensors' is outside \[0, 1)"
+refused "gamma to a method without outliers" "$M
+base_model: $F/base.safetensors
+merge_method: ties
+parameters: {gamma: 0.1}" "parameter 'gamma' is not one merge_method ties takes"
 refused "slerp of three" "models: [{model: $F/m1.safetensors}, {model: $F/m2.safetensors}]
 base_model: $F/base.safetensors
 merge_method: slerp
