@@ -171,12 +171,13 @@ typedef struct tpc_mix_coef {
 	int method;            /* tpc_mix_method */
 	int base;              /* the base's index in c[], or -1 */
 	int sparsify;          /* 0 none, 1 magnitude (thr), 2 random (key, keep), 3 magnitude
-	                        * outliers (thr, thr_hi) */
+	                        * outliers (thr, thr_hi), 4 DELLA's MagPrune (key, plo, eps) */
 	bool consensus;        /* TIES' sign election (mergekit's 'sum') */
 	bool normalize;        /* divide by the sum of the weights */
 	float w[TPC_DQ_MAXC];  /* the weight of each input */
 	float thr[TPC_DQ_MAXC];/* magnitude: kept where |delta| >= thr (-1: all) */
 	float thr_hi[TPC_DQ_MAXC]; /* magnitude outliers: and |delta| < thr_hi (-1: no bound) */
+	float plo[TPC_DQ_MAXC], eps[TPC_DQ_MAXC]; /* MagPrune: kept with density - eps + 2 eps * rank */
 	uint64_t key[TPC_DQ_MAXC], keep[TPC_DQ_MAXC]; /* random: kept where (h >> 40) < keep */
 	float scale[TPC_DQ_MAXC]; /* rescale of the kept delta (1: none) */
 	float lambda;          /* task vectors' scale */

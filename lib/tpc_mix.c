@@ -34,6 +34,8 @@ static const method_def methods[] = {
 	{"slerp", TPC_MIX_SLERP, 0, false, false, false},
 	{"breadcrumbs", TPC_MIX_BREADCRUMBS, 3, false, false, false},
 	{"breadcrumbs_ties", TPC_MIX_BREADCRUMBS_TIES, 3, true, false, false},
+	{"della", TPC_MIX_DELLA, 4, true, true, true},
+	{"della_linear", TPC_MIX_DELLA_LINEAR, 4, false, false, true},
 };
 
 static const method_def *method_of(tpc_mix_method m)
@@ -62,6 +64,8 @@ static bool is_tensor_param(tpc_mix_method m, const char *p)
 	if (m == TPC_MIX_LINEAR)
 		return !strcmp(p, "weight");
 	if (method_of(m)->sparsify == 3 && !strcmp(p, "gamma"))
+		return true;
+	if (method_of(m)->sparsify == 4 && !strcmp(p, "epsilon"))
 		return true;
 	return !strcmp(p, "weight") || !strcmp(p, "density");
 }
@@ -163,7 +167,7 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 			r->method_name = methods[i].name;
 		}
 	if (!r->method)
-		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, slerp)%s",
+		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, della, della_linear, slerp)%s",
 				  mm->valuestring, NULL);
 	const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
 	if (!cJSON_IsArray(models) || !cJSON_GetArraySize(models))
@@ -387,7 +391,7 @@ static bool kept(const tpc_mix_coef *m, int k, uint64_t j, float ad)
 static bool masked(const tpc_mix_coef *m, int k)
 {
 	return (m->sparsify == 1 && m->thr[k] >= 0) || (m->sparsify == 2 && m->keep[k] < (1ull << 24)) ||
-	       (m->sparsify == 3 && (m->thr[k] >= 0 || m->thr_hi[k] >= 0));
+	       (m->sparsify == 3 && (m->thr[k] >= 0 || m->thr_hi[k] >= 0)) || (m->sparsify == 4 && m->keep[k] < (1ull << 24));
 }
 
 /* The bucket of a 65536-bin histogram (from the top) that holds the k-th
@@ -445,6 +449,86 @@ static int kth_largest(const tpc_ckpt *ck, const tpc_dequant *dq, int k, uint64_
 	return ret;
 }
 
+/* DELLA's MagPrune (sparsify.py della_magprune L138-176 at a6e40288): each
+ * delta's elements ranked by magnitude within their row (dim 1 of a 2-D
+ * tensor; a 1-D one is one row), r = 0.. n-1 from the smallest (equal
+ * magnitudes by index: torch.argsort leaves their order open), kept with
+ * p = (density - eps) + (r / (n - 1) * 2) * eps in f32 (n = 1: r / (n - 1)
+ * is 0; mergekit's is NaN), drawn as DARE's: (splitmix64(key + j) >> 40) <
+ * floor(p * 2^24). One row of every input's bits held at a time. */
+typedef struct della_rows {
+	uint64_t I;                  /* a row's elements */
+	int64_t row[TPC_DQ_MAXC];    /* the row in bits[k], or -1 */
+	float *xb, *xk;              /* the row's elements (the last filled) */
+	uint64_t *key;
+	uint8_t *bits;               /* nc rows of I: kept */
+} della_rows;
+
+static void della_free(della_rows *d)
+{
+	if (!d)
+		return;
+	free(d->xb);
+	free(d->xk);
+	free(d->key);
+	free(d->bits);
+	free(d);
+}
+
+static della_rows *della_new(const tpc_dequant *dq)
+{
+	const tpc_tensor *c = &dq->c[dq->mix->base];
+	della_rows *d = tpc_calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->I = c->ndim == 2 ? (uint64_t)c->shape[1] : c->numel;
+	for (int k = 0; k < TPC_DQ_MAXC; k++)
+		d->row[k] = -1;
+	size_t I = (size_t)(d->I ? d->I : 1);
+	d->xb = tpc_malloc(I * sizeof(float));
+	d->xk = tpc_malloc(I * sizeof(float));
+	d->key = tpc_malloc(I * sizeof(uint64_t));
+	d->bits = tpc_malloc((size_t)dq->nc * I);
+	if (!d->xb || !d->xk || !d->key || !d->bits) {
+		della_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Input k's kept bits of row `row` into d (its pair left in d->xb, d->xk) */
+static int della_fill(const tpc_ckpt *ck, const tpc_dequant *dq, della_rows *d, int k, uint64_t row, void **tmp,
+		      size_t *tmpcap, tpc_err *e)
+{
+	const tpc_mix_coef *m = dq->mix;
+	uint64_t I = d->I, e0 = row * I;
+	int ret = read_pair(ck, dq, m->base, k, e0, I, d->xb, d->xk, tmp, tmpcap, e);
+	if (ret)
+		return ret;
+	for (uint64_t j = 0; j < I; j++) {
+		float ad = fabsf(d->xk[j] - d->xb[j]);
+		uint32_t u;
+		memcpy(&u, &ad, 4);
+		d->key[j] = (uint64_t)u << 32 | j;
+	}
+	qsort(d->key, (size_t)I, sizeof(uint64_t), cmp_u64);
+	uint8_t *bits = d->bits + (size_t)k * I;
+	for (uint64_t r = 0; r < I; r++) {
+		uint64_t j = d->key[r] & 0xffffffffu;
+		float rn = I > 1 ? (float)r / (float)(I - 1) : 0.0f, p = rn * 2.0f;
+		p = m->plo[k] + p * m->eps[k];
+		bits[j] = (tpc_mix_splitmix64(m->key[k] + e0 + j) >> 40) < (uint64_t)floor((double)p * 16777216.0);
+	}
+	d->row[k] = (int64_t)row;
+	return 0;
+}
+
 /* The whole-tensor facts: TIES' thresholds, the rescale ratios, SLERP's
  * coefficients; reads of each input before writing (SLERP 2, DARE 1,
  * TIES 2, 3 with rescale), nothing held but a chunk. */
@@ -459,6 +543,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const
 	size_t tmpcap = 0;
 	float *xb = tpc_malloc(MIX_STEP * sizeof(float)), *xk = tpc_malloc(MIX_STEP * sizeof(float));
 	uint64_t *h = NULL;
+	della_rows *dr = NULL;
 	if (!xb || !xk) {
 		ret = tpc_err_nomem(e);
 		goto out;
@@ -502,7 +587,18 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const
 	}
 	if (!m->sparsify)
 		goto out;
-	if (m->sparsify != 2 && !(h = tpc_malloc(65536 * sizeof(uint64_t)))) {
+	uint64_t row_len = t->ndim == 2 ? (uint64_t)t->shape[1] : N;
+	if (m->sparsify == 4 && N && (t->ndim > 2 || row_len > (1u << 24))) {
+		char sh[128];
+		ret = tpc_err_set(e, TPC_EINPUT, "della ranks a delta within its rows (of a 1-D or 2-D tensor, up to 2^24 a row): %s is not one",
+				  tpc_shape_str(t, sh, sizeof(sh)));
+		goto out;
+	}
+	if (m->sparsify == 4 && rescale && N && !(dr = della_new(dq))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (m->sparsify != 2 && m->sparsify != 4 && !(h = tpc_malloc(65536 * sizeof(uint64_t)))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
@@ -510,7 +606,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const
 		if (k == B || density[k] >= 1)
 			continue;
 		uint64_t kk = (uint64_t)(density[k] * (double)N);
-		if (m->sparsify != 2 && !kk) {
+		if ((m->sparsify == 1 || m->sparsify == 3) && !kk) {
 			ret = tpc_err_set(e, TPC_EINPUT, "density %g of input %d keeps no element of %llu", density[k], k,
 					  (unsigned long long)N);
 			break;
@@ -531,7 +627,17 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const
 		}
 		/* sparsify.py rescaled_masked_tensor: l1, unless either norm < 1e-7 */
 		double before = 0, after = 0;
-		for (uint64_t e0 = 0; e0 < N && rescale && !ret; e0 += MIX_STEP) {
+		for (uint64_t row = 0; dr && rescale && !ret && row < N / dr->I; row++) {
+			if ((ret = della_fill(ck, dq, dr, k, row, &tmp, &tmpcap, e)))
+				break;
+			for (uint64_t j = 0; j < dr->I; j++) {
+				float d = fabsf(dr->xk[j] - dr->xb[j]);
+				before += d;
+				if (dr->bits[(size_t)k * dr->I + j])
+					after += d;
+			}
+		}
+		for (uint64_t e0 = 0; e0 < N && !dr && rescale && !ret; e0 += MIX_STEP) {
 			uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
 			if ((ret = read_pair(ck, dq, B, k, e0, n, xb, xk, &tmp, &tmpcap, e)))
 				break;
@@ -548,6 +654,7 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const
 		}
 	}
 out:
+	della_free(dr);
 	free(tmp);
 	free(xb);
 	free(xk);
@@ -581,6 +688,25 @@ static int tensor_param(const tpc_mix_recipe *r, const char *p, int k, const cha
 		return tpc_err_at(e, TPC_EINPUT, r->path, name, "no '%s' for model '%s' (its parameters or the recipe's)", p,
 				  r->model[k]);
 	*v = dflt;
+	return 0;
+}
+
+/* DELLA's epsilon (0.15 unless given: merge_methods/generalized_task_arithmetic.py
+ * L70-77 at a6e40288) into m; sparsify.py della_magprune L150-153 refuses
+ * density +- epsilon outside (0, 1) */
+static int della_param(const tpc_mix_recipe *r, const char *name, double t, int k, double density, tpc_mix_coef *m,
+		       tpc_err *e)
+{
+	double eps;
+	int ret = tensor_param(r, "epsilon", k, name, t, 0.15, false, &eps, e);
+	if (ret || density >= 1)
+		return ret;
+	if (!(density + eps < 1) || !(density - eps > 0))
+		return tpc_err_at(e, TPC_EINPUT, r->path, name,
+				  "epsilon %g with density %g of model '%s': density - epsilon and density + epsilon must be inside (0, 1)",
+				  eps, density, r->model[k]);
+	m->plo[k] = (float)(density - eps);
+	m->eps[k] = (float)eps;
 	return 0;
 }
 
@@ -642,6 +768,8 @@ static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uin
 		if (!(gamma[k] >= 0) || gamma[k] >= 1)
 			return tpc_err_at(e, TPC_EINPUT, r->path, name, "gamma %g of model '%s' is outside [0, 1)", gamma[k],
 					  r->model[k]);
+		if (md->sparsify == 4 && (ret = della_param(r, name, t, kk, density[k], m, e)))
+			return ret;
 		m->keep[k] = density[k] >= 1 ? (1ull << 24) : (uint64_t)floor(density[k] * 16777216.0);
 		m->key[k] = tpc_mix_splitmix64(tpc_mix_splitmix64(tpc_mix_splitmix64(seed) ^ fnv1a64(name)) + k);
 	}
@@ -803,12 +931,21 @@ out:
 /* Elements [e0, e0+cnt) of the whole merged image (the inputs' element
  * indices) into dst; x: K * MIX_STEP floats. */
 static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t cnt, float *dst, float *x, void **tmpp,
-		size_t *tmpcap, tpc_err *e)
+		size_t *tmpcap, della_rows *dr, tpc_err *e)
 {
 	const tpc_mix_coef *m = dq->mix;
 	int K = dq->nc, B = m->base, ret = 0;
 	while (cnt && !ret) {
 		uint64_t n = cnt < MIX_STEP ? cnt : MIX_STEP;
+		const uint8_t *bits = NULL; /* DELLA: the row's kept bits, from e0 */
+		if (dr) {
+			uint64_t row = e0 / dr->I, in = dr->I - e0 % dr->I;
+			n = n < in ? n : in;
+			for (int k = 0; k < K && !ret; k++)
+				if (masked(m, k) && dr->row[k] != (int64_t)row)
+					ret = della_fill(ck, dq, dr, k, row, tmpp, tmpcap, e);
+			bits = dr->bits + e0 % dr->I;
+		}
 		for (int k = 0; k < K && !ret; k++)
 			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, tmpp, tmpcap, e);
 		if (ret)
@@ -848,7 +985,8 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 						continue;
 					float d = x[(size_t)k * MIX_STEP + j] - xb[j];
 					if (masked(m, k)) {
-						float mk = kept(m, k, e0 + j, fabsf(d)) ? 1.0f : 0.0f;
+						bool kp = bits ? bits[(size_t)k * dr->I + j] != 0 : kept(m, k, e0 + j, fabsf(d));
+						float mk = kp ? 1.0f : 0.0f;
 						d = d * mk;
 						d = d * m->scale[k];
 					}
@@ -896,10 +1034,13 @@ int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t
 	if (e0 > t->numel || cnt > t->numel - e0 || (dq->O && (t->ndim != 2 || t->shape[1] <= 0)))
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
 	float *x = tpc_malloc((size_t)dq->nc * MIX_STEP * sizeof(float));
-	if (!x)
+	della_rows *dr = NULL;
+	if (!x || (dq->mix->sparsify == 4 && t->numel && !(dr = della_new(dq)))) {
+		free(x);
 		return tpc_err_nomem(e);
+	}
 	if (!dq->O) {
-		ret = span(ck, dq, e0, cnt, dst, x, &tmp, &tmpcap, e);
+		ret = span(ck, dq, e0, cnt, dst, x, &tmp, &tmpcap, dr, e);
 	} else {
 		/* a window (a rank's slice, GGUF's permuted rows): rows r0.. and
 		 * columns c0.. of the [O, I] image, a row's run at a time */
@@ -907,7 +1048,7 @@ int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t
 		while (cnt && !ret) {
 			uint64_t o = e0 / w, col = e0 % w, n = w - col < cnt ? w - col : cnt;
 			uint64_t f0 = ((uint64_t)dq->r0 + o) * (uint64_t)dq->I + (uint64_t)dq->c0 + col;
-			ret = span(ck, dq, f0, n, dst, x, &tmp, &tmpcap, e);
+			ret = span(ck, dq, f0, n, dst, x, &tmp, &tmpcap, dr, e);
 			dst += n;
 			e0 += n;
 			cnt -= n;
@@ -915,6 +1056,7 @@ int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t
 	}
 	free(x);
 	free(tmp);
+	della_free(dr);
 	if (ret)
 		tpc_err_tensor(e, t->name);
 	return ret;

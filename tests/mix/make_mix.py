@@ -209,6 +209,28 @@ def magnitude_outliers(tensor, density, rescale, gamma):  # sparsify.py magnitud
     return rescaled_masked_tensor(tensor, mask.to(tensor.dtype), rescale)
 
 
+def della_magprune(tensor, density, epsilon, rescale, seed, name, k):  # sparsify.py della_magprune L138-176
+    """ranks within each row (dim 1; a 1-D tensor one row), equal magnitudes
+    by index (stable), p = (density - eps) + (r / (n - 1) * 2) * eps in f32,
+    drawn by tpconv's generator as DARE's (torch.bernoulli replaced)"""
+    if density >= 1:
+        return tensor
+    assert 0 < density - epsilon and density + epsilon < 1
+    t2 = tensor.unsqueeze(0) if tensor.dim() < 2 else tensor
+    rows, n = t2.shape
+    order = torch.sort(t2.abs(), dim=1, stable=True).indices
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(n).expand(rows, n).contiguous())
+    rn = ranks.to(torch.float32) / float(n - 1) if n > 1 else torch.zeros(rows, n)
+    p = torch.tensor(density - epsilon, dtype=torch.float32) + (rn * 2) * torch.tensor(epsilon, dtype=torch.float32)
+    keep = np.floor(p.double().numpy().reshape(-1) * 16777216.0).astype(np.uint64)
+    key = splitmix64(int(splitmix64(int(splitmix64(seed)) ^ fnv1a64(name))) + k)
+    with np.errstate(over="ignore"):
+        h = splitmix64(key + np.arange(tensor.numel(), dtype=np.uint64))
+    mask = torch.from_numpy(((h >> np.uint64(40)) < keep).astype(np.float32)).view(tensor.shape)
+    return rescaled_masked_tensor(tensor, mask, rescale)
+
+
 def bernoulli(tensor, density, rescale, seed, name, k):  # sparsify.py L119-135
     if density >= 1:
         return tensor
@@ -225,6 +247,8 @@ METHODS = {  # registry.py L29-64: consensus, sparsification, normalize, rescale
     "dare_linear": (None, "random", False, True),
     "breadcrumbs": (None, "magnitude_outliers", False, False),
     "breadcrumbs_ties": ("sum", "magnitude_outliers", False, False),
+    "della": ("sum", "della_magprune", True, True),
+    "della_linear": (None, "della_magprune", False, True),
 }
 
 
@@ -291,6 +315,8 @@ def merge_tensor(rec, name, seed, dt=torch.float32):
             delta = magnitude(delta, d, rescale)
         elif sparsification == "magnitude_outliers":  # gamma: GTA tensor_parameters, 0.01
             delta = magnitude_outliers(delta, d, rescale, param(rec, "gamma", n, name, 0.01))
+        elif sparsification == "della_magprune":  # epsilon: GTA tensor_parameters L70-77, 0.15
+            delta = della_magprune(delta, d, param(rec, "epsilon", n, name, 0.15), rescale, seed, name, k)
         elif sparsification == "random":
             delta = bernoulli(delta, d, rescale, seed, name, k)
         tvs.append((delta, w))
@@ -442,6 +468,29 @@ merge_method: breadcrumbs_ties
 base_model: base.safetensors
 parameters: {normalize: true, rescale: true}
 """
+RECIPES["della"] = """\
+# DELLA (arXiv 2406.11617): MagPrune by rank within rows, then TIES' election
+models:
+  - model: m1.safetensors
+    parameters: {weight: 1.0, density: 0.5, epsilon: 0.1}
+  - model: m2.safetensors
+    parameters: {weight: 0.6, density: 0.7}
+  - model: m3.safetensors
+    parameters: {weight: 0.8, density: [0.3, 0.6], epsilon: 0.25}
+merge_method: della
+base_model: base.safetensors
+parameters: {lambda: 1.1}
+"""
+RECIPES["della_linear"] = """\
+models:
+  - model: m1.safetensors
+    parameters: {weight: 0.5, density: 0.4}
+  - model: m2.safetensors
+    parameters: {weight: 0.5, density: 0.6, epsilon: 0.3}
+merge_method: della_linear
+base_model: base.safetensors
+parameters: {rescale: false, normalize: true}
+"""
 RECIPES["slerp"] = """\
 # mergekit's README example, on three layers
 models:
@@ -458,7 +507,7 @@ parameters:
     - value: 0.5
 dtype: float32
 """
-SEED = {"dare_ties": 7, "dare_linear": 0}
+SEED = {"dare_ties": 7, "dare_linear": 0, "della": 5, "della_linear": 0}
 
 for name, text in RECIPES.items():
     with open(os.path.join(out, name + ".yaml"), "w") as f:

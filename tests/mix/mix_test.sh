@@ -4,7 +4,7 @@
 # a torch re-implementation of mergekit's methods that cites the lines it
 # follows). Each method bit for bit in f32 (linear with a gradient and a
 # filter, task_arithmetic with lambda, ties, dare_ties, dare_linear,
-# breadcrumbs, breadcrumbs_ties, slerp
+# breadcrumbs, breadcrumbs_ties, della, della_linear, slerp
 # with per-filter gradients and its lerp fallback); bf16 inputs rounded once,
 # bit for bit; DARE the same at 1 and 4 threads, another seed another mask;
 # a torch input and output; refusals with their messages, exit 3 and nothing
@@ -37,6 +37,8 @@ merged "dare_ties, seed 7, L1 rescale: bit for bit in f32" dare_ties.yaml ref-da
 merged "dare_linear without rescale, normalized: bit for bit in f32" dare_linear.yaml ref-dare_linear.safetensors
 merged "breadcrumbs (the largest gamma and the smallest dropped; gamma 0.01 by default, none at 16 elements): bit for bit in f32" breadcrumbs.yaml ref-breadcrumbs.safetensors
 merged "breadcrumbs_ties with L1 rescale and a density gradient: bit for bit in f32" breadcrumbs_ties.yaml ref-breadcrumbs_ties.safetensors
+merged "della (MagPrune by rank within rows, seed 5, L1 rescale, TIES election, lambda): bit for bit in f32" della.yaml ref-della.safetensors --seed 5
+merged "della_linear without rescale, normalized: bit for bit in f32" della_linear.yaml ref-della_linear.safetensors
 merged "slerp, t per filter across layers, lerp where nearly colinear: bit for bit in f32" slerp.yaml ref-slerp.safetensors
 merged "linear of bf16 models: the f32 merge rounded once, bit for bit" b-linear.yaml ref-b-linear.safetensors
 "$TPCONV" diff --ulps bf16=1 "$T/o.safetensors" ref-b-linear-bf16.safetensors >"$T/diff" 2>&1 &&
@@ -60,6 +62,11 @@ OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/big.yaml" --seed 7 -o "$T/t1.safe
   OMP_NUM_THREADS=4 "$TPCONV" merge --recipe "$T/big.yaml" --seed 7 -o "$T/t4.safetensors" -q &&
   cmp -s "$T/t1.safetensors" "$T/t4.safetensors" && ok "dare_ties: 1 and 4 threads write the same bytes" ||
   bad "DARE across threads"
+sed 's/dare_ties/della/; s/density: 0.3/density: 0.3, epsilon: 0.2/' "$T/big.yaml" >"$T/bigd.yaml"
+OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/bigd.yaml" --seed 7 -o "$T/d1.safetensors" -q &&
+  OMP_NUM_THREADS=4 "$TPCONV" merge --recipe "$T/bigd.yaml" --seed 7 -o "$T/d4.safetensors" -q &&
+  cmp -s "$T/d1.safetensors" "$T/d4.safetensors" && ! cmp -s "$T/d1.safetensors" "$T/t1.safetensors" &&
+  ok "della: 1 and 4 threads write the same bytes (rows of 64 across 16384-element steps)" || bad "della across threads"
 "$TPCONV" merge --recipe "$T/big.yaml" --seed 8 -o "$T/s8.safetensors" -q && ! cmp -s "$T/t1.safetensors" "$T/s8.safetensors" &&
   ok "dare_ties: seed 8 is another mask" || bad "DARE seed"
 
@@ -137,6 +144,10 @@ refused "gamma outside [0, 1)" "$M
 base_model: $F/base.safetensors
 merge_method: breadcrumbs
 parameters: {density: 0.5, gamma: 1}" "gamma 1 of model '$F/m1.safetensors' is outside \[0, 1)"
+refused "della: density + epsilon outside (0, 1)" "$M
+base_model: $F/base.safetensors
+merge_method: della
+parameters: {density: 0.9, epsilon: 0.15}" "epsilon 0.15 with density 0.9 of model '$F/m1.safetensors': density - epsilon and density + epsilon must be inside (0, 1)"
 refused "gamma to a method without outliers" "$M
 base_model: $F/base.safetensors
 merge_method: ties
