@@ -14,7 +14,7 @@
  *       parameters: {weight, density}
  *   base_model: PATH                 an input too when not among the models
  *   merge_method: linear | task_arithmetic | ties | dare_ties | dare_linear |
- *                 breadcrumbs | breadcrumbs_ties | slerp
+ *                 breadcrumbs | breadcrumbs_ties | della | della_linear | slerp
  *   parameters: {...}                the method's (normalize, rescale, lambda,
  *                                    int8_mask, t) and defaults of the models'
  *   dtype / out_dtype: float32 | float16 | bfloat16   the output's dtype
@@ -51,9 +51,15 @@
  *                     (gamma a model's parameter, 0.01 by default), then the
  *                     smallest down to density * numel, fewer of the largest
  *                     dropped when both do not fit (sparsify.py
- *                     magnitude_outliers at mergekit 007d093a, registry.py:
+ *                     magnitude_outliers L77-116, registry.py L65-82:
  *                     normalize and rescale off); then as task_arithmetic /
  *                     ties
+ *   della/_linear     DELLA's MagPrune: each delta element kept with
+ *                     probability density - eps + 2 eps * rank / (n - 1), its
+ *                     magnitude's rank within its row (epsilon a model's
+ *                     parameter, 0.15 by default; sparsify.py della_magprune
+ *                     L138-176, registry.py L83-100: rescale on, normalize on
+ *                     for della); then as ties / task_arithmetic
  *   slerp             two inputs, the base and one more, at t: the spherical
  *                     interpolation of the whole tensors, lerp when the
  *                     normalized dot product exceeds 0.9995 (slerp.py L100-170)
@@ -69,6 +75,9 @@
  *     largest <= |delta| < the n_top-th largest (ties at the upper all
  *     dropped); n_top = 0 drops none of the largest (mergekit's
  *     indices[n_bot:-n_top] is then empty and drops every element);
+ *   - MagPrune's ranks order equal magnitudes by index, its probability is
+ *     computed in f32 as mergekit's, r / (n - 1) is 0 in a row of one (NaN
+ *     in mergekit), and its draw is DARE's below with that probability;
  *   - random keeps element j of input k where (h >> 40) < floor(density *
  *     2^24), h = splitmix64(key + j), key = splitmix64(splitmix64(
  *     splitmix64(seed) ^ fnv1a64(name)) + k): reproducible from --seed,
@@ -83,7 +92,9 @@
  * that is in no tensor's name (a recipe for other names); a tensor
  * missing from an input or of another shape, a float tensor in one input
  * that is not float in another, a weight missing, density outside (0, 1]
- * or one keeping no element, gamma outside [0, 1).
+ * or one keeping no element, gamma outside [0, 1), density -+ epsilon
+ * outside (0, 1), della on a tensor of more than 2 dimensions or rows over
+ * 2^24.
  */
 #ifndef TPC_MIX_H
 #define TPC_MIX_H
