@@ -32,6 +32,7 @@ static const method_def methods[] = {
 	{"dare_ties", TPC_MIX_DARE_TIES, 2, true, false, true},
 	{"dare_linear", TPC_MIX_DARE_LINEAR, 2, false, false, true},
 	{"slerp", TPC_MIX_SLERP, 0, false, false, false},
+	{"model_stock", TPC_MIX_MODEL_STOCK, 0, false, false, false},
 	{"breadcrumbs", TPC_MIX_BREADCRUMBS, 3, false, false, false},
 	{"breadcrumbs_ties", TPC_MIX_BREADCRUMBS_TIES, 3, true, false, false},
 	{"della", TPC_MIX_DELLA, 4, true, true, true},
@@ -54,12 +55,14 @@ static bool is_global(tpc_mix_method m, const char *p)
 		return !strcmp(p, "normalize");
 	if (m == TPC_MIX_SLERP)
 		return !strcmp(p, "t");
+	if (m == TPC_MIX_MODEL_STOCK)
+		return !strcmp(p, "filter_wise");
 	return !strcmp(p, "normalize") || !strcmp(p, "rescale") || !strcmp(p, "lambda") || !strcmp(p, "int8_mask");
 }
 
 static bool is_tensor_param(tpc_mix_method m, const char *p)
 {
-	if (m == TPC_MIX_SLERP)
+	if (m == TPC_MIX_SLERP || m == TPC_MIX_MODEL_STOCK)
 		return false;
 	if (m == TPC_MIX_LINEAR)
 		return !strcmp(p, "weight");
@@ -167,7 +170,7 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 			r->method_name = methods[i].name;
 		}
 	if (!r->method)
-		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, della, della_linear, slerp)%s",
+		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, della, della_linear, slerp, model_stock)%s",
 				  mm->valuestring, NULL);
 	const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
 	if (!cJSON_IsArray(models) || !cJSON_GetArraySize(models))
@@ -206,6 +209,8 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 		return bad_recipe(r, e, "merge_method %s needs a base_model%s", r->method_name, NULL);
 	if (r->method == TPC_MIX_SLERP && r->n != 2)
 		return bad_recipe(r, e, "slerp merges two models: the base_model and one more%s%s", NULL, NULL);
+	if (r->method == TPC_MIX_MODEL_STOCK && r->n < 3)
+		return bad_recipe(r, e, "model_stock merges the base_model and two models or more (model_stock.py L36-45)%s%s", NULL, NULL);
 	static const char *const dts[] = {"out_dtype", "dtype"};
 	for (int i = 0; i < 2 && !r->dtype; i++) {
 		const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, dts[i]);
@@ -529,6 +534,55 @@ static int della_fill(const tpc_ckpt *ck, const tpc_dequant *dq, della_rows *d, 
 	return 0;
 }
 
+/* Model Stock's t (model_stock.py L59-82 at a6e40288, the whole tensor as
+ * one vector): the offsets o_i = x_i - base of the N models, the cosine of
+ * each pair i < j (the dot over the norms' product clamped to >= 1e-6, then
+ * to [-1, 1]), their mean c, t = N c / (1 + (N - 1) c); in f32 but for the
+ * norms and dots, f64 sums in index order rounded once. s0 = t, s1 = 1 - t. */
+static int stock_facts(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t N, void **tmp, size_t *tmpcap, tpc_err *e)
+{
+	tpc_mix_coef *m = dq->mix;
+	int K = dq->nc, B = m->base, ret = 0;
+	double g[TPC_DQ_MAXC][TPC_DQ_MAXC] = {{0}};
+	float *x = tpc_malloc((size_t)K * MIX_STEP * sizeof(float));
+	if (!x)
+		return tpc_err_nomem(e);
+	for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
+		uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
+		for (int k = 0; k < K && !ret; k++)
+			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, tmp, tmpcap, e);
+		for (uint64_t j = 0; j < n && !ret; j++)
+			for (int a = 0; a < K; a++) {
+				if (a == B)
+					continue;
+				float oa = x[(size_t)a * MIX_STEP + j] - x[(size_t)B * MIX_STEP + j];
+				for (int b = a; b < K; b++)
+					if (b != B)
+						g[a][b] += (double)oa * (double)(x[(size_t)b * MIX_STEP + j] - x[(size_t)B * MIX_STEP + j]);
+			}
+	}
+	free(x);
+	if (ret)
+		return ret;
+	float csum = 0;
+	int pairs = 0;
+	for (int a = 0; a < K; a++)
+		for (int b = a + 1; b < K && a != B; b++) {
+			if (b == B)
+				continue;
+			float np = (float)sqrt(g[a][a]) * (float)sqrt(g[b][b]), c = (float)g[a][b] / (np > 1e-6f ? np : 1e-6f);
+			c = c < -1 ? -1 : c > 1 ? 1 : c;
+			csum = csum + c;
+			pairs++;
+		}
+	float c = csum / (float)pairs, nn = (float)(K - 1);
+	float num = nn * c, den = (nn - 1) * c;
+	den = 1 + den;
+	m->s0 = num / den;
+	m->s1 = 1 - m->s0;
+	return 0;
+}
+
 /* The whole-tensor facts: TIES' thresholds, the rescale ratios, SLERP's
  * coefficients; reads of each input before writing (SLERP 2, DARE 1,
  * TIES 2, 3 with rescale), nothing held but a chunk. */
@@ -583,6 +637,10 @@ static int facts(const tpc_ckpt *ck, tpc_tensor *t, const double *density, const
 			m->s0 = (float)(sin(th0 - tht) / s);
 			m->s1 = (float)(sin(tht) / s);
 		}
+		goto out;
+	}
+	if (m->method == TPC_MIX_MODEL_STOCK) {
+		ret = stock_facts(ck, dq, N, &tmp, &tmpcap, e);
 		goto out;
 	}
 	if (!m->sparsify)
@@ -726,6 +784,13 @@ static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uin
 	*rescale = false;
 	for (size_t k = 0; k < TPC_DQ_MAXC; k++)
 		m->scale[k] = 1;
+	if (r->method == TPC_MIX_MODEL_STOCK) {
+		if ((ret = tensor_param(r, "filter_wise", -1, name, t, 0, false, &v, e)))
+			return ret;
+		if (v != 0)
+			return tpc_err_at(e, TPC_EINPUT, r->path, name, "model_stock with filter_wise (an angle per row) is not read");
+		return 0;
+	}
 	if (r->method == TPC_MIX_SLERP) {
 		bool found;
 		tpc_mix_param(r, "t", -1, name, t, tval, &found, e);
@@ -963,6 +1028,21 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 					acc = acc + p;
 				}
 				dst[j] = m->normalize ? acc / m->wsum : acc;
+			}
+		} else if (m->method == TPC_MIX_MODEL_STOCK) {
+			/* model_stock.py L84-85: t * the models' mean + (1 - t) * the base */
+			const float *x0 = x + (size_t)B * MIX_STEP;
+			float nk = (float)(K - 1);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= 4096)
+#endif
+			for (uint64_t j = 0; j < n; j++) {
+				float acc = 0;
+				for (int k = 0; k < K; k++)
+					if (k != B)
+						acc = acc + x[(size_t)k * MIX_STEP + j];
+				float a = m->s0 * (acc / nk), b = m->s1 * x0[j];
+				dst[j] = a + b;
 			}
 		} else if (m->method == TPC_MIX_SLERP) {
 			const float *v0 = x + (size_t)B * MIX_STEP, *v1 = x + (size_t)(B == 0 ? 1 : 0) * MIX_STEP;

@@ -14,7 +14,8 @@
  *       parameters: {weight, density}
  *   base_model: PATH                 an input too when not among the models
  *   merge_method: linear | task_arithmetic | ties | dare_ties | dare_linear |
- *                 breadcrumbs | breadcrumbs_ties | della | della_linear | slerp
+ *                 breadcrumbs | breadcrumbs_ties | della | della_linear | slerp |
+ *                 model_stock
  *   parameters: {...}                the method's (normalize, rescale, lambda,
  *                                    int8_mask, t) and defaults of the models'
  *   dtype / out_dtype: float32 | float16 | bfloat16   the output's dtype
@@ -60,6 +61,12 @@
  *                     parameter, 0.15 by default; sparsify.py della_magprune
  *                     L138-176, registry.py L83-100: rescale on, normalize on
  *                     for della); then as ties / task_arithmetic
+ *   model_stock       the base b and N >= 2 models: c the mean (summed in
+ *                     pair order) of the cosines of each pair of offsets
+ *                     x_i - b over whole tensors (dot / max(|o_i||o_j|, 1e-6),
+ *                     clamped to [-1, 1]), t = N c / (1 + (N - 1) c), then
+ *                     t * mean_i x_i + (1 - t) b (model_stock.py L33-85);
+ *                     filter_wise (a t per row) refused
  *   slerp             two inputs, the base and one more, at t: the spherical
  *                     interpolation of the whole tensors, lerp when the
  *                     normalized dot product exceeds 0.9995 (slerp.py L100-170)
@@ -108,7 +115,8 @@
 
 typedef enum tpc_mix_method {
 	TPC_MIX_LINEAR = 1, TPC_MIX_TASK_ARITHMETIC, TPC_MIX_TIES, TPC_MIX_DARE_TIES, TPC_MIX_DARE_LINEAR, TPC_MIX_SLERP,
-	TPC_MIX_BREADCRUMBS, TPC_MIX_BREADCRUMBS_TIES, TPC_MIX_DELLA, TPC_MIX_DELLA_LINEAR
+	TPC_MIX_BREADCRUMBS, TPC_MIX_BREADCRUMBS_TIES, TPC_MIX_DELLA, TPC_MIX_DELLA_LINEAR,
+	TPC_MIX_MODEL_STOCK
 } tpc_mix_method;
 
 #define TPC_MIX_MAX_INPUTS (TPC_DQ_MAXC - 1)

@@ -20,13 +20,22 @@ the merge re-implemented below after these lines of mergekit a6e40288:
   sparsify       sparsify.py magnitude L56-74, bernoulli L119-135,
                  rescaled_masked_tensor L23-53
   slerp          merge_methods/slerp.py slerp L100-157, normalize L166-170
+  breadcrumbs    sparsify.py magnitude_outliers L77-116; gamma: GTA
+                 tensor_parameters (0.01); registry.py L65-82
+  della          sparsify.py della_magprune L138-176; epsilon: GTA
+                 tensor_parameters L70-77 (0.15); registry.py L83-100
+  model_stock    merge_methods/model_stock.py execute L33-85 (filter_wise off)
 
 and tpconv's documented definitions (lib/tpc_mix.h) where mergekit leaves the
 bits to torch or its generator: the magnitude mask keeps |delta| >= the k-th
 largest (argsort's choice among ties replaced); DARE's mask is splitmix64 of
 (seed, tensor, model, element), not torch.bernoulli; whole-tensor sums (L1
 norms, SLERP's norms and dot) in f64, rounded to f32 once; SLERP's angle and
-coefficients in f64, the coefficients rounded to f32.
+coefficients in f64, the coefficients rounded to f32; breadcrumbs' mask by two thresholds (ties at
+the upper dropped; n_top 0 drops none, where mergekit's slice drops all);
+DELLA's ranks stable among equal magnitudes, its draw DARE's generator with
+the per-element probability; Model Stock's norms and dots f64 sums rounded
+once, the cosines' mean summed in pair order.
 """
 import json, os, struct, sys
 import numpy as np
@@ -298,6 +307,26 @@ def merge_tensor(rec, name, seed, dt=torch.float32):
             tht = th0 * t
             s0, s1 = np.float32(np.sin(th0 - tht) / s), np.float32(np.sin(tht) / s)
         return torch.tensor(s0) * v0 + torch.tensor(s1) * v1
+    if meth == "model_stock":  # model_stock.py L33-85, one vector (filter_wise off)
+        b = rec["base_model"]
+        w0 = xs[b].reshape(-1)
+        ws = [xs[n].reshape(-1) for n in names if n != b]
+        offs = [w - w0 for w in ws]
+        f32 = lambda v: torch.tensor(v, dtype=torch.float32)
+        nrm = [f32(float(torch.sqrt((o.double() ** 2).sum()))) for o in offs]  # f64 sums, rounded once
+        csum, pairs = f32(0.0), 0
+        for i in range(len(offs)):
+            for j in range(i + 1, len(offs)):
+                npr = nrm[i] * nrm[j]
+                c = (f32(f64sum(offs[i].double() * offs[j].double())) / npr.clamp(min=1e-6)).clamp(-1, 1)
+                csum, pairs = csum + c, pairs + 1
+        c = csum / pairs  # the mean, summed in pair order
+        N = len(ws)
+        t = (N * c) / (1 + (N - 1) * c)
+        acc = torch.zeros_like(w0)
+        for w in ws:
+            acc = acc + w
+        return (t * (acc / N) + (1 - t) * w0).reshape(xs[b].shape)
     consensus, sparsification, dnorm, drescale = METHODS[meth]
     base_n = rec["base_model"]
     base = xs[base_n]
@@ -490,6 +519,16 @@ models:
 merge_method: della_linear
 base_model: base.safetensors
 parameters: {rescale: false, normalize: true}
+"""
+RECIPES["model_stock"] = """\
+# Model Stock (arXiv 2403.19522): the models' mean pulled to the base by the angle of their offsets
+models:
+  - model: m1.safetensors
+  - model: m2.safetensors
+  - model: m3.safetensors
+merge_method: model_stock
+base_model: base.safetensors
+parameters: {filter_wise: false}
 """
 RECIPES["slerp"] = """\
 # mergekit's README example, on three layers

@@ -4,7 +4,7 @@
 # a torch re-implementation of mergekit's methods that cites the lines it
 # follows). Each method bit for bit in f32 (linear with a gradient and a
 # filter, task_arithmetic with lambda, ties, dare_ties, dare_linear,
-# breadcrumbs, breadcrumbs_ties, della, della_linear, slerp
+# breadcrumbs, breadcrumbs_ties, della, della_linear, model_stock, slerp
 # with per-filter gradients and its lerp fallback); bf16 inputs rounded once,
 # bit for bit; DARE the same at 1 and 4 threads, another seed another mask;
 # a torch input and output; refusals with their messages, exit 3 and nothing
@@ -39,6 +39,7 @@ merged "breadcrumbs (the largest gamma and the smallest dropped; gamma 0.01 by d
 merged "breadcrumbs_ties with L1 rescale and a density gradient: bit for bit in f32" breadcrumbs_ties.yaml ref-breadcrumbs_ties.safetensors
 merged "della (MagPrune by rank within rows, seed 5, L1 rescale, TIES election, lambda): bit for bit in f32" della.yaml ref-della.safetensors --seed 5
 merged "della_linear without rescale, normalized: bit for bit in f32" della_linear.yaml ref-della_linear.safetensors
+merged "model_stock of 3 models (t from the mean pairwise cosine of the offsets): bit for bit in f32" model_stock.yaml ref-model_stock.safetensors
 merged "slerp, t per filter across layers, lerp where nearly colinear: bit for bit in f32" slerp.yaml ref-slerp.safetensors
 merged "linear of bf16 models: the f32 merge rounded once, bit for bit" b-linear.yaml ref-b-linear.safetensors
 "$TPCONV" diff --ulps bf16=1 "$T/o.safetensors" ref-b-linear-bf16.safetensors >"$T/diff" 2>&1 &&
@@ -148,6 +149,13 @@ refused "della: density + epsilon outside (0, 1)" "$M
 base_model: $F/base.safetensors
 merge_method: della
 parameters: {density: 0.9, epsilon: 0.15}" "epsilon 0.15 with density 0.9 of model '$F/m1.safetensors': density - epsilon and density + epsilon must be inside (0, 1)"
+refused "model_stock of the base and one model" "models: [{model: $F/m1.safetensors}]
+base_model: $F/base.safetensors
+merge_method: model_stock" "model_stock merges the base_model and two models or more"
+refused "model_stock filter_wise" "models: [{model: $F/m1.safetensors}, {model: $F/m2.safetensors}]
+base_model: $F/base.safetensors
+merge_method: model_stock
+parameters: {filter_wise: true}" "model_stock with filter_wise (an angle per row) is not read"
 refused "gamma to a method without outliers" "$M
 base_model: $F/base.safetensors
 merge_method: ties

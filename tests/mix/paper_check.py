@@ -21,6 +21,11 @@ order tpconv follows (lib/tpc_mix.h); within a stated tolerance elsewhere.
                     Sec. 3: m_t ~ Bernoulli(p) drops, delta_hat =
                     (1 - m_t) * delta_t / (1 - p); merged with task
                     arithmetic over the delta_hat
+  Model Stock       Jang et al. 2024, "Model Stock", ECCV, Sec. 3: w_H =
+                    t w_avg + (1 - t) w_0, t = k cos(theta) / ((k - 1)
+                    cos(theta) + 1), theta the angle between the fine-tuned
+                    offsets from w_0 (for k > 2 the mean of the pairwise
+                    cosines, as mergekit model_stock.py takes it)
   SLERP             Shoemake 1985, "Animating rotation with quaternion
                     curves", SIGGRAPH: slerp(q0, q1; t) = sin((1-t) W)/sin W
                     q0 + sin(t W)/sin W q1, cos W = q0 . q1 (unit vectors)
@@ -122,7 +127,7 @@ def compare(desc, got, want, ulps=0, rel=None):
         scale = float(np.abs(w).max()) or 1.0
         tol = ulps * float(np.spacing(np.float32(scale))) if rel is None else rel * scale
         d = float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max())
-        if d > tol:
+        if not d <= tol:  # NaN fails
             worst = "%s: max |diff| %g > %g" % (n, d, tol)
             break
     ok(not worst, desc, worst)
@@ -298,6 +303,29 @@ for n in NAMES:
 compare("dare_linear with rescale (L1): the paper's delta_hat times (1-p)|delta|_1/|kept delta|_1, to 1e-6 of the largest element",
         got, want if got else err, rel=1e-6)
 print("# dare L1 factor over the paper's 1/(1-p): %.3f .. %.3f over %d tensor-models" % (min(cs), max(cs), len(cs)))
+
+# ---- Model Stock (Jang et al. 2024, Sec. 3) ----
+got, err = merge("stock", """models:
+  - model: @m1.safetensors
+  - model: @m2.safetensors
+  - model: @m3.safetensors
+merge_method: model_stock
+base_model: @base.safetensors
+""")
+want = {}
+for n in NAMES:
+    w0 = M["base"][n].astype(np.float64).reshape(-1)
+    ws = [M[m][n].astype(np.float64).reshape(-1) for m in MODELS]
+    off = [w - w0 for w in ws]
+    # a zero offset (m2 leaves one norm alone) has no angle: its cosine 0,
+    # as mergekit's clamp of the norms' product to 1e-6 makes it
+    cos = [off[i] @ off[j] / max(np.linalg.norm(off[i]) * np.linalg.norm(off[j]), 1e-6)
+           for i in range(3) for j in range(i + 1, 3)]
+    c, k = float(np.mean(cos)), len(ws)
+    t = k * c / ((k - 1) * c + 1)                     # t = k cos / ((k - 1) cos + 1)
+    want[n] = (t * np.mean(ws, axis=0) + (1 - t) * w0).reshape(M["base"][n].shape)   # w_H
+compare("model_stock: w_H = t w_avg + (1 - t) w_0, t = k cos / ((k-1) cos + 1), cos the mean pairwise (Jang et al. 2024 Sec. 3), "
+        "to 1e-6 of the largest element", got, want if got else err, rel=1e-6)
 
 # ---- SLERP (Shoemake 1985) on the tensors, two models ----
 TS = 0.3
