@@ -436,8 +436,8 @@ bool tpc_tensor_is_contiguous(const tpc_tensor *t);
  * (tied weights). Composites and tensors without a storage never match. */
 bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b);
 /* The same description: dtypes, shape, strides, source and offset, flags,
- * and for a composite the same parts (storage not compared): the same bytes.
- * Dequantized tensors never match. */
+ * for a composite the same parts, for a computed tensor (dq) the same
+ * description and companions (storage not compared): the same bytes. */
 bool tpc_tensor_same_desc(const tpc_tensor *a, const tpc_tensor *b);
 /*
  * Tied tensors, what torch.save writes as one storage: the same view of one
