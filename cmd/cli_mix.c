@@ -56,8 +56,8 @@ int tpc_cli_mix(const tpc_cli_mix_args *a)
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
-	tpc_cli_info("%s of %zu inputs: %zu tensor%s merged in f32 (%zu by lerp, nearly colinear)", r.method_name, r.n,
-		     st.merged, st.merged == 1 ? "" : "s", st.lerped);
+	tpc_cli_info("%s of %zu inputs: %zu tensor%s merged in f32 (%zu by lerp, nearly colinear; %zu tied to another, as '%s' holds them)",
+		     r.method_name, r.n, st.merged, st.merged == 1 ? "" : "s", st.lerped, st.tied, r.model[P]);
 	if (st.kept)
 		tpc_cli_warn("%zu integer tensor%s not merged: written as '%s' holds %s", st.kept, st.kept == 1 ? "" : "s",
 			     r.model[P], st.kept == 1 ? "it" : "them");

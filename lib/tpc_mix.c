@@ -883,12 +883,43 @@ static int check_filters(const tpc_ckpt *ck, const tpc_mix_recipe *r, const cJSO
 	return 0;
 }
 
+/* The written input's ties (tpc_ckpt_ties: one storage, a recorded alias)
+ * into *tiep (the first tensor of each one's tie); each must be a tie in
+ * every input, or the merge would have to untie them. */
+static int check_ties(const tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, const int64_t *ix,
+		      int64_t **tiep, tpc_err *e)
+{
+	size_t n = ck->n, m = 0;
+	int P = tpc_mix_primary(r), ret = 0;
+	for (size_t k = 0; k < r->n; k++)
+		m = in[k]->n > m ? in[k]->n : m;
+	int64_t *tie = *tiep = tpc_malloc((n ? n : 1) * sizeof(int64_t)), *tk = tpc_malloc((m ? m : 1) * sizeof(int64_t));
+	if (!tie || !tk) {
+		free(tk);
+		return tpc_err_nomem(e);
+	}
+	ret = tpc_ckpt_ties(ck, NULL, 0, tie, e);
+	for (size_t k = 0; k < r->n && !ret; k++) {
+		if ((int)k == P || (ret = tpc_ckpt_ties(in[k], NULL, 0, tk, e)))
+			continue;
+		for (size_t i = 0; i < n && !ret; i++) {
+			int64_t f = tie[i];
+			if (f != (int64_t)i && tk[ix[i * r->n + k]] != tk[ix[(size_t)f * r->n + k]])
+				ret = tpc_err_at(e, TPC_EINPUT, r->model[k], ck->t[i].name,
+						 "not tied to '%s' as in '%s' (one weight there): merged it would be two", ck->t[f].name,
+						 r->model[P]);
+		}
+	}
+	free(tk);
+	return ret;
+}
+
 int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, uint64_t seed,
 		  tpc_mix_stats *st, tpc_err *e)
 {
 	int P = tpc_mix_primary(r), ret = 0;
 	int *map[TPC_MIX_MAX_INPUTS] = {0};
-	int64_t *ix = NULL;
+	int64_t *ix = NULL, *tie = NULL;
 	size_t n = ck->n;
 	memset(st, 0, sizeof(*st));
 	if ((ret = check_filters(ck, r, r->params, e)))
@@ -929,7 +960,7 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 						 tpc_dtype_name(a->dtype));
 		}
 	}
-	if (ret)
+	if (ret || (ret = check_ties(ck, in, r, ix, &tie, e)))
 		goto out;
 	for (size_t k = 0; k < r->n && !ret; k++)
 		if ((int)k != P)
@@ -946,6 +977,21 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 		tpc_tensor *a = &ck->t[i];
 		if (!is_float(a)) {
 			st->kept++;
+			continue;
+		}
+		if (tie[i] != (int64_t)i) {
+			/* tied in the written input: its merge is the first's, tied to it */
+			tpc_tensor nt;
+			if (tpc_tensor_copy(&nt, &ck->t[tie[i]])) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			nt.name = a->name;
+			a->name = NULL;
+			tpc_tensor_release(a);
+			*a = nt;
+			a->alias_of = tie[i];
+			st->tied++;
 			continue;
 		}
 		int64_t l = layer_of(a->name);
@@ -988,6 +1034,7 @@ out:
 	for (size_t k = 0; k < r->n; k++)
 		free(map[k]);
 	free(ix);
+	free(tie);
 	return ret;
 }
 

@@ -91,6 +91,9 @@
  *     the same bits for any thread count or chunking;
  *   - SLERP's angle and coefficients in f64, the coefficients rounded to f32.
  * The result is rounded once to the output dtype.
+ * Ties of the written input (tpc_ckpt_ties) are kept: a tensor tied to an
+ * earlier one is that one's merge (a copy of its description, alias_of it);
+ * an input where the two are not tied is refused.
  *
  * Refused by name (TPC_EINPUT): slices, modules, tokenizer, chat_template,
  * another merge_method, a parameter the method does not take (int8_mask is
@@ -156,6 +159,7 @@ typedef struct tpc_mix_stats {
 	size_t merged;       /* tensors merged */
 	size_t kept;         /* not float in any input: the written input's, as it is */
 	size_t lerped;       /* SLERP that fell back to lerp */
+	size_t tied;         /* tied in the written input to an earlier tensor: its merge, tied */
 } tpc_mix_stats;
 
 /*

@@ -93,6 +93,13 @@ bmodels = {"b-base": models["base"], "b1": models["m1"], "b2": models["m2"]}
 bmodels = {n: {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in m.items()} for n, m in bmodels.items()}
 for n, m in bmodels.items():
     save(n + ".safetensors", m)
+# tied embeddings (torch.save keeps one storage for lm_head and embed_tokens)
+tmodels = {}
+for n in ("base", "m1", "m2"):
+    m = dict(models[n])
+    m["lm_head.weight"] = m["model.embed_tokens.weight"]
+    tmodels[n + "-tied"] = m
+    torch.save(m, os.path.join(out, n + "-tied.bin"))
 hm = dict(models["m2"])
 del hm["model.layers.1.mlp.up_proj.weight"]
 save("m-missing.safetensors", hm)
@@ -102,7 +109,7 @@ save("m-shape.safetensors", hs)
 
 
 def load(n):
-    return {**models, **bmodels}[n]
+    return {**models, **bmodels, **tmodels}[n.replace(".safetensors", "").replace(".bin", "")]
 
 
 # ---- parameters (config.py) ----
@@ -279,7 +286,7 @@ def inputs(rec):
 def merge_tensor(rec, name, seed, dt=torch.float32):
     meth = rec["merge_method"]
     names = inputs(rec)
-    xs = {n: load(n.replace(".safetensors", ""))[name].to(dt) for n in names}
+    xs = {n: load(n)[name].to(dt) for n in names}
     if meth == "linear":  # linear.py L35-57
         tensors = torch.stack([xs[n] for n in names], dim=0)
         weights = torch.tensor([param(rec, "weight", n, name) for n in names], dtype=tensors.dtype)
@@ -530,6 +537,16 @@ merge_method: model_stock
 base_model: base.safetensors
 parameters: {filter_wise: false}
 """
+RECIPES["tied"] = """\
+# tied embeddings in every input: merged once, written tied
+models:
+  - model: m1-tied.bin
+    parameters: {density: 0.5, weight: 0.5}
+  - model: m2-tied.bin
+    parameters: {density: 0.7, weight: 0.5}
+merge_method: dare_ties
+base_model: base-tied.bin
+"""
 RECIPES["slerp"] = """\
 # mergekit's README example, on three layers
 models:
@@ -546,14 +563,14 @@ parameters:
     - value: 0.5
 dtype: float32
 """
-SEED = {"dare_ties": 7, "dare_linear": 0, "della": 5, "della_linear": 0}
+SEED = {"tied": 3, "dare_ties": 7, "dare_linear": 0, "della": 5, "della_linear": 0}
 
 for name, text in RECIPES.items():
     with open(os.path.join(out, name + ".yaml"), "w") as f:
         f.write(text)
     rec = yaml.safe_load(text)  # PyYAML, as mergekit reads its config
     first = rec.get("base_model") or rec["models"][0]["model"]
-    src = load(first.replace(".safetensors", ""))
+    src = load(first)
     res = {}
     for k, v in src.items():
         if not v.is_floating_point():
@@ -561,6 +578,8 @@ for name, text in RECIPES.items():
             continue
         r = merge_tensor(rec, k, SEED.get(name, 0))
         res[k] = r.to(torch.bfloat16) if name.startswith("b-") else r
+    if name == "tied":  # the tie kept: lm_head is embed_tokens' merge
+        res["lm_head.weight"] = res["model.embed_tokens.weight"]
     save("ref-" + name + ".safetensors", res)
     if name == "b-linear":
         # mergekit's own arithmetic in the recipe's dtype (bf16), for the one-ULP check

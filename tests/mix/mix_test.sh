@@ -7,7 +7,7 @@
 # breadcrumbs, breadcrumbs_ties, della, della_linear, model_stock, slerp
 # with per-filter gradients and its lerp fallback); bf16 inputs rounded once,
 # bit for bit; DARE the same at 1 and 4 threads, another seed another mask;
-# a torch input and output; refusals with their messages, exit 3 and nothing
+# tied embeddings kept tied; a torch input and output; refusals with their messages, exit 3 and nothing
 # written.
 # usage: mix_test.sh TPCONV SRCDIR
 set -u
@@ -70,6 +70,19 @@ OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/bigd.yaml" --seed 7 -o "$T/d1.saf
   ok "della: 1 and 4 threads write the same bytes (rows of 64 across 16384-element steps)" || bad "della across threads"
 "$TPCONV" merge --recipe "$T/big.yaml" --seed 8 -o "$T/s8.safetensors" -q && ! cmp -s "$T/t1.safetensors" "$T/s8.safetensors" &&
   ok "dare_ties: seed 8 is another mask" || bad "DARE seed"
+
+# tied embeddings (torch.save's one storage) in every input: merged once (DARE's
+# mask is the first name's), written tied: one storage in torch, one copy and
+# an alias with --dedup-tied; an input where they are two is refused
+merged "tied embed_tokens/lm_head: lm_head is embed_tokens' merge, bit for bit" tied.yaml ref-tied.safetensors --seed 3
+rm -f "$T/tied.pt" "$T/tied.safetensors"
+"$TPCONV" merge --recipe tied.yaml --seed 3 -o "$T/tied.pt" -q && "$TPCONV" inspect "$T/tied.pt" >"$T/out" 2>&1 &&
+  grep -q "^lm_head.weight .* storage 0 (shared)$" "$T/out" && grep -q "^model.embed_tokens.weight .* storage 0 (shared)$" "$T/out" &&
+  ok "tied: a torch output keeps one storage for both" || bad "tied torch" "$(grep -E "lm_head|embed" "$T/out")"
+"$TPCONV" merge --recipe tied.yaml --seed 3 --dedup-tied -o "$T/tied.safetensors" -q &&
+  head -c 300 "$T/tied.safetensors" | grep -q '"tpconv.aliases":"{\\"lm_head.weight\\":\\"model.embed_tokens.weight\\"}"' &&
+  "$TPCONV" diff "$T/tied.safetensors" ref-tied.safetensors >"$T/diff" 2>&1 &&
+  ok "tied: --dedup-tied stores it once with its alias, read back equal" || bad "tied dedup" "$(head -c 300 "$T/tied.safetensors"; tail -3 "$T/diff")"
 
 # inputs and outputs in other formats; out_dtype
 mkdir -p "$T/in" && "$TPCONV" convert m2.safetensors -o "$T/in/m2.bin" -q &&
@@ -156,6 +169,9 @@ refused "model_stock filter_wise" "models: [{model: $F/m1.safetensors}, {model: 
 base_model: $F/base.safetensors
 merge_method: model_stock
 parameters: {filter_wise: true}" "model_stock with filter_wise (an angle per row) is not read"
+refused "a tie of the base that another model does not have" "models: [{model: $F/m1-tied.bin, parameters: {weight: 1}}, {model: $F/m3.safetensors, parameters: {weight: 1}}]
+base_model: $F/base-tied.bin
+merge_method: task_arithmetic" "tensor 'lm_head.weight': not tied to 'model.embed_tokens.weight' as in '$F/base-tied.bin' (one weight there): merged it would be two"
 refused "gamma to a method without outliers" "$M
 base_model: $F/base.safetensors
 merge_method: ties
