@@ -8,6 +8,7 @@
 
 #include "tpc_cast.h"
 #include "tpc_dtype.h"
+#include "tpc_family.h"
 #include "tpc_lora.h"
 #include "tpc_mix.h"
 #include "tpc_io.h"
@@ -33,6 +34,7 @@ static const method_def methods[] = {
 	{"dare_linear", TPC_MIX_DARE_LINEAR, 2, false, false, true},
 	{"slerp", TPC_MIX_SLERP, 0, false, false, false},
 	{"model_stock", TPC_MIX_MODEL_STOCK, 0, false, false, false},
+	{"passthrough", TPC_MIX_PASSTHROUGH, 0, false, false, false},
 	{"breadcrumbs", TPC_MIX_BREADCRUMBS, 3, false, false, false},
 	{"breadcrumbs_ties", TPC_MIX_BREADCRUMBS_TIES, 3, true, false, false},
 	{"della", TPC_MIX_DELLA, 4, true, true, true},
@@ -57,6 +59,8 @@ static bool is_global(tpc_mix_method m, const char *p)
 		return !strcmp(p, "t");
 	if (m == TPC_MIX_MODEL_STOCK)
 		return !strcmp(p, "filter_wise");
+	if (m == TPC_MIX_PASSTHROUGH)
+		return false;
 	return !strcmp(p, "normalize") || !strcmp(p, "rescale") || !strcmp(p, "lambda") || !strcmp(p, "int8_mask");
 }
 
@@ -64,6 +68,8 @@ static bool is_tensor_param(tpc_mix_method m, const char *p)
 {
 	if (m == TPC_MIX_SLERP || m == TPC_MIX_MODEL_STOCK)
 		return false;
+	if (m == TPC_MIX_PASSTHROUGH)
+		return !strcmp(p, "scale");
 	if (m == TPC_MIX_LINEAR)
 		return !strcmp(p, "weight");
 	if (method_of(m)->sparsify == 3 && !strcmp(p, "gamma"))
@@ -144,19 +150,73 @@ static int add_input(tpc_mix_recipe *r, const char *path, const cJSON *params, t
 	return 0;
 }
 
+/* mergekit's slices (config.py OutputSliceDefinition, InputSliceDefinition;
+ * plan.py plan_slice L267-298): passthrough only, one source a slice, each
+ * {model, layer_range: [a, b], parameters: {scale}}; a model in several
+ * slices is one input. */
+static int slices_from_json(tpc_mix_recipe *r, const cJSON *j, tpc_err *e)
+{
+	const cJSON *sl = cJSON_GetObjectItemCaseSensitive(j, "slices"), *it, *k;
+	int ret;
+	if (r->method != TPC_MIX_PASSTHROUGH)
+		return bad_recipe(r, e, "'slices' are read with merge_method passthrough only (a frankenmerge), not %s%s",
+				  r->method_name, NULL);
+	if (!sl)
+		return bad_recipe(r, e, "passthrough reads 'slices' (each {sources: [{model, layer_range}]})%s%s", NULL, NULL);
+	if (cJSON_GetObjectItemCaseSensitive(j, "models") || cJSON_GetObjectItemCaseSensitive(j, "base_model"))
+		return bad_recipe(r, e, "'slices' with 'models' or 'base_model' is not read: the slices name the models%s%s", NULL,
+				  NULL);
+	if (!cJSON_IsArray(sl) || !cJSON_GetArraySize(sl))
+		return bad_recipe(r, e, "'slices' must be a list of {sources: [...]}%s%s", NULL, NULL);
+	cJSON_ArrayForEach(it, sl) {
+		const cJSON *src = cJSON_GetObjectItemCaseSensitive(it, "sources");
+		if (!cJSON_IsObject(it) || cJSON_GetArraySize(it) != 1 || !cJSON_IsArray(src))
+			return bad_recipe(r, e, "each of 'slices' is {sources: [...]} (nothing else is read)%s%s", NULL, NULL);
+		if (cJSON_GetArraySize(src) != 1)
+			return bad_recipe(r, e, "a passthrough slice has one source (passthrough.py: exactly one tensor)%s%s", NULL,
+					  NULL);
+		const cJSON *s0 = cJSON_GetArrayItem(src, 0), *m = cJSON_GetObjectItemCaseSensitive(s0, "model");
+		const cJSON *lr = cJSON_GetObjectItemCaseSensitive(s0, "layer_range"), *p = cJSON_GetObjectItemCaseSensitive(s0, "parameters");
+		if (!cJSON_IsObject(s0) || !cJSON_IsString(m))
+			return bad_recipe(r, e, "a slice's source is {model: PATH, layer_range: [a, b], parameters: {scale}}%s%s", NULL,
+					  NULL);
+		cJSON_ArrayForEach(k, s0)
+			if (strcmp(k->string, "model") && strcmp(k->string, "layer_range") && strcmp(k->string, "parameters"))
+				return bad_recipe(r, e, "'%s' in a slice's source is not read (model, layer_range, parameters)%s", k->string,
+						  NULL);
+		const cJSON *a = cJSON_GetArrayItem(lr, 0), *b = cJSON_GetArrayItem(lr, 1);
+		if (!cJSON_IsArray(lr) || cJSON_GetArraySize(lr) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
+		    a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble) || a->valuedouble < 0 ||
+		    b->valuedouble <= a->valuedouble || b->valuedouble > 1e6)
+			return bad_recipe(r, e, "model '%s': layer_range is [a, b], whole numbers, 0 <= a < b%s", m->valuestring, NULL);
+		if ((ret = check_params(r, p, true, e)))
+			return ret;
+		if (r->nslices == TPC_MIX_MAX_SLICES)
+			return tpc_err_at(e, TPC_EINPUT, r->path, NULL, "more than %d slices", TPC_MIX_MAX_SLICES);
+		size_t in = 0;
+		while (in < r->n && strcmp(r->model[in], m->valuestring))
+			in++;
+		if (in == r->n && (ret = add_input(r, m->valuestring, NULL, e)))
+			return ret;
+		r->slice[r->nslices++] = (struct tpc_mix_slice){(int)in, (int64_t)a->valuedouble, (int64_t)b->valuedouble,
+								cJSON_IsObject(p) ? p : NULL};
+	}
+	return 0;
+}
+
 static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 {
 	const cJSON *j = r->json, *it;
 	static const char *const known[] = {"models", "base_model", "merge_method", "parameters", "dtype", "out_dtype",
-					    "tokenizer_source"};
+					    "tokenizer_source", "slices"};
 	if (!cJSON_IsObject(j))
 		return bad_recipe(r, e, "a recipe is a mapping (models, merge_method, ...)%s%s", NULL, NULL);
 	cJSON_ArrayForEach(it, j) {
 		bool ok = false;
 		for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++)
 			ok |= !strcmp(it->string, known[i]);
-		if (!ok && (!strcmp(it->string, "slices") || !strcmp(it->string, "modules")))
-			return bad_recipe(r, e, "'%s' (layer ranges stacked or per module) is not read: give 'models'%s", it->string, NULL);
+		if (!ok && !strcmp(it->string, "modules"))
+			return bad_recipe(r, e, "'%s' (layer ranges per module) is not read: give 'models' or 'slices'%s", it->string, NULL);
 		if (!ok)
 			return bad_recipe(r, e, "'%s' is not read (models, base_model, merge_method, parameters, dtype, out_dtype, tokenizer_source: base)%s",
 					  it->string, NULL);
@@ -170,12 +230,20 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 			r->method_name = methods[i].name;
 		}
 	if (!r->method)
-		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, della, della_linear, slerp, model_stock)%s",
+		return bad_recipe(r, e, "merge_method '%s' is not read (linear, task_arithmetic, ties, dare_ties, dare_linear, breadcrumbs, breadcrumbs_ties, della, della_linear, slerp, model_stock, passthrough)%s",
 				  mm->valuestring, NULL);
 	const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
+	int ret;
+	if (cJSON_GetObjectItemCaseSensitive(j, "slices") || r->method == TPC_MIX_PASSTHROUGH) {
+		const cJSON *gp = cJSON_GetObjectItemCaseSensitive(j, "parameters");
+		if ((ret = slices_from_json(r, j, e)) || (ret = check_params(r, gp, false, e)))
+			return ret;
+		r->params = cJSON_IsObject(gp) ? gp : NULL;
+		r->base = -1;
+		goto tail;
+	}
 	if (!cJSON_IsArray(models) || !cJSON_GetArraySize(models))
 		return bad_recipe(r, e, "'models' must be a list of {model, parameters}%s%s", NULL, NULL);
-	int ret;
 	cJSON_ArrayForEach(it, models) {
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(it, "model"), *k;
 		if (!cJSON_IsObject(it) || !cJSON_IsString(m))
@@ -211,6 +279,7 @@ static int recipe_from_json(tpc_mix_recipe *r, tpc_err *e)
 		return bad_recipe(r, e, "slerp merges two models: the base_model and one more%s%s", NULL, NULL);
 	if (r->method == TPC_MIX_MODEL_STOCK && r->n < 3)
 		return bad_recipe(r, e, "model_stock merges the base_model and two models or more (model_stock.py L36-45)%s%s", NULL, NULL);
+tail:;
 	static const char *const dts[] = {"out_dtype", "dtype"};
 	for (int i = 0; i < 2 && !r->dtype; i++) {
 		const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, dts[i]);
@@ -1038,6 +1107,184 @@ out:
 	return ret;
 }
 
+/* ---- passthrough: layers stacked from slices ---- */
+
+/* the embedding side of the model: taken from the first slice's model (plan.py
+ * plan_module: pre_weights from slices[0], post_weights from slices[-1]) */
+static bool pre_role(tpc_role ro)
+{
+	return ro == TPC_ROLE_TOKEN_EMBD || ro == TPC_ROLE_POS_EMBD || ro == TPC_ROLE_TOKEN_TYPES || ro == TPC_ROLE_TOKEN_EMBD_NORM;
+}
+
+static bool nextn_role(tpc_role ro)
+{
+	return ro == TPC_ROLE_NEXTN_EH_PROJ || ro == TPC_ROLE_NEXTN_EMBD || ro == TPC_ROLE_NEXTN_ENORM ||
+	       ro == TPC_ROLE_NEXTN_HNORM || ro == TPC_ROLE_NEXTN_HEAD || ro == TPC_ROLE_NEXTN_HEAD_NORM;
+}
+
+/* Every tensor of input k in f's table (Hugging Face names), outside the
+ * MTP layers; *nl: its layer count */
+static int pass_layers(const tpc_ckpt *c, const tpc_mix_recipe *r, int k, const tpc_family *f, int64_t *nl, tpc_err *e)
+{
+	*nl = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		int64_t layer, expert;
+		bool bias;
+		const tpc_tensor_row *row = tpc_family_classify(f, TPC_ECO_HF, c->t[i].name, &layer, &expert, &bias);
+		if (!row)
+			return tpc_err_at(e, TPC_EINPUT, r->model[k], c->t[i].name,
+					  "not in the %s record's tensor table: passthrough cannot renumber its layer", f->name);
+		if (nextn_role(row->role))
+			return tpc_err_at(e, TPC_EINPUT, r->model[k], c->t[i].name,
+					  "a next-token-prediction layer (after num_hidden_layers): passthrough does not restack it");
+		*nl = layer + 1 > *nl ? layer + 1 : *nl;
+	}
+	return 0;
+}
+
+/* Input k's tensor i added to ck as `name` (prefixed \x01 until the originals
+ * go), its scale at layer position t into scale[] (NaN: none) */
+static int pass_add(tpc_ckpt *ck, const tpc_ckpt *const *in, int *const *map, const tpc_mix_recipe *r, int P, int k,
+		    size_t i, const char *name, const cJSON *params, double t, float *scale, tpc_err *e)
+{
+	char tmp[1024];
+	if (snprintf(tmp, sizeof(tmp), "\x01%s", name) >= (int)sizeof(tmp))
+		return tpc_err_at(e, TPC_EINPUT, r->model[k], name, "name too long");
+	int64_t j = tpc_ckpt_add_copy(ck, tmp, &in[k]->t[i], e);
+	if (j < 0)
+		return -1;
+	if (k != P)
+		remap(&ck->t[j], map[k]);
+	bool found = false;
+	double v;
+	const cJSON *sv = params ? cJSON_GetObjectItemCaseSensitive(params, "scale") : NULL;
+	if (sv)
+		evaluate(sv, name, t, &v, &found);
+	if (!found && r->params && (sv = cJSON_GetObjectItemCaseSensitive(r->params, "scale")))
+		evaluate(sv, name, t, &v, &found);
+	scale[j] = found ? (float)v : NAN;
+	return 0;
+}
+
+/* The pre weights, the slices' layers renumbered by f's name templates, the
+ * post weights; *scale (ck->n + added) by each added tensor's index. */
+static int pass_stack(tpc_ckpt *ck, const tpc_ckpt *const *in, int *const *map, const tpc_mix_recipe *r,
+		      const tpc_family *f, size_t n0, float *scale, int64_t *layers, tpc_err *e)
+{
+	int P = tpc_mix_primary(r), ret = 0;
+	int64_t L = 0;
+	for (int pass = 0; pass < 3 && !ret; pass++) {
+		size_t s0 = pass == 2 ? r->nslices - 1 : 0, s1 = pass == 1 ? r->nslices : s0 + 1;
+		for (size_t s = s0; s < s1 && !ret; s++) {
+			const struct tpc_mix_slice *sl = &r->slice[s];
+			const tpc_ckpt *c = in[sl->input];
+			int64_t len = pass == 1 ? sl->b - sl->a : 1;
+			for (int64_t idx = 0; idx < len && !ret; idx++, L += pass == 1) {
+				double t = pass != 1 ? 0 : len > 1 ? (double)idx / (double)(len - 1) : 1;
+				/* the written input's own tensors, not those added to it */
+				size_t cn = sl->input == P ? n0 : c->n;
+				for (size_t i = 0; i < cn && !ret; i++) {
+					int64_t layer, expert;
+					bool bias;
+					int part;
+					char nm[1024];
+					const tpc_tensor_row *row = tpc_family_classify(f, TPC_ECO_HF, c->t[i].name, &layer, &expert, &bias);
+					if (pass != 1 && (layer >= 0 || pre_role(row->role) != (pass == 0)))
+						continue;
+					if (pass == 1 && layer != sl->a + idx)
+						continue;
+					if (pass == 1 && !tpc_family_name(row, TPC_ECO_HF, L, expert, bias, nm, sizeof(nm), &part))
+						ret = tpc_err_at(e, TPC_EINPUT, r->model[sl->input], c->t[i].name, "no name for layer %lld",
+								 (long long)L);
+					else
+						ret = pass_add(ck, in, map, r, P, sl->input, i, pass == 1 ? nm : c->t[i].name,
+							       pass == 1 ? sl->params : NULL, t, scale, e);
+				}
+			}
+		}
+	}
+	*layers = L;
+	return ret;
+}
+
+int tpc_mix_passthrough(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, const tpc_family *f,
+			int64_t *layers, tpc_mix_stats *st, tpc_err *e)
+{
+	int P = tpc_mix_primary(r), ret = 0;
+	int *map[TPC_MIX_MAX_INPUTS] = {0};
+	int64_t nl[TPC_MIX_MAX_INPUTS];
+	size_t n0 = ck->n, total = 0;
+	float *scale = NULL;
+	bool *keep = NULL;
+	memset(st, 0, sizeof(*st));
+	if (!f || !f->tensors)
+		return tpc_err_at(e, TPC_EINPUT, r->model[P], NULL,
+				  "passthrough renumbers layers by the family record's tensor names: no config.json beside it names an architecture tpconv has a record of");
+	for (size_t k = 0; k < r->n && !ret; k++)
+		ret = pass_layers(in[k], r, (int)k, f, &nl[k], e);
+	for (size_t s = 0; s < r->nslices && !ret; s++) {
+		const struct tpc_mix_slice *sl = &r->slice[s];
+		if (sl->b > nl[sl->input])
+			ret = tpc_err_at(e, TPC_EINPUT, r->path, NULL, "layer_range [%lld, %lld] of '%s': it has %lld layers",
+					 (long long)sl->a, (long long)sl->b, r->model[sl->input], (long long)nl[sl->input]);
+	}
+	for (size_t k = 0; k < r->n && !ret; k++) {
+		total += in[k]->n * (r->nslices + 2);
+		if ((int)k != P)
+			ret = tpc__import_sources(ck, in[k], &map[k], e);
+	}
+	if (ret)
+		goto out;
+	if (!(scale = tpc_malloc((n0 + total) * sizeof(float)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = pass_stack(ck, in, map, r, f, n0, scale, layers, e)))
+		goto out;
+	if (!(keep = tpc_malloc(ck->n * sizeof(bool)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t i = 0; i < ck->n; i++)
+		keep[i] = i >= n0;
+	if ((ret = tpc_ckpt_filter(ck, keep, e)))
+		goto out;
+	for (size_t i = 0; i < ck->n && !ret; i++) {
+		char *nm = tpc_strdup(ck->t[i].name + 1);
+		ret = nm ? tpc_ckpt_rename(ck, (int64_t)i, nm, e) : tpc_err_nomem(e);
+		free(nm);
+		/* a scale, or the recipe's dtype: the tensor times its scale (1), rounded once */
+		float sc = scale[n0 + i];
+		if (ret || !is_float(&ck->t[i]) || (isnan(sc) && !r->dtype))
+			continue;
+		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_MAXC, true);
+		if (!dq) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		dq->kind = TPC_DQ_MIX;
+		dq->mix->method = TPC_MIX_PASSTHROUGH;
+		dq->mix->base = -1;
+		dq->mix->w[0] = isnan(sc) ? 1.0f : sc;
+		if (tpc_tensor_copy(&dq->c[0], &ck->t[i]) || !(dq->c[0].name = tpc_strdup(ck->t[i].name))) {
+			tpc_tensor_release(&dq->c[0]);
+			free(dq);
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		dq->nc = 1;
+		if ((ret = install(ck, i, dq, r->dtype, e)))
+			tpc__dq_free(dq);
+		st->merged++;
+	}
+out:
+	for (size_t k = 0; k < r->n; k++)
+		free(map[k]);
+	free(scale);
+	free(keep);
+	return ret;
+}
+
 /* ---- the elements, while written ---- */
 
 /* Elements [e0, e0+cnt) of the whole merged image (the inputs' element
@@ -1076,6 +1323,10 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 				}
 				dst[j] = m->normalize ? acc / m->wsum : acc;
 			}
+		} else if (m->method == TPC_MIX_PASSTHROUGH) {
+			/* passthrough.py: the tensor times its scale */
+			for (uint64_t j = 0; j < n; j++)
+				dst[j] = m->w[0] * x[j];
 		} else if (m->method == TPC_MIX_MODEL_STOCK) {
 			/* model_stock.py L84-85: t * the models' mean + (1 - t) * the base */
 			const float *x0 = x + (size_t)B * MIX_STEP;

@@ -15,7 +15,11 @@
  *   base_model: PATH                 an input too when not among the models
  *   merge_method: linear | task_arithmetic | ties | dare_ties | dare_linear |
  *                 breadcrumbs | breadcrumbs_ties | della | della_linear | slerp |
- *                 model_stock
+ *                 model_stock | passthrough
+ *   slices:                          passthrough's instead of models: each
+ *     - sources:                     {sources: [one {model, layer_range:
+ *         - model: PATH              [a, b], parameters: {scale}}]}: the
+ *           layer_range: [a, b]      layers stacked (tpc_mix_passthrough)
  *   parameters: {...}                the method's (normalize, rescale, lambda,
  *                                    int8_mask, t) and defaults of the models'
  *   dtype / out_dtype: float32 | float16 | bfloat16   the output's dtype
@@ -95,7 +99,7 @@
  * earlier one is that one's merge (a copy of its description, alias_of it);
  * an input where the two are not tied is refused.
  *
- * Refused by name (TPC_EINPUT): slices, modules, tokenizer, chat_template,
+ * Refused by name (TPC_EINPUT): slices with another method, modules, tokenizer, chat_template,
  * another merge_method, a parameter the method does not take (int8_mask is
  * taken and ignored: the mask is exact either way), a model given twice, a
  * mergekit LoRA reference (model+lora), more than 15 inputs, a filter
@@ -119,10 +123,11 @@
 typedef enum tpc_mix_method {
 	TPC_MIX_LINEAR = 1, TPC_MIX_TASK_ARITHMETIC, TPC_MIX_TIES, TPC_MIX_DARE_TIES, TPC_MIX_DARE_LINEAR, TPC_MIX_SLERP,
 	TPC_MIX_BREADCRUMBS, TPC_MIX_BREADCRUMBS_TIES, TPC_MIX_DELLA, TPC_MIX_DELLA_LINEAR,
-	TPC_MIX_MODEL_STOCK
+	TPC_MIX_MODEL_STOCK, TPC_MIX_PASSTHROUGH
 } tpc_mix_method;
 
 #define TPC_MIX_MAX_INPUTS (TPC_DQ_MAXC - 1)
+#define TPC_MIX_MAX_SLICES 256
 
 typedef struct tpc_mix_recipe {
 	char *path;          /* for messages */
@@ -135,6 +140,14 @@ typedef struct tpc_mix_recipe {
 	const void *params;  /* the recipe's parameters (cJSON), or NULL */
 	tpc_dtype dtype;     /* out_dtype, else dtype; 0: each tensor as the first input's */
 	void *json;          /* the parsed recipe (cJSON) */
+	/* passthrough: the output's layers, slice by slice (mergekit's
+	 * slices: one source each, layer_range [a, b)) */
+	size_t nslices;
+	struct tpc_mix_slice {
+		int input;           /* the source model's index among the inputs */
+		int64_t a, b;        /* its layers [a, b) */
+		const void *params;  /* the source's parameters (cJSON: scale), or NULL */
+	} slice[TPC_MIX_MAX_SLICES];
 } tpc_mix_recipe;
 
 /* Parse a recipe's text (`path` names it in errors); refusals as above.
@@ -172,6 +185,22 @@ typedef struct tpc_mix_stats {
  */
 int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, uint64_t seed,
 		  tpc_mix_stats *st, tpc_err *e);
+
+/*
+ * Passthrough (merge_method passthrough with slices): ck (in[primary], the
+ * first slice's model) becomes the first slice's model's embedding-side
+ * tensors (plan.py plan_module: pre_weights from slices[0]), each slice's
+ * layers in turn renumbered from 0 by f's tensor table (tpc_family_classify,
+ * tpc_family_name: Hugging Face names), then the last slice's model's other
+ * tensors (post_weights from slices[-1]); a source's `scale` multiplies its
+ * tensors (passthrough.py), the recipe's dtype rounds them once. *layers:
+ * the output's layer count (config.json's num_hidden_layers). Refused: no
+ * family record, a tensor outside its table or in an MTP layer, a
+ * layer_range past a model's layers.
+ */
+struct tpc_family;
+int tpc_mix_passthrough(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, const struct tpc_family *f,
+			int64_t *layers, tpc_mix_stats *st, tpc_err *e);
 
 /* tpc_ckpt_read_bytes of a TPC_DQ_MIX tensor: F32 elements [e0, e0+cnt). */
 int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e);

@@ -25,6 +25,8 @@ the merge re-implemented below after these lines of mergekit a6e40288:
   della          sparsify.py della_magprune L138-176; epsilon: GTA
                  tensor_parameters L70-77 (0.15); registry.py L83-100
   model_stock    merge_methods/model_stock.py execute L33-85 (filter_wise off)
+  passthrough    plan.py plan_module L300-331, plan_slice L267-298;
+                 merge_methods/passthrough.py (scale)
 
 and tpconv's documented definitions (lib/tpc_mix.h) where mergekit leaves the
 bits to torch or its generator: the magnitude mask keeps |delta| >= the k-th
@@ -564,6 +566,83 @@ parameters:
 dtype: float32
 """
 SEED = {"tied": 3, "dare_ties": 7, "dare_linear": 0, "della": 5, "della_linear": 0}
+
+# ---- passthrough: a frankenmerge of tests/gguf/arch/tiny-llama (a model with
+# its config.json: the family record renames the layers) ----
+PASS = """\
+# passthrough (mergekit's frankenmerge): layers 0-1, layer 0 again with its
+# attention and MLP outputs halved, layer 1 again: 4 layers
+slices:
+  - sources:
+      - model: ../gguf/arch/tiny-llama
+        layer_range: [0, 2]
+  - sources:
+      - model: ../gguf/arch/tiny-llama
+        layer_range: [0, 1]
+        parameters:
+          scale:
+            - filter: o_proj
+              value: 0.5
+            - filter: down_proj
+              value: 0.5
+            - value: 1
+  - sources:
+      - model: ../gguf/arch/tiny-llama
+        layer_range: [1, 2]
+merge_method: passthrough
+dtype: float32
+"""
+
+
+def load_st(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = bytearray(f.read())
+    res = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        res[k] = torch.frombuffer(data[a:b], dtype=torch.float32).reshape(v["shape"]).clone()
+    return res
+
+
+def passthrough(rec):
+    """plan.py plan_module L300-331 (pre weights from slices[0], the slices'
+    layers renumbered from 0, post weights from slices[-1]), plan_slice
+    L267-298 (t = idx / (len - 1)), passthrough.py (tensor * scale); the layer
+    names as mergekit's architecture templates (model.layers.{i}.)"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    ms = [load_st(os.path.join(here, s["sources"][0]["model"], "model.safetensors")) for s in rec["slices"]]
+    out, L = {}, 0
+    for k, v in ms[0].items():
+        if not k.startswith("model.layers.") and "embed" in k:
+            out[k] = v
+    for s, m in zip(rec["slices"], ms):
+        src = s["sources"][0]
+        a, b = src["layer_range"]
+        for idx in range(b - a):
+            t = idx / (b - a - 1) if b - a > 1 else 1.0
+            pre = "model.layers.%d." % (a + idx)
+            for k, v in m.items():
+                if k.startswith(pre):
+                    name = "model.layers.%d." % L + k[len(pre):]
+                    sc = (src.get("parameters") or {}).get("scale")
+                    sc = None if sc is None else evaluate_setting(name, sc, t)
+                    out[name] = v * sc if sc is not None else v
+            L += 1
+    for k, v in ms[-1].items():
+        if not k.startswith("model.layers.") and "embed" not in k:
+            out[k] = v
+    return out, L
+
+
+with open(os.path.join(out, "passthrough.yaml"), "w") as f:
+    f.write(PASS)
+pres, pL = passthrough(yaml.safe_load(PASS))
+assert pL == 4
+save("ref-passthrough.safetensors", pres)
 
 for name, text in RECIPES.items():
     with open(os.path.join(out, name + ".yaml"), "w") as f:

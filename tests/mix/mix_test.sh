@@ -4,7 +4,8 @@
 # a torch re-implementation of mergekit's methods that cites the lines it
 # follows). Each method bit for bit in f32 (linear with a gradient and a
 # filter, task_arithmetic with lambda, ties, dare_ties, dare_linear,
-# breadcrumbs, breadcrumbs_ties, della, della_linear, model_stock, slerp
+# breadcrumbs, breadcrumbs_ties, della, della_linear, model_stock, slerp,
+# passthrough slices
 # with per-filter gradients and its lerp fallback); bf16 inputs rounded once,
 # bit for bit; DARE the same at 1 and 4 threads, another seed another mask;
 # tied embeddings kept tied; a torch input and output; refusals with their messages, exit 3 and nothing
@@ -70,6 +71,15 @@ OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/bigd.yaml" --seed 7 -o "$T/d1.saf
   ok "della: 1 and 4 threads write the same bytes (rows of 64 across 16384-element steps)" || bad "della across threads"
 "$TPCONV" merge --recipe "$T/big.yaml" --seed 8 -o "$T/s8.safetensors" -q && ! cmp -s "$T/t1.safetensors" "$T/s8.safetensors" &&
   ok "dare_ties: seed 8 is another mask" || bad "DARE seed"
+
+# passthrough: a frankenmerge of tiny-llama (layers 0-1, 0 halved, 1), the
+# layers renamed by the llama record's templates, config.json restacked
+rm -rf "$T/pass"
+"$TPCONV" merge --recipe passthrough.yaml -o "$T/pass" -q 2>"$T/err" &&
+  "$TPCONV" diff "$T/pass/model.safetensors" ref-passthrough.safetensors >"$T/diff" 2>&1 &&
+  grep -q '"num_hidden_layers": 4' "$T/pass/config.json" && [ -f "$T/pass/tokenizer.model" ] &&
+  ok "passthrough slices (a layer again with a filtered scale): bit for bit in f32, num_hidden_layers 4" ||
+  bad "passthrough" "$(cat "$T/err" "$T/diff" | tail -6)"
 
 # tied embeddings (torch.save's one storage) in every input: merged once (DARE's
 # mask is the first name's), written tied: one storage in torch, one copy and
@@ -137,10 +147,25 @@ refused "a tensor missing from one model" "models: [{model: $F/m1.safetensors, p
 merge_method: linear" "tensor 'model.layers.1.mlp.up_proj.weight': missing: it is in"
 refused "a tensor of another shape" "models: [{model: $F/m1.safetensors, parameters: {weight: 1}}, {model: $F/m-shape.safetensors, parameters: {weight: 1}}]
 merge_method: linear" "tensor 'lm_head.weight': shape \[33, 16\], in '$F/m1.safetensors' \[32, 16\]"
-refused "slices" "slices: []
-merge_method: linear" "'slices' (layer ranges stacked or per module) is not read"
+refused "slices with a method other than passthrough" "slices: []
+merge_method: linear" "'slices' are read with merge_method passthrough only (a frankenmerge), not linear"
 refused "a method not read" "$M
-merge_method: passthrough" "merge_method 'passthrough' is not read"
+merge_method: nuslerp" "merge_method 'nuslerp' is not read"
+refused "passthrough without slices" "$M
+merge_method: passthrough" "passthrough reads 'slices'"
+TL=$SRC/tests/gguf/arch/tiny-llama
+refused "passthrough: two sources in a slice" "slices: [{sources: [{model: $TL, layer_range: [0, 1]}, {model: $F/m1.safetensors, layer_range: [0, 1]}]}]
+merge_method: passthrough" "a passthrough slice has one source"
+refused "passthrough: a layer_range past the model's layers" "slices: [{sources: [{model: $TL, layer_range: [1, 3]}]}]
+merge_method: passthrough" "layer_range \[1, 3\] of '$TL': it has 2 layers"
+refused "passthrough: layer_range [2, 1]" "slices: [{sources: [{model: $TL, layer_range: [2, 1]}]}]
+merge_method: passthrough" "model '$TL': layer_range is \[a, b\], whole numbers, 0 <= a < b"
+refused "passthrough: a model without a config.json naming its family" "slices: [{sources: [{model: $F/m1.safetensors, layer_range: [0, 1]}]}]
+merge_method: passthrough" "passthrough renumbers layers by the family record's tensor names"
+printf 'slices: [{sources: [{model: %s, layer_range: [0, 1]}]}]\nmerge_method: passthrough\n' "$TL" >"$T/pg.yaml"
+run "$TPCONV" merge --recipe "$T/pg.yaml" -o "$T/pg.gguf"
+[ $rc = 2 ] && grep -q "passthrough writes a checkpoint with its config.json" "$T/err" && [ ! -e "$T/pg.gguf" ] &&
+  ok "usage: passthrough to a GGUF (exit 2)" || bad "passthrough gguf" "$(cat "$T/err")"
 refused "a parameter the method does not take" "$M
 merge_method: linear
 parameters: {t: 0.5}" "parameter 't' is not one merge_method linear takes"
