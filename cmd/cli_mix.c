@@ -18,9 +18,8 @@
 
 /* passthrough's output: not a GGUF (its block count would be the model's
  * config's), and a config.json without per-layer lists it does not restack */
-static int pass_prepare(const tpc_mix_recipe *r, const tpc_cli_set *set, const tpc_cli_mix_args *a, char **cfg_merge)
+static int pass_prepare(const tpc_mix_recipe *r, const tpc_cli_set *set, const tpc_cli_mix_args *a)
 {
-	(void)cfg_merge;
 	if (a->outf && !strcmp(a->outf->name, "gguf"))
 		return tpc_cli_usage("merge", "passthrough writes a checkpoint with its config.json (num_hidden_layers restacked); write that, then 'tpconv convert DIR -o OUT.gguf'");
 	char *cfg = tpc_cli_model_config(r->model[tpc_mix_primary(r)], set), *text = NULL;
@@ -103,17 +102,19 @@ int tpc_cli_mix(const tpc_cli_mix_args *a)
 		cks[k] = in[k].view;
 	}
 	int64_t layers = 0;
-	if (r.nslices && (ret = pass_prepare(&r, &set, a, &cfg_merge)))
+	if (r.nslices && (ret = pass_prepare(&r, &set, a)))
 		goto out;
-	if (r.nslices ? tpc_mix_passthrough(in[P].view, cks, &r, tpc_cli_config_family(cfg_path = tpc_cli_model_config(r.model[P], &set)), &layers, &st, &e)
+	/* passthrough renames layers by the family config.json's architecture names */
+	if (r.nslices)
+		cfg_path = tpc_cli_model_config(r.model[P], &set);
+	if (r.nslices ? tpc_mix_passthrough(in[P].view, cks, &r, cfg_path ? tpc_cli_config_family(cfg_path) : NULL, &layers, &st, &e)
 		      : tpc_mix_apply(in[P].view, cks, &r, a->seed, &st, &e)) {
 		ret = tpc_cli_fail(&e);
 		goto out;
 	}
 	if (r.nslices) {
-		free(cfg_merge);
-		cfg_merge = NULL;
 		if (!(cfg_merge = tpc_malloc(64))) {
+			tpc_err_nomem(&e);
 			ret = tpc_cli_fail(&e);
 			goto out;
 		}
