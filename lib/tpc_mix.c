@@ -8,9 +8,9 @@
 
 #include "tpc_cast.h"
 #include "tpc_dtype.h"
-#include "tpc_family.h"
 #include "tpc_lora.h"
 #include "tpc_mix.h"
+#include "tpc_mix_int.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 #include "tpc_yaml.h"
@@ -331,8 +331,9 @@ void tpc_mix_recipe_release(tpc_mix_recipe *r)
 }
 
 /* config.py evaluate_setting: *found false for a list of filters none matches */
-static void evaluate(const cJSON *s, const char *tensor, double t, double *v, bool *found)
+void tpc__mix_evaluate(const void *sv, const char *tensor, double t, double *v, bool *found)
 {
+	const cJSON *s = sv;
 	*found = true;
 	if (cJSON_IsBool(s)) {
 		*v = cJSON_IsTrue(s);
@@ -354,7 +355,7 @@ static void evaluate(const cJSON *s, const char *tensor, double t, double *v, bo
 	cJSON_ArrayForEach(c, s) {
 		const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "filter");
 		if (!f || cJSON_IsNull(f) || !strcmp(f->valuestring, "*") || (tensor && strstr(tensor, f->valuestring))) {
-			evaluate(cJSON_GetObjectItemCaseSensitive(c, "value"), tensor, t, v, found);
+			tpc__mix_evaluate(cJSON_GetObjectItemCaseSensitive(c, "value"), tensor, t, v, found);
 			return;
 		}
 	}
@@ -369,12 +370,12 @@ int tpc_mix_param(const tpc_mix_recipe *r, const char *name, int k, const char *
 	if (k >= 0 && (size_t)k < r->n && r->mparams[k]) {
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(r->mparams[k], name);
 		if (s)
-			evaluate(s, tensor, t, v, found);
+			tpc__mix_evaluate(s, tensor, t, v, found);
 	}
 	if (!*found && r->params) {
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(r->params, name);
 		if (s)
-			evaluate(s, tensor, t, v, found);
+			tpc__mix_evaluate(s, tensor, t, v, found);
 	}
 	return 0;
 }
@@ -399,7 +400,7 @@ static uint64_t fnv1a64(const char *s)
 
 /* ---- the descriptions ---- */
 
-static bool is_float(const tpc_tensor *t)
+bool tpc__mix_is_float(const tpc_tensor *t)
 {
 	return t->dq || (tpc_dtype_get(t->dtype)->flags & TPC_DTF_FLOAT);
 }
@@ -409,14 +410,14 @@ static bool is_int(const tpc_tensor *t)
 	return !t->dq && (tpc_dtype_get(t->dtype)->flags & TPC_DTF_INT);
 }
 
-static void remap(tpc_tensor *t, const int *map)
+void tpc__mix_remap(tpc_tensor *t, const int *map)
 {
 	if (t->src >= 0)
 		t->src = map[t->src];
 	for (int k = 0; k < t->nparts; k++)
-		remap(&t->parts[k], map);
+		tpc__mix_remap(&t->parts[k], map);
 	for (int k = 0; t->dq && k < t->dq->nc; k++)
-		remap(&t->dq->c[k], map);
+		tpc__mix_remap(&t->dq->c[k], map);
 }
 
 /* Elements [e0, e0+n) of t's image as f32. */
@@ -911,7 +912,7 @@ static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uin
 	return 0;
 }
 
-static int install(tpc_ckpt *ck, size_t ix, tpc_dequant *dq, tpc_dtype out, tpc_err *e)
+int tpc__mix_install(tpc_ckpt *ck, size_t ix, tpc_dequant *dq, tpc_dtype out, tpc_err *e)
 {
 	tpc_tensor *old = &ck->t[ix], nt;
 	if (tpc_tensor_init_zero(&nt, TPC_F32, old->ndim, old->shape))
@@ -1021,10 +1022,10 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 			if (!same)
 				ret = tpc_err_at(e, TPC_EINPUT, r->model[k], a->name, "shape %s, in '%s' %s", tpc_shape_str(b, sb, sizeof(sb)),
 						 r->model[P], tpc_shape_str(a, sa, sizeof(sa)));
-			else if (is_float(a) != is_float(b) || is_int(a) != is_int(b))
+			else if (tpc__mix_is_float(a) != tpc__mix_is_float(b) || is_int(a) != is_int(b))
 				ret = tpc_err_at(e, TPC_EINPUT, r->model[k], a->name, "%s, in '%s' %s", tpc_dtype_name(b->dtype), r->model[P],
 						 tpc_dtype_name(a->dtype));
-			else if (!is_float(a) && !is_int(a))
+			else if (!tpc__mix_is_float(a) && !is_int(a))
 				ret = tpc_err_at(e, TPC_EINPUT, r->model[k], a->name, "%s is not a float type to merge (FP8: --dequantize first)",
 						 tpc_dtype_name(a->dtype));
 		}
@@ -1044,7 +1045,7 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 	}
 	for (size_t i = 0; i < n && !ret; i++) {
 		tpc_tensor *a = &ck->t[i];
-		if (!is_float(a)) {
+		if (!tpc__mix_is_float(a)) {
 			st->kept++;
 			continue;
 		}
@@ -1087,9 +1088,9 @@ int tpc_mix_apply(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe 
 			}
 			dq->nc++;
 			if ((int)k != P)
-				remap(c, map[k]);
+				tpc__mix_remap(c, map[k]);
 		}
-		if (ret || (ret = install(ck, i, dq, r->dtype, e))) {
+		if (ret || (ret = tpc__mix_install(ck, i, dq, r->dtype, e))) {
 			tpc__dq_free(dq);
 			break;
 		}
@@ -1104,184 +1105,6 @@ out:
 		free(map[k]);
 	free(ix);
 	free(tie);
-	return ret;
-}
-
-/* ---- passthrough: layers stacked from slices ---- */
-
-/* the embedding side of the model: taken from the first slice's model (plan.py
- * plan_module: pre_weights from slices[0], post_weights from slices[-1]) */
-static bool pre_role(tpc_role ro)
-{
-	return ro == TPC_ROLE_TOKEN_EMBD || ro == TPC_ROLE_POS_EMBD || ro == TPC_ROLE_TOKEN_TYPES || ro == TPC_ROLE_TOKEN_EMBD_NORM;
-}
-
-static bool nextn_role(tpc_role ro)
-{
-	return ro == TPC_ROLE_NEXTN_EH_PROJ || ro == TPC_ROLE_NEXTN_EMBD || ro == TPC_ROLE_NEXTN_ENORM ||
-	       ro == TPC_ROLE_NEXTN_HNORM || ro == TPC_ROLE_NEXTN_HEAD || ro == TPC_ROLE_NEXTN_HEAD_NORM;
-}
-
-/* Every tensor of input k in f's table (Hugging Face names), outside the
- * MTP layers; *nl: its layer count */
-static int pass_layers(const tpc_ckpt *c, const tpc_mix_recipe *r, int k, const tpc_family *f, int64_t *nl, tpc_err *e)
-{
-	*nl = 0;
-	for (size_t i = 0; i < c->n; i++) {
-		int64_t layer, expert;
-		bool bias;
-		const tpc_tensor_row *row = tpc_family_classify(f, TPC_ECO_HF, c->t[i].name, &layer, &expert, &bias);
-		if (!row)
-			return tpc_err_at(e, TPC_EINPUT, r->model[k], c->t[i].name,
-					  "not in the %s record's tensor table: passthrough cannot renumber its layer", f->name);
-		if (nextn_role(row->role))
-			return tpc_err_at(e, TPC_EINPUT, r->model[k], c->t[i].name,
-					  "a next-token-prediction layer (after num_hidden_layers): passthrough does not restack it");
-		*nl = layer + 1 > *nl ? layer + 1 : *nl;
-	}
-	return 0;
-}
-
-/* Input k's tensor i added to ck as `name` (prefixed \x01 until the originals
- * go), its scale at layer position t into scale[] (NaN: none) */
-static int pass_add(tpc_ckpt *ck, const tpc_ckpt *const *in, int *const *map, const tpc_mix_recipe *r, int P, int k,
-		    size_t i, const char *name, const cJSON *params, double t, float *scale, tpc_err *e)
-{
-	char tmp[1024];
-	if (snprintf(tmp, sizeof(tmp), "\x01%s", name) >= (int)sizeof(tmp))
-		return tpc_err_at(e, TPC_EINPUT, r->model[k], name, "name too long");
-	int64_t j = tpc_ckpt_add_copy(ck, tmp, &in[k]->t[i], e);
-	if (j < 0)
-		return -1;
-	if (k != P)
-		remap(&ck->t[j], map[k]);
-	bool found = false;
-	double v;
-	const cJSON *sv = params ? cJSON_GetObjectItemCaseSensitive(params, "scale") : NULL;
-	if (sv)
-		evaluate(sv, name, t, &v, &found);
-	if (!found && r->params && (sv = cJSON_GetObjectItemCaseSensitive(r->params, "scale")))
-		evaluate(sv, name, t, &v, &found);
-	scale[j] = found ? (float)v : NAN;
-	return 0;
-}
-
-/* The pre weights, the slices' layers renumbered by f's name templates, the
- * post weights; *scale (ck->n + added) by each added tensor's index. */
-static int pass_stack(tpc_ckpt *ck, const tpc_ckpt *const *in, int *const *map, const tpc_mix_recipe *r,
-		      const tpc_family *f, size_t n0, float *scale, int64_t *layers, tpc_err *e)
-{
-	int P = tpc_mix_primary(r), ret = 0;
-	int64_t L = 0;
-	for (int pass = 0; pass < 3 && !ret; pass++) {
-		size_t s0 = pass == 2 ? r->nslices - 1 : 0, s1 = pass == 1 ? r->nslices : s0 + 1;
-		for (size_t s = s0; s < s1 && !ret; s++) {
-			const struct tpc_mix_slice *sl = &r->slice[s];
-			const tpc_ckpt *c = in[sl->input];
-			int64_t len = pass == 1 ? sl->b - sl->a : 1;
-			for (int64_t idx = 0; idx < len && !ret; idx++, L += pass == 1) {
-				double t = pass != 1 ? 0 : len > 1 ? (double)idx / (double)(len - 1) : 1;
-				/* the written input's own tensors, not those added to it */
-				size_t cn = sl->input == P ? n0 : c->n;
-				for (size_t i = 0; i < cn && !ret; i++) {
-					int64_t layer, expert;
-					bool bias;
-					int part;
-					char nm[1024];
-					const tpc_tensor_row *row = tpc_family_classify(f, TPC_ECO_HF, c->t[i].name, &layer, &expert, &bias);
-					if (pass != 1 && (layer >= 0 || pre_role(row->role) != (pass == 0)))
-						continue;
-					if (pass == 1 && layer != sl->a + idx)
-						continue;
-					if (pass == 1 && !tpc_family_name(row, TPC_ECO_HF, L, expert, bias, nm, sizeof(nm), &part))
-						ret = tpc_err_at(e, TPC_EINPUT, r->model[sl->input], c->t[i].name, "no name for layer %lld",
-								 (long long)L);
-					else
-						ret = pass_add(ck, in, map, r, P, sl->input, i, pass == 1 ? nm : c->t[i].name,
-							       pass == 1 ? sl->params : NULL, t, scale, e);
-				}
-			}
-		}
-	}
-	*layers = L;
-	return ret;
-}
-
-int tpc_mix_passthrough(tpc_ckpt *ck, const tpc_ckpt *const *in, const tpc_mix_recipe *r, const tpc_family *f,
-			int64_t *layers, tpc_mix_stats *st, tpc_err *e)
-{
-	int P = tpc_mix_primary(r), ret = 0;
-	int *map[TPC_MIX_MAX_INPUTS] = {0};
-	int64_t nl[TPC_MIX_MAX_INPUTS];
-	size_t n0 = ck->n, total = 0;
-	float *scale = NULL;
-	bool *keep = NULL;
-	memset(st, 0, sizeof(*st));
-	if (!f || !f->tensors)
-		return tpc_err_at(e, TPC_EINPUT, r->model[P], NULL,
-				  "passthrough renumbers layers by the family record's tensor names: no config.json beside it names an architecture tpconv has a record of");
-	for (size_t k = 0; k < r->n && !ret; k++)
-		ret = pass_layers(in[k], r, (int)k, f, &nl[k], e);
-	for (size_t s = 0; s < r->nslices && !ret; s++) {
-		const struct tpc_mix_slice *sl = &r->slice[s];
-		if (sl->b > nl[sl->input])
-			ret = tpc_err_at(e, TPC_EINPUT, r->path, NULL, "layer_range [%lld, %lld] of '%s': it has %lld layers",
-					 (long long)sl->a, (long long)sl->b, r->model[sl->input], (long long)nl[sl->input]);
-	}
-	for (size_t k = 0; k < r->n && !ret; k++) {
-		total += in[k]->n * (r->nslices + 2);
-		if ((int)k != P)
-			ret = tpc__import_sources(ck, in[k], &map[k], e);
-	}
-	if (ret)
-		goto out;
-	if (!(scale = tpc_malloc((n0 + total) * sizeof(float)))) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	if ((ret = pass_stack(ck, in, map, r, f, n0, scale, layers, e)))
-		goto out;
-	if (!(keep = tpc_malloc(ck->n * sizeof(bool)))) {
-		ret = tpc_err_nomem(e);
-		goto out;
-	}
-	for (size_t i = 0; i < ck->n; i++)
-		keep[i] = i >= n0;
-	if ((ret = tpc_ckpt_filter(ck, keep, e)))
-		goto out;
-	for (size_t i = 0; i < ck->n && !ret; i++) {
-		char *nm = tpc_strdup(ck->t[i].name + 1);
-		ret = nm ? tpc_ckpt_rename(ck, (int64_t)i, nm, e) : tpc_err_nomem(e);
-		free(nm);
-		/* a scale, or the recipe's dtype: the tensor times its scale (1), rounded once */
-		float sc = scale[n0 + i];
-		if (ret || !is_float(&ck->t[i]) || (isnan(sc) && !r->dtype))
-			continue;
-		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_MAXC, true);
-		if (!dq) {
-			ret = tpc_err_nomem(e);
-			break;
-		}
-		dq->kind = TPC_DQ_MIX;
-		dq->mix->method = TPC_MIX_PASSTHROUGH;
-		dq->mix->base = -1;
-		dq->mix->w[0] = isnan(sc) ? 1.0f : sc;
-		if (tpc_tensor_copy(&dq->c[0], &ck->t[i]) || !(dq->c[0].name = tpc_strdup(ck->t[i].name))) {
-			tpc_tensor_release(&dq->c[0]);
-			free(dq);
-			ret = tpc_err_nomem(e);
-			break;
-		}
-		dq->nc = 1;
-		if ((ret = install(ck, i, dq, r->dtype, e)))
-			tpc__dq_free(dq);
-		st->merged++;
-	}
-out:
-	for (size_t k = 0; k < r->n; k++)
-		free(map[k]);
-	free(scale);
-	free(keep);
 	return ret;
 }
 
