@@ -182,7 +182,9 @@ typedef struct tpc_mix_coef {
 	float scale[TPC_DQ_MAXC]; /* rescale of the kept delta (1: none) */
 	float lambda;          /* task vectors' scale */
 	float wsum;            /* the weights' sum (linear, the divisor without consensus) */
-	float s0, s1;          /* SLERP: the base's and the other's coefficients */
+	float s0, s1;          /* SLERP: the base's and the other's coefficients; model_stock:
+	                        * t and 1 - t */
+	bool rows;             /* model_stock filter_wise: t per row, found while written */
 } tpc_mix_coef;
 
 typedef struct tpc_dequant {

@@ -537,6 +537,9 @@ typedef struct della_rows {
 	float *xb, *xk;              /* the row's elements (the last filled) */
 	uint64_t *key;
 	uint8_t *bits;               /* nc rows of I: kept */
+	float *xs;                   /* model_stock filter_wise: nc rows of I */
+	int64_t srow;                /* the row xs holds, or -1 */
+	float s0, s1;                /* its t and 1 - t */
 } della_rows;
 
 static void della_free(della_rows *d)
@@ -547,6 +550,7 @@ static void della_free(della_rows *d)
 	free(d->xk);
 	free(d->key);
 	free(d->bits);
+	free(d->xs);
 	free(d);
 }
 
@@ -556,15 +560,20 @@ static della_rows *della_new(const tpc_dequant *dq)
 	della_rows *d = tpc_calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
-	d->I = c->ndim == 2 ? (uint64_t)c->shape[1] : c->numel;
+	bool stock = dq->mix->method == TPC_MIX_MODEL_STOCK;
+	/* DELLA's rows: dim 1 of a 2-D tensor; model_stock's: the last dim */
+	d->I = c->ndim == 2 || (stock && c->ndim > 2) ? (uint64_t)c->shape[c->ndim - 1] : c->numel;
 	for (int k = 0; k < TPC_DQ_MAXC; k++)
 		d->row[k] = -1;
+	d->srow = -1;
 	size_t I = (size_t)(d->I ? d->I : 1);
 	d->xb = tpc_malloc(I * sizeof(float));
 	d->xk = tpc_malloc(I * sizeof(float));
 	d->key = tpc_malloc(I * sizeof(uint64_t));
 	d->bits = tpc_malloc((size_t)dq->nc * I);
-	if (!d->xb || !d->xk || !d->key || !d->bits) {
+	if (stock)
+		d->xs = tpc_malloc((size_t)dq->nc * I * sizeof(float));
+	if (!d->xb || !d->xk || !d->key || !d->bits || (stock && !d->xs)) {
 		della_free(d);
 		return NULL;
 	}
@@ -608,32 +617,26 @@ static int della_fill(const tpc_ckpt *ck, const tpc_dequant *dq, della_rows *d, 
  * one vector): the offsets o_i = x_i - base of the N models, the cosine of
  * each pair i < j (the dot over the norms' product clamped to >= 1e-6, then
  * to [-1, 1]), their mean c, t = N c / (1 + (N - 1) c); in f32 but for the
- * norms and dots, f64 sums in index order rounded once. s0 = t, s1 = 1 - t. */
-static int stock_facts(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t N, void **tmp, size_t *tmpcap, tpc_err *e)
+ * norms and dots, f64 sums in index order rounded once. s0 = t, s1 = 1 - t.
+ * filter_wise (L50-56): the same per row (the last dimension; a 1-D tensor
+ * is one row), computed while written (stock_row). */
+/* the offsets' dot products of n elements (x_k at x + k * stride) into g */
+static void stock_accum(const float *x, size_t stride, uint64_t n, int K, int B, double g[][TPC_DQ_MAXC])
 {
-	tpc_mix_coef *m = dq->mix;
-	int K = dq->nc, B = m->base, ret = 0;
-	double g[TPC_DQ_MAXC][TPC_DQ_MAXC] = {{0}};
-	float *x = tpc_malloc((size_t)K * MIX_STEP * sizeof(float));
-	if (!x)
-		return tpc_err_nomem(e);
-	for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
-		uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
-		for (int k = 0; k < K && !ret; k++)
-			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, tmp, tmpcap, e);
-		for (uint64_t j = 0; j < n && !ret; j++)
-			for (int a = 0; a < K; a++) {
-				if (a == B)
-					continue;
-				float oa = x[(size_t)a * MIX_STEP + j] - x[(size_t)B * MIX_STEP + j];
-				for (int b = a; b < K; b++)
-					if (b != B)
-						g[a][b] += (double)oa * (double)(x[(size_t)b * MIX_STEP + j] - x[(size_t)B * MIX_STEP + j]);
-			}
-	}
-	free(x);
-	if (ret)
-		return ret;
+	for (uint64_t j = 0; j < n; j++)
+		for (int a = 0; a < K; a++) {
+			if (a == B)
+				continue;
+			float oa = x[(size_t)a * stride + j] - x[(size_t)B * stride + j];
+			for (int b = a; b < K; b++)
+				if (b != B)
+					g[a][b] += (double)oa * (double)(x[(size_t)b * stride + j] - x[(size_t)B * stride + j]);
+		}
+}
+
+/* t from the offsets' dot products: *s0 = t, *s1 = 1 - t */
+static void stock_t(double g[][TPC_DQ_MAXC], int K, int B, float *s0, float *s1)
+{
 	float csum = 0;
 	int pairs = 0;
 	for (int a = 0; a < K; a++)
@@ -648,9 +651,31 @@ static int stock_facts(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t N, vo
 	float c = csum / (float)pairs, nn = (float)(K - 1);
 	float num = nn * c, den = (nn - 1) * c;
 	den = 1 + den;
-	m->s0 = num / den;
-	m->s1 = 1 - m->s0;
-	return 0;
+	*s0 = num / den;
+	*s1 = 1 - *s0;
+}
+
+static int stock_facts(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t N, void **tmp, size_t *tmpcap, tpc_err *e)
+{
+	tpc_mix_coef *m = dq->mix;
+	int K = dq->nc, B = m->base, ret = 0;
+	double g[TPC_DQ_MAXC][TPC_DQ_MAXC] = {{0}};
+	if (m->rows)
+		return 0; /* filter_wise: a t per row, while written */
+	float *x = tpc_malloc((size_t)K * MIX_STEP * sizeof(float));
+	if (!x)
+		return tpc_err_nomem(e);
+	for (uint64_t e0 = 0; e0 < N && !ret; e0 += MIX_STEP) {
+		uint64_t n = N - e0 < MIX_STEP ? N - e0 : MIX_STEP;
+		for (int k = 0; k < K && !ret; k++)
+			ret = read_f32(ck, &dq->c[k], e0, n, x + (size_t)k * MIX_STEP, tmp, tmpcap, e);
+		if (!ret)
+			stock_accum(x, MIX_STEP, n, K, B, g);
+	}
+	free(x);
+	if (!ret)
+		stock_t(g, K, B, &m->s0, &m->s1);
+	return ret;
 }
 
 /* The whole-tensor facts: TIES' thresholds, the rescale ratios, SLERP's
@@ -857,8 +882,7 @@ static int coefficients(const tpc_mix_recipe *r, const char *name, double t, uin
 	if (r->method == TPC_MIX_MODEL_STOCK) {
 		if ((ret = tensor_param(r, "filter_wise", -1, name, t, 0, false, &v, e)))
 			return ret;
-		if (v != 0)
-			return tpc_err_at(e, TPC_EINPUT, r->path, name, "model_stock with filter_wise (an angle per row) is not read");
+		m->rows = v != 0;
 		return 0;
 	}
 	if (r->method == TPC_MIX_SLERP) {
@@ -1110,6 +1134,21 @@ out:
 
 /* ---- the elements, while written ---- */
 
+/* model_stock filter_wise: row `row`'s t into d (model_stock.py L50-82 per row) */
+static int stock_row(const tpc_ckpt *ck, const tpc_dequant *dq, della_rows *d, uint64_t row, void **tmp, size_t *tmpcap,
+		     tpc_err *e)
+{
+	int K = dq->nc, ret = 0;
+	double g[TPC_DQ_MAXC][TPC_DQ_MAXC] = {{0}};
+	for (int k = 0; k < K && !ret; k++)
+		ret = read_f32(ck, &dq->c[k], row * d->I, d->I, d->xs + (size_t)k * d->I, tmp, tmpcap, e);
+	if (!ret) {
+		stock_accum(d->xs, (size_t)d->I, d->I, K, dq->mix->base, g);
+		stock_t(g, K, dq->mix->base, &d->s0, &d->s1);
+	}
+	return ret;
+}
+
 /* Elements [e0, e0+cnt) of the whole merged image (the inputs' element
  * indices) into dst; x: K * MIX_STEP floats. */
 static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t cnt, float *dst, float *x, void **tmpp,
@@ -1120,7 +1159,15 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 	while (cnt && !ret) {
 		uint64_t n = cnt < MIX_STEP ? cnt : MIX_STEP;
 		const uint8_t *bits = NULL; /* DELLA: the row's kept bits, from e0 */
-		if (dr) {
+		float s0 = m->s0, s1 = m->s1;
+		if (dr && m->method == TPC_MIX_MODEL_STOCK) {
+			uint64_t row = e0 / dr->I, in = dr->I - e0 % dr->I;
+			n = n < in ? n : in;
+			if (dr->srow != (int64_t)row && !(ret = stock_row(ck, dq, dr, row, tmpp, tmpcap, e)))
+				dr->srow = (int64_t)row;
+			s0 = dr->s0;
+			s1 = dr->s1;
+		} else if (dr) {
 			uint64_t row = e0 / dr->I, in = dr->I - e0 % dr->I;
 			n = n < in ? n : in;
 			for (int k = 0; k < K && !ret; k++)
@@ -1162,7 +1209,7 @@ static int span(const tpc_ckpt *ck, const tpc_dequant *dq, uint64_t e0, uint64_t
 				for (int k = 0; k < K; k++)
 					if (k != B)
 						acc = acc + x[(size_t)k * MIX_STEP + j];
-				float a = m->s0 * (acc / nk), b = m->s1 * x0[j];
+				float a = s0 * (acc / nk), b = s1 * x0[j];
 				dst[j] = a + b;
 			}
 		} else if (m->method == TPC_MIX_SLERP) {
@@ -1236,7 +1283,8 @@ int tpc__mix_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
 	float *x = tpc_malloc((size_t)dq->nc * MIX_STEP * sizeof(float));
 	della_rows *dr = NULL;
-	if (!x || (dq->mix->sparsify == 4 && t->numel && !(dr = della_new(dq)))) {
+	bool rows = dq->mix->sparsify == 4 || (dq->mix->method == TPC_MIX_MODEL_STOCK && dq->mix->rows);
+	if (!x || (rows && t->numel && !(dr = della_new(dq)))) {
 		free(x);
 		return tpc_err_nomem(e);
 	}

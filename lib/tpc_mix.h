@@ -70,7 +70,8 @@
  *                     x_i - b over whole tensors (dot / max(|o_i||o_j|, 1e-6),
  *                     clamped to [-1, 1]), t = N c / (1 + (N - 1) c), then
  *                     t * mean_i x_i + (1 - t) b (model_stock.py L33-85);
- *                     filter_wise (a t per row) refused
+ *                     filter_wise: a t per row (the last dimension), found
+ *                     while written, one row of each input held
  *   slerp             two inputs, the base and one more, at t: the spherical
  *                     interpolation of the whole tensors, lerp when the
  *                     normalized dot product exceeds 0.9995 (slerp.py L100-170)

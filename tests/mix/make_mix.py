@@ -24,7 +24,7 @@ the merge re-implemented below after these lines of mergekit a6e40288:
                  tensor_parameters (0.01); registry.py L65-82
   della          sparsify.py della_magprune L138-176; epsilon: GTA
                  tensor_parameters L70-77 (0.15); registry.py L83-100
-  model_stock    merge_methods/model_stock.py execute L33-85 (filter_wise off)
+  model_stock    merge_methods/model_stock.py execute L33-85 (filter_wise: L50-56)
   passthrough    plan.py plan_module L300-331, plan_slice L267-298;
                  merge_methods/passthrough.py (scale)
 
@@ -316,20 +316,22 @@ def merge_tensor(rec, name, seed, dt=torch.float32):
             tht = th0 * t
             s0, s1 = np.float32(np.sin(th0 - tht) / s), np.float32(np.sin(tht) / s)
         return torch.tensor(s0) * v0 + torch.tensor(s1) * v1
-    if meth == "model_stock":  # model_stock.py L33-85, one vector (filter_wise off)
+    if meth == "model_stock":  # model_stock.py L33-85: one vector, or a t per row (filter_wise)
         b = rec["base_model"]
-        w0 = xs[b].reshape(-1)
-        ws = [xs[n].reshape(-1) for n in names if n != b]
+        fw = param(rec, "filter_wise", None, name, False)
+        w0 = xs[b].reshape(-1, xs[b].shape[-1]) if fw and xs[b].dim() > 1 else xs[b].reshape(1, -1)
+        ws = [xs[n].reshape(w0.shape) for n in names if n != b]
         offs = [w - w0 for w in ws]
-        f32 = lambda v: torch.tensor(v, dtype=torch.float32)
-        nrm = [f32(float(torch.sqrt((o.double() ** 2).sum()))) for o in offs]  # f64 sums, rounded once
-        csum, pairs = f32(0.0), 0
+        # per row, the norms and dots f64 sums rounded to f32 once
+        nrm = [torch.sqrt((o.double() ** 2).sum(dim=-1)).float() for o in offs]
+        csum, pairs = torch.zeros(w0.shape[0]), 0
         for i in range(len(offs)):
             for j in range(i + 1, len(offs)):
                 npr = nrm[i] * nrm[j]
-                c = (f32(f64sum(offs[i].double() * offs[j].double())) / npr.clamp(min=1e-6)).clamp(-1, 1)
+                dot = (offs[i].double() * offs[j].double()).sum(dim=-1).float()
+                c = (dot / npr.clamp(min=1e-6)).clamp(-1, 1)
                 csum, pairs = csum + c, pairs + 1
-        c = csum / pairs  # the mean, summed in pair order
+        c = (csum / pairs).unsqueeze(-1)  # the mean, summed in pair order
         N = len(ws)
         t = (N * c) / (1 + (N - 1) * c)
         acc = torch.zeros_like(w0)
@@ -548,6 +550,15 @@ models:
     parameters: {density: 0.7, weight: 0.5}
 merge_method: dare_ties
 base_model: base-tied.bin
+"""
+RECIPES["model_stock_fw"] = """\
+models:
+  - model: m1.safetensors
+  - model: m2.safetensors
+  - model: m3.safetensors
+merge_method: model_stock
+base_model: base.safetensors
+parameters: {filter_wise: true}
 """
 RECIPES["slerp"] = """\
 # mergekit's README example, on three layers

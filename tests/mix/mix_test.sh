@@ -41,6 +41,7 @@ merged "breadcrumbs_ties with L1 rescale and a density gradient: bit for bit in 
 merged "della (MagPrune by rank within rows, seed 5, L1 rescale, TIES election, lambda): bit for bit in f32" della.yaml ref-della.safetensors --seed 5
 merged "della_linear without rescale, normalized: bit for bit in f32" della_linear.yaml ref-della_linear.safetensors
 merged "model_stock of 3 models (t from the mean pairwise cosine of the offsets): bit for bit in f32" model_stock.yaml ref-model_stock.safetensors
+merged "model_stock filter_wise (a t per row): bit for bit in f32" model_stock_fw.yaml ref-model_stock_fw.safetensors
 merged "slerp, t per filter across layers, lerp where nearly colinear: bit for bit in f32" slerp.yaml ref-slerp.safetensors
 merged "linear of bf16 models: the f32 merge rounded once, bit for bit" b-linear.yaml ref-b-linear.safetensors
 "$TPCONV" diff --ulps bf16=1 "$T/o.safetensors" ref-b-linear-bf16.safetensors >"$T/diff" 2>&1 &&
@@ -190,10 +191,6 @@ parameters: {density: 0.9, epsilon: 0.15}" "epsilon 0.15 with density 0.9 of mod
 refused "model_stock of the base and one model" "models: [{model: $F/m1.safetensors}]
 base_model: $F/base.safetensors
 merge_method: model_stock" "model_stock merges the base_model and two models or more"
-refused "model_stock filter_wise" "models: [{model: $F/m1.safetensors}, {model: $F/m2.safetensors}]
-base_model: $F/base.safetensors
-merge_method: model_stock
-parameters: {filter_wise: true}" "model_stock with filter_wise (an angle per row) is not read"
 refused "a tie of the base that another model does not have" "models: [{model: $F/m1-tied.bin, parameters: {weight: 1}}, {model: $F/m3.safetensors, parameters: {weight: 1}}]
 base_model: $F/base-tied.bin
 merge_method: task_arithmetic" "tensor 'lm_head.weight': not tied to 'model.embed_tokens.weight' as in '$F/base-tied.bin' (one weight there): merged it would be two"
