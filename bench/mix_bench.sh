@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: model merging (merge --recipe) of three bf16 models of TENSORS
+# make bench: model merging (merge --recipe: linear, task_arithmetic, ties,
+# dare_ties, breadcrumbs_ties, della, model_stock, slerp) of three bf16 models of TENSORS
 # 4096x4096 weights each (default 8: 256 MiB a model) against an in-kernel
 # copy (copy_file_range) of one model's bytes, the output's size. Prints a
 # markdown table of wall time, peak RSS and the ratio to the copy.
@@ -58,9 +59,13 @@ printf 'models:\n  - model: %s/base.safetensors\n    parameters: {weight: 0.2}\n
 recipe task_arithmetic ""
 recipe ties ", density: 0.5"
 recipe dare_ties ", density: 0.5"
+recipe breadcrumbs_ties ", density: 0.5"
+recipe della ", density: 0.5"
+recipe model_stock ""
+sed -i 's/{weight: 0.5}/{}/' "$DIR/model_stock.yaml"
 printf 'models:\n  - model: %s/base.safetensors\n  - model: %s/m1.safetensors\nbase_model: %s/base.safetensors\nmerge_method: slerp\nparameters: {t: 0.3}\n' "$DIR" "$DIR" "$DIR" >"$DIR/slerp.yaml"
 measure "kcopy one model (${TENSORS}x ${DIM}x${DIM} bf16)" $PY "$HERE/kcopy.py" "$DIR/base.safetensors" "$DIR/k.safetensors"
-for m in linear task_arithmetic ties dare_ties slerp; do
+for m in linear task_arithmetic ties dare_ties breadcrumbs_ties della model_stock slerp; do
   measure "tpconv merge --recipe $m (3 models; slerp 2)" "$TPCONV" merge --recipe "$DIR/$m.yaml" -o "$DIR/out.safetensors" -f -q
 done
 rm -f "$DIR/out.safetensors" "$DIR/k.safetensors"

@@ -621,11 +621,29 @@ bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b)
 	return true;
 }
 
+/* Two computed tensors' descriptions: every field, the coefficients of a
+ * merge, and the companions the same (so the same bytes computed). */
+static bool same_dq(const tpc_dequant *a, const tpc_dequant *b)
+{
+	if (a->kind != b->kind || a->bits != b->bits || a->bo != b->bo || a->bi != b->bi || a->group != b->group ||
+	    a->gidx_base != b->gidx_base || a->ct_zp != b->ct_zp || a->ct_gidx != b->ct_gidx ||
+	    a->zero_plus_one != b->zero_plus_one || a->r0 != b->r0 || a->c0 != b->c0 || a->O != b->O || a->I != b->I ||
+	    a->gtype != b->gtype || a->fp4_mx != b->fp4_mx || a->fp4_div != b->fp4_div || a->rope_hd != b->rope_hd ||
+	    a->lora_mode != b->lora_mode || a->lora_dora != b->lora_dora || a->lora_scale != b->lora_scale ||
+	    a->nc != b->nc || !a->mix != !b->mix || (a->mix && memcmp(a->mix, b->mix, sizeof(*a->mix))))
+		return false;
+	for (int k = 0; k < a->nc; k++)
+		if (!tpc_tensor_same_desc(&a->c[k], &b->c[k]))
+			return false;
+	return true;
+}
+
 bool tpc_tensor_same_desc(const tpc_tensor *a, const tpc_tensor *b)
 {
 	if (a->dtype != b->dtype || a->src_dtype != b->src_dtype || a->ndim != b->ndim || a->src != b->src ||
 	    a->offset != b->offset || a->flags != b->flags || a->numel != b->numel || a->nbytes != b->nbytes ||
-	    a->meta != b->meta || a->dq || b->dq || a->nparts != b->nparts || (a->nparts && a->cat_dim != b->cat_dim))
+	    a->meta != b->meta || !a->dq != !b->dq || (a->dq && !same_dq(a->dq, b->dq)) || a->nparts != b->nparts ||
+	    (a->nparts && a->cat_dim != b->cat_dim))
 		return false;
 	for (int d = 0; d < a->ndim; d++)
 		if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d])

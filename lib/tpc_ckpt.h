@@ -170,16 +170,21 @@ typedef enum tpc_dq_kind {
 typedef struct tpc_mix_coef {
 	int method;            /* tpc_mix_method */
 	int base;              /* the base's index in c[], or -1 */
-	int sparsify;          /* 0 none, 1 magnitude (thr), 2 random (key, keep) */
+	int sparsify;          /* 0 none, 1 magnitude (thr), 2 random (key, keep), 3 magnitude
+	                        * outliers (thr, thr_hi), 4 DELLA's MagPrune (key, plo, eps) */
 	bool consensus;        /* TIES' sign election (mergekit's 'sum') */
 	bool normalize;        /* divide by the sum of the weights */
 	float w[TPC_DQ_MAXC];  /* the weight of each input */
 	float thr[TPC_DQ_MAXC];/* magnitude: kept where |delta| >= thr (-1: all) */
+	float thr_hi[TPC_DQ_MAXC]; /* magnitude outliers: and |delta| < thr_hi (-1: no bound) */
+	float plo[TPC_DQ_MAXC], eps[TPC_DQ_MAXC]; /* MagPrune: kept with density - eps + 2 eps * rank */
 	uint64_t key[TPC_DQ_MAXC], keep[TPC_DQ_MAXC]; /* random: kept where (h >> 40) < keep */
 	float scale[TPC_DQ_MAXC]; /* rescale of the kept delta (1: none) */
 	float lambda;          /* task vectors' scale */
 	float wsum;            /* the weights' sum (linear, the divisor without consensus) */
-	float s0, s1;          /* SLERP: the base's and the other's coefficients */
+	float s0, s1;          /* SLERP: the base's and the other's coefficients; model_stock:
+	                        * t and 1 - t */
+	bool rows;             /* model_stock filter_wise: t per row, found while written */
 } tpc_mix_coef;
 
 typedef struct tpc_dequant {
@@ -437,8 +442,8 @@ bool tpc_tensor_is_contiguous(const tpc_tensor *t);
  * (tied weights). Composites and tensors without a storage never match. */
 bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b);
 /* The same description: dtypes, shape, strides, source and offset, flags,
- * and for a composite the same parts (storage not compared): the same bytes.
- * Dequantized tensors never match. */
+ * for a composite the same parts, for a computed tensor (dq) the same
+ * description and companions (storage not compared): the same bytes. */
 bool tpc_tensor_same_desc(const tpc_tensor *a, const tpc_tensor *b);
 /*
  * Tied tensors, what torch.save writes as one storage: the same view of one

@@ -329,6 +329,30 @@ static void test_ties(void **st)
 	int64_t sel[4] = {3, 5, 1, 0}, want2[4] = {0, 1, 0, 0};
 	assert_int_equal(tpc_ckpt_ties(&ck, sel, 4, first, &e), 0);
 	assert_memory_equal(first, want2, sizeof(want2));
+	/* computed tensors (a merge's descriptions): an alias of a copy is a
+	 * tie; another coefficient, another companion is not */
+	for (int i = 3; i < 6; i++) {
+		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_MAXC, true);
+		assert_non_null(dq);
+		dq->kind = TPC_DQ_MIX;
+		dq->mix->w[0] = 0.5f;
+		assert_int_equal(tpc_tensor_copy(&dq->c[0], &ck.t[i == 5 ? 1 : 0]), 0);
+		dq->nc = 1;
+		char *name = ck.t[i].name;
+		tpc_tensor_release(&ck.t[i]);
+		assert_int_equal(tpc_tensor_init_zero(&ck.t[i], TPC_F32, 2, shp), 0);
+		ck.t[i].name = name;
+		ck.t[i].flags = 0;
+		ck.t[i].dq = dq;
+		ck.t[i].alias_of = i == 3 ? -1 : 3;
+	}
+	ck.t[5].dq->c[0].offset = 4;
+	assert_true(tpc_tensor_same_desc(&ck.t[3], &ck.t[4]));
+	int64_t want3[6] = {0, 0, 2, 3, 3, 5};
+	assert_int_equal(tpc_ckpt_ties(&ck, NULL, 0, first, &e), 0);
+	assert_memory_equal(first, want3, sizeof(want3));
+	ck.t[4].dq->mix->w[0] = 0.25f;
+	assert_false(tpc_tensor_same_desc(&ck.t[3], &ck.t[4]));
 	tpc_ckpt_release(&ck);
 }
 

@@ -20,13 +20,24 @@ the merge re-implemented below after these lines of mergekit a6e40288:
   sparsify       sparsify.py magnitude L56-74, bernoulli L119-135,
                  rescaled_masked_tensor L23-53
   slerp          merge_methods/slerp.py slerp L100-157, normalize L166-170
+  breadcrumbs    sparsify.py magnitude_outliers L77-116; gamma: GTA
+                 tensor_parameters (0.01); registry.py L65-82
+  della          sparsify.py della_magprune L138-176; epsilon: GTA
+                 tensor_parameters L70-77 (0.15); registry.py L83-100
+  model_stock    merge_methods/model_stock.py execute L33-85 (filter_wise: L50-56)
+  passthrough    plan.py plan_module L300-331, plan_slice L267-298;
+                 merge_methods/passthrough.py (scale)
 
 and tpconv's documented definitions (lib/tpc_mix.h) where mergekit leaves the
 bits to torch or its generator: the magnitude mask keeps |delta| >= the k-th
 largest (argsort's choice among ties replaced); DARE's mask is splitmix64 of
 (seed, tensor, model, element), not torch.bernoulli; whole-tensor sums (L1
 norms, SLERP's norms and dot) in f64, rounded to f32 once; SLERP's angle and
-coefficients in f64, the coefficients rounded to f32.
+coefficients in f64, the coefficients rounded to f32; breadcrumbs' mask by two thresholds (ties at
+the upper dropped; n_top 0 drops none, where mergekit's slice drops all);
+DELLA's ranks stable among equal magnitudes, its draw DARE's generator with
+the per-element probability; Model Stock's norms and dots f64 sums rounded
+once, the cosines' mean summed in pair order.
 """
 import json, os, struct, sys
 import numpy as np
@@ -84,6 +95,13 @@ bmodels = {"b-base": models["base"], "b1": models["m1"], "b2": models["m2"]}
 bmodels = {n: {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in m.items()} for n, m in bmodels.items()}
 for n, m in bmodels.items():
     save(n + ".safetensors", m)
+# tied embeddings (torch.save keeps one storage for lm_head and embed_tokens)
+tmodels = {}
+for n in ("base", "m1", "m2"):
+    m = dict(models[n])
+    m["lm_head.weight"] = m["model.embed_tokens.weight"]
+    tmodels[n + "-tied"] = m
+    torch.save(m, os.path.join(out, n + "-tied.bin"))
 hm = dict(models["m2"])
 del hm["model.layers.1.mlp.up_proj.weight"]
 save("m-missing.safetensors", hm)
@@ -93,7 +111,7 @@ save("m-shape.safetensors", hs)
 
 
 def load(n):
-    return {**models, **bmodels}[n]
+    return {**models, **bmodels, **tmodels}[n.replace(".safetensors", "").replace(".bin", "")]
 
 
 # ---- parameters (config.py) ----
@@ -188,6 +206,49 @@ def magnitude(tensor, density, rescale):  # sparsify.py L56-74, ties kept at the
     return rescaled_masked_tensor(tensor, mask, rescale)
 
 
+def magnitude_outliers(tensor, density, rescale, gamma):  # sparsify.py magnitude_outliers
+    """the n_top largest |delta| dropped, then the smallest down to int(density *
+    numel); by thresholds, ties at the lower kept and at the upper dropped
+    (argsort's choice among ties replaced); n_top 0 drops none (mergekit's
+    indices[n_bot:-n_top] is then empty: every element dropped)"""
+    if density >= 1:
+        return tensor
+    n = tensor.numel()
+    target, top = int(density * n), int(gamma * n)
+    assert target > 0
+    if target + top > n:
+        top = n - target
+    w = torch.sort(tensor.abs().view(-1), descending=True).values
+    mask = torch.ones_like(tensor, dtype=torch.bool)
+    if target + top < n:
+        mask &= tensor.abs() >= w[target + top - 1]
+    if top:
+        mask &= tensor.abs() < w[top - 1]
+    return rescaled_masked_tensor(tensor, mask.to(tensor.dtype), rescale)
+
+
+def della_magprune(tensor, density, epsilon, rescale, seed, name, k):  # sparsify.py della_magprune L138-176
+    """ranks within each row (dim 1; a 1-D tensor one row), equal magnitudes
+    by index (stable), p = (density - eps) + (r / (n - 1) * 2) * eps in f32,
+    drawn by tpconv's generator as DARE's (torch.bernoulli replaced)"""
+    if density >= 1:
+        return tensor
+    assert 0 < density - epsilon and density + epsilon < 1
+    t2 = tensor.unsqueeze(0) if tensor.dim() < 2 else tensor
+    rows, n = t2.shape
+    order = torch.sort(t2.abs(), dim=1, stable=True).indices
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(n).expand(rows, n).contiguous())
+    rn = ranks.to(torch.float32) / float(n - 1) if n > 1 else torch.zeros(rows, n)
+    p = torch.tensor(density - epsilon, dtype=torch.float32) + (rn * 2) * torch.tensor(epsilon, dtype=torch.float32)
+    keep = np.floor(p.double().numpy().reshape(-1) * 16777216.0).astype(np.uint64)
+    key = splitmix64(int(splitmix64(int(splitmix64(seed)) ^ fnv1a64(name))) + k)
+    with np.errstate(over="ignore"):
+        h = splitmix64(key + np.arange(tensor.numel(), dtype=np.uint64))
+    mask = torch.from_numpy(((h >> np.uint64(40)) < keep).astype(np.float32)).view(tensor.shape)
+    return rescaled_masked_tensor(tensor, mask, rescale)
+
+
 def bernoulli(tensor, density, rescale, seed, name, k):  # sparsify.py L119-135
     if density >= 1:
         return tensor
@@ -202,6 +263,10 @@ METHODS = {  # registry.py L29-64: consensus, sparsification, normalize, rescale
     "ties": ("sum", "magnitude", True, False),
     "dare_ties": ("sum", "random", False, True),
     "dare_linear": (None, "random", False, True),
+    "breadcrumbs": (None, "magnitude_outliers", False, False),
+    "breadcrumbs_ties": ("sum", "magnitude_outliers", False, False),
+    "della": ("sum", "della_magprune", True, True),
+    "della_linear": (None, "della_magprune", False, True),
 }
 
 
@@ -223,7 +288,7 @@ def inputs(rec):
 def merge_tensor(rec, name, seed, dt=torch.float32):
     meth = rec["merge_method"]
     names = inputs(rec)
-    xs = {n: load(n.replace(".safetensors", ""))[name].to(dt) for n in names}
+    xs = {n: load(n)[name].to(dt) for n in names}
     if meth == "linear":  # linear.py L35-57
         tensors = torch.stack([xs[n] for n in names], dim=0)
         weights = torch.tensor([param(rec, "weight", n, name) for n in names], dtype=tensors.dtype)
@@ -251,6 +316,28 @@ def merge_tensor(rec, name, seed, dt=torch.float32):
             tht = th0 * t
             s0, s1 = np.float32(np.sin(th0 - tht) / s), np.float32(np.sin(tht) / s)
         return torch.tensor(s0) * v0 + torch.tensor(s1) * v1
+    if meth == "model_stock":  # model_stock.py L33-85: one vector, or a t per row (filter_wise)
+        b = rec["base_model"]
+        fw = param(rec, "filter_wise", None, name, False)
+        w0 = xs[b].reshape(-1, xs[b].shape[-1]) if fw and xs[b].dim() > 1 else xs[b].reshape(1, -1)
+        ws = [xs[n].reshape(w0.shape) for n in names if n != b]
+        offs = [w - w0 for w in ws]
+        # per row, the norms and dots f64 sums rounded to f32 once
+        nrm = [torch.sqrt((o.double() ** 2).sum(dim=-1)).float() for o in offs]
+        csum, pairs = torch.zeros(w0.shape[0]), 0
+        for i in range(len(offs)):
+            for j in range(i + 1, len(offs)):
+                npr = nrm[i] * nrm[j]
+                dot = (offs[i].double() * offs[j].double()).sum(dim=-1).float()
+                c = (dot / npr.clamp(min=1e-6)).clamp(-1, 1)
+                csum, pairs = csum + c, pairs + 1
+        c = (csum / pairs).unsqueeze(-1)  # the mean, summed in pair order
+        N = len(ws)
+        t = (N * c) / (1 + (N - 1) * c)
+        acc = torch.zeros_like(w0)
+        for w in ws:
+            acc = acc + w
+        return (t * (acc / N) + (1 - t) * w0).reshape(xs[b].shape)
     consensus, sparsification, dnorm, drescale = METHODS[meth]
     base_n = rec["base_model"]
     base = xs[base_n]
@@ -266,6 +353,10 @@ def merge_tensor(rec, name, seed, dt=torch.float32):
         d = param(rec, "density", n, name, 1.0)
         if sparsification == "magnitude":
             delta = magnitude(delta, d, rescale)
+        elif sparsification == "magnitude_outliers":  # gamma: GTA tensor_parameters, 0.01
+            delta = magnitude_outliers(delta, d, rescale, param(rec, "gamma", n, name, 0.01))
+        elif sparsification == "della_magprune":  # epsilon: GTA tensor_parameters L70-77, 0.15
+            delta = della_magprune(delta, d, param(rec, "epsilon", n, name, 0.15), rescale, seed, name, k)
         elif sparsification == "random":
             delta = bernoulli(delta, d, rescale, seed, name, k)
         tvs.append((delta, w))
@@ -392,6 +483,83 @@ base_model: b-base.safetensors
 dtype: bfloat16
 """,
 }
+RECIPES["breadcrumbs"] = """\
+# Model Breadcrumbs (arXiv 2312.06795): the largest 5% and the smallest dropped
+models:
+  - model: m1.safetensors
+    parameters: {weight: 0.6, density: 0.7, gamma: 0.05}
+  - model: m2.safetensors
+    parameters: {weight: 0.4, density: 0.5}
+  - model: m3.safetensors
+    parameters: {weight: 0.5, density: 0.9, gamma: 0.2}
+merge_method: breadcrumbs
+base_model: base.safetensors
+parameters: {lambda: 0.9}
+"""
+RECIPES["breadcrumbs_ties"] = """\
+models:
+  - model: m1.safetensors
+    parameters: {weight: 1.0, density: 0.6}
+  - model: m2.safetensors
+    parameters: {weight: 0.6, density: [0.3, 0.9], gamma: 0.02}
+  - model: m3.safetensors
+    parameters: {weight: -0.4, density: 0.5, gamma: 0.1}
+merge_method: breadcrumbs_ties
+base_model: base.safetensors
+parameters: {normalize: true, rescale: true}
+"""
+RECIPES["della"] = """\
+# DELLA (arXiv 2406.11617): MagPrune by rank within rows, then TIES' election
+models:
+  - model: m1.safetensors
+    parameters: {weight: 1.0, density: 0.5, epsilon: 0.1}
+  - model: m2.safetensors
+    parameters: {weight: 0.6, density: 0.7}
+  - model: m3.safetensors
+    parameters: {weight: 0.8, density: [0.3, 0.6], epsilon: 0.25}
+merge_method: della
+base_model: base.safetensors
+parameters: {lambda: 1.1}
+"""
+RECIPES["della_linear"] = """\
+models:
+  - model: m1.safetensors
+    parameters: {weight: 0.5, density: 0.4}
+  - model: m2.safetensors
+    parameters: {weight: 0.5, density: 0.6, epsilon: 0.3}
+merge_method: della_linear
+base_model: base.safetensors
+parameters: {rescale: false, normalize: true}
+"""
+RECIPES["model_stock"] = """\
+# Model Stock (arXiv 2403.19522): the models' mean pulled to the base by the angle of their offsets
+models:
+  - model: m1.safetensors
+  - model: m2.safetensors
+  - model: m3.safetensors
+merge_method: model_stock
+base_model: base.safetensors
+parameters: {filter_wise: false}
+"""
+RECIPES["tied"] = """\
+# tied embeddings in every input: merged once, written tied
+models:
+  - model: m1-tied.bin
+    parameters: {density: 0.5, weight: 0.5}
+  - model: m2-tied.bin
+    parameters: {density: 0.7, weight: 0.5}
+merge_method: dare_ties
+base_model: base-tied.bin
+"""
+RECIPES["model_stock_fw"] = """\
+models:
+  - model: m1.safetensors
+  - model: m2.safetensors
+  - model: m3.safetensors
+merge_method: model_stock
+base_model: base.safetensors
+parameters: {filter_wise: true}
+"""
 RECIPES["slerp"] = """\
 # mergekit's README example, on three layers
 models:
@@ -408,14 +576,91 @@ parameters:
     - value: 0.5
 dtype: float32
 """
-SEED = {"dare_ties": 7, "dare_linear": 0}
+SEED = {"tied": 3, "dare_ties": 7, "dare_linear": 0, "della": 5, "della_linear": 0}
+
+# ---- passthrough: a frankenmerge of tests/gguf/arch/tiny-llama (a model with
+# its config.json: the family record renames the layers) ----
+PASS = """\
+# passthrough (mergekit's frankenmerge): layers 0-1, layer 0 again with its
+# attention and MLP outputs halved, layer 1 again: 4 layers
+slices:
+  - sources:
+      - model: ../gguf/arch/tiny-llama
+        layer_range: [0, 2]
+  - sources:
+      - model: ../gguf/arch/tiny-llama
+        layer_range: [0, 1]
+        parameters:
+          scale:
+            - filter: o_proj
+              value: 0.5
+            - filter: down_proj
+              value: 0.5
+            - value: 1
+  - sources:
+      - model: ../gguf/arch/tiny-llama
+        layer_range: [1, 2]
+merge_method: passthrough
+dtype: float32
+"""
+
+
+def load_st(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = bytearray(f.read())
+    res = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        res[k] = torch.frombuffer(data[a:b], dtype=torch.float32).reshape(v["shape"]).clone()
+    return res
+
+
+def passthrough(rec):
+    """plan.py plan_module L300-331 (pre weights from slices[0], the slices'
+    layers renumbered from 0, post weights from slices[-1]), plan_slice
+    L267-298 (t = idx / (len - 1)), passthrough.py (tensor * scale); the layer
+    names as mergekit's architecture templates (model.layers.{i}.)"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    ms = [load_st(os.path.join(here, s["sources"][0]["model"], "model.safetensors")) for s in rec["slices"]]
+    out, L = {}, 0
+    for k, v in ms[0].items():
+        if not k.startswith("model.layers.") and "embed" in k:
+            out[k] = v
+    for s, m in zip(rec["slices"], ms):
+        src = s["sources"][0]
+        a, b = src["layer_range"]
+        for idx in range(b - a):
+            t = idx / (b - a - 1) if b - a > 1 else 1.0
+            pre = "model.layers.%d." % (a + idx)
+            for k, v in m.items():
+                if k.startswith(pre):
+                    name = "model.layers.%d." % L + k[len(pre):]
+                    sc = (src.get("parameters") or {}).get("scale")
+                    sc = None if sc is None else evaluate_setting(name, sc, t)
+                    out[name] = v * sc if sc is not None else v
+            L += 1
+    for k, v in ms[-1].items():
+        if not k.startswith("model.layers.") and "embed" not in k:
+            out[k] = v
+    return out, L
+
+
+with open(os.path.join(out, "passthrough.yaml"), "w") as f:
+    f.write(PASS)
+pres, pL = passthrough(yaml.safe_load(PASS))
+assert pL == 4
+save("ref-passthrough.safetensors", pres)
 
 for name, text in RECIPES.items():
     with open(os.path.join(out, name + ".yaml"), "w") as f:
         f.write(text)
     rec = yaml.safe_load(text)  # PyYAML, as mergekit reads its config
     first = rec.get("base_model") or rec["models"][0]["model"]
-    src = load(first.replace(".safetensors", ""))
+    src = load(first)
     res = {}
     for k, v in src.items():
         if not v.is_floating_point():
@@ -423,6 +668,8 @@ for name, text in RECIPES.items():
             continue
         r = merge_tensor(rec, k, SEED.get(name, 0))
         res[k] = r.to(torch.bfloat16) if name.startswith("b-") else r
+    if name == "tied":  # the tie kept: lm_head is embed_tokens' merge
+        res["lm_head.weight"] = res["model.embed_tokens.weight"]
     save("ref-" + name + ".safetensors", res)
     if name == "b-linear":
         # mergekit's own arithmetic in the recipe's dtype (bf16), for the one-ULP check

@@ -3,10 +3,12 @@
 # make_mix.py with Debian's torch: the models, the recipes and ref-*.safetensors,
 # a torch re-implementation of mergekit's methods that cites the lines it
 # follows). Each method bit for bit in f32 (linear with a gradient and a
-# filter, task_arithmetic with lambda, ties, dare_ties, dare_linear, slerp
+# filter, task_arithmetic with lambda, ties, dare_ties, dare_linear,
+# breadcrumbs, breadcrumbs_ties, della, della_linear, model_stock, slerp,
+# passthrough slices
 # with per-filter gradients and its lerp fallback); bf16 inputs rounded once,
 # bit for bit; DARE the same at 1 and 4 threads, another seed another mask;
-# a torch input and output; refusals with their messages, exit 3 and nothing
+# tied embeddings kept tied; a torch input and output; refusals with their messages, exit 3 and nothing
 # written.
 # usage: mix_test.sh TPCONV SRCDIR
 set -u
@@ -34,6 +36,12 @@ merged "task_arithmetic with lambda: bit for bit in f32" task_arithmetic.yaml re
 merged "ties (magnitude trim, sign election, disjoint mean; int8_mask ignored): bit for bit in f32" ties.yaml ref-ties.safetensors
 merged "dare_ties, seed 7, L1 rescale: bit for bit in f32" dare_ties.yaml ref-dare_ties.safetensors --seed 7
 merged "dare_linear without rescale, normalized: bit for bit in f32" dare_linear.yaml ref-dare_linear.safetensors
+merged "breadcrumbs (the largest gamma and the smallest dropped; gamma 0.01 by default, none at 16 elements): bit for bit in f32" breadcrumbs.yaml ref-breadcrumbs.safetensors
+merged "breadcrumbs_ties with L1 rescale and a density gradient: bit for bit in f32" breadcrumbs_ties.yaml ref-breadcrumbs_ties.safetensors
+merged "della (MagPrune by rank within rows, seed 5, L1 rescale, TIES election, lambda): bit for bit in f32" della.yaml ref-della.safetensors --seed 5
+merged "della_linear without rescale, normalized: bit for bit in f32" della_linear.yaml ref-della_linear.safetensors
+merged "model_stock of 3 models (t from the mean pairwise cosine of the offsets): bit for bit in f32" model_stock.yaml ref-model_stock.safetensors
+merged "model_stock filter_wise (a t per row): bit for bit in f32" model_stock_fw.yaml ref-model_stock_fw.safetensors
 merged "slerp, t per filter across layers, lerp where nearly colinear: bit for bit in f32" slerp.yaml ref-slerp.safetensors
 merged "linear of bf16 models: the f32 merge rounded once, bit for bit" b-linear.yaml ref-b-linear.safetensors
 "$TPCONV" diff --ulps bf16=1 "$T/o.safetensors" ref-b-linear-bf16.safetensors >"$T/diff" 2>&1 &&
@@ -57,8 +65,35 @@ OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/big.yaml" --seed 7 -o "$T/t1.safe
   OMP_NUM_THREADS=4 "$TPCONV" merge --recipe "$T/big.yaml" --seed 7 -o "$T/t4.safetensors" -q &&
   cmp -s "$T/t1.safetensors" "$T/t4.safetensors" && ok "dare_ties: 1 and 4 threads write the same bytes" ||
   bad "DARE across threads"
+sed 's/dare_ties/della/; s/density: 0.3/density: 0.3, epsilon: 0.2/' "$T/big.yaml" >"$T/bigd.yaml"
+OMP_NUM_THREADS=1 "$TPCONV" merge --recipe "$T/bigd.yaml" --seed 7 -o "$T/d1.safetensors" -q &&
+  OMP_NUM_THREADS=4 "$TPCONV" merge --recipe "$T/bigd.yaml" --seed 7 -o "$T/d4.safetensors" -q &&
+  cmp -s "$T/d1.safetensors" "$T/d4.safetensors" && ! cmp -s "$T/d1.safetensors" "$T/t1.safetensors" &&
+  ok "della: 1 and 4 threads write the same bytes (rows of 64 across 16384-element steps)" || bad "della across threads"
 "$TPCONV" merge --recipe "$T/big.yaml" --seed 8 -o "$T/s8.safetensors" -q && ! cmp -s "$T/t1.safetensors" "$T/s8.safetensors" &&
   ok "dare_ties: seed 8 is another mask" || bad "DARE seed"
+
+# passthrough: a frankenmerge of tiny-llama (layers 0-1, 0 halved, 1), the
+# layers renamed by the llama record's templates, config.json restacked
+rm -rf "$T/pass"
+"$TPCONV" merge --recipe passthrough.yaml -o "$T/pass" -q 2>"$T/err" &&
+  "$TPCONV" diff "$T/pass/model.safetensors" ref-passthrough.safetensors >"$T/diff" 2>&1 &&
+  grep -q '"num_hidden_layers": 4' "$T/pass/config.json" && [ -f "$T/pass/tokenizer.model" ] &&
+  ok "passthrough slices (a layer again with a filtered scale): bit for bit in f32, num_hidden_layers 4" ||
+  bad "passthrough" "$(cat "$T/err" "$T/diff" | tail -6)"
+
+# tied embeddings (torch.save's one storage) in every input: merged once (DARE's
+# mask is the first name's), written tied: one storage in torch, one copy and
+# an alias with --dedup-tied; an input where they are two is refused
+merged "tied embed_tokens/lm_head: lm_head is embed_tokens' merge, bit for bit" tied.yaml ref-tied.safetensors --seed 3
+rm -f "$T/tied.pt" "$T/tied.safetensors"
+"$TPCONV" merge --recipe tied.yaml --seed 3 -o "$T/tied.pt" -q && "$TPCONV" inspect "$T/tied.pt" >"$T/out" 2>&1 &&
+  grep -q "^lm_head.weight .* storage 0 (shared)$" "$T/out" && grep -q "^model.embed_tokens.weight .* storage 0 (shared)$" "$T/out" &&
+  ok "tied: a torch output keeps one storage for both" || bad "tied torch" "$(grep -E "lm_head|embed" "$T/out")"
+"$TPCONV" merge --recipe tied.yaml --seed 3 --dedup-tied -o "$T/tied.safetensors" -q &&
+  head -c 300 "$T/tied.safetensors" | grep -q '"tpconv.aliases":"{\\"lm_head.weight\\":\\"model.embed_tokens.weight\\"}"' &&
+  "$TPCONV" diff "$T/tied.safetensors" ref-tied.safetensors >"$T/diff" 2>&1 &&
+  ok "tied: --dedup-tied stores it once with its alias, read back equal" || bad "tied dedup" "$(head -c 300 "$T/tied.safetensors"; tail -3 "$T/diff")"
 
 # inputs and outputs in other formats; out_dtype
 mkdir -p "$T/in" && "$TPCONV" convert m2.safetensors -o "$T/in/m2.bin" -q &&
@@ -113,10 +148,25 @@ refused "a tensor missing from one model" "models: [{model: $F/m1.safetensors, p
 merge_method: linear" "tensor 'model.layers.1.mlp.up_proj.weight': missing: it is in"
 refused "a tensor of another shape" "models: [{model: $F/m1.safetensors, parameters: {weight: 1}}, {model: $F/m-shape.safetensors, parameters: {weight: 1}}]
 merge_method: linear" "tensor 'lm_head.weight': shape \[33, 16\], in '$F/m1.safetensors' \[32, 16\]"
-refused "slices" "slices: []
-merge_method: linear" "'slices' (layer ranges stacked or per module) is not read"
+refused "slices with a method other than passthrough" "slices: []
+merge_method: linear" "'slices' are read with merge_method passthrough only (a frankenmerge), not linear"
 refused "a method not read" "$M
-merge_method: passthrough" "merge_method 'passthrough' is not read"
+merge_method: nuslerp" "merge_method 'nuslerp' is not read"
+refused "passthrough without slices" "$M
+merge_method: passthrough" "passthrough reads 'slices'"
+TL=$SRC/tests/gguf/arch/tiny-llama
+refused "passthrough: two sources in a slice" "slices: [{sources: [{model: $TL, layer_range: [0, 1]}, {model: $F/m1.safetensors, layer_range: [0, 1]}]}]
+merge_method: passthrough" "a passthrough slice has one source"
+refused "passthrough: a layer_range past the model's layers" "slices: [{sources: [{model: $TL, layer_range: [1, 3]}]}]
+merge_method: passthrough" "layer_range \[1, 3\] of '$TL': it has 2 layers"
+refused "passthrough: layer_range [2, 1]" "slices: [{sources: [{model: $TL, layer_range: [2, 1]}]}]
+merge_method: passthrough" "model '$TL': layer_range is \[a, b\], whole numbers, 0 <= a < b"
+refused "passthrough: a model without a config.json naming its family" "slices: [{sources: [{model: $F/m1.safetensors, layer_range: [0, 1]}]}]
+merge_method: passthrough" "passthrough renumbers layers by the family record's tensor names"
+printf 'slices: [{sources: [{model: %s, layer_range: [0, 1]}]}]\nmerge_method: passthrough\n' "$TL" >"$T/pg.yaml"
+run "$TPCONV" merge --recipe "$T/pg.yaml" -o "$T/pg.gguf"
+[ $rc = 2 ] && grep -q "passthrough writes a checkpoint with its config.json" "$T/err" && [ ! -e "$T/pg.gguf" ] &&
+  ok "usage: passthrough to a GGUF (exit 2)" || bad "passthrough gguf" "$(cat "$T/err")"
 refused "a parameter the method does not take" "$M
 merge_method: linear
 parameters: {t: 0.5}" "parameter 't' is not one merge_method linear takes"
@@ -130,6 +180,24 @@ refused "density outside (0, 1]" "$M
 base_model: $F/base.safetensors
 merge_method: ties
 parameters: {density: 1.5}" "density 1.5 of model '$F/m1.safetensors' is outside (0, 1\]"
+refused "gamma outside [0, 1)" "$M
+base_model: $F/base.safetensors
+merge_method: breadcrumbs
+parameters: {density: 0.5, gamma: 1}" "gamma 1 of model '$F/m1.safetensors' is outside \[0, 1)"
+refused "della: density + epsilon outside (0, 1)" "$M
+base_model: $F/base.safetensors
+merge_method: della
+parameters: {density: 0.9, epsilon: 0.15}" "epsilon 0.15 with density 0.9 of model '$F/m1.safetensors': density - epsilon and density + epsilon must be inside (0, 1)"
+refused "model_stock of the base and one model" "models: [{model: $F/m1.safetensors}]
+base_model: $F/base.safetensors
+merge_method: model_stock" "model_stock merges the base_model and two models or more"
+refused "a tie of the base that another model does not have" "models: [{model: $F/m1-tied.bin, parameters: {weight: 1}}, {model: $F/m3.safetensors, parameters: {weight: 1}}]
+base_model: $F/base-tied.bin
+merge_method: task_arithmetic" "tensor 'lm_head.weight': not tied to 'model.embed_tokens.weight' as in '$F/base-tied.bin' (one weight there): merged it would be two"
+refused "gamma to a method without outliers" "$M
+base_model: $F/base.safetensors
+merge_method: ties
+parameters: {gamma: 0.1}" "parameter 'gamma' is not one merge_method ties takes"
 refused "slerp of three" "models: [{model: $F/m1.safetensors}, {model: $F/m2.safetensors}]
 base_model: $F/base.safetensors
 merge_method: slerp
