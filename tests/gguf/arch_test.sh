@@ -973,16 +973,19 @@ done
 # checkpoints): rope.dimension_sections written after the rope scaling keys,
 # padded to 4, not the default at the end; read back into rope_parameters
 tokcfg qwen3_5 mrope 'c["rope_parameters"]["mrope_section"] = [1, 1, 0]' config.json
-# a q8_0 GGUF of it: the quantized value heads are not read back tiled ->
-# grouped (refused by name, exit 3, nothing written)
+# a q8_0 GGUF of Qwen3.5-MoE (its MTP layer too) into Hugging Face form:
+# the quantized value heads read back grouped as windows of each weight,
+# dequantized as python3-gguf does when read (the columns of ssm_out: 8-wide
+# heads inside Q8_0's 32-wide blocks), and that folder into GGUF f32 again
+# holds the q8_0 file's values to the bit (its F16 tensors as F32)
 rm -rf "$T/q35q" && mkdir "$T/q35q"
-"$TPCONV" convert "$A/tiny-qwen3_5" -o "$T/q35q/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
-  "$TPCONV" convert "$T/q35q/q.gguf" -o "$T/q35q/hf/" -q 2> "$T/err"; rc=$?
-if [ $rc -eq 3 ] && grep -qF "a quantized tensor's heads are not read back by tpconv yet" "$T/err" &&
-   [ ! -e "$T/q35q/hf/model.safetensors" ]; then
-  ok "qwen3_5: a q8_0 GGUF into Hugging Face form is refused by name (exit 3)"
+if "$TPCONV" convert "$A/tiny-qwen3_5-moe" -o "$T/q35q/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
+   "$TPCONV" convert "$T/q35q/q.gguf" -o "$T/q35q/tiny-qwen3_5-moe/" -q 2>> "$T/err" &&
+   "$TPCONV" convert "$T/q35q/tiny-qwen3_5-moe" -o "$T/q35q/b.gguf" --outtype f32 -q 2>> "$T/err" &&
+   "$TPCONV" diff "$T/q35q/q.gguf" "$T/q35q/b.gguf" --gguf-names --cast -q 2>> "$T/err"; then
+  ok "qwen3_5-moe: a q8_0 GGUF into Hugging Face form (value heads dequantized and grouped), back to GGUF f32 with its values to the bit"
 else
-  bad "qwen3_5: q8_0 GGUF -> HF (exit $rc)" "$(cat "$T/err")"
+  bad "qwen3_5-moe: q8_0 GGUF -> HF -> GGUF f32" "$(cat "$T/err")"
 fi
 # DeepSeek-V3's HF folder read back from its GGUF (every tensor the
 # original's bytes: hf_test.sh; loaded by transformers: the interop run);
