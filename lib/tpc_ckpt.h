@@ -333,7 +333,9 @@ int tpc_tensor_ungroup(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t 
  * heads to each of `groups` key heads); the entries before and after kept in
  * place. The same call with groups and per swapped is its inverse. A
  * composite of views (a copy of src when per or groups is 1): no byte
- * copied. -1 when the span does not lie inside dim or out of memory. */
+ * copied; of a 2-D dequantized weight, its windows (tpc_tensor_narrow),
+ * each dequantized when read. -1 when the span does not lie inside dim or
+ * out of memory. */
 int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t off, int64_t groups, int64_t per,
 			   int64_t unit);
 /* dst = the rows start, start + step, ..., start + (count-1) * step of src

@@ -465,6 +465,23 @@ static const tpc_tensor_row llama4_tensors[] = {
 	END_ROW,
 };
 #undef ROW_IO
+/* The multi-token-prediction block of Qwen3-Next and Qwen3.5 (mtp.*: vLLM's
+ * qwen3_next_mtp.py / qwen3_5_mtp.py): fc [H, 2H] over [enorm(embedding);
+ * hnorm(hidden)], the two norms, mtp.layers.N (full-attention decoder layers
+ * of the model's kind) and its final norm before the shared lm_head; read
+ * as layers past num_hidden_layers (tpc_family_mtp), the rows below under
+ * the names the reference gives them (eh_proj, enorm, hnorm,
+ * shared_head.norm; GGUF blk.N.nextn.*) */
+#define QWEN_MTP_ROWS \
+	ROW(NEXTN_EH_PROJ, false, HF_L "eh_proj.weight", NULL, NULL, NULL, GG_L "nextn.eh_proj.weight"), \
+	ROW(NEXTN_ENORM, false, HF_L "enorm.weight", NULL, NULL, NULL, GG_L "nextn.enorm.weight"), \
+	ROW(NEXTN_HNORM, false, HF_L "hnorm.weight", NULL, NULL, NULL, GG_L "nextn.hnorm.weight"), \
+	ROW(NEXTN_HEAD_NORM, false, HF_L "shared_head.norm.weight", NULL, NULL, NULL, GG_L "nextn.shared_head_norm.weight")
+static const tpc_family_mtp qwen_mtp = {
+	.prefix = "mtp.", .layers = "mtp.layers.", .count = "mtp_num_hidden_layers",
+	.names = {{"mtp.fc.weight", "eh_proj.weight"}, {"mtp.pre_fc_norm_embedding.weight", "enorm.weight"},
+		  {"mtp.pre_fc_norm_hidden.weight", "hnorm.weight"}, {"mtp.norm.weight", "shared_head.norm.weight"}}};
+
 /* Qwen3-Next (Qwen3NextForCausalLM): layer_types' linear_attention layers
  * a gated DeltaNet (linear_attn: in_proj_qkvz [q k v z] and in_proj_ba [b a]
  * per key head's group, the causal conv1d of q, k, v, dt_bias, A_log, the
@@ -474,8 +491,9 @@ static const tpc_tensor_row llama4_tensors[] = {
  * (mlp_only_layers) as LLaMA's MLP. GGUF names: gguf-py constants.py
  * MODEL_ARCH.QWEN3NEXT (the FFN norm is post_attention_norm; in_proj_qkvz
  * is written as two tensors, attn_qkv and attn_gate: no one GGUF name).
- * Hugging Face and GGUF names only; the multi-token-prediction layer (mtp.*)
- * has no rows; no fused qkv_proj (GGUF's attn_qkv is the DeltaNet's). */
+ * Hugging Face and GGUF names only; the multi-token-prediction block
+ * (mtp.*) as QWEN_MTP_ROWS; no fused qkv_proj (GGUF's attn_qkv is the
+ * DeltaNet's). */
 static const tpc_tensor_row qwen3next_tensors[] = {
 	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, NULL, NULL, "token_embd.weight"),
 	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, NULL, NULL, "output_norm.weight"),
@@ -505,6 +523,7 @@ static const tpc_tensor_row qwen3next_tensors[] = {
 	ROW(SSM_A, false, HF_L "linear_attn.A_log", NULL, NULL, NULL, GG_L "ssm_a"),
 	ROW(SSM_NORM, false, HF_L "linear_attn.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"),
 	ROW(SSM_OUT, false, HF_L "linear_attn.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight"),
+	QWEN_MTP_ROWS,
 	END_ROW,
 };
 
@@ -520,7 +539,7 @@ static const tpc_tensor_row qwen3next_tensors[] = {
  * in_proj_z attn_gate, ssm_beta, ssm_alpha). The published checkpoints,
  * Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration
  * (model.language_model.*, model.visual.*, mtp.*), hold it as their text
- * model (hf_wrap); mtp.* has no rows. */
+ * model (hf_wrap); mtp.* as QWEN_MTP_ROWS. */
 #define QWEN35_ROWS \
 	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, NULL, NULL, "token_embd.weight"), \
 	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, NULL, NULL, "output_norm.weight"), \
@@ -541,7 +560,8 @@ static const tpc_tensor_row qwen3next_tensors[] = {
 	ROW(SSM_DT, false, HF_L "linear_attn.dt_bias", NULL, NULL, NULL, GG_L "ssm_dt.bias"), \
 	ROW(SSM_A, false, HF_L "linear_attn.A_log", NULL, NULL, NULL, GG_L "ssm_a"), \
 	ROW(SSM_NORM, false, HF_L "linear_attn.norm.weight", NULL, NULL, NULL, GG_L "ssm_norm.weight"), \
-	ROW(SSM_OUT, false, HF_L "linear_attn.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight")
+	ROW(SSM_OUT, false, HF_L "linear_attn.out_proj.weight", NULL, NULL, NULL, GG_L "ssm_out.weight"), \
+	QWEN_MTP_ROWS
 static const tpc_tensor_row qwen35_tensors[] = {
 	QWEN35_ROWS,
 	ROW(FFN_GATE, false, HF_L "mlp.gate_proj.weight", NULL, NULL, NULL, GG_L "ffn_gate.weight"),
@@ -563,6 +583,7 @@ static const tpc_tensor_row qwen35moe_tensors[] = {
 	END_ROW,
 };
 #undef QWEN35_ROWS
+#undef QWEN_MTP_ROWS
 
 #undef HF_ONLY
 
@@ -1318,6 +1339,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("Qwen3NextForCausalLM"),
 	 .gguf = &tpc__gguf_qwen3next,
 	 .tensors = qwen3next_tensors,
+	 .mtp = &qwen_mtp,
 	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
 	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	/* Qwen3-Next's layers with the DeltaNet's projections over all heads
@@ -1334,6 +1356,7 @@ static const tpc_family families[] = {
 	 .hf_wrap = A("Qwen3_5ForConditionalGeneration"),
 	 .gguf = &tpc__gguf_qwen35,
 	 .tensors = qwen35_tensors,
+	 .mtp = &qwen_mtp,
 	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
 	       .partial_rope = true, .rope_fraction = 0.25, .tied_head = true)},
 	{.name = "qwen3_5-moe",
@@ -1343,6 +1366,7 @@ static const tpc_family families[] = {
 	 .hf_wrap = A("Qwen3_5MoeForConditionalGeneration"),
 	 .gguf = &tpc__gguf_qwen35moe,
 	 .tensors = qwen35moe_tensors,
+	 .mtp = &qwen_mtp,
 	 PARTS(.norm_offset = 1, .attn_gate = true, .linear_attn = TPC_PART_LINEAR_GATED_DELTA, .qk_norm = TPC_PART_QK_HEAD,
 	       .partial_rope = true, .rope_fraction = 0.25, .router = TPC_PART_ROUTER_SOFTMAX_TOPK, .tied_head = true)},
 };

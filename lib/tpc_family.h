@@ -385,6 +385,24 @@ typedef struct tpc_family_trtllm {
 	const char *gpt_variant; /* GPTConfig (models/gpt), its gpt_variant */
 } tpc_family_trtllm;
 
+/* A multi-token-prediction block the checkpoint holds beside the decoder
+ * under a prefix of its own (Qwen3-Next, Qwen3.5: mtp.fc, mtp.layers.N.*,
+ * mtp.norm, mtp.pre_fc_norm_*), which transformers does not load and
+ * convert_hf_to_gguf.py writes as decoder layers past num_hidden_layers
+ * (_QwenMtpMixin.filter_tensors: mtp.layers.N.X as model.layers.{layers +
+ * N}.X, each of `names` as model.layers.{layers}.NAME). Its tensors are
+ * classified by the record's rows under that decoder-layer name
+ * (tpc_family_mtp_as_layer): verify's forward leaves those layers out as
+ * GLM-4.5's next-token-prediction layer, shard splits them as the layer's
+ * rows say. */
+typedef struct tpc_family_mtp {
+	const char *prefix;      /* "mtp.": every tensor of the block */
+	const char *layers;      /* "mtp.layers.": its decoder layers, numbered from 0 */
+	const char *count;       /* config.json member with their count ("mtp_num_hidden_layers");
+				  * absent or 0: the checkpoint's (the highest N + 1) */
+	const char *names[4][2]; /* its other tensors: {"mtp.fc.weight", "eh_proj.weight"} */
+} tpc_family_mtp;
+
 typedef struct tpc_family {
 	const char *name, *desc, *plan;
 	const char *const *hf_arch;      /* NULL-terminated; NULL: none */
@@ -411,6 +429,7 @@ typedef struct tpc_family {
 	 * only (_keep_in_fp32_modules). A cast to that dtype writes them in f32
 	 * (tpc_family_keep_f32), as a model so loaded saves them. */
 	const tpc_role *f32_roles, *f32_roles_f16;
+	const tpc_family_mtp *mtp;       /* NULL: none */
 } tpc_family;
 
 size_t tpc_family_count(void);
@@ -423,12 +442,25 @@ const tpc_family *tpc_family_by_wrap(const char *arch);
  * TextModel.filter_tensors reads it: "language_model." taken out of every
  * name that has it (those tensors kept: the GGUF writer refuses by name one
  * the record has no row for), every other tensor the record's table does
- * not classify left out (the vision tower model.visual.*, mtp.*). *nleft
+ * not classify left out (the vision tower model.visual.*) but the record's
+ * multi-token-prediction block (tpc_family_mtp: mtp.*). *nleft
  * gets how many were left out, `groups` their groups ("model.visual.*,
  * mtp.*": a name's first two parts under "model.", else its first; cut to
  * fit n). -1 with e set on a name clash or out of memory. */
 struct tpc_ckpt;
 int tpc_family_text_model(const tpc_family *f, struct tpc_ckpt *ck, size_t *nleft, char *groups, size_t n, tpc_err *e);
+/* A tensor of f's multi-token-prediction block (tpc_family_mtp) under the
+ * decoder-layer name convert_hf_to_gguf.py reads it as, the decoder having
+ * `layers` layers: "mtp.layers.N.X" as "model.layers.{layers + N}.X", each
+ * of the block's names as "model.layers.{layers}.NAME"; into buf. false
+ * when f has no block, name is not one of its tensors or buf is short. */
+bool tpc_family_mtp_as_layer(const tpc_family *f, const char *name, int64_t layers, char *buf, size_t n);
+/* The reverse: a decoder-layer name "model.layers.L.X" with L >= layers back
+ * to the block's name; false when it is not one. */
+bool tpc_family_mtp_name(const tpc_family *f, const char *name, int64_t layers, char *buf, size_t n);
+/* The block's layers in checkpoint ck: the highest N of its "mtp.layers.N."
+ * tensors + 1 (_QwenMtpMixin's opt_num_mtp_layers); 0 when none */
+int64_t tpc_family_mtp_count(const tpc_family *f, const struct tpc_ckpt *ck);
 /* The family whose hf_arch lists `arch` (config.json's architectures[0]);
  * the first such record, NULL if none. */
 const tpc_family *tpc_family_by_arch(const char *arch);

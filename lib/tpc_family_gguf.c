@@ -93,11 +93,15 @@ static const tpc_gguf_kv_rule qwen2moe_kv[] = {
  * layer_types' linear_attention; full_attention_interval 4 whatever
  * config.json says (the reference reads transformers 5.12's
  * Qwen3NextConfig.to_dict(), whose __post_init__ pops it); the rotary
- * dimension int(head_dim x partial_rotary_factor, 0.25 unsaid) */
+ * dimension int(head_dim x partial_rotary_factor, 0.25 unsaid); the
+ * multi-token-prediction block (_QwenMtpMixin, the reference's default: its
+ * layers in block_count, nextn_predict_layers after Qwen2-MoE's keys, a
+ * false recurrent_layers entry each) */
 #define QWEN3NEXT_RULES \
-	TEXT_RULES, \
+	TEXT_RULES_OF({"block_count", U32, TPC_KH_PLUS_MTP, "n_layers|num_hidden_layers|n_layer|num_layers"}), \
 	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"}, \
 	{"expert_shared_feed_forward_length", U32, TPC_KH_FIND, "shared_expert_intermediate_size"}, \
+	{"nextn_predict_layers", U32, TPC_KH_MTP, NULL}, \
 	{"ssm.conv_kernel", U32, TPC_KH_REQ, "linear_conv_kernel_dim"}, \
 	{"ssm.state_size", U32, TPC_KH_REQ, "linear_key_head_dim"}, \
 	{"ssm.group_count", U32, TPC_KH_REQ, "linear_num_key_heads"}, \
@@ -537,9 +541,11 @@ static const tpc_gguf_cfg_rule qwen3moe_cfg[] = {
 	{"norm_topk_prob", "true", TPC_CK_CONST},
 	{NULL, NULL, TPC_CK_INT},
 };
-/* Qwen3-Next: the gated DeltaNet's sizes back from the ssm.* keys,
- * layer_types from the recurrent layers (the rotary fraction is rope_pct's) */
+/* Qwen3-Next: the layers less the multi-token-prediction ones, the gated
+ * DeltaNet's sizes back from the ssm.* keys, layer_types from the recurrent
+ * layers (the rotary fraction is rope_pct's) */
 static const tpc_gguf_cfg_rule qwen3next_cfg[] = {
+	{"num_hidden_layers", "block_count", TPC_CK_LAYERS},
 	TEXT_CFG_ROWS
 	{"linear_conv_kernel_dim", "ssm.conv_kernel", TPC_CK_INT},
 	{"linear_key_head_dim", "ssm.state_size", TPC_CK_INT},
@@ -549,8 +555,10 @@ static const tpc_gguf_cfg_rule qwen3next_cfg[] = {
 	{"layer_types", "attention.recurrent_layers", TPC_CK_LAYER_TYPES_LINEAR},
 	{NULL, NULL, TPC_CK_INT},
 };
-/* Qwen3.5: Qwen3-Next's, and the mrope sections config.json gave */
+/* Qwen3.5: Qwen3-Next's, the mrope sections config.json gave, and the
+ * multi-token-prediction layers as its checkpoints' text_config counts them */
 static const tpc_gguf_cfg_rule qwen35_cfg[] = {
+	{"num_hidden_layers", "block_count", TPC_CK_LAYERS},
 	TEXT_CFG_ROWS
 	{"linear_conv_kernel_dim", "ssm.conv_kernel", TPC_CK_INT},
 	{"linear_key_head_dim", "ssm.state_size", TPC_CK_INT},
@@ -559,6 +567,7 @@ static const tpc_gguf_cfg_rule qwen35_cfg[] = {
 	{"linear_value_head_dim", "ssm.inner_size/ssm.time_step_rank", TPC_CK_INT_QUOT},
 	{"layer_types", "attention.recurrent_layers", TPC_CK_LAYER_TYPES_LINEAR},
 	{"mrope_section", "rope.dimension_sections", TPC_CK_ROPE_SECTIONS},
+	{"mtp_num_hidden_layers", "nextn_predict_layers", TPC_CK_INT},
 	{NULL, NULL, TPC_CK_INT},
 };
 /* StarCoder2's LayerNorm epsilon is norm_epsilon */

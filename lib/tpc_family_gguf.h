@@ -143,7 +143,13 @@ typedef enum tpc_gguf_kh {
 			      * says TYPE; without layer_types (the config class computes it),
 			      * true but for each period-th layer (1-based), the period the first
 			      * of MEMBERS present, else N (Qwen3NextModel's
-			      * attention.recurrent_layers: "linear_attention|full_attention_interval|4") */
+			      * attention.recurrent_layers: "linear_attention|full_attention_interval|4");
+			      * then false for each multi-token-prediction layer (tpc_family_mtp) */
+	TPC_KH_PLUS_MTP,     /* the first of names (required) plus the record's multi-token-
+			      * prediction layers (tpc_family_mtp: its count member, else the
+			      * checkpoint's; _QwenMtpMixin's block_count) */
+	TPC_KH_MTP,          /* those layers, when there are any; else no key
+			      * (_QwenMtpMixin's nextn_predict_layers) */
 	TPC_KH_ROPE_SECTIONS, /* an INT32 array: the rope parameters' mrope_section, padded with 0 to
 			       * 4 entries (its first 4), written where TextModel writes it, after
 			       * the rope scaling keys (the ROPE_SCALING rule, which refuses an

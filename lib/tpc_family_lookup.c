@@ -98,7 +98,8 @@ int tpc_family_text_model(const tpc_family *f, tpc_ckpt *ck, size_t *nleft, char
 						 "its text model's name '%s' is another tensor's too", nm);
 			else
 				ret = tpc_ckpt_rename(ck, (int64_t)i, nm, e);
-		} else if (!(keep[i] = tpc_family_classify(f, TPC_ECO_HF, ck->t[i].name, &l, &x, &b) != NULL)) {
+		} else if (!(keep[i] = tpc_family_classify(f, TPC_ECO_HF, ck->t[i].name, &l, &x, &b) != NULL ||
+			     (f->mtp && !strncmp(ck->t[i].name, f->mtp->prefix, strlen(f->mtp->prefix))))) {
 			(*nleft)++;
 			add_group(ck->t[i].name, groups, n);
 		}
@@ -107,6 +108,79 @@ int tpc_family_text_model(const tpc_family *f, tpc_ckpt *ck, size_t *nleft, char
 		ret = tpc_ckpt_filter(ck, keep, e);
 	free(keep);
 	return ret;
+}
+
+/* the records' decoder layers (HF_L) */
+static const char mtp_decoder[] = "model.layers.";
+
+/* the digits of a layer number at p (1-9 of them, no leading zero but "0"),
+ * then a dot: its value, *end past the dot; -1 when not one */
+static int64_t layer_at(const char *p, const char **end)
+{
+	int64_t v = 0;
+	const char *q = p;
+	while (*q >= '0' && *q <= '9' && q - p < 9)
+		v = v * 10 + (*q++ - '0');
+	if (q == p || *q != '.' || (*p == '0' && q - p > 1))
+		return -1;
+	*end = q + 1;
+	return v;
+}
+
+bool tpc_family_mtp_as_layer(const tpc_family *f, const char *name, int64_t layers, char *buf, size_t n)
+{
+	const tpc_family_mtp *m = f ? f->mtp : NULL;
+	const char *rest;
+	int k;
+	if (!m || layers < 0 || !n)
+		return false;
+	size_t pl = strlen(m->layers);
+	if (!strncmp(name, m->layers, pl)) {
+		int64_t v = layer_at(name + pl, &rest);
+		if (v < 0)
+			return false;
+		k = snprintf(buf, n, "%s%lld.%s", mtp_decoder, (long long)(layers + v), rest);
+		return k > 0 && (size_t)k < n;
+	}
+	for (int i = 0; i < 4 && m->names[i][0]; i++)
+		if (!strcmp(name, m->names[i][0])) {
+			k = snprintf(buf, n, "%s%lld.%s", mtp_decoder, (long long)layers, m->names[i][1]);
+			return k > 0 && (size_t)k < n;
+		}
+	return false;
+}
+
+bool tpc_family_mtp_name(const tpc_family *f, const char *name, int64_t layers, char *buf, size_t n)
+{
+	const tpc_family_mtp *m = f ? f->mtp : NULL;
+	const char *rest;
+	int k;
+	if (!m || layers < 0 || !n || strncmp(name, mtp_decoder, sizeof(mtp_decoder) - 1))
+		return false;
+	int64_t v = layer_at(name + sizeof(mtp_decoder) - 1, &rest);
+	if (v < layers)
+		return false;
+	for (int i = 0; v == layers && i < 4 && m->names[i][0]; i++)
+		if (!strcmp(rest, m->names[i][1])) {
+			k = snprintf(buf, n, "%s", m->names[i][0]);
+			return k > 0 && (size_t)k < n;
+		}
+	k = snprintf(buf, n, "%s%lld.%s", m->layers, (long long)(v - layers), rest);
+	return k > 0 && (size_t)k < n;
+}
+
+int64_t tpc_family_mtp_count(const tpc_family *f, const tpc_ckpt *ck)
+{
+	const tpc_family_mtp *m = f ? f->mtp : NULL;
+	int64_t most = 0;
+	const char *rest;
+	for (size_t i = 0; m && i < ck->n; i++)
+		if (!strncmp(ck->t[i].name, m->layers, strlen(m->layers))) {
+			int64_t v = layer_at(ck->t[i].name + strlen(m->layers), &rest);
+			if (v >= most)
+				most = v + 1;
+		}
+	return most;
 }
 
 const tpc_family *tpc_family_by_trtllm_arch(const char *arch)

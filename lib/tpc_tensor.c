@@ -563,6 +563,13 @@ int tpc_tensor_tile_groups(tpc_tensor *dst, const tpc_tensor *src, int dim, int6
 		ret = tpc_tensor_narrow(&parts[np++], src, dim, off + (int64_t)span, tail);
 	if (ret && np)
 		np--; /* the part that failed holds nothing */
+	if (!ret && src->dq) { /* windows of one dequantized weight (2-D: rows or columns) */
+		ret = init_cat(dst, parts, np, dim, true);
+		for (int i = 0; i < np; i++)
+			tpc_tensor_release(&parts[i]);
+		free(parts);
+		return ret ? -1 : 0;
+	}
 	return tpc_tensor_cat_release(dst, parts, np, dim, ret);
 }
 

@@ -216,6 +216,8 @@ typedef struct walk {
 	uint64_t layers, n_exp, heads, kv_heads;
 	int64_t *xidx;  /* [layer][3][expert] ck index, -1 */
 	uint64_t *xgot; /* [layer] */
+	const char *as; /* the tensor walked's name as the reference reads it (a
+			 * multi-token-prediction tensor's decoder-layer name) */
 } walk;
 
 /* Mamba2Model.modify_tensors on one of the mixer's tensors: its values (as
@@ -345,7 +347,7 @@ static int single(walk *w, size_t i, const tpc_tensor_row *row, int64_t l, bool 
 		else if (!squeezed && (t.ndim != 3 || tpc_tensor_unit_dim(&t, 1, false)))
 			ret = tpc_err_at(w->cv->e, TPC_EINPUT, ck->path, ck->t[i].name,
 					 "not a depthwise convolution [channels, 1, kernel] (%d-D)", src->ndim);
-	} else if (sp->norm_plus_1 && ends_with(ck->t[i].name, "norm.weight") && !(sp->norm_plain && row->role == sp->norm_plain)) {
+	} else if (sp->norm_plus_1 && ends_with(w->as, "norm.weight") && !(sp->norm_plain && row->role == sp->norm_plain)) {
 		ret = norm_plus_one(ck, src, &t, &mem, w->cv->e);
 	} else if (sp->mamba2 && !bias &&
 		   (row->role == TPC_ROLE_SSM_CONV1D || row->role == TPC_ROLE_SSM_A || row->role == TPC_ROLE_SSM_D ||
@@ -708,7 +710,11 @@ static int walk_one(walk *w, size_t i)
 	const tpc_tensor *src = &w->ck->t[i];
 	int64_t l = -1, x = -1;
 	bool bias = false;
-	const tpc_tensor_row *row = tpc_family_classify(w->cv->fam, TPC_ECO_HF, src->name, &l, &x, &bias);
+	char as[512];
+	/* _QwenMtpMixin.filter_tensors: mtp.* as layers past num_hidden_layers */
+	w->as = w->cv->mtp && tpc_family_mtp_as_layer(w->cv->fam, src->name, (int64_t)(w->layers - w->cv->mtp), as, sizeof(as))
+			? as : src->name;
+	const tpc_tensor_row *row = tpc_family_classify(w->cv->fam, TPC_ECO_HF, w->as, &l, &x, &bias);
 	if (row && w->cv->spec->head_split.role && row->role == w->cv->spec->head_split.role &&
 	    (l < 0 || (uint64_t)l < w->layers))
 		return head_split(w, i, row, l, bias);
@@ -1011,6 +1017,19 @@ static int block_count(conv *cv, uint64_t *n)
 	return tpc__gk_cfg_req_u32(&cv->c, "n_layers|num_hidden_layers|n_layer|num_layers", n, cv->e);
 }
 
+/* The record's multi-token-prediction layers (_QwenMtpMixin.__init__):
+ * config.json's count member when above 0, else the checkpoint's */
+static int mtp_layers(conv *cv, const tpc_ckpt *ck)
+{
+	const char *m = cv->fam->mtp->count;
+	const cJSON *v = m ? tpc__gk_cfg_get(&cv->c, m) : NULL;
+	if (v && !cJSON_IsNull(v) && tpc__gk_cfg_u32(&cv->c, v, m, &cv->mtp, cv->e))
+		return -1;
+	if (!cv->mtp)
+		cv->mtp = (uint64_t)tpc_family_mtp_count(cv->fam, ck);
+	return 0;
+}
+
 static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 {
 	const cfg *c = &cv->c;
@@ -1063,6 +1082,8 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	}
 	if (!ret)
 		ret = parse_outtype(outtype, ck, cv.spec, &cv.ftype, e);
+	if (!ret && cv.fam->mtp)
+		ret = mtp_layers(&cv, ck);
 	if (!ret)
 		ret = walk_init(&w, &cv, ck);
 	if (!ret)

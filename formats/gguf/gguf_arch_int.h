@@ -42,6 +42,9 @@ typedef struct conv {
 	bool mxfp4; /* the record's mxfp4_blocks under quant_method "mxfp4": X_blocks/X_scales repacked */
 	bool has_attn;      /* Phi-3's rope.scaling.attn_factor (long_factor) */
 	double attn_factor;
+	uint64_t mtp; /* the record's multi-token-prediction layers (tpc_family_mtp) the GGUF
+		       * holds past the decoder's: config.json's count member, else the
+		       * checkpoint's; 0: none */
 	tpc_gguf_kvs *kv;
 	tpc_err *e;
 } conv;

@@ -97,6 +97,9 @@ typedef struct hfctx {
 	const tpc_family *fam;
 	const char *arch; /* general.architecture */
 	int64_t heads, kv_heads, n_exp;
+	int64_t layers; /* the decoder's: block_count less nextn_predict_layers (the
+			 * record's multi-token-prediction block past them, tpc_family_mtp);
+			 * -1 without such a block */
 	tpc_ckpt *ck;
 	const tpc_gguf_kvs *kv;
 	tpc_err *e;
@@ -121,6 +124,11 @@ static int hf_init(hfctx *h, const tpc_ckpt *ck, const tpc_gguf_kvs *kv, tpc_err
 				  safe, h->n_exp > 0 ? " with experts" : "", list);
 	}
 	h->a = h->fam->gguf;
+	h->layers = -1;
+	if (h->fam->mtp) {
+		int64_t nl = kv_int(kv_get(kv, h->arch, "block_count")), m = kv_int(kv_get(kv, h->arch, "nextn_predict_layers"));
+		h->layers = nl - (m > 0 ? m : 0);
+	}
 	h->heads = kv_int(kv_get(kv, h->arch, "attention.head_count"));
 	h->kv_heads = kv_int_or_first(kv_get(kv, h->arch, "attention.head_count_kv"));
 	if (h->kv_heads < 0)
@@ -178,6 +186,16 @@ static int dq_expert(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
 }
 
 /* Stacked experts [E, ...]: one tensor per expert under its HF name */
+/* name, a decoder-layer name past the decoder's layers, as the record's
+ * multi-token-prediction block names it (_QwenMtpMixin's renaming undone);
+ * else as it is */
+static void mtp_back(const hfctx *h, char *name, size_t n)
+{
+	char m[256];
+	if (h->layers >= 0 && tpc_family_mtp_name(h->fam, name, h->layers, m, sizeof(m)) && strlen(m) < n)
+		memcpy(name, m, strlen(m) + 1);
+}
+
 static int unstack(hfctx *h, const tpc_tensor *src, const char *gname, const tpc_tensor_row *row, int64_t l)
 {
 	char name[256];
@@ -190,6 +208,7 @@ static int unstack(hfctx *h, const tpc_tensor *src, const char *gname, const tpc
 		if (!tpc_family_name(row, TPC_ECO_HF, l, j, false, name, sizeof(name), &part))
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for expert %lld",
 					  (long long)j);
+		mtp_back(h, name, sizeof(name));
 		if (src->dq ? dq_expert(&t, src, j) : tpc_tensor_select0(&t, src, j))
 			return tpc_err_nomem(h->e);
 		int64_t ix = tpc_ckpt_add_copy(h->ck, name, &t, h->e);
@@ -660,6 +679,8 @@ static int one(hfctx *h, size_t i)
 		ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "no Hugging Face name for this tensor");
 		goto out;
 	}
+	bool norm = tpc_ends_with(name, "norm.weight"); /* the reference's test, on the decoder-layer name */
+	mtp_back(h, name, sizeof(name));
 	if (part >= 0) {
 		ret = bias && !row->bias ? tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname, "fused biases are not read by tpconv yet")
 					 : hf_fused(h, row, l, part, bias, name, gname);
@@ -685,7 +706,7 @@ static int one(hfctx *h, size_t i)
 			ret = tpc_err_at(h->e, TPC_EINPUT, h->ck->path, gname,
 					 "not a depthwise convolution [channels, kernel] tpconv reads back (%d-D%s)", src.ndim,
 					 src.dq ? ", quantized" : "");
-	} else if (h->a->norm_plus_1 && tpc_ends_with(name, "norm.weight") &&
+	} else if (h->a->norm_plus_1 && norm &&
 		   !(h->a->norm_plain && row->role == h->a->norm_plain)) {
 		ret = norm_minus_one(h, &src, name);
 		goto out;
@@ -784,12 +805,13 @@ static const tpc_tensor *role_tensor(const hfctx *h, tpc_role r, bool bias)
 	return NULL;
 }
 
-/* layer_types from a bool per layer (true: `type`, else full_attention); NULL
+/* layer_types from a bool per layer (true: `type`, else full_attention), the
+ * first n (the decoder's layers, not a multi-token-prediction block's); NULL
  * out of memory */
-static cJSON *layer_types(const tpc_gguf_kv *k, const char *type)
+static cJSON *layer_types(const tpc_gguf_kv *k, const char *type, uint64_t n)
 {
 	cJSON *a = cJSON_CreateArray();
-	for (uint64_t i = 0; a && i < k->n; i++) {
+	for (uint64_t i = 0; a && i < k->n && i < n; i++) {
 		const char *t = ((const uint8_t *)k->arr)[i] ? type : "full_attention";
 		cJSON *s = cJSON_CreateString(t);
 		if (!s || !cJSON_AddItemToArray(a, s)) {
@@ -948,7 +970,8 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			item = cJSON_CreateBool(k->v.u != 0);
 		else if ((r->kind == TPC_CK_LAYER_TYPES || r->kind == TPC_CK_LAYER_TYPES_LINEAR) && k->type == TPC_GV_ARRAY &&
 			 k->atype == TPC_GV_BOOL)
-			item = layer_types(k, r->kind == TPC_CK_LAYER_TYPES ? "sliding_attention" : "linear_attention");
+			item = layer_types(k, r->kind == TPC_CK_LAYER_TYPES ? "sliding_attention" : "linear_attention",
+					   h->layers >= 0 ? (uint64_t)h->layers : k->n); /* the decoder's layers */
 		else if (r->kind == TPC_CK_GATING_FUNC && (item = gating_name(k)) != NULL)
 			;
 		else if ((r->kind == TPC_CK_INT || r->kind == TPC_CK_INT_NZ || r->kind == TPC_CK_INT_OR_NULL ||

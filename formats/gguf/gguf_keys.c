@@ -381,6 +381,14 @@ static int layer_is(conv *cv, const tpc_gguf_kv_rule *r)
 	tpc_gguf_kv_rule period = *r;
 	period.names = bar + 1;
 	int ret = layers_of_type(cv, &period, type, &b, &n, &from, buf, sizeof(buf)) ? -1 : 0;
+	if (!ret && cv->mtp) { /* Qwen3NextModel: recurrent += [False] * (block_count - n_layer) */
+		uint8_t *nb = cv->mtp < ((uint64_t)1 << 20) ? realloc(b, n + cv->mtp) : NULL;
+		if (!nb)
+			ret = tpc_err_nomem(cv->e);
+		else
+			memset((b = nb) + n, 0, cv->mtp);
+		n += cv->mtp;
+	}
 	return put_bools(cv, r->key, ret, b, n);
 }
 
@@ -901,6 +909,15 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return 0;
 	case TPC_KH_SUM:
 		return tpc__gk_sum_members(cv, r->names, '+', u);
+	case TPC_KH_PLUS_MTP:
+		if (tpc__gk_cfg_req_u32(c, r->names, u, cv->e))
+			return -1;
+		*u += cv->mtp;
+		return 0;
+	case TPC_KH_MTP:
+		*put = cv->mtp > 0;
+		*u = cv->mtp;
+		return 0;
 	case TPC_KH_GATING_FUNC:
 		return gating_func(cv, v, which, put, u);
 	case TPC_KH_TRUE_ONLY:

@@ -807,9 +807,7 @@ json.dump(c, open(sys.argv[1], "w"), indent=2)
 PY
 refuse "granitemoehybrid: attention layers alone (the reference writes granitemoe) are refused by name" "every layer_types entry is 'attention'" "$T/gv/m"
 # Qwen3-Next: tp 8 would cut its 4 key-head groups (vLLM's num_k_heads //
-# tp): refused by tensor, nothing written; a checkpoint with its
-# multi-token-prediction layer (mtp.*, which the reference writes only with
-# its own flags) is refused into GGUF by name
+# tp): refused by tensor, nothing written
 O="$A/tiny-qwen3-next"
 rm -rf "$T/q8"
 "$TPCONV" shard "$O" --tp 8 -o "$T/q8" -q 2> "$T/err"; rc=$?
@@ -847,30 +845,36 @@ if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" &
 else
   bad "qwen3-next tp 2: a swapped DeltaNet slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
 fi
+# a tensor of its multi-token-prediction block (mtp.*) that no row names
+# is refused into GGUF by name, nothing written
 rm -rf "$T/mtp" && mkdir -p "$T/mtp" && cp -r "$O" "$T/mtp/" && rm -f "$T/w.gguf"
 python3 - "$T/mtp/tiny-qwen3-next/model.safetensors" <<'PY'
 import json, struct, sys
 d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n]); body = d[8 + n:]
 end = max(v["data_offsets"][1] for k, v in h.items() if k != "__metadata__")
-h["mtp.fc.weight"] = {"dtype": "F32", "shape": [32, 64], "data_offsets": [end, end + 32 * 64 * 4]}
+h["mtp.layers.0.bogus.weight"] = {"dtype": "F32", "shape": [32], "data_offsets": [end, end + 32 * 4]}
 t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(t)) + t + body[:end] + bytes(32 * 64 * 4))
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(t)) + t + body[:end] + bytes(32 * 4))
 PY
 "$TPCONV" convert "$T/mtp/tiny-qwen3-next" -o "$T/w.gguf" -q 2> "$T/err"; rc=$?
-if [ $rc -eq 3 ] && grep -qF "tensor 'mtp.fc.weight'" "$T/err" && [ ! -e "$T/w.gguf" ]; then
-  ok "qwen3-next with an mtp.* tensor: refused into GGUF by name (exit 3)"
+if [ $rc -eq 3 ] && grep -qF "tensor 'mtp.layers.0.bogus.weight': convert_hf_to_gguf.py has no GGUF name" "$T/err" &&
+   [ ! -e "$T/w.gguf" ]; then
+  ok "qwen3-next: an mtp.* tensor no row names refused into GGUF by name (exit 3), nothing written"
 else
-  bad "qwen3-next with an mtp.* tensor (exit $rc)" "$(cat "$T/err")"
+  bad "qwen3-next with an unknown mtp.* tensor (exit $rc)" "$(cat "$T/err")"
 fi
 # Qwen3.5 and Qwen3.5-MoE: shard at tp 2 and 4 with
 # the preset from config.json, merge byte-identical, verify's model check
 # (the MoE's with --seed 2: seed 1's 8 tokens differ by 1.1e-4 of their
 # rms already at tp 1, fp32 against fp64 with nothing split, as
-# tiny-qwen3-next's do at --seed 3; the blocks all pass); rank 1's two
-# value-head groups of layer 0's in_proj_z swapped fail its DeltaNet and
-# layer 1's attention still passes; tp 8 refused naming the tensor (4 key
-# heads); GGUF -> HF -> GGUF byte-identical (tpconv's GGUF = the reference's:
-# ref/whole.sha256)
+# tiny-qwen3-next's do at --seed 3; the blocks all pass; the
+# multi-token-prediction block mtp.* is in the set, split as a decoder
+# layer, and out of the forward: 4 layers); rank 1's two value-head groups
+# of layer 0's in_proj_z swapped fail its DeltaNet and layer 1's attention
+# still passes, its halves of the MTP layer's q_proj swapped fail that
+# tensor by name; tp 8 refused naming the tensor (4 key heads); GGUF -> HF
+# -> GGUF byte-identical, the MTP block included (tpconv's GGUF = the
+# reference's: ref/whole.sha256)
 for fam in qwen3_5 qwen3_5-moe; do
   O="$A/tiny-$fam" vs=
   [ $fam = qwen3_5-moe ] && vs="--seed 2"
@@ -887,17 +891,20 @@ for fam in qwen3_5 qwen3_5-moe; do
       bad "$fam tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(tail -5 "$T/out")"
     fi
   done
-  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.0.linear_attn.in_proj_z.weight <<'PY'
+  python3 - "$T/o2/model_tp01_pp00.safetensors" model.layers.0.linear_attn.in_proj_z.weight \
+    mtp.layers.0.self_attn.q_proj.weight <<'PY'
 import json, struct, sys
 f = open(sys.argv[1], "r+b"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-(a0, a1) = h[sys.argv[2]]["data_offsets"]; m = (a0 + a1) // 2
-f.seek(8 + n + a0); x = f.read(m - a0); y = f.read(a1 - m)
-f.seek(8 + n + a0); f.write(y + x)
+for t in sys.argv[2:]:
+    (a0, a1) = h[t]["data_offsets"]; m = (a0 + a1) // 2
+    f.seek(8 + n + a0); x = f.read(m - a0); y = f.read(a1 - m)
+    f.seek(8 + n + a0); f.write(y + x)
 PY
   "$TPCONV" verify --reference "$O" --shards "$T/o2" $vs > "$T/out" 2> "$T/err"; rc=$?
   if [ $rc -eq 1 ] && grep -Eq '^ +attn +model\.layers\.0\.attn .*FAIL' "$T/out" &&
-     grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out"; then
-    ok "$fam tp 2: rank 1's value-head groups of layer 0's in_proj_z swapped: verify fails its DeltaNet (exit 1)"
+     grep -Eq '^ +attn +model\.layers\.1\.attn .*pass' "$T/out" &&
+     grep -Eq '^ +col +mtp\.layers\.0\.self_attn\.q_proj\.weight .*FAIL' "$T/out"; then
+    ok "$fam tp 2: rank 1's value-head groups of layer 0's in_proj_z swapped: verify fails its DeltaNet; the MTP layer's q_proj halves swapped fail that tensor (exit 1)"
   else
     bad "$fam tp 2: a swapped DeltaNet slice" "exit $rc" "$(grep -E 'FAIL|attn' "$T/out" | head -4)"
   fi
@@ -920,11 +927,12 @@ PY
   fi
 done
 # Qwen3_5ForConditionalGeneration, as the published checkpoints (tiny-qwen3_5
-# under model.language_model., a vision tower model.visual.* and mtp.*,
-# config.json's text_config): into GGUF its text model, the reference's bytes
-# (convert_hf_to_gguf.py --no-mtp on this folder gives tiny-qwen3_5's f32
-# file; checked by hand in the chroot), with a warning naming the 4 tensors
-# left out by group; shard and verify refuse it by name (exit 3)
+# under model.language_model., its mtp.* where it was, a vision tower
+# model.visual.*, config.json's text_config): into GGUF its text model and
+# MTP block, the reference's bytes (convert_hf_to_gguf.py on this folder
+# gives tiny-qwen3_5's f32 file; checked by hand in the chroot), with a
+# warning naming the 2 tensors left out by group; shard and verify refuse it
+# by name (exit 3)
 rm -rf "$T/mm" && mkdir -p "$T/mm" && cp -r "$A/tiny-qwen3_5" "$T/mm/"
 python3 - "$T/mm/tiny-qwen3_5" <<'PY'
 import json, struct, sys
@@ -933,8 +941,7 @@ b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:
 meta = h.pop("__metadata__", None)
 h = {(k.replace("model.", "model.language_model.", 1) if k.startswith("model.") else k): v for k, v in h.items()}
 end, add = len(data), b""
-for k, cnt in (("model.visual.patch_embed.proj.weight", 12), ("model.visual.blocks.0.attn.qkv.weight", 24),
-               ("mtp.fc.weight", 64), ("mtp.layers.0.input_layernorm.weight", 32)):
+for k, cnt in (("model.visual.patch_embed.proj.weight", 12), ("model.visual.blocks.0.attn.qkv.weight", 24)):
     h[k] = {"dtype": "F32", "shape": [cnt], "data_offsets": [end, end + 4 * cnt]}; end += 4 * cnt; add += bytes(4 * cnt)
 if meta: h["__metadata__"] = meta
 hj = json.dumps(h).encode(); hj += b" " * ((8 - len(hj) % 8) % 8)
@@ -948,7 +955,7 @@ want=$(grep ' qwen3_5-f32.gguf$' "$A/ref/whole.sha256" | cut -d' ' -f1)
 if "$TPCONV" convert "$T/mm/tiny-qwen3_5" -o "$T/mm/w.gguf" --outtype f32 2> "$T/err" &&
    [ "$(sha256sum "$T/mm/w.gguf" | cut -d' ' -f1)" = "$want" ] &&
    grep -qF "is a Qwen3_5ForConditionalGeneration: its text model (qwen3_5) is read" "$T/err" &&
-   grep -qF "4 tensors left out: model.visual.*, mtp.*" "$T/err"; then
+   grep -qF "2 tensors left out: model.visual.*" "$T/err"; then
   ok "qwen3_5 as Qwen3_5ForConditionalGeneration: its text model's GGUF, the reference's bytes, the groups left out said"
 else
   bad "qwen3_5 as Qwen3_5ForConditionalGeneration into GGUF" "$(cat "$T/err")"
@@ -966,16 +973,19 @@ done
 # checkpoints): rope.dimension_sections written after the rope scaling keys,
 # padded to 4, not the default at the end; read back into rope_parameters
 tokcfg qwen3_5 mrope 'c["rope_parameters"]["mrope_section"] = [1, 1, 0]' config.json
-# a q8_0 GGUF of it: the quantized value heads are not read back tiled ->
-# grouped (refused by name, exit 3, nothing written)
+# a q8_0 GGUF of Qwen3.5-MoE (its MTP layer too) into Hugging Face form:
+# the quantized value heads read back grouped as windows of each weight,
+# dequantized as python3-gguf does when read (the columns of ssm_out: 8-wide
+# heads inside Q8_0's 32-wide blocks), and that folder into GGUF f32 again
+# holds the q8_0 file's values to the bit (its F16 tensors as F32)
 rm -rf "$T/q35q" && mkdir "$T/q35q"
-"$TPCONV" convert "$A/tiny-qwen3_5" -o "$T/q35q/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
-  "$TPCONV" convert "$T/q35q/q.gguf" -o "$T/q35q/hf/" -q 2> "$T/err"; rc=$?
-if [ $rc -eq 3 ] && grep -qF "a quantized tensor's heads are not read back by tpconv yet" "$T/err" &&
-   [ ! -e "$T/q35q/hf/model.safetensors" ]; then
-  ok "qwen3_5: a q8_0 GGUF into Hugging Face form is refused by name (exit 3)"
+if "$TPCONV" convert "$A/tiny-qwen3_5-moe" -o "$T/q35q/q.gguf" --outtype q8_0 -q 2> "$T/err" &&
+   "$TPCONV" convert "$T/q35q/q.gguf" -o "$T/q35q/tiny-qwen3_5-moe/" -q 2>> "$T/err" &&
+   "$TPCONV" convert "$T/q35q/tiny-qwen3_5-moe" -o "$T/q35q/b.gguf" --outtype f32 -q 2>> "$T/err" &&
+   "$TPCONV" diff "$T/q35q/q.gguf" "$T/q35q/b.gguf" --gguf-names --cast -q 2>> "$T/err"; then
+  ok "qwen3_5-moe: a q8_0 GGUF into Hugging Face form (value heads dequantized and grouped), back to GGUF f32 with its values to the bit"
 else
-  bad "qwen3_5: q8_0 GGUF -> HF (exit $rc)" "$(cat "$T/err")"
+  bad "qwen3_5-moe: q8_0 GGUF -> HF -> GGUF f32" "$(cat "$T/err")"
 fi
 # DeepSeek-V3's HF folder read back from its GGUF (every tensor the
 # original's bytes: hf_test.sh; loaded by transformers: the interop run);

@@ -303,10 +303,10 @@ SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2"
          "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63,
          "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65}
 
-# the reference's own flags for a family: Qwen3NextModel (_QwenMtpMixin)
-# asserts that the checkpoint has multi-token-prediction tensors (mtp.*, which
-# transformers does not make) unless told to leave them out
-REF_ARGS = {"qwen3-next": ["--no-mtp"], "qwen3_5": ["--no-mtp"], "qwen3_5-moe": ["--no-mtp"]}
+# the reference's own flags for a family (none now: the Qwen families'
+# checkpoints hold their multi-token-prediction block, qwen_mtp, which
+# Qwen3NextModel's _QwenMtpMixin asserts unless run with --no-mtp)
+REF_ARGS = {}
 
 
 def spm_model(d, n):
@@ -395,6 +395,8 @@ def model(fam, d):
     m.to(dtype).save_pretrained(d)
     if fam == "glm4-moe":
         glm4moe_mtp(d)
+    if fam in ("qwen3-next", "qwen3_5", "qwen3_5-moe"):
+        qwen_mtp(d, fam)
     if fam == "phimoe":
         # as microsoft/Phi-3.5-MoE-instruct's config.json: the remote code's
         # architecture name (the one convert_hf_to_gguf.py registers;
@@ -443,6 +445,36 @@ def glm4moe_mtp(d):
     for n in ("enorm", "hnorm", "shared_head.norm"):
         sd["model.layers.%d.%s.weight" % (L, n)] = 1.0 + torch.randn(H) * 0.1
     save_file(sd, f, metadata={"format": "pt"})
+
+
+def qwen_mtp(d, fam):
+    """The multi-token-prediction block of the published Qwen3-Next and
+    Qwen3.5 checkpoints (mtp.*; transformers has no module for it, vLLM's
+    qwen3_next_mtp.py / qwen3_5_mtp.py load it): fc [H, 2H],
+    pre_fc_norm_embedding, pre_fc_norm_hidden, norm, and one decoder layer
+    mtp.layers.0 with full attention (the last layer's shapes, weights of
+    its own). Qwen3.5's config.json says mtp_num_hidden_layers 1, as its
+    checkpoints' text_config does; Qwen3-Next's says nothing (the reference
+    counts the layers in the checkpoint)."""
+    from safetensors.torch import load_file, save_file
+    f = os.path.join(d, "model.safetensors")
+    sd = load_file(f)
+    c = json.load(open(os.path.join(d, "config.json")))
+    L = c["num_hidden_layers"]
+    dt = sd["model.norm.weight"].dtype
+    for n in sorted(k for k in sd if k.startswith("model.layers.%d." % (L - 1))):
+        base = 1.0 if "norm" in n else 0.0
+        sd[n.replace("model.layers.%d." % (L - 1), "mtp.layers.0.")] = (
+            base + torch.randn_like(sd[n].float()) * (0.1 if base else 0.3)).to(dt)
+    H = sd["model.norm.weight"].shape[0]
+    sd["mtp.fc.weight"] = (torch.randn(H, 2 * H) * 0.3).to(dt)
+    for n in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        sd["mtp.%s.weight" % n] = (1.0 + torch.randn(H) * 0.1).to(dt)
+    save_file(sd, f, metadata={"format": "pt"})
+    if fam != "qwen3-next":
+        c["mtp_num_hidden_layers"] = 1
+        with open(os.path.join(d, "config.json"), "w") as fo:
+            json.dump(c, fo, indent=2, sort_keys=True)
 
 
 def granite_nomul(d):

@@ -5,7 +5,8 @@ usage: llamacpp.py WORK
   WORK/gguf/models/tiny-FAMILY/  the tiny models of tests/gguf/arch (with tokenizers)
   WORK/gguf/tpc/FAMILY-OUTTYPE.gguf  tpconv convert's GGUF of each
   WORK/gguf/tpc/FAMILY-split/tiny-00001-of-0000N.gguf  tpconv's gguf-split set (f32)
-For each family: convert_hf_to_gguf.py's GGUF of the same model (ref_convert.py:
+(and tiny-qwen3_5-mrope, tiny-qwen3_5-moe-mrope: rope sections llama.cpp runs
+on a tiny head, run.sh's). For each family: convert_hf_to_gguf.py's GGUF of the same model (ref_convert.py:
 the pre-tokenizer name of a BPE tokenizer trained for the test given, as its hash
 table cannot know it), then llama-completion at temperature 0 on both: the same
 text must come out (and the files are compared byte for byte). The split set loads
@@ -25,10 +26,10 @@ G = os.path.join(W, "gguf")
 PRE = {"qwen2": "qwen2", "qwen3": "qwen2", "qwen2-moe": "qwen2", "gpt2": "gpt-2", "gpt-neox": "olmo", "olmo2": "olmo", "olmo3": "olmo", "qwen3-moe": "qwen2", "olmoe": "olmo", "starcoder2": "gpt-2",
        "seed-oss": "gpt-2", "glm4": "gpt-2", "glm4-moe": "gpt-2", "exaone4": "gpt-2", "phi": "gpt-2", "cohere2": "gpt-2", "deepseek": "gpt-2", "gpt-oss": "gpt-2", "llama4": "gpt-2",
        "llama3": "llama-bpe", "qwen3-next": "qwen2",
-       "qwen3_5": "qwen2", "qwen3_5-moe": "qwen2"}
-# the reference's own flags (make_arch_fixtures.py's REF_ARGS): Qwen3NextModel
-# asserts multi-token-prediction tensors unless told to leave them out
-REF_ARGS = {"qwen3-next": ["--no-mtp"], "qwen3_5": ["--no-mtp"], "qwen3_5-moe": ["--no-mtp"]}
+       "qwen3_5": "qwen2", "qwen3_5-moe": "qwen2", "qwen3_5-mrope": "qwen2", "qwen3_5-moe-mrope": "qwen2"}
+# the reference's own flags (make_arch_fixtures.py's REF_ARGS): none, its
+# default run (the Qwen models' multi-token-prediction block kept)
+REF_ARGS = {}
 PROMPT = "the quick brown fox"
 
 

@@ -142,16 +142,38 @@ done
 # converted here, f32, f16, q4_k_m and a gguf-split set; llamacpp.py (in the chroot)
 # converts them with convert_hf_to_gguf.py and runs llama-completion on both
 mkdir -p "$W/gguf/models" "$W/gguf/tpc"
+# tpconv's GGUF files of the model folder $G/models/tiny-$1
+gguf_model() {
+	for ot in f32 f16 q4_k_m; do
+		tpc convert "$G/models/tiny-$1" -o "$G/tpc/$1-$ot.gguf" --outtype $ot || echo "exit $rc: $err" >"$G/tpc/$1-$ot.err"
+	done
+	mkdir -p "$G/tpc/$1-split"
+	tpc convert "$G/models/tiny-$1" -o "$G/tpc/$1-split/tiny.gguf" --outtype f32 --max-shard-size 64KiB ||
+		echo "exit $rc: $err" >"$G/tpc/$1-split.err"
+}
+G=$W/gguf
 for d in "$SRC"/tests/gguf/arch/tiny-*; do
-	fam=${d##*/tiny-} G=$W/gguf
+	fam=${d##*/tiny-}
 	wanted "$fam" || continue
 	cp -r "$d" "$G/models/"
-	for ot in f32 f16 q4_k_m; do
-		tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-$ot.gguf" --outtype $ot || echo "exit $rc: $err" >"$G/tpc/$fam-$ot.err"
-	done
-	mkdir -p "$G/tpc/$fam-split"
-	tpc convert "$G/models/tiny-$fam" -o "$G/tpc/$fam-split/tiny.gguf" --outtype f32 --max-shard-size 64KiB ||
-		echo "exit $rc: $err" >"$G/tpc/$fam-split.err"
+	gguf_model "$fam"
+done
+# Qwen3.5's rope sections, when config.json has none, are _Qwen35MRopeMixin's
+# [11, 11, 10]: wider than the 4 rotary dimensions of a tiny 16-wide head,
+# and llama.cpp aborts on the reference's own file (GGML_ASSERT(sect_dims <=
+# ne0) in ggml_rope_multi). The same models with mrope_section [1, 1, 0] (as
+# the published checkpoints, a section per axis) are ones llama-completion
+# runs: llamacpp.py asks the same text of tpconv's files as of the reference's
+for fam in qwen3_5 qwen3_5-moe; do
+	wanted "$fam" || continue
+	rm -rf "$G/models/tiny-$fam-mrope" && cp -r "$SRC/tests/gguf/arch/tiny-$fam" "$G/models/tiny-$fam-mrope" &&
+	python3 - "$G/models/tiny-$fam-mrope/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_parameters"]["mrope_section"] = [1, 1, 0]
+json.dump(c, open(sys.argv[1], "w"), indent=2, sort_keys=True)
+PY
+	gguf_model "$fam-mrope"
 done
 # the tokenizer files rebuilt from the metadata (tokenizer.py compares them with
 # the model's own), and qwen2 again with a chat template

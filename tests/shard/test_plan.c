@@ -1364,47 +1364,6 @@ static void test_gguf_tiles(void **st)
 	}
 }
 
-/* A multimodal checkpoint's text model (tpc_family_text_model, the
- * reference's TextModel.filter_tensors): "language_model." taken out of the
- * names, lm_head kept, the vision tower and mtp.* left out and named by
- * group; a renamed name that clashes with another tensor refused. */
-static void test_text_model(void **st)
-{
-	(void)st;
-	static const char *names[] = {"lm_head.weight", "model.language_model.embed_tokens.weight",
-				      "model.language_model.layers.0.linear_attn.in_proj_z.weight",
-				      "model.visual.blocks.0.attn.qkv.weight", "model.visual.merger.fc.weight", "mtp.fc.weight"};
-	const tpc_family *f = tpc_family_find("qwen3_5");
-	tpc_ckpt ck;
-	tpc_err e;
-	int src;
-	int64_t shp[1] = {4};
-	char groups[128];
-	size_t left = 0;
-	assert_non_null(f);
-	/* the records' multimodal classes */
-	assert_ptr_equal(tpc_family_by_wrap("Qwen3_5ForConditionalGeneration"), f);
-	assert_ptr_equal(tpc_family_by_wrap("Qwen3_5MoeForConditionalGeneration"), tpc_family_find("qwen3_5-moe"));
-	assert_null(tpc_family_by_wrap("Qwen3_5ForCausalLM"));
-	tpc_ckpt_init(&ck);
-	tpc_err_init(&e);
-	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", calloc(16, 1), 16, &src, &e), 0);
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		assert_true(tpc_ckpt_add_tensor(&ck, names[i], TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
-	assert_int_equal(tpc_family_text_model(f, &ck, &left, groups, sizeof(groups), &e), 0);
-	assert_int_equal(left, 3);
-	assert_string_equal(groups, "model.visual.*, mtp.*");
-	assert_int_equal(ck.n, 3);
-	assert_true(tpc_ckpt_find(&ck, "lm_head.weight") >= 0);
-	assert_true(tpc_ckpt_find(&ck, "model.embed_tokens.weight") >= 0);
-	assert_true(tpc_ckpt_find(&ck, "model.layers.0.linear_attn.in_proj_z.weight") >= 0);
-	/* the text model's name already another tensor's */
-	assert_true(tpc_ckpt_add_tensor(&ck, "model.language_model.norm.weight", TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
-	assert_true(tpc_ckpt_add_tensor(&ck, "model.norm.weight", TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
-	assert_int_equal(tpc_family_text_model(f, &ck, &left, groups, sizeof(groups), &e), TPC_EINPUT);
-	tpc_ckpt_release(&ck);
-}
-
 static void test_keeps_f32(void **state)
 {
 	(void)state;
@@ -1469,7 +1428,7 @@ int main(void)
 		cmocka_unit_test(test_deepseek), cmocka_unit_test(test_deepseek_megatron_names),     cmocka_unit_test(test_facts_check),
 		cmocka_unit_test(test_facts_origin), cmocka_unit_test(test_family_layout_records),
 		cmocka_unit_test(test_stacked),      cmocka_unit_test(test_keeps_f32),
-		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads), cmocka_unit_test(test_gguf_tiles), cmocka_unit_test(test_text_model),
+		cmocka_unit_test(test_ssm_parts),      cmocka_unit_test(test_linear_heads), cmocka_unit_test(test_gguf_tiles),
 		cmocka_unit_test(test_uneven),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

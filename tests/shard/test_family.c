@@ -1,0 +1,128 @@
+/* test_family.c - what the family records say of a checkpoint's tensors
+ * beyond their rows: a multimodal checkpoint's text model
+ * (tpc_family_text_model) and a multi-token-prediction block
+ * (tpc_family_mtp). */
+#include "test_util.h"
+
+#include <stdlib.h>
+
+#include "tpc_ckpt.h"
+#include "tpc_family.h"
+
+/* A multimodal checkpoint's text model (tpc_family_text_model, the
+ * reference's TextModel.filter_tensors): "language_model." taken out of the
+ * names, lm_head and the multi-token-prediction block mtp.* kept, the vision
+ * tower left out and named by group; a renamed name that clashes with
+ * another tensor refused. */
+static void test_text_model(void **st)
+{
+	(void)st;
+	static const char *names[] = {"lm_head.weight", "model.language_model.embed_tokens.weight",
+				      "model.language_model.layers.0.linear_attn.in_proj_z.weight",
+				      "model.visual.blocks.0.attn.qkv.weight", "model.visual.merger.fc.weight", "mtp.fc.weight"};
+	const tpc_family *f = tpc_family_find("qwen3_5");
+	tpc_ckpt ck;
+	tpc_err e;
+	int src;
+	int64_t shp[1] = {4};
+	char groups[128];
+	size_t left = 0;
+	assert_non_null(f);
+	/* the records' multimodal classes */
+	assert_ptr_equal(tpc_family_by_wrap("Qwen3_5ForConditionalGeneration"), f);
+	assert_ptr_equal(tpc_family_by_wrap("Qwen3_5MoeForConditionalGeneration"), tpc_family_find("qwen3_5-moe"));
+	assert_null(tpc_family_by_wrap("Qwen3_5ForCausalLM"));
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", calloc(16, 1), 16, &src, &e), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_true(tpc_ckpt_add_tensor(&ck, names[i], TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
+	assert_int_equal(tpc_family_text_model(f, &ck, &left, groups, sizeof(groups), &e), 0);
+	assert_int_equal(left, 2);
+	assert_string_equal(groups, "model.visual.*");
+	assert_int_equal(ck.n, 4);
+	assert_true(tpc_ckpt_find(&ck, "mtp.fc.weight") >= 0);
+	assert_true(tpc_ckpt_find(&ck, "lm_head.weight") >= 0);
+	assert_true(tpc_ckpt_find(&ck, "model.embed_tokens.weight") >= 0);
+	assert_true(tpc_ckpt_find(&ck, "model.layers.0.linear_attn.in_proj_z.weight") >= 0);
+	/* the text model's name already another tensor's */
+	assert_true(tpc_ckpt_add_tensor(&ck, "model.language_model.norm.weight", TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
+	assert_true(tpc_ckpt_add_tensor(&ck, "model.norm.weight", TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
+	assert_int_equal(tpc_family_text_model(f, &ck, &left, groups, sizeof(groups), &e), TPC_EINPUT);
+	tpc_ckpt_release(&ck);
+}
+
+/* A record's multi-token-prediction block (tpc_family_mtp): its tensors under
+ * the decoder-layer names convert_hf_to_gguf.py reads them as
+ * (_QwenMtpMixin.filter_tensors) and back, classified by the record's rows
+ * there; its layers counted in a checkpoint; every record's block names
+ * rows of its own table. */
+static void test_mtp(void **st)
+{
+	(void)st;
+	static const struct {
+		const char *mtp, *layer;
+	} pairs[] = {{"mtp.fc.weight", "model.layers.4.eh_proj.weight"},
+		     {"mtp.pre_fc_norm_embedding.weight", "model.layers.4.enorm.weight"},
+		     {"mtp.pre_fc_norm_hidden.weight", "model.layers.4.hnorm.weight"},
+		     {"mtp.norm.weight", "model.layers.4.shared_head.norm.weight"},
+		     {"mtp.layers.0.self_attn.q_proj.weight", "model.layers.4.self_attn.q_proj.weight"},
+		     {"mtp.layers.1.mlp.experts.3.up_proj.weight", "model.layers.5.mlp.experts.3.up_proj.weight"}};
+	const tpc_family *f = tpc_family_find("qwen3_5-moe");
+	char buf[128], small[12];
+	int64_t l, x;
+	bool b;
+	assert_non_null(f);
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		assert_true(tpc_family_mtp_as_layer(f, pairs[i].mtp, 4, buf, sizeof(buf)));
+		assert_string_equal(buf, pairs[i].layer);
+		assert_non_null(tpc_family_classify(f, TPC_ECO_HF, buf, &l, &x, &b));
+		assert_int_equal(l, i == 5 ? 5 : 4);
+		assert_true(tpc_family_mtp_name(f, pairs[i].layer, 4, buf, sizeof(buf)));
+		assert_string_equal(buf, pairs[i].mtp);
+	}
+	const tpc_tensor_row *r = tpc_family_classify(f, TPC_ECO_HF, "model.layers.4.eh_proj.weight", &l, &x, &b);
+	assert_int_equal(r->role, TPC_ROLE_NEXTN_EH_PROJ);
+	/* not the block's: a decoder layer, a name of no row, a layer number with a
+	 * leading zero, no block (llama), a short buffer */
+	assert_false(tpc_family_mtp_name(f, "model.layers.3.self_attn.q_proj.weight", 4, buf, sizeof(buf)));
+	assert_false(tpc_family_mtp_as_layer(f, "model.layers.0.self_attn.q_proj.weight", 4, buf, sizeof(buf)));
+	assert_false(tpc_family_mtp_as_layer(f, "mtp.bogus.weight", 4, buf, sizeof(buf)));
+	assert_false(tpc_family_mtp_as_layer(f, "mtp.layers.01.input_layernorm.weight", 4, buf, sizeof(buf)));
+	assert_false(tpc_family_mtp_as_layer(tpc_family_find("llama"), "mtp.fc.weight", 4, buf, sizeof(buf)));
+	assert_false(tpc_family_mtp_as_layer(f, "mtp.layers.0.self_attn.q_proj.weight", 4, small, sizeof(small)));
+	/* the layers a checkpoint holds: the highest N + 1 */
+	tpc_ckpt ck;
+	tpc_err e;
+	int src;
+	int64_t shp[1] = {4};
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	assert_int_equal(tpc_family_mtp_count(f, &ck), 0);
+	assert_int_equal(tpc_ckpt_add_mem(&ck, "mem", calloc(16, 1), 16, &src, &e), 0);
+	static const char *names[] = {"mtp.fc.weight", "mtp.layers.0.input_layernorm.weight", "mtp.layers.2.input_layernorm.weight",
+				      "model.layers.7.input_layernorm.weight"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_true(tpc_ckpt_add_tensor(&ck, names[i], TPC_F32, 1, shp, NULL, src, 0, &e) >= 0);
+	assert_int_equal(tpc_family_mtp_count(f, &ck), 3);
+	assert_int_equal(tpc_family_mtp_count(tpc_family_find("llama"), &ck), 0);
+	tpc_ckpt_release(&ck);
+	/* every record's block: its names are rows of its table */
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		for (int k = 0; g->mtp && k < 4 && g->mtp->names[k][0]; k++) {
+			assert_true(tpc_family_mtp_as_layer(g, g->mtp->names[k][0], 2, buf, sizeof(buf)));
+			if (!tpc_family_classify(g, TPC_ECO_HF, buf, &l, &x, &b))
+				fail_msg("%s: the MTP block's %s has no row", g->name, g->mtp->names[k][0]);
+		}
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_text_model),
+		cmocka_unit_test(test_mtp),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
