@@ -25,7 +25,7 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 tmpdir
 F=$SRC/tests/lora
 X=$TPCONV
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}  # the suite's Python server when there is one (tests/run_all.sh)
 
 # case NAME ADAPTER BASE PRESET TPS...
 vcheck=()

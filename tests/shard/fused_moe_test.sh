@@ -22,7 +22,7 @@
 # usage: fused_moe_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
-PY=/usr/bin/python3
+PY=${TPC_PY:-/usr/bin/python3}  # the suite's Python server when there is one (tests/run_all.sh)
 . "$SRC/tests/shard/tap.sh"
 $PY - "$T" <<'PYEOF' || { echo "1..0 # SKIP generator failed"; exit 0; }
 import json, os, sys, torch
