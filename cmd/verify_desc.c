@@ -606,7 +606,7 @@ static int expert_view(tpc_ckpt *dst, const tpc_ckpt *src, const tpc_tensor *t, 
 	char nm[TPC_ERR_NAME_MAX];
 	tpc_tensor v;
 	int ret = 0;
-	if (!dst->src && (ret = tpc__borrow_sources(dst, &src, 1, NULL, e)))
+	if (!dst->src && (ret = tpc_ckpt_borrow_all(dst, &src, 1, NULL, true, e)))
 		return ret;
 	if (snprintf(nm, sizeof(nm), TPC_VERIFY_EXPERT_NAME, name, (long long)x) >= (int)sizeof(nm))
 		return tpc_err_at(e, TPC_EINPUT, NULL, name, "name too long for its experts' names");

@@ -366,11 +366,13 @@ int64_t tpc_ckpt_add_copy(tpc_ckpt *ck, const char *name, const tpc_tensor *t, t
 	return ix;
 }
 
-int tpc_ckpt_borrow_sources(tpc_ckpt *dst, const tpc_ckpt *src, tpc_err *e)
+int tpc_ckpt_borrow_all(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, bool rank_sources, tpc_err *e)
 {
-	size_t n = src->nsrc ? src->nsrc : 1;
-	dst->src = tpc_calloc(n, sizeof(*dst->src));
-	dst->src_owned_mem = tpc_calloc(n, sizeof(bool));
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += srcs[i]->nsrc;
+	dst->src = tpc_calloc(total ? total : 1, sizeof(*dst->src));
+	dst->src_owned_mem = tpc_calloc(total ? total : 1, sizeof(bool));
 	if (!dst->src || !dst->src_owned_mem) {
 		free(dst->src);
 		free(dst->src_owned_mem);
@@ -378,11 +380,21 @@ int tpc_ckpt_borrow_sources(tpc_ckpt *dst, const tpc_ckpt *src, tpc_err *e)
 		dst->src_owned_mem = NULL;
 		return tpc_err_nomem(e);
 	}
-	for (size_t k = 0; k < src->nsrc; k++)
-		dst->src[k] = src->src[k]; /* shallow: src keeps the mapping */
-	dst->nsrc = dst->capsrc = dst->nsrc_borrowed = src->nsrc;
-	dst->rank_sources = src->rank_sources;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (base)
+			base[i] = (int)k;
+		for (size_t j = 0; j < srcs[i]->nsrc; j++)
+			dst->src[k++] = srcs[i]->src[j]; /* shallow: the owner keeps the mapping */
+	}
+	dst->nsrc = dst->capsrc = dst->nsrc_borrowed = total;
+	dst->rank_sources = rank_sources;
 	return 0;
+}
+
+int tpc_ckpt_borrow_sources(tpc_ckpt *dst, const tpc_ckpt *src, tpc_err *e)
+{
+	return tpc_ckpt_borrow_all(dst, &src, 1, NULL, src->rank_sources, e);
 }
 
 int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location,

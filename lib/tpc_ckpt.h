@@ -258,7 +258,7 @@ typedef struct tpc_ckpt {
 	 * own weight files: a GGUF orders the tensors as one file's. */
 	bool rank_sources;
 	/* Sources [0, nsrc_borrowed) are another checkpoint's (a merged set's
-	 * rank files', tpc__borrow_sources): release leaves them; those added
+	 * rank files', tpc_ckpt_borrow_all): release leaves them; those added
 	 * after (a LoRA adapter's files) are this one's. */
 	size_t nsrc_borrowed;
 } tpc_ckpt;
@@ -406,6 +406,10 @@ int64_t tpc_ckpt_add_storage(tpc_ckpt *ck, const char *key, const char *location
 /* dst (initialised, empty) shares src's sources: descriptions over them can
  * be added to dst, and releasing dst leaves them to src. */
 int tpc_ckpt_borrow_sources(tpc_ckpt *dst, const tpc_ckpt *src, tpc_err *e);
+/* dst (initialised, empty) shares the sources of srcs[0..n), in that order
+ * (base[i]: where srcs[i]'s begin, when base is not NULL), its rank_sources
+ * as given. */
+int tpc_ckpt_borrow_all(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, bool rank_sources, tpc_err *e);
 
 /* Remove the tensors from index `first` on whose names begin with `prefix`
  * (a reader's scratch tensors, once what it assembled from them is added). */

@@ -113,7 +113,7 @@ static int union_sources(tpc_merge *m, int *base, tpc_err *e)
 		return tpc_err_nomem(e);
 	for (int r = 0; r < m->nranks; r++)
 		srcs[r] = &m->rank[r];
-	ret = tpc__borrow_sources(&m->out, srcs, (size_t)m->nranks, base, e);
+	ret = tpc_ckpt_borrow_all(&m->out, srcs, (size_t)m->nranks, base, true, e);
 	free(srcs);
 	return ret;
 }

@@ -21,32 +21,6 @@
 #include "tpc_qsplit.h"
 #include "tpc_util.h"
 
-int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e)
-{
-	size_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += srcs[i]->nsrc;
-	dst->src = tpc_calloc(total ? total : 1, sizeof(*dst->src));
-	dst->src_owned_mem = tpc_calloc(total ? total : 1, sizeof(bool));
-	if (!dst->src || !dst->src_owned_mem) {
-		free(dst->src);
-		free(dst->src_owned_mem);
-		dst->src = NULL;
-		dst->src_owned_mem = NULL;
-		return tpc_err_nomem(e);
-	}
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (base)
-			base[i] = (int)k;
-		for (size_t j = 0; j < srcs[i]->nsrc; j++)
-			dst->src[k++] = srcs[i]->src[j]; /* shallow: the owner keeps the mapping */
-	}
-	dst->nsrc = dst->capsrc = dst->nsrc_borrowed = total;
-	dst->rank_sources = true;
-	return 0;
-}
-
 void tpc__return_sources(tpc_ckpt *dst)
 {
 	/* borrowed maps stay with their owners; memory and files added since are dst's */
@@ -665,7 +639,7 @@ static int rank_ckpts(tpc_shard_plan *sp, int *aux_src, int *aux_base, tpc_err *
 	for (int r = 0; r < nr && !ret; r++) {
 		const tpc_ckpt *srcs[2] = {sp->in, &sp->aux};
 		tpc_ckpt_init(&sp->rank[r]);
-		ret = tpc__borrow_sources(&sp->rank[r], srcs, 2, base, e);
+		ret = tpc_ckpt_borrow_all(&sp->rank[r], srcs, 2, base, true, e);
 	}
 	for (int r = 0; r < nr && !ret; r++)
 		if (!(sp->rank_file[r] = tpc_layout_rank_name(sp->layout, r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
@@ -808,7 +782,7 @@ static int stored_ranks(tpc_shard_plan *sp, tpc_err *e)
 		tpc_ckpt_init(&sp->stored[r]);
 	for (int r = 0; r < nr && !ret; r++) {
 		const tpc_ckpt *srcs[2] = {sp->in, &sp->aux};
-		if (!(ret = tpc__borrow_sources(&sp->stored[r], srcs, 2, NULL, e)))
+		if (!(ret = tpc_ckpt_borrow_all(&sp->stored[r], srcs, 2, NULL, true, e)))
 			ret = sp->layout->stored_rank(sp, r, &sp->stored[r], e);
 	}
 	return ret;

@@ -15,7 +15,7 @@
  *
  * Rank checkpoints. Each rank is its own tpc_ckpt (so its metadata can say
  * which rank it is) whose tensors refer to the INPUT checkpoint's sources:
- * the rank checkpoint borrows the input's source table (tpc__borrow_sources)
+ * the rank checkpoint borrows the input's source table (tpc_ckpt_borrow_all)
  * and gives it back before release, so the input must outlive the plan. Rank
  * files are written through the format registry ("safetensors", "torch",
  * "hf-index"), in parallel over ranks (OpenMP), each atomically.
@@ -274,10 +274,8 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 
 /* ---- helpers shared by shard/ (private) ---- */
 
-/* Let `dst` (with no sources of its own) read through the sources of srcs[0..n):
- * its source table is the concatenation, base[i] the index of srcs[i]'s first
- * source. Give them back with tpc__return_sources before releasing dst. */
-int tpc__borrow_sources(tpc_ckpt *dst, const tpc_ckpt *const *srcs, size_t n, int *base, tpc_err *e);
+/* A checkpoint that borrowed sources (tpc_ckpt_borrow_all) gives them back
+ * before it is released. */
 void tpc__return_sources(tpc_ckpt *dst);
 
 /* The manifest checksums of a merge (tpc_merge_check.c): _new copies what it
