@@ -240,6 +240,18 @@ static const char *out_name(const zero *z, const char *name, char *buf, size_t n
 	return buf;
 }
 
+/* A trained parameter (or, under TPC_OPEN_OPTIMIZER, one of its moments)
+ * assembled from the optimizer states' pieces p, counted */
+static int add_param(zero *z, const char *name, int nd, const int64_t *shape, pieces *p, tpc_err *e)
+{
+	char nb[1024];
+	if (z->moment)
+		z->nmoments++;
+	else
+		z->ntrain++;
+	return add_assembled(z, out_name(z, name, nb, sizeof(nb)), nd, shape, p, z->os[0].path, e);
+}
+
 /* (name, shape) of entry i of a param_shapes dict. */
 static int shape_entry(const zfile *f, const tpc_value *d, size_t i, const char **name, int64_t *shape, int *nd,
 		       int64_t *numel, tpc_err *e)
@@ -437,16 +449,11 @@ static int add_trainable_z2(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 						  gi, (long long)off, (long long)(off + numel), (long long)avail);
 				break;
 			}
-			char nb[1024];
 			if (pieces_range(p, z->ck, col, (size_t)z->ws, off, off + numel))
 				ret = tpc_err_nomem(e);
 			else
-				ret = add_assembled(z, out_name(z, name, nb, sizeof(nb)), nd, shape, p, z->os[0].path, e);
+				ret = add_param(z, name, nd, shape, p, e);
 			off += numel;
-			if (z->moment)
-				z->nmoments++;
-			else
-				z->ntrain++;
 		}
 		/* zero_to_fp32's sanity check: both ends aligned to 2 * world size */
 		int64_t al = 2 * z->ws;
@@ -522,14 +529,9 @@ static int add_trainable_z3(zero *z, const tpc_value *shapes, pieces *p, tpc_err
 					ret = tpc_err_nomem(e);
 				need -= take;
 			}
-			char nb[1024];
 			if (!ret)
-				ret = add_assembled(z, out_name(z, name, nb, sizeof(nb)), nd, shape, p, z->os[0].path, e);
+				ret = add_param(z, name, nd, shape, p, e);
 			off += pn;
-			if (z->moment)
-				z->nmoments++;
-			else
-				z->ntrain++;
 		}
 	}
 	if (!ret && off != total)
