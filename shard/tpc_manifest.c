@@ -331,6 +331,14 @@ static void read_model(tpc_manifest *m, const cJSON *model)
 	}
 }
 
+TPC_PARSE_FN(parse_manifest, tpc_manifest_from_buffer)
+
+int tpc_manifest_from_file(tpc_manifest *m, const char *path, tpc_err *e)
+{
+	memset(m, 0, sizeof(*m));
+	return tpc_parse_file(path, TPC_MANIFEST_MAX_BYTES, parse_manifest, m, e);
+}
+
 int tpc_manifest_from_buffer(tpc_manifest *m, const char *text, size_t len, const char *path, tpc_err *e)
 {
 	cJSON *root = NULL;
@@ -470,10 +478,3 @@ out:
 	return ret;
 }
 
-TPC_PARSE_FN(parse_manifest, tpc_manifest_from_buffer)
-
-int tpc_manifest_from_file(tpc_manifest *m, const char *path, tpc_err *e)
-{
-	memset(m, 0, sizeof(*m));
-	return tpc_parse_file(path, TPC_MANIFEST_MAX_BYTES, parse_manifest, m, e);
-}
