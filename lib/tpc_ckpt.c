@@ -634,7 +634,13 @@ bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b)
 }
 
 /* Two computed tensors' descriptions: every field, the coefficients of a
- * merge, and the companions the same (so the same bytes computed). */
+ * merge, and the companions the same (so the same bytes computed). A field
+ * added to tpc_dequant must be compared here, or two descriptions that
+ * compute different bytes would be taken for one tie: the assertion stops
+ * the build until it is (64-bit layout). */
+#if UINTPTR_MAX == 0xffffffffffffffffu
+_Static_assert(sizeof(tpc_dequant) == 136, "a field was added to tpc_dequant: compare it in same_dq, then update this size");
+#endif
 static bool same_dq(const tpc_dequant *a, const tpc_dequant *b)
 {
 	if (a->kind != b->kind || a->bits != b->bits || a->bo != b->bo || a->bi != b->bi || a->group != b->group ||
