@@ -89,6 +89,11 @@ typedef struct tpc_layout {
 	 * with t and p, or rank_name's where the name needs more (malloc'd) */
 	const char *rank_fmt;
 	char *(*rank_name)(int t, int p, int tp, int pp, const char *format);
+	/* Instead of rank_name, where the name says the rank's expert-parallel
+	 * rank too (Megatron's legacy mp_rank_TT[_PPP]_EEE): ep_rank is the
+	 * engine's EP group of rank (t, p), -1 when the set has no expert
+	 * parallelism (malloc'd) */
+	char *(*rank_name_ep)(int t, int p, int tp, int pp, int ep_rank, const char *format);
 
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
 	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
@@ -132,8 +137,9 @@ const tpc_layout *tpc_layout_at(size_t i);
 const tpc_layout *tpc_layout_by_name(const char *name);
 const tpc_layout *tpc_layout_default(void);
 /* Rank (t, p)'s file name in a set of tp x pp ranks stored as `format`
- * (rank_fmt or rank_name); malloc'd, NULL out of memory. */
-char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, const char *format);
+ * (rank_fmt, rank_name or rank_name_ep; ep_rank: its EP group, -1 without
+ * expert parallelism); malloc'd, NULL out of memory. */
+char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, int ep_rank, const char *format);
 /* "tpconv, oslo, trtllm, hf, vllm, megatron, dcp" into buf. */
 const char *tpc_layout_names(char *buf, size_t n);
 
