@@ -264,13 +264,13 @@ tpc_role tpc__mcore_up_of(tpc_role gate);
 int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
 			 tpc_tensor *out);
 /* Megatron-Core tensors ck->t[from, to) named prefix + Megatron's name, layer
- * numbers + start, as Hugging Face's (rows of family `fam` first, when not
+ * numbers + start, local expert numbers + expert_base, as Hugging Face's (rows of family `fam` first, when not
  * NULL, then of `layout`'s family tables; linear_qkv per group back to q, k,
  * v, linear_fc1 to gate and up, an expert's too, as views); everything in
  * [from, to) is dropped, _extra_state included, and ck's tree (it names
  * Megatron's keys). */
 int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, const tpc_family *fam,
-		     int64_t start, const tpc__mcore_facts *mf, const char *path, tpc_err *e);
+		     int64_t start, int64_t expert_base, const tpc__mcore_facts *mf, const char *path, tpc_err *e);
 /* A mixture of experts' args (NULL: a dense model): routed experts, their
  * top-k and rows, expert-model- and expert-tensor-parallel sizes, and which
  * module holds them (moe_grouped_gemm: TEGroupedMLP, else SequentialMLP). */
