@@ -580,9 +580,9 @@ static int64_t expert_base_of(const char *path, const tpc_megatron_args *a)
 	if (a->ep <= 1)
 		return 0;
 	char *dir = tpc_path_dir(path);
-	const char *b = dir ? strrchr(dir, '/') : NULL, *u = b ? strrchr(b, '_') : NULL;
+	const char *b = dir ? strrchr(dir, '/') : NULL, *nm = b ? b + 1 : dir, *u = nm ? strrchr(nm, '_') : NULL;
 	char *end = NULL;
-	long g = u && !strncmp(b + 1, "mp_rank_", 8) && u - b > 9 ? strtol(u + 1, &end, 10) : -1;
+	long g = u && !strncmp(nm, "mp_rank_", 8) && u - nm > 8 ? strtol(u + 1, &end, 10) : -1;
 	int64_t base = end && !*end && end - u == 4 && g >= 0 && g < a->ep && a->experts % a->ep == 0
 			       ? g * (a->experts / a->ep) : -1;
 	free(dir);
