@@ -1,6 +1,8 @@
 """Megatron legacy MoE rank files (Mixtral), checked against an independent construction.
 
     megatron_moe_check.py HF.safetensors SET:TP:PP:EP ...
+    megatron_moe_check.py make DIR   # a float32 Mixtral of 4 kv heads (tp 4), 4 layers, 4 experts
+
 
 For every rank of every set, loads release/mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt with
 real torch and checks what Megatron-LM (d98e8a6) would hold there:
@@ -37,6 +39,42 @@ def load_st(path):
     return out
 
 
+def make(out):
+    """config.json + model.safetensors with transformers' MixtralForCausalLM names (numpy, seeded)"""
+    H, I, L, E, NH, KV, V = 64, 96, 4, 4, 4, 4, 256
+    D = H // NH
+    rng = np.random.default_rng(44)
+    t = {"model.embed_tokens.weight": (V, H), "model.norm.weight": (H,), "lm_head.weight": (V, H)}
+    for n in range(L):
+        p = "model.layers.%d." % n
+        t.update({p + "input_layernorm.weight": (H,), p + "post_attention_layernorm.weight": (H,),
+                  p + "self_attn.q_proj.weight": (NH * D, H), p + "self_attn.k_proj.weight": (KV * D, H),
+                  p + "self_attn.v_proj.weight": (KV * D, H), p + "self_attn.o_proj.weight": (H, NH * D),
+                  p + "block_sparse_moe.gate.weight": (E, H)})
+        for e in range(E):
+            q = "%sblock_sparse_moe.experts.%d." % (p, e)
+            t.update({q + "w1.weight": (I, H), q + "w2.weight": (H, I), q + "w3.weight": (I, H)})
+    hdr, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for k, shape in t.items():
+        a = rng.standard_normal(shape, dtype=np.float32).tobytes()
+        hdr[k] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + len(a)]}
+        off += len(a)
+        blobs.append(a)
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    cfg = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": H, "intermediate_size": I,
+           "num_hidden_layers": L, "num_attention_heads": NH, "num_key_value_heads": KV, "head_dim": D,
+           "num_local_experts": E, "num_experts_per_tok": 2, "vocab_size": V, "rms_norm_eps": 1e-5,
+           "tie_word_embeddings": False, "torch_dtype": "float32"}
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
+
+
+if sys.argv[1] == "make":
+    make(sys.argv[2])
+    sys.exit(0)
 hf = load_st(sys.argv[1])
 L = 1 + max(int(k.split(".")[2]) for k in hf if k.startswith("model.layers."))
 E = 1 + max(int(k.split(".")[5]) for k in hf if ".experts." in k)

@@ -104,19 +104,26 @@ else bad "uneven stages" "$(cat "$T/err" "$T/perr" "$T/diff" 2>/dev/null | tail 
 # (tp 1) convert --select model --rules megatron-mixtral give the model back bit for bit
 A=$SRC/tests/gguf/arch
 run "$TPCONV" convert "$A/tiny-mixtral" -o "$T/mixtral.safetensors" -q || bad "mixtral fixture" "$(cat "$T/err")"
-sets=""
-for spec in "2 1 2" "2 2 2" "2 1 1" "1 2 1" "1 1 1"; do
-  set -- $spec; tp=$1 pp=$2 ep=$3 S=$T/mx_$1_$2_$3 what="mixtral tp $1 pp $2 ep $3"
-  run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp $tp --pp $pp --ep $ep --layout megatron -o "$S" -q
+# (and a float32 Mixtral of 4 kv heads for tp 4 x pp 2 x ep 2: expert tp 2 inside each EP group)
+$PY "$H/megatron_moe_check.py" make "$T/mx4" || bad "mixtral kv-4 fixture"
+sets="" sets4=""
+for spec in "2 1 2" "2 2 2" "2 1 1" "1 2 1" "1 1 1" "4 2 2 4"; do
+  set -- $spec; tp=$1 pp=$2 ep=$3 S=$T/mx_$1_$2_$3 what="mixtral${4:+ (4 kv heads)} tp $1 pp $2 ep $3"
+  src=$A/tiny-mixtral ref=$T/mixtral.safetensors
+  [ -n "${4:-}" ] && src=$T/mx4 ref=$T/mx4/model.safetensors
+  run "$TPCONV" shard "$src" --preset mixtral --tp $tp --pp $pp --ep $ep --layout megatron -o "$S" -q
   if [ "$rc" != 0 ]; then bad "$what: shard" "$(cat "$T/err")"; continue; fi
-  sets="$sets $S:$tp:$pp:$ep"
+  if [ -n "${4:-}" ]; then sets4="$S:$tp:$pp:$ep"; else sets="$sets $S:$tp:$pp:$ep"; fi
   run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
-  [ "$rc" = 0 ] && same "$T/mixtral.safetensors" "$S.merged.safetensors" && ok "$what: $(ls "$S/release" | tr '\n' ' ')merge is bit-exact" ||
+  [ "$rc" = 0 ] && same "$ref" "$S.merged.safetensors" && ok "$what: $(ls "$S/release" | tr '\n' ' ')merge is bit-exact" ||
     bad "$what: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 done
 run $PY "$H/megatron_moe_check.py" "$T/mixtral.safetensors" $sets
 [ "$rc" = 0 ] && ok "mixtral: every rank file as Megatron holds it (folder names, local experts, router, pre_mlp_layernorm, MoE args): $(tr '\n' ',' <"$T/out")" ||
   bad "mixtral rank files" "$(cat "$T/out" "$T/err" | tail -5)"
+run $PY "$H/megatron_moe_check.py" "$T/mx4/model.safetensors" $sets4
+[ "$rc" = 0 ] && ok "mixtral tp 4 pp 2 ep 2 (expert tp 2): every rank file as Megatron holds it: $(cat "$T/out")" ||
+  bad "mixtral tp 4 rank files" "$(cat "$T/out" "$T/err" | tail -5)"
 run "$TPCONV" convert "$T/mx_1_1_1/release/mp_rank_00/model_optim_rng.pt" --select model --rules megatron-mixtral --vocab 320 -o "$T/mx1.safetensors" -q
 [ "$rc" = 0 ] && same "$T/mixtral.safetensors" "$T/mx1.safetensors" && ok "mixtral tp 1: convert --select model --rules megatron-mixtral is bit-exact" ||
   bad "mixtral convert --rules" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
