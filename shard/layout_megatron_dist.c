@@ -141,7 +141,7 @@
  * Reading back: tpconv's torch_dist reader (formats/megatron_dist.c) opens the
  * folder as one checkpoint (the layers un-stacked under Megatron's names), and
  * `convert --rules megatron-llama --vocab V` gives the Hugging Face tensors
-  * (megatron-mixtral, megatron-qwen3-moe, megatron-deepseek-v3: the reader
+ * (megatron-mixtral, megatron-qwen3-moe, megatron-deepseek-v3: the reader
  * un-stacks the experts too, as decoder.layers.L.mlp.experts.local_experts.E.*).
  * As a set tpconv wrote (merge, reshard, verify, convert of the set folder):
  * the folder read whole, the names mapped back (layout_megatron.c's
