@@ -86,6 +86,8 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	a->tp = ns_int(args, "tensor_model_parallel_size");
 	a->pp = ns_int(args, "pipeline_model_parallel_size");
 	a->padded_vocab = ns_int(args, "padded_vocab_size");
+	a->experts = ns_int(args, "num_experts");
+	a->ep = ns_int(args, "expert_model_parallel_size");
 	a->vocab = ns_int(args, "orig_vocab_size");
 	if (!a->vocab)
 		a->vocab = ns_int(args, "true_vocab_size");

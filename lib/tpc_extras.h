@@ -77,6 +77,7 @@ char *tpc_extras_megatron_iter(const char *dir);
 typedef struct tpc_megatron_args {
 	int64_t heads, query_groups, kv_channels, hidden, ffn_hidden, layers, tp, pp;
 	int64_t vocab, padded_vocab;
+	int64_t experts, ep; /* num_experts, expert_model_parallel_size (0: not said) */
 } tpc_megatron_args;
 
 struct tpc_value;

@@ -1187,7 +1187,7 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("mixtral", "Mixtral (MixtralForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("MixtralForCausalLM"),
 	 .gguf = &tpc__gguf_mixtral,
-	 .layouts = A("vllm", "trtllm", "megatron-dist"),
+	 .layouts = A("vllm", "trtllm", "megatron", "megatron-dist"),
 	 .tensors = mixtral_tensors,
 	 PARTS(.router = TPC_PART_ROUTER_SOFTMAX_TOPK, .experts_per_tok = 2, .tied_head = true)},
 	{.name = "qwen2-moe",

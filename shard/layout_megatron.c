@@ -1,6 +1,6 @@
 /* layout_megatron.c - Megatron-LM legacy checkpoints (torch files per rank),
- * with Megatron-Core parameter names, for the dense decoders whose family
- * records list the layout (LLaMA's names).
+ * with Megatron-Core parameter names, for the decoders whose family records
+ * list the layout (LLaMA's names; Mixtral's experts, below).
  *
  * On disk (megatron/training/checkpointing.py, get_checkpoint_name and
  * save_checkpoint; FRAMEWORKS.md §4):
@@ -30,6 +30,34 @@
  *   decoder.layers.L.mlp.linear_fc1.weight   [gate_r; up_r] (SwiGLU, per rank)
  *   decoder.layers.L.mlp.linear_fc2.weight   row
  *   decoder.final_layernorm.weight, output_layer.weight (last stage)
+ * Mixtures of experts (Mixtral; Megatron-LM d98e8a6):
+ *   release/mp_rank_TT[_PPP]_EEE/model_optim_rng.pt   ep > 1
+ *       EEE the rank's expert-model-parallel rank (training/checkpointing.py:
+ *       259-274: the suffix whenever the EP world size is above 1); a legacy
+ *       save is written by every rank whose dp rank or expert-dp rank is 0
+ *       (checkpointing.py:790-797), with ep <= tp and dp 1: tp x pp files, tp
+ *       rank t in EP group t / etp (etp = tp / ep, the expert RankGenerator's
+ *       order tp-cp-ep-dp-pp, core/parallel_state.py:886-895), the engine's
+ *       ep_rank (rank_name_ep)
+ *   decoder.layers.L.pre_mlp_layernorm.weight   the MoE layer's norm
+ *                                           (models/gpt/gpt_layer_specs.py:282)
+ *   decoder.layers.L.mlp.router.weight      [experts, hidden], every rank
+ *                                           (moe/router.py:64)
+ *   decoder.layers.L.mlp.experts.local_experts.i.linear_fc1.weight / linear_fc2.weight
+ *       SequentialMLP's LOCAL expert i (moe/experts.py:1442-1451), global
+ *       expert ep_rank * E/ep + i (moe/moe_layer.py:187-195); linear_fc1
+ *       [gate_r; up_r] and linear_fc2 by columns over the expert tensor
+ *       parallel group (tp_group=expt_tp, experts.py:1447)
+ *   args: num_experts, moe_ffn_hidden_size, moe_router_topk,
+ *       expert_model_parallel_size, expert_tensor_parallel_size, moe_grouped_gemm
+ *       false (as layout_megatron_dist.c writes them)
+ * Refused by name: --moe-grouped-gemm (TEGroupedMLP's legacy state dict is
+ * per-gemm weightN tensors, not written), --ep-placement other than
+ * contiguous, ep over tp (the engine: the layout holds no data-parallel
+ * replicas), and MoE families other than Mixtral (no record lists the
+ * layout). Reading back: the EP rank from the folder name (its last number
+ * when args say expert_model_parallel_size > 1), local experts renumbered
+ * globally.
  * TransformerEngine's _extra_state entries are not written (their FP8 metadata
  * does not exist for a converted model; load with strict=False or a
  * non-FP8 run, which is what tools/checkpoint users do): stated in the README.
@@ -59,15 +87,18 @@
 #define RANK_FILE "model_optim_rng.pt"
 #define VOCAB_DIVISIBLE 128
 
-static char *rank_name(int t, int p, int tp, int pp, const char *format)
+/* checkpointing.py:267-274: mp_rank_TT, _PPP when pp > 1, _EEE when ep > 1 */
+static char *rank_name(int t, int p, int tp, int pp, int ep_rank, const char *format)
 {
-	char buf[96];
+	char buf[96], ep[16] = "";
 	(void)tp;
 	(void)format;
+	if (ep_rank >= 0)
+		snprintf(ep, sizeof(ep), "_%03d", ep_rank);
 	if (pp > 1)
-		snprintf(buf, sizeof(buf), "release/mp_rank_%02d_%03d/" RANK_FILE, t, p);
+		snprintf(buf, sizeof(buf), "release/mp_rank_%02d_%03d%s/" RANK_FILE, t, p, ep);
 	else
-		snprintf(buf, sizeof(buf), "release/mp_rank_%02d/" RANK_FILE, t);
+		snprintf(buf, sizeof(buf), "release/mp_rank_%02d%s/" RANK_FILE, t, ep);
 	return tpc_strdup(buf);
 }
 
@@ -75,25 +106,29 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
  * list this layout (lib/tpc_family.c; *of: the record the row is from): a
  * row with a Megatron-Core name is written under it, layers renumbered per
  * stage; rows fused there (linear_qkv, linear_fc1) are laid out below. */
-static const tpc_tensor_row *row_of_in(const char *layout, tpc_eco eco, const char *n, int64_t *l, bool *bias,
-				       const tpc_family **of)
+/* The plan's family first when it lists the layout (a Mixtral layer's
+ * post_attention_layernorm is pre_mlp_layernorm, not LLaMA's fused
+ * linear_fc1.layer_norm_weight); x: the expert number, -1 for none. */
+static const tpc_tensor_row *row_of(const tpc_family *pf, tpc_eco eco, const char *n, int64_t *l, int64_t *x, bool *bias,
+				    const tpc_family **of)
 {
-	const tpc_tensor_row *w = tpc_family_classify_for(NULL, layout, eco, n, l, NULL, bias, of);
+	const tpc_tensor_row *w = tpc_family_classify_for(pf, "megatron", eco, n, l, x, bias, of);
 	return w && w->name[TPC_ECO_MEGATRON] ? w : NULL;
 }
 
-static const tpc_tensor_row *row_of(tpc_eco eco, const char *n, int64_t *l, bool *bias, const tpc_family **of)
+static const tpc_family *plan_family(const tpc_shard_plan *sp)
 {
-	return row_of_in("megatron", eco, n, l, bias, of);
+	const tpc_family *pf = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL;
+	return pf && tpc_family_lists(pf->layouts, "megatron") ? pf : NULL;
 }
 
 /* The rank's tensor of role `r` of family f beside tensor n's (same layer,
- * weight or bias). */
-static const tpc_tensor *partner(const tpc_family *f, const tpc_ckpt *rk, tpc_role r, int64_t l, bool bias)
+ * expert, weight or bias). */
+static const tpc_tensor *partner(const tpc_family *f, const tpc_ckpt *rk, tpc_role r, int64_t l, int64_t x, bool bias)
 {
 	char nm[512];
 	const tpc_tensor_row *w = tpc_family_row(f, r);
-	int64_t i = tpc_family_name(w, TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(rk, nm) : -1;
+	int64_t i = tpc_family_name(w, TPC_ECO_HF, l, x, bias, nm, sizeof(nm), NULL) ? tpc_ckpt_find(rk, nm) : -1;
 	return i >= 0 ? &rk->t[i] : NULL;
 }
 
@@ -163,15 +198,22 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__mcore_facts mf;
 	int ret;
-	(void)o;
 	if ((ret = tpc__mcore_check_groups(sp, &mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
 		return ret;
+	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (moe_layer.py:187-195): --ep-placement %s is not written by the megatron layout",
+				   tpc_ep_placement_name(sp->ep_placement));
+	if (o && o->moe_grouped_gemm)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "--moe-grouped-gemm: TEGroupedMLP's legacy state dict (per-gemm weightN tensors) is not written by the megatron layout (megatron-dist writes it)");
+	const tpc_family *pf = plan_family(sp);
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;
-		bool known = row_of(TPC_ECO_HF, n, NULL, NULL, NULL) != NULL;
+		bool known = row_of(pf, TPC_ECO_HF, n, NULL, NULL, NULL, NULL) != NULL;
 		if (!known) {
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
-				    "the megatron layout knows Megatron-Core names for the LLaMA family; this tensor has none (drop it with --rules)");
+				    "the megatron layout knows Megatron-Core names for the LLaMA family and Mixtral; this tensor has none (drop it with --rules)");
 		}
 		const tpc_split *s = &sp->t[i].split;
 		for (int k = 0; k < s->nparts && s->dim >= 0; k++)
@@ -341,11 +383,53 @@ int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tens
 	return tpc_tensor_cat_release(out, parts, np, 0, ret);
 }
 
+/* The MoE args of the set (moe->ffn 0: a dense model), from the input's
+ * first expert and the plan (as layout_megatron_dist.c's write_common) */
+static void moe_of(const tpc_shard_plan *sp, const tpc_family *pf, tpc__mcore_moe *moe)
+{
+	memset(moe, 0, sizeof(*moe));
+	for (size_t i = 0; i < sp->n && !moe->ffn; i++) {
+		const tpc_tensor *t = &sp->in->t[sp->t[i].in];
+		const tpc_tensor_row *w = row_of(pf, TPC_ECO_HF, t->name, NULL, NULL, NULL, NULL);
+		if (w && w->role == TPC_ROLE_FFN_GATE_EXP)
+			moe->ffn = t->shape[0];
+	}
+	moe->experts = sp->experts > 0 ? sp->experts : sp->facts.experts;
+	moe->topk = sp->facts.experts_per_tok;
+	moe->ep = sp->ep > 1 ? sp->ep : 1;
+	moe->etp = sp->tp / moe->ep;
+	moe->pre_softmax = sp->facts.norm_topk < 0;
+}
+
+/* [gate; up] of the rank's slices (linear_fc1, the swiglu layout; an
+ * expert's too), under Megatron-Core name mc */
+static int fuse_gate(const tpc_family *f, const tpc_ckpt *rk, const tpc_tensor_row *w, const tpc_tensor *t, int64_t l,
+		     int64_t x, bool bias, tpc_ckpt *out, tpc_value *model, const char *mc, tpc_err *e)
+{
+	const tpc_tensor *up = partner(f, rk, tpc__mcore_up_of(w->role), l, x, bias);
+	tpc_tensor parts[2], fused;
+	int ret;
+	if (!up)
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "gate projection without its up projection");
+	parts[0] = *t;
+	parts[1] = *up;
+	if (tpc_tensor_init_cat(&fused, parts, 2, 0))
+		return tpc_err_nomem(e);
+	ret = add_named(out, model, mc, &fused, e);
+	tpc_tensor_release(&fused);
+	return ret;
+}
+
 static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
+	const tpc_family *pf = plan_family(sp);
 	int stage = r / sp->tp, ret = 0;
-	int64_t start = stage_start(sp->layers, sp->pp, stage), ffn = 0, vocab = 0;
+	int64_t start = stage_start(sp->layers, sp->pp, stage), ffn = 0, vocab = 0, base = 0;
+	tpc__mcore_moe moe;
+	moe_of(sp, pf, &moe);
+	if (moe.ffn && moe.ep > 1) /* moe_layer.py:187-188: EP rank g's first expert */
+		base = (int64_t)(r % sp->tp / moe.etp) * (moe.experts / moe.ep);
 	for (int s = 0; sp->pp_layers && s <= stage; s++) /* --pp-layers: the stages before this one */
 		start = s ? start + sp->pp_layers[s - 1] : 0;
 	tpc__mcore_facts mf;
@@ -359,19 +443,27 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 	for (size_t i = 0; i < rk->n && !ret; i++) {
 		const tpc_tensor *t = &rk->t[i];
 		const char *n = t->name;
-		int64_t l = -1;
+		int64_t l = -1, x = -1;
 		bool bias = false;
 		int part = -1;
 		char mc[512];
 		const tpc_family *f = NULL;
-		const tpc_tensor_row *w = row_of(TPC_ECO_HF, n, &l, &bias, &f);
-		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l < 0 ? -1 : l - start, -1, bias, mc, sizeof(mc), &part)) {
+		const tpc_tensor_row *w = row_of(pf, TPC_ECO_HF, n, &l, &x, &bias, &f);
+		if (w && x >= 0 && (x < base || (moe.ep > 1 && x >= base + moe.experts / moe.ep))) {
+			tpc_err_at(e, TPC_EINPUT, NULL, n, "expert %lld is not EP rank %lld's", (long long)x,
+				   (long long)(moe.ep > 1 ? base / (moe.experts / moe.ep) : 0));
+			ret = TPC_EINPUT;
+			break;
+		}
+		if (!w || !tpc_family_name(w, TPC_ECO_MEGATRON, l < 0 ? -1 : l - start, x < 0 ? -1 : x - base, bias, mc,
+					   sizeof(mc), &part)) {
 			tpc_err_at(e, TPC_EINPUT, NULL, n, "no Megatron-Core name for this tensor");
 			ret = TPC_EINPUT;
 			break;
 		}
 		if (w->role == TPC_ROLE_ATTN_Q) {
-			const tpc_tensor *kk = partner(f, rk, TPC_ROLE_ATTN_K, l, bias), *vv = partner(f, rk, TPC_ROLE_ATTN_V, l, bias);
+			const tpc_tensor *kk = partner(f, rk, TPC_ROLE_ATTN_K, l, -1, bias),
+					 *vv = partner(f, rk, TPC_ROLE_ATTN_V, l, -1, bias);
 			tpc_tensor fused;
 			if (!kk || !vv || tpc__mcore_fuse_qkv(t, kk, vv, &mf, &fused)) {
 				tpc_err_at(e, TPC_EINPUT, NULL, n, "cannot lay q, k and v out per query group (partners missing or sizes off)");
@@ -382,23 +474,10 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			tpc_tensor_release(&fused);
 			continue;
 		}
-		if (w->role == TPC_ROLE_FFN_GATE) {
-			const tpc_tensor *up = partner(f, rk, TPC_ROLE_FFN_UP, l, bias);
-			tpc_tensor parts[2], fused;
-			if (!up) {
-				tpc_err_at(e, TPC_EINPUT, NULL, n, "gate_proj without its up_proj");
-				ret = TPC_EINPUT;
-				break;
-			}
-			parts[0] = *t;
-			parts[1] = *up;
-			if (tpc_tensor_init_cat(&fused, parts, 2, 0)) {
-				ret = tpc_err_nomem(e);
-				break;
-			}
-			ffn = t->shape[0] * sp->tp;
-			ret = add_named(out, model, mc, &fused, e);
-			tpc_tensor_release(&fused);
+		if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_GATE_EXP) {
+			if (w->role == TPC_ROLE_FFN_GATE)
+				ffn = t->shape[0] * sp->tp;
+			ret = fuse_gate(f, rk, w, t, l, x, bias, out, model, mc, e);
 			continue;
 		}
 		if (part > 0)
@@ -420,7 +499,9 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			if (!vocab)
 				vocab = orig + sp->t[i].split.part[0].pad;
 		}
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, NULL, NULL);
+	if (!ffn)
+		ffn = moe.ffn;
+	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, NULL);
 	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
 	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||
@@ -476,7 +557,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 /* ---- reading back ---- */
 
 /* what args says fills the facts not given otherwise */
-static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *layers, int *pp)
+static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *layers, int *pp, tpc_megatron_args *out)
 {
 	tpc_megatron_args a;
 	tpc_extras_megatron_args(root, &a);
@@ -485,10 +566,31 @@ static void facts_from_args(const tpc_value *root, tpc_model_facts *f, int64_t *
 		*layers = a.layers;
 	if (pp)
 		*pp = (int)a.pp;
+	if (out)
+		*out = a;
+}
+
+/* The first expert of rank file `path` (mp_rank_TT[_PPP]_EEE/...): EEE, the
+ * folder's last number, is its EP rank when args say ep > 1
+ * (checkpointing.py:273-274), its experts from EEE * E/ep on
+ * (moe_layer.py:187-188); 0 without expert parallelism, -1 when the folder
+ * does not say. */
+static int64_t expert_base_of(const char *path, const tpc_megatron_args *a)
+{
+	if (a->ep <= 1)
+		return 0;
+	char *dir = tpc_path_dir(path);
+	const char *b = dir ? strrchr(dir, '/') : NULL, *nm = b ? b + 1 : dir, *u = nm ? strrchr(nm, '_') : NULL;
+	char *end = NULL;
+	long g = u && !strncmp(nm, "mp_rank_", 8) && u - nm > 8 ? strtol(u + 1, &end, 10) : -1;
+	int64_t base = end && !*end && end - u == 4 && g >= 0 && g < a->ep && a->experts % a->ep == 0
+			       ? g * (a->experts / a->ep) : -1;
+	free(dir);
+	return base;
 }
 
 int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, const tpc_family *fam,
-		     int64_t start, const tpc__mcore_facts *mf, const char *path, tpc_err *e)
+		     int64_t start, int64_t expert_base, const tpc__mcore_facts *mf, const char *path, tpc_err *e)
 {
 	size_t pl = strlen(prefix);
 	bool *keep = NULL;
@@ -507,6 +609,8 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 			w = NULL;
 		if (l >= 0)
 			l += start;
+		if (x >= 0)
+			x += expert_base; /* a local expert's global number */
 		if (w && w->role == TPC_ROLE_ATTN_Q) {
 			/* per group [q; k; v]: q, k and v back as composites of group slices */
 			const tpc_tensor *t = &ck->t[i];
@@ -587,11 +691,17 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	memset(&f, 0, sizeof(f));
 	if (c->facts)
 		f = *c->facts;
-	facts_from_args(ck->root, &f, &layers, &pp);
+	tpc_megatron_args a;
+	facts_from_args(ck->root, &f, &layers, &pp, &a);
 	if ((ret = tpc__mcore_facts_of(&f, &mf, e))) {
 		tpc_err_path(e, path);
 		return ret;
 	}
+	int64_t base = expert_base_of(path, &a);
+	if (base < 0)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args say expert_model_parallel_size %lld (%lld experts), but the rank folder names no EP rank below it (mp_rank_TT[_PPP]_EEE)",
+				  (long long)a.ep, (long long)a.experts);
 	/* global layer numbers: the stage's first layer */
 	for (size_t i = 0; c->names && i < c->nnames; i++) {
 		int64_t l;
@@ -601,7 +711,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
-	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, &mf, path, e);
+	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
 }
 
 /* ---- sets Megatron wrote ---- */
@@ -623,6 +733,8 @@ static bool parse_rank_dir(const char *n, int *t, int *p)
 	return false;
 }
 
+static char *rank_path(const char *dir, int t, int p, int tp);
+
 static bool detect_dir(const char *dir)
 {
 	char *it = tpc_extras_megatron_iter(dir);
@@ -643,6 +755,16 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1) {
 		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
 	}
+	/* mp_rank_TT_EEE reads as mp_rank_TT_PPP: an expert-parallel set is read
+	 * with tpconv's manifest only */
+	tpc_megatron_args a;
+	char *r0 = rank_path(dir, 0, 0, 1);
+	bool ep = r0 && tpc_extras_megatron_args_at(r0, &a) && a.ep > 1;
+	free(r0);
+	if (ep)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL,
+				  "an expert-parallel legacy set (args: expert_model_parallel_size %lld; mp_rank_TT[_PPP]_EEE folders) without tpconv's manifest is not read",
+				  (long long)a.ep);
 	return 0;
 }
 
@@ -671,7 +793,7 @@ static void foreign_facts(const char *dir, tpc_model_facts *f)
 	tpc_ckpt_init(&ck);
 	tpc_err_init(&e);
 	if (p && !tpc_ckpt_open(&ck, p, NULL, &e))
-		facts_from_args(ck.root, f, NULL, NULL);
+		facts_from_args(ck.root, f, NULL, NULL, NULL);
 	tpc_ckpt_release(&ck);
 	free(p);
 }
@@ -681,8 +803,8 @@ static const char *const formats[] = {"torch", NULL};
 const tpc_layout tpc_layout_megatron = {
 	.name = "megatron", .desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
 	.formats = formats, .set_format = "megatron-shards",
-	.companions_at_top = true, .uneven_stages = true,
-	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
+	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
+	.rank_name_ep = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 	.detect_dir = detect_dir, .foreign_geometry = geometry, .foreign_rank_path = rank_path, .foreign_facts = foreign_facts,

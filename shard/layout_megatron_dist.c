@@ -816,7 +816,7 @@ static int globals(tpc_ckpt *ck, size_t n0, const tpc_manifest *man, const tpc_l
 		if (fam && !tpc_family_lists(fam->layouts, LAYOUT_NAME))
 			fam = NULL;
 	}
-	if (ret || (ret = tpc__mcore_to_hf(ck, n0, ck->n, "", LAYOUT_NAME, fam, 0, &mf, dir, e)))
+	if (ret || (ret = tpc__mcore_to_hf(ck, n0, ck->n, "", LAYOUT_NAME, fam, 0, 0, &mf, dir, e)))
 		return ret;
 	for (size_t i = 0; i < man->n; i++) {
 		const tpc_manifest_tensor *mt = &man->t[i];

@@ -58,9 +58,11 @@ const char *tpc_layout_names(char *buf, size_t n)
 	return buf;
 }
 
-char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, const char *format)
+char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, int ep_rank, const char *format)
 {
 	char buf[128];
+	if (l->rank_name_ep)
+		return l->rank_name_ep(t, p, tp, pp, ep_rank, format);
 	if (l->rank_name)
 		return l->rank_name(t, p, tp, pp, format);
 	snprintf(buf, sizeof(buf), l->rank_fmt, t, p);

@@ -89,6 +89,11 @@ typedef struct tpc_layout {
 	 * with t and p, or rank_name's where the name needs more (malloc'd) */
 	const char *rank_fmt;
 	char *(*rank_name)(int t, int p, int tp, int pp, const char *format);
+	/* Instead of rank_name, where the name says the rank's expert-parallel
+	 * rank too (Megatron's legacy mp_rank_TT[_PPP]_EEE): ep_rank is the
+	 * engine's EP group of rank (t, p), -1 when the set has no expert
+	 * parallelism (malloc'd) */
+	char *(*rank_name_ep)(int t, int p, int tp, int pp, int ep_rank, const char *format);
 
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
 	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
@@ -132,8 +137,9 @@ const tpc_layout *tpc_layout_at(size_t i);
 const tpc_layout *tpc_layout_by_name(const char *name);
 const tpc_layout *tpc_layout_default(void);
 /* Rank (t, p)'s file name in a set of tp x pp ranks stored as `format`
- * (rank_fmt or rank_name); malloc'd, NULL out of memory. */
-char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, const char *format);
+ * (rank_fmt, rank_name or rank_name_ep; ep_rank: its EP group, -1 without
+ * expert parallelism); malloc'd, NULL out of memory. */
+char *tpc_layout_rank_name(const tpc_layout *l, int t, int p, int tp, int pp, int ep_rank, const char *format);
 /* "tpconv, oslo, trtllm, hf, vllm, megatron, dcp" into buf. */
 const char *tpc_layout_names(char *buf, size_t n);
 
@@ -258,13 +264,13 @@ tpc_role tpc__mcore_up_of(tpc_role gate);
 int tpc__mcore_fuse_qkv(const tpc_tensor *q, const tpc_tensor *k, const tpc_tensor *v, const tpc__mcore_facts *mf,
 			 tpc_tensor *out);
 /* Megatron-Core tensors ck->t[from, to) named prefix + Megatron's name, layer
- * numbers + start, as Hugging Face's (rows of family `fam` first, when not
+ * numbers + start, local expert numbers + expert_base, as Hugging Face's (rows of family `fam` first, when not
  * NULL, then of `layout`'s family tables; linear_qkv per group back to q, k,
  * v, linear_fc1 to gate and up, an expert's too, as views); everything in
  * [from, to) is dropped, _extra_state included, and ck's tree (it names
  * Megatron's keys). */
 int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, const char *layout, const tpc_family *fam,
-		     int64_t start, const tpc__mcore_facts *mf, const char *path, tpc_err *e);
+		     int64_t start, int64_t expert_base, const tpc__mcore_facts *mf, const char *path, tpc_err *e);
 /* A mixture of experts' args (NULL: a dense model): routed experts, their
  * top-k and rows, expert-model- and expert-tensor-parallel sizes, and which
  * module holds them (moe_grouped_gemm: TEGroupedMLP, else SequentialMLP). */

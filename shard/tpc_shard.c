@@ -641,9 +641,12 @@ static int rank_ckpts(tpc_shard_plan *sp, int *aux_src, int *aux_base, tpc_err *
 		tpc_ckpt_init(&sp->rank[r]);
 		ret = tpc_ckpt_borrow_all(&sp->rank[r], srcs, 2, base, true, e);
 	}
-	for (int r = 0; r < nr && !ret; r++)
-		if (!(sp->rank_file[r] = tpc_layout_rank_name(sp->layout, r % sp->tp, r / sp->tp, sp->tp, sp->pp, sp->format)))
+	for (int r = 0; r < nr && !ret; r++) {
+		int ep_rank = sp->ep > 1 ? r % sp->tp / (sp->tp / sp->ep) : -1; /* as tpconv.ep_rank */
+		if (!(sp->rank_file[r] = tpc_layout_rank_name(sp->layout, r % sp->tp, r / sp->tp, sp->tp, sp->pp, ep_rank,
+							      sp->format)))
 			ret = tpc_err_nomem(e);
+	}
 	*aux_base = base[1];
 	return ret;
 }

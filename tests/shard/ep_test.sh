@@ -289,7 +289,7 @@ refuse() { # want-rc grep-text description args...
 refuse 2 "--ep 3 does not divide --tp 4" "--ep 3 with --tp 4" "$T/mixtral" --preset mixtral --tp 4 --ep 3
 refuse 2 "plan 'llama' has none" "--ep with a plan that names no experts" "$T/mixtral" --preset llama --preset-force --tp 4 --ep 2
 refuse 2 "the vllm layout does not hold expert-parallel sets" "--ep with the vllm layout" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --layout vllm
-refuse 2 "the megatron layout does not hold expert-parallel sets" "--ep with the megatron layout" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --layout megatron
+refuse 2 "the megatron layout holds tp x pp ranks" "--ep over --tp with the megatron layout" "$T/mixtral" --preset mixtral --tp 2 --ep 4 --layout megatron
 refuse 3 "8 routed experts do not divide over --ep 16 groups" "8 experts over 16 groups" "$T/mixtral" --preset mixtral --tp 16 --ep 16
 refuse 2 "unknown --ep-placement 'zigzag'" "an unknown placement" "$T/mixtral" --preset mixtral --tp 4 --ep 2 --ep-placement zigzag
 mkdir -p "$T/cfg4" && sed 's/"num_local_experts": 8/"num_local_experts": 4/' "$T/mixtral/config.json" >"$T/cfg4/config.json"

@@ -98,6 +98,52 @@ assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers)
 PY
 then ok "--pp-layers 0,2: the layers on the last stage, numbered locally, first/last counts in args; merge bit-exact"
 else bad "uneven stages" "$(cat "$T/err" "$T/perr" "$T/diff" 2>/dev/null | tail -4)"; fi
+# Mixtral (tests/gguf/arch's tiny-mixtral, written by transformers: 2 layers, 4 experts) at
+# tp x pp x ep: mp_rank_TT[_PPP]_EEE folders, local experts, MoE args, each rank file equal
+# to an independent construction from the HF tensors (megatron_moe_check.py); merge and
+# (tp 1) convert --select model --rules megatron-mixtral give the model back bit for bit
+A=$SRC/tests/gguf/arch
+run "$TPCONV" convert "$A/tiny-mixtral" -o "$T/mixtral.safetensors" -q || bad "mixtral fixture" "$(cat "$T/err")"
+# (and a float32 Mixtral of 4 kv heads for tp 4 x pp 2 x ep 2: expert tp 2 inside each EP group)
+$PY "$H/megatron_moe_check.py" make "$T/mx4" || bad "mixtral kv-4 fixture"
+sets="" sets4=""
+for spec in "2 1 2" "2 2 2" "2 1 1" "1 2 1" "1 1 1" "4 2 2 4"; do
+  set -- $spec; tp=$1 pp=$2 ep=$3 S=$T/mx_$1_$2_$3 what="mixtral${4:+ (4 kv heads)} tp $1 pp $2 ep $3"
+  src=$A/tiny-mixtral ref=$T/mixtral.safetensors
+  [ -n "${4:-}" ] && src=$T/mx4 ref=$T/mx4/model.safetensors
+  run "$TPCONV" shard "$src" --preset mixtral --tp $tp --pp $pp --ep $ep --layout megatron -o "$S" -q
+  if [ "$rc" != 0 ]; then bad "$what: shard" "$(cat "$T/err")"; continue; fi
+  if [ -n "${4:-}" ]; then sets4="$S:$tp:$pp:$ep"; else sets="$sets $S:$tp:$pp:$ep"; fi
+  run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+  [ "$rc" = 0 ] && same "$ref" "$S.merged.safetensors" && ok "$what: $(ls "$S/release" | tr '\n' ' ')merge is bit-exact" ||
+    bad "$what: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+done
+run $PY "$H/megatron_moe_check.py" "$T/mixtral.safetensors" $sets
+[ "$rc" = 0 ] && ok "mixtral: every rank file as Megatron holds it (folder names, local experts, router, pre_mlp_layernorm, MoE args): $(tr '\n' ',' <"$T/out")" ||
+  bad "mixtral rank files" "$(cat "$T/out" "$T/err" | tail -5)"
+run $PY "$H/megatron_moe_check.py" "$T/mx4/model.safetensors" $sets4
+[ "$rc" = 0 ] && ok "mixtral tp 4 pp 2 ep 2 (expert tp 2): every rank file as Megatron holds it: $(cat "$T/out")" ||
+  bad "mixtral tp 4 rank files" "$(cat "$T/out" "$T/err" | tail -5)"
+run "$TPCONV" convert "$T/mx_1_1_1/release/mp_rank_00/model_optim_rng.pt" --select model --rules megatron-mixtral --vocab 320 -o "$T/mx1.safetensors" -q
+[ "$rc" = 0 ] && same "$T/mixtral.safetensors" "$T/mx1.safetensors" && ok "mixtral tp 1: convert --select model --rules megatron-mixtral is bit-exact" ||
+  bad "mixtral convert --rules" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 2 --ep-placement round-robin --layout megatron -o "$T/r4" -q
+[ "$rc" = 2 ] && grep -qF "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (moe_layer.py:187-195): --ep-placement round-robin is not written by the megatron layout" "$T/err" &&
+  [ ! -e "$T/r4" ] && ok "round-robin experts are refused by name, nothing written" || bad "round-robin" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --ep 2 --layout megatron -o "$T/r5" -q
+[ "$rc" = 3 ] && grep -qF "the megatron layout knows Megatron-Core names for the LLaMA family and Mixtral; this tensor has none" "$T/err" &&
+  [ ! -e "$T/r5" ] && ok "an MoE family the layout does not write (qwen3-moe) is refused by name" || bad "qwen3-moe" "exit $rc" "$(cat "$T/err")"
+# a Megatron-written expert-parallel set (no manifest): mp_rank_TT_EEE reads as mp_rank_TT_PPP, so refused
+S=$T/mx_foreign && cp -r "$T/mx_2_1_2" "$S" && rm "$S/tpconv-manifest.json"
+run "$TPCONV" merge "$S" --preset mixtral --vocab 320 -o "$S.merged.safetensors" -q
+[ "$rc" = 3 ] && grep -qF "an expert-parallel legacy set (args: expert_model_parallel_size 2; mp_rank_TT[_PPP]_EEE folders) without tpconv's manifest is not read" "$T/err" &&
+  ok "an expert-parallel set without the manifest is refused by name" || bad "foreign ep" "exit $rc" "$(cat "$T/err")"
+# a rank folder without its EP rank while args say ep 2: refused, not read as EP rank 0's experts
+S=$T/mx_noeee && cp -r "$T/mx_2_1_2" "$S" && mv "$S/release/mp_rank_01_001" "$S/release/mp_rank_01" &&
+  sed -i 's|mp_rank_01_001|mp_rank_01|' "$S/tpconv-manifest.json"
+run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
+[ "$rc" = 3 ] && grep -qF "args say expert_model_parallel_size 2 (4 experts), but the rank folder names no EP rank below it" "$T/err" && [ ! -e "$S.merged.safetensors" ] &&
+  ok "a rank folder that names no EP rank is refused by name" || bad "no EEE" "exit $rc" "$(cat "$T/err")"
 # refusals
 run "$TPCONV" shard "$M/llama" --preset llama --tp 4 --layout megatron -o "$T/r1" -q
 [ "$rc" = 3 ] && grep -q "2 groups (kv heads) do not divide by tp 4" "$T/err" && [ ! -e "$T/r1/tpconv-manifest.json" ] &&

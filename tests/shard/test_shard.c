@@ -402,6 +402,25 @@ static void test_layout_merged_file(void **state)
 			assert_null(tpc_layout_at(i)->merged_file);
 }
 
+/* A layout's rank_name_ep sees the rank's EP group; the others name a rank
+ * the same with or without one. */
+static void test_rank_name_ep(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < tpc_layout_count(); i++) {
+		const tpc_layout *l = tpc_layout_at(i);
+		if (l->rank_name_ep || !l->formats || !l->formats[0])
+			continue;
+		char *a = tpc_layout_rank_name(l, 1, 1, 2, 2, -1, l->formats[0]);
+		char *b = tpc_layout_rank_name(l, 1, 1, 2, 2, 1, l->formats[0]);
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_string_equal(a, b);
+		free(a);
+		free(b);
+	}
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -411,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_manifest_bad),
 		cmocka_unit_test(test_paths_and_detect),
 		cmocka_unit_test(test_layout_merged_file),
+		cmocka_unit_test(test_rank_name_ep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
