@@ -4,8 +4,10 @@
 # INPUT ref-NAME.gguf TYPE (its stderr in ref-NAME.qerr; no file when it
 # fails); with the argument `complete`, llama-completion at temperature 0
 # (8 tokens, one thread) on NAME.gguf and ref-NAME.gguf: stdout in F.out,
-# stderr in F.lerr, the status in F.rc. One chroot entry for every run.
-# usage (in the chroot): sh lowbit_run.sh [complete]
+# stderr in F.lerr, the status in F.rc; with `compare`, for each NAME.gguf
+# that is not byte-identical to ref-NAME.gguf, lowbit_cmp.py says why in
+# NAME.cmp (one Python process for all). One chroot entry for every run.
+# usage (in the chroot): sh lowbit_run.sh [complete|compare]
 while read -r name in type; do
   T=$(echo "$type" | tr a-z A-Z)
   llama-quantize "$in" "ref-$name.gguf" "$T" 1 > /dev/null 2> "ref-$name.qerr" || rm -f "ref-$name.gguf"
@@ -24,3 +26,10 @@ while read -r name in type; do
     echo "$rc" > "$f.rc"
   done
 done < jobs
+if [ "${1:-}" = compare ]; then
+  set --
+  while read -r name in type; do
+    [ -f "$name.gguf" ] && [ -f "ref-$name.gguf" ] && ! cmp -s "$name.gguf" "ref-$name.gguf" && set -- "$@" "$name"
+  done < jobs
+  [ $# = 0 ] || python3 lowbit_cmp.py "$@"
+fi
