@@ -297,7 +297,13 @@ static int fallback(int t, int64_t ne0)
 	case TPC_GGML_Q4_K: t = TPC_GGML_Q5_0; break;
 	case TPC_GGML_Q5_K: t = TPC_GGML_Q5_1; break;
 	case TPC_GGML_Q6_K: t = TPC_GGML_Q8_0; break;
-	default: return TPC_GGML_F16; /* not reached for the mixtures' types, all 32-wide or above */
+	/* a 32-block type (IQ4_NL, Q4_0 ... Q8_0, the output's Q8_0 too) on
+	 * rows not a multiple of 32: llama.cpp 0.7 (Debian 0.7.0, upstream
+	 * b11669) writes F16 ("must use F16 due to unusual shape"; the "odd"
+	 * sums of tests/gguf/qmix_test.sh); later sources (src/llama-quant.cpp
+	 * @007dbbf3, tensor_type_fallback's default) throw "no tensor type
+	 * fallback is defined for type %s" instead */
+	default: return TPC_GGML_F16;
 	}
 	return ne0 % 32 ? TPC_GGML_F16 : t;
 }
