@@ -51,6 +51,20 @@ const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name)
 	return NULL;
 }
 
+/* A GGUF input's --outtype q8_0 is llama-quantize's Q8_0 file type (the
+ * reference for GGUF -> GGUF); a Hugging Face model's stays
+ * convert_hf_to_gguf.py's q8_0 (gguf_write.c) */
+static const tpc_gguf_mix requant[] = {{"q8_0", 7 /* LLAMA_FTYPE_MOSTLY_Q8_0 */, TPC_GGML_Q8_0}};
+
+const tpc_gguf_mix *tpc_gguf_requant_by_name(const char *name)
+{
+	const tpc_gguf_mix *m = tpc_gguf_mix_by_name(name);
+	for (size_t i = 0; !m && name && i < sizeof(requant) / sizeof(requant[0]); i++)
+		if (!strcasecmp(name, requant[i].name))
+			m = &requant[i];
+	return m;
+}
+
 const char *tpc_gguf_outtypes(void)
 {
 	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m (q3_k), q3_k_l, q4_k_s, "
@@ -393,10 +407,10 @@ int tpc_gguf_mix_apply(const tpc_gguf_mix *mx, tpc_gguf_kvs *kv, tpc_gguf_wtenso
 		enum cat c = category(w->name);
 		int ty;
 		if (c == C_OUTPUT || (tied && c == C_TOKEN_EMBD)) {
-			/* the output rule: Q8_0 for Falcon or a row that is not whole
-			 * blocks of the default type, else Q6_K */
+			/* the output rule: Q8_0 for Falcon, a row that is not whole
+			 * blocks of the default type or a Q8_0 default, else Q6_K */
 			const tpc_ggml_info *in = tpc_ggml_info_of(mx->base);
-			ty = m.falcon || ne0 % in->block ? TPC_GGML_Q8_0 : TPC_GGML_Q6_K;
+			ty = m.falcon || ne0 % in->block || mx->base == TPC_GGML_Q8_0 ? TPC_GGML_Q8_0 : TPC_GGML_Q6_K;
 		} else if ((ty = type_impl(&m, mx, w->name, c, e)) < 0) {
 			return -1;
 		}
