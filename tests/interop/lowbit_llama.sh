@@ -5,7 +5,8 @@
 # the chroot, seed 45, tests/gguf/arch/tiny-llama's SentencePiece tokenizer),
 # converted by tpconv in one pass at every --outtype that is a llama-quantize
 # file type (the 17 of tpc_gguf_outtypes: q4_0 ... q6_k, iq4_nl, iq4_xs,
-# tq1_0, tq2_0 and the K mixtures). For each: the file is llama-quantize's of
+# tq1_0, tq2_0 and the K mixtures), and q8_0 from tpconv's f32 GGUF (from a
+# GGUF input, llama-quantize's Q8_0 file type). For each: the file is llama-quantize's of
 # the f32 GGUF, byte for byte, and llama-completion (temperature 0, 8 tokens,
 # one thread) loads tpconv's file and the reference's and prints the same
 # text. The chroot is entered once for the model and once for every
@@ -16,7 +17,7 @@
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "${2:-.}")
 R=${TPCONV_INTEROP_ROOT:-/var/cache/tpconv-interop/forky}
-TYPES=${LOWBIT_TYPES:-"q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs tq1_0 tq2_0"}
+TYPES=${LOWBIT_TYPES:-"q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs tq1_0 tq2_0"}
 [ -f "$R/.tpconv-interop-complete" ] || { echo "lowbit_llama: no interop chroot at $R (make interop builds it)" >&2; exit 2; }
 . "$SRC/tests/interop/chroot.sh"
 # only the mounts this script makes are undone (another run may hold the rest)
@@ -42,7 +43,9 @@ tf.AutoModelForCausalLM.from_config(c).to(torch.float32).save_pretrained('tiny-l
 "$TPCONV" convert "$W/tiny-llama256" -o "$W/f32.gguf" --outtype f32 -q || exit 2
 : > "$W/jobs"
 for t in $TYPES; do
-  if "$TPCONV" convert "$W/tiny-llama256" -o "$W/$t.gguf" --outtype $t -q 2>"$W/$t.terr"; then
+  in=$W/tiny-llama256
+  [ $t = q8_0 ] && in=$W/f32.gguf
+  if "$TPCONV" convert "$in" -o "$W/$t.gguf" --outtype $t -q 2>"$W/$t.terr"; then
     echo "$t f32.gguf $t" >> "$W/jobs"
   else
     rm -f "$W/$t.gguf"
