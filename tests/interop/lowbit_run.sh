@@ -17,7 +17,7 @@ while read -r name in type; do
     # llama-completion 0.7 sometimes ends early with status 0 and no summary
     # (tests/interop/llamacpp.py's complete): a run counts once it prints
     # its summary, up to 5 tries
-    [ -f "$f.gguf" ] && for try in 1 2 3 4 5; do
+    [ -f "$f.gguf" ] && for _ in 1 2 3 4 5; do
       llama-completion -m "$f.gguf" -p "the quick brown fox" -n 8 --temp 0 --seed 1 -no-cnv -t 1 -tb 1 -c 128 \
         --no-warmup > "$f.out" 2> "$f.lerr" < /dev/null
       rc=$?
@@ -25,11 +25,11 @@ while read -r name in type; do
     done
     echo "$rc" > "$f.rc"
   done
-done < jobs
+done < ./jobs
 if [ "${1:-}" = compare ]; then
   set --
   while read -r name in type; do
     [ -f "$name.gguf" ] && [ -f "ref-$name.gguf" ] && ! cmp -s "$name.gguf" "ref-$name.gguf" && set -- "$@" "$name"
-  done < jobs
+  done < ./jobs
   [ $# = 0 ] || python3 lowbit_cmp.py "$@"
 fi
