@@ -280,6 +280,9 @@ typedef struct tpc_gguf_mix {
 
 /* The file type named (case-insensitive), NULL if none. */
 const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name);
+/* For a GGUF input: the same, and q8_0 as llama-quantize's Q8_0 file type
+ * (general.file_type 7; its order, KVs and row fallbacks). */
+const tpc_gguf_mix *tpc_gguf_requant_by_name(const char *name);
 /* Every --outtype a GGUF output takes, for messages and --help. */
 const char *tpc_gguf_outtypes(void);
 /* For a llama-quantize type name tpconv refuses, why (" (...)"), else "". */

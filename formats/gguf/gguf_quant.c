@@ -51,6 +51,20 @@ const tpc_gguf_mix *tpc_gguf_mix_by_name(const char *name)
 	return NULL;
 }
 
+/* A GGUF input's --outtype q8_0 is llama-quantize's Q8_0 file type (the
+ * reference for GGUF -> GGUF); a Hugging Face model's stays
+ * convert_hf_to_gguf.py's q8_0 (gguf_write.c) */
+static const tpc_gguf_mix requant[] = {{"q8_0", 7 /* LLAMA_FTYPE_MOSTLY_Q8_0 */, TPC_GGML_Q8_0}};
+
+const tpc_gguf_mix *tpc_gguf_requant_by_name(const char *name)
+{
+	const tpc_gguf_mix *m = tpc_gguf_mix_by_name(name);
+	for (size_t i = 0; !m && name && i < sizeof(requant) / sizeof(requant[0]); i++)
+		if (!strcasecmp(name, requant[i].name))
+			m = &requant[i];
+	return m;
+}
+
 const char *tpc_gguf_outtypes(void)
 {
 	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s, q3_k_m (q3_k), q3_k_l, q4_k_s, "
@@ -297,7 +311,13 @@ static int fallback(int t, int64_t ne0)
 	case TPC_GGML_Q4_K: t = TPC_GGML_Q5_0; break;
 	case TPC_GGML_Q5_K: t = TPC_GGML_Q5_1; break;
 	case TPC_GGML_Q6_K: t = TPC_GGML_Q8_0; break;
-	default: return TPC_GGML_F16; /* not reached for the mixtures' types, all 32-wide or above */
+	/* a 32-block type (IQ4_NL, Q4_0 ... Q8_0, the output's Q8_0 too) on
+	 * rows not a multiple of 32: llama.cpp 0.7 (Debian 0.7.0, upstream
+	 * b11669) writes F16 ("must use F16 due to unusual shape"; the "odd"
+	 * sums of tests/gguf/qmix_test.sh); later sources (src/llama-quant.cpp
+	 * @007dbbf3, tensor_type_fallback's default) throw "no tensor type
+	 * fallback is defined for type %s" instead */
+	default: return TPC_GGML_F16;
 	}
 	return ne0 % 32 ? TPC_GGML_F16 : t;
 }
@@ -387,10 +407,10 @@ int tpc_gguf_mix_apply(const tpc_gguf_mix *mx, tpc_gguf_kvs *kv, tpc_gguf_wtenso
 		enum cat c = category(w->name);
 		int ty;
 		if (c == C_OUTPUT || (tied && c == C_TOKEN_EMBD)) {
-			/* the output rule: Q8_0 for Falcon or a row that is not whole
-			 * blocks of the default type, else Q6_K */
+			/* the output rule: Q8_0 for Falcon, a row that is not whole
+			 * blocks of the default type or a Q8_0 default, else Q6_K */
 			const tpc_ggml_info *in = tpc_ggml_info_of(mx->base);
-			ty = m.falcon || ne0 % in->block ? TPC_GGML_Q8_0 : TPC_GGML_Q6_K;
+			ty = m.falcon || ne0 % in->block || mx->base == TPC_GGML_Q8_0 ? TPC_GGML_Q8_0 : TPC_GGML_Q6_K;
 		} else if ((ty = type_impl(&m, mx, w->name, c, e)) < 0) {
 			return -1;
 		}

@@ -446,7 +446,7 @@ static int back_type(const tpc_tensor *t, int outtype)
 static int from_gguf(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const tpc_write_opts *o,
 		     tpc_gguf_wtensor **wt, size_t *nw, tpc_err *e)
 {
-	const char *ot = o && o->outtype && strcmp(o->outtype, "auto") && !tpc_gguf_mix_by_name(o->outtype)
+	const char *ot = o && o->outtype && strcmp(o->outtype, "auto") && !tpc_gguf_requant_by_name(o->outtype)
 				 ? o->outtype : NULL;
 	int outtype = ot ? tpc_ggml_by_name(ot) : TPC_GGML_NONE;
 	if (ot && outtype != TPC_GGML_F32 && outtype != TPC_GGML_F16 && outtype != TPC_GGML_BF16 &&
@@ -483,7 +483,7 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 	tpc_gguf_wtensor *w = NULL;
 	size_t n = 0;
 	int ret;
-	const tpc_gguf_mix *mix = o ? tpc_gguf_mix_by_name(o->outtype) : NULL;
+	const tpc_gguf_mix *mix = !o ? NULL : src ? tpc_gguf_requant_by_name(o->outtype) : tpc_gguf_mix_by_name(o->outtype);
 	if (o && o->lora_base) {
 		ret = tpc_gguf_lora_from_peft(ck, o->lora, o->lora_base, o->model_dir, o->outtype, &kv, &w, &n, e);
 		mix = NULL;

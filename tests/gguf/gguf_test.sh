@@ -33,7 +33,11 @@ check "gguf -> gguf" "$TPCONV" convert "$Q" -o "$T/same.gguf"
 check "gguf -> gguf is byte-identical" cmp "$T/same.gguf" "$Q"
 
 # 3. --outtype: values written as F32/F16/BF16/Q8_0 (golden hashes: Q8_0
-#    checked equal to gguf-py's quants.quantize in the chroot); F32 reads back
+#    checked equal to gguf-py's quants.quantize in the chroot; q8_0 of a GGUF
+#    is llama-quantize's Q8_0 file type, so its tensors come in the loader's
+#    order and general.quantization_version, general.file_type 7 are added:
+#    quants.gguf has too few KVs for llama-quantize itself to load it, and
+#    every tensor equals the earlier gguf-py-checked file's); F32 reads back
 #    as the dequantized values
 i=0
 for t in q8_0 f16 bf16 f32; do

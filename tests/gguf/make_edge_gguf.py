@@ -8,8 +8,14 @@ values on a grid of quarters, a row whose halves are each other's negation,
 a row of one sign; beside plain pseudo-random rows. Only +, *, / and
 struct's rounding to F32 (no libm), so any Python gives the same bytes: the
 test writes it on the host, make_qmix.sh in the forky chroot.
-usage: make_edge_gguf.py OUT.gguf"""
+With `odd`, the rows of blk.0.ffn_down.weight (feed_forward_length 48) and
+of output.weight are 48 wide, a multiple of no block: llama.cpp 0.7's
+llama-quantize writes them F16 whatever the type chosen, IQ4_NL, Q4_0 and
+the output's Q8_0 included (tests/gguf/qmix_test.sh: "odd").
+usage: make_edge_gguf.py OUT.gguf [odd]"""
 import struct, sys
+
+ODD = sys.argv[2:] == ["odd"]
 
 state = 45
 def uni():
@@ -36,7 +42,7 @@ q[6][:128] = [-v for v in q[6][128:]]
 q[7] = [abs(v) for v in q[7]]
 tensors = [("token_embd.weight", rows(2, 256)), ("blk.0.attn_q.weight", q),
            ("blk.0.attn_k.weight", rows(3, 512, 0.02)), ("blk.0.attn_v.weight", rows(2, 256, 3.0)),
-           ("blk.0.ffn_down.weight", rows(2, 512)), ("output.weight", rows(2, 256))]
+           ("blk.0.ffn_down.weight", rows(2, 48 if ODD else 512)), ("output.weight", rows(2, 48 if ODD else 256))]
 
 def s(x):
     b = x.encode()
@@ -44,7 +50,7 @@ def s(x):
 
 kvs = [("general.architecture", 8, s("llama")), ("llama.block_count", 4, struct.pack("<I", 1)),
        ("llama.context_length", 4, struct.pack("<I", 64)), ("llama.embedding_length", 4, struct.pack("<I", 256)),
-       ("llama.feed_forward_length", 4, struct.pack("<I", 512)), ("llama.attention.head_count", 4, struct.pack("<I", 4)),
+       ("llama.feed_forward_length", 4, struct.pack("<I", 48 if ODD else 512)), ("llama.attention.head_count", 4, struct.pack("<I", 4)),
        ("llama.attention.head_count_kv", 4, struct.pack("<I", 4)),
        ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)), ("general.file_type", 4, struct.pack("<I", 0))]
 out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)))

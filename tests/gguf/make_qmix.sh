@@ -41,6 +41,9 @@ cp "$SRC/tests/gguf/kquant/q6_k.gguf" "$OUT/k256-in.gguf"
 # edge: the quantizers' corner cases (make_edge_gguf.py: zero super-blocks,
 # values below GROUP_MAX_EPS, a lone nonzero value ...), rows 256 and 512 wide
 python3 "$SRC/tests/gguf/make_edge_gguf.py" "$OUT/edge-in.gguf"
+# odd: rows of 48 (ffn_down, output), a multiple of no block: llama-quantize
+# 0.7 writes them F16 for every type, IQ4_NL, Q4_0 and Q8_0 included
+python3 "$SRC/tests/gguf/make_edge_gguf.py" "$OUT/odd-in.gguf" odd
 for f in $FAMS; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
@@ -48,12 +51,12 @@ for f in $FAMS; do
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge; do
+for k in mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge odd; do
   for t in $TYPES; do
     T=$(echo "$t" | tr a-z A-Z)
     /work/bin/inchroot "$IN" llama-quantize --allow-requantize "$k-in.gguf" "$k-$t.gguf" "$T" 1 > "$OUT/log" 2>&1 ||
       { cat "$OUT/log" >&2; exit 1; }
   done
 done
-(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "${QMIX_SUMS:-$SRC/tests/gguf/qmix/whole.sha256}"
+(cd "$OUT" && for f in $FAMS mixtral8 llama80 llama80mha qwen2-80 k256 k256f edge odd; do for t in $TYPES; do sha256sum "$f-$t.gguf"; done; done) > "${QMIX_SUMS:-$SRC/tests/gguf/qmix/whole.sha256}"
 echo "$OUT"

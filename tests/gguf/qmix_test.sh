@@ -14,8 +14,11 @@
 # q4_k_m, iq4_xs; llama also q5_1, q3_k_l, q4_k_s, tq2_0: rows of 32 fall back
 # to IQ4_NL and Q4_0); edge (make_edge_gguf.py: the quantizers' corner cases,
 # zero super-blocks, values below GROUP_MAX_EPS, a lone nonzero value ...):
-# all 17; every sum is in whole.sha256 and `QMIX_ALL=1` checks them all,
-# 187 conversions).
+# all 17; odd (make_edge_gguf.py odd: ffn_down and output rows 48 wide, a
+# multiple of no block: llama.cpp 0.7 writes them F16 for every type, the
+# 32-block ones and the output's Q8_0 included): iq4_nl, q4_0, q4_k_m, tq2_0;
+# every sum is in whole.sha256 and `QMIX_ALL=1` checks them all,
+# 204 conversions).
 # Then the aliases, the bytes under one thread, and an unknown --outtype
 # (exit 2, the types listed, no file written; q2_k_s: why).
 # usage: qmix_test.sh TPCONV SRCDIR
@@ -30,7 +33,7 @@ TYPES="q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m
 want() { awk -v n="$1.gguf" '$2 == n {print $1}' "$Q"; }
 sum() { sha256sum "$1" | cut -d' ' -f1; }
 FEW="q4_0 q2_k q3_k_m q4_k_m iq4_xs" LL="q4_0 q2_k q3_k_m q4_k_m q5_1 q3_k_l q4_k_s iq4_xs tq2_0"
-[ "${QMIX_ALL:-0}" = 1 ] && FEW=$TYPES LL=$TYPES L80=$TYPES
+[ "${QMIX_ALL:-0}" = 1 ] && FEW=$TYPES LL=$TYPES L80=$TYPES ODD=$TYPES
 # one_family NAME INPUT TYPES: each type of INPUT against NAME-TYPE.gguf's sum
 one_family() {
   local f=$1 in=$2 types=$3 t bads=""
@@ -70,6 +73,8 @@ one_family k256 "$SRC/tests/gguf/kquant/q6_k.gguf" "$FEW"
 one_family k256f "$T/k256f.gguf" "$TYPES"
 python3 "$SRC/tests/gguf/make_edge_gguf.py" "$T/edge.gguf"
 one_family edge "$T/edge.gguf" "$TYPES"
+python3 "$SRC/tests/gguf/make_edge_gguf.py" "$T/odd.gguf" odd
+one_family odd "$T/odd.gguf" "${ODD:-iq4_nl q4_0 q4_k_m tq2_0}"
 
 # llama-quantize's aliases and names in any case
 rm -f "$T/a.gguf" "$T/b.gguf"

@@ -180,6 +180,42 @@ static void test_fallback(void **st)
 	release(&l, &kv);
 }
 
+/* q8_0 of a GGUF input: llama-quantize's Q8_0 file type (not a mixture
+ * name: a Hugging Face model's q8_0 is the converter's); the output keeps
+ * Q8_0 (llama_tensor_get_type_impl: Q6_K only for a default other than
+ * Q8_0), norms their type, rows of 48 F16 (iq4_nl and q4_0 too, as llama.cpp
+ * 0.7 writes them), general.file_type 7 */
+static void test_requant_q8_0(void **st)
+{
+	(void)st;
+	static list l;
+	tpc_gguf_kvs kv;
+	tpc_err e = {0};
+	assert_null(tpc_gguf_mix_by_name("q8_0"));
+	const tpc_gguf_mix *q8 = tpc_gguf_requant_by_name("Q8_0");
+	assert_non_null(q8);
+	assert_int_equal(q8->ftype, 7);
+	assert_ptr_equal(tpc_gguf_requant_by_name("q4_k_m"), tpc_gguf_mix_by_name("q4_k_m"));
+	assert_null(tpc_gguf_requant_by_name("q2_k_s"));
+	llama(&l, 10, 256, &kv);
+	assert_int_equal(tpc_gguf_mix_apply(q8, &kv, l.t, l.n, &e), 0);
+	check_boost(&l, 10, "", TPC_GGML_Q8_0, TPC_GGML_Q8_0);
+	assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_Q8_0);
+	assert_int_equal(type_of(&l, "token_embd.weight"), TPC_GGML_Q8_0);
+	assert_int_equal(type_of(&l, "blk.0.attn_norm.weight"), TPC_GGML_F32);
+	ptrdiff_t ft = tpc_gguf_kvs_find(&kv, "general.file_type");
+	assert_true(ft >= 0 && kv.kv[ft].v.u == 7);
+	release(&l, &kv);
+	static const char *const odd[] = {"q8_0", "iq4_nl", "q4_0"};
+	for (size_t i = 0; i < 3; i++) {
+		llama(&l, 2, 48, &kv);
+		assert_int_equal(tpc_gguf_mix_apply(tpc_gguf_requant_by_name(odd[i]), &kv, l.t, l.n, &e), 0);
+		assert_int_equal(type_of(&l, "blk.1.ffn_down.weight"), TPC_GGML_F16);
+		assert_int_equal(type_of(&l, "output.weight"), TPC_GGML_F16);
+		release(&l, &kv);
+	}
+}
+
 /* q3_k_m: the first two attn_v Q5_K then Q4_K, attn_output Q4_K, ffn_down
  * Q4_K (layers below n/16 Q5_K); q2_k: attn_v Q3_K under n_gqa 1, Q4_K at 4 */
 static void test_mixtures(void **st)
@@ -266,6 +302,7 @@ int main(void)
 		cmocka_unit_test(test_fallback),
 		cmocka_unit_test(test_mixtures),
 		cmocka_unit_test(test_iq4_tq),
+		cmocka_unit_test(test_requant_q8_0),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
