@@ -195,9 +195,7 @@ static void unlink_ours(const tpc_ckpt *ck, const char *out, const tpc_write_opt
 	if (tpc_hf_shard_paths(ck, NULL, 0, out, po, &paths, &n, &e) == 0)
 		for (size_t i = 0; i < n; i++)
 			unlink(paths[i]);
-	for (size_t i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
+	tpc_free_strv(paths, n);
 }
 
 int tpc_cli_mpi_write(tpc_cli_mpi *m, tpc_cli_write_fn wr, void *ctx, const tpc_ckpt *ck, const tpc_format *f,

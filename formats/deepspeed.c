@@ -953,12 +953,8 @@ typedef struct listing {
 
 static void listing_free(listing *l)
 {
-	for (size_t i = 0; i < l->nmodel; i++)
-		free(l->model[i]);
-	for (size_t i = 0; i < l->noptim; i++)
-		free(l->optim[i]);
-	free(l->model);
-	free(l->optim);
+	tpc_free_strv(l->model, l->nmodel);
+	tpc_free_strv(l->optim, l->noptim);
 	free(l->pipeline);
 	free(l->mp);
 }
@@ -1141,9 +1137,7 @@ static int ds_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_e
 	if (!ret)
 		ret = consolidate(ck, f, l.nmodel, f + l.nmodel, l.noptim, tag, o && (o->flags & TPC_OPEN_OPTIMIZER), e);
 out:
-	for (size_t i = 0; paths && i < n; i++)
-		free(paths[i]);
-	free(paths);
+	tpc_free_strv(paths, n);
 	free(f);
 	listing_free(&l);
 	free(dir);

@@ -172,12 +172,8 @@ void tpc_ckpt_release(tpc_ckpt *ck)
 	}
 	free(ck->src);
 	free(ck->src_owned_mem);
-	for (size_t i = 0; i < ck->nmeta; i++) {
-		free(ck->meta_k[i]);
-		free(ck->meta_v[i]);
-	}
-	free(ck->meta_k);
-	free(ck->meta_v);
+	tpc_free_strv(ck->meta_k, ck->nmeta);
+	tpc_free_strv(ck->meta_v, ck->nmeta);
 	free(ck->about);
 	if (ck->ext && ck->ext_free)
 		ck->ext_free(ck->ext);

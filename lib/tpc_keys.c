@@ -18,9 +18,7 @@ void tpc_keys_release(tpc_keys *k)
 {
 	if (!k)
 		return;
-	for (size_t i = 0; i < k->n; i++)
-		free(k->v[i]);
-	free(k->v);
+	tpc_free_strv(k->v, k->n);
 	memset(k, 0, sizeof(*k));
 }
 

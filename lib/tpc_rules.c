@@ -636,9 +636,7 @@ void tpc_remap_release(tpc_remap *m)
 	free(m->how);
 	free(m->parent);
 	free(m->unfused);
-	for (size_t i = 0; i < m->nselect; i++)
-		free(m->select[i]);
-	free(m->select);
+	tpc_free_strv(m->select, m->nselect);
 	memset(m, 0, sizeof(*m));
 }
 

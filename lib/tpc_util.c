@@ -158,6 +158,13 @@ void *tpc_realloc(void *p, size_t n)
 {
 	return realloc(p, n ? n : 1);
 }
+void tpc_free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 char *tpc_strdup(const char *s)
 {
 	return s ? tpc_strndup(s, strlen(s)) : NULL;

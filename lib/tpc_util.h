@@ -163,6 +163,8 @@ void *tpc_malloc(size_t n);
 void *tpc_calloc(size_t count, size_t size);
 void *tpc_realloc(void *p, size_t n);
 char *tpc_strdup(const char *s);
+/* Free v[0..n) and then v (NULL: nothing). */
+void tpc_free_strv(char **v, size_t n);
 char *tpc_strndup(const char *s, size_t n);
 
 /* Grow *p (an array of elem-sized items with capacity *cap) to hold at least

@@ -176,6 +176,18 @@ int tpc__mcore_check_groups(const tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_
 	return ret;
 }
 
+int tpc__mcore_check(const tpc_shard_plan *sp, const char *layout, tpc__mcore_facts *mf, tpc_err *e)
+{
+	int ret;
+	if ((ret = tpc__mcore_check_groups(sp, mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
+		return ret;
+	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (moe_layer.py:187-195, experts.py:1532-1533): --ep-placement %s is not written by the %s layout",
+				   tpc_ep_placement_name(sp->ep_placement), layout);
+	return 0;
+}
+
 /* Pipeline stages as Megatron's arguments can say them: equal ones, or the
  * first and last stage's own counts and the middle ones equal
  * (--decoder-first/last-pipeline-num-layers). */
@@ -198,12 +210,8 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	tpc__mcore_facts mf;
 	int ret;
-	if ((ret = tpc__mcore_check_groups(sp, &mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
+	if ((ret = tpc__mcore_check(sp, "megatron", &mf, e)))
 		return ret;
-	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
-		return tpc_err_set(e, TPC_EUSAGE,
-				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (moe_layer.py:187-195): --ep-placement %s is not written by the megatron layout",
-				   tpc_ep_placement_name(sp->ep_placement));
 	if (o && o->moe_grouped_gemm)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "--moe-grouped-gemm: TEGroupedMLP's legacy state dict (per-gemm weightN tensors) is not written by the megatron layout (megatron-dist writes it)");

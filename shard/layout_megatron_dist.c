@@ -521,12 +521,8 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "family '%s' is not written by the megatron-dist layout (its Megatron-Core names are not mapped)",
 				   named->name);
-	if ((ret = tpc__mcore_check_groups(sp, &mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
+	if ((ret = tpc__mcore_check(sp, "megatron-dist", &mf, e)))
 		return ret;
-	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
-		return tpc_err_set(e, TPC_EUSAGE,
-				   "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (experts.py:1532-1533): --ep-placement %s is not written by the megatron-dist layout",
-				   tpc_ep_placement_name(sp->ep_placement));
 	if ((ret = check_mla(sp, pf, e)) || (experts_of(sp) > 0 && (ret = check_groups(sp, pf, e))))
 		return ret;
 	for (size_t i = 0; i < sp->n; i++) {

@@ -258,6 +258,9 @@ int tpc__mcore_check_groups(const struct tpc_shard_plan *sp, tpc__mcore_facts *m
 /* Stages Megatron's arguments can say: equal, or --pp-layers with the middle
  * stages equal (decoder_first/last_pipeline_num_layers). */
 int tpc__mcore_check_stages(const struct tpc_shard_plan *sp, tpc_err *e);
+/* Both, and experts placed as Megatron places them (contiguous), for the
+ * layout named `layout` (its messages). */
+int tpc__mcore_check(const struct tpc_shard_plan *sp, const char *layout, tpc__mcore_facts *mf, tpc_err *e);
 /* The up projection paired with a gate in one linear_fc1 [gate; up] (a dense
  * MLP's, a routed expert's, the shared experts'); TPC_ROLE_NONE: not a gate. */
 tpc_role tpc__mcore_up_of(tpc_role gate);

@@ -54,15 +54,9 @@ void tpc_manifest_release(tpc_manifest *m)
 	free(m->set_id);
 	free(m->format);
 	free(m->plan_json);
-	for (int r = 0; m->files && r < m->tp * m->pp; r++)
-		free(m->files[r]);
-	free(m->files);
-	for (size_t i = 0; i < m->nmeta; i++) {
-		free(m->meta_k[i]);
-		free(m->meta_v[i]);
-	}
-	free(m->meta_k);
-	free(m->meta_v);
+	tpc_free_strv(m->files, m->files ? (size_t)m->tp * (size_t)m->pp : 0);
+	tpc_free_strv(m->meta_k, m->nmeta);
+	tpc_free_strv(m->meta_v, m->nmeta);
 	for (size_t i = 0; i < m->n; i++) {
 		free(m->t[i].name);
 		free(m->t[i].shape);

@@ -402,13 +402,6 @@ static char **rank_paths(const char *dir, char **files, int n)
 	return p;
 }
 
-static void free_paths(char **p, int n)
-{
-	for (int r = 0; p && r < n; r++)
-		free(p[r]);
-	free(p);
-}
-
 /* The set's geometry, layout and facts, as its manifest records them. */
 static int take_manifest(tpc_merge *m, const tpc_manifest *man, tpc_err *e)
 {
@@ -665,7 +658,7 @@ out:
 		tpc_tensor_release(&views[i]);
 	free(views);
 	free(base);
-	free_paths(paths, m->nranks);
+	tpc_free_strv(paths, m->nranks > 0 ? (size_t)m->nranks : 0);
 	free(mpath);
 	tpc_manifest_release(&man);
 	return ret;
@@ -829,7 +822,7 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 		ret = tpc_facts_check(&f, o->plan, &m->out, e);
 	m->facts = f;
 out:
-	free_paths(paths, m->nranks);
+	tpc_free_strv(paths, m->nranks > 0 ? (size_t)m->nranks : 0);
 	free(base);
 	return ret;
 }

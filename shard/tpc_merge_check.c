@@ -49,13 +49,9 @@ void tpc__merge_check_free(tpc__merge_check *c)
 		tpc_tensor_release(&c->views[i]);
 	if (c->own_views)
 		free(c->views);
-	for (size_t i = 0; c->name && i < c->n / (size_t)c->tp; i++)
-		free(c->name[i]);
-	for (int r = 0; c->path && r < c->nranks; r++)
-		free(c->path[r]);
-	free(c->name);
+	tpc_free_strv(c->name, c->name ? c->n / (size_t)c->tp : 0);
+	tpc_free_strv(c->path, c->path ? (size_t)c->nranks : 0);
 	free(c->stage);
-	free(c->path);
 	free(c->want);
 	free(c->skip);
 	free((void *)c->state);

@@ -56,9 +56,7 @@ static void kv_clear(tpc_gguf_kv *k)
 	free(k->key);
 	free(k->s);
 	free(k->arr);
-	for (uint64_t i = 0; k->astr && i < k->n; i++)
-		free(k->astr[i]);
-	free(k->astr);
+	tpc_free_strv(k->astr, k->astr ? (size_t)k->n : 0);
 	free(k->alen);
 	memset(k, 0, sizeof(*k));
 }

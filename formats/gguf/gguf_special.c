@@ -13,6 +13,7 @@
 #include "gguf_vocab_int.h"
 #include "tpc_buf.h"
 #include "tpc_io.h"
+#include "tpc_util.h"
 
 #define SV_MAX 16
 #define SV_JSON_CAP ((uint64_t)512 << 20)
@@ -586,9 +587,7 @@ static int sv_chat_templates(sv *s, tpc_gguf_kvs *kv)
 		ret = -1;
 	if (!ret && def)
 		ret = sv_kv_str(s, kv, "tokenizer.chat_template", def);
-	for (size_t k = 0; k < nn; k++)
-		free(names[k]);
-	free(names);
+	tpc_free_strv(names, nn);
 	return ret;
 }
 

@@ -62,9 +62,7 @@ static int v_alloc(vocab *v, size_t n)
 
 static void v_release(vocab *v)
 {
-	for (size_t i = 0; v->tok && i < v->n; i++)
-		free(v->tok[i]);
-	free(v->tok);
+	tpc_free_strv(v->tok, v->n);
 	free(v->len);
 	free(v->score);
 	free(v->type);

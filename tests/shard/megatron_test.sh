@@ -128,7 +128,7 @@ run "$TPCONV" convert "$T/mx_1_1_1/release/mp_rank_00/model_optim_rng.pt" --sele
 [ "$rc" = 0 ] && same "$T/mixtral.safetensors" "$T/mx1.safetensors" && ok "mixtral tp 1: convert --select model --rules megatron-mixtral is bit-exact" ||
   bad "mixtral convert --rules" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 2 --ep-placement round-robin --layout megatron -o "$T/r4" -q
-[ "$rc" = 2 ] && grep -qF "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (moe_layer.py:187-195): --ep-placement round-robin is not written by the megatron layout" "$T/err" &&
+[ "$rc" = 2 ] && grep -qF "Megatron's expert-parallel rank g holds experts [g*E/ep, (g+1)*E/ep) (moe_layer.py:187-195, experts.py:1532-1533): --ep-placement round-robin is not written by the megatron layout" "$T/err" &&
   [ ! -e "$T/r4" ] && ok "round-robin experts are refused by name, nothing written" || bad "round-robin" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --ep 2 --layout megatron -o "$T/r5" -q
 [ "$rc" = 3 ] && grep -qF "the megatron layout knows Megatron-Core names for the LLaMA family and Mixtral; this tensor has none" "$T/err" &&
