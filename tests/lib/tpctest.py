@@ -58,3 +58,24 @@ def save_safetensors(path, tensors, metadata={'format': 'pt'}):
     """Write safetensors_bytes(tensors, metadata) to path."""
     with open(path, 'wb') as f:
         f.write(safetensors_bytes(tensors, metadata))
+
+
+def read_safetensors(path):
+    """A safetensors file's tensors in header order, __metadata__ left out:
+    {name: (dtype name, shape, raw bytes)}."""
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    return {k: (v['dtype'], v['shape'], data[v['data_offsets'][0]:v['data_offsets'][1]])
+            for k, v in hdr.items() if k != '__metadata__'}
+
+
+def load_safetensors(path):
+    """The same as torch tensors (their own memory; empty ones too)."""
+    out = {}
+    for k, (dt, shape, raw) in read_safetensors(path).items():
+        t = ST_DTYPES[dt]
+        out[k] = torch.frombuffer(bytearray(raw), dtype=t).reshape(shape) if raw else torch.zeros(shape, dtype=t)
+    return out
+

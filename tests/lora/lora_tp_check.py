@@ -35,23 +35,10 @@ import sys
 
 import torch
 
-DT = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tpctest  # noqa: E402
 
-
-def load(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    hdr = json.loads(data[8:8 + n])
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        buf = bytearray(data[8 + n + a:8 + n + b])
-        out[k] = torch.frombuffer(buf, dtype=DT[v["dtype"]]).reshape(v["shape"]) if b > a else \
-            torch.zeros(v["shape"], dtype=DT[v["dtype"]])
-    return out
+load = tpctest.load_safetensors
 
 
 def check(ad_dir, set_dir, tp, heads, kvh, hd):

@@ -61,6 +61,8 @@ try:
 except ImportError:
     print("1..0 # SKIP no numpy in " + sys.executable)
     sys.exit(0)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tpctest  # noqa: E402
 
 TPCONV, SRC = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2])
 F = os.path.join(SRC, "tests", "mix")
@@ -81,17 +83,8 @@ def ok(cond, desc, why=""):
 
 def load(path):
     """a safetensors file's float tensors as numpy arrays"""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__" or v["dtype"] != "F32":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=np.float32).reshape(v["shape"])
-    return out
+    return {k: np.frombuffer(raw, dtype=np.float32).reshape(shape)
+            for k, (dt, shape, raw) in tpctest.read_safetensors(path).items() if dt == "F32"}
 
 
 M = {n: load(os.path.join(F, n + ".safetensors")) for n in ("base", "m1", "m2", "m3")}

@@ -22,20 +22,15 @@ Exit 0 when all match; prints one line per set.
 import json, os, struct, sys
 import numpy as np
 import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tpctest  # noqa: E402
 
 
 def load_st(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
-        data = f.read()
     out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        assert v["dtype"] == "F32", v["dtype"]
-        a, b = v["data_offsets"]
-        out[k] = torch.from_numpy(np.frombuffer(data[a:b], dtype=np.float32).reshape(v["shape"]).copy())
+    for k, (dt, shape, raw) in tpctest.read_safetensors(path).items():
+        assert dt == "F32", dt
+        out[k] = torch.from_numpy(np.frombuffer(raw, dtype=np.float32).reshape(shape).copy())
     return out
 
 
