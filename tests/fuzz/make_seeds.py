@@ -190,6 +190,8 @@ for nm, qc in [('fp8', {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size
 put('quant_cfg', 'quantize_config.json', json.dumps({"bits": 4, "group_size": 128, "desc_act": False, "sym": True}).encode())
 # ---- gguf: the block-type fixture and the hostile headers of tests/hostile ----
 put('gguf', 'quants.gguf', rd(os.path.join(SRC, 'tests', 'gguf', 'quants.gguf')))
+# MXFP4 and NVFP4 blocks (tests/quant/make_fp4_gguf.py): their decoders run when every tensor is hashed
+put('gguf', 'fp4.gguf', rd(os.path.join(SRC, 'tests', 'quant', 'fp4', 'fp4.gguf')))
 put('gguf', 'iq.gguf', rd(os.path.join(SRC, 'tests', 'quant', 'iq', 'iq.gguf')))  # every IQ / TQ decoder
 sys.path.insert(0, os.path.join(SRC, 'tests', 'hostile'))
 import gen_hostile  # noqa: E402
