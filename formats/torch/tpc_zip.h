@@ -231,8 +231,17 @@ bool tpc_zip_is_lfs_pointer(const uint8_t *p, uint64_t n);
 /* CRC-32 (zlib's) of p[0..n); for large n split across OpenMP threads and
  * joined with crc32_combine64. n may exceed 4 GiB. */
 uint32_t tpc_crc32_parallel(const uint8_t *p, uint64_t n);
-/* Continue a CRC-32 serially (zlib crc32 over chunks; n may exceed 4 GiB). */
+/* Continue a CRC-32 serially (zlib's value; n may exceed 4 GiB): carry-less
+ * multiply folding where the CPU has PCLMULQDQ, zlib's crc32 otherwise
+ * (crc32.c). */
 uint32_t tpc_crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
+/* crc32.c's two paths, for the tests: zlib's crc32 over chunks; the folding
+ * one (zlib's below 64 bytes; call it only when tpc__crc32_have_clmul()); the
+ * CPU check; the four fold constants (zeros without the folding path). */
+uint32_t tpc__crc32_portable(uint32_t crc, const uint8_t *p, uint64_t n);
+uint32_t tpc__crc32_fast(uint32_t crc, const uint8_t *p, uint64_t n);
+bool tpc__crc32_have_clmul(void);
+extern const uint64_t tpc__crc32_fold_k[4];
 
 /* ----------------------------------------------------------------------- */
 /* Layout (pure functions)                                                  */
