@@ -235,13 +235,14 @@ uint32_t tpc_crc32_parallel(const uint8_t *p, uint64_t n);
  * multiply folding where the CPU has PCLMULQDQ, zlib's crc32 otherwise
  * (crc32.c). */
 uint32_t tpc_crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
-/* crc32.c's two paths, for the tests: zlib's crc32 over chunks; the folding
- * one (zlib's below 64 bytes; call it only when tpc__crc32_have_clmul()); the
- * CPU check; the four fold constants (zeros without the folding path). */
+/* crc32.c's paths, for the tests: zlib's crc32 over chunks; the folding
+ * level the CPU has (0 none, 1 PCLMULQDQ, 2 AVX-512 VPCLMULQDQ); the CRC at
+ * a level (at most the CPU's; each falls back to the one below it for short
+ * buffers); the six fold constants (zeros without the folding paths). */
 uint32_t tpc__crc32_portable(uint32_t crc, const uint8_t *p, uint64_t n);
-uint32_t tpc__crc32_fast(uint32_t crc, const uint8_t *p, uint64_t n);
-bool tpc__crc32_have_clmul(void);
-extern const uint64_t tpc__crc32_fold_k[4];
+int tpc__crc32_level(void);
+uint32_t tpc__crc32_at(int level, uint32_t crc, const uint8_t *p, uint64_t n);
+extern const uint64_t tpc__crc32_fold_k[6];
 
 /* ----------------------------------------------------------------------- */
 /* Layout (pure functions)                                                  */

@@ -1,7 +1,7 @@
 /*
- * test_crc32.c - crc32.c's CRC-32 against zlib's crc32: both paths (carry-less
- * multiply folding where the CPU has it, zlib's everywhere), random lengths
- * around every fold boundary, every 16-byte misalignment, chained updates with
+ * test_crc32.c - crc32.c's CRC-32 against zlib's crc32: every path (zlib's,
+ * and the PCLMULQDQ and AVX-512 VPCLMULQDQ folding where the CPU has them),
+ * every length to 600 (all fold boundaries), every 16-byte misalignment, chained updates with
  * a non-zero starting value, and the fold constants derived from the
  * polynomial.
  */
@@ -42,12 +42,14 @@ static uint64_t fold_k(unsigned e)
 static void test_constants(void **state)
 {
 	(void)state;
-	if (!tpc__crc32_have_clmul())
+	if (!tpc__crc32_level())
 		skip();
 	assert_int_equal(tpc__crc32_fold_k[0], fold_k(4 * 128 + 32));
 	assert_int_equal(tpc__crc32_fold_k[1], fold_k(4 * 128 - 32));
 	assert_int_equal(tpc__crc32_fold_k[2], fold_k(128 + 32));
 	assert_int_equal(tpc__crc32_fold_k[3], fold_k(128 - 32));
+	assert_int_equal(tpc__crc32_fold_k[4], fold_k(4 * 512 + 32));
+	assert_int_equal(tpc__crc32_fold_k[5], fold_k(4 * 512 - 32));
 }
 
 static void test_against_zlib(void **state)
@@ -59,10 +61,10 @@ static void test_against_zlib(void **state)
 	uint64_t s = 0x9E3779B97F4A7C15ULL;
 	for (size_t i = 0; i < CAP + 64; i++)
 		buf[i] = (uint8_t)rnd(&s);
-	bool fast = tpc__crc32_have_clmul();
-	/* every length 0..300 at every alignment 0..15, then random ones */
+	int level = tpc__crc32_level();
+	/* every length 0..600 at every alignment 0..15, then random ones */
 	for (int pass = 0; pass < 2; pass++) {
-		int count = pass ? 2000 : 301 * 16;
+		int count = pass ? 2000 : 601 * 16;
 		for (int i = 0; i < count; i++) {
 			size_t al = pass ? (size_t)(rnd(&s) % 64) : (size_t)(i % 16);
 			size_t n = pass ? (size_t)(rnd(&s) % (rnd(&s) & 1 ? CAP : 4096)) : (size_t)(i / 16);
@@ -71,8 +73,8 @@ static void test_against_zlib(void **state)
 			uint32_t want = (uint32_t)crc32(seed, p, (uInt)n);
 			assert_int_equal(tpc__crc32_portable(seed, p, n), want);
 			assert_int_equal(tpc_crc32_update(seed, p, n), want);
-			if (fast)
-				assert_int_equal(tpc__crc32_fast(seed, p, n), want);
+			for (int l = 1; l <= level; l++)
+				assert_int_equal(tpc__crc32_at(l, seed, p, n), want);
 			size_t cut = n ? (size_t)(rnd(&s) % n) : 0;
 			assert_int_equal(tpc_crc32_update(tpc_crc32_update(seed, p, cut), p + cut, n - cut), want);
 		}
