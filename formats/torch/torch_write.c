@@ -159,7 +159,7 @@ static int write_read(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *out, uin
 		      tpc_err *e)
 {
 	unsigned es = tpc_dtype_size(t->dtype);
-	uint64_t chunk = TPC_GATHER_CHUNK / es * es, small = (64u << 10) / es * es;
+	uint64_t chunk = TPC_GATHER_CHUNK / es * es, small = (64u << 10) / es * es, piece = (1u << 20) / es * es;
 	size_t buflen = 0;
 	uint8_t *buf = NULL;
 	int ret = 0;
@@ -169,6 +169,8 @@ static int write_read(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *out, uin
 		uint8_t *dst = tpc_out_room(out, &room);
 		k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
 		if (dst && room >= es && (uintptr_t)dst % es == 0) {
+			if (k > piece) /* read, then CRC while it is in cache */
+				k = piece;
 			if (k > room)
 				k = room / es * es;
 			if (!(ret = read_out(ck, t, off, k, dst, e))) {
