@@ -181,8 +181,8 @@ static int write_read(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *out, uin
 			if (dst && k > small) /* a ragged end of a staging buffer: a small piece */
 				k = small;
 			if (!buf && !(buf = tpc_scratch_get((size_t)(chunk < t->nbytes ? chunk : t->nbytes), &buflen)))
-				return tpc_err_nomem(e);
-			if (!(ret = read_out(ck, t, off, k, buf, e))) {
+				ret = tpc_err_nomem(e);
+			else if (!(ret = read_out(ck, t, off, k, buf, e))) {
 				c = tpc_crc32_update(c, buf, k);
 				ret = tpc_out_write(out, buf, (size_t)k, e);
 			}
