@@ -624,6 +624,22 @@ static int stage_add(tpc_out *o, const uint8_t *p, const tpc_map *src, uint64_t 
 	return 0;
 }
 
+uint8_t *tpc__dio_room(tpc_out *o, size_t *room)
+{
+	struct tpc_dio *d = o->dio;
+	if (!d || !d->staging || d->on <= 0 || d->stage_off + d->staged != o->size || d->staged >= DIO_STEP)
+		return NULL;
+	*room = DIO_STEP - d->staged;
+	return d->stage + d->staged;
+}
+
+int tpc__dio_room_used(tpc_out *o, size_t k, tpc_err *e)
+{
+	struct tpc_dio *d = o->dio;
+	d->staged += k;
+	return d->staged == DIO_STEP ? stage_spill(o, e) : 0;
+}
+
 /* Can staging start (the file takes direct writes, a buffer is free)? On
  * success *ok says so and the stage is taken. */
 static int stage_can(tpc_out *o, bool *ok, tpc_err *e)

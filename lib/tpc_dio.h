@@ -90,6 +90,14 @@ int tpc__dio_copy(tpc_out *o, const tpc_map *src, uint64_t *s, uint64_t *len, ui
 int tpc__dio_stage_copy(tpc_out *o, const tpc_map *src, uint64_t s, uint64_t len, uint64_t d, bool *done,
 			tpc_err *e);
 
+/* The staging buffer's free bytes at the output's end, for a writer that
+ * reads its next bytes straight into them (*room of them, > 0), or NULL when
+ * the output is not staging there (tpc_out_write's own path applies). */
+uint8_t *tpc__dio_room(tpc_out *o, size_t *room);
+/* k bytes (at most *room) were put where tpc__dio_room pointed: staged, and
+ * a full buffer written as stage_add writes it. */
+int tpc__dio_room_used(tpc_out *o, size_t k, tpc_err *e);
+
 /* Write out what is staged; with `drain`, also wait for every direct write
  * in flight (the first failure returned). */
 int tpc__dio_flush(tpc_out *o, bool drain, tpc_err *e);

@@ -785,6 +785,19 @@ int tpc_out_write(tpc_out *o, const void *p, size_t n, tpc_err *e)
 	return ret;
 }
 
+uint8_t *tpc_out_room(tpc_out *o, size_t *room)
+{
+	return tpc__dio_room(o, room);
+}
+
+int tpc_out_room_used(tpc_out *o, size_t k, tpc_err *e)
+{
+	int ret = tpc__dio_room_used(o, k, e);
+	if (!ret)
+		o->size += k;
+	return ret;
+}
+
 int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t len,
 		    uint64_t dst_off, tpc_err *e)
 {

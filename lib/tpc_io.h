@@ -137,6 +137,15 @@ struct iovec;
 int tpc_out_writev(tpc_out *o, struct iovec *iov, int n, tpc_err *e);
 /* Positioned write (does not move the sequential position). */
 int tpc_out_pwrite(tpc_out *o, const void *p, size_t n, uint64_t off, tpc_err *e);
+/* Where the next bytes of a sequential write can be put in place: a pointer
+ * into the output's staging buffer for direct writes with room for *room
+ * bytes (> 0), or NULL when the output is not staging at its end (write with
+ * tpc_out_write then, which may start staging). A writer that fills the
+ * room itself (a read straight into it) saves tpc_out_write's copy. */
+uint8_t *tpc_out_room(tpc_out *o, size_t *room);
+/* The first k bytes (k <= *room) of that room now hold the output's next
+ * bytes: they are written as tpc_out_write would have written them. */
+int tpc_out_room_used(tpc_out *o, size_t k, tpc_err *e);
 /* Copy `len` bytes from `src` at `src_off` to the current position, in the
  * kernel (copy_file_range) when possible, else through large pwrites from the
  * mapping. */

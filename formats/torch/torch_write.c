@@ -149,6 +149,56 @@ static int place_storages(writer *wr, const int64_t *sel, size_t nsel, tpc_err *
 	return ret;
 }
 
+/* The storage's bytes read (gathered, cast) and written, their CRC taken on
+ * the way. While the output stages direct writes, each piece is read straight
+ * into the staging buffer (tpc_out_room): the bytes are copied once, by the
+ * read, and the CRC reads them while they are in cache. Otherwise, and for a
+ * room too small for one element, a piece goes through a scratch buffer and
+ * tpc_out_write. */
+static int write_read(const tpc_ckpt *ck, const tpc_tensor *t, tpc_out *out, uint32_t *crc, tpc_progress *prog,
+		      tpc_err *e)
+{
+	unsigned es = tpc_dtype_size(t->dtype);
+	uint64_t chunk = TPC_GATHER_CHUNK / es * es, small = (64u << 10) / es * es, piece = (1u << 20) / es * es;
+	size_t buflen = 0;
+	uint8_t *buf = NULL;
+	int ret = 0;
+	uint32_t c = 0;
+	for (uint64_t off = 0, k; off < t->nbytes && !ret; off += k) {
+		size_t room = 0;
+		uint8_t *dst = tpc_out_room(out, &room);
+		k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+		if (dst && room >= es && (uintptr_t)dst % es == 0) {
+			if (k > piece) /* read, then CRC while it is in cache */
+				k = piece;
+			if (k > room)
+				k = room / es * es;
+			if (!(ret = read_out(ck, t, off, k, dst, e))) {
+				c = tpc_crc32_update(c, dst, k);
+				ret = tpc_out_room_used(out, (size_t)k, e);
+			}
+		} else {
+			if (dst && k > small) /* a ragged end of a staging buffer: a small piece */
+				k = small;
+			if (!buf && !(buf = tpc_scratch_get((size_t)(chunk < t->nbytes ? chunk : t->nbytes), &buflen)))
+				ret = tpc_err_nomem(e);
+			else if (!(ret = read_out(ck, t, off, k, buf, e))) {
+				c = tpc_crc32_update(c, buf, k);
+				ret = tpc_out_write(out, buf, (size_t)k, e);
+			}
+		}
+		if (!ret) {
+			tpc_progress_add(prog, k);
+			tpc_ckpt_drop_range(ck, t, off, k);
+		}
+	}
+	if (buf)
+		tpc_scratch_put(buf, buflen);
+	tpc_ckpt_drop_pages(ck, t);
+	*crc = c;
+	return ret;
+}
+
 static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, tpc_out *out,
 			 const char *name, tpc_progress *prog, tpc_err *e)
 {
@@ -171,26 +221,7 @@ static int write_storage(const tpc_ckpt *ck, const tpc_tensor *t, tpc_zipw *zw, 
 		ret = tpc_out_copy(out, m, t->offset, t->nbytes, e);
 		tpc_progress_add(prog, t->nbytes);
 	} else if (t->nbytes) {
-		unsigned es = tpc_dtype_size(t->dtype);
-		uint64_t chunk = TPC_GATHER_CHUNK / es * es;
-		size_t buflen = 0;
-		uint8_t *buf = tpc_scratch_get((size_t)(chunk < t->nbytes ? chunk : t->nbytes), &buflen);
-		if (!buf)
-			return tpc_err_nomem(e);
-		crc = 0;
-		for (uint64_t off = 0; off < t->nbytes && !ret; off += chunk) {
-			uint64_t k = t->nbytes - off < chunk ? t->nbytes - off : chunk;
-			ret = read_out(ck, t, off, k, buf, e);
-			if (!ret) {
-				crc = tpc_crc32_update(crc, buf, k);
-				ret = tpc_out_write(out, buf, (size_t)k, e);
-				tpc_progress_add(prog, k);
-			}
-			if (!ret)
-				tpc_ckpt_drop_range(ck, t, off, k);
-		}
-		tpc_scratch_put(buf, buflen);
-		tpc_ckpt_drop_pages(ck, t);
+		ret = write_read(ck, t, out, &crc, prog, e);
 	}
 	if (ret) {
 		tpc_err_tensor(e, t->name);

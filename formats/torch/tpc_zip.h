@@ -231,8 +231,18 @@ bool tpc_zip_is_lfs_pointer(const uint8_t *p, uint64_t n);
 /* CRC-32 (zlib's) of p[0..n); for large n split across OpenMP threads and
  * joined with crc32_combine64. n may exceed 4 GiB. */
 uint32_t tpc_crc32_parallel(const uint8_t *p, uint64_t n);
-/* Continue a CRC-32 serially (zlib crc32 over chunks; n may exceed 4 GiB). */
+/* Continue a CRC-32 serially (zlib's value; n may exceed 4 GiB): carry-less
+ * multiply folding where the CPU has PCLMULQDQ, zlib's crc32 otherwise
+ * (crc32.c). */
 uint32_t tpc_crc32_update(uint32_t crc, const uint8_t *p, uint64_t n);
+/* crc32.c's paths, for the tests: zlib's crc32 over chunks; the folding
+ * level the CPU has (0 none, 1 PCLMULQDQ, 2 AVX-512 VPCLMULQDQ); the CRC at
+ * a level (at most the CPU's; each falls back to the one below it for short
+ * buffers); the six fold constants (zeros without the folding paths). */
+uint32_t tpc__crc32_portable(uint32_t crc, const uint8_t *p, uint64_t n);
+int tpc__crc32_level(void);
+uint32_t tpc__crc32_at(int level, uint32_t crc, const uint8_t *p, uint64_t n);
+extern const uint64_t tpc__crc32_fold_k[6];
 
 /* ----------------------------------------------------------------------- */
 /* Layout (pure functions)                                                  */

@@ -18,63 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "tpc_util.h"
-
-/* ----------------------------------------------------------------------- */
-/* CRC-32                                                                   */
-
-uint32_t tpc_crc32_update(uint32_t crc, const uint8_t *p, uint64_t n)
-{
-	uLong c = crc;
-	while (n) {
-		uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n; /* zlib takes uInt lengths */
-		c = crc32(c, p, k);
-		p += k;
-		n -= k;
-	}
-	return (uint32_t)c;
-}
-
-uint32_t tpc_crc32_parallel(const uint8_t *p, uint64_t n)
-{
-	enum { PER_THREAD_MIN = 8 << 20, MAX_PARTS = 256 };
-	uint32_t crc = 0;
-	int parts = 1;
-#ifdef _OPENMP
-	if (n >= 2 * (uint64_t)PER_THREAD_MIN && !omp_in_parallel()) {
-		uint64_t most = n / PER_THREAD_MIN;
-		parts = omp_get_max_threads();
-		if ((uint64_t)parts > most)
-			parts = (int)most;
-		if (parts > MAX_PARTS)
-			parts = MAX_PARTS;
-	}
-#endif
-	if (parts <= 1) {
-		crc = tpc_crc32_update(0, p, n);
-	} else {
-		uint32_t part[MAX_PARTS];
-		uint64_t chunk = n / (uint64_t)parts;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
-#endif
-		for (int i = 0; i < parts; i++) {
-			uint64_t off = (uint64_t)i * chunk;
-			uint64_t len = i == parts - 1 ? n - off : chunk;
-			part[i] = tpc_crc32_update(0, p + off, len);
-		}
-		crc = part[0];
-		for (int i = 1; i < parts; i++) {
-			uint64_t len = i == parts - 1 ? n - (uint64_t)i * chunk : chunk;
-			crc = (uint32_t)crc32_combine64(crc, part[i], (z_off64_t)len);
-		}
-	}
-	return crc;
-}
 
 /* ----------------------------------------------------------------------- */
 /* Reader                                                                   */

@@ -59,11 +59,17 @@ both "reshard tp 2 -> 4" "$T/r4" "$T/rb4" "$TPCONV" shard "$T/d2" --tp 4 "${F[@]
 mkdir -p "$T/c1" "$T/c2" "$T/t1" "$T/t2"
 both "convert --dtype bf16 (staged writes)" "$T/c1" "$T/c2" "$TPCONV" convert "$T/src.safetensors" --dtype bf16 -o {}/c.safetensors
 both "convert to a torch zip" "$T/t1" "$T/t2" "$TPCONV" convert "$T/src.safetensors" -o {}/c.pt
+# torch storages read (cast, gathered) straight into the staging buffers
+# (tpc_out_room), their CRC taken there: a cast, and megatron-dist's row slices
+mkdir -p "$T/tc1" "$T/tc2"
+both "convert --dtype bf16 to a torch zip (read into the staging buffers)" "$T/tc1" "$T/tc2" "$TPCONV" convert "$T/src.safetensors" --dtype bf16 -o {}/c.pt
+both "shard tp 2 --layout megatron-dist (slices read into the staging buffers)" "$T/ms1" "$T/ms2" "$TPCONV" shard "$T/src.safetensors" --tp 2 "${F[@]}" --layout megatron-dist -o {}
 # a write the queue reports as failed: a file size limit (SIGXFSZ is ignored,
 # so the writes fail with EFBIG), exit 4, nothing left behind
 mkdir -p "$T/lim"
-for out in l.safetensors l.pt; do
-  (ulimit -f 20000; TPCONV_DIRECT=1 exec "$TPCONV" convert "$T/src.safetensors" -o "$T/lim/$out" -q) >"$T/out" 2>"$T/err"
+for out in l.safetensors l.pt l16.pt; do
+  cast=() lim=20000; [ "$out" = l16.pt ] && cast=(--dtype bf16) lim=8000
+  (ulimit -f $lim; TPCONV_DIRECT=1 exec "$TPCONV" convert "$T/src.safetensors" "${cast[@]}" -o "$T/lim/$out" -q) >"$T/out" 2>"$T/err"
   rc=$?
   if [ "$rc" = 4 ] && grep -q "File too large" "$T/err" && [ -z "$(ls -A "$T/lim")" ]; then
     ok "direct writes past a file size limit (${out##*.}): exit 4, nothing left"
