@@ -783,9 +783,10 @@ static int operand(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t r, int64_t
 	return ret;
 }
 
-/* Full rows [R0, R0 + nr) of the image [.., C] into V. op: operand(). */
+/* Full rows [R0, R0 + nr) of the image [.., C] into V, the delta added to
+ * columns [j0, j0 + J) (the rest is the base's, for a window). op: operand(). */
 static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int64_t nr, int64_t C, int64_t r,
-		     const float *op, float *V, float *co, tpc_err *e)
+		     const float *op, float *V, float *co, int64_t j0, int64_t J, tpc_err *e)
 {
 	int ret = 0;
 	/* a plain base is read by the threads, each its own rows; a computed
@@ -837,7 +838,7 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 				continue;
 			}
 		}
-		tpc__lora_kernel(V + lo * C, co + lo * r, op, n, C, r, s);
+		tpc__lora_kernel(V + lo * C + j0, co + lo * r, op + j0, n, J, C, r, s);
 	}
 	if (failed)
 		return failed;
@@ -906,7 +907,10 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 			take = cnt;
 		/* whole rows of a full-width image are made where they go */
 		bool direct = I == C && !skip && take == (uint64_t)nr * (uint64_t)C;
-		if ((ret = lora_rows(ck, dq, dq->r0 + o0, nr, C, r, op, direct ? dst : V, co, e)))
+		/* the delta of the window's columns only, but for DoRA's row norms */
+		const bool all = dq->lora_dora == 1;
+		if ((ret = lora_rows(ck, dq, dq->r0 + o0, nr, C, r, op, direct ? dst : V, co, all ? 0 : dq->c0,
+				     all ? C : I, e)))
 			break;
 		/* else the window's columns of each row, from `skip` of the first */
 		for (uint64_t q = 0; !direct && q < take;) {

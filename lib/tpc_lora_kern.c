@@ -73,7 +73,8 @@ size_t tpc__lora_kernels(tpc_lora_kern_fn all[3])
 	return n;
 }
 
-void tpc__lora_kernel(float *V, const float *co, const float *op, int64_t nr, int64_t C, int64_t r, float s)
+void tpc__lora_kernel(float *V, const float *co, const float *op, int64_t nr, int64_t C, int64_t ld, int64_t r,
+		      float s)
 {
 	static kern_fn fn;
 	kern_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
@@ -81,5 +82,5 @@ void tpc__lora_kernel(float *V, const float *co, const float *op, int64_t nr, in
 		f = pick();
 		__atomic_store_n(&fn, f, __ATOMIC_RELAXED);
 	}
-	f(V, co, op, nr, C, r, s);
+	f(V, co, op, nr, C, ld, r, s);
 }

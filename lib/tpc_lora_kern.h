@@ -5,14 +5,14 @@
  * defined; not a header of its own.
  *
  * V[o, j] = V[o, j] + (P[o, j] * s), P[o, j] = sum over k = 0..r-1 in that
- * order of co[o, k] * op[k, j], every product and every sum rounded to f32
+ * order of co[o, k] * op[k, j] for j < C (V's and op's rows ld apart), every product and every sum rounded to f32
  * (separate multiply and add, never fused: tpc_lora.h). A tile is LK_MR rows
  * by LK_NV vectors of columns held in registers while k runs, so each element
  * keeps its own order of sums while the lanes run side by side; columns go
  * in blocks whose slice of op stays in the first-level cache across rows.
  */
 LK_ATTR static void LK_NAME(float *restrict V, const float *restrict co, const float *restrict op, int64_t nr,
-			    int64_t C, int64_t r, float s)
+			    int64_t C, int64_t ld, int64_t r, float s)
 {
 	typedef float vf __attribute__((vector_size(LK_VB)));
 	enum { VL = LK_VB / 4, W = VL * LK_NV };
@@ -30,7 +30,7 @@ LK_ATTR static void LK_NAME(float *restrict V, const float *restrict co, const f
 					acc[m][v] = (vf){0};
 			}
 			const float *a = op + j;
-			for (int64_t k = 0; k < r; k++, a += C) {
+			for (int64_t k = 0; k < r; k++, a += ld) {
 				vf x[LK_NV];
 #pragma GCC unroll 8
 				for (int v = 0; v < LK_NV; v++)
@@ -49,7 +49,7 @@ LK_ATTR static void LK_NAME(float *restrict V, const float *restrict co, const f
 			for (int m = 0; m < LK_MR; m++) {
 				if (m >= mr)
 					break;
-				float *row = V + (o + m) * C + j;
+				float *row = V + (o + m) * ld + j;
 #pragma GCC unroll 8
 				for (int v = 0; v < LK_NV; v++) {
 					vf w, d = acc[m][v] * s;
@@ -66,11 +66,11 @@ LK_ATTR static void LK_NAME(float *restrict V, const float *restrict co, const f
 		for (int64_t j = Cv; j < C; j++) {
 			float ac = 0;
 			for (int64_t k = 0; k < r; k++) {
-				float p = c[k] * op[k * C + j];
+				float p = c[k] * op[k * ld + j];
 				ac = ac + p;
 			}
 			float d = ac * s;
-			V[o * C + j] = V[o * C + j] + d;
+			V[o * ld + j] = V[o * ld + j] + d;
 		}
 	}
 }
