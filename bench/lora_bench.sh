@@ -71,7 +71,7 @@ with open(os.path.join(ad, "adapter_config.json"), "w") as f:
 print("# adapter:", len(out) // 2, "modules, r", r, round(off / 1e6, 1), "MB")
 PY
 fi
-SIZE=$(awk "BEGIN{printf \"%.2f GB\", $(stat -c %s "$ST") / 1e9}")
+SIZE=$(awk "BEGIN{printf \"%.2f GB\", $(stat -L -c %s "$ST") / 1e9}")
 
 # timed LABEL OUTPUT CMD...: SECS (fastest of REPS), RSS (KiB, largest); the
 # base read into the page cache before each (untimed), as floor.sh's WARM

@@ -19,6 +19,7 @@
 
 #define LORA_PREFIX "base_model.model."
 #define LORA_STEP_ELEMS (1u << 20) /* image elements computed per step */
+#define LORA_TILE_ROWS 32          /* rows a thread reads and merges at a time */
 
 /* ---- adapter_config.json ---- */
 
@@ -782,22 +783,16 @@ static int operand(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t r, int64_t
 	return ret;
 }
 
-/* ac[j] += b * x[j] for j < n, the product rounded, then the sum (no FMA):
- * the step of P's sum over k */
-__attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) static void axpy(float *restrict ac, const float *restrict x, float b, int64_t n)
-{
-	for (int64_t j = 0; j < n; j++) {
-		float p = b * x[j];
-		ac[j] = ac[j] + p;
-	}
-}
-
-/* Full rows [R0, R0 + nr) of the image [.., C] into V. op: operand(). */
+/* Full rows [R0, R0 + nr) of the image [.., C] into V, the delta added to
+ * columns [j0, j0 + J) (the rest is the base's, for a window). op: operand(). */
 static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int64_t nr, int64_t C, int64_t r,
-		     const float *op, float *V, float *acc, float *co, tpc_err *e)
+		     const float *op, float *V, float *co, int64_t j0, int64_t J, tpc_err *e)
 {
-	int ret = read_f32(ck, &dq->c[0], (uint64_t)(R0 * C), (uint64_t)(nr * C), V, e);
-	if (ret)
+	int ret = 0;
+	/* a plain base is read by the threads, each its own rows; a computed
+	 * one (another adapter, a dequantized weight) here, as it reads itself */
+	const bool plain = !dq->c[0].dq;
+	if (!plain && (ret = read_f32(ck, &dq->c[0], (uint64_t)(R0 * C), (uint64_t)(nr * C), V, e)))
 		return ret;
 	/* the row's coefficients: B[o, :] (Linear), A[:, i] (transposed) */
 	if (dq->lora_mode == 0) {
@@ -817,25 +812,36 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 	if (ret)
 		return ret;
 	const float s = dq->lora_scale;
-	/* rows are independent: threads take rows, each with its own sum row */
+	/* rows are independent: threads take LORA_TILE_ROWS at a time (a busy
+	 * core's share goes to the other), read them and add their delta */
+	const int64_t nchunk = (nr + LORA_TILE_ROWS - 1) / LORA_TILE_ROWS;
+	int failed = 0;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (nr > 1 && (uint64_t)nr * (uint64_t)C * (uint64_t)r >= (1u << 18))
+#pragma omp parallel for schedule(dynamic, 1) if (nchunk > 1 && (uint64_t)nr * (uint64_t)C * (uint64_t)r >= (1u << 18))
 #endif
-	for (int64_t o = 0; o < nr; o++) {
-		float *row = V + o * C, *ac = acc;
+	for (int64_t q = 0; q < nchunk; q++) {
+		const int64_t lo = q * LORA_TILE_ROWS, n = nr - lo < LORA_TILE_ROWS ? nr - lo : LORA_TILE_ROWS;
+		if (__atomic_load_n(&failed, __ATOMIC_RELAXED))
+			continue;
+		if (plain) {
+			tpc_err le;
+			tpc_err_init(&le);
+			int rc = read_f32(ck, &dq->c[0], (uint64_t)((R0 + lo) * C), (uint64_t)(n * C), V + lo * C, &le);
+			if (rc) {
 #ifdef _OPENMP
-		ac = acc + (int64_t)omp_get_thread_num() * C;
+#pragma omp critical(tpc_lora_err)
 #endif
-		const float *cf = co + o * r;
-		/* P = sum over k in order of the products, each rounded (no FMA) */
-		memset(ac, 0, (size_t)C * sizeof(float));
-		for (int64_t k = 0; k < r; k++)
-			axpy(ac, op + k * C, cf[k], C);
-		for (int64_t j = 0; j < C; j++) {
-			float d = ac[j] * s;
-			row[j] = row[j] + d;
+				if (!failed) {
+					*e = le;
+					__atomic_store_n(&failed, rc, __ATOMIC_RELAXED);
+				}
+				continue;
+			}
 		}
+		tpc__lora_kernel(V + lo * C + j0, co + lo * r, op + j0, n, J, C, r, s);
 	}
+	if (failed)
+		return failed;
 	if (dq->lora_dora == 1) {
 		float *mg = tpc_malloc((size_t)nr * sizeof(float));
 		ret = !mg ? tpc_err_nomem(e) : read_f32(ck, &dq->c[3], (uint64_t)R0, (uint64_t)nr, mg, e);
@@ -887,12 +893,8 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	if (per > span)
 		per = span;
 	float *op = NULL, *V = tpc_malloc((size_t)(per * (uint64_t)C) * sizeof(float));
-	int nth = 1;
-#ifdef _OPENMP
-	nth = omp_get_max_threads();
-#endif
-	float *acc = tpc_malloc((size_t)nth * (size_t)C * sizeof(float)), *co = tpc_malloc((size_t)(per * (uint64_t)r) * sizeof(float));
-	if (!V || !acc || !co)
+	float *co = tpc_malloc((size_t)(per * (uint64_t)r) * sizeof(float));
+	if (!V || !co)
 		ret = tpc_err_nomem(e);
 	else
 		ret = operand(ck, dq, r, C, &op, e);
@@ -900,15 +902,23 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 		int64_t o0 = (int64_t)(e0 / (uint64_t)I);
 		uint64_t skip = e0 % (uint64_t)I, need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
-		if ((ret = lora_rows(ck, dq, dq->r0 + o0, nr, C, r, op, V, acc, co, e)))
-			break;
-		/* the window's columns of each row, from `skip` of the first */
 		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
 		if (take > cnt)
 			take = cnt;
-		for (uint64_t q = 0; q < take; q++) {
-			uint64_t at = skip + q;
-			dst[q] = V[(at / (uint64_t)I) * (uint64_t)C + (uint64_t)dq->c0 + at % (uint64_t)I];
+		/* whole rows of a full-width image are made where they go */
+		bool direct = I == C && !skip && take == (uint64_t)nr * (uint64_t)C;
+		/* the delta of the window's columns only, but for DoRA's row norms */
+		const bool all = dq->lora_dora == 1;
+		if ((ret = lora_rows(ck, dq, dq->r0 + o0, nr, C, r, op, direct ? dst : V, co, all ? 0 : dq->c0,
+				     all ? C : I, e)))
+			break;
+		/* else the window's columns of each row, from `skip` of the first */
+		for (uint64_t q = 0; !direct && q < take;) {
+			uint64_t at = skip + q, col = at % (uint64_t)I, run = (uint64_t)I - col;
+			if (run > take - q)
+				run = take - q;
+			memcpy(dst + q, V + (at / (uint64_t)I) * (uint64_t)C + (uint64_t)dq->c0 + col, (size_t)run * sizeof(float));
+			q += run;
 		}
 		dst += take;
 		e0 += take;
@@ -916,7 +926,6 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	}
 	free(op);
 	free(V);
-	free(acc);
 	free(co);
 out:
 	if (ret)

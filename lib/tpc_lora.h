@@ -117,5 +117,15 @@ void tpc__dq_free(tpc_dequant *dq);
 
 /* tpc_ckpt_read_bytes of a TPC_DQ_LORA tensor: F32 elements [e0, e0+cnt). */
 int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e);
+/* V[o, j] += (sum over k in order of co[o, k] * op[k, j]) * s for rows
+ * o < nr and columns j < C of V [nr, ld], co [nr, r], op [r, ld]: the
+ * arithmetic above, in the widest vectors the CPU has (tpc_lora_kern.c);
+ * the same bits on any. */
+void tpc__lora_kernel(float *V, const float *co, const float *op, int64_t nr, int64_t C, int64_t ld, int64_t r,
+		      float s);
+/* Every variant of it this CPU runs, the baseline first, the one
+ * tpc__lora_kernel uses last: how many (at most 3). For the tests. */
+typedef void (*tpc_lora_kern_fn)(float *, const float *, const float *, int64_t, int64_t, int64_t, int64_t, float);
+size_t tpc__lora_kernels(tpc_lora_kern_fn all[3]);
 
 #endif
