@@ -78,15 +78,13 @@ __attribute__((target("pclmul,sse2"))) static uint32_t fold_rest(__m128i x0, __m
 {
 	const __m128i k12 = _mm_set_epi64x((long long)K2, (long long)K1);
 	const __m128i k34 = _mm_set_epi64x((long long)K4, (long long)K3);
-	for (; n >= 64; p += 64, n -= 64) {
-		x0 = fold(x0, k12, LD(p));
-		x1 = fold(x1, k12, LD(p + 16));
-		x2 = fold(x2, k12, LD(p + 32));
-		x3 = fold(x3, k12, LD(p + 48));
-	}
-	x0 = fold(x0, k34, x1);
-	x0 = fold(x0, k34, x2);
-	x0 = fold(x0, k34, x3);
+	__m128i x[4] = {x0, x1, x2, x3};
+	for (; n >= 64; p += 64, n -= 64)
+		for (int j = 0; j < 4; j++)
+			x[j] = fold(x[j], k12, LD(p + 16 * j));
+	for (int j = 1; j < 4; j++) /* the lanes into one */
+		x[0] = fold(x[0], k34, x[j]);
+	x0 = x[0];
 	for (; n >= 16; p += 16, n -= 16)
 		x0 = fold(x0, k34, LD(p));
 	uint8_t last[16];
