@@ -23,7 +23,9 @@
 #        default /var/cache/tpconv-interop/forky; when it is absent or
 #        incomplete, or without root, the reference rows are skipped with a
 #        WARNING on stderr and a line in the rows), OUTTYPES (default "f32 f16
-#        bf16 q8_0 q4_k_m"), REFTYPES (default "f32 q8_0 q4_k_m"), HIDDEN and
+#        bf16 q8_0 q4_k_m"), REFTYPES (default "f32 q8_0 q4_k_m"), QTYPES
+#        (llama-quantize types timed alone from one reference f32, each also in
+#        OUTTYPES: its file compared with tpconv's; default none), HIDDEN and
 #        LAYERS (default 2048 and 24, the 4.74 GB model; HIDDEN=512 LAYERS=2,
 #        150 MB, shows the script works without measuring anything)
 set -eu
@@ -93,7 +95,7 @@ for ot in $OUTTYPES; do
   cat "$ST" >/dev/null
   run "tpconv -> GGUF $ot" "$DIR/g-$ot.gguf" "$TPCONV" convert "$M" -o "$DIR/g-$ot.gguf" --outtype $ot -q
   row "tpconv convert -> GGUF $ot" "$KC" "$([ $ot = f32 ] && echo 1.2x)"
-  [ $ot = f32 ] || [ $ot = q8_0 ] || [ $ot = q4_k_m ] || rm -f "$DIR/g-$ot.gguf"
+  case " f32 q8_0 q4_k_m ${QTYPES:-} " in *" $ot "*) ;; *) rm -f "$DIR/g-$ot.gguf" ;; esac
 done
 
 # the reference runs in make interop's chroot (tests/interop/chroot.sh, its
@@ -152,6 +154,23 @@ elif [ "$REF" = 1 ]; then
     printf 'files %s: tpconv and the reference %s\n' "$ot" "$same" | tee -a "$ROWS"
     rm -f "$R/ref-$ot.gguf"
   done
+  # llama-quantize alone, type by type, from one reference f32 (QTYPES: the
+  # llama-quantize types to time beside tpconv's one pass, which OUTTYPES
+  # must hold too; issue 45's "faster than llama-quantize alone for every type")
+  if [ -n "${QTYPES:-}" ]; then
+    cat "$ST" >/dev/null
+    run "convert_hf_to_gguf.py -> f32 (for llama-quantize)" "$R/ref-f32q.gguf" "$IN" "$R" \
+      "python3 ref_convert.py gguf-llama --outtype f32 --outfile ref-f32q.gguf"
+    for qt in $QTYPES; do
+      cat "$R/ref-f32q.gguf" >/dev/null
+      run "llama-quantize $qt" "$R/ref-$qt.gguf" "$IN" "$R" "llama-quantize ref-f32q.gguf ref-$qt.gguf $qt"
+      row "llama-quantize $qt of the reference's f32 (alone)" "" ""
+      if cmp -s "$R/ref-$qt.gguf" "$DIR/g-$qt.gguf"; then same=identical; else same=DIFFERENT; fi
+      printf 'files %s: tpconv and llama-quantize %s\n' "$qt" "$same" | tee -a "$ROWS"
+      rm -f "$R/ref-$qt.gguf"
+    done
+    rm -f "$R/ref-f32q.gguf"
+  fi
   rm -rf "$R"
 fi
 rm -f "$DIR"/g-*.gguf
