@@ -100,8 +100,11 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
 /* --lora DIR[:WEIGHT] (convert, shard): the PEFT LoRA adapter in folder DIR
  * (adapter_config.json, adapter_model.safetensors or .bin) merged into ck
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
- * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
-int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
+ * `strict`: the .bin's pickle under --strict; `base` (may be NULL) the base
+ * checkpoint's path, whose config.json (with `set`'s --config) names its
+ * family. 0 or an exit status (said). */
+struct tpc_cli_set;
+int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict, const char *base, const struct tpc_cli_set *set);
 /* A PEFT adapter folder opened: its adapter_config.json and its weights
  * (adapter_model.safetensors, else adapter_model.bin). Closing one that
  * failed to open, or was never opened but zeroed, is fine. */

@@ -542,7 +542,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	}
 	/* LoRA adapters: the merged weights computed slice by slice as well */
 	for (int k = 0; k < s->nlora; k++)
-		if ((ret = tpc_cli_lora(s->lora[k], &in->ck, s->so.strict)))
+		if ((ret = tpc_cli_lora(s->lora[k], &in->ck, s->so.strict, s->in, &s->set)))
 			return ret;
 	if (!in->have_plan)
 		return tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tpc_cast.h"
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_lora.h"
 #include "tpc_regex.h"
@@ -58,7 +59,7 @@ int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, cons
 {
 	/* members whose adapter a merge into the unchanged base cannot express */
 	static const char *const refused[] = {
-		"target_parameters", "alora_invocation_tokens", "use_qalora", "layer_replication",
+		"alora_invocation_tokens", "use_qalora", "layer_replication",
 		"trainable_token_indices", "arrow_config", "use_bdlora",
 	};
 	int ret = 0;
@@ -121,9 +122,28 @@ int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, cons
 	if ((ret = json_bool(j, "use_rslora", &c->rslora, path, e)) || (ret = json_bool(j, "fan_in_fan_out", &c->fifo, path, e)) ||
 	    (ret = json_bool(j, "use_dora", &c->dora, path, e)) || (ret = json_bool(j, "lora_bias", &c->lora_bias, path, e)))
 		goto out;
+	const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "target_parameters"), *it;
+	if (tp && !cJSON_IsNull(tp) && !cJSON_IsArray(tp)) {
+		ret = cfg_bad(e, path, "'%s' is not a list", "target_parameters");
+		goto out;
+	}
+	cJSON_ArrayForEach(it, tp)
+	{
+		if (!cJSON_IsString(it) || !it->valuestring[0]) {
+			ret = cfg_bad(e, path, "'%s' holds something that is not a parameter name", "target_parameters");
+			goto out;
+		}
+	}
+	/* PEFT's ParamWrapper refuses these (tuners/lora/layer.py at 5d602fd,
+	 * ParamWrapper.__init__ L2275-2283): no such adapter is saved */
+	if (json_set(j, "target_parameters") && (c->dora || c->lora_bias || c->fifo)) {
+		ret = cfg_bad(e, path, "target_parameters with %s: PEFT's ParamWrapper does not make such an adapter",
+			      c->dora ? "use_dora" : c->lora_bias ? "lora_bias" : "fan_in_fan_out");
+		goto out;
+	}
 	static const char *const pats[] = {"rank_pattern", "alpha_pattern"};
 	for (int k = 0; k < 2; k++) {
-		const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, pats[k]), *it;
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, pats[k]);
 		if (p && !cJSON_IsNull(p) && !cJSON_IsObject(p)) {
 			ret = cfg_bad(e, path, "'%s' is not an object", pats[k]);
 			goto out;
@@ -258,6 +278,7 @@ typedef struct lmod {
 	int64_t base, bias;  /* ck tensors */
 	int mode, dora;
 	float s;
+	int64_t ne, epr;     /* experts (a ParamWrapper over a 3-D parameter): count, rows each */
 } lmod;
 
 typedef struct plan {
@@ -374,12 +395,112 @@ static int bad_shape(tpc_err *e, const tpc_ckpt *ad, int64_t ai, const tpc_tenso
 			  why ? ": " : "", why ? why : "");
 }
 
+/* Whether base tensor W [E, d1, d2] (or [out, in], E 1) fits PEFT's
+ * ParamWrapper A [E * r, in], B [out, r * E] (tuners/lora/layer.py
+ * _get_in_out_features, update_layer): mode 0 the experts' matrices are
+ * [out, in] ([E, d1, d2] with in = d2: transformers' fused experts), mode 1
+ * [in, out] (is_transposed: gpt-oss, Llama 4); -1 neither, 2 both (square). */
+static int param_fit(const tpc_tensor *W, const tpc_tensor *A, const tpc_tensor *B, int64_t r)
+{
+	if (W->ndim == 2)
+		return A->shape[0] == r && B->shape[1] == r && A->shape[1] == W->shape[1] && B->shape[0] == W->shape[0] ? 0 : -1;
+	if (W->ndim != 3 || W->shape[0] < 1 || A->shape[0] != r * W->shape[0] || B->shape[1] != r * W->shape[0])
+		return -1;
+	bool n = A->shape[1] == W->shape[2] && B->shape[0] == W->shape[1];
+	bool t = A->shape[1] == W->shape[1] && B->shape[0] == W->shape[2];
+	return n && t ? 2 : n ? 0 : t ? 1 : -1;
+}
+
+/* A module of PEFT's ParamWrapper (target_parameters, PEFT >= 0.17): its
+ * lora_A/B adapt one parameter of the module named by the key less its
+ * ".base_layer"s (a wrapper around a wrapper: the same module's next
+ * parameter; tuners_utils.py _inject_parameters). The parameter is the one
+ * target_parameters names for that module whose base tensor fits the shapes;
+ * none or two: refused. */
+static int resolve_param(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
+{
+	char mod[512], key[600], tried[600] = "", msg[1400];
+	const tpc_tensor *A = &ad->t[m->t[K_A]], *B = &ad->t[m->t[K_B]];
+	const char *an = A->name;
+	size_t n = 0;
+	for (const char *p = m->name; *p && n + 1 < sizeof(mod);) {
+		if (!strncmp(p, ".base_layer", 11) && (!p[11] || p[11] == '.')) {
+			p += 11;
+			continue;
+		}
+		mod[n++] = *p++;
+	}
+	mod[n] = 0;
+	if (A->ndim != 2 || B->ndim != 2)
+		return bad_key(e, an, "module '%s' (target_parameters): lora_A and lora_B are not 2-D", m->name);
+	const cJSON *it, *tp = cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "target_parameters");
+	int64_t found = -1;
+	cJSON_ArrayForEach(it, tp)
+	{
+		const char *pn = it->valuestring, *dot = strrchr(pn, '.');
+		snprintf(key, sizeof(key), "%s.%s", mod, dot ? dot + 1 : pn);
+		size_t kl = strlen(key), pl = strlen(pn);
+		if (strcmp(key, pn) && !(kl > pl && key[kl - pl - 1] == '.' && !strcmp(key + kl - pl, pn)))
+			continue;
+		int64_t bi = tpc_ckpt_find(ck, key), r;
+		double alpha;
+		int ret = tpc_lora_rank_alpha(c, key, &r, &alpha, e);
+		if (ret)
+			return ret;
+		if (bi < 0 || param_fit(&ck->t[bi], A, B, r) < 0) {
+			size_t tl = strlen(tried);
+			snprintf(tried + tl, sizeof(tried) - tl, "%s'%s'%s", tl ? ", " : "", key, bi < 0 ? " (not in the base)" : "");
+			continue;
+		}
+		const tpc_tensor *W = &ck->t[bi];
+		int fit = param_fit(W, A, B, r);
+		int64_t L, X;
+		bool isb;
+		const tpc_tensor_row *row = fit == 2 && c->family ? tpc_family_classify(c->family, TPC_ECO_HF, key, &L, &X, &isb) : NULL;
+		if (row && !isb)
+			fit = row->hf_in_out; /* the family's record knows */
+		if (found >= 0) {
+			snprintf(msg, sizeof(msg), "module '%s' (target_parameters) fits both '%s' and '%s': which one it adapts "
+				 "cannot be told from the shapes", m->name, ck->t[found].name, key);
+			return bad_key(e, an, "%s", msg);
+		}
+		if (fit == 2) {
+			snprintf(msg, sizeof(msg), "module '%s' (target_parameters) fits '%s' both as [experts, out, in] and as "
+				 "[experts, in, out] (square experts), and no family record of the base (config.json) says which",
+				 m->name, key);
+			return bad_key(e, an, "%s", msg);
+		}
+		if (W->dtype != TPC_F32 && W->dtype != TPC_BF16 && W->dtype != TPC_F16 && W->dtype != TPC_F64) {
+			snprintf(msg, sizeof(msg), "its base tensor '%s' is %s, not a float weight (quantized? give --dequantize)",
+				 key, tpc_dtype_name(W->dtype));
+			return bad_key(e, an, "%s", msg);
+		}
+		for (size_t j = 0; j < ck->n; j++)
+			if ((int64_t)j != bi && (tpc_tensor_same_view(&ck->t[j], W) || ck->t[j].alias_of == bi || W->alias_of == (int64_t)j))
+				return bad_key(e, an, "its base tensor is tied to '%s' (one storage): merging into tied weights is not supported",
+					       ck->t[j].name);
+		found = bi;
+		m->base = bi;
+		m->mode = fit;
+		m->ne = W->ndim == 3 ? W->shape[0] : 0;
+		m->epr = W->ndim == 3 ? W->shape[1] : 0;
+		m->s = (float)(c->rslora ? w * alpha / sqrt((double)r) : w * alpha / (double)r);
+	}
+	if (found < 0) {
+		snprintf(msg, sizeof(msg), "module '%s' (target_parameters) adapts none of the base's parameters that fit "
+			 "lora_A %lld x %lld and lora_B %lld x %lld (tried %s)", m->name, (long long)A->shape[0],
+			 (long long)A->shape[1], (long long)B->shape[0], (long long)B->shape[1], tried[0] ? tried : "none: no name matches");
+		return bad_key(e, an, "%s", msg);
+	}
+	return 0;
+}
+
 /* A module's tensors against the config and the base: its mode, DoRA kind
  * and scale. */
 static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
 {
 	char bn[1024];
-	int ret;
+	int ret = 0;
 	if (m->full_param) {
 		snprintf(bn, sizeof(bn), "%s.%s", m->name, m->full_param);
 		const tpc_tensor *a = &ad->t[m->t[K_FULL]];
@@ -404,6 +525,11 @@ static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lo
 		return bad_key(e, an, lin ? "module '%s' has only one of lora_A and lora_B"
 					  : "module '%s' has only one of lora_embedding_A and lora_embedding_B",
 			       m->name);
+	if (lin && json_set(c->json, "target_parameters") &&
+	    (strstr(m->name, ".base_layer") || (ret = names_module(c, "target_modules", m->name, 0, e)) == 0))
+		return resolve_param(m, ck, ad, c, w, e);
+	if (ret < 0)
+		return ret;
 	if ((ret = names_module(c, "target_modules", m->name, 1, e)) <= 0)
 		return ret < 0 ? ret : bad_key(e, an, "module '%s' is not among the config's target_modules", m->name);
 	if ((ret = names_module(c, "exclude_modules", m->name, 0, e)))
@@ -545,6 +671,8 @@ static int add_lora(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *
 	dq->kind = TPC_DQ_LORA;
 	dq->lora_mode = m->mode;
 	dq->lora_scale = m->s;
+	dq->lora_ne = m->ne;
+	dq->lora_epr = m->epr;
 	if ((ret = companion(&dq->c[0], &ck->t[m->base], NULL, e)))
 		goto fail;
 	dq->nc = 1;
@@ -788,6 +916,7 @@ static int operand(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t r, int64_t
 static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int64_t nr, int64_t C, int64_t r,
 		     const float *op, float *V, float *co, int64_t j0, int64_t J, tpc_err *e)
 {
+	/* experts: co made by the caller (expert_co), R0 a row of the base */
 	int ret = 0;
 	/* a plain base is read by the threads, each its own rows; a computed
 	 * one (another adapter, a dequantized weight) here, as it reads itself */
@@ -795,7 +924,9 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 	if (!plain && (ret = read_f32(ck, &dq->c[0], (uint64_t)(R0 * C), (uint64_t)(nr * C), V, e)))
 		return ret;
 	/* the row's coefficients: B[o, :] (Linear), A[:, i] (transposed) */
-	if (dq->lora_mode == 0) {
+	if (dq->lora_ne) {
+		/* made by the caller */
+	} else if (dq->lora_mode == 0) {
 		ret = read_f32(ck, &dq->c[2], (uint64_t)(R0 * r), (uint64_t)(nr * r), co, e);
 	} else {
 		tpc_tensor v;
@@ -866,6 +997,48 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 	return ret;
 }
 
+/* Experts (lora_ne): the whole of A [ne * r, a1] and B [b0, r * ne], read
+ * once a read, and what one expert's rows need of them. */
+typedef struct lora_ex {
+	float *A, *B;
+	int64_t ne, r, a1, b0;
+} lora_ex;
+
+static int expert_load(const tpc_ckpt *ck, const tpc_dequant *dq, lora_ex *x, tpc_err *e)
+{
+	const tpc_tensor *A = &dq->c[1], *B = &dq->c[2];
+	x->ne = dq->lora_ne;
+	x->r = A->shape[0] / x->ne;
+	x->a1 = A->shape[1];
+	x->b0 = B->shape[0];
+	x->A = tpc_malloc((size_t)(A->numel ? A->numel : 1) * sizeof(float));
+	x->B = tpc_malloc((size_t)(B->numel ? B->numel : 1) * sizeof(float));
+	if (!x->A || !x->B)
+		return tpc_err_nomem(e);
+	int ret = read_f32(ck, A, 0, A->numel, x->A, e);
+	return ret ? ret : read_f32(ck, B, 0, B->numel, x->B, e);
+}
+
+/* Expert x's operand [r, C]: its rows of A (mode 0), its columns of B
+ * transposed (mode 1: op[k, j] = B[j, k * ne + x]). */
+static void expert_op(const lora_ex *x, const tpc_dequant *dq, int64_t ex, int64_t C, float *op)
+{
+	for (int64_t k = 0; k < x->r; k++)
+		for (int64_t j = 0; j < C; j++)
+			op[k * C + j] = dq->lora_mode == 0 ? x->A[(ex * x->r + k) * x->a1 + j]
+							   : x->B[j * x->r * x->ne + k * x->ne + ex];
+}
+
+/* The coefficients of rows m0 .. m0 + nr of expert ex's matrix: B[o, k * ne
+ * + ex] (mode 0), A[ex * r + k, i] (mode 1). */
+static void expert_co(const lora_ex *x, const tpc_dequant *dq, int64_t ex, int64_t m0, int64_t nr, float *co)
+{
+	for (int64_t i = 0; i < nr; i++)
+		for (int64_t k = 0; k < x->r; k++)
+			co[i * x->r + k] = dq->lora_mode == 0 ? x->B[(m0 + i) * x->r * x->ne + k * x->ne + ex]
+							      : x->A[(ex * x->r + k) * x->a1 + m0 + i];
+}
+
 int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
 {
 	const tpc_dequant *dq = t->dq;
@@ -883,11 +1056,14 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 		free(x);
 		goto out;
 	}
-	if (t->ndim != 2 || t->shape[1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
+	/* experts: a 3-D [E, d1, d2] is read as its [E * d1, d2] rows */
+	const int nd = dq->lora_ne && dq->lora_epr && t->ndim == 3 ? 3 : 2;
+	if (t->ndim != nd || t->shape[nd - 1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
 	/* a window: rows r0.. of the full image, I of its C columns from c0 */
-	int64_t I = t->shape[1], C = dq->I ? dq->I : I;
-	int64_t r = dq->c[1].shape[0];
+	int64_t I = t->shape[nd - 1], C = dq->I ? dq->I : I;
+	int64_t r = dq->lora_ne ? dq->c[1].shape[0] / dq->lora_ne : dq->c[1].shape[0], cur = -1;
+	lora_ex x = {0};
 	uint64_t per = LORA_STEP_ELEMS / (uint64_t)C + 1;
 	uint64_t span = (e0 % (uint64_t)I + cnt + (uint64_t)I - 1) / (uint64_t)I;
 	if (per > span)
@@ -896,12 +1072,25 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	float *co = tpc_malloc((size_t)(per * (uint64_t)r) * sizeof(float));
 	if (!V || !co)
 		ret = tpc_err_nomem(e);
-	else
+	else if (dq->lora_ne && !(ret = expert_load(ck, dq, &x, e)))
+		ret = !(op = tpc_malloc((size_t)(r * C) * sizeof(float))) ? tpc_err_nomem(e) : 0;
+	else if (!dq->lora_ne)
 		ret = operand(ck, dq, r, C, &op, e);
 	while (!ret && cnt) {
 		int64_t o0 = (int64_t)(e0 / (uint64_t)I);
 		uint64_t skip = e0 % (uint64_t)I, need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
+		if (dq->lora_ne) {
+			/* one expert's rows at a time */
+			int64_t R = dq->r0 + o0, epr = dq->lora_epr, ex = dq->lora_e0 + (epr ? R / epr : 0);
+			int64_t m0 = epr ? R % epr : R;
+			if (epr && nr > epr - m0)
+				nr = epr - m0;
+			if (ex != cur)
+				expert_op(&x, dq, ex, C, op);
+			cur = ex;
+			expert_co(&x, dq, ex, m0, nr, co);
+		}
 		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
 		if (take > cnt)
 			take = cnt;
@@ -927,6 +1116,8 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	free(op);
 	free(V);
 	free(co);
+	free(x.A);
+	free(x.B);
 out:
 	if (ret)
 		tpc_err_tensor(e, t->name);

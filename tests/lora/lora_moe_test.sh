@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# convert --lora and shard --lora on mixture-of-experts bases (TAP): the tiny
+# bases and adapters of tests/lora/moe (make_lora_moe.py in the forky chroot;
+# ref.safetensors a torch re-implementation of PEFT's ParamWrapper merge that
+# cites the lines it follows), bit for bit in f32: PEFT's target_parameters on
+# fused 3-D experts ([E, in, out] gpt-oss with square down_proj experts told
+# apart by the family record; [E, out, in] Granite-MoE; a 2-D parameter), a
+# LoRA on each expert's linear layers (Mixtral, one tensor an expert); each
+# sharded with tp and with --ep merges back to the same bytes; what cannot be
+# told or merged refused by name, exit 3, nothing written.
+# usage: lora_moe_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+F=$SRC/tests/lora/moe
+
+for c in gptoss/params granite/params mixtral/experts; do
+  rm -f "$T/o.safetensors"
+  if "$TPCONV" convert "$F/${c%/*}" --lora "$F/$c" -o "$T/o.safetensors" -q 2>"$T/err" &&
+     "$TPCONV" diff "$T/o.safetensors" "$F/$c/ref.safetensors" >"$T/diff" 2>&1; then
+    ok "$c: the merged weights are the PEFT re-implementation's, bit for bit in f32"
+  else bad "$c" "$(cat "$T/err" "$T/diff" | tail -6)"; fi
+  for a in "--tp 2" "--tp 2 --ep 2"; do
+    rm -rf "$T/sh" "$T/sm.safetensors"
+    # shellcheck disable=SC2086 # $a is two options
+    if "$TPCONV" shard "$F/${c%/*}" --lora "$F/$c" $a -o "$T/sh" -q 2>"$T/err" &&
+       "$TPCONV" merge "$T/sh" -o "$T/sm.safetensors" -q 2>>"$T/err" && cmp -s "$T/sm.safetensors" "$T/o.safetensors"; then
+      ok "$c: shard --lora $a merges back to convert --lora's bytes"
+    else bad "$c shard $a" "$(tail -3 "$T/err")"; fi
+  done
+done
+
+refused() { # refused DESC BASE ADAPTER PATTERN
+  rm -f "$T/h.safetensors"
+  "$TPCONV" convert "$2" --lora "$3" -o "$T/h.safetensors" 2>"$T/err"
+  local rc=$?
+  if [ $rc = 3 ] && grep -q -- "$4" "$T/err" && [ ! -e "$T/h.safetensors" ]; then ok "refused: $1"
+  else bad "refused: $1 (exit $rc)" "$(cat "$T/err")"; fi
+}
+# gpt-oss's down_proj experts are square: without config.json no record says [in, out]
+mkdir -p "$T/bare" && cp "$F/gptoss/model.safetensors" "$T/bare/"
+refused "square experts with no family record to say their layout" "$T/bare/model.safetensors" "$F/gptoss/params" \
+  "module 'model.layers.0.mlp.experts' (target_parameters) fits 'model.layers.0.mlp.experts.down_proj' both as \[experts, out, in\] and as \[experts, in, out\]"
+edit() { # edit DESC PYTHON-STATEMENT-ON-c PATTERN
+  rm -rf "$T/cf" && mkdir "$T/cf" && cp "$F/gptoss/params/adapter_model.safetensors" "$T/cf/"
+  python3 - "$F/gptoss/params/adapter_config.json" "$T/cf/adapter_config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"))
+PY
+  refused "$1" "$F/gptoss" "$T/cf" "$3"
+}
+edit "target_parameters naming no parameter of the module" 'c["target_parameters"] = ["mlp.experts.gate_up_proj"]' \
+  "module 'model.layers.0.mlp.experts' (target_parameters) adapts none of the base's parameters that fit lora_A 8 x 16 and lora_B 16 x 8 (tried 'model.layers.0.mlp.experts.gate_up_proj')"
+edit "a rank_pattern the experts' rows contradict" 'c["rank_pattern"] = {}' \
+  "adapts none of the base's parameters that fit lora_A 12 x 16 and lora_B 32 x 12"
+edit "target_parameters with use_dora (PEFT's ParamWrapper refuses it)" 'c["use_dora"] = True' \
+  "target_parameters with use_dora: PEFT's ParamWrapper does not make such an adapter"
+edit "target_parameters that is not a list" 'c["target_parameters"] = "mlp.experts.down_proj"' "'target_parameters' is not a list"
+done_testing
