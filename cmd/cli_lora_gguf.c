@@ -28,13 +28,12 @@ static bool base_weights(const char *base)
 static int check_against(const char *base, const tpc_ckpt *ad, const tpc_lora_cfg *cfg, tpc_err *e)
 {
 	tpc_ckpt ck;
-	tpc_lora_stats st;
 	tpc_open_opts oo;
 	memset(&oo, 0, sizeof(oo));
 	tpc_ckpt_init(&ck);
 	int ret = tpc_ckpt_open(&ck, base, &oo, e);
 	if (!ret)
-		ret = tpc_lora_merge(&ck, ad, cfg, 1.0, &st, e);
+		ret = tpc_lora_check(&ck, ad, cfg, e);
 	tpc_ckpt_release(&ck);
 	return ret;
 }

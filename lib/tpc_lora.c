@@ -59,7 +59,7 @@ int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, cons
 {
 	/* members whose adapter a merge into the unchanged base cannot express */
 	static const char *const refused[] = {
-		"alora_invocation_tokens", "use_qalora", "layer_replication",
+		"use_qalora", "layer_replication",
 		"trainable_token_indices", "arrow_config", "use_bdlora",
 	};
 	int ret = 0;
@@ -826,26 +826,47 @@ int tpc__import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
 	return ret;
 }
 
+/* Every adapter key placed and checked against ck (nothing changed). */
+static int plan_build(plan *p, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
+{
+	int ret = place_keys(p, ad, c, e);
+	for (size_t i = 0; i < p->n && !ret; i++)
+		ret = resolve(&p->m[i], ck, ad, c, w, e);
+	/* a module both replaced and adapted, or two replacements of one tensor */
+	for (size_t i = 0; i < p->n && !ret; i++)
+		for (size_t k = i + 1; k < p->n && !ret; k++)
+			if (p->m[i].base == p->m[k].base || (p->m[i].bias >= 0 && p->m[i].bias == p->m[k].base))
+				ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[p->m[i].base].name,
+						 "changed twice by one adapter (a LoRA and a modules_to_save tensor, or two LoRAs)");
+	if (!ret && !p->n)
+		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
+	return ret;
+}
+
+int tpc_lora_check(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_err *e)
+{
+	plan p = {0};
+	int ret = plan_build(&p, ck, ad, c, 1.0, e);
+	plan_release(&p);
+	return ret;
+}
+
 int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st, tpc_err *e)
 {
 	plan p = {0};
-	int *map = NULL;
-	int ret = place_keys(&p, ad, c, e);
+	int *map = NULL, ret;
 	memset(st, 0, sizeof(*st));
-	for (size_t i = 0; i < p.n && !ret; i++)
-		ret = resolve(&p.m[i], ck, ad, c, w, e);
-	/* a module both replaced and adapted, or two replacements of one tensor */
-	for (size_t i = 0; i < p.n && !ret; i++)
-		for (size_t k = i + 1; k < p.n && !ret; k++)
-			if (p.m[i].base == p.m[k].base || (p.m[i].bias >= 0 && p.m[i].bias == p.m[k].base))
-				ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[p.m[i].base].name,
-						 "changed twice by one adapter (a LoRA and a modules_to_save tensor)");
-	if (ret)
+	/* an activated LoRA acts only after its invocation tokens: PEFT cannot
+	 * merge one (tuners/lora/variants.py at 5d602fdb, ALoraLinearVariant
+	 * merge_safe / merge_unsafe L562-567 raise); it still shards and
+	 * converts to an adapter GGUF */
+	if (json_set(c->json, "alora_invocation_tokens"))
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL,
+				  "'alora_invocation_tokens' is set: an activated LoRA (aLoRA) acts only after its invocation "
+				  "tokens, which a merged weight cannot express; PEFT does not merge one either (keep it an "
+				  "adapter: shard it, or convert it to an adapter GGUF)");
+	if ((ret = plan_build(&p, ck, ad, c, w, e)))
 		goto out;
-	if (!p.n) {
-		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
-		goto out;
-	}
 	if ((ret = tpc__import_sources(ck, ad, &map, e)))
 		goto out;
 	for (size_t i = 0; i < p.n && !ret; i++) {

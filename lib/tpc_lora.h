@@ -61,10 +61,13 @@
  * columns: they are computed when the description is built (one extra read
  * of that tensor).
  *
- * Refused by name (TPC_EINPUT): a peft_type other than LORA; config members
+ * Refused by name (TPC_EINPUT): an activated LoRA (alora_invocation_tokens:
+ * it acts only after its invocation tokens, and PEFT does not merge one;
+ * tpc_lora_check passes it, for an adapter GGUF or a shard); a peft_type
+ * other than LORA; config members
  * that change what the base is or how the adapter acts, which a merge cannot
  * express (init_lora_weights pissa/olora/corda/loftq/lora_ga,
- * alora_invocation_tokens, use_qalora, layer_replication,
+ * use_qalora, layer_replication,
  * trainable_token_indices, arrow_config, use_bdlora); a key that is none of
  * the above; a module with A but no B (or the reverse); a module that
  * target_modules does not name or exclude_modules names; an adapter tensor
@@ -132,6 +135,11 @@ typedef struct tpc_lora_stats {
  */
 int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st,
 		   tpc_err *e);
+
+/* What tpc_lora_merge checks before ck changes (every key placed, shapes,
+ * target_modules...), ck left as it is: convert ADAPTER --base's check, which
+ * an activated LoRA (alora_invocation_tokens, never merged) passes too. */
+int tpc_lora_check(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_err *e);
 
 /* ad's sources added to ck (files mapped again, memory copied): (*map)[j]
  * is ad's source j's index in ck (malloc'd). Also model merging's (tpc_mix.h). */

@@ -156,6 +156,41 @@ static int cfg_fits(const tpc_lora_cfg *c, tpc_err *e)
 	return why ? tpc_err_at(e, TPC_EINPUT, c->path, NULL, "%s: an adapter GGUF cannot express it", why) : 0;
 }
 
+/* set_gguf_parameters after the alpha: an activated LoRA's
+ * adapter.alora.invocation_tokens, a u32 array (convert_lora_to_gguf.py at
+ * 0b03adaa; llama.cpp applies the adapter only after that sequence). A
+ * config with only invocation_string the reference tokenizes with the base's
+ * tokenizer, dropping the first token: refused, not guessed. */
+static int alora_tokens(const tpc_lora_cfg *c, tpc_gguf_kvs *kv, tpc_err *e)
+{
+	const cJSON *a = c->json ? cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "alora_invocation_tokens") : NULL, *it;
+	const cJSON *is = c->json ? cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "invocation_string") : NULL;
+	int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0, k = 0, ret = 0;
+	if (!n && cJSON_IsString(is) && is->valuestring[0])
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL, "invocation_string without alora_invocation_tokens: the reference "
+				  "tokenizes it with the base's tokenizer, which tpconv does not");
+	if (a && !cJSON_IsNull(a) && !cJSON_IsArray(a))
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL, "'alora_invocation_tokens' is not a list");
+	if (!n)
+		return 0;
+	uint32_t *v = tpc_calloc((size_t)n, sizeof(uint32_t));
+	if (!v)
+		return tpc_err_nomem(e);
+	cJSON_ArrayForEach(it, a)
+	{
+		double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
+		if (d < 0 || d > 4294967295.0 || d != (double)(uint32_t)d) {
+			ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "'alora_invocation_tokens' holds something that is not a token id");
+			break;
+		}
+		v[k++] = (uint32_t)d;
+	}
+	if (!ret && tpc_gguf_kvs_arr(kv, "adapter.alora.invocation_tokens", U32, v, (uint64_t)n))
+		ret = tpc_err_nomem(e);
+	free(v);
+	return ret;
+}
+
 typedef struct lctx {
 	const tpc_ckpt *ad;
 	const tpc_family *fam;
@@ -364,6 +399,8 @@ int tpc_gguf_lora_from_peft(const tpc_ckpt *ad, const tpc_lora_cfg *lc, const ch
 		ret = tpc__gk_kv_str(&cv, "general.name", title);
 	if (!ret && tpc_gguf_kvs_float(kv, "adapter.lora.alpha", TPC_GV_F32, (double)(float)lc->alpha))
 		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = alora_tokens(lc, kv, e);
 	if (!ret && tpc_gguf_kvs_uint(kv, "general.quantization_version", U32, 2))
 		ret = tpc_err_nomem(e);
 	if (!ret) {
@@ -556,11 +593,20 @@ static int by_str(const void *a, const void *b)
 /* adapter_config.json as PEFT's save_pretrained writes a LoraConfig
  * (json.dump(indent=2, sort_keys=True)): what an adapter GGUF says (r,
  * rank_pattern, lora_alpha, target_modules), the rest LoraConfig's defaults */
-static char *peft_config(const rctx *h, double alpha)
+static char *peft_config(const rctx *h, double alpha, const tpc_gguf_kv *alora)
 {
 	cJSON *c = cJSON_CreateObject();
 	char *text = NULL;
 	bool ok = c != NULL;
+	if (ok && alora) {
+		/* an activated LoRA's invocation tokens (LoraConfig.alora_invocation_tokens) */
+		cJSON *a = cJSON_AddArrayToObject(c, "alora_invocation_tokens");
+		const uint8_t *p = alora->arr;
+		for (uint64_t k = 0; a && ok && k < alora->n; k++, p += 4)
+			ok = cJSON_AddItemToArray(a, cJSON_CreateNumber((double)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+										   (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24)));
+		ok = ok && a;
+	}
 	ok = ok && cJSON_AddItemToObject(c, "alpha_pattern", cJSON_CreateObject());
 	ok = ok && cJSON_AddNullToObject(c, "base_model_name_or_path") && cJSON_AddStringToObject(c, "bias", "none");
 	ok = ok && cJSON_AddFalseToObject(c, "fan_in_fan_out") && cJSON_AddTrueToObject(c, "inference_mode");
@@ -640,7 +686,11 @@ int tpc__gguf_lora_to_peft(tpc_ckpt *ck, const char *base, char **json, tpc_err 
 		else if (a)
 			ret = back_pair(&h, (int64_t)i, j, stem);
 	}
-	if (!ret && !(*json = peft_config(&h, alpha)))
+	ptrdiff_t ai = kv ? tpc_gguf_kvs_find(kv, "adapter.alora.invocation_tokens") : -1;
+	const tpc_gguf_kv *alora = ai >= 0 ? &kv->kv[ai] : NULL;
+	if (!ret && alora && (alora->type != TPC_GV_ARRAY || alora->atype != TPC_GV_U32 || !alora->n))
+		ret = tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "adapter.alora.invocation_tokens is not a u32 array of tokens");
+	if (!ret && !(*json = peft_config(&h, alpha, alora)))
 		ret = tpc_err_nomem(e);
 	if (!ret && !(keep = tpc_calloc(ck->n, sizeof(*keep))))
 		ret = tpc_err_nomem(e);

@@ -9,7 +9,9 @@
 # lora_a transposed) and qwen2 f32/bf16. Read back, the adapter is PEFT's
 # file byte for byte, and merges as the original does. Hostile adapter GGUFs
 # (gguf_mutate.py) and PEFT adapters an adapter GGUF cannot express are
-# refused: exit 3, the message, nothing written.
+# refused: exit 3, the message, nothing written. An activated LoRA
+# (alora_invocation_tokens) converts to the reference's bytes, back, and
+# through tp shards; its merge is refused, as PEFT refuses it.
 # usage: lora_gguf_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -117,4 +119,39 @@ run "$TPCONV" convert "$F/llama/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/y" -
 [ "$rc" = 2 ] && ok "usage: --outtype reading an adapter GGUF back" || bad "outtype back" "$(cat "$T/err")"
 run "$TPCONV" convert "$F/llama/adapter" --base "$A/tiny-llama" -o "$T/llama-f32.gguf"
 [ "$rc" = 2 ] && grep -q "use --force" "$T/err" && ok "an existing output is not overwritten without --force" || bad "exists" "rc $rc $(cat "$T/err")"
+
+# an activated LoRA (alora_invocation_tokens): to GGUF as the reference
+# writes it (adapter.alora.invocation_tokens after the alpha), back to PEFT
+# with the tokens, sharded and merged back; a merge into the base refused
+# (PEFT does not merge one)
+mkdir -p "$T/alora/adapter" && cp "$F/llama/adapter/adapter_model.safetensors" "$F/llama-alora/adapter/adapter_config.json" "$T/alora/adapter/"
+if "$TPCONV" convert "$T/alora/adapter" --base "$A/tiny-llama" --outtype f32 -o "$T/alora.gguf" -q 2>"$T/err" &&
+   cmp -s "$T/alora.gguf" "$F/llama-alora/ref-f32.gguf"; then
+  ok "aLoRA f32: the adapter GGUF is convert_lora_to_gguf.py's, byte for byte"
+else bad "aLoRA adapter GGUF" "$(cat "$T/err")"; fi
+if "$TPCONV" convert "$F/llama-alora/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/alora-back" -q 2>"$T/err" &&
+   cmp -s "$T/alora-back/adapter_model.safetensors" "$F/llama/adapter/adapter_model.safetensors" &&
+   python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["alora_invocation_tokens"] != [5, 17, 3])' "$T/alora-back/adapter_config.json"; then
+  ok "aLoRA back to PEFT: the tensors byte for byte, alora_invocation_tokens [5, 17, 3]"
+else bad "aLoRA back to PEFT" "$(cat "$T/err")"; fi
+if "$TPCONV" shard "$T/alora/adapter" --base "$A/tiny-llama" --tp 2 -o "$T/alora-tp" -q 2>"$T/err" &&
+   "$TPCONV" merge "$T/alora-tp" -o "$T/alora-m" -q 2>>"$T/err" &&
+   cmp -s "$T/alora-m/adapter_model.safetensors" "$F/llama/adapter/adapter_model.safetensors" &&
+   grep -q alora_invocation_tokens "$T/alora-m/adapter_config.json"; then
+  ok "aLoRA sharded for tp 2 and merged back: the adapter byte for byte, its tokens kept"
+else bad "aLoRA tp" "$(cat "$T/err")"; fi
+rm -f "$T/al.safetensors"
+"$TPCONV" convert "$A/tiny-llama" --lora "$T/alora/adapter" -o "$T/al.safetensors" 2>"$T/err"
+[ $? = 3 ] && grep -q "'alora_invocation_tokens' is set: an activated LoRA (aLoRA) acts only after its invocation tokens" "$T/err" &&
+  [ ! -e "$T/al.safetensors" ] && ok "refused: merging an aLoRA into its base (exit 3)" || bad "aLoRA merge" "$(cat "$T/err")"
+python3 - "$T/alora/adapter/adapter_config.json" "$T/alora/adapter/adapter_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["alora_invocation_tokens"] = None
+c["invocation_string"] = "<|start_of_role|>assistant"
+json.dump(c, open(sys.argv[2], "w"))
+PY
+"$TPCONV" convert "$T/alora/adapter" --base "$A/tiny-llama" --outtype f32 -o "$T/al2.gguf" 2>"$T/err"
+[ $? = 3 ] && grep -q "invocation_string without alora_invocation_tokens" "$T/err" && [ ! -e "$T/al2.gguf" ] &&
+  ok "refused: an invocation_string the reference would tokenize (exit 3)" || bad "invocation_string" "$(cat "$T/err")"
 done_testing

@@ -11,7 +11,10 @@ llama.cpp-tools ships convert_hf_to_gguf.py and its conversion/ package, not
 this script); it imports LazyTorchTensor and ModelBase from convert_hf_to_gguf,
 which Debian's conversion package provides (its __init__ exports both), so the
 module is aliased to it before the script runs. Then copy OUTDIR/* to
-tests/lora/gguf/ (seeded: the same bytes each run).
+tests/lora/gguf/ (seeded: the same bytes each run), but for
+OUTDIR/llama-alora/adapter/adapter_model.safetensors: llama-alora is
+llama's adapter with alora_invocation_tokens in its config, and the test
+takes the tensors from llama/adapter.
 
 For each family FAM (llama: LlamaModel's Q/K row permutation on lora_b;
 qwen2: none, tied embeddings, no embedding LoRA), OUTDIR/FAM/adapter/ is an adapter as PEFT
@@ -89,3 +92,19 @@ for fam, (base, dtype, r, alpha, targets, outtypes) in FAMS.items():
         sys.argv = [script, "--base", bdir, "--outtype", ot, "--outfile", os.path.join(d, f"ref-{ot}.gguf"), adir]
         runpy.run_path(script, run_name="__main__")
     print(fam, len(ad), "adapter tensors,", ", ".join(outtypes))
+
+# an activated LoRA (PEFT's alora_invocation_tokens, LoraConfig at 5d602fdb
+# L836-846): llama's adapter with the invocation tokens in its config; the
+# reference writes them as adapter.alora.invocation_tokens (u32 array) after
+# adapter.lora.alpha (LoraModel.set_gguf_parameters)
+bdir = os.path.join(src, "tests/gguf/arch/tiny-llama")
+adir = os.path.join(out, "llama-alora", "adapter")
+os.makedirs(adir, exist_ok=True)
+shutil.copy(os.path.join(out, "llama", "adapter", "adapter_model.safetensors"), adir)
+cfg = json.load(open(os.path.join(out, "llama", "adapter", "adapter_config.json")))
+cfg["alora_invocation_tokens"] = [5, 17, 3]
+with open(os.path.join(adir, "adapter_config.json"), "w") as f:
+    json.dump(cfg, f, indent=2, sort_keys=True)
+sys.argv = [script, "--base", bdir, "--outtype", "f32", "--outfile", os.path.join(out, "llama-alora", "ref-f32.gguf"), adir]
+runpy.run_path(script, run_name="__main__")
+print("llama-alora: f32")
