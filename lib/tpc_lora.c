@@ -1018,46 +1018,69 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 	return ret;
 }
 
-/* Experts (lora_ne): the whole of A [ne * r, a1] and B [b0, r * ne], read
- * once a read, and what one expert's rows need of them. */
+/* Experts (lora_ne): expert x's A_x = rows x * r .. of A [r, a1] and B_x =
+ * columns x, x + ne, ... of B [b0, r] (rank k's column k * ne + x: a
+ * strided view), read when the expert changes. */
 typedef struct lora_ex {
 	float *A, *B;
 	int64_t ne, r, a1, b0;
 } lora_ex;
 
-static int expert_load(const tpc_ckpt *ck, const tpc_dequant *dq, lora_ex *x, tpc_err *e)
+static int expert_load(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t ex, lora_ex *x, tpc_err *e)
 {
 	const tpc_tensor *A = &dq->c[1], *B = &dq->c[2];
-	x->ne = dq->lora_ne;
-	x->r = A->shape[0] / x->ne;
-	x->a1 = A->shape[1];
-	x->b0 = B->shape[0];
-	x->A = tpc_malloc((size_t)(A->numel ? A->numel : 1) * sizeof(float));
-	x->B = tpc_malloc((size_t)(B->numel ? B->numel : 1) * sizeof(float));
-	if (!x->A || !x->B)
+	tpc_tensor va, vb, bt;
+	int ret = 0;
+	if (!x->A) {
+		x->ne = dq->lora_ne;
+		x->r = A->shape[0] / x->ne;
+		x->a1 = A->shape[1];
+		x->b0 = B->shape[0];
+		x->A = tpc_malloc((size_t)(x->r * x->a1 + 1) * sizeof(float));
+		x->B = tpc_malloc((size_t)(x->r * x->b0 + 1) * sizeof(float));
+		if (!x->A || !x->B)
+			return tpc_err_nomem(e);
+	}
+	if (tpc_tensor_narrow(&va, A, 0, ex * x->r, x->r))
+		return tpc_err_set(e, TPC_EINPUT, "internal: cannot take expert %lld of '%s'", (long long)ex, A->name);
+	ret = read_f32(ck, &va, 0, (uint64_t)(x->r * x->a1), x->A, e);
+	tpc_tensor_release(&va);
+	if (ret)
+		return ret;
+	/* B's columns as rows of its transpose, every ne-th from ex */
+	if (tpc_tensor_copy(&bt, B))
 		return tpc_err_nomem(e);
-	int ret = read_f32(ck, A, 0, A->numel, x->A, e);
-	return ret ? ret : read_f32(ck, B, 0, B->numel, x->B, e);
+	tpc_tensor_transpose2d(&bt);
+	ret = tpc_tensor_rows_every(&vb, &bt, ex, x->ne, x->r);
+	tpc_tensor_release(&bt);
+	if (ret)
+		return tpc_err_set(e, TPC_EINPUT, "internal: cannot take expert %lld of '%s'", (long long)ex, B->name);
+	/* vb is B_x transposed: [r, b0] */
+	float *tmp = tpc_malloc((size_t)(x->r * x->b0 + 1) * sizeof(float));
+	ret = !tmp ? tpc_err_nomem(e) : read_f32(ck, &vb, 0, (uint64_t)(x->r * x->b0), tmp, e);
+	for (int64_t k = 0; !ret && k < x->r; k++)
+		for (int64_t o = 0; o < x->b0; o++)
+			x->B[o * x->r + k] = tmp[k * x->b0 + o];
+	free(tmp);
+	tpc_tensor_release(&vb);
+	return ret;
 }
 
-/* Expert x's operand [r, C]: its rows of A (mode 0), its columns of B
- * transposed (mode 1: op[k, j] = B[j, k * ne + x]). */
-static void expert_op(const lora_ex *x, const tpc_dequant *dq, int64_t ex, int64_t C, float *op)
+/* The loaded expert's operand [r, C]: A_x (mode 0), B_x transposed (mode 1). */
+static void expert_op(const lora_ex *x, const tpc_dequant *dq, int64_t C, float *op)
 {
 	for (int64_t k = 0; k < x->r; k++)
 		for (int64_t j = 0; j < C; j++)
-			op[k * C + j] = dq->lora_mode == 0 ? x->A[(ex * x->r + k) * x->a1 + j]
-							   : x->B[j * x->r * x->ne + k * x->ne + ex];
+			op[k * C + j] = dq->lora_mode == 0 ? x->A[k * x->a1 + j] : x->B[j * x->r + k];
 }
 
-/* The coefficients of rows m0 .. m0 + nr of expert ex's matrix: B[o, k * ne
- * + ex] (mode 0), A[ex * r + k, i] (mode 1). */
-static void expert_co(const lora_ex *x, const tpc_dequant *dq, int64_t ex, int64_t m0, int64_t nr, float *co)
+/* The coefficients of rows m0 .. m0 + nr of the loaded expert's matrix:
+ * B_x[o, k] (mode 0), A_x[k, i] (mode 1). */
+static void expert_co(const lora_ex *x, const tpc_dequant *dq, int64_t m0, int64_t nr, float *co)
 {
 	for (int64_t i = 0; i < nr; i++)
 		for (int64_t k = 0; k < x->r; k++)
-			co[i * x->r + k] = dq->lora_mode == 0 ? x->B[(m0 + i) * x->r * x->ne + k * x->ne + ex]
-							      : x->A[(ex * x->r + k) * x->a1 + m0 + i];
+			co[i * x->r + k] = dq->lora_mode == 0 ? x->B[(m0 + i) * x->r + k] : x->A[k * x->a1 + m0 + i];
 }
 
 int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
@@ -1093,9 +1116,9 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	float *co = tpc_malloc((size_t)(per * (uint64_t)r) * sizeof(float));
 	if (!V || !co)
 		ret = tpc_err_nomem(e);
-	else if (dq->lora_ne && !(ret = expert_load(ck, dq, &x, e)))
+	else if (dq->lora_ne)
 		ret = !(op = tpc_malloc((size_t)(r * C) * sizeof(float))) ? tpc_err_nomem(e) : 0;
-	else if (!dq->lora_ne)
+	else
 		ret = operand(ck, dq, r, C, &op, e);
 	while (!ret && cnt) {
 		int64_t o0 = (int64_t)(e0 / (uint64_t)I);
@@ -1107,10 +1130,13 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 			int64_t m0 = epr ? R % epr : R;
 			if (epr && nr > epr - m0)
 				nr = epr - m0;
-			if (ex != cur)
-				expert_op(&x, dq, ex, C, op);
+			if (ex != cur) {
+				if ((ret = expert_load(ck, dq, ex, &x, e)))
+					break;
+				expert_op(&x, dq, C, op);
+			}
 			cur = ex;
-			expert_co(&x, dq, ex, m0, nr, co);
+			expert_co(&x, dq, m0, nr, co);
 		}
 		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
 		if (take > cnt)
