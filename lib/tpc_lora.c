@@ -279,6 +279,10 @@ typedef struct lmod {
 	int mode, dora;
 	float s;
 	int64_t ne, epr;     /* experts (a ParamWrapper over a 3-D parameter): count, rows each */
+	int64_t *pieces;     /* a fused parameter the base stores one expert a tensor: expert e's
+				part k is ck tensor pieces[e * nparts + k], rows k * prow .. of B */
+	int npieces, nparts;
+	int64_t prow;
 } lmod;
 
 typedef struct plan {
@@ -291,6 +295,7 @@ static void plan_release(plan *p)
 	for (size_t i = 0; i < p->n; i++) {
 		free(p->m[i].name);
 		free(p->m[i].full_param);
+		free(p->m[i].pieces);
 	}
 	free(p->m);
 }
@@ -411,6 +416,71 @@ static int param_fit(const tpc_tensor *W, const tpc_tensor *A, const tpc_tensor 
 	return n && t ? 2 : n ? 0 : t ? 1 : -1;
 }
 
+/* Whether a fit is a float weight of its own (not tied): 0, or the refusal. */
+static int float_untied(const tpc_ckpt *ck, int64_t bi, const char *an, tpc_err *e)
+{
+	const tpc_tensor *W = &ck->t[bi];
+	char msg[1400];
+	if (W->dtype != TPC_F32 && W->dtype != TPC_BF16 && W->dtype != TPC_F16 && W->dtype != TPC_F64) {
+		snprintf(msg, sizeof(msg), "its base tensor '%s' is %s, not a float weight (quantized? give --dequantize)",
+			 W->name, tpc_dtype_name(W->dtype));
+		return bad_key(e, an, "%s", msg);
+	}
+	for (size_t j = 0; j < ck->n; j++)
+		if ((int64_t)j != bi && (tpc_tensor_same_view(&ck->t[j], W) || ck->t[j].alias_of == bi || W->alias_of == (int64_t)j))
+			return bad_key(e, an, "its base tensor is tied to '%s' (one storage): merging into tied weights is not supported",
+				       ck->t[j].name);
+	return 0;
+}
+
+/* transformers' fused parameter `key` [E, parts x rows, in] (not
+ * is_transposed: Mixtral's and Qwen-MoE's experts) where the base stores
+ * its experts one by one (the family record's hf_fused rows): expert e's
+ * part k is its own tensor [rows, in], the rows k * rows .. of the fused
+ * matrix. 1 and m filled when every expert's parts are there and fit A
+ * [E * r, in] and B [parts x rows, r * E], 0 when not, <0 an error. */
+static int split_fit(lmod *m, const tpc_ckpt *ck, const tpc_tensor *A, const tpc_tensor *B, const tpc_lora_cfg *c,
+		     const char *key, int64_t r, tpc_err *e)
+{
+	const tpc_tensor_row *rows[4];
+	int64_t L;
+	char nm[600];
+	int part, np = c->family ? tpc_family_fused_rows(c->family, key, &L, rows, 4) : 0, ret = 0;
+	if (np <= 0 || A->shape[0] % r || B->shape[1] != A->shape[0] || B->shape[0] % np)
+		return 0;
+	int64_t E = A->shape[0] / r, pr = B->shape[0] / np;
+	int64_t *pc = tpc_calloc((size_t)(E * np), sizeof(int64_t));
+	if (!pc)
+		return tpc_err_nomem(e);
+	for (int64_t x = 0; x <= E && ret >= 0; x++)
+		for (int k = 0; k < np && ret >= 0; k++) {
+			if (!tpc_family_name(rows[k], TPC_ECO_HF, L, x, false, nm, sizeof(nm), &part)) {
+				ret = -1;
+				break;
+			}
+			int64_t bi = tpc_ckpt_find(ck, nm);
+			/* experts 0 .. E-1, each [pr, in], and no expert E */
+			if (x == E ? bi >= 0 : bi < 0 || !shape2(&ck->t[bi], pr, A->shape[1]))
+				ret = -1;
+			else if (x < E)
+				pc[x * np + k] = bi;
+		}
+	if (ret < 0) {
+		free(pc);
+		return 0;
+	}
+	free(m->pieces);
+	m->pieces = pc;
+	m->npieces = (int)(E * np);
+	m->nparts = np;
+	m->prow = pr;
+	m->ne = E;
+	m->epr = 0;
+	m->mode = 0;
+	m->base = pc[0];
+	return 1;
+}
+
 /* A module of PEFT's ParamWrapper (target_parameters, PEFT >= 0.17): its
  * lora_A/B adapt one parameter of the module named by the key less its
  * ".base_layer"s (a wrapper around a wrapper: the same module's next
@@ -447,9 +517,35 @@ static int resolve_param(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const 
 		int ret = tpc_lora_rank_alpha(c, key, &r, &alpha, e);
 		if (ret)
 			return ret;
+		if (bi < 0) {
+			/* the base may keep this parameter's experts one by one */
+			lmod t = *m;
+			t.pieces = NULL;
+			int sf = split_fit(&t, ck, A, B, c, key, r, e);
+			if (sf < 0)
+				return sf;
+			if (sf && found >= 0) {
+				free(t.pieces);
+				snprintf(msg, sizeof(msg), "module '%s' (target_parameters) fits both '%s' and '%s': which one it "
+					 "adapts cannot be told from the shapes", m->name, ck->t[found].name, key);
+				return bad_key(e, an, "%s", msg);
+			}
+			for (int q = 0; sf && q < t.npieces; q++)
+				if ((ret = float_untied(ck, t.pieces[q], an, e))) {
+					free(t.pieces);
+					return ret;
+				}
+			if (sf) {
+				*m = t;
+				found = m->base;
+				m->s = (float)(c->rslora ? w * alpha / sqrt((double)r) : w * alpha / (double)r);
+				continue;
+			}
+		}
 		if (bi < 0 || param_fit(&ck->t[bi], A, B, r) < 0) {
 			size_t tl = strlen(tried);
-			snprintf(tried + tl, sizeof(tried) - tl, "%s'%s'%s", tl ? ", " : "", key, bi < 0 ? " (not in the base)" : "");
+			snprintf(tried + tl, sizeof(tried) - tl, "%s'%s'%s", tl ? ", " : "",
+				 key, bi < 0 ? (c->family ? " (not in the base, nor its experts one by one)" : " (not in the base)") : "");
 			continue;
 		}
 		const tpc_tensor *W = &ck->t[bi];
@@ -470,15 +566,8 @@ static int resolve_param(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const 
 				 m->name, key);
 			return bad_key(e, an, "%s", msg);
 		}
-		if (W->dtype != TPC_F32 && W->dtype != TPC_BF16 && W->dtype != TPC_F16 && W->dtype != TPC_F64) {
-			snprintf(msg, sizeof(msg), "its base tensor '%s' is %s, not a float weight (quantized? give --dequantize)",
-				 key, tpc_dtype_name(W->dtype));
-			return bad_key(e, an, "%s", msg);
-		}
-		for (size_t j = 0; j < ck->n; j++)
-			if ((int64_t)j != bi && (tpc_tensor_same_view(&ck->t[j], W) || ck->t[j].alias_of == bi || W->alias_of == (int64_t)j))
-				return bad_key(e, an, "its base tensor is tied to '%s' (one storage): merging into tied weights is not supported",
-					       ck->t[j].name);
+		if ((ret = float_untied(ck, bi, an, e)))
+			return ret;
 		found = bi;
 		m->base = bi;
 		m->mode = fit;
@@ -754,6 +843,41 @@ fail:
 	return ret;
 }
 
+/* A fused parameter kept one expert a tensor: expert x's part k is a LoRA of
+ * its own, over the whole of A and B's rows of part k (tpc_ckpt.h: lora_ne
+ * experts, lora_e0 x). */
+static int add_pieces(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
+{
+	int ret = 0;
+	for (int q = 0; q < m->npieces && !ret; q++) {
+		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
+		tpc_tensor bk;
+		if (!dq)
+			return tpc_err_nomem(e);
+		dq->kind = TPC_DQ_LORA;
+		dq->lora_mode = 0;
+		dq->lora_scale = m->s;
+		dq->lora_ne = m->ne;
+		dq->lora_e0 = q / m->nparts;
+		if (tpc_tensor_narrow(&bk, &ad->t[m->t[K_B]], 0, (q % m->nparts) * m->prow, m->prow)) {
+			tpc__dq_free(dq);
+			return tpc_err_set(e, TPC_EINPUT, "internal: cannot take rows of '%s'", ad->t[m->t[K_B]].name);
+		}
+		if (!(ret = companion(&dq->c[0], &ck->t[m->pieces[q]], NULL, e)))
+			dq->nc = 1;
+		if (!ret && !(ret = companion(&dq->c[1], &ad->t[m->t[K_A]], map, e)))
+			dq->nc = 2;
+		if (!ret && !(ret = companion(&dq->c[2], &bk, map, e)))
+			dq->nc = 3;
+		tpc_tensor_release(&bk);
+		if (ret)
+			tpc__dq_free(dq);
+		else
+			ret = install(ck, m->pieces[q], dq, e);
+	}
+	return ret;
+}
+
 static int add_bias(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
 {
 	tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
@@ -832,12 +956,27 @@ static int plan_build(plan *p, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc
 	int ret = place_keys(p, ad, c, e);
 	for (size_t i = 0; i < p->n && !ret; i++)
 		ret = resolve(&p->m[i], ck, ad, c, w, e);
-	/* a module both replaced and adapted, or two replacements of one tensor */
-	for (size_t i = 0; i < p->n && !ret; i++)
-		for (size_t k = i + 1; k < p->n && !ret; k++)
-			if (p->m[i].base == p->m[k].base || (p->m[i].bias >= 0 && p->m[i].bias == p->m[k].base))
-				ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[p->m[i].base].name,
-						 "changed twice by one adapter (a LoRA and a modules_to_save tensor, or two LoRAs)");
+	/* a tensor changed twice: a module both replaced and adapted, two
+	 * replacements, or a fused parameter's expert that a LoRA of its own
+	 * adapts too */
+	int64_t *hit = NULL;
+	size_t nh = 0, cap = 0;
+	for (size_t i = 0; i < p->n && !ret; i++) {
+		const lmod *m = &p->m[i];
+		for (int q = 0; q < (m->pieces ? m->npieces : 1) + (m->bias >= 0) && !ret; q++) {
+			if (tpc_grow((void **)&hit, &cap, nh + 1, sizeof(*hit))) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			int64_t t = m->pieces && q < m->npieces ? m->pieces[q] : q ? m->bias : m->base;
+			for (size_t k = 0; k < nh && !ret; k++)
+				if (hit[k] == t)
+					ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[t].name,
+							 "changed twice by one adapter (a LoRA and a modules_to_save tensor, or two LoRAs)");
+			hit[nh++] = t;
+		}
+	}
+	free(hit);
 	if (!ret && !p->n)
 		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
 	return ret;
@@ -874,6 +1013,11 @@ int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, doub
 		if (m->full_param) {
 			ret = replace(ck, ad, m, map, e);
 			st->replaced++;
+			continue;
+		}
+		if (m->pieces) {
+			ret = add_pieces(ck, ad, m, map, e);
+			st->merged += (size_t)m->npieces;
 			continue;
 		}
 		ret = add_lora(ck, ad, m, map, e);

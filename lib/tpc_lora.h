@@ -51,6 +51,11 @@
  * ParallelExperts) or [in, out] (is_transposed: gpt-oss, Llama 4), told by
  * the shapes, or where the experts are square by the family record's
  * hf_in_out (c->family); r and alpha from the patterns by P's full name.
+ * A base that keeps P's experts one tensor each (a Mixtral or Qwen-MoE
+ * checkpoint, whose transformers 5 model fuses them into
+ * mlp.experts.gate_up_proj [E, 2I, H] and down_proj: the family record's
+ * hf_fused rows) gets D_e's rows k * I .. in expert e's part k (w1 / gate,
+ * w3 / up; w2 / down whole).
  *
  * The image is f32; the output dtype is the base tensor's (one rounding, where
  * PEFT rounds D to a bf16/f16 adapter's dtype and adds in the base dtype: the

@@ -7,7 +7,10 @@
 # apart by the family record; [E, out, in] Granite-MoE; a 2-D parameter), a
 # LoRA on each expert's linear layers (Mixtral, one tensor an expert); each
 # sharded with tp and with --ep merges back to the same bytes; what cannot be
-# told or merged refused by name, exit 3, nothing written.
+# told or merged refused by name, exit 3, nothing written. Mixtral's adapter
+# made on transformers 5 (target_parameters on the fused
+# mlp.experts.gate_up_proj / down_proj) merges into the base that keeps one
+# tensor an expert, through the family record's hf_fused names.
 # usage: lora_moe_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -15,7 +18,7 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 tmpdir
 F=$SRC/tests/lora/moe
 
-for c in gptoss/params granite/params mixtral/experts; do
+for c in gptoss/params granite/params mixtral/experts mixtral/params; do
   rm -f "$T/o.safetensors"
   if "$TPCONV" convert "$F/${c%/*}" --lora "$F/$c" -o "$T/o.safetensors" -q 2>"$T/err" &&
      "$TPCONV" diff "$T/o.safetensors" "$F/$c/ref.safetensors" >"$T/diff" 2>&1; then
@@ -42,6 +45,11 @@ refused() { # refused DESC BASE ADAPTER PATTERN
 mkdir -p "$T/bare" && cp "$F/gptoss/model.safetensors" "$T/bare/"
 refused "square experts with no family record to say their layout" "$T/bare/model.safetensors" "$F/gptoss/params" \
   "module 'model.layers.0.mlp.experts' (target_parameters) fits 'model.layers.0.mlp.experts.down_proj' both as \[experts, out, in\] and as \[experts, in, out\]"
+# transformers 5's fused Mixtral experts into the base that keeps one tensor
+# an expert: the family record (config.json) says which tensors they are
+mkdir -p "$T/bare-mx" && cp "$F/mixtral/model.safetensors" "$T/bare-mx/"
+refused "a fused parameter's experts one by one, with no family record to name them" "$T/bare-mx/model.safetensors" \
+  "$F/mixtral/params" "'model.layers.0.mlp.experts.gate_up_proj' (not in the base), 'model.layers.0.mlp.experts.down_proj' (not in the base)"
 edit() { # edit DESC PYTHON-STATEMENT-ON-c PATTERN
   rm -rf "$T/cf" && mkdir "$T/cf" && cp "$F/gptoss/params/adapter_model.safetensors" "$T/cf/"
   python3 - "$F/gptoss/params/adapter_config.json" "$T/cf/adapter_config.json" "$2" <<'PY'

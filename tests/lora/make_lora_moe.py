@@ -31,6 +31,9 @@ base_model.model.<module>.lora_A.weight ...):
                    (num_experts 1: a plain Linear's delta)
   mixtral/experts  target_modules q_proj, gate (the router), w1, w2, w3: one
                    LoRA per expert's linear layer (a plain Linear each)
+  mixtral/params   target_parameters mlp.experts.gate_up_proj and down_proj
+                   (transformers 5's fused MixtralExperts) into the base that
+                   keeps one tensor an expert (below)
 
 ref.safetensors is the whole merged model as PEFT's merge_and_unload makes
 it, re-implemented after PEFT main at 5d602fdb
@@ -215,3 +218,35 @@ for L in range(2):
             linear(sd, ad, ref, cfg, pre + f"block_sparse_moe.experts.{e}.{w}")
 write("mixtral/experts", ad, cfg, ref)
 print("mixtral/experts: written")
+
+# Mixtral's adapter trained on transformers 5, whose MixtralExperts fuse the
+# experts (conversion_mapping.py "mixtral": w1 and w3 of each expert
+# concatenated into mlp.experts.gate_up_proj [E, 2I, H], w2 stacked into
+# down_proj [E, H, I], not is_transposed): target_parameters on the fused
+# parameters, with the rank_pattern / alpha_pattern PEFT's
+# _convert_peft_config_moe gives gate_up_proj (r and alpha doubled); the
+# base on disk keeps one tensor an expert, so the merged fused delta lands in
+# w1 (rows 0 .. I-1), w3 (rows I ..) and w2 of each expert
+torch.manual_seed(5)
+cfg = lora_cfg(target_modules=["q_proj"], target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"],
+               rank_pattern={r".*\.gate_up_proj": 4}, alpha_pattern={r".*\.gate_up_proj": 8})
+ad, ref, worst = {}, dict(sd), []
+I = 8
+for L in range(2):
+    pre = f"model.layers.{L}."
+    linear(sd, ad, ref, cfg, pre + "self_attn.q_proj")
+    bs = pre + "block_sparse_moe.experts."
+    ex = pre + "mlp.experts"
+    fused = {
+        ex + ".gate_up_proj": torch.stack([torch.cat([sd[bs + f"{e}.w1.weight"], sd[bs + f"{e}.w3.weight"]]) for e in range(4)]),
+        ex + ".down_proj": torch.stack([sd[bs + f"{e}.w2.weight"] for e in range(4)]),
+    }
+    fref = {}
+    param3(fused, ad, fref, cfg, ex + ".base_layer", ex + ".gate_up_proj", False, worst)
+    param3(fused, ad, fref, cfg, ex, ex + ".down_proj", False, worst)
+    for e in range(4):
+        ref[bs + f"{e}.w1.weight"] = fref[ex + ".gate_up_proj"][e, :I].clone()
+        ref[bs + f"{e}.w3.weight"] = fref[ex + ".gate_up_proj"][e, I:].clone()
+        ref[bs + f"{e}.w2.weight"] = fref[ex + ".down_proj"][e].clone()
+write("mixtral/params", ad, cfg, ref)
+print("mixtral/params: against PEFT's einsum at most %d f32 ULPs apart" % max(worst))
