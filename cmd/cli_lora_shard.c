@@ -42,14 +42,14 @@ int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tp
 	if (so->layout && so->layout != &tpc_layout_peft)
 		return tpc_cli_usage("shard", "--base writes the peft layout (rank folders of PEFT adapters), not --layout %s",
 				     so->layout->name);
-	if (so->pp > 1 || so->ep > 1)
-		return tpc_cli_usage("shard", "--base splits an adapter for tensor parallelism only: no --pp or --ep");
+	if (so->pp > 1)
+		return tpc_cli_usage("shard", "--base splits an adapter for tensor (and expert) parallelism only: no --pp");
 	if (!base->have_ck)
 		return tpc_cli_usage("shard", "--base takes the base checkpoint, not a shard set: merge it first");
 	if ((ret = open_adapter(ls, adapter, strict, e)))
 		return ret;
-	if ((ret = tpc_lora_shard_plan(base->view, &base->plan, f, so->tp, so->resolve_flags, &ls->a.ad, &ls->a.cfg, &pj, &st,
-				       e)))
+	if ((ret = tpc_lora_shard_plan(base->view, &base->plan, f, so->tp, so->ep, so->resolve_flags, &ls->a.ad, &ls->a.cfg,
+				       &pj, &st, e)))
 		goto out;
 	if ((ret = tpc_plan_from_buffer(&ls->plan, pj.p, pj.len, "(the adapter's plan)", e)))
 		goto out;

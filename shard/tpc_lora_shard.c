@@ -184,7 +184,7 @@ static bool fits(const tpc_tensor *at, int q, const tpc_tensor *bt, bool emb, bo
 }
 
 /* One adapter tensor's rule into it->rule. */
-static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, unsigned rflags,
+static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, int ep, unsigned rflags,
 	       const tpc_ckpt *ad, size_t i, const tpc_lora_cfg *c, cJSON *const *rules, item *it,
 	       tpc_lora_shard_stats *st, tpc_err *e)
 {
@@ -194,6 +194,14 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 	if ((ret = classify(k, &q, &bname, e)))
 		goto out;
 	int64_t bi = tpc_ckpt_find(base, bname);
+	if (bi < 0 && c->json && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "target_parameters")) > 0) {
+		ret = refuse(e, k,
+			     "a LoRA of target_parameters (PEFT's ParamWrapper, no base tensor '%s'): on fused experts its A "
+			     "holds the experts' ranks in rows and its B in interleaved columns, which no plan rule cuts; "
+			     "shard the base with it merged (shard BASE --lora ADAPTER)%s",
+			     bname, "");
+		goto out;
+	}
 	if (bi < 0) {
 		ret = refuse(e, k, "no base tensor '%s' for it%s", bname, "");
 		goto out;
@@ -201,7 +209,9 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 	const tpc_tensor *bt = &base->t[bi];
 	tpc_split s;
 	bool matched = false;
-	if ((ret = tpc_plan_resolve(bp, f, bt->name, bt->ndim, bt->shape, tp, rflags, &s, &matched, e)))
+	/* an expert's tensor with --ep: split over its EP group's tp/ep ranks */
+	int rtp = ep > 1 && tpc_plan_expert(bp, bt->name) >= 0 ? tp / ep : tp;
+	if ((ret = tpc_plan_resolve(bp, f, bt->name, bt->ndim, bt->shape, rtp, rflags, &s, &matched, e)))
 		goto out;
 	if (!matched) {
 		ret = refuse(e, k,
@@ -309,8 +319,9 @@ static int emit(cJSON *arr, item *it, size_t n, const tpc_ckpt *ad, tpc_lora_sha
 	return ret;
 }
 
-int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, unsigned rflags,
-			const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st, tpc_err *e)
+int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, int ep,
+			unsigned rflags, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st,
+			tpc_err *e)
 {
 	cJSON *bj = NULL, *root = NULL, *arr = NULL;
 	cJSON **rules = NULL;
@@ -333,7 +344,7 @@ int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_mode
 	for (cJSON *r = br->child; r && k < nr; r = r->next)
 		rules[k++] = r;
 	for (size_t i = 0; i < ad->n && !ret; i++) {
-		if ((ret = one(base, bp, f, tp, rflags, ad, i, c, rules, &it[i], st, e)))
+		if ((ret = one(base, bp, f, tp, ep, rflags, ad, i, c, rules, &it[i], st, e)))
 			break;
 		if (!(it[i].pat = name_pattern(ad->t[i].name, true)) || !(it[i].str = cJSON_PrintUnformatted(it[i].rule)))
 			ret = tpc_err_nomem(e);
@@ -353,6 +364,12 @@ int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_mode
 	cJSON_AddStringToObject(root, "name", name);
 	cJSON_AddStringToObject(root, "description", desc);
 	cJSON_AddNumberToObject(root, "pad_multiple", (double)bp->pad_multiple);
+	/* the experts' patterns: an expert's adapter tensors go with it (--ep) */
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(bj, "experts");
+	if (ex && !cJSON_AddItemToObject(root, "experts", cJSON_Duplicate(ex, 1))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
 	cJSON_AddItemToObject(root, "rules", arr);
 	if ((ret = emit(arr, it, ad->n, ad, st, e)))
 		goto out;

@@ -43,9 +43,17 @@
  * linear_out (B) is a ColumnParallelLinear over out in both cases. That layout
  * is read back by tpc_lora_nemo.h; tpconv writes vLLM's.
  *
+ * Experts kept one tensor each (Mixtral's experts.N.w1): each expert's LoRA
+ * tensors go with their expert (the plan's "experts" patterns, copied into
+ * the adapter's plan: with --ep, to the expert's EP group, split tp/ep ways
+ * there as its base is), as vLLM's FusedMoEWithLoRA holds them per expert
+ * (vllm/lora/layers/fused_moe.py).
+ *
  * Refused by name (TPC_EINPUT): an adapter tensor whose base tensor is missing,
  * is not 2-D, is matched by no rule of the plan (its split is not known), is a
- * stacked expert tensor or is split along neither of its dimensions; DoRA on a
+ * stacked expert tensor or is split along neither of its dimensions; a LoRA on
+ * a fused expert parameter (target_parameters: its A holds the experts' ranks
+ * in rows, its B in interleaved columns, which no plan rule cuts); DoRA on a
  * base split along in; a key that is not PEFT's.
  *
  * The plan is an ordinary plan (tpc_plan.h): one rule per group of adapter
@@ -78,7 +86,8 @@ typedef struct tpc_lora_shard_stats {
  * beside base checkpoint `base` split by plan `bp` with facts f (already
  * merged and checked against base) and resolve flags `rflags`.
  */
-int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, unsigned rflags,
-			const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st, tpc_err *e);
+int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, int ep,
+			unsigned rflags, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st,
+			tpc_err *e);
 
 #endif

@@ -34,6 +34,37 @@ for c in gptoss/params granite/params mixtral/experts mixtral/params; do
   done
 done
 
+# the adapter itself sharded beside its base (shard ADAPTER --base BASE): each
+# expert's LoRA with its expert, in its EP group's folders; merged back byte
+# for byte, and each rank's adapter merged into the base's rank file equals
+# that rank of the merged model's set
+X=$F/mixtral
+"$TPCONV" shard "$X" --tp 2 --ep 2 -o "$T/base-ep" -q 2>"$T/err" &&
+  "$TPCONV" convert "$X" --lora "$X/experts" -o "$T/mx.safetensors" -q 2>>"$T/err" &&
+  "$TPCONV" shard "$T/mx.safetensors" --config "$X/config.json" --tp 2 --ep 2 -o "$T/merged-ep" -q 2>>"$T/err" ||
+  bad "the sets to compare with" "$(cat "$T/err")"
+for pl in contiguous round_robin; do
+  rm -rf "$T/ad-ep" "$T/ad-back"
+  if "$TPCONV" shard "$X/experts" --base "$X" --tp 2 --ep 2 --ep-placement $pl -o "$T/ad-ep" -q 2>"$T/err" &&
+     "$TPCONV" merge "$T/ad-ep" -o "$T/ad-back" -q 2>>"$T/err" &&
+     cmp -s "$T/ad-back/adapter_model.safetensors" "$X/experts/adapter_model.safetensors"; then
+    ok "mixtral/experts: the adapter sharded tp 2 --ep 2 ($pl) merges back byte for byte"
+  else bad "adapter --ep $pl" "$(cat "$T/err")"; fi
+done
+rm -rf "$T/ad-ep" && "$TPCONV" shard "$X/experts" --base "$X" --tp 2 --ep 2 -o "$T/ad-ep" -q 2>"$T/err"
+good=1
+for r in 0 1; do
+  rm -f "$T/rk.safetensors"
+  "$TPCONV" convert "$T/base-ep/model_tp0${r}_pp00.safetensors" --lora "$T/ad-ep/tp0${r}_pp00" -o "$T/rk.safetensors" -q 2>>"$T/err" &&
+    "$TPCONV" diff "$T/rk.safetensors" "$T/merged-ep/model_tp0${r}_pp00.safetensors" >"$T/diff" 2>&1 || { good=0; bad "ep rank $r" "$(cat "$T/err" "$T/diff" | tail -3)"; }
+done
+[ $good = 1 ] && ok "mixtral/experts --ep 2: each rank's adapter merged into the base's rank equals the merged model's rank"
+rm -rf "$T/gp"
+"$TPCONV" shard "$F/gptoss/params" --base "$F/gptoss" --tp 2 -o "$T/gp" 2>"$T/err"
+[ $? = 3 ] && grep -q "a LoRA of target_parameters (PEFT's ParamWrapper, no base tensor 'model.layers.0.mlp.experts.base_layer.weight')" "$T/err" &&
+  [ ! -e "$T/gp" ] && ok "refused: sharding a fused-experts adapter by itself (exit 3; shard BASE --lora merges it)" ||
+  bad "fused adapter shard" "$(cat "$T/err")"
+
 refused() { # refused DESC BASE ADAPTER PATTERN
   rm -f "$T/h.safetensors"
   "$TPCONV" convert "$2" --lora "$3" -o "$T/h.safetensors" 2>"$T/err"
