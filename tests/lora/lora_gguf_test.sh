@@ -6,7 +6,9 @@
 # LoRA, which llama.cpp cannot apply there) and the files
 # llama.cpp's convert_lora_to_gguf.py writes for them: tpconv's are the same
 # bytes for llama f32/f16/bf16/q8_0 (Q/K rows of lora_b permuted, token_embd's
-# lora_a transposed) and qwen2 f32/bf16. Read back, the adapter is PEFT's
+# lora_a transposed), qwen2 f32/bf16, phi3 f32 (fused qkv_proj and
+# gate_up_proj renamed) and mixtral f32/q8_0 (each layer's experts stacked).
+# Read back, the adapter is PEFT's
 # file byte for byte, and merges as the original does. Hostile adapter GGUFs
 # (gguf_mutate.py) and PEFT adapters an adapter GGUF cannot express are
 # refused: exit 3, the message, nothing written. An activated LoRA
@@ -19,7 +21,7 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 tmpdir
 F=$SRC/tests/lora/gguf A=$SRC/tests/gguf/arch
 
-for c in llama:f32 llama:f16 llama:bf16 llama:q8_0 qwen2:f32 qwen2:bf16; do
+for c in llama:f32 llama:f16 llama:bf16 llama:q8_0 qwen2:f32 qwen2:bf16 phi3:f32 mixtral:f32 mixtral:q8_0; do
   fam=${c%:*} ot=${c#*:}
   if "$TPCONV" convert "$F/$fam/adapter" --base "$A/tiny-$fam" --outtype "$ot" -o "$T/$fam-$ot.gguf" -q 2>"$T/err" &&
      cmp -s "$T/$fam-$ot.gguf" "$F/$fam/ref-$ot.gguf"; then
@@ -27,7 +29,7 @@ for c in llama:f32 llama:f16 llama:bf16 llama:q8_0 qwen2:f32 qwen2:bf16; do
   else bad "$fam $ot adapter GGUF" "$(cat "$T/err")"; fi
 done
 # back to PEFT: the adapter's own safetensors where the dtype is kept
-for c in llama:f32 qwen2:bf16; do
+for c in llama:f32 qwen2:bf16 phi3:f32 mixtral:f32; do
   fam=${c%:*} ot=${c#*:}
   if "$TPCONV" convert "$F/$fam/ref-$ot.gguf" --base "$A/tiny-$fam" -o "$T/$fam-back" -q 2>"$T/err" &&
      cmp -s "$T/$fam-back/adapter_model.safetensors" "$F/$fam/adapter/adapter_model.safetensors"; then
@@ -119,6 +121,19 @@ run "$TPCONV" convert "$F/llama/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/y" -
 [ "$rc" = 2 ] && ok "usage: --outtype reading an adapter GGUF back" || bad "outtype back" "$(cat "$T/err")"
 run "$TPCONV" convert "$F/llama/adapter" --base "$A/tiny-llama" -o "$T/llama-f32.gguf"
 [ "$rc" = 2 ] && grep -q "use --force" "$T/err" && ok "an existing output is not overwritten without --force" || bad "exists" "rc $rc $(cat "$T/err")"
+
+# Mixtral's experts: a layer's stack written only when every expert's w1, w2
+# and w3 has a pair (the reference drops the rest silently); a quantized stack
+# is not read back
+mkdir -p "$T/mx/adapter" && cp "$F/mixtral/adapter/adapter_config.json" "$T/mx/adapter/" &&
+  "$TPCONV" convert "$F/mixtral/adapter/adapter_model.safetensors" --drop 'layers[.]1[.].*experts[.]2[.]w2' \
+    -o "$T/mx/adapter/adapter_model.safetensors" -q
+"$TPCONV" convert "$T/mx/adapter" --base "$A/tiny-mixtral" -o "$T/mx.gguf" 2>"$T/err"
+[ $? = 3 ] && grep -q "layer 1: LoRA pairs on 11 of its 12 experts' weights (ffn_gate_exp, ffn_down_exp, ffn_up_exp of each)" "$T/err" &&
+  [ ! -e "$T/mx.gguf" ] && ok "refused: a layer whose experts are not all adapted (exit 3)" || bad "partial experts" "$(cat "$T/err")"
+"$TPCONV" convert "$F/mixtral/ref-q8_0.gguf" --base "$A/tiny-mixtral" -o "$T/mx-back" 2>"$T/err"
+[ $? = 3 ] && grep -q "a quantized stack of experts' LoRA pairs is not read back by tpconv yet" "$T/err" &&
+  [ ! -e "$T/mx-back" ] && ok "refused: reading back a q8_0 stack of experts' pairs (exit 3)" || bad "q8_0 experts back" "$(cat "$T/err")"
 
 # an activated LoRA (alora_invocation_tokens): to GGUF as the reference
 # writes it (adapter.alora.invocation_tokens after the alpha), back to PEFT

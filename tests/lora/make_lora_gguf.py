@@ -17,7 +17,8 @@ llama's adapter with alora_invocation_tokens in its config, and the test
 takes the tensors from llama/adapter.
 
 For each family FAM (llama: LlamaModel's Q/K row permutation on lora_b;
-qwen2: none, tied embeddings, no embedding LoRA), OUTDIR/FAM/adapter/ is an adapter as PEFT
+qwen2: none, tied embeddings, no embedding LoRA; phi3: fused weights renamed;
+mixtral: the experts stacked), OUTDIR/FAM/adapter/ is an adapter as PEFT
 v0.20.0 save_pretrained writes it (adapter_config.json,
 adapter_model.safetensors, keys base_model.model.<module>.lora_A.weight /
 lora_B.weight, lora_embedding_A / lora_embedding_B for embed_tokens), every
@@ -43,6 +44,14 @@ FAMS = {
     "qwen2": ("tiny-qwen2", torch.bfloat16, 8, 16,
               ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
               ["f32", "bf16"]),
+    # Phi-3: the checkpoint's fused qkv_proj and gate_up_proj, renamed
+    # (attn_qkv, ffn_up) and kept whole, no permutation
+    "phi3": ("tiny-phi3", torch.float32, 4, 8, ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"], ["f32"]),
+    # Mixtral: a LoRA on every expert's w1/w2/w3 and the router; the reference
+    # stacks a layer's experts (conversion/llama.py, torch.stack on its
+    # LoraTorchTensor): ffn_*_exps lora_a [E, r, in], lora_b [E, out, r]
+    "mixtral": ("tiny-mixtral", torch.float32, 4, 8, ["q_proj", "k_proj", "v_proj", "o_proj", "gate", "w1", "w2", "w3"],
+                ["f32", "q8_0"]),
 }
 
 
