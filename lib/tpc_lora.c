@@ -1244,8 +1244,9 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 		free(x);
 		goto out;
 	}
-	/* experts: a 3-D [E, d1, d2] is read as its [E * d1, d2] rows */
-	const int nd = dq->lora_ne && dq->lora_epr && t->ndim == 3 ? 3 : 2;
+	/* experts: a 3-D [E, d1, d2] is read as its [E * d1, d2] rows; a weight
+	 * stacked with others (an expert of a GGUF stack) as [1, O, I] */
+	const int nd = t->ndim == 3 && ((dq->lora_ne && dq->lora_epr) || t->shape[0] == 1) ? 3 : 2;
 	if (t->ndim != nd || t->shape[nd - 1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
 	/* a window: rows r0.. of the full image, I of its C columns from c0 */

@@ -724,7 +724,10 @@ int tpc_tensor_unit_dim(tpc_tensor *t, int d, bool insert)
 static int lift0(tpc_tensor *t)
 {
 	int n = t->ndim;
-	if (n >= TPC_MAX_NDIM || t->dq)
+	/* a merged LoRA weight [O, I] reads as [1, O, I] (tpc__lora_read): one
+	 * expert of a stack the GGUF writer makes */
+	bool lora = t->dq && t->dq->kind == TPC_DQ_LORA && !t->dq->lora_epr && n == 2;
+	if (n >= TPC_MAX_NDIM || (t->dq && !lora))
 		return -1;
 	int64_t *s = tpc_calloc((size_t)(2 * (n + 1)), sizeof(int64_t));
 	if (!s)
@@ -777,9 +780,17 @@ int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts)
 	tpc_tensor *up = tpc_calloc((size_t)nparts, sizeof(*up));
 	if (!up)
 		return -1;
-	for (; n < nparts && !ret; n++)
+	bool dq = false; /* merged LoRA weights (lift0), read part by part */
+	for (; n < nparts && !ret; n++) {
 		ret = parts[n].ndim != parts[0].ndim || tpc_tensor_copy(&up[n], &parts[n]) || lift0(&up[n]);
-	return tpc_tensor_cat_release(dst, up, n, 0, ret);
+		dq = dq || parts[n].dq;
+	}
+	if (!ret)
+		ret = init_cat(dst, up, n, 0, dq);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&up[i]);
+	free(up);
+	return ret ? -1 : 0;
 }
 
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)

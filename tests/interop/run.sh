@@ -222,7 +222,7 @@ fi
 if wanted lora-gguf; then
 	LG=$W/lora-gguf fams=
 	mkdir -p "$LG"
-	for fam in llama qwen2; do
+	for fam in llama qwen2 phi3 mixtral; do
 		b=$SRC/tests/gguf/arch/tiny-$fam a=$SRC/tests/lora/gguf/$fam/adapter
 		tpc convert "$b" -o "$LG/$fam-base.gguf" --outtype f32 &&
 			tpc convert "$b" --lora "$a" -o "$LG/$fam-merged.gguf" --outtype f32 &&

@@ -122,6 +122,16 @@ run "$TPCONV" convert "$F/llama/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/y" -
 run "$TPCONV" convert "$F/llama/adapter" --base "$A/tiny-llama" -o "$T/llama-f32.gguf"
 [ "$rc" = 2 ] && grep -q "use --force" "$T/err" && ok "an existing output is not overwritten without --force" || bad "exists" "rc $rc $(cat "$T/err")"
 
+# a merge into Mixtral's experts written as GGUF: the merged experts stacked as
+# computed weights, the tensors those of the merged checkpoint's GGUF
+mkdir -p "$T/mxm" && cp "$A/tiny-mixtral"/*.json "$A/tiny-mixtral"/tokenizer* "$T/mxm/" &&
+  "$TPCONV" convert "$A/tiny-mixtral" --lora "$F/mixtral/adapter" -o "$T/mxm/model.safetensors" -q 2>"$T/err" &&
+  "$TPCONV" convert "$T/mxm" -o "$T/mxm-a.gguf" --outtype q8_0 -q 2>>"$T/err" &&
+  "$TPCONV" convert "$A/tiny-mixtral" --lora "$F/mixtral/adapter" -o "$T/mxm-b.gguf" --outtype q8_0 -q 2>>"$T/err" &&
+  "$TPCONV" diff "$T/mxm-a.gguf" "$T/mxm-b.gguf" >"$T/diff" 2>&1 &&
+  ok "mixtral: convert --lora into a q8_0 GGUF stacks the merged experts (the merged model's GGUF tensors)" ||
+  bad "mixtral merged GGUF" "$(cat "$T/err" "$T/diff" | tail -4)"
+
 # Mixtral's experts: a layer's stack written only when every expert's w1, w2
 # and w3 has a pair (the reference drops the rest silently); a quantized stack
 # is not read back
