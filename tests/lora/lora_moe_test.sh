@@ -34,6 +34,22 @@ for c in gptoss/params granite/params mixtral/experts mixtral/params; do
   done
 done
 
+# gpt-oss's MXFP4 experts dequantized while read, the LoRA over them: what a
+# merge into the dequantized copy gives, also sharded (tp 2, --ep 2)
+Q=$SRC/tests/quant/fp4/gptoss-mxfp4
+mkdir -p "$T/dqc" && cp "$Q/config.json" "$T/dqc/"
+if "$TPCONV" convert "$Q" --dequantize -o "$T/dqc/model.safetensors" -q 2>"$T/err" &&
+   "$TPCONV" convert "$T/dqc" --lora "$F/gptoss-mxfp4" -o "$T/q1.safetensors" -q 2>>"$T/err" &&
+   "$TPCONV" convert "$Q" --dequantize --lora "$F/gptoss-mxfp4" -o "$T/q2.safetensors" -q 2>>"$T/err" &&
+   cmp -s "$T/q1.safetensors" "$T/q2.safetensors"; then
+  ok "gpt-oss MXFP4 experts: --dequantize --lora in one pass equals the merge into the dequantized copy"
+else bad "MXFP4 --lora" "$(cat "$T/err")"; fi
+rm -rf "$T/qs" "$T/qs.safetensors"
+"$TPCONV" shard "$Q" --dequantize --lora "$F/gptoss-mxfp4" --tp 2 --ep 2 -o "$T/qs" -q 2>"$T/err" &&
+  "$TPCONV" merge "$T/qs" -o "$T/qs.safetensors" -q 2>>"$T/err" && "$TPCONV" diff "$T/qs.safetensors" "$T/q2.safetensors" >"$T/diff" 2>&1 &&
+  ok "gpt-oss MXFP4 experts: shard --dequantize --lora --tp 2 --ep 2 merges back to the same tensors" ||
+  bad "MXFP4 --lora --ep" "$(cat "$T/err" "$T/diff" | tail -3)"
+
 # the adapter itself sharded beside its base (shard ADAPTER --base BASE): each
 # expert's LoRA with its expert, in its EP group's folders; merged back byte
 # for byte, and each rank's adapter merged into the base's rank file equals

@@ -31,6 +31,8 @@ base_model.model.<module>.lora_A.weight ...):
                    (num_experts 1: a plain Linear's delta)
   mixtral/experts  target_modules q_proj, gate (the router), w1, w2, w3: one
                    LoRA per expert's linear layer (a plain Linear each)
+  gptoss-mxfp4     target_parameters on tests/quant/fp4/gptoss-mxfp4's MXFP4
+                   experts (no ref.safetensors: see below)
   mixtral/params   target_parameters mlp.experts.gate_up_proj and down_proj
                    (transformers 5's fused MixtralExperts) into the base that
                    keeps one tensor an expert (below)
@@ -141,7 +143,8 @@ def write(name, ad, cfg, ref):
     save_file({k: v.contiguous() for k, v in ad.items()}, os.path.join(d, "adapter_model.safetensors"),
               metadata={"format": "pt"})
     json.dump(cfg, open(os.path.join(d, "adapter_config.json"), "w"), indent=2, sort_keys=True)
-    save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(d, "ref.safetensors"))
+    if ref is not None:
+        save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(d, "ref.safetensors"))
 
 
 def linear(sd, ad, ref, cfg, module, w_key=None):
@@ -250,3 +253,17 @@ for L in range(2):
         ref[bs + f"{e}.w2.weight"] = fref[ex + ".down_proj"][e].clone()
 write("mixtral/params", ad, cfg, ref)
 print("mixtral/params: against PEFT's einsum at most %d f32 ULPs apart" % max(worst))
+
+# an adapter for tests/quant/fp4/gptoss-mxfp4 (gpt-oss's MXFP4 experts: hidden
+# 32, intermediate 32, 4 experts, 2 layers): the test merges it into the
+# base dequantized while read and compares with a merge into the base's
+# dequantized copy (no ref: the base's values are tpconv's MXFP4 decoding)
+torch.manual_seed(6)
+cfg = lora_cfg(target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])
+ad = {}
+for L in range(2):
+    ex = f"model.layers.{L}.mlp.experts"
+    ad[P + ex + ".base_layer.lora_A.weight"], ad[P + ex + ".base_layer.lora_B.weight"] = rnd(4 * 2, 32), rnd(64, 2 * 4)
+    ad[P + ex + ".lora_A.weight"], ad[P + ex + ".lora_B.weight"] = rnd(4 * 2, 32), rnd(32, 2 * 4)
+write("gptoss-mxfp4", ad, cfg, None)
+print("gptoss-mxfp4: written")
