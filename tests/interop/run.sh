@@ -203,7 +203,7 @@ if wanted lora; then
 	mkdir -p "$L/out" && cp -r "$SRC/tests/lora/llama" "$SRC/tests/lora/gpt2" "$SRC"/tests/lora/moe/* "$L/" && : >"$L/cases.tsv"
 	for c in llama/plain llama/rslora llama/dora llama/rank-pattern llama/embedding llama/embedding-dora \
 		gpt2/conv1d gpt2/conv1d-dora "multi llama/plain:0.5 llama/rslora:1.5" \
-		mixtral/experts mixtral/params gptoss/params granite/params; do
+		mixtral/experts mixtral/params qwen3moe/params gptoss/params granite/params; do
 		set -- $c
 		case $1 in multi) name=multi base=llama; shift ;; *) name=${1%%/*}-${1#*/} base=${1%%/*} ;; esac
 		args= row=

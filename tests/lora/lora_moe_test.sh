@@ -18,7 +18,7 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 tmpdir
 F=$SRC/tests/lora/moe
 
-for c in gptoss/params granite/params mixtral/experts mixtral/params; do
+for c in gptoss/params granite/params mixtral/experts mixtral/params qwen3moe/params; do
   rm -f "$T/o.safetensors"
   if "$TPCONV" convert "$F/${c%/*}" --lora "$F/$c" -o "$T/o.safetensors" -q 2>"$T/err" &&
      "$TPCONV" diff "$T/o.safetensors" "$F/$c/ref.safetensors" >"$T/diff" 2>&1; then

@@ -33,6 +33,7 @@ base_model.model.<module>.lora_A.weight ...):
                    LoRA per expert's linear layer (a plain Linear each)
   gptoss-mxfp4     target_parameters on tests/quant/fp4/gptoss-mxfp4's MXFP4
                    experts (no ref.safetensors: see below)
+  qwen3moe/params  the same on Qwen3-MoE (experts.N.gate_proj/up_proj/down_proj)
   mixtral/params   target_parameters mlp.experts.gate_up_proj and down_proj
                    (transformers 5's fused MixtralExperts) into the base that
                    keeps one tensor an expert (below)
@@ -267,3 +268,32 @@ for L in range(2):
     ad[P + ex + ".lora_A.weight"], ad[P + ex + ".lora_B.weight"] = rnd(4 * 2, 32), rnd(32, 2 * 4)
 write("gptoss-mxfp4", ad, cfg, None)
 print("gptoss-mxfp4: written")
+
+# Qwen3-MoE, one tensor an expert on disk (mlp.experts.N.gate_proj/up_proj/
+# down_proj), its adapter made on transformers 5's fused experts
+# (conversion_mapping.py "qwen2_moe", also qwen3_moe's: gate_proj then
+# up_proj concatenated into mlp.experts.gate_up_proj)
+sd = base("qwen3moe", T.Qwen3MoeConfig(vocab_size=32, hidden_size=16, intermediate_size=24, moe_intermediate_size=8,
+                                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                                      num_experts=4, num_experts_per_tok=2, decoder_sparse_step=1), T.Qwen3MoeForCausalLM)
+torch.manual_seed(7)
+cfg = lora_cfg(target_modules=["o_proj"], target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])
+ad, ref, worst = {}, dict(sd), []
+I = 8
+for L in range(2):
+    pre = f"model.layers.{L}."
+    linear(sd, ad, ref, cfg, pre + "self_attn.o_proj")
+    bs, ex = pre + "mlp.experts.", pre + "mlp.experts"
+    fused = {
+        ex + ".gate_up_proj": torch.stack([torch.cat([sd[bs + f"{e}.gate_proj.weight"], sd[bs + f"{e}.up_proj.weight"]]) for e in range(4)]),
+        ex + ".down_proj": torch.stack([sd[bs + f"{e}.down_proj.weight"] for e in range(4)]),
+    }
+    fref = {}
+    param3(fused, ad, fref, cfg, ex + ".base_layer", ex + ".gate_up_proj", False, worst)
+    param3(fused, ad, fref, cfg, ex, ex + ".down_proj", False, worst)
+    for e in range(4):
+        ref[bs + f"{e}.gate_proj.weight"] = fref[ex + ".gate_up_proj"][e, :I].clone()
+        ref[bs + f"{e}.up_proj.weight"] = fref[ex + ".gate_up_proj"][e, I:].clone()
+        ref[bs + f"{e}.down_proj.weight"] = fref[ex + ".down_proj"][e].clone()
+write("qwen3moe/params", ad, cfg, ref)
+print("qwen3moe/params: against PEFT's einsum at most %d f32 ULPs apart" % max(worst))
