@@ -133,7 +133,8 @@ void tpc_cli_lora_set_init(tpc_cli_lora_set *ls);
 void tpc_cli_lora_set_release(tpc_cli_lora_set *ls);
 struct tpc_cli_input;
 int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const struct tpc_cli_input *base,
-			     const tpc_model_facts *f, tpc_shard_opts *so, bool strict, tpc_shard_plan *sp, tpc_err *e);
+			     const struct tpc_cli_set *set, const tpc_model_facts *f, tpc_shard_opts *so, bool strict,
+			     tpc_shard_plan *sp, tpc_err *e);
 /* merge NEMO_DIR -o DIR (cli_lora_shard.c): a NeMo / Megatron LoRA saved per
  * tensor-parallel rank, as one PEFT adapter folder (shard/tpc_lora_nemo.h);
  * --dry-run lists it. 0 or an exit status (said). */

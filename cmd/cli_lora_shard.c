@@ -33,7 +33,7 @@ static int open_adapter(tpc_cli_lora_set *ls, const char *dir, bool strict, tpc_
 	return tpc_cli_adapter_open(&ls->a, dir, strict, e);
 }
 
-int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tpc_cli_input *base,
+int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tpc_cli_input *base, const tpc_cli_set *set,
 			     const tpc_model_facts *f, tpc_shard_opts *so, bool strict, tpc_shard_plan *sp, tpc_err *e)
 {
 	tpc_buf pj = TPC_BUF_INIT;
@@ -48,6 +48,10 @@ int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tp
 		return tpc_cli_usage("shard", "--base takes the base checkpoint, not a shard set: merge it first");
 	if ((ret = open_adapter(ls, adapter, strict, e)))
 		return ret;
+	/* the base's family: how its fused experts are laid out (target_parameters) */
+	char *cfg_path = base->path ? tpc_cli_model_config(base->path, set) : NULL;
+	ls->a.cfg.family = tpc_cli_config_family(cfg_path);
+	free(cfg_path);
 	if ((ret = tpc_lora_shard_plan(base->view, &base->plan, f, so->tp, so->ep, so->resolve_flags, &ls->a.ad, &ls->a.cfg,
 				       &pj, &st, e)))
 		goto out;

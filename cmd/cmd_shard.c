@@ -572,7 +572,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	if (note[0])
 		tpc_cli_info("%s", note);
 	if (s->base) { /* IN is an adapter: split by the plan its base's rules give */
-		if ((ret = tpc_cli_lora_shard_build(&s->lsh, s->in, in, &s->facts, &s->so, s->so.strict, &s->sp, e)))
+		if ((ret = tpc_cli_lora_shard_build(&s->lsh, s->in, in, &s->set, &s->facts, &s->so, s->so.strict, &s->sp, e)))
 			return ret;
 		s->have_sp = true;
 		return 0;

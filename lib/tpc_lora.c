@@ -584,6 +584,39 @@ static int resolve_param(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const 
 	return 0;
 }
 
+int tpc_lora_param_base(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, const char *module, int64_t *base,
+			bool *in_out, tpc_err *e)
+{
+	char ka[1200], kb[1200];
+	lmod m;
+	memset(&m, 0, sizeof(m));
+	for (int k = 0; k < K_NKIND; k++)
+		m.t[k] = -1;
+	m.base = m.bias = -1;
+	snprintf(ka, sizeof(ka), LORA_PREFIX "%s.lora_A.weight", module);
+	snprintf(kb, sizeof(kb), LORA_PREFIX "%s.lora_B.weight", module);
+	m.t[K_A] = tpc_ckpt_find(ad, ka);
+	m.t[K_B] = tpc_ckpt_find(ad, kb);
+	if (m.t[K_A] < 0 || m.t[K_B] < 0)
+		return tpc_err_at(e, TPC_EINPUT, NULL, m.t[K_A] < 0 ? kb : ka, "module '%s' has only one of lora_A and lora_B",
+				  module);
+	if (!(m.name = tpc_strdup(module)))
+		return tpc_err_nomem(e);
+	int ret = resolve_param(&m, ck, ad, c, 1.0, e);
+	if (!ret && m.pieces)
+		ret = tpc_err_at(e, TPC_EINPUT, NULL, ka,
+				 "module '%s' (target_parameters) adapts a fused parameter the base keeps one tensor an expert: "
+				 "its pairs are not split by expert; shard the base with it merged (shard BASE --lora ADAPTER)",
+				 module);
+	if (!ret) {
+		*base = m.base;
+		*in_out = m.mode == 1;
+	}
+	free(m.name);
+	free(m.pieces);
+	return ret;
+}
+
 /* A module's tensors against the config and the base: its mode, DoRA kind
  * and scale. */
 static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)

@@ -146,6 +146,15 @@ int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, doub
  * an activated LoRA (alora_invocation_tokens, never merged) passes too. */
 int tpc_lora_check(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_err *e);
 
+/* The base tensor the target_parameters module `module` (a key less
+ * "base_model.model." and ".lora_A.weight", ".base_layer"s kept) of adapter
+ * ad adapts, by the rules above: *base its index in ck, *in_out whether its
+ * experts are [E, in, out] (gpt-oss), else [E, out, in] or 2-D [out, in].
+ * TPC_EINPUT naming why when none or two fit, or when the base keeps that
+ * parameter's experts one tensor each (shard/tpc_lora_shard.c). */
+int tpc_lora_param_base(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, const char *module, int64_t *base,
+			bool *in_out, tpc_err *e);
+
 /* ad's sources added to ck (files mapped again, memory copied): (*map)[j]
  * is ad's source j's index in ck (malloc'd). Also model merging's (tpc_mix.h). */
 int tpc__import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e);

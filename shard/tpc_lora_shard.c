@@ -91,19 +91,17 @@ static cJSON *rule_copy(cJSON *const *rules, int ri, bool retarget)
 		cJSON_DeleteItemFromObjectCaseSensitive(r, "split");
 		cJSON_DeleteItemFromObjectCaseSensitive(r, "dim");
 		cJSON_DeleteItemFromObjectCaseSensitive(r, "transposed");
+		cJSON_DeleteItemFromObjectCaseSensitive(r, "stacked"); /* the adapter's pair is 2-D */
 	}
 	return r;
 }
 
 /* The rule of adapter key `key` (role q, module base tensor `bt` split by s):
  * *rule NULL with e set on a refusal. */
-static int derive(const char *key, int q, const tpc_tensor *bt, const tpc_split *s, bool emb,
-		  bool fifo, bool dora, cJSON *const *rules, cJSON **rule, tpc_lora_shard_stats *st, tpc_err *e)
+static int derive(const char *key, int q, const tpc_tensor *bt, const tpc_split *s, bool emb, int out_dim, int in_dim,
+		  bool dora, cJSON *const *rules, cJSON **rule, tpc_lora_shard_stats *st, tpc_err *e)
 {
 	*rule = NULL;
-	/* the base's dims: a Linear [out, in]; a Conv1D [in, out]; an
-	 * embedding [vocab (in), hidden (out)] */
-	int out_dim = (emb || fifo) ? 1 : 0, in_dim = 1 - out_dim;
 	int carries = roles[q].carries;
 	if (s->kind == TPC_SPLIT_REPLICATE) {
 		st->whole++;
@@ -194,13 +192,23 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 	if ((ret = classify(k, &q, &bname, e)))
 		goto out;
 	int64_t bi = tpc_ckpt_find(base, bname);
-	if (bi < 0 && c->json && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "target_parameters")) > 0) {
-		ret = refuse(e, k,
-			     "a LoRA of target_parameters (PEFT's ParamWrapper, no base tensor '%s'): on fused experts its A "
-			     "holds the experts' ranks in rows and its B in interleaved columns, which no plan rule cuts; "
-			     "shard the base with it merged (shard BASE --lora ADAPTER)%s",
-			     bname, "");
-		goto out;
+	/* PEFT's ParamWrapper (target_parameters): the parameter its module
+	 * adapts, found as a merge finds it; on fused experts [E, out, in] (or
+	 * [E, in, out]) its A [E * r, in] and B [out, r * E] follow in and out */
+	bool pw = false, in_out = false;
+	if (q >= 0 && (roles[q].role == R_A || roles[q].role == R_B) && c->json &&
+	    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "target_parameters")) > 0 &&
+	    (bi < 0 || base->t[bi].ndim == 3 || strstr(bname, ".base_layer"))) {
+		char *mod = tpc_strndup(bname, strlen(bname) - strlen(".weight"));
+		if (!mod) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		ret = tpc_lora_param_base(base, ad, c, mod, &bi, &in_out, e);
+		free(mod);
+		if (ret)
+			goto out;
+		pw = base->t[bi].ndim == 3;
 	}
 	if (bi < 0) {
 		ret = refuse(e, k, "no base tensor '%s' for it%s", bname, "");
@@ -220,9 +228,22 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 			     bt->name, bp->name ? bp->name : "?");
 		goto out;
 	}
-	if (s.stacked || s.ep > 1) {
+	if (pw && ep > 1) {
+		ret = refuse(e, k,
+			     "a LoRA of target_parameters on the fused experts '%s' with --ep: its A holds the experts' ranks in "
+			     "rows and its B in interleaved columns (rank k of expert e at column k x E + e), which no plan rule "
+			     "cuts by expert; shard the base with it merged (shard BASE --lora ADAPTER --ep)%s",
+			     bt->name, "");
+		goto out;
+	}
+	if ((s.stacked && !pw) || s.ep > 1) {
 		ret = refuse(e, k, "its base tensor '%s' is an expert's (plan '%s'): LoRA on experts is not split", bt->name,
 			     bp->name ? bp->name : "?");
+		goto out;
+	}
+	if (pw && !s.stacked && s.kind != TPC_SPLIT_REPLICATE) {
+		ret = refuse(e, k, "its base tensor '%s' holds experts in dim 0, but plan '%s' does not split it as stacked experts",
+			     bt->name, bp->name ? bp->name : "?");
 		goto out;
 	}
 	if (q < 0) { /* modules_to_save: exactly as the base tensor */
@@ -255,7 +276,13 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if (!fits(&ad->t[i], q, bt, emb, c->fifo && !emb)) {
+	/* the base's dims: a Linear [out, in]; a Conv1D [in, out]; an
+	 * embedding [vocab (in), hidden (out)]; fused experts [E, out, in] or
+	 * [E, in, out] */
+	int out_dim = pw ? (in_out ? 2 : 1) : (emb || (c->fifo && !emb)) ? 1 : 0;
+	int in_dim = pw ? (in_out ? 1 : 2) : 1 - out_dim;
+	if (pw ? ad->t[i].ndim != 2 || ad->t[i].shape[roles[q].dim] != bt->shape[roles[q].carries == D_OUT ? out_dim : in_dim]
+	       : !fits(&ad->t[i], q, bt, emb, c->fifo && !emb)) {
 		char sh[2][128];
 		tpc_shape_str(&ad->t[i], sh[0], sizeof(sh[0]));
 		tpc_shape_str(bt, sh[1], sizeof(sh[1]));
@@ -264,7 +291,7 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 		ret = refuse(e, k, "shape %s: not a LoRA tensor of that base tensor%s", both, "");
 		goto out;
 	}
-	ret = derive(k, q, bt, &s, emb, c->fifo && !emb, dora, rules, &it->rule, st, e);
+	ret = derive(k, q, bt, &s, emb, out_dim, in_dim, dora, rules, &it->rule, st, e);
 out:
 	free(bname);
 	free(emb_key);

@@ -49,11 +49,18 @@
  * there as its base is), as vLLM's FusedMoEWithLoRA holds them per expert
  * (vllm/lora/layers/fused_moe.py).
  *
+ * A LoRA of target_parameters on fused experts (lib/tpc_lora.h: A [E * r,
+ * in], B [out, r * E] over a stacked [E, out, in] or [E, in, out], found as
+ * tpc_lora_param_base finds it) follows the stacked rule's split of the
+ * experts' out or in dimension as a Linear's does, the rule's parts, units
+ * and heads kept ("stacked", "dim", "transposed" dropped: the pair is 2-D).
+ *
  * Refused by name (TPC_EINPUT): an adapter tensor whose base tensor is missing,
- * is not 2-D, is matched by no rule of the plan (its split is not known), is a
- * stacked expert tensor or is split along neither of its dimensions; a LoRA on
- * a fused expert parameter (target_parameters: its A holds the experts' ranks
- * in rows, its B in interleaved columns, which no plan rule cuts); DoRA on a
+ * is not 2-D (but for target_parameters), is matched by no rule of the plan
+ * (its split is not known), is a stacked expert tensor or is split along
+ * neither of its dimensions; a target_parameters pair with --ep (its A holds
+ * the experts' ranks in rows, its B in interleaved columns, which no plan rule
+ * cuts by expert) or on experts the base keeps one tensor each; DoRA on a
  * base split along in; a key that is not PEFT's.
  *
  * The plan is an ordinary plan (tpc_plan.h): one rule per group of adapter

@@ -75,11 +75,34 @@ for r in 0 1; do
     "$TPCONV" diff "$T/rk.safetensors" "$T/merged-ep/model_tp0${r}_pp00.safetensors" >"$T/diff" 2>&1 || { good=0; bad "ep rank $r" "$(cat "$T/err" "$T/diff" | tail -3)"; }
 done
 [ $good = 1 ] && ok "mixtral/experts --ep 2: each rank's adapter merged into the base's rank equals the merged model's rank"
+# a target_parameters adapter on fused experts split beside its base (tp 2:
+# B's rows with the experts' out dim, gpt-oss's interleaved gate/up in whole
+# pairs, Granite's [gate | up] per part; A's columns with their in dim):
+# merged back byte for byte, and each rank merges alone into the base's rank
+for c in gptoss/params granite/params; do
+  b=$F/${c%/*} good=1
+  rm -rf "$T/pw" && mkdir -p "$T/pw"
+  if ! { "$TPCONV" shard "$F/$c" --base "$b" --tp 2 -o "$T/pw/ad" -q && "$TPCONV" merge "$T/pw/ad" -o "$T/pw/back" -q &&
+         cmp -s "$T/pw/back/adapter_model.safetensors" "$F/$c/adapter_model.safetensors" &&
+         "$TPCONV" shard "$b" --tp 2 -o "$T/pw/base" -q && "$TPCONV" convert "$b" --lora "$F/$c" -o "$T/pw/m.safetensors" -q &&
+         "$TPCONV" shard "$T/pw/m.safetensors" --config "$b/config.json" --tp 2 -o "$T/pw/m" -q; } 2>"$T/err"; then
+    good=0
+    bad "$c: the adapter at tp 2" "$(cat "$T/err")"
+  fi
+  for r in 0 1; do
+    [ $good = 1 ] || break
+    "$TPCONV" convert "$T/pw/base/model_tp0${r}_pp00.safetensors" --config "$b/config.json" --lora "$T/pw/ad/tp0${r}_pp00" \
+      -o "$T/pw/r.safetensors" -q --force 2>"$T/err" &&
+      "$TPCONV" diff "$T/pw/r.safetensors" "$T/pw/m/model_tp0${r}_pp00.safetensors" >"$T/diff" 2>&1 ||
+      { good=0; bad "$c rank $r" "$(cat "$T/err" "$T/diff" | tail -3)"; }
+  done
+  [ $good = 1 ] && ok "$c: the fused-experts adapter at tp 2 merges back byte for byte, and rank by rank into the base's ranks"
+done
 rm -rf "$T/gp"
-"$TPCONV" shard "$F/gptoss/params" --base "$F/gptoss" --tp 2 -o "$T/gp" 2>"$T/err"
-[ $? = 3 ] && grep -q "a LoRA of target_parameters (PEFT's ParamWrapper, no base tensor 'model.layers.0.mlp.experts.base_layer.weight')" "$T/err" &&
-  [ ! -e "$T/gp" ] && ok "refused: sharding a fused-experts adapter by itself (exit 3; shard BASE --lora merges it)" ||
-  bad "fused adapter shard" "$(cat "$T/err")"
+"$TPCONV" shard "$F/gptoss/params" --base "$F/gptoss" --tp 2 --ep 2 -o "$T/gp" 2>"$T/err"
+[ $? = 3 ] && grep -q "a LoRA of target_parameters on the fused experts 'model.layers.0.mlp.experts.gate_up_proj' with --ep" "$T/err" &&
+  [ ! -e "$T/gp" ] && ok "refused: a fused-experts adapter split by expert (--ep; shard BASE --lora merges it)" ||
+  bad "fused adapter --ep" "$(cat "$T/err")"
 
 refused() { # refused DESC BASE ADAPTER PATTERN
   rm -f "$T/h.safetensors"
