@@ -53,7 +53,8 @@ static int to_gguf(const char *in, const char *out, const char *base, const tpc_
 	 * checks it (every key placed, shapes, target_modules), on a copy that is
 	 * dropped; the reference reads only config.json, and so does a base
 	 * folder without weights here */
-	if (tpc_cli_adapter_open(&a, in, strict, &e) || (base_weights(base) && check_against(base, &a.ad, &a.cfg, &e)))
+	/* (a LoRA on parameters: the writer refuses it, by name, first) */
+	if (tpc_cli_adapter_open(&a, in, strict, &e) || (!a.cfg.params && base_weights(base) && check_against(base, &a.ad, &a.cfg, &e)))
 		goto fail;
 	tpc_write_opts wo = *wo0;
 	wo.lora_base = base;

@@ -136,7 +136,8 @@ int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, cons
 	}
 	/* PEFT's ParamWrapper refuses these (tuners/lora/layer.py at 5d602fd,
 	 * ParamWrapper.__init__ L2275-2283): no such adapter is saved */
-	if (json_set(j, "target_parameters") && (c->dora || c->lora_bias || c->fifo)) {
+	c->params = json_set(j, "target_parameters");
+	if (c->params && (c->dora || c->lora_bias || c->fifo)) {
 		ret = cfg_bad(e, path, "target_parameters with %s: PEFT's ParamWrapper does not make such an adapter",
 			      c->dora ? "use_dora" : c->lora_bias ? "lora_bias" : "fan_in_fan_out");
 		goto out;

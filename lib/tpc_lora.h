@@ -103,6 +103,7 @@ typedef struct tpc_lora_cfg {
 	bool fifo;           /* fan_in_fan_out */
 	bool dora;           /* use_dora */
 	bool lora_bias;      /* lora_bias */
+	bool params;         /* target_parameters names parameters (PEFT's ParamWrapper) */
 	void *json;          /* the parsed file (cJSON): target_modules, patterns... */
 	/* The base's family (tpc_family.h), set by the caller, may be NULL: its
 	 * tensor table's hf_in_out tells [E, in, out] experts from [E, out, in]

@@ -153,6 +153,9 @@ static int cfg_fits(const tpc_lora_cfg *c, tpc_err *e)
 		why = "alpha_pattern (one adapter.lora.alpha for every pair)";
 	if (!why && cJSON_IsArray(ms) && ms->child)
 		why = "modules_to_save (an adapter GGUF holds LoRA pairs only)";
+	if (!why && c->params)
+		why = "target_parameters (LoRA on parameters, PEFT's ParamWrapper: the reference takes each key's '<module>.weight', "
+		      "which such a module does not have; merge it instead, convert BASE --lora ADAPTER -o MODEL.gguf)";
 	return why ? tpc_err_at(e, TPC_EINPUT, c->path, NULL, "%s: an adapter GGUF cannot express it", why) : 0;
 }
 

@@ -103,6 +103,10 @@ rm -rf "$T/gp"
 [ $? = 3 ] && grep -q "a LoRA of target_parameters on the fused experts 'model.layers.0.mlp.experts.gate_up_proj' with --ep" "$T/err" &&
   [ ! -e "$T/gp" ] && ok "refused: a fused-experts adapter split by expert (--ep; shard BASE --lora merges it)" ||
   bad "fused adapter --ep" "$(cat "$T/err")"
+rm -f "$T/g.gguf"
+"$TPCONV" convert "$F/gptoss/params" --base "$F/gptoss" -o "$T/g.gguf" 2>"$T/err"
+[ $? = 3 ] && grep -q "target_parameters (LoRA on parameters, PEFT's ParamWrapper: the reference takes each key's '<module>.weight'" "$T/err" &&
+  [ ! -e "$T/g.gguf" ] && ok "refused: a target_parameters adapter to an adapter GGUF (exit 3)" || bad "target_parameters GGUF" "$(cat "$T/err")"
 
 refused() { # refused DESC BASE ADAPTER PATTERN
   rm -f "$T/h.safetensors"
