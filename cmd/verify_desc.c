@@ -49,6 +49,8 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 	if (sp->ep > 1) {
 		vt->ep = sp->ep;
 		vt->ep_group = sp->ep_group;
+	} else if (sp->dp > 1) { /* a dense tensor of a stage of tp x dp ranks: dp group 0's */
+		vt->dp = sp->dp;
 	}
 	return ix;
 }
@@ -290,12 +292,6 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		return ret;
 	if (d->have_man && !a->set.preset)
 		preset = NULL; /* the manifest's plan */
-	if (d->have_man && d->man.dp > 1)
-		/* its forward checks run tp ranks a stage that each hold every dense
-		 * weight's slice; a stage of tp x dp ranks holds them on dp group 0 */
-		return tpc_err_set(e, TPC_EUSAGE,
-				   "'%s' has %d data-parallel replicas a stage (tp %d x dp %d ranks, experts over all): verify checks sets of tp x pp ranks; verify a reshard of it (tpconv shard SET --tp %d --ep %d ... -o X) or merge it (merge checks every rank's checksums)",
-				   a->dir, d->man.dp, d->man.tp / d->man.dp, d->man.dp, d->man.tp / d->man.dp, d->man.tp / d->man.dp);
 	if (d->have_man) {
 		d->tp = d->man.tp;
 		d->pp = d->man.pp;
@@ -892,6 +888,8 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 		return ret;
 	tpc_verify_set_release(set);
 	tpc_verify_set_init(set, d->tp);
+	/* a stage of tp x dp ranks (Megatron's ep over tp): d->tp counts them all */
+	set->dp = d->have_man && d->man.dp > 1 ? d->man.dp : 1;
 	for (size_t i = 0, nt = d->have_man ? d->man.n : d->ref.n; i < nt; i++)
 		if ((ret = describe_tensor(d, set, i, e)))
 			return ret;
