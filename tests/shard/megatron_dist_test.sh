@@ -192,6 +192,9 @@ sys.exit(0 if key(a) == key(b) and a["failed"] == 0 else 1)' "$T/ds_2_2_4.json" 
 else
   skip "mpirun verify of a dp set" "no mpirun"
 fi
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S" --device cuda
+[ "$rc" = 2 ] && grep -q "a set with 2 data-parallel replicas a stage (tp 2 x dp 2 ranks) is checked on the CPU (--device cpu)" "$T/err" &&
+  ok "verify --device cuda refuses a dp set by name (its GPU path not run)" || bad "dp on cuda (rc=$rc)" "$(cat "$T/err")"
 # tampered copies: expert 3 of layer 1 (EP rank 3: rank file 3, dp rank 1) with its gate and up
 # matrices swapped; one element of tp rank 1's slice of the dense layer 0's gate_proj (rank file 1)
 # negated. Each fails structure naming the tensor and the rank, and the model check names the layer
