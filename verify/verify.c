@@ -253,8 +253,9 @@ bool tpc__rank_ok(const vrun *R, int64_t i, int t, char *msg, size_t n)
 	const tpc_tensor *rt = v->rank[t].t, *ref = v->ref;
 	if (!v->rank[t].ck)
 		return true; /* not loaded here: its own process checks it */
-	/* a dense tensor on a data-parallel rank past group 0: the copy of
-	 * group 0's slice that the replica loads, present and shaped so */
+	/* an expert of another EP group must be absent; a dense tensor on a
+	 * data-parallel rank past group 0 goes on: that rank holds the copy of
+	 * group 0's slice a replica loads, present and shaped so */
 	if (v->ep > 1 && !tpc_vtensor_holds(v, R->tp, t)) {
 		int g = tpc_vtensor_tp(v, R->tp);
 		if (rt)
