@@ -217,6 +217,14 @@ run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$T/dsx2"
   [ "$(grep -c ' FAIL' "$T/out")" = 4 ] &&
   ok "one element of a dense slice changed (rank file 1, dp rank 0): verify names the tensor, rank 1, its layer check, the block and layer 0" ||
   bad "corrupted dense slice (rc=$rc)" "$(grep -v ' pass' "$T/out" | head -8)" "$(cat "$T/err")"
+# a dp rank 1 file storing dense chunks too (rank file 0's items appended to rank file 2's; the
+# index still places every chunk once): its bytes are more than its experts', said by the file
+cp -r "$S" "$T/dsx3" && cat "$S/release/__0_0.distcp" >>"$T/dsx3/release/__2_0.distcp"
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$T/dsx3"
+[ "$rc" = 1 ] && says 'structure +release/__2_0\.distcp' "stores 132624 bytes of chunks, but rank 2 (tp 0, dp 1) stores its experts' 12288 only" &&
+  [ "$(grep -c ' FAIL' "$T/out")" = 1 ] &&
+  ok "dense chunks stored again in a dp rank 1 file: verify names the file and its bytes" ||
+  bad "dense chunks on dp 1 (rc=$rc)" "$(grep -v ' pass' "$T/out" | head -4)" "$(cat "$T/err")"
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 -o "$T/x4" -q
 [ "$rc" = 2 ] && grep -q -- "2 data-parallel replicas a stage (--ep 2 over --tp 1): the tpconv layout holds tp x pp ranks" "$T/err" && [ ! -e "$T/x4" ] &&
   ok "ep over tp in a layout without data-parallel ranks is refused by name" || bad "ep > tp tpconv" "exit $rc" "$(cat "$T/err")"
