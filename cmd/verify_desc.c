@@ -609,9 +609,11 @@ static int report_dp_files(tpc_cli_vdesc *d, tpc_verify_report *rep, tpc_err *e)
 			if (mt->stage != r / tp || mt->split.ep <= 1 || !tpc_split_holds(&mt->split, tp, t))
 				continue;
 			uint64_t b = tpc_dtype_size(mt->dtype);
+			bool over = false;
 			for (int k = 0; k < mt->ndim; k++)
-				b *= (uint64_t)mt->shape[k];
-			want += mt->split.stacked ? b / (uint64_t)mt->split.ep : b;
+				over |= mt->shape[k] < 0 || tpc_mul_u64(b, (uint64_t)mt->shape[k], &b) != 0;
+			if (over || tpc_add_u64(want, mt->split.stacked ? b / (uint64_t)mt->split.ep : b, &want))
+				return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the manifest: its size overflows", mt->name);
 		}
 		if ((ret = part_bytes(d, f, r, &got, e)) || got == want)
 			continue;
