@@ -10,8 +10,10 @@ Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
 flattened), each a save folder (latest_checkpointed_iteration.txt,
 iter_0000007/ with .metadata, one __R_0.distcp per rank, common.pt,
-metadata.json) of the same tiny GPT (2 layers, hidden 8, tp 2, dp 2: four
-gloo processes).
+metadata.json) of the same tiny GPT (2 layers, hidden 8, tp 2, dp 4: eight
+gloo processes; dp 4 so that, with Megatron's 64-element alignment, two
+parameters' ranges cross DP ranks, one of them the SwiGLU fc1 whose range
+is also cut at its gate/up halves).
 
 Every optimizer value names its parameter and element: for the parameter
 with id k in PARAMS (per layer, Megatron's named_parameters order) element i
@@ -28,7 +30,7 @@ import sys
 
 import torch
 
-L, H, QKV, PROJ_IN, I, V, TP, DP = 2, 8, 24, 8, 12, 16, 2, 2
+L, H, QKV, PROJ_IN, I, V, TP, DP = 2, 8, 24, 8, 16, 40, 2, 4
 STEP = 7
 
 # stacked key -> (per-layer shape, TP split: ('rows'|'cols'|'swiglu'|None))

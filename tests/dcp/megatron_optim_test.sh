@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Megatron-Core's distributed optimizer as a source (TAP). The fixtures
 # tests/data/dcp/megatron_optim_{reshard,fsms} are torch_dist saves of one tiny
-# GPT (tp 2 x dp 2) that real torch 2.14 DCP wrote from
+# GPT (tp 2 x dp 4) that real torch 2.14 DCP wrote from
 # tests/dcp/make_megatron_optim.py (a re-implementation of Megatron's writer,
 # cited there), with param_state_sharding_type 'fully_reshardable' (model
 # space) and 'fully_sharded_model_space' (each DP rank's flattened range,
-# Megatron 0.8 to 0.15's default); every moment and master names its
+# Megatron 0.8 to 0.15's default; two parameters' ranges cross DP ranks, the
+# SwiGLU fc1's also its gate/up halves); every moment and master names its
 # parameter and element. tpconv gives both the same optimizer.pt (checked by
 # value and stepped by AdamW in Debian's torch 1.13, megatron_optim_check.py)
 # and a DCP folder for another mesh; what it cannot map is refused by name.
@@ -81,11 +82,11 @@ hostile "groups without step" c:3 \
 hostile "no common optimizer state" c:4 \
   "tpconv: error: '$I/common.pt': holds no 'optimizer': the save has no optimizer state (saved with --no-save-optim?)"
 hostile "a flattened form that does not add up" "meta:swap:$S.exp_avg.decoder.layers.self_attention.linear_qkv.weight=$S.exp_avg.decoder.layers.mlp.linear_fc2.weight" \
-  "tpconv: error: '$I/.metadata': tensor '$S.exp_avg.decoder.layers.self_attention.linear_qkv.weight': a local shard of its parameter 'decoder.layers.self_attention.linear_qkv.weight' [2, 24, 8] holds 96 elements, the flattened form stores 48 per fragment"
+  "tpconv: error: '$I/.metadata': tensor '$S.exp_avg.decoder.layers.self_attention.linear_qkv.weight': a local shard of its parameter 'decoder.layers.self_attention.linear_qkv.weight' [2, 24, 8] holds 96 elements, the flattened form stores 64 per fragment"
 hostile "state of a parameter the save lacks" "meta:rename:$S.exp_avg_sq.output_layer.weight=$S.exp_avg_sq.output_layer.bias" \
   "tpconv: error: '$I/.metadata': tensor '$S.exp_avg_sq.output_layer.bias': its parameter 'output_layer.bias' is not in the save"
 hostile "a rank's range missing" "meta:gap:$S.fp32_param.output_layer.weight" \
-  "tpconv: error: '$I/.metadata': tensor '$S.fp32_param.output_layer.weight': the chunks cover 64 of the tensor's 128 elements: a gap (a rank's file missing from the metadata?)"
+  "tpconv: error: '$I/.metadata': tensor '$S.fp32_param.output_layer.weight': the chunks cover 160 of the tensor's 320 elements: a gap (a rank's file missing from the metadata?)"
 hostile "an optimizer entry of another kind" "meta:rename:$S.exp_avg.output_layer.weight=optimizer.distributed.dp_group_idx_0.gbuf_idx_0.bucket_idx_0.exp_avg" \
   "tpconv: error: '$I/.metadata': tensor 'optimizer.distributed.dp_group_idx_0.gbuf_idx_0.bucket_idx_0.exp_avg': an optimizer entry tpconv does not know (neither optimizer.state.{exp_avg,exp_avg_sq,param,fp32_param}.KEY tensors): refused rather than dropped"
 
