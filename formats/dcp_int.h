@@ -48,4 +48,10 @@ int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, 
 struct tpc_buf;
 void tpc__mcore_optim_about(const tpc__mcore_optim *mo, struct tpc_buf *b);
 
+/* A legacy rank file (model_optim_rng.pt, opened by the torch format) with
+ * distrib_optim.pt beside it: its state mapped by the buffer layout and given
+ * as the tree above (megatron_legacy_optim.c); 0 doing nothing for any other
+ * torch file. */
+int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e);
+
 #endif

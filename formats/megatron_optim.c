@@ -619,6 +619,6 @@ out:
 
 void tpc__mcore_optim_about(const tpc__mcore_optim *mo, tpc_buf *b)
 {
-	tpc_buf_addf(b, "\noptimizer state: Megatron's distributed optimizer (%s), read in model space: %zu parameters, %zu state tensors beside them (each element its parameter's), %zu param group%s",
+	tpc_buf_addf(b, "\noptimizer state: Megatron's distributed optimizer (%s): %zu parameters, %zu state tensors beside them (each element its parameter's), %zu param group%s",
 		     mo->type, mo->nparams, mo->nstate, mo->groups->n, mo->groups->n == 1 ? "" : "s");
 }
