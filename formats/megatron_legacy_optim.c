@@ -11,14 +11,14 @@
  *   "exp_avg_sq": 1-D f32 tensors, "numel_unpadded": n}}}, one gbuf per
  *   (param dtype, grad dtype, expert-parallel) buffer of the model chunk;
  *   each tensor is the buffer's buckets back to back, each bucket without
- *   its end padding (:1389-1397), so n is the sum of the buckets' unpadded
+ *   its end padding (:1394-1404), so n is the sum of the buckets' unpadded
  *   sizes. Nothing in it names a parameter.
  * - Where a parameter lies is the buffer layout
  *   (_compute_per_buffer_param_layout, :506-589): the trainable parameters
  *   in reverse named_parameters order, each start aligned to 64 elements
  *   (param_layout.py pad_param_start), a bucket closed once it holds
  *   bucket_size elements or more, and a shared embedding in a bucket of its
- *   own (:530-531, 554-571); bucket_size is DDP's (distributed/
+ *   own (:530-531, 555-562, 568-577); bucket_size is DDP's (distributed/
  *   distributed_data_parallel.py:131-137: --ddp-bucket-size, else
  *   max(40000000, 1000000 x the data-parallel (x context-parallel) size),
  *   none without --overlap-grad-reduce). Inside a bucket, positions are

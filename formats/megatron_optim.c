@@ -7,13 +7,13 @@
  * - DistributedOptimizer.sharded_state_dict (megatron/core/optimizer/
  *   distrib_optimizer.py:1462-1582) stores the non-parameter state
  *   (state_dict(), :825-885: the inner optimizer's param_groups without their
- *   'params', each with the 'step' for torch's Adam, :866-873) and
+ *   'params', each with the 'step' for torch's Adam, :866-878) and
  *   'param_state_sharding_type' in the common state, common.pt; the
  *   parameter state in the DCP files, as the sharding type says.
  * - 'fully_reshardable' (:1692-1836): for each model parameter, tensors
  *   'optimizer.state.{param,exp_avg,exp_avg_sq}.<key>' shaped and sharded as
  *   the model's own ShardedTensor <key> (replace(sharded_metadata, key=...,
- *   data=state.reshape(param shape)), :1811-1824): model space, read as the
+ *   data=state.reshape(param shape)), :1823-1832): model space, read as the
  *   model is read (layers un-stacked, experts apart).
  * - 'fully_sharded_model_space' (:1988-2069, the default of Megatron 0.8 to
  *   0.15 with a fully parallel save, training/checkpointing.py at core_v0.8.0
@@ -34,7 +34,7 @@
  *   order, which the save does not record: refused by name.
  *
  * Which parameter is in which param group is not recorded either (state_dict
- * deletes 'params', :865); groups come from the parameters' names and shapes
+ * deletes 'params', :868); groups come from the parameters' names and shapes
  * (optimizer/__init__.py:301-414 and the standard weight-decay override,
  * :94-128: 1-D parameters and biases get wd_mult 0), which this file follows
  * for one group or for the two groups that rule makes, and refuses otherwise.
@@ -409,7 +409,7 @@ static int group_of(const tpc__mcore_optim *mo, int nowd, const tpc_tensor *p)
 }
 
 /* Each group's step (torch's Adam keeps it per group in Megatron's save,
- * distrib_optimizer.py:866-873), as f32 scalars in one owned buffer: tensor
+ * distrib_optimizer.py:866-878), as f32 scalars in one owned buffer: tensor
  * "optim.state.NAME.step" of a parameter is a view of its group's. */
 static int add_steps(const tpc__mcore_optim *mo, tpc_ckpt *ck, int *src, const char *path, tpc_err *e)
 {
@@ -472,7 +472,7 @@ static int param_state(tpc__mcore_optim *mo, tpc_ckpt *ck, int64_t pi, tpc_value
 			return tpc_err_at(e, TPC_EINPUT, path, nb, "%s is not shaped as its parameter '%s' %s",
 					  tpc_shape_str(t, a, sizeof(a)), p->name, tpc_shape_str(p, b, sizeof(b)));
 		/* the master: 'param' in fully_reshardable, 'fp32_param' in
-		 * fully_sharded_model_space (distrib_optimizer.py:2032); one name */
+		 * fully_sharded_model_space (distrib_optimizer.py:2016); one name */
 		const char *as = k >= 2 ? "fp32_param" : keys[k];
 		if (k >= 2 && master)
 			return tpc_err_at(e, TPC_EINPUT, path, nb, "a second master copy of '%s' (both param and fp32_param)", p->name);

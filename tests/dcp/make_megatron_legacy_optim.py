@@ -48,7 +48,7 @@ def buckets():
         numel = math.prod(PARAMS[j][3])
         cur.append((j, start - bstart))
         end = start + numel
-        if end - bstart >= BUCKET:  # :573-579
+        if end - bstart >= BUCKET:  # :566-577
             out.append((end - bstart, cur))
             cur, start = [], pad_to(end, math.lcm(DP, 128))  # pad_bucket_end
             bstart = start

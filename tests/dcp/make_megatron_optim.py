@@ -21,7 +21,7 @@ with id k in PARAMS (per layer, Megatron's named_parameters order) element i
 fp32 master + 0.75; the model weights are the masters in bf16. The common
 state holds two param groups as Megatron's standard override splits them
 (megatron/core/optimizer/__init__.py:94-128, d98e8a6: wd_mult 0 for 1-D
-parameters and biases), each with step 7 (distrib_optimizer.py:866-873).
+parameters and biases), each with step 7 (distrib_optimizer.py:866-878).
 """
 import argparse
 import math
@@ -150,7 +150,7 @@ def model_space(key, value_of, dtype, rank):
     """key's global tensor (layers stacked on a prepended axis,
     transformer_block.py sharded_pp_offset) as the model saves it: TP
     fragments, DP replica 0 only (the model's replica_id, which
-    fully_reshardable keeps, distrib_optimizer.py:1790-1791)."""
+    fully_reshardable keeps, distrib_optimizer.py:1793-1794)."""
     ps = [p for p in PARAMS if p[1] == key]
     stacked = ps[0][2] is not None
     gshape = ((L,) if stacked else ()) + ps[0][3]
@@ -229,10 +229,10 @@ def worker(rank, world, iterdir, port, kind):
     sd = {}
     for key, *_ in KEYS:
         sd[key] = model_space(key, val(0.75), torch.bfloat16, rank)
-        if kind == "fully_reshardable":  # distrib_optimizer.py:1811-1824 (d98e8a6)
+        if kind == "fully_reshardable":  # distrib_optimizer.py:1823-1832 (d98e8a6)
             for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
                 sd["optimizer.state.%s.%s" % (sk, key)] = model_space(key, val(add), torch.float32, rank)
-        else:  # :2028-2047 at 5ab481c^, 'param' renamed fp32_param (:2032)
+        else:  # :1669-1750 at 5ab481c^, 'param' renamed fp32_param (:1697)
             for sk, add in (("fp32_param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
                 sd["optimizer.state.%s.%s" % (sk, key)] = flattened(key, val(add), rank)
     dcp.save(sd, checkpoint_id=iterdir, planner=DefaultSavePlanner(flatten_state_dict=False))
