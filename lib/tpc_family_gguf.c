@@ -1020,6 +1020,11 @@ bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g)
 	return g && g->experts[0] != TPC_ROLE_NONE;
 }
 
+bool tpc_gguf_arch_has_mtp(const tpc_family *f)
+{
+	return f && f->gguf && (f->mtp || f->gguf->mtp_count);
+}
+
 const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)
 {
 	size_t n = g ? sizeof(g->head_tile.rows) / sizeof(g->head_tile.rows[0]) : 0;

@@ -147,9 +147,12 @@ typedef enum tpc_gguf_kh {
 			      * then false for each multi-token-prediction layer (tpc_family_mtp) */
 	TPC_KH_PLUS_MTP,     /* the first of names (required) plus the record's multi-token-
 			      * prediction layers (tpc_family_mtp: its count member, else the
-			      * checkpoint's; _QwenMtpMixin's block_count) */
+			      * checkpoint's; _QwenMtpMixin's block_count; the GGUF part's
+			      * mtp_count member: Glm4MoeModel's); none under --no-mtp */
 	TPC_KH_MTP,          /* those layers, when there are any; else no key
-			      * (_QwenMtpMixin's nextn_predict_layers) */
+			      * (_QwenMtpMixin's nextn_predict_layers); with names, the first
+			      * of them present (even 0; Glm4MoeModel's num_nextn_predict_layers);
+			      * no key under --no-mtp either way */
 	TPC_KH_ROPE_SECTIONS, /* an INT32 array: the rope parameters' mrope_section, padded with 0 to
 			       * 4 entries (its first 4), written where TextModel writes it, after
 			       * the rope scaling keys (the ROPE_SCALING rule, which refuses an
@@ -358,6 +361,12 @@ typedef struct tpc_gguf_arch {
 				  * layer count is left out, as the reference does (DeepseekV2Model's
 				  * skip_mtp: DeepSeek-V3's multi-token-prediction layer); NULL: such
 				  * a tensor is refused */
+	const char *mtp_count; /* config.json member counting the multi-token-prediction layers
+				* the checkpoint holds past its decoder layers, under their names
+				* (Glm4MoeModel: num_nextn_predict_layers; absent: none): the
+				* GGUF holds them (TPC_KH_PLUS_MTP, TPC_KH_MTP) unless converted
+				* with --no-mtp, which leaves their tensors out as past_layers
+				* does. NULL: none, unless the family has tpc_family_mtp */
 	int head_dim;
 	tpc_gguf_vocab_kind vocab;
 	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */
@@ -386,6 +395,12 @@ const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)
 
 /* Whether the architecture stacks a layer's experts into one tensor each */
 bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g);
+
+/* Whether family f's GGUF holds multi-token-prediction layers that convert
+ * --no-mtp leaves out: its tpc_family_mtp block (mtp.*) or its GGUF part's
+ * mtp_count layers (convert_hf_to_gguf.py's supports_mtp_export, whose
+ * --no-mtp / --no-nextn the other classes refuse) */
+bool tpc_gguf_arch_has_mtp(const tpc_family *f);
 
 /* The record convert_hf_to_gguf.py writes a config.json architectures[0]
  * `hf_arch` as (tpc_family_by_arch, when its GGUF part lists it); NULL if

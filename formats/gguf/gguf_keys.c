@@ -915,6 +915,11 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		*u += cv->mtp;
 		return 0;
 	case TPC_KH_MTP:
+		if (r->names) { /* Glm4MoeModel: the member as config.json has it, unless --no-mtp */
+			if (cv->no_mtp || !v || cJSON_IsNull(v))
+				return (*put = false), 0;
+			return tpc__gk_cfg_u32(c, v, which, u, cv->e);
+		}
 		*put = cv->mtp > 0;
 		*u = cv->mtp;
 		return 0;
