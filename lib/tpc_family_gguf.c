@@ -220,9 +220,10 @@ static const tpc_gguf_kv_rule glm4_kv[] = {
  * (Glm4MoeConfig's partial_rotary_factor default 0.5), the routed experts
  * (again, in place), their width, the shared experts, the leading dense
  * layers, the sigmoid gating (ExpertGatingFuncType.SIGMOID, 2), the scale,
- * the renormalisation and num_nextn_predict_layers */
+ * the renormalisation and num_nextn_predict_layers (those layers: mtp_count,
+ * left out under --no-mtp) */
 static const tpc_gguf_kv_rule glm4moe_kv[] = {
-	TEXT_RULES_OF({"block_count", U32, TPC_KH_PLUS, "n_layers|num_hidden_layers|n_layer|num_layers+num_nextn_predict_layers"}),
+	TEXT_RULES_OF({"block_count", U32, TPC_KH_PLUS_MTP, "n_layers|num_hidden_layers|n_layer|num_layers"}),
 	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
 	{"expert_count", U32, TPC_KH_FIND, "n_routed_experts"},
 	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
@@ -231,7 +232,7 @@ static const tpc_gguf_kv_rule glm4moe_kv[] = {
 	{"expert_gating_func", U32, TPC_KH_CONST, "2"},
 	{"expert_weights_scale", F32, TPC_KH_FIND, "routed_scaling_factor"},
 	{"expert_weights_norm", BOOL, TPC_KH_FIND, "norm_topk_prob"},
-	{"nextn_predict_layers", U32, TPC_KH_FIND, "num_nextn_predict_layers"},
+	{"nextn_predict_layers", U32, TPC_KH_MTP, "num_nextn_predict_layers"},
 	R_END,
 };
 /* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
@@ -885,7 +886,8 @@ const tpc_gguf_arch tpc__gguf_glm4moe = {
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.special_text = {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}},
 	.hf_cfg = glm4moe_cfg, .bias_flags = glm4_bias, .weight_flags = glm4moe_qk_norm,
-	.rope_pct = "partial_rotary_factor", .rope_pct_always = true, .experts_member = "n_routed_experts"};
+	.rope_pct = "partial_rotary_factor", .rope_pct_always = true, .experts_member = "n_routed_experts",
+	.mtp_count = "num_nextn_predict_layers"};
 /* Ernie4_5Model: _set_vocab_sentencepiece, then tokenizer_config.json's
  * add_prefix_space; no Q/K permutation (llama.cpp's ernie4_5 rotates the
  * interleaved pairs itself); Ernie4_5Config's head_dim default 128,

@@ -126,7 +126,7 @@ static void test_mtp(void **st)
  * always and refuses the option, as every other class does */
 static void test_no_mtp(void **st)
 {
-	static const char *with[] = {"qwen3-next", "qwen3_5", "qwen3_5-moe"};
+	static const char *with[] = {"glm4-moe", "qwen3-next", "qwen3_5", "qwen3_5-moe"};
 	(void)st;
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		const tpc_family *g = tpc_family_at(i);
@@ -137,6 +137,7 @@ static void test_no_mtp(void **st)
 			fail_msg("%s: tpc_gguf_arch_has_mtp says %d", g->name, !want);
 	}
 	assert_false(tpc_gguf_arch_has_mtp(NULL));
+	assert_string_equal(tpc_family_find("glm4-moe")->gguf->mtp_count, "num_nextn_predict_layers");
 }
 
 int main(void)
