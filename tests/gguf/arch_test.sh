@@ -1053,6 +1053,58 @@ for c in phimoe:2:2:contiguous phimoe:4:2:round-robin ernie4_5-moe:2:2:contiguou
     bad "$fam tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
+# --no-mtp: the multi-token-prediction layers left out as the reference's
+# --no-mtp (make_arch_fixtures.py nomtp_refs, ref/nomtp.sha256): Qwen3-Next's,
+# Qwen3.5's, Qwen3.5-MoE's mtp.* and GLM-4.5 MoE's layer past
+# num_hidden_layers, at f32, f16 and q8_0, byte for byte; such a file into
+# Hugging Face form and back (no option) gives the same file
+declare -A NOMTP_FAILS=()
+rm -rf "$T/nomtp" && mkdir "$T/nomtp"
+while read -r sum name; do
+  fam=${name%-nomtp-*} ot=${name##*-nomtp-}; ot=${ot%.gguf}
+  if ! "$TPCONV" convert "$A/tiny-$fam" -o "$T/nomtp/$name" --outtype "$ot" --no-mtp -q 2> "$T/err" ||
+     ! sha256 "$T/nomtp/$name" || [ "$REPLY" != "$sum" ]; then
+    NOMTP_FAILS[$fam]+="$ot: $(head -c 300 "$T/err") "
+  fi
+done < "$A/ref/nomtp.sha256"
+for fam in glm4-moe qwen3-next qwen3_5 qwen3_5-moe; do
+  if [ -z "${NOMTP_FAILS[$fam]:-}" ]; then
+    ok "$fam --no-mtp: f32, f16 and q8_0 the reference's --no-mtp files, byte for byte"
+  else
+    bad "$fam --no-mtp: differs from the reference's --no-mtp files" "${NOMTP_FAILS[$fam]}"
+  fi
+done
+for fam in glm4-moe qwen3_5-moe; do
+  rm -rf "$T/nomtp/hf"
+  if "$TPCONV" convert "$T/nomtp/$fam-nomtp-f32.gguf" -o "$T/nomtp/hf/tiny-$fam/" -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/nomtp/hf/tiny-$fam" -o "$T/nomtp/back.gguf" --outtype f32 -f -q 2>> "$T/err" &&
+     cmp -s "$T/nomtp/$fam-nomtp-f32.gguf" "$T/nomtp/back.gguf"; then
+    ok "$fam --no-mtp: GGUF -> HF -> GGUF (no option) byte-identical"
+  else
+    bad "$fam --no-mtp: GGUF -> HF -> GGUF" "$(cat "$T/err")"
+  fi
+done
+# refused: a family the reference refuses --no-mtp for (DeepSeek-V3, its
+# layer left out always; ref/nomtp-refused.txt holds the reference's refusal),
+# exit 3; another output format or a GGUF input, exit 2; nothing written
+rm -f "$T/nomtp/x.gguf" "$T/nomtp/x.safetensors"
+"$TPCONV" convert "$A/tiny-deepseek" -o "$T/nomtp/x.gguf" --no-mtp -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF -- "--no-mtp: a DeepseekV3ForCausalLM GGUF holds no multi-token-prediction layers" "$T/err" &&
+   grep -qF -- "--no-nextn are not supported for DeepseekV3ForCausalLM" "$A/ref/nomtp-refused.txt" &&
+   [ ! -e "$T/nomtp/x.gguf" ]; then
+  ok "deepseek --no-mtp refused (exit 3) as the reference refuses it, nothing written"
+else
+  bad "deepseek --no-mtp (exit $rc)" "$(cat "$T/err")"
+fi
+"$TPCONV" convert "$A/tiny-glm4-moe" -o "$T/nomtp/x.safetensors" --no-mtp -q 2> "$T/err"; rc=$?
+"$TPCONV" convert "$T/nomtp/glm4-moe-nomtp-f32.gguf" -o "$T/nomtp/x.gguf" --no-mtp -q 2> "$T/err2"; rc2=$?
+if [ $rc -eq 2 ] && grep -qF -- "--no-mtp goes with a GGUF output" "$T/err" &&
+   [ $rc2 -eq 2 ] && grep -qF -- "--no-mtp goes with a Hugging Face model into GGUF, not a GGUF input" "$T/err2" &&
+   [ ! -e "$T/nomtp/x.safetensors" ] && [ ! -e "$T/nomtp/x.gguf" ]; then
+  ok "--no-mtp to safetensors, or from a GGUF input: usage errors (exit 2), nothing written"
+else
+  bad "--no-mtp usage errors (exit $rc, $rc2)" "$(cat "$T/err" "$T/err2")"
+fi
 # families whose GGUF tpconv does not write (no GGUF column), their tiny
 # transformers model from tests/data (make_tiny_records.py): HunYuan MoE
 # (convert_hf_to_gguf.py's HunYuanMoEModel needs the remote code's tiktoken

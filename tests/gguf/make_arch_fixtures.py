@@ -521,6 +521,36 @@ def deepseek_noqlora():
         s.write("%s  deepseek-noqlora-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
 
 
+# the families whose reference class has --no-mtp (--no-nextn; its
+# supports_mtp_export: _QwenMtpMixin, Glm4MoeModel): with it the reference
+# leaves the multi-token-prediction layers out (their tensors, their place in
+# block_count, nextn_predict_layers)
+NOMTP = ("glm4-moe", "qwen3-next", "qwen3_5", "qwen3_5-moe")
+
+
+def nomtp_refs():
+    """The reference run with --no-mtp on each NOMTP family's committed model
+    (tests/gguf/arch/tiny-FAM), f32, f16 and q8_0: ref/nomtp.sha256; and its
+    refusal of the option for a family without it (DeepSeek-V3, whose
+    DeepseekV2Model drops the layer always): ref/nomtp-refused.txt"""
+    with open(os.path.join(OUT, "ref", "nomtp.sha256"), "w") as s:
+        for fam in NOMTP:
+            d = os.path.join(HERE, "arch", "tiny-" + fam)
+            for ot in ("f32", "f16", "q8_0"):
+                g = os.path.join(OUT, "ref", "%s-nomtp-%s.gguf" % (fam, ot))
+                subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", ot,
+                                "--outfile", g, "--no-mtp"], check=True, env=dict(os.environ, TPC_PRE=FAMILIES[fam][4]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with open(g, "rb") as f:
+                    s.write("%s  %s-nomtp-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
+            print("nomtp", fam, "ok", flush=True)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), os.path.join(HERE, "arch", "tiny-deepseek"),
+                        "--outtype", "f32", "--outfile", os.path.join(OUT, "ref", "x.gguf"), "--no-mtp"],
+                       env=dict(os.environ, TPC_PRE="gpt-2"), capture_output=True, text=True)
+    with open(os.path.join(OUT, "ref", "nomtp-refused.txt"), "w") as f:
+        f.write("exit %d\n%s" % (r.returncode, "".join(l + "\n" for l in r.stderr.splitlines() if "--no-nextn" in l)))
+
+
 def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
     """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
     changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
@@ -558,8 +588,9 @@ TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
 
 def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
-    # rope variants of tiny-llama and tiny-phi3), or all
-    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS)
+    # rope variants of tiny-llama and tiny-phi3; nomtp: the --no-mtp runs on
+    # the committed models), or all
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS) + ["nomtp"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
     for fam in (f for f in fams if f in FAMILIES):
         d = os.path.join(OUT, "models", "tiny-" + fam)
@@ -593,6 +624,8 @@ def main():
         tokenizer_folder(fam)
     if "llama-hf" in fams:
         llama_hf_variants()
+    if "nomtp" in fams:
+        nomtp_refs()
 
 
 def tok_variant(d, v):
