@@ -57,9 +57,6 @@ typedef enum tpc_gguf_kh {
 				key takes a true or false member */
 	TPC_KH_REQ,          /* the first of names, else refused */
 	TPC_KH_TIMES4,       /* 4 x names (GPT-2's feed_forward_length) */
-	TPC_KH_PLUS,         /* "A+B": A's value (required, the first of its '|' names) plus
-				B's when config.json has it (Glm4MoeModel's block_count: the
-				layers and num_nextn_predict_layers) */
 	TPC_KH_DIV_IF,       /* "A/B?C": A's value integer-divided by B's when config.json's C
 				is a number above 0 and A and B are there (not null), else no
 				key (Ernie4_5MoeModel's expert_shared_feed_forward_length:

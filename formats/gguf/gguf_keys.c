@@ -662,27 +662,6 @@ static int key_multiple_of(conv *cv, const tpc_gguf_kv_rule *r)
 	return 0;
 }
 
-/* TPC_KH_PLUS: "A+B", A required, plus B when config.json has it */
-static int key_plus(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
-{
-	const cfg *c = &cv->c;
-	char buf[64];
-	const char *which = NULL;
-	const cJSON *v;
-	const char *plus = r->names ? strchr(r->names, '+') : NULL;
-	char first[128];
-	uint64_t b = 0;
-	if (!plus || (size_t)(plus - r->names) >= sizeof(first))
-		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A+B", r->key);
-	snprintf(first, sizeof(first), "%.*s", (int)(plus - r->names), r->names);
-	if (tpc__gk_cfg_req_u32(c, first, u, cv->e))
-		return -1;
-	if ((v = tpc__gk_cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && tpc__gk_cfg_u32(c, v, which, &b, cv->e))
-		return -1;
-	*u += b;
-	return 0;
-}
-
 /* TPC_KH_DIV_IF: "A/B?C", A integer-divided by B when C is a number above 0, else no key */
 static int key_div_if(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u)
 {
@@ -775,7 +754,6 @@ static bool finds_names(tpc_gguf_kh how)
 	switch (how) {
 	case TPC_KH_CONST:
 	case TPC_KH_SWA_PATTERN:
-	case TPC_KH_PLUS:
 	case TPC_KH_DIV_IF:
 	case TPC_KH_ROPE_PCT_EMB:
 	case TPC_KH_ROPE_PCT_HEAD:
@@ -839,8 +817,6 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 			return -1;
 		*u *= 4;
 		return 0;
-	case TPC_KH_PLUS:
-		return key_plus(cv, r, u);
 	case TPC_KH_DIV_IF:
 		return key_div_if(cv, r, put, u);
 	case TPC_KH_OR_HEADS:
