@@ -454,6 +454,50 @@ static void test_tok_hostile(void **st)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* HunYuan's hy.tiktoken (gguf_tiktoken.c): ranks by line, QwenModel.bpe's
+ * merges, GPT-2's byte strings; each damaged file refused by line */
+static void test_tiktoken(void **st)
+{
+	(void)st;
+	/* a b c ab abc " " "\n" */
+	static const char ok_file[] = "YQ== 0\nYg== 1\nYw== 2\nYWI= 3\nYWJj 4\nIA== 5\r\nCg== 6";
+	tpc__tiktoken t;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc__tiktoken_from_buffer(ok_file, sizeof(ok_file) - 1, "hy.tiktoken", &t, &e), 0);
+	assert_int_equal(t.n, 7);
+	assert_int_equal(tpc__tiktoken_rank(&t, (const uint8_t *)"abc", 3), 4);
+	assert_int_equal(tpc__tiktoken_rank(&t, (const uint8_t *)"bc", 2), -1);
+	size_t split = 9;
+	assert_int_equal(tpc__tiktoken_merge(&t, 3, &split), 1); /* ab: a b */
+	assert_int_equal(split, 1);
+	assert_int_equal(tpc__tiktoken_merge(&t, 4, &split), 1); /* abc: ab c (abc's own rank is not below 4) */
+	assert_int_equal(split, 2);
+	assert_int_equal(tpc__tiktoken_merge(&t, 0, &split), 0);
+	char out[16];
+	assert_int_equal(tpc__gpt2_bytes_str((const uint8_t *)" \n\xff\xad!", 5, out), 9);
+	assert_memory_equal(out, "\xc4\xa0\xc4\x8a\xc3\xbf\xc5\x83!", 9); /* U+0120 U+010A U+00FF U+0143 ! */
+	tpc__tiktoken_release(&t);
+	static const struct { const char *f, *msg; } bad[] = {
+		{"YQ== 0\nYQ== 1\n", "line 2: the token of line 0 again"},
+		{"YQ== 1\n", "line 1: rank '1' is not the line's"},
+		{"YQ== 0\nYg==\n", "line 2: not a base64 token and its rank"},
+		{"YQ== 0 x\n", "line 1: not a base64 token and its rank"},
+		{"\n", "line 1: not a base64 token and its rank"},
+		{"Y!== 0\n", "line 1: the token is not base64"},
+		{"YQ= 0\n", "line 1: the token is not base64"},
+		{"==== 0\n", "line 1: the token is not base64"},
+		{"YQ== -1\n", "line 1: rank '-1'"},
+		{"", "no tokens"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tpc_err_init(&e);
+		int r = tpc__tiktoken_from_buffer(bad[i].f, strlen(bad[i].f), "hy.tiktoken", &t, &e);
+		if (r != TPC_EINPUT || !strstr(e.msg, bad[i].msg) || strcmp(e.path, "hy.tiktoken"))
+			fail_msg("case %zu: %d '%s'", i, r, e.msg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -461,7 +505,7 @@ int main(void)
 		cmocka_unit_test(test_gemma_spm), cmocka_unit_test(test_phi3_spm),
 		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
 		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre), cmocka_unit_test(test_config_ids),
-		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile),
+		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile), cmocka_unit_test(test_tiktoken),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
