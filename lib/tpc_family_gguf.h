@@ -133,6 +133,13 @@ typedef enum tpc_gguf_kh {
 			      * heads, 0 for the Mamba-2 ones); refused without layer_types or
 			      * when every layer is TYPE (the reference then writes another
 			      * architecture) */
+	TPC_KH_LIST_SAME,    /* the member (required): a list, a number a layer, all the same:
+			      * the first (HunYuanMoEModel's moe_topk, moe_intermediate_size,
+			      * num_shared_expert, which it asserts so); a number or
+			      * differing entries refused */
+	TPC_KH_REFUSE_ROPE,  /* no key; refused when the rope parameters' rope_type is names
+			      * (HunYuanMoEModel's own "dynamic" NTK-alpha keys, not written
+			      * by tpconv) */
 	TPC_KH_MULTIPLE_OF,  /* "MEMBER%N": no key; the member (required) must be a multiple of N,
 			      * else refused (Mamba2Model.set_vocab pads the vocabulary to a
 			      * multiple of 8 with [PAD] tokens, which tpconv does not write) */
@@ -179,6 +186,9 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE, /* Gemma3Model: that when tokenizer.model is there, else BPE */
 	TPC_GGUF_VOCAB_SPM_CFG_SPACE, /* Ernie4_5Model: SentencePiece, then add_space_prefix from
 				       * tokenizer_config.json's add_prefix_space when it has one */
+	TPC_GGUF_VOCAB_HY_TIKTOKEN, /* HunYuanMoEModel: hy.tiktoken's ranks, merges rebuilt
+				     * from them, tokenization_hy.py's special tokens after
+				     * the last rank up to vocab_size, pre "hunyuan", bos 127959 */
 } tpc_gguf_vocab_kind;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
@@ -240,6 +250,10 @@ typedef enum tpc_gguf_ck {
 			     * exactly (mamba_expand: ssm.inner_size / embedding_length;
 			     * Qwen3-Next's linear_value_head_dim: ssm.inner_size /
 			     * ssm.time_step_rank) */
+	TPC_CK_LAYER_LIST,  /* an integer key written as a list of that value a layer
+			     * (block_count entries; HunYuan's moe_topk,
+			     * moe_intermediate_size, num_shared_expert, which the reference
+			     * reads as lists); required */
 	TPC_CK_ROPE_SECTIONS, /* an integer array key: member written into rope_parameters (with
 			       * rope_type "default" unless there) when the key stands where
 			       * TextModel writes config.json's (before general.file_type); after

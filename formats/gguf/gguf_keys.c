@@ -595,6 +595,29 @@ static const char *cut(const char *names, int sep, char *buf, size_t n)
 	return at + 1;
 }
 
+/* TPC_KH_LIST_SAME: a list of equal numbers (required): its first */
+static int key_list_same(conv *cv, const tpc_gguf_kv_rule *r, const cJSON *v, const char *which, uint64_t *u)
+{
+	const cfg *c = &cv->c;
+	const cJSON *it;
+	uint64_t x = 0;
+	int i = 0;
+	if (!v)
+		return tpc__gk_cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
+	if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v))
+		return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not a list of a number a layer, as the reference reads it",
+				       which);
+	cJSON_ArrayForEach(it, v) {
+		if (tpc__gk_cfg_u32(c, it, which, &x, cv->e))
+			return -1;
+		if (i++ && x != *u)
+			return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' differs between layers (the reference asserts it does not)",
+					       which);
+		*u = x;
+	}
+	return 0;
+}
+
 /* TPC_KH_PRODUCT: "A*B", both required */
 static int key_product(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
 {
@@ -767,6 +790,7 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_MULTIPLE_OF:
 	case TPC_KH_LAYER_IS:
 	case TPC_KH_ROPE_SECTIONS:
+	case TPC_KH_REFUSE_ROPE:
 		return false;
 	default:
 		return true;
@@ -913,6 +937,14 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return rope_times(cv, r->names, put, f);
 	case TPC_KH_PRODUCT:
 		return key_product(cv, r, u);
+	case TPC_KH_LIST_SAME:
+		return key_list_same(cv, r, v, which, u);
+	case TPC_KH_REFUSE_ROPE:
+		*put = false;
+		v = tpc__gk_rope_member(c, "rope_type");
+		return cJSON_IsString(v) && r->names && !strcmp(v->valuestring, r->names)
+			       ? tpc__gk_cfg_err(c, cv->e, "config.json: rope_type '%s' is not written to GGUF by tpconv yet", r->names)
+			       : 0;
 	case TPC_KH_SWA_PATTERN: /* own_keys: not reached */
 	case TPC_KH_ROPE_OFF_EVERY:
 	case TPC_KH_NO_SWA:

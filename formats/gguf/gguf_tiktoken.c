@@ -17,6 +17,7 @@
  * (tpc__tiktoken_merge). Each token's text is its bytes through GPT-2's
  * bytes_to_unicode (QwenModel.token_bytes_to_string: tpc__gpt2_bytes_str).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,4 +228,64 @@ size_t tpc__gpt2_bytes_str(const uint8_t *b, size_t n, char *out)
 		}
 	}
 	return o;
+}
+
+/* GPT-2's bytes_to_unicode: byte c's code point */
+static unsigned gpt2_point(unsigned c)
+{
+	unsigned k = 0;
+	if ((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)
+		return c;
+	for (unsigned x = 0; x < c; x++)
+		k += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+	return 256 + k;
+}
+
+int64_t tpc__gpt2_str_bytes(const char *s, size_t n, uint8_t *out)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		unsigned u;
+		if (c < 0x80) {
+			u = c;
+			i++;
+		} else if ((c & 0xE0) == 0xC0 && i + 1 < n && ((unsigned char)s[i + 1] & 0xC0) == 0x80) {
+			u = (unsigned)(c & 0x1F) << 6 | ((unsigned char)s[i + 1] & 0x3F);
+			i += 2;
+		} else {
+			return -1;
+		}
+		int b = -1;
+		for (unsigned x = 0; x < 256 && b < 0; x++)
+			if (gpt2_point(x) == u)
+				b = (int)x;
+		if (b < 0)
+			return -1;
+		out[o++] = (uint8_t)b;
+	}
+	return (int64_t)o;
+}
+
+size_t tpc__b64_encode(const uint8_t *b, size_t n, char *out)
+{
+	static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t w = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
+		out[o++] = al[w >> 18 & 63];
+		out[o++] = al[w >> 12 & 63];
+		out[o++] = i + 1 < n ? al[w >> 6 & 63] : '=';
+		out[o++] = i + 2 < n ? al[w & 63] : '=';
+	}
+	return o;
+}
+
+const char *tpc__hy_special(size_t k, char *buf, size_t n)
+{
+	static const char *const named[] = {"<|endoftext|>", "<|startoftext|>", "<|bos|>", "<|eos|>", "<|pad|>"};
+	if (k < 5)
+		return named[k];
+	snprintf(buf, n, "<|extra_%zu|>", k - 5);
+	return buf;
 }

@@ -62,6 +62,15 @@ int tpc__tiktoken_merge(const tpc__tiktoken *t, size_t r, size_t *split);
 /* b[0..n) through GPT-2's bytes_to_unicode, UTF-8 into out (room for 2n):
  * its length */
 size_t tpc__gpt2_bytes_str(const uint8_t *b, size_t n, char *out);
+/* The other way: s[0..n) (UTF-8 of GPT-2's code points) into out (room
+ * for n): its length, -1 when s is not such a string */
+int64_t tpc__gpt2_str_bytes(const char *s, size_t n, uint8_t *out);
+/* b[0..n) as padded base64 into out (room for 4 * (n + 2) / 3): its length */
+size_t tpc__b64_encode(const uint8_t *b, size_t n, char *out);
+/* HunYuan's special token k after the last rank (tokenization_hy.py's
+ * SPECIAL_TOKENS: <|endoftext|>, <|startoftext|>, <|bos|>, <|eos|>, <|pad|>,
+ * then <|extra_N|> from 0); buf (32 bytes) holds the extra ones' text */
+const char *tpc__hy_special(size_t k, char *buf, size_t n);
 
 /* s[0..len) is "<0xNN>" (two hex digits, either case): a byte token, BYTE
  * in gguf-py's LlamaHfVocab whatever else it is. */

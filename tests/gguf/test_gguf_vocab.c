@@ -477,6 +477,23 @@ static void test_tiktoken(void **st)
 	char out[16];
 	assert_int_equal(tpc__gpt2_bytes_str((const uint8_t *)" \n\xff\xad!", 5, out), 9);
 	assert_memory_equal(out, "\xc4\xa0\xc4\x8a\xc3\xbf\xc5\x83!", 9); /* U+0120 U+010A U+00FF U+0143 ! */
+	uint8_t back[16];
+	assert_int_equal(tpc__gpt2_str_bytes(out, 9, back), 5); /* and back */
+	assert_memory_equal(back, " \n\xff\xad!", 5);
+	assert_int_equal(tpc__gpt2_str_bytes("\xc3", 1, back), -1);          /* cut UTF-8 */
+	assert_int_equal(tpc__gpt2_str_bytes("\xe2\x82\xac", 3, back), -1); /* U+20AC: no byte's */
+	assert_int_equal(tpc__gpt2_str_bytes("\xc4\xa1", 2, back), 1);      /* U+0121: byte 0x7f */
+	assert_int_equal(back[0], 0x7f);
+	char b64[16];
+	assert_int_equal(tpc__b64_encode((const uint8_t *)"abcd", 4, b64), 8);
+	assert_memory_equal(b64, "YWJjZA==", 8);
+	assert_int_equal(tpc__b64_encode((const uint8_t *)"ab", 2, b64), 4);
+	assert_memory_equal(b64, "YWI=", 4);
+	char nb[32];
+	assert_string_equal(tpc__hy_special(0, nb, sizeof(nb)), "<|endoftext|>");
+	assert_string_equal(tpc__hy_special(4, nb, sizeof(nb)), "<|pad|>");
+	assert_string_equal(tpc__hy_special(5, nb, sizeof(nb)), "<|extra_0|>");
+	assert_string_equal(tpc__hy_special(209, nb, sizeof(nb)), "<|extra_204|>");
 	tpc__tiktoken_release(&t);
 	static const struct { const char *f, *msg; } bad[] = {
 		{"YQ== 0\nYQ== 1\n", "line 2: the token of line 0 again"},
