@@ -18,6 +18,10 @@ from transformers import PreTrainedTokenizer
 PAT_STR = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
            r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
 NAMED = ("<|endoftext|>", "<|startoftext|>", "<|bos|>", "<|eos|>", "<|pad|>")
+# <|extra_N|> tokens after the named ones, fixed in the module as Tencent's is
+# (205 there: A13B's 127957 ranks + 210 = its vocab_size 128167); 5 here
+# (make_arch_fixtures.py's 310 ranks + 10 = 320)
+N_EXTRAS = 5
 
 
 def load_ranks(path):
@@ -36,15 +40,15 @@ class HYTokenizer(PreTrainedTokenizer):
     vocab_files_names = {"vocab_file": "hy.tiktoken"}
     model_input_names = ["input_ids", "attention_mask"]
 
-    def __init__(self, vocab_file, n_extras=0, errors="replace", **kwargs):
+    def __init__(self, vocab_file, errors="replace", **kwargs):
         self.errors = errors
         self.mergeable_ranks = load_ranks(vocab_file)
-        names = NAMED + tuple("<|extra_%d|>" % i for i in range(n_extras))
+        names = NAMED + tuple("<|extra_%d|>" % i for i in range(N_EXTRAS))
         self.special_tokens = {t: len(self.mergeable_ranks) + i for i, t in enumerate(names)}
         self.decoder = {v: k for k, v in self.mergeable_ranks.items()}
         self.decoder.update({v: k for k, v in self.special_tokens.items()})
         self._pat = regex.compile(PAT_STR)
-        super().__init__(errors=errors, n_extras=n_extras, **kwargs)
+        super().__init__(errors=errors, **kwargs)
 
     @property
     def vocab_size(self):

@@ -407,7 +407,8 @@ def bpe_tokenizer(d, pre, glm=False):
 
 
 # HunYuan's special tokens (tokenization_hy.py's SPECIAL_TOKENS): five named
-# ones, then <|extra_N|> up to the vocabulary size, numbered on from the last rank
+# ones, then <|extra_N|> up to the vocabulary size, numbered on from the last
+# rank (hy_tokenizer.py's N_EXTRAS)
 HY_EXTRAS = 5
 
 
@@ -436,7 +437,7 @@ def hy_tokenizer(d):
     shutil.copy(os.path.join(HERE, "hy_tokenizer.py"), os.path.join(d, "tokenization_hy.py"))
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump({"auto_map": {"AutoTokenizer": ["tokenization_hy.HYTokenizer", None]},
-                   "tokenizer_class": "HYTokenizer", "n_extras": HY_EXTRAS, "model_max_length": 128,
+                   "tokenizer_class": "HYTokenizer", "model_max_length": 128,
                    "chat_template": "{% for m in messages %}<|startoftext|>{{ m['content'] }}<|eos|>{% endfor %}"},
                   f, indent=2)
     with open(os.path.join(d, "config.json")) as f:
