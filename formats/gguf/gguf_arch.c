@@ -1036,9 +1036,9 @@ static int block_count(conv *cv, uint64_t *n)
 static int mtp_layers(conv *cv, const tpc_ckpt *ck)
 {
 	if (cv->no_mtp && !tpc_gguf_arch_has_mtp(cv->fam))
-		return tpc_err_set(cv->e, TPC_EINPUT,
-				   "--no-mtp: a %s GGUF holds no multi-token-prediction layers to leave out "
-				   "(convert_hf_to_gguf.py refuses --no-mtp for it too)", cv->spec->hf_arch[0]);
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "--no-mtp: a %s GGUF holds no multi-token-prediction layers to leave out "
+				  "(convert_hf_to_gguf.py refuses --no-mtp for it too)", cv->spec->hf_arch[0]);
 	if (cv->no_mtp || !tpc_gguf_arch_has_mtp(cv->fam))
 		return 0;
 	const char *m = cv->fam->mtp ? cv->fam->mtp->count : cv->spec->mtp_count;
