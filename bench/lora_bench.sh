@@ -96,13 +96,35 @@ rm -f "$DIR/kcopy.out"
 timed "convert --lora" "$OUT" "$TPCONV" convert "$ST" --lora "$AD" -o "$OUT" -q
 LS=$SECS LRSS=$RSS
 rm -f "$OUT"
+# the adapter itself to llama.cpp's adapter GGUF (f32, as convert_lora_to_gguf.py
+# writes by default), beside a copy of the adapter's own bytes
+timed "adapter copy" "$DIR/kcopy.out" $PY "$HERE/kcopy.py" "$AD/adapter_model.safetensors" "$DIR/kcopy.out"
+AKC=$SECS AKRSS=$RSS
+rm -f "$DIR/kcopy.out"
+# --base takes the base's folder (its config.json: make_llama.py's shapes, heads
+# of 128, a quarter of them key/value heads, intermediate 8/3 hidden rounded down to 64)
+B="$DIR/lora-base"
+mkdir -p "$B"
+ln -f "$ST" "$B/model.safetensors" 2>/dev/null || cp "$ST" "$B/model.safetensors"
+NH=$((HIDDEN / 128 > 0 ? HIDDEN / 128 : 1)); KVH=$((NH / 4 > 0 ? NH / 4 : 1)); INTER=$((HIDDEN * 8 / 3 / 64 * 64))
+cat >"$B/config.json" <<EOF
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": $HIDDEN, "intermediate_size": $INTER,
+ "num_hidden_layers": $LAYERS, "num_attention_heads": $NH, "num_key_value_heads": $KVH, "head_dim": 128,
+ "vocab_size": 32000, "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+ "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "float32"}
+EOF
+timed "convert ADAPTER --base" "$DIR/adapter.gguf" "$TPCONV" convert "$AD" --base "$B" -o "$DIR/adapter.gguf" -q
+AG=$SECS AGRSS=$RSS
+rm -f "$DIR/adapter.gguf"
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "| step ($SIZE f32 base, rank-$RANK adapter) | wall s | x copy (goal <= 1.5) | peak RSS MiB (goal <= 256) |"
 echo "|---|---:|---:|---:|"
-awk -v kc="$KC" -v krss="$KRSS" -v ls="$LS" -v lrss="$LRSS" 'BEGIN {
+awk -v kc="$KC" -v krss="$KRSS" -v ls="$LS" -v lrss="$LRSS" -v akc="$AKC" -v akrss="$AKRSS" -v ag="$AG" -v agrss="$AGRSS" 'BEGIN {
   printf "| in-kernel copy of the base | %.2f | 1.00 | %.0f |\n", kc, krss / 1024
   printf "| tpconv convert BASE --lora ADAPTER -o merged.safetensors | %.2f | %.2f | %.0f |\n", ls, ls / kc, lrss / 1024
+  printf "| in-kernel copy of the adapter | %.2f | 1.00 | %.0f |\n", akc, akrss / 1024
+  printf "| tpconv convert ADAPTER --base BASE -o adapter.gguf (x the adapter copy) | %.2f | %.2f | %.0f |\n", ag, (akc > 0 ? ag / akc : 0), agrss / 1024
 }'
 echo
 echo "load before $LOAD0, after $LOAD1"

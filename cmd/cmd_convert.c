@@ -51,9 +51,14 @@ static const char *help =
 	"                           a GGUF output always keeps them)\n"
 	"  --gguf-pre NAME          GGUF output of a BPE tokenizer: tokenizer.ggml.pre (default:\n"
 	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
+	"  --no-mtp                 GGUF output of a Hugging Face model: leave its multi-token-\n"
+	"                           prediction layers out, as convert_hf_to_gguf.py --no-mtp\n"
+	"                           (Qwen3-Next, Qwen3.5, Qwen3.5-MoE's mtp.*, GLM-4.5's\n"
+	"                           nextn layers; the default keeps them, as the reference)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --optimizer              write the optimizer state of IN (a DCP save's optim, a\n"
-	"                           DeepSpeed ZeRO 1/2/3 folder's Adam state; each moment tied\n"
+	"                           DeepSpeed ZeRO 1/2/3 folder's Adam state, Megatron's\n"
+	"                           distributed optimizer in torch_dist; each moment tied\n"
 	"                           to its parameter, element for element) as\n"
 	"                           torch.optim.Optimizer.state_dict() gives it, to a torch\n"
 	"                           file OUT (optimizer.pt, what the HF Trainer and\n"
@@ -111,7 +116,7 @@ static void print_help(void)
 	free(formats);
 }
 
-enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS };
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS, O_NO_MTP };
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -248,7 +253,8 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
 		{"dry-run", no_argument, NULL, O_DRY_RUN}, {"outtype", required_argument, NULL, O_OUTTYPE},
 		{"gguf-names", no_argument, NULL, O_GGUF_NAMES},
-		{"gguf-pre", required_argument, NULL, O_GGUF_PRE}, {"lora", required_argument, NULL, O_LORA},
+		{"gguf-pre", required_argument, NULL, O_GGUF_PRE}, {"no-mtp", no_argument, NULL, O_NO_MTP},
+		{"lora", required_argument, NULL, O_LORA},
 		{"base", required_argument, NULL, O_BASE},
 		{"optimizer", no_argument, NULL, O_OPTIMIZER}, {"dcp-ranks", required_argument, NULL, O_DCP_RANKS},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
@@ -271,6 +277,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		case O_OUTTYPE: c->wo.outtype = optarg; break;
 		case O_GGUF_NAMES: c->gguf_names = true; break;
 		case O_GGUF_PRE: c->wo.gguf_pre = optarg; break;
+		case O_NO_MTP: c->wo.gguf_no_mtp = true; break;
 		case O_BASE: c->base = optarg; break;
 		case O_OPTIMIZER: c->optimizer = true; c->flags |= TPC_CLI_IN_OPTIMIZER; break;
 		case O_DCP_RANKS: {
@@ -331,8 +338,9 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 	if (c->optimizer && !rm->dry_run && (!c->outf || (strcmp(c->outf->name, "torch") && strcmp(c->outf->name, "dcp")) ||
 					      (c->sharded && strcmp(c->outf->name, "dcp"))))
 		return tpc_cli_usage("convert", "--optimizer writes torch.optim's state_dict (a torch file: OUT ending in .pt, or --format torch) or a DCP folder with the model (--format dcp)");
-	if ((c->wo.outtype || c->wo.gguf_pre) && !rm->dry_run && strcmp(c->outf->name, "gguf"))
-		return tpc_cli_usage("convert", "%s goes with a GGUF output", c->wo.outtype ? "--outtype" : "--gguf-pre");
+	if ((c->wo.outtype || c->wo.gguf_pre || c->wo.gguf_no_mtp) && !rm->dry_run && strcmp(c->outf->name, "gguf"))
+		return tpc_cli_usage("convert", "%s goes with a GGUF output",
+				     c->wo.outtype ? "--outtype" : c->wo.gguf_pre ? "--gguf-pre" : "--no-mtp");
 	/* An output inside the folder of an input shard set (a folder, or the
 	 * folder of a *.index.json) is refused like an output equal to an input:
 	 * the set is being read. */

@@ -273,7 +273,10 @@ static void summary(const tpc_verify_report *rep, const tpc_verify_set *set)
 		set->model && set->model->nlayers == 1 ? "" : "s");
 	if (rep->nskip)
 		fprintf(stderr, ", %zu skipped", rep->nskip);
-	fprintf(stderr, ", max rel err %.2g (tp %d, %.2f s)\n", rel, rep->tp, rep->seconds);
+	if (rep->dp > 1)
+		fprintf(stderr, ", max rel err %.2g (tp %d x dp %d, %.2f s)\n", rel, rep->tp / rep->dp, rep->dp, rep->seconds);
+	else
+		fprintf(stderr, ", max rel err %.2g (tp %d, %.2f s)\n", rel, rep->tp, rep->seconds);
 }
 
 static int verify(int argc, char **argv, tpc_cli_remap *rm)
@@ -323,7 +326,10 @@ static int verify(int argc, char **argv, tpc_cli_remap *rm)
 	reports_ok = true;
 	if ((ret = tpc_cli_vdesc_open(&d, &e)) || (ret = tpc_cli_vdesc_build(&d, &set, &rep, &e)))
 		goto fail;
-	tpc_cli_info("verify: %zu tensors, tp %d, pp %d, %s", set.n, d.tp, d.pp, a.mpi ? "mpi" : "threads");
+	if (set.dp > 1)
+		tpc_cli_info("verify: %zu tensors, tp %d x dp %d, pp %d, %s", set.n, d.tp / set.dp, set.dp, d.pp, a.mpi ? "mpi" : "threads");
+	else
+		tpc_cli_info("verify: %zu tensors, tp %d, pp %d, %s", set.n, d.tp, d.pp, a.mpi ? "mpi" : "threads");
 	tpc_progress_init(&prog, stderr, a.me == 0 && tpc_cli_progress_wanted(force_progress), "verify", 0);
 	prog.unit = "steps";
 	o.progress = &prog;

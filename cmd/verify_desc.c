@@ -49,6 +49,8 @@ static int64_t add_tensor(tpc_verify_set *s, const char *name, const char *as, c
 	if (sp->ep > 1) {
 		vt->ep = sp->ep;
 		vt->ep_group = sp->ep_group;
+	} else if (sp->dp > 1) { /* a dense tensor of a stage of tp x dp ranks: dp group 0's */
+		vt->dp = sp->dp;
 	}
 	return ix;
 }
@@ -290,12 +292,6 @@ static int open_description(tpc_cli_vdesc *d, tpc_err *e)
 		return ret;
 	if (d->have_man && !a->set.preset)
 		preset = NULL; /* the manifest's plan */
-	if (d->have_man && d->man.dp > 1)
-		/* its forward checks run tp ranks a stage that each hold every dense
-		 * weight's slice; a stage of tp x dp ranks holds them on dp group 0 */
-		return tpc_err_set(e, TPC_EUSAGE,
-				   "'%s' has %d data-parallel replicas a stage (tp %d x dp %d ranks, experts over all): verify checks sets of tp x pp ranks; verify a reshard of it (tpconv shard SET --tp %d --ep %d ... -o X) or merge it (merge checks every rank's checksums)",
-				   a->dir, d->man.dp, d->man.tp / d->man.dp, d->man.dp, d->man.tp / d->man.dp, d->man.tp / d->man.dp);
 	if (d->have_man) {
 		d->tp = d->man.tp;
 		d->pp = d->man.pp;
@@ -559,6 +555,74 @@ static int report_misplaced(tpc_cli_vdesc *d, tpc_verify_report *rep, tpc_err *e
 			 name, r);
 		free(fp);
 		tpc_cli_warn("rank file '%s' holds rank %d's tensors, not rank %d's", name, holds, r);
+		ret = report_structure(d, rep, name, "-", msg);
+	}
+	return ret;
+}
+
+/* Bytes of the items part file r stores (a format with part files: DCP's
+ * __R_0.distcp), into *got. */
+static int part_bytes(tpc_cli_vdesc *d, const tpc_format *f, int r, uint64_t *got, tpc_err *e)
+{
+	char *p = tpc_path_join(d->a->dir, d->man.files[r]);
+	uint64_t *off = NULL, *len = NULL;
+	size_t n = 0;
+	tpc_ckpt items;
+	tpc_ckpt_init(&items);
+	int ret = p ? f->part_items(&items, p, &off, &len, &n, e) : tpc_err_nomem(e);
+	*got = 0;
+	for (size_t k = 0; !ret && k < items.n; k++)
+		*got += items.t[k].nbytes;
+	free(off);
+	free(len);
+	tpc_ckpt_release(&items);
+	free(p);
+	return ret;
+}
+
+/*
+ * A set with data-parallel replicas (Megatron's ep over tp): the file of a
+ * rank past dp group 0 stores its experts' chunks and nothing else, as
+ * Megatron saves them (a dense chunk's replica id ends in the dp rank, so
+ * only dp rank 0 stores it: core/utils.py:1052-1055,1123-1124,1183-1196;
+ * layout_megatron_dist.c). The rank views are cut from what the whole
+ * folder's index assembles, so a dense chunk stored again in such a file, or
+ * another rank's expert, shows only here: by the bytes of its items.
+ */
+static int report_dp_files(tpc_cli_vdesc *d, tpc_verify_report *rep, tpc_err *e)
+{
+	const tpc_format *f = d->have_man && d->man.dp > 1 && d->man.format ? tpc_format_by_name(d->man.format) : NULL;
+	int tp = d->tp, dtp = tp / (d->have_man && d->man.dp > 1 ? d->man.dp : 1), ret = 0;
+	if (!f || !f->part_items)
+		return 0;
+	if (d->a->me != 0)
+		return 0; /* rank 0 reports, under mpirun too: from the manifest and the files alone */
+	for (int r = 0; r < d->nfiles && !ret; r++) {
+		int t = r % tp;
+		if (t < dtp)
+			continue;
+		/* its experts whole (ep is the stage's ranks, etp 1): a tensor per
+		 * expert, or its share of one stacking them */
+		uint64_t got, want = 0;
+		for (size_t i = 0; i < d->man.n; i++) {
+			const tpc_manifest_tensor *mt = &d->man.t[i];
+			if (mt->stage != r / tp || mt->split.ep <= 1 || !tpc_split_holds(&mt->split, tp, t))
+				continue;
+			uint64_t b = tpc_dtype_size(mt->dtype);
+			bool over = false;
+			for (int k = 0; k < mt->ndim; k++)
+				over |= mt->shape[k] < 0 || tpc_mul_u64(b, (uint64_t)mt->shape[k], &b) != 0;
+			if (over || tpc_add_u64(want, mt->split.stacked ? b / (uint64_t)mt->split.ep : b, &want))
+				return tpc_err_set(e, TPC_EINPUT, "tensor '%s' of the manifest: its size overflows", mt->name);
+		}
+		if ((ret = part_bytes(d, f, r, &got, e)) || got == want)
+			continue;
+		char name[TPC_ERR_NAME_MAX], msg[320];
+		tpc_sanitize(name, sizeof(name), d->man.files[r]);
+		snprintf(msg, sizeof(msg),
+			 "rank file stores %llu bytes of chunks, but rank %d (tp %d, dp %d) stores its experts' %llu only: the dense chunks are dp rank 0's",
+			 (unsigned long long)got, t, t % dtp, t / dtp, (unsigned long long)want);
+		tpc_cli_warn("verify: '%s': %s", name, msg);
 		ret = report_structure(d, rep, name, "-", msg);
 	}
 	return ret;
@@ -881,7 +945,7 @@ static int report_unverified(tpc_cli_vdesc *d, tpc_verify_report *rep)
 int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report *rep, tpc_err *e)
 {
 	int ret;
-	if ((ret = report_misplaced(d, rep, e)) || (ret = report_unverified(d, rep)))
+	if ((ret = report_misplaced(d, rep, e)) || (ret = report_dp_files(d, rep, e)) || (ret = report_unverified(d, rep)))
 		return ret;
 	/* the shapes ranks hold of their slices, before anything points into vaux */
 	for (size_t i = 0; d->have_man && i < d->man.n; i++)
@@ -892,6 +956,8 @@ int tpc_cli_vdesc_build(tpc_cli_vdesc *d, tpc_verify_set *set, tpc_verify_report
 		return ret;
 	tpc_verify_set_release(set);
 	tpc_verify_set_init(set, d->tp);
+	/* a stage of tp x dp ranks (Megatron's ep over tp): d->tp counts them all */
+	set->dp = d->have_man && d->man.dp > 1 ? d->man.dp : 1;
 	for (size_t i = 0, nt = d->have_man ? d->man.n : d->ref.n; i < nt; i++)
 		if ((ret = describe_tensor(d, set, i, e)))
 			return ret;

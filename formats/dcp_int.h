@@ -19,4 +19,39 @@ void tpc__dcp_entry_release(tpc_dcp_entry *en);
 int tpc__dcp_detect(const char *path, const uint8_t *head, size_t n);
 int tpc__dcp_open(tpc_ckpt *ck, const char *dir, const tpc_open_opts *o, tpc_err *e);
 
+/* Megatron-Core's distributed optimizer state in a torch_dist save, read
+ * when TPC_OPEN_OPTIMIZER asks (megatron_optim.c, which cites the layouts):
+ * begin reads common.pt (the sharding type, refused unless a model-space
+ * one, and the param groups); keep says which optimizer.* entries to read
+ * (1) or refuses one (< 0); the flattened form of fully_sharded_model_space
+ * (an entry one dim longer than its parameter's, param_entry) is rebuilt in
+ * the parameter's shape by unflat from its chunks' pieces; tree makes the
+ * object tree get_state_dict saves, tensors renamed model.NAME and
+ * optim.state.NAME.KEY (tpc_format.h, TPC_OPEN_OPTIMIZER). */
+typedef struct tpc__mcore_optim {
+	bool on;
+	char *type;          /* param_state_sharding_type */
+	char *common;        /* the common.pt it came from */
+	tpc_value *groups;   /* common.pt's optimizer.optimizer.param_groups */
+	tpc_value *args;     /* common.pt's args, or NULL */
+	size_t nparams, nstate;
+} tpc__mcore_optim;
+
+int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e);
+void tpc__mcore_optim_release(tpc__mcore_optim *mo);
+int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, const char *path, tpc_err *e);
+const tpc_dcp_entry *tpc__mcore_optim_param_entry(const tpc_dcp_meta *m, const tpc_dcp_entry *en);
+bool tpc__mcore_optim_is_flat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe);
+int tpc__mcore_optim_unflat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe, const tpc_tensor *piece,
+			    const size_t *idx, size_t nlive, tpc_tensor *out, const char *path, tpc_err *e);
+int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, tpc_err *e);
+struct tpc_buf;
+void tpc__mcore_optim_about(const tpc__mcore_optim *mo, struct tpc_buf *b);
+
+/* A legacy rank file (model_optim_rng.pt, opened by the torch format) with
+ * distrib_optim.pt beside it: its state mapped by the buffer layout and given
+ * as the tree above (megatron_legacy_optim.c); 0 doing nothing for any other
+ * torch file. */
+int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e);
+
 #endif

@@ -403,7 +403,7 @@ static char *expert_name(const char *nm, int64_t x)
 /* What inspect says about the folder: framework, rank files, chunks per
  * tensor, the iteration, what is model and what optimizer state. */
 static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool mcore, const char *iter, size_t nopt,
-		      bool selected)
+		      bool selected, const tpc__mcore_optim *mo)
 {
 	tpc_buf b;
 	size_t nt = 0, nb = 0, nc = 0, maxc = 0;
@@ -425,7 +425,9 @@ static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool m
 		tpc_buf_adds(&b, "PyTorch Distributed Checkpoint (torch.distributed.checkpoint)");
 	tpc_buf_addf(&b, "\n%zu .distcp file%s read: %zu tensor entries in %zu chunks (at most %zu per tensor), %zu non-tensor item%s",
 		     nfiles, nfiles == 1 ? "" : "s", nt, nc, maxc, nb, nb == 1 ? "" : "s");
-	if (mcore && !selected)
+	if (mo->on)
+		tpc__mcore_optim_about(mo, &b);
+	else if (mcore && !selected)
 		tpc_buf_addf(&b, "\noptimizer state: %zu entr%s left out (read %s with --select optimizer)", nopt, nopt == 1 ? "y" : "ies", nopt == 1 ? "it" : "them");
 	tpc_ckpt_set_about(ck, &b);
 }
@@ -444,6 +446,7 @@ typedef struct dcp_read {
 	size_t nfs, capfs;
 	tpc_value **vals; /* [m.n]: each bytes item's value */
 	size_t nopt;      /* Megatron optimizer entries left out */
+	tpc__mcore_optim mo; /* or read (TPC_OPEN_OPTIMIZER) */
 } dcp_read;
 
 /* The folder (a Megatron save folder's latest iteration) and its metadata,
@@ -479,11 +482,21 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 	free(text);
 	if (o && o->select && (ret = select_entries(&r->m, o->select, r->dir, e)))
 		return ret;
+	bool any = false;
+	for (size_t i = 0; i < r->m.n && !any; i++)
+		any = !strncmp(r->m.e[i].fqn, "optimizer.", 10);
+	if (r->mcore && any && !(o && o->select) && o && (o->flags & TPC_OPEN_OPTIMIZER) &&
+	    (ret = tpc__mcore_optim_begin(&r->mo, r->dir, e)))
+		return ret;
 	if (r->mcore && !(o && o->select)) {
-		/* the model: Megatron's optimizer state stays out unless selected */
+		/* the model: Megatron's optimizer state stays out unless selected
+		 * or read beside its parameters (megatron_optim.c) */
 		size_t kept = 0;
 		for (size_t i = 0; i < r->m.n; i++) {
-			if (!strncmp(r->m.e[i].fqn, "optimizer.", 10)) {
+			int keep = r->mo.on ? tpc__mcore_optim_keep(&r->mo, &r->m.e[i], r->mpath, e) : 0;
+			if (keep < 0)
+				return keep;
+			if (!keep && !strncmp(r->m.e[i].fqn, "optimizer.", 10)) {
 				r->nopt++;
 				tpc__dcp_entry_release(&r->m.e[i]);
 				continue;
@@ -636,7 +649,10 @@ static int read_tensor(dcp_read *r, size_t i, tpc_err *e)
 		tpc_tensor whole;
 		memset(&whole, 0, sizeof(whole));
 		int64_t lo[TPC_MAX_NDIM] = {0};
-		if (nlive == 0) {
+		const tpc_dcp_entry *pe = r->mo.on ? tpc__mcore_optim_param_entry(&r->m, en) : NULL;
+		if (tpc__mcore_optim_is_flat(en, pe)) {
+			ret = tpc__mcore_optim_unflat(en, pe, b.piece, idx, nlive, &whole, r->mpath, e);
+		} else if (nlive == 0) {
 			if (tpc_tensor_init_zero(&whole, en->dtype, en->ndim, en->shape))
 				ret = tpc_err_nomem(e);
 			whole.flags = 0; /* empty: no bytes at all */
@@ -744,10 +760,12 @@ int tpc__dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_
 	tpc_value_unref(ck->root);
 	ck->root = root;
 	root = NULL;
+	if (r.mo.on && (ret = tpc__mcore_optim_tree(&r.mo, ck, r.mpath, e)))
+		goto out;
 	if (!ck->format && !(ck->format = tpc_strdup(r.mcore || r.m.mcore ? "megatron-torch_dist" : "dcp")))
 		ret = tpc_err_nomem(e);
 	if (!ret)
-		set_about(ck, &r.m, r.nfs, r.mcore || r.m.mcore, r.iter, r.nopt, o && o->select);
+		set_about(ck, &r.m, r.nfs, r.mcore || r.m.mcore, r.iter, r.nopt, o && o->select, &r.mo);
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
 out:
@@ -759,6 +777,7 @@ out:
 	free(r.iter);
 	tpc_value_unref(root);
 	tpc_dcp_meta_release(&r.m);
+	tpc__mcore_optim_release(&r.mo);
 	return ret;
 }
 

@@ -409,30 +409,30 @@ static const tpc_tensor_row deepseek_tensors[] = {
  * biases (attention_bias) and per-head query_layernorm/key_layernorm (after
  * the rotary embedding: the parts say), every layer's router mlp.gate.wg,
  * routed experts mlp.experts.{E} and an ungated shared expert
- * mlp.shared_mlp. Hugging Face names only: no GGUF column (the reference's
- * HunYuanMoEModel needs the remote code's tiktoken tokenizer and its
- * config's moe_intermediate_size and num_shared_expert lists, which
- * transformers' HunYuanMoEV1Config has not: convert to GGUF refuses the
- * architecture by name). */
+ * mlp.shared_mlp. Hugging Face and GGUF names (gguf-py's MODEL_ARCH.HUNYUAN_MOE:
+ * query_layernorm as attn_q_norm, mlp.gate.wg as ffn_gate_inp, shared_mlp as
+ * the *_shexp tensors); the GGUF part needs the checkpoint's hy.tiktoken and
+ * config.json's moe_intermediate_size, moe_topk and num_shared_expert lists,
+ * which transformers' HunYuanMoEV1Config does not write. */
 static const tpc_tensor_row hunyuanmoe_tensors[] = {
-	HF_ONLY(TOKEN_EMBD, false, "model.embed_tokens.weight"),
-	HF_ONLY(OUTPUT_NORM, false, "model.norm.weight"),
-	HF_ONLY(OUTPUT, false, "lm_head.weight"),
-	HF_ONLY(ATTN_NORM, false, HF_L "input_layernorm.weight"),
-	HF_ONLY(ATTN_Q, true, HF_L "self_attn.q_proj.weight"),
-	HF_ONLY(ATTN_K, true, HF_L "self_attn.k_proj.weight"),
-	HF_ONLY(ATTN_V, true, HF_L "self_attn.v_proj.weight"),
-	HF_ONLY(ATTN_OUT, true, HF_L "self_attn.o_proj.weight"),
-	HF_ONLY(ATTN_Q_NORM, false, HF_L "self_attn.query_layernorm.weight"),
-	HF_ONLY(ATTN_K_NORM, false, HF_L "self_attn.key_layernorm.weight"),
-	HF_ONLY(FFN_NORM, false, HF_L "post_attention_layernorm.weight"),
-	HF_ONLY(FFN_GATE_INP, false, HF_L "mlp.gate.wg.weight"),
-	HF_ONLY(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight"),
-	HF_ONLY(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight"),
-	HF_ONLY(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight"),
-	HF_ONLY(FFN_GATE_SHEXP, false, HF_L "mlp.shared_mlp.gate_proj.weight"),
-	HF_ONLY(FFN_UP_SHEXP, false, HF_L "mlp.shared_mlp.up_proj.weight"),
-	HF_ONLY(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_mlp.down_proj.weight"),
+	HF_GG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
+	HF_GG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),
+	HF_GG(OUTPUT, false, "lm_head.weight", "output.weight"),
+	HF_GG(ATTN_NORM, false, HF_L "input_layernorm.weight", GG_L "attn_norm.weight"),
+	HF_GG(ATTN_Q, true, HF_L "self_attn.q_proj.weight", GG_L "attn_q.weight"),
+	HF_GG(ATTN_K, true, HF_L "self_attn.k_proj.weight", GG_L "attn_k.weight"),
+	HF_GG(ATTN_V, true, HF_L "self_attn.v_proj.weight", GG_L "attn_v.weight"),
+	HF_GG(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", GG_L "attn_output.weight"),
+	HF_GG(ATTN_Q_NORM, false, HF_L "self_attn.query_layernorm.weight", GG_L "attn_q_norm.weight"),
+	HF_GG(ATTN_K_NORM, false, HF_L "self_attn.key_layernorm.weight", GG_L "attn_k_norm.weight"),
+	HF_GG(FFN_NORM, false, HF_L "post_attention_layernorm.weight", GG_L "ffn_norm.weight"),
+	HF_GG(FFN_GATE_INP, false, HF_L "mlp.gate.wg.weight", GG_L "ffn_gate_inp.weight"),
+	HF_GG(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", GG_L "ffn_gate_exps.weight"),
+	HF_GG(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", GG_L "ffn_up_exps.weight"),
+	HF_GG(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", GG_L "ffn_down_exps.weight"),
+	HF_GG(FFN_GATE_SHEXP, false, HF_L "mlp.shared_mlp.gate_proj.weight", GG_L "ffn_gate_shexp.weight"),
+	HF_GG(FFN_UP_SHEXP, false, HF_L "mlp.shared_mlp.up_proj.weight", GG_L "ffn_up_shexp.weight"),
+	HF_GG(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_mlp.down_proj.weight", GG_L "ffn_down_shexp.weight"),
 	END_ROW,
 };
 
@@ -1297,6 +1297,7 @@ static const tpc_family families[] = {
 	 .desc = "HunYuan MoE (HF names): llama attention (q/k/v/o biases split with their weights, query/key_layernorm replicated); mlp.experts.N gate/up col, down row; shared_mlp like a dense MLP; router mlp.gate.wg replicated",
 	 .plan = MOE_JSON("hunyuan-moe", "HunYuan MoE (HunYuanMoEV1ForCausalLM) with Hugging Face names; the shared expert mlp.shared_mlp split as a dense MLP, the router mlp.gate.wg replicated by the fallback."),
 	 .hf_arch = A("HunYuanMoEV1ForCausalLM"),
+	 .gguf = &tpc__gguf_hunyuanmoe,
 	 .tensors = hunyuanmoe_tensors,
 	 .f32_roles = ROLES(TPC_ROLE_FFN_GATE_INP), /* mlp.gate.wg built with dtype=torch.float32 */
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,

@@ -220,9 +220,10 @@ static const tpc_gguf_kv_rule glm4_kv[] = {
  * (Glm4MoeConfig's partial_rotary_factor default 0.5), the routed experts
  * (again, in place), their width, the shared experts, the leading dense
  * layers, the sigmoid gating (ExpertGatingFuncType.SIGMOID, 2), the scale,
- * the renormalisation and num_nextn_predict_layers */
+ * the renormalisation and num_nextn_predict_layers (those layers: mtp_count,
+ * left out under --no-mtp) */
 static const tpc_gguf_kv_rule glm4moe_kv[] = {
-	TEXT_RULES_OF({"block_count", U32, TPC_KH_PLUS, "n_layers|num_hidden_layers|n_layer|num_layers+num_nextn_predict_layers"}),
+	TEXT_RULES_OF({"block_count", U32, TPC_KH_PLUS_MTP, "n_layers|num_hidden_layers|n_layer|num_layers"}),
 	{"rope.dimension_count", U32, TPC_KH_ROPE_PCT_HEAD, "0.5"},
 	{"expert_count", U32, TPC_KH_FIND, "n_routed_experts"},
 	{"expert_feed_forward_length", U32, TPC_KH_FIND, "moe_intermediate_size"},
@@ -231,7 +232,22 @@ static const tpc_gguf_kv_rule glm4moe_kv[] = {
 	{"expert_gating_func", U32, TPC_KH_CONST, "2"},
 	{"expert_weights_scale", F32, TPC_KH_FIND, "routed_scaling_factor"},
 	{"expert_weights_norm", BOOL, TPC_KH_FIND, "norm_topk_prob"},
-	{"nextn_predict_layers", U32, TPC_KH_FIND, "num_nextn_predict_layers"},
+	{"nextn_predict_layers", U32, TPC_KH_MTP, "num_nextn_predict_layers"},
+	R_END,
+};
+/* HunYuanMoEModel (conversion/hunyuan.py): TextModel's keys, then the
+ * shared expert's width (intermediate_size), the experts' width, the experts
+ * used and the shared experts from config.json's lists a layer each
+ * (moe_intermediate_size, moe_topk, num_shared_expert; all the same, as it
+ * asserts); its dynamic NTK-alpha rope (freq_base scaled, a 256k context)
+ * refused */
+static const tpc_gguf_kv_rule hunyuanmoe_kv[] = {
+	TEXT_RULES,
+	{"expert_shared_feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"},
+	{"expert_feed_forward_length", U32, TPC_KH_LIST_SAME, "moe_intermediate_size"},
+	{"expert_used_count", U32, TPC_KH_LIST_SAME, "moe_topk"},
+	{"expert_shared_count", U32, TPC_KH_LIST_SAME, "num_shared_expert"},
+	{"rope.scaling.type", 0, TPC_KH_REFUSE_ROPE, "dynamic"},
 	R_END,
 };
 /* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
@@ -885,7 +901,8 @@ const tpc_gguf_arch tpc__gguf_glm4moe = {
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.special_text = {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}},
 	.hf_cfg = glm4moe_cfg, .bias_flags = glm4_bias, .weight_flags = glm4moe_qk_norm,
-	.rope_pct = "partial_rotary_factor", .rope_pct_always = true, .experts_member = "n_routed_experts"};
+	.rope_pct = "partial_rotary_factor", .rope_pct_always = true, .experts_member = "n_routed_experts",
+	.mtp_count = "num_nextn_predict_layers"};
 /* Ernie4_5Model: _set_vocab_sentencepiece, then tokenizer_config.json's
  * add_prefix_space; no Q/K permutation (llama.cpp's ernie4_5 rotates the
  * interleaved pairs itself); Ernie4_5Config's head_dim default 128,
@@ -927,6 +944,39 @@ const tpc_gguf_arch tpc__gguf_ernie4_5moe = {
 	.vocab = TPC_GGUF_VOCAB_SPM_CFG_SPACE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
 	.add_space_prefix = true, .hf_cfg = ernie4_5moe_cfg, .bias_flags = ernie4_5_bias, .rope_pct = "partial_rotary_factor",
 	.experts_member = "moe_num_experts"};
+/* HunYuanMoEModel, read back: TextModel's members, then the three lists a
+ * layer each (moe_intermediate_size, moe_topk, num_shared_expert) from
+ * their keys; attention_bias from layer 0's q bias */
+static const tpc_gguf_cfg_rule hunyuanmoe_cfg[] = {
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
+	{"head_dim", "attention.key_length", TPC_CK_INT},
+	{"moe_intermediate_size", "expert_feed_forward_length", TPC_CK_LAYER_LIST},
+	{"moe_topk", "expert_used_count", TPC_CK_LAYER_LIST},
+	{"num_shared_expert", "expert_shared_count", TPC_CK_LAYER_LIST},
+	{NULL, NULL, TPC_CK_INT},
+};
+static const tpc_gguf_bias_flag hunyuanmoe_bias[] = {
+	{"attention_bias", TPC_ROLE_ATTN_Q},
+	{NULL, TPC_ROLE_NONE},
+};
+/* HunYuanMoEModel for HunYuanMoEV1ForCausalLM (tencent/Hunyuan-A13B): its
+ * tiktoken vocabulary (TPC_GGUF_VOCAB_HY_TIKTOKEN: hy.tiktoken, not the
+ * remote code); no Q/K permutation; the experts stacked down, gate, up (its
+ * modify_tensors); read back with hy.tiktoken (gguf_tok.c) and
+ * transformers' model_type hunyuan_v1_moe */
+const tpc_gguf_arch tpc__gguf_hunyuanmoe = {
+	.arch = "hunyuan-moe", .hf_arch = A("HunYuanMoEV1ForCausalLM"), .kv = hunyuanmoe_kv,
+	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_HY_TIKTOKEN,
+	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = hunyuanmoe_cfg,
+	.bias_flags = hunyuanmoe_bias, .rope_pct = "partial_rotary_factor", .experts_member = "num_experts",
+	.model_type = "hunyuan_v1_moe"};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no
@@ -1018,6 +1068,11 @@ const tpc_gguf_arch tpc__gguf_gptneox = {
 bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g)
 {
 	return g && g->experts[0] != TPC_ROLE_NONE;
+}
+
+bool tpc_gguf_arch_has_mtp(const tpc_family *f)
+{
+	return f && f->gguf && (f->mtp || f->gguf->mtp_count);
 }
 
 const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)

@@ -57,9 +57,6 @@ typedef enum tpc_gguf_kh {
 				key takes a true or false member */
 	TPC_KH_REQ,          /* the first of names, else refused */
 	TPC_KH_TIMES4,       /* 4 x names (GPT-2's feed_forward_length) */
-	TPC_KH_PLUS,         /* "A+B": A's value (required, the first of its '|' names) plus
-				B's when config.json has it (Glm4MoeModel's block_count: the
-				layers and num_nextn_predict_layers) */
 	TPC_KH_DIV_IF,       /* "A/B?C": A's value integer-divided by B's when config.json's C
 				is a number above 0 and A and B are there (not null), else no
 				key (Ernie4_5MoeModel's expert_shared_feed_forward_length:
@@ -136,6 +133,13 @@ typedef enum tpc_gguf_kh {
 			      * heads, 0 for the Mamba-2 ones); refused without layer_types or
 			      * when every layer is TYPE (the reference then writes another
 			      * architecture) */
+	TPC_KH_LIST_SAME,    /* the member (required): a list, a number a layer, all the same:
+			      * the first (HunYuanMoEModel's moe_topk, moe_intermediate_size,
+			      * num_shared_expert, which it asserts so); a number or
+			      * differing entries refused */
+	TPC_KH_REFUSE_ROPE,  /* no key; refused when the rope parameters' rope_type is names
+			      * (HunYuanMoEModel's own "dynamic" NTK-alpha keys, not written
+			      * by tpconv) */
 	TPC_KH_MULTIPLE_OF,  /* "MEMBER%N": no key; the member (required) must be a multiple of N,
 			      * else refused (Mamba2Model.set_vocab pads the vocabulary to a
 			      * multiple of 8 with [PAD] tokens, which tpconv does not write) */
@@ -147,9 +151,12 @@ typedef enum tpc_gguf_kh {
 			      * then false for each multi-token-prediction layer (tpc_family_mtp) */
 	TPC_KH_PLUS_MTP,     /* the first of names (required) plus the record's multi-token-
 			      * prediction layers (tpc_family_mtp: its count member, else the
-			      * checkpoint's; _QwenMtpMixin's block_count) */
+			      * checkpoint's; _QwenMtpMixin's block_count; the GGUF part's
+			      * mtp_count member: Glm4MoeModel's); none under --no-mtp */
 	TPC_KH_MTP,          /* those layers, when there are any; else no key
-			      * (_QwenMtpMixin's nextn_predict_layers) */
+			      * (_QwenMtpMixin's nextn_predict_layers); with names, the first
+			      * of them present (even 0; Glm4MoeModel's num_nextn_predict_layers);
+			      * no key under --no-mtp either way */
 	TPC_KH_ROPE_SECTIONS, /* an INT32 array: the rope parameters' mrope_section, padded with 0 to
 			       * 4 entries (its first 4), written where TextModel writes it, after
 			       * the rope scaling keys (the ROPE_SCALING rule, which refuses an
@@ -179,6 +186,9 @@ typedef enum tpc_gguf_vocab_kind {
 	TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE, /* Gemma3Model: that when tokenizer.model is there, else BPE */
 	TPC_GGUF_VOCAB_SPM_CFG_SPACE, /* Ernie4_5Model: SentencePiece, then add_space_prefix from
 				       * tokenizer_config.json's add_prefix_space when it has one */
+	TPC_GGUF_VOCAB_HY_TIKTOKEN, /* HunYuanMoEModel: hy.tiktoken's ranks, merges rebuilt
+				     * from them, tokenization_hy.py's special tokens after
+				     * the last rank up to vocab_size, pre "hunyuan", bos 127959 */
 } tpc_gguf_vocab_kind;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
@@ -240,6 +250,10 @@ typedef enum tpc_gguf_ck {
 			     * exactly (mamba_expand: ssm.inner_size / embedding_length;
 			     * Qwen3-Next's linear_value_head_dim: ssm.inner_size /
 			     * ssm.time_step_rank) */
+	TPC_CK_LAYER_LIST,  /* an integer key written as a list of that value a layer
+			     * (block_count entries; HunYuan's moe_topk,
+			     * moe_intermediate_size, num_shared_expert, which the reference
+			     * reads as lists); required */
 	TPC_CK_ROPE_SECTIONS, /* an integer array key: member written into rope_parameters (with
 			       * rope_type "default" unless there) when the key stands where
 			       * TextModel writes config.json's (before general.file_type); after
@@ -358,6 +372,12 @@ typedef struct tpc_gguf_arch {
 				  * layer count is left out, as the reference does (DeepseekV2Model's
 				  * skip_mtp: DeepSeek-V3's multi-token-prediction layer); NULL: such
 				  * a tensor is refused */
+	const char *mtp_count; /* config.json member counting the multi-token-prediction layers
+				* the checkpoint holds past its decoder layers, under their names
+				* (Glm4MoeModel: num_nextn_predict_layers; absent: none): the
+				* GGUF holds them (TPC_KH_PLUS_MTP, TPC_KH_MTP) unless converted
+				* with --no-mtp, which leaves their tensors out as past_layers
+				* does. NULL: none, unless the family has tpc_family_mtp */
 	int head_dim;
 	tpc_gguf_vocab_kind vocab;
 	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */
@@ -386,6 +406,12 @@ const tpc_gguf_tile_row *tpc_gguf_tile_of(const tpc_gguf_arch *g, tpc_role role)
 
 /* Whether the architecture stacks a layer's experts into one tensor each */
 bool tpc_gguf_arch_stacks_experts(const tpc_gguf_arch *g);
+
+/* Whether family f's GGUF holds multi-token-prediction layers that convert
+ * --no-mtp leaves out: its tpc_family_mtp block (mtp.*) or its GGUF part's
+ * mtp_count layers (convert_hf_to_gguf.py's supports_mtp_export, whose
+ * --no-mtp / --no-nextn the other classes refuse) */
+bool tpc_gguf_arch_has_mtp(const tpc_family *f);
 
 /* The record convert_hf_to_gguf.py writes a config.json architectures[0]
  * `hf_arch` as (tpc_family_by_arch, when its GGUF part lists it); NULL if
@@ -417,6 +443,6 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
 	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,
-	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe;
+	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe, tpc__gguf_hunyuanmoe;
 
 #endif

@@ -100,6 +100,7 @@ typedef struct tpc_write_opts {
 	const char *outtype;       /* GGUF: tensor type, "f32" "f16" "bf16" "q8_0" or "auto" (NULL: auto),
 	                              or a llama-quantize file type "q4_k_m"... (formats/gguf/gguf.h) */
 	const char *gguf_pre;      /* GGUF: tokenizer.ggml.pre for a BPE tokenizer (NULL: from tokenizer.json) */
+	bool gguf_no_mtp;          /* GGUF: the multi-token-prediction layers left out (convert --no-mtp) */
 	/* GGUF: ck is a PEFT LoRA adapter's tensors (config `lora`, folder
 	 * model_dir), written as llama.cpp's adapter GGUF over the base model
 	 * in folder lora_base (its config.json); NULL: a model */

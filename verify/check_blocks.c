@@ -423,10 +423,12 @@ int tpc__check_block(vrun *R, const tpc_vlayer *ly, tpc_vcheck kind)
 		tpc__seeded_f(cf, T, C, C, 0, R->o->seed, stream ^ 0x9e3779b97f4a7c15ull);
 		a.kv_f = cf;
 	}
+	R->xf.mute = tpc__dp_mute(R); /* dp group 0 computes the block */
 	ret = kind == TPC_VC_MLP ? tpc__mlp_f(&R->xf, &m, T, H, x, y)
 	      : mla		 ? tpc__mla_f(&R->xf, &ml, T, H, x, y)
 	      : dn		 ? tpc__delta_f(&R->xf, &dl, T, H, x, y)
 				 : tpc__attn_f(&R->xf, &a, T, H, x, y);
+	R->xf.mute = false;
 	if (ret)
 		goto done;
 	if (me == 0) {
@@ -699,11 +701,14 @@ int tpc__moe_shared_gate(vrun *R, const tpc_vmoe *mo, int rt, const double *x, i
 				for (int64_t j = 0; mo->scale_input && e < mo->nexp && j < n; j++)               \
 					for (int64_t h = 0; h < H; h++) /* Llama 4: the weight on the input */    \
 						xe[j * H + h] *= (R_T)wx[j];                                      \
+				bool mu = (CTX)->mute; /* a data-parallel rank computes its experts */             \
+				(CTX)->mute = false;                                                              \
 				ret = tpc__mlp_##S(CTX, &m, n, H, xe, ye);                                        \
+				(CTX)->mute = mu;                                                                 \
 			}                                                                                         \
 			if (!ret && t >= 0 && dv->ep > 1) /* the group's output, bias once, to every rank */     \
 				ret = tpc_coll_bcast(R->c, ye, sizeof(R_T) * (size_t)(n * H),                     \
-						     dv->ep_group * tpc_vtensor_tp(dv, R->tp), R->e);            \
+						     tpc_vtensor_root(dv, R->tp), R->e);                          \
 			if (ret)                                                                                  \
 				break;                                                                            \
 			for (int64_t j = 0; j < n; j++) {                                                         \

@@ -86,7 +86,8 @@ int tpc__check_col(vrun *R, int64_t i, tpc_vcheck kind)
 	}
 	uint64_t stream = tpc_verify_stream(v->name, kind);
 	tpc__seeded_f(x, T, in, in, 0, R->o->seed, stream);
-	/* an expert's other EP groups gather zeros, which nothing compares */
+	/* an expert's other EP groups (a dense tensor's data-parallel ranks past
+	 * group 0) gather zeros, which nothing compares */
 	if (mine && (ret = tpc__lin_f(&R->xf, &L, T, x, in, y, nl)))
 		goto done;
 	if ((ret = tpc_coll_allgather(R->c, y, sizeof(float) * (size_t)(T * nl), Y, R->e)))
@@ -162,12 +163,12 @@ int tpc__check_row(vrun *R, int64_t i)
 	if (mine) {
 		tpc__row_input(R, i, &L.w, x);
 		ret = tpc__lin_f(&R->xf, &L, T, x, nl, y, out);
-	} else { /* an expert of another EP group: zeros into the same all-reduce */
+	} else { /* an expert of another EP group, a dense tensor on a data-parallel
+		  * rank past group 0: zeros into the same all-reduce */
 		ret = tpc_coll_allreduce(R->c, y, (size_t)(T * out), TPC_F32, R->e);
 	}
-	if (!ret && v->ep > 1) /* its group's result (with the bias added once) to every rank */
-		ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out), v->ep_group * tpc_vtensor_tp(v, R->tp),
-				     R->e);
+	if (!ret && (v->ep > 1 || v->dp > 1)) /* its group's result (with the bias added once) to every rank */
+		ret = tpc_coll_bcast(R->c, y, sizeof(float) * (size_t)(T * out), tpc_vtensor_root(v, R->tp), R->e);
 	if (ret)
 		goto done;
 	if (me == 0) {
@@ -201,7 +202,7 @@ int tpc__check_embed(vrun *R, int64_t i)
 	for (int64_t t = 0; t < T && !ret; t++) {
 		int64_t id = tpc__seeded_id(R->o->seed, stream, t, V);
 		int64_t r = id - L.start[0];
-		if (r >= 0 && r < L.len[0] && me % L.replicas[0] == 0)
+		if (r >= 0 && r < L.len[0] && me % L.replicas[0] == 0 && tpc_vtensor_holds(v, R->tp, me))
 			ret = tpc__load_row_f(&R->xf, L.ck, L.t, r, y + t * H);
 	}
 	if (ret || (ret = tpc_coll_allreduce(R->c, y, (size_t)(T * H), TPC_F32, R->e)))

@@ -260,7 +260,10 @@ int tpc__check_model(vrun *R)
 	uint64_t stream = tpc_verify_stream("model", TPC_VC_MODEL);
 	for (int64_t t = 0; t < T; t++)
 		ids[t] = (int32_t)tpc__seeded_id(R->o->seed, stream, t, d->vocab);
-	if ((ret = tpc__model_f(&R->xf, &m, T, ids, lg)))
+	R->xf.mute = tpc__dp_mute(R); /* the dense part on dp group 0, the experts where they are */
+	ret = tpc__model_f(&R->xf, &m, T, ids, lg);
+	R->xf.mute = false;
+	if (ret)
 		goto done;
 	if (me == 0) {
 		tpc__ref_begin(R, &res, lg, (size_t)(T * V), NULL, 0);

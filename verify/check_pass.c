@@ -100,7 +100,7 @@ static bool pass_fits(const vrun *R)
 	unsigned need = TPC_VCHECK_LAYERS | TPC_VCHECK_BLOCKS | TPC_VCHECK_MODEL;
 	unsigned checks = R->o->checks ? R->o->checks : TPC_VCHECK_ALL;
 	if (!d || (checks & need) != need || R->xf.gpu || (d->arch != TPC_VARCH_LLAMA && d->arch != TPC_VARCH_GPT2) ||
-	    d->moe || d->mla || d->delta)
+	    d->moe || d->mla || d->delta || R->s->dp > 1)
 		return false;
 	for (int64_t l = 0; l < d->nlayers; l++) {
 		const tpc_vlayer *ly = &d->layers[l];

@@ -55,7 +55,10 @@ void tpc_verify_report_table(const tpc_verify_report *rep, bool failures_only, t
 		if (l > w)
 			w = l < 96 ? l : 96;
 	}
-	tpc_buf_addf(b, "# tpconv verify: tp %d, seed %llu, %d tokens, %s on %s%s%s\n", rep->tp,
+	char dp[48] = "";
+	if (rep->dp > 1)
+		snprintf(dp, sizeof(dp), " (tp %d x dp %d)", rep->tp / rep->dp, rep->dp);
+	tpc_buf_addf(b, "# tpconv verify: tp %d%s, seed %llu, %d tokens, %s on %s%s%s\n", rep->tp, dp,
 		     (unsigned long long)rep->seed, rep->tokens, rep->backend ? rep->backend : "?",
 		     rep->device ? rep->device : "?", coll_differs(rep) ? ", collectives " : "",
 		     coll_differs(rep) ? rep->collectives : "");
@@ -86,6 +89,8 @@ void tpc_verify_report_json(const tpc_verify_report *rep, tpc_buf *b)
 {
 	tpc_buf_addf(b, "{\n  \"tpconv_verify\": 1,\n  \"tp\": %d,\n  \"seed\": %llu,\n  \"tokens\": %d,\n", rep->tp,
 		     (unsigned long long)rep->seed, rep->tokens);
+	if (rep->dp > 1)
+		tpc_buf_addf(b, "  \"dp\": %d,\n", rep->dp);
 	tpc_buf_addf(b, "  \"backend\": \"%s\",\n  \"device\": \"%s\",\n  \"collectives\": \"%s\",\n",
 		     rep->backend ? rep->backend : "", rep->device ? rep->device : "",
 		     rep->collectives ? rep->collectives : "");

@@ -46,6 +46,17 @@
  *                other ranks must not hold it. Layer checks run on the group
  *                (the others take part in the collectives with zeros), the
  *                MoE block check sums every group's experts across all ranks.
+ *   dp           data-parallel replicas of a stage (Megatron's expert
+ *                parallelism over more ranks than tp: ep = tp' x dp, the set's
+ *                tp = tp' x dp ranks a stage, tpc_verify_set.dp): a dense
+ *                tensor (not an expert's) is split over the tp' ranks of dp
+ *                group 0 (ranks 0 .. tp'-1) as above with tp' for tp; ranks of
+ *                the other dp groups hold the same stored slices (a replica
+ *                loads them: rank t's is group 0's rank t % tp'), which the
+ *                structure check does not compare again. Layer and block
+ *                checks, and the dense part of the model check, run on dp
+ *                group 0 (the others take part in the collectives with zeros);
+ *                every rank computes the experts it holds.
  *   hash, rank_hash       optional checksums (a manifest's, in hash_alg:
  *                xxh3-128 or sha256, tpc_hash.h) to confirm.
  *
@@ -121,6 +132,8 @@
  *   {
  *     "tpconv_verify": 1,
  *     "tp": 4, "seed": 1, "tokens": 8,
+ *     "dp": 2,                      only with data-parallel replicas: "tp" counts
+ *                                   a stage's ranks, tp/dp x dp
  *     "backend": "threads" | "mpi" | "cuda",
  *     "device": "cpu" | "cuda",
  *     "collectives": "threads" | "mpi" | "nccl",   host threads, MPI, or NCCL
@@ -235,6 +248,9 @@ typedef struct tpc_vtensor {
 	                              only by the tp/ep ranks of group ep_group (ranks
 	                              ep_group * tp/ep ..) and split over them; the others
 	                              must not have it */
+	int dp;                    /* > 1 (a dense tensor of a set with data-parallel replicas):
+	                              split over the tp/dp ranks of dp group 0; the others hold
+	                              their copies of those slices, not compared again */
 	tpc_hash_alg hash_alg;     /* of hash and rank_hash */
 	bool has_hash;
 	uint8_t hash[TPC_HASH_MAX];         /* of the reference tensor */
@@ -242,9 +258,13 @@ typedef struct tpc_vtensor {
 } tpc_vtensor;
 
 /* Does rank t hold tensor v (always, unless it is an expert of another EP
- * group)? The ranks v is split over (tp, or tp/ep for an expert). */
+ * group, or a dense tensor on a data-parallel rank past group 0)? The ranks v
+ * is split over (tp, tp/ep for an expert, tp/dp for a dense tensor with dp),
+ * and the first of them (tpc_vtensor_root: where its group's results come
+ * from). */
 bool tpc_vtensor_holds(const tpc_vtensor *v, int tp, int t);
 int tpc_vtensor_tp(const tpc_vtensor *v, int tp);
+int tpc_vtensor_root(const tpc_vtensor *v, int tp);
 /* Rows of part k that rank t holds, where they start in the padded part, and
  * the offset of part k inside rank t's tensor along the split dim (an
  * expert's: among its group's ranks). */
@@ -480,7 +500,10 @@ typedef struct tpc_vmodel {
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {
-	int tp;
+	int tp;                          /* the ranks of a stage (tp' x dp with dp replicas) */
+	int dp;                          /* data-parallel replicas of a stage (0, 1: none; see
+					    tpc_vtensor.dp): ranks dp group 0 does not hold compute
+					    the experts they hold and nothing else */
 	tpc_vtensor *t;
 	size_t n, cap;
 	tpc_vmodel *model;               /* owned; NULL: no block or model checks */
@@ -679,6 +702,8 @@ typedef struct tpc_verify_report {
 	tpc_vresult *r;
 	size_t n, cap;
 	int tp, tokens;
+	int dp;                  /* data-parallel replicas of the set (tpc_verify_set.dp; 0, 1:
+				    none): tp counts a stage's ranks, tp/dp x dp */
 	uint64_t seed;
 	const char *backend, *device;
 	const char *collectives; /* "threads", "mpi" or "nccl" */

@@ -253,7 +253,10 @@ bool tpc__rank_ok(const vrun *R, int64_t i, int t, char *msg, size_t n)
 	const tpc_tensor *rt = v->rank[t].t, *ref = v->ref;
 	if (!v->rank[t].ck)
 		return true; /* not loaded here: its own process checks it */
-	if (!tpc_vtensor_holds(v, R->tp, t)) {
+	/* an expert of another EP group must be absent; a dense tensor on a
+	 * data-parallel rank past group 0 goes on: that rank holds the copy of
+	 * group 0's slice a replica loads, present and shaped so */
+	if (v->ep > 1 && !tpc_vtensor_holds(v, R->tp, t)) {
 		int g = tpc_vtensor_tp(v, R->tp);
 		if (rt)
 			snprintf(msg, n, "rank %d holds '%s', an expert of EP group %d (ranks %d..%d) only", t, v->name,
@@ -291,6 +294,7 @@ void tpc__loc_of(const vrun *R, int64_t i, int t, vloc *L)
 	L->transposed = v->transposed;
 	L->dim = v->dim;
 	L->nparts = v->nparts ? v->nparts : 1;
+	L->ranks = t < 0 ? 1 : tpc_vtensor_tp(v, R->tp);
 	if (t < 0) {
 		L->ck = v->ref_ck;
 		L->t = v->ref;
@@ -396,7 +400,7 @@ bool tpc__bias_ok(const vrun *R, int64_t i, bool row, char *msg, size_t n)
 		return false;
 	}
 	if (!row) {
-		if (b->dim < 0 && R->tp > 1) {
+		if (b->dim < 0 && tpc_vtensor_tp(v, R->tp) > 1) {
 			snprintf(msg, n, "bias '%s' of column-parallel '%s' is replicated; it must be split like the weight",
 				 b->name, v->name);
 			return false;
@@ -455,6 +459,7 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 		return tpc_err_nomem(e);
 	if (R.rep) {
 		R.rep->tp = s->tp;
+		R.rep->dp = s->dp;
 		R.rep->seed = o->seed;
 		R.rep->tokens = (int)R.T;
 	}
@@ -654,6 +659,10 @@ int tpc_verify_execute(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_ve
 		rep->device = o->device == TPC_VDEV_CUDA ? "cuda" : "cpu";
 		rep->collectives = rep->backend;
 	}
+	if (s->dp > 1 && o->device == TPC_VDEV_CUDA) /* not yet run on a GPU */
+		return tpc_err_set(e, TPC_EUSAGE,
+				   "a set with %d data-parallel replicas a stage (tp %d x dp %d ranks) is checked on the CPU (--device cpu): its GPU path has not been run",
+				   s->dp, s->tp / s->dp, s->dp);
 	if (o->backend == TPC_VB_MPI)
 		return execute_mpi(s, o, rep, t0, e);
 	int tp = s->tp;

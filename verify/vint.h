@@ -61,6 +61,7 @@ typedef struct vloc {
 	bool transposed;
 	int dim;                 /* split dim (-1 replicated) */
 	int nparts;              /* >= 1 */
+	int ranks;               /* the ranks it is split over (tpc_vtensor_tp; 1: the reference) */
 	int64_t len[TPC_VERIFY_MAX_PARTS];   /* this tensor's rows of each part along dim */
 	int64_t off[TPC_VERIFY_MAX_PARTS];   /* where part k begins in this tensor */
 	int64_t start[TPC_VERIFY_MAX_PARTS]; /* where the slice begins in the (padded) part */
@@ -72,6 +73,11 @@ typedef struct vloc {
 
 typedef struct vctx {
 	tpc_coll *c;             /* NULL: the reference side (no collectives) */
+	bool mute;               /* a data-parallel rank past group 0 (tpc_verify_set.dp) outside
+				    the experts: products give zeros unread, and its share of
+				    every all-reduce is zeros, so each all-reduce gives dp
+				    group 0's sum and the replicated work after it (norms,
+				    residuals) runs on the same values everywhere */
 	tpc_err *e;
 	uint8_t *raw;
 	size_t raw_cap;
@@ -344,6 +350,15 @@ typedef struct vrun {
 	size_t nscratch, scratch_cap;
 	vpass *pass;              /* the single pass's results (check_pass.c); NULL: none */
 } vrun;
+
+/* A data-parallel rank past group 0 (tpc_verify_set.dp): in a block check
+ * and the model check's forward it computes the experts it holds and, of
+ * everything else, only takes part in the collectives with zeros (vctx.mute,
+ * set around those computations). */
+static inline bool tpc__dp_mute(const vrun *R)
+{
+	return R->s->dp > 1 && R->me >= R->s->tp / R->s->dp;
+}
 
 /* Memory for the current check, freed when it ends (tpc__finish): n + 1
  * elements of *p (zeroed with VZERO); NULL when out of memory. */

@@ -56,12 +56,21 @@ static int groups(const tpc_vpart *p, int tp)
 
 int tpc_vtensor_tp(const tpc_vtensor *v, int tp)
 {
-	return v->ep > 1 && tp % v->ep == 0 ? tp / v->ep : tp;
+	if (v->ep > 1)
+		return tp % v->ep == 0 ? tp / v->ep : tp;
+	return v->dp > 1 && tp % v->dp == 0 ? tp / v->dp : tp;
+}
+
+int tpc_vtensor_root(const tpc_vtensor *v, int tp)
+{
+	return v->ep > 1 ? v->ep_group * tpc_vtensor_tp(v, tp) : 0;
 }
 
 bool tpc_vtensor_holds(const tpc_vtensor *v, int tp, int t)
 {
-	return v->ep <= 1 || t / tpc_vtensor_tp(v, tp) == v->ep_group;
+	if (v->ep > 1)
+		return t / tpc_vtensor_tp(v, tp) == v->ep_group;
+	return v->dp <= 1 || t < tpc_vtensor_tp(v, tp);
 }
 
 int64_t tpc_vpart_len(const tpc_vtensor *v, int k, int tp)
@@ -201,6 +210,8 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e)
 {
 	if (s->tp < 1 || s->tp > TPC_VERIFY_MAX_TP)
 		return tpc_err_set(e, TPC_EINPUT, "tp %d is out of range (1..%d)", s->tp, TPC_VERIFY_MAX_TP);
+	if (s->dp > 1 && s->tp % s->dp)
+		return tpc_err_set(e, TPC_EINPUT, "%d data-parallel replicas do not divide the stage's %d ranks", s->dp, s->tp);
 	for (size_t i = 0; i < s->n; i++) {
 		const tpc_vtensor *v = &s->t[i];
 		if (!v->ref)
@@ -218,6 +229,9 @@ int tpc_verify_set_validate(const tpc_verify_set *s, tpc_err *e)
 		if (v->ep > 1 && (s->tp % v->ep || v->ep_group < 0 || v->ep_group >= v->ep))
 			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': EP group %d of %d does not fit tp %d", v->name,
 					   v->ep_group, v->ep, s->tp);
+		if (v->dp > 1 && (v->ep > 1 || v->dp != s->dp || s->tp % v->dp))
+			return tpc_err_set(e, TPC_EINPUT, "tensor '%s': %d data-parallel replicas in a set of dp %d, tp %d%s",
+					   v->name, v->dp, s->dp, s->tp, v->ep > 1 ? " (an expert's)" : "");
 		int gtp = tpc_vtensor_tp(v, s->tp);
 		for (int k = 0; k < v->nparts; k++) {
 			const tpc_vpart *p = &v->part[k];

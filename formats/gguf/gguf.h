@@ -154,9 +154,13 @@ int tpc_gguf_write(const tpc_ckpt *ck, const tpc_gguf_kvs *kv, const tpc_gguf_wt
 int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
 		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
 /* The same with tokenizer.ggml.pre given for a BPE tokenizer (NULL: as
- * tpc_gguf_vocab names it from tokenizer.json). */
-int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, tpc_gguf_kvs *kv,
-			 tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
+ * tpc_gguf_vocab names it from tokenizer.json) and flags: TPC_GGUF_NO_MTP
+ * leaves the multi-token-prediction layers out, as convert_hf_to_gguf.py
+ * --no-mtp (their tensors, their place in block_count, nextn_predict_layers;
+ * refused for a family whose GGUF has none: tpc_gguf_arch_has_mtp). */
+#define TPC_GGUF_NO_MTP 1u
+int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, unsigned flags,
+			 tpc_gguf_kvs *kv, tpc_gguf_wtensor **t, size_t *n, tpc_err *e);
 /*
  * The adapter GGUF llama.cpp's convert_lora_to_gguf.py writes (gguf_lora.c)
  * for the PEFT LoRA adapter whose tensors ad holds (its config lc, its folder

@@ -691,13 +691,23 @@ static bool skipped(const tpc_gguf_arch *sp, const char *name)
 	       ends_with(name, ".attn.masked_bias") || (sp->no_lm_head && !strcmp(name, "lm_head.weight"));
 }
 
+/* The decoder layers' prefix of a record's mtp_count layers (Glm4MoeModel's
+ * re.match(r"model\.layers\.(\d+)\.", name)) */
+static const char mtp_decoder[] = "model.layers.";
+
 /* A tensor of a layer past config.json's count the record leaves out
- * (past_layers, the reference's re.match(r"model.layers.(\d+)", name)) */
+ * (past_layers, the reference's re.match(r"model.layers.(\d+)", name)), or
+ * one of the multi-token-prediction layers --no-mtp leaves out (the record's
+ * mtp_count layers, the family's mtp.* block: filter_tensors under no_mtp) */
 static bool past_layer(const walk *w, const char *name)
 {
-	const char *pre = w->cv->spec->past_layers;
+	const conv *cv = w->cv;
+	const char *pre = cv->spec->past_layers ? cv->spec->past_layers
+			  : cv->no_mtp && cv->spec->mtp_count ? mtp_decoder : NULL;
 	size_t n = pre ? strlen(pre) : 0;
 	uint64_t l = 0;
+	if (cv->no_mtp && cv->fam->mtp && !strncmp(name, cv->fam->mtp->prefix, strlen(cv->fam->mtp->prefix)))
+		return true;
 	if (!pre || strncmp(name, pre, n) || name[n] < '0' || name[n] > '9')
 		return false;
 	for (const char *p = name + n; *p >= '0' && *p <= '9' && l <= w->layers; p++)
@@ -1018,14 +1028,24 @@ static int block_count(conv *cv, uint64_t *n)
 }
 
 /* The record's multi-token-prediction layers (_QwenMtpMixin.__init__):
- * config.json's count member when above 0, else the checkpoint's */
+ * config.json's count member when above 0, else the checkpoint's (an
+ * mtp_count member: config.json's alone, absent 0, Glm4MoeModel's
+ * hparams.get(..., 0)); none with --no-mtp, which a record without such
+ * layers refuses (convert_hf_to_gguf.py: "--mtp / --no-nextn are not
+ * supported for" a class without supports_mtp_export) */
 static int mtp_layers(conv *cv, const tpc_ckpt *ck)
 {
-	const char *m = cv->fam->mtp->count;
+	if (cv->no_mtp && !tpc_gguf_arch_has_mtp(cv->fam))
+		return tpc_err_at(cv->e, TPC_EINPUT, cv->c.path, NULL,
+				  "--no-mtp: a %s GGUF holds no multi-token-prediction layers to leave out "
+				  "(convert_hf_to_gguf.py refuses --no-mtp for it too)", cv->spec->hf_arch[0]);
+	if (cv->no_mtp || !tpc_gguf_arch_has_mtp(cv->fam))
+		return 0;
+	const char *m = cv->fam->mtp ? cv->fam->mtp->count : cv->spec->mtp_count;
 	const cJSON *v = m ? tpc__gk_cfg_get(&cv->c, m) : NULL;
 	if (v && !cJSON_IsNull(v) && tpc__gk_cfg_u32(&cv->c, v, m, &cv->mtp, cv->e))
 		return -1;
-	if (!cv->mtp)
+	if (!cv->mtp && cv->fam->mtp)
 		cv->mtp = (uint64_t)tpc_family_mtp_count(cv->fam, ck);
 	return 0;
 }
@@ -1063,10 +1083,10 @@ static int walk_init(walk *w, conv *cv, const tpc_ckpt *ck)
 	return 0;
 }
 
-int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, tpc_gguf_kvs *kv,
-			 tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
+int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtype, const char *pre, unsigned flags,
+			 tpc_gguf_kvs *kv, tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
 {
-	conv cv = {.kv = kv, .e = e};
+	conv cv = {.kv = kv, .e = e, .no_mtp = (flags & TPC_GGUF_NO_MTP) != 0};
 	walk w;
 	char label[64], *title = NULL;
 	int ret = load_config(dir, &cv.c, &cv.fam, e);
@@ -1082,7 +1102,7 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 	}
 	if (!ret)
 		ret = parse_outtype(outtype, ck, cv.spec, &cv.ftype, e);
-	if (!ret && cv.fam->mtp)
+	if (!ret)
 		ret = mtp_layers(&cv, ck);
 	if (!ret)
 		ret = walk_init(&w, &cv, ck);
@@ -1135,5 +1155,5 @@ int tpc_gguf_from_hf_pre(const tpc_ckpt *ck, const char *dir, const char *outtyp
 int tpc_gguf_from_hf(const tpc_ckpt *ck, const char *dir, const char *outtype, tpc_gguf_kvs *kv,
 		     tpc_gguf_wtensor **t, size_t *n, tpc_err *e)
 {
-	return tpc_gguf_from_hf_pre(ck, dir, outtype, NULL, kv, t, n, e);
+	return tpc_gguf_from_hf_pre(ck, dir, outtype, NULL, 0, kv, t, n, e);
 }

@@ -44,7 +44,9 @@ typedef struct conv {
 	double attn_factor;
 	uint64_t mtp; /* the record's multi-token-prediction layers (tpc_family_mtp) the GGUF
 		       * holds past the decoder's: config.json's count member, else the
-		       * checkpoint's; 0: none */
+		       * checkpoint's; the GGUF part's mtp_count member; 0: none, and
+		       * always under --no-mtp */
+	bool no_mtp;  /* convert --no-mtp: those layers' tensors left out */
 	tpc_gguf_kvs *kv;
 	tpc_err *e;
 } conv;

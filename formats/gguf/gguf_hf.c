@@ -922,6 +922,20 @@ static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc
 			}
 			continue;
 		}
+		if (r->kind == TPC_CK_LAYER_LIST) {
+			int64_t layers = kv_int(kv_get(kv, h->arch, "block_count"));
+			cJSON *a = v >= 0 && layers > 0 && layers <= 65536 ? cJSON_AddArrayToObject(o, r->member) : NULL;
+			if (v < 0 || layers <= 0 || layers > 65536)
+				return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+						  "%s.%s (and block_count): missing, which config.json's %s is rebuilt from",
+						  h->arch, r->key, r->member);
+			for (int64_t j = 0; a && j < layers; j++)
+				if (!cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v)))
+					a = NULL;
+			if (!a)
+				return tpc_err_nomem(h->e);
+			continue;
+		}
 		if (r->kind == TPC_CK_ROPE_SECTIONS) {
 			const tpc_gguf_kv *ft = kv_get(kv, NULL, "general.file_type");
 			if (!k || k->type != TPC_GV_ARRAY || k->atype != TPC_GV_I32 || (ft && k > ft))

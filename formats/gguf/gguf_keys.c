@@ -595,6 +595,29 @@ static const char *cut(const char *names, int sep, char *buf, size_t n)
 	return at + 1;
 }
 
+/* TPC_KH_LIST_SAME: a list of equal numbers (required): its first */
+static int key_list_same(conv *cv, const tpc_gguf_kv_rule *r, const cJSON *v, const char *which, uint64_t *u)
+{
+	const cfg *c = &cv->c;
+	const cJSON *it;
+	uint64_t x = 0;
+	int i = 0;
+	if (!v)
+		return tpc__gk_cfg_err(c, cv->e, "config.json has none of %s, which the GGUF metadata needs", r->names);
+	if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v))
+		return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not a list of a number a layer, as the reference reads it",
+				       which);
+	cJSON_ArrayForEach(it, v) {
+		if (tpc__gk_cfg_u32(c, it, which, &x, cv->e))
+			return -1;
+		if (i++ && x != *u)
+			return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' differs between layers (the reference asserts it does not)",
+					       which);
+		*u = x;
+	}
+	return 0;
+}
+
 /* TPC_KH_PRODUCT: "A*B", both required */
 static int key_product(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
 {
@@ -659,27 +682,6 @@ static int key_multiple_of(conv *cv, const tpc_gguf_kv_rule *r)
 			 (unsigned long long)v, k);
 		return tpc__gk_cfg_err(&cv->c, cv->e, msg, member);
 	}
-	return 0;
-}
-
-/* TPC_KH_PLUS: "A+B", A required, plus B when config.json has it */
-static int key_plus(conv *cv, const tpc_gguf_kv_rule *r, uint64_t *u)
-{
-	const cfg *c = &cv->c;
-	char buf[64];
-	const char *which = NULL;
-	const cJSON *v;
-	const char *plus = r->names ? strchr(r->names, '+') : NULL;
-	char first[128];
-	uint64_t b = 0;
-	if (!plus || (size_t)(plus - r->names) >= sizeof(first))
-		return tpc_err_set(cv->e, TPC_EINPUT, "gguf key rule '%s': not A+B", r->key);
-	snprintf(first, sizeof(first), "%.*s", (int)(plus - r->names), r->names);
-	if (tpc__gk_cfg_req_u32(c, first, u, cv->e))
-		return -1;
-	if ((v = tpc__gk_cfg_find(c, plus + 1, &which, buf, sizeof(buf))) && !cJSON_IsNull(v) && tpc__gk_cfg_u32(c, v, which, &b, cv->e))
-		return -1;
-	*u += b;
 	return 0;
 }
 
@@ -775,7 +777,6 @@ static bool finds_names(tpc_gguf_kh how)
 	switch (how) {
 	case TPC_KH_CONST:
 	case TPC_KH_SWA_PATTERN:
-	case TPC_KH_PLUS:
 	case TPC_KH_DIV_IF:
 	case TPC_KH_ROPE_PCT_EMB:
 	case TPC_KH_ROPE_PCT_HEAD:
@@ -789,6 +790,7 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_MULTIPLE_OF:
 	case TPC_KH_LAYER_IS:
 	case TPC_KH_ROPE_SECTIONS:
+	case TPC_KH_REFUSE_ROPE:
 		return false;
 	default:
 		return true;
@@ -839,8 +841,6 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 			return -1;
 		*u *= 4;
 		return 0;
-	case TPC_KH_PLUS:
-		return key_plus(cv, r, u);
 	case TPC_KH_DIV_IF:
 		return key_div_if(cv, r, put, u);
 	case TPC_KH_OR_HEADS:
@@ -915,6 +915,11 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		*u += cv->mtp;
 		return 0;
 	case TPC_KH_MTP:
+		if (r->names) { /* Glm4MoeModel: the member as config.json has it, unless --no-mtp */
+			if (cv->no_mtp || !v || cJSON_IsNull(v))
+				return (*put = false), 0;
+			return tpc__gk_cfg_u32(c, v, which, u, cv->e);
+		}
 		*put = cv->mtp > 0;
 		*u = cv->mtp;
 		return 0;
@@ -932,6 +937,14 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return rope_times(cv, r->names, put, f);
 	case TPC_KH_PRODUCT:
 		return key_product(cv, r, u);
+	case TPC_KH_LIST_SAME:
+		return key_list_same(cv, r, v, which, u);
+	case TPC_KH_REFUSE_ROPE:
+		*put = false;
+		v = tpc__gk_rope_member(c, "rope_type");
+		return cJSON_IsString(v) && r->names && !strcmp(v->valuestring, r->names)
+			       ? tpc__gk_cfg_err(c, cv->e, "config.json: rope_type '%s' is not written to GGUF by tpconv yet", r->names)
+			       : 0;
 	case TPC_KH_SWA_PATTERN: /* own_keys: not reached */
 	case TPC_KH_ROPE_OFF_EVERY:
 	case TPC_KH_NO_SWA:

@@ -1024,6 +1024,130 @@ static int tk_bpe(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 	return ret;
 }
 
+/* ---- HunYuan's tiktoken (TPC_GGUF_VOCAB_HY_TIKTOKEN) ---- */
+
+/* hy.tiktoken from the NORMAL tokens before the first other one (each its
+ * GPT-2 byte text, base64, its rank): what HunYuanMoEModel.set_vocab wrote
+ * them from. The rest must be tokenization_hy.py's special tokens in their
+ * order (CONTROL), and tokenizer.ggml.merges the merges the ranks give
+ * (gguf_tiktoken.c), else the file would not convert back to this GGUF:
+ * refused by name. Returns the text in *out. */
+static int tk_hy_file(tok *t, char **out, size_t *olen)
+{
+	uint64_t nr = 0, cap = 1;
+	char name[32];
+	while (nr < t->n && t->type[nr] == TT_NORMAL)
+		nr++;
+	for (uint64_t i = nr; i < t->n; i++) {
+		uint64_t len;
+		const char *s = tk_text(t, i, &len), *want = tpc__hy_special((size_t)(i - nr), name, sizeof(name));
+		if (t->type[i] != TT_CONTROL || len != strlen(want) || memcmp(s, want, len))
+			return tk_bad(t, "tokenizer.ggml.tokens", "token %llu is not tokenization_hy.py's special token of its place",
+				      i);
+	}
+	if (t->n < nr + 5 || !nr)
+		return tk_bad(t, "tokenizer.ggml.tokens", "%llu special tokens after the ranks, not 5 or more", t->n - nr);
+	for (uint64_t i = 0; i < nr; i++)
+		cap += 4 * (t->tokens->alen[i] + 2) / 3 + 24;
+	char *txt = malloc(cap);
+	uint8_t *b = malloc(cap);
+	size_t o = 0;
+	int ret = txt && b ? 0 : tpc_err_nomem(t->e);
+	for (uint64_t i = 0; i < nr && !ret; i++) {
+		uint64_t len;
+		const char *s = tk_text(t, i, &len);
+		int64_t n = tpc__gpt2_str_bytes(s, len, b);
+		if (n <= 0)
+			ret = tk_bad(t, "tokenizer.ggml.tokens", "token %llu is not GPT-2 byte text", i);
+		else
+			o += tpc__b64_encode(b, (size_t)n, txt + o);
+		o += (size_t)snprintf(txt + o, cap - o, " %llu\n", (unsigned long long)i);
+	}
+	free(b);
+	if (ret) {
+		free(txt);
+		return ret;
+	}
+	*out = txt;
+	*olen = o;
+	return 0;
+}
+
+static int tk_hy_merges(tok *t, const char *txt, size_t len)
+{
+	tpc__tiktoken tt;
+	const tpc_gguf_kv *mg = NULL;
+	int ret = tk_arr(t, "tokenizer.ggml.merges", TPC_GV_STRING, false, &mg);
+	if (!ret)
+		ret = tpc__tiktoken_from_buffer(txt, len, "hy.tiktoken", &tt, t->e);
+	if (ret)
+		return ret;
+	uint64_t m = 0;
+	char *s = NULL;
+	for (size_t r = 0; r < tt.n && !ret; r++) {
+		size_t split = 0, n = (size_t)(tt.off[r + 1] - tt.off[r]);
+		int two = n > 1 ? tpc__tiktoken_merge(&tt, r, &split) : 0;
+		if (two < 0 || (two && !(s = realloc(s, 4 * n + 2)))) {
+			ret = tpc_err_nomem(t->e);
+			break;
+		}
+		if (!two)
+			continue;
+		size_t a = tpc__gpt2_bytes_str(tt.bytes + tt.off[r], split, s);
+		s[a] = ' ';
+		a += 1 + tpc__gpt2_bytes_str(tt.bytes + tt.off[r] + split, n - split, s + a + 1);
+		if (!mg || m >= mg->n || mg->alen[m] != a || memcmp(mg->astr[m], s, a))
+			ret = tk_bad(t, "tokenizer.ggml.merges", "merge %llu is not the one hy.tiktoken's ranks give", m);
+		m++;
+	}
+	if (!ret && (mg ? mg->n : 0) != m)
+		ret = tk_bad(t, "tokenizer.ggml.merges", "%llu merges, not the ones hy.tiktoken's ranks give", mg ? mg->n : 0);
+	free(s);
+	tpc__tiktoken_release(&tt);
+	return ret;
+}
+
+/* hy.tiktoken and a tokenizer_config.json naming tokenization_hy.HYTokenizer
+ * (Tencent's module itself is not written: transformers needs it beside
+ * them; the reference reads the ids from config.json); the pre-tokenizer
+ * must be "hunyuan", what the vocabulary converts back to */
+static int tk_hy(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
+{
+	const tpc_gguf_kv *pk = tk_get(t, "tokenizer.ggml.pre");
+	char *txt = NULL;
+	size_t len = 0;
+	if (!pk || pk->type != TPC_GV_STRING || strcmp(pk->s, "hunyuan")) {
+		tk_skip(t, "tokenizer.ggml.pre is not 'hunyuan', the one a HunYuan hy.tiktoken converts back to");
+		return 0;
+	}
+	int ret = tk_hy_file(t, &txt, &len);
+	if (!ret)
+		ret = tk_hy_merges(t, txt, len);
+	if (ret) {
+		free(txt);
+		return ret;
+	}
+	snprintf(f[*nf].name, sizeof(f[*nf].name), "hy.tiktoken");
+	f[*nf].data = (uint8_t *)txt;
+	f[(*nf)++].len = len;
+	static const char *const flags[][2] = {{"add_bos_token", "tokenizer.ggml.add_bos_token"},
+					       {"add_eos_token", "tokenizer.ggml.add_eos_token"}};
+	for (size_t k = 0; k < 2; k++) {
+		int b = tk_bool(t, flags[k][1]);
+		if (b >= 0 && add(cfg, flags[k][0], cJSON_CreateBool(b)))
+			return tpc_err_nomem(t->e);
+	}
+	if ((ret = tk_templates(t, cfg)))
+		return ret;
+	cJSON *am = cJSON_CreateObject(), *at = cJSON_CreateArray();
+	if (!am || !at || add(am, "AutoTokenizer", at) || add(cfg, "auto_map", am) ||
+	    !cJSON_AddItemToArray(at, cJSON_CreateString("tokenization_hy.HYTokenizer")) ||
+	    !cJSON_AddItemToArray(at, cJSON_CreateNull()) ||
+	    add(cfg, "tokenizer_class", cJSON_CreateString("HYTokenizer")))
+		return tpc_err_nomem(t->e);
+	return 0;
+}
+
 int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char *why, size_t whylen, tpc_err *e)
 {
 	tok t;
@@ -1052,7 +1176,9 @@ int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char 
 	}
 	cJSON *cfg = cJSON_CreateObject();
 	int ret = cfg ? tk_load(&t) : tpc_err_nomem(e);
-	if (!ret)
+	if (!ret && t.g && t.g->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN && !spm)
+		ret = tk_hy(&t, f, nf, cfg);
+	else if (!ret)
 		ret = spm ? tk_spm(&t, f, nf, cfg) : tk_bpe(&t, f, nf, cfg);
 	if (!ret && !why[0])
 		ret = tk_emit(&t, f, nf, "tokenizer_config.json", cfg);

@@ -756,6 +756,109 @@ static int v_spm_space(vocab *v, tpc_gguf_kvs *kv)
 	return v_spm(v, v->size, false, kv);
 }
 
+/* HunYuanMoEModel.set_vocab (conversion/hunyuan.py), from the files a
+ * HunYuan checkpoint ships, without its remote code: the tokens of
+ * hy.tiktoken by rank (gguf_tiktoken.c), NORMAL; after the last rank the
+ * special tokens tokenization_hy.py defines (SPECIAL_TOKENS: <|endoftext|>,
+ * <|startoftext|>, <|bos|>, <|eos|>, <|pad|>, then <|extra_N|> from 0),
+ * CONTROL, up to config.json's vocab_size (the reference asserts the
+ * tokenizer's size is vocab_size; fewer than five ids left is refused);
+ * the merges QwenModel.bpe rebuilds from the ranks; tokenizer.ggml.pre
+ * "hunyuan", the name llama.cpp's hash table gives Hunyuan-A13B's tokenizer
+ * (the split is tokenization_hy.py's PAT_STR, which no file holds) unless
+ * given; SpecialVocab without merges; then bos_token_id 127959 whatever
+ * the vocabulary (the reference's add_bos_token_id: A13B's <|bos|>). */
+static int hy_merges(vocab *v, const tpc__tiktoken *t, tpc_gguf_kvs *kv)
+{
+	char **m = calloc(t->n ? t->n : 1, sizeof(*m));
+	uint64_t *ml = calloc(t->n ? t->n : 1, sizeof(*ml));
+	size_t nm = 0;
+	int ret = m && ml ? 0 : tpc_err_set(v->e, TPC_EIO, "out of memory");
+	for (size_t r = 0; r < t->n && !ret; r++) {
+		size_t split = 0, n = (size_t)(t->off[r + 1] - t->off[r]);
+		int two = n > 1 ? tpc__tiktoken_merge(t, r, &split) : 0;
+		if (two < 0 || (two && !(m[nm] = malloc(4 * n + 2)))) {
+			ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+			break;
+		}
+		if (!two)
+			continue;
+		const uint8_t *s = t->bytes + t->off[r];
+		size_t a = tpc__gpt2_bytes_str(s, split, m[nm]);
+		m[nm][a] = ' ';
+		ml[nm] = a + 1 + tpc__gpt2_bytes_str(s + split, n - split, m[nm] + a + 1);
+		nm++;
+	}
+	if (!ret && tpc_gguf_kvs_strs(kv, "tokenizer.ggml.merges", (const char *const *)m, ml, nm))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	tpc_free_strv(m, nm);
+	free(ml);
+	return ret;
+}
+
+static int hy_tokens(vocab *v, const tpc__tiktoken *t)
+{
+	char name[32];
+	if (v->size < 0 || (uint64_t)v->size < t->n + 5 || (uint64_t)v->size > t->n + ((uint64_t)1 << 20))
+		return v_refuse(v, "config.json", "vocab_size: not hy.tiktoken's ranks and 5 to 2^20 special tokens (%s)",
+				"tokenization_hy.py's SPECIAL_TOKENS follow the last rank");
+	if (v_alloc(v, (size_t)v->size))
+		return -1;
+	for (size_t i = 0; i < v->n; i++) {
+		size_t k = i - t->n;
+		const char *s = name;
+		size_t n;
+		if (i < t->n) {
+			char *c = malloc(2 * (size_t)(t->off[i + 1] - t->off[i]) + 1);
+			if (!c)
+				return tpc_err_set(v->e, TPC_EIO, "out of memory");
+			n = tpc__gpt2_bytes_str(t->bytes + t->off[i], (size_t)(t->off[i + 1] - t->off[i]), c);
+			c[n] = '\0';
+			v->tok[i] = c;
+			v->len[i] = n;
+			v->type[i] = TT_NORMAL;
+			continue;
+		}
+		s = tpc__hy_special(k, name, sizeof(name));
+		n = strlen(s);
+		if (tpc__tiktoken_rank(t, (const uint8_t *)s, n) >= 0) /* {**vocab, **special_tokens} would lose a rank */
+			return v_refuse(v, "hy.tiktoken", "holds the special token %s as a token", s);
+		if (v_set(v, i, s, n, false))
+			return -1;
+		v->type[i] = TT_CONTROL;
+	}
+	return 0;
+}
+
+static int v_hy_tiktoken(vocab *v, tpc_gguf_kvs *kv)
+{
+	tpc__tiktoken t;
+	char *path = tpc_path_join(v->vd.dir, "hy.tiktoken"), *buf = NULL;
+	size_t len = 0;
+	memset(&t, 0, sizeof(t));
+	int ret = path ? tpc_read_file(path, (uint64_t)1 << 30, &buf, &len, v->e) : tpc_err_set(v->e, TPC_EIO, "out of memory");
+	if (!ret)
+		ret = tpc__tiktoken_from_buffer(buf, len, path, &t, v->e);
+	if (!ret)
+		ret = hy_tokens(v, &t);
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "gpt2");
+	if (!ret)
+		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", v->pre ? v->pre : "hunyuan");
+	if (!ret)
+		ret = v_add_arrays(v, kv, false);
+	if (!ret)
+		ret = hy_merges(v, &t, kv);
+	if (!ret)
+		ret = tpc__special_vocab(&v->vd, false, NULL, 0, -1, NULL, 0, false, kv, v->e);
+	if (!ret && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.bos_token_id", TPC_GV_U32, 127959))
+		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	tpc__tiktoken_release(&t);
+	free(buf);
+	free(path);
+	return ret;
+}
+
 /* Each kind of the record's vocab field (tpc_family_gguf.h): what reads a
  * folder with tokenizer.model, and one without. */
 typedef int (*vocab_fn)(vocab *v, tpc_gguf_kvs *kv);
@@ -770,6 +873,7 @@ static const struct {
 	[TPC_GGUF_VOCAB_SPM_NOSPACE] = {v_spm_nospace, v_spm_nospace},
 	[TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE] = {v_spm_nospace, v_gpt2},
 	[TPC_GGUF_VOCAB_SPM_CFG_SPACE] = {v_spm_cfg_space, v_spm_cfg_space},
+	[TPC_GGUF_VOCAB_HY_TIKTOKEN] = {v_hy_tiktoken, v_hy_tiktoken},
 };
 
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,
@@ -786,7 +890,7 @@ int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, co
 		ret = v_config(&v);
 	if (ret)
 		goto out;
-	if (!v.vd.tok_json && !v_has(&v, "tokenizer.model"))
+	if (!v.vd.tok_json && !v_has(&v, "tokenizer.model") && !v_has(&v, "hy.tiktoken"))
 		goto out; /* no tokenizer: nothing added, the caller decides */
 	bool spm = v_has(&v, "tokenizer.model");
 	const tpc_family *fam = tpc_family_by_gguf(arch, -1);

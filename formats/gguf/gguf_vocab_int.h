@@ -42,6 +42,36 @@ bool tpc__json_truthy(const cJSON *v);
  * one) -> *out; false otherwise. */
 bool tpc__json_int(const cJSON *v, int64_t *out);
 
+/* gguf_tiktoken.c: a tiktoken vocabulary file (HunYuan's hy.tiktoken): the
+ * tokens in rank order, their bytes one after another, and a hash of them. */
+typedef struct tpc__tiktoken {
+	uint8_t *bytes;
+	uint64_t *off; /* token r: bytes[off[r] .. off[r + 1]) */
+	size_t n;
+	uint32_t *slot; /* open addressing: rank + 1, 0 empty */
+	size_t cap;     /* a power of two */
+} tpc__tiktoken;
+/* Parse p[0..len) (path: for errors); every fault refused by line number */
+int tpc__tiktoken_from_buffer(const char *p, size_t len, const char *path, tpc__tiktoken *t, tpc_err *e);
+void tpc__tiktoken_release(tpc__tiktoken *t);
+/* The rank of the token s[0..n), -1 when there is none */
+int64_t tpc__tiktoken_rank(const tpc__tiktoken *t, const uint8_t *s, size_t n);
+/* QwenModel.bpe(mergeable_ranks, token r, max_rank=r): 1 when it ends in
+ * two parts (the first *split bytes long), 0 otherwise, -1 out of memory */
+int tpc__tiktoken_merge(const tpc__tiktoken *t, size_t r, size_t *split);
+/* b[0..n) through GPT-2's bytes_to_unicode, UTF-8 into out (room for 2n):
+ * its length */
+size_t tpc__gpt2_bytes_str(const uint8_t *b, size_t n, char *out);
+/* The other way: s[0..n) (UTF-8 of GPT-2's code points) into out (room
+ * for n): its length, -1 when s is not such a string */
+int64_t tpc__gpt2_str_bytes(const char *s, size_t n, uint8_t *out);
+/* b[0..n) as padded base64 into out (room for 4 * (n + 2) / 3): its length */
+size_t tpc__b64_encode(const uint8_t *b, size_t n, char *out);
+/* HunYuan's special token k after the last rank (tokenization_hy.py's
+ * SPECIAL_TOKENS: <|endoftext|>, <|startoftext|>, <|bos|>, <|eos|>, <|pad|>,
+ * then <|extra_N|> from 0); buf (32 bytes) holds the extra ones' text */
+const char *tpc__hy_special(size_t k, char *buf, size_t n);
+
 /* s[0..len) is "<0xNN>" (two hex digits, either case): a byte token, BYTE
  * in gguf-py's LlamaHfVocab whatever else it is. */
 bool tpc__vocab_is_byte(const char *s, size_t len);

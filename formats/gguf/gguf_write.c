@@ -484,6 +484,9 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 	size_t n = 0;
 	int ret;
 	const tpc_gguf_mix *mix = !o ? NULL : src ? tpc_gguf_requant_by_name(o->outtype) : tpc_gguf_mix_by_name(o->outtype);
+	if (o && o->gguf_no_mtp && (o->lora_base || src)) /* convert_hf_to_gguf.py's option */
+		return tpc_err_set(e, TPC_EUSAGE, "--no-mtp goes with a Hugging Face model into GGUF, not %s",
+				   src ? "a GGUF input" : "a LoRA adapter");
 	if (o && o->lora_base) {
 		ret = tpc_gguf_lora_from_peft(ck, o->lora, o->lora_base, o->model_dir, o->outtype, &kv, &w, &n, e);
 		mix = NULL;
@@ -505,7 +508,7 @@ int tpc__gguf_write_fmt(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, con
 	} else {
 		/* a llama-quantize file type: over the f32 GGUF, which it quantizes */
 		ret = tpc_gguf_from_hf_pre(ck, o ? o->model_dir : NULL, mix ? "f32" : o ? o->outtype : NULL,
-					   o ? o->gguf_pre : NULL, &kv, &w, &n, e);
+					   o ? o->gguf_pre : NULL, o && o->gguf_no_mtp ? TPC_GGUF_NO_MTP : 0, &kv, &w, &n, e);
 		/* a shard set's companions sit in a rank folder: the name is the set's */
 		char *title = !ret && o && o->model_name ? tpc__gguf_title(o->model_name) : NULL;
 		if (!ret && o && o->model_name && (!title || tpc_gguf_kvs_str(&kv, "general.name", title, strlen(title))))

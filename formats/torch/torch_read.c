@@ -14,6 +14,7 @@
 
 #include "pickle.h"
 #include "torch.h"
+#include "dcp_int.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 #include "tpc_zip.h"
@@ -1164,9 +1165,10 @@ int tpc__torch_open_item(tpc_ckpt *ck, int src, uint64_t off, uint64_t len, cons
 static int torch_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
 {
 	int src, ret;
-	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)))
+	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)) || (ret = torch_open_src(ck, src, path, o, e)))
 		return ret;
-	return torch_open_src(ck, src, path, o, e);
+	/* Megatron's distributed optimizer beside a legacy rank file */
+	return o && (o->flags & TPC_OPEN_OPTIMIZER) ? tpc__megatron_legacy_optim(ck, path, e) : 0;
 }
 
 int tpc_torch_from_buffer(tpc_ckpt *ck, const uint8_t *p, uint64_t n, const char *path,

@@ -117,6 +117,8 @@ def rename(md, old, new):
         v = md.storage_data.pop(k)
         k.__dict__["fqn"] = new
         md.storage_data[k] = v
+    if md.planner_data is None:  # saved with flatten_state_dict=False (Megatron): no paths
+        return
     path = list(md.planner_data.pop(old))
     i = max(range(len(path)), key=lambda j: len(str(path[j])))
     pre, suf = ".".join(map(str, path[:i])), ".".join(map(str, path[i + 1:]))

@@ -1053,13 +1053,65 @@ for c in phimoe:2:2:contiguous phimoe:4:2:round-robin ernie4_5-moe:2:2:contiguou
     bad "$fam tp $tp ep $ep ($pl)" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
-# families whose GGUF tpconv does not write (no GGUF column), their tiny
-# transformers model from tests/data (make_tiny_records.py): HunYuan MoE
-# (convert_hf_to_gguf.py's HunYuanMoEModel needs the remote code's tiktoken
-# tokenizer and config keys transformers' config has not). Shard at tp 2 and
-# 4 with the preset from config.json and at tp 2 and 4 x ep 2, merge back
+# --no-mtp: the multi-token-prediction layers left out as the reference's
+# --no-mtp (make_arch_fixtures.py nomtp_refs, ref/nomtp.sha256): Qwen3-Next's,
+# Qwen3.5's, Qwen3.5-MoE's mtp.* and GLM-4.5 MoE's layer past
+# num_hidden_layers, at f32, f16 and q8_0, byte for byte; such a file into
+# Hugging Face form and back (no option) gives the same file
+declare -A NOMTP_FAILS=()
+rm -rf "$T/nomtp" && mkdir "$T/nomtp"
+while read -r sum name; do
+  fam=${name%-nomtp-*} ot=${name##*-nomtp-}; ot=${ot%.gguf}
+  if ! "$TPCONV" convert "$A/tiny-$fam" -o "$T/nomtp/$name" --outtype "$ot" --no-mtp -q 2> "$T/err" ||
+     ! sha256 "$T/nomtp/$name" || [ "$REPLY" != "$sum" ]; then
+    NOMTP_FAILS[$fam]+="$ot: $(head -c 300 "$T/err") "
+  fi
+done < "$A/ref/nomtp.sha256"
+for fam in glm4-moe qwen3-next qwen3_5 qwen3_5-moe; do
+  if [ -z "${NOMTP_FAILS[$fam]:-}" ]; then
+    ok "$fam --no-mtp: f32, f16 and q8_0 the reference's --no-mtp files, byte for byte"
+  else
+    bad "$fam --no-mtp: differs from the reference's --no-mtp files" "${NOMTP_FAILS[$fam]}"
+  fi
+done
+for fam in glm4-moe qwen3_5-moe; do
+  rm -rf "$T/nomtp/hf"
+  if "$TPCONV" convert "$T/nomtp/$fam-nomtp-f32.gguf" -o "$T/nomtp/hf/tiny-$fam/" -q 2> "$T/err" &&
+     "$TPCONV" convert "$T/nomtp/hf/tiny-$fam" -o "$T/nomtp/back.gguf" --outtype f32 -f -q 2>> "$T/err" &&
+     cmp -s "$T/nomtp/$fam-nomtp-f32.gguf" "$T/nomtp/back.gguf"; then
+    ok "$fam --no-mtp: GGUF -> HF -> GGUF (no option) byte-identical"
+  else
+    bad "$fam --no-mtp: GGUF -> HF -> GGUF" "$(cat "$T/err")"
+  fi
+done
+# refused: a family the reference refuses --no-mtp for (DeepSeek-V3, its
+# layer left out always; ref/nomtp-refused.txt holds the reference's refusal),
+# exit 3; another output format or a GGUF input, exit 2; nothing written
+rm -f "$T/nomtp/x.gguf" "$T/nomtp/x.safetensors"
+"$TPCONV" convert "$A/tiny-deepseek" -o "$T/nomtp/x.gguf" --no-mtp -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF -- "--no-mtp: a DeepseekV3ForCausalLM GGUF holds no multi-token-prediction layers" "$T/err" &&
+   grep -qF -- "--no-nextn are not supported for DeepseekV3ForCausalLM" "$A/ref/nomtp-refused.txt" &&
+   [ ! -e "$T/nomtp/x.gguf" ]; then
+  ok "deepseek --no-mtp refused (exit 3) as the reference refuses it, nothing written"
+else
+  bad "deepseek --no-mtp (exit $rc)" "$(cat "$T/err")"
+fi
+"$TPCONV" convert "$A/tiny-glm4-moe" -o "$T/nomtp/x.safetensors" --no-mtp -q 2> "$T/err"; rc=$?
+"$TPCONV" convert "$T/nomtp/glm4-moe-nomtp-f32.gguf" -o "$T/nomtp/x.gguf" --no-mtp -q 2> "$T/err2"; rc2=$?
+if [ $rc -eq 2 ] && grep -qF -- "--no-mtp goes with a GGUF output" "$T/err" &&
+   [ $rc2 -eq 2 ] && grep -qF -- "--no-mtp goes with a Hugging Face model into GGUF, not a GGUF input" "$T/err2" &&
+   [ ! -e "$T/nomtp/x.safetensors" ] && [ ! -e "$T/nomtp/x.gguf" ]; then
+  ok "--no-mtp to safetensors, or from a GGUF input: usage errors (exit 2), nothing written"
+else
+  bad "--no-mtp usage errors (exit $rc, $rc2)" "$(cat "$T/err" "$T/err2")"
+fi
+# HunYuan MoE's tiny transformers model from tests/data (make_tiny_records.py;
+# its GGUF: tiny-hunyuan-moe above and below). Shard at tp 2 and 4 with the
+# preset from config.json and at tp 2 and 4 x ep 2, merge back
 # byte-identical, verify's MoE and model checks; a swapped slice fails;
-# convert to GGUF refused by name (exit 3), nothing written
+# convert to GGUF refused by name (exit 3), nothing written: transformers'
+# HunYuanMoEV1Config writes no moe_intermediate_size list, which
+# HunYuanMoEModel reads (A13B's config.json has it), and there is no hy.tiktoken
 for c in hunyuan-moe:hunyuan_moe; do
   IFS=: read -r fam data <<<"$c"
   HO="$T/tiny-$fam"
@@ -1095,13 +1147,80 @@ PY
   fi
   rm -f "$T/x.gguf"
   "$TPCONV" convert "$HO" -o "$T/x.gguf" -q 2> "$T/err"; rc=$?
-  if [ $rc -eq 3 ] && grep -q "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["architectures"][0])' "$HO/config.json")" "$T/err" &&
+  if [ $rc -eq 3 ] && grep -qF "config.json has none of moe_intermediate_size, which the GGUF metadata needs" "$T/err" &&
      [ ! -e "$T/x.gguf" ]; then
-    ok "$fam: convert to GGUF refused by name (exit 3), nothing written"
+    ok "$fam: transformers' config.json to GGUF refused by name (no moe_intermediate_size list; exit 3), nothing written"
   else
     bad "$fam: convert to GGUF (exit $rc)" "$(cat "$T/err")"
   fi
 done
+# HunYuan MoE (tiny-hunyuan-moe, its tiktoken vocabulary; the reference's
+# files compared whole above): its GGUF into Hugging Face form (hy.tiktoken
+# rebuilt, the lists a layer each) and back, byte-identical at f32, f16 and
+# bf16; hy.tiktoken equal to the original. Refused by name (exit 3),
+# nothing written: moe_topk a number (the reference asserts on a list), its
+# entries differing, a dynamic rope, too small a vocab_size, an empty
+# hy.tiktoken, a token given twice in it; a GGUF whose merges are not the ranks' into
+# Hugging Face form
+H="$A/tiny-hunyuan-moe"
+rm -rf "$T/hy" && mkdir "$T/hy"
+hy_fail=
+for ot in f32 f16 bf16; do
+  if ! "$TPCONV" convert "$H" -o "$T/hy/$ot.gguf" --outtype "$ot" -q 2> "$T/err" ||
+     ! "$TPCONV" convert "$T/hy/$ot.gguf" -o "$T/hy/$ot/tiny-hunyuan-moe/" -q 2>> "$T/err" ||
+     ! "$TPCONV" convert "$T/hy/$ot/tiny-hunyuan-moe" -o "$T/hy/$ot-back.gguf" --outtype "$ot" -q 2>> "$T/err" ||
+     ! cmp -s "$T/hy/$ot.gguf" "$T/hy/$ot-back.gguf" || ! cmp -s "$H/hy.tiktoken" "$T/hy/$ot/tiny-hunyuan-moe/hy.tiktoken"; then
+    hy_fail+="$ot: $(head -c 300 "$T/err") "
+  fi
+done
+if [ -z "$hy_fail" ]; then
+  ok "hunyuan-moe: GGUF -> HF (hy.tiktoken rebuilt) -> GGUF byte-identical at f32, f16 and bf16"
+else
+  bad "hunyuan-moe: GGUF -> HF -> GGUF" "$hy_fail"
+fi
+# hy_bad NAME MESSAGE: tiny-hunyuan-moe as $T/hy/b/tiny-hunyuan-moe was edited
+hy_bad() {
+  rm -f "$T/hy/b.gguf"
+  "$TPCONV" convert "$T/hy/b/tiny-hunyuan-moe" -o "$T/hy/b.gguf" -q 2> "$T/err"; local rc=$?
+  if [ $rc -eq 3 ] && grep -qF -- "$2" "$T/err" && [ ! -e "$T/hy/b.gguf" ]; then
+    ok "hunyuan-moe: $1 refused by name (exit 3), nothing written"
+  else
+    bad "hunyuan-moe: $1 (exit $rc)" "$(cat "$T/err")"
+  fi
+}
+hy_copy() { rm -rf "$T/hy/b" && mkdir "$T/hy/b" && cp -r "$H" "$T/hy/b/"; }
+hy_cfg() {
+  hy_copy
+  python3 -c 'import json, sys
+p = sys.argv[1]; c = json.load(open(p)); exec(sys.argv[2]); json.dump(c, open(p, "w"))' "$T/hy/b/tiny-hunyuan-moe/config.json" "$1"
+}
+hy_cfg 'c["moe_topk"] = 2'
+hy_bad "moe_topk a number" "'moe_topk' is not a list of a number a layer"
+hy_cfg 'c["moe_topk"] = [2, 1]'
+hy_bad "moe_topk differing between layers" "'moe_topk' differs between layers"
+hy_cfg 'c["rope_parameters"] = {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0, "factor": 1.0}'
+hy_bad "a dynamic (NTK-alpha) rope" "rope_type 'dynamic' is not written to GGUF by tpconv yet"
+hy_cfg 'c["vocab_size"] = 312'
+hy_bad "a vocab_size without room for the special tokens" "vocab_size: not hy.tiktoken's ranks and 5"
+hy_copy; : > "$T/hy/b/tiny-hunyuan-moe/hy.tiktoken"
+hy_bad "an empty hy.tiktoken" "hy.tiktoken': no tokens"
+hy_copy; sed -n 1p "$H/hy.tiktoken" | sed 's/ 0$/ 310/' >> "$T/hy/b/tiny-hunyuan-moe/hy.tiktoken"
+hy_bad "a token twice in hy.tiktoken" "line 311: the token of line 0 again"
+rm -rf "$T/hy/m" && python3 - "$T/hy/f32.gguf" "$T/hy/m.gguf" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+key = b"tokenizer.ggml.merges"
+at = b.find(key) + len(key) + 4 + 4 + 8 + 8  # value type, element type, count, the first string's length
+b[at] = ord("x") if b[at] != ord("x") else ord("y")  # its first character: another merge
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+"$TPCONV" convert "$T/hy/m.gguf" -o "$T/hy/m/" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.merges: merge 0 is not the one hy.tiktoken's ranks give" "$T/err" &&
+   [ ! -e "$T/hy/m/model.safetensors" ]; then
+  ok "hunyuan-moe: a GGUF whose merges are not hy.tiktoken's ranks' into Hugging Face form refused by name (exit 3)"
+else
+  bad "hunyuan-moe: altered merges into Hugging Face form (exit $rc)" "$(cat "$T/err")"
+fi
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a
 # block tensor is not concatenated): refused by name, nothing written
 rm -rf "$T/q" && mkdir "$T/q"

@@ -34,6 +34,25 @@ gpt-neox: the reference reads hparams through transformers 5's AutoConfig,
 which drops rotary_pct (now rope_parameters.partial_rotary_factor), then
 fails on it (KeyError); ref_convert.py gives the hparams the rotary_pct
 config.json holds.
+hunyuan-moe: as tencent/Hunyuan-A13B lays its folder out, a tiktoken
+vocabulary (hy.tiktoken: the 256 bytes and 54 merges of a byte-level BPE
+trained here, ranks in line order) and the remote tokenizer module its
+tokenizer_config.json's auto_map names, tokenization_hy.py, which
+HunYuanMoEModel.set_vocab loads with AutoTokenizer(trust_remote_code=True)
+for mergeable_ranks, special_tokens and vocab_size. That module is ours
+(hy_tokenizer.py, copied in), written to the interface of Tencent's
+tokenization_hy.py (HYTokenizer: _load_tiktoken_bpe numbering tokens by line,
+SPECIAL_TOKENS <|endoftext|>, <|startoftext|>, <|bos|>, <|eos|>, <|pad|>,
+<|extra_N|> after the last rank, PAT_STR) read through the search tools; no
+code of Tencent's, and no tiktoken (the chroot has none: a plain rank-ordered
+BPE). The reference's get_vocab_base_pre hashes the module's encoding of its
+check text; a tiny vocabulary's hash is in no table, so ref_convert.py's
+TPC_PRE gives "hunyuan", the name its table holds for Hunyuan-A13B's
+tokenizer (base.py: chkhsh 7e57df22...), nothing else changed. config.json
+gets the lists A13B's has (moe_intermediate_size, moe_topk, num_shared_expert,
+one entry a layer; HunYuanMoEModel asserts on them) and the ids of <|bos|>,
+<|eos|>, <|pad|> (the reference then writes bos_token_id 127959, A13B's
+<|bos|>, whatever the vocabulary: llama.cpp warns and keeps its default).
 Two llamas whose tokenizer is tokenizer.json alone (tokenizer_folders; issue
 41 item 6), f32 only (the tokenizer does not depend on the outtype):
 tiny-llama-hf as transformers 5's LlamaTokenizer saves a SentencePiece-derived
@@ -287,6 +306,17 @@ FAMILIES = {
                                                   linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
                                                   moe_intermediate_size=16, shared_expert_intermediate_size=32,
                                                   tie_word_embeddings=False), "bpe", torch.float32, "qwen2"),
+    # HunYuan MoE (HunYuanMoEV1ForCausalLM, as tencent/Hunyuan-A13B): per-head
+    # q/k norms (query_layernorm, key_layernorm), 4 experts top-2 beside the
+    # ungated shared MLP, no attention biases (A13B's attention_bias false;
+    # llama.cpp's hunyuan-moe loads none); moe_intermediate_size, moe_topk and
+    # num_shared_expert as lists a layer each, as A13B's config.json has them
+    # (HunYuanMoEModel.set_gguf_parameters asserts on the lists); a tiktoken
+    # vocabulary (hy_tokenizer below)
+    "hunyuan-moe": (tf.HunYuanMoEV1Config, dict(COMMON, head_dim=8, num_experts=4, moe_topk=[2, 2],
+                                               attention_bias=False, tie_word_embeddings=False,
+                                               bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                                               sep_token_id=None, eod_token_id=None), "hy", torch.float32, "hunyuan"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -301,7 +331,7 @@ SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2"
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
          "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
          "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63,
-         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65}
+         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65, "hunyuan-moe": 66}
 
 # the reference's own flags for a family (none now: the Qwen families'
 # checkpoints hold their multi-token-prediction block, qwen_mtp, which
@@ -376,6 +406,48 @@ def bpe_tokenizer(d, pre, glm=False):
     ft.save_pretrained(d)
 
 
+# HunYuan's special tokens (tokenization_hy.py's SPECIAL_TOKENS): five named
+# ones, then <|extra_N|> up to the vocabulary size, numbered on from the last
+# rank (hy_tokenizer.py's N_EXTRAS)
+HY_EXTRAS = 5
+
+
+def hy_tokenizer(d):
+    """A tiny HunYuan tokenizer folder as tencent/Hunyuan-A13B-Instruct's is
+    laid out: hy.tiktoken (a byte-level BPE trained here: the 256 bytes, then
+    each merge, a base64 token and its rank a line), tokenization_hy.py (ours,
+    hy_tokenizer.py: the interface convert_hf_to_gguf.py's HunYuanMoEModel
+    reads, no code of Tencent's) named by tokenizer_config.json's auto_map;
+    config.json's token ids those of <|bos|>, <|eos|>, <|pad|> (the
+    reference's SpecialVocab reads them there: no tokenizer.json)"""
+    import base64
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    n = V - 5 - HY_EXTRAS
+    tr = trainers.BpeTrainer(vocab_size=n, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(TEXT, tr)
+    back = {c: b for b, c in bytes_to_unicode().items()}
+    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    assert len(vocab) == n and [i for _, i in vocab] == list(range(n))
+    with open(os.path.join(d, "hy.tiktoken"), "w") as f:
+        for t, i in vocab:
+            f.write("%s %d\n" % (base64.b64encode(bytes(back[c] for c in t)).decode(), i))
+    shutil.copy(os.path.join(HERE, "hy_tokenizer.py"), os.path.join(d, "tokenization_hy.py"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"auto_map": {"AutoTokenizer": ["tokenization_hy.HYTokenizer", None]},
+                   "tokenizer_class": "HYTokenizer", "model_max_length": 128,
+                   "chat_template": "{% for m in messages %}<|startoftext|>{{ m['content'] }}<|eos|>{% endfor %}"},
+                  f, indent=2)
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    c.update(bos_token_id=n + 2, eos_token_id=n + 3, pad_token_id=n + 4, moe_intermediate_size=[64, 64],
+             num_shared_expert=[1, 1])
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2, sort_keys=True)
+
+
 def model(fam, d):
     cls, kw, tk, dtype, _ = FAMILIES[fam]
     # the seed is the family's place in the sorted names of the first
@@ -424,6 +496,8 @@ def model(fam, d):
         spm_tokenizer(d)
     elif tk == "phi3":
         phi3_tokenizer(d)
+    elif tk == "hy":
+        hy_tokenizer(d)
     else:
         bpe_tokenizer(d, FAMILIES[fam][4], glm={"glm4": 1, "glm4-moe": 2}.get(fam, 0))
 
@@ -521,6 +595,36 @@ def deepseek_noqlora():
         s.write("%s  deepseek-noqlora-f32.gguf\n" % hashlib.sha256(f.read()).hexdigest())
 
 
+# the families whose reference class has --no-mtp (--no-nextn; its
+# supports_mtp_export: _QwenMtpMixin, Glm4MoeModel): with it the reference
+# leaves the multi-token-prediction layers out (their tensors, their place in
+# block_count, nextn_predict_layers)
+NOMTP = ("glm4-moe", "qwen3-next", "qwen3_5", "qwen3_5-moe")
+
+
+def nomtp_refs():
+    """The reference run with --no-mtp on each NOMTP family's committed model
+    (tests/gguf/arch/tiny-FAM), f32, f16 and q8_0: ref/nomtp.sha256; and its
+    refusal of the option for a family without it (DeepSeek-V3, whose
+    DeepseekV2Model drops the layer always): ref/nomtp-refused.txt"""
+    with open(os.path.join(OUT, "ref", "nomtp.sha256"), "w") as s:
+        for fam in NOMTP:
+            d = os.path.join(HERE, "arch", "tiny-" + fam)
+            for ot in ("f32", "f16", "q8_0"):
+                g = os.path.join(OUT, "ref", "%s-nomtp-%s.gguf" % (fam, ot))
+                subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", ot,
+                                "--outfile", g, "--no-mtp"], check=True, env=dict(os.environ, TPC_PRE=FAMILIES[fam][4]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with open(g, "rb") as f:
+                    s.write("%s  %s-nomtp-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), fam, ot))
+            print("nomtp", fam, "ok", flush=True)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), os.path.join(HERE, "arch", "tiny-deepseek"),
+                        "--outtype", "f32", "--outfile", os.path.join(OUT, "ref", "x.gguf"), "--no-mtp"],
+                       env=dict(os.environ, TPC_PRE="gpt-2"), capture_output=True, text=True)
+    with open(os.path.join(OUT, "ref", "nomtp-refused.txt"), "w") as f:
+        f.write("exit %d\n%s" % (r.returncode, "".join(l + "\n" for l in r.stderr.splitlines() if "--no-nextn" in l)))
+
+
 def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
     """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
     changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
@@ -558,8 +662,9 @@ TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
 
 def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
-    # rope variants of tiny-llama and tiny-phi3), or all
-    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS)
+    # rope variants of tiny-llama and tiny-phi3; nomtp: the --no-mtp runs on
+    # the committed models), or all
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS) + ["nomtp"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
     for fam in (f for f in fams if f in FAMILIES):
         d = os.path.join(OUT, "models", "tiny-" + fam)
@@ -593,6 +698,8 @@ def main():
         tokenizer_folder(fam)
     if "llama-hf" in fams:
         llama_hf_variants()
+    if "nomtp" in fams:
+        nomtp_refs()
 
 
 def tok_variant(d, v):

@@ -454,6 +454,67 @@ static void test_tok_hostile(void **st)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* HunYuan's hy.tiktoken (gguf_tiktoken.c): ranks by line, QwenModel.bpe's
+ * merges, GPT-2's byte strings; each damaged file refused by line */
+static void test_tiktoken(void **st)
+{
+	(void)st;
+	/* a b c ab abc " " "\n" */
+	static const char ok_file[] = "YQ== 0\nYg== 1\nYw== 2\nYWI= 3\nYWJj 4\nIA== 5\r\nCg== 6";
+	tpc__tiktoken t;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc__tiktoken_from_buffer(ok_file, sizeof(ok_file) - 1, "hy.tiktoken", &t, &e), 0);
+	assert_int_equal(t.n, 7);
+	assert_int_equal(tpc__tiktoken_rank(&t, (const uint8_t *)"abc", 3), 4);
+	assert_int_equal(tpc__tiktoken_rank(&t, (const uint8_t *)"bc", 2), -1);
+	size_t split = 9;
+	assert_int_equal(tpc__tiktoken_merge(&t, 3, &split), 1); /* ab: a b */
+	assert_int_equal(split, 1);
+	assert_int_equal(tpc__tiktoken_merge(&t, 4, &split), 1); /* abc: ab c (abc's own rank is not below 4) */
+	assert_int_equal(split, 2);
+	assert_int_equal(tpc__tiktoken_merge(&t, 0, &split), 0);
+	char out[16];
+	assert_int_equal(tpc__gpt2_bytes_str((const uint8_t *)" \n\xff\xad!", 5, out), 9);
+	assert_memory_equal(out, "\xc4\xa0\xc4\x8a\xc3\xbf\xc5\x83!", 9); /* U+0120 U+010A U+00FF U+0143 ! */
+	uint8_t back[16];
+	assert_int_equal(tpc__gpt2_str_bytes(out, 9, back), 5); /* and back */
+	assert_memory_equal(back, " \n\xff\xad!", 5);
+	assert_int_equal(tpc__gpt2_str_bytes("\xc3", 1, back), -1);          /* cut UTF-8 */
+	assert_int_equal(tpc__gpt2_str_bytes("\xe2\x82\xac", 3, back), -1); /* U+20AC: no byte's */
+	assert_int_equal(tpc__gpt2_str_bytes("\xc4\xa1", 2, back), 1);      /* U+0121: byte 0x7f */
+	assert_int_equal(back[0], 0x7f);
+	char b64[16];
+	assert_int_equal(tpc__b64_encode((const uint8_t *)"abcd", 4, b64), 8);
+	assert_memory_equal(b64, "YWJjZA==", 8);
+	assert_int_equal(tpc__b64_encode((const uint8_t *)"ab", 2, b64), 4);
+	assert_memory_equal(b64, "YWI=", 4);
+	char nb[32];
+	assert_string_equal(tpc__hy_special(0, nb, sizeof(nb)), "<|endoftext|>");
+	assert_string_equal(tpc__hy_special(4, nb, sizeof(nb)), "<|pad|>");
+	assert_string_equal(tpc__hy_special(5, nb, sizeof(nb)), "<|extra_0|>");
+	assert_string_equal(tpc__hy_special(209, nb, sizeof(nb)), "<|extra_204|>");
+	tpc__tiktoken_release(&t);
+	static const struct { const char *f, *msg; } bad[] = {
+		{"YQ== 0\nYQ== 1\n", "line 2: the token of line 0 again"},
+		{"YQ== 1\n", "line 1: rank '1' is not the line's"},
+		{"YQ== 0\nYg==\n", "line 2: not a base64 token and its rank"},
+		{"YQ== 0 x\n", "line 1: not a base64 token and its rank"},
+		{"\n", "line 1: not a base64 token and its rank"},
+		{"Y!== 0\n", "line 1: the token is not base64"},
+		{"YQ= 0\n", "line 1: the token is not base64"},
+		{"==== 0\n", "line 1: the token is not base64"},
+		{"YQ== -1\n", "line 1: rank '-1'"},
+		{"", "no tokens"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tpc_err_init(&e);
+		int r = tpc__tiktoken_from_buffer(bad[i].f, strlen(bad[i].f), "hy.tiktoken", &t, &e);
+		if (r != TPC_EINPUT || !strstr(e.msg, bad[i].msg) || strcmp(e.path, "hy.tiktoken"))
+			fail_msg("case %zu: %d '%s'", i, r, e.msg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -461,7 +522,7 @@ int main(void)
 		cmocka_unit_test(test_gemma_spm), cmocka_unit_test(test_phi3_spm),
 		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
 		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre), cmocka_unit_test(test_config_ids),
-		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile),
+		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile), cmocka_unit_test(test_tiktoken),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,9 @@ G = os.path.join(W, "gguf")
 PRE = {"qwen2": "qwen2", "qwen3": "qwen2", "qwen2-moe": "qwen2", "gpt2": "gpt-2", "gpt-neox": "olmo", "olmo2": "olmo", "olmo3": "olmo", "qwen3-moe": "qwen2", "olmoe": "olmo", "starcoder2": "gpt-2",
        "seed-oss": "gpt-2", "glm4": "gpt-2", "glm4-moe": "gpt-2", "exaone4": "gpt-2", "phi": "gpt-2", "cohere2": "gpt-2", "deepseek": "gpt-2", "gpt-oss": "gpt-2", "llama4": "gpt-2",
        "llama3": "llama-bpe", "qwen3-next": "qwen2",
-       "qwen3_5": "qwen2", "qwen3_5-moe": "qwen2", "qwen3_5-mrope": "qwen2", "qwen3_5-moe-mrope": "qwen2"}
+       "qwen3_5": "qwen2", "qwen3_5-moe": "qwen2", "qwen3_5-mrope": "qwen2", "qwen3_5-moe-mrope": "qwen2",
+       # the name the reference's table gives Hunyuan-A13B's tiktoken tokenizer
+       "hunyuan-moe": "hunyuan"}
 # the reference's own flags (make_arch_fixtures.py's REF_ARGS): none, its
 # default run (the Qwen models' multi-token-prediction block kept)
 REF_ARGS = {}

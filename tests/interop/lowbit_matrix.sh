@@ -17,6 +17,10 @@
 #   MATRIX_FAMILIES="llama gemma": only those (tiny-NAME)
 #   MATRIX_GGUF=1: tpconv converts the f32 GGUF too, not the Hugging Face
 #   folder (GGUF -> GGUF: q8_0 is then llama-quantize's Q8_0 file type)
+#   MATRIX_RUN=1: llama-completion (temperature 0, 8 tokens, one thread) also
+#   runs tpconv's file of every cell (and the reference's where the two
+#   differ): a cell gets `, runs` when it loads and generates (and prints the
+#   reference's text where the files differ), else `, run fails` with a note
 # KV_FIX: "FAMILY:KEY=N ..." u32 KVs set in a family's f32 GGUF (set_u32.sh),
 # which is then both sides' input: tiny-granitemoehybrid-dense's config says
 # num_experts_per_tok 2 with no experts, and llama.cpp 0.7 cannot load the
@@ -41,7 +45,7 @@ mkdir -p "$W"
 trap 'rm -rf "$W"; for m in $MINE; do umount "$R/$m" 2>/dev/null || umount -l "$R/$m"; done' EXIT
 trap 'exit 2' INT TERM HUP
 : > "$W/jobs"
-bad=0 notes=
+bad=0 notes= runwhy=
 for f in $FAMS; do
   "$TPCONV" convert "$SRC/tests/gguf/arch/tiny-$f" -o "$W/$f-f32.gguf" --outtype f32 -q 2> "$W/$f.ferr" || continue
   in=$SRC/tests/gguf/arch/tiny-$f
@@ -61,7 +65,8 @@ for f in $FAMS; do
 done
 cp "$SRC/tests/interop/lowbit_run.sh" "$SRC/tests/interop/lowbit_cmp.py" "$W/"
 chroot "$R" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=1 \
-  PYTHONWARNINGS=ignore sh -c 'cd "$0" && exec sh lowbit_run.sh compare' "$D" < /dev/null > "$W/run.log" 2>&1 ||
+  PYTHONWARNINGS=ignore sh -c 'cd "$0" && exec sh lowbit_run.sh "$1"' "$D" "$([ "${MATRIX_RUN:-0}" = 1 ] && echo run || echo compare)" \
+  < /dev/null > "$W/run.log" 2>&1 ||
   { echo "lowbit_matrix: the chroot run failed: $(tail -c 300 "$W/run.log")" >&2; exit 2; }
 printf '| family |'; for t in $TYPES; do printf ' %s |' "$t"; done; echo
 printf '|---|'; for t in $TYPES; do printf -- '---|'; done; echo
@@ -89,6 +94,23 @@ for f in $FAMS; do
     else c='ref refuses'; bad=1
       notes="$notes
 - $f $t: llama-quantize fails: $(grep -m1 -i 'error\|failed\|exception' "$W/ref-$f-$t.qerr" | head -c 200)"
+    fi
+    if [ "${MATRIX_RUN:-0}" = 1 ] && [ "$tr" = 0 ]; then
+      trc=$(cat "$W/$f-$t.rc" 2>/dev/null || echo missing)
+      why=$(grep -m1 -i 'error\|failed\|assert' "$W/$f-$t.lerr" 2>/dev/null | head -c 200)
+      if [ "$trc" != 0 ] && { [ "$c" = '=' ] || [ "$(cat "$W/ref-$f-$t.rc" 2>/dev/null)" != 0 ]; }; then
+        # llama.cpp fails on the reference's own file: the same bytes, or its own run fails too
+        c="$c, both fail to run"
+        case " $runwhy " in *" $f "*) ;; *) runwhy="$runwhy $f"
+          notes="$notes
+- $f: llama.cpp 0.7 cannot run llama-quantize's own file of this model either (status $trc): $why" ;; esac
+      elif [ "$trc" != 0 ]; then c="$c, run fails"; bad=1
+        notes="$notes
+- $f $t: llama-completion on tpconv's file: status $trc: $why"
+      elif [ -f "$W/ref-$f-$t.rc" ] && ! cmp -s "$W/$f-$t.out" "$W/ref-$f-$t.out"; then c="$c, other text"; bad=1
+        notes="$notes
+- $f $t: llama-completion prints another text than on the reference's file (the files differ: see above)"
+      else c="$c, runs"; fi
     fi
     printf ' %s |' "$c"
   done

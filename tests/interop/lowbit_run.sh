@@ -6,13 +6,17 @@
 # (8 tokens, one thread) on NAME.gguf and ref-NAME.gguf: stdout in F.out,
 # stderr in F.lerr, the status in F.rc; with `compare`, for each NAME.gguf
 # that is not byte-identical to ref-NAME.gguf, lowbit_cmp.py says why in
-# NAME.cmp (one Python process for all). One chroot entry for every run.
-# usage (in the chroot): sh lowbit_run.sh [complete|compare]
+# NAME.cmp (one Python process for all); with `run`, both: the comparison,
+# and llama-completion on NAME.gguf, and on ref-NAME.gguf only where the two
+# files differ (a byte-identical file prints the same text). One chroot entry
+# for every run.
+# usage (in the chroot): sh lowbit_run.sh [complete|compare|run]
 while read -r name in type; do
   T=$(echo "$type" | tr a-z A-Z)
   llama-quantize "$in" "ref-$name.gguf" "$T" 1 > /dev/null 2> "ref-$name.qerr" || rm -f "ref-$name.gguf"
-  [ "${1:-}" = complete ] || continue
+  case "${1:-}" in complete|run) ;; *) continue ;; esac
   for f in "$name" "ref-$name"; do
+    [ "${1:-}" = run ] && [ "$f" = "ref-$name" ] && cmp -s "$name.gguf" "ref-$name.gguf" && continue
     rc=missing
     # llama-completion 0.7 sometimes ends early with status 0 and no summary
     # (tests/interop/llamacpp.py's complete): a run counts once it prints
@@ -26,7 +30,7 @@ while read -r name in type; do
     echo "$rc" > "$f.rc"
   done
 done < ./jobs
-if [ "${1:-}" = compare ]; then
+if [ "${1:-}" = compare ] || [ "${1:-}" = run ]; then
   set --
   while read -r name in type; do
     [ -f "$name.gguf" ] && [ -f "ref-$name.gguf" ] && ! cmp -s "$name.gguf" "ref-$name.gguf" && set -- "$@" "$name"

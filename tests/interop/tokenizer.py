@@ -17,7 +17,10 @@ writes beside its tokenizer.model with AutoTokenizer, which must give the ids th
 original's tokenizer.model gives (sentencepiece) and decode them back; where the
 original's tokenizer_config names the class tpconv's does, also every text (special
 tokens in it too) as transformers' own conversion of the original's tokenizer.model
-(read by spm_proto.py, loaded with that class). What the GGUF does not hold is not compared:
+(read by spm_proto.py, loaded with that class). HunYuan's hy.tiktoken comes back
+byte for byte, and with the model's own remote tokenizer module copied beside
+it (tpconv writes no code) AutoTokenizer(trust_remote_code=True) gives the same
+ids and special tokens. What the GGUF does not hold is not compared:
 runs of spaces (sentencepiece's remove_extra_whitespaces, which llama.cpp does not
 do: the rebuilt model keeps them, checked on its own) and gemma's dummy prefix
 (the reference writes add_space_prefix false for gemma and gemma2, NO_PREFIX; the
@@ -125,6 +128,24 @@ def spm_fast(fam):
            if not bad and not keys else "differs on %r; tokens %s" % (bad[:2], keys))
 
 
+def tiktoken(fam):
+    """HunYuan's hy.tiktoken: rebuilt byte for byte; with the model's remote
+    tokenizer module beside it (tpconv writes no code: the module is the
+    checkpoint's), AutoTokenizer(trust_remote_code) tokenizes as the model's"""
+    import filecmp
+    import shutil
+    from transformers import AutoTokenizer
+    o, b = original(fam), os.path.join(G, "tpc", fam + "-hf")
+    same = filecmp.cmp(os.path.join(o, "hy.tiktoken"), os.path.join(b, "hy.tiktoken"), shallow=False)
+    result("transformers", fam, "hy.tiktoken", same, "byte-identical to the model's" if same else "differs")
+    shutil.copy(os.path.join(o, "tokenization_hy.py"), b)
+    ta = AutoTokenizer.from_pretrained(o, trust_remote_code=True)
+    tb = AutoTokenizer.from_pretrained(b, trust_remote_code=True)
+    bad = [t for t in TEXTS if ta.encode(t) != tb.encode(t)]
+    result("transformers", fam, "AutoTokenizer (remote code): %d texts" % len(TEXTS), not bad and
+           ta.special_tokens == tb.special_tokens, "same ids, same special tokens" if not bad else "differs on %r" % bad[:2])
+
+
 def main():
     for d in sorted(os.listdir(os.path.join(G, "tpc"))):
         if not d.endswith("-hf"):
@@ -137,7 +158,8 @@ def main():
                    "tpconv wrote a tokenizer.model for a model whose tokenizer is a tokenizer.json")
             continue
         checks = ([(spm, "sentencepiece")] if has("tokenizer.model") else []) + \
-                 ([(spm_fast if has("tokenizer.model") else bpe, "transformers")] if has("tokenizer.json") else [])
+                 ([(spm_fast if has("tokenizer.model") else bpe, "transformers")] if has("tokenizer.json") else []) + \
+                 ([(tiktoken, "transformers")] if has("hy.tiktoken") else [])
         if not checks or has("tokenizer.model") and not has("tokenizer.json"):
             result("transformers", fam, "tokenizer files", False,
                    "tpconv wrote %s" % ("no tokenizer.json beside tokenizer.model" if checks else "none"))

@@ -22,7 +22,9 @@
 #     as a set, through convert --rules megatron-deepseek-v3 and resharded;
 #   - ep over tp (ep = D x tp, Mixtral and DeepSeek-V3): tp x D x pp rank files as Megatron's
 #     save with D data-parallel replicas, the dense chunks on dp rank 0 only, read back bit for
-#     bit, resharded both ways; verify refuses such a set by name (verify its reshard);
+#     bit, resharded both ways; verify checks such a set (the dense part on dp rank 0's tp group,
+#     each expert on its rank), and names an expert swapped on a dp rank 1 file or a changed
+#     dense slice (tests/shard/dp_tamper.py);
 #   - what it cannot write is refused by name (a family without its Megatron
 #     names, groups % tp, ep that does not divide tp, round-robin experts, V2-Lite's
 #     q_proj, MLA whose rope rotates halves, group routing args cannot say, uneven stages
@@ -158,9 +160,71 @@ run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 1 --pp 2 --ep 4
 [ "$rc" = 0 ] && [ "$(grep -c '^# rank [123] (tp 0, dp [123], pp 0): .* 0 chunks  *0 bytes' "$T/out")" = 3 ] &&
   grep -q "^# 3 rank files store no tensor data" "$T/out" && grep -q "^# balance: .* the smallest that stores any" "$T/out" &&
   ok "a dense stage's data-parallel ranks: 3 empty files, said so" || bad "empty dp files" "$(grep '^# ' "$T/out" | tail -12)"
-run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S"
-[ "$rc" = 2 ] && grep -q "has 2 data-parallel replicas a stage (tp 2 x dp 2 ranks, experts over all): verify checks sets of tp x pp ranks" "$T/err" &&
-  ok "verify says by name that it checks tp x pp sets (a set with dp replicas: verify a reshard)" || bad "verify dp" "exit $rc" "$(cat "$T/err")"
+# verify of a set with data-parallel replicas (tp x dp ranks a stage): the dense chunks checked on
+# dp rank 0's tp group, every expert on its EP rank; the forward runs the dense part on dp rank 0's
+# tp group (the other ranks' all-reduce shares are zeros) and each expert on the rank holding it
+# (tp 2 pp 2 ep 4 above; tp 1 pp 2 ep 4 with a dense first stage; Mixtral tp 2 ep 4); the MoE
+# block and model checks of every MoE layer pass
+run "$TPCONV" shard "$A/tiny-deepseek" --preset deepseek-v3 --tp 1 --pp 2 --ep 4 --pp-layers 1,2 --layout megatron-dist -o "$T/ds_1_2_4" -q &&
+  run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 4 --layout megatron-dist -o "$T/mx_2_1_4" -q ||
+  bad "dp sets for verify" "$(cat "$T/err")"
+for spec in "deepseek ds_2_2_4 2 2" "deepseek ds_1_2_4 1 4" "mixtral mx_2_1_4 2 2"; do
+  set -- $spec
+  run "$TPCONV" verify --reference "$A/tiny-$1" --shards "$T/$2" --json "$T/$2.json"
+  nm=$(grep -Ec '^ *mlp +model\.layers\.[0-9]+\.moe .* pass' "$T/out")
+  [ "$rc" = 0 ] && [ "$nm" = 2 ] && grep -Eq '^ *model +model .* pass' "$T/out" &&
+    grep -q "^# tpconv verify: tp $(($3 * $4)) (tp $3 x dp $4)," "$T/out" && grep -q "\"dp\": $4," "$T/$2.json" &&
+    ok "verify passes on $1 tp $3 x dp $4 ($2): structure, MoE blocks and the model ($(tail -n 1 "$T/out" | sed 's/^# //'))" ||
+    bad "verify $2 (rc=$rc, $nm MoE checks)" "$(grep -v ' pass' "$T/out" | head -6)" "$(cat "$T/err")"
+done
+# under mpirun, one process per rank of a stage (tp 2 x dp 2): the threads backend's checks and digests
+if command -v mpirun >/dev/null; then
+  mpirun --allow-run-as-root --oversubscribe -np 4 "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S" \
+    --json "$T/mpi.json" -q >/dev/null 2>"$T/err"
+  rc=$?
+  [ "$rc" = 0 ] && $PY -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+key = lambda r: [(c["check"], c["tensor"], c["status"], c["digest"]) for c in r["checks"]]
+sys.exit(0 if key(a) == key(b) and a["failed"] == 0 else 1)' "$T/ds_2_2_4.json" "$T/mpi.json" &&
+    ok "mpirun -np 4 verify of the tp 2 x dp 2 set: every check and digest equal the threads backend's" ||
+    bad "mpirun verify of a dp set (rc=$rc)" "$(tail -3 "$T/err")"
+else
+  skip "mpirun verify of a dp set" "no mpirun"
+fi
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$S" --device cuda
+[ "$rc" = 2 ] && grep -q "a set with 2 data-parallel replicas a stage (tp 2 x dp 2 ranks) is checked on the CPU (--device cpu)" "$T/err" &&
+  ok "verify --device cuda refuses a dp set by name (its GPU path not run)" || bad "dp on cuda (rc=$rc)" "$(cat "$T/err")"
+# tampered copies: expert 3 of layer 1 (EP rank 3: rank file 3, dp rank 1) with its gate and up
+# matrices swapped; one element of tp rank 1's slice of the dense layer 0's gate_proj (rank file 1)
+# negated. Each fails structure naming the tensor and the rank, and the model check names the layer
+cp -r "$S" "$T/dsx1" && cp -r "$S" "$T/dsx2" &&
+  $PY "$H/dp_tamper.py" "$T/deepseek.safetensors" "$T/dsx1/release/__3_0.distcp" swap \
+    model.layers.1.mlp.experts.3.gate_proj.weight model.layers.1.mlp.experts.3.up_proj.weight &&
+  $PY "$H/dp_tamper.py" "$T/deepseek.safetensors" "$T/dsx2/release/__1_0.distcp" flip model.layers.0.mlp.gate_proj.weight 1 2 ||
+  bad "tamper" "$(cat "$T/err")"
+says() { grep -A1 -E "^ *$1 .* FAIL" "$T/out" | grep -q -- "$2"; } # a failing row and its message
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$T/dsx1"
+[ "$rc" = 1 ] && says 'structure +model\.layers\.1\.mlp\.experts\.3\.gate_proj\.weight' "rank 3: 1024 of 1024 elements differ" &&
+  says 'structure +model\.layers\.1\.mlp\.experts\.3\.up_proj\.weight' "rank 3: 1024 of 1024 elements differ" &&
+  grep -Eq '^ *mlp +model\.layers\.1\.moe .* FAIL' "$T/out" && grep -q "the first layer whose output differs: 'model.layers.1'" "$T/out" &&
+  [ "$(grep -c ' FAIL' "$T/out")" = 6 ] &&
+  ok "an expert's gate and up swapped on a dp rank 1 file: verify names both tensors, rank 3, their layer checks, the MoE block and layer 1" ||
+  bad "swapped expert on dp 1 (rc=$rc)" "$(grep -v ' pass' "$T/out" | head -8)" "$(cat "$T/err")"
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$T/dsx2"
+[ "$rc" = 1 ] && says 'structure +model\.layers\.0\.mlp\.gate_proj\.weight' "rank 1: 1 of 1024 elements differ" &&
+  grep -Eq '^ *mlp +model\.layers\.0\.mlp .* FAIL' "$T/out" && grep -q "the first layer whose output differs: 'model.layers.0'" "$T/out" &&
+  [ "$(grep -c ' FAIL' "$T/out")" = 4 ] &&
+  ok "one element of a dense slice changed (rank file 1, dp rank 0): verify names the tensor, rank 1, its layer check, the block and layer 0" ||
+  bad "corrupted dense slice (rc=$rc)" "$(grep -v ' pass' "$T/out" | head -8)" "$(cat "$T/err")"
+# a dp rank 1 file storing dense chunks too (rank file 0's items appended to rank file 2's; the
+# index still places every chunk once): its bytes are more than its experts', said by the file
+cp -r "$S" "$T/dsx3" && cat "$S/release/__0_0.distcp" >>"$T/dsx3/release/__2_0.distcp"
+run "$TPCONV" verify --reference "$A/tiny-deepseek" --shards "$T/dsx3"
+[ "$rc" = 1 ] && says 'structure +release/__2_0\.distcp' "stores 132624 bytes of chunks, but rank 2 (tp 0, dp 1) stores its experts' 12288 only" &&
+  [ "$(grep -c ' FAIL' "$T/out")" = 1 ] &&
+  ok "dense chunks stored again in a dp rank 1 file: verify names the file and its bytes" ||
+  bad "dense chunks on dp 1 (rc=$rc)" "$(grep -v ' pass' "$T/out" | head -4)" "$(cat "$T/err")"
 run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 1 --pp 2 --ep 2 -o "$T/x4" -q
 [ "$rc" = 2 ] && grep -q -- "2 data-parallel replicas a stage (--ep 2 over --tp 1): the tpconv layout holds tp x pp ranks" "$T/err" && [ ! -e "$T/x4" ] &&
   ok "ep over tp in a layout without data-parallel ranks is refused by name" || bad "ep > tp tpconv" "exit $rc" "$(cat "$T/err")"

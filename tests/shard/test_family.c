@@ -5,9 +5,11 @@
 #include "test_util.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "tpc_ckpt.h"
 #include "tpc_family.h"
+#include "tpc_family_gguf.h"
 
 /* A multimodal checkpoint's text model (tpc_family_text_model, the
  * reference's TextModel.filter_tensors): "language_model." taken out of the
@@ -162,12 +164,33 @@ static void test_fused(void **st)
 	}
 }
 
+/* --no-mtp: the records whose GGUF holds multi-token-prediction layers are
+ * those whose convert_hf_to_gguf.py class has supports_mtp_export
+ * (_QwenMtpMixin, Glm4MoeModel); DeepSeek-V3's DeepseekV2Model drops its layer
+ * always and refuses the option, as every other class does */
+static void test_no_mtp(void **st)
+{
+	static const char *with[] = {"glm4-moe", "qwen3-next", "qwen3_5", "qwen3_5-moe"};
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		bool want = false;
+		for (size_t k = 0; k < sizeof(with) / sizeof(with[0]); k++)
+			want |= !strcmp(g->name, with[k]);
+		if (tpc_gguf_arch_has_mtp(g) != want)
+			fail_msg("%s: tpc_gguf_arch_has_mtp says %d", g->name, !want);
+	}
+	assert_false(tpc_gguf_arch_has_mtp(NULL));
+	assert_string_equal(tpc_family_find("glm4-moe")->gguf->mtp_count, "num_nextn_predict_layers");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_model),
 		cmocka_unit_test(test_mtp),
 		cmocka_unit_test(test_fused),
+		cmocka_unit_test(test_no_mtp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

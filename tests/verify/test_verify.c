@@ -515,6 +515,51 @@ static void test_tiny_llama_swapped(void **st)
 	tiny_release(&tn);
 }
 
+/* A set with data-parallel replicas (tpc_verify_set.dp): a stage of tp' x dp
+ * ranks; a dense tensor is split over dp group 0's tp' ranks, the others hold
+ * group 0's slices (rank t's is rank t % tp''s); an expert is one EP rank's. */
+static void test_dp_geometry(void **st)
+{
+	(void)st;
+	tiny tn;
+	tiny_build(&tn, 4, NULL);
+	tpc_err e;
+	tpc_err_init(&e);
+	int64_t q = tpc_verify_set_find(&tn.s, "model.layers.0.self_attn.q_proj.weight");
+	assert_true(q >= 0);
+	tpc_vtensor *v = &tn.s.t[q];
+	tn.s.dp = 2;
+	v->dp = 2;
+	assert_int_equal(tpc_vtensor_tp(v, 4), 2);
+	assert_int_equal(tpc_vtensor_root(v, 4), 0);
+	assert_true(tpc_vtensor_holds(v, 4, 0) && tpc_vtensor_holds(v, 4, 1));
+	assert_false(tpc_vtensor_holds(v, 4, 2) || tpc_vtensor_holds(v, 4, 3));
+	assert_int_equal(tpc_vpart_len(v, 0, 4), v->part[0].size / 2);
+	assert_int_equal(tpc_vpart_start(v, 0, 4, 3), tpc_vpart_start(v, 0, 4, 1));
+	assert_int_equal(tpc_vpart_start(v, 0, 4, 2), 0);
+	/* an expert of EP rank 3 of 4 (ep = tp' x dp): rank 3's alone */
+	tpc_vtensor x = *v;
+	x.dp = 0;
+	x.ep = 4;
+	x.ep_group = 3;
+	assert_int_equal(tpc_vtensor_tp(&x, 4), 1);
+	assert_int_equal(tpc_vtensor_root(&x, 4), 3);
+	assert_true(tpc_vtensor_holds(&x, 4, 3) && !tpc_vtensor_holds(&x, 4, 1));
+	/* the set's rows split over 2 of its 4 ranks */
+	v->part[0].replicas = 1;
+	assert_int_equal(tpc_verify_set_validate(&tn.s, &e), 0);
+	tn.s.dp = 1; /* a tensor's replicas the set does not have */
+	assert_int_equal(tpc_verify_set_validate(&tn.s, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "data-parallel replicas in a set of dp 1"));
+	tpc_err_init(&e);
+	tn.s.dp = 3;
+	assert_int_equal(tpc_verify_set_validate(&tn.s, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "3 data-parallel replicas do not divide the stage's 4 ranks"));
+	tn.s.dp = 0;
+	v->dp = 0;
+	tiny_release(&tn);
+}
+
 static void test_validate(void **st)
 {
 	(void)st;
@@ -1817,6 +1862,7 @@ int main(void)
 		cmocka_unit_test(test_uniform),           cmocka_unit_test(test_coll_threads),
 		cmocka_unit_test(test_matmul_stream),     cmocka_unit_test(test_tiny_llama_pass),
 		cmocka_unit_test(test_tiny_llama_swapped), cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_dp_geometry),
 		cmocka_unit_test(test_cuda_absent),       cmocka_unit_test(test_gpu_host),
 		cmocka_unit_test(test_deepseek_yarn),     cmocka_unit_test(test_deepseek_plain),
 		cmocka_unit_test(test_rope_freqs),        cmocka_unit_test(test_attn_sinks),

@@ -1,0 +1,330 @@
+/* megatron_legacy_optim.c - Megatron's distributed optimizer state in a
+ * legacy save: mp_rank_TT[_PPP]/distrib_optim.pt beside model_optim_rng.pt
+ * (TPC_OPEN_OPTIMIZER; dcp_int.h).
+ *
+ * The layout followed (Megatron-LM d98e8a6, megatron/core/optimizer/
+ * distrib_optimizer.py and param_layout.py):
+ *
+ * - distrib_optim.pt is get_parameter_state_dp_zero() (:1262-1411) as
+ *   save_parameter_state (:1413-1422) writes it on DP rank 0:
+ *   {"buckets_coalesced": True, gbuf_idx: {dtype key: {"param", "exp_avg",
+ *   "exp_avg_sq": 1-D f32 tensors, "numel_unpadded": n}}}, one gbuf per
+ *   (param dtype, grad dtype, expert-parallel) buffer of the model chunk;
+ *   each tensor is the buffer's buckets back to back, each bucket without
+ *   its end padding (:1394-1404), so n is the sum of the buckets' unpadded
+ *   sizes. Nothing in it names a parameter.
+ * - Where a parameter lies is the buffer layout
+ *   (_compute_per_buffer_param_layout, :506-589): the trainable parameters
+ *   in reverse named_parameters order, each start aligned to 64 elements
+ *   (param_layout.py pad_param_start), a bucket closed once it holds
+ *   bucket_size elements or more, and a shared embedding in a bucket of its
+ *   own (:530-531, 555-562, 568-577); bucket_size is DDP's (distributed/
+ *   distributed_data_parallel.py:131-137: --ddp-bucket-size, else
+ *   max(40000000, 1000000 x the data-parallel (x context-parallel) size),
+ *   none without --overlap-grad-reduce). Inside a bucket, positions are
+ *   relative to its start (a multiple of 64), so in the coalesced tensor a
+ *   parameter lies at (the unpadded sizes of the buckets before it) + (its
+ *   start - its bucket's start).
+ * - The parameters are the tensors of model_optim_rng.pt's "model" in order
+ *   (state_dict and named_parameters walk modules alike; _extra_state
+ *   entries are not tensors); the param groups are its "optimizer"'s
+ *   (state_dict(), :825-885), read with the rule megatron_optim.c follows.
+ *
+ * Read for one rank file of a tp 1 x pp 1 save with one dense buffer: the
+ * whole model. A rank of a larger set holds TP slices whose moments need the
+ * set's TP rules, expert-parallel buffers their own DP group, the pre-2024
+ * per-bucket form other rules: refused by name. The layout's total is
+ * checked against numel_unpadded, so a save whose layout differs (frozen
+ * parameters, another Megatron's alignment) is refused with both numbers.
+ */
+#include "dcp_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "torch/torch.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+#define TMP_PREFIX "\x01" "distrib-optim/"
+
+static const tpc_value *dget(const tpc_value *d, const char *k)
+{
+	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
+}
+
+/* argparse.Namespace field k, as an int (def when absent or None) */
+static bool arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v)
+{
+	const tpc_value *x = args && args->kind == TPC_V_CALL && args->n >= 3 ? dget(args->items[2], k) : NULL;
+	*v = def;
+	if (!x || x->kind == TPC_V_NONE)
+		return false;
+	if (x->kind == TPC_V_INT || x->kind == TPC_V_BOOL)
+		*v = x->ival;
+	return true;
+}
+
+/* The one gbuf's world tensors: "param", "exp_avg", "exp_avg_sq" (ix[]) and
+ * numel_unpadded, checked. */
+static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *sib, int64_t ix[3], int64_t *unpadded,
+			 tpc_err *e)
+{
+	static const char *const keys[] = {"param", "exp_avg", "exp_avg_sq"};
+	const tpc_value *co = dget(dv, "buckets_coalesced"), *gb = NULL;
+	if (!dv || dv->kind != TPC_V_DICT)
+		return TPC_CORRUPT(e, sib, -1, NULL, "does not hold a dict (not Megatron's distrib_optim.pt)");
+	if (!co || co->kind != TPC_V_BOOL || !co->ival)
+		return tpc_err_at(e, TPC_EINPUT, sib, NULL,
+				  "no buckets_coalesced: Megatron's per-bucket form from before February 2024, which is not read");
+	for (size_t i = 0; i < dv->n; i++) {
+		const tpc_value *k = dv->keys[i];
+		if (k->kind == TPC_V_STR && !strcmp(k->str, "buckets_coalesced"))
+			continue;
+		if (k->kind != TPC_V_INT || k->ival != 0 || dv->items[i]->kind != TPC_V_DICT || dv->items[i]->n != 1)
+			return tpc_err_at(e, TPC_EINPUT, sib, NULL,
+					  "holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read");
+		gb = dv->items[i]->items[0];
+	}
+	const tpc_value *nu = dget(gb, "numel_unpadded");
+	if (!gb || gb->kind != TPC_V_DICT || !nu || nu->kind != TPC_V_INT || nu->ival < 0)
+		return TPC_CORRUPT(e, sib, -1, NULL, "buffer 0 has no numel_unpadded");
+	*unpadded = nu->ival;
+	for (int k = 0; k < 3; k++) {
+		const tpc_value *v = dget(gb, keys[k]);
+		const tpc_tensor *t = v && v->kind == TPC_V_TENSOR && v->ival >= 0 && (size_t)v->ival < ck->n ? &ck->t[v->ival] : NULL;
+		if (!t || t->ndim != 1 || t->dtype != TPC_F32 || t->shape[0] != nu->ival || !tpc_tensor_is_contiguous(t))
+			return tpc_err_at(e, TPC_EINPUT, sib, NULL, "buffer 0's %s is not a flat f32 tensor of numel_unpadded (%lld) elements",
+					  keys[k], (long long)nu->ival);
+		ix[k] = v->ival;
+	}
+	return 0;
+}
+
+static int64_t pad64(int64_t x)
+{
+	return (x + 63) / 64 * 64;
+}
+
+/* Each parameter's offset in the coalesced tensors (pos[], in model order),
+ * by the buffer layout; the total into *total, the buckets into *nb. */
+static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_value *args, int64_t *pos,
+		  int64_t *total, int64_t *nb, const char *path, tpc_err *e)
+{
+	int64_t overlap, bucket = -1, dp, cp, untie, pp;
+	arg_int(args, "overlap_grad_reduce", 0, &overlap);
+	arg_int(args, "pipeline_model_parallel_size", 1, &pp);
+	arg_int(args, "untie_embeddings_and_output_weights", 0, &untie);
+	if (overlap && !arg_int(args, "ddp_bucket_size", 0, &bucket)) {
+		if (!arg_int(args, "data_parallel_size", 0, &dp) || dp < 1)
+			return tpc_err_at(e, TPC_EINPUT, path, NULL,
+					  "args has no data_parallel_size, which sets the distributed optimizer's bucket size (--overlap-grad-reduce without --ddp-bucket-size)");
+		arg_int(args, "context_parallel_size", 1, &cp);
+		bucket = 1000000 * dp * (cp > 0 ? cp : 1);
+		if (bucket < 40000000)
+			bucket = 40000000;
+	}
+	int64_t start = 0, bstart = 0, coff = 0, inb = 0;
+	*nb = 0;
+	for (size_t j = np; j-- > 0;) {
+		const tpc_tensor *t = &ck->t[par[j]];
+		/* the shared embedding: word embeddings tied to the output layer on one stage */
+		bool shared = !untie && pp == 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
+		start = pad64(start);
+		if (shared && inb) { /* close the bucket before it */
+			coff += start - bstart;
+			(*nb)++;
+			bstart = start; /* bucket ends are padded to multiples of 128: 64-aligned */
+			inb = 0;
+		}
+		pos[j] = coff + (start - bstart);
+		int64_t end = start + (int64_t)t->numel;
+		inb++;
+		if ((bucket > 0 && end - bstart >= bucket) || shared) {
+			coff += end - bstart;
+			(*nb)++;
+			start = bstart = pad64(end);
+			inb = 0;
+		} else {
+			start = end;
+		}
+	}
+	if (inb) {
+		coff += start - bstart;
+		(*nb)++;
+	}
+	*total = coff;
+	return 0;
+}
+
+/* The moments and master of each parameter as tensors named
+ * "optimizer.state.KEY.NAME" (what megatron_optim.c's tree takes): its
+ * numel elements from pos, in its shape. */
+static int add_states(tpc_ckpt *ck, const int64_t *par, size_t np, const int64_t *pos, const int64_t ix[3], tpc_err *e)
+{
+	static const char *const keys[] = {"param", "exp_avg", "exp_avg_sq"};
+	char nb[1024];
+	int ret = 0;
+	for (size_t j = 0; j < np && !ret; j++) {
+		for (int k = 0; k < 3 && !ret; k++) {
+			const tpc_tensor *p = &ck->t[par[j]];
+			tpc_tensor piece, t;
+			memset(&t, 0, sizeof(t));
+			if (tpc_tensor_narrow(&piece, &ck->t[ix[k]], 0, pos[j], (int64_t)p->numel))
+				return tpc_err_nomem(e);
+			piece.storage = -1;
+			piece.storage_offset = 0;
+			if (tpc_tensor_init_flat(&t, p->ndim, p->shape, &piece, 1))
+				ret = tpc_err_nomem(e);
+			snprintf(nb, sizeof(nb), "optimizer.state.%s.%s", keys[k], p->name);
+			int64_t a = ret ? -1 : tpc_ckpt_add_copy(ck, nb, &t, e);
+			if (!ret && a < 0)
+				ret = (int)a;
+			tpc_tensor_release(&piece);
+			tpc_tensor_release(&t);
+		}
+	}
+	return ret;
+}
+
+/* The rank file's model tensors (par[], in order) and its set's sizes. */
+static int model_params(const tpc_ckpt *ck, const tpc_value *root, const char *path, int64_t **par, size_t *np,
+			tpc_err *e)
+{
+	const tpc_value *args = dget(root, "args"), *model = dget(root, "model");
+	int64_t tp, pp, ne;
+	if (!model)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, dget(root, "model0")
+				  ? "holds model chunks (model0, model1, ...: virtual pipeline stages), each with its own buffer: not read yet"
+				  : "holds no 'model' beside its distrib_optim.pt");
+	arg_int(args, "tensor_model_parallel_size", 1, &tp);
+	arg_int(args, "pipeline_model_parallel_size", 1, &pp);
+	arg_int(args, "num_experts", 0, &ne);
+	if (tp * pp != 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "one rank file of a tp %lld x pp %lld set: its distrib_optim.pt holds the moments of that rank's slices, which are not joined yet (a tp 1 x pp 1 save is read)",
+				  (long long)tp, (long long)pp);
+	if (ne > 0)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "a model with %lld experts: their buffer has its own data-parallel group, not read yet", (long long)ne);
+	*par = tpc_calloc(model->n + 1, sizeof(int64_t));
+	if (!*par)
+		return tpc_err_nomem(e);
+	*np = 0;
+	for (size_t i = 0; i < model->n; i++) {
+		const tpc_value *v = model->items[i];
+		if (v->kind != TPC_V_TENSOR || v->ival < 0 || (size_t)v->ival >= ck->n)
+			continue; /* _extra_state objects */
+		if (*np && ck->t[v->ival].dtype != ck->t[(*par)[0]].dtype)
+			return tpc_err_at(e, TPC_EINPUT, path, ck->t[v->ival].name,
+					  "is %s where '%s' is %s: parameters of two dtypes lie in two buffers, not read yet",
+					  tpc_dtype_name(ck->t[v->ival].dtype), ck->t[(*par)[0]].name, tpc_dtype_name(ck->t[(*par)[0]].dtype));
+		(*par)[(*np)++] = v->ival;
+	}
+	return 0;
+}
+
+/* Keep the model's tensors (under its keys) and the state: the rank
+ * file's other tensors (RNG states) and distrib_optim.pt's own go. The
+ * tree becomes the model dict, as megatron_optim.c's tree expects. */
+static int keep_model(tpc_ckpt *ck, const tpc_value *model, tpc_err *e)
+{
+	bool *keep = tpc_calloc(ck->n + 1, sizeof(bool));
+	int ret = keep ? 0 : tpc_err_nomem(e);
+	for (size_t i = 0; !ret && i < model->n; i++) {
+		const tpc_value *v = model->items[i], *k = model->keys[i];
+		if (v->kind != TPC_V_TENSOR || v->ival < 0 || (size_t)v->ival >= ck->n || k->kind != TPC_V_STR)
+			continue;
+		keep[v->ival] = true;
+	}
+	for (size_t i = 0; !ret && i < ck->n; i++)
+		keep[i] = keep[i] || !strncmp(ck->t[i].name, "optimizer.state.", 16);
+	if (!ret) {
+		tpc_value *root = tpc_value_ref((tpc_value *)model);
+		tpc_value_unref(ck->root);
+		ck->root = root;
+		ret = tpc_ckpt_filter(ck, keep, e);
+	}
+	free(keep);
+	return ret;
+}
+
+int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
+{
+	tpc__mcore_optim mo;
+	tpc_value *dv = NULL;
+	int64_t *par = NULL, *pos = NULL, ix[3], unpadded = 0, total = 0, nb = 0;
+	size_t np = 0;
+	int src, ret = 0;
+	char *dir = tpc_path_dir(path), *sib = dir ? tpc_path_join(dir, "distrib_optim.pt") : NULL;
+	memset(&mo, 0, sizeof(mo));
+	if (!sib) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if (strcmp(tpc_path_base(path), "model_optim_rng.pt") || !tpc_exists(sib) || !ck->root)
+		goto out; /* not a Megatron rank file with the distributed optimizer */
+	const tpc_value *root = ck->root, *groups = dget(dget(dget(root, "optimizer"), "optimizer"), "param_groups");
+	if ((ret = model_params(ck, root, path, &par, &np, e)))
+		goto out;
+	if (!groups || (groups->kind != TPC_V_LIST && groups->kind != TPC_V_TUPLE) || !groups->n) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
+		goto out;
+	}
+	const tpc_map *m;
+	if ((ret = tpc_ckpt_add_file(ck, sib, &src, e)) || !(m = tpc_ckpt_source(ck, src)) ||
+	    (ret = tpc__torch_open_item(ck, src, 0, m->size, sib, TMP_PREFIX, false, &dv, e)) ||
+	    (ret = world_tensors(ck, dv, sib, ix, &unpadded, e)))
+		goto out;
+	if (!(pos = tpc_calloc(np + 1, sizeof(int64_t)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = layout(ck, par, np, dget(root, "args"), pos, &total, &nb, path, e)))
+		goto out;
+	if (total != unpadded) {
+		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
+				 "the model's %zu parameters take %lld elements in Megatron's buffer layout (%lld bucket%s, 64-element aligned), the buffer holds %lld (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped",
+				 np, (long long)total, (long long)nb, nb == 1 ? "" : "s", (long long)unpadded);
+		goto out;
+	}
+	/* the model's tensors under its own keys first: the state is named after them */
+	const tpc_value *md = dget(root, "model");
+	for (size_t i = 0; !ret && i < md->n; i++) {
+		const tpc_value *v = md->items[i], *k = md->keys[i];
+		if (v->kind == TPC_V_TENSOR && v->ival >= 0 && (size_t)v->ival < ck->n && k->kind == TPC_V_STR &&
+		    strcmp(ck->t[v->ival].name, k->str))
+			ret = tpc_ckpt_rename(ck, v->ival, k->str, e);
+	}
+	if (ret || (ret = add_states(ck, par, np, pos, ix, e)))
+		goto out;
+	mo.on = true;
+	mo.groups = tpc_value_ref((tpc_value *)groups);
+	mo.args = dget(root, "args") ? tpc_value_ref((tpc_value *)dget(root, "args")) : NULL;
+	char what[96];
+	snprintf(what, sizeof(what), "distrib_optim.pt, %lld bucket%s", (long long)nb, nb == 1 ? "" : "s");
+	if (!(mo.type = tpc_strdup(what)) || !(mo.common = tpc_strdup(path))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	tpc_value *model = tpc_value_ref((tpc_value *)dget(root, "model"));
+	ret = keep_model(ck, model, e);
+	tpc_value_unref(model);
+	if (!ret)
+		ret = tpc__mcore_optim_tree(&mo, ck, sib, e);
+	if (!ret) {
+		tpc_buf b = TPC_BUF_INIT;
+		tpc_buf_addf(&b, "Megatron legacy rank file (tp 1 x pp 1) with its distributed optimizer's state");
+		tpc__mcore_optim_about(&mo, &b);
+		tpc_ckpt_set_about(ck, &b);
+	}
+out:
+	tpc__mcore_optim_release(&mo);
+	tpc_value_unref(dv);
+	free(par);
+	free(pos);
+	free(sib);
+	free(dir);
+	return ret;
+}

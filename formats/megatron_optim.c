@@ -1,0 +1,624 @@
+/* megatron_optim.c - Megatron-Core's distributed optimizer state in a
+ * torch_dist save (TPC_OPEN_OPTIMIZER; dcp_int.h).
+ *
+ * The layouts followed (Megatron-LM at d98e8a6, and at 5ab481c^ for the
+ * flattened form it has since removed):
+ *
+ * - DistributedOptimizer.sharded_state_dict (megatron/core/optimizer/
+ *   distrib_optimizer.py:1462-1582) stores the non-parameter state
+ *   (state_dict(), :825-885: the inner optimizer's param_groups without their
+ *   'params', each with the 'step' for torch's Adam, :866-878) and
+ *   'param_state_sharding_type' in the common state, common.pt; the
+ *   parameter state in the DCP files, as the sharding type says.
+ * - 'fully_reshardable' (:1692-1836): for each model parameter, tensors
+ *   'optimizer.state.{param,exp_avg,exp_avg_sq}.<key>' shaped and sharded as
+ *   the model's own ShardedTensor <key> (replace(sharded_metadata, key=...,
+ *   data=state.reshape(param shape)), :1823-1832): model space, read as the
+ *   model is read (layers un-stacked, experts apart).
+ * - 'fully_sharded_model_space' (:1988-2069, the default of Megatron 0.8 to
+ *   0.15 with a fully parallel save, training/checkpointing.py at core_v0.8.0
+ *   :336-338): the same keys with 'fp32_param' for the master, but each DP
+ *   rank stores only its flattened_range of the TP-local shard. torch_dist
+ *   saved those (dist_checkpointing/strategies/torch.py at 5ab481c^,
+ *   sharded_tensor_to_torch_sharded_tensor, type 3, and resharding.py
+ *   nd_flattened_tensor_reformulated_global_shape) as a tensor of global shape
+ *   axis_fragmentations + (prod(local_shape),): [X // x, Y // y, Z // z,
+ *   x * y * z] for a parameter [X, Y, Z] with local shards [x, y, z] (a
+ *   prepended layer axis is a fragmentation of its size, local size 1), each
+ *   rank's range a chunk at (fragment..., flattened_range.start). Element
+ *   (g_0, ..., g_n) of the parameter is element flat(g mod x) of fragment
+ *   g / x: rebuilt here as a description over the chunks (no byte moves).
+ * - The other types ('dp_reshardable', the default since, :1838-1986, and
+ *   'dp_zero_gather_scatter', :1659-1690) store the flat bucket buffers
+ *   without parameter names; mapping them back needs the model's parameter
+ *   order, which the save does not record: refused by name.
+ *
+ * Which parameter is in which param group is not recorded either (state_dict
+ * deletes 'params', :868); groups come from the parameters' names and shapes
+ * (optimizer/__init__.py:301-414 and the standard weight-decay override,
+ * :94-128: 1-D parameters and biases get wd_mult 0), which this file follows
+ * for one group or for the two groups that rule makes, and refuses otherwise.
+ */
+#include "dcp_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_buf.h"
+#include "tpc_io.h"
+#include "tpc_util.h"
+
+#define STATE_PREFIX "optimizer.state."
+
+void tpc__mcore_optim_release(tpc__mcore_optim *mo)
+{
+	tpc_value_unref(mo->groups);
+	tpc_value_unref(mo->args);
+	free(mo->type);
+	free(mo->common);
+	memset(mo, 0, sizeof(*mo));
+}
+
+static const tpc_value *dget(const tpc_value *d, const char *k)
+{
+	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
+}
+
+static bool is_seq(const tpc_value *v)
+{
+	return v && (v->kind == TPC_V_LIST || v->kind == TPC_V_TUPLE);
+}
+
+/* argparse.Namespace's field k (a CALL whose state dict is items[2]) */
+static const tpc_value *ns_field(const tpc_value *args, const char *k)
+{
+	if (!args || args->kind != TPC_V_CALL || args->n < 3)
+		return NULL;
+	return dget(args->items[2], k);
+}
+
+int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e)
+{
+	tpc_ckpt ck;
+	char *path = tpc_path_join(iterdir, "common.pt");
+	int ret = 0;
+	memset(mo, 0, sizeof(*mo));
+	tpc_ckpt_init(&ck);
+	if (!path)
+		return tpc_err_nomem(e);
+	if (!tpc_exists(path)) {
+		ret = tpc_err_at(e, TPC_EINPUT, iterdir, NULL,
+				 "no common.pt, where Megatron keeps the optimizer's param groups and sharding type: the optimizer state cannot be read");
+		goto out;
+	}
+	if ((ret = tpc_ckpt_open(&ck, path, NULL, e)))
+		goto out;
+	const tpc_value *opt = dget(ck.root, "optimizer");
+	if (!opt) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "holds no 'optimizer': the save has no optimizer state (saved with --no-save-optim?)");
+		goto out;
+	}
+	const tpc_value *st = dget(opt, "param_state_sharding_type"), *inner = dget(opt, "optimizer");
+	if (!st || st->kind != TPC_V_STR) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "'optimizer' has no param_state_sharding_type: not Megatron's distributed optimizer (a chained optimizer, one per expert and dense group, or a plain one is not read yet)");
+		goto out;
+	}
+	static const char *const buckets[] = {"dp_reshardable", "dp_zero_gather_scatter", "fully_sharded_bucket_space"};
+	bool bucket = false;
+	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++)
+		bucket = bucket || !strcmp(st->str, buckets[i]);
+	if (!bucket && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "unknown param_state_sharding_type '%.40s' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)",
+				 st->str);
+		goto out;
+	}
+	if (bucket) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "the distributed optimizer's state is stored as '%.40s', flat bucket buffers that do not name their parameters (Megatron's parameter order is not in the save); tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable) and 'fully_sharded_model_space'",
+				 st->str);
+		goto out;
+	}
+	const tpc_value *pg = dget(inner, "param_groups");
+	if (!is_seq(pg) || !pg->n) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
+		goto out;
+	}
+	for (size_t g = 0; g < pg->n; g++)
+		if (pg->items[g]->kind != TPC_V_DICT) {
+			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups[%zu] is not a dict", g);
+			goto out;
+		}
+	if (!(mo->type = tpc_strdup(st->str))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	mo->groups = tpc_value_ref((tpc_value *)pg);
+	mo->common = path;
+	path = NULL;
+	mo->args = dget(ck.root, "args") ? tpc_value_ref((tpc_value *)dget(ck.root, "args")) : NULL;
+	mo->on = true;
+out:
+	if (ret)
+		tpc__mcore_optim_release(mo);
+	tpc_ckpt_release(&ck);
+	free(path);
+	return ret;
+}
+
+/* "optimizer.state.KEY.PARAM": KEY's length, or 0 when fqn is no such key */
+static size_t state_key(const char *fqn)
+{
+	static const char *const keys[] = {"exp_avg_sq", "exp_avg", "fp32_param", "param"};
+	if (strncmp(fqn, STATE_PREFIX, strlen(STATE_PREFIX)))
+		return 0;
+	const char *k = fqn + strlen(STATE_PREFIX);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		size_t l = strlen(keys[i]);
+		if (!strncmp(k, keys[i], l) && k[l] == '.' && k[l + 1])
+			return l;
+	}
+	return 0;
+}
+
+int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, const char *path, tpc_err *e)
+{
+	(void)mo;
+	if (strncmp(en->fqn, "optimizer.", 10))
+		return 1;
+	if (state_key(en->fqn) && en->tensor)
+		return 1;
+	return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
+			  "an optimizer entry tpconv does not know (neither optimizer.state.{exp_avg,exp_avg_sq,param,fp32_param}.KEY tensors): refused rather than dropped");
+}
+
+/* The model entry whose key follows "optimizer.state.KEY." in en's, or NULL */
+const tpc_dcp_entry *tpc__mcore_optim_param_entry(const tpc_dcp_meta *m, const tpc_dcp_entry *en)
+{
+	size_t kl = state_key(en->fqn);
+	if (!kl)
+		return NULL;
+	const char *p = en->fqn + strlen(STATE_PREFIX) + kl + 1;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->e[i].tensor && !strcmp(m->e[i].fqn, p))
+			return &m->e[i];
+	return NULL;
+}
+
+bool tpc__mcore_optim_is_flat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe)
+{
+	return pe && en->ndim == pe->ndim + 1;
+}
+
+/* The pieces of one fragment, each a 1-D view, in order along the flat dim. */
+static int frag_pieces(const tpc_dcp_entry *en, const tpc_tensor *piece, const size_t *idx, size_t nlive,
+		       const int64_t *f, tpc_tensor **out, int *np, const char *path, tpc_err *e)
+{
+	int k = en->ndim - 1, n = 0;
+	tpc_tensor *v = NULL;
+	size_t *sel = tpc_calloc(nlive + 1, sizeof(size_t));
+	int ret = sel ? 0 : tpc_err_nomem(e);
+	for (size_t j = 0; j < nlive && !ret; j++) {
+		const tpc_dcp_chunk *c = &en->c[idx[j]];
+		bool here = true;
+		for (int d = 0; d < k; d++) {
+			if (c->size[d] != 1 && c->off[d] <= f[d] && f[d] < c->off[d] + c->size[d])
+				ret = TPC_CORRUPT(e, path, -1, en->fqn,
+						  "a chunk spans %lld fragments along dim %d: not Megatron's flattened layout (one fragment per chunk)",
+						  (long long)c->size[d], d);
+			here = here && c->off[d] == f[d];
+		}
+		if (here && !ret) {
+			/* insertion by flat offset */
+			int at = n++;
+			while (at > 0 && en->c[sel[at - 1]].off[k] > c->off[k]) {
+				sel[at] = sel[at - 1];
+				at--;
+			}
+			sel[at] = idx[j];
+		}
+	}
+	if (!ret && !(v = tpc_calloc((size_t)n + 1, sizeof(*v))))
+		ret = tpc_err_nomem(e);
+	for (int j = 0; j < n && !ret; j++) {
+		if (tpc_tensor_copy(&v[j], &piece[sel[j]])) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		for (int d = 0; d < k && !ret; d++)
+			if (tpc_tensor_unit_dim(&v[j], 0, false))
+				ret = TPC_CORRUPT(e, path, -1, en->fqn, "chunk %zu is not a plain view", sel[j]);
+		if (!ret && !tpc_tensor_is_contiguous(&v[j]))
+			ret = TPC_CORRUPT(e, path, -1, en->fqn, "chunk %zu is not contiguous", sel[j]);
+	}
+	free(sel);
+	if (ret && v) {
+		for (int j = 0; j < n; j++)
+			tpc_tensor_release(&v[j]);
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*np = n;
+	return ret;
+}
+
+typedef struct grid {
+	const tpc_dcp_entry *en;
+	const tpc_tensor *piece;
+	const size_t *idx;
+	size_t nlive;
+	int k;                      /* the parameter's dims */
+	int64_t fr[TPC_MAX_NDIM];   /* fragments per dim */
+	int64_t loc[TPC_MAX_NDIM];  /* the local shard's shape */
+	int64_t f[TPC_MAX_NDIM];    /* the fragment being built */
+	const char *path;
+} grid;
+
+/* The parameter's block for fragments f[0..d) fixed: the concatenation
+ * along d of the blocks of every f[d], down to one fragment's local shard
+ * cut from its flat pieces. */
+static int build_grid(grid *g, int d, tpc_tensor *out, tpc_err *e)
+{
+	if (d == g->k) {
+		tpc_tensor *v = NULL;
+		int np = 0, ret = frag_pieces(g->en, g->piece, g->idx, g->nlive, g->f, &v, &np, g->path, e);
+		if (!ret && np == 0 && tpc_tensor_init_zero(out, g->en->dtype, g->k, g->loc))
+			ret = tpc_err_nomem(e);
+		if (!ret && np == 0)
+			out->flags = 0; /* an empty shard: no bytes */
+		else if (!ret && tpc_tensor_init_flat(out, g->k, g->loc, v, np))
+			ret = TPC_CORRUPT(e, g->path, -1, g->en->fqn, "the chunks of one fragment do not make its %lld elements",
+					  (long long)g->en->shape[g->k]);
+		for (int j = 0; j < np; j++)
+			tpc_tensor_release(&v[j]);
+		free(v);
+		return ret;
+	}
+	if (g->fr[d] == 1) {
+		g->f[d] = 0;
+		return build_grid(g, d + 1, out, e);
+	}
+	tpc_tensor *parts = tpc_calloc((size_t)g->fr[d], sizeof(*parts));
+	int ret = parts ? 0 : tpc_err_nomem(e);
+	for (int64_t j = 0; j < g->fr[d] && !ret; j++) {
+		g->f[d] = j;
+		ret = build_grid(g, d + 1, &parts[j], e);
+	}
+	if (!parts)
+		return ret;
+	if (tpc_tensor_cat_release(out, parts, (int)g->fr[d], d, ret) && !ret)
+		ret = tpc_err_nomem(e);
+	return ret;
+}
+
+int tpc__mcore_optim_unflat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe, const tpc_tensor *piece,
+			    const size_t *idx, size_t nlive, tpc_tensor *out, const char *path, tpc_err *e)
+{
+	grid g;
+	uint64_t n = 1;
+	char want[160];
+	memset(&g, 0, sizeof(g));
+	g.en = en;
+	g.piece = piece;
+	g.idx = idx;
+	g.nlive = nlive;
+	g.k = pe->ndim;
+	g.path = path;
+	{
+		tpc_buf b = TPC_BUF_INIT;
+		tpc_buf_addf(&b, "[");
+		for (int d = 0; d < pe->ndim; d++)
+			tpc_buf_addf(&b, "%s%lld", d ? ", " : "", (long long)pe->shape[d]);
+		tpc_buf_addf(&b, "]");
+		snprintf(want, sizeof(want), "%s", b.p ? b.p : "?");
+		tpc_buf_release(&b);
+	}
+	for (int d = 0; d < g.k; d++) {
+		int64_t fr = en->shape[d];
+		if (fr < 1 || pe->shape[d] % fr)
+			return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
+					  "stored in %lld fragments along dim %d, which do not divide its parameter '%s' %s (Megatron's flattened form: fragments per dim, then the local shard's elements)",
+					  (long long)fr, d, pe->fqn, want);
+		g.fr[d] = fr;
+		g.loc[d] = pe->shape[d] / fr;
+		if (tpc_mul_u64(n, (uint64_t)g.loc[d], &n))
+			return TPC_CORRUPT(e, path, -1, en->fqn, "size overflows");
+	}
+	if (n != (uint64_t)en->shape[g.k])
+		return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
+				  "a local shard of its parameter '%s' %s holds %llu elements, the flattened form stores %lld per fragment",
+				  pe->fqn, want, (unsigned long long)n, (long long)en->shape[g.k]);
+	return build_grid(&g, 0, out, e);
+}
+
+/* ---- the tree get_state_dict saves (tpc_optim.h) ---- */
+
+static bool truthy(const tpc_value *v)
+{
+	return v && (v->kind == TPC_V_BOOL || v->kind == TPC_V_INT) && v->ival;
+}
+
+static bool as_double(const tpc_value *v, double *x)
+{
+	if (v && (v->kind == TPC_V_INT || v->kind == TPC_V_BOOL))
+		*x = (double)v->ival;
+	else if (v && v->kind == TPC_V_FLOAT)
+		*x = v->fval;
+	else
+		return false;
+	return true;
+}
+
+/* Which group each parameter is in: one group holds them all; two, as
+ * Megatron's standard override makes them (optimizer/__init__.py:94-128:
+ * wd_mult 0 for 1-D parameters and biases, q/k layer norms excepted with
+ * apply_wd_to_qk_layernorm) in groups sorted with the default one first
+ * (:374); anything else is refused, naming the groups. *nowd: the index of
+ * the wd_mult-0 group (-1 with one group). */
+static int group_rule(const tpc__mcore_optim *mo, int *nowd, const char *path, tpc_err *e)
+{
+	const tpc_value *pg = mo->groups;
+	*nowd = -1;
+	for (size_t g = 0; g < pg->n; g++)
+		if (truthy(dget(pg->items[g], "is_expert_parallel")))
+			return tpc_err_at(e, TPC_EINPUT, path, NULL,
+					  "param group %zu holds expert-parallel parameters, whose group membership the save does not record: not read yet",
+					  g);
+	if (pg->n == 1)
+		return 0;
+	double w0 = -1, w1 = -1;
+	if (pg->n == 2 && as_double(dget(pg->items[0], "wd_mult"), &w0) && as_double(dget(pg->items[1], "wd_mult"), &w1) &&
+	    (w0 == 0) != (w1 == 0)) {
+		*nowd = w0 == 0 ? 0 : 1;
+		return 0;
+	}
+	tpc_buf b = TPC_BUF_INIT;
+	for (size_t g = 0; g < pg->n && g < 8; g++) {
+		double w;
+		if (as_double(dget(pg->items[g], "wd_mult"), &w))
+			tpc_buf_addf(&b, "%s%g", g ? ", " : "", w);
+		else
+			tpc_buf_addf(&b, "%snone", g ? ", " : "");
+	}
+	int ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+			     "%zu param groups (wd_mult %s): Megatron does not save which parameter is in which (state_dict drops 'params'), and tpconv knows only its standard split, one group with weight decay and one (wd_mult 0) for 1-D parameters and biases",
+			     pg->n, b.p ? b.p : "?");
+	tpc_buf_release(&b);
+	return ret;
+}
+
+static bool ends_with(const char *s, const char *t)
+{
+	size_t a = strlen(s), b = strlen(t);
+	return a >= b && !strcmp(s + a - b, t);
+}
+
+static int group_of(const tpc__mcore_optim *mo, int nowd, const tpc_tensor *p)
+{
+	if (nowd < 0)
+		return 0;
+	bool skip = p->ndim == 1 || ends_with(p->name, ".bias");
+	if (skip && truthy(ns_field(mo->args, "apply_wd_to_qk_layernorm")) &&
+	    (strstr(p->name, "q_layernorm.") || strstr(p->name, "k_layernorm.")))
+		skip = false;
+	return skip ? nowd : 1 - nowd;
+}
+
+/* Each group's step (torch's Adam keeps it per group in Megatron's save,
+ * distrib_optimizer.py:866-878), as f32 scalars in one owned buffer: tensor
+ * "optim.state.NAME.step" of a parameter is a view of its group's. */
+static int add_steps(const tpc__mcore_optim *mo, tpc_ckpt *ck, int *src, const char *path, tpc_err *e)
+{
+	const tpc_value *pg = mo->groups;
+	uint8_t *mem = tpc_calloc(pg->n + 1, 4);
+	if (!mem)
+		return tpc_err_nomem(e);
+	for (size_t g = 0; g < pg->n; g++) {
+		double s;
+		if (!as_double(dget(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
+			free(mem);
+			return tpc_err_at(e, TPC_EINPUT, path, NULL,
+					  "param group %zu has no step (an integer, as Megatron saves torch's Adam's): the moments cannot be resumed without it",
+					  g);
+		}
+		float f = (float)s;
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		for (int b = 0; b < 4; b++)
+			mem[g * 4 + (size_t)b] = (uint8_t)(u >> (8 * b));
+	}
+	return tpc_ckpt_add_mem(ck, "megatron param group steps", mem, (uint64_t)pg->n * 4, src, e);
+}
+
+/* A group's hyper-parameters as torch keeps them (Megatron's step moves to
+ * the state), "params" to be filled. */
+static tpc_value *new_group(const tpc_value *g, tpc_value *names)
+{
+	tpc_value *d = tpc_value_new(TPC_V_DICT);
+	int bad = !d;
+	for (size_t k = 0; !bad && k < g->n; k++) {
+		const tpc_value *key = g->keys[k];
+		if (key->kind == TPC_V_STR && (!strcmp(key->str, "step") || !strcmp(key->str, "params")))
+			continue;
+		bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
+	}
+	if (!bad)
+		bad = tpc_value_set(d, tpc_value_str("params", 6), tpc_value_ref(names));
+	if (bad) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* Parameter pi's state tensors into sd (a dict), checked against it. */
+static int param_state(tpc__mcore_optim *mo, tpc_ckpt *ck, int64_t pi, tpc_value *sd, const char *path, tpc_err *e)
+{
+	static const char *const keys[] = {"exp_avg", "exp_avg_sq", "fp32_param", "param"};
+	const tpc_tensor *p = &ck->t[pi];
+	char nb[1024], a[160], b[160];
+	bool master = false;
+	for (size_t k = 0; k < 4; k++) {
+		snprintf(nb, sizeof(nb), STATE_PREFIX "%s.%s", keys[k], p->name);
+		int64_t ix = tpc_ckpt_find(ck, nb);
+		if (ix < 0)
+			continue;
+		const tpc_tensor *t = &ck->t[ix];
+		if (t->ndim != p->ndim || memcmp(t->shape, p->shape, (size_t)p->ndim * sizeof(int64_t)))
+			return tpc_err_at(e, TPC_EINPUT, path, nb, "%s is not shaped as its parameter '%s' %s",
+					  tpc_shape_str(t, a, sizeof(a)), p->name, tpc_shape_str(p, b, sizeof(b)));
+		/* the master: 'param' in fully_reshardable, 'fp32_param' in
+		 * fully_sharded_model_space (distrib_optimizer.py:2016); one name */
+		const char *as = k >= 2 ? "fp32_param" : keys[k];
+		if (k >= 2 && master)
+			return tpc_err_at(e, TPC_EINPUT, path, nb, "a second master copy of '%s' (both param and fp32_param)", p->name);
+		master = master || k >= 2;
+		if (tpc_value_set(sd, tpc_value_str(as, strlen(as)), tpc_value_tensor(ix)))
+			return tpc_err_nomem(e);
+		mo->nstate++;
+	}
+	return 0;
+}
+
+/* Every optimizer tensor belongs to a parameter of the save. */
+static int check_orphans(const tpc_ckpt *ck, size_t n0, const char *path, tpc_err *e)
+{
+	for (size_t i = 0; i < n0; i++) {
+		size_t kl = state_key(ck->t[i].name);
+		const char *p = ck->t[i].name + strlen(STATE_PREFIX) + kl + 1;
+		if (kl && tpc_ckpt_find(ck, p) < 0)
+			return tpc_err_at(e, TPC_EINPUT, path, ck->t[i].name, "its parameter '%s' is not in the save", p);
+	}
+	return 0;
+}
+
+/* The model's tensors become model.NAME, the state's optim.state.NAME.KEY. */
+static int rename_all(tpc_ckpt *ck, size_t n0, tpc_err *e)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	int ret = 0;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		const char *nm = ck->t[i].name;
+		size_t kl = state_key(nm);
+		b.len = 0;
+		if (kl) {
+			const char *key = nm + strlen(STATE_PREFIX);
+			bool master = !strncmp(key, "param.", 6) || !strncmp(key, "fp32_param.", 11);
+			tpc_buf_addf(&b, "optim.state.%s.%s", key + kl + 1, master ? "fp32_param" : "");
+			if (!master)
+				tpc_buf_add(&b, key, kl);
+		} else {
+			tpc_buf_addf(&b, "model.%s", nm);
+		}
+		ret = b.oom ? tpc_err_nomem(e) : tpc_ckpt_rename(ck, (int64_t)i, b.p, e);
+	}
+	tpc_buf_release(&b);
+	return ret;
+}
+
+int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, tpc_err *e)
+{
+	const tpc_value *pg = mo->groups;
+	size_t n0 = ck->n;
+	int nowd, src = -1, ret;
+	const char *first = NULL;
+	size_t per = 0;
+	tpc_value *root = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
+	tpc_value *state = tpc_value_new(TPC_V_DICT), *groups = tpc_value_new(TPC_V_DICT);
+	tpc_value **names = tpc_calloc(pg->n + 1, sizeof(*names));
+	if (!root || !model || !opt || !state || !groups || !names) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	for (size_t g = 0; g < pg->n; g++)
+		if (!(names[g] = tpc_value_new(TPC_V_LIST))) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+	if ((ret = group_rule(mo, &nowd, mo->common, e)) || (ret = check_orphans(ck, n0, path, e)) ||
+	    (ret = add_steps(mo, ck, &src, mo->common, e)))
+		goto out;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		if (state_key(ck->t[i].name))
+			continue;
+		tpc_value *sd = tpc_value_new(TPC_V_DICT);
+		if (!sd) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		size_t before = mo->nstate;
+		if ((ret = param_state(mo, ck, (int64_t)i, sd, path, e)) || mo->nstate == before) {
+			tpc_value_unref(sd);
+			continue; /* no state: frozen, or not a parameter */
+		}
+		int g = group_of(mo, nowd, &ck->t[i]);
+		char nb[1024];
+		const char *nm = ck->t[i].name;
+		if (!first)
+			first = nm, per = mo->nstate - before;
+		if (mo->nstate - before != per) {
+			tpc_value_unref(sd);
+			ret = tpc_err_at(e, TPC_EINPUT, path, nm,
+					 "has %zu optimizer state tensors, '%s' %zu: a parameter without its moments or master cannot resume",
+					 mo->nstate - before, first, per);
+			break;
+		}
+		snprintf(nb, sizeof(nb), "optim.state.%s.step", nm);
+		int64_t st = tpc_ckpt_add_tensor(ck, nb, TPC_F32, 0, NULL, NULL, src, (uint64_t)g * 4, e);
+		if (st < 0) {
+			tpc_value_unref(sd);
+			ret = (int)st;
+			break;
+		}
+		if (tpc_value_set(sd, tpc_value_str("step", 4), tpc_value_tensor(st)) ||
+		    tpc_value_set(state, tpc_value_str(nm, strlen(nm)), sd) ||
+		    tpc_value_append(names[g], tpc_value_str(nm, strlen(nm))))
+			ret = tpc_err_nomem(e);
+		mo->nparams++;
+	}
+	for (size_t g = 0; g < pg->n && !ret; g++) {
+		tpc_value *d = new_group(pg->items[g], names[g]);
+		if (!d || tpc_value_set(groups, tpc_value_int((int64_t)g), d))
+			ret = tpc_err_nomem(e);
+	}
+	/* the model: every other item of the tree, as it was read */
+	for (size_t i = 0; !ret && ck->root && ck->root->kind == TPC_V_DICT && i < ck->root->n; i++) {
+		const tpc_value *k = ck->root->keys[i];
+		if (k->kind == TPC_V_STR && !strncmp(k->str, "optimizer.", 10))
+			continue;
+		if (tpc_value_set(model, tpc_value_ref(ck->root->keys[i]), tpc_value_ref(ck->root->items[i])))
+			ret = tpc_err_nomem(e);
+	}
+	if (!ret && (tpc_value_set(opt, tpc_value_str("state", 5), tpc_value_ref(state)) ||
+		     tpc_value_set(opt, tpc_value_str("param_groups", 12), tpc_value_ref(groups)) ||
+		     tpc_value_set(root, tpc_value_str("model", 5), tpc_value_ref(model)) ||
+		     tpc_value_set(root, tpc_value_str("optim", 5), tpc_value_ref(opt))))
+		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = rename_all(ck, n0, e);
+	if (!ret) {
+		tpc_value_unref(ck->root);
+		ck->root = root;
+		root = NULL;
+	}
+out:
+	for (size_t g = 0; names && g < pg->n; g++)
+		tpc_value_unref(names[g]);
+	free(names);
+	tpc_value_unref(root);
+	tpc_value_unref(model);
+	tpc_value_unref(opt);
+	tpc_value_unref(state);
+	tpc_value_unref(groups);
+	return ret;
+}
+
+void tpc__mcore_optim_about(const tpc__mcore_optim *mo, tpc_buf *b)
+{
+	tpc_buf_addf(b, "\noptimizer state: Megatron's distributed optimizer (%s): %zu parameters, %zu state tensors beside them (each element its parameter's), %zu param group%s",
+		     mo->type, mo->nparams, mo->nstate, mo->groups->n, mo->groups->n == 1 ? "" : "s");
+}

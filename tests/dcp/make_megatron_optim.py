@@ -1,0 +1,276 @@
+"""Megatron-Core torch_dist saves with the distributed optimizer's state, as
+Megatron writes them, by real torch DCP (Megatron is not packaged in Debian):
+a small re-implementation of the writer, each rule cited to Megatron-LM
+(d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
+of 5ab481cb45, the last tree with the flattened form).
+
+    python3 make_megatron_optim.py OUTDIR     (torch >= 2.4: the forky chroot)
+
+Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
+'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
+flattened), each a save folder (latest_checkpointed_iteration.txt,
+iter_0000007/ with .metadata, one __R_0.distcp per rank, common.pt,
+metadata.json) of the same tiny GPT (2 layers, hidden 8, tp 2, dp 4: eight
+gloo processes; dp 4 so that, with Megatron's 64-element alignment, two
+parameters' ranges cross DP ranks, one of them the SwiGLU fc1 whose range
+is also cut at its gate/up halves).
+
+Every optimizer value names its parameter and element: for the parameter
+with id k in PARAMS (per layer, Megatron's named_parameters order) element i
+(C order, TP merged) holds exp_avg k*1024 + i + 0.25, exp_avg_sq + 0.5 and the
+fp32 master + 0.75; the model weights are the masters in bf16. The common
+state holds two param groups as Megatron's standard override splits them
+(megatron/core/optimizer/__init__.py:94-128, d98e8a6: wd_mult 0 for 1-D
+parameters and biases), each with step 7 (distrib_optimizer.py:866-878).
+"""
+import argparse
+import math
+import os
+import sys
+
+import torch
+
+L, H, QKV, PROJ_IN, I, V, TP, DP = 2, 8, 24, 8, 16, 40, 2, 4
+STEP = 7
+
+# stacked key -> (per-layer shape, TP split: ('rows'|'cols'|'swiglu'|None))
+# (transformer_layer / mlp / TE linear sharded_state_dict: column-parallel
+# weights and biases split dim 0, row-parallel dim 1, SwiGLU fc1 as
+# [gate; up] with each rank's halves two fragments, mlp.py:264-360 at 5ab481c^)
+KEYS = [
+    ("embedding.word_embeddings.weight", (V, H), "rows", False),
+    ("decoder.layers.self_attention.linear_qkv.layer_norm_weight", (H,), None, True),
+    ("decoder.layers.self_attention.linear_qkv.weight", (QKV, H), "rows", True),
+    ("decoder.layers.self_attention.linear_qkv.bias", (QKV,), "rows", True),
+    ("decoder.layers.self_attention.linear_proj.weight", (H, PROJ_IN), "cols", True),
+    ("decoder.layers.mlp.linear_fc1.layer_norm_weight", (H,), None, True),
+    ("decoder.layers.mlp.linear_fc1.weight", (2 * I, H), "swiglu", True),
+    ("decoder.layers.mlp.linear_fc2.weight", (H, I), "cols", True),
+    ("decoder.final_layernorm.weight", (H,), None, False),
+    ("output_layer.weight", (V, H), "rows", False),
+]
+
+
+def per_layer(key, l):
+    return key.replace("decoder.layers.", "decoder.layers.%d." % l, 1)
+
+
+def params():
+    """Per-layer parameters in named_parameters order (embedding, layer 0's,
+    layer 1's, final norm, output layer): (name, key, layer, shape, split)."""
+    out = [(k, k, None, s, sp) for k, s, sp, st in KEYS[:1]]
+    for l in range(L):
+        out += [(per_layer(k, l), k, l, s, sp) for k, s, sp, st in KEYS if st]
+    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-2:]]
+    return out
+
+
+PARAMS = params()
+
+
+def tagged(k, shape, add):
+    n = math.prod(shape)
+    return (torch.arange(n, dtype=torch.float64) + k * 1024 + add).to(torch.float32).reshape(shape)
+
+
+def no_wd(name, shape):
+    return len(shape) == 1 or name.endswith(".bias")
+
+
+def local(t, split, r):
+    """TP rank r's local shard of a per-layer tensor t, and its fragments:
+    [(offsets in the per-layer tensor, data)]; a replicated tensor: rank 0's."""
+    if split is None:
+        return [((0,) * t.dim(), t)] if r == 0 else []
+    if split == "rows":
+        n = t.shape[0] // TP
+        return [((r * n,) + (0,) * (t.dim() - 1), t[r * n:(r + 1) * n])]
+    if split == "cols":
+        n = t.shape[1] // TP
+        return [((0, r * n), t[:, r * n:(r + 1) * n])]
+    n = I // TP  # swiglu
+    return [((r * n, 0), t[r * n:(r + 1) * n]), ((I + r * n, 0), t[I + r * n:I + (r + 1) * n])]
+
+
+# ---- the distributed optimizer's buffer (which DP rank holds which range) ----
+
+def pad_to(x, d):
+    return (x + d - 1) // d * d
+
+
+def dp_ranges(tp_rank):
+    """For each parameter, TP rank tp_rank's local flat range [s, e) on each
+    DP rank: the buffer lays params out in reverse order (distrib_optimizer.py
+    :506-589, d98e8a6, bucket_size None: one bucket), each start aligned to 64
+    elements (param_layout.py pad_param_start), the bucket end padded to a
+    multiple of lcm(dp, 128) (pad_bucket_end); DP rank r owns
+    [r * size / dp, (r + 1) * size / dp) (:200-257) and a parameter's
+    piece there is its 'param' range (:134-197)."""
+    start, index = 0, {}
+    for name, key, l, shape, split in reversed(PARAMS):
+        start = pad_to(start, 64)
+        numel = math.prod(shape) if split is None else math.prod(shape) // TP
+        index[name] = (start, start + numel)
+        start += numel
+    size = pad_to(start, math.lcm(DP, 128))
+    per = size // DP
+    out = {}
+    for name, (ps, pe) in index.items():
+        out[name] = []
+        for r in range(DP):
+            lo, hi = max(ps, r * per), min(pe, (r + 1) * per)
+            if hi > lo:
+                out[name].append((r, lo - ps, hi - ps))
+    return out
+
+
+# ---- ShardedTensors as torch_dist saves them ----
+
+def sharded_tensor(global_shape, shards_all, mine, dtype):
+    """A torch ShardedTensor of global_shape: shards_all lists every rank's
+    (rank, offsets, sizes), mine this rank's (offsets, tensor)
+    (strategies/torch.py sharded_tensor_to_torch_sharded_tensor)."""
+    from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor, ShardedTensorMetadata
+    from torch.distributed._shard.sharded_tensor.metadata import TensorProperties
+    from torch.distributed._shard.metadata import ShardMetadata
+    rank = torch.distributed.get_rank()
+    local = [Shard(tensor=t.contiguous().clone(), metadata=ShardMetadata(list(o), list(t.shape), "rank:%d/cpu" % rank))
+             for o, t in mine]
+    md = [ShardMetadata(list(o), list(s), "rank:%d/cpu" % r) for r, o, s in shards_all]
+    gmd = ShardedTensorMetadata(shards_metadata=md, size=torch.Size(global_shape),
+                                tensor_properties=TensorProperties(dtype=dtype, requires_grad=False))
+    return ShardedTensor._init_from_local_shards_and_global_metadata(local, gmd)
+
+
+def rank_of(tp, dp):
+    return dp * TP + tp
+
+
+def model_space(key, value_of, dtype, rank):
+    """key's global tensor (layers stacked on a prepended axis,
+    transformer_block.py sharded_pp_offset) as the model saves it: TP
+    fragments, DP replica 0 only (the model's replica_id, which
+    fully_reshardable keeps, distrib_optimizer.py:1793-1794)."""
+    ps = [p for p in PARAMS if p[1] == key]
+    stacked = ps[0][2] is not None
+    gshape = ((L,) if stacked else ()) + ps[0][3]
+    all_, mine = [], []
+    for name, _, l, shape, split in ps:
+        t = value_of(name, shape).to(dtype)
+        for tp in range(TP):
+            for off, frag in local(t, split, tp):
+                o = ((l,) if stacked else ()) + off
+                d = frag.unsqueeze(0) if stacked else frag
+                all_.append((rank_of(tp, 0), o, tuple(d.shape)))
+                if rank == rank_of(tp, 0):
+                    mine.append((o, d))
+    return sharded_tensor(gshape, all_, mine, dtype)
+
+
+def flattened(key, value_of, rank):
+    """key's optimizer state in fully_sharded_model_space as torch_dist saved
+    it (5ab481c^: distrib_optimizer.py sharded_param_state_fs_model_space,
+    each DP rank its flattened_range of the TP-local shard; strategies/
+    torch.py type 3 and resharding.py: global shape axis_fragmentations +
+    (prod(local_shape),), a chunk at local_chunk_offset_in_global() +
+    (flattened_range.start,)). TP replicas (replica_id's TP coordinate) are
+    saved by TP rank 0; every DP rank saves its own range."""
+    ps = [p for p in PARAMS if p[1] == key]
+    stacked = ps[0][2] is not None
+    shape, split = ps[0][3], ps[0][4]
+    frag = [1] * len(shape)
+    if split in ("rows", "swiglu"):
+        frag[0] = TP * (2 if split == "swiglu" else 1)
+    elif split == "cols":
+        frag[1] = TP
+    loc = [s // f for s, f in zip(shape, frag)]
+    n = math.prod(loc)
+    gshape = ((L,) if stacked else ()) + tuple(frag) + (n,)
+    all_, mine = [], []
+    for tp in range(TP if split else 1):
+        ranges = dp_ranges(tp)
+        for name, _, l, shp, _ in ps:
+            t = value_of(name, shp)
+            tl = torch.cat([f.reshape(-1) for _, f in local(t, split, tp)])  # the TP-local shard, flat
+            for dp, s, e in ranges[name]:
+                pieces = []
+                if split == "swiglu":  # mlp.py:322-360 at 5ab481c^: the range cut at the halves
+                    if s < n:
+                        pieces.append(((tp, 0), s, min(e, n), 0))
+                    if e > n:
+                        pieces.append(((tp + TP, 0), max(s, n) - n, e - n, n))
+                else:
+                    fo = [0] * len(shape)
+                    if split == "rows":
+                        fo[0] = tp
+                    elif split == "cols":
+                        fo[1] = tp
+                    pieces.append((tuple(fo), s, e, 0))
+                for fo, a, b, base in pieces:
+                    o = ((l,) if stacked else ()) + fo + (a,)
+                    sz = (1,) * (len(o) - 1) + (b - a,)
+                    all_.append((rank_of(tp, dp), o, sz))
+                    if rank == rank_of(tp, dp):
+                        mine.append((o, tl[base + a:base + b].reshape(sz)))
+    return sharded_tensor(gshape, all_, mine, torch.float32)
+
+
+def pid(name):
+    return [p[0] for p in PARAMS].index(name)
+
+
+def worker(rank, world, iterdir, port, kind):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    val = lambda add: (lambda name, shape: tagged(pid(name), shape, add))
+    sd = {}
+    for key, *_ in KEYS:
+        sd[key] = model_space(key, val(0.75), torch.bfloat16, rank)
+        if kind == "fully_reshardable":  # distrib_optimizer.py:1823-1832 (d98e8a6)
+            for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+                sd["optimizer.state.%s.%s" % (sk, key)] = model_space(key, val(add), torch.float32, rank)
+        else:  # :1669-1750 at 5ab481c^, 'param' renamed fp32_param (:1697)
+            for sk, add in (("fp32_param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+                sd["optimizer.state.%s.%s" % (sk, key)] = flattened(key, val(add), rank)
+    dcp.save(sd, checkpoint_id=iterdir, planner=DefaultSavePlanner(flatten_state_dict=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def groups():
+    base = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "amsgrad": False, "maximize": False, "foreach": None,
+            "capturable": False, "differentiable": False, "fused": None, "is_expert_parallel": False,
+            "default_config": True, "lr_mult": 1.0, "is_decoupled_lr": False, "max_lr": 1e-3, "min_lr": 1e-5,
+            "step": STEP}
+    return [dict(base, weight_decay=0.1, wd_mult=1.0), dict(base, weight_decay=0.0, wd_mult=0.0)]
+
+
+def save(out, name, kind, port):
+    import torch.multiprocessing as mp
+    save_dir = os.path.join(out, name)
+    iterdir = os.path.join(save_dir, "iter_0000007")
+    os.makedirs(iterdir, exist_ok=True)
+    mp.spawn(worker, args=(TP * DP, iterdir, port, kind), nprocs=TP * DP, join=True)
+    with open(os.path.join(iterdir, "metadata.json"), "w") as f:
+        f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+                              ffn_hidden_size=I, padded_vocab_size=V, tensor_model_parallel_size=TP,
+                              data_parallel_size=DP, swiglu=True, use_distributed_optimizer=True,
+                              apply_wd_to_qk_layernorm=False, bf16=True)
+    # common state: DistributedOptimizer.state_dict() (:825-885) and the
+    # sharding type (:1581), under 'optimizer' (training/checkpointing.py)
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
+              "optimizer": {"optimizer": {"param_groups": groups()}, "param_state_sharding_type": kind}}
+    torch.save(common, os.path.join(iterdir, "common.pt"))
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(STEP))
+    print("wrote", save_dir)
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    save(out, "megatron_optim_reshard", "fully_reshardable", 29561)
+    save(out, "megatron_optim_fsms", "fully_sharded_model_space", 29562)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Megatron-Core's distributed optimizer as a source (TAP). The fixtures
+# tests/data/dcp/megatron_optim_{reshard,fsms} are torch_dist saves of one tiny
+# GPT (tp 2 x dp 4) that real torch 2.14 DCP wrote from
+# tests/dcp/make_megatron_optim.py (a re-implementation of Megatron's writer,
+# cited there), with param_state_sharding_type 'fully_reshardable' (model
+# space) and 'fully_sharded_model_space' (each DP rank's flattened range,
+# Megatron 0.8 to 0.15's default; two parameters' ranges cross DP ranks, the
+# SwiGLU fc1's also its gate/up halves); every moment and master names its
+# parameter and element. tpconv gives both the same optimizer.pt (checked by
+# value and stepped by AdamW in Debian's torch 1.13, megatron_optim_check.py)
+# and a DCP folder for another mesh. megatron_optim_legacy is the same model
+# as a legacy save (distrib_optim.pt of 6 buckets beside model_optim_rng.pt,
+# make_megatron_legacy_optim.py): mapped by Megatron's buffer layout to the
+# same values. What tpconv cannot map is refused by name.
+# usage: megatron_optim_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=${TPC_PY:-/usr/bin/python3}
+D=$SRC/tests/data/dcp
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_fsms"
+grep -qx "# optimizer state: Megatron's distributed optimizer (fully_sharded_model_space): 17 parameters, 51 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# optimizer state 'optim': 17 parameters in 2 param groups, 51 moments shaped as their parameters (element for element), 17 scalars, 0 values; state keys exp_avg, exp_avg_sq, fp32_param, step" "$T/out" &&
+  grep -qx "# \[1\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[24, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
+  grep -qx "# \[12\] model.decoder.layers.0.self_attention.linear_qkv.bias BF16 \[24\] (group 1): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
+  grep -q "^# param group 1: 7 parameters; lr=0.001 .* weight_decay=0 wd_mult=0$" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer: the sharding type, 17 parameters with their moments, master and step, the standard weight-decay split" ||
+  bad "inspect --optimizer" "$(head -12 "$T/out" "$T/err")"
+
+L=$D/megatron_optim_legacy/iter_0000007/mp_rank_00/model_optim_rng.pt
+run "$TPCONV" inspect --optimizer "$L"
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 6 buckets): 17 parameters, 51 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# \[0\] model.embedding.word_embeddings.weight BF16 \[40, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer of a legacy rank file: distrib_optim.pt's 6 buckets mapped to 17 parameters" ||
+  bad "inspect --optimizer (legacy)" "$(head -8 "$T/out" "$T/err")"
+
+mkdir -p "$T/r" "$T/f" "$T/x" "$T/l" "$T/y"
+run "$TPCONV" convert "$L" --optimizer -o "$T/l/optimizer.pt" -q
+r5=$rc
+run "$TPCONV" convert "$L" --optimizer --format dcp --dcp-ranks 2 -o "$T/l2" -q
+r6=$rc
+run "$TPCONV" convert "$T/l2" --optimizer -o "$T/y/optimizer.pt" -q
+# (read back equal by value: the param groups' shared betas tuple comes back as two tuples)
+[ "$r5$r6$rc" = 000 ] && ok "legacy: convert --optimizer; --format dcp --dcp-ranks 2 and back" ||
+  bad "legacy convert: exit $r5 $r6 $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$D/megatron_optim_reshard" --optimizer -o "$T/r/optimizer.pt" -q
+r1=$rc
+run "$TPCONV" convert "$D/megatron_optim_fsms" --optimizer -o "$T/f/optimizer.pt" -q
+r2=$rc
+run "$TPCONV" convert "$D/megatron_optim_fsms" --optimizer --format dcp --dcp-ranks 3 -o "$T/d3" -q
+r3=$rc
+run "$TPCONV" convert "$T/d3" --optimizer -o "$T/x/optimizer.pt" -q
+r4=$rc
+[ "$r1$r2$r3$r4" = 0000 ] && cmp -s "$T/r/optimizer.pt" "$T/f/optimizer.pt" &&
+  ok "fully_reshardable and fully_sharded_model_space give a byte-identical optimizer.pt; --format dcp --dcp-ranks 3 and back" ||
+  bad "convert: exit $r1 $r2 $r3 $r4" "$(cat "$T/err")"
+if "$PY" -c 'import torch' 2>/dev/null; then
+  "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/f/optimizer.pt" "$T/x/optimizer.pt" "$T/l/optimizer.pt" "$T/y/optimizer.pt" >"$T/py" 2>&1
+  while IFS= read -r l; do
+    case $l in
+      "ok "*) ok "${l#ok }" ;;
+      "not ok "*) bad "${l#not ok }" ;;
+      *) diag "$l" ;;
+    esac
+  done <"$T/py"
+else
+  skip "optimizer.pt by value, in torch.optim.AdamW" "no torch in $PY"
+fi
+
+# refused by name: what Megatron's save does not say, or says inconsistently
+# common.pt variants made in one Python process (megatron_optim_hostile.py), in this order
+"$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_reshard" "$T/c" \
+  type:dp_reshardable type:fsdp_dtensor_v2 groups3 nostep nooptim \
+  "$D/megatron_optim_legacy" args:ddp_bucket_size=400 args:tensor_model_parallel_size=2 uncoalesced twobuffers >/dev/null 2>&1 || rm -rf "$T/c"
+hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [file inside]
+  rm -rf "$T/h" "$T/h.pt"
+  if [ "${2%%:*}" = meta ]; then
+    mkdir -p "$T/h" && cp "$D/megatron_optim_fsms/latest_checkpointed_iteration.txt" "$T/h/" &&
+      python3 "$SRC/tests/dcp/dcp_meta.py" "$D/megatron_optim_fsms/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
+      { bad "$1: generator"; return; }
+  else
+    [ -d "$T/c/${2#c:}" ] || { skip "$1" "no torch in $PY"; return; }
+    mv "$T/c/${2#c:}" "$T/h"
+  fi
+  run "$TPCONV" convert "$T/h${4:-}" --optimizer -o "$T/h.pt"
+  [ "$rc" = 3 ] && [ ! -e "$T/h.pt" ] && grep -qxF "$3" "$T/err" && ok "refused: $1" || bad "$1 (exit $rc)" "$(cat "$T/err")" "want: $3"
+}
+I=$T/h/iter_0000007
+S=optimizer.state
+hostile "flat buckets without names (dp_reshardable)" c:0 \
+  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_reshardable', flat bucket buffers that do not name their parameters (Megatron's parameter order is not in the save); tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable) and 'fully_sharded_model_space'"
+hostile "an unknown sharding type" c:1 \
+  "tpconv: error: '$I/common.pt': unknown param_state_sharding_type 'fsdp_dtensor_v2' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)"
+hostile "three param groups" c:2 \
+  "tpconv: error: '$I/common.pt': 3 param groups (wd_mult 1, 0, 1): Megatron does not save which parameter is in which (state_dict drops 'params'), and tpconv knows only its standard split, one group with weight decay and one (wd_mult 0) for 1-D parameters and biases"
+hostile "groups without step" c:3 \
+  "tpconv: error: '$I/common.pt': param group 0 has no step (an integer, as Megatron saves torch's Adam's): the moments cannot be resumed without it"
+hostile "no common optimizer state" c:4 \
+  "tpconv: error: '$I/common.pt': holds no 'optimizer': the save has no optimizer state (saved with --no-save-optim?)"
+hostile "a flattened form that does not add up" "meta:swap:$S.exp_avg.decoder.layers.self_attention.linear_qkv.weight=$S.exp_avg.decoder.layers.mlp.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor '$S.exp_avg.decoder.layers.self_attention.linear_qkv.weight': a local shard of its parameter 'decoder.layers.self_attention.linear_qkv.weight' [2, 24, 8] holds 96 elements, the flattened form stores 64 per fragment"
+hostile "state of a parameter the save lacks" "meta:rename:$S.exp_avg_sq.output_layer.weight=$S.exp_avg_sq.output_layer.bias" \
+  "tpconv: error: '$I/.metadata': tensor '$S.exp_avg_sq.output_layer.bias': its parameter 'output_layer.bias' is not in the save"
+hostile "a rank's range missing" "meta:gap:$S.fp32_param.output_layer.weight" \
+  "tpconv: error: '$I/.metadata': tensor '$S.fp32_param.output_layer.weight': the chunks cover 160 of the tensor's 320 elements: a gap (a rank's file missing from the metadata?)"
+hostile "an optimizer entry of another kind" "meta:rename:$S.exp_avg.output_layer.weight=optimizer.distributed.dp_group_idx_0.gbuf_idx_0.bucket_idx_0.exp_avg" \
+  "tpconv: error: '$I/.metadata': tensor 'optimizer.distributed.dp_group_idx_0.gbuf_idx_0.bucket_idx_0.exp_avg': an optimizer entry tpconv does not know (neither optimizer.state.{exp_avg,exp_avg_sq,param,fp32_param}.KEY tensors): refused rather than dropped"
+R=iter_0000007/mp_rank_00
+hostile "legacy: another bucket size" c:5 \
+  "tpconv: error: '$T/h/$R/distrib_optim.pt': the model's 17 parameters take 2328 elements in Megatron's buffer layout (4 buckets, 64-element aligned), the buffer holds 2368 (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped" /$R/model_optim_rng.pt
+hostile "legacy: one rank of a tp 2 set" c:6 \
+  "tpconv: error: '$T/h/$R/model_optim_rng.pt': one rank file of a tp 2 x pp 1 set: its distrib_optim.pt holds the moments of that rank's slices, which are not joined yet (a tp 1 x pp 1 save is read)" /$R/model_optim_rng.pt
+hostile "legacy: the pre-2024 per-bucket form" c:7 \
+  "tpconv: error: '$T/h/$R/distrib_optim.pt': no buckets_coalesced: Megatron's per-bucket form from before February 2024, which is not read" /$R/model_optim_rng.pt
+hostile "legacy: two parameter buffers" c:8 \
+  "tpconv: error: '$T/h/$R/distrib_optim.pt': holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read" /$R/model_optim_rng.pt
+
+# without --optimizer the model alone, as before
+run "$TPCONV" inspect "$D/megatron_optim_fsms"
+grep -qx "# optimizer state: 30 entries left out (read them with --select optimizer)" "$T/out" && [ "$rc" = 0 ] &&
+  ok "without --optimizer: the model, the optimizer state left out" || bad "inspect without --optimizer" "$(head -5 "$T/out" "$T/err")"
+done_testing
