@@ -154,6 +154,9 @@ if "$TPCONV" convert "$T/alora/adapter" --base "$A/tiny-llama" --outtype f32 -o 
    cmp -s "$T/alora.gguf" "$F/llama-alora/ref-f32.gguf"; then
   ok "aLoRA f32: the adapter GGUF is convert_lora_to_gguf.py's, byte for byte"
 else bad "aLoRA adapter GGUF" "$(cat "$T/err")"; fi
+"$TPCONV" inspect "$F/llama-alora/ref-f32.gguf" 2>&1 | grep -q "a LoRA adapter of 32 tensors (convert FILE --base BASE -o DIR/: the PEFT adapter), activated (aLoRA) after 3 invocation tokens" &&
+  ok "inspect names an aLoRA adapter GGUF and its invocation tokens" || bad "inspect aLoRA" "$("$TPCONV" inspect "$F/llama-alora/ref-f32.gguf" 2>&1 | head -3)"
+
 if "$TPCONV" convert "$F/llama-alora/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/alora-back" -q 2>"$T/err" &&
    cmp -s "$T/alora-back/adapter_model.safetensors" "$F/llama/adapter/adapter_model.safetensors" &&
    python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["alora_invocation_tokens"] != [5, 17, 3])' "$T/alora-back/adapter_config.json"; then
