@@ -176,8 +176,10 @@ typedef struct tpc_tensor_row {
 					     "#K" part the K-th equal slice of each expert's rows, as
 					     conversion_mapping.py's MergeModulelist(dim=0) then
 					     Concatenate(dim=1) make it (Mixtral's
-					     mlp.experts.gate_up_proj#0 is w1). What PEFT's
-					     target_parameters name. NULL: none */
+					     mlp.experts.gate_up_proj#0 is w1); for a row without
+					     "{E}", the name transformers 5 renames it to (Mixtral's
+					     router block_sparse_moe.gate -> mlp.gate.weight). What
+					     PEFT's target_parameters name. NULL: none */
 } tpc_tensor_row;
 
 /*

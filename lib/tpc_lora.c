@@ -417,6 +417,21 @@ static int param_fit(const tpc_tensor *W, const tpc_tensor *A, const tpc_tensor 
 	return n && t ? 2 : n ? 0 : t ? 1 : -1;
 }
 
+/* The base tensor transformers 5's parameter `key` is, when it only renamed
+ * it (the family record's hf_fused without "{E}": Mixtral's mlp.gate.weight
+ * is the checkpoint's block_sparse_moe.gate.weight); -1 if none. */
+static int64_t renamed(const tpc_ckpt *ck, const tpc_lora_cfg *c, const char *key)
+{
+	const tpc_tensor_row *rows[2];
+	int64_t L;
+	char nm[600];
+	int part;
+	if (!c->family || tpc_family_fused_rows(c->family, key, &L, rows, 2) != 1 || strchr(rows[0]->hf_fused, '#') ||
+	    strstr(rows[0]->name[TPC_ECO_HF], "{E}") || !tpc_family_name(rows[0], TPC_ECO_HF, L, -1, false, nm, sizeof(nm), &part))
+		return -1;
+	return tpc_ckpt_find(ck, nm);
+}
+
 /* Whether a fit is a float weight of its own (not tied): 0, or the refusal. */
 static int float_untied(const tpc_ckpt *ck, int64_t bi, const char *an, tpc_err *e)
 {
@@ -518,6 +533,8 @@ static int resolve_param(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const 
 		int ret = tpc_lora_rank_alpha(c, key, &r, &alpha, e);
 		if (ret)
 			return ret;
+		if (bi < 0)
+			bi = renamed(ck, c, key);
 		if (bi < 0) {
 			/* the base may keep this parameter's experts one by one */
 			lmod t = *m;

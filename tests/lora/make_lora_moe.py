@@ -228,17 +228,22 @@ print("mixtral/experts: written")
 # concatenated into mlp.experts.gate_up_proj [E, 2I, H], w2 stacked into
 # down_proj [E, H, I], not is_transposed): target_parameters on the fused
 # parameters, with the rank_pattern / alpha_pattern PEFT's
-# _convert_peft_config_moe gives gate_up_proj (r and alpha doubled); the
-# base on disk keeps one tensor an expert, so the merged fused delta lands in
-# w1 (rows 0 .. I-1), w3 (rows I ..) and w2 of each expert
+# _convert_peft_config_moe gives gate_up_proj (r and alpha doubled), and the
+# router; the base on disk keeps one tensor an expert, so the merged fused
+# delta lands in w1 (rows 0 .. I-1), w3 (rows I ..) and w2 of each expert
 torch.manual_seed(5)
-cfg = lora_cfg(target_modules=["q_proj"], target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"],
+cfg = lora_cfg(target_modules=["q_proj"],
+               target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"],
                rank_pattern={r".*\.gate_up_proj": 4}, alpha_pattern={r".*\.gate_up_proj": 8})
 ad, ref, worst = {}, dict(sd), []
 I = 8
 for L in range(2):
     pre = f"model.layers.{L}."
     linear(sd, ad, ref, cfg, pre + "self_attn.q_proj")
+    # the router, transformers 5's mlp.gate (block_sparse_moe.gate renamed;
+    # PEFT's _MOE_TARGET_MODULE_MAPPING "gate" -> "gate.weight"): a 2-D
+    # parameter, a Linear's delta
+    linear(sd, ad, ref, cfg, pre + "mlp.gate", pre + "block_sparse_moe.gate.weight")
     bs = pre + "block_sparse_moe.experts."
     ex = pre + "mlp.experts"
     fused = {
