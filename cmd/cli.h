@@ -100,8 +100,11 @@ int tpc_cli_dequantize(const char *in, tpc_ckpt *ck, size_t *ndq);
 /* --lora DIR[:WEIGHT] (convert, shard): the PEFT LoRA adapter in folder DIR
  * (adapter_config.json, adapter_model.safetensors or .bin) merged into ck
  * with weight WEIGHT (default 1) as computed tensors (lib/tpc_lora.h).
- * `strict`: the .bin's pickle under --strict. 0 or an exit status (said). */
-int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict);
+ * `strict`: the .bin's pickle under --strict; `base` (may be NULL) the base
+ * checkpoint's path, whose config.json (with `set`'s --config) names its
+ * family. 0 or an exit status (said). */
+struct tpc_cli_set;
+int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict, const char *base, const struct tpc_cli_set *set);
 /* A PEFT adapter folder opened: its adapter_config.json and its weights
  * (adapter_model.safetensors, else adapter_model.bin). Closing one that
  * failed to open, or was never opened but zeroed, is fine. */
@@ -130,7 +133,8 @@ void tpc_cli_lora_set_init(tpc_cli_lora_set *ls);
 void tpc_cli_lora_set_release(tpc_cli_lora_set *ls);
 struct tpc_cli_input;
 int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const struct tpc_cli_input *base,
-			     const tpc_model_facts *f, tpc_shard_opts *so, bool strict, tpc_shard_plan *sp, tpc_err *e);
+			     const struct tpc_cli_set *set, const tpc_model_facts *f, tpc_shard_opts *so, bool strict,
+			     tpc_shard_plan *sp, tpc_err *e);
 /* merge NEMO_DIR -o DIR (cli_lora_shard.c): a NeMo / Megatron LoRA saved per
  * tensor-parallel rank, as one PEFT adapter folder (shard/tpc_lora_nemo.h);
  * --dry-run lists it. 0 or an exit status (said). */

@@ -65,7 +65,7 @@ void tpc_cli_adapter_close(tpc_cli_adapter *a)
 	memset(a, 0, sizeof(*a));
 }
 
-int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
+int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict, const char *base, const tpc_cli_set *set)
 {
 	char *dir = NULL;
 	tpc_cli_adapter a;
@@ -83,7 +83,13 @@ int tpc_cli_lora(const char *arg, tpc_ckpt *ck, bool strict)
 		tpc_err_at(&e, TPC_EINPUT, dir, NULL, "--lora takes a PEFT adapter folder (adapter_config.json, adapter_model.safetensors)");
 		goto fail;
 	}
-	if (tpc_cli_adapter_open(&a, dir, strict, &e) || tpc_lora_merge(ck, &a.ad, &a.cfg, w, &st, &e))
+	if (tpc_cli_adapter_open(&a, dir, strict, &e))
+		goto fail;
+	/* the base's family: how its fused experts are laid out */
+	char *cfg_path = base ? tpc_cli_model_config(base, set) : NULL;
+	a.cfg.family = tpc_cli_config_family(cfg_path);
+	free(cfg_path);
+	if (tpc_lora_merge(ck, &a.ad, &a.cfg, w, &st, &e))
 		goto fail;
 	tpc_cli_info("merged the adapter '%s' (weight %g): %zu LoRA weight%s%s, %zu bias%s, %zu tensor%s replaced (modules_to_save)",
 		     dir, w, st.merged, st.merged == 1 ? "" : "s", st.dora ? " (DoRA)" : "", st.biases,

@@ -28,13 +28,12 @@ static bool base_weights(const char *base)
 static int check_against(const char *base, const tpc_ckpt *ad, const tpc_lora_cfg *cfg, tpc_err *e)
 {
 	tpc_ckpt ck;
-	tpc_lora_stats st;
 	tpc_open_opts oo;
 	memset(&oo, 0, sizeof(oo));
 	tpc_ckpt_init(&ck);
 	int ret = tpc_ckpt_open(&ck, base, &oo, e);
 	if (!ret)
-		ret = tpc_lora_merge(&ck, ad, cfg, 1.0, &st, e);
+		ret = tpc_lora_check(&ck, ad, cfg, e);
 	tpc_ckpt_release(&ck);
 	return ret;
 }
@@ -54,7 +53,8 @@ static int to_gguf(const char *in, const char *out, const char *base, const tpc_
 	 * checks it (every key placed, shapes, target_modules), on a copy that is
 	 * dropped; the reference reads only config.json, and so does a base
 	 * folder without weights here */
-	if (tpc_cli_adapter_open(&a, in, strict, &e) || (base_weights(base) && check_against(base, &a.ad, &a.cfg, &e)))
+	/* (a LoRA on parameters: the writer refuses it, by name, first) */
+	if (tpc_cli_adapter_open(&a, in, strict, &e) || (!a.cfg.params && base_weights(base) && check_against(base, &a.ad, &a.cfg, &e)))
 		goto fail;
 	tpc_write_opts wo = *wo0;
 	wo.lora_base = base;

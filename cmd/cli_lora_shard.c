@@ -33,7 +33,7 @@ static int open_adapter(tpc_cli_lora_set *ls, const char *dir, bool strict, tpc_
 	return tpc_cli_adapter_open(&ls->a, dir, strict, e);
 }
 
-int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tpc_cli_input *base,
+int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tpc_cli_input *base, const tpc_cli_set *set,
 			     const tpc_model_facts *f, tpc_shard_opts *so, bool strict, tpc_shard_plan *sp, tpc_err *e)
 {
 	tpc_buf pj = TPC_BUF_INIT;
@@ -42,14 +42,18 @@ int tpc_cli_lora_shard_build(tpc_cli_lora_set *ls, const char *adapter, const tp
 	if (so->layout && so->layout != &tpc_layout_peft)
 		return tpc_cli_usage("shard", "--base writes the peft layout (rank folders of PEFT adapters), not --layout %s",
 				     so->layout->name);
-	if (so->pp > 1 || so->ep > 1)
-		return tpc_cli_usage("shard", "--base splits an adapter for tensor parallelism only: no --pp or --ep");
+	if (so->pp > 1)
+		return tpc_cli_usage("shard", "--base splits an adapter for tensor (and expert) parallelism only: no --pp");
 	if (!base->have_ck)
 		return tpc_cli_usage("shard", "--base takes the base checkpoint, not a shard set: merge it first");
 	if ((ret = open_adapter(ls, adapter, strict, e)))
 		return ret;
-	if ((ret = tpc_lora_shard_plan(base->view, &base->plan, f, so->tp, so->resolve_flags, &ls->a.ad, &ls->a.cfg, &pj, &st,
-				       e)))
+	/* the base's family: how its fused experts are laid out (target_parameters) */
+	char *cfg_path = base->path ? tpc_cli_model_config(base->path, set) : NULL;
+	ls->a.cfg.family = tpc_cli_config_family(cfg_path);
+	free(cfg_path);
+	if ((ret = tpc_lora_shard_plan(base->view, &base->plan, f, so->tp, so->ep, so->resolve_flags, &ls->a.ad, &ls->a.cfg,
+				       &pj, &st, e)))
 		goto out;
 	if ((ret = tpc_plan_from_buffer(&ls->plan, pj.p, pj.len, "(the adapter's plan)", e)))
 		goto out;

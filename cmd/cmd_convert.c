@@ -393,7 +393,7 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 		return ret;
 	/* LoRA adapters: computed descriptions over the (dequantized) weights */
 	for (int k = 0; k < c->nlora; k++)
-		if ((ret = tpc_cli_lora(c->lora[k], in->view, c->flags & TPC_CLI_IN_STRICT)))
+		if ((ret = tpc_cli_lora(c->lora[k], in->view, c->flags & TPC_CLI_IN_STRICT, c->in, &c->set)))
 			return ret;
 	/* one rank file of a Megatron set is converted as it is, with a word */
 	tpc_megatron_args mga;

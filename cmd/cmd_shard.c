@@ -542,7 +542,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	}
 	/* LoRA adapters: the merged weights computed slice by slice as well */
 	for (int k = 0; k < s->nlora; k++)
-		if ((ret = tpc_cli_lora(s->lora[k], &in->ck, s->so.strict)))
+		if ((ret = tpc_cli_lora(s->lora[k], &in->ck, s->so.strict, s->in, &s->set)))
 			return ret;
 	if (!in->have_plan)
 		return tpc_cli_usage("shard", "missing --preset NAME or --plan FILE (see 'tpconv plan --list')");
@@ -572,7 +572,7 @@ static int build(shard_cmd *s, tpc_err *e)
 	if (note[0])
 		tpc_cli_info("%s", note);
 	if (s->base) { /* IN is an adapter: split by the plan its base's rules give */
-		if ((ret = tpc_cli_lora_shard_build(&s->lsh, s->in, in, &s->facts, &s->so, s->so.strict, &s->sp, e)))
+		if ((ret = tpc_cli_lora_shard_build(&s->lsh, s->in, in, &s->set, &s->facts, &s->so, s->so.strict, &s->sp, e)))
 			return ret;
 		s->have_sp = true;
 		return 0;

@@ -635,7 +635,7 @@ bool tpc_tensor_same_view(const tpc_tensor *a, const tpc_tensor *b)
  * compute different bytes would be taken for one tie: the assertion stops
  * the build until it is (64-bit layout). */
 #if UINTPTR_MAX == 0xffffffffffffffffu
-_Static_assert(sizeof(tpc_dequant) == 136, "a field was added to tpc_dequant: compare it in same_dq, then update this size");
+_Static_assert(sizeof(tpc_dequant) == 160, "a field was added to tpc_dequant: compare it in same_dq, then update this size");
 #endif
 static bool same_dq(const tpc_dequant *a, const tpc_dequant *b)
 {
@@ -644,6 +644,7 @@ static bool same_dq(const tpc_dequant *a, const tpc_dequant *b)
 	    a->zero_plus_one != b->zero_plus_one || a->r0 != b->r0 || a->c0 != b->c0 || a->O != b->O || a->I != b->I ||
 	    a->gtype != b->gtype || a->fp4_mx != b->fp4_mx || a->fp4_div != b->fp4_div || a->rope_hd != b->rope_hd ||
 	    a->lora_mode != b->lora_mode || a->lora_dora != b->lora_dora || a->lora_scale != b->lora_scale ||
+	    a->lora_ne != b->lora_ne || a->lora_e0 != b->lora_e0 || a->lora_epr != b->lora_epr ||
 	    a->nc != b->nc || !a->mix != !b->mix || (a->mix && memcmp(a->mix, b->mix, sizeof(*a->mix))))
 		return false;
 	for (int k = 0; k < a->nc; k++)

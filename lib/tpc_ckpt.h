@@ -148,7 +148,10 @@ typedef struct tpc_tensor {
  *          (lora_dora 2, F32, computed when the description was built);
  *          lora_mode 0: row o = W[o] + s * B[o] @ A (a Linear), 1: row i =
  *          W[i] + s * (B @ A)[:, i] (Conv1D, Embedding), 2: a 1-D bias
- *          b + s * c[1] (lora_bias). Windows as for the others.
+ *          b + s * c[1] (lora_bias). Windows as for the others. With
+ *          lora_ne (experts, below), a 3-D [E, out, in] (mode 0) or [E, in,
+ *          out] (mode 1, gpt-oss) read as its [E * d1, d2] rows, whose
+ *          windows are those of MXFP4_T's, or one expert's 2-D weight.
  *   MIX    a model merge (tpc_mix.h): c[k] input k's tensor (any
  *          description), element by element with the coefficients `mix`
  *          (computed when the description was built). Windows as for the
@@ -207,6 +210,13 @@ typedef struct tpc_dequant {
 	int lora_mode;       /* LORA: 0 Linear, 1 transposed (Conv1D, Embedding), 2 bias */
 	int lora_dora;       /* LORA: 0 none, 1 c[3] the magnitude per row, 2 c[3] factors per column */
 	float lora_scale;    /* LORA: s, rounded to f32 as torch does a Python float */
+	/* LORA on experts (PEFT's ParamWrapper over a 3-D parameter): c[1] A is
+	 * [ne * r, in], expert e's rows e * r ..; c[2] B is [out, r * ne], rank
+	 * k of expert e its column k * ne + e. The image row R (of the full image;
+	 * a 3-D tensor [E, d1, d2] read as [E * d1, d2]) is expert e0 + R / epr's
+	 * (epr 0: every row is expert e0's: one expert's 2-D weight) and row
+	 * R % epr (R) of its matrix. ne 0: no experts. */
+	int64_t lora_ne, lora_e0, lora_epr;
 	tpc_mix_coef *mix;   /* MIX: the coefficients (in the description's block), else NULL */
 	int nc;              /* companions in c[] (GPTQ without g_idx: 3) */
 	int cap;             /* room in c[]: TPC_DQ_NC, a merge's TPC_DQ_MAXC (0: a template on the stack) */

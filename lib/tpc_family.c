@@ -137,24 +137,28 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	LLAMA_ATTN_ROWS,
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight",
 	    HF_L "post_attention_layernorm.weight", TR_L "post_layernorm.weight", GG_L "ffn_norm.weight"),
-	ROW(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", MC_L "mlp.router.weight",
-	    HF_L "block_sparse_moe.gate.weight", TR_L "mlp.router.weight", GG_L "ffn_gate_inp.weight"),
+	ROW_FUSED(FFN_GATE_INP, false, HF_L "block_sparse_moe.gate.weight", MC_L "mlp.router.weight",
+		  HF_L "block_sparse_moe.gate.weight", TR_L "mlp.router.weight", GG_L "ffn_gate_inp.weight",
+		  HF_L "mlp.gate.weight"),
 	ROW(FFN_EXP_PROBS_B, false, HF_L "block_sparse_moe.gate.e_score_correction_bias", NULL, NULL, NULL, NULL),
-	ROW(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", HF_L "block_sparse_moe.experts.w13_weight#0",
-	    TR_L "mlp.fc.weight#1", GG_L "ffn_gate_exps.weight"),
-	ROW(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", HF_L "block_sparse_moe.experts.w13_weight#1",
-	    TR_L "mlp.fc.weight#0", GG_L "ffn_up_exps.weight"),
-	ROW(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight",
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", HF_L "block_sparse_moe.experts.w2_weight",
-	    TR_L "mlp.proj.weight", GG_L "ffn_down_exps.weight"),
+	ROW_FUSED(FFN_GATE_EXP, false, HF_L "block_sparse_moe.experts.{E}.w1.weight",
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", HF_L "block_sparse_moe.experts.w13_weight#0",
+		  TR_L "mlp.fc.weight#1", GG_L "ffn_gate_exps.weight", HF_L "mlp.experts.gate_up_proj#0"),
+	ROW_FUSED(FFN_UP_EXP, false, HF_L "block_sparse_moe.experts.{E}.w3.weight",
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", HF_L "block_sparse_moe.experts.w13_weight#1",
+		  TR_L "mlp.fc.weight#0", GG_L "ffn_up_exps.weight", HF_L "mlp.experts.gate_up_proj#1"),
+	ROW_FUSED(FFN_DOWN_EXP, false, HF_L "block_sparse_moe.experts.{E}.w2.weight",
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", HF_L "block_sparse_moe.experts.w2_weight",
+		  TR_L "mlp.proj.weight", GG_L "ffn_down_exps.weight", HF_L "mlp.experts.down_proj"),
 	END_ROW,
 };
 
 /* Qwen2-MoE / Qwen3-MoE: mlp.experts with their router (and a score
  * correction bias where config.json routes as DeepSeek-V3: the MoE plan
- * replicates it), and dense layers (mlp_only_layers) named as LLaMA's. */
+ * replicates it), and dense layers (mlp_only_layers) named as LLaMA's.
+ * transformers 5 fuses the experts (conversion_mapping.py "qwen2_moe", also
+ * qwen3_moe's and olmoe's): mlp.experts.gate_up_proj [E, 2I, H] (gate, up),
+ * mlp.experts.down_proj [E, H, I]. */
 #define QWEN_MOE_ROWS \
 	LLAMA_ATTN_ROWS, \
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight", \
@@ -163,12 +167,15 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	ROW(FFN_GATE_INP, false, HF_L "mlp.gate.weight", MC_L "mlp.router.weight", HF_L "mlp.gate.weight", NULL, \
 	    GG_L "ffn_gate_inp.weight"), \
 	ROW(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", NULL, NULL, NULL, NULL), \
-	ROW(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", \
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight"), \
-	ROW(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", \
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight"), \
-	ROW(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", \
-	    MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight")
+	ROW_FUSED(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", \
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight", \
+		  HF_L "mlp.experts.gate_up_proj#0"), \
+	ROW_FUSED(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", \
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight", \
+		  HF_L "mlp.experts.gate_up_proj#1"), \
+	ROW_FUSED(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", \
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight", \
+		  HF_L "mlp.experts.down_proj")
 /* Qwen2-MoE: a shared expert with its sigmoid gate besides. */
 static const tpc_tensor_row qwen2moe_tensors[] = {
 	QWEN_MOE_ROWS,
@@ -291,7 +298,7 @@ static const tpc_tensor_row granitehybrid_dense_tensors[] = {
  * [E, 2I], [E, H] (gate_up_proj_bias, down_proj_bias). Hugging Face and
  * GGUF names (gguf-py constants.py MODEL_ARCH.GPT_OSS: the FFN norm is
  * post_attention_norm, the sinks attn_sinks.weight); no other ecosystem's. */
-#define ROW_IO(R, B, IL, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, IL}
+#define ROW_IO(R, B, IL, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, IL, NULL}
 #define HG(R, B, HF, GG) ROW(R, B, HF, NULL, NULL, NULL, GG)
 static const tpc_tensor_row gptoss_tensors[] = {
 	HG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
@@ -441,7 +448,7 @@ static const tpc_tensor_row hunyuanmoe_tensors[] = {
  * them. Hugging Face and GGUF names (gguf-py constants.py MODEL_ARCH.LLAMA4:
  * Llama4Model.modify_tensors splits gate_up_proj and transposes both, the
  * shared expert ffn_*_shexp); no other ecosystem's. */
-#define ROW_IO(R, B, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, false}
+#define ROW_IO(R, B, HF, GG) {TPC_ROLE_##R, B, {HF, NULL, NULL, NULL, GG}, true, false, NULL}
 static const tpc_tensor_row llama4_tensors[] = {
 	HF_GG(TOKEN_EMBD, false, "model.embed_tokens.weight", "token_embd.weight"),
 	HF_GG(OUTPUT_NORM, false, "model.norm.weight", "output_norm.weight"),

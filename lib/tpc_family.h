@@ -170,6 +170,16 @@ typedef struct tpc_tensor_row {
 					     interleave along the out dim: element j is part j % n's
 					     (gpt-oss's gate_up_proj: the gate at even, the up at odd
 					     columns), not equal slices in K order */
+	const char *hf_fused;             /* the parameter transformers (>= 5) holds this row's experts
+					     in when its Hugging Face checkpoint stores them one by one
+					     ("{E}" in the name): the experts stacked along dim 0 and a
+					     "#K" part the K-th equal slice of each expert's rows, as
+					     conversion_mapping.py's MergeModulelist(dim=0) then
+					     Concatenate(dim=1) make it (Mixtral's
+					     mlp.experts.gate_up_proj#0 is w1); for a row without
+					     "{E}", the name transformers 5 renames it to (Mixtral's
+					     router block_sparse_moe.gate -> mlp.gate.weight). What
+					     PEFT's target_parameters name. NULL: none */
 } tpc_tensor_row;
 
 /*
@@ -522,6 +532,12 @@ bool tpc_family_stacked(const tpc_tensor_row *row, tpc_eco eco);
  * count-1 each once or more than n. */
 int tpc_family_parts(const tpc_family *f, const tpc_tensor_row *row, tpc_eco eco, const tpc_tensor_row **out,
 		     int n);
+
+/* The rows of f whose hf_fused is transformers' parameter `name` (a layer's
+ * name: "{L}" matched, its number in *layer), in K order, into out[0 .. n):
+ * their count; 0 when no row names it, -1 when the parts are not 0 ..
+ * count-1 each once or more than n. */
+int tpc_family_fused_rows(const tpc_family *f, const char *name, int64_t *layer, const tpc_tensor_row **out, int n);
 
 /* Whether the family's table has routed experts (FFN_*_EXP rows). */
 bool tpc_family_has_experts(const tpc_family *f);

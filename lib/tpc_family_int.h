@@ -17,8 +17,11 @@
 #define GG_L "blk.{L}."
 
 /* A row: role, bias, then names in HF, Megatron-Core, vLLM, TensorRT-LLM, GGUF order. */
-#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}, false, false}
-#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false}
+#define ROW(R, B, HF, MC, VL, TR, GG) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}, false, false, NULL}
+/* A row of routed experts that transformers (>= 5) fuses into parameter FU
+ * (tpc_tensor_row.hf_fused). */
+#define ROW_FUSED(R, B, HF, MC, VL, TR, GG, FU) {TPC_ROLE_##R, B, {HF, MC, VL, TR, GG}, false, false, FU}
+#define END_ROW {TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false, NULL}
 /* A list of roles ending with TPC_ROLE_NONE (tpc_family.f32_roles) */
 #define ROLES(...) ((const tpc_role[]){__VA_ARGS__, TPC_ROLE_NONE})
 /* Layer parts (tpc_family.h); fields left out are the LLaMA's zero values */

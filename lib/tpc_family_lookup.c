@@ -581,3 +581,38 @@ const tpc_tensor_row *tpc_family_classify_for(const tpc_family *f, const char *l
 		*of = w ? f : NULL;
 	return w;
 }
+
+int tpc_family_fused_rows(const tpc_family *f, const char *name, int64_t *layer, const tpc_tensor_row **out, int n)
+{
+	int cnt = 0;
+	*layer = -1;
+	for (int k = 0; k < TPC_ROLE_COUNT; k++) { /* part k: exactly one row */
+		const tpc_tensor_row *got = NULL;
+		for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+			int64_t L, E;
+			bool b;
+			const char *h = w->hf_fused ? strchr(w->hf_fused, '#') : NULL;
+			int part = h ? atoi(h + 1) : 0;
+			if (!w->hf_fused || part != k || !tpc_family_match(w->hf_fused, name, false, &L, &E, &b))
+				continue;
+			if (got || (*layer >= 0 && L != *layer))
+				return -1;
+			got = w;
+			*layer = L;
+		}
+		if (!got)
+			break;
+		if (cnt >= n)
+			return -1;
+		out[cnt++] = got;
+	}
+	/* no row of the parameter left uncounted (a part past a gap) */
+	for (const tpc_tensor_row *w = f ? f->tensors : NULL; w && w->role; w++) {
+		int64_t L, E;
+		bool b;
+		const char *h = w->hf_fused ? strchr(w->hf_fused, '#') : NULL;
+		if (w->hf_fused && tpc_family_match(w->hf_fused, name, false, &L, &E, &b) && (h ? atoi(h + 1) : 0) >= cnt)
+			return -1;
+	}
+	return cnt;
+}

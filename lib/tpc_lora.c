@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tpc_cast.h"
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_lora.h"
 #include "tpc_regex.h"
@@ -58,7 +59,7 @@ int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, cons
 {
 	/* members whose adapter a merge into the unchanged base cannot express */
 	static const char *const refused[] = {
-		"target_parameters", "alora_invocation_tokens", "use_qalora", "layer_replication",
+		"use_qalora", "layer_replication",
 		"trainable_token_indices", "arrow_config", "use_bdlora",
 	};
 	int ret = 0;
@@ -121,9 +122,29 @@ int tpc_lora_cfg_from_buffer(tpc_lora_cfg *c, const char *text, size_t len, cons
 	if ((ret = json_bool(j, "use_rslora", &c->rslora, path, e)) || (ret = json_bool(j, "fan_in_fan_out", &c->fifo, path, e)) ||
 	    (ret = json_bool(j, "use_dora", &c->dora, path, e)) || (ret = json_bool(j, "lora_bias", &c->lora_bias, path, e)))
 		goto out;
+	const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "target_parameters"), *it;
+	if (tp && !cJSON_IsNull(tp) && !cJSON_IsArray(tp)) {
+		ret = cfg_bad(e, path, "'%s' is not a list", "target_parameters");
+		goto out;
+	}
+	cJSON_ArrayForEach(it, tp)
+	{
+		if (!cJSON_IsString(it) || !it->valuestring[0]) {
+			ret = cfg_bad(e, path, "'%s' holds something that is not a parameter name", "target_parameters");
+			goto out;
+		}
+	}
+	/* PEFT's ParamWrapper refuses these (tuners/lora/layer.py at 5d602fd,
+	 * ParamWrapper.__init__ L2275-2283): no such adapter is saved */
+	c->params = json_set(j, "target_parameters");
+	if (c->params && (c->dora || c->lora_bias || c->fifo)) {
+		ret = cfg_bad(e, path, "target_parameters with %s: PEFT's ParamWrapper does not make such an adapter",
+			      c->dora ? "use_dora" : c->lora_bias ? "lora_bias" : "fan_in_fan_out");
+		goto out;
+	}
 	static const char *const pats[] = {"rank_pattern", "alpha_pattern"};
 	for (int k = 0; k < 2; k++) {
-		const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, pats[k]), *it;
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, pats[k]);
 		if (p && !cJSON_IsNull(p) && !cJSON_IsObject(p)) {
 			ret = cfg_bad(e, path, "'%s' is not an object", pats[k]);
 			goto out;
@@ -258,6 +279,11 @@ typedef struct lmod {
 	int64_t base, bias;  /* ck tensors */
 	int mode, dora;
 	float s;
+	int64_t ne, epr;     /* experts (a ParamWrapper over a 3-D parameter): count, rows each */
+	int64_t *pieces;     /* a fused parameter the base stores one expert a tensor: expert e's
+				part k is ck tensor pieces[e * nparts + k], rows k * prow .. of B */
+	int npieces, nparts;
+	int64_t prow;
 } lmod;
 
 typedef struct plan {
@@ -270,6 +296,7 @@ static void plan_release(plan *p)
 	for (size_t i = 0; i < p->n; i++) {
 		free(p->m[i].name);
 		free(p->m[i].full_param);
+		free(p->m[i].pieces);
 	}
 	free(p->m);
 }
@@ -374,12 +401,246 @@ static int bad_shape(tpc_err *e, const tpc_ckpt *ad, int64_t ai, const tpc_tenso
 			  why ? ": " : "", why ? why : "");
 }
 
+/* Whether base tensor W [E, d1, d2] (or [out, in], E 1) fits PEFT's
+ * ParamWrapper A [E * r, in], B [out, r * E] (tuners/lora/layer.py
+ * _get_in_out_features, update_layer): mode 0 the experts' matrices are
+ * [out, in] ([E, d1, d2] with in = d2: transformers' fused experts), mode 1
+ * [in, out] (is_transposed: gpt-oss, Llama 4); -1 neither, 2 both (square). */
+static int param_fit(const tpc_tensor *W, const tpc_tensor *A, const tpc_tensor *B, int64_t r)
+{
+	if (W->ndim == 2)
+		return A->shape[0] == r && B->shape[1] == r && A->shape[1] == W->shape[1] && B->shape[0] == W->shape[0] ? 0 : -1;
+	if (W->ndim != 3 || W->shape[0] < 1 || A->shape[0] != r * W->shape[0] || B->shape[1] != r * W->shape[0])
+		return -1;
+	bool n = A->shape[1] == W->shape[2] && B->shape[0] == W->shape[1];
+	bool t = A->shape[1] == W->shape[1] && B->shape[0] == W->shape[2];
+	return n && t ? 2 : n ? 0 : t ? 1 : -1;
+}
+
+/* The base tensor transformers 5's parameter `key` is, when it only renamed
+ * it (the family record's hf_fused without "{E}": Mixtral's mlp.gate.weight
+ * is the checkpoint's block_sparse_moe.gate.weight); -1 if none. */
+static int64_t renamed(const tpc_ckpt *ck, const tpc_lora_cfg *c, const char *key)
+{
+	const tpc_tensor_row *rows[2];
+	int64_t L;
+	char nm[600];
+	int part;
+	if (!c->family || tpc_family_fused_rows(c->family, key, &L, rows, 2) != 1 || strchr(rows[0]->hf_fused, '#') ||
+	    strstr(rows[0]->name[TPC_ECO_HF], "{E}") || !tpc_family_name(rows[0], TPC_ECO_HF, L, -1, false, nm, sizeof(nm), &part))
+		return -1;
+	return tpc_ckpt_find(ck, nm);
+}
+
+/* Whether a fit is a float weight of its own (not tied): 0, or the refusal. */
+static int float_untied(const tpc_ckpt *ck, int64_t bi, const char *an, tpc_err *e)
+{
+	const tpc_tensor *W = &ck->t[bi];
+	char msg[1400];
+	if (W->dtype != TPC_F32 && W->dtype != TPC_BF16 && W->dtype != TPC_F16 && W->dtype != TPC_F64) {
+		snprintf(msg, sizeof(msg), "its base tensor '%s' is %s, not a float weight (quantized? give --dequantize)",
+			 W->name, tpc_dtype_name(W->dtype));
+		return bad_key(e, an, "%s", msg);
+	}
+	for (size_t j = 0; j < ck->n; j++)
+		if ((int64_t)j != bi && (tpc_tensor_same_view(&ck->t[j], W) || ck->t[j].alias_of == bi || W->alias_of == (int64_t)j))
+			return bad_key(e, an, "its base tensor is tied to '%s' (one storage): merging into tied weights is not supported",
+				       ck->t[j].name);
+	return 0;
+}
+
+/* transformers' fused parameter `key` [E, parts x rows, in] (not
+ * is_transposed: Mixtral's and Qwen-MoE's experts) where the base stores
+ * its experts one by one (the family record's hf_fused rows): expert e's
+ * part k is its own tensor [rows, in], the rows k * rows .. of the fused
+ * matrix. 1 and m filled when every expert's parts are there and fit A
+ * [E * r, in] and B [parts x rows, r * E], 0 when not, <0 an error. */
+static int split_fit(lmod *m, const tpc_ckpt *ck, const tpc_tensor *A, const tpc_tensor *B, const tpc_lora_cfg *c,
+		     const char *key, int64_t r, tpc_err *e)
+{
+	const tpc_tensor_row *rows[4];
+	int64_t L;
+	char nm[600];
+	int part, np = c->family ? tpc_family_fused_rows(c->family, key, &L, rows, 4) : 0, ret = 0;
+	if (np <= 0 || A->shape[0] % r || B->shape[1] != A->shape[0] || B->shape[0] % np)
+		return 0;
+	int64_t E = A->shape[0] / r, pr = B->shape[0] / np;
+	int64_t *pc = tpc_calloc((size_t)(E * np), sizeof(int64_t));
+	if (!pc)
+		return tpc_err_nomem(e);
+	for (int64_t x = 0; x <= E && ret >= 0; x++)
+		for (int k = 0; k < np && ret >= 0; k++) {
+			if (!tpc_family_name(rows[k], TPC_ECO_HF, L, x, false, nm, sizeof(nm), &part)) {
+				ret = -1;
+				break;
+			}
+			int64_t bi = tpc_ckpt_find(ck, nm);
+			/* experts 0 .. E-1, each [pr, in], and no expert E */
+			if (x == E ? bi >= 0 : bi < 0 || !shape2(&ck->t[bi], pr, A->shape[1]))
+				ret = -1;
+			else if (x < E)
+				pc[x * np + k] = bi;
+		}
+	if (ret < 0) {
+		free(pc);
+		return 0;
+	}
+	free(m->pieces);
+	m->pieces = pc;
+	m->npieces = (int)(E * np);
+	m->nparts = np;
+	m->prow = pr;
+	m->ne = E;
+	m->epr = 0;
+	m->mode = 0;
+	m->base = pc[0];
+	return 1;
+}
+
+/* A module of PEFT's ParamWrapper (target_parameters, PEFT >= 0.17): its
+ * lora_A/B adapt one parameter of the module named by the key less its
+ * ".base_layer"s (a wrapper around a wrapper: the same module's next
+ * parameter; tuners_utils.py _inject_parameters). The parameter is the one
+ * target_parameters names for that module whose base tensor fits the shapes;
+ * none or two: refused. */
+static int resolve_param(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
+{
+	char mod[512], key[600], tried[600] = "", msg[1400];
+	const tpc_tensor *A = &ad->t[m->t[K_A]], *B = &ad->t[m->t[K_B]];
+	const char *an = A->name;
+	size_t n = 0;
+	for (const char *p = m->name; *p && n + 1 < sizeof(mod);) {
+		if (!strncmp(p, ".base_layer", 11) && (!p[11] || p[11] == '.')) {
+			p += 11;
+			continue;
+		}
+		mod[n++] = *p++;
+	}
+	mod[n] = 0;
+	if (A->ndim != 2 || B->ndim != 2)
+		return bad_key(e, an, "module '%s' (target_parameters): lora_A and lora_B are not 2-D", m->name);
+	const cJSON *it, *tp = cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "target_parameters");
+	int64_t found = -1;
+	cJSON_ArrayForEach(it, tp)
+	{
+		const char *pn = it->valuestring, *dot = strrchr(pn, '.');
+		snprintf(key, sizeof(key), "%s.%s", mod, dot ? dot + 1 : pn);
+		size_t kl = strlen(key), pl = strlen(pn);
+		if (strcmp(key, pn) && !(kl > pl && key[kl - pl - 1] == '.' && !strcmp(key + kl - pl, pn)))
+			continue;
+		int64_t bi = tpc_ckpt_find(ck, key), r;
+		double alpha;
+		int ret = tpc_lora_rank_alpha(c, key, &r, &alpha, e);
+		if (ret)
+			return ret;
+		if (bi < 0)
+			bi = renamed(ck, c, key);
+		if (bi < 0) {
+			/* the base may keep this parameter's experts one by one */
+			lmod t = *m;
+			t.pieces = NULL;
+			int sf = split_fit(&t, ck, A, B, c, key, r, e);
+			if (sf < 0)
+				return sf;
+			if (sf && found >= 0) {
+				free(t.pieces);
+				snprintf(msg, sizeof(msg), "module '%s' (target_parameters) fits both '%s' and '%s': which one it "
+					 "adapts cannot be told from the shapes", m->name, ck->t[found].name, key);
+				return bad_key(e, an, "%s", msg);
+			}
+			for (int q = 0; sf && q < t.npieces; q++)
+				if ((ret = float_untied(ck, t.pieces[q], an, e))) {
+					free(t.pieces);
+					return ret;
+				}
+			if (sf) {
+				*m = t;
+				found = m->base;
+				m->s = (float)(c->rslora ? w * alpha / sqrt((double)r) : w * alpha / (double)r);
+				continue;
+			}
+		}
+		if (bi < 0 || param_fit(&ck->t[bi], A, B, r) < 0) {
+			size_t tl = strlen(tried);
+			snprintf(tried + tl, sizeof(tried) - tl, "%s'%s'%s", tl ? ", " : "",
+				 key, bi < 0 ? (c->family ? " (not in the base, nor its experts one by one)" : " (not in the base)") : "");
+			continue;
+		}
+		const tpc_tensor *W = &ck->t[bi];
+		int fit = param_fit(W, A, B, r);
+		int64_t L, X;
+		bool isb;
+		const tpc_tensor_row *row = fit == 2 && c->family ? tpc_family_classify(c->family, TPC_ECO_HF, key, &L, &X, &isb) : NULL;
+		if (row && !isb)
+			fit = row->hf_in_out; /* the family's record knows */
+		if (found >= 0) {
+			snprintf(msg, sizeof(msg), "module '%s' (target_parameters) fits both '%s' and '%s': which one it adapts "
+				 "cannot be told from the shapes", m->name, ck->t[found].name, key);
+			return bad_key(e, an, "%s", msg);
+		}
+		if (fit == 2) {
+			snprintf(msg, sizeof(msg), "module '%s' (target_parameters) fits '%s' both as [experts, out, in] and as "
+				 "[experts, in, out] (square experts), and no family record of the base (config.json) says which",
+				 m->name, key);
+			return bad_key(e, an, "%s", msg);
+		}
+		if ((ret = float_untied(ck, bi, an, e)))
+			return ret;
+		found = bi;
+		m->base = bi;
+		m->mode = fit;
+		m->ne = W->ndim == 3 ? W->shape[0] : 0;
+		m->epr = W->ndim == 3 ? W->shape[1] : 0;
+		m->s = (float)(c->rslora ? w * alpha / sqrt((double)r) : w * alpha / (double)r);
+	}
+	if (found < 0) {
+		snprintf(msg, sizeof(msg), "module '%s' (target_parameters) adapts none of the base's parameters that fit "
+			 "lora_A %lld x %lld and lora_B %lld x %lld (tried %s)", m->name, (long long)A->shape[0],
+			 (long long)A->shape[1], (long long)B->shape[0], (long long)B->shape[1], tried[0] ? tried : "none: no name matches");
+		return bad_key(e, an, "%s", msg);
+	}
+	return 0;
+}
+
+int tpc_lora_param_base(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, const char *module, int64_t *base,
+			bool *in_out, tpc_err *e)
+{
+	char ka[1200], kb[1200];
+	lmod m;
+	memset(&m, 0, sizeof(m));
+	for (int k = 0; k < K_NKIND; k++)
+		m.t[k] = -1;
+	m.base = m.bias = -1;
+	snprintf(ka, sizeof(ka), LORA_PREFIX "%s.lora_A.weight", module);
+	snprintf(kb, sizeof(kb), LORA_PREFIX "%s.lora_B.weight", module);
+	m.t[K_A] = tpc_ckpt_find(ad, ka);
+	m.t[K_B] = tpc_ckpt_find(ad, kb);
+	if (m.t[K_A] < 0 || m.t[K_B] < 0)
+		return tpc_err_at(e, TPC_EINPUT, NULL, m.t[K_A] < 0 ? kb : ka, "module '%s' has only one of lora_A and lora_B",
+				  module);
+	if (!(m.name = tpc_strdup(module)))
+		return tpc_err_nomem(e);
+	int ret = resolve_param(&m, ck, ad, c, 1.0, e);
+	if (!ret && m.pieces)
+		ret = tpc_err_at(e, TPC_EINPUT, NULL, ka,
+				 "module '%s' (target_parameters) adapts a fused parameter the base keeps one tensor an expert: "
+				 "its pairs are not split by expert; shard the base with it merged (shard BASE --lora ADAPTER)",
+				 module);
+	if (!ret) {
+		*base = m.base;
+		*in_out = m.mode == 1;
+	}
+	free(m.name);
+	free(m.pieces);
+	return ret;
+}
+
 /* A module's tensors against the config and the base: its mode, DoRA kind
  * and scale. */
 static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
 {
 	char bn[1024];
-	int ret;
+	int ret = 0;
 	if (m->full_param) {
 		snprintf(bn, sizeof(bn), "%s.%s", m->name, m->full_param);
 		const tpc_tensor *a = &ad->t[m->t[K_FULL]];
@@ -404,6 +665,11 @@ static int resolve(lmod *m, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lo
 		return bad_key(e, an, lin ? "module '%s' has only one of lora_A and lora_B"
 					  : "module '%s' has only one of lora_embedding_A and lora_embedding_B",
 			       m->name);
+	if (lin && json_set(c->json, "target_parameters") &&
+	    (strstr(m->name, ".base_layer") || (ret = names_module(c, "target_modules", m->name, 0, e)) == 0))
+		return resolve_param(m, ck, ad, c, w, e);
+	if (ret < 0)
+		return ret;
 	if ((ret = names_module(c, "target_modules", m->name, 1, e)) <= 0)
 		return ret < 0 ? ret : bad_key(e, an, "module '%s' is not among the config's target_modules", m->name);
 	if ((ret = names_module(c, "exclude_modules", m->name, 0, e)))
@@ -545,6 +811,8 @@ static int add_lora(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *
 	dq->kind = TPC_DQ_LORA;
 	dq->lora_mode = m->mode;
 	dq->lora_scale = m->s;
+	dq->lora_ne = m->ne;
+	dq->lora_epr = m->epr;
 	if ((ret = companion(&dq->c[0], &ck->t[m->base], NULL, e)))
 		goto fail;
 	dq->nc = 1;
@@ -626,6 +894,41 @@ fail:
 	return ret;
 }
 
+/* A fused parameter kept one expert a tensor: expert x's part k is a LoRA of
+ * its own, over the whole of A and B's rows of part k (tpc_ckpt.h: lora_ne
+ * experts, lora_e0 x). */
+static int add_pieces(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
+{
+	int ret = 0;
+	for (int q = 0; q < m->npieces && !ret; q++) {
+		tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
+		tpc_tensor bk;
+		if (!dq)
+			return tpc_err_nomem(e);
+		dq->kind = TPC_DQ_LORA;
+		dq->lora_mode = 0;
+		dq->lora_scale = m->s;
+		dq->lora_ne = m->ne;
+		dq->lora_e0 = q / m->nparts;
+		if (tpc_tensor_narrow(&bk, &ad->t[m->t[K_B]], 0, (q % m->nparts) * m->prow, m->prow)) {
+			tpc__dq_free(dq);
+			return tpc_err_set(e, TPC_EINPUT, "internal: cannot take rows of '%s'", ad->t[m->t[K_B]].name);
+		}
+		if (!(ret = companion(&dq->c[0], &ck->t[m->pieces[q]], NULL, e)))
+			dq->nc = 1;
+		if (!ret && !(ret = companion(&dq->c[1], &ad->t[m->t[K_A]], map, e)))
+			dq->nc = 2;
+		if (!ret && !(ret = companion(&dq->c[2], &bk, map, e)))
+			dq->nc = 3;
+		tpc_tensor_release(&bk);
+		if (ret)
+			tpc__dq_free(dq);
+		else
+			ret = install(ck, m->pieces[q], dq, e);
+	}
+	return ret;
+}
+
 static int add_bias(tpc_ckpt *ck, const tpc_ckpt *ad, const lmod *m, const int *map, tpc_err *e)
 {
 	tpc_dequant *dq = tpc_dequant_new(TPC_DQ_NC, false);
@@ -698,26 +1001,62 @@ int tpc__import_sources(tpc_ckpt *ck, const tpc_ckpt *ad, int **map, tpc_err *e)
 	return ret;
 }
 
+/* Every adapter key placed and checked against ck (nothing changed). */
+static int plan_build(plan *p, const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_err *e)
+{
+	int ret = place_keys(p, ad, c, e);
+	for (size_t i = 0; i < p->n && !ret; i++)
+		ret = resolve(&p->m[i], ck, ad, c, w, e);
+	/* a tensor changed twice: a module both replaced and adapted, two
+	 * replacements, or a fused parameter's expert that a LoRA of its own
+	 * adapts too */
+	int64_t *hit = NULL;
+	size_t nh = 0, cap = 0;
+	for (size_t i = 0; i < p->n && !ret; i++) {
+		const lmod *m = &p->m[i];
+		for (int q = 0; q < (m->pieces ? m->npieces : 1) + (m->bias >= 0) && !ret; q++) {
+			if (tpc_grow((void **)&hit, &cap, nh + 1, sizeof(*hit))) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			int64_t t = m->pieces && q < m->npieces ? m->pieces[q] : q ? m->bias : m->base;
+			for (size_t k = 0; k < nh && !ret; k++)
+				if (hit[k] == t)
+					ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[t].name,
+							 "changed twice by one adapter (a LoRA and a modules_to_save tensor, or two LoRAs)");
+			hit[nh++] = t;
+		}
+	}
+	free(hit);
+	if (!ret && !p->n)
+		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
+	return ret;
+}
+
+int tpc_lora_check(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_err *e)
+{
+	plan p = {0};
+	int ret = plan_build(&p, ck, ad, c, 1.0, e);
+	plan_release(&p);
+	return ret;
+}
+
 int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st, tpc_err *e)
 {
 	plan p = {0};
-	int *map = NULL;
-	int ret = place_keys(&p, ad, c, e);
+	int *map = NULL, ret;
 	memset(st, 0, sizeof(*st));
-	for (size_t i = 0; i < p.n && !ret; i++)
-		ret = resolve(&p.m[i], ck, ad, c, w, e);
-	/* a module both replaced and adapted, or two replacements of one tensor */
-	for (size_t i = 0; i < p.n && !ret; i++)
-		for (size_t k = i + 1; k < p.n && !ret; k++)
-			if (p.m[i].base == p.m[k].base || (p.m[i].bias >= 0 && p.m[i].bias == p.m[k].base))
-				ret = tpc_err_at(e, TPC_EINPUT, c->path, ck->t[p.m[i].base].name,
-						 "changed twice by one adapter (a LoRA and a modules_to_save tensor)");
-	if (ret)
+	/* an activated LoRA acts only after its invocation tokens: PEFT cannot
+	 * merge one (tuners/lora/variants.py at 5d602fdb, ALoraLinearVariant
+	 * merge_safe / merge_unsafe L562-567 raise); it still shards and
+	 * converts to an adapter GGUF */
+	if (json_set(c->json, "alora_invocation_tokens"))
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL,
+				  "'alora_invocation_tokens' is set: an activated LoRA (aLoRA) acts only after its invocation "
+				  "tokens, which a merged weight cannot express; PEFT does not merge one either (keep it an "
+				  "adapter: shard it, or convert it to an adapter GGUF)");
+	if ((ret = plan_build(&p, ck, ad, c, w, e)))
 		goto out;
-	if (!p.n) {
-		ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "the adapter holds no tensor");
-		goto out;
-	}
 	if ((ret = tpc__import_sources(ck, ad, &map, e)))
 		goto out;
 	for (size_t i = 0; i < p.n && !ret; i++) {
@@ -725,6 +1064,11 @@ int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, doub
 		if (m->full_param) {
 			ret = replace(ck, ad, m, map, e);
 			st->replaced++;
+			continue;
+		}
+		if (m->pieces) {
+			ret = add_pieces(ck, ad, m, map, e);
+			st->merged += (size_t)m->npieces;
 			continue;
 		}
 		ret = add_lora(ck, ad, m, map, e);
@@ -788,6 +1132,7 @@ static int operand(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t r, int64_t
 static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int64_t nr, int64_t C, int64_t r,
 		     const float *op, float *V, float *co, int64_t j0, int64_t J, tpc_err *e)
 {
+	/* experts: co made by the caller (expert_co), R0 a row of the base */
 	int ret = 0;
 	/* a plain base is read by the threads, each its own rows; a computed
 	 * one (another adapter, a dequantized weight) here, as it reads itself */
@@ -795,7 +1140,9 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 	if (!plain && (ret = read_f32(ck, &dq->c[0], (uint64_t)(R0 * C), (uint64_t)(nr * C), V, e)))
 		return ret;
 	/* the row's coefficients: B[o, :] (Linear), A[:, i] (transposed) */
-	if (dq->lora_mode == 0) {
+	if (dq->lora_ne) {
+		/* made by the caller */
+	} else if (dq->lora_mode == 0) {
 		ret = read_f32(ck, &dq->c[2], (uint64_t)(R0 * r), (uint64_t)(nr * r), co, e);
 	} else {
 		tpc_tensor v;
@@ -866,6 +1213,71 @@ static int lora_rows(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t R0, int6
 	return ret;
 }
 
+/* Experts (lora_ne): expert x's A_x = rows x * r .. of A [r, a1] and B_x =
+ * columns x, x + ne, ... of B [b0, r] (rank k's column k * ne + x: a
+ * strided view), read when the expert changes. */
+typedef struct lora_ex {
+	float *A, *B;
+	int64_t ne, r, a1, b0;
+} lora_ex;
+
+static int expert_load(const tpc_ckpt *ck, const tpc_dequant *dq, int64_t ex, lora_ex *x, tpc_err *e)
+{
+	const tpc_tensor *A = &dq->c[1], *B = &dq->c[2];
+	tpc_tensor va, vb, bt;
+	int ret = 0;
+	if (!x->A) {
+		x->ne = dq->lora_ne;
+		x->r = A->shape[0] / x->ne;
+		x->a1 = A->shape[1];
+		x->b0 = B->shape[0];
+		x->A = tpc_malloc((size_t)(x->r * x->a1 + 1) * sizeof(float));
+		x->B = tpc_malloc((size_t)(x->r * x->b0 + 1) * sizeof(float));
+		if (!x->A || !x->B)
+			return tpc_err_nomem(e);
+	}
+	if (tpc_tensor_narrow(&va, A, 0, ex * x->r, x->r))
+		return tpc_err_set(e, TPC_EINPUT, "internal: cannot take expert %lld of '%s'", (long long)ex, A->name);
+	ret = read_f32(ck, &va, 0, (uint64_t)(x->r * x->a1), x->A, e);
+	tpc_tensor_release(&va);
+	if (ret)
+		return ret;
+	/* B's columns as rows of its transpose, every ne-th from ex */
+	if (tpc_tensor_copy(&bt, B))
+		return tpc_err_nomem(e);
+	tpc_tensor_transpose2d(&bt);
+	ret = tpc_tensor_rows_every(&vb, &bt, ex, x->ne, x->r);
+	tpc_tensor_release(&bt);
+	if (ret)
+		return tpc_err_set(e, TPC_EINPUT, "internal: cannot take expert %lld of '%s'", (long long)ex, B->name);
+	/* vb is B_x transposed: [r, b0] */
+	float *tmp = tpc_malloc((size_t)(x->r * x->b0 + 1) * sizeof(float));
+	ret = !tmp ? tpc_err_nomem(e) : read_f32(ck, &vb, 0, (uint64_t)(x->r * x->b0), tmp, e);
+	for (int64_t k = 0; !ret && k < x->r; k++)
+		for (int64_t o = 0; o < x->b0; o++)
+			x->B[o * x->r + k] = tmp[k * x->b0 + o];
+	free(tmp);
+	tpc_tensor_release(&vb);
+	return ret;
+}
+
+/* The loaded expert's operand [r, C]: A_x (mode 0), B_x transposed (mode 1). */
+static void expert_op(const lora_ex *x, const tpc_dequant *dq, int64_t C, float *op)
+{
+	for (int64_t k = 0; k < x->r; k++)
+		for (int64_t j = 0; j < C; j++)
+			op[k * C + j] = dq->lora_mode == 0 ? x->A[k * x->a1 + j] : x->B[j * x->r + k];
+}
+
+/* The coefficients of rows m0 .. m0 + nr of the loaded expert's matrix:
+ * B_x[o, k] (mode 0), A_x[k, i] (mode 1). */
+static void expert_co(const lora_ex *x, const tpc_dequant *dq, int64_t m0, int64_t nr, float *co)
+{
+	for (int64_t i = 0; i < nr; i++)
+		for (int64_t k = 0; k < x->r; k++)
+			co[i * x->r + k] = dq->lora_mode == 0 ? x->B[(m0 + i) * x->r + k] : x->A[k * x->a1 + m0 + i];
+}
+
 int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_t cnt, float *dst, tpc_err *e)
 {
 	const tpc_dequant *dq = t->dq;
@@ -883,11 +1295,15 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 		free(x);
 		goto out;
 	}
-	if (t->ndim != 2 || t->shape[1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
+	/* experts: a 3-D [E, d1, d2] is read as its [E * d1, d2] rows; a weight
+	 * stacked with others (an expert of a GGUF stack) as [1, O, I] */
+	const int nd = t->ndim == 3 && ((dq->lora_ne && dq->lora_epr) || t->shape[0] == 1) ? 3 : 2;
+	if (t->ndim != nd || t->shape[nd - 1] <= 0 || e0 > t->numel || cnt > t->numel - e0)
 		return tpc_err_set(e, TPC_EINPUT, "internal: bad read of merged '%s'", t->name ? t->name : "?");
 	/* a window: rows r0.. of the full image, I of its C columns from c0 */
-	int64_t I = t->shape[1], C = dq->I ? dq->I : I;
-	int64_t r = dq->c[1].shape[0];
+	int64_t I = t->shape[nd - 1], C = dq->I ? dq->I : I;
+	int64_t r = dq->lora_ne ? dq->c[1].shape[0] / dq->lora_ne : dq->c[1].shape[0], cur = -1;
+	lora_ex x = {0};
 	uint64_t per = LORA_STEP_ELEMS / (uint64_t)C + 1;
 	uint64_t span = (e0 % (uint64_t)I + cnt + (uint64_t)I - 1) / (uint64_t)I;
 	if (per > span)
@@ -896,12 +1312,28 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	float *co = tpc_malloc((size_t)(per * (uint64_t)r) * sizeof(float));
 	if (!V || !co)
 		ret = tpc_err_nomem(e);
+	else if (dq->lora_ne)
+		ret = !(op = tpc_malloc((size_t)(r * C) * sizeof(float))) ? tpc_err_nomem(e) : 0;
 	else
 		ret = operand(ck, dq, r, C, &op, e);
 	while (!ret && cnt) {
 		int64_t o0 = (int64_t)(e0 / (uint64_t)I);
 		uint64_t skip = e0 % (uint64_t)I, need = (skip + cnt + (uint64_t)I - 1) / (uint64_t)I;
 		int64_t nr = (int64_t)(need < per ? need : per);
+		if (dq->lora_ne) {
+			/* one expert's rows at a time */
+			int64_t R = dq->r0 + o0, epr = dq->lora_epr, ex = dq->lora_e0 + (epr ? R / epr : 0);
+			int64_t m0 = epr ? R % epr : R;
+			if (epr && nr > epr - m0)
+				nr = epr - m0;
+			if (ex != cur) {
+				if ((ret = expert_load(ck, dq, ex, &x, e)))
+					break;
+				expert_op(&x, dq, C, op);
+			}
+			cur = ex;
+			expert_co(&x, dq, m0, nr, co);
+		}
 		uint64_t take = (uint64_t)nr * (uint64_t)I - skip;
 		if (take > cnt)
 			take = cnt;
@@ -927,6 +1359,8 @@ int tpc__lora_read(const tpc_ckpt *ck, const tpc_tensor *t, uint64_t e0, uint64_
 	free(op);
 	free(V);
 	free(co);
+	free(x.A);
+	free(x.B);
 out:
 	if (ret)
 		tpc_err_tensor(e, t->name);

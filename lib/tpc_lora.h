@@ -14,6 +14,8 @@
  *   lora_B.bias [out]                                lora_bias
  *   lora_embedding_A [r, vocab], lora_embedding_B [dim, r]   an Embedding
  *   lora_magnitude_vector[.weight] [out] / [dim]     DoRA
+ *   lora_A.weight [E * r, in], lora_B.weight [out, r * E]   target_parameters
+ *                                                    (PEFT's ParamWrapper, below)
  *   <module>.weight, <module>.bias                   modules_to_save: the base
  *                                                    tensor replaced whole
  *
@@ -35,6 +37,26 @@
  *        rounded to f32; W' = (m / n) * V, else W' = V
  *   lora_bias: b' = b + lora_B.bias * s
  *
+ * target_parameters (PEFT >= 0.17's ParamWrapper, tuners/lora/layer.py at
+ * 5d602fdb L2246-2600): the module's lora_A/B adapt its parameter P, a 3-D
+ * [E, d1, d2] of experts or a 2-D [out, in] (then as a Linear). Two
+ * parameters of one module nest: the inner wrapper's keys carry
+ * ".base_layer" (tuners_utils.py _inject_parameters); which parameter a
+ * key adapts is the one target_parameters names for that module whose base
+ * tensor fits the shapes. Expert e's delta (get_delta_weight, L2436-2462):
+ *
+ *   D_e[o, i] = s * sum over k in order of B[o, k * E + e] * A[e * r + k, i]
+ *
+ * laid out [out, in] (transformers' fused experts, Granite-MoE's
+ * ParallelExperts) or [in, out] (is_transposed: gpt-oss, Llama 4), told by
+ * the shapes, or where the experts are square by the family record's
+ * hf_in_out (c->family); r and alpha from the patterns by P's full name.
+ * A base that keeps P's experts one tensor each (a Mixtral or Qwen-MoE
+ * checkpoint, whose transformers 5 model fuses them into
+ * mlp.experts.gate_up_proj [E, 2I, H] and down_proj: the family record's
+ * hf_fused rows) gets D_e's rows k * I .. in expert e's part k (w1 / gate,
+ * w3 / up; w2 / down whole).
+ *
  * The image is f32; the output dtype is the base tensor's (one rounding, where
  * PEFT rounds D to a bf16/f16 adapter's dtype and adds in the base dtype: the
  * f32 case is PEFT's bit pattern given the sum order above, the others are
@@ -44,15 +66,21 @@
  * columns: they are computed when the description is built (one extra read
  * of that tensor).
  *
- * Refused by name (TPC_EINPUT): a peft_type other than LORA; config members
+ * Refused by name (TPC_EINPUT): an activated LoRA (alora_invocation_tokens:
+ * it acts only after its invocation tokens, and PEFT does not merge one;
+ * tpc_lora_check passes it, for an adapter GGUF or a shard); a peft_type
+ * other than LORA; config members
  * that change what the base is or how the adapter acts, which a merge cannot
- * express (init_lora_weights pissa/olora/corda/loftq/lora_ga, target_parameters,
- * alora_invocation_tokens, use_qalora, layer_replication,
+ * express (init_lora_weights pissa/olora/corda/loftq/lora_ga,
+ * use_qalora, layer_replication,
  * trainable_token_indices, arrow_config, use_bdlora); a key that is none of
  * the above; a module with A but no B (or the reverse); a module that
  * target_modules does not name or exclude_modules names; an adapter tensor
  * with no base tensor; shapes that do not fit (the rank against the pattern's
- * r too); DoRA or LoRA on a base that is not 2-D (convolutions), not float
+ * r too); target_parameters with use_dora, lora_bias or fan_in_fan_out
+ * (PEFT's ParamWrapper refuses them), a ParamWrapper module that fits no
+ * parameter, or two, or square experts no family record places; DoRA or
+ * LoRA on a base that is not 2-D (convolutions), not float
  * (FP8 without --dequantize) or tied to another tensor; lora_bias on a base
  * without a bias. Nothing is changed in the checkpoint until the whole
  * adapter has been checked.
@@ -75,7 +103,12 @@ typedef struct tpc_lora_cfg {
 	bool fifo;           /* fan_in_fan_out */
 	bool dora;           /* use_dora */
 	bool lora_bias;      /* lora_bias */
+	bool params;         /* target_parameters names parameters (PEFT's ParamWrapper) */
 	void *json;          /* the parsed file (cJSON): target_modules, patterns... */
+	/* The base's family (tpc_family.h), set by the caller, may be NULL: its
+	 * tensor table's hf_in_out tells [E, in, out] experts from [E, out, in]
+	 * where the shapes cannot (square experts, target_parameters). */
+	const struct tpc_family *family;
 } tpc_lora_cfg;
 
 /* Parse adapter_config.json's text (`path` names it in errors). Refusals as
@@ -108,6 +141,20 @@ typedef struct tpc_lora_stats {
  */
 int tpc_lora_merge(tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, double w, tpc_lora_stats *st,
 		   tpc_err *e);
+
+/* What tpc_lora_merge checks before ck changes (every key placed, shapes,
+ * target_modules...), ck left as it is: convert ADAPTER --base's check, which
+ * an activated LoRA (alora_invocation_tokens, never merged) passes too. */
+int tpc_lora_check(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_err *e);
+
+/* The base tensor the target_parameters module `module` (a key less
+ * "base_model.model." and ".lora_A.weight", ".base_layer"s kept) of adapter
+ * ad adapts, by the rules above: *base its index in ck, *in_out whether its
+ * experts are [E, in, out] (gpt-oss), else [E, out, in] or 2-D [out, in].
+ * TPC_EINPUT naming why when none or two fit, or when the base keeps that
+ * parameter's experts one tensor each (shard/tpc_lora_shard.c). */
+int tpc_lora_param_base(const tpc_ckpt *ck, const tpc_ckpt *ad, const tpc_lora_cfg *c, const char *module, int64_t *base,
+			bool *in_out, tpc_err *e);
 
 /* ad's sources added to ck (files mapped again, memory copied): (*map)[j]
  * is ad's source j's index in ck (malloc'd). Also model merging's (tpc_mix.h). */

@@ -68,6 +68,14 @@ void tpc_tensor_release(tpc_tensor *t)
 }
 
 /* numel and nbytes from shape and dtype; -1 on overflow. */
+/* A computed 3-D tensor [E, d1, d2] read as its [E * d1, d2] rows, windows
+ * of which select experts and columns: gpt-oss's MXFP4 experts, a LoRA
+ * merged into fused experts (tpc_lora.h). */
+static bool dq_rows3(const tpc_dequant *dq)
+{
+	return dq->kind == TPC_DQ_MXFP4_T || (dq->kind == TPC_DQ_LORA && dq->lora_epr);
+}
+
 static int tensor_sizes(tpc_tensor *t)
 {
 	uint64_t n = 1, bits;
@@ -419,7 +427,7 @@ int tpc_tensor_narrow(tpc_tensor *dst, const tpc_tensor *src, int dim, int64_t s
 		/* a window of the computed weight: nothing is read until it is. A
 		 * 3-D one (gpt-oss's MXFP4 experts [E, I, R], rows (e, i)): experts
 		 * and columns are windows too; inputs, expert by expert */
-		bool three = src->ndim == 3 && src->dq->kind == TPC_DQ_MXFP4_T;
+		bool three = src->ndim == 3 && dq_rows3(src->dq);
 		if (three && dim == 1 && src->shape[0] > 1) {
 			int64_t E = src->shape[0];
 			tpc_tensor *sub = tpc_calloc((size_t)E, sizeof(tpc_tensor)), one;
@@ -716,7 +724,10 @@ int tpc_tensor_unit_dim(tpc_tensor *t, int d, bool insert)
 static int lift0(tpc_tensor *t)
 {
 	int n = t->ndim;
-	if (n >= TPC_MAX_NDIM || t->dq)
+	/* a merged LoRA weight [O, I] reads as [1, O, I] (tpc__lora_read): one
+	 * expert of a stack the GGUF writer makes */
+	bool lora = t->dq && t->dq->kind == TPC_DQ_LORA && !t->dq->lora_epr && n == 2;
+	if (n >= TPC_MAX_NDIM || (t->dq && !lora))
 		return -1;
 	int64_t *s = tpc_calloc((size_t)(2 * (n + 1)), sizeof(int64_t));
 	if (!s)
@@ -744,7 +755,7 @@ static int drop0(tpc_tensor *t)
 	int n = t->ndim;
 	/* a computed weight: gpt-oss's MXFP4 experts [1, I, R] (tpc_tensor_narrow
 	 * put the expert's rows at r0 of the [E * I, R] image) read as [I, R] */
-	bool mx = t->dq && t->dq->kind == TPC_DQ_MXFP4_T && n == 3;
+	bool mx = t->dq && dq_rows3(t->dq) && n == 3;
 	if (n < 1 || t->shape[0] != 1 || (t->dq && !mx) || (t->nparts && t->cat_dim == 0))
 		return -1;
 	int64_t *s = t->shape;
@@ -769,14 +780,22 @@ int tpc_tensor_init_stack(tpc_tensor *dst, const tpc_tensor *parts, int nparts)
 	tpc_tensor *up = tpc_calloc((size_t)nparts, sizeof(*up));
 	if (!up)
 		return -1;
-	for (; n < nparts && !ret; n++)
+	bool dq = false; /* merged LoRA weights (lift0), read part by part */
+	for (; n < nparts && !ret; n++) {
 		ret = parts[n].ndim != parts[0].ndim || tpc_tensor_copy(&up[n], &parts[n]) || lift0(&up[n]);
-	return tpc_tensor_cat_release(dst, up, n, 0, ret);
+		dq = dq || parts[n].dq;
+	}
+	if (!ret)
+		ret = init_cat(dst, up, n, 0, dq);
+	for (int i = 0; i < n; i++)
+		tpc_tensor_release(&up[i]);
+	free(up);
+	return ret ? -1 : 0;
 }
 
 int tpc_tensor_select0(tpc_tensor *dst, const tpc_tensor *src, int64_t j)
 {
-	bool mx = src->dq && src->dq->kind == TPC_DQ_MXFP4_T && src->ndim == 3; /* one expert of the stack */
+	bool mx = src->dq && dq_rows3(src->dq) && src->ndim == 3; /* one expert of the stack */
 	if (src->ndim < 1 || (src->dq && !mx) || tpc_tensor_narrow(dst, src, 0, j, 1))
 		return -1;
 	if (drop0(dst) || tensor_sizes(dst)) {

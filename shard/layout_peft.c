@@ -65,6 +65,7 @@ static const char *const formats[] = {"safetensors", NULL};
 const tpc_layout tpc_layout_peft = {
 	.name = "peft", .desc = "tpTT_ppPP/ folders, each a PEFT LoRA adapter (shard ADAPTER --base BASE)",
 	.formats = formats, .set_format = "peft-shards", .merged_file = ADAPTER_FILE,
+	.expert_parallel = true, /* an expert's LoRA by its global name, in its EP group's folders */
 	.rank_name = rank_name,
 	.write_rank = write_rank, .rank_exists = rank_exists, .remove_rank = remove_rank,
 	.write_extras = tpc__layout_companions_per_rank, /* the adapter's companions in every rank folder */

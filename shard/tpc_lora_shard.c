@@ -91,19 +91,17 @@ static cJSON *rule_copy(cJSON *const *rules, int ri, bool retarget)
 		cJSON_DeleteItemFromObjectCaseSensitive(r, "split");
 		cJSON_DeleteItemFromObjectCaseSensitive(r, "dim");
 		cJSON_DeleteItemFromObjectCaseSensitive(r, "transposed");
+		cJSON_DeleteItemFromObjectCaseSensitive(r, "stacked"); /* the adapter's pair is 2-D */
 	}
 	return r;
 }
 
 /* The rule of adapter key `key` (role q, module base tensor `bt` split by s):
  * *rule NULL with e set on a refusal. */
-static int derive(const char *key, int q, const tpc_tensor *bt, const tpc_split *s, bool emb,
-		  bool fifo, bool dora, cJSON *const *rules, cJSON **rule, tpc_lora_shard_stats *st, tpc_err *e)
+static int derive(const char *key, int q, const tpc_tensor *bt, const tpc_split *s, bool emb, int out_dim, int in_dim,
+		  bool dora, cJSON *const *rules, cJSON **rule, tpc_lora_shard_stats *st, tpc_err *e)
 {
 	*rule = NULL;
-	/* the base's dims: a Linear [out, in]; a Conv1D [in, out]; an
-	 * embedding [vocab (in), hidden (out)] */
-	int out_dim = (emb || fifo) ? 1 : 0, in_dim = 1 - out_dim;
 	int carries = roles[q].carries;
 	if (s->kind == TPC_SPLIT_REPLICATE) {
 		st->whole++;
@@ -184,7 +182,7 @@ static bool fits(const tpc_tensor *at, int q, const tpc_tensor *bt, bool emb, bo
 }
 
 /* One adapter tensor's rule into it->rule. */
-static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, unsigned rflags,
+static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, int ep, unsigned rflags,
 	       const tpc_ckpt *ad, size_t i, const tpc_lora_cfg *c, cJSON *const *rules, item *it,
 	       tpc_lora_shard_stats *st, tpc_err *e)
 {
@@ -194,6 +192,24 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 	if ((ret = classify(k, &q, &bname, e)))
 		goto out;
 	int64_t bi = tpc_ckpt_find(base, bname);
+	/* PEFT's ParamWrapper (target_parameters): the parameter its module
+	 * adapts, found as a merge finds it; on fused experts [E, out, in] (or
+	 * [E, in, out]) its A [E * r, in] and B [out, r * E] follow in and out */
+	bool pw = false, in_out = false;
+	if (q >= 0 && (roles[q].role == R_A || roles[q].role == R_B) && c->json &&
+	    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "target_parameters")) > 0 &&
+	    (bi < 0 || base->t[bi].ndim == 3 || strstr(bname, ".base_layer"))) {
+		char *mod = tpc_strndup(bname, strlen(bname) - strlen(".weight"));
+		if (!mod) {
+			ret = tpc_err_nomem(e);
+			goto out;
+		}
+		ret = tpc_lora_param_base(base, ad, c, mod, &bi, &in_out, e);
+		free(mod);
+		if (ret)
+			goto out;
+		pw = base->t[bi].ndim == 3;
+	}
 	if (bi < 0) {
 		ret = refuse(e, k, "no base tensor '%s' for it%s", bname, "");
 		goto out;
@@ -201,7 +217,9 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 	const tpc_tensor *bt = &base->t[bi];
 	tpc_split s;
 	bool matched = false;
-	if ((ret = tpc_plan_resolve(bp, f, bt->name, bt->ndim, bt->shape, tp, rflags, &s, &matched, e)))
+	/* an expert's tensor with --ep: split over its EP group's tp/ep ranks */
+	int rtp = ep > 1 && tpc_plan_expert(bp, bt->name) >= 0 ? tp / ep : tp;
+	if ((ret = tpc_plan_resolve(bp, f, bt->name, bt->ndim, bt->shape, rtp, rflags, &s, &matched, e)))
 		goto out;
 	if (!matched) {
 		ret = refuse(e, k,
@@ -210,9 +228,22 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 			     bt->name, bp->name ? bp->name : "?");
 		goto out;
 	}
-	if (s.stacked || s.ep > 1) {
+	if (pw && ep > 1) {
+		ret = refuse(e, k,
+			     "a LoRA of target_parameters on the fused experts '%s' with --ep: its A holds the experts' ranks in "
+			     "rows and its B in interleaved columns (rank k of expert e at column k x E + e), which no plan rule "
+			     "cuts by expert; shard the base with it merged (shard BASE --lora ADAPTER --ep)%s",
+			     bt->name, "");
+		goto out;
+	}
+	if ((s.stacked && !pw) || s.ep > 1) {
 		ret = refuse(e, k, "its base tensor '%s' is an expert's (plan '%s'): LoRA on experts is not split", bt->name,
 			     bp->name ? bp->name : "?");
+		goto out;
+	}
+	if (pw && !s.stacked && s.kind != TPC_SPLIT_REPLICATE) {
+		ret = refuse(e, k, "its base tensor '%s' holds experts in dim 0, but plan '%s' does not split it as stacked experts",
+			     bt->name, bp->name ? bp->name : "?");
 		goto out;
 	}
 	if (q < 0) { /* modules_to_save: exactly as the base tensor */
@@ -245,7 +276,13 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if (!fits(&ad->t[i], q, bt, emb, c->fifo && !emb)) {
+	/* the base's dims: a Linear [out, in]; a Conv1D [in, out]; an
+	 * embedding [vocab (in), hidden (out)]; fused experts [E, out, in] or
+	 * [E, in, out] */
+	int out_dim = pw ? (in_out ? 2 : 1) : (emb || (c->fifo && !emb)) ? 1 : 0;
+	int in_dim = pw ? (in_out ? 1 : 2) : 1 - out_dim;
+	if (pw ? ad->t[i].ndim != 2 || ad->t[i].shape[roles[q].dim] != bt->shape[roles[q].carries == D_OUT ? out_dim : in_dim]
+	       : !fits(&ad->t[i], q, bt, emb, c->fifo && !emb)) {
 		char sh[2][128];
 		tpc_shape_str(&ad->t[i], sh[0], sizeof(sh[0]));
 		tpc_shape_str(bt, sh[1], sizeof(sh[1]));
@@ -254,7 +291,7 @@ static int one(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *
 		ret = refuse(e, k, "shape %s: not a LoRA tensor of that base tensor%s", both, "");
 		goto out;
 	}
-	ret = derive(k, q, bt, &s, emb, c->fifo && !emb, dora, rules, &it->rule, st, e);
+	ret = derive(k, q, bt, &s, emb, out_dim, in_dim, dora, rules, &it->rule, st, e);
 out:
 	free(bname);
 	free(emb_key);
@@ -309,8 +346,9 @@ static int emit(cJSON *arr, item *it, size_t n, const tpc_ckpt *ad, tpc_lora_sha
 	return ret;
 }
 
-int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, unsigned rflags,
-			const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st, tpc_err *e)
+int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, int ep,
+			unsigned rflags, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st,
+			tpc_err *e)
 {
 	cJSON *bj = NULL, *root = NULL, *arr = NULL;
 	cJSON **rules = NULL;
@@ -333,7 +371,7 @@ int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_mode
 	for (cJSON *r = br->child; r && k < nr; r = r->next)
 		rules[k++] = r;
 	for (size_t i = 0; i < ad->n && !ret; i++) {
-		if ((ret = one(base, bp, f, tp, rflags, ad, i, c, rules, &it[i], st, e)))
+		if ((ret = one(base, bp, f, tp, ep, rflags, ad, i, c, rules, &it[i], st, e)))
 			break;
 		if (!(it[i].pat = name_pattern(ad->t[i].name, true)) || !(it[i].str = cJSON_PrintUnformatted(it[i].rule)))
 			ret = tpc_err_nomem(e);
@@ -353,6 +391,12 @@ int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_mode
 	cJSON_AddStringToObject(root, "name", name);
 	cJSON_AddStringToObject(root, "description", desc);
 	cJSON_AddNumberToObject(root, "pad_multiple", (double)bp->pad_multiple);
+	/* the experts' patterns: an expert's adapter tensors go with it (--ep) */
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(bj, "experts");
+	if (ex && !cJSON_AddItemToObject(root, "experts", cJSON_Duplicate(ex, 1))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
 	cJSON_AddItemToObject(root, "rules", arr);
 	if ((ret = emit(arr, it, ad->n, ad, st, e)))
 		goto out;

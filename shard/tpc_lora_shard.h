@@ -43,9 +43,24 @@
  * linear_out (B) is a ColumnParallelLinear over out in both cases. That layout
  * is read back by tpc_lora_nemo.h; tpconv writes vLLM's.
  *
+ * Experts kept one tensor each (Mixtral's experts.N.w1): each expert's LoRA
+ * tensors go with their expert (the plan's "experts" patterns, copied into
+ * the adapter's plan: with --ep, to the expert's EP group, split tp/ep ways
+ * there as its base is), as vLLM's FusedMoEWithLoRA holds them per expert
+ * (vllm/lora/layers/fused_moe.py).
+ *
+ * A LoRA of target_parameters on fused experts (lib/tpc_lora.h: A [E * r,
+ * in], B [out, r * E] over a stacked [E, out, in] or [E, in, out], found as
+ * tpc_lora_param_base finds it) follows the stacked rule's split of the
+ * experts' out or in dimension as a Linear's does, the rule's parts, units
+ * and heads kept ("stacked", "dim", "transposed" dropped: the pair is 2-D).
+ *
  * Refused by name (TPC_EINPUT): an adapter tensor whose base tensor is missing,
- * is not 2-D, is matched by no rule of the plan (its split is not known), is a
- * stacked expert tensor or is split along neither of its dimensions; DoRA on a
+ * is not 2-D (but for target_parameters), is matched by no rule of the plan
+ * (its split is not known), is a stacked expert tensor or is split along
+ * neither of its dimensions; a target_parameters pair with --ep (its A holds
+ * the experts' ranks in rows, its B in interleaved columns, which no plan rule
+ * cuts by expert) or on experts the base keeps one tensor each; DoRA on a
  * base split along in; a key that is not PEFT's.
  *
  * The plan is an ordinary plan (tpc_plan.h): one rule per group of adapter
@@ -78,7 +93,8 @@ typedef struct tpc_lora_shard_stats {
  * beside base checkpoint `base` split by plan `bp` with facts f (already
  * merged and checked against base) and resolve flags `rflags`.
  */
-int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, unsigned rflags,
-			const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st, tpc_err *e);
+int tpc_lora_shard_plan(const tpc_ckpt *base, const tpc_plan *bp, const tpc_model_facts *f, int tp, int ep,
+			unsigned rflags, const tpc_ckpt *ad, const tpc_lora_cfg *c, tpc_buf *out, tpc_lora_shard_stats *st,
+			tpc_err *e);
 
 #endif

@@ -632,8 +632,12 @@ static void set_about(tpc_ckpt *ck, const tpc_gguf_kvs *kv, size_t nfiles)
 	if (a >= 0 && kv->kv[a].type == TPC_GV_STRING)
 		tpc_sanitize(arch, sizeof(arch), kv->kv[a].s);
 	tpc_buf_addf(&b, "GGUF, architecture %s, %zu KVs", arch, kv->n);
-	if (is_adapter(kv))
+	if (is_adapter(kv)) {
+		ptrdiff_t al = tpc_gguf_kvs_find(kv, "adapter.alora.invocation_tokens");
 		tpc_buf_addf(&b, ", a LoRA adapter of %zu tensors (convert FILE --base BASE -o DIR/: the PEFT adapter)", ck->n);
+		if (al >= 0 && kv->kv[al].type == TPC_GV_ARRAY)
+			tpc_buf_addf(&b, ", activated (aLoRA) after %llu invocation tokens", (unsigned long long)kv->kv[al].n);
+	}
 	if (nfiles > 1)
 		tpc_buf_addf(&b, ", a gguf-split set of %zu files", nfiles);
 	tpc_buf_adds(&b, "\ntensor types: ");

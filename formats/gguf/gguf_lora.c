@@ -153,7 +153,45 @@ static int cfg_fits(const tpc_lora_cfg *c, tpc_err *e)
 		why = "alpha_pattern (one adapter.lora.alpha for every pair)";
 	if (!why && cJSON_IsArray(ms) && ms->child)
 		why = "modules_to_save (an adapter GGUF holds LoRA pairs only)";
+	if (!why && c->params)
+		why = "target_parameters (LoRA on parameters, PEFT's ParamWrapper: the reference takes each key's '<module>.weight', "
+		      "which such a module does not have; merge it instead, convert BASE --lora ADAPTER -o MODEL.gguf)";
 	return why ? tpc_err_at(e, TPC_EINPUT, c->path, NULL, "%s: an adapter GGUF cannot express it", why) : 0;
+}
+
+/* set_gguf_parameters after the alpha: an activated LoRA's
+ * adapter.alora.invocation_tokens, a u32 array (convert_lora_to_gguf.py at
+ * 0b03adaa; llama.cpp applies the adapter only after that sequence). A
+ * config with only invocation_string the reference tokenizes with the base's
+ * tokenizer, dropping the first token: refused, not guessed. */
+static int alora_tokens(const tpc_lora_cfg *c, tpc_gguf_kvs *kv, tpc_err *e)
+{
+	const cJSON *a = c->json ? cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "alora_invocation_tokens") : NULL, *it;
+	const cJSON *is = c->json ? cJSON_GetObjectItemCaseSensitive((const cJSON *)c->json, "invocation_string") : NULL;
+	int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0, k = 0, ret = 0;
+	if (!n && cJSON_IsString(is) && is->valuestring[0])
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL, "invocation_string without alora_invocation_tokens: the reference "
+				  "tokenizes it with the base's tokenizer, which tpconv does not");
+	if (a && !cJSON_IsNull(a) && !cJSON_IsArray(a))
+		return tpc_err_at(e, TPC_EINPUT, c->path, NULL, "'alora_invocation_tokens' is not a list");
+	if (!n)
+		return 0;
+	uint32_t *v = tpc_calloc((size_t)n, sizeof(uint32_t));
+	if (!v)
+		return tpc_err_nomem(e);
+	cJSON_ArrayForEach(it, a)
+	{
+		double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
+		if (d < 0 || d > 4294967295.0 || d != (double)(uint32_t)d) {
+			ret = tpc_err_at(e, TPC_EINPUT, c->path, NULL, "'alora_invocation_tokens' holds something that is not a token id");
+			break;
+		}
+		v[k++] = (uint32_t)d;
+	}
+	if (!ret && tpc_gguf_kvs_arr(kv, "adapter.alora.invocation_tokens", U32, v, (uint64_t)n))
+		ret = tpc_err_nomem(e);
+	free(v);
+	return ret;
 }
 
 typedef struct lctx {
@@ -166,6 +204,11 @@ typedef struct lctx {
 	tpc_gguf_wtensor *t;
 	size_t n;
 	tpc_err *e;
+	/* experts the GGUF stacks (record's experts[]): module of layer l's stack
+	 * k, expert x at xm[(l * 3 + k) * n_exp + x] (NULL: none yet) */
+	uint64_t n_exp;
+	const lmod **xm;
+	uint64_t *xgot;
 } lctx;
 
 /* The reference's transform of this role that no LoRA pair gets here, or NULL */
@@ -175,7 +218,8 @@ static const char *unsupported(const lctx *x, const tpc_tensor_row *row, const c
 	tpc_role r = row->role;
 	if (strchr(row->name[TPC_ECO_HF], '#'))
 		return "a fused weight split into parts";
-	if (strstr(row->name[TPC_ECO_HF], "{E}") && !strstr(row->name[TPC_ECO_GGUF], "{E}"))
+	if (strstr(row->name[TPC_ECO_HF], "{E}") && !strstr(row->name[TPC_ECO_GGUF], "{E}") &&
+	    (!tpc_gguf_arch_stacks_experts(sp) || (r != sp->experts[0] && r != sp->experts[1] && r != sp->experts[2])))
 		return "experts stacked";
 	if ((sp->head_split.role && r == sp->head_split.role) || (sp->group_split.role && r == sp->group_split.role))
 		return "one weight written as two";
@@ -224,6 +268,64 @@ static bool float_dtype(tpc_dtype d)
 	return d == TPC_F32 || d == TPC_F16 || d == TPC_BF16;
 }
 
+/* An expert's pair: kept until the layer's last expert module (in the
+ * file's order), then the layer's three stacks in the record's order, each
+ * A [E, r, in] and B [E, out, r]: the reference's LoraTorchTensor under
+ * torch.stack when its model class stacks the experts (conversion/llama.py
+ * Mixtral: once a layer has all n_experts x 3). */
+static int expert_pair(lctx *x, const lmod *m, const tpc_tensor_row *row, int64_t l, int64_t xe)
+{
+	const tpc_gguf_arch *sp = x->sp;
+	int k = 0;
+	while (k < 3 && sp->experts[k] != row->role)
+		k++;
+	if (k == 3 || (uint64_t)xe >= x->n_exp)
+		return tpc_err_at(x->e, TPC_EINPUT, x->ad->path, x->ad->t[m->a].name,
+				  "module '%s': expert %lld, but the base's config.json has %llu", m->module, (long long)xe,
+				  (unsigned long long)x->n_exp);
+	const lmod **slot = &x->xm[((uint64_t)l * 3 + (uint64_t)k) * x->n_exp + (uint64_t)xe];
+	if (!*slot)
+		x->xgot[l]++;
+	*slot = m;
+	if (x->xgot[l] < 3 * x->n_exp)
+		return 0;
+	for (k = 0; k < 3; k++) {
+		const tpc_tensor_row *r = tpc_family_row(x->fam, sp->experts[k]);
+		tpc_tensor *pa = tpc_calloc(x->n_exp, sizeof(*pa)), *pb = tpc_calloc(x->n_exp, sizeof(*pb)), sa, sb;
+		char name[256];
+		int part, ret = pa && pb ? 0 : tpc_err_nomem(x->e);
+		for (uint64_t e = 0; !ret && e < x->n_exp; e++) {
+			const lmod *q = x->xm[((uint64_t)l * 3 + (uint64_t)k) * x->n_exp + e];
+			pa[e] = x->ad->t[q->a];
+			pb[e] = x->ad->t[q->b];
+		}
+		if (!ret && !tpc_family_name(r, TPC_ECO_GGUF, l, -1, false, name, sizeof(name), &part))
+			ret = tpc_err_at(x->e, TPC_EINPUT, x->ad->path, m->module, "no GGUF name for the %s stack",
+					 tpc_role_name(sp->experts[k]));
+		memset(&sa, 0, sizeof(sa));
+		memset(&sb, 0, sizeof(sb));
+		if (!ret && (tpc_tensor_init_stack(&sa, pa, (int)x->n_exp) || tpc_tensor_init_stack(&sb, pb, (int)x->n_exp)))
+			ret = tpc_err_at(x->e, TPC_EINPUT, x->ad->path, name,
+					 "layer %lld's experts' LoRA pairs differ in shape or dtype (torch.stack in the reference fails)",
+					 (long long)l);
+		free(pa); /* shallow copies of the adapter's tensors */
+		free(pb);
+		if (ret) {
+			tpc_tensor_release(&sa);
+			tpc_tensor_release(&sb);
+			return ret;
+		}
+		/* push takes each tensor (and releases it on failure) */
+		if ((ret = push(x, name, ".lora_a", &sa))) {
+			tpc_tensor_release(&sb);
+			return ret;
+		}
+		if ((ret = push(x, name, ".lora_b", &sb)))
+			return ret;
+	}
+	return 0;
+}
+
 /* One module's pair: GGUF name, B's transform, A transposed for token_embd */
 static int one_pair(lctx *x, const lmod *m)
 {
@@ -263,6 +365,8 @@ static int one_pair(lctx *x, const lmod *m)
 	if (m->emb && row->role != TPC_ROLE_TOKEN_EMBD)
 		return tpc_err_at(x->e, TPC_EINPUT, x->ad->path, A->name, "an embedding LoRA on '%s', which is not the token embedding",
 				  m->module);
+	if (xe >= 0 && tpc_gguf_arch_stacks_experts(x->sp) && !strstr(row->name[TPC_ECO_GGUF], "{E}"))
+		return expert_pair(x, m, row, l, xe);
 	tpc_tensor a, b;
 	memset(&b, 0, sizeof(b));
 	if (tpc_tensor_copy(&a, A))
@@ -343,12 +447,34 @@ int tpc_gguf_lora_from_peft(const tpc_ckpt *ad, const tpc_lora_cfg *lc, const ch
 		if (v && tpc__gk_cfg_u32(&cv.c, v, "num_key_value_heads", &x.kv_heads, e))
 			ret = -1;
 	}
+	if (!ret && tpc_gguf_arch_stacks_experts(x.sp)) {
+		char xmn[160];
+		uint64_t nx = 0;
+		snprintf(xmn, sizeof(xmn), "num_local_experts|num_experts|n_routed_experts%s%s", x.sp->experts_member ? "|" : "",
+			 x.sp->experts_member ? x.sp->experts_member : "");
+		ret = tpc__gk_cfg_req_u32(&cv.c, xmn, &x.n_exp, e);
+		if (!ret && (!x.n_exp || tpc_mul_u64(x.layers, 3 * x.n_exp, &nx) || nx > ((uint64_t)1 << 26)))
+			ret = tpc_err_at(e, TPC_EINPUT, base_dir, NULL, "config.json: %llu experts over %llu layers is not a count tpconv stacks",
+					 (unsigned long long)x.n_exp, (unsigned long long)x.layers);
+		if (!ret && (!(x.xm = tpc_calloc(nx ? nx : 1, sizeof(*x.xm))) ||
+			     !(x.xgot = tpc_calloc(x.layers ? x.layers : 1, sizeof(*x.xgot)))))
+			ret = tpc_err_nomem(e);
+	}
 	if (!ret)
 		ret = collect(ad, &m, &nm, e);
 	if (!ret && !nm)
 		ret = tpc_err_at(e, TPC_EINPUT, ad->path, NULL, "the adapter holds no LoRA weights");
 	for (size_t i = 0; !ret && i < nm; i++)
 		ret = one_pair(&x, &m[i]);
+	/* a layer whose experts are not all adapted: the reference never writes
+	 * its stacks (it waits for all n_experts x 3), dropping those pairs */
+	for (uint64_t l = 0; !ret && x.xgot && l < x.layers; l++)
+		if (x.xgot[l] && x.xgot[l] < 3 * x.n_exp)
+			ret = tpc_err_at(e, TPC_EINPUT, ad->path, NULL,
+					 "layer %llu: LoRA pairs on %llu of its %llu experts' weights (%s, %s, %s of each): the "
+					 "reference stacks a layer's experts only when all have one, and drops the rest silently",
+					 (unsigned long long)l, (unsigned long long)x.xgot[l], (unsigned long long)(3 * x.n_exp),
+					 tpc_role_name(x.sp->experts[0]), tpc_role_name(x.sp->experts[1]), tpc_role_name(x.sp->experts[2]));
 	/* prepare_metadata: the writer's architecture, set_type, the model card's
 	 * keys, set_gguf_parameters, the quantization version */
 	if (!ret && !(title = tpc__gguf_title(adapter_dir)))
@@ -364,6 +490,8 @@ int tpc_gguf_lora_from_peft(const tpc_ckpt *ad, const tpc_lora_cfg *lc, const ch
 		ret = tpc__gk_kv_str(&cv, "general.name", title);
 	if (!ret && tpc_gguf_kvs_float(kv, "adapter.lora.alpha", TPC_GV_F32, (double)(float)lc->alpha))
 		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = alora_tokens(lc, kv, e);
 	if (!ret && tpc_gguf_kvs_uint(kv, "general.quantization_version", U32, 2))
 		ret = tpc_err_nomem(e);
 	if (!ret) {
@@ -373,6 +501,8 @@ int tpc_gguf_lora_from_peft(const tpc_ckpt *ad, const tpc_lora_cfg *lc, const ch
 		tpc_gguf_wtensors_release(x.t, x.n);
 	}
 	mods_free(m, nm);
+	free(x.xm);
+	free(x.xgot);
 	free(title);
 	tpc_cfg_free(cv.c.doc);
 	free((char *)cv.c.path);
@@ -449,6 +579,7 @@ typedef struct rctx {
 	cJSON *targets; /* leaf names, a set */
 	cJSON *ranks;   /* rank_pattern */
 	int64_t r;      /* the first pair's rank: r */
+	uint64_t inter; /* config.json's intermediate_size, where the family fuses gate_up (0: none) */
 } rctx;
 
 static int add_target(rctx *h, const char *module)
@@ -466,6 +597,58 @@ static int add_target(rctx *h, const char *module)
 }
 
 /* One .lora_a (index ia) and its .lora_b under PEFT's names */
+/* A layer's stacked experts' pair (ffn_*_exps, lora_a [E, r, in], lora_b
+ * [E, out, r]): each expert's own pair again, under its Hugging Face
+ * module (the reverse of expert_pair). */
+static int back_experts(rctx *h, int64_t ia, int64_t ib, const tpc_tensor_row *row, int64_t l, const char *gname)
+{
+	tpc_ckpt *ck = h->ck;
+	const tpc_tensor *A = &ck->t[ia], *B = &ck->t[ib];
+	char hf[512], key[600];
+	int part, ret = 0;
+	if (A->ndim != 3 || B->ndim != 3 || A->shape[0] != B->shape[0] || (uint64_t)A->shape[0] != h->x.n_exp ||
+	    A->shape[1] != B->shape[2] || A->shape[1] < 1)
+		return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, B->name,
+				  "%s: not %llu experts' rank-r pairs (lora_a [E, r, in], lora_b [E, out, r], GGUF ne reversed)", gname,
+				  (unsigned long long)h->x.n_exp);
+	if (A->dq || B->dq)
+		return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, A->dq ? A->name : B->name,
+				  "a quantized stack of experts' LoRA pairs is not read back by tpconv yet");
+	int64_t r = A->shape[1], ne = A->shape[0];
+	for (int64_t x = 0; !ret && x < ne; x++) {
+		tpc_tensor a, b;
+		/* ck->t moves as pairs are added: A and B by index */
+		if (!tpc_family_name(row, TPC_ECO_HF, l, x, false, hf, sizeof(hf), &part) || part >= 0 || !tpc_ends_with(hf, ".weight"))
+			return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, ck->t[ia].name, "no Hugging Face module for expert %lld of '%s'",
+					  (long long)x, gname);
+		hf[strlen(hf) - strlen(".weight")] = '\0';
+		if (tpc_tensor_select0(&a, &ck->t[ia], x))
+			return tpc_err_nomem(h->x.e);
+		if (tpc_tensor_select0(&b, &ck->t[ib], x)) {
+			tpc_tensor_release(&a);
+			return tpc_err_nomem(h->x.e);
+		}
+		snprintf(key, sizeof(key), PEFT_PREFIX "%s.lora_A.weight", hf);
+		if (tpc_ckpt_add_copy(ck, key, &a, h->x.e) < 0)
+			ret = -1;
+		snprintf(key, sizeof(key), PEFT_PREFIX "%s.lora_B.weight", hf);
+		if (!ret && tpc_ckpt_add_copy(ck, key, &b, h->x.e) < 0)
+			ret = -1;
+		tpc_tensor_release(&a);
+		tpc_tensor_release(&b);
+		if (!ret)
+			ret = add_target(h, hf);
+		if (!ret && h->r < 0)
+			h->r = r;
+		if (!ret && r != h->r) {
+			cJSON *v = cJSON_CreateNumber((double)r);
+			if (!v || !cJSON_AddItemToObject(h->ranks, hf, v))
+				ret = tpc_err_nomem(h->x.e);
+		}
+	}
+	return ret;
+}
+
 static int back_pair(rctx *h, int64_t ia, int64_t ib, size_t stem)
 {
 	tpc_ckpt *ck = h->ck;
@@ -476,6 +659,13 @@ static int back_pair(rctx *h, int64_t ia, int64_t ib, size_t stem)
 	bool bias = false;
 	int part;
 	const tpc_tensor_row *row = tpc_family_classify(h->x.fam, TPC_ECO_GGUF, gname, &l, &xe, &bias);
+	if (row && !bias && row->name[TPC_ECO_HF] && strstr(row->name[TPC_ECO_HF], "{E}") && h->x.n_exp &&
+	    (row->role == h->x.sp->experts[0] || row->role == h->x.sp->experts[1] || row->role == h->x.sp->experts[2])) {
+		if (l < 0 || (uint64_t)l >= h->x.layers)
+			return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, an, "layer %lld, but the base's config.json has %llu layers",
+					  (long long)l, (unsigned long long)h->x.layers);
+		return back_experts(h, ia, ib, row, l, gname);
+	}
 	if (!row || bias || !row->name[TPC_ECO_HF] || !tpc_family_name(row, TPC_ECO_HF, l, -1, false, hf, sizeof(hf), &part) ||
 	    part >= 0 || !tpc_ends_with(hf, ".weight"))
 		return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, an, "no Hugging Face module for '%s' in a %s model", gname,
@@ -483,6 +673,21 @@ static int back_pair(rctx *h, int64_t ia, int64_t ib, size_t stem)
 	if (l >= 0 && (uint64_t)l >= h->x.layers)
 		return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, an, "layer %lld, but the base's config.json has %llu layers",
 				  (long long)l, (unsigned long long)h->x.layers);
+	/* llama.cpp names Phi-3's fused gate_up ffn_up, as a plain up
+	 * projection: the fused one when lora_b has 2 x intermediate_size rows
+	 * (gguf_hf.c tells a model's apart by the layer's ffn_gate, which an
+	 * adapter may not adapt) */
+	const tpc_tensor_row *gu = tpc_family_row(h->x.fam, TPC_ROLE_FFN_GATE_UP);
+	if (row->role == TPC_ROLE_FFN_UP && gu && h->inter) {
+		const tpc_tensor *bt = &ck->t[ib];
+		int64_t rows = bt->ndim == 2 ? bt->shape[0] : -1;
+		if (rows == (int64_t)(2 * h->inter) && tpc_family_name(gu, TPC_ECO_HF, l, -1, false, hf, sizeof(hf), &part) && part < 0)
+			row = gu;
+		else if (rows != (int64_t)h->inter)
+			return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, bt->name,
+					  "%lld rows: neither up_proj's %llu nor the fused gate_up_proj's %llu (intermediate_size)",
+					  (long long)rows, (unsigned long long)h->inter, (unsigned long long)(2 * h->inter));
+	}
 	const char *why = unsupported(&h->x, row, hf);
 	if (why)
 		return tpc_err_at(h->x.e, TPC_EINPUT, ck->path, an, "%s: the reference's transform of this weight (%s) is not read back by tpconv",
@@ -556,11 +761,20 @@ static int by_str(const void *a, const void *b)
 /* adapter_config.json as PEFT's save_pretrained writes a LoraConfig
  * (json.dump(indent=2, sort_keys=True)): what an adapter GGUF says (r,
  * rank_pattern, lora_alpha, target_modules), the rest LoraConfig's defaults */
-static char *peft_config(const rctx *h, double alpha)
+static char *peft_config(const rctx *h, double alpha, const tpc_gguf_kv *alora)
 {
 	cJSON *c = cJSON_CreateObject();
 	char *text = NULL;
 	bool ok = c != NULL;
+	if (ok && alora) {
+		/* an activated LoRA's invocation tokens (LoraConfig.alora_invocation_tokens) */
+		cJSON *a = cJSON_AddArrayToObject(c, "alora_invocation_tokens");
+		const uint8_t *p = alora->arr;
+		for (uint64_t k = 0; a && ok && k < alora->n; k++, p += 4)
+			ok = cJSON_AddItemToArray(a, cJSON_CreateNumber((double)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+										   (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24)));
+		ok = ok && a;
+	}
 	ok = ok && cJSON_AddItemToObject(c, "alpha_pattern", cJSON_CreateObject());
 	ok = ok && cJSON_AddNullToObject(c, "base_model_name_or_path") && cJSON_AddStringToObject(c, "bias", "none");
 	ok = ok && cJSON_AddFalseToObject(c, "fan_in_fan_out") && cJSON_AddTrueToObject(c, "inference_mode");
@@ -623,6 +837,14 @@ int tpc__gguf_lora_to_peft(tpc_ckpt *ck, const char *base, char **json, tpc_err 
 		if (v && tpc__gk_cfg_u32(&c, v, "num_key_value_heads", &h.x.kv_heads, e))
 			ret = -1;
 	}
+	if (!ret && tpc_family_row(h.x.fam, TPC_ROLE_FFN_GATE_UP))
+		ret = tpc__gk_cfg_req_u32(&c, "intermediate_size", &h.inter, e);
+	if (!ret && tpc_gguf_arch_stacks_experts(h.x.sp)) {
+		char xmn[160];
+		snprintf(xmn, sizeof(xmn), "num_local_experts|num_experts|n_routed_experts%s%s", h.x.sp->experts_member ? "|" : "",
+			 h.x.sp->experts_member ? h.x.sp->experts_member : "");
+		ret = tpc__gk_cfg_req_u32(&c, xmn, &h.x.n_exp, e);
+	}
 	if (!ret && (!(h.targets = cJSON_CreateArray()) || !(h.ranks = cJSON_CreateObject())))
 		ret = tpc_err_nomem(e);
 	if (!ret && !n0)
@@ -640,7 +862,11 @@ int tpc__gguf_lora_to_peft(tpc_ckpt *ck, const char *base, char **json, tpc_err 
 		else if (a)
 			ret = back_pair(&h, (int64_t)i, j, stem);
 	}
-	if (!ret && !(*json = peft_config(&h, alpha)))
+	ptrdiff_t ai = kv ? tpc_gguf_kvs_find(kv, "adapter.alora.invocation_tokens") : -1;
+	const tpc_gguf_kv *alora = ai >= 0 ? &kv->kv[ai] : NULL;
+	if (!ret && alora && (alora->type != TPC_GV_ARRAY || alora->atype != TPC_GV_U32 || !alora->n))
+		ret = tpc_err_at(e, TPC_EINPUT, ck->path, NULL, "adapter.alora.invocation_tokens is not a u32 array of tokens");
+	if (!ret && !(*json = peft_config(&h, alpha, alora)))
 		ret = tpc_err_nomem(e);
 	if (!ret && !(keep = tpc_calloc(ck->n, sizeof(*keep))))
 		ret = tpc_err_nomem(e);

@@ -9,7 +9,15 @@ dora.py DoraLinearLayer.forward): for a Linear (GPT-2's Conv1D alike)
 DoRA: n = ||W + s * B @ A|| per output (detached),
   y = (m / n) * (base(x) - b) + (m / n) * s * (x @ A.T @ B.T) + b
 an Embedding: y = base(ids) + s * (A.T[ids] @ B.T); DoRA over the vocab norms;
-modules_to_save: the module's weight replaced. Appends to results.tsv.
+modules_to_save: the module's weight replaced. target_parameters (PEFT's
+ParamWrapper, main at 5d602fdb: layer.py ParamWrapper._activate_lora runs the
+base module with its parameter parametrized as W + get_delta_weight,
+L2464-2490): the parameter of the transformers model changed so before the
+forward, the delta PEFT's literal einsum (L2436-2462), the experts' layout
+from the module's is_transposed (update_layer L2346-2351) and the parameter
+a nested wrapper holds from the module's registration order
+(tuners_utils.py _inject_parameters): this follows PEFT, not tpconv's rules.
+Appends to results.tsv.
 usage: lora.py WORK"""
 import json, math, os, re, sys, traceback
 
@@ -36,6 +44,57 @@ def scaling(cfg, module, w):
     return w * alpha / math.sqrt(r) if cfg.get("use_rslora") else w * alpha / r
 
 
+def targeted(cfg, name, keys):
+    """check_target_module_exists's list form: name is a key or ends with .key"""
+    return any(name == k or name.endswith("." + k) for k in keys or [])
+
+
+def param_wrapper(named, ad, cfg, m, w):
+    """PEFT's ParamWrapper for adapter module m: its parameter += delta."""
+    depth, mod_name = m.count(".base_layer"), m.replace(".base_layer", "")
+    mod = named[mod_name]
+    params = [p for p, _ in mod.named_parameters(recurse=False)
+              if targeted(cfg, f"{mod_name}.{p}", cfg.get("target_parameters"))]
+    pname = params[len(params) - 1 - depth]  # the outermost wrapper holds the last one
+    W = getattr(mod, pname)
+    s = scaling(cfg, f"{mod_name}.{pname}", w)
+    A, B = ad[P + m + ".lora_A.weight"], ad[P + m + ".lora_B.weight"]
+    if W.dim() == 2:
+        d = B @ A * s
+    else:
+        E = W.shape[0]
+        a3, b3 = A.reshape(E, -1, A.shape[-1]), B.reshape(B.shape[0], -1, E)
+        eq = "o r e, e r i -> e i o" if getattr(mod, "is_transposed", False) else "o r e, e r i -> e o i"
+        d = torch.einsum(eq, b3, a3) * s
+    W.data += d.to(W.dtype)
+
+
+def v4_mixtral(named, ad, cfg, m, w):
+    """A LoRA on one Mixtral expert's w1/w3/w2 (a transformers 4 name) on
+    transformers 5's fused experts: PEFT converts such an adapter
+    (utils/transformers_weight_conversion.py at 5d602fdb, PeftConcatenate:
+    A of w1 and w3 concatenated, B block-diagonal, so each part keeps its own
+    delta) into a ParamWrapper of mlp.experts.gate_up_proj (w1 rows 0 .. I-1,
+    w3 rows I ..) and down_proj (w2): the delta added to those rows; the
+    router block_sparse_moe.gate is mlp.gate's weight (_MOE_TARGET_MODULE_MAPPING)."""
+    g = re.fullmatch(r"(.*)\.block_sparse_moe\.gate", m)
+    if g:  # the router: _MOE_TARGET_MODULE_MAPPING "gate" -> "gate.weight", a ParamWrapper
+        named[g[1] + ".mlp.gate"].weight.data += ad[P + m + ".lora_B.weight"] @ ad[P + m + ".lora_A.weight"] * scaling(cfg, m, w)
+        return True
+    g = re.fullmatch(r"(.*)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)", m)
+    if not g:
+        return False
+    ex = named[g[1] + ".mlp.experts"]
+    e, which = int(g[2]), g[3]
+    d = ad[P + m + ".lora_B.weight"] @ ad[P + m + ".lora_A.weight"] * scaling(cfg, m, w)
+    if which == "w2":
+        ex.down_proj.data[e] += d
+    else:
+        I = ex.gate_up_proj.shape[1] // 2
+        ex.gate_up_proj.data[e, (0 if which == "w1" else I):][:I] += d
+    return True
+
+
 def attach(model, adir, w):
     """Hooks that add the adapter in `adir` (weight w) to the model's forward."""
     cfg = json.load(open(f"{adir}/adapter_config.json"))
@@ -44,6 +103,11 @@ def attach(model, adir, w):
     named = dict(model.named_modules())
     hooks = []
     for m in mods:
+        if cfg.get("target_parameters") and (".base_layer" in m or not targeted(cfg, m, cfg.get("target_modules"))):
+            param_wrapper(named, ad, cfg, m, w)
+            continue
+        if m not in named and v4_mixtral(named, ad, cfg, m, w):
+            continue
         mod, s = named[m], scaling(cfg, m, w)
         W = mod.weight.detach().float()
         mag = ad.get(P + m + ".lora_magnitude_vector")

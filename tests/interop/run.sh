@@ -195,12 +195,15 @@ for f in "$G"/tpc/*-f32.gguf; do
 done
 # LoRA (issue 43): tests/lora's adapters merged by convert --lora; lora.py loads
 # each merged folder and compares its logits with the base model running the
-# adapter unmerged (PEFT's forward, re-implemented)
+# adapter unmerged (PEFT's forward, re-implemented); the mixture-of-experts
+# bases of tests/lora/moe too (target_parameters on transformers 5's fused
+# experts, whose Mixtral base keeps one tensor an expert on disk)
 if wanted lora; then
 	L=$W/lora
-	mkdir -p "$L/out" && cp -r "$SRC/tests/lora/llama" "$SRC/tests/lora/gpt2" "$L/" && : >"$L/cases.tsv"
+	mkdir -p "$L/out" && cp -r "$SRC/tests/lora/llama" "$SRC/tests/lora/gpt2" "$SRC"/tests/lora/moe/* "$L/" && : >"$L/cases.tsv"
 	for c in llama/plain llama/rslora llama/dora llama/rank-pattern llama/embedding llama/embedding-dora \
-		gpt2/conv1d gpt2/conv1d-dora "multi llama/plain:0.5 llama/rslora:1.5"; do
+		gpt2/conv1d gpt2/conv1d-dora "multi llama/plain:0.5 llama/rslora:1.5" \
+		mixtral/experts mixtral/params qwen3moe/params gptoss/params granite/params; do
 		set -- $c
 		case $1 in multi) name=multi base=llama; shift ;; *) name=${1%%/*}-${1#*/} base=${1%%/*} ;; esac
 		args= row=
@@ -219,7 +222,7 @@ fi
 if wanted lora-gguf; then
 	LG=$W/lora-gguf fams=
 	mkdir -p "$LG"
-	for fam in llama qwen2; do
+	for fam in llama qwen2 phi3 mixtral; do
 		b=$SRC/tests/gguf/arch/tiny-$fam a=$SRC/tests/lora/gguf/$fam/adapter
 		tpc convert "$b" -o "$LG/$fam-base.gguf" --outtype f32 &&
 			tpc convert "$b" --lora "$a" -o "$LG/$fam-merged.gguf" --outtype f32 &&

@@ -6,10 +6,14 @@
 # LoRA, which llama.cpp cannot apply there) and the files
 # llama.cpp's convert_lora_to_gguf.py writes for them: tpconv's are the same
 # bytes for llama f32/f16/bf16/q8_0 (Q/K rows of lora_b permuted, token_embd's
-# lora_a transposed) and qwen2 f32/bf16. Read back, the adapter is PEFT's
+# lora_a transposed), qwen2 f32/bf16, phi3 f32 (fused qkv_proj and
+# gate_up_proj renamed) and mixtral f32/q8_0 (each layer's experts stacked).
+# Read back, the adapter is PEFT's
 # file byte for byte, and merges as the original does. Hostile adapter GGUFs
 # (gguf_mutate.py) and PEFT adapters an adapter GGUF cannot express are
-# refused: exit 3, the message, nothing written.
+# refused: exit 3, the message, nothing written. An activated LoRA
+# (alora_invocation_tokens) converts to the reference's bytes, back, and
+# through tp shards; its merge is refused, as PEFT refuses it.
 # usage: lora_gguf_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -17,7 +21,7 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 tmpdir
 F=$SRC/tests/lora/gguf A=$SRC/tests/gguf/arch
 
-for c in llama:f32 llama:f16 llama:bf16 llama:q8_0 qwen2:f32 qwen2:bf16; do
+for c in llama:f32 llama:f16 llama:bf16 llama:q8_0 qwen2:f32 qwen2:bf16 phi3:f32 mixtral:f32 mixtral:q8_0; do
   fam=${c%:*} ot=${c#*:}
   if "$TPCONV" convert "$F/$fam/adapter" --base "$A/tiny-$fam" --outtype "$ot" -o "$T/$fam-$ot.gguf" -q 2>"$T/err" &&
      cmp -s "$T/$fam-$ot.gguf" "$F/$fam/ref-$ot.gguf"; then
@@ -25,7 +29,7 @@ for c in llama:f32 llama:f16 llama:bf16 llama:q8_0 qwen2:f32 qwen2:bf16; do
   else bad "$fam $ot adapter GGUF" "$(cat "$T/err")"; fi
 done
 # back to PEFT: the adapter's own safetensors where the dtype is kept
-for c in llama:f32 qwen2:bf16; do
+for c in llama:f32 qwen2:bf16 phi3:f32 mixtral:f32; do
   fam=${c%:*} ot=${c#*:}
   if "$TPCONV" convert "$F/$fam/ref-$ot.gguf" --base "$A/tiny-$fam" -o "$T/$fam-back" -q 2>"$T/err" &&
      cmp -s "$T/$fam-back/adapter_model.safetensors" "$F/$fam/adapter/adapter_model.safetensors"; then
@@ -117,4 +121,65 @@ run "$TPCONV" convert "$F/llama/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/y" -
 [ "$rc" = 2 ] && ok "usage: --outtype reading an adapter GGUF back" || bad "outtype back" "$(cat "$T/err")"
 run "$TPCONV" convert "$F/llama/adapter" --base "$A/tiny-llama" -o "$T/llama-f32.gguf"
 [ "$rc" = 2 ] && grep -q "use --force" "$T/err" && ok "an existing output is not overwritten without --force" || bad "exists" "rc $rc $(cat "$T/err")"
+
+# a merge into Mixtral's experts written as GGUF: the merged experts stacked as
+# computed weights, the tensors those of the merged checkpoint's GGUF
+mkdir -p "$T/mxm" && cp "$A/tiny-mixtral"/*.json "$A/tiny-mixtral"/tokenizer* "$T/mxm/" &&
+  "$TPCONV" convert "$A/tiny-mixtral" --lora "$F/mixtral/adapter" -o "$T/mxm/model.safetensors" -q 2>"$T/err" &&
+  "$TPCONV" convert "$T/mxm" -o "$T/mxm-a.gguf" --outtype q8_0 -q 2>>"$T/err" &&
+  "$TPCONV" convert "$A/tiny-mixtral" --lora "$F/mixtral/adapter" -o "$T/mxm-b.gguf" --outtype q8_0 -q 2>>"$T/err" &&
+  "$TPCONV" diff "$T/mxm-a.gguf" "$T/mxm-b.gguf" >"$T/diff" 2>&1 &&
+  ok "mixtral: convert --lora into a q8_0 GGUF stacks the merged experts (the merged model's GGUF tensors)" ||
+  bad "mixtral merged GGUF" "$(cat "$T/err" "$T/diff" | tail -4)"
+
+# Mixtral's experts: a layer's stack written only when every expert's w1, w2
+# and w3 has a pair (the reference drops the rest silently); a quantized stack
+# is not read back
+mkdir -p "$T/mx/adapter" && cp "$F/mixtral/adapter/adapter_config.json" "$T/mx/adapter/" &&
+  "$TPCONV" convert "$F/mixtral/adapter/adapter_model.safetensors" --drop 'layers[.]1[.].*experts[.]2[.]w2' \
+    -o "$T/mx/adapter/adapter_model.safetensors" -q
+"$TPCONV" convert "$T/mx/adapter" --base "$A/tiny-mixtral" -o "$T/mx.gguf" 2>"$T/err"
+[ $? = 3 ] && grep -q "layer 1: LoRA pairs on 11 of its 12 experts' weights (ffn_gate_exp, ffn_down_exp, ffn_up_exp of each)" "$T/err" &&
+  [ ! -e "$T/mx.gguf" ] && ok "refused: a layer whose experts are not all adapted (exit 3)" || bad "partial experts" "$(cat "$T/err")"
+"$TPCONV" convert "$F/mixtral/ref-q8_0.gguf" --base "$A/tiny-mixtral" -o "$T/mx-back" 2>"$T/err"
+[ $? = 3 ] && grep -q "a quantized stack of experts' LoRA pairs is not read back by tpconv yet" "$T/err" &&
+  [ ! -e "$T/mx-back" ] && ok "refused: reading back a q8_0 stack of experts' pairs (exit 3)" || bad "q8_0 experts back" "$(cat "$T/err")"
+
+# an activated LoRA (alora_invocation_tokens): to GGUF as the reference
+# writes it (adapter.alora.invocation_tokens after the alpha), back to PEFT
+# with the tokens, sharded and merged back; a merge into the base refused
+# (PEFT does not merge one)
+mkdir -p "$T/alora/adapter" && cp "$F/llama/adapter/adapter_model.safetensors" "$F/llama-alora/adapter/adapter_config.json" "$T/alora/adapter/"
+if "$TPCONV" convert "$T/alora/adapter" --base "$A/tiny-llama" --outtype f32 -o "$T/alora.gguf" -q 2>"$T/err" &&
+   cmp -s "$T/alora.gguf" "$F/llama-alora/ref-f32.gguf"; then
+  ok "aLoRA f32: the adapter GGUF is convert_lora_to_gguf.py's, byte for byte"
+else bad "aLoRA adapter GGUF" "$(cat "$T/err")"; fi
+"$TPCONV" inspect "$F/llama-alora/ref-f32.gguf" 2>&1 | grep -q "a LoRA adapter of 32 tensors (convert FILE --base BASE -o DIR/: the PEFT adapter), activated (aLoRA) after 3 invocation tokens" &&
+  ok "inspect names an aLoRA adapter GGUF and its invocation tokens" || bad "inspect aLoRA" "$("$TPCONV" inspect "$F/llama-alora/ref-f32.gguf" 2>&1 | head -3)"
+
+if "$TPCONV" convert "$F/llama-alora/ref-f32.gguf" --base "$A/tiny-llama" -o "$T/alora-back" -q 2>"$T/err" &&
+   cmp -s "$T/alora-back/adapter_model.safetensors" "$F/llama/adapter/adapter_model.safetensors" &&
+   python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["alora_invocation_tokens"] != [5, 17, 3])' "$T/alora-back/adapter_config.json"; then
+  ok "aLoRA back to PEFT: the tensors byte for byte, alora_invocation_tokens [5, 17, 3]"
+else bad "aLoRA back to PEFT" "$(cat "$T/err")"; fi
+if "$TPCONV" shard "$T/alora/adapter" --base "$A/tiny-llama" --tp 2 -o "$T/alora-tp" -q 2>"$T/err" &&
+   "$TPCONV" merge "$T/alora-tp" -o "$T/alora-m" -q 2>>"$T/err" &&
+   cmp -s "$T/alora-m/adapter_model.safetensors" "$F/llama/adapter/adapter_model.safetensors" &&
+   grep -q alora_invocation_tokens "$T/alora-m/adapter_config.json"; then
+  ok "aLoRA sharded for tp 2 and merged back: the adapter byte for byte, its tokens kept"
+else bad "aLoRA tp" "$(cat "$T/err")"; fi
+rm -f "$T/al.safetensors"
+"$TPCONV" convert "$A/tiny-llama" --lora "$T/alora/adapter" -o "$T/al.safetensors" 2>"$T/err"
+[ $? = 3 ] && grep -q "'alora_invocation_tokens' is set: an activated LoRA (aLoRA) acts only after its invocation tokens" "$T/err" &&
+  [ ! -e "$T/al.safetensors" ] && ok "refused: merging an aLoRA into its base (exit 3)" || bad "aLoRA merge" "$(cat "$T/err")"
+python3 - "$T/alora/adapter/adapter_config.json" "$T/alora/adapter/adapter_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["alora_invocation_tokens"] = None
+c["invocation_string"] = "<|start_of_role|>assistant"
+json.dump(c, open(sys.argv[2], "w"))
+PY
+"$TPCONV" convert "$T/alora/adapter" --base "$A/tiny-llama" --outtype f32 -o "$T/al2.gguf" 2>"$T/err"
+[ $? = 3 ] && grep -q "invocation_string without alora_invocation_tokens" "$T/err" && [ ! -e "$T/al2.gguf" ] &&
+  ok "refused: an invocation_string the reference would tokenize (exit 3)" || bad "invocation_string" "$(cat "$T/err")"
 done_testing

@@ -99,7 +99,8 @@ PY
 }
 edit "an unknown peft_type" 'c["peft_type"] = "LOHA"' "peft_type 'LOHA': tpconv merges LORA adapters only"
 edit "use_dora without magnitudes" 'c["use_dora"] = True' "use_dora is true but module 'model.layers.0.self_attn.q_proj' has no lora_magnitude_vector"
-edit "target_parameters" 'c["target_parameters"] = ["mlp.experts.gate_up_proj"]' "'target_parameters' is set"
+edit "target_parameters with fan_in_fan_out" 'c["target_parameters"] = ["mlp.experts.gate_up_proj"]; c["fan_in_fan_out"] = True' \
+  "target_parameters with fan_in_fan_out: PEFT's ParamWrapper does not make such an adapter"
 edit "a rank_pattern the tensors contradict" 'c["rank_pattern"] = {"q_proj": 8}' "its rank is 4 but the config (r, rank_pattern) gives 8"
 edit "a module target_modules does not name" 'c["target_modules"] = ["q_proj", "k_proj"]' "module 'model.layers.0.self_attn.v_proj' is not among the config's target_modules"
 edit "an excluded module" 'c["exclude_modules"] = "model[.]layers[.]1[.].*"' "module 'model.layers.1.self_attn.q_proj' is among the config's exclude_modules"

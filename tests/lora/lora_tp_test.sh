@@ -109,7 +109,7 @@ refused "a base tensor no rule of the plan knows" 3 \
   "$F/llama/plain" --base "$F/llama" --plan "$T/noq.json" --tp 2
 refused "an adapter of another base" 3 "tensor 'base_model.model.model.layers.0.mlp.gate_up_proj.lora_A.weight': no base tensor 'model.layers.0.mlp.gate_up_proj.weight' for it" \
   "$F/phi3/fused" --base "$F/llama" --tp 2
-refused "--pp with --base" 2 "no --pp or --ep" "$F/llama/plain" --base "$F/llama" --tp 2 --pp 2
+refused "--pp with --base" 2 "no --pp" "$F/llama/plain" --base "$F/llama" --tp 2 --pp 2
 refused "another --layout with --base" 2 "not --layout vllm" "$F/llama/plain" --base "$F/llama" --tp 2 --layout vllm
 
 # NeMo 1.x tensor-parallel LoRA saves into a PEFT adapter folder

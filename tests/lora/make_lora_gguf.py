@@ -11,10 +11,14 @@ llama.cpp-tools ships convert_hf_to_gguf.py and its conversion/ package, not
 this script); it imports LazyTorchTensor and ModelBase from convert_hf_to_gguf,
 which Debian's conversion package provides (its __init__ exports both), so the
 module is aliased to it before the script runs. Then copy OUTDIR/* to
-tests/lora/gguf/ (seeded: the same bytes each run).
+tests/lora/gguf/ (seeded: the same bytes each run), but for
+OUTDIR/llama-alora/adapter/adapter_model.safetensors: llama-alora is
+llama's adapter with alora_invocation_tokens in its config, and the test
+takes the tensors from llama/adapter.
 
 For each family FAM (llama: LlamaModel's Q/K row permutation on lora_b;
-qwen2: none, tied embeddings, no embedding LoRA), OUTDIR/FAM/adapter/ is an adapter as PEFT
+qwen2: none, tied embeddings, no embedding LoRA; phi3: fused weights renamed;
+mixtral: the experts stacked), OUTDIR/FAM/adapter/ is an adapter as PEFT
 v0.20.0 save_pretrained writes it (adapter_config.json,
 adapter_model.safetensors, keys base_model.model.<module>.lora_A.weight /
 lora_B.weight, lora_embedding_A / lora_embedding_B for embed_tokens), every
@@ -40,6 +44,14 @@ FAMS = {
     "qwen2": ("tiny-qwen2", torch.bfloat16, 8, 16,
               ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
               ["f32", "bf16"]),
+    # Phi-3: the checkpoint's fused qkv_proj and gate_up_proj, renamed
+    # (attn_qkv, ffn_up) and kept whole, no permutation
+    "phi3": ("tiny-phi3", torch.float32, 4, 8, ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"], ["f32"]),
+    # Mixtral: a LoRA on every expert's w1/w2/w3 and the router; the reference
+    # stacks a layer's experts (conversion/llama.py, torch.stack on its
+    # LoraTorchTensor): ffn_*_exps lora_a [E, r, in], lora_b [E, out, r]
+    "mixtral": ("tiny-mixtral", torch.float32, 4, 8, ["q_proj", "k_proj", "v_proj", "o_proj", "gate", "w1", "w2", "w3"],
+                ["f32", "q8_0"]),
 }
 
 
@@ -89,3 +101,19 @@ for fam, (base, dtype, r, alpha, targets, outtypes) in FAMS.items():
         sys.argv = [script, "--base", bdir, "--outtype", ot, "--outfile", os.path.join(d, f"ref-{ot}.gguf"), adir]
         runpy.run_path(script, run_name="__main__")
     print(fam, len(ad), "adapter tensors,", ", ".join(outtypes))
+
+# an activated LoRA (PEFT's alora_invocation_tokens, LoraConfig at 5d602fdb
+# L836-846): llama's adapter with the invocation tokens in its config; the
+# reference writes them as adapter.alora.invocation_tokens (u32 array) after
+# adapter.lora.alpha (LoraModel.set_gguf_parameters)
+bdir = os.path.join(src, "tests/gguf/arch/tiny-llama")
+adir = os.path.join(out, "llama-alora", "adapter")
+os.makedirs(adir, exist_ok=True)
+shutil.copy(os.path.join(out, "llama", "adapter", "adapter_model.safetensors"), adir)
+cfg = json.load(open(os.path.join(out, "llama", "adapter", "adapter_config.json")))
+cfg["alora_invocation_tokens"] = [5, 17, 3]
+with open(os.path.join(adir, "adapter_config.json"), "w") as f:
+    json.dump(cfg, f, indent=2, sort_keys=True)
+sys.argv = [script, "--base", bdir, "--outtype", "f32", "--outfile", os.path.join(out, "llama-alora", "ref-f32.gguf"), adir]
+runpy.run_path(script, run_name="__main__")
+print("llama-alora: f32")

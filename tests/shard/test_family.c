@@ -120,6 +120,52 @@ static void test_mtp(void **st)
 	}
 }
 
+/* hf_fused: transformers' fused expert parameters and the rows they hold,
+ * in K order; every record's fused rows are expert rows with "{E}" in their
+ * Hugging Face names, their parts 0 .. n-1 */
+static void test_fused(void **st)
+{
+	(void)st;
+	const tpc_tensor_row *rw[4];
+	int64_t L;
+	const tpc_family *mx = tpc_family_find("mixtral"), *q3 = tpc_family_find("qwen3-moe");
+	assert_non_null(mx);
+	assert_non_null(q3);
+	assert_int_equal(tpc_family_fused_rows(mx, "model.layers.3.mlp.experts.gate_up_proj", &L, rw, 4), 2);
+	assert_int_equal(L, 3);
+	assert_int_equal(rw[0]->role, TPC_ROLE_FFN_GATE_EXP);
+	assert_int_equal(rw[1]->role, TPC_ROLE_FFN_UP_EXP);
+	assert_int_equal(tpc_family_fused_rows(mx, "model.layers.0.mlp.experts.down_proj", &L, rw, 4), 1);
+	assert_int_equal(rw[0]->role, TPC_ROLE_FFN_DOWN_EXP);
+	assert_int_equal(tpc_family_fused_rows(q3, "model.layers.12.mlp.experts.gate_up_proj", &L, rw, 4), 2);
+	assert_int_equal(L, 12);
+	assert_int_equal(tpc_family_fused_rows(mx, "model.layers.0.mlp.experts.gate_up_proj", &L, rw, 1), -1);
+	assert_int_equal(tpc_family_fused_rows(mx, "model.layers.0.block_sparse_moe.gate.weight", &L, rw, 4), 0);
+	assert_int_equal(tpc_family_fused_rows(mx, "model.layers.1.mlp.gate.weight", &L, rw, 4), 1); /* a rename */
+	assert_int_equal(rw[0]->role, TPC_ROLE_FFN_GATE_INP);
+	assert_int_equal(tpc_family_fused_rows(tpc_family_find("llama"), "model.layers.0.mlp.experts.down_proj", &L, rw, 4), 0);
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		for (const tpc_tensor_row *w = g->tensors; w && w->role; w++) {
+			if (!w->hf_fused)
+				continue;
+			char nm[256];
+			int part;
+			assert_true(w->name[TPC_ECO_HF] && (strstr(w->name[TPC_ECO_HF], "{E}") || !strchr(w->hf_fused, '#')));
+			assert_true(tpc_family_name(w, TPC_ECO_HF, 0, 0, false, nm, sizeof(nm), &part));
+			const char *h = strchr(w->hf_fused, '#');
+			snprintf(nm, sizeof(nm), "%.*s", h ? (int)(h - w->hf_fused) : (int)strlen(w->hf_fused), w->hf_fused);
+			char *at = strstr(nm, "{L}");
+			assert_non_null(at);
+			memmove(at + 1, at + 3, strlen(at + 3) + 1);
+			at[0] = '5';
+			int n = tpc_family_fused_rows(g, nm, &L, rw, 4);
+			if (n < 1 || L != 5)
+				fail_msg("%s: fused parameter %s: %d rows", g->name, nm, n);
+		}
+	}
+}
+
 /* --no-mtp: the records whose GGUF holds multi-token-prediction layers are
  * those whose convert_hf_to_gguf.py class has supports_mtp_export
  * (_QwenMtpMixin, Glm4MoeModel); DeepSeek-V3's DeepseekV2Model drops its layer
@@ -145,6 +191,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_model),
 		cmocka_unit_test(test_mtp),
+		cmocka_unit_test(test_fused),
 		cmocka_unit_test(test_no_mtp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

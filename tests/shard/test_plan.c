@@ -993,14 +993,14 @@ static void test_row_forms(void **st)
 	(void)st;
 	static const tpc_tensor_row rows[] = {
 		{TPC_ROLE_FFN_GATE_EXP, true, {"model.layers.{L}.mlp.experts.gate_up_proj#0", NULL, NULL, NULL,
-					       "blk.{L}.ffn_gate_exps.weight"}, true, true},
+					       "blk.{L}.ffn_gate_exps.weight"}, true, true, NULL},
 		{TPC_ROLE_FFN_UP_EXP, true, {"model.layers.{L}.mlp.experts.gate_up_proj#1", NULL, NULL, NULL,
-					     "blk.{L}.ffn_up_exps.weight"}, true, true},
+					     "blk.{L}.ffn_up_exps.weight"}, true, true, NULL},
 		{TPC_ROLE_FFN_DOWN_EXP, true, {"model.layers.{L}.mlp.experts.down_proj", NULL, NULL, NULL,
-					       "blk.{L}.ffn_down_exps.weight"}, true, false},
+					       "blk.{L}.ffn_down_exps.weight"}, true, false, NULL},
 		{TPC_ROLE_ATTN_SINKS, false, {"model.layers.{L}.self_attn.sinks", NULL, NULL, NULL,
-					      "blk.{L}.attn_sinks.weight"}, false, false},
-		{TPC_ROLE_NONE, false, {NULL}, false, false},
+					      "blk.{L}.attn_sinks.weight"}, false, false, NULL},
+		{TPC_ROLE_NONE, false, {NULL}, false, false, NULL},
 	};
 	tpc_family f = {.name = "t", .tensors = rows};
 	int64_t l, x;

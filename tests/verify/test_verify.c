@@ -966,7 +966,7 @@ static void test_neox_bert_records(void **st)
  * otherwise LLaMA's), no code of its own. tests/data/tiny_olmo2.safetensors
  * and its logits in plain torch (tests/data/make_tiny_olmo2.py): verify's
  * fp64 reference forward composed from the parts gives them. */
-#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false}
+#define OL(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false, NULL}
 static const tpc_tensor_row olmo2_rows[] = {
 	OL(TOKEN_EMBD, "model.embed_tokens.weight"),
 	OL(OUTPUT_NORM, "model.norm.weight"),
@@ -982,7 +982,7 @@ static const tpc_tensor_row olmo2_rows[] = {
 	OL(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
 	OL(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
 	OL(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false, NULL},
 };
 #undef OL
 
@@ -1025,7 +1025,7 @@ static void test_olmo2_parts(void **st)
  * fp64 reference forward gives Gemma2ForCausalLM's and Gemma3ForCausalLM's
  * float64 logits (tests/data/make_tiny_gemma.py). Gemma 2 once more without
  * layer_types: the record's swa_every (2) says which layers slide. */
-#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false}
+#define GM(R, NAME) {TPC_ROLE_##R, false, {NAME, NULL, NULL, NULL, NULL}, false, false, NULL}
 static const tpc_tensor_row gemma_rows[] = {
 	GM(TOKEN_EMBD, "model.embed_tokens.weight"),
 	GM(OUTPUT_NORM, "model.norm.weight"),
@@ -1043,7 +1043,7 @@ static const tpc_tensor_row gemma_rows[] = {
 	GM(FFN_UP, "model.layers.{L}.mlp.up_proj.weight"),
 	GM(FFN_DOWN, "model.layers.{L}.mlp.down_proj.weight"),
 	GM(FFN_POST_NORM, "model.layers.{L}.post_feedforward_layernorm.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false, NULL},
 };
 #undef GM
 
@@ -1760,7 +1760,7 @@ static void test_rope_pairs_partial(void **st)
  * be (tables here, parts as the records'), tests/data/tiny_phi and
  * tiny_cohere2 (make_tiny_records.py): verify's forward gives transformers
  * 5.12's float64 logits. */
-#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}, false, false}
+#define PR(R, B, NAME) {TPC_ROLE_##R, B, {NAME, NULL, NULL, NULL, NULL}, false, false, NULL}
 static const tpc_tensor_row phi_rows[] = {
 	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
 	PR(OUTPUT_NORM, true, "model.final_layernorm.weight"),
@@ -1772,7 +1772,7 @@ static const tpc_tensor_row phi_rows[] = {
 	PR(ATTN_OUT, true, "model.layers.{L}.self_attn.dense.weight"),
 	PR(FFN_UP, true, "model.layers.{L}.mlp.fc1.weight"),
 	PR(FFN_DOWN, true, "model.layers.{L}.mlp.fc2.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false, NULL},
 };
 static const tpc_tensor_row cohere2_rows[] = {
 	PR(TOKEN_EMBD, false, "model.embed_tokens.weight"),
@@ -1786,7 +1786,7 @@ static const tpc_tensor_row cohere2_rows[] = {
 	PR(FFN_GATE, false, "model.layers.{L}.mlp.gate_proj.weight"),
 	PR(FFN_UP, false, "model.layers.{L}.mlp.up_proj.weight"),
 	PR(FFN_DOWN, false, "model.layers.{L}.mlp.down_proj.weight"),
-	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false},
+	{TPC_ROLE_NONE, false, {NULL, NULL, NULL, NULL, NULL}, false, false, NULL},
 };
 #undef PR
 
