@@ -160,6 +160,7 @@
 #include "tpc_layout.h"
 #include "tpc_manifest.h"
 #include "tpc_shard.h"
+#include "tpc_shard_optim.h"
 #include "tpc_util.h"
 
 #define LAYOUT_NAME "megatron-dist"
@@ -369,7 +370,7 @@ static void unexpert(char *s)
  * is ep_rank t / etp, etp_rank t % etp (parallel_state.py:886-895: the expert
  * RankGenerator's order "tp-cp-ep-dp-pp", etp fastest); with dp replicas
  * (ep = tp x dp) rank t + tp * d of a stage is EP rank t + tp * d, etp 1. */
-static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
+static int model_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
 	const tpc_family *pf = plan_family(sp);
@@ -454,6 +455,42 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 			int64_t len = x->shape[s->dim];
 			ret = tpc_tensor_copy(&v, x) ? tpc_err_nomem(e) : add_chunk(m, sp, key, &v, s->dim, er * len, et * len, ls, ex, e);
 		}
+	}
+	if (ret)
+		mlist_release(m);
+	return ret;
+}
+
+/* Rank r's chunks: the model's, then with optimizer state (shard
+ * --optimizer) each state key's, split by the model's plan and stored as
+ * the model's chunks under 'optimizer.state.KEY.' + the model's key
+ * (distrib_optimizer.py:1789-1832 sharded_param_state_fully_reshardable:
+ * replace(sharded_metadata, key=f'{prefix}.{state_key}.{key}'), the same
+ * offsets, shapes and replica ids; the prefix 'optimizer.state', :1746). */
+static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
+{
+	int ret = model_chunks(sp, r, m, e);
+	for (int k = 0; !ret && sp->optim && k < sp->optim->nkeys; k++) {
+		mlist s;
+		if ((ret = model_chunks(&sp->optim->sp[k], r, &s, e)))
+			break;
+		if (tpc_grow((void **)&m->v, &m->cap, m->n + s.n + 1, sizeof(*m->v)))
+			ret = tpc_err_nomem(e);
+		for (size_t j = 0; j < s.n && !ret; j++) {
+			tpc_buf b = TPC_BUF_INIT;
+			tpc_buf_addf(&b, "optimizer.state.%s.%s", sp->optim->key[k], s.v[j].key);
+			if (b.oom) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			size_t bl;
+			free(s.v[j].key);
+			s.v[j].key = tpc_buf_detach(&b, &bl);
+			m->v[m->n++] = s.v[j];
+			s.v[j].key = NULL;
+			memset(&s.v[j].t, 0, sizeof(s.v[j].t));
+		}
+		mlist_release(&s);
 	}
 	if (ret)
 		mlist_release(m);
@@ -557,6 +594,12 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	if (dense && routed && !mixed_layers(sp, pf))
 		return tpc_err_at(e, TPC_EINPUT, NULL, dense,
 				  "a dense feed-forward beside routed experts (%s) in one layer: not a Megatron-Core layer", routed);
+	/* Megatron gives expert parameters (allreduce False) an optimizer of
+	 * their own, chained to the dense one (optimizer/__init__.py:1210-1240,
+	 * 'is_expert_parallel' groups): a form not written here */
+	if (routed && sp->optim)
+		return tpc_err_at(e, TPC_EINPUT, NULL, routed,
+				  "optimizer state of routed experts: Megatron keeps it in a second distributed optimizer chained to the dense one (optimizer/__init__.py:1210-1240), which --layout megatron-dist --optimizer does not write yet");
 	if (routed && experts_of(sp) <= 0)
 		return tpc_err_at(e, TPC_EINPUT, NULL, routed, "routed experts, but config.json says not how many (num_local_experts / num_experts)");
 	return 0;
@@ -702,7 +745,20 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		args = NULL;
 	}
 	bad = bad || tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
-	      tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0));
+	      tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(sp->optim ? sp->optim->step : 0));
+	if (!bad && sp->optim) {
+		/* the distributed optimizer's common state (distrib_optimizer.py:
+		 * 866-878 state_dict: param_groups without params, with step;
+		 * :1581 param_state_sharding_type) */
+		tpc_value *opt = tpc_value_new(TPC_V_DICT), *inner = tpc_value_new(TPC_V_DICT);
+		bad = !opt || !inner ||
+		      tpc_value_set(inner, tpc_value_str("param_groups", 12), tpc_value_ref(sp->optim->groups)) ||
+		      tpc_value_set(opt, tpc_value_str("optimizer", 9), tpc_value_ref(inner)) ||
+		      tpc_value_set(opt, tpc_value_str("param_state_sharding_type", 25), tpc_value_str("fully_reshardable", 17)) ||
+		      tpc_value_set(root, tpc_value_str("optimizer", 9), tpc_value_ref(opt));
+		tpc_value_unref(opt);
+		tpc_value_unref(inner);
+	}
 	if (!bad) {
 		bad = tpc_value_set(root, tpc_value_str("content_metadata", 16), cm);
 		cm = NULL;
@@ -846,7 +902,7 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.desc = "Megatron-Core torch_dist: release/__R_0.distcp + .metadata + common.pt + metadata.json, stacked layers",
 	.formats = formats, .set_format = "megatron-torch_dist",
 	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
-	.data_parallel = true,
+	.data_parallel = true, .optimizer = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .stored_size = stored_size, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
