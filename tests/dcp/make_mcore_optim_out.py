@@ -1,0 +1,195 @@
+"""Optimizer state into a Megatron torch_dist set (shard --layout megatron-dist
+--optimizer): the source and the check (tests/dcp/megatron_optim_out_test.sh).
+
+    /usr/bin/python3 make_mcore_optim_out.py gen OUTDIR
+        OUTDIR/train.pt: what torch.save(get_state_dict(model, optim)) holds for
+        a tiny LLaMA (HF names, GQA, vocab 70, untied lm_head) trained in bf16
+        with fp32 masters: {"model": {name: bf16}, "optim": {"state": {name:
+        {"exp_avg", "exp_avg_sq", "fp32_param", "step"}}, "param_groups": [two
+        groups as the HF Trainer makes them: weight decay, then none for 1-D
+        parameters]}}; every state value names its place: parameter number k
+        (model order), element i (C order) has exp_avg k * 10000 + i,
+        exp_avg_sq 1e6 + k * 10000 + i, fp32_param k * 10000 + i + 0.25 (exact
+        in f32); step 7. OUTDIR/config.json beside it.
+    /usr/bin/python3 make_mcore_optim_out.py check SRC/train.pt OPT.pt [OPT.pt ...]
+        each OPT.pt (tpconv's optimizer.pt of a megatron-dist set written from
+        SRC, read back by tpconv's Megatron reader: Megatron's parameters, q/k/v
+        fused per query group, gate/up fused, vocab padded) holds, for every
+        Megatron parameter, exactly the source's values rebuilt in Megatron's
+        layout (padding rows 0), step 7, the groups' hyper-parameters.
+        Prints "ok N" or "not ok: why".
+    /usr/bin/python3 make_mcore_optim_out.py check-pt A.pt B.pt
+        the two optimizer.pt hold the same values (torch.equal per tensor,
+        groups equal).
+"""
+import json
+import os
+import sys
+
+import torch
+
+LAYERS, HIDDEN, HEADS, KV, FFN, VOCAB = 2, 16, 4, 2, 24, 70
+HD = HIDDEN // HEADS
+
+
+def params():
+    out = [("model.embed_tokens.weight", (VOCAB, HIDDEN))]
+    for l in range(LAYERS):
+        p = "model.layers.%d." % l
+        out += [(p + "input_layernorm.weight", (HIDDEN,)),
+                (p + "self_attn.q_proj.weight", (HEADS * HD, HIDDEN)),
+                (p + "self_attn.k_proj.weight", (KV * HD, HIDDEN)),
+                (p + "self_attn.v_proj.weight", (KV * HD, HIDDEN)),
+                (p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HD)),
+                (p + "post_attention_layernorm.weight", (HIDDEN,)),
+                (p + "mlp.gate_proj.weight", (FFN, HIDDEN)),
+                (p + "mlp.up_proj.weight", (FFN, HIDDEN)),
+                (p + "mlp.down_proj.weight", (HIDDEN, FFN))]
+    out += [("model.norm.weight", (HIDDEN,)), ("lm_head.weight", (VOCAB, HIDDEN))]
+    return out
+
+
+def tag(k, shape, base):
+    n = 1
+    for s in shape:
+        n *= s
+    return (torch.arange(n, dtype=torch.float64) + k * 10000 + base).to(torch.float32).reshape(shape)
+
+
+def gen(out):
+    os.makedirs(out, exist_ok=True)
+    g = torch.Generator().manual_seed(44)
+    model, state, groups = {}, {}, [[], []]
+    for k, (n, shape) in enumerate(params()):
+        model[n] = torch.randn(*shape, generator=g).to(torch.bfloat16)
+        state[n] = {"step": torch.tensor(7.0), "exp_avg": tag(k, shape, 0), "exp_avg_sq": tag(k, shape, 1e6),
+                    "fp32_param": tag(k, shape, 0.25)}
+        groups[len(shape) == 1].append(n)
+    hp = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, amsgrad=False, foreach=None, maximize=False,
+              capturable=False, differentiable=False, fused=None)
+    pg = [dict(hp, weight_decay=0.1, params=groups[0]), dict(hp, weight_decay=0.0, params=groups[1])]
+    torch.save({"model": model, "optim": {"state": state, "param_groups": pg}}, os.path.join(out, "train.pt"))
+    # hostile variants (what Megatron's optimizer cannot hold), each one change
+    bad = {}
+    st2 = dict(state)
+    st2["model.norm.weight"] = dict(state["model.norm.weight"], step=torch.tensor(6.0))
+    bad["steps"] = (model, st2, pg)
+    mixed = [dict(pg[0], params=groups[0] + ["model.norm.weight"]),
+             dict(pg[1], params=[n for n in groups[1] if n != "model.norm.weight"])]
+    bad["mixed"] = (model, state, mixed)
+    three = [dict(pg[0], params=groups[0][:3]), dict(pg[0], lr=2e-3, params=groups[0][3:]), pg[1]]
+    bad["three"] = (model, state, three)
+    frozen = dict(model)
+    frozen["model.rotary.inv_freq"] = torch.ones(4)
+    bad["frozen"] = (frozen, state, pg)
+    nomaster = {n: {k: v for k, v in st.items() if k != "fp32_param"} for n, st in state.items()}
+    bad["nomaster"] = (model, nomaster, pg)
+    for name, (m, st, groups_) in bad.items():
+        torch.save({"model": m, "optim": {"state": st, "param_groups": groups_}}, os.path.join(out, name + ".pt"))
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
+           "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+           "num_hidden_layers": LAYERS, "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16"}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+
+
+def megatron(src, key, vpad):
+    """The source's `key` tensors in Megatron's parameters and layout, in the
+    order tpconv's Megatron reader numbers them (its model order)."""
+    s = {n: st[key] for n, st in src["optim"]["state"].items()}
+    pad = lambda t: torch.cat([t, t.new_zeros(vpad - t.shape[0], t.shape[1])])
+    out = [("embedding.word_embeddings.weight", pad(s["model.embed_tokens.weight"]))]
+    for l in range(LAYERS):
+        p = "model.layers.%d." % l
+        q = s[p + "self_attn.q_proj.weight"].reshape(KV, HEADS // KV * HD, HIDDEN)
+        kk = s[p + "self_attn.k_proj.weight"].reshape(KV, HD, HIDDEN)
+        v = s[p + "self_attn.v_proj.weight"].reshape(KV, HD, HIDDEN)
+        m = "decoder.layers.%d." % l
+        out += [(m + "self_attention.linear_qkv.layer_norm_weight", s[p + "input_layernorm.weight"]),
+                (m + "self_attention.linear_qkv.weight", torch.cat([q, kk, v], 1).reshape(-1, HIDDEN)),
+                (m + "self_attention.linear_proj.weight", s[p + "self_attn.o_proj.weight"]),
+                (m + "mlp.linear_fc1.layer_norm_weight", s[p + "post_attention_layernorm.weight"]),
+                (m + "mlp.linear_fc1.weight", torch.cat([s[p + "mlp.gate_proj.weight"], s[p + "mlp.up_proj.weight"]])),
+                (m + "mlp.linear_fc2.weight", s[p + "mlp.down_proj.weight"])]
+    out += [("decoder.final_layernorm.weight", s["model.norm.weight"]), ("output_layer.weight", pad(s["lm_head.weight"]))]
+    return dict(out)
+
+
+def check_common(path):
+    """common.pt as Megatron's DistributedOptimizer.state_dict / sharded_state_dict
+    leave it: param groups without params, the default group (wd_mult 1) first,
+    step 7 in each, param_state_sharding_type fully_reshardable."""
+    c = torch.load(path)
+    o = c["optimizer"]
+    if o.get("param_state_sharding_type") != "fully_reshardable":
+        return "param_state_sharding_type %r" % o.get("param_state_sharding_type")
+    pg = o["optimizer"]["param_groups"]
+    if [g["wd_mult"] for g in pg] != [1.0, 0.0] or [g["weight_decay"] for g in pg] != [0.1, 0.0]:
+        return "groups %r" % pg
+    for g in pg:
+        if "params" in g or g["step"] != 7 or g["is_expert_parallel"] or g["lr"] != 1e-3:
+            return "group %r" % g
+    if c["iteration"] != 7:
+        return "iteration %r" % c["iteration"]
+    return None
+
+
+def check(src_path, opt_path):
+    src = torch.load(src_path)
+    if opt_path.endswith("common.pt"):
+        return check_common(opt_path)
+    opt = torch.load(opt_path)
+    # the vocab rows as Megatron pads them (128 x tp): the reader's embedding
+    vpad = max(st["exp_avg"].shape[0] for st in opt["state"].values())
+    want = {k: megatron(src, k, vpad) for k in ("exp_avg", "exp_avg_sq", "fp32_param")}
+    seen = set()
+    for k, st in opt["state"].items():
+        hit = None
+        for name, t in want["exp_avg"].items():
+            if t.shape == st["exp_avg"].shape and torch.equal(t, st["exp_avg"]):
+                hit = name
+        if hit is None or hit in seen:
+            return "state %s: its exp_avg is no parameter's (or a second copy)" % k
+        seen.add(hit)
+        for key in ("exp_avg_sq", "fp32_param"):
+            if not torch.equal(want[key][hit], st[key]):
+                return "state %s (%s): %s differs" % (k, hit, key)
+        if float(st["step"]) != 7.0:
+            return "state %s: step %r" % (k, st["step"])
+    if len(seen) != len(want["exp_avg"]):
+        return "%d parameters, want %d" % (len(seen), len(want["exp_avg"]))
+    wds = sorted(g["weight_decay"] for g in opt["param_groups"])
+    if wds != [0.0, 0.1] or any(g["lr"] != 1e-3 or tuple(g["betas"]) != (0.9, 0.95) for g in opt["param_groups"]):
+        return "param groups %r" % [{k: v for k, v in g.items() if k != "params"} for g in opt["param_groups"]]
+    for g in opt["param_groups"]:
+        for k in g["params"]:
+            one_d = opt["state"][k]["exp_avg"].dim() == 1
+            if one_d != (g["weight_decay"] == 0.0):
+                return "parameter %s in the group of weight decay %r" % (k, g["weight_decay"])
+    return None
+
+
+def check_pt(a, b):
+    x, y = torch.load(a), torch.load(b)
+    if [{k: v for k, v in g.items()} for g in x["param_groups"]] != [{k: v for k, v in g.items()} for g in y["param_groups"]]:
+        return "param groups differ"
+    if x["state"].keys() != y["state"].keys():
+        return "state keys differ"
+    for k in x["state"]:
+        for key, t in x["state"][k].items():
+            if not torch.equal(t, y["state"][k][key]):
+                return "state %s %s differs" % (k, key)
+    return None
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2])
+    elif sys.argv[1] == "check":
+        for p in sys.argv[3:]:
+            why = check(sys.argv[2], p)
+            print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
+    elif sys.argv[1] == "check-pt":
+        why = check_pt(sys.argv[2], sys.argv[3])
+        print(("not ok: %s" % why) if why else "ok")

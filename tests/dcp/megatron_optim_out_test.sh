@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Optimizer state INTO a Megatron-Core torch_dist set (TAP): shard --layout
+# megatron-dist --optimizer writes Adam's exp_avg, exp_avg_sq and the fp32
+# master as Megatron's 'fully_reshardable' form (optimizer.state.{param,
+# exp_avg,exp_avg_sq}.KEY, each split as its model tensor KEY; the groups and
+# step in common.pt). The source is what torch.save(get_state_dict(...))
+# holds for a tiny LLaMA trained in bf16 with fp32 masters, every state value
+# naming its parameter and element (make_mcore_optim_out.py gen, torch 1.13);
+# tpconv's own Megatron reader gives every value back on its own parameter's
+# element (checked against the source rebuilt in Megatron's layout: q/k/v per
+# query group, [gate; up], vocab rows padded with zeros), at tp 2 x pp 2,
+# after a reshard to tp 1, and byte for byte between a reshard and a direct
+# split. What Megatron's optimizer cannot hold is refused by name.
+# usage: megatron_optim_out_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=${TPC_PY:-/usr/bin/python3}
+G=$SRC/tests/dcp/make_mcore_optim_out.py
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+
+"$PY" "$G" gen "$T/src" || { bad "make_mcore_optim_out.py gen" ""; done_testing; exit 0; }
+S=$T/src/train.pt
+FL=(--preset llama --config "$T/src/config.json" --layout megatron-dist --optimizer -q)
+
+run "$TPCONV" shard "$S" "${FL[@]}" --tp 2 --pp 2 -o "$T/s22"
+[ "$rc" = 0 ] && [ -f "$T/s22/release/__3_0.distcp" ] && [ -f "$T/s22/tpconv-manifest.json" ] &&
+  ok "shard --optimizer --tp 2 --pp 2: a megatron-dist set with the state" ||
+  bad "shard --optimizer tp 2 pp 2" "$(cat "$T/err")"
+
+run "$TPCONV" inspect --optimizer "$T/s22/release"
+grep -qx "# optimizer state: Megatron's distributed optimizer (fully_reshardable): 15 parameters, 45 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# \[1\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[32, 16\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
+  grep -q "^# param group 1: 5 parameters; lr=0.001 .* weight_decay=0 .* wd_mult=0 " "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer of the set: fully_reshardable, 15 parameters with exp_avg, exp_avg_sq, master and step, two groups" ||
+  bad "inspect --optimizer" "$(head -12 "$T/out" "$T/err")"
+
+mkdir -p "$T/a" "$T/b" "$T/c" "$T/d" "$T/e"
+"$TPCONV" convert "$T/s22" --optimizer -o "$T/a/optimizer.pt" -q &&
+  "$TPCONV" convert "$T/s22/release" --optimizer -o "$T/b/optimizer.pt" -q &&
+  cmp -s "$T/a/optimizer.pt" "$T/b/optimizer.pt" &&
+  ok "convert SET --optimizer reads the set as the torch_dist save it is (the same bytes as its release/ folder)" ||
+  bad "convert SET --optimizer" ""
+
+# reshard: Megatron names to Hugging Face's by the preset's rules, the state alike
+run "$TPCONV" shard "$T/s22" --rules megatron-llama "${FL[@]}" --tp 1 -o "$T/s11"
+[ "$rc" = 0 ] && "$TPCONV" convert "$T/s11" --optimizer -o "$T/c/optimizer.pt" -q &&
+  ok "reshard tp 2 x pp 2 -> tp 1 with the state (--rules megatron-llama on parameters and moments alike)" ||
+  bad "reshard with --optimizer" "$(cat "$T/err")"
+"$TPCONV" shard "$T/s11" --rules megatron-llama "${FL[@]}" --tp 2 -o "$T/s41" &&
+  "$TPCONV" shard "$S" "${FL[@]}" --tp 2 -o "$T/d41" &&
+  "$TPCONV" convert "$T/s41" --optimizer -o "$T/d/optimizer.pt" -q &&
+  "$TPCONV" convert "$T/d41" --optimizer -o "$T/e/optimizer.pt" -q &&
+  cmp -s "$T/d/optimizer.pt" "$T/e/optimizer.pt" &&
+  ok "tp 1 resharded to tp 2 x pp 1 gives the optimizer.pt of a direct split, byte for byte" ||
+  bad "reshard tp 1 -> 2" ""
+
+"$PY" "$G" check "$S" "$T/a/optimizer.pt" "$T/c/optimizer.pt" "$T/d/optimizer.pt" "$T/s22/release/common.pt" > "$T/chk" 2>&1
+[ "$(grep -c '^ok ' "$T/chk")" = 4 ] &&
+  ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step and sharding type as Megatron saves them" ||
+  bad "values" "$(cat "$T/chk")"
+
+# refused by name (exit 3)
+refuse() { # NAME FILE MESSAGE
+  run "$TPCONV" shard "$T/src/$2" "${FL[@]}" --tp 2 -o "$T/h_$2"
+  [ "$rc" = 3 ] && grep -qF "$3" "$T/err" && [ ! -e "$T/h_$2" ] && ok "refused: $1" || bad "refused: $1" "rc=$rc $(cat "$T/err")"
+}
+refuse "steps that differ" steps.pt "tensor 'model.norm.weight': step 6, 'model.layers.1.post_attention_layernorm.weight' step 7: Megatron's optimizer keeps one step for all parameters"
+refuse "a 1-D parameter in the weight-decay group" mixed.pt "tensor 'model.layers.0.input_layernorm.weight': in param group 1, 'model.norm.weight' (1-D or a bias) in group 0: Megatron's standard split puts every 1-D parameter and bias in one group"
+refuse "three param groups" three.pt "3 param groups: Megatron's standard split makes two"
+refuse "a model tensor no group lists" frozen.pt "tensor 'model.model.rotary.inv_freq': a tensor of the model that no param group lists"
+refuse "a bf16 parameter without its master" nomaster.pt "tensor 'model.embed_tokens.weight': a BF16 parameter without its fp32 master (fp32_param)"
+run "$TPCONV" shard "$S" --preset llama --config "$T/src/config.json" --layout dcp --optimizer --tp 2 -o "$T/h_dcp"
+[ "$rc" = 2 ] && grep -qF -- "--optimizer goes with --layout megatron-dist" "$T/err" && ok "refused: --optimizer with a layout that stores no state" ||
+  bad "--optimizer --layout dcp" "rc=$rc $(cat "$T/err")"
+"$TPCONV" shard "$S" --select model --preset llama --config "$T/src/config.json" --tp 2 -q -o "$T/plain"
+run "$TPCONV" convert "$T/plain" --optimizer -o "$T/x.pt"
+[ "$rc" = 2 ] && grep -qF "is a shard set whose layout stores no optimizer state" "$T/err" && [ ! -e "$T/x.pt" ] &&
+  ok "refused: convert --optimizer of a set without state (was: the model written as optimizer.pt)" || bad "convert --optimizer of a plain set" "rc=$rc $(cat "$T/err")"
+
+done_testing
