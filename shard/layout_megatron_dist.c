@@ -594,12 +594,6 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	if (dense && routed && !mixed_layers(sp, pf))
 		return tpc_err_at(e, TPC_EINPUT, NULL, dense,
 				  "a dense feed-forward beside routed experts (%s) in one layer: not a Megatron-Core layer", routed);
-	/* Megatron gives expert parameters (allreduce False) an optimizer of
-	 * their own, chained to the dense one (optimizer/__init__.py:1210-1240,
-	 * 'is_expert_parallel' groups): a form not written here */
-	if (routed && sp->optim)
-		return tpc_err_at(e, TPC_EINPUT, NULL, routed,
-				  "optimizer state of routed experts: Megatron keeps it in a second distributed optimizer chained to the dense one (optimizer/__init__.py:1210-1240), which --layout megatron-dist --optimizer does not write yet");
 	if (routed && experts_of(sp) <= 0)
 		return tpc_err_at(e, TPC_EINPUT, NULL, routed, "routed experts, but config.json says not how many (num_local_experts / num_experts)");
 	return 0;
@@ -681,6 +675,52 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	return ret;
 }
 
+/* One distributed optimizer's common state (distrib_optimizer.py:866-878
+ * state_dict: param_groups without params, with step; :1581
+ * param_state_sharding_type) over the groups its parameters need. */
+static tpc_value *one_optim(const tpc_shard_plan *sp, bool expert, const bool side[2])
+{
+	tpc_value *opt = tpc_value_new(TPC_V_DICT), *inner = tpc_value_new(TPC_V_DICT);
+	tpc_value *pg = tpc_shard_optim_groups(sp->optim, expert, side[0], side[1]);
+	bool bad = !opt || !inner || !pg || tpc_value_set(inner, tpc_value_str("param_groups", 12), tpc_value_ref(pg)) ||
+		   tpc_value_set(opt, tpc_value_str("optimizer", 9), tpc_value_ref(inner)) ||
+		   tpc_value_set(opt, tpc_value_str("param_state_sharding_type", 25), tpc_value_str("fully_reshardable", 17));
+	tpc_value_unref(pg);
+	tpc_value_unref(inner);
+	if (bad) {
+		tpc_value_unref(opt);
+		return NULL;
+	}
+	return opt;
+}
+
+/* common.pt's 'optimizer': one distributed optimizer, or with routed
+ * experts (allreduce False, moe/experts.py) a ChainedOptimizer of the dense
+ * one and the expert-parallel one (optimizer/__init__.py:1170-1240, groups
+ * is_expert_parallel), saved as {0: dense, 1: expert} (optimizer.py:
+ * 1589-1603; no key prefix: chained_optim_avoid_prefix, :1583-1587). */
+static tpc_value *optim_common(const tpc_shard_plan *sp)
+{
+	const tpc_family *pf = plan_family(sp);
+	bool side[2][2] = {{false, false}, {false, false}}; /* [expert][no decay] */
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_tensor *t = &sp->in->t[sp->t[i].in];
+		const tpc_tensor_row *w = row_of(pf, t->name, NULL, NULL, NULL, NULL);
+		side[w && expert_role(w->role)][tpc_shard_optim_no_decay(t, t->name)] = true;
+	}
+	if (!side[1][0] && !side[1][1])
+		return one_optim(sp, false, side[0]);
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *a = one_optim(sp, false, side[0]), *b = one_optim(sp, true, side[1]);
+	if (!d || !a || !b || tpc_value_set(d, tpc_value_int(0), tpc_value_ref(a)) ||
+	    tpc_value_set(d, tpc_value_int(1), tpc_value_ref(b))) {
+		tpc_value_unref(d);
+		d = NULL;
+	}
+	tpc_value_unref(a);
+	tpc_value_unref(b);
+	return d;
+}
+
 /* common.pt: {args, checkpoint_version, iteration, content_metadata} */
 static int write_common(const tpc_shard_plan *sp, const char *path, bool force, bool grouped, tpc_err *e)
 {
@@ -746,19 +786,9 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	}
 	bad = bad || tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	      tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(sp->optim ? sp->optim->step : 0));
-	if (!bad && sp->optim) {
-		/* the distributed optimizer's common state (distrib_optimizer.py:
-		 * 866-878 state_dict: param_groups without params, with step;
-		 * :1581 param_state_sharding_type) */
-		tpc_value *opt = tpc_value_new(TPC_V_DICT), *inner = tpc_value_new(TPC_V_DICT);
-		bad = !opt || !inner ||
-		      tpc_value_set(inner, tpc_value_str("param_groups", 12), tpc_value_ref(sp->optim->groups)) ||
-		      tpc_value_set(opt, tpc_value_str("optimizer", 9), tpc_value_ref(inner)) ||
-		      tpc_value_set(opt, tpc_value_str("param_state_sharding_type", 25), tpc_value_str("fully_reshardable", 17)) ||
-		      tpc_value_set(root, tpc_value_str("optimizer", 9), tpc_value_ref(opt));
-		tpc_value_unref(opt);
-		tpc_value_unref(inner);
-	}
+	tpc_value *opt = !bad && sp->optim ? optim_common(sp) : NULL;
+	if (!bad && sp->optim)
+		bad = !opt || tpc_value_set(root, tpc_value_str("optimizer", 9), opt);
 	if (!bad) {
 		bad = tpc_value_set(root, tpc_value_str("content_metadata", 16), cm);
 		cm = NULL;

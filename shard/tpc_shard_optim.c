@@ -95,47 +95,55 @@ static bool ends_with(const char *s, const char *t)
 }
 
 /* Megatron's standard override (optimizer/__init__.py:113-120): wd_mult 0 */
-static bool no_decay(const tpc_tensor *t, const char *name)
+bool tpc_shard_optim_no_decay(const tpc_tensor *t, const char *name)
 {
 	return t->ndim == 1 || ends_with(name, ".bias");
 }
 
-/* Each source group holds parameters of one side of the standard split;
- * *nowd: the source group of the wd_mult-0 side (-1: none), *wd the other. */
-static int check_groups(const tpc_shard_optim *so, const tpc_ckpt *ck, int *wd, int *nowd, tpc_err *e)
+static bool truthy(const tpc_value *v)
+{
+	return v && (v->kind == TPC_V_BOOL || v->kind == TPC_V_INT) && v->ival;
+}
+
+/* Each source group holds parameters of one side of the standard split (of
+ * one optimizer: a Megatron save's chained expert-parallel groups are their
+ * own); so->src[expert][no decay]: the source group of each, or -1. */
+static int check_groups(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e)
 {
 	const tpc_optim *o = &so->map;
-	int side[2] = {-1, -1}; /* [no_decay]: its group */
-	const char *first[2] = {NULL, NULL};
-	if (o->ng > 2)
+	const char *first[2][2] = {{NULL, NULL}, {NULL, NULL}};
+	static const char *const what[2][2] = {{"2-D or more", "1-D or a bias"},
+					       {"expert-parallel 2-D or more", "expert-parallel 1-D or bias"}};
+	memset(so->src, 0xff, sizeof(so->src));
+	if (o->ng > 4)
 		return tpc_err_set(e, TPC_EINPUT,
-				   "%zu param groups: Megatron's standard split makes two (weight decay, and wd_mult 0 for 1-D parameters and biases: optimizer/__init__.py:94-120); other groupings are not written",
+				   "%zu param groups: Megatron's standard split makes two (weight decay, and wd_mult 0 for 1-D parameters and biases: optimizer/__init__.py:94-120), each again for expert-parallel parameters; other groupings are not written",
 				   o->ng);
 	for (size_t i = 0; i < o->np; i++) {
 		const tpc_optim_param *p = &o->p[i];
-		int k = no_decay(&ck->t[p->param], p->fqn);
-		if (side[k] < 0) {
-			side[k] = p->group;
-			first[k] = p->fqn;
-		} else if (side[k] != p->group) {
+		int x = truthy(tpc_value_get(o->groups[p->group], "is_expert_parallel"));
+		int k = tpc_shard_optim_no_decay(&ck->t[p->param], p->fqn);
+		if (so->src[x][k] < 0) {
+			so->src[x][k] = p->group;
+			first[x][k] = p->fqn;
+		} else if (so->src[x][k] != p->group) {
 			return tpc_err_at(e, TPC_EINPUT, NULL, p->fqn,
 					  "in param group %d, '%s' (%s) in group %d: Megatron's standard split puts every %s in one group (optimizer/__init__.py:94-120); not written",
-					  p->group, first[k], k ? "1-D or a bias" : "2-D or more", side[k],
-					  k ? "1-D parameter and bias" : "other parameter");
+					  p->group, first[x][k], what[x][k], so->src[x][k], k ? "1-D parameter and bias" : "other parameter");
 		}
 	}
-	if (side[0] >= 0 && side[0] == side[1])
-		return tpc_err_at(e, TPC_EINPUT, NULL, first[1],
-				  "param group %d holds it (1-D or a bias) and '%s' (2-D) alike: Megatron's standard split gives 1-D parameters and biases a group of their own (wd_mult 0, optimizer/__init__.py:94-120); not written",
-				  side[0], first[0]);
-	*wd = side[0];
-	*nowd = side[1];
+	for (int a = 0; a < 4; a++)
+		for (int b = a + 1; b < 4; b++)
+			if (so->src[a / 2][a % 2] >= 0 && so->src[a / 2][a % 2] == so->src[b / 2][b % 2])
+				return tpc_err_at(e, TPC_EINPUT, NULL, first[b / 2][b % 2],
+						  "param group %d holds it (%s) and '%s' (%s) alike: Megatron's standard split gives 1-D parameters and biases a group of their own (wd_mult 0, optimizer/__init__.py:94-120); not written",
+						  so->src[a / 2][a % 2], what[b / 2][b % 2], first[a / 2][a % 2], what[a / 2][a % 2]);
 	return 0;
 }
 
 /* Megatron's group dict: the source's hyper-parameters (no params), its
  * own keys for the standard split, and the step. */
-static tpc_value *mcore_group(const tpc_value *g, bool nowd, int64_t step)
+static tpc_value *mcore_group(const tpc_value *g, bool nowd, bool expert, int64_t step)
 {
 	tpc_value *d = tpc_value_new(TPC_V_DICT);
 	bool bad = !d;
@@ -145,7 +153,7 @@ static tpc_value *mcore_group(const tpc_value *g, bool nowd, int64_t step)
 			continue;
 		bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
 	}
-	bad = bad || tpc_value_set(d, tpc_value_str("is_expert_parallel", 18), tpc_value_bool(0)) ||
+	bad = bad || tpc_value_set(d, tpc_value_str("is_expert_parallel", 18), tpc_value_bool(expert)) ||
 	      tpc_value_set(d, tpc_value_str("default_config", 14), tpc_value_bool(1)) ||
 	      tpc_value_set(d, tpc_value_str("wd_mult", 7), tpc_value_float(nowd ? 0.0 : 1.0)) ||
 	      tpc_value_set(d, tpc_value_str("lr_mult", 7), tpc_value_float(1.0)) ||
@@ -158,23 +166,31 @@ static tpc_value *mcore_group(const tpc_value *g, bool nowd, int64_t step)
 	return d;
 }
 
+tpc_value *tpc_shard_optim_groups(const tpc_shard_optim *so, bool expert, bool wd, bool nowd)
+{
+	tpc_value *l = tpc_value_new(TPC_V_LIST);
+	/* the default group first (:374), then wd_mult 0; from the source's
+	 * expert-parallel groups (a Megatron save) or its only ones */
+	const bool on[2] = {wd, nowd};
+	for (int i = 0; l && i < 2; i++) {
+		int src = so->src[expert][i] >= 0 ? so->src[expert][i] : so->src[0][i];
+		if (!on[i] || src < 0)
+			continue;
+		tpc_value *d = mcore_group(so->map.groups[src], i == 1, expert, so->step);
+		if (!d || tpc_value_append(l, d)) {
+			tpc_value_unref(l);
+			return NULL;
+		}
+	}
+	return l;
+}
+
 static int build_groups(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e)
 {
-	int wd = -1, nowd = -1, ret;
-	if ((ret = check_groups(so, ck, &wd, &nowd, e)))
-		return ret;
-	if (!(so->groups = tpc_value_new(TPC_V_LIST)))
-		return tpc_err_nomem(e);
-	/* the default group first (:374), then wd_mult 0 */
-	int order[2] = {wd, nowd};
-	for (int i = 0; i < 2; i++) {
-		if (order[i] < 0)
-			continue;
-		tpc_value *d = mcore_group(so->map.groups[order[i]], i == 1, so->step);
-		if (!d || tpc_value_append(so->groups, d))
-			return tpc_err_nomem(e);
-	}
-	return 0;
+	int ret = check_groups(so, ck, e);
+	if (!ret && !(so->groups = tpc_shard_optim_groups(so, false, true, true)))
+		ret = tpc_err_nomem(e);
+	return ret;
 }
 
 /* Parameter p's tensor for state key k ("param", "exp_avg", "exp_avg_sq"). */

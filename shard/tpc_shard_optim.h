@@ -41,6 +41,8 @@ typedef struct tpc_shard_optim {
 	tpc_shard_plan sp[TPC_SHARD_OPTIM_KEYS]; /* each split by the model's plan */
 	bool planned[TPC_SHARD_OPTIM_KEYS];
 	tpc_value *groups;                   /* Megatron's param_groups: hyper-parameters, step, no params */
+	int src[2][2];                       /* [expert-parallel][wd_mult 0]: the source's group of each
+	                                        side of the split, or -1 */
 	const char *master_from;             /* "fp32_param" (the save's master) or "the parameter" (f32 training) */
 	int64_t step;                        /* the optimizer's step (one for every parameter) */
 } tpc_shard_optim;
@@ -55,6 +57,15 @@ void tpc_shard_optim_release(tpc_shard_optim *so);
  * differ, param groups Megatron's standard split does not make. ck must
  * outlive so. */
 int tpc_shard_optim_build(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e);
+
+/* Megatron's standard split puts t (named name) at wd_mult 0: 1-D, or a bias
+ * (optimizer/__init__.py:113-120) */
+bool tpc_shard_optim_no_decay(const tpc_tensor *t, const char *name);
+
+/* One distributed optimizer's param_groups (its parameters expert-parallel
+ * or not; the sides of the split it holds: weight decay, wd_mult 0), in
+ * Megatron's order, from the source's groups; NULL: out of memory. */
+tpc_value *tpc_shard_optim_groups(const tpc_shard_optim *so, bool expert, bool wd, bool nowd);
 
 /* Split each key's checkpoint by the plan the model is split by (o without
  * an optimizer: the state's plans carry none). */
