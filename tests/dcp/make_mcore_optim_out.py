@@ -10,7 +10,11 @@
         parameters]}}; every state value names its place: parameter number k
         (model order), element i (C order) has exp_avg k * 10000 + i,
         exp_avg_sq 1e6 + k * 10000 + i, fp32_param k * 10000 + i + 0.25 (exact
-        in f32); step 7. OUTDIR/config.json beside it.
+        in f32); step 7. OUTDIR/config.json beside it; hostile variants
+        (steps.pt: one parameter at step 6, mixed.pt: a 1-D parameter in the
+        weight-decay group, three.pt: three groups, frozen.pt: a model tensor no
+        group lists, nomaster.pt: bf16 without fp32_param); OUTDIR/moe/ the same
+        as a Mixtral (4 experts of 8 a layer and the router: train.pt, config.json).
     /usr/bin/python3 make_mcore_optim_out.py check SRC/train.pt OPT.pt [OPT.pt ...]
         each OPT.pt (tpconv's optimizer.pt of a megatron-dist set written from
         SRC, read back by tpconv's Megatron reader: Megatron's parameters, q/k/v
@@ -18,6 +22,10 @@
         Megatron parameter, exactly the source's values rebuilt in Megatron's
         layout (padding rows 0), step 7, the groups' hyper-parameters.
         Prints "ok N" or "not ok: why".
+    python3 make_mcore_optim_out.py torch2 SRC/train.pt SET/release
+        (torch >= 2.4, the forky chroot) torch's own DCP reader reads the set's
+        .distcp files: every optimizer.state.{param,exp_avg,exp_avg_sq}.KEY, layer-
+        stacked as the model's KEY, holds the source's values.
     /usr/bin/python3 make_mcore_optim_out.py check-pt A.pt B.pt
         the two optimizer.pt hold the same values (torch.equal per tensor,
         groups equal).
@@ -30,9 +38,10 @@ import torch
 
 LAYERS, HIDDEN, HEADS, KV, FFN, VOCAB = 2, 16, 4, 2, 24, 70
 HD = HIDDEN // HEADS
+EXPERTS, EFFN = 4, 8  # the Mixtral variant (moe/): routed experts of EFFN
 
 
-def params():
+def params(moe=False):
     out = [("model.embed_tokens.weight", (VOCAB, HIDDEN))]
     for l in range(LAYERS):
         p = "model.layers.%d." % l
@@ -41,8 +50,15 @@ def params():
                 (p + "self_attn.k_proj.weight", (KV * HD, HIDDEN)),
                 (p + "self_attn.v_proj.weight", (KV * HD, HIDDEN)),
                 (p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HD)),
-                (p + "post_attention_layernorm.weight", (HIDDEN,)),
-                (p + "mlp.gate_proj.weight", (FFN, HIDDEN)),
+                (p + "post_attention_layernorm.weight", (HIDDEN,))]
+        if moe:
+            out += [(p + "block_sparse_moe.gate.weight", (EXPERTS, HIDDEN))]
+            for e in range(EXPERTS):
+                q = p + "block_sparse_moe.experts.%d." % e
+                out += [(q + "w1.weight", (EFFN, HIDDEN)), (q + "w2.weight", (HIDDEN, EFFN)),
+                        (q + "w3.weight", (EFFN, HIDDEN))]
+            continue
+        out += [(p + "mlp.gate_proj.weight", (FFN, HIDDEN)),
                 (p + "mlp.up_proj.weight", (FFN, HIDDEN)),
                 (p + "mlp.down_proj.weight", (HIDDEN, FFN))]
     out += [("model.norm.weight", (HIDDEN,)), ("lm_head.weight", (VOCAB, HIDDEN))]
@@ -56,11 +72,11 @@ def tag(k, shape, base):
     return (torch.arange(n, dtype=torch.float64) + k * 10000 + base).to(torch.float32).reshape(shape)
 
 
-def gen(out):
+def gen(out, moe=False):
     os.makedirs(out, exist_ok=True)
     g = torch.Generator().manual_seed(44)
     model, state, groups = {}, {}, [[], []]
-    for k, (n, shape) in enumerate(params()):
+    for k, (n, shape) in enumerate(params(moe)):
         model[n] = torch.randn(*shape, generator=g).to(torch.bfloat16)
         state[n] = {"step": torch.tensor(7.0), "exp_avg": tag(k, shape, 0), "exp_avg_sq": tag(k, shape, 1e6),
                     "fp32_param": tag(k, shape, 0.25)}
@@ -90,8 +106,13 @@ def gen(out):
            "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
            "num_hidden_layers": LAYERS, "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
            "torch_dtype": "bfloat16"}
+    if moe:
+        cfg.update(architectures=["MixtralForCausalLM"], model_type="mixtral", intermediate_size=EFFN,
+                   num_local_experts=EXPERTS, num_experts_per_tok=2)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
+    if moe:
+        return
 
 
 def megatron(src, key, vpad):
@@ -108,8 +129,18 @@ def megatron(src, key, vpad):
         m = "decoder.layers.%d." % l
         out += [(m + "self_attention.linear_qkv.layer_norm_weight", s[p + "input_layernorm.weight"]),
                 (m + "self_attention.linear_qkv.weight", torch.cat([q, kk, v], 1).reshape(-1, HIDDEN)),
-                (m + "self_attention.linear_proj.weight", s[p + "self_attn.o_proj.weight"]),
-                (m + "mlp.linear_fc1.layer_norm_weight", s[p + "post_attention_layernorm.weight"]),
+                (m + "self_attention.linear_proj.weight", s[p + "self_attn.o_proj.weight"])]
+        if p + "block_sparse_moe.gate.weight" in s:
+            # moe_layer.py / router.py / experts.py names (layout_megatron_dist.c)
+            out += [(m + "pre_mlp_layernorm.weight", s[p + "post_attention_layernorm.weight"]),
+                    (m + "mlp.router.weight", s[p + "block_sparse_moe.gate.weight"])]
+            for e in range(EXPERTS):
+                q = p + "block_sparse_moe.experts.%d." % e
+                x = m + "mlp.experts.local_experts.%d." % e
+                out += [(x + "linear_fc1.weight", torch.cat([s[q + "w1.weight"], s[q + "w3.weight"]])),
+                        (x + "linear_fc2.weight", s[q + "w2.weight"])]
+            continue
+        out += [(m + "mlp.linear_fc1.layer_norm_weight", s[p + "post_attention_layernorm.weight"]),
                 (m + "mlp.linear_fc1.weight", torch.cat([s[p + "mlp.gate_proj.weight"], s[p + "mlp.up_proj.weight"]])),
                 (m + "mlp.linear_fc2.weight", s[p + "mlp.down_proj.weight"])]
     out += [("decoder.final_layernorm.weight", s["model.norm.weight"]), ("output_layer.weight", pad(s["lm_head.weight"]))]
@@ -159,6 +190,19 @@ def check(src_path, opt_path):
             return "state %s: step %r" % (k, st["step"])
     if len(seen) != len(want["exp_avg"]):
         return "%d parameters, want %d" % (len(seen), len(want["exp_avg"]))
+    # a chained optimizer (experts): the reader's groups are the dense
+    # optimizer's two, then the expert one's (their 2-D weights: no wd_mult 0)
+    if len(opt["param_groups"]) == 3:
+        names = {k: n for n in want["exp_avg"] for k, st in opt["state"].items()
+                 if st["exp_avg"].shape == want["exp_avg"][n].shape and torch.equal(st["exp_avg"], want["exp_avg"][n])}
+        exp = sorted(k for k, n in names.items() if ".mlp.experts." in n)
+        if [g["weight_decay"] for g in opt["param_groups"]] != [0.1, 0.0, 0.1]:
+            return "chained groups %r" % [g["weight_decay"] for g in opt["param_groups"]]
+        if sorted(opt["param_groups"][2]["params"]) != exp or not opt["param_groups"][2].get("is_expert_parallel"):
+            return "expert group %r, want %r" % (opt["param_groups"][2]["params"], exp)
+        if any(g.get("is_expert_parallel") for g in opt["param_groups"][:2]):
+            return "a dense group is is_expert_parallel"
+        return None
     wds = sorted(g["weight_decay"] for g in opt["param_groups"])
     if wds != [0.0, 0.1] or any(g["lr"] != 1e-3 or tuple(g["betas"]) != (0.9, 0.95) for g in opt["param_groups"]):
         return "param groups %r" % [{k: v for k, v in g.items() if k != "params"} for g in opt["param_groups"]]
@@ -183,13 +227,45 @@ def check_pt(a, b):
     return None
 
 
+def torch2(src_path, folder):
+    """Real torch 2.x (>= 2.4: the forky chroot) reads the iteration folder's
+    .distcp files with its own DCP reader (dcp_to_torch_save): every state key
+    of Megatron's fully_reshardable form, layer-stacked as the model's keys,
+    holds the source's values (the model's keys hold the source weights)."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    dcp_to_torch_save(folder, folder + ".pt")
+    sd = torch.load(folder + ".pt", weights_only=False)
+    src = torch.load(src_path, weights_only=False)
+    n = 0
+    for key, want_key in (("param", "fp32_param"), ("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq")):
+        vpad = sd["optimizer.state.%s.embedding.word_embeddings.weight" % key].shape[0]
+        want = megatron(src, want_key, vpad)
+        for name, t in want.items():
+            if ".layers." in name:
+                l = int(name.split(".")[2])
+                got = sd["optimizer.state.%s.%s" % (key, name.replace("layers.%d." % l, "layers."))][l]
+            else:
+                got = sd["optimizer.state.%s.%s" % (key, name)]
+            if not torch.equal(got, t):
+                return "%s of %s differs" % (key, name)
+            n += 1
+    extra = [k for k in sd if k.startswith("optimizer.") and not k.startswith("optimizer.state.")]
+    if extra:
+        return "unexpected keys %r" % extra[:3]
+    return "torch %s dcp_to_torch_save: %d state tensors (param, exp_avg, exp_avg_sq per parameter) equal" % (
+        torch.__version__, n)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
+        gen(os.path.join(sys.argv[2], "moe"), moe=True)
     elif sys.argv[1] == "check":
         for p in sys.argv[3:]:
             why = check(sys.argv[2], p)
             print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
+    elif sys.argv[1] == "torch2":
+        print(torch2(sys.argv[2], sys.argv[3]))
     elif sys.argv[1] == "check-pt":
         why = check_pt(sys.argv[2], sys.argv[3])
         print(("not ok: %s" % why) if why else "ok")

@@ -10,7 +10,9 @@
 # element (checked against the source rebuilt in Megatron's layout: q/k/v per
 # query group, [gate; up], vocab rows padded with zeros), at tp 2 x pp 2,
 # after a reshard to tp 1, and byte for byte between a reshard and a direct
-# split. What Megatron's optimizer cannot hold is refused by name.
+# split; a Mixtral's experts at tp 2 x ep 2 x pp 2 and ep 4 over tp 2, in
+# the chained expert-parallel optimizer Megatron gives them. What Megatron's
+# optimizer cannot hold is refused by name.
 # usage: megatron_optim_out_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -60,6 +62,34 @@ run "$TPCONV" shard "$T/s22" --rules megatron-llama "${FL[@]}" --tp 1 -o "$T/s11
   ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step and sharding type as Megatron saves them" ||
   bad "values" "$(cat "$T/chk")"
 
+# a mixture of experts (Mixtral, 4 experts a layer): the routed experts'
+# state in a second distributed optimizer chained to the dense one, its
+# groups is_expert_parallel; tp 2 x ep 2 x pp 2, and ep 4 over tp 2 (two
+# data-parallel replicas a stage, each expert once)
+M=$T/src/moe
+MF=(--preset mixtral --config "$M/config.json" --layout megatron-dist --optimizer -q)
+mkdir -p "$T/m1" "$T/m2" "$T/m3" "$T/m4"
+run "$TPCONV" shard "$M/train.pt" "${MF[@]}" --tp 2 --ep 2 --pp 2 -o "$T/m22"
+"$TPCONV" inspect --optimizer "$T/m22" > "$T/mi" 2>&1
+[ "$rc" = 0 ] && grep -qx "# optimizer state: Megatron's distributed optimizer (fully_reshardable): 29 parameters, 87 state tensors beside them (each element its parameter's), 3 param groups" "$T/mi" &&
+  grep -q "^# param group 2: 16 parameters; .* weight_decay=0.1 is_expert_parallel=True " "$T/mi" &&
+  ok "MoE tp 2 x ep 2 x pp 2: 29 parameters' state, the 16 experts' in the chained expert optimizer's group" ||
+  bad "MoE shard --optimizer" "$(cat "$T/err"; head -12 "$T/mi")"
+"$TPCONV" convert "$T/m22" --optimizer -o "$T/m1/optimizer.pt" -q &&
+  "$TPCONV" shard "$M/train.pt" "${MF[@]}" --tp 2 --ep 4 -o "$T/m24" &&
+  "$TPCONV" convert "$T/m24" --optimizer -o "$T/m2/optimizer.pt" -q &&
+  "$TPCONV" shard "$T/m22" --rules megatron-mixtral "${MF[@]}" --tp 1 -o "$T/m11" &&
+  "$TPCONV" convert "$T/m11" --optimizer -o "$T/m3/optimizer.pt" -q &&
+  "$TPCONV" shard "$T/m11" --rules megatron-mixtral "${MF[@]}" --tp 2 --ep 4 -o "$T/m24r" &&
+  "$TPCONV" convert "$T/m24r" --optimizer -o "$T/m4/optimizer.pt" -q &&
+  cmp -s "$T/m2/optimizer.pt" "$T/m4/optimizer.pt" &&
+  ok "MoE resharded tp 2 x ep 2 x pp 2 -> tp 1 -> tp 2 x ep 4: the optimizer.pt of a direct split, byte for byte" ||
+  bad "MoE reshard" ""
+"$PY" "$G" check "$M/train.pt" "$T/m1/optimizer.pt" "$T/m2/optimizer.pt" "$T/m3/optimizer.pt" > "$T/mchk" 2>&1
+[ "$(grep -c '^ok ' "$T/mchk")" = 3 ] &&
+  ok "MoE: every expert's, the router's and the dense state on its own element (ep 2, ep 4 over tp 2, resharded to 1); the expert group is_expert_parallel" ||
+  bad "MoE values" "$(cat "$T/mchk")"
+
 # refused by name (exit 3)
 refuse() { # NAME FILE MESSAGE
   run "$TPCONV" shard "$T/src/$2" "${FL[@]}" --tp 2 -o "$T/h_$2"
@@ -67,7 +97,7 @@ refuse() { # NAME FILE MESSAGE
 }
 refuse "steps that differ" steps.pt "tensor 'model.norm.weight': step 6, 'model.layers.1.post_attention_layernorm.weight' step 7: Megatron's optimizer keeps one step for all parameters"
 refuse "a 1-D parameter in the weight-decay group" mixed.pt "tensor 'model.layers.0.input_layernorm.weight': in param group 1, 'model.norm.weight' (1-D or a bias) in group 0: Megatron's standard split puts every 1-D parameter and bias in one group"
-refuse "three param groups" three.pt "3 param groups: Megatron's standard split makes two"
+refuse "three param groups" three.pt "tensor 'model.layers.0.self_attn.v_proj.weight': in param group 1, 'model.embed_tokens.weight' (2-D or more) in group 0: Megatron's standard split puts every other parameter in one group"
 refuse "a model tensor no group lists" frozen.pt "tensor 'model.model.rotary.inv_freq': a tensor of the model that no param group lists"
 refuse "a bf16 parameter without its master" nomaster.pt "tensor 'model.embed_tokens.weight': a BF16 parameter without its fp32 master (fp32_param)"
 run "$TPCONV" shard "$S" --preset llama --config "$T/src/config.json" --layout dcp --optimizer --tp 2 -o "$T/h_dcp"
