@@ -135,8 +135,10 @@
  *     a multiple of tp.
  * TransformerEngine's _extra_state ShardedObjects are not written (no FP8
  * state exists for a converted model): load with --dist-ckpt-strictness
- * log_all (or ignore_all), as the legacy layout needs strict=False. No
- * optimizer state.
+ * log_all (or ignore_all), as the legacy layout needs strict=False.
+ * Optimizer state (shard --optimizer, tpc_shard_optim.h): each state key's
+ * chunks as the model's under 'optimizer.state.KEY.' (rank_chunks), the
+ * groups in common.pt (optim_common).
  *
  * Reading back: tpconv's torch_dist reader (formats/megatron_dist.c) opens the
  * folder as one checkpoint (the layers un-stacked under Megatron's names), and

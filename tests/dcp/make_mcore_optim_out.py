@@ -25,7 +25,10 @@
     python3 make_mcore_optim_out.py torch2 SRC/train.pt SET/release
         (torch >= 2.4, the forky chroot) torch's own DCP reader reads the set's
         .distcp files: every optimizer.state.{param,exp_avg,exp_avg_sq}.KEY, layer-
-        stacked as the model's KEY, holds the source's values.
+        stacked as the model's KEY (experts [layers, experts, ...]), holds the
+        source's values. Last run: torch 2.14.1 (forky) on the tp 2 x pp 2 and
+        tp 1 LLaMA sets (45 state tensors each) and the Mixtral sets at tp 2 x
+        ep 2 x pp 2, tp 2 x ep 4 and tp 1 (87 each): all equal.
     /usr/bin/python3 make_mcore_optim_out.py check-pt A.pt B.pt
         the two optimizer.pt hold the same values (torch.equal per tensor,
         groups equal).
@@ -241,7 +244,12 @@ def torch2(src_path, folder):
         vpad = sd["optimizer.state.%s.embedding.word_embeddings.weight" % key].shape[0]
         want = megatron(src, want_key, vpad)
         for name, t in want.items():
-            if ".layers." in name:
+            if ".local_experts." in name:  # [layers, experts, ...] under one key (experts.py:1526-1566)
+                f = name.split(".")
+                l, e = int(f[2]), int(f[6])
+                k = name.replace("layers.%d." % l, "layers.").replace("local_experts.%d." % e, "experts.")
+                got = sd["optimizer.state.%s.%s" % (key, k)][l][e]
+            elif ".layers." in name:
                 l = int(name.split(".")[2])
                 got = sd["optimizer.state.%s.%s" % (key, name.replace("layers.%d." % l, "layers."))][l]
             else:
