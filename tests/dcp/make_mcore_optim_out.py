@@ -10,7 +10,8 @@
         parameters]}}; every state value names its place: parameter number k
         (model order), element i (C order) has exp_avg k * 10000 + i,
         exp_avg_sq 1e6 + k * 10000 + i, fp32_param k * 10000 + i + 0.25 (exact
-        in f32); step 7. OUTDIR/config.json beside it; hostile variants
+        in f32); step 7. OUTDIR/config.json beside it, model_f32.pt (the model
+        in f32, for a ZeRO folder: make_zero.py --from); hostile variants
         (steps.pt: one parameter at step 6, mixed.pt: a 1-D parameter in the
         weight-decay group, three.pt: three groups, frozen.pt: a model tensor no
         group lists, nomaster.pt: bf16 without fp32_param); OUTDIR/moe/ the same
@@ -22,6 +23,9 @@
         Megatron parameter, exactly the source's values rebuilt in Megatron's
         layout (padding rows 0), step 7, the groups' hyper-parameters.
         Prints "ok N" or "not ok: why".
+    /usr/bin/python3 make_mcore_optim_out.py check-zero ZOPT.pt NAMES.txt ZMODEL.pt OPT.pt...
+        the same check with a ZeRO folder as the source: its optimizer.pt and
+        fp32 model as tpconv gives them, NAMES.txt its inspect --optimizer.
     python3 make_mcore_optim_out.py torch2 SRC/train.pt SET/release
         (torch >= 2.4, the forky chroot) torch's own DCP reader reads the set's
         .distcp files: every optimizer.state.{param,exp_avg,exp_avg_sq}.KEY, layer-
@@ -88,6 +92,8 @@ def gen(out, moe=False):
               capturable=False, differentiable=False, fused=None)
     pg = [dict(hp, weight_decay=0.1, params=groups[0]), dict(hp, weight_decay=0.0, params=groups[1])]
     torch.save({"model": model, "optim": {"state": state, "param_groups": pg}}, os.path.join(out, "train.pt"))
+    if not moe:  # the model in f32, for tests/deepspeed/make_zero.py --from
+        torch.save({n: t.float() for n, t in model.items()}, os.path.join(out, "model_f32.pt"))
     # hostile variants (what Megatron's optimizer cannot hold), each one change
     bad = {}
     st2 = dict(state)
@@ -169,8 +175,10 @@ def check_common(path):
     return None
 
 
-def check(src_path, opt_path):
-    src = torch.load(src_path)
+def check(src_path, opt_path, src=None):
+    src = src if src is not None else torch.load(src_path)
+    step = float(next(iter(src["optim"]["state"].values()))["step"])
+    g0 = src["optim"]["param_groups"][0]
     if opt_path.endswith("common.pt"):
         return check_common(opt_path)
     opt = torch.load(opt_path)
@@ -189,7 +197,7 @@ def check(src_path, opt_path):
         for key in ("exp_avg_sq", "fp32_param"):
             if not torch.equal(want[key][hit], st[key]):
                 return "state %s (%s): %s differs" % (k, hit, key)
-        if float(st["step"]) != 7.0:
+        if float(st["step"]) != step:
             return "state %s: step %r" % (k, st["step"])
     if len(seen) != len(want["exp_avg"]):
         return "%d parameters, want %d" % (len(seen), len(want["exp_avg"]))
@@ -207,7 +215,8 @@ def check(src_path, opt_path):
             return "a dense group is is_expert_parallel"
         return None
     wds = sorted(g["weight_decay"] for g in opt["param_groups"])
-    if wds != [0.0, 0.1] or any(g["lr"] != 1e-3 or tuple(g["betas"]) != (0.9, 0.95) for g in opt["param_groups"]):
+    want_wds = sorted(g["weight_decay"] for g in src["optim"]["param_groups"])
+    if wds != want_wds or any(g["lr"] != g0["lr"] or tuple(g["betas"]) != tuple(g0["betas"]) for g in opt["param_groups"]):
         return "param groups %r" % [{k: v for k, v in g.items() if k != "params"} for g in opt["param_groups"]]
     for g in opt["param_groups"]:
         for k in g["params"]:
@@ -215,6 +224,17 @@ def check(src_path, opt_path):
             if one_d != (g["weight_decay"] == 0.0):
                 return "parameter %s in the group of weight decay %r" % (k, g["weight_decay"])
     return None
+
+
+def zero_src(opt_path, names_path, model_path):
+    """A ZeRO folder's state as the source dict check() takes: tpconv's
+    optimizer.pt of it (numbered in its groups' order), the parameter names in
+    that order (inspect --optimizer's lines), its fp32 model (the masters)."""
+    opt, model = torch.load(opt_path), torch.load(model_path)
+    names = [l.split()[2].split(".", 1)[1] for l in open(names_path) if l.startswith("# [")]
+    state = {names[k]: dict(st, fp32_param=model[names[k]]) for k, st in opt["state"].items()}
+    groups = [dict(g, params=[names[k] for k in g["params"]]) for g in opt["param_groups"]]
+    return {"optim": {"state": state, "param_groups": groups}}
 
 
 def check_pt(a, b):
@@ -271,6 +291,11 @@ if __name__ == "__main__":
     elif sys.argv[1] == "check":
         for p in sys.argv[3:]:
             why = check(sys.argv[2], p)
+            print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
+    elif sys.argv[1] == "check-zero":
+        src = zero_src(sys.argv[2], sys.argv[3], sys.argv[4])
+        for p in sys.argv[5:]:
+            why = check(None, p, src)
             print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
     elif sys.argv[1] == "torch2":
         print(torch2(sys.argv[2], sys.argv[3]))

@@ -62,6 +62,23 @@ run "$TPCONV" shard "$T/s22" --rules megatron-llama "${FL[@]}" --tp 1 -o "$T/s11
   ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step and sharding type as Megatron saves them" ||
   bad "values" "$(cat "$T/chk")"
 
+# other sources: a DCP folder of the same state (tpconv's, as 2 FSDP2 ranks
+# save it) gives the same bytes; a ZeRO-2 folder (tests/deepspeed/make_zero.py,
+# the f32 masters are the parameters) its own values
+mkdir -p "$T/f" "$T/z"
+"$TPCONV" convert "$S" --optimizer --format dcp --dcp-ranks 2 -o "$T/dcp2" -q &&
+  "$TPCONV" shard "$T/dcp2" "${FL[@]}" --tp 2 --pp 2 -o "$T/sd22" &&
+  "$TPCONV" convert "$T/sd22" --optimizer -o "$T/f/optimizer.pt" -q && cmp -s "$T/a/optimizer.pt" "$T/f/optimizer.pt" &&
+  ok "a DCP save's state (2 ranks) gives the set of the same optimizer.pt, byte for byte" || bad "DCP source" ""
+"$PY" "$SRC/tests/deepspeed/make_zero.py" "$T/zero" --stage 2 --world 2 --from "$T/src/model_f32.pt" >/dev/null 2>&1 &&
+  "$TPCONV" shard "$T/zero" "${FL[@]}" --tp 2 --pp 2 -o "$T/sz22" &&
+  "$TPCONV" convert "$T/sz22" --optimizer -o "$T/z/optimizer.pt" -q &&
+  "$TPCONV" convert "$T/zero" --optimizer -o "$T/zopt.pt" -q && "$TPCONV" convert "$T/zero" -o "$T/zmodel.pt" -q &&
+  "$TPCONV" inspect --optimizer "$T/zero" > "$T/znames" &&
+  "$PY" "$G" check-zero "$T/zopt.pt" "$T/znames" "$T/zmodel.pt" "$T/z/optimizer.pt" > "$T/zchk" 2>&1 &&
+  grep -q "^ok " "$T/zchk" &&
+  ok "a ZeRO-2 folder's state (its f32 parameters the masters) on every element at tp 2 x pp 2" || bad "ZeRO source" "$(cat "$T/zchk" 2>/dev/null)"
+
 # a mixture of experts (Mixtral, 4 experts a layer): the routed experts'
 # state in a second distributed optimizer chained to the dense one, its
 # groups is_expert_parallel; tp 2 x ep 2 x pp 2, and ep 4 over tp 2 (two
