@@ -325,6 +325,11 @@ int tpc_shard_optim_plans(tpc_shard_optim *so, const tpc_plan *plan, const tpc_m
 	tpc_shard_opts mo = *o;
 	mo.optim = NULL;
 	mo.progress = NULL;
+	/* the state's ranks are read by the layout through the model's plan
+	 * (its stored ranks hold them): its own plans need no stored form */
+	so->layout = o->layout ? *o->layout : *tpc_layout_default();
+	so->layout.stored_rank = NULL;
+	mo.layout = &so->layout;
 	for (int k = 0; k < so->nkeys; k++) {
 		int ret = tpc_shard_plan_build(&so->sp[k], &so->state[k], plan, facts, &mo, e);
 		if (ret) {

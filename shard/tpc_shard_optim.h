@@ -40,6 +40,7 @@ typedef struct tpc_shard_optim {
 	tpc_ckpt state[TPC_SHARD_OPTIM_KEYS];    /* each key's tensors under the parameters' names */
 	tpc_shard_plan sp[TPC_SHARD_OPTIM_KEYS]; /* each split by the model's plan */
 	bool planned[TPC_SHARD_OPTIM_KEYS];
+	tpc_layout layout;                   /* the model's, without stored ranks: the state plans' */
 	tpc_value *groups;                   /* Megatron's param_groups: hyper-parameters, step, no params */
 	int src[2][2];                       /* [expert-parallel][wd_mult 0]: the source's group of each
 	                                        side of the split, or -1 */
