@@ -16,7 +16,7 @@
         weight-decay group, three.pt: three groups, frozen.pt: a model tensor no
         group lists, nomaster.pt: bf16 without fp32_param); OUTDIR/moe/ the same
         as a Mixtral (4 experts of 8 a layer and the router: train.pt, config.json).
-    /usr/bin/python3 make_mcore_optim_out.py check SRC/train.pt OPT.pt [OPT.pt ...]
+    /usr/bin/python3 make_mcore_optim_out.py check SRC/train.pt OPT.pt [OPT.pt ...] [SRC2/train.pt OPT.pt ...]
         each OPT.pt (tpconv's optimizer.pt of a megatron-dist set written from
         SRC, read back by tpconv's Megatron reader: Megatron's parameters, q/k/v
         fused per query group, gate/up fused, vocab padded) holds, for every
@@ -288,9 +288,13 @@ if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
         gen(os.path.join(sys.argv[2], "moe"), moe=True)
-    elif sys.argv[1] == "check":
+    elif sys.argv[1] == "check":  # another .../train.pt among them: the source of those after it
+        src = sys.argv[2]
         for p in sys.argv[3:]:
-            why = check(sys.argv[2], p)
+            if p.endswith("/train.pt"):
+                src = p
+                continue
+            why = check(src, p)
             print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
     elif sys.argv[1] == "check-zero":
         src = zero_src(sys.argv[2], sys.argv[3], sys.argv[4])

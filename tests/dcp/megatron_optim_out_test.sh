@@ -57,10 +57,6 @@ run "$TPCONV" shard "$T/s22" --rules megatron-llama "${FL[@]}" --tp 1 -o "$T/s11
   ok "tp 1 resharded to tp 2 x pp 1 gives the optimizer.pt of a direct split, byte for byte" ||
   bad "reshard tp 1 -> 2" ""
 
-"$PY" "$G" check "$S" "$T/a/optimizer.pt" "$T/c/optimizer.pt" "$T/d/optimizer.pt" "$T/s22/release/common.pt" > "$T/chk" 2>&1
-[ "$(grep -c '^ok ' "$T/chk")" = 4 ] &&
-  ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step and sharding type as Megatron saves them" ||
-  bad "values" "$(cat "$T/chk")"
 
 # other sources: a DCP folder of the same state (tpconv's, as 2 FSDP2 ranks
 # save it) gives the same bytes; a ZeRO-2 folder (tests/deepspeed/make_zero.py,
@@ -102,7 +98,13 @@ run "$TPCONV" shard "$M/train.pt" "${MF[@]}" --tp 2 --ep 2 --pp 2 -o "$T/m22"
   cmp -s "$T/m2/optimizer.pt" "$T/m4/optimizer.pt" &&
   ok "MoE resharded tp 2 x ep 2 x pp 2 -> tp 1 -> tp 2 x ep 4: the optimizer.pt of a direct split, byte for byte" ||
   bad "MoE reshard" ""
-"$PY" "$G" check "$M/train.pt" "$T/m1/optimizer.pt" "$T/m2/optimizer.pt" "$T/m3/optimizer.pt" > "$T/mchk" 2>&1
+# one Python process checks every optimizer.pt against its source
+"$PY" "$G" check "$S" "$T/a/optimizer.pt" "$T/c/optimizer.pt" "$T/d/optimizer.pt" "$T/s22/release/common.pt" \
+  "$M/train.pt" "$T/m1/optimizer.pt" "$T/m2/optimizer.pt" "$T/m3/optimizer.pt" > "$T/chk" 2>&1
+grep '/m[0-9]/' "$T/chk" > "$T/mchk"
+[ "$(grep -v '/m[0-9]/' "$T/chk" | grep -c '^ok ')" = 4 ] &&
+  ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step and sharding type as Megatron saves them" ||
+  bad "values" "$(cat "$T/chk")"
 [ "$(grep -c '^ok ' "$T/mchk")" = 3 ] &&
   ok "MoE: every expert's, the router's and the dense state on its own element (ep 2, ep 4 over tp 2, resharded to 1); the expert group is_expert_parallel" ||
   bad "MoE values" "$(cat "$T/mchk")"
