@@ -580,6 +580,11 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
 					  "layer %lld is past the decoder's %lld (num_hidden_layers): a next-token-prediction (MTP) layer, which the megatron-dist layout does not write (drop it with --rules)",
 					  (long long)l, (long long)(sp->facts.layers > 0 ? sp->facts.layers : sp->layers));
+		/* with optimizer state: every Megatron parameter has it; the
+		 * router's expert_bias is a buffer there (moe/router.py:191-197) */
+		if (sp->optim && !tpc_shard_optim_has_state(sp->optim, n) && w->role != TPC_ROLE_FFN_EXP_PROBS_B)
+			return tpc_err_at(e, TPC_EINPUT, NULL, n,
+					  "a tensor of the model that no param group lists (frozen, or a buffer): Megatron's distributed optimizer holds state for every parameter of it; not written with --optimizer (drop it with --rules)");
 		const tpc_split *s = &sp->t[i].split;
 		if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_DOWN)
 			dense = n;

@@ -166,6 +166,11 @@ static tpc_value *mcore_group(const tpc_value *g, bool nowd, bool expert, int64_
 	return d;
 }
 
+bool tpc_shard_optim_has_state(const tpc_shard_optim *so, const char *name)
+{
+	return tpc_ckpt_find(&so->state[0], name) >= 0;
+}
+
 tpc_value *tpc_shard_optim_groups(const tpc_shard_optim *so, bool expert, bool wd, bool nowd)
 {
 	tpc_value *l = tpc_value_new(TPC_V_LIST);
@@ -224,21 +229,16 @@ static int state_tensor(tpc_shard_optim *so, const tpc_ckpt *ck, const tpc_optim
 			  from[k]);
 }
 
-/* The tensors of the model's subtree that no param group lists (buffers,
- * frozen weights) have no Megatron state: refused. */
-static int check_unlisted(const tpc_shard_optim *so, const tpc_ckpt *ck, const bool *is_param, tpc_err *e)
+/* A tensor of the model's subtree that no param group lists (a buffer, a
+ * frozen weight): its name without the prefix, or NULL when it is not the
+ * model's (the optimizer's own, another top-level key's). */
+static const char *unlisted(const tpc_shard_optim *so, const tpc_tensor *t, bool is_param)
 {
-	const char *pre = so->map.prefix ? so->map.prefix : "";
+	const char *pre = so->map.prefix ? so->map.prefix : "", *nm = t->name;
 	size_t pl = strlen(pre), ol = strlen(so->map.okey);
-	for (size_t i = 0; i < ck->n; i++) {
-		const char *nm = ck->t[i].name;
-		if (is_param[i] || (!strncmp(nm, so->map.okey, ol) && nm[ol] == '.'))
-			continue;
-		if (!pl || !strncmp(nm, pre, pl))
-			return tpc_err_at(e, TPC_EINPUT, NULL, nm,
-					  "a tensor of the model that no param group lists (frozen, or a buffer): Megatron's distributed optimizer holds state for every parameter; not written (drop it first)");
-	}
-	return 0;
+	if (is_param || (!strncmp(nm, so->map.okey, ol) && nm[ol] == '.'))
+		return NULL;
+	return !pl || !strncmp(nm, pre, pl) ? nm + pl : NULL;
 }
 
 int tpc_shard_optim_build(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e)
@@ -272,8 +272,6 @@ int tpc_shard_optim_build(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e)
 		is_param[so->map.p[i].param] = true;
 		pix[so->map.p[i].param] = (int64_t)i;
 	}
-	if ((ret = check_unlisted(so, ck, is_param, e)))
-		goto out;
 	/* one step for all (Megatron keeps it per group, one value: :836-840) */
 	const char *step_at = NULL;
 	for (size_t i = 0; i < so->map.np && !ret; i++) {
@@ -295,8 +293,16 @@ int tpc_shard_optim_build(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e)
 	}
 	if (ret || (ret = build_groups(so, ck, e)))
 		goto out;
-	/* the model and each state key, in the checkpoint's order */
+	/* the model and each state key, in the checkpoint's order; the model's
+	 * tensors without state go with the model, for the layout to take
+	 * (a buffer of its consumer's) or refuse */
 	for (size_t i = 0; i < ck->n && !ret; i++) {
+		const char *u = unlisted(so, &ck->t[i], is_param[i]);
+		if (u) {
+			int64_t ix = tpc_ckpt_add_copy(&so->model, u, &ck->t[i], e);
+			ret = ix < 0 ? (int)ix : 0;
+			continue;
+		}
 		if (!is_param[i])
 			continue;
 		const tpc_optim_param *p = &so->map.p[pix[i]];

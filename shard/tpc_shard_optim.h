@@ -11,7 +11,9 @@
  * slices it gets of the parameters, and the layout stores them as it stores
  * the model (the same keys, chunks, stacking and expert numbers) under its
  * own names for the state. The model itself is the parameters under their
- * names (the optimizer's prefix, "model.", dropped).
+ * names (the optimizer's prefix, "model.", dropped), and the model's tensors
+ * no group lists (buffers, frozen weights), which have no state: the layout
+ * takes those its consumer keeps as buffers and refuses the others.
  *
  * Megatron's form (distrib_optimizer.py, Megatron-LM d98e8a6): 'param' (the
  * fp32 master), 'exp_avg', 'exp_avg_sq' per parameter (:2518, :1746-1836),
@@ -62,6 +64,9 @@ int tpc_shard_optim_build(tpc_shard_optim *so, const tpc_ckpt *ck, tpc_err *e);
 /* Megatron's standard split puts t (named name) at wd_mult 0: 1-D, or a bias
  * (optimizer/__init__.py:113-120) */
 bool tpc_shard_optim_no_decay(const tpc_tensor *t, const char *name);
+
+/* The model tensor `name` has optimizer state (a parameter some group lists) */
+bool tpc_shard_optim_has_state(const tpc_shard_optim *so, const char *name);
 
 /* One distributed optimizer's param_groups (its parameters expert-parallel
  * or not; the sides of the split it holds: weight decay, wd_mult 0), in

@@ -13,8 +13,8 @@
         in f32); step 7. OUTDIR/config.json beside it, model_f32.pt (the model
         in f32, for a ZeRO folder: make_zero.py --from); hostile variants
         (steps.pt: one parameter at step 6, mixed.pt: a 1-D parameter in the
-        weight-decay group, three.pt: three groups, frozen.pt: a model tensor no
-        group lists, nomaster.pt: bf16 without fp32_param); OUTDIR/moe/ the same
+        weight-decay group, three.pt: three groups, frozen.pt: the final norm in
+        no group (frozen), nomaster.pt: bf16 without fp32_param); OUTDIR/moe/ the same
         as a Mixtral (4 experts of 8 a layer and the router: train.pt, config.json).
     /usr/bin/python3 make_mcore_optim_out.py check SRC/train.pt OPT.pt [OPT.pt ...] [SRC2/train.pt OPT.pt ...]
         each OPT.pt (tpconv's optimizer.pt of a megatron-dist set written from
@@ -104,9 +104,8 @@ def gen(out, moe=False):
     bad["mixed"] = (model, state, mixed)
     three = [dict(pg[0], params=groups[0][:3]), dict(pg[0], lr=2e-3, params=groups[0][3:]), pg[1]]
     bad["three"] = (model, state, three)
-    frozen = dict(model)
-    frozen["model.rotary.inv_freq"] = torch.ones(4)
-    bad["frozen"] = (frozen, state, pg)
+    frozen = {n: st for n, st in state.items() if n != "model.norm.weight"}
+    bad["frozen"] = (model, frozen, [pg[0], dict(pg[1], params=[n for n in groups[1] if n != "model.norm.weight"])])
     nomaster = {n: {k: v for k, v in st.items() if k != "fp32_param"} for n, st in state.items()}
     bad["nomaster"] = (model, nomaster, pg)
     for name, (m, st, groups_) in bad.items():

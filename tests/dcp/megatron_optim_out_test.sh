@@ -117,7 +117,7 @@ refuse() { # NAME FILE MESSAGE
 refuse "steps that differ" steps.pt "tensor 'model.norm.weight': step 6, 'model.layers.1.post_attention_layernorm.weight' step 7: Megatron's optimizer keeps one step for all parameters"
 refuse "a 1-D parameter in the weight-decay group" mixed.pt "tensor 'model.layers.0.input_layernorm.weight': in param group 1, 'model.norm.weight' (1-D or a bias) in group 0: Megatron's standard split puts every 1-D parameter and bias in one group"
 refuse "three param groups" three.pt "tensor 'model.layers.0.self_attn.v_proj.weight': in param group 1, 'model.embed_tokens.weight' (2-D or more) in group 0: Megatron's standard split puts every other parameter in one group"
-refuse "a model tensor no group lists" frozen.pt "tensor 'model.model.rotary.inv_freq': a tensor of the model that no param group lists"
+refuse "a model tensor no group lists" frozen.pt "tensor 'model.norm.weight': a tensor of the model that no param group lists (frozen, or a buffer): Megatron's distributed optimizer holds state for every parameter of it"
 refuse "a bf16 parameter without its master" nomaster.pt "tensor 'model.embed_tokens.weight': a BF16 parameter without its fp32 master (fp32_param)"
 run "$TPCONV" shard "$S" --preset llama --config "$T/src/config.json" --layout dcp --optimizer --tp 2 -o "$T/h_dcp"
 [ "$rc" = 2 ] && grep -qF -- "--optimizer goes with --layout megatron-dist" "$T/err" && ok "refused: --optimizer with a layout that stores no state" ||
