@@ -23,6 +23,9 @@
         Megatron parameter, exactly the source's values rebuilt in Megatron's
         layout (padding rows 0), step 7, the groups' hyper-parameters.
         Prints "ok N" or "not ok: why".
+    /usr/bin/python3 make_mcore_optim_out.py tag MODEL.pt OUT.pt
+        OUT.pt: the state dict MODEL.pt with that tagged AdamW state (every tensor
+        but a router's e_score_correction_bias, a buffer), in the same form.
     /usr/bin/python3 make_mcore_optim_out.py check-zero ZOPT.pt NAMES.txt ZMODEL.pt OPT.pt...
         the same check with a ZeRO folder as the source: its optimizer.pt and
         fp32 model as tpconv gives them, NAMES.txt its inspect --optimizer.
@@ -153,6 +156,23 @@ def megatron(src, key, vpad):
                 (m + "mlp.linear_fc2.weight", s[p + "mlp.down_proj.weight"])]
     out += [("decoder.final_layernorm.weight", s["model.norm.weight"]), ("output_layer.weight", pad(s["lm_head.weight"]))]
     return dict(out)
+
+
+def tag_model(model_path, out_path):
+    """OUT: MODEL (a torch state dict) with AdamW state as gen tags it, every
+    tensor a parameter but the router's e_score_correction_bias (a buffer, in
+    Hugging Face's DeepSeek-V3 and in Megatron)."""
+    model = torch.load(model_path)
+    state, groups = {}, [[], []]
+    for k, (n, t) in enumerate(model.items()):
+        if n.endswith("e_score_correction_bias"):
+            continue
+        state[n] = {"step": torch.tensor(7.0), "exp_avg": tag(k, t.shape, 0), "exp_avg_sq": tag(k, t.shape, 1e6),
+                    "fp32_param": tag(k, t.shape, 0.25)}
+        groups[t.dim() == 1 or n.endswith(".bias")].append(n)
+    hp = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    pg = [dict(hp, weight_decay=0.1, params=groups[0]), dict(hp, weight_decay=0.0, params=groups[1])]
+    torch.save({"model": model, "optim": {"state": state, "param_groups": pg}}, out_path)
 
 
 def check_common(path):
@@ -295,6 +315,8 @@ if __name__ == "__main__":
                 continue
             why = check(src, p)
             print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
+    elif sys.argv[1] == "tag":
+        tag_model(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "check-zero":
         src = zero_src(sys.argv[2], sys.argv[3], sys.argv[4])
         for p in sys.argv[5:]:

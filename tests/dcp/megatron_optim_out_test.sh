@@ -98,6 +98,25 @@ run "$TPCONV" shard "$M/train.pt" "${MF[@]}" --tp 2 --ep 2 --pp 2 -o "$T/m22"
   cmp -s "$T/m2/optimizer.pt" "$T/m4/optimizer.pt" &&
   ok "MoE resharded tp 2 x ep 2 x pp 2 -> tp 1 -> tp 2 x ep 4: the optimizer.pt of a direct split, byte for byte" ||
   bad "MoE reshard" ""
+# DeepSeek-V3 (tests/gguf/arch's tiny-deepseek: MLA, a dense first layer,
+# routed and shared experts, the router's expert_bias a buffer without state)
+# at tp 2 x pp 2 (2,1 layers) x ep 2, resharded through tp 1 by
+# --rules megatron-deepseek-v3: the same optimizer.pt, byte for byte
+A=$SRC/tests/gguf/arch/tiny-deepseek
+DF=(--preset deepseek-v3 --config "$A/config.json" --layout megatron-dist --optimizer -q)
+mkdir -p "$T/ds1" "$T/ds2"
+"$TPCONV" convert "$A" -o "$T/ds.pt" -q && "$PY" "$G" tag "$T/ds.pt" "$T/ds_train.pt" &&
+  "$TPCONV" shard "$T/ds_train.pt" "${DF[@]}" --tp 2 --pp 2 --ep 2 --pp-layers 2,1 -o "$T/ds22" &&
+  "$TPCONV" inspect --optimizer "$T/ds22" > "$T/dsi" &&
+  grep -qx "# optimizer state: Megatron's distributed optimizer (fully_reshardable): 54 parameters, 162 state tensors beside them (each element its parameter's), 3 param groups" "$T/dsi" &&
+  "$TPCONV" shard "$T/ds22" --rules megatron-deepseek-v3 "${DF[@]}" --tp 1 -o "$T/ds11" &&
+  "$TPCONV" shard "$T/ds11" --rules megatron-deepseek-v3 "${DF[@]}" --tp 2 --pp 2 --ep 2 --pp-layers 2,1 -o "$T/ds22r" &&
+  "$TPCONV" convert "$T/ds22" --optimizer -o "$T/ds1/optimizer.pt" -q &&
+  "$TPCONV" convert "$T/ds22r" --optimizer -o "$T/ds2/optimizer.pt" -q &&
+  cmp -s "$T/ds1/optimizer.pt" "$T/ds2/optimizer.pt" &&
+  ok "DeepSeek-V3 (MLA, shared experts, expert_bias a buffer) at tp 2 x pp 2 x ep 2, uneven stages: 54 parameters' state, resharded through tp 1 byte for byte" ||
+  bad "DeepSeek-V3 with state" "$(cat "$T/err" 2>/dev/null; head -5 "$T/dsi" 2>/dev/null)"
+
 # one Python process checks every optimizer.pt against its source
 "$PY" "$G" check "$S" "$T/a/optimizer.pt" "$T/c/optimizer.pt" "$T/d/optimizer.pt" "$T/s22/release/common.pt" \
   "$M/train.pt" "$T/m1/optimizer.pt" "$T/m2/optimizer.pt" "$T/m3/optimizer.pt" > "$T/chk" 2>&1
