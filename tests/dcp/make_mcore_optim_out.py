@@ -36,6 +36,11 @@
         source's values. Last run: torch 2.14.1 (forky) on the tp 2 x pp 2 and
         tp 1 LLaMA sets (45 state tensors each) and the Mixtral sets at tp 2 x
         ep 2 x pp 2, tp 2 x ep 4 and tp 1 (87 each): all equal.
+    python3 make_mcore_optim_out.py torch2-chunks SET/release ...
+        (torch >= 2.4) the .metadata as torch reads it: each optimizer.state.
+        {param,exp_avg,exp_avg_sq}.KEY has KEY's global shape and chunks. Last
+        run: torch 2.14.1 (forky), the LLaMA sets (27 state keys), the Mixtral
+        sets (30) and DeepSeek-V3 at tp 2 x pp 2 x ep 2 (126): all alike.
     /usr/bin/python3 make_mcore_optim_out.py check-pt A.pt B.pt
         the two optimizer.pt hold the same values (torch.equal per tensor,
         groups equal).
@@ -303,6 +308,32 @@ def torch2(src_path, folder):
         torch.__version__, n)
 
 
+def torch2_chunks(folder):
+    """torch 2.x's DCP metadata of the folder: every model key has its three
+    state keys with the same global shape and the same chunks (offsets and
+    sizes), and no state key lacks its model key."""
+    from torch.distributed.checkpoint import FileSystemReader
+    md = FileSystemReader(folder).read_metadata().state_dict_metadata
+    box = lambda m: (tuple(m.size), sorted((tuple(c.offsets), tuple(c.sizes)) for c in m.chunks))
+    model = [k for k in md if not k.startswith("optimizer.")]
+    n = 0
+    for k in model:
+        for key in ("param", "exp_avg", "exp_avg_sq"):
+            sk = "optimizer.state.%s.%s" % (key, k)
+            if sk not in md:
+                if k.endswith("router.expert_bias"):  # a buffer in Megatron: no state
+                    continue
+                return "%s: no %s" % (k, sk)
+            if box(md[sk]) != box(md[k]):
+                return "%s: %r, the model's %r" % (sk, box(md[sk]), box(md[k]))
+            n += 1
+    orphans = [k for k in md if k.startswith("optimizer.state.") and k.split(".", 3)[3] not in md]
+    if orphans:
+        return "state without its model key: %r" % orphans[:3]
+    return "torch %s: %d state keys, each with its model key's shape and %s chunks" % (
+        torch.__version__, n, "same")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
@@ -322,6 +353,9 @@ if __name__ == "__main__":
         for p in sys.argv[5:]:
             why = check(None, p, src)
             print(("not ok %s: %s" % (p, why)) if why else "ok %s" % p)
+    elif sys.argv[1] == "torch2-chunks":
+        for f in sys.argv[2:]:
+            print(f, torch2_chunks(f))
     elif sys.argv[1] == "torch2":
         print(torch2(sys.argv[2], sys.argv[3]))
     elif sys.argv[1] == "check-pt":
