@@ -52,8 +52,9 @@ usage:
                                      and z3 (stage 3, dp 4), each with
                                      global_step14_universal/ made from it; hostile
                                      copies of z2's: h-missing, h-shape, h-catdim
-  universal_ref.py tiny DIR          the committed fixture: a 3-parameter model,
-                                     ZeRO-2 on 2 ranks, and its universal folder
+  universal_ref.py tiny DIR          the committed fixture (tests/data/ds_universal):
+                                     a 3-parameter model saved as ZeRO-2 on 2 ranks
+                                     (global_step14/) and its universal folder
   universal_ref.py check TAG SEED    the loader's reading of universal folder TAG
                                      (its stage from its layout) onto dp 1, 2 and 5:
                                      every element of fp32, exp_avg, exp_avg_sq and
@@ -77,7 +78,8 @@ make_zero.install_stand_ins()
 
 
 def load(p):
-    return torch.load(p, map_location='cpu')
+    # DeepSpeed loads these with weights_only=False (commit 2e0c39b, #6751)
+    return torch.load(p, map_location='cpu', weights_only=False)
 
 
 def fragments_12(shapes, world):
@@ -209,10 +211,9 @@ def tiny(d):
     os.makedirs(d, exist_ok=True)
     src = os.path.join(d, 'model.pt')
     torch.save(model, src)
-    z = os.path.join(d, 'zero2')
-    make_zero.save_zero(z, 2, 2, 0, 'global_step14', torch.bfloat16, src)
-    to_universal(os.path.join(z, 'global_step14'), os.path.join(z, 'global_step14_universal'))
+    make_zero.save_zero(d, 2, 2, 0, 'global_step14', torch.bfloat16, src)
     os.remove(src)
+    to_universal(os.path.join(d, 'global_step14'), os.path.join(d, 'global_step14_universal'))
 
 
 def stage_of(tag):
