@@ -92,7 +92,9 @@ static int u_detect(const char *path, const uint8_t *head, size_t n)
 
 typedef struct uread {
 	tpc_ckpt *ck;
-	const char *dir;        /* the tag folder */
+	const char *dir;        /* the tag folder (or the label of vf) */
+	const tpc_ds_universal_file *vf; /* the files as images (tests, the fuzzer), or NULL: dir's */
+	size_t nvf;
 	int stage;              /* 2 (stage 1 or 2) or 3 */
 	bool optim;
 	tpc_value *os, *ms;     /* optimizer_state.pt, the model states */
@@ -107,20 +109,44 @@ typedef struct uread {
 
 /* torch.load of `rel` under the tag folder: its root (caller's), tensors
  * named TMP + counter. */
+static const tpc_ds_universal_file *vfile(const uread *u, const char *rel)
+{
+	for (size_t i = 0; i < u->nvf; i++)
+		if (u->vf[i].rel && !strcmp(u->vf[i].rel, rel))
+			return &u->vf[i];
+	return NULL;
+}
+
+static bool u_has(const uread *u, const char *rel)
+{
+	return u->vf ? vfile(u, rel) != NULL : has_file(u->dir, rel);
+}
+
 static int load(uread *u, const char *rel, tpc_value **root, tpc_err *e)
 {
 	char *p = tpc_path_join(u->dir, rel), pre[40];
+	const tpc_ds_universal_file *f = vfile(u, rel);
 	int src, ret;
 	*root = NULL;
 	if (!p)
 		return tpc_err_nomem(e);
-	if (!tpc_exists(p)) {
+	if (u->vf ? !f : !tpc_exists(p)) {
 		ret = tpc_err_at(e, TPC_EINPUT, p, NULL, "is missing");
 		free(p);
 		return ret;
 	}
 	snprintf(pre, sizeof(pre), TMP "%zu", u->nfile++);
-	if (!(ret = tpc_ckpt_add_file(u->ck, p, &src, e))) {
+	if (f) {
+		uint8_t *copy = tpc_malloc(f->n ? (size_t)f->n : 1);
+		if (!copy)
+			ret = tpc_err_nomem(e);
+		else if (f->n)
+			memcpy(copy, f->p, (size_t)f->n);
+		ret = copy ? tpc_ckpt_add_mem(u->ck, p, copy, f->n, &src, e) : ret;
+	} else {
+		ret = tpc_ckpt_add_file(u->ck, p, &src, e);
+	}
+	if (!ret) {
 		const tpc_map *m = tpc_ckpt_source(u->ck, src);
 		ret = tpc__torch_open_item(u->ck, src, 0, m ? m->size : 0, p, pre, false, root, e);
 	}
@@ -136,29 +162,51 @@ static int cmp_str(const void *a, const void *b)
 /* The state keys a parameter's folder holds: every KEY.pt but fp32 and step
  * (universal_checkpoint.py load_hp_checkpoint_state takes each "(.+).pt"),
  * sorted. */
-static int folder_keys(const char *dir, char ***out, size_t *n, tpc_err *e)
+static int folder_keys(const uread *u, const char *rel, char ***out, size_t *n, tpc_err *e)
 {
-	DIR *d = opendir(dir);
+	char *dir = tpc_path_join(u->dir, rel);
+	DIR *d = u->vf || !dir ? NULL : opendir(dir);
 	char **v = NULL;
-	size_t k = 0, cap = 0;
-	bool oom = false;
+	size_t k = 0, cap = 0, rl = strlen(rel), at = 0;
+	bool oom = !dir;
 	*out = NULL;
 	*n = 0;
-	if (!d)
-		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "the parameter's folder is missing");
-	for (struct dirent *de; !oom && (de = readdir(d));) {
-		size_t l = strlen(de->d_name);
-		if (l <= 3 || strcmp(de->d_name + l - 3, ".pt") || !strcmp(de->d_name, "fp32.pt") || !strcmp(de->d_name, "step.pt"))
+	if (!oom && !u->vf && !d) {
+		int ret = tpc_err_at(e, TPC_EINPUT, dir, NULL, "the parameter's folder is missing");
+		free(dir);
+		return ret;
+	}
+	free(dir);
+	for (;;) {
+		const char *nm;
+		struct dirent *de;
+		if (oom)
+			break;
+		if (u->vf) { /* rel/NAME among the images */
+			if (at == u->nvf)
+				break;
+			const char *r = u->vf[at++].rel;
+			if (!r || strncmp(r, rel, rl) || r[rl] != '/' || strchr(r + rl + 1, '/'))
+				continue;
+			nm = r + rl + 1;
+		} else {
+			if (!(de = readdir(d)))
+				break;
+			nm = de->d_name;
+		}
+		size_t l = strlen(nm);
+		if (l <= 3 || strcmp(nm + l - 3, ".pt") || !strcmp(nm, "fp32.pt") || !strcmp(nm, "step.pt"))
 			continue;
 		if (k == cap) {
 			char **nv = realloc(v, (cap = cap ? cap * 2 : 4) * sizeof(*v));
 			if (!(oom = !nv))
 				v = nv;
 		}
-		if (!oom && !(oom = !(v[k] = tpc_strndup(de->d_name, l - 3))))
+		if (!oom && !(oom = !(v[k] = tpc_strndup(nm, l - 3))))
 			k++;
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
 	if (oom) {
 		tpc_free_strv(v, k);
 		return tpc_err_nomem(e);
@@ -282,10 +330,7 @@ static int one_param(uread *u, const char *name, const tpc_value *shape, tpc_val
 		goto out;
 	}
 	snprintf(rel, sizeof(rel), "zero/%s", name);
-	char *pd = tpc_path_join(u->dir, rel);
-	ret = pd ? folder_keys(pd, &keys, &nk, e) : tpc_err_nomem(e);
-	free(pd);
-	if (ret)
+	if ((ret = folder_keys(u, rel, &keys, &nk, e)))
 		goto out;
 	/* every parameter of a group has the same state keys: base_optimizer.py
 	 * load_hp_checkpoint_state_from_checkpoint_dir maps them onto the group's
@@ -334,7 +379,7 @@ static int one_param(uread *u, const char *name, const tpc_value *shape, tpc_val
 	snprintf(rel, sizeof(rel), "zero/%s/step.pt", name);
 	snprintf(nb, sizeof(nb), "optim.state.%s.step", name);
 	const tpc_value *st = u->step3;
-	if (u->stage != 3 && has_file(u->dir, rel)) {
+	if (u->stage != 3 && u_has(u, rel)) {
 		if ((ret = load(u, rel, &root, e)))
 			goto out;
 		st = root;
@@ -471,115 +516,154 @@ static void set_about(uread *u)
 	tpc_ckpt_set_about(u->ck, &b);
 }
 
-/* A model-parallel save: other mp ranks' files beside rank 0's */
-static char *other_mp_rank(const char *dir)
+/* A model-parallel save: another mp rank's model states beside rank 0's */
+static bool mp_other(const char *name)
 {
-	DIR *d = opendir(dir);
+	const char *m = strstr(name, "mp_rank_");
+	return m && strstr(name, "_model_states.pt") && strncmp(m + 8, "00_", 3);
+}
+
+static char *other_mp_rank(const uread *u)
+{
+	DIR *d = u->vf ? NULL : opendir(u->dir);
 	char *out = NULL;
-	for (struct dirent *de; d && !out && (de = readdir(d));) {
-		const char *m = strstr(de->d_name, "mp_rank_");
-		if (m && strstr(de->d_name, "_model_states.pt") && strncmp(m + 8, "00_", 3))
+	for (size_t i = 0; u->vf && !out && i < u->nvf; i++)
+		if (u->vf[i].rel && mp_other(u->vf[i].rel))
+			out = tpc_strdup(u->vf[i].rel);
+	for (struct dirent *de; d && !out && (de = readdir(d));)
+		if (mp_other(de->d_name))
 			out = tpc_strdup(de->d_name);
-	}
 	if (d)
 		closedir(d);
 	return out;
 }
 
-static int u_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+/* The tree get_state_dict saves, from what was read */
+static int set_tree(uread *u, tpc_err *e)
 {
-	uread u;
-	size_t first = ck->n;
-	char *dir = tag_dir(path, e), *mp = NULL;
-	int ret = 0;
-	memset(&u, 0, sizeof(u));
-	if (!dir)
-		return e->code ? e->code : TPC_EINPUT;
-	u.ck = ck;
-	u.dir = dir;
-	u.optim = o && (o->flags & TPC_OPEN_OPTIMIZER);
-	if (o && o->select) {
-		ret = tpc_err_set(e, TPC_EUSAGE, "--select is not supported for DeepSpeed universal checkpoints (--optimizer reads the optimizer state)");
-		goto out;
+	tpc_value *root = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
+	int bad = !root || !opt || tset(opt, "state", tpc_value_ref(u->state)) ||
+		  tset(opt, "param_groups", tpc_value_ref(u->groups)) || tset(root, "model", tpc_value_ref(u->model));
+	if (!bad) {
+		bad = tset(root, "optim", opt);
+		opt = NULL;
 	}
-	if ((mp = other_mp_rank(dir))) {
-		ret = tpc_err_at(e, TPC_EINPUT, dir, NULL,
+	tpc_value_unref(opt);
+	if (bad) {
+		tpc_value_unref(root);
+		return tpc_err_nomem(e);
+	}
+	u->ck->root = root;
+	return 0;
+}
+
+/* Everything once u's tag folder (or images) and options are set. */
+static int read_all(uread *u, tpc_err *e)
+{
+	tpc_ckpt *ck = u->ck;
+	size_t first = ck->n;
+	uint64_t hidden = ck->hidden_tensors;
+	char *hidden_note = ck->hidden_note, *mp = NULL;
+	int ret = 0;
+	ck->hidden_note = NULL;
+	if ((mp = other_mp_rank(u))) {
+		ret = tpc_err_at(e, TPC_EINPUT, u->dir, NULL,
 				 "a model-parallel universal checkpoint (%s): param_shapes give each rank's slices, not the whole parameters the zero/ files hold; not supported",
 				 mp);
 		goto out;
 	}
-	if ((ret = load(&u, OPT_STATE, &u.os, e)))
+	if ((ret = load(u, OPT_STATE, &u->os, e)))
 		goto out;
-	if (!u.os || u.os->kind != TPC_V_DICT) {
-		char *p = tpc_path_join(dir, OPT_STATE);
+	if (!u->os || u->os->kind != TPC_V_DICT) {
+		char *p = tpc_path_join(u->dir, OPT_STATE);
 		ret = TPC_CORRUPT(e, p, -1, NULL, "does not hold a dict");
 		free(p);
 		goto out;
 	}
 	/* stage 3's is the whole optimizer_state_dict of rank 0 */
-	const tpc_value *osd = dget(u.os, "optimizer_state_dict"), *pg = dget(u.os, "param_groups");
-	u.stage = osd ? 3 : 2;
+	const tpc_value *osd = dget(u->os, "optimizer_state_dict"), *pg = dget(u->os, "param_groups");
+	u->stage = osd ? 3 : 2;
 	if (osd) {
 		const tpc_value *st = dget(osd, "state"), *s0 = NULL;
 		for (size_t i = 0; st && st->kind == TPC_V_DICT && i < st->n && !s0; i++)
 			if (st->keys[i]->kind == TPC_V_INT && st->keys[i]->ival == 0)
 				s0 = st->items[i];
-		u.step3 = dget(s0, "step");
+		u->step3 = dget(s0, "step");
 		pg = dget(osd, "param_groups");
 	}
-	u.ms_name = u.stage == 3 ? MS_3 : MS_12;
-	if ((ret = load(&u, u.ms_name, &u.ms, e)))
+	u->ms_name = u->stage == 3 ? MS_3 : MS_12;
+	if ((ret = load(u, u->ms_name, &u->ms, e)))
 		goto out;
-	const tpc_value *shapes = dget(u.ms, "param_shapes");
+	const tpc_value *shapes = dget(u->ms, "param_shapes");
 	if (!is_seq(shapes)) {
-		char *p = tpc_path_join(dir, u.ms_name);
+		char *p = tpc_path_join(u->dir, u->ms_name);
 		ret = TPC_CORRUPT(e, p, -1, NULL, "param_shapes is not a list of dicts (not a DeepSpeed model-states file)");
 		free(p);
 		goto out;
 	}
-	u.state = tpc_value_new(TPC_V_DICT);
-	u.groups = tpc_value_new(TPC_V_DICT);
-	u.model = tpc_value_new(TPC_V_DICT);
-	if (!u.state || !u.groups || !u.model) {
+	u->state = tpc_value_new(TPC_V_DICT);
+	u->groups = tpc_value_new(TPC_V_DICT);
+	u->model = tpc_value_new(TPC_V_DICT);
+	if (!u->state || !u->groups || !u->model) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = read_params(&u, pg, shapes, e)) || (ret = tpc_ckpt_drop_prefixed(ck, first, TMP, e)) ||
-	    (u.optim && (ret = reindex(&u, e))))
+	if ((ret = read_params(u, pg, shapes, e)) || (ret = tpc_ckpt_drop_prefixed(ck, first, TMP, e)) ||
+	    (u->optim && (ret = reindex(u, e))))
 		goto out;
 	/* the tensors of optimizer_state.pt (stage 3's step) are not the model's */
 	tpc_value_unref(ck->root);
 	ck->root = NULL;
-	if (u.optim) {
-		tpc_value *root = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
-		int bad = !root || !opt || tset(opt, "state", tpc_value_ref(u.state)) ||
-			  tset(opt, "param_groups", tpc_value_ref(u.groups)) || tset(root, "model", tpc_value_ref(u.model));
-		if (!bad) {
-			bad = tset(root, "optim", opt);
-			opt = NULL;
-		}
-		tpc_value_unref(opt);
-		if (bad) {
-			tpc_value_unref(root);
-			ret = tpc_err_nomem(e);
-			goto out;
-		}
-		ck->root = root;
-	}
-	set_about(&u);
+	if (u->optim && (ret = set_tree(u, e)))
+		goto out;
+	set_about(u);
 	free(ck->format);
 	if (!(ck->format = tpc_strdup("ds-universal")))
 		ret = tpc_err_nomem(e);
 out:
-	tpc_free_strv(u.keys, u.nkeys);
-	tpc_value_unref(u.os);
-	tpc_value_unref(u.ms);
-	tpc_value_unref(u.state);
-	tpc_value_unref(u.groups);
-	tpc_value_unref(u.model);
+	/* tensors inside DeepSpeed's own objects (the loss scaler) are no one's */
+	ck->hidden_tensors = hidden;
+	free(ck->hidden_note);
+	ck->hidden_note = hidden_note;
+	tpc_free_strv(u->keys, u->nkeys);
+	tpc_value_unref(u->os);
+	tpc_value_unref(u->ms);
+	tpc_value_unref(u->state);
+	tpc_value_unref(u->groups);
+	tpc_value_unref(u->model);
 	free(mp);
+	return ret;
+}
+
+static int u_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	uread u;
+	int ret;
+	memset(&u, 0, sizeof(u));
+	if (o && o->select)
+		return tpc_err_set(e, TPC_EUSAGE, "--select is not supported for DeepSpeed universal checkpoints (--optimizer reads the optimizer state)");
+	char *dir = tag_dir(path, e);
+	if (!dir)
+		return e->code ? e->code : TPC_EINPUT;
+	u.ck = ck;
+	u.dir = dir;
+	u.optim = o && (o->flags & TPC_OPEN_OPTIMIZER);
+	ret = read_all(&u, e);
 	free(dir);
 	return ret;
+}
+
+int tpc_ds_universal_from_buffers(tpc_ckpt *ck, const tpc_ds_universal_file *files, size_t n, bool optim,
+				  const char *label, tpc_err *e)
+{
+	uread u;
+	memset(&u, 0, sizeof(u));
+	u.ck = ck;
+	u.dir = label;
+	u.vf = files;
+	u.nvf = n;
+	u.optim = optim;
+	return read_all(&u, e);
 }
 
 int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,

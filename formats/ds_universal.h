@@ -35,8 +35,24 @@
 #ifndef TPC_DS_UNIVERSAL_H
 #define TPC_DS_UNIVERSAL_H
 
+#include <stdbool.h>
+
 #include "formats.h"
 
 extern const tpc_format tpc_fmt_ds_universal;
+
+/* A universal checkpoint given as file images (for tests and the fuzzer):
+ * each file's path under the tag folder ("zero/optimizer_state.pt",
+ * "mp_rank_00_model_states.pt", "zero/NAME/fp32.pt", ...) and bytes, read as
+ * the folder is (with `optim`, as TPC_OPEN_OPTIMIZER reads it). `label`
+ * stands for the folder in errors. */
+typedef struct tpc_ds_universal_file {
+	const char *rel;
+	const uint8_t *p;
+	uint64_t n;
+} tpc_ds_universal_file;
+
+int tpc_ds_universal_from_buffers(tpc_ckpt *ck, const tpc_ds_universal_file *files, size_t n, bool optim,
+				  const char *label, tpc_err *e);
 
 #endif

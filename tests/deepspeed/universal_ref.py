@@ -52,8 +52,9 @@ usage:
                                      and z3 (stage 3, dp 4), each with
                                      global_step14_universal/ made from it; hostile
                                      copies of z2's: h-missing, h-shape, h-catdim
-  universal_ref.py tiny DIR          the committed fixture (tests/data/ds_universal):
-                                     a 3-parameter model saved as ZeRO-2 on 2 ranks
+  universal_ref.py tiny DIR [STAGE]  the committed fixtures (tests/data/ds_universal,
+                                     STAGE 2, and ds_universal3, STAGE 3): a 3-parameter
+                                     model saved as ZeRO-STAGE on 2 ranks
                                      (global_step14/) and its universal folder
   universal_ref.py check TAG SEED    the loader's reading of universal folder TAG
                                      (its stage from its layout) onto dp 1, 2 and 5:
@@ -203,7 +204,7 @@ def make(d):
     torch.save(sd, os.path.join(d, 'h-catdim', 'zero', name, 'fp32.pt'))
 
 
-def tiny(d):
+def tiny(d, stage):
     """Three parameters (decayed weights, then a bias): 34 elements."""
     g = torch.Generator().manual_seed(7)
     model = OrderedDict([('w1', torch.randn(3, 4, generator=g)), ('w2', torch.randn(4, 4, generator=g)),
@@ -211,7 +212,7 @@ def tiny(d):
     os.makedirs(d, exist_ok=True)
     src = os.path.join(d, 'model.pt')
     torch.save(model, src)
-    make_zero.save_zero(d, 2, 2, 0, 'global_step14', torch.bfloat16, src)
+    make_zero.save_zero(d, stage, 2, 0, 'global_step14', torch.bfloat16, src)
     os.remove(src)
     to_universal(os.path.join(d, 'global_step14'), os.path.join(d, 'global_step14_universal'))
 
@@ -329,7 +330,7 @@ if __name__ == '__main__':
     if cmd == 'make':
         make(sys.argv[2])
     elif cmd == 'tiny':
-        tiny(sys.argv[2])
+        tiny(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2)
     elif cmd == 'check':
         for i in range(2, len(sys.argv), 2):
             check(sys.argv[i], int(sys.argv[i + 1]))

@@ -48,11 +48,12 @@ for st in 2 3; do
     ok "stage $st: the reference's universal folder gives the optimizer.pt of the ZeRO save itself, byte for byte" ||
     bad "stage $st: read the reference's universal folder" "$(cat "$T/err" | head -3)"
 done
-D=$SRC/tests/data/ds_universal
-mkdir -p "$T/cz" "$T/cu"
-run "$TPCONV" convert "$D" --optimizer -o "$T/cz/optimizer.pt" -q && run "$TPCONV" convert "$D/$U" --optimizer -o "$T/cu/optimizer.pt" -q &&
-  cmp -s "$T/cz/optimizer.pt" "$T/cu/optimizer.pt" && ok "tests/data/ds_universal (committed): its universal folder gives its ZeRO save's optimizer.pt" ||
-  bad "committed fixture" "$(cat "$T/err" | head -3)"
+for D in "$SRC/tests/data/ds_universal" "$SRC/tests/data/ds_universal3"; do
+  rm -rf "$T/cz" "$T/cu"; mkdir -p "$T/cz" "$T/cu"
+  run "$TPCONV" convert "$D" --optimizer -o "$T/cz/optimizer.pt" -q && run "$TPCONV" convert "$D/$U" --optimizer -o "$T/cu/optimizer.pt" -q &&
+    cmp -s "$T/cz/optimizer.pt" "$T/cu/optimizer.pt" && ok "tests/data/${D##*/} (committed): its universal folder gives its ZeRO save's optimizer.pt" ||
+    bad "committed fixture ${D##*/}" "$(cat "$T/err" | head -3)"
+done
 
 # writing: the reference's files, which the loader takes onto dp 1, 2 and 5, every element its own
 for st in 2 3; do
