@@ -53,7 +53,7 @@ static const char *help =
 	"                           the llama.cpp name for tokenizer.json's pre_tokenizer)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --optimizer              write the optimizer state of IN (a DCP save's optim, a\n"
-	"                           DeepSpeed ZeRO 1/2/3 folder's Adam state; each moment tied\n"
+	"                           DeepSpeed ZeRO 1/2/3 or universal folder's Adam state; each moment tied\n"
 	"                           to its parameter, element for element) as\n"
 	"                           torch.optim.Optimizer.state_dict() gives it, to a torch\n"
 	"                           file OUT (optimizer.pt, what the HF Trainer and\n"
