@@ -311,7 +311,7 @@ static int one_param(uread *u, const char *name, const tpc_value *shape, tpc_val
 	tpc_value *root = NULL;
 	char **keys = NULL;
 	size_t nk = 0;
-	if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+	if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") || strlen(name) > 1000)
 		return TPC_CORRUPT(e, NULL, -1, name, "param_shapes of %s names a parameter no folder can be named after", u->ms_name);
 	if (!tpc__torch_size(shape, sh, &nd, MAX_DIM))
 		return TPC_CORRUPT(e, NULL, -1, name, "param_shapes of %s gives it no shape", u->ms_name);

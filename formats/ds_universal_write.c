@@ -25,6 +25,7 @@
 /* the DeepSpeed whose source the layout follows (version.txt at 38327e0):
  * stage 1/2's _load_global_state asserts a ds_version */
 #define DS_VERSION "0.16.5"
+#define NAME_MAX_LEN 1000 /* a parameter's name, a folder's (paths are built in 1200 bytes) */
 
 typedef struct uwrite {
 	const tpc_ckpt *ck;
@@ -243,12 +244,14 @@ static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
 				f = &o->p[j];
 				break;
 			}
-		if (!*nm || strchr(nm, '/') || !strcmp(nm, ".") || !strcmp(nm, ".."))
+		if (!*nm || strchr(nm, '/') || !strcmp(nm, ".") || !strcmp(nm, "..") || strlen(nm) > NAME_MAX_LEN)
 			return tpc_err_at(e, TPC_EINPUT, NULL, nm, "a universal checkpoint keeps each parameter in a folder of its name, which this name cannot be");
 		size_t nmom = 0, fmom = 0;
-		bool has_step = false;
-		for (size_t q = 0; q < f->ns; q++)
+		bool has_step = false, f_step = false;
+		for (size_t q = 0; q < f->ns; q++) {
 			fmom += f->s[q].moment;
+			f_step |= !strcmp(f->s[q].key, "step");
+		}
 		for (size_t q = 0; q < p->ns; q++) {
 			const tpc_optim_entry *en = &p->s[q];
 			if (en->moment) {
@@ -281,10 +284,10 @@ static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
 						  "step %.17g differs from the step of the other parameters of param group %d (%.17g): DeepSpeed keeps one step per group",
 						  s.num, p->group, g->num);
 		}
-		if (nmom != fmom || (f != p && has_step != (gstep[p->group].set)))
+		if (nmom != fmom || has_step != f_step)
 			return tpc_err_at(e, TPC_EINPUT, NULL, nm,
 					  "has %zu moments%s; %s, the first parameter of its group, %zu%s: DeepSpeed's loader gives every parameter of a group the same state keys",
-					  nmom, has_step ? " and a step" : "", f->fqn, fmom, gstep[p->group].set ? " and a step" : "");
+					  nmom, has_step ? " and a step" : "", f->fqn, fmom, f_step ? " and a step" : "");
 		if (u->stage == 3 && (nmom != 2 || !has_step))
 			return tpc_err_at(e, TPC_EINPUT, NULL, nm,
 					  "has %zu moments%s: DeepSpeed's stage 3 universal loader needs exp_avg, exp_avg_sq and the step",
@@ -475,7 +478,7 @@ int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 	u.stage = wo && wo->zero_stage ? wo->zero_stage : ck->format && !strcmp(ck->format, "deepspeed-zero3") ? 3 : 2;
 	if (!o.okey) {
 		ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL,
-				 "holds no optimizer state (a top-level key with 'state' and 'param_groups', as get_state_dict saves it): a universal checkpoint is the optimizer's state");
+				 "not written: the input holds no optimizer state (a top-level key with 'state' and 'param_groups', as get_state_dict saves it), and a universal checkpoint is the optimizer's state");
 		goto out;
 	}
 	if (!o.np) {
