@@ -4,7 +4,9 @@
 # ZeRO saves and the reference universal folders are written by torch 2.14
 # (tests/deepspeed/universal_ref.py make); tpconv on the host reads them and
 # writes its own; torch 2.14 then reads tpconv's as DeepSpeed's loaders do
-# (universal_ref.py check, same). Mounts what the chroot lacks (proc, dev)
+# (universal_ref.py check, same). And a DCP save torch 2.14 makes of
+# get_state_dict (AdamW, one process) goes to a universal folder holding
+# every parameter's state as torch.optim held it (check_dcp). Mounts what the chroot lacks (proc, dev)
 # and unmounts only those.
 # usage: universal_forky.sh TPCONV SRCDIR
 set -u
@@ -40,8 +42,11 @@ for st in 2 3; do
 		bad "stage $st: read" "$(head -2 "$W/err")"
 	"$TPCONV" convert "$W/z$st" --format ds-universal -o "$W/t$st/$U" -q 2>"$W/err" || bad "stage $st: write" "$(head -2 "$W/err")"
 done
+py "universal_ref.py dcp ." 2>"$W/err" || bad "DCP save" "$(tail -2 "$W/err")"
+"$TPCONV" convert "$W/dcp" --format ds-universal -o "$W/du/s" -q 2>"$W/err" || bad "DCP to universal" "$(head -2 "$W/err")"
 py "universal_ref.py check t2/$U 23 t3/$U 34" >"$W/py" 2>&1
 py "universal_ref.py same z2/$U t2/$U z3/$U t3/$U" >>"$W/py" 2>&1
+py "universal_ref.py check_dcp du/s ref.pt" >>"$W/py" 2>&1
 while IFS= read -r l; do
 	case $l in
 	"ok - "*) ok "torch $(cat "$W/ver"): ${l#ok - }" ;;
@@ -50,4 +55,4 @@ while IFS= read -r l; do
 	esac
 done <"$W/py"
 echo "1..$n"
-[ "$failed" = 0 ] && [ "$n" -ge 6 ]
+[ "$failed" = 0 ] && [ "$n" -ge 7 ]

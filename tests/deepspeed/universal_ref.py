@@ -62,6 +62,13 @@ usage:
                                      step against make_zero.py's model of SEED (TAP)
   universal_ref.py same A B          two universal folders hold the same files,
                                      keys, tensors and param_groups (TAP)
+  universal_ref.py dcp DIR           (torch >= 2.6) a small MLP trained two AdamW
+                                     steps, saved as get_state_dict gives it through
+                                     DCP in one process (DIR/dcp), and the optimizer
+                                     as torch.optim holds it (DIR/ref.pt)
+  universal_ref.py check_dcp TAG REF the stage 1/2 loader's reading of universal
+                                     folder TAG against REF: every parameter's fp32,
+                                     exp_avg, exp_avg_sq and step (TAP)
 """
 import glob
 import math
@@ -325,6 +332,46 @@ def same(a, b):
         print('# ' + repr(bad)[:600])
 
 
+def dcp_save(d):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3))
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    for _ in range(2):
+        m(torch.randn(4, 5)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    msd, osd = get_state_dict(m, opt)
+    dcp.save({'model': msd, 'optim': osd}, checkpoint_id=os.path.join(d, 'dcp'), no_dist=True)
+    ref = OrderedDict()
+    for n, p in m.named_parameters():
+        ref[n] = dict(fp32=p.detach().clone(), **{k: v.clone() for k, v in opt.state[p].items()})
+    torch.save(ref, os.path.join(d, 'ref.pt'))
+
+
+def check_dcp(tag, refp):
+    ref = load(refp)
+    bad = []
+    for n, st in ref.items():
+        folder = os.path.join(tag, 'zero', n)
+        for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+            sd = load(os.path.join(folder, key + '.pt'))
+            if not (sd.get('cat_dim') == 0 and torch.equal(sd['param'].chunk(1, 0)[0].flatten(), st[key].flatten())
+                    and sd['param'].shape == st[key].shape):
+                bad.append((n, key))
+        if not torch.equal(load(os.path.join(folder, 'step.pt')), st['step']):
+            bad.append((n, 'step'))
+    ms = load(os.path.join(tag, 'mp_rank_00_model_states.pt'))
+    if [list(d) for d in ms['param_shapes']] != [list(ref)]:
+        bad.append('param_shapes')
+    print(('ok - a DCP save of get_state_dict (torch %s, AdamW, 2 steps) written as a universal folder: each of %d '
+           'parameters\' fp32, exp_avg, exp_avg_sq and step as torch.optim held them' if not bad else
+           'not ok - DCP to universal (torch %s) %d') % (torch.__version__, len(ref)))
+    if bad:
+        print('# ' + repr(bad)[:600])
+
+
 if __name__ == '__main__':
     cmd = sys.argv[1]
     if cmd == 'make':
@@ -334,6 +381,10 @@ if __name__ == '__main__':
     elif cmd == 'check':
         for i in range(2, len(sys.argv), 2):
             check(sys.argv[i], int(sys.argv[i + 1]))
+    elif cmd == 'dcp':
+        dcp_save(sys.argv[2])
+    elif cmd == 'check_dcp':
+        check_dcp(sys.argv[2], sys.argv[3])
     elif cmd == 'same':
         for i in range(2, len(sys.argv), 2):
             same(sys.argv[i], sys.argv[i + 1])
