@@ -360,7 +360,10 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 		char *set_dir = tpc_is_dir(c->in) ? tpc_strdup(c->in) : tpc_ends_with(c->in, ".index.json") ? tpc_path_dir(c->in) : NULL;
 		bool inside = set_dir && tpc_shard_path_inside(c->out, set_dir);
 		free(set_dir);
-		if (inside) {
+		/* a new universal folder beside the save it is made of, as
+		 * ds_to_universal.py makes it (ckpt/global_stepN_universal): nothing
+		 * in it is read */
+		if (inside && !(uni && !tpc_exists(c->out))) {
 			/* a plain model folder is read whole too, but it is no shard set */
 			bool set = tpc_set_detect(c->in, NULL) != TPC_SET_NONE;
 			tpc_err_at(&e, TPC_EUSAGE, c->out, NULL, "the output is inside the input %s folder '%s', which is being read; choose another place",

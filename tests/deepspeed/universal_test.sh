@@ -110,6 +110,12 @@ left=$(find "$T/half" -name '*.pt' | wc -l)
   bad "half-way" "rc=$rc left=$left" "$(head -2 "$T/err")"
 run "$TPCONV" convert "$T/z2" --format ds-universal -o "$T/t2/$U" -q
 [ "$rc" = 2 ] && grep -q "already holds a universal checkpoint; use --force" "$T/err" && ok "an existing universal folder is kept without --force" || bad "no force" "rc=$rc"
+# beside the save, as ds_to_universal.py is run (the root's latest_universal then names it); never over what is read
+cp -r "$T/z2" "$T/beside" && rm -rf "$T/beside/$U" "$T/beside/latest_universal"
+run "$TPCONV" convert "$T/beside" --format ds-universal -o "$T/beside/$U" -q &&
+  [ "$(cat "$T/beside/latest_universal")" = "$U" ] && run "$TPCONV" convert "$T/beside" --format ds-universal -o "$T/beside/global_step14" -q
+[ "$rc" = 2 ] && grep -q "the output is inside the input model's folder" "$T/err" &&
+  ok "a universal folder is written beside the ZeRO save in its root; over the save's own folder: usage" || bad "beside" "rc=$rc" "$(head -2 "$T/err")"
 run "$TPCONV" convert "$T/z2" --zero-stage 2 -o "$T/x.pt" -q
 [ "$rc" = 2 ] && grep -q "zero-stage goes with a DeepSpeed universal output" "$T/err" && ok "--zero-stage without --format ds-universal: usage" || bad "usage" "rc=$rc"
 
