@@ -11,6 +11,7 @@
  * Each file is written atomically; on failure the ones written go again. */
 #include "ds_universal.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,34 @@ static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
 	return 0;
 }
 
+/* A KEY.pt already in the parameter's folder that this write does not
+ * replace: universal_checkpoint.py would load it as the parameter's state
+ * (every "(.+).pt"), so it is refused by name, never removed. */
+static int stale_file(uwrite *u, const tpc_optim_param *p, tpc_err *e)
+{
+	char rel[1200];
+	snprintf(rel, sizeof(rel), "zero/%s", p->fqn);
+	char *dir = tpc_path_join(u->dir, rel);
+	DIR *d = dir ? opendir(dir) : NULL;
+	int ret = dir ? 0 : tpc_err_nomem(e);
+	for (struct dirent *de; d && !ret && (de = readdir(d));) {
+		size_t l = strlen(de->d_name);
+		if (l <= 3 || strcmp(de->d_name + l - 3, ".pt"))
+			continue;
+		bool ours = !strcmp(de->d_name, "fp32.pt") || (u->stage != 3 && !strcmp(de->d_name, "step.pt"));
+		for (size_t q = 0; q < p->ns && !ours; q++)
+			ours = p->s[q].moment && strlen(p->s[q].key) == l - 3 && !strncmp(p->s[q].key, de->d_name, l - 3);
+		if (!ours)
+			ret = tpc_err_at(e, TPC_EUSAGE, dir, NULL,
+					 "holds %s, which this write does not replace and DeepSpeed's loader would read as the parameter's state; remove it",
+					 de->d_name);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+	return ret;
+}
+
 /* One parameter's files: fp32.pt, each moment, stage 1/2 step.pt. */
 static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
 {
@@ -503,6 +532,8 @@ int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 	if ((ret = check_state(&u, gstep, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) || (ret = tpc_mkdirs(path, e)))
 		goto out;
 	tpc_out_sweep(path);
+	for (size_t i = 0; i < o.np && !ret; i++) /* before any file is written */
+		ret = stale_file(&u, &o.p[i], e);
 	for (size_t i = 0; i < o.np && !ret; i++)
 		ret = put_param(&u, &o.p[i], e);
 	if (!ret)

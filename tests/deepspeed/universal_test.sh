@@ -110,6 +110,13 @@ left=$(find "$T/half" -name '*.pt' | wc -l)
   bad "half-way" "rc=$rc left=$left" "$(head -2 "$T/err")"
 run "$TPCONV" convert "$T/z2" --format ds-universal -o "$T/t2/$U" -q
 [ "$rc" = 2 ] && grep -q "already holds a universal checkpoint; use --force" "$T/err" && ok "an existing universal folder is kept without --force" || bad "no force" "rc=$rc"
+# a state file the write would not replace (the loader reads every KEY.pt): refused before any file is written
+cp -r "$T/t2/$U" "$T/stale" && : >"$T/stale/zero/$K/max_exp_avg_sq.pt"
+before=$(cd "$T/stale" && find . -type f -exec sha256sum {} + | sort)
+run "$TPCONV" convert "$T/z2" --format ds-universal -o "$T/stale" -q -f
+after=$(cd "$T/stale" && find . -type f -exec sha256sum {} + | sort)
+[ "$rc" = 2 ] && grep -qxF "tpconv: error: '$T/stale/zero/$K': holds max_exp_avg_sq.pt, which this write does not replace and DeepSpeed's loader would read as the parameter's state; remove it" "$T/err" &&
+  [ "$before" = "$after" ] && ok "a stale KEY.pt in a parameter's folder is refused by name (--force too), the folder untouched" || bad "stale" "rc=$rc" "$(head -2 "$T/err")"
 # beside the save, as ds_to_universal.py is run (the root's latest_universal then names it); never over what is read
 cp -r "$T/z2" "$T/beside" && rm -rf "$T/beside/$U" "$T/beside/latest_universal"
 run "$TPCONV" convert "$T/beside" --format ds-universal -o "$T/beside/$U" -q &&
