@@ -444,7 +444,7 @@ static int read_params(uread *u, const tpc_value *pg, const tpc_value *shapes, t
 		ret = tpc_err_at(e, TPC_EINPUT, osp, NULL, "has %zu param groups, param_shapes of %s %zu: they are zipped group by group",
 				 pg->n, u->ms_name, shapes->n);
 	}
-	for (size_t gi = 0; gi < pg->n && !ret; gi++) {
+	for (size_t gi = 0; !ret && gi < pg->n; gi++) {
 		const tpc_value *g = pg->items[gi];
 		tpc_value *names = NULL;
 		if (g->kind != TPC_V_DICT) {
