@@ -26,11 +26,25 @@
  *                                         stage 3 (engine.py _get_ckpt_name reads rank 0's)
  *
  * The universal loader is stage-specific: stage 1/2
- * (runtime/base_optimizer.py load_hp_checkpoint_state_from_checkpoint_dir ->
- * checkpoint/universal_checkpoint.py load_hp_checkpoint_state) reads
- * ckpt_dict["param"] and one step per group; stage 3 (runtime/zero/stage3.py
- * load_hp_checkpoint_state_from_checkpoint_dir_stage3) reads the bare tensor
- * .view(-1) and the step from optimizer_state.pt.
+ * (runtime/base_optimizer.py load_hp_checkpoint_state_from_checkpoint_dir,
+ * l. 20-63 -> checkpoint/universal_checkpoint.py load_hp_checkpoint_state,
+ * l. 22-141) reads every "(.+).pt" of the parameter's folder,
+ * ckpt_dict["param"] chunked along ckpt_dict.get("cat_dim", 0), one step per
+ * group (assert all(step == steps[0])) and each group's hyper-parameters from
+ * optimizer_state.pt's param_groups; stage 3 (runtime/zero/stage3.py
+ * load_hp_checkpoint_state_from_checkpoint_dir_stage3, l. 2756-2808, and
+ * load_hp_checkpoint_state, l. 2815-2833) reads fp32, exp_avg, exp_avg_sq of
+ * each parameter of param_shapes[0] as the bare tensor .view(-1), and the
+ * step from optimizer_state.pt (optimizer_state_dict.state[0]). The engine
+ * (runtime/engine.py load_checkpoint, l. 2872-2960) takes the tag from
+ * latest_universal, reads dp_world_size, global_steps, skipped_steps and
+ * mp_world_size from the model states file (_load_checkpoint, l. 2962-3076)
+ * and does not load its module (l. 3006). ds_to_universal.py's lines:
+ * extract_zero_shards l. 112-149, extract_zero_shards_stage3 l. 152-172,
+ * dump_param_fragment l. 179-195, _merge_zero_shards l. 198-229,
+ * merge_tp_slices l. 232-335, merge_zero3_slices l. 338-345,
+ * _save_optimizer_state l. 410-419, _save_optimizer_state_stage3 l. 422-428,
+ * main l. 469-.
  */
 #ifndef TPC_DS_UNIVERSAL_H
 #define TPC_DS_UNIVERSAL_H
