@@ -505,6 +505,8 @@ static void set_about(uread *u)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	const tpc_value *v = dget(u->os, "ds_version");
+	if (!v || v->kind != TPC_V_STR) /* stage 3's optimizer_state_dict may hold none */
+		v = dget(u->ms, "ds_version");
 	tpc_buf_addf(&b, "DeepSpeed universal checkpoint (ds_to_universal.py layout for ZeRO stage %s), deepspeed %s",
 		     u->stage == 3 ? "3" : "1/2", v && v->kind == TPC_V_STR ? v->str : "(no ds_version)");
 	tpc_buf_addf(&b, "\n%zu parameters from zero/NAME/fp32.pt (the fp32 masters, whole), in the order of param_shapes in %s",
