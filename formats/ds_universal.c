@@ -622,6 +622,8 @@ static int read_all(uread *u, tpc_err *e)
 	free(ck->format);
 	if (!(ck->format = tpc_strdup("ds-universal")))
 		ret = tpc_err_nomem(e);
+	else /* every tensor inside its file (a truncated state file says so here) */
+		ret = tpc_ckpt_validate(ck, e);
 out:
 	/* tensors inside DeepSpeed's own objects (the loss scaler) are no one's */
 	ck->hidden_tensors = hidden;
