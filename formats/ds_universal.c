@@ -266,10 +266,14 @@ static int state_tensor(uread *u, const char *rel, const tpc_value *root, const 
 		memset(&ref, 0, sizeof(ref));
 		ref.ndim = nd;
 		ref.shape = (int64_t *)sh;
+		const tpc_value *vt = u->stage == 3 ? NULL : dget(root, "vocab_tensor");
 		ret = TPC_CORRUPT(e, p, -1, NULL, "%s %s is not the parameter's shape %s (param_shapes of %s)%s",
 				  u->stage == 3 ? "the flat tensor" : "param", tpc_shape_str(tt, a, sizeof(a)),
 				  tpc_shape_str(&ref, b, sizeof(b)), u->ms_name,
-				  u->stage == 3 ? ": stage 3 keeps each parameter flat, numel elements" : "");
+				  u->stage == 3 ? ": stage 3 keeps each parameter flat, numel elements"
+				  : vt && vt->kind == TPC_V_BOOL && vt->ival
+					  ? ": a vocab_tensor, its padding rows stripped (ds_to_universal.py merge_tp_slices); the padded parameter is not supported"
+					  : "");
 		goto out;
 	}
 	*ix = t->ival;

@@ -31,7 +31,8 @@
  * l. 22-141) reads every "(.+).pt" of the parameter's folder,
  * ckpt_dict["param"] chunked along ckpt_dict.get("cat_dim", 0), one step per
  * group (assert all(step == steps[0])) and each group's hyper-parameters from
- * optimizer_state.pt's param_groups; stage 3 (runtime/zero/stage3.py
+ * optimizer_state.pt's param_groups (runtime/bf16_optimizer.py
+ * _load_universal_checkpoint, l. 519, reads the same way); stage 3 (runtime/zero/stage3.py
  * load_hp_checkpoint_state_from_checkpoint_dir_stage3, l. 2756-2808, and
  * load_hp_checkpoint_state, l. 2815-2833) reads fp32, exp_avg, exp_avg_sq of
  * each parameter of param_shapes[0] as the bare tensor .view(-1), and the
