@@ -19,6 +19,7 @@
 
 #include "torch/torch.h"
 #include "tpc_buf.h"
+#include "tpc_flat.h"
 #include "tpc_io.h"
 #include "tpc_optim.h"
 #include "tpc_util.h"
@@ -68,53 +69,6 @@ static tpc_value *torch_size(const tpc_tensor *t)
 	return tu ? call1("torch", "Size", tu) : NULL;
 }
 
-/* A 1-D view of t's elements in C order (stage 3 keeps parameters flat):
- * a contiguous view or zero fill as one, a composite part by part (rows one
- * by one where it is cut along an inner dimension). -1 when it cannot be. */
-static int flatten(tpc_tensor *dst, const tpc_tensor *t)
-{
-	int64_t n = (int64_t)t->numel;
-	memset(dst, 0, sizeof(*dst));
-	if (t->dq)
-		return -1;
-	if (!t->nparts) {
-		if (!(t->flags & TPC_TF_ZERO) && !tpc_tensor_is_contiguous(t))
-			return -1;
-		if (tpc_tensor_init_zero(dst, t->dtype, 1, &n))
-			return -1;
-		dst->src_dtype = t->src_dtype;
-		dst->src = t->src;
-		dst->offset = t->offset;
-		dst->flags = t->flags;
-		return 0;
-	}
-	bool outer_one = true;
-	for (int d = 0; d < t->cat_dim; d++)
-		outer_one &= t->shape[d] == 1;
-	int np = outer_one ? t->nparts : (int)t->shape[0], k = 0, ret = 0;
-	tpc_tensor *fp = tpc_calloc((size_t)np, sizeof(*fp));
-	if (!fp)
-		return -1;
-	for (; k < np && !ret; k++) {
-		if (outer_one) {
-			ret = flatten(&fp[k], &t->parts[k]);
-		} else {
-			tpc_tensor row;
-			ret = tpc_tensor_select0(&row, t, k);
-			if (!ret) {
-				ret = flatten(&fp[k], &row);
-				tpc_tensor_release(&row);
-			}
-		}
-	}
-	if (!ret)
-		ret = tpc_tensor_init_cat(dst, fp, k, 0);
-	for (int i = 0; i < k; i++)
-		tpc_tensor_release(&fp[i]);
-	free(fp);
-	return ret;
-}
-
 /* torch.save of `what` at DIR/rel, its TENSOR leaves sc's tensors sel[0..n) */
 static int save(uwrite *u, const char *rel, const tpc_value *what, const int64_t *sel, size_t n, tpc_err *e)
 {
@@ -154,7 +108,7 @@ static int64_t desc(uwrite *u, int64_t i, const char *name, bool flat, tpc_err *
 		}
 		return ix;
 	}
-	if (flatten(&f, t))
+	if (tpc_tensor_flatten(&f, t))
 		return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
 				  "cannot be written flat (stage 3 keeps each parameter as one flat tensor): a strided or computed tensor");
 	int64_t ix = tpc_ckpt_add_copy(&u->sc, name, &f, e);
