@@ -35,6 +35,8 @@ typedef struct uwrite {
 	const tpc_write_opts *wo;
 	const char *dir;
 	int stage;
+	bool replace;         /* files already there are replaced: --force, or no
+			       * zero/optimizer_state.pt yet (an interrupted write's) */
 	tpc_ckpt sc;          /* descriptions written: sc's tensors over ck's sources */
 	char **done;          /* files written, removed on failure */
 	size_t ndone, capdone;
@@ -74,7 +76,8 @@ static int save(uwrite *u, const char *rel, const tpc_value *what, const int64_t
 {
 	static const int64_t none = -1;
 	char *p = tpc_path_join(u->dir, rel), *pd = p ? tpc_path_dir(p) : NULL;
-	tpc_write_opts wo = {.flags = u->wo ? u->wo->flags : 0, .progress = u->wo ? u->wo->progress : NULL};
+	tpc_write_opts wo = {.flags = (u->wo ? u->wo->flags : 0) | (u->replace ? TPC_W_FORCE : 0),
+			     .progress = u->wo ? u->wo->progress : NULL};
 	int ret = 0;
 	if (!p || !pd)
 		ret = tpc_err_nomem(e);
@@ -478,6 +481,10 @@ int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 			ret = tpc_err_at(e, TPC_EUSAGE, path, NULL, "output folder already holds a universal checkpoint; use --force to replace it");
 		if (ret)
 			goto out;
+		/* without optimizer_state.pt (written after every parameter's
+		 * files) the folder is no universal checkpoint: what is there
+		 * is an interrupted write's, replaced file by file */
+		u.replace = !there || (wo && (wo->flags & TPC_W_FORCE));
 	}
 	if (!(gstep = tpc_calloc(o.ng + 1, sizeof(*gstep)))) {
 		ret = tpc_err_nomem(e);

@@ -102,6 +102,11 @@ refuse "steps that differ within a group" "$T/tag" "tpconv: error: '$T/tag/s': t
   "$TPCONV" convert "$SRC/tests/data/dcp/optim_tagged" --format ds-universal -o "$T/tag/s" -q
 refuse "two groups for the stage 3 loader" "$T/g3/s" "tpconv: error: '$T/g3/s': 2 param groups: DeepSpeed's stage 3 universal loader (stage3.py load_hp_checkpoint_state_from_checkpoint_dir_stage3) restores param group 0 only; write the stage 1/2 layout (--zero-stage 2)" \
   "$TPCONV" convert "$T/z2" --format ds-universal --zero-stage 3 -o "$T/g3/s" -q
+# what an interrupted write leaves (parameters' files, no optimizer_state.pt): the same command again replaces it
+mkdir -p "$T/intr/s/zero/$K" && cp "$T/t2/$U/zero/$K/fp32.pt" "$T/intr/s/zero/$K/" && : >"$T/intr/s/zero/$K/exp_avg.pt"
+run "$TPCONV" convert "$T/z2" --format ds-universal -o "$T/intr/s" -q &&
+  $PY "$Z/universal_ref.py" same "$T/t2/$U" "$T/intr/s" >"$T/py" 2>&1 && grep -q "^ok" "$T/py" &&
+  ok "an interrupted write's files (no optimizer_state.pt) are replaced by the same command again" || bad "interrupted" "rc=$rc" "$(head -2 "$T/err" "$T/py")"
 # a write that fails half-way takes its files back
 mkdir -p "$T/half/s/zero" && : >"$T/half/s/zero/$K"
 run "$TPCONV" convert "$T/z2" --format ds-universal -o "$T/half/s" -q
