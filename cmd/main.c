@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -357,8 +358,22 @@ static void omp_passive(int argc, char **argv)
 	unsetenv("OMP_WAIT_POLICY");
 }
 
+/* Inputs stay open while they are read (mapped, and their descriptors for
+ * in-kernel copies): a DeepSpeed universal checkpoint is some four files per
+ * parameter, thousands for a large model, past the usual soft limit of 1024
+ * descriptors. Take what the hard limit allows. */
+static void more_files(void)
+{
+	struct rlimit rl;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	more_files();
 	omp_passive(argc, argv);
 	io_config_from_env();
 	tpc_formats_register_all();
