@@ -391,6 +391,12 @@ void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len)
 	(void)madvise((void *)(m->data + start), (size_t)(end - start), MADV_POPULATE_READ);
 }
 
+void tpc_map_advise_random(const tpc_map *m)
+{
+	if (m && m->data && m->fd >= 0 && m->size)
+		(void)madvise((void *)m->data, (size_t)m->size, MADV_RANDOM);
+}
+
 const uint8_t *tpc_map_alias(const tpc_map *m)
 {
 	if (!m || m->fd < 0 || !m->data || !m->size)

@@ -73,6 +73,14 @@ void tpc_map_drop_passed(const tpc_map *m, uint64_t off, uint64_t end);
  * BENCHMARKS.md). */
 void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len);
 
+/* The mapping is read in small places far apart (a walk over records, not a
+ * pass over the bytes): a fault reads the page it needs and no read-around
+ * (MADV_RANDOM). A fault on a page not in the page cache otherwise reads
+ * read_ahead_kb around it (8 MiB on a virtio disk here): a walk over the
+ * item records of a DCP rank file just written with direct writes read the
+ * whole file back from the disk (measured: bench/mdist_bench.sh). */
+void tpc_map_advise_random(const tpc_map *m);
+
 /* A second mapping of m's file, for one writer thread: a VMA of its own, so
  * that the drops of the thread's batches (tpc_map_drop) unmap no page another
  * thread's kernel copy is reading from. Two writers read the same pages of a

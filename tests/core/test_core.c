@@ -1100,6 +1100,31 @@ static long mapping_rss_kb(const void *p)
 	return kb;
 }
 
+/* Does the mapping that starts at p carry VmFlags `flag` (/proc/self/smaps)?
+ * -1 if the mapping or its flags are not found. */
+static int mapping_has_flag(const void *p, const char *flag)
+{
+	char line[512], want[32];
+	int r = -1;
+	bool in = false;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)(uintptr_t)p);
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' ')) {
+			in = !strncmp(line, want, strlen(want));
+		} else if (in && !strncmp(line, "VmFlags:", 8)) {
+			char pat[16];
+			snprintf(pat, sizeof(pat), " %s ", flag);
+			line[strcspn(line, "\n")] = ' ';
+			r = strstr(line + 8, pat) != NULL;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return r;
+}
+
 /* An input that shrinks while it is mapped (another process truncates it):
  * a read past its new end is a SIGBUS, which ends the run with exit 4 and
  * the file and offset named, its temporaries removed, not a crash. */
@@ -1205,6 +1230,14 @@ static void test_map_drop(void **st)
 		tpc_map_drop(&m, 100, 10);
 		assert_int_equal(mapping_rss_kb(m.data), (long)(block / 1024));
 	}
+	/* a walk over records far apart: no read-around (smaps' "rr", MADV_RANDOM) */
+	int rr = mapping_has_flag(m.data, "rr");
+	tpc_map_advise_random(&m);
+	if (rr >= 0) {
+		assert_int_equal(rr, 0);
+		assert_int_equal(mapping_has_flag(m.data, "rr"), 1);
+	}
+	assert_int_equal(m.data[block - 1], 0);
 	tpc_map_close(&m);
 	free(buf);
 	test_rmrf(dir);
