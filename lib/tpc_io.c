@@ -1031,6 +1031,20 @@ int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned fl
 	return ret;
 }
 
+void tpc_file_prefetch_edges(const char *path, const uint64_t *off, const uint64_t *len, size_t n, uint64_t edge)
+{
+	int fd = n ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t head = len[k] < edge ? len[k] : edge;
+		(void)posix_fadvise(fd, (off_t)off[k], (off_t)head, POSIX_FADV_WILLNEED);
+		if (len[k] > head)
+			(void)posix_fadvise(fd, (off_t)(off[k] + len[k] - head), (off_t)head, POSIX_FADV_WILLNEED);
+	}
+	close(fd);
+}
+
 int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_err *e)
 {
 	tpc_map m;

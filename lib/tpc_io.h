@@ -232,6 +232,15 @@ void tpc_io_on_interrupt(void (*note)(int sig));
 
 /* Write a whole small file atomically (JSON index, manifest). */
 int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned flags, tpc_err *e);
+/* Start reading the first and the last `edge` bytes of each range
+ * [off[k], off[k] + len[k]) of the file at `path` into the page cache
+ * (POSIX_FADV_WILLNEED: queued, not waited for). A writer whose file is
+ * read back in those places soon after (a DCP rank file's item records,
+ * which the set check and .metadata walk) calls it once the file is
+ * committed: its direct writes left nothing of it in the page cache, and
+ * the walk would wait for each of those pages in turn. Best effort: a file
+ * that cannot be opened is left alone. */
+void tpc_file_prefetch_edges(const char *path, const uint64_t *off, const uint64_t *len, size_t n, uint64_t edge);
 
 /* Read a whole small file (JSON) into a malloc'd NUL-terminated buffer, at
  * most `cap` bytes (bigger -> TPC_EINPUT). */

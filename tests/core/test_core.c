@@ -1239,6 +1239,13 @@ static void test_map_drop(void **st)
 	}
 	assert_int_equal(m.data[block - 1], 0);
 	tpc_map_close(&m);
+	/* a prefetch of range edges is a hint: ranges shorter than the edge,
+	 * empty ones, past the end, or a file that is not there change nothing */
+	uint64_t po[4] = {0, 100, block - 10, 10 * block}, pl[4] = {block, 10, 0, 4096};
+	tpc_file_prefetch_edges(path, po, pl, 4, 8192);
+	tpc_file_prefetch_edges(path, po, pl, 0, 8192);
+	snprintf(path + strlen(path), 16, ".gone");
+	tpc_file_prefetch_edges(path, po, pl, 4, 8192);
 	free(buf);
 	test_rmrf(dir);
 	free(dir);
