@@ -876,35 +876,18 @@ static int dcp_write_part(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, c
 	out.fd = -1;
 	if (!sel)
 		nsel = ck->n;
-	/* where each item lies, for the prefetch below (none when out of memory) */
-	uint64_t *at = tpc_calloc(2 * nsel + 1, sizeof(*at)), *at_len = at ? at + nsel : NULL;
-	if ((ret = tpc_out_open(&out, path, o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, e))) {
-		free(at);
+	if ((ret = tpc_out_open(&out, path, o && (o->flags & TPC_W_FORCE) ? TPC_OUT_FORCE : 0, e)))
 		return ret;
-	}
 	for (size_t k = 0; k < nsel && !ret; k++) {
 		int64_t i = sel ? sel[k] : (int64_t)k;
 		uint64_t off, len;
 		ret = put_item(&out, ck, i, NULL, o, &off, &len, e);
 		if (ret && !e->tensor[0])
 			tpc_err_tensor(e, ck->t[i].name);
-		if (at) {
-			at[k] = off;
-			at_len[k] = len;
-		}
 	}
 	if (!ret)
 		ret = tpc_out_commit(&out, e);
 	tpc_out_abort(&out);
-	/* The part file is read back soon (part_items: a shard set's check
-	 * and its .metadata), only in the records around each item's tensor
-	 * bytes; its direct writes left none of it in the page cache, and that
-	 * walk waited for each page in turn (megatron-dist bench: 1200 reads
-	 * of the 8 rank files, 0.3-0.5 s on one thread). Each item's first and
-	 * last 8 KiB are read now, beside the other ranks' writes. */
-	if (!ret && at)
-		tpc_file_prefetch_edges(path, at, at_len, nsel, 8192);
-	free(at);
 	return ret;
 }
 

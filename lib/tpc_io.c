@@ -687,9 +687,41 @@ void tpc_scratch_put(uint8_t *p, size_t len)
 		free(p);
 }
 
+void tpc_out_keep_cached(tpc_out *o, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+	if (!len || end < off)
+		return;
+	/* within a page of the last range (records written in order): one range */
+	if (o->nkeep && off >= o->keep[2 * o->nkeep - 2] && off <= o->keep[2 * o->nkeep - 1] + 4096) {
+		if (end > o->keep[2 * o->nkeep - 1])
+			o->keep[2 * o->nkeep - 1] = end;
+		return;
+	}
+	if (o->nkeep == o->capkeep && tpc_grow((void **)&o->keep, &o->capkeep, o->nkeep + 1, 2 * sizeof(*o->keep)))
+		return;
+	o->keep[2 * o->nkeep] = off;
+	o->keep[2 * o->nkeep + 1] = end;
+	o->nkeep++;
+}
+
+/* The file is written and synced: the kept ranges are read back into the
+ * page cache, when direct writes left them out of it. */
+static void prefetch_kept(tpc_out *o)
+{
+	for (size_t k = 0; o->dio && k < o->nkeep; k++) {
+		uint64_t a = o->keep[2 * k], z = o->keep[2 * k + 1] < o->end ? o->keep[2 * k + 1] : o->end;
+		if (z > a)
+			(void)posix_fadvise(o->fd, (off_t)a, (off_t)(z - a), POSIX_FADV_WILLNEED);
+	}
+}
+
 /* The file is closed or gone: its direct state and its buffers go. */
 static void release_buffers(tpc_out *o)
 {
+	free(o->keep);
+	o->keep = NULL;
+	o->nkeep = o->capkeep = 0;
 	tpc__dio_release(o);
 	tpc__buf_put(o->scratch, o->scratch_len);
 	o->scratch = NULL;
@@ -950,6 +982,7 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 	int r = tpc_out_finish(o, e);
 	if (r)
 		return r;
+	prefetch_kept(o);
 	release_buffers(o);
 	/* Renamed while still open, so still locked: no sweeping run takes the
 	 * finished file for a dead run's (see create_temp). Without
@@ -1029,20 +1062,6 @@ int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned fl
 		ret = tpc_out_commit(&o, e);
 	tpc_out_abort(&o);
 	return ret;
-}
-
-void tpc_file_prefetch_edges(const char *path, const uint64_t *off, const uint64_t *len, size_t n, uint64_t edge)
-{
-	int fd = n ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-	if (fd < 0)
-		return;
-	for (size_t k = 0; k < n; k++) {
-		uint64_t head = len[k] < edge ? len[k] : edge;
-		(void)posix_fadvise(fd, (off_t)off[k], (off_t)head, POSIX_FADV_WILLNEED);
-		if (len[k] > head)
-			(void)posix_fadvise(fd, (off_t)(off[k] + len[k] - head), (off_t)head, POSIX_FADV_WILLNEED);
-	}
-	close(fd);
 }
 
 int tpc_read_file(const char *path, uint64_t cap, char **out, size_t *len, tpc_err *e)

@@ -123,6 +123,8 @@ typedef struct tpc_out {
 	size_t scratch_len;
 	struct tpc_dio *dio; /* direct writes (O_DIRECT, their queue and staging); NULL
 			      * until the first write that could go direct */
+	uint64_t *keep;      /* tpc_out_keep_cached's ranges: off, end pairs */
+	size_t nkeep, capkeep;
 } tpc_out;
 
 enum { TPC_OUT_FORCE = 1 };
@@ -167,6 +169,15 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
  * under the inode lock), so only writes inside the size run several at a
  * time. tpc_out_finish cuts the file back to what was written, if less. */
 int tpc_out_reserve(tpc_out *o, uint64_t size, tpc_err *e);
+/* Bytes [off, off + len) of the output will be read back soon after it is
+ * committed (a zip's records: the set check and a DCP .metadata walk them):
+ * tpc_out_commit has them read into the page cache (POSIX_FADV_WILLNEED,
+ * queued, not waited for) once the file is written, where direct writes
+ * left it uncached; the walk otherwise waited for each of those pages in
+ * turn, and a fault there read read_ahead_kb (8 MiB here) of tensor bytes
+ * around it. Adjacent ranges are merged; best effort (out of memory: not
+ * kept). */
+void tpc_out_keep_cached(tpc_out *o, uint64_t off, uint64_t len);
 /* A page-aligned buffer of at least n bytes that lives as long as the output
  * (reused by its writer from tensor to tensor, so its pages are touched once;
  * freed by tpc_out_commit and tpc_out_abort); NULL when out of memory. */
@@ -232,15 +243,6 @@ void tpc_io_on_interrupt(void (*note)(int sig));
 
 /* Write a whole small file atomically (JSON index, manifest). */
 int tpc_write_file_atomic(const char *path, const void *p, size_t n, unsigned flags, tpc_err *e);
-/* Start reading the first and the last `edge` bytes of each range
- * [off[k], off[k] + len[k]) of the file at `path` into the page cache
- * (POSIX_FADV_WILLNEED: queued, not waited for). A writer whose file is
- * read back in those places soon after (a DCP rank file's item records,
- * which the set check and .metadata walk) calls it once the file is
- * committed: its direct writes left nothing of it in the page cache, and
- * the walk would wait for each of those pages in turn. Best effort: a file
- * that cannot be opened is left alone. */
-void tpc_file_prefetch_edges(const char *path, const uint64_t *off, const uint64_t *len, size_t n, uint64_t edge);
 
 /* Read a whole small file (JSON) into a malloc'd NUL-terminated buffer, at
  * most `cap` bytes (bigger -> TPC_EINPUT). */

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -1081,6 +1082,58 @@ static void test_direct_output(void **st)
 	direct_output(false);
 }
 
+/* tpc_out_keep_cached: ranges within a page of the last one merge; once the
+ * file is committed the kept pages are in the page cache (read back with
+ * POSIX_FADV_WILLNEED where direct writes left them out; polled, the read
+ * is queued, not waited for). */
+static void test_keep_cached(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200];
+	size_t size = 12u << 20;
+	uint8_t *buf = malloc(size);
+	assert_non_null(buf);
+	for (size_t i = 0; i < size; i++)
+		buf[i] = (uint8_t)(i * 13 + 1);
+	snprintf(path, sizeof(path), "%s/kept.bin", dir);
+	tpc_out o;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_out_open(&o, path, 0, &e), 0);
+	assert_int_equal(tpc_out_write(&o, buf, size, &e), 0);
+	tpc_out_keep_cached(&o, 100, 100);
+	tpc_out_keep_cached(&o, 300, 100);  /* merged with the one before */
+	tpc_out_keep_cached(&o, 4000, 10);  /* within a page of its end: merged */
+	tpc_out_keep_cached(&o, 7u << 20, 10);
+	tpc_out_keep_cached(&o, 9u << 20, 0); /* empty: nothing */
+	assert_int_equal(o.nkeep, 2);
+	assert_int_equal(o.keep[0], 100);
+	assert_int_equal(o.keep[1], 4010);
+	assert_int_equal(tpc_out_commit(&o, &e), 0);
+	tpc_out_abort(&o);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char v0 = 0, v1 = 0;
+	for (int tries = 0; tries < 200 && !((v0 & 1) && (v1 & 1)); tries++) {
+		assert_int_equal(mincore(m, (size_t)pg, &v0), 0);
+		assert_int_equal(mincore((uint8_t *)m + (7u << 20), (size_t)pg, &v1), 0);
+		if (!((v0 & 1) && (v1 & 1)))
+			usleep(10000);
+	}
+	assert_true(v0 & 1);
+	assert_true(v1 & 1);
+	assert_memory_equal((uint8_t *)m + (7u << 20), buf + (7u << 20), 64);
+	munmap(m, size);
+	close(fd);
+	free(buf);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* Resident kB of the mapping that starts at p (/proc/self/smaps), -1 if not found. */
 static long mapping_rss_kb(const void *p)
 {
@@ -1239,13 +1292,6 @@ static void test_map_drop(void **st)
 	}
 	assert_int_equal(m.data[block - 1], 0);
 	tpc_map_close(&m);
-	/* a prefetch of range edges is a hint: ranges shorter than the edge,
-	 * empty ones, past the end, or a file that is not there change nothing */
-	uint64_t po[4] = {0, 100, block - 10, 10 * block}, pl[4] = {block, 10, 0, 4096};
-	tpc_file_prefetch_edges(path, po, pl, 4, 8192);
-	tpc_file_prefetch_edges(path, po, pl, 0, 8192);
-	snprintf(path + strlen(path), 16, ".gone");
-	tpc_file_prefetch_edges(path, po, pl, 4, 8192);
 	free(buf);
 	test_rmrf(dir);
 	free(dir);
@@ -1469,7 +1515,7 @@ int main(void)
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_unit_dim), cmocka_unit_test(test_tile_groups), cmocka_unit_test(test_gather_write),
-		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
+		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output), cmocka_unit_test(test_keep_cached),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
 		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),
 		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties), cmocka_unit_test(test_swap_dims),
