@@ -1154,6 +1154,24 @@ PY
     bad "$fam: convert to GGUF (exit $rc)" "$(cat "$T/err")"
   fi
 done
+# the same model under Hunyuan-A13B's rope (tests/data/tiny_hunyuan_moe_dyn.json:
+# rope_type "dynamic", alpha 1000; make_tiny_hunyuan_dyn.py): verify's forward
+# rotates by the alpha-scaled base (test_verify's test_hunyuan_moe_dynamic_rope
+# against transformers' logits) and passes at tp 2; more tokens than
+# max_position_embeddings (64), where transformers rescales the frequencies,
+# refused by name (exit 3)
+HO="$T/tiny-hydyn"
+rm -rf "$HO" "$T/o" && mkdir "$HO" && cp "$SRC/tests/data/tiny_hunyuan_moe_dyn.json" "$HO/config.json" &&
+  cp "$SRC/tests/data/tiny_hunyuan_moe.safetensors" "$HO/model.safetensors"
+"$TPCONV" shard "$HO" --tp 2 -o "$T/o" -q 2> "$T/err" &&
+  "$TPCONV" verify --reference "$HO" --shards "$T/o" > "$T/out" 2>> "$T/err"; rc=$?
+"$TPCONV" verify --reference "$HO" --shards "$T/o" --tokens 65 > /dev/null 2> "$T/err2"; rc2=$?
+if [ $rc -eq 0 ] && grep -Eq '^ +model +model .* pass' "$T/out" && [ $rc2 -eq 3 ] &&
+   grep -qF "65 tokens, past the dynamic rope's max_position_embeddings 64" "$T/err2"; then
+  ok "hunyuan-moe with a dynamic (NTK-alpha) rope: verify's model check passes at tp 2; 65 tokens past max_position_embeddings refused by name"
+else
+  bad "hunyuan-moe with a dynamic rope: verify (exit $rc, $rc2)" "$(cat "$T/err" "$T/err2")"
+fi
 # HunYuan MoE (tiny-hunyuan-moe, its tiktoken vocabulary; the reference's
 # files compared whole above): its GGUF into Hugging Face form (hy.tiktoken
 # rebuilt, the lists a layer each) and back, byte-identical at f32, f16 and
