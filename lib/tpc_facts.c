@@ -135,6 +135,12 @@ static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
 		ty = cJSON_GetObjectItemCaseSensitive(top, "type");
 	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "linear") && cJSON_IsNumber(fa))
 		f->rope_linear = pos(fa->valuedouble);
+	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "dynamic")) {
+		const cJSON *al = cJSON_GetObjectItemCaseSensitive(top, "alpha");
+		f->rope_dynamic = true;
+		f->rope_alpha = cJSON_IsNumber(al) ? pos(al->valuedouble) : 0;
+		f->max_pos = count(c, "max_position_embeddings");
+	}
 	if (cJSON_IsNumber(ft))
 		f->rope_theta = pos(ft->valuedouble);
 	f->rope_theta_local = cJSON_IsNumber(st) ? pos(st->valuedouble) : num(c, "rope_local_base_freq");
@@ -426,6 +432,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(lin_k_heads); FILL(lin_v_heads); FILL(lin_k_dim); FILL(lin_v_dim);
 	/* rotary embedding */
 	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
+	FILL(rope_dynamic); FILL(rope_alpha); FILL(max_pos);
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
 	if (!dst->llama3.factor && !dst->llama3_bad) {
