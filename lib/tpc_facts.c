@@ -133,6 +133,12 @@ static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
 	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(top, "factor");
 	if (!cJSON_IsString(ty))
 		ty = cJSON_GetObjectItemCaseSensitive(top, "type");
+	static const char *const known[] = {"default", "linear", "dynamic", "yarn", "llama3"};
+	bool ok = !cJSON_IsString(ty);
+	for (size_t i = 0; !ok && i < sizeof(known) / sizeof(known[0]); i++)
+		ok = !strcmp(ty->valuestring, known[i]);
+	if (!ok)
+		snprintf(f->rope_unknown, sizeof(f->rope_unknown), "%s", ty->valuestring);
 	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "linear") && cJSON_IsNumber(fa))
 		f->rope_linear = pos(fa->valuedouble);
 	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "dynamic")) {
@@ -433,6 +439,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	/* rotary embedding */
 	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
 	FILL(rope_dynamic); FILL(rope_alpha); FILL(max_pos);
+	if (!dst->rope_unknown[0])
+		memcpy(dst->rope_unknown, src->rope_unknown, sizeof(dst->rope_unknown));
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
 	if (!dst->llama3.factor && !dst->llama3_bad) {

@@ -171,6 +171,10 @@ typedef struct tpc_model_facts {
 	bool rope_dynamic;
 	double rope_alpha;
 	int64_t max_pos;
+	/* a rope_type none of the above (e.g. "longrope"): its name, which
+	 * verify's model check refuses rather than rotate as a plain rope ("":
+	 * default, linear, dynamic, yarn, llama3 or unsaid) */
+	char rope_unknown[24];
 	/* multipliers (Granite): the embeddings times embedding_multiplier,
 	 * each sublayer's output times residual_multiplier before its residual
 	 * add, the scores times attention_multiplier (in place of head_dim^-1/2

@@ -1192,6 +1192,10 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	if (a->chunk < 0)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a chunked attention layer needs config.json's attention_chunk_size",
 				   nm);
+	if (a->rope && f && f->rope_unknown[0] && !a->mla && !a->delta)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': config.json's rope_type '%s' is not one verify's forward computes (default, linear, dynamic, yarn, llama3): refused rather than rotated as a plain rope",
+				   nm, f->rope_unknown);
 	/* a dynamic rope: within max_position_embeddings transformers' dynamic
 	 * NTK is the default rope; a record's alpha rope (HunYuan's) rotates by
 	 * theta * alpha ^ (head_dim / (head_dim - 2)) */
