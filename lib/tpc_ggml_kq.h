@@ -1,0 +1,187 @@
+/*
+ * tpc_ggml_kq.h - the body of the K-quants' scale searches in vector lanes,
+ * included by tpc_ggml_kq.c once per instruction set with KQ_W (lanes),
+ * KQ_N(name) (the names of this variant) and KQ_ATTR (its target attribute)
+ * defined; not a header of its own.
+ *
+ * Each lane is one sub-block and runs exactly the scalar search of
+ * tpc_ggml_kq.c (kq_qkx2_one, kq_qx_one: ggml's make_qkx2_quants and
+ * make_qx_quants): the same F32 operations in the same order, every sum
+ * over the sub-block's elements from the first to the last, a branch of
+ * the scalar code a per-lane mask here. So the lanes add nothing up
+ * across sub-blocks and the bits are the scalar ones; what changes is that
+ * up to KQ_W independent chains of additions advance together instead of
+ * one waiting on the latency of the next.
+ */
+typedef float KQ_N(vf) __attribute__((vector_size(4 * KQ_W)));
+typedef int32_t KQ_N(vi) __attribute__((vector_size(4 * KQ_W)));
+#define VF KQ_N(vf)
+#define VI KQ_N(vi)
+#define KQ_INL KQ_ATTR static inline __attribute__((always_inline))
+
+/* m ? a : b lane by lane (m all ones or all zeros) */
+KQ_INL VF KQ_N(sel)(VI m, VF a, VF b)
+{
+	return (VF)(((VI)a & m) | ((VI)b & ~m));
+}
+
+KQ_INL VI KQ_N(seli)(VI m, VI a, VI b)
+{
+	return (a & m) | (b & ~m);
+}
+
+KQ_INL VF KQ_N(vabs)(VF a)
+{
+	return (VF)((VI)a & 0x7fffffff);
+}
+
+/* nearest_int (tpc__nearest_int) clamped to [lo, hi] */
+KQ_INL VI KQ_N(qlev)(VF v, VI lo, VI hi)
+{
+	VF f = v + 12582912.0f;
+	VI l = ((VI)f & 0x007fffff) - 0x00400000;
+	l = KQ_N(seli)(l < lo, lo, l);
+	return KQ_N(seli)(l > hi, hi, l);
+}
+
+/* xt[i] lane k: element i of sub-block k (n values each, one after
+ * another at x), 0 in the lanes past cnt */
+KQ_INL void KQ_N(load)(const float *x, int cnt, int n, VF *xt)
+{
+	float t[32 * KQ_W] __attribute__((aligned(64)));
+	for (int k = 0; k < KQ_W; k++)
+		for (int i = 0; i < n; i++)
+			t[i * KQ_W + k] = k < cnt ? x[k * n + i] : 0.0f;
+	for (int i = 0; i < n; i++)
+		memcpy(&xt[i], t + i * KQ_W, sizeof(VF));
+}
+
+/* kq_qkx2_one for cnt <= KQ_W sub-blocks of n <= 32 values at once */
+KQ_ATTR static void KQ_N(qkx2)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out)
+{
+	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n; /* 16 or 32 */
+	VF xt[32], wt[32], lf[32];
+	const VI lo = (VI){0}, hi = (VI){0} + a->nmax;
+	KQ_N(load)(x, cnt, n, xt);
+	if (a->wkind == TPC_KQ_W_ABS) {
+		for (int i = 0; i < n; i++)
+			wt[i] = KQ_N(vabs)(xt[i]);
+	} else {
+		VF s2 = (VF){0};
+		for (int i = 0; i < n; i++)
+			s2 = s2 + xt[i] * xt[i];
+		float av[KQ_W];
+		VF q = s2 / (float)n;
+		for (int k = 0; k < KQ_W; k++)
+			av[k] = sqrtf(q[k]);
+		VF va;
+		memcpy(&va, av, sizeof va);
+		for (int i = 0; i < n; i++)
+			wt[i] = va + KQ_N(vabs)(xt[i]);
+	}
+	VF mn = xt[0], mx = xt[0], sw = wt[0], sx = wt[0] * xt[0];
+	for (int i = 1; i < n; i++) {
+		mn = KQ_N(sel)(xt[i] < mn, xt[i], mn);
+		mx = KQ_N(sel)(xt[i] > mx, xt[i], mx);
+		sw = sw + wt[i];
+		sx = sx + wt[i] * xt[i];
+	}
+	mn = KQ_N(sel)(mn > 0.0f, (VF){0}, mn);
+	const VI flat = mx == mn;
+	const VF mn0 = mn;
+	VF isc = (float)a->nmax / (mx - mn), scale = 1.0f / isc, best = (VF){0};
+	for (int i = 0; i < n; i++) {
+		VF l = __builtin_convertvector(KQ_N(qlev)(isc * (xt[i] - mn), lo, hi), VF);
+		VF d = scale * l + mn - xt[i];
+		d = a->mad ? KQ_N(vabs)(d) : d * d;
+		best = best + wt[i] * d;
+	}
+	VF wis = isc, wm = mn;
+	for (int is = 0; is <= a->nstep; is++) {
+		const float c = a->rmin + a->rdelta * (float)is + (float)a->nmax;
+		isc = c / (mx - mn);
+		VF sl = (VF){0}, sl2 = (VF){0}, sxl = (VF){0};
+		for (int i = 0; i < n; i++) {
+			lf[i] = __builtin_convertvector(KQ_N(qlev)(isc * (xt[i] - mn), lo, hi), VF);
+			VF wl = wt[i] * lf[i];
+			sl = sl + wl;
+			sl2 = sl2 + wl * lf[i];
+			sxl = sxl + wl * xt[i];
+		}
+		VF D = sw * sl2 - sl * sl;
+		VF ts = (sw * sxl - sx * sl) / D, tm = (sl2 * sx - sl * sxl) / D;
+		VI pos = tm > 0.0f;
+		tm = KQ_N(sel)(pos, (VF){0}, tm);
+		ts = KQ_N(sel)(pos, sxl / sl2, ts);
+		VF err = (VF){0};
+		for (int i = 0; i < n; i++) {
+			VF d = ts * lf[i] + tm - xt[i];
+			d = a->mad ? KQ_N(vabs)(d) : d * d;
+			err = err + wt[i] * d;
+		}
+		VI win = (D > 0.0f) & (err < best);
+		wis = KQ_N(sel)(win, isc, wis);
+		wm = KQ_N(sel)(win, mn, wm);
+		best = KQ_N(sel)(win, err, best);
+		scale = KQ_N(sel)(win, ts, scale);
+		mn = KQ_N(sel)(win, tm, mn);
+	}
+	for (int k = 0; k < cnt; k++) {
+		out[k].flat = flat[k] != 0;
+		out[k].scale = flat[k] ? 0.0f : scale[k];
+		out[k].mn = flat[k] ? -mn0[k] : -mn[k];
+		out[k].is = wis[k];
+		out[k].m = wm[k];
+	}
+}
+
+/* kq_qx_one for cnt <= KQ_W sub-blocks of n <= 32 values at once */
+KQ_ATTR static void KQ_N(qx)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out)
+{
+	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n, nmax = a->nmax; /* 16 or 32 */
+	VF xt[32];
+	const VI lo = (VI){0} - nmax, hi = (VI){0} + (nmax - 1);
+	KQ_N(load)(x, cnt, n, xt);
+	VF amax = (VF){0}, mx = (VF){0};
+	for (int i = 0; i < n; i++) {
+		VF ax = KQ_N(vabs)(xt[i]);
+		VI m = ax > amax;
+		amax = KQ_N(sel)(m, ax, amax);
+		mx = KQ_N(sel)(m, xt[i], mx);
+	}
+	const VI flat = amax < GROUP_MAX_EPS;
+	VF isc = (float)-nmax / mx, slx = (VF){0}, sl2 = (VF){0};
+	for (int i = 0; i < n; i++) {
+		VF l = __builtin_convertvector(KQ_N(qlev)(isc * xt[i], lo, hi), VF), w = xt[i] * xt[i];
+		slx = slx + w * xt[i] * l;
+		sl2 = sl2 + w * l * l;
+	}
+	VF scale = KQ_N(sel)(sl2 != 0.0f, slx / sl2, (VF){0}), best = scale * slx, wis = isc;
+	for (int is = -9; is <= 9; is++) {
+		if (!is)
+			continue;
+		isc = -((float)nmax + 0.1f * (float)is) / mx;
+		slx = sl2 = (VF){0};
+		for (int i = 0; i < n; i++) {
+			VF l = __builtin_convertvector(KQ_N(qlev)(isc * xt[i], lo, hi), VF), w = xt[i] * xt[i];
+			slx = slx + w * xt[i] * l;
+			sl2 = sl2 + w * l * l;
+		}
+		VI win = (sl2 > 0.0f) & (slx * slx > best * sl2);
+		VF ns = slx / sl2;
+		wis = KQ_N(sel)(win, isc, wis);
+		scale = KQ_N(sel)(win, ns, scale);
+		best = KQ_N(sel)(win, ns * slx, best);
+	}
+	for (int k = 0; k < cnt; k++) {
+		out[k].flat = flat[k] != 0;
+		out[k].scale = flat[k] ? 0.0f : scale[k];
+		out[k].mn = 0.0f;
+		out[k].is = wis[k];
+		out[k].m = 0.0f;
+	}
+}
+
+#undef VF
+#undef VI
+#undef KQ_INL
