@@ -176,6 +176,7 @@ static void kq_qx_scalar(const float *x, int cnt, const tpc__kq_args *a, tpc__kq
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define KQ_X86 1
+#include <immintrin.h>
 #define KQ_W 8
 #define KQ_N(f) kq_avx2_##f
 #define KQ_ATTR __attribute__((target("avx2")))

@@ -40,8 +40,14 @@ KQ_INL VI KQ_N(qlev)(VF v, VI lo, VI hi)
 {
 	VF f = v + 12582912.0f;
 	VI l = ((VI)f & 0x007fffff) - 0x00400000;
+#if KQ_W == 16
+	return (VI)_mm512_min_epi32(_mm512_max_epi32((__m512i)l, (__m512i)lo), (__m512i)hi);
+#elif KQ_W == 8
+	return (VI)_mm256_min_epi32(_mm256_max_epi32((__m256i)l, (__m256i)lo), (__m256i)hi);
+#else
 	l = KQ_N(seli)(l < lo, lo, l);
 	return KQ_N(seli)(l > hi, hi, l);
+#endif
 }
 
 /* xt[i] lane k: element i of sub-block k (n values each, one after

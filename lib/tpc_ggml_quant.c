@@ -8,9 +8,10 @@
  * multiply-adds), the same rounding at each site (a cast that truncates for
  * the 32-element types, nearest_int's round-half-to-even for the K-quants),
  * f16 scales rounded to nearest even and read back where ggml reads them
- * back. The search helpers follow make_qkx2_quants, make_qx_quants
- * (rmse_type 1, no weights) and make_q3_quants (do_rmse) for the arguments
- * those callers pass. Blocks never span two rows, so the rows of a tensor
+ * back. The searches of make_qkx2_quants and make_qx_quants (rmse_type 1,
+ * no weights) are tpc_ggml_kq.c's, several sub-blocks at a time; the one of
+ * make_q3_quants (do_rmse) is here; each for the arguments those callers
+ * pass. Blocks never span two rows, so the rows of a tensor
  * are quantized in parallel with bytes that do not depend on the threads. */
 #include <float.h>
 #include <math.h>
