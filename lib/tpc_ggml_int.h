@@ -56,13 +56,17 @@ typedef struct {
 	int lanes; /* sub-blocks a call takes at most */
 	void (*qkx2)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out);
 	void (*qx)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out);
+	/* make_q3_quants: its levels (+ nmax) to L, n a sub-block */
+	void (*q3)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out, int8_t *L);
 } tpc__kq_kern;
 /* the kernels this CPU runs, the scalar one first (tests); the one used */
 size_t tpc__kq_kernels(const tpc__kq_kern **all);
 const tpc__kq_kern *tpc__kq_kernel(void);
-/* the fits of nsub sub-blocks at x with kernel k: make_qx_quants' when qx,
- * else make_qkx2_quants' */
-void tpc__kq_fits(const tpc__kq_kern *k, int qx, const float *x, int nsub, const tpc__kq_args *a, tpc__kq_fit *out);
+/* the fits of nsub sub-blocks at x with kernel k for ggml type `type`
+ * (2, 4, 5: make_qkx2_quants; 3: make_q3_quants, with its levels to L;
+ * 6: make_qx_quants) */
+void tpc__kq_fits(const tpc__kq_kern *k, int type, const float *x, int nsub, const tpc__kq_args *a,
+		  tpc__kq_fit *out, int8_t *L);
 
 /* tpc_ggml_iq.c: one block of an IQ* / TQ* type at b to its values at x;
  * false for any other type */

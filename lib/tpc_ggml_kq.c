@@ -1,6 +1,7 @@
 /* tpc_ggml_kq.c - the K-quants' scale searches (tpc_ggml_int.h
- * tpc__kq_kern): ggml's make_qkx2_quants (Q2_K, Q4_K, Q5_K) and
- * make_qx_quants with rmse_type 1 and no weights (Q6_K), for a run of
+ * tpc__kq_kern): ggml's make_qkx2_quants (Q2_K, Q4_K, Q5_K),
+ * make_q3_quants with do_rmse (Q3_K) and make_qx_quants with rmse_type 1
+ * and no weights (Q6_K), for a run of
  * sub-blocks, in the scalar arithmetic of ggml/src/ggml-quants.c and in
  * vector lanes (AVX2: 8 sub-blocks at once, AVX-512: 16; the body is
  * tpc_ggml_kq.h), chosen once for the CPU. Every variant gives the same
@@ -8,7 +9,8 @@
  * order, and nothing is fused or reassociated (ISO C mode, and
  * fp-contract=off asked for here too).
  *
- * The searches return each sub-block's winning parameters, not its levels:
+ * The searches but make_q3_quants return each sub-block's winning
+ * parameters, not its levels:
  * the levels of the winning trial scale are the nearest_int of the same
  * expression at the same iscale and min, so the block code recomputes
  * them in the rare sub-block whose quantized scale is 0 (the only one that
@@ -162,6 +164,60 @@ static void kq_qx_one(const float *x, const tpc__kq_args *a, tpc__kq_fit *f)
 	f->flat = 0;
 }
 
+/* make_q3_quants(n, nmax, x, L, do_rmse = true) for one sub-block: the
+ * levels of make_qx_quants' first scale (weights x^2), then up to 5 passes
+ * moving single levels while the weighted fit gains (a pass with no move
+ * ends it); the levels + nmax to L, the scale sum l x / sum l^2 */
+static void kq_q3_one(const float *x, const tpc__kq_args *a, tpc__kq_fit *f, int8_t *L)
+{
+	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n, nmax = a->nmax; /* 16 */
+	float amax = 0, max = 0;
+	for (int i = 0; i < n; i++)
+		if (fabsf(x[i]) > amax) {
+			amax = fabsf(x[i]);
+			max = x[i];
+		}
+	*f = (tpc__kq_fit){.scale = 0.0f, .flat = 1};
+	if (amax < GROUP_MAX_EPS) {
+		memset(L, 0, (size_t)n);
+		return;
+	}
+	float iscale = (float)-nmax / max, sumlx = 0, suml2 = 0;
+	for (int i = 0; i < n; i++) {
+		int l = imax(-nmax, imin(nmax - 1, tpc__nearest_int(iscale * x[i])));
+		float w = x[i] * x[i];
+		L[i] = (int8_t)l;
+		sumlx += w * x[i] * (float)l;
+		suml2 += w * (float)l * (float)l;
+	}
+	for (int t = 0; t < 5; t++) {
+		int changed = 0;
+		for (int i = 0; i < n; i++) {
+			float w = x[i] * x[i], slx = sumlx - w * x[i] * (float)L[i];
+			if (slx > 0) {
+				float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+				int nl = imax(-nmax, imin(nmax - 1, tpc__nearest_int(x[i] * sl2 / slx)));
+				if (nl != L[i]) {
+					slx += w * x[i] * (float)nl;
+					sl2 += w * (float)nl * (float)nl;
+					if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+						L[i] = (int8_t)nl;
+						sumlx = slx;
+						suml2 = sl2;
+						changed++;
+					}
+				}
+			}
+		}
+		if (!changed)
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		L[i] = (int8_t)(L[i] + nmax);
+	f->scale = suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+	f->flat = 0;
+}
+
 static void kq_qkx2_scalar(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out)
 {
 	for (int k = 0; k < cnt; k++)
@@ -172,6 +228,12 @@ static void kq_qx_scalar(const float *x, int cnt, const tpc__kq_args *a, tpc__kq
 {
 	for (int k = 0; k < cnt; k++)
 		kq_qx_one(x + k * a->n, a, out + k);
+}
+
+static void kq_q3_scalar(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out, int8_t *L)
+{
+	for (int k = 0; k < cnt; k++)
+		kq_q3_one(x + k * a->n, a, out + k, L + k * a->n);
 }
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
@@ -195,10 +257,10 @@ static void kq_qx_scalar(const float *x, int cnt, const tpc__kq_args *a, tpc__kq
 #endif
 
 static const tpc__kq_kern kerns[] = {
-	{"scalar", 1, kq_qkx2_scalar, kq_qx_scalar},
+	{"scalar", 1, kq_qkx2_scalar, kq_qx_scalar, kq_q3_scalar},
 #ifdef KQ_X86
-	{"avx2", 8, kq_avx2_qkx2, kq_avx2_qx},
-	{"avx512f", 16, kq_avx512_qkx2, kq_avx512_qx},
+	{"avx2", 8, kq_avx2_qkx2, kq_avx2_qx, kq_avx2_q3},
+	{"avx512f", 16, kq_avx512_qkx2, kq_avx512_qx, kq_avx512_q3},
 #endif
 };
 
@@ -229,10 +291,14 @@ const tpc__kq_kern *tpc__kq_kernel(void)
 	return p;
 }
 
-void tpc__kq_fits(const tpc__kq_kern *k, int qx, const float *x, int nsub, const tpc__kq_args *a, tpc__kq_fit *out)
+void tpc__kq_fits(const tpc__kq_kern *k, int type, const float *x, int nsub, const tpc__kq_args *a,
+		  tpc__kq_fit *out, int8_t *L)
 {
 	for (int g = 0; g < nsub; g += k->lanes) {
 		int cnt = nsub - g < k->lanes ? nsub - g : k->lanes;
-		(qx ? k->qx : k->qkx2)(x + g * a->n, cnt, a, out + g);
+		if (type == 3)
+			k->q3(x + g * a->n, cnt, a, out + g, L + g * a->n);
+		else
+			(type == 6 ? k->qx : k->qkx2)(x + g * a->n, cnt, a, out + g);
 	}
 }

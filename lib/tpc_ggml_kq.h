@@ -188,6 +188,63 @@ KQ_ATTR static void KQ_N(qx)(const float *x, int cnt, const tpc__kq_args *a, tpc
 	}
 }
 
+/* kq_q3_one for cnt <= KQ_W sub-blocks of n <= 32 values at once: a lane
+ * that makes no move in a pass stops there, as the scalar loop breaks */
+KQ_ATTR static void KQ_N(q3)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out, int8_t *L)
+{
+	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n, nmax = a->nmax; /* 16 */
+	VF xt[32], w[32];
+	VI lv[32];
+	const VI lo = (VI){0} - nmax, hi = (VI){0} + (nmax - 1);
+	KQ_N(load)(x, cnt, n, xt);
+	VF amax = (VF){0}, mx = (VF){0};
+	for (int i = 0; i < n; i++) {
+		VF ax = KQ_N(vabs)(xt[i]);
+		VI m = ax > amax;
+		amax = KQ_N(sel)(m, ax, amax);
+		mx = KQ_N(sel)(m, xt[i], mx);
+	}
+	const VI flat = amax < GROUP_MAX_EPS;
+	VF isc = (float)-nmax / mx, sumlx = (VF){0}, suml2 = (VF){0};
+	for (int i = 0; i < n; i++) {
+		lv[i] = KQ_N(qlev)(isc * xt[i], lo, hi);
+		VF l = __builtin_convertvector(lv[i], VF);
+		w[i] = xt[i] * xt[i];
+		sumlx = sumlx + w[i] * xt[i] * l;
+		suml2 = suml2 + w[i] * l * l;
+	}
+	VI act = ~flat;
+	for (int t = 0; t < 5; t++) {
+		VI chg = (VI){0};
+		for (int i = 0; i < n; i++) {
+			VF l = __builtin_convertvector(lv[i], VF);
+			VF slx = sumlx - w[i] * xt[i] * l, sl2 = suml2 - w[i] * l * l;
+			VI nl = KQ_N(qlev)(xt[i] * sl2 / slx, lo, hi);
+			VI m = act & (slx > 0.0f) & (nl != lv[i]);
+			VF nf = __builtin_convertvector(nl, VF);
+			slx = slx + w[i] * xt[i] * nf;
+			sl2 = sl2 + w[i] * nf * nf;
+			m = m & (sl2 > 0.0f) & (slx * slx * suml2 > sumlx * sumlx * sl2);
+			lv[i] = KQ_N(seli)(m, nl, lv[i]);
+			sumlx = KQ_N(sel)(m, slx, sumlx);
+			suml2 = KQ_N(sel)(m, sl2, suml2);
+			chg = chg | m;
+		}
+		act = act & chg;
+		int any = 0;
+		for (int k = 0; k < KQ_W; k++)
+			any |= act[k];
+		if (!any)
+			break;
+	}
+	VF sc = KQ_N(sel)(suml2 > 0.0f, sumlx / suml2, (VF){0});
+	for (int k = 0; k < cnt; k++) {
+		out[k] = (tpc__kq_fit){.scale = flat[k] ? 0.0f : sc[k], .flat = flat[k] != 0};
+		for (int i = 0; i < n; i++)
+			L[k * n + i] = (int8_t)(flat[k] ? 0 : lv[i][k] + nmax);
+	}
+}
+
 #undef VF
 #undef VI
 #undef KQ_INL

@@ -132,71 +132,6 @@ void tpc__ggml_qrow_q8_0(const float *x, uint8_t *y, uint64_t nb)
 	tpc_ggml_quant_q8_0(x, y, nb * 32);
 }
 
-/* ---- the K-quants' searches ---- */
-
-/* The element of x of largest magnitude, signed; 0 with L zeroed when that
- * magnitude is under GROUP_MAX_EPS (make_qx_quants' and make_q3_quants' start) */
-static float signed_max(int n, const float *x, int8_t *L)
-{
-	float amax, max = abs_max(n, x, &amax);
-	if (amax < GROUP_MAX_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.0f;
-	}
-	return max;
-}
-
-/* Their first levels at iscale -nmax / max (max signed_max's), clamped to [-nmax, nmax - 1] and
- * stored plus `off`, with the x^2-weighted sums of l x and l^2 */
-static void first_levels(int n, int nmax, float max, const float *x, int8_t *L, int off, float *iscale, float *slx,
-			 float *sl2)
-{
-	*iscale = (float)-nmax / max;
-	*slx = *sl2 = 0;
-	for (int i = 0; i < n; i++) {
-		int l = imax(-nmax, imin(nmax - 1, tpc__nearest_int(*iscale * x[i])));
-		L[i] = (int8_t)(l + off);
-		float w = x[i] * x[i];
-		*slx += w * x[i] * (float)l;
-		*sl2 += w * (float)l * (float)l;
-	}
-}
-
-/* make_q3_quants(n, nmax, x, L, do_rmse = true): levels from -nmax / max,
- * then up to 5 passes moving single levels while the x^2-weighted fit gains */
-static float q3(int n, int nmax, const float *x, int8_t *L)
-{
-	float max = signed_max(n, x, L), iscale, sumlx, suml2;
-	if (max == 0.0f)
-		return 0.0f;
-	first_levels(n, nmax, max, x, L, 0, &iscale, &sumlx, &suml2);
-	for (int t = 0; t < 5; t++) {
-		int changed = 0;
-		for (int i = 0; i < n; i++) {
-			float w = x[i] * x[i], slx = sumlx - w * x[i] * (float)L[i];
-			if (slx > 0) {
-				float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-				int nl = imax(-nmax, imin(nmax - 1, tpc__nearest_int(x[i] * sl2 / slx)));
-				if (nl != L[i]) {
-					slx += w * x[i] * (float)nl;
-					sl2 += w * (float)nl * (float)nl;
-					if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-						L[i] = (int8_t)nl;
-						sumlx = slx;
-						suml2 = sl2;
-						changed++;
-					}
-				}
-			}
-		}
-		if (!changed)
-			break;
-	}
-	for (int i = 0; i < n; i++)
-		L[i] = (int8_t)(L[i] + nmax);
-	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* ---- the K-quants ---- */
 
 /* The levels of a make_qkx2_quants fit (tpc_ggml_int.h): the ones of its
@@ -255,14 +190,14 @@ static void q2_k(const float *x, uint8_t *y, const tpc__kq_fit *f)
 }
 
 /* Q3_K: 16 sub-blocks of 16, 3-bit levels (high bit in hmask), 6-bit signed
- * scales (quantize_row_q3_K_ref) */
-static void q3_k(const float *x, uint8_t *y)
+ * scales (quantize_row_q3_K_ref), from the sub-blocks' make_q3_quants fits f
+ * and levels L (changed here) */
+static void q3_k(const float *x, uint8_t *y, const tpc__kq_fit *f, int8_t *L)
 {
 	uint8_t *hmask = y, *qs = y + 32, *s = y + 96;
-	int8_t L[QK_K];
 	float scales[16], amax;
 	for (int j = 0; j < 16; j++)
-		scales[j] = q3(16, 4, x + 16 * j, L + 16 * j);
+		scales[j] = f[j].scale;
 	float max_scale = abs_max(16, scales, &amax);
 	memset(s, 0, 12);
 	float d = 0.0f;
@@ -290,11 +225,12 @@ static void q3_k(const float *x, uint8_t *y)
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (int8_t)(imax(-4, imin(3, tpc__nearest_int(x[16 * j + i] / dl))) + 4);
 	}
-	memset(hmask, 0, 32);
-	for (int j = 0; j < QK_K; j++)
-		if (L[j] > 3) {
-			hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-			L[j] -= 4;
+	memset(hmask, 0, 32); /* level j's high bit: bit j / 32 of hmask[j % 32] (no branch: it is random) */
+	for (int m = 0; m < 8; m++)
+		for (int l = 0; l < 32; l++) {
+			int hi = L[32 * m + l] > 3;
+			hmask[l] |= (uint8_t)(hi << m);
+			L[32 * m + l] = (int8_t)(L[32 * m + l] - 4 * hi);
 		}
 	for (int j = 0; j < QK_K; j += 128)
 		for (int l = 0; l < 32; l++)
@@ -414,13 +350,14 @@ static void q6_k(const float *x, uint8_t *y, const tpc__kq_fit *f)
 		}
 }
 
-/* The searching K-quants' rows: the searches of KQ_BLOCKS blocks' sub-blocks
+/* The K-quants' rows: the searches of KQ_BLOCKS blocks' sub-blocks
  * at a time (tpc__kq_fits: in vector lanes where the CPU has them), then
  * each block from its fits */
 #define KQ_BLOCKS 4
 static const tpc__kq_args a_q2 = {.n = 16, .nmax = 3, .wkind = TPC_KQ_W_ABS, .nstep = 15, .mad = 1, .rmin = -0.5f, .rdelta = 0.1f};
 static const tpc__kq_args a_q4 = {.n = 32, .nmax = 15, .wkind = TPC_KQ_W_AVX, .nstep = 20, .rmin = -1.0f, .rdelta = 0.1f};
 static const tpc__kq_args a_q5 = {.n = 32, .nmax = 31, .wkind = TPC_KQ_W_AVX, .nstep = 15, .rmin = -0.5f, .rdelta = 0.1f};
+static const tpc__kq_args a_q3 = {.n = 16, .nmax = 4};
 static const tpc__kq_args a_q6 = {.n = 16, .nmax = 32};
 
 static void k_row(const float *x, uint8_t *y, uint64_t nb, int type, const tpc__kq_args *a)
@@ -428,14 +365,16 @@ static void k_row(const float *x, uint8_t *y, uint64_t nb, int type, const tpc__
 	const tpc__kq_kern *k = tpc__kq_kernel();
 	const int per = QK_K / a->n;
 	tpc__kq_fit f[KQ_BLOCKS * 16];
+	int8_t L[KQ_BLOCKS * QK_K];
 	for (uint64_t i = 0; i < nb; i += KQ_BLOCKS) {
 		int c = nb - i < KQ_BLOCKS ? (int)(nb - i) : KQ_BLOCKS;
-		tpc__kq_fits(k, type == 6, x + QK_K * i, c * per, a, f);
+		tpc__kq_fits(k, type, x + QK_K * i, c * per, a, f, L);
 		for (int b = 0; b < c; b++) {
 			const float *xb = x + QK_K * (i + (uint64_t)b);
 			const tpc__kq_fit *fb = f + per * b;
 			switch (type) {
 			case 2: q2_k(xb, y + 84 * (i + (uint64_t)b), fb); break;
+			case 3: q3_k(xb, y + 110 * (i + (uint64_t)b), fb, L + QK_K * b); break;
 			case 4: q45_k(xb, y + 144 * (i + (uint64_t)b), fb, 15); break;
 			case 5: q45_k(xb, y + 176 * (i + (uint64_t)b), fb, 31); break;
 			default: q6_k(xb, y + 210 * (i + (uint64_t)b), fb); break;
@@ -451,8 +390,7 @@ void tpc__ggml_qrow_q2_k(const float *x, uint8_t *y, uint64_t nb)
 
 void tpc__ggml_qrow_q3_k(const float *x, uint8_t *y, uint64_t nb)
 {
-	for (uint64_t i = 0; i < nb; i++)
-		q3_k(x + QK_K * i, y + 110 * i);
+	k_row(x, y, nb, 3, &a_q3);
 }
 
 void tpc__ggml_qrow_q4_k(const float *x, uint8_t *y, uint64_t nb)

@@ -1,8 +1,9 @@
 /*
  * test_ggml_kq.c - the K-quants' scale searches (lib/tpc_ggml_kq.c): every
  * kernel this CPU runs (scalar, AVX2, AVX-512) gives, bit for bit, the
- * scalar one's fits for Q2_K's, Q4_K's, Q5_K's (make_qkx2_quants) and Q6_K's
- * (make_qx_quants) arguments, on sub-blocks that take every branch of the
+ * scalar one's fits for Q2_K's, Q4_K's, Q5_K's (make_qkx2_quants), Q3_K's
+ * (make_q3_quants, and its levels) and Q6_K's (make_qx_quants) arguments,
+ * on sub-blocks that take every branch of the
  * search: random values over many binades, all zero, constant (positive and
  * negative), one value apart, all of one sign, below GROUP_MAX_EPS, ties at
  * a half level, a large outlier; in runs that end in a partial group of
@@ -73,18 +74,22 @@ static void test_kernels_bit_exact(void **st)
 	(void)st;
 	static const struct {
 		const char *name;
-		int qx;
+		int type;
 		tpc__kq_args a;
 	} cases[] = {
-		{"Q2_K", 0, {.n = 16, .nmax = 3, .wkind = TPC_KQ_W_ABS, .nstep = 15, .mad = 1, .rmin = -0.5f, .rdelta = 0.1f}},
-		{"Q4_K", 0, {.n = 32, .nmax = 15, .wkind = TPC_KQ_W_AVX, .nstep = 20, .rmin = -1.0f, .rdelta = 0.1f}},
-		{"Q5_K", 0, {.n = 32, .nmax = 31, .wkind = TPC_KQ_W_AVX, .nstep = 15, .rmin = -0.5f, .rdelta = 0.1f}},
-		{"Q6_K", 1, {.n = 16, .nmax = 32}},
+		{"Q2_K", 2, {.n = 16, .nmax = 3, .wkind = TPC_KQ_W_ABS, .nstep = 15, .mad = 1, .rmin = -0.5f, .rdelta = 0.1f}},
+		{"Q3_K", 3, {.n = 16, .nmax = 4}},
+		{"Q4_K", 4, {.n = 32, .nmax = 15, .wkind = TPC_KQ_W_AVX, .nstep = 20, .rmin = -1.0f, .rdelta = 0.1f}},
+		{"Q5_K", 5, {.n = 32, .nmax = 31, .wkind = TPC_KQ_W_AVX, .nstep = 15, .rmin = -0.5f, .rdelta = 0.1f}},
+		{"Q6_K", 6, {.n = 16, .nmax = 32}},
 	};
 	enum { NSUB = 1203 }; /* not a multiple of 8 or 16: a partial group last */
 	float *x = malloc(NSUB * 32 * sizeof(float));
 	tpc__kq_fit *want = malloc(NSUB * sizeof(*want)), *got = malloc(NSUB * sizeof(*got));
+	int8_t *lw = malloc(NSUB * 32), *lg = malloc(NSUB * 32);
 	assert_non_null(x);
+	assert_non_null(lw);
+	assert_non_null(lg);
 	assert_non_null(want);
 	assert_non_null(got);
 	const tpc__kq_kern *all;
@@ -95,24 +100,31 @@ static void test_kernels_bit_exact(void **st)
 		const tpc__kq_args *a = &cases[c].a;
 		for (int k = 0; k < NSUB; k++)
 			fill(x + k * a->n, a->n, k);
-		tpc__kq_fits(&all[0], cases[c].qx, x, NSUB, a, want);
+		tpc__kq_fits(&all[0], cases[c].type, x, NSUB, a, want, lw);
 		int flat = 0;
 		for (int k = 0; k < NSUB; k++)
 			flat += want[k].flat;
 		assert_true(flat > 0 && flat < NSUB / 2);
 		for (size_t v = 1; v < nk; v++) {
 			memset(got, 0x5A, NSUB * sizeof(*got));
-			tpc__kq_fits(&all[v], cases[c].qx, x, NSUB, a, got);
+			memset(lg, 0x5A, NSUB * 32);
+			tpc__kq_fits(&all[v], cases[c].type, x, NSUB, a, got, lg);
 			same_fits(want, got, NSUB, cases[c].name, all[v].name);
+			if (cases[c].type == 3) /* make_q3_quants' levels */
+				assert_memory_equal(lw, lg, (size_t)(NSUB * a->n));
 			/* a run shorter than the lanes */
 			memset(got, 0x5A, NSUB * sizeof(*got));
-			tpc__kq_fits(&all[v], cases[c].qx, x + 5 * a->n, 3, a, got);
+			tpc__kq_fits(&all[v], cases[c].type, x + 5 * a->n, 3, a, got, lg);
 			same_fits(want + 5, got, 3, cases[c].name, all[v].name);
+			if (cases[c].type == 3)
+				assert_memory_equal(lw + 5 * a->n, lg, (size_t)(3 * a->n));
 		}
 	}
 	free(x);
 	free(want);
 	free(got);
+	free(lw);
+	free(lg);
 }
 
 int main(void)
