@@ -51,15 +51,29 @@ KQ_INL VI KQ_N(qlev)(VF v, VI lo, VI hi)
 }
 
 /* xt[i] lane k: element i of sub-block k (n values each, one after
- * another at x), 0 in the lanes past cnt */
+ * another at x), 0 in the lanes past cnt (a masked gather: those lanes
+ * read nothing) */
 KQ_INL void KQ_N(load)(const float *x, int cnt, int n, VF *xt)
 {
+#if KQ_W == 16
+	const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+					       _mm512_set1_epi32(n));
+	const __mmask16 m = (__mmask16)(cnt >= 16 ? 0xffff : (1u << cnt) - 1);
+	for (int i = 0; i < n; i++)
+		xt[i] = (VF)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, x + i, 4);
+#elif KQ_W == 8
+	const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(n));
+	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	for (int i = 0; i < n; i++)
+		xt[i] = (VF)_mm256_mask_i32gather_ps(_mm256_setzero_ps(), x + i, idx, _mm256_castsi256_ps(m), 4);
+#else
 	float t[32 * KQ_W] __attribute__((aligned(64)));
 	for (int k = 0; k < KQ_W; k++)
 		for (int i = 0; i < n; i++)
 			t[i * KQ_W + k] = k < cnt ? x[k * n + i] : 0.0f;
 	for (int i = 0; i < n; i++)
 		memcpy(&xt[i], t + i * KQ_W, sizeof(VF));
+#endif
 }
 
 /* kq_qkx2_one for cnt <= KQ_W sub-blocks of n <= 32 values at once */
