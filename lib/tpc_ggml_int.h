@@ -53,7 +53,7 @@ typedef struct {
 } tpc__kq_fit;
 typedef struct {
 	const char *name;
-	int lanes; /* sub-blocks a call takes at most */
+	int lanes, lanes_qkx2; /* sub-blocks a call takes at most: qx, q3; qkx2 */
 	void (*qkx2)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out);
 	void (*qx)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out);
 	/* make_q3_quants: its levels (+ nmax) to L, n a sub-block */

@@ -3,7 +3,8 @@
  * make_q3_quants with do_rmse (Q3_K) and make_qx_quants with rmse_type 1
  * and no weights (Q6_K), for a run of
  * sub-blocks, in the scalar arithmetic of ggml/src/ggml-quants.c and in
- * vector lanes (AVX2: 8 sub-blocks at once, AVX-512: 16; the body is
+ * vector lanes (AVX2: 8 sub-blocks at once, AVX-512: 16, and twice that
+ * for make_qkx2_quants in two interleaved groups; the body is
  * tpc_ggml_kq.h), chosen once for the CPU. Every variant gives the same
  * bits: a lane is one sub-block, its sums run over its elements in ggml's
  * order, and nothing is fused or reassociated (ISO C mode, and
@@ -257,10 +258,10 @@ static void kq_q3_scalar(const float *x, int cnt, const tpc__kq_args *a, tpc__kq
 #endif
 
 static const tpc__kq_kern kerns[] = {
-	{"scalar", 1, kq_qkx2_scalar, kq_qx_scalar, kq_q3_scalar},
+	{"scalar", 1, 1, kq_qkx2_scalar, kq_qx_scalar, kq_q3_scalar},
 #ifdef KQ_X86
-	{"avx2", 8, kq_avx2_qkx2, kq_avx2_qx, kq_avx2_q3},
-	{"avx512f", 16, kq_avx512_qkx2, kq_avx512_qx, kq_avx512_q3},
+	{"avx2", 8, 16, kq_avx2_qkx2, kq_avx2_qx, kq_avx2_q3},
+	{"avx512f", 16, 32, kq_avx512_qkx2, kq_avx512_qx, kq_avx512_q3},
 #endif
 };
 
@@ -294,8 +295,9 @@ const tpc__kq_kern *tpc__kq_kernel(void)
 void tpc__kq_fits(const tpc__kq_kern *k, int type, const float *x, int nsub, const tpc__kq_args *a,
 		  tpc__kq_fit *out, int8_t *L)
 {
-	for (int g = 0; g < nsub; g += k->lanes) {
-		int cnt = nsub - g < k->lanes ? nsub - g : k->lanes;
+	const int lanes = type == 3 || type == 6 ? k->lanes : k->lanes_qkx2;
+	for (int g = 0; g < nsub; g += lanes) {
+		int cnt = nsub - g < lanes ? nsub - g : lanes;
 		if (type == 3)
 			k->q3(x + g * a->n, cnt, a, out + g, L + g * a->n);
 		else

@@ -76,92 +76,136 @@ KQ_INL void KQ_N(load)(const float *x, int cnt, int n, VF *xt)
 #endif
 }
 
-/* kq_qkx2_one for cnt <= KQ_W sub-blocks of n <= 32 values at once */
-KQ_ATTR static void KQ_N(qkx2)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out)
+/* kq_qkx2_one for cnt <= 2 KQ_W sub-blocks of n <= 32 values at once: two
+ * groups of KQ_W lanes whose steps interleave (each trial's error sum is a
+ * chain of dependent additions; the other group's fills the wait), `mad`
+ * a constant in each copy of the body */
+KQ_INL void KQ_N(qkx2_body)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out, const int mad)
 {
+	enum { G = 2 };
 	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n; /* 16 or 32 */
-	VF xt[32], wt[32], lf[32];
+	VF xt[G][32], wt[G][32], lf[G][32];
+	VF mn[G], mx[G], sw[G], sx[G], mn0[G], isc[G], scale[G], best[G], wis[G], wm[G];
+	VI flat[G];
 	const VI lo = (VI){0}, hi = (VI){0} + a->nmax;
-	KQ_N(load)(x, cnt, n, xt);
-	if (a->wkind == TPC_KQ_W_ABS) {
-		for (int i = 0; i < n; i++)
-			wt[i] = KQ_N(vabs)(xt[i]);
-	} else {
-		VF s2 = (VF){0};
-		for (int i = 0; i < n; i++)
-			s2 = s2 + xt[i] * xt[i];
-		float av[KQ_W];
-		VF q = s2 / (float)n;
-		for (int k = 0; k < KQ_W; k++)
-			av[k] = sqrtf(q[k]);
-		VF va;
-		memcpy(&va, av, sizeof va);
-		for (int i = 0; i < n; i++)
-			wt[i] = va + KQ_N(vabs)(xt[i]);
+	for (int g = 0; g < G; g++) {
+		int c = cnt - g * KQ_W;
+		KQ_N(load)(x + g * KQ_W * n, c < 0 ? 0 : c > KQ_W ? KQ_W : c, n, xt[g]);
 	}
-	VF mn = xt[0], mx = xt[0], sw = wt[0], sx = wt[0] * xt[0];
-	for (int i = 1; i < n; i++) {
-		mn = KQ_N(sel)(xt[i] < mn, xt[i], mn);
-		mx = KQ_N(sel)(xt[i] > mx, xt[i], mx);
-		sw = sw + wt[i];
-		sx = sx + wt[i] * xt[i];
+	for (int g = 0; g < G; g++) {
+		if (a->wkind == TPC_KQ_W_ABS) {
+			for (int i = 0; i < n; i++)
+				wt[g][i] = KQ_N(vabs)(xt[g][i]);
+		} else {
+			VF s2 = (VF){0};
+			for (int i = 0; i < n; i++)
+				s2 = s2 + xt[g][i] * xt[g][i];
+			float av[KQ_W];
+			VF q = s2 / (float)n, va;
+			for (int k = 0; k < KQ_W; k++)
+				av[k] = sqrtf(q[k]);
+			memcpy(&va, av, sizeof va);
+			for (int i = 0; i < n; i++)
+				wt[g][i] = va + KQ_N(vabs)(xt[g][i]);
+		}
+		mn[g] = mx[g] = xt[g][0];
+		sw[g] = wt[g][0];
+		sx[g] = wt[g][0] * xt[g][0];
+		for (int i = 1; i < n; i++) {
+			mn[g] = KQ_N(sel)(xt[g][i] < mn[g], xt[g][i], mn[g]);
+			mx[g] = KQ_N(sel)(xt[g][i] > mx[g], xt[g][i], mx[g]);
+			sw[g] = sw[g] + wt[g][i];
+			sx[g] = sx[g] + wt[g][i] * xt[g][i];
+		}
+		mn[g] = KQ_N(sel)(mn[g] > 0.0f, (VF){0}, mn[g]);
+		flat[g] = mx[g] == mn[g];
+		mn0[g] = mn[g];
+		isc[g] = (float)a->nmax / (mx[g] - mn[g]);
+		scale[g] = 1.0f / isc[g];
+		best[g] = (VF){0};
+		for (int i = 0; i < n; i++) {
+			VF l = __builtin_convertvector(KQ_N(qlev)(isc[g] * (xt[g][i] - mn[g]), lo, hi), VF);
+			VF d = scale[g] * l + mn[g] - xt[g][i];
+			d = mad ? KQ_N(vabs)(d) : d * d;
+			best[g] = best[g] + wt[g][i] * d;
+		}
+		wis[g] = isc[g];
+		wm[g] = mn[g];
 	}
-	mn = KQ_N(sel)(mn > 0.0f, (VF){0}, mn);
-	const VI flat = mx == mn;
-	const VF mn0 = mn;
-	VF isc = (float)a->nmax / (mx - mn), scale = 1.0f / isc, best = (VF){0};
-	for (int i = 0; i < n; i++) {
-		VF l = __builtin_convertvector(KQ_N(qlev)(isc * (xt[i] - mn), lo, hi), VF);
-		VF d = scale * l + mn - xt[i];
-		d = a->mad ? KQ_N(vabs)(d) : d * d;
-		best = best + wt[i] * d;
-	}
-	VF wis = isc, wm = mn;
 	for (int is = 0; is <= a->nstep; is++) {
 		const float c = a->rmin + a->rdelta * (float)is + (float)a->nmax;
-		isc = c / (mx - mn);
-		VF sl = (VF){0}, sl2 = (VF){0}, sxl = (VF){0};
-		for (int i = 0; i < n; i++) {
-			lf[i] = __builtin_convertvector(KQ_N(qlev)(isc * (xt[i] - mn), lo, hi), VF);
-			VF wl = wt[i] * lf[i];
-			sl = sl + wl;
-			sl2 = sl2 + wl * lf[i];
-			sxl = sxl + wl * xt[i];
+		VF sl[G], sl2[G], sxl[G], ts[G], tm[G], D[G], err[G];
+#pragma GCC unroll 2
+		for (int g = 0; g < G; g++) {
+			isc[g] = c / (mx[g] - mn[g]);
+			sl[g] = sl2[g] = sxl[g] = err[g] = (VF){0};
 		}
-		VF D = sw * sl2 - sl * sl;
-		VF ts = (sw * sxl - sx * sl) / D, tm = (sl2 * sx - sl * sxl) / D;
-		VI pos = tm > 0.0f;
-		tm = KQ_N(sel)(pos, (VF){0}, tm);
-		ts = KQ_N(sel)(pos, sxl / sl2, ts);
-		VF err = (VF){0};
 		for (int i = 0; i < n; i++) {
-			VF d = ts * lf[i] + tm - xt[i];
-			d = a->mad ? KQ_N(vabs)(d) : d * d;
-			err = err + wt[i] * d;
+#pragma GCC unroll 2
+			for (int g = 0; g < G; g++) {
+				lf[g][i] = __builtin_convertvector(KQ_N(qlev)(isc[g] * (xt[g][i] - mn[g]), lo, hi), VF);
+				VF wl = wt[g][i] * lf[g][i];
+				sl[g] = sl[g] + wl;
+				sl2[g] = sl2[g] + wl * lf[g][i];
+				sxl[g] = sxl[g] + wl * xt[g][i];
+			}
 		}
-		VI win = (D > 0.0f) & (err < best);
-		wis = KQ_N(sel)(win, isc, wis);
-		wm = KQ_N(sel)(win, mn, wm);
-		best = KQ_N(sel)(win, err, best);
-		scale = KQ_N(sel)(win, ts, scale);
-		mn = KQ_N(sel)(win, tm, mn);
+#pragma GCC unroll 2
+		for (int g = 0; g < G; g++) {
+			D[g] = sw[g] * sl2[g] - sl[g] * sl[g];
+			ts[g] = (sw[g] * sxl[g] - sx[g] * sl[g]) / D[g];
+			tm[g] = (sl2[g] * sx[g] - sl[g] * sxl[g]) / D[g];
+			VI pos = tm[g] > 0.0f;
+			tm[g] = KQ_N(sel)(pos, (VF){0}, tm[g]);
+			ts[g] = KQ_N(sel)(pos, sxl[g] / sl2[g], ts[g]);
+		}
+		for (int i = 0; i < n; i++) {
+#pragma GCC unroll 2
+			for (int g = 0; g < G; g++) {
+				VF d = ts[g] * lf[g][i] + tm[g] - xt[g][i];
+				d = mad ? KQ_N(vabs)(d) : d * d;
+				err[g] = err[g] + wt[g][i] * d;
+			}
+		}
+#pragma GCC unroll 2
+		for (int g = 0; g < G; g++) {
+			VI win = (D[g] > 0.0f) & (err[g] < best[g]);
+			wis[g] = KQ_N(sel)(win, isc[g], wis[g]);
+			wm[g] = KQ_N(sel)(win, mn[g], wm[g]);
+			best[g] = KQ_N(sel)(win, err[g], best[g]);
+			scale[g] = KQ_N(sel)(win, ts[g], scale[g]);
+			mn[g] = KQ_N(sel)(win, tm[g], mn[g]);
+		}
 	}
 	for (int k = 0; k < cnt; k++) {
-		out[k].flat = flat[k] != 0;
-		out[k].scale = flat[k] ? 0.0f : scale[k];
-		out[k].mn = flat[k] ? -mn0[k] : -mn[k];
-		out[k].is = wis[k];
-		out[k].m = wm[k];
+		const int g = k / KQ_W, j = k % KQ_W;
+		out[k].flat = flat[g][j] != 0;
+		out[k].scale = flat[g][j] ? 0.0f : scale[g][j];
+		out[k].mn = flat[g][j] ? -mn0[g][j] : -mn[g][j];
+		out[k].is = wis[g][j];
+		out[k].m = wm[g][j];
 	}
+}
+
+KQ_ATTR static void KQ_N(qkx2)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out)
+{
+	if (a->mad)
+		KQ_N(qkx2_body)(x, cnt, a, out, 1);
+	else
+		KQ_N(qkx2_body)(x, cnt, a, out, 0);
 }
 
 /* kq_qx_one for cnt <= KQ_W sub-blocks of n <= 32 values at once */
 KQ_ATTR static void KQ_N(qx)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out)
 {
 	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n, nmax = a->nmax; /* 16 or 32 */
-	VF xt[32];
+	VF xt[32], w[32], wx[32];
 	const VI lo = (VI){0} - nmax, hi = (VI){0} + (nmax - 1);
 	KQ_N(load)(x, cnt, n, xt);
+	for (int i = 0; i < n; i++) { /* ggml's w * x * l is (w * x) * l */
+		w[i] = xt[i] * xt[i];
+		wx[i] = w[i] * xt[i];
+	}
 	VF amax = (VF){0}, mx = (VF){0};
 	for (int i = 0; i < n; i++) {
 		VF ax = KQ_N(vabs)(xt[i]);
@@ -172,9 +216,9 @@ KQ_ATTR static void KQ_N(qx)(const float *x, int cnt, const tpc__kq_args *a, tpc
 	const VI flat = amax < GROUP_MAX_EPS;
 	VF isc = (float)-nmax / mx, slx = (VF){0}, sl2 = (VF){0};
 	for (int i = 0; i < n; i++) {
-		VF l = __builtin_convertvector(KQ_N(qlev)(isc * xt[i], lo, hi), VF), w = xt[i] * xt[i];
-		slx = slx + w * xt[i] * l;
-		sl2 = sl2 + w * l * l;
+		VF l = __builtin_convertvector(KQ_N(qlev)(isc * xt[i], lo, hi), VF);
+		slx = slx + wx[i] * l;
+		sl2 = sl2 + w[i] * l * l;
 	}
 	VF scale = KQ_N(sel)(sl2 != 0.0f, slx / sl2, (VF){0}), best = scale * slx, wis = isc;
 	for (int is = -9; is <= 9; is++) {
@@ -183,9 +227,9 @@ KQ_ATTR static void KQ_N(qx)(const float *x, int cnt, const tpc__kq_args *a, tpc
 		isc = -((float)nmax + 0.1f * (float)is) / mx;
 		slx = sl2 = (VF){0};
 		for (int i = 0; i < n; i++) {
-			VF l = __builtin_convertvector(KQ_N(qlev)(isc * xt[i], lo, hi), VF), w = xt[i] * xt[i];
-			slx = slx + w * xt[i] * l;
-			sl2 = sl2 + w * l * l;
+			VF l = __builtin_convertvector(KQ_N(qlev)(isc * xt[i], lo, hi), VF);
+			slx = slx + wx[i] * l;
+			sl2 = sl2 + w[i] * l * l;
 		}
 		VI win = (sl2 > 0.0f) & (slx * slx > best * sl2);
 		VF ns = slx / sl2;
@@ -207,7 +251,7 @@ KQ_ATTR static void KQ_N(qx)(const float *x, int cnt, const tpc__kq_args *a, tpc
 KQ_ATTR static void KQ_N(q3)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out, int8_t *L)
 {
 	const int n = a->n < 1 ? 1 : a->n > 32 ? 32 : a->n, nmax = a->nmax; /* 16 */
-	VF xt[32], w[32];
+	VF xt[32], w[32], wx[32];
 	VI lv[32];
 	const VI lo = (VI){0} - nmax, hi = (VI){0} + (nmax - 1);
 	KQ_N(load)(x, cnt, n, xt);
@@ -224,7 +268,8 @@ KQ_ATTR static void KQ_N(q3)(const float *x, int cnt, const tpc__kq_args *a, tpc
 		lv[i] = KQ_N(qlev)(isc * xt[i], lo, hi);
 		VF l = __builtin_convertvector(lv[i], VF);
 		w[i] = xt[i] * xt[i];
-		sumlx = sumlx + w[i] * xt[i] * l;
+		wx[i] = w[i] * xt[i]; /* ggml's w * x * l is (w * x) * l */
+		sumlx = sumlx + wx[i] * l;
 		suml2 = suml2 + w[i] * l * l;
 	}
 	VI act = ~flat;
@@ -232,11 +277,11 @@ KQ_ATTR static void KQ_N(q3)(const float *x, int cnt, const tpc__kq_args *a, tpc
 		VI chg = (VI){0};
 		for (int i = 0; i < n; i++) {
 			VF l = __builtin_convertvector(lv[i], VF);
-			VF slx = sumlx - w[i] * xt[i] * l, sl2 = suml2 - w[i] * l * l;
+			VF slx = sumlx - wx[i] * l, sl2 = suml2 - w[i] * l * l;
 			VI nl = KQ_N(qlev)(xt[i] * sl2 / slx, lo, hi);
 			VI m = act & (slx > 0.0f) & (nl != lv[i]);
 			VF nf = __builtin_convertvector(nl, VF);
-			slx = slx + w[i] * xt[i] * nf;
+			slx = slx + wx[i] * nf;
 			sl2 = sl2 + w[i] * nf * nf;
 			m = m & (sl2 > 0.0f) & (slx * slx * suml2 > sumlx * sumlx * sl2);
 			lv[i] = KQ_N(seli)(m, nl, lv[i]);
