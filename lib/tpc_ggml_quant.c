@@ -181,6 +181,7 @@ static void q2_k(const float *x, uint8_t *y, const tpc__kq_fit *f)
 			continue;
 		}
 		float ml = dm * (float)(sc[j] >> 4);
+#pragma omp simd
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (uint8_t)imax(0, imin(3, tpc__nearest_int((x[16 * j + i] + ml) / dl)));
 	}
@@ -222,6 +223,7 @@ static void q3_k(const float *x, uint8_t *y, const tpc__kq_fit *f, int8_t *L)
 		float dl = dd * (float)sc;
 		if (dl == 0.0f)
 			continue;
+#pragma omp simd
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (int8_t)(imax(-4, imin(3, tpc__nearest_int(x[16 * j + i] / dl))) + 4);
 	}
@@ -284,6 +286,7 @@ static void q45_k(const float *x, uint8_t *y, const tpc__kq_fit *f, int nmax)
 			continue;
 		}
 		float dmin = dm * (float)m;
+#pragma omp simd
 		for (int i = 0; i < 32; i++)
 			L[32 * j + i] = (uint8_t)imax(0, imin(nmax, tpc__nearest_int((x[32 * j + i] + dmin) / d)));
 	}
@@ -337,6 +340,7 @@ static void q6_k(const float *x, uint8_t *y, const tpc__kq_fit *f)
 						: (int8_t)(32 + imax(-32, imin(31, tpc__nearest_int(f[j].is * x[16 * j + i]))));
 			continue;
 		}
+#pragma omp simd
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (int8_t)(imax(-32, imin(31, tpc__nearest_int(x[16 * j + i] / d))) + 32);
 	}
