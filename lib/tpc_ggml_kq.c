@@ -1,21 +1,21 @@
 /* tpc_ggml_kq.c - the K-quants' scale searches (tpc_ggml_int.h
- * tpc__kq_kern): ggml's make_qkx2_quants (Q2_K, Q4_K, Q5_K),
- * make_q3_quants with do_rmse (Q3_K) and make_qx_quants with rmse_type 1
- * and no weights (Q6_K), for a run of
- * sub-blocks, in the scalar arithmetic of ggml/src/ggml-quants.c and in
- * vector lanes (AVX2: 8 sub-blocks at once, AVX-512: 16, and twice that
- * for make_qkx2_quants in two interleaved groups; the body is
- * tpc_ggml_kq.h), chosen once for the CPU. Every variant gives the same
- * bits: a lane is one sub-block, its sums run over its elements in ggml's
- * order, and nothing is fused or reassociated (ISO C mode, and
- * fp-contract=off asked for here too).
+ * tpc__kq_kern): ggml's make_qkx2_quants (Q2_K, Q4_K, Q5_K), make_q3_quants
+ * with do_rmse (Q3_K) and make_qx_quants with rmse_type 1 and no weights
+ * (Q6_K), for a run of sub-blocks, in the scalar arithmetic of
+ * ggml/src/ggml-quants.c and in vector lanes (AVX2: 8 sub-blocks at once,
+ * AVX-512: 16, and twice that for make_qkx2_quants in two interleaved
+ * groups; the body is tpc_ggml_kq.h), chosen once for the CPU. Every variant
+ * gives the same bits: a lane is one sub-block, its sums run over its
+ * elements in ggml's order, and nothing is fused or reassociated (ISO C
+ * mode, and fp-contract=off asked for here too).
  *
- * The searches but make_q3_quants return each sub-block's winning
- * parameters, not its levels:
- * the levels of the winning trial scale are the nearest_int of the same
- * expression at the same iscale and min, so the block code recomputes
- * them in the rare sub-block whose quantized scale is 0 (the only one that
- * keeps the search's levels), and the 20 trials do no stores for them. */
+ * make_qkx2_quants and make_qx_quants return each sub-block's winning
+ * parameters, not its levels: the levels of the winning trial are the
+ * nearest_int of the same expression at the same iscale and min, so the
+ * block code recomputes them in the rare sub-block whose quantized scale is
+ * 0 (the only one that keeps the search's levels), and the trials store
+ * none. make_q3_quants' levels are its result (moved one at a time): they
+ * are stored. */
 #include <math.h>
 #include <string.h>
 

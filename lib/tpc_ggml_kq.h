@@ -5,8 +5,9 @@
  * defined; not a header of its own.
  *
  * Each lane is one sub-block and runs exactly the scalar search of
- * tpc_ggml_kq.c (kq_qkx2_one, kq_qx_one: ggml's make_qkx2_quants and
- * make_qx_quants): the same F32 operations in the same order, every sum
+ * tpc_ggml_kq.c (kq_qkx2_one, kq_qx_one, kq_q3_one: ggml's make_qkx2_quants,
+ * make_qx_quants, make_q3_quants): the same F32 operations in the same
+ * order, every sum
  * over the sub-block's elements from the first to the last, a branch of
  * the scalar code a per-lane mask here. So the lanes add nothing up
  * across sub-blocks and the bits are the scalar ones; what changes is that
