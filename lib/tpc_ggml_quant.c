@@ -300,17 +300,10 @@ static void q45_k(const float *x, uint8_t *y, const tpc__kq_fit *f, int nmax)
 	uint8_t *qh = y + 16, *ql = y + 48, m1 = 1, m2 = 2;
 	memset(qh, 0, 32);
 	for (int n = 0; n < QK_K; n += 64, ql += 32, m1 = (uint8_t)(m1 << 2), m2 = (uint8_t)(m2 << 2))
-		for (int j = 0; j < 32; j++) {
+		for (int j = 0; j < 32; j++) { /* no branch: the fifth bits are random */
 			int l1 = L[n + j], l2 = L[n + j + 32];
-			if (l1 > 15) {
-				l1 -= 16;
-				qh[j] |= m1;
-			}
-			if (l2 > 15) {
-				l2 -= 16;
-				qh[j] |= m2;
-			}
-			ql[j] = (uint8_t)(l1 | l2 << 4);
+			qh[j] |= (uint8_t)((l1 >> 4) * m1 | (l2 >> 4) * m2);
+			ql[j] = (uint8_t)((l1 & 15) | (l2 & 15) << 4);
 		}
 }
 
