@@ -68,6 +68,11 @@ const tpc__kq_kern *tpc__kq_kernel(void);
 void tpc__kq_fits(const tpc__kq_kern *k, int type, const float *x, int nsub, const tpc__kq_args *a,
 		  tpc__kq_fit *out, int8_t *L);
 
+/* tpc_ggml.c: Q8_0's quantizers (tpc_ggml_quant_q8_0), the scalar one
+ * first, then the vector one where the CPU has it (tests) */
+typedef void (*tpc__q8_0_fn)(const float *src, uint8_t *dst, uint64_t n);
+size_t tpc__ggml_q8_0_impls(tpc__q8_0_fn *all);
+
 /* tpc_ggml_iq.c: one block of an IQ* / TQ* type at b to its values at x;
  * false for any other type */
 bool tpc__ggml_dq_lattice(int type, const uint8_t *b, float *x);
