@@ -50,17 +50,24 @@ static void put_f16(uint8_t *p, float f)
 /* ---- the 32-element types ---- */
 
 /* The element of x[0..n) of largest magnitude, signed (the first one wins;
- * 0 when none is above 0), its magnitude in *amax. */
+ * 0 when none is above 0), its magnitude in *amax: ggml's scan (a greater
+ * magnitude replaces the one kept, NaN never does) as the largest magnitude
+ * over 4 running maxima (a maximum is the same in any order), then the
+ * first element of that magnitude: no branch on the data in the scan. n is
+ * a multiple of 4 (16, 32). */
 static float abs_max(int n, const float *x, float *amax)
 {
-	float max = 0.0f;
-	*amax = 0.0f;
-	for (int i = 0; i < n; i++)
-		if (fabsf(x[i]) > *amax) {
-			*amax = fabsf(x[i]);
-			max = x[i];
-		}
-	return max;
+	float m[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a = 0.0f;
+	for (int i = 0; i + 3 < n; i += 4)
+		for (int k = 0; k < 4; k++)
+			m[k] = fabsf(x[i + k]) > m[k] ? fabsf(x[i + k]) : m[k];
+	for (int k = 0; k < 4; k++)
+		a = m[k] > a ? m[k] : a;
+	*amax = a;
+	for (int i = 0; a > 0.0f && i < n; i++)
+		if (fabsf(x[i]) == a)
+			return x[i];
+	return 0.0f;
 }
 
 /* Q4_0 / Q5_0: d from the signed value of largest magnitude (the first one
@@ -74,6 +81,7 @@ static void q_sym(const float *x, uint8_t *b, int bits)
 	uint8_t *qs = b + (bits == 4 ? 2 : 6);
 	uint32_t qh = 0;
 	put_f16(b, d);
+#pragma omp simd reduction(| : qh)
 	for (int j = 0; j < 16; j++) {
 		int a = imin(top, (int8_t)(int)(x[j] * id + off)), c = imin(top, (int8_t)(int)(x[j + 16] * id + off));
 		qs[j] = (uint8_t)((a & 15) | (c & 15) << 4);
