@@ -353,6 +353,22 @@ static void test_q8_0_impls(void **st)
 	}
 }
 
+/* Q4_0's scale comes from the signed value of largest magnitude, the first
+ * one of a tie (ggml's strict > scan): -0.5 then 0.5 gives d = 0.0625,
+ * 0.5 then -0.5 gives -0.0625; an all -0 block 0 / -8 = -0 */
+static void test_q4_0_first_max(void **st)
+{
+	(void)st;
+	float x[3][32] = {{-0.5f, 0.5f}, {0.25f, 0.5f, -0.5f}, {0}};
+	uint8_t y[3 * 18];
+	for (int j = 0; j < 32; j++)
+		x[2][j] = -0.0f;
+	tpc_ggml_quantize(TPC_GGML_Q4_0, &x[0][0], y, 3, 32);
+	assert_int_equal(y[0] | y[1] << 8, 0x2C00);
+	assert_int_equal(y[18] | y[19] << 8, 0xAC00);
+	assert_int_equal(y[36] | y[37] << 8, 0x8000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_mxfp4_pairs),
 		cmocka_unit_test(test_q8_0_impls),
+		cmocka_unit_test(test_q4_0_first_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
