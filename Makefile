@@ -7,7 +7,7 @@ PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcm
        python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev \
        libxxhash-dev libssl-dev xxhash python3-xxhash libopenblas-openmp-dev
 
-.PHONY: all deps build build-san demo test test-fast test-slow bench fuzz interop interop-optim clean
+.PHONY: all deps build build-san demo test test-fast test-slow bench fuzz interop interop-optim interop-universal clean
 
 all: build
 
@@ -93,6 +93,10 @@ interop: build
 # HF Trainer) from tpconv's DCP and optimizer.pt outputs (tests/interop/optim.sh; TAP)
 interop-optim: build
 	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/interop/optim.sh $(BUILD)/cmd/tpconv .
+
+# DeepSpeed universal checkpoints read and written under torch 2.14 (the forky chroot)
+interop-universal: build
+	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/deepspeed/universal_forky.sh $(BUILD)/cmd/tpconv .
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

@@ -41,36 +41,38 @@ SIZE=$(awk "BEGIN{printf \"%.2f GB\", $BYTES / 1e9}")
 
 # timed LABEL OUTPUT CMD...: SECS (fastest of REPS), RSS (KiB, largest); the
 # model read into the page cache before each (untimed), as floor.sh's WARM
+# (and USR, SYS: the CPU seconds of the fastest repetition)
 timed() {
-  local label=$1 out=$2 r s m; shift 2
-  SECS="" RSS=0
+  local label=$1 out=$2 r s m u y; shift 2
+  SECS="" RSS=0 USR="" SYS=""
   for r in $(seq "$REPS"); do
     rm -rf "$out"
     cat $FILES >/dev/null
     sync
-    /usr/bin/time -f "%e %M" -o "$DIR/time.txt" sh -c '"$@" && sync' sh "$@" >"$DIR/cmd.log" 2>&1 ||
+    /usr/bin/time -f "%e %M %U %S" -o "$DIR/time.txt" sh -c '"$@" && sync' sh "$@" >"$DIR/cmd.log" 2>&1 ||
       { echo "FAILED: $label"; cat "$DIR/cmd.log"; exit 1; }
-    read -r s m <"$DIR/time.txt"
-    if [ -z "$SECS" ] || awk "BEGIN{exit !($s < $SECS)}"; then SECS=$s; fi
+    read -r s m u y <"$DIR/time.txt"
+    if [ -z "$SECS" ] || awk "BEGIN{exit !($s < $SECS)}"; then SECS=$s USR=$u SYS=$y; fi
     if [ "$m" -gt "$RSS" ]; then RSS=$m; fi
   done
 }
 echo "# megatron-dist bench: $(nproc) cores, load $LOAD0, OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
 timed "in-kernel copy" "$KOUT" sh -c 'mkdir "$1" && shift && exec "$@"' sh "$KOUT" $PY "$HERE/kcopy.py" $FILES "$KOUT"
-KC=$SECS KRSS=$RSS
+KC=$SECS KRSS=$RSS KU=$USR KS=$SYS
 rm -rf "$KOUT"
 timed "shard --layout megatron-dist" "$OUT" "$TPCONV" shard "$MOE" --preset mixtral --tp "$TP" --pp "$PP" --ep "$EP" \
   --layout megatron-dist -o "$OUT" -q
-MS=$SECS MRSS=$RSS
+MS=$SECS MRSS=$RSS MU=$USR MSY=$SYS
 NF=$(ls "$OUT/release" | grep -c '\.distcp$') OB=$(cat "$OUT"/release/*.distcp | wc -c)
 rm -rf "$OUT"
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
-echo "| step ($SIZE bf16 Mixtral-shaped, $EXPERTS experts, $LAYERS layers) | wall s | x copy (goal <= 1.2) | peak RSS MiB (goal <= 256) |"
-echo "|---|---:|---:|---:|"
-awk -v kc="$KC" -v krss="$KRSS" -v ms="$MS" -v mrss="$MRSS" -v tp="$TP" -v pp="$PP" -v ep="$EP" -v nf="$NF" -v ob="$OB" 'BEGIN {
-  printf "| in-kernel copy of the safetensors files | %.2f | 1.00 | %.0f |\n", kc, krss / 1024
-  printf "| tpconv shard --tp %s --pp %s --ep %s --layout megatron-dist (%d .distcp, %.2f GB) | %.2f | %.2f | %.0f |\n", tp, pp, ep, nf, ob / 1e9, ms, ms / kc, mrss / 1024
+echo "| step ($SIZE bf16 Mixtral-shaped, $EXPERTS experts, $LAYERS layers) | wall s | x copy (goal <= 1.2) | peak RSS MiB (goal <= 256) | user s | sys s |"
+echo "|---|---:|---:|---:|---:|---:|"
+awk -v kc="$KC" -v krss="$KRSS" -v ms="$MS" -v mrss="$MRSS" -v tp="$TP" -v pp="$PP" -v ep="$EP" -v nf="$NF" -v ob="$OB" \
+    -v ku="$KU" -v ks="$KS" -v mu="$MU" -v msy="$MSY" 'BEGIN {
+  printf "| in-kernel copy of the safetensors files | %.2f | 1.00 | %.0f | %.2f | %.2f |\n", kc, krss / 1024, ku, ks
+  printf "| tpconv shard --tp %s --pp %s --ep %s --layout megatron-dist (%d .distcp, %.2f GB) | %.2f | %.2f | %.0f | %.2f | %.2f |\n", tp, pp, ep, nf, ob / 1e9, ms, ms / kc, mrss / 1024, mu, msy
 }'
 echo
 echo "load before $LOAD0, after $LOAD1"

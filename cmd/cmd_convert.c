@@ -57,9 +57,9 @@ static const char *help =
 	"                           nextn layers; the default keeps them, as the reference)\n"
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --optimizer              write the optimizer state of IN (a DCP save's optim, a\n"
-	"                           DeepSpeed ZeRO 1/2/3 folder's Adam state, Megatron's\n"
-	"                           distributed optimizer in torch_dist; each moment tied\n"
-	"                           to its parameter, element for element) as\n"
+	"                           DeepSpeed ZeRO 1/2/3 or universal folder's Adam state,\n"
+	"                           Megatron's distributed optimizer in torch_dist; each\n"
+	"                           moment tied to its parameter, element for element) as\n"
 	"                           torch.optim.Optimizer.state_dict() gives it, to a torch\n"
 	"                           file OUT (optimizer.pt, what the HF Trainer and\n"
 	"                           load_state_dict read): state by parameter number in\n"
@@ -69,6 +69,13 @@ static const char *help =
 	"  --dcp-ranks N            --format dcp: write the chunks N processes of an FSDP2 mesh\n"
 	"                           hold (every tensor Shard(0) as torch.chunk cuts it, a\n"
 	"                           parameter's moments cut as it is) into __R_0.distcp, R < N\n"
+	"  --format ds-universal    (implies --optimizer) a DeepSpeed universal checkpoint, the\n"
+	"                           tag folder OUT (zero/NAME/fp32.pt, exp_avg.pt, ...) and\n"
+	"                           OUT/../latest_universal, what DeepSpeed loads with\n"
+	"                           \"load_universal\": true at any world size\n"
+	"  --zero-stage N           --format ds-universal: the layout the ZeRO stage N engine\n"
+	"                           loads (1 or 2; 3: flat tensors, one param group); default\n"
+	"                           the source's stage (a ZeRO save), else 2\n"
 	"  --preset NAME, --plan FILE, --tp N, --pp M\n"
 	"                           the plan and degrees of a shard set without a manifest\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
@@ -116,7 +123,7 @@ static void print_help(void)
 	free(formats);
 }
 
-enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS, O_NO_MTP };
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS, O_NO_MTP, O_ZERO_STAGE };
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -257,6 +264,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		{"lora", required_argument, NULL, O_LORA},
 		{"base", required_argument, NULL, O_BASE},
 		{"optimizer", no_argument, NULL, O_OPTIMIZER}, {"dcp-ranks", required_argument, NULL, O_DCP_RANKS},
+		{"zero-stage", required_argument, NULL, O_ZERO_STAGE},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	int ch, ret;
@@ -289,6 +297,11 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 			c->wo.dcp_ranks = (int)v;
 			break;
 		}
+		case O_ZERO_STAGE:
+			if (strlen(optarg) != 1 || optarg[0] < '1' || optarg[0] > '3')
+				return tpc_cli_usage("convert", "--zero-stage takes 1, 2 or 3, not '%s'", optarg);
+			c->wo.zero_stage = optarg[0] - '0';
+			break;
 		case O_LORA:
 			if (c->nlora == TPC_CLI_LORA_MAX)
 				return tpc_cli_usage("convert", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
@@ -333,11 +346,18 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 		return us;
 	if (c->wo.dcp_ranks && (!c->outf || strcmp(c->outf->name, "dcp")))
 		return tpc_cli_usage("convert", "--dcp-ranks goes with a DCP output (--format dcp)");
+	bool uni = c->outf && !strcmp(c->outf->name, "ds-universal");
+	if (c->wo.zero_stage && !uni)
+		return tpc_cli_usage("convert", "--zero-stage goes with a DeepSpeed universal output (--format ds-universal)");
+	if (uni) { /* the optimizer's state is what it holds; no model companions */
+		c->optimizer = c->no_extras = true;
+		c->flags |= TPC_CLI_IN_OPTIMIZER;
+	}
 	if (c->optimizer && (rm->rules || c->dequant || c->nlora || c->set.select))
 		return tpc_cli_usage("convert", "--optimizer writes the optimizer state as it was saved: no rename rules, --dequantize, --lora or --select");
-	if (c->optimizer && !rm->dry_run && (!c->outf || (strcmp(c->outf->name, "torch") && strcmp(c->outf->name, "dcp")) ||
-					      (c->sharded && strcmp(c->outf->name, "dcp"))))
-		return tpc_cli_usage("convert", "--optimizer writes torch.optim's state_dict (a torch file: OUT ending in .pt, or --format torch) or a DCP folder with the model (--format dcp)");
+	if (c->optimizer && !rm->dry_run && !uni && (!c->outf || (strcmp(c->outf->name, "torch") && strcmp(c->outf->name, "dcp")) ||
+						     (c->sharded && strcmp(c->outf->name, "dcp"))))
+		return tpc_cli_usage("convert", "--optimizer writes torch.optim's state_dict (a torch file: OUT ending in .pt, or --format torch), a DCP folder with the model (--format dcp) or a DeepSpeed universal checkpoint (--format ds-universal)");
 	if ((c->wo.outtype || c->wo.gguf_pre || c->wo.gguf_no_mtp) && !rm->dry_run && strcmp(c->outf->name, "gguf"))
 		return tpc_cli_usage("convert", "%s goes with a GGUF output",
 				     c->wo.outtype ? "--outtype" : c->wo.gguf_pre ? "--gguf-pre" : "--no-mtp");
@@ -348,7 +368,10 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 		char *set_dir = tpc_is_dir(c->in) ? tpc_strdup(c->in) : tpc_ends_with(c->in, ".index.json") ? tpc_path_dir(c->in) : NULL;
 		bool inside = set_dir && tpc_shard_path_inside(c->out, set_dir);
 		free(set_dir);
-		if (inside) {
+		/* a new universal folder beside the save it is made of, as
+		 * ds_to_universal.py makes it (ckpt/global_stepN_universal): nothing
+		 * in it is read */
+		if (inside && !(uni && !tpc_exists(c->out))) {
 			/* a plain model folder is read whole too, but it is no shard set */
 			bool set = tpc_set_detect(c->in, NULL) != TPC_SET_NONE;
 			tpc_err_at(&e, TPC_EUSAGE, c->out, NULL, "the output is inside the input %s folder '%s', which is being read; choose another place",
@@ -484,7 +507,8 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	if ((ret = open_input(&c, rm, &in, &ndq)))
 		goto out;
 	/* optimizer state goes out tied to its parameters, or not at all */
-	bool dcp_out = c.outf && !strcmp(c.outf->name, "dcp");
+	/* the whole tree goes to these writers, the optimizer state in it */
+	bool dcp_out = c.outf && (!strcmp(c.outf->name, "dcp") || !strcmp(c.outf->name, "ds-universal"));
 	if (c.optimizer && !in.have_ck) {
 		/* a shard set's manifest covers the model only (a megatron-dist
 		 * set is read as the torch_dist save it is: cli_input.c) */

@@ -943,6 +943,10 @@ static int dcp_part_items(tpc_ckpt *ck, const char *path, uint64_t **off, uint64
 		return 0; /* a part of no items */
 	if ((ret = tpc_ckpt_add_file(ck, path, &src, e)))
 		return ret;
+	/* only the records between the items are read: no read-around of
+	 * their tensor bytes (a file written with direct writes is not in the
+	 * page cache) */
+	tpc_map_advise_random(tpc_ckpt_source(ck, src));
 	return part_items_src(ck, src, path, off, len, n, e);
 }
 

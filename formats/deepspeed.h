@@ -51,7 +51,8 @@
  * Refused by name: pipeline-parallel saves (layer_NN-model_states.pt),
  * model-parallel ranks (mp_rank_01 ...), expert groups whose data-parallel
  * size differs from the others (partition_count lists that disagree), the
- * BF16 optimizer without ZeRO (no zero_stage), universal checkpoints.
+ * BF16 optimizer without ZeRO (no zero_stage). Universal checkpoints
+ * (ds_to_universal.py) are another format: ds_universal.h.
  */
 #ifndef TPC_DEEPSPEED_H
 #define TPC_DEEPSPEED_H

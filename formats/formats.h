@@ -12,6 +12,7 @@
  *   torch        torch.save files: zip (>= 1.6) and legacy (FORMATS.md §1, §2)
  *   dcp          PyTorch Distributed Checkpoint folders, read and written (dcp.h)
  *   deepspeed    DeepSpeed ZeRO 1/2/3 folders, read as the consolidated model (deepspeed.h)
+ *   ds-universal DeepSpeed universal checkpoints, read and written (ds_universal.h)
  *   gguf         llama.cpp's GGUF, read (split sets too) and written (gguf.h)
  *
  * safetensors layout (FORMATS.md §3.1):

@@ -35,6 +35,9 @@
 #define DIO_HUGE (2u << 20)
 #define DIO_DEPTH 4           /* direct writes in flight per output */
 #define DIO_BUFS 2            /* staging buffers per output */
+/* A queued write that would end past the file's size is preceded by a
+ * size RESERVE_AHEAD further on (reserve_ahead). */
+#define RESERVE_AHEAD (64u << 20)
 
 enum { SLOT_FREE, SLOT_STAGE, SLOT_FLY };
 
@@ -443,6 +446,34 @@ static int slot_take(tpc_out *o, bool buf, int *i, tpc_err *e)
 	}
 }
 
+/* A queued write of [off, off + n) is about to go out: the file's size is
+ * past its end first. ext4 completes a direct write that extends the file
+ * inside io_submit (fs/ext4/file.c ext4_dio_write_iter: iomap_dio_rw with
+ * IOMAP_DIO_FORCE_WAIT when `extend`), so a writer that does not know its
+ * size (a torch zip, a DCP rank file; tpc_out_reserve is for the ones that
+ * do) had one write in flight, waited for inside io_submit, and its reads
+ * and checksums never overlapped the disk (perf's sched_switch stacks of
+ * bench/mdist_bench.sh: the writers' off-CPU time in io_submit ->
+ * __iomap_dio_rw -> io_schedule_timeout, 9.5 s of two threads' 15). So the
+ * size is set RESERVE_AHEAD past the write (never below what the file
+ * holds: fstat), and tpc_out_finish cuts it back to the bytes written
+ * (o->reserved > o->end). A failed ftruncate leaves the write extending,
+ * as before. */
+static void reserve_ahead(tpc_out *o, uint64_t off, size_t n)
+{
+	struct stat st;
+	uint64_t want = off + n;
+	if (want <= o->reserved || fstat(o->fd, &st) != 0)
+		return;
+	if ((uint64_t)st.st_size >= want) {
+		o->reserved = (uint64_t)st.st_size;
+		return;
+	}
+	uint64_t to = (want + RESERVE_AHEAD) & ~(uint64_t)(DIO_STEP - 1);
+	if (ftruncate(o->fd, (off_t)to) == 0)
+		o->reserved = to;
+}
+
 /* Write p[0..n) at off (whole pages, p in off's memory alignment phase) from
  * slot i: queued when the queue runs, else direct now with what the file
  * refuses buffered. src, when not NULL, is the mapping p points into (its
@@ -452,6 +483,8 @@ static int dio_submit(tpc_out *o, int i, const uint8_t *p, size_t n, uint64_t of
 {
 	struct tpc_dio *q = o->dio;
 	struct dio_slot *sl = &q->slot[i];
+	if (q->on > 0 && q->ctx)
+		reserve_ahead(o, off, n);
 	while (q->on > 0 && q->ctx) {
 		struct iocb *cbp = &sl->cb;
 		memset(&sl->cb, 0, sizeof(sl->cb));

@@ -39,7 +39,10 @@
  * page range belongs to the queue until its write completes; the mapping's
  * pages are dropped then. Writes that extend the file complete inside
  * io_submit on ext4, so a writer that knows the size sets it first
- * (tpc_out_reserve). A failed completion is reported by the next call that
+ * (tpc_out_reserve), and for one that does not (a torch zip, a DCP rank
+ * file) the queue sets the size 64 MiB past a write that would extend it
+ * (reserve_ahead), cut back to the bytes written by tpc_out_finish. A
+ * failed completion is reported by the next call that
  * waits on the queue (the latest at tpc_out_finish); a refused one (EINVAL)
  * or a short one is written again, buffered. Where the queue cannot be set
  * up, or with io_cfg.direct_async off (TPCONV_DIRECT_ASYNC=0), each direct

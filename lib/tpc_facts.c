@@ -133,8 +133,20 @@ static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
 	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(top, "factor");
 	if (!cJSON_IsString(ty))
 		ty = cJSON_GetObjectItemCaseSensitive(top, "type");
+	static const char *const known[] = {"default", "linear", "dynamic", "yarn", "llama3"};
+	bool ok = !cJSON_IsString(ty);
+	for (size_t i = 0; !ok && i < sizeof(known) / sizeof(known[0]); i++)
+		ok = !strcmp(ty->valuestring, known[i]);
+	if (!ok)
+		snprintf(f->rope_unknown, sizeof(f->rope_unknown), "%s", ty->valuestring);
 	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "linear") && cJSON_IsNumber(fa))
 		f->rope_linear = pos(fa->valuedouble);
+	if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "dynamic")) {
+		const cJSON *al = cJSON_GetObjectItemCaseSensitive(top, "alpha");
+		f->rope_dynamic = true;
+		f->rope_alpha = cJSON_IsNumber(al) ? pos(al->valuedouble) : 0;
+		f->max_pos = count(c, "max_position_embeddings");
+	}
 	if (cJSON_IsNumber(ft))
 		f->rope_theta = pos(ft->valuedouble);
 	f->rope_theta_local = cJSON_IsNumber(st) ? pos(st->valuedouble) : num(c, "rope_local_base_freq");
@@ -426,6 +438,9 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	FILL(lin_k_heads); FILL(lin_v_heads); FILL(lin_k_dim); FILL(lin_v_dim);
 	/* rotary embedding */
 	FILL(rope_theta); FILL(rope_interleave); FILL(rotary_pct); FILL(rope_theta_local); FILL(rope_linear);
+	FILL(rope_dynamic); FILL(rope_alpha); FILL(max_pos);
+	if (!dst->rope_unknown[0])
+		memcpy(dst->rope_unknown, src->rope_unknown, sizeof(dst->rope_unknown));
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
 	if (!dst->llama3.factor && !dst->llama3_bad) {

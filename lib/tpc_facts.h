@@ -163,6 +163,18 @@ typedef struct tpc_model_facts {
 	 * rope object's, or with per-layer-type ones full_attention's (the
 	 * sliding layers then rotate by their own theta, unscaled) */
 	double rope_linear;
+	/* a rope_type "dynamic" rope (rope_dynamic; the rope object's, or with
+	 * per-layer-type ones full_attention's): its alpha (0: none; a record
+	 * whose parts say rope_alpha scales the base by it) and
+	 * max_position_embeddings (max_pos, 0 unsaid), past which transformers
+	 * rescales the frequencies */
+	bool rope_dynamic;
+	double rope_alpha;
+	int64_t max_pos;
+	/* a rope_type none of the above (e.g. "longrope"): its name, which
+	 * verify's model check refuses rather than rotate as a plain rope ("":
+	 * default, linear, dynamic, yarn, llama3 or unsaid) */
+	char rope_unknown[24];
 	/* multipliers (Granite): the embeddings times embedding_multiplier,
 	 * each sublayer's output times residual_multiplier before its residual
 	 * add, the scores times attention_multiplier (in place of head_dim^-1/2

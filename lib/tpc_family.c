@@ -1301,7 +1301,7 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_hunyuanmoe,
 	 .tensors = hunyuanmoe_tensors,
 	 .f32_roles = ROLES(TPC_ROLE_FFN_GATE_INP), /* mlp.gate.wg built with dtype=torch.float32 */
-	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .rope_alpha = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .tied_head = true)},
 	/* ERNIE 4.5's rope in interleaved pairs and use_bias's biases; the
 	 * softmax's top-k chosen with the correction bias, renormalised

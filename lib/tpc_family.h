@@ -238,6 +238,13 @@ typedef struct tpc_tensor_row {
  *              the facts); when config.json gives no fraction, rope_fraction
  *              (GPT-NeoX's 0.25); 0: verify refuses the config
  *   pos        RoPE, learned absolute positions, or none
+ *   rope_alpha  a dynamic rope's alpha (rope_type "dynamic" with an alpha in
+ *              the rope parameters) makes the rotary base rope_theta *
+ *              alpha ^ (head_dim / (head_dim - 2)) (HunYuan's NTK-aware
+ *              alpha scaling: transformers' HunYuanMoEV1RotaryEmbedding);
+ *              without it a dynamic rope is transformers' dynamic NTK,
+ *              which alpha plays no part in (the default rope's frequencies
+ *              within max_position_embeddings)
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new, or
  *              the clamped SwiGLU of gpt-oss's experts: gate = min(gate,
@@ -365,6 +372,7 @@ typedef struct tpc_layer_parts {
 	double rope_fraction;    /* that fraction when config.json gives none; 0: it must */
 	bool attn_bias;          /* q/k/v (and o) may carry biases */
 	tpc_part_pos pos;
+	bool rope_alpha;         /* a dynamic rope's alpha scales the base (above) */
 	tpc_part_mlp mlp;
 	tpc_part_router router;
 	int experts_per_tok;     /* the default top-k (above); 0: config.json must say */

@@ -239,17 +239,24 @@ static const tpc_gguf_kv_rule glm4moe_kv[] = {
  * shared expert's width (intermediate_size), the experts' width, the experts
  * used and the shared experts from config.json's lists a layer each
  * (moe_intermediate_size, moe_topk, num_shared_expert; all the same, as it
- * asserts); its dynamic NTK-alpha rope (freq_base scaled, a 256k context)
- * refused */
+ * asserts); then its dynamic NTK-alpha rope's keys (hunyuanmoe_rope) */
 static const tpc_gguf_kv_rule hunyuanmoe_kv[] = {
 	TEXT_RULES,
 	{"expert_shared_feed_forward_length", U32, TPC_KH_REQ, "intermediate_size"},
 	{"expert_feed_forward_length", U32, TPC_KH_LIST_SAME, "moe_intermediate_size"},
 	{"expert_used_count", U32, TPC_KH_LIST_SAME, "moe_topk"},
 	{"expert_shared_count", U32, TPC_KH_LIST_SAME, "num_shared_expert"},
-	{"rope.scaling.type", 0, TPC_KH_REFUSE_ROPE, "dynamic"},
+	{"rope.freq_base", F32, TPC_KH_ROPE_ALPHA, NULL},
 	R_END,
 };
+/* HunYuanMoEModel.set_gguf_parameters' rope_type "dynamic": alpha 1000
+ * (its default too), rope_theta 10000, a 128-dim head, max_position_embeddings
+ * 32k or 256k (its assert), written with a 256k context (Hunyuan-A13B's
+ * usable one, its comment says). HunYuanModel (the dense Hunyuan, not a
+ * record) has another rule: alpha 50 by default and not asserted, head_dim
+ * not hidden / heads, "xdrope" too. */
+static const tpc_gguf_rope_alpha hunyuanmoe_rope = {
+	.rope_type = "dynamic", .alpha = 1000, .theta = 10000, .dim = 128, .ctx_from = {32768, 262144}, .ctx = 262144};
 /* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
 static const tpc_gguf_kv_rule ernie4_5_kv[] = {
 	TEXT_RULES,
@@ -976,7 +983,7 @@ const tpc_gguf_arch tpc__gguf_hunyuanmoe = {
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_HY_TIKTOKEN,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = hunyuanmoe_cfg,
 	.bias_flags = hunyuanmoe_bias, .rope_pct = "partial_rotary_factor", .experts_member = "num_experts",
-	.model_type = "hunyuan_v1_moe"};
+	.model_type = "hunyuan_v1_moe", .rope_alpha = &hunyuanmoe_rope};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no

@@ -137,9 +137,12 @@ typedef enum tpc_gguf_kh {
 			      * the first (HunYuanMoEModel's moe_topk, moe_intermediate_size,
 			      * num_shared_expert, which it asserts so); a number or
 			      * differing entries refused */
-	TPC_KH_REFUSE_ROPE,  /* no key; refused when the rope parameters' rope_type is names
-			      * (HunYuanMoEModel's own "dynamic" NTK-alpha keys, not written
-			      * by tpconv) */
+	TPC_KH_ROPE_ALPHA,   /* the record's rope_alpha (tpc_gguf_rope_alpha): when the rope
+			      * parameters' rope_type is its type, rope.freq_base scaled by
+			      * alpha, rope.scaling.type "none", factor 1, the original context
+			      * and context_length its ctx (each written key in its place when
+			      * written before, as GGUFWriter.add_key_value does); the
+			      * reference's asserts refused by name; else no key */
 	TPC_KH_MULTIPLE_OF,  /* "MEMBER%N": no key; the member (required) must be a multiple of N,
 			      * else refused (Mamba2Model.set_vocab pads the vocabulary to a
 			      * multiple of 8 with [PAD] tokens, which tpconv does not write) */
@@ -328,6 +331,27 @@ typedef struct tpc_gguf_head_tile {
 	tpc_gguf_tile_row rows[8];
 } tpc_gguf_head_tile;
 
+/* An NTK-aware alpha rope the reference writes as a plain one
+ * (HunYuanMoEModel.set_gguf_parameters, conversion/hunyuan.py: rope_type
+ * "dynamic" with alpha, Hunyuan-A13B's): rope.freq_base = theta * alpha ^
+ * (dim / (dim - 2)), dim hidden_size // num_attention_heads; rope scaling
+ * "none", factor 1; rope.scaling.original_context_length and context_length
+ * `ctx` whatever config.json says. The reference asserts alpha, theta, dim
+ * and max_position_embeddings (each 0 here: not asserted); tpconv refuses
+ * what it asserts, by name. Read back (gguf_hf.c): a GGUF whose freq_base is
+ * that of `alpha` and `theta` (the only ones the reference writes) gets the
+ * rope parameters back, max_position_embeddings `ctx`; another freq_base
+ * under rope scaling "none" with that context is refused (alpha is not in
+ * the GGUF). */
+typedef struct tpc_gguf_rope_alpha {
+	const char *rope_type;  /* the rope type it applies to; NULL: none */
+	double alpha;           /* alpha when the rope parameters have none; the only one taken */
+	double theta;           /* rope_theta when they have none; the only one taken */
+	int64_t dim;            /* the only head dim taken; 0: any */
+	int64_t ctx_from[2];    /* the max_position_embeddings taken */
+	int64_t ctx;            /* the context written */
+} tpc_gguf_rope_alpha;
+
 typedef struct tpc_gguf_arch {
 	const char *arch;
 	const char *const *hf_arch;
@@ -378,6 +402,7 @@ typedef struct tpc_gguf_arch {
 				* GGUF holds them (TPC_KH_PLUS_MTP, TPC_KH_MTP) unless converted
 				* with --no-mtp, which leaves their tensors out as past_layers
 				* does. NULL: none, unless the family has tpc_family_mtp */
+	const tpc_gguf_rope_alpha *rope_alpha; /* an alpha rope written as a plain one; NULL: none */
 	int head_dim;
 	tpc_gguf_vocab_kind vocab;
 	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */

@@ -110,6 +110,9 @@ typedef struct tpc_write_opts {
 	int dcp_ranks;             /* DCP: the processes whose chunks to write (every tensor
 				    * Shard(0) as torch.chunk cuts it, one __R_0.distcp each);
 				    * 0 or 1: one file, every tensor whole */
+	int zero_stage;            /* ds-universal: the DeepSpeed ZeRO stage whose loader reads it
+				    * (1 or 2: {"param": t} files and step.pt; 3: flat tensors, the
+				    * step in optimizer_state.pt); 0: the source's (a ZeRO-3 save) or 2 */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here
 				    * (may be NULL); other failures take them back */

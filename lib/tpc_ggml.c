@@ -302,7 +302,7 @@ static float roundf_away(float n)
 	return n < 0 ? -b : n > 0 ? b : 0.0f * b;
 }
 
-void tpc_ggml_quant_q8_0(const float *src, uint8_t *dst, uint64_t n)
+static void q8_0_base(const float *src, uint8_t *dst, uint64_t n)
 {
 	for (uint64_t k = 0; k < n / 32; k++) {
 		const float *x = src + 32 * k;
@@ -316,4 +316,68 @@ void tpc_ggml_quant_q8_0(const float *src, uint8_t *dst, uint64_t n)
 		for (int j = 0; j < 32; j++)
 			b[2 + j] = (uint8_t)(int8_t)roundf_away(x[j] * id);
 	}
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#define Q8_AVX2 1
+/* q8_0_base in 8 lanes with no branch (the signs are random): the same F32
+ * operations (floor is exact), amax the same maximum (NaN skipped, as the
+ * scalar comparison skips it), and the float to int8 conversion the
+ * scalar's cvttss2si then the low byte (0x80000000, byte 0, for NaN) */
+__attribute__((target("avx2"))) static void q8_0_avx2(const float *src, uint8_t *dst, uint64_t n)
+{
+	const __m256 sgn = _mm256_set1_ps(-0.0f), two = _mm256_set1_ps(2.0f), zero = _mm256_setzero_ps();
+	for (uint64_t k = 0; k < n / 32; k++) {
+		const float *x = src + 32 * k;
+		uint8_t *b = dst + 34 * k;
+		__m256 m = zero;
+		for (int j = 0; j < 32; j += 8) /* max(a, m): a when a > m, so m when a is NaN */
+			m = _mm256_max_ps(_mm256_andnot_ps(sgn, _mm256_loadu_ps(x + j)), m);
+		float t[8], amax = 0.0f;
+		_mm256_storeu_ps(t, m);
+		for (int j = 0; j < 8; j++)
+			amax = t[j] > amax ? t[j] : amax;
+		float d = amax / 127.0f;
+		float id = d == 0.0f ? 0.0f : 1.0f / d;
+		tpc_wr16le(b, tpc_f32_to_f16(d));
+		const __m256 vid = _mm256_set1_ps(id);
+		for (int j = 0; j < 32; j += 8) {
+			__m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), vid), a = _mm256_andnot_ps(sgn, v);
+			__m256 fl = _mm256_floor_ps(a);
+			__m256 r = _mm256_add_ps(fl, _mm256_floor_ps(_mm256_mul_ps(two, _mm256_sub_ps(a, fl))));
+			__m256 neg = _mm256_cmp_ps(v, zero, _CMP_LT_OQ), pos = _mm256_cmp_ps(v, zero, _CMP_GT_OQ);
+			r = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_mul_ps(zero, r), r, pos), _mm256_xor_ps(sgn, r), neg);
+			int32_t q[8];
+			_mm256_storeu_si256((__m256i *)q, _mm256_cvttps_epi32(r));
+			for (int l = 0; l < 8; l++)
+				b[2 + j + l] = (uint8_t)q[l];
+		}
+	}
+}
+#endif
+
+size_t tpc__ggml_q8_0_impls(tpc__q8_0_fn *all)
+{
+	size_t c = 0;
+	all[c++] = q8_0_base;
+#ifdef Q8_AVX2
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2"))
+		all[c++] = q8_0_avx2;
+#endif
+	return c;
+}
+
+void tpc_ggml_quant_q8_0(const float *src, uint8_t *dst, uint64_t n)
+{
+	static tpc__q8_0_fn fn;
+	tpc__q8_0_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
+	if (!f) {
+		tpc__q8_0_fn all[2];
+		size_t c = tpc__ggml_q8_0_impls(all);
+		f = all[c - 1];
+		__atomic_store_n(&fn, f, __ATOMIC_RELAXED);
+	}
+	f(src, dst, n);
 }

@@ -6,6 +6,7 @@
 #define TPC_GGML_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,6 +35,43 @@ static inline int tpc__nearest_int(float v)
 	memcpy(&i, &f, 4);
 	return (i & 0x007fffff) - 0x00400000;
 }
+
+/* tpc_ggml_kq.c: the K-quants' scale searches over a run of sub-blocks of
+ * n <= 32 values (one after another), every kernel with the scalar bits.
+ * A fit is a sub-block's result: scale, mn (-min; make_qkx2_quants only),
+ * and the levels as `is` and `m` give them: flat, all 0; else
+ * make_qkx2_quants' clamp(nearest_int(is * (x - m)), 0, nmax) and
+ * make_qx_quants' nmax + clamp(nearest_int(is * x), -nmax, nmax - 1). */
+enum { TPC_KQ_W_AVX, TPC_KQ_W_ABS }; /* weights sqrt(mean x^2) + |x| (Q4_K, Q5_K), |x| (Q2_K) */
+typedef struct {
+	int n, nmax, wkind, nstep, mad;
+	float rmin, rdelta;
+} tpc__kq_args;
+typedef struct {
+	float scale, mn, is, m;
+	int flat;
+} tpc__kq_fit;
+typedef struct {
+	const char *name;
+	int lanes, lanes_qkx2; /* sub-blocks a call takes at most: qx, q3; qkx2 */
+	void (*qkx2)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out);
+	void (*qx)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out);
+	/* make_q3_quants: its levels (+ nmax) to L, n a sub-block */
+	void (*q3)(const float *x, int cnt, const tpc__kq_args *a, tpc__kq_fit *out, int8_t *L);
+} tpc__kq_kern;
+/* the kernels this CPU runs, the scalar one first (tests); the one used */
+size_t tpc__kq_kernels(const tpc__kq_kern **all);
+const tpc__kq_kern *tpc__kq_kernel(void);
+/* the fits of nsub sub-blocks at x with kernel k for ggml type `type`
+ * (2, 4, 5: make_qkx2_quants; 3: make_q3_quants, with its levels to L;
+ * 6: make_qx_quants) */
+void tpc__kq_fits(const tpc__kq_kern *k, int type, const float *x, int nsub, const tpc__kq_args *a,
+		  tpc__kq_fit *out, int8_t *L);
+
+/* tpc_ggml.c: Q8_0's quantizers (tpc_ggml_quant_q8_0), the scalar one
+ * first, then the vector one where the CPU has it (tests) */
+typedef void (*tpc__q8_0_fn)(const float *src, uint8_t *dst, uint64_t n);
+size_t tpc__ggml_q8_0_impls(tpc__q8_0_fn *all);
 
 /* tpc_ggml_iq.c: one block of an IQ* / TQ* type at b to its values at x;
  * false for any other type */

@@ -8,9 +8,10 @@
  * multiply-adds), the same rounding at each site (a cast that truncates for
  * the 32-element types, nearest_int's round-half-to-even for the K-quants),
  * f16 scales rounded to nearest even and read back where ggml reads them
- * back. The search helpers follow make_qkx2_quants, make_qx_quants
- * (rmse_type 1, no weights) and make_q3_quants (do_rmse) for the arguments
- * those callers pass. Blocks never span two rows, so the rows of a tensor
+ * back. The searches of make_qkx2_quants and make_qx_quants (rmse_type 1,
+ * no weights) are tpc_ggml_kq.c's, several sub-blocks at a time; the one of
+ * make_q3_quants (do_rmse) is here; each for the arguments those callers
+ * pass. Blocks never span two rows, so the rows of a tensor
  * are quantized in parallel with bytes that do not depend on the threads. */
 #include <float.h>
 #include <math.h>
@@ -49,17 +50,24 @@ static void put_f16(uint8_t *p, float f)
 /* ---- the 32-element types ---- */
 
 /* The element of x[0..n) of largest magnitude, signed (the first one wins;
- * 0 when none is above 0), its magnitude in *amax. */
+ * 0 when none is above 0), its magnitude in *amax: ggml's scan (a greater
+ * magnitude replaces the one kept, NaN never does) as the largest magnitude
+ * over 4 running maxima (a maximum is the same in any order), then the
+ * first element of that magnitude: no branch on the data in the scan. n is
+ * a multiple of 4 (16, 32). */
 static float abs_max(int n, const float *x, float *amax)
 {
-	float max = 0.0f;
-	*amax = 0.0f;
-	for (int i = 0; i < n; i++)
-		if (fabsf(x[i]) > *amax) {
-			*amax = fabsf(x[i]);
-			max = x[i];
-		}
-	return max;
+	float m[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a = 0.0f;
+	for (int i = 0; i + 3 < n; i += 4)
+		for (int k = 0; k < 4; k++)
+			m[k] = fabsf(x[i + k]) > m[k] ? fabsf(x[i + k]) : m[k];
+	for (int k = 0; k < 4; k++)
+		a = m[k] > a ? m[k] : a;
+	*amax = a;
+	for (int i = 0; a > 0.0f && i < n; i++)
+		if (fabsf(x[i]) == a)
+			return x[i];
+	return 0.0f;
 }
 
 /* Q4_0 / Q5_0: d from the signed value of largest magnitude (the first one
@@ -73,6 +81,7 @@ static void q_sym(const float *x, uint8_t *b, int bits)
 	uint8_t *qs = b + (bits == 4 ? 2 : 6);
 	uint32_t qh = 0;
 	put_f16(b, d);
+#pragma omp simd reduction(| : qh)
 	for (int j = 0; j < 16; j++) {
 		int a = imin(top, (int8_t)(int)(x[j] * id + off)), c = imin(top, (int8_t)(int)(x[j + 16] * id + off));
 		qs[j] = (uint8_t)((a & 15) | (c & 15) << 4);
@@ -131,178 +140,25 @@ void tpc__ggml_qrow_q8_0(const float *x, uint8_t *y, uint64_t nb)
 	tpc_ggml_quant_q8_0(x, y, nb * 32);
 }
 
-/* ---- the K-quants' searches ---- */
-
-/* make_qkx2_quants: levels 0..nmax, a scale and a min (returned as -min in
- * *mn) that minimise the weighted error (|e| when mad, else e^2) over
- * nstep + 1 trial scales */
-static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin, float rdelta,
-		  int nstep, int mad)
-{
-	uint8_t aux[32];
-	float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-	for (int i = 1; i < n; i++) {
-		if (x[i] < min)
-			min = x[i];
-		if (x[i] > max)
-			max = x[i];
-		sum_w += w[i];
-		sum_x += w[i] * x[i];
-	}
-	if (min > 0)
-		min = 0;
-	if (max == min) {
-		memset(L, 0, (size_t)n);
-		*mn = -min;
-		return 0.0f;
-	}
-	float iscale = (float)nmax / (max - min), scale = 1 / iscale, best = 0;
-	for (int i = 0; i < n; i++) {
-		L[i] = (uint8_t)imax(0, imin(nmax, tpc__nearest_int(iscale * (x[i] - min))));
-		float diff = scale * (float)L[i] + min - x[i];
-		diff = mad ? fabsf(diff) : diff * diff;
-		best += w[i] * diff;
-	}
-	for (int is = 0; is <= nstep; is++) {
-		iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-		float sl = 0, sl2 = 0, sxl = 0;
-		for (int i = 0; i < n; i++) {
-			int l = imax(0, imin(nmax, tpc__nearest_int(iscale * (x[i] - min))));
-			aux[i] = (uint8_t)l;
-			sl += w[i] * (float)l;
-			sl2 += w[i] * (float)l * (float)l;
-			sxl += w[i] * (float)l * x[i];
-		}
-		float D = sum_w * sl2 - sl * sl;
-		if (D > 0) {
-			float ts = (sum_w * sxl - sum_x * sl) / D, tm = (sl2 * sum_x - sl * sxl) / D;
-			if (tm > 0) {
-				tm = 0;
-				ts = sxl / sl2;
-			}
-			float err = 0;
-			for (int i = 0; i < n; i++) {
-				float diff = ts * (float)aux[i] + tm - x[i];
-				diff = mad ? fabsf(diff) : diff * diff;
-				err += w[i] * diff;
-			}
-			if (err < best) {
-				memcpy(L, aux, (size_t)n);
-				best = err;
-				scale = ts;
-				min = tm;
-			}
-		}
-	}
-	*mn = -min;
-	return scale;
-}
-
-/* The element of x of largest magnitude, signed; 0 with L zeroed when that
- * magnitude is under GROUP_MAX_EPS (make_qx_quants' and make_q3_quants' start) */
-static float signed_max(int n, const float *x, int8_t *L)
-{
-	float amax, max = abs_max(n, x, &amax);
-	if (amax < GROUP_MAX_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.0f;
-	}
-	return max;
-}
-
-/* Their first levels at iscale -nmax / max (max signed_max's), clamped to [-nmax, nmax - 1] and
- * stored plus `off`, with the x^2-weighted sums of l x and l^2 */
-static void first_levels(int n, int nmax, float max, const float *x, int8_t *L, int off, float *iscale, float *slx,
-			 float *sl2)
-{
-	*iscale = (float)-nmax / max;
-	*slx = *sl2 = 0;
-	for (int i = 0; i < n; i++) {
-		int l = imax(-nmax, imin(nmax - 1, tpc__nearest_int(*iscale * x[i])));
-		L[i] = (int8_t)(l + off);
-		float w = x[i] * x[i];
-		*slx += w * x[i] * (float)l;
-		*sl2 += w * (float)l * (float)l;
-	}
-}
-
-/* make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL): signed levels
- * -nmax..nmax-1 stored + nmax, weights x^2, 18 trial scales around nmax / max */
-static float qx(int n, int nmax, const float *x, int8_t *L)
-{
-	float max = signed_max(n, x, L), iscale, slx, sl2;
-	if (max == 0.0f)
-		return 0.0f;
-	first_levels(n, nmax, max, x, L, nmax, &iscale, &slx, &sl2);
-	float scale = sl2 != 0.0f ? slx / sl2 : 0.0f, best = scale * slx;
-	for (int is = -9; is <= 9; is++) {
-		if (!is)
-			continue;
-		iscale = -((float)nmax + 0.1f * (float)is) / max;
-		slx = sl2 = 0;
-		for (int i = 0; i < n; i++) {
-			int l = imax(-nmax, imin(nmax - 1, tpc__nearest_int(iscale * x[i])));
-			float w = x[i] * x[i];
-			slx += w * x[i] * (float)l;
-			sl2 += w * (float)l * (float)l;
-		}
-		if (sl2 > 0 && slx * slx > best * sl2) {
-			for (int i = 0; i < n; i++)
-				L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, tpc__nearest_int(iscale * x[i]))));
-			scale = slx / sl2;
-			best = scale * slx;
-		}
-	}
-	return scale;
-}
-
-/* make_q3_quants(n, nmax, x, L, do_rmse = true): levels from -nmax / max,
- * then up to 5 passes moving single levels while the x^2-weighted fit gains */
-static float q3(int n, int nmax, const float *x, int8_t *L)
-{
-	float max = signed_max(n, x, L), iscale, sumlx, suml2;
-	if (max == 0.0f)
-		return 0.0f;
-	first_levels(n, nmax, max, x, L, 0, &iscale, &sumlx, &suml2);
-	for (int t = 0; t < 5; t++) {
-		int changed = 0;
-		for (int i = 0; i < n; i++) {
-			float w = x[i] * x[i], slx = sumlx - w * x[i] * (float)L[i];
-			if (slx > 0) {
-				float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-				int nl = imax(-nmax, imin(nmax - 1, tpc__nearest_int(x[i] * sl2 / slx)));
-				if (nl != L[i]) {
-					slx += w * x[i] * (float)nl;
-					sl2 += w * (float)nl * (float)nl;
-					if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-						L[i] = (int8_t)nl;
-						sumlx = slx;
-						suml2 = sl2;
-						changed++;
-					}
-				}
-			}
-		}
-		if (!changed)
-			break;
-	}
-	for (int i = 0; i < n; i++)
-		L[i] = (int8_t)(L[i] + nmax);
-	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* ---- the K-quants ---- */
 
+/* The levels of a make_qkx2_quants fit (tpc_ggml_int.h): the ones of its
+ * winning trial, which a sub-block whose quantized scale is 0 keeps */
+static void fit_levels(const float *x, int n, int nmax, const tpc__kq_fit *f, uint8_t *L)
+{
+	for (int i = 0; i < n; i++)
+		L[i] = f->flat ? 0 : (uint8_t)imax(0, imin(nmax, tpc__nearest_int(f->is * (x[i] - f->m))));
+}
+
 /* Q2_K: 16 sub-blocks of 16, 2-bit levels, 4-bit scale and min each
- * (quantize_row_q2_K_ref) */
-static void q2_k(const float *x, uint8_t *y)
+ * (quantize_row_q2_K_ref), from the sub-blocks' make_qkx2_quants fits f */
+static void q2_k(const float *x, uint8_t *y, const tpc__kq_fit *f)
 {
 	uint8_t L[QK_K], *sc = y, *qs = y + 16;
-	float w[16], mins[16], scales[16], max_scale = 0, max_min = 0;
+	float mins[16], scales[16], max_scale = 0, max_min = 0;
 	for (int j = 0; j < 16; j++) {
-		for (int l = 0; l < 16; l++)
-			w[l] = fabsf(x[16 * j + l]);
-		scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, 1);
+		scales[j] = f[j].scale;
+		mins[j] = f[j].mn;
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
 		if (mins[j] > max_min)
@@ -328,9 +184,12 @@ static void q2_k(const float *x, uint8_t *y)
 	float dd = f16_round(d), dm = f16_round(dmin);
 	for (int j = 0; j < 16; j++) {
 		float dl = dd * (float)(sc[j] & 15);
-		if (dl == 0.0f)
+		if (dl == 0.0f) {
+			fit_levels(x + 16 * j, 16, 3, &f[j], L + 16 * j);
 			continue;
+		}
 		float ml = dm * (float)(sc[j] >> 4);
+#pragma omp simd
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (uint8_t)imax(0, imin(3, tpc__nearest_int((x[16 * j + i] + ml) / dl)));
 	}
@@ -340,14 +199,14 @@ static void q2_k(const float *x, uint8_t *y)
 }
 
 /* Q3_K: 16 sub-blocks of 16, 3-bit levels (high bit in hmask), 6-bit signed
- * scales (quantize_row_q3_K_ref) */
-static void q3_k(const float *x, uint8_t *y)
+ * scales (quantize_row_q3_K_ref), from the sub-blocks' make_q3_quants fits f
+ * and levels L (changed here) */
+static void q3_k(const float *x, uint8_t *y, const tpc__kq_fit *f, int8_t *L)
 {
 	uint8_t *hmask = y, *qs = y + 32, *s = y + 96;
-	int8_t L[QK_K];
 	float scales[16], amax;
 	for (int j = 0; j < 16; j++)
-		scales[j] = q3(16, 4, x + 16 * j, L + 16 * j);
+		scales[j] = f[j].scale;
 	float max_scale = abs_max(16, scales, &amax);
 	memset(s, 0, 12);
 	float d = 0.0f;
@@ -372,14 +231,16 @@ static void q3_k(const float *x, uint8_t *y)
 		float dl = dd * (float)sc;
 		if (dl == 0.0f)
 			continue;
+#pragma omp simd
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (int8_t)(imax(-4, imin(3, tpc__nearest_int(x[16 * j + i] / dl))) + 4);
 	}
-	memset(hmask, 0, 32);
-	for (int j = 0; j < QK_K; j++)
-		if (L[j] > 3) {
-			hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-			L[j] -= 4;
+	memset(hmask, 0, 32); /* level j's high bit: bit j / 32 of hmask[j % 32] (no branch: it is random) */
+	for (int m = 0; m < 8; m++)
+		for (int l = 0; l < 32; l++) {
+			int hi = L[32 * m + l] > 3;
+			hmask[l] |= (uint8_t)(hi << m);
+			L[32 * m + l] = (int8_t)(L[32 * m + l] - 4 * hi);
 		}
 	for (int j = 0; j < QK_K; j += 128)
 		for (int l = 0; l < 32; l++)
@@ -387,20 +248,15 @@ static void q3_k(const float *x, uint8_t *y)
 }
 
 /* Q4_K and Q5_K: 8 sub-blocks of 32, levels 0..nmax, 6-bit scale and min
- * each (quantize_row_q4_K_ref, quantize_row_q5_K_ref) */
-static void q45_k(const float *x, uint8_t *y, int nmax)
+ * each (quantize_row_q4_K_ref, quantize_row_q5_K_ref), from the
+ * sub-blocks' make_qkx2_quants fits f */
+static void q45_k(const float *x, uint8_t *y, const tpc__kq_fit *f, int nmax)
 {
 	uint8_t L[QK_K], *s = y + 4;
-	float w[32], mins[8], scales[8], max_scale = 0, max_min = 0;
+	float mins[8], scales[8], max_scale = 0, max_min = 0;
 	for (int j = 0; j < 8; j++) {
-		float sum_x2 = 0;
-		for (int l = 0; l < 32; l++)
-			sum_x2 += x[32 * j + l] * x[32 * j + l];
-		float av_x = sqrtf(sum_x2 / 32);
-		for (int l = 0; l < 32; l++)
-			w[l] = av_x + fabsf(x[32 * j + l]);
-		scales[j] = nmax == 15 ? qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20, 0)
-				       : qkx2(32, 31, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, 0);
+		scales[j] = f[j].scale;
+		mins[j] = f[j].mn;
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
 		if (mins[j] > max_min)
@@ -433,9 +289,12 @@ static void q45_k(const float *x, uint8_t *y, int nmax)
 			m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
 		}
 		float d = dd * (float)sc;
-		if (d == 0.0f)
+		if (d == 0.0f) {
+			fit_levels(x + 32 * j, 32, nmax, &f[j], L + 32 * j);
 			continue;
+		}
 		float dmin = dm * (float)m;
+#pragma omp simd
 		for (int i = 0; i < 32; i++)
 			L[32 * j + i] = (uint8_t)imax(0, imin(nmax, tpc__nearest_int((x[32 * j + i] + dmin) / d)));
 	}
@@ -449,28 +308,21 @@ static void q45_k(const float *x, uint8_t *y, int nmax)
 	uint8_t *qh = y + 16, *ql = y + 48, m1 = 1, m2 = 2;
 	memset(qh, 0, 32);
 	for (int n = 0; n < QK_K; n += 64, ql += 32, m1 = (uint8_t)(m1 << 2), m2 = (uint8_t)(m2 << 2))
-		for (int j = 0; j < 32; j++) {
+		for (int j = 0; j < 32; j++) { /* no branch: the fifth bits are random */
 			int l1 = L[n + j], l2 = L[n + j + 32];
-			if (l1 > 15) {
-				l1 -= 16;
-				qh[j] |= m1;
-			}
-			if (l2 > 15) {
-				l2 -= 16;
-				qh[j] |= m2;
-			}
-			ql[j] = (uint8_t)(l1 | l2 << 4);
+			qh[j] |= (uint8_t)((l1 >> 4) * m1 | (l2 >> 4) * m2);
+			ql[j] = (uint8_t)((l1 & 15) | (l2 & 15) << 4);
 		}
 }
 
 /* Q6_K: 16 sub-blocks of 16, 6-bit levels, 8-bit signed scales
- * (quantize_row_q6_K_ref) */
-static void q6_k(const float *x, uint8_t *y)
+ * (quantize_row_q6_K_ref), from the sub-blocks' make_qx_quants fits f */
+static void q6_k(const float *x, uint8_t *y, const tpc__kq_fit *f)
 {
 	int8_t L[QK_K], *sc = (int8_t *)(y + 192);
 	float scales[16], max_abs;
 	for (int ib = 0; ib < 16; ib++)
-		scales[ib] = qx(16, 32, x + 16 * ib, L + 16 * ib);
+		scales[ib] = f[ib].scale;
 	float max_scale = abs_max(16, scales, &max_abs);
 	if (max_abs < GROUP_MAX_EPS) {
 		memset(y, 0, 210);
@@ -483,8 +335,13 @@ static void q6_k(const float *x, uint8_t *y)
 		sc[ib] = (int8_t)imin(127, tpc__nearest_int(iscale * scales[ib]));
 	for (int j = 0; j < 16; j++) {
 		float d = dd * (float)sc[j];
-		if (d == 0.0f)
+		if (d == 0.0f) { /* the levels of the fit's scale */
+			for (int i = 0; i < 16; i++)
+				L[16 * j + i] = f[j].flat ? 0
+						: (int8_t)(32 + imax(-32, imin(31, tpc__nearest_int(f[j].is * x[16 * j + i]))));
 			continue;
+		}
+#pragma omp simd
 		for (int i = 0; i < 16; i++)
 			L[16 * j + i] = (int8_t)(imax(-32, imin(31, tpc__nearest_int(x[16 * j + i] / d))) + 32);
 	}
@@ -498,32 +355,60 @@ static void q6_k(const float *x, uint8_t *y)
 		}
 }
 
+/* The K-quants' rows: the searches of KQ_BLOCKS blocks' sub-blocks
+ * at a time (tpc__kq_fits: in vector lanes where the CPU has them), then
+ * each block from its fits */
+#define KQ_BLOCKS 4
+static const tpc__kq_args a_q2 = {.n = 16, .nmax = 3, .wkind = TPC_KQ_W_ABS, .nstep = 15, .mad = 1, .rmin = -0.5f, .rdelta = 0.1f};
+static const tpc__kq_args a_q4 = {.n = 32, .nmax = 15, .wkind = TPC_KQ_W_AVX, .nstep = 20, .rmin = -1.0f, .rdelta = 0.1f};
+static const tpc__kq_args a_q5 = {.n = 32, .nmax = 31, .wkind = TPC_KQ_W_AVX, .nstep = 15, .rmin = -0.5f, .rdelta = 0.1f};
+static const tpc__kq_args a_q3 = {.n = 16, .nmax = 4};
+static const tpc__kq_args a_q6 = {.n = 16, .nmax = 32};
+
+static void k_row(const float *x, uint8_t *y, uint64_t nb, int type, const tpc__kq_args *a)
+{
+	const tpc__kq_kern *k = tpc__kq_kernel();
+	const int per = QK_K / a->n;
+	tpc__kq_fit f[KQ_BLOCKS * 16];
+	int8_t L[KQ_BLOCKS * QK_K];
+	for (uint64_t i = 0; i < nb; i += KQ_BLOCKS) {
+		int c = nb - i < KQ_BLOCKS ? (int)(nb - i) : KQ_BLOCKS;
+		tpc__kq_fits(k, type, x + QK_K * i, c * per, a, f, L);
+		for (int b = 0; b < c; b++) {
+			const float *xb = x + QK_K * (i + (uint64_t)b);
+			const tpc__kq_fit *fb = f + per * b;
+			switch (type) {
+			case 2: q2_k(xb, y + 84 * (i + (uint64_t)b), fb); break;
+			case 3: q3_k(xb, y + 110 * (i + (uint64_t)b), fb, L + QK_K * b); break;
+			case 4: q45_k(xb, y + 144 * (i + (uint64_t)b), fb, 15); break;
+			case 5: q45_k(xb, y + 176 * (i + (uint64_t)b), fb, 31); break;
+			default: q6_k(xb, y + 210 * (i + (uint64_t)b), fb); break;
+			}
+		}
+	}
+}
+
 void tpc__ggml_qrow_q2_k(const float *x, uint8_t *y, uint64_t nb)
 {
-	for (uint64_t i = 0; i < nb; i++)
-		q2_k(x + QK_K * i, y + 84 * i);
+	k_row(x, y, nb, 2, &a_q2);
 }
 
 void tpc__ggml_qrow_q3_k(const float *x, uint8_t *y, uint64_t nb)
 {
-	for (uint64_t i = 0; i < nb; i++)
-		q3_k(x + QK_K * i, y + 110 * i);
+	k_row(x, y, nb, 3, &a_q3);
 }
 
 void tpc__ggml_qrow_q4_k(const float *x, uint8_t *y, uint64_t nb)
 {
-	for (uint64_t i = 0; i < nb; i++)
-		q45_k(x + QK_K * i, y + 144 * i, 15);
+	k_row(x, y, nb, 4, &a_q4);
 }
 
 void tpc__ggml_qrow_q5_k(const float *x, uint8_t *y, uint64_t nb)
 {
-	for (uint64_t i = 0; i < nb; i++)
-		q45_k(x + QK_K * i, y + 176 * i, 31);
+	k_row(x, y, nb, 5, &a_q5);
 }
 
 void tpc__ggml_qrow_q6_k(const float *x, uint8_t *y, uint64_t nb)
 {
-	for (uint64_t i = 0; i < nb; i++)
-		q6_k(x + QK_K * i, y + 210 * i);
+	k_row(x, y, nb, 6, &a_q6);
 }

@@ -391,6 +391,12 @@ void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len)
 	(void)madvise((void *)(m->data + start), (size_t)(end - start), MADV_POPULATE_READ);
 }
 
+void tpc_map_advise_random(const tpc_map *m)
+{
+	if (m && m->data && m->fd >= 0 && m->size)
+		(void)madvise((void *)m->data, (size_t)m->size, MADV_RANDOM);
+}
+
 const uint8_t *tpc_map_alias(const tpc_map *m)
 {
 	if (!m || m->fd < 0 || !m->data || !m->size)
@@ -681,9 +687,41 @@ void tpc_scratch_put(uint8_t *p, size_t len)
 		free(p);
 }
 
+void tpc_out_keep_cached(tpc_out *o, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len;
+	if (!len || end < off)
+		return;
+	/* within a page of the last range (records written in order): one range */
+	if (o->nkeep && off >= o->keep[2 * o->nkeep - 2] && off <= o->keep[2 * o->nkeep - 1] + 4096) {
+		if (end > o->keep[2 * o->nkeep - 1])
+			o->keep[2 * o->nkeep - 1] = end;
+		return;
+	}
+	if (o->nkeep == o->capkeep && tpc_grow((void **)&o->keep, &o->capkeep, o->nkeep + 1, 2 * sizeof(*o->keep)))
+		return;
+	o->keep[2 * o->nkeep] = off;
+	o->keep[2 * o->nkeep + 1] = end;
+	o->nkeep++;
+}
+
+/* The file is written and synced: the kept ranges are read back into the
+ * page cache, when direct writes left them out of it. */
+static void prefetch_kept(tpc_out *o)
+{
+	for (size_t k = 0; o->dio && k < o->nkeep; k++) {
+		uint64_t a = o->keep[2 * k], z = o->keep[2 * k + 1] < o->end ? o->keep[2 * k + 1] : o->end;
+		if (z > a)
+			(void)posix_fadvise(o->fd, (off_t)a, (off_t)(z - a), POSIX_FADV_WILLNEED);
+	}
+}
+
 /* The file is closed or gone: its direct state and its buffers go. */
 static void release_buffers(tpc_out *o)
 {
+	free(o->keep);
+	o->keep = NULL;
+	o->nkeep = o->capkeep = 0;
 	tpc__dio_release(o);
 	tpc__buf_put(o->scratch, o->scratch_len);
 	o->scratch = NULL;
@@ -944,6 +982,7 @@ int tpc_out_commit(tpc_out *o, tpc_err *e)
 	int r = tpc_out_finish(o, e);
 	if (r)
 		return r;
+	prefetch_kept(o);
 	release_buffers(o);
 	/* Renamed while still open, so still locked: no sweeping run takes the
 	 * finished file for a dead run's (see create_temp). Without

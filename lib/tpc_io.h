@@ -73,6 +73,14 @@ void tpc_map_drop_passed(const tpc_map *m, uint64_t off, uint64_t end);
  * BENCHMARKS.md). */
 void tpc_map_populate(const tpc_map *m, uint64_t off, uint64_t len);
 
+/* The mapping is read in small places far apart (a walk over records, not a
+ * pass over the bytes): a fault reads the page it needs and no read-around
+ * (MADV_RANDOM). A fault on a page not in the page cache otherwise reads
+ * read_ahead_kb around it (8 MiB on a virtio disk here): a walk over the
+ * item records of a DCP rank file just written with direct writes read the
+ * whole file back from the disk (measured: bench/mdist_bench.sh). */
+void tpc_map_advise_random(const tpc_map *m);
+
 /* A second mapping of m's file, for one writer thread: a VMA of its own, so
  * that the drops of the thread's batches (tpc_map_drop) unmap no page another
  * thread's kernel copy is reading from. Two writers read the same pages of a
@@ -115,6 +123,8 @@ typedef struct tpc_out {
 	size_t scratch_len;
 	struct tpc_dio *dio; /* direct writes (O_DIRECT, their queue and staging); NULL
 			      * until the first write that could go direct */
+	uint64_t *keep;      /* tpc_out_keep_cached's ranges: off, end pairs */
+	size_t nkeep, capkeep;
 } tpc_out;
 
 enum { TPC_OUT_FORCE = 1 };
@@ -159,6 +169,15 @@ int tpc_out_copy_at(tpc_out *o, const tpc_map *src, uint64_t src_off, uint64_t l
  * under the inode lock), so only writes inside the size run several at a
  * time. tpc_out_finish cuts the file back to what was written, if less. */
 int tpc_out_reserve(tpc_out *o, uint64_t size, tpc_err *e);
+/* Bytes [off, off + len) of the output will be read back soon after it is
+ * committed (a zip's records: the set check and a DCP .metadata walk them):
+ * tpc_out_commit has them read into the page cache (POSIX_FADV_WILLNEED,
+ * queued, not waited for) once the file is written, where direct writes
+ * left it uncached; the walk otherwise waited for each of those pages in
+ * turn, and a fault there read read_ahead_kb (8 MiB here) of tensor bytes
+ * around it. Adjacent ranges are merged; best effort (out of memory: not
+ * kept). */
+void tpc_out_keep_cached(tpc_out *o, uint64_t off, uint64_t len);
 /* A page-aligned buffer of at least n bytes that lives as long as the output
  * (reused by its writer from tensor to tensor, so its pages are touched once;
  * freed by tpc_out_commit and tpc_out_abort); NULL when out of memory. */

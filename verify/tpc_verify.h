@@ -497,6 +497,9 @@ typedef struct tpc_vmodel {
 	double logit_mul;                /* the logits times this (Cohere's logit_scale); 0: none */
 	bool hidden_out;                 /* no head (BertModel): the model check compares the last
 					    hidden states [T, hidden] */
+	int64_t rope_max;                /* a dynamic rope's max_position_embeddings: more tokens
+					    are refused (transformers rescales its frequencies past
+					    them, dynamic_rope_update); 0: none */
 } tpc_vmodel;
 
 typedef struct tpc_verify_set {

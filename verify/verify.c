@@ -453,6 +453,10 @@ static int run_checks(const tpc_verify_set *s, const tpc_verify_opts *o, tpc_col
 		return tpc_err_set(e, TPC_EINPUT, "the set has tp %d, but %d ranks run", s->tp, c->size);
 	if (R.T > TPC_VERIFY_MAX_TOKENS)
 		return tpc_err_set(e, TPC_EUSAGE, "%lld tokens (at most %d)", (long long)R.T, TPC_VERIFY_MAX_TOKENS);
+	if (s->model && s->model->rope_max > 0 && R.T > s->model->rope_max)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "%lld tokens, past the dynamic rope's max_position_embeddings %lld (transformers rescales its frequencies there; verify does not)",
+				   (long long)R.T, (long long)s->model->rope_max);
 	if ((ret = tpc_verify_set_validate(s, e)))
 		return ret;
 	if (!(R.xb = tpc_calloc((size_t)R.tp, sizeof(tpc_vresult))))

@@ -1192,6 +1192,24 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	if (a->chunk < 0)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a chunked attention layer needs config.json's attention_chunk_size",
 				   nm);
+	if (a->rope && f && f->rope_unknown[0] && !a->mla && !a->delta)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': config.json's rope_type '%s' is not one verify's forward computes (default, linear, dynamic, yarn, llama3): refused rather than rotated as a plain rope",
+				   nm, f->rope_unknown);
+	/* a dynamic rope: within max_position_embeddings transformers' dynamic
+	 * NTK is the default rope; a record's alpha rope (HunYuan's) rotates by
+	 * theta * alpha ^ (head_dim / (head_dim - 2)) */
+	if (a->rope && f && f->rope_dynamic && !a->mla && !a->delta) {
+		if (f->max_pos < 1)
+			return tpc_err_set(e, TPC_EINPUT, "layer '%s': a dynamic rope needs config.json's max_position_embeddings",
+					   nm);
+		if (m->parts.rope_alpha && f->rope_alpha > 0) {
+			if (a->head_dim < 3)
+				return tpc_err_set(e, TPC_EINPUT, "layer '%s': a dynamic alpha rope on a %lld-dim head", nm,
+						   (long long)a->head_dim);
+			a->rope_theta *= pow(f->rope_alpha, (double)a->head_dim / (double)(a->head_dim - 2));
+		}
+	}
 	if (!m->parts.partial_rope || !a->rope || a->mla || a->delta)
 		return 0;
 	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;
@@ -1229,6 +1247,8 @@ static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, 
 		    (ret = layer_add(m, &L, nm, e)))
 			free(L.moe.exp);
 	}
+	if (!ret && f && f->rope_dynamic)
+		m->rope_max = f->max_pos;
 	if (!ret && (!m->nlayers || (f && f->layers && f->layers != m->nlayers)))
 		ret = tpc_err_set(e, TPC_EINPUT, "model: found %lld layers%s", (long long)m->nlayers,
 				  m->nlayers ? ", not the configured number" : "");

@@ -888,6 +888,39 @@ static cJSON *arr_item(const tpc_gguf_kv *k, const char *kinds)
 	return kinds ? arr : nz > 0 ? cJSON_CreateNumber((double)nz) : NULL;
 }
 
+/* The record's alpha rope (tpc_gguf_rope_alpha: HunYuanMoEModel's "dynamic"),
+ * which the reference writes as a plain one: a GGUF with rope scaling "none"
+ * and an original context gets its rope parameters back when freq_base is
+ * the one of the only alpha and theta the reference writes (alpha is not in
+ * the GGUF), max_position_embeddings the context written (the checkpoint's
+ * 32768 is not in it either); another freq_base is refused, never read as a
+ * plain rope of that base. Before the record's rows (its rope_theta written
+ * here). */
+static int cfg_rope_alpha(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
+{
+	const tpc_gguf_rope_alpha *ra = h->a->rope_alpha;
+	const tpc_gguf_kv *t = kv_get(kv, h->arch, "rope.scaling.type"), *fb = kv_get(kv, h->arch, "rope.freq_base");
+	int64_t orig = kv_int(kv_get(kv, h->arch, "rope.scaling.original_context_length"));
+	int64_t hidden = kv_int(kv_get(kv, h->arch, "embedding_length"));
+	if (!ra || !ra->rope_type || !t || t->type != TPC_GV_STRING || strcmp(t->s, "none") || orig < 0)
+		return 0;
+	int64_t dim = hidden > 0 && h->heads > 0 ? hidden / h->heads : 0;
+	float want = dim > 2 ? (float)(ra->theta * pow(ra->alpha, (double)dim / (double)(dim - 2))) : 0;
+	if (!fb || fb->type != TPC_GV_F32 || (float)fb->v.f != want || orig != ra->ctx || (ra->dim && dim != ra->dim))
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+				  "%s.rope.freq_base %g with rope.scaling.type 'none' and an original context of %lld: not the %s rope of alpha %g, rope_theta %g and a %lld-dim head convert_hf_to_gguf.py writes (%.9g, %lld), and alpha is not in the GGUF: not rebuilt into config.json",
+				  h->arch, fb && fb->type == TPC_GV_F32 ? fb->v.f : -1.0, (long long)orig, ra->rope_type, ra->alpha,
+				  ra->theta, (long long)dim, (double)want, (long long)ra->ctx);
+	cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
+	if (!rp || !cJSON_AddStringToObject(rp, "rope_type", ra->rope_type) ||
+	    !cJSON_AddItemToObject(rp, "alpha", float_item(ra->alpha)) ||
+	    !cJSON_AddItemToObject(rp, "factor", float_item(1.0)) ||
+	    !cJSON_AddItemToObject(rp, "rope_theta", float_item(ra->theta)) ||
+	    !cJSON_AddItemToObject(o, "rope_theta", float_item(ra->theta)))
+		return tpc_err_nomem(h->e);
+	return 0;
+}
+
 static int cfg_rules(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, const tpc_gguf_cfg_rule *r)
 {
 	for (; r->member; r++) {
@@ -1150,6 +1183,8 @@ int tpc__gguf_hf_config(const tpc_ckpt *ck, char **json, tpc_err *e)
 	if (!o)
 		return tpc_err_nomem(e);
 	ret = cfg_common(o, &h, kv);
+	if (!ret)
+		ret = cfg_rope_alpha(o, &h, kv);
 	if (!ret)
 		ret = cfg_rules(o, &h, kv, h.a->hf_cfg);
 	if (!ret)

@@ -770,6 +770,61 @@ static int key_const(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *u
 	return 0;
 }
 
+/* A number of the rope parameters (else `dflt`); refused when not a number */
+static int rope_num(conv *cv, const char *name, double dflt, double *out)
+{
+	const cJSON *v = tpc__gk_rope_member(&cv->c, name);
+	*out = v ? v->valuedouble : dflt;
+	return !v || cJSON_IsNumber(v) ? 0 : tpc__gk_cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' is not a number", name);
+}
+
+/* TPC_KH_ROPE_ALPHA: the record's alpha rope (HunYuanMoEModel.set_gguf_parameters'
+ * "dynamic"): what the reference asserts refused by name, then freq_base
+ * theta * alpha ^ (dim / (dim - 2)) in double as Python computes it (an F32
+ * key), scaling "none", factor 1, the original context and context_length */
+static int rope_alpha_keys(conv *cv, const tpc_gguf_kv_rule *r)
+{
+	const tpc_gguf_rope_alpha *ra = cv->spec->rope_alpha;
+	const cJSON *t = tpc__gk_rope_member(&cv->c, "rope_type");
+	double alpha = 0, theta = 0;
+	uint64_t h = 0, heads = 0, ctx = 0;
+	char msg[200], key[160];
+	(void)r;
+	if (!ra || !ra->rope_type || !cJSON_IsString(t) || strcmp(t->valuestring, ra->rope_type))
+		return 0;
+	if (rope_num(cv, "alpha", ra->alpha, &alpha) || rope_num(cv, "rope_theta", ra->theta, &theta) ||
+	    tpc__gk_two_u32(&cv->c, "hidden_size", "num_attention_heads", &h, &heads, cv->e) ||
+	    tpc__gk_cfg_req_u32(&cv->c, "max_position_embeddings", &ctx, cv->e))
+		return -1;
+	uint64_t dim = h / heads;
+	msg[0] = 0;
+	if (alpha != ra->alpha)
+		snprintf(msg, sizeof(msg), "alpha %g, not %g", alpha, ra->alpha);
+	else if (theta != ra->theta)
+		snprintf(msg, sizeof(msg), "rope_theta %g, not %g", theta, ra->theta);
+	else if (ra->dim && dim != (uint64_t)ra->dim)
+		snprintf(msg, sizeof(msg), "a head of %llu dims (hidden_size / num_attention_heads), not %lld",
+			 (unsigned long long)dim, (long long)ra->dim);
+	else if (ctx != (uint64_t)ra->ctx_from[0] && ctx != (uint64_t)ra->ctx_from[1])
+		snprintf(msg, sizeof(msg), "max_position_embeddings %llu, not %lld or %lld", (unsigned long long)ctx,
+			 (long long)ra->ctx_from[0], (long long)ra->ctx_from[1]);
+	if (msg[0]) {
+		char full[260];
+		snprintf(full, sizeof(full), "%s rope with %s: convert_hf_to_gguf.py asserts those (its rule for another is unknown)",
+			 ra->rope_type, msg);
+		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: a %s", full);
+	}
+	if (dim < 3)
+		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: a %s rope on a head of under 3 dims", ra->rope_type);
+	snprintf(key, sizeof(key), "%s.rope.scaling.type", cv->spec->arch);
+	return tpc__gk_kv_put(cv, "rope.freq_base", F32, theta * pow(alpha, (double)dim / (double)(dim - 2)), 0) ||
+			       tpc__gk_kv_str(cv, key, "none") || tpc__gk_kv_put(cv, "rope.scaling.factor", F32, 1.0, 0) ||
+			       tpc__gk_kv_put(cv, "rope.scaling.original_context_length", U32, 0, (uint64_t)ra->ctx) ||
+			       tpc__gk_kv_put(cv, "context_length", U32, 0, (uint64_t)ra->ctx)
+		       ? -1
+		       : 0;
+}
+
 /* Whether a rule of this kind looks its names up in config.json as
  * alternatives (the others read them as their own syntax, or not at all) */
 static bool finds_names(tpc_gguf_kh how)
@@ -790,7 +845,7 @@ static bool finds_names(tpc_gguf_kh how)
 	case TPC_KH_MULTIPLE_OF:
 	case TPC_KH_LAYER_IS:
 	case TPC_KH_ROPE_SECTIONS:
-	case TPC_KH_REFUSE_ROPE:
+	case TPC_KH_ROPE_ALPHA:
 		return false;
 	default:
 		return true;
@@ -808,6 +863,7 @@ static int (*const own_keys[])(conv *cv, const tpc_gguf_kv_rule *r) = {
 	[TPC_KH_LAYERS_OF] = key_layers_of,
 	[TPC_KH_MULTIPLE_OF] = key_multiple_of,
 	[TPC_KH_ROPE_SECTIONS] = rope_sections_default,
+	[TPC_KH_ROPE_ALPHA] = rope_alpha_keys,
 };
 
 /* One rule: 0 with *put false (no key), 0 with the value in *u or *f, or -1. */
@@ -939,12 +995,6 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 		return key_product(cv, r, u);
 	case TPC_KH_LIST_SAME:
 		return key_list_same(cv, r, v, which, u);
-	case TPC_KH_REFUSE_ROPE:
-		*put = false;
-		v = tpc__gk_rope_member(c, "rope_type");
-		return cJSON_IsString(v) && r->names && !strcmp(v->valuestring, r->names)
-			       ? tpc__gk_cfg_err(c, cv->e, "config.json: rope_type '%s' is not written to GGUF by tpconv yet", r->names)
-			       : 0;
 	case TPC_KH_SWA_PATTERN: /* own_keys: not reached */
 	case TPC_KH_ROPE_OFF_EVERY:
 	case TPC_KH_NO_SWA:
@@ -954,6 +1004,7 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 	case TPC_KH_LAYERS_OF:
 	case TPC_KH_MULTIPLE_OF:
 	case TPC_KH_ROPE_SECTIONS:
+	case TPC_KH_ROPE_ALPHA:
 	case TPC_KH_END:
 		break;
 	}

@@ -260,6 +260,9 @@ int tpc_zipw_begin(tpc_zipw *w, const char *name, uint64_t size, uint64_t *data_
 		w->failed = true;
 		goto out;
 	}
+	/* a reader of the archive reads every record's local header (the
+	 * payload's place): kept in the page cache once written */
+	tpc_out_keep_cached(w->out, w->base + p.header_offset, p.header_len);
 	w->recs[w->n].name = full;
 	w->recs[w->n].header_offset = p.header_offset;
 	w->recs[w->n].size = size;
@@ -317,6 +320,9 @@ int tpc_zipw_end(tpc_zipw *w, uint32_t crc32, tpc_err *e)
 		w->failed = true;
 		goto out;
 	}
+	/* the descriptor, beside the next record's header (tpc_zipw_add keeps
+	 * a record from memory whole: data.pkl is read, a tensor's bytes not) */
+	tpc_out_keep_cached(w->out, w->base + w->cur.data_offset + w->cur_size, w->cur.desc_len);
 	w->recs[w->n - 1].crc32 = w->cur_size ? crc32 : 0;
 	w->pos = w->cur.end;
 	w->in_record = false;
@@ -329,9 +335,11 @@ int tpc_zipw_add(tpc_zipw *w, const char *name, const void *data, uint64_t len, 
 	int ret = 0;
 	uint32_t crc = len ? tpc_crc32_parallel(data, len) : 0;
 	const uint8_t *p = data;
+	uint64_t at;
 
-	if ((ret = tpc_zipw_begin(w, name, len, NULL, e)))
+	if ((ret = tpc_zipw_begin(w, name, len, &at, e)))
 		goto out;
+	tpc_out_keep_cached(w->out, at, len);
 	while (len) { /* tpc_out_write takes size_t */
 		size_t k = len > (1u << 30) ? (1u << 30) : (size_t)len;
 		if ((ret = tpc_zipw_write(w, p, k, e)))
@@ -381,6 +389,7 @@ int tpc_zipw_finish(tpc_zipw *w, tpc_err *e)
 		w->failed = true;
 		goto out;
 	}
+	tpc_out_keep_cached(w->out, w->base + w->pos, b.len); /* the central directory and end records */
 	w->pos += b.len;
 	w->finished = true;
 out:

@@ -31,8 +31,8 @@ expect "the unknown output kind names every output name the registry has" 2 "nam
 # the format lists of --help come from the format registry: every output format and the folder
 for c in convert merge; do
   run "$TPCONV" $c --help
-  miss=""; for w in safetensors torch dcp gguf folder '\*.pth' '\*.gguf'; do grep -q "^  $w \|$w" "$T/out" || miss="$miss $w"; done
-  grep -q -- "--format NAME  *safetensors, torch, dcp or gguf" "$T/out" || miss="$miss --format-line"
+  miss=""; for w in safetensors torch dcp ds-universal gguf folder '\*.pth' '\*.gguf'; do grep -q "^  $w \|$w" "$T/out" || miss="$miss $w"; done
+  grep -q -- "--format NAME  *safetensors, torch, dcp, ds-universal or gguf" "$T/out" || miss="$miss --format-line"
   [ -z "$miss" ] && ok "$c --help names every output format" || bad "$c --help names every output format" "missing:$miss"
 done
 run "$TPCONV" convert "$CORPUS/safetensors/st_samples_B.safetensors" -o "$T/shards" --max-shard-size 12Q

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -975,10 +976,12 @@ static void test_sweep_temporaries(void **st)
 /* Direct writes (tpc_io.c): staged sequential bytes and in-phase copies go
  * O_DIRECT where the file system takes it, their ragged ends buffered; a
  * copy, a pwrite or the commit writes out what is staged first. The file
- * must hold exactly what the calls wrote, in the order they wrote it. */
-static void test_direct_output(void **st)
+ * must hold exactly what the calls wrote, in the order they wrote it: sized
+ * ahead by the writer (tpc_out_reserve, `reserve`) or not (then the queue
+ * sets the size ahead of its writes itself, tpc_dio.c reserve_ahead), the
+ * commit cuts it back to the bytes written. */
+static void direct_output(bool reserve)
 {
-	(void)st;
 	char *dir = test_tmpdir();
 	char path[4200], in[4200];
 	size_t insz = 40u << 20, cap = 96u << 20, at = 0;
@@ -1003,7 +1006,8 @@ static void test_direct_output(void **st)
 	assert_int_equal(tpc_map_open(&m, in, &e), 0);
 	assert_int_equal(tpc_out_open(&o, path, 0, &e), 0);
 	/* sized ahead, larger than what is written: the commit cuts it back */
-	assert_int_equal(tpc_out_reserve(&o, cap, &e), 0);
+	if (reserve)
+		assert_int_equal(tpc_out_reserve(&o, cap, &e), 0);
 #define PUT(p, n) (memcpy(want + at, (p), (n)), at += (n))
 	/* a small header: buffered */
 	assert_int_equal(tpc_out_write(&o, user, 100, &e), 0);
@@ -1029,6 +1033,12 @@ static void test_direct_output(void **st)
 	so = 4096 * 10 + (o.size % 4096);
 	assert_int_equal(tpc_out_copy(&o, &m, so, (36u << 20) + 5, &e), 0);
 	PUT(src + so, (36u << 20) + 5);
+	/* queued writes never extend the file (ext4 would complete them inside
+	 * io_submit): its size is ahead of them */
+	struct stat fs;
+	assert_int_equal(fstat(o.fd, &fs), 0);
+	if (tpc_out_is_direct(&o) && tpc_io_settings()->direct_async)
+		assert_true((uint64_t)fs.st_size > o.size);
 	/* an out-of-phase copy: buffered */
 	so = 4096 * 3000 + ((o.size + 100) % 4096);
 	assert_int_equal(tpc_out_copy(&o, &m, so, (2u << 20) + 17, &e), 0);
@@ -1065,6 +1075,65 @@ static void test_direct_output(void **st)
 	free(dir);
 }
 
+static void test_direct_output(void **st)
+{
+	(void)st;
+	direct_output(true);
+	direct_output(false);
+}
+
+/* tpc_out_keep_cached: ranges within a page of the last one merge; once the
+ * file is committed the kept pages are in the page cache (read back with
+ * POSIX_FADV_WILLNEED where direct writes left them out; polled, the read
+ * is queued, not waited for). */
+static void test_keep_cached(void **st)
+{
+	(void)st;
+	char *dir = test_tmpdir();
+	char path[4200];
+	size_t size = 12u << 20;
+	uint8_t *buf = malloc(size);
+	assert_non_null(buf);
+	for (size_t i = 0; i < size; i++)
+		buf[i] = (uint8_t)(i * 13 + 1);
+	snprintf(path, sizeof(path), "%s/kept.bin", dir);
+	tpc_out o;
+	tpc_err e;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_out_open(&o, path, 0, &e), 0);
+	assert_int_equal(tpc_out_write(&o, buf, size, &e), 0);
+	tpc_out_keep_cached(&o, 100, 100);
+	tpc_out_keep_cached(&o, 300, 100);  /* merged with the one before */
+	tpc_out_keep_cached(&o, 4000, 10);  /* within a page of its end: merged */
+	tpc_out_keep_cached(&o, 7u << 20, 10);
+	tpc_out_keep_cached(&o, 9u << 20, 0); /* empty: nothing */
+	assert_int_equal(o.nkeep, 2);
+	assert_int_equal(o.keep[0], 100);
+	assert_int_equal(o.keep[1], 4010);
+	assert_int_equal(tpc_out_commit(&o, &e), 0);
+	tpc_out_abort(&o);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char v0 = 0, v1 = 0;
+	for (int tries = 0; tries < 200 && !((v0 & 1) && (v1 & 1)); tries++) {
+		assert_int_equal(mincore(m, (size_t)pg, &v0), 0);
+		assert_int_equal(mincore((uint8_t *)m + (7u << 20), (size_t)pg, &v1), 0);
+		if (!((v0 & 1) && (v1 & 1)))
+			usleep(10000);
+	}
+	assert_true(v0 & 1);
+	assert_true(v1 & 1);
+	assert_memory_equal((uint8_t *)m + (7u << 20), buf + (7u << 20), 64);
+	munmap(m, size);
+	close(fd);
+	free(buf);
+	test_rmrf(dir);
+	free(dir);
+}
+
 /* Resident kB of the mapping that starts at p (/proc/self/smaps), -1 if not found. */
 static long mapping_rss_kb(const void *p)
 {
@@ -1082,6 +1151,31 @@ static long mapping_rss_kb(const void *p)
 	if (f)
 		fclose(f);
 	return kb;
+}
+
+/* Does the mapping that starts at p carry VmFlags `flag` (/proc/self/smaps)?
+ * -1 if the mapping or its flags are not found. */
+static int mapping_has_flag(const void *p, const char *flag)
+{
+	char line[512], want[32];
+	int r = -1;
+	bool in = false;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)(uintptr_t)p);
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, ' ') && strchr(line, '-') < strchr(line, ' ')) {
+			in = !strncmp(line, want, strlen(want));
+		} else if (in && !strncmp(line, "VmFlags:", 8)) {
+			char pat[16];
+			snprintf(pat, sizeof(pat), " %s ", flag);
+			line[strcspn(line, "\n")] = ' ';
+			r = strstr(line + 8, pat) != NULL;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return r;
 }
 
 /* An input that shrinks while it is mapped (another process truncates it):
@@ -1189,6 +1283,14 @@ static void test_map_drop(void **st)
 		tpc_map_drop(&m, 100, 10);
 		assert_int_equal(mapping_rss_kb(m.data), (long)(block / 1024));
 	}
+	/* a walk over records far apart: no read-around (smaps' "rr", MADV_RANDOM) */
+	int rr = mapping_has_flag(m.data, "rr");
+	tpc_map_advise_random(&m);
+	if (rr >= 0) {
+		assert_int_equal(rr, 0);
+		assert_int_equal(mapping_has_flag(m.data, "rr"), 1);
+	}
+	assert_int_equal(m.data[block - 1], 0);
 	tpc_map_close(&m);
 	free(buf);
 	test_rmrf(dir);
@@ -1413,7 +1515,7 @@ int main(void)
 		cmocka_unit_test(test_hash_names),        cmocka_unit_test(test_dtypes),
 		cmocka_unit_test(test_json_str), cmocka_unit_test(test_bars),      cmocka_unit_test(test_strided_views),
 		cmocka_unit_test(test_composites),    cmocka_unit_test(test_stack),    cmocka_unit_test(test_split_heads), cmocka_unit_test(test_unit_dim), cmocka_unit_test(test_tile_groups), cmocka_unit_test(test_gather_write),
-		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output),
+		cmocka_unit_test(test_atomic_output), cmocka_unit_test(test_sweep_temporaries), cmocka_unit_test(test_direct_output), cmocka_unit_test(test_keep_cached),
 		cmocka_unit_test(test_extras),        cmocka_unit_test(test_extras_config_numbers),
 		cmocka_unit_test(test_extras_config_dtype), cmocka_unit_test(test_map_drop), cmocka_unit_test(test_shrunk_input),
 		cmocka_unit_test(test_scratch),       cmocka_unit_test(test_ties), cmocka_unit_test(test_swap_dims),

@@ -108,6 +108,22 @@ try:
 except ImportError:
     pass
 
+# ---- DeepSpeed universal checkpoints: the committed folders as file images ----
+def universal_seed(tag, optim):
+    files = []
+    for dp, _, fs in sorted(os.walk(tag)):
+        for f in sorted(fs):
+            rel = os.path.relpath(os.path.join(dp, f), tag)
+            files.append((rel.encode(), rd(os.path.join(dp, f))))
+    out = bytes([min(len(files), 32) - 1, 1 if optim else 0])
+    for rel, b in files[:32]:
+        out += bytes([len(rel)]) + rel + struct.pack('<I', len(b)) + b
+    return out
+for d in ('ds_universal', 'ds_universal3'):
+    for optim in (True, False):
+        put('ds_universal', '%s%s' % (d, '_optim' if optim else ''),
+            universal_seed(os.path.join(SRC, 'tests', 'data', d, 'global_step14_universal'), optim))
+
 # ---- safetensors ----
 for p in sorted(glob.glob(os.path.join(CORPUS, 'safetensors', '*.safetensors'))):
     put('safetensors', os.path.basename(p), rd(p))

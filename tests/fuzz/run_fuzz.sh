@@ -17,8 +17,8 @@ if [ ${#targets[@]} = 0 ]; then
   for f in "$B"/tests/fuzz/fuzz_*; do [ -f "$f" ] && [ -x "$f" ] && targets+=("$(basename "$f" | sed 's/^fuzz_//')"); done
 fi
 # per-target input size limit and dictionary
-maxlen() { case $1 in zip|torch_zip|torch_legacy|safetensors) echo 65536;; pickle) echo 16384;; *) echo 16384;; esac; }
-dict() { case $1 in pickle|torch_legacy) echo pickle;; zip|torch_zip) echo zip;; *) echo json;; esac; }
+maxlen() { case $1 in zip|torch_zip|torch_legacy|safetensors|ds_universal) echo 65536;; pickle) echo 16384;; *) echo 16384;; esac; }
+dict() { case $1 in pickle|torch_legacy) echo pickle;; zip|torch_zip|ds_universal) echo zip;; *) echo json;; esac; }
 found=0
 printf '# %-13s %6s %11s %8s %6s %7s %s\n' target secs execs exec/s cov corpus findings
 for t in "${targets[@]}"; do

@@ -1154,6 +1154,24 @@ PY
     bad "$fam: convert to GGUF (exit $rc)" "$(cat "$T/err")"
   fi
 done
+# the same model under Hunyuan-A13B's rope (tests/data/tiny_hunyuan_moe_dyn.json:
+# rope_type "dynamic", alpha 1000; make_tiny_hunyuan_dyn.py): verify's forward
+# rotates by the alpha-scaled base (test_verify's test_hunyuan_moe_dynamic_rope
+# against transformers' logits) and passes at tp 2; more tokens than
+# max_position_embeddings (64), where transformers rescales the frequencies,
+# refused by name (exit 3)
+HO="$T/tiny-hydyn"
+rm -rf "$HO" "$T/o" && mkdir "$HO" && cp "$SRC/tests/data/tiny_hunyuan_moe_dyn.json" "$HO/config.json" &&
+  cp "$SRC/tests/data/tiny_hunyuan_moe.safetensors" "$HO/model.safetensors"
+"$TPCONV" shard "$HO" --tp 2 -o "$T/o" -q 2> "$T/err" &&
+  "$TPCONV" verify --reference "$HO" --shards "$T/o" > "$T/out" 2>> "$T/err"; rc=$?
+"$TPCONV" verify --reference "$HO" --shards "$T/o" --tokens 65 > /dev/null 2> "$T/err2"; rc2=$?
+if [ $rc -eq 0 ] && grep -Eq '^ +model +model .* pass' "$T/out" && [ $rc2 -eq 3 ] &&
+   grep -qF "65 tokens, past the dynamic rope's max_position_embeddings 64" "$T/err2"; then
+  ok "hunyuan-moe with a dynamic (NTK-alpha) rope: verify's model check passes at tp 2; 65 tokens past max_position_embeddings refused by name"
+else
+  bad "hunyuan-moe with a dynamic rope: verify (exit $rc, $rc2)" "$(cat "$T/err" "$T/err2")"
+fi
 # HunYuan MoE (tiny-hunyuan-moe, its tiktoken vocabulary; the reference's
 # files compared whole above): its GGUF into Hugging Face form (hy.tiktoken
 # rebuilt, the lists a layer each) and back, byte-identical at f32, f16 and
@@ -1199,7 +1217,7 @@ hy_bad "moe_topk a number" "'moe_topk' is not a list of a number a layer"
 hy_cfg 'c["moe_topk"] = [2, 1]'
 hy_bad "moe_topk differing between layers" "'moe_topk' differs between layers"
 hy_cfg 'c["rope_parameters"] = {"rope_type": "dynamic", "alpha": 1000.0, "rope_theta": 10000.0, "factor": 1.0}'
-hy_bad "a dynamic (NTK-alpha) rope" "rope_type 'dynamic' is not written to GGUF by tpconv yet"
+hy_bad "a dynamic (NTK-alpha) rope on an 8-dim head" "a dynamic rope with a head of 8 dims (hidden_size / num_attention_heads), not 128"
 hy_cfg 'c["vocab_size"] = 312'
 hy_bad "a vocab_size without room for the special tokens" "vocab_size: not hy.tiktoken's ranks and 5"
 hy_copy; : > "$T/hy/b/tiny-hunyuan-moe/hy.tiktoken"
@@ -1220,6 +1238,86 @@ if [ $rc -eq 3 ] && grep -qF "tokenizer.ggml.merges: merge 0 is not the one hy.t
   ok "hunyuan-moe: a GGUF whose merges are not hy.tiktoken's ranks' into Hugging Face form refused by name (exit 3)"
 else
   bad "hunyuan-moe: altered merges into Hugging Face form (exit $rc)" "$(cat "$T/err")"
+fi
+# HunYuan MoE with Hunyuan-A13B's rope (make_arch_fixtures.py hunyuan_dyn:
+# hydyn/tiny-hunyuan-moe, rope_type "dynamic", alpha 1000, rope_theta 10000,
+# one 128-dim head, max_position_embeddings 32768): f32, f16, bf16 and q8_0
+# byte-identical to the reference's (ref/hunyuan-moe-dyn.sha256: freq_base
+# 10000 x 1000^(128/126), scaling none, factor 1, a 256k context); its GGUF
+# into Hugging Face form (the rope parameters back, max_position_embeddings
+# 262144) and back byte-identical at f32, f16 and bf16; what the reference
+# asserts (ref/hunyuan-moe-dyn-refused.txt: alpha 500, a 64-dim head,
+# rope_theta 20000, max_position_embeddings 4096, each its AssertionError)
+# refused by name (exit 3), nothing written; a GGUF of another freq_base under
+# scaling none into Hugging Face form refused by name
+HD="$A/hydyn/tiny-hunyuan-moe"
+rm -rf "$T/hd" && mkdir "$T/hd"
+hd_fail=
+while read -r sum name; do
+  ot=${name#hunyuan-moe-dyn-}; ot=${ot%.gguf}
+  "$TPCONV" convert "$HD" -o "$T/hd/$ot.gguf" --outtype "$ot" -q 2> "$T/err" && sha256 "$T/hd/$ot.gguf" &&
+    [ "$REPLY" = "$sum" ] || hd_fail+="$ot: $(head -c 300 "$T/err") "
+done < "$A/ref/hunyuan-moe-dyn.sha256"
+if [ -z "$hd_fail" ]; then
+  ok "hunyuan-moe with a dynamic (NTK-alpha) rope: f32, f16, bf16, q8_0 byte-identical to convert_hf_to_gguf.py's"
+else
+  bad "hunyuan-moe with a dynamic rope to GGUF" "$hd_fail"
+  "$DUMP" "$HD" f32 2>&1 | no_tok | diff <(no_tok "$A/ref/hunyuan-moe-dyn-f32.txt") - | head -20
+fi
+hd_fail=
+for ot in f32 f16 bf16; do
+  if ! "$TPCONV" convert "$T/hd/$ot.gguf" -o "$T/hd/$ot/tiny-hunyuan-moe/" -q 2> "$T/err" ||
+     ! "$TPCONV" convert "$T/hd/$ot/tiny-hunyuan-moe" -o "$T/hd/$ot-back.gguf" --outtype "$ot" -q 2>> "$T/err" ||
+     ! cmp -s "$T/hd/$ot.gguf" "$T/hd/$ot-back.gguf"; then
+    hd_fail+="$ot: $(head -c 300 "$T/err") "
+  fi
+done
+if [ -z "$hd_fail" ] && python3 - "$T/hd/f32/tiny-hunyuan-moe/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+want = {"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0}
+sys.exit(0 if c["rope_parameters"] == want and c["max_position_embeddings"] == 262144 else 1)
+PY
+then
+  ok "hunyuan-moe dynamic rope: GGUF -> HF (rope parameters rebuilt, a 256k context) -> GGUF byte-identical at f32, f16, bf16"
+else
+  bad "hunyuan-moe dynamic rope: GGUF -> HF -> GGUF" "$hd_fail" "$(cat "$T/hd/f32/tiny-hunyuan-moe/config.json" 2>/dev/null | head -30)"
+fi
+declare -A HD_EDIT=(
+  [alpha500]='c["rope_parameters"]["alpha"] = 500.0'
+  [dim64]='c.update(num_attention_heads=2, num_key_value_heads=2, head_dim=64)'
+  [theta20000]='c["rope_parameters"]["rope_theta"] = 20000.0'
+  [ctx4096]='c["max_position_embeddings"] = 4096')
+declare -A HD_MSG=(
+  [alpha500]="a dynamic rope with alpha 500, not 1000"
+  [dim64]="a dynamic rope with a head of 64 dims (hidden_size / num_attention_heads), not 128"
+  [theta20000]="a dynamic rope with rope_theta 20000, not 10000"
+  [ctx4096]="a dynamic rope with max_position_embeddings 4096, not 32768 or 262144")
+while read -r v _ rc why; do
+  rm -rf "$T/hd/b" && mkdir "$T/hd/b" && cp -r "$HD" "$T/hd/b/"
+  python3 -c 'import json, sys
+p = sys.argv[1]; c = json.load(open(p)); exec(sys.argv[2]); json.dump(c, open(p, "w"))' "$T/hd/b/tiny-hunyuan-moe/config.json" "${HD_EDIT[$v]}"
+  "$TPCONV" convert "$T/hd/b/tiny-hunyuan-moe" -o "$T/hd/b.gguf" -q 2> "$T/err"; r=$?
+  if [ "$rc" = 1 ] && [[ $why == AssertionError:* ]] && [ $r -eq 3 ] && grep -qF -- "${HD_MSG[$v]}" "$T/err" &&
+     [ ! -e "$T/hd/b.gguf" ]; then
+    ok "hunyuan-moe dynamic rope $v: refused by name (exit 3), as the reference asserts; nothing written"
+  else
+    bad "hunyuan-moe dynamic rope $v (exit $r; the reference's exit $rc)" "$(cat "$T/err")"
+  fi
+done < "$A/ref/hunyuan-moe-dyn-refused.txt"
+python3 - "$T/hd/f32.gguf" "$T/hd/m.gguf" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+at = b.find(b"hunyuan-moe.rope.freq_base") + len(b"hunyuan-moe.rope.freq_base") + 4  # past the value type
+b[at:at + 4] = struct.pack("<f", 1e6)
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+"$TPCONV" convert "$T/hd/m.gguf" -o "$T/hd/m/" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "hunyuan-moe.rope.freq_base 1e+06 with rope.scaling.type 'none' and an original context of 262144: not the dynamic rope" "$T/err" &&
+   [ ! -e "$T/hd/m/config.json" ]; then
+  ok "hunyuan-moe: a GGUF of another freq_base under rope scaling none into Hugging Face form refused by name (exit 3)"
+else
+  bad "hunyuan-moe: another freq_base under rope scaling none (exit $rc)" "$(cat "$T/err")"
 fi
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a
 # block tensor is not concatenated): refused by name, nothing written

@@ -625,6 +625,80 @@ def nomtp_refs():
         f.write("exit %d\n%s" % (r.returncode, "".join(l + "\n" for l in r.stderr.splitlines() if "--no-nextn" in l)))
 
 
+# HunYuan MoE with Hunyuan-A13B's rope: rope_type "dynamic" with alpha 1000
+# (NTK-aware alpha scaling: transformers' HunYuanMoEV1RotaryEmbedding takes
+# rope_theta * alpha ** (head_dim / (head_dim - 2)) as its base), rope_theta
+# 10000, max_position_embeddings 32768, which HunYuanMoEModel.set_gguf_parameters
+# asserts, with a 128-dim head (hidden_size // num_attention_heads, also
+# asserted): hidden 128, one head of 128 (one kv head), 4 experts of 16 top-2,
+# a shared MLP of 16, 2 layers, bf16 on disk, seed 67; tiny-hunyuan-moe's
+# tokenizer files (hy.tiktoken, its tokenization_hy.py). OUT/hydyn/tiny-hunyuan-moe,
+# the reference's GGUF of it at f32/f16/bf16/q8_0 (ref/hunyuan-moe-dyn.sha256,
+# ref/hunyuan-moe-dyn-f32.txt), and its refusals of edited configs (alpha 500;
+# two heads of 64: a 64-dim head; rope_theta 20000; max_position_embeddings
+# 4096): ref/hunyuan-moe-dyn-refused.txt, each one's exit and its error line
+HY_DYN_ROPE = {"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0}
+HY_DYN_BAD = {"alpha500": lambda c: c["rope_parameters"].update(alpha=500.0),
+              "dim64": lambda c: c.update(num_attention_heads=2, num_key_value_heads=2, head_dim=64),
+              "theta20000": lambda c: c["rope_parameters"].update(rope_theta=20000.0),
+              "ctx4096": lambda c: c.update(max_position_embeddings=4096)}
+
+
+def hunyuan_dyn():
+    src = os.path.join(HERE, "arch", "tiny-hunyuan-moe")
+    d = os.path.join(OUT, "hydyn", "tiny-hunyuan-moe")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    torch.manual_seed(67)
+    cfg = tf.HunYuanMoEV1Config(vocab_size=V, hidden_size=128, intermediate_size=16, num_hidden_layers=2,
+                                num_attention_heads=1, num_key_value_heads=1, head_dim=128, num_experts=4,
+                                moe_topk=[2, 2], attention_bias=False, tie_word_embeddings=False,
+                                max_position_embeddings=32768, rope_parameters=dict(HY_DYN_ROPE), bos_token_id=None,
+                                eos_token_id=None, pad_token_id=None, sep_token_id=None, eod_token_id=None)
+    m = tf.AutoModelForCausalLM.from_config(cfg)
+    rot = m.model.rotary_emb
+    assert rot.rope_type == "dynamic"  # the alpha-scaled base, not the default
+    base = 10000.0 * 1000.0 ** (128 / 126)
+    want = 1.0 / (base ** (torch.arange(0, 128, 2).float() / 128))
+    assert torch.equal(rot.inv_freq, want), "transformers does not build HunYuan's alpha rope"
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            b = 1.0 if "norm" in n and n.endswith("weight") else 0.0
+            p.copy_(b + torch.randn_like(p) * (0.1 if b else 0.3))
+    m.to(torch.bfloat16).save_pretrained(d)
+    for f in ("hy.tiktoken", "tokenization_hy.py", "tokenizer_config.json"):
+        shutil.copy(os.path.join(src, f), d)
+    c = json.load(open(os.path.join(d, "config.json")))
+    s = json.load(open(os.path.join(src, "config.json")))
+    c.update({k: s[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")}, moe_intermediate_size=[16, 16],
+             num_shared_expert=[1, 1])
+    json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2, sort_keys=True)
+    env = dict(os.environ, TPC_PRE="hunyuan")
+    with open(os.path.join(OUT, "ref", "hunyuan-moe-dyn.sha256"), "w") as s:
+        for ot in ("f32", "f16", "bf16", "q8_0"):
+            g = os.path.join(OUT, "ref", "hunyuan-moe-dyn-%s.gguf" % ot)
+            subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), d, "--outtype", ot, "--outfile", g],
+                           check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(g, "rb") as f:
+                s.write("%s  hunyuan-moe-dyn-%s.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), ot))
+    g = os.path.join(OUT, "ref", "hunyuan-moe-dyn-f32.gguf")
+    with open(g[:-5] + ".txt", "w") as f:
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf_arch_dump.py"), g], check=True, stdout=f)
+    with open(os.path.join(OUT, "ref", "hunyuan-moe-dyn-refused.txt"), "w") as out:
+        for name, edit in HY_DYN_BAD.items():
+            b = os.path.join(OUT, "hydyn-" + name, "tiny-hunyuan-moe")
+            shutil.rmtree(b, ignore_errors=True)
+            shutil.copytree(d, b)
+            c = json.load(open(os.path.join(b, "config.json")))
+            edit(c)
+            json.dump(c, open(os.path.join(b, "config.json"), "w"), indent=2)
+            r = subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), b, "--outtype", "f32", "--outfile",
+                                os.path.join(OUT, "ref", "x.gguf")], env=env, capture_output=True, text=True)
+            err = [l for l in r.stderr.splitlines() if "Error" in l][-1:]
+            out.write("%s exit %d %s\n" % (name, r.returncode, "".join(err)))
+    print("hydyn ok", flush=True)
+
+
 def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
     """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
     changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
@@ -664,7 +738,7 @@ def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
     # rope variants of tiny-llama and tiny-phi3; nomtp: the --no-mtp runs on
     # the committed models), or all
-    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS) + ["nomtp"]
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS) + ["nomtp", "hydyn"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
     for fam in (f for f in fams if f in FAMILIES):
         d = os.path.join(OUT, "models", "tiny-" + fam)
@@ -700,6 +774,8 @@ def main():
         llama_hf_variants()
     if "nomtp" in fams:
         nomtp_refs()
+    if "hydyn" in fams:
+        hunyuan_dyn()
 
 
 def tok_variant(d, v):

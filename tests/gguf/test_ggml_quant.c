@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "tpc_ggml.h"
+#include "tpc_ggml_int.h"
 
 static const uint32_t row_bits[256] = {
 	0x3da8f000, 0x3e1f0000, 0x80000000, 0xbde49000, 0x3de49000, 0xbd32e000, 0xbcc6c000, 0xbd0b2000,
@@ -316,6 +317,58 @@ static void test_mxfp4_pairs(void **st)
 	assert_int_equal(b[2], 0x02);
 }
 
+/* Q8_0's vector quantizer gives the scalar one's bytes: random values
+ * over many binades, halves that tie after scaling, zeros of both signs, a
+ * block of subnormals (1 / d overflows: NaN and infinite products), NaN and
+ * infinite inputs */
+static void test_q8_0_impls(void **st)
+{
+	(void)st;
+	enum { NB = 64 };
+	float x[NB * 32];
+	uint8_t want[NB * 34], got[NB * 34];
+	uint32_t r = 12345;
+	for (int i = 0; i < NB * 32; i++) {
+		r = r * 1664525u + 1013904223u;
+		float m = (float)(r >> 8) / 16777216.0f - 0.5f;
+		x[i] = ldexpf(m, (int)(r % 24) - 12);
+	}
+	for (int j = 0; j < 32; j++) {
+		x[32 + j] = (float)(j - 16) + 0.5f;  /* amax 15.5: ties */
+		x[64 + j] = j % 2 ? -0.0f : 0.0f;
+		x[96 + j] = ldexpf((float)(j + 1), -149); /* subnormals */
+		x[128 + j] = j == 5 ? NAN : (float)j;
+		x[160 + j] = j == 7 ? INFINITY : (float)j;
+		x[192 + j] = j == 9 ? -INFINITY : -(float)j;
+		x[224 + j] = j ? 0.0f : 1e-39f;
+	}
+	tpc__q8_0_fn all[2];
+	size_t c = tpc__ggml_q8_0_impls(all);
+	assert_true(c >= 1 && c <= 2);
+	all[0](x, want, NB * 32);
+	for (size_t v = 1; v < c; v++) {
+		memset(got, 0x5A, sizeof(got));
+		all[v](x, got, NB * 32);
+		assert_memory_equal(want, got, sizeof(want));
+	}
+}
+
+/* Q4_0's scale comes from the signed value of largest magnitude, the first
+ * one of a tie (ggml's strict > scan): -0.5 then 0.5 gives d = 0.0625,
+ * 0.5 then -0.5 gives -0.0625; an all -0 block 0 / -8 = -0 */
+static void test_q4_0_first_max(void **st)
+{
+	(void)st;
+	float x[3][32] = {{-0.5f, 0.5f}, {0.25f, 0.5f, -0.5f}, {0}};
+	uint8_t y[3 * 18];
+	for (int j = 0; j < 32; j++)
+		x[2][j] = -0.0f;
+	tpc_ggml_quantize(TPC_GGML_Q4_0, &x[0][0], y, 3, 32);
+	assert_int_equal(y[0] | y[1] << 8, 0x2C00);
+	assert_int_equal(y[18] | y[19] << 8, 0xAC00);
+	assert_int_equal(y[36] | y[37] << 8, 0x8000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -324,6 +377,8 @@ int main(void)
 		cmocka_unit_test(test_rows_independent),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_mxfp4_pairs),
+		cmocka_unit_test(test_q8_0_impls),
+		cmocka_unit_test(test_q4_0_first_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

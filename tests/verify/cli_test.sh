@@ -282,5 +282,23 @@ rc=$?
   grep -q "rank 2 index 1061: " out.txt && grep -q "rank 2 index 1062: " out.txt && grep -q "rank 2 index 35551: " out.txt &&
   ok "three changed elements of a row-parallel rank tensor: exit 1, each at its index" ||
   { notok "a changed row-parallel rank tensor: exit $rc"; sed 's/^/#   /' out.txt | head; }
+# a rope verify's forward does not compute (Phi-3's longrope) is refused by
+# name, not rotated as a plain rope; --checks without the forward still runs
+rm -rf lr s && mkdir lr && cp llama/model.safetensors lr/ &&
+  $PY - llama/config.json lr/config.json <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0] * 8,
+                     "original_max_position_embeddings": 64}
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+"$TPCONV" shard lr/model.safetensors --config lr/config.json --preset llama --tp 2 -o s -q > out.txt 2>&1
+"$TPCONV" verify --reference lr/model.safetensors --config lr/config.json --shards s > out.txt 2>&1
+rc=$?
+"$TPCONV" verify --reference lr/model.safetensors --config lr/config.json --shards s --checks structure,layers -q > /dev/null 2>&1
+rc2=$?
+[ $rc = 3 ] && [ $rc2 = 0 ] && grep -q "config.json's rope_type 'longrope' is not one verify's forward computes" out.txt &&
+  ok "a longrope config: the forward refused by name (exit 3), the slice checks still pass" ||
+  { notok "longrope: exit $rc / $rc2"; sed 's/^/#   /' out.txt | head; }
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -1186,14 +1186,25 @@ static void add_as_plan(const tpc_family *fam, tpc_ckpt *ck, tpc_verify_set *s)
 /* The set of tests/data/tiny_FILE (every tensor whole, split as the plan
  * would at tp 1), its facts from tiny_FILE.json and the model of record fam
  * built; ck and ex (transformers' logits) stay open for the caller */
+static void record_set_of(const tpc_family *fam, const char *file, const char *cfg, const char *out, tpc_ckpt *ck,
+			  tpc_ckpt *ex, tpc_verify_set *s, tpc_model_facts *f);
+
 static void record_set(const tpc_family *fam, const char *file, tpc_ckpt *ck, tpc_ckpt *ex, tpc_verify_set *s,
 		       tpc_model_facts *f)
+{
+	record_set_of(fam, file, file, "tiny_records_out.safetensors", ck, ex, s, f);
+}
+
+/* record_set with the weights of tiny_FILE, the config.json tiny_CFG.json
+ * and transformers' logits in OUT */
+static void record_set_of(const tpc_family *fam, const char *file, const char *cfg, const char *out, tpc_ckpt *ck,
+			  tpc_ckpt *ex, tpc_verify_set *s, tpc_model_facts *f)
 {
 	char st[128], js[4096];
 	tpc_err e;
 	snprintf(st, sizeof(st), "tiny_%s.safetensors", file);
-	tiny_open(st, "tiny_records_out.safetensors", ck, ex, s, &e);
-	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", file);
+	tiny_open(st, out, ck, ex, s, &e);
+	snprintf(js, sizeof(js), "%s/tests/data/tiny_%s.json", getenv("TPC_SRC") ? getenv("TPC_SRC") : "../../..", cfg);
 	memset(f, 0, sizeof(*f));
 	assert_int_equal(tpc_facts_from_file(f, js, &e), 0);
 	/* experts stacked in a 3-D tensor: one view each, as verify describes
@@ -1395,6 +1406,42 @@ static void test_hunyuan_moe_record(void **st)
 			    ly->attn.q_norm >= 0 && ly->attn.k_norm >= 0);
 	}
 	tpc_verify_set_release(&s);
+}
+
+/* HunYuan MoE under Hunyuan-A13B's rope, rope_type "dynamic" with alpha
+ * 1000 (tests/data/make_tiny_hunyuan_dyn.py: tiny_hunyuan_moe's weights,
+ * transformers' float64 logits): the record's rope_alpha makes every layer
+ * rotate by 10000 x 1000^(8 / 6) = 1e8 (head_dim 8), as
+ * HunYuanMoEV1RotaryEmbedding does; the default rope's logits are far off.
+ * A record without rope_alpha (LLaMA's rows read the same tensors) keeps
+ * rope_theta: transformers' dynamic NTK is the default rope within
+ * max_position_embeddings, alpha no part of it. */
+static void test_hunyuan_moe_dynamic_rope(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	const tpc_family *fam = tpc_family_find("hunyuan-moe");
+	record_set_of(fam, "hunyuan_moe", "hunyuan_moe_dyn", "tiny_hunyuan_moe_dyn_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.rope_dynamic && f.rope_alpha == 1000 && f.max_pos == 64);
+	assert_int_equal(s.model->rope_max, 64);
+	for (int l = 0; l < 2; l++)
+		assert_true(fabs(s.model->layers[l].attn.rope_theta / 1e8 - 1) < 1e-12);
+	vs_transformers(&s, &ex, "hunyuan_moe_dyn", 48, "hunyuan-moe, dynamic alpha rope");
+	for (int l = 0; l < 2; l++)
+		s.model->layers[l].attn.rope_theta = 10000;
+	assert_true(vs_worst(&s, &ex, "hunyuan_moe_dyn", 48, "the same with the default rope") > 1e-2);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	tpc_family parts = *fam;
+	parts.parts.rope_alpha = false;
+	record_set_of(&parts, "hunyuan_moe", "hunyuan_moe_dyn", "tiny_hunyuan_moe_dyn_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(s.model->layers[0].attn.rope_theta == 10000 && s.model->rope_max == 64);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
 }
 
 /* ERNIE 4.5 MoE: 3 layers, layer 1 alone a mixture (moe_layer_start_index
@@ -1884,7 +1931,8 @@ int main(void)
 		cmocka_unit_test(test_nextn_layers_left_out),
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
-		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_ernie4_5_moe_record),
+		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_hunyuan_moe_dynamic_rope),
+		cmocka_unit_test(test_ernie4_5_moe_record),
 		cmocka_unit_test(test_llama4_record),
 		cmocka_unit_test(test_qwen3_next_record),
 		cmocka_unit_test(test_qwen3_5_record),

@@ -1,0 +1,522 @@
+/* ds_universal_write.c - a DeepSpeed universal checkpoint from any
+ * optimizer state tpconv ties to its parameters (tpc_optim.h); the layout
+ * is in ds_universal.h.
+ *
+ * OUT is the tag folder (ds_to_universal.py --output_folder). Written, for
+ * each parameter in torch.optim's order: zero/NAME/fp32.pt (the parameter),
+ * zero/NAME/KEY.pt for each moment (exp_avg, exp_avg_sq: shaped as the
+ * parameter, so element i stays on element i) and, for stage 1/2, step.pt;
+ * then the model states file and zero/optimizer_state.pt; then
+ * OUT/../latest_universal naming OUT, last (main() of ds_to_universal.py).
+ * Each file is written atomically; on failure the ones written go again. */
+#include "ds_universal.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "torch/torch.h"
+#include "tpc_buf.h"
+#include "tpc_flat.h"
+#include "tpc_io.h"
+#include "tpc_optim.h"
+#include "tpc_util.h"
+
+/* the DeepSpeed whose source the layout follows (version.txt at 38327e0):
+ * stage 1/2's _load_global_state asserts a ds_version */
+#define DS_VERSION "0.16.5"
+#define NAME_MAX_LEN 1000 /* a parameter's name, a folder's (paths are built in 1200 bytes) */
+
+typedef struct uwrite {
+	const tpc_ckpt *ck;
+	const tpc_optim *o;
+	const tpc_write_opts *wo;
+	const char *dir;
+	int stage;
+	bool replace;         /* files already there are replaced: --force, or no
+			       * zero/optimizer_state.pt yet (an interrupted write's) */
+	tpc_ckpt sc;          /* descriptions written: sc's tensors over ck's sources */
+	char **done;          /* files written, removed on failure */
+	size_t ndone, capdone;
+} uwrite;
+
+static int tset(tpc_value *d, const char *k, tpc_value *v)
+{
+	return tpc_value_set(d, tpc_value_str(k, strlen(k)), v);
+}
+
+static tpc_value *call1(const char *mod, const char *name, tpc_value *arg)
+{
+	tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
+	if (!c || !args || tpc_value_append(c, tpc_value_global(mod, name)) || tpc_value_append(args, arg) ||
+	    tpc_value_append(c, args)) {
+		tpc_value_unref(c);
+		tpc_value_unref(args);
+		return NULL;
+	}
+	return c;
+}
+
+/* torch.Size((a, b, ...)), as engine.py _get_zero_param_shapes saves param.shape */
+static tpc_value *torch_size(const tpc_tensor *t)
+{
+	tpc_value *tu = tpc_value_new(TPC_V_TUPLE);
+	for (int d = 0; tu && d < t->ndim; d++)
+		if (tpc_value_append(tu, tpc_value_int(t->shape[d]))) {
+			tpc_value_unref(tu);
+			return NULL;
+		}
+	return tu ? call1("torch", "Size", tu) : NULL;
+}
+
+/* torch.save of `what` at DIR/rel, its TENSOR leaves sc's tensors sel[0..n) */
+static int save(uwrite *u, const char *rel, const tpc_value *what, const int64_t *sel, size_t n, tpc_err *e)
+{
+	static const int64_t none = -1;
+	char *p = tpc_path_join(u->dir, rel), *pd = p ? tpc_path_dir(p) : NULL;
+	tpc_write_opts wo = {.flags = (u->wo ? u->wo->flags : 0) | (u->replace ? TPC_W_FORCE : 0),
+			     .progress = u->wo ? u->wo->progress : NULL};
+	int ret = 0;
+	if (!p || !pd)
+		ret = tpc_err_nomem(e);
+	if (!ret && u->ndone == u->capdone) {
+		char **nv = realloc(u->done, (u->capdone = u->capdone ? u->capdone * 2 : 16) * sizeof(char *));
+		if (!nv)
+			ret = tpc_err_nomem(e);
+		else
+			u->done = nv;
+	}
+	if (!ret && !(ret = tpc_mkdirs(pd, e)) &&
+	    !(ret = tpc__torch_write_obj(&u->sc, n ? sel : &none, n, what, p, &wo, e))) {
+		u->done[u->ndone++] = p;
+		p = NULL;
+	}
+	free(p);
+	free(pd);
+	return ret;
+}
+
+/* sc's copy of ck's tensor i, with `flat` 1-D for stage 3; its index */
+static int64_t desc(uwrite *u, int64_t i, const char *name, bool flat, tpc_err *e)
+{
+	tpc_tensor f;
+	const tpc_tensor *t = &u->ck->t[i];
+	if (!flat || u->stage != 3 || t->ndim == 1) {
+		int64_t ix = tpc_ckpt_add_copy(&u->sc, name, t, e);
+		if (ix >= 0) {
+			u->sc.t[ix].storage = -1; /* ck's storages are not sc's */
+			u->sc.t[ix].storage_offset = 0;
+		}
+		return ix;
+	}
+	if (tpc_tensor_flatten(&f, t))
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
+				  "cannot be written flat (stage 3 keeps each parameter as one flat tensor): a strided or computed tensor");
+	int64_t ix = tpc_ckpt_add_copy(&u->sc, name, &f, e);
+	tpc_tensor_release(&f);
+	return ix;
+}
+
+/* One state file: stage 1/2 {"cat_dim": 0, "param": t} (ds_to_universal.py
+ * merge_tp_slices, tensor-parallel degree 1: concatenated along dim 0),
+ * stage 3 the bare flat tensor (merge_zero3_slices). */
+static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, tpc_err *e)
+{
+	char rel[1200], nm[1200];
+	snprintf(rel, sizeof(rel), "zero/%s/%s.pt", pname, key);
+	snprintf(nm, sizeof(nm), "%s.%s", pname, key);
+	int64_t ix = desc(u, i, nm, true, e);
+	if (ix < 0)
+		return (int)ix;
+	tpc_value *leaf = tpc_value_tensor(ix), *d = NULL;
+	int ret = 0;
+	if (u->stage != 3 && (!(d = tpc_value_new(TPC_V_DICT)) || tset(d, "cat_dim", tpc_value_int(0)) ||
+			      tset(d, "param", tpc_value_ref(leaf))))
+		ret = tpc_err_nomem(e);
+	if (!ret && !leaf)
+		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = save(u, rel, d ? d : leaf, &ix, 1, e);
+	tpc_value_unref(d);
+	tpc_value_unref(leaf);
+	return ret;
+}
+
+/* A step's value, to compare and to give global_steps: the scalar tensor's
+ * bytes or the number. */
+typedef struct stepv {
+	bool set, tensor;
+	tpc_dtype dt;
+	uint8_t b[16];
+	double num;
+} stepv;
+
+static int step_of(uwrite *u, const tpc_optim_entry *en, stepv *s, tpc_err *e)
+{
+	memset(s, 0, sizeof(*s));
+	s->set = true;
+	if (en->t < 0) {
+		const tpc_value *v = en->v;
+		if (v->kind != TPC_V_INT && v->kind != TPC_V_FLOAT)
+			return tpc_err_at(e, TPC_EINPUT, NULL, en->key, "step is a %s, not a number", tpc_vkind_name(v->kind));
+		s->num = v->kind == TPC_V_INT ? (double)v->ival : v->fval;
+		return 0;
+	}
+	const tpc_tensor *t = &u->ck->t[en->t];
+	if (t->numel != 1 || t->nbytes > sizeof(s->b))
+		return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "step is not one number");
+	s->tensor = true;
+	s->dt = t->dtype;
+	int ret = tpc_ckpt_read_out(u->ck, t, 0, t->nbytes, s->b, e);
+	if (ret)
+		return ret;
+	switch (t->dtype) {
+	case TPC_F32: { float f; memcpy(&f, s->b, 4); s->num = f; break; }
+	case TPC_F64: memcpy(&s->num, s->b, 8); break;
+	case TPC_I64: { int64_t i; memcpy(&i, s->b, 8); s->num = (double)i; break; }
+	case TPC_I32: { int32_t i; memcpy(&i, s->b, 4); s->num = i; break; }
+	default: return tpc_err_at(e, TPC_EINPUT, NULL, t->name, "step is a %s tensor", tpc_dtype_name(t->dtype));
+	}
+	return 0;
+}
+
+/* Whether the state fits what DeepSpeed's loaders take: per group, every
+ * parameter with the same moments (shaped as it) and one step
+ * (base_optimizer.py: assert all(step == steps[0])); stage 3 one group, each
+ * parameter with exp_avg, exp_avg_sq and the step (stage3.py reads those
+ * three keys and state[0]). Refused by name otherwise. */
+static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
+{
+	const tpc_optim *o = u->o;
+	if (u->stage == 3 && o->ng != 1)
+		return tpc_err_at(e, TPC_EINPUT, NULL, NULL,
+				  "%zu param groups: DeepSpeed's stage 3 universal loader (stage3.py load_hp_checkpoint_state_from_checkpoint_dir_stage3) restores param group 0 only; write the stage 1/2 layout (--zero-stage 2)",
+				  o->ng);
+	for (size_t i = 0; i < o->np; i++) {
+		const tpc_optim_param *p = &o->p[i], *f = p;
+		const char *nm = p->fqn;
+		for (size_t j = 0; j < i; j++)
+			if (o->p[j].group == p->group) {
+				f = &o->p[j];
+				break;
+			}
+		if (!*nm || strchr(nm, '/') || !strcmp(nm, ".") || !strcmp(nm, "..") || strlen(nm) > NAME_MAX_LEN)
+			return tpc_err_at(e, TPC_EINPUT, NULL, nm, "a universal checkpoint keeps each parameter in a folder of its name, which this name cannot be");
+		size_t nmom = 0, fmom = 0;
+		bool has_step = false, f_step = false;
+		for (size_t q = 0; q < f->ns; q++) {
+			fmom += f->s[q].moment;
+			f_step |= !strcmp(f->s[q].key, "step");
+		}
+		for (size_t q = 0; q < p->ns; q++) {
+			const tpc_optim_entry *en = &p->s[q];
+			if (en->moment) {
+				bool in_first = false;
+				for (size_t r = 0; r < f->ns; r++)
+					in_first |= f->s[r].moment && !strcmp(f->s[r].key, en->key);
+				if (!in_first)
+					return tpc_err_at(e, TPC_EINPUT, NULL, nm,
+							  "has %s, which %s, the first parameter of its group, has not: DeepSpeed's loader gives every parameter of a group the same state keys",
+							  en->key, f->fqn);
+				if (u->stage == 3 && strcmp(en->key, "exp_avg") && strcmp(en->key, "exp_avg_sq"))
+					return tpc_err_at(e, TPC_EINPUT, NULL, nm, "has %s: DeepSpeed's stage 3 universal loader reads exp_avg and exp_avg_sq only", en->key);
+				nmom++;
+				continue;
+			}
+			if (strcmp(en->key, "step"))
+				return tpc_err_at(e, TPC_EINPUT, NULL, nm,
+						  "its state '%s' is neither shaped as the parameter nor the step: a universal checkpoint holds per-parameter tensors and one step per group",
+						  en->key);
+			stepv s;
+			int ret = step_of(u, en, &s, e);
+			if (ret)
+				return ret;
+			has_step = true;
+			stepv *g = &gstep[p->group];
+			if (!g->set)
+				*g = s;
+			else if (g->num != s.num || g->tensor != s.tensor)
+				return tpc_err_at(e, TPC_EINPUT, NULL, nm,
+						  "step %.17g differs from the step of the other parameters of param group %d (%.17g): DeepSpeed keeps one step per group",
+						  s.num, p->group, g->num);
+		}
+		if (nmom != fmom || has_step != f_step)
+			return tpc_err_at(e, TPC_EINPUT, NULL, nm,
+					  "has %zu moments%s; %s, the first parameter of its group, %zu%s: DeepSpeed's loader gives every parameter of a group the same state keys",
+					  nmom, has_step ? " and a step" : "", f->fqn, fmom, f_step ? " and a step" : "");
+		if (u->stage == 3 && (nmom != 2 || !has_step))
+			return tpc_err_at(e, TPC_EINPUT, NULL, nm,
+					  "has %zu moments%s: DeepSpeed's stage 3 universal loader needs exp_avg, exp_avg_sq and the step",
+					  nmom, has_step ? " and a step" : " and no step");
+	}
+	return 0;
+}
+
+/* A KEY.pt already in the parameter's folder that this write does not
+ * replace: universal_checkpoint.py would load it as the parameter's state
+ * (every "(.+).pt"), so it is refused by name, never removed. */
+static int stale_file(uwrite *u, const tpc_optim_param *p, tpc_err *e)
+{
+	char rel[1200];
+	snprintf(rel, sizeof(rel), "zero/%s", p->fqn);
+	char *dir = tpc_path_join(u->dir, rel);
+	DIR *d = dir ? opendir(dir) : NULL;
+	int ret = dir ? 0 : tpc_err_nomem(e);
+	for (struct dirent *de; d && !ret && (de = readdir(d));) {
+		size_t l = strlen(de->d_name);
+		if (l <= 3 || strcmp(de->d_name + l - 3, ".pt"))
+			continue;
+		bool ours = !strcmp(de->d_name, "fp32.pt") || (u->stage != 3 && !strcmp(de->d_name, "step.pt"));
+		for (size_t q = 0; q < p->ns && !ours; q++)
+			ours = p->s[q].moment && strlen(p->s[q].key) == l - 3 && !strncmp(p->s[q].key, de->d_name, l - 3);
+		if (!ours)
+			ret = tpc_err_at(e, TPC_EUSAGE, dir, NULL,
+					 "holds %s, which this write does not replace and DeepSpeed's loader would read as the parameter's state; remove it",
+					 de->d_name);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+	return ret;
+}
+
+/* One parameter's files: fp32.pt, each moment, stage 1/2 step.pt. */
+static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
+{
+	int ret = put_tensor(u, p->fqn, "fp32", p->param, e);
+	for (size_t q = 0; q < p->ns && !ret; q++) {
+		const tpc_optim_entry *en = &p->s[q];
+		if (en->moment) {
+			ret = put_tensor(u, p->fqn, en->key, en->t, e);
+		} else if (u->stage != 3) {
+			/* the group's step as saved (dump_param_fragment: not narrowed) */
+			char rel[1200], nm[1200];
+			snprintf(rel, sizeof(rel), "zero/%s/step.pt", p->fqn);
+			snprintf(nm, sizeof(nm), "%s.step", p->fqn);
+			int64_t ix = en->t >= 0 ? desc(u, en->t, nm, false, e) : -1;
+			tpc_value *v = en->t >= 0 ? (ix >= 0 ? tpc_value_tensor(ix) : NULL) : tpc_value_ref((tpc_value *)en->v);
+			if (en->t >= 0 && ix < 0)
+				return (int)ix;
+			ret = v ? save(u, rel, v, &ix, ix >= 0 ? 1 : 0, e) : tpc_err_nomem(e);
+			tpc_value_unref(v);
+		}
+	}
+	return ret;
+}
+
+/* group g's hyper-parameters, "params" [first..first + n) last */
+static tpc_value *group_dict(const tpc_value *gv, int64_t first, int64_t n)
+{
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *pl = tpc_value_new(TPC_V_LIST);
+	int bad = !d || !pl;
+	for (size_t k = 0; !bad && k < gv->n; k++)
+		if (!(gv->keys[k]->kind == TPC_V_STR && !strcmp(gv->keys[k]->str, "params")))
+			bad = tpc_value_set(d, tpc_value_ref(gv->keys[k]), tpc_value_ref(gv->items[k]));
+	for (int64_t j = 0; !bad && j < n; j++)
+		bad = tpc_value_append(pl, tpc_value_int(first + j));
+	if (!bad) {
+		bad = tset(d, "params", pl);
+		pl = NULL;
+	}
+	tpc_value_unref(pl);
+	if (bad) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* The model states file the engine loads beside zero/ (engine.py
+ * _load_checkpoint: dp_world_size, global_steps, skipped_steps,
+ * mp_world_size; the module is not loaded from it when load_universal is
+ * set, engine.py "if not self.load_universal_checkpoint():
+ * self.load_module_state_dict"), with param_shapes naming each group's
+ * parameters in order as _save_checkpoint keeps them. */
+static int put_model_states(uwrite *u, const stepv *gstep, tpc_err *e)
+{
+	const tpc_optim *o = u->o;
+	tpc_value *sd = tpc_value_new(TPC_V_DICT), *shapes = tpc_value_new(TPC_V_LIST);
+	int bad = !sd || !shapes;
+	for (size_t g = 0; g < o->ng && !bad; g++) {
+		if (u->stage == 3 && g)
+			break;
+		tpc_value *d = tpc_value_new(TPC_V_DICT);
+		for (size_t i = 0; d && !bad && i < o->np; i++)
+			if (u->stage == 3 || o->p[i].group == (int)g)
+				bad = tset(d, o->p[i].fqn, torch_size(&u->ck->t[o->p[i].param]));
+		bad = bad || !d || tpc_value_append(shapes, d);
+	}
+	bad = bad || tset(sd, "module", tpc_value_new(TPC_V_DICT)) || tset(sd, "buffer_names", tpc_value_new(TPC_V_LIST)) ||
+	      tset(sd, "optimizer", tpc_value_new(TPC_V_NONE));
+	if (!bad) {
+		bad = tset(sd, "param_shapes", shapes);
+		shapes = NULL;
+	}
+	int64_t steps = gstep[0].set ? (int64_t)gstep[0].num : 0;
+	bad = bad || tset(sd, "frozen_param_shapes", tpc_value_new(TPC_V_NONE)) ||
+	      tset(sd, "shared_params", tpc_value_new(TPC_V_DICT)) || tset(sd, "frozen_param_fragments", tpc_value_new(TPC_V_NONE)) ||
+	      tset(sd, "lr_scheduler", tpc_value_new(TPC_V_NONE)) || tset(sd, "data_sampler", tpc_value_new(TPC_V_NONE)) ||
+	      tset(sd, "random_ltd", tpc_value_new(TPC_V_NONE)) || tset(sd, "sparse_tensor_module_names", tpc_value_new(TPC_V_SET)) ||
+	      tset(sd, "skipped_steps", tpc_value_int(0)) || tset(sd, "global_steps", tpc_value_int(steps)) ||
+	      tset(sd, "dp_world_size", tpc_value_int(1)) || tset(sd, "mp_world_size", tpc_value_int(1)) ||
+	      tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION)));
+	int ret = bad ? tpc_err_nomem(e)
+		      : save(u, u->stage == 3 ? "zero_pp_rank_0_mp_rank_00_model_states.pt" : "mp_rank_00_model_states.pt", sd, NULL, 0, e);
+	tpc_value_unref(sd);
+	tpc_value_unref(shapes);
+	return ret;
+}
+
+/* zero/optimizer_state.pt: stage 1/2 what _save_optimizer_state keeps
+ * (zero_stage, partition_count, ds_version, param_groups: the base
+ * optimizer's, one flat parameter per group); stage 3 the
+ * optimizer_state_dict _save_optimizer_state_stage3 keeps, state[0] holding
+ * the step (stage3.py fills exp_avg and exp_avg_sq in from zero/NAME/). The
+ * loss scaler and clip_grad stay the loading engine's (_load_global_state
+ * reads them with .get). */
+static int put_optimizer_state(uwrite *u, const tpc_optim_param *p0, tpc_err *e)
+{
+	const tpc_optim *o = u->o;
+	tpc_value *sd = tpc_value_new(TPC_V_DICT), *groups = tpc_value_new(TPC_V_LIST), *pc = tpc_value_new(TPC_V_LIST);
+	int64_t ix = -1;
+	int bad = !sd || !groups || !pc;
+	for (size_t g = 0; g < o->ng && !bad; g++) {
+		tpc_value *d = group_dict(o->groups[g], (int64_t)g, 1);
+		bad = !d || tpc_value_append(groups, d) || tpc_value_append(pc, tpc_value_int(1));
+	}
+	bad = bad || tset(sd, "zero_stage", tpc_value_int(u->stage));
+	if (!bad && u->stage == 3) {
+		tpc_value *osd = tpc_value_new(TPC_V_DICT), *st = tpc_value_new(TPC_V_DICT), *s0 = tpc_value_new(TPC_V_DICT);
+		const tpc_optim_entry *en = NULL;
+		for (size_t q = 0; q < p0->ns; q++)
+			if (!strcmp(p0->s[q].key, "step"))
+				en = &p0->s[q];
+		tpc_value *sv = !en ? NULL : en->t >= 0 ? ((ix = desc(u, en->t, "\x01step", false, e)) >= 0 ? tpc_value_tensor(ix) : NULL)
+						     : tpc_value_ref((tpc_value *)en->v);
+		bad = !osd || !st || !s0 || !sv || tset(s0, "step", sv) || tpc_value_set(st, tpc_value_int(0), tpc_value_ref(s0)) ||
+		      tset(osd, "state", tpc_value_ref(st)) || tset(osd, "param_groups", tpc_value_ref(groups)) ||
+		      tset(sd, "partition_count", tpc_value_int(1)) || tset(sd, "optimizer_state_dict", tpc_value_ref(osd));
+		tpc_value_unref(osd);
+		tpc_value_unref(st);
+		tpc_value_unref(s0);
+	} else if (!bad) {
+		bad = tset(sd, "partition_count", tpc_value_ref(pc));
+	}
+	bad = bad || tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION))) ||
+	      tset(sd, "param_groups", tpc_value_ref(groups));
+	int ret = bad ? (e->code ? e->code : tpc_err_nomem(e)) : save(u, "zero/optimizer_state.pt", sd, &ix, ix >= 0 ? 1 : 0, e);
+	tpc_value_unref(sd);
+	tpc_value_unref(groups);
+	tpc_value_unref(pc);
+	return ret;
+}
+
+/* OUT/../latest_universal: OUT's name, as ds_to_universal.py's main()
+ * writes it last (engine.py load_checkpoint reads it when no tag is given) */
+static int put_latest(uwrite *u, tpc_err *e)
+{
+	char *d = tpc_strdup(u->dir);
+	int ret = 0;
+	if (!d)
+		return tpc_err_nomem(e);
+	size_t n = strlen(d);
+	while (n > 1 && d[n - 1] == '/')
+		d[--n] = '\0';
+	const char *base = strrchr(d, '/');
+	base = base ? base + 1 : d;
+	char *parent = base > d ? tpc_strndup(d, (size_t)(base - d)) : tpc_strdup(".");
+	char *lp = parent ? tpc_path_join(parent, "latest_universal") : NULL;
+	if (!lp)
+		ret = tpc_err_nomem(e);
+	else if (!strcmp(base, ".") || !strcmp(base, "..") || !*base)
+		ret = tpc_err_at(e, TPC_EUSAGE, u->dir, NULL, "name the output folder itself (its name goes into latest_universal)");
+	else
+		ret = tpc_write_file_atomic(lp, base, strlen(base), TPC_OUT_FORCE, e);
+	free(lp);
+	free(parent);
+	free(d);
+	return ret;
+}
+
+int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+			    const tpc_write_opts *wo, tpc_err *e);
+
+int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel, const char *path,
+			    const tpc_write_opts *wo, tpc_err *e)
+{
+	uwrite u;
+	tpc_optim o;
+	stepv *gstep = NULL;
+	int ret;
+	(void)nsel;
+	memset(&u, 0, sizeof(u));
+	tpc_ckpt_init(&u.sc);
+	if (sel)
+		return tpc_err_at(e, TPC_EUSAGE, path, NULL, "a universal checkpoint is written from the whole checkpoint");
+	if ((ret = tpc_optim_map(&o, ck, e)))
+		return ret;
+	u.ck = ck;
+	u.o = &o;
+	u.wo = wo;
+	u.dir = path;
+	u.stage = wo && wo->zero_stage ? wo->zero_stage : ck->format && !strcmp(ck->format, "deepspeed-zero3") ? 3 : 2;
+	if (!o.okey) {
+		ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL,
+				 "not written: the input holds no optimizer state (a top-level key with 'state' and 'param_groups', as get_state_dict saves it), and a universal checkpoint is the optimizer's state");
+		goto out;
+	}
+	if (!o.np) {
+		ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL, "the optimizer state names no parameters");
+		goto out;
+	}
+	{
+		char *op = tpc_path_join(path, "zero/optimizer_state.pt");
+		bool there = op && tpc_exists(op);
+		free(op);
+		if (tpc_exists(path) && !tpc_is_dir(path))
+			ret = tpc_err_at(e, TPC_EUSAGE, path, NULL, "output exists and is not a folder");
+		else if (there && !(wo && (wo->flags & TPC_W_FORCE)))
+			ret = tpc_err_at(e, TPC_EUSAGE, path, NULL, "output folder already holds a universal checkpoint; use --force to replace it");
+		if (ret)
+			goto out;
+		/* without optimizer_state.pt (written after every parameter's
+		 * files) the folder is no universal checkpoint: what is there
+		 * is an interrupted write's, replaced file by file */
+		u.replace = !there || (wo && (wo->flags & TPC_W_FORCE));
+	}
+	if (!(gstep = tpc_calloc(o.ng + 1, sizeof(*gstep)))) {
+		ret = tpc_err_nomem(e);
+		goto out;
+	}
+	if ((ret = check_state(&u, gstep, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) || (ret = tpc_mkdirs(path, e)))
+		goto out;
+	tpc_out_sweep(path);
+	for (size_t i = 0; i < o.np && !ret; i++) /* before any file is written */
+		ret = stale_file(&u, &o.p[i], e);
+	for (size_t i = 0; i < o.np && !ret; i++)
+		ret = put_param(&u, &o.p[i], e);
+	if (!ret)
+		ret = put_model_states(&u, gstep, e);
+	if (!ret)
+		ret = put_optimizer_state(&u, &o.p[0], e);
+	if (!ret)
+		ret = put_latest(&u, e);
+out:
+	for (size_t i = 0; i < u.ndone; i++) {
+		if (ret) { /* the file, and its parameter's folder when that empties */
+			char *d = tpc_path_dir(u.done[i]);
+			unlink(u.done[i]);
+			if (d)
+				rmdir(d);
+			free(d);
+		}
+		free(u.done[i]);
+	}
+	free(u.done);
+	free(gstep);
+	tpc_ckpt_release(&u.sc);
+	tpc_optim_release(&o);
+	return ret;
+}

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""DeepSpeed universal checkpoints without DeepSpeed (not packaged in Debian):
+a torch re-implementation of what ds_to_universal.py writes and of what the
+universal loader reads, to test tpconv's reader and writer against.
+
+Followed: DeepSpeed 0.16.5, commit 38327e07f6cd39b63418f60cedd1651b0be3e7c3
+  deepspeed/checkpoint/ds_to_universal.py
+    extract_zero_shards (l. 112-149): each parameter's fragment of every flat
+      state (exp_avg, exp_avg_sq, fp32 and, when the group has one, step) cut
+      at param_slice_mappings' start/numel of each data-parallel rank;
+      dump_param_fragment (l. 179-195): step saved whole, never narrowed
+    extract_zero_shards_stage3 (l. 152-172): stage 3 cuts fp32_flat_groups /
+      state exp_avg, exp_avg_sq at each parameter's ceil(numel / dp) piece,
+      padding dropped; no step
+    _merge_zero_shards (l. 198-229): fragments concatenated in dp order and
+      reshaped to the parameter's shape; step: the first shard's
+    merge_tp_slices (l. 232-335): tp 1, no patterns: {"cat_dim": 0, "param": t}
+      (cat_dim set first), step.pt the bare step
+    merge_zero3_slices (l. 338-345): stage 3 saves the bare flat tensor
+    _save_optimizer_state (l. 410-419): rank 0's optimizer_state_dict less
+      base_optimizer_state, param_slice_mappings and
+      single_partition_of_fp32_groups, plus param_groups;
+      _save_optimizer_state_stage3 (l. 422-428): the whole rank-0
+      optimizer_state_dict plus param_groups
+    main (l. 469-...): mp* (stage 1/2) / *model_states.pt (stage 3) copied
+      into the output folder; latest_universal in its parent, last
+  deepspeed/checkpoint/universal_checkpoint.py load_hp_checkpoint_state
+      (l. 22-141): every KEY.pt in the parameter's folder; step.pt taken as
+      is; ckpt_dict["param"] chunked along cat_dim for the tp rank, flattened,
+      narrowed to the rank's fragment
+  deepspeed/runtime/base_optimizer.py load_hp_checkpoint_state_from_checkpoint_dir
+      (l. 20-63): zero/optimizer_state.pt, param_groups zipped with the
+      optimizer's; one step per group (assert all equal)
+  deepspeed/runtime/zero/stage3.py load_hp_checkpoint_state_from_checkpoint_dir_stage3
+      (l. 2756-2808) and load_hp_checkpoint_state (l. 2815-2833): fp32,
+      exp_avg, exp_avg_sq of each parameter of param_shapes[0] .view(-1),
+      padded to the new dp size, each rank's piece, concatenated; step from
+      optimizer_state.pt's optimizer_state_dict.state[0]
+  deepspeed/runtime/engine.py load_checkpoint / _get_ckpt_name /
+      _load_checkpoint (l. 2819-3076; l. 3006: the module is not loaded): latest_universal names the tag; the
+      model states file (mp_rank_00_model_states.pt, stage 3
+      zero_pp_rank_0_mp_rank_00_model_states.pt) gives dp_world_size,
+      global_steps, skipped_steps, mp_world_size; the module is not loaded
+
+Departure: make_zero.py's stage 3 checkpoints have several sub-groups; the
+stage 3 extraction here cuts each sub-group's flat buffers (ds_to_universal
+reads sub-group 0's only, the same where there is one sub-group, DeepSpeed's
+default sub_group_size of 1e9).
+
+usage:
+  universal_ref.py make DIR          ZeRO saves (make_zero.py) z2 (stage 2, dp 3)
+                                     and z3 (stage 3, dp 4), each with
+                                     global_step14_universal/ made from it; hostile
+                                     copies of z2's: h-missing, h-shape, h-catdim
+  universal_ref.py tiny DIR [STAGE]  the committed fixtures (tests/data/ds_universal,
+                                     STAGE 2, and ds_universal3, STAGE 3): a 3-parameter
+                                     model saved as ZeRO-STAGE on 2 ranks
+                                     (global_step14/) and its universal folder
+  universal_ref.py check TAG SEED    the loader's reading of universal folder TAG
+                                     (its stage from its layout) onto dp 1, 2 and 5:
+                                     every element of fp32, exp_avg, exp_avg_sq and
+                                     step against make_zero.py's model of SEED (TAP)
+  universal_ref.py same A B          two universal folders hold the same files,
+                                     keys, tensors and param_groups (TAP)
+  universal_ref.py dcp DIR           (torch >= 2.6) a small MLP trained two AdamW
+                                     steps, saved as get_state_dict gives it through
+                                     DCP in one process (DIR/dcp), and the optimizer
+                                     as torch.optim holds it (DIR/ref.pt)
+  universal_ref.py check_dcp TAG REF the stage 1/2 loader's reading of universal
+                                     folder TAG against REF: every parameter's fp32,
+                                     exp_avg, exp_avg_sq and step (TAP)
+"""
+import glob
+import math
+import os
+import shutil
+import sys
+from collections import OrderedDict
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_zero  # noqa: E402
+
+make_zero.install_stand_ins()
+
+
+def load(p):
+    # DeepSpeed loads these with weights_only=False (commit 2e0c39b, #6751)
+    return torch.load(p, map_location='cpu', weights_only=False)
+
+
+def fragments_12(shapes, world):
+    """param_slice_mappings as stage_1_and_2.py _create_param_mapping (l. 574) gives
+    them: per rank, per group, name -> (start in the rank's partition, numel),
+    the group flattened and padded to 2 x world then cut in world pieces."""
+    out = [[OrderedDict() for _ in shapes] for _ in range(world)]
+    for g, grp in enumerate(shapes):
+        total = sum(math.prod(s) for s in grp.values())
+        size = (total + (-total) % (2 * world)) // world
+        at = 0
+        for name, shape in grp.items():
+            lo, hi = at, at + math.prod(shape)
+            for r in range(world):
+                a, b = max(lo, r * size), min(hi, (r + 1) * size)
+                if a < b:
+                    out[r][g][name] = (a - r * size, b - a)
+            at = hi
+    return out
+
+
+def to_universal_12(save_dir, out):
+    optim = sorted(glob.glob(os.path.join(save_dir, '*_optim_states.pt')), key=make_zero_natural)
+    ms = load(os.path.join(save_dir, 'mp_rank_00_model_states.pt'))
+    shapes = ms['param_shapes']
+    world = len(optim)
+    frags = fragments_12(shapes, world)
+    pieces = {}
+    for r, f in enumerate(optim):
+        osd = load(f)['optimizer_state_dict']
+        states, fp32 = osd['base_optimizer_state']['state'], osd['single_partition_of_fp32_groups']
+        for g in range(len(states)):
+            flat = dict(exp_avg=states[g]['exp_avg'], exp_avg_sq=states[g]['exp_avg_sq'], fp32=fp32[g])
+            if 'step' in states[g]:
+                flat['step'] = states[g]['step']
+            for name, (start, numel) in frags[r][g].items():
+                for key, t in flat.items():
+                    if key != 'step' and torch.is_tensor(t):
+                        t = t.narrow(0, start, numel).clone()
+                    pieces.setdefault((name, key), []).append(t)
+    for grp in shapes:
+        for name, shape in grp.items():
+            d = os.path.join(out, 'zero', name)
+            os.makedirs(d, exist_ok=True)
+            if (name, 'step') in pieces:
+                torch.save(pieces[(name, 'step')][0], os.path.join(d, 'step.pt'))
+            for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+                param = torch.cat(pieces[(name, key)], dim=0).reshape(shape)
+                sd = {}
+                sd['cat_dim'] = 0
+                sd['param'] = torch.cat([param], dim=0)
+                torch.save(sd, os.path.join(d, key + '.pt'))
+    osd = load(optim[0])['optimizer_state_dict']
+    keep = {k: v for k, v in osd.items()
+            if k not in ('base_optimizer_state', 'param_slice_mappings', 'single_partition_of_fp32_groups')}
+    keep['param_groups'] = osd['base_optimizer_state']['param_groups']
+    torch.save(keep, os.path.join(out, 'zero', 'optimizer_state.pt'))
+    for f in glob.glob(os.path.join(save_dir, 'mp*')):
+        shutil.copy2(f, out)
+
+
+def make_zero_natural(p):
+    import re
+    return [int(c) if c.isdigit() else c for c in re.split(r'(\d+)', p)]
+
+
+def to_universal_3(save_dir, out):
+    optim = sorted(glob.glob(os.path.join(save_dir, '*_optim_states.pt')), key=make_zero_natural)
+    models = sorted(glob.glob(os.path.join(save_dir, '*_model_states.pt')), key=make_zero_natural)
+    shapes = load(models[0])['param_shapes']
+    world = len(models)
+    pieces = {}
+    for r, f in enumerate(optim):
+        osd = load(f)['optimizer_state_dict']
+        for sg, grp in enumerate(shapes):
+            st = osd['optimizer_state_dict']['state'][sg]
+            flat = dict(exp_avg=st['exp_avg'], exp_avg_sq=st['exp_avg_sq'], fp32=osd['fp32_flat_groups'][sg])
+            offset = 0
+            for name, shape in grp.items():
+                n = math.prod(shape)
+                pn = math.ceil(n / world)
+                free = min(pn, abs(n - r * pn))
+                for key, t in flat.items():
+                    pieces.setdefault((name, key), []).append(t.narrow(0, offset, free).clone())
+                offset += pn
+    for grp in shapes:
+        for name in grp:
+            d = os.path.join(out, 'zero', name)
+            os.makedirs(d, exist_ok=True)
+            for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+                torch.save(torch.cat(pieces[(name, key)], dim=0), os.path.join(d, key + '.pt'))
+    sd = load(optim[0])['optimizer_state_dict']
+    sd['param_groups'] = sd['optimizer_state_dict']['param_groups']
+    torch.save(sd, os.path.join(out, 'zero', 'optimizer_state.pt'))
+    for f in models:
+        shutil.copy2(f, out)
+
+
+def to_universal(save_dir, out):
+    os.makedirs(out, exist_ok=True)
+    first = load(sorted(glob.glob(os.path.join(save_dir, '*_optim_states.pt')))[0])['optimizer_state_dict']
+    (to_universal_3 if int(first.get('zero_stage', 1)) == 3 else to_universal_12)(save_dir, out)
+    root, tag = os.path.split(out.rstrip('/'))
+    with open(os.path.join(root, 'latest_universal'), 'w') as f:
+        f.write(tag)
+
+
+def make(d):
+    for st, ws, seed in ((2, 3, 23), (3, 4, 34)):
+        z = os.path.join(d, 'z%d' % st)
+        make_zero.save_zero(z, st, ws, seed, 'global_step14', torch.bfloat16)
+        to_universal(os.path.join(z, 'global_step14'), os.path.join(z, 'global_step14_universal'))
+    u = os.path.join(d, 'z2', 'global_step14_universal')
+    name = 'model.layers.0.self_attn.k_proj.weight'
+    for h in ('missing', 'shape', 'catdim'):
+        shutil.copytree(u, os.path.join(d, 'h-' + h))
+    os.remove(os.path.join(d, 'h-missing', 'zero', name, 'exp_avg.pt'))
+    torch.save({'cat_dim': 0, 'param': torch.zeros(10, 21)}, os.path.join(d, 'h-shape', 'zero', name, 'exp_avg_sq.pt'))
+    sd = load(os.path.join(d, 'h-catdim', 'zero', name, 'fp32.pt'))
+    sd['cat_dim'] = 2
+    torch.save(sd, os.path.join(d, 'h-catdim', 'zero', name, 'fp32.pt'))
+
+
+def tiny(d, stage):
+    """Three parameters (decayed weights, then a bias): 34 elements."""
+    g = torch.Generator().manual_seed(7)
+    model = OrderedDict([('w1', torch.randn(3, 4, generator=g)), ('w2', torch.randn(4, 4, generator=g)),
+                         ('b', torch.randn(6, generator=g))])
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(d, 'model.pt')
+    torch.save(model, src)
+    make_zero.save_zero(d, stage, 2, 0, 'global_step14', torch.bfloat16, src)
+    os.remove(src)
+    to_universal(os.path.join(d, 'global_step14'), os.path.join(d, 'global_step14_universal'))
+
+
+def stage_of(tag):
+    return 3 if 'optimizer_state_dict' in load(os.path.join(tag, 'zero', 'optimizer_state.pt')) else 2
+
+
+def check(tag, seed):
+    """The universal loader's reading, onto dp sizes 1, 2 and 5."""
+    params, _, frozen, _ = make_zero.model_tensors(seed)
+    groups = make_zero.groups_of(params, frozen)
+    stage = stage_of(tag)
+    z = os.path.join(tag, 'zero')
+    osd = load(os.path.join(z, 'optimizer_state.pt'))
+    bad = []
+    ms = load(os.path.join(tag, 'zero_pp_rank_0_mp_rank_00_model_states.pt' if stage == 3 else 'mp_rank_00_model_states.pt'))
+    for k in ('dp_world_size', 'global_steps', 'skipped_steps', 'mp_world_size'):
+        if k not in ms:
+            bad.append('model states: no ' + k)
+    if stage == 3:
+        names = [n for grp in groups for n in grp]
+        # the loading engine's own param_shapes[0] (one sub-group) names them in this order
+        if [n for d in ms['param_shapes'] for n in d] != names:
+            bad.append('param_shapes are not every parameter in order')
+        step = osd['optimizer_state_dict']['state'][0]['step']
+        for dp in (1, 2, 5):
+            for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+                for r in range(dp):
+                    got, want = [], []
+                    for n in names:  # stage3.py: each parameter's rank piece, concatenated
+                        t = load(os.path.join(z, n, key + '.pt')).view(-1)
+                        pn = math.ceil(t.numel() / dp)
+                        t = torch.cat([t, torch.zeros(pn * dp - t.numel(), dtype=t.dtype)])
+                        got.append(t.narrow(0, r * pn, pn))
+                        w = params[n].reshape(-1)
+                        w = {'fp32': w, 'exp_avg': w * 0.5, 'exp_avg_sq': w * w}[key]
+                        want.append(torch.cat([w, torch.zeros(pn * dp - w.numel())]).narrow(0, r * pn, pn))
+                    if not torch.equal(torch.cat(got), torch.cat(want)):
+                        bad.append('stage 3 dp %d rank %d %s' % (dp, r, key))
+        if float(step) != 14.0:
+            bad.append('step %r' % step)
+        what = 'stage 3 layout'
+    else:
+        if [list(d) for d in ms['param_shapes']] != groups:
+            bad.append('param_shapes are not the groups in order')
+        if len(osd['param_groups']) != len(groups) or 'ds_version' not in osd:
+            bad.append('optimizer_state.pt param_groups / ds_version')
+        for g, grp in enumerate(groups):
+            steps = []
+            for n in grp:
+                folder = os.path.join(z, n)
+                keys = sorted(f[:-3] for f in os.listdir(folder) if f.endswith('.pt'))
+                if keys != ['exp_avg', 'exp_avg_sq', 'fp32', 'step']:
+                    bad.append((n, keys))
+                    continue
+                for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+                    sd = load(os.path.join(folder, key + '.pt'))
+                    full = sd['param']
+                    if full.shape != params[n].shape:
+                        bad.append((n, key, 'shape'))
+                    w = params[n]
+                    w = {'fp32': w, 'exp_avg': w * 0.5, 'exp_avg_sq': w * w}[key]
+                    # tp 1: chunk(1, cat_dim)[0].flatten(), every fragment of any dp narrowed from it
+                    if not torch.equal(full.chunk(1, sd.get('cat_dim', 0))[0].flatten(), w.flatten()):
+                        bad.append((n, key))
+                steps.append(load(os.path.join(folder, 'step.pt')))
+            if not all(float(s) == 14.0 for s in steps):
+                bad.append(('steps', g))
+        what = 'stage 1/2 layout'
+    print(('ok - %s: %s, %d parameters: fp32, exp_avg, exp_avg_sq of each its own elements, onto dp 1/2/5, step 14, '
+           'model states with the keys the engine reads' if not bad else 'not ok - %s: %s %d') % (
+               os.path.basename(tag.rstrip('/')), what, len(params) - len(frozen)))
+    if bad:
+        print('# ' + repr(bad)[:600])
+
+
+def same(a, b):
+    bad = []
+    za, zb = os.path.join(a, 'zero'), os.path.join(b, 'zero')
+    pa = sorted(p for p in os.listdir(za) if os.path.isdir(os.path.join(za, p)))
+    pb = sorted(p for p in os.listdir(zb) if os.path.isdir(os.path.join(zb, p)))
+    if pa != pb:
+        bad.append(('folders', pa, pb))
+    for p in pa:
+        fa, fb = sorted(os.listdir(os.path.join(za, p))), sorted(os.listdir(os.path.join(zb, p)))
+        if fa != fb:
+            bad.append((p, fa, fb))
+            continue
+        for f in fa:
+            x, y = load(os.path.join(za, p, f)), load(os.path.join(zb, p, f))
+            if isinstance(x, dict):
+                if list(x) != list(y) or any(not (torch.equal(x[k], y[k]) and x[k].dtype == y[k].dtype)
+                                             if torch.is_tensor(x[k]) else x[k] != y[k] for k in x):
+                    bad.append((p, f))
+            elif torch.is_tensor(x):
+                if not (torch.is_tensor(y) and x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)):
+                    bad.append((p, f))
+            elif x != y:
+                bad.append((p, f, x, y))
+    oa, ob = load(os.path.join(za, 'optimizer_state.pt')), load(os.path.join(zb, 'optimizer_state.pt'))
+    # hyper-parameters; 'params' numbers the flat groups: a stage 3 save of
+    # several sub-groups lists each, tpconv's one (the one stage3.py restores)
+    hyper = [[{k: v for k, v in g.items() if k != 'params'} for g in o['param_groups']] for o in (oa, ob)]
+    if hyper[0] != hyper[1]:
+        bad.append('param_groups')
+    print(('ok - %s and %s: the same %d parameter folders, files, keys, tensors (dtype, shape, every element) and '
+           'param_groups hyper-parameters' if not bad else 'not ok - %s and %s %d') % (a, b, len(pa)))
+    if bad:
+        print('# ' + repr(bad)[:600])
+
+
+def dcp_save(d):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3))
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    for _ in range(2):
+        m(torch.randn(4, 5)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    msd, osd = get_state_dict(m, opt)
+    dcp.save({'model': msd, 'optim': osd}, checkpoint_id=os.path.join(d, 'dcp'), no_dist=True)
+    ref = OrderedDict()
+    for n, p in m.named_parameters():
+        ref[n] = dict(fp32=p.detach().clone(), **{k: v.clone() for k, v in opt.state[p].items()})
+    torch.save(ref, os.path.join(d, 'ref.pt'))
+
+
+def check_dcp(tag, refp):
+    ref = load(refp)
+    bad = []
+    for n, st in ref.items():
+        folder = os.path.join(tag, 'zero', n)
+        for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+            sd = load(os.path.join(folder, key + '.pt'))
+            if not (sd.get('cat_dim') == 0 and torch.equal(sd['param'].chunk(1, 0)[0].flatten(), st[key].flatten())
+                    and sd['param'].shape == st[key].shape):
+                bad.append((n, key))
+        if not torch.equal(load(os.path.join(folder, 'step.pt')), st['step']):
+            bad.append((n, 'step'))
+    ms = load(os.path.join(tag, 'mp_rank_00_model_states.pt'))
+    if [list(d) for d in ms['param_shapes']] != [list(ref)]:
+        bad.append('param_shapes')
+    print(('ok - a DCP save of get_state_dict (torch %s, AdamW, 2 steps) written as a universal folder: each of %d '
+           'parameters\' fp32, exp_avg, exp_avg_sq and step as torch.optim held them' if not bad else
+           'not ok - DCP to universal (torch %s) %d') % (torch.__version__, len(ref)))
+    if bad:
+        print('# ' + repr(bad)[:600])
+
+
+if __name__ == '__main__':
+    cmd = sys.argv[1]
+    if cmd == 'make':
+        make(sys.argv[2])
+    elif cmd == 'tiny':
+        tiny(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2)
+    elif cmd == 'check':
+        for i in range(2, len(sys.argv), 2):
+            check(sys.argv[i], int(sys.argv[i + 1]))
+    elif cmd == 'dcp':
+        dcp_save(sys.argv[2])
+    elif cmd == 'check_dcp':
+        check_dcp(sys.argv[2], sys.argv[3])
+    elif cmd == 'same':
+        for i in range(2, len(sys.argv), 2):
+            same(sys.argv[i], sys.argv[i + 1])
