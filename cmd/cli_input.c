@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tpc_manifest.h"
 #include "tpc_cfg.h"
 #include "tpc_family.h"
 #include "tpc_extras.h"
@@ -386,6 +387,28 @@ static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, 
 	return 0;
 }
 
+/* The format that reads the set in dir whole as a training save, when its
+ * manifest's layout stores optimizer state (megatron-dist: its rank files'
+ * format, dcp, reads the torch_dist folder), or NULL. */
+static const tpc_format *state_format(const char *dir)
+{
+	tpc_manifest m;
+	tpc_err e;
+	const tpc_format *f = NULL;
+	char *p = tpc_path_join(dir, "tpconv-manifest.json");
+	tpc_err_init(&e);
+	memset(&m, 0, sizeof(m));
+	if (p && !tpc_manifest_from_file(&m, p, &e)) {
+		const tpc_layout *lay = m.layout;
+		if (lay && lay->optimizer && lay->formats && lay->formats[0] && (f = tpc_format_by_name(lay->formats[0])) &&
+		    !f->sharded)
+			f = NULL;
+		tpc_manifest_release(&m);
+	}
+	free(p);
+	return f;
+}
+
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const tpc_cli_set *set, unsigned flags,
 		       tpc_err *e)
 {
@@ -394,6 +417,13 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 	tpc_cli_input_init(in);
 	in->path = path;
 	in->kind = tpc_set_detect(path, &lay);
+	/* a set of a layout that stores optimizer state is a training save of
+	 * its own (megatron-dist: a torch_dist folder, read whole by its rank
+	 * files' format, dcp); its manifest covers the model only, so the state
+	 * is read from the save as it is */
+	const tpc_format *as = (flags & TPC_CLI_IN_OPTIMIZER) && in->kind == TPC_SET_MANIFEST ? state_format(path) : NULL;
+	if (as)
+		in->kind = TPC_SET_NONE;
 	in->layout = lay;
 	/* the preset checked against the model's config.json, or inferred from it
 	 * where the command takes a plan and no flag or manifest names one */
@@ -426,7 +456,7 @@ int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, con
 		ret = open_set(in, cmd, set, flags, lay, &oo, e);
 		goto out;
 	}
-	if (!(ret = tpc_ckpt_open(&in->ck, path, &oo, e))) {
+	if (!(ret = as ? tpc_ckpt_open_as(&in->ck, as, path, &oo, e) : tpc_ckpt_open(&in->ck, path, &oo, e))) {
 		in->have_ck = true;
 		in->view = &in->ck;
 		if ((flags & TPC_CLI_IN_HF_NAMES) && (flags & TPC_CLI_IN_SET_PLAN) && (ret = own_config(in, cmd, set, e)))

@@ -509,6 +509,13 @@ static int convert(int argc, char **argv, tpc_cli_remap *rm)
 	/* optimizer state goes out tied to its parameters, or not at all */
 	/* the whole tree goes to these writers, the optimizer state in it */
 	bool dcp_out = c.outf && (!strcmp(c.outf->name, "dcp") || !strcmp(c.outf->name, "ds-universal"));
+	if (c.optimizer && !in.have_ck) {
+		/* a shard set's manifest covers the model only (a megatron-dist
+		 * set is read as the torch_dist save it is: cli_input.c) */
+		ret = tpc_cli_usage("convert", "--optimizer: '%s' is a shard set whose layout stores no optimizer state; give the training save it came from",
+				    c.in);
+		goto out;
+	}
 	if (in.have_ck && (c.optimizer || dcp_out) &&
 	    ((ret = optimizer(&c, in.view, c.optimizer && !dcp_out && !rm->dry_run, rm->rules != NULL)) ||
 	     (c.optimizer && !dcp_out)))

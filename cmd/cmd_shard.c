@@ -15,6 +15,7 @@
 #include "tpc_family.h"
 #include "tpc_plan.h"
 #include "tpc_shard.h"
+#include "tpc_shard_optim.h"
 #include "tpc_util.h"
 
 static const char *help =
@@ -66,6 +67,11 @@ static const char *help =
 	"  --moe-grouped-gemm       megatron-dist: say in common.pt's args that the experts are\n"
 	"                           TEGroupedMLP's (moe_grouped_gemm), not SequentialMLP's; the\n"
 	"                           weights are the same bytes either way\n"
+	"  --optimizer              megatron-dist: IN's optimizer state too (a DCP save's optim,\n"
+	"                           a ZeRO folder's, Megatron's distributed optimizer's: Adam's\n"
+	"                           exp_avg, exp_avg_sq, the fp32 master) as Megatron's\n"
+	"                           'fully_reshardable' form, each tensor split as its parameter\n"
+	"                           (optimizer.state.{param,exp_avg,exp_avg_sq}.KEY; doc/training.md)\n"
 	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ, AWQ and pack-quantized weights\n"
 	"                           (config.json quantization_config) become dense: each rank\n"
 	"                           gets its slice computed from the packed tensors while it is\n"
@@ -245,7 +251,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 enum {
 	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_LORA, O_PPL,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
-	O_GROUPED, O_BASE,
+	O_GROUPED, O_BASE, O_OPTIM,
 };
 
 /* A shard run: its arguments, its input and the plan it builds. */
@@ -269,6 +275,9 @@ typedef struct shard_cmd {
 	bool have_sp;
 	const char *base;            /* --base: IN is a PEFT adapter split beside this base */
 	tpc_cli_lora_set lsh;
+	bool optimizer;              /* --optimizer: IN's optimizer state split beside the model */
+	tpc_shard_optim opt;
+	bool have_opt;
 } shard_cmd;
 
 static void print_help(void)
@@ -308,7 +317,7 @@ static const struct option shard_lo[] = {
 	{"no-checksums", no_argument, NULL, O_NOSUM}, {"checksum", required_argument, NULL, O_CKSUM},
 	{"dry-run", no_argument, NULL, O_DRY},
 	{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX},
-	{"moe-grouped-gemm", no_argument, NULL, O_GROUPED}, TPC_CLI_REMAP_LONGOPTS,
+	{"moe-grouped-gemm", no_argument, NULL, O_GROUPED}, {"optimizer", no_argument, NULL, O_OPTIM}, TPC_CLI_REMAP_LONGOPTS,
 	{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 	{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -398,6 +407,7 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_DRY: s->dry = true; return 0;
 	case O_NOX: s->so.no_extras = true; return 0;
 	case O_GROUPED: s->so.moe_grouped_gemm = true; return 0;
+	case O_OPTIM: s->optimizer = true; return 0;
 	case O_JSON: s->json = true; return 0;
 	case 'f': s->so.force = true; return 0;
 	case O_PROGRESS: s->force_progress = true; return 0;
@@ -517,6 +527,29 @@ static int head_facts_alone(const tpc_cli_input *in, const tpc_cli_set *set, tpc
 	return 0;
 }
 
+/* --optimizer: the input's state tied to its parameters; the model to
+ * split becomes those parameters under their own names. */
+static int optimizer_input(shard_cmd *s, tpc_err *e)
+{
+	tpc_cli_input *in = &s->input;
+	if (in->have_mg)
+		return tpc_cli_usage("shard",
+				     "--optimizer reads the state of a checkpoint (a DCP save, a ZeRO folder, a Megatron torch_dist save); '%s' is read as a shard set, whose manifest covers the model only",
+				     s->in);
+	if (s->base || s->nlora || s->dequant)
+		return tpc_cli_usage("shard", "--optimizer splits the state as it was saved: no --base, --lora or --dequantize");
+	if (!s->so.layout || !s->so.layout->optimizer)
+		return tpc_cli_usage("shard", "--optimizer goes with --layout megatron-dist (the layout that stores optimizer state)");
+	int ret = tpc_shard_optim_build(&s->opt, &in->ck, e);
+	if (ret) {
+		tpc_err_path(e, s->in);
+		return ret;
+	}
+	s->have_opt = true;
+	in->view = &s->opt.model;
+	return 0;
+}
+
 static int build(shard_cmd *s, tpc_err *e)
 {
 	tpc_cli_input *in = &s->input;
@@ -525,7 +558,11 @@ static int build(shard_cmd *s, tpc_err *e)
 	 * (tpc_shard_opts.input_check), not in a pass of their own */
 	unsigned fl = TPC_CLI_IN_WHOLE | TPC_CLI_IN_SET_PLAN | (s->so.checksum != TPC_HASH_NONE ? TPC_CLI_IN_CHECKSUMS : 0) |
 		      (s->dry ? 0 : TPC_CLI_IN_DEFER) | (s->dequant ? TPC_CLI_IN_DEQUANTIZE : 0) | TPC_CLI_IN_HF_NAMES;
+	if (s->optimizer)
+		fl |= TPC_CLI_IN_OPTIMIZER;
 	if ((ret = tpc_cli_input_open(in, "shard", s->base ? s->base : s->in, &s->set, fl, e)))
+		return ret;
+	if (s->optimizer && (ret = optimizer_input(s, e)))
 		return ret;
 	if (in->have_mg) {
 		s->so.input_check = in->mg.check;
@@ -557,8 +594,14 @@ static int build(shard_cmd *s, tpc_err *e)
 		s->rm.facts = s->set.facts; /* for unfuse rules (the megatron presets) */
 		s->rm.config = s->set.config;
 		s->rm.in = s->in;
-		if ((ret = tpc_cli_remap_run(&s->rm, "shard", &in->ck)))
+		/* with optimizer state: the parameters and each state key alike
+		 * (a Megatron save's fused q/k/v taken apart in the moments as in
+		 * the weights), each tensor keeping its parameter's name */
+		if (!s->have_opt && (ret = tpc_cli_remap_run(&s->rm, "shard", &in->ck)))
 			return ret;
+		for (int k = -1; s->have_opt && k < s->opt.nkeys; k++)
+			if ((ret = tpc_cli_remap_run(&s->rm, "shard", k < 0 ? &s->opt.model : &s->opt.state[k])))
+				return ret;
 	}
 	if ((ret = tpc_cli_input_facts(in, &s->set, &s->facts, e)) || (ret = head_facts_alone(in, &s->set, &s->facts, e)))
 		return ret;
@@ -601,9 +644,18 @@ static int build(shard_cmd *s, tpc_err *e)
 		s->so.config_marker = xo.config_marker;
 		s->so.config_from = xo.config_from;
 	}
+	/* the state first, split by the model's plan; the model's ranks then store it */
+	if (s->have_opt) {
+		if ((ret = tpc_shard_optim_plans(&s->opt, &in->plan, &s->facts, &s->so, e)))
+			return ret;
+		s->so.optim = &s->opt;
+	}
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
 		return ret;
 	s->have_sp = true;
+	if (s->have_opt)
+		tpc_cli_info("optimizer state: %zu parameters, exp_avg, exp_avg_sq and the master (from %s) split as the parameters, step %lld",
+			     s->opt.map.np, s->opt.master_from ? s->opt.master_from : "?", (long long)s->opt.step);
 	return 0;
 }
 
@@ -722,6 +774,8 @@ int cmd_shard(int argc, char **argv)
 done:
 	if (s.have_sp)
 		tpc_shard_plan_release(&s.sp);
+	if (s.have_opt)
+		tpc_shard_optim_release(&s.opt);
 	tpc_cli_lora_set_release(&s.lsh);
 	free((void *)s.so.config_dir);
 	tpc_cli_input_release(&s.input);

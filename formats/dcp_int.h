@@ -32,7 +32,10 @@ typedef struct tpc__mcore_optim {
 	bool on;
 	char *type;          /* param_state_sharding_type */
 	char *common;        /* the common.pt it came from */
-	tpc_value *groups;   /* common.pt's optimizer.optimizer.param_groups */
+	tpc_value *groups;   /* common.pt's optimizer.optimizer.param_groups (a chained
+	                        optimizer's: the dense part's, then the expert part's) */
+	size_t ndense;       /* groups [0, ndense) are the dense parameters' */
+	bool chained;        /* two distributed optimizers: dense, expert-parallel */
 	tpc_value *args;     /* common.pt's args, or NULL */
 	size_t nparams, nstate;
 } tpc__mcore_optim;

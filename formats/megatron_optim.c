@@ -79,6 +79,48 @@ static const tpc_value *ns_field(const tpc_value *args, const char *k)
 	return dget(args->items[2], k);
 }
 
+/* One distributed optimizer's common state: its sharding type (a model-space
+ * one) and param groups. */
+static int one_optim(const tpc_value *opt, const char *path, const char **type, const tpc_value **pgs, tpc_err *e)
+{
+	const tpc_value *st = dget(opt, "param_state_sharding_type"), *inner = dget(opt, "optimizer");
+	int ret = 0;
+	if (!st || st->kind != TPC_V_STR) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "'optimizer' has no param_state_sharding_type: not Megatron's distributed optimizer (a chained optimizer of other than a dense and an expert part, or a plain one, is not read yet)");
+		return ret;
+	}
+	static const char *const buckets[] = {"dp_reshardable", "dp_zero_gather_scatter", "fully_sharded_bucket_space"};
+	bool bucket = false;
+	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++)
+		bucket = bucket || !strcmp(st->str, buckets[i]);
+	if (!bucket && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "unknown param_state_sharding_type '%.40s' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)",
+				 st->str);
+		return ret;
+	}
+	if (bucket) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "the distributed optimizer's state is stored as '%.40s', flat bucket buffers that do not name their parameters (Megatron's parameter order is not in the save); tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable) and 'fully_sharded_model_space'",
+				 st->str);
+		return ret;
+	}
+	const tpc_value *pg = dget(inner, "param_groups");
+	*pgs = pg;
+	*type = st->str;
+	if (!is_seq(pg) || !pg->n) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
+		return ret;
+	}
+	for (size_t g = 0; g < pg->n; g++)
+		if (pg->items[g]->kind != TPC_V_DICT) {
+			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups[%zu] is not a dict", g);
+			return ret;
+		}
+	return 0;
+}
+
 int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e)
 {
 	tpc_ckpt ck;
@@ -100,43 +142,51 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "holds no 'optimizer': the save has no optimizer state (saved with --no-save-optim?)");
 		goto out;
 	}
-	const tpc_value *st = dget(opt, "param_state_sharding_type"), *inner = dget(opt, "optimizer");
-	if (!st || st->kind != TPC_V_STR) {
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "'optimizer' has no param_state_sharding_type: not Megatron's distributed optimizer (a chained optimizer, one per expert and dense group, or a plain one is not read yet)");
-		goto out;
+	/* a ChainedOptimizer of two (dense, then expert-parallel parameters:
+	 * optimizer/__init__.py:1170-1240) saves {0: .., 1: ..}, each a
+	 * distributed optimizer's (optimizer.py:1589-1603; no key prefix with
+	 * chained_optim_avoid_prefix and a fully reshardable form, :1583-1587) */
+	const tpc_value *part[2] = {opt, NULL}, *pgs[2] = {NULL, NULL};
+	const char *type = NULL;
+	size_t nparts = 1;
+	if (!dget(opt, "param_state_sharding_type") && opt->kind == TPC_V_DICT && opt->n == 2 &&
+	    opt->keys[0]->kind == TPC_V_INT && opt->keys[0]->ival == 0 && opt->keys[1]->kind == TPC_V_INT &&
+	    opt->keys[1]->ival == 1) {
+		part[0] = opt->items[0];
+		part[1] = opt->items[1];
+		nparts = 2;
 	}
-	static const char *const buckets[] = {"dp_reshardable", "dp_zero_gather_scatter", "fully_sharded_bucket_space"};
-	bool bucket = false;
-	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++)
-		bucket = bucket || !strcmp(st->str, buckets[i]);
-	if (!bucket && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "unknown param_state_sharding_type '%.40s' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)",
-				 st->str);
-		goto out;
+	for (size_t k = 0; k < nparts && !ret; k++) {
+		ret = one_optim(part[k], path, &type, &pgs[k], e);
+		if (!ret && k && strcmp(type, dget(part[0], "param_state_sharding_type")->str))
+			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "a chained optimizer whose two parts are stored in different forms");
 	}
-	if (bucket) {
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "the distributed optimizer's state is stored as '%.40s', flat bucket buffers that do not name their parameters (Megatron's parameter order is not in the save); tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable) and 'fully_sharded_model_space'",
-				 st->str);
+	if (ret)
 		goto out;
-	}
-	const tpc_value *pg = dget(inner, "param_groups");
-	if (!is_seq(pg) || !pg->n) {
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
-		goto out;
-	}
-	for (size_t g = 0; g < pg->n; g++)
-		if (pg->items[g]->kind != TPC_V_DICT) {
-			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups[%zu] is not a dict", g);
+	const tpc_value *pg = pgs[0];
+	tpc_value *all = NULL;
+	if (nparts == 2) {
+		if (!(all = tpc_value_new(TPC_V_LIST))) {
+			ret = tpc_err_nomem(e);
 			goto out;
 		}
-	if (!(mo->type = tpc_strdup(st->str))) {
+		for (size_t k = 0; k < 2 && !ret; k++)
+			for (size_t g = 0; g < pgs[k]->n && !ret; g++)
+				if (tpc_value_append(all, tpc_value_ref(pgs[k]->items[g])))
+					ret = tpc_err_nomem(e);
+		if (ret) {
+			tpc_value_unref(all);
+			goto out;
+		}
+	}
+	mo->ndense = pgs[0]->n;
+	mo->chained = nparts == 2;
+	if (!(mo->type = tpc_strdup(type))) {
+		tpc_value_unref(all);
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	mo->groups = tpc_value_ref((tpc_value *)pg);
+	mo->groups = all ? all : tpc_value_ref((tpc_value *)pg);
 	mo->common = path;
 	path = NULL;
 	mo->args = dget(ck.root, "args") ? tpc_value_ref((tpc_value *)dget(ck.root, "args")) : NULL;
@@ -353,41 +403,54 @@ static bool as_double(const tpc_value *v, double *x)
 	return true;
 }
 
-/* Which group each parameter is in: one group holds them all; two, as
- * Megatron's standard override makes them (optimizer/__init__.py:94-128:
- * wd_mult 0 for 1-D parameters and biases, q/k layer norms excepted with
- * apply_wd_to_qk_layernorm) in groups sorted with the default one first
- * (:374); anything else is refused, naming the groups. *nowd: the index of
- * the wd_mult-0 group (-1 with one group). */
-static int group_rule(const tpc__mcore_optim *mo, int *nowd, const char *path, tpc_err *e)
+/* Which group each parameter is in: in each distributed optimizer (one, or
+ * a chained optimizer's dense and expert-parallel parts), one group holds
+ * its parameters or two, as Megatron's standard override makes them
+ * (optimizer/__init__.py:94-128: wd_mult 0 for 1-D parameters and biases,
+ * q/k layer norms excepted with apply_wd_to_qk_layernorm) in groups sorted
+ * with the default one first (:374); anything else is refused, naming the
+ * groups. nowd[part]: the index of the wd_mult-0 group (-1: one group). */
+static int part_rule(const tpc__mcore_optim *mo, size_t a, size_t b, bool expert, int *nowd, const char *path, tpc_err *e)
 {
 	const tpc_value *pg = mo->groups;
 	*nowd = -1;
-	for (size_t g = 0; g < pg->n; g++)
-		if (truthy(dget(pg->items[g], "is_expert_parallel")))
+	for (size_t g = a; g < b; g++)
+		if (truthy(dget(pg->items[g], "is_expert_parallel")) != expert)
 			return tpc_err_at(e, TPC_EINPUT, path, NULL,
-					  "param group %zu holds expert-parallel parameters, whose group membership the save does not record: not read yet",
+					  expert ? "param group %zu of the expert-parallel optimizer is not is_expert_parallel"
+						 : mo->chained ? "param group %zu of the dense optimizer is is_expert_parallel"
+							       : "param group %zu holds expert-parallel parameters without an optimizer of their own (Megatron chains one to the dense one): not read",
 					  g);
-	if (pg->n == 1)
+	if (b - a == 1)
 		return 0;
 	double w0 = -1, w1 = -1;
-	if (pg->n == 2 && as_double(dget(pg->items[0], "wd_mult"), &w0) && as_double(dget(pg->items[1], "wd_mult"), &w1) &&
+	if (b - a == 2 && as_double(dget(pg->items[a], "wd_mult"), &w0) && as_double(dget(pg->items[a + 1], "wd_mult"), &w1) &&
 	    (w0 == 0) != (w1 == 0)) {
-		*nowd = w0 == 0 ? 0 : 1;
+		*nowd = (int)a + (w0 == 0 ? 0 : 1);
 		return 0;
 	}
-	tpc_buf b = TPC_BUF_INIT;
-	for (size_t g = 0; g < pg->n && g < 8; g++) {
+	tpc_buf b2 = TPC_BUF_INIT;
+	for (size_t g = a; g < b && g < a + 8; g++) {
 		double w;
 		if (as_double(dget(pg->items[g], "wd_mult"), &w))
-			tpc_buf_addf(&b, "%s%g", g ? ", " : "", w);
+			tpc_buf_addf(&b2, "%s%g", g > a ? ", " : "", w);
 		else
-			tpc_buf_addf(&b, "%snone", g ? ", " : "");
+			tpc_buf_addf(&b2, "%snone", g > a ? ", " : "");
 	}
 	int ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-			     "%zu param groups (wd_mult %s): Megatron does not save which parameter is in which (state_dict drops 'params'), and tpconv knows only its standard split, one group with weight decay and one (wd_mult 0) for 1-D parameters and biases",
-			     pg->n, b.p ? b.p : "?");
-	tpc_buf_release(&b);
+			     "%zu param groups (wd_mult %s)%s: Megatron does not save which parameter is in which (state_dict drops 'params'), and tpconv knows only its standard split, one group with weight decay and one (wd_mult 0) for 1-D parameters and biases",
+			     b - a, b2.p ? b2.p : "?", mo->chained ? (expert ? " in the expert-parallel optimizer" : " in the dense optimizer") : "");
+	tpc_buf_release(&b2);
+	return ret;
+}
+
+static int group_rule(const tpc__mcore_optim *mo, int nowd[2], const char *path, tpc_err *e)
+{
+	size_t n = mo->groups->n, nd = mo->chained ? mo->ndense : n;
+	int ret = part_rule(mo, 0, nd, false, &nowd[0], path, e);
+	nowd[1] = -1;
+	if (!ret && mo->chained)
+		ret = part_rule(mo, nd, n, true, &nowd[1], path, e);
 	return ret;
 }
 
@@ -397,15 +460,24 @@ static bool ends_with(const char *s, const char *t)
 	return a >= b && !strcmp(s + a - b, t);
 }
 
-static int group_of(const tpc__mcore_optim *mo, int nowd, const tpc_tensor *p)
+/* A routed expert's parameter (allreduce False: moe/experts.py), the
+ * chained optimizer's expert part: "...mlp.experts.local_experts.E..." as
+ * the reader names it (shared experts are mlp.shared_experts) */
+static bool is_expert(const char *name)
 {
-	if (nowd < 0)
-		return 0;
+	return strstr(name, ".mlp.experts.") != NULL;
+}
+
+static int group_of(const tpc__mcore_optim *mo, const int nowd[2], const tpc_tensor *p)
+{
+	int part = mo->chained && is_expert(p->name), base = part ? (int)mo->ndense : 0;
+	if (nowd[part] < 0)
+		return base;
 	bool skip = p->ndim == 1 || ends_with(p->name, ".bias");
 	if (skip && truthy(ns_field(mo->args, "apply_wd_to_qk_layernorm")) &&
 	    (strstr(p->name, "q_layernorm.") || strstr(p->name, "k_layernorm.")))
 		skip = false;
-	return skip ? nowd : 1 - nowd;
+	return skip ? nowd[part] : 2 * base + 1 - nowd[part]; /* the part's other group */
 }
 
 /* Each group's step (torch's Adam keeps it per group in Megatron's save,
@@ -524,7 +596,7 @@ int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, 
 {
 	const tpc_value *pg = mo->groups;
 	size_t n0 = ck->n;
-	int nowd, src = -1, ret;
+	int nowd[2], src = -1, ret;
 	const char *first = NULL;
 	size_t per = 0;
 	tpc_value *root = tpc_value_new(TPC_V_DICT), *model = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
@@ -539,7 +611,7 @@ int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, 
 			ret = tpc_err_nomem(e);
 			goto out;
 		}
-	if ((ret = group_rule(mo, &nowd, mo->common, e)) || (ret = check_orphans(ck, n0, path, e)) ||
+	if ((ret = group_rule(mo, nowd, mo->common, e)) || (ret = check_orphans(ck, n0, path, e)) ||
 	    (ret = add_steps(mo, ck, &src, mo->common, e)))
 		goto out;
 	for (size_t i = 0; i < n0 && !ret; i++) {

@@ -146,11 +146,16 @@ const tpc_format *tpc_format_detect(const char *path, tpc_err *e)
 
 int tpc_ckpt_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e)
 {
-	static const tpc_open_opts none = {0, NULL, NULL};
 	const tpc_format *f = tpc_format_detect(path, e);
-	int ret;
 	if (!f)
 		return TPC_EINPUT;
+	return tpc_ckpt_open_as(ck, f, path, o, e);
+}
+
+int tpc_ckpt_open_as(tpc_ckpt *ck, const tpc_format *f, const char *path, const tpc_open_opts *o, tpc_err *e)
+{
+	static const tpc_open_opts none = {0, NULL, NULL};
+	int ret;
 	if (!ck->path && !(ck->path = strdup(path)))
 		return tpc_err_nomem(e);
 	ret = f->open(ck, path, o ? o : &none, e);

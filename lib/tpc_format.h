@@ -229,6 +229,9 @@ const tpc_format *tpc_format_at(size_t i);
 /* Detect the format of `path` (a file or directory) and open it into `ck`.
  * Unknown content is TPC_EINPUT naming what the first bytes look like. */
 int tpc_ckpt_open(tpc_ckpt *ck, const char *path, const tpc_open_opts *o, tpc_err *e);
+/* The same with format f, not the one detected (a folder two formats
+ * claim: a shard set of a layout whose folder is also a training save). */
+int tpc_ckpt_open_as(tpc_ckpt *ck, const tpc_format *f, const char *path, const tpc_open_opts *o, tpc_err *e);
 /* Name of the format detected for `path`, or NULL. */
 const tpc_format *tpc_format_detect(const char *path, tpc_err *e);
 

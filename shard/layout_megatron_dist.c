@@ -135,8 +135,10 @@
  *     a multiple of tp.
  * TransformerEngine's _extra_state ShardedObjects are not written (no FP8
  * state exists for a converted model): load with --dist-ckpt-strictness
- * log_all (or ignore_all), as the legacy layout needs strict=False. No
- * optimizer state.
+ * log_all (or ignore_all), as the legacy layout needs strict=False.
+ * Optimizer state (shard --optimizer, tpc_shard_optim.h): each state key's
+ * chunks as the model's under 'optimizer.state.KEY.' (rank_chunks), the
+ * groups in common.pt (optim_common).
  *
  * Reading back: tpconv's torch_dist reader (formats/megatron_dist.c) opens the
  * folder as one checkpoint (the layers un-stacked under Megatron's names), and
@@ -160,6 +162,7 @@
 #include "tpc_layout.h"
 #include "tpc_manifest.h"
 #include "tpc_shard.h"
+#include "tpc_shard_optim.h"
 #include "tpc_util.h"
 
 #define LAYOUT_NAME "megatron-dist"
@@ -369,7 +372,7 @@ static void unexpert(char *s)
  * is ep_rank t / etp, etp_rank t % etp (parallel_state.py:886-895: the expert
  * RankGenerator's order "tp-cp-ep-dp-pp", etp fastest); with dp replicas
  * (ep = tp x dp) rank t + tp * d of a stage is EP rank t + tp * d, etp 1. */
-static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
+static int model_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
 	const tpc_family *pf = plan_family(sp);
@@ -460,6 +463,42 @@ static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
 	return ret;
 }
 
+/* Rank r's chunks: the model's, then with optimizer state (shard
+ * --optimizer) each state key's, split by the model's plan and stored as
+ * the model's chunks under 'optimizer.state.KEY.' + the model's key
+ * (distrib_optimizer.py:1789-1832 sharded_param_state_fully_reshardable:
+ * replace(sharded_metadata, key=f'{prefix}.{state_key}.{key}'), the same
+ * offsets, shapes and replica ids; the prefix 'optimizer.state', :1746). */
+static int rank_chunks(const tpc_shard_plan *sp, int r, mlist *m, tpc_err *e)
+{
+	int ret = model_chunks(sp, r, m, e);
+	for (int k = 0; !ret && sp->optim && k < sp->optim->nkeys; k++) {
+		mlist s;
+		if ((ret = model_chunks(&sp->optim->sp[k], r, &s, e)))
+			break;
+		if (tpc_grow((void **)&m->v, &m->cap, m->n + s.n + 1, sizeof(*m->v)))
+			ret = tpc_err_nomem(e);
+		for (size_t j = 0; j < s.n && !ret; j++) {
+			tpc_buf b = TPC_BUF_INIT;
+			tpc_buf_addf(&b, "optimizer.state.%s.%s", sp->optim->key[k], s.v[j].key);
+			if (b.oom) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			size_t bl;
+			free(s.v[j].key);
+			s.v[j].key = tpc_buf_detach(&b, &bl);
+			m->v[m->n++] = s.v[j];
+			s.v[j].key = NULL;
+			memset(&s.v[j].t, 0, sizeof(s.v[j].t));
+		}
+		mlist_release(&s);
+	}
+	if (ret)
+		mlist_release(m);
+	return ret;
+}
+
 /* ---- shard ---- */
 
 /* Multi-head latent attention (a family whose parts say so): Megatron's MLA
@@ -541,6 +580,11 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 			return tpc_err_at(e, TPC_EINPUT, NULL, n,
 					  "layer %lld is past the decoder's %lld (num_hidden_layers): a next-token-prediction (MTP) layer, which the megatron-dist layout does not write (drop it with --rules)",
 					  (long long)l, (long long)(sp->facts.layers > 0 ? sp->facts.layers : sp->layers));
+		/* with optimizer state: every Megatron parameter has it; the
+		 * router's expert_bias is a buffer there (moe/router.py:191-197) */
+		if (sp->optim && !tpc_shard_optim_has_state(sp->optim, n) && w->role != TPC_ROLE_FFN_EXP_PROBS_B)
+			return tpc_err_at(e, TPC_EINPUT, NULL, n,
+					  "a tensor of the model that no param group lists (frozen, or a buffer): Megatron's distributed optimizer holds state for every parameter of it; not written with --optimizer (drop it with --rules)");
 		const tpc_split *s = &sp->t[i].split;
 		if (w->role == TPC_ROLE_FFN_GATE || w->role == TPC_ROLE_FFN_DOWN)
 			dense = n;
@@ -638,6 +682,52 @@ static int rank_file_ok(const tpc_shard_plan *sp, int r, const char *path, bool 
 	return ret;
 }
 
+/* One distributed optimizer's common state (distrib_optimizer.py:866-878
+ * state_dict: param_groups without params, with step; :1581
+ * param_state_sharding_type) over the groups its parameters need. */
+static tpc_value *one_optim(const tpc_shard_plan *sp, bool expert, const bool side[2])
+{
+	tpc_value *opt = tpc_value_new(TPC_V_DICT), *inner = tpc_value_new(TPC_V_DICT);
+	tpc_value *pg = tpc_shard_optim_groups(sp->optim, expert, side[0], side[1]);
+	bool bad = !opt || !inner || !pg || tpc_value_set(inner, tpc_value_str("param_groups", 12), tpc_value_ref(pg)) ||
+		   tpc_value_set(opt, tpc_value_str("optimizer", 9), tpc_value_ref(inner)) ||
+		   tpc_value_set(opt, tpc_value_str("param_state_sharding_type", 25), tpc_value_str("fully_reshardable", 17));
+	tpc_value_unref(pg);
+	tpc_value_unref(inner);
+	if (bad) {
+		tpc_value_unref(opt);
+		return NULL;
+	}
+	return opt;
+}
+
+/* common.pt's 'optimizer': one distributed optimizer, or with routed
+ * experts (allreduce False, moe/experts.py) a ChainedOptimizer of the dense
+ * one and the expert-parallel one (optimizer/__init__.py:1170-1240, groups
+ * is_expert_parallel), saved as {0: dense, 1: expert} (optimizer.py:
+ * 1589-1603; no key prefix: chained_optim_avoid_prefix, :1583-1587). */
+static tpc_value *optim_common(const tpc_shard_plan *sp)
+{
+	const tpc_family *pf = plan_family(sp);
+	bool side[2][2] = {{false, false}, {false, false}}; /* [expert][no decay] */
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_tensor *t = &sp->in->t[sp->t[i].in];
+		const tpc_tensor_row *w = row_of(pf, t->name, NULL, NULL, NULL, NULL);
+		side[w && expert_role(w->role)][tpc_shard_optim_no_decay(t, t->name)] = true;
+	}
+	if (!side[1][0] && !side[1][1])
+		return one_optim(sp, false, side[0]);
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *a = one_optim(sp, false, side[0]), *b = one_optim(sp, true, side[1]);
+	if (!d || !a || !b || tpc_value_set(d, tpc_value_int(0), tpc_value_ref(a)) ||
+	    tpc_value_set(d, tpc_value_int(1), tpc_value_ref(b))) {
+		tpc_value_unref(d);
+		d = NULL;
+	}
+	tpc_value_unref(a);
+	tpc_value_unref(b);
+	return d;
+}
+
 /* common.pt: {args, checkpoint_version, iteration, content_metadata} */
 static int write_common(const tpc_shard_plan *sp, const char *path, bool force, bool grouped, tpc_err *e)
 {
@@ -702,7 +792,10 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		args = NULL;
 	}
 	bad = bad || tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
-	      tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0));
+	      tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(sp->optim ? sp->optim->step : 0));
+	tpc_value *opt = !bad && sp->optim ? optim_common(sp) : NULL;
+	if (!bad && sp->optim)
+		bad = !opt || tpc_value_set(root, tpc_value_str("optimizer", 9), opt);
 	if (!bad) {
 		bad = tpc_value_set(root, tpc_value_str("content_metadata", 16), cm);
 		cm = NULL;
@@ -846,7 +939,7 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.desc = "Megatron-Core torch_dist: release/__R_0.distcp + .metadata + common.pt + metadata.json, stacked layers",
 	.formats = formats, .set_format = "megatron-torch_dist",
 	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
-	.data_parallel = true,
+	.data_parallel = true, .optimizer = true,
 	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .stored_size = stored_size, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,

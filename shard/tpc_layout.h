@@ -80,6 +80,9 @@ typedef struct tpc_layout {
 	                               experts by global name from the ranks that have them */
 	bool data_parallel;         /* holds data-parallel replicas (tpc_shard_opts.dp): tp x dp ranks a
 	                               stage, the dense tensors' copies on dp ranks > 0 not stored */
+	bool optimizer;             /* stores optimizer state beside the model (shard --optimizer:
+	                               tpc_shard_plan.optim, each state tensor split as its
+	                               parameter) */
 	const char *set_format;     /* format label of a merged set without a manifest */
 	const char *merged_file;    /* a merge into a folder writes this one safetensors file there,
 	                               with the companions beside it (peft: adapter_model.safetensors),

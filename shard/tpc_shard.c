@@ -799,12 +799,16 @@ int tpc_shard_plan_build(tpc_shard_plan *sp, const tpc_ckpt *in, const tpc_plan 
 	memset(sp, 0, sizeof(*sp));
 	tpc_ckpt_init(&sp->aux);
 	sp->in = in;
+	sp->optim = o->optim;
 	sp->plan = plan;
 	sp->facts = *facts;
 	sp->dp = o->dp > 1 ? o->dp : 1;
 	sp->tp = o->tp * sp->dp; /* the stage's ranks */
 	sp->pp = o->pp ? o->pp : 1;
 	sp->layout = o->layout ? o->layout : tpc_layout_default();
+	if (o->optim && !sp->layout->optimizer)
+		return tpc_err_set(e, TPC_EUSAGE, "--optimizer: the %s layout stores no optimizer state (megatron-dist does)",
+				   sp->layout->name);
 	sp->checksum = o->checksum;
 	sp->max_shard_size = o->max_shard_size;
 	sp->ep = o->ep > 1 ? o->ep : 1;

@@ -106,6 +106,9 @@ typedef struct tpc_shard_opts {
 	bool defer_manifest;        /* write the rank files only, never the manifest: under mpirun
 	                             * every process writes its ranks this way and rank 0 then
 	                             * completes the set with a run that writes no rank */
+	const struct tpc_shard_optim *optim; /* optimizer state split beside the model (shard
+	                                        --optimizer; layouts with tpc_layout.optimizer),
+	                                        or NULL (tpc_shard_optim.h) */
 	struct tpc__merge_check *input_check; /* a reshard: the input set's checksums, not yet
 	                                         checked (tpc_merge_opts.defer_checksums). A run
 	                                         that hashes every rank beside its writers checks
@@ -154,6 +157,7 @@ typedef struct tpc_shard_plan {
 	uint64_t max_shard_size;
 	bool tied;             /* the layout stores tied embeddings once, or (trtllm) makes lm_head
 	                          from the embedding (its check decides) */
+	const struct tpc_shard_optim *optim; /* the options' optimizer state, or NULL */
 	const struct tpc_family *family; /* the model family the layout names tensors for (trtllm,
 	                                    vllm; its check decides), or NULL */
 	char **rank_file;      /* [tp*pp]: name inside the output folder */

@@ -28,7 +28,10 @@
 #     set_state_dict (DeepSpeed's groups lack AdamW's other hyper-parameters:
 #     allow_partial_load), every moment on its own parameter's elements;
 #   - transformers' Trainer loads tpconv's optimizer.pt of the tagged fixture
-#     (tests/data/dcp/optim_tagged) and every parameter gets its own state.
+#     (tests/data/dcp/optim_tagged) and every parameter gets its own state;
+#   - megatron-dist sets with optimizer state (a LLaMA at tp 2 x pp 2, a
+#     Mixtral at tp 2 x ep 2 x pp 2; tests/dcp/make_mcore_optim_out.py): torch's
+#     DCP reader gives every state tensor the source's values.
 # usage: optim.sh TPCONV SRCDIR   (TAP on stdout; TPCONV_INTEROP_KEEP=1 keeps the work folder)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -87,6 +90,26 @@ for z in "2 3 23 2" "3 4 34 4"; do
 		inpy zero_dcp_load.py "zdcp$1" "$3" "$1" "zero$1.json" || bad "ZeRO-$1 into DCP and loaded" "$(tail -5 "$W/log")"
 done
 inchroot trainer tagged tagged/names.json trainer.json || bad "trainer" "$(tail -5 "$W/log")"
+# Optimizer state into Megatron torch_dist sets (shard --layout megatron-dist
+# --optimizer, Megatron's fully_reshardable form): torch's own DCP reader
+# reads every state tensor with the source's values, and its metadata gives
+# each state key its model key's shape and chunks
+cp "$SRC/tests/dcp/make_mcore_optim_out.py" "$W/"
+MO=(--layout megatron-dist --optimizer --no-extras -q)
+if /usr/bin/python3 "$SRC/tests/dcp/make_mcore_optim_out.py" gen "$W/mo" >>"$W/log" 2>&1 &&
+	"$TPCONV" shard "$W/mo/train.pt" --preset llama --config "$W/mo/config.json" "${MO[@]}" --tp 2 --pp 2 -o "$W/mo22" 2>>"$W/log" &&
+	"$TPCONV" shard "$W/mo/moe/train.pt" --preset mixtral --config "$W/mo/moe/config.json" "${MO[@]}" --tp 2 --ep 2 --pp 2 \
+		-o "$W/mom22" 2>>"$W/log"; then
+	for c in "mo/train.pt mo22/release" "mo/moe/train.pt mom22/release"; do
+		set -- $c
+		inpy make_mcore_optim_out.py torch2 "$1" "$2" && tail -1 "$W/log" | grep -q "state tensors (param, exp_avg, exp_avg_sq per parameter) equal$" &&
+			inpy make_mcore_optim_out.py torch2-chunks "$2" && tail -1 "$W/log" | grep -q "each with its model key's shape and same chunks$" &&
+			ok "megatron-dist --optimizer ($2): torch's DCP reader gives every state tensor the source's values, each state key its model key's chunks" ||
+			bad "megatron-dist --optimizer ($2) read by torch" "$(tail -3 "$W/log")"
+	done
+else
+	bad "megatron-dist --optimizer sets" "$(tail -5 "$W/log")"
+fi
 python3 - "$W" >"$W/py" 2>&1 <<'PY'
 import json, os, sys
 w = sys.argv[1]

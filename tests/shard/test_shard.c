@@ -402,6 +402,41 @@ static void test_layout_merged_file(void **state)
 			assert_null(tpc_layout_at(i)->merged_file);
 }
 
+/* A layout's optimizer field: megatron-dist alone stores optimizer state
+ * (shard --optimizer), in its rank files' sharded format (cli_input.c reads
+ * such a set with it); a plan for another layout with state is refused. */
+static void test_layout_optimizer(void **state)
+{
+	(void)state;
+	const tpc_layout *m = tpc_layout_by_name("megatron-dist");
+	assert_non_null(m);
+	assert_true(m->optimizer);
+	assert_non_null(m->formats);
+	const tpc_format *f = tpc_format_by_name(m->formats[0]);
+	assert_non_null(f);
+	assert_true(f->sharded);
+	for (size_t i = 0; i < tpc_layout_count(); i++)
+		if (tpc_layout_at(i) != m)
+			assert_false(tpc_layout_at(i)->optimizer);
+	tpc_shard_plan sp;
+	tpc_shard_opts o;
+	tpc_ckpt ck;
+	tpc_plan p;
+	tpc_model_facts f0;
+	tpc_err e;
+	memset(&o, 0, sizeof(o));
+	memset(&p, 0, sizeof(p));
+	memset(&f0, 0, sizeof(f0));
+	tpc_ckpt_init(&ck);
+	tpc_err_init(&e);
+	o.tp = 2;
+	o.layout = tpc_layout_by_name("dcp");
+	o.optim = (const struct tpc_shard_optim *)&o; /* any non-NULL: refused before it is read */
+	assert_int_equal(tpc_shard_plan_build(&sp, &ck, &p, &f0, &o, &e), TPC_EUSAGE);
+	assert_non_null(strstr(e.msg, "the dcp layout stores no optimizer state"));
+	tpc_ckpt_release(&ck);
+}
+
 /* A layout's rank_name_ep sees the rank's EP group; the others name a rank
  * the same with or without one. */
 static void test_rank_name_ep(void **state)
@@ -430,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_manifest_bad),
 		cmocka_unit_test(test_paths_and_detect),
 		cmocka_unit_test(test_layout_merged_file),
+		cmocka_unit_test(test_layout_optimizer),
 		cmocka_unit_test(test_rank_name_ep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
