@@ -306,28 +306,6 @@ static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
 	return ret;
 }
 
-/* group g's hyper-parameters, "params" [first..first + n) last */
-static tpc_value *group_dict(const tpc_value *gv, int64_t first, int64_t n)
-{
-	tpc_value *d = tpc_value_new(TPC_V_DICT), *pl = tpc_value_new(TPC_V_LIST);
-	int bad = !d || !pl;
-	for (size_t k = 0; !bad && k < gv->n; k++)
-		if (!(gv->keys[k]->kind == TPC_V_STR && !strcmp(gv->keys[k]->str, "params")))
-			bad = tpc_value_set(d, tpc_value_ref(gv->keys[k]), tpc_value_ref(gv->items[k]));
-	for (int64_t j = 0; !bad && j < n; j++)
-		bad = tpc_value_append(pl, tpc_value_int(first + j));
-	if (!bad) {
-		bad = tset(d, "params", pl);
-		pl = NULL;
-	}
-	tpc_value_unref(pl);
-	if (bad) {
-		tpc_value_unref(d);
-		return NULL;
-	}
-	return d;
-}
-
 /* The model states file the engine loads beside zero/ (engine.py
  * _load_checkpoint: dp_world_size, global_steps, skipped_steps,
  * mp_world_size; the module is not loaded from it when load_universal is
@@ -383,7 +361,7 @@ static int put_optimizer_state(uwrite *u, const tpc_optim_param *p0, tpc_err *e)
 	int64_t ix = -1;
 	int bad = !sd || !groups || !pc;
 	for (size_t g = 0; g < o->ng && !bad; g++) {
-		tpc_value *d = group_dict(o->groups[g], (int64_t)g, 1);
+		tpc_value *d = tpc_optim_group_numbered(o->groups[g], (int64_t)g, 1);
 		bad = !d || tpc_value_append(groups, d) || tpc_value_append(pc, tpc_value_int(1));
 	}
 	bad = bad || tset(sd, "zero_stage", tpc_value_int(u->stage));

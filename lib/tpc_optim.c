@@ -309,18 +309,15 @@ void tpc_optim_describe(const tpc_optim *o, const tpc_ckpt *ck, bool each, tpc_b
 	}
 }
 
-/* param group g as Optimizer.state_dict packs it: its hyper-parameters, then
- * "params" as numbers from *k on */
-static tpc_value *torch_group(const tpc_value *gv, size_t *k)
+tpc_value *tpc_optim_group_numbered(const tpc_value *gv, int64_t first, int64_t n)
 {
 	tpc_value *d = tpc_value_new(TPC_V_DICT), *pl = tpc_value_new(TPC_V_LIST);
-	const tpc_value *params = tpc_value_get(gv, "params");
-	int bad = !d || !pl || !params;
+	int bad = !d || !pl;
 	for (size_t i = 0; !bad && i < gv->n; i++)
 		if (!(gv->keys[i]->kind == TPC_V_STR && !strcmp(gv->keys[i]->str, "params")))
 			bad = tpc_value_set(d, tpc_value_ref(gv->keys[i]), tpc_value_ref(gv->items[i]));
-	for (size_t j = 0; !bad && j < params->n; j++)
-		bad = tpc_value_append(pl, tpc_value_int((int64_t)(*k)++));
+	for (int64_t j = 0; !bad && j < n; j++)
+		bad = tpc_value_append(pl, tpc_value_int(first + j));
 	if (!bad) {
 		bad = tpc_value_set(d, tpc_value_str("params", 6), pl);
 		pl = NULL;
@@ -330,6 +327,18 @@ static tpc_value *torch_group(const tpc_value *gv, size_t *k)
 		tpc_value_unref(d);
 		return NULL;
 	}
+	return d;
+}
+
+/* param group g as Optimizer.state_dict packs it: its hyper-parameters, then
+ * "params" as numbers from *k on */
+static tpc_value *torch_group(const tpc_value *gv, size_t *k)
+{
+	const tpc_value *params = tpc_value_get(gv, "params");
+	if (!params)
+		return NULL;
+	tpc_value *d = tpc_optim_group_numbered(gv, (int64_t)*k, (int64_t)params->n);
+	*k += params->n;
 	return d;
 }
 

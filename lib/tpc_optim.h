@@ -89,4 +89,9 @@ void tpc_optim_describe(const tpc_optim *o, const tpc_ckpt *ck, bool each, tpc_b
  * named "state.K.KEY". Write it with the torch format. */
 int tpc_optim_torch(const tpc_optim *o, const tpc_ckpt *ck, tpc_ckpt *out, tpc_err *e);
 
+/* A param group as Optimizer.state_dict packs it: gv's entries but "params",
+ * then "params" as the numbers first .. first + n - 1. NULL when out of
+ * memory. */
+tpc_value *tpc_optim_group_numbered(const tpc_value *gv, int64_t first, int64_t n);
+
 #endif
