@@ -262,10 +262,11 @@ static int num_list(const cJSON *a, double *out)
 
 /* A longrope rope (Phi-3's): its lists and numbers as config.json says them
  * (tpc_rope_longrope; verify resolves them) */
-static void longrope_facts(tpc_rope_longrope *lr, const tpc_cfg *c)
+static void longrope_facts(tpc_rope_longrope *lr, const tpc_cfg *c, const char *ty)
 {
 	const cJSON *r = tpc_cfg_rope(c, T);
-	lr->on = true;
+	lr->on = !strcmp(ty, "longrope");
+	lr->alias = !strcmp(ty, "su") ? 1 : !strcmp(ty, "yarn") ? 2 : 0;
 	lr->n_short = num_list(cJSON_GetObjectItemCaseSensitive(r, "short_factor"), lr->short_f);
 	lr->n_long = num_list(cJSON_GetObjectItemCaseSensitive(r, "long_factor"), lr->long_f);
 	lr->factor = rope(c, "factor", NULL);
@@ -301,10 +302,10 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 				f->llama3.orig_max < 1;
 		return;
 	}
-	if (ty && !strcmp(ty, "longrope")) {
-		longrope_facts(&f->longrope, c);
+	if (ty && (!strcmp(ty, "longrope") || !strcmp(ty, "su") || !strcmp(ty, "yarn")))
+		longrope_facts(&f->longrope, c, ty);
+	if (ty && !strcmp(ty, "longrope"))
 		return;
-	}
 	if (!ty || strcmp(ty, "yarn"))
 		return;
 	f->yarn = (tpc_yarn){rope(c, "factor", NULL), rope(c, "mscale", NULL), rope(c, "mscale_all_dim", NULL),
@@ -480,7 +481,7 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		memcpy(dst->rope_unknown, src->rope_unknown, sizeof(dst->rope_unknown));
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
-	if (!dst->longrope.on)
+	if (!dst->longrope.on && !dst->longrope.alias)
 		dst->longrope = src->longrope;
 	if (!dst->llama3.factor && !dst->llama3_bad) {
 		dst->llama3 = src->llama3;

@@ -1092,8 +1092,9 @@ static const tpc_family families[] = {
 	 .tensors = llama_tensors,
 	 /* Phi-4-mini's partial_rotary_factor (the whole head unsaid); a
 	  * longrope rope's original_max_position_embeddings Phi3Config's own
-	  * field (default 4096) */
-	 PARTS(.partial_rope = true, .rope_fraction = 1.0, .rope_orig_top = 4096, .tied_head = true)},
+	  * field (default 4096); its older names su and yarn longrope too */
+	 PARTS(.partial_rope = true, .rope_fraction = 1.0, .rope_orig_top = 4096, .longrope_alias = true,
+	       .tied_head = true)},
 	{.name = "olmo2",
 	 .desc = "OLMo 2 (HF names): the llama plan; q_norm/k_norm over the whole projection and the post-attention/post-feedforward norms replicated",
 	 .plan = LLAMA_JSON("olmo2"),

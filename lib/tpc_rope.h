@@ -42,6 +42,9 @@ typedef struct tpc_rope_llama3 {
 #define TPC_LONGROPE_MAX 256
 typedef struct tpc_rope_longrope {
 	bool on;
+	int alias; /* on false, rope_type "su" (1) or "yarn" (2) with the lists:
+		      Phi3Config's older names of longrope (the record's
+		      longrope_alias reads them so) */
 	int n_short, n_long;
 	double short_f[TPC_LONGROPE_MAX], long_f[TPC_LONGROPE_MAX];
 	double factor, attn_factor;

@@ -813,9 +813,10 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
 		if (f && !own) { /* resolved by layer_rot */
-			a->yarn = f->yarn;
+			/* Phi-3's su and yarn: longrope (the record's longrope_alias) */
+			a->longrope = f->longrope.on || (pt->longrope_alias && f->longrope.alias);
+			a->yarn = a->longrope ? (tpc_yarn){0} : f->yarn;
 			a->llama3 = f->llama3;
-			a->longrope = f->longrope.on;
 		}
 		/* Llama 4: the L2 norm of q and k on the rotating layers */
 		a->qk_l2 = pt->qk_norm == TPC_PART_QK_L2_ROPE && !(f && f->use_qk_norm < 0);
@@ -1215,7 +1216,7 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	if (a->chunk < 0)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a chunked attention layer needs config.json's attention_chunk_size",
 				   nm);
-	if (a->rope && f && f->rope_unknown[0] && !a->mla && !a->delta)
+	if (a->rope && f && f->rope_unknown[0] && !a->longrope && !a->mla && !a->delta)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "layer '%s': config.json's rope_type '%s' is not one verify's forward computes (default, linear, dynamic, yarn, llama3, longrope): refused rather than rotated as a plain rope",
 				   nm, f->rope_unknown);
@@ -1276,7 +1277,7 @@ static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, 
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
 	int ret = 0;
 	int64_t last = f && f->nextn > 0 && f->layers > 0 ? f->layers : INT64_MAX;
-	if (f && f->longrope.on)
+	if (f && (f->longrope.on || (m->parts.longrope_alias && f->longrope.alias)))
 		model_longrope(m, &f->longrope);
 	for (int64_t l = 0; !ret && l < last; l++) {
 		tpc_vlayer L;

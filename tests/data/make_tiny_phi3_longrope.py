@@ -16,7 +16,9 @@ configs of the same weights:
 Transformers' modeling_rope_utils._compute_longrope_parameters and
 dynamic_rope_update's longrope_frequency_update (seq_len = max(position_ids)
 + 1 > original_max_position_embeddings: long_factor). tests/verify/test_verify.c
-runs verify's reference forward against them. Run in the forky chroot:
+runs verify's reference forward against them. tiny_phi3_longrope_{yarn,su}.json:
+Phi-3's older rope_type names, whose logits transformers gives equal to the
+long and the short config's (below). Run in the forky chroot:
 make_tiny_phi3_longrope.py DATA_DIR"""
 import copy, json, math, os, sys, tempfile
 import torch
@@ -69,6 +71,27 @@ for name, cfg in cfgs.items():
     f = LONG if name == "long" else SHORT
     inv = 1.0 / (torch.tensor(f) * 10000.0 ** (torch.arange(0, 12, 2).float() / 12))
     assert torch.equal(rot.inv_freq.float(), inv), (rot.inv_freq, inv)
+# Phi3Config's older names (convert_rope_params_to_dict): rope_type "su" and
+# "yarn" read as longrope, the top-level original_max_position_embeddings
+# copied over the rope object's (_compute_longrope_parameters'
+# standardize_rope_params): "yarn" with a top-level 8 gives the long
+# config's logits, "su" with a top-level 16 beside the rope object's 8 (which
+# its validation requires) the short config's, exactly
+alias = {"yarn": (dict(base, original_max_position_embeddings=8,
+                       rope_scaling={"type": "yarn", "short_factor": SHORT, "long_factor": LONG}), "long"),
+         "su": (dict(base, original_max_position_embeddings=16,
+                     rope_scaling={"type": "su", "short_factor": SHORT, "long_factor": LONG,
+                                   "original_max_position_embeddings": 8}), "short")}
+for name, (cfg, same) in alias.items():
+    json.dump(cfg, open(os.path.join(d, "tiny_phi3_longrope_%s.json" % name), "w"), indent=1)
+    with tempfile.TemporaryDirectory() as t:
+        json.dump(copy.deepcopy(cfg), open(os.path.join(t, "config.json"), "w"))
+        save_file(sd, os.path.join(t, "model.safetensors"), metadata={"format": "pt"})
+        r = tf.AutoModelForCausalLM.from_pretrained(t).double().eval()
+    with torch.no_grad():
+        out = r(input_ids=ids[None]).logits[0]
+    assert r.model.rotary_emb.rope_type == "longrope", r.model.rotary_emb.rope_type
+    assert torch.equal(out, res[same]), (name, (out - res[same]).abs().max().item())
 save_file(res, os.path.join(d, "tiny_phi3_longrope_out.safetensors"))
 print("ok", {k: tuple(v.shape) for k, v in res.items()},
       "max |long - short| %.3g" % (res["long"] - res["short"]).abs().max().item())

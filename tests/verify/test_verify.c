@@ -1453,7 +1453,8 @@ static void test_hunyuan_moe_dynamic_rope(void **st)
  * rope_orig_top reads the rope object's original_max_position_embeddings
  * (here none: max_position_embeddings 64, the short branch), as transformers'
  * config classes other than Phi3Config do; lists of another length than the
- * rotated pairs are refused naming them. */
+ * rotated pairs are refused naming them; Phi-3's older rope_type names su
+ * and yarn are longrope for its record. */
 static void test_phi3_longrope(void **st)
 {
 	(void)st;
@@ -1489,6 +1490,27 @@ static void test_phi3_longrope(void **st)
 	record_set_of(&parts, "phi3_longrope", "phi3_longrope_long", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s,
 		      &f);
 	assert_true(s.model->longrope_orig == 64 && s.model->longrope_af == 1.0);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	/* Phi3Config's older names (the record's longrope_alias): "yarn" with a
+	 * top-level original 8 is the long config, "su" with a top-level 16
+	 * beside the rope object's 8 the short one (transformers' logits equal) */
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_yarn", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.longrope.alias == 2 && s.model->layers[0].attn.longrope && !s.model->layers[0].attn.yarn.factor);
+	vs_transformers(&s, &ex, "long", 48, "phi3, rope_type yarn read as longrope");
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_su", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.longrope.alias == 1 && s.model->longrope_orig == 16);
+	vs_transformers(&s, &ex, "short", 48, "phi3, rope_type su read as longrope");
+	/* without the part "su" is no rope the forward computes */
+	parts = *fam;
+	parts.parts.longrope_alias = false;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &parts, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "rope_type 'su' is not one verify's forward computes"));
 	tpc_verify_set_release(&s);
 	tpc_ckpt_release(&ex);
 	tpc_ckpt_release(&ck);
