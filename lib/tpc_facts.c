@@ -2,6 +2,7 @@
 #include "tpc_facts.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,7 +134,7 @@ static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
 	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(top, "factor");
 	if (!cJSON_IsString(ty))
 		ty = cJSON_GetObjectItemCaseSensitive(top, "type");
-	static const char *const known[] = {"default", "linear", "dynamic", "yarn", "llama3"};
+	static const char *const known[] = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
 	bool ok = !cJSON_IsString(ty);
 	for (size_t i = 0; !ok && i < sizeof(known) / sizeof(known[0]); i++)
 		ok = !strcmp(ty->valuestring, known[i]);
@@ -243,6 +244,38 @@ bool tpc_facts_rope_off(const tpc_model_facts *f, int64_t l, int64_t every)
 	return period > 0 && (l + 1) % period == 0;
 }
 
+/* A list of numbers into out (at most TPC_LONGROPE_MAX): its length, -1 when
+ * it is not one */
+static int num_list(const cJSON *a, double *out)
+{
+	int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+	if (n > TPC_LONGROPE_MAX)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		const cJSON *v = cJSON_GetArrayItem(a, i);
+		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+			return -1;
+		out[i] = v->valuedouble;
+	}
+	return n;
+}
+
+/* A longrope rope (Phi-3's): its lists and numbers as config.json says them
+ * (tpc_rope_longrope; verify resolves them) */
+static void longrope_facts(tpc_rope_longrope *lr, const tpc_cfg *c, const char *ty)
+{
+	const cJSON *r = tpc_cfg_rope(c, T);
+	lr->on = !strcmp(ty, "longrope");
+	lr->alias = !strcmp(ty, "su") ? 1 : !strcmp(ty, "yarn") ? 2 : 0;
+	lr->n_short = num_list(cJSON_GetObjectItemCaseSensitive(r, "short_factor"), lr->short_f);
+	lr->n_long = num_list(cJSON_GetObjectItemCaseSensitive(r, "long_factor"), lr->long_f);
+	lr->factor = rope(c, "factor", NULL);
+	lr->attn_factor = rope(c, "attention_factor", NULL);
+	lr->orig_rope = (int64_t)rope(c, "original_max_position_embeddings", NULL);
+	lr->orig_top = count(c, "original_max_position_embeddings");
+	lr->max_pos = count(c, "max_position_embeddings");
+}
+
 /* The norm's epsilon and the rotary embedding: rope_theta in transformers
  * 5's rope_parameters or at the top, and a yarn rope scaling (either name). */
 static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
@@ -255,8 +288,9 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 	/* rotary_emb_base: GPT-NeoX's name before transformers 5 */
 	f->rope_theta = rope(c, "rope_theta", "rope_theta|rotary_emb_base");
 	layer_rope(f, c);
-	/* GPT-NeoX's partial rope: rotary_pct, or transformers 5's partial_rotary_factor */
-	f->rotary_pct = rope(c, "partial_rotary_factor", "rotary_pct");
+	/* GPT-NeoX's partial rope: rotary_pct, or transformers 5's partial_rotary_factor (in the
+	 * rope object, or at the top as Phi-4-mini says it) */
+	f->rotary_pct = rope(c, "partial_rotary_factor", "partial_rotary_factor|rotary_pct");
 	f->parallel_residual = flag(c, "use_parallel_residual");
 	f->rope_interleave = flag(c, "rope_interleave");
 	const char *ty = tpc_cfg_rope_type(c, T);
@@ -268,6 +302,10 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 				f->llama3.orig_max < 1;
 		return;
 	}
+	if (ty && (!strcmp(ty, "longrope") || !strcmp(ty, "su") || !strcmp(ty, "yarn")))
+		longrope_facts(&f->longrope, c, ty);
+	if (ty && !strcmp(ty, "longrope"))
+		return;
 	if (!ty || strcmp(ty, "yarn"))
 		return;
 	f->yarn = (tpc_yarn){rope(c, "factor", NULL), rope(c, "mscale", NULL), rope(c, "mscale_all_dim", NULL),
@@ -443,6 +481,8 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 		memcpy(dst->rope_unknown, src->rope_unknown, sizeof(dst->rope_unknown));
 	if (!dst->yarn.factor)
 		dst->yarn = src->yarn;
+	if (!dst->longrope.on && !dst->longrope.alias)
+		dst->longrope = src->longrope;
 	if (!dst->llama3.factor && !dst->llama3_bad) {
 		dst->llama3 = src->llama3;
 		dst->llama3_bad = src->llama3_bad;

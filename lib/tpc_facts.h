@@ -144,6 +144,8 @@ typedef struct tpc_model_facts {
 	 * missing (verify refuses it: transformers would fail) */
 	tpc_rope_llama3 llama3;
 	bool llama3_bad;
+	/* a rope_type "longrope" rope (tpc_rope_longrope; on false: none) */
+	tpc_rope_longrope longrope;
 	/* GPT-NeoX: rotary_pct (or rope_parameters.partial_rotary_factor; 0
 	 * unsaid) and use_parallel_residual (1 true, -1 false, 0 unsaid); the
 	 * norm's epsilon above is also layer_norm_eps / layer_norm_epsilon and
@@ -173,7 +175,7 @@ typedef struct tpc_model_facts {
 	int64_t max_pos;
 	/* a rope_type none of the above (e.g. "longrope"): its name, which
 	 * verify's model check refuses rather than rotate as a plain rope ("":
-	 * default, linear, dynamic, yarn, llama3 or unsaid) */
+	 * default, linear, dynamic, yarn, llama3, longrope or unsaid) */
 	char rope_unknown[24];
 	/* multipliers (Granite): the embeddings times embedding_multiplier,
 	 * each sublayer's output times residual_multiplier before its residual

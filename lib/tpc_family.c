@@ -1090,7 +1090,11 @@ static const tpc_family families[] = {
 	 .gguf = &tpc__gguf_phi3,
 	 .layouts = A("vllm"),
 	 .tensors = llama_tensors,
-	 LLAMA_PARTS},
+	 /* Phi-4-mini's partial_rotary_factor (the whole head unsaid); a
+	  * longrope rope's original_max_position_embeddings Phi3Config's own
+	  * field (default 4096); its older names su and yarn longrope too */
+	 PARTS(.partial_rope = true, .rope_fraction = 1.0, .rope_orig_top = 4096, .longrope_alias = true,
+	       .tied_head = true)},
 	{.name = "olmo2",
 	 .desc = "OLMo 2 (HF names): the llama plan; q_norm/k_norm over the whole projection and the post-attention/post-feedforward norms replicated",
 	 .plan = LLAMA_JSON("olmo2"),

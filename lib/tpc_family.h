@@ -245,6 +245,15 @@ typedef struct tpc_tensor_row {
  *              without it a dynamic rope is transformers' dynamic NTK,
  *              which alpha plays no part in (the default rope's frequencies
  *              within max_position_embeddings)
+ *   rope_orig_top  a longrope rope's original_max_position_embeddings is the
+ *              one at the top of config.json, or this default when it has
+ *              none there, whatever the rope object says (Phi3Config's
+ *              field, default 4096, which transformers' standardize_rope_params
+ *              copies over the rope object's); 0: the rope object's, else
+ *              max_position_embeddings (the other config classes)
+ *   longrope_alias  rope_type "su" and "yarn" are longrope (Phi3Config's
+ *              convert_rope_params_to_dict renames them; its longrope
+ *              validation then requires the two lists)
  *   mlp        gated SiLU (SwiGLU), gated GELU, gated tanh-approximated GELU
  *              (Gemma's gelu_pytorch_tanh), plain GELU, plain gelu_new, or
  *              the clamped SwiGLU of gpt-oss's experts: gate = min(gate,
@@ -373,6 +382,8 @@ typedef struct tpc_layer_parts {
 	bool attn_bias;          /* q/k/v (and o) may carry biases */
 	tpc_part_pos pos;
 	bool rope_alpha;         /* a dynamic rope's alpha scales the base (above) */
+	int64_t rope_orig_top;   /* longrope's original_max_position_embeddings default (above) */
+	bool longrope_alias;     /* rope_type "su" and "yarn" read as longrope (above) */
 	tpc_part_mlp mlp;
 	tpc_part_router router;
 	int experts_per_tok;     /* the default top-k (above); 0: config.json must say */

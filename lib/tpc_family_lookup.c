@@ -263,7 +263,8 @@ static bool same_layer(const tpc_family *a, const tpc_family *b)
 	       x->rope_off_every == y->rope_off_every && x->logit_scale == y->logit_scale &&
 	       x->temp_floor == y->temp_floor && x->temp_scale == y->temp_scale && x->chunk_rope == y->chunk_rope &&
 	       x->rope_if_said == y->rope_if_said && x->ssm == y->ssm && x->attn_gate == y->attn_gate &&
-	       x->linear_attn == y->linear_attn;
+	       x->linear_attn == y->linear_attn && x->rope_orig_top == y->rope_orig_top &&
+	       x->longrope_alias == y->longrope_alias;
 }
 
 bool tpc_family_fits(const tpc_family *f, const char *arch)

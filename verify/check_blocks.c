@@ -230,6 +230,13 @@ bool tpc__attn_loc_of(const vrun *R, const tpc_vlayer *ly, int t, vattn_loc *a, 
 		return false;
 	tpc__opt_loc(R, p->q_norm, t, &a->qn);
 	tpc__opt_loc(R, p->k_norm, t, &a->kn);
+	if (R->s->model && p->longrope) { /* Phi-3's longrope: the model's factors */
+		const tpc_vmodel *m = R->s->model;
+		a->lr_short = m->longrope.short_f;
+		a->lr_long = m->longrope.long_f;
+		a->lr_orig = m->longrope_orig;
+		a->lr_af = m->longrope_af;
+	}
 	if (R->s->model) /* Gemma 3's q_norm, k_norm: 1 + w as its other norms */
 		a->qn.shift = a->kn.shift = R->s->model->parts.norm_offset;
 	if (t >= 0) {

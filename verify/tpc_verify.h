@@ -384,6 +384,7 @@ typedef struct tpc_vattn {
 					    replicated; -1: none */
 	tpc_rope_llama3 llama3;          /* a llama3 rope scaling of the frequencies (factor 0:
 					    none; tpc__rope_llama3) */
+	bool longrope;                   /* the model's longrope rope (tpc_vmodel's longrope) */
 	bool qk_l2;                      /* every q and k head RMS-normalised without a weight
 					    (qk_eps) after the rotary embedding (Llama 4's L2 norm) */
 	double temp_floor, temp_scale;   /* the queries of token t times 1 + temp_scale *
@@ -497,6 +498,11 @@ typedef struct tpc_vmodel {
 	double logit_mul;                /* the logits times this (Cohere's logit_scale); 0: none */
 	bool hidden_out;                 /* no head (BertModel): the model check compares the last
 					    hidden states [T, hidden] */
+	tpc_rope_longrope longrope;      /* a longrope rope (on: its layers' tpc_vattn.longrope),
+					    as config.json says it; resolved: */
+	int64_t longrope_orig;           /* original_max_position_embeddings: longer sequences
+					    take long_factor, the others short_factor */
+	double longrope_af;              /* cos and sin times this (attention_factor) */
 	int64_t rope_max;                /* a dynamic rope's max_position_embeddings: more tokens
 					    are refused (transformers rescales its frequencies past
 					    them, dynamic_rope_update); 0: none */

@@ -123,6 +123,9 @@ typedef struct vattn_loc {
 	double theta, rope_linear; /* rope_linear: positions divided by it (0: none) */
 	tpc_yarn yarn;           /* tpc_vattn's */
 	tpc_rope_llama3 llama3;  /* tpc_vattn's */
+	const double *lr_short, *lr_long; /* a longrope rope's factors (tpc_vmodel's); NULL: none */
+	int64_t lr_orig;         /* tpc_vmodel's longrope_orig */
+	double lr_af;            /* tpc_vmodel's longrope_af */
 	double scale, softcap;   /* tpc_vattn's */
 	int64_t window, chunk;   /* tpc_vattn's */
 	bool qk_l2;              /* tpc_vattn's */

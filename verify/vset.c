@@ -813,7 +813,9 @@ static void layer_names(const tpc_verify_set *s, const tpc_vmodel *m, const arch
 		a->rope_theta = own ? f->rope_theta_local : f && f->rope_theta > 0 ? f->rope_theta : 10000.0;
 		a->rope_linear = f && !own ? f->rope_linear : 0;
 		if (f && !own) { /* resolved by layer_rot */
-			a->yarn = f->yarn;
+			/* Phi-3's su and yarn: longrope (the record's longrope_alias) */
+			a->longrope = f->longrope.on || (pt->longrope_alias && f->longrope.alias);
+			a->yarn = a->longrope ? (tpc_yarn){0} : f->yarn;
 			a->llama3 = f->llama3;
 		}
 		/* Llama 4: the L2 norm of q and k on the rotating layers */
@@ -1174,6 +1176,28 @@ static int layer_heads(const tpc_verify_set *s, const tpc_vmodel *m, const arch_
 	return 0;
 }
 
+/* A longrope layer (Phi-3's): one factor in short_factor and long_factor per
+ * rotated pair (transformers' Phi3Config.validate_rope), its
+ * original_max_position_embeddings resolved (model_longrope); an MLA layer's
+ * longrope refused. */
+static int layer_longrope(const tpc_vmodel *m, const char *nm, tpc_vattn *a, tpc_err *e)
+{
+	if (!a->longrope || !a->rope || a->delta)
+		return (a->longrope = false), 0;
+	const tpc_rope_longrope *lr = &m->longrope;
+	int64_t half = (a->rot_dims ? a->rot_dims : a->head_dim) / 2;
+	if (a->mla)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a longrope rope on a multi-head latent attention layer", nm);
+	if (m->longrope_orig < 1)
+		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a longrope rope needs config.json's original_max_position_embeddings",
+				   nm);
+	if (lr->n_short != half || lr->n_long != half)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "layer '%s': config.json's longrope short_factor has %d entries and long_factor %d, not %lld (one per rotated pair of the %lld rotated dims)",
+				   nm, lr->n_short, lr->n_long, (long long)half, (long long)(2 * half));
+	return 0;
+}
+
 /* A record with a partial rotary embedding (GLM-4, GPT-NeoX): int(head_dim
  * * partial_rotary_factor) dims of each head rotated, as transformers'
  * rope init counts them; config.json says the fraction, or the record's
@@ -1192,9 +1216,9 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	if (a->chunk < 0)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': a chunked attention layer needs config.json's attention_chunk_size",
 				   nm);
-	if (a->rope && f && f->rope_unknown[0] && !a->mla && !a->delta)
+	if (a->rope && f && f->rope_unknown[0] && !a->longrope && !a->mla && !a->delta)
 		return tpc_err_set(e, TPC_EINPUT,
-				   "layer '%s': config.json's rope_type '%s' is not one verify's forward computes (default, linear, dynamic, yarn, llama3): refused rather than rotated as a plain rope",
+				   "layer '%s': config.json's rope_type '%s' is not one verify's forward computes (default, linear, dynamic, yarn, llama3, longrope): refused rather than rotated as a plain rope",
 				   nm, f->rope_unknown);
 	/* a dynamic rope: within max_position_embeddings transformers' dynamic
 	 * NTK is the default rope; a record's alpha rope (HunYuan's) rotates by
@@ -1211,7 +1235,7 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 		}
 	}
 	if (!m->parts.partial_rope || !a->rope || a->mla || a->delta)
-		return 0;
+		return layer_longrope(m, nm, a, e);
 	double pct = f && f->rotary_pct > 0 ? f->rotary_pct : m->parts.rope_fraction;
 	a->rot_dims = (int64_t)((double)a->head_dim * pct);
 	if (pct <= 0 || pct > 1)
@@ -1221,7 +1245,25 @@ static int layer_rot(const tpc_vmodel *m, const char *nm, const tpc_model_facts 
 	if (a->rot_dims < 2 || a->rot_dims % 2)
 		return tpc_err_set(e, TPC_EINPUT, "layer '%s': %lld rotary dims of a %lld-dim head: not a positive even number",
 				   nm, (long long)a->rot_dims, (long long)a->head_dim);
-	return 0;
+	return layer_longrope(m, nm, a, e);
+}
+
+/* A longrope rope (transformers' _compute_longrope_parameters):
+ * original_max_position_embeddings as the config class reads it (the
+ * record's rope_orig_top: the top of config.json's, or that default; else
+ * the rope object's, else max_position_embeddings: standardize_rope_params),
+ * factor as said, else max_position_embeddings / it, and the attention
+ * factor as said, else sqrt(1 + ln(factor) / ln(original)), 1 when factor
+ * <= 1. An original of 0 is refused by layer_longrope. */
+static void model_longrope(tpc_vmodel *m, const tpc_rope_longrope *lr)
+{
+	int64_t orig = m->parts.rope_orig_top ? (lr->orig_top ? lr->orig_top : m->parts.rope_orig_top)
+			: lr->orig_rope ? lr->orig_rope : lr->max_pos;
+	m->longrope = *lr;
+	m->longrope_orig = orig;
+	double factor = lr->factor > 0 ? lr->factor : orig > 0 && lr->max_pos > 0 ? (double)lr->max_pos / (double)orig : 1;
+	m->longrope_af = lr->attn_factor > 0 ? lr->attn_factor
+			 : factor <= 1 || orig < 2 ? 1.0 : sqrt(1 + log(factor) / log((double)orig));
 }
 
 /* The model's layers, 0, 1, ... until one is missing; with config.json's
@@ -1235,6 +1277,8 @@ static int model_layers(tpc_verify_set *s, tpc_vmodel *m, const arch_names *an, 
 	int64_t heads = f ? f->heads : 0, kvh = f ? f->kv_heads : 0, hd = f ? f->head_dim : 0;
 	int ret = 0;
 	int64_t last = f && f->nextn > 0 && f->layers > 0 ? f->layers : INT64_MAX;
+	if (f && (f->longrope.on || (m->parts.longrope_alias && f->longrope.alias)))
+		model_longrope(m, &f->longrope);
 	for (int64_t l = 0; !ret && l < last; l++) {
 		tpc_vlayer L;
 		char nm[TPC_ERR_NAME_MAX];

@@ -361,6 +361,13 @@ static void test_roles_and_defaults(void **st)
 	mi = *tpc_family_find("mistral");
 	mi.parts.experts_per_tok = 2;
 	assert_false(tpc_family_fits(&mi, "LlamaForCausalLM"));
+	mi = *tpc_family_find("mistral");
+	mi.parts.rope_orig_top = 4096;
+	assert_false(tpc_family_fits(&mi, "LlamaForCausalLM"));
+	/* Phi-3's partial rotary and longrope original length: LLaMA's record
+	 * does not fit a Phi3ForCausalLM config */
+	assert_false(tpc_family_fits(tpc_family_find("llama"), "Phi3ForCausalLM"));
+	assert_true(tpc_family_fits(tpc_family_find("phi3"), "Phi3ForCausalLM"));
 }
 
 static void test_presets(void **st)

@@ -154,7 +154,7 @@ refuse 2 "--ep-placement round-robin (TensorRT-LLM's experts are contiguous per 
   "$M/mixtral" --preset mixtral --tp 4 --ep 2 --ep-placement round-robin
 mkdir -p "$T/phi" && $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c["architectures"]=["Phi3ForCausalLM"]; json.dump(c, open(sys.argv[2], "w"))' \
   "$M/llama/config.json" "$T/phi/config.json"
-refuse 3 "an architecture the layout does not write" "not Phi3ForCausalLM" "$M/llama/pytorch_model.bin" --config "$T/phi/config.json" --preset llama --tp 2
+refuse 3 "an architecture the layout does not write" "not Phi3ForCausalLM" "$M/llama/pytorch_model.bin" --config "$T/phi/config.json" --preset llama --preset-force --tp 2
 mkdir -p "$T/tied" && $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c["tie_word_embeddings"]=True; json.dump(c, open(sys.argv[2], "w"))' \
   "$M/llama/config.json" "$T/tied/config.json"
 refuse 3 "tied embeddings but an lm_head.weight that differs" "lm_head.weight" "$M/llama/pytorch_model.bin" --config "$T/tied/config.json" --preset llama --tp 2

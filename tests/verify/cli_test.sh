@@ -282,23 +282,36 @@ rc=$?
   grep -q "rank 2 index 1061: " out.txt && grep -q "rank 2 index 1062: " out.txt && grep -q "rank 2 index 35551: " out.txt &&
   ok "three changed elements of a row-parallel rank tensor: exit 1, each at its index" ||
   { notok "a changed row-parallel rank tensor: exit $rc"; sed 's/^/#   /' out.txt | head; }
-# a rope verify's forward does not compute (Phi-3's longrope) is refused by
-# name, not rotated as a plain rope; --checks without the forward still runs
-rm -rf lr s && mkdir lr && cp llama/model.safetensors lr/ &&
-  $PY - llama/config.json lr/config.json <<'PYEOF'
+# a longrope rope (Phi-3's) is computed: the forward passes; lists of
+# another length than the rotated pairs are refused by name, and a rope_type
+# verify's forward does not compute ("su", which only Phi3Config reads as
+# longrope) is refused by name, not rotated as a plain rope, while --checks
+# without the forward still runs
+rm -rf lr lb lu s && mkdir lr lb lu && cp llama/model.safetensors lr/ &&
+  $PY - llama/config.json lr/config.json lb/config.json lu/config.json <<'PYEOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["rope_scaling"] = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0] * 8,
-                     "original_max_position_embeddings": 64}
+c["rope_scaling"] = {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 4.0],
+                     "long_factor": [1.0] * 4, "original_max_position_embeddings": 64}
 json.dump(c, open(sys.argv[2], "w"))
+c["rope_scaling"]["long_factor"] = [1.0] * 3
+json.dump(c, open(sys.argv[3], "w"))
+c["rope_scaling"] = {"rope_type": "su", "short_factor": [1.0] * 4, "long_factor": [1.0] * 4}
+json.dump(c, open(sys.argv[4], "w"))
 PYEOF
 "$TPCONV" shard lr/model.safetensors --config lr/config.json --preset llama --tp 2 -o s -q > out.txt 2>&1
-"$TPCONV" verify --reference lr/model.safetensors --config lr/config.json --shards s > out.txt 2>&1
+"$TPCONV" verify --reference lr/model.safetensors --config lr/config.json --shards s -q > out.txt 2>&1
 rc=$?
-"$TPCONV" verify --reference lr/model.safetensors --config lr/config.json --shards s --checks structure,layers -q > /dev/null 2>&1
+"$TPCONV" verify --reference lr/model.safetensors --config lb/config.json --shards s > out2.txt 2>&1
 rc2=$?
-[ $rc = 3 ] && [ $rc2 = 0 ] && grep -q "config.json's rope_type 'longrope' is not one verify's forward computes" out.txt &&
-  ok "a longrope config: the forward refused by name (exit 3), the slice checks still pass" ||
-  { notok "longrope: exit $rc / $rc2"; sed 's/^/#   /' out.txt | head; }
+"$TPCONV" verify --reference lr/model.safetensors --config lu/config.json --shards s > out3.txt 2>&1
+rc3=$?
+"$TPCONV" verify --reference lr/model.safetensors --config lu/config.json --shards s --checks structure,layers -q > /dev/null 2>&1
+rc4=$?
+[ $rc = 0 ] && [ $rc2 = 3 ] && [ $rc3 = 3 ] && [ $rc4 = 0 ] &&
+  grep -q "config.json's longrope short_factor has 4 entries and long_factor 3, not 4" out2.txt &&
+  grep -q "config.json's rope_type 'su' is not one verify's forward computes" out3.txt &&
+  ok "longrope: the forward passes, factor lists of the wrong length and rope_type 'su' refused by name (exit 3), the slice checks still pass" ||
+  { notok "longrope: exit $rc / $rc2 / $rc3 / $rc4"; cat out.txt out2.txt out3.txt | sed 's/^/#   /' | head; }
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -15,5 +15,6 @@ make_models() {
     echo "1..0 # SKIP cannot make the test models"; exit 0; }
   echo "# models made with seed ${SEED:-0}"
 }
-# preset of a model folder
-preset_of() { case "$1" in llama-*) echo llama ;; flux) echo dit ;; *) echo "$1" ;; esac; }
+# preset of a model folder (make_fused.py's LLaMA variants name
+# Phi3ForCausalLM: Phi-3's record, whose partial rotary LLaMA's has not)
+preset_of() { case "$1" in llama-fused|llama-bf16) echo phi3 ;; llama-*) echo llama ;; flux) echo dit ;; *) echo "$1" ;; esac; }

@@ -1444,6 +1444,87 @@ static void test_hunyuan_moe_dynamic_rope(void **st)
 	tpc_ckpt_release(&ck);
 }
 
+/* Phi-3's longrope (tests/data/make_tiny_phi3_longrope.py: a tiny
+ * Phi3ForCausalLM, partial_rotary_factor 0.75, the same weights under two
+ * configs, transformers 5.12's float64 logits on 10 ids): with
+ * original_max_position_embeddings 8 the 10 tokens take long_factor, cos and
+ * sin times sqrt(1 + ln 8 / ln 8); with 16, short_factor and sqrt(1 + ln 4 /
+ * ln 16). The other list's factors are far off. A record without
+ * rope_orig_top reads the rope object's original_max_position_embeddings
+ * (here none: max_position_embeddings 64, the short branch), as transformers'
+ * config classes other than Phi3Config do; lists of another length than the
+ * rotated pairs are refused naming them; Phi-3's older rope_type names su
+ * and yarn are longrope for its record. */
+static void test_phi3_longrope(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	tpc_err e;
+	const tpc_family *fam = tpc_family_find("phi3");
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_long", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.longrope.on && f.longrope.n_short == 6 && f.longrope.n_long == 6 && f.longrope.orig_top == 8 &&
+		    !f.longrope.orig_rope && f.longrope.max_pos == 64 && f.rotary_pct == 0.75 && !f.rope_unknown[0]);
+	assert_true(s.model->longrope_orig == 8 && fabs(s.model->longrope_af - sqrt(2)) < 1e-15);
+	for (int l = 0; l < 2; l++)
+		assert_true(s.model->layers[l].attn.longrope && s.model->layers[l].attn.rot_dims == 12);
+	vs_transformers(&s, &ex, "long", 48, "phi3, longrope past original_max_position_embeddings (long_factor)");
+	memcpy(s.model->longrope.long_f, s.model->longrope.short_f, sizeof(s.model->longrope.short_f));
+	assert_true(vs_worst(&s, &ex, "long", 48, "the same with short_factor") > 1e-2);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_short", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s,
+		      &f);
+	assert_true(s.model->longrope_orig == 16 && fabs(s.model->longrope_af - sqrt(1 + log(4) / log(16))) < 1e-15);
+	vs_transformers(&s, &ex, "short", 48, "phi3, longrope within original_max_position_embeddings (short_factor)");
+	memcpy(s.model->longrope.short_f, f.longrope.long_f, sizeof(f.longrope.long_f));
+	assert_true(vs_worst(&s, &ex, "short", 48, "the same with long_factor") > 1e-2);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	/* a record without rope_orig_top: the rope object's, else max_position_embeddings */
+	tpc_family parts = *fam;
+	parts.parts.rope_orig_top = 0;
+	record_set_of(&parts, "phi3_longrope", "phi3_longrope_long", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s,
+		      &f);
+	assert_true(s.model->longrope_orig == 64 && s.model->longrope_af == 1.0);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	/* Phi3Config's older names (the record's longrope_alias): "yarn" with a
+	 * top-level original 8 is the long config, "su" with a top-level 16
+	 * beside the rope object's 8 the short one (transformers' logits equal) */
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_yarn", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.longrope.alias == 2 && s.model->layers[0].attn.longrope && !s.model->layers[0].attn.yarn.factor);
+	vs_transformers(&s, &ex, "long", 48, "phi3, rope_type yarn read as longrope");
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_su", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.longrope.alias == 1 && s.model->longrope_orig == 16);
+	vs_transformers(&s, &ex, "short", 48, "phi3, rope_type su read as longrope");
+	/* without the part "su" is no rope the forward computes */
+	parts = *fam;
+	parts.parts.longrope_alias = false;
+	tpc_err_init(&e);
+	assert_int_equal(tpc_verify_model_from_names(&s, &parts, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "rope_type 'su' is not one verify's forward computes"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+	/* factor lists of another length than the 6 rotated pairs: refused */
+	tpc_err_init(&e);
+	record_set_of(fam, "phi3_longrope", "phi3_longrope_long", "tiny_phi3_longrope_out.safetensors", &ck, &ex, &s, &f);
+	f.longrope.n_long = 8;
+	assert_int_equal(tpc_verify_model_from_names(&s, fam, &f, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "longrope short_factor has 6 entries and long_factor 8, not 6"));
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 /* ERNIE 4.5 MoE: 3 layers, layer 1 alone a mixture (moe_layer_start_index
  * and moe_layer_end_index 1) of 4 experts, the softmax's top-2 (moe_k)
  * chosen with moe_statics' [1, 4] correction bias, renormalised, beside a
@@ -1784,6 +1865,7 @@ static void test_rope_pairs_partial(void **st)
 	tpc_family fam = *tpc_family_find("phi3");
 	fam.parts.rope = TPC_PART_ROPE_INTERLEAVED;
 	fam.parts.partial_rope = fam.parts.attn_bias = true;
+	fam.parts.rope_fraction = 0; /* Phi-3's default: the whole head */
 	tpc_model_facts f;
 	tpc_verify_set s;
 	record_case_of(&fam, "glm", &f, &s);
@@ -1932,6 +2014,7 @@ int main(void)
 		cmocka_unit_test(test_glm4_moe_record),   cmocka_unit_test(test_sparsemixer),
 		cmocka_unit_test(test_phimoe_record),      cmocka_unit_test(test_qk_after_rope),
 		cmocka_unit_test(test_hunyuan_moe_record), cmocka_unit_test(test_hunyuan_moe_dynamic_rope),
+		cmocka_unit_test(test_phi3_longrope),
 		cmocka_unit_test(test_ernie4_5_moe_record),
 		cmocka_unit_test(test_llama4_record),
 		cmocka_unit_test(test_qwen3_next_record),
