@@ -50,10 +50,19 @@ json.dump({"hidden_size": H, "num_attention_heads": nh, "num_key_value_heads": k
            "num_hidden_layers": L, "intermediate_size": I}, open(os.path.join(d, "config.json"), "w"))
 EOF
 export OMP_NUM_THREADS=4
-# the uninterrupted references
+# the uninterrupted references, each timed: an interrupt comes at a random
+# point of the command's own duration (a fixed range missed every shard run
+# once the writes got faster: nothing was left to resume)
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+t0=$(ms)
 "$TPCONV" shard "$T/model" --preset llama --tp 4 -o "$T/ref" -q || { echo "1..0 # SKIP reference shard failed"; exit 0; }
-"$TPCONV" merge "$T/ref" -o "$T/ref_merge/" --max-shard-size 8MB -q && "$TPCONV" convert "$T/model" -o "$T/ref_convert/" --max-shard-size 8MB -q ||
-  { echo "1..0 # SKIP reference merge/convert failed"; exit 0; }
+t1=$(ms)
+"$TPCONV" merge "$T/ref" -o "$T/ref_merge/" --max-shard-size 8MB -q || { echo "1..0 # SKIP reference merge failed"; exit 0; }
+t2=$(ms)
+"$TPCONV" convert "$T/model" -o "$T/ref_convert/" --max-shard-size 8MB -q || { echo "1..0 # SKIP reference convert failed"; exit 0; }
+t3=$(ms)
+DUR=($(( t1 - t0 + 1 )) $(( t2 - t1 + 1 )) $(( t3 - t2 + 1 )))
+echo "# uninterrupted: shard ${DUR[0]} ms, merge ${DUR[1]} ms, convert ${DUR[2]} ms"
 # keep the machine busy: a loop at the lowest priority, so that it takes only
 # a core nothing else wants (in the suite, the other tests keep the cores busy)
 nice -n 19 python3 -c 'import time; t=time.time()+600
@@ -70,13 +79,15 @@ complete() { # every file under a final name reads
 declare -A runs leaks partial resumed stale
 start=$(date +%s)
 i=0
-# at least MIN interrupts, however slow the machine; more while time is left
+# at least MIN interrupts, however slow the machine; more while time is left,
+# and (up to 200) until an interrupted shard has been resumed
 MIN=20
-while [ $(( $(date +%s) - start )) -lt "$LIMIT" ] || [ "$i" -lt "$MIN" ]; do
+while [ $(( $(date +%s) - start )) -lt "$LIMIT" ] || [ "$i" -lt "$MIN" ] || { [ "${resumed[ok]:-0}" = 0 ] && [ "$i" -lt 200 ]; }; do
   i=$((i + 1))
   kind=$(( RANDOM % 3 ))
   sig=$(( RANDOM % 3 )); sig=$([ $sig = 0 ] && echo INT || ([ $sig = 1 ] && echo TERM || echo HUP))
-  delay=$(printf '0.%03d' $(( RANDOM % 400 )))
+  d=$(( RANDOM * 32768 + RANDOM )); d=$(( d % (DUR[kind] + DUR[kind] / 4) ))
+  delay=$(printf '%d.%03d' $(( d / 1000 )) $(( d % 1000 )))
   O=$T/out_$i
   case $kind in
     0) what=shard; "$TPCONV" shard "$T/model" --preset llama --tp 4 -o "$O" -q 2>/dev/null & ;;
