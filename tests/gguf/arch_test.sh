@@ -1349,6 +1349,23 @@ if "$TPCONV" convert "$O" -o "$T/g3/o.gguf" --outtype f32 -q 2> "$T/err" &&
 else
   bad "gemma3: GGUF -> HF -> GGUF" "$(cat "$T/err")" "$(cat "$T/g3/tiny-gemma3/config.json" 2>/dev/null)"
 fi
+# the same model in the config.json form the published Gemma 3 checkpoints
+# have (rope_theta, rope_local_base_freq, a flat linear rope_scaling; no
+# per-layer-type rope_parameters): the reference's file is tiny-gemma3's f32
+# one (run by hand in the chroot: ref_convert.py, same sha256); the folder
+# named as the model (general.name comes from it)
+mkdir "$T/g3/h" && cp -r "$O" "$T/g3/h/"
+python3 - "$T/g3/h/tiny-gemma3/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); del c["rope_parameters"]
+c.update(rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0})
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+if is_ref "$T/g3/h/tiny-gemma3" "$(ref_sum gemma3)"; then
+  ok "gemma3 with rope_local_base_freq and a flat rope_scaling (the Hub's form): the reference's file"
+else
+  bad "gemma3 in the Hub's rope form" "$(cat "$T/err")"
+fi
 cp -r "$O" "$T/g3/m"
 sed -i '/"sliding_attention": {/,/}/s/"rope_type": "default"/"rope_type": "linear", "factor": 2.0/' "$T/g3/m/config.json"
 refuse "gemma3: a scaled sliding-layer rope is refused by name" "rope_parameters.sliding_attention's rope_type is not 'default'" "$T/g3/m"
