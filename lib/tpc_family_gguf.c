@@ -399,7 +399,7 @@ static const tpc_gguf_kv_rule gemma3_kv[] = {
 	{"attention.key_length", U32, TPC_KH_HEAD_DIM, "head_dim"},
 	R_FILE_TYPE,
 	{"attention.logit_softcapping", 0, TPC_KH_REFUSE, "attn_logit_softcapping"},
-	{"final_logit_softcapping", F32, TPC_KH_FIND, "final_logit_softcapping"},
+	{"final_logit_softcapping", F32, TPC_KH_NONZERO, "final_logit_softcapping"},
 	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
 	{"attention.sliding_window_pattern", 0, TPC_KH_SWA_EVERY, "sliding_window_pattern|6"},
 	R_END,

@@ -94,6 +94,9 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_OR_ONE,       /* a number: names' value, else 1.0, the config class's default
 				(the reference reads AutoConfig's to_dict(): GraniteConfig's
 				multipliers); 0 writes no key, as the reference's `if v :=` */
+	TPC_KH_NONZERO,      /* a number: names' value when there and not 0, else no key (absent,
+				null or 0: the reference's `if v := hparams.get(m)`, Gemma3Model's
+				final_logit_softcapping) */
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'

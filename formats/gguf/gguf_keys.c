@@ -995,9 +995,10 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 	case TPC_KH_CONST:
 		return key_const(cv, r, put, u, f);
 	case TPC_KH_OR_ONE:
+	case TPC_KH_NONZERO:
 		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
 			return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
-		*f = v && !cJSON_IsNull(v) ? v->valuedouble : 1.0;
+		*f = v && !cJSON_IsNull(v) ? v->valuedouble : r->how == TPC_KH_OR_ONE ? 1.0 : 0.0;
 		*u = 0;
 		*put = *f != 0;
 		return 0;

@@ -527,6 +527,9 @@ tokcfg exaone4 nowindow 'c["sliding_window"] = None' config.json
 grep -Eq '"sliding_window": *null' "$T/tc/rt/tiny-exaone4/config.json" &&
   ok "exaone4 without a window: the rebuilt config.json's sliding_window is null" ||
   bad "exaone4 without a window: the rebuilt sliding_window" "$(cat "$T/tc/rt/tiny-exaone4/config.json" 2>&1)"
+# Gemma 3 with final_logit_softcapping 0: no key, as the reference's `if v :=`
+# (null gives the same file); read back without it (Gemma3TextConfig's None)
+tokcfg gemma3 nosoftcap 'c["final_logit_softcapping"] = 0.0' config.json
 # EXAONE 4 without layer_types: the pattern from sliding_window_pattern (an int:
 # the reference's file, as Exaone4Config builds layer_types from it), its
 # 'LLLG' form refused by name (the config class fails on it)

@@ -743,6 +743,8 @@ TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
                     # Qwen3.5 with mrope_section in its rope parameters, as the published
                     # checkpoints: rope.dimension_sections from it, after the rope scaling
                     # keys, not _Qwen35MRopeMixin's default at the end
+                    # final_logit_softcapping 0: Gemma3Model writes no key (`if v :=`)
+                    "gemma3": ("nosoftcap", lambda c: c.update(final_logit_softcapping=0.0), "config.json"),
                     "qwen3_5": ("mrope", lambda c: c["rope_parameters"].update(mrope_section=[1, 1, 0]), "config.json"),
                     "phi": ("nopct", lambda c: (c.pop("partial_rotary_factor"),
                                                 c["rope_parameters"].pop("partial_rotary_factor")), "config.json")}
