@@ -1080,6 +1080,7 @@ static const tpc_family families[] = {
 	 .desc = "Gemma 3 text (HF names): the llama plan; per-head q_norm/k_norm and sandwich norms replicated, head_dim from config.json",
 	 .plan = LLAMA_JSON("gemma3"),
 	 .hf_arch = A("Gemma3ForCausalLM"),
+	 .gguf = &tpc__gguf_gemma3,
 	 .tensors = gemma2_tensors,
 	 PARTS(.norm_offset = 1, .place = TPC_PART_SANDWICH, .qk_norm = TPC_PART_QK_HEAD, .mlp = TPC_PART_MLP_GELU_TANH_GLU,
 	       .embed_scale = true, .swa_every = 6, .tied_head = true)},

@@ -34,11 +34,13 @@
 	{"embedding_length", U32, TPC_KH_FIND, "hidden_size|n_embd|dim"}, \
 	{"feed_forward_length", U32, TPC_KH_FIND, "prefix_dense_intermediate_size|dense_intermediate_size|intermediate_size|n_inner|hidden_dim"}, \
 	{"attention.head_count", U32, TPC_KH_FIND, "num_attention_heads|n_head|n_heads"}
-#define TEXT_RULES_MID \
+#define R_LOCAL_THETA "local_rope_theta|rope_local_theta|rope_theta_local|swa_rope_theta|rope_local_base_freq"
+#define TEXT_RULES_MID TEXT_RULES_MID_OF({"rope.freq_base_swa", 0, TPC_KH_REFUSE, R_LOCAL_THETA})
+#define TEXT_RULES_MID_OF(...) \
 	{"attention.causal", BOOL, TPC_KH_FALSE_ONLY, "is_causal"}, \
 	{"rope.scaling.type", 0, TPC_KH_ROPE_SCALING, NULL}, \
 	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, NULL}, \
-	{"rope.freq_base_swa", 0, TPC_KH_REFUSE, "local_rope_theta|rope_local_theta|rope_theta_local|swa_rope_theta|rope_local_base_freq"}, \
+	__VA_ARGS__, \
 	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_FIND, "rms_norm_eps|norm_eps"}, \
 	{"attention.layer_norm_epsilon", F32, TPC_KH_FIND, "layer_norm_eps|layer_norm_epsilon|norm_epsilon"}, \
 	{"expert_count", U32, TPC_KH_FIND, "num_local_experts|num_experts|n_routed_experts"}, \
@@ -379,6 +381,27 @@ static const tpc_gguf_kv_rule gemma2_kv[] = {
 	{"attn_logit_softcapping", F32, TPC_KH_REQ, "attn_logit_softcapping"},
 	{"final_logit_softcapping", F32, TPC_KH_REQ, "final_logit_softcapping"},
 	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
+	R_END,
+};
+/* Gemma3Model.set_gguf_parameters (conversion/gemma.py): TextModel's keys
+ * (per-layer-type rope parameters: full_attention's scaling and theta,
+ * sliding_attention's theta as freq_base_swa), its overwrites of context,
+ * heads, epsilon and kv heads landing in their places; value_length with
+ * key_length; then the final softcap when set, the window (written whenever
+ * sliding_window_pattern is not 1: transformers 5.12's config has none, so
+ * always); attn_logit_softcapping, which it asserts absent, refused. No
+ * pattern key: llama.cpp's gemma3 fixes five sliding layers in six
+ * (set_swa_pattern(6)), so config.json's layer_types must say so */
+static const tpc_gguf_kv_rule gemma3_kv[] = {
+	TEXT_RULES_TOP,
+	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"},
+	TEXT_RULES_MID_OF({"rope.freq_base_swa", F32, TPC_KH_ROPE_THETA_SWA, R_LOCAL_THETA}),
+	{"attention.key_length", U32, TPC_KH_HEAD_DIM, "head_dim"},
+	R_FILE_TYPE,
+	{"attention.logit_softcapping", 0, TPC_KH_REFUSE, "attn_logit_softcapping"},
+	{"final_logit_softcapping", F32, TPC_KH_NONZERO, "final_logit_softcapping"},
+	{"attention.sliding_window", U32, TPC_KH_REQ, "sliding_window"},
+	{"attention.sliding_window_pattern", 0, TPC_KH_SWA_EVERY, "sliding_window_pattern|6"},
 	R_END,
 };
 static const tpc_gguf_kv_rule phi3_kv[] = {
@@ -1041,6 +1064,16 @@ const tpc_gguf_arch tpc__gguf_gemma2 = {
 	.arch = "gemma2", .hf_arch = A("Gemma2ForCausalLM"), .kv = gemma2_kv, .norm_plus_1 = true, .no_lm_head = true,
 	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_SPM_NOSPACE, .tok_class_spm = "GemmaTokenizer",
 	.spm_json = TPC_GGUF_SPM_JSON_GEMMA, .hf_cfg = gemma2_cfg, .rope_pct = "partial_rotary_factor"};
+/* Gemma3Model: Gemma 2's norms + 1 (every *norm.weight, q/k norms too), no
+ * lm_head, SentencePiece with add_space_prefix false; Gemma3TextConfig's
+ * head_dim default 256. The embedding trimmed to the tokenizer's vocabulary
+ * is the whole of it with a tokenizer.model (_create_vocab_sentencepiece
+ * pads the tokens to vocab_size) */
+const tpc_gguf_arch tpc__gguf_gemma3 = {
+	.arch = "gemma3", .hf_arch = A("Gemma3ForCausalLM"), .kv = gemma3_kv, .norm_plus_1 = true, .no_lm_head = true,
+	.head_dim = 256, .vocab = TPC_GGUF_VOCAB_SPM_NOSPACE, .tok_class_spm = "GemmaTokenizer",
+	.spm_json = TPC_GGUF_SPM_JSON_GEMMA, .hf_cfg = gemma2_cfg, .model_type = "gemma3_text",
+	.rope_pct = "partial_rotary_factor"};
 /* the reference reads a BPE when tokenizer_class says GPT2Tokenizer */
 const tpc_gguf_arch tpc__gguf_phi3 = {
 	.arch = "phi3", .hf_arch = A("Phi3ForCausalLM"), .kv = phi3_kv, .rope_factors = true, .vocab = TPC_GGUF_VOCAB_PHI3,

@@ -79,6 +79,13 @@ typedef enum tpc_gguf_kh {
 			       * (Glm4Model's rope.dimension_count) */
 	TPC_KH_ROPE_SCALING, /* rope.scaling.* from rope_parameters.rope_type */
 	TPC_KH_ROPE_THETA,   /* rope.freq_base from rope_parameters.rope_theta */
+	TPC_KH_ROPE_THETA_SWA, /* rope.freq_base_swa: rope_parameters.sliding_attention.rope_theta,
+				* else (no per-layer-type rope parameters) the first of names
+				* present, as TextModel.__init__ mirrors a local theta there; no
+				* key when neither. A record with this rule takes per-layer-type
+				* rope parameters (full_attention / sliding_attention): the
+				* scaling and freq_base from full_attention, as TextModel's
+				* set_gguf_parameters; without it they are refused */
 	TPC_KH_ROPE_ORIG,    /* rope_parameters' original_max_position_embeddings, required */
 	TPC_KH_CONST,        /* the number `names` holds, whatever config.json says (OlmoeModel's
 				rms epsilon; a bool: "0" false), or for a string key the string
@@ -87,6 +94,9 @@ typedef enum tpc_gguf_kh {
 	TPC_KH_OR_ONE,       /* a number: names' value, else 1.0, the config class's default
 				(the reference reads AutoConfig's to_dict(): GraniteConfig's
 				multipliers); 0 writes no key, as the reference's `if v :=` */
+	TPC_KH_NONZERO,      /* a number: names' value when there and not 0, else no key (absent,
+				null or 0: the reference's `if v := hparams.get(m)`, Gemma3Model's
+				final_logit_softcapping) */
 	TPC_KH_REFUSE,       /* a member the reference acts on that tpconv does not yet */
 	TPC_KH_FILE_TYPE,    /* general.file_type */
 	TPC_KH_SWA_PATTERN,  /* with a sliding_window, a bool per layer: true for layer_types'
@@ -464,7 +474,7 @@ void tpc_family_gguf_list(bool hf, char *buf, size_t n);
 /* The records' GGUF parts (lib/tpc_family_gguf.c), for tpc_family.c */
 extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral, tpc__gguf_qwen2,
 	tpc__gguf_qwen3, tpc__gguf_qwen2moe, tpc__gguf_gemma, tpc__gguf_phi3, tpc__gguf_gpt2, tpc__gguf_gptneox, tpc__gguf_olmo2, tpc__gguf_olmo3,
-	tpc__gguf_gemma2, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
+	tpc__gguf_gemma2, tpc__gguf_gemma3, tpc__gguf_qwen3moe, tpc__gguf_olmoe, tpc__gguf_starcoder2, tpc__gguf_granite,
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
 	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,

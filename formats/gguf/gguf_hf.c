@@ -1075,6 +1075,34 @@ static int cfg_yarn(cJSON *s, const hfctx *h, const tpc_gguf_kvs *kv)
 	return 0;
 }
 
+/* With rope.freq_base_swa (TextModel writes it from the per-layer-type rope
+ * parameters): rope_parameters' full_attention (rope_theta from freq_base,
+ * in place of the top-level one) and sliding_attention (its theta, the
+ * default rope: the GGUF's reader scales no sliding layer); *full is
+ * full_attention, the rope scaling's place. NULL *full without the key. */
+static int cfg_rope_per_type(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, cJSON **full)
+{
+	const tpc_gguf_kv *swa = kv_get(kv, h->arch, "rope.freq_base_swa"), *fb = kv_get(kv, h->arch, "rope.freq_base");
+	*full = NULL;
+	if (!swa)
+		return 0;
+	if (swa->type != TPC_GV_F32 || !fb || fb->type != TPC_GV_F32)
+		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
+				  "%s.rope.freq_base_swa without an F32 rope.freq_base beside it: not rebuilt into config.json",
+				  h->arch);
+	cJSON_DeleteItemFromObjectCaseSensitive(o, "rope_theta");
+	cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
+	cJSON *fa = rp ? cJSON_AddObjectToObject(rp, "full_attention") : NULL;
+	cJSON *sa = rp ? cJSON_AddObjectToObject(rp, "sliding_attention") : NULL;
+	if (!fa || !sa || !cJSON_AddStringToObject(fa, "rope_type", "default") ||
+	    !cJSON_AddNumberToObject(fa, "rope_theta", short_f32(fb->v.f)) ||
+	    !cJSON_AddStringToObject(sa, "rope_type", "default") ||
+	    !cJSON_AddNumberToObject(sa, "rope_theta", short_f32(swa->v.f)))
+		return tpc_err_nomem(h->e);
+	*full = fa;
+	return 0;
+}
+
 /* rope scaling: linear and yarn as the reference writes them; another type
  * is not rebuilt (a config without it would be silently wrong) */
 static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hidden)
@@ -1082,10 +1110,16 @@ static int cfg_rope(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv, int64_t hi
 	const tpc_gguf_kv *t = kv_get(kv, h->arch, "rope.scaling.type"), *f = kv_get(kv, h->arch, "rope.scaling.factor");
 	int64_t dim = kv_int(kv_get(kv, h->arch, "rope.dimension_count"));
 	char safe[64];
+	cJSON *full = NULL;
+	if (cfg_rope_per_type(o, h, kv, &full))
+		return -1;
 	if (t && t->type == TPC_GV_STRING && strcmp(t->s, "none")) {
 		bool yarn = !strcmp(t->s, "yarn");
 		cJSON *s = (strcmp(t->s, "linear") && !yarn) || !f || f->type != TPC_GV_F32 ? NULL
-											      : cJSON_AddObjectToObject(o, "rope_scaling");
+			   : full ? full
+				  : cJSON_AddObjectToObject(o, "rope_scaling");
+		if (s == full && s)
+			cJSON_DeleteItemFromObjectCaseSensitive(s, "rope_type");
 		tpc_sanitize(safe, sizeof(safe), t->s);
 		if (!s)
 			return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,

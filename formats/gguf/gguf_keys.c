@@ -108,7 +108,11 @@ int64_t tpc__gk_cfg_int_or(const cfg *c, const char *name, int64_t dflt)
  * "rope_type" */
 const cJSON *tpc__gk_rope_member(const cfg *c, const char *name)
 {
-	const cJSON *v = c->rope ? cJSON_GetObjectItemCaseSensitive(c->rope, name) : NULL;
+	/* TextModel.set_gguf_parameters' rope_params: full_attention's when there
+	 * (a record without the ROPE_THETA_SWA rule refuses those, rope_scaling) */
+	const cJSON *fa = c->rope ? cJSON_GetObjectItemCaseSensitive(c->rope, "full_attention") : NULL;
+	const cJSON *rp = cJSON_IsObject(fa) ? fa : c->rope;
+	const cJSON *v = rp ? cJSON_GetObjectItemCaseSensitive(rp, name) : NULL;
 	char buf[64];
 	if (v)
 		return v;
@@ -207,14 +211,26 @@ static int rope_sections_default(conv *cv, const tpc_gguf_kv_rule *r)
 	return sections_key(cv, r, a, n);
 }
 
+/* The record's rule of kind `how`, NULL when it has none */
+static const tpc_gguf_kv_rule *rule_of(const tpc_gguf_arch *a, tpc_gguf_kh how)
+{
+	for (const tpc_gguf_kv_rule *r = a->kv; r->how != TPC_KH_END; r++)
+		if (r->how == how)
+			return r;
+	return NULL;
+}
+
 /* The rope scaling keys, then the mrope sections when the record's GGUF
- * reader takes them (else refused, as a per-layer-type rope is) */
+ * reader takes them (else refused, as a per-layer-type rope is for a record
+ * without the ROPE_THETA_SWA rule) */
 static int rope_scaling(conv *cv)
 {
 	const tpc_gguf_kv_rule *sr = sections_rule(cv->spec);
 	const cJSON *ms = cv->c.rope ? cJSON_GetObjectItemCaseSensitive(cv->c.rope, "mrope_section") : NULL;
+	bool per_type = cv->c.rope && (cJSON_GetObjectItemCaseSensitive(cv->c.rope, "full_attention") ||
+				       cJSON_GetObjectItemCaseSensitive(cv->c.rope, "sliding_attention"));
 	if (cJSON_GetObjectItemCaseSensitive(cv->c.root, "mrope_section") ||
-	    (cv->c.rope && cJSON_GetObjectItemCaseSensitive(cv->c.rope, "full_attention")) || (ms && !sr))
+	    (per_type && !rule_of(cv->spec, TPC_KH_ROPE_THETA_SWA)) || (ms && !sr))
 		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: %s rope parameters are not written to GGUF by tpconv yet",
 			       "per-layer-type or mrope");
 	if (rope_scaling_keys(cv))
@@ -825,6 +841,34 @@ static int rope_alpha_keys(conv *cv, const tpc_gguf_kv_rule *r)
 		       : 0;
 }
 
+/* rope.freq_base_swa (TextModel.set_gguf_parameters): the rope parameters'
+ * sliding_attention.rope_theta; without per-layer-type parameters the local
+ * theta member found (v, `which`), which TextModel.__init__ mirrors there */
+static int rope_theta_swa(conv *cv, const cJSON *v, const char *which, bool *put, double *f)
+{
+	const cJSON *rp = cv->c.rope;
+	const cJSON *sa = rp ? cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention") : NULL;
+	bool per_type = sa || (rp && cJSON_GetObjectItemCaseSensitive(rp, "full_attention"));
+	if (per_type) {
+		v = cJSON_IsObject(sa) ? cJSON_GetObjectItemCaseSensitive(sa, "rope_theta") : NULL;
+		which = "rope_parameters.sliding_attention.rope_theta";
+		if (sa && !cJSON_IsObject(sa))
+			return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: %s is not an object", "rope_parameters.sliding_attention");
+		/* the reference writes sliding_attention's theta alone; the GGUF's
+		 * reader scales no sliding layer (llama.cpp: freq_scale_swa 1) */
+		const cJSON *t = cJSON_IsObject(sa) ? cJSON_GetObjectItemCaseSensitive(sa, "rope_type") : NULL;
+		if (t && !(cJSON_IsString(t) && !strcmp(t->valuestring, "default")))
+			return tpc__gk_cfg_err(&cv->c, cv->e,
+					       "config.json: rope_parameters.sliding_attention's rope_type is not 'default': a "
+					       "scaled sliding-layer rope is not in the GGUF metadata (its reader scales none): %s",
+					       "not written");
+	}
+	if (!v || cJSON_IsNull(v))
+		return (*put = false), 0;
+	*f = v->valuedouble;
+	return cJSON_IsNumber(v) ? 0 : tpc__gk_cfg_err(&cv->c, cv->e, "config.json: '%s' is not a number", which);
+}
+
 /* Whether a rule of this kind looks its names up in config.json as
  * alternatives (the others read them as their own syntax, or not at all) */
 static bool finds_names(tpc_gguf_kh how)
@@ -940,6 +984,8 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 			return (*put = false), 0;
 		*f = v->valuedouble;
 		return cJSON_IsNumber(v) ? 0 : tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not a number", "rope_theta");
+	case TPC_KH_ROPE_THETA_SWA:
+		return rope_theta_swa(cv, v, which, put, f);
 	case TPC_KH_ROPE_ORIG:
 		v = tpc__gk_rope_member(c, "original_max_position_embeddings");
 		if (!v)
@@ -949,9 +995,10 @@ int tpc__gk_rule_eval(conv *cv, const tpc_gguf_kv_rule *r, bool *put, uint64_t *
 	case TPC_KH_CONST:
 		return key_const(cv, r, put, u, f);
 	case TPC_KH_OR_ONE:
+	case TPC_KH_NONZERO:
 		if (v && !cJSON_IsNull(v) && !cJSON_IsNumber(v))
 			return tpc__gk_cfg_err(c, cv->e, "config.json: '%s' is not a number", which);
-		*f = v && !cJSON_IsNull(v) ? v->valuedouble : 1.0;
+		*f = v && !cJSON_IsNull(v) ? v->valuedouble : r->how == TPC_KH_OR_ONE ? 1.0 : 0.0;
 		*u = 0;
 		*put = *f != 0;
 		return 0;

@@ -115,8 +115,8 @@ refuse() {
   if [ $rc -ne 0 ] && grep -qF -- "$msg" "$T/err"; then ok "$d"; else bad "$d" "exit $rc" "$(cat "$T/err")"; fi
 }
 cp -r "$A/tiny-llama" "$T/m"
-sed -i 's/"LlamaForCausalLM"/"Gemma3ForCausalLM"/' "$T/m/config.json"
-refuse "an architecture tpconv writes no GGUF for is refused by name" "architecture 'Gemma3ForCausalLM' is not one tpconv writes GGUF for" "$T/m"
+sed -i 's/"LlamaForCausalLM"/"FalconForCausalLM"/' "$T/m/config.json"
+refuse "an architecture tpconv writes no GGUF for is refused by name" "architecture 'FalconForCausalLM' is not one tpconv writes GGUF for" "$T/m"
 cp "$A/tiny-llama/config.json" "$T/m/config.json"
 sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0/' "$T/m/config.json"
 refuse "yarn without its original context is refused by name" "rope_type 'yarn' without original_max_position_embeddings" "$T/m"
@@ -527,6 +527,9 @@ tokcfg exaone4 nowindow 'c["sliding_window"] = None' config.json
 grep -Eq '"sliding_window": *null' "$T/tc/rt/tiny-exaone4/config.json" &&
   ok "exaone4 without a window: the rebuilt config.json's sliding_window is null" ||
   bad "exaone4 without a window: the rebuilt sliding_window" "$(cat "$T/tc/rt/tiny-exaone4/config.json" 2>&1)"
+# Gemma 3 with final_logit_softcapping 0: no key, as the reference's `if v :=`
+# (null gives the same file); read back without it (Gemma3TextConfig's None)
+tokcfg gemma3 nosoftcap 'c["final_logit_softcapping"] = 0.0' config.json
 # EXAONE 4 without layer_types: the pattern from sliding_window_pattern (an int:
 # the reference's file, as Exaone4Config builds layer_types from it), its
 # 'LLLG' form refused by name (the config class fails on it)
@@ -1330,5 +1333,50 @@ if [ $rc -eq 3 ] && grep -qF "tensor 'blk.0.ffn_gate_exps.weight': a quantized p
 else
   bad "granitemoe: q8_0 GGUF -> HF (exit $rc)" "$(cat "$T/err")"
 fi
+# Gemma 3 text (make_arch_fixtures.py gemma3: five sliding layers then a
+# full one, a rope per layer type, the final softcap): GGUF -> HF -> GGUF byte
+# for byte, rope_parameters rebuilt per layer type from freq_base and
+# freq_base_swa; a scaled sliding-layer rope (not in the GGUF: llama.cpp
+# scales no sliding layer), a full layer where llama.cpp's gemma3 assumes a
+# sliding one, and attn_logit_softcapping (the reference asserts it absent)
+# refused by name
+O=$A/tiny-gemma3
+rm -rf "$T/g3" && mkdir "$T/g3"
+if "$TPCONV" convert "$O" -o "$T/g3/o.gguf" --outtype f32 -q 2> "$T/err" &&
+   "$TPCONV" convert "$T/g3/o.gguf" -o "$T/g3/tiny-gemma3/" -q 2>> "$T/err" &&
+   rm "$T/g3/tiny-gemma3/tokenizer.json" &&
+   "$TPCONV" convert "$T/g3/tiny-gemma3" -o "$T/g3/back.gguf" --outtype f32 -q 2>> "$T/err" &&
+   cmp -s "$T/g3/o.gguf" "$T/g3/back.gguf" &&
+   tr -d ' \n' < "$T/g3/tiny-gemma3/config.json" | grep -qF '"rope_parameters":{"full_attention":{"rope_theta":1000000,"rope_type":"linear","factor":8},"sliding_attention":{"rope_type":"default","rope_theta":10000}}'; then
+  ok "gemma3: GGUF -> HF folder -> GGUF byte-identical, rope_parameters per layer type read back"
+else
+  bad "gemma3: GGUF -> HF -> GGUF" "$(cat "$T/err")" "$(cat "$T/g3/tiny-gemma3/config.json" 2>/dev/null)"
+fi
+# the same model in the config.json form the published Gemma 3 checkpoints
+# have (rope_theta, rope_local_base_freq, a flat linear rope_scaling; no
+# per-layer-type rope_parameters): the reference's file is tiny-gemma3's f32
+# one (run by hand in the chroot: ref_convert.py, same sha256); the folder
+# named as the model (general.name comes from it)
+mkdir "$T/g3/h" && cp -r "$O" "$T/g3/h/"
+python3 - "$T/g3/h/tiny-gemma3/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); del c["rope_parameters"]
+c.update(rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0})
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+if is_ref "$T/g3/h/tiny-gemma3" "$(ref_sum gemma3)"; then
+  ok "gemma3 with rope_local_base_freq and a flat rope_scaling (the Hub's form): the reference's file"
+else
+  bad "gemma3 in the Hub's rope form" "$(cat "$T/err")"
+fi
+cp -r "$O" "$T/g3/m"
+sed -i '/"sliding_attention": {/,/}/s/"rope_type": "default"/"rope_type": "linear", "factor": 2.0/' "$T/g3/m/config.json"
+refuse "gemma3: a scaled sliding-layer rope is refused by name" "rope_parameters.sliding_attention's rope_type is not 'default'" "$T/g3/m"
+cp "$O/config.json" "$T/g3/m/config.json"
+sed -i '0,/"sliding_attention",/s//"full_attention",/' "$T/g3/m/config.json"
+refuse "gemma3: a full layer where llama.cpp's gemma3 slides is refused by name" "makes layer 0 attend globally" "$T/g3/m"
+cp "$O/config.json" "$T/g3/m/config.json"
+sed -i 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 50.0/' "$T/g3/m/config.json"
+refuse "gemma3: attn_logit_softcapping is refused by name" "'attn_logit_softcapping' is not written to GGUF" "$T/g3/m"
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -45,7 +45,7 @@ for dir in "$A"/tiny-*; do
   # the GGUF's (arch_test.sh: GGUF -> HF -> GGUF byte-identical)
   # a Mamba-2 A_log likewise (Granite 4: its exp is the GGUF's A to the bit)
   case $fam in
-    gemma|gemma2|qwen3-next|qwen3_5|qwen3_5-moe) ;;
+    gemma|gemma2|gemma3|qwen3-next|qwen3_5|qwen3_5-moe) ;;
     granitemoehybrid*) table "$dir/model.safetensors" | grep -v '\.A_log ' > "$T/want"
                        table "$T/$fam.safetensors" | grep -v '\.A_log ' > "$T/got" ;;
     *) table "$dir/model.safetensors" > "$T/want"; table "$T/$fam.safetensors" > "$T/got" ;;

@@ -100,6 +100,20 @@ FAMILIES = {
     # head_dim, as llama.cpp assumes for Gemma 2 (a GGUF read back gets it so)
     "gemma2": (tf.Gemma2Config, dict(COMMON, head_dim=16, query_pre_attn_scalar=16, sliding_window=4), "spm",
                torch.float32, None),
+    # Gemma 3 text (Gemma3ForCausalLM): six layers, five sliding (a 4-token
+    # window) then a full one (layer_types' default; llama.cpp's gemma3
+    # assumes that pattern, set_swa_pattern(6)), each layer type its own rope
+    # as google/gemma-3-4b's config.json (full: linear factor 8 on theta 1e6;
+    # sliding: theta 1e4), the final softcap (Gemma3TextConfig's default
+    # None), query_pre_attn_scalar its head_dim (as Gemma 2's)
+    "gemma3": (tf.Gemma3TextConfig, dict(COMMON, num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=16,
+                                         sliding_window=4,
+                                         final_logit_softcapping=30.0,
+                                         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0,
+                                                                             "rope_theta": 1000000.0},
+                                                          "sliding_attention": {"rope_type": "default",
+                                                                                "rope_theta": 10000.0}}),
+               "spm", torch.float32, None),
     "phi3": (tf.Phi3Config, dict(COMMON, tie_word_embeddings=False, bos_token_id=1, eos_token_id=PHI3_N,
                                  pad_token_id=PHI3_N), "phi3", torch.float32, None),
     "mixtral": (tf.MixtralConfig, dict(COMMON, num_local_experts=4, num_experts_per_tok=2,
@@ -331,7 +345,7 @@ SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2"
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
          "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
          "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63,
-         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65, "hunyuan-moe": 66}
+         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65, "hunyuan-moe": 66, "gemma3": 102}
 
 # the reference's own flags for a family (none now: the Qwen families'
 # checkpoints hold their multi-token-prediction block, qwen_mtp, which
@@ -729,6 +743,8 @@ TOK_CFG_VARIANTS = {"glm4": ("nobos", lambda c: c.pop("bos_token")),
                     # Qwen3.5 with mrope_section in its rope parameters, as the published
                     # checkpoints: rope.dimension_sections from it, after the rope scaling
                     # keys, not _Qwen35MRopeMixin's default at the end
+                    # final_logit_softcapping 0: Gemma3Model writes no key (`if v :=`)
+                    "gemma3": ("nosoftcap", lambda c: c.update(final_logit_softcapping=0.0), "config.json"),
                     "qwen3_5": ("mrope", lambda c: c["rope_parameters"].update(mrope_section=[1, 1, 0]), "config.json"),
                     "phi": ("nopct", lambda c: (c.pop("partial_rotary_factor"),
                                                 c["rope_parameters"].pop("partial_rotary_factor")), "config.json")}

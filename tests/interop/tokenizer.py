@@ -23,7 +23,7 @@ it (tpconv writes no code) AutoTokenizer(trust_remote_code=True) gives the same
 ids and special tokens. What the GGUF does not hold is not compared:
 runs of spaces (sentencepiece's remove_extra_whitespaces, which llama.cpp does not
 do: the rebuilt model keeps them, checked on its own) and gemma's dummy prefix
-(the reference writes add_space_prefix false for gemma and gemma2, NO_PREFIX; the
+(the reference writes add_space_prefix false for gemma, gemma2 and gemma3, NO_PREFIX; the
 tiny models have one).
 Appends rows to WORK/results.tsv."""
 import os
@@ -39,8 +39,8 @@ TEXTS = ["Hello world", "the quick brown fox jumps over the lazy dog.", "tab\the
 CHAT = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}]
 OP = "GGUF → tokenizer files"
 # the families whose GGUF the reference writes with add_space_prefix false
-# (GemmaModel, Gemma2Model) though their tokenizer.model adds a dummy prefix
-NO_PREFIX = ("gemma", "gemma2")
+# (GemmaModel, Gemma2Model, Gemma3Model) though their tokenizer.model adds a dummy prefix
+NO_PREFIX = ("gemma", "gemma2", "gemma3")
 
 
 def result(consumer, fam, case, ok, detail):
