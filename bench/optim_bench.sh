@@ -4,7 +4,8 @@
 # data-parallel ranks; tests/deepspeed/make_zero.py --from, the model made by
 # shared/bench/make_llama.py with real torch.save; untimed), carried by
 # `tpconv convert Z --optimizer` into the `optimizer.pt` torch.optim loads and
-# into a 2-rank DCP folder (--format dcp --dcp-ranks 2), beside an in-kernel
+# into a 2-rank DCP folder (--format dcp --dcp-ranks 2) and a DeepSpeed universal
+# checkpoint (--format ds-universal), beside an in-kernel
 # copy (copy_file_range, bench/kcopy.py) of the ZeRO folder's optimizer files
 # in the same run, a sync after each step (bench/measure.sh). The peers have no
 # such tool: DeepSpeed's zero_to_fp32.py drops the moments.
@@ -40,4 +41,5 @@ mkdir -p "$DIR/kz"
 measure "in-kernel copy of the optimizer files (kcopy.py)" "$DIR/kz/x" sh -c 'mkdir -p "$1" && shift && exec "$@"' sh "$DIR/kz/x" $PY "$HERE/kcopy.py" $OPTF "$DIR/kz/x"
 measure "tpconv convert zero2 --optimizer -o optimizer.pt" "$DIR/optimizer.pt" "$TPCONV" convert "$Z" --optimizer -o "$DIR/optimizer.pt" -q
 measure "tpconv convert zero2 --optimizer --format dcp --dcp-ranks 2" "$DIR/optim.dcp" "$TPCONV" convert "$Z" --optimizer --format dcp --dcp-ranks 2 -o "$DIR/optim.dcp" -q
+measure "tpconv convert zero2 --format ds-universal (fp32 masters and both moments, a file each per parameter)" "$DIR/optim.universal" "$TPCONV" convert "$Z" --format ds-universal -o "$DIR/optim.universal" -q
 rmdir "$DIR/kz" 2>/dev/null || true
