@@ -207,13 +207,17 @@ int tpc_cli_writer(const char *cmd, const char *out, const char *fmt_name, bool 
 			   tpc_ends_with(out, "/"));
 	if (fmt_name) {
 		inner = tpc_format_by_name(fmt_name);
+		bool models = strcmp(cmd, "convert") != 0; /* merge, shard: a model's formats only */
+		if (inner && inner->write && models && inner->optimizer_only)
+			return tpc_cli_usage(cmd, "--format %s holds an optimizer's state only, not a model (tpconv convert SRC --format %s)",
+					     inner->name, inner->name);
 		if (!inner || !inner->write || inner->index) {
 			char list[256];
 			size_t k = 0, m = 0;
 			list[0] = '\0';
 			for (size_t i = 0; i < tpc_format_count() && k < sizeof(list); i++) {
 				const tpc_format *f = tpc_format_at(i);
-				if (f->write && !f->index)
+				if (f->write && !f->index && !(models && f->optimizer_only))
 					k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", m++ ? ", " : "", f->name);
 			}
 			return tpc_cli_usage(cmd, "unknown --format '%s' (%s)", fmt_name, list);

@@ -682,4 +682,5 @@ const tpc_format tpc_fmt_ds_universal = {
 	.desc = "DeepSpeed universal checkpoint (ds_to_universal.py: zero/NAME/fp32.pt, exp_avg.pt, ...), its optimizer state read and written",
 	.detect = u_detect, .open = u_open, .write = tpc__ds_universal_write,
 	.sharded = true,
+	.optimizer_only = true,
 };

@@ -177,6 +177,10 @@ typedef struct tpc_format {
 	/* max_shard_size splits the output itself, as a set of whole files of
 	 * this format beside `path` (GGUF: gguf-split), not an HF folder. */
 	bool self_split;
+	/* What it writes is an optimizer's state only (a DeepSpeed universal
+	 * checkpoint), from `convert --optimizer`: merge and shard, which write
+	 * models, neither list nor take it. */
+	bool optimizer_only;
 	/* Sharded formats written part by part (NULL elsewhere):
 	 * write_part   tensors sel[0..n) of ck (all when sel is NULL), each as one
 	 *              self-contained item, in order and back to back in one part

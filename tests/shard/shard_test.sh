@@ -132,8 +132,10 @@ run "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/llama_dcp/" --form
 [ "$rc" = 0 ] && [ -f "$T/llama_dcp/.metadata" ] && [ ! -e "$T/llama_dcp/model.safetensors.index.json" ] &&
   run "$TPCONV" convert "$T/llama_dcp" -o "$T/llama_dcp.safetensors" && same "$M/llama/model.safetensors" "$T/llama_dcp.safetensors" &&
   ok "merge --format dcp writes a DCP folder that reads back bit-exact" || bad "merge --format dcp" "$(cat "$T/err" "$T/diff" 2>/dev/null; ls "$T/llama_dcp" | head -3)"
-expect_fail "merge: unknown --format lists the writable formats (exit 2)" 2 "unknown --format 'hf-index' (safetensors, torch, dcp, ds-universal, gguf)" "$T/nofmt" \
+expect_fail "merge: unknown --format lists the writable formats (exit 2)" 2 "unknown --format 'hf-index' (safetensors, torch, dcp, gguf)" "$T/nofmt" \
   "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/nofmt" --format hf-index
+expect_fail "merge: --format ds-universal (an optimizer's state only) refused as usage (exit 2)" 2 "--format ds-universal holds an optimizer's state only, not a model (tpconv convert SRC --format ds-universal)" "$T/nofmt" \
+  "$TPCONV" merge "$T/rt_llama_8_tpconv_safetensors" -o "$T/nofmt" --format ds-universal
 run "$TPCONV" merge "$T/rt_gpt2_4_tpconv_safetensors" -o "$T/gpt2_hf/" --max-shard-size 200K
 [ "$rc" = 0 ] && [ -f "$T/gpt2_hf/model.safetensors.index.json" ] && same "$M/gpt2/model.safetensors" "$T/gpt2_hf" &&
   ok "merge to HF shards is bit-exact" || bad "merge to HF shards" "$(cat "$T/err" "$T/diff")"
