@@ -5,7 +5,7 @@
 # real transformers' DeepseekV3ForCausalLM (5.x, run in float64) logits on
 # fixed token ids under two configs: "yarn" (rope_scaling yarn with mscale and
 # mscale_all_dim, interleaved rope: DeepSeek-V3's own) and "plain" (default
-# rope, rope_interleave false). tests/verify/test_verify.c compares verify's fp64
+# rope, rope_interleave false). tests/verify/test_verify_forward.c compares verify's fp64
 # reference forward with them.
 # usage: python3 make_tiny_deepseek.py OUTDIR   (torch >= 2.4, transformers >= 5)
 import copy, json, os, sys, tempfile

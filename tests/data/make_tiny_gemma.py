@@ -10,7 +10,7 @@
 # of 4 of the 10 tokens; Gemma 2's attention and final logit softcaps (small
 # enough to bite); Gemma 3's per-head q_norm/k_norm (1 + w), its own rope
 # theta for the sliding layers and a linear rope scaling on the full ones.
-# tests/verify/test_verify.c compares verify's fp64 reference forward with
+# tests/verify/test_verify_forward.c compares verify's fp64 reference forward with
 # them, reading the facts from the two config files.
 # usage: python3 make_tiny_gemma.py OUTDIR   (torch >= 2.4, transformers >= 5)
 import json, os, sys, tempfile

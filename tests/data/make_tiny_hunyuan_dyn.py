@@ -6,7 +6,7 @@ unchanged) under Hunyuan-A13B's rope, rope_type "dynamic" with alpha 1000
 transformers 5.12's HunYuanMoEV1ForCausalLM gives in float64 on
 tiny_records_out.safetensors' ids ("ids", "hunyuan_moe_dyn"). Its
 HunYuanMoEV1RotaryEmbedding rotates by rope_theta * alpha ** (head_dim /
-(head_dim - 2)) (here 10000 * 1000 ** (8 / 6) = 1e8); tests/verify/test_verify.c
+(head_dim - 2)) (here 10000 * 1000 ** (8 / 6) = 1e8); tests/verify/test_verify_moe.c
 runs verify's reference forward against them. Run in the forky chroot:
 make_tiny_hunyuan_dyn.py DATA_DIR"""
 import json, os, shutil, sys, tempfile

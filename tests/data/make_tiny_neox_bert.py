@@ -6,7 +6,7 @@
 # logits with the parallel residual and rotary_pct 0.5 ("neox.parallel") and
 # without it, rotary_pct 0.25 ("neox.sequential"); BERT's MLM logits
 # ("bert.mlm") and BertModel's last hidden states ("bert.hidden").
-# tests/verify/test_verify.c compares verify's fp64 reference forward with them.
+# tests/verify/test_verify_forward.c compares verify's fp64 reference forward with them.
 # usage: python3 make_tiny_neox_bert.py OUTDIR   (torch >= 2.4, transformers >= 5)
 import json, os, sys, tempfile
 import torch

@@ -4,7 +4,7 @@
 # the residual add; q_norm and k_norm RMSNorms over the whole q and k
 # projections, before RoPE), and tiny_olmo2_out.safetensors: its logits on
 # fixed ids computed here in plain torch, float64 ("ids", "logits").
-# tests/test_verify.c runs verify's reference forward, composed from the
+# tests/verify/test_verify_forward.c runs verify's reference forward, composed from the
 # layer parts of a record as the OLMo 2 one would be, against them.
 # usage: /usr/bin/python3 make_tiny_olmo2.py OUTDIR   (torch >= 1.13, nothing else)
 import json, os, struct, sys

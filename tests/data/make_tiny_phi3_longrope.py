@@ -15,7 +15,7 @@ configs of the same weights:
          max_position_embeddings 64 (factor 4: x sqrt(1 + ln 4 / ln 16))
 Transformers' modeling_rope_utils._compute_longrope_parameters and
 dynamic_rope_update's longrope_frequency_update (seq_len = max(position_ids)
-+ 1 > original_max_position_embeddings: long_factor). tests/verify/test_verify.c
++ 1 > original_max_position_embeddings: long_factor). tests/verify/test_verify_records.c
 runs verify's reference forward against them. tiny_phi3_longrope_{yarn,su}.json:
 Phi-3's older rope_type names, whose logits transformers gives equal to the
 long and the short config's (below). Run in the forky chroot:
@@ -46,8 +46,8 @@ with torch.no_grad():
         r = torch.randn(p.shape, generator=gen, dtype=torch.float64).float()
         p.copy_(1 + 0.2 * r if "norm" in n else r if "embed" in n else 0.25 * r)
 sd = {k: v.contiguous() for k, v in m.state_dict().items()}
-# the file test_verify reads: qkv_proj as q_proj, k_proj, v_proj (32, 16, 16
-# rows), the names Phi-3's record also reads (test_verify's set has no fused
+# the file test_verify_records reads: qkv_proj as q_proj, k_proj, v_proj (32, 16, 16
+# rows), the names Phi-3's record also reads (test_verify_records' set has no fused
 # qkv); the model loads the fused one
 qkv = {k: v for k, v in sd.items() if not k.endswith("qkv_proj.weight")}
 for k in (k for k in sd if k.endswith("qkv_proj.weight")):

@@ -2,8 +2,9 @@
 # checkpoints of families added as records alone, as transformers' save_pretrained
 # writes them, and their config.json) and tiny_records_out.safetensors: real
 # transformers' (5.12, run in float64) logits on fixed token ids, one key per
-# family. tests/verify/test_verify.c runs verify's fp64 reference forward,
-# composed from each record's layer parts alone, against them.
+# family. tests/verify/test_verify_{records,moe,forward}.c run verify's fp64
+# reference forward, composed from each record's layer parts alone, against
+# them.
 #   qwen3-moe   Qwen3MoeForCausalLM: per-head q/k norms, head_dim 16 (not
 #               hidden / heads), softmax top-2 of 4 experts renormalised
 #               (norm_topk_prob), no shared expert

@@ -677,7 +677,7 @@ FAMS="olmo2 olmo3 gemma2 qwen3-moe olmoe starcoder2 granite smollm3 seed-oss glm
 # parallel blocks, fused gate_up with partial rotary, the sigmoid router,
 # sinks with interleaved experts, the sparsemixer, MLA, Llama 4's experts,
 # Mamba-2, the gated DeltaNet); every record's forward runs under the
-# sanitizers in test_verify
+# sanitizers in the test_verify* unit tests
 [ "$SAN" = 1 ] && FAMS="olmo2 gemma2 qwen3-moe starcoder2 phi cohere2 glm4 glm4-moe gpt-oss phimoe deepseek llama4 granitemoehybrid qwen3-next"
 for fam in $FAMS; do
   O="$A/tiny-$fam"
@@ -1159,7 +1159,7 @@ PY
 done
 # the same model under Hunyuan-A13B's rope (tests/data/tiny_hunyuan_moe_dyn.json:
 # rope_type "dynamic", alpha 1000; make_tiny_hunyuan_dyn.py): verify's forward
-# rotates by the alpha-scaled base (test_verify's test_hunyuan_moe_dynamic_rope
+# rotates by the alpha-scaled base (test_verify_moe's test_hunyuan_moe_dynamic_rope
 # against transformers' logits) and passes at tp 2; more tokens than
 # max_position_embeddings (64), where transformers rescales the frequencies,
 # refused by name (exit 3)
