@@ -1156,12 +1156,120 @@ static int op_text_memo(vm *m, bool put)
 	return put ? op_memo_put(m, (uint64_t)idx) : op_memo_get(m, (uint64_t)idx);
 }
 
-static int step(vm *m, uint8_t op, tpc_value **result)
+/* The opcodes that build containers and objects (globals, calls, persistent
+ * ids) and the memo: step's, past the stack and the scalars. */
+static int step_objects(vm *m, uint8_t op)
 {
 	const uint8_t *b;
 	size_t start;
 	int ret = 0;
 	tpc_value *x = NULL, *y = NULL;
+	switch (op) {
+	case TPC_PK_EMPTY_TUPLE:
+		return push(m, vnew(m, TPC_V_TUPLE));
+	case TPC_PK_EMPTY_LIST:
+		return push(m, vnew(m, TPC_V_LIST));
+	case TPC_PK_EMPTY_DICT:
+		return push(m, vnew(m, TPC_V_DICT));
+	case TPC_PK_EMPTY_SET:
+		return push(m, vnew(m, TPC_V_SET));
+	case TPC_PK_TUPLE:
+	case TPC_PK_LIST:
+	case TPC_PK_FROZENSET:
+		if ((ret = pop_mark(m, &start)))
+			return ret;
+		return op_seq(m, op == TPC_PK_TUPLE ? TPC_V_TUPLE
+				 : op == TPC_PK_LIST ? TPC_V_LIST
+						     : TPC_V_SET,
+			      start);
+	case TPC_PK_TUPLE1:
+	case TPC_PK_TUPLE2:
+	case TPC_PK_TUPLE3:
+		return op_tuple_n(m, (size_t)(op - TPC_PK_TUPLE1 + 1));
+	case TPC_PK_DICT:
+		return op_dict_from_mark(m);
+	case TPC_PK_APPEND:
+		return op_append(m);
+	case TPC_PK_APPENDS:
+		return op_items(m, TPC_V_LIST);
+	case TPC_PK_SETITEM:
+		return op_setitem(m);
+	case TPC_PK_SETITEMS:
+		return op_items(m, TPC_V_DICT);
+	case TPC_PK_ADDITEMS:
+		return op_items(m, TPC_V_SET);
+	case TPC_PK_GLOBAL: {
+		const char *ms, *ns;
+		size_t mn, nn;
+		if ((ret = readline(m, MAX_NAME_LINE, &ms, &mn)) ||
+		    (ret = readline(m, MAX_NAME_LINE, &ns, &nn)))
+			return ret;
+		return op_global(m, ms, mn, ns, nn);
+	}
+	case TPC_PK_STACK_GLOBAL:
+		if ((ret = pop(m, &y)) || (ret = pop(m, &x)))
+			goto out;
+		if (x->kind != TPC_V_STR || y->kind != TPC_V_STR) {
+			ret = BAD(m, "pickle STACK_GLOBAL: module and name must be strings");
+			goto out;
+		}
+		ret = op_global(m, x->str, x->len, y->str, y->len);
+		goto out;
+	case TPC_PK_REDUCE:
+		if ((ret = pop(m, &y)) || (ret = pop(m, &x)))
+			goto out;
+		ret = do_call(m, x, y);
+		x = y = NULL;
+		goto out;
+	case TPC_PK_NEWOBJ:
+	case TPC_PK_NEWOBJ_EX:
+		return op_newobj(m, op == TPC_PK_NEWOBJ_EX);
+	case TPC_PK_BUILD:
+		return op_build(m);
+	case TPC_PK_BINPERSID:
+		if ((ret = pop(m, &x)))
+			return ret;
+		return op_persid(m, x);
+	case TPC_PK_PERSID: {
+		const char *s;
+		size_t n;
+		if ((ret = readline(m, MAX_NAME_LINE, &s, &n)))
+			return ret;
+		return op_persid(m, counted(m, tpc_value_str(s, n)));
+	}
+	case TPC_PK_GET:
+	case TPC_PK_PUT:
+		return op_text_memo(m, op == TPC_PK_PUT);
+	case TPC_PK_BINGET:
+	case TPC_PK_BINPUT:
+		if (!(b = need(m, 1)))
+			return TPC_EINPUT;
+		return op == TPC_PK_BINPUT ? op_memo_put(m, b[0]) : op_memo_get(m, b[0]);
+	case TPC_PK_LONG_BINGET:
+	case TPC_PK_LONG_BINPUT:
+		if (!(b = need(m, 4)))
+			return TPC_EINPUT;
+		return op == TPC_PK_LONG_BINPUT ? op_memo_put(m, tpc_rd32le(b))
+						: op_memo_get(m, tpc_rd32le(b));
+	case TPC_PK_MEMOIZE:
+		return op_memo_put(m, m->memo_count);
+	default:
+		if (opnames[op])
+			return BAD(m, "unsupported pickle opcode %s (0x%02x)", opnames[op], op);
+		return BAD(m, "unknown pickle opcode 0x%02x", op);
+	}
+out:
+	tpc_value_unref(x);
+	tpc_value_unref(y);
+	return ret;
+}
+
+static int step(vm *m, uint8_t op, tpc_value **result)
+{
+	const uint8_t *b;
+	size_t start;
+	int ret = 0;
+	tpc_value *x = NULL;
 	switch (op) {
 	case TPC_PK_PROTO:
 		if (!(b = need(m, 1)))
@@ -1288,103 +1396,9 @@ static int step(vm *m, uint8_t op, tpc_value **result)
 		if (!(b = need(m, 8)))
 			return TPC_EINPUT;
 		return op_blob(m, op == TPC_PK_BINUNICODE8 ? TPC_V_STR : TPC_V_BYTES, tpc_rd64le(b));
-	case TPC_PK_EMPTY_TUPLE:
-		return push(m, vnew(m, TPC_V_TUPLE));
-	case TPC_PK_EMPTY_LIST:
-		return push(m, vnew(m, TPC_V_LIST));
-	case TPC_PK_EMPTY_DICT:
-		return push(m, vnew(m, TPC_V_DICT));
-	case TPC_PK_EMPTY_SET:
-		return push(m, vnew(m, TPC_V_SET));
-	case TPC_PK_TUPLE:
-	case TPC_PK_LIST:
-	case TPC_PK_FROZENSET:
-		if ((ret = pop_mark(m, &start)))
-			return ret;
-		return op_seq(m, op == TPC_PK_TUPLE ? TPC_V_TUPLE
-				 : op == TPC_PK_LIST ? TPC_V_LIST
-						     : TPC_V_SET,
-			      start);
-	case TPC_PK_TUPLE1:
-	case TPC_PK_TUPLE2:
-	case TPC_PK_TUPLE3:
-		return op_tuple_n(m, (size_t)(op - TPC_PK_TUPLE1 + 1));
-	case TPC_PK_DICT:
-		return op_dict_from_mark(m);
-	case TPC_PK_APPEND:
-		return op_append(m);
-	case TPC_PK_APPENDS:
-		return op_items(m, TPC_V_LIST);
-	case TPC_PK_SETITEM:
-		return op_setitem(m);
-	case TPC_PK_SETITEMS:
-		return op_items(m, TPC_V_DICT);
-	case TPC_PK_ADDITEMS:
-		return op_items(m, TPC_V_SET);
-	case TPC_PK_GLOBAL: {
-		const char *ms, *ns;
-		size_t mn, nn;
-		if ((ret = readline(m, MAX_NAME_LINE, &ms, &mn)) ||
-		    (ret = readline(m, MAX_NAME_LINE, &ns, &nn)))
-			return ret;
-		return op_global(m, ms, mn, ns, nn);
-	}
-	case TPC_PK_STACK_GLOBAL:
-		if ((ret = pop(m, &y)) || (ret = pop(m, &x)))
-			goto out;
-		if (x->kind != TPC_V_STR || y->kind != TPC_V_STR) {
-			ret = BAD(m, "pickle STACK_GLOBAL: module and name must be strings");
-			goto out;
-		}
-		ret = op_global(m, x->str, x->len, y->str, y->len);
-		goto out;
-	case TPC_PK_REDUCE:
-		if ((ret = pop(m, &y)) || (ret = pop(m, &x)))
-			goto out;
-		ret = do_call(m, x, y);
-		x = y = NULL;
-		goto out;
-	case TPC_PK_NEWOBJ:
-	case TPC_PK_NEWOBJ_EX:
-		return op_newobj(m, op == TPC_PK_NEWOBJ_EX);
-	case TPC_PK_BUILD:
-		return op_build(m);
-	case TPC_PK_BINPERSID:
-		if ((ret = pop(m, &x)))
-			return ret;
-		return op_persid(m, x);
-	case TPC_PK_PERSID: {
-		const char *s;
-		size_t n;
-		if ((ret = readline(m, MAX_NAME_LINE, &s, &n)))
-			return ret;
-		return op_persid(m, counted(m, tpc_value_str(s, n)));
-	}
-	case TPC_PK_GET:
-	case TPC_PK_PUT:
-		return op_text_memo(m, op == TPC_PK_PUT);
-	case TPC_PK_BINGET:
-	case TPC_PK_BINPUT:
-		if (!(b = need(m, 1)))
-			return TPC_EINPUT;
-		return op == TPC_PK_BINPUT ? op_memo_put(m, b[0]) : op_memo_get(m, b[0]);
-	case TPC_PK_LONG_BINGET:
-	case TPC_PK_LONG_BINPUT:
-		if (!(b = need(m, 4)))
-			return TPC_EINPUT;
-		return op == TPC_PK_LONG_BINPUT ? op_memo_put(m, tpc_rd32le(b))
-						: op_memo_get(m, tpc_rd32le(b));
-	case TPC_PK_MEMOIZE:
-		return op_memo_put(m, m->memo_count);
 	default:
-		if (opnames[op])
-			return BAD(m, "unsupported pickle opcode %s (0x%02x)", opnames[op], op);
-		return BAD(m, "unknown pickle opcode 0x%02x", op);
+		return step_objects(m, op);
 	}
-out:
-	tpc_value_unref(x);
-	tpc_value_unref(y);
-	return ret;
 }
 
 /* Drop everything the VM holds but the result. Safe to call twice. */
