@@ -122,51 +122,55 @@ static int build_vocab_shift(const tpc_tensor *ref, const tpc_split *sp, int tp,
 	return ret;
 }
 
-int main(int argc, char **argv)
+/* the command line */
+typedef struct args {
+	const char *ref_path, *preset, *config, *json, *junit, *checks, *swap;
+	int tp, mut, quiet;
+	bool mpi;
+} args;
+
+/* argv into *A and o: 0, or the exit status of a usage error (2) */
+static int parse_args(int argc, char **argv, args *A, tpc_verify_opts *o)
 {
-	const char *ref_path = NULL, *preset = NULL, *config = NULL, *json = NULL, *junit = NULL, *checks = NULL;
-	const char *swap = NULL;
-	int tp = 0, mut = M_NONE, quiet = 0;
-	bool mpi = false;
-	tpc_verify_opts o;
-	tpc_verify_opts_init(&o);
+	memset(A, 0, sizeof(*A));
+	A->mut = M_NONE;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(name) (!strcmp(a, name) && v && (i++, 1))
 		if (ARG("--ref"))
-			ref_path = v;
+			A->ref_path = v;
 		else if (ARG("--preset"))
-			preset = v;
+			A->preset = v;
 		else if (ARG("--config"))
-			config = v;
+			A->config = v;
 		else if (ARG("--tp"))
-			tp = atoi(v);
+			A->tp = atoi(v);
 		else if (ARG("--seed"))
-			o.seed = strtoull(v, NULL, 10);
+			o->seed = strtoull(v, NULL, 10);
 		else if (ARG("--swap"))
-			swap = v;
+			A->swap = v;
 		else if (ARG("--tokens"))
-			o.tokens = atoi(v);
+			o->tokens = atoi(v);
 		else if (ARG("--json"))
-			json = v;
+			A->json = v;
 		else if (ARG("--junit"))
-			junit = v;
+			A->junit = v;
 		else if (ARG("--checks"))
-			checks = v;
+			A->checks = v;
 		else if (ARG("--threads"))
-			o.threads_per_rank = atoi(v);
+			o->threads_per_rank = atoi(v);
 		else if (!strcmp(a, "--mpi"))
-			mpi = true;
+			A->mpi = true;
 		else if (!strcmp(a, "--cuda"))
-			o.device = TPC_VDEV_CUDA;
+			o->device = TPC_VDEV_CUDA;
 		else if (!strcmp(a, "-q"))
-			quiet = 1;
+			A->quiet = 1;
 		else if (ARG("--mutate")) {
-			mut = -1;
+			A->mut = -1;
 			for (int k = 0; k < (int)(sizeof(mut_names) / sizeof(*mut_names)); k++)
 				if (!strcmp(v, mut_names[k]))
-					mut = k;
-			if (mut < 0) {
+					A->mut = k;
+			if (A->mut < 0) {
 				fprintf(stderr, "verify_driver: unknown mutation '%s'\n", v);
 				return 2;
 			}
@@ -174,18 +178,150 @@ int main(int argc, char **argv)
 			fprintf(stderr, "verify_driver: unknown argument '%s'\n", a);
 			return 2;
 		}
+#undef ARG
 	}
-	if (!ref_path || !preset || tp < 1 || tp > 64) {
+	if (!A->ref_path || !A->preset || A->tp < 1 || A->tp > 64) {
 		fprintf(stderr, "usage: verify_driver --ref FILE --preset NAME --tp N [--config FILE] [--mutate KIND]\n");
 		return 2;
 	}
-	if (checks) {
-		o.checks = 0;
-		o.checks |= strstr(checks, "structure") ? TPC_VCHECK_STRUCTURE : 0;
-		o.checks |= strstr(checks, "layers") ? TPC_VCHECK_LAYERS : 0;
-		o.checks |= strstr(checks, "blocks") ? TPC_VCHECK_BLOCKS : 0;
-		o.checks |= strstr(checks, "model") ? TPC_VCHECK_MODEL : 0;
+	if (A->checks) {
+		o->checks = 0;
+		o->checks |= strstr(A->checks, "structure") ? TPC_VCHECK_STRUCTURE : 0;
+		o->checks |= strstr(A->checks, "layers") ? TPC_VCHECK_LAYERS : 0;
+		o->checks |= strstr(A->checks, "blocks") ? TPC_VCHECK_BLOCKS : 0;
+		o->checks |= strstr(A->checks, "model") ? TPC_VCHECK_MODEL : 0;
 	}
+	return 0;
+}
+
+/* Every rank's view of the first n0 tensors of ck added to it as
+ * "rankT/NAME" (ent[i].rank_ix), built as a correct sharder would or broken
+ * by mutation mut (the tensors it broke named on stderr by rank me 0) */
+static int build_ranks(tpc_ckpt *ck, entry *ent, size_t n0, int tp, int mut, int me, tpc_err *e)
+{
+	int ret = 0;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		tpc_split *sp = &ent[i].sp;
+		const char *name = ck->t[i].name;
+		bool fused3 = sp->dim >= 0 && sp->nparts == 3, fused2 = sp->dim >= 0 && sp->nparts == 2;
+		bool repl_kv = false;
+		for (int k = 0; k < sp->nparts; k++)
+			repl_kv |= sp->part[k].replicas > 1;
+		bool is_row = sp->kind == TPC_SPLIT_ROW && sp->dim >= 0;
+		bool broken = (mut == M_NAIVE_QKV && fused3) || (mut == M_NAIVE_GATEUP && fused2 && ck->t[i].ndim == 2) ||
+			      (mut == M_KV_SPLIT && repl_kv) || ((mut == M_ROW_COL || mut == M_ROW_COL_PLAN) && is_row && ck->t[i].ndim == 2) ||
+			      (mut == M_VOCAB && sp->kind == TPC_SPLIT_VOCAB) || mut == M_RANKS;
+		if (mut == M_BIAS && sp->row_bias)
+			broken = true;
+		if (broken && mut != M_RANKS && me == 0)
+			fprintf(stderr, "broken: %s\n", name);
+		for (int t = 0; t < tp && !ret; t++) {
+			tpc_tensor view;
+			tpc_tensor *ref = &ck->t[i];
+			char nm[TPC_ERR_NAME_MAX + 32];
+			snprintf(nm, sizeof(nm), "rank%d/%s", t, name);
+			if (sp->dim < 0)
+				ret = tpc_tensor_copy(&view, ref) ? -1 : 0;
+			else if (broken && mut == M_KV_SPLIT)
+				ret = build_split(ref, sp, tp, t, true, &view);
+			else if (broken && (mut == M_NAIVE_QKV || mut == M_NAIVE_GATEUP))
+				ret = build_chunk(ref, sp->dim, tp, t, &view);
+			else if (broken && (mut == M_ROW_COL || mut == M_ROW_COL_PLAN))
+				ret = build_chunk(ref, ent[i].transposed ? 1 : 0, tp, t, &view);
+			else if (broken && mut == M_VOCAB)
+				ret = build_vocab_shift(ref, sp, tp, t, &view);
+			else
+				ret = build_split(ref, sp, tp, t, false, &view);
+			if (ret) {
+				ret = tpc_err_set(e, TPC_EINPUT, "cannot build rank %d of '%s'", t, name);
+				break;
+			}
+			int64_t ix = tpc_ckpt_add_copy(ck, nm, &view, e);
+			tpc_tensor_release(&view);
+			if (ix < 0) {
+				ret = (int)ix;
+				break;
+			}
+			ent[i].rank_ix[t] = ix;
+		}
+		if (!ret && mut == M_ROW_COL_PLAN && broken) {
+			/* the plan itself has the swap: the description says col too */
+			sp->kind = TPC_SPLIT_COL;
+			sp->dim = ent[i].transposed ? 1 : 0;
+			sp->nparts = 1;
+			sp->part[0] = (tpc_split_part){ck->t[i].shape[sp->dim], 0, 0, 1, TPC_HEADS_NONE, false};
+		}
+	}
+	return ret;
+}
+
+/* The first n0 tensors of ck described to s as cmd_verify does from a
+ * manifest, each rank's view its own (ranks 0 and 1 swapped for mutation
+ * ranks-swap and tensor A->swap; under MPI rank me's alone) */
+static int describe_set(tpc_verify_set *s, tpc_ckpt *ck, const entry *ent, size_t n0, const args *A, int me,
+			tpc_err *e)
+{
+	int ret = 0, tp = A->tp, mut = A->mut;
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		const tpc_split *sp = &ent[i].sp;
+		tpc_vpart parts[TPC_VERIFY_MAX_PARTS];
+		for (int k = 0; k < sp->nparts; k++)
+			parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas};
+		tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
+		bool row_bias = sp->row_bias && mut != M_BIAS;
+		int64_t ix = tpc_verify_set_add(s, ck->t[i].name, ck, &ck->t[i], vs, sp->dim, ent[i].transposed, row_bias,
+						sp->nparts, parts, e);
+		if (ix < 0) {
+			ret = (int)ix;
+			break;
+		}
+		for (int t = 0; t < tp; t++) {
+			int src = t;
+			if ((mut == M_RANKS || (A->swap && !strcmp(A->swap, ck->t[i].name))) && tp > 1 && t < 2)
+				src = 1 - t;
+			if (!A->mpi || t == me)
+				tpc_verify_set_rank(s, ix, t, ck, &ck->t[ent[i].rank_ix[src]]);
+		}
+	}
+	return ret;
+}
+
+/* The report's table on stdout, its JSON and JUnit files if asked; ret the
+ * run's status so far, the driver's returned */
+static int report(const tpc_verify_report *rep, const args *A, int ret, tpc_err *e)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	tpc_verify_report_table(rep, A->quiet, &b);
+	fwrite(b.p, 1, b.len, stdout);
+	if (A->json) {
+		tpc_buf_reset(&b);
+		tpc_verify_report_json(rep, &b);
+		if (tpc_write_file_atomic(A->json, b.p, b.len, TPC_OUT_FORCE, e))
+			ret = TPC_EIO;
+	}
+	if (A->junit && !ret) {
+		tpc_buf_reset(&b);
+		tpc_verify_report_junit(rep, &b);
+		if (tpc_write_file_atomic(A->junit, b.p, b.len, TPC_OUT_FORCE, e))
+			ret = TPC_EIO;
+	}
+	if (!ret && rep->nfail)
+		ret = TPC_EMISMATCH;
+	tpc_buf_release(&b);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	args A;
+	tpc_verify_opts o;
+	tpc_verify_opts_init(&o);
+	int rc = parse_args(argc, argv, &A, &o);
+	if (rc)
+		return rc;
+	const char *preset = A.preset, *swap = A.swap;
+	int tp = A.tp;
+	bool mpi = A.mpi;
 	int me = 0, size = 1;
 	tpc_err e;
 	tpc_err_init(&e);
@@ -211,8 +347,8 @@ int main(int argc, char **argv)
 	tpc_verify_set_init(&s, tp);
 	tpc_verify_report_init(&rep);
 	memset(&facts, 0, sizeof(facts));
-	if ((ret = tpc_ckpt_open(&ck, ref_path, NULL, &e)) || (ret = tpc_plan_preset(&plan, preset, &e)) ||
-	    (config && (ret = tpc_facts_from_file(&facts, config, &e))))
+	if ((ret = tpc_ckpt_open(&ck, A.ref_path, NULL, &e)) || (ret = tpc_plan_preset(&plan, preset, &e)) ||
+	    (A.config && (ret = tpc_facts_from_file(&facts, A.config, &e))))
 		goto out;
 	tpc_facts_fill(&facts, &plan.facts);
 	tpc_facts_finish(&facts);
@@ -231,82 +367,11 @@ int main(int argc, char **argv)
 		int rule = ent[i].sp.rule;
 		ent[i].transposed = rule >= 0 && plan.rules[rule].transposed && t->ndim == 2;
 	}
-	for (size_t i = 0; i < n0 && !ret; i++) {
-		tpc_split *sp = &ent[i].sp;
-		const char *name = ck.t[i].name;
-		bool fused3 = sp->dim >= 0 && sp->nparts == 3, fused2 = sp->dim >= 0 && sp->nparts == 2;
-		bool repl_kv = false;
-		for (int k = 0; k < sp->nparts; k++)
-			repl_kv |= sp->part[k].replicas > 1;
-		bool is_row = sp->kind == TPC_SPLIT_ROW && sp->dim >= 0;
-		bool broken = (mut == M_NAIVE_QKV && fused3) || (mut == M_NAIVE_GATEUP && fused2 && ck.t[i].ndim == 2) ||
-			      (mut == M_KV_SPLIT && repl_kv) || ((mut == M_ROW_COL || mut == M_ROW_COL_PLAN) && is_row && ck.t[i].ndim == 2) ||
-			      (mut == M_VOCAB && sp->kind == TPC_SPLIT_VOCAB) || mut == M_RANKS;
-		if (mut == M_BIAS && sp->row_bias)
-			broken = true;
-		if (broken && mut != M_RANKS && me == 0)
-			fprintf(stderr, "broken: %s\n", name);
-		for (int t = 0; t < tp && !ret; t++) {
-			tpc_tensor view;
-			tpc_tensor *ref = &ck.t[i];
-			char nm[TPC_ERR_NAME_MAX + 32];
-			snprintf(nm, sizeof(nm), "rank%d/%s", t, name);
-			if (sp->dim < 0)
-				ret = tpc_tensor_copy(&view, ref) ? -1 : 0;
-			else if (broken && mut == M_KV_SPLIT)
-				ret = build_split(ref, sp, tp, t, true, &view);
-			else if (broken && (mut == M_NAIVE_QKV || mut == M_NAIVE_GATEUP))
-				ret = build_chunk(ref, sp->dim, tp, t, &view);
-			else if (broken && (mut == M_ROW_COL || mut == M_ROW_COL_PLAN))
-				ret = build_chunk(ref, ent[i].transposed ? 1 : 0, tp, t, &view);
-			else if (broken && mut == M_VOCAB)
-				ret = build_vocab_shift(ref, sp, tp, t, &view);
-			else
-				ret = build_split(ref, sp, tp, t, false, &view);
-			if (ret) {
-				ret = tpc_err_set(&e, TPC_EINPUT, "cannot build rank %d of '%s'", t, name);
-				break;
-			}
-			int64_t ix = tpc_ckpt_add_copy(&ck, nm, &view, &e);
-			tpc_tensor_release(&view);
-			if (ix < 0) {
-				ret = (int)ix;
-				break;
-			}
-			ent[i].rank_ix[t] = ix;
-		}
-		if (!ret && mut == M_ROW_COL_PLAN && broken) {
-			/* the plan itself has the swap: the description says col too */
-			sp->kind = TPC_SPLIT_COL;
-			sp->dim = ent[i].transposed ? 1 : 0;
-			sp->nparts = 1;
-			sp->part[0] = (tpc_split_part){ck.t[i].shape[sp->dim], 0, 0, 1, TPC_HEADS_NONE, false};
-		}
-	}
+	if (!ret)
+		ret = build_ranks(&ck, ent, n0, tp, A.mut, me, &e);
 	if (ret)
 		goto out;
-	for (size_t i = 0; i < n0 && !ret; i++) {
-		const tpc_split *sp = &ent[i].sp;
-		tpc_vpart parts[TPC_VERIFY_MAX_PARTS];
-		for (int k = 0; k < sp->nparts; k++)
-			parts[k] = (tpc_vpart){sp->part[k].size, sp->part[k].pad, sp->part[k].replicas};
-		tpc_vsplit vs = sp->dim < 0 ? TPC_VSPLIT_REPLICATE : (tpc_vsplit)sp->kind;
-		bool row_bias = sp->row_bias && mut != M_BIAS;
-		int64_t ix = tpc_verify_set_add(&s, ck.t[i].name, &ck, &ck.t[i], vs, sp->dim, ent[i].transposed, row_bias,
-						sp->nparts, parts, &e);
-		if (ix < 0) {
-			ret = (int)ix;
-			break;
-		}
-		for (int t = 0; t < tp; t++) {
-			int src = t;
-			if ((mut == M_RANKS || (swap && !strcmp(swap, ck.t[i].name))) && tp > 1 && t < 2)
-				src = 1 - t;
-			if (!mpi || t == me)
-				tpc_verify_set_rank(&s, ix, t, &ck, &ck.t[ent[i].rank_ix[src]]);
-		}
-	}
-	if (ret)
+	if ((ret = describe_set(&s, &ck, ent, n0, &A, me, &e)))
 		goto out;
 	tpc_verify_link_biases(&s);
 	bool neox = !strcmp(preset, "gpt-neox") || !strcmp(preset, "libai"), bert = !strcmp(preset, "bert");
@@ -332,26 +397,8 @@ int main(int argc, char **argv)
 	ret = tpc_verify_execute(&s, &o, me == 0 ? &rep : NULL, &e);
 	if (ret && ret != TPC_EMISMATCH)
 		goto out;
-	if (me == 0) {
-		tpc_buf b = TPC_BUF_INIT;
-		tpc_verify_report_table(&rep, quiet, &b);
-		fwrite(b.p, 1, b.len, stdout);
-		if (json) {
-			tpc_buf_reset(&b);
-			tpc_verify_report_json(&rep, &b);
-			if (tpc_write_file_atomic(json, b.p, b.len, TPC_OUT_FORCE, &e))
-				ret = TPC_EIO;
-		}
-		if (junit && !ret) {
-			tpc_buf_reset(&b);
-			tpc_verify_report_junit(&rep, &b);
-			if (tpc_write_file_atomic(junit, b.p, b.len, TPC_OUT_FORCE, &e))
-				ret = TPC_EIO;
-		}
-		if (!ret && rep.nfail)
-			ret = TPC_EMISMATCH;
-		tpc_buf_release(&b);
-	}
+	if (me == 0)
+		ret = report(&rep, &A, ret, &e);
 out:
 	;
 	int code = ret == TPC_EMISMATCH ? 1 : ret ? fail(&e) : 0;
