@@ -429,7 +429,10 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 	/* The remap stage: rename, drop, transpose, cast (descriptions only). */
 	if ((ret = tpc_cli_remap_run(rm, "convert", in->view)))
 		return ret;
-	if (rank)
+	if (rank && c->optimizer)
+		tpc_cli_warn("'%s': %s: its optimizer state, that rank's slices, is written as it is; the whole set's: 'tpconv convert SAVE_DIR --optimizer' with the set's --preset",
+			     c->in, rank_what);
+	else if (rank)
 		tpc_cli_warn("'%s': %s: its tensors, that rank's slices, are written as they are; the whole model: %s",
 			     c->in, rank_what, rank_how);
 	return 0;

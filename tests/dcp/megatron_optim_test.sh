@@ -140,12 +140,21 @@ if "$PY" -c 'import torch' 2>/dev/null; then
 else
   skip "legacy set optimizer.pt by value" "no torch in $PY"
 fi
+run "$TPCONV" inspect --optimizer "$L4" --preset llama --vocab 40
+grep -qx "# megatron set (tp 2 x pp 2) with its optimizer state, each rank's joined as its parameters: 27 parameters, 3 state tensors each and step" "$T/out" &&
+  grep -qx "# \[0\] model.model.embed_tokens.weight BF16 \[40, 8\] (group 0): fp32_param F32, exp_avg F32, exp_avg_sq F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer SET: the joined state of the merged model's 27 parameters" ||
+  bad "inspect --optimizer of the set" "$(head -8 "$T/out" "$T/err")"
 R4=$L4/iter_0000007/mp_rank_01_001/model_optim_rng.pt
 run "$TPCONV" inspect --optimizer "$R4"
 grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
   grep -qx "# \[0\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[12, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
   ok "one rank file of the set: its 3 buckets mapped to its 9 local parameters (one query group of linear_qkv)" ||
   bad "inspect --optimizer of a rank file" "$(head -8 "$T/out" "$T/err")"
+run "$TPCONV" convert "$R4" --optimizer -o "$T/r4.pt"
+[ "$rc" = 0 ] && grep -qxF "tpconv: warning: '$R4': this is one rank file of a Megatron set (tp 2 x pp 2, from its mp_rank folders): its optimizer state, that rank's slices, is written as it is; the whole set's: 'tpconv convert SAVE_DIR --optimizer' with the set's --preset" "$T/err" &&
+  ok "convert --optimizer of one rank file: its slices' state, with a warning naming the set and the command" ||
+  bad "convert --optimizer of a rank file (exit $rc)" "$(cat "$T/err")"
 "$PY" "$SRC/tests/dcp/make_megatron_legacy_optim.py" --hostile "$L4" "$T/lh" >/dev/null 2>&1 || rm -rf "$T/lh"
 lhostile() { # name variant expected-stderr
   [ -d "$T/lh/$2" ] || { skip "$1" "no torch in $PY"; return; }
