@@ -817,9 +817,22 @@ static bool parse_rank_dir(const char *n, int *t, int *p)
 
 static char *rank_path(const char *dir, int t, int p, int tp);
 
-static bool detect_dir(const char *dir)
+/* The iteration folder of a save folder (latest_checkpointed_iteration.txt
+ * names it), or dir itself when it holds the mp_rank folders (an
+ * iter_NNNNNNN/ or release/ given as it is: training/checkpointing.py:
+ * 242-270, get_checkpoint_name). NULL: neither. */
+static char *iter_of(const char *dir)
 {
 	char *it = tpc_extras_megatron_iter(dir);
+	int t, p;
+	if (!it && tpc__layout_max_ranks(dir, parse_rank_dir, &t, &p))
+		it = tpc_strdup(dir);
+	return it;
+}
+
+static bool detect_dir(const char *dir)
+{
+	char *it = iter_of(dir);
 	int maxt, maxp;
 	bool yes = tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
@@ -828,7 +841,7 @@ static bool detect_dir(const char *dir)
 
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
-	char *it = tpc_extras_megatron_iter(dir);
+	char *it = iter_of(dir);
 	int maxt, maxp;
 	tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
@@ -852,7 +865,7 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 
 static char *rank_path(const char *dir, int t, int p, int tp)
 {
-	char *it = tpc_extras_megatron_iter(dir), buf[64], *out = NULL;
+	char *it = iter_of(dir), buf[64], *out = NULL;
 	(void)tp;
 	if (!it)
 		return tpc_path_join(dir, "release/mp_rank_00/" RANK_FILE);

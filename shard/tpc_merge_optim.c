@@ -251,6 +251,11 @@ int tpc_merge_optim_open(tpc_merge_optim *mo, const tpc_merge *model, const char
 		so.state = keys[k];
 		if (!(ret = tpc_merge_open(&mo->state[k], dir, &so, e)))
 			mo->opened[k] = true;
+		else if (e->tensor[0] && !strstr(e->path, "distrib_optim.pt")) { /* the merge's own check */
+			char m[sizeof(e->msg)];
+			if (snprintf(m, sizeof(m), "its optimizer state %s, joined as the parameter: %s", keys[k], e->msg) > 0)
+				memcpy(e->msg, m, sizeof(m)); /* truncated where it must be */
+		}
 		srcs[k + 1] = &mo->state[k].out;
 	}
 	if (!ret)

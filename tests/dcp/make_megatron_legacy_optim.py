@@ -166,13 +166,19 @@ def hostile(src, out, rank="mp_rank_01_001"):
     nodistrib (its distrib_optim.pt missing), total (its buffer 64 elements
     longer, numel_unpadded with it), swap (its model's two layer norms of
     layer 0 in each other's place in the state dict, so the buffer layout
-    puts each on the other's range)."""
+    puts each on the other's range), replica (rank tp 1, pp 0: every exp_avg
+    value 1 higher, so its layer norms' moments differ from tp rank 0's)."""
     import shutil
-    for name in ("nodistrib", "total", "swap"):
+    for name in ("nodistrib", "total", "swap", "replica"):
         dst = os.path.join(out, name)
         shutil.copytree(src, dst)
-        r = os.path.join(dst, "iter_0000007", rank)
-        if name == "nodistrib":
+        r = os.path.join(dst, "iter_0000007", rank if name != "replica" else "mp_rank_01_000")
+        if name == "replica":
+            f = os.path.join(r, "distrib_optim.pt")
+            d = torch.load(f)
+            next(iter(d[0].values()))["exp_avg"] += 1
+            torch.save(d, f)
+        elif name == "nodistrib":
             os.remove(os.path.join(r, "distrib_optim.pt"))
         elif name == "total":
             f = os.path.join(r, "distrib_optim.pt")

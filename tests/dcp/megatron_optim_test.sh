@@ -124,9 +124,9 @@ L1=$D/megatron_optim_legacy L4=$D/megatron_optim_legacy_tp2pp2
 mkdir -p "$T/s1" "$T/s4"
 run "$TPCONV" convert "$L1" --optimizer --preset llama --vocab 40 -o "$T/s1/optimizer.pt" -q
 r1=$rc
-run "$TPCONV" convert "$L4" --optimizer --preset llama --vocab 40 -o "$T/s4/optimizer.pt" -q
+run "$TPCONV" convert "$L4/iter_0000007" --optimizer --preset llama --vocab 40 -o "$T/s4/optimizer.pt" -q
 [ "$r1$rc" = 00 ] && cmp -s "$T/s1/optimizer.pt" "$T/s4/optimizer.pt" &&
-  ok "legacy set tp 2 x pp 2: convert SET --optimizer gives the tp 1 x pp 1 save's optimizer.pt byte for byte" ||
+  ok "legacy set tp 2 x pp 2 (its iter_0000007 folder): convert SET --optimizer gives the tp 1 x pp 1 save's optimizer.pt byte for byte" ||
   bad "legacy set: exit $r1 $rc" "$(cat "$T/err")"
 if "$PY" -c 'import torch' 2>/dev/null; then
   "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" "$T/s4/optimizer.pt" >"$T/py" 2>&1
@@ -166,6 +166,8 @@ lhostile "legacy set: a rank without distrib_optim.pt" nodistrib \
   "tpconv: error: '$T/lh/nodistrib/$R/distrib_optim.pt': missing: this rank's distributed optimizer state (what --use-distributed-optimizer saves beside model_optim_rng.pt) is not in the set"
 lhostile "legacy set: a rank whose buffer total is off" total \
   "tpconv: error: '$T/lh/total/$R/distrib_optim.pt': the model's 9 parameters take 744 elements in Megatron's buffer layout (3 buckets, 64-element aligned), the buffer holds 808 (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped"
+lhostile "legacy set: a replicated layer norm's moments differ between TP ranks" replica \
+  "tpconv: error: '$T/lh/replica': tensor 'model.layers.0.input_layernorm.weight': its optimizer state exp_avg, joined as the parameter: replicated tensor differs between rank 0 and rank 1 (use --take-rank0 to keep rank 0's copy)"
 lhostile "legacy set: two parameters swapped (the masters do not match the weights)" swap \
   "tpconv: error: '$T/lh/swap/$R/distrib_optim.pt': tensor 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight': its fp32 master at element [0] (buffer offset 736) is 8192.75, 8192 in BF16, but the rank's model weight there is 12288: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped"
 
