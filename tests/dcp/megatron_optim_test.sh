@@ -128,8 +128,14 @@ run "$TPCONV" convert "$L4/iter_0000007" --optimizer --preset llama --vocab 40 -
 [ "$r1$rc" = 00 ] && cmp -s "$T/s1/optimizer.pt" "$T/s4/optimizer.pt" &&
   ok "legacy set tp 2 x pp 2 (its iter_0000007 folder): convert SET --optimizer gives the tp 1 x pp 1 save's optimizer.pt byte for byte" ||
   bad "legacy set: exit $r1 $rc" "$(cat "$T/err")"
+mkdir -p "$T/s5"
+run "$TPCONV" convert "$L4" --optimizer --preset llama --vocab 40 --format dcp --dcp-ranks 2 -o "$T/s4dcp" -q
+r1=$rc
+run "$TPCONV" convert "$T/s4dcp" --optimizer -o "$T/s5/optimizer.pt" -q
+[ "$r1$rc" = 00 ] && ok "legacy set: --format dcp --dcp-ranks 2 (the merged model and its state) and back" ||
+  bad "legacy set to DCP: exit $r1 $rc" "$(cat "$T/err")"
 if "$PY" -c 'import torch' 2>/dev/null; then
-  "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" "$T/s4/optimizer.pt" >"$T/py" 2>&1
+  "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" "$T/s4/optimizer.pt" "$T/s5/optimizer.pt" >"$T/py" 2>&1
   while IFS= read -r l; do
     case $l in
       "ok "*) ok "${l#ok }" ;;
@@ -145,6 +151,9 @@ grep -qx "# megatron set (tp 2 x pp 2) with its optimizer state, each rank's joi
   grep -qx "# \[0\] model.model.embed_tokens.weight BF16 \[40, 8\] (group 0): fp32_param F32, exp_avg F32, exp_avg_sq F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
   ok "inspect --optimizer SET: the joined state of the merged model's 27 parameters" ||
   bad "inspect --optimizer of the set" "$(head -8 "$T/out" "$T/err")"
+run "$TPCONV" merge "$L4" --optimizer -o "$T/m.pt"
+[ "$rc" = 2 ] && [ ! -e "$T/m.pt" ] && grep -qF "tpconv convert DIR --optimizer -o optimizer.pt" "$T/err" &&
+  ok "merge --optimizer: exit 2 naming the convert command that joins the state" || bad "merge --optimizer (exit $rc)" "$(cat "$T/err")"
 R4=$L4/iter_0000007/mp_rank_01_001/model_optim_rng.pt
 run "$TPCONV" inspect --optimizer "$R4"
 grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
