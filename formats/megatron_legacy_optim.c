@@ -350,15 +350,8 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = layout(ck, par, np, dget(root, "args"), pos, &total, &nb, path, e)))
-		goto out;
-	if (total != unpadded) {
-		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
-				 "the model's %zu parameters take %lld elements in Megatron's buffer layout (%lld bucket%s, 64-element aligned), the buffer holds %lld (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped",
-				 np, (long long)total, (long long)nb, nb == 1 ? "" : "s", (long long)unpadded);
-		goto out;
-	}
-	/* the model's tensors under its own keys first: the state is named after them */
+	/* the model's tensors under its own keys first: the layout knows the
+	 * shared embedding by its key, and the state is named after them */
 	const tpc_value *md = dget(root, "model");
 	for (size_t i = 0; !ret && i < md->n; i++) {
 		const tpc_value *v = md->items[i], *k = md->keys[i];
@@ -366,7 +359,15 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		    strcmp(ck->t[v->ival].name, k->str))
 			ret = tpc_ckpt_rename(ck, v->ival, k->str, e);
 	}
-	if (ret || (ret = check_masters(ck, par, np, pos, ix[0], sib, e)) || (ret = add_states(ck, par, np, pos, ix, e)))
+	if (ret || (ret = layout(ck, par, np, dget(root, "args"), pos, &total, &nb, path, e)))
+		goto out;
+	if (total != unpadded) {
+		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
+				 "the model's %zu parameters take %lld elements in Megatron's buffer layout (%lld bucket%s, 64-element aligned), the buffer holds %lld (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped",
+				 np, (long long)total, (long long)nb, nb == 1 ? "" : "s", (long long)unpadded);
+		goto out;
+	}
+	if ((ret = check_masters(ck, par, np, pos, ix[0], sib, e)) || (ret = add_states(ck, par, np, pos, ix, e)))
 		goto out;
 	mo.on = true;
 	mo.groups = tpc_value_ref((tpc_value *)groups);

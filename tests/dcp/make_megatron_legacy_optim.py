@@ -22,7 +22,12 @@ exp_avg_sq + 0.5, master + 0.75; the model weights the masters in bf16):
   row-parallel (linear_proj, linear_fc2) on dim 1, the SwiGLU fc1 as
   [gate_r; up_r], layer norms whole on every rank; stage 0 the embedding and
   layer 0, stage 1 layer 1 (numbered 0 in its state dict: the block's local
-  module list) with the final norm and output layer.
+  module list) with the final norm and output layer;
+- OUTDIR/megatron_optim_legacy_tied/: the same at tp 2 x pp 2 with the
+  output layer tied to the word embeddings (its copy on the last stage holds
+  the embeddings' values), each in a bucket of its own: a last stage whose
+  output-layer slice (20 x 8 = 160 elements) is not a multiple of 64, so the
+  parameters after it lie where only that rule puts them.
 
 Each rank file:
 - model_optim_rng.pt: {"args", "model" (the per-layer state dict of the
@@ -55,17 +60,27 @@ def pad_to(x, d):
     return (x + d - 1) // d * d
 
 
-def buckets(params):
+SHARED = ("embedding.word_embeddings.weight", "output_layer.weight")
+
+
+def buckets(params, shared=False):
     """[(bucket size, [(index in params, start in bucket)])] by the layout
-    rules over params [(name, k, local tensor)] (no shared embedding: the
-    output layer is untied)."""
+    rules over params [(name, k, local tensor)]; with shared (tied
+    embeddings at pp > 1: language_module.py:263-290 marks the first stage's
+    word embeddings and the last stage's output-layer copy shared_embedding)
+    those in a bucket of their own (:530-531, 555-562)."""
     out, cur, start, bstart = [], [], 0, 0
     for j in reversed(range(len(params))):
         start = pad_to(start, 64)  # pad_param_start
         numel = params[j][2].numel()
+        own = shared and params[j][0] in SHARED
+        if own and cur:  # :555-562: the bucket before it closed
+            out.append((start - bstart, cur))
+            cur, start = [], pad_to(start, math.lcm(DP, 128))
+            bstart = start
         cur.append((j, start - bstart))
         end = start + numel
-        if end - bstart >= BUCKET:  # :566-577
+        if end - bstart >= BUCKET or own:  # :566-577
             out.append((end - bstart, cur))
             cur, start = [], pad_to(end, math.lcm(DP, 128))  # pad_bucket_end
             bstart = start
@@ -92,25 +107,26 @@ def local(t, split, tp, r):
     return torch.cat([t[r * n:(r + 1) * n], t[I + r * n:I + (r + 1) * n]])
 
 
-def stage_params(pp, p):
+def stage_params(pp, p, tied=False):
     """Stage p's parameters [(name in its state dict, k)]: layers split
-    evenly, numbered locally."""
+    evenly, numbered locally; tied, the output layer holds the word
+    embeddings' values (parameter 0: the copy Megatron keeps in step)."""
     layers = sorted({l for _, _, l, _, _ in PARAMS if l is not None})
     per = len(layers) // pp
     out = []
     for k, (name, key, l, shape, split) in enumerate(PARAMS):
         if l is None:
             if (name.startswith("embedding.") and p == 0) or (not name.startswith("embedding.") and p == pp - 1):
-                out.append((name, k))
+                out.append((name, 0 if tied and name == "output_layer.weight" else k))
         elif p * per <= l < (p + 1) * per:
             out.append((name.replace("decoder.layers.%d." % l, "decoder.layers.%d." % (l - p * per), 1), k))
     return out
 
 
-def write_rank(rank, tp, pp, t, p):
+def write_rank(rank, tp, pp, t, p, tied=False):
     os.makedirs(rank, exist_ok=True)
     model, params = {}, []
-    for name, k in stage_params(pp, p):
+    for name, k in stage_params(pp, p, tied):
         split, shape = PARAMS[k][4], PARAMS[k][3]
         w = local(tagged(k, shape, 0.75), split, tp, t).to(torch.bfloat16).clone()
         model[name] = w
@@ -119,7 +135,7 @@ def write_rank(rank, tp, pp, t, p):
             model[name.rsplit(".", 1)[0] + "._extra_state"] = None  # TE's FP8 metadata
     args = argparse.Namespace(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, data_parallel_size=DP,
                               context_parallel_size=1, use_distributed_optimizer=True, overlap_grad_reduce=True,
-                              ddp_bucket_size=BUCKET, untie_embeddings_and_output_weights=True, num_experts=None,
+                              ddp_bucket_size=BUCKET, untie_embeddings_and_output_weights=not tied, num_experts=None,
                               num_layers=2, hidden_size=8, num_attention_heads=2, num_query_groups=2,
                               group_query_attention=True, kv_channels=4, ffn_hidden_size=I, swiglu=True,
                               padded_vocab_size=40, bf16=True)
@@ -128,7 +144,7 @@ def write_rank(rank, tp, pp, t, p):
         g.pop("params", None)
     torch.save({"args": args, "checkpoint_version": 3.0, "iteration": STEP, "model": model,
                 "optimizer": {"optimizer": {"param_groups": gs}}}, os.path.join(rank, "model_optim_rng.pt"))
-    world, bs = {}, buckets(params)
+    world, bs = {}, buckets(params, tied and pp > 1)
     for key, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
         parts = []
         for size, ps in bs:
@@ -145,12 +161,12 @@ def write_rank(rank, tp, pp, t, p):
     return len(bs), world["param"].numel()
 
 
-def save(out, name, tp, pp):
+def save(out, name, tp, pp, tied=False):
     save_dir = os.path.join(out, name)
     for p in range(pp):
         for t in range(tp):
             folder = "mp_rank_%02d" % t if pp == 1 else "mp_rank_%02d_%03d" % (t, p)
-            nb, n = write_rank(os.path.join(save_dir, "iter_0000007", folder), tp, pp, t, p)
+            nb, n = write_rank(os.path.join(save_dir, "iter_0000007", folder), tp, pp, t, p, tied)
             print("wrote", folder, nb, "buckets", n, "elements")
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -159,6 +175,7 @@ def save(out, name, tp, pp):
 def main(out):
     save(out, "megatron_optim_legacy", 1, 1)
     save(out, "megatron_optim_legacy_tp2pp2", 2, 2)
+    save(out, "megatron_optim_legacy_tied", 2, 2, tied=True)
 
 
 def hostile(src, out, rank="mp_rank_01_001"):

@@ -164,6 +164,32 @@ run "$TPCONV" convert "$R4" --optimizer -o "$T/r4.pt"
 [ "$rc" = 0 ] && grep -qxF "tpconv: warning: '$R4': this is one rank file of a Megatron set (tp 2 x pp 2, from its mp_rank folders): its optimizer state, that rank's slices, is written as it is; the whole set's: 'tpconv convert SAVE_DIR --optimizer' with the set's --preset" "$T/err" &&
   ok "convert --optimizer of one rank file: its slices' state, with a warning naming the set and the command" ||
   bad "convert --optimizer of a rank file (exit $rc)" "$(cat "$T/err")"
+# tied embeddings at pp 2 (language_module.py: each copy in a bucket of its
+# own): the last stage's output-layer slice (160 elements) moves the
+# parameters after it off the 64-element grid, so only that rule maps them
+LT=$D/megatron_optim_legacy_tied/iter_0000007
+run "$TPCONV" inspect --optimizer "$LT/mp_rank_01_001/model_optim_rng.pt"
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" && [ "$rc" = 0 ] &&
+  ok "tied embeddings at pp 2: the last stage's output-layer copy in a bucket of its own, every master on its weight" ||
+  bad "tied embeddings at pp 2" "$(head -4 "$T/out" "$T/err")"
+mkdir -p "$T/s6"
+run "$TPCONV" convert "$LT" --optimizer --preset llama --vocab 40 -o "$T/s6/optimizer.pt" -q
+if [ "$rc" = 0 ] && "$PY" -c 'import torch' 2>/dev/null; then
+  "$PY" - "$T/s6/optimizer.pt" "$T/s4/optimizer.pt" >"$T/py" 2>&1 <<'PY'
+import sys, torch
+t, u = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+last = t["param_groups"][0]["params"][-1]  # lm_head, the merged model's last weight
+assert t["param_groups"] == u["param_groups"] and len(t["state"]) == len(u["state"])
+for k in ("exp_avg", "exp_avg_sq", "fp32_param"):
+    assert torch.equal(t["state"][last][k], t["state"][0][k]), k  # the copy kept in step with the embeddings
+    for n in t["state"]:
+        assert n == last or torch.equal(t["state"][n][k], u["state"][n][k]), (n, k)
+PY
+  [ $? = 0 ] && ok "tied set: its optimizer.pt holds lm_head's state as the embeddings', every other as the untied set's" ||
+    bad "tied set by value" "$(cat "$T/py")"
+else
+  [ "$rc" = 0 ] && skip "tied set by value" "no torch in $PY" || bad "tied set (exit $rc)" "$(cat "$T/err")"
+fi
 "$PY" "$SRC/tests/dcp/make_megatron_legacy_optim.py" --hostile "$L4" "$T/lh" >/dev/null 2>&1 || rm -rf "$T/lh"
 lhostile() { # name variant expected-stderr
   [ -d "$T/lh/$2" ] || { skip "$1" "no torch in $PY"; return; }
