@@ -306,6 +306,8 @@ typedef struct tpc_cli_input {
 	const tpc_layout *layout; /* a foreign set's layout */
 	const char *plan_name;    /* what a foreign set is merged with: a preset, a plan file */
 	char *rank0;          /* TPC_CLI_IN_RANK0: the rank file read instead of the set, or NULL */
+	struct tpc_merge_optim *optim; /* TPC_CLI_IN_OPTIMIZER on a set whose rank files hold optimizer
+	                                  state: the model and that state joined (view), or NULL */
 } tpc_cli_input;
 void tpc_cli_input_init(tpc_cli_input *in);
 int tpc_cli_input_open(tpc_cli_input *in, const char *cmd, const char *path, const struct tpc_cli_set *set,

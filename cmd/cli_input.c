@@ -19,6 +19,7 @@
 #include "tpc_extras.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
+#include "tpc_merge_optim.h"
 #include "tpc_util.h"
 
 void tpc_cli_input_init(tpc_cli_input *in)
@@ -30,6 +31,8 @@ void tpc_cli_input_init(tpc_cli_input *in)
 
 void tpc_cli_input_release(tpc_cli_input *in)
 {
+	tpc_merge_optim_release(in->optim); /* before the merge whose sources it borrows */
+	free(in->optim);
 	if (in->have_mg)
 		tpc_merge_release(&in->mg);
 	tpc_ckpt_release(&in->ck);
@@ -265,7 +268,7 @@ int tpc_cli_input_model_dir(const tpc_cli_input *in, const char *cmd, const tpc_
 int tpc_cli_input_write(void *ctx, const tpc_format *f, const char *out, const tpc_write_opts *wo, tpc_err *e)
 {
 	tpc_cli_input *in = ctx;
-	if (in->have_mg)
+	if (in->have_mg && !in->optim)
 		return tpc_merge_write(&in->mg, f, out, wo, e);
 	return f->write(in->view, NULL, 0, out, wo, e);
 }
@@ -378,6 +381,15 @@ static int open_set(tpc_cli_input *in, const char *cmd, const tpc_cli_set *set, 
 		return ret;
 	in->have_mg = true;
 	in->view = &in->mg.out;
+	/* a set whose rank files hold optimizer state: joined as the model */
+	if ((flags & TPC_CLI_IN_OPTIMIZER) && in->kind == TPC_SET_FOREIGN && lay && lay->merge_state) {
+		if (!(in->optim = tpc_calloc(1, sizeof(*in->optim))))
+			return tpc_err_nomem(e);
+		if ((ret = tpc_merge_optim_open(in->optim, &in->mg, in->path, &mo, e)))
+			return ret;
+		in->have_ck = true;
+		in->view = &in->optim->ck;
+	}
 	if (!in->have_plan && (flags & TPC_CLI_IN_SET_PLAN) && in->mg.plan_json) {
 		if ((ret = tpc_plan_from_buffer(&in->plan, in->mg.plan_json, strlen(in->mg.plan_json),
 						"the input manifest's plan", e)))

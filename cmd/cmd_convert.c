@@ -58,8 +58,10 @@ static const char *help =
 	"  --select PATH            take only the subtree PATH of a nested checkpoint\n"
 	"  --optimizer              write the optimizer state of IN (a DCP save's optim, a\n"
 	"                           DeepSpeed ZeRO 1/2/3 or universal folder's Adam state,\n"
-	"                           Megatron's distributed optimizer in torch_dist; each\n"
-	"                           moment tied to its parameter, element for element) as\n"
+	"                           Megatron's distributed optimizer in torch_dist or a\n"
+	"                           legacy save: a rank file, or the whole set joined as its\n"
+	"                           parameters are merged, with --preset; each moment tied\n"
+	"                           to its parameter, element for element) as\n"
 	"                           torch.optim.Optimizer.state_dict() gives it, to a torch\n"
 	"                           file OUT (optimizer.pt, what the HF Trainer and\n"
 	"                           load_state_dict read): state by parameter number in\n"
@@ -427,7 +429,10 @@ static int open_input(conv *c, tpc_cli_remap *rm, tpc_cli_input *in, size_t *ndq
 	/* The remap stage: rename, drop, transpose, cast (descriptions only). */
 	if ((ret = tpc_cli_remap_run(rm, "convert", in->view)))
 		return ret;
-	if (rank)
+	if (rank && c->optimizer)
+		tpc_cli_warn("'%s': %s: its optimizer state, that rank's slices, is written as it is; the whole set's: 'tpconv convert SAVE_DIR --optimizer' with the set's --preset",
+			     c->in, rank_what);
+	else if (rank)
 		tpc_cli_warn("'%s': %s: its tensors, that rank's slices, are written as they are; the whole model: %s",
 			     c->in, rank_what, rank_how);
 	return 0;

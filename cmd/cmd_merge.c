@@ -80,6 +80,8 @@ static const char *help =
 	"                           quantization_config) merges into dense weights, as\n"
 	"                           'convert --dequantize' writes them\n"
 "  --dry-run                print what would be merged; write nothing\n"
+	"  --optimizer              not here: 'tpconv convert DIR --optimizer -o optimizer.pt'\n"
+	"                           joins a set's optimizer state (a Megatron legacy save's)\n"
 	"  --no-extras              do not copy the set's config, tokenizer and other companion\n"
 	"                           files into a folder output\n"
 	"  -f, --force              overwrite existing outputs\n"
@@ -98,7 +100,7 @@ static void print_help(void)
 
 enum {
 	O_FORMAT = 256, O_MAXSZ,
-	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ, O_OUTTYPE, O_GGUF_PRE, O_DEDUP, O_RECIPE, O_SEED,
+	O_TAKE0, O_NOSUM, O_DRY, O_PROGRESS, O_NOX, O_DEQ, O_OUTTYPE, O_GGUF_PRE, O_DEDUP, O_RECIPE, O_SEED, O_OPTIM,
 };
 
 /* --dry-run: the merged model's tensors, nothing written */
@@ -209,6 +211,7 @@ int cmd_merge(int argc, char **argv)
 		{"outtype", required_argument, NULL, O_OUTTYPE}, {"gguf-pre", required_argument, NULL, O_GGUF_PRE},
 		{"dedup-tied", no_argument, NULL, O_DEDUP},
 		{"recipe", required_argument, NULL, O_RECIPE}, {"seed", required_argument, NULL, O_SEED},
+		{"optimizer", no_argument, NULL, O_OPTIM},
 		{"progress", no_argument, NULL, O_PROGRESS},
 		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -249,6 +252,9 @@ int cmd_merge(int argc, char **argv)
 		case O_DEDUP: wo.flags |= TPC_W_DEDUP_TIED; break;
 		case O_RECIPE: recipe = optarg; break;
 		case O_SEED: seed_arg = optarg; break;
+		case O_OPTIM:
+			ret = tpc_cli_usage("merge", "merge writes the model; a set's optimizer state (a Megatron legacy save's distrib_optim.pt, joined as the parameters): tpconv convert DIR --optimizer -o optimizer.pt");
+			goto done;
 		case 'f': wo.flags |= TPC_W_FORCE; break;
 		case O_PROGRESS: force_progress = true; break;
 		case 'q': tpc_cli_verbose = -1; break;

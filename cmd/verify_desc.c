@@ -429,7 +429,7 @@ static int open_rank(tpc_cli_vdesc *d, int r, tpc_err *e)
 	for (size_t i = 0; d->have_man && i < d->man.n; i++)
 		if (d->man.t[i].stage == r / tp)
 			names[nnames++] = d->man.t[i].name;
-	tpc_layout_rank_ctx rc = {r, r % tp, r / tp, tp, d->pp, &d->facts, names, nnames};
+	tpc_layout_rank_ctx rc = {r, r % tp, r / tp, tp, d->pp, &d->facts, names, nnames, NULL};
 	ret = tpc_layout_open_rank(d->layout, p, &rc, &d->rank[r], e);
 	if (!ret && d->rankd) {
 		size_t nr = 0;

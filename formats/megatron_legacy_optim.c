@@ -30,12 +30,16 @@
  *   entries are not tensors); the param groups are its "optimizer"'s
  *   (state_dict(), :825-885), read with the rule megatron_optim.c follows.
  *
- * Read for one rank file of a tp 1 x pp 1 save with one dense buffer: the
- * whole model. A rank of a larger set holds TP slices whose moments need the
- * set's TP rules, expert-parallel buffers their own DP group, the pre-2024
- * per-bucket form other rules: refused by name. The layout's total is
- * checked against numel_unpadded, so a save whose layout differs (frozen
- * parameters, another Megatron's alignment) is refused with both numbers.
+ * Read for one rank file with one dense buffer: at tp 1 x pp 1 the whole
+ * model; a rank of a larger set gives its TP-local moments under its local
+ * model tensors' names, which the megatron layout joins as it joins the
+ * parameters (shard/tpc_merge_optim.c). Expert-parallel buffers (their own
+ * DP group), virtual pipeline chunks and the pre-2024 per-bucket form are
+ * refused by name. The layout's total is checked against numel_unpadded,
+ * and every parameter's master, rounded to the model's dtype, against its
+ * stored weight (all elements of a small tensor, 1,536 of a large one), so
+ * a save whose layout differs (frozen parameters, another Megatron's
+ * alignment, another parameter order) is refused with the numbers.
  */
 #include "dcp_int.h"
 
@@ -44,6 +48,7 @@
 #include <string.h>
 
 #include "torch/torch.h"
+#include "tpc_cast.h"
 #include "tpc_io.h"
 #include "tpc_util.h"
 
@@ -129,8 +134,11 @@ static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_v
 	*nb = 0;
 	for (size_t j = np; j-- > 0;) {
 		const tpc_tensor *t = &ck->t[par[j]];
-		/* the shared embedding: word embeddings tied to the output layer on one stage */
-		bool shared = !untie && pp == 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
+		/* the shared embedding: the word embeddings on the first stage, the
+		 * output layer's copy on the last, when tied across stages
+		 * (language_module.py:263-290 sets shared_embedding only at pp > 1) */
+		bool shared = !untie && pp > 1 &&
+			      (!strcmp(t->name, "embedding.word_embeddings.weight") || !strcmp(t->name, "output_layer.weight"));
 		start = pad64(start);
 		if (shared && inb) { /* close the bucket before it */
 			coff += start - bstart;
@@ -188,23 +196,84 @@ static int add_states(tpc_ckpt *ck, const int64_t *par, size_t np, const int64_t
 	return ret;
 }
 
+/* Element i (C order) of t as "[a, b]" */
+static void index_str(const tpc_tensor *t, int64_t i, char *b, size_t n)
+{
+	int64_t ix[TPC_MAX_NDIM];
+	size_t k = 0;
+	for (int d = t->ndim; d-- > 0;) {
+		ix[d] = t->shape[d] ? i % t->shape[d] : 0;
+		i = t->shape[d] ? i / t->shape[d] : 0;
+	}
+	k += (size_t)snprintf(b, n, "[");
+	for (int d = 0; d < t->ndim && k < n; d++)
+		k += (size_t)snprintf(b + k, n - k, "%s%lld", d ? ", " : "", (long long)ix[d]);
+	if (k < n)
+		snprintf(b + k, n - k, "]");
+}
+
+/* Elements of an n-element tensor the master check compares: all of a small
+ * one, else its first and last 256 and 1,024 spread between. */
+#define CHECK_ALL 4096
+static int64_t sample_at(int64_t n, int64_t k)
+{
+	if (n <= CHECK_ALL || k < 256)
+		return k;
+	if (k >= 256 + 1024)
+		return n - 256 + (k - 256 - 1024);
+	return 256 + (k - 256) * (n - 512) / 1024;
+}
+
+/* The layout is inferred, so it is proved: each parameter's fp32 master,
+ * rounded to the model's dtype (Megatron copies the masters to the model
+ * after each step: distrib_optimizer.py _copy_main_params_to_model_params),
+ * equals the rank's stored weight element for element; a parameter the
+ * layout put on another's range is refused, naming rank file, parameter,
+ * element and both values. */
+static int check_masters(const tpc_ckpt *ck, const int64_t *par, size_t np, const int64_t *pos, int64_t master,
+			 const char *sib, tpc_err *e)
+{
+	int ret = 0;
+	for (size_t j = 0; j < np && !ret; j++) {
+		const tpc_tensor *p = &ck->t[par[j]], *m = &ck->t[master];
+		int64_t n = (int64_t)p->numel, ns = n <= CHECK_ALL ? n : 256 + 1024 + 256;
+		const tpc_dtype_info *di = tpc_dtype_get(p->src_dtype);
+		if (!di || !(di->flags & TPC_DTF_FLOAT) || di->bits % 8 || !tpc_cast_supported(TPC_F32, p->src_dtype))
+			return tpc_err_at(e, TPC_EINPUT, sib, p->name, "a %s parameter: its master cannot be checked against it",
+					  tpc_dtype_name(p->src_dtype));
+		for (int64_t k = 0; k < ns && !ret; k++) {
+			int64_t i = sample_at(n, k);
+			uint8_t w[8], r[8];
+			float mv, wv, rv;
+			if ((ret = tpc_ckpt_read_bytes(ck, m, (uint64_t)(pos[j] + i) * 4, 4, &mv, e)) ||
+			    (ret = tpc_ckpt_read_bytes(ck, p, (uint64_t)i * (di->bits / 8), di->bits / 8, w, e)) ||
+			    (ret = tpc_cast(r, p->src_dtype, &mv, TPC_F32, 1, e)) || (ret = tpc_cast(&rv, TPC_F32, r, p->src_dtype, 1, e)) ||
+			    (ret = tpc_cast(&wv, TPC_F32, w, p->src_dtype, 1, e)))
+				break;
+			if (rv == wv || (rv != rv && wv != wv))
+				continue;
+			char at[160];
+			index_str(p, i, at, sizeof(at));
+			ret = tpc_err_at(e, TPC_EINPUT, sib, p->name,
+					 "its fp32 master at element %s (buffer offset %lld) is %.9g, %.9g in %s, but the rank's model weight there is %.9g: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped",
+					 at, (long long)(pos[j] + i), (double)mv, (double)rv, tpc_dtype_name(p->src_dtype), (double)wv);
+		}
+	}
+	return ret;
+}
+
 /* The rank file's model tensors (par[], in order) and its set's sizes. */
 static int model_params(const tpc_ckpt *ck, const tpc_value *root, const char *path, int64_t **par, size_t *np,
 			tpc_err *e)
 {
 	const tpc_value *args = dget(root, "args"), *model = dget(root, "model");
-	int64_t tp, pp, ne;
-	if (!model)
-		return tpc_err_at(e, TPC_EINPUT, path, NULL, dget(root, "model0")
+	int64_t vp, ne;
+	arg_int(args, "virtual_pipeline_model_parallel_size", 1, &vp);
+	if (!model || vp > 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, dget(root, "model0") || vp > 1
 				  ? "holds model chunks (model0, model1, ...: virtual pipeline stages), each with its own buffer: not read yet"
 				  : "holds no 'model' beside its distrib_optim.pt");
-	arg_int(args, "tensor_model_parallel_size", 1, &tp);
-	arg_int(args, "pipeline_model_parallel_size", 1, &pp);
 	arg_int(args, "num_experts", 0, &ne);
-	if (tp * pp != 1)
-		return tpc_err_at(e, TPC_EINPUT, path, NULL,
-				  "one rank file of a tp %lld x pp %lld set: its distrib_optim.pt holds the moments of that rank's slices, which are not joined yet (a tp 1 x pp 1 save is read)",
-				  (long long)tp, (long long)pp);
 	if (ne > 0)
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
 				  "a model with %lld experts: their buffer has its own data-parallel group, not read yet", (long long)ne);
@@ -281,15 +350,8 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = layout(ck, par, np, dget(root, "args"), pos, &total, &nb, path, e)))
-		goto out;
-	if (total != unpadded) {
-		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
-				 "the model's %zu parameters take %lld elements in Megatron's buffer layout (%lld bucket%s, 64-element aligned), the buffer holds %lld (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped",
-				 np, (long long)total, (long long)nb, nb == 1 ? "" : "s", (long long)unpadded);
-		goto out;
-	}
-	/* the model's tensors under its own keys first: the state is named after them */
+	/* the model's tensors under its own keys first: the layout knows the
+	 * shared embedding by its key, and the state is named after them */
 	const tpc_value *md = dget(root, "model");
 	for (size_t i = 0; !ret && i < md->n; i++) {
 		const tpc_value *v = md->items[i], *k = md->keys[i];
@@ -297,7 +359,15 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		    strcmp(ck->t[v->ival].name, k->str))
 			ret = tpc_ckpt_rename(ck, v->ival, k->str, e);
 	}
-	if (ret || (ret = add_states(ck, par, np, pos, ix, e)))
+	if (ret || (ret = layout(ck, par, np, dget(root, "args"), pos, &total, &nb, path, e)))
+		goto out;
+	if (total != unpadded) {
+		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
+				 "the model's %zu parameters take %lld elements in Megatron's buffer layout (%lld bucket%s, 64-element aligned), the buffer holds %lld (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped",
+				 np, (long long)total, (long long)nb, nb == 1 ? "" : "s", (long long)unpadded);
+		goto out;
+	}
+	if ((ret = check_masters(ck, par, np, pos, ix[0], sib, e)) || (ret = add_states(ck, par, np, pos, ix, e)))
 		goto out;
 	mo.on = true;
 	mo.groups = tpc_value_ref((tpc_value *)groups);
@@ -315,7 +385,14 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		ret = tpc__mcore_optim_tree(&mo, ck, sib, e);
 	if (!ret) {
 		tpc_buf b = TPC_BUF_INIT;
-		tpc_buf_addf(&b, "Megatron legacy rank file (tp 1 x pp 1) with its distributed optimizer's state");
+		int64_t tp, pp;
+		arg_int(mo.args, "tensor_model_parallel_size", 1, &tp);
+		arg_int(mo.args, "pipeline_model_parallel_size", 1, &pp);
+		if (tp * pp > 1)
+			tpc_buf_addf(&b, "Megatron legacy rank file of a tp %lld x pp %lld set with its distributed optimizer's state (this rank's slices: 'tpconv convert SAVE_DIR --optimizer' joins the set's)",
+				     (long long)tp, (long long)pp);
+		else
+			tpc_buf_addf(&b, "Megatron legacy rank file (tp 1 x pp 1) with its distributed optimizer's state");
 		tpc__mcore_optim_about(&mo, &b);
 		tpc_ckpt_set_about(ck, &b);
 	}

@@ -687,9 +687,72 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
 	return ret;
 }
 
+/* The rank's optimizer state `key` in place of its parameters: model.NAME
+ * becomes optim.state.NAME.KEY (the torch reader's, TPC_OPEN_OPTIMIZER:
+ * distrib_optim.pt mapped by Megatron's buffer layout, each master checked
+ * against its weight), under the parameter's name, so that what follows
+ * (renaming, unfusing, the merge's joins) treats it as the parameter. */
+static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_err *e)
+{
+	size_t n0 = ck->n;
+	bool *keep = NULL;
+	tpc_buf b = TPC_BUF_INIT;
+	int ret = 0;
+	if (!ck->root || !tpc_value_get(ck->root, "optim")) {
+		char *dir = tpc_path_dir(path), *sib = dir ? tpc_path_join(dir, "distrib_optim.pt") : NULL;
+		ret = !sib ? tpc_err_nomem(e)
+			   : tpc_err_at(e, TPC_EINPUT, sib, NULL,
+					"missing: this rank's distributed optimizer state (what --use-distributed-optimizer saves beside model_optim_rng.pt) is not in the set");
+		free(sib);
+		free(dir);
+		return ret;
+	}
+	for (size_t i = 0; i < n0 && !ret; i++) {
+		const char *nm = ck->t[i].name;
+		if (strncmp(nm, "model.", 6))
+			continue;
+		b.len = 0;
+		tpc_buf_addf(&b, "optim.state.%s.%s", nm + 6, key);
+		int64_t s = b.oom ? -1 : tpc_ckpt_find(ck, b.p);
+		if (b.oom) {
+			ret = tpc_err_nomem(e);
+			break;
+		}
+		if (s < 0) {
+			ret = tpc_err_at(e, TPC_EINPUT, path, nm + 6, "has no %s in the rank's optimizer state", key);
+			break;
+		}
+		b.len = 0;
+		tpc_buf_addf(&b, "\x01%s", nm); /* a scratch name until the parameters go */
+		tpc_tensor t = ck->t[s];
+		t.storage = -1;
+		t.alias_of = -1;
+		int64_t a = b.oom ? tpc_err_nomem(e) : tpc_ckpt_add_copy(ck, b.p, &t, e);
+		ret = a < 0 ? (int)a : 0;
+	}
+	tpc_buf_release(&b);
+	if (!ret && !(keep = tpc_calloc(ck->n + 1, sizeof(bool))))
+		ret = tpc_err_nomem(e);
+	for (size_t i = n0; !ret && i < ck->n; i++)
+		keep[i] = true;
+	if (!ret) {
+		tpc_value_unref(ck->root); /* a flat state dict from here, as the model's */
+		ck->root = NULL;
+		ret = tpc_ckpt_filter(ck, keep, e);
+	}
+	for (size_t i = 0; !ret && i < ck->n; i++) {
+		char *nm = tpc_strdup(ck->t[i].name + 1);
+		ret = nm ? tpc_ckpt_rename(ck, (int64_t)i, nm, e) : tpc_err_nomem(e);
+		free(nm);
+	}
+	free(keep);
+	return ret;
+}
+
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
-	int ret = tpc_ckpt_open(ck, path, NULL, e);
+	tpc_open_opts oo = {.flags = TPC_OPEN_OPTIMIZER};
+	int ret = tpc_ckpt_open(ck, path, c->state ? &oo : NULL, e);
 	tpc_model_facts f;
 	int64_t layers = 0, start = -1;
 	int pp = 0;
@@ -700,7 +763,18 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	if (c->facts)
 		f = *c->facts;
 	tpc_megatron_args a;
-	facts_from_args(ck->root, &f, &layers, &pp, &a);
+	if (c->state) { /* the tree the optimizer state came with has no args */
+		tpc_ckpt own;
+		tpc_ckpt_init(&own);
+		ret = tpc_ckpt_open(&own, path, NULL, e);
+		if (!ret)
+			facts_from_args(own.root, &f, &layers, &pp, &a);
+		tpc_ckpt_release(&own);
+		if (ret || (ret = state_in_place(ck, c->state, path, e)))
+			return ret;
+	} else {
+		facts_from_args(ck->root, &f, &layers, &pp, &a);
+	}
 	if ((ret = tpc__mcore_facts_of(&f, &mf, e))) {
 		tpc_err_path(e, path);
 		return ret;
@@ -743,9 +817,22 @@ static bool parse_rank_dir(const char *n, int *t, int *p)
 
 static char *rank_path(const char *dir, int t, int p, int tp);
 
-static bool detect_dir(const char *dir)
+/* The iteration folder of a save folder (latest_checkpointed_iteration.txt
+ * names it), or dir itself when it holds the mp_rank folders (an
+ * iter_NNNNNNN/ or release/ given as it is: training/checkpointing.py:
+ * 242-270, get_checkpoint_name). NULL: neither. */
+static char *iter_of(const char *dir)
 {
 	char *it = tpc_extras_megatron_iter(dir);
+	int t, p;
+	if (!it && tpc__layout_max_ranks(dir, parse_rank_dir, &t, &p))
+		it = tpc_strdup(dir);
+	return it;
+}
+
+static bool detect_dir(const char *dir)
+{
+	char *it = iter_of(dir);
 	int maxt, maxp;
 	bool yes = tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
@@ -754,7 +841,7 @@ static bool detect_dir(const char *dir)
 
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
-	char *it = tpc_extras_megatron_iter(dir);
+	char *it = iter_of(dir);
 	int maxt, maxp;
 	tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
@@ -778,7 +865,7 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 
 static char *rank_path(const char *dir, int t, int p, int tp)
 {
-	char *it = tpc_extras_megatron_iter(dir), buf[64], *out = NULL;
+	char *it = iter_of(dir), buf[64], *out = NULL;
 	(void)tp;
 	if (!it)
 		return tpc_path_join(dir, "release/mp_rank_00/" RANK_FILE);
@@ -811,7 +898,7 @@ static const char *const formats[] = {"torch", NULL};
 const tpc_layout tpc_layout_megatron = {
 	.name = "megatron", .desc = "release/mp_rank_TT[_PPP]/model_optim_rng.pt, Megatron-Core names (Megatron-LM legacy)",
 	.formats = formats, .set_format = "megatron-shards",
-	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
+	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true, .merge_state = true,
 	.rank_name_ep = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .write_rank = write_rank, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,

@@ -65,6 +65,10 @@ typedef struct tpc_layout_rank_ctx {
 	 * give back the names the input had. */
 	char *const *names;
 	size_t nnames;
+	/* NULL: the model. An optimizer state key ("fp32_param", "exp_avg",
+	 * "exp_avg_sq"): that state of each parameter in its place, under the
+	 * parameter's name and shape (layouts with merge_state; tpc_merge_optim.h) */
+	const char *state;
 } tpc_layout_rank_ctx;
 
 typedef struct tpc_layout {
@@ -83,6 +87,9 @@ typedef struct tpc_layout {
 	bool optimizer;             /* stores optimizer state beside the model (shard --optimizer:
 	                               tpc_shard_plan.optim, each state tensor split as its
 	                               parameter) */
+	bool merge_state;           /* a foreign set's rank files hold optimizer state that open_rank
+	                               gives in place of the parameters (tpc_layout_rank_ctx.state),
+	                               so that a merge joins it as the parameters (tpc_merge_optim.h) */
 	const char *set_format;     /* format label of a merged set without a manifest */
 	const char *merged_file;    /* a merge into a folder writes this one safetensors file there,
 	                               with the companions beside it (peft: adapter_model.safetensors),

@@ -84,7 +84,7 @@ static int open_ranks(tpc_merge *m, char **paths, const tpc_model_facts *facts, 
 	for (int r = 0; r < m->nranks; r++) {
 		tpc_err le;
 		tpc_err_init(&le);
-		tpc_layout_rank_ctx c = {r, r % m->tp, r / m->tp, m->tp, m->pp, facts, NULL, 0};
+		tpc_layout_rank_ctx c = {r, r % m->tp, r / m->tp, m->tp, m->pp, facts, NULL, 0, m->state};
 		if (names) {
 			c.names = names[r / m->tp];
 			c.nnames = nnames[r / m->tp];
@@ -118,14 +118,14 @@ static int union_sources(tpc_merge *m, int *base, tpc_err *e)
 	return ret;
 }
 
-static void shift_src(tpc_tensor *t, int by)
+void tpc__tensor_shift_src(tpc_tensor *t, int by)
 {
 	if (t->src >= 0)
 		t->src += by;
 	t->storage = -1;
 	t->alias_of = -1;
 	for (int k = 0; k < t->nparts; k++)
-		shift_src(&t->parts[k], by);
+		tpc__tensor_shift_src(&t->parts[k], by);
 }
 
 /* Rank r's tensor `name` as a view in the union, or an error naming the file. */
@@ -138,7 +138,7 @@ static int rank_view(tpc_merge *m, const int *base, char **paths, int r, const c
 	}
 	if (tpc_tensor_copy(out, &m->rank[r].t[ix]))
 		return tpc_err_nomem(e);
-	shift_src(out, base[r]);
+	tpc__tensor_shift_src(out, base[r]);
 	return 0;
 }
 
@@ -855,6 +855,10 @@ int tpc_merge_open(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_e
 			    "not a shard set (no %s, no pytorch_model_tp_*_pp_*.bin, no rank*.safetensors)",
 			    TPC_MANIFEST_NAME);
 	}
+	if (o->state && (m->kind != TPC_SET_FOREIGN || !m->layout->merge_state))
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "a %s set: its rank files hold no optimizer state tpconv joins",
+				  m->kind == TPC_SET_MANIFEST ? "tpconv" : m->layout->name);
+	m->state = o->state;
 	tpc_io_note_input(dir);
 	ret = m->kind == TPC_SET_MANIFEST ? open_manifest_set(m, dir, o, e) : open_foreign_set(m, dir, o, e);
 	if (!ret && (!(m->out.path = tpc_strdup(dir)) ||

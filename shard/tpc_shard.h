@@ -239,6 +239,9 @@ typedef struct tpc_merge_opts {
 	                               or torch file and before that file is committed (other
 	                               outputs: before writing) */
 	unsigned resolve_flags;
+	const char *state;          /* NULL: the model; an optimizer state key: that state of every
+	                               parameter merged in its place (a foreign set whose layout has
+	                               merge_state; tpc_merge_optim.h) */
 } tpc_merge_opts;
 
 typedef struct tpc_merge {
@@ -256,6 +259,7 @@ typedef struct tpc_merge {
 	size_t ndiffer;         /* replicated tensors that differed (take_rank0) */
 	char differ_first[512]; /* the first of them */
 	struct tpc__merge_check *check; /* checksums left to tpc_merge_write (defer_checksums) */
+	const char *state;      /* tpc_merge_opts.state */
 } tpc_merge;
 
 /*
@@ -281,6 +285,10 @@ int tpc_merge_write(tpc_merge *m, const tpc_format *f, const char *path, const t
 /* A checkpoint that borrowed sources (tpc_ckpt_borrow_all) gives them back
  * before it is released. */
 void tpc__return_sources(tpc_ckpt *dst);
+/* t (a description over one checkpoint's sources, copied) over a union
+ * whose sources begin `by` later (tpc_ckpt_borrow_all's base); its storage
+ * and tie dropped (tpc_merge.c) */
+void tpc__tensor_shift_src(tpc_tensor *t, int by);
 
 /* The manifest checksums of a merge (tpc_merge_check.c): _new copies what it
  * needs from the manifest and borrows views (tp per tensor, manifest order)

@@ -1,26 +1,47 @@
-"""A legacy Megatron save (tp 1 x pp 1) with the distributed optimizer's
-state in distrib_optim.pt, as Megatron writes it (a re-implementation: Megatron
-is not packaged in Debian; Megatron-LM d98e8a6 =
-d98e8a64ddf34856e74b24714e3bedb2f5a39553).
+"""A legacy Megatron save with the distributed optimizer's state in
+distrib_optim.pt beside each rank's model_optim_rng.pt, as Megatron writes it
+(a re-implementation: Megatron is not packaged in Debian; Megatron-LM d98e8a6
+= d98e8a64ddf34856e74b24714e3bedb2f5a39553).
 
     /usr/bin/python3 make_megatron_legacy_optim.py OUTDIR     (torch 1.13 or later)
+    /usr/bin/python3 make_megatron_legacy_optim.py --hostile SET OUTDIR   (variants: hostile())
 
-Writes OUTDIR/megatron_optim_legacy/ (latest_checkpointed_iteration.txt,
-iter_0000007/mp_rank_00/model_optim_rng.pt and distrib_optim.pt) of the tiny
-GPT of make_megatron_optim.py at tp 1 (its PARAMS, TP merged), dp 4,
---overlap-grad-reduce with --ddp-bucket-size 300 so that the buffer has
-several buckets; values tagged as there (parameter k, element i: exp_avg
-k*1024 + i + 0.25, exp_avg_sq + 0.5, master + 0.75).
+Writes two saves of the tiny GPT of make_megatron_optim.py (2 layers, hidden
+8, 2 heads in 2 query groups of kv_channels 4, SwiGLU fc1, vocab 40, untied
+output layer), each at dp 4 with --overlap-grad-reduce and --ddp-bucket-size
+300 so that every buffer has several buckets; values tagged as there
+(parameter k, element i of the TP-merged tensor: exp_avg k*1024 + i + 0.25,
+exp_avg_sq + 0.5, master + 0.75; the model weights the masters in bf16):
 
-- model_optim_rng.pt: {"args", "model" (the per-layer state dict, TE's
-  _extra_state entries as None), "optimizer": DistributedOptimizer.state_dict()
-  (distrib_optimizer.py:825-885: the param groups without params, each with
-  step), "iteration"} (training/checkpointing.py generate_state_dict).
-- distrib_optim.pt: get_parameter_state_dp_zero() (:1262-1411): per buffer, the
-  buckets' world tensors with their end padding stripped, back to back, and
-  numel_unpadded; the buffer layout is _compute_per_buffer_param_layout
-  (:506-589) with param_layout.py's 64-element starts and lcm(dp, 128) bucket
-  ends (the end padding is stripped, so only the bucket boundaries matter).
+- OUTDIR/megatron_optim_legacy/: tp 1 x pp 1, iter_0000007/mp_rank_00/;
+- OUTDIR/megatron_optim_legacy_tp2pp2/: tp 2 x pp 2, iter_0000007/
+  mp_rank_TT_PPP/ (training/checkpointing.py:267-270: mp_rank_{tp:02d}, with
+  _{pp:03d} when pp > 1), each rank its own slices: column-parallel weights
+  and biases (linear_qkv, whose rows are per query group, so rank r holds
+  group r; the embedding and output layer's vocab rows) split on dim 0,
+  row-parallel (linear_proj, linear_fc2) on dim 1, the SwiGLU fc1 as
+  [gate_r; up_r], layer norms whole on every rank; stage 0 the embedding and
+  layer 0, stage 1 layer 1 (numbered 0 in its state dict: the block's local
+  module list) with the final norm and output layer;
+- OUTDIR/megatron_optim_legacy_tied/: the same at tp 2 x pp 2 with the
+  output layer tied to the word embeddings (its copy on the last stage holds
+  the embeddings' values), each in a bucket of its own: a last stage whose
+  output-layer slice (20 x 8 = 160 elements) is not a multiple of 64, so the
+  parameters after it lie where only that rule puts them.
+
+Each rank file:
+- model_optim_rng.pt: {"args", "model" (the per-layer state dict of the
+  rank's modules, TE's _extra_state entries as None), "optimizer":
+  DistributedOptimizer.state_dict() (distrib_optimizer.py:825-885: the param
+  groups without params, each with step), "iteration"} (training/
+  checkpointing.py generate_state_dict).
+- distrib_optim.pt: get_parameter_state_dp_zero() (:1262-1411) of the rank's
+  DP group, as DP rank 0 saves it (save_parameter_state :1413-1422): per
+  buffer, the buckets' world tensors with their end padding stripped, back
+  to back, and numel_unpadded; the buffer layout is
+  _compute_per_buffer_param_layout (:506-589) over the rank's own parameters
+  with param_layout.py's 64-element starts and lcm(dp, 128) bucket ends (the
+  end padding is stripped, so only the bucket boundaries matter).
 """
 import argparse
 import math
@@ -30,7 +51,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_megatron_optim import PARAMS, STEP, groups, tagged  # noqa: E402
+from make_megatron_optim import I, PARAMS, STEP, groups, tagged  # noqa: E402
 
 DP, BUCKET = 4, 300
 
@@ -39,16 +60,27 @@ def pad_to(x, d):
     return (x + d - 1) // d * d
 
 
-def buckets():
-    """[(bucket, [(param index, start in bucket)])] by the layout rules (no
-    shared embedding: the output layer is untied)."""
+SHARED = ("embedding.word_embeddings.weight", "output_layer.weight")
+
+
+def buckets(params, shared=False):
+    """[(bucket size, [(index in params, start in bucket)])] by the layout
+    rules over params [(name, k, local tensor)]; with shared (tied
+    embeddings at pp > 1: language_module.py:263-290 marks the first stage's
+    word embeddings and the last stage's output-layer copy shared_embedding)
+    those in a bucket of their own (:530-531, 555-562)."""
     out, cur, start, bstart = [], [], 0, 0
-    for j in reversed(range(len(PARAMS))):
+    for j in reversed(range(len(params))):
         start = pad_to(start, 64)  # pad_param_start
-        numel = math.prod(PARAMS[j][3])
+        numel = params[j][2].numel()
+        own = shared and params[j][0] in SHARED
+        if own and cur:  # :555-562: the bucket before it closed
+            out.append((start - bstart, cur))
+            cur, start = [], pad_to(start, math.lcm(DP, 128))
+            bstart = start
         cur.append((j, start - bstart))
         end = start + numel
-        if end - bstart >= BUCKET:  # :566-577
+        if end - bstart >= BUCKET or own:  # :566-577
             out.append((end - bstart, cur))
             cur, start = [], pad_to(end, math.lcm(DP, 128))  # pad_bucket_end
             bstart = start
@@ -59,41 +91,134 @@ def buckets():
     return out
 
 
-def main(out):
-    save = os.path.join(out, "megatron_optim_legacy")
-    rank = os.path.join(save, "iter_0000007", "mp_rank_00")
+def local(t, split, tp, r):
+    """TP rank r's slice of the merged tensor t (tensor_parallel layers.py:
+    ColumnParallelLinear / VocabParallelEmbedding dim 0, RowParallelLinear
+    dim 1; mlp.py: fc1 holds [gate_r; up_r])."""
+    if split is None or tp == 1:
+        return t
+    if split == "rows":
+        n = t.shape[0] // tp
+        return t[r * n:(r + 1) * n]
+    if split == "cols":
+        n = t.shape[1] // tp
+        return t[:, r * n:(r + 1) * n]
+    n = I // tp  # swiglu
+    return torch.cat([t[r * n:(r + 1) * n], t[I + r * n:I + (r + 1) * n]])
+
+
+def stage_params(pp, p, tied=False):
+    """Stage p's parameters [(name in its state dict, k)]: layers split
+    evenly, numbered locally; tied, the output layer holds the word
+    embeddings' values (parameter 0: the copy Megatron keeps in step)."""
+    layers = sorted({l for _, _, l, _, _ in PARAMS if l is not None})
+    per = len(layers) // pp
+    out = []
+    for k, (name, key, l, shape, split) in enumerate(PARAMS):
+        if l is None:
+            if (name.startswith("embedding.") and p == 0) or (not name.startswith("embedding.") and p == pp - 1):
+                out.append((name, 0 if tied and name == "output_layer.weight" else k))
+        elif p * per <= l < (p + 1) * per:
+            out.append((name.replace("decoder.layers.%d." % l, "decoder.layers.%d." % (l - p * per), 1), k))
+    return out
+
+
+def write_rank(rank, tp, pp, t, p, tied=False):
     os.makedirs(rank, exist_ok=True)
-    model = {}
-    for k, (name, _, _, shape, _) in enumerate(PARAMS):
-        model[name] = tagged(k, shape, 0.75).to(torch.bfloat16)
+    model, params = {}, []
+    for name, k in stage_params(pp, p, tied):
+        split, shape = PARAMS[k][4], PARAMS[k][3]
+        w = local(tagged(k, shape, 0.75), split, tp, t).to(torch.bfloat16).clone()
+        model[name] = w
+        params.append((name, k, w))
         if name.endswith("linear_qkv.weight") or name.endswith("linear_fc1.weight"):
             model[name.rsplit(".", 1)[0] + "._extra_state"] = None  # TE's FP8 metadata
-    args = argparse.Namespace(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, data_parallel_size=DP,
+    args = argparse.Namespace(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, data_parallel_size=DP,
                               context_parallel_size=1, use_distributed_optimizer=True, overlap_grad_reduce=True,
-                              ddp_bucket_size=BUCKET, untie_embeddings_and_output_weights=True, num_experts=None,
-                              num_layers=2, hidden_size=8, bf16=True)
+                              ddp_bucket_size=BUCKET, untie_embeddings_and_output_weights=not tied, num_experts=None,
+                              num_layers=2, hidden_size=8, num_attention_heads=2, num_query_groups=2,
+                              group_query_attention=True, kv_channels=4, ffn_hidden_size=I, swiglu=True,
+                              padded_vocab_size=40, bf16=True)
     gs = groups()
     for g in gs:
         g.pop("params", None)
     torch.save({"args": args, "checkpoint_version": 3.0, "iteration": STEP, "model": model,
                 "optimizer": {"optimizer": {"param_groups": gs}}}, os.path.join(rank, "model_optim_rng.pt"))
-    world = {}
+    world, bs = {}, buckets(params, tied and pp > 1)
     for key, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
         parts = []
-        for size, ps in buckets():
+        for size, ps in bs:
             b = torch.zeros(size)
             for j, at in ps:
-                n = math.prod(PARAMS[j][3])
-                b[at:at + n] = tagged(j, PARAMS[j][3], add).reshape(-1)
+                name, k, w = params[j]
+                v = local(tagged(k, PARAMS[k][3], add), PARAMS[k][4], tp, t).reshape(-1)
+                b[at:at + v.numel()] = v
             parts.append(b)
         world[key] = torch.cat(parts)
     world["numel_unpadded"] = world["param"].numel()
     torch.save({"buckets_coalesced": True, 0: {(torch.bfloat16, torch.float32): world}},
                os.path.join(rank, "distrib_optim.pt"))
-    with open(os.path.join(save, "latest_checkpointed_iteration.txt"), "w") as f:
+    return len(bs), world["param"].numel()
+
+
+def save(out, name, tp, pp, tied=False):
+    save_dir = os.path.join(out, name)
+    for p in range(pp):
+        for t in range(tp):
+            folder = "mp_rank_%02d" % t if pp == 1 else "mp_rank_%02d_%03d" % (t, p)
+            nb, n = write_rank(os.path.join(save_dir, "iter_0000007", folder), tp, pp, t, p, tied)
+            print("wrote", folder, nb, "buckets", n, "elements")
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
-    print("wrote", save, len(buckets()), "buckets", world["param"].numel(), "elements")
+
+
+def main(out):
+    save(out, "megatron_optim_legacy", 1, 1)
+    save(out, "megatron_optim_legacy_tp2pp2", 2, 2)
+    save(out, "megatron_optim_legacy_tied", 2, 2, tied=True)
+
+
+def hostile(src, out, rank="mp_rank_01_001"):
+    """Copies of the set src in out/NAME, one rank (tp 1, pp 1) changed:
+    nodistrib (its distrib_optim.pt missing), total (its buffer 64 elements
+    longer, numel_unpadded with it), swap (its model's two layer norms of
+    layer 0 in each other's place in the state dict, so the buffer layout
+    puts each on the other's range), replica (rank tp 1, pp 0: every exp_avg
+    value 1 higher, so its layer norms' moments differ from tp rank 0's)."""
+    import shutil
+    for name in ("nodistrib", "total", "swap", "replica"):
+        dst = os.path.join(out, name)
+        shutil.copytree(src, dst)
+        r = os.path.join(dst, "iter_0000007", rank if name != "replica" else "mp_rank_01_000")
+        if name == "replica":
+            f = os.path.join(r, "distrib_optim.pt")
+            d = torch.load(f)
+            next(iter(d[0].values()))["exp_avg"] += 1
+            torch.save(d, f)
+        elif name == "nodistrib":
+            os.remove(os.path.join(r, "distrib_optim.pt"))
+        elif name == "total":
+            f = os.path.join(r, "distrib_optim.pt")
+            d = torch.load(f)
+            w = next(iter(d[0].values()))
+            for k in ("param", "exp_avg", "exp_avg_sq"):
+                w[k] = torch.cat([w[k], torch.zeros(64)])
+            w["numel_unpadded"] += 64
+            torch.save(d, f)
+        else:
+            f = os.path.join(r, "model_optim_rng.pt")
+            d = torch.load(f)
+            a = "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight"
+            b = "decoder.layers.0.mlp.linear_fc1.layer_norm_weight"
+            keys = list(d["model"])
+            i, j = keys.index(a), keys.index(b)
+            keys[i], keys[j] = keys[j], keys[i]
+            d["model"] = {k: d["model"][k] for k in keys}
+            torch.save(d, f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--hostile":
+        hostile(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1])

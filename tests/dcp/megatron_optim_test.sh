@@ -74,7 +74,7 @@ fi
 # common.pt variants made in one Python process (megatron_optim_hostile.py), in this order
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_reshard" "$T/c" \
   type:dp_reshardable type:fsdp_dtensor_v2 groups3 nostep nooptim \
-  "$D/megatron_optim_legacy" args:ddp_bucket_size=400 args:tensor_model_parallel_size=2 uncoalesced twobuffers >/dev/null 2>&1 || rm -rf "$T/c"
+  "$D/megatron_optim_legacy" args:ddp_bucket_size=400 uncoalesced twobuffers >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [file inside]
   rm -rf "$T/h" "$T/h.pt"
   if [ "${2%%:*}" = meta ]; then
@@ -111,12 +111,100 @@ hostile "an optimizer entry of another kind" "meta:rename:$S.exp_avg.output_laye
 R=iter_0000007/mp_rank_00
 hostile "legacy: another bucket size" c:5 \
   "tpconv: error: '$T/h/$R/distrib_optim.pt': the model's 17 parameters take 2328 elements in Megatron's buffer layout (4 buckets, 64-element aligned), the buffer holds 2368 (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped" /$R/model_optim_rng.pt
-hostile "legacy: one rank of a tp 2 set" c:6 \
-  "tpconv: error: '$T/h/$R/model_optim_rng.pt': one rank file of a tp 2 x pp 1 set: its distrib_optim.pt holds the moments of that rank's slices, which are not joined yet (a tp 1 x pp 1 save is read)" /$R/model_optim_rng.pt
-hostile "legacy: the pre-2024 per-bucket form" c:7 \
+hostile "legacy: the pre-2024 per-bucket form" c:6 \
   "tpconv: error: '$T/h/$R/distrib_optim.pt': no buckets_coalesced: Megatron's per-bucket form from before February 2024, which is not read" /$R/model_optim_rng.pt
-hostile "legacy: two parameter buffers" c:8 \
+hostile "legacy: two parameter buffers" c:7 \
   "tpconv: error: '$T/h/$R/distrib_optim.pt': holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read" /$R/model_optim_rng.pt
+
+# a legacy set at tp 2 x pp 2 (make_megatron_legacy_optim.py): each rank's
+# distrib_optim.pt mapped to its own slices (every master checked against its
+# weight), then joined as the parameters are: the same optimizer.pt, byte for
+# byte, as the tp 1 x pp 1 save of the same model gives through the same merge
+L1=$D/megatron_optim_legacy L4=$D/megatron_optim_legacy_tp2pp2
+mkdir -p "$T/s1" "$T/s4"
+run "$TPCONV" convert "$L1" --optimizer --preset llama --vocab 40 -o "$T/s1/optimizer.pt" -q
+r1=$rc
+run "$TPCONV" convert "$L4/iter_0000007" --optimizer --preset llama --vocab 40 -o "$T/s4/optimizer.pt" -q
+[ "$r1$rc" = 00 ] && cmp -s "$T/s1/optimizer.pt" "$T/s4/optimizer.pt" &&
+  ok "legacy set tp 2 x pp 2 (its iter_0000007 folder): convert SET --optimizer gives the tp 1 x pp 1 save's optimizer.pt byte for byte" ||
+  bad "legacy set: exit $r1 $rc" "$(cat "$T/err")"
+mkdir -p "$T/s5"
+run "$TPCONV" convert "$L4" --optimizer --preset llama --vocab 40 --format dcp --dcp-ranks 2 -o "$T/s4dcp" -q
+r1=$rc
+run "$TPCONV" convert "$T/s4dcp" --optimizer -o "$T/s5/optimizer.pt" -q
+[ "$r1$rc" = 00 ] && ok "legacy set: --format dcp --dcp-ranks 2 (the merged model and its state) and back" ||
+  bad "legacy set to DCP: exit $r1 $rc" "$(cat "$T/err")"
+if "$PY" -c 'import torch' 2>/dev/null; then
+  "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" "$T/s4/optimizer.pt" "$T/s5/optimizer.pt" >"$T/py" 2>&1
+  while IFS= read -r l; do
+    case $l in
+      "ok "*) ok "${l#ok }" ;;
+      "not ok "*) bad "${l#not ok }" ;;
+      *) diag "$l" ;;
+    esac
+  done <"$T/py"
+else
+  skip "legacy set optimizer.pt by value" "no torch in $PY"
+fi
+run "$TPCONV" inspect --optimizer "$L4" --preset llama --vocab 40
+grep -qx "# megatron set (tp 2 x pp 2) with its optimizer state, each rank's joined as its parameters: 27 parameters, 3 state tensors each and step" "$T/out" &&
+  grep -qx "# \[0\] model.model.embed_tokens.weight BF16 \[40, 8\] (group 0): fp32_param F32, exp_avg F32, exp_avg_sq F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer SET: the joined state of the merged model's 27 parameters" ||
+  bad "inspect --optimizer of the set" "$(head -8 "$T/out" "$T/err")"
+run "$TPCONV" merge "$L4" --optimizer -o "$T/m.pt"
+[ "$rc" = 2 ] && [ ! -e "$T/m.pt" ] && grep -qF "tpconv convert DIR --optimizer -o optimizer.pt" "$T/err" &&
+  ok "merge --optimizer: exit 2 naming the convert command that joins the state" || bad "merge --optimizer (exit $rc)" "$(cat "$T/err")"
+R4=$L4/iter_0000007/mp_rank_01_001/model_optim_rng.pt
+run "$TPCONV" inspect --optimizer "$R4"
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# \[0\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[12, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
+  ok "one rank file of the set: its 3 buckets mapped to its 9 local parameters (one query group of linear_qkv)" ||
+  bad "inspect --optimizer of a rank file" "$(head -8 "$T/out" "$T/err")"
+run "$TPCONV" convert "$R4" --optimizer -o "$T/r4.pt"
+[ "$rc" = 0 ] && grep -qxF "tpconv: warning: '$R4': this is one rank file of a Megatron set (tp 2 x pp 2, from its mp_rank folders): its optimizer state, that rank's slices, is written as it is; the whole set's: 'tpconv convert SAVE_DIR --optimizer' with the set's --preset" "$T/err" &&
+  ok "convert --optimizer of one rank file: its slices' state, with a warning naming the set and the command" ||
+  bad "convert --optimizer of a rank file (exit $rc)" "$(cat "$T/err")"
+# tied embeddings at pp 2 (language_module.py: each copy in a bucket of its
+# own): the last stage's output-layer slice (160 elements) moves the
+# parameters after it off the 64-element grid, so only that rule maps them
+LT=$D/megatron_optim_legacy_tied/iter_0000007
+run "$TPCONV" inspect --optimizer "$LT/mp_rank_01_001/model_optim_rng.pt"
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" && [ "$rc" = 0 ] &&
+  ok "tied embeddings at pp 2: the last stage's output-layer copy in a bucket of its own, every master on its weight" ||
+  bad "tied embeddings at pp 2" "$(head -4 "$T/out" "$T/err")"
+mkdir -p "$T/s6"
+run "$TPCONV" convert "$LT" --optimizer --preset llama --vocab 40 -o "$T/s6/optimizer.pt" -q
+if [ "$rc" = 0 ] && "$PY" -c 'import torch' 2>/dev/null; then
+  "$PY" - "$T/s6/optimizer.pt" "$T/s4/optimizer.pt" >"$T/py" 2>&1 <<'PY'
+import sys, torch
+t, u = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+last = t["param_groups"][0]["params"][-1]  # lm_head, the merged model's last weight
+assert t["param_groups"] == u["param_groups"] and len(t["state"]) == len(u["state"])
+for k in ("exp_avg", "exp_avg_sq", "fp32_param"):
+    assert torch.equal(t["state"][last][k], t["state"][0][k]), k  # the copy kept in step with the embeddings
+    for n in t["state"]:
+        assert n == last or torch.equal(t["state"][n][k], u["state"][n][k]), (n, k)
+PY
+  [ $? = 0 ] && ok "tied set: its optimizer.pt holds lm_head's state as the embeddings', every other as the untied set's" ||
+    bad "tied set by value" "$(cat "$T/py")"
+else
+  [ "$rc" = 0 ] && skip "tied set by value" "no torch in $PY" || bad "tied set (exit $rc)" "$(cat "$T/err")"
+fi
+"$PY" "$SRC/tests/dcp/make_megatron_legacy_optim.py" --hostile "$L4" "$T/lh" >/dev/null 2>&1 || rm -rf "$T/lh"
+lhostile() { # name variant expected-stderr
+  [ -d "$T/lh/$2" ] || { skip "$1" "no torch in $PY"; return; }
+  run "$TPCONV" convert "$T/lh/$2" --optimizer --preset llama --vocab 40 -o "$T/lh.pt"
+  [ "$rc" = 3 ] && [ ! -e "$T/lh.pt" ] && grep -qxF "$3" "$T/err" && ok "refused: $1" || bad "$1 (exit $rc)" "$(cat "$T/err")" "want: $3"
+}
+R=iter_0000007/mp_rank_01_001
+lhostile "legacy set: a rank without distrib_optim.pt" nodistrib \
+  "tpconv: error: '$T/lh/nodistrib/$R/distrib_optim.pt': missing: this rank's distributed optimizer state (what --use-distributed-optimizer saves beside model_optim_rng.pt) is not in the set"
+lhostile "legacy set: a rank whose buffer total is off" total \
+  "tpconv: error: '$T/lh/total/$R/distrib_optim.pt': the model's 9 parameters take 744 elements in Megatron's buffer layout (3 buckets, 64-element aligned), the buffer holds 808 (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped"
+lhostile "legacy set: a replicated layer norm's moments differ between TP ranks" replica \
+  "tpconv: error: '$T/lh/replica': tensor 'model.layers.0.input_layernorm.weight': its optimizer state exp_avg, joined as the parameter: replicated tensor differs between rank 0 and rank 1 (use --take-rank0 to keep rank 0's copy)"
+lhostile "legacy set: two parameters swapped (the masters do not match the weights)" swap \
+  "tpconv: error: '$T/lh/swap/$R/distrib_optim.pt': tensor 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight': its fp32 master at element [0] (buffer offset 736) is 8192.75, 8192 in BF16, but the rank's model weight there is 12288: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped"
 
 # without --optimizer the model alone, as before
 run "$TPCONV" inspect "$D/megatron_optim_fsms"

@@ -1,0 +1,279 @@
+/* tpc_merge_optim.c - a shard set's optimizer state joined as its
+ * parameters are; see tpc_merge_optim.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_buf.h"
+#include "tpc_layout.h"
+#include "tpc_merge_optim.h"
+#include "tpc_shard_optim.h"
+#include "tpc_util.h"
+
+/* the state keys as the reader names them (optim.state.NAME.KEY) */
+static const char *const keys[TPC_MERGE_OPTIM_KEYS] = {"fp32_param", "exp_avg", "exp_avg_sq"};
+
+void tpc_merge_optim_init(tpc_merge_optim *mo)
+{
+	memset(mo, 0, sizeof(*mo));
+	tpc_ckpt_init(&mo->ck);
+}
+
+void tpc_merge_optim_release(tpc_merge_optim *mo)
+{
+	if (!mo)
+		return;
+	tpc__return_sources(&mo->ck); /* borrowed from the merges */
+	tpc_ckpt_release(&mo->ck);
+	for (int k = 0; k < TPC_MERGE_OPTIM_KEYS; k++)
+		if (mo->opened[k])
+			tpc_merge_release(&mo->state[k]);
+	tpc_merge_optim_init(mo);
+}
+
+static const tpc_value *dget(const tpc_value *d, const char *k)
+{
+	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
+}
+
+static const tpc_value *arg(const tpc_value *args, const char *k)
+{
+	return args && args->kind == TPC_V_CALL && args->n >= 3 ? dget(args->items[2], k) : NULL;
+}
+
+static bool num(const tpc_value *v, double *x)
+{
+	if (v && (v->kind == TPC_V_INT || v->kind == TPC_V_BOOL))
+		*x = (double)v->ival;
+	else if (v && v->kind == TPC_V_FLOAT)
+		*x = v->fval;
+	else
+		return false;
+	return true;
+}
+
+/* Rank 0's param groups (its model_optim_rng.pt: optimizer.optimizer.
+ * param_groups, each with wd_mult and step), as the torch reader read them
+ * for every rank; *nowd: the wd_mult-0 group of two (-1: one group). */
+static int rank0_groups(const tpc_merge *model, const char *dir, tpc_value **groups, int *nowd, tpc_err *e)
+{
+	char *path = model->layout->foreign_rank_path(dir, 0, 0, model->tp);
+	tpc_ckpt r0;
+	int ret;
+	tpc_ckpt_init(&r0);
+	*nowd = -1;
+	if (!path)
+		return tpc_err_nomem(e);
+	if ((ret = tpc_ckpt_open(&r0, path, NULL, e)))
+		goto out;
+	const tpc_value *pg = dget(dget(dget(r0.root, "optimizer"), "optimizer"), "param_groups");
+	const tpc_value *qk = arg(dget(r0.root, "args"), "apply_wd_to_qk_layernorm");
+	double w0 = 0, w1 = 0;
+	if (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n || pg->n > 2 ||
+	    (pg->n == 2 && (!num(dget(pg->items[0], "wd_mult"), &w0) || !num(dget(pg->items[1], "wd_mult"), &w1) ||
+			    (w0 == 0) == (w1 == 0)))) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "optimizer.optimizer.param_groups is not one group or Megatron's standard two (one with wd_mult 0)");
+		goto out;
+	}
+	if (qk && qk->kind == TPC_V_BOOL && qk->ival) {
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "args say apply_wd_to_qk_layernorm: which group the q/k layer norms are in is not joined yet");
+		goto out;
+	}
+	*nowd = pg->n == 2 ? (w0 == 0 ? 0 : 1) : -1;
+	*groups = tpc_value_ref((tpc_value *)pg);
+out:
+	tpc_ckpt_release(&r0);
+	free(path);
+	return ret;
+}
+
+/* Each group's step as an f32 scalar in one memory source of ck. */
+static int add_steps(tpc_ckpt *ck, const tpc_value *pg, int *src, tpc_err *e)
+{
+	uint8_t *mem = tpc_calloc(pg->n + 1, 4);
+	if (!mem)
+		return tpc_err_nomem(e);
+	for (size_t g = 0; g < pg->n; g++) {
+		double s;
+		if (!num(dget(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
+			free(mem);
+			return tpc_err_set(e, TPC_EINPUT, "param group %zu of rank 0 has no step (an integer, as Megatron saves torch's Adam's)", g);
+		}
+		float f = (float)s;
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		for (int b = 0; b < 4; b++)
+			mem[g * 4 + (size_t)b] = (uint8_t)(u >> (8 * b));
+	}
+	return tpc_ckpt_add_mem(ck, "megatron param group steps", mem, (uint64_t)pg->n * 4, src, e);
+}
+
+/* src's tensor i into ck as `name`, its sources found from base on. */
+static int64_t add_from(tpc_ckpt *ck, const tpc_ckpt *src, size_t i, int base, const char *name, tpc_err *e)
+{
+	tpc_tensor t;
+	if (tpc_tensor_copy(&t, &src->t[i]))
+		return tpc_err_nomem(e);
+	tpc__tensor_shift_src(&t, base);
+	int64_t a = tpc_ckpt_add_copy(ck, name, &t, e);
+	tpc_tensor_release(&t);
+	return a;
+}
+
+/* A group's hyper-parameters as torch keeps them (Megatron's step moves
+ * to the state), with "params". */
+static tpc_value *new_group(const tpc_value *g, tpc_value *names)
+{
+	tpc_value *d = tpc_value_new(TPC_V_DICT);
+	int bad = !d;
+	for (size_t k = 0; !bad && g->kind == TPC_V_DICT && k < g->n; k++) {
+		const tpc_value *key = g->keys[k];
+		if (key->kind == TPC_V_STR && (!strcmp(key->str, "step") || !strcmp(key->str, "params")))
+			continue;
+		bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
+	}
+	if (!bad)
+		bad = tpc_value_set(d, tpc_value_str("params", 6), tpc_value_ref(names));
+	if (bad) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* Parameter i of the merged model (its tensor p in ck): its state tensors
+ * and step into a new dict *sd. */
+static int param_state(tpc_merge_optim *mo, const int *base, const char *name, int src, int g, tpc_value **sd,
+		       tpc_err *e)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	int ret = 0;
+	if (!(*sd = tpc_value_new(TPC_V_DICT)))
+		return tpc_err_nomem(e);
+	for (int k = 0; k < TPC_MERGE_OPTIM_KEYS && !ret; k++) {
+		int64_t s = tpc_ckpt_find(&mo->state[k].out, name);
+		if (s < 0) {
+			ret = tpc_err_at(e, TPC_EINPUT, NULL, name, "the set's %s has no such tensor", keys[k]);
+			break;
+		}
+		b.len = 0;
+		tpc_buf_addf(&b, "optim.state.%s.%s", name, keys[k]);
+		int64_t a = b.oom ? tpc_err_nomem(e) : add_from(&mo->ck, &mo->state[k].out, (size_t)s, base[k + 1], b.p, e);
+		if (a < 0)
+			ret = (int)a;
+		else if (tpc_value_set(*sd, tpc_value_str(keys[k], strlen(keys[k])), tpc_value_tensor(a)))
+			ret = tpc_err_nomem(e);
+	}
+	b.len = 0;
+	tpc_buf_addf(&b, "optim.state.%s.step", name);
+	int64_t st = ret ? -1 : b.oom ? tpc_err_nomem(e) : tpc_ckpt_add_tensor(&mo->ck, b.p, TPC_F32, 0, NULL, NULL, src, (uint64_t)g * 4, e);
+	if (!ret && st < 0)
+		ret = (int)st;
+	if (!ret && tpc_value_set(*sd, tpc_value_str("step", 4), tpc_value_tensor(st)))
+		ret = tpc_err_nomem(e);
+	tpc_buf_release(&b);
+	return ret;
+}
+
+/* The model's tensors as model.NAME, each with its state; the tree. */
+static int build(tpc_merge_optim *mo, const tpc_merge *model, const tpc_value *pg, int nowd, const int *base, tpc_err *e)
+{
+	tpc_value *root = tpc_value_new(TPC_V_DICT), *md = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
+	tpc_value *state = tpc_value_new(TPC_V_DICT), *groups = tpc_value_new(TPC_V_DICT), *names[2] = {NULL, NULL};
+	tpc_buf b = TPC_BUF_INIT;
+	int src = -1, ret = 0;
+	for (size_t g = 0; g < pg->n; g++)
+		names[g] = tpc_value_new(TPC_V_LIST);
+	if (!root || !md || !opt || !state || !groups || !names[0] || (pg->n == 2 && !names[1]))
+		ret = tpc_err_nomem(e);
+	if (!ret)
+		ret = add_steps(&mo->ck, pg, &src, e);
+	for (size_t i = 0; !ret && i < model->out.n; i++) {
+		const tpc_tensor *t = &model->out.t[i];
+		tpc_value *sd = NULL;
+		int g = nowd < 0 ? 0 : tpc_shard_optim_no_decay(t, t->name) ? nowd : 1 - nowd;
+		b.len = 0;
+		tpc_buf_addf(&b, "model.%s", t->name);
+		int64_t a = b.oom ? tpc_err_nomem(e) : add_from(&mo->ck, &model->out, i, base[0], b.p, e);
+		if (a < 0 || (ret = param_state(mo, base, t->name, src, g, &sd, e))) {
+			ret = ret ? ret : (int)a;
+			tpc_value_unref(sd);
+			break;
+		}
+		if (tpc_value_set(md, tpc_value_str(t->name, strlen(t->name)), tpc_value_tensor(a)) ||
+		    tpc_value_set(state, tpc_value_str(t->name, strlen(t->name)), sd) ||
+		    tpc_value_append(names[g], tpc_value_str(t->name, strlen(t->name))))
+			ret = tpc_err_nomem(e);
+		mo->nparams++;
+	}
+	for (size_t g = 0; g < pg->n && !ret; g++) {
+		tpc_value *d = new_group(pg->items[g], names[g]);
+		if (!d || tpc_value_set(groups, tpc_value_int((int64_t)g), d))
+			ret = tpc_err_nomem(e);
+	}
+	if (!ret && (tpc_value_set(opt, tpc_value_str("state", 5), tpc_value_ref(state)) ||
+		     tpc_value_set(opt, tpc_value_str("param_groups", 12), tpc_value_ref(groups)) ||
+		     tpc_value_set(root, tpc_value_str("model", 5), tpc_value_ref(md)) ||
+		     tpc_value_set(root, tpc_value_str("optim", 5), tpc_value_ref(opt))))
+		ret = tpc_err_nomem(e);
+	if (!ret) {
+		mo->ck.root = root;
+		root = NULL;
+	}
+	tpc_buf_release(&b);
+	tpc_value_unref(names[0]);
+	tpc_value_unref(names[1]);
+	tpc_value_unref(root);
+	tpc_value_unref(md);
+	tpc_value_unref(opt);
+	tpc_value_unref(state);
+	tpc_value_unref(groups);
+	return ret;
+}
+
+int tpc_merge_optim_open(tpc_merge_optim *mo, const tpc_merge *model, const char *dir, const tpc_merge_opts *o,
+			 tpc_err *e)
+{
+	tpc_merge_opts so = *o;
+	tpc_value *pg = NULL;
+	const tpc_ckpt *srcs[1 + TPC_MERGE_OPTIM_KEYS];
+	int base[1 + TPC_MERGE_OPTIM_KEYS], nowd = -1, ret = 0;
+	tpc_merge_optim_init(mo);
+	if (model->kind != TPC_SET_FOREIGN || !model->layout || !model->layout->merge_state)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "a %s set: its rank files hold no optimizer state tpconv joins",
+				  model->kind == TPC_SET_MANIFEST ? "tpconv" : model->layout ? model->layout->name : "sharded");
+	so.defer_checksums = false;
+	srcs[0] = &model->out;
+	for (int k = 0; k < TPC_MERGE_OPTIM_KEYS && !ret; k++) {
+		so.state = keys[k];
+		if (!(ret = tpc_merge_open(&mo->state[k], dir, &so, e)))
+			mo->opened[k] = true;
+		else if (e->tensor[0] && !strstr(e->path, "distrib_optim.pt")) { /* the merge's own check */
+			char m[sizeof(e->msg)];
+			if (snprintf(m, sizeof(m), "its optimizer state %s, joined as the parameter: %s", keys[k], e->msg) > 0)
+				memcpy(e->msg, m, sizeof(m)); /* truncated where it must be */
+		}
+		srcs[k + 1] = &mo->state[k].out;
+	}
+	if (!ret)
+		ret = rank0_groups(model, dir, &pg, &nowd, e);
+	if (!ret)
+		ret = tpc_ckpt_borrow_all(&mo->ck, srcs, 1 + TPC_MERGE_OPTIM_KEYS, base, true, e);
+	if (!ret)
+		ret = build(mo, model, pg, nowd, base, e);
+	if (!ret && (!(mo->ck.path = tpc_strdup(dir)) || !(mo->ck.format = tpc_strdup(model->out.format))))
+		ret = tpc_err_nomem(e);
+	if (!ret) {
+		tpc_buf b = TPC_BUF_INIT;
+		tpc_buf_addf(&b, "%s set (tp %d x pp %d) with its optimizer state, each rank's joined as its parameters: %zu parameters, %d state tensors each and step",
+			     model->layout->name, model->tp, model->pp, mo->nparams, TPC_MERGE_OPTIM_KEYS);
+		tpc_ckpt_set_about(&mo->ck, &b);
+	}
+	tpc_value_unref(pg);
+	if (ret)
+		tpc_merge_optim_release(mo);
+	return ret;
+}
