@@ -11,6 +11,7 @@
  * Each file is written atomically; on failure the ones written go again. */
 #include "ds_universal.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
 
 #include "torch/torch.h"
 #include "tpc_buf.h"
+#include "tpc_cfg.h"
+#include "tpc_family_tp.h"
 #include "tpc_flat.h"
 #include "tpc_io.h"
 #include "tpc_optim.h"
@@ -29,6 +32,21 @@
 #define DS_VERSION "0.16.5"
 #define NAME_MAX_LEN 1000 /* a parameter's name, a folder's (paths are built in 1200 bytes) */
 
+/* How DeepSpeed's loader is to cut a parameter for its tensor-parallel rank
+ * (universal_checkpoint.py load_hp_checkpoint_state l. 92-119: chunk along
+ * cat_dim, param_n_sub_params parts each chunked, l. 65-74: a vocab_tensor
+ * zero-padded to the target's rows first), from its family's split. */
+typedef enum pkind { P_REPLICATED, P_SPLIT, P_VOCAB, P_TP1 } pkind;
+typedef struct ptp {
+	pkind kind;  /* P_REPLICATED: {"param"} alone, as merge_tp_slices writes a
+		      * TP_REPLICATED_PARAMETER_PATTERNS match (the loader takes the
+		      * whole when the target's shape is the full one, l. 57-59);
+		      * P_TP1: split unknown, cat_dim 0 under --tp1-only */
+	int cat_dim;
+	int nsub;    /* param_n_sub_params; 0: none */
+	bool vocab;  /* vocab_tensor */
+} ptp;
+
 typedef struct uwrite {
 	const tpc_ckpt *ck;
 	const tpc_optim *o;
@@ -38,6 +56,9 @@ typedef struct uwrite {
 	bool replace;         /* files already there are replaced: --force, or no
 			       * zero/optimizer_state.pt yet (an interrupted write's) */
 	tpc_ckpt sc;          /* descriptions written: sc's tensors over ck's sources */
+	ptp *tp;              /* stage 1/2: each parameter's split, in o->p order */
+	const tpc_family *fam;/* whose record gave them; NULL: none known */
+	int64_t vocab_rows;   /* a vocab_tensor's rows (original_vocab_size); -1: none */
 	char **done;          /* files written, removed on failure */
 	size_t ndone, capdone;
 } uwrite;
@@ -119,10 +140,11 @@ static int64_t desc(uwrite *u, int64_t i, const char *name, bool flat, tpc_err *
 	return ix;
 }
 
-/* One state file: stage 1/2 {"cat_dim": 0, "param": t} (ds_to_universal.py
- * merge_tp_slices, tensor-parallel degree 1: concatenated along dim 0),
+/* One state file: stage 1/2 the dict merge_tp_slices (ds_to_universal.py
+ * l. 280-333) writes, in its key order: cat_dim (not for a replicated
+ * parameter), param_n_sub_params, vocab_tensor, param, the parameter whole;
  * stage 3 the bare flat tensor (merge_zero3_slices). */
-static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, tpc_err *e)
+static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, const ptp *pt, tpc_err *e)
 {
 	char rel[1200], nm[1200];
 	snprintf(rel, sizeof(rel), "zero/%s/%s.pt", pname, key);
@@ -132,8 +154,10 @@ static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, 
 		return (int)ix;
 	tpc_value *leaf = tpc_value_tensor(ix), *d = NULL;
 	int ret = 0;
-	if (u->stage != 3 && (!(d = tpc_value_new(TPC_V_DICT)) || tset(d, "cat_dim", tpc_value_int(0)) ||
-			      tset(d, "param", tpc_value_ref(leaf))))
+	if (u->stage != 3 &&
+	    (!(d = tpc_value_new(TPC_V_DICT)) || (pt->kind != P_REPLICATED && tset(d, "cat_dim", tpc_value_int(pt->cat_dim))) ||
+	     (pt->nsub > 1 && tset(d, "param_n_sub_params", tpc_value_int(pt->nsub))) ||
+	     (pt->vocab && tset(d, "vocab_tensor", tpc_value_bool(1))) || tset(d, "param", tpc_value_ref(leaf))))
 		ret = tpc_err_nomem(e);
 	if (!ret && !leaf)
 		ret = tpc_err_nomem(e);
@@ -254,6 +278,113 @@ static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
 	return 0;
 }
 
+/* The family config.json names (architectures[0], else model_type) in
+ * folder dir; *f NULL when there is no config.json or it names none. */
+static int family_in(const char *dir, const tpc_family **f, tpc_err *e)
+{
+	char *p = dir ? tpc_path_join(dir, "config.json") : NULL;
+	tpc_cfg *c = NULL;
+	int ret = 0;
+	*f = NULL;
+	if (p && tpc_exists(p) && !(ret = tpc_cfg_from_file(&c, p, e))) {
+		const cJSON *a = tpc_cfg_get(c, TPC_CFG_TOP, "architectures", NULL);
+		const cJSON *mt = tpc_cfg_get(c, TPC_CFG_TOP, "model_type", NULL);
+		if (cJSON_IsArray(a) && cJSON_IsString(a->child))
+			*f = tpc_family_by_arch(a->child->valuestring);
+		if (!*f && cJSON_IsString(mt))
+			*f = tpc_family_by_model_type(mt->valuestring, NULL);
+	}
+	tpc_cfg_free(c);
+	free(p);
+	return ret;
+}
+
+/* The model's family: --preset's, else config.json's beside the input or in
+ * the folder above it (a ZeRO tag folder inside a Trainer checkpoint-N). */
+static int find_family(uwrite *u, tpc_err *e)
+{
+	const char *md = u->wo ? u->wo->model_dir : NULL;
+	if (u->wo && u->wo->family) {
+		u->fam = u->wo->family;
+		return 0;
+	}
+	int ret = family_in(md, &u->fam, e);
+	if (!ret && !u->fam && md) {
+		char *up = tpc_path_join(md, "..");
+		ret = up ? family_in(up, &u->fam, e) : tpc_err_nomem(e);
+		free(up);
+	}
+	return ret;
+}
+
+/* Each stage 1/2 parameter's split from its family's record
+ * (lib/tpc_family_tp.h). A matrix whose split is unknown (no family, no rule
+ * of its plan, parts of sizes a universal file cannot give) is refused by
+ * name: DeepSpeed's loader would cut it along dim 0 at any tensor-parallel
+ * degree, silently wrong for a row-parallel one (o_proj, down_proj), unless
+ * --tp1-only says the folder is for tensor parallel 1. A 1-D tensor has one
+ * dim to cut: never unknown. */
+static int classify(uwrite *u, tpc_err *e)
+{
+	const tpc_optim *o = u->o;
+	tpc_family_tp *ft = NULL;
+	tpc_buf names;
+	size_t nunk = 0;
+	const char *why = NULL;
+	int ret;
+	u->vocab_rows = -1;
+	if (u->stage == 3) /* stage3.py's loader cuts no tensor-parallel slice */
+		return 0;
+	if (!(u->tp = tpc_calloc(o->np, sizeof(*u->tp))))
+		return tpc_err_nomem(e);
+	if ((ret = find_family(u, e)) || (u->fam && u->fam->plan && (ret = tpc_family_tp_open(&ft, u->fam, e))))
+		return ret;
+	tpc_buf_init(&names);
+	for (size_t i = 0; i < o->np && !ret; i++) {
+		const tpc_tensor *t = &u->ck->t[o->p[i].param];
+		ptp *pt = &u->tp[i];
+		tpc_tp_split s;
+		memset(&s, 0, sizeof(s));
+		if (ft && (ret = tpc_family_tp_split(ft, o->p[i].fqn, t->ndim, &s, e)))
+			break;
+		pt->kind = P_SPLIT;
+		if (s.kind == TPC_TP_REPLICATE) {
+			pt->kind = P_REPLICATED;
+		} else if ((s.kind == TPC_TP_SPLIT || s.kind == TPC_TP_VOCAB) && !s.uneven_parts) {
+			pt->cat_dim = s.dim;
+			pt->nsub = s.parts > 1 ? s.parts : 0;
+			/* the loader pads rows with F.pad(t, (0, 0, 0, n)): 2-D only */
+			pt->vocab = s.kind == TPC_TP_VOCAB && t->ndim == 2 && s.dim == 0;
+			if (pt->vocab && u->vocab_rows < 0)
+				u->vocab_rows = t->shape[0];
+		} else if (t->ndim >= 2) {
+			pt->kind = P_TP1;
+			if (s.uneven_parts)
+				why = "fuses parts of different sizes, which param_n_sub_params (equal parts) cannot say";
+			if (nunk++ < 3)
+				tpc_buf_addf(&names, "%s%s", nunk > 1 ? ", " : "", o->p[i].fqn);
+		}
+	}
+	if (!ret && names.oom)
+		ret = tpc_err_nomem(e);
+	if (!ret && nunk && !(u->wo && u->wo->tp1_only)) {
+		char fam[160];
+		if (!u->fam)
+			snprintf(fam, sizeof(fam), "no model family is known (no config.json naming one beside the input, no --preset)");
+		else if (!ft)
+			snprintf(fam, sizeof(fam), "family '%s' has no split plan", u->fam->name);
+		else
+			snprintf(fam, sizeof(fam), "no rule of family '%s' splits %s", u->fam->name, nunk == 1 ? "it" : "them");
+		ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL,
+				 "the tensor-parallel split of %zu parameter%s is unknown (%s%s): %s%s%s; DeepSpeed's loader cuts each along cat_dim for its tensor-parallel rank, so cat_dim 0 loads right at tensor parallel 1 only: name the family (--preset) or write for tensor parallel 1 (--tp1-only)",
+				 nunk, nunk == 1 ? "" : "s", names.p ? names.p : "", nunk > 3 ? ", ..." : "", fam,
+				 why ? "; one " : "", why ? why : "");
+	}
+	tpc_buf_release(&names);
+	tpc_family_tp_free(ft);
+	return ret;
+}
+
 /* A KEY.pt already in the parameter's folder that this write does not
  * replace: universal_checkpoint.py would load it as the parameter's state
  * (every "(.+).pt"), so it is refused by name, never removed. */
@@ -283,13 +414,13 @@ static int stale_file(uwrite *u, const tpc_optim_param *p, tpc_err *e)
 }
 
 /* One parameter's files: fp32.pt, each moment, stage 1/2 step.pt. */
-static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
+static int put_param(uwrite *u, const tpc_optim_param *p, const ptp *pt, tpc_err *e)
 {
-	int ret = put_tensor(u, p->fqn, "fp32", p->param, e);
+	int ret = put_tensor(u, p->fqn, "fp32", p->param, pt, e);
 	for (size_t q = 0; q < p->ns && !ret; q++) {
 		const tpc_optim_entry *en = &p->s[q];
 		if (en->moment) {
-			ret = put_tensor(u, p->fqn, en->key, en->t, e);
+			ret = put_tensor(u, p->fqn, en->key, en->t, pt, e);
 		} else if (u->stage != 3) {
 			/* the group's step as saved (dump_param_fragment: not narrowed) */
 			char rel[1200], nm[1200];
@@ -304,6 +435,54 @@ static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
 		}
 	}
 	return ret;
+}
+
+/* A name as a regular expression re.match takes for exactly it (Python's
+ * re.escape of the specials, then "$"). */
+static tpc_value *name_pattern(const char *name)
+{
+	tpc_buf b;
+	tpc_buf_init(&b);
+	for (const char *c = name; *c; c++) {
+		if (strchr(".^$*+?{}[]\\|()", *c))
+			tpc_buf_addc(&b, '\\');
+		tpc_buf_addc(&b, *c);
+	}
+	tpc_buf_addc(&b, '$');
+	tpc_value *v = b.oom ? NULL : tpc_value_str(b.p, b.len);
+	tpc_buf_release(&b);
+	return v;
+}
+
+/* universal_checkpoint_info, the client state ds_to_universal.py reads from
+ * the model states file (deepspeed_checkpoint.py get_checkpoint_info ->
+ * _get_checkpoint_value; merge_tp_slices l. 238-244, 323-328): each
+ * parameter under the pattern list its file follows, by its exact name, and
+ * the vocabulary's rows; a converter run on this folder's save finds the
+ * splits the files have. */
+static tpc_value *checkpoint_info(const uwrite *u)
+{
+	static const char *const lists[] = {"tp_replicated_parameter_patterns", "parameter_with_row_parallelism_patterns",
+					    "vocabulary_parameter_patterns", "parameter_with_2_sub_params_cat_dim_0"};
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *l[4];
+	int bad = !d || tset(d, "universal_checkpoint_version", tpc_value_float(0.2));
+	for (int k = 0; k < 4; k++)
+		bad = bad || !(l[k] = tpc_value_new(TPC_V_LIST)) || tset(d, lists[k], l[k]);
+	for (size_t i = 0; i < u->o->np && !bad; i++) {
+		const ptp *pt = &u->tp[i];
+		const char *nm = u->o->p[i].fqn;
+		int in[4] = {pt->kind == P_REPLICATED, pt->kind == P_SPLIT && pt->cat_dim == 1 && pt->nsub < 2, pt->vocab,
+			     pt->kind == P_SPLIT && pt->cat_dim == 0 && pt->nsub == 2};
+		for (int k = 0; k < 4 && !bad; k++)
+			bad = in[k] && tpc_value_append(l[k], name_pattern(nm));
+	}
+	if (!bad && u->vocab_rows >= 0)
+		bad = tset(d, "original_vocab_size", tpc_value_int(u->vocab_rows));
+	if (bad) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
 }
 
 /* The model states file the engine loads beside zero/ (engine.py
@@ -339,7 +518,8 @@ static int put_model_states(uwrite *u, const stepv *gstep, tpc_err *e)
 	      tset(sd, "random_ltd", tpc_value_new(TPC_V_NONE)) || tset(sd, "sparse_tensor_module_names", tpc_value_new(TPC_V_SET)) ||
 	      tset(sd, "skipped_steps", tpc_value_int(0)) || tset(sd, "global_steps", tpc_value_int(steps)) ||
 	      tset(sd, "dp_world_size", tpc_value_int(1)) || tset(sd, "mp_world_size", tpc_value_int(1)) ||
-	      tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION)));
+	      tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION))) ||
+	      (u->tp && tset(sd, "universal_checkpoint_info", checkpoint_info(u)));
 	int ret = bad ? tpc_err_nomem(e)
 		      : save(u, u->stage == 3 ? "zero_pp_rank_0_mp_rank_00_model_states.pt" : "mp_rank_00_model_states.pt", sd, NULL, 0, e);
 	tpc_value_unref(sd);
@@ -468,13 +648,14 @@ int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = check_state(&u, gstep, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) || (ret = tpc_mkdirs(path, e)))
+	if ((ret = check_state(&u, gstep, e)) || (ret = classify(&u, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) ||
+	    (ret = tpc_mkdirs(path, e)))
 		goto out;
 	tpc_out_sweep(path);
 	for (size_t i = 0; i < o.np && !ret; i++) /* before any file is written */
 		ret = stale_file(&u, &o.p[i], e);
 	for (size_t i = 0; i < o.np && !ret; i++)
-		ret = put_param(&u, &o.p[i], e);
+		ret = put_param(&u, &o.p[i], u.tp ? &u.tp[i] : NULL, e);
 	if (!ret)
 		ret = put_model_states(&u, gstep, e);
 	if (!ret)
@@ -493,6 +674,7 @@ out:
 		free(u.done[i]);
 	}
 	free(u.done);
+	free(u.tp);
 	free(gstep);
 	tpc_ckpt_release(&u.sc);
 	tpc_optim_release(&o);
