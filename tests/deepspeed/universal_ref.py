@@ -212,7 +212,8 @@ def check_tp(tag, shard, tp):
            'each rank\'s slice equals tpconv shard\'s rank tensor; %d row-parallel rank slices would differ cut '
            'along dim 0; universal_checkpoint_info gives each file\'s keys' if good else
            'not ok - %s at tp %d: %d parameters, %d') % (os.path.basename(tag.rstrip('/')), tp, len(names), sensitive))
-    print('# wrong: ' + ' '.join(wrong))
+    if wrong:
+        print('# wrong: ' + ' '.join(wrong))
     if keys:
         print('# keys unlike universal_checkpoint_info: ' + ' '.join(keys))
 
