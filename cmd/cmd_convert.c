@@ -126,7 +126,7 @@ static const char *help =
 
 static void print_help(void)
 {
-	char *formats = tpc_cli_out_formats_help();
+	char *formats = tpc_cli_out_formats_help(false);
 	printf(help, tpc_cli_out_formats(), formats ? formats : "", tpc_cli_remap_help, tpc_cli_remap_fact_help);
 	free(formats);
 }
