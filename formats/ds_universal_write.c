@@ -6,10 +6,13 @@
  * each parameter in torch.optim's order: zero/NAME/fp32.pt (the parameter),
  * zero/NAME/KEY.pt for each moment (exp_avg, exp_avg_sq: shaped as the
  * parameter, so element i stays on element i) and, for stage 1/2, step.pt;
- * then the model states file and zero/optimizer_state.pt; then
+ * each stage 1/2 file with the parameter's tensor-parallel split (cat_dim,
+ * param_n_sub_params, vocab_tensor) from its family's record; then the model
+ * states file and zero/optimizer_state.pt; then
  * OUT/../latest_universal naming OUT, last (main() of ds_to_universal.py).
  * Each file is written atomically; on failure the ones written go again. */
 #include "ds_universal.h"
+#include "deepspeed.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -485,12 +488,62 @@ static tpc_value *checkpoint_info(const uwrite *u)
 	return d;
 }
 
+/* What the ZeRO save's model states keep that the engine restores
+ * (deepspeed.h TPC_ZERO_MODEL_STATES); NULL for another input. */
+static const tpc_value *kept_states(const uwrite *u)
+{
+	const tpc_ckpt *ck = u->ck;
+	return ck->ext && ck->ext_tag && !strcmp(ck->ext_tag, TPC_ZERO_MODEL_STATES) ? ck->ext : NULL;
+}
+
+/* The kept value of `key` (a new reference), else dflt */
+static tpc_value *kept(const uwrite *u, const char *key, tpc_value *dflt)
+{
+	tpc_value *v = tpc_value_get(kept_states(u), key);
+	if (!v)
+		return dflt;
+	tpc_value_unref(dflt);
+	return tpc_value_ref(v);
+}
+
+static bool holds_tensor(const tpc_value *v, int depth)
+{
+	if (!v || depth > 64)
+		return v != NULL;
+	if (v->kind == TPC_V_TENSOR || v->kind == TPC_V_STORAGE)
+		return true;
+	for (size_t i = 0; i < v->n; i++)
+		if ((v->items && holds_tensor(v->items[i], depth + 1)) || (v->keys && holds_tensor(v->keys[i], depth + 1)))
+			return true;
+	return false;
+}
+
+/* The kept states are written as they are: one holding tensors is refused
+ * by name (this writer saves the model states without tensors) rather than
+ * dropped, which the loading engine's lr_scheduler.load_state_dict would
+ * not survive. */
+static int check_kept(const uwrite *u, tpc_err *e)
+{
+	const tpc_value *d = kept_states(u);
+	for (size_t i = 0; d && d->kind == TPC_V_DICT && i < d->n; i++)
+		if (holds_tensor(d->items[i], 0))
+			return tpc_err_at(e, TPC_EINPUT, NULL, NULL,
+					  "the model states' %s holds tensors, which a universal folder written by tpconv does not carry; the universal folder ds_to_universal.py makes keeps the model states file",
+					  d->keys[i]->kind == TPC_V_STR ? d->keys[i]->str : "?");
+	return 0;
+}
+
 /* The model states file the engine loads beside zero/ (engine.py
  * _load_checkpoint: dp_world_size, global_steps, skipped_steps,
  * mp_world_size; the module is not loaded from it when load_universal is
  * set, engine.py "if not self.load_universal_checkpoint():
  * self.load_module_state_dict"), with param_shapes naming each group's
- * parameters in order as _save_checkpoint keeps them. */
+ * parameters in order as _save_checkpoint keeps them. From a ZeRO save, what
+ * its model states give the engine beside the optimizer (lr_scheduler, which
+ * l. 3038-3039 hands to lr_scheduler.load_state_dict whenever the engine has
+ * a scheduler, data_sampler, random_ltd, global_steps, global_samples,
+ * skipped_steps) as ds_to_universal.py's copy of the file keeps them; stage
+ * 1/2: universal_checkpoint_info. */
 static int put_model_states(uwrite *u, const stepv *gstep, tpc_err *e)
 {
 	const tpc_optim *o = u->o;
@@ -514,9 +567,13 @@ static int put_model_states(uwrite *u, const stepv *gstep, tpc_err *e)
 	int64_t steps = gstep[0].set ? (int64_t)gstep[0].num : 0;
 	bad = bad || tset(sd, "frozen_param_shapes", tpc_value_new(TPC_V_NONE)) ||
 	      tset(sd, "shared_params", tpc_value_new(TPC_V_DICT)) || tset(sd, "frozen_param_fragments", tpc_value_new(TPC_V_NONE)) ||
-	      tset(sd, "lr_scheduler", tpc_value_new(TPC_V_NONE)) || tset(sd, "data_sampler", tpc_value_new(TPC_V_NONE)) ||
-	      tset(sd, "random_ltd", tpc_value_new(TPC_V_NONE)) || tset(sd, "sparse_tensor_module_names", tpc_value_new(TPC_V_SET)) ||
-	      tset(sd, "skipped_steps", tpc_value_int(0)) || tset(sd, "global_steps", tpc_value_int(steps)) ||
+	      tset(sd, "lr_scheduler", kept(u, "lr_scheduler", tpc_value_new(TPC_V_NONE))) ||
+	      tset(sd, "data_sampler", kept(u, "data_sampler", tpc_value_new(TPC_V_NONE))) ||
+	      tset(sd, "random_ltd", kept(u, "random_ltd", tpc_value_new(TPC_V_NONE))) ||
+	      tset(sd, "sparse_tensor_module_names", tpc_value_new(TPC_V_SET)) ||
+	      tset(sd, "skipped_steps", kept(u, "skipped_steps", tpc_value_int(0))) ||
+	      tset(sd, "global_steps", kept(u, "global_steps", tpc_value_int(steps))) ||
+	      (tpc_value_get(kept_states(u), "global_samples") && tset(sd, "global_samples", kept(u, "global_samples", NULL))) ||
 	      tset(sd, "dp_world_size", tpc_value_int(1)) || tset(sd, "mp_world_size", tpc_value_int(1)) ||
 	      tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION))) ||
 	      (u->tp && tset(sd, "universal_checkpoint_info", checkpoint_info(u)));
@@ -648,7 +705,7 @@ int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = check_state(&u, gstep, e)) || (ret = classify(&u, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) ||
+	if ((ret = check_state(&u, gstep, e)) || (ret = check_kept(&u, e)) || (ret = classify(&u, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) ||
 	    (ret = tpc_mkdirs(path, e)))
 		goto out;
 	tpc_out_sweep(path);

@@ -398,6 +398,11 @@ def check(tag, seed):
     for k in ('dp_world_size', 'global_steps', 'skipped_steps', 'mp_world_size'):
         if k not in ms:
             bad.append('model states: no ' + k)
+    # what _load_checkpoint restores beside the optimizer, as the save had it
+    # (lr_scheduler.load_state_dict(checkpoint['lr_scheduler']), l. 3038-3039)
+    if (ms.get('lr_scheduler'), ms.get('global_samples')) != (
+            {'last_epoch': 14, '_step_count': 15, 'base_lrs': [1e-4, 1e-4]}, 448):
+        bad.append('model states: lr_scheduler / global_samples not the save\'s')
     if stage == 3:
         names = [n for grp in groups for n in grp]
         # the loading engine's own param_shapes[0] (one sub-group) names them in this order
@@ -449,7 +454,7 @@ def check(tag, seed):
                 bad.append(('steps', g))
         what = 'stage 1/2 layout'
     print(('ok - %s: %s, %d parameters: fp32, exp_avg, exp_avg_sq of each its own elements, onto dp 1/2/5, step 14, '
-           'model states with the keys the engine reads' if not bad else 'not ok - %s: %s %d') % (
+           'model states with the keys the engine reads, the save\'s lr_scheduler' if not bad else 'not ok - %s: %s %d') % (
                os.path.basename(tag.rstrip('/')), what, len(params) - len(frozen)))
     if bad:
         print('# ' + repr(bad)[:600])
