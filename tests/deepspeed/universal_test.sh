@@ -107,6 +107,9 @@ grep -q "^not ok" "$T/py" && grep -qx "# wrong: model.embed_tokens.weight model.
 $PY "$Z/universal_ref.py" tp "$T/tp/$U" "$T/sp" 2 "$T/tf/$U" "$T/sf" 2 >"$T/py" 2>&1
 $PY "$Z/universal_ref.py" same "$T/zp/$U" "$T/tp/$U" "$T/zf/$U" "$T/tf/$U" >>"$T/py" 2>&1
 tap_py
+run "$TPCONV" convert "$T/zp/global_step14" --format ds-universal -o "$T/tq/s" -q && diff -r "$T/tp/$U" "$T/tq/s" >/dev/null &&
+  ok "the tag folder inside a Trainer checkpoint finds the family in the config.json above it: the same files" ||
+  bad "config.json above" "rc=$rc" "$(head -2 "$T/err")"
 run "$TPCONV" inspect "$T/tp/$U"
 grep -qx "# tensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for 4 parameters (model.layers.0.self_attn.o_proj.weight: 1, ...), no cat_dim (replicated) 4, vocab_tensor 1, param_n_sub_params 0" "$T/out" &&
   ok "inspect names the tensor-parallel cuts" || bad "inspect cuts" "$(head -5 "$T/out")"
