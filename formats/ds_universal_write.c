@@ -24,6 +24,7 @@
 #include "torch/torch.h"
 #include "tpc_buf.h"
 #include "tpc_cfg.h"
+#include "tpc_facts.h"
 #include "tpc_family_tp.h"
 #include "tpc_flat.h"
 #include "tpc_io.h"
@@ -48,6 +49,9 @@ typedef struct ptp {
 	int cat_dim;
 	int nsub;    /* param_n_sub_params; 0: none */
 	bool vocab;  /* vocab_tensor */
+	bool subshape; /* sub_param_shape: nsubs parts of sizes sub[] along cat_dim */
+	int nsubs;
+	int64_t sub[TPC_TP_MAX_PARTS];
 } ptp;
 
 typedef struct uwrite {
@@ -62,6 +66,8 @@ typedef struct uwrite {
 	ptp *tp;              /* stage 1/2: each parameter's split, in o->p order */
 	const tpc_family *fam;/* whose record gave them; NULL: none known */
 	int64_t vocab_rows;   /* a vocab_tensor's rows (original_vocab_size); -1: none */
+	tpc_model_facts facts; /* config.json's, when have_facts */
+	bool have_facts;
 	char **done;          /* files written, removed on failure */
 	size_t ndone, capdone;
 } uwrite;
@@ -143,9 +149,49 @@ static int64_t desc(uwrite *u, int64_t i, const char *name, bool flat, tpc_err *
 	return ix;
 }
 
+static tpc_value *name_pattern(const char *name);
+
+/* A fused parameter's parts as DeepSpeed's SubparamShape (universal_checkpoint.py
+ * l. 15-19) holds them: patterns (the parameter's name), shape (its dims, the
+ * split dim a tuple of the parts' sizes), partition_dim. as_dict: the dict
+ * universal_checkpoint_info's parameter_with_sub_params lists (ds_to_universal
+ * builds SubparamShape(**it)); else the object, pickled as
+ * SubparamShape(patterns, shape, partition_dim), which the loader reads (l. 94-101). */
+static tpc_value *subparam_shape(const char *name, const tpc_tensor *t, const ptp *pt, bool as_dict)
+{
+	tpc_value *pats = tpc_value_new(TPC_V_LIST), *shape = tpc_value_new(TPC_V_TUPLE), *parts = tpc_value_new(TPC_V_TUPLE);
+	int bad = !pats || !shape || !parts || tpc_value_append(pats, name_pattern(name));
+	for (int k = 0; k < pt->nsubs && !bad; k++)
+		bad = tpc_value_append(parts, tpc_value_int(pt->sub[k]));
+	for (int d = 0; d < t->ndim && !bad; d++)
+		bad = tpc_value_append(shape, d == pt->cat_dim ? tpc_value_ref(parts) : tpc_value_int(t->shape[d]));
+	tpc_value *out = NULL;
+	if (!bad && as_dict) {
+		out = tpc_value_new(TPC_V_DICT);
+		if (!out || tset(out, "patterns", tpc_value_ref(pats)) || tset(out, "shape", tpc_value_ref(shape)) ||
+		    tset(out, "partition_dim", tpc_value_int(pt->cat_dim))) {
+			tpc_value_unref(out);
+			out = NULL;
+		}
+	} else if (!bad) {
+		tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
+		if (c && args && !tpc_value_append(c, tpc_value_global("deepspeed.checkpoint.universal_checkpoint", "SubparamShape")) &&
+		    !tpc_value_append(args, tpc_value_ref(pats)) && !tpc_value_append(args, tpc_value_ref(shape)) &&
+		    !tpc_value_append(args, tpc_value_int(pt->cat_dim)) && !tpc_value_append(c, tpc_value_ref(args)))
+			out = tpc_value_ref(c);
+		tpc_value_unref(c);
+		tpc_value_unref(args);
+	}
+	tpc_value_unref(pats);
+	tpc_value_unref(shape);
+	tpc_value_unref(parts);
+	return out;
+}
+
 /* One state file: stage 1/2 the dict merge_tp_slices (ds_to_universal.py
- * l. 280-333) writes, in its key order: cat_dim (not for a replicated
- * parameter), param_n_sub_params, vocab_tensor, param, the parameter whole;
+ * l. 280-333) writes, in its key order: sub_param_shape or cat_dim (neither
+ * for a replicated parameter), param_n_sub_params, vocab_tensor, param, the
+ * parameter whole;
  * stage 3 the bare flat tensor (merge_zero3_slices). */
 static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, const ptp *pt, tpc_err *e)
 {
@@ -158,7 +204,9 @@ static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, 
 	tpc_value *leaf = tpc_value_tensor(ix), *d = NULL;
 	int ret = 0;
 	if (u->stage != 3 &&
-	    (!(d = tpc_value_new(TPC_V_DICT)) || (pt->kind != P_REPLICATED && tset(d, "cat_dim", tpc_value_int(pt->cat_dim))) ||
+	    (!(d = tpc_value_new(TPC_V_DICT)) ||
+	     (pt->subshape && tset(d, "sub_param_shape", subparam_shape(pname, &u->ck->t[i], pt, false))) ||
+	     (pt->kind != P_REPLICATED && !pt->subshape && tset(d, "cat_dim", tpc_value_int(pt->cat_dim))) ||
 	     (pt->nsub > 1 && tset(d, "param_n_sub_params", tpc_value_int(pt->nsub))) ||
 	     (pt->vocab && tset(d, "vocab_tensor", tpc_value_bool(1))) || tset(d, "param", tpc_value_ref(leaf))))
 		ret = tpc_err_nomem(e);
@@ -281,43 +329,72 @@ static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
 	return 0;
 }
 
-/* The family config.json names (architectures[0], else model_type) in
- * folder dir; *f NULL when there is no config.json or it names none. */
-static int family_in(const char *dir, const tpc_family **f, tpc_err *e)
+/* The family config.json in folder dir names (architectures[0], else
+ * model_type) and its model facts (head counts, for fused parts); *found
+ * false when dir has no config.json. */
+static int config_in(uwrite *u, const char *dir, bool *found, tpc_err *e)
 {
 	char *p = dir ? tpc_path_join(dir, "config.json") : NULL;
 	tpc_cfg *c = NULL;
 	int ret = 0;
-	*f = NULL;
-	if (p && tpc_exists(p) && !(ret = tpc_cfg_from_file(&c, p, e))) {
+	*found = p && tpc_exists(p);
+	if (*found && !(ret = tpc_cfg_from_file(&c, p, e))) {
 		const cJSON *a = tpc_cfg_get(c, TPC_CFG_TOP, "architectures", NULL);
 		const cJSON *mt = tpc_cfg_get(c, TPC_CFG_TOP, "model_type", NULL);
 		if (cJSON_IsArray(a) && cJSON_IsString(a->child))
-			*f = tpc_family_by_arch(a->child->valuestring);
-		if (!*f && cJSON_IsString(mt))
-			*f = tpc_family_by_model_type(mt->valuestring, NULL);
+			u->fam = tpc_family_by_arch(a->child->valuestring);
+		if (!u->fam && cJSON_IsString(mt))
+			u->fam = tpc_family_by_model_type(mt->valuestring, NULL);
+		tpc_err fe; /* facts it cannot give stay unknown: the parts they size are refused */
+		tpc_err_init(&fe);
+		u->have_facts = !tpc_facts_from_cfg(&u->facts, c, &fe);
 	}
 	tpc_cfg_free(c);
 	free(p);
 	return ret;
 }
 
-/* The model's family: --preset's, else config.json's beside the input or in
- * the folder above it (a ZeRO tag folder inside a Trainer checkpoint-N). */
+/* The model's family: --preset's, else that of the config.json beside the
+ * input or in the folder above it (a ZeRO tag folder inside a Trainer
+ * checkpoint-N), whose facts size fused parts. */
 static int find_family(uwrite *u, tpc_err *e)
 {
 	const char *md = u->wo ? u->wo->model_dir : NULL;
-	if (u->wo && u->wo->family) {
-		u->fam = u->wo->family;
-		return 0;
-	}
-	int ret = family_in(md, &u->fam, e);
-	if (!ret && !u->fam && md) {
+	bool found = false;
+	int ret = config_in(u, md, &found, e);
+	if (!ret && !found && md) {
 		char *up = tpc_path_join(md, "..");
-		ret = up ? family_in(up, &u->fam, e) : tpc_err_nomem(e);
+		ret = up ? config_in(u, up, &found, e) : tpc_err_nomem(e);
 		free(up);
 	}
+	if (u->wo && u->wo->family)
+		u->fam = u->wo->family;
 	return ret;
+}
+
+/* The sizes of a fused tensor's listed parts along its split dim (t's
+ * shape[dim]) from the model facts: "q" heads x head_dim rows, "kv" kv_heads
+ * x head_dim, a number itself, "rest" what the others leave. false when a
+ * fact is missing or they do not add up to the dim. */
+static bool part_sizes(const uwrite *u, const tpc_tensor *t, const tpc_tp_split *s, int64_t *sz)
+{
+	const tpc_model_facts *f = &u->facts;
+	int64_t hd = f->head_dim ? f->head_dim : f->heads > 0 ? f->hidden / f->heads : 0, sum = 0;
+	int rest = -1;
+	if (!u->have_facts || s->nlisted < 2 || s->dim < 0 || s->dim >= t->ndim)
+		return false;
+	for (int k = 0; k < s->nlisted; k++) {
+		const char *y = s->part[k].sym;
+		sz[k] = !*y ? s->part[k].size : !strcmp(y, "q") ? f->heads * hd : !strcmp(y, "kv") ? f->kv_heads * hd : 0;
+		if (!strcmp(y, "rest") && rest < 0)
+			rest = k;
+		else if (sz[k] <= 0)
+			return false;
+		sum += sz[k];
+	}
+	if (rest >= 0)
+		sum += sz[rest] = t->shape[s->dim] - sum;
+	return (rest < 0 || sz[rest] > 0) && sum == t->shape[s->dim];
 }
 
 /* Each stage 1/2 parameter's split from its family's record
@@ -332,7 +409,7 @@ static int classify(uwrite *u, tpc_err *e)
 	const tpc_optim *o = u->o;
 	tpc_family_tp *ft = NULL;
 	tpc_buf names;
-	size_t nunk = 0;
+	size_t nunk = 0, nparts = 0; /* unknown, of which fused parts of unknown sizes */
 	const char *why = NULL;
 	int ret;
 	u->vocab_rows = -1;
@@ -353,6 +430,14 @@ static int classify(uwrite *u, tpc_err *e)
 		pt->kind = P_SPLIT;
 		if (s.kind == TPC_TP_REPLICATE) {
 			pt->kind = P_REPLICATED;
+		} else if (s.kind == TPC_TP_SPLIT && s.uneven_parts && part_sizes(u, t, &s, pt->sub)) {
+			/* equal parts: param_n_sub_params; else sub_param_shape, each
+			 * part narrowed and chunked (l. 94-111) */
+			pt->cat_dim = s.dim;
+			pt->nsubs = s.nlisted;
+			for (int k = 1; k < s.nlisted; k++)
+				pt->subshape |= pt->sub[k] != pt->sub[0];
+			pt->nsub = pt->subshape ? 0 : s.nlisted;
 		} else if ((s.kind == TPC_TP_SPLIT || s.kind == TPC_TP_VOCAB) && !s.uneven_parts) {
 			pt->cat_dim = s.dim;
 			pt->nsub = s.parts > 1 ? s.parts : 0;
@@ -362,8 +447,11 @@ static int classify(uwrite *u, tpc_err *e)
 				u->vocab_rows = t->shape[0];
 		} else if (t->ndim >= 2) {
 			pt->kind = P_TP1;
-			if (s.uneven_parts)
-				why = "fuses parts of different sizes, which param_n_sub_params (equal parts) cannot say";
+			if (s.uneven_parts) {
+				nparts++;
+				why = s.nlisted ? "parts sized by the model's head counts, which no config.json beside the input gives (or they do not add up to the tensor)"
+						: "2 parts or 1 as the model's activation is gated or not (unsaid here)";
+			}
 			if (nunk++ < 3)
 				tpc_buf_addf(&names, "%s%s", nunk > 1 ? ", " : "", o->p[i].fqn);
 		}
@@ -371,17 +459,20 @@ static int classify(uwrite *u, tpc_err *e)
 	if (!ret && names.oom)
 		ret = tpc_err_nomem(e);
 	if (!ret && nunk && !(u->wo && u->wo->tp1_only)) {
-		char fam[160];
+		char fam[320];
 		if (!u->fam)
 			snprintf(fam, sizeof(fam), "no model family is known (no config.json naming one beside the input, no --preset)");
 		else if (!ft)
 			snprintf(fam, sizeof(fam), "family '%s' has no split plan", u->fam->name);
+		else if (nparts == nunk)
+			snprintf(fam, sizeof(fam), "family '%s' splits %s in %s", u->fam->name, nunk == 1 ? "it" : "them", why);
 		else
-			snprintf(fam, sizeof(fam), "no rule of family '%s' splits %s", u->fam->name, nunk == 1 ? "it" : "them");
+			snprintf(fam, sizeof(fam), "no rule of family '%s' splits %s%s", u->fam->name,
+				 nparts ? "some, the others fused in " : nunk == 1 ? "it" : "them", nparts ? why : "");
 		ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL,
-				 "the tensor-parallel split of %zu parameter%s is unknown (%s%s): %s%s%s; DeepSpeed's loader cuts each along cat_dim for its tensor-parallel rank, so cat_dim 0 loads right at tensor parallel 1 only: name the family (--preset) or write for tensor parallel 1 (--tp1-only)",
+				 "the tensor-parallel split of %zu parameter%s is unknown (%s%s): %s; DeepSpeed's loader cuts each along cat_dim for its tensor-parallel rank, so cat_dim 0 loads right at tensor parallel 1 only: %s or write for tensor parallel 1 (--tp1-only)",
 				 nunk, nunk == 1 ? "" : "s", names.p ? names.p : "", nunk > 3 ? ", ..." : "", fam,
-				 why ? "; one " : "", why ? why : "");
+				 u->fam && ft && nparts == nunk ? "put the model's config.json beside the input" : "name the family (--preset)");
 	}
 	tpc_buf_release(&names);
 	tpc_family_tp_free(ft);
@@ -466,18 +557,21 @@ static tpc_value *name_pattern(const char *name)
 static tpc_value *checkpoint_info(const uwrite *u)
 {
 	static const char *const lists[] = {"tp_replicated_parameter_patterns", "parameter_with_row_parallelism_patterns",
-					    "vocabulary_parameter_patterns", "parameter_with_2_sub_params_cat_dim_0"};
-	tpc_value *d = tpc_value_new(TPC_V_DICT), *l[4];
+					    "vocabulary_parameter_patterns", "parameter_with_2_sub_params_cat_dim_0",
+					    "parameter_with_sub_params"};
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *l[5];
 	int bad = !d || tset(d, "universal_checkpoint_version", tpc_value_float(0.2));
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 		bad = bad || !(l[k] = tpc_value_new(TPC_V_LIST)) || tset(d, lists[k], l[k]);
 	for (size_t i = 0; i < u->o->np && !bad; i++) {
 		const ptp *pt = &u->tp[i];
 		const char *nm = u->o->p[i].fqn;
-		int in[4] = {pt->kind == P_REPLICATED, pt->kind == P_SPLIT && pt->cat_dim == 1 && pt->nsub < 2, pt->vocab,
-			     pt->kind == P_SPLIT && pt->cat_dim == 0 && pt->nsub == 2};
+		int in[4] = {pt->kind == P_REPLICATED, pt->kind == P_SPLIT && pt->cat_dim == 1 && pt->nsub < 2 && !pt->subshape,
+			     pt->vocab, pt->kind == P_SPLIT && pt->cat_dim == 0 && pt->nsub == 2};
 		for (int k = 0; k < 4 && !bad; k++)
 			bad = in[k] && tpc_value_append(l[k], name_pattern(nm));
+		if (!bad && pt->subshape)
+			bad = tpc_value_append(l[4], subparam_shape(nm, &u->ck->t[u->o->p[i].param], pt, true));
 	}
 	if (!bad && u->vocab_rows >= 0)
 		bad = tset(d, "original_vocab_size", tpc_value_int(u->vocab_rows));

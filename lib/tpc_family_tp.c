@@ -5,6 +5,7 @@
 #include "tpc_family_tp.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,8 @@ typedef struct trule {
 	char *match;
 	rkind kind;
 	bool has_dim, transposed, stacked, heads, uneven;
-	int dim, parts;
+	int dim, parts, nlisted;
+	tpc_tp_part part[TPC_TP_MAX_PARTS];
 } trule;
 
 struct tpc_family_tp {
@@ -80,6 +82,15 @@ static int read_rule(trule *r, const cJSON *o, const tpc_family *f, size_t idx, 
 			r->heads |= cJSON_IsString(q) && strcmp(q->valuestring, "rest");
 			r->uneven |= n > 1 && (!cJSON_IsNumber(q) || !cJSON_IsNumber(first) || q->valuedouble != first->valuedouble);
 		}
+		for (const cJSON *q = p->child; r->uneven && q && r->nlisted < TPC_TP_MAX_PARTS; q = q->next) {
+			tpc_tp_part *pt = &r->part[r->nlisted++];
+			if (cJSON_IsString(q))
+				snprintf(pt->sym, sizeof(pt->sym), "%s", q->valuestring);
+			else
+				pt->size = (int64_t)q->valuedouble;
+		}
+		if (n > TPC_TP_MAX_PARTS)
+			r->nlisted = 0;
 	}
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "gated")))
 		r->uneven = true; /* 2 parts or 1, as the config's activation says */
@@ -179,5 +190,7 @@ int tpc_family_tp_split(const tpc_family_tp *tp, const char *name, int ndim, tpc
 	out->heads = r->heads;
 	out->parts = r->parts;
 	out->uneven_parts = r->uneven;
+	out->nlisted = r->nlisted;
+	memcpy(out->part, r->part, sizeof(out->part));
 	return 0;
 }

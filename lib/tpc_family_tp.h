@@ -20,6 +20,7 @@
 #define TPC_FAMILY_TP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "tpc_err.h"
 #include "tpc_family.h"
@@ -33,6 +34,16 @@ typedef enum tpc_tp_kind {
 	TPC_TP_VOCAB,       /* a vocabulary split along `dim` (0), padded to tp */
 } tpc_tp_kind;
 
+#define TPC_TP_MAX_PARTS 8
+
+/* A listed part of a fused tensor: a size, or what the model facts make of
+ * sym ("q": heads x head_dim rows, "kv": kv_heads x head_dim, "rest": what
+ * the others leave; others as shard/tpc_plan.h lists them) */
+typedef struct tpc_tp_part {
+	char sym[12];       /* "" for a size */
+	int64_t size;
+} tpc_tp_part;
+
 typedef struct tpc_tp_split {
 	tpc_tp_kind kind;
 	int dim;            /* the split dim; -1 when not split */
@@ -41,6 +52,8 @@ typedef struct tpc_tp_split {
 	bool uneven_parts;  /* parts whose sizes come from the model facts ("q",
 			     * "kv", "rest": a fused qkv_proj) or the config ("gated":
 			     * 2 parts or 1): not equal slices of the tensor */
+	int nlisted;        /* uneven_parts from a list: its parts (else 0) */
+	tpc_tp_part part[TPC_TP_MAX_PARTS];
 	bool heads;         /* the split falls on attention-head boundaries */
 	bool stacked;       /* dim 0 stacks routed experts, each split alike */
 	int rule;           /* the deciding rule's index in the plan; -1: none */

@@ -58,7 +58,8 @@ usage:
                                      copies of z2's: h-missing, h-shape, h-catdim;
                                      zp (z2 with a client's universal_checkpoint_info,
                                      LLAMA_INFO, and a LLaMA config.json) and zf (a
-                                     fused gate_up_proj model, Phi-3's config, dp 2),
+                                     model with Phi-3's fused qkv_proj, GQA, and
+                                     gate_up_proj, Phi-3's config, dp 2),
                                      each with its universal folder, and their
                                      parameters as model folders mp and mf
   universal_ref.py tiny DIR [STAGE]  the committed fixtures (tests/data/ds_universal,
@@ -84,6 +85,7 @@ usage:
                                      folder TAG against REF: every parameter's fp32,
                                      exp_avg, exp_avg_sq and step (TAP)
 """
+import dataclasses
 import glob
 import json
 import math
@@ -99,6 +101,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_zero  # noqa: E402
 
 make_zero.install_stand_ins()
+
+
+@dataclasses.dataclass
+class SubparamShape:
+    """deepspeed/checkpoint/universal_checkpoint.py l. 15-19, a stand-in
+    where the pickles name it"""
+    patterns: list
+    shape: tuple
+    partition_dim: int
+
+
+make_zero._place(SubparamShape, 'deepspeed.checkpoint.universal_checkpoint')
 
 
 def load(p):
@@ -134,6 +148,10 @@ def tp_dict(name, param, info):
         assert len(m) <= 1, (name, m)
         return bool(m)
     sd = {}
+    sub = None  # get_matched_sub_params_pattern (l. 259-268)
+    for s in info.get('parameter_with_sub_params', []):
+        if sub is None and any(re.match(p, name) for p in s['patterns']):
+            sub = SubparamShape(**s)
     if matched('tp_replicated_parameter_patterns') or matched('parameter_to_average_patterns'):
         p = param
     elif matched('parameter_with_2_sub_params_cat_dim_0'):
@@ -141,6 +159,16 @@ def tp_dict(name, param, info):
         p = torch.cat([torch.cat([c[0]], dim=0), torch.cat([c[1]], dim=0)], dim=0)
         sd['cat_dim'] = 0
         sd['param_n_sub_params'] = 2
+    elif sub is not None:  # l. 297-316, one slice
+        dim = sub.partition_dim
+        sizes = sub.shape[dim] if isinstance(sub.shape[dim], tuple) else (sub.shape[dim],)
+        v = param.view([sum(d) if isinstance(d, tuple) else d for d in sub.shape])
+        at, chunks = 0, []
+        for n in sizes:
+            chunks.append(torch.cat([v.narrow(dim, at, n)], dim=dim))
+            at += n
+        p = torch.cat(chunks, dim=dim)
+        sd['sub_param_shape'] = sub
     else:
         cat_dim = 1 if matched('parameter_with_row_parallelism_patterns') else 0
         p = torch.cat([param], dim=cat_dim)
@@ -165,9 +193,18 @@ def ds_tp_slice(sd, shape, rank, tp):
         if padded > full.shape[0]:
             full = torch.nn.functional.pad(full, (0, 0, 0, padded - full.shape[0]), 'constant', 0)
     assert full.numel() == tp * math.prod(shape), 'numel'  # l. 82
-    assert sd.get('sub_param_shape') is None
+    sub = sd.get('sub_param_shape')  # l. 88
     dim, nsub = sd.get('cat_dim', 0), sd.get('param_n_sub_params', 1)  # l. 92-93
-    if nsub > 1:  # l. 113-116
+    if sub:  # l. 94-111: each part narrowed, chunked, the rank's parts concatenated
+        pd = sub.partition_dim
+        sizes = sub.shape[pd] if isinstance(sub.shape[pd], tuple) else (sub.shape[pd],)
+        full = full.view([sum(d) if isinstance(d, tuple) else d for d in sub.shape])
+        at, parts = 0, []
+        for n in sizes:
+            parts.append(full.narrow(pd, at, n).chunk(tp, dim=pd)[rank])
+            at += n
+        s = torch.cat(parts, dim=pd)
+    elif nsub > 1:  # l. 113-116
         s = torch.cat([p.chunk(tp, dim=dim)[rank] for p in full.chunk(nsub, dim=dim)], dim=dim)
     else:  # l. 117-119
         s = full.chunk(tp, dim)[rank]
@@ -202,15 +239,20 @@ def check_tp(tag, shard, tp):
                     ok = ok and torch.equal(got.view(w.shape), w)
                 except AssertionError:
                     ok = False
-                if ok and sd.get('cat_dim', 0) != 0 and key == 'fp32':
-                    alt = dict(sd, cat_dim=0)
-                    sensitive += not torch.equal(ds_tp_slice(alt, w.shape, r, tp).view(w.shape), w)
+                if ok and key == 'fp32' and (sd.get('cat_dim', 0) != 0 or 'sub_param_shape' in sd or
+                                             sd.get('param_n_sub_params', 1) > 1):
+                    # the file as a tp 1 converter writes it: cut along dim 0 in one piece
+                    alt = {'cat_dim': 0, 'param': sd['param']}
+                    try:
+                        sensitive += not torch.equal(ds_tp_slice(alt, w.shape, r, tp).view(w.shape), w)
+                    except AssertionError:
+                        sensitive += 1
         if not ok:
             wrong.append(n)
     good = not wrong and not keys
     print(('ok - %s at tp %d: %d parameters, fp32/exp_avg/exp_avg_sq cut as load_hp_checkpoint_state cuts them, '
-           'each rank\'s slice equals tpconv shard\'s rank tensor; %d row-parallel rank slices would differ cut '
-           'along dim 0; universal_checkpoint_info gives each file\'s keys' if good else
+           'each rank\'s slice equals tpconv shard\'s rank tensor; %d rank slices (row-parallel, fused) would differ '
+           'cut along dim 0 in one piece; universal_checkpoint_info gives each file\'s keys' if good else
            'not ok - %s at tp %d: %d parameters, %d') % (os.path.basename(tag.rstrip('/')), tp, len(names), sensitive))
     if wrong:
         print('# wrong: ' + ' '.join(wrong))
@@ -311,6 +353,8 @@ LLAMA_INFO = {
     'parameter_with_row_parallelism_patterns': [r'.*self_attn\.o_proj\.weight$', r'.*mlp\.down_proj\.weight$'],
     'vocabulary_parameter_patterns': [r'model\.embed_tokens\.weight$'],
     'parameter_with_2_sub_params_cat_dim_0': [r'.*mlp\.gate_up_proj\.weight$'],
+    'parameter_with_sub_params': [dict(patterns=[r'.*self_attn\.qkv_proj\.weight$'], shape=((20, 10, 10), 20),
+                                       partition_dim=0)],
     'original_vocab_size': 37,
 }
 CONFIG = dict(hidden_size=20, num_attention_heads=4, num_key_value_heads=2, intermediate_size=28,
@@ -347,9 +391,14 @@ def make(d):
     model_dir(os.path.join(d, 'mp'), params, 'LlamaForCausalLM')
     make_zero.save_zero(os.path.join(d, 'zp'), 2, 3, 23, 'global_step14', torch.bfloat16)
     with_info(os.path.join(d, 'zp'), 'LlamaForCausalLM')
-    fused = OrderedDict()
+    fused = OrderedDict()  # Phi-3's qkv_proj [q | k | v] (GQA: 20, 10, 10 rows) and gate_up_proj [gate; up]
     for n, t in params.items():
-        if n not in frozen and '.up_proj.' not in n:
+        if n in frozen or '.up_proj.' in n or '.k_proj.' in n or '.v_proj.' in n:
+            continue
+        if 'q_proj' in n:
+            fused[n.replace('q_proj', 'qkv_proj')] = torch.cat(
+                [t, params[n.replace('q_proj', 'k_proj')], params[n.replace('q_proj', 'v_proj')]])
+        else:
             fused[n.replace('gate_proj', 'gate_up_proj')] = (
                 torch.cat([t, params[n.replace('gate_proj', 'up_proj')]]) if 'gate_proj' in n else t)
     model_dir(os.path.join(d, 'mf'), fused, 'Phi3ForCausalLM')
@@ -475,6 +524,9 @@ def same(a, b):
         for f in fa:
             x, y = load(os.path.join(za, p, f)), load(os.path.join(zb, p, f))
             if isinstance(x, dict):
+                # a sub_param_shape's patterns name its parameter (tpconv: exactly; a client: as it likes)
+                x, y = ({k: (v.shape, v.partition_dim) if k == 'sub_param_shape' else v for k, v in z.items()}
+                        for z in (x, y))
                 if list(x) != list(y) or any(not (torch.equal(x[k], y[k]) and x[k].dtype == y[k].dtype)
                                              if torch.is_tensor(x[k]) else x[k] != y[k] for k in x):
                     bad.append((p, f))

@@ -90,7 +90,8 @@ run "$TPCONV" convert "$T/z2/$U" --format dcp --optimizer --dcp-ranks 2 --no-ext
   bad "universal to DCP" "$(cat "$T/err" | head -3)"
 
 # tensor parallelism: each parameter's split from its family's record (zp: config.json names
-# LlamaForCausalLM; zf: --preset phi3, a fused gate_up_proj) gives the files DeepSpeed's
+# LlamaForCausalLM; zf: --preset phi3, fused qkv_proj (GQA: sub_param_shape, sized by its
+# config.json's head counts) and gate_up_proj (param_n_sub_params 2)) gives the files DeepSpeed's
 # converter writes with a client's universal_checkpoint_info, and load_hp_checkpoint_state's
 # tp 2 slices equal `tpconv shard`'s rank tensors; cat_dim 0 everywhere (--tp1-only) loads
 # the row-parallel and vocabulary tensors wrong at tp 2
@@ -110,8 +111,11 @@ tap_py
 run "$TPCONV" convert "$T/zp/global_step14" --format ds-universal -o "$T/tq/s" -q && diff -r "$T/tp/$U" "$T/tq/s" >/dev/null &&
   ok "the tag folder inside a Trainer checkpoint finds the family in the config.json above it: the same files" ||
   bad "config.json above" "rc=$rc" "$(head -2 "$T/err")"
+run "$TPCONV" inspect "$T/tf/$U"
+grep -qx "# tensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for 4 parameters (model.layers.0.self_attn.o_proj.weight: 1, ...), no cat_dim (replicated) 4, vocab_tensor 1, param_n_sub_params 2, sub_param_shape 2" "$T/out" &&
+  ok "inspect: the fused model's qkv_proj by sub_param_shape, gate_up_proj by param_n_sub_params" || bad "inspect fused" "$(head -5 "$T/out")"
 run "$TPCONV" inspect "$T/tp/$U"
-grep -qx "# tensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for 4 parameters (model.layers.0.self_attn.o_proj.weight: 1, ...), no cat_dim (replicated) 4, vocab_tensor 1, param_n_sub_params 0" "$T/out" &&
+grep -qx "# tensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for 4 parameters (model.layers.0.self_attn.o_proj.weight: 1, ...), no cat_dim (replicated) 4, vocab_tensor 1, param_n_sub_params 0, sub_param_shape 0" "$T/out" &&
   ok "inspect names the tensor-parallel cuts" || bad "inspect cuts" "$(head -5 "$T/out")"
 
 # refused by name: exit 3, nothing written
@@ -136,6 +140,9 @@ refuse "a model of no known family" "$T/nf/s" "tpconv: error: '$T/nf/s': the ten
   "$TPCONV" convert "$T/z2" --format ds-universal -o "$T/nf/s" -q
 refuse "tensors no rule of the family splits" "$T/nr/s" "tpconv: error: '$T/nr/s': the tensor-parallel split of 15 parameters is unknown (model.embed_tokens.weight, model.layers.0.self_attn.q_proj.weight, model.layers.0.self_attn.k_proj.weight, ...): no rule of family 'gpt2' splits them; DeepSpeed's loader cuts each along cat_dim for its tensor-parallel rank, so cat_dim 0 loads right at tensor parallel 1 only: name the family (--preset) or write for tensor parallel 1 (--tp1-only)" \
   "$TPCONV" convert "$T/z2" --format ds-universal --preset gpt2 -o "$T/nr/s" -q
+cp -r "$T/zf" "$T/nc" && rm "$T/nc/config.json"
+refuse "a fused qkv_proj without the head counts (no config.json)" "$T/ncu/s" "tpconv: error: '$T/ncu/s': the tensor-parallel split of 2 parameters is unknown (model.layers.0.self_attn.qkv_proj.weight, model.layers.1.self_attn.qkv_proj.weight): family 'phi3' splits them in parts sized by the model's head counts, which no config.json beside the input gives (or they do not add up to the tensor); DeepSpeed's loader cuts each along cat_dim for its tensor-parallel rank, so cat_dim 0 loads right at tensor parallel 1 only: put the model's config.json beside the input or write for tensor parallel 1 (--tp1-only)" \
+  "$TPCONV" convert "$T/nc" --format ds-universal --preset phi3 -o "$T/ncu/s" -q
 # what an interrupted write leaves (parameters' files, no optimizer_state.pt): the same command again replaces it
 mkdir -p "$T/intr/s/zero/$K" && cp "$T/t2/$U/zero/$K/fp32.pt" "$T/intr/s/zero/$K/" && : >"$T/intr/s/zero/$K/exp_avg.pt"
 run "$TPCONV" convert "$T/z2" --format ds-universal --tp1-only -o "$T/intr/s" -q &&

@@ -48,6 +48,17 @@ static void same_as_plan(const tpc_plan *p, const tpc_family_tp *tp, const char 
 	for (int k = 0; r->parts_listed && r->nparts > 1 && k < r->nparts; k++)
 		uneven |= r->parts[k].rest || r->parts[k].sym != TPC_HEADS_NONE || r->parts[k].size != r->parts[0].size;
 	assert_int_equal(s.uneven_parts, uneven);
+	/* the listed parts, each as the planner reads it */
+	assert_int_equal(s.nlisted, r->parts_listed && uneven ? r->nparts : 0);
+	for (int k = 0; k < s.nlisted; k++) {
+		const tpc_plan_part *pp = &r->parts[k];
+		if (pp->rest)
+			assert_string_equal(s.part[k].sym, "rest");
+		else if (pp->sym != TPC_HEADS_NONE)
+			assert_string_equal(s.part[k].sym, tpc_heads_kind_name(pp->sym));
+		else
+			assert_true(!s.part[k].sym[0] && s.part[k].size == pp->size);
+	}
 	assert_int_equal(s.stacked, r->stacked);
 }
 
@@ -118,6 +129,11 @@ static void test_llama(void **st)
 		assert_int_equal(tpc_family_tp_split(tp, want[i].name, want[i].ndim, &s, &e), 0);
 		if (s.kind != want[i].kind || s.dim != want[i].dim || s.parts != want[i].parts || s.uneven_parts != want[i].uneven)
 			fail_msg("%s: kind %d dim %d parts %d uneven %d", want[i].name, s.kind, s.dim, s.parts, s.uneven_parts);
+		if (s.uneven_parts) { /* qkv_proj: [q | k | v] */
+			assert_int_equal(s.nlisted, 3);
+			assert_string_equal(s.part[0].sym, "q");
+			assert_string_equal(s.part[2].sym, "kv");
+		}
 	}
 	tpc_family_tp_free(tp);
 	/* a record without a plan is refused, not guessed */
