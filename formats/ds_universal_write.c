@@ -397,6 +397,46 @@ static bool part_sizes(const uwrite *u, const tpc_tensor *t, const tpc_tp_split 
 	return (rest < 0 || sz[rest] > 0) && sum == t->shape[s->dim];
 }
 
+/* pt for split s of t, in the form universal_checkpoint_info's pattern
+ * lists can name, so that the files are what ds_to_universal.py writes for
+ * this folder's own info: dim 0 (cat_dim 0; a 2-D vocabulary: vocab_tensor,
+ * as the loader pads rows with F.pad(t, (0, 0, 0, n)), 2-D only), dim 1
+ * (cat_dim 1: row parallelism), 2 equal parts along dim 0
+ * (param_n_sub_params 2); every other split - listed parts (their sizes
+ * from the facts), equal parts elsewhere, a dim past 1 - as sub_param_shape,
+ * the parts (or the one) along partition_dim, each narrowed and chunked
+ * (l. 94-111). false: the split cannot be sized here. */
+static bool set_split(const uwrite *u, const tpc_tensor *t, const tpc_tp_split *s, ptp *pt)
+{
+	if (s->dim < 0 || s->dim >= t->ndim)
+		return false;
+	int64_t len = t->shape[s->dim];
+	pt->cat_dim = s->dim;
+	if (s->uneven_parts) {
+		if (!part_sizes(u, t, s, pt->sub))
+			return false;
+		pt->nsubs = s->nlisted;
+	} else if (s->parts > 1) {
+		if (s->parts > TPC_TP_MAX_PARTS || len % s->parts)
+			return false;
+		pt->nsubs = s->parts;
+		for (int k = 0; k < s->parts; k++)
+			pt->sub[k] = len / s->parts;
+	} else {
+		pt->nsubs = 1;
+		pt->sub[0] = len;
+	}
+	bool equal = true;
+	for (int k = 1; k < pt->nsubs; k++)
+		equal &= pt->sub[k] == pt->sub[0];
+	if (pt->nsubs == 2 && equal && s->dim == 0)
+		pt->nsub = 2;
+	else
+		pt->subshape = pt->nsubs > 1 || s->dim > 1;
+	pt->vocab = s->kind == TPC_TP_VOCAB && t->ndim == 2 && s->dim == 0 && pt->nsubs == 1;
+	return true;
+}
+
 /* Each stage 1/2 parameter's split from its family's record
  * (lib/tpc_family_tp.h). A matrix whose split is unknown (no family, no rule
  * of its plan, parts of sizes a universal file cannot give) is refused by
@@ -430,19 +470,7 @@ static int classify(uwrite *u, tpc_err *e)
 		pt->kind = P_SPLIT;
 		if (s.kind == TPC_TP_REPLICATE) {
 			pt->kind = P_REPLICATED;
-		} else if (s.kind == TPC_TP_SPLIT && s.uneven_parts && part_sizes(u, t, &s, pt->sub)) {
-			/* equal parts: param_n_sub_params; else sub_param_shape, each
-			 * part narrowed and chunked (l. 94-111) */
-			pt->cat_dim = s.dim;
-			pt->nsubs = s.nlisted;
-			for (int k = 1; k < s.nlisted; k++)
-				pt->subshape |= pt->sub[k] != pt->sub[0];
-			pt->nsub = pt->subshape ? 0 : s.nlisted;
-		} else if ((s.kind == TPC_TP_SPLIT || s.kind == TPC_TP_VOCAB) && !s.uneven_parts) {
-			pt->cat_dim = s.dim;
-			pt->nsub = s.parts > 1 ? s.parts : 0;
-			/* the loader pads rows with F.pad(t, (0, 0, 0, n)): 2-D only */
-			pt->vocab = s.kind == TPC_TP_VOCAB && t->ndim == 2 && s.dim == 0;
+		} else if ((s.kind == TPC_TP_SPLIT || s.kind == TPC_TP_VOCAB) && set_split(u, t, &s, pt)) {
 			if (pt->vocab && u->vocab_rows < 0)
 				u->vocab_rows = t->shape[0];
 		} else if (t->ndim >= 2) {

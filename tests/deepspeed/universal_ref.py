@@ -61,7 +61,9 @@ usage:
                                      model with Phi-3's fused qkv_proj, GQA, and
                                      gate_up_proj, Phi-3's config, dp 2),
                                      each with its universal folder, and their
-                                     parameters as model folders mp and mf
+                                     parameters as model folders mp and mf; zm
+                                     and mm: zf's model with multi-head attention
+                                     (qkv_proj's parts equal), no universal folder
   universal_ref.py tiny DIR [STAGE]  the committed fixtures (tests/data/ds_universal,
                                      STAGE 2, and ds_universal3, STAGE 3): a 3-parameter
                                      model saved as ZeRO-STAGE on 2 ranks
@@ -372,12 +374,12 @@ def with_info(z, arch):
         json.dump(dict(CONFIG, architectures=[arch]), f)
 
 
-def model_dir(d, params, arch):
+def model_dir(d, params, arch, **cfg):
     """the fp32 parameters as a model folder tpconv shard splits"""
     os.makedirs(d, exist_ok=True)
     torch.save(params, os.path.join(d, 'model.pt'))
     with open(os.path.join(d, 'config.json'), 'w') as f:
-        json.dump(dict(CONFIG, architectures=[arch]), f)
+        json.dump(dict(CONFIG, architectures=[arch], **cfg), f)
 
 
 def make(d):
@@ -407,6 +409,15 @@ def make(d):
     with_info(os.path.join(d, 'zf'), 'Phi3ForCausalLM')
     for z in ('zp', 'zf'):
         to_universal(os.path.join(d, z, 'global_step14'), os.path.join(d, z, 'global_step14_universal'))
+    # multi-head attention (4 K/V heads): qkv_proj's parts equal, 20 rows each; the save
+    # only (its universal folder is tpconv's, param_n_sub_params 3: no client pattern says that)
+    g = torch.Generator().manual_seed(5)
+    mha = OrderedDict((n, torch.cat([t[:20], torch.randn(40, 20, generator=g)]) if 'qkv_proj' in n else t)
+                      for n, t in fused.items())
+    model_dir(os.path.join(d, 'mm'), mha, 'Phi3ForCausalLM', num_key_value_heads=4)
+    make_zero.save_zero(os.path.join(d, 'zm'), 2, 2, 0, 'global_step14', torch.bfloat16,
+                        os.path.join(d, 'mm', 'model.pt'))
+    shutil.copy2(os.path.join(d, 'mm', 'config.json'), os.path.join(d, 'zm'))
     u = os.path.join(d, 'z2', 'global_step14_universal')
     name = 'model.layers.0.self_attn.k_proj.weight'
     for h in ('missing', 'shape', 'catdim'):

@@ -98,14 +98,16 @@ run "$TPCONV" convert "$T/z2/$U" --format dcp --optimizer --dcp-ranks 2 --no-ext
 run "$TPCONV" convert "$T/zp" --format ds-universal -o "$T/tp/$U" -q &&
   run "$TPCONV" convert "$T/zf" --format ds-universal --preset phi3 -o "$T/tf/$U" -q &&
   run "$TPCONV" shard "$T/mp" --tp 2 --layout hf --format torch -o "$T/sp" -q &&
-  run "$TPCONV" shard "$T/mf" --tp 2 --layout hf --format torch -o "$T/sf" -q ||
+  run "$TPCONV" shard "$T/mf" --tp 2 --layout hf --format torch -o "$T/sf" -q &&
+  run "$TPCONV" convert "$T/zm" --format ds-universal -o "$T/tm/$U" -q &&
+  run "$TPCONV" shard "$T/mm" --tp 2 --layout hf --format torch -o "$T/sm" -q ||
   bad "tensor-parallel writes" "$(head -3 "$T/err")"
 $PY "$Z/universal_ref.py" tp "$T/t2/$U" "$T/sp" 2 >"$T/py" 2>&1
 # the tp 1 folder loads wrong at tp 2, exactly where cat_dim 0 is not the split
 grep -q "^not ok" "$T/py" && grep -qx "# wrong: model.embed_tokens.weight model.layers.0.mlp.down_proj.weight model.layers.0.self_attn.o_proj.weight model.layers.1.mlp.down_proj.weight model.layers.1.self_attn.o_proj.weight" "$T/py" &&
   ok "cat_dim 0 everywhere (--tp1-only) loads wrong at tp 2 exactly the vocabulary and the row-parallel o_proj and down_proj" ||
   bad "tp 1 folder at tp 2" "$(head -4 "$T/py")"
-$PY "$Z/universal_ref.py" tp "$T/tp/$U" "$T/sp" 2 "$T/tf/$U" "$T/sf" 2 >"$T/py" 2>&1
+$PY "$Z/universal_ref.py" tp "$T/tp/$U" "$T/sp" 2 "$T/tf/$U" "$T/sf" 2 "$T/tm/$U" "$T/sm" 2 >"$T/py" 2>&1
 $PY "$Z/universal_ref.py" same "$T/zp/$U" "$T/tp/$U" "$T/zf/$U" "$T/tf/$U" >>"$T/py" 2>&1
 tap_py
 run "$TPCONV" convert "$T/zp/global_step14" --format ds-universal -o "$T/tq/s" -q && diff -r "$T/tp/$U" "$T/tq/s" >/dev/null &&
@@ -114,6 +116,9 @@ run "$TPCONV" convert "$T/zp/global_step14" --format ds-universal -o "$T/tq/s" -
 run "$TPCONV" inspect "$T/tf/$U"
 grep -qx "# tensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for 4 parameters (model.layers.0.self_attn.o_proj.weight: 1, ...), no cat_dim (replicated) 4, vocab_tensor 1, param_n_sub_params 2, sub_param_shape 2" "$T/out" &&
   ok "inspect: the fused model's qkv_proj by sub_param_shape, gate_up_proj by param_n_sub_params" || bad "inspect fused" "$(head -5 "$T/out")"
+run "$TPCONV" inspect "$T/tm/$U"
+grep -q "param_n_sub_params 2, sub_param_shape 2$" "$T/out" && ok "inspect: multi-head attention's qkv_proj (equal parts, 3) by sub_param_shape, as its universal_checkpoint_info can name it" ||
+  bad "inspect mha" "$(sed -n 4p "$T/out")"
 run "$TPCONV" inspect "$T/tp/$U"
 grep -qx "# tensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for 4 parameters (model.layers.0.self_attn.o_proj.weight: 1, ...), no cat_dim (replicated) 4, vocab_tensor 1, param_n_sub_params 0, sub_param_shape 0" "$T/out" &&
   ok "inspect names the tensor-parallel cuts" || bad "inspect cuts" "$(head -5 "$T/out")"
