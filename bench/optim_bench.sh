@@ -41,5 +41,5 @@ mkdir -p "$DIR/kz"
 measure "in-kernel copy of the optimizer files (kcopy.py)" "$DIR/kz/x" sh -c 'mkdir -p "$1" && shift && exec "$@"' sh "$DIR/kz/x" $PY "$HERE/kcopy.py" $OPTF "$DIR/kz/x"
 measure "tpconv convert zero2 --optimizer -o optimizer.pt" "$DIR/optimizer.pt" "$TPCONV" convert "$Z" --optimizer -o "$DIR/optimizer.pt" -q
 measure "tpconv convert zero2 --optimizer --format dcp --dcp-ranks 2" "$DIR/optim.dcp" "$TPCONV" convert "$Z" --optimizer --format dcp --dcp-ranks 2 -o "$DIR/optim.dcp" -q
-measure "tpconv convert zero2 --format ds-universal (fp32 masters and both moments, a file each per parameter)" "$DIR/optim.universal" "$TPCONV" convert "$Z" --format ds-universal -o "$DIR/optim.universal" -q
+measure "tpconv convert zero2 --format ds-universal (fp32 masters and both moments, a file each per parameter)" "$DIR/optim.universal" "$TPCONV" convert "$Z" --format ds-universal --preset llama -o "$DIR/optim.universal" -q
 rmdir "$DIR/kz" 2>/dev/null || true

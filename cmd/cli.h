@@ -39,7 +39,9 @@ extern int tpc_cli_verbose; /* -v count; -1 with -q */
 const char *tpc_cli_out_formats(void);
 const char *tpc_cli_out_names(void);
 const char *tpc_cli_rank_formats(void); /* what shard --format takes: "safetensors, torch or dcp" */
-char *tpc_cli_out_formats_help(void); /* malloc'd; NULL when out of memory */
+const char *tpc_cli_model_formats(void); /* those that hold a model: merge's (not ds-universal) */
+/* malloc'd; NULL when out of memory. models: only the formats that hold a model */
+char *tpc_cli_out_formats_help(bool models);
 int tpc_cli_complete(int argc, char **argv);
 
 /* Print "tpconv: error: <formatted>" and return the exit status for e. */

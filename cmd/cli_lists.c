@@ -24,6 +24,12 @@ static bool writable(const tpc_format *f)
 	return f->write && !f->index;
 }
 
+/* One merge writes: a model, not an optimizer's state alone */
+static bool model_writable(const tpc_format *f)
+{
+	return writable(f) && !f->optimizer_only;
+}
+
 static bool rank_file(const tpc_format *f)
 {
 	return f->rank_file;
@@ -50,6 +56,12 @@ const char *tpc_cli_out_formats(void)
 {
 	static char list[256];
 	return format_names(writable, list, sizeof(list));
+}
+
+const char *tpc_cli_model_formats(void)
+{
+	static char list[256];
+	return format_names(model_writable, list, sizeof(list));
 }
 
 const char *tpc_cli_rank_formats(void)
@@ -100,7 +112,7 @@ static void wrapped(tpc_buf *b, const char *text, size_t indent, size_t col)
 	tpc_buf_addc(b, '\n');
 }
 
-char *tpc_cli_out_formats_help(void)
+char *tpc_cli_out_formats_help(bool models)
 {
 	tpc_buf b = TPC_BUF_INIT;
 	const tpc_format *ix = tpc_format_index();
@@ -108,7 +120,7 @@ char *tpc_cli_out_formats_help(void)
 	for (size_t i = 0; i < tpc_format_count(); i++) {
 		const tpc_format *fm = tpc_format_at(i);
 		tpc_buf t = TPC_BUF_INIT;
-		if (!writable(fm))
+		if (!(models ? model_writable(fm) : writable(fm)))
 			continue;
 		tpc_buf_addf(&t, "%s;", fm->desc);
 		for (const char *const *x = fm->exts; x && *x; x++)

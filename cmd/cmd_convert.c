@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "tpc_extras.h"
+#include "tpc_family.h"
 #include "tpc_format.h"
 #include "tpc_io.h"
 #include "tpc_optim.h"
@@ -78,6 +79,14 @@ static const char *help =
 	"  --zero-stage N           --format ds-universal: the layout the ZeRO stage N engine\n"
 	"                           loads (1 or 2; 3: flat tensors, one param group); default\n"
 	"                           the source's stage (a ZeRO save), else 2\n"
+	"  --preset NAME            --format ds-universal: the model's family (default: the one\n"
+	"                           config.json beside IN or in its parent names), whose split\n"
+	"                           rules give each parameter's cat_dim, vocab_tensor,\n"
+	"                           param_n_sub_params or sub_param_shape, so DeepSpeed loads it\n"
+	"                           right at any tensor-parallel degree; a matrix of unknown\n"
+	"                           split is refused\n"
+	"  --tp1-only               --format ds-universal: write a matrix of unknown split with\n"
+	"                           cat_dim 0 (loads right at tensor parallel 1 only)\n"
 	"  --preset NAME, --plan FILE, --tp N, --pp M\n"
 	"                           the plan and degrees of a shard set without a manifest\n"
 	"  --strict                 refuse pickle globals outside torch's weights_only allow-list,\n"
@@ -120,12 +129,12 @@ static const char *help =
 
 static void print_help(void)
 {
-	char *formats = tpc_cli_out_formats_help();
+	char *formats = tpc_cli_out_formats_help(false);
 	printf(help, tpc_cli_out_formats(), formats ? formats : "", tpc_cli_remap_help, tpc_cli_remap_fact_help);
 	free(formats);
 }
 
-enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS, O_NO_MTP, O_ZERO_STAGE };
+enum { O_DRY_RUN = 0x1200, O_OUTTYPE, O_GGUF_NAMES, O_GGUF_PRE, O_LORA, O_BASE, O_OPTIMIZER, O_DCP_RANKS, O_NO_MTP, O_ZERO_STAGE, O_TP1_ONLY };
 
 /* A folder output of a checkpoint whose file holds its configuration
  * (GGUF): the config.json its metadata gives, unless one was copied. 0 or
@@ -266,7 +275,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 		{"lora", required_argument, NULL, O_LORA},
 		{"base", required_argument, NULL, O_BASE},
 		{"optimizer", no_argument, NULL, O_OPTIMIZER}, {"dcp-ranks", required_argument, NULL, O_DCP_RANKS},
-		{"zero-stage", required_argument, NULL, O_ZERO_STAGE},
+		{"zero-stage", required_argument, NULL, O_ZERO_STAGE}, {"tp1-only", no_argument, NULL, O_TP1_ONLY},
 		TPC_CLI_REMAP_LONGOPTS, TPC_CLI_REMAP_FACT_LONGOPTS, TPC_CLI_SET_PLAN_LONGOPTS,
 		{NULL, 0, NULL, 0}};
 	int ch, ret;
@@ -304,6 +313,7 @@ static int parse_args(conv *c, int argc, char **argv, tpc_cli_remap *rm)
 				return tpc_cli_usage("convert", "--zero-stage takes 1, 2 or 3, not '%s'", optarg);
 			c->wo.zero_stage = optarg[0] - '0';
 			break;
+		case O_TP1_ONLY: c->wo.tp1_only = true; break;
 		case O_LORA:
 			if (c->nlora == TPC_CLI_LORA_MAX)
 				return tpc_cli_usage("convert", "more than %d --lora adapters", TPC_CLI_LORA_MAX);
@@ -351,9 +361,16 @@ static int check_output(conv *c, const tpc_cli_remap *rm)
 	bool uni = c->outf && !strcmp(c->outf->name, "ds-universal");
 	if (c->wo.zero_stage && !uni)
 		return tpc_cli_usage("convert", "--zero-stage goes with a DeepSpeed universal output (--format ds-universal)");
+	if (c->wo.tp1_only && !uni)
+		return tpc_cli_usage("convert", "--tp1-only goes with a DeepSpeed universal output (--format ds-universal)");
 	if (uni) { /* the optimizer's state is what it holds; no model companions */
 		c->optimizer = c->no_extras = true;
 		c->flags |= TPC_CLI_IN_OPTIMIZER;
+		/* --preset names the model's family, whose record gives each
+		 * parameter's tensor-parallel split (cat_dim) */
+		if (c->set.preset && !(c->wo.family = tpc_family_find(c->set.preset)))
+			return tpc_cli_usage("convert", "--preset: unknown family '%s' (tpconv plan --list)", c->set.preset);
+		c->set.preset = NULL;
 	}
 	if (c->optimizer && (rm->rules || c->dequant || c->nlora || c->set.select))
 		return tpc_cli_usage("convert", "--optimizer writes the optimizer state as it was saved: no rename rules, --dequantize, --lora or --select");

@@ -93,8 +93,8 @@ static const char *help =
 
 static void print_help(void)
 {
-	char *formats = tpc_cli_out_formats_help();
-	printf(help, tpc_cli_out_formats(), formats ? formats : "");
+	char *formats = tpc_cli_out_formats_help(true); /* ds-universal is refused as usage */
+	printf(help, tpc_cli_model_formats(), formats ? formats : "");
 	free(formats);
 }
 

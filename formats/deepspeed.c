@@ -724,6 +724,35 @@ static int add_optim_tree(zero *z, const tpc_value *shapes, tpc_err *e)
 	return ret;
 }
 
+static void ext_unref(void *v)
+{
+	tpc_value_unref(v);
+}
+
+/* ck->ext: what the engine restores from the model states beside the
+ * optimizer (deepspeed.h, TPC_ZERO_MODEL_STATES) */
+static int keep_model_states(zero *z, tpc_err *e)
+{
+	static const char *const keys[] = {"lr_scheduler", "data_sampler", "random_ltd",
+					   "global_steps", "global_samples", "skipped_steps"};
+	if (z->ck->ext)
+		return 0;
+	tpc_value *d = tpc_value_new(TPC_V_DICT);
+	if (!d)
+		return tpc_err_nomem(e);
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		tpc_value *v = (tpc_value *)dget(z->ms[0].root, keys[k]);
+		if (v && tpc_value_set(d, tpc_value_str(keys[k], strlen(keys[k])), tpc_value_ref(v))) {
+			tpc_value_unref(d);
+			return tpc_err_nomem(e);
+		}
+	}
+	z->ck->ext = d;
+	z->ck->ext_tag = TPC_ZERO_MODEL_STATES;
+	z->ck->ext_free = ext_unref;
+	return 0;
+}
+
 /* ---- the whole checkpoint ---- */
 
 static int check_optim(zero *z, tpc_err *e)
@@ -859,7 +888,7 @@ static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t no
 		goto out;
 	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
 		goto out;
-	if (optim && (ret = add_optim_tree(&z, shapes, e)))
+	if (optim && ((ret = add_optim_tree(&z, shapes, e)) || (ret = keep_model_states(&z, e))))
 		goto out;
 	set_about(&z, tag);
 	if (!ck->format || strcmp(ck->format, "deepspeed")) {

@@ -63,6 +63,15 @@
 #include "tpc_ckpt.h"
 #include "tpc_err.h"
 
+/* With the optimizer read, ck->ext holds (tag TPC_ZERO_MODEL_STATES) a DICT
+ * of what the engine restores from rank 0's model states beside the
+ * optimizer (engine.py _load_checkpoint: lr_scheduler, data_sampler,
+ * random_ltd, global_steps, global_samples, skipped_steps; those the file
+ * has), for the universal writer, which keeps them as ds_to_universal.py
+ * keeps the file (main: copied). Its values may hold TENSOR leaves, which
+ * index no tensor of ck. */
+#define TPC_ZERO_MODEL_STATES "deepspeed-model-states"
+
 /* Consolidate a ZeRO checkpoint given as file images (for tests and the
  * fuzzer): bufs[0..nmodel) are model-states files (rank order), the next
  * noptim are optim-states files. `label` names them in errors. */

@@ -102,6 +102,11 @@ typedef struct uread {
 	const tpc_value *step3; /* stage 3: optimizer_state_dict.state[0].step */
 	tpc_value *state, *groups, *model;
 	size_t nfile, nparams, nmoments;
+	/* stage 1/2 fp32.pt's tensor-parallel keys: cat_dim not 0 (the first
+	 * such parameter), no cat_dim (a replicated one), vocab_tensor,
+	 * param_n_sub_params */
+	size_t ncat, nwhole, nvocab, nsub, nsps;
+	char cat_first[160];
 	char **keys;            /* the current group's state keys (from its first parameter) */
 	size_t nkeys;
 	bool keys_set;
@@ -325,6 +330,16 @@ static int one_param(uread *u, const char *name, const tpc_value *shape, tpc_val
 	    (ret = add_as(u, ix, nb, sh, nd, &at, e)))
 		goto out;
 	u->nparams++;
+	if (u->stage != 3) { /* state_tensor checked their kinds */
+		const tpc_value *cd = dget(root, "cat_dim"), *vt = dget(root, "vocab_tensor"), *ns = dget(root, "param_n_sub_params");
+		const tpc_value *sps = dget(root, "sub_param_shape");
+		if (cd && cd->ival && !u->ncat++)
+			snprintf(u->cat_first, sizeof(u->cat_first), "%s: %lld", name, (long long)cd->ival);
+		u->nwhole += !cd && !sps;
+		u->nsps += sps != NULL;
+		u->nvocab += vt && vt->kind == TPC_V_BOOL && vt->ival;
+		u->nsub += ns && ns->ival > 1;
+	}
 	if (!u->optim)
 		goto out;
 	tpc_value *sd = tpc_value_new(TPC_V_DICT);
@@ -515,6 +530,11 @@ static void set_about(uread *u)
 		     u->stage == 3 ? "3" : "1/2", v && v->kind == TPC_V_STR ? v->str : "(no ds_version)");
 	tpc_buf_addf(&b, "\n%zu parameters from zero/NAME/fp32.pt (the fp32 masters, whole), in the order of param_shapes in %s",
 		     u->nparams, u->ms_name);
+	if (u->ncat || u->nwhole || u->nvocab || u->nsub || u->nsps)
+		tpc_buf_addf(&b, "\ntensor-parallel cuts (universal_checkpoint.py): cat_dim not 0 for %zu parameter%s%s%s%s, "
+				 "no cat_dim (replicated) %zu, vocab_tensor %zu, param_n_sub_params %zu, sub_param_shape %zu",
+			     u->ncat, u->ncat == 1 ? "" : "s", u->ncat ? " (" : "", u->cat_first, u->ncat ? ", ...)" : "", u->nwhole,
+			     u->nvocab, u->nsub, u->nsps);
 	if (u->optim)
 		tpc_buf_addf(&b, "\noptimizer state (read): %zu moments shaped as their parameters, from zero/NAME/KEY.pt", u->nmoments);
 	else

@@ -16,12 +16,18 @@
  *                                         optimizer_state_dict, state[0].step kept)
  *   ROOT/TAG/zero/NAME/fp32.pt            per parameter NAME (model.named_parameters()):
  *   ROOT/TAG/zero/NAME/exp_avg.pt         stage 1/2 (merge_tp_slices): torch.save of
- *   ROOT/TAG/zero/NAME/exp_avg_sq.pt      {"cat_dim": 0, "param": the whole parameter};
+ *   ROOT/TAG/zero/NAME/exp_avg_sq.pt      {"cat_dim": D, "param": the whole parameter},
+ *                                         cat_dim the tensor-parallel split's dim (absent:
+ *                                         replicated), with "param_n_sub_params": N for N
+ *                                         equal fused parts, "vocab_tensor": True for a
+ *                                         vocabulary without padding rows;
  *   ROOT/TAG/zero/NAME/step.pt            step.pt the group's step as saved (a scalar
  *                                         tensor or a number). Stage 3
  *                                         (merge_zero3_slices): the bare tensor, flat
  *                                         (numel,), no step.pt
- *   ROOT/TAG/mp_rank_00_model_states.pt   stage 1/2: the save's model states, copied;
+ *   ROOT/TAG/mp_rank_00_model_states.pt   stage 1/2: the save's model states, copied
+ *                                         (universal_checkpoint_info: the client's
+ *                                         patterns for those keys, read by the converter);
  *   ROOT/TAG/zero_pp_rank_0_mp_rank_00_model_states.pt
  *                                         stage 3 (engine.py _get_ckpt_name reads rank 0's)
  *

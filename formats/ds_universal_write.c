@@ -6,11 +6,15 @@
  * each parameter in torch.optim's order: zero/NAME/fp32.pt (the parameter),
  * zero/NAME/KEY.pt for each moment (exp_avg, exp_avg_sq: shaped as the
  * parameter, so element i stays on element i) and, for stage 1/2, step.pt;
- * then the model states file and zero/optimizer_state.pt; then
+ * each stage 1/2 file with the parameter's tensor-parallel split (cat_dim,
+ * param_n_sub_params, vocab_tensor) from its family's record; then the model
+ * states file and zero/optimizer_state.pt; then
  * OUT/../latest_universal naming OUT, last (main() of ds_to_universal.py).
  * Each file is written atomically; on failure the ones written go again. */
 #include "ds_universal.h"
+#include "deepspeed.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,9 @@
 
 #include "torch/torch.h"
 #include "tpc_buf.h"
+#include "tpc_cfg.h"
+#include "tpc_facts.h"
+#include "tpc_family_tp.h"
 #include "tpc_flat.h"
 #include "tpc_io.h"
 #include "tpc_optim.h"
@@ -29,6 +36,24 @@
 #define DS_VERSION "0.16.5"
 #define NAME_MAX_LEN 1000 /* a parameter's name, a folder's (paths are built in 1200 bytes) */
 
+/* How DeepSpeed's loader is to cut a parameter for its tensor-parallel rank
+ * (universal_checkpoint.py load_hp_checkpoint_state l. 92-119: chunk along
+ * cat_dim, param_n_sub_params parts each chunked, l. 65-74: a vocab_tensor
+ * zero-padded to the target's rows first), from its family's split. */
+typedef enum pkind { P_REPLICATED, P_SPLIT, P_VOCAB, P_TP1 } pkind;
+typedef struct ptp {
+	pkind kind;  /* P_REPLICATED: {"param"} alone, as merge_tp_slices writes a
+		      * TP_REPLICATED_PARAMETER_PATTERNS match (the loader takes the
+		      * whole when the target's shape is the full one, l. 57-59);
+		      * P_TP1: split unknown, cat_dim 0 under --tp1-only */
+	int cat_dim;
+	int nsub;    /* param_n_sub_params; 0: none */
+	bool vocab;  /* vocab_tensor */
+	bool subshape; /* sub_param_shape: nsubs parts of sizes sub[] along cat_dim */
+	int nsubs;
+	int64_t sub[TPC_TP_MAX_PARTS];
+} ptp;
+
 typedef struct uwrite {
 	const tpc_ckpt *ck;
 	const tpc_optim *o;
@@ -38,6 +63,11 @@ typedef struct uwrite {
 	bool replace;         /* files already there are replaced: --force, or no
 			       * zero/optimizer_state.pt yet (an interrupted write's) */
 	tpc_ckpt sc;          /* descriptions written: sc's tensors over ck's sources */
+	ptp *tp;              /* stage 1/2: each parameter's split, in o->p order */
+	const tpc_family *fam;/* whose record gave them; NULL: none known */
+	int64_t vocab_rows;   /* a vocab_tensor's rows (original_vocab_size); -1: none */
+	tpc_model_facts facts; /* config.json's, when have_facts */
+	bool have_facts;
 	char **done;          /* files written, removed on failure */
 	size_t ndone, capdone;
 } uwrite;
@@ -119,10 +149,51 @@ static int64_t desc(uwrite *u, int64_t i, const char *name, bool flat, tpc_err *
 	return ix;
 }
 
-/* One state file: stage 1/2 {"cat_dim": 0, "param": t} (ds_to_universal.py
- * merge_tp_slices, tensor-parallel degree 1: concatenated along dim 0),
+static tpc_value *name_pattern(const char *name);
+
+/* A fused parameter's parts as DeepSpeed's SubparamShape (universal_checkpoint.py
+ * l. 15-19) holds them: patterns (the parameter's name), shape (its dims, the
+ * split dim a tuple of the parts' sizes), partition_dim. as_dict: the dict
+ * universal_checkpoint_info's parameter_with_sub_params lists (ds_to_universal
+ * builds SubparamShape(**it)); else the object, pickled as
+ * SubparamShape(patterns, shape, partition_dim), which the loader reads (l. 94-101). */
+static tpc_value *subparam_shape(const char *name, const tpc_tensor *t, const ptp *pt, bool as_dict)
+{
+	tpc_value *pats = tpc_value_new(TPC_V_LIST), *shape = tpc_value_new(TPC_V_TUPLE), *parts = tpc_value_new(TPC_V_TUPLE);
+	int bad = !pats || !shape || !parts || tpc_value_append(pats, name_pattern(name));
+	for (int k = 0; k < pt->nsubs && !bad; k++)
+		bad = tpc_value_append(parts, tpc_value_int(pt->sub[k]));
+	for (int d = 0; d < t->ndim && !bad; d++)
+		bad = tpc_value_append(shape, d == pt->cat_dim ? tpc_value_ref(parts) : tpc_value_int(t->shape[d]));
+	tpc_value *out = NULL;
+	if (!bad && as_dict) {
+		out = tpc_value_new(TPC_V_DICT);
+		if (!out || tset(out, "patterns", tpc_value_ref(pats)) || tset(out, "shape", tpc_value_ref(shape)) ||
+		    tset(out, "partition_dim", tpc_value_int(pt->cat_dim))) {
+			tpc_value_unref(out);
+			out = NULL;
+		}
+	} else if (!bad) {
+		tpc_value *c = tpc_value_new(TPC_V_CALL), *args = tpc_value_new(TPC_V_TUPLE);
+		if (c && args && !tpc_value_append(c, tpc_value_global("deepspeed.checkpoint.universal_checkpoint", "SubparamShape")) &&
+		    !tpc_value_append(args, tpc_value_ref(pats)) && !tpc_value_append(args, tpc_value_ref(shape)) &&
+		    !tpc_value_append(args, tpc_value_int(pt->cat_dim)) && !tpc_value_append(c, tpc_value_ref(args)))
+			out = tpc_value_ref(c);
+		tpc_value_unref(c);
+		tpc_value_unref(args);
+	}
+	tpc_value_unref(pats);
+	tpc_value_unref(shape);
+	tpc_value_unref(parts);
+	return out;
+}
+
+/* One state file: stage 1/2 the dict merge_tp_slices (ds_to_universal.py
+ * l. 280-333) writes, in its key order: sub_param_shape or cat_dim (neither
+ * for a replicated parameter), param_n_sub_params, vocab_tensor, param, the
+ * parameter whole;
  * stage 3 the bare flat tensor (merge_zero3_slices). */
-static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, tpc_err *e)
+static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, const ptp *pt, tpc_err *e)
 {
 	char rel[1200], nm[1200];
 	snprintf(rel, sizeof(rel), "zero/%s/%s.pt", pname, key);
@@ -132,8 +203,12 @@ static int put_tensor(uwrite *u, const char *pname, const char *key, int64_t i, 
 		return (int)ix;
 	tpc_value *leaf = tpc_value_tensor(ix), *d = NULL;
 	int ret = 0;
-	if (u->stage != 3 && (!(d = tpc_value_new(TPC_V_DICT)) || tset(d, "cat_dim", tpc_value_int(0)) ||
-			      tset(d, "param", tpc_value_ref(leaf))))
+	if (u->stage != 3 &&
+	    (!(d = tpc_value_new(TPC_V_DICT)) ||
+	     (pt->subshape && tset(d, "sub_param_shape", subparam_shape(pname, &u->ck->t[i], pt, false))) ||
+	     (pt->kind != P_REPLICATED && !pt->subshape && tset(d, "cat_dim", tpc_value_int(pt->cat_dim))) ||
+	     (pt->nsub > 1 && tset(d, "param_n_sub_params", tpc_value_int(pt->nsub))) ||
+	     (pt->vocab && tset(d, "vocab_tensor", tpc_value_bool(1))) || tset(d, "param", tpc_value_ref(leaf))))
 		ret = tpc_err_nomem(e);
 	if (!ret && !leaf)
 		ret = tpc_err_nomem(e);
@@ -254,6 +329,184 @@ static int check_state(uwrite *u, stepv *gstep, tpc_err *e)
 	return 0;
 }
 
+/* The family config.json in folder dir names (architectures[0], else
+ * model_type) and its model facts (head counts, for fused parts); *found
+ * false when dir has no config.json. */
+static int config_in(uwrite *u, const char *dir, bool *found, tpc_err *e)
+{
+	char *p = dir ? tpc_path_join(dir, "config.json") : NULL;
+	tpc_cfg *c = NULL;
+	int ret = 0;
+	*found = p && tpc_exists(p);
+	if (*found && !(ret = tpc_cfg_from_file(&c, p, e))) {
+		const cJSON *a = tpc_cfg_get(c, TPC_CFG_TOP, "architectures", NULL);
+		const cJSON *mt = tpc_cfg_get(c, TPC_CFG_TOP, "model_type", NULL);
+		if (cJSON_IsArray(a) && cJSON_IsString(a->child))
+			u->fam = tpc_family_by_arch(a->child->valuestring);
+		if (!u->fam && cJSON_IsString(mt))
+			u->fam = tpc_family_by_model_type(mt->valuestring, NULL);
+		tpc_err fe; /* facts it cannot give stay unknown: the parts they size are refused */
+		tpc_err_init(&fe);
+		u->have_facts = !tpc_facts_from_cfg(&u->facts, c, &fe);
+	}
+	tpc_cfg_free(c);
+	free(p);
+	return ret;
+}
+
+/* The model's family: --preset's, else that of the config.json beside the
+ * input or in the folder above it (a ZeRO tag folder inside a Trainer
+ * checkpoint-N), whose facts size fused parts. */
+static int find_family(uwrite *u, tpc_err *e)
+{
+	const char *md = u->wo ? u->wo->model_dir : NULL;
+	bool found = false;
+	int ret = config_in(u, md, &found, e);
+	if (!ret && !found && md) {
+		char *up = tpc_path_join(md, "..");
+		ret = up ? config_in(u, up, &found, e) : tpc_err_nomem(e);
+		free(up);
+	}
+	if (u->wo && u->wo->family)
+		u->fam = u->wo->family;
+	return ret;
+}
+
+/* The sizes of a fused tensor's listed parts along its split dim (t's
+ * shape[dim]) from the model facts: "q" heads x head_dim rows, "kv" kv_heads
+ * x head_dim, a number itself, "rest" what the others leave. false when a
+ * fact is missing or they do not add up to the dim. */
+static bool part_sizes(const uwrite *u, const tpc_tensor *t, const tpc_tp_split *s, int64_t *sz)
+{
+	const tpc_model_facts *f = &u->facts;
+	int64_t hd = f->head_dim ? f->head_dim : f->heads > 0 ? f->hidden / f->heads : 0, sum = 0;
+	int rest = -1;
+	if (!u->have_facts || s->nlisted < 2 || s->dim < 0 || s->dim >= t->ndim)
+		return false;
+	for (int k = 0; k < s->nlisted; k++) {
+		const char *y = s->part[k].sym;
+		sz[k] = !*y ? s->part[k].size : !strcmp(y, "q") ? f->heads * hd : !strcmp(y, "kv") ? f->kv_heads * hd : 0;
+		if (!strcmp(y, "rest") && rest < 0)
+			rest = k;
+		else if (sz[k] <= 0)
+			return false;
+		sum += sz[k];
+	}
+	if (rest >= 0)
+		sum += sz[rest] = t->shape[s->dim] - sum;
+	return (rest < 0 || sz[rest] > 0) && sum == t->shape[s->dim];
+}
+
+/* pt for split s of t, in the form universal_checkpoint_info's pattern
+ * lists can name, so that the files are what ds_to_universal.py writes for
+ * this folder's own info: dim 0 (cat_dim 0; a 2-D vocabulary: vocab_tensor,
+ * as the loader pads rows with F.pad(t, (0, 0, 0, n)), 2-D only), dim 1
+ * (cat_dim 1: row parallelism), 2 equal parts along dim 0
+ * (param_n_sub_params 2); every other split - listed parts (their sizes
+ * from the facts), equal parts elsewhere, a dim past 1 - as sub_param_shape,
+ * the parts (or the one) along partition_dim, each narrowed and chunked
+ * (l. 94-111). false: the split cannot be sized here. */
+static bool set_split(const uwrite *u, const tpc_tensor *t, const tpc_tp_split *s, ptp *pt)
+{
+	if (s->dim < 0 || s->dim >= t->ndim)
+		return false;
+	int64_t len = t->shape[s->dim];
+	pt->cat_dim = s->dim;
+	if (s->uneven_parts) {
+		if (!part_sizes(u, t, s, pt->sub))
+			return false;
+		pt->nsubs = s->nlisted;
+	} else if (s->parts > 1) {
+		if (s->parts > TPC_TP_MAX_PARTS || len % s->parts)
+			return false;
+		pt->nsubs = s->parts;
+		for (int k = 0; k < s->parts; k++)
+			pt->sub[k] = len / s->parts;
+	} else {
+		pt->nsubs = 1;
+		pt->sub[0] = len;
+	}
+	bool equal = true;
+	for (int k = 1; k < pt->nsubs; k++)
+		equal &= pt->sub[k] == pt->sub[0];
+	if (pt->nsubs == 2 && equal && s->dim == 0)
+		pt->nsub = 2;
+	else
+		pt->subshape = pt->nsubs > 1 || s->dim > 1;
+	pt->vocab = s->kind == TPC_TP_VOCAB && t->ndim == 2 && s->dim == 0 && pt->nsubs == 1;
+	return true;
+}
+
+/* Each stage 1/2 parameter's split from its family's record
+ * (lib/tpc_family_tp.h). A matrix whose split is unknown (no family, no rule
+ * of its plan, parts of sizes a universal file cannot give) is refused by
+ * name: DeepSpeed's loader would cut it along dim 0 at any tensor-parallel
+ * degree, silently wrong for a row-parallel one (o_proj, down_proj), unless
+ * --tp1-only says the folder is for tensor parallel 1. A 1-D tensor has one
+ * dim to cut: never unknown. */
+static int classify(uwrite *u, tpc_err *e)
+{
+	const tpc_optim *o = u->o;
+	tpc_family_tp *ft = NULL;
+	tpc_buf names;
+	size_t nunk = 0, nparts = 0; /* unknown, of which fused parts of unknown sizes */
+	const char *why = NULL;
+	int ret;
+	u->vocab_rows = -1;
+	if (u->stage == 3) /* stage3.py's loader cuts no tensor-parallel slice */
+		return 0;
+	if (!(u->tp = tpc_calloc(o->np, sizeof(*u->tp))))
+		return tpc_err_nomem(e);
+	if ((ret = find_family(u, e)) || (u->fam && u->fam->plan && (ret = tpc_family_tp_open(&ft, u->fam, e))))
+		return ret;
+	tpc_buf_init(&names);
+	for (size_t i = 0; i < o->np && !ret; i++) {
+		const tpc_tensor *t = &u->ck->t[o->p[i].param];
+		ptp *pt = &u->tp[i];
+		tpc_tp_split s;
+		memset(&s, 0, sizeof(s));
+		if (ft && (ret = tpc_family_tp_split(ft, o->p[i].fqn, t->ndim, &s, e)))
+			break;
+		pt->kind = P_SPLIT;
+		if (s.kind == TPC_TP_REPLICATE) {
+			pt->kind = P_REPLICATED;
+		} else if ((s.kind == TPC_TP_SPLIT || s.kind == TPC_TP_VOCAB) && set_split(u, t, &s, pt)) {
+			if (pt->vocab && u->vocab_rows < 0)
+				u->vocab_rows = t->shape[0];
+		} else if (t->ndim >= 2) {
+			pt->kind = P_TP1;
+			if (s.uneven_parts) {
+				nparts++;
+				why = s.nlisted ? "parts sized by the model's head counts, which no config.json beside the input gives (or they do not add up to the tensor)"
+						: "2 parts or 1 as the model's activation is gated or not (unsaid here)";
+			}
+			if (nunk++ < 3)
+				tpc_buf_addf(&names, "%s%s", nunk > 1 ? ", " : "", o->p[i].fqn);
+		}
+	}
+	if (!ret && names.oom)
+		ret = tpc_err_nomem(e);
+	if (!ret && nunk && !(u->wo && u->wo->tp1_only)) {
+		char fam[320];
+		if (!u->fam)
+			snprintf(fam, sizeof(fam), "no model family is known (no config.json naming one beside the input, no --preset)");
+		else if (!ft)
+			snprintf(fam, sizeof(fam), "family '%s' has no split plan", u->fam->name);
+		else if (nparts == nunk)
+			snprintf(fam, sizeof(fam), "family '%s' splits %s in %s", u->fam->name, nunk == 1 ? "it" : "them", why);
+		else
+			snprintf(fam, sizeof(fam), "no rule of family '%s' splits %s%s", u->fam->name,
+				 nparts ? "some, the others fused in " : nunk == 1 ? "it" : "them", nparts ? why : "");
+		ret = tpc_err_at(e, TPC_EINPUT, NULL, NULL,
+				 "the tensor-parallel split of %zu parameter%s is unknown (%s%s): %s; DeepSpeed's loader cuts each along cat_dim for its tensor-parallel rank, so cat_dim 0 loads right at tensor parallel 1 only: %s or write for tensor parallel 1 (--tp1-only)",
+				 nunk, nunk == 1 ? "" : "s", names.p ? names.p : "", nunk > 3 ? ", ..." : "", fam,
+				 u->fam && ft && nparts == nunk ? "put the model's config.json beside the input" : "name the family (--preset)");
+	}
+	tpc_buf_release(&names);
+	tpc_family_tp_free(ft);
+	return ret;
+}
+
 /* A KEY.pt already in the parameter's folder that this write does not
  * replace: universal_checkpoint.py would load it as the parameter's state
  * (every "(.+).pt"), so it is refused by name, never removed. */
@@ -283,13 +536,13 @@ static int stale_file(uwrite *u, const tpc_optim_param *p, tpc_err *e)
 }
 
 /* One parameter's files: fp32.pt, each moment, stage 1/2 step.pt. */
-static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
+static int put_param(uwrite *u, const tpc_optim_param *p, const ptp *pt, tpc_err *e)
 {
-	int ret = put_tensor(u, p->fqn, "fp32", p->param, e);
+	int ret = put_tensor(u, p->fqn, "fp32", p->param, pt, e);
 	for (size_t q = 0; q < p->ns && !ret; q++) {
 		const tpc_optim_entry *en = &p->s[q];
 		if (en->moment) {
-			ret = put_tensor(u, p->fqn, en->key, en->t, e);
+			ret = put_tensor(u, p->fqn, en->key, en->t, pt, e);
 		} else if (u->stage != 3) {
 			/* the group's step as saved (dump_param_fragment: not narrowed) */
 			char rel[1200], nm[1200];
@@ -306,12 +559,113 @@ static int put_param(uwrite *u, const tpc_optim_param *p, tpc_err *e)
 	return ret;
 }
 
+/* A name as a regular expression re.match takes for exactly it (Python's
+ * re.escape of the specials, then "$"). */
+static tpc_value *name_pattern(const char *name)
+{
+	tpc_buf b;
+	tpc_buf_init(&b);
+	for (const char *c = name; *c; c++) {
+		if (strchr(".^$*+?{}[]\\|()", *c))
+			tpc_buf_addc(&b, '\\');
+		tpc_buf_addc(&b, *c);
+	}
+	tpc_buf_addc(&b, '$');
+	tpc_value *v = b.oom ? NULL : tpc_value_str(b.p, b.len);
+	tpc_buf_release(&b);
+	return v;
+}
+
+/* universal_checkpoint_info, the client state ds_to_universal.py reads from
+ * the model states file (deepspeed_checkpoint.py get_checkpoint_info ->
+ * _get_checkpoint_value; merge_tp_slices l. 238-244, 323-328): each
+ * parameter under the pattern list its file follows, by its exact name, and
+ * the vocabulary's rows; a converter run on this folder's save finds the
+ * splits the files have. */
+static tpc_value *checkpoint_info(const uwrite *u)
+{
+	static const char *const lists[] = {"tp_replicated_parameter_patterns", "parameter_with_row_parallelism_patterns",
+					    "vocabulary_parameter_patterns", "parameter_with_2_sub_params_cat_dim_0",
+					    "parameter_with_sub_params"};
+	tpc_value *d = tpc_value_new(TPC_V_DICT), *l[5];
+	int bad = !d || tset(d, "universal_checkpoint_version", tpc_value_float(0.2));
+	for (int k = 0; k < 5; k++)
+		bad = bad || !(l[k] = tpc_value_new(TPC_V_LIST)) || tset(d, lists[k], l[k]);
+	for (size_t i = 0; i < u->o->np && !bad; i++) {
+		const ptp *pt = &u->tp[i];
+		const char *nm = u->o->p[i].fqn;
+		int in[4] = {pt->kind == P_REPLICATED, pt->kind == P_SPLIT && pt->cat_dim == 1 && pt->nsub < 2 && !pt->subshape,
+			     pt->vocab, pt->kind == P_SPLIT && pt->cat_dim == 0 && pt->nsub == 2};
+		for (int k = 0; k < 4 && !bad; k++)
+			bad = in[k] && tpc_value_append(l[k], name_pattern(nm));
+		if (!bad && pt->subshape)
+			bad = tpc_value_append(l[4], subparam_shape(nm, &u->ck->t[u->o->p[i].param], pt, true));
+	}
+	if (!bad && u->vocab_rows >= 0)
+		bad = tset(d, "original_vocab_size", tpc_value_int(u->vocab_rows));
+	if (bad) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* What the ZeRO save's model states keep that the engine restores
+ * (deepspeed.h TPC_ZERO_MODEL_STATES); NULL for another input. */
+static const tpc_value *kept_states(const uwrite *u)
+{
+	const tpc_ckpt *ck = u->ck;
+	return ck->ext && ck->ext_tag && !strcmp(ck->ext_tag, TPC_ZERO_MODEL_STATES) ? ck->ext : NULL;
+}
+
+/* The kept value of `key` (a new reference), else dflt */
+static tpc_value *kept(const uwrite *u, const char *key, tpc_value *dflt)
+{
+	tpc_value *v = tpc_value_get(kept_states(u), key);
+	if (!v)
+		return dflt;
+	tpc_value_unref(dflt);
+	return tpc_value_ref(v);
+}
+
+static bool holds_tensor(const tpc_value *v, int depth)
+{
+	if (!v || depth > 64)
+		return v != NULL;
+	if (v->kind == TPC_V_TENSOR || v->kind == TPC_V_STORAGE)
+		return true;
+	for (size_t i = 0; i < v->n; i++)
+		if ((v->items && holds_tensor(v->items[i], depth + 1)) || (v->keys && holds_tensor(v->keys[i], depth + 1)))
+			return true;
+	return false;
+}
+
+/* The kept states are written as they are: one holding tensors is refused
+ * by name (this writer saves the model states without tensors) rather than
+ * dropped, which the loading engine's lr_scheduler.load_state_dict would
+ * not survive. */
+static int check_kept(const uwrite *u, tpc_err *e)
+{
+	const tpc_value *d = kept_states(u);
+	for (size_t i = 0; d && d->kind == TPC_V_DICT && i < d->n; i++)
+		if (holds_tensor(d->items[i], 0))
+			return tpc_err_at(e, TPC_EINPUT, NULL, NULL,
+					  "the model states' %s holds tensors, which a universal folder written by tpconv does not carry; the universal folder ds_to_universal.py makes keeps the model states file",
+					  d->keys[i]->kind == TPC_V_STR ? d->keys[i]->str : "?");
+	return 0;
+}
+
 /* The model states file the engine loads beside zero/ (engine.py
  * _load_checkpoint: dp_world_size, global_steps, skipped_steps,
  * mp_world_size; the module is not loaded from it when load_universal is
  * set, engine.py "if not self.load_universal_checkpoint():
  * self.load_module_state_dict"), with param_shapes naming each group's
- * parameters in order as _save_checkpoint keeps them. */
+ * parameters in order as _save_checkpoint keeps them. From a ZeRO save, what
+ * its model states give the engine beside the optimizer (lr_scheduler, which
+ * l. 3038-3039 hands to lr_scheduler.load_state_dict whenever the engine has
+ * a scheduler, data_sampler, random_ltd, global_steps, global_samples,
+ * skipped_steps) as ds_to_universal.py's copy of the file keeps them; stage
+ * 1/2: universal_checkpoint_info. */
 static int put_model_states(uwrite *u, const stepv *gstep, tpc_err *e)
 {
 	const tpc_optim *o = u->o;
@@ -335,11 +689,16 @@ static int put_model_states(uwrite *u, const stepv *gstep, tpc_err *e)
 	int64_t steps = gstep[0].set ? (int64_t)gstep[0].num : 0;
 	bad = bad || tset(sd, "frozen_param_shapes", tpc_value_new(TPC_V_NONE)) ||
 	      tset(sd, "shared_params", tpc_value_new(TPC_V_DICT)) || tset(sd, "frozen_param_fragments", tpc_value_new(TPC_V_NONE)) ||
-	      tset(sd, "lr_scheduler", tpc_value_new(TPC_V_NONE)) || tset(sd, "data_sampler", tpc_value_new(TPC_V_NONE)) ||
-	      tset(sd, "random_ltd", tpc_value_new(TPC_V_NONE)) || tset(sd, "sparse_tensor_module_names", tpc_value_new(TPC_V_SET)) ||
-	      tset(sd, "skipped_steps", tpc_value_int(0)) || tset(sd, "global_steps", tpc_value_int(steps)) ||
+	      tset(sd, "lr_scheduler", kept(u, "lr_scheduler", tpc_value_new(TPC_V_NONE))) ||
+	      tset(sd, "data_sampler", kept(u, "data_sampler", tpc_value_new(TPC_V_NONE))) ||
+	      tset(sd, "random_ltd", kept(u, "random_ltd", tpc_value_new(TPC_V_NONE))) ||
+	      tset(sd, "sparse_tensor_module_names", tpc_value_new(TPC_V_SET)) ||
+	      tset(sd, "skipped_steps", kept(u, "skipped_steps", tpc_value_int(0))) ||
+	      tset(sd, "global_steps", kept(u, "global_steps", tpc_value_int(steps))) ||
+	      (tpc_value_get(kept_states(u), "global_samples") && tset(sd, "global_samples", kept(u, "global_samples", NULL))) ||
 	      tset(sd, "dp_world_size", tpc_value_int(1)) || tset(sd, "mp_world_size", tpc_value_int(1)) ||
-	      tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION)));
+	      tset(sd, "ds_version", tpc_value_str(DS_VERSION, strlen(DS_VERSION))) ||
+	      (u->tp && tset(sd, "universal_checkpoint_info", checkpoint_info(u)));
 	int ret = bad ? tpc_err_nomem(e)
 		      : save(u, u->stage == 3 ? "zero_pp_rank_0_mp_rank_00_model_states.pt" : "mp_rank_00_model_states.pt", sd, NULL, 0, e);
 	tpc_value_unref(sd);
@@ -468,13 +827,14 @@ int tpc__ds_universal_write(const tpc_ckpt *ck, const int64_t *sel, size_t nsel,
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	if ((ret = check_state(&u, gstep, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) || (ret = tpc_mkdirs(path, e)))
+	if ((ret = check_state(&u, gstep, e)) || (ret = check_kept(&u, e)) || (ret = classify(&u, e)) || (ret = tpc_ckpt_borrow_sources(&u.sc, ck, e)) ||
+	    (ret = tpc_mkdirs(path, e)))
 		goto out;
 	tpc_out_sweep(path);
 	for (size_t i = 0; i < o.np && !ret; i++) /* before any file is written */
 		ret = stale_file(&u, &o.p[i], e);
 	for (size_t i = 0; i < o.np && !ret; i++)
-		ret = put_param(&u, &o.p[i], e);
+		ret = put_param(&u, &o.p[i], u.tp ? &u.tp[i] : NULL, e);
 	if (!ret)
 		ret = put_model_states(&u, gstep, e);
 	if (!ret)
@@ -493,6 +853,7 @@ out:
 		free(u.done[i]);
 	}
 	free(u.done);
+	free(u.tp);
 	free(gstep);
 	tpc_ckpt_release(&u.sc);
 	tpc_optim_release(&o);

@@ -113,6 +113,15 @@ typedef struct tpc_write_opts {
 	int zero_stage;            /* ds-universal: the DeepSpeed ZeRO stage whose loader reads it
 				    * (1 or 2: {"param": t} files and step.pt; 3: flat tensors, the
 				    * step in optimizer_state.pt); 0: the source's (a ZeRO-3 save) or 2 */
+	/* ds-universal (stage 1/2): the model's family, whose record gives each
+	 * parameter's tensor-parallel split (cat_dim, vocab_tensor,
+	 * param_n_sub_params; lib/tpc_family_tp.h); NULL: the family config.json
+	 * names, in model_dir or the folder above it (a ZeRO tag folder inside
+	 * a Hugging Face Trainer checkpoint) */
+	const struct tpc_family *family;
+	bool tp1_only;             /* ds-universal: a matrix whose split is unknown is written
+				    * with cat_dim 0, which loads right at tensor parallel 1 only,
+				    * instead of refused by name */
 	size_t *left;              /* HF sharding that failed for want of room (tpc_out_no_room):
 				    * the shards it finished stay for a resume, counted here
 				    * (may be NULL); other failures take them back */

@@ -14,8 +14,10 @@ Followed: DeepSpeed 0.16.5, commit 38327e07f6cd39b63418f60cedd1651b0be3e7c3
       padding dropped; no step
     _merge_zero_shards (l. 198-229): fragments concatenated in dp order and
       reshaped to the parameter's shape; step: the first shard's
-    merge_tp_slices (l. 232-335): tp 1, no patterns: {"cat_dim": 0, "param": t}
-      (cat_dim set first), step.pt the bare step
+    merge_tp_slices (l. 232-335): tp 1; the client's universal_checkpoint_info
+      patterns (replicated: {"param"}; row: cat_dim 1; 2 sub params; vocab:
+      vocab_tensor, rows past original_vocab_size cut), else {"cat_dim": 0,
+      "param": t} (cat_dim set first); step.pt the bare step
     merge_zero3_slices (l. 338-345): stage 3 saves the bare flat tensor
     _save_optimizer_state (l. 410-419): rank 0's optimizer_state_dict less
       base_optimizer_state, param_slice_mappings and
@@ -26,8 +28,10 @@ Followed: DeepSpeed 0.16.5, commit 38327e07f6cd39b63418f60cedd1651b0be3e7c3
       into the output folder; latest_universal in its parent, last
   deepspeed/checkpoint/universal_checkpoint.py load_hp_checkpoint_state
       (l. 22-141): every KEY.pt in the parameter's folder; step.pt taken as
-      is; ckpt_dict["param"] chunked along cat_dim for the tp rank, flattened,
-      narrowed to the rank's fragment
+      is; ckpt_dict["param"] taken whole when its shape is the parameter's
+      (l. 57-59), a vocab_tensor zero-padded to the target's rows (l. 65-74),
+      chunked along cat_dim for the tp rank (param_n_sub_params parts each
+      chunked, l. 92-119), flattened, narrowed to the rank's fragment
   deepspeed/runtime/base_optimizer.py load_hp_checkpoint_state_from_checkpoint_dir
       (l. 20-63): zero/optimizer_state.pt, param_groups zipped with the
       optimizer's; one step per group (assert all equal)
@@ -51,11 +55,24 @@ usage:
   universal_ref.py make DIR          ZeRO saves (make_zero.py) z2 (stage 2, dp 3)
                                      and z3 (stage 3, dp 4), each with
                                      global_step14_universal/ made from it; hostile
-                                     copies of z2's: h-missing, h-shape, h-catdim
+                                     copies of z2's: h-missing, h-shape, h-catdim;
+                                     zp (z2 with a client's universal_checkpoint_info,
+                                     LLAMA_INFO, and a LLaMA config.json) and zf (a
+                                     model with Phi-3's fused qkv_proj, GQA, and
+                                     gate_up_proj, Phi-3's config, dp 2),
+                                     each with its universal folder, and their
+                                     parameters as model folders mp and mf; zm
+                                     and mm: zf's model with multi-head attention
+                                     (qkv_proj's parts equal), no universal folder
   universal_ref.py tiny DIR [STAGE]  the committed fixtures (tests/data/ds_universal,
                                      STAGE 2, and ds_universal3, STAGE 3): a 3-parameter
                                      model saved as ZeRO-STAGE on 2 ranks
                                      (global_step14/) and its universal folder
+  universal_ref.py tp TAG SHARD TP   load_hp_checkpoint_state's tp slicing of universal
+                                     folder TAG for each of TP ranks against SHARD, the
+                                     rank folders of `tpconv shard --layout hf --format
+                                     torch --tp TP` of the same parameters; "# wrong:"
+                                     names the parameters that load wrong (TAP)
   universal_ref.py check TAG SEED    the loader's reading of universal folder TAG
                                      (its stage from its layout) onto dp 1, 2 and 5:
                                      every element of fp32, exp_avg, exp_avg_sq and
@@ -70,9 +87,12 @@ usage:
                                      folder TAG against REF: every parameter's fp32,
                                      exp_avg, exp_avg_sq and step (TAP)
 """
+import dataclasses
 import glob
+import json
 import math
 import os
+import re
 import shutil
 import sys
 from collections import OrderedDict
@@ -83,6 +103,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_zero  # noqa: E402
 
 make_zero.install_stand_ins()
+
+
+@dataclasses.dataclass
+class SubparamShape:
+    """deepspeed/checkpoint/universal_checkpoint.py l. 15-19, a stand-in
+    where the pickles name it"""
+    patterns: list
+    shape: tuple
+    partition_dim: int
+
+
+make_zero._place(SubparamShape, 'deepspeed.checkpoint.universal_checkpoint')
 
 
 def load(p):
@@ -109,10 +141,132 @@ def fragments_12(shapes, world):
     return out
 
 
+def tp_dict(name, param, info):
+    """merge_tp_slices (l. 238-333) for the one tp slice of a tp-1 save: the
+    client's universal_checkpoint_info patterns (re.match, at most one per
+    list) give the file's keys, in its order."""
+    def matched(key):
+        m = [p for p in info.get(key, []) if re.match(p, name)]
+        assert len(m) <= 1, (name, m)
+        return bool(m)
+    sd = {}
+    sub = None  # get_matched_sub_params_pattern (l. 259-268)
+    for s in info.get('parameter_with_sub_params', []):
+        if sub is None and any(re.match(p, name) for p in s['patterns']):
+            sub = SubparamShape(**s)
+    if matched('tp_replicated_parameter_patterns') or matched('parameter_to_average_patterns'):
+        p = param
+    elif matched('parameter_with_2_sub_params_cat_dim_0'):
+        c = param.chunk(2, dim=0)
+        p = torch.cat([torch.cat([c[0]], dim=0), torch.cat([c[1]], dim=0)], dim=0)
+        sd['cat_dim'] = 0
+        sd['param_n_sub_params'] = 2
+    elif sub is not None:  # l. 297-316, one slice
+        dim = sub.partition_dim
+        sizes = sub.shape[dim] if isinstance(sub.shape[dim], tuple) else (sub.shape[dim],)
+        v = param.view([sum(d) if isinstance(d, tuple) else d for d in sub.shape])
+        at, chunks = 0, []
+        for n in sizes:
+            chunks.append(torch.cat([v.narrow(dim, at, n)], dim=dim))
+            at += n
+        p = torch.cat(chunks, dim=dim)
+        sd['sub_param_shape'] = sub
+    else:
+        cat_dim = 1 if matched('parameter_with_row_parallelism_patterns') else 0
+        p = torch.cat([param], dim=cat_dim)
+        sd['cat_dim'] = cat_dim
+    if matched('vocabulary_parameter_patterns'):
+        p = p[:info['original_vocab_size'], :]
+        sd['vocab_tensor'] = True
+    sd['param'] = p
+    return sd
+
+
+def ds_tp_slice(sd, shape, rank, tp):
+    """load_hp_checkpoint_state (universal_checkpoint.py l. 43-121) on one
+    state file: the flat slice tp rank `rank` of `tp` copies into its
+    parameter of `shape` (its fragment is narrowed from this)."""
+    full = sd['param']
+    if full.shape == torch.Size(shape):  # l. 57-59: the whole when the shapes match
+        rank, tp = 0, 1
+    if sd.get('vocab_tensor', False):  # l. 65-74: padding rows for the target tp
+        padded = shape[0] * tp
+        assert padded >= full.shape[0]
+        if padded > full.shape[0]:
+            full = torch.nn.functional.pad(full, (0, 0, 0, padded - full.shape[0]), 'constant', 0)
+    assert full.numel() == tp * math.prod(shape), 'numel'  # l. 82
+    sub = sd.get('sub_param_shape')  # l. 88
+    dim, nsub = sd.get('cat_dim', 0), sd.get('param_n_sub_params', 1)  # l. 92-93
+    if sub:  # l. 94-111: each part narrowed, chunked, the rank's parts concatenated
+        pd = sub.partition_dim
+        sizes = sub.shape[pd] if isinstance(sub.shape[pd], tuple) else (sub.shape[pd],)
+        full = full.view([sum(d) if isinstance(d, tuple) else d for d in sub.shape])
+        at, parts = 0, []
+        for n in sizes:
+            parts.append(full.narrow(pd, at, n).chunk(tp, dim=pd)[rank])
+            at += n
+        s = torch.cat(parts, dim=pd)
+    elif nsub > 1:  # l. 113-116
+        s = torch.cat([p.chunk(tp, dim=dim)[rank] for p in full.chunk(nsub, dim=dim)], dim=dim)
+    else:  # l. 117-119
+        s = full.chunk(tp, dim)[rank]
+    return s.flatten()  # l. 121
+
+
+def check_tp(tag, shard, tp):
+    """The loader's slice of every parameter's fp32, exp_avg and exp_avg_sq for
+    each tp rank against the rank tensor `tpconv shard --layout hf --format
+    torch` wrote (fp32 = w, exp_avg = w / 2, exp_avg_sq = w * w, as
+    make_zero.py's moments); a row-parallel file cut along dim 0 instead must
+    differ; the folder's universal_checkpoint_info, read as merge_tp_slices
+    reads it, must give each file's keys."""
+    ranks = [load(os.path.join(shard, 'tp%02d_pp00' % r, 'pytorch_model.bin')) for r in range(tp)]
+    z = os.path.join(tag, 'zero')
+    info = load(os.path.join(tag, 'mp_rank_00_model_states.pt')).get('universal_checkpoint_info') or {}
+    names = sorted(n for n in os.listdir(z) if os.path.isdir(os.path.join(z, n)))
+    wrong, keys, sensitive = [], [], 0
+    for n in names:
+        ok = True
+        for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
+            sd = load(os.path.join(z, n, key + '.pt'))
+            info_sd = tp_dict(n, sd['param'], info)
+            if [k for k in info_sd if k != 'param'] != [k for k in sd if k != 'param'] or any(
+                    info_sd[k] != sd[k] for k in info_sd if k != 'param'):
+                keys.append(n)
+            for r in range(tp):
+                w = ranks[r][n].float()
+                w = {'fp32': w, 'exp_avg': w * 0.5, 'exp_avg_sq': w * w}[key]
+                try:
+                    got = ds_tp_slice(sd, w.shape, r, tp)
+                    ok = ok and torch.equal(got.view(w.shape), w)
+                except AssertionError:
+                    ok = False
+                if ok and key == 'fp32' and (sd.get('cat_dim', 0) != 0 or 'sub_param_shape' in sd or
+                                             sd.get('param_n_sub_params', 1) > 1):
+                    # the file as a tp 1 converter writes it: cut along dim 0 in one piece
+                    alt = {'cat_dim': 0, 'param': sd['param']}
+                    try:
+                        sensitive += not torch.equal(ds_tp_slice(alt, w.shape, r, tp).view(w.shape), w)
+                    except AssertionError:
+                        sensitive += 1
+        if not ok:
+            wrong.append(n)
+    good = not wrong and not keys
+    print(('ok - %s at tp %d: %d parameters, fp32/exp_avg/exp_avg_sq cut as load_hp_checkpoint_state cuts them, '
+           'each rank\'s slice equals tpconv shard\'s rank tensor; %d rank slices (row-parallel, fused) would differ '
+           'cut along dim 0 in one piece; universal_checkpoint_info gives each file\'s keys' if good else
+           'not ok - %s at tp %d: %d parameters, %d') % (os.path.basename(tag.rstrip('/')), tp, len(names), sensitive))
+    if wrong:
+        print('# wrong: ' + ' '.join(wrong))
+    if keys:
+        print('# keys unlike universal_checkpoint_info: ' + ' '.join(keys))
+
+
 def to_universal_12(save_dir, out):
     optim = sorted(glob.glob(os.path.join(save_dir, '*_optim_states.pt')), key=make_zero_natural)
     ms = load(os.path.join(save_dir, 'mp_rank_00_model_states.pt'))
     shapes = ms['param_shapes']
+    info = ms.get('universal_checkpoint_info') or {}  # _inject_missing_state: {} when the client gave none
     world = len(optim)
     frags = fragments_12(shapes, world)
     pieces = {}
@@ -136,10 +290,7 @@ def to_universal_12(save_dir, out):
                 torch.save(pieces[(name, 'step')][0], os.path.join(d, 'step.pt'))
             for key in ('fp32', 'exp_avg', 'exp_avg_sq'):
                 param = torch.cat(pieces[(name, key)], dim=0).reshape(shape)
-                sd = {}
-                sd['cat_dim'] = 0
-                sd['param'] = torch.cat([param], dim=0)
-                torch.save(sd, os.path.join(d, key + '.pt'))
+                torch.save(tp_dict(name, param, info), os.path.join(d, key + '.pt'))
     osd = load(optim[0])['optimizer_state_dict']
     keep = {k: v for k, v in osd.items()
             if k not in ('base_optimizer_state', 'param_slice_mappings', 'single_partition_of_fp32_groups')}
@@ -195,11 +346,78 @@ def to_universal(save_dir, out):
         f.write(tag)
 
 
+# What a client (Megatron-DeepSpeed's GPTModel for its own names) gives as
+# universal_checkpoint_info, for make_zero.py's LLaMA-shaped model in Hugging
+# Face names, and for its fused-MLP variant (Phi-3's gate_up_proj [gate; up])
+LLAMA_INFO = {
+    'universal_checkpoint_version': 0.2,
+    'tp_replicated_parameter_patterns': [r'.*layernorm\.weight$', r'model\.norm\.weight$'],
+    'parameter_with_row_parallelism_patterns': [r'.*self_attn\.o_proj\.weight$', r'.*mlp\.down_proj\.weight$'],
+    'vocabulary_parameter_patterns': [r'model\.embed_tokens\.weight$'],
+    'parameter_with_2_sub_params_cat_dim_0': [r'.*mlp\.gate_up_proj\.weight$'],
+    'parameter_with_sub_params': [dict(patterns=[r'.*self_attn\.qkv_proj\.weight$'], shape=((20, 10, 10), 20),
+                                       partition_dim=0)],
+    'original_vocab_size': 37,
+}
+CONFIG = dict(hidden_size=20, num_attention_heads=4, num_key_value_heads=2, intermediate_size=28,
+              vocab_size=37, num_hidden_layers=2, tie_word_embeddings=True)
+
+
+def with_info(z, arch):
+    """save z's model states with the client's universal_checkpoint_info and
+    config.json in its root, as a Trainer's checkpoint-N holds it"""
+    p = os.path.join(z, 'global_step14', 'mp_rank_00_model_states.pt')
+    ms = load(p)
+    ms['universal_checkpoint_info'] = LLAMA_INFO
+    torch.save(ms, p)
+    with open(os.path.join(z, 'config.json'), 'w') as f:
+        json.dump(dict(CONFIG, architectures=[arch]), f)
+
+
+def model_dir(d, params, arch, **cfg):
+    """the fp32 parameters as a model folder tpconv shard splits"""
+    os.makedirs(d, exist_ok=True)
+    torch.save(params, os.path.join(d, 'model.pt'))
+    with open(os.path.join(d, 'config.json'), 'w') as f:
+        json.dump(dict(CONFIG, architectures=[arch], **cfg), f)
+
+
 def make(d):
     for st, ws, seed in ((2, 3, 23), (3, 4, 34)):
         z = os.path.join(d, 'z%d' % st)
         make_zero.save_zero(z, st, ws, seed, 'global_step14', torch.bfloat16)
         to_universal(os.path.join(z, 'global_step14'), os.path.join(z, 'global_step14_universal'))
+    # z2 again with a client's patterns (zp), and a fused-MLP model (zf), each
+    # with its reference universal folder and its parameters as a model folder
+    params, _, frozen, _ = make_zero.model_tensors(23)
+    model_dir(os.path.join(d, 'mp'), params, 'LlamaForCausalLM')
+    make_zero.save_zero(os.path.join(d, 'zp'), 2, 3, 23, 'global_step14', torch.bfloat16)
+    with_info(os.path.join(d, 'zp'), 'LlamaForCausalLM')
+    fused = OrderedDict()  # Phi-3's qkv_proj [q | k | v] (GQA: 20, 10, 10 rows) and gate_up_proj [gate; up]
+    for n, t in params.items():
+        if n in frozen or '.up_proj.' in n or '.k_proj.' in n or '.v_proj.' in n:
+            continue
+        if 'q_proj' in n:
+            fused[n.replace('q_proj', 'qkv_proj')] = torch.cat(
+                [t, params[n.replace('q_proj', 'k_proj')], params[n.replace('q_proj', 'v_proj')]])
+        else:
+            fused[n.replace('gate_proj', 'gate_up_proj')] = (
+                torch.cat([t, params[n.replace('gate_proj', 'up_proj')]]) if 'gate_proj' in n else t)
+    model_dir(os.path.join(d, 'mf'), fused, 'Phi3ForCausalLM')
+    make_zero.save_zero(os.path.join(d, 'zf'), 2, 2, 0, 'global_step14', torch.bfloat16,
+                        os.path.join(d, 'mf', 'model.pt'))
+    with_info(os.path.join(d, 'zf'), 'Phi3ForCausalLM')
+    for z in ('zp', 'zf'):
+        to_universal(os.path.join(d, z, 'global_step14'), os.path.join(d, z, 'global_step14_universal'))
+    # multi-head attention (4 K/V heads): qkv_proj's parts equal, 20 rows each; the save
+    # only (its universal folder is tpconv's, param_n_sub_params 3: no client pattern says that)
+    g = torch.Generator().manual_seed(5)
+    mha = OrderedDict((n, torch.cat([t[:20], torch.randn(40, 20, generator=g)]) if 'qkv_proj' in n else t)
+                      for n, t in fused.items())
+    model_dir(os.path.join(d, 'mm'), mha, 'Phi3ForCausalLM', num_key_value_heads=4)
+    make_zero.save_zero(os.path.join(d, 'zm'), 2, 2, 0, 'global_step14', torch.bfloat16,
+                        os.path.join(d, 'mm', 'model.pt'))
+    shutil.copy2(os.path.join(d, 'mm', 'config.json'), os.path.join(d, 'zm'))
     u = os.path.join(d, 'z2', 'global_step14_universal')
     name = 'model.layers.0.self_attn.k_proj.weight'
     for h in ('missing', 'shape', 'catdim'):
@@ -240,6 +458,11 @@ def check(tag, seed):
     for k in ('dp_world_size', 'global_steps', 'skipped_steps', 'mp_world_size'):
         if k not in ms:
             bad.append('model states: no ' + k)
+    # what _load_checkpoint restores beside the optimizer, as the save had it
+    # (lr_scheduler.load_state_dict(checkpoint['lr_scheduler']), l. 3038-3039)
+    if (ms.get('lr_scheduler'), ms.get('global_samples')) != (
+            {'last_epoch': 14, '_step_count': 15, 'base_lrs': [1e-4, 1e-4]}, 448):
+        bad.append('model states: lr_scheduler / global_samples not the save\'s')
     if stage == 3:
         names = [n for grp in groups for n in grp]
         # the loading engine's own param_shapes[0] (one sub-group) names them in this order
@@ -291,7 +514,7 @@ def check(tag, seed):
                 bad.append(('steps', g))
         what = 'stage 1/2 layout'
     print(('ok - %s: %s, %d parameters: fp32, exp_avg, exp_avg_sq of each its own elements, onto dp 1/2/5, step 14, '
-           'model states with the keys the engine reads' if not bad else 'not ok - %s: %s %d') % (
+           'model states with the keys the engine reads, the save\'s lr_scheduler' if not bad else 'not ok - %s: %s %d') % (
                os.path.basename(tag.rstrip('/')), what, len(params) - len(frozen)))
     if bad:
         print('# ' + repr(bad)[:600])
@@ -312,6 +535,9 @@ def same(a, b):
         for f in fa:
             x, y = load(os.path.join(za, p, f)), load(os.path.join(zb, p, f))
             if isinstance(x, dict):
+                # a sub_param_shape's patterns name its parameter (tpconv: exactly; a client: as it likes)
+                x, y = ({k: (v.shape, v.partition_dim) if k == 'sub_param_shape' else v for k, v in z.items()}
+                        for z in (x, y))
                 if list(x) != list(y) or any(not (torch.equal(x[k], y[k]) and x[k].dtype == y[k].dtype)
                                              if torch.is_tensor(x[k]) else x[k] != y[k] for k in x):
                     bad.append((p, f))
@@ -385,6 +611,9 @@ if __name__ == '__main__':
         dcp_save(sys.argv[2])
     elif cmd == 'check_dcp':
         check_dcp(sys.argv[2], sys.argv[3])
+    elif cmd == 'tp':
+        for i in range(2, len(sys.argv), 3):
+            check_tp(sys.argv[i], sys.argv[i + 1], int(sys.argv[i + 2]))
     elif cmd == 'same':
         for i in range(2, len(sys.argv), 2):
             same(sys.argv[i], sys.argv[i + 1])
