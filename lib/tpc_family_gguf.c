@@ -254,9 +254,7 @@ static const tpc_gguf_kv_rule hunyuanmoe_kv[] = {
 /* HunYuanMoEModel.set_gguf_parameters' rope_type "dynamic": alpha 1000
  * (its default too), rope_theta 10000, a 128-dim head, max_position_embeddings
  * 32k or 256k (its assert), written with a 256k context (Hunyuan-A13B's
- * usable one, its comment says). HunYuanModel (the dense Hunyuan, not a
- * record) has another rule: alpha 50 by default and not asserted, head_dim
- * not hidden / heads, "xdrope" too. */
+ * usable one, its comment says). */
 static const tpc_gguf_rope_alpha hunyuanmoe_rope = {
 	.rope_type = "dynamic", .alpha = 1000, .theta = 10000, .dim = 128, .ctx_from = {32768, 262144}, .ctx = 262144};
 /* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
@@ -1001,12 +999,15 @@ static const tpc_gguf_bias_flag hunyuanmoe_bias[] = {
  * remote code); no Q/K permutation; the experts stacked down, gate, up (its
  * modify_tensors); read back with hy.tiktoken (gguf_tok.c) and
  * transformers' model_type hunyuan_v1_moe */
+/* HunYuanMoEModel.set_vocab: pre "hunyuan" (llama.cpp's name for
+ * Hunyuan-A13B's tokenizer), bos 127959 (A13B's <|bos|>) whatever the model */
+static const tpc_gguf_hy_vocab hunyuanmoe_hy = {.pre = "hunyuan", .bos = 127959};
 const tpc_gguf_arch tpc__gguf_hunyuanmoe = {
 	.arch = "hunyuan-moe", .hf_arch = A("HunYuanMoEV1ForCausalLM"), .kv = hunyuanmoe_kv,
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_HY_TIKTOKEN,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = hunyuanmoe_cfg,
 	.bias_flags = hunyuanmoe_bias, .rope_pct = "partial_rotary_factor", .experts_member = "num_experts",
-	.model_type = "hunyuan_v1_moe", .rope_alpha = &hunyuanmoe_rope};
+	.model_type = "hunyuan_v1_moe", .rope_alpha = &hunyuanmoe_rope, .hy = &hunyuanmoe_hy};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no

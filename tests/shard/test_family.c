@@ -186,6 +186,29 @@ static void test_no_mtp(void **st)
 	assert_string_equal(tpc_family_find("glm4-moe")->gguf->mtp_count, "num_nextn_predict_layers");
 }
 
+/* The HunYuan vocabularies' record part (tpc_gguf_hy_vocab): every record
+ * whose vocab kind is a HunYuan one has it, no other record has; the MoE's
+ * (HunYuanMoEModel.set_vocab: pre "hunyuan", bos 127959 always, no eos or
+ * eot); its alpha rope: alpha 1000 on a hidden / heads head of 128
+ * (conversion/hunyuan.py) */
+static void test_hy_parts(void **st)
+{
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		bool hy = g->gguf && (g->gguf->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN ||
+				      g->gguf->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN_OR_BPE);
+		if (hy != (g->gguf && g->gguf->hy && g->gguf->hy->pre))
+			fail_msg("%s: a HunYuan vocabulary kind %d, its hy part %p", g->name, hy,
+				 g->gguf ? (const void *)g->gguf->hy : NULL);
+	}
+	const tpc_gguf_arch *m = tpc_family_find("hunyuan-moe")->gguf;
+	assert_string_equal(m->hy->pre, "hunyuan");
+	assert_true(m->hy->bos == 127959 && m->hy->bos_hidden == 0 && !m->hy->eos_member && !m->hy->eot_gen);
+	assert_true(!m->rope_alpha->any_alpha && m->rope_alpha->alpha == 1000 && m->rope_alpha->dim == 128 &&
+		    !m->rope_alpha->dim_member);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_mtp),
 		cmocka_unit_test(test_fused),
 		cmocka_unit_test(test_no_mtp),
+		cmocka_unit_test(test_hy_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
