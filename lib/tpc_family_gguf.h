@@ -511,6 +511,7 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
 	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,
-	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe, tpc__gguf_hunyuanmoe;
+	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe, tpc__gguf_hunyuanmoe,
+	tpc__gguf_hunyuandense;
 
 #endif
