@@ -840,7 +840,8 @@ static int hy_tokens(vocab *v, const tpc__tiktoken *t)
 }
 
 /* config.json's integer member `name` (a bool counts, as in Python): 1 with
- * it in *out, 0 when absent, 2 when null; refused when another type */
+ * it in *out, 0 when absent, 2 when null; refused (TPC_EINPUT) when another
+ * type */
 static int v_cfg_id(vocab *v, const char *name, int64_t *out)
 {
 	const cJSON *root = v->vd.config ? tpc_cfg_root(v->vd.config) : NULL;
@@ -879,8 +880,8 @@ static int v_hy_tiktoken(vocab *v, tpc_gguf_kvs *kv)
 		ret = hy_merges(v, &t, kv);
 	if (!ret)
 		ret = tpc__special_vocab(&v->vd, false, NULL, 0, -1, NULL, 0, false, kv, v->e);
-	if (!ret && hy->bos_hidden && v_cfg_id(v, "hidden_size", &hidden) < 0)
-		ret = -1;
+	if (!ret && hy->bos_hidden)
+		ret = v_cfg_id(v, "hidden_size", &hidden) < 0 ? TPC_EINPUT : 0;
 	if (!ret && hy->bos && (!hy->bos_hidden || hidden == hy->bos_hidden) &&
 	    tpc_gguf_kvs_uint(kv, "tokenizer.ggml.bos_token_id", TPC_GV_U32, (uint64_t)hy->bos))
 		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
@@ -901,7 +902,7 @@ static int hy_ids(vocab *v, const tpc_gguf_hy_vocab *hy, tpc_gguf_kvs *kv)
 	int64_t eos = hy->eos_default, eot = -1;
 	int has = hy->eos_member ? v_cfg_id(v, hy->eos_member, &eos) : 2;
 	if (has < 0)
-		return -1;
+		return has;
 	if (has != 2 && eos < 0)
 		return v_refuse(v, "config.json", "'%s' is negative: not a token id (the reference writes it as eos_token_id, a uint32)",
 				hy->eos_member);
@@ -938,7 +939,7 @@ static int v_hy_or_bpe(vocab *v, tpc_gguf_kvs *kv)
 		return ret ? ret : hy_ids(v, hy, kv);
 	}
 	if (v_cfg_id(v, "pad_token_id", &pad) < 0)
-		return -1;
+		return TPC_EINPUT;
 	static const char *const no_pad[] = {"bos", "eos", "unk", "sep", "cls", "mask"};
 	int ret = pad < 0 ? v_gpt2_types(v, kv, no_pad, 6) : v_gpt2(v, kv);
 	return ret ? ret : hy_ids(v, hy, kv);
