@@ -219,6 +219,18 @@ static void test_hy_parts(void **st)
 	assert_ptr_equal(tpc_family_by_gguf("hunyuan-dense", -1), tpc_family_find("hunyuan-dense"));
 }
 
+/* A family's vllm_cfg_true is a vllm-layout condition: only records that
+ * list the vllm layout have one */
+static void test_vllm_cfg_true(void **st)
+{
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		if (g->vllm_cfg_true && !tpc_family_lists(g->layouts, "vllm"))
+			fail_msg("%s: vllm_cfg_true %s without the vllm layout", g->name, g->vllm_cfg_true);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -227,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_fused),
 		cmocka_unit_test(test_no_mtp),
 		cmocka_unit_test(test_hy_parts),
+		cmocka_unit_test(test_vllm_cfg_true),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
