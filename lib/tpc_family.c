@@ -1344,6 +1344,7 @@ static const tpc_family families[] = {
 	 .hf_arch = A("HunYuanDenseV1ForCausalLM"),
 	 .gguf = &tpc__gguf_hunyuandense,
 	 .layouts = A("vllm"),
+	 .vllm_cfg_true = "use_qk_norm", /* vLLM's HunYuanAttention: getattr(config, "use_qk_norm", False) */
 	 .tensors = hunyuandense_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .rope_alpha = true, .attn_bias = true, .tied_head = true)},
 	/* ERNIE 4.5's rope in interleaved pairs and use_bias's biases; the

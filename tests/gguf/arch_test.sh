@@ -1409,20 +1409,32 @@ while read -r v _ rc why; do
   fi
 done < "$A/ref/hunyuan-dense-refused.txt"
 # tiny-hunyuan-dense sharded with its preset from config.json at tp 2 and 4
-# (4 kv-replicated heads at 4) in the hf and vllm layouts, merged back
-# byte-identical; verify's attention and model checks pass
+# (kv heads replicated at 4) in the hf and vllm layouts (config.json with
+# use_qk_norm true, as Tencent's: vLLM's HunYuanAttention has no q/k norms
+# without it), merged back byte-identical; verify's attention and model
+# checks pass. Without use_qk_norm the vllm layout refuses by name
+hv=$T/hd2/qk/tiny-hunyuan-dense
+rm -rf "$T/hd2/qk" && mkdir "$T/hd2/qk" && cp -r "$H" "$T/hd2/qk/" && sed -i 's/^{/{"use_qk_norm": true,/' "$hv/config.json"
 for s in hf:2 hf:4 vllm:2 vllm:4; do
   IFS=: read -r lay tp <<<"$s"
   rm -rf "$T/o" "$T/o.safetensors"
-  if "$TPCONV" shard "$H" --tp "$tp" --layout "$lay" -o "$T/o" -q 2> "$T/err" &&
+  if "$TPCONV" shard "$hv" --tp "$tp" --layout "$lay" -o "$T/o" -q 2> "$T/err" &&
      "$TPCONV" merge "$T/o" -o "$T/o.safetensors" -q 2>> "$T/err" && cmp -s "$H/model.safetensors" "$T/o.safetensors" &&
-     "$TPCONV" verify --reference "$H" --shards "$T/o" > "$T/out" 2>> "$T/err" &&
+     "$TPCONV" verify --reference "$hv" --shards "$T/o" > "$T/out" 2>> "$T/err" &&
      grep -Eq '^ +attn +model\.layers\.1\.attn .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
     ok "hunyuan-dense $lay tp $tp: sharded, merged back byte-identical, verify's attention and model checks pass"
   else
     bad "hunyuan-dense $lay tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
   fi
 done
+rm -rf "$T/o"
+"$TPCONV" shard "$H" --tp 2 --layout vllm -o "$T/o" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "config.json's use_qk_norm is not true: vLLM's HunYuanDenseV1ForCausalLM model reads it as false" "$T/err" &&
+   [ ! -e "$T/o/tpconv-manifest.json" ]; then
+  ok "hunyuan-dense: the vllm layout without use_qk_norm in config.json refused by name (exit 3)"
+else
+  bad "hunyuan-dense: vllm without use_qk_norm (exit $rc)" "$(cat "$T/err")"
+fi
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a
 # block tensor is not concatenated): refused by name, nothing written
 rm -rf "$T/q" && mkdir "$T/q"
