@@ -437,6 +437,34 @@ static const tpc_tensor_row hunyuanmoe_tensors[] = {
 	END_ROW,
 };
 
+/* HunYuan dense (HunYuanDenseV1ForCausalLM, transformers' hunyuan_v1_dense:
+ * LLaMA's decoder, LlamaAttention's q/k/v/o biases with attention_bias, and
+ * per-head query_layernorm/key_layernorm after the rotary embedding: the
+ * parts say). Hugging Face names; vLLM's (vllm/model_executor/models/
+ * hunyuan_v1.py, HunYuanDenseV1ForCausalLM: qkv_proj and gate_up_proj
+ * stacked as LLaMA's, query_layernorm/key_layernorm under their own names);
+ * GGUF's (gguf-py's MODEL_ARCH.HUNYUAN_DENSE: attn_q_norm, attn_k_norm). */
+static const tpc_tensor_row hunyuandense_tensors[] = {
+	ROW(TOKEN_EMBD, false, "model.embed_tokens.weight", NULL, "model.embed_tokens.weight", NULL, "token_embd.weight"),
+	ROW(OUTPUT_NORM, false, "model.norm.weight", NULL, "model.norm.weight", NULL, "output_norm.weight"),
+	ROW(OUTPUT, false, "lm_head.weight", NULL, "lm_head.weight", NULL, "output.weight"),
+	ROW(ATTN_NORM, false, HF_L "input_layernorm.weight", NULL, HF_L "input_layernorm.weight", NULL, GG_L "attn_norm.weight"),
+	ROW(ATTN_Q, true, HF_L "self_attn.q_proj.weight", NULL, HF_L "self_attn.qkv_proj.weight#0", NULL, GG_L "attn_q.weight"),
+	ROW(ATTN_K, true, HF_L "self_attn.k_proj.weight", NULL, HF_L "self_attn.qkv_proj.weight#1", NULL, GG_L "attn_k.weight"),
+	ROW(ATTN_V, true, HF_L "self_attn.v_proj.weight", NULL, HF_L "self_attn.qkv_proj.weight#2", NULL, GG_L "attn_v.weight"),
+	ROW(ATTN_OUT, true, HF_L "self_attn.o_proj.weight", NULL, HF_L "self_attn.o_proj.weight", NULL, GG_L "attn_output.weight"),
+	ROW(ATTN_Q_NORM, false, HF_L "self_attn.query_layernorm.weight", NULL, HF_L "self_attn.query_layernorm.weight", NULL,
+	    GG_L "attn_q_norm.weight"),
+	ROW(ATTN_K_NORM, false, HF_L "self_attn.key_layernorm.weight", NULL, HF_L "self_attn.key_layernorm.weight", NULL,
+	    GG_L "attn_k_norm.weight"),
+	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", NULL, HF_L "post_attention_layernorm.weight", NULL,
+	    GG_L "ffn_norm.weight"),
+	ROW(FFN_GATE, false, HF_L "mlp.gate_proj.weight", NULL, HF_L "mlp.gate_up_proj.weight#0", NULL, GG_L "ffn_gate.weight"),
+	ROW(FFN_UP, false, HF_L "mlp.up_proj.weight", NULL, HF_L "mlp.gate_up_proj.weight#1", NULL, GG_L "ffn_up.weight"),
+	ROW(FFN_DOWN, false, HF_L "mlp.down_proj.weight", NULL, HF_L "mlp.down_proj.weight", NULL, GG_L "ffn_down.weight"),
+	END_ROW,
+};
+
 /* Llama 4 text (Llama4ForCausalLM, transformers' model_type llama4_text):
  * LLaMA's attention (q/k/v/o biases with attention_bias) under the
  * feed_forward of each layer: a dense SwiGLU (feed_forward.gate_proj, ...,
@@ -1308,6 +1336,17 @@ static const tpc_family families[] = {
 	 .f32_roles = ROLES(TPC_ROLE_FFN_GATE_INP), /* mlp.gate.wg built with dtype=torch.float32 */
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .rope_alpha = true, .attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX_TOPK,
 	       .tied_head = true)},
+	/* LLaMA with per-head q/k norms after the rope, attention_bias's
+	 * biases, HunYuan's NTK-alpha rope */
+	{.name = "hunyuan-dense",
+	 .desc = "HunYuan dense (HF names): the llama plan; q/k/v/o biases split with their weights, per-head query/key_layernorm replicated, head_dim from config.json",
+	 .plan = LLAMA_JSON("hunyuan-dense"),
+	 .hf_arch = A("HunYuanDenseV1ForCausalLM"),
+	 .gguf = &tpc__gguf_hunyuandense,
+	 .layouts = A("vllm"),
+	 .vllm_cfg_true = "use_qk_norm", /* vLLM's HunYuanAttention: getattr(config, "use_qk_norm", False) */
+	 .tensors = hunyuandense_tensors,
+	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .qk_after_rope = true, .rope_alpha = true, .attn_bias = true, .tied_head = true)},
 	/* ERNIE 4.5's rope in interleaved pairs and use_bias's biases; the
 	 * softmax's top-k chosen with the correction bias, renormalised
 	 * (Ernie4_5_MoeTopKRouter), a shared expert */

@@ -445,6 +445,12 @@ typedef struct tpc_family {
 	const char *const *layouts;      /* the engine layouts (shard/tpc_layout.h) whose
 					  * loaders were checked against this family's
 					  * models: a layout writes only those */
+	const char *vllm_cfg_true;       /* a config.json member vLLM's model class reads as
+					  * false when absent and this family's tensors need
+					  * true (HunYuan's use_qk_norm: without it vLLM's
+					  * HunYuanAttention builds no q/k norms and refuses
+					  * their keys): the vllm layout refuses a config.json
+					  * where it is not true; NULL: none */
 	const tpc_tensor_row *tensors;   /* ends with role TPC_ROLE_NONE; NULL: none */
 	const struct tpc_gguf_arch *gguf; /* lib/tpc_family_gguf.h; NULL: none */
 	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */

@@ -254,11 +254,42 @@ static const tpc_gguf_kv_rule hunyuanmoe_kv[] = {
 /* HunYuanMoEModel.set_gguf_parameters' rope_type "dynamic": alpha 1000
  * (its default too), rope_theta 10000, a 128-dim head, max_position_embeddings
  * 32k or 256k (its assert), written with a 256k context (Hunyuan-A13B's
- * usable one, its comment says). HunYuanModel (the dense Hunyuan, not a
- * record) has another rule: alpha 50 by default and not asserted, head_dim
- * not hidden / heads, "xdrope" too. */
+ * usable one, its comment says). HunYuanModel (hunyuan-dense) has another
+ * rule, hunyuandense_rope. */
 static const tpc_gguf_rope_alpha hunyuanmoe_rope = {
 	.rope_type = "dynamic", .alpha = 1000, .theta = 10000, .dim = 128, .ctx_from = {32768, 262144}, .ctx = 262144};
+/* HunYuanModel (conversion/hunyuan.py:157-283) for HunYuanDenseV1ForCausalLM:
+ * TextModel's keys without an expert_count from num_experts (its
+ * set_gguf_parameters pops num_experts: HunyuanVL's 1 is no MoE), then its
+ * rope's keys (hunyuandense_rope) */
+static const tpc_gguf_kv_rule hunyuandense_kv[] = {
+	TEXT_RULES_TOP,
+	{"attention.head_count_kv", U32, TPC_KH_FIND, "num_key_value_heads|n_kv_heads"},
+	{"attention.causal", BOOL, TPC_KH_FALSE_ONLY, "is_causal"},
+	{"rope.scaling.type", 0, TPC_KH_ROPE_SCALING, NULL},
+	{"rope.freq_base", F32, TPC_KH_ROPE_THETA, NULL},
+	{"rope.freq_base_swa", 0, TPC_KH_REFUSE, R_LOCAL_THETA},
+	{"attention.layer_norm_rms_epsilon", F32, TPC_KH_FIND, "rms_norm_eps|norm_eps"},
+	{"attention.layer_norm_epsilon", F32, TPC_KH_FIND, "layer_norm_eps|layer_norm_epsilon|norm_epsilon"},
+	{"expert_count", U32, TPC_KH_FIND, "num_local_experts|n_routed_experts"},
+	{"expert_used_count", U32, TPC_KH_FIND, "num_experts_per_tok|num_experts_per_token|top_k_experts"},
+	{"expert_group_count", U32, TPC_KH_FIND, "n_group"},
+	{"expert_group_used_count", U32, TPC_KH_FIND, "topk_group"},
+	{"expert_gating_func", U32, TPC_KH_GATING_FUNC, "score_function|scoring_func|score_func|moe_router_activation|moe_router_activation_func|expert_selection_fn|router_score_func"},
+	{"attention.key_length", U32, TPC_KH_HEAD_DIM, "head_dim"},
+	R_FILE_TYPE,
+	{"rope.freq_base", F32, TPC_KH_ROPE_ALPHA, NULL},
+	R_END,
+};
+/* HunYuanModel.set_gguf_parameters' rope_type "dynamic": freq_base theta x
+ * alpha ^ (d / (d - 2)), d config.json's head_dim; alpha not asserted (its
+ * default 50 is refused: transformers' HunYuanDenseV1RotaryEmbedding rotates
+ * a dynamic rope without alpha by rope_theta), rope_theta 10000 and
+ * max_position_embeddings 32k or 256k asserted, a 256k context written.
+ * Its "xdrope" is HunyuanVL's (HunyuanVLTextModel), not this architecture's. */
+static const tpc_gguf_rope_alpha hunyuandense_rope = {.rope_type = "dynamic", .alpha = 50, .any_alpha = true,
+						      .theta = 10000, .dim_member = "head_dim",
+						      .ctx_from = {32768, 262144}, .ctx = 262144};
 /* Ernie4_5Model (conversion/ernie.py): TextModel's keys */
 static const tpc_gguf_kv_rule ernie4_5_kv[] = {
 	TEXT_RULES,
@@ -1001,12 +1032,43 @@ static const tpc_gguf_bias_flag hunyuanmoe_bias[] = {
  * remote code); no Q/K permutation; the experts stacked down, gate, up (its
  * modify_tensors); read back with hy.tiktoken (gguf_tok.c) and
  * transformers' model_type hunyuan_v1_moe */
+/* HunYuanMoEModel.set_vocab: pre "hunyuan" (llama.cpp's name for
+ * Hunyuan-A13B's tokenizer), bos 127959 (A13B's <|bos|>) whatever the model */
+static const tpc_gguf_hy_vocab hunyuanmoe_hy = {.pre = "hunyuan", .bos = 127959};
 const tpc_gguf_arch tpc__gguf_hunyuanmoe = {
 	.arch = "hunyuan-moe", .hf_arch = A("HunYuanMoEV1ForCausalLM"), .kv = hunyuanmoe_kv,
 	.experts = {TPC_ROLE_FFN_DOWN_EXP, TPC_ROLE_FFN_GATE_EXP, TPC_ROLE_FFN_UP_EXP}, .vocab = TPC_GGUF_VOCAB_HY_TIKTOKEN,
 	.tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer", .hf_cfg = hunyuanmoe_cfg,
 	.bias_flags = hunyuanmoe_bias, .rope_pct = "partial_rotary_factor", .experts_member = "num_experts",
-	.model_type = "hunyuan_v1_moe", .rope_alpha = &hunyuanmoe_rope};
+	.model_type = "hunyuan_v1_moe", .rope_alpha = &hunyuanmoe_rope, .hy = &hunyuanmoe_hy};
+/* HunYuanModel, read back: TextModel's members; attention_bias from layer 0's q bias */
+static const tpc_gguf_cfg_rule hunyuandense_cfg[] = {
+	{"hidden_size", "embedding_length", TPC_CK_INT},
+	{"intermediate_size", "feed_forward_length", TPC_CK_INT},
+	{"num_attention_heads", "attention.head_count", TPC_CK_INT},
+	{"num_key_value_heads", "attention.head_count_kv", TPC_CK_INT},
+	{"num_hidden_layers", "block_count", TPC_CK_INT},
+	{"max_position_embeddings", "context_length", TPC_CK_INT},
+	{"rms_norm_eps", "attention.layer_norm_rms_epsilon", TPC_CK_FLOAT},
+	{"rope_theta", "rope.freq_base", TPC_CK_FLOAT},
+	{"head_dim", "attention.key_length", TPC_CK_INT},
+	{NULL, NULL, TPC_CK_INT},
+};
+/* HunYuanModel.set_vocab: a hy.tiktoken vocabulary's pre "hunyuan-dense"
+ * (llama.cpp's name for Hunyuan-4B's tokenizer), bos 127958 after it only
+ * where hidden_size is 4096 (Hunyuan-7B's <|bos|>); eos config.json's
+ * eod_token_id (HunYuanDenseV1Config's default 3 where unsaid), eot the
+ * first of generation_config.json's eos ids */
+static const tpc_gguf_hy_vocab hunyuandense_hy = {.pre = "hunyuan-dense", .bos = 127958, .bos_hidden = 4096,
+						  .eos_member = "eod_token_id", .eos_default = 3, .eot_gen = true};
+/* HunYuanModel for HunYuanDenseV1ForCausalLM (tencent/Hunyuan-0.5B to -7B):
+ * LLaMA's tensors with per-head q/k norms, no Q/K permutation, a tied
+ * lm_head left out; read back as transformers' hunyuan_v1_dense */
+const tpc_gguf_arch tpc__gguf_hunyuandense = {
+	.arch = "hunyuan-dense", .hf_arch = A("HunYuanDenseV1ForCausalLM"), .kv = hunyuandense_kv,
+	.vocab = TPC_GGUF_VOCAB_HY_TIKTOKEN_OR_BPE, .tok_class_spm = "LlamaTokenizer", .tok_class_bpe = "GPT2Tokenizer",
+	.hf_cfg = hunyuandense_cfg, .bias_flags = hunyuanmoe_bias, .rope_pct = "partial_rotary_factor",
+	.model_type = "hunyuan_v1_dense", .rope_alpha = &hunyuandense_rope, .hy = &hunyuandense_hy};
 /* Exaone4Model: get_vocab_base's BPE and SpecialVocab (_set_vocab_gpt2's);
  * no Q/K permutation; a llama3 rope's rope_freqs.weight (its own
  * generate_extra_tensors, LlamaModel's numbers); Exaone4Config has no

@@ -201,8 +201,34 @@ typedef enum tpc_gguf_vocab_kind {
 				       * tokenizer_config.json's add_prefix_space when it has one */
 	TPC_GGUF_VOCAB_HY_TIKTOKEN, /* HunYuanMoEModel: hy.tiktoken's ranks, merges rebuilt
 				     * from them, tokenization_hy.py's special tokens after
-				     * the last rank up to vocab_size, pre "hunyuan", bos 127959 */
+				     * the last rank up to vocab_size; the record's hy part
+				     * (pre "hunyuan", bos 127959) */
+	TPC_GGUF_VOCAB_HY_TIKTOKEN_OR_BPE, /* HunYuanModel: _set_vocab_gpt2's BPE when
+					    * tokenizer.json is there (without a pad id
+					    * when config.json's pad_token_id is negative),
+					    * else that tiktoken vocabulary; then the hy
+					    * part's eos and eot either way */
 } tpc_gguf_vocab_kind;
+
+/* What the reference writes around a HunYuan vocabulary (conversion/hunyuan.py's
+ * set_vocab, TPC_GGUF_VOCAB_HY_TIKTOKEN*): the pre-tokenizer's name, a bos id
+ * written over SpecialVocab's after a hy.tiktoken vocabulary, then (either
+ * vocabulary) an eos id from a config.json member and an eot id from
+ * generation_config.json. Read back (gguf_hf.c, gguf_tok.c): hy.tiktoken
+ * when tokenizer.ggml.pre is `pre`; the member from the GGUF's eos id (null
+ * without one), generation_config.json's eos_token_id [eot, eos]. */
+typedef struct tpc_gguf_hy_vocab {
+	const char *pre;        /* tokenizer.ggml.pre of a hy.tiktoken vocabulary (llama.cpp's
+				 * name for the model's tokenizer) */
+	int64_t bos;            /* bos_token_id written after a hy.tiktoken vocabulary; 0: none */
+	int64_t bos_hidden;     /* ... only where config.json's hidden_size is this; 0: always */
+	const char *eos_member; /* config.json's member whose id is written as eos_token_id
+				 * (null there: none); NULL: none */
+	int64_t eos_default;    /* its value where config.json lacks it (the config class's
+				 * default: the reference reads hparams through AutoConfig) */
+	bool eot_gen;           /* generation_config.json's eos_token_id, a list of two or
+				 * more: its first as eot_token_id */
+} tpc_gguf_hy_vocab;
 
 /* The tokenizer.json transformers 5.12 builds from a SentencePiece BPE
  * (its SentencePieceExtractor's vocab and merges, then the tokenizer
@@ -356,7 +382,13 @@ typedef struct tpc_gguf_head_tile {
 typedef struct tpc_gguf_rope_alpha {
 	const char *rope_type;  /* the rope type it applies to; NULL: none */
 	double alpha;           /* alpha when the rope parameters have none; the only one taken */
+	bool any_alpha;         /* any alpha taken (HunYuanModel asserts none), and none refused: its
+				 * default (alpha above) is not transformers', whose rope without
+				 * one is rope_theta's; read back: the shortest alpha whose
+				 * freq_base is the GGUF's */
 	double theta;           /* rope_theta when they have none; the only one taken */
+	const char *dim_member; /* config.json's head dim (HunYuanModel's head_dim; attention.key_length
+				 * read back); NULL: hidden_size / num_attention_heads */
 	int64_t dim;            /* the only head dim taken; 0: any */
 	int64_t ctx_from[2];    /* the max_position_embeddings taken */
 	int64_t ctx;            /* the context written */
@@ -413,6 +445,7 @@ typedef struct tpc_gguf_arch {
 				* with --no-mtp, which leaves their tensors out as past_layers
 				* does. NULL: none, unless the family has tpc_family_mtp */
 	const tpc_gguf_rope_alpha *rope_alpha; /* an alpha rope written as a plain one; NULL: none */
+	const tpc_gguf_hy_vocab *hy; /* a HunYuan vocabulary's ids and pre-tokenizer; NULL: none */
 	int head_dim;
 	tpc_gguf_vocab_kind vocab;
 	const char *tok_class_spm; /* tokenizer_class for a SentencePiece vocabulary */
@@ -478,6 +511,7 @@ extern const tpc_gguf_arch tpc__gguf_llama, tpc__gguf_mistral, tpc__gguf_mixtral
 	tpc__gguf_smollm3, tpc__gguf_seedoss, tpc__gguf_glm4, tpc__gguf_ernie4_5, tpc__gguf_exaone4, tpc__gguf_phi2,
 	tpc__gguf_cohere2, tpc__gguf_granitemoe, tpc__gguf_granitemoe_shared, tpc__gguf_glm4moe, tpc__gguf_deepseek2, tpc__gguf_gptoss,
 	tpc__gguf_phimoe, tpc__gguf_ernie4_5moe, tpc__gguf_llama4, tpc__gguf_granitehybrid,
-	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe, tpc__gguf_hunyuanmoe;
+	tpc__gguf_granitehybrid_dense, tpc__gguf_qwen3next, tpc__gguf_qwen35, tpc__gguf_qwen35moe, tpc__gguf_hunyuanmoe,
+	tpc__gguf_hunyuandense;
 
 #endif

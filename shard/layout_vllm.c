@@ -167,6 +167,21 @@ typedef struct vcfg {
 	char arch[128];
 } vcfg;
 
+/* Whether config.json in dir has `member` true (a family's vllm_cfg_true) */
+static bool config_true(const char *dir, const char *member)
+{
+	char *path = dir ? tpc_path_join(dir, "config.json") : NULL;
+	tpc_cfg *cfg = NULL;
+	tpc_err e;
+	bool yes = false;
+	tpc_err_init(&e);
+	if (path && tpc_exists(path) && !tpc_cfg_from_file(&cfg, path, &e))
+		yes = cJSON_IsTrue(tpc_cfg_get(cfg, TPC_CFG_TOP, member, NULL));
+	tpc_cfg_free(cfg);
+	free(path);
+	return yes;
+}
+
 static void read_config(const char *dir, vcfg *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -217,6 +232,13 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		tpc_sanitize(a, sizeof(a), c.arch);
 		return tpc_err_set(e, TPC_EINPUT, "the vllm layout knows vLLM's parameter names for %s, not %s",
 				   arch_list(known, sizeof(known), false), a);
+	}
+	if (fam && fam->vllm_cfg_true && !config_true(o->config_dir, fam->vllm_cfg_true)) {
+		char a[160];
+		tpc_sanitize(a, sizeof(a), c.arch);
+		return tpc_err_set(e, TPC_EINPUT,
+				   "config.json's %s is not true: vLLM's %s model reads it as false when absent and then has no parameter for this family's tensors it gates (set it in config.json, as the model's own publisher does)",
+				   fam->vllm_cfg_true, a);
 	}
 	sp->family = fam; /* stored_rank names the tensors by its table */
 	if (c.have && !c.tied && tpc_ckpt_find(sp->in, "lm_head.weight") < 0)

@@ -896,6 +896,21 @@ static cJSON *arr_item(const tpc_gguf_kv *k, const char *kinds)
  * 32768 is not in it either); another freq_base is refused, never read as a
  * plain rope of that base. Before the record's rows (its rope_theta written
  * here). */
+/* The shortest decimal alpha (up to 17 digits) whose freq_base theta x
+ * alpha ^ (dim / (dim - 2)), as an F32, is fb; 0 when none is */
+static double alpha_of(double fb, double theta, int64_t dim)
+{
+	double e = (double)dim / (double)(dim - 2), a0 = pow(fb / theta, 1.0 / e);
+	char buf[40];
+	for (int p = 1; p <= 17 && isfinite(a0) && a0 > 0; p++) {
+		snprintf(buf, sizeof(buf), "%.*g", p, a0);
+		double a = strtod(buf, NULL);
+		if ((float)(theta * pow(a, e)) == (float)fb)
+			return a;
+	}
+	return 0;
+}
+
 static int cfg_rope_alpha(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 {
 	const tpc_gguf_rope_alpha *ra = h->a->rope_alpha;
@@ -904,16 +919,23 @@ static int cfg_rope_alpha(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 	int64_t hidden = kv_int(kv_get(kv, h->arch, "embedding_length"));
 	if (!ra || !ra->rope_type || !t || t->type != TPC_GV_STRING || strcmp(t->s, "none") || orig < 0)
 		return 0;
-	int64_t dim = hidden > 0 && h->heads > 0 ? hidden / h->heads : 0;
-	float want = dim > 2 ? (float)(ra->theta * pow(ra->alpha, (double)dim / (double)(dim - 2))) : 0;
-	if (!fb || fb->type != TPC_GV_F32 || (float)fb->v.f != want || orig != ra->ctx || (ra->dim && dim != ra->dim))
+	int64_t dim = ra->dim_member ? kv_int(kv_get(kv, h->arch, "attention.key_length"))
+		      : hidden > 0 && h->heads > 0 ? hidden / h->heads : 0;
+	double alpha = ra->alpha;
+	if (ra->any_alpha && fb && fb->type == TPC_GV_F32 && dim > 2)
+		alpha = alpha_of(fb->v.f, ra->theta, dim);
+	float want = dim > 2 && alpha > 0 ? (float)(ra->theta * pow(alpha, (double)dim / (double)(dim - 2))) : 0;
+	if (!fb || fb->type != TPC_GV_F32 || (float)fb->v.f != want || orig != ra->ctx || (ra->dim && dim != ra->dim)) {
+		char al[40];
+		snprintf(al, sizeof(al), ra->any_alpha ? "any alpha" : "alpha %g", ra->alpha);
 		return tpc_err_at(h->e, TPC_EINPUT, h->ck->path, NULL,
-				  "%s.rope.freq_base %g with rope.scaling.type 'none' and an original context of %lld: not the %s rope of alpha %g, rope_theta %g and a %lld-dim head convert_hf_to_gguf.py writes (%.9g, %lld), and alpha is not in the GGUF: not rebuilt into config.json",
-				  h->arch, fb && fb->type == TPC_GV_F32 ? fb->v.f : -1.0, (long long)orig, ra->rope_type, ra->alpha,
+				  "%s.rope.freq_base %g with rope.scaling.type 'none' and an original context of %lld: not the %s rope of %s, rope_theta %g and a %lld-dim head convert_hf_to_gguf.py writes (%.9g, %lld), and alpha is not in the GGUF: not rebuilt into config.json",
+				  h->arch, fb && fb->type == TPC_GV_F32 ? fb->v.f : -1.0, (long long)orig, ra->rope_type, al,
 				  ra->theta, (long long)dim, (double)want, (long long)ra->ctx);
+	}
 	cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
 	if (!rp || !cJSON_AddStringToObject(rp, "rope_type", ra->rope_type) ||
-	    !cJSON_AddItemToObject(rp, "alpha", float_item(ra->alpha)) ||
+	    !cJSON_AddItemToObject(rp, "alpha", float_item(alpha)) ||
 	    !cJSON_AddItemToObject(rp, "factor", float_item(1.0)) ||
 	    !cJSON_AddItemToObject(rp, "rope_theta", float_item(ra->theta)) ||
 	    !cJSON_AddItemToObject(o, "rope_theta", float_item(ra->theta)))
@@ -1198,6 +1220,12 @@ static int cfg_common(cJSON *o, const hfctx *h, const tpc_gguf_kvs *kv)
 			   : ids[i].null && !cJSON_AddNullToObject(o, ids[i].member))
 			return tpc_err_nomem(h->e);
 	}
+	/* a HunYuan vocabulary's eos member (HunYuanModel's eod_token_id, written
+	 * as the eos id): the GGUF's eos, null without one (not its default) */
+	const char *em = h->a->hy ? h->a->hy->eos_member : NULL;
+	int64_t eos = kv_int(kv_get(kv, NULL, "tokenizer.ggml.eos_token_id"));
+	if (em && (eos >= 0 ? !cJSON_AddNumberToObject(o, em, (double)eos) : !cJSON_AddNullToObject(o, em)))
+		return tpc_err_nomem(h->e);
 	return 0;
 }
 

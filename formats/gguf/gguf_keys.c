@@ -794,33 +794,53 @@ static int rope_num(conv *cv, const char *name, double dflt, double *out)
 	return !v || cJSON_IsNumber(v) ? 0 : tpc__gk_cfg_err(&cv->c, cv->e, "config.json: rope parameter '%s' is not a number", name);
 }
 
-/* TPC_KH_ROPE_ALPHA: the record's alpha rope (HunYuanMoEModel.set_gguf_parameters'
- * "dynamic"): what the reference asserts refused by name, then freq_base
- * theta * alpha ^ (dim / (dim - 2)) in double as Python computes it (an F32
- * key), scaling "none", factor 1, the original context and context_length */
+/* The head dim of the record's alpha rope: config.json's dim_member
+ * (HunYuanModel's head_dim), else hidden_size / num_attention_heads */
+static int rope_alpha_dim(conv *cv, const tpc_gguf_rope_alpha *ra, uint64_t *dim)
+{
+	uint64_t h = 0, heads = 0;
+	if (ra->dim_member)
+		return tpc__gk_cfg_req_u32(&cv->c, ra->dim_member, dim, cv->e);
+	if (tpc__gk_two_u32(&cv->c, "hidden_size", "num_attention_heads", &h, &heads, cv->e))
+		return -1;
+	*dim = h / heads;
+	return 0;
+}
+
+/* TPC_KH_ROPE_ALPHA: the record's alpha rope (HunYuanMoEModel's and
+ * HunYuanModel's set_gguf_parameters, "dynamic"): what the reference asserts
+ * refused by name (and a missing alpha where any is taken: the reference's
+ * default is not transformers'), then freq_base theta * alpha ^ (dim / (dim -
+ * 2)) in double as Python computes it (an F32 key), scaling "none", factor
+ * 1, the original context and context_length */
 static int rope_alpha_keys(conv *cv, const tpc_gguf_kv_rule *r)
 {
 	const tpc_gguf_rope_alpha *ra = cv->spec->rope_alpha;
 	const cJSON *t = tpc__gk_rope_member(&cv->c, "rope_type");
 	double alpha = 0, theta = 0;
-	uint64_t h = 0, heads = 0, ctx = 0;
+	uint64_t dim = 0, ctx = 0;
 	char msg[200], key[160];
 	(void)r;
 	if (!ra || !ra->rope_type || !cJSON_IsString(t) || strcmp(t->valuestring, ra->rope_type))
 		return 0;
+	if (ra->any_alpha && !tpc__gk_rope_member(&cv->c, "alpha")) {
+		snprintf(msg, sizeof(msg), "a %s rope without alpha: convert_hf_to_gguf.py writes alpha %g's base, transformers rotates it by rope_theta's",
+			 ra->rope_type, ra->alpha);
+		return tpc__gk_cfg_err(&cv->c, cv->e, "config.json: %s (not the same model)", msg);
+	}
 	if (rope_num(cv, "alpha", ra->alpha, &alpha) || rope_num(cv, "rope_theta", ra->theta, &theta) ||
-	    tpc__gk_two_u32(&cv->c, "hidden_size", "num_attention_heads", &h, &heads, cv->e) ||
-	    tpc__gk_cfg_req_u32(&cv->c, "max_position_embeddings", &ctx, cv->e))
+	    rope_alpha_dim(cv, ra, &dim) || tpc__gk_cfg_req_u32(&cv->c, "max_position_embeddings", &ctx, cv->e))
 		return -1;
-	uint64_t dim = h / heads;
 	msg[0] = 0;
-	if (alpha != ra->alpha)
+	if (ra->any_alpha && !(alpha > 0))
+		snprintf(msg, sizeof(msg), "alpha %g, not a positive number", alpha);
+	else if (!ra->any_alpha && alpha != ra->alpha)
 		snprintf(msg, sizeof(msg), "alpha %g, not %g", alpha, ra->alpha);
 	else if (theta != ra->theta)
 		snprintf(msg, sizeof(msg), "rope_theta %g, not %g", theta, ra->theta);
 	else if (ra->dim && dim != (uint64_t)ra->dim)
-		snprintf(msg, sizeof(msg), "a head of %llu dims (hidden_size / num_attention_heads), not %lld",
-			 (unsigned long long)dim, (long long)ra->dim);
+		snprintf(msg, sizeof(msg), "a head of %llu dims (%s), not %lld", (unsigned long long)dim,
+			 ra->dim_member ? ra->dim_member : "hidden_size / num_attention_heads", (long long)ra->dim);
 	else if (ctx != (uint64_t)ra->ctx_from[0] && ctx != (uint64_t)ra->ctx_from[1])
 		snprintf(msg, sizeof(msg), "max_position_embeddings %llu, not %lld or %lld", (unsigned long long)ctx,
 			 (long long)ra->ctx_from[0], (long long)ra->ctx_from[1]);

@@ -1110,14 +1110,17 @@ static int tk_hy_merges(tok *t, const char *txt, size_t len)
 /* hy.tiktoken and a tokenizer_config.json naming tokenization_hy.HYTokenizer
  * (Tencent's module itself is not written: transformers needs it beside
  * them; the reference reads the ids from config.json); the pre-tokenizer
- * must be "hunyuan", what the vocabulary converts back to */
+ * must be the record's (hy part: "hunyuan", "hunyuan-dense"), what the
+ * vocabulary converts back to */
 static int tk_hy(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 {
 	const tpc_gguf_kv *pk = tk_get(t, "tokenizer.ggml.pre");
+	const char *want = t->g->hy ? t->g->hy->pre : "";
 	char *txt = NULL;
 	size_t len = 0;
-	if (!pk || pk->type != TPC_GV_STRING || strcmp(pk->s, "hunyuan")) {
-		tk_skip(t, "tokenizer.ggml.pre is not 'hunyuan', the one a HunYuan hy.tiktoken converts back to");
+	if (!pk || pk->type != TPC_GV_STRING || strcmp(pk->s, want)) {
+		snprintf(t->why, t->whylen, "tokenizer.ggml.pre is not '%s', the one a HunYuan hy.tiktoken converts back to",
+			 want);
 		return 0;
 	}
 	int ret = tk_hy_file(t, &txt, &len);
@@ -1148,6 +1151,45 @@ static int tk_hy(tok *t, tpc_hf_file *f, size_t *nf, cJSON *cfg)
 	return 0;
 }
 
+/* Whether the GGUF's vocabulary is a HunYuan hy.tiktoken one: the record's
+ * kind says so, or may (HunYuanModel's; then its pre-tokenizer says) */
+static bool tk_is_hy(const tok *t)
+{
+	const tpc_gguf_kv *pk = tk_get(t, "tokenizer.ggml.pre");
+	if (!t->g || !t->g->hy)
+		return false;
+	if (t->g->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN)
+		return true;
+	return t->g->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN_OR_BPE && pk && pk->type == TPC_GV_STRING &&
+	       !strcmp(pk->s, t->g->hy->pre);
+}
+
+/* generation_config.json where the record's hy part takes eot from it
+ * (HunYuanModel: the first of two or more eos ids): eos_token_id [eot,
+ * eos] (eos the GGUF's, else eot again), what converts back to both */
+static int tk_hy_gen(tok *t, tpc_hf_file *f, size_t *nf)
+{
+	int64_t eot = -1, eos = -1;
+	if (!t->g || !t->g->hy || !t->g->hy->eot_gen)
+		return 0;
+	int ret = tk_id(t, "tokenizer.ggml.eot_token_id", &eot);
+	if (!ret)
+		ret = tk_id(t, "tokenizer.ggml.eos_token_id", &eos);
+	if (ret || eot < 0)
+		return ret;
+	if (*nf >= TPC_HF_FILES_MAX)
+		return tpc_err_at(t->e, TPC_EINPUT, t->ck->path, NULL, "internal: more than %d tokenizer files", TPC_HF_FILES_MAX);
+	cJSON *g = cJSON_CreateObject(), *l = g ? cJSON_AddArrayToObject(g, "eos_token_id") : NULL;
+	if (!l || !cJSON_AddItemToArray(l, cJSON_CreateNumber((double)eot)) ||
+	    !cJSON_AddItemToArray(l, cJSON_CreateNumber((double)(eos >= 0 ? eos : eot)))) {
+		cJSON_Delete(g);
+		return tpc_err_nomem(t->e);
+	}
+	ret = tk_emit(t, f, nf, "generation_config.json", g);
+	cJSON_Delete(g);
+	return ret;
+}
+
 int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char *why, size_t whylen, tpc_err *e)
 {
 	tok t;
@@ -1176,12 +1218,14 @@ int tpc__gguf_hf_tokenizer(const tpc_ckpt *ck, tpc_hf_file *f, size_t *nf, char 
 	}
 	cJSON *cfg = cJSON_CreateObject();
 	int ret = cfg ? tk_load(&t) : tpc_err_nomem(e);
-	if (!ret && t.g && t.g->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN && !spm)
+	if (!ret && !spm && tk_is_hy(&t))
 		ret = tk_hy(&t, f, nf, cfg);
 	else if (!ret)
 		ret = spm ? tk_spm(&t, f, nf, cfg) : tk_bpe(&t, f, nf, cfg);
 	if (!ret && !why[0])
 		ret = tk_emit(&t, f, nf, "tokenizer_config.json", cfg);
+	if (!ret && !why[0])
+		ret = tk_hy_gen(&t, f, nf);
 	if (ret || why[0]) {
 		tpc_hf_files_release(f, *nf);
 		*nf = 0;

@@ -413,7 +413,14 @@ static int v_text_ids(vocab *v, tpc__special_fix *fx, size_t *n)
 }
 
 /* _set_vocab_gpt2 (and the record's special ids by text after loading) */
+static int v_gpt2_types(vocab *v, tpc_gguf_kvs *kv, const char *const *types, size_t ntypes);
 static int v_gpt2(vocab *v, tpc_gguf_kvs *kv)
+{
+	return v_gpt2_types(v, kv, NULL, 0);
+}
+
+/* _set_vocab_gpt2 with SpecialVocab's special_token_types `types` (NULL: its default) */
+static int v_gpt2_types(vocab *v, tpc_gguf_kvs *kv, const char *const *types, size_t ntypes)
 {
 	const char *pre = v->pre;
 	tpc__special_fix fx[4];
@@ -436,7 +443,7 @@ static int v_gpt2(vocab *v, tpc_gguf_kvs *kv)
 	if (!ret)
 		ret = v_text_ids(v, fx, &nfx);
 	if (!ret)
-		ret = tpc__special_vocab(&v->vd, true, NULL, 0, -1, fx, nfx, false, kv, v->e);
+		ret = tpc__special_vocab(&v->vd, true, types, ntypes, -1, fx, nfx, false, kv, v->e);
 	return ret;
 }
 
@@ -764,10 +771,12 @@ static int v_spm_space(vocab *v, tpc_gguf_kvs *kv)
  * CONTROL, up to config.json's vocab_size (the reference asserts the
  * tokenizer's size is vocab_size; fewer than five ids left is refused);
  * the merges QwenModel.bpe rebuilds from the ranks; tokenizer.ggml.pre
- * "hunyuan", the name llama.cpp's hash table gives Hunyuan-A13B's tokenizer
- * (the split is tokenization_hy.py's PAT_STR, which no file holds) unless
- * given; SpecialVocab without merges; then bos_token_id 127959 whatever
- * the vocabulary (the reference's add_bos_token_id: A13B's <|bos|>). */
+ * the record's (hy part: "hunyuan", the name llama.cpp's hash table gives
+ * Hunyuan-A13B's tokenizer; the split is tokenization_hy.py's PAT_STR, which
+ * no file holds) unless given; SpecialVocab without merges; then the hy
+ * part's bos_token_id whatever the vocabulary (HunYuanMoEModel's
+ * add_bos_token_id: A13B's <|bos|> 127959; HunYuanModel's 127958 where
+ * hidden_size is 4096). */
 static int hy_merges(vocab *v, const tpc__tiktoken *t, tpc_gguf_kvs *kv)
 {
 	char **m = calloc(t->n ? t->n : 1, sizeof(*m));
@@ -830,8 +839,26 @@ static int hy_tokens(vocab *v, const tpc__tiktoken *t)
 	return 0;
 }
 
+/* config.json's integer member `name` (a bool counts, as in Python): 1 with
+ * it in *out, 0 when absent, 2 when null; refused (TPC_EINPUT) when another
+ * type */
+static int v_cfg_id(vocab *v, const char *name, int64_t *out)
+{
+	const cJSON *root = v->vd.config ? tpc_cfg_root(v->vd.config) : NULL;
+	const cJSON *x = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, name) : NULL;
+	if (!x)
+		return 0;
+	if (cJSON_IsNull(x))
+		return 2;
+	if (!tpc__json_int(x, out))
+		return v_refuse(v, "config.json", "'%s' is not an integer", name);
+	return 1;
+}
+
 static int v_hy_tiktoken(vocab *v, tpc_gguf_kvs *kv)
 {
+	const tpc_gguf_hy_vocab *hy = v->g ? v->g->hy : NULL;
+	int64_t hidden = 0;
 	tpc__tiktoken t;
 	char *path = tpc_path_join(v->vd.dir, "hy.tiktoken"), *buf = NULL;
 	size_t len = 0;
@@ -843,20 +870,79 @@ static int v_hy_tiktoken(vocab *v, tpc_gguf_kvs *kv)
 		ret = hy_tokens(v, &t);
 	if (!ret)
 		ret = v_kv_str(v, kv, "tokenizer.ggml.model", "gpt2");
+	if (!ret && !hy)
+		ret = tpc_err_set(v->e, TPC_EINPUT, "internal: a tiktoken vocabulary without the record's hy part");
 	if (!ret)
-		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", v->pre ? v->pre : "hunyuan");
+		ret = v_kv_str(v, kv, "tokenizer.ggml.pre", v->pre ? v->pre : hy->pre);
 	if (!ret)
 		ret = v_add_arrays(v, kv, false);
 	if (!ret)
 		ret = hy_merges(v, &t, kv);
 	if (!ret)
 		ret = tpc__special_vocab(&v->vd, false, NULL, 0, -1, NULL, 0, false, kv, v->e);
-	if (!ret && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.bos_token_id", TPC_GV_U32, 127959))
+	if (!ret && hy->bos_hidden)
+		ret = v_cfg_id(v, "hidden_size", &hidden) < 0 ? TPC_EINPUT : 0;
+	if (!ret && hy->bos && (!hy->bos_hidden || hidden == hy->bos_hidden) &&
+	    tpc_gguf_kvs_uint(kv, "tokenizer.ggml.bos_token_id", TPC_GV_U32, (uint64_t)hy->bos))
 		ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
 	tpc__tiktoken_release(&t);
 	free(buf);
 	free(path);
 	return ret;
+}
+
+/* HunYuanModel.set_vocab's ids after either vocabulary: eos_token_id
+ * config.json's eos_member (its default where unsaid, none where null),
+ * written over SpecialVocab's in its place; eot_token_id the first of
+ * generation_config.json's eos_token_id when that is a list of two or more.
+ * A negative or non-integer id (the reference's writer packs a uint32)
+ * refused by name. */
+static int hy_ids(vocab *v, const tpc_gguf_hy_vocab *hy, tpc_gguf_kvs *kv)
+{
+	int64_t eos = hy->eos_default, eot = -1;
+	int has = hy->eos_member ? v_cfg_id(v, hy->eos_member, &eos) : 2;
+	if (has < 0)
+		return has;
+	if (has != 2 && eos < 0)
+		return v_refuse(v, "config.json", "'%s' is negative: not a token id (the reference writes it as eos_token_id, a uint32)",
+				hy->eos_member);
+	if (has != 2 && tpc_gguf_kvs_uint(kv, "tokenizer.ggml.eos_token_id", TPC_GV_U32, (uint64_t)eos))
+		return tpc_err_set(v->e, TPC_EIO, "out of memory");
+	if (!hy->eot_gen)
+		return 0;
+	cJSON *g = NULL;
+	int ret = tpc__vocab_json(v->vd.dir, "generation_config.json", &g, v->e);
+	const cJSON *l = ret || !cJSON_IsObject(g) ? NULL : cJSON_GetObjectItemCaseSensitive(g, "eos_token_id");
+	if (!ret && cJSON_IsArray(l) && cJSON_GetArraySize(l) >= 2) {
+		if (!tpc__json_int(cJSON_GetArrayItem(l, 0), &eot) || eot < 0)
+			ret = v_refuse(v, "generation_config.json", "%s: its first is not a token id (the reference writes it as eot_token_id)",
+				       "eos_token_id");
+		else if (tpc_gguf_kvs_uint(kv, "tokenizer.ggml.eot_token_id", TPC_GV_U32, (uint64_t)eot))
+			ret = tpc_err_set(v->e, TPC_EIO, "out of memory");
+	}
+	cJSON_Delete(g);
+	return ret;
+}
+
+/* HunYuanModel.set_vocab (conversion/hunyuan.py:162-246): with
+ * tokenizer.json, _set_vocab_gpt2's BPE, its SpecialVocab without the pad
+ * id where config.json's pad_token_id is negative (HunyuanVL's -1); without,
+ * the hy.tiktoken vocabulary (v_hy_tiktoken); then hy_ids */
+static int v_hy_or_bpe(vocab *v, tpc_gguf_kvs *kv)
+{
+	const tpc_gguf_hy_vocab *hy = v->g ? v->g->hy : NULL;
+	int64_t pad = 0;
+	if (!hy)
+		return tpc_err_set(v->e, TPC_EINPUT, "internal: a HunYuan vocabulary without the record's hy part");
+	if (!v->vd.tok_json) {
+		int ret = v_hy_tiktoken(v, kv);
+		return ret ? ret : hy_ids(v, hy, kv);
+	}
+	if (v_cfg_id(v, "pad_token_id", &pad) < 0)
+		return TPC_EINPUT;
+	static const char *const no_pad[] = {"bos", "eos", "unk", "sep", "cls", "mask"};
+	int ret = pad < 0 ? v_gpt2_types(v, kv, no_pad, 6) : v_gpt2(v, kv);
+	return ret ? ret : hy_ids(v, hy, kv);
 }
 
 /* Each kind of the record's vocab field (tpc_family_gguf.h): what reads a
@@ -874,6 +960,7 @@ static const struct {
 	[TPC_GGUF_VOCAB_SPM_NOSPACE_OR_BPE] = {v_spm_nospace, v_gpt2},
 	[TPC_GGUF_VOCAB_SPM_CFG_SPACE] = {v_spm_cfg_space, v_spm_cfg_space},
 	[TPC_GGUF_VOCAB_HY_TIKTOKEN] = {v_hy_tiktoken, v_hy_tiktoken},
+	[TPC_GGUF_VOCAB_HY_TIKTOKEN_OR_BPE] = {v_hy_or_bpe, v_hy_or_bpe},
 };
 
 int tpc_gguf_vocab_pre(const char *dir, const char *arch, int64_t vocab_size, const char *pre, tpc_gguf_kvs *kv,

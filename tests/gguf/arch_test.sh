@@ -1322,6 +1322,119 @@ if [ $rc -eq 3 ] && grep -qF "hunyuan-moe.rope.freq_base 1e+06 with rope.scaling
 else
   bad "hunyuan-moe: another freq_base under rope scaling none (exit $rc)" "$(cat "$T/err")"
 fi
+# HunYuan dense (tiny-hunyuan-dense: Hunyuan-7B's dynamic NTK-alpha rope on
+# an 8-dim head, hy.tiktoken, eod_token_id, generation_config.json's two eos
+# ids; the reference's files compared whole above): its GGUF into Hugging
+# Face form (hy.tiktoken rebuilt, the rope parameters, eod_token_id,
+# generation_config.json's eos ids [eot, eos]) and back byte-identical at
+# f32, f16 and bf16; config.json variants whole against the reference's
+# (ref/hunyuan-dense-var.sha256: alpha 500, which HunYuanModel does not
+# assert, the default rope, no eod_token_id: its default 3, eod_token_id
+# null: SpecialVocab's eos; a tokenizer.json in place of hy.tiktoken, its
+# _set_vocab_gpt2 path, and that with pad_token_id -1: no pad id), each read
+# back and converted again the same;
+# what the reference asserts (ref/hunyuan-dense-refused.txt: rope_theta
+# 20000, max_position_embeddings 4096) and a dynamic rope without alpha (the
+# reference writes alpha 50's base, transformers rotates by rope_theta's)
+# refused by name (exit 3), nothing written
+H="$A/tiny-hunyuan-dense"
+rm -rf "$T/hd2" && mkdir "$T/hd2"
+hd_fail=
+for ot in f32 f16 bf16; do
+  if ! "$TPCONV" convert "$H" -o "$T/hd2/$ot.gguf" --outtype "$ot" -q 2> "$T/err" ||
+     ! "$TPCONV" convert "$T/hd2/$ot.gguf" -o "$T/hd2/$ot/tiny-hunyuan-dense/" -q 2>> "$T/err" ||
+     ! "$TPCONV" convert "$T/hd2/$ot/tiny-hunyuan-dense" -o "$T/hd2/$ot-back.gguf" --outtype "$ot" -q 2>> "$T/err" ||
+     ! cmp -s "$T/hd2/$ot.gguf" "$T/hd2/$ot-back.gguf" || ! cmp -s "$H/hy.tiktoken" "$T/hd2/$ot/tiny-hunyuan-dense/hy.tiktoken"; then
+    hd_fail+="$ot: $(head -c 300 "$T/err") "
+  fi
+done
+if [ -z "$hd_fail" ] && python3 - "$T/hd2/f32/tiny-hunyuan-dense" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1] + "/config.json")); g = json.load(open(sys.argv[1] + "/generation_config.json"))
+want = {"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0}
+sys.exit(0 if c["rope_parameters"] == want and c["max_position_embeddings"] == 262144 and c["eod_token_id"] == 310
+         and c["model_type"] == "hunyuan_v1_dense" and g["eos_token_id"] == [315, 310] else 1)
+PY
+then
+  ok "hunyuan-dense: GGUF -> HF (hy.tiktoken, rope parameters, eod_token_id, eot rebuilt) -> GGUF byte-identical at f32, f16, bf16"
+else
+  bad "hunyuan-dense: GGUF -> HF -> GGUF" "$hd_fail" "$(cat "$T/hd2/f32/tiny-hunyuan-dense/config.json" 2>/dev/null | head -30)"
+fi
+declare -A HY_DENSE_EDIT=(
+  [alpha500]='c["rope_parameters"]["alpha"] = 500.0'
+  [defrope]='c["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}'
+  [noeod]='del c["eod_token_id"]'
+  [eodnull]='c["eod_token_id"] = None'
+  [theta20000]='c["rope_parameters"]["rope_theta"] = 20000.0'
+  [ctx4096]='c["max_position_embeddings"] = 4096'
+  [noalpha]='del c["rope_parameters"]["alpha"]'
+  [tokjson]='pass'
+  [tokjson-nopad]='c["pad_token_id"] = -1')
+declare -A HY_DENSE_MSG=(
+  [theta20000]="a dynamic rope with rope_theta 20000, not 10000"
+  [ctx4096]="a dynamic rope with max_position_embeddings 4096, not 32768 or 262144"
+  [noalpha]="a dynamic rope without alpha: convert_hf_to_gguf.py writes alpha 50's base, transformers rotates it by rope_theta's")
+# hd_variant NAME: $T/hd2/v/tiny-hunyuan-dense as tiny-hunyuan-dense with NAME's
+# edit (tokjson*: arch/hydense-tokjson's tokenizer.json in place of hy.tiktoken)
+hd_variant() {
+  rm -rf "$T/hd2/v" "$T/hd2/v.gguf" "$T/hd2/v2.gguf" && mkdir "$T/hd2/v" && cp -r "$H" "$T/hd2/v/"
+  case $1 in tokjson*)
+    rm "$T/hd2/v/tiny-hunyuan-dense/"{hy.tiktoken,tokenization_hy.py,tokenizer_config.json}
+    cp "$A/hydense-tokjson/"* "$T/hd2/v/tiny-hunyuan-dense/" ;;
+  esac
+  python3 -c 'import json, sys
+p = sys.argv[1]; c = json.load(open(p)); exec(sys.argv[2]); json.dump(c, open(p, "w"))' "$T/hd2/v/tiny-hunyuan-dense/config.json" "${HY_DENSE_EDIT[$1]}"
+}
+while read -r sum name; do
+  v=${name#hunyuan-dense-}; v=${v%-f32.gguf}
+  hd_variant "$v"
+  if "$TPCONV" convert "$T/hd2/v/tiny-hunyuan-dense" -o "$T/hd2/v.gguf" --outtype f32 -q 2> "$T/err" &&
+     sha256 "$T/hd2/v.gguf" && [ "$REPLY" = "$sum" ] &&
+     "$TPCONV" convert "$T/hd2/v.gguf" -o "$T/hd2/v/back/tiny-hunyuan-dense/" -q 2>> "$T/err" &&
+     "$TPCONV" convert "$T/hd2/v/back/tiny-hunyuan-dense" -o "$T/hd2/v2.gguf" --outtype f32 -q 2>> "$T/err" &&
+     cmp -s "$T/hd2/v.gguf" "$T/hd2/v2.gguf"; then
+    ok "hunyuan-dense $v: byte-identical to convert_hf_to_gguf.py's; GGUF -> HF -> GGUF the same"
+  else
+    bad "hunyuan-dense $v" "$(cat "$T/err")"
+  fi
+done < "$A/ref/hunyuan-dense-var.sha256"
+while read -r v _ rc why; do
+  hd_variant "$v"
+  "$TPCONV" convert "$T/hd2/v/tiny-hunyuan-dense" -o "$T/hd2/v.gguf" -q 2> "$T/err"; r=$?
+  if { { [ "$rc" = 1 ] && [[ $why == AssertionError:* ]]; } || [ "$v" = noalpha ]; } && [ $r -eq 3 ] &&
+     grep -qF -- "${HY_DENSE_MSG[$v]}" "$T/err" && [ ! -e "$T/hd2/v.gguf" ]; then
+    ok "hunyuan-dense $v: refused by name (exit 3; the reference: exit $rc $why); nothing written"
+  else
+    bad "hunyuan-dense $v (exit $r; the reference's exit $rc)" "$(cat "$T/err")"
+  fi
+done < "$A/ref/hunyuan-dense-refused.txt"
+# tiny-hunyuan-dense sharded with its preset from config.json at tp 2 and 4
+# (kv heads replicated at 4) in the hf and vllm layouts (config.json with
+# use_qk_norm true, as Tencent's: vLLM's HunYuanAttention has no q/k norms
+# without it), merged back byte-identical; verify's attention and model
+# checks pass. Without use_qk_norm the vllm layout refuses by name
+hv=$T/hd2/qk/tiny-hunyuan-dense
+rm -rf "$T/hd2/qk" && mkdir "$T/hd2/qk" && cp -r "$H" "$T/hd2/qk/" && sed -i 's/^{/{"use_qk_norm": true,/' "$hv/config.json"
+for s in hf:2 hf:4 vllm:2 vllm:4; do
+  IFS=: read -r lay tp <<<"$s"
+  rm -rf "$T/o" "$T/o.safetensors"
+  if "$TPCONV" shard "$hv" --tp "$tp" --layout "$lay" -o "$T/o" -q 2> "$T/err" &&
+     "$TPCONV" merge "$T/o" -o "$T/o.safetensors" -q 2>> "$T/err" && cmp -s "$H/model.safetensors" "$T/o.safetensors" &&
+     "$TPCONV" verify --reference "$hv" --shards "$T/o" > "$T/out" 2>> "$T/err" &&
+     grep -Eq '^ +attn +model\.layers\.1\.attn .* pass' "$T/out" && grep -Eq '^ +model +model .* pass' "$T/out"; then
+    ok "hunyuan-dense $lay tp $tp: sharded, merged back byte-identical, verify's attention and model checks pass"
+  else
+    bad "hunyuan-dense $lay tp $tp: shard, merge, verify" "$(cat "$T/err")" "$(grep -v ' pass' "$T/out" | tail -4)"
+  fi
+done
+rm -rf "$T/o"
+"$TPCONV" shard "$H" --tp 2 --layout vllm -o "$T/o" -q 2> "$T/err"; rc=$?
+if [ $rc -eq 3 ] && grep -qF "config.json's use_qk_norm is not true: vLLM's HunYuanDenseV1ForCausalLM model reads it as false" "$T/err" &&
+   [ ! -e "$T/o/tpconv-manifest.json" ]; then
+  ok "hunyuan-dense: the vllm layout without use_qk_norm in config.json refused by name (exit 3)"
+else
+  bad "hunyuan-dense: vllm without use_qk_norm (exit $rc)" "$(cat "$T/err")"
+fi
 # a quantized GGUF's gate and up cannot be fused back into input_linear (a
 # block tensor is not concatenated): refused by name, nothing written
 rm -rf "$T/q" && mkdir "$T/q"

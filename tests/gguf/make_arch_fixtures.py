@@ -331,6 +331,21 @@ FAMILIES = {
                                                attention_bias=False, tie_word_embeddings=False,
                                                bos_token_id=None, eos_token_id=None, pad_token_id=None,
                                                sep_token_id=None, eod_token_id=None), "hy", torch.float32, "hunyuan"),
+    # HunYuan dense (HunYuanDenseV1ForCausalLM, as tencent/Hunyuan-7B-Instruct):
+    # LLaMA with per-head q/k norms after the rope (query_layernorm,
+    # key_layernorm), a tied head, no attention biases, head_dim 8 (HunYuanModel
+    # reads config.json's head_dim), Hunyuan-7B's rope (rope_type "dynamic",
+    # alpha 1000, rope_theta 10000, max_position_embeddings 32768: its
+    # NTK-alpha base, which the reference asserts on theta and the context
+    # but not on alpha or the head); the tiktoken vocabulary of hunyuan-moe
+    # (hy_tokenizer), eod_token_id (HunYuanModel's eos) and
+    # generation_config.json's two eos ids (its eot: the first)
+    "hunyuan-dense": (tf.HunYuanDenseV1Config, dict(COMMON, head_dim=8, attention_bias=False, tie_word_embeddings=True,
+                                                   max_position_embeddings=32768,
+                                                   rope_parameters={"rope_type": "dynamic", "alpha": 1000.0,
+                                                                    "factor": 1.0, "rope_theta": 10000.0},
+                                                   bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                                                   eod_token_id=None), "hy", torch.float32, "hunyuan-dense"),
     "gpt2": (tf.GPT2Config, dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=128,
                                  bos_token_id=0, eos_token_id=0), "bpe", torch.float32, "gpt-2"),
     "gpt-neox": (tf.GPTNeoXConfig, dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -345,7 +360,8 @@ SEEDS = {"qwen3-moe": 21, "olmoe": 22, "granite": 23, "starcoder2": 24, "gemma2"
          "seed-oss": 42, "glm4": 26, "ernie4_5": 27, "exaone4": 28, "phi": 26, "cohere2": 27, "granitemoe": 57,
          "granitemoeshared": 58, "olmo2": 7, "glm4-moe": 59, "deepseek": 61, "gpt-oss": 61, "phimoe": 60, "ernie4_5-moe": 61,
          "llama4": 63, "granitemoehybrid": 62, "granitemoehybrid-dense": 63,
-         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65, "hunyuan-moe": 66, "gemma3": 102}
+         "qwen3-next": 62, "qwen3_5": 64, "qwen3_5-moe": 65, "hunyuan-moe": 66, "gemma3": 102,
+         "hunyuan-dense": 68}
 
 # the reference's own flags for a family (none now: the Qwen families'
 # checkpoints hold their multi-token-prediction block, qwen_mtp, which
@@ -426,14 +442,17 @@ def bpe_tokenizer(d, pre, glm=False):
 HY_EXTRAS = 5
 
 
-def hy_tokenizer(d):
+def hy_tokenizer(d, fam="hunyuan-moe"):
     """A tiny HunYuan tokenizer folder as tencent/Hunyuan-A13B-Instruct's is
     laid out: hy.tiktoken (a byte-level BPE trained here: the 256 bytes, then
     each merge, a base64 token and its rank a line), tokenization_hy.py (ours,
     hy_tokenizer.py: the interface convert_hf_to_gguf.py's HunYuanMoEModel
     reads, no code of Tencent's) named by tokenizer_config.json's auto_map;
     config.json's token ids those of <|bos|>, <|eos|>, <|pad|> (the
-    reference's SpecialVocab reads them there: no tokenizer.json)"""
+    reference's SpecialVocab reads them there: no tokenizer.json); the MoE's
+    lists a layer each; the dense one's eod_token_id <|endoftext|> and
+    generation_config.json's eos_token_id [<|extra_0|>, <|eos|>] (as
+    Hunyuan-7B-Instruct's folder: two ids, HunYuanModel's eot the first)"""
     import base64
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers.convert_slow_tokenizer import bytes_to_unicode
@@ -456,8 +475,16 @@ def hy_tokenizer(d):
                   f, indent=2)
     with open(os.path.join(d, "config.json")) as f:
         c = json.load(f)
-    c.update(bos_token_id=n + 2, eos_token_id=n + 3, pad_token_id=n + 4, moe_intermediate_size=[64, 64],
-             num_shared_expert=[1, 1])
+    c.update(bos_token_id=n + 2, eos_token_id=n + 3, pad_token_id=n + 4)
+    if fam == "hunyuan-moe":
+        c.update(moe_intermediate_size=[64, 64], num_shared_expert=[1, 1])
+    else:
+        c.update(eod_token_id=n)
+        with open(os.path.join(d, "generation_config.json")) as f:
+            g = json.load(f)
+        g.update(bos_token_id=n + 2, eos_token_id=[n + 5, n + 3], pad_token_id=n + 4)
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump(g, f, indent=2, sort_keys=True)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(c, f, indent=2, sort_keys=True)
 
@@ -511,7 +538,7 @@ def model(fam, d):
     elif tk == "phi3":
         phi3_tokenizer(d)
     elif tk == "hy":
-        hy_tokenizer(d)
+        hy_tokenizer(d, fam)
     else:
         bpe_tokenizer(d, FAMILIES[fam][4], glm={"glm4": 1, "glm4-moe": 2}.get(fam, 0))
 
@@ -713,6 +740,76 @@ def hunyuan_dyn():
     print("hydyn ok", flush=True)
 
 
+# HunYuan dense (tests/gguf/arch/tiny-hunyuan-dense) with config.json edited:
+# the reference's f32 GGUF of each file variant (ref/hunyuan-dense-var.sha256:
+# alpha 500, which HunYuanModel does not assert; the default rope; no
+# eod_token_id in config.json, which it reads through AutoConfig as
+# HunYuanDenseV1Config's default 3; eod_token_id null: no eos written over
+# SpecialVocab's), and its exit and error line for the others
+# (ref/hunyuan-dense-refused.txt: rope_theta 20000 and max_position_embeddings
+# 4096, its AssertionErrors; no alpha, which it writes as alpha 50 where
+# transformers' HunYuanDenseV1RotaryEmbedding rotates by rope_theta: tpconv
+# refuses it)
+HY_DENSE_VAR = {"alpha500": lambda c: c["rope_parameters"].update(alpha=500.0),
+                "defrope": lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+                "noeod": lambda c: c.pop("eod_token_id"),
+                "eodnull": lambda c: c.update(eod_token_id=None)}
+HY_DENSE_BAD = {"theta20000": lambda c: c["rope_parameters"].update(rope_theta=20000.0),
+                "ctx4096": lambda c: c.update(max_position_embeddings=4096),
+                "noalpha": lambda c: c["rope_parameters"].pop("alpha")}
+
+
+def hunyuan_dense_variants():
+    src = os.path.join(HERE, "arch", "tiny-hunyuan-dense")
+    env = dict(os.environ, TPC_PRE="hunyuan-dense")
+    sums = open(os.path.join(OUT, "ref", "hunyuan-dense-var.sha256"), "w")
+    out = open(os.path.join(OUT, "ref", "hunyuan-dense-refused.txt"), "w")
+    for name, edit in list(HY_DENSE_VAR.items()) + list(HY_DENSE_BAD.items()):
+        b = os.path.join(OUT, "hydense-" + name, "tiny-hunyuan-dense")
+        shutil.rmtree(b, ignore_errors=True)
+        shutil.copytree(src, b)
+        c = json.load(open(os.path.join(b, "config.json")))
+        edit(c)
+        json.dump(c, open(os.path.join(b, "config.json"), "w"), indent=2)
+        g = os.path.join(OUT, "ref", "hunyuan-dense-%s-f32.gguf" % name)
+        r = subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), b, "--outtype", "f32", "--outfile", g],
+                           env=env, capture_output=True, text=True)
+        if name in HY_DENSE_VAR:
+            assert r.returncode == 0, r.stderr[-2000:]
+            with open(g, "rb") as f:
+                sums.write("%s  hunyuan-dense-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), name))
+        else:
+            err = [l for l in r.stderr.splitlines() if "Error" in l][-1:]
+            out.write("%s exit %d %s\n" % (name, r.returncode, "".join(err)))
+    # with a tokenizer.json instead of hy.tiktoken (HunYuanModel's
+    # _set_vocab_gpt2 path; a plain byte-level BPE, TPC_PRE gpt-2), its files
+    # in OUT/hydense-tokjson (arch/hydense-tokjson); and with pad_token_id -1
+    # (HunyuanVL's: SpecialVocab without the pad id)
+    t = os.path.join(OUT, "hydense-tokjson")
+    shutil.rmtree(t, ignore_errors=True)
+    os.makedirs(t)
+    bpe_tokenizer(t, "gpt-2")
+    for name, pad in (("tokjson", None), ("tokjson-nopad", -1)):
+        b = os.path.join(OUT, "hydense-" + name + "-m", "tiny-hunyuan-dense")
+        shutil.rmtree(b, ignore_errors=True)
+        shutil.copytree(src, b)
+        for f in ("hy.tiktoken", "tokenization_hy.py", "tokenizer_config.json"):
+            os.remove(os.path.join(b, f))
+        for f in os.listdir(t):
+            shutil.copy(os.path.join(t, f), b)
+        if pad is not None:
+            c = json.load(open(os.path.join(b, "config.json")))
+            c["pad_token_id"] = pad
+            json.dump(c, open(os.path.join(b, "config.json"), "w"), indent=2)
+        g = os.path.join(OUT, "ref", "hunyuan-dense-%s-f32.gguf" % name)
+        subprocess.run([sys.executable, os.path.join(HERE, "ref_convert.py"), b, "--outtype", "f32", "--outfile", g],
+                       check=True, env=dict(os.environ, TPC_PRE="gpt-2"), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        with open(g, "rb") as f:
+            sums.write("%s  hunyuan-dense-%s-f32.gguf\n" % (hashlib.sha256(f.read()).hexdigest(), name))
+    print("hydense ok", flush=True)
+
+
 def tok_cfg_variant(d, fam, name, edit, file="tokenizer_config.json"):
     """tiny-FAM with its tokenizer_config.json (or `file`) edited (edit(c)
     changes the dict), the reference's f32 GGUF of it: ref/FAM-NAME.sha256"""
@@ -754,7 +851,7 @@ def main():
     # families named (and t4: the transformers 4 style llama below; rope: the
     # rope variants of tiny-llama and tiny-phi3; nomtp: the --no-mtp runs on
     # the committed models), or all
-    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS) + ["nomtp", "hydyn"]
+    fams = sys.argv[2:] or list(FAMILIES) + ["t4", "rope"] + list(TOK_FOLDERS) + ["nomtp", "hydyn", "hydense"]
     os.makedirs(os.path.join(OUT, "ref"), exist_ok=True)
     for fam in (f for f in fams if f in FAMILIES):
         d = os.path.join(OUT, "models", "tiny-" + fam)
@@ -792,6 +889,8 @@ def main():
         nomtp_refs()
     if "hydyn" in fams:
         hunyuan_dyn()
+    if "hydense" in fams:
+        hunyuan_dense_variants()
 
 
 def tok_variant(d, v):

@@ -290,6 +290,66 @@ static void test_config_ids(void **st)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* HunYuanModel's ids (hunyuan-dense, tests/gguf/arch/tiny-hunyuan-dense's
+ * tokenizer files under edited config.json / generation_config.json): bos
+ * 127958 at hidden_size 4096 only, eos eod_token_id's, eot the first of
+ * generation_config.json's two eos ids, none for one; a negative or textual
+ * eod_token_id and a textual first eos id refused by name */
+static int hy_dense(const char *tmp, const char *cfg, const char *gen, tpc_gguf_kvs *kv, tpc_err *e)
+{
+	static const char *const names[] = {"config.json", "generation_config.json"};
+	const char *text[] = {cfg, gen};
+	for (int i = 0; i < 2; i++) {
+		char *p = tpc_path_join(tmp, names[i]);
+		FILE *f = fopen(p, "w");
+		assert_non_null(f);
+		fputs(text[i], f);
+		assert_int_equal(fclose(f), 0);
+		free(p);
+	}
+	memset(kv, 0, sizeof(*kv));
+	tpc_err_init(e);
+	return tpc_gguf_vocab(tmp, "hunyuan-dense", 320, kv, e);
+}
+
+static void test_hy_dense_ids(void **st)
+{
+	(void)st;
+	char tmp[] = "/tmp/tpc_hyd_XXXXXX", cmd[512];
+	tpc_gguf_kvs kv;
+	tpc_err e;
+	assert_non_null(mkdtemp(tmp));
+	const char *src = getenv("TPC_SRC") ? getenv("TPC_SRC") : "../..";
+	snprintf(cmd, sizeof(cmd), "cp %s/tests/gguf/arch/tiny-hunyuan-dense/hy.tiktoken "
+		 "%s/tests/gguf/arch/tiny-hunyuan-dense/tokenizer_config.json %s", src, src, tmp);
+	assert_int_equal(system(cmd), 0);
+	static const char two[] = "{\"eos_token_id\": [315, 313]}";
+	assert_int_equal(hy_dense(tmp, "{\"hidden_size\": 4096, \"bos_token_id\": 312, \"eos_token_id\": 313, \"eod_token_id\": 310}",
+				  two, &kv, &e), 0);
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.bos_token_id"), 127958);
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.eos_token_id"), 310);
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.eot_token_id"), 315);
+	assert_true(tpc_gguf_kvs_find(&kv, "tokenizer.ggml.eos_token_id") < tpc_gguf_kvs_find(&kv, "tokenizer.ggml.eot_token_id"));
+	tpc_gguf_kvs_release(&kv);
+	assert_int_equal(hy_dense(tmp, "{\"hidden_size\": 32, \"bos_token_id\": 312}", "{\"eos_token_id\": 313}", &kv, &e), 0);
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.bos_token_id"), 312);
+	assert_int_equal(id_of(&kv, "tokenizer.ggml.eos_token_id"), 3); /* HunYuanDenseV1Config's default */
+	assert_true(tpc_gguf_kvs_find(&kv, "tokenizer.ggml.eot_token_id") < 0);
+	tpc_gguf_kvs_release(&kv);
+	assert_int_equal(hy_dense(tmp, "{\"eod_token_id\": -1}", two, &kv, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "'eod_token_id' is negative: not a token id"));
+	tpc_gguf_kvs_release(&kv);
+	assert_int_equal(hy_dense(tmp, "{\"eod_token_id\": \"x\"}", two, &kv, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.msg, "'eod_token_id' is not an integer"));
+	tpc_gguf_kvs_release(&kv);
+	assert_int_equal(hy_dense(tmp, "{}", "{\"eos_token_id\": [\"a\", 3]}", &kv, &e), TPC_EINPUT);
+	assert_non_null(strstr(e.path, "generation_config.json"));
+	assert_non_null(strstr(e.msg, "eos_token_id: its first is not a token id"));
+	tpc_gguf_kvs_release(&kv);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* Damaged tokenizer.model: every truncation of a real one, and
  * hand-made ones, each refused with the file and an offset. */
 static void test_spm_hostile(void **st)
@@ -523,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_qwen2_bpe), cmocka_unit_test(test_gpt2_bpe),
 		cmocka_unit_test(test_gptneox_bpe), cmocka_unit_test(test_bpe_pre), cmocka_unit_test(test_config_ids),
 		cmocka_unit_test(test_spm_hostile), cmocka_unit_test(test_tok_hostile), cmocka_unit_test(test_tiktoken),
+		cmocka_unit_test(test_hy_dense_ids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

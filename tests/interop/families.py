@@ -129,6 +129,15 @@ FAMILIES = {
     # ungated shared expert, q/k/v/o biases, per-head q/k norms after the rope
     "hunyuan-moe": ("hunyuan-moe", "hunyuan_v1_moe", "causal",
                     dict(ATT, tie_word_embeddings=False, num_experts=4, moe_topk=2, attention_bias=True), (2, 4, 8)),
+    # HunYuan dense: q/k/v/o biases, per-head q/k norms after the rope,
+    # Hunyuan-7B's dynamic rope with alpha (transformers' base rope_theta x
+    # alpha^(head_dim / (head_dim - 2))); use_qk_norm as Tencent's
+    # config.json has it (vLLM's HunYuanAttention reads it; the vllm layout
+    # refuses a config.json without it)
+    "hunyuan-dense": ("hunyuan-dense", "hunyuan_v1_dense", "causal",
+                      dict(ATT, tie_word_embeddings=False, attention_bias=True, use_qk_norm=True,
+                           rope_parameters={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0,
+                                            "rope_theta": 10000.0}), (2, 4, 8)),
     # ERNIE 4.5 MoE: layer 0 dense, layer 1 4 experts (the softmax's top-2
     # chosen with moe_statics' correction bias) beside a shared expert
     "ernie4_5-moe": ("ernie4_5-moe", "ernie4_5_moe", "causal",

@@ -28,7 +28,9 @@ PRE = {"qwen2": "qwen2", "qwen3": "qwen2", "qwen2-moe": "qwen2", "gpt2": "gpt-2"
        "llama3": "llama-bpe", "qwen3-next": "qwen2",
        "qwen3_5": "qwen2", "qwen3_5-moe": "qwen2", "qwen3_5-mrope": "qwen2", "qwen3_5-moe-mrope": "qwen2",
        # the name the reference's table gives Hunyuan-A13B's tiktoken tokenizer
-       "hunyuan-moe": "hunyuan"}
+       "hunyuan-moe": "hunyuan",
+       # and Hunyuan-4B's (HunYuanModel, the same hy.tiktoken layout)
+       "hunyuan-dense": "hunyuan-dense"}
 # the reference's own flags (make_arch_fixtures.py's REF_ARGS): none, its
 # default run (the Qwen models' multi-token-prediction block kept)
 REF_ARGS = {}

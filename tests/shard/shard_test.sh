@@ -334,7 +334,7 @@ expect_fail "bad input: uneven split names dim, size and tp" 3 "dim 0 of size 96
 run "$TPCONV" shard "$M/llama" --tp 5 --plan "$T/uneven.json" --pad -o "$T/padded" -q && run "$TPCONV" merge "$T/padded" -o "$T/padded.safetensors"
 [ "$rc" = 0 ] && same "$M/llama/model.safetensors" "$T/padded.safetensors" && grep -q '"pad": 4' "$T/padded/tpconv-manifest.json" &&
   ok "--pad pads (recorded) and merge strips it" || bad "--pad round trip" "$(cat "$T/err" "$T/diff")"
-expect_fail "usage: unknown preset (exit 2)" 2 "unknown preset 'nope' (known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, qwen3_5, qwen3_5-moe, gpt2" "$T/b3" "$TPCONV" shard "$M/llama" --tp 2 --preset nope -o "$T/b3"
+expect_fail "usage: unknown preset (exit 2)" 2 "unknown preset 'nope' (known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, hunyuan-dense, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, qwen3_5, qwen3_5-moe, gpt2" "$T/b3" "$TPCONV" shard "$M/llama" --tp 2 --preset nope -o "$T/b3"
 cat >"$T/twice.json" <<'EOF'
 {"name": "twice", "rules": [{"match": "q_proj\\.weight$", "split": "col"}, {"match": "proj\\.weight$", "split": "row"}]}
 EOF

@@ -186,6 +186,51 @@ static void test_no_mtp(void **st)
 	assert_string_equal(tpc_family_find("glm4-moe")->gguf->mtp_count, "num_nextn_predict_layers");
 }
 
+/* The HunYuan vocabularies' record part (tpc_gguf_hy_vocab): every record
+ * whose vocab kind is a HunYuan one has it, no other record has; the MoE's
+ * (HunYuanMoEModel.set_vocab: pre "hunyuan", bos 127959 always, no eos or
+ * eot) and the dense one's (HunYuanModel.set_vocab: pre "hunyuan-dense", bos
+ * 127958 at hidden_size 4096 only, eos from eod_token_id with
+ * HunYuanDenseV1Config's default 3, eot from generation_config.json); their
+ * alpha ropes: the MoE's alpha 1000 on a hidden / heads head of 128, the
+ * dense one's any alpha on config.json's head_dim (conversion/hunyuan.py) */
+static void test_hy_parts(void **st)
+{
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		bool hy = g->gguf && (g->gguf->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN ||
+				      g->gguf->vocab == TPC_GGUF_VOCAB_HY_TIKTOKEN_OR_BPE);
+		if (hy != (g->gguf && g->gguf->hy && g->gguf->hy->pre))
+			fail_msg("%s: a HunYuan vocabulary kind %d, its hy part %p", g->name, hy,
+				 g->gguf ? (const void *)g->gguf->hy : NULL);
+	}
+	const tpc_gguf_arch *m = tpc_family_find("hunyuan-moe")->gguf, *d = tpc_family_find("hunyuan-dense")->gguf;
+	assert_string_equal(m->hy->pre, "hunyuan");
+	assert_true(m->hy->bos == 127959 && m->hy->bos_hidden == 0 && !m->hy->eos_member && !m->hy->eot_gen);
+	assert_string_equal(d->hy->pre, "hunyuan-dense");
+	assert_true(d->hy->bos == 127958 && d->hy->bos_hidden == 4096 && d->hy->eos_default == 3 && d->hy->eot_gen);
+	assert_string_equal(d->hy->eos_member, "eod_token_id");
+	assert_true(!m->rope_alpha->any_alpha && m->rope_alpha->alpha == 1000 && m->rope_alpha->dim == 128 &&
+		    !m->rope_alpha->dim_member);
+	assert_true(d->rope_alpha->any_alpha && d->rope_alpha->dim == 0 && d->rope_alpha->theta == 10000);
+	assert_string_equal(d->rope_alpha->dim_member, "head_dim");
+	assert_ptr_equal(tpc_family_by_gguf_hf("HunYuanDenseV1ForCausalLM"), tpc_family_find("hunyuan-dense"));
+	assert_ptr_equal(tpc_family_by_gguf("hunyuan-dense", -1), tpc_family_find("hunyuan-dense"));
+}
+
+/* A family's vllm_cfg_true is a vllm-layout condition: only records that
+ * list the vllm layout have one */
+static void test_vllm_cfg_true(void **st)
+{
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		if (g->vllm_cfg_true && !tpc_family_lists(g->layouts, "vllm"))
+			fail_msg("%s: vllm_cfg_true %s without the vllm layout", g->name, g->vllm_cfg_true);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +238,8 @@ int main(void)
 		cmocka_unit_test(test_mtp),
 		cmocka_unit_test(test_fused),
 		cmocka_unit_test(test_no_mtp),
+		cmocka_unit_test(test_hy_parts),
+		cmocka_unit_test(test_vllm_cfg_true),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -327,6 +327,8 @@ static void test_by_model_type(void **st)
 	assert_string_equal(arch, "Llama4ForCausalLM");
 	assert_string_equal(tpc_family_by_model_type("qwen3_next", &arch)->name, "qwen3-next");
 	assert_string_equal(arch, "Qwen3NextForCausalLM");
+	assert_string_equal(tpc_family_by_model_type("hunyuan_v1_dense", &arch)->name, "hunyuan-dense");
+	assert_string_equal(arch, "HunYuanDenseV1ForCausalLM");
 }
 
 /* Every role has a name of its own; the parts' defaults (norm_eps,
@@ -373,7 +375,7 @@ static void test_roles_and_defaults(void **st)
 static void test_presets(void **st)
 {
 	(void)st;
-	assert_int_equal(tpc_family_count(), 43);
+	assert_int_equal(tpc_family_count(), 44);
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		tpc_plan p;
 		tpc_err e;
@@ -390,7 +392,7 @@ static void test_presets(void **st)
 	tpc_err_init(&e);
 	/* a name typed on the command line: a usage error, with the nearest name */
 	assert_int_equal(tpc_plan_preset(&p, "gpt3", &e), TPC_EUSAGE);
-	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, qwen3_5, qwen3_5-moe, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
+	assert_non_null(strstr(e.msg, "unknown preset 'gpt3' (did you mean 'gpt2'? known: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, olmo3, starcoder2, granite, smollm3, seed-oss, glm4, ernie4_5, exaone4, phi, cohere2, mixtral, qwen2-moe, qwen3-moe, olmoe, granitemoe, granitemoeshared, granitemoehybrid, granitemoehybrid-dense, glm4-moe, gpt-oss, phimoe, hunyuan-moe, hunyuan-dense, ernie4_5-moe, deepseek-v3, llama4, qwen3-next, qwen3_5, qwen3_5-moe, gpt2, gpt-neox, bert, libai, dit, dalle2)"));
 	tpc_err_init(&e);
 	assert_int_equal(tpc_plan_preset(&p, "lama", &e), TPC_EUSAGE);
 	assert_non_null(strstr(e.msg, "did you mean 'llama'?"));

@@ -38,6 +38,40 @@ static void test_phi_record(void **st)
 	tpc_verify_set_release(&s);
 }
 
+/* HunYuan dense (tests/data/make_tiny_hunyuan_dense.py: q/k/v/o biases,
+ * per-head q/k norms after the rotary embedding, Hunyuan-7B's rope_type
+ * "dynamic" with alpha 1000; transformers 5.12's float64 logits): the
+ * record's parts rotate every layer by 10000 x 1000^(8 / 6) = 1e8 (head_dim
+ * 8) and norm q and k after it, as HunYuanDenseV1Attention does; with the
+ * norms before the rotation or the default rope's base, far off */
+static void test_hunyuan_dense_record(void **st)
+{
+	(void)st;
+	tpc_model_facts f;
+	tpc_verify_set s;
+	tpc_ckpt ck, ex;
+	const tpc_family *fam = tpc_family_find("hunyuan-dense");
+	record_set_of(fam, "hunyuan_dense", "hunyuan_dense", "tiny_hunyuan_dense_out.safetensors", &ck, &ex, &s, &f);
+	assert_true(f.rope_dynamic && f.rope_alpha == 1000 && f.max_pos == 64);
+	for (int l = 0; l < 2; l++) {
+		const tpc_vlayer *ly = &s.model->layers[l];
+		assert_true(fabs(ly->attn.rope_theta / 1e8 - 1) < 1e-12 && ly->attn.qk_after_rope && ly->attn.q_norm >= 0 &&
+			    ly->attn.k_norm >= 0);
+	}
+	vs_transformers(&s, &ex, "hunyuan_dense", 48, "hunyuan-dense, dynamic alpha rope");
+	for (int l = 0; l < 2; l++)
+		s.model->layers[l].attn.qk_after_rope = false;
+	assert_true(vs_worst(&s, &ex, "hunyuan_dense", 48, "the q/k norms before the rope") > 1e-3);
+	for (int l = 0; l < 2; l++) {
+		s.model->layers[l].attn.qk_after_rope = true;
+		s.model->layers[l].attn.rope_theta = 10000;
+	}
+	assert_true(vs_worst(&s, &ex, "hunyuan_dense", 48, "the default rope's base") > 1e-2);
+	tpc_verify_set_release(&s);
+	tpc_ckpt_release(&ex);
+	tpc_ckpt_release(&ck);
+}
+
 /* Phi-3's longrope (tests/data/make_tiny_phi3_longrope.py: a tiny
  * Phi3ForCausalLM, partial_rotary_factor 0.75, the same weights under two
  * configs, transformers 5.12's float64 logits on 10 ids): with
@@ -304,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_exaone4_record),
 		cmocka_unit_test(test_phi_record),
 		cmocka_unit_test(test_cohere2_record),
+		cmocka_unit_test(test_hunyuan_dense_record),
 		cmocka_unit_test(test_phi3_longrope),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
