@@ -72,6 +72,13 @@ static const char *help =
 	"                           exp_avg, exp_avg_sq, the fp32 master) as Megatron's\n"
 	"                           'fully_reshardable' form, each tensor split as its parameter\n"
 	"                           (optimizer.state.{param,exp_avg,exp_avg_sq}.KEY; doc/training.md)\n"
+	"                           in iter_NNNNNNN/ (the step), which Megatron resumes from\n"
+	"  --iteration N            with --optimizer: the iteration saved (default: the step)\n"
+	"  --megatron-train K=V,... with --optimizer: the run's Megatron flags a resume needs:\n"
+	"                           global-batch-size (required), lr, min-lr, lr-warmup-iters,\n"
+	"                           lr-decay-iters, train-iters, lr-decay-style, weight-decay\n"
+	"                           (no lr and train-iters: resume with\n"
+	"                           --override-opt_param-scheduler)\n"
 	"  --dequantize             FP8 (block, per-tensor, per-channel), GPTQ, AWQ and pack-quantized weights\n"
 	"                           (config.json quantization_config) become dense: each rank\n"
 	"                           gets its slice computed from the packed tensors while it is\n"
@@ -251,7 +258,7 @@ static int parse_ranks(const char *arg, bool **sel, int *nsel_cap)
 enum {
 	O_VMULT = 256, O_PAD, O_STRICT, O_EP, O_EP_PLACE, O_DEQ, O_LORA, O_PPL,
 	O_LAYOUT, O_FORMAT, O_MAXSZ, O_RANK, O_NOSUM, O_CKSUM, O_DRY, O_JSON, O_PROGRESS, O_NOX,
-	O_GROUPED, O_BASE, O_OPTIM,
+	O_GROUPED, O_BASE, O_OPTIM, O_ITER, O_TRAIN,
 };
 
 /* A shard run: its arguments, its input and the plan it builds. */
@@ -276,6 +283,8 @@ typedef struct shard_cmd {
 	const char *base;            /* --base: IN is a PEFT adapter split beside this base */
 	tpc_cli_lora_set lsh;
 	bool optimizer;              /* --optimizer: IN's optimizer state split beside the model */
+	tpc_mcore_train train;       /* --iteration, --megatron-train: the resume's facts */
+	bool have_train;
 	tpc_shard_optim opt;
 	bool have_opt;
 } shard_cmd;
@@ -318,6 +327,7 @@ static const struct option shard_lo[] = {
 	{"dry-run", no_argument, NULL, O_DRY},
 	{"json", no_argument, NULL, O_JSON}, {"no-extras", no_argument, NULL, O_NOX},
 	{"moe-grouped-gemm", no_argument, NULL, O_GROUPED}, {"optimizer", no_argument, NULL, O_OPTIM}, TPC_CLI_REMAP_LONGOPTS,
+	{"iteration", required_argument, NULL, O_ITER}, {"megatron-train", required_argument, NULL, O_TRAIN},
 	{"force", no_argument, NULL, 'f'}, {"progress", no_argument, NULL, O_PROGRESS},
 	{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -352,6 +362,54 @@ static int parse_pp_layers(shard_cmd *s, const char *arg)
 			return tpc_cli_usage("shard", "--pp-layers: '%s' ends with a comma", arg);
 	}
 	return s->nppl ? 0 : tpc_cli_usage("shard", "--pp-layers: give the layers of each stage (1,3,3,1)");
+}
+
+/* --megatron-train KEY=VALUE,...: the training run's flags a resume from a
+ * megatron-dist set with optimizer state needs (tpc_mcore_train), each key
+ * named as Megatron's flag. */
+static int train_opt(tpc_mcore_train *t, const char *arg)
+{
+	static const char *const keys[] = {"global-batch-size", "lr", "min-lr", "lr-warmup-iters", "lr-decay-iters",
+					   "train-iters", "lr-decay-style", "weight-decay", NULL};
+	const char *p = arg;
+	while (*p) {
+		const char *eq = strchr(p, '='), *end = strchr(p, ',');
+		if (!end)
+			end = p + strlen(p);
+		size_t kl = eq && eq < end ? (size_t)(eq - p) : 0, k = 0;
+		while (keys[k] && (strlen(keys[k]) != kl || strncmp(keys[k], p, kl)))
+			k++;
+		if (!kl || !keys[k])
+			return tpc_cli_usage("shard", "--megatron-train: '%.*s' is not KEY=VALUE with KEY one of global-batch-size, lr, min-lr, lr-warmup-iters, lr-decay-iters, train-iters, lr-decay-style, weight-decay",
+					     (int)(end - p), p);
+		char v[64], *ve;
+		size_t vl = (size_t)(end - eq - 1);
+		if (!vl || vl >= sizeof(v))
+			return tpc_cli_usage("shard", "--megatron-train %s: a value, please", keys[k]);
+		memcpy(v, eq + 1, vl);
+		v[vl] = 0;
+		if (k == 6) {
+			if (vl >= sizeof(t->lr_decay_style))
+				return tpc_cli_usage("shard", "--megatron-train lr-decay-style: '%s' is not a decay style", v);
+			memcpy(t->lr_decay_style, v, vl + 1);
+		} else if (k == 1 || k == 2 || k == 7) {
+			double d = strtod(v, &ve);
+			if (ve == v || *ve || !(d >= 0) || d > 1e30)
+				return tpc_cli_usage("shard", "--megatron-train %s: expected a number >= 0, got '%s'", keys[k], v);
+			*(k == 1 ? &t->lr : k == 2 ? &t->min_lr : &t->weight_decay) = d;
+		} else {
+			int64_t *dst = k == 0 ? &t->global_batch_size : k == 3 ? &t->lr_warmup_iters
+								   : k == 4 ? &t->lr_decay_iters : &t->train_iters;
+			tpc_err e;
+			uint64_t n;
+			tpc_err_init(&e);
+			if (tpc_parse_u64(v, 1ull << 40, &n, &e) || (n == 0 && k != 3))
+				return tpc_cli_usage("shard", "--megatron-train %s: '%s' is not a count", keys[k], v);
+			*dst = (int64_t)n;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return 0;
 }
 
 /* One option of shard's own: 0, or the exit status (message said). */
@@ -408,6 +466,10 @@ static int shard_opt(shard_cmd *s, int c, const char *flag)
 	case O_NOX: s->so.no_extras = true; return 0;
 	case O_GROUPED: s->so.moe_grouped_gemm = true; return 0;
 	case O_OPTIM: s->optimizer = true; return 0;
+	case O_ITER:
+		s->have_train = true;
+		return tpc_cli_count("shard", "--iteration", optarg, 9999999, &s->train.iteration);
+	case O_TRAIN: s->have_train = true; return train_opt(&s->train, optarg);
 	case O_JSON: s->json = true; return 0;
 	case 'f': s->so.force = true; return 0;
 	case O_PROGRESS: s->force_progress = true; return 0;
@@ -452,6 +514,8 @@ static int parse_args(shard_cmd *s, int argc, char **argv)
 		return tpc_cli_usage("shard", "--json goes with --dry-run");
 	if (s->base && (s->nlora || s->dequant || s->rm.rules || s->rm.expect_keys))
 		return tpc_cli_usage("shard", "--base splits an adapter as it is: no --lora, --dequantize or rename rules");
+	if (s->have_train && !s->optimizer)
+		return tpc_cli_usage("shard", "--iteration and --megatron-train go with --optimizer (a model-only megatron-dist set is Megatron's 'release' folder)");
 	if (s->so.moe_grouped_gemm && s->so.layout != &tpc_layout_megatron_dist)
 		return tpc_cli_usage("shard", "--moe-grouped-gemm goes with --layout megatron-dist");
 	const tpc_format *f = s->so.format ? tpc_format_by_name(s->so.format) : NULL;
@@ -546,6 +610,7 @@ static int optimizer_input(shard_cmd *s, tpc_err *e)
 		return ret;
 	}
 	s->have_opt = true;
+	s->opt.train = s->train;
 	in->view = &s->opt.model;
 	return 0;
 }
@@ -653,9 +718,15 @@ static int build(shard_cmd *s, tpc_err *e)
 	if ((ret = tpc_shard_plan_build(&s->sp, in->view, &in->plan, &s->facts, &s->so, e)))
 		return ret;
 	s->have_sp = true;
-	if (s->have_opt)
+	if (s->have_opt) {
+		int64_t it = tpc_shard_optim_iteration(&s->opt);
 		tpc_cli_info("optimizer state: %zu parameters, exp_avg, exp_avg_sq and the master (from %s) split as the parameters, step %lld",
 			     s->opt.map.np, s->opt.master_from ? s->opt.master_from : "?", (long long)s->opt.step);
+		tpc_cli_info("Megatron resumes at iteration %lld (iter_%07lld/), consumed_train_samples %lld", (long long)it,
+			     (long long)it, (long long)(it * s->train.global_batch_size));
+		if (!tpc_mcore_train_schedule_known(&s->train))
+			tpc_cli_warn("the learning-rate schedule is not known (--megatron-train lr=X,train-iters=N,...): common.pt's opt_param_scheduler holds None for it beside num_steps; resume with --override-opt_param-scheduler (the schedule from Megatron's flags, num_steps from the checkpoint)");
+	}
 	return 0;
 }
 
@@ -754,6 +825,7 @@ int cmd_shard(int argc, char **argv)
 	int ret;
 
 	memset(&s, 0, sizeof(s));
+	tpc_mcore_train_init(&s.train);
 	tpc_cli_remap_init(&s.rm);
 	tpc_cli_set_init(&s.set, 1);
 	tpc_cli_input_init(&s.input);

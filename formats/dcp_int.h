@@ -38,6 +38,9 @@ typedef struct tpc__mcore_optim {
 	bool chained;        /* two distributed optimizers: dense, expert-parallel */
 	tpc_value *args;     /* common.pt's args, or NULL */
 	size_t nparams, nstate;
+	int64_t iteration;   /* common.pt's iteration (-1: none) */
+	int64_t consumed;    /* args' consumed_train_samples (-1: none) */
+	int sched;           /* opt_param_scheduler: 0 none, 1 its schedule None (unknown), 2 whole */
 } tpc__mcore_optim;
 
 int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e);

@@ -402,8 +402,8 @@ static char *expert_name(const char *nm, int64_t x)
 
 /* What inspect says about the folder: framework, rank files, chunks per
  * tensor, the iteration, what is model and what optimizer state. */
-static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool mcore, const char *iter, size_t nopt,
-		      bool selected, const tpc__mcore_optim *mo)
+static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool mcore, const char *dir, const char *iter,
+		      size_t nopt, bool selected, const tpc__mcore_optim *mo)
 {
 	tpc_buf b;
 	size_t nt = 0, nb = 0, nc = 0, maxc = 0;
@@ -427,6 +427,8 @@ static void set_about(tpc_ckpt *ck, const tpc_dcp_meta *m, size_t nfiles, bool m
 		     nfiles, nfiles == 1 ? "" : "s", nt, nc, maxc, nb, nb == 1 ? "" : "s");
 	if (mo->on)
 		tpc__mcore_optim_about(mo, &b);
+	if (mo->on && !strcmp(tpc_path_base(dir), "release"))
+		tpc_buf_adds(&b, "\nrelease folder: Megatron never loads its optimizer state (training/checkpointing.py:2612-2618, 2958 at d98e8a6)");
 	else if (mcore && !selected)
 		tpc_buf_addf(&b, "\noptimizer state: %zu entr%s left out (read %s with --select optimizer)", nopt, nopt == 1 ? "y" : "ies", nopt == 1 ? "it" : "them");
 	tpc_ckpt_set_about(ck, &b);
@@ -765,7 +767,7 @@ int tpc__dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_
 	if (!ck->format && !(ck->format = tpc_strdup(r.mcore || r.m.mcore ? "megatron-torch_dist" : "dcp")))
 		ret = tpc_err_nomem(e);
 	if (!ret)
-		set_about(ck, &r.m, r.nfs, r.mcore || r.m.mcore, r.iter, r.nopt, o && o->select, &r.mo);
+		set_about(ck, &r.m, r.nfs, r.mcore || r.m.mcore, r.dir, r.iter, r.nopt, o && o->select, &r.mo);
 	if (!ret)
 		ret = tpc_ckpt_validate(ck, e);
 out:

@@ -121,6 +121,18 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 	return 0;
 }
 
+/* What a resume takes besides the state (training/checkpointing.py at
+ * d98e8a6: :2856 iteration, :2878 consumed_train_samples, :3005
+ * opt_param_scheduler; a set tpconv writes: shard/layout_megatron_train.c) */
+static void resume_facts(tpc__mcore_optim *mo, const tpc_value *root)
+{
+	const tpc_value *it = dget(root, "iteration"), *c = ns_field(mo->args, "consumed_train_samples");
+	const tpc_value *s = dget(root, "opt_param_scheduler"), *lr = dget(s, "max_lr");
+	mo->iteration = it && it->kind == TPC_V_INT ? it->ival : -1;
+	mo->consumed = c && c->kind == TPC_V_INT ? c->ival : -1;
+	mo->sched = !s ? 0 : lr && lr->kind != TPC_V_NONE ? 2 : 1;
+}
+
 int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e)
 {
 	tpc_ckpt ck;
@@ -190,6 +202,7 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 	mo->common = path;
 	path = NULL;
 	mo->args = dget(ck.root, "args") ? tpc_value_ref((tpc_value *)dget(ck.root, "args")) : NULL;
+	resume_facts(mo, ck.root);
 	mo->on = true;
 out:
 	if (ret)
@@ -693,4 +706,12 @@ void tpc__mcore_optim_about(const tpc__mcore_optim *mo, tpc_buf *b)
 {
 	tpc_buf_addf(b, "\noptimizer state: Megatron's distributed optimizer (%s): %zu parameters, %zu state tensors beside them (each element its parameter's), %zu param group%s",
 		     mo->type, mo->nparams, mo->nstate, mo->groups->n, mo->groups->n == 1 ? "" : "s");
+	if (mo->iteration >= 0)
+		tpc_buf_addf(b, "\nresume: iteration %lld", (long long)mo->iteration);
+	if (mo->iteration >= 0 && mo->consumed >= 0)
+		tpc_buf_addf(b, ", consumed_train_samples %lld", (long long)mo->consumed);
+	if (mo->iteration >= 0)
+		tpc_buf_adds(b, mo->sched == 2   ? ", learning-rate schedule saved"
+				: mo->sched == 1 ? ", learning-rate schedule unknown (None: resume with --override-opt_param-scheduler)"
+						 : ", no opt_param_scheduler (Megatron's load stops at its KeyError)");
 }

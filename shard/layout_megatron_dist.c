@@ -5,7 +5,11 @@
  * On disk (Megatron-LM at d98e8a6; megatron/training/checkpointing.py
  * get_checkpoint_name / read_metadata, megatron/core/dist_checkpointing/):
  *   latest_checkpointed_iteration.txt  "release", as the legacy layout and
- *                                      tools/checkpoint's savers write it
+ *                                      tools/checkpoint's savers write it; with
+ *                                      optimizer state the iteration N, the
+ *                                      folder iter_{N:07d}/ instead of release/
+ *                                      (Megatron loads no optimizer from a
+ *                                      release folder: layout_megatron_train.c)
  *   release/__R_0.distcp   rank R's items (R = pp_rank * tp + tp_rank, Megatron's
  *                          default order tp-cp-ep-dp-pp with dp 1), each a torch.save
  *                          of one bare tensor: DCP's FileSystemWriter bytes, as the
@@ -138,7 +142,9 @@
  * log_all (or ignore_all), as the legacy layout needs strict=False.
  * Optimizer state (shard --optimizer, tpc_shard_optim.h): each state key's
  * chunks as the model's under 'optimizer.state.KEY.' (rank_chunks), the
- * groups in common.pt (optim_common).
+ * groups in common.pt (optim_common), and what a resume reads beside them
+ * (the sharding type in content_metadata, opt_param_scheduler, the args'
+ * consumed samples: layout_megatron_train.c).
  *
  * Reading back: tpconv's torch_dist reader (formats/megatron_dist.c) opens the
  * folder as one checkpoint (the layers un-stacked under Megatron's names), and
@@ -175,6 +181,17 @@ static char *rank_name(int t, int p, int tp, int pp, const char *format)
 	(void)pp;
 	(void)format;
 	snprintf(buf, sizeof(buf), ITER "/__%d_0.distcp", p * tp + t);
+	return tpc_strdup(buf);
+}
+
+/* release/, or with optimizer state iter_NNNNNNN/ (layout_megatron_train.c) */
+static char *rank_name_plan(const tpc_shard_plan *sp, int r)
+{
+	char buf[64], *d = tpc__mcore_iter_dir(sp);
+	if (!d)
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s/__%d_0.distcp", d, r);
+	free(d);
 	return tpc_strdup(buf);
 }
 
@@ -560,7 +577,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		return tpc_err_set(e, TPC_EINPUT,
 				   "family '%s' is not written by the megatron-dist layout (its Megatron-Core names are not mapped)",
 				   named->name);
-	if ((ret = tpc__mcore_check(sp, "megatron-dist", &mf, e)))
+	if ((ret = tpc__mcore_train_check(sp, e)) || (ret = tpc__mcore_check(sp, "megatron-dist", &mf, e)))
 		return ret;
 	if ((ret = check_mla(sp, pf, e)) || (experts_of(sp) > 0 && (ret = check_groups(sp, pf, e))))
 		return ret;
@@ -787,15 +804,15 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	bool bad = !root || !cm || !args;
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||
 	      tpc_value_set(cm, tpc_value_str("chained_optim_avoid_prefix", 26), tpc_value_bool(1));
-	if (!bad) {
-		bad = tpc_value_set(root, tpc_value_str("args", 4), args);
-		args = NULL;
-	}
+	if (!bad) /* args is root's from here; borrowed below for the training state */
+		bad = tpc_value_set(root, tpc_value_str("args", 4), tpc_value_ref(args));
 	bad = bad || tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
-	      tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(sp->optim ? sp->optim->step : 0));
+	      tpc_value_set(root, tpc_value_str("iteration", 9),
+			    tpc_value_int(sp->optim ? tpc_shard_optim_iteration(sp->optim) : 0));
 	tpc_value *opt = !bad && sp->optim ? optim_common(sp) : NULL;
 	if (!bad && sp->optim)
 		bad = !opt || tpc_value_set(root, tpc_value_str("optimizer", 9), opt);
+	bad = bad || tpc__mcore_train_common(sp, root, args, cm);
 	if (!bad) {
 		bad = tpc_value_set(root, tpc_value_str("content_metadata", 16), cm);
 		cm = NULL;
@@ -829,7 +846,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	tpc__dcp_where *at = tpc_calloc((size_t)nr, sizeof(*at));
 	tpc_chunk *all = NULL;
 	size_t total = 0, k = 0;
-	char *it = tpc_path_join(dir, ITER), *p = NULL;
+	char *itd = tpc__mcore_iter_dir(sp), *it = itd ? tpc_path_join(dir, itd) : NULL, *p = NULL;
 	if (!f)
 		ret = TPC_EUSAGE;
 	else if (!ch || !at || !it)
@@ -869,8 +886,12 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	p = NULL;
 	if (!ret && !(p = tpc_path_join(dir, TRACKER)))
 		ret = tpc_err_nomem(e);
-	if (!ret)
-		ret = tpc_write_file_atomic(p, ITER, strlen(ITER), o->force ? TPC_OUT_FORCE : 0, e);
+	if (!ret) { /* "release", or the iteration as Megatron writes it (str(iteration)) */
+		char tr[32];
+		snprintf(tr, sizeof(tr), "%lld", sp->optim ? (long long)tpc_shard_optim_iteration(sp->optim) : 0LL);
+		const char *t = sp->optim ? tr : ITER;
+		ret = tpc_write_file_atomic(p, t, strlen(t), o->force ? TPC_OUT_FORCE : 0, e);
+	}
 	free(p);
 	if (!ret && !o->no_extras)
 		ret = tpc__layout_copy_companions(sp, dir, o, NULL, false, e);
@@ -880,6 +901,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	free(ch);
 	free(all);
 	free(it);
+	free(itd);
 	return ret;
 }
 
@@ -940,7 +962,7 @@ const tpc_layout tpc_layout_megatron_dist = {
 	.formats = formats, .set_format = "megatron-torch_dist",
 	.companions_at_top = true, .uneven_stages = true, .expert_parallel = true,
 	.data_parallel = true, .optimizer = true,
-	.rank_name = rank_name, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
+	.rank_name = rank_name, .rank_name_plan = rank_name_plan, .check = check, .adjust_plan = tpc__mcore_adjust_plan,
 	.stored_rank = stored_rank, .stored_size = stored_size, .write_rank = tpc__dcp_write_rank, .rank_file_ok = rank_file_ok, .remove_rank = remove_rank,
 	.open_rank = open_rank, .write_extras = write_extras,
 };

@@ -104,6 +104,10 @@ typedef struct tpc_layout {
 	 * engine's EP group of rank (t, p), -1 when the set has no expert
 	 * parallelism (malloc'd) */
 	char *(*rank_name_ep)(int t, int p, int tp, int pp, int ep_rank, const char *format);
+	/* Instead of both, where the name depends on the plan (megatron-dist with
+	 * optimizer state: the iteration's folder, iter_NNNNNNN/): rank r's name
+	 * (malloc'd; NULL: out of memory) */
+	char *(*rank_name_plan)(const struct tpc_shard_plan *sp, int r);
 
 	int (*check)(struct tpc_shard_plan *sp, const struct tpc_shard_opts *o, tpc_err *e);
 	int (*adjust_plan)(tpc_plan *plan, const tpc_ckpt *in, const tpc_model_facts *f, int tp, tpc_err *e);
@@ -311,6 +315,17 @@ typedef struct tpc__mcore_mla {
 } tpc__mcore_mla;
 tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
 			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe, const tpc__mcore_mla *mla);
+
+/* The training state of a megatron-dist set with optimizer state
+ * (layout_megatron_train.c): its folder ("release", or iter_NNNNNNN with
+ * optimizer state; malloc'd), the run's facts checked (the iteration, the
+ * global batch size, a schedule Megatron's scheduler accepts), and
+ * common.pt's resume state added to root, the args Namespace (a CALL) and
+ * the content metadata (-1: out of memory). */
+struct tpc_mcore_train;
+char *tpc__mcore_iter_dir(const struct tpc_shard_plan *sp);
+int tpc__mcore_train_check(const struct tpc_shard_plan *sp, tpc_err *e);
+int tpc__mcore_train_common(const struct tpc_shard_plan *sp, tpc_value *root, tpc_value *args, tpc_value *cm);
 
 /* The hf-mapping layout's file names and mapping geometry, which the trtllm
  * layout shares (layout_trtllm.c). */

@@ -643,8 +643,12 @@ static int rank_ckpts(tpc_shard_plan *sp, int *aux_src, int *aux_base, tpc_err *
 	}
 	for (int r = 0; r < nr && !ret; r++) {
 		int ep_rank = sp->ep > 1 ? r % sp->tp / (sp->tp / sp->ep) : -1; /* as tpconv.ep_rank */
-		if (!(sp->rank_file[r] = tpc_layout_rank_name(sp->layout, r % sp->tp, r / sp->tp, sp->tp, sp->pp, ep_rank,
-							      sp->format)))
+		if (sp->layout->rank_name_plan)
+			sp->rank_file[r] = sp->layout->rank_name_plan(sp, r);
+		else
+			sp->rank_file[r] = tpc_layout_rank_name(sp->layout, r % sp->tp, r / sp->tp, sp->tp, sp->pp, ep_rank,
+								sp->format);
+		if (!sp->rank_file[r])
 			ret = tpc_err_nomem(e);
 	}
 	*aux_base = base[1];

@@ -27,9 +27,27 @@
 #include "tpc_shard_optim.h"
 #include "tpc_util.h"
 
+void tpc_mcore_train_init(tpc_mcore_train *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->lr_decay_style, sizeof(t->lr_decay_style), "linear");
+	t->weight_decay = 0.01;
+}
+
+bool tpc_mcore_train_schedule_known(const tpc_mcore_train *t)
+{
+	return t->lr > 0 && t->train_iters > 0;
+}
+
+int64_t tpc_shard_optim_iteration(const tpc_shard_optim *so)
+{
+	return so->train.iteration > 0 ? so->train.iteration : so->step;
+}
+
 void tpc_shard_optim_init(tpc_shard_optim *so)
 {
 	memset(so, 0, sizeof(*so));
+	tpc_mcore_train_init(&so->train);
 	tpc_optim_init(&so->map);
 	tpc_ckpt_init(&so->model);
 	for (int k = 0; k < TPC_SHARD_OPTIM_KEYS; k++)

@@ -34,6 +34,30 @@
 
 #define TPC_SHARD_OPTIM_KEYS 3
 
+/* What a training run resumed from the set needs beside the state, which
+ * the source does not hold (shard --iteration, --megatron-train; Megatron-LM
+ * d98e8a6, training/training.py:2553-2606 get_optimizer_param_scheduler, the
+ * iteration-based branch): the iteration (0: the optimizer's step), samples
+ * an iteration (0: unknown), and the learning-rate schedule in Megatron's
+ * flags. A schedule field unknown is written as None (lr 0 or train_iters 0:
+ * the whole schedule unknown; the others default as Megatron's flags do:
+ * training/config/training_config.py). */
+typedef struct tpc_mcore_train {
+	int64_t iteration;          /* --iteration N */
+	int64_t global_batch_size;  /* --global-batch-size */
+	double lr, min_lr;          /* --lr (0: unknown), --min-lr (default 0.0) */
+	int64_t lr_warmup_iters;    /* --lr-warmup-iters (default 0) */
+	int64_t lr_decay_iters;     /* --lr-decay-iters (0: train_iters) */
+	int64_t train_iters;        /* --train-iters (0: unknown) */
+	char lr_decay_style[24];    /* --lr-decay-style (default "linear") */
+	double weight_decay;        /* --weight-decay (default 0.01): start and end, constant */
+} tpc_mcore_train;
+
+/* Megatron's defaults for the fields that have one. */
+void tpc_mcore_train_init(tpc_mcore_train *t);
+/* The whole learning-rate schedule is known (lr and train_iters given). */
+bool tpc_mcore_train_schedule_known(const tpc_mcore_train *t);
+
 typedef struct tpc_shard_optim {
 	tpc_optim map;                       /* the input's state tied to its parameters */
 	tpc_ckpt model;                      /* the parameters under their names (borrowed sources) */
@@ -48,7 +72,12 @@ typedef struct tpc_shard_optim {
 	                                        side of the split, or -1 */
 	const char *master_from;             /* "fp32_param" (the save's master) or "the parameter" (f32 training) */
 	int64_t step;                        /* the optimizer's step (one for every parameter) */
+	tpc_mcore_train train;               /* the run's facts the state lacks (set after build) */
 } tpc_shard_optim;
+
+/* The iteration a set of this state is saved at: train.iteration, else the
+ * step (0: unknown, which the layout refuses). */
+int64_t tpc_shard_optim_iteration(const tpc_shard_optim *so);
 
 void tpc_shard_optim_init(tpc_shard_optim *so);
 void tpc_shard_optim_release(tpc_shard_optim *so);

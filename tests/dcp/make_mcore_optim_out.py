@@ -14,7 +14,8 @@
         in f32, for a ZeRO folder: make_zero.py --from); hostile variants
         (steps.pt: one parameter at step 6, mixed.pt: a 1-D parameter in the
         weight-decay group, three.pt: three groups, frozen.pt: the final norm in
-        no group (frozen), nomaster.pt: bf16 without fp32_param); OUTDIR/moe/ the same
+        no group (frozen), nomaster.pt: bf16 without fp32_param, step0.pt: never
+        stepped, step 0: no iteration to save at); OUTDIR/moe/ the same
         as a Mixtral (4 experts of 8 a layer and the router: train.pt, config.json).
     /usr/bin/python3 make_mcore_optim_out.py check SRC/train.pt OPT.pt [OPT.pt ...] [SRC2/train.pt OPT.pt ...]
         each OPT.pt (tpconv's optimizer.pt of a megatron-dist set written from
@@ -29,14 +30,14 @@
     /usr/bin/python3 make_mcore_optim_out.py check-zero ZOPT.pt NAMES.txt ZMODEL.pt OPT.pt...
         the same check with a ZeRO folder as the source: its optimizer.pt and
         fp32 model as tpconv gives them, NAMES.txt its inspect --optimizer.
-    python3 make_mcore_optim_out.py torch2 SRC/train.pt SET/release
+    python3 make_mcore_optim_out.py torch2 SRC/train.pt SET/iter_0000007
         (torch >= 2.4, the forky chroot) torch's own DCP reader reads the set's
         .distcp files: every optimizer.state.{param,exp_avg,exp_avg_sq}.KEY, layer-
         stacked as the model's KEY (experts [layers, experts, ...]), holds the
         source's values. Last run: torch 2.14.1 (forky) on the tp 2 x pp 2 and
         tp 1 LLaMA sets (45 state tensors each) and the Mixtral sets at tp 2 x
         ep 2 x pp 2, tp 2 x ep 4 and tp 1 (87 each): all equal.
-    python3 make_mcore_optim_out.py torch2-chunks SET/release ...
+    python3 make_mcore_optim_out.py torch2-chunks SET/iter_0000007 ...
         (torch >= 2.4) the .metadata as torch reads it: each optimizer.state.
         {param,exp_avg,exp_avg_sq}.KEY has KEY's global shape and chunks. Last
         run: torch 2.14.1 (forky), the LLaMA sets (27 state keys), the Mixtral
@@ -116,6 +117,8 @@ def gen(out, moe=False):
     bad["frozen"] = (model, frozen, [pg[0], dict(pg[1], params=[n for n in groups[1] if n != "model.norm.weight"])])
     nomaster = {n: {k: v for k, v in st.items() if k != "fp32_param"} for n, st in state.items()}
     bad["nomaster"] = (model, nomaster, pg)
+    step0 = {n: dict(st, step=torch.tensor(0.0)) for n, st in state.items()}
+    bad["step0"] = (model, step0, pg)
     for name, (m, st, groups_) in bad.items():
         torch.save({"model": m, "optim": {"state": st, "param_groups": groups_}}, os.path.join(out, name + ".pt"))
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
@@ -196,6 +199,24 @@ def check_common(path):
             return "group %r" % g
     if c["iteration"] != 7:
         return "iteration %r" % c["iteration"]
+    # what a resume reads (shard/layout_megatron_train.c): written with
+    # --megatron-train global-batch-size=8, no schedule
+    cm = c["content_metadata"]
+    if cm != {"singleton_local_shards": False, "chained_optim_avoid_prefix": True,
+              "distrib_optim_sharding_type": "fully_reshardable",
+              "distrib_optim_fully_reshardable_mem_efficient": False}:
+        return "content_metadata %r" % cm
+    a = c["args"]
+    if (a.consumed_train_samples, a.skipped_train_samples, a.consumed_valid_samples, a.global_batch_size,
+            a.no_save_rng) != (56, 0, 0, 8, True):
+        return "args %r" % vars(a)
+    sch = c["opt_param_scheduler"]
+    if sorted(sch) != sorted(["max_lr", "lr_warmup_steps", "num_steps", "lr_decay_style", "lr_decay_steps", "min_lr",
+                              "start_wd", "end_wd", "wd_incr_style", "wd_incr_steps"]) or sch["num_steps"] != 56 or \
+            any(v is not None for k, v in sch.items() if k != "num_steps"):
+        return "opt_param_scheduler %r" % sch
+    if c["num_floating_point_operations_so_far"] != 0:
+        return "num_floating_point_operations_so_far %r" % c["num_floating_point_operations_so_far"]
     return None
 
 

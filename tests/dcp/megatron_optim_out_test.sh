@@ -23,25 +23,28 @@ tmpdir
 
 "$PY" "$G" gen "$T/src" || { bad "make_mcore_optim_out.py gen" ""; done_testing; exit 0; }
 S=$T/src/train.pt
-FL=(--preset llama --config "$T/src/config.json" --layout megatron-dist --optimizer -q)
+FL=(--preset llama --config "$T/src/config.json" --layout megatron-dist --optimizer --megatron-train global-batch-size=8 -q)
 
 run "$TPCONV" shard "$S" "${FL[@]}" --tp 2 --pp 2 -o "$T/s22"
-[ "$rc" = 0 ] && [ -f "$T/s22/release/__3_0.distcp" ] && [ -f "$T/s22/tpconv-manifest.json" ] &&
-  ok "shard --optimizer --tp 2 --pp 2: a megatron-dist set with the state" ||
-  bad "shard --optimizer tp 2 pp 2" "$(cat "$T/err")"
+(cd "$T/s22" && find . -type f | sort | tr '\n' ' ') > "$T/tree"
+[ "$rc" = 0 ] && [ "$(cat "$T/tree")" = "./iter_0000007/.metadata ./iter_0000007/__0_0.distcp ./iter_0000007/__1_0.distcp ./iter_0000007/__2_0.distcp ./iter_0000007/__3_0.distcp ./iter_0000007/common.pt ./iter_0000007/metadata.json ./latest_checkpointed_iteration.txt ./tpconv-manifest.json " ] &&
+  [ "$(cat "$T/s22/latest_checkpointed_iteration.txt")" = 7 ] &&
+  ok "shard --optimizer --tp 2 --pp 2: Megatron's iter_0000007/ (the step) and tracker '7', never release/ (whose optimizer Megatron does not load)" ||
+  bad "shard --optimizer tp 2 pp 2" "$(cat "$T/err" "$T/tree")"
 
-run "$TPCONV" inspect --optimizer "$T/s22/release"
+run "$TPCONV" inspect --optimizer "$T/s22/iter_0000007"
 grep -qx "# optimizer state: Megatron's distributed optimizer (fully_reshardable): 15 parameters, 45 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
   grep -qx "# \[1\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[32, 16\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
   grep -q "^# param group 1: 5 parameters; lr=0.001 .* weight_decay=0 .* wd_mult=0 " "$T/out" && [ "$rc" = 0 ] &&
-  ok "inspect --optimizer of the set: fully_reshardable, 15 parameters with exp_avg, exp_avg_sq, master and step, two groups" ||
+  grep -qx "# resume: iteration 7, consumed_train_samples 56, learning-rate schedule unknown (None: resume with --override-opt_param-scheduler)" "$T/out" &&
+  ok "inspect --optimizer of the set: fully_reshardable, 15 parameters with exp_avg, exp_avg_sq, master and step, two groups; iteration 7, 56 samples" ||
   bad "inspect --optimizer" "$(head -12 "$T/out" "$T/err")"
 
 mkdir -p "$T/a" "$T/b" "$T/c" "$T/d" "$T/e"
 "$TPCONV" convert "$T/s22" --optimizer -o "$T/a/optimizer.pt" -q &&
-  "$TPCONV" convert "$T/s22/release" --optimizer -o "$T/b/optimizer.pt" -q &&
+  "$TPCONV" convert "$T/s22/iter_0000007" --optimizer -o "$T/b/optimizer.pt" -q &&
   cmp -s "$T/a/optimizer.pt" "$T/b/optimizer.pt" &&
-  ok "convert SET --optimizer reads the set as the torch_dist save it is (the same bytes as its release/ folder)" ||
+  ok "convert SET --optimizer reads the set as the torch_dist save it is (the same bytes as its iter_0000007/ folder)" ||
   bad "convert SET --optimizer" ""
 
 # reshard: Megatron names to Hugging Face's by the preset's rules, the state alike
@@ -80,7 +83,7 @@ mkdir -p "$T/f" "$T/z"
 # groups is_expert_parallel; tp 2 x ep 2 x pp 2, and ep 4 over tp 2 (two
 # data-parallel replicas a stage, each expert once)
 M=$T/src/moe
-MF=(--preset mixtral --config "$M/config.json" --layout megatron-dist --optimizer -q)
+MF=(--preset mixtral --config "$M/config.json" --layout megatron-dist --optimizer --megatron-train global-batch-size=8 -q)
 mkdir -p "$T/m1" "$T/m2" "$T/m3" "$T/m4"
 run "$TPCONV" shard "$M/train.pt" "${MF[@]}" --tp 2 --ep 2 --pp 2 -o "$T/m22"
 "$TPCONV" inspect --optimizer "$T/m22" > "$T/mi" 2>&1
@@ -103,7 +106,7 @@ run "$TPCONV" shard "$M/train.pt" "${MF[@]}" --tp 2 --ep 2 --pp 2 -o "$T/m22"
 # at tp 2 x pp 2 (2,1 layers) x ep 2, resharded through tp 1 by
 # --rules megatron-deepseek-v3: the same optimizer.pt, byte for byte
 A=$SRC/tests/gguf/arch/tiny-deepseek
-DF=(--preset deepseek-v3 --config "$A/config.json" --layout megatron-dist --optimizer -q)
+DF=(--preset deepseek-v3 --config "$A/config.json" --layout megatron-dist --optimizer --megatron-train global-batch-size=8 -q)
 mkdir -p "$T/ds1" "$T/ds2"
 "$TPCONV" convert "$A" -o "$T/ds.pt" -q && "$PY" "$G" tag "$T/ds.pt" "$T/ds_train.pt" &&
   "$TPCONV" shard "$T/ds_train.pt" "${DF[@]}" --tp 2 --pp 2 --ep 2 --pp-layers 2,1 -o "$T/ds22" &&
@@ -118,11 +121,11 @@ mkdir -p "$T/ds1" "$T/ds2"
   bad "DeepSeek-V3 with state" "$(cat "$T/err" 2>/dev/null; head -5 "$T/dsi" 2>/dev/null)"
 
 # one Python process checks every optimizer.pt against its source
-"$PY" "$G" check "$S" "$T/a/optimizer.pt" "$T/c/optimizer.pt" "$T/d/optimizer.pt" "$T/s22/release/common.pt" \
+"$PY" "$G" check "$S" "$T/a/optimizer.pt" "$T/c/optimizer.pt" "$T/d/optimizer.pt" "$T/s22/iter_0000007/common.pt" \
   "$M/train.pt" "$T/m1/optimizer.pt" "$T/m2/optimizer.pt" "$T/m3/optimizer.pt" > "$T/chk" 2>&1
 grep '/m[0-9]/' "$T/chk" > "$T/mchk"
 [ "$(grep -v '/m[0-9]/' "$T/chk" | grep -c '^ok ')" = 4 ] &&
-  ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step and sharding type as Megatron saves them" ||
+  ok "every exp_avg, exp_avg_sq and master value on its own parameter's element (tp 2 x pp 2, resharded to 1, to 2 x 1); common.pt's groups, step, sharding type and resume state (content_metadata, args' samples, opt_param_scheduler) as Megatron reads them" ||
   bad "values" "$(cat "$T/chk")"
 [ "$(grep -c '^ok ' "$T/mchk")" = 3 ] &&
   ok "MoE: every expert's, the router's and the dense state on its own element (ep 2, ep 4 over tp 2, resharded to 1); the expert group is_expert_parallel" ||
@@ -138,6 +141,39 @@ refuse "a 1-D parameter in the weight-decay group" mixed.pt "tensor 'model.layer
 refuse "three param groups" three.pt "tensor 'model.layers.0.self_attn.v_proj.weight': in param group 1, 'model.embed_tokens.weight' (2-D or more) in group 0: Megatron's standard split puts every other parameter in one group"
 refuse "a model tensor no group lists" frozen.pt "tensor 'model.norm.weight': a tensor of the model that no param group lists (frozen, or a buffer): Megatron's distributed optimizer holds state for every parameter of it"
 refuse "a bf16 parameter without its master" nomaster.pt "tensor 'model.embed_tokens.weight': a BF16 parameter without its fp32 master (fp32_param)"
+refuse "never stepped (step 0: no iteration)" step0.pt "the optimizer's step is 0: a set with optimizer state is Megatron's iter_NNNNNNN/ folder of the iteration it was saved at"
+# the run's facts: a schedule written whole (what Megatron's
+# get_optimizer_param_scheduler makes of the same flags), --iteration; usage
+# errors (exit 2) for what is missing or what Megatron's scheduler asserts
+run "$TPCONV" shard "$S" "${FL[@]}" --tp 2 --iteration 30 -o "$T/sch" \
+  --megatron-train global-batch-size=8,lr=3e-4,min-lr=3e-5,lr-warmup-iters=10,train-iters=100,lr-decay-style=cosine,weight-decay=0.1
+[ "$rc" = 0 ] && [ "$(cat "$T/sch/latest_checkpointed_iteration.txt")" = 30 ] &&
+  "$PY" -c '
+import sys, torch
+c = torch.load(sys.argv[1])
+want = dict(max_lr=3e-4, lr_warmup_steps=80, num_steps=240, lr_decay_style="cosine", lr_decay_steps=800, min_lr=3e-5,
+            start_wd=0.1, end_wd=0.1, wd_incr_style="constant", wd_incr_steps=800)
+got = c["opt_param_scheduler"]
+assert got == want and all(type(got[k]) is type(v) for k, v in want.items()), got
+assert c["iteration"] == 30 and c["args"].consumed_train_samples == 240 and c["args"].train_iters == 100, c
+' "$T/sch/iter_0000030/common.pt" 2>"$T/err" &&
+  ok "--iteration 30 --megatron-train with a schedule: iter_0000030/, tracker 30, opt_param_scheduler in samples as Megatron's get_optimizer_param_scheduler builds it" ||
+  bad "a schedule" "rc=$rc $(cat "$T/err")"
+usage() { # WHAT MESSAGE ARGS...
+  local w=$1 m=$2
+  shift 2
+  run "$TPCONV" shard "$S" --preset llama --config "$T/src/config.json" --layout megatron-dist --optimizer --tp 2 -o "$T/u" "$@"
+  [ "$rc" = 2 ] && grep -qF -- "$m" "$T/err" && [ ! -e "$T/u" ] && ok "usage: $w" || bad "usage: $w" "rc=$rc $(cat "$T/err")"
+}
+usage "no global batch size" "--optimizer with --layout megatron-dist needs --megatron-train global-batch-size=N" --megatron-train lr=1e-3
+usage "an unknown key" "--megatron-train: 'batch=8' is not KEY=VALUE with KEY one of global-batch-size" --megatron-train batch=8
+usage "warmup past the decay" "--megatron-train: lr-warmup-iters 100, lr-decay-iters 100: Megatron asserts warmup < decay" \
+  --megatron-train global-batch-size=8,lr=1e-3,train-iters=100,lr-warmup-iters=100
+usage "WSD" "--megatron-train lr-decay-style=WSD: constant, linear, cosine or inverse-square-root" \
+  --megatron-train global-batch-size=8,lr=1e-3,train-iters=100,lr-decay-style=WSD
+run "$TPCONV" shard "$S" --preset llama --config "$T/src/config.json" --layout megatron-dist --tp 2 --iteration 3 -o "$T/u"
+[ "$rc" = 2 ] && grep -qF -- "--iteration and --megatron-train go with --optimizer" "$T/err" && ok "usage: --iteration without --optimizer" ||
+  bad "usage: --iteration without --optimizer" "rc=$rc $(cat "$T/err")"
 run "$TPCONV" shard "$S" --preset llama --config "$T/src/config.json" --layout dcp --optimizer --tp 2 -o "$T/h_dcp"
 [ "$rc" = 2 ] && grep -qF -- "--optimizer goes with --layout megatron-dist" "$T/err" && ok "refused: --optimizer with a layout that stores no state" ||
   bad "--optimizer --layout dcp" "rc=$rc $(cat "$T/err")"

@@ -31,7 +31,10 @@
 #     (tests/data/dcp/optim_tagged) and every parameter gets its own state;
 #   - megatron-dist sets with optimizer state (a LLaMA at tp 2 x pp 2, a
 #     Mixtral at tp 2 x ep 2 x pp 2; tests/dcp/make_mcore_optim_out.py): torch's
-#     DCP reader gives every state tensor the source's values.
+#     DCP reader gives every state tensor the source's values; Megatron's load
+#     decisions (tests/interop/mcore_resume.py, issue 44) resume from them: the
+#     iteration folder, the optimizer in the form written, the scheduler, the
+#     data's position; the old release/ form's optimizer is skipped.
 # usage: optim.sh TPCONV SRCDIR   (TAP on stdout; TPCONV_INTEROP_KEEP=1 keeps the work folder)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -94,19 +97,38 @@ inchroot trainer tagged tagged/names.json trainer.json || bad "trainer" "$(tail 
 # --optimizer, Megatron's fully_reshardable form): torch's own DCP reader
 # reads every state tensor with the source's values, and its metadata gives
 # each state key its model key's shape and chunks
-cp "$SRC/tests/dcp/make_mcore_optim_out.py" "$W/"
+cp "$SRC/tests/dcp/make_mcore_optim_out.py" "$SRC/tests/interop/mcore_resume.py" "$W/"
+MT=global-batch-size=8
+MTS=global-batch-size=8,lr=3e-4,min-lr=3e-5,lr-warmup-iters=10,train-iters=100,lr-decay-style=cosine,weight-decay=0.1
 MO=(--layout megatron-dist --optimizer --no-extras -q)
 if /usr/bin/python3 "$SRC/tests/dcp/make_mcore_optim_out.py" gen "$W/mo" >>"$W/log" 2>&1 &&
-	"$TPCONV" shard "$W/mo/train.pt" --preset llama --config "$W/mo/config.json" "${MO[@]}" --tp 2 --pp 2 -o "$W/mo22" 2>>"$W/log" &&
-	"$TPCONV" shard "$W/mo/moe/train.pt" --preset mixtral --config "$W/mo/moe/config.json" "${MO[@]}" --tp 2 --ep 2 --pp 2 \
+	"$TPCONV" shard "$W/mo/train.pt" --preset llama --config "$W/mo/config.json" "${MO[@]}" --megatron-train $MT --tp 2 --pp 2 -o "$W/mo22" 2>>"$W/log" &&
+	"$TPCONV" shard "$W/mo/train.pt" --preset llama --config "$W/mo/config.json" "${MO[@]}" --megatron-train $MTS --tp 2 --pp 2 -o "$W/mos22" 2>>"$W/log" &&
+	"$TPCONV" shard "$W/mo/moe/train.pt" --preset mixtral --config "$W/mo/moe/config.json" "${MO[@]}" --megatron-train $MT --tp 2 --ep 2 --pp 2 \
 		-o "$W/mom22" 2>>"$W/log"; then
-	for c in "mo/train.pt mo22/release" "mo/moe/train.pt mom22/release"; do
+	for c in "mo/train.pt mo22/iter_0000007" "mo/moe/train.pt mom22/iter_0000007"; do
 		set -- $c
 		inpy make_mcore_optim_out.py torch2 "$1" "$2" && tail -1 "$W/log" | grep -q "state tensors (param, exp_avg, exp_avg_sq per parameter) equal$" &&
 			inpy make_mcore_optim_out.py torch2-chunks "$2" && tail -1 "$W/log" | grep -q "each with its model key's shape and same chunks$" &&
 			ok "megatron-dist --optimizer ($2): torch's DCP reader gives every state tensor the source's values, each state key its model key's chunks" ||
 			bad "megatron-dist --optimizer ($2) read by torch" "$(tail -3 "$W/log")"
 	done
+	# Megatron's own load decisions over the sets (mcore_resume.py, each step
+	# citing checkpointing.py at d98e8a6): the folder the tracker names, the
+	# optimizer and scheduler loaded in the form written, no RNG asked for,
+	# the data's position, torch DCP loading every state tensor; and the
+	# release/ form tpconv wrote before issue 44, whose optimizer Megatron skips
+	cp -r "$W/mo22" "$W/old" && mv "$W/old/iter_0000007" "$W/old/release" && printf release >"$W/old/latest_checkpointed_iteration.txt"
+	: >"$W/resume"
+	for c in "mo/train.pt mo22 $MT" "mo/train.pt mos22 $MTS" "mo/moe/train.pt mom22 $MT" "mo/train.pt old $MT release"; do
+		inpy "mcore_resume.py $c >>resume" || echo "not ok mcore_resume.py $c: $(tail -3 "$W/log" | tr '\n' ' ')" >>"$W/resume"
+	done
+	while IFS= read -r l; do
+		case $l in
+		"ok "*) ok "Megatron's resume: ${l#ok }" ;;
+		*) bad "Megatron's resume: ${l#not ok }" ;;
+		esac
+	done <"$W/resume"
 else
 	bad "megatron-dist --optimizer sets" "$(tail -5 "$W/log")"
 fi

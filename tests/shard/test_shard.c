@@ -12,6 +12,7 @@
 #include "tpc_manifest.h"
 #include "tpc_plan.h"
 #include "tpc_shard.h"
+#include "tpc_shard_optim.h"
 
 /* q: 8 heads, k/v: 2 heads each, head_dim 2, in 3: a fused [q | k | v] of
  * [24, 3] int32 whose element (i, j) is i * 3 + j; an embedding [10, 3]; a
@@ -456,6 +457,46 @@ static void test_rank_name_ep(void **state)
 	}
 }
 
+/* rank_name_plan: megatron-dist names its rank files by the plan, release/
+ * for a model, iter_NNNNNNN/ (the optimizer's step, or the iteration given)
+ * with optimizer state; the other layouts need no plan to name a rank. */
+static void test_rank_name_plan(void **state)
+{
+	(void)state;
+	const tpc_layout *m = tpc_layout_by_name("megatron-dist");
+	assert_non_null(m);
+	assert_non_null(m->rank_name_plan);
+	for (size_t i = 0; i < tpc_layout_count(); i++)
+		if (tpc_layout_at(i) != m)
+			assert_null(tpc_layout_at(i)->rank_name_plan);
+	tpc_shard_plan sp;
+	tpc_shard_optim so;
+	memset(&sp, 0, sizeof(sp));
+	tpc_shard_optim_init(&so);
+	sp.tp = 2;
+	sp.pp = 2;
+	char *a = m->rank_name_plan(&sp, 3);
+	assert_string_equal(a, "release/__3_0.distcp");
+	free(a);
+	so.step = 7;
+	sp.optim = &so;
+	a = m->rank_name_plan(&sp, 3);
+	assert_string_equal(a, "iter_0000007/__3_0.distcp");
+	free(a);
+	so.train.iteration = 1234;
+	a = m->rank_name_plan(&sp, 0);
+	assert_string_equal(a, "iter_0001234/__0_0.distcp");
+	free(a);
+	assert_int_equal(tpc_shard_optim_iteration(&so), 1234);
+	assert_string_equal(so.train.lr_decay_style, "linear"); /* Megatron's defaults */
+	assert_true(so.train.weight_decay == 0.01);
+	assert_false(tpc_mcore_train_schedule_known(&so.train));
+	so.train.lr = 3e-4;
+	so.train.train_iters = 100;
+	assert_true(tpc_mcore_train_schedule_known(&so.train));
+	tpc_shard_optim_release(&so);
+}
+
 int main(void)
 {
 	tpc_formats_register_all();
@@ -467,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_layout_merged_file),
 		cmocka_unit_test(test_layout_optimizer),
 		cmocka_unit_test(test_rank_name_ep),
+		cmocka_unit_test(test_rank_name_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
