@@ -51,6 +51,23 @@ int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, 
 struct tpc_buf;
 void tpc__mcore_optim_about(const tpc__mcore_optim *mo, struct tpc_buf *b);
 
+/* Megatron's buffer layout, for both bucket readers (megatron_optim.c;
+ * distrib_optimizer.py:506-589 and param_layout.py at d98e8a6): n
+ * parameters in named_parameters order, numel[j] elements each, laid out in
+ * reverse, each start aligned to 64 elements, a bucket closed once it holds
+ * `bucket` elements or more (bucket 0: one bucket), the tied embedding
+ * (shared[j]) in a bucket of its own. bk[j]: parameter j's bucket, at[j]:
+ * its start inside it; sizes[0..*nb): each bucket's unpadded size (room for
+ * n entries; the end padding to lcm(dp, 128) is not in it). */
+void tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, int64_t *bk, int64_t *at,
+		       int64_t *sizes, size_t *nb);
+/* DDP's bucket size for pipeline stage pp_rank (distributed_data_parallel.py
+ * :131-171: --ddp-bucket-size, else max(40000000, 1000000 x dp x cp), none
+ * without --overlap-grad-reduce or past the first stage): 0 for none. */
+int tpc__mcore_bucket_size(const tpc_value *args, int64_t pp_rank, int64_t *bucket, const char *path, tpc_err *e);
+/* argparse.Namespace field k as an int (def when absent or None; false then) */
+bool tpc__mcore_arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v);
+
 /* A legacy rank file (model_optim_rng.pt, opened by the torch format) with
  * distrib_optim.pt beside it: its state mapped by the buffer layout and given
  * as the tree above (megatron_legacy_optim.c); 0 doing nothing for any other

@@ -54,18 +54,6 @@ static const tpc_value *dget(const tpc_value *d, const char *k)
 	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
 }
 
-/* argparse.Namespace field k, as an int (def when absent or None) */
-static bool arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v)
-{
-	const tpc_value *x = args && args->kind == TPC_V_CALL && args->n >= 3 ? dget(args->items[2], k) : NULL;
-	*v = def;
-	if (!x || x->kind == TPC_V_NONE)
-		return false;
-	if (x->kind == TPC_V_INT || x->kind == TPC_V_BOOL)
-		*v = x->ival;
-	return true;
-}
-
 /* The one gbuf's world tensors: "param", "exp_avg", "exp_avg_sq" (ix[]) and
  * numel_unpadded, checked. */
 static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *sib, int64_t ix[3], int64_t *unpadded,
@@ -102,60 +90,42 @@ static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *si
 	return 0;
 }
 
-static int64_t pad64(int64_t x)
-{
-	return (x + 63) / 64 * 64;
-}
-
 /* Each parameter's offset in the coalesced tensors (pos[], in model order),
  * by the buffer layout; the total into *total, the buckets into *nb. */
 static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_value *args, int64_t *pos,
 		  int64_t *total, int64_t *nb, const char *path, tpc_err *e)
 {
-	int64_t overlap, bucket = -1, dp, cp, untie, pp;
-	arg_int(args, "overlap_grad_reduce", 0, &overlap);
-	arg_int(args, "pipeline_model_parallel_size", 1, &pp);
-	arg_int(args, "untie_embeddings_and_output_weights", 0, &untie);
-	if (overlap && !arg_int(args, "ddp_bucket_size", 0, &bucket)) {
-		if (!arg_int(args, "data_parallel_size", 0, &dp) || dp < 1)
-			return tpc_err_at(e, TPC_EINPUT, path, NULL,
-					  "args has no data_parallel_size, which sets the distributed optimizer's bucket size (--overlap-grad-reduce without --ddp-bucket-size)");
-		arg_int(args, "context_parallel_size", 1, &cp);
-		bucket = 1000000 * dp * (cp > 0 ? cp : 1);
-		if (bucket < 40000000)
-			bucket = 40000000;
-	}
-	int64_t start = 0, bstart = 0, coff = 0, inb = 0;
-	*nb = 0;
-	for (size_t j = np; j-- > 0;) {
+	int64_t bucket, untie, pp;
+	int ret = tpc__mcore_bucket_size(args, 0, &bucket, path, e);
+	tpc__mcore_arg_int(args, "pipeline_model_parallel_size", 1, &pp);
+	tpc__mcore_arg_int(args, "untie_embeddings_and_output_weights", 0, &untie);
+	int64_t *numel = tpc_calloc(3 * np + 1, sizeof(int64_t)), *bk = numel + np, *sizes = numel + 2 * np;
+	bool *shared = tpc_calloc(np + 1, sizeof(bool));
+	if (!ret && (!numel || !shared))
+		ret = tpc_err_nomem(e);
+	size_t n = 0;
+	for (size_t j = 0; !ret && j < np; j++) {
 		const tpc_tensor *t = &ck->t[par[j]];
+		numel[j] = (int64_t)t->numel;
 		/* the shared embedding: word embeddings tied to the output layer on one stage */
-		bool shared = !untie && pp == 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
-		start = pad64(start);
-		if (shared && inb) { /* close the bucket before it */
-			coff += start - bstart;
-			(*nb)++;
-			bstart = start; /* bucket ends are padded to multiples of 128: 64-aligned */
-			inb = 0;
-		}
-		pos[j] = coff + (start - bstart);
-		int64_t end = start + (int64_t)t->numel;
-		inb++;
-		if ((bucket > 0 && end - bstart >= bucket) || shared) {
-			coff += end - bstart;
-			(*nb)++;
-			start = bstart = pad64(end);
-			inb = 0;
-		} else {
-			start = end;
-		}
+		shared[j] = !untie && pp == 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
 	}
-	if (inb) {
-		coff += start - bstart;
-		(*nb)++;
+	if (!ret)
+		tpc__mcore_layout(numel, shared, np, bucket, bk, pos, sizes, &n);
+	/* the buckets back to back, each without its end padding */
+	int64_t off = 0;
+	for (size_t b = 0; !ret && b < n; b++) {
+		int64_t sz = sizes[b];
+		sizes[b] = off;
+		off += sz;
 	}
-	*total = coff;
-	return 0;
+	for (size_t j = 0; !ret && j < np; j++)
+		pos[j] += sizes[bk[j]];
+	*total = off;
+	*nb = (int64_t)n;
+	free(numel);
+	free(shared);
+	return ret;
 }
 
 /* The moments and master of each parameter as tensors named
@@ -198,9 +168,9 @@ static int model_params(const tpc_ckpt *ck, const tpc_value *root, const char *p
 		return tpc_err_at(e, TPC_EINPUT, path, NULL, dget(root, "model0")
 				  ? "holds model chunks (model0, model1, ...: virtual pipeline stages), each with its own buffer: not read yet"
 				  : "holds no 'model' beside its distrib_optim.pt");
-	arg_int(args, "tensor_model_parallel_size", 1, &tp);
-	arg_int(args, "pipeline_model_parallel_size", 1, &pp);
-	arg_int(args, "num_experts", 0, &ne);
+	tpc__mcore_arg_int(args, "tensor_model_parallel_size", 1, &tp);
+	tpc__mcore_arg_int(args, "pipeline_model_parallel_size", 1, &pp);
+	tpc__mcore_arg_int(args, "num_experts", 0, &ne);
 	if (tp * pp != 1)
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
 				  "one rank file of a tp %lld x pp %lld set: its distrib_optim.pt holds the moments of that rank's slices, which are not joined yet (a tp 1 x pp 1 save is read)",

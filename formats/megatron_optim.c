@@ -385,6 +385,72 @@ int tpc__mcore_optim_unflat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe, co
 	return build_grid(&g, 0, out, e);
 }
 
+/* ---- Megatron's buffer layout (both bucket readers) ---- */
+
+bool tpc__mcore_arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v)
+{
+	const tpc_value *x = ns_field(args, k);
+	*v = def;
+	if (!x || x->kind == TPC_V_NONE)
+		return false;
+	if (x->kind == TPC_V_INT || x->kind == TPC_V_BOOL)
+		*v = x->ival;
+	return true;
+}
+
+int tpc__mcore_bucket_size(const tpc_value *args, int64_t pp_rank, int64_t *bucket, const char *path, tpc_err *e)
+{
+	int64_t overlap, dp, cp;
+	tpc__mcore_arg_int(args, "overlap_grad_reduce", 0, &overlap);
+	*bucket = 0;
+	if (!overlap || pp_rank > 0)
+		return 0;
+	if (tpc__mcore_arg_int(args, "ddp_bucket_size", 0, bucket))
+		return 0;
+	if (!tpc__mcore_arg_int(args, "data_parallel_size", 0, &dp) || dp < 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args has no data_parallel_size, which sets the distributed optimizer's bucket size (--overlap-grad-reduce without --ddp-bucket-size)");
+	tpc__mcore_arg_int(args, "context_parallel_size", 1, &cp);
+	*bucket = 1000000 * dp * (cp > 0 ? cp : 1);
+	if (*bucket < 40000000)
+		*bucket = 40000000;
+	return 0;
+}
+
+static int64_t pad64(int64_t x)
+{
+	return (x + 63) / 64 * 64;
+}
+
+void tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, int64_t *bk, int64_t *at,
+		       int64_t *sizes, size_t *nb)
+{
+	int64_t start = 0, bstart = 0, end = 0;
+	size_t inb = 0;
+	*nb = 0;
+	for (size_t j = n; j-- > 0;) {
+		start = pad64(start);
+		if (shared[j] && inb) { /* close the bucket before the shared embedding */
+			sizes[(*nb)++] = start - bstart;
+			bstart = start; /* a bucket's end is padded to lcm(dp, 128): 64-aligned */
+			inb = 0;
+		}
+		bk[j] = (int64_t)*nb;
+		at[j] = start - bstart;
+		end = start + numel[j];
+		inb++;
+		if ((bucket > 0 && end - bstart >= bucket) || shared[j]) {
+			sizes[(*nb)++] = end - bstart;
+			start = bstart = pad64(end);
+			inb = 0;
+		} else {
+			start = end;
+		}
+	}
+	if (inb)
+		sizes[(*nb)++] = end - bstart;
+}
+
 /* ---- the tree get_state_dict saves (tpc_optim.h) ---- */
 
 static bool truthy(const tpc_value *v)
