@@ -37,6 +37,7 @@ typedef struct tpc__mcore_optim {
 	size_t ndense;       /* groups [0, ndense) are the dense parameters' */
 	bool chained;        /* two distributed optimizers: dense, expert-parallel */
 	tpc_value *args;     /* common.pt's args, or NULL */
+	bool dp;             /* 'dp_reshardable': the buckets, mapped by megatron_dp_optim.c */
 	size_t nparams, nstate;
 } tpc__mcore_optim;
 
@@ -50,6 +51,17 @@ int tpc__mcore_optim_unflat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe, co
 int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, tpc_err *e);
 struct tpc_buf;
 void tpc__mcore_optim_about(const tpc__mcore_optim *mo, struct tpc_buf *b);
+
+/* 'dp_reshardable' (megatron_dp_optim.c, which cites the layout): once every
+ * entry of the folder is read into ck (the model's tensors per layer, the
+ * buckets 'optimizer.distributed.dp_group_idx_G....' as 1-D tensors, the
+ * ShardedObjects as vals[i] of m's bytes entries), each parameter's master
+ * and moments are added as "optimizer.state.{param,exp_avg,exp_avg_sq}.NAME"
+ * in the model's shape, every master checked against its weight, and
+ * mo->groups set from the save's param groups; the caller then drops the
+ * 'optimizer.distributed.' entries and tensors and calls tree. */
+int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m, tpc_value *const *vals,
+		      const char *path, tpc_err *e);
 
 /* Megatron's buffer layout, for both bucket readers (megatron_optim.c;
  * distrib_optimizer.py:506-589 and param_layout.py at d98e8a6): n

@@ -683,6 +683,30 @@ static int read_tensor(dcp_read *r, size_t i, tpc_err *e)
 	return ret;
 }
 
+/* The dp_reshardable buckets as each parameter's state (megatron_dp_optim.c),
+ * then the bucket entries and tensors dropped. */
+static int dp_buckets(dcp_read *r, size_t first, tpc_err *e)
+{
+	int ret = tpc__mcore_dp_map(&r->mo, r->ck, &r->m, r->vals, r->mpath, e);
+	size_t kept = 0;
+	for (size_t i = 0; !ret && i < r->m.n; i++) {
+		if (!strncmp(r->m.e[i].fqn, "optimizer.distributed.", 22)) {
+			tpc__dcp_entry_release(&r->m.e[i]);
+			tpc_value_unref(r->vals[i]);
+			continue;
+		}
+		r->vals[kept] = r->vals[i];
+		r->m.e[kept++] = r->m.e[i];
+	}
+	if (!ret) {
+		for (size_t i = kept; i < r->m.n; i++)
+			r->vals[i] = NULL;
+		r->m.n = kept;
+		ret = tpc_ckpt_drop_prefixed(r->ck, first, "optimizer.distributed.", e);
+	}
+	return ret;
+}
+
 /* The object tree: planner_data's nesting, tensors as leaves. */
 static int build_tree(dcp_read *r, tpc_value *root, tpc_err *e)
 {
@@ -750,6 +774,9 @@ int tpc__dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_
 		goto out;
 	/* drop the per-chunk tensors; the assembled ones stay */
 	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
+		goto out;
+	/* dp_reshardable: the buckets mapped to each parameter's state, then gone */
+	if (r.mo.on && r.mo.dp && (ret = dp_buckets(&r, first, e)))
 		goto out;
 	if (!(root = tpc_value_new(TPC_V_DICT))) {
 		ret = tpc_err_nomem(e);

@@ -90,11 +90,12 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 				 "'optimizer' has no param_state_sharding_type: not Megatron's distributed optimizer (a chained optimizer of other than a dense and an expert part, or a plain one, is not read yet)");
 		return ret;
 	}
-	static const char *const buckets[] = {"dp_reshardable", "dp_zero_gather_scatter", "fully_sharded_bucket_space"};
+	static const char *const buckets[] = {"dp_zero_gather_scatter", "fully_sharded_bucket_space"};
 	bool bucket = false;
 	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++)
 		bucket = bucket || !strcmp(st->str, buckets[i]);
-	if (!bucket && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
+	bool dp = !strcmp(st->str, "dp_reshardable");
+	if (!bucket && !dp && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
 				 "unknown param_state_sharding_type '%.40s' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)",
 				 st->str);
@@ -102,13 +103,15 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 	}
 	if (bucket) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "the distributed optimizer's state is stored as '%.40s', flat bucket buffers that do not name their parameters (Megatron's parameter order is not in the save); tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable) and 'fully_sharded_model_space'",
+				 "the distributed optimizer's state is stored as '%.40s', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'",
 				 st->str);
 		return ret;
 	}
+	*type = st->str;
+	if (dp) /* the param groups are in the DCP files (megatron_dp_optim.c) */
+		return 0;
 	const tpc_value *pg = dget(inner, "param_groups");
 	*pgs = pg;
-	*type = st->str;
 	if (!is_seq(pg) || !pg->n) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
 		return ret;
@@ -161,6 +164,9 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 		if (!ret && k && strcmp(type, dget(part[0], "param_state_sharding_type")->str))
 			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "a chained optimizer whose two parts are stored in different forms");
 	}
+	if (!ret && !strcmp(type, "dp_reshardable") && nparts == 2)
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "a chained optimizer (expert-parallel parameters beside the dense ones) in the dp_reshardable form: the experts' buffers are not mapped yet");
 	if (ret)
 		goto out;
 	const tpc_value *pg = pgs[0];
@@ -179,14 +185,15 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 			goto out;
 		}
 	}
-	mo->ndense = pgs[0]->n;
+	mo->dp = !strcmp(type, "dp_reshardable");
+	mo->ndense = pg ? pg->n : 0;
 	mo->chained = nparts == 2;
 	if (!(mo->type = tpc_strdup(type))) {
 		tpc_value_unref(all);
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	mo->groups = all ? all : tpc_value_ref((tpc_value *)pg);
+	mo->groups = all ? all : pg ? tpc_value_ref((tpc_value *)pg) : NULL;
 	mo->common = path;
 	path = NULL;
 	mo->args = dget(ck.root, "args") ? tpc_value_ref((tpc_value *)dget(ck.root, "args")) : NULL;
@@ -216,11 +223,15 @@ static size_t state_key(const char *fqn)
 
 int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, const char *path, tpc_err *e)
 {
-	(void)mo;
 	if (strncmp(en->fqn, "optimizer.", 10))
 		return 1;
-	if (state_key(en->fqn) && en->tensor)
+	if (mo->dp && !strncmp(en->fqn, "optimizer.distributed.dp_group_idx_", 35))
 		return 1;
+	if (!mo->dp && state_key(en->fqn) && en->tensor)
+		return 1;
+	if (mo->dp)
+		return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
+				  "an optimizer entry tpconv does not know in a dp_reshardable save (neither optimizer.distributed.dp_group_idx_G.* buckets nor their sizes and param groups): refused rather than dropped");
 	return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
 			  "an optimizer entry tpconv does not know (neither optimizer.state.{exp_avg,exp_avg_sq,param,fp32_param}.KEY tensors): refused rather than dropped");
 }

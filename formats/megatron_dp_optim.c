@@ -1,0 +1,781 @@
+/* megatron_dp_optim.c - Megatron-Core's distributed optimizer state in its
+ * 'dp_reshardable' form, the default since Megatron 0.13 (training/
+ * checkpointing.py:552-558 at d98e8a6), mapped back to model space
+ * (TPC_OPEN_OPTIMIZER; dcp_int.h).
+ *
+ * The layout followed (Megatron-LM d98e8a6, megatron/core/optimizer/
+ * distrib_optimizer.py unless named):
+ *
+ * - sharded_param_state_dp_reshardable (:1838-1986) saves each bucket of
+ *   each parameter buffer as it lies in memory: tensors
+ *   'optimizer.distributed.dp_group_idx_G.gbuf_idx_I.dtype_D.bucket_idx_B.
+ *   {param,exp_avg,exp_avg_sq}' of global shape (the bucket's numel_unpadded,)
+ *   (the padding between parameters included, the end padding dropped), each
+ *   DP rank's range a chunk, and ShardedObjects '...dp_group_idx_G.
+ *   per_bucket_numel' and 'per_bucket_numel_unpadded' ([{(param dtype, grad
+ *   dtype): [n per bucket]}] per buffer); the param groups are the
+ *   ShardedObject '...dp_group_idx_G.optimizer' (sharded_state_dict,
+ *   :1531-1546). Nothing names a parameter.
+ * - G is the rank in the model-parallel group (optimizer/__init__.py:1086,
+ *   1143): parallel_state.py's RankGenerator puts tp before pp in every
+ *   order it allows, and torch orders a group by global rank, so G = tp +
+ *   TP x pp. One buffer per (param dtype, grad dtype, expert-parallel)
+ *   (param_and_grad_buffer.py group_params_for_buffers); expert-parallel
+ *   buffers belong to a second optimizer with its own G (:1231-1245): not
+ *   read yet, nor two dtypes.
+ * - A buffer holds the rank's trainable parameters in named_parameters order
+ *   (distributed_data_parallel.py:179-189), laid out by tpc__mcore_layout
+ *   (:506-589; bucketing off past the first pipeline stage, :164-171).
+ *   named_parameters walks modules in registration order: mcore_order below,
+ *   a table of Megatron's parameter names in that order, each cited. The
+ *   layers of a stage are an even split of num_layers (pipeline stages of
+ *   other sizes and virtual stages are refused), the embedding on the first
+ *   stage, the final norm and output layer on the last.
+ * - A rank's local parameter is its chunk(s) of the model's tensor in the
+ *   save's own .metadata: chunks of one tensor (of one layer) sorted by
+ *   offset along the one dim they split, chunk k on tp rank k mod TP (a
+ *   column-parallel weight: one per rank; SwiGLU's fc1: [gate_r; up_r], two
+ *   per rank); one chunk: replicated, every rank holds it whole (and its
+ *   state is tp rank 0's).
+ *
+ * The order is inferred, so it is proved: the save holds both the fp32 master
+ * ('param') and the model's weight, and every master, rounded to the weight's
+ * dtype, must equal it (every element of tensors of up to PROOF_ALL
+ * elements; PROOF_SAMPLE elements spread evenly over larger ones), on every
+ * rank; any difference is refused naming the parameter, rank and element.
+ * Each bucket's total is checked against per_bucket_numel_unpadded first.
+ */
+#include "dcp_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpc_buf.h"
+#include "tpc_cast.h"
+#include "tpc_util.h"
+
+#define DIST_PREFIX "optimizer.distributed.dp_group_idx_"
+#define PROOF_ALL 65536
+#define PROOF_SAMPLE 4096
+
+enum { FIRST, LAYER, LAST }; /* where a parameter lives: first stage, each layer, last stage */
+
+/* Megatron's parameters of a GPT model in named_parameters order (module
+ * registration order), as the save names its keys. GPTModel registers
+ * embedding, decoder, output_layer (models/gpt/gpt_model.py:174, 233, 277);
+ * LanguageModelEmbedding word then position embeddings
+ * (language_model_embedding.py:59, 71); TransformerBlock its layers, then
+ * final_layernorm (transformer_block.py:375, 388); TransformerLayer
+ * input_layernorm, self_attention, pre_mlp_layernorm, mlp
+ * (transformer_layer.py:368, 392, 426, 456; the cross-attention modules are
+ * identities in a GPT); Attention core_attention and linear_proj
+ * (attention.py:382, 413) before SelfAttention's linear_qkv, q_layernorm,
+ * k_layernorm (:1692, 1734, 1743); MLP linear_fc1, linear_fc2 (mlp.py:219,
+ * 240); a linear its weight, then bias (tensor_parallel/layers.py:1046-1130,
+ * 1415-1501); TransformerEngine's LayerNormLinear layer_norm_weight,
+ * layer_norm_bias, then weight, bias (transformer_engine/pytorch/module/
+ * layernorm_linear.py, LayerNormLinear.__init__, at TransformerEngine
+ * 3ec8787). A parameter not here (experts, MTP, ...) is refused. */
+static const struct {
+	const char *key;
+	int where;
+} mcore_order[] = {
+	{"embedding.word_embeddings.weight", FIRST},
+	{"embedding.position_embeddings.weight", FIRST},
+	{"decoder.layers.input_layernorm.weight", LAYER},
+	{"decoder.layers.input_layernorm.bias", LAYER},
+	{"decoder.layers.self_attention.linear_proj.weight", LAYER},
+	{"decoder.layers.self_attention.linear_proj.bias", LAYER},
+	{"decoder.layers.self_attention.linear_qkv.layer_norm_weight", LAYER},
+	{"decoder.layers.self_attention.linear_qkv.layer_norm_bias", LAYER},
+	{"decoder.layers.self_attention.linear_qkv.weight", LAYER},
+	{"decoder.layers.self_attention.linear_qkv.bias", LAYER},
+	{"decoder.layers.self_attention.q_layernorm.weight", LAYER},
+	{"decoder.layers.self_attention.q_layernorm.bias", LAYER},
+	{"decoder.layers.self_attention.k_layernorm.weight", LAYER},
+	{"decoder.layers.self_attention.k_layernorm.bias", LAYER},
+	{"decoder.layers.pre_mlp_layernorm.weight", LAYER},
+	{"decoder.layers.pre_mlp_layernorm.bias", LAYER},
+	{"decoder.layers.mlp.linear_fc1.layer_norm_weight", LAYER},
+	{"decoder.layers.mlp.linear_fc1.layer_norm_bias", LAYER},
+	{"decoder.layers.mlp.linear_fc1.weight", LAYER},
+	{"decoder.layers.mlp.linear_fc1.bias", LAYER},
+	{"decoder.layers.mlp.linear_fc2.weight", LAYER},
+	{"decoder.layers.mlp.linear_fc2.bias", LAYER},
+	{"decoder.final_layernorm.weight", LAST},
+	{"decoder.final_layernorm.bias", LAST},
+	{"output_layer.weight", LAST},
+	{"output_layer.bias", LAST},
+};
+#define NORDER (sizeof(mcore_order) / sizeof(mcore_order[0]))
+
+static const char *const state_keys[3] = {"param", "exp_avg", "exp_avg_sq"};
+
+/* One parameter of a pipeline stage: its model tensor and its chunks. */
+typedef struct dparam {
+	const tpc_dcp_entry *en; /* the model's (stacked) entry */
+	int64_t layer;           /* its layer, or -1 */
+	int64_t ix;              /* the model tensor in ck (one layer's) */
+	size_t *box;             /* en's chunks of this layer, by offset */
+	size_t nbox;
+	int d;                   /* the dim the chunks split (-1: one chunk) */
+} dparam;
+
+/* The run's state: the save's sizes and what is being built. */
+typedef struct dpmap {
+	tpc__mcore_optim *mo;
+	tpc_ckpt *ck;
+	const tpc_dcp_meta *m;
+	tpc_value *const *vals;
+	const char *path;     /* .metadata, for errors */
+	int64_t tp, pp, layers, bucket0;
+	bool tied;
+	int64_t *bix;         /* [G][bucket][3]: ck index of each bucket tensor, -1 none */
+	size_t maxb;          /* buckets per group (room) */
+} dpmap;
+
+/* ---- the save's buckets and sizes ---- */
+
+static bool parse_i64(const char **p, int64_t *v)
+{
+	const char *s = *p;
+	int64_t x = 0;
+	if (*s < '0' || *s > '9')
+		return false;
+	while (*s >= '0' && *s <= '9' && x < ((int64_t)1 << 40))
+		x = x * 10 + (*s++ - '0');
+	*p = s;
+	*v = x;
+	return true;
+}
+
+/* "...dp_group_idx_G.gbuf_idx_I.dtype_D.bucket_idx_B.KEY": G, I, B, the key
+ * (0..2) and D's extent; false when the name is not one. */
+static bool bucket_name(const char *nm, int64_t *g, int64_t *gb, int64_t *b, int *k, const char **dt, size_t *dl)
+{
+	const char *p = nm + strlen(DIST_PREFIX), *q;
+	if (strncmp(nm, DIST_PREFIX, strlen(DIST_PREFIX)) || !parse_i64(&p, g) || strncmp(p, ".gbuf_idx_", 10))
+		return false;
+	p += 10;
+	if (!parse_i64(&p, gb) || strncmp(p, ".dtype_", 7) || !(q = strstr(p, ".bucket_idx_")))
+		return false;
+	*dt = p + 7;
+	*dl = (size_t)(q - *dt);
+	p = q + 12;
+	if (!parse_i64(&p, b) || *p++ != '.')
+		return false;
+	for (*k = 0; *k < 3 && strcmp(p, state_keys[*k]); (*k)++)
+		;
+	return *k < 3;
+}
+
+/* Every bucket tensor of ck placed in dm->bix, checked: one buffer (gbuf 0,
+ * one dtype) per group, groups inside tp x pp. */
+static int find_buckets(dpmap *dm, tpc_err *e)
+{
+	size_t ng = (size_t)(dm->tp * dm->pp);
+	const char **dts = tpc_calloc(ng + 1, sizeof(char *));
+	size_t *dls = tpc_calloc(ng + 1, sizeof(size_t));
+	int ret = dts && dls ? 0 : tpc_err_nomem(e);
+	dm->maxb = 1;
+	for (size_t i = 0; !ret && i < dm->ck->n; i++) {
+		int64_t g, gb, b;
+		int k;
+		const char *dt;
+		size_t dl;
+		if (bucket_name(dm->ck->t[i].name, &g, &gb, &b, &k, &dt, &dl) && b + 1 > (int64_t)dm->maxb && b < (1 << 20))
+			dm->maxb = (size_t)b + 1;
+	}
+	if (!ret && !(dm->bix = tpc_calloc(ng * dm->maxb * 3 + 1, sizeof(int64_t))))
+		ret = tpc_err_nomem(e);
+	for (size_t i = 0; !ret && i < ng * dm->maxb * 3; i++)
+		dm->bix[i] = -1;
+	for (size_t i = 0; !ret && i < dm->ck->n; i++) {
+		const char *nm = dm->ck->t[i].name, *dt;
+		int64_t g, gb, b;
+		size_t dl;
+		int k;
+		if (strncmp(nm, DIST_PREFIX, strlen(DIST_PREFIX)))
+			continue;
+		if (!bucket_name(nm, &g, &gb, &b, &k, &dt, &dl) || b >= (int64_t)dm->maxb)
+			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
+					 "not a bucket tensor of Megatron's dp_reshardable form (...dp_group_idx_G.gbuf_idx_I.dtype_D.bucket_idx_B.{param,exp_avg,exp_avg_sq})");
+		else if (g >= (int64_t)ng)
+			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
+					 "DP group %lld in a tp %lld x pp %lld save (its groups are 0..%zu)", (long long)g,
+					 (long long)dm->tp, (long long)dm->pp, ng - 1);
+		else if (gb != 0 || (dts[g] && (dl != dls[g] || memcmp(dt, dts[g], dl))))
+			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
+					 "a second parameter buffer of DP group %lld (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer is read",
+					 (long long)g);
+		if (ret)
+			break;
+		dts[g] = dt;
+		dls[g] = dl;
+		dm->bix[((size_t)g * dm->maxb + (size_t)b) * 3 + (size_t)k] = (int64_t)i;
+	}
+	free(dts);
+	free(dls);
+	return ret;
+}
+
+/* The bytes item "DIST_PREFIX G.what/shard_..." of m: its value, or NULL. */
+static const tpc_value *group_object(const dpmap *dm, int64_t g, const char *what)
+{
+	char pre[160];
+	int n = snprintf(pre, sizeof(pre), DIST_PREFIX "%lld.%s/shard_", (long long)g, what);
+	for (size_t i = 0; n > 0 && i < dm->m->n; i++)
+		if (!dm->m->e[i].tensor && !strncmp(dm->m->e[i].fqn, pre, (size_t)n))
+			return dm->vals[i];
+	return NULL;
+}
+
+/* Megatron's ShardedObject as its torch strategy saves it: a one-item list
+ * (strategies/torch.py:317-322) */
+static const tpc_value *object_data(const tpc_value *v)
+{
+	return v && v->kind == TPC_V_LIST && v->n == 1 ? v->items[0] : NULL;
+}
+
+/* Group g's per_bucket_numel_unpadded: its one buffer's list of sizes. */
+static int saved_sizes(const dpmap *dm, int64_t g, const tpc_value **out, tpc_err *e)
+{
+	const tpc_value *v = object_data(group_object(dm, g, "per_bucket_numel_unpadded")), *d;
+	char nm[96];
+	snprintf(nm, sizeof(nm), DIST_PREFIX "%lld.per_bucket_numel_unpadded", (long long)g);
+	if (!group_object(dm, g, "per_bucket_numel_unpadded"))
+		return tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+				  "no '%s': the bucket sizes every dp_reshardable save records for each DP group; not mapped", nm);
+	if (!v || v->kind != TPC_V_LIST || v->n != 1 || (d = v->items[0])->kind != TPC_V_DICT || d->n != 1 ||
+	    d->items[0]->kind != TPC_V_LIST)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, nm,
+				  "is not one buffer's {(param dtype, grad dtype): [sizes]} (one dense buffer is read)");
+	for (size_t b = 0; b < d->items[0]->n; b++)
+		if (d->items[0]->items[b]->kind != TPC_V_INT || d->items[0]->items[b]->ival < 0)
+			return tpc_err_at(e, TPC_EINPUT, dm->path, nm, "bucket %zu's size is not a count", b);
+	*out = d->items[0];
+	return 0;
+}
+
+/* ---- the model's parameters, stage by stage ---- */
+
+static const tpc_dcp_entry *model_entry(const tpc_dcp_meta *m, const char *key)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->e[i].tensor && !strcmp(m->e[i].fqn, key))
+			return &m->e[i];
+	return NULL;
+}
+
+/* Every model tensor is a parameter of the table (the order is known). */
+static int check_known(const dpmap *dm, tpc_err *e)
+{
+	for (size_t i = 0; i < dm->m->n; i++) {
+		const tpc_dcp_entry *en = &dm->m->e[i];
+		size_t k = 0;
+		if (!en->tensor || !strncmp(en->fqn, "optimizer.", 10))
+			continue;
+		while (k < NORDER && strcmp(mcore_order[k].key, en->fqn))
+			k++;
+		if (k == NORDER)
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's dense parameters): the dp_reshardable buckets cannot be mapped");
+		if ((mcore_order[k].where == LAYER) != (en->unstacked > 0) ||
+		    (mcore_order[k].where == LAYER && en->shape[0] != dm->layers))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+					  "not stacked over the %lld layers args.num_layers says", (long long)dm->layers);
+	}
+	return 0;
+}
+
+static int off_cmp(const int64_t *a, const int64_t *b, int nd)
+{
+	for (int d = 0; d < nd; d++)
+		if (a[d] != b[d])
+			return a[d] < b[d] ? -1 : 1;
+	return 0;
+}
+
+/* p's chunks (of its layer), sorted by offset, and the dim they split;
+ * refused unless they tile the tensor along one dim in chunks of whole ranks. */
+static int find_boxes(const dpmap *dm, dparam *p, tpc_err *e)
+{
+	const tpc_dcp_entry *en = p->en;
+	int s = p->layer >= 0, nd = en->ndim - s;
+	if (!(p->box = tpc_calloc(en->nc + 1, sizeof(size_t))))
+		return tpc_err_nomem(e);
+	p->nbox = 0;
+	for (size_t c = 0; c < en->nc; c++) {
+		if (s && en->c[c].off[0] != p->layer)
+			continue;
+		size_t at = p->nbox++; /* insertion by offset */
+		while (at > 0 && off_cmp(en->c[p->box[at - 1]].off + s, en->c[c].off + s, nd) > 0) {
+			p->box[at] = p->box[at - 1];
+			at--;
+		}
+		p->box[at] = c;
+	}
+	p->d = -1;
+	const tpc_dcp_chunk *c0 = p->nbox ? &en->c[p->box[0]] : NULL;
+	for (int d = 0; c0 && d < nd; d++)
+		if (c0->size[s + d] != en->shape[s + d]) {
+			if (p->d >= 0)
+				return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+						  "split along two dims: not a tensor-parallel split tpconv maps");
+			p->d = d;
+		}
+	bool ok = p->nbox > 0 && (p->nbox == 1 ? p->d < 0 : p->d >= 0 && p->nbox % (size_t)dm->tp == 0);
+	int64_t along = 0;
+	for (size_t k = 0; ok && k < p->nbox; k++) {
+		const tpc_dcp_chunk *c = &en->c[p->box[k]];
+		for (int d = 0; d < nd && ok; d++)
+			ok = d == p->d ? c->off[s + d] == along : c->off[s + d] == 0 && c->size[s + d] == en->shape[s + d];
+		along += p->d >= 0 ? c->size[s + p->d] : 0;
+	}
+	if (ok && p->d >= 0)
+		ok = along == en->shape[s + p->d];
+	if (!ok)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+				  "%zu chunks (of layer %lld) that do not tile it as Megatron's tensor parallelism over %lld ranks does (one chunk, or whole ranks' chunks along one dim)",
+				  p->nbox, (long long)p->layer, (long long)dm->tp);
+	return 0;
+}
+
+static bool rank_has(const dparam *p, size_t k, int64_t t, int64_t tp)
+{
+	return p->nbox == 1 || (int64_t)(k % (size_t)tp) == t;
+}
+
+/* Parameter p's local shape on tp rank t (its chunks joined along d). */
+static void local_shape(const dparam *p, int64_t t, int64_t tp, int64_t *shape)
+{
+	int s = p->layer >= 0, nd = p->en->ndim - s;
+	const tpc_dcp_chunk *c0 = &p->en->c[p->box[0]];
+	for (int d = 0; d < nd; d++)
+		shape[d] = c0->size[s + d];
+	if (p->d < 0)
+		return;
+	shape[p->d] = 0;
+	for (size_t k = 0; k < p->nbox; k++)
+		if (rank_has(p, k, t, tp))
+			shape[p->d] += p->en->c[p->box[k]].size[s + p->d];
+}
+
+static int64_t shape_numel(const int64_t *shape, int nd)
+{
+	int64_t n = 1;
+	for (int d = 0; d < nd; d++)
+		n *= shape[d];
+	return n;
+}
+
+/* Stage pp's parameters in named_parameters order into *out (*n of them). */
+static int stage_params(const dpmap *dm, int64_t pp, dparam **out, size_t *n, tpc_err *e)
+{
+	int64_t per = dm->layers / dm->pp, l0 = pp * per;
+	size_t cap = NORDER * (size_t)(per + 1) + 1;
+	dparam *ps = tpc_calloc(cap, sizeof(dparam));
+	int ret = ps ? 0 : tpc_err_nomem(e);
+	*n = 0;
+	for (int pass = FIRST; pass <= LAST && !ret; pass++) {
+		if ((pass == FIRST && pp != 0) || (pass == LAST && pp != dm->pp - 1))
+			continue;
+		for (int64_t l = pass == LAYER ? l0 : -1; l < (pass == LAYER ? l0 + per : 0) && !ret; l++) {
+			for (size_t k = 0; k < NORDER && !ret; k++) {
+				const tpc_dcp_entry *en = mcore_order[k].where == pass ? model_entry(dm->m, mcore_order[k].key) : NULL;
+				if (!en)
+					continue;
+				dparam *p = &ps[(*n)++];
+				p->en = en;
+				p->layer = l;
+				char nm[1024];
+				if (l >= 0)
+					snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, en->fqn + strlen("decoder.layers."));
+				else
+					snprintf(nm, sizeof(nm), "%s", en->fqn);
+				if ((p->ix = tpc_ckpt_find(dm->ck, nm)) < 0)
+					ret = tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "layer %lld was not read", (long long)l);
+				else
+					ret = find_boxes(dm, p, e);
+			}
+		}
+	}
+	if (ret) {
+		for (size_t j = 0; j < *n; j++)
+			free(ps[j].box);
+		free(ps);
+		ps = NULL;
+		*n = 0;
+	}
+	*out = ps;
+	return ret;
+}
+
+/* ---- one rank's buffer ---- */
+
+static int count_leaves(const tpc_tensor *t)
+{
+	int n = t->nparts ? 0 : 1;
+	for (int k = 0; k < t->nparts; k++)
+		n += count_leaves(&t->parts[k]);
+	return n;
+}
+
+/* The 1-D views that make [a, a + n) of a 1-D tensor (a view, or a
+ * composite of them along dim 0, as the reader joins a bucket's chunks). */
+static int flat_pieces(const tpc_tensor *t, int64_t a, int64_t n, tpc_tensor *out, int *np, int cap)
+{
+	if (!t->nparts) {
+		if (*np >= cap || t->ndim != 1 || tpc_tensor_narrow(&out[*np], t, 0, a, n))
+			return -1;
+		out[*np].storage = -1;
+		out[(*np)++].storage_offset = 0;
+		return 0;
+	}
+	int64_t base = 0;
+	for (int k = 0; k < t->nparts; k++) {
+		int64_t len = t->parts[k].ndim == 1 ? t->parts[k].shape[0] : 0;
+		int64_t lo = a > base ? a : base, hi = a + n < base + len ? a + n : base + len;
+		if (hi > lo && flat_pieces(&t->parts[k], lo - base, hi - lo, out, np, cap))
+			return -1;
+		base += len;
+	}
+	return 0;
+}
+
+/* numel elements at `at` of bucket tensor bt, in shape[nd]. */
+static int local_state(const tpc_tensor *bt, int64_t at, const int64_t *shape, int nd, tpc_tensor *out)
+{
+	int cap = count_leaves(bt) + 1, np = 0;
+	tpc_tensor *pc = tpc_calloc((size_t)cap, sizeof(*pc));
+	int ret = pc ? flat_pieces(bt, at, shape_numel(shape, nd), pc, &np, cap) : -1;
+	if (!ret)
+		ret = tpc_tensor_init_flat(out, nd, shape, pc, np);
+	for (int k = 0; k < np; k++)
+		tpc_tensor_release(&pc[k]);
+	free(pc);
+	return ret;
+}
+
+static void list_str(tpc_buf *b, const int64_t *v, size_t n)
+{
+	tpc_buf_addf(b, "[");
+	for (size_t i = 0; i < n && i < 16; i++)
+		tpc_buf_addf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+	tpc_buf_addf(b, "%s]", n > 16 ? ", ..." : "");
+}
+
+/* The layout's bucket sizes against the save's: refused with both. */
+static int check_sizes(const dpmap *dm, int64_t g, size_t np, const int64_t *sizes, size_t nb, tpc_err *e)
+{
+	const tpc_value *sv = NULL;
+	int ret = saved_sizes(dm, g, &sv, e);
+	bool same = !ret && sv->n == nb;
+	for (size_t b = 0; same && b < nb; b++)
+		same = sv->items[b]->ival == sizes[b];
+	if (ret || same)
+		return ret;
+	int64_t *saved = tpc_calloc(sv->n + 1, sizeof(int64_t));
+	if (!saved)
+		return tpc_err_nomem(e);
+	for (size_t b = 0; b < sv->n; b++)
+		saved[b] = sv->items[b]->ival;
+	tpc_buf a = TPC_BUF_INIT, s = TPC_BUF_INIT;
+	list_str(&a, sizes, nb);
+	list_str(&s, saved, sv->n);
+	ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+			 "DP group %lld (tp %lld, pp %lld): Megatron's buffer layout of its %zu parameters makes bucket%s of %s elements, its per_bucket_numel_unpadded says %s: another layout (frozen parameters, another bucket size or parameter order); not mapped",
+			 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), np, nb == 1 ? "" : "s", a.p ? a.p : "?",
+			 s.p ? s.p : "?");
+	tpc_buf_release(&a);
+	tpc_buf_release(&s);
+	free(saved);
+	return ret;
+}
+
+/* Tp rank t of stage pp: its buffer laid out, checked against the save,
+ * and each parameter's state (loc[j * 3 + k]) in its local shape. */
+static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc, tpc_err *e)
+{
+	int64_t g = t + dm->tp * pp, bucket, shape[TPC_MAX_NDIM];
+	int64_t *numel = tpc_calloc(4 * n + 1, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *sizes = numel + 3 * n;
+	bool *shared = tpc_calloc(n + 1, sizeof(bool));
+	size_t nb = 0;
+	int ret = numel && shared ? tpc__mcore_bucket_size(dm->mo->args, pp, &bucket, dm->mo->common, e) : tpc_err_nomem(e);
+	for (size_t j = 0; !ret && j < n; j++) {
+		local_shape(&ps[j], t, dm->tp, shape);
+		numel[j] = shape_numel(shape, ps[j].en->ndim - (ps[j].layer >= 0));
+		/* no bucket of its own: a tied embedding is 'shared_embedding' only
+		 * across pipeline stages (language_module.py:258-283), refused above */
+		shared[j] = false;
+	}
+	if (!ret) {
+		tpc__mcore_layout(numel, shared, n, bucket, bk, at, sizes, &nb);
+		ret = check_sizes(dm, g, n, sizes, nb, e);
+	}
+	for (size_t b = 0; !ret && b < dm->maxb; b++)
+		for (int k = 0; k < 3 && !ret; k++) {
+			int64_t ix = dm->bix[((size_t)g * dm->maxb + b) * 3 + (size_t)k];
+			const tpc_tensor *bt = ix >= 0 ? &dm->ck->t[ix] : NULL;
+			if (b >= nb && bt)
+				ret = tpc_err_at(e, TPC_EINPUT, dm->path, bt->name, "a bucket beyond the %zu of DP group %lld", nb, (long long)g);
+			else if (b < nb && (!bt || bt->ndim != 1 || bt->dtype != TPC_F32 || bt->shape[0] != sizes[b]))
+				ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+						 "DP group %lld's bucket %zu has no %s of %lld f32 elements (its per_bucket_numel_unpadded)",
+						 (long long)g, b, state_keys[k], (long long)sizes[b]);
+		}
+	for (size_t j = 0; !ret && j < n; j++) {
+		local_shape(&ps[j], t, dm->tp, shape);
+		for (int k = 0; k < 3 && !ret; k++) {
+			int64_t ix = dm->bix[((size_t)g * dm->maxb + (size_t)bk[j]) * 3 + (size_t)k];
+			if (local_state(&dm->ck->t[ix], at[j], shape, ps[j].en->ndim - (ps[j].layer >= 0), &loc[j * 3 + (size_t)k]))
+				ret = TPC_CORRUPT(e, dm->path, -1, dm->ck->t[ix].name, "cannot take %lld elements at %lld of it",
+						  (long long)numel[j], (long long)at[j]);
+		}
+	}
+	free(numel);
+	free(shared);
+	return ret;
+}
+
+/* ---- the proof: every master rounds to its weight ---- */
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Box k (of tp rank t's chunks) of parameter p: the master's part of it
+ * (master: the rank's local master) against the model's, element i of
+ * the box for each i checked. */
+static int prove_box(const dpmap *dm, const dparam *p, int64_t t, size_t k, const tpc_tensor *master, int64_t pos,
+		     tpc_err *e)
+{
+	const tpc_tensor *model = &dm->ck->t[p->ix];
+	const tpc_dcp_chunk *c = &p->en->c[p->box[k]];
+	int s = p->layer >= 0, nd = p->en->ndim - s;
+	size_t es = model->dtype == TPC_F32 ? 4 : 2;
+	tpc_tensor mv, lv;
+	memset(&mv, 0, sizeof(mv));
+	memset(&lv, 0, sizeof(lv));
+	int ret = 0;
+	if (p->d >= 0 ? tpc_tensor_narrow(&mv, model, p->d, c->off[s + p->d], c->size[s + p->d]) ||
+				tpc_tensor_narrow(&lv, master, p->d, pos, c->size[s + p->d])
+		      : tpc_tensor_copy(&mv, model) || tpc_tensor_copy(&lv, master))
+		ret = tpc_err_nomem(e);
+	/* all elements of a box of up to PROOF_ALL (read at once), else a sample */
+	int64_t n = (int64_t)mv.numel, count = n <= PROOF_ALL ? n : PROOF_SAMPLE;
+	uint8_t *fa = NULL, *ma = NULL;
+	if (!ret && n <= PROOF_ALL) {
+		if (!(fa = tpc_calloc((size_t)n * 4 + 4, 1)) || !(ma = tpc_calloc((size_t)n * es + 4, 1)))
+			ret = tpc_err_nomem(e);
+		if (!ret && !(ret = tpc_ckpt_read_bytes(dm->ck, &lv, 0, (uint64_t)n * 4, fa, e)))
+			ret = tpc_ckpt_read_bytes(dm->ck, &mv, 0, (uint64_t)n * es, ma, e);
+	}
+	for (int64_t q = 0; q < count && !ret; q++) {
+		int64_t i = fa ? q : q * (n - 1) / (PROOF_SAMPLE - 1);
+		uint8_t fb[4], mb[4];
+		if (fa) {
+			memcpy(fb, fa + i * 4, 4);
+			memcpy(mb, ma + (size_t)i * es, es);
+		} else if ((ret = tpc_ckpt_read_bytes(dm->ck, &lv, (uint64_t)i * 4, 4, fb, e)) ||
+			   (ret = tpc_ckpt_read_bytes(dm->ck, &mv, (uint64_t)i * es, es, mb, e))) {
+			break;
+		}
+		uint32_t u = le32(fb), want = es == 4 ? le32(mb) : (uint32_t)(mb[0] | mb[1] << 8), got;
+		float f;
+		memcpy(&f, &u, 4);
+		got = model->dtype == TPC_BF16 ? tpc_f32_to_bf16(f) : model->dtype == TPC_F16 ? tpc_f32_to_f16(f) : u;
+		if (got == want)
+			continue;
+		/* element i of the box as an element of the layer's tensor */
+		int64_t flat = 0, rem = i, coord[TPC_MAX_NDIM];
+		for (int d = nd; d-- > 0;) {
+			coord[d] = rem % c->size[s + d] + c->off[s + d];
+			rem /= c->size[s + d];
+		}
+		for (int d = 0; d < nd; d++)
+			flat = flat * p->en->shape[s + d] + coord[d];
+		float mf = es == 4 ? 0 : model->dtype == TPC_BF16 ? tpc_bf16_to_f32((uint16_t)want) : tpc_f16_to_f32((uint16_t)want);
+		if (es == 4)
+			memcpy(&mf, &want, 4);
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, model->name,
+				 "element %lld: the distributed optimizer's master in DP group %lld (tp %lld, pp %lld) is %.9g, %s %s, the model holds %.9g: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped",
+				 (long long)flat, (long long)(t + dm->tp * (p->layer >= 0 ? p->layer / (dm->layers / dm->pp) : 0)),
+				 (long long)t, (long long)(p->layer >= 0 ? p->layer / (dm->layers / dm->pp) : 0), (double)f,
+				 es == 4 ? "and" : "which rounds differently to", tpc_dtype_name(model->dtype), (double)mf);
+	}
+	free(fa);
+	free(ma);
+	tpc_tensor_release(&mv);
+	tpc_tensor_release(&lv);
+	return ret;
+}
+
+/* Every chunk tp rank t holds of p, against its master. */
+static int prove(const dpmap *dm, const dparam *p, int64_t t, const tpc_tensor *master, tpc_err *e)
+{
+	const tpc_tensor *model = &dm->ck->t[p->ix];
+	int s = p->layer >= 0;
+	int64_t pos = 0;
+	if (model->dtype != TPC_BF16 && model->dtype != TPC_F16 && model->dtype != TPC_F32)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, model->name,
+				  "is %s: its master cannot be checked against it (bf16, f16 or f32), so the parameter order cannot be proved; not mapped",
+				  tpc_dtype_name(model->dtype));
+	for (size_t k = 0; k < p->nbox; k++) {
+		if (!rank_has(p, k, t, dm->tp))
+			continue;
+		int ret = prove_box(dm, p, t, k, master, pos, e);
+		if (ret)
+			return ret;
+		pos += p->d >= 0 ? p->en->c[p->box[k]].size[s + p->d] : 0;
+	}
+	return 0;
+}
+
+/* ---- model space ---- */
+
+/* Parameter j's state k in the model's shape, from every rank's local one
+ * (loc[(t * n + j) * 3 + k]), added as "optimizer.state.KEY.NAME". */
+static int add_state(const dpmap *dm, const dparam *p, const tpc_tensor *loc, size_t n, size_t j, int k, tpc_err *e)
+{
+	int s = p->layer >= 0, ret = 0;
+	tpc_tensor whole;
+	char nm[1200];
+	memset(&whole, 0, sizeof(whole));
+	snprintf(nm, sizeof(nm), "optimizer.state.%s.%s", state_keys[k], dm->ck->t[p->ix].name);
+	if (p->nbox == 1) {
+		if (tpc_tensor_copy(&whole, &loc[j * 3 + (size_t)k]))
+			return tpc_err_nomem(e);
+	} else {
+		tpc_tensor *parts = tpc_calloc(p->nbox + 1, sizeof(*parts));
+		int64_t *pos = tpc_calloc((size_t)dm->tp + 1, sizeof(int64_t));
+		ret = parts && pos ? 0 : tpc_err_nomem(e);
+		for (size_t b = 0; !ret && b < p->nbox; b++) {
+			size_t t = b % (size_t)dm->tp;
+			int64_t len = p->en->c[p->box[b]].size[s + p->d];
+			if (tpc_tensor_narrow(&parts[b], &loc[(t * n + j) * 3 + (size_t)k], p->d, pos[t], len))
+				ret = tpc_err_nomem(e);
+			pos[t] += len;
+		}
+		free(pos);
+		if (parts && tpc_tensor_cat_release(&whole, parts, (int)p->nbox, p->d, ret) && !ret)
+			ret = tpc_err_nomem(e);
+	}
+	int64_t ix = ret ? -1 : tpc_ckpt_add_copy(dm->ck, nm, &whole, e);
+	if (!ret && ix < 0)
+		ret = (int)ix;
+	tpc_tensor_release(&whole);
+	return ret;
+}
+
+/* Pipeline stage pp: every tp rank's buffer mapped, proved, and its
+ * parameters' state added in model space. */
+static int map_stage(const dpmap *dm, int64_t pp, size_t *nbuckets, tpc_err *e)
+{
+	dparam *ps = NULL;
+	size_t n = 0, tp = (size_t)dm->tp;
+	int ret = stage_params(dm, pp, &ps, &n, e);
+	tpc_tensor *loc = ret ? NULL : tpc_calloc(tp * n * 3 + 1, sizeof(*loc));
+	if (!ret && !loc)
+		ret = tpc_err_nomem(e);
+	for (size_t t = 0; !ret && t < tp; t++)
+		ret = rank_states(dm, pp, (int64_t)t, ps, n, loc + t * n * 3, e);
+	for (size_t t = 0; !ret && t < tp; t++)
+		for (size_t j = 0; j < n && !ret; j++)
+			ret = prove(dm, &ps[j], (int64_t)t, &loc[(t * n + j) * 3], e);
+	for (size_t j = 0; !ret && j < n; j++)
+		for (int k = 0; k < 3 && !ret; k++)
+			ret = add_state(dm, &ps[j], loc, n, j, k, e);
+	for (size_t t = 0; !ret && t < tp; t++)
+		for (size_t b = 0; b < dm->maxb; b++)
+			*nbuckets += dm->bix[((t + tp * (size_t)pp) * dm->maxb + b) * 3] >= 0;
+	for (size_t i = 0; loc && i < tp * n * 3; i++)
+		tpc_tensor_release(&loc[i]);
+	free(loc);
+	for (size_t j = 0; j < n; j++)
+		free(ps[j].box);
+	free(ps);
+	return ret;
+}
+
+/* The set's sizes from common.pt's args, and what is not read. */
+static int set_sizes(dpmap *dm, tpc_err *e)
+{
+	const tpc_value *a = dm->mo->args;
+	const char *cp = dm->mo->common;
+	int64_t untie, v;
+	static const char *const uneven[] = {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+					     "pipeline_model_parallel_layout", "num_layers_per_virtual_pipeline_stage"};
+	tpc__mcore_arg_int(a, "tensor_model_parallel_size", 1, &dm->tp);
+	tpc__mcore_arg_int(a, "pipeline_model_parallel_size", 1, &dm->pp);
+	tpc__mcore_arg_int(a, "untie_embeddings_and_output_weights", 0, &untie);
+	dm->tied = !untie;
+	if (!tpc__mcore_arg_int(a, "num_layers", 0, &dm->layers) || dm->layers < 1)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args has no num_layers, which the pipeline stages split: the dp_reshardable buckets cannot be mapped");
+	if (dm->tp < 1 || dm->pp < 1 || dm->tp > 4096 || dm->pp > 4096 || dm->layers % dm->pp)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "tp %lld x pp %lld over %lld layers: not an even pipeline split, the only one tpconv maps", (long long)dm->tp,
+				  (long long)dm->pp, (long long)dm->layers);
+	if (tpc__mcore_arg_int(a, "virtual_pipeline_model_parallel_size", 1, &v) && v > 1)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "virtual pipeline stages (%lld per rank): each model chunk has buffers of its own, not mapped yet", (long long)v);
+	for (size_t i = 0; i < sizeof(uneven) / sizeof(uneven[0]); i++) {
+		const tpc_value *x = a && a->kind == TPC_V_CALL && a->n >= 3 && a->items[2]->kind == TPC_V_DICT
+					     ? tpc_value_get(a->items[2], uneven[i]) : NULL;
+		if (x && x->kind != TPC_V_NONE)
+			return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args.%s is set: pipeline stages of other than num_layers / pp layers are not mapped yet", uneven[i]);
+	}
+	if (dm->tied && (dm->pp > 1 || model_entry(dm->m, "output_layer.weight")))
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL, dm->pp > 1
+				  ? "tied embeddings over %lld pipeline stages (the last stage's copy of the word embeddings): not mapped yet"
+				  : "args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight",
+				  (long long)dm->pp);
+	return 0;
+}
+
+int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m, tpc_value *const *vals,
+		      const char *path, tpc_err *e)
+{
+	dpmap dm;
+	size_t nb = 0;
+	memset(&dm, 0, sizeof(dm));
+	dm.mo = mo;
+	dm.ck = ck;
+	dm.m = m;
+	dm.vals = vals;
+	dm.path = path;
+	int ret = set_sizes(&dm, e);
+	if (!ret)
+		ret = check_known(&dm, e);
+	if (!ret)
+		ret = find_buckets(&dm, e);
+	for (int64_t pp = 0; !ret && pp < dm.pp; pp++)
+		ret = map_stage(&dm, pp, &nb, e);
+	const tpc_value *o = ret ? NULL : object_data(group_object(&dm, 0, "optimizer"));
+	const tpc_value *pg = o && o->kind == TPC_V_DICT ? tpc_value_get(o, "param_groups") : NULL;
+	if (!ret && (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n))
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "no '" DIST_PREFIX "0.optimizer' holding param_groups (where a dp_reshardable save keeps them): the optimizer cannot be resumed");
+	for (size_t g = 0; !ret && g < pg->n; g++)
+		if (pg->items[g]->kind != TPC_V_DICT)
+			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, DIST_PREFIX "0.optimizer's param_groups[%zu] is not a dict", g);
+	if (!ret) {
+		char what[160];
+		snprintf(what, sizeof(what), "dp_reshardable, %lld DP groups, %zu buckets, every master checked against its weight",
+			 (long long)(dm.tp * dm.pp), nb);
+		char *ty = tpc_strdup(what);
+		if (!ty) {
+			ret = tpc_err_nomem(e);
+		} else {
+			free(mo->type);
+			mo->type = ty;
+			tpc_value_unref(mo->groups);
+			mo->groups = tpc_value_ref((tpc_value *)pg);
+			mo->ndense = pg->n;
+		}
+	}
+	free(dm.bix);
+	return ret;
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Megatron-Core's distributed optimizer in its default form since 0.13,
+# 'dp_reshardable' (TAP): the fixture tests/data/dcp/megatron_optim_dpr is a
+# torch_dist save of the same tiny GPT as megatron_optim_reshard at tp 2 x
+# dp 2 x pp 2 (--ddp-bucket-size 200: three buckets on stage 0, one on
+# stage 1), written by real torch 2.14 DCP from tests/dcp/make_megatron_optim.py
+# (a re-implementation of Megatron's writer, cited there): the buffers'
+# buckets as flat tensors that name no parameter. tpconv maps them back by
+# Megatron's parameter order and buffer layout, checks every master against
+# its weight, and gives the same optimizer.pt, byte for byte, as the
+# fully_reshardable save. What does not add up is refused by name.
+# usage: megatron_dp_optim_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=${TPC_PY:-/usr/bin/python3}
+D=$SRC/tests/data/dcp
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_dpr"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 4 DP groups, 8 buckets, every master checked against its weight): 17 parameters, 51 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# \[1\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[24, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
+  grep -q "^# param group 1: 7 parameters; lr=0.001 .* weight_decay=0 wd_mult=0$" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer: 4 DP groups' 8 buckets mapped to 17 parameters, every master checked" ||
+  bad "inspect --optimizer" "$(head -12 "$T/out" "$T/err")"
+
+mkdir -p "$T/p" "$T/r"
+run "$TPCONV" convert "$D/megatron_optim_dpr" --optimizer -o "$T/p/optimizer.pt" -q
+r1=$rc
+run "$TPCONV" convert "$D/megatron_optim_reshard" --optimizer -o "$T/r/optimizer.pt" -q
+[ "$r1$rc" = 00 ] && cmp -s "$T/p/optimizer.pt" "$T/r/optimizer.pt" &&
+  ok "dp_reshardable (tp 2 x dp 2 x pp 2) and fully_reshardable (tp 2 x dp 4) give a byte-identical optimizer.pt" ||
+  bad "convert: exit $r1 $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$D/megatron_optim_dpr" --optimizer --format dcp --dcp-ranks 2 -o "$T/d2" -q
+r2=$rc
+run "$TPCONV" convert "$T/d2" --optimizer -o "$T/x.pt" -q
+[ "$r2$rc" = 00 ] && ok "--format dcp --dcp-ranks 2 and back" || bad "dcp out: exit $r2 $rc" "$(cat "$T/err")"
+
+# refused by name: a layout, order or save that does not add up
+"$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
+  args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
+  type:dp_zero_gather_scatter >/dev/null 2>&1 || rm -rf "$T/c"
+hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr
+  rm -rf "$T/h" "$T/h.pt"
+  if [ "${2%%:*}" = meta ]; then
+    mkdir -p "$T/h" && cp "$D/megatron_optim_dpr/latest_checkpointed_iteration.txt" "$T/h/" &&
+      python3 "$SRC/tests/dcp/dcp_meta.py" "$D/megatron_optim_dpr/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
+      { bad "$1: generator"; return; }
+  else
+    [ -d "$T/c/${2#c:}" ] || { skip "$1" "no torch in $PY"; return; }
+    mv "$T/c/${2#c:}" "$T/h"
+  fi
+  run "$TPCONV" convert "$T/h" --optimizer -o "$T/h.pt"
+  [ "$rc" = 3 ] && [ ! -e "$T/h.pt" ] && grep -qxF "$3" "$T/err" && ok "refused: $1" || bad "$1 (exit $rc)" "$(cat "$T/err")" "want: $3"
+}
+I=$T/h/iter_0000007
+G=optimizer.distributed.dp_group_idx_
+B="gbuf_idx_0.dtype_(torch.bfloat16, torch.float32).bucket_idx_0"
+hostile "two parameters swapped: the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "another bucket size: the bucket totals" c:0 \
+  "tpconv: error: '$I/.metadata': DP group 0 (tp 0, pp 0): Megatron's buffer layout of its 8 parameters makes buckets of [416, 288] elements, its per_bucket_numel_unpadded says [200, 200, 224]: another layout (frozen parameters, another bucket size or parameter order); not mapped"
+hostile "DP groups beyond the args' tp x pp" c:1 \
+  "tpconv: error: '$I/.metadata': tensor '${G}2.$B.param': DP group 2 in a tp 2 x pp 1 save (its groups are 0..1)"
+hostile "virtual pipeline stages" c:2 \
+  "tpconv: error: '$I/common.pt': virtual pipeline stages (2 per rank): each model chunk has buffers of its own, not mapped yet"
+hostile "dp_zero_gather_scatter stays refused" c:3 \
+  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_zero_gather_scatter', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'"
+hostile "no per_bucket_numel_unpadded" "meta:drop:${G}2.per_bucket_numel_unpadded/shard_0_1" \
+  "tpconv: error: '$I/.metadata': no '${G}2.per_bucket_numel_unpadded': the bucket sizes every dp_reshardable save records for each DP group; not mapped"
+hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg" \
+  "tpconv: error: '$I/.metadata': tensor '${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg': a second parameter buffer of DP group 1 (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer is read"
+hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
+  "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
+hostile "an expert's parameter" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's dense parameters): the dp_reshardable buckets cannot be mapped"
+done_testing
