@@ -17,7 +17,8 @@
  *   (_compute_per_buffer_param_layout, :506-589): the trainable parameters
  *   in reverse named_parameters order, each start aligned to 64 elements
  *   (param_layout.py pad_param_start), a bucket closed once it holds
- *   bucket_size elements or more, and a shared embedding in a bucket of its
+ *   bucket_size elements or more, and a shared embedding (tied across pipeline
+ *   stages; at one stage no parameter is one) in a bucket of its
  *   own (:530-531, 555-562, 568-577); bucket_size is DDP's (distributed/
  *   distributed_data_parallel.py:131-137: --ddp-bucket-size, else
  *   max(40000000, 1000000 x the data-parallel (x context-parallel) size),
@@ -107,8 +108,11 @@ static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_v
 	for (size_t j = 0; !ret && j < np; j++) {
 		const tpc_tensor *t = &ck->t[par[j]];
 		numel[j] = (int64_t)t->numel;
-		/* the shared embedding: word embeddings tied to the output layer on one stage */
-		shared[j] = !untie && pp == 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
+		/* no bucket of its own: tied word embeddings are 'shared_embedding'
+		 * only across pipeline stages (language_module.py:258-283 at
+		 * d98e8a6: with one stage it returns before setting it), and only
+		 * tp 1 x pp 1 is read here */
+		shared[j] = !untie && pp > 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
 	}
 	if (!ret)
 		tpc__mcore_layout(numel, shared, np, bucket, bk, pos, sizes, &n);
