@@ -24,8 +24,15 @@
  *   buffers belong to a second optimizer with its own G (:1231-1245): not
  *   read yet, nor two dtypes.
  * - A buffer holds the rank's trainable parameters in named_parameters order
- *   (distributed_data_parallel.py:179-189), laid out by tpc__mcore_layout
- *   (:506-589; bucketing off past the first pipeline stage, :164-171).
+ *   (distributed_data_parallel.py:179-189), laid out in reverse, each start
+ *   aligned to 64 elements, a bucket closed at a parameter's end once it
+ *   holds bucket_size elements (:506-589). The bucket ends are taken from
+ *   the save's per_bucket_numel_unpadded rather than from args (the default
+ *   bucket size has changed: at d98e8a6 it is max(40M, 1M x the dp group
+ *   without cp), distributed_data_parallel.py:131-137, and there is none past
+ *   the first pipeline stage, :164-171): the parameters must fill each
+ *   recorded bucket exactly, each ending at a parameter's end (Megatron itself
+ *   refuses to load a save whose sizes differ from its own, :2076-2081).
  *   named_parameters walks modules in registration order: mcore_order below,
  *   a table of Megatron's parameter names in that order, each cited. The
  *   layers of a stage are an even split of num_layers (pipeline stages of
@@ -43,7 +50,6 @@
  * dtype, must equal it (every element of tensors of up to PROOF_ALL
  * elements; PROOF_SAMPLE elements spread evenly over larger ones), on every
  * rank; any difference is refused naming the parameter, rank and element.
- * Each bucket's total is checked against per_bucket_numel_unpadded first.
  */
 #include "dcp_int.h"
 
@@ -466,64 +472,100 @@ static void list_str(tpc_buf *b, const int64_t *v, size_t n)
 	tpc_buf_addf(b, "%s]", n > 16 ? ", ..." : "");
 }
 
-/* The layout's bucket sizes against the save's: refused with both. */
-static int check_sizes(const dpmap *dm, int64_t g, size_t np, const int64_t *sizes, size_t nb, tpc_err *e)
+static int64_t pad64(int64_t x)
 {
-	const tpc_value *sv = NULL;
-	int ret = saved_sizes(dm, g, &sv, e);
-	bool same = !ret && sv->n == nb;
-	for (size_t b = 0; same && b < nb; b++)
-		same = sv->items[b]->ival == sizes[b];
-	if (ret || same)
-		return ret;
-	int64_t *saved = tpc_calloc(sv->n + 1, sizeof(int64_t));
-	if (!saved)
-		return tpc_err_nomem(e);
-	for (size_t b = 0; b < sv->n; b++)
-		saved[b] = sv->items[b]->ival;
-	tpc_buf a = TPC_BUF_INIT, s = TPC_BUF_INIT;
-	list_str(&a, sizes, nb);
-	list_str(&s, saved, sv->n);
-	ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
-			 "DP group %lld (tp %lld, pp %lld): Megatron's buffer layout of its %zu parameters makes bucket%s of %s elements, its per_bucket_numel_unpadded says %s: another layout (frozen parameters, another bucket size or parameter order); not mapped",
-			 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), np, nb == 1 ? "" : "s", a.p ? a.p : "?",
-			 s.p ? s.p : "?");
-	tpc_buf_release(&a);
+	return (x + 63) / 64 * 64;
+}
+
+/* The parameters (numel[j]) laid out as Megatron lays its buffer out
+ * (reverse order, starts aligned to 64 elements) in the buckets the save
+ * records (u[0..nb)), each closed where its unpadded size is reached:
+ * Megatron closes a bucket at a parameter's end once it holds bucket_size
+ * elements (:566-577), so each recorded size is a parameter's end. bk[j],
+ * at[j]: parameter j's bucket and start in it. -1 when they do not fill
+ * the buckets exactly: *bad the parameter that runs past its bucket's end,
+ * or n when the parameters end first (*fill: how far bucket *bb got). */
+static int fit_buckets(const int64_t *numel, size_t n, const int64_t *u, size_t nb, int64_t *bk, int64_t *at,
+		       size_t *bad, size_t *bb, int64_t *fill)
+{
+	int64_t start = 0;
+	size_t b = 0;
+	*bad = n;
+	for (size_t j = n; j-- > 0;) {
+		start = pad64(start); /* a bucket starts at 0: its start is padded to lcm(dp, 128) */
+		*bb = b;
+		*fill = start + numel[j];
+		if (b >= nb || start + numel[j] > u[b]) {
+			*bad = j;
+			return -1;
+		}
+		bk[j] = (int64_t)b;
+		at[j] = start;
+		start += numel[j];
+		if (start == u[b]) {
+			b++;
+			start = 0;
+		}
+	}
+	*bb = b;
+	*fill = start;
+	return b == nb ? 0 : -1;
+}
+
+/* The refusal when the parameters do not fill the save's buckets. */
+static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const int64_t *u, size_t nb, size_t bad,
+		  size_t bb, int64_t fill, const int64_t *numel, tpc_err *e)
+{
+	tpc_buf s = TPC_BUF_INIT;
+	list_str(&s, u, nb);
+	int ret;
+	if (bad < n && bb < nb)
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, dm->ck->t[ps[bad].ix].name,
+				 "DP group %lld (tp %lld, pp %lld): in Megatron's parameter order its %lld elements here would end at %lld of bucket %zu, past the %lld elements per_bucket_numel_unpadded %s gives it: another layout (frozen parameters, another parameter order); not mapped",
+				 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), (long long)numel[bad], (long long)fill,
+				 bb, (long long)u[bb], s.p ? s.p : "?");
+	else if (bad < n)
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, dm->ck->t[ps[bad].ix].name,
+				 "DP group %lld (tp %lld, pp %lld): in Megatron's parameter order it lies past the %zu buckets per_bucket_numel_unpadded %s records: another layout (frozen parameters, another parameter order); not mapped",
+				 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), nb, s.p ? s.p : "?");
+	else
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+				 "DP group %lld (tp %lld, pp %lld): its %zu parameters fill %lld elements of bucket %zu and end there, yet per_bucket_numel_unpadded records %s: another layout (frozen parameters, another parameter order); not mapped",
+				 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), n, (long long)fill, bb,
+				 s.p ? s.p : "?");
 	tpc_buf_release(&s);
-	free(saved);
 	return ret;
 }
 
-/* Tp rank t of stage pp: its buffer laid out, checked against the save,
- * and each parameter's state (loc[j * 3 + k]) in its local shape. */
+/* Tp rank t of stage pp: its buffer laid out in the save's buckets and
+ * each parameter's state (loc[j * 3 + k]) in its local shape. */
 static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc, tpc_err *e)
 {
-	int64_t g = t + dm->tp * pp, bucket, shape[TPC_MAX_NDIM];
-	int64_t *numel = tpc_calloc(4 * n + 1, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *sizes = numel + 3 * n;
-	bool *shared = tpc_calloc(n + 1, sizeof(bool));
-	size_t nb = 0;
-	int ret = numel && shared ? tpc__mcore_bucket_size(dm->mo->args, pp, &bucket, dm->mo->common, e) : tpc_err_nomem(e);
+	int64_t g = t + dm->tp * pp, shape[TPC_MAX_NDIM], fill = 0;
+	const tpc_value *sv = NULL;
+	size_t bad = 0, bb = 0, nb = 0;
+	int64_t *numel = tpc_calloc(3 * n + 1, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *u = NULL;
+	int ret = numel ? saved_sizes(dm, g, &sv, e) : tpc_err_nomem(e);
+	if (!ret && !(u = tpc_calloc(sv->n + 1, sizeof(int64_t))))
+		ret = tpc_err_nomem(e);
+	for (size_t b = 0; !ret && b < sv->n; b++)
+		u[nb++] = sv->items[b]->ival;
 	for (size_t j = 0; !ret && j < n; j++) {
 		local_shape(&ps[j], t, dm->tp, shape);
 		numel[j] = shape_numel(shape, ps[j].en->ndim - (ps[j].layer >= 0));
-		/* no bucket of its own: a tied embedding is 'shared_embedding' only
-		 * across pipeline stages (language_module.py:258-283), refused above */
-		shared[j] = false;
 	}
-	if (!ret) {
-		tpc__mcore_layout(numel, shared, n, bucket, bk, at, sizes, &nb);
-		ret = check_sizes(dm, g, n, sizes, nb, e);
-	}
+	if (!ret && fit_buckets(numel, n, u, nb, bk, at, &bad, &bb, &fill))
+		ret = misfit(dm, g, ps, n, u, nb, bad, bb, fill, numel, e);
 	for (size_t b = 0; !ret && b < dm->maxb; b++)
 		for (int k = 0; k < 3 && !ret; k++) {
 			int64_t ix = dm->bix[((size_t)g * dm->maxb + b) * 3 + (size_t)k];
 			const tpc_tensor *bt = ix >= 0 ? &dm->ck->t[ix] : NULL;
 			if (b >= nb && bt)
 				ret = tpc_err_at(e, TPC_EINPUT, dm->path, bt->name, "a bucket beyond the %zu of DP group %lld", nb, (long long)g);
-			else if (b < nb && (!bt || bt->ndim != 1 || bt->dtype != TPC_F32 || bt->shape[0] != sizes[b]))
+			else if (b < nb && (!bt || bt->ndim != 1 || bt->dtype != TPC_F32 || bt->shape[0] != u[b]))
 				ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
 						 "DP group %lld's bucket %zu has no %s of %lld f32 elements (its per_bucket_numel_unpadded)",
-						 (long long)g, b, state_keys[k], (long long)sizes[b]);
+						 (long long)g, b, state_keys[k], (long long)u[b]);
 		}
 	for (size_t j = 0; !ret && j < n; j++) {
 		local_shape(&ps[j], t, dm->tp, shape);
@@ -535,7 +577,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps,
 		}
 	}
 	free(numel);
-	free(shared);
+	free(u);
 	return ret;
 }
 

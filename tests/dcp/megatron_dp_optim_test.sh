@@ -53,14 +53,24 @@ hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) exp
   run "$TPCONV" convert "$T/h" --optimizer -o "$T/h.pt"
   [ "$rc" = 3 ] && [ ! -e "$T/h.pt" ] && grep -qxF "$3" "$T/err" && ok "refused: $1" || bad "$1 (exit $rc)" "$(cat "$T/err")" "want: $3"
 }
+if [ -d "$T/c/0" ]; then
+  mkdir -p "$T/b" && run "$TPCONV" convert "$T/c/0" --optimizer -o "$T/b/optimizer.pt" -q
+  [ "$rc" = 0 ] && cmp -s "$T/b/optimizer.pt" "$T/r/optimizer.pt" &&
+    ok "args with another --ddp-bucket-size: the buckets the save records rule, the same optimizer.pt" ||
+    bad "another bucket size in args (exit $rc)" "$(cat "$T/err")"
+else
+  skip "another bucket size in args" "no torch in $PY"
+fi
 I=$T/h/iter_0000007
 G=optimizer.distributed.dp_group_idx_
 B="gbuf_idx_0.dtype_(torch.bfloat16, torch.float32).bucket_idx_0"
 hostile "two parameters swapped: the master check" \
   "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
-hostile "another bucket size: the bucket totals" c:0 \
-  "tpconv: error: '$I/.metadata': DP group 0 (tp 0, pp 0): Megatron's buffer layout of its 8 parameters makes buckets of [416, 288] elements, its per_bucket_numel_unpadded says [200, 200, 224]: another layout (frozen parameters, another bucket size or parameter order); not mapped"
+hostile "a frozen parameter (not in the buffer): the bucket sizes" "meta:drop:decoder.layers.mlp.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.bias': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 12 elements here would end at 204 of bucket 0, past the 200 elements per_bucket_numel_unpadded [200, 200, 224] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "a parameter in another place of the order: the bucket sizes" "meta:rename:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.input_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_proj.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 32 elements here would end at 224 of bucket 1, past the 200 elements per_bucket_numel_unpadded [200, 200, 224] gives it: another layout (frozen parameters, another parameter order); not mapped"
 hostile "DP groups beyond the args' tp x pp" c:1 \
   "tpconv: error: '$I/.metadata': tensor '${G}2.$B.param': DP group 2 in a tp 2 x pp 1 save (its groups are 0..1)"
 hostile "virtual pipeline stages" c:2 \
