@@ -66,13 +66,18 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
 /* Megatron's buffer layout, for both bucket readers (megatron_optim.c;
  * distrib_optimizer.py:506-589 and param_layout.py at d98e8a6): n
  * parameters in named_parameters order, numel[j] elements each, laid out in
- * reverse, each start aligned to 64 elements, a bucket closed once it holds
- * `bucket` elements or more (bucket 0: one bucket), the tied embedding
- * (shared[j]) in a bucket of its own. bk[j]: parameter j's bucket, at[j]:
- * its start inside it; sizes[0..*nb): each bucket's unpadded size (room for
- * n entries; the end padding to lcm(dp, 128) is not in it). */
-void tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, int64_t *bk, int64_t *at,
-		       int64_t *sizes, size_t *nb);
+ * reverse, each start aligned to 64 elements, a bucket closed at a
+ * parameter's end once it holds `bucket` elements or more (bucket 0: one
+ * bucket), the shared embedding (shared[j]) in a bucket of its own. With
+ * want (nwant sizes a save records), a bucket closes instead where it
+ * reaches want[b] exactly: -1 when a parameter would run past it or past
+ * the last bucket (*bad = that parameter, sizes[*nb] how far it would
+ * reach) or the parameters end first (*bad = n, sizes[*nb] the last
+ * bucket's fill). bk[j]: parameter j's bucket, at[j]: its start inside it;
+ * sizes[0..*nb): each bucket's unpadded size (room for n + 1 entries; the
+ * end padding to lcm(dp, 128) is not in it). */
+int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, const int64_t *want,
+		      size_t nwant, int64_t *bk, int64_t *at, int64_t *sizes, size_t *nb, size_t *bad);
 /* DDP's bucket size for pipeline stage pp_rank (distributed_data_parallel.py
  * :131-171: --ddp-bucket-size, else max(40000000, 1000000 x dp x cp), none
  * without --overlap-grad-reduce or past the first stage): 0 for none. */

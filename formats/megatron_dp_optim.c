@@ -26,7 +26,8 @@
  * - A buffer holds the rank's trainable parameters in named_parameters order
  *   (distributed_data_parallel.py:179-189), laid out in reverse, each start
  *   aligned to 64 elements, a bucket closed at a parameter's end once it
- *   holds bucket_size elements (:506-589). The bucket ends are taken from
+ *   holds bucket_size elements (:506-589; tpc__mcore_layout, which the
+ *   legacy reader shares). The bucket ends are taken from
  *   the save's per_bucket_numel_unpadded rather than from args (the default
  *   bucket size has changed: at d98e8a6 it is max(40M, 1M x the dp group
  *   without cp), distributed_data_parallel.py:131-137, and there is none past
@@ -472,46 +473,6 @@ static void list_str(tpc_buf *b, const int64_t *v, size_t n)
 	tpc_buf_addf(b, "%s]", n > 16 ? ", ..." : "");
 }
 
-static int64_t pad64(int64_t x)
-{
-	return (x + 63) / 64 * 64;
-}
-
-/* The parameters (numel[j]) laid out as Megatron lays its buffer out
- * (reverse order, starts aligned to 64 elements) in the buckets the save
- * records (u[0..nb)), each closed where its unpadded size is reached:
- * Megatron closes a bucket at a parameter's end once it holds bucket_size
- * elements (:566-577), so each recorded size is a parameter's end. bk[j],
- * at[j]: parameter j's bucket and start in it. -1 when they do not fill
- * the buckets exactly: *bad the parameter that runs past its bucket's end,
- * or n when the parameters end first (*fill: how far bucket *bb got). */
-static int fit_buckets(const int64_t *numel, size_t n, const int64_t *u, size_t nb, int64_t *bk, int64_t *at,
-		       size_t *bad, size_t *bb, int64_t *fill)
-{
-	int64_t start = 0;
-	size_t b = 0;
-	*bad = n;
-	for (size_t j = n; j-- > 0;) {
-		start = pad64(start); /* a bucket starts at 0: its start is padded to lcm(dp, 128) */
-		*bb = b;
-		*fill = start + numel[j];
-		if (b >= nb || start + numel[j] > u[b]) {
-			*bad = j;
-			return -1;
-		}
-		bk[j] = (int64_t)b;
-		at[j] = start;
-		start += numel[j];
-		if (start == u[b]) {
-			b++;
-			start = 0;
-		}
-	}
-	*bb = b;
-	*fill = start;
-	return b == nb ? 0 : -1;
-}
-
 /* The refusal when the parameters do not fill the save's buckets. */
 static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const int64_t *u, size_t nb, size_t bad,
 		  size_t bb, int64_t fill, const int64_t *numel, tpc_err *e)
@@ -541,11 +502,13 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
  * each parameter's state (loc[j * 3 + k]) in its local shape. */
 static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc, tpc_err *e)
 {
-	int64_t g = t + dm->tp * pp, shape[TPC_MAX_NDIM], fill = 0;
+	int64_t g = t + dm->tp * pp, shape[TPC_MAX_NDIM];
 	const tpc_value *sv = NULL;
 	size_t bad = 0, bb = 0, nb = 0;
-	int64_t *numel = tpc_calloc(3 * n + 1, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *u = NULL;
-	int ret = numel ? saved_sizes(dm, g, &sv, e) : tpc_err_nomem(e);
+	int64_t *numel = tpc_calloc(4 * n + 2, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *got = numel + 3 * n;
+	int64_t *u = NULL;
+	bool *shared = tpc_calloc(n + 1, sizeof(bool)); /* a tied embedding: alone only across stages, refused */
+	int ret = numel && shared ? saved_sizes(dm, g, &sv, e) : tpc_err_nomem(e);
 	if (!ret && !(u = tpc_calloc(sv->n + 1, sizeof(int64_t))))
 		ret = tpc_err_nomem(e);
 	for (size_t b = 0; !ret && b < sv->n; b++)
@@ -554,8 +517,8 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps,
 		local_shape(&ps[j], t, dm->tp, shape);
 		numel[j] = shape_numel(shape, ps[j].en->ndim - (ps[j].layer >= 0));
 	}
-	if (!ret && fit_buckets(numel, n, u, nb, bk, at, &bad, &bb, &fill))
-		ret = misfit(dm, g, ps, n, u, nb, bad, bb, fill, numel, e);
+	if (!ret && tpc__mcore_layout(numel, shared, n, 0, u, nb, bk, at, got, &bb, &bad))
+		ret = misfit(dm, g, ps, n, u, nb, bad, bb, got[bb], numel, e);
 	for (size_t b = 0; !ret && b < dm->maxb; b++)
 		for (int k = 0; k < 3 && !ret; k++) {
 			int64_t ix = dm->bix[((size_t)g * dm->maxb + b) * 3 + (size_t)k];
@@ -577,6 +540,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps,
 		}
 	}
 	free(numel);
+	free(shared);
 	free(u);
 	return ret;
 }

@@ -104,7 +104,7 @@ static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_v
 	bool *shared = tpc_calloc(np + 1, sizeof(bool));
 	if (!ret && (!numel || !shared))
 		ret = tpc_err_nomem(e);
-	size_t n = 0;
+	size_t n = 0, bad;
 	for (size_t j = 0; !ret && j < np; j++) {
 		const tpc_tensor *t = &ck->t[par[j]];
 		numel[j] = (int64_t)t->numel;
@@ -115,7 +115,7 @@ static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_v
 		shared[j] = !untie && pp > 1 && !strcmp(t->name, "embedding.word_embeddings.weight");
 	}
 	if (!ret)
-		tpc__mcore_layout(numel, shared, np, bucket, bk, pos, sizes, &n);
+		tpc__mcore_layout(numel, shared, np, bucket, NULL, 0, bk, pos, sizes, &n, &bad);
 	/* the buckets back to back, each without its end padding */
 	int64_t off = 0;
 	for (size_t b = 0; !ret && b < n; b++) {

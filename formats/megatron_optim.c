@@ -433,12 +433,14 @@ static int64_t pad64(int64_t x)
 	return (x + 63) / 64 * 64;
 }
 
-void tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, int64_t *bk, int64_t *at,
-		       int64_t *sizes, size_t *nb)
+int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, const int64_t *want,
+		      size_t nwant, int64_t *bk, int64_t *at, int64_t *sizes, size_t *nb, size_t *bad)
 {
 	int64_t start = 0, bstart = 0, end = 0;
 	size_t inb = 0;
 	*nb = 0;
+	*bad = n;
+	sizes[0] = 0;
 	for (size_t j = n; j-- > 0;) {
 		start = pad64(start);
 		if (shared[j] && inb) { /* close the bucket before the shared embedding */
@@ -446,11 +448,17 @@ void tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64
 			bstart = start; /* a bucket's end is padded to lcm(dp, 128): 64-aligned */
 			inb = 0;
 		}
+		end = start + numel[j];
+		if (want && (*nb >= nwant || end - bstart > want[*nb])) {
+			sizes[*nb] = end - bstart; /* how far it would reach */
+			*bad = j;
+			return -1;
+		}
 		bk[j] = (int64_t)*nb;
 		at[j] = start - bstart;
-		end = start + numel[j];
 		inb++;
-		if ((bucket > 0 && end - bstart >= bucket) || shared[j]) {
+		bool close = want ? end - bstart == want[*nb] : (bucket > 0 && end - bstart >= bucket);
+		if (close || shared[j]) {
 			sizes[(*nb)++] = end - bstart;
 			start = bstart = pad64(end);
 			inb = 0;
@@ -458,8 +466,13 @@ void tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64
 			start = end;
 		}
 	}
+	if (want && (inb || *nb != nwant)) { /* the parameters end first */
+		sizes[*nb] = inb ? end - bstart : 0;
+		return -1;
+	}
 	if (inb)
 		sizes[(*nb)++] = end - bstart;
+	return 0;
 }
 
 /* ---- the tree get_state_dict saves (tpc_optim.h) ---- */
