@@ -41,6 +41,9 @@ typedef struct tpc__mcore_optim {
 	size_t nparams, nstate;
 } tpc__mcore_optim;
 
+/* An optimizer entry of a torch_dist save: "optimizer.*", or a chained
+ * optimizer's "chained_N.optimizer.*" (optimizer.py:1573-1603) */
+bool tpc__mcore_optim_key(const char *fqn);
 int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e);
 void tpc__mcore_optim_release(tpc__mcore_optim *mo);
 int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, const char *path, tpc_err *e);

@@ -484,7 +484,7 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 		return ret;
 	bool any = false;
 	for (size_t i = 0; i < r->m.n && !any; i++)
-		any = !strncmp(r->m.e[i].fqn, "optimizer.", 10);
+		any = tpc__mcore_optim_key(r->m.e[i].fqn);
 	if (r->mcore && any && !(o && o->select) && o && (o->flags & TPC_OPEN_OPTIMIZER) &&
 	    (ret = tpc__mcore_optim_begin(&r->mo, r->dir, e)))
 		return ret;
@@ -496,7 +496,7 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 			int keep = r->mo.on ? tpc__mcore_optim_keep(&r->mo, &r->m.e[i], r->mpath, e) : 0;
 			if (keep < 0)
 				return keep;
-			if (!keep && !strncmp(r->m.e[i].fqn, "optimizer.", 10)) {
+			if (!keep && tpc__mcore_optim_key(r->m.e[i].fqn)) {
 				r->nopt++;
 				tpc__dcp_entry_release(&r->m.e[i]);
 				continue;

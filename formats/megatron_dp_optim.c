@@ -48,8 +48,8 @@
  *
  * The order is inferred, so it is proved: the save holds both the fp32 master
  * ('param') and the model's weight, and every master, rounded to the weight's
- * dtype, must equal it (every element of tensors of up to PROOF_ALL
- * elements; PROOF_SAMPLE elements spread evenly over larger ones), on every
+ * dtype, must equal it (every element of chunks of up to PROOF_ALL
+ * elements; PROOF_RUNS runs of PROOF_RUN spread evenly over larger ones), on every
  * rank; any difference is refused naming the parameter, rank and element.
  */
 #include "dcp_int.h"
@@ -63,8 +63,9 @@
 #include "tpc_util.h"
 
 #define DIST_PREFIX "optimizer.distributed.dp_group_idx_"
-#define PROOF_ALL 65536
-#define PROOF_SAMPLE 4096
+#define PROOF_ALL 65536 /* a chunk of up to this many elements: checked whole */
+#define PROOF_RUNS 64   /* else this many runs */
+#define PROOF_RUN 64    /* of this many elements */
 
 enum { FIRST, LAYER, LAST }; /* where a parameter lives: first stage, each layer, last stage */
 
@@ -552,65 +553,68 @@ static uint32_t le32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Box k (of tp rank t's chunks) of parameter p: the master's part of it
- * (master: the rank's local master) against the model's, element i of
- * the box for each i checked. */
-static int prove_box(const dpmap *dm, const dparam *p, int64_t t, size_t k, const tpc_tensor *master, int64_t pos,
-		     tpc_err *e)
+/* The refusal: element i of box k of p, whose master f does not round to
+ * the model's stored element (bits `want`). */
+static int mismatch(const dpmap *dm, const dparam *p, int64_t g, size_t k, int64_t i, float f, uint32_t want,
+		    tpc_err *e)
 {
 	const tpc_tensor *model = &dm->ck->t[p->ix];
 	const tpc_dcp_chunk *c = &p->en->c[p->box[k]];
 	int s = p->layer >= 0, nd = p->en->ndim - s;
+	int64_t flat = 0, rem = i, coord[TPC_MAX_NDIM];
+	for (int d = nd; d-- > 0;) { /* element i of the box as an element of the layer's tensor */
+		coord[d] = rem % c->size[s + d] + c->off[s + d];
+		rem /= c->size[s + d];
+	}
+	for (int d = 0; d < nd; d++)
+		flat = flat * p->en->shape[s + d] + coord[d];
+	float mf;
+	if (model->dtype == TPC_F32)
+		memcpy(&mf, &want, 4);
+	else
+		mf = model->dtype == TPC_BF16 ? tpc_bf16_to_f32((uint16_t)want) : tpc_f16_to_f32((uint16_t)want);
+	return tpc_err_at(e, TPC_EINPUT, dm->path, model->name,
+			  "element %lld: the distributed optimizer's master in DP group %lld (tp %lld, pp %lld) is %.9g, %s %s, the model holds %.9g: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped",
+			  (long long)flat, (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), (double)f,
+			  model->dtype == TPC_F32 ? "and" : "which rounds differently to", tpc_dtype_name(model->dtype), (double)mf);
+}
+
+/* Box k (of DP group g's chunks) of parameter p: the master's part of it
+ * (master: the rank's local master, the box at pos along p->d) against the
+ * model's: every element of a box of up to PROOF_ALL, else PROOF_RUNS runs
+ * of PROOF_RUN elements spread evenly over it, each read at once. */
+static int prove_box(const dpmap *dm, const dparam *p, int64_t g, size_t k, const tpc_tensor *master, int64_t pos,
+		     tpc_err *e)
+{
+	const tpc_tensor *model = &dm->ck->t[p->ix];
+	const tpc_dcp_chunk *c = &p->en->c[p->box[k]];
+	int s = p->layer >= 0, ret = 0;
 	size_t es = model->dtype == TPC_F32 ? 4 : 2;
 	tpc_tensor mv, lv;
 	memset(&mv, 0, sizeof(mv));
 	memset(&lv, 0, sizeof(lv));
-	int ret = 0;
 	if (p->d >= 0 ? tpc_tensor_narrow(&mv, model, p->d, c->off[s + p->d], c->size[s + p->d]) ||
 				tpc_tensor_narrow(&lv, master, p->d, pos, c->size[s + p->d])
 		      : tpc_tensor_copy(&mv, model) || tpc_tensor_copy(&lv, master))
 		ret = tpc_err_nomem(e);
-	/* all elements of a box of up to PROOF_ALL (read at once), else a sample */
-	int64_t n = (int64_t)mv.numel, count = n <= PROOF_ALL ? n : PROOF_SAMPLE;
-	uint8_t *fa = NULL, *ma = NULL;
-	if (!ret && n <= PROOF_ALL) {
-		if (!(fa = tpc_calloc((size_t)n * 4 + 4, 1)) || !(ma = tpc_calloc((size_t)n * es + 4, 1)))
-			ret = tpc_err_nomem(e);
-		if (!ret && !(ret = tpc_ckpt_read_bytes(dm->ck, &lv, 0, (uint64_t)n * 4, fa, e)))
-			ret = tpc_ckpt_read_bytes(dm->ck, &mv, 0, (uint64_t)n * es, ma, e);
-	}
-	for (int64_t q = 0; q < count && !ret; q++) {
-		int64_t i = fa ? q : q * (n - 1) / (PROOF_SAMPLE - 1);
-		uint8_t fb[4], mb[4];
-		if (fa) {
-			memcpy(fb, fa + i * 4, 4);
-			memcpy(mb, ma + (size_t)i * es, es);
-		} else if ((ret = tpc_ckpt_read_bytes(dm->ck, &lv, (uint64_t)i * 4, 4, fb, e)) ||
-			   (ret = tpc_ckpt_read_bytes(dm->ck, &mv, (uint64_t)i * es, es, mb, e))) {
+	int64_t n = (int64_t)mv.numel, run = n <= PROOF_ALL ? n : PROOF_RUN, nruns = n <= PROOF_ALL ? 1 : PROOF_RUNS;
+	uint8_t *fa = tpc_calloc((size_t)run * 4 + 4, 1), *ma = tpc_calloc((size_t)run * es + 4, 1);
+	if (!ret && (!fa || !ma))
+		ret = tpc_err_nomem(e);
+	for (int64_t r = 0; r < nruns && !ret; r++) {
+		int64_t at = nruns == 1 ? 0 : r * (n - run) / (nruns - 1);
+		if ((ret = tpc_ckpt_read_bytes(dm->ck, &lv, (uint64_t)at * 4, (uint64_t)run * 4, fa, e)) ||
+		    (ret = tpc_ckpt_read_bytes(dm->ck, &mv, (uint64_t)at * es, (uint64_t)run * es, ma, e)))
 			break;
+		for (int64_t q = 0; q < run && !ret; q++) {
+			const uint8_t *mb = ma + (size_t)q * es;
+			uint32_t u = le32(fa + q * 4), want = es == 4 ? le32(mb) : (uint32_t)(mb[0] | mb[1] << 8), got;
+			float f;
+			memcpy(&f, &u, 4);
+			got = model->dtype == TPC_BF16 ? tpc_f32_to_bf16(f) : model->dtype == TPC_F16 ? tpc_f32_to_f16(f) : u;
+			if (got != want)
+				ret = mismatch(dm, p, g, k, at + q, f, want, e);
 		}
-		uint32_t u = le32(fb), want = es == 4 ? le32(mb) : (uint32_t)(mb[0] | mb[1] << 8), got;
-		float f;
-		memcpy(&f, &u, 4);
-		got = model->dtype == TPC_BF16 ? tpc_f32_to_bf16(f) : model->dtype == TPC_F16 ? tpc_f32_to_f16(f) : u;
-		if (got == want)
-			continue;
-		/* element i of the box as an element of the layer's tensor */
-		int64_t flat = 0, rem = i, coord[TPC_MAX_NDIM];
-		for (int d = nd; d-- > 0;) {
-			coord[d] = rem % c->size[s + d] + c->off[s + d];
-			rem /= c->size[s + d];
-		}
-		for (int d = 0; d < nd; d++)
-			flat = flat * p->en->shape[s + d] + coord[d];
-		float mf = es == 4 ? 0 : model->dtype == TPC_BF16 ? tpc_bf16_to_f32((uint16_t)want) : tpc_f16_to_f32((uint16_t)want);
-		if (es == 4)
-			memcpy(&mf, &want, 4);
-		ret = tpc_err_at(e, TPC_EINPUT, dm->path, model->name,
-				 "element %lld: the distributed optimizer's master in DP group %lld (tp %lld, pp %lld) is %.9g, %s %s, the model holds %.9g: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped",
-				 (long long)flat, (long long)(t + dm->tp * (p->layer >= 0 ? p->layer / (dm->layers / dm->pp) : 0)),
-				 (long long)t, (long long)(p->layer >= 0 ? p->layer / (dm->layers / dm->pp) : 0), (double)f,
-				 es == 4 ? "and" : "which rounds differently to", tpc_dtype_name(model->dtype), (double)mf);
 	}
 	free(fa);
 	free(ma);
@@ -620,7 +624,7 @@ static int prove_box(const dpmap *dm, const dparam *p, int64_t t, size_t k, cons
 }
 
 /* Every chunk tp rank t holds of p, against its master. */
-static int prove(const dpmap *dm, const dparam *p, int64_t t, const tpc_tensor *master, tpc_err *e)
+static int prove(const dpmap *dm, const dparam *p, int64_t t, int64_t g, const tpc_tensor *master, tpc_err *e)
 {
 	const tpc_tensor *model = &dm->ck->t[p->ix];
 	int s = p->layer >= 0;
@@ -632,7 +636,7 @@ static int prove(const dpmap *dm, const dparam *p, int64_t t, const tpc_tensor *
 	for (size_t k = 0; k < p->nbox; k++) {
 		if (!rank_has(p, k, t, dm->tp))
 			continue;
-		int ret = prove_box(dm, p, t, k, master, pos, e);
+		int ret = prove_box(dm, p, g, k, master, pos, e);
 		if (ret)
 			return ret;
 		pos += p->d >= 0 ? p->en->c[p->box[k]].size[s + p->d] : 0;
@@ -690,7 +694,7 @@ static int map_stage(const dpmap *dm, int64_t pp, size_t *nbuckets, tpc_err *e)
 		ret = rank_states(dm, pp, (int64_t)t, ps, n, loc + t * n * 3, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t j = 0; j < n && !ret; j++)
-			ret = prove(dm, &ps[j], (int64_t)t, &loc[(t * n + j) * 3], e);
+			ret = prove(dm, &ps[j], (int64_t)t, (int64_t)t + dm->tp * pp, &loc[(t * n + j) * 3], e);
 	for (size_t j = 0; !ret && j < n; j++)
 		for (int k = 0; k < 3 && !ret; k++)
 			ret = add_state(dm, &ps[j], loc, n, j, k, e);

@@ -85,4 +85,11 @@ hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
   "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
 hostile "an expert's parameter" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's dense parameters): the dp_reshardable buckets cannot be mapped"
+hostile "a chained optimizer's prefixed keys" "meta:rename:${G}0.$B.param=chained_0.${G}0.$B.param" \
+  "tpconv: error: '$I/.metadata': tensor 'chained_0.${G}0.$B.param': a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet"
+# without --optimizer the model alone, the prefixed entry left out with the others
+run "$TPCONV" inspect "$T/h"
+grep -qx "# optimizer state: 36 entries left out (read them with --select optimizer)" "$T/out" && ! grep -q "chained_0" "$T/out" && [ "$rc" = 0 ] &&
+  ok "without --optimizer: the model, 36 optimizer entries left out (a chained_0. one among them)" ||
+  bad "inspect without --optimizer" "$(head -5 "$T/out" "$T/err")"
 done_testing
