@@ -195,6 +195,9 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 		if (bucket_name(dm->ck->t[i].name, &g, &gb, &b, &k, &dt, &dl) && b + 1 > (int64_t)dm->maxb && b < (1 << 20))
 			dm->maxb = (size_t)b + 1;
 	}
+	if (!ret && ng * dm->maxb > ((size_t)1 << 24))
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL, "bucket indices up to %zu in %zu DP groups: more than a real save holds",
+				 dm->maxb - 1, ng);
 	if (!ret && !(dm->bix = tpc_calloc(ng * dm->maxb * 3 + 1, sizeof(int64_t))))
 		ret = tpc_err_nomem(e);
 	for (size_t i = 0; !ret && i < ng * dm->maxb * 3; i++)
@@ -314,15 +317,20 @@ static int find_boxes(const dpmap *dm, dparam *p, tpc_err *e)
 	if (!(p->box = tpc_calloc(en->nc + 1, sizeof(size_t))))
 		return tpc_err_nomem(e);
 	p->nbox = 0;
+	bool ok = true;
 	for (size_t c = 0; c < en->nc; c++) {
 		if (s && en->c[c].off[0] != p->layer)
 			continue;
-		size_t at = p->nbox++; /* insertion by offset */
-		while (at > 0 && off_cmp(en->c[p->box[at - 1]].off + s, en->c[c].off + s, nd) > 0) {
-			p->box[at] = p->box[at - 1];
+		ok = ok && (!s || en->c[c].size[0] == 1);
+		size_t at = p->nbox; /* insertion by offset; a replica written twice kept once */
+		while (at > 0 && off_cmp(en->c[p->box[at - 1]].off + s, en->c[c].off + s, nd) > 0)
 			at--;
-		}
+		if (at > 0 && !off_cmp(en->c[p->box[at - 1]].off + s, en->c[c].off + s, nd) &&
+		    !off_cmp(en->c[p->box[at - 1]].size + s, en->c[c].size + s, nd))
+			continue;
+		memmove(&p->box[at + 1], &p->box[at], (p->nbox - at) * sizeof(size_t));
 		p->box[at] = c;
+		p->nbox++;
 	}
 	p->d = -1;
 	const tpc_dcp_chunk *c0 = p->nbox ? &en->c[p->box[0]] : NULL;
@@ -333,7 +341,7 @@ static int find_boxes(const dpmap *dm, dparam *p, tpc_err *e)
 						  "split along two dims: not a tensor-parallel split tpconv maps");
 			p->d = d;
 		}
-	bool ok = p->nbox > 0 && (p->nbox == 1 ? p->d < 0 : p->d >= 0 && p->nbox % (size_t)dm->tp == 0);
+	ok = ok && p->nbox > 0 && (p->nbox == 1 ? p->d < 0 : p->d >= 0 && p->nbox % (size_t)dm->tp == 0);
 	int64_t along = 0;
 	for (size_t k = 0; ok && k < p->nbox; k++) {
 		const tpc_dcp_chunk *c = &en->c[p->box[k]];
@@ -722,9 +730,9 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 	tpc__mcore_arg_int(a, "pipeline_model_parallel_size", 1, &dm->pp);
 	tpc__mcore_arg_int(a, "untie_embeddings_and_output_weights", 0, &untie);
 	dm->tied = !untie;
-	if (!tpc__mcore_arg_int(a, "num_layers", 0, &dm->layers) || dm->layers < 1)
+	if (!tpc__mcore_arg_int(a, "num_layers", 0, &dm->layers) || dm->layers < 1 || dm->layers > (1 << 20))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args has no num_layers, which the pipeline stages split: the dp_reshardable buckets cannot be mapped");
-	if (dm->tp < 1 || dm->pp < 1 || dm->tp > 4096 || dm->pp > 4096 || dm->layers % dm->pp)
+	if (dm->tp < 1 || dm->pp < 1 || dm->tp > 4096 || dm->pp > 4096 || dm->tp * dm->pp > 65536 || dm->layers % dm->pp)
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
 				  "tp %lld x pp %lld over %lld layers: not an even pipeline split, the only one tpconv maps", (long long)dm->tp,
 				  (long long)dm->pp, (long long)dm->layers);
