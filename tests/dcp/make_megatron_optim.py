@@ -33,6 +33,10 @@ import sys
 import torch
 
 L, H, QKV, PROJ_IN, I, V, TP, DP = 2, 8, 24, 8, 16, 40, 2, 4
+# the virtual-pipeline save (OUTDIR vpp) is of the same GPT with 4 layers at
+# tp 1; these set L and TP for it and for megatron_optim_check.py
+L = int(os.environ.get("MEGATRON_OPTIM_LAYERS", L))
+TP = int(os.environ.get("MEGATRON_OPTIM_TP", TP))
 STEP = 7
 
 # stacked key -> (per-layer shape, TP split: ('rows'|'cols'|'swiglu'|None))
@@ -287,6 +291,8 @@ def save(out, name, kind, port):
 # bucketing off past the first stage, distributed_data_parallel.py:164-171).
 
 DPR_DP, DPR_PP, DPR_BUCKET = 2, 2, 200
+# model chunks per pipeline rank (virtual pipeline stages): 2 for OUTDIR vpp
+DPR_VPP = int(os.environ.get("MEGATRON_OPTIM_VPP", 1))
 DPR_DTYPE = (torch.bfloat16, torch.float32)  # (param, grad) dtype: the buffer's key
 
 # One layer's parameters in named_parameters order, i.e. module registration
@@ -309,20 +315,31 @@ LAYER_ORDER = [
 ]
 
 
-def stage_of(name):
+def chunk_of(name):
+    """The (pipeline rank, model chunk) holding a parameter: model chunk v of
+    pipeline rank p holds layers from v L / VPP + p L / (PP VPP)
+    (transformer_layer.py:202, get_transformer_layer_offset), the embedding
+    chunk 0 of rank 0, the final norm and output layer the last chunk of the
+    last rank."""
     if name.startswith("decoder.layers."):
-        return int(name.split(".")[2]) // (L // DPR_PP)
-    return 0 if name.startswith("embedding.") else DPR_PP - 1
+        c = int(name.split(".")[2]) // (L // (DPR_PP * DPR_VPP))
+        return c % DPR_PP, c // DPR_PP
+    return (0, 0) if name.startswith("embedding.") else (DPR_PP - 1, DPR_VPP - 1)
 
 
-def stage_params(pp):
-    """Stage pp's parameters in named_parameters order: (name, shape, split)."""
+def stage_of(name):
+    return chunk_of(name)[0]
+
+
+def stage_params(pp, v=0):
+    """Model chunk v of pipeline rank pp: its parameters in named_parameters
+    order, (name, shape, split)."""
     info = {p[0]: p for p in PARAMS}
-    names = ["embedding.word_embeddings.weight"] if pp == 0 else []
-    for l in range(pp * (L // DPR_PP), (pp + 1) * (L // DPR_PP)):
+    names = [n for n in ["embedding.word_embeddings.weight"] if chunk_of(n) == (pp, v)]
+    n = L // (DPR_PP * DPR_VPP)
+    for l in range((v * DPR_PP + pp) * n, (v * DPR_PP + pp + 1) * n):
         names += [per_layer(k, l) for k in LAYER_ORDER]
-    if pp == DPR_PP - 1:
-        names += ["decoder.final_layernorm.weight", "output_layer.weight"]
+    names += [n for n in ["decoder.final_layernorm.weight", "output_layer.weight"] if chunk_of(n) == (pp, v)]
     return [(n, info[n][3], info[n][4]) for n in names]
 
 
@@ -331,15 +348,17 @@ def local_param(t, split, tp):
     return t if split is None else torch.cat([f for _, f in local(t, split, tp)])
 
 
-def dpr_layout(pp):
-    """Stage pp's one buffer as buckets: [(numel_unpadded, numel, [(name,
-    start in the bucket, local numel)])]: params in reverse order, starts
-    aligned to 64, a bucket closed once it holds bucket_size elements or
-    more, its end padded to lcm(dp, 128) (no shared embedding: untied)."""
-    bucket = DPR_BUCKET if pp == 0 else None
+def dpr_layout(pp, v=0):
+    """Model chunk v of stage pp: its one buffer as buckets:
+    [(numel_unpadded, numel, [(name, start in the bucket, local numel)])]:
+    params in reverse order, starts aligned to 64, a bucket closed once it
+    holds bucket_size elements or more (only in the first chunk of the first
+    stage: training.py:2505-2514, distributed_data_parallel.py:164-171), its
+    end padded to lcm(dp, 128) (no shared embedding: untied)."""
+    bucket = DPR_BUCKET if pp == 0 and v == 0 else None
     div = math.lcm(DPR_DP, 128)
     out, cur, start, bstart, end = [], [], 0, 0, 0
-    for name, shape, split in reversed(stage_params(pp)):
+    for name, shape, split in reversed(stage_params(pp, v)):
         start = pad_to(start, 64)
         n = math.prod(shape) // (1 if split is None else TP)
         cur.append((name, start - bstart, n))
@@ -415,6 +434,29 @@ def dpr_object(obj):
     return b
 
 
+def dpr_bucket(sd, rank, pre, g_tp, g_pp, v, b, bk, info):
+    """Bucket b of gbuf v of DP group (g_tp, g_pp): rank's pieces of its
+    param, exp_avg and exp_avg_sq tensors into sd."""
+    per = bk[1] // DPR_DP
+    for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+        all_, mine = [], []
+        for g_dp in range(DPR_DP):
+            r = dpr_rank(g_tp, g_dp, g_pp)
+            for name, a, e, s, s_end in dpr_items(bk, g_dp):
+                all_.append((r, (g_dp * per + s,), (s_end - s,)))
+                if r != rank:
+                    continue
+                if name is None:  # torch.empty in Megatron: any bytes
+                    mine.append(((g_dp * per + s,), torch.full((s_end - s,), -1.0)))
+                else:
+                    shape, split = info[name][3], info[name][4]
+                    val = local_param(tagged(pid(name), shape, add), split, g_tp).reshape(-1)
+                    mine.append(((g_dp * per + s,), val[a:e].clone()))
+        key = "%s.gbuf_idx_%d.dtype_%s.bucket_idx_%d.%s" % (pre, v, DPR_DTYPE, b, sk)
+        if any(r == rank for r, _, _ in all_):
+            sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
+
+
 def dpr_worker(rank, world, iterdir, port):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -425,33 +467,18 @@ def dpr_worker(rank, world, iterdir, port):
     sd = {key: dpr_model(key, rank) for key, *_ in KEYS}
     info = {p[0]: p for p in PARAMS}
     for g_pp in range(DPR_PP):
-        buckets = dpr_layout(g_pp)
+        chunks = [dpr_layout(g_pp, v) for v in range(DPR_VPP)]  # one buffer per model chunk: gbuf v
         for g_tp in range(TP):
             G = g_tp + TP * g_pp
             pre = "optimizer.distributed.dp_group_idx_%d" % G
             if (g_tp, g_pp) == (tp, pp) and dp == 0:  # replica_id (0, 0, dp rank)
-                sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
-                sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
+                sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in bs]} for bs in chunks])
+                sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object(
+                    [{DPR_DTYPE: [b[0] for b in bs]} for bs in chunks])
                 sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": groups()})
-            for b, bk in enumerate(buckets):
-                per = bk[1] // DPR_DP
-                for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
-                    all_, mine = [], []
-                    for g_dp in range(DPR_DP):
-                        r = dpr_rank(g_tp, g_dp, g_pp)
-                        for name, a, e, s, _ in dpr_items(bk, g_dp):
-                            all_.append((r, (g_dp * per + s,), (e - a if name else _ - s,)))
-                            if r != rank:
-                                continue
-                            if name is None:  # torch.empty in Megatron: any bytes
-                                mine.append(((g_dp * per + s,), torch.full((_ - s,), -1.0)))
-                            else:
-                                shape, split = info[name][3], info[name][4]
-                                v = local_param(tagged(pid(name), shape, add), split, g_tp).reshape(-1)
-                                mine.append(((g_dp * per + s,), v[a:e].clone()))
-                    key = "%s.gbuf_idx_0.dtype_%s.bucket_idx_%d.%s" % (pre, DPR_DTYPE, b, sk)
-                    if any(r == rank for r, _, _ in all_):
-                        sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
+            for v, buckets in enumerate(chunks):
+                for b, bk in enumerate(buckets):
+                    dpr_bucket(sd, rank, pre, g_tp, g_pp, v, b, bk, info)
 
     class Planner(DefaultSavePlanner):
         """Megatron's MCoreSavePlanner (strategies/torch.py:407-468): the
@@ -477,7 +504,8 @@ def save_dp_reshardable(out, name, port):
     args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
                               ffn_hidden_size=I, padded_vocab_size=V, tensor_model_parallel_size=TP,
                               pipeline_model_parallel_size=DPR_PP, data_parallel_size=DPR_DP,
-                              context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
+                              context_parallel_size=1,
+                              virtual_pipeline_model_parallel_size=DPR_VPP if DPR_VPP > 1 else None,
                               decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
                               overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
                               untie_embeddings_and_output_weights=True, num_experts=None, swiglu=True,
@@ -489,7 +517,7 @@ def save_dp_reshardable(out, name, port):
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
-    print("wrote", save_dir, [[(b[0], b[1]) for b in dpr_layout(p)] for p in range(DPR_PP)])
+    print("wrote", save_dir, [[[(b[0], b[1]) for b in dpr_layout(p, v)] for v in range(DPR_VPP)] for p in range(DPR_PP)])
 
 
 if __name__ == "__main__":
@@ -501,3 +529,8 @@ if __name__ == "__main__":
         save(out, "megatron_optim_fsms", "fully_sharded_model_space", 29562)
     if "dpr" in which:
         save_dp_reshardable(out, "megatron_optim_dpr", 29563)
+    if "vpp" in which:  # with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1
+        assert L == 4 and TP == 1, "vpp: run with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1"
+        os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again
+        DPR_VPP = 2
+        save_dp_reshardable(out, "megatron_optim_vpp", 29564)
