@@ -37,8 +37,11 @@
  *   named_parameters walks modules in registration order: mcore_order below,
  *   a table of Megatron's parameter names in that order, each cited. The
  *   layers of a stage are an even split of num_layers (pipeline stages of
- *   other sizes and virtual stages are refused), the embedding on the first
- *   stage, the final norm and output layer on the last.
+ *   other sizes are refused), the embedding on the first stage, the final
+ *   norm and output layer on the last. With virtual pipeline stages each
+ *   model chunk of a rank has a buffer of its own, gbuf_idx v for chunk v
+ *   (DDP per chunk; the optimizer chains their buffers, :714-726), chunk v of
+ *   stage p holding the layers from (v PP + p) L / (PP VPP).
  * - A rank's local parameter is its chunk(s) of the model's tensor in the
  *   save's own .metadata: chunks of one tensor (of one layer) sorted by
  *   offset along the one dim they split, chunk k on tp rank k mod TP (a
@@ -137,11 +140,17 @@ typedef struct dpmap {
 	const tpc_dcp_meta *m;
 	tpc_value *const *vals;
 	const char *path;     /* .metadata, for errors */
-	int64_t tp, pp, layers, bucket0;
+	int64_t tp, pp, vpp, layers; /* vpp: model chunks per pipeline rank */
 	bool tied;
-	int64_t *bix;         /* [G][bucket][3]: ck index of each bucket tensor, -1 none */
-	size_t maxb;          /* buckets per group (room) */
+	int64_t *bix;         /* [G][gbuf][bucket][3]: ck index of each bucket tensor, -1 none */
+	size_t maxb;          /* buckets per buffer (room) */
 } dpmap;
+
+/* Where bucket b's tensor k of buffer v (a model chunk's) of group g is. */
+static int64_t *bslot(const dpmap *dm, int64_t g, int64_t v, size_t b, int k)
+{
+	return &dm->bix[(((size_t)g * (size_t)dm->vpp + (size_t)v) * dm->maxb + b) * 3 + (size_t)k];
+}
 
 /* ---- the save's buckets and sizes ---- */
 
@@ -178,13 +187,15 @@ static bool bucket_name(const char *nm, int64_t *g, int64_t *gb, int64_t *b, int
 	return *k < 3;
 }
 
-/* Every bucket tensor of ck placed in dm->bix, checked: one buffer (gbuf 0,
- * one dtype) per group, groups inside tp x pp. */
+/* Every bucket tensor of ck placed in dm->bix, checked: one buffer per
+ * model chunk (gbuf v, one dtype: optimizer sharded_state_dict chains the
+ * chunks' buffers, distrib_optimizer.py:714-726) in each group, groups
+ * inside tp x pp. */
 static int find_buckets(dpmap *dm, tpc_err *e)
 {
-	size_t ng = (size_t)(dm->tp * dm->pp);
-	const char **dts = tpc_calloc(ng + 1, sizeof(char *));
-	size_t *dls = tpc_calloc(ng + 1, sizeof(size_t));
+	size_t ng = (size_t)(dm->tp * dm->pp), nv = (size_t)dm->vpp;
+	const char **dts = tpc_calloc(ng * nv + 1, sizeof(char *));
+	size_t *dls = tpc_calloc(ng * nv + 1, sizeof(size_t));
 	int ret = dts && dls ? 0 : tpc_err_nomem(e);
 	dm->maxb = 1;
 	for (size_t i = 0; !ret && i < dm->ck->n; i++) {
@@ -195,12 +206,12 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 		if (bucket_name(dm->ck->t[i].name, &g, &gb, &b, &k, &dt, &dl) && b + 1 > (int64_t)dm->maxb && b < (1 << 20))
 			dm->maxb = (size_t)b + 1;
 	}
-	if (!ret && ng * dm->maxb > ((size_t)1 << 24))
+	if (!ret && ng * nv * dm->maxb > ((size_t)1 << 24))
 		ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL, "bucket indices up to %zu in %zu DP groups: more than a real save holds",
 				 dm->maxb - 1, ng);
-	if (!ret && !(dm->bix = tpc_calloc(ng * dm->maxb * 3 + 1, sizeof(int64_t))))
+	if (!ret && !(dm->bix = tpc_calloc(ng * nv * dm->maxb * 3 + 1, sizeof(int64_t))))
 		ret = tpc_err_nomem(e);
-	for (size_t i = 0; !ret && i < ng * dm->maxb * 3; i++)
+	for (size_t i = 0; !ret && i < ng * nv * dm->maxb * 3; i++)
 		dm->bix[i] = -1;
 	for (size_t i = 0; !ret && i < dm->ck->n; i++) {
 		const char *nm = dm->ck->t[i].name, *dt;
@@ -216,15 +227,15 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
 					 "DP group %lld in a tp %lld x pp %lld save (its groups are 0..%zu)", (long long)g,
 					 (long long)dm->tp, (long long)dm->pp, ng - 1);
-		else if (gb != 0 || (dts[g] && (dl != dls[g] || memcmp(dt, dts[g], dl))))
+		else if (gb >= dm->vpp || (dts[g * nv + gb] && (dl != dls[g * nv + gb] || memcmp(dt, dts[g * nv + gb], dl))))
 			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
-					 "a second parameter buffer of DP group %lld (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer is read",
-					 (long long)g);
+					 "a second parameter buffer of DP group %lld beside its %s (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read",
+					 (long long)g, dm->vpp == 1 ? "model chunk's" : "model chunks'");
 		if (ret)
 			break;
-		dts[g] = dt;
-		dls[g] = dl;
-		dm->bix[((size_t)g * dm->maxb + (size_t)b) * 3 + (size_t)k] = (int64_t)i;
+		dts[g * nv + gb] = dt;
+		dls[g * nv + gb] = dl;
+		*bslot(dm, g, gb, (size_t)b, k) = (int64_t)i;
 	}
 	free(dts);
 	free(dls);
@@ -249,19 +260,21 @@ static const tpc_value *object_data(const tpc_value *v)
 	return v && v->kind == TPC_V_LIST && v->n == 1 ? v->items[0] : NULL;
 }
 
-/* Group g's per_bucket_numel_unpadded: its one buffer's list of sizes. */
-static int saved_sizes(const dpmap *dm, int64_t g, const tpc_value **out, tpc_err *e)
+/* Group g's per_bucket_numel_unpadded: buffer v's list of sizes (one
+ * buffer per model chunk). */
+static int saved_sizes(const dpmap *dm, int64_t g, int64_t v, const tpc_value **out, tpc_err *e)
 {
-	const tpc_value *v = object_data(group_object(dm, g, "per_bucket_numel_unpadded")), *d;
+	const tpc_value *o = object_data(group_object(dm, g, "per_bucket_numel_unpadded")), *d;
 	char nm[96];
 	snprintf(nm, sizeof(nm), DIST_PREFIX "%lld.per_bucket_numel_unpadded", (long long)g);
 	if (!group_object(dm, g, "per_bucket_numel_unpadded"))
 		return tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
 				  "no '%s': the bucket sizes every dp_reshardable save records for each DP group; not mapped", nm);
-	if (!v || v->kind != TPC_V_LIST || v->n != 1 || (d = v->items[0])->kind != TPC_V_DICT || d->n != 1 ||
+	if (!o || o->kind != TPC_V_LIST || o->n != (size_t)dm->vpp || (d = o->items[v])->kind != TPC_V_DICT || d->n != 1 ||
 	    d->items[0]->kind != TPC_V_LIST)
 		return tpc_err_at(e, TPC_EINPUT, dm->path, nm,
-				  "is not one buffer's {(param dtype, grad dtype): [sizes]} (one dense buffer is read)");
+				  "is not %lld buffer%s' {(param dtype, grad dtype): [sizes]} (one dense buffer per model chunk is read)",
+				  (long long)dm->vpp, dm->vpp == 1 ? "" : "s");
 	for (size_t b = 0; b < d->items[0]->n; b++)
 		if (d->items[0]->items[b]->kind != TPC_V_INT || d->items[0]->items[b]->ival < 0)
 			return tpc_err_at(e, TPC_EINPUT, dm->path, nm, "bucket %zu's size is not a count", b);
@@ -386,16 +399,20 @@ static int64_t shape_numel(const int64_t *shape, int nd)
 	return n;
 }
 
-/* Stage pp's parameters in named_parameters order into *out (*n of them). */
-static int stage_params(const dpmap *dm, int64_t pp, dparam **out, size_t *n, tpc_err *e)
+/* Model chunk v of pipeline stage pp: its parameters in named_parameters
+ * order into *out (*n of them). Chunk v of stage pp holds layers from
+ * v L / VPP + pp L / (PP VPP) (transformer_layer.py:202,
+ * get_transformer_layer_offset), the embedding chunk 0 of stage 0, the final
+ * norm and output layer the last chunk of the last stage. */
+static int stage_params(const dpmap *dm, int64_t pp, int64_t v, dparam **out, size_t *n, tpc_err *e)
 {
-	int64_t per = dm->layers / dm->pp, l0 = pp * per;
+	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per;
 	size_t cap = NORDER * (size_t)(per + 1) + 1;
 	dparam *ps = tpc_calloc(cap, sizeof(dparam));
 	int ret = ps ? 0 : tpc_err_nomem(e);
 	*n = 0;
 	for (int pass = FIRST; pass <= LAST && !ret; pass++) {
-		if ((pass == FIRST && pp != 0) || (pass == LAST && pp != dm->pp - 1))
+		if ((pass == FIRST && (pp != 0 || v != 0)) || (pass == LAST && (pp != dm->pp - 1 || v != dm->vpp - 1)))
 			continue;
 		for (int64_t l = pass == LAYER ? l0 : -1; l < (pass == LAYER ? l0 + per : 0) && !ret; l++) {
 			for (size_t k = 0; k < NORDER && !ret; k++) {
@@ -509,7 +526,8 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
 
 /* Tp rank t of stage pp: its buffer laid out in the save's buckets and
  * each parameter's state (loc[j * 3 + k]) in its local shape. */
-static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc, tpc_err *e)
+static int rank_states(const dpmap *dm, int64_t pp, int64_t v, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc,
+		       tpc_err *e)
 {
 	int64_t g = t + dm->tp * pp, shape[TPC_MAX_NDIM];
 	const tpc_value *sv = NULL;
@@ -517,7 +535,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps,
 	int64_t *numel = tpc_calloc(4 * n + 2, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *got = numel + 3 * n;
 	int64_t *u = NULL;
 	bool *shared = tpc_calloc(n + 1, sizeof(bool)); /* a tied embedding: alone only across stages, refused */
-	int ret = numel && shared ? saved_sizes(dm, g, &sv, e) : tpc_err_nomem(e);
+	int ret = numel && shared ? saved_sizes(dm, g, v, &sv, e) : tpc_err_nomem(e);
 	if (!ret && !(u = tpc_calloc(sv->n + 1, sizeof(int64_t))))
 		ret = tpc_err_nomem(e);
 	for (size_t b = 0; !ret && b < sv->n; b++)
@@ -530,7 +548,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps,
 		ret = misfit(dm, g, ps, n, u, nb, bad, bb, got[bb], numel, e);
 	for (size_t b = 0; !ret && b < dm->maxb; b++)
 		for (int k = 0; k < 3 && !ret; k++) {
-			int64_t ix = dm->bix[((size_t)g * dm->maxb + b) * 3 + (size_t)k];
+			int64_t ix = *bslot(dm, g, v, b, k);
 			const tpc_tensor *bt = ix >= 0 ? &dm->ck->t[ix] : NULL;
 			if (b >= nb && bt)
 				ret = tpc_err_at(e, TPC_EINPUT, dm->path, bt->name, "a bucket beyond the %zu of DP group %lld", nb, (long long)g);
@@ -542,7 +560,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t t, const dparam *ps,
 	for (size_t j = 0; !ret && j < n; j++) {
 		local_shape(&ps[j], t, dm->tp, shape);
 		for (int k = 0; k < 3 && !ret; k++) {
-			int64_t ix = dm->bix[((size_t)g * dm->maxb + (size_t)bk[j]) * 3 + (size_t)k];
+			int64_t ix = *bslot(dm, g, v, (size_t)bk[j], k);
 			if (local_state(&dm->ck->t[ix], at[j], shape, ps[j].en->ndim - (ps[j].layer >= 0), &loc[j * 3 + (size_t)k]))
 				ret = TPC_CORRUPT(e, dm->path, -1, dm->ck->t[ix].name, "cannot take %lld elements at %lld of it",
 						  (long long)numel[j], (long long)at[j]);
@@ -688,18 +706,18 @@ static int add_state(const dpmap *dm, const dparam *p, const tpc_tensor *loc, si
 	return ret;
 }
 
-/* Pipeline stage pp: every tp rank's buffer mapped, proved, and its
- * parameters' state added in model space. */
-static int map_stage(const dpmap *dm, int64_t pp, size_t *nbuckets, tpc_err *e)
+/* Model chunk v of pipeline stage pp: every tp rank's buffer mapped,
+ * proved, and its parameters' state added in model space. */
+static int map_stage(const dpmap *dm, int64_t pp, int64_t v, size_t *nbuckets, tpc_err *e)
 {
 	dparam *ps = NULL;
 	size_t n = 0, tp = (size_t)dm->tp;
-	int ret = stage_params(dm, pp, &ps, &n, e);
+	int ret = stage_params(dm, pp, v, &ps, &n, e);
 	tpc_tensor *loc = ret ? NULL : tpc_calloc(tp * n * 3 + 1, sizeof(*loc));
 	if (!ret && !loc)
 		ret = tpc_err_nomem(e);
 	for (size_t t = 0; !ret && t < tp; t++)
-		ret = rank_states(dm, pp, (int64_t)t, ps, n, loc + t * n * 3, e);
+		ret = rank_states(dm, pp, v, (int64_t)t, ps, n, loc + t * n * 3, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t j = 0; j < n && !ret; j++)
 			ret = prove(dm, &ps[j], (int64_t)t, (int64_t)t + dm->tp * pp, &loc[(t * n + j) * 3], e);
@@ -708,7 +726,7 @@ static int map_stage(const dpmap *dm, int64_t pp, size_t *nbuckets, tpc_err *e)
 			ret = add_state(dm, &ps[j], loc, n, j, k, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t b = 0; b < dm->maxb; b++)
-			*nbuckets += dm->bix[((t + tp * (size_t)pp) * dm->maxb + b) * 3] >= 0;
+			*nbuckets += *bslot(dm, (int64_t)t + dm->tp * pp, v, b, 0) >= 0;
 	for (size_t i = 0; loc && i < tp * n * 3; i++)
 		tpc_tensor_release(&loc[i]);
 	free(loc);
@@ -725,20 +743,25 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 	const char *cp = dm->mo->common;
 	int64_t untie, v;
 	static const char *const uneven[] = {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-					     "pipeline_model_parallel_layout", "num_layers_per_virtual_pipeline_stage"};
+					     "pipeline_model_parallel_layout"};
+	static const char *const shifted[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+					      "overlap_param_gather_with_optimizer_step"};
 	tpc__mcore_arg_int(a, "tensor_model_parallel_size", 1, &dm->tp);
 	tpc__mcore_arg_int(a, "pipeline_model_parallel_size", 1, &dm->pp);
 	tpc__mcore_arg_int(a, "untie_embeddings_and_output_weights", 0, &untie);
 	dm->tied = !untie;
 	if (!tpc__mcore_arg_int(a, "num_layers", 0, &dm->layers) || dm->layers < 1 || dm->layers > (1 << 20))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args has no num_layers, which the pipeline stages split: the dp_reshardable buckets cannot be mapped");
-	if (dm->tp < 1 || dm->pp < 1 || dm->tp > 4096 || dm->pp > 4096 || dm->tp * dm->pp > 65536 || dm->layers % dm->pp)
+	tpc__mcore_arg_int(a, "virtual_pipeline_model_parallel_size", 1, &dm->vpp);
+	if (dm->tp < 1 || dm->pp < 1 || dm->vpp < 1 || dm->tp > 4096 || dm->pp > 4096 || dm->vpp > 4096 ||
+	    dm->tp * dm->pp > 65536 || dm->layers % (dm->pp * dm->vpp))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "tp %lld x pp %lld over %lld layers: not an even pipeline split, the only one tpconv maps", (long long)dm->tp,
-				  (long long)dm->pp, (long long)dm->layers);
-	if (tpc__mcore_arg_int(a, "virtual_pipeline_model_parallel_size", 1, &v) && v > 1)
-		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "virtual pipeline stages (%lld per rank): each model chunk has buffers of its own, not mapped yet", (long long)v);
+				  "tp %lld x pp %lld (x %lld model chunks) over %lld layers: not an even pipeline split, the only one tpconv maps",
+				  (long long)dm->tp, (long long)dm->pp, (long long)dm->vpp, (long long)dm->layers);
+	for (size_t i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
+		if (tpc__mcore_arg_int(a, shifted[i], 0, &v) && v)
+			return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+					  "args.%s is set: its pipeline split or optimizer split is not mapped yet", shifted[i]);
 	for (size_t i = 0; i < sizeof(uneven) / sizeof(uneven[0]); i++) {
 		const tpc_value *x = a && a->kind == TPC_V_CALL && a->n >= 3 && a->items[2]->kind == TPC_V_DICT
 					     ? tpc_value_get(a->items[2], uneven[i]) : NULL;
@@ -770,7 +793,8 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
 	if (!ret)
 		ret = find_buckets(&dm, e);
 	for (int64_t pp = 0; !ret && pp < dm.pp; pp++)
-		ret = map_stage(&dm, pp, &nb, e);
+		for (int64_t v = 0; !ret && v < dm.vpp; v++)
+			ret = map_stage(&dm, pp, v, &nb, e);
 	const tpc_value *o = ret ? NULL : object_data(group_object(&dm, 0, "optimizer"));
 	const tpc_value *pg = o && o->kind == TPC_V_DICT ? tpc_value_get(o, "param_groups") : NULL;
 	if (!ret && (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n))
@@ -781,8 +805,11 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
 			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, DIST_PREFIX "0.optimizer's param_groups[%zu] is not a dict", g);
 	if (!ret) {
 		char what[160];
-		snprintf(what, sizeof(what), "dp_reshardable, %lld DP groups, %zu buckets, every master checked against its weight",
-			 (long long)(dm.tp * dm.pp), nb);
+		char chunks[48] = "";
+		if (dm.vpp > 1)
+			snprintf(chunks, sizeof(chunks), " of %lld model chunks", (long long)dm.vpp);
+		snprintf(what, sizeof(what), "dp_reshardable, %lld DP groups%s, %zu buckets, every master checked against its weight",
+			 (long long)(dm.tp * dm.pp), chunks, nb);
 		char *ty = tpc_strdup(what);
 		if (!ty) {
 			ret = tpc_err_nomem(e);

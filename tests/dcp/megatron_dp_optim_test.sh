@@ -8,7 +8,10 @@
 # buckets as flat tensors that name no parameter. tpconv maps them back by
 # Megatron's parameter order and buffer layout, checks every master against
 # its weight, and gives the same optimizer.pt, byte for byte, as the
-# fully_reshardable save. What does not add up is refused by name.
+# fully_reshardable save. megatron_optim_vpp is the same GPT with 4 layers at
+# tp 1 x dp 2 x pp 2 with 2 model chunks per pipeline rank (virtual
+# pipeline stages: one buffer per chunk), checked by value. What does not
+# add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -36,10 +39,32 @@ r2=$rc
 run "$TPCONV" convert "$T/d2" --optimizer -o "$T/x.pt" -q
 [ "$r2$rc" = 00 ] && ok "--format dcp --dcp-ranks 2 and back" || bad "dcp out: exit $r2 $rc" "$(cat "$T/err")"
 
+# virtual pipeline stages: each model chunk's buffer, its layers interleaved
+# over the stages; every value on its element (megatron_optim_check.py with
+# the generator's 4 layers at tp 1)
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_vpp"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 2 DP groups of 2 model chunks, 6 buckets, every master checked against its weight): 31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a save with virtual pipeline stages: 2 model chunks per rank, 6 buckets, 31 parameters" ||
+  bad "inspect --optimizer (vpp)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/v"
+run "$TPCONV" convert "$D/megatron_optim_vpp" --optimizer -o "$T/v/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (vpp): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/v/optimizer.pt" >"$T/py" 2>&1
+  l=$(cat "$T/py")
+  case $l in
+    "ok "*) ok "vpp: ${l#ok }" ;;
+    *) bad "vpp by value" "$l" ;;
+  esac
+else
+  skip "vpp: optimizer.pt by value" "no torch in $PY"
+fi
+
 # refused by name: a layout, order or save that does not add up
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
   args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
-  type:dp_zero_gather_scatter >/dev/null 2>&1 || rm -rf "$T/c"
+  type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr
   rm -rf "$T/h" "$T/h.pt"
   if [ "${2%%:*}" = meta ]; then
@@ -73,18 +98,20 @@ hostile "a parameter in another place of the order: the bucket sizes" "meta:rena
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_proj.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 32 elements here would end at 224 of bucket 1, past the 200 elements per_bucket_numel_unpadded [200, 200, 224] gives it: another layout (frozen parameters, another parameter order); not mapped"
 hostile "DP groups beyond the args' tp x pp" c:1 \
   "tpconv: error: '$I/.metadata': tensor '${G}2.$B.param': DP group 2 in a tp 2 x pp 1 save (its groups are 0..1)"
-hostile "virtual pipeline stages" c:2 \
-  "tpconv: error: '$I/common.pt': virtual pipeline stages (2 per rank): each model chunk has buffers of its own, not mapped yet"
+hostile "more model chunks than layers split evenly" c:2 \
+  "tpconv: error: '$I/common.pt': tp 2 x pp 2 (x 2 model chunks) over 2 layers: not an even pipeline split, the only one tpconv maps"
 hostile "dp_zero_gather_scatter stays refused" c:3 \
   "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_zero_gather_scatter', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'"
 hostile "no per_bucket_numel_unpadded" "meta:drop:${G}2.per_bucket_numel_unpadded/shard_0_1" \
   "tpconv: error: '$I/.metadata': no '${G}2.per_bucket_numel_unpadded': the bucket sizes every dp_reshardable save records for each DP group; not mapped"
 hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg" \
-  "tpconv: error: '$I/.metadata': tensor '${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg': a second parameter buffer of DP group 1 (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer is read"
+  "tpconv: error: '$I/.metadata': tensor '${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg': a second parameter buffer of DP group 1 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
 hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
   "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
 hostile "an expert's parameter" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's dense parameters): the dp_reshardable buckets cannot be mapped"
+hostile "a virtual-pipeline save whose args say one chunk" c:4 \
+  "tpconv: error: '$I/.metadata': tensor '${G}0.gbuf_idx_1.dtype_(torch.bfloat16, torch.float32).bucket_idx_0.param': a second parameter buffer of DP group 0 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
 hostile "a chained optimizer's prefixed keys" "meta:rename:${G}0.$B.param=chained_0.${G}0.$B.param" \
   "tpconv: error: '$I/.metadata': tensor 'chained_0.${G}0.$B.param': a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet"
 # without --optimizer the model alone, the prefixed entry left out with the others
