@@ -355,12 +355,18 @@ def dpr_layout(pp, v=0):
     holds bucket_size elements or more (only in the first chunk of the first
     stage: training.py:2505-2514, distributed_data_parallel.py:164-171), its
     end padded to lcm(dp, 128) (no shared embedding: untied)."""
-    bucket = DPR_BUCKET if pp == 0 and v == 0 else None
-    div = math.lcm(DPR_DP, 128)
+    return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP)
+
+
+def layout_buckets(params, bucket, ndp):
+    """A buffer of params [(name, shape, split)] (split None: whole on every
+    rank; else 1/TP of it, an expert's whole) laid out as dpr_layout says,
+    its bucket ends padded to lcm(ndp, 128)."""
+    div = math.lcm(ndp, 128)
     out, cur, start, bstart, end = [], [], 0, 0, 0
-    for name, shape, split in reversed(stage_params(pp, v)):
+    for name, shape, split in reversed(params):
         start = pad_to(start, 64)
-        n = math.prod(shape) // (1 if split is None else TP)
+        n = math.prod(shape) // (1 if split is None or split == "expert" else TP)
         cur.append((name, start - bstart, n))
         end = start + n
         if bucket is not None and end - bstart >= bucket:
@@ -374,14 +380,14 @@ def dpr_layout(pp, v=0):
     return out
 
 
-def dpr_items(bk, dp):
+def dpr_items(bk, dp, ndp=None):
     """DP rank dp's pieces of one bucket, as :1890-1986 cut them: [(name or
     None for padding, [a, b) in the local parameter, [s, e) in the rank's
     shard)]: the parameters' ranges, and padding wherever they leave a gap
     before the unpadded end (the intra-param padding; the end padding is
     dropped)."""
     unpadded, numel, params = bk
-    per = numel // DPR_DP
+    per = numel // (ndp or DPR_DP)
     lo, hi = dp * per, (dp + 1) * per
     items = []
     for name, s, n in params:
@@ -520,6 +526,191 @@ def save_dp_reshardable(out, name, port):
     print("wrote", save_dir, [[[(b[0], b[1]) for b in dpr_layout(p, v)] for v in range(DPR_VPP)] for p in range(DPR_PP)])
 
 
+# ---- a mixture of experts in 'dp_reshardable' form: two optimizers ----
+#
+# With routed experts Megatron chains two distributed optimizers
+# (optimizer/__init__.py:1170-1245): the dense parameters' (DP group index
+# the tp-pp rank) and the experts' (allreduce False: expert parallelism > 1,
+# param_and_grad_buffer.py:888-933; DP group index the rank in the
+# expert tp-ep-pp group, :1229-1245, parallel_state.py's expert
+# RankGenerator: etp + ETP (ep + EP pp)), each over its own buffers and DP
+# group (the expert one: world / (ETP EP PP) ranks). ChainedOptimizer
+# prefixes every key 'chained_N.' for the bucket forms (optimizer.py
+# :1573-1603), and the common state is {0: dense, 1: expert}. The model: 2
+# layers of attention and a router over 4 experts (SequentialMLP,
+# experts.py:1409-1451: local_experts.i, fc1 then fc2, no SwiGLU), tp 1,
+# ep 2, dp 4 (expert dp 2): four gloo processes, global rank = ep + 2 edp.
+
+E, FF, EP = 4, 16, 2
+MOE = os.environ.get("MEGATRON_OPTIM_MOE") == "1"
+MOE_KEYS = [
+    ("embedding.word_embeddings.weight", (V, H), "rows", False),
+    ("decoder.layers.self_attention.linear_qkv.layer_norm_weight", (H,), None, True),
+    ("decoder.layers.self_attention.linear_qkv.weight", (QKV, H), "rows", True),
+    ("decoder.layers.self_attention.linear_qkv.bias", (QKV,), "rows", True),
+    ("decoder.layers.self_attention.linear_proj.weight", (H, PROJ_IN), "cols", True),
+    ("decoder.layers.pre_mlp_layernorm.weight", (H,), None, True),
+    ("decoder.layers.mlp.router.weight", (E, H), None, True),
+    ("decoder.layers.mlp.experts.experts.linear_fc1.weight", (FF, H), "expert", True),
+    ("decoder.layers.mlp.experts.experts.linear_fc2.weight", (H, FF), "expert", True),
+    ("decoder.final_layernorm.weight", (H,), None, False),
+    ("output_layer.weight", (V, H), "rows", False),
+]
+# one layer's dense parameters in named_parameters order (TransformerLayer:
+# pre_mlp_layernorm before mlp; MoELayer: router before experts,
+# moe_layer.py:260, 334), and an expert's (MLP: fc1, fc2)
+MOE_LAYER_ORDER = [
+    "decoder.layers.self_attention.linear_proj.weight",
+    "decoder.layers.self_attention.linear_qkv.layer_norm_weight",
+    "decoder.layers.self_attention.linear_qkv.weight",
+    "decoder.layers.self_attention.linear_qkv.bias",
+    "decoder.layers.pre_mlp_layernorm.weight",
+    "decoder.layers.mlp.router.weight",
+]
+MOE_EXPERT_ORDER = ["linear_fc1.weight", "linear_fc2.weight"]
+
+
+def expert_name(l, e, what):
+    return "decoder.layers.%d.mlp.experts.local_experts.%d.%s" % (l, e, what)
+
+
+def moe_params():
+    """(name, key, layer, shape, split), an expert's split ('expert', e)."""
+    out = [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[:1]]
+    for l in range(L):
+        for k, s, sp, st in MOE_KEYS:
+            if not st:
+                continue
+            if sp == "expert":
+                out += [(expert_name(l, e, k.split(".experts.experts.")[1]), k, l, s, ("expert", e)) for e in range(E)]
+            else:
+                out.append((per_layer(k, l), k, l, s, sp))
+    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-2:]]
+    return out
+
+
+if MOE:  # megatron_optim_check.py reads the MoE model's parameters
+    KEYS, PARAMS = MOE_KEYS, moe_params()
+
+
+def moe_dense_params():
+    info = {p[0]: p for p in PARAMS}
+    names = ["embedding.word_embeddings.weight"]
+    for l in range(L):
+        names += [per_layer(k, l) for k in MOE_LAYER_ORDER]
+    names += ["decoder.final_layernorm.weight", "output_layer.weight"]
+    return [(n, info[n][3], info[n][4]) for n in names]
+
+
+def moe_expert_params(ep):
+    info = {p[0]: p for p in PARAMS}
+    names = []
+    for l in range(L):
+        for i in range(E // EP):
+            names += [expert_name(l, ep * (E // EP) + i, w) for w in MOE_EXPERT_ORDER]
+    return [(n, info[n][3], "expert") for n in names]
+
+
+def moe_model(key, rank):
+    """key's global tensor as the model saves it: dense keys from rank 0
+    (tp 1, DP replica 0), the experts' stack [layers, experts, ...] each
+    expert from expert DP rank 0 of the ep rank holding it (rank ep)."""
+    ps = [p for p in PARAMS if p[1] == key]
+    stacked = ps[0][2] is not None
+    expert = isinstance(ps[0][4], tuple)
+    gshape = ((L,) if stacked else ()) + ((E,) if expert else ()) + ps[0][3]
+    all_, mine = [], []
+    for name, _, l, shape, split in ps:
+        t = tagged(pid(name), shape, 0.75).to(torch.bfloat16)
+        pre = ((l,) if stacked else ()) + ((split[1],) if expert else ())
+        r = split[1] // (E // EP) if expert else 0
+        d = t.reshape((1,) * len(pre) + tuple(shape))
+        all_.append((r, pre + (0,) * len(shape), tuple(d.shape)))
+        if rank == r:
+            mine.append((pre + (0,) * len(shape), d))
+    return sharded_tensor(gshape, all_, mine, torch.bfloat16)
+
+
+def moe_buffer(sd, rank, pre, buckets, ranks):
+    """One optimizer's buffer (buckets) of a DP group whose DP ranks are
+    ranks[0..]: rank's pieces of each bucket's param, exp_avg, exp_avg_sq."""
+    info = {p[0]: p for p in PARAMS}
+    ndp = len(ranks)
+    for b, bk in enumerate(buckets):
+        per = bk[1] // ndp
+        for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+            all_, mine = [], []
+            for g_dp, r in enumerate(ranks):
+                for name, a, e, s0, s1 in dpr_items(bk, g_dp, ndp):
+                    all_.append((r, (g_dp * per + s0,), (s1 - s0,)))
+                    if r != rank:
+                        continue
+                    if name is None:
+                        mine.append(((g_dp * per + s0,), torch.full((s1 - s0,), -1.0)))
+                    else:
+                        val = tagged(pid(name), info[name][3], add).reshape(-1)
+                        mine.append(((g_dp * per + s0,), val[a:e].clone()))
+            key = "%s.gbuf_idx_0.dtype_%s.bucket_idx_%d.%s" % (pre, DPR_DTYPE, b, sk)
+            if any(r == rank for r, _, _ in all_):
+                sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
+
+
+def moe_worker(rank, world, iterdir, port):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    sd = {key: moe_model(key, rank) for key, *_ in MOE_KEYS}
+    egroups = [dict(g, is_expert_parallel=True) for g in groups()]
+    parts = [("chained_0", 0, layout_buckets(moe_dense_params(), DPR_BUCKET, world), list(range(world)), groups())]
+    for ep in range(EP):  # expert DP group ep: ranks ep, ep + EP, ...
+        parts.append(("chained_1", ep, layout_buckets(moe_expert_params(ep), DPR_BUCKET, world // EP),
+                      list(range(ep, world, EP)), egroups))
+    for chain, g, buckets, ranks, gr in parts:
+        pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if rank == ranks[0]:  # replica_id (0, 0, dp rank): DP rank 0 writes them
+            sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
+            sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
+            sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": gr})
+        moe_buffer(sd, rank, pre, buckets, ranks)
+
+    class Planner(DefaultSavePlanner):
+        def transform_object(self, write_item, object):  # MCoreSavePlanner, as above
+            return object
+
+    dcp.save(sd, checkpoint_id=iterdir, planner=Planner(flatten_state_dict=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def save_moe(out, name, port):
+    import torch.multiprocessing as mp
+    save_dir = os.path.join(out, name)
+    iterdir = os.path.join(save_dir, "iter_0000007")
+    os.makedirs(iterdir, exist_ok=True)
+    world = 4
+    mp.spawn(moe_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    with open(os.path.join(iterdir, "metadata.json"), "w") as f:
+        f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+                              ffn_hidden_size=I, moe_ffn_hidden_size=FF, padded_vocab_size=V,
+                              tensor_model_parallel_size=1, pipeline_model_parallel_size=1, data_parallel_size=world,
+                              context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
+                              num_experts=E, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
+                              moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
+                              untie_embeddings_and_output_weights=True, swiglu=False,
+                              use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
+              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
+                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+    torch.save(common, os.path.join(iterdir, "common.pt"))
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(STEP))
+    print("wrote", save_dir, [(b[0], b[1]) for b in layout_buckets(moe_dense_params(), DPR_BUCKET, world)],
+          [[(b[0], b[1]) for b in layout_buckets(moe_expert_params(ep), DPR_BUCKET, world // EP)] for ep in range(EP)])
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     which = sys.argv[2:] or ["reshard", "fsms", "dpr"]
@@ -534,3 +725,6 @@ if __name__ == "__main__":
         os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again
         DPR_VPP = 2
         save_dp_reshardable(out, "megatron_optim_vpp", 29564)
+    if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
+        assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
+        save_moe(out, "megatron_optim_moe", 29565)
