@@ -690,7 +690,7 @@ static int dp_buckets(dcp_read *r, size_t first, tpc_err *e)
 	int ret = tpc__mcore_dp_map(&r->mo, r->ck, &r->m, r->vals, r->mpath, e);
 	size_t kept = 0;
 	for (size_t i = 0; !ret && i < r->m.n; i++) {
-		if (!strncmp(r->m.e[i].fqn, "optimizer.distributed.", 22)) {
+		if (tpc__mcore_optim_key(r->m.e[i].fqn)) { /* all the kept optimizer entries are the buckets' */
 			tpc__dcp_entry_release(&r->m.e[i]);
 			tpc_value_unref(r->vals[i]);
 			continue;
@@ -703,6 +703,8 @@ static int dp_buckets(dcp_read *r, size_t first, tpc_err *e)
 			r->vals[i] = NULL;
 		r->m.n = kept;
 		ret = tpc_ckpt_drop_prefixed(r->ck, first, "optimizer.distributed.", e);
+	for (int k = 0; k < 2 && !ret; k++)
+		ret = tpc_ckpt_drop_prefixed(r->ck, first, k ? "chained_1.optimizer.distributed." : "chained_0.optimizer.distributed.", e);
 	}
 	return ret;
 }

@@ -20,9 +20,14 @@
  *   1143): parallel_state.py's RankGenerator puts tp before pp in every
  *   order it allows, and torch orders a group by global rank, so G = tp +
  *   TP x pp. One buffer per (param dtype, grad dtype, expert-parallel)
- *   (param_and_grad_buffer.py group_params_for_buffers); expert-parallel
- *   buffers belong to a second optimizer with its own G (:1231-1245): not
- *   read yet, nor two dtypes.
+ *   (param_and_grad_buffer.py group_params_for_buffers); two dtypes are not
+ *   read. Routed experts with expert parallelism (allreduce False) are in a
+ *   second optimizer's buffers (optimizer/__init__.py:1213-1245), its G the
+ *   rank in the expert tp-ep-pp group, etp + ETP (ep + EP pp) by the expert
+ *   RankGenerator, its DP group world / (ETP EP PP) ranks: ChainedOptimizer
+ *   saves the two under 'chained_0.' and 'chained_1.' (optimizer.py
+ *   :1573-1603), both mapped here (without expert parallelism the experts
+ *   lie in the dense buffer, after their router).
  * - A buffer holds the rank's trainable parameters in named_parameters order
  *   (distributed_data_parallel.py:179-189), laid out in reverse, each start
  *   aligned to 64 elements, a bucket closed at a parameter's end once it
@@ -65,12 +70,12 @@
 #include "tpc_cast.h"
 #include "tpc_util.h"
 
-#define DIST_PREFIX "optimizer.distributed.dp_group_idx_"
 #define PROOF_ALL 65536 /* a chunk of up to this many elements: checked whole */
 #define PROOF_RUNS 64   /* else this many runs */
 #define PROOF_RUN 64    /* of this many elements */
 
-enum { FIRST, LAYER, LAST }; /* where a parameter lives: first stage, each layer, last stage */
+enum { FIRST, LAYER, LAST, EXPERT }; /* where a parameter lives: first stage, each layer, last
+					stage, each routed expert of each layer */
 
 /* Megatron's parameters of a GPT model in named_parameters order (module
  * registration order), as the save names its keys. GPTModel registers
@@ -83,11 +88,17 @@ enum { FIRST, LAYER, LAST }; /* where a parameter lives: first stage, each layer
  * identities in a GPT); Attention core_attention and linear_proj
  * (attention.py:382, 413) before SelfAttention's linear_qkv, q_layernorm,
  * k_layernorm (:1692, 1734, 1743); MLP linear_fc1, linear_fc2 (mlp.py:219,
- * 240); a linear its weight, then bias (tensor_parallel/layers.py:1046-1130,
+ * 240); MoELayer router, then experts (moe/moe_layer.py:260, 334; the
+ * router's expert_bias is a buffer), SequentialMLP its local experts in
+ * order, each an MLP (experts.py:1435-1451), TEGroupedMLP (moe_grouped_gemm)
+ * all experts' linear_fc1 (weight0, weight1, ...) before all their
+ * linear_fc2 (experts.py:217, 236); the experts go to the expert-parallel
+ * optimizer's buffer, the router to the dense one; a linear its weight, then bias (tensor_parallel/layers.py:1046-1130,
  * 1415-1501); TransformerEngine's LayerNormLinear layer_norm_weight,
  * layer_norm_bias, then weight, bias (transformer_engine/pytorch/module/
  * layernorm_linear.py, LayerNormLinear.__init__, at TransformerEngine
- * 3ec8787). A parameter not here (experts, MTP, ...) is refused. */
+ * 3ec8787). A parameter not here (shared experts, expert biases, MTP,
+ * ...) is refused. */
 static const struct {
 	const char *key;
 	int where;
@@ -108,6 +119,9 @@ static const struct {
 	{"decoder.layers.self_attention.k_layernorm.bias", LAYER},
 	{"decoder.layers.pre_mlp_layernorm.weight", LAYER},
 	{"decoder.layers.pre_mlp_layernorm.bias", LAYER},
+	{"decoder.layers.mlp.router.weight", LAYER},
+	{"decoder.layers.mlp.experts.experts.linear_fc1.weight", EXPERT},
+	{"decoder.layers.mlp.experts.experts.linear_fc2.weight", EXPERT},
 	{"decoder.layers.mlp.linear_fc1.layer_norm_weight", LAYER},
 	{"decoder.layers.mlp.linear_fc1.layer_norm_bias", LAYER},
 	{"decoder.layers.mlp.linear_fc1.weight", LAYER},
@@ -127,6 +141,8 @@ static const char *const state_keys[3] = {"param", "exp_avg", "exp_avg_sq"};
 typedef struct dparam {
 	const tpc_dcp_entry *en; /* the model's (stacked) entry */
 	int64_t layer;           /* its layer, or -1 */
+	int64_t expert;          /* its routed expert (global number), or -1 */
+	int s;                   /* the stacked dims before its own: layer, expert */
 	int64_t ix;              /* the model tensor in ck (one layer's) */
 	size_t *box;             /* en's chunks of this layer, by offset */
 	size_t nbox;
@@ -142,6 +158,13 @@ typedef struct dpmap {
 	const char *path;     /* .metadata, for errors */
 	int64_t tp, pp, vpp, layers; /* vpp: model chunks per pipeline rank */
 	bool tied;
+	/* the part mapped: the dense optimizer's, or the expert-parallel one's
+	 * (then tp is the expert TP size, ep the expert-parallel size; its
+	 * groups are etp + ETP (ep + EP pp)) */
+	const char *pre;      /* "[chained_N.]optimizer.distributed.dp_group_idx_" */
+	bool expert, chained;
+	int64_t ep, nexperts;
+	bool grouped;         /* TEGroupedMLP (moe_grouped_gemm): fc1 of every expert, then fc2 */
 	int64_t *bix;         /* [G][gbuf][bucket][3]: ck index of each bucket tensor, -1 none */
 	size_t maxb;          /* buckets per buffer (room) */
 } dpmap;
@@ -169,10 +192,11 @@ static bool parse_i64(const char **p, int64_t *v)
 
 /* "...dp_group_idx_G.gbuf_idx_I.dtype_D.bucket_idx_B.KEY": G, I, B, the key
  * (0..2) and D's extent; false when the name is not one. */
-static bool bucket_name(const char *nm, int64_t *g, int64_t *gb, int64_t *b, int *k, const char **dt, size_t *dl)
+static bool bucket_name(const char *pre, const char *nm, int64_t *g, int64_t *gb, int64_t *b, int *k, const char **dt,
+			size_t *dl)
 {
-	const char *p = nm + strlen(DIST_PREFIX), *q;
-	if (strncmp(nm, DIST_PREFIX, strlen(DIST_PREFIX)) || !parse_i64(&p, g) || strncmp(p, ".gbuf_idx_", 10))
+	const char *p = nm + strlen(pre), *q;
+	if (strncmp(nm, pre, strlen(pre)) || !parse_i64(&p, g) || strncmp(p, ".gbuf_idx_", 10))
 		return false;
 	p += 10;
 	if (!parse_i64(&p, gb) || strncmp(p, ".dtype_", 7) || !(q = strstr(p, ".bucket_idx_")))
@@ -193,7 +217,7 @@ static bool bucket_name(const char *nm, int64_t *g, int64_t *gb, int64_t *b, int
  * inside tp x pp. */
 static int find_buckets(dpmap *dm, tpc_err *e)
 {
-	size_t ng = (size_t)(dm->tp * dm->pp), nv = (size_t)dm->vpp;
+	size_t ng = (size_t)(dm->tp * dm->ep * dm->pp), nv = (size_t)dm->vpp;
 	const char **dts = tpc_calloc(ng * nv + 1, sizeof(char *));
 	size_t *dls = tpc_calloc(ng * nv + 1, sizeof(size_t));
 	int ret = dts && dls ? 0 : tpc_err_nomem(e);
@@ -203,7 +227,7 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 		int k;
 		const char *dt;
 		size_t dl;
-		if (bucket_name(dm->ck->t[i].name, &g, &gb, &b, &k, &dt, &dl) && b + 1 > (int64_t)dm->maxb && b < (1 << 20))
+		if (bucket_name(dm->pre, dm->ck->t[i].name, &g, &gb, &b, &k, &dt, &dl) && b + 1 > (int64_t)dm->maxb && b < (1 << 20))
 			dm->maxb = (size_t)b + 1;
 	}
 	if (!ret && ng * nv * dm->maxb > ((size_t)1 << 24))
@@ -218,15 +242,18 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 		int64_t g, gb, b;
 		size_t dl;
 		int k;
-		if (strncmp(nm, DIST_PREFIX, strlen(DIST_PREFIX)))
+		if (strncmp(nm, dm->pre, strlen(dm->pre)))
 			continue;
-		if (!bucket_name(nm, &g, &gb, &b, &k, &dt, &dl) || b >= (int64_t)dm->maxb)
+		if (!bucket_name(dm->pre, nm, &g, &gb, &b, &k, &dt, &dl) || b >= (int64_t)dm->maxb)
 			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
 					 "not a bucket tensor of Megatron's dp_reshardable form (...dp_group_idx_G.gbuf_idx_I.dtype_D.bucket_idx_B.{param,exp_avg,exp_avg_sq})");
-		else if (g >= (int64_t)ng)
+		else if (g >= (int64_t)ng && dm->expert)
 			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
-					 "DP group %lld in a tp %lld x pp %lld save (its groups are 0..%zu)", (long long)g,
-					 (long long)dm->tp, (long long)dm->pp, ng - 1);
+					 "DP group %lld of the expert-parallel optimizer in an etp %lld x ep %lld x pp %lld save (its groups are 0..%zu)",
+					 (long long)g, (long long)dm->tp, (long long)dm->ep, (long long)dm->pp, ng - 1);
+		else if (g >= (int64_t)ng)
+			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm, "DP group %lld in a tp %lld x pp %lld save (its groups are 0..%zu)",
+					 (long long)g, (long long)dm->tp, (long long)dm->pp, ng - 1);
 		else if (gb >= dm->vpp || (dts[g * nv + gb] && (dl != dls[g * nv + gb] || memcmp(dt, dts[g * nv + gb], dl))))
 			ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
 					 "a second parameter buffer of DP group %lld beside its %s (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read",
@@ -242,11 +269,11 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 	return ret;
 }
 
-/* The bytes item "DIST_PREFIX G.what/shard_..." of m: its value, or NULL. */
+/* The bytes item "PREFIX G.what/shard_..." of m: its value, or NULL. */
 static const tpc_value *group_object(const dpmap *dm, int64_t g, const char *what)
 {
 	char pre[160];
-	int n = snprintf(pre, sizeof(pre), DIST_PREFIX "%lld.%s/shard_", (long long)g, what);
+	int n = snprintf(pre, sizeof(pre), "%s%lld.%s/shard_", dm->pre, (long long)g, what);
 	for (size_t i = 0; n > 0 && i < dm->m->n; i++)
 		if (!dm->m->e[i].tensor && !strncmp(dm->m->e[i].fqn, pre, (size_t)n))
 			return dm->vals[i];
@@ -265,8 +292,8 @@ static const tpc_value *object_data(const tpc_value *v)
 static int saved_sizes(const dpmap *dm, int64_t g, int64_t v, const tpc_value **out, tpc_err *e)
 {
 	const tpc_value *o = object_data(group_object(dm, g, "per_bucket_numel_unpadded")), *d;
-	char nm[96];
-	snprintf(nm, sizeof(nm), DIST_PREFIX "%lld.per_bucket_numel_unpadded", (long long)g);
+	char nm[128];
+	snprintf(nm, sizeof(nm), "%s%lld.per_bucket_numel_unpadded", dm->pre, (long long)g);
 	if (!group_object(dm, g, "per_bucket_numel_unpadded"))
 		return tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
 				  "no '%s': the bucket sizes every dp_reshardable save records for each DP group; not mapped", nm);
@@ -298,17 +325,20 @@ static int check_known(const dpmap *dm, tpc_err *e)
 	for (size_t i = 0; i < dm->m->n; i++) {
 		const tpc_dcp_entry *en = &dm->m->e[i];
 		size_t k = 0;
-		if (!en->tensor || !strncmp(en->fqn, "optimizer.", 10))
+		if (!en->tensor || tpc__mcore_optim_key(en->fqn))
 			continue;
 		while (k < NORDER && strcmp(mcore_order[k].key, en->fqn))
 			k++;
 		if (k == NORDER)
 			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
-					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's dense parameters): the dp_reshardable buckets cannot be mapped");
-		if ((mcore_order[k].where == LAYER) != (en->unstacked > 0) ||
-		    (mcore_order[k].where == LAYER && en->shape[0] != dm->layers))
+					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped");
+		bool stacked = mcore_order[k].where == LAYER || mcore_order[k].where == EXPERT;
+		if (stacked != (en->unstacked > 0) || (stacked && en->shape[0] != dm->layers))
 			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
 					  "not stacked over the %lld layers args.num_layers says", (long long)dm->layers);
+		if (mcore_order[k].where == EXPERT && (en->ndim < 3 || en->shape[1] != dm->nexperts || en->experts != dm->nexperts))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld experts args.num_experts says",
+					  (long long)dm->nexperts);
 	}
 	return 0;
 }
@@ -326,15 +356,16 @@ static int off_cmp(const int64_t *a, const int64_t *b, int nd)
 static int find_boxes(const dpmap *dm, dparam *p, tpc_err *e)
 {
 	const tpc_dcp_entry *en = p->en;
-	int s = p->layer >= 0, nd = en->ndim - s;
+	int s = p->s, nd = en->ndim - s;
 	if (!(p->box = tpc_calloc(en->nc + 1, sizeof(size_t))))
 		return tpc_err_nomem(e);
 	p->nbox = 0;
 	bool ok = true;
 	for (size_t c = 0; c < en->nc; c++) {
-		if (s && en->c[c].off[0] != p->layer)
+		if ((s >= 1 && en->c[c].off[0] != p->layer) || (s >= 2 && en->c[c].off[1] != p->expert))
 			continue;
-		ok = ok && (!s || en->c[c].size[0] == 1);
+		for (int d = 0; d < s; d++)
+			ok = ok && en->c[c].size[d] == 1;
 		size_t at = p->nbox; /* insertion by offset; a replica written twice kept once */
 		while (at > 0 && off_cmp(en->c[p->box[at - 1]].off + s, en->c[c].off + s, nd) > 0)
 			at--;
@@ -379,7 +410,7 @@ static bool rank_has(const dparam *p, size_t k, int64_t t, int64_t tp)
 /* Parameter p's local shape on tp rank t (its chunks joined along d). */
 static void local_shape(const dparam *p, int64_t t, int64_t tp, int64_t *shape)
 {
-	int s = p->layer >= 0, nd = p->en->ndim - s;
+	int s = p->s, nd = p->en->ndim - s;
 	const tpc_dcp_chunk *c0 = &p->en->c[p->box[0]];
 	for (int d = 0; d < nd; d++)
 		shape[d] = c0->size[s + d];
@@ -399,38 +430,85 @@ static int64_t shape_numel(const int64_t *shape, int nd)
 	return n;
 }
 
-/* Model chunk v of pipeline stage pp: its parameters in named_parameters
- * order into *out (*n of them). Chunk v of stage pp holds layers from
- * v L / VPP + pp L / (PP VPP) (transformer_layer.py:202,
- * get_transformer_layer_offset), the embedding chunk 0 of stage 0, the final
- * norm and output layer the last chunk of the last stage. */
-static int stage_params(const dpmap *dm, int64_t pp, int64_t v, dparam **out, size_t *n, tpc_err *e)
+/* One parameter into ps[*n]: entry en's tensor of layer l (or none, -1),
+ * routed expert x (or none), its ck tensor and chunks. */
+static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry *en, int64_t l, int64_t x, tpc_err *e)
 {
-	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per;
-	size_t cap = NORDER * (size_t)(per + 1) + 1;
+	dparam *p = &ps[(*n)++];
+	char nm[1024];
+	p->en = en;
+	p->layer = l;
+	p->expert = x;
+	p->s = (l >= 0) + (x >= 0);
+	const char *rest = en->fqn + strlen("decoder.layers."), *xs = strstr(rest, ".experts.experts.");
+	if (x >= 0 && xs) /* the reader's per-expert name (megatron_dist.c expert_name) */
+		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%.*s.experts.local_experts.%lld.%s", (long long)l, (int)(xs - rest),
+			 rest, (long long)x, xs + strlen(".experts.experts."));
+	else if (l >= 0)
+		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, rest);
+	else
+		snprintf(nm, sizeof(nm), "%s", en->fqn);
+	if ((p->ix = tpc_ckpt_find(dm->ck, nm)) < 0)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "layer %lld (expert %lld) was not read", (long long)l, (long long)x);
+	return find_boxes(dm, p, e);
+}
+
+/* Layer l's routed experts [x0, x0 + nx) into ps, in the order their
+ * module registers them: SequentialMLP expert by expert (fc1, fc2 of each),
+ * TEGroupedMLP fc1 of all, then fc2 of all. */
+static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_t x0, int64_t nx, tpc_err *e)
+{
+	int ret = 0;
+	for (int64_t a = 0; a < (dm->grouped ? (int64_t)NORDER : nx) && !ret; a++)
+		for (int64_t b = 0; b < (dm->grouped ? nx : (int64_t)NORDER) && !ret; b++) {
+			size_t k = (size_t)(dm->grouped ? a : b);
+			int64_t x = x0 + (dm->grouped ? b : a);
+			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? model_entry(dm->m, mcore_order[k].key) : NULL;
+			if (en)
+				ret = add_param(dm, ps, n, en, l, x, e);
+		}
+	return ret;
+}
+
+/* Model chunk v of pipeline stage pp (and for the expert part, expert-
+ * parallel rank ep): its parameters in named_parameters order into *out
+ * (*n of them). Chunk v of stage pp holds layers from v L / VPP + pp L /
+ * (PP VPP) (transformer_layer.py:202, get_transformer_layer_offset), the
+ * embedding chunk 0 of stage 0, the final norm and output layer the last
+ * chunk of the last stage. The dense part has a layer's routed experts
+ * only when no expert-parallel optimizer holds them (expert parallelism 1:
+ * all of them, in the dense buffer); the expert part has only them, rank
+ * ep's E / EP. */
+static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dparam **out, size_t *n, tpc_err *e)
+{
+	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per, nx = dm->nexperts / dm->ep;
+	size_t cap = 1; /* the entries present: per layer (the layer count and experts checked against them) */
+	for (size_t k = 0; k < NORDER; k++)
+		if (model_entry(dm->m, mcore_order[k].key))
+			cap += mcore_order[k].where == LAYER ? (size_t)per : mcore_order[k].where == EXPERT ? (size_t)(per * nx) : 1;
 	dparam *ps = tpc_calloc(cap, sizeof(dparam));
 	int ret = ps ? 0 : tpc_err_nomem(e);
 	*n = 0;
 	for (int pass = FIRST; pass <= LAST && !ret; pass++) {
 		if ((pass == FIRST && (pp != 0 || v != 0)) || (pass == LAST && (pp != dm->pp - 1 || v != dm->vpp - 1)))
 			continue;
+		if (dm->expert && pass != LAYER)
+			continue;
 		for (int64_t l = pass == LAYER ? l0 : -1; l < (pass == LAYER ? l0 + per : 0) && !ret; l++) {
+			bool experts_done = false;
 			for (size_t k = 0; k < NORDER && !ret; k++) {
-				const tpc_dcp_entry *en = mcore_order[k].where == pass ? model_entry(dm->m, mcore_order[k].key) : NULL;
-				if (!en)
+				int where = mcore_order[k].where;
+				const tpc_dcp_entry *en = model_entry(dm->m, mcore_order[k].key);
+				if (!en || (where != pass && !(pass == LAYER && where == EXPERT)))
 					continue;
-				dparam *p = &ps[(*n)++];
-				p->en = en;
-				p->layer = l;
-				char nm[1024];
-				if (l >= 0)
-					snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, en->fqn + strlen("decoder.layers."));
-				else
-					snprintf(nm, sizeof(nm), "%s", en->fqn);
-				if ((p->ix = tpc_ckpt_find(dm->ck, nm)) < 0)
-					ret = tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "layer %lld was not read", (long long)l);
-				else
-					ret = find_boxes(dm, p, e);
+				if (where == EXPERT && !experts_done && (dm->expert || !dm->chained))
+					ret = add_experts(dm, ps, n, l, dm->expert ? ep * nx : 0, nx, e);
+				if (where == EXPERT) {
+					experts_done = true;
+					continue;
+				}
+				if (!dm->expert)
+					ret = add_param(dm, ps, n, en, l, -1, e);
 			}
 		}
 	}
@@ -491,6 +569,16 @@ static int local_state(const tpc_tensor *bt, int64_t at, const int64_t *shape, i
 	return ret;
 }
 
+/* "tp T, pp P" of dense group g, "etp T, ep E, pp P ..." of an expert one */
+static void group_desc(const dpmap *dm, int64_t g, char *b, size_t n)
+{
+	if (dm->expert)
+		snprintf(b, n, "etp %lld, ep %lld, pp %lld of the expert-parallel optimizer", (long long)(g % dm->tp),
+			 (long long)(g / dm->tp % dm->ep), (long long)(g / dm->tp / dm->ep));
+	else
+		snprintf(b, n, "tp %lld, pp %lld", (long long)(g % dm->tp), (long long)(g / dm->tp));
+}
+
 static void list_str(tpc_buf *b, const int64_t *v, size_t n)
 {
 	tpc_buf_addf(b, "[");
@@ -504,21 +592,23 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
 		  size_t bb, int64_t fill, const int64_t *numel, tpc_err *e)
 {
 	tpc_buf s = TPC_BUF_INIT;
+	char gd[96];
+	group_desc(dm, g, gd, sizeof(gd));
 	list_str(&s, u, nb);
 	int ret;
 	if (bad < n && bb < nb)
 		ret = tpc_err_at(e, TPC_EINPUT, dm->path, dm->ck->t[ps[bad].ix].name,
-				 "DP group %lld (tp %lld, pp %lld): in Megatron's parameter order its %lld elements here would end at %lld of bucket %zu, past the %lld elements per_bucket_numel_unpadded %s gives it: another layout (frozen parameters, another parameter order); not mapped",
-				 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), (long long)numel[bad], (long long)fill,
+				 "DP group %lld (%s): in Megatron's parameter order its %lld elements here would end at %lld of bucket %zu, past the %lld elements per_bucket_numel_unpadded %s gives it: another layout (frozen parameters, another parameter order); not mapped",
+				 (long long)g, gd, (long long)numel[bad], (long long)fill,
 				 bb, (long long)u[bb], s.p ? s.p : "?");
 	else if (bad < n)
 		ret = tpc_err_at(e, TPC_EINPUT, dm->path, dm->ck->t[ps[bad].ix].name,
-				 "DP group %lld (tp %lld, pp %lld): in Megatron's parameter order it lies past the %zu buckets per_bucket_numel_unpadded %s records: another layout (frozen parameters, another parameter order); not mapped",
-				 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), nb, s.p ? s.p : "?");
+				 "DP group %lld (%s): in Megatron's parameter order it lies past the %zu buckets per_bucket_numel_unpadded %s records: another layout (frozen parameters, another parameter order); not mapped",
+				 (long long)g, gd, nb, s.p ? s.p : "?");
 	else
 		ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
-				 "DP group %lld (tp %lld, pp %lld): its %zu parameters fill %lld elements of bucket %zu and end there, yet per_bucket_numel_unpadded records %s: another layout (frozen parameters, another parameter order); not mapped",
-				 (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), n, (long long)fill, bb,
+				 "DP group %lld (%s): its %zu parameters fill %lld elements of bucket %zu and end there, yet per_bucket_numel_unpadded records %s: another layout (frozen parameters, another parameter order); not mapped",
+				 (long long)g, gd, n, (long long)fill, bb,
 				 s.p ? s.p : "?");
 	tpc_buf_release(&s);
 	return ret;
@@ -526,10 +616,10 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
 
 /* Tp rank t of stage pp: its buffer laid out in the save's buckets and
  * each parameter's state (loc[j * 3 + k]) in its local shape. */
-static int rank_states(const dpmap *dm, int64_t pp, int64_t v, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc,
+static int rank_states(const dpmap *dm, int64_t g, int64_t v, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc,
 		       tpc_err *e)
 {
-	int64_t g = t + dm->tp * pp, shape[TPC_MAX_NDIM];
+	int64_t shape[TPC_MAX_NDIM];
 	const tpc_value *sv = NULL;
 	size_t bad = 0, bb = 0, nb = 0;
 	int64_t *numel = tpc_calloc(4 * n + 2, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *got = numel + 3 * n;
@@ -542,7 +632,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t v, int64_t t, const 
 		u[nb++] = sv->items[b]->ival;
 	for (size_t j = 0; !ret && j < n; j++) {
 		local_shape(&ps[j], t, dm->tp, shape);
-		numel[j] = shape_numel(shape, ps[j].en->ndim - (ps[j].layer >= 0));
+		numel[j] = shape_numel(shape, ps[j].en->ndim - ps[j].s);
 	}
 	if (!ret && tpc__mcore_layout(numel, shared, n, 0, u, nb, bk, at, got, &bb, &bad))
 		ret = misfit(dm, g, ps, n, u, nb, bad, bb, got[bb], numel, e);
@@ -561,7 +651,7 @@ static int rank_states(const dpmap *dm, int64_t pp, int64_t v, int64_t t, const 
 		local_shape(&ps[j], t, dm->tp, shape);
 		for (int k = 0; k < 3 && !ret; k++) {
 			int64_t ix = *bslot(dm, g, v, (size_t)bk[j], k);
-			if (local_state(&dm->ck->t[ix], at[j], shape, ps[j].en->ndim - (ps[j].layer >= 0), &loc[j * 3 + (size_t)k]))
+			if (local_state(&dm->ck->t[ix], at[j], shape, ps[j].en->ndim - ps[j].s, &loc[j * 3 + (size_t)k]))
 				ret = TPC_CORRUPT(e, dm->path, -1, dm->ck->t[ix].name, "cannot take %lld elements at %lld of it",
 						  (long long)numel[j], (long long)at[j]);
 		}
@@ -586,8 +676,10 @@ static int mismatch(const dpmap *dm, const dparam *p, int64_t g, size_t k, int64
 {
 	const tpc_tensor *model = &dm->ck->t[p->ix];
 	const tpc_dcp_chunk *c = &p->en->c[p->box[k]];
-	int s = p->layer >= 0, nd = p->en->ndim - s;
+	int s = p->s, nd = p->en->ndim - s;
 	int64_t flat = 0, rem = i, coord[TPC_MAX_NDIM];
+	char gd[96];
+	group_desc(dm, g, gd, sizeof(gd));
 	for (int d = nd; d-- > 0;) { /* element i of the box as an element of the layer's tensor */
 		coord[d] = rem % c->size[s + d] + c->off[s + d];
 		rem /= c->size[s + d];
@@ -600,8 +692,8 @@ static int mismatch(const dpmap *dm, const dparam *p, int64_t g, size_t k, int64
 	else
 		mf = model->dtype == TPC_BF16 ? tpc_bf16_to_f32((uint16_t)want) : tpc_f16_to_f32((uint16_t)want);
 	return tpc_err_at(e, TPC_EINPUT, dm->path, model->name,
-			  "element %lld: the distributed optimizer's master in DP group %lld (tp %lld, pp %lld) is %.9g, %s %s, the model holds %.9g: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped",
-			  (long long)flat, (long long)g, (long long)(g % dm->tp), (long long)(g / dm->tp), (double)f,
+			  "element %lld: the distributed optimizer's master in DP group %lld (%s) is %.9g, %s %s, the model holds %.9g: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped",
+			  (long long)flat, (long long)g, gd, (double)f,
 			  model->dtype == TPC_F32 ? "and" : "which rounds differently to", tpc_dtype_name(model->dtype), (double)mf);
 }
 
@@ -614,7 +706,7 @@ static int prove_box(const dpmap *dm, const dparam *p, int64_t g, size_t k, cons
 {
 	const tpc_tensor *model = &dm->ck->t[p->ix];
 	const tpc_dcp_chunk *c = &p->en->c[p->box[k]];
-	int s = p->layer >= 0, ret = 0;
+	int s = p->s, ret = 0;
 	size_t es = model->dtype == TPC_F32 ? 4 : 2;
 	tpc_tensor mv, lv;
 	memset(&mv, 0, sizeof(mv));
@@ -653,7 +745,7 @@ static int prove_box(const dpmap *dm, const dparam *p, int64_t g, size_t k, cons
 static int prove(const dpmap *dm, const dparam *p, int64_t t, int64_t g, const tpc_tensor *master, tpc_err *e)
 {
 	const tpc_tensor *model = &dm->ck->t[p->ix];
-	int s = p->layer >= 0;
+	int s = p->s;
 	int64_t pos = 0;
 	if (model->dtype != TPC_BF16 && model->dtype != TPC_F16 && model->dtype != TPC_F32)
 		return tpc_err_at(e, TPC_EINPUT, dm->path, model->name,
@@ -676,7 +768,7 @@ static int prove(const dpmap *dm, const dparam *p, int64_t t, int64_t g, const t
  * (loc[(t * n + j) * 3 + k]), added as "optimizer.state.KEY.NAME". */
 static int add_state(const dpmap *dm, const dparam *p, const tpc_tensor *loc, size_t n, size_t j, int k, tpc_err *e)
 {
-	int s = p->layer >= 0, ret = 0;
+	int s = p->s, ret = 0;
 	tpc_tensor whole;
 	char nm[1200];
 	memset(&whole, 0, sizeof(whole));
@@ -706,27 +798,29 @@ static int add_state(const dpmap *dm, const dparam *p, const tpc_tensor *loc, si
 	return ret;
 }
 
-/* Model chunk v of pipeline stage pp: every tp rank's buffer mapped,
- * proved, and its parameters' state added in model space. */
-static int map_stage(const dpmap *dm, int64_t pp, int64_t v, size_t *nbuckets, tpc_err *e)
+/* Model chunk v of pipeline stage pp (of expert-parallel rank ep): every
+ * tp rank's buffer mapped, proved, and its parameters' state added in model
+ * space. */
+static int map_stage(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, size_t *nbuckets, tpc_err *e)
 {
 	dparam *ps = NULL;
 	size_t n = 0, tp = (size_t)dm->tp;
-	int ret = stage_params(dm, pp, v, &ps, &n, e);
+	int64_t g0 = dm->tp * (ep + dm->ep * pp); /* tp rank t's group: g0 + t */
+	int ret = stage_params(dm, pp, v, ep, &ps, &n, e);
 	tpc_tensor *loc = ret ? NULL : tpc_calloc(tp * n * 3 + 1, sizeof(*loc));
 	if (!ret && !loc)
 		ret = tpc_err_nomem(e);
 	for (size_t t = 0; !ret && t < tp; t++)
-		ret = rank_states(dm, pp, v, (int64_t)t, ps, n, loc + t * n * 3, e);
+		ret = rank_states(dm, g0 + (int64_t)t, v, (int64_t)t, ps, n, loc + t * n * 3, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t j = 0; j < n && !ret; j++)
-			ret = prove(dm, &ps[j], (int64_t)t, (int64_t)t + dm->tp * pp, &loc[(t * n + j) * 3], e);
+			ret = prove(dm, &ps[j], (int64_t)t, g0 + (int64_t)t, &loc[(t * n + j) * 3], e);
 	for (size_t j = 0; !ret && j < n; j++)
 		for (int k = 0; k < 3 && !ret; k++)
 			ret = add_state(dm, &ps[j], loc, n, j, k, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t b = 0; b < dm->maxb; b++)
-			*nbuckets += *bslot(dm, (int64_t)t + dm->tp * pp, v, b, 0) >= 0;
+			*nbuckets += *bslot(dm, g0 + (int64_t)t, v, b, 0) >= 0;
 	for (size_t i = 0; loc && i < tp * n * 3; i++)
 		tpc_tensor_release(&loc[i]);
 	free(loc);
@@ -776,51 +870,105 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 	return 0;
 }
 
+/* The expert-parallel sizes (expert TP defaults to TP, parallel_state.py:
+ * 873-874), checked against the model's experts. */
+static int expert_sizes(dpmap *dm, tpc_err *e)
+{
+	const tpc_value *a = dm->mo->args;
+	int64_t etp;
+	tpc__mcore_arg_int(a, "num_experts", 0, &dm->nexperts);
+	tpc__mcore_arg_int(a, "expert_model_parallel_size", 1, &dm->ep);
+	tpc__mcore_arg_int(a, "expert_tensor_parallel_size", dm->tp, &etp);
+	int64_t g = 0;
+	dm->grouped = tpc__mcore_arg_int(a, "moe_grouped_gemm", 0, &g) && g;
+	if (dm->nexperts < 0 || dm->nexperts > 65536 || dm->ep < 1 || dm->ep > 4096 || etp < 1 || etp > 4096 ||
+	    (dm->nexperts && dm->nexperts % dm->ep))
+		return tpc_err_at(e, TPC_EINPUT, dm->mo->common, NULL, "%lld experts over expert parallelism %lld (expert tp %lld): not an even split",
+				  (long long)dm->nexperts, (long long)dm->ep, (long long)etp);
+	if (dm->expert)
+		dm->tp = etp;
+	else
+		dm->ep = 1;
+	return 0;
+}
+
+/* One distributed optimizer's part: its buckets mapped, its param groups
+ * into *pg; nb counts the buckets. */
+static int map_part(dpmap *dm, const tpc_value **pg, size_t *nb, tpc_err *e)
+{
+	int ret = set_sizes(dm, e);
+	if (!ret)
+		ret = expert_sizes(dm, e);
+	if (!ret)
+		ret = check_known(dm, e);
+	if (!ret)
+		ret = find_buckets(dm, e);
+	for (int64_t pp = 0; !ret && pp < dm->pp; pp++)
+		for (int64_t v = 0; !ret && v < dm->vpp; v++)
+			for (int64_t ep = 0; !ret && ep < dm->ep; ep++)
+				ret = map_stage(dm, pp, v, ep, nb, e);
+	const tpc_value *o = ret ? NULL : object_data(group_object(dm, 0, "optimizer"));
+	*pg = o && o->kind == TPC_V_DICT ? tpc_value_get(o, "param_groups") : NULL;
+	if (!ret && (!*pg || ((*pg)->kind != TPC_V_LIST && (*pg)->kind != TPC_V_TUPLE) || !(*pg)->n))
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+				 "no '%s0.optimizer' holding param_groups (where a dp_reshardable save keeps them): the optimizer cannot be resumed",
+				 dm->pre);
+	for (size_t g = 0; !ret && g < (*pg)->n; g++)
+		if ((*pg)->items[g]->kind != TPC_V_DICT)
+			ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL, "%s0.optimizer's param_groups[%zu] is not a dict", dm->pre, g);
+	free(dm->bix);
+	dm->bix = NULL;
+	return ret;
+}
+
 int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m, tpc_value *const *vals,
 		      const char *path, tpc_err *e)
 {
-	dpmap dm;
-	size_t nb = 0;
-	memset(&dm, 0, sizeof(dm));
-	dm.mo = mo;
-	dm.ck = ck;
-	dm.m = m;
-	dm.vals = vals;
-	dm.path = path;
-	int ret = set_sizes(&dm, e);
-	if (!ret)
-		ret = check_known(&dm, e);
-	if (!ret)
-		ret = find_buckets(&dm, e);
-	for (int64_t pp = 0; !ret && pp < dm.pp; pp++)
-		for (int64_t v = 0; !ret && v < dm.vpp; v++)
-			ret = map_stage(&dm, pp, v, &nb, e);
-	const tpc_value *o = ret ? NULL : object_data(group_object(&dm, 0, "optimizer"));
-	const tpc_value *pg = o && o->kind == TPC_V_DICT ? tpc_value_get(o, "param_groups") : NULL;
-	if (!ret && (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n))
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "no '" DIST_PREFIX "0.optimizer' holding param_groups (where a dp_reshardable save keeps them): the optimizer cannot be resumed");
-	for (size_t g = 0; !ret && g < pg->n; g++)
-		if (pg->items[g]->kind != TPC_V_DICT)
-			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, DIST_PREFIX "0.optimizer's param_groups[%zu] is not a dict", g);
-	if (!ret) {
-		char what[160];
-		char chunks[48] = "";
-		if (dm.vpp > 1)
-			snprintf(chunks, sizeof(chunks), " of %lld model chunks", (long long)dm.vpp);
-		snprintf(what, sizeof(what), "dp_reshardable, %lld DP groups%s, %zu buckets, every master checked against its weight",
-			 (long long)(dm.tp * dm.pp), chunks, nb);
-		char *ty = tpc_strdup(what);
-		if (!ty) {
-			ret = tpc_err_nomem(e);
-		} else {
-			free(mo->type);
-			mo->type = ty;
-			tpc_value_unref(mo->groups);
-			mo->groups = tpc_value_ref((tpc_value *)pg);
-			mo->ndense = pg->n;
-		}
+	dpmap dm[2];
+	const tpc_value *pg[2] = {NULL, NULL};
+	size_t nb[2] = {0, 0}, nparts = mo->chained ? 2 : 1;
+	static const char *const pre[3] = {"optimizer.distributed.dp_group_idx_", "chained_0.optimizer.distributed.dp_group_idx_",
+					   "chained_1.optimizer.distributed.dp_group_idx_"};
+	int ret = 0;
+	for (size_t k = 0; k < nparts && !ret; k++) {
+		memset(&dm[k], 0, sizeof(dm[k]));
+		dm[k].mo = mo;
+		dm[k].ck = ck;
+		dm[k].m = m;
+		dm[k].vals = vals;
+		dm[k].path = path;
+		dm[k].chained = mo->chained;
+		dm[k].expert = k == 1;
+		dm[k].pre = pre[mo->chained ? k + 1 : 0];
+		ret = map_part(&dm[k], &pg[k], &nb[k], e);
 	}
-	free(dm.bix);
+	tpc_value *all = ret ? NULL : tpc_value_new(TPC_V_LIST);
+	if (!ret && !all)
+		ret = tpc_err_nomem(e);
+	for (size_t k = 0; k < nparts && !ret; k++)
+		for (size_t g = 0; g < pg[k]->n && !ret; g++)
+			if (tpc_value_append(all, tpc_value_ref(pg[k]->items[g])))
+				ret = tpc_err_nomem(e);
+	char what[200], chunks[48] = "", experts[80] = "";
+	if (!ret && dm[0].vpp > 1)
+		snprintf(chunks, sizeof(chunks), " of %lld model chunks", (long long)dm[0].vpp);
+	if (!ret && nparts == 2)
+		snprintf(experts, sizeof(experts), " and %lld expert-parallel ones (%zu buckets)",
+			 (long long)(dm[1].tp * dm[1].ep * dm[1].pp), nb[1]);
+	if (!ret)
+		snprintf(what, sizeof(what), "dp_reshardable, %lld DP group%s%s, %zu buckets%s, every master checked against its weight",
+			 (long long)(dm[0].tp * dm[0].pp), dm[0].tp * dm[0].pp == 1 ? "" : "s", chunks, nb[0], experts);
+	char *ty = ret ? NULL : tpc_strdup(what);
+	if (!ret && !ty)
+		ret = tpc_err_nomem(e);
+	if (!ret) {
+		free(mo->type);
+		mo->type = ty;
+		tpc_value_unref(mo->groups);
+		mo->groups = all;
+		all = NULL;
+		mo->ndense = pg[0]->n;
+	}
+	tpc_value_unref(all);
 	return ret;
 }

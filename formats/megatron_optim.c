@@ -164,14 +164,11 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 		if (!ret && k && strcmp(type, dget(part[0], "param_state_sharding_type")->str))
 			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "a chained optimizer whose two parts are stored in different forms");
 	}
-	if (!ret && !strcmp(type, "dp_reshardable") && nparts == 2)
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "a chained optimizer (expert-parallel parameters beside the dense ones) in the dp_reshardable form: the experts' buffers are not mapped yet");
 	if (ret)
 		goto out;
 	const tpc_value *pg = pgs[0];
 	tpc_value *all = NULL;
-	if (nparts == 2) {
+	if (nparts == 2 && pg) { /* dp_reshardable: the groups are in the DCP files */
 		if (!(all = tpc_value_new(TPC_V_LIST))) {
 			ret = tpc_err_nomem(e);
 			goto out;
@@ -237,10 +234,16 @@ int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, c
 {
 	if (!tpc__mcore_optim_key(en->fqn))
 		return 1;
+	/* a chained optimizer's keys: 'chained_0.' (dense) and 'chained_1.'
+	 * (expert-parallel) before the bucket forms' (optimizer.py:1573-1603) */
+	if (mo->dp && mo->chained && (!strncmp(en->fqn, "chained_0.optimizer.distributed.dp_group_idx_", 45) ||
+				      !strncmp(en->fqn, "chained_1.optimizer.distributed.dp_group_idx_", 45)))
+		return 1;
 	if (strncmp(en->fqn, "optimizer.", 10))
-		return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
-				  "a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet");
-	if (mo->dp && !strncmp(en->fqn, "optimizer.distributed.dp_group_idx_", 35))
+		return tpc_err_at(e, TPC_EINPUT, path, en->fqn, mo->dp && mo->chained
+				  ? "an entry of a chained optimizer tpconv does not know (neither chained_0. nor chained_1.optimizer.distributed.dp_group_idx_G.*): refused rather than dropped"
+				  : "a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet");
+	if (mo->dp && !mo->chained && !strncmp(en->fqn, "optimizer.distributed.dp_group_idx_", 35))
 		return 1;
 	if (!mo->dp && state_key(en->fqn) && en->tensor)
 		return 1;

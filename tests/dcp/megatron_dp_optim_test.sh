@@ -10,8 +10,11 @@
 # its weight, and gives the same optimizer.pt, byte for byte, as the
 # fully_reshardable save. megatron_optim_vpp is the same GPT with 4 layers at
 # tp 1 x dp 2 x pp 2 with 2 model chunks per pipeline rank (virtual
-# pipeline stages: one buffer per chunk), checked by value. What does not
-# add up is refused by name.
+# pipeline stages: one buffer per chunk), checked by value;
+# megatron_optim_moe a GPT with a router and 4 routed experts per layer at
+# tp 1 x ep 2 x dp 4: Megatron's chained optimizer of a dense and an
+# expert-parallel part ('chained_N.' keys, the experts' DP groups and
+# buckets), checked by value. What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -61,10 +64,33 @@ else
   skip "vpp: optimizer.pt by value" "no torch in $PY"
 fi
 
+# routed experts: the chained optimizer's dense buffer and the experts' own
+# (DP group etp + ETP (ep + EP pp), expert DP 2), every value on its element
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_moe"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 1 DP group, 6 buckets and 2 expert-parallel ones (8 buckets), every master checked against its weight): 31 parameters, 93 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" &&
+  grep -q "^# \[[0-9]*\] model.decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight BF16 \[8, 16\] (group 2): " "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a mixture of experts: the dense and the expert-parallel optimizers' buckets, 31 parameters in 4 groups" ||
+  bad "inspect --optimizer (moe)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/m"
+run "$TPCONV" convert "$D/megatron_optim_moe" --optimizer -o "$T/m/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (moe): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/m/optimizer.pt" >"$T/py" 2>&1
+  l=$(cat "$T/py")
+  case $l in
+    "ok "*) ok "moe: ${l#ok }" ;;
+    *) bad "moe by value" "$l" ;;
+  esac
+else
+  skip "moe: optimizer.pt by value" "no torch in $PY"
+fi
+
 # refused by name: a layout, order or save that does not add up
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
   args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
-  type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 >/dev/null 2>&1 || rm -rf "$T/c"
+  type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 \
+  "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr
   rm -rf "$T/h" "$T/h.pt"
   if [ "${2%%:*}" = meta ]; then
@@ -108,10 +134,15 @@ hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx
   "tpconv: error: '$I/.metadata': tensor '${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg': a second parameter buffer of DP group 1 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
 hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
   "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
-hostile "an expert's parameter" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
-  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's dense parameters): the dp_reshardable buckets cannot be mapped"
+hostile "a parameter not in the order's table" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped"
 hostile "a virtual-pipeline save whose args say one chunk" c:4 \
   "tpconv: error: '$I/.metadata': tensor '${G}0.gbuf_idx_1.dtype_(torch.bfloat16, torch.float32).bucket_idx_0.param': a second parameter buffer of DP group 0 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
+X="chained_1.${G}1.$B.param"
+hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
+  "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
+hostile "experts in another order (args say TEGroupedMLP): the master check" c:6 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 11264.75, which rounds differently to BF16, the model holds 8192: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
 hostile "a chained optimizer's prefixed keys" "meta:rename:${G}0.$B.param=chained_0.${G}0.$B.param" \
   "tpconv: error: '$I/.metadata': tensor 'chained_0.${G}0.$B.param': a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet"
 # without --optimizer the model alone, the prefixed entry left out with the others
