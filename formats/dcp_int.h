@@ -37,12 +37,16 @@ typedef struct tpc__mcore_optim {
 	size_t ndense;       /* groups [0, ndense) are the dense parameters' */
 	bool chained;        /* two distributed optimizers: dense, expert-parallel */
 	tpc_value *args;     /* common.pt's args, or NULL */
+	bool dp;             /* 'dp_reshardable': the buckets, mapped by megatron_dp_optim.c */
 	size_t nparams, nstate;
 	int64_t iteration;   /* common.pt's iteration (-1: none) */
 	int64_t consumed;    /* args' consumed_train_samples (-1: none) */
 	int sched;           /* opt_param_scheduler: 0 none, 1 its schedule None (unknown), 2 whole */
 } tpc__mcore_optim;
 
+/* An optimizer entry of a torch_dist save: "optimizer.*", or a chained
+ * optimizer's "chained_N.optimizer.*" (optimizer.py:1573-1603) */
+bool tpc__mcore_optim_key(const char *fqn);
 int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e);
 void tpc__mcore_optim_release(tpc__mcore_optim *mo);
 int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, const char *path, tpc_err *e);
@@ -53,6 +57,39 @@ int tpc__mcore_optim_unflat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe, co
 int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, tpc_err *e);
 struct tpc_buf;
 void tpc__mcore_optim_about(const tpc__mcore_optim *mo, struct tpc_buf *b);
+
+/* 'dp_reshardable' (megatron_dp_optim.c, which cites the layout): once every
+ * entry of the folder is read into ck (the model's tensors per layer, the
+ * buckets 'optimizer.distributed.dp_group_idx_G....' as 1-D tensors, the
+ * ShardedObjects as vals[i] of m's bytes entries), each parameter's master
+ * and moments are added as "optimizer.state.{param,exp_avg,exp_avg_sq}.NAME"
+ * in the model's shape, every master checked against its weight, and
+ * mo->groups set from the save's param groups; the caller then drops the
+ * 'optimizer.distributed.' entries and tensors and calls tree. */
+int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m, tpc_value *const *vals,
+		      const char *path, tpc_err *e);
+
+/* Megatron's buffer layout, for both bucket readers (megatron_optim.c;
+ * distrib_optimizer.py:506-589 and param_layout.py at d98e8a6): n
+ * parameters in named_parameters order, numel[j] elements each, laid out in
+ * reverse, each start aligned to 64 elements, a bucket closed at a
+ * parameter's end once it holds `bucket` elements or more (bucket 0: one
+ * bucket), the shared embedding (shared[j]) in a bucket of its own. With
+ * want (nwant sizes a save records), a bucket closes instead where it
+ * reaches want[b] exactly: -1 when a parameter would run past it or past
+ * the last bucket (*bad = that parameter, sizes[*nb] how far it would
+ * reach) or the parameters end first (*bad = n, sizes[*nb] the last
+ * bucket's fill). bk[j]: parameter j's bucket, at[j]: its start inside it;
+ * sizes[0..*nb): each bucket's unpadded size (room for n + 1 entries; the
+ * end padding to lcm(dp, 128) is not in it). */
+int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, const int64_t *want,
+		      size_t nwant, int64_t *bk, int64_t *at, int64_t *sizes, size_t *nb, size_t *bad);
+/* DDP's bucket size for pipeline stage pp_rank (distributed_data_parallel.py
+ * :131-171: --ddp-bucket-size, else max(40000000, 1000000 x dp x cp), none
+ * without --overlap-grad-reduce or past the first stage): 0 for none. */
+int tpc__mcore_bucket_size(const tpc_value *args, int64_t pp_rank, int64_t *bucket, const char *path, tpc_err *e);
+/* argparse.Namespace field k as an int (def when absent or None; false then) */
+bool tpc__mcore_arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v);
 
 /* A legacy rank file (model_optim_rng.pt, opened by the torch format) with
  * distrib_optim.pt beside it: its state mapped by the buffer layout and given

@@ -486,7 +486,7 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 		return ret;
 	bool any = false;
 	for (size_t i = 0; i < r->m.n && !any; i++)
-		any = !strncmp(r->m.e[i].fqn, "optimizer.", 10);
+		any = tpc__mcore_optim_key(r->m.e[i].fqn);
 	if (r->mcore && any && !(o && o->select) && o && (o->flags & TPC_OPEN_OPTIMIZER) &&
 	    (ret = tpc__mcore_optim_begin(&r->mo, r->dir, e)))
 		return ret;
@@ -498,7 +498,7 @@ static int open_meta(dcp_read *r, const char *dir_in, const tpc_open_opts *o, tp
 			int keep = r->mo.on ? tpc__mcore_optim_keep(&r->mo, &r->m.e[i], r->mpath, e) : 0;
 			if (keep < 0)
 				return keep;
-			if (!keep && !strncmp(r->m.e[i].fqn, "optimizer.", 10)) {
+			if (!keep && tpc__mcore_optim_key(r->m.e[i].fqn)) {
 				r->nopt++;
 				tpc__dcp_entry_release(&r->m.e[i]);
 				continue;
@@ -685,6 +685,32 @@ static int read_tensor(dcp_read *r, size_t i, tpc_err *e)
 	return ret;
 }
 
+/* The dp_reshardable buckets as each parameter's state (megatron_dp_optim.c),
+ * then the bucket entries and tensors dropped. */
+static int dp_buckets(dcp_read *r, size_t first, tpc_err *e)
+{
+	int ret = tpc__mcore_dp_map(&r->mo, r->ck, &r->m, r->vals, r->mpath, e);
+	size_t kept = 0;
+	for (size_t i = 0; !ret && i < r->m.n; i++) {
+		if (tpc__mcore_optim_key(r->m.e[i].fqn)) { /* all the kept optimizer entries are the buckets' */
+			tpc__dcp_entry_release(&r->m.e[i]);
+			tpc_value_unref(r->vals[i]);
+			continue;
+		}
+		r->vals[kept] = r->vals[i];
+		r->m.e[kept++] = r->m.e[i];
+	}
+	if (!ret) {
+		for (size_t i = kept; i < r->m.n; i++)
+			r->vals[i] = NULL;
+		r->m.n = kept;
+		ret = tpc_ckpt_drop_prefixed(r->ck, first, "optimizer.distributed.", e);
+	for (int k = 0; k < 2 && !ret; k++)
+		ret = tpc_ckpt_drop_prefixed(r->ck, first, k ? "chained_1.optimizer.distributed." : "chained_0.optimizer.distributed.", e);
+	}
+	return ret;
+}
+
 /* The object tree: planner_data's nesting, tensors as leaves. */
 static int build_tree(dcp_read *r, tpc_value *root, tpc_err *e)
 {
@@ -752,6 +778,9 @@ int tpc__dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_
 		goto out;
 	/* drop the per-chunk tensors; the assembled ones stay */
 	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
+		goto out;
+	/* dp_reshardable: the buckets mapped to each parameter's state, then gone */
+	if (r.mo.on && r.mo.dp && (ret = dp_buckets(&r, first, e)))
 		goto out;
 	if (!(root = tpc_value_new(TPC_V_DICT))) {
 		ret = tpc_err_nomem(e);

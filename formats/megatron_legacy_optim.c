@@ -17,7 +17,8 @@
  *   (_compute_per_buffer_param_layout, :506-589): the trainable parameters
  *   in reverse named_parameters order, each start aligned to 64 elements
  *   (param_layout.py pad_param_start), a bucket closed once it holds
- *   bucket_size elements or more, and a shared embedding in a bucket of its
+ *   bucket_size elements or more, and a shared embedding (tied across pipeline
+ *   stages; at one stage no parameter is one) in a bucket of its
  *   own (:530-531, 555-562, 568-577); bucket_size is DDP's (distributed/
  *   distributed_data_parallel.py:131-137: --ddp-bucket-size, else
  *   max(40000000, 1000000 x the data-parallel (x context-parallel) size),
@@ -59,18 +60,6 @@ static const tpc_value *dget(const tpc_value *d, const char *k)
 	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
 }
 
-/* argparse.Namespace field k, as an int (def when absent or None) */
-static bool arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v)
-{
-	const tpc_value *x = args && args->kind == TPC_V_CALL && args->n >= 3 ? dget(args->items[2], k) : NULL;
-	*v = def;
-	if (!x || x->kind == TPC_V_NONE)
-		return false;
-	if (x->kind == TPC_V_INT || x->kind == TPC_V_BOOL)
-		*v = x->ival;
-	return true;
-}
-
 /* The one gbuf's world tensors: "param", "exp_avg", "exp_avg_sq" (ix[]) and
  * numel_unpadded, checked. */
 static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *sib, int64_t ix[3], int64_t *unpadded,
@@ -107,63 +96,46 @@ static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *si
 	return 0;
 }
 
-static int64_t pad64(int64_t x)
-{
-	return (x + 63) / 64 * 64;
-}
-
 /* Each parameter's offset in the coalesced tensors (pos[], in model order),
  * by the buffer layout; the total into *total, the buckets into *nb. */
 static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_value *args, int64_t *pos,
 		  int64_t *total, int64_t *nb, const char *path, tpc_err *e)
 {
-	int64_t overlap, bucket = -1, dp, cp, untie, pp;
-	arg_int(args, "overlap_grad_reduce", 0, &overlap);
-	arg_int(args, "pipeline_model_parallel_size", 1, &pp);
-	arg_int(args, "untie_embeddings_and_output_weights", 0, &untie);
-	if (overlap && !arg_int(args, "ddp_bucket_size", 0, &bucket)) {
-		if (!arg_int(args, "data_parallel_size", 0, &dp) || dp < 1)
-			return tpc_err_at(e, TPC_EINPUT, path, NULL,
-					  "args has no data_parallel_size, which sets the distributed optimizer's bucket size (--overlap-grad-reduce without --ddp-bucket-size)");
-		arg_int(args, "context_parallel_size", 1, &cp);
-		bucket = 1000000 * dp * (cp > 0 ? cp : 1);
-		if (bucket < 40000000)
-			bucket = 40000000;
-	}
-	int64_t start = 0, bstart = 0, coff = 0, inb = 0;
-	*nb = 0;
-	for (size_t j = np; j-- > 0;) {
+	int64_t bucket, untie, pp;
+	int ret = tpc__mcore_bucket_size(args, 0, &bucket, path, e);
+	tpc__mcore_arg_int(args, "pipeline_model_parallel_size", 1, &pp);
+	tpc__mcore_arg_int(args, "untie_embeddings_and_output_weights", 0, &untie);
+	int64_t *numel = tpc_calloc(3 * np + 1, sizeof(int64_t)), *bk = numel + np, *sizes = numel + 2 * np;
+	bool *shared = tpc_calloc(np + 1, sizeof(bool));
+	if (!ret && (!numel || !shared))
+		ret = tpc_err_nomem(e);
+	size_t n = 0, bad;
+	for (size_t j = 0; !ret && j < np; j++) {
 		const tpc_tensor *t = &ck->t[par[j]];
-		/* the shared embedding: the word embeddings on the first stage, the
-		 * output layer's copy on the last, when tied across stages
-		 * (language_module.py:263-290 sets shared_embedding only at pp > 1) */
-		bool shared = !untie && pp > 1 &&
-			      (!strcmp(t->name, "embedding.word_embeddings.weight") || !strcmp(t->name, "output_layer.weight"));
-		start = pad64(start);
-		if (shared && inb) { /* close the bucket before it */
-			coff += start - bstart;
-			(*nb)++;
-			bstart = start; /* bucket ends are padded to multiples of 128: 64-aligned */
-			inb = 0;
-		}
-		pos[j] = coff + (start - bstart);
-		int64_t end = start + (int64_t)t->numel;
-		inb++;
-		if ((bucket > 0 && end - bstart >= bucket) || shared) {
-			coff += end - bstart;
-			(*nb)++;
-			start = bstart = pad64(end);
-			inb = 0;
-		} else {
-			start = end;
-		}
+		numel[j] = (int64_t)t->numel;
+		/* a bucket of its own: the word embeddings on the first stage and
+		 * the output layer's copy on the last, when tied across stages
+		 * ('shared_embedding': language_module.py:258-283 at d98e8a6 sets it
+		 * only at pp > 1; with one stage it returns before) */
+		shared[j] = !untie && pp > 1 &&
+			    (!strcmp(t->name, "embedding.word_embeddings.weight") || !strcmp(t->name, "output_layer.weight"));
 	}
-	if (inb) {
-		coff += start - bstart;
-		(*nb)++;
+	if (!ret)
+		tpc__mcore_layout(numel, shared, np, bucket, NULL, 0, bk, pos, sizes, &n, &bad);
+	/* the buckets back to back, each without its end padding */
+	int64_t off = 0;
+	for (size_t b = 0; !ret && b < n; b++) {
+		int64_t sz = sizes[b];
+		sizes[b] = off;
+		off += sz;
 	}
-	*total = coff;
-	return 0;
+	for (size_t j = 0; !ret && j < np; j++)
+		pos[j] += sizes[bk[j]];
+	*total = off;
+	*nb = (int64_t)n;
+	free(numel);
+	free(shared);
+	return ret;
 }
 
 /* The moments and master of each parameter as tensors named
@@ -268,12 +240,12 @@ static int model_params(const tpc_ckpt *ck, const tpc_value *root, const char *p
 {
 	const tpc_value *args = dget(root, "args"), *model = dget(root, "model");
 	int64_t vp, ne;
-	arg_int(args, "virtual_pipeline_model_parallel_size", 1, &vp);
+	tpc__mcore_arg_int(args, "virtual_pipeline_model_parallel_size", 1, &vp);
 	if (!model || vp > 1)
 		return tpc_err_at(e, TPC_EINPUT, path, NULL, dget(root, "model0") || vp > 1
 				  ? "holds model chunks (model0, model1, ...: virtual pipeline stages), each with its own buffer: not read yet"
 				  : "holds no 'model' beside its distrib_optim.pt");
-	arg_int(args, "num_experts", 0, &ne);
+	tpc__mcore_arg_int(args, "num_experts", 0, &ne);
 	if (ne > 0)
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
 				  "a model with %lld experts: their buffer has its own data-parallel group, not read yet", (long long)ne);
@@ -386,8 +358,8 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 	if (!ret) {
 		tpc_buf b = TPC_BUF_INIT;
 		int64_t tp, pp;
-		arg_int(mo.args, "tensor_model_parallel_size", 1, &tp);
-		arg_int(mo.args, "pipeline_model_parallel_size", 1, &pp);
+		tpc__mcore_arg_int(mo.args, "tensor_model_parallel_size", 1, &tp);
+		tpc__mcore_arg_int(mo.args, "pipeline_model_parallel_size", 1, &pp);
 		if (tp * pp > 1)
 			tpc_buf_addf(&b, "Megatron legacy rank file of a tp %lld x pp %lld set with its distributed optimizer's state (this rank's slices: 'tpconv convert SAVE_DIR --optimizer' joins the set's)",
 				     (long long)tp, (long long)pp);

@@ -90,11 +90,12 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 				 "'optimizer' has no param_state_sharding_type: not Megatron's distributed optimizer (a chained optimizer of other than a dense and an expert part, or a plain one, is not read yet)");
 		return ret;
 	}
-	static const char *const buckets[] = {"dp_reshardable", "dp_zero_gather_scatter", "fully_sharded_bucket_space"};
+	static const char *const buckets[] = {"dp_zero_gather_scatter", "fully_sharded_bucket_space"};
 	bool bucket = false;
 	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++)
 		bucket = bucket || !strcmp(st->str, buckets[i]);
-	if (!bucket && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
+	bool dp = !strcmp(st->str, "dp_reshardable");
+	if (!bucket && !dp && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
 				 "unknown param_state_sharding_type '%.40s' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)",
 				 st->str);
@@ -102,13 +103,15 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 	}
 	if (bucket) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "the distributed optimizer's state is stored as '%.40s', flat bucket buffers that do not name their parameters (Megatron's parameter order is not in the save); tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable) and 'fully_sharded_model_space'",
+				 "the distributed optimizer's state is stored as '%.40s', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'",
 				 st->str);
 		return ret;
 	}
+	*type = st->str;
+	if (dp) /* the param groups are in the DCP files (megatron_dp_optim.c) */
+		return 0;
 	const tpc_value *pg = dget(inner, "param_groups");
 	*pgs = pg;
-	*type = st->str;
 	if (!is_seq(pg) || !pg->n) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
 		return ret;
@@ -177,7 +180,7 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 		goto out;
 	const tpc_value *pg = pgs[0];
 	tpc_value *all = NULL;
-	if (nparts == 2) {
+	if (nparts == 2 && pg) { /* dp_reshardable: the groups are in the DCP files */
 		if (!(all = tpc_value_new(TPC_V_LIST))) {
 			ret = tpc_err_nomem(e);
 			goto out;
@@ -191,14 +194,15 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 			goto out;
 		}
 	}
-	mo->ndense = pgs[0]->n;
+	mo->dp = !strcmp(type, "dp_reshardable");
+	mo->ndense = pg ? pg->n : 0;
 	mo->chained = nparts == 2;
 	if (!(mo->type = tpc_strdup(type))) {
 		tpc_value_unref(all);
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	mo->groups = all ? all : tpc_value_ref((tpc_value *)pg);
+	mo->groups = all ? all : pg ? tpc_value_ref((tpc_value *)pg) : NULL;
 	mo->common = path;
 	path = NULL;
 	mo->args = dget(ck.root, "args") ? tpc_value_ref((tpc_value *)dget(ck.root, "args")) : NULL;
@@ -227,13 +231,38 @@ static size_t state_key(const char *fqn)
 	return 0;
 }
 
+bool tpc__mcore_optim_key(const char *fqn)
+{
+	if (!strncmp(fqn, "optimizer.", 10))
+		return true;
+	if (strncmp(fqn, "chained_", 8) || fqn[8] < '0' || fqn[8] > '9')
+		return false;
+	const char *p = fqn + 8;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return !strncmp(p, ".optimizer.", 11);
+}
+
 int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, const char *path, tpc_err *e)
 {
-	(void)mo;
+	if (!tpc__mcore_optim_key(en->fqn))
+		return 1;
+	/* a chained optimizer's keys: 'chained_0.' (dense) and 'chained_1.'
+	 * (expert-parallel) before the bucket forms' (optimizer.py:1573-1603) */
+	if (mo->dp && mo->chained && (!strncmp(en->fqn, "chained_0.optimizer.distributed.dp_group_idx_", 45) ||
+				      !strncmp(en->fqn, "chained_1.optimizer.distributed.dp_group_idx_", 45)))
+		return 1;
 	if (strncmp(en->fqn, "optimizer.", 10))
+		return tpc_err_at(e, TPC_EINPUT, path, en->fqn, mo->dp && mo->chained
+				  ? "an entry of a chained optimizer tpconv does not know (neither chained_0. nor chained_1.optimizer.distributed.dp_group_idx_G.*): refused rather than dropped"
+				  : "a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet");
+	if (mo->dp && !mo->chained && !strncmp(en->fqn, "optimizer.distributed.dp_group_idx_", 35))
 		return 1;
-	if (state_key(en->fqn) && en->tensor)
+	if (!mo->dp && state_key(en->fqn) && en->tensor)
 		return 1;
+	if (mo->dp)
+		return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
+				  "an optimizer entry tpconv does not know in a dp_reshardable save (neither optimizer.distributed.dp_group_idx_G.* buckets nor their sizes and param groups): refused rather than dropped");
 	return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
 			  "an optimizer entry tpconv does not know (neither optimizer.state.{exp_avg,exp_avg_sq,param,fp32_param}.KEY tensors): refused rather than dropped");
 }
@@ -396,6 +425,85 @@ int tpc__mcore_optim_unflat(const tpc_dcp_entry *en, const tpc_dcp_entry *pe, co
 				  "a local shard of its parameter '%s' %s holds %llu elements, the flattened form stores %lld per fragment",
 				  pe->fqn, want, (unsigned long long)n, (long long)en->shape[g.k]);
 	return build_grid(&g, 0, out, e);
+}
+
+/* ---- Megatron's buffer layout (both bucket readers) ---- */
+
+bool tpc__mcore_arg_int(const tpc_value *args, const char *k, int64_t def, int64_t *v)
+{
+	const tpc_value *x = ns_field(args, k);
+	*v = def;
+	if (!x || x->kind == TPC_V_NONE)
+		return false;
+	if (x->kind == TPC_V_INT || x->kind == TPC_V_BOOL)
+		*v = x->ival;
+	return true;
+}
+
+int tpc__mcore_bucket_size(const tpc_value *args, int64_t pp_rank, int64_t *bucket, const char *path, tpc_err *e)
+{
+	int64_t overlap, dp, cp;
+	tpc__mcore_arg_int(args, "overlap_grad_reduce", 0, &overlap);
+	*bucket = 0;
+	if (!overlap || pp_rank > 0)
+		return 0;
+	if (tpc__mcore_arg_int(args, "ddp_bucket_size", 0, bucket))
+		return 0;
+	if (!tpc__mcore_arg_int(args, "data_parallel_size", 0, &dp) || dp < 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args has no data_parallel_size, which sets the distributed optimizer's bucket size (--overlap-grad-reduce without --ddp-bucket-size)");
+	tpc__mcore_arg_int(args, "context_parallel_size", 1, &cp);
+	*bucket = 1000000 * dp * (cp > 0 ? cp : 1);
+	if (*bucket < 40000000)
+		*bucket = 40000000;
+	return 0;
+}
+
+static int64_t pad64(int64_t x)
+{
+	return (x + 63) / 64 * 64;
+}
+
+int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, const int64_t *want,
+		      size_t nwant, int64_t *bk, int64_t *at, int64_t *sizes, size_t *nb, size_t *bad)
+{
+	int64_t start = 0, bstart = 0, end = 0;
+	size_t inb = 0;
+	*nb = 0;
+	*bad = n;
+	sizes[0] = 0;
+	for (size_t j = n; j-- > 0;) {
+		start = pad64(start);
+		if (shared[j] && inb) { /* close the bucket before the shared embedding */
+			sizes[(*nb)++] = start - bstart;
+			bstart = start; /* a bucket's end is padded to lcm(dp, 128): 64-aligned */
+			inb = 0;
+		}
+		end = start + numel[j];
+		if (want && (*nb >= nwant || end - bstart > want[*nb])) {
+			sizes[*nb] = end - bstart; /* how far it would reach */
+			*bad = j;
+			return -1;
+		}
+		bk[j] = (int64_t)*nb;
+		at[j] = start - bstart;
+		inb++;
+		bool close = want ? end - bstart == want[*nb] : (bucket > 0 && end - bstart >= bucket);
+		if (close || shared[j]) {
+			sizes[(*nb)++] = end - bstart;
+			start = bstart = pad64(end);
+			inb = 0;
+		} else {
+			start = end;
+		}
+	}
+	if (want && (inb || *nb != nwant)) { /* the parameters end first */
+		sizes[*nb] = inb ? end - bstart : 0;
+		return -1;
+	}
+	if (inb)
+		sizes[(*nb)++] = end - bstart;
+	return 0;
 }
 
 /* ---- the tree get_state_dict saves (tpc_optim.h) ---- */

@@ -20,6 +20,7 @@ Mutations (KEY is a tensor fqn of the fixture):
   rename:OLD=NEW   entry OLD is called NEW (metadata, its chunks' storage keys,
                    its planner_data path: the longest component re-cut)
   swap:A=B         entries A and B trade names
+  drop:KEY         entry KEY is gone (metadata, storage keys, planner_data)
 """
 import copy
 import io
@@ -145,6 +146,14 @@ def main(src, dst, mut):
     if kind == "dangerous":
         os_system = stub("os", "system")
         md.storage_meta.__dict__["load_id"] = os_system
+        save(md, mp)
+        return
+    if kind == "drop":
+        del md.state_dict_metadata[arg]
+        for k in [k for k in md.storage_data if k.fqn == arg]:
+            del md.storage_data[k]
+        if md.planner_data is not None:
+            md.planner_data.pop(arg, None)
         save(md, mp)
         return
     if kind in ("rename", "swap"):

@@ -4,19 +4,21 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR     (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
-flattened), each a save folder (latest_checkpointed_iteration.txt,
+flattened) and OUTDIR/megatron_optim_dpr/ ('dp_reshardable', the buckets
+themselves, at tp 2 x dp 2 x pp 2: below), each a save folder (latest_checkpointed_iteration.txt,
 iter_0000007/ with .metadata, one __R_0.distcp per rank, common.pt,
-metadata.json) of the same tiny GPT (2 layers, hidden 8, tp 2, dp 4: eight
-gloo processes; dp 4 so that, with Megatron's 64-element alignment, two
+metadata.json) of the same tiny GPT (2 layers, hidden 8; the first two at
+tp 2, dp 4: eight gloo processes; dp 4 so that, with Megatron's 64-element alignment, two
 parameters' ranges cross DP ranks, one of them the SwiGLU fc1 whose range
 is also cut at its gate/up halves).
 
 Every optimizer value names its parameter and element: for the parameter
-with id k in PARAMS (per layer, Megatron's named_parameters order) element i
+with id k in PARAMS (an id; Megatron's named_parameters order, which only
+the dp_reshardable buffers depend on, is LAYER_ORDER below) element i
 (C order, TP merged) holds exp_avg k*1024 + i + 0.25, exp_avg_sq + 0.5 and the
 fp32 master + 0.75; the model weights are the masters in bf16. The common
 state holds two param groups as Megatron's standard override splits them
@@ -31,6 +33,10 @@ import sys
 import torch
 
 L, H, QKV, PROJ_IN, I, V, TP, DP = 2, 8, 24, 8, 16, 40, 2, 4
+# the virtual-pipeline save (OUTDIR vpp) is of the same GPT with 4 layers at
+# tp 1; these set L and TP for it and for megatron_optim_check.py
+L = int(os.environ.get("MEGATRON_OPTIM_LAYERS", L))
+TP = int(os.environ.get("MEGATRON_OPTIM_TP", TP))
 STEP = 7
 
 # stacked key -> (per-layer shape, TP split: ('rows'|'cols'|'swiglu'|None))
@@ -270,7 +276,455 @@ def save(out, name, kind, port):
     print("wrote", save_dir)
 
 
+# ---- 'dp_reshardable', Megatron's default since 0.13: the buckets themselves ----
+#
+# distrib_optimizer.py at d98e8a6: sharded_param_state_dp_reshardable
+# (:1838-1986) over get_parameter_state_dp_reshardable (:1227-1260), the
+# buffer layout _compute_per_buffer_param_layout (:506-589) with
+# param_layout.py's pad_param_start / pad_bucket_end, and sharded_state_dict
+# (:1462-1582): the non-parameter state as ShardedObjects of each DP group.
+# Written at tp 2 x dp 2 x pp 2 (eight gloo processes, ranks in
+# parallel_state.py's default order tp-cp-ep-dp-pp: rank = tp + 2 dp + 4 pp;
+# the DP group's index, optimizer/__init__.py:1086 and 1143, is the rank in
+# the tp-pp group: tp + 2 pp), --overlap-grad-reduce with --ddp-bucket-size
+# 200 so that stage 0 has several buckets (stage 1 has one: DDP turns
+# bucketing off past the first stage, distributed_data_parallel.py:164-171).
+
+DPR_DP, DPR_PP, DPR_BUCKET = 2, 2, 200
+# model chunks per pipeline rank (virtual pipeline stages): 2 for OUTDIR vpp
+DPR_VPP = int(os.environ.get("MEGATRON_OPTIM_VPP", 1))
+DPR_DTYPE = (torch.bfloat16, torch.float32)  # (param, grad) dtype: the buffer's key
+
+# One layer's parameters in named_parameters order, i.e. module registration
+# order: TransformerLayer registers input_layernorm, self_attention, ...,
+# mlp (transformer_layer.py:368-456); Attention registers core_attention and
+# linear_proj (attention.py:382, 413) before SelfAttention's linear_qkv
+# (:1692); TransformerEngine's LayerNormLinear registers layer_norm_weight
+# (and layer_norm_bias) before weight and bias (layernorm_linear.py at
+# TransformerEngine 3ec8787, __init__); MLP linear_fc1 before linear_fc2
+# (mlp.py:219, 240). The model's embedding comes first and its
+# final_layernorm and output_layer last (gpt_model.py, transformer_block.py).
+LAYER_ORDER = [
+    "decoder.layers.self_attention.linear_proj.weight",
+    "decoder.layers.self_attention.linear_qkv.layer_norm_weight",
+    "decoder.layers.self_attention.linear_qkv.weight",
+    "decoder.layers.self_attention.linear_qkv.bias",
+    "decoder.layers.mlp.linear_fc1.layer_norm_weight",
+    "decoder.layers.mlp.linear_fc1.weight",
+    "decoder.layers.mlp.linear_fc2.weight",
+]
+
+
+def chunk_of(name):
+    """The (pipeline rank, model chunk) holding a parameter: model chunk v of
+    pipeline rank p holds layers from v L / VPP + p L / (PP VPP)
+    (transformer_layer.py:202, get_transformer_layer_offset), the embedding
+    chunk 0 of rank 0, the final norm and output layer the last chunk of the
+    last rank."""
+    if name.startswith("decoder.layers."):
+        c = int(name.split(".")[2]) // (L // (DPR_PP * DPR_VPP))
+        return c % DPR_PP, c // DPR_PP
+    return (0, 0) if name.startswith("embedding.") else (DPR_PP - 1, DPR_VPP - 1)
+
+
+def stage_of(name):
+    return chunk_of(name)[0]
+
+
+def stage_params(pp, v=0):
+    """Model chunk v of pipeline rank pp: its parameters in named_parameters
+    order, (name, shape, split)."""
+    info = {p[0]: p for p in PARAMS}
+    names = [n for n in ["embedding.word_embeddings.weight"] if chunk_of(n) == (pp, v)]
+    n = L // (DPR_PP * DPR_VPP)
+    for l in range((v * DPR_PP + pp) * n, (v * DPR_PP + pp + 1) * n):
+        names += [per_layer(k, l) for k in LAYER_ORDER]
+    names += [n for n in ["decoder.final_layernorm.weight", "output_layer.weight"] if chunk_of(n) == (pp, v)]
+    return [(n, info[n][3], info[n][4]) for n in names]
+
+
+def local_param(t, split, tp):
+    """TP rank tp's local parameter (every rank holds a replicated one whole)."""
+    return t if split is None else torch.cat([f for _, f in local(t, split, tp)])
+
+
+def dpr_layout(pp, v=0):
+    """Model chunk v of stage pp: its one buffer as buckets:
+    [(numel_unpadded, numel, [(name, start in the bucket, local numel)])]:
+    params in reverse order, starts aligned to 64, a bucket closed once it
+    holds bucket_size elements or more (only in the first chunk of the first
+    stage: training.py:2505-2514, distributed_data_parallel.py:164-171), its
+    end padded to lcm(dp, 128) (no shared embedding: untied)."""
+    return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP)
+
+
+def layout_buckets(params, bucket, ndp):
+    """A buffer of params [(name, shape, split)] (split None: whole on every
+    rank; else 1/TP of it, an expert's whole) laid out as dpr_layout says,
+    its bucket ends padded to lcm(ndp, 128)."""
+    div = math.lcm(ndp, 128)
+    out, cur, start, bstart, end = [], [], 0, 0, 0
+    for name, shape, split in reversed(params):
+        start = pad_to(start, 64)
+        n = math.prod(shape) // (1 if split is None or split == "expert" else TP)
+        cur.append((name, start - bstart, n))
+        end = start + n
+        if bucket is not None and end - bstart >= bucket:
+            out.append((end - bstart, pad_to(end, div) - bstart, cur))
+            cur, start = [], pad_to(end, div)
+            bstart = start
+        else:
+            start = end
+    if cur:
+        out.append((end - bstart, pad_to(end, div) - bstart, cur))
+    return out
+
+
+def dpr_items(bk, dp, ndp=None):
+    """DP rank dp's pieces of one bucket, as :1890-1986 cut them: [(name or
+    None for padding, [a, b) in the local parameter, [s, e) in the rank's
+    shard)]: the parameters' ranges, and padding wherever they leave a gap
+    before the unpadded end (the intra-param padding; the end padding is
+    dropped)."""
+    unpadded, numel, params = bk
+    per = numel // (ndp or DPR_DP)
+    lo, hi = dp * per, (dp + 1) * per
+    items = []
+    for name, s, n in params:
+        a, b = max(s, lo), min(s + n, hi)
+        if b > a:
+            items.append((name, a - s, b - s, a - lo, b - lo))
+    assert items, "empty bucket encountered"
+    out = []
+    for i in range(-1, len(items)):
+        if i >= 0:
+            out.append(items[i])
+        nxt = per if i == len(items) - 1 else items[i + 1][3]
+        cur = 0 if i == -1 else items[i][4]
+        if nxt != cur and lo + cur < unpadded:
+            out.append((None, 0, 0, cur, nxt))
+    return out
+
+
+def dpr_rank(tp, dp, pp):
+    return tp + TP * dp + TP * DPR_DP * pp
+
+
+def dpr_model(key, rank):
+    """key's global tensor as the model saves it (TP fragments, on DP rank 0
+    of the stage that holds each layer)."""
+    ps = [p for p in PARAMS if p[1] == key]
+    stacked = ps[0][2] is not None
+    gshape = ((L,) if stacked else ()) + ps[0][3]
+    all_, mine = [], []
+    for name, _, l, shape, split in ps:
+        t = tagged(pid(name), shape, 0.75).to(torch.bfloat16)
+        for tp in range(TP):
+            for off, frag in local(t, split, tp):
+                o = ((l,) if stacked else ()) + off
+                d = frag.unsqueeze(0) if stacked else frag
+                r = dpr_rank(tp, 0, stage_of(name))
+                all_.append((r, o, tuple(d.shape)))
+                if rank == r:
+                    mine.append((o, d))
+    return sharded_tensor(gshape, all_, mine, torch.bfloat16)
+
+
+def dpr_object(obj):
+    """A ShardedObject as Megatron's torch strategy saves it: a list of the
+    rank's objects under the key, torch.save'd (strategies/torch.py:317-322)."""
+    import io
+    b = io.BytesIO()
+    torch.save([obj], b)
+    b.seek(0)
+    return b
+
+
+def dpr_bucket(sd, rank, pre, g_tp, g_pp, v, b, bk, info):
+    """Bucket b of gbuf v of DP group (g_tp, g_pp): rank's pieces of its
+    param, exp_avg and exp_avg_sq tensors into sd."""
+    per = bk[1] // DPR_DP
+    for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+        all_, mine = [], []
+        for g_dp in range(DPR_DP):
+            r = dpr_rank(g_tp, g_dp, g_pp)
+            for name, a, e, s, s_end in dpr_items(bk, g_dp):
+                all_.append((r, (g_dp * per + s,), (s_end - s,)))
+                if r != rank:
+                    continue
+                if name is None:  # torch.empty in Megatron: any bytes
+                    mine.append(((g_dp * per + s,), torch.full((s_end - s,), -1.0)))
+                else:
+                    shape, split = info[name][3], info[name][4]
+                    val = local_param(tagged(pid(name), shape, add), split, g_tp).reshape(-1)
+                    mine.append(((g_dp * per + s,), val[a:e].clone()))
+        key = "%s.gbuf_idx_%d.dtype_%s.bucket_idx_%d.%s" % (pre, v, DPR_DTYPE, b, sk)
+        if any(r == rank for r, _, _ in all_):
+            sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
+
+
+def dpr_worker(rank, world, iterdir, port):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    tp, dp, pp = rank % TP, rank // TP % DPR_DP, rank // (TP * DPR_DP)
+    sd = {key: dpr_model(key, rank) for key, *_ in KEYS}
+    info = {p[0]: p for p in PARAMS}
+    for g_pp in range(DPR_PP):
+        chunks = [dpr_layout(g_pp, v) for v in range(DPR_VPP)]  # one buffer per model chunk: gbuf v
+        for g_tp in range(TP):
+            G = g_tp + TP * g_pp
+            pre = "optimizer.distributed.dp_group_idx_%d" % G
+            if (g_tp, g_pp) == (tp, pp) and dp == 0:  # replica_id (0, 0, dp rank)
+                sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in bs]} for bs in chunks])
+                sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object(
+                    [{DPR_DTYPE: [b[0] for b in bs]} for bs in chunks])
+                sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": groups()})
+            for v, buckets in enumerate(chunks):
+                for b, bk in enumerate(buckets):
+                    dpr_bucket(sd, rank, pre, g_tp, g_pp, v, b, bk, info)
+
+    class Planner(DefaultSavePlanner):
+        """Megatron's MCoreSavePlanner (strategies/torch.py:407-468): the
+        ShardedObjects' bytes are written as they are, not torch.save'd again."""
+
+        def transform_object(self, write_item, object):
+            return object
+
+    dcp.save(sd, checkpoint_id=iterdir, planner=Planner(flatten_state_dict=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def save_dp_reshardable(out, name, port):
+    import torch.multiprocessing as mp
+    save_dir = os.path.join(out, name)
+    iterdir = os.path.join(save_dir, "iter_0000007")
+    os.makedirs(iterdir, exist_ok=True)
+    world = TP * DPR_DP * DPR_PP
+    mp.spawn(dpr_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    with open(os.path.join(iterdir, "metadata.json"), "w") as f:
+        f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+                              ffn_hidden_size=I, padded_vocab_size=V, tensor_model_parallel_size=TP,
+                              pipeline_model_parallel_size=DPR_PP, data_parallel_size=DPR_DP,
+                              context_parallel_size=1,
+                              virtual_pipeline_model_parallel_size=DPR_VPP if DPR_VPP > 1 else None,
+                              decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
+                              overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
+                              untie_embeddings_and_output_weights=True, num_experts=None, swiglu=True,
+                              use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
+    # the common state: the sharding type only (the param groups are the
+    # ShardedObjects above, :1531-1546)
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
+              "optimizer": {"param_state_sharding_type": "dp_reshardable"}}
+    torch.save(common, os.path.join(iterdir, "common.pt"))
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(STEP))
+    print("wrote", save_dir, [[[(b[0], b[1]) for b in dpr_layout(p, v)] for v in range(DPR_VPP)] for p in range(DPR_PP)])
+
+
+# ---- a mixture of experts in 'dp_reshardable' form: two optimizers ----
+#
+# With routed experts Megatron chains two distributed optimizers
+# (optimizer/__init__.py:1170-1245): the dense parameters' (DP group index
+# the tp-pp rank) and the experts' (allreduce False: expert parallelism > 1,
+# param_and_grad_buffer.py:888-933; DP group index the rank in the
+# expert tp-ep-pp group, :1229-1245, parallel_state.py's expert
+# RankGenerator: etp + ETP (ep + EP pp)), each over its own buffers and DP
+# group (the expert one: world / (ETP EP PP) ranks). ChainedOptimizer
+# prefixes every key 'chained_N.' for the bucket forms (optimizer.py
+# :1573-1603), and the common state is {0: dense, 1: expert}. The model: 2
+# layers of attention and a router over 4 experts (SequentialMLP,
+# experts.py:1409-1451: local_experts.i, fc1 then fc2, no SwiGLU), tp 1,
+# ep 2, dp 4 (expert dp 2): four gloo processes, global rank = ep + 2 edp.
+
+E, FF, EP = 4, 16, 2
+MOE = os.environ.get("MEGATRON_OPTIM_MOE") == "1"
+MOE_KEYS = [
+    ("embedding.word_embeddings.weight", (V, H), "rows", False),
+    ("decoder.layers.self_attention.linear_qkv.layer_norm_weight", (H,), None, True),
+    ("decoder.layers.self_attention.linear_qkv.weight", (QKV, H), "rows", True),
+    ("decoder.layers.self_attention.linear_qkv.bias", (QKV,), "rows", True),
+    ("decoder.layers.self_attention.linear_proj.weight", (H, PROJ_IN), "cols", True),
+    ("decoder.layers.pre_mlp_layernorm.weight", (H,), None, True),
+    ("decoder.layers.mlp.router.weight", (E, H), None, True),
+    ("decoder.layers.mlp.experts.experts.linear_fc1.weight", (FF, H), "expert", True),
+    ("decoder.layers.mlp.experts.experts.linear_fc2.weight", (H, FF), "expert", True),
+    ("decoder.final_layernorm.weight", (H,), None, False),
+    ("output_layer.weight", (V, H), "rows", False),
+]
+# one layer's dense parameters in named_parameters order (TransformerLayer:
+# pre_mlp_layernorm before mlp; MoELayer: router before experts,
+# moe_layer.py:260, 334), and an expert's (MLP: fc1, fc2)
+MOE_LAYER_ORDER = [
+    "decoder.layers.self_attention.linear_proj.weight",
+    "decoder.layers.self_attention.linear_qkv.layer_norm_weight",
+    "decoder.layers.self_attention.linear_qkv.weight",
+    "decoder.layers.self_attention.linear_qkv.bias",
+    "decoder.layers.pre_mlp_layernorm.weight",
+    "decoder.layers.mlp.router.weight",
+]
+MOE_EXPERT_ORDER = ["linear_fc1.weight", "linear_fc2.weight"]
+
+
+def expert_name(l, e, what):
+    return "decoder.layers.%d.mlp.experts.local_experts.%d.%s" % (l, e, what)
+
+
+def moe_params():
+    """(name, key, layer, shape, split), an expert's split ('expert', e)."""
+    out = [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[:1]]
+    for l in range(L):
+        for k, s, sp, st in MOE_KEYS:
+            if not st:
+                continue
+            if sp == "expert":
+                out += [(expert_name(l, e, k.split(".experts.experts.")[1]), k, l, s, ("expert", e)) for e in range(E)]
+            else:
+                out.append((per_layer(k, l), k, l, s, sp))
+    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-2:]]
+    return out
+
+
+if MOE:  # megatron_optim_check.py reads the MoE model's parameters
+    KEYS, PARAMS = MOE_KEYS, moe_params()
+
+
+def moe_dense_params():
+    info = {p[0]: p for p in PARAMS}
+    names = ["embedding.word_embeddings.weight"]
+    for l in range(L):
+        names += [per_layer(k, l) for k in MOE_LAYER_ORDER]
+    names += ["decoder.final_layernorm.weight", "output_layer.weight"]
+    return [(n, info[n][3], info[n][4]) for n in names]
+
+
+def moe_expert_params(ep):
+    info = {p[0]: p for p in PARAMS}
+    names = []
+    for l in range(L):
+        for i in range(E // EP):
+            names += [expert_name(l, ep * (E // EP) + i, w) for w in MOE_EXPERT_ORDER]
+    return [(n, info[n][3], "expert") for n in names]
+
+
+def moe_model(key, rank):
+    """key's global tensor as the model saves it: dense keys from rank 0
+    (tp 1, DP replica 0), the experts' stack [layers, experts, ...] each
+    expert from expert DP rank 0 of the ep rank holding it (rank ep)."""
+    ps = [p for p in PARAMS if p[1] == key]
+    stacked = ps[0][2] is not None
+    expert = isinstance(ps[0][4], tuple)
+    gshape = ((L,) if stacked else ()) + ((E,) if expert else ()) + ps[0][3]
+    all_, mine = [], []
+    for name, _, l, shape, split in ps:
+        t = tagged(pid(name), shape, 0.75).to(torch.bfloat16)
+        pre = ((l,) if stacked else ()) + ((split[1],) if expert else ())
+        r = split[1] // (E // EP) if expert else 0
+        d = t.reshape((1,) * len(pre) + tuple(shape))
+        all_.append((r, pre + (0,) * len(shape), tuple(d.shape)))
+        if rank == r:
+            mine.append((pre + (0,) * len(shape), d))
+    return sharded_tensor(gshape, all_, mine, torch.bfloat16)
+
+
+def moe_buffer(sd, rank, pre, buckets, ranks):
+    """One optimizer's buffer (buckets) of a DP group whose DP ranks are
+    ranks[0..]: rank's pieces of each bucket's param, exp_avg, exp_avg_sq."""
+    info = {p[0]: p for p in PARAMS}
+    ndp = len(ranks)
+    for b, bk in enumerate(buckets):
+        per = bk[1] // ndp
+        for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+            all_, mine = [], []
+            for g_dp, r in enumerate(ranks):
+                for name, a, e, s0, s1 in dpr_items(bk, g_dp, ndp):
+                    all_.append((r, (g_dp * per + s0,), (s1 - s0,)))
+                    if r != rank:
+                        continue
+                    if name is None:
+                        mine.append(((g_dp * per + s0,), torch.full((s1 - s0,), -1.0)))
+                    else:
+                        val = tagged(pid(name), info[name][3], add).reshape(-1)
+                        mine.append(((g_dp * per + s0,), val[a:e].clone()))
+            key = "%s.gbuf_idx_0.dtype_%s.bucket_idx_%d.%s" % (pre, DPR_DTYPE, b, sk)
+            if any(r == rank for r, _, _ in all_):
+                sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
+
+
+def moe_worker(rank, world, iterdir, port):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    sd = {key: moe_model(key, rank) for key, *_ in MOE_KEYS}
+    egroups = [dict(g, is_expert_parallel=True) for g in groups()]
+    parts = [("chained_0", 0, layout_buckets(moe_dense_params(), DPR_BUCKET, world), list(range(world)), groups())]
+    for ep in range(EP):  # expert DP group ep: ranks ep, ep + EP, ...
+        parts.append(("chained_1", ep, layout_buckets(moe_expert_params(ep), DPR_BUCKET, world // EP),
+                      list(range(ep, world, EP)), egroups))
+    for chain, g, buckets, ranks, gr in parts:
+        pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if rank == ranks[0]:  # replica_id (0, 0, dp rank): DP rank 0 writes them
+            sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
+            sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
+            sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": gr})
+        moe_buffer(sd, rank, pre, buckets, ranks)
+
+    class Planner(DefaultSavePlanner):
+        def transform_object(self, write_item, object):  # MCoreSavePlanner, as above
+            return object
+
+    dcp.save(sd, checkpoint_id=iterdir, planner=Planner(flatten_state_dict=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def save_moe(out, name, port):
+    import torch.multiprocessing as mp
+    save_dir = os.path.join(out, name)
+    iterdir = os.path.join(save_dir, "iter_0000007")
+    os.makedirs(iterdir, exist_ok=True)
+    world = 4
+    mp.spawn(moe_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    with open(os.path.join(iterdir, "metadata.json"), "w") as f:
+        f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+                              ffn_hidden_size=I, moe_ffn_hidden_size=FF, padded_vocab_size=V,
+                              tensor_model_parallel_size=1, pipeline_model_parallel_size=1, data_parallel_size=world,
+                              context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
+                              num_experts=E, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
+                              moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
+                              untie_embeddings_and_output_weights=True, swiglu=False,
+                              use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
+              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
+                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+    torch.save(common, os.path.join(iterdir, "common.pt"))
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(STEP))
+    print("wrote", save_dir, [(b[0], b[1]) for b in layout_buckets(moe_dense_params(), DPR_BUCKET, world)],
+          [[(b[0], b[1]) for b in layout_buckets(moe_expert_params(ep), DPR_BUCKET, world // EP)] for ep in range(EP)])
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
-    save(out, "megatron_optim_reshard", "fully_reshardable", 29561)
-    save(out, "megatron_optim_fsms", "fully_sharded_model_space", 29562)
+    which = sys.argv[2:] or ["reshard", "fsms", "dpr"]
+    if "reshard" in which:
+        save(out, "megatron_optim_reshard", "fully_reshardable", 29561)
+    if "fsms" in which:
+        save(out, "megatron_optim_fsms", "fully_sharded_model_space", 29562)
+    if "dpr" in which:
+        save_dp_reshardable(out, "megatron_optim_dpr", 29563)
+    if "vpp" in which:  # with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1
+        assert L == 4 and TP == 1, "vpp: run with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1"
+        os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again
+        DPR_VPP = 2
+        save_dp_reshardable(out, "megatron_optim_vpp", 29564)
+    if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
+        assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
+        save_moe(out, "megatron_optim_moe", 29565)

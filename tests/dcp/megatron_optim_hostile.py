@@ -6,11 +6,12 @@ copies the save folder SRC_SAVE (or the last SAVE named before it) to DST/N
 for the N-th MUTATION (from 0) and
 rewrites its iteration's common.pt (torch 1.13 or later) with it (one
 process for all: importing torch is the cost):
-  type:NAME   param_state_sharding_type is NAME ('dp_reshardable': Megatron's
-              current default, flat buckets without parameter names)
+  type:NAME   param_state_sharding_type is NAME ('dp_zero_gather_scatter':
+              gathered on DP rank 0, not read)
   groups3     a third param group (decoupled lr: membership not recorded)
   nostep      the param groups lose their step
   nooptim     no 'optimizer' at all
+  args:K=V    args.K = V (an int)
 and of a legacy save (make_megatron_legacy_optim.py), its rank file's args or
 its distrib_optim.pt:
   args:K=V    args.K = V (an int)
@@ -53,6 +54,9 @@ def mutate(src, dst, mut):
             del g["step"]
     elif mut == "nooptim":
         del c["optimizer"]
+    elif mut.startswith("args:"):
+        k, v = mut[5:].split("=")
+        setattr(c["args"], k, int(v))
     else:
         sys.exit("unknown mutation " + mut)
     torch.save(c, it)

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Megatron-Core's distributed optimizer in its default form since 0.13,
+# 'dp_reshardable' (TAP): the fixture tests/data/dcp/megatron_optim_dpr is a
+# torch_dist save of the same tiny GPT as megatron_optim_reshard at tp 2 x
+# dp 2 x pp 2 (--ddp-bucket-size 200: three buckets on stage 0, one on
+# stage 1), written by real torch 2.14 DCP from tests/dcp/make_megatron_optim.py
+# (a re-implementation of Megatron's writer, cited there): the buffers'
+# buckets as flat tensors that name no parameter. tpconv maps them back by
+# Megatron's parameter order and buffer layout, checks every master against
+# its weight, and gives the same optimizer.pt, byte for byte, as the
+# fully_reshardable save. megatron_optim_vpp is the same GPT with 4 layers at
+# tp 1 x dp 2 x pp 2 with 2 model chunks per pipeline rank (virtual
+# pipeline stages: one buffer per chunk), checked by value;
+# megatron_optim_moe a GPT with a router and 4 routed experts per layer at
+# tp 1 x ep 2 x dp 4: Megatron's chained optimizer of a dense and an
+# expert-parallel part ('chained_N.' keys, the experts' DP groups and
+# buckets), checked by value. What does not add up is refused by name.
+# usage: megatron_dp_optim_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=${TPC_PY:-/usr/bin/python3}
+D=$SRC/tests/data/dcp
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_dpr"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 4 DP groups, 8 buckets, every master checked against its weight): 17 parameters, 51 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# \[1\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[24, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
+  grep -q "^# param group 1: 7 parameters; lr=0.001 .* weight_decay=0 wd_mult=0$" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer: 4 DP groups' 8 buckets mapped to 17 parameters, every master checked" ||
+  bad "inspect --optimizer" "$(head -12 "$T/out" "$T/err")"
+
+mkdir -p "$T/p" "$T/r"
+run "$TPCONV" convert "$D/megatron_optim_dpr" --optimizer -o "$T/p/optimizer.pt" -q
+r1=$rc
+run "$TPCONV" convert "$D/megatron_optim_reshard" --optimizer -o "$T/r/optimizer.pt" -q
+[ "$r1$rc" = 00 ] && cmp -s "$T/p/optimizer.pt" "$T/r/optimizer.pt" &&
+  ok "dp_reshardable (tp 2 x dp 2 x pp 2) and fully_reshardable (tp 2 x dp 4) give a byte-identical optimizer.pt" ||
+  bad "convert: exit $r1 $rc" "$(cat "$T/err")"
+run "$TPCONV" convert "$D/megatron_optim_dpr" --optimizer --format dcp --dcp-ranks 2 -o "$T/d2" -q
+r2=$rc
+run "$TPCONV" convert "$T/d2" --optimizer -o "$T/x.pt" -q
+[ "$r2$rc" = 00 ] && ok "--format dcp --dcp-ranks 2 and back" || bad "dcp out: exit $r2 $rc" "$(cat "$T/err")"
+
+# virtual pipeline stages: each model chunk's buffer, its layers interleaved
+# over the stages; every value on its element (megatron_optim_check.py with
+# the generator's 4 layers at tp 1)
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_vpp"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 2 DP groups of 2 model chunks, 6 buckets, every master checked against its weight): 31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a save with virtual pipeline stages: 2 model chunks per rank, 6 buckets, 31 parameters" ||
+  bad "inspect --optimizer (vpp)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/v"
+run "$TPCONV" convert "$D/megatron_optim_vpp" --optimizer -o "$T/v/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (vpp): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/v/optimizer.pt" >"$T/py" 2>&1
+  l=$(cat "$T/py")
+  case $l in
+    "ok "*) ok "vpp: ${l#ok }" ;;
+    *) bad "vpp by value" "$l" ;;
+  esac
+else
+  skip "vpp: optimizer.pt by value" "no torch in $PY"
+fi
+
+# routed experts: the chained optimizer's dense buffer and the experts' own
+# (DP group etp + ETP (ep + EP pp), expert DP 2), every value on its element
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_moe"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 1 DP group, 6 buckets and 2 expert-parallel ones (8 buckets), every master checked against its weight): 31 parameters, 93 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" &&
+  grep -q "^# \[[0-9]*\] model.decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight BF16 \[8, 16\] (group 2): " "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a mixture of experts: the dense and the expert-parallel optimizers' buckets, 31 parameters in 4 groups" ||
+  bad "inspect --optimizer (moe)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/m"
+run "$TPCONV" convert "$D/megatron_optim_moe" --optimizer -o "$T/m/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (moe): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/m/optimizer.pt" >"$T/py" 2>&1
+  l=$(cat "$T/py")
+  case $l in
+    "ok "*) ok "moe: ${l#ok }" ;;
+    *) bad "moe by value" "$l" ;;
+  esac
+else
+  skip "moe: optimizer.pt by value" "no torch in $PY"
+fi
+
+# refused by name: a layout, order or save that does not add up
+"$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
+  args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
+  type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 \
+  "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 >/dev/null 2>&1 || rm -rf "$T/c"
+hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr
+  rm -rf "$T/h" "$T/h.pt"
+  if [ "${2%%:*}" = meta ]; then
+    mkdir -p "$T/h" && cp "$D/megatron_optim_dpr/latest_checkpointed_iteration.txt" "$T/h/" &&
+      python3 "$SRC/tests/dcp/dcp_meta.py" "$D/megatron_optim_dpr/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
+      { bad "$1: generator"; return; }
+  else
+    [ -d "$T/c/${2#c:}" ] || { skip "$1" "no torch in $PY"; return; }
+    mv "$T/c/${2#c:}" "$T/h"
+  fi
+  run "$TPCONV" convert "$T/h" --optimizer -o "$T/h.pt"
+  [ "$rc" = 3 ] && [ ! -e "$T/h.pt" ] && grep -qxF "$3" "$T/err" && ok "refused: $1" || bad "$1 (exit $rc)" "$(cat "$T/err")" "want: $3"
+}
+if [ -d "$T/c/0" ]; then
+  mkdir -p "$T/b" && run "$TPCONV" convert "$T/c/0" --optimizer -o "$T/b/optimizer.pt" -q
+  [ "$rc" = 0 ] && cmp -s "$T/b/optimizer.pt" "$T/r/optimizer.pt" &&
+    ok "args with another --ddp-bucket-size: the buckets the save records rule, the same optimizer.pt" ||
+    bad "another bucket size in args (exit $rc)" "$(cat "$T/err")"
+else
+  skip "another bucket size in args" "no torch in $PY"
+fi
+I=$T/h/iter_0000007
+G=optimizer.distributed.dp_group_idx_
+B="gbuf_idx_0.dtype_(torch.bfloat16, torch.float32).bucket_idx_0"
+hostile "two parameters swapped: the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "a frozen parameter (not in the buffer): the bucket sizes" "meta:drop:decoder.layers.mlp.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.bias': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 12 elements here would end at 204 of bucket 0, past the 200 elements per_bucket_numel_unpadded [200, 200, 224] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "a parameter in another place of the order: the bucket sizes" "meta:rename:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.input_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_proj.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 32 elements here would end at 224 of bucket 1, past the 200 elements per_bucket_numel_unpadded [200, 200, 224] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "DP groups beyond the args' tp x pp" c:1 \
+  "tpconv: error: '$I/.metadata': tensor '${G}2.$B.param': DP group 2 in a tp 2 x pp 1 save (its groups are 0..1)"
+hostile "more model chunks than layers split evenly" c:2 \
+  "tpconv: error: '$I/common.pt': tp 2 x pp 2 (x 2 model chunks) over 2 layers: not an even pipeline split, the only one tpconv maps"
+hostile "dp_zero_gather_scatter stays refused" c:3 \
+  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_zero_gather_scatter', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'"
+hostile "no per_bucket_numel_unpadded" "meta:drop:${G}2.per_bucket_numel_unpadded/shard_0_1" \
+  "tpconv: error: '$I/.metadata': no '${G}2.per_bucket_numel_unpadded': the bucket sizes every dp_reshardable save records for each DP group; not mapped"
+hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg" \
+  "tpconv: error: '$I/.metadata': tensor '${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg': a second parameter buffer of DP group 1 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
+hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
+  "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
+hostile "a parameter not in the order's table" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped"
+hostile "a virtual-pipeline save whose args say one chunk" c:4 \
+  "tpconv: error: '$I/.metadata': tensor '${G}0.gbuf_idx_1.dtype_(torch.bfloat16, torch.float32).bucket_idx_0.param': a second parameter buffer of DP group 0 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
+X="chained_1.${G}1.$B.param"
+hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
+  "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
+hostile "experts in another order (args say TEGroupedMLP): the master check" c:6 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 11264.75, which rounds differently to BF16, the model holds 8192: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "a chained optimizer's prefixed keys" "meta:rename:${G}0.$B.param=chained_0.${G}0.$B.param" \
+  "tpconv: error: '$I/.metadata': tensor 'chained_0.${G}0.$B.param': a chained optimizer's state under its 'chained_N.' prefix (ChainedOptimizer adds it for the bucket forms, and without chained_optim_avoid_prefix): not read yet"
+# without --optimizer the model alone, the prefixed entry left out with the others
+run "$TPCONV" inspect "$T/h"
+grep -qx "# optimizer state: 36 entries left out (read them with --select optimizer)" "$T/out" && ! grep -q "chained_0" "$T/out" && [ "$rc" = 0 ] &&
+  ok "without --optimizer: the model, 36 optimizer entries left out (a chained_0. one among them)" ||
+  bad "inspect without --optimizer" "$(head -5 "$T/out" "$T/err")"
+done_testing
