@@ -782,7 +782,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	tpc__mcore_mla mla = {sp->facts.q_lora_rank, sp->facts.kv_lora_rank, sp->facts.qk_nope_head_dim,
 			      sp->facts.qk_rope_head_dim, sp->facts.v_head_dim};
 	bool is_mla = pf && pf->parts.attn == TPC_PART_MLA;
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, is_mla ? &mla : NULL);
+	tpc_value *args = tpc__mcore_args(sp, LAYOUT_NAME, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, is_mla ? &mla : NULL);
 	free(layers);
 	bool bad = !root || !cm || !args;
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||
