@@ -47,6 +47,11 @@
  *   - linear_qkv: per query group [q_g; k_g; v_g] (the layout Megatron's
  *     loaders build: tools/checkpoint/loader_llama_mistral.py), tp splits the
  *     groups, so a rank's rows are one contiguous box; groups % tp == 0.
+ *     Its bias (Qwen2's q/k/v biases, args add_qkv_bias) the same way, axis 0
+ *     (extensions/transformer_engine.py:1611-1618 {"weight": 0, "bias": 0});
+ *     Qwen3's self_attention.q_layernorm / k_layernorm [head_dim] replicated
+ *     (attention.py:1734-1751; no sharded_state_dict of their own:
+ *     transformer/utils.py:252-290), args qk_layernorm (tpc__mcore_attn_of).
  *   - linear_fc1 (SwiGLU): TWO chunks per rank, the gate half at
  *     tp_rank * f and the up half at tp * f + tp_rank * f of a global
  *     [gate; up] (transformer/mlp.py:427-497 apply_swiglu_sharded_factory,
