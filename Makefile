@@ -7,7 +7,7 @@ PKGS = gcc pkg-config meson ninja-build zlib1g-dev libzip-dev libcjson-dev libcm
        python3-torch libxml2-utils man-db openmpi-bin libopenmpi-dev \
        libxxhash-dev libssl-dev xxhash python3-xxhash libopenblas-openmp-dev
 
-.PHONY: all deps build build-san demo test test-fast test-slow bench fuzz interop interop-optim interop-universal clean
+.PHONY: all deps build build-san demo test test-fast test-slow bench fuzz interop interop-optim interop-universal interop-megatron clean
 
 all: build
 
@@ -93,6 +93,11 @@ interop: build
 # HF Trainer) from tpconv's DCP and optimizer.pt outputs (tests/interop/optim.sh; TAP)
 interop-optim: build
 	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/interop/optim.sh $(BUILD)/cmd/tpconv .
+
+# megatron-dist sets (qwen2, qwen3, mistral, llama, mixtral, qwen3-moe, deepseek-v3) loaded by
+# torch 2.14's DCP reader against Megatron-Core's sharded_state_dict (tests/interop/megatron_dist.sh; TAP)
+interop-megatron: build
+	TPCONV_INTEROP_ROOT=$(INTEROP_ROOT) ./tests/interop/megatron_dist.sh $(BUILD)/cmd/tpconv .
 
 # DeepSpeed universal checkpoints read and written under torch 2.14 (the forky chroot)
 interop-universal: build

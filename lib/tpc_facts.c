@@ -146,7 +146,6 @@ static void layer_rope(tpc_model_facts *f, const tpc_cfg *c)
 		const cJSON *al = cJSON_GetObjectItemCaseSensitive(top, "alpha");
 		f->rope_dynamic = true;
 		f->rope_alpha = cJSON_IsNumber(al) ? pos(al->valuedouble) : 0;
-		f->max_pos = count(c, "max_position_embeddings");
 	}
 	if (cJSON_IsNumber(ft))
 		f->rope_theta = pos(ft->valuedouble);
@@ -287,6 +286,7 @@ static void rope_facts(tpc_model_facts *f, const tpc_cfg *c)
 		f->norm_eps = num(c, "layer_norm_epsilon");
 	/* rotary_emb_base: GPT-NeoX's name before transformers 5 */
 	f->rope_theta = rope(c, "rope_theta", "rope_theta|rotary_emb_base");
+	f->max_pos = count(c, "max_position_embeddings");
 	layer_rope(f, c);
 	/* GPT-NeoX's partial rope: rotary_pct, or transformers 5's partial_rotary_factor (in the
 	 * rope object, or at the top as Phi-4-mini says it) */

@@ -167,9 +167,9 @@ typedef struct tpc_model_facts {
 	double rope_linear;
 	/* a rope_type "dynamic" rope (rope_dynamic; the rope object's, or with
 	 * per-layer-type ones full_attention's): its alpha (0: none; a record
-	 * whose parts say rope_alpha scales the base by it) and
-	 * max_position_embeddings (max_pos, 0 unsaid), past which transformers
-	 * rescales the frequencies */
+	 * whose parts say rope_alpha scales the base by it); max_pos:
+	 * config.json's max_position_embeddings (0 unsaid), past which a dynamic
+	 * rope rescales the frequencies, and Megatron's args say */
 	bool rope_dynamic;
 	double rope_alpha;
 	int64_t max_pos;

@@ -176,10 +176,45 @@ int tpc__mcore_check_groups(const tpc_shard_plan *sp, tpc__mcore_facts *mf, tpc_
 	return ret;
 }
 
+/* The attention's parts as the input's rows say them (the plan's family
+ * first when it lists `layout`): q/k/v biases (Megatron's add_qkv_bias:
+ * linear_qkv.bias, laid out per query group as the weight, loader_llama_mistral.py
+ * set_attn_state; tp-split on axis 0 with it, extensions/transformer_engine.py:
+ * 1611-1618) and q/k norms (qk_layernorm: self_attention.q_layernorm /
+ * k_layernorm, a norm over each head of kv_channels, attention.py:1734-1751,
+ * replicated over tp). A q/k norm of another size (OLMo 2's over the whole
+ * projection) is no Megatron module: refused by name. */
+int tpc__mcore_attn_of(const tpc_shard_plan *sp, const char *layout, const tpc__mcore_facts *mf, tpc__mcore_attn *at,
+		       tpc_err *e)
+{
+	const tpc_family *pf = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL;
+	if (pf && !tpc_family_lists(pf->layouts, layout))
+		pf = NULL;
+	memset(at, 0, sizeof(*at));
+	for (size_t i = 0; i < sp->n; i++) {
+		const tpc_tensor *t = &sp->in->t[sp->t[i].in];
+		bool bias = false;
+		const tpc_tensor_row *w = tpc_family_classify_for(pf, layout, TPC_ECO_HF, t->name, NULL, NULL, &bias, NULL);
+		tpc_role r = w ? w->role : TPC_ROLE_NONE;
+		if (bias && (r == TPC_ROLE_ATTN_Q || r == TPC_ROLE_ATTN_K || r == TPC_ROLE_ATTN_V))
+			at->qkv_bias = true;
+		if (r != TPC_ROLE_ATTN_Q_NORM && r != TPC_ROLE_ATTN_K_NORM)
+			continue;
+		if (t->ndim != 1 || t->shape[0] != mf->d)
+			return tpc_err_at(e, TPC_EINPUT, NULL, t->name,
+					  "a q/k norm of %lld elements: Megatron's q_layernorm / k_layernorm norm each head of kv_channels %lld (attention.py:1734-1751); a norm over the whole projection is not written by the %s layout",
+					  (long long)(t->ndim ? t->shape[0] : 0), (long long)mf->d, layout);
+		at->qk_norm = true;
+	}
+	return 0;
+}
+
 int tpc__mcore_check(const tpc_shard_plan *sp, const char *layout, tpc__mcore_facts *mf, tpc_err *e)
 {
+	tpc__mcore_attn at;
 	int ret;
-	if ((ret = tpc__mcore_check_groups(sp, mf, e)) || (ret = tpc__mcore_check_stages(sp, e)))
+	if ((ret = tpc__mcore_check_groups(sp, mf, e)) || (ret = tpc__mcore_check_stages(sp, e)) ||
+	    (ret = tpc__mcore_attn_of(sp, layout, mf, &at, e)))
 		return ret;
 	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
 		return tpc_err_set(e, TPC_EUSAGE,
@@ -254,10 +289,37 @@ static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
 	return d;
 }
 
-/* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
-tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn, int64_t vocab, int64_t orig,
-			   const tpc__mcore_moe *moe, const tpc__mcore_mla *mla)
+/* The attention and rope args under Megatron-LM's names (d98e8a6:
+ * training/arguments.py for rotary_base, type int, and max_position_embeddings;
+ * transformer_config.py's fields, which argument_utils.py makes dests of their
+ * own names, for layernorm_epsilon, add_qkv_bias and qk_layernorm). With
+ * --use-checkpoint-args Megatron takes back rotary_base, add_qkv_bias (force)
+ * and max_position_embeddings (training/checkpointing.py:2272-2296); not
+ * qk_layernorm or layernorm_epsilon, which its command line must give. */
+static tpc_value *attn_args(tpc_value *st, const tpc_shard_plan *sp, const tpc__mcore_attn *at)
 {
+	double th = sp->facts.rope_theta;
+	st = kv(st, "add_qkv_bias", tpc_value_bool(at->qkv_bias));
+	if (at->qk_norm)
+		st = kv(st, "qk_layernorm", tpc_value_bool(1));
+	if (th > 0) /* --rotary-base is an int; a fractional theta stays a float */
+		st = kv(st, "rotary_base", th == (double)(int64_t)th && th < 9e15 ? tpc_value_int((int64_t)th) : tpc_value_float(th));
+	if (sp->facts.norm_eps > 0)
+		st = kv(st, "layernorm_epsilon", tpc_value_float(sp->facts.norm_eps));
+	if (sp->facts.max_pos > 0)
+		st = kv(st, "max_position_embeddings", tpc_value_int(sp->facts.max_pos));
+	return st;
+}
+
+/* argparse.Namespace(...) as pickle writes it: REDUCE(Namespace, ()) + BUILD(dict) */
+tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const char *layout, const tpc__mcore_facts *mf, int64_t ffn,
+			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe, const tpc__mcore_mla *mla)
+{
+	tpc__mcore_attn at;
+	tpc_err ae;
+	tpc_err_init(&ae);
+	if (tpc__mcore_attn_of(sp, layout, mf, &at, &ae)) /* the layout's check refused it already */
+		return NULL;
 	tpc_value *st = tpc_value_new(TPC_V_DICT);
 	st = kv(st, "num_layers", tpc_value_int(sp->layers));
 	st = kv(st, "hidden_size", tpc_value_int(sp->facts.hidden ? sp->facts.hidden : mf->heads * mf->d));
@@ -284,10 +346,8 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const tpc__mcore_facts *mf,
 	st = kv(st, "normalization", tpc_value_str("RMSNorm", 7));
 	st = kv(st, "position_embedding_type", tpc_value_str("rope", 4));
 	st = kv(st, "untie_embeddings_and_output_weights", tpc_value_bool(tpc_ckpt_find(sp->in, "lm_head.weight") >= 0));
-	st = kv(st, "add_qkv_bias", tpc_value_bool(tpc_ckpt_find(sp->in, "model.layers.0.self_attn.q_proj.bias") >= 0));
+	st = attn_args(st, sp, &at);
 	st = kv(st, "add_bias_linear", tpc_value_bool(0));
-	if (tpc_ckpt_find(sp->in, "model.layers.0.self_attn.q_norm.weight") >= 0)
-		st = kv(st, "qk_layernorm", tpc_value_bool(1));
 	if (mla) {
 		/* MLATransformerConfig's fields (transformer/transformer_config.py:
 		 * 3278-3300); qk_layernorm puts the q_a / kv_a norms into the up
@@ -509,7 +569,7 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		}
 	if (!ffn)
 		ffn = moe.ffn;
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, NULL);
+	tpc_value *args = tpc__mcore_args(sp, "megatron", &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, NULL);
 	if (!args || tpc_value_set(root, tpc_value_str("args", 4), args) ||
 	    tpc_value_set(root, tpc_value_str("checkpoint_version", 18), tpc_value_float(3.0)) ||
 	    tpc_value_set(root, tpc_value_str("iteration", 9), tpc_value_int(0)) ||

@@ -51,6 +51,11 @@
  *   - linear_qkv: per query group [q_g; k_g; v_g] (the layout Megatron's
  *     loaders build: tools/checkpoint/loader_llama_mistral.py), tp splits the
  *     groups, so a rank's rows are one contiguous box; groups % tp == 0.
+ *     Its bias (Qwen2's q/k/v biases, args add_qkv_bias) the same way, axis 0
+ *     (extensions/transformer_engine.py:1611-1618 {"weight": 0, "bias": 0});
+ *     Qwen3's self_attention.q_layernorm / k_layernorm [head_dim] replicated
+ *     (attention.py:1734-1751; no sharded_state_dict of their own:
+ *     transformer/utils.py:252-290), args qk_layernorm (tpc__mcore_attn_of).
  *   - linear_fc1 (SwiGLU): TWO chunks per rank, the gate half at
  *     tp_rank * f and the up half at tp * f + tp_rank * f of a global
  *     [gate; up] (transformer/mlp.py:427-497 apply_swiglu_sharded_factory,
@@ -799,7 +804,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	tpc__mcore_mla mla = {sp->facts.q_lora_rank, sp->facts.kv_lora_rank, sp->facts.qk_nope_head_dim,
 			      sp->facts.qk_rope_head_dim, sp->facts.v_head_dim};
 	bool is_mla = pf && pf->parts.attn == TPC_PART_MLA;
-	tpc_value *args = tpc__mcore_args(sp, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, is_mla ? &mla : NULL);
+	tpc_value *args = tpc__mcore_args(sp, LAYOUT_NAME, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, is_mla ? &mla : NULL);
 	free(layers);
 	bool bad = !root || !cm || !args;
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||

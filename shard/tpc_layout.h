@@ -313,8 +313,19 @@ typedef struct tpc__mcore_moe {
 typedef struct tpc__mcore_mla {
 	int64_t q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
 } tpc__mcore_mla;
-tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const tpc__mcore_facts *mf, int64_t ffn,
-			   int64_t vocab, int64_t orig, const tpc__mcore_moe *moe, const tpc__mcore_mla *mla);
+/* What the rows of the input's attention say (layout_megatron.c): q/k/v
+ * biases (add_qkv_bias) and per-head q/k norms (qk_layernorm); a q/k norm
+ * not of kv_channels elements is refused by name. */
+typedef struct tpc__mcore_attn {
+	bool qkv_bias, qk_norm;
+} tpc__mcore_attn;
+int tpc__mcore_attn_of(const struct tpc_shard_plan *sp, const char *layout, const tpc__mcore_facts *mf,
+		       tpc__mcore_attn *at, tpc_err *e);
+/* common.pt's / model_optim_rng.pt's args, for the layout named `layout`
+ * (whose family records name the rows) */
+tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const char *layout, const tpc__mcore_facts *mf,
+			   int64_t ffn, int64_t vocab, int64_t orig, const tpc__mcore_moe *moe,
+			   const tpc__mcore_mla *mla);
 
 /* The training state of a megatron-dist set with optimizer state
  * (layout_megatron_train.c): its folder ("release", or iter_NNNNNNN with

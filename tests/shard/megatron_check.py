@@ -12,7 +12,11 @@ Hugging Face weights (tools/checkpoint/loader_llama_mistral.py, loader_mixtral_h
   linear_proj / linear_fc2 chunked on dim 1; embedding and output layer padded with
   zero rows to a multiple of 128 * tp and chunked on dim 0; norms whole;
   layers numbered locally on each pipeline stage (num_layers / pp each).
-Also checks args (padded_vocab_size and the true orig_vocab_size too), checkpoint_version and the tracker file. Exit 0 when all match.
+Qwen3's q/k norms (q_layernorm / k_layernorm, head_dim sized) whole on every rank.
+Also checks args (padded_vocab_size and the true orig_vocab_size too; add_qkv_bias,
+qk_layernorm, untie_embeddings_and_output_weights, rotary_base as an int,
+layernorm_epsilon, max_position_embeddings), checkpoint_version and the tracker file.
+Exit 0 when all match.
 """
 import json, os, sys
 import torch
@@ -21,7 +25,7 @@ model_dir, set_dir, tp, pp = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys
 cfg = json.load(open(os.path.join(model_dir, "config.json")))
 sd = torch.load(os.path.join(model_dir, "pytorch_model.bin"))
 H, nh, G, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
-d = H // nh
+d = cfg.get("head_dim") or H // nh  # kv_channels (Qwen3: not hidden / heads)
 hpg = nh // G
 per = L // pp
 bad = 0
@@ -45,6 +49,15 @@ for p in range(pp):
                 a.tensor_model_parallel_size, a.pipeline_model_parallel_size) == (L, nh, G, d, tp, pp), vars(a)
         V = sd["model.embed_tokens.weight"].shape[0]  # padded_vocab_size, and the true size as transformers' tools read it
         assert (a.padded_vocab_size, a.orig_vocab_size) == ((V + 128 * tp - 1) // (128 * tp) * 128 * tp, V), vars(a)
+        # the attention and rope args under Megatron's names (training/arguments.py,
+        # transformer_config.py; as Megatron-Bridge's qwen2/qwen3/mistral bridges give them)
+        theta = (cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta"))
+        qkn = "model.layers.0.self_attn.q_norm.weight" in sd
+        assert (a.add_qkv_bias, getattr(a, "qk_layernorm", False), a.untie_embeddings_and_output_weights,
+                getattr(a, "layernorm_epsilon", None), getattr(a, "max_position_embeddings", None)) == (
+            "model.layers.0.self_attn.q_proj.bias" in sd, qkn, "lm_head.weight" in sd, cfg.get("rms_norm_eps"),
+            cfg.get("max_position_embeddings")), vars(a)
+        assert theta is None or (a.rotary_base == theta and isinstance(a.rotary_base, int)), vars(a)
         want = {}
         if p == 0:
             want["embedding.word_embeddings.weight"] = vocab_pad(sd["model.embed_tokens.weight"]).chunk(tp)[r]
@@ -60,6 +73,9 @@ for p in range(pp):
                 want[mc + "self_attention.linear_qkv." + suf] = qkv.reshape(-1, *tail).chunk(tp)[r]
             want[mc + "self_attention.linear_qkv.layer_norm_weight"] = sd[hf + "input_layernorm.weight"]
             want[mc + "self_attention.linear_proj.weight"] = sd[hf + "self_attn.o_proj.weight"].chunk(tp, dim=1)[r]
+            for x in "qk":  # Qwen3's per-head norms: whole on every rank (attention.py q_layernorm / k_layernorm)
+                if hf + "self_attn.%s_norm.weight" % x in sd:
+                    want[mc + "self_attention.%s_layernorm.weight" % x] = sd[hf + "self_attn.%s_norm.weight" % x]
             want[mc + "mlp.linear_fc1.layer_norm_weight"] = sd[hf + "post_attention_layernorm.weight"]
             want[mc + "mlp.linear_fc1.weight"] = torch.cat([sd[hf + "mlp.gate_proj.weight"].chunk(tp)[r],
                                                              sd[hf + "mlp.up_proj.weight"].chunk(tp)[r]])

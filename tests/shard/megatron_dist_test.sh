@@ -330,10 +330,50 @@ run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --pp 2 --layout megatron-di
 run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$T/llama_2_2"
 [ "$rc" = 0 ] && ok "verify passes on a megatron-dist set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 
+# Qwen2 (q/k/v biases fused per query group as linear_qkv.bias, tied), Qwen3 (per-head
+# q_layernorm / k_layernorm, replicated) and Mistral under their own presets (tests/gguf/arch's
+# tiny models, 2 kv heads: tp 2 x pp 2), and vllm_check's Qwen2 of 4 kv heads at tp 4 x pp 2:
+# HF -> torch_dist -> HF through the reader (--rules megatron-llama) and merge bit-exact; the
+# keys in .metadata; common.pt's args as Megatron names them (one torch 1.13 check for all)
+sets=""
+for spec in "qwen2 2 $A/tiny-qwen2" "qwen3 2 $A/tiny-qwen3" "mistral 2 $A/tiny-mistral" "qwen2 4 $M/qwen"; do
+  set -- $spec; m=$1 tp=$2 src=$3 S=$T/f_$1_$2
+  run "$TPCONV" convert "$src" -o "$S.ref.safetensors" -q &&
+    run "$TPCONV" shard "$src" --preset $m --tp $tp --pp 2 --layout megatron-dist -o "$S" -q &&
+    run "$TPCONV" convert "$S/release" --rules megatron-llama --vocab "$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$src/config.json")" \
+      -o "$S.hf.safetensors" -q && same "$S.ref.safetensors" "$S.hf.safetensors" &&
+    run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q && same "$S.ref.safetensors" "$S.merged.safetensors" &&
+    ok "$m tp $tp pp 2 (--preset $m): HF -> torch_dist -> HF (--rules megatron-llama) and merge bit-exact" ||
+    bad "$m tp $tp pp 2" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+  sets="$sets $src:$S"
+done
+grep -aq 'decoder.layers.self_attention.linear_qkv.bias' "$T/f_qwen2_2/release/.metadata" &&
+  grep -aq 'decoder.layers.self_attention.q_layernorm.weight' "$T/f_qwen3_2/release/.metadata" &&
+  grep -aq 'decoder.layers.self_attention.k_layernorm.weight' "$T/f_qwen3_2/release/.metadata" &&
+  ! grep -aq 'linear_qkv.bias\|[qk]_layernorm' "$T/f_mistral_2/release/.metadata" &&
+  run $PY - $sets <<'PY' && ok "qwen2 / qwen3 / mistral: linear_qkv.bias and q/k_layernorm stacked keys; common.pt says add_qkv_bias, qk_layernorm, kv_channels, rotary_base, layernorm_epsilon, untie_embeddings_and_output_weights" ||
+import json, sys, torch
+for pair in sys.argv[1:]:
+    src, s = pair.split(":")
+    c = json.load(open(src + "/config.json"))
+    a = torch.load(s + "/release/common.pt")["args"]
+    theta = (c.get("rope_parameters") or {}).get("rope_theta", c.get("rope_theta"))
+    want = dict(add_qkv_bias=c["model_type"] == "qwen2", kv_channels=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+                untie_embeddings_and_output_weights=not c["tie_word_embeddings"], num_query_groups=c["num_key_value_heads"],
+                layernorm_epsilon=c.get("rms_norm_eps"), max_position_embeddings=c.get("max_position_embeddings"),
+                rotary_base=int(theta) if theta else None, qk_layernorm=True if c["model_type"] == "qwen3" else None)
+    got = {k: getattr(a, k, None) for k in want}
+    assert got == want, (s, got, want)
+PY
+  bad "qwen2 / qwen3 / mistral keys and args" "$(cat "$T/err" 2>/dev/null | tail -3)"
+run "$TPCONV" shard "$A/tiny-olmo2" --preset llama --preset-force --tp 2 --layout megatron-dist -o "$T/x11" -q
+[ "$rc" = 3 ] && grep -qF "tensor 'model.layers.0.self_attn.k_norm.weight': a q/k norm of 16 elements: Megatron's q_layernorm / k_layernorm norm each head of kv_channels 8" "$T/err" &&
+  [ ! -e "$T/x11" ] && ok "a q/k norm over the whole projection (OLMo 2's) is refused by name (exit 3), nothing written" || bad "whole q/k norm" "exit $rc" "$(cat "$T/err")"
+
 # refusals, by name
-run "$TPCONV" shard "$M/qwen" --preset qwen2 --tp 2 --layout megatron-dist -o "$T/x1" -q
-[ "$rc" = 3 ] && grep -q "family 'qwen2' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x1" ] &&
-  ok "a family whose record does not list the layout is refused by name (exit 3), nothing written" || bad "qwen2 refusal" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-qwen2" --preset gemma --preset-force --tp 2 --layout megatron-dist -o "$T/x1" -q
+[ "$rc" = 3 ] && grep -q "family 'gemma' is not written by the megatron-dist layout" "$T/err" && [ ! -e "$T/x1" ] &&
+  ok "a family whose record does not list the layout is refused by name (exit 3), nothing written" || bad "gemma refusal" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 4 --layout megatron-dist -o "$T/x2" -q
 [ "$rc" = 3 ] && grep -q "2 groups (kv heads) do not divide by tp 4" "$T/err" &&
   ok "query groups tp does not divide are refused (exit 3)" || bad "groups refusal" "exit $rc" "$(cat "$T/err")"

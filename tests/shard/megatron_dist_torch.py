@@ -37,6 +37,12 @@ files __R_0.distcp, R = (pp_rank * DP + dp_rank) * tp + tp_rank; every dense chu
 in a dp rank 0 file, each expert's in the file of its EP rank (R % (tp x DP)),
 expert tp 1; common.pt's data_parallel_size.
 
+Qwen2 / Qwen3 / Mistral (their own presets): linear_qkv.bias per query group as the
+weight (tp-split on axis 0), q_layernorm / k_layernorm of head_dim replicated (tp rank 0
+stores them); common.pt's add_qkv_bias, qk_layernorm, rotary_base (an int),
+layernorm_epsilon, max_position_embeddings, untie_embeddings_and_output_weights.
+`make interop-megatron` (tests/interop/megatron_dist.sh) runs the sets listed below.
+
 usage (in the chroot): python3 megatron_dist_torch.py HF_DIR SET_DIR TP PP_LAYERS [EP [grouped]]
   HF_DIR holds config.json and model.safetensors; PP_LAYERS the layers of each
   stage, comma-separated ("2" for pp 1); EP the expert parallelism of an MoE set.
@@ -67,6 +73,10 @@ EP over TP (torch 2.14.1, the same chroot; the sets from `tpconv shard ... --tp 
 dense, so its dp ranks 1-3 write empty files, as torch's writer does) 44 in 67 in 8,
 tp 2 ep 4 grouped (3) 44 in 87 in 4; Mixtral tp 1 pp 2 ep 2 (1,1) 10 in 37 in 4,
 tp 2 ep 4 (2) 10 in 43 in 4: every key, offset, byte and file as Megatron's.
+Qwen2 / Qwen3 / Mistral (torch 2.14.1, tests/interop/megatron_dist.sh): tests/gguf/arch's
+tiny qwen2 tp 2 pp 2 (1,1) 9 keys in 31 chunks, tp 2 (2) 9 in 31; qwen3 tp 2 pp 2 (1,1)
+11 in 33, tp 1 pp 2 (0,2) 11 in 21; mistral tp 2 pp 2 (1,1) and (2,0) 9 in 29 each;
+vllm_check's 4-kv-head Qwen2 tp 4 pp 2 (1,1) 9 in 57: every one as Megatron's.
 """
 import json, os, sys
 
@@ -217,6 +227,18 @@ a = common["args"]
 assert (a.num_layers, a.hidden_size, a.num_attention_heads, a.num_query_groups, a.kv_channels, a.padded_vocab_size,
         a.tensor_model_parallel_size, a.pipeline_model_parallel_size) == (L, H, NH, NG, D, P, tp, len(stages)), vars(a)
 assert common["checkpoint_version"] == 3.0 and common["iteration"] == 0, common
+# the attention and rope args under Megatron-LM's names (training/arguments.py --rotary-base
+# is an int; transformer_config.py's fields add_qkv_bias, qk_layernorm, layernorm_epsilon),
+# as Megatron-Bridge's qwen2 / qwen3 / mistral bridges set them from config.json
+theta = (cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta"))
+assert a.add_qkv_bias == ("model.layers.0.self_attn.q_proj.bias" in hf), vars(a)
+assert a.untie_embeddings_and_output_weights == ("lm_head.weight" in hf), vars(a)
+if not MLA:
+    assert getattr(a, "qk_layernorm", False) == ("model.layers.0.self_attn.q_norm.weight" in hf), vars(a)
+if theta:
+    assert a.rotary_base == theta and type(a.rotary_base) is int, vars(a)
+assert getattr(a, "layernorm_epsilon", None) == cfg.get("rms_norm_eps"), vars(a)
+assert getattr(a, "max_position_embeddings", None) == cfg.get("max_position_embeddings"), vars(a)
 assert common["content_metadata"] == {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}, common
 if E:
     assert (a.num_experts, a.expert_model_parallel_size, a.expert_tensor_parallel_size, a.moe_grouped_gemm,

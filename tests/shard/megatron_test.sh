@@ -30,6 +30,23 @@ for spec in "llama 2 2" "llama 2 1" "llama 1 2" "qwen 2 1" "qwen 4 2"; do
   [ "$rc" = 0 ] && same "$M/$m.safetensors" "$S.merged.safetensors" && ok "$m tp $tp pp $pp: merge is bit-exact" ||
     bad "$m tp $tp pp $pp: merge" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
 done
+# Qwen2 (q/k/v biases, tied), Qwen3 (per-head q/k norms, head_dim 16 not hidden / heads)
+# and Mistral under their own presets (tests/gguf/arch's tiny models, written by
+# transformers): every rank file as Megatron's loaders build it, the args as Megatron names
+# them (megatron_check.py), merge bit-exact with the manifest and as a set Megatron wrote
+A=$SRC/tests/gguf/arch
+for m in qwen2 qwen3 mistral; do
+  S=$T/a_$m R=$T/hf_$m && mkdir -p "$R" && cp "$A/tiny-$m/config.json" "$R/"
+  run "$TPCONV" convert "$A/tiny-$m" -o "$R/pytorch_model.bin" -q &&
+    run "$TPCONV" convert "$A/tiny-$m" -o "$T/$m.safetensors" -q &&
+    run "$TPCONV" shard "$A/tiny-$m" --preset $m --tp 2 --pp 2 --layout megatron -o "$S" -q &&
+    run $PY "$H/megatron_check.py" "$R" "$S" 2 2 &&
+    run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q && same "$T/$m.safetensors" "$S.merged.safetensors" &&
+    cp -r "$S" "$S.f" && rm "$S.f/tpconv-manifest.json" &&
+    run "$TPCONV" merge "$S.f" --preset $m --vocab 320 -o "$S.f.safetensors" -q && same "$T/$m.safetensors" "$S.f.safetensors" &&
+    ok "$m tp 2 pp 2 (--preset $m): rank files and args as Megatron's loaders give them; merge bit-exact, with the manifest and without" ||
+    bad "$m tp 2 pp 2" "$(tail -n 5 "$T/out" "$T/err" "$T/diff" 2>/dev/null)"
+done
 run "$TPCONV" verify --reference "$M/llama.safetensors" --shards "$T/llama_2_1"
 [ "$rc" = 0 ] && ok "verify passes on a megatron set ($(tail -n 1 "$T/out" | sed 's/^# //'))" || bad "verify" "$(tail -3 "$T/out")" "$(cat "$T/err")"
 
@@ -152,6 +169,9 @@ $PY -c 'import torch,sys; sd=torch.load(sys.argv[1]+"/llama/pytorch_model.bin");
   cp "$M/llama/config.json" "$M/extra/"
 run "$TPCONV" shard "$M/extra" --preset llama --tp 2 --layout megatron -o "$T/r2" -q
 [ "$rc" = 3 ] && grep -q "rotary_emb.inv_freq" "$T/err" && ok "a tensor with no Megatron-Core name is refused by name" || bad "unknown tensor" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-olmo2" --preset llama --preset-force --tp 2 --layout megatron -o "$T/r6" -q
+[ "$rc" = 3 ] && grep -qF "tensor 'model.layers.0.self_attn.k_norm.weight': a q/k norm of 16 elements: Megatron's q_layernorm / k_layernorm norm each head of kv_channels 8" "$T/err" &&
+  [ ! -e "$T/r6" ] && ok "a q/k norm over the whole projection (OLMo 2's) is refused by name, nothing written" || bad "whole q/k norm" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout megatron --format safetensors -o "$T/r3" -q
 [ "$rc" = 2 ] && ok "--format safetensors is refused: Megatron reads torch files" || bad "format" "exit $rc"
 echo "1..$n"
