@@ -5,7 +5,8 @@
 # shared/bench/make_llama.py with real torch.save; untimed), carried by
 # `tpconv convert Z --optimizer` into the `optimizer.pt` torch.optim loads and
 # into a 2-rank DCP folder (--format dcp --dcp-ranks 2) and a DeepSpeed universal
-# checkpoint (--format ds-universal), beside an in-kernel
+# checkpoint (--format ds-universal) and a Megatron torch_dist folder Megatron
+# resumes from (shard --layout megatron-dist --optimizer), beside an in-kernel
 # copy (copy_file_range, bench/kcopy.py) of the ZeRO folder's optimizer files
 # in the same run, a sync after each step (bench/measure.sh). The peers have no
 # such tool: DeepSpeed's zero_to_fp32.py drops the moments.
@@ -42,4 +43,5 @@ measure "in-kernel copy of the optimizer files (kcopy.py)" "$DIR/kz/x" sh -c 'mk
 measure "tpconv convert zero2 --optimizer -o optimizer.pt" "$DIR/optimizer.pt" "$TPCONV" convert "$Z" --optimizer -o "$DIR/optimizer.pt" -q
 measure "tpconv convert zero2 --optimizer --format dcp --dcp-ranks 2" "$DIR/optim.dcp" "$TPCONV" convert "$Z" --optimizer --format dcp --dcp-ranks 2 -o "$DIR/optim.dcp" -q
 measure "tpconv convert zero2 --format ds-universal (fp32 masters and both moments, a file each per parameter)" "$DIR/optim.universal" "$TPCONV" convert "$Z" --format ds-universal --preset llama -o "$DIR/optim.universal" -q
+measure "tpconv shard zero2 --optimizer --layout megatron-dist --tp 2 (Megatron's iter_N/ folder with Adam's state, fully_reshardable)" "$DIR/optim.mcore" "$TPCONV" shard "$Z" --preset llama --heads $((HIDDEN / 128)) --kv-heads $((HIDDEN / 512)) --head-dim 128 --tp 2 --layout megatron-dist --optimizer --megatron-train global-batch-size=8 -o "$DIR/optim.mcore" -q
 rmdir "$DIR/kz" 2>/dev/null || true
