@@ -48,6 +48,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_io.h"
+#include "tpc_optim.h"
 #include "tpc_util.h"
 
 #define STATE_PREFIX "optimizer.state."
@@ -627,27 +628,6 @@ static int add_steps(const tpc__mcore_optim *mo, tpc_ckpt *ck, int *src, const c
 	return tpc_ckpt_add_mem(ck, "megatron param group steps", mem, (uint64_t)pg->n * 4, src, e);
 }
 
-/* A group's hyper-parameters as torch keeps them (Megatron's step moves to
- * the state), "params" to be filled. */
-static tpc_value *new_group(const tpc_value *g, tpc_value *names)
-{
-	tpc_value *d = tpc_value_new(TPC_V_DICT);
-	int bad = !d;
-	for (size_t k = 0; !bad && k < g->n; k++) {
-		const tpc_value *key = g->keys[k];
-		if (key->kind == TPC_V_STR && (!strcmp(key->str, "step") || !strcmp(key->str, "params")))
-			continue;
-		bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
-	}
-	if (!bad)
-		bad = tpc_value_set(d, tpc_value_str("params", 6), tpc_value_ref(names));
-	if (bad) {
-		tpc_value_unref(d);
-		return NULL;
-	}
-	return d;
-}
-
 /* Parameter pi's state tensors into sd (a dict), checked against it. */
 static int param_state(tpc__mcore_optim *mo, tpc_ckpt *ck, int64_t pi, tpc_value *sd, const char *path, tpc_err *e)
 {
@@ -774,7 +754,7 @@ int tpc__mcore_optim_tree(tpc__mcore_optim *mo, tpc_ckpt *ck, const char *path, 
 		mo->nparams++;
 	}
 	for (size_t g = 0; g < pg->n && !ret; g++) {
-		tpc_value *d = new_group(pg->items[g], names[g]);
+		tpc_value *d = tpc_optim_group_named(pg->items[g], names[g]);
 		if (!d || tpc_value_set(groups, tpc_value_int((int64_t)g), d))
 			ret = tpc_err_nomem(e);
 	}

@@ -330,6 +330,25 @@ tpc_value *tpc_optim_group_numbered(const tpc_value *gv, int64_t first, int64_t 
 	return d;
 }
 
+tpc_value *tpc_optim_group_named(const tpc_value *gv, tpc_value *names)
+{
+	tpc_value *d = tpc_value_new(TPC_V_DICT);
+	int bad = !d;
+	for (size_t k = 0; !bad && gv->kind == TPC_V_DICT && k < gv->n; k++) {
+		const tpc_value *key = gv->keys[k];
+		if (key->kind == TPC_V_STR && (!strcmp(key->str, "step") || !strcmp(key->str, "params")))
+			continue;
+		bad = tpc_value_set(d, tpc_value_ref(gv->keys[k]), tpc_value_ref(gv->items[k]));
+	}
+	if (!bad)
+		bad = tpc_value_set(d, tpc_value_str("params", 6), tpc_value_ref(names));
+	if (bad) {
+		tpc_value_unref(d);
+		return NULL;
+	}
+	return d;
+}
+
 /* param group g as Optimizer.state_dict packs it: its hyper-parameters, then
  * "params" as numbers from *k on */
 static tpc_value *torch_group(const tpc_value *gv, size_t *k)

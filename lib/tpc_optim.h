@@ -94,4 +94,10 @@ int tpc_optim_torch(const tpc_optim *o, const tpc_ckpt *ck, tpc_ckpt *out, tpc_e
  * memory. */
 tpc_value *tpc_optim_group_numbered(const tpc_value *gv, int64_t first, int64_t n);
 
+/* A param group's hyper-parameters as torch keeps them, from a group saved
+ * by Megatron (whose "step" moves to each parameter's state): gv's entries
+ * but "step" and "params", then "params" as `names` (a reference taken).
+ * NULL when out of memory. */
+tpc_value *tpc_optim_group_named(const tpc_value *gv, tpc_value *names);
+
 #endif

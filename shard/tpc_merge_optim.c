@@ -123,27 +123,6 @@ static int64_t add_from(tpc_ckpt *ck, const tpc_ckpt *src, size_t i, int base, c
 	return a;
 }
 
-/* A group's hyper-parameters as torch keeps them (Megatron's step moves
- * to the state), with "params". */
-static tpc_value *new_group(const tpc_value *g, tpc_value *names)
-{
-	tpc_value *d = tpc_value_new(TPC_V_DICT);
-	int bad = !d;
-	for (size_t k = 0; !bad && g->kind == TPC_V_DICT && k < g->n; k++) {
-		const tpc_value *key = g->keys[k];
-		if (key->kind == TPC_V_STR && (!strcmp(key->str, "step") || !strcmp(key->str, "params")))
-			continue;
-		bad = tpc_value_set(d, tpc_value_ref(g->keys[k]), tpc_value_ref(g->items[k]));
-	}
-	if (!bad)
-		bad = tpc_value_set(d, tpc_value_str("params", 6), tpc_value_ref(names));
-	if (bad) {
-		tpc_value_unref(d);
-		return NULL;
-	}
-	return d;
-}
-
 /* Parameter i of the merged model (its tensor p in ck): its state tensors
  * and step into a new dict *sd. */
 static int param_state(tpc_merge_optim *mo, const int *base, const char *name, int src, int g, tpc_value **sd,
@@ -210,7 +189,7 @@ static int build(tpc_merge_optim *mo, const tpc_merge *model, const tpc_value *p
 		mo->nparams++;
 	}
 	for (size_t g = 0; g < pg->n && !ret; g++) {
-		tpc_value *d = new_group(pg->items[g], names[g]);
+		tpc_value *d = tpc_optim_group_named(pg->items[g], names[g]);
 		if (!d || tpc_value_set(groups, tpc_value_int((int64_t)g), d))
 			ret = tpc_err_nomem(e);
 	}
