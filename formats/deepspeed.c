@@ -40,11 +40,6 @@ typedef struct zero {
 /* ---- the pickled objects ---- */
 
 
-static const tpc_value *dget(const tpc_value *v, const char *k)
-{
-	return v && v->kind == TPC_V_DICT ? tpc_value_get(v, k) : NULL;
-}
-
 static bool is_seq(const tpc_value *v)
 {
 	return v && (v->kind == TPC_V_LIST || v->kind == TPC_V_TUPLE);
@@ -88,7 +83,7 @@ static const tpc_tensor *tensor_of(const zero *z, const tpc_value *v)
 
 static const tpc_value *osd(const zfile *f)
 {
-	return dget(f->root, "optimizer_state_dict");
+	return tpc_value_get(f->root, "optimizer_state_dict");
 }
 
 /* ---- assembling one tensor ---- */
@@ -191,12 +186,12 @@ static int flat_list(zero *z, const zfile *f, const tpc_value *lst, const char *
  * fp32 one. */
 static const tpc_value *base_osd(const zero *z, const zfile *f)
 {
-	return dget(osd(f), z->stage == 3 ? "optimizer_state_dict" : "base_optimizer_state");
+	return tpc_value_get(osd(f), z->stage == 3 ? "optimizer_state_dict" : "base_optimizer_state");
 }
 
 static const tpc_value *group_state(const tpc_value *bo, size_t gi)
 {
-	const tpc_value *st = dget(bo, "state");
+	const tpc_value *st = tpc_value_get(bo, "state");
 	for (size_t i = 0; st && st->kind == TPC_V_DICT && i < st->n; i++)
 		if (st->keys[i]->kind == TPC_V_INT && st->keys[i]->ival == (int64_t)gi)
 			return st->items[i];
@@ -207,7 +202,7 @@ static const tpc_value *group_state(const tpc_value *bo, size_t gi)
  * z->moment that Adam state of each of them, as a list like the masters'. */
 static int rank_flats(zero *z, const zfile *f, const char *key, int64_t **out, size_t *n, tpc_err *e)
 {
-	const tpc_value *masters = dget(osd(f), key);
+	const tpc_value *masters = tpc_value_get(osd(f), key);
 	if (!z->moment)
 		return flat_list(z, f, masters, key, out, n, e);
 	tpc_value *lst = tpc_value_new(TPC_V_LIST);
@@ -217,7 +212,7 @@ static int rank_flats(zero *z, const zfile *f, const char *key, int64_t **out, s
 	if (!lst)
 		return tpc_err_nomem(e);
 	for (size_t gi = 0; is_seq(masters) && gi < masters->n && !ret; gi++) {
-		tpc_value *t = (tpc_value *)dget(group_state(bo, gi), z->moment);
+		tpc_value *t = (tpc_value *)tpc_value_get(group_state(bo, gi), z->moment);
 		if (!t)
 			ret = tpc_err_at(e, TPC_EINPUT, f->path, NULL, "the optimizer state of flat group %zu has no %s", gi, z->moment);
 		else if (tpc_value_append(lst, tpc_value_ref(t)))
@@ -308,7 +303,7 @@ static int add_buffers(zero *z, tpc_err *e)
 {
 	int ret;
 	const zfile *m = &z->ms[0];
-	const tpc_value *mod = dget(m->root, "module"), *names = dget(m->root, "buffer_names");
+	const tpc_value *mod = tpc_value_get(m->root, "module"), *names = tpc_value_get(m->root, "buffer_names");
 	if (!names || (!is_seq(names) && names->kind != TPC_V_SET))
 		return TPC_CORRUPT(e, m->path, -1, NULL, "buffer_names is not a list");
 	for (size_t i = 0; mod && mod->kind == TPC_V_DICT && i < mod->n; i++) {
@@ -334,7 +329,7 @@ static int add_buffers(zero *z, tpc_err *e)
  * with the dict, or an error when it is something else. */
 static int opt_dict(const zfile *m, const char *key, const tpc_value **v, tpc_err *e)
 {
-	*v = dget(m->root, key);
+	*v = tpc_value_get(m->root, key);
 	if (*v && (*v)->kind == TPC_V_NONE)
 		*v = NULL;
 	if (*v && (*v)->kind != TPC_V_DICT)
@@ -363,7 +358,7 @@ static int add_frozen(zero *z, pieces *p, tpc_err *e)
 		int64_t need = numel;
 		for (size_t r = 0; r < nr; r++) {
 			const zfile *m = &z->ms[r];
-			const tpc_tensor *t = tensor_of(z, dget(dget(m->root, "frozen_param_fragments"), name));
+			const tpc_tensor *t = tensor_of(z, tpc_value_get(tpc_value_get(m->root, "frozen_param_fragments"), name));
 			if (!t)
 				return TPC_CORRUPT(e, m->path, -1, name, "frozen_param_fragments has no tensor for this frozen parameter");
 			if (z->stage != 3) {
@@ -596,11 +591,11 @@ typedef int (*group_fn)(zero *z, const tpc_value *g, size_t gi, const tpc_value 
 static int each_param(zero *z, const tpc_value *shapes, group_fn fn, void *ctx, tpc_err *e)
 {
 	const zfile *f = &z->os[0];
-	const tpc_value *bo = base_osd(z, f), *pg = dget(bo, "param_groups");
+	const tpc_value *bo = base_osd(z, f), *pg = tpc_value_get(bo, "param_groups");
 	if (!is_seq(pg))
 		return tpc_err_at(e, TPC_EINPUT, f->path, NULL, "the optimizer state has no param_groups list");
 	for (size_t gi = 0; gi < pg->n; gi++) {
-		const tpc_value *g = pg->items[gi], *params = dget(g, "params");
+		const tpc_value *g = pg->items[gi], *params = tpc_value_get(g, "params");
 		if (!is_seq(params))
 			return tpc_err_at(e, TPC_EINPUT, f->path, NULL, "param_groups[%zu] has no params list", gi);
 		int ret = fn(z, g, gi, NULL, NULL, ctx, e);
@@ -623,7 +618,7 @@ static int each_param(zero *z, const tpc_value *shapes, group_fn fn, void *ctx, 
 static int add_step(zero *z, const tpc_value *g, size_t gi, const tpc_value *fs, const char *name, void *ctx, tpc_err *e)
 {
 	char nb[1024];
-	const tpc_tensor *t = tensor_of(z, dget(fs, "step"));
+	const tpc_tensor *t = tensor_of(z, tpc_value_get(fs, "step"));
 	(void)g;
 	(void)gi;
 	(void)ctx;
@@ -663,7 +658,7 @@ static int tree_param(zero *z, const tpc_value *g, size_t gi, const tpc_value *f
 		char nb[1024];
 		snprintf(nb, sizeof(nb), "optim.state.%s.%s", name, keys[k]);
 		int64_t ix = tpc_ckpt_find(z->ck, nb);
-		const tpc_value *v = dget(fs, keys[k]);
+		const tpc_value *v = tpc_value_get(fs, keys[k]);
 		if (ix >= 0)
 			bad = tpc_value_set(sd, tpc_value_str(keys[k], strlen(keys[k])), tpc_value_tensor(ix));
 		else if (v && v->kind != TPC_V_TENSOR)
@@ -741,7 +736,7 @@ static int keep_model_states(zero *z, tpc_err *e)
 	if (!d)
 		return tpc_err_nomem(e);
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-		tpc_value *v = (tpc_value *)dget(z->ms[0].root, keys[k]);
+		tpc_value *v = (tpc_value *)tpc_value_get(z->ms[0].root, keys[k]);
 		if (v && tpc_value_set(d, tpc_value_str(keys[k], strlen(keys[k])), tpc_value_ref(v))) {
 			tpc_value_unref(d);
 			return tpc_err_nomem(e);
@@ -762,13 +757,13 @@ static int check_optim(zero *z, tpc_err *e)
 	int64_t st, ws = -1;
 	if (!o || o->kind != TPC_V_DICT)
 		return TPC_CORRUPT(e, f->path, -1, NULL, "not a DeepSpeed optim-states file (no optimizer_state_dict)");
-	if (!as_int(dget(o, "zero_stage"), &st)) {
+	if (!as_int(tpc_value_get(o, "zero_stage"), &st)) {
 		return tpc_err_at(e, TPC_EINPUT, f->path, NULL,
 			    "optimizer_state_dict has no zero_stage: not a ZeRO checkpoint (the BF16 optimizer without ZeRO and stage 0 keep no fp32 partitions to consolidate)");
 	}
 	if (st < 1 || st > 3)
 		return TPC_CORRUPT(e, f->path, -1, NULL, "unknown ZeRO stage %lld", (long long)st);
-	pc = dget(o, "partition_count");
+	pc = tpc_value_get(o, "partition_count");
 	if (is_seq(pc)) {
 		/* one per parameter group; expert groups may have their own
 		 * data-parallel size, which zero_to_fp32's max() would merge wrongly */
@@ -794,7 +789,7 @@ static int check_optim(zero *z, tpc_err *e)
 				   (long long)ws, z->nos);
 	for (size_t r = 1; r < z->nos; r++) {
 		int64_t s2;
-		if (!as_int(dget(osd(&z->os[r]), "zero_stage"), &s2) || s2 != st)
+		if (!as_int(tpc_value_get(osd(&z->os[r]), "zero_stage"), &s2) || s2 != st)
 			return TPC_CORRUPT(e, z->os[r].path, -1, NULL, "zero_stage differs from rank 0's (%lld)", (long long)st);
 	}
 	z->stage = (int)st;
@@ -805,7 +800,7 @@ static int check_optim(zero *z, tpc_err *e)
 static void set_about(zero *z, const char *tag)
 {
 	tpc_buf b;
-	const tpc_value *m0 = z->ms[0].root, *v = dget(m0, "ds_version");
+	const tpc_value *m0 = z->ms[0].root, *v = tpc_value_get(m0, "ds_version");
 	int64_t it;
 	tpc_buf_init(&b);
 	tpc_buf_addf(&b, "DeepSpeed ZeRO stage %d checkpoint", z->stage);
@@ -813,17 +808,17 @@ static void set_about(zero *z, const char *tag)
 		tpc_buf_addf(&b, " %s", tag);
 	if (v && v->kind == TPC_V_STR)
 		tpc_buf_addf(&b, " (deepspeed %s)", v->str);
-	if (as_int(dget(m0, "global_steps"), &it))
+	if (as_int(tpc_value_get(m0, "global_steps"), &it))
 		tpc_buf_addf(&b, ", iteration %lld", (long long)it);
 	tpc_buf_addf(&b, "\ndata-parallel world size %lld: %zu optim-states files, %zu model-states file%s; %zu fp32 parameter group%s",
 		     (long long)z->ws, z->nos, z->nms, z->nms == 1 ? "" : "s", z->ngroups, z->ngroups == 1 ? "" : "s");
 	tpc_buf_addf(&b, "\nmodel state: %zu trainable parameters consolidated from the fp32 partitions, %zu frozen, %zu buffers, %zu shared aliases",
 		     z->ntrain, z->nfrozen, z->nbuf, z->nshared);
 	/* what the optimizer state holds, left in the files */
-	const tpc_value *o = osd(&z->os[0]), *base = dget(o, z->stage == 3 ? "optimizer_state_dict" : "base_optimizer_state");
-	const tpc_value *state = dget(base, "state");
+	const tpc_value *o = osd(&z->os[0]), *base = tpc_value_get(o, z->stage == 3 ? "optimizer_state_dict" : "base_optimizer_state");
+	const tpc_value *state = tpc_value_get(base, "state");
 	if (!state && is_seq(base) && base->n)
-		state = dget(base->items[0], "state");
+		state = tpc_value_get(base->items[0], "state");
 	tpc_buf_adds(&b, z->nmoments ? "\noptimizer state (read, each moment cut from its parameter's elements):"
 				     : "\noptimizer state (not read):");
 	if (state && state->kind == TPC_V_DICT && state->n && state->items[0]->kind == TPC_V_DICT) {
@@ -871,13 +866,13 @@ static int consolidate(tpc_ckpt *ck, zfile *ms, size_t nms, zfile *os, size_t no
 	ck->hidden_note = hidden_note;
 	if (ret)
 		goto out;
-	if (!dget(ms[0].root, "buffer_names")) {
+	if (!tpc_value_get(ms[0].root, "buffer_names")) {
 		ret = TPC_CORRUPT(e, ms[0].path, -1, NULL, "not a DeepSpeed model-states file (no buffer_names)");
 		goto out;
 	}
 	if ((ret = check_optim(&z, e)))
 		goto out;
-	const tpc_value *shapes = dget(ms[0].root, "param_shapes");
+	const tpc_value *shapes = tpc_value_get(ms[0].root, "param_shapes");
 	if (!is_seq(shapes)) {
 		ret = TPC_CORRUPT(e, ms[0].path, -1, NULL, "param_shapes is not a list of dicts");
 		goto out;

@@ -29,11 +29,6 @@
 #define MS_3 "zero_pp_rank_0_mp_rank_00_model_states.pt"
 #define MAX_DIM ((int64_t)1 << 48)
 
-static const tpc_value *dget(const tpc_value *v, const char *k)
-{
-	return v && v->kind == TPC_V_DICT ? tpc_value_get(v, k) : NULL;
-}
-
 static bool is_seq(const tpc_value *v)
 {
 	return v && (v->kind == TPC_V_LIST || v->kind == TPC_V_TUPLE);
@@ -237,8 +232,8 @@ static int state_tensor(uread *u, const char *rel, const tpc_value *root, const 
 	if (!p)
 		return tpc_err_nomem(e);
 	if (u->stage != 3) {
-		const tpc_value *cd = dget(root, "cat_dim"), *ns = dget(root, "param_n_sub_params");
-		t = dget(root, "param");
+		const tpc_value *cd = tpc_value_get(root, "cat_dim"), *ns = tpc_value_get(root, "param_n_sub_params");
+		t = tpc_value_get(root, "param");
 		if (!root || root->kind != TPC_V_DICT || !t || t->kind != TPC_V_TENSOR) {
 			ret = TPC_CORRUPT(e, p, -1, NULL, "holds no 'param' tensor (a stage 1/2 universal file is {'cat_dim': 0, 'param': tensor})");
 			goto out;
@@ -271,7 +266,7 @@ static int state_tensor(uread *u, const char *rel, const tpc_value *root, const 
 		memset(&ref, 0, sizeof(ref));
 		ref.ndim = nd;
 		ref.shape = (int64_t *)sh;
-		const tpc_value *vt = u->stage == 3 ? NULL : dget(root, "vocab_tensor");
+		const tpc_value *vt = u->stage == 3 ? NULL : tpc_value_get(root, "vocab_tensor");
 		ret = TPC_CORRUPT(e, p, -1, NULL, "%s %s is not the parameter's shape %s (param_shapes of %s)%s",
 				  u->stage == 3 ? "the flat tensor" : "param", tpc_shape_str(tt, a, sizeof(a)),
 				  tpc_shape_str(&ref, b, sizeof(b)), u->ms_name,
@@ -331,8 +326,8 @@ static int one_param(uread *u, const char *name, const tpc_value *shape, tpc_val
 		goto out;
 	u->nparams++;
 	if (u->stage != 3) { /* state_tensor checked their kinds */
-		const tpc_value *cd = dget(root, "cat_dim"), *vt = dget(root, "vocab_tensor"), *ns = dget(root, "param_n_sub_params");
-		const tpc_value *sps = dget(root, "sub_param_shape");
+		const tpc_value *cd = tpc_value_get(root, "cat_dim"), *vt = tpc_value_get(root, "vocab_tensor"), *ns = tpc_value_get(root, "param_n_sub_params");
+		const tpc_value *sps = tpc_value_get(root, "sub_param_shape");
 		if (cd && cd->ival && !u->ncat++)
 			snprintf(u->cat_first, sizeof(u->cat_first), "%s: %lld", name, (long long)cd->ival);
 		u->nwhole += !cd && !sps;
@@ -523,9 +518,9 @@ static int reindex(uread *u, tpc_err *e)
 static void set_about(uread *u)
 {
 	tpc_buf b = TPC_BUF_INIT;
-	const tpc_value *v = dget(u->os, "ds_version");
+	const tpc_value *v = tpc_value_get(u->os, "ds_version");
 	if (!v || v->kind != TPC_V_STR) /* stage 3's optimizer_state_dict may hold none */
-		v = dget(u->ms, "ds_version");
+		v = tpc_value_get(u->ms, "ds_version");
 	tpc_buf_addf(&b, "DeepSpeed universal checkpoint (ds_to_universal.py layout for ZeRO stage %s), deepspeed %s",
 		     u->stage == 3 ? "3" : "1/2", v && v->kind == TPC_V_STR ? v->str : "(no ds_version)");
 	tpc_buf_addf(&b, "\n%zu parameters from zero/NAME/fp32.pt (the fp32 masters, whole), in the order of param_shapes in %s",
@@ -607,20 +602,20 @@ static int read_all(uread *u, tpc_err *e)
 		goto out;
 	}
 	/* stage 3's is the whole optimizer_state_dict of rank 0 */
-	const tpc_value *osd = dget(u->os, "optimizer_state_dict"), *pg = dget(u->os, "param_groups");
+	const tpc_value *osd = tpc_value_get(u->os, "optimizer_state_dict"), *pg = tpc_value_get(u->os, "param_groups");
 	u->stage = osd ? 3 : 2;
 	if (osd) {
-		const tpc_value *st = dget(osd, "state"), *s0 = NULL;
+		const tpc_value *st = tpc_value_get(osd, "state"), *s0 = NULL;
 		for (size_t i = 0; st && st->kind == TPC_V_DICT && i < st->n && !s0; i++)
 			if (st->keys[i]->kind == TPC_V_INT && st->keys[i]->ival == 0)
 				s0 = st->items[i];
-		u->step3 = dget(s0, "step");
-		pg = dget(osd, "param_groups");
+		u->step3 = tpc_value_get(s0, "step");
+		pg = tpc_value_get(osd, "param_groups");
 	}
 	u->ms_name = u->stage == 3 ? MS_3 : MS_12;
 	if ((ret = load(u, u->ms_name, &u->ms, e)))
 		goto out;
-	const tpc_value *shapes = dget(u->ms, "param_shapes");
+	const tpc_value *shapes = tpc_value_get(u->ms, "param_shapes");
 	if (!is_seq(shapes)) {
 		char *p = tpc_path_join(u->dir, u->ms_name);
 		ret = TPC_CORRUPT(e, p, -1, NULL, "param_shapes is not a list of dicts (not a DeepSpeed model-states file)");

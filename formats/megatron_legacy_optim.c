@@ -55,18 +55,13 @@
 
 #define TMP_PREFIX "\x01" "distrib-optim/"
 
-static const tpc_value *dget(const tpc_value *d, const char *k)
-{
-	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
-}
-
 /* The one gbuf's world tensors: "param", "exp_avg", "exp_avg_sq" (ix[]) and
  * numel_unpadded, checked. */
 static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *sib, int64_t ix[3], int64_t *unpadded,
 			 tpc_err *e)
 {
 	static const char *const keys[] = {"param", "exp_avg", "exp_avg_sq"};
-	const tpc_value *co = dget(dv, "buckets_coalesced"), *gb = NULL;
+	const tpc_value *co = tpc_value_get(dv, "buckets_coalesced"), *gb = NULL;
 	if (!dv || dv->kind != TPC_V_DICT)
 		return TPC_CORRUPT(e, sib, -1, NULL, "does not hold a dict (not Megatron's distrib_optim.pt)");
 	if (!co || co->kind != TPC_V_BOOL || !co->ival)
@@ -81,12 +76,12 @@ static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *si
 					  "holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read");
 		gb = dv->items[i]->items[0];
 	}
-	const tpc_value *nu = dget(gb, "numel_unpadded");
+	const tpc_value *nu = tpc_value_get(gb, "numel_unpadded");
 	if (!gb || gb->kind != TPC_V_DICT || !nu || nu->kind != TPC_V_INT || nu->ival < 0)
 		return TPC_CORRUPT(e, sib, -1, NULL, "buffer 0 has no numel_unpadded");
 	*unpadded = nu->ival;
 	for (int k = 0; k < 3; k++) {
-		const tpc_value *v = dget(gb, keys[k]);
+		const tpc_value *v = tpc_value_get(gb, keys[k]);
 		const tpc_tensor *t = v && v->kind == TPC_V_TENSOR && v->ival >= 0 && (size_t)v->ival < ck->n ? &ck->t[v->ival] : NULL;
 		if (!t || t->ndim != 1 || t->dtype != TPC_F32 || t->shape[0] != nu->ival || !tpc_tensor_is_contiguous(t))
 			return tpc_err_at(e, TPC_EINPUT, sib, NULL, "buffer 0's %s is not a flat f32 tensor of numel_unpadded (%lld) elements",
@@ -238,11 +233,11 @@ static int check_masters(const tpc_ckpt *ck, const int64_t *par, size_t np, cons
 static int model_params(const tpc_ckpt *ck, const tpc_value *root, const char *path, int64_t **par, size_t *np,
 			tpc_err *e)
 {
-	const tpc_value *args = dget(root, "args"), *model = dget(root, "model");
+	const tpc_value *args = tpc_value_get(root, "args"), *model = tpc_value_get(root, "model");
 	int64_t vp, ne;
 	tpc__mcore_arg_int(args, "virtual_pipeline_model_parallel_size", 1, &vp);
 	if (!model || vp > 1)
-		return tpc_err_at(e, TPC_EINPUT, path, NULL, dget(root, "model0") || vp > 1
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, tpc_value_get(root, "model0") || vp > 1
 				  ? "holds model chunks (model0, model1, ...: virtual pipeline stages), each with its own buffer: not read yet"
 				  : "holds no 'model' beside its distrib_optim.pt");
 	tpc__mcore_arg_int(args, "num_experts", 0, &ne);
@@ -306,7 +301,7 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 	}
 	if (strcmp(tpc_path_base(path), "model_optim_rng.pt") || !tpc_exists(sib) || !ck->root)
 		goto out; /* not a Megatron rank file with the distributed optimizer */
-	const tpc_value *root = ck->root, *groups = dget(dget(dget(root, "optimizer"), "optimizer"), "param_groups");
+	const tpc_value *root = ck->root, *groups = tpc_value_get(tpc_value_get(tpc_value_get(root, "optimizer"), "optimizer"), "param_groups");
 	if ((ret = model_params(ck, root, path, &par, &np, e)))
 		goto out;
 	if (!groups || (groups->kind != TPC_V_LIST && groups->kind != TPC_V_TUPLE) || !groups->n) {
@@ -324,14 +319,14 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 	}
 	/* the model's tensors under its own keys first: the layout knows the
 	 * shared embedding by its key, and the state is named after them */
-	const tpc_value *md = dget(root, "model");
+	const tpc_value *md = tpc_value_get(root, "model");
 	for (size_t i = 0; !ret && i < md->n; i++) {
 		const tpc_value *v = md->items[i], *k = md->keys[i];
 		if (v->kind == TPC_V_TENSOR && v->ival >= 0 && (size_t)v->ival < ck->n && k->kind == TPC_V_STR &&
 		    strcmp(ck->t[v->ival].name, k->str))
 			ret = tpc_ckpt_rename(ck, v->ival, k->str, e);
 	}
-	if (ret || (ret = layout(ck, par, np, dget(root, "args"), pos, &total, &nb, path, e)))
+	if (ret || (ret = layout(ck, par, np, tpc_value_get(root, "args"), pos, &total, &nb, path, e)))
 		goto out;
 	if (total != unpadded) {
 		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
@@ -343,14 +338,14 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		goto out;
 	mo.on = true;
 	mo.groups = tpc_value_ref((tpc_value *)groups);
-	mo.args = dget(root, "args") ? tpc_value_ref((tpc_value *)dget(root, "args")) : NULL;
+	mo.args = tpc_value_get(root, "args") ? tpc_value_ref((tpc_value *)tpc_value_get(root, "args")) : NULL;
 	char what[96];
 	snprintf(what, sizeof(what), "distrib_optim.pt, %lld bucket%s", (long long)nb, nb == 1 ? "" : "s");
 	if (!(mo.type = tpc_strdup(what)) || !(mo.common = tpc_strdup(path))) {
 		ret = tpc_err_nomem(e);
 		goto out;
 	}
-	tpc_value *model = tpc_value_ref((tpc_value *)dget(root, "model"));
+	tpc_value *model = tpc_value_ref((tpc_value *)tpc_value_get(root, "model"));
 	ret = keep_model(ck, model, e);
 	tpc_value_unref(model);
 	if (!ret)

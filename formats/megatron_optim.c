@@ -62,11 +62,6 @@ void tpc__mcore_optim_release(tpc__mcore_optim *mo)
 	memset(mo, 0, sizeof(*mo));
 }
 
-static const tpc_value *dget(const tpc_value *d, const char *k)
-{
-	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
-}
-
 static bool is_seq(const tpc_value *v)
 {
 	return v && (v->kind == TPC_V_LIST || v->kind == TPC_V_TUPLE);
@@ -77,14 +72,14 @@ static const tpc_value *ns_field(const tpc_value *args, const char *k)
 {
 	if (!args || args->kind != TPC_V_CALL || args->n < 3)
 		return NULL;
-	return dget(args->items[2], k);
+	return tpc_value_get(args->items[2], k);
 }
 
 /* One distributed optimizer's common state: its sharding type (a model-space
  * one) and param groups. */
 static int one_optim(const tpc_value *opt, const char *path, const char **type, const tpc_value **pgs, tpc_err *e)
 {
-	const tpc_value *st = dget(opt, "param_state_sharding_type"), *inner = dget(opt, "optimizer");
+	const tpc_value *st = tpc_value_get(opt, "param_state_sharding_type"), *inner = tpc_value_get(opt, "optimizer");
 	int ret = 0;
 	if (!st || st->kind != TPC_V_STR) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
@@ -111,7 +106,7 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 	*type = st->str;
 	if (dp) /* the param groups are in the DCP files (megatron_dp_optim.c) */
 		return 0;
-	const tpc_value *pg = dget(inner, "param_groups");
+	const tpc_value *pg = tpc_value_get(inner, "param_groups");
 	*pgs = pg;
 	if (!is_seq(pg) || !pg->n) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
@@ -130,8 +125,8 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
  * opt_param_scheduler; a set tpconv writes: shard/layout_megatron_train.c) */
 static void resume_facts(tpc__mcore_optim *mo, const tpc_value *root)
 {
-	const tpc_value *it = dget(root, "iteration"), *c = ns_field(mo->args, "consumed_train_samples");
-	const tpc_value *s = dget(root, "opt_param_scheduler"), *lr = dget(s, "max_lr");
+	const tpc_value *it = tpc_value_get(root, "iteration"), *c = ns_field(mo->args, "consumed_train_samples");
+	const tpc_value *s = tpc_value_get(root, "opt_param_scheduler"), *lr = tpc_value_get(s, "max_lr");
 	mo->iteration = it && it->kind == TPC_V_INT ? it->ival : -1;
 	mo->consumed = c && c->kind == TPC_V_INT ? c->ival : -1;
 	mo->sched = !s ? 0 : lr && lr->kind != TPC_V_NONE ? 2 : 1;
@@ -153,7 +148,7 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 	}
 	if ((ret = tpc_ckpt_open(&ck, path, NULL, e)))
 		goto out;
-	const tpc_value *opt = dget(ck.root, "optimizer");
+	const tpc_value *opt = tpc_value_get(ck.root, "optimizer");
 	if (!opt) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "holds no 'optimizer': the save has no optimizer state (saved with --no-save-optim?)");
 		goto out;
@@ -165,7 +160,7 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 	const tpc_value *part[2] = {opt, NULL}, *pgs[2] = {NULL, NULL};
 	const char *type = NULL;
 	size_t nparts = 1;
-	if (!dget(opt, "param_state_sharding_type") && opt->kind == TPC_V_DICT && opt->n == 2 &&
+	if (!tpc_value_get(opt, "param_state_sharding_type") && opt->kind == TPC_V_DICT && opt->n == 2 &&
 	    opt->keys[0]->kind == TPC_V_INT && opt->keys[0]->ival == 0 && opt->keys[1]->kind == TPC_V_INT &&
 	    opt->keys[1]->ival == 1) {
 		part[0] = opt->items[0];
@@ -174,7 +169,7 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 	}
 	for (size_t k = 0; k < nparts && !ret; k++) {
 		ret = one_optim(part[k], path, &type, &pgs[k], e);
-		if (!ret && k && strcmp(type, dget(part[0], "param_state_sharding_type")->str))
+		if (!ret && k && strcmp(type, tpc_value_get(part[0], "param_state_sharding_type")->str))
 			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "a chained optimizer whose two parts are stored in different forms");
 	}
 	if (ret)
@@ -206,7 +201,7 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 	mo->groups = all ? all : pg ? tpc_value_ref((tpc_value *)pg) : NULL;
 	mo->common = path;
 	path = NULL;
-	mo->args = dget(ck.root, "args") ? tpc_value_ref((tpc_value *)dget(ck.root, "args")) : NULL;
+	mo->args = tpc_value_get(ck.root, "args") ? tpc_value_ref((tpc_value *)tpc_value_get(ck.root, "args")) : NULL;
 	resume_facts(mo, ck.root);
 	mo->on = true;
 out:
@@ -514,17 +509,6 @@ static bool truthy(const tpc_value *v)
 	return v && (v->kind == TPC_V_BOOL || v->kind == TPC_V_INT) && v->ival;
 }
 
-static bool as_double(const tpc_value *v, double *x)
-{
-	if (v && (v->kind == TPC_V_INT || v->kind == TPC_V_BOOL))
-		*x = (double)v->ival;
-	else if (v && v->kind == TPC_V_FLOAT)
-		*x = v->fval;
-	else
-		return false;
-	return true;
-}
-
 /* Which group each parameter is in: in each distributed optimizer (one, or
  * a chained optimizer's dense and expert-parallel parts), one group holds
  * its parameters or two, as Megatron's standard override makes them
@@ -537,7 +521,7 @@ static int part_rule(const tpc__mcore_optim *mo, size_t a, size_t b, bool expert
 	const tpc_value *pg = mo->groups;
 	*nowd = -1;
 	for (size_t g = a; g < b; g++)
-		if (truthy(dget(pg->items[g], "is_expert_parallel")) != expert)
+		if (truthy(tpc_value_get(pg->items[g], "is_expert_parallel")) != expert)
 			return tpc_err_at(e, TPC_EINPUT, path, NULL,
 					  expert ? "param group %zu of the expert-parallel optimizer is not is_expert_parallel"
 						 : mo->chained ? "param group %zu of the dense optimizer is is_expert_parallel"
@@ -546,7 +530,7 @@ static int part_rule(const tpc__mcore_optim *mo, size_t a, size_t b, bool expert
 	if (b - a == 1)
 		return 0;
 	double w0 = -1, w1 = -1;
-	if (b - a == 2 && as_double(dget(pg->items[a], "wd_mult"), &w0) && as_double(dget(pg->items[a + 1], "wd_mult"), &w1) &&
+	if (b - a == 2 && tpc_value_number(tpc_value_get(pg->items[a], "wd_mult"), &w0) && tpc_value_number(tpc_value_get(pg->items[a + 1], "wd_mult"), &w1) &&
 	    (w0 == 0) != (w1 == 0)) {
 		*nowd = (int)a + (w0 == 0 ? 0 : 1);
 		return 0;
@@ -554,7 +538,7 @@ static int part_rule(const tpc__mcore_optim *mo, size_t a, size_t b, bool expert
 	tpc_buf b2 = TPC_BUF_INIT;
 	for (size_t g = a; g < b && g < a + 8; g++) {
 		double w;
-		if (as_double(dget(pg->items[g], "wd_mult"), &w))
+		if (tpc_value_number(tpc_value_get(pg->items[g], "wd_mult"), &w))
 			tpc_buf_addf(&b2, "%s%g", g > a ? ", " : "", w);
 		else
 			tpc_buf_addf(&b2, "%snone", g > a ? ", " : "");
@@ -613,7 +597,7 @@ static int add_steps(const tpc__mcore_optim *mo, tpc_ckpt *ck, int *src, const c
 		return tpc_err_nomem(e);
 	for (size_t g = 0; g < pg->n; g++) {
 		double s;
-		if (!as_double(dget(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
+		if (!tpc_value_number(tpc_value_get(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
 			free(mem);
 			return tpc_err_at(e, TPC_EINPUT, path, NULL,
 					  "param group %zu has no step (an integer, as Megatron saves torch's Adam's): the moments cannot be resumed without it",

@@ -421,6 +421,17 @@ tpc_value *tpc_value_get(const tpc_value *d, const char *key)
 	return pos ? d->items[pos - 1] : NULL;
 }
 
+bool tpc_value_number(const tpc_value *v, double *x)
+{
+	if (v && (v->kind == TPC_V_INT || v->kind == TPC_V_BOOL))
+		*x = (double)v->ival;
+	else if (v && v->kind == TPC_V_FLOAT)
+		*x = v->fval;
+	else
+		return false;
+	return true;
+}
+
 int tpc_value_set_origin(tpc_value *v, tpc_value *call)
 {
 	int ret = 0;

@@ -28,6 +28,7 @@
 #ifndef TPC_VALUE_H
 #define TPC_VALUE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +84,8 @@ int tpc_value_append(tpc_value *seq, tpc_value *item);
 int tpc_value_set(tpc_value *dict, tpc_value *key, tpc_value *val);
 /* DICT lookup by string key; borrowed reference or NULL. */
 tpc_value *tpc_value_get(const tpc_value *dict, const char *key);
+/* An INT, BOOL or FLOAT as a double into *x; false (x untouched) otherwise. */
+bool tpc_value_number(const tpc_value *v, double *x);
 
 int tpc_value_equal(const tpc_value *a, const tpc_value *b); /* deep, for tests */
 const char *tpc_vkind_name(tpc_vkind k);

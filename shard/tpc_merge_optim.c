@@ -32,25 +32,9 @@ void tpc_merge_optim_release(tpc_merge_optim *mo)
 	tpc_merge_optim_init(mo);
 }
 
-static const tpc_value *dget(const tpc_value *d, const char *k)
-{
-	return d && d->kind == TPC_V_DICT ? tpc_value_get(d, k) : NULL;
-}
-
 static const tpc_value *arg(const tpc_value *args, const char *k)
 {
-	return args && args->kind == TPC_V_CALL && args->n >= 3 ? dget(args->items[2], k) : NULL;
-}
-
-static bool num(const tpc_value *v, double *x)
-{
-	if (v && (v->kind == TPC_V_INT || v->kind == TPC_V_BOOL))
-		*x = (double)v->ival;
-	else if (v && v->kind == TPC_V_FLOAT)
-		*x = v->fval;
-	else
-		return false;
-	return true;
+	return args && args->kind == TPC_V_CALL && args->n >= 3 ? tpc_value_get(args->items[2], k) : NULL;
 }
 
 /* Rank 0's param groups (its model_optim_rng.pt: optimizer.optimizer.
@@ -67,11 +51,11 @@ static int rank0_groups(const tpc_merge *model, const char *dir, tpc_value **gro
 		return tpc_err_nomem(e);
 	if ((ret = tpc_ckpt_open(&r0, path, NULL, e)))
 		goto out;
-	const tpc_value *pg = dget(dget(dget(r0.root, "optimizer"), "optimizer"), "param_groups");
-	const tpc_value *qk = arg(dget(r0.root, "args"), "apply_wd_to_qk_layernorm");
+	const tpc_value *pg = tpc_value_get(tpc_value_get(tpc_value_get(r0.root, "optimizer"), "optimizer"), "param_groups");
+	const tpc_value *qk = arg(tpc_value_get(r0.root, "args"), "apply_wd_to_qk_layernorm");
 	double w0 = 0, w1 = 0;
 	if (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n || pg->n > 2 ||
-	    (pg->n == 2 && (!num(dget(pg->items[0], "wd_mult"), &w0) || !num(dget(pg->items[1], "wd_mult"), &w1) ||
+	    (pg->n == 2 && (!tpc_value_number(tpc_value_get(pg->items[0], "wd_mult"), &w0) || !tpc_value_number(tpc_value_get(pg->items[1], "wd_mult"), &w1) ||
 			    (w0 == 0) == (w1 == 0)))) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
 				 "optimizer.optimizer.param_groups is not one group or Megatron's standard two (one with wd_mult 0)");
@@ -98,7 +82,7 @@ static int add_steps(tpc_ckpt *ck, const tpc_value *pg, int *src, tpc_err *e)
 		return tpc_err_nomem(e);
 	for (size_t g = 0; g < pg->n; g++) {
 		double s;
-		if (!num(dget(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
+		if (!tpc_value_number(tpc_value_get(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
 			free(mem);
 			return tpc_err_set(e, TPC_EINPUT, "param group %zu of rank 0 has no step (an integer, as Megatron saves torch's Adam's)", g);
 		}
