@@ -1,7 +1,7 @@
 /* megatron_dp_optim.c - Megatron-Core's distributed optimizer state in its
  * 'dp_reshardable' form, the default since Megatron 0.13 (training/
- * checkpointing.py:552-558 at d98e8a6), mapped back to model space
- * (TPC_OPEN_OPTIMIZER; dcp_int.h).
+ * checkpointing.py:552-558 at d98e8a6), and its 'dp_zero_gather_scatter'
+ * one, mapped back to model space (TPC_OPEN_OPTIMIZER; dcp_int.h).
  *
  * The layout followed (Megatron-LM d98e8a6, megatron/core/optimizer/
  * distrib_optimizer.py unless named):
@@ -53,6 +53,13 @@
  *   column-parallel weight: one per rank; SwiGLU's fc1: [gate_r; up_r], two
  *   per rank); one chunk: replicated, every rank holds it whole (and its
  *   state is tp rank 0's).
+ *
+ * 'dp_zero_gather_scatter' (sharded_param_state_dp_zero, :1659-1690) is
+ * read the same way but for where the buffers are: each DP group's in one
+ * ShardedObject '...dp_group_idx_G.param_state', get_parameter_state_dp_zero
+ * (:1262-1411), the buckets of each model chunk's buffer coalesced as in a
+ * legacy distrib_optim.pt (tpc__mcore_world_tensors), laid out by the args'
+ * bucket size (tpc__mcore_coalesced, the legacy reader's; zero_rank_states).
  *
  * The order is inferred, so it is proved: the save holds both the fp32 master
  * ('param') and the model's weight, and every master, rounded to the weight's
@@ -267,6 +274,18 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 	free(dts);
 	free(dls);
 	return ret;
+}
+
+/* dp_zero_gather_scatter keeps each DP group's state in ShardedObjects
+ * (sharded_state_dict, distrib_optimizer.py:1531-1546, and param_state,
+ * :1659-1690): a tensor entry under the prefix is not of that form. */
+static int zero_objects(const dpmap *dm, tpc_err *e)
+{
+	for (size_t i = 0; i < dm->m->n; i++)
+		if (dm->m->e[i].tensor && !strncmp(dm->m->e[i].fqn, dm->pre, strlen(dm->pre)))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, dm->m->e[i].fqn,
+					  "a tensor in a dp_zero_gather_scatter save, which keeps each DP group's state in one ShardedObject ('param_state'): not mapped");
+	return 0;
 }
 
 /* The bytes item "PREFIX G.what/shard_..." of m: its value, or NULL. */
@@ -662,6 +681,60 @@ static int rank_states(const dpmap *dm, int64_t g, int64_t v, int64_t t, const d
 	return ret;
 }
 
+/* dp_zero_gather_scatter: tp rank t's buffer of model chunk v in DP group
+ * g's ShardedObject '...dp_group_idx_G.param_state', which its DP rank 0
+ * saves (sharded_param_state_dp_zero, distrib_optimizer.py:1659-1690):
+ * get_parameter_state_dp_zero's dict (:1262-1411), each buffer's buckets
+ * coalesced as in a legacy distrib_optim.pt (gbuf v: the optimizer chains
+ * the chunks' buffers, :714-726). The buckets are not recorded: laid out by
+ * the args' bucket size (none past the first pipeline stage, nor past the
+ * first model chunk: distributed_data_parallel.py:164-171, training/
+ * training.py:2504-2514), their total checked against numel_unpadded; *nb
+ * counts them. */
+static int zero_rank_states(const dpmap *dm, int64_t g, int64_t pp, int64_t v, int64_t t, const dparam *ps, size_t n,
+			    tpc_tensor *loc, size_t *nb, tpc_err *e)
+{
+	char nm[160], gd[96];
+	const tpc_value *o = group_object(dm, g, "param_state");
+	int64_t ix[3], unpadded = 0, bucket = 0, total = 0, shape[TPC_MAX_NDIM];
+	size_t nbk = 0;
+	snprintf(nm, sizeof(nm), "%s%lld.param_state", dm->pre, (long long)g);
+	group_desc(dm, g, gd, sizeof(gd));
+	if (!o)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+				  "no '%s': DP group %lld's (%s) optimizer state, which a dp_zero_gather_scatter save keeps on the group's DP rank 0; not mapped",
+				  nm, (long long)g, gd);
+	int ret = tpc__mcore_world_tensors(dm->ck, object_data(o), dm->vpp, v, dm->path, nm, ix, &unpadded, e);
+	if (!ret)
+		ret = tpc__mcore_bucket_size(dm->mo->args, pp + v, &bucket, dm->mo->common, e);
+	int64_t *numel = tpc_calloc(2 * n + 2, sizeof(int64_t)), *pos = numel ? numel + n + 1 : NULL;
+	bool *shared = tpc_calloc(n + 1, sizeof(bool));
+	if (!ret && (!numel || !shared))
+		ret = tpc_err_nomem(e);
+	for (size_t j = 0; !ret && j < n; j++) {
+		local_shape(&ps[j], t, dm->tp, shape);
+		numel[j] = shape_numel(shape, ps[j].en->ndim - ps[j].s);
+		shared[j] = ps[j].layer < 0 && tpc__mcore_shared_embedding(ps[j].en->fqn, !dm->tied, dm->pp);
+	}
+	if (!ret && tpc__mcore_coalesced(numel, shared, n, bucket, pos, &total, &nbk))
+		ret = tpc_err_nomem(e);
+	if (!ret && total != unpadded)
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
+				 "DP group %lld (%s): its %zu parameters take %lld elements in Megatron's buffer layout (%zu bucket%s of args' bucket size %lld, 64-element aligned), its param_state holds %lld (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped",
+				 (long long)g, gd, n, (long long)total, nbk, nbk == 1 ? "" : "s", (long long)bucket, (long long)unpadded);
+	for (size_t j = 0; !ret && j < n; j++) {
+		local_shape(&ps[j], t, dm->tp, shape);
+		for (int k = 0; k < 3 && !ret; k++)
+			if (local_state(&dm->ck->t[ix[k]], pos[j], shape, ps[j].en->ndim - ps[j].s, &loc[j * 3 + (size_t)k]))
+				ret = TPC_CORRUPT(e, dm->path, -1, nm, "cannot take %lld elements at %lld of its %s", (long long)numel[j],
+						  (long long)pos[j], state_keys[k]);
+	}
+	*nb += ret ? 0 : nbk;
+	free(numel);
+	free(shared);
+	return ret;
+}
+
 /* ---- the proof: every master rounds to its weight ---- */
 
 static uint32_t le32(const uint8_t *p)
@@ -811,14 +884,15 @@ static int map_stage(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, size_t 
 	if (!ret && !loc)
 		ret = tpc_err_nomem(e);
 	for (size_t t = 0; !ret && t < tp; t++)
-		ret = rank_states(dm, g0 + (int64_t)t, v, (int64_t)t, ps, n, loc + t * n * 3, e);
+		ret = dm->mo->dpz ? zero_rank_states(dm, g0 + (int64_t)t, pp, v, (int64_t)t, ps, n, loc + t * n * 3, nbuckets, e)
+				  : rank_states(dm, g0 + (int64_t)t, v, (int64_t)t, ps, n, loc + t * n * 3, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t j = 0; j < n && !ret; j++)
 			ret = prove(dm, &ps[j], (int64_t)t, g0 + (int64_t)t, &loc[(t * n + j) * 3], e);
 	for (size_t j = 0; !ret && j < n; j++)
 		for (int k = 0; k < 3 && !ret; k++)
 			ret = add_state(dm, &ps[j], loc, n, j, k, e);
-	for (size_t t = 0; !ret && t < tp; t++)
+	for (size_t t = 0; !ret && !dm->mo->dpz && t < tp; t++)
 		for (size_t b = 0; b < dm->maxb; b++)
 			*nbuckets += *bslot(dm, g0 + (int64_t)t, v, b, 0) >= 0;
 	for (size_t i = 0; loc && i < tp * n * 3; i++)
@@ -902,7 +976,7 @@ static int map_part(dpmap *dm, const tpc_value **pg, size_t *nb, tpc_err *e)
 	if (!ret)
 		ret = check_known(dm, e);
 	if (!ret)
-		ret = find_buckets(dm, e);
+		ret = dm->mo->dpz ? zero_objects(dm, e) : find_buckets(dm, e);
 	for (int64_t pp = 0; !ret && pp < dm->pp; pp++)
 		for (int64_t v = 0; !ret && v < dm->vpp; v++)
 			for (int64_t ep = 0; !ret && ep < dm->ep; ep++)
@@ -956,8 +1030,9 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
 		snprintf(experts, sizeof(experts), " and %lld expert-parallel ones (%zu buckets)",
 			 (long long)(dm[1].tp * dm[1].ep * dm[1].pp), nb[1]);
 	if (!ret)
-		snprintf(what, sizeof(what), "dp_reshardable, %lld DP group%s%s, %zu buckets%s, every master checked against its weight",
-			 (long long)(dm[0].tp * dm[0].pp), dm[0].tp * dm[0].pp == 1 ? "" : "s", chunks, nb[0], experts);
+		snprintf(what, sizeof(what), "%s, %lld DP group%s%s, %zu buckets%s%s, every master checked against its weight",
+			 mo->dpz ? "dp_zero_gather_scatter" : "dp_reshardable", (long long)(dm[0].tp * dm[0].pp),
+			 dm[0].tp * dm[0].pp == 1 ? "" : "s", chunks, nb[0], experts, mo->dpz ? " by args' bucket size" : "");
 	char *ty = ret ? NULL : tpc_strdup(what);
 	if (!ret && !ty)
 		ret = tpc_err_nomem(e);

@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -463,7 +463,30 @@ def dpr_bucket(sd, rank, pre, g_tp, g_pp, v, b, bk, info):
             sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
 
 
-def dpr_worker(rank, world, iterdir, port):
+def dpz_state(g_tp, chunks, info):
+    """DP group (g_tp, stage)'s get_parameter_state_dp_zero() (distrib_optimizer.py
+    :1262-1411, d98e8a6): {"buckets_coalesced": True, gbuf v: {(param dtype,
+    grad dtype): {"param", "exp_avg", "exp_avg_sq": the buffer's buckets back
+    to back, each without its end padding (the padding between parameters
+    zeros: torch.zeros, :1318-1346), "numel_unpadded": their total}}}."""
+    state = {"buckets_coalesced": True}
+    for v, buckets in enumerate(chunks):
+        total = sum(b[0] for b in buckets)
+        world = {}
+        for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+            t, off = torch.zeros(total), 0
+            for unpadded, _, params in buckets:
+                for name, s, n in params:
+                    shape, split = info[name][3], info[name][4]
+                    t[off + s:off + s + n] = local_param(tagged(pid(name), shape, add), split, g_tp).reshape(-1)
+                off += unpadded
+            world[sk] = t
+        world["numel_unpadded"] = total
+        state[v] = {DPR_DTYPE: world}
+    return state
+
+
+def dpr_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -477,6 +500,11 @@ def dpr_worker(rank, world, iterdir, port):
         for g_tp in range(TP):
             G = g_tp + TP * g_pp
             pre = "optimizer.distributed.dp_group_idx_%d" % G
+            if kind == "dp_zero_gather_scatter":  # :1659-1690: on DP rank 0, one ShardedObject
+                if (g_tp, g_pp) == (tp, pp) and dp == 0:
+                    sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": groups()})
+                    sd[pre + ".param_state/shard_0_1"] = dpr_object(dpz_state(g_tp, chunks, info))
+                continue
             if (g_tp, g_pp) == (tp, pp) and dp == 0:  # replica_id (0, 0, dp rank)
                 sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in bs]} for bs in chunks])
                 sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object(
@@ -498,13 +526,13 @@ def dpr_worker(rank, world, iterdir, port):
     dist.destroy_process_group()
 
 
-def save_dp_reshardable(out, name, port):
+def save_dp_reshardable(out, name, port, kind="dp_reshardable"):
     import torch.multiprocessing as mp
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
     world = TP * DPR_DP * DPR_PP
-    mp.spawn(dpr_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    mp.spawn(dpr_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
     args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
@@ -519,7 +547,7 @@ def save_dp_reshardable(out, name, port):
     # the common state: the sharding type only (the param groups are the
     # ShardedObjects above, :1531-1546)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
-              "optimizer": {"param_state_sharding_type": "dp_reshardable"}}
+              "optimizer": {"param_state_sharding_type": kind}}
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -720,6 +748,8 @@ if __name__ == "__main__":
         save(out, "megatron_optim_fsms", "fully_sharded_model_space", 29562)
     if "dpr" in which:
         save_dp_reshardable(out, "megatron_optim_dpr", 29563)
+    if "dpz" in which:  # Megatron 0.8-0.12's default without --ckpt-fully-parallel-save
+        save_dp_reshardable(out, "megatron_optim_dpz", 29566, "dp_zero_gather_scatter")
     if "vpp" in which:  # with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1
         assert L == 4 and TP == 1, "vpp: run with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1"
         os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again

@@ -86,16 +86,32 @@ else
   skip "moe: optimizer.pt by value" "no torch in $PY"
 fi
 
+# dp_zero_gather_scatter (Megatron 0.8-0.12's default without
+# --ckpt-fully-parallel-save): each DP group's buffers gathered on its DP rank
+# 0 in one ShardedObject, as a legacy distrib_optim.pt holds them; the same
+# parameter order, the buckets by args' bucket size
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_dpz"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_zero_gather_scatter, 4 DP groups, 8 buckets by args' bucket size, every master checked against its weight): 17 parameters, 51 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of dp_zero_gather_scatter: 4 DP groups' param_state mapped to 17 parameters, every master checked" ||
+  bad "inspect --optimizer (dpz)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/z"
+run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt" -q
+[ "$rc" = 0 ] && cmp -s "$T/z/optimizer.pt" "$T/r/optimizer.pt" &&
+  ok "dp_zero_gather_scatter (tp 2 x dp 2 x pp 2) and fully_reshardable give a byte-identical optimizer.pt" ||
+  bad "convert (dpz): exit $rc" "$(cat "$T/err")"
+
 # refused by name: a layout, order or save that does not add up
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
   args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
   type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 \
-  "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 >/dev/null 2>&1 || rm -rf "$T/c"
-hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr
+  "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 \
+  "$D/megatron_optim_dpz" args:ddp_bucket_size=300 >/dev/null 2>&1 || rm -rf "$T/c"
+hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
+  local s=$D/${4:-megatron_optim_dpr}
   if [ "${2%%:*}" = meta ]; then
-    mkdir -p "$T/h" && cp "$D/megatron_optim_dpr/latest_checkpointed_iteration.txt" "$T/h/" &&
-      python3 "$SRC/tests/dcp/dcp_meta.py" "$D/megatron_optim_dpr/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
+    mkdir -p "$T/h" && cp "$s/latest_checkpointed_iteration.txt" "$T/h/" &&
+      python3 "$SRC/tests/dcp/dcp_meta.py" "$s/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
       { bad "$1: generator"; return; }
   else
     [ -d "$T/c/${2#c:}" ] || { skip "$1" "no torch in $PY"; return; }
@@ -126,8 +142,8 @@ hostile "DP groups beyond the args' tp x pp" c:1 \
   "tpconv: error: '$I/.metadata': tensor '${G}2.$B.param': DP group 2 in a tp 2 x pp 1 save (its groups are 0..1)"
 hostile "more model chunks than layers split evenly" c:2 \
   "tpconv: error: '$I/common.pt': tp 2 x pp 2 (x 2 model chunks) over 2 layers: not an even pipeline split, the only one tpconv maps"
-hostile "dp_zero_gather_scatter stays refused" c:3 \
-  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_zero_gather_scatter', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'"
+hostile "buckets in a save that says dp_zero_gather_scatter" c:3 \
+  "tpconv: error: '$I/.metadata': tensor '${G}0.$B.param': a tensor in a dp_zero_gather_scatter save, which keeps each DP group's state in one ShardedObject ('param_state'): not mapped"
 hostile "no per_bucket_numel_unpadded" "meta:drop:${G}2.per_bucket_numel_unpadded/shard_0_1" \
   "tpconv: error: '$I/.metadata': no '${G}2.per_bucket_numel_unpadded': the bucket sizes every dp_reshardable save records for each DP group; not mapped"
 hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg" \
@@ -138,6 +154,19 @@ hostile "a parameter not in the order's table" "meta:rename:decoder.layers.mlp.l
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped"
 hostile "a virtual-pipeline save whose args say one chunk" c:4 \
   "tpconv: error: '$I/.metadata': tensor '${G}0.gbuf_idx_1.dtype_(torch.bfloat16, torch.float32).bucket_idx_0.param': a second parameter buffer of DP group 0 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
+Z=optimizer.distributed.dp_group_idx_
+hostile "dp_zero_gather_scatter: a DP group's param_state missing" "meta:drop:${Z}2.param_state/shard_0_1" \
+  "tpconv: error: '$I/.metadata': no '${Z}2.param_state': DP group 2's (tp 0, pp 1) optimizer state, which a dp_zero_gather_scatter save keeps on the group's DP rank 0; not mapped" \
+  megatron_optim_dpz
+hostile "dp_zero_gather_scatter: numel_unpadded off" "meta:pickleint:${Z}1.param_state/shard_0_1=numel_unpadded+64" \
+  "tpconv: error: '$I/.metadata': tensor '${Z}1.param_state': buffer 0's param is not a flat f32 tensor of numel_unpadded (688) elements" \
+  megatron_optim_dpz
+hostile "dp_zero_gather_scatter: another bucket size in args" c:7 \
+  "tpconv: error: '$I/.metadata': tensor '${Z}0.param_state': DP group 0 (tp 0, pp 0): its 8 parameters take 704 elements in Megatron's buffer layout (2 buckets of args' bucket size 300, 64-element aligned), its param_state holds 624 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
+hostile "dp_zero_gather_scatter: two parameters swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_dpz
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
