@@ -358,18 +358,24 @@ def dpr_layout(pp, v=0):
     return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP)
 
 
-def layout_buckets(params, bucket, ndp):
+def layout_buckets(params, bucket, ndp, shared=()):
     """A buffer of params [(name, shape, split)] (split None: whole on every
     rank; else 1/TP of it, an expert's whole) laid out as dpr_layout says,
-    its bucket ends padded to lcm(ndp, 128)."""
+    its bucket ends padded to lcm(ndp, 128); a parameter named in shared
+    (the tied embeddings over several stages) in a bucket of its own
+    (distrib_optimizer.py:530-577)."""
     div = math.lcm(ndp, 128)
     out, cur, start, bstart, end = [], [], 0, 0, 0
     for name, shape, split in reversed(params):
         start = pad_to(start, 64)
+        if name in shared and cur:  # the bucket so far closed at this start
+            out.append((start - bstart, pad_to(start, div) - bstart, cur))
+            cur, start = [], pad_to(start, div)
+            bstart = start
         n = math.prod(shape) // (1 if split is None or split == "expert" else TP)
         cur.append((name, start - bstart, n))
         end = start + n
-        if bucket is not None and end - bstart >= bucket:
+        if (bucket is not None and end - bstart >= bucket) or name in shared:
             out.append((end - bstart, pad_to(end, div) - bstart, cur))
             cur, start = [], pad_to(end, div)
             bstart = start
@@ -676,7 +682,8 @@ def moe_buffer(sd, rank, pre, buckets, ranks):
                     if name is None:
                         mine.append(((g_dp * per + s0,), torch.full((s1 - s0,), -1.0)))
                     else:
-                        val = tagged(pid(name), info[name][3], add).reshape(-1)
+                        src = ALIAS.get(name, name)  # a tied copy holds its original's values
+                        val = tagged(pid(src), info[src][3], add).reshape(-1)
                         mine.append(((g_dp * per + s0,), val[a:e].clone()))
             key = "%s.gbuf_idx_0.dtype_%s.bucket_idx_%d.%s" % (pre, DPR_DTYPE, b, sk)
             if any(r == rank for r, _, _ in all_):
@@ -739,6 +746,181 @@ def save_moe(out, name, port):
           [[(b[0], b[1]) for b in layout_buckets(moe_expert_params(ep), DPR_BUCKET, world // EP)] for ep in range(EP)])
 
 
+# ---- a DeepSeek-V3-shaped GPT in 'dp_reshardable' form ----
+#
+# Multi-latent attention (MLASelfAttention with q_lora_rank, its q and kv
+# norms fused into the up projections as TransformerEngine builds them:
+# linear_q_up_proj.layer_norm_weight, linear_kv_up_proj.layer_norm_weight;
+# multi_latent_attention.py:207-626 at d98e8a6), every layer a MoE of 2
+# routed experts (SequentialMLP, SwiGLU), a shared expert (shared_experts.py)
+# and the router's expert_bias (a buffer: in the model's save, not in the
+# optimizer, router.py:191-192), 3 layers on 2 uneven pipeline stages
+# (--decoder-first-pipeline-num-layers 1: layer 0 on stage 0, layers 1-2 on
+# stage 1, transformer_layer.py get_transformer_layer_offset), tied
+# embeddings over the stages (the last stage's output_layer.weight a copy of
+# the word embeddings, each in a bucket of its own: language_module.py
+# :258-283, distrib_optimizer.py:530-577; the model's save keeps the
+# embedding only). tp 1 x ep 2 x pp 2, dp 2 (expert dp 1): four gloo
+# processes, rank = dp + 2 pp, the expert rank ep = dp; dense DP groups G =
+# pp, expert ones ep + 2 pp.
+
+DS = os.environ.get("MEGATRON_OPTIM_DSV3") == "1"
+DS_L, DS_PP, DS_FIRST, DE = 3, 2, 1, 2
+NH, QKD, PED, VD, QR, KVR, DFF, SFF = 2, 4, 2, 4, 6, 6, 8, 8
+DS_KEYS = [  # in named_parameters order (megatron_dp_optim.c's table cites each)
+    ("embedding.word_embeddings.weight", (V, H), None, False),
+    ("decoder.layers.input_layernorm.weight", (H,), None, True),
+    ("decoder.layers.self_attention.linear_proj.weight", (H, NH * VD), None, True),
+    ("decoder.layers.self_attention.linear_q_down_proj.weight", (QR, H), None, True),
+    ("decoder.layers.self_attention.linear_q_up_proj.layer_norm_weight", (QR,), None, True),
+    ("decoder.layers.self_attention.linear_q_up_proj.weight", (NH * (QKD + PED), QR), None, True),
+    ("decoder.layers.self_attention.linear_kv_down_proj.weight", (KVR + PED, H), None, True),
+    ("decoder.layers.self_attention.linear_kv_up_proj.layer_norm_weight", (KVR,), None, True),
+    ("decoder.layers.self_attention.linear_kv_up_proj.weight", (NH * (QKD + VD), KVR), None, True),
+    ("decoder.layers.pre_mlp_layernorm.weight", (H,), None, True),
+    ("decoder.layers.mlp.router.weight", (DE, H), None, True),
+    ("decoder.layers.mlp.experts.experts.linear_fc1.weight", (2 * DFF, H), "expert", True),
+    ("decoder.layers.mlp.experts.experts.linear_fc2.weight", (H, DFF), "expert", True),
+    ("decoder.layers.mlp.shared_experts.linear_fc1.weight", (2 * SFF, H), None, True),
+    ("decoder.layers.mlp.shared_experts.linear_fc2.weight", (H, SFF), None, True),
+    ("decoder.final_layernorm.weight", (H,), None, False),
+]
+ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"}  # the tied copy
+
+
+def ds_params():
+    out = [(k, k, None, s, sp) for k, s, sp, st in DS_KEYS[:1]]
+    for l in range(DS_L):
+        for k, s, sp, st in DS_KEYS:
+            if not st:
+                continue
+            if sp == "expert":
+                out += [(expert_name(l, e, k.split(".experts.experts.")[1]), k, l, s, ("expert", e)) for e in range(DE)]
+            else:
+                out.append((per_layer(k, l), k, l, s, sp))
+    out += [(k, k, None, s, sp) for k, s, sp, st in DS_KEYS[-1:]]
+    return out
+
+
+if DS:  # megatron_optim_check.py reads this model's parameters
+    KEYS, PARAMS, TP = DS_KEYS, ds_params(), 1
+
+
+def ds_stage(l):
+    return 0 if l < DS_FIRST else DS_PP - 1
+
+
+def ds_dense(pp):
+    """Stage pp's dense buffer: its parameters in named_parameters order
+    (the routed experts in the expert optimizer's), (name, shape, split)."""
+    info = {p[0]: p for p in PARAMS}
+    names = ["embedding.word_embeddings.weight"] if pp == 0 else []
+    for l in [l for l in range(DS_L) if ds_stage(l) == pp]:
+        names += [per_layer(k, l) for k, s, sp, st in DS_KEYS if st and sp != "expert"]
+    if pp == DS_PP - 1:
+        names += ["decoder.final_layernorm.weight"]
+    out = [(n, info[n][3], info[n][4]) for n in names]
+    if pp == DS_PP - 1:  # the output layer's copy of the tied embeddings
+        out.append(("output_layer.weight", (V, H), None))
+    return out
+
+
+def ds_experts(ep, pp):
+    info = {p[0]: p for p in PARAMS}
+    names = []
+    for l in [l for l in range(DS_L) if ds_stage(l) == pp]:
+        for i in range(DE // EP):
+            names += [expert_name(l, ep * (DE // EP) + i, w) for w in MOE_EXPERT_ORDER]
+    return [(n, info[n][3], "expert") for n in names]
+
+
+def ds_model(key, rank, bias=False):
+    """key's global tensor as the model saves it, each layer's (and
+    expert's) from DP rank 0 of its stage (an expert's: its ep rank)."""
+    ps = [p for p in PARAMS if p[1] == key]
+    if bias:  # the router's expert_bias [L, E], f32, tagged 60000 + i
+        ps = [("decoder.layers.%d.mlp.router.expert_bias" % l, key, l, (DE,), None) for l in range(DS_L)]
+    stacked = ps[0][2] is not None
+    expert = isinstance(ps[0][4], tuple)
+    gshape = ((DS_L,) if stacked else ()) + ((DE,) if expert else ()) + ps[0][3]
+    dtype = torch.float32 if bias else torch.bfloat16
+    all_, mine = [], []
+    for name, _, l, shape, split in ps:
+        t = (torch.arange(DE, dtype=torch.float32) + 60000 + 16 * l) if bias else tagged(pid(name), shape, 0.75).to(dtype)
+        stage = ds_stage(l) if stacked else (0 if name.startswith("embedding.") else DS_PP - 1)
+        pre = ((l,) if stacked else ()) + ((split[1],) if expert else ())
+        r = (split[1] // (DE // EP) if expert else 0) + 2 * stage
+        d = t.reshape((1,) * len(pre) + tuple(shape))
+        all_.append((r, pre + (0,) * len(shape), tuple(d.shape)))
+        if rank == r:
+            mine.append((pre + (0,) * len(shape), d))
+    return sharded_tensor(gshape, all_, mine, dtype)
+
+
+def ds_worker(rank, world, iterdir, port):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    sd = {key: ds_model(key, rank) for key, *_ in DS_KEYS}
+    sd["decoder.layers.mlp.router.expert_bias"] = ds_model("decoder.layers.mlp.router.expert_bias", rank, bias=True)
+    egroups = [dict(g, is_expert_parallel=True) for g in groups()]
+    tied = ("embedding.word_embeddings.weight", "output_layer.weight")
+    parts = []
+    for pp in range(DS_PP):
+        bucket = DPR_BUCKET if pp == 0 else None  # none past the first stage
+        parts.append(("chained_0", pp, layout_buckets(ds_dense(pp), bucket, 2, tied), [2 * pp, 2 * pp + 1], groups()))
+        for ep in range(EP):
+            parts.append(("chained_1", ep + 2 * pp, layout_buckets(ds_experts(ep, pp), bucket, 1), [ep + 2 * pp], egroups))
+    for chain, g, buckets, ranks, gr in parts:
+        pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if rank == ranks[0]:
+            sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
+            sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
+            sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": gr})
+        moe_buffer(sd, rank, pre, buckets, ranks)
+
+    class Planner(DefaultSavePlanner):
+        def transform_object(self, write_item, object):  # MCoreSavePlanner, as above
+            return object
+
+    dcp.save(sd, checkpoint_id=iterdir, planner=Planner(flatten_state_dict=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def save_dsv3(out, name, port):
+    import torch.multiprocessing as mp
+    save_dir = os.path.join(out, name)
+    iterdir = os.path.join(save_dir, "iter_0000007")
+    os.makedirs(iterdir, exist_ok=True)
+    world = 4
+    mp.spawn(ds_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    with open(os.path.join(iterdir, "metadata.json"), "w") as f:
+        f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
+    args = argparse.Namespace(num_layers=DS_L, hidden_size=H, num_attention_heads=NH, ffn_hidden_size=DFF,
+                              multi_latent_attention=True, q_lora_rank=QR, kv_lora_rank=KVR, qk_head_dim=QKD,
+                              qk_pos_emb_head_dim=PED, v_head_dim=VD, moe_ffn_hidden_size=DFF,
+                              moe_shared_expert_intermediate_size=SFF, moe_router_enable_expert_bias=True,
+                              padded_vocab_size=V, tensor_model_parallel_size=1, pipeline_model_parallel_size=DS_PP,
+                              decoder_first_pipeline_num_layers=DS_FIRST, decoder_last_pipeline_num_layers=None,
+                              data_parallel_size=2, context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
+                              num_experts=DE, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
+                              moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
+                              untie_embeddings_and_output_weights=False, swiglu=True,
+                              use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
+              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
+                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+    torch.save(common, os.path.join(iterdir, "common.pt"))
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(STEP))
+    tied = ("embedding.word_embeddings.weight", "output_layer.weight")
+    print("wrote", save_dir, [[(b[0], b[1]) for b in layout_buckets(ds_dense(pp), DPR_BUCKET if pp == 0 else None, 2, tied)]
+                              for pp in range(DS_PP)])
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     which = sys.argv[2:] or ["reshard", "fsms", "dpr"]
@@ -758,3 +940,6 @@ if __name__ == "__main__":
     if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
         assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moe", 29565)
+    if "dsv3" in which:  # with MEGATRON_OPTIM_DSV3=1
+        assert DS, "dsv3: run with MEGATRON_OPTIM_DSV3=1"
+        save_dsv3(out, "megatron_optim_dsv3", 29567)
