@@ -40,7 +40,9 @@
  *   recorded bucket exactly, each ending at a parameter's end (Megatron itself
  *   refuses to load a save whose sizes differ from its own, :2076-2081).
  *   named_parameters walks modules in registration order: mcore_order below,
- *   a table of Megatron's parameter names in that order, each cited. The
+ *   a table of Megatron's parameter names in that order, each cited (a
+ *   layer's own key, non-homogeneous layers, looked up as its stacked one:
+ *   layer_entry). The
  *   layers of a stage are an even split of num_layers, or the uneven one
  *   args give (layer_offset), the embedding on the first stage, the final
  *   norm and output layer on the last (tied embeddings over several stages:
@@ -179,6 +181,7 @@ typedef struct dparam {
 	int64_t expert;          /* its routed expert (global number), or -1 */
 	int s;                   /* the stacked dims before its own: layer, expert */
 	int64_t ix;              /* the model tensor in ck (one layer's) */
+	bool own;                /* en is layer `layer`'s own key (non-homogeneous layers): no layer dim */
 	bool copy;               /* the last stage's output_layer.weight, a copy of the tied
 				    word embeddings (their entry): proved, no state of its own */
 	size_t *box;             /* en's chunks of this layer, by offset */
@@ -369,24 +372,60 @@ static const tpc_dcp_entry *model_entry(const tpc_dcp_meta *m, const char *key)
 	return NULL;
 }
 
-/* Every model tensor is a parameter of the table (the order is known). */
+/* "decoder.layers.N.REST", a layer's own key (non-homogeneous layers:
+ * transformer_block.py:793-838 keys each layer by its number, unstacked):
+ * N and REST; false for any other key. */
+static bool own_layer(const char *fqn, int64_t *l, const char **rest)
+{
+	const char *p = fqn + 15;
+	if (strncmp(fqn, "decoder.layers.", 15) || !parse_i64(&p, l) || *p != '.')
+		return false;
+	*rest = p + 1;
+	return true;
+}
+
+/* Table entry k's model entry for layer l (-1: none): its stacked key, or
+ * layer l's own (*own set). */
+static const tpc_dcp_entry *layer_entry(const dpmap *dm, size_t k, int64_t l, bool *own)
+{
+	const tpc_dcp_entry *en = model_entry(dm->m, mcore_order[k].key);
+	char nm[512];
+	*own = false;
+	if (en || l < 0 || mcore_order[k].where == FIRST || mcore_order[k].where == LAST)
+		return en;
+	snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, mcore_order[k].key + 15);
+	*own = true;
+	return model_entry(dm->m, nm);
+}
+
+/* Every model tensor is a parameter of the table (the order is known),
+ * stacked over the layers, or a layer's own. */
 static int check_known(const dpmap *dm, tpc_err *e)
 {
 	for (size_t i = 0; i < dm->m->n; i++) {
 		const tpc_dcp_entry *en = &dm->m->e[i];
 		size_t k = 0;
+		int64_t l = -1;
+		const char *rest = NULL;
+		char key[512];
 		if (!en->tensor || tpc__mcore_optim_key(en->fqn))
 			continue;
-		while (k < NORDER && strcmp(mcore_order[k].key, en->fqn))
+		bool own = own_layer(en->fqn, &l, &rest);
+		snprintf(key, sizeof(key), "%s%s", own ? "decoder.layers." : "", own ? rest : en->fqn);
+		while (k < NORDER && strcmp(mcore_order[k].key, key))
 			k++;
 		if (k == NORDER)
 			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
-					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped");
-		bool stacked = mcore_order[k].where == LAYER || mcore_order[k].where == EXPERT || mcore_order[k].where == BUFFER;
-		if (stacked != (en->unstacked > 0) || (stacked && en->shape[0] != dm->layers))
-			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
-					  "not stacked over the %lld layers args.num_layers says", (long long)dm->layers);
-		if (mcore_order[k].where == EXPERT && (en->ndim < 3 || en->shape[1] != dm->nexperts || en->experts != dm->nexperts))
+					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters, multi-latent attention and routed and shared experts): the dp_reshardable buckets cannot be mapped");
+		int where = mcore_order[k].where, s = own ? 0 : 1;
+		bool stacked = where == LAYER || where == EXPERT || where == BUFFER;
+		if (own && (!stacked || l >= dm->layers || en->unstacked > 0))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not a parameter of one of the %lld layers args.num_layers says",
+					  (long long)dm->layers);
+		if (!own && (stacked != (en->unstacked > 0) || (stacked && en->shape[0] != dm->layers)))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld layers args.num_layers says",
+					  (long long)dm->layers);
+		if (where == EXPERT && (en->ndim < s + 2 || en->shape[s] != dm->nexperts || en->experts != dm->nexperts))
 			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld experts args.num_experts says",
 					  (long long)dm->nexperts);
 	}
@@ -411,8 +450,9 @@ static int find_boxes(const dpmap *dm, dparam *p, tpc_err *e)
 		return tpc_err_nomem(e);
 	p->nbox = 0;
 	bool ok = true;
+	int li = p->layer >= 0 && !p->own ? 0 : -1, xi = p->expert >= 0 ? li + 1 : -1; /* the layer's and expert's dims */
 	for (size_t c = 0; c < en->nc; c++) {
-		if ((s >= 1 && en->c[c].off[0] != p->layer) || (s >= 2 && en->c[c].off[1] != p->expert))
+		if ((li >= 0 && en->c[c].off[li] != p->layer) || (xi >= 0 && en->c[c].off[xi] != p->expert))
 			continue;
 		for (int d = 0; d < s; d++)
 			ok = ok && en->c[c].size[d] == 1;
@@ -480,17 +520,24 @@ static int64_t shape_numel(const int64_t *shape, int nd)
 	return n;
 }
 
-/* One parameter into ps[*n]: entry en's tensor of layer l (or none, -1),
- * routed expert x (or none), its ck tensor and chunks. */
-static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry *en, int64_t l, int64_t x, tpc_err *e)
+/* One parameter into ps[*n]: entry en's tensor of layer l (or none, -1;
+ * own: en is the layer's own key), routed expert x (or none), its ck
+ * tensor and chunks. */
+static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry *en, int64_t l, bool own, int64_t x,
+		     tpc_err *e)
 {
 	dparam *p = &ps[(*n)++];
 	char nm[1024];
+	int64_t ol;
 	p->en = en;
 	p->layer = l;
+	p->own = own;
 	p->expert = x;
-	p->s = (l >= 0) + (x >= 0);
-	const char *rest = en->fqn + strlen("decoder.layers."), *xs = strstr(rest, ".experts.experts.");
+	p->s = (l >= 0 && !own) + (x >= 0);
+	const char *rest = en->fqn + strlen("decoder.layers."), *xs;
+	if (own && !own_layer(en->fqn, &ol, &rest))
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not a layer's own key");
+	xs = strstr(rest, ".experts.experts.");
 	if (x >= 0 && xs) /* the reader's per-expert name (megatron_dist.c expert_name) */
 		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%.*s.experts.local_experts.%lld.%s", (long long)l, (int)(xs - rest),
 			 rest, (long long)x, xs + strlen(".experts.experts."));
@@ -513,9 +560,10 @@ static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_
 		for (int64_t b = 0; b < (dm->grouped ? nx : (int64_t)NORDER) && !ret; b++) {
 			size_t k = (size_t)(dm->grouped ? a : b);
 			int64_t x = x0 + (dm->grouped ? b : a);
-			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? model_entry(dm->m, mcore_order[k].key) : NULL;
+			bool own;
+			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? layer_entry(dm, k, l, &own) : NULL;
 			if (en)
-				ret = add_param(dm, ps, n, en, l, x, e);
+				ret = add_param(dm, ps, n, en, l, own, x, e);
 		}
 	return ret;
 }
@@ -555,10 +603,10 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 		l0 = layer_offset(dm, pp);
 		per = layer_offset(dm, pp + 1) - l0;
 	}
-	size_t cap = 2; /* the entries present: per layer (the layer count and experts checked against them), the copy */
-	for (size_t k = 0; k < NORDER; k++)
-		if (model_entry(dm->m, mcore_order[k].key))
-			cap += mcore_order[k].where == LAYER ? (size_t)per : mcore_order[k].where == EXPERT ? (size_t)(per * nx) : 1;
+	size_t cap = 2; /* every tensor the entries hold (their layers and experts checked), the copy */
+	for (size_t i = 0; i < dm->m->n; i++)
+		cap += (size_t)(dm->m->e[i].unstacked > 0 ? dm->m->e[i].unstacked : 1) *
+		       (size_t)(dm->m->e[i].experts > 0 ? dm->m->e[i].experts : 1);
 	dparam *ps = tpc_calloc(cap, sizeof(dparam));
 	int ret = ps ? 0 : tpc_err_nomem(e);
 	*n = 0;
@@ -571,7 +619,8 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 			bool experts_done = false;
 			for (size_t k = 0; k < NORDER && !ret; k++) {
 				int where = mcore_order[k].where;
-				const tpc_dcp_entry *en = model_entry(dm->m, mcore_order[k].key);
+				bool own;
+				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
 				if (!en || (where != pass && !(pass == LAYER && where == EXPERT)))
 					continue;
 				if (where == EXPERT && !experts_done && (dm->expert || !dm->chained))
@@ -581,7 +630,7 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 					continue;
 				}
 				if (!dm->expert)
-					ret = add_param(dm, ps, n, en, l, -1, e);
+					ret = add_param(dm, ps, n, en, l, own, -1, e);
 			}
 		}
 		if (pass == LAST && !dm->expert && !ret && dm->tied && dm->pp > 1) {
@@ -589,7 +638,7 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 			if (!we)
 				ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
 						 "tied embeddings with no embedding.word_embeddings.weight, which the last stage's output layer copies");
-			else if (!(ret = add_param(dm, ps, n, we, -1, -1, e)))
+			else if (!(ret = add_param(dm, ps, n, we, -1, false, -1, e)))
 				ps[*n - 1].copy = true;
 		}
 	}

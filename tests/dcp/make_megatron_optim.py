@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|moe|dsv3...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -751,63 +751,76 @@ def save_moe(out, name, port):
 # Multi-latent attention (MLASelfAttention with q_lora_rank, its q and kv
 # norms fused into the up projections as TransformerEngine builds them:
 # linear_q_up_proj.layer_norm_weight, linear_kv_up_proj.layer_norm_weight;
-# multi_latent_attention.py:207-626 at d98e8a6), every layer a MoE of 2
-# routed experts (SequentialMLP, SwiGLU), a shared expert (shared_experts.py)
-# and the router's expert_bias (a buffer: in the model's save, not in the
-# optimizer, router.py:191-192), 3 layers on 2 uneven pipeline stages
-# (--decoder-first-pipeline-num-layers 1: layer 0 on stage 0, layers 1-2 on
-# stage 1, transformer_layer.py get_transformer_layer_offset), tied
-# embeddings over the stages (the last stage's output_layer.weight a copy of
-# the word embeddings, each in a bucket of its own: language_module.py
-# :258-283, distrib_optimizer.py:530-577; the model's save keeps the
-# embedding only). tp 1 x ep 2 x pp 2, dp 2 (expert dp 1): four gloo
-# processes, rank = dp + 2 pp, the expert rank ep = dp; dense DP groups G =
-# pp, expert ones ep + 2 pp.
+# multi_latent_attention.py:207-626 at d98e8a6); layer 0 dense (SwiGLU, its
+# pre-MLP norm fused into linear_fc1), layers 1-3 a MoE of 2 routed experts
+# (SequentialMLP, SwiGLU), a shared expert (shared_experts.py) and the
+# router's expert_bias (a buffer: in the model's save, not in the
+# optimizer, router.py:191-192): moe_layer_freq [0, 1, 1, 1], so each
+# layer's keys carry its number, unstacked (non-homogeneous layers,
+# transformer_block.py:793-838), the experts still stacked [E, ...]. 4
+# layers on 2 uneven pipeline stages (--decoder-last-pipeline-num-layers 1:
+# layers 0-2 on stage 0, layer 3 on stage 1, transformer_layer.py
+# get_transformer_layer_offset), tied embeddings over the stages (the last
+# stage's output_layer.weight a copy of the word embeddings, each in a
+# bucket of its own: language_module.py:258-283, distrib_optimizer.py
+# :530-577; the model's save keeps the embedding only). tp 1 x ep 2 x pp 2,
+# dp 2 (expert dp 1): four gloo processes, rank = dp + 2 pp, the expert rank
+# ep = dp; dense DP groups G = pp, expert ones ep + 2 pp.
 
 DS = os.environ.get("MEGATRON_OPTIM_DSV3") == "1"
-DS_L, DS_PP, DS_FIRST, DE = 3, 2, 1, 2
+DS_L, DS_PP, DS_LAST, DS_DENSE, DE = 4, 2, 1, 1, 2
 NH, QKD, PED, VD, QR, KVR, DFF, SFF = 2, 4, 2, 4, 6, 6, 8, 8
-DS_KEYS = [  # in named_parameters order (megatron_dp_optim.c's table cites each)
-    ("embedding.word_embeddings.weight", (V, H), None, False),
-    ("decoder.layers.input_layernorm.weight", (H,), None, True),
-    ("decoder.layers.self_attention.linear_proj.weight", (H, NH * VD), None, True),
-    ("decoder.layers.self_attention.linear_q_down_proj.weight", (QR, H), None, True),
-    ("decoder.layers.self_attention.linear_q_up_proj.layer_norm_weight", (QR,), None, True),
-    ("decoder.layers.self_attention.linear_q_up_proj.weight", (NH * (QKD + PED), QR), None, True),
-    ("decoder.layers.self_attention.linear_kv_down_proj.weight", (KVR + PED, H), None, True),
-    ("decoder.layers.self_attention.linear_kv_up_proj.layer_norm_weight", (KVR,), None, True),
-    ("decoder.layers.self_attention.linear_kv_up_proj.weight", (NH * (QKD + VD), KVR), None, True),
-    ("decoder.layers.pre_mlp_layernorm.weight", (H,), None, True),
-    ("decoder.layers.mlp.router.weight", (DE, H), None, True),
-    ("decoder.layers.mlp.experts.experts.linear_fc1.weight", (2 * DFF, H), "expert", True),
-    ("decoder.layers.mlp.experts.experts.linear_fc2.weight", (H, DFF), "expert", True),
-    ("decoder.layers.mlp.shared_experts.linear_fc1.weight", (2 * SFF, H), None, True),
-    ("decoder.layers.mlp.shared_experts.linear_fc2.weight", (H, SFF), None, True),
-    ("decoder.final_layernorm.weight", (H,), None, False),
+A = "decoder.layers.self_attention."
+DS_ATTN = [  # a layer's attention in named_parameters order (megatron_dp_optim.c's table cites each)
+    ("decoder.layers.input_layernorm.weight", (H,), None),
+    (A + "linear_proj.weight", (H, NH * VD), None),
+    (A + "linear_q_down_proj.weight", (QR, H), None),
+    (A + "linear_q_up_proj.layer_norm_weight", (QR,), None),
+    (A + "linear_q_up_proj.weight", (NH * (QKD + PED), QR), None),
+    (A + "linear_kv_down_proj.weight", (KVR + PED, H), None),
+    (A + "linear_kv_up_proj.layer_norm_weight", (KVR,), None),
+    (A + "linear_kv_up_proj.weight", (NH * (QKD + VD), KVR), None),
+]
+DS_DENSE_MLP = [
+    ("decoder.layers.mlp.linear_fc1.layer_norm_weight", (H,), None),
+    ("decoder.layers.mlp.linear_fc1.weight", (2 * I, H), None),
+    ("decoder.layers.mlp.linear_fc2.weight", (H, I), None),
+]
+DS_MOE = [
+    ("decoder.layers.pre_mlp_layernorm.weight", (H,), None),
+    ("decoder.layers.mlp.router.weight", (DE, H), None),
+    ("decoder.layers.mlp.experts.experts.linear_fc1.weight", (2 * DFF, H), "expert"),
+    ("decoder.layers.mlp.experts.experts.linear_fc2.weight", (H, DFF), "expert"),
+    ("decoder.layers.mlp.shared_experts.linear_fc1.weight", (2 * SFF, H), None),
+    ("decoder.layers.mlp.shared_experts.linear_fc2.weight", (H, SFF), None),
 ]
 ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"}  # the tied copy
 
 
+def ds_layer(l):
+    return DS_ATTN + (DS_DENSE_MLP if l < DS_DENSE else DS_MOE)
+
+
 def ds_params():
-    out = [(k, k, None, s, sp) for k, s, sp, st in DS_KEYS[:1]]
+    """(name, key, layer, shape, split): every key a layer's own."""
+    out = [("embedding.word_embeddings.weight", "embedding.word_embeddings.weight", None, (V, H), None)]
     for l in range(DS_L):
-        for k, s, sp, st in DS_KEYS:
-            if not st:
-                continue
+        for k, s, sp in ds_layer(l):
             if sp == "expert":
-                out += [(expert_name(l, e, k.split(".experts.experts.")[1]), k, l, s, ("expert", e)) for e in range(DE)]
+                out += [(expert_name(l, e, k.split(".experts.experts.")[1]), per_layer(k, l), l, s, ("expert", e))
+                        for e in range(DE)]
             else:
-                out.append((per_layer(k, l), k, l, s, sp))
-    out += [(k, k, None, s, sp) for k, s, sp, st in DS_KEYS[-1:]]
+                out.append((per_layer(k, l), per_layer(k, l), l, s, sp))
+    out.append(("decoder.final_layernorm.weight", "decoder.final_layernorm.weight", None, (H,), None))
     return out
 
 
 if DS:  # megatron_optim_check.py reads this model's parameters
-    KEYS, PARAMS, TP = DS_KEYS, ds_params(), 1
+    PARAMS, TP = ds_params(), 1
 
 
 def ds_stage(l):
-    return 0 if l < DS_FIRST else DS_PP - 1
+    return 0 if l < DS_L - DS_LAST else DS_PP - 1
 
 
 def ds_dense(pp):
@@ -816,7 +829,7 @@ def ds_dense(pp):
     info = {p[0]: p for p in PARAMS}
     names = ["embedding.word_embeddings.weight"] if pp == 0 else []
     for l in [l for l in range(DS_L) if ds_stage(l) == pp]:
-        names += [per_layer(k, l) for k, s, sp, st in DS_KEYS if st and sp != "expert"]
+        names += [per_layer(k, l) for k, s, sp in ds_layer(l) if sp != "expert"]
     if pp == DS_PP - 1:
         names += ["decoder.final_layernorm.weight"]
     out = [(n, info[n][3], info[n][4]) for n in names]
@@ -828,27 +841,28 @@ def ds_dense(pp):
 def ds_experts(ep, pp):
     info = {p[0]: p for p in PARAMS}
     names = []
-    for l in [l for l in range(DS_L) if ds_stage(l) == pp]:
+    for l in [l for l in range(DS_DENSE, DS_L) if ds_stage(l) == pp]:
         for i in range(DE // EP):
             names += [expert_name(l, ep * (DE // EP) + i, w) for w in MOE_EXPERT_ORDER]
     return [(n, info[n][3], "expert") for n in names]
 
 
-def ds_model(key, rank, bias=False):
-    """key's global tensor as the model saves it, each layer's (and
-    expert's) from DP rank 0 of its stage (an expert's: its ep rank)."""
+def ds_model(key, rank):
+    """key's tensor as the model saves it, from DP rank 0 of its stage (an
+    expert's: its ep rank); the router's expert_bias [E] f32, 60000 + 16 l + e."""
     ps = [p for p in PARAMS if p[1] == key]
-    if bias:  # the router's expert_bias [L, E], f32, tagged 60000 + i
-        ps = [("decoder.layers.%d.mlp.router.expert_bias" % l, key, l, (DE,), None) for l in range(DS_L)]
-    stacked = ps[0][2] is not None
+    bias = key.endswith(".router.expert_bias")
+    if bias:
+        l = int(key.split(".")[2])
+        ps = [(key, key, l, (DE,), None)]
     expert = isinstance(ps[0][4], tuple)
-    gshape = ((DS_L,) if stacked else ()) + ((DE,) if expert else ()) + ps[0][3]
+    gshape = ((DE,) if expert else ()) + ps[0][3]
     dtype = torch.float32 if bias else torch.bfloat16
     all_, mine = [], []
     for name, _, l, shape, split in ps:
         t = (torch.arange(DE, dtype=torch.float32) + 60000 + 16 * l) if bias else tagged(pid(name), shape, 0.75).to(dtype)
-        stage = ds_stage(l) if stacked else (0 if name.startswith("embedding.") else DS_PP - 1)
-        pre = ((l,) if stacked else ()) + ((split[1],) if expert else ())
+        stage = ds_stage(l) if l is not None else (0 if name.startswith("embedding.") else DS_PP - 1)
+        pre = (split[1],) if expert else ()
         r = (split[1] // (DE // EP) if expert else 0) + 2 * stage
         d = t.reshape((1,) * len(pre) + tuple(shape))
         all_.append((r, pre + (0,) * len(shape), tuple(d.shape)))
@@ -863,8 +877,9 @@ def ds_worker(rank, world, iterdir, port):
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    sd = {key: ds_model(key, rank) for key, *_ in DS_KEYS}
-    sd["decoder.layers.mlp.router.expert_bias"] = ds_model("decoder.layers.mlp.router.expert_bias", rank, bias=True)
+    keys = list(dict.fromkeys(p[1] for p in PARAMS))
+    keys += ["decoder.layers.%d.mlp.router.expert_bias" % l for l in range(DS_DENSE, DS_L)]
+    sd = {key: ds_model(key, rank) for key in keys}
     egroups = [dict(g, is_expert_parallel=True) for g in groups()]
     tied = ("embedding.word_embeddings.weight", "output_layer.weight")
     parts = []
@@ -899,12 +914,13 @@ def save_dsv3(out, name, port):
     mp.spawn(ds_worker, args=(world, iterdir, port), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
-    args = argparse.Namespace(num_layers=DS_L, hidden_size=H, num_attention_heads=NH, ffn_hidden_size=DFF,
+    args = argparse.Namespace(num_layers=DS_L, hidden_size=H, num_attention_heads=NH, ffn_hidden_size=I,
+                              moe_layer_freq=[0] * DS_DENSE + [1] * (DS_L - DS_DENSE),
                               multi_latent_attention=True, q_lora_rank=QR, kv_lora_rank=KVR, qk_head_dim=QKD,
                               qk_pos_emb_head_dim=PED, v_head_dim=VD, moe_ffn_hidden_size=DFF,
                               moe_shared_expert_intermediate_size=SFF, moe_router_enable_expert_bias=True,
                               padded_vocab_size=V, tensor_model_parallel_size=1, pipeline_model_parallel_size=DS_PP,
-                              decoder_first_pipeline_num_layers=DS_FIRST, decoder_last_pipeline_num_layers=None,
+                              decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=DS_LAST,
                               data_parallel_size=2, context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
                               num_experts=DE, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
                               moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,

@@ -89,14 +89,15 @@ else
   skip "moe: optimizer.pt by value" "no torch in $PY"
 fi
 
-# a DeepSeek-V3-shaped GPT: multi-latent attention, 2 routed experts and a
-# shared expert per layer (the router's expert_bias a buffer, no state), 3
-# layers over 2 uneven stages (decoder_first_pipeline_num_layers 1), tied
-# embeddings over them (the last stage's output layer copy in a bucket of
-# its own), tp 1 x ep 2 x pp 2: every value on its element
+# a DeepSeek-V3-shaped GPT: multi-latent attention, a dense first layer,
+# then 2 routed experts and a shared expert per layer (the router's
+# expert_bias a buffer, no state; each layer under its own keys), 4 layers
+# over 2 uneven stages (decoder_last_pipeline_num_layers 1), tied embeddings
+# over them (the last stage's output layer copy in a bucket of its own), tp
+# 1 x ep 2 x pp 2: every value on its element
 run "$TPCONV" inspect --optimizer "$D/megatron_optim_dsv3"
-grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 2 DP groups, 7 buckets and 4 expert-parallel ones (4 buckets), every master checked against its weight): 50 parameters, 150 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" &&
-  [ "$rc" = 0 ] && ok "inspect --optimizer of a DeepSeek-V3-shaped save (MLA, shared experts, uneven stages, tied embeddings): 50 parameters" ||
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets), every master checked against its weight): 61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a DeepSeek-V3-shaped save (MLA, a dense first layer, shared experts, uneven stages, tied embeddings): 61 parameters" ||
   bad "inspect --optimizer (dsv3)" "$(head -6 "$T/out" "$T/err")"
 mkdir -p "$T/s"
 run "$TPCONV" convert "$D/megatron_optim_dsv3" --optimizer -o "$T/s/optimizer.pt" -q
@@ -133,7 +134,7 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 \
   "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 \
   "$D/megatron_optim_dpz" args:ddp_bucket_size=300 \
-  "$D/megatron_optim_dsv3" args:untie_embeddings_and_output_weights=1 args:decoder_first_pipeline_num_layers=2 \
+  "$D/megatron_optim_dsv3" args:untie_embeddings_and_output_weights=1 args:decoder_last_pipeline_num_layers=2 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -180,7 +181,7 @@ hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx
 hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
   "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
 hostile "a parameter not in the order's table" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
-  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped"
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters, multi-latent attention and routed and shared experts): the dp_reshardable buckets cannot be mapped"
 hostile "a virtual-pipeline save whose args say one chunk" c:4 \
   "tpconv: error: '$I/.metadata': tensor '${G}0.gbuf_idx_1.dtype_(torch.bfloat16, torch.float32).bucket_idx_0.param': a second parameter buffer of DP group 0 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
 Z=optimizer.distributed.dp_group_idx_
@@ -196,19 +197,19 @@ hostile "dp_zero_gather_scatter: two parameters swapped, the master check" \
   "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
   megatron_optim_dpz
-A=decoder.layers.self_attention
+A=decoder.layers.0.self_attention
 hostile "DeepSeek-V3: MLA's two up-projection norms swapped, the master check" \
   "meta:swap:$A.linear_q_up_proj.layer_norm_weight=$A.linear_kv_up_proj.layer_norm_weight" \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_q_up_proj.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 4096.75, which rounds differently to BF16, the model holds 7168: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
   megatron_optim_dsv3
 hostile "DeepSeek-V3: a shared expert's weight and an attention one swapped, the master check" \
-  "meta:swap:decoder.layers.mlp.shared_experts.linear_fc2.weight=$A.linear_kv_down_proj.weight" \
-  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_kv_down_proj.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 6144.75, which rounds differently to BF16, the model holds 16384: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  "meta:swap:decoder.layers.1.mlp.shared_experts.linear_fc2.weight=decoder.layers.1.self_attention.linear_kv_down_proj.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.1.self_attention.linear_kv_down_proj.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 17408.75, which rounds differently to BF16, the model holds 27648: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
   megatron_optim_dsv3
 hostile "DeepSeek-V3: args untie the embeddings (no bucket of their own)" c:8 \
-  "tpconv: error: '$I/.metadata': tensor 'embedding.word_embeddings.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 320 elements here would end at 448 of bucket 3, past the 128 elements per_bucket_numel_unpadded [208, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
-hostile "DeepSeek-V3: args put 2 layers on the first stage" c:9 \
-  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.shared_experts.linear_fc2.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 64 elements here would end at 192 of bucket 3, past the 128 elements per_bucket_numel_unpadded [208, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
+  "tpconv: error: '$I/.metadata': tensor 'embedding.word_embeddings.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 320 elements here would end at 448 of bucket 10, past the 128 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "DeepSeek-V3: args put 2 layers on the last stage" c:9 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.linear_fc1.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 256 elements here would end at 512 of bucket 3, past the 320 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
