@@ -37,7 +37,10 @@ typedef struct tpc__mcore_optim {
 	size_t ndense;       /* groups [0, ndense) are the dense parameters' */
 	bool chained;        /* two distributed optimizers: dense, expert-parallel */
 	tpc_value *args;     /* common.pt's args, or NULL */
-	bool dp;             /* 'dp_reshardable': the buckets, mapped by megatron_dp_optim.c */
+	bool dp;             /* 'dp_reshardable' or 'dp_zero_gather_scatter': the buckets,
+	                        mapped by megatron_dp_optim.c */
+	bool dpz;            /* 'dp_zero_gather_scatter': each DP group's buffers
+	                        gathered in one ShardedObject, 'param_state' */
 	size_t nparams, nstate;
 	int64_t iteration;   /* common.pt's iteration (-1: none) */
 	int64_t consumed;    /* args' consumed_train_samples (-1: none) */
@@ -84,6 +87,27 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
  * end padding to lcm(dp, 128) is not in it). */
 int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, const int64_t *want,
 		      size_t nwant, int64_t *bk, int64_t *at, int64_t *sizes, size_t *nb, size_t *bad);
+/* Is parameter `name` (Megatron's key) in a bucket of its own? The word
+ * embeddings on the first stage and the output layer's copy of them on the
+ * last, when tied (no untie) across pp > 1 stages: 'shared_embedding'
+ * (models/common/language_module.py:258-283 at d98e8a6 sets it only at
+ * pp > 1; with one stage it returns before), distrib_optimizer.py:530-531. */
+bool tpc__mcore_shared_embedding(const char *name, int64_t untie, int64_t pp);
+/* The same layout as get_parameter_state_dp_zero (distrib_optimizer.py
+ * :1262-1411) coalesces it, bucket after bucket, each without its end
+ * padding: pos[j], parameter j's offset; *total, the sum of the buckets'
+ * unpadded sizes (the save's numel_unpadded); *nb, the buckets. -1: no
+ * memory. */
+int tpc__mcore_coalesced(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, int64_t *pos,
+			 int64_t *total, size_t *nb);
+/* A coalesced distrib_optim.pt dict (get_parameter_state_dp_zero: a legacy
+ * save's distrib_optim.pt, a dp_zero_gather_scatter save's param_state)
+ * holding ngbuf buffers (one per model chunk), one dtype each: buffer v's
+ * "param", "exp_avg", "exp_avg_sq" tensors (ix[], indices into ck), each
+ * numel_unpadded (*unpadded) f32 elements, checked; where (a file) and name
+ * (an entry of it, or NULL) name it in errors. */
+int tpc__mcore_world_tensors(const tpc_ckpt *ck, const tpc_value *dv, int64_t ngbuf, int64_t v, const char *where,
+			     const char *name, int64_t ix[3], int64_t *unpadded, tpc_err *e);
 /* DDP's bucket size for pipeline stage pp_rank (distributed_data_parallel.py
  * :131-171: --ddp-bucket-size, else max(40000000, 1000000 x dp x cp), none
  * without --overlap-grad-reduce or past the first stage): 0 for none. */

@@ -756,6 +756,25 @@ static int build_tree(dcp_read *r, tpc_value *root, tpc_err *e)
 	return ret;
 }
 
+/* The per-chunk tensors dropped; the bytes items' trees (a
+ * dp_zero_gather_scatter param_state holds tensors) ride as ck's root
+ * meanwhile, so that the drop renumbers their tensors too. */
+static int drop_chunks(dcp_read *r, size_t first, tpc_err *e)
+{
+	tpc_value *held = r->ck->root, *all = tpc_value_new(TPC_V_LIST);
+	int ret = all ? 0 : tpc_err_nomem(e);
+	for (size_t i = 0; i < r->m.n && !ret; i++)
+		if (r->vals[i] && tpc_value_append(all, tpc_value_ref(r->vals[i])))
+			ret = tpc_err_nomem(e);
+	if (!ret) {
+		r->ck->root = all;
+		ret = tpc_ckpt_drop_prefixed(r->ck, first, TMP_PREFIX, e);
+		r->ck->root = held;
+	}
+	tpc_value_unref(all);
+	return ret;
+}
+
 int tpc__dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_err *e)
 {
 	dcp_read r;
@@ -777,7 +796,7 @@ int tpc__dcp_open(tpc_ckpt *ck, const char *dir_in, const tpc_open_opts *o, tpc_
 	if (ret)
 		goto out;
 	/* drop the per-chunk tensors; the assembled ones stay */
-	if ((ret = tpc_ckpt_drop_prefixed(ck, first, TMP_PREFIX, e)))
+	if ((ret = drop_chunks(&r, first, e)))
 		goto out;
 	/* dp_reshardable: the buckets mapped to each parameter's state, then gone */
 	if (r.mo.on && r.mo.dp && (ret = dp_buckets(&r, first, e)))

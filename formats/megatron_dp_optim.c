@@ -1,7 +1,7 @@
 /* megatron_dp_optim.c - Megatron-Core's distributed optimizer state in its
  * 'dp_reshardable' form, the default since Megatron 0.13 (training/
- * checkpointing.py:552-558 at d98e8a6), mapped back to model space
- * (TPC_OPEN_OPTIMIZER; dcp_int.h).
+ * checkpointing.py:552-558 at d98e8a6), and its 'dp_zero_gather_scatter'
+ * one, mapped back to model space (TPC_OPEN_OPTIMIZER; dcp_int.h).
  *
  * The layout followed (Megatron-LM d98e8a6, megatron/core/optimizer/
  * distrib_optimizer.py unless named):
@@ -40,10 +40,13 @@
  *   recorded bucket exactly, each ending at a parameter's end (Megatron itself
  *   refuses to load a save whose sizes differ from its own, :2076-2081).
  *   named_parameters walks modules in registration order: mcore_order below,
- *   a table of Megatron's parameter names in that order, each cited. The
- *   layers of a stage are an even split of num_layers (pipeline stages of
- *   other sizes are refused), the embedding on the first stage, the final
- *   norm and output layer on the last. With virtual pipeline stages each
+ *   a table of Megatron's parameter names in that order, each cited (a
+ *   layer's own key, non-homogeneous layers, looked up as its stacked one:
+ *   layer_entry). The
+ *   layers of a stage are an even split of num_layers, or the uneven one
+ *   args give (layer_offset), the embedding on the first stage, the final
+ *   norm and output layer on the last (tied embeddings over several stages:
+ *   the output layer's copy of them, and both in buckets of their own). With virtual pipeline stages each
  *   model chunk of a rank has a buffer of its own, gbuf_idx v for chunk v
  *   (DDP per chunk; the optimizer chains their buffers, :714-726), chunk v of
  *   stage p holding the layers from (v PP + p) L / (PP VPP).
@@ -53,6 +56,13 @@
  *   column-parallel weight: one per rank; SwiGLU's fc1: [gate_r; up_r], two
  *   per rank); one chunk: replicated, every rank holds it whole (and its
  *   state is tp rank 0's).
+ *
+ * 'dp_zero_gather_scatter' (sharded_param_state_dp_zero, :1659-1690) is
+ * read the same way but for where the buffers are: each DP group's in one
+ * ShardedObject '...dp_group_idx_G.param_state', get_parameter_state_dp_zero
+ * (:1262-1411), the buckets of each model chunk's buffer coalesced as in a
+ * legacy distrib_optim.pt (tpc__mcore_world_tensors), laid out by the args'
+ * bucket size (tpc__mcore_coalesced, the legacy reader's; zero_rank_states).
  *
  * The order is inferred, so it is proved: the save holds both the fp32 master
  * ('param') and the model's weight, and every master, rounded to the weight's
@@ -74,8 +84,10 @@
 #define PROOF_RUNS 64   /* else this many runs */
 #define PROOF_RUN 64    /* of this many elements */
 
-enum { FIRST, LAYER, LAST, EXPERT }; /* where a parameter lives: first stage, each layer, last
-					stage, each routed expert of each layer */
+enum { FIRST, LAYER, LAST, EXPERT, BUFFER }; /* where a parameter lives: first stage, each
+						layer, last stage, each routed expert of each
+						layer; BUFFER: a layer's model tensor that is
+						no parameter (not in the optimizer's buffers) */
 
 /* Megatron's parameters of a GPT model in named_parameters order (module
  * registration order), as the save names its keys. GPTModel registers
@@ -87,9 +99,19 @@ enum { FIRST, LAYER, LAST, EXPERT }; /* where a parameter lives: first stage, ea
  * (transformer_layer.py:368, 392, 426, 456; the cross-attention modules are
  * identities in a GPT); Attention core_attention and linear_proj
  * (attention.py:382, 413) before SelfAttention's linear_qkv, q_layernorm,
- * k_layernorm (:1692, 1734, 1743); MLP linear_fc1, linear_fc2 (mlp.py:219,
- * 240); MoELayer router, then experts (moe/moe_layer.py:260, 334; the
- * router's expert_bias is a buffer), SequentialMLP its local experts in
+ * k_layernorm (:1692, 1734, 1743); MultiLatentAttention core_attention and
+ * linear_proj (multi_latent_attention.py:207, 221) before MLASelfAttention's
+ * linear_q_proj (without q_lora_rank) or linear_q_down_proj and
+ * linear_q_up_proj, then linear_kv_down_proj, linear_kv_up_proj,
+ * q_layernorm, kv_layernorm (:510, 537, 557, 584, 604, 620, 626; with
+ * TransformerEngine the q and kv norms are the up projections' fused
+ * layer_norm_weight, and q/kv_layernorm identities); MLP linear_fc1,
+ * linear_fc2 (mlp.py:219, 240); MoELayer router, then experts, then
+ * shared_experts (moe/moe_layer.py:260, 334, 346); the router its weight
+ * and bias (router.py:64, 68; expert_bias is a buffer, :191-192, in the
+ * save but not the optimizer); SharedExpertMLP an MLP's linear_fc1,
+ * linear_fc2, then its gate_weight (shared_experts.py:128, 139, with
+ * --moe-shared-expert-gate); SequentialMLP its local experts in
  * order, each an MLP (experts.py:1435-1451), TEGroupedMLP (moe_grouped_gemm)
  * all experts' linear_fc1 (weight0, weight1, ...) before all their
  * linear_fc2 (experts.py:217, 236); the experts go to the expert-parallel
@@ -97,8 +119,7 @@ enum { FIRST, LAYER, LAST, EXPERT }; /* where a parameter lives: first stage, ea
  * 1415-1501); TransformerEngine's LayerNormLinear layer_norm_weight,
  * layer_norm_bias, then weight, bias (transformer_engine/pytorch/module/
  * layernorm_linear.py, LayerNormLinear.__init__, at TransformerEngine
- * 3ec8787). A parameter not here (shared experts, expert biases, MTP,
- * ...) is refused. */
+ * 3ec8787). A parameter not here (expert biases, MTP, ...) is refused. */
 static const struct {
 	const char *key;
 	int where;
@@ -109,6 +130,13 @@ static const struct {
 	{"decoder.layers.input_layernorm.bias", LAYER},
 	{"decoder.layers.self_attention.linear_proj.weight", LAYER},
 	{"decoder.layers.self_attention.linear_proj.bias", LAYER},
+	{"decoder.layers.self_attention.linear_q_proj.weight", LAYER},
+	{"decoder.layers.self_attention.linear_q_down_proj.weight", LAYER},
+	{"decoder.layers.self_attention.linear_q_up_proj.layer_norm_weight", LAYER},
+	{"decoder.layers.self_attention.linear_q_up_proj.weight", LAYER},
+	{"decoder.layers.self_attention.linear_kv_down_proj.weight", LAYER},
+	{"decoder.layers.self_attention.linear_kv_up_proj.layer_norm_weight", LAYER},
+	{"decoder.layers.self_attention.linear_kv_up_proj.weight", LAYER},
 	{"decoder.layers.self_attention.linear_qkv.layer_norm_weight", LAYER},
 	{"decoder.layers.self_attention.linear_qkv.layer_norm_bias", LAYER},
 	{"decoder.layers.self_attention.linear_qkv.weight", LAYER},
@@ -117,11 +145,20 @@ static const struct {
 	{"decoder.layers.self_attention.q_layernorm.bias", LAYER},
 	{"decoder.layers.self_attention.k_layernorm.weight", LAYER},
 	{"decoder.layers.self_attention.k_layernorm.bias", LAYER},
+	{"decoder.layers.self_attention.kv_layernorm.weight", LAYER},
+	{"decoder.layers.self_attention.kv_layernorm.bias", LAYER},
 	{"decoder.layers.pre_mlp_layernorm.weight", LAYER},
 	{"decoder.layers.pre_mlp_layernorm.bias", LAYER},
 	{"decoder.layers.mlp.router.weight", LAYER},
+	{"decoder.layers.mlp.router.bias", LAYER},
+	{"decoder.layers.mlp.router.expert_bias", BUFFER},
 	{"decoder.layers.mlp.experts.experts.linear_fc1.weight", EXPERT},
 	{"decoder.layers.mlp.experts.experts.linear_fc2.weight", EXPERT},
+	{"decoder.layers.mlp.shared_experts.linear_fc1.weight", LAYER},
+	{"decoder.layers.mlp.shared_experts.linear_fc1.bias", LAYER},
+	{"decoder.layers.mlp.shared_experts.linear_fc2.weight", LAYER},
+	{"decoder.layers.mlp.shared_experts.linear_fc2.bias", LAYER},
+	{"decoder.layers.mlp.shared_experts.gate_weight", LAYER},
 	{"decoder.layers.mlp.linear_fc1.layer_norm_weight", LAYER},
 	{"decoder.layers.mlp.linear_fc1.layer_norm_bias", LAYER},
 	{"decoder.layers.mlp.linear_fc1.weight", LAYER},
@@ -144,6 +181,9 @@ typedef struct dparam {
 	int64_t expert;          /* its routed expert (global number), or -1 */
 	int s;                   /* the stacked dims before its own: layer, expert */
 	int64_t ix;              /* the model tensor in ck (one layer's) */
+	bool own;                /* en is layer `layer`'s own key (non-homogeneous layers): no layer dim */
+	bool copy;               /* the last stage's output_layer.weight, a copy of the tied
+				    word embeddings (their entry): proved, no state of its own */
 	size_t *box;             /* en's chunks of this layer, by offset */
 	size_t nbox;
 	int d;                   /* the dim the chunks split (-1: one chunk) */
@@ -157,6 +197,7 @@ typedef struct dpmap {
 	tpc_value *const *vals;
 	const char *path;     /* .metadata, for errors */
 	int64_t tp, pp, vpp, layers; /* vpp: model chunks per pipeline rank */
+	int64_t first, last;  /* decoder_first/last_pipeline_num_layers (-1: unset) */
 	bool tied;
 	/* the part mapped: the dense optimizer's, or the expert-parallel one's
 	 * (then tp is the expert TP size, ep the expert-parallel size; its
@@ -269,6 +310,18 @@ static int find_buckets(dpmap *dm, tpc_err *e)
 	return ret;
 }
 
+/* dp_zero_gather_scatter keeps each DP group's state in ShardedObjects
+ * (sharded_state_dict, distrib_optimizer.py:1531-1546, and param_state,
+ * :1659-1690): a tensor entry under the prefix is not of that form. */
+static int zero_objects(const dpmap *dm, tpc_err *e)
+{
+	for (size_t i = 0; i < dm->m->n; i++)
+		if (dm->m->e[i].tensor && !strncmp(dm->m->e[i].fqn, dm->pre, strlen(dm->pre)))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, dm->m->e[i].fqn,
+					  "a tensor in a dp_zero_gather_scatter save, which keeps each DP group's state in one ShardedObject ('param_state'): not mapped");
+	return 0;
+}
+
 /* The bytes item "PREFIX G.what/shard_..." of m: its value, or NULL. */
 static const tpc_value *group_object(const dpmap *dm, int64_t g, const char *what)
 {
@@ -319,24 +372,60 @@ static const tpc_dcp_entry *model_entry(const tpc_dcp_meta *m, const char *key)
 	return NULL;
 }
 
-/* Every model tensor is a parameter of the table (the order is known). */
+/* "decoder.layers.N.REST", a layer's own key (non-homogeneous layers:
+ * transformer_block.py:793-838 keys each layer by its number, unstacked):
+ * N and REST; false for any other key. */
+static bool own_layer(const char *fqn, int64_t *l, const char **rest)
+{
+	const char *p = fqn + 15;
+	if (strncmp(fqn, "decoder.layers.", 15) || !parse_i64(&p, l) || *p != '.')
+		return false;
+	*rest = p + 1;
+	return true;
+}
+
+/* Table entry k's model entry for layer l (-1: none): its stacked key, or
+ * layer l's own (*own set). */
+static const tpc_dcp_entry *layer_entry(const dpmap *dm, size_t k, int64_t l, bool *own)
+{
+	const tpc_dcp_entry *en = model_entry(dm->m, mcore_order[k].key);
+	char nm[512];
+	*own = false;
+	if (en || l < 0 || mcore_order[k].where == FIRST || mcore_order[k].where == LAST)
+		return en;
+	snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, mcore_order[k].key + 15);
+	*own = true;
+	return model_entry(dm->m, nm);
+}
+
+/* Every model tensor is a parameter of the table (the order is known),
+ * stacked over the layers, or a layer's own. */
 static int check_known(const dpmap *dm, tpc_err *e)
 {
 	for (size_t i = 0; i < dm->m->n; i++) {
 		const tpc_dcp_entry *en = &dm->m->e[i];
 		size_t k = 0;
+		int64_t l = -1;
+		const char *rest = NULL;
+		char key[512];
 		if (!en->tensor || tpc__mcore_optim_key(en->fqn))
 			continue;
-		while (k < NORDER && strcmp(mcore_order[k].key, en->fqn))
+		bool own = own_layer(en->fqn, &l, &rest);
+		snprintf(key, sizeof(key), "%s%s", own ? "decoder.layers." : "", own ? rest : en->fqn);
+		while (k < NORDER && strcmp(mcore_order[k].key, key))
 			k++;
 		if (k == NORDER)
 			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
-					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped");
-		bool stacked = mcore_order[k].where == LAYER || mcore_order[k].where == EXPERT;
-		if (stacked != (en->unstacked > 0) || (stacked && en->shape[0] != dm->layers))
-			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
-					  "not stacked over the %lld layers args.num_layers says", (long long)dm->layers);
-		if (mcore_order[k].where == EXPERT && (en->ndim < 3 || en->shape[1] != dm->nexperts || en->experts != dm->nexperts))
+					  "a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters, multi-latent attention and routed and shared experts): the dp_reshardable buckets cannot be mapped");
+		int where = mcore_order[k].where, s = own ? 0 : 1;
+		bool stacked = where == LAYER || where == EXPERT || where == BUFFER;
+		if (own && (!stacked || l >= dm->layers || en->unstacked > 0))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not a parameter of one of the %lld layers args.num_layers says",
+					  (long long)dm->layers);
+		if (!own && (stacked != (en->unstacked > 0) || (stacked && en->shape[0] != dm->layers)))
+			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld layers args.num_layers says",
+					  (long long)dm->layers);
+		if (where == EXPERT && (en->ndim < s + 2 || en->shape[s] != dm->nexperts || en->experts != dm->nexperts))
 			return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld experts args.num_experts says",
 					  (long long)dm->nexperts);
 	}
@@ -361,8 +450,9 @@ static int find_boxes(const dpmap *dm, dparam *p, tpc_err *e)
 		return tpc_err_nomem(e);
 	p->nbox = 0;
 	bool ok = true;
+	int li = p->layer >= 0 && !p->own ? 0 : -1, xi = p->expert >= 0 ? li + 1 : -1; /* the layer's and expert's dims */
 	for (size_t c = 0; c < en->nc; c++) {
-		if ((s >= 1 && en->c[c].off[0] != p->layer) || (s >= 2 && en->c[c].off[1] != p->expert))
+		if ((li >= 0 && en->c[c].off[li] != p->layer) || (xi >= 0 && en->c[c].off[xi] != p->expert))
 			continue;
 		for (int d = 0; d < s; d++)
 			ok = ok && en->c[c].size[d] == 1;
@@ -430,17 +520,24 @@ static int64_t shape_numel(const int64_t *shape, int nd)
 	return n;
 }
 
-/* One parameter into ps[*n]: entry en's tensor of layer l (or none, -1),
- * routed expert x (or none), its ck tensor and chunks. */
-static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry *en, int64_t l, int64_t x, tpc_err *e)
+/* One parameter into ps[*n]: entry en's tensor of layer l (or none, -1;
+ * own: en is the layer's own key), routed expert x (or none), its ck
+ * tensor and chunks. */
+static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry *en, int64_t l, bool own, int64_t x,
+		     tpc_err *e)
 {
 	dparam *p = &ps[(*n)++];
 	char nm[1024];
+	int64_t ol;
 	p->en = en;
 	p->layer = l;
+	p->own = own;
 	p->expert = x;
-	p->s = (l >= 0) + (x >= 0);
-	const char *rest = en->fqn + strlen("decoder.layers."), *xs = strstr(rest, ".experts.experts.");
+	p->s = (l >= 0 && !own) + (x >= 0);
+	const char *rest = en->fqn + strlen("decoder.layers."), *xs;
+	if (own && !own_layer(en->fqn, &ol, &rest))
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not a layer's own key");
+	xs = strstr(rest, ".experts.experts.");
 	if (x >= 0 && xs) /* the reader's per-expert name (megatron_dist.c expert_name) */
 		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%.*s.experts.local_experts.%lld.%s", (long long)l, (int)(xs - rest),
 			 rest, (long long)x, xs + strlen(".experts.experts."));
@@ -463,29 +560,53 @@ static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_
 		for (int64_t b = 0; b < (dm->grouped ? nx : (int64_t)NORDER) && !ret; b++) {
 			size_t k = (size_t)(dm->grouped ? a : b);
 			int64_t x = x0 + (dm->grouped ? b : a);
-			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? model_entry(dm->m, mcore_order[k].key) : NULL;
+			bool own;
+			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? layer_entry(dm, k, l, &own) : NULL;
 			if (en)
-				ret = add_param(dm, ps, n, en, l, x, e);
+				ret = add_param(dm, ps, n, en, l, own, x, e);
 		}
 	return ret;
+}
+
+/* The first layer of stage p with uneven stages (no virtual ones):
+ * get_transformer_layer_offset's uneven branch (transformer_layer.py:65-
+ * 177): stage 0 holds F = decoder_first_pipeline_num_layers, the last
+ * stage T = decoder_last_pipeline_num_layers, the stages between (those
+ * not given) the rest evenly; stage p starts at (p - [F given]) x middle /
+ * middle stages + F. layer_offset(PP) is L. */
+static int64_t layer_offset(const dpmap *dm, int64_t p)
+{
+	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0;
+	int64_t mid = dm->pp - (dm->first > 0) - (dm->last > 0);
+	if (p <= 0 || p >= dm->pp)
+		return p <= 0 ? 0 : dm->layers;
+	return (p - (dm->first > 0)) * (mid > 0 ? (dm->layers - f - t) / mid : 0) + f;
 }
 
 /* Model chunk v of pipeline stage pp (and for the expert part, expert-
  * parallel rank ep): its parameters in named_parameters order into *out
  * (*n of them). Chunk v of stage pp holds layers from v L / VPP + pp L /
- * (PP VPP) (transformer_layer.py:202, get_transformer_layer_offset), the
- * embedding chunk 0 of stage 0, the final norm and output layer the last
- * chunk of the last stage. The dense part has a layer's routed experts
+ * (PP VPP) (transformer_layer.py:202, get_transformer_layer_offset; uneven
+ * stages: layer_offset), the embedding chunk 0 of stage 0, the final norm
+ * and output layer the last chunk of the last stage (with tied embeddings
+ * over several stages, the output layer's copy of them: GPTModel
+ * allocates its weight where it is no pre-process stage,
+ * gpt_model.py:277, and language_module.py:258-283 keeps it in sync, in a
+ * bucket of its own). The dense part has a layer's routed experts
  * only when no expert-parallel optimizer holds them (expert parallelism 1:
  * all of them, in the dense buffer); the expert part has only them, rank
  * ep's E / EP. */
 static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dparam **out, size_t *n, tpc_err *e)
 {
 	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per, nx = dm->nexperts / dm->ep;
-	size_t cap = 1; /* the entries present: per layer (the layer count and experts checked against them) */
-	for (size_t k = 0; k < NORDER; k++)
-		if (model_entry(dm->m, mcore_order[k].key))
-			cap += mcore_order[k].where == LAYER ? (size_t)per : mcore_order[k].where == EXPERT ? (size_t)(per * nx) : 1;
+	if (dm->first > 0 || dm->last > 0) {
+		l0 = layer_offset(dm, pp);
+		per = layer_offset(dm, pp + 1) - l0;
+	}
+	size_t cap = 2; /* every tensor the entries hold (their layers and experts checked), the copy */
+	for (size_t i = 0; i < dm->m->n; i++)
+		cap += (size_t)(dm->m->e[i].unstacked > 0 ? dm->m->e[i].unstacked : 1) *
+		       (size_t)(dm->m->e[i].experts > 0 ? dm->m->e[i].experts : 1);
 	dparam *ps = tpc_calloc(cap, sizeof(dparam));
 	int ret = ps ? 0 : tpc_err_nomem(e);
 	*n = 0;
@@ -498,7 +619,8 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 			bool experts_done = false;
 			for (size_t k = 0; k < NORDER && !ret; k++) {
 				int where = mcore_order[k].where;
-				const tpc_dcp_entry *en = model_entry(dm->m, mcore_order[k].key);
+				bool own;
+				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
 				if (!en || (where != pass && !(pass == LAYER && where == EXPERT)))
 					continue;
 				if (where == EXPERT && !experts_done && (dm->expert || !dm->chained))
@@ -508,8 +630,16 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 					continue;
 				}
 				if (!dm->expert)
-					ret = add_param(dm, ps, n, en, l, -1, e);
+					ret = add_param(dm, ps, n, en, l, own, -1, e);
 			}
+		}
+		if (pass == LAST && !dm->expert && !ret && dm->tied && dm->pp > 1) {
+			const tpc_dcp_entry *we = model_entry(dm->m, "embedding.word_embeddings.weight");
+			if (!we)
+				ret = tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+						 "tied embeddings with no embedding.word_embeddings.weight, which the last stage's output layer copies");
+			else if (!(ret = add_param(dm, ps, n, we, -1, false, -1, e)))
+				ps[*n - 1].copy = true;
 		}
 	}
 	if (ret) {
@@ -614,6 +744,12 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
 	return ret;
 }
 
+/* Is p in a bucket of its own (the tied embeddings, either copy)? */
+static bool is_shared(const dpmap *dm, const dparam *p)
+{
+	return p->layer < 0 && tpc__mcore_shared_embedding(p->copy ? "output_layer.weight" : p->en->fqn, !dm->tied, dm->pp);
+}
+
 /* Tp rank t of stage pp: its buffer laid out in the save's buckets and
  * each parameter's state (loc[j * 3 + k]) in its local shape. */
 static int rank_states(const dpmap *dm, int64_t g, int64_t v, int64_t t, const dparam *ps, size_t n, tpc_tensor *loc,
@@ -624,7 +760,7 @@ static int rank_states(const dpmap *dm, int64_t g, int64_t v, int64_t t, const d
 	size_t bad = 0, bb = 0, nb = 0;
 	int64_t *numel = tpc_calloc(4 * n + 2, sizeof(int64_t)), *bk = numel + n, *at = numel + 2 * n, *got = numel + 3 * n;
 	int64_t *u = NULL;
-	bool *shared = tpc_calloc(n + 1, sizeof(bool)); /* a tied embedding: alone only across stages, refused */
+	bool *shared = tpc_calloc(n + 1, sizeof(bool)); /* a tied embedding: alone across stages */
 	int ret = numel && shared ? saved_sizes(dm, g, v, &sv, e) : tpc_err_nomem(e);
 	if (!ret && !(u = tpc_calloc(sv->n + 1, sizeof(int64_t))))
 		ret = tpc_err_nomem(e);
@@ -633,6 +769,7 @@ static int rank_states(const dpmap *dm, int64_t g, int64_t v, int64_t t, const d
 	for (size_t j = 0; !ret && j < n; j++) {
 		local_shape(&ps[j], t, dm->tp, shape);
 		numel[j] = shape_numel(shape, ps[j].en->ndim - ps[j].s);
+		shared[j] = is_shared(dm, &ps[j]);
 	}
 	if (!ret && tpc__mcore_layout(numel, shared, n, 0, u, nb, bk, at, got, &bb, &bad))
 		ret = misfit(dm, g, ps, n, u, nb, bad, bb, got[bb], numel, e);
@@ -659,6 +796,60 @@ static int rank_states(const dpmap *dm, int64_t g, int64_t v, int64_t t, const d
 	free(numel);
 	free(shared);
 	free(u);
+	return ret;
+}
+
+/* dp_zero_gather_scatter: tp rank t's buffer of model chunk v in DP group
+ * g's ShardedObject '...dp_group_idx_G.param_state', which its DP rank 0
+ * saves (sharded_param_state_dp_zero, distrib_optimizer.py:1659-1690):
+ * get_parameter_state_dp_zero's dict (:1262-1411), each buffer's buckets
+ * coalesced as in a legacy distrib_optim.pt (gbuf v: the optimizer chains
+ * the chunks' buffers, :714-726). The buckets are not recorded: laid out by
+ * the args' bucket size (none past the first pipeline stage, nor past the
+ * first model chunk: distributed_data_parallel.py:164-171, training/
+ * training.py:2504-2514), their total checked against numel_unpadded; *nb
+ * counts them. */
+static int zero_rank_states(const dpmap *dm, int64_t g, int64_t pp, int64_t v, int64_t t, const dparam *ps, size_t n,
+			    tpc_tensor *loc, size_t *nb, tpc_err *e)
+{
+	char nm[160], gd[96];
+	const tpc_value *o = group_object(dm, g, "param_state");
+	int64_t ix[3], unpadded = 0, bucket = 0, total = 0, shape[TPC_MAX_NDIM];
+	size_t nbk = 0;
+	snprintf(nm, sizeof(nm), "%s%lld.param_state", dm->pre, (long long)g);
+	group_desc(dm, g, gd, sizeof(gd));
+	if (!o)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, NULL,
+				  "no '%s': DP group %lld's (%s) optimizer state, which a dp_zero_gather_scatter save keeps on the group's DP rank 0; not mapped",
+				  nm, (long long)g, gd);
+	int ret = tpc__mcore_world_tensors(dm->ck, object_data(o), dm->vpp, v, dm->path, nm, ix, &unpadded, e);
+	if (!ret)
+		ret = tpc__mcore_bucket_size(dm->mo->args, pp + v, &bucket, dm->mo->common, e);
+	int64_t *numel = tpc_calloc(2 * n + 2, sizeof(int64_t)), *pos = numel ? numel + n + 1 : NULL;
+	bool *shared = tpc_calloc(n + 1, sizeof(bool));
+	if (!ret && (!numel || !shared))
+		ret = tpc_err_nomem(e);
+	for (size_t j = 0; !ret && j < n; j++) {
+		local_shape(&ps[j], t, dm->tp, shape);
+		numel[j] = shape_numel(shape, ps[j].en->ndim - ps[j].s);
+		shared[j] = is_shared(dm, &ps[j]);
+	}
+	if (!ret && tpc__mcore_coalesced(numel, shared, n, bucket, pos, &total, &nbk))
+		ret = tpc_err_nomem(e);
+	if (!ret && total != unpadded)
+		ret = tpc_err_at(e, TPC_EINPUT, dm->path, nm,
+				 "DP group %lld (%s): its %zu parameters take %lld elements in Megatron's buffer layout (%zu bucket%s of args' bucket size %lld, 64-element aligned), its param_state holds %lld (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped",
+				 (long long)g, gd, n, (long long)total, nbk, nbk == 1 ? "" : "s", (long long)bucket, (long long)unpadded);
+	for (size_t j = 0; !ret && j < n; j++) {
+		local_shape(&ps[j], t, dm->tp, shape);
+		for (int k = 0; k < 3 && !ret; k++)
+			if (local_state(&dm->ck->t[ix[k]], pos[j], shape, ps[j].en->ndim - ps[j].s, &loc[j * 3 + (size_t)k]))
+				ret = TPC_CORRUPT(e, dm->path, -1, nm, "cannot take %lld elements at %lld of its %s", (long long)numel[j],
+						  (long long)pos[j], state_keys[k]);
+	}
+	*nb += ret ? 0 : nbk;
+	free(numel);
+	free(shared);
 	return ret;
 }
 
@@ -811,14 +1002,15 @@ static int map_stage(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, size_t 
 	if (!ret && !loc)
 		ret = tpc_err_nomem(e);
 	for (size_t t = 0; !ret && t < tp; t++)
-		ret = rank_states(dm, g0 + (int64_t)t, v, (int64_t)t, ps, n, loc + t * n * 3, e);
+		ret = dm->mo->dpz ? zero_rank_states(dm, g0 + (int64_t)t, pp, v, (int64_t)t, ps, n, loc + t * n * 3, nbuckets, e)
+				  : rank_states(dm, g0 + (int64_t)t, v, (int64_t)t, ps, n, loc + t * n * 3, e);
 	for (size_t t = 0; !ret && t < tp; t++)
 		for (size_t j = 0; j < n && !ret; j++)
 			ret = prove(dm, &ps[j], (int64_t)t, g0 + (int64_t)t, &loc[(t * n + j) * 3], e);
 	for (size_t j = 0; !ret && j < n; j++)
-		for (int k = 0; k < 3 && !ret; k++)
+		for (int k = 0; k < 3 && !ret && !ps[j].copy; k++)
 			ret = add_state(dm, &ps[j], loc, n, j, k, e);
-	for (size_t t = 0; !ret && t < tp; t++)
+	for (size_t t = 0; !ret && !dm->mo->dpz && t < tp; t++)
 		for (size_t b = 0; b < dm->maxb; b++)
 			*nbuckets += *bslot(dm, g0 + (int64_t)t, v, b, 0) >= 0;
 	for (size_t i = 0; loc && i < tp * n * 3; i++)
@@ -830,14 +1022,46 @@ static int map_stage(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, size_t 
 	return ret;
 }
 
+/* Uneven pipeline stages from args (decoder_first/last_pipeline_num_layers,
+ * Megatron's num_layers_in_first/last_pipeline_stage), checked as
+ * Megatron's TransformerConfig checks them: the stages between take the
+ * rest evenly. */
+static int uneven_stages(dpmap *dm, tpc_err *e)
+{
+	const char *cp = dm->mo->common;
+	tpc__mcore_arg_int(dm->mo->args, "decoder_first_pipeline_num_layers", -1, &dm->first);
+	tpc__mcore_arg_int(dm->mo->args, "decoder_last_pipeline_num_layers", -1, &dm->last);
+	if (dm->pp == 1 || (dm->first < 0 && dm->last < 0)) { /* one stage holds them all */
+		dm->first = dm->last = -1;
+		return 0;
+	}
+	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0;
+	int64_t mid = dm->pp - (dm->first > 0) - (dm->last > 0), rest = dm->layers - f - t;
+	if (dm->vpp > 1)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "uneven pipeline stages (decoder_first/last_pipeline_num_layers) with %lld model chunks per stage: not mapped yet",
+				  (long long)dm->vpp);
+	if (dm->first == 0 || dm->last == 0 || rest < 0 || (mid > 0 ? rest % mid : rest)) {
+		char fs[24] = "unset", ls[24] = "unset";
+		if (dm->first >= 0)
+			snprintf(fs, sizeof(fs), "%lld", (long long)dm->first);
+		if (dm->last >= 0)
+			snprintf(ls, sizeof(ls), "%lld", (long long)dm->last);
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "decoder_first_pipeline_num_layers %s and decoder_last_pipeline_num_layers %s of %lld layers over %lld stages: not stages Megatron builds (each given one at least a layer, the stages between the rest evenly)",
+				  fs, ls, (long long)dm->layers, (long long)dm->pp);
+	}
+	return 0;
+}
+
 /* The set's sizes from common.pt's args, and what is not read. */
 static int set_sizes(dpmap *dm, tpc_err *e)
 {
 	const tpc_value *a = dm->mo->args;
 	const char *cp = dm->mo->common;
 	int64_t untie, v;
-	static const char *const uneven[] = {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
-					     "pipeline_model_parallel_layout"};
+	int ret;
+	static const char *const uneven[] = {"pipeline_model_parallel_layout"};
 	static const char *const shifted[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
 					      "overlap_param_gather_with_optimizer_step"};
 	tpc__mcore_arg_int(a, "tensor_model_parallel_size", 1, &dm->tp);
@@ -848,9 +1072,14 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args has no num_layers, which the pipeline stages split: the dp_reshardable buckets cannot be mapped");
 	tpc__mcore_arg_int(a, "virtual_pipeline_model_parallel_size", 1, &dm->vpp);
 	if (dm->tp < 1 || dm->pp < 1 || dm->vpp < 1 || dm->tp > 4096 || dm->pp > 4096 || dm->vpp > 4096 ||
-	    dm->tp * dm->pp > 65536 || dm->layers % (dm->pp * dm->vpp))
+	    dm->tp * dm->pp > 65536)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "tp %lld x pp %lld (x %lld model chunks): not a set tpconv maps",
+				  (long long)dm->tp, (long long)dm->pp, (long long)dm->vpp);
+	if ((ret = uneven_stages(dm, e)))
+		return ret;
+	if (dm->first < 0 && dm->last < 0 && dm->layers % (dm->pp * dm->vpp))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "tp %lld x pp %lld (x %lld model chunks) over %lld layers: not an even pipeline split, the only one tpconv maps",
+				  "tp %lld x pp %lld (x %lld model chunks) over %lld layers: not an even pipeline split, nor uneven stages args give (decoder_first/last_pipeline_num_layers)",
 				  (long long)dm->tp, (long long)dm->pp, (long long)dm->vpp, (long long)dm->layers);
 	for (size_t i = 0; i < sizeof(shifted) / sizeof(shifted[0]); i++)
 		if (tpc__mcore_arg_int(a, shifted[i], 0, &v) && v)
@@ -862,11 +1091,13 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 		if (x && x->kind != TPC_V_NONE)
 			return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args.%s is set: pipeline stages of other than num_layers / pp layers are not mapped yet", uneven[i]);
 	}
-	if (dm->tied && (dm->pp > 1 || model_entry(dm->m, "output_layer.weight")))
-		return tpc_err_at(e, TPC_EINPUT, cp, NULL, dm->pp > 1
-				  ? "tied embeddings over %lld pipeline stages (the last stage's copy of the word embeddings): not mapped yet"
-				  : "args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight",
-				  (long long)dm->pp);
+	if (dm->tied && model_entry(dm->m, "output_layer.weight"))
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight");
+	if (dm->tied && dm->pp == 1 && dm->vpp > 1)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "tied embeddings over %lld model chunks of one pipeline stage (the last chunk's copy of them, in no bucket of its own): not mapped yet",
+				  (long long)dm->vpp);
 	return 0;
 }
 
@@ -902,7 +1133,7 @@ static int map_part(dpmap *dm, const tpc_value **pg, size_t *nb, tpc_err *e)
 	if (!ret)
 		ret = check_known(dm, e);
 	if (!ret)
-		ret = find_buckets(dm, e);
+		ret = dm->mo->dpz ? zero_objects(dm, e) : find_buckets(dm, e);
 	for (int64_t pp = 0; !ret && pp < dm->pp; pp++)
 		for (int64_t v = 0; !ret && v < dm->vpp; v++)
 			for (int64_t ep = 0; !ret && ep < dm->ep; ep++)
@@ -956,8 +1187,9 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
 		snprintf(experts, sizeof(experts), " and %lld expert-parallel ones (%zu buckets)",
 			 (long long)(dm[1].tp * dm[1].ep * dm[1].pp), nb[1]);
 	if (!ret)
-		snprintf(what, sizeof(what), "dp_reshardable, %lld DP group%s%s, %zu buckets%s, every master checked against its weight",
-			 (long long)(dm[0].tp * dm[0].pp), dm[0].tp * dm[0].pp == 1 ? "" : "s", chunks, nb[0], experts);
+		snprintf(what, sizeof(what), "%s, %lld DP group%s%s, %zu buckets%s%s, every master checked against its weight",
+			 mo->dpz ? "dp_zero_gather_scatter" : "dp_reshardable", (long long)(dm[0].tp * dm[0].pp),
+			 dm[0].tp * dm[0].pp == 1 ? "" : "s", chunks, nb[0], experts, mo->dpz ? " by args' bucket size" : "");
 	char *ty = ret ? NULL : tpc_strdup(what);
 	if (!ret && !ty)
 		ret = tpc_err_nomem(e);

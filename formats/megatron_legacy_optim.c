@@ -55,38 +55,38 @@
 
 #define TMP_PREFIX "\x01" "distrib-optim/"
 
-/* The one gbuf's world tensors: "param", "exp_avg", "exp_avg_sq" (ix[]) and
- * numel_unpadded, checked. */
-static int world_tensors(const tpc_ckpt *ck, const tpc_value *dv, const char *sib, int64_t ix[3], int64_t *unpadded,
-			 tpc_err *e)
+int tpc__mcore_world_tensors(const tpc_ckpt *ck, const tpc_value *dv, int64_t ngbuf, int64_t v, const char *where,
+			     const char *name, int64_t ix[3], int64_t *unpadded, tpc_err *e)
 {
 	static const char *const keys[] = {"param", "exp_avg", "exp_avg_sq"};
 	const tpc_value *co = tpc_value_get(dv, "buckets_coalesced"), *gb = NULL;
 	if (!dv || dv->kind != TPC_V_DICT)
-		return TPC_CORRUPT(e, sib, -1, NULL, "does not hold a dict (not Megatron's distrib_optim.pt)");
+		return TPC_CORRUPT(e, where, -1, name, "does not hold a dict (not Megatron's distrib_optim.pt)");
 	if (!co || co->kind != TPC_V_BOOL || !co->ival)
-		return tpc_err_at(e, TPC_EINPUT, sib, NULL,
+		return tpc_err_at(e, TPC_EINPUT, where, name,
 				  "no buckets_coalesced: Megatron's per-bucket form from before February 2024, which is not read");
 	for (size_t i = 0; i < dv->n; i++) {
 		const tpc_value *k = dv->keys[i];
 		if (k->kind == TPC_V_STR && !strcmp(k->str, "buckets_coalesced"))
 			continue;
-		if (k->kind != TPC_V_INT || k->ival != 0 || dv->items[i]->kind != TPC_V_DICT || dv->items[i]->n != 1)
-			return tpc_err_at(e, TPC_EINPUT, sib, NULL,
-					  "holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read");
-		gb = dv->items[i]->items[0];
+		if (k->kind != TPC_V_INT || k->ival < 0 || k->ival >= ngbuf || dv->items[i]->kind != TPC_V_DICT || dv->items[i]->n != 1)
+			return tpc_err_at(e, TPC_EINPUT, where, name, ngbuf == 1
+					  ? "holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read"
+					  : "holds a parameter buffer beyond one per model chunk (one per parameter dtype and expert-parallel group): only one dense buffer per model chunk is read");
+		if (k->ival == v)
+			gb = dv->items[i]->items[0];
 	}
 	const tpc_value *nu = tpc_value_get(gb, "numel_unpadded");
 	if (!gb || gb->kind != TPC_V_DICT || !nu || nu->kind != TPC_V_INT || nu->ival < 0)
-		return TPC_CORRUPT(e, sib, -1, NULL, "buffer 0 has no numel_unpadded");
+		return TPC_CORRUPT(e, where, -1, name, "buffer %lld has no numel_unpadded", (long long)v);
 	*unpadded = nu->ival;
 	for (int k = 0; k < 3; k++) {
-		const tpc_value *v = tpc_value_get(gb, keys[k]);
-		const tpc_tensor *t = v && v->kind == TPC_V_TENSOR && v->ival >= 0 && (size_t)v->ival < ck->n ? &ck->t[v->ival] : NULL;
+		const tpc_value *x = tpc_value_get(gb, keys[k]);
+		const tpc_tensor *t = x && x->kind == TPC_V_TENSOR && x->ival >= 0 && (size_t)x->ival < ck->n ? &ck->t[x->ival] : NULL;
 		if (!t || t->ndim != 1 || t->dtype != TPC_F32 || t->shape[0] != nu->ival || !tpc_tensor_is_contiguous(t))
-			return tpc_err_at(e, TPC_EINPUT, sib, NULL, "buffer 0's %s is not a flat f32 tensor of numel_unpadded (%lld) elements",
-					  keys[k], (long long)nu->ival);
-		ix[k] = v->ival;
+			return tpc_err_at(e, TPC_EINPUT, where, name, "buffer %lld's %s is not a flat f32 tensor of numel_unpadded (%lld) elements",
+					  (long long)v, keys[k], (long long)nu->ival);
+		ix[k] = x->ival;
 	}
 	return 0;
 }
@@ -100,33 +100,18 @@ static int layout(const tpc_ckpt *ck, const int64_t *par, size_t np, const tpc_v
 	int ret = tpc__mcore_bucket_size(args, 0, &bucket, path, e);
 	tpc__mcore_arg_int(args, "pipeline_model_parallel_size", 1, &pp);
 	tpc__mcore_arg_int(args, "untie_embeddings_and_output_weights", 0, &untie);
-	int64_t *numel = tpc_calloc(3 * np + 1, sizeof(int64_t)), *bk = numel + np, *sizes = numel + 2 * np;
+	int64_t *numel = tpc_calloc(np + 1, sizeof(int64_t));
 	bool *shared = tpc_calloc(np + 1, sizeof(bool));
+	size_t n = 0;
 	if (!ret && (!numel || !shared))
 		ret = tpc_err_nomem(e);
-	size_t n = 0, bad;
 	for (size_t j = 0; !ret && j < np; j++) {
 		const tpc_tensor *t = &ck->t[par[j]];
 		numel[j] = (int64_t)t->numel;
-		/* a bucket of its own: the word embeddings on the first stage and
-		 * the output layer's copy on the last, when tied across stages
-		 * ('shared_embedding': language_module.py:258-283 at d98e8a6 sets it
-		 * only at pp > 1; with one stage it returns before) */
-		shared[j] = !untie && pp > 1 &&
-			    (!strcmp(t->name, "embedding.word_embeddings.weight") || !strcmp(t->name, "output_layer.weight"));
+		shared[j] = tpc__mcore_shared_embedding(t->name, untie, pp);
 	}
-	if (!ret)
-		tpc__mcore_layout(numel, shared, np, bucket, NULL, 0, bk, pos, sizes, &n, &bad);
-	/* the buckets back to back, each without its end padding */
-	int64_t off = 0;
-	for (size_t b = 0; !ret && b < n; b++) {
-		int64_t sz = sizes[b];
-		sizes[b] = off;
-		off += sz;
-	}
-	for (size_t j = 0; !ret && j < np; j++)
-		pos[j] += sizes[bk[j]];
-	*total = off;
+	if (!ret && tpc__mcore_coalesced(numel, shared, np, bucket, pos, total, &n))
+		ret = tpc_err_nomem(e);
 	*nb = (int64_t)n;
 	free(numel);
 	free(shared);
@@ -311,7 +296,7 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 	const tpc_map *m;
 	if ((ret = tpc_ckpt_add_file(ck, sib, &src, e)) || !(m = tpc_ckpt_source(ck, src)) ||
 	    (ret = tpc__torch_open_item(ck, src, 0, m->size, sib, TMP_PREFIX, false, &dv, e)) ||
-	    (ret = world_tensors(ck, dv, sib, ix, &unpadded, e)))
+	    (ret = tpc__mcore_world_tensors(ck, dv, 1, 0, sib, NULL, ix, &unpadded, e)))
 		goto out;
 	if (!(pos = tpc_calloc(np + 1, sizeof(int64_t)))) {
 		ret = tpc_err_nomem(e);

@@ -29,9 +29,10 @@
  *   (g_0, ..., g_n) of the parameter is element flat(g mod x) of fragment
  *   g / x: rebuilt here as a description over the chunks (no byte moves).
  * - The other types ('dp_reshardable', the default since, :1838-1986, and
- *   'dp_zero_gather_scatter', :1659-1690) store the flat bucket buffers
- *   without parameter names; mapping them back needs the model's parameter
- *   order, which the save does not record: refused by name.
+ *   'dp_zero_gather_scatter', :1659-1690, Megatron 0.8-0.12's default without
+ *   --ckpt-fully-parallel-save, training/checkpointing.py:2620-2629) store
+ *   the flat bucket buffers without parameter names: mapped back by
+ *   Megatron's parameter order in megatron_dp_optim.c.
  *
  * Which parameter is in which param group is not recorded either (state_dict
  * deletes 'params', :868); groups come from the parameters' names and shapes
@@ -86,11 +87,8 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 				 "'optimizer' has no param_state_sharding_type: not Megatron's distributed optimizer (a chained optimizer of other than a dense and an expert part, or a plain one, is not read yet)");
 		return ret;
 	}
-	static const char *const buckets[] = {"dp_zero_gather_scatter", "fully_sharded_bucket_space"};
-	bool bucket = false;
-	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++)
-		bucket = bucket || !strcmp(st->str, buckets[i]);
-	bool dp = !strcmp(st->str, "dp_reshardable");
+	bool bucket = !strcmp(st->str, "fully_sharded_bucket_space");
+	bool dp = !strcmp(st->str, "dp_reshardable") || !strcmp(st->str, "dp_zero_gather_scatter");
 	if (!bucket && !dp && strcmp(st->str, "fully_reshardable") && strcmp(st->str, "fully_sharded_model_space")) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
 				 "unknown param_state_sharding_type '%.40s' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)",
@@ -99,7 +97,7 @@ static int one_optim(const tpc_value *opt, const char *path, const char **type, 
 	}
 	if (bucket) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "the distributed optimizer's state is stored as '%.40s', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'",
+				 "the distributed optimizer's state is stored as '%.40s' (deprecated, each DP rank's bucket space), which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable', 'dp_zero_gather_scatter' and 'fully_sharded_model_space'",
 				 st->str);
 		return ret;
 	}
@@ -190,7 +188,8 @@ int tpc__mcore_optim_begin(tpc__mcore_optim *mo, const char *iterdir, tpc_err *e
 			goto out;
 		}
 	}
-	mo->dp = !strcmp(type, "dp_reshardable");
+	mo->dpz = !strcmp(type, "dp_zero_gather_scatter");
+	mo->dp = mo->dpz || !strcmp(type, "dp_reshardable");
 	mo->ndense = pg ? pg->n : 0;
 	mo->chained = nparts == 2;
 	if (!(mo->type = tpc_strdup(type))) {
@@ -258,7 +257,8 @@ int tpc__mcore_optim_keep(const tpc__mcore_optim *mo, const tpc_dcp_entry *en, c
 		return 1;
 	if (mo->dp)
 		return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
-				  "an optimizer entry tpconv does not know in a dp_reshardable save (neither optimizer.distributed.dp_group_idx_G.* buckets nor their sizes and param groups): refused rather than dropped");
+				  "an optimizer entry tpconv does not know in a %s save (not one of its optimizer.distributed.dp_group_idx_G.* entries): refused rather than dropped",
+				  mo->type);
 	return tpc_err_at(e, TPC_EINPUT, path, en->fqn,
 			  "an optimizer entry tpconv does not know (neither optimizer.state.{exp_avg,exp_avg_sq,param,fp32_param}.KEY tensors): refused rather than dropped");
 }
@@ -499,6 +499,31 @@ int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_
 	}
 	if (inb)
 		sizes[(*nb)++] = end - bstart;
+	return 0;
+}
+
+bool tpc__mcore_shared_embedding(const char *name, int64_t untie, int64_t pp)
+{
+	return !untie && pp > 1 && (!strcmp(name, "embedding.word_embeddings.weight") || !strcmp(name, "output_layer.weight"));
+}
+
+int tpc__mcore_coalesced(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, int64_t *pos,
+			 int64_t *total, size_t *nb)
+{
+	int64_t *bk = tpc_calloc(2 * n + 2, sizeof(int64_t)), *sizes = bk ? bk + n + 1 : NULL, off = 0;
+	size_t bad;
+	if (!bk)
+		return -1;
+	tpc__mcore_layout(numel, shared, n, bucket, NULL, 0, bk, pos, sizes, nb, &bad);
+	for (size_t b = 0; b < *nb; b++) { /* the buckets back to back, each without its end padding */
+		int64_t sz = sizes[b];
+		sizes[b] = off;
+		off += sz;
+	}
+	for (size_t j = 0; j < n; j++)
+		pos[j] += sizes[bk[j]];
+	*total = off;
+	free(bk);
 	return 0;
 }
 

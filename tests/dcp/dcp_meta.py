@@ -21,6 +21,12 @@ Mutations (KEY is a tensor fqn of the fixture):
                    its planner_data path: the longest component re-cut)
   swap:A=B         entries A and B trade names
   drop:KEY         entry KEY is gone (metadata, storage keys, planner_data)
+  pickleint:KEY=NAME+DELTA
+                   in bytes entry KEY (a torch.save zip, as Megatron saves a
+                   ShardedObject), the int stored under the dict key NAME in
+                   data.pkl changes by DELTA, in place: same width, the zip's
+                   CRCs (local header, data descriptor, central directory)
+                   redone
 """
 import copy
 import io
@@ -127,6 +133,43 @@ def rename(md, old, new):
     md.planner_data[new] = tuple(path)
 
 
+def pickle_int(item, name, delta):
+    """item (a torch.save zip) with data.pkl's int under key `name` changed."""
+    import pickletools
+    import struct
+    import zipfile
+    import zlib
+    item = bytearray(item)
+    zi = [i for i in zipfile.ZipFile(io.BytesIO(bytes(item))).infolist() if i.filename.endswith("/data.pkl")][0]
+    h = zi.header_offset
+    start = h + 30 + struct.unpack_from("<H", item, h + 26)[0] + struct.unpack_from("<H", item, h + 28)[0]
+    pkl = bytes(item[start:start + zi.compress_size])
+    ops, at = list(pickletools.genops(pkl)), None
+    for i, (op, arg, pos) in enumerate(ops):
+        if arg == name and "UNICODE" in op.name:
+            j = i + 1
+            while ops[j][0].name in ("BINPUT", "LONG_BINPUT", "MEMOIZE"):
+                j += 1
+            at = ops[j]
+            break
+    op, val, pos = at
+    fmt = {"BININT1": "<B", "BININT2": "<H", "BININT": "<i"}[op.name]
+    struct.pack_into(fmt, item, start + pos + 1, val + delta)
+    crc = zlib.crc32(bytes(item[start:start + zi.compress_size]))
+    if struct.unpack_from("<I", item, h + 14)[0]:
+        struct.pack_into("<I", item, h + 14, crc)
+    if zi.flag_bits & 8:  # the data descriptor after the data
+        dd = start + zi.compress_size
+        struct.pack_into("<I", item, dd + (4 if item[dd:dd + 4] == b"PK\x07\x08" else 0), crc)
+    c = item.find(b"PK\x01\x02")
+    while c >= 0:
+        n = struct.unpack_from("<H", item, c + 28)[0]
+        if bytes(item[c + 46:c + 46 + n]).decode() == zi.filename:
+            struct.pack_into("<I", item, c + 16, crc)
+        c = item.find(b"PK\x01\x02", c + 4)
+    return bytes(item)
+
+
 def main(src, dst, mut):
     if os.path.exists(dst):
         shutil.rmtree(dst)
@@ -155,6 +198,16 @@ def main(src, dst, mut):
         if md.planner_data is not None:
             md.planner_data.pop(arg, None)
         save(md, mp)
+        return
+    if kind == "pickleint":
+        key, _, rest = arg.partition("=")
+        name, _, delta = rest.rpartition("+")
+        k, v = [(k, v) for k, v in md.storage_data.items() if k.fqn == key][0]
+        with open(os.path.join(dst, v.relative_path), "r+b") as f:
+            f.seek(v.offset)
+            item = pickle_int(f.read(v.length), name, int(delta))
+            f.seek(v.offset)
+            f.write(item)
         return
     if kind in ("rename", "swap"):
         a, _, b = arg.partition("=")

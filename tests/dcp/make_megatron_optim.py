@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|moe|dsv3...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -358,18 +358,24 @@ def dpr_layout(pp, v=0):
     return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP)
 
 
-def layout_buckets(params, bucket, ndp):
+def layout_buckets(params, bucket, ndp, shared=()):
     """A buffer of params [(name, shape, split)] (split None: whole on every
     rank; else 1/TP of it, an expert's whole) laid out as dpr_layout says,
-    its bucket ends padded to lcm(ndp, 128)."""
+    its bucket ends padded to lcm(ndp, 128); a parameter named in shared
+    (the tied embeddings over several stages) in a bucket of its own
+    (distrib_optimizer.py:530-577)."""
     div = math.lcm(ndp, 128)
     out, cur, start, bstart, end = [], [], 0, 0, 0
     for name, shape, split in reversed(params):
         start = pad_to(start, 64)
+        if name in shared and cur:  # the bucket so far closed at this start
+            out.append((start - bstart, pad_to(start, div) - bstart, cur))
+            cur, start = [], pad_to(start, div)
+            bstart = start
         n = math.prod(shape) // (1 if split is None or split == "expert" else TP)
         cur.append((name, start - bstart, n))
         end = start + n
-        if bucket is not None and end - bstart >= bucket:
+        if (bucket is not None and end - bstart >= bucket) or name in shared:
             out.append((end - bstart, pad_to(end, div) - bstart, cur))
             cur, start = [], pad_to(end, div)
             bstart = start
@@ -463,7 +469,30 @@ def dpr_bucket(sd, rank, pre, g_tp, g_pp, v, b, bk, info):
             sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
 
 
-def dpr_worker(rank, world, iterdir, port):
+def dpz_state(g_tp, chunks, info):
+    """DP group (g_tp, stage)'s get_parameter_state_dp_zero() (distrib_optimizer.py
+    :1262-1411, d98e8a6): {"buckets_coalesced": True, gbuf v: {(param dtype,
+    grad dtype): {"param", "exp_avg", "exp_avg_sq": the buffer's buckets back
+    to back, each without its end padding (the padding between parameters
+    zeros: torch.zeros, :1318-1346), "numel_unpadded": their total}}}."""
+    state = {"buckets_coalesced": True}
+    for v, buckets in enumerate(chunks):
+        total = sum(b[0] for b in buckets)
+        world = {}
+        for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+            t, off = torch.zeros(total), 0
+            for unpadded, _, params in buckets:
+                for name, s, n in params:
+                    shape, split = info[name][3], info[name][4]
+                    t[off + s:off + s + n] = local_param(tagged(pid(name), shape, add), split, g_tp).reshape(-1)
+                off += unpadded
+            world[sk] = t
+        world["numel_unpadded"] = total
+        state[v] = {DPR_DTYPE: world}
+    return state
+
+
+def dpr_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -477,6 +506,11 @@ def dpr_worker(rank, world, iterdir, port):
         for g_tp in range(TP):
             G = g_tp + TP * g_pp
             pre = "optimizer.distributed.dp_group_idx_%d" % G
+            if kind == "dp_zero_gather_scatter":  # :1659-1690: on DP rank 0, one ShardedObject
+                if (g_tp, g_pp) == (tp, pp) and dp == 0:
+                    sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": groups()})
+                    sd[pre + ".param_state/shard_0_1"] = dpr_object(dpz_state(g_tp, chunks, info))
+                continue
             if (g_tp, g_pp) == (tp, pp) and dp == 0:  # replica_id (0, 0, dp rank)
                 sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in bs]} for bs in chunks])
                 sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object(
@@ -498,13 +532,13 @@ def dpr_worker(rank, world, iterdir, port):
     dist.destroy_process_group()
 
 
-def save_dp_reshardable(out, name, port):
+def save_dp_reshardable(out, name, port, kind="dp_reshardable"):
     import torch.multiprocessing as mp
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
     world = TP * DPR_DP * DPR_PP
-    mp.spawn(dpr_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    mp.spawn(dpr_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
     args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
@@ -519,7 +553,7 @@ def save_dp_reshardable(out, name, port):
     # the common state: the sharding type only (the param groups are the
     # ShardedObjects above, :1531-1546)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
-              "optimizer": {"param_state_sharding_type": "dp_reshardable"}}
+              "optimizer": {"param_state_sharding_type": kind}}
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -648,7 +682,8 @@ def moe_buffer(sd, rank, pre, buckets, ranks):
                     if name is None:
                         mine.append(((g_dp * per + s0,), torch.full((s1 - s0,), -1.0)))
                     else:
-                        val = tagged(pid(name), info[name][3], add).reshape(-1)
+                        src = ALIAS.get(name, name)  # a tied copy holds its original's values
+                        val = tagged(pid(src), info[src][3], add).reshape(-1)
                         mine.append(((g_dp * per + s0,), val[a:e].clone()))
             key = "%s.gbuf_idx_0.dtype_%s.bucket_idx_%d.%s" % (pre, DPR_DTYPE, b, sk)
             if any(r == rank for r, _, _ in all_):
@@ -711,6 +746,197 @@ def save_moe(out, name, port):
           [[(b[0], b[1]) for b in layout_buckets(moe_expert_params(ep), DPR_BUCKET, world // EP)] for ep in range(EP)])
 
 
+# ---- a DeepSeek-V3-shaped GPT in 'dp_reshardable' form ----
+#
+# Multi-latent attention (MLASelfAttention with q_lora_rank, its q and kv
+# norms fused into the up projections as TransformerEngine builds them:
+# linear_q_up_proj.layer_norm_weight, linear_kv_up_proj.layer_norm_weight;
+# multi_latent_attention.py:207-626 at d98e8a6); layer 0 dense (SwiGLU, its
+# pre-MLP norm fused into linear_fc1), layers 1-3 a MoE of 2 routed experts
+# (SequentialMLP, SwiGLU), a shared expert (shared_experts.py) and the
+# router's expert_bias (a buffer: in the model's save, not in the
+# optimizer, router.py:191-192): moe_layer_freq [0, 1, 1, 1], so each
+# layer's keys carry its number, unstacked (non-homogeneous layers,
+# transformer_block.py:793-838), the experts still stacked [E, ...]. 4
+# layers on 2 uneven pipeline stages (--decoder-last-pipeline-num-layers 1:
+# layers 0-2 on stage 0, layer 3 on stage 1, transformer_layer.py
+# get_transformer_layer_offset), tied embeddings over the stages (the last
+# stage's output_layer.weight a copy of the word embeddings, each in a
+# bucket of its own: language_module.py:258-283, distrib_optimizer.py
+# :530-577; the model's save keeps the embedding only). tp 1 x ep 2 x pp 2,
+# dp 2 (expert dp 1): four gloo processes, rank = dp + 2 pp, the expert rank
+# ep = dp; dense DP groups G = pp, expert ones ep + 2 pp.
+
+DS = os.environ.get("MEGATRON_OPTIM_DSV3") == "1"
+DS_L, DS_PP, DS_LAST, DS_DENSE, DE = 4, 2, 1, 1, 2
+NH, QKD, PED, VD, QR, KVR, DFF, SFF = 2, 4, 2, 4, 6, 6, 8, 8
+A = "decoder.layers.self_attention."
+DS_ATTN = [  # a layer's attention in named_parameters order (megatron_dp_optim.c's table cites each)
+    ("decoder.layers.input_layernorm.weight", (H,), None),
+    (A + "linear_proj.weight", (H, NH * VD), None),
+    (A + "linear_q_down_proj.weight", (QR, H), None),
+    (A + "linear_q_up_proj.layer_norm_weight", (QR,), None),
+    (A + "linear_q_up_proj.weight", (NH * (QKD + PED), QR), None),
+    (A + "linear_kv_down_proj.weight", (KVR + PED, H), None),
+    (A + "linear_kv_up_proj.layer_norm_weight", (KVR,), None),
+    (A + "linear_kv_up_proj.weight", (NH * (QKD + VD), KVR), None),
+]
+DS_DENSE_MLP = [
+    ("decoder.layers.mlp.linear_fc1.layer_norm_weight", (H,), None),
+    ("decoder.layers.mlp.linear_fc1.weight", (2 * I, H), None),
+    ("decoder.layers.mlp.linear_fc2.weight", (H, I), None),
+]
+DS_MOE = [
+    ("decoder.layers.pre_mlp_layernorm.weight", (H,), None),
+    ("decoder.layers.mlp.router.weight", (DE, H), None),
+    ("decoder.layers.mlp.experts.experts.linear_fc1.weight", (2 * DFF, H), "expert"),
+    ("decoder.layers.mlp.experts.experts.linear_fc2.weight", (H, DFF), "expert"),
+    ("decoder.layers.mlp.shared_experts.linear_fc1.weight", (2 * SFF, H), None),
+    ("decoder.layers.mlp.shared_experts.linear_fc2.weight", (H, SFF), None),
+]
+ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"}  # the tied copy
+
+
+def ds_layer(l):
+    return DS_ATTN + (DS_DENSE_MLP if l < DS_DENSE else DS_MOE)
+
+
+def ds_params():
+    """(name, key, layer, shape, split): every key a layer's own."""
+    out = [("embedding.word_embeddings.weight", "embedding.word_embeddings.weight", None, (V, H), None)]
+    for l in range(DS_L):
+        for k, s, sp in ds_layer(l):
+            if sp == "expert":
+                out += [(expert_name(l, e, k.split(".experts.experts.")[1]), per_layer(k, l), l, s, ("expert", e))
+                        for e in range(DE)]
+            else:
+                out.append((per_layer(k, l), per_layer(k, l), l, s, sp))
+    out.append(("decoder.final_layernorm.weight", "decoder.final_layernorm.weight", None, (H,), None))
+    return out
+
+
+if DS:  # megatron_optim_check.py reads this model's parameters
+    PARAMS, TP = ds_params(), 1
+
+
+def ds_stage(l):
+    return 0 if l < DS_L - DS_LAST else DS_PP - 1
+
+
+def ds_dense(pp):
+    """Stage pp's dense buffer: its parameters in named_parameters order
+    (the routed experts in the expert optimizer's), (name, shape, split)."""
+    info = {p[0]: p for p in PARAMS}
+    names = ["embedding.word_embeddings.weight"] if pp == 0 else []
+    for l in [l for l in range(DS_L) if ds_stage(l) == pp]:
+        names += [per_layer(k, l) for k, s, sp in ds_layer(l) if sp != "expert"]
+    if pp == DS_PP - 1:
+        names += ["decoder.final_layernorm.weight"]
+    out = [(n, info[n][3], info[n][4]) for n in names]
+    if pp == DS_PP - 1:  # the output layer's copy of the tied embeddings
+        out.append(("output_layer.weight", (V, H), None))
+    return out
+
+
+def ds_experts(ep, pp):
+    info = {p[0]: p for p in PARAMS}
+    names = []
+    for l in [l for l in range(DS_DENSE, DS_L) if ds_stage(l) == pp]:
+        for i in range(DE // EP):
+            names += [expert_name(l, ep * (DE // EP) + i, w) for w in MOE_EXPERT_ORDER]
+    return [(n, info[n][3], "expert") for n in names]
+
+
+def ds_model(key, rank):
+    """key's tensor as the model saves it, from DP rank 0 of its stage (an
+    expert's: its ep rank); the router's expert_bias [E] f32, 60000 + 16 l + e."""
+    ps = [p for p in PARAMS if p[1] == key]
+    bias = key.endswith(".router.expert_bias")
+    if bias:
+        l = int(key.split(".")[2])
+        ps = [(key, key, l, (DE,), None)]
+    expert = isinstance(ps[0][4], tuple)
+    gshape = ((DE,) if expert else ()) + ps[0][3]
+    dtype = torch.float32 if bias else torch.bfloat16
+    all_, mine = [], []
+    for name, _, l, shape, split in ps:
+        t = (torch.arange(DE, dtype=torch.float32) + 60000 + 16 * l) if bias else tagged(pid(name), shape, 0.75).to(dtype)
+        stage = ds_stage(l) if l is not None else (0 if name.startswith("embedding.") else DS_PP - 1)
+        pre = (split[1],) if expert else ()
+        r = (split[1] // (DE // EP) if expert else 0) + 2 * stage
+        d = t.reshape((1,) * len(pre) + tuple(shape))
+        all_.append((r, pre + (0,) * len(shape), tuple(d.shape)))
+        if rank == r:
+            mine.append((pre + (0,) * len(shape), d))
+    return sharded_tensor(gshape, all_, mine, dtype)
+
+
+def ds_worker(rank, world, iterdir, port):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    keys = list(dict.fromkeys(p[1] for p in PARAMS))
+    keys += ["decoder.layers.%d.mlp.router.expert_bias" % l for l in range(DS_DENSE, DS_L)]
+    sd = {key: ds_model(key, rank) for key in keys}
+    egroups = [dict(g, is_expert_parallel=True) for g in groups()]
+    tied = ("embedding.word_embeddings.weight", "output_layer.weight")
+    parts = []
+    for pp in range(DS_PP):
+        bucket = DPR_BUCKET if pp == 0 else None  # none past the first stage
+        parts.append(("chained_0", pp, layout_buckets(ds_dense(pp), bucket, 2, tied), [2 * pp, 2 * pp + 1], groups()))
+        for ep in range(EP):
+            parts.append(("chained_1", ep + 2 * pp, layout_buckets(ds_experts(ep, pp), bucket, 1), [ep + 2 * pp], egroups))
+    for chain, g, buckets, ranks, gr in parts:
+        pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if rank == ranks[0]:
+            sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
+            sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
+            sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": gr})
+        moe_buffer(sd, rank, pre, buckets, ranks)
+
+    class Planner(DefaultSavePlanner):
+        def transform_object(self, write_item, object):  # MCoreSavePlanner, as above
+            return object
+
+    dcp.save(sd, checkpoint_id=iterdir, planner=Planner(flatten_state_dict=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def save_dsv3(out, name, port):
+    import torch.multiprocessing as mp
+    save_dir = os.path.join(out, name)
+    iterdir = os.path.join(save_dir, "iter_0000007")
+    os.makedirs(iterdir, exist_ok=True)
+    world = 4
+    mp.spawn(ds_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    with open(os.path.join(iterdir, "metadata.json"), "w") as f:
+        f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
+    args = argparse.Namespace(num_layers=DS_L, hidden_size=H, num_attention_heads=NH, ffn_hidden_size=I,
+                              moe_layer_freq=[0] * DS_DENSE + [1] * (DS_L - DS_DENSE),
+                              multi_latent_attention=True, q_lora_rank=QR, kv_lora_rank=KVR, qk_head_dim=QKD,
+                              qk_pos_emb_head_dim=PED, v_head_dim=VD, moe_ffn_hidden_size=DFF,
+                              moe_shared_expert_intermediate_size=SFF, moe_router_enable_expert_bias=True,
+                              padded_vocab_size=V, tensor_model_parallel_size=1, pipeline_model_parallel_size=DS_PP,
+                              decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=DS_LAST,
+                              data_parallel_size=2, context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
+                              num_experts=DE, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
+                              moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
+                              untie_embeddings_and_output_weights=False, swiglu=True,
+                              use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
+              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
+                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+    torch.save(common, os.path.join(iterdir, "common.pt"))
+    with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(STEP))
+    tied = ("embedding.word_embeddings.weight", "output_layer.weight")
+    print("wrote", save_dir, [[(b[0], b[1]) for b in layout_buckets(ds_dense(pp), DPR_BUCKET if pp == 0 else None, 2, tied)]
+                              for pp in range(DS_PP)])
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     which = sys.argv[2:] or ["reshard", "fsms", "dpr"]
@@ -720,6 +946,8 @@ if __name__ == "__main__":
         save(out, "megatron_optim_fsms", "fully_sharded_model_space", 29562)
     if "dpr" in which:
         save_dp_reshardable(out, "megatron_optim_dpr", 29563)
+    if "dpz" in which:  # Megatron 0.8-0.12's default without --ckpt-fully-parallel-save
+        save_dp_reshardable(out, "megatron_optim_dpz", 29566, "dp_zero_gather_scatter")
     if "vpp" in which:  # with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1
         assert L == 4 and TP == 1, "vpp: run with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1"
         os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again
@@ -728,3 +956,6 @@ if __name__ == "__main__":
     if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
         assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moe", 29565)
+    if "dsv3" in which:  # with MEGATRON_OPTIM_DSV3=1
+        assert DS, "dsv3: run with MEGATRON_OPTIM_DSV3=1"
+        save_dsv3(out, "megatron_optim_dsv3", 29567)

@@ -14,7 +14,10 @@
 # megatron_optim_moe a GPT with a router and 4 routed experts per layer at
 # tp 1 x ep 2 x dp 4: Megatron's chained optimizer of a dense and an
 # expert-parallel part ('chained_N.' keys, the experts' DP groups and
-# buckets), checked by value. What does not add up is refused by name.
+# buckets), checked by value; megatron_optim_dpz the first GPT in
+# 'dp_zero_gather_scatter' form; megatron_optim_dsv3 a DeepSeek-V3-shaped
+# GPT (MLA, shared experts, uneven stages, tied embeddings) at tp 1 x ep 2
+# x pp 2, checked by value. What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -86,16 +89,59 @@ else
   skip "moe: optimizer.pt by value" "no torch in $PY"
 fi
 
+# a DeepSeek-V3-shaped GPT: multi-latent attention, a dense first layer,
+# then 2 routed experts and a shared expert per layer (the router's
+# expert_bias a buffer, no state; each layer under its own keys), 4 layers
+# over 2 uneven stages (decoder_last_pipeline_num_layers 1), tied embeddings
+# over them (the last stage's output layer copy in a bucket of its own), tp
+# 1 x ep 2 x pp 2: every value on its element
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_dsv3"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets), every master checked against its weight): 61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a DeepSeek-V3-shaped save (MLA, a dense first layer, shared experts, uneven stages, tied embeddings): 61 parameters" ||
+  bad "inspect --optimizer (dsv3)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/s"
+run "$TPCONV" convert "$D/megatron_optim_dsv3" --optimizer -o "$T/s/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (dsv3): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  MEGATRON_OPTIM_DSV3=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/s/optimizer.pt" >"$T/py" 2>&1
+  l=$(cat "$T/py")
+  case $l in
+    "ok "*) ok "dsv3: ${l#ok }" ;;
+    *) bad "dsv3 by value" "$l" ;;
+  esac
+else
+  skip "dsv3: optimizer.pt by value" "no torch in $PY"
+fi
+
+# dp_zero_gather_scatter (Megatron 0.8-0.12's default without
+# --ckpt-fully-parallel-save): each DP group's buffers gathered on its DP rank
+# 0 in one ShardedObject, as a legacy distrib_optim.pt holds them; the same
+# parameter order, the buckets by args' bucket size
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_dpz"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_zero_gather_scatter, 4 DP groups, 8 buckets by args' bucket size, every master checked against its weight): 17 parameters, 51 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of dp_zero_gather_scatter: 4 DP groups' param_state mapped to 17 parameters, every master checked" ||
+  bad "inspect --optimizer (dpz)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/z"
+run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt" -q
+[ "$rc" = 0 ] && cmp -s "$T/z/optimizer.pt" "$T/r/optimizer.pt" &&
+  ok "dp_zero_gather_scatter (tp 2 x dp 2 x pp 2) and fully_reshardable give a byte-identical optimizer.pt" ||
+  bad "convert (dpz): exit $rc" "$(cat "$T/err")"
+
 # refused by name: a layout, order or save that does not add up
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
   args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
   type:dp_zero_gather_scatter "$D/megatron_optim_vpp" args:virtual_pipeline_model_parallel_size=1 \
-  "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 >/dev/null 2>&1 || rm -rf "$T/c"
-hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr
+  "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 \
+  "$D/megatron_optim_dpz" args:ddp_bucket_size=300 \
+  "$D/megatron_optim_dsv3" args:untie_embeddings_and_output_weights=1 args:decoder_last_pipeline_num_layers=2 \
+  >/dev/null 2>&1 || rm -rf "$T/c"
+hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
+  local s=$D/${4:-megatron_optim_dpr}
   if [ "${2%%:*}" = meta ]; then
-    mkdir -p "$T/h" && cp "$D/megatron_optim_dpr/latest_checkpointed_iteration.txt" "$T/h/" &&
-      python3 "$SRC/tests/dcp/dcp_meta.py" "$D/megatron_optim_dpr/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
+    mkdir -p "$T/h" && cp "$s/latest_checkpointed_iteration.txt" "$T/h/" &&
+      python3 "$SRC/tests/dcp/dcp_meta.py" "$s/iter_0000007" "$T/h/iter_0000007" "${2#meta:}" ||
       { bad "$1: generator"; return; }
   else
     [ -d "$T/c/${2#c:}" ] || { skip "$1" "no torch in $PY"; return; }
@@ -125,9 +171,9 @@ hostile "a parameter in another place of the order: the bucket sizes" "meta:rena
 hostile "DP groups beyond the args' tp x pp" c:1 \
   "tpconv: error: '$I/.metadata': tensor '${G}2.$B.param': DP group 2 in a tp 2 x pp 1 save (its groups are 0..1)"
 hostile "more model chunks than layers split evenly" c:2 \
-  "tpconv: error: '$I/common.pt': tp 2 x pp 2 (x 2 model chunks) over 2 layers: not an even pipeline split, the only one tpconv maps"
-hostile "dp_zero_gather_scatter stays refused" c:3 \
-  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_zero_gather_scatter', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'"
+  "tpconv: error: '$I/common.pt': tp 2 x pp 2 (x 2 model chunks) over 2 layers: not an even pipeline split, nor uneven stages args give (decoder_first/last_pipeline_num_layers)"
+hostile "buckets in a save that says dp_zero_gather_scatter" c:3 \
+  "tpconv: error: '$I/.metadata': tensor '${G}0.$B.param': a tensor in a dp_zero_gather_scatter save, which keeps each DP group's state in one ShardedObject ('param_state'): not mapped"
 hostile "no per_bucket_numel_unpadded" "meta:drop:${G}2.per_bucket_numel_unpadded/shard_0_1" \
   "tpconv: error: '$I/.metadata': no '${G}2.per_bucket_numel_unpadded': the bucket sizes every dp_reshardable save records for each DP group; not mapped"
 hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx_1.dtype_(torch.float32, torch.float32).bucket_idx_0.exp_avg" \
@@ -135,9 +181,35 @@ hostile "a second parameter buffer" "meta:rename:${G}1.$B.exp_avg=${G}1.gbuf_idx
 hostile "a bucket tensor missing" "meta:drop:${G}3.$B.exp_avg_sq" \
   "tpconv: error: '$I/.metadata': DP group 3's bucket 0 has no exp_avg_sq of 800 f32 elements (its per_bucket_numel_unpadded)"
 hostile "a parameter not in the order's table" "meta:rename:decoder.layers.mlp.linear_fc2.weight=decoder.layers.mlp.experts.linear_fc2.weight" \
-  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters and routed experts): the dp_reshardable buckets cannot be mapped"
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.mlp.experts.linear_fc2.weight': a parameter whose place in Megatron's parameter order tpconv does not know (its table, megatron_dp_optim.c, holds a GPT's parameters, multi-latent attention and routed and shared experts): the dp_reshardable buckets cannot be mapped"
 hostile "a virtual-pipeline save whose args say one chunk" c:4 \
   "tpconv: error: '$I/.metadata': tensor '${G}0.gbuf_idx_1.dtype_(torch.bfloat16, torch.float32).bucket_idx_0.param': a second parameter buffer of DP group 0 beside its model chunk's (one per parameter dtype, and expert-parallel parameters have their own): only one dense buffer per model chunk is read"
+Z=optimizer.distributed.dp_group_idx_
+hostile "dp_zero_gather_scatter: a DP group's param_state missing" "meta:drop:${Z}2.param_state/shard_0_1" \
+  "tpconv: error: '$I/.metadata': no '${Z}2.param_state': DP group 2's (tp 0, pp 1) optimizer state, which a dp_zero_gather_scatter save keeps on the group's DP rank 0; not mapped" \
+  megatron_optim_dpz
+hostile "dp_zero_gather_scatter: numel_unpadded off" "meta:pickleint:${Z}1.param_state/shard_0_1=numel_unpadded+64" \
+  "tpconv: error: '$I/.metadata': tensor '${Z}1.param_state': buffer 0's param is not a flat f32 tensor of numel_unpadded (688) elements" \
+  megatron_optim_dpz
+hostile "dp_zero_gather_scatter: another bucket size in args" c:7 \
+  "tpconv: error: '$I/.metadata': tensor '${Z}0.param_state': DP group 0 (tp 0, pp 0): its 8 parameters take 704 elements in Megatron's buffer layout (2 buckets of args' bucket size 300, 64-element aligned), its param_state holds 624 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
+hostile "dp_zero_gather_scatter: two parameters swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_dpz
+A=decoder.layers.0.self_attention
+hostile "DeepSeek-V3: MLA's two up-projection norms swapped, the master check" \
+  "meta:swap:$A.linear_q_up_proj.layer_norm_weight=$A.linear_kv_up_proj.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_q_up_proj.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 4096.75, which rounds differently to BF16, the model holds 7168: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_dsv3
+hostile "DeepSeek-V3: a shared expert's weight and an attention one swapped, the master check" \
+  "meta:swap:decoder.layers.1.mlp.shared_experts.linear_fc2.weight=decoder.layers.1.self_attention.linear_kv_down_proj.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.1.self_attention.linear_kv_down_proj.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 17408.75, which rounds differently to BF16, the model holds 27648: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_dsv3
+hostile "DeepSeek-V3: args untie the embeddings (no bucket of their own)" c:8 \
+  "tpconv: error: '$I/.metadata': tensor 'embedding.word_embeddings.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 320 elements here would end at 448 of bucket 10, past the 128 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "DeepSeek-V3: args put 2 layers on the last stage" c:9 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.linear_fc1.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 256 elements here would end at 512 of bucket 3, past the 320 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"

@@ -6,8 +6,8 @@ copies the save folder SRC_SAVE (or the last SAVE named before it) to DST/N
 for the N-th MUTATION (from 0) and
 rewrites its iteration's common.pt (torch 1.13 or later) with it (one
 process for all: importing torch is the cost):
-  type:NAME   param_state_sharding_type is NAME ('dp_zero_gather_scatter':
-              gathered on DP rank 0, not read)
+  type:NAME   param_state_sharding_type is NAME ('fully_sharded_bucket_space':
+              not read)
   groups3     a third param group (decoupled lr: membership not recorded)
   nostep      the param groups lose their step
   nooptim     no 'optimizer' at all

@@ -73,7 +73,7 @@ fi
 # refused by name: what Megatron's save does not say, or says inconsistently
 # common.pt variants made in one Python process (megatron_optim_hostile.py), in this order
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_reshard" "$T/c" \
-  type:dp_zero_gather_scatter type:fsdp_dtensor_v2 groups3 nostep nooptim \
+  type:fully_sharded_bucket_space type:fsdp_dtensor_v2 groups3 nostep nooptim \
   "$D/megatron_optim_legacy" args:ddp_bucket_size=400 uncoalesced twobuffers >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [file inside]
   rm -rf "$T/h" "$T/h.pt"
@@ -90,8 +90,8 @@ hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) exp
 }
 I=$T/h/iter_0000007
 S=optimizer.state
-hostile "the gathered form (dp_zero_gather_scatter)" c:0 \
-  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'dp_zero_gather_scatter', gathered on DP rank 0 per model-parallel rank, which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable' and 'fully_sharded_model_space'"
+hostile "the bucket-space form (fully_sharded_bucket_space)" c:0 \
+  "tpconv: error: '$I/common.pt': the distributed optimizer's state is stored as 'fully_sharded_bucket_space' (deprecated, each DP rank's bucket space), which is not read; tpconv reads 'fully_reshardable' (save with --dist-ckpt-optim-fully-reshardable), 'dp_reshardable', 'dp_zero_gather_scatter' and 'fully_sharded_model_space'"
 hostile "an unknown sharding type" c:1 \
   "tpconv: error: '$I/common.pt': unknown param_state_sharding_type 'fsdp_dtensor_v2' (Megatron's: fully_reshardable, fully_sharded_model_space, dp_reshardable, dp_zero_gather_scatter, fsdp_dtensor)"
 hostile "three param groups" c:2 \
