@@ -451,6 +451,16 @@ typedef struct tpc_family {
 					  * HunYuanAttention builds no q/k norms and refuses
 					  * their keys): the vllm layout refuses a config.json
 					  * where it is not true; NULL: none */
+	bool vllm_no_lm_head;            /* vLLM's model class has no lm_head parameter: it
+					  * computes the logits with model.embed_tokens and
+					  * asserts tie_word_embeddings (Gemma2ForCausalLM,
+					  * Gemma3ForCausalLM), so the tied head is stored once
+					  * as model.embed_tokens.weight and the vllm layout
+					  * refuses an untied config.json */
+	bool vllm_tp_le_experts;         /* vLLM's sparse MoE block raises ValueError when
+					  * tp exceeds the routed experts (Qwen2-MoE's and
+					  * Qwen3-MoE's SparseMoeBlock): the vllm layout
+					  * refuses such a tp */
 	const tpc_tensor_row *tensors;   /* ends with role TPC_ROLE_NONE; NULL: none */
 	const struct tpc_gguf_arch *gguf; /* lib/tpc_family_gguf.h; NULL: none */
 	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */

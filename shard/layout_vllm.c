@@ -85,6 +85,9 @@ typedef enum cls {
 	C_ROUTER,  /* Mixtral block_sparse_moe.gate.weight: whole (ReplicatedLinear) */
 	C_EXPCOL,  /* Mixtral experts.E.w1 / w3: col, stacked into experts.w13_weight */
 	C_EXPROW,  /* Mixtral experts.E.w2: row, stacked into experts.w2_weight */
+	C_SHCOL,   /* a shared expert's gate/up: col, fused under the name the table gives */
+	C_SHROW,   /* a shared expert's down: row, under the table's name */
+	C_SHGATE,  /* a shared expert's gate (Qwen2-MoE shared_expert_gate): whole, the table's name */
 } cls;
 
 /* The class of a Hugging Face name, from the tensor table of the model's
@@ -111,13 +114,45 @@ static cls classify(const tpc_family *fam, const char *n)
 	case TPC_ROLE_ATTN_NORM:
 	case TPC_ROLE_FFN_NORM:
 	case TPC_ROLE_ATTN_Q_NORM:
-	case TPC_ROLE_ATTN_K_NORM: return C_REPL;
+	case TPC_ROLE_ATTN_K_NORM:
+	case TPC_ROLE_ATTN_POST_NORM:
+	case TPC_ROLE_FFN_POST_NORM: return C_REPL;
+	case TPC_ROLE_FFN_GATE_SHEXP:
+	case TPC_ROLE_FFN_UP_SHEXP: return C_SHCOL;
+	case TPC_ROLE_FFN_DOWN_SHEXP: return C_SHROW;
+	case TPC_ROLE_FFN_GATE_INP_SHEXP: return C_SHGATE;
 	case TPC_ROLE_FFN_GATE_INP: return C_ROUTER;
 	case TPC_ROLE_FFN_GATE_EXP:
 	case TPC_ROLE_FFN_UP_EXP: return C_EXPCOL;
 	case TPC_ROLE_FFN_DOWN_EXP: return C_EXPROW;
 	default: return C_NONE;
 	}
+}
+
+/* Whether row w's vLLM parameter is named by the table alone, not by the
+ * q/k/v and gate/up swaps: a shared expert, which vLLM's state dict holds
+ * under more than one module path (SharedFusedMoE keeps it as
+ * experts._shared_experts besides the block's shared_expert, and Qwen2-MoE's
+ * shared_expert_gate also as the MLP's expert_gate); _filter_subtensors keeps
+ * the smallest key, the name the record gives. */
+static bool table_named(const tpc_tensor_row *w)
+{
+	switch (w ? w->role : TPC_ROLE_NONE) {
+	case TPC_ROLE_FFN_GATE_SHEXP:
+	case TPC_ROLE_FFN_UP_SHEXP:
+	case TPC_ROLE_FFN_DOWN_SHEXP:
+	case TPC_ROLE_FFN_GATE_INP_SHEXP: return true;
+	default: return false;
+	}
+}
+
+/* The rows vLLM fuses Hugging Face tensor n into (g, in part order; 1: not
+ * fused), by family f's table; its layer and bias in *l and *bias. 0 when
+ * the table has no vLLM name for it. */
+static int vllm_group(const tpc_family *f, const char *n, const tpc_tensor_row **g, int64_t *l, bool *bias)
+{
+	const tpc_tensor_row *w = f ? tpc_family_classify(f, TPC_ECO_HF, n, l, NULL, bias) : NULL;
+	return w ? tpc__layout_group(f, TPC_ECO_VLLM, w, g) : 0;
 }
 
 /* Whether vLLM holds the family's experts in one FusedMoE (its table names
@@ -220,6 +255,87 @@ static int refuse(tpc_err *e, const char *name, const char *fmt, const char *wha
 	return tpc_err_at(e, TPC_EINPUT, NULL, name, fmt, what);
 }
 
+/* How vLLM splits a tensor of class k, when plan split s is not that
+ * (NULL: it is). */
+static const char *required(cls k, const tpc_split *s)
+{
+	switch (k) {
+	case C_NONE: return NULL; /* refused by name before */
+	case C_EMBED:
+	case C_LMHEAD:
+		if (s->kind != TPC_SPLIT_VOCAB || s->dim != 0 || s->nparts != 1)
+			return "vocab-parallel on dim 0";
+		if ((s->part[0].size + s->part[0].pad) != (s->part[0].size + VLLM_VOCAB_PAD - 1) / VLLM_VOCAB_PAD * VLLM_VOCAB_PAD)
+			return "vocab-parallel, padded to a multiple of 64 rows as vLLM pads it (tpconv shard does this for --layout vllm)";
+		return NULL;
+	case C_Q:
+	case C_KV:
+		if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1 || s->part[0].pad || !s->part[0].heads)
+			return "column-parallel on head boundaries (QKVParallelLinear)";
+		return k == C_Q && s->part[0].replicas > 1 ? "query heads split, never replicated" : NULL;
+	case C_QKV:
+		return s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 3 ? "column-parallel in parts q, k, v (QKVParallelLinear)"
+										   : NULL;
+	case C_GATEUP:
+	case C_GATEUP2:
+	case C_SHCOL:
+		return s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != (k == C_GATEUP2 ? 2 : 1)
+			       ? "column-parallel (MergedColumnParallelLinear)"
+			       : NULL;
+	case C_O:
+	case C_DOWN:
+	case C_SHROW: return s->kind != TPC_SPLIT_ROW || s->dim != 1 ? "row-parallel on dim 1 (RowParallelLinear)" : NULL;
+	case C_EXPCOL:
+		return s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1
+			       ? "column-parallel on dim 0 inside every expert (FusedMoE w13)"
+			       : NULL;
+	case C_EXPROW:
+		return s->kind != TPC_SPLIT_ROW || s->dim != 1 ? "row-parallel on dim 1 inside every expert (FusedMoE w2)" : NULL;
+	case C_ROUTER:
+	case C_SHGATE: return s->dim >= 0 ? "replicated (ReplicatedLinear)" : NULL;
+	case C_REPL: return s->dim >= 0 ? "replicated" : NULL;
+	}
+	return NULL;
+}
+
+/* What the family's vLLM model class refuses of the whole model: an untied
+ * config where it has no lm_head, a tp above the experts of its sparse
+ * block. */
+static int check_family(const tpc_shard_plan *sp, const tpc_family *fam, const vcfg *c, tpc_err *e)
+{
+	char a[160];
+	tpc_sanitize(a, sizeof(a), c->arch);
+	if (fam && fam->vllm_no_lm_head && c->have && !c->tied)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "config.json's tie_word_embeddings is not true: vLLM's %s has no lm_head (it computes the logits with model.embed_tokens) and asserts the model is tied",
+				   a);
+	if (fam && fam->vllm_tp_le_experts && sp->facts.experts > 0 && sp->tp > sp->facts.experts)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "tp %d is above the model's %lld routed experts: vLLM's %s refuses it (\"Tensor parallel size %d is greater than the number of experts %lld\")",
+				   sp->tp, (long long)sp->facts.experts, a, sp->tp, (long long)sp->facts.experts);
+	return 0;
+}
+
+/* The tied pair lm_head.weight and model.embed_tokens.weight is stored once:
+ * both must be the same weights. */
+static int check_tied(const tpc_shard_plan *sp, const vcfg *c, tpc_err *e)
+{
+	int64_t li = tpc_ckpt_find(sp->in, "lm_head.weight"), ei = tpc_ckpt_find(sp->in, "model.embed_tokens.weight");
+	if (li < 0 || ei < 0)
+		return 0;
+	const tpc_tensor *a = &sp->in->t[li], *b = &sp->in->t[ei];
+	bool eq = tpc_tensor_same_view(a, b);
+	int ret;
+	if (!eq && a->dtype == b->dtype && a->ndim == b->ndim && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) &&
+	    (ret = tpc_tensors_equal(sp->in, a, b, &eq, e)))
+		return ret;
+	if (!eq)
+		return refuse(e, "lm_head.weight",
+			      "the model is tied (%s) but lm_head.weight differs from model.embed_tokens.weight; vLLM keeps one of them",
+			      c->have ? "config.json's tie_word_embeddings" : "no config.json");
+	return 0;
+}
+
 static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 {
 	vcfg c;
@@ -227,6 +343,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	const tpc_family *fam = c.have && c.arch[0] ? tpc_family_by_arch(c.arch) : NULL;
 	bool moe = fused_moe(fam);
 	char known[512];
+	int ret;
 	if (c.have && c.arch[0] && !(fam && tpc_family_lists(fam->layouts, "vllm"))) {
 		char a[160];
 		tpc_sanitize(a, sizeof(a), c.arch);
@@ -240,6 +357,8 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 				   "config.json's %s is not true: vLLM's %s model reads it as false when absent and then has no parameter for this family's tensors it gates (set it in config.json, as the model's own publisher does)",
 				   fam->vllm_cfg_true, a);
 	}
+	if ((ret = check_family(sp, fam, &c, e)))
+		return ret;
 	sp->family = fam; /* stored_rank names the tensors by its table */
 	if (c.have && !c.tied && tpc_ckpt_find(sp->in, "lm_head.weight") < 0)
 		return tpc_err_set(e, TPC_EINPUT,
@@ -248,65 +367,26 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 		const tpc_shard_entry *en = &sp->t[i];
 		const tpc_tensor *t = &sp->in->t[en->in];
 		const tpc_split *s = &en->split;
+		const tpc_tensor_row *g[TPC_LAYOUT_MAXG];
+		int64_t l;
+		bool b;
 		cls k = classify(fam, t->name);
-		const char *want = NULL;
-		switch (k) {
-		case C_NONE:
+		const char *want;
+		if (k == C_NONE)
 			return refuse(e, t->name,
 				      "vLLM has no parameter for this tensor (%s); drop or rename it with --rules before sharding",
 				      "the vllm layout writes LLaMA-family names only, and vLLM refuses unknown keys");
-		case C_EMBED:
-		case C_LMHEAD:
-			if (s->kind != TPC_SPLIT_VOCAB || s->dim != 0 || s->nparts != 1)
-				want = "vocab-parallel on dim 0";
-			else if ((s->part[0].size + s->part[0].pad) !=
-				 (s->part[0].size + VLLM_VOCAB_PAD - 1) / VLLM_VOCAB_PAD * VLLM_VOCAB_PAD)
-				want = "vocab-parallel, padded to a multiple of 64 rows as vLLM pads it (tpconv shard does this for --layout vllm)";
-			break;
-		case C_Q:
-		case C_KV:
-			if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1 || s->part[0].pad ||
-			    !s->part[0].heads)
-				want = "column-parallel on head boundaries (QKVParallelLinear)";
-			else if (k == C_Q && s->part[0].replicas > 1)
-				want = "query heads split, never replicated";
-			break;
-		case C_QKV:
-			if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 3)
-				want = "column-parallel in parts q, k, v (QKVParallelLinear)";
-			break;
-		case C_GATEUP:
-		case C_GATEUP2:
-			if (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != (k == C_GATEUP ? 1 : 2))
-				want = "column-parallel (MergedColumnParallelLinear)";
-			break;
-		case C_O:
-		case C_DOWN:
-			if (s->kind != TPC_SPLIT_ROW || s->dim != 1)
-				want = "row-parallel on dim 1 (RowParallelLinear)";
-			break;
-		case C_EXPCOL:
-		case C_EXPROW:
-		case C_ROUTER:
-			if (!moe) {
-				char msg[640];
-				snprintf(msg, sizeof(msg),
-					 "an expert's tensor: vLLM's FusedMoE names are written for %s, and config.json does not say it is one",
-					 arch_list(known, sizeof(known), true));
-				return refuse(e, t->name, "%s", msg);
-			}
-			if (k == C_EXPCOL && (s->kind != TPC_SPLIT_COL || s->dim != 0 || s->nparts != 1))
-				want = "column-parallel on dim 0 inside every expert (FusedMoE w13)";
-			else if (k == C_EXPROW && (s->kind != TPC_SPLIT_ROW || s->dim != 1))
-				want = "row-parallel on dim 1 inside every expert (FusedMoE w2)";
-			else if (k == C_ROUTER && s->dim >= 0)
-				want = "replicated (ReplicatedLinear)";
-			break;
-		case C_REPL:
-			if (s->dim >= 0)
-				want = "replicated";
-			break;
+		if ((k == C_EXPCOL || k == C_EXPROW || k == C_ROUTER) && !moe) {
+			char msg[640];
+			snprintf(msg, sizeof(msg),
+				 "an expert's tensor: vLLM's FusedMoE names are written for %s, and config.json does not say it is one",
+				 arch_list(known, sizeof(known), true));
+			return refuse(e, t->name, "%s", msg);
 		}
+		if ((k == C_SHCOL || k == C_SHROW || k == C_SHGATE) && vllm_group(fam, t->name, g, &l, &b) <= 0)
+			return refuse(e, t->name, "%s",
+				      "a shared expert's tensor whose vLLM parameter the model's family record does not name (config.json names no family that has one)");
+		want = required(k, s);
 		for (int p = 0; !want && p < s->nparts && s->dim >= 0; p++)
 			if (s->part[p].pad && k != C_EMBED && k != C_LMHEAD)
 				want = "split without padding (vLLM needs tp to divide it)";
@@ -317,22 +397,7 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 			return refuse(e, t->name, "%s", msg);
 		}
 	}
-	if (tied && tpc_ckpt_find(sp->in, "lm_head.weight") >= 0 && tpc_ckpt_find(sp->in, "model.embed_tokens.weight") >= 0) {
-		/* stored once: both must be the same weights */
-		const tpc_tensor *a = &sp->in->t[tpc_ckpt_find(sp->in, "lm_head.weight")];
-		const tpc_tensor *b = &sp->in->t[tpc_ckpt_find(sp->in, "model.embed_tokens.weight")];
-		bool eq = tpc_tensor_same_view(a, b);
-		int ret;
-		if (!eq && a->dtype == b->dtype && a->ndim == b->ndim &&
-		    !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) &&
-		    (ret = tpc_tensors_equal(sp->in, a, b, &eq, e)))
-			return ret;
-		if (!eq)
-			return refuse(e, "lm_head.weight",
-				      "the model is tied (%s) but lm_head.weight differs from model.embed_tokens.weight; vLLM keeps one of them",
-				      c.have ? "config.json's tie_word_embeddings" : "no config.json");
-	}
-	return 0;
+	return tied ? check_tied(sp, &c, e) : 0;
 }
 
 /* vLLM pads the vocabulary to a multiple of 64 and gives each rank Vp/tp rows:
@@ -391,6 +456,45 @@ static int add_experts(const tpc_family *mx, const tpc_ckpt *rk, const char *n, 
 	return tpc__layout_add_stacked(mx, TPC_ECO_VLLM, rk, l, l, out, e);
 }
 
+/* Tensor t of rank rk under the vLLM name family f's table gives it (a
+ * shared expert): the first part of a fused group with the others after it,
+ * a later part nothing (emitted with the first), refused when a part is
+ * missing. */
+static int add_by_table(const tpc_family *f, const tpc_ckpt *rk, const tpc_tensor *t, tpc_ckpt *out, tpc_err *e)
+{
+	const tpc_tensor_row *g[TPC_LAYOUT_MAXG];
+	int64_t l = -1;
+	bool bias = false;
+	char nm[512];
+	tpc_tensor fused;
+	int n = vllm_group(f, t->name, g, &l, &bias), part, ret;
+	if (n <= 0 || !tpc_family_name(g[0], TPC_ECO_VLLM, l, -1, bias, nm, sizeof(nm), &part))
+		return refuse(e, t->name, "%s", "the family record names no vLLM parameter for this tensor");
+	if (tpc_family_classify(f, TPC_ECO_HF, t->name, NULL, NULL, NULL) != g[0]) {
+		char first[512];
+		if (tpc_family_name(g[0], TPC_ECO_HF, l, -1, bias, first, sizeof(first), NULL) && tpc_ckpt_find(rk, first) >= 0)
+			return 0; /* emitted with its first part */
+		return refuse(e, t->name, "vLLM fuses this tensor into %s after a part this rank does not hold", nm);
+	}
+	if (tpc__layout_fuse(rk, g, n, l, -1, bias, &fused))
+		return refuse(e, t->name, "vLLM fuses this tensor into %s with parts this rank does not hold (or of other shapes)", nm);
+	ret = tpc__layout_add_copy(out, nm, &fused, e);
+	tpc_tensor_release(&fused);
+	return ret;
+}
+
+/* One tensor of a tied pair: stored once, as _filter_subtensors keeps the
+ * smaller key of lm_head.weight and model.embed_tokens.weight, lm_head.weight,
+ * or as model.embed_tokens.weight where vLLM's class has no lm_head
+ * (vllm_no_lm_head); from the tensor of that name when the rank has it. */
+static int add_tied(const tpc_family *f, const tpc_ckpt *rk, const tpc_tensor *t, tpc_ckpt *out, tpc_err *e)
+{
+	const char *keep = f && f->vllm_no_lm_head ? "model.embed_tokens.weight" : "lm_head.weight";
+	if (strcmp(t->name, keep) && tpc_ckpt_find(rk, keep) >= 0)
+		return 0;
+	return tpc_ckpt_add_copy(out, keep, t, e) < 0 ? (e->code ? e->code : TPC_EIO) : 0;
+}
+
 static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *e)
 {
 	const tpc_ckpt *rk = &sp->rank[r];
@@ -406,6 +510,8 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 		char *fused = NULL;
 		if (k == C_EXPCOL || k == C_EXPROW) {
 			ret = add_experts(sp->family, rk, n, done, sp->layers, out, e);
+		} else if (k == C_SHCOL || k == C_SHROW || k == C_SHGATE) {
+			ret = add_by_table(sp->family, rk, t, out, e);
 		} else if (k == C_Q) {
 			char *kn = swap_part(n, ".q_proj.", ".k_proj."), *vn = swap_part(n, ".q_proj.", ".v_proj.");
 			int64_t ki = kn ? tpc_ckpt_find(rk, kn) : -1, vi = vn ? tpc_ckpt_find(rk, vn) : -1;
@@ -446,11 +552,8 @@ static int stored_rank(const tpc_shard_plan *sp, int r, tpc_ckpt *out, tpc_err *
 			free(gn);
 			if (!partner)
 				ret = refuse(e, n, "%s", "vLLM fuses up_proj with gate_proj into gate_up_proj, and this one has no gate_proj");
-		} else if (k == C_EMBED && tied) {
-			/* stored once, as lm_head.weight (the smaller key): from the
-			 * lm_head when the rank has one, else from here */
-			if (tpc_ckpt_find(rk, "lm_head.weight") < 0 && tpc_ckpt_add_copy(out, "lm_head.weight", t, e) < 0)
-				ret = e->code ? e->code : TPC_EIO;
+		} else if ((k == C_EMBED || k == C_LMHEAD) && tied) {
+			ret = add_tied(sp->family, rk, t, out, e);
 		} else if (tpc_ckpt_add_copy(out, n, t, e) < 0) {
 			ret = e->code ? e->code : TPC_EIO;
 		}
@@ -646,11 +749,35 @@ out:
 	return ret;
 }
 
+/* A shared expert's tensor i back as the Hugging Face tensors of its n rows
+ * g (equal slices of dim 0 in part order; n 1: renamed), layer l. */
+static int split_named(tpc_ckpt *ck, size_t i, const tpc_tensor_row *const *g, int n, int64_t l, bool bias,
+		       const char *path, tpc_err *e)
+{
+	const char *name = ck->t[i].name;
+	int64_t rows = ck->t[i].ndim >= 1 ? ck->t[i].shape[0] : 0;
+	int ret = 0;
+	if (ck->t[i].ndim < 1 || rows % n)
+		return TPC_CORRUPT(e, path, -1, name, "vLLM fuses %d tensors into this one along dim 0, and its %lld rows do not split so",
+				   n, (long long)rows);
+	for (int k = 0; k < n && !ret; k++) {
+		char nm[512];
+		tpc_tensor part;
+		if (!tpc_family_name(g[k], TPC_ECO_HF, l, -1, bias, nm, sizeof(nm), NULL) ||
+		    tpc_tensor_narrow(&part, &ck->t[i], 0, k * (rows / n), rows / n))
+			return tpc_err_nomem(e);
+		ret = tpc__layout_add_copy(ck, nm, &part, e);
+		tpc_tensor_release(&part);
+	}
+	return ret;
+}
+
 /* FusedMoE's stacked experts back as each expert's Hugging Face tensors
  * (w13_weight [experts, 2 x rows, hidden] = [w1_r; w3_r] per expert,
- * w2_weight [experts, hidden, rows]); the stacked ones dropped. The rank
- * does not say its family: each name is read with the tables of the records
- * that list this layout. */
+ * w2_weight [experts, hidden, rows]), a shared expert's tensors
+ * (table_named) back under their Hugging Face names; the vLLM ones dropped.
+ * The rank does not say its family: each name is read with the tables of
+ * the records that list this layout. */
 static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
 {
 	size_t n0 = ck->n;
@@ -659,13 +786,19 @@ static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
 	for (size_t i = 0; i < n0 && !ret; i++) {
 		const tpc_tensor_row *g[TPC_LAYOUT_MAXG];
 		int64_t l = -1;
+		bool bias = false;
 		const char *name = ck->t[i].name; /* stays put when ck grows */
 		const tpc_family *mx = NULL;
-		const tpc_tensor_row *w = tpc_family_classify_for(NULL, "vllm", TPC_ECO_VLLM, name, &l, NULL, NULL, &mx);
-		int n = w && tpc__layout_stacked(w, TPC_ECO_VLLM) ? tpc__layout_group(mx, TPC_ECO_VLLM, w, g) : 0;
+		const tpc_tensor_row *w = tpc_family_classify_for(NULL, "vllm", TPC_ECO_VLLM, name, &l, NULL, &bias, &mx);
+		bool st = w && tpc__layout_stacked(w, TPC_ECO_VLLM);
+		int n = st || table_named(w) ? tpc__layout_group(mx, TPC_ECO_VLLM, w, g) : 0;
 		if (!n)
 			continue;
 		any = true;
+		if (!st) {
+			ret = split_named(ck, i, g, n, l, bias, path, e);
+			continue;
+		}
 		if (ck->t[i].ndim != 3 || ck->t[i].shape[1] % n)
 			return TPC_CORRUPT(e, path, -1, name, "FusedMoE's stacked experts must be [experts, %d x rows, columns]", n);
 		for (int64_t j = 0; j < ck->t[i].shape[0] && !ret; j++) {
@@ -693,11 +826,42 @@ static int unstack_experts(tpc_ckpt *ck, const char *path, tpc_err *e)
 	for (size_t i = 0; i < ck->n; i++) {
 		const tpc_tensor_row *w =
 			i < n0 ? tpc_family_classify_for(NULL, "vllm", TPC_ECO_VLLM, ck->t[i].name, NULL, NULL, NULL, NULL) : NULL;
-		keep[i] = !(w && tpc__layout_stacked(w, TPC_ECO_VLLM));
+		keep[i] = !(w && (tpc__layout_stacked(w, TPC_ECO_VLLM) || table_named(w)));
 	}
 	ret = tpc_ckpt_filter(ck, keep, e);
 	free(keep);
 	return ret;
+}
+
+/* Tied weights stored once (add_tied) back under the names the input had:
+ * lm_head.weight also as model.embed_tokens.weight (renamed when the
+ * manifest lists the embedding alone; without one, on the first stage),
+ * model.embed_tokens.weight (a class without lm_head) also as
+ * lm_head.weight when the manifest lists that. A new tensor's index goes
+ * to order[(*no)++]. */
+static int untie(tpc_ckpt *ck, const tpc_layout_rank_ctx *c, int64_t *order, size_t *no, tpc_err *e)
+{
+	static const char LM[] = "lm_head.weight", EMB[] = "model.embed_tokens.weight";
+	int64_t lm = tpc_ckpt_find(ck, LM), em = tpc_ckpt_find(ck, EMB), from;
+	const char *to;
+	tpc_tensor tied_copy;
+	if (lm >= 0 && em < 0 && (c->names ? tpc__layout_listed(c, EMB) : c->pp_rank == 0)) {
+		if (c->names && !tpc__layout_listed(c, LM))
+			return tpc_ckpt_rename(ck, lm, EMB, e);
+		from = lm, to = EMB;
+	} else if (em >= 0 && lm < 0 && c->names && tpc__layout_listed(c, LM)) {
+		from = em, to = LM;
+	} else {
+		return 0;
+	}
+	if (tpc_tensor_copy(&tied_copy, &ck->t[from]))
+		return tpc_err_nomem(e); /* a copy first: the add may move ck's table */
+	int64_t ix = tpc_ckpt_add_copy(ck, to, &tied_copy, e);
+	tpc_tensor_release(&tied_copy);
+	if (ix < 0)
+		return e->code ? e->code : TPC_EIO;
+	order[(*no)++] = ix;
+	return 0;
 }
 
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
@@ -743,23 +907,8 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		for (size_t j = before; j < ck->n; j++)
 			order[no++] = (int64_t)j;
 	}
-	/* tied weights stored once as lm_head.weight: the names the input had */
-	int64_t lm = tpc_ckpt_find(ck, "lm_head.weight");
-	tpc_tensor tied_copy;
-	bool want_embed = c->names ? tpc__layout_listed(c, "model.embed_tokens.weight") : c->pp_rank == 0;
-	if (!ret && lm >= 0 && want_embed && tpc_ckpt_find(ck, "model.embed_tokens.weight") < 0) {
-		if (c->names && !tpc__layout_listed(c, "lm_head.weight")) {
-			ret = tpc_ckpt_rename(ck, lm, "model.embed_tokens.weight", e);
-		} else if (tpc_tensor_copy(&tied_copy, &ck->t[lm])) {
-			ret = tpc_err_nomem(e); /* a copy first: the add may move ck's table */
-		} else if (tpc_ckpt_add_copy(ck, "model.embed_tokens.weight", &tied_copy, e) < 0) {
-			tpc_tensor_release(&tied_copy);
-			ret = e->code ? e->code : TPC_EIO;
-		} else {
-			tpc_tensor_release(&tied_copy);
-			order[no++] = (int64_t)ck->n - 1;
-		}
-	}
+	if (!ret)
+		ret = untie(ck, c, order, &no, e);
 	for (size_t j = n0; j < ck->n; j++)
 		keep[j] = true;
 	if (!ret && no != ck->n)

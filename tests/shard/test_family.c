@@ -231,6 +231,22 @@ static void test_vllm_cfg_true(void **st)
 	}
 }
 
+/* vllm_no_lm_head and vllm_tp_le_experts: vllm-layout conditions of
+ * records that list it, on tied families and families with experts */
+static void test_vllm_fields(void **st)
+{
+	(void)st;
+	for (size_t i = 0; i < tpc_family_count(); i++) {
+		const tpc_family *g = tpc_family_at(i);
+		if ((g->vllm_no_lm_head || g->vllm_tp_le_experts) && !tpc_family_lists(g->layouts, "vllm"))
+			fail_msg("%s: a vllm field without the vllm layout", g->name);
+		if (g->vllm_no_lm_head && !(g->has_parts && g->parts.tied_head))
+			fail_msg("%s: vllm_no_lm_head on a family not tied", g->name);
+		if (g->vllm_tp_le_experts && !tpc_family_has_experts(g))
+			fail_msg("%s: vllm_tp_le_experts without experts", g->name);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -240,6 +256,7 @@ int main(void)
 		cmocka_unit_test(test_no_mtp),
 		cmocka_unit_test(test_hy_parts),
 		cmocka_unit_test(test_vllm_cfg_true),
+		cmocka_unit_test(test_vllm_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
