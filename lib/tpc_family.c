@@ -91,11 +91,12 @@ static const tpc_tensor_row olmo2_tensors[] = {
 static const tpc_tensor_row gemma2_tensors[] = {
 	LLAMA_ATTN_ROWS,
 	LLAMA_MLP_ROWS,
-	ROW(FFN_NORM, false, HF_L "pre_feedforward_layernorm.weight", NULL, NULL, NULL, GG_L "ffn_norm.weight"),
-	ROW(ATTN_POST_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL,
-	    GG_L "post_attention_norm.weight"),
-	ROW(FFN_POST_NORM, false, HF_L "post_feedforward_layernorm.weight", NULL, NULL, NULL,
-	    GG_L "post_ffw_norm.weight"),
+	ROW(FFN_NORM, false, HF_L "pre_feedforward_layernorm.weight", NULL, HF_L "pre_feedforward_layernorm.weight", NULL,
+	    GG_L "ffn_norm.weight"),
+	ROW(ATTN_POST_NORM, false, HF_L "post_attention_layernorm.weight", NULL, HF_L "post_attention_layernorm.weight",
+	    NULL, GG_L "post_attention_norm.weight"),
+	ROW(FFN_POST_NORM, false, HF_L "post_feedforward_layernorm.weight", NULL, HF_L "post_feedforward_layernorm.weight",
+	    NULL, GG_L "post_ffw_norm.weight"),
 	END_ROW,
 };
 
@@ -158,7 +159,11 @@ static const tpc_tensor_row mixtral_tensors[] = {
  * replicates it), and dense layers (mlp_only_layers) named as LLaMA's.
  * transformers 5 fuses the experts (conversion_mapping.py "qwen2_moe", also
  * qwen3_moe's and olmoe's): mlp.experts.gate_up_proj [E, 2I, H] (gate, up),
- * mlp.experts.down_proj [E, H, I]. */
+ * mlp.experts.down_proj [E, H, I]. vLLM (models/qwen2_moe.py@002fb907,
+ * qwen3_moe.py@002456df) holds them in one FusedMoE as Mixtral's:
+ * get_expert_mapping() maps gate_proj to shard w1 and up_proj to w3 of
+ * experts.w13_weight, down_proj to experts.w2_weight; the router mlp.gate a
+ * ReplicatedLinear. */
 #define QWEN_MOE_ROWS \
 	LLAMA_ATTN_ROWS, \
 	ROW(FFN_NORM, false, HF_L "post_attention_layernorm.weight", MC_L "pre_mlp_layernorm.weight", \
@@ -168,25 +173,34 @@ static const tpc_tensor_row mixtral_tensors[] = {
 	    GG_L "ffn_gate_inp.weight"), \
 	ROW(FFN_EXP_PROBS_B, false, HF_L "mlp.gate.e_score_correction_bias", NULL, NULL, NULL, NULL), \
 	ROW_FUSED(FFN_GATE_EXP, false, HF_L "mlp.experts.{E}.gate_proj.weight", \
-		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_exps.weight", \
-		  HF_L "mlp.experts.gate_up_proj#0"), \
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#0", HF_L "mlp.experts.w13_weight#0", NULL, \
+		  GG_L "ffn_gate_exps.weight", HF_L "mlp.experts.gate_up_proj#0"), \
 	ROW_FUSED(FFN_UP_EXP, false, HF_L "mlp.experts.{E}.up_proj.weight", \
-		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", NULL, NULL, GG_L "ffn_up_exps.weight", \
-		  HF_L "mlp.experts.gate_up_proj#1"), \
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc1.weight#1", HF_L "mlp.experts.w13_weight#1", NULL, \
+		  GG_L "ffn_up_exps.weight", HF_L "mlp.experts.gate_up_proj#1"), \
 	ROW_FUSED(FFN_DOWN_EXP, false, HF_L "mlp.experts.{E}.down_proj.weight", \
-		  MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", NULL, NULL, GG_L "ffn_down_exps.weight", \
-		  HF_L "mlp.experts.down_proj")
-/* Qwen2-MoE: a shared expert with its sigmoid gate besides. */
+		  MC_L "mlp.experts.local_experts.{E}.linear_fc2.weight", HF_L "mlp.experts.w2_weight", NULL, \
+		  GG_L "ffn_down_exps.weight", HF_L "mlp.experts.down_proj")
+/* Qwen2-MoE: a shared expert with its sigmoid gate besides. vLLM
+ * (models/qwen2_moe.py@002fb907) builds the shared expert as a Qwen2MoeMLP
+ * (gate_up_proj a MergedColumnParallelLinear [gate_r; up_r], down_proj a
+ * RowParallelLinear) holding shared_expert_gate, a torch.nn.Linear(hidden,
+ * 1), as its expert_gate, and hands it to SharedFusedMoE, which keeps it as
+ * the submodule _shared_experts (layers/fused_moe/shared_fused_moe.py@03974a3f);
+ * so the state dict holds each of these tensors under two or three module
+ * paths and _filter_subtensors keeps the smallest key: experts._shared_experts.*
+ * ("mlp.e" < "mlp.s"), the names below. */
 static const tpc_tensor_row qwen2moe_tensors[] = {
 	QWEN_MOE_ROWS,
 	ROW(FFN_GATE_SHEXP, false, HF_L "mlp.shared_expert.gate_proj.weight",
-	    MC_L "mlp.shared_experts.linear_fc1.weight#0", NULL, NULL, GG_L "ffn_gate_shexp.weight"),
+	    MC_L "mlp.shared_experts.linear_fc1.weight#0", HF_L "mlp.experts._shared_experts.gate_up_proj.weight#0", NULL,
+	    GG_L "ffn_gate_shexp.weight"),
 	ROW(FFN_UP_SHEXP, false, HF_L "mlp.shared_expert.up_proj.weight", MC_L "mlp.shared_experts.linear_fc1.weight#1",
-	    NULL, NULL, GG_L "ffn_up_shexp.weight"),
+	    HF_L "mlp.experts._shared_experts.gate_up_proj.weight#1", NULL, GG_L "ffn_up_shexp.weight"),
 	ROW(FFN_DOWN_SHEXP, false, HF_L "mlp.shared_expert.down_proj.weight", MC_L "mlp.shared_experts.linear_fc2.weight",
-	    NULL, NULL, GG_L "ffn_down_shexp.weight"),
+	    HF_L "mlp.experts._shared_experts.down_proj.weight", NULL, GG_L "ffn_down_shexp.weight"),
 	ROW(FFN_GATE_INP_SHEXP, false, HF_L "mlp.shared_expert_gate.weight", MC_L "mlp.shared_experts.gate_weight",
-	    NULL, NULL, GG_L "ffn_gate_inp_shexp.weight"),
+	    HF_L "mlp.experts._shared_experts.expert_gate.weight", NULL, GG_L "ffn_gate_inp_shexp.weight"),
 	END_ROW,
 };
 /* Qwen3-MoE: no shared expert; q_norm/k_norm per head (LLaMA's rows).
@@ -1101,6 +1115,8 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("gemma2"),
 	 .hf_arch = A("Gemma2ForCausalLM"),
 	 .gguf = &tpc__gguf_gemma2,
+	 .layouts = A("vllm"),
+	 .vllm_no_lm_head = true, /* vLLM's Gemma2ForCausalLM: no lm_head, assert config.tie_word_embeddings */
 	 .tensors = gemma2_tensors,
 	 PARTS(.norm_offset = 1, .place = TPC_PART_SANDWICH, .mlp = TPC_PART_MLP_GELU_TANH_GLU, .embed_scale = true,
 	       .swa_every = 2, .tied_head = true)},
@@ -1109,6 +1125,8 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("gemma3"),
 	 .hf_arch = A("Gemma3ForCausalLM"),
 	 .gguf = &tpc__gguf_gemma3,
+	 .layouts = A("vllm"),
+	 .vllm_no_lm_head = true, /* vLLM's Gemma3ForCausalLM: as Gemma 2's */
 	 .tensors = gemma2_tensors,
 	 PARTS(.norm_offset = 1, .place = TPC_PART_SANDWICH, .qk_norm = TPC_PART_QK_HEAD, .mlp = TPC_PART_MLP_GELU_TANH_GLU,
 	       .embed_scale = true, .swa_every = 6, .tied_head = true)},
@@ -1235,6 +1253,8 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("qwen2-moe", "Qwen2-MoE (Qwen2MoeForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("Qwen2MoeForCausalLM"),
 	 .gguf = &tpc__gguf_qwen2moe,
+	 .layouts = A("vllm"),
+	 .vllm_tp_le_experts = true, /* vLLM's Qwen2MoeSparseMoeBlock: tp_size > num_experts raises */
 	 .tensors = qwen2moe_tensors,
 	 PARTS(.attn_bias = true, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "qwen3-moe",
@@ -1242,7 +1262,8 @@ static const tpc_family families[] = {
 	 .plan = MOE_JSON("qwen3-moe", "Qwen3-MoE (Qwen3MoeForCausalLM) with Hugging Face names."),
 	 .hf_arch = A("Qwen3MoeForCausalLM"),
 	 .gguf = &tpc__gguf_qwen3moe,
-	 .layouts = A("megatron-dist"),
+	 .layouts = A("vllm", "megatron-dist"),
+	 .vllm_tp_le_experts = true, /* vLLM's Qwen3MoeSparseMoeBlock: as Qwen2-MoE's */
 	 .tensors = qwen3moe_tensors,
 	 PARTS(.qk_norm = TPC_PART_QK_HEAD, .router = TPC_PART_ROUTER_SOFTMAX, .tied_head = true)},
 	{.name = "olmoe",

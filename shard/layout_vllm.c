@@ -34,6 +34,29 @@
  *     columns: w13_weight [E, 2 x rows/tp, hidden], w2_weight
  *     [E, hidden, rows/tp], every expert on every rank (no expert
  *     parallelism: this layout refuses --ep).
+ *   - vllm/model_executor/models/qwen3_moe.py@002456df, qwen2_moe.py@002fb907
+ *     (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM): attention as LLaMA's (Qwen3's
+ *     q_norm/k_norm whole), the experts one FusedMoE as Mixtral's
+ *     (get_expert_mapping: gate_proj shard w1, up_proj w3 of w13_weight,
+ *     down_proj w2_weight), the router mlp.gate a ReplicatedLinear, and
+ *     "Tensor parallel size ... is greater than the number of experts"
+ *     raised in the SparseMoeBlock (record field vllm_tp_le_experts).
+ *     Qwen2-MoE's shared expert is a Qwen2MoeMLP (gate_up_proj
+ *     MergedColumnParallel, down_proj RowParallel) holding shared_expert_gate
+ *     (torch.nn.Linear(hidden, 1), whole) as its expert_gate, and
+ *     SharedFusedMoE keeps it as the submodule _shared_experts
+ *     (layers/fused_moe/shared_fused_moe.py@03974a3f): the state dict has
+ *     each of its tensors under two or three paths and _filter_subtensors
+ *     keeps the smallest, mlp.experts._shared_experts.*; the family table's
+ *     vLLM column names them (table_named).
+ *   - vllm/model_executor/models/gemma2.py@025adfb9, gemma3.py@004dc924
+ *     (Gemma2ForCausalLM, Gemma3ForCausalLM): LLaMA's fused linears, the
+ *     sandwich norms GemmaRMSNorm, which computes x * (1 + w) at run time
+ *     (layers/layernorm.py), so the file holds the weights as stored; no
+ *     lm_head (compute_logits uses model.embed_tokens; assert
+ *     config.tie_word_embeddings; record field vllm_no_lm_head); the
+ *     embedding normalizer a non-persistent buffer since vLLM PR #19788, so
+ *     not in the state dict.
  *   - vllm/model_executor/layers/vocab_parallel_embedding.py:
  *     DEFAULT_VOCAB_PADDING_SIZE = 64; pad_vocab_size() rounds the vocabulary
  *     up to a multiple of 64, vocab_range_from_global_vocab_size() gives rank

@@ -232,7 +232,9 @@ static void test_vllm_cfg_true(void **st)
 }
 
 /* vllm_no_lm_head and vllm_tp_le_experts: vllm-layout conditions of
- * records that list it, on tied families and families with experts */
+ * records that list it, on tied families and families with experts; the
+ * vLLM names of Qwen2-MoE's shared expert are the smallest of its state
+ * dict's keys, Qwen's routed experts FusedMoE's stacked ones */
 static void test_vllm_fields(void **st)
 {
 	(void)st;
@@ -245,6 +247,25 @@ static void test_vllm_fields(void **st)
 		if (g->vllm_tp_le_experts && !tpc_family_has_experts(g))
 			fail_msg("%s: vllm_tp_le_experts without experts", g->name);
 	}
+	assert_true(tpc_family_find("gemma2")->vllm_no_lm_head && tpc_family_find("gemma3")->vllm_no_lm_head);
+	assert_false(tpc_family_find("qwen2")->vllm_no_lm_head);
+	const tpc_family *q2 = tpc_family_find("qwen2-moe"), *q3 = tpc_family_find("qwen3-moe");
+	assert_true(q2->vllm_tp_le_experts && q3->vllm_tp_le_experts && !tpc_family_find("mixtral")->vllm_tp_le_experts);
+	char nm[256];
+	int part = -1;
+	const tpc_tensor_row *w = tpc_family_row(q2, TPC_ROLE_FFN_UP_SHEXP);
+	assert_true(tpc_family_name(w, TPC_ECO_VLLM, 1, -1, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "model.layers.1.mlp.experts._shared_experts.gate_up_proj.weight");
+	assert_int_equal(part, 1);
+	assert_true(tpc_family_name(tpc_family_row(q2, TPC_ROLE_FFN_GATE_INP_SHEXP), TPC_ECO_VLLM, 0, -1, false, nm,
+				    sizeof(nm), &part));
+	assert_string_equal(nm, "model.layers.0.mlp.experts._shared_experts.expert_gate.weight");
+	assert_int_equal(part, -1);
+	w = tpc_family_row(q3, TPC_ROLE_FFN_GATE_EXP);
+	assert_true(tpc_family_stacked(w, TPC_ECO_VLLM));
+	assert_true(tpc_family_name(w, TPC_ECO_VLLM, 2, 5, false, nm, sizeof(nm), &part));
+	assert_string_equal(nm, "model.layers.2.mlp.experts.w13_weight");
+	assert_int_equal(part, 0);
 }
 
 int main(void)

@@ -5,7 +5,7 @@
       OUT/qwen   Qwen2ForCausalLM, q/k/v biases, 4 heads = 4 kv heads, vocab 130,
                  tie_word_embeddings (no lm_head.weight in the checkpoint)
       OUT/mixtral  MixtralForCausalLM, 4 experts, GQA 8 / 2 heads, vocab 70, bf16
-  vllm_check.py check MODEL_DIR SET_DIR TP
+  vllm_check.py check MODEL_DIR SET_DIR TP [MODEL_DIR SET_DIR TP ...]
       builds what vLLM's own state dict holds per tensor-parallel rank, the way
       vLLM computes it (QKVParallelLinear: heads/tp query heads, one replicated
       kv head per rank when tp >= kv heads, head = rank // (tp / kv);
@@ -19,6 +19,22 @@
       (_load_w2)), reads every
       model-rank-R-part-P.safetensors with a header parser of its own, and
       compares: the same key set as vLLM's filtered state dict, shapes, bytes.
+      MODEL_DIR holds pytorch_model.bin or model.safetensors (the tiny
+      fixtures of tests/gguf/arch). Qwen2-MoE / Qwen3-MoE: the experts
+      mlp.experts.N.gate_proj / up_proj / down_proj into FusedMoE's w13_weight
+      (shard ids w1 = gate, w3 = up: get_expert_mapping) and w2_weight, the
+      router mlp.gate whole; Qwen2-MoE's shared expert a Qwen2MoeMLP
+      (gate_up_proj [gate_r; up_r], down_proj's columns) holding
+      shared_expert_gate (a torch.nn.Linear, whole) as expert_gate, kept by
+      SharedFusedMoE as _shared_experts: each of its tensors is in the state
+      dict under every one of those module paths, and _filter_subtensors
+      keeps the smallest key (models/qwen2_moe.py@002fb907,
+      layers/fused_moe/shared_fused_moe.py@03974a3f). Gemma 2 / Gemma 3
+      (Gemma2ForCausalLM, Gemma3ForCausalLM): no lm_head parameter (the
+      logits from model.embed_tokens; tie_word_embeddings asserted), norms
+      whole and as stored (GemmaRMSNorm adds 1 at run time), the embedding
+      normalizer a non-persistent buffer (vLLM PR #19788) and so not in the
+      state dict.
 
 Written from vLLM's source as cited in shard/layout_vllm.c, not from tpconv's
 code. Exit 0 when every rank matches.
@@ -108,11 +124,22 @@ def read_safetensors(path):
     return out, hdr.get("__metadata__", {})
 
 
+NO_LM_HEAD = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")  # logits from model.embed_tokens
+
+
+def load_model(model_dir):
+    pt = os.path.join(model_dir, "pytorch_model.bin")
+    if os.path.exists(pt):
+        return torch.load(pt)
+    return read_safetensors(os.path.join(model_dir, "model.safetensors"))[0]
+
+
 def expected(model_dir, tp, rank):
     cfg = json.load(open(os.path.join(model_dir, "config.json")))
-    sd = torch.load(os.path.join(model_dir, "pytorch_model.bin"))
+    sd = load_model(model_dir)
     H, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd = cfg["hidden_size"] // H
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // H
+    arch = cfg["architectures"][0]
     qh = H // tp
     if tp >= kv:
         kvh, kv0 = 1, rank // (tp // kv)
@@ -132,10 +159,16 @@ def expected(model_dir, tp, rank):
                 pad = torch.zeros(Vp, t.shape[1], dtype=t.dtype)
                 pad[:V] = t
                 per = Vp // tp
-                key = k
+                # the module paths vLLM's state dict holds it under; tied:
+                # both, and _filter_subtensors keeps the smaller key
+                paths = {k}
                 if cfg.get("tie_word_embeddings"):
-                    key = "lm_head.weight"  # _filter_subtensors keeps the smaller key
-                out[key] = pad[rank * per:(rank + 1) * per]
+                    paths = {"model.embed_tokens.weight", "lm_head.weight"}
+                if arch in NO_LM_HEAD:
+                    paths.discard("lm_head.weight")
+                    if k == "lm_head.weight":
+                        continue
+                out[min(paths)] = pad[rank * per:(rank + 1) * per]
             else:
                 out[k] = t
             continue
@@ -159,6 +192,36 @@ def expected(model_dir, tp, rank):
         elif rest == "mlp.down_proj.weight":
             I = t.shape[1] // tp
             out[k] = t[:, rank * I:(rank + 1) * I]
+        elif rest in ("mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.down_proj.weight",
+                      "mlp.shared_expert_gate.weight"):
+            # Qwen2MoeMLP under mlp.shared_expert and, through SharedFusedMoE,
+            # mlp.experts._shared_experts; its expert_gate is shared_expert_gate
+            if rest == "mlp.shared_expert.gate_proj.weight":
+                I = t.shape[0] // tp
+                up = sd[p + "mlp.shared_expert.up_proj.weight"]
+                v, sub = torch.cat([t[rank * I:(rank + 1) * I], up[rank * I:(rank + 1) * I]], 0), "gate_up_proj.weight"
+            elif rest == "mlp.shared_expert.down_proj.weight":
+                I = t.shape[1] // tp
+                v, sub = t[:, rank * I:(rank + 1) * I], "down_proj.weight"
+            else:
+                v, sub = t, "expert_gate.weight"
+            paths = {p + "mlp.shared_expert." + sub, p + "mlp.experts._shared_experts." + sub}
+            if sub == "expert_gate.weight":
+                paths.add(p + "mlp.shared_expert_gate.weight")
+            out[min(paths)] = v
+        elif rest == "mlp.shared_expert.up_proj.weight":
+            pass
+        elif re.match(r"mlp\.experts\.\d+\.", rest):
+            # Qwen's FusedMoE: w1 = gate_proj, w3 = up_proj, w2 = down_proj
+            if rest == "mlp.experts.0.gate_proj.weight":
+                E = cfg.get("num_experts") or cfg["num_local_experts"]
+                I = t.shape[0] // tp
+                e = p + "mlp.experts."
+                out[e + "w13_weight"] = torch.stack([torch.cat(
+                    [sd[e + "%d.gate_proj.weight" % x][rank * I:(rank + 1) * I],
+                     sd[e + "%d.up_proj.weight" % x][rank * I:(rank + 1) * I]], 0) for x in range(E)])
+                out[e + "w2_weight"] = torch.stack([sd[e + "%d.down_proj.weight" % x][:, rank * I:(rank + 1) * I]
+                                                    for x in range(E)])
         elif rest.startswith("block_sparse_moe.experts."):
             # FusedMoE (no expert parallelism): every expert on every rank,
             # w13 = [w1 rows of the rank; w3 rows], w2 the rank's columns
@@ -210,4 +273,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
         sys.exit(0)
-    sys.exit(check(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    # check M S TP [M S TP ...]: every triple (one process for many sets)
+    a = sys.argv[2:]
+    sys.exit(max(check(a[i], a[i + 1], int(a[i + 2])) for i in range(0, len(a) - 2, 3)))
