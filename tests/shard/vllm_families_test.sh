@@ -75,6 +75,29 @@ p = sys.argv[1] + "/wide/config.json"; c = json.load(open(p))
 c.update(num_attention_heads=8, num_key_value_heads=4, head_dim=8); json.dump(c, open(p, "w"))
 p = sys.argv[1] + "/untied/config.json"; c = json.load(open(p)); c["tie_word_embeddings"] = False; json.dump(c, open(p, "w"))
 PY
+# a Gemma 2 checkpoint that also holds lm_head.weight (the embedding's bytes, or other ones)
+mkdir -p "$T/withhead" "$T/otherhead"
+cp "$A/tiny-gemma2/"* "$T/withhead/" && cp "$A/tiny-gemma2/"* "$T/otherhead/"
+$PY - "$T" <<'PY'
+import json, struct, sys
+def add_head(path, flip):
+    d = open(path, "rb").read(); n = struct.unpack("<Q", d[:8])[0]; h = json.loads(d[8:8 + n]); data = d[8 + n:]
+    e = h["model.embed_tokens.weight"]; b, x = e["data_offsets"]; blob = bytearray(data[b:x])
+    if flip:
+        blob[0] ^= 0x40
+    h["lm_head.weight"] = dict(e, data_offsets=[len(data), len(data) + len(blob)])
+    js = json.dumps(h).encode(); js += b" " * ((8 - len(js) % 8) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(js)) + js + data + bytes(blob))
+add_head(sys.argv[1] + "/withhead/model.safetensors", False)
+add_head(sys.argv[1] + "/otherhead/model.safetensors", True)
+PY
+run "$TPCONV" shard "$T/withhead" --tp 2 --layout vllm -o "$T/wh" -q && run "$TPCONV" merge "$T/wh" -o "$T/wh.safetensors" -q
+[ "$rc" = 0 ] && same "$T/withhead/model.safetensors" "$T/wh.safetensors" && ! grep -q lm_head "$T/wh/model-rank-0-part-0.safetensors" &&
+  ok "Gemma 2 with a tied lm_head.weight too: stored once as model.embed_tokens.weight, both back by the manifest" ||
+  bad "gemma2 with lm_head" "exit $rc" "$(cat "$T/err" "$T/diff" 2>/dev/null)"
+run "$TPCONV" shard "$T/otherhead" --tp 2 --layout vllm -o "$T/oh" -q
+[ "$rc" = 3 ] && grep -q "lm_head.weight differs from model.embed_tokens.weight" "$T/err" &&
+  ok "Gemma 2 with an lm_head.weight of other bytes is refused by name (exit 3)" || bad "gemma2 other head" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$T/wide" --tp 8 --layout vllm -o "$T/r1" -q
 [ "$rc" = 3 ] && grep -q "tp 8 is above the model's 4 routed experts" "$T/err" && grep -q "Qwen3MoeForCausalLM" "$T/err" &&
   [ -z "$(ls "$T/r1" 2>/dev/null)" ] && ok "Qwen3-MoE at tp 8 with 4 experts is refused (exit 3), nothing written" ||
