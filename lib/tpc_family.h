@@ -461,6 +461,11 @@ typedef struct tpc_family {
 					  * tp exceeds the routed experts (Qwen2-MoE's and
 					  * Qwen3-MoE's SparseMoeBlock): the vllm layout
 					  * refuses such a tp */
+	bool vllm_tp_le_kv_heads;        /* vLLM's attention cannot replicate kv heads: it
+					  * all-gathers k and norms it with a k_norm of kv
+					  * heads x head_dim, which fails when tp exceeds the
+					  * kv heads (OLMo 2's Olmo2Attention._apply_qk_norm):
+					  * the vllm layout refuses such a tp */
 	const tpc_tensor_row *tensors;   /* ends with role TPC_ROLE_NONE; NULL: none */
 	const struct tpc_gguf_arch *gguf; /* lib/tpc_family_gguf.h; NULL: none */
 	bool conv1d;                     /* HF linear weights [in, out] (GPT-2) */

@@ -323,7 +323,7 @@ static const char *required(cls k, const tpc_split *s)
 
 /* What the family's vLLM model class refuses of the whole model: an untied
  * config where it has no lm_head, a tp above the experts of its sparse
- * block. */
+ * block or above the kv heads it cannot replicate. */
 static int check_family(const tpc_shard_plan *sp, const tpc_family *fam, const vcfg *c, tpc_err *e)
 {
 	char a[160];
@@ -336,6 +336,10 @@ static int check_family(const tpc_shard_plan *sp, const tpc_family *fam, const v
 		return tpc_err_set(e, TPC_EINPUT,
 				   "tp %d is above the model's %lld routed experts: vLLM's %s refuses it (\"Tensor parallel size %d is greater than the number of experts %lld\")",
 				   sp->tp, (long long)sp->facts.experts, a, sp->tp, (long long)sp->facts.experts);
+	if (fam && fam->vllm_tp_le_kv_heads && sp->facts.kv_heads > 0 && sp->tp > sp->facts.kv_heads)
+		return tpc_err_set(e, TPC_EINPUT,
+				   "tp %d is above the model's %lld kv heads: vLLM's %s norms k over all kv heads after gathering it and cannot replicate them",
+				   sp->tp, (long long)sp->facts.kv_heads, a);
 	return 0;
 }
 

@@ -231,8 +231,9 @@ static void test_vllm_cfg_true(void **st)
 	}
 }
 
-/* vllm_no_lm_head and vllm_tp_le_experts: vllm-layout conditions of
- * records that list it, on tied families and families with experts; the
+/* vllm_no_lm_head, vllm_tp_le_experts and vllm_tp_le_kv_heads: vllm-layout
+ * conditions of records that list it, on tied families and families with
+ * experts; the
  * vLLM names of Qwen2-MoE's shared expert are the smallest of its state
  * dict's keys, Qwen's routed experts FusedMoE's stacked ones */
 static void test_vllm_fields(void **st)
@@ -240,7 +241,8 @@ static void test_vllm_fields(void **st)
 	(void)st;
 	for (size_t i = 0; i < tpc_family_count(); i++) {
 		const tpc_family *g = tpc_family_at(i);
-		if ((g->vllm_no_lm_head || g->vllm_tp_le_experts) && !tpc_family_lists(g->layouts, "vllm"))
+		if ((g->vllm_no_lm_head || g->vllm_tp_le_experts || g->vllm_tp_le_kv_heads) &&
+		    !tpc_family_lists(g->layouts, "vllm"))
 			fail_msg("%s: a vllm field without the vllm layout", g->name);
 		if (g->vllm_no_lm_head && !(g->has_parts && g->parts.tied_head))
 			fail_msg("%s: vllm_no_lm_head on a family not tied", g->name);
