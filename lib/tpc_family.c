@@ -71,14 +71,16 @@ static const tpc_tensor_row llama_tensors[] = {LLAMA_ATTN_ROWS, LLAMA_FFN_ROWS, 
  * post_attention_layernorm and post_feedforward_layernorm norm each
  * sublayer's output before the residual add (so the first is not LLaMA's
  * FFN norm), q_norm/k_norm over the whole q and k projections. GGUF names:
- * gguf-py constants.py MODEL_ARCH.OLMO2 (ATTN_POST_NORM, FFN_POST_NORM). */
+ * gguf-py constants.py MODEL_ARCH.OLMO2 (ATTN_POST_NORM, FFN_POST_NORM). vLLM
+ * (models/olmo2.py@028aedf6, which registry.py also gives Olmo3ForCausalLM):
+ * the same names, q_norm [hidden] and k_norm [kv heads x head_dim] whole. */
 static const tpc_tensor_row olmo2_tensors[] = {
 	LLAMA_ATTN_ROWS,
 	LLAMA_MLP_ROWS,
-	ROW(ATTN_POST_NORM, false, HF_L "post_attention_layernorm.weight", NULL, NULL, NULL,
-	    GG_L "post_attention_norm.weight"),
-	ROW(FFN_POST_NORM, false, HF_L "post_feedforward_layernorm.weight", NULL, NULL, NULL,
-	    GG_L "post_ffw_norm.weight"),
+	ROW(ATTN_POST_NORM, false, HF_L "post_attention_layernorm.weight", NULL, HF_L "post_attention_layernorm.weight",
+	    NULL, GG_L "post_attention_norm.weight"),
+	ROW(FFN_POST_NORM, false, HF_L "post_feedforward_layernorm.weight", NULL, HF_L "post_feedforward_layernorm.weight",
+	    NULL, GG_L "post_ffw_norm.weight"),
 	END_ROW,
 };
 
@@ -1147,6 +1149,8 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("olmo2"),
 	 .hf_arch = A("Olmo2ForCausalLM"),
 	 .gguf = &tpc__gguf_olmo2,
+	 .layouts = A("vllm"),
+	 .vllm_tp_le_kv_heads = true, /* vLLM's Olmo2Attention._apply_qk_norm: all-gather, then k_norm of kv heads */
 	 .tensors = olmo2_tensors,
 	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_WHOLE, .tied_head = true)},
 	{.name = "olmo3",
@@ -1154,6 +1158,8 @@ static const tpc_family families[] = {
 	 .plan = LLAMA_JSON("olmo3"),
 	 .hf_arch = A("Olmo3ForCausalLM"),
 	 .gguf = &tpc__gguf_olmo3,
+	 .layouts = A("vllm"),
+	 .vllm_tp_le_kv_heads = true, /* vLLM runs it as Olmo2ForCausalLM */
 	 .tensors = olmo2_tensors,
 	 PARTS(.place = TPC_PART_POST, .qk_norm = TPC_PART_QK_WHOLE, .swa_every = 4, .tied_head = true)},
 	{.name = "starcoder2",

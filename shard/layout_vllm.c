@@ -57,6 +57,11 @@
  *     config.tie_word_embeddings; record field vllm_no_lm_head); the
  *     embedding normalizer a non-persistent buffer since vLLM PR #19788, so
  *     not in the state dict.
+ *   - vllm/model_executor/models/olmo2.py@028aedf6 (Olmo2ForCausalLM, which
+ *     registry.py also gives Olmo3ForCausalLM): LLaMA's fused linears,
+ *     q_norm [hidden] and k_norm [kv heads x head_dim] whole, the post
+ *     norms whole; _apply_qk_norm all-gathers q and k before the norms, so
+ *     kv heads cannot be replicated (record field vllm_tp_le_kv_heads).
  *   - vllm/model_executor/layers/vocab_parallel_embedding.py:
  *     DEFAULT_VOCAB_PADDING_SIZE = 64; pad_vocab_size() rounds the vocabulary
  *     up to a multiple of 64, vocab_range_from_global_vocab_size() gives rank

@@ -253,6 +253,8 @@ static void test_vllm_fields(void **st)
 	assert_false(tpc_family_find("qwen2")->vllm_no_lm_head);
 	const tpc_family *q2 = tpc_family_find("qwen2-moe"), *q3 = tpc_family_find("qwen3-moe");
 	assert_true(q2->vllm_tp_le_experts && q3->vllm_tp_le_experts && !tpc_family_find("mixtral")->vllm_tp_le_experts);
+	assert_true(tpc_family_find("olmo2")->vllm_tp_le_kv_heads && tpc_family_find("olmo3")->vllm_tp_le_kv_heads);
+	assert_false(tpc_family_find("llama")->vllm_tp_le_kv_heads);
 	char nm[256];
 	int part = -1;
 	const tpc_tensor_row *w = tpc_family_row(q2, TPC_ROLE_FFN_UP_SHEXP);

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The vllm layout for the MoE and Gemma families (TAP): the tiny fixtures of
 # tests/gguf/arch (written by transformers) for Qwen3-MoE, Qwen2-MoE (shared
-# expert), Gemma 2 and Gemma 3 shard at tp 2 and 4; every rank's files hold
+# expert), Gemma 2 and Gemma 3 shard at tp 2 and 4, OLMo 2 and 3 at tp 2 (their
+# 2 kv heads, which vLLM cannot replicate); every rank's files hold
 # exactly what tests/shard/vllm_check.py's independent construction of vLLM's
 # state dict holds (FusedMoE's w13_weight/w2_weight, Qwen2-MoE's shared expert
 # under experts._shared_experts, the smallest of its module paths; Gemma's tied
 # embedding as model.embed_tokens.weight, no lm_head; norms as stored);
 # merge gives each model back bit for bit, with and without a manifest;
-# verify passes; what vLLM refuses (tp above the experts, an untied Gemma) is
+# verify passes; what vLLM refuses (tp above the experts or OLMo's kv heads, an
+# untied Gemma) is
 # refused with the reason.
 # usage: vllm_families_test.sh TPCONV SRCDIR     (needs /usr/bin/python3 with torch)
 set -u
@@ -15,11 +17,12 @@ TPCONV=$(realpath "$1") SRC=$(realpath "$2")
 PY=${TPC_PY:-/usr/bin/python3}
 . "$SRC/tests/shard/tap.sh"
 A=$SRC/tests/gguf/arch
-FAMS="qwen3-moe qwen2-moe gemma2 gemma3"
+FAMS="qwen3-moe qwen2-moe gemma2 gemma3 olmo2 olmo3"
 
 checks=()
 for f in $FAMS; do
-  for tp in 2 4; do
+  tps="2 4"; case $f in olmo*) tps=2 ;; esac   # OLMo: 2 kv heads, vLLM cannot replicate them
+  for tp in $tps; do
     S=$T/${f}_$tp
     run "$TPCONV" shard "$A/tiny-$f" --tp $tp --layout vllm -o "$S" -q
     if [ "$rc" != 0 ]; then bad "$f tp $tp: shard" "$(cat "$T/err")"; continue; fi
@@ -31,7 +34,7 @@ for f in $FAMS; do
 done
 # one process checks every set against vLLM's state dict built in torch
 run $PY "$H/vllm_check.py" check "${checks[@]}"
-[ "$rc" = 0 ] && [ "$(grep -c 'match$' "$T/out")" = $((6 * $(echo $FAMS | wc -w))) ] &&
+[ "$rc" = 0 ] && [ "$(grep -c 'match$' "$T/out")" = 28 ] &&
   ok "every rank of the $((${#checks[@]} / 3)) sets equals vLLM's state dict ($(grep -c 'match$' "$T/out") ranks)" ||
   bad "rank files against vLLM's state dict" "$(grep -v 'match$' "$T/out" | head -8)" "$(cat "$T/err")"
 
@@ -102,6 +105,9 @@ run "$TPCONV" shard "$T/wide" --tp 8 --layout vllm -o "$T/r1" -q
 [ "$rc" = 3 ] && grep -q "tp 8 is above the model's 4 routed experts" "$T/err" && grep -q "Qwen3MoeForCausalLM" "$T/err" &&
   [ -z "$(ls "$T/r1" 2>/dev/null)" ] && ok "Qwen3-MoE at tp 8 with 4 experts is refused (exit 3), nothing written" ||
   bad "tp above experts" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-olmo2" --tp 4 --layout vllm -o "$T/r3" -q
+[ "$rc" = 3 ] && grep -q "tp 4 is above the model's 2 kv heads" "$T/err" && grep -q "Olmo2ForCausalLM" "$T/err" &&
+  ok "OLMo 2 at tp 4 with 2 kv heads is refused (exit 3): vLLM norms k over all kv heads" || bad "olmo2 tp 4" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$T/untied" --tp 2 --layout vllm -o "$T/r2" -q
 [ "$rc" = 3 ] && grep -q "tie_word_embeddings is not true" "$T/err" && grep -q "Gemma2ForCausalLM has no lm_head" "$T/err" &&
   ok "an untied Gemma 2 config is refused (exit 3): vLLM's class has no lm_head" || bad "untied gemma" "exit $rc" "$(cat "$T/err")"
