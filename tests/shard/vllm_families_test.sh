@@ -108,6 +108,9 @@ run "$TPCONV" shard "$T/wide" --tp 8 --layout vllm -o "$T/r1" -q
 run "$TPCONV" shard "$A/tiny-olmo2" --tp 4 --layout vllm -o "$T/r3" -q
 [ "$rc" = 3 ] && grep -q "tp 4 is above the model's 2 kv heads" "$T/err" && grep -q "Olmo2ForCausalLM" "$T/err" &&
   ok "OLMo 2 at tp 4 with 2 kv heads is refused (exit 3): vLLM norms k over all kv heads" || bad "olmo2 tp 4" "exit $rc" "$(cat "$T/err")"
+run "$TPCONV" shard "$A/tiny-gemma3" --tp 8 --layout vllm -o "$T/r4" -q
+[ "$rc" = 3 ] && grep -q "4 query heads in dim 1 (size 64) cannot be split over tp 8" "$T/err" && [ -z "$(ls "$T/r4" 2>/dev/null)" ] &&
+  ok "Gemma 3 at tp 8 with 4 heads is refused naming the tensor (exit 3), as vLLM asserts" || bad "gemma3 tp 8" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$T/untied" --tp 2 --layout vllm -o "$T/r2" -q
 [ "$rc" = 3 ] && grep -q "tie_word_embeddings is not true" "$T/err" && grep -q "Gemma2ForCausalLM has no lm_head" "$T/err" &&
   ok "an untied Gemma 2 config is refused (exit 3): vLLM's class has no lm_head" || bad "untied gemma" "exit $rc" "$(cat "$T/err")"
