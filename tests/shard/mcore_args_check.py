@@ -125,7 +125,7 @@ def sliding_layers(cfg, layer_types=None):
     return list(range(L))
 
 
-def needed(src, layer_types=None):
+def needed(src, layer_types=None, host_src=None):
     cfg = json.load(open(os.path.join(src, "config.json")))
     names = safetensors_names(src)
     rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
@@ -149,7 +149,7 @@ def needed(src, layer_types=None):
     if rp.get("rope_type", rp.get("type")) == "llama3":
         need.update(use_rope_scaling=True, rope_scaling_factor=float(rp["factor"]))
     if any(os.path.exists(os.path.join(src, f)) for f in ("tokenizer.json", "tokenizer_config.json")):
-        need.update(tokenizer_type="HuggingFaceTokenizer", tokenizer_model=os.path.realpath(src))
+        need.update(tokenizer_type="HuggingFaceTokenizer", tokenizer_model=host_src or os.path.realpath(src))
     return cfg, need
 
 
@@ -162,8 +162,9 @@ def common_of(s):
         return torch.load(c[0])
 
 
-def check(src, s, layer_types=None):
-    cfg, need = needed(src, layer_types)
+def check(src, s, layer_types=None, host_src=None):
+    """host_src: src's path where tpconv ran (a chroot's outside)"""
+    cfg, need = needed(src, layer_types, host_src)
     ck = common_of(s)["args"]
     run = argparse.Namespace(**{n: None for n, _ in ADOPTED})
     for k, v in DEFAULTS.items():
