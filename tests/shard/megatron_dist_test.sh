@@ -25,6 +25,10 @@
 #     bit, resharded both ways; verify checks such a set (the dense part on dp rank 0's tp group,
 #     each expert on its rank), and names an expert swapped on a dp rank 1 file or a changed
 #     dense slice (tests/shard/dp_tamper.py);
+#   - common.pt's args at resume (tests/shard/mcore_args_check.py: Megatron's
+#     load_args_from_checkpoint and check_checkpoint_args re-implemented): a Mistral's
+#     window, a Qwen2 with and without one, a llama3 rope; yarn, dynamic and a llama3 rope
+#     of other numbers than Megatron's refused by name;
 #   - what it cannot write is refused by name (a family without its Megatron
 #     names, groups % tp, ep that does not divide tp, round-robin experts, V2-Lite's
 #     q_proj, MLA whose rope rotates halves, group routing args cannot say, uneven stages
