@@ -8,7 +8,8 @@
  *     --window-size (tuple_type: a tuple), --window-attn-skip-freq (an int or
  *     a list, 1 a sliding layer), --rotary-percent (float),
  *     --rotary-seq-len-interpolation-factor (int), --use-rope-scaling and
- *     --rope-scaling-factor (float); --rotary-interleaved is
+ *     --rope-scaling-factor (float), --no-rope-freq (an int or a list, 1 a
+ *     layer without rope); --rotary-interleaved is
  *     transformer_config.py's rotary_interleaved (:243).
  *   - transformer/utils.py:43-50 get_sliding_window_causal_mask: query i sees
  *     keys i - window_size[0] ... i + window_size[1]; transformers 5.12
@@ -32,14 +33,15 @@
  * use_tokenizer_model_from_checkpoint_args (default true,
  * training/config/training_config.py:480) tokenizer_model and tokenizer_type;
  * not window_size, window_attn_skip_freq, use_rope_scaling,
- * rope_scaling_factor or rotary_seq_len_interpolation_factor, which the run's
- * command line must give (doc/layouts.md). check_checkpoint_args (:207-212)
+ * rope_scaling_factor, rotary_seq_len_interpolation_factor or no_rope_freq,
+ * which the run's command line must give (doc/layouts.md). check_checkpoint_args (:207-212)
  * compares tokenizer_type and max_position_embeddings for a --vocab-file run.
  */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpc_family.h"
 #include "tpc_io.h"
 #include "tpc_layout.h"
 #include "tpc_shard.h"
@@ -117,10 +119,6 @@ static int check_rope(const tpc_model_facts *f, const char *layout, tpc_err *e)
 				   "config.json: a llama3 rope of low_freq_factor %g, high_freq_factor %g, original_max_position_embeddings %lld: Megatron's --use-rope-scaling fixes them at 1, 4 and 8192 (rotary_pos_embedding.py:92-99); not written by the %s layout",
 				   f->llama3.low_freq_factor, f->llama3.high_freq_factor, (long long)f->llama3.orig_max,
 				   layout);
-	if (f->n_rope_listed || f->rope_off_every)
-		return tpc_err_set(e, TPC_EINPUT,
-				   "config.json: layers without RoPE (no_rope_layers / no_rope_layer_interval): the %s layout writes no --no-rope-freq; not written",
-				   layout);
 	return 0;
 }
 
@@ -145,6 +143,18 @@ int tpc__mcore_args_check(const tpc_shard_plan *sp, const char *layout, tpc_err 
 				   "config.json: the sliding layers rotate by their own rope theta (%g, the others %g): Megatron's rotary_base is one for every layer; not written by the %s layout",
 				   f->rope_theta_local, f->rope_theta, layout);
 	return 0;
+}
+
+/* Whether layer l has no rope, as verify's model reads the record's parts
+ * (verify/vset.c: a global layer of a nope_global record with a window,
+ * config.json's no_rope_layers / no_rope_layer_interval or the record's
+ * rope_off_every) */
+static bool no_rope(const tpc_shard_plan *sp, const tpc_family *pf, int64_t l)
+{
+	const tpc_model_facts *f = &sp->facts;
+	if (pf && pf->parts.nope_global && f->sliding_window > 0 && !slides(f, l))
+		return true;
+	return tpc_facts_rope_off(f, l, pf ? pf->parts.rope_off_every : 0);
 }
 
 static tpc_value *kv(tpc_value *d, const char *k, tpc_value *v)
@@ -185,6 +195,25 @@ static tpc_value *window_args(tpc_value *st, const tpc_shard_plan *sp)
 	return kv(st, "window_attn_skip_freq", fr);
 }
 
+/* no_rope_freq as a list, 1 a layer without rope (attention.py:1322), when
+ * some layer has none */
+static tpc_value *no_rope_args(tpc_value *st, const tpc_shard_plan *sp)
+{
+	const tpc_family *pf = sp->plan && sp->plan->name ? tpc_family_find(sp->plan->name) : NULL;
+	int64_t n = 0;
+	for (int64_t l = 0; l < sp->layers; l++)
+		n += no_rope(sp, pf, l);
+	if (!st || !n)
+		return st;
+	tpc_value *fr = tpc_value_new(TPC_V_LIST);
+	for (int64_t l = 0; fr && l < sp->layers; l++)
+		if (tpc_value_append(fr, tpc_value_int(no_rope(sp, pf, l)))) {
+			tpc_value_unref(fr);
+			fr = NULL;
+		}
+	return kv(st, "no_rope_freq", fr);
+}
+
 tpc_value *tpc__mcore_rope_args(tpc_value *st, const tpc_shard_plan *sp)
 {
 	const tpc_model_facts *f = &sp->facts;
@@ -200,7 +229,7 @@ tpc_value *tpc__mcore_rope_args(tpc_value *st, const tpc_shard_plan *sp)
 	}
 	if (f->rope_linear && f->rope_linear != 1)
 		st = kv(st, "rotary_seq_len_interpolation_factor", tpc_value_int((int64_t)f->rope_linear));
-	return window_args(st, sp);
+	return no_rope_args(window_args(st, sp), sp);
 }
 
 /* tokenizer_type / tokenizer_model: a Hugging Face tokenizer folder (its

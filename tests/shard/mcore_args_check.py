@@ -67,7 +67,8 @@ DEFAULTS = dict(position_embedding_type="learned_absolute", add_position_embeddi
 # not taken back by load_args_from_checkpoint: the run's command line gives them
 COMMAND_LINE = {"layernorm_epsilon": "--norm-epsilon", "qk_layernorm": "--qk-layernorm", "window_size": "--window-size",
                 "window_attn_skip_freq": "--window-attn-skip-freq", "use_rope_scaling": "--use-rope-scaling",
-                "rope_scaling_factor": "--rope-scaling-factor"}
+                "rope_scaling_factor": "--rope-scaling-factor", "no_rope_freq": "--no-rope-freq",
+                "rotary_seq_len_interpolation_factor": "--rotary-seq-len-interpolation-factor"}
 
 
 def load_args_from_checkpoint(run, ckpt):
