@@ -95,6 +95,6 @@ interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin H
 	sh -c "cd '$CW' && python3 mcore_args_hf.py $specs" >"$W/out" 2>&1
 [ "$(grep -c '^ok: ' "$W/out")" = 4 ] && grep -q "sa_mistral: .*--window-size (4095, 0)$" "$W/out" &&
 	grep -q "sa_qwen2sw: .*--window-attn-skip-freq \[0, 1\]$" "$W/out" && grep -q "sa_llama31: .*(llama3).*--use-rope-scaling" "$W/out" &&
-	ok "resume args (mistral, qwen2 with and without a window, llama3 rope): Megatron adopts the model's, the rest on the command line gives transformers' masks and rope ($(tr '\n' ';' <"$W/out" | sed 's/ok: //g'))" ||
+	ok "resume args (mistral, qwen2 with and without a window, llama3 rope): Megatron adopts the model's, the rest on the command line gives transformers' masks and rope ($(grep '^ok: ' "$W/out" | sed 's/^ok: //' | tr '\n' ';'))" ||
 	bad "resume args against transformers" "$(tail -6 "$W/out")"
 done_testing
