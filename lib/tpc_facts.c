@@ -159,6 +159,13 @@ static void attn_facts(tpc_model_facts *f, const tpc_cfg *c)
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
 		*(double *)((char *)f + nums[i].off) = num(c, nums[i].name);
 	f->sliding_window = count(c, "sliding_window");
+	f->use_swa = flag(c, "use_sliding_window");
+	int64_t mw = -1;
+	tpc_cfg_int(c, T, "max_window_layers", L, 0, INT64_C(9007199254740992), &mw, NULL);
+	if (mw >= 0) {
+		f->max_window_layers = mw;
+		f->max_window_said = true;
+	}
 	f->chunk_size = count(c, "attention_chunk_size");
 	f->use_qk_norm = flag(c, "use_qk_norm");
 	f->temp_tuning = flag(c, "attn_temperature_tuning");
@@ -495,7 +502,11 @@ void tpc_facts_fill(tpc_model_facts *dst, const tpc_model_facts *src)
 	/* attention, residual and logit scales */
 	FILL(parallel_residual); FILL(attn_scalar); FILL(attn_softcap); FILL(final_softcap);
 	FILL(embed_mul); FILL(resid_mul); FILL(attn_mul); FILL(logit_div); FILL(logit_mul); FILL(swiglu_limit);
-	FILL(sliding_window); FILL(chunk_size);
+	FILL(sliding_window); FILL(chunk_size); FILL(use_swa);
+	if (!dst->max_window_said) {
+		dst->max_window_layers = src->max_window_layers;
+		dst->max_window_said = src->max_window_said;
+	}
 	FILL(use_qk_norm); FILL(temp_tuning); FILL(temp_floor);
 	FILL(ssm_heads); FILL(ssm_head_dim); FILL(ssm_groups); FILL(ssm_state); FILL(ssm_conv); FILL(pos_rope_said);
 	if (!dst->temp_scale_said) {

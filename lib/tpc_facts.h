@@ -190,6 +190,14 @@ typedef struct tpc_model_facts {
 	double swiglu_limit;
 	int64_t sliding_window, n_typed;
 	uint64_t swa_layers[TPC_FACTS_MAX_TYPED / 64];
+	/* Qwen2 / Qwen3's switch and pattern (transformers 5.12
+	 * configuration_qwen2.py:84-94: use_sliding_window false drops the
+	 * window, whatever layer_types says; without layer_types, layer l slides
+	 * when l >= max_window_layers): use_swa 1 true, -1 false, 0 unsaid;
+	 * max_window_layers (0 is a value) when max_window_said */
+	int use_swa;
+	int64_t max_window_layers;
+	bool max_window_said;
 	/* chunked local attention (Llama 4): attention_chunk_size, the layers
 	 * layer_types calls "chunked_attention" (bit l of chunk_layers; read
 	 * with n_typed) */

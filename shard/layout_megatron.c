@@ -214,7 +214,7 @@ int tpc__mcore_check(const tpc_shard_plan *sp, const char *layout, tpc__mcore_fa
 	tpc__mcore_attn at;
 	int ret;
 	if ((ret = tpc__mcore_check_groups(sp, mf, e)) || (ret = tpc__mcore_check_stages(sp, e)) ||
-	    (ret = tpc__mcore_attn_of(sp, layout, mf, &at, e)))
+	    (ret = tpc__mcore_attn_of(sp, layout, mf, &at, e)) || (ret = tpc__mcore_args_check(sp, layout, e)))
 		return ret;
 	if (sp->ep > 1 && sp->ep_placement != TPC_EP_CONTIGUOUS)
 		return tpc_err_set(e, TPC_EUSAGE,
@@ -347,6 +347,7 @@ tpc_value *tpc__mcore_args(const tpc_shard_plan *sp, const char *layout, const t
 	st = kv(st, "position_embedding_type", tpc_value_str("rope", 4));
 	st = kv(st, "untie_embeddings_and_output_weights", tpc_value_bool(tpc_ckpt_find(sp->in, "lm_head.weight") >= 0));
 	st = attn_args(st, sp, &at);
+	st = tpc__mcore_rope_args(st, sp);
 	st = kv(st, "add_bias_linear", tpc_value_bool(0));
 	if (mla) {
 		/* MLATransformerConfig's fields (transformer/transformer_config.py:

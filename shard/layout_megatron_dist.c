@@ -751,7 +751,7 @@ static tpc_value *optim_common(const tpc_shard_plan *sp)
 }
 
 /* common.pt: {args, checkpoint_version, iteration, content_metadata} */
-static int write_common(const tpc_shard_plan *sp, const char *path, bool force, bool grouped, tpc_err *e)
+static int write_common(const tpc_shard_plan *sp, const char *path, const tpc_shard_opts *o, tpc_err *e)
 {
 	const tpc_format *tf = tpc_format_by_name("torch");
 	const tpc_family *pf = plan_family(sp);
@@ -787,7 +787,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 		moe.topk = sp->facts.experts_per_tok;
 		moe.ep = sp->ep > 1 ? sp->ep : 1;
 		moe.etp = sp->tp / moe.ep;
-		moe.grouped = grouped;
+		moe.grouped = o->moe_grouped_gemm;
 		moe.pre_softmax = sp->facts.norm_topk < 0;
 		moe.sigmoid = sp->facts.scoring == TPC_MOE_SIGMOID ||
 			      (!sp->facts.scoring && pf && pf->parts.router == TPC_PART_ROUTER_SIGMOID_BIAS);
@@ -806,7 +806,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	bool is_mla = pf && pf->parts.attn == TPC_PART_MLA;
 	tpc_value *args = tpc__mcore_args(sp, LAYOUT_NAME, &mf, ffn, vocab, orig, moe.ffn ? &moe : NULL, is_mla ? &mla : NULL);
 	free(layers);
-	bool bad = !root || !cm || !args;
+	bool bad = !root || !cm || !args || tpc__mcore_tokenizer_args(args, o->config_dir);
 	bad = bad || tpc_value_set(cm, tpc_value_str("singleton_local_shards", 22), tpc_value_bool(0)) ||
 	      tpc_value_set(cm, tpc_value_str("chained_optim_avoid_prefix", 26), tpc_value_bool(1));
 	if (!bad) /* args is root's from here; borrowed below for the training state */
@@ -833,7 +833,7 @@ static int write_common(const tpc_shard_plan *sp, const char *path, bool force, 
 	tpc_ckpt_init(&ck);
 	ck.root = root;
 	memset(&wo, 0, sizeof(wo));
-	wo.flags = force ? TPC_W_FORCE : 0;
+	wo.flags = TPC_W_FORCE;
 	ret = tf->write(&ck, NULL, 0, path, &wo, e);
 	tpc_ckpt_release(&ck);
 	return ret;
@@ -880,7 +880,7 @@ static int write_extras(const tpc_shard_plan *sp, const char *dir, const tpc_sha
 	if (!ret && !(p = tpc_path_join(it, "common.pt")))
 		ret = tpc_err_nomem(e);
 	if (!ret)
-		ret = write_common(sp, p, true, o->moe_grouped_gemm, e);
+		ret = write_common(sp, p, o, e);
 	free(p);
 	p = NULL;
 	if (!ret && !(p = tpc_path_join(it, "metadata.json")))

@@ -326,6 +326,16 @@ int tpc__mcore_attn_of(const struct tpc_shard_plan *sp, const char *layout, cons
 tpc_value *tpc__mcore_args(const struct tpc_shard_plan *sp, const char *layout, const tpc__mcore_facts *mf,
 			   int64_t ffn, int64_t vocab, int64_t orig, const tpc__mcore_moe *moe,
 			   const tpc__mcore_mla *mla);
+/* layout_megatron_args.c: the config.json features Megatron's args cannot
+ * say (a rope its RotaryEmbedding lacks, chunked attention, a sliding window
+ * with MLA or with its own rope theta), refused by name for the layout named
+ * `layout`; the rope and sliding-window args added to st (a DICT; NULL on out
+ * of memory, st released); tokenizer_type HuggingFaceTokenizer and
+ * tokenizer_model when dir holds a Hugging Face tokenizer (0, -1 on out of
+ * memory). */
+int tpc__mcore_args_check(const struct tpc_shard_plan *sp, const char *layout, tpc_err *e);
+tpc_value *tpc__mcore_rope_args(tpc_value *st, const struct tpc_shard_plan *sp);
+int tpc__mcore_tokenizer_args(tpc_value *args, const char *dir);
 
 /* The training state of a megatron-dist set with optimizer state
  * (layout_megatron_train.c): its folder ("release", or iter_NNNNNNN with

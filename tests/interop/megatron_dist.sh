@@ -12,7 +12,10 @@
 #     qwen3 (per-head q_layernorm / k_layernorm, head_dim 16), mistral: tp 2 x pp 2, tp 2,
 #     tp 1 x pp 2 (0,2), tp 2 x pp 2 (2,0);
 #   - tests/shard/vllm_check.py's LLaMA (tp 2 x pp 2, 0,2) and 4-kv-head Qwen2 (tp 4 x pp 2);
-#   - mixtral tp 2 ep 2, qwen3-moe tp 2 x pp 2 ep 2, deepseek-v3 tp 2 x pp 2 ep 2 (2,1).
+#   - mixtral tp 2 ep 2, qwen3-moe tp 2 x pp 2 ep 2, deepseek-v3 tp 2 x pp 2 ep 2 (2,1);
+#   - the args at resume (tests/interop/mcore_args_hf.py): a Mistral, a Qwen2 with and without a
+#     sliding window, a Llama-3.1 rope, against Megatron's load_args_from_checkpoint /
+#     check_checkpoint_args and transformers' masks and rope.
 # usage: megatron_dist.sh TPCONV SRCDIR   (TAP on stdout; TPCONV_INTEROP_KEEP=1 keeps the work folder)
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -59,4 +62,39 @@ for spec in "qwen2 qwen2 2 2 1,1" "qwen2 qwen2 2 1 2" "qwen3 qwen3 2 2 1,1" "qwe
 	grep -q "^ok: torch" "$W/out" && ok "$1 (--preset $2) tp $3 pp $4 ($5)${6:+ ep $6}: $(tail -n 1 "$W/out" | sed 's/^ok: //; s/: shapes.*//')" ||
 		bad "$1 tp $3 pp $4 ($5) read by torch" "$(tail -4 "$W/out")"
 done
+# The args Megatron adopts at resume against transformers 5.12 (tests/interop/mcore_args_hf.py over
+# tests/shard/mcore_args_check.py): a Mistral (window on every layer), a Qwen2 without a window and
+# one sliding from max_window_layers 1 on, a Llama-3.1 (llama3 rope), each with a tokenizer folder
+cp "$SRC/tests/shard/mcore_args_check.py" "$SRC/tests/interop/mcore_args_hf.py" "$W/"
+mkdir -p "$W/a_mistral" "$W/a_qwen2" "$W/a_qwen2sw" "$W/a_llama31" &&
+	cp "$W/hf_mistral/"* "$A/tiny-mistral/tokenizer_config.json" "$W/a_mistral/" &&
+	cp "$W/hf_qwen2/"* "$A/tiny-qwen2/tokenizer.json" "$W/a_qwen2/" &&
+	cp "$W/hf_qwen2/model.safetensors" "$A/tiny-qwen2/tokenizer.json" "$W/a_qwen2sw/" &&
+	cp "$W/hf_llama/model.safetensors" "$A/tiny-mistral/tokenizer_config.json" "$W/a_llama31/" &&
+	/usr/bin/python3 - "$W" <<'PY' || bad "args fixtures"
+import json, sys
+w = sys.argv[1]
+q, l = json.load(open(w + "/hf_qwen2/config.json")), json.load(open(w + "/hf_llama/config.json"))
+del q["layer_types"]
+q.update(use_sliding_window=True, sliding_window=64, max_window_layers=1)
+json.dump(q, open(w + "/a_qwen2sw/config.json", "w"))
+l.update(rope_theta=500000.0, rms_norm_eps=1e-5, max_position_embeddings=131072,
+         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192})
+json.dump(l, open(w + "/a_llama31/config.json", "w"))
+PY
+specs=""
+for spec in "mistral mistral" "qwen2 qwen2" "qwen2sw qwen2" "llama31 llama"; do
+	set -- $spec
+	"$TPCONV" shard "$W/a_$1" --preset "$2" --tp 2 --pp 2 --layout megatron-dist -o "$W/sa_$1" -q 2>>"$W/log" ||
+		bad "a_$1: shard" "$(tail -3 "$W/log")"
+	specs="$specs a_$1:sa_$1:$(realpath "$W/a_$1")"
+done
+interop_run chroot "$IROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR="$CW" LANG=C.UTF-8 \
+	OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 PYTHONWARNINGS=ignore HF_HUB_OFFLINE=1 \
+	sh -c "cd '$CW' && python3 mcore_args_hf.py $specs" >"$W/out" 2>&1
+[ "$(grep -c '^ok: ' "$W/out")" = 4 ] && grep -q "sa_mistral: .*--window-size (4095, 0)$" "$W/out" &&
+	grep -q "sa_qwen2sw: .*--window-attn-skip-freq \[0, 1\]$" "$W/out" && grep -q "sa_llama31: .*(llama3).*--use-rope-scaling" "$W/out" &&
+	ok "resume args (mistral, qwen2 with and without a window, llama3 rope): Megatron adopts the model's, the rest on the command line gives transformers' masks and rope ($(grep '^ok: ' "$W/out" | sed 's/^ok: //' | tr '\n' ';'))" ||
+	bad "resume args against transformers" "$(tail -6 "$W/out")"
 done_testing

@@ -25,6 +25,10 @@
 #     bit, resharded both ways; verify checks such a set (the dense part on dp rank 0's tp group,
 #     each expert on its rank), and names an expert swapped on a dp rank 1 file or a changed
 #     dense slice (tests/shard/dp_tamper.py);
+#   - common.pt's args at resume (tests/shard/mcore_args_check.py: Megatron's
+#     load_args_from_checkpoint and check_checkpoint_args re-implemented): a Mistral's
+#     window, a Qwen2 with and without one, a llama3 rope; yarn, dynamic and a llama3 rope
+#     of other numbers than Megatron's refused by name;
 #   - what it cannot write is refused by name (a family without its Megatron
 #     names, groups % tp, ep that does not divide tp, round-robin experts, V2-Lite's
 #     q_proj, MLA whose rope rotates halves, group routing args cannot say, uneven stages
@@ -366,6 +370,48 @@ for pair in sys.argv[1:]:
     assert got == want, (s, got, want)
 PY
   bad "qwen2 / qwen3 / mistral keys and args" "$(cat "$T/err" 2>/dev/null | tail -3)"
+# The args Megatron adopts at resume (mcore_args_check.py: load_args_from_checkpoint and
+# check_checkpoint_args re-implemented, training/checkpointing.py:176-221, 2199-2366): a
+# Mistral's sliding window (every layer), a Qwen2 without one (use_sliding_window false) and one
+# with it from max_window_layers 1 on, a Llama-3.1 rope (llama3), each with its tokenizer folder
+mkdir -p "$T/a_qwen2sw" "$T/a_llama31" && cp "$A/tiny-qwen2/model.safetensors" "$A/tiny-qwen2/tokenizer.json" "$T/a_qwen2sw/" &&
+  run "$TPCONV" convert "$M/llama" -o "$T/a_llama31/model.safetensors" -q &&
+  run $PY - "$A/tiny-qwen2/config.json" "$M/llama/config.json" "$T" <<'PY' || bad "args fixtures" "$(tail -3 "$T/err")"
+import json, sys
+q, l = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+del q["layer_types"]
+q.update(use_sliding_window=True, sliding_window=64, max_window_layers=1)
+json.dump(q, open(sys.argv[3] + "/a_qwen2sw/config.json", "w"))
+l["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192}
+l.update(rope_theta=500000.0, rms_norm_eps=1e-5, max_position_embeddings=131072)
+json.dump(l, open(sys.argv[3] + "/a_llama31/config.json", "w"))
+with open(sys.argv[3] + "/a_llama31/tokenizer_config.json", "w") as f:
+    f.write("{}")
+PY
+asets=""
+for spec in "mistral $A/tiny-mistral" "qwen2 $A/tiny-qwen2" "qwen2 $T/a_qwen2sw" "llama $T/a_llama31"; do
+  set -- $spec
+  run "$TPCONV" shard "$2" --preset $1 --tp 2 --pp 2 --layout megatron-dist -o "$T/a_${2##*/}" -q || bad "${2##*/}: shard" "$(cat "$T/err")"
+  asets="$asets $2:$T/a_${2##*/}"
+done
+run $PY "$H/mcore_args_check.py" $asets && [ "$(grep -c '^ok:' "$T/out")" = 4 ] &&
+  grep -q "a_tiny-mistral: .*command line: --norm-epsilon 1e-06 --window-size (4095, 0)$" "$T/out" &&
+  grep -q "a_a_qwen2sw: .*--window-size (63, 0) --window-attn-skip-freq \[0, 1\]$" "$T/out" &&
+  grep -q "a_a_llama31: .*command line: --use-rope-scaling$" "$T/out" &&
+  ok "mistral (window every layer), qwen2 (none; from max_window_layers), llama3 rope: Megatron's load_args_from_checkpoint adopts the model's args, check_checkpoint_args passes a --vocab-file run with HuggingFaceTokenizer; the rest is in common.pt for the command line" ||
+  bad "args at resume" "$(cat "$T/out" "$T/err" | tail -5)"
+# what Megatron's args cannot say: refused by name, nothing written
+for spec in "yarn|a yarn rope (factor 4)|{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 64}" \
+  "orig|original_max_position_embeddings 4096: Megatron's --use-rope-scaling fixes them at 1, 4 and 8192|{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 4096}" \
+  "dyn|a dynamic (NTK) rope|{\"rope_type\": \"dynamic\", \"factor\": 2.0}"; do
+  IFS='|' read -r k msg rope <<<"$spec"
+  mkdir -p "$T/r_$k" && ln -sf "$T/a_llama31/model.safetensors" "$T/r_$k/" &&
+    sed "s/\"rope_scaling\": {[^}]*}/\"rope_scaling\": $rope/" "$T/a_llama31/config.json" >"$T/r_$k/config.json"
+  run "$TPCONV" shard "$T/r_$k" --preset llama --tp 2 --layout megatron-dist -o "$T/r_${k}_out" -q
+  [ "$rc" = 3 ] && grep -qF "$msg" "$T/err" && [ ! -e "$T/r_${k}_out" ] &&
+    ok "rope $k: refused by name (exit 3), nothing written" || bad "rope $k refusal" "exit $rc" "$(cat "$T/err")"
+done
 run "$TPCONV" shard "$A/tiny-olmo2" --preset llama --preset-force --tp 2 --layout megatron-dist -o "$T/x11" -q
 [ "$rc" = 3 ] && grep -qF "tensor 'model.layers.0.self_attn.k_norm.weight': a q/k norm of 16 elements: Megatron's q_layernorm / k_layernorm norm each head of kv_channels 8" "$T/err" &&
   [ ! -e "$T/x11" ] && ok "a q/k norm over the whole projection (OLMo 2's) is refused by name (exit 3), nothing written" || bad "whole q/k norm" "exit $rc" "$(cat "$T/err")"

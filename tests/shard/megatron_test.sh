@@ -174,5 +174,17 @@ run "$TPCONV" shard "$A/tiny-olmo2" --preset llama --preset-force --tp 2 --layou
   [ ! -e "$T/r6" ] && ok "a q/k norm over the whole projection (OLMo 2's) is refused by name, nothing written" || bad "whole q/k norm" "exit $rc" "$(cat "$T/err")"
 run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --layout megatron --format safetensors -o "$T/r3" -q
 [ "$rc" = 2 ] && ok "--format safetensors is refused: Megatron reads torch files" || bad "format" "exit $rc"
+# layers without rope and sliding layers in the args (no_rope_freq, window_size (w - 1, 0),
+# window_attn_skip_freq): SmolLM3's record default (every 4th layer without rope), Cohere 2's
+# layer_types (3 sliding layers of 4, window 4; the global one without rope)
+run "$TPCONV" shard "$A/tiny-smollm3" --tp 2 --layout megatron -o "$T/n1" -q &&
+  run "$TPCONV" shard "$A/tiny-cohere2" --tp 2 --layout megatron -o "$T/n2" -q &&
+  run $PY - "$T/n1" "$T/n2" <<'PY' && ok "smollm3 / cohere2: no_rope_freq, window_size and window_attn_skip_freq in the args" ||
+import glob, sys, torch
+a, b = (torch.load(glob.glob(d + "/release/mp_rank_00/model_optim_rng.pt")[0])["args"] for d in sys.argv[1:])
+assert a.no_rope_freq == [0, 0, 0, 1] and getattr(a, "window_size", None) is None, vars(a)
+assert (b.no_rope_freq, b.window_size, b.window_attn_skip_freq) == ([0, 0, 0, 1], (3, 0), [1, 1, 1, 0]), vars(b)
+PY
+  bad "no-rope and sliding layers" "$(cat "$T/err" | tail -3)"
 echo "1..$n"
 [ "$failed" = 0 ]

@@ -538,6 +538,16 @@ static void test_facts(void **st)
 	assert_true(f.n_rope_listed == 6 && f.rope_off_every == 2 && f.rope_off[0] == 0x1a);
 	for (int l = 0; l < 8; l++) /* the list wins over the interval; past its end: rotates */
 		assert_int_equal(tpc_facts_rope_off(&f, l, 4), l == 1 || l == 3 || l == 4);
+	/* Qwen2's sliding-window switch and pattern (max_window_layers 0 is a value) */
+	const char *qs = "{\"use_sliding_window\": false, \"sliding_window\": 131072, \"max_window_layers\": 0}";
+	assert_int_equal(tpc_facts_from_buffer(&f, qs, strlen(qs), "c", &e), 0);
+	assert_true(f.use_swa == -1 && f.sliding_window == 131072 && f.max_window_said && f.max_window_layers == 0);
+	const char *qt = "{\"use_sliding_window\": true, \"max_window_layers\": 28}";
+	assert_int_equal(tpc_facts_from_buffer(&f, qt, strlen(qt), "c", &e), 0);
+	assert_true(f.use_swa == 1 && f.max_window_said && f.max_window_layers == 28);
+	const char *qn = "{\"sliding_window\": 4096, \"max_window_layers\": -1}";
+	assert_int_equal(tpc_facts_from_buffer(&f, qn, strlen(qn), "c", &e), 0);
+	assert_true(f.use_swa == 0 && !f.max_window_said && f.sliding_window == 4096);
 	const char *iv = "{\"no_rope_layer_interval\": 3}";
 	assert_int_equal(tpc_facts_from_buffer(&f, iv, strlen(iv), "c", &e), 0);
 	assert_true(f.n_rope_listed == 0 && f.rope_off_every == 3);
