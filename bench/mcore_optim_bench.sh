@@ -8,10 +8,14 @@
 #           buckets as flat tensors; formats/megatron_dp_optim.c)
 #   reshard torch_dist, fully_reshardable (model-space tensors;
 #           formats/megatron_optim.c)
+#   dpz     torch_dist, dp_zero_gather_scatter (Megatron 0.8-0.12's default
+#           without --ckpt-fully-parallel-save: each DP group's buffers
+#           gathered and torch.save'd in one ShardedObject;
+#           formats/megatron_dp_optim.c with the legacy reader's layout)
+#   fsms    torch_dist, fully_sharded_model_space (flattened model-space
+#           ranges; formats/megatron_optim.c)
 #   legacy  a legacy tp 2 x pp 2 set, model_optim_rng.pt + distrib_optim.pt per
 #           rank (formats/megatron_legacy_optim.c, shard/tpc_merge_optim.c)
-#   and, when named in FORMS, dpz (dp_zero_gather_scatter) and fsms
-#   (fully_sharded_model_space).
 # Each beside an in-kernel copy (copy_file_range, bench/kcopy.py) of the
 # files holding the save's optimizer bytes, in the same run, a sync after each
 # step, the input read into the page cache before each (untimed), REPS times
@@ -30,20 +34,22 @@
 # Prints a markdown table; writes nothing into BENCHMARKS.md (run it on a
 # quiet machine and paste the table).
 # usage: mcore_optim_bench.sh path/to/tpconv
-#   env: BENCH_DIR, REPS=2, FORMS="dpr reshard legacy", HIDDEN=1024 LAYERS=8
-#   FFN=2816 VOCAB=32000 HEADS=8 KV=2 (query groups; head dim 128, 4 query heads per
-#   group: 156 M parameters, 1.87 GB of optimizer state), TP=2 DP=2 (pp 1;
-#   the legacy set pp 2), BUCKET=40000000 (--ddp-bucket-size: Megatron's
-#   default for dp <= 40 with --overlap-grad-reduce, max(40000000, 1000000 x
-#   dp): distributed_data_parallel.py's __init__, training.py
-#   resolve_ddp_bucket_size at Megatron-LM 60e039626), ICHROOT (default /var/cache/tpconv-interop/forky).
+#   env: BENCH_DIR, REPS=2, FORMS="dpr reshard dpz fsms legacy",
+#   HIDDEN=1024 LAYERS=8 FFN=2816 VOCAB=32000 HEADS=8 KV=2 (query groups;
+#   head dim 128, 4 query heads per group: 156 M parameters, 1.87 GB of
+#   optimizer state, about 2.2 GB per save), TP=2 DP=2 (pp 1; the legacy set
+#   pp 2), BUCKET=40000000 (--ddp-bucket-size: Megatron's default for
+#   dp <= 40 with --overlap-grad-reduce, max(40000000, 1000000 x dp):
+#   distributed_data_parallel.py's __init__, training.py
+#   resolve_ddp_bucket_size at Megatron-LM 60e039626), ICHROOT (default
+#   /var/cache/tpconv-interop/forky).
 #   A quick proof run: HIDDEN=256 LAYERS=2 FFN=704 VOCAB=1024 HEADS=2 REPS=1
 set -eu
 TPCONV=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRCDIR=$(cd "$HERE/.." && pwd)
 DIR=${BENCH_DIR:-$SRCDIR/build/bench}
-REPS=${REPS:-2} FORMS=${FORMS:-dpr reshard legacy}
+REPS=${REPS:-2} FORMS=${FORMS:-dpr reshard dpz fsms legacy}
 HIDDEN=${HIDDEN:-1024} LAYERS=${LAYERS:-8} FFN=${FFN:-2816} VOCAB=${VOCAB:-32000}
 HEADS=${HEADS:-8} KV=${KV:-2} TP=${TP:-2} DP=${DP:-2} BUCKET=${BUCKET:-40000000}
 ICHROOT=${ICHROOT:-/var/cache/tpconv-interop/forky}
