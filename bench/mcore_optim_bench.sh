@@ -86,7 +86,7 @@ gen_mcore() { # FORM: make_megatron_optim.py in the chroot, then moved into $M
     return 1
   fi
   if [ -z "$mounted" ] && ! mountpoint -q "$ICHROOT/proc"; then mounted=1; fi
-  interop_mount "$ICHROOT" || return 1
+  interop_mount "$ICHROOT" || { echo "FAILED: mounting proc and dev under $ICHROOT"; exit 1; }
   rm -rf "$G" && mkdir -p "$G" && cp "$SRCDIR/tests/dcp/make_megatron_optim.py" "$G/"
   echo "# writing $(folder "$f") with make_megatron_optim.py (torch 2.14 DCP, in $ICHROOT)"
   chroot "$ICHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
