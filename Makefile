@@ -61,6 +61,7 @@ bench: build
 	./bench/lora_bench.sh $(BUILD)/cmd/tpconv
 	./bench/mdist_bench.sh $(BUILD)/cmd/tpconv
 	./bench/optim_bench.sh $(BUILD)/cmd/tpconv
+	./bench/mcore_optim_bench.sh $(BUILD)/cmd/tpconv
 
 # libFuzzer targets (tests/fuzz): build with clang -fsanitize=fuzzer,address,undefined
 # and run each target FUZZ_SECONDS in turn (FUZZ_TARGETS="pickle zip" for some);

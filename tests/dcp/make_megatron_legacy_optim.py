@@ -3,7 +3,7 @@ distrib_optim.pt beside each rank's model_optim_rng.pt, as Megatron writes it
 (a re-implementation: Megatron is not packaged in Debian; Megatron-LM d98e8a6
 = d98e8a64ddf34856e74b24714e3bedb2f5a39553).
 
-    /usr/bin/python3 make_megatron_legacy_optim.py OUTDIR     (torch 1.13 or later)
+    /usr/bin/python3 make_megatron_legacy_optim.py OUTDIR [legacy|tp2pp2|tied...]   (torch 1.13 or later)
     /usr/bin/python3 make_megatron_legacy_optim.py --hostile SET OUTDIR   (variants: hostile())
 
 Writes two saves of the tiny GPT of make_megatron_optim.py (2 layers, hidden
@@ -51,9 +51,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_megatron_optim import I, PARAMS, STEP, groups, tagged  # noqa: E402
+from make_megatron_optim import GROUPS, H, HEADS, I, L, PARAMS, STEP, V, groups, tagged  # noqa: E402
 
 DP, BUCKET = 4, 300
+# at bench scale (bench/mcore_optim_bench.sh), with make_megatron_optim.py's
+# size variables: its MEGATRON_OPTIM_DP and MEGATRON_OPTIM_BUCKET
+DP = int(os.environ.get("MEGATRON_OPTIM_DP", DP))
+BUCKET = int(os.environ.get("MEGATRON_OPTIM_BUCKET", BUCKET))
 
 
 def pad_to(x, d):
@@ -136,9 +140,9 @@ def write_rank(rank, tp, pp, t, p, tied=False):
     args = argparse.Namespace(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, data_parallel_size=DP,
                               context_parallel_size=1, use_distributed_optimizer=True, overlap_grad_reduce=True,
                               ddp_bucket_size=BUCKET, untie_embeddings_and_output_weights=not tied, num_experts=None,
-                              num_layers=2, hidden_size=8, num_attention_heads=2, num_query_groups=2,
-                              group_query_attention=True, kv_channels=4, ffn_hidden_size=I, swiglu=True,
-                              padded_vocab_size=40, bf16=True)
+                              num_layers=L, hidden_size=H, num_attention_heads=HEADS, num_query_groups=GROUPS,
+                              group_query_attention=True, kv_channels=H // HEADS, ffn_hidden_size=I, swiglu=True,
+                              padded_vocab_size=V, bf16=True)
     gs = groups()
     for g in gs:
         g.pop("params", None)
@@ -172,10 +176,13 @@ def save(out, name, tp, pp, tied=False):
         f.write(str(STEP))
 
 
-def main(out):
-    save(out, "megatron_optim_legacy", 1, 1)
-    save(out, "megatron_optim_legacy_tp2pp2", 2, 2)
-    save(out, "megatron_optim_legacy_tied", 2, 2, tied=True)
+def main(out, which):
+    if "legacy" in which:
+        save(out, "megatron_optim_legacy", 1, 1)
+    if "tp2pp2" in which:
+        save(out, "megatron_optim_legacy_tp2pp2", 2, 2)
+    if "tied" in which:
+        save(out, "megatron_optim_legacy_tied", 2, 2, tied=True)
 
 
 def hostile(src, out, rank="mp_rank_01_001"):
@@ -221,4 +228,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--hostile":
         hostile(sys.argv[2], sys.argv[3])
     else:
-        main(sys.argv[1])
+        main(sys.argv[1], sys.argv[2:] or ["legacy", "tp2pp2", "tied"])

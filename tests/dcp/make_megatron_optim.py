@@ -33,10 +33,24 @@ import sys
 import torch
 
 L, H, QKV, PROJ_IN, I, V, TP, DP = 2, 8, 24, 8, 16, 40, 2, 4
+HEADS, GROUPS = 2, 2
 # the virtual-pipeline save (OUTDIR vpp) is of the same GPT with 4 layers at
 # tp 1; these set L and TP for it and for megatron_optim_check.py
 L = int(os.environ.get("MEGATRON_OPTIM_LAYERS", L))
 TP = int(os.environ.get("MEGATRON_OPTIM_TP", TP))
+# bench/mcore_optim_bench.sh writes the same GPT at bench scale with these
+# (unset, the fixtures' sizes above): hidden, SwiGLU ffn, padded vocab,
+# attention heads and query groups (linear_qkv has H + 2 H GROUPS / HEADS
+# rows, Megatron's GQA layout; linear_proj takes H), the data-parallel size
+# of every form (DP here, DPR_DP below), the dp_reshardable pipeline size
+# and --ddp-bucket-size (DPR_PP, DPR_BUCKET below)
+H = int(os.environ.get("MEGATRON_OPTIM_HIDDEN", H))
+I = int(os.environ.get("MEGATRON_OPTIM_FFN", I))
+V = int(os.environ.get("MEGATRON_OPTIM_VOCAB", V))
+HEADS = int(os.environ.get("MEGATRON_OPTIM_HEADS", HEADS))
+GROUPS = int(os.environ.get("MEGATRON_OPTIM_GROUPS", GROUPS))
+QKV, PROJ_IN = H + 2 * H // HEADS * GROUPS, H
+DP = int(os.environ.get("MEGATRON_OPTIM_DP", DP))
 STEP = 7
 
 # stacked key -> (per-layer shape, TP split: ('rows'|'cols'|'swiglu'|None))
@@ -262,7 +276,7 @@ def save(out, name, kind, port):
     mp.spawn(worker, args=(TP * DP, iterdir, port, kind), nprocs=TP * DP, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
-    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=HEADS, num_query_groups=GROUPS,
                               ffn_hidden_size=I, padded_vocab_size=V, tensor_model_parallel_size=TP,
                               data_parallel_size=DP, swiglu=True, use_distributed_optimizer=True,
                               apply_wd_to_qk_layernorm=False, bf16=True)
@@ -291,6 +305,9 @@ def save(out, name, kind, port):
 # bucketing off past the first stage, distributed_data_parallel.py:164-171).
 
 DPR_DP, DPR_PP, DPR_BUCKET = 2, 2, 200
+DPR_DP = int(os.environ.get("MEGATRON_OPTIM_DP", DPR_DP))
+DPR_PP = int(os.environ.get("MEGATRON_OPTIM_PP", DPR_PP))
+DPR_BUCKET = int(os.environ.get("MEGATRON_OPTIM_BUCKET", DPR_BUCKET))
 # model chunks per pipeline rank (virtual pipeline stages): 2 for OUTDIR vpp
 DPR_VPP = int(os.environ.get("MEGATRON_OPTIM_VPP", 1))
 DPR_DTYPE = (torch.bfloat16, torch.float32)  # (param, grad) dtype: the buffer's key
@@ -541,7 +558,7 @@ def save_dp_reshardable(out, name, port, kind="dp_reshardable"):
     mp.spawn(dpr_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
-    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=HEADS, num_query_groups=GROUPS,
                               ffn_hidden_size=I, padded_vocab_size=V, tensor_model_parallel_size=TP,
                               pipeline_model_parallel_size=DPR_PP, data_parallel_size=DPR_DP,
                               context_parallel_size=1,
@@ -728,7 +745,7 @@ def save_moe(out, name, port):
     mp.spawn(moe_worker, args=(world, iterdir, port), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
-    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
+    args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=HEADS, num_query_groups=GROUPS,
                               ffn_hidden_size=I, moe_ffn_hidden_size=FF, padded_vocab_size=V,
                               tensor_model_parallel_size=1, pipeline_model_parallel_size=1, data_parallel_size=world,
                               context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
