@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|moe|dsv3...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|moe|moez|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -690,7 +690,28 @@ def moe_buffer(sd, rank, pre, buckets, ranks):
                 sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
 
 
-def moe_worker(rank, world, iterdir, port):
+def dpz_objects(sd, pre, buckets, gr):
+    """dp_zero_gather_scatter: one optimizer's DP group state as DP rank 0
+    saves it (sharded_param_state_dp_zero, distrib_optimizer.py:1659-1690):
+    its param groups and get_parameter_state_dp_zero's dict of its one
+    buffer, the buckets coalesced (dpz_state; tp 1, a tied copy its
+    original's values)."""
+    info = {p[0]: p for p in PARAMS}
+    total, world = sum(b[0] for b in buckets), {}
+    for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+        t, off = torch.zeros(total), 0
+        for unpadded, _, params in buckets:
+            for name, s, n in params:
+                src = ALIAS.get(name, name)
+                t[off + s:off + s + n] = tagged(pid(src), info[src][3], add).reshape(-1)
+            off += unpadded
+        world[sk] = t
+    world["numel_unpadded"] = total
+    sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": gr})
+    sd[pre + ".param_state/shard_0_1"] = dpr_object({"buckets_coalesced": True, 0: {DPR_DTYPE: world}})
+
+
+def moe_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -704,6 +725,10 @@ def moe_worker(rank, world, iterdir, port):
                       list(range(ep, world, EP)), egroups))
     for chain, g, buckets, ranks, gr in parts:
         pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if kind == "dp_zero_gather_scatter":  # the prefix too (optimizer.py:1573-1603)
+            if rank == ranks[0]:
+                dpz_objects(sd, pre, buckets, gr)
+            continue
         if rank == ranks[0]:  # replica_id (0, 0, dp rank): DP rank 0 writes them
             sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
             sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
@@ -719,13 +744,13 @@ def moe_worker(rank, world, iterdir, port):
     dist.destroy_process_group()
 
 
-def save_moe(out, name, port):
+def save_moe(out, name, port, kind="dp_reshardable"):
     import torch.multiprocessing as mp
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
     world = 4
-    mp.spawn(moe_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    mp.spawn(moe_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
     args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=2, num_query_groups=2,
@@ -737,8 +762,7 @@ def save_moe(out, name, port):
                               untie_embeddings_and_output_weights=True, swiglu=False,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
-              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
-                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+              "optimizer": {0: {"param_state_sharding_type": kind}, 1: {"param_state_sharding_type": kind}}}
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -794,7 +818,7 @@ DS_MOE = [
     ("decoder.layers.mlp.shared_experts.linear_fc1.weight", (2 * SFF, H), None),
     ("decoder.layers.mlp.shared_experts.linear_fc2.weight", (H, SFF), None),
 ]
-ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"}  # the tied copy
+ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"} if DS else {}  # the tied copy
 
 
 def ds_layer(l):
@@ -871,7 +895,7 @@ def ds_model(key, rank):
     return sharded_tensor(gshape, all_, mine, dtype)
 
 
-def ds_worker(rank, world, iterdir, port):
+def ds_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -890,6 +914,10 @@ def ds_worker(rank, world, iterdir, port):
             parts.append(("chained_1", ep + 2 * pp, layout_buckets(ds_experts(ep, pp), bucket, 1), [ep + 2 * pp], egroups))
     for chain, g, buckets, ranks, gr in parts:
         pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if kind == "dp_zero_gather_scatter":
+            if rank == ranks[0]:
+                dpz_objects(sd, pre, buckets, gr)
+            continue
         if rank == ranks[0]:
             sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
             sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
@@ -905,13 +933,13 @@ def ds_worker(rank, world, iterdir, port):
     dist.destroy_process_group()
 
 
-def save_dsv3(out, name, port):
+def save_dsv3(out, name, port, kind="dp_reshardable"):
     import torch.multiprocessing as mp
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
     world = 4
-    mp.spawn(ds_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    mp.spawn(ds_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
     args = argparse.Namespace(num_layers=DS_L, hidden_size=H, num_attention_heads=NH, ffn_hidden_size=I,
@@ -927,8 +955,7 @@ def save_dsv3(out, name, port):
                               untie_embeddings_and_output_weights=False, swiglu=True,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
-              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
-                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+              "optimizer": {0: {"param_state_sharding_type": kind}, 1: {"param_state_sharding_type": kind}}}
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -953,9 +980,20 @@ if __name__ == "__main__":
         os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again
         DPR_VPP = 2
         save_dp_reshardable(out, "megatron_optim_vpp", 29564)
+    if "vppz" in which:  # the same, dp_zero_gather_scatter
+        assert L == 4 and TP == 1, "vppz: run with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1"
+        os.environ["MEGATRON_OPTIM_VPP"] = "2"
+        DPR_VPP = 2
+        save_dp_reshardable(out, "megatron_optim_vppz", 29568, "dp_zero_gather_scatter")
     if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
         assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moe", 29565)
+    if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
+        assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
+        save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")
     if "dsv3" in which:  # with MEGATRON_OPTIM_DSV3=1
         assert DS, "dsv3: run with MEGATRON_OPTIM_DSV3=1"
         save_dsv3(out, "megatron_optim_dsv3", 29567)
+    if "dsv3z" in which:  # the same, dp_zero_gather_scatter
+        assert DS, "dsv3z: run with MEGATRON_OPTIM_DSV3=1"
+        save_dsv3(out, "megatron_optim_dsv3z", 29570, "dp_zero_gather_scatter")

@@ -17,7 +17,9 @@
 # buckets), checked by value; megatron_optim_dpz the first GPT in
 # 'dp_zero_gather_scatter' form; megatron_optim_dsv3 a DeepSeek-V3-shaped
 # GPT (MLA, shared experts, uneven stages, tied embeddings) at tp 1 x ep 2
-# x pp 2, checked by value. What does not add up is refused by name.
+# x pp 2, checked by value; megatron_optim_moez, _vppz and _dsv3z the MoE,
+# virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form.
+# What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -128,6 +130,33 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   ok "dp_zero_gather_scatter (tp 2 x dp 2 x pp 2) and fully_reshardable give a byte-identical optimizer.pt" ||
   bad "convert (dpz): exit $rc" "$(cat "$T/err")"
 
+# dp_zero_gather_scatter of the other shapes: the chained expert optimizer
+# (its 'chained_N.' prefix kept, optimizer.py:1573-1603), virtual pipeline
+# stages (one buffer per model chunk in param_state), tied embeddings over 2
+# stages (DeepSeek-V3-shaped); each by value
+for z in "moez|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1|1 DP group, 6 buckets and 2 expert-parallel ones (8 buckets)|31 parameters, 93 state tensors beside them (each element its parameter's), 4 param groups" \
+  "vppz|MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" \
+  "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups"; do
+  IFS='|' read -r zn envs what count <<<"$z"
+  run "$TPCONV" inspect --optimizer "$D/megatron_optim_$zn"
+  grep -qxF "# optimizer state: Megatron's distributed optimizer (dp_zero_gather_scatter, $what by args' bucket size, every master checked against its weight): $count" "$T/out" &&
+    [ "$rc" = 0 ] && ok "inspect --optimizer of dp_zero_gather_scatter ($zn): $what" ||
+    bad "inspect --optimizer ($zn)" "$(head -6 "$T/out" "$T/err")"
+  mkdir -p "$T/$zn"
+  run "$TPCONV" convert "$D/megatron_optim_$zn" --optimizer -o "$T/$zn/optimizer.pt" -q
+  if [ "$rc" != 0 ]; then
+    bad "convert ($zn): exit $rc" "$(cat "$T/err")"
+  elif "$PY" -c 'import torch' 2>/dev/null; then
+    l=$(env $envs "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/$zn/optimizer.pt" 2>&1)
+    case $l in
+      "ok "*) ok "$zn: ${l#ok }" ;;
+      *) bad "$zn by value" "$l" ;;
+    esac
+  else
+    skip "$zn: optimizer.pt by value" "no torch in $PY"
+  fi
+done
+
 # refused by name: a layout, order or save that does not add up
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
   args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
@@ -135,6 +164,8 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 \
   "$D/megatron_optim_dpz" args:ddp_bucket_size=300 \
   "$D/megatron_optim_dsv3" args:untie_embeddings_and_output_weights=1 args:decoder_last_pipeline_num_layers=2 \
+  "$D/megatron_optim_moez" args:moe_grouped_gemm=1 "$D/megatron_optim_dsv3z" args:untie_embeddings_and_output_weights=1 \
+  "$D/megatron_optim_vppz" args:virtual_pipeline_model_parallel_size=1 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -210,6 +241,24 @@ hostile "DeepSeek-V3: args untie the embeddings (no bucket of their own)" c:8 \
   "tpconv: error: '$I/.metadata': tensor 'embedding.word_embeddings.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 320 elements here would end at 448 of bucket 10, past the 128 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
 hostile "DeepSeek-V3: args put 2 layers on the last stage" c:9 \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.linear_fc1.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 256 elements here would end at 512 of bucket 3, past the 320 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "dp_zero_gather_scatter, virtual pipeline stages: two parameters swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_vppz
+hostile "dp_zero_gather_scatter, virtual pipeline stages: args say one chunk" c:12 \
+  "tpconv: error: '$I/.metadata': tensor '${Z}0.param_state': holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read"
+hostile "dp_zero_gather_scatter, experts: two dense norms swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.pre_mlp_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_moez
+hostile "dp_zero_gather_scatter, experts in another order (args say TEGroupedMLP): the master check" c:10 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 11264.75, which rounds differently to BF16, the model holds 8192: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "dp_zero_gather_scatter, DeepSeek-V3: a last-stage shared expert's weight and an attention one swapped, the master check" \
+  "meta:swap:decoder.layers.3.mlp.shared_experts.linear_fc2.weight=decoder.layers.3.self_attention.linear_kv_down_proj.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.3.self_attention.linear_kv_down_proj.weight': element 0: the distributed optimizer's master in DP group 1 (tp 0, pp 1) is 50176.75, which rounds differently to BF16, the model holds 60416: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_dsv3z
+hostile "dp_zero_gather_scatter, DeepSeek-V3: args untie the embeddings (no copy on the last stage)" c:11 \
+  "tpconv: error: '$I/.metadata': tensor 'chained_0.${Z}1.param_state': DP group 1 (tp 0, pp 1): its 13 parameters take 968 elements in Megatron's buffer layout (1 bucket of args' bucket size 0, 64-element aligned), its param_state holds 1288 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
