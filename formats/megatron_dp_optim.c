@@ -112,14 +112,19 @@ enum { FIRST, LAYER, LAST, EXPERT, BUFFER }; /* where a parameter lives: first s
  * save but not the optimizer); SharedExpertMLP an MLP's linear_fc1,
  * linear_fc2, then its gate_weight (shared_experts.py:128, 139, with
  * --moe-shared-expert-gate); SequentialMLP its local experts in
- * order, each an MLP (experts.py:1435-1451), TEGroupedMLP (moe_grouped_gemm)
- * all experts' linear_fc1 (weight0, weight1, ...) before all their
- * linear_fc2 (experts.py:217, 236); the experts go to the expert-parallel
+ * order, each an MLP (experts.py:1435-1451: linear_fc1's weight and bias,
+ * then linear_fc2's, biases with --add-bias-linear), TEGroupedMLP
+ * (moe_grouped_gemm) its linear_fc1, then linear_fc2 (experts.py:217,
+ * 236), each a TE GroupedLinear registering weight0, bias0, weight1, bias1,
+ * ... (grouped_linear.py GroupedLinear.__init__, one loop over the gemms,
+ * at TransformerEngine 0069563; the model's save names them
+ * experts.experts.linear_fc1.weight/bias either way, experts.py
+ * :1049-1091, 1526-1566); the experts go to the expert-parallel
  * optimizer's buffer, the router to the dense one; a linear its weight, then bias (tensor_parallel/layers.py:1046-1130,
  * 1415-1501); TransformerEngine's LayerNormLinear layer_norm_weight,
  * layer_norm_bias, then weight, bias (transformer_engine/pytorch/module/
  * layernorm_linear.py, LayerNormLinear.__init__, at TransformerEngine
- * 3ec8787). A parameter not here (expert biases, MTP, ...) is refused. */
+ * 3ec8787). A parameter not here is refused. */
 static const struct {
 	const char *key;
 	int where;
@@ -153,7 +158,9 @@ static const struct {
 	{"decoder.layers.mlp.router.bias", LAYER},
 	{"decoder.layers.mlp.router.expert_bias", BUFFER},
 	{"decoder.layers.mlp.experts.experts.linear_fc1.weight", EXPERT},
+	{"decoder.layers.mlp.experts.experts.linear_fc1.bias", EXPERT},
 	{"decoder.layers.mlp.experts.experts.linear_fc2.weight", EXPERT},
+	{"decoder.layers.mlp.experts.experts.linear_fc2.bias", EXPERT},
 	{"decoder.layers.mlp.shared_experts.linear_fc1.weight", LAYER},
 	{"decoder.layers.mlp.shared_experts.linear_fc1.bias", LAYER},
 	{"decoder.layers.mlp.shared_experts.linear_fc2.weight", LAYER},
@@ -550,21 +557,36 @@ static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry
 	return find_boxes(dm, p, e);
 }
 
+/* Do table entries a and b belong to one module (their keys equal up to
+ * the parameter's name)? */
+static bool same_module(size_t a, size_t b)
+{
+	const char *da = strrchr(mcore_order[a].key, '.'), *db = strrchr(mcore_order[b].key, '.');
+	return da - mcore_order[a].key == db - mcore_order[b].key &&
+	       !strncmp(mcore_order[a].key, mcore_order[b].key, (size_t)(da - mcore_order[a].key));
+}
+
 /* Layer l's routed experts [x0, x0 + nx) into ps, in the order their
- * module registers them: SequentialMLP expert by expert (fc1, fc2 of each),
- * TEGroupedMLP fc1 of all, then fc2 of all. */
+ * module registers them: SequentialMLP expert by expert (fc1's weight and
+ * bias, then fc2's, of each), TEGroupedMLP linear by linear (fc1, then
+ * fc2), expert by expert within each (weight0, bias0, weight1, ...). A run
+ * is the table's expert entries (SequentialMLP: all of them; TEGroupedMLP:
+ * one linear's), walked once per expert. */
 static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_t x0, int64_t nx, tpc_err *e)
 {
 	int ret = 0;
-	for (int64_t a = 0; a < (dm->grouped ? (int64_t)NORDER : nx) && !ret; a++)
-		for (int64_t b = 0; b < (dm->grouped ? nx : (int64_t)NORDER) && !ret; b++) {
-			size_t k = (size_t)(dm->grouped ? a : b);
-			int64_t x = x0 + (dm->grouped ? b : a);
-			bool own;
-			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? layer_entry(dm, k, l, &own) : NULL;
-			if (en)
-				ret = add_param(dm, ps, n, en, l, own, x, e);
-		}
+	for (size_t m = 0; m < NORDER && !ret; m++) {
+		bool starts = mcore_order[m].where == EXPERT &&
+			      (m == 0 || mcore_order[m - 1].where != EXPERT || (dm->grouped && !same_module(m, m - 1)));
+		for (int64_t x = x0; starts && x < x0 + nx && !ret; x++)
+			for (size_t k = m; k < NORDER && mcore_order[k].where == EXPERT && (!dm->grouped || same_module(k, m)) && !ret;
+			     k++) {
+				bool own;
+				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
+				if (en)
+					ret = add_param(dm, ps, n, en, l, own, x, e);
+			}
+	}
 	return ret;
 }
 

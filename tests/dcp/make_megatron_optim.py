@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|moe|moez|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|moe|moez|moeb|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -291,6 +291,8 @@ def save(out, name, kind, port):
 # bucketing off past the first stage, distributed_data_parallel.py:164-171).
 
 DPR_DP, DPR_PP, DPR_BUCKET = 2, 2, 200
+# --ddp-bucket-size; the expert-bias saves (moeb) take 1000: fewer, larger buckets, a smaller fixture
+DPR_BUCKET = int(os.environ.get("MEGATRON_OPTIM_BUCKET", DPR_BUCKET))
 # model chunks per pipeline rank (virtual pipeline stages): 2 for OUTDIR vpp
 DPR_VPP = int(os.environ.get("MEGATRON_OPTIM_VPP", 1))
 DPR_DTYPE = (torch.bfloat16, torch.float32)  # (param, grad) dtype: the buffer's key
@@ -602,6 +604,24 @@ MOE_LAYER_ORDER = [
     "decoder.layers.mlp.router.weight",
 ]
 MOE_EXPERT_ORDER = ["linear_fc1.weight", "linear_fc2.weight"]
+# --add-bias-linear (OUTDIR moeb, moebg): every linear's bias, the experts'
+# too (MLP: fc1's weight and bias, then fc2's; the router's bias after its
+# weight, router.py:64-72; linear_proj's after its weight); with
+# MEGATRON_OPTIM_MOE_GROUPED=1 the experts are TEGroupedMLP's (moe_grouped_gemm):
+# linear_fc1 then linear_fc2 (experts.py:217, 236), each a TE GroupedLinear
+# registering weight0, bias0, weight1, bias1, ... (GroupedLinear.__init__ at
+# TransformerEngine 0069563); the model's save names both alike
+# (experts.experts.linear_fc1.bias, experts.py:1049-1091, 1526-1566)
+MOE_BIAS = os.environ.get("MEGATRON_OPTIM_MOE_BIAS") == "1"
+MOE_GROUPED = os.environ.get("MEGATRON_OPTIM_MOE_GROUPED") == "1"
+if MOE_BIAS:
+    MOE_KEYS[5:5] = [("decoder.layers.self_attention.linear_proj.bias", (H,), None, True)]
+    MOE_KEYS[8:8] = [("decoder.layers.mlp.router.bias", (E,), None, True)]
+    MOE_KEYS[10:10] = [("decoder.layers.mlp.experts.experts.linear_fc1.bias", (FF,), "expert", True)]
+    MOE_KEYS[12:12] = [("decoder.layers.mlp.experts.experts.linear_fc2.bias", (H,), "expert", True)]
+    MOE_LAYER_ORDER[1:1] = ["decoder.layers.self_attention.linear_proj.bias"]
+    MOE_LAYER_ORDER.append("decoder.layers.mlp.router.bias")
+    MOE_EXPERT_ORDER = ["linear_fc1.weight", "linear_fc1.bias", "linear_fc2.weight", "linear_fc2.bias"]
 
 
 def expert_name(l, e, what):
@@ -640,8 +660,12 @@ def moe_expert_params(ep):
     info = {p[0]: p for p in PARAMS}
     names = []
     for l in range(L):
-        for i in range(E // EP):
-            names += [expert_name(l, ep * (E // EP) + i, w) for w in MOE_EXPERT_ORDER]
+        xs = range(ep * (E // EP), (ep + 1) * (E // EP))
+        if MOE_GROUPED:  # linear by linear, expert by expert within each
+            for lin in ("linear_fc1.", "linear_fc2."):
+                names += [expert_name(l, x, w) for x in xs for w in MOE_EXPERT_ORDER if w.startswith(lin)]
+        else:
+            names += [expert_name(l, x, w) for x in xs for w in MOE_EXPERT_ORDER]
     return [(n, info[n][3], "expert") for n in names]
 
 
@@ -749,7 +773,7 @@ def save_moe(out, name, port, kind="dp_reshardable"):
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
-    world = 4
+    world = 2 if MOE_BIAS else 4  # the expert-bias saves at dp 2 (expert dp 1): fewer chunks, a smaller fixture
     mp.spawn(moe_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
@@ -758,8 +782,8 @@ def save_moe(out, name, port, kind="dp_reshardable"):
                               tensor_model_parallel_size=1, pipeline_model_parallel_size=1, data_parallel_size=world,
                               context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
                               num_experts=E, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
-                              moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
-                              untie_embeddings_and_output_weights=True, swiglu=False,
+                              moe_grouped_gemm=MOE_GROUPED, add_bias_linear=MOE_BIAS, overlap_grad_reduce=True,
+                              ddp_bucket_size=DPR_BUCKET, untie_embeddings_and_output_weights=True, swiglu=False,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
               "optimizer": {0: {"param_state_sharding_type": kind}, 1: {"param_state_sharding_type": kind}}}
@@ -988,6 +1012,12 @@ if __name__ == "__main__":
     if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
         assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moe", 29565)
+    if "moeb" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1
+        # (and MEGATRON_OPTIM_BUCKET=1000): dp_zero_gather_scatter, whose one
+        # param_state per DP group keeps the fixture small (the dp_reshardable
+        # buckets of these 27 parameters, a chunk per parameter piece, take 340 KB)
+        assert MOE and MOE_BIAS and TP == 1 and L == 1, "moeb: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 ..."
+        save_moe(out, "megatron_optim_moebg" if MOE_GROUPED else "megatron_optim_moeb", 29571, "dp_zero_gather_scatter")
     if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
         assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")

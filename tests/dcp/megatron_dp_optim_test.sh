@@ -18,7 +18,9 @@
 # 'dp_zero_gather_scatter' form; megatron_optim_dsv3 a DeepSeek-V3-shaped
 # GPT (MLA, shared experts, uneven stages, tied embeddings) at tp 1 x ep 2
 # x pp 2, checked by value; megatron_optim_moez, _vppz and _dsv3z the MoE,
-# virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form.
+# virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form;
+# megatron_optim_moeb and _moebg routed experts with linear biases
+# (SequentialMLP, TEGroupedMLP).
 # What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
@@ -130,13 +132,20 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   ok "dp_zero_gather_scatter (tp 2 x dp 2 x pp 2) and fully_reshardable give a byte-identical optimizer.pt" ||
   bad "convert (dpz): exit $rc" "$(cat "$T/err")"
 
+# expert linear biases (--add-bias-linear): megatron_optim_moeb's experts a
+# SequentialMLP's (each expert's fc1 weight and bias, then fc2's),
+# megatron_optim_moebg's TEGroupedMLP's (every expert's fc1 weight and bias,
+# then every fc2's), 1 layer, tp 1 x ep 2 x dp 2, in dp_zero_gather_scatter form
+MB="MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1"
 # dp_zero_gather_scatter of the other shapes: the chained expert optimizer
 # (its 'chained_N.' prefix kept, optimizer.py:1573-1603), virtual pipeline
 # stages (one buffer per model chunk in param_state), tied embeddings over 2
 # stages (DeepSeek-V3-shaped); each by value
 for z in "moez|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1|1 DP group, 6 buckets and 2 expert-parallel ones (8 buckets)|31 parameters, 93 state tensors beside them (each element its parameter's), 4 param groups" \
   "vppz|MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" \
-  "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups"; do
+  "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" \
+  "moeb|$MB|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups" \
+  "moebg|$MB MEGATRON_OPTIM_MOE_GROUPED=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups"; do
   IFS='|' read -r zn envs what count <<<"$z"
   run "$TPCONV" inspect --optimizer "$D/megatron_optim_$zn"
   grep -qxF "# optimizer state: Megatron's distributed optimizer (dp_zero_gather_scatter, $what by args' bucket size, every master checked against its weight): $count" "$T/out" &&
@@ -166,6 +175,7 @@ done
   "$D/megatron_optim_dsv3" args:untie_embeddings_and_output_weights=1 args:decoder_last_pipeline_num_layers=2 \
   "$D/megatron_optim_moez" args:moe_grouped_gemm=1 "$D/megatron_optim_dsv3z" args:untie_embeddings_and_output_weights=1 \
   "$D/megatron_optim_vppz" args:virtual_pipeline_model_parallel_size=1 \
+  "$D/megatron_optim_moeb" args:moe_grouped_gemm=1 "$D/megatron_optim_moebg" args:moe_grouped_gemm=0 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -259,6 +269,17 @@ hostile "dp_zero_gather_scatter, DeepSeek-V3: a last-stage shared expert's weigh
   megatron_optim_dsv3z
 hostile "dp_zero_gather_scatter, DeepSeek-V3: args untie the embeddings (no copy on the last stage)" c:11 \
   "tpconv: error: '$I/.metadata': tensor 'chained_0.${Z}1.param_state': DP group 1 (tp 0, pp 1): its 13 parameters take 968 elements in Megatron's buffer layout (1 bucket of args' bucket size 0, 64-element aligned), its param_state holds 1288 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
+hostile "expert biases: a SequentialMLP's experts whose args say TEGroupedMLP, the master check" c:13 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 17408.75, which rounds differently to BF16, the model holds 10240: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "expert biases: a TEGroupedMLP's experts whose args say SequentialMLP, the master check" c:14 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 10240.75, which rounds differently to BF16, the model holds 17408: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "expert biases: a dense bias and a norm swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_proj.bias=decoder.layers.pre_mlp_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_proj.bias': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 5120.75, which rounds differently to BF16, the model holds 6144: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_moeb
+hostile "expert biases: fc2's bias frozen (not in the buffer), the layout's total" "meta:drop:decoder.layers.mlp.experts.experts.linear_fc2.bias" \
+  "tpconv: error: '$I/.metadata': tensor 'chained_1.${Z}0.param_state': DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer): its 6 parameters take 640 elements in Megatron's buffer layout (1 bucket of args' bucket size 1000, 64-element aligned), its param_state holds 768 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped" \
+  megatron_optim_moeb
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
