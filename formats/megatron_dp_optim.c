@@ -84,10 +84,13 @@
 #define PROOF_RUNS 64   /* else this many runs */
 #define PROOF_RUN 64    /* of this many elements */
 
-enum { FIRST, LAYER, LAST, EXPERT, BUFFER }; /* where a parameter lives: first stage, each
-						layer, last stage, each routed expert of each
-						layer; BUFFER: a layer's model tensor that is
-						no parameter (not in the optimizer's buffers) */
+enum { FIRST, LAYER, LAST, EXPERT, BUFFER, MTP, MTP_BODY }; /* where a parameter lives: first
+						stage, each layer, last stage, each routed
+						expert of each layer; BUFFER: a layer's model
+						tensor that is no parameter (not in the
+						optimizer's buffers); MTP: each multi-token
+						prediction layer (last stage), MTP_BODY its
+						transformer layer: the LAYER entries there */
 
 /* Megatron's parameters of a GPT model in named_parameters order (module
  * registration order), as the save names its keys. GPTModel registers
@@ -124,7 +127,15 @@ enum { FIRST, LAYER, LAST, EXPERT, BUFFER }; /* where a parameter lives: first s
  * 1415-1501); TransformerEngine's LayerNormLinear layer_norm_weight,
  * layer_norm_bias, then weight, bias (transformer_engine/pytorch/module/
  * layernorm_linear.py, LayerNormLinear.__init__, at TransformerEngine
- * 3ec8787). A parameter not here is refused. */
+ * 3ec8787). Multi-token prediction (DeepSeek-V3's MTP): GPTModel
+ * registers mtp after decoder and before output_layer (gpt_model.py:233,
+ * 245, 277), on the last pipeline stage without a custom layout
+ * (multi_token_prediction.py:788-832, mtp_on_this_rank); its layers in
+ * order, each a MultiTokenPredictionLayer registering enorm, hnorm,
+ * eh_proj (a column-parallel linear without bias), its transformer layer,
+ * final_layernorm (:1157-1247), saved under 'mtp.layers.N.', each key the
+ * layer's own (unstacked, :2142-2168), the transformer layer's as
+ * 'transformer_layer.' (:1740-1766). A parameter not here is refused. */
 static const struct {
 	const char *key;
 	int where;
@@ -174,6 +185,14 @@ static const struct {
 	{"decoder.layers.mlp.linear_fc2.bias", LAYER},
 	{"decoder.final_layernorm.weight", LAST},
 	{"decoder.final_layernorm.bias", LAST},
+	{"mtp.layers.enorm.weight", MTP},
+	{"mtp.layers.enorm.bias", MTP},
+	{"mtp.layers.hnorm.weight", MTP},
+	{"mtp.layers.hnorm.bias", MTP},
+	{"mtp.layers.eh_proj.weight", MTP},
+	{"mtp.layers.transformer_layer.", MTP_BODY},
+	{"mtp.layers.final_layernorm.weight", MTP},
+	{"mtp.layers.final_layernorm.bias", MTP},
 	{"output_layer.weight", LAST},
 	{"output_layer.bias", LAST},
 };
@@ -212,6 +231,7 @@ typedef struct dpmap {
 	const char *pre;      /* "[chained_N.]optimizer.distributed.dp_group_idx_" */
 	bool expert, chained;
 	int64_t ep, nexperts;
+	int64_t mtp;          /* mtp_num_layers (0: none) */
 	bool grouped;         /* TEGroupedMLP (moe_grouped_gemm): fc1 of every expert, then fc2 */
 	int64_t *bix;         /* [G][gbuf][bucket][3]: ck index of each bucket tensor, -1 none */
 	size_t maxb;          /* buckets per buffer (room) */
@@ -405,6 +425,44 @@ static const tpc_dcp_entry *layer_entry(const dpmap *dm, size_t k, int64_t l, bo
 	return model_entry(dm->m, nm);
 }
 
+/* "mtp.layers.N.REST", a multi-token prediction layer's key: N, and the
+ * table key it is looked up as ("decoder.layers.R" for its transformer
+ * layer's "transformer_layer.R", else "mtp.layers.REST"); false for any
+ * other key. */
+static bool mtp_key(const char *fqn, int64_t *m, char *key, size_t cap)
+{
+	const char *p = fqn + 11;
+	if (strncmp(fqn, "mtp.layers.", 11) || !parse_i64(&p, m) || *p++ != '.')
+		return false;
+	if (!strncmp(p, "transformer_layer.", 18))
+		snprintf(key, cap, "decoder.layers.%s", p + 18);
+	else
+		snprintf(key, cap, "mtp.layers.%s", p);
+	return true;
+}
+
+/* MTP layer m's tensor en (its table key `key`): a known parameter of one
+ * of the args' MTP layers, its own (unstacked). */
+static int check_mtp(const dpmap *dm, const tpc_dcp_entry *en, int64_t m, const char *key, tpc_err *e)
+{
+	size_t k = 0;
+	bool body = !strncmp(key, "decoder.layers.", 15);
+	while (k < NORDER && strcmp(mcore_order[k].key, key))
+		k++;
+	int where = k < NORDER ? mcore_order[k].where : -1;
+	if (where == EXPERT || where == BUFFER)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+				  "routed experts in a multi-token prediction layer: their place in the expert-parallel optimizer's buffers is not mapped yet");
+	if (body ? where != LAYER : where != MTP)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+				  "a parameter of a multi-token prediction layer whose place in Megatron's parameter order tpconv does not know (enorm, hnorm, eh_proj, a GPT transformer_layer, final_layernorm): the dp_reshardable buckets cannot be mapped");
+	if (m >= dm->mtp || en->unstacked > 0 || en->experts > 0)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+				  "not a parameter of one of the %lld multi-token prediction layers args.mtp_num_layers says",
+				  (long long)dm->mtp);
+	return 0;
+}
+
 /* Every model tensor is a parameter of the table (the order is known),
  * stacked over the layers, or a layer's own. */
 static int check_known(const dpmap *dm, tpc_err *e)
@@ -417,6 +475,12 @@ static int check_known(const dpmap *dm, tpc_err *e)
 		char key[512];
 		if (!en->tensor || tpc__mcore_optim_key(en->fqn))
 			continue;
+		if (mtp_key(en->fqn, &l, key, sizeof(key))) {
+			int ret = check_mtp(dm, en, l, key, e);
+			if (ret)
+				return ret;
+			continue;
+		}
 		bool own = own_layer(en->fqn, &l, &rest);
 		snprintf(key, sizeof(key), "%s%s", own ? "decoder.layers." : "", own ? rest : en->fqn);
 		while (k < NORDER && strcmp(mcore_order[k].key, key))
@@ -590,6 +654,31 @@ static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_
 	return ret;
 }
 
+/* The multi-token prediction layers' parameters into ps, layer by layer,
+ * each in the table's order (MTP_BODY: the LAYER entries, under the MTP
+ * layer's 'transformer_layer.'). */
+static int add_mtp(const dpmap *dm, dparam *ps, size_t *n, tpc_err *e)
+{
+	char nm[512];
+	int ret = 0;
+	for (int64_t m = 0; m < dm->mtp && !ret; m++)
+		for (size_t k = 0; k < NORDER && !ret; k++) {
+			int where = mcore_order[k].where;
+			for (size_t j = 0; j < (where == MTP_BODY ? NORDER : 1) && (where == MTP || where == MTP_BODY) && !ret; j++) {
+				if (where == MTP_BODY && mcore_order[j].where != LAYER)
+					continue;
+				if (where == MTP)
+					snprintf(nm, sizeof(nm), "mtp.layers.%lld.%s", (long long)m, mcore_order[k].key + 11);
+				else
+					snprintf(nm, sizeof(nm), "mtp.layers.%lld.transformer_layer.%s", (long long)m, mcore_order[j].key + 15);
+				const tpc_dcp_entry *en = model_entry(dm->m, nm);
+				if (en)
+					ret = add_param(dm, ps, n, en, -1, false, -1, e);
+			}
+		}
+	return ret;
+}
+
 /* The first layer of stage p with uneven stages (no virtual ones):
  * get_transformer_layer_offset's uneven branch (transformer_layer.py:65-
  * 177): stage 0 holds F = decoder_first_pipeline_num_layers, the last
@@ -643,6 +732,8 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 				int where = mcore_order[k].where;
 				bool own;
 				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
+				if (pass == LAST && where == MTP_BODY) /* the MTP layers, between the final norm and the output layer */
+					ret = add_mtp(dm, ps, n, e);
 				if (!en || (where != pass && !(pass == LAYER && where == EXPERT)))
 					continue;
 				if (where == EXPERT && !experts_done && (dm->expert || !dm->chained))
@@ -1116,6 +1207,16 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 	if (dm->tied && model_entry(dm->m, "output_layer.weight"))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
 				  "args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight");
+	tpc__mcore_arg_int(a, "mtp_num_layers", 0, &dm->mtp);
+	if (dm->mtp < 0 || dm->mtp > 4096)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args.mtp_num_layers %lld: not a count of layers", (long long)dm->mtp);
+	if (dm->mtp && (dm->pp > 1 || dm->vpp > 1))
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "%lld multi-token prediction layers with %lld pipeline stages (x %lld model chunks): the last stage's own copy of the embeddings MTP builds is not mapped yet",
+				  (long long)dm->mtp, (long long)dm->pp, (long long)dm->vpp);
+	if (dm->mtp && tpc__mcore_arg_int(a, "mtp_use_repeated_layer", 0, &v) && v)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet");
 	if (dm->tied && dm->pp == 1 && dm->vpp > 1)
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
 				  "tied embeddings over %lld model chunks of one pipeline stage (the last chunk's copy of them, in no bucket of its own): not mapped yet",

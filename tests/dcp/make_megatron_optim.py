@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|moe|moez|moeb|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|moe|moez|moeb|mtp|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -57,6 +57,40 @@ KEYS = [
 ]
 
 
+# multi-token prediction (OUTDIR mtp, MEGATRON_OPTIM_MTP=1): mtp_num_layers 1,
+# its layer after the decoder's final norm and before the output layer
+# (GPTModel registers embedding, decoder, mtp, output_layer, gpt_model.py
+# :174-277 at d98e8a6); a MultiTokenPredictionLayer registers enorm, hnorm,
+# eh_proj (column-parallel, [h, 2h]), its transformer layer, final_layernorm
+# (multi_token_prediction.py:1157-1247), each key its layer's own, unstacked
+# ('mtp.layers.0.', :2142-2168), the transformer layer's saved as
+# 'transformer_layer.' (:1740-1766)
+MTP = int(os.environ.get("MEGATRON_OPTIM_MTP", 0))
+MTP_KEYS = [("enorm.weight", (H,), None), ("hnorm.weight", (H,), None), ("eh_proj.weight", (H, 2 * H), "rows")]
+MTP_TAIL = [("final_layernorm.weight", (H,), None)]
+
+
+def mtp_params():
+    """The MTP layers' parameters in named_parameters order: (name, key, None, shape, split)."""
+    out = []
+    for m in range(MTP):
+        pre = "mtp.layers.%d." % m
+        tl = [(pre + "transformer_layer." + k[len("decoder.layers."):], s, sp) for k, s, sp, st in KEYS if st]
+        order = {k: i for i, k in enumerate(LAYER_ORDER_MTP)}
+        tl.sort(key=lambda t: order[t[0][len(pre + "transformer_layer."):]])
+        out += [(pre + k, pre + k, None, s, sp) for k, s, sp in MTP_KEYS]
+        out += [(k, k, None, s, sp) for k, s, sp in tl]
+        out += [(pre + k, pre + k, None, s, sp) for k, s, sp in MTP_TAIL]
+    return out
+
+
+LAYER_ORDER_MTP = [  # LAYER_ORDER below, without its prefix
+    "self_attention.linear_proj.weight", "self_attention.linear_qkv.layer_norm_weight",
+    "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "mlp.linear_fc1.layer_norm_weight",
+    "mlp.linear_fc1.weight", "mlp.linear_fc2.weight",
+]
+
+
 def per_layer(key, l):
     return key.replace("decoder.layers.", "decoder.layers.%d." % l, 1)
 
@@ -67,7 +101,9 @@ def params():
     out = [(k, k, None, s, sp) for k, s, sp, st in KEYS[:1]]
     for l in range(L):
         out += [(per_layer(k, l), k, l, s, sp) for k, s, sp, st in KEYS if st]
-    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-2:]]
+    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-2:-1]]
+    out += mtp_params()
+    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-1:]]
     return out
 
 
@@ -291,6 +327,7 @@ def save(out, name, kind, port):
 # bucketing off past the first stage, distributed_data_parallel.py:164-171).
 
 DPR_DP, DPR_PP, DPR_BUCKET = 2, 2, 200
+DPR_PP = int(os.environ.get("MEGATRON_OPTIM_PP", DPR_PP))  # 1 for the MTP save
 # --ddp-bucket-size; the expert-bias saves (moeb) take 1000: fewer, larger buckets, a smaller fixture
 DPR_BUCKET = int(os.environ.get("MEGATRON_OPTIM_BUCKET", DPR_BUCKET))
 # model chunks per pipeline rank (virtual pipeline stages): 2 for OUTDIR vpp
@@ -341,7 +378,8 @@ def stage_params(pp, v=0):
     n = L // (DPR_PP * DPR_VPP)
     for l in range((v * DPR_PP + pp) * n, (v * DPR_PP + pp + 1) * n):
         names += [per_layer(k, l) for k in LAYER_ORDER]
-    names += [n for n in ["decoder.final_layernorm.weight", "output_layer.weight"] if chunk_of(n) == (pp, v)]
+    last = ["decoder.final_layernorm.weight"] + [p[0] for p in mtp_params()] + ["output_layer.weight"]
+    names += [n for n in last if chunk_of(n) == (pp, v)]
     return [(n, info[n][3], info[n][4]) for n in names]
 
 
@@ -501,7 +539,7 @@ def dpr_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
     tp, dp, pp = rank % TP, rank // TP % DPR_DP, rank // (TP * DPR_DP)
-    sd = {key: dpr_model(key, rank) for key, *_ in KEYS}
+    sd = {key: dpr_model(key, rank) for key in dict.fromkeys(p[1] for p in PARAMS)}
     info = {p[0]: p for p in PARAMS}
     for g_pp in range(DPR_PP):
         chunks = [dpr_layout(g_pp, v) for v in range(DPR_VPP)]  # one buffer per model chunk: gbuf v
@@ -551,6 +589,7 @@ def save_dp_reshardable(out, name, port, kind="dp_reshardable"):
                               decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
                               overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
                               untie_embeddings_and_output_weights=True, num_experts=None, swiglu=True,
+                              mtp_num_layers=MTP or None,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     # the common state: the sharding type only (the param groups are the
     # ShardedObjects above, :1531-1546)
@@ -1018,6 +1057,9 @@ if __name__ == "__main__":
         # buckets of these 27 parameters, a chunk per parameter piece, take 340 KB)
         assert MOE and MOE_BIAS and TP == 1 and L == 1, "moeb: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 ..."
         save_moe(out, "megatron_optim_moebg" if MOE_GROUPED else "megatron_optim_moeb", 29571, "dp_zero_gather_scatter")
+    if "mtp" in which:  # with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_PP=1
+        assert MTP and DPR_PP == 1, "mtp: run with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_PP=1 ..."
+        save_dp_reshardable(out, "megatron_optim_mtp", 29572)
     if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
         assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")

@@ -20,7 +20,8 @@
 # x pp 2, checked by value; megatron_optim_moez, _vppz and _dsv3z the MoE,
 # virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form;
 # megatron_optim_moeb and _moebg routed experts with linear biases
-# (SequentialMLP, TEGroupedMLP).
+# (SequentialMLP, TEGroupedMLP); megatron_optim_mtp a GPT with one
+# multi-token prediction layer.
 # What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
@@ -132,6 +133,28 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   ok "dp_zero_gather_scatter (tp 2 x dp 2 x pp 2) and fully_reshardable give a byte-identical optimizer.pt" ||
   bad "convert (dpz): exit $rc" "$(cat "$T/err")"
 
+# multi-token prediction (mtp_num_layers 1): the MTP layer's enorm, hnorm,
+# eh_proj, transformer layer and final norm between the decoder's final norm
+# and the output layer, each under its own key; tp 1 x dp 2, by value
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_mtp"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 1 DP group, 3 buckets, every master checked against its weight): 21 parameters, 63 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -q "^# \[[0-9]*\] model.mtp.layers.0.eh_proj.weight BF16 \[8, 16\] (group 0): " "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a save with an MTP layer: 21 parameters, the MTP layer's 11 among them" ||
+  bad "inspect --optimizer (mtp)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/mtp"
+run "$TPCONV" convert "$D/megatron_optim_mtp" --optimizer -o "$T/mtp/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (mtp): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  l=$(MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_PP=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/mtp/optimizer.pt" 2>&1)
+  case $l in
+    "ok "*) ok "mtp: ${l#ok }" ;;
+    *) bad "mtp by value" "$l" ;;
+  esac
+else
+  skip "mtp: optimizer.pt by value" "no torch in $PY"
+fi
+
 # expert linear biases (--add-bias-linear): megatron_optim_moeb's experts a
 # SequentialMLP's (each expert's fc1 weight and bias, then fc2's),
 # megatron_optim_moebg's TEGroupedMLP's (every expert's fc1 weight and bias,
@@ -176,6 +199,7 @@ done
   "$D/megatron_optim_moez" args:moe_grouped_gemm=1 "$D/megatron_optim_dsv3z" args:untie_embeddings_and_output_weights=1 \
   "$D/megatron_optim_vppz" args:virtual_pipeline_model_parallel_size=1 \
   "$D/megatron_optim_moeb" args:moe_grouped_gemm=1 "$D/megatron_optim_moebg" args:moe_grouped_gemm=0 \
+  "$D/megatron_optim_mtp" args:mtp_use_repeated_layer=1 args:mtp_num_layers=0 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -280,6 +304,27 @@ hostile "expert biases: a dense bias and a norm swapped, the master check" \
 hostile "expert biases: fc2's bias frozen (not in the buffer), the layout's total" "meta:drop:decoder.layers.mlp.experts.experts.linear_fc2.bias" \
   "tpconv: error: '$I/.metadata': tensor 'chained_1.${Z}0.param_state': DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer): its 6 parameters take 640 elements in Megatron's buffer layout (1 bucket of args' bucket size 1000, 64-element aligned), its param_state holds 768 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped" \
   megatron_optim_moeb
+hostile "MTP: enorm and hnorm swapped, the master check" "meta:swap:mtp.layers.0.enorm.weight=mtp.layers.0.hnorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 9216.75, which rounds differently to BF16, the model holds 10240: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtp
+hostile "MTP: its final norm and its transformer layer's fc1 norm swapped, the master check" \
+  "meta:swap:mtp.layers.0.final_layernorm.weight=mtp.layers.0.transformer_layer.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.transformer_layer.mlp.linear_fc1.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 16384.75, which rounds differently to BF16, the model holds 19456: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtp
+hostile "MTP: a layer beyond args.mtp_num_layers" "meta:rename:mtp.layers.0.enorm.weight=mtp.layers.1.enorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.1.enorm.weight': not a parameter of one of the 1 multi-token prediction layers args.mtp_num_layers says" \
+  megatron_optim_mtp
+hostile "MTP: routed experts in its transformer layer" \
+  "meta:rename:mtp.layers.0.transformer_layer.mlp.linear_fc2.weight=mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight': routed experts in a multi-token prediction layer: their place in the expert-parallel optimizer's buffers is not mapped yet" \
+  megatron_optim_mtp
+hostile "MTP: a parameter not in the order's table" "meta:rename:mtp.layers.0.enorm.weight=mtp.layers.0.gnorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.gnorm.weight': a parameter of a multi-token prediction layer whose place in Megatron's parameter order tpconv does not know (enorm, hnorm, eh_proj, a GPT transformer_layer, final_layernorm): the dp_reshardable buckets cannot be mapped" \
+  megatron_optim_mtp
+hostile "MTP: one repeated layer (mtp_use_repeated_layer)" c:15 \
+  "tpconv: error: '$I/common.pt': args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet"
+hostile "MTP: args without MTP layers" c:16 \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': not a parameter of one of the 0 multi-token prediction layers args.mtp_num_layers says"
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
