@@ -679,26 +679,36 @@ static int add_mtp(const dpmap *dm, dparam *ps, size_t *n, tpc_err *e)
 	return ret;
 }
 
-/* The first layer of stage p with uneven stages (no virtual ones):
- * get_transformer_layer_offset's uneven branch (transformer_layer.py:65-
- * 177): stage 0 holds F = decoder_first_pipeline_num_layers, the last
- * stage T = decoder_last_pipeline_num_layers, the stages between (those
- * not given) the rest evenly; stage p starts at (p - [F given]) x middle /
- * middle stages + F. layer_offset(PP) is L. */
-static int64_t layer_offset(const dpmap *dm, int64_t p)
+/* Model chunk v of stage p with uneven stages: its first layer (*l0) and
+ * layer count (*n), get_transformer_layer_offset's uneven branch
+ * (transformer_layer.py:65-177) and get_num_layers_to_build
+ * (transformer_block.py:103-182): stage 0 holds F =
+ * decoder_first_pipeline_num_layers, the last stage T =
+ * decoder_last_pipeline_num_layers, the stages between (those not given)
+ * the rest, M, evenly; each stage's layers split evenly over its VPP
+ * chunks. Chunk v of stage 0 starts at v (F + M + T) / VPP, of stage p > 0
+ * at v (F + M + T) / VPP + F / VPP + (p - [F given]) (M / VPP) / (middle
+ * stages) (each term rounded down as Megatron does; uneven_stages checks
+ * they divide). */
+static void chunk_layers(const dpmap *dm, int64_t p, int64_t v, int64_t *l0, int64_t *n)
 {
-	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0;
-	int64_t mid = dm->pp - (dm->first > 0) - (dm->last > 0);
-	if (p <= 0 || p >= dm->pp)
-		return p <= 0 ? 0 : dm->layers;
-	return (p - (dm->first > 0)) * (mid > 0 ? (dm->layers - f - t) / mid : 0) + f;
+	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0, mid = dm->layers - f - t;
+	int64_t ms = dm->pp - (dm->first > 0) - (dm->last > 0), vp = dm->vpp;
+	int64_t total = f / vp + mid / vp + t / vp;
+	*l0 = v * total + (p == 0 ? 0 : f / vp + (p - (dm->first > 0)) * (ms > 0 ? mid / vp / ms : 0));
+	if (p == 0 && dm->first > 0)
+		*n = f / vp;
+	else if (p == dm->pp - 1 && dm->last > 0)
+		*n = t / vp;
+	else
+		*n = ms > 0 ? mid / ms / vp : 0;
 }
 
 /* Model chunk v of pipeline stage pp (and for the expert part, expert-
  * parallel rank ep): its parameters in named_parameters order into *out
  * (*n of them). Chunk v of stage pp holds layers from v L / VPP + pp L /
  * (PP VPP) (transformer_layer.py:202, get_transformer_layer_offset; uneven
- * stages: layer_offset), the embedding chunk 0 of stage 0, the final norm
+ * stages: chunk_layers), the embedding chunk 0 of stage 0, the final norm
  * and output layer the last chunk of the last stage (with tied embeddings
  * over several stages, the output layer's copy of them: GPTModel
  * allocates its weight where it is no pre-process stage,
@@ -711,8 +721,7 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 {
 	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per, nx = dm->nexperts / dm->ep;
 	if (dm->first > 0 || dm->last > 0) {
-		l0 = layer_offset(dm, pp);
-		per = layer_offset(dm, pp + 1) - l0;
+		chunk_layers(dm, pp, v, &l0, &per);
 	}
 	size_t cap = 2; /* every tensor the entries hold (their layers and experts checked), the copy */
 	for (size_t i = 0; i < dm->m->n; i++)
@@ -1150,19 +1159,16 @@ static int uneven_stages(dpmap *dm, tpc_err *e)
 	}
 	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0;
 	int64_t mid = dm->pp - (dm->first > 0) - (dm->last > 0), rest = dm->layers - f - t;
-	if (dm->vpp > 1)
-		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "uneven pipeline stages (decoder_first/last_pipeline_num_layers) with %lld model chunks per stage: not mapped yet",
-				  (long long)dm->vpp);
-	if (dm->first == 0 || dm->last == 0 || rest < 0 || (mid > 0 ? rest % mid : rest)) {
+	if (dm->first == 0 || dm->last == 0 || rest < 0 || (mid > 0 ? rest % mid : rest) || f % dm->vpp || t % dm->vpp ||
+	    (mid > 0 && rest / mid % dm->vpp)) {
 		char fs[24] = "unset", ls[24] = "unset";
 		if (dm->first >= 0)
 			snprintf(fs, sizeof(fs), "%lld", (long long)dm->first);
 		if (dm->last >= 0)
 			snprintf(ls, sizeof(ls), "%lld", (long long)dm->last);
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "decoder_first_pipeline_num_layers %s and decoder_last_pipeline_num_layers %s of %lld layers over %lld stages: not stages Megatron builds (each given one at least a layer, the stages between the rest evenly)",
-				  fs, ls, (long long)dm->layers, (long long)dm->pp);
+				  "decoder_first_pipeline_num_layers %s and decoder_last_pipeline_num_layers %s of %lld layers over %lld stages (x %lld model chunks): not stages Megatron builds (each given one at least a layer, the stages between the rest evenly, each stage's layers a multiple of its model chunks)",
+				  fs, ls, (long long)dm->layers, (long long)dm->pp, (long long)dm->vpp);
 	}
 	return 0;
 }

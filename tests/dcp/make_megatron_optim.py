@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|moe|moez|moeb|mtp|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|vppuz|moe|moez|moeb|mtp|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -354,15 +354,42 @@ LAYER_ORDER = [
 ]
 
 
+# uneven stages (OUTDIR vppuz): decoder_first/last_pipeline_num_layers, None unset
+DPR_FIRST = int(os.environ["MEGATRON_OPTIM_FIRST"]) if os.environ.get("MEGATRON_OPTIM_FIRST") else None
+DPR_LAST = int(os.environ["MEGATRON_OPTIM_LAST"]) if os.environ.get("MEGATRON_OPTIM_LAST") else None
+
+
+def chunk_layers(pp, v):
+    """Model chunk v of pipeline rank pp: its first layer and layer count,
+    get_transformer_layer_offset (transformer_layer.py:65-215 at d98e8a6)
+    and get_num_layers_to_build (transformer_block.py:76-200): evenly, chunk
+    v of rank p from v L / VPP + p L / (PP VPP); with uneven stages the first
+    (last) stage's F (T) layers split over its chunks, the middle stages'
+    rest evenly, chunk v of rank p > 0 from v (F + M + T) / VPP + F / VPP +
+    (p - [F given]) (M / VPP) / (middle stages)."""
+    if DPR_FIRST is None and DPR_LAST is None:
+        n = L // (DPR_PP * DPR_VPP)
+        return (v * DPR_PP + pp) * n, n
+    f, t = DPR_FIRST or 0, DPR_LAST or 0
+    ms = DPR_PP - (DPR_FIRST is not None) - (DPR_LAST is not None)
+    fv, tv, mv = f // DPR_VPP, t // DPR_VPP, (L - f - t) // DPR_VPP
+    total = fv + mv + tv
+    first = v * total if pp == 0 else v * total + fv + (pp - (DPR_FIRST is not None)) * (mv // ms if ms else 0)
+    if pp == 0 and DPR_FIRST is not None:
+        return first, fv
+    if pp == DPR_PP - 1 and DPR_LAST is not None:
+        return first, tv
+    return first, (L - f - t) // ms // DPR_VPP
+
+
 def chunk_of(name):
-    """The (pipeline rank, model chunk) holding a parameter: model chunk v of
-    pipeline rank p holds layers from v L / VPP + p L / (PP VPP)
-    (transformer_layer.py:202, get_transformer_layer_offset), the embedding
-    chunk 0 of rank 0, the final norm and output layer the last chunk of the
-    last rank."""
+    """The (pipeline rank, model chunk) holding a parameter: a layer's by
+    chunk_layers, the embedding chunk 0 of rank 0, the final norm and output
+    layer the last chunk of the last rank."""
     if name.startswith("decoder.layers."):
-        c = int(name.split(".")[2]) // (L // (DPR_PP * DPR_VPP))
-        return c % DPR_PP, c // DPR_PP
+        l = int(name.split(".")[2])
+        return next((p, v) for p in range(DPR_PP) for v in range(DPR_VPP)
+                    if chunk_layers(p, v)[0] <= l < sum(chunk_layers(p, v)))
     return (0, 0) if name.startswith("embedding.") else (DPR_PP - 1, DPR_VPP - 1)
 
 
@@ -375,8 +402,8 @@ def stage_params(pp, v=0):
     order, (name, shape, split)."""
     info = {p[0]: p for p in PARAMS}
     names = [n for n in ["embedding.word_embeddings.weight"] if chunk_of(n) == (pp, v)]
-    n = L // (DPR_PP * DPR_VPP)
-    for l in range((v * DPR_PP + pp) * n, (v * DPR_PP + pp + 1) * n):
+    l0, n = chunk_layers(pp, v)
+    for l in range(l0, l0 + n):
         names += [per_layer(k, l) for k in LAYER_ORDER]
     last = ["decoder.final_layernorm.weight"] + [p[0] for p in mtp_params()] + ["output_layer.weight"]
     names += [n for n in last if chunk_of(n) == (pp, v)]
@@ -586,7 +613,7 @@ def save_dp_reshardable(out, name, port, kind="dp_reshardable"):
                               pipeline_model_parallel_size=DPR_PP, data_parallel_size=DPR_DP,
                               context_parallel_size=1,
                               virtual_pipeline_model_parallel_size=DPR_VPP if DPR_VPP > 1 else None,
-                              decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
+                              decoder_first_pipeline_num_layers=DPR_FIRST, decoder_last_pipeline_num_layers=DPR_LAST,
                               overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
                               untie_embeddings_and_output_weights=True, num_experts=None, swiglu=True,
                               mtp_num_layers=MTP or None,
@@ -1060,6 +1087,12 @@ if __name__ == "__main__":
     if "mtp" in which:  # with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_PP=1
         assert MTP and DPR_PP == 1, "mtp: run with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_PP=1 ..."
         save_dp_reshardable(out, "megatron_optim_mtp", 29572)
+    if "vppuz" in which:  # uneven stages with virtual ones, dp_zero_gather_scatter: with
+        # MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_FIRST=2 (stage 0: layers 0 and 3)
+        assert TP == 1 and (DPR_FIRST or DPR_LAST), "vppuz: run with MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_FIRST=2"
+        os.environ["MEGATRON_OPTIM_VPP"] = "2"
+        DPR_VPP = 2
+        save_dp_reshardable(out, "megatron_optim_vppuz", 29573, "dp_zero_gather_scatter")
     if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
         assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")

@@ -21,7 +21,8 @@
 # virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form;
 # megatron_optim_moeb and _moebg routed experts with linear biases
 # (SequentialMLP, TEGroupedMLP); megatron_optim_mtp a GPT with one
-# multi-token prediction layer.
+# multi-token prediction layer; megatron_optim_vppuz 6 layers on uneven
+# stages (the first 2) of 2 model chunks each, dp_zero_gather_scatter.
 # What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
@@ -167,6 +168,7 @@ MB="MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 MEGATRON_OPTIM_TP=1 MEGATRON_
 for z in "moez|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1|1 DP group, 6 buckets and 2 expert-parallel ones (8 buckets)|31 parameters, 93 state tensors beside them (each element its parameter's), 4 param groups" \
   "vppz|MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" \
   "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" \
+  "vppuz|MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|45 parameters, 135 state tensors beside them (each element its parameter's), 2 param groups" \
   "moeb|$MB|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups" \
   "moebg|$MB MEGATRON_OPTIM_MOE_GROUPED=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups"; do
   IFS='|' read -r zn envs what count <<<"$z"
@@ -200,6 +202,7 @@ done
   "$D/megatron_optim_vppz" args:virtual_pipeline_model_parallel_size=1 \
   "$D/megatron_optim_moeb" args:moe_grouped_gemm=1 "$D/megatron_optim_moebg" args:moe_grouped_gemm=0 \
   "$D/megatron_optim_mtp" args:mtp_use_repeated_layer=1 args:mtp_num_layers=0 \
+  "$D/megatron_optim_vppuz" args:decoder_first_pipeline_num_layers=4 args:decoder_first_pipeline_num_layers=3 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -325,6 +328,14 @@ hostile "MTP: one repeated layer (mtp_use_repeated_layer)" c:15 \
   "tpconv: error: '$I/common.pt': args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet"
 hostile "MTP: args without MTP layers" c:16 \
   "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': not a parameter of one of the 0 multi-token prediction layers args.mtp_num_layers says"
+hostile "uneven stages with virtual ones: two parameters swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_vppuz
+hostile "uneven stages with virtual ones: args give the first stage 4 layers" c:17 \
+  "tpconv: error: '$I/.metadata': tensor '${Z}0.param_state': DP group 0 (tp 0, pp 0): its 15 parameters take 1984 elements in Megatron's buffer layout (6 buckets of args' bucket size 200, 64-element aligned), its param_state holds 1152 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
+hostile "uneven stages with virtual ones: a first stage of 3 layers over 2 chunks" c:18 \
+  "tpconv: error: '$I/common.pt': decoder_first_pipeline_num_layers 3 and decoder_last_pipeline_num_layers unset of 6 layers over 2 stages (x 2 model chunks): not stages Megatron builds (each given one at least a layer, the stages between the rest evenly, each stage's layers a multiple of its model chunks)"
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
