@@ -135,7 +135,9 @@ enum { FIRST, LAYER, LAST, EXPERT, BUFFER, MTP, MTP_BODY }; /* where a parameter
  * eh_proj (a column-parallel linear without bias), its transformer layer,
  * final_layernorm (:1157-1247), saved under 'mtp.layers.N.', each key the
  * layer's own (unstacked, :2142-2168), the transformer layer's as
- * 'transformer_layer.' (:1740-1766). A parameter not here is refused. */
+ * 'transformer_layer.' (:1740-1766); its routed experts, named_parameters
+ * order again, in the expert-parallel buffer after the decoder's. A
+ * parameter not here is refused. */
 static const struct {
 	const char *key;
 	int where;
@@ -450,16 +452,16 @@ static int check_mtp(const dpmap *dm, const tpc_dcp_entry *en, int64_t m, const 
 	while (k < NORDER && strcmp(mcore_order[k].key, key))
 		k++;
 	int where = k < NORDER ? mcore_order[k].where : -1;
-	if (where == EXPERT || where == BUFFER)
-		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
-				  "routed experts in a multi-token prediction layer: their place in the expert-parallel optimizer's buffers is not mapped yet");
-	if (body ? where != LAYER : where != MTP)
+	if (body ? where != LAYER && where != EXPERT && where != BUFFER : where != MTP)
 		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
 				  "a parameter of a multi-token prediction layer whose place in Megatron's parameter order tpconv does not know (enorm, hnorm, eh_proj, a GPT transformer_layer, final_layernorm): the dp_reshardable buckets cannot be mapped");
-	if (m >= dm->mtp || en->unstacked > 0 || en->experts > 0)
+	if (m >= dm->mtp || en->unstacked > 0 || (where != EXPERT && en->experts > 0))
 		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
 				  "not a parameter of one of the %lld multi-token prediction layers args.mtp_num_layers says",
 				  (long long)dm->mtp);
+	if (where == EXPERT && (en->ndim < 2 || en->shape[0] != dm->nexperts || en->experts != dm->nexperts))
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld experts args.num_experts says",
+				  (long long)dm->nexperts);
 	return 0;
 }
 
@@ -605,13 +607,16 @@ static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry
 	p->own = own;
 	p->expert = x;
 	p->s = (l >= 0 && !own) + (x >= 0);
-	const char *rest = en->fqn + strlen("decoder.layers."), *xs;
+	const char *rest = l >= 0 ? en->fqn + strlen("decoder.layers.") : en->fqn, *xs;
 	if (own && !own_layer(en->fqn, &ol, &rest))
 		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not a layer's own key");
 	xs = strstr(rest, ".experts.experts.");
+	char lp[48] = ""; /* "decoder.layers.L." before rest, none for an MTP layer's key */
+	if (l >= 0)
+		snprintf(lp, sizeof(lp), "decoder.layers.%lld.", (long long)l);
 	if (x >= 0 && xs) /* the reader's per-expert name (megatron_dist.c expert_name) */
-		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%.*s.experts.local_experts.%lld.%s", (long long)l, (int)(xs - rest),
-			 rest, (long long)x, xs + strlen(".experts.experts."));
+		snprintf(nm, sizeof(nm), "%s%.*s.experts.local_experts.%lld.%s", lp, (int)(xs - rest), rest, (long long)x,
+			 xs + strlen(".experts.experts."));
 	else if (l >= 0)
 		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, rest);
 	else
@@ -635,8 +640,12 @@ static bool same_module(size_t a, size_t b)
  * bias, then fc2's, of each), TEGroupedMLP linear by linear (fc1, then
  * fc2), expert by expert within each (weight0, bias0, weight1, ...). A run
  * is the table's expert entries (SequentialMLP: all of them; TEGroupedMLP:
- * one linear's), walked once per expert. */
-static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_t x0, int64_t nx, tpc_err *e)
+ * one linear's), walked once per expert. mtpl >= 0: MTP layer mtpl's
+ * transformer layer's experts (l unused). */
+static const tpc_dcp_entry *mtp_entry(const dpmap *dm, int64_t m, size_t k);
+
+static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_t mtpl, int64_t x0, int64_t nx,
+		       tpc_err *e)
 {
 	int ret = 0;
 	for (size_t m = 0; m < NORDER && !ret; m++) {
@@ -645,34 +654,48 @@ static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_
 		for (int64_t x = x0; starts && x < x0 + nx && !ret; x++)
 			for (size_t k = m; k < NORDER && mcore_order[k].where == EXPERT && (!dm->grouped || same_module(k, m)) && !ret;
 			     k++) {
-				bool own;
-				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
+				bool own = false;
+				const tpc_dcp_entry *en = mtpl >= 0 ? mtp_entry(dm, mtpl, k) : layer_entry(dm, k, l, &own);
 				if (en)
-					ret = add_param(dm, ps, n, en, l, own, x, e);
+					ret = add_param(dm, ps, n, en, mtpl >= 0 ? -1 : l, own, x, e);
 			}
 	}
 	return ret;
 }
 
+/* Table entry k (a decoder layer's) in MTP layer m's transformer layer:
+ * its model entry, or NULL. */
+static const tpc_dcp_entry *mtp_entry(const dpmap *dm, int64_t m, size_t k)
+{
+	char nm[512];
+	snprintf(nm, sizeof(nm), "mtp.layers.%lld.transformer_layer.%s", (long long)m, mcore_order[k].key + 15);
+	return model_entry(dm->m, nm);
+}
+
 /* The multi-token prediction layers' parameters into ps, layer by layer,
- * each in the table's order (MTP_BODY: the LAYER entries, under the MTP
- * layer's 'transformer_layer.'). */
-static int add_mtp(const dpmap *dm, dparam *ps, size_t *n, tpc_err *e)
+ * each in the table's order (MTP_BODY: the decoder layer's entries, under
+ * the MTP layer's 'transformer_layer.'): the dense part's (its routed
+ * experts too when no expert-parallel optimizer holds them), or the expert
+ * part's, rank ep's experts only. */
+static int add_mtp(const dpmap *dm, dparam *ps, size_t *n, int64_t ep, tpc_err *e)
 {
 	char nm[512];
 	int ret = 0;
+	int64_t nx = dm->nexperts / dm->ep;
 	for (int64_t m = 0; m < dm->mtp && !ret; m++)
 		for (size_t k = 0; k < NORDER && !ret; k++) {
 			int where = mcore_order[k].where;
-			for (size_t j = 0; j < (where == MTP_BODY ? NORDER : 1) && (where == MTP || where == MTP_BODY) && !ret; j++) {
-				if (where == MTP_BODY && mcore_order[j].where != LAYER)
-					continue;
-				if (where == MTP)
-					snprintf(nm, sizeof(nm), "mtp.layers.%lld.%s", (long long)m, mcore_order[k].key + 11);
-				else
-					snprintf(nm, sizeof(nm), "mtp.layers.%lld.transformer_layer.%s", (long long)m, mcore_order[j].key + 15);
-				const tpc_dcp_entry *en = model_entry(dm->m, nm);
-				if (en)
+			const tpc_dcp_entry *en = NULL;
+			if (where == MTP && !dm->expert) {
+				snprintf(nm, sizeof(nm), "mtp.layers.%lld.%s", (long long)m, mcore_order[k].key + 11);
+				if ((en = model_entry(dm->m, nm)))
+					ret = add_param(dm, ps, n, en, -1, false, -1, e);
+			}
+			for (size_t j = 0; where == MTP_BODY && j < NORDER && !ret; j++) {
+				int wj = mcore_order[j].where;
+				if (wj == EXPERT && mcore_order[j - 1].where != EXPERT && (dm->expert || !dm->chained))
+					ret = add_experts(dm, ps, n, -1, m, dm->expert ? ep * nx : 0, nx, e);
+				else if (wj == LAYER && !dm->expert && (en = mtp_entry(dm, m, j)))
 					ret = add_param(dm, ps, n, en, -1, false, -1, e);
 			}
 		}
@@ -733,7 +756,7 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 	for (int pass = FIRST; pass <= LAST && !ret; pass++) {
 		if ((pass == FIRST && (pp != 0 || v != 0)) || (pass == LAST && (pp != dm->pp - 1 || v != dm->vpp - 1)))
 			continue;
-		if (dm->expert && pass != LAYER)
+		if (dm->expert && pass == FIRST)
 			continue;
 		for (int64_t l = pass == LAYER ? l0 : -1; l < (pass == LAYER ? l0 + per : 0) && !ret; l++) {
 			bool experts_done = false;
@@ -742,11 +765,11 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 				bool own;
 				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
 				if (pass == LAST && where == MTP_BODY) /* the MTP layers, between the final norm and the output layer */
-					ret = add_mtp(dm, ps, n, e);
+					ret = add_mtp(dm, ps, n, ep, e);
 				if (!en || (where != pass && !(pass == LAYER && where == EXPERT)))
 					continue;
 				if (where == EXPERT && !experts_done && (dm->expert || !dm->chained))
-					ret = add_experts(dm, ps, n, l, dm->expert ? ep * nx : 0, nx, e);
+					ret = add_experts(dm, ps, n, l, -1, dm->expert ? ep * nx : 0, nx, e);
 				if (where == EXPERT) {
 					experts_done = true;
 					continue;

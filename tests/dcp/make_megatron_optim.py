@@ -705,8 +705,23 @@ def moe_params():
                 out += [(expert_name(l, e, k.split(".experts.experts.")[1]), k, l, s, ("expert", e)) for e in range(E)]
             else:
                 out.append((per_layer(k, l), k, l, s, sp))
-    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-2:]]
+    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-2:-1]]
+    for m in range(MTP):  # an MTP layer of the same MoE layer (OUTDIR mtpmoe), before the output layer
+        pre, tl = "mtp.layers.%d." % m, "mtp.layers.%d.transformer_layer." % m
+        out += [(pre + k, pre + k, None, s, None) for k, s, sp in MTP_KEYS]
+        for k, s, sp, st in MOE_KEYS:
+            if st and sp == "expert":
+                out += [(mtp_expert_name(m, e, k.split(".experts.experts.")[1]), tl + k[15:], None, s, ("expert", e))
+                        for e in range(E)]
+            elif st:
+                out.append((tl + k[15:], tl + k[15:], None, s, sp))
+        out += [(pre + k, pre + k, None, s, None) for k, s, sp in MTP_TAIL]
+    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-1:]]
     return out
+
+
+def mtp_expert_name(m, e, what):
+    return "mtp.layers.%d.transformer_layer.mlp.experts.local_experts.%d.%s" % (m, e, what)
 
 
 if MOE:  # megatron_optim_check.py reads the MoE model's parameters
@@ -718,7 +733,12 @@ def moe_dense_params():
     names = ["embedding.word_embeddings.weight"]
     for l in range(L):
         names += [per_layer(k, l) for k in MOE_LAYER_ORDER]
-    names += ["decoder.final_layernorm.weight", "output_layer.weight"]
+    names += ["decoder.final_layernorm.weight"]
+    for m in range(MTP):  # enorm, hnorm, eh_proj, the layer's dense part, final_layernorm
+        pre = "mtp.layers.%d." % m
+        names += [pre + k for k, s, sp in MTP_KEYS] + [pre + "transformer_layer." + k[15:] for k in MOE_LAYER_ORDER]
+        names += [pre + k for k, s, sp in MTP_TAIL]
+    names += ["output_layer.weight"]
     return [(n, info[n][3], info[n][4]) for n in names]
 
 
@@ -732,6 +752,8 @@ def moe_expert_params(ep):
                 names += [expert_name(l, x, w) for x in xs for w in MOE_EXPERT_ORDER if w.startswith(lin)]
         else:
             names += [expert_name(l, x, w) for x in xs for w in MOE_EXPERT_ORDER]
+    for m in range(MTP):  # the MTP layers' experts after the decoder's (named_parameters order)
+        names += [mtp_expert_name(m, x, w) for x in range(ep * (E // EP), (ep + 1) * (E // EP)) for w in MOE_EXPERT_ORDER]
     return [(n, info[n][3], "expert") for n in names]
 
 
@@ -807,7 +829,7 @@ def moe_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    sd = {key: moe_model(key, rank) for key, *_ in MOE_KEYS}
+    sd = {key: moe_model(key, rank) for key in dict.fromkeys(p[1] for p in PARAMS)}
     egroups = [dict(g, is_expert_parallel=True) for g in groups()]
     parts = [("chained_0", 0, layout_buckets(moe_dense_params(), DPR_BUCKET, world), list(range(world)), groups())]
     for ep in range(EP):  # expert DP group ep: ranks ep, ep + EP, ...
@@ -839,7 +861,7 @@ def save_moe(out, name, port, kind="dp_reshardable"):
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
-    world = 2 if MOE_BIAS else 4  # the expert-bias saves at dp 2 (expert dp 1): fewer chunks, a smaller fixture
+    world = 2 if MOE_BIAS or MTP else 4  # the expert-bias saves at dp 2 (expert dp 1): fewer chunks, a smaller fixture
     mp.spawn(moe_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
@@ -850,6 +872,7 @@ def save_moe(out, name, port, kind="dp_reshardable"):
                               num_experts=E, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
                               moe_grouped_gemm=MOE_GROUPED, add_bias_linear=MOE_BIAS, overlap_grad_reduce=True,
                               ddp_bucket_size=DPR_BUCKET, untie_embeddings_and_output_weights=True, swiglu=False,
+                              mtp_num_layers=MTP or None,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
               "optimizer": {0: {"param_state_sharding_type": kind}, 1: {"param_state_sharding_type": kind}}}
@@ -1093,6 +1116,9 @@ if __name__ == "__main__":
         os.environ["MEGATRON_OPTIM_VPP"] = "2"
         DPR_VPP = 2
         save_dp_reshardable(out, "megatron_optim_vppuz", 29573, "dp_zero_gather_scatter")
+    if "mtpmoe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1
+        assert MOE and MTP and TP == 1, "mtpmoe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 ..."
+        save_moe(out, "megatron_optim_mtpmoe", 29574, "dp_zero_gather_scatter")
     if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
         assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")

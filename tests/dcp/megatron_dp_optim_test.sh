@@ -21,7 +21,8 @@
 # virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form;
 # megatron_optim_moeb and _moebg routed experts with linear biases
 # (SequentialMLP, TEGroupedMLP); megatron_optim_mtp a GPT with one
-# multi-token prediction layer; megatron_optim_vppuz 6 layers on uneven
+# multi-token prediction layer, megatron_optim_mtpmoe one of routed experts;
+# megatron_optim_vppuz 6 layers on uneven
 # stages (the first 2) of 2 model chunks each, dp_zero_gather_scatter.
 # What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
@@ -169,6 +170,7 @@ for z in "moez|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1|1 DP group, 6 buckets an
   "vppz|MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" \
   "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" \
   "vppuz|MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|45 parameters, 135 state tensors beside them (each element its parameter's), 2 param groups" \
+  "mtpmoe|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|35 parameters, 105 state tensors beside them (each element its parameter's), 4 param groups" \
   "moeb|$MB|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups" \
   "moebg|$MB MEGATRON_OPTIM_MOE_GROUPED=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups"; do
   IFS='|' read -r zn envs what count <<<"$z"
@@ -317,10 +319,18 @@ hostile "MTP: its final norm and its transformer layer's fc1 norm swapped, the m
 hostile "MTP: a layer beyond args.mtp_num_layers" "meta:rename:mtp.layers.0.enorm.weight=mtp.layers.1.enorm.weight" \
   "tpconv: error: '$I/.metadata': tensor 'mtp.layers.1.enorm.weight': not a parameter of one of the 1 multi-token prediction layers args.mtp_num_layers says" \
   megatron_optim_mtp
-hostile "MTP: routed experts in its transformer layer" \
+hostile "MTP: routed experts in its transformer layer where args have none" \
   "meta:rename:mtp.layers.0.transformer_layer.mlp.linear_fc2.weight=mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight" \
-  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight': routed experts in a multi-token prediction layer: their place in the expert-parallel optimizer's buffers is not mapped yet" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight': not stacked over the 0 experts args.num_experts says" \
   megatron_optim_mtp
+hostile "MTP with experts: the MTP layer's experts' fc2 frozen, the expert buffer's total" \
+  "meta:drop:mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'chained_1.${Z}0.param_state': DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer): its 6 parameters take 768 elements in Megatron's buffer layout (1 bucket of args' bucket size 1000, 64-element aligned), its param_state holds 1024 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped" \
+  megatron_optim_mtpmoe
+hostile "MTP with experts: its pre-MLP norm and enorm swapped, the master check" \
+  "meta:swap:mtp.layers.0.transformer_layer.pre_mlp_layernorm.weight=mtp.layers.0.enorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 16384.75, which rounds differently to BF16, the model holds 23552: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtpmoe
 hostile "MTP: a parameter not in the order's table" "meta:rename:mtp.layers.0.enorm.weight=mtp.layers.0.gnorm.weight" \
   "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.gnorm.weight': a parameter of a multi-token prediction layer whose place in Megatron's parameter order tpconv does not know (enorm, hnorm, eh_proj, a GPT transformer_layer, final_layernorm): the dp_reshardable buckets cannot be mapped" \
   megatron_optim_mtp
