@@ -131,7 +131,8 @@ enum { FIRST, LAYER, LAST, EXPERT, BUFFER, MTP, MTP_BODY }; /* where a parameter
  * registers mtp after decoder and before output_layer (gpt_model.py:233,
  * 245, 277), on the last pipeline stage without a custom layout
  * (multi_token_prediction.py:788-832, mtp_on_this_rank); its layers in
- * order, each a MultiTokenPredictionLayer registering enorm, hnorm,
+ * order (over several stages that stage's own copy of the word
+ * embeddings first: stage_params), each a MultiTokenPredictionLayer registering enorm, hnorm,
  * eh_proj (a column-parallel linear without bias), its transformer layer,
  * final_layernorm (:1157-1247), saved under 'mtp.layers.N.', each key the
  * layer's own (unstacked, :2142-2168), the transformer layer's as
@@ -754,6 +755,14 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 	int ret = ps ? 0 : tpc_err_nomem(e);
 	*n = 0;
 	for (int pass = FIRST; pass <= LAST && !ret; pass++) {
+		if (pass == FIRST && pp > 0 && pp == dm->pp - 1 && dm->mtp && !dm->expert) {
+			/* the MTP stage's own copy of the word embeddings, first (GPTModel builds
+			 * it where mtp_process, gpt_model.py:173-181; its save ties it to the
+			 * first stage's key, language_module.py:441-452): proved, no state */
+			const tpc_dcp_entry *we = model_entry(dm->m, "embedding.word_embeddings.weight");
+			if (we && !(ret = add_param(dm, ps, n, we, -1, false, -1, e)))
+				ps[*n - 1].copy = true;
+		}
 		if ((pass == FIRST && (pp != 0 || v != 0)) || (pass == LAST && (pp != dm->pp - 1 || v != dm->vpp - 1)))
 			continue;
 		if (dm->expert && pass == FIRST)
@@ -892,6 +901,9 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
 /* Is p in a bucket of its own (the tied embeddings, either copy)? */
 static bool is_shared(const dpmap *dm, const dparam *p)
 {
+	if (p->layer < 0 && dm->mtp && dm->pp > 1) /* untied with MTP over stages: both embeddings' copies
+						      (language_module.py:258-291) */
+		return p->copy || !strcmp(p->en->fqn, "embedding.word_embeddings.weight");
 	return p->layer < 0 && tpc__mcore_shared_embedding(p->copy ? "output_layer.weight" : p->en->fqn, !dm->tied, dm->pp);
 }
 
@@ -1239,10 +1251,10 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 	tpc__mcore_arg_int(a, "mtp_num_layers", 0, &dm->mtp);
 	if (dm->mtp < 0 || dm->mtp > 4096)
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args.mtp_num_layers %lld: not a count of layers", (long long)dm->mtp);
-	if (dm->mtp && (dm->pp > 1 || dm->vpp > 1))
+	if (dm->mtp && dm->pp > 1 && (dm->vpp > 1 || dm->tied))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "%lld multi-token prediction layers with %lld pipeline stages (x %lld model chunks): the last stage's own copy of the embeddings MTP builds is not mapped yet",
-				  (long long)dm->mtp, (long long)dm->pp, (long long)dm->vpp);
+				  "%lld multi-token prediction layers over %lld pipeline stages with %s: not mapped yet",
+				  (long long)dm->mtp, (long long)dm->pp, dm->tied ? "tied embeddings (the MTP stage's output layer beside its embedding copy)" : "virtual pipeline stages");
 	if (dm->mtp && tpc__mcore_arg_int(a, "mtp_use_repeated_layer", 0, &v) && v)
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
 				  "args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet");

@@ -402,6 +402,8 @@ def stage_params(pp, v=0):
     order, (name, shape, split)."""
     info = {p[0]: p for p in PARAMS}
     names = [n for n in ["embedding.word_embeddings.weight"] if chunk_of(n) == (pp, v)]
+    if MTP and pp == DPR_PP - 1 and pp > 0:  # the MTP stage's own copy of the embeddings, first (gpt_model.py:173-181)
+        names.append("embedding.word_embeddings.weight")
     l0, n = chunk_layers(pp, v)
     for l in range(l0, l0 + n):
         names += [per_layer(k, l) for k in LAYER_ORDER]
@@ -422,7 +424,10 @@ def dpr_layout(pp, v=0):
     holds bucket_size elements or more (only in the first chunk of the first
     stage: training.py:2505-2514, distributed_data_parallel.py:164-171), its
     end padded to lcm(dp, 128) (no shared embedding: untied)."""
-    return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP)
+    # with MTP over stages both copies of the embeddings are shared_embedding,
+    # each in a bucket of its own (language_module.py:258-291)
+    shared = ("embedding.word_embeddings.weight",) if MTP and DPR_PP > 1 else ()
+    return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP, shared)
 
 
 def layout_buckets(params, bucket, ndp, shared=()):
@@ -1119,6 +1124,10 @@ if __name__ == "__main__":
     if "mtpmoe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1
         assert MOE and MTP and TP == 1, "mtpmoe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 ..."
         save_moe(out, "megatron_optim_mtpmoe", 29574, "dp_zero_gather_scatter")
+    if "mtppz" in which:  # MTP over 2 stages, dp_zero_gather_scatter: with MEGATRON_OPTIM_MTP=1
+        # MEGATRON_OPTIM_LAYERS=2 MEGATRON_OPTIM_TP=1 (the last stage's embedding copy in a bucket of its own)
+        assert MTP and DPR_PP == 2 and TP == 1, "mtppz: run with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=2 MEGATRON_OPTIM_TP=1"
+        save_dp_reshardable(out, "megatron_optim_mtppz", 29575, "dp_zero_gather_scatter")
     if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
         assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")

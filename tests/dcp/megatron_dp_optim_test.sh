@@ -21,7 +21,9 @@
 # virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form;
 # megatron_optim_moeb and _moebg routed experts with linear biases
 # (SequentialMLP, TEGroupedMLP); megatron_optim_mtp a GPT with one
-# multi-token prediction layer, megatron_optim_mtpmoe one of routed experts;
+# multi-token prediction layer, megatron_optim_mtpmoe one of routed experts,
+# megatron_optim_mtppz one over 2 pipeline stages (the last stage's own
+# embedding copy);
 # megatron_optim_vppuz 6 layers on uneven
 # stages (the first 2) of 2 model chunks each, dp_zero_gather_scatter.
 # What does not add up is refused by name.
@@ -171,6 +173,7 @@ for z in "moez|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1|1 DP group, 6 buckets an
   "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" \
   "vppuz|MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|45 parameters, 135 state tensors beside them (each element its parameter's), 2 param groups" \
   "mtpmoe|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|35 parameters, 105 state tensors beside them (each element its parameter's), 4 param groups" \
+  "mtppz|MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=2 MEGATRON_OPTIM_TP=1|2 DP groups, 6 buckets|28 parameters, 84 state tensors beside them (each element its parameter's), 2 param groups" \
   "moeb|$MB|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups" \
   "moebg|$MB MEGATRON_OPTIM_MOE_GROUPED=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups"; do
   IFS='|' read -r zn envs what count <<<"$z"
@@ -205,6 +208,7 @@ done
   "$D/megatron_optim_moeb" args:moe_grouped_gemm=1 "$D/megatron_optim_moebg" args:moe_grouped_gemm=0 \
   "$D/megatron_optim_mtp" args:mtp_use_repeated_layer=1 args:mtp_num_layers=0 \
   "$D/megatron_optim_vppuz" args:decoder_first_pipeline_num_layers=4 args:decoder_first_pipeline_num_layers=3 \
+  "$D/megatron_optim_mtppz" args:untie_embeddings_and_output_weights=0 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -338,6 +342,12 @@ hostile "MTP: one repeated layer (mtp_use_repeated_layer)" c:15 \
   "tpconv: error: '$I/common.pt': args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet"
 hostile "MTP: args without MTP layers" c:16 \
   "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': not a parameter of one of the 0 multi-token prediction layers args.mtp_num_layers says"
+hostile "MTP over 2 stages: its hnorm and the decoder's final norm swapped, the master check" \
+  "meta:swap:mtp.layers.0.hnorm.weight=decoder.final_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.final_layernorm.weight': element 0: the distributed optimizer's master in DP group 1 (tp 0, pp 1) is 15360.75, which rounds differently to BF16, the model holds 17408: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtppz
+hostile "MTP over 2 stages: args tie the embeddings" c:19 \
+  "tpconv: error: '$I/common.pt': args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight"
 hostile "uneven stages with virtual ones: two parameters swapped, the master check" \
   "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
