@@ -84,10 +84,13 @@
 #define PROOF_RUNS 64   /* else this many runs */
 #define PROOF_RUN 64    /* of this many elements */
 
-enum { FIRST, LAYER, LAST, EXPERT, BUFFER }; /* where a parameter lives: first stage, each
-						layer, last stage, each routed expert of each
-						layer; BUFFER: a layer's model tensor that is
-						no parameter (not in the optimizer's buffers) */
+enum { FIRST, LAYER, LAST, EXPERT, BUFFER, MTP, MTP_BODY }; /* where a parameter lives: first
+						stage, each layer, last stage, each routed
+						expert of each layer; BUFFER: a layer's model
+						tensor that is no parameter (not in the
+						optimizer's buffers); MTP: each multi-token
+						prediction layer (last stage), MTP_BODY its
+						transformer layer: the LAYER entries there */
 
 /* Megatron's parameters of a GPT model in named_parameters order (module
  * registration order), as the save names its keys. GPTModel registers
@@ -112,14 +115,30 @@ enum { FIRST, LAYER, LAST, EXPERT, BUFFER }; /* where a parameter lives: first s
  * save but not the optimizer); SharedExpertMLP an MLP's linear_fc1,
  * linear_fc2, then its gate_weight (shared_experts.py:128, 139, with
  * --moe-shared-expert-gate); SequentialMLP its local experts in
- * order, each an MLP (experts.py:1435-1451), TEGroupedMLP (moe_grouped_gemm)
- * all experts' linear_fc1 (weight0, weight1, ...) before all their
- * linear_fc2 (experts.py:217, 236); the experts go to the expert-parallel
+ * order, each an MLP (experts.py:1435-1451: linear_fc1's weight and bias,
+ * then linear_fc2's, biases with --add-bias-linear), TEGroupedMLP
+ * (moe_grouped_gemm) its linear_fc1, then linear_fc2 (experts.py:217,
+ * 236), each a TE GroupedLinear registering weight0, bias0, weight1, bias1,
+ * ... (grouped_linear.py GroupedLinear.__init__, one loop over the gemms,
+ * at TransformerEngine 0069563; the model's save names them
+ * experts.experts.linear_fc1.weight/bias either way, experts.py
+ * :1049-1091, 1526-1566); the experts go to the expert-parallel
  * optimizer's buffer, the router to the dense one; a linear its weight, then bias (tensor_parallel/layers.py:1046-1130,
  * 1415-1501); TransformerEngine's LayerNormLinear layer_norm_weight,
  * layer_norm_bias, then weight, bias (transformer_engine/pytorch/module/
  * layernorm_linear.py, LayerNormLinear.__init__, at TransformerEngine
- * 3ec8787). A parameter not here (expert biases, MTP, ...) is refused. */
+ * 3ec8787). Multi-token prediction (DeepSeek-V3's MTP): GPTModel
+ * registers mtp after decoder and before output_layer (gpt_model.py:233,
+ * 245, 277), on the last pipeline stage without a custom layout
+ * (multi_token_prediction.py:788-832, mtp_on_this_rank); its layers in
+ * order (over several stages that stage's own copy of the word
+ * embeddings first: stage_params), each a MultiTokenPredictionLayer registering enorm, hnorm,
+ * eh_proj (a column-parallel linear without bias), its transformer layer,
+ * final_layernorm (:1157-1247), saved under 'mtp.layers.N.', each key the
+ * layer's own (unstacked, :2142-2168), the transformer layer's as
+ * 'transformer_layer.' (:1740-1766); its routed experts, named_parameters
+ * order again, in the expert-parallel buffer after the decoder's. A
+ * parameter not here is refused. */
 static const struct {
 	const char *key;
 	int where;
@@ -153,7 +172,9 @@ static const struct {
 	{"decoder.layers.mlp.router.bias", LAYER},
 	{"decoder.layers.mlp.router.expert_bias", BUFFER},
 	{"decoder.layers.mlp.experts.experts.linear_fc1.weight", EXPERT},
+	{"decoder.layers.mlp.experts.experts.linear_fc1.bias", EXPERT},
 	{"decoder.layers.mlp.experts.experts.linear_fc2.weight", EXPERT},
+	{"decoder.layers.mlp.experts.experts.linear_fc2.bias", EXPERT},
 	{"decoder.layers.mlp.shared_experts.linear_fc1.weight", LAYER},
 	{"decoder.layers.mlp.shared_experts.linear_fc1.bias", LAYER},
 	{"decoder.layers.mlp.shared_experts.linear_fc2.weight", LAYER},
@@ -167,6 +188,14 @@ static const struct {
 	{"decoder.layers.mlp.linear_fc2.bias", LAYER},
 	{"decoder.final_layernorm.weight", LAST},
 	{"decoder.final_layernorm.bias", LAST},
+	{"mtp.layers.enorm.weight", MTP},
+	{"mtp.layers.enorm.bias", MTP},
+	{"mtp.layers.hnorm.weight", MTP},
+	{"mtp.layers.hnorm.bias", MTP},
+	{"mtp.layers.eh_proj.weight", MTP},
+	{"mtp.layers.transformer_layer.", MTP_BODY},
+	{"mtp.layers.final_layernorm.weight", MTP},
+	{"mtp.layers.final_layernorm.bias", MTP},
 	{"output_layer.weight", LAST},
 	{"output_layer.bias", LAST},
 };
@@ -205,6 +234,7 @@ typedef struct dpmap {
 	const char *pre;      /* "[chained_N.]optimizer.distributed.dp_group_idx_" */
 	bool expert, chained;
 	int64_t ep, nexperts;
+	int64_t mtp;          /* mtp_num_layers (0: none) */
 	bool grouped;         /* TEGroupedMLP (moe_grouped_gemm): fc1 of every expert, then fc2 */
 	int64_t *bix;         /* [G][gbuf][bucket][3]: ck index of each bucket tensor, -1 none */
 	size_t maxb;          /* buckets per buffer (room) */
@@ -398,6 +428,44 @@ static const tpc_dcp_entry *layer_entry(const dpmap *dm, size_t k, int64_t l, bo
 	return model_entry(dm->m, nm);
 }
 
+/* "mtp.layers.N.REST", a multi-token prediction layer's key: N, and the
+ * table key it is looked up as ("decoder.layers.R" for its transformer
+ * layer's "transformer_layer.R", else "mtp.layers.REST"); false for any
+ * other key. */
+static bool mtp_key(const char *fqn, int64_t *m, char *key, size_t cap)
+{
+	const char *p = fqn + 11;
+	if (strncmp(fqn, "mtp.layers.", 11) || !parse_i64(&p, m) || *p++ != '.')
+		return false;
+	if (!strncmp(p, "transformer_layer.", 18))
+		snprintf(key, cap, "decoder.layers.%s", p + 18);
+	else
+		snprintf(key, cap, "mtp.layers.%s", p);
+	return true;
+}
+
+/* MTP layer m's tensor en (its table key `key`): a known parameter of one
+ * of the args' MTP layers, its own (unstacked). */
+static int check_mtp(const dpmap *dm, const tpc_dcp_entry *en, int64_t m, const char *key, tpc_err *e)
+{
+	size_t k = 0;
+	bool body = !strncmp(key, "decoder.layers.", 15);
+	while (k < NORDER && strcmp(mcore_order[k].key, key))
+		k++;
+	int where = k < NORDER ? mcore_order[k].where : -1;
+	if (body ? where != LAYER && where != EXPERT && where != BUFFER : where != MTP)
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+				  "a parameter of a multi-token prediction layer whose place in Megatron's parameter order tpconv does not know (enorm, hnorm, eh_proj, a GPT transformer_layer, final_layernorm): the dp_reshardable buckets cannot be mapped");
+	if (m >= dm->mtp || en->unstacked > 0 || (where != EXPERT && en->experts > 0))
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn,
+				  "not a parameter of one of the %lld multi-token prediction layers args.mtp_num_layers says",
+				  (long long)dm->mtp);
+	if (where == EXPERT && (en->ndim < 2 || en->shape[0] != dm->nexperts || en->experts != dm->nexperts))
+		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not stacked over the %lld experts args.num_experts says",
+				  (long long)dm->nexperts);
+	return 0;
+}
+
 /* Every model tensor is a parameter of the table (the order is known),
  * stacked over the layers, or a layer's own. */
 static int check_known(const dpmap *dm, tpc_err *e)
@@ -410,6 +478,12 @@ static int check_known(const dpmap *dm, tpc_err *e)
 		char key[512];
 		if (!en->tensor || tpc__mcore_optim_key(en->fqn))
 			continue;
+		if (mtp_key(en->fqn, &l, key, sizeof(key))) {
+			int ret = check_mtp(dm, en, l, key, e);
+			if (ret)
+				return ret;
+			continue;
+		}
 		bool own = own_layer(en->fqn, &l, &rest);
 		snprintf(key, sizeof(key), "%s%s", own ? "decoder.layers." : "", own ? rest : en->fqn);
 		while (k < NORDER && strcmp(mcore_order[k].key, key))
@@ -534,13 +608,16 @@ static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry
 	p->own = own;
 	p->expert = x;
 	p->s = (l >= 0 && !own) + (x >= 0);
-	const char *rest = en->fqn + strlen("decoder.layers."), *xs;
+	const char *rest = l >= 0 ? en->fqn + strlen("decoder.layers.") : en->fqn, *xs;
 	if (own && !own_layer(en->fqn, &ol, &rest))
 		return tpc_err_at(e, TPC_EINPUT, dm->path, en->fqn, "not a layer's own key");
 	xs = strstr(rest, ".experts.experts.");
+	char lp[48] = ""; /* "decoder.layers.L." before rest, none for an MTP layer's key */
+	if (l >= 0)
+		snprintf(lp, sizeof(lp), "decoder.layers.%lld.", (long long)l);
 	if (x >= 0 && xs) /* the reader's per-expert name (megatron_dist.c expert_name) */
-		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%.*s.experts.local_experts.%lld.%s", (long long)l, (int)(xs - rest),
-			 rest, (long long)x, xs + strlen(".experts.experts."));
+		snprintf(nm, sizeof(nm), "%s%.*s.experts.local_experts.%lld.%s", lp, (int)(xs - rest), rest, (long long)x,
+			 xs + strlen(".experts.experts."));
 	else if (l >= 0)
 		snprintf(nm, sizeof(nm), "decoder.layers.%lld.%s", (long long)l, rest);
 	else
@@ -550,44 +627,112 @@ static int add_param(const dpmap *dm, dparam *ps, size_t *n, const tpc_dcp_entry
 	return find_boxes(dm, p, e);
 }
 
+/* Do table entries a and b belong to one module (their keys equal up to
+ * the parameter's name)? */
+static bool same_module(size_t a, size_t b)
+{
+	const char *da = strrchr(mcore_order[a].key, '.'), *db = strrchr(mcore_order[b].key, '.');
+	return da - mcore_order[a].key == db - mcore_order[b].key &&
+	       !strncmp(mcore_order[a].key, mcore_order[b].key, (size_t)(da - mcore_order[a].key));
+}
+
 /* Layer l's routed experts [x0, x0 + nx) into ps, in the order their
- * module registers them: SequentialMLP expert by expert (fc1, fc2 of each),
- * TEGroupedMLP fc1 of all, then fc2 of all. */
-static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_t x0, int64_t nx, tpc_err *e)
+ * module registers them: SequentialMLP expert by expert (fc1's weight and
+ * bias, then fc2's, of each), TEGroupedMLP linear by linear (fc1, then
+ * fc2), expert by expert within each (weight0, bias0, weight1, ...). A run
+ * is the table's expert entries (SequentialMLP: all of them; TEGroupedMLP:
+ * one linear's), walked once per expert. mtpl >= 0: MTP layer mtpl's
+ * transformer layer's experts (l unused). */
+static const tpc_dcp_entry *mtp_entry(const dpmap *dm, int64_t m, size_t k);
+
+static int add_experts(const dpmap *dm, dparam *ps, size_t *n, int64_t l, int64_t mtpl, int64_t x0, int64_t nx,
+		       tpc_err *e)
 {
 	int ret = 0;
-	for (int64_t a = 0; a < (dm->grouped ? (int64_t)NORDER : nx) && !ret; a++)
-		for (int64_t b = 0; b < (dm->grouped ? nx : (int64_t)NORDER) && !ret; b++) {
-			size_t k = (size_t)(dm->grouped ? a : b);
-			int64_t x = x0 + (dm->grouped ? b : a);
-			bool own;
-			const tpc_dcp_entry *en = mcore_order[k].where == EXPERT ? layer_entry(dm, k, l, &own) : NULL;
-			if (en)
-				ret = add_param(dm, ps, n, en, l, own, x, e);
+	for (size_t m = 0; m < NORDER && !ret; m++) {
+		bool starts = mcore_order[m].where == EXPERT &&
+			      (m == 0 || mcore_order[m - 1].where != EXPERT || (dm->grouped && !same_module(m, m - 1)));
+		for (int64_t x = x0; starts && x < x0 + nx && !ret; x++)
+			for (size_t k = m; k < NORDER && mcore_order[k].where == EXPERT && (!dm->grouped || same_module(k, m)) && !ret;
+			     k++) {
+				bool own = false;
+				const tpc_dcp_entry *en = mtpl >= 0 ? mtp_entry(dm, mtpl, k) : layer_entry(dm, k, l, &own);
+				if (en)
+					ret = add_param(dm, ps, n, en, mtpl >= 0 ? -1 : l, own, x, e);
+			}
+	}
+	return ret;
+}
+
+/* Table entry k (a decoder layer's) in MTP layer m's transformer layer:
+ * its model entry, or NULL. */
+static const tpc_dcp_entry *mtp_entry(const dpmap *dm, int64_t m, size_t k)
+{
+	char nm[512];
+	snprintf(nm, sizeof(nm), "mtp.layers.%lld.transformer_layer.%s", (long long)m, mcore_order[k].key + 15);
+	return model_entry(dm->m, nm);
+}
+
+/* The multi-token prediction layers' parameters into ps, layer by layer,
+ * each in the table's order (MTP_BODY: the decoder layer's entries, under
+ * the MTP layer's 'transformer_layer.'): the dense part's (its routed
+ * experts too when no expert-parallel optimizer holds them), or the expert
+ * part's, rank ep's experts only. */
+static int add_mtp(const dpmap *dm, dparam *ps, size_t *n, int64_t ep, tpc_err *e)
+{
+	char nm[512];
+	int ret = 0;
+	int64_t nx = dm->nexperts / dm->ep;
+	for (int64_t m = 0; m < dm->mtp && !ret; m++)
+		for (size_t k = 0; k < NORDER && !ret; k++) {
+			int where = mcore_order[k].where;
+			const tpc_dcp_entry *en = NULL;
+			if (where == MTP && !dm->expert) {
+				snprintf(nm, sizeof(nm), "mtp.layers.%lld.%s", (long long)m, mcore_order[k].key + 11);
+				if ((en = model_entry(dm->m, nm)))
+					ret = add_param(dm, ps, n, en, -1, false, -1, e);
+			}
+			for (size_t j = 0; where == MTP_BODY && j < NORDER && !ret; j++) {
+				int wj = mcore_order[j].where;
+				if (wj == EXPERT && mcore_order[j - 1].where != EXPERT && (dm->expert || !dm->chained))
+					ret = add_experts(dm, ps, n, -1, m, dm->expert ? ep * nx : 0, nx, e);
+				else if (wj == LAYER && !dm->expert && (en = mtp_entry(dm, m, j)))
+					ret = add_param(dm, ps, n, en, -1, false, -1, e);
+			}
 		}
 	return ret;
 }
 
-/* The first layer of stage p with uneven stages (no virtual ones):
- * get_transformer_layer_offset's uneven branch (transformer_layer.py:65-
- * 177): stage 0 holds F = decoder_first_pipeline_num_layers, the last
- * stage T = decoder_last_pipeline_num_layers, the stages between (those
- * not given) the rest evenly; stage p starts at (p - [F given]) x middle /
- * middle stages + F. layer_offset(PP) is L. */
-static int64_t layer_offset(const dpmap *dm, int64_t p)
+/* Model chunk v of stage p with uneven stages: its first layer (*l0) and
+ * layer count (*n), get_transformer_layer_offset's uneven branch
+ * (transformer_layer.py:65-177) and get_num_layers_to_build
+ * (transformer_block.py:103-182): stage 0 holds F =
+ * decoder_first_pipeline_num_layers, the last stage T =
+ * decoder_last_pipeline_num_layers, the stages between (those not given)
+ * the rest, M, evenly; each stage's layers split evenly over its VPP
+ * chunks. Chunk v of stage 0 starts at v (F + M + T) / VPP, of stage p > 0
+ * at v (F + M + T) / VPP + F / VPP + (p - [F given]) (M / VPP) / (middle
+ * stages) (each term rounded down as Megatron does; uneven_stages checks
+ * they divide). */
+static void chunk_layers(const dpmap *dm, int64_t p, int64_t v, int64_t *l0, int64_t *n)
 {
-	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0;
-	int64_t mid = dm->pp - (dm->first > 0) - (dm->last > 0);
-	if (p <= 0 || p >= dm->pp)
-		return p <= 0 ? 0 : dm->layers;
-	return (p - (dm->first > 0)) * (mid > 0 ? (dm->layers - f - t) / mid : 0) + f;
+	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0, mid = dm->layers - f - t;
+	int64_t ms = dm->pp - (dm->first > 0) - (dm->last > 0), vp = dm->vpp;
+	int64_t total = f / vp + mid / vp + t / vp;
+	*l0 = v * total + (p == 0 ? 0 : f / vp + (p - (dm->first > 0)) * (ms > 0 ? mid / vp / ms : 0));
+	if (p == 0 && dm->first > 0)
+		*n = f / vp;
+	else if (p == dm->pp - 1 && dm->last > 0)
+		*n = t / vp;
+	else
+		*n = ms > 0 ? mid / ms / vp : 0;
 }
 
 /* Model chunk v of pipeline stage pp (and for the expert part, expert-
  * parallel rank ep): its parameters in named_parameters order into *out
  * (*n of them). Chunk v of stage pp holds layers from v L / VPP + pp L /
  * (PP VPP) (transformer_layer.py:202, get_transformer_layer_offset; uneven
- * stages: layer_offset), the embedding chunk 0 of stage 0, the final norm
+ * stages: chunk_layers), the embedding chunk 0 of stage 0, the final norm
  * and output layer the last chunk of the last stage (with tied embeddings
  * over several stages, the output layer's copy of them: GPTModel
  * allocates its weight where it is no pre-process stage,
@@ -600,8 +745,7 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 {
 	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per, nx = dm->nexperts / dm->ep;
 	if (dm->first > 0 || dm->last > 0) {
-		l0 = layer_offset(dm, pp);
-		per = layer_offset(dm, pp + 1) - l0;
+		chunk_layers(dm, pp, v, &l0, &per);
 	}
 	size_t cap = 2; /* every tensor the entries hold (their layers and experts checked), the copy */
 	for (size_t i = 0; i < dm->m->n; i++)
@@ -611,9 +755,17 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 	int ret = ps ? 0 : tpc_err_nomem(e);
 	*n = 0;
 	for (int pass = FIRST; pass <= LAST && !ret; pass++) {
+		if (pass == FIRST && pp > 0 && pp == dm->pp - 1 && dm->mtp && !dm->expert) {
+			/* the MTP stage's own copy of the word embeddings, first (GPTModel builds
+			 * it where mtp_process, gpt_model.py:173-181; its save ties it to the
+			 * first stage's key, language_module.py:441-452): proved, no state */
+			const tpc_dcp_entry *we = model_entry(dm->m, "embedding.word_embeddings.weight");
+			if (we && !(ret = add_param(dm, ps, n, we, -1, false, -1, e)))
+				ps[*n - 1].copy = true;
+		}
 		if ((pass == FIRST && (pp != 0 || v != 0)) || (pass == LAST && (pp != dm->pp - 1 || v != dm->vpp - 1)))
 			continue;
-		if (dm->expert && pass != LAYER)
+		if (dm->expert && pass == FIRST)
 			continue;
 		for (int64_t l = pass == LAYER ? l0 : -1; l < (pass == LAYER ? l0 + per : 0) && !ret; l++) {
 			bool experts_done = false;
@@ -621,10 +773,12 @@ static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dpar
 				int where = mcore_order[k].where;
 				bool own;
 				const tpc_dcp_entry *en = layer_entry(dm, k, l, &own);
+				if (pass == LAST && where == MTP_BODY) /* the MTP layers, between the final norm and the output layer */
+					ret = add_mtp(dm, ps, n, ep, e);
 				if (!en || (where != pass && !(pass == LAYER && where == EXPERT)))
 					continue;
 				if (where == EXPERT && !experts_done && (dm->expert || !dm->chained))
-					ret = add_experts(dm, ps, n, l, dm->expert ? ep * nx : 0, nx, e);
+					ret = add_experts(dm, ps, n, l, -1, dm->expert ? ep * nx : 0, nx, e);
 				if (where == EXPERT) {
 					experts_done = true;
 					continue;
@@ -747,6 +901,9 @@ static int misfit(const dpmap *dm, int64_t g, const dparam *ps, size_t n, const 
 /* Is p in a bucket of its own (the tied embeddings, either copy)? */
 static bool is_shared(const dpmap *dm, const dparam *p)
 {
+	if (p->layer < 0 && dm->mtp && dm->pp > 1) /* untied with MTP over stages: both embeddings' copies
+						      (language_module.py:258-291) */
+		return p->copy || !strcmp(p->en->fqn, "embedding.word_embeddings.weight");
 	return p->layer < 0 && tpc__mcore_shared_embedding(p->copy ? "output_layer.weight" : p->en->fqn, !dm->tied, dm->pp);
 }
 
@@ -1037,19 +1194,16 @@ static int uneven_stages(dpmap *dm, tpc_err *e)
 	}
 	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0;
 	int64_t mid = dm->pp - (dm->first > 0) - (dm->last > 0), rest = dm->layers - f - t;
-	if (dm->vpp > 1)
-		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "uneven pipeline stages (decoder_first/last_pipeline_num_layers) with %lld model chunks per stage: not mapped yet",
-				  (long long)dm->vpp);
-	if (dm->first == 0 || dm->last == 0 || rest < 0 || (mid > 0 ? rest % mid : rest)) {
+	if (dm->first == 0 || dm->last == 0 || rest < 0 || (mid > 0 ? rest % mid : rest) || f % dm->vpp || t % dm->vpp ||
+	    (mid > 0 && rest / mid % dm->vpp)) {
 		char fs[24] = "unset", ls[24] = "unset";
 		if (dm->first >= 0)
 			snprintf(fs, sizeof(fs), "%lld", (long long)dm->first);
 		if (dm->last >= 0)
 			snprintf(ls, sizeof(ls), "%lld", (long long)dm->last);
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
-				  "decoder_first_pipeline_num_layers %s and decoder_last_pipeline_num_layers %s of %lld layers over %lld stages: not stages Megatron builds (each given one at least a layer, the stages between the rest evenly)",
-				  fs, ls, (long long)dm->layers, (long long)dm->pp);
+				  "decoder_first_pipeline_num_layers %s and decoder_last_pipeline_num_layers %s of %lld layers over %lld stages (x %lld model chunks): not stages Megatron builds (each given one at least a layer, the stages between the rest evenly, each stage's layers a multiple of its model chunks)",
+				  fs, ls, (long long)dm->layers, (long long)dm->pp, (long long)dm->vpp);
 	}
 	return 0;
 }
@@ -1094,6 +1248,16 @@ static int set_sizes(dpmap *dm, tpc_err *e)
 	if (dm->tied && model_entry(dm->m, "output_layer.weight"))
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
 				  "args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight");
+	tpc__mcore_arg_int(a, "mtp_num_layers", 0, &dm->mtp);
+	if (dm->mtp < 0 || dm->mtp > 4096)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL, "args.mtp_num_layers %lld: not a count of layers", (long long)dm->mtp);
+	if (dm->mtp && dm->pp > 1 && (dm->vpp > 1 || dm->tied))
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "%lld multi-token prediction layers over %lld pipeline stages with %s: not mapped yet",
+				  (long long)dm->mtp, (long long)dm->pp, dm->tied ? "tied embeddings (the MTP stage's output layer beside its embedding copy)" : "virtual pipeline stages");
+	if (dm->mtp && tpc__mcore_arg_int(a, "mtp_use_repeated_layer", 0, &v) && v)
+		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
+				  "args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet");
 	if (dm->tied && dm->pp == 1 && dm->vpp > 1)
 		return tpc_err_at(e, TPC_EINPUT, cp, NULL,
 				  "tied embeddings over %lld model chunks of one pipeline stage (the last chunk's copy of them, in no bucket of its own): not mapped yet",

@@ -4,7 +4,7 @@ a small re-implementation of the writer, each rule cited to Megatron-LM
 (d98e8a6 = d98e8a64ddf34856e74b24714e3bedb2f5a39553; 5ab481c^ = the parent
 of 5ab481cb45, the last tree with the flattened form).
 
-    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|moe|dsv3...]   (torch >= 2.4: the forky chroot)
+    python3 make_megatron_optim.py OUTDIR [reshard|fsms|dpr|dpz|vpp|vppz|vppuz|moe|moez|moeb|mtp|dsv3|dsv3z...]   (torch >= 2.4: the forky chroot)
 
 Writes OUTDIR/megatron_optim_reshard/ (param_state_sharding_type
 'fully_reshardable') and OUTDIR/megatron_optim_fsms/ ('fully_sharded_model_space',
@@ -71,6 +71,40 @@ KEYS = [
 ]
 
 
+# multi-token prediction (OUTDIR mtp, MEGATRON_OPTIM_MTP=1): mtp_num_layers 1,
+# its layer after the decoder's final norm and before the output layer
+# (GPTModel registers embedding, decoder, mtp, output_layer, gpt_model.py
+# :174-277 at d98e8a6); a MultiTokenPredictionLayer registers enorm, hnorm,
+# eh_proj (column-parallel, [h, 2h]), its transformer layer, final_layernorm
+# (multi_token_prediction.py:1157-1247), each key its layer's own, unstacked
+# ('mtp.layers.0.', :2142-2168), the transformer layer's saved as
+# 'transformer_layer.' (:1740-1766)
+MTP = int(os.environ.get("MEGATRON_OPTIM_MTP", 0))
+MTP_KEYS = [("enorm.weight", (H,), None), ("hnorm.weight", (H,), None), ("eh_proj.weight", (H, 2 * H), "rows")]
+MTP_TAIL = [("final_layernorm.weight", (H,), None)]
+
+
+def mtp_params():
+    """The MTP layers' parameters in named_parameters order: (name, key, None, shape, split)."""
+    out = []
+    for m in range(MTP):
+        pre = "mtp.layers.%d." % m
+        tl = [(pre + "transformer_layer." + k[len("decoder.layers."):], s, sp) for k, s, sp, st in KEYS if st]
+        order = {k: i for i, k in enumerate(LAYER_ORDER_MTP)}
+        tl.sort(key=lambda t: order[t[0][len(pre + "transformer_layer."):]])
+        out += [(pre + k, pre + k, None, s, sp) for k, s, sp in MTP_KEYS]
+        out += [(k, k, None, s, sp) for k, s, sp in tl]
+        out += [(pre + k, pre + k, None, s, sp) for k, s, sp in MTP_TAIL]
+    return out
+
+
+LAYER_ORDER_MTP = [  # LAYER_ORDER below, without its prefix
+    "self_attention.linear_proj.weight", "self_attention.linear_qkv.layer_norm_weight",
+    "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "mlp.linear_fc1.layer_norm_weight",
+    "mlp.linear_fc1.weight", "mlp.linear_fc2.weight",
+]
+
+
 def per_layer(key, l):
     return key.replace("decoder.layers.", "decoder.layers.%d." % l, 1)
 
@@ -81,7 +115,9 @@ def params():
     out = [(k, k, None, s, sp) for k, s, sp, st in KEYS[:1]]
     for l in range(L):
         out += [(per_layer(k, l), k, l, s, sp) for k, s, sp, st in KEYS if st]
-    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-2:]]
+    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-2:-1]]
+    out += mtp_params()
+    out += [(k, k, None, s, sp) for k, s, sp, st in KEYS[-1:]]
     return out
 
 
@@ -306,7 +342,8 @@ def save(out, name, kind, port):
 
 DPR_DP, DPR_PP, DPR_BUCKET = 2, 2, 200
 DPR_DP = int(os.environ.get("MEGATRON_OPTIM_DP", DPR_DP))
-DPR_PP = int(os.environ.get("MEGATRON_OPTIM_PP", DPR_PP))
+DPR_PP = int(os.environ.get("MEGATRON_OPTIM_PP", DPR_PP))  # 1 for the MTP save
+# --ddp-bucket-size; the expert-bias saves (moeb) take 1000: fewer, larger buckets, a smaller fixture
 DPR_BUCKET = int(os.environ.get("MEGATRON_OPTIM_BUCKET", DPR_BUCKET))
 # model chunks per pipeline rank (virtual pipeline stages): 2 for OUTDIR vpp
 DPR_VPP = int(os.environ.get("MEGATRON_OPTIM_VPP", 1))
@@ -332,15 +369,42 @@ LAYER_ORDER = [
 ]
 
 
+# uneven stages (OUTDIR vppuz): decoder_first/last_pipeline_num_layers, None unset
+DPR_FIRST = int(os.environ["MEGATRON_OPTIM_FIRST"]) if os.environ.get("MEGATRON_OPTIM_FIRST") else None
+DPR_LAST = int(os.environ["MEGATRON_OPTIM_LAST"]) if os.environ.get("MEGATRON_OPTIM_LAST") else None
+
+
+def chunk_layers(pp, v):
+    """Model chunk v of pipeline rank pp: its first layer and layer count,
+    get_transformer_layer_offset (transformer_layer.py:65-215 at d98e8a6)
+    and get_num_layers_to_build (transformer_block.py:76-200): evenly, chunk
+    v of rank p from v L / VPP + p L / (PP VPP); with uneven stages the first
+    (last) stage's F (T) layers split over its chunks, the middle stages'
+    rest evenly, chunk v of rank p > 0 from v (F + M + T) / VPP + F / VPP +
+    (p - [F given]) (M / VPP) / (middle stages)."""
+    if DPR_FIRST is None and DPR_LAST is None:
+        n = L // (DPR_PP * DPR_VPP)
+        return (v * DPR_PP + pp) * n, n
+    f, t = DPR_FIRST or 0, DPR_LAST or 0
+    ms = DPR_PP - (DPR_FIRST is not None) - (DPR_LAST is not None)
+    fv, tv, mv = f // DPR_VPP, t // DPR_VPP, (L - f - t) // DPR_VPP
+    total = fv + mv + tv
+    first = v * total if pp == 0 else v * total + fv + (pp - (DPR_FIRST is not None)) * (mv // ms if ms else 0)
+    if pp == 0 and DPR_FIRST is not None:
+        return first, fv
+    if pp == DPR_PP - 1 and DPR_LAST is not None:
+        return first, tv
+    return first, (L - f - t) // ms // DPR_VPP
+
+
 def chunk_of(name):
-    """The (pipeline rank, model chunk) holding a parameter: model chunk v of
-    pipeline rank p holds layers from v L / VPP + p L / (PP VPP)
-    (transformer_layer.py:202, get_transformer_layer_offset), the embedding
-    chunk 0 of rank 0, the final norm and output layer the last chunk of the
-    last rank."""
+    """The (pipeline rank, model chunk) holding a parameter: a layer's by
+    chunk_layers, the embedding chunk 0 of rank 0, the final norm and output
+    layer the last chunk of the last rank."""
     if name.startswith("decoder.layers."):
-        c = int(name.split(".")[2]) // (L // (DPR_PP * DPR_VPP))
-        return c % DPR_PP, c // DPR_PP
+        l = int(name.split(".")[2])
+        return next((p, v) for p in range(DPR_PP) for v in range(DPR_VPP)
+                    if chunk_layers(p, v)[0] <= l < sum(chunk_layers(p, v)))
     return (0, 0) if name.startswith("embedding.") else (DPR_PP - 1, DPR_VPP - 1)
 
 
@@ -353,10 +417,13 @@ def stage_params(pp, v=0):
     order, (name, shape, split)."""
     info = {p[0]: p for p in PARAMS}
     names = [n for n in ["embedding.word_embeddings.weight"] if chunk_of(n) == (pp, v)]
-    n = L // (DPR_PP * DPR_VPP)
-    for l in range((v * DPR_PP + pp) * n, (v * DPR_PP + pp + 1) * n):
+    if MTP and pp == DPR_PP - 1 and pp > 0:  # the MTP stage's own copy of the embeddings, first (gpt_model.py:173-181)
+        names.append("embedding.word_embeddings.weight")
+    l0, n = chunk_layers(pp, v)
+    for l in range(l0, l0 + n):
         names += [per_layer(k, l) for k in LAYER_ORDER]
-    names += [n for n in ["decoder.final_layernorm.weight", "output_layer.weight"] if chunk_of(n) == (pp, v)]
+    last = ["decoder.final_layernorm.weight"] + [p[0] for p in mtp_params()] + ["output_layer.weight"]
+    names += [n for n in last if chunk_of(n) == (pp, v)]
     return [(n, info[n][3], info[n][4]) for n in names]
 
 
@@ -372,7 +439,10 @@ def dpr_layout(pp, v=0):
     holds bucket_size elements or more (only in the first chunk of the first
     stage: training.py:2505-2514, distributed_data_parallel.py:164-171), its
     end padded to lcm(dp, 128) (no shared embedding: untied)."""
-    return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP)
+    # with MTP over stages both copies of the embeddings are shared_embedding,
+    # each in a bucket of its own (language_module.py:258-291)
+    shared = ("embedding.word_embeddings.weight",) if MTP and DPR_PP > 1 else ()
+    return layout_buckets(stage_params(pp, v), DPR_BUCKET if pp == 0 and v == 0 else None, DPR_DP, shared)
 
 
 def layout_buckets(params, bucket, ndp, shared=()):
@@ -516,7 +586,7 @@ def dpr_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
     tp, dp, pp = rank % TP, rank // TP % DPR_DP, rank // (TP * DPR_DP)
-    sd = {key: dpr_model(key, rank) for key, *_ in KEYS}
+    sd = {key: dpr_model(key, rank) for key in dict.fromkeys(p[1] for p in PARAMS)}
     info = {p[0]: p for p in PARAMS}
     for g_pp in range(DPR_PP):
         chunks = [dpr_layout(g_pp, v) for v in range(DPR_VPP)]  # one buffer per model chunk: gbuf v
@@ -563,9 +633,10 @@ def save_dp_reshardable(out, name, port, kind="dp_reshardable"):
                               pipeline_model_parallel_size=DPR_PP, data_parallel_size=DPR_DP,
                               context_parallel_size=1,
                               virtual_pipeline_model_parallel_size=DPR_VPP if DPR_VPP > 1 else None,
-                              decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
+                              decoder_first_pipeline_num_layers=DPR_FIRST, decoder_last_pipeline_num_layers=DPR_LAST,
                               overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
                               untie_embeddings_and_output_weights=True, num_experts=None, swiglu=True,
+                              mtp_num_layers=MTP or None,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     # the common state: the sharding type only (the param groups are the
     # ShardedObjects above, :1531-1546)
@@ -619,6 +690,24 @@ MOE_LAYER_ORDER = [
     "decoder.layers.mlp.router.weight",
 ]
 MOE_EXPERT_ORDER = ["linear_fc1.weight", "linear_fc2.weight"]
+# --add-bias-linear (OUTDIR moeb, moebg): every linear's bias, the experts'
+# too (MLP: fc1's weight and bias, then fc2's; the router's bias after its
+# weight, router.py:64-72; linear_proj's after its weight); with
+# MEGATRON_OPTIM_MOE_GROUPED=1 the experts are TEGroupedMLP's (moe_grouped_gemm):
+# linear_fc1 then linear_fc2 (experts.py:217, 236), each a TE GroupedLinear
+# registering weight0, bias0, weight1, bias1, ... (GroupedLinear.__init__ at
+# TransformerEngine 0069563); the model's save names both alike
+# (experts.experts.linear_fc1.bias, experts.py:1049-1091, 1526-1566)
+MOE_BIAS = os.environ.get("MEGATRON_OPTIM_MOE_BIAS") == "1"
+MOE_GROUPED = os.environ.get("MEGATRON_OPTIM_MOE_GROUPED") == "1"
+if MOE_BIAS:
+    MOE_KEYS[5:5] = [("decoder.layers.self_attention.linear_proj.bias", (H,), None, True)]
+    MOE_KEYS[8:8] = [("decoder.layers.mlp.router.bias", (E,), None, True)]
+    MOE_KEYS[10:10] = [("decoder.layers.mlp.experts.experts.linear_fc1.bias", (FF,), "expert", True)]
+    MOE_KEYS[12:12] = [("decoder.layers.mlp.experts.experts.linear_fc2.bias", (H,), "expert", True)]
+    MOE_LAYER_ORDER[1:1] = ["decoder.layers.self_attention.linear_proj.bias"]
+    MOE_LAYER_ORDER.append("decoder.layers.mlp.router.bias")
+    MOE_EXPERT_ORDER = ["linear_fc1.weight", "linear_fc1.bias", "linear_fc2.weight", "linear_fc2.bias"]
 
 
 def expert_name(l, e, what):
@@ -636,8 +725,23 @@ def moe_params():
                 out += [(expert_name(l, e, k.split(".experts.experts.")[1]), k, l, s, ("expert", e)) for e in range(E)]
             else:
                 out.append((per_layer(k, l), k, l, s, sp))
-    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-2:]]
+    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-2:-1]]
+    for m in range(MTP):  # an MTP layer of the same MoE layer (OUTDIR mtpmoe), before the output layer
+        pre, tl = "mtp.layers.%d." % m, "mtp.layers.%d.transformer_layer." % m
+        out += [(pre + k, pre + k, None, s, None) for k, s, sp in MTP_KEYS]
+        for k, s, sp, st in MOE_KEYS:
+            if st and sp == "expert":
+                out += [(mtp_expert_name(m, e, k.split(".experts.experts.")[1]), tl + k[15:], None, s, ("expert", e))
+                        for e in range(E)]
+            elif st:
+                out.append((tl + k[15:], tl + k[15:], None, s, sp))
+        out += [(pre + k, pre + k, None, s, None) for k, s, sp in MTP_TAIL]
+    out += [(k, k, None, s, sp) for k, s, sp, st in MOE_KEYS[-1:]]
     return out
+
+
+def mtp_expert_name(m, e, what):
+    return "mtp.layers.%d.transformer_layer.mlp.experts.local_experts.%d.%s" % (m, e, what)
 
 
 if MOE:  # megatron_optim_check.py reads the MoE model's parameters
@@ -649,7 +753,12 @@ def moe_dense_params():
     names = ["embedding.word_embeddings.weight"]
     for l in range(L):
         names += [per_layer(k, l) for k in MOE_LAYER_ORDER]
-    names += ["decoder.final_layernorm.weight", "output_layer.weight"]
+    names += ["decoder.final_layernorm.weight"]
+    for m in range(MTP):  # enorm, hnorm, eh_proj, the layer's dense part, final_layernorm
+        pre = "mtp.layers.%d." % m
+        names += [pre + k for k, s, sp in MTP_KEYS] + [pre + "transformer_layer." + k[15:] for k in MOE_LAYER_ORDER]
+        names += [pre + k for k, s, sp in MTP_TAIL]
+    names += ["output_layer.weight"]
     return [(n, info[n][3], info[n][4]) for n in names]
 
 
@@ -657,8 +766,14 @@ def moe_expert_params(ep):
     info = {p[0]: p for p in PARAMS}
     names = []
     for l in range(L):
-        for i in range(E // EP):
-            names += [expert_name(l, ep * (E // EP) + i, w) for w in MOE_EXPERT_ORDER]
+        xs = range(ep * (E // EP), (ep + 1) * (E // EP))
+        if MOE_GROUPED:  # linear by linear, expert by expert within each
+            for lin in ("linear_fc1.", "linear_fc2."):
+                names += [expert_name(l, x, w) for x in xs for w in MOE_EXPERT_ORDER if w.startswith(lin)]
+        else:
+            names += [expert_name(l, x, w) for x in xs for w in MOE_EXPERT_ORDER]
+    for m in range(MTP):  # the MTP layers' experts after the decoder's (named_parameters order)
+        names += [mtp_expert_name(m, x, w) for x in range(ep * (E // EP), (ep + 1) * (E // EP)) for w in MOE_EXPERT_ORDER]
     return [(n, info[n][3], "expert") for n in names]
 
 
@@ -707,13 +822,34 @@ def moe_buffer(sd, rank, pre, buckets, ranks):
                 sd[key] = sharded_tensor((bk[0],), all_, mine, torch.float32)
 
 
-def moe_worker(rank, world, iterdir, port):
+def dpz_objects(sd, pre, buckets, gr):
+    """dp_zero_gather_scatter: one optimizer's DP group state as DP rank 0
+    saves it (sharded_param_state_dp_zero, distrib_optimizer.py:1659-1690):
+    its param groups and get_parameter_state_dp_zero's dict of its one
+    buffer, the buckets coalesced (dpz_state; tp 1, a tied copy its
+    original's values)."""
+    info = {p[0]: p for p in PARAMS}
+    total, world = sum(b[0] for b in buckets), {}
+    for sk, add in (("param", 0.75), ("exp_avg", 0.25), ("exp_avg_sq", 0.5)):
+        t, off = torch.zeros(total), 0
+        for unpadded, _, params in buckets:
+            for name, s, n in params:
+                src = ALIAS.get(name, name)
+                t[off + s:off + s + n] = tagged(pid(src), info[src][3], add).reshape(-1)
+            off += unpadded
+        world[sk] = t
+    world["numel_unpadded"] = total
+    sd[pre + ".optimizer/shard_0_1"] = dpr_object({"param_groups": gr})
+    sd[pre + ".param_state/shard_0_1"] = dpr_object({"buckets_coalesced": True, 0: {DPR_DTYPE: world}})
+
+
+def moe_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    sd = {key: moe_model(key, rank) for key, *_ in MOE_KEYS}
+    sd = {key: moe_model(key, rank) for key in dict.fromkeys(p[1] for p in PARAMS)}
     egroups = [dict(g, is_expert_parallel=True) for g in groups()]
     parts = [("chained_0", 0, layout_buckets(moe_dense_params(), DPR_BUCKET, world), list(range(world)), groups())]
     for ep in range(EP):  # expert DP group ep: ranks ep, ep + EP, ...
@@ -721,6 +857,10 @@ def moe_worker(rank, world, iterdir, port):
                       list(range(ep, world, EP)), egroups))
     for chain, g, buckets, ranks, gr in parts:
         pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if kind == "dp_zero_gather_scatter":  # the prefix too (optimizer.py:1573-1603)
+            if rank == ranks[0]:
+                dpz_objects(sd, pre, buckets, gr)
+            continue
         if rank == ranks[0]:  # replica_id (0, 0, dp rank): DP rank 0 writes them
             sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
             sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
@@ -736,13 +876,13 @@ def moe_worker(rank, world, iterdir, port):
     dist.destroy_process_group()
 
 
-def save_moe(out, name, port):
+def save_moe(out, name, port, kind="dp_reshardable"):
     import torch.multiprocessing as mp
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
-    world = 4
-    mp.spawn(moe_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    world = 2 if MOE_BIAS or MTP else 4  # the expert-bias saves at dp 2 (expert dp 1): fewer chunks, a smaller fixture
+    mp.spawn(moe_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
     args = argparse.Namespace(num_layers=L, hidden_size=H, num_attention_heads=HEADS, num_query_groups=GROUPS,
@@ -750,12 +890,12 @@ def save_moe(out, name, port):
                               tensor_model_parallel_size=1, pipeline_model_parallel_size=1, data_parallel_size=world,
                               context_parallel_size=1, virtual_pipeline_model_parallel_size=None,
                               num_experts=E, expert_model_parallel_size=EP, expert_tensor_parallel_size=1,
-                              moe_grouped_gemm=False, overlap_grad_reduce=True, ddp_bucket_size=DPR_BUCKET,
-                              untie_embeddings_and_output_weights=True, swiglu=False,
+                              moe_grouped_gemm=MOE_GROUPED, add_bias_linear=MOE_BIAS, overlap_grad_reduce=True,
+                              ddp_bucket_size=DPR_BUCKET, untie_embeddings_and_output_weights=True, swiglu=False,
+                              mtp_num_layers=MTP or None,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
-              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
-                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+              "optimizer": {0: {"param_state_sharding_type": kind}, 1: {"param_state_sharding_type": kind}}}
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -811,7 +951,7 @@ DS_MOE = [
     ("decoder.layers.mlp.shared_experts.linear_fc1.weight", (2 * SFF, H), None),
     ("decoder.layers.mlp.shared_experts.linear_fc2.weight", (H, SFF), None),
 ]
-ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"}  # the tied copy
+ALIAS = {"output_layer.weight": "embedding.word_embeddings.weight"} if DS else {}  # the tied copy
 
 
 def ds_layer(l):
@@ -888,7 +1028,7 @@ def ds_model(key, rank):
     return sharded_tensor(gshape, all_, mine, dtype)
 
 
-def ds_worker(rank, world, iterdir, port):
+def ds_worker(rank, world, iterdir, port, kind="dp_reshardable"):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -907,6 +1047,10 @@ def ds_worker(rank, world, iterdir, port):
             parts.append(("chained_1", ep + 2 * pp, layout_buckets(ds_experts(ep, pp), bucket, 1), [ep + 2 * pp], egroups))
     for chain, g, buckets, ranks, gr in parts:
         pre = "%s.optimizer.distributed.dp_group_idx_%d" % (chain, g)
+        if kind == "dp_zero_gather_scatter":
+            if rank == ranks[0]:
+                dpz_objects(sd, pre, buckets, gr)
+            continue
         if rank == ranks[0]:
             sd[pre + ".per_bucket_numel/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[1] for b in buckets]}])
             sd[pre + ".per_bucket_numel_unpadded/shard_0_1"] = dpr_object([{DPR_DTYPE: [b[0] for b in buckets]}])
@@ -922,13 +1066,13 @@ def ds_worker(rank, world, iterdir, port):
     dist.destroy_process_group()
 
 
-def save_dsv3(out, name, port):
+def save_dsv3(out, name, port, kind="dp_reshardable"):
     import torch.multiprocessing as mp
     save_dir = os.path.join(out, name)
     iterdir = os.path.join(save_dir, "iter_0000007")
     os.makedirs(iterdir, exist_ok=True)
     world = 4
-    mp.spawn(ds_worker, args=(world, iterdir, port), nprocs=world, join=True)
+    mp.spawn(ds_worker, args=(world, iterdir, port, kind), nprocs=world, join=True)
     with open(os.path.join(iterdir, "metadata.json"), "w") as f:
         f.write('{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}')
     args = argparse.Namespace(num_layers=DS_L, hidden_size=H, num_attention_heads=NH, ffn_hidden_size=I,
@@ -944,8 +1088,7 @@ def save_dsv3(out, name, port):
                               untie_embeddings_and_output_weights=False, swiglu=True,
                               use_distributed_optimizer=True, apply_wd_to_qk_layernorm=False, bf16=True)
     common = {"args": args, "checkpoint_version": 3.0, "iteration": STEP,
-              "optimizer": {0: {"param_state_sharding_type": "dp_reshardable"},
-                            1: {"param_state_sharding_type": "dp_reshardable"}}}
+              "optimizer": {0: {"param_state_sharding_type": kind}, 1: {"param_state_sharding_type": kind}}}
     torch.save(common, os.path.join(iterdir, "common.pt"))
     with open(os.path.join(save_dir, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(STEP))
@@ -970,9 +1113,42 @@ if __name__ == "__main__":
         os.environ["MEGATRON_OPTIM_VPP"] = "2"  # the spawned ranks import this file again
         DPR_VPP = 2
         save_dp_reshardable(out, "megatron_optim_vpp", 29564)
+    if "vppz" in which:  # the same, dp_zero_gather_scatter
+        assert L == 4 and TP == 1, "vppz: run with MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1"
+        os.environ["MEGATRON_OPTIM_VPP"] = "2"
+        DPR_VPP = 2
+        save_dp_reshardable(out, "megatron_optim_vppz", 29568, "dp_zero_gather_scatter")
     if "moe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1
         assert MOE and TP == 1, "moe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
         save_moe(out, "megatron_optim_moe", 29565)
+    if "moeb" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1
+        # (and MEGATRON_OPTIM_BUCKET=1000): dp_zero_gather_scatter, whose one
+        # param_state per DP group keeps the fixture small (the dp_reshardable
+        # buckets of these 27 parameters, a chunk per parameter piece, take 340 KB)
+        assert MOE and MOE_BIAS and TP == 1 and L == 1, "moeb: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 ..."
+        save_moe(out, "megatron_optim_moebg" if MOE_GROUPED else "megatron_optim_moeb", 29571, "dp_zero_gather_scatter")
+    if "mtp" in which:  # with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_PP=1
+        assert MTP and DPR_PP == 1, "mtp: run with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_PP=1 ..."
+        save_dp_reshardable(out, "megatron_optim_mtp", 29572)
+    if "vppuz" in which:  # uneven stages with virtual ones, dp_zero_gather_scatter: with
+        # MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_FIRST=2 (stage 0: layers 0 and 3)
+        assert TP == 1 and (DPR_FIRST or DPR_LAST), "vppuz: run with MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_FIRST=2"
+        os.environ["MEGATRON_OPTIM_VPP"] = "2"
+        DPR_VPP = 2
+        save_dp_reshardable(out, "megatron_optim_vppuz", 29573, "dp_zero_gather_scatter")
+    if "mtpmoe" in which:  # with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1
+        assert MOE and MTP and TP == 1, "mtpmoe: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 ..."
+        save_moe(out, "megatron_optim_mtpmoe", 29574, "dp_zero_gather_scatter")
+    if "mtppz" in which:  # MTP over 2 stages, dp_zero_gather_scatter: with MEGATRON_OPTIM_MTP=1
+        # MEGATRON_OPTIM_LAYERS=2 MEGATRON_OPTIM_TP=1 (the last stage's embedding copy in a bucket of its own)
+        assert MTP and DPR_PP == 2 and TP == 1, "mtppz: run with MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=2 MEGATRON_OPTIM_TP=1"
+        save_dp_reshardable(out, "megatron_optim_mtppz", 29575, "dp_zero_gather_scatter")
+    if "moez" in which:  # the same, dp_zero_gather_scatter (the chained prefix kept)
+        assert MOE and TP == 1, "moez: run with MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1"
+        save_moe(out, "megatron_optim_moez", 29569, "dp_zero_gather_scatter")
     if "dsv3" in which:  # with MEGATRON_OPTIM_DSV3=1
         assert DS, "dsv3: run with MEGATRON_OPTIM_DSV3=1"
         save_dsv3(out, "megatron_optim_dsv3", 29567)
+    if "dsv3z" in which:  # the same, dp_zero_gather_scatter
+        assert DS, "dsv3z: run with MEGATRON_OPTIM_DSV3=1"
+        save_dsv3(out, "megatron_optim_dsv3z", 29570, "dp_zero_gather_scatter")

@@ -17,7 +17,16 @@
 # buckets), checked by value; megatron_optim_dpz the first GPT in
 # 'dp_zero_gather_scatter' form; megatron_optim_dsv3 a DeepSeek-V3-shaped
 # GPT (MLA, shared experts, uneven stages, tied embeddings) at tp 1 x ep 2
-# x pp 2, checked by value. What does not add up is refused by name.
+# x pp 2, checked by value; megatron_optim_moez, _vppz and _dsv3z the MoE,
+# virtual-pipeline and DeepSeek-V3 saves in dp_zero_gather_scatter form;
+# megatron_optim_moeb and _moebg routed experts with linear biases
+# (SequentialMLP, TEGroupedMLP); megatron_optim_mtp a GPT with one
+# multi-token prediction layer, megatron_optim_mtpmoe one of routed experts,
+# megatron_optim_mtppz one over 2 pipeline stages (the last stage's own
+# embedding copy);
+# megatron_optim_vppuz 6 layers on uneven
+# stages (the first 2) of 2 model chunks each, dp_zero_gather_scatter.
+# What does not add up is refused by name.
 # usage: megatron_dp_optim_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -128,6 +137,65 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   ok "dp_zero_gather_scatter (tp 2 x dp 2 x pp 2) and fully_reshardable give a byte-identical optimizer.pt" ||
   bad "convert (dpz): exit $rc" "$(cat "$T/err")"
 
+# multi-token prediction (mtp_num_layers 1): the MTP layer's enorm, hnorm,
+# eh_proj, transformer layer and final norm between the decoder's final norm
+# and the output layer, each under its own key; tp 1 x dp 2, by value
+run "$TPCONV" inspect --optimizer "$D/megatron_optim_mtp"
+grep -qx "# optimizer state: Megatron's distributed optimizer (dp_reshardable, 1 DP group, 3 buckets, every master checked against its weight): 21 parameters, 63 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -q "^# \[[0-9]*\] model.mtp.layers.0.eh_proj.weight BF16 \[8, 16\] (group 0): " "$T/out" &&
+  [ "$rc" = 0 ] && ok "inspect --optimizer of a save with an MTP layer: 21 parameters, the MTP layer's 11 among them" ||
+  bad "inspect --optimizer (mtp)" "$(head -6 "$T/out" "$T/err")"
+mkdir -p "$T/mtp"
+run "$TPCONV" convert "$D/megatron_optim_mtp" --optimizer -o "$T/mtp/optimizer.pt" -q
+if [ "$rc" != 0 ]; then
+  bad "convert (mtp): exit $rc" "$(cat "$T/err")"
+elif "$PY" -c 'import torch' 2>/dev/null; then
+  l=$(MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_PP=1 "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/mtp/optimizer.pt" 2>&1)
+  case $l in
+    "ok "*) ok "mtp: ${l#ok }" ;;
+    *) bad "mtp by value" "$l" ;;
+  esac
+else
+  skip "mtp: optimizer.pt by value" "no torch in $PY"
+fi
+
+# expert linear biases (--add-bias-linear): megatron_optim_moeb's experts a
+# SequentialMLP's (each expert's fc1 weight and bias, then fc2's),
+# megatron_optim_moebg's TEGroupedMLP's (every expert's fc1 weight and bias,
+# then every fc2's), 1 layer, tp 1 x ep 2 x dp 2, in dp_zero_gather_scatter form
+MB="MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MOE_BIAS=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1"
+# dp_zero_gather_scatter of the other shapes: the chained expert optimizer
+# (its 'chained_N.' prefix kept, optimizer.py:1573-1603), virtual pipeline
+# stages (one buffer per model chunk in param_state), tied embeddings over 2
+# stages (DeepSeek-V3-shaped); each by value
+for z in "moez|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_TP=1|1 DP group, 6 buckets and 2 expert-parallel ones (8 buckets)|31 parameters, 93 state tensors beside them (each element its parameter's), 4 param groups" \
+  "vppz|MEGATRON_OPTIM_LAYERS=4 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|31 parameters, 93 state tensors beside them (each element its parameter's), 2 param groups" \
+  "dsv3z|MEGATRON_OPTIM_DSV3=1|2 DP groups, 14 buckets and 4 expert-parallel ones (6 buckets)|61 parameters, 183 state tensors beside them (each element its parameter's), 4 param groups" \
+  "vppuz|MEGATRON_OPTIM_LAYERS=6 MEGATRON_OPTIM_TP=1|2 DP groups of 2 model chunks, 6 buckets|45 parameters, 135 state tensors beside them (each element its parameter's), 2 param groups" \
+  "mtpmoe|MEGATRON_OPTIM_MOE=1 MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_TP=1 MEGATRON_OPTIM_LAYERS=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|35 parameters, 105 state tensors beside them (each element its parameter's), 4 param groups" \
+  "mtppz|MEGATRON_OPTIM_MTP=1 MEGATRON_OPTIM_LAYERS=2 MEGATRON_OPTIM_TP=1|2 DP groups, 6 buckets|28 parameters, 84 state tensors beside them (each element its parameter's), 2 param groups" \
+  "moeb|$MB|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups" \
+  "moebg|$MB MEGATRON_OPTIM_MOE_GROUPED=1|1 DP group, 2 buckets and 2 expert-parallel ones (2 buckets)|27 parameters, 81 state tensors beside them (each element its parameter's), 4 param groups"; do
+  IFS='|' read -r zn envs what count <<<"$z"
+  run "$TPCONV" inspect --optimizer "$D/megatron_optim_$zn"
+  grep -qxF "# optimizer state: Megatron's distributed optimizer (dp_zero_gather_scatter, $what by args' bucket size, every master checked against its weight): $count" "$T/out" &&
+    [ "$rc" = 0 ] && ok "inspect --optimizer of dp_zero_gather_scatter ($zn): $what" ||
+    bad "inspect --optimizer ($zn)" "$(head -6 "$T/out" "$T/err")"
+  mkdir -p "$T/$zn"
+  run "$TPCONV" convert "$D/megatron_optim_$zn" --optimizer -o "$T/$zn/optimizer.pt" -q
+  if [ "$rc" != 0 ]; then
+    bad "convert ($zn): exit $rc" "$(cat "$T/err")"
+  elif "$PY" -c 'import torch' 2>/dev/null; then
+    l=$(env $envs "$PY" "$SRC/tests/dcp/megatron_optim_check.py" "$T/$zn/optimizer.pt" 2>&1)
+    case $l in
+      "ok "*) ok "$zn: ${l#ok }" ;;
+      *) bad "$zn by value" "$l" ;;
+    esac
+  else
+    skip "$zn: optimizer.pt by value" "no torch in $PY"
+  fi
+done
+
 # refused by name: a layout, order or save that does not add up
 "$PY" "$SRC/tests/dcp/megatron_optim_hostile.py" "$D/megatron_optim_dpr" "$T/c" \
   args:ddp_bucket_size=300 args:pipeline_model_parallel_size=1 args:virtual_pipeline_model_parallel_size=2 \
@@ -135,6 +203,12 @@ run "$TPCONV" convert "$D/megatron_optim_dpz" --optimizer -o "$T/z/optimizer.pt"
   "$D/megatron_optim_moe" args:expert_model_parallel_size=1 args:moe_grouped_gemm=1 \
   "$D/megatron_optim_dpz" args:ddp_bucket_size=300 \
   "$D/megatron_optim_dsv3" args:untie_embeddings_and_output_weights=1 args:decoder_last_pipeline_num_layers=2 \
+  "$D/megatron_optim_moez" args:moe_grouped_gemm=1 "$D/megatron_optim_dsv3z" args:untie_embeddings_and_output_weights=1 \
+  "$D/megatron_optim_vppz" args:virtual_pipeline_model_parallel_size=1 \
+  "$D/megatron_optim_moeb" args:moe_grouped_gemm=1 "$D/megatron_optim_moebg" args:moe_grouped_gemm=0 \
+  "$D/megatron_optim_mtp" args:mtp_use_repeated_layer=1 args:mtp_num_layers=0 \
+  "$D/megatron_optim_vppuz" args:decoder_first_pipeline_num_layers=4 args:decoder_first_pipeline_num_layers=3 \
+  "$D/megatron_optim_mtppz" args:untie_embeddings_and_output_weights=0 \
   >/dev/null 2>&1 || rm -rf "$T/c"
 hostile() { # name mutation(c:N: common.pt variant N; meta:M: dcp_meta.py M) expected-stderr [save]
   rm -rf "$T/h" "$T/h.pt"
@@ -210,6 +284,78 @@ hostile "DeepSeek-V3: args untie the embeddings (no bucket of their own)" c:8 \
   "tpconv: error: '$I/.metadata': tensor 'embedding.word_embeddings.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 320 elements here would end at 448 of bucket 10, past the 128 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
 hostile "DeepSeek-V3: args put 2 layers on the last stage" c:9 \
   "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.linear_fc1.weight': DP group 0 (tp 0, pp 0): in Megatron's parameter order its 256 elements here would end at 512 of bucket 3, past the 320 elements per_bucket_numel_unpadded [208, 320, 240, 320, 224, 200, 200, 384, 320, 240, 128, 320] gives it: another layout (frozen parameters, another parameter order); not mapped"
+hostile "dp_zero_gather_scatter, virtual pipeline stages: two parameters swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_vppz
+hostile "dp_zero_gather_scatter, virtual pipeline stages: args say one chunk" c:12 \
+  "tpconv: error: '$I/.metadata': tensor '${Z}0.param_state': holds more than one parameter buffer (one per parameter dtype and expert-parallel group): only one dense buffer is read"
+hostile "dp_zero_gather_scatter, experts: two dense norms swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.pre_mlp_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_moez
+hostile "dp_zero_gather_scatter, experts in another order (args say TEGroupedMLP): the master check" c:10 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 11264.75, which rounds differently to BF16, the model holds 8192: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "dp_zero_gather_scatter, DeepSeek-V3: a last-stage shared expert's weight and an attention one swapped, the master check" \
+  "meta:swap:decoder.layers.3.mlp.shared_experts.linear_fc2.weight=decoder.layers.3.self_attention.linear_kv_down_proj.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.3.self_attention.linear_kv_down_proj.weight': element 0: the distributed optimizer's master in DP group 1 (tp 0, pp 1) is 50176.75, which rounds differently to BF16, the model holds 60416: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_dsv3z
+hostile "dp_zero_gather_scatter, DeepSeek-V3: args untie the embeddings (no copy on the last stage)" c:11 \
+  "tpconv: error: '$I/.metadata': tensor 'chained_0.${Z}1.param_state': DP group 1 (tp 0, pp 1): its 13 parameters take 968 elements in Megatron's buffer layout (1 bucket of args' bucket size 0, 64-element aligned), its param_state holds 1288 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
+hostile "expert biases: a SequentialMLP's experts whose args say TEGroupedMLP, the master check" c:13 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 17408.75, which rounds differently to BF16, the model holds 10240: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "expert biases: a TEGroupedMLP's experts whose args say SequentialMLP, the master check" c:14 \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.weight': element 0: the distributed optimizer's master in DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer) is 10240.75, which rounds differently to BF16, the model holds 17408: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped"
+hostile "expert biases: a dense bias and a norm swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_proj.bias=decoder.layers.pre_mlp_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_proj.bias': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 5120.75, which rounds differently to BF16, the model holds 6144: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_moeb
+hostile "expert biases: fc2's bias frozen (not in the buffer), the layout's total" "meta:drop:decoder.layers.mlp.experts.experts.linear_fc2.bias" \
+  "tpconv: error: '$I/.metadata': tensor 'chained_1.${Z}0.param_state': DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer): its 6 parameters take 640 elements in Megatron's buffer layout (1 bucket of args' bucket size 1000, 64-element aligned), its param_state holds 768 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped" \
+  megatron_optim_moeb
+hostile "MTP: enorm and hnorm swapped, the master check" "meta:swap:mtp.layers.0.enorm.weight=mtp.layers.0.hnorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 9216.75, which rounds differently to BF16, the model holds 10240: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtp
+hostile "MTP: its final norm and its transformer layer's fc1 norm swapped, the master check" \
+  "meta:swap:mtp.layers.0.final_layernorm.weight=mtp.layers.0.transformer_layer.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.transformer_layer.mlp.linear_fc1.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 16384.75, which rounds differently to BF16, the model holds 19456: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtp
+hostile "MTP: a layer beyond args.mtp_num_layers" "meta:rename:mtp.layers.0.enorm.weight=mtp.layers.1.enorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.1.enorm.weight': not a parameter of one of the 1 multi-token prediction layers args.mtp_num_layers says" \
+  megatron_optim_mtp
+hostile "MTP: routed experts in its transformer layer where args have none" \
+  "meta:rename:mtp.layers.0.transformer_layer.mlp.linear_fc2.weight=mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight': not stacked over the 0 experts args.num_experts says" \
+  megatron_optim_mtp
+hostile "MTP with experts: the MTP layer's experts' fc2 frozen, the expert buffer's total" \
+  "meta:drop:mtp.layers.0.transformer_layer.mlp.experts.experts.linear_fc2.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'chained_1.${Z}0.param_state': DP group 0 (etp 0, ep 0, pp 0 of the expert-parallel optimizer): its 6 parameters take 768 elements in Megatron's buffer layout (1 bucket of args' bucket size 1000, 64-element aligned), its param_state holds 1024 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped" \
+  megatron_optim_mtpmoe
+hostile "MTP with experts: its pre-MLP norm and enorm swapped, the master check" \
+  "meta:swap:mtp.layers.0.transformer_layer.pre_mlp_layernorm.weight=mtp.layers.0.enorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 16384.75, which rounds differently to BF16, the model holds 23552: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtpmoe
+hostile "MTP: a parameter not in the order's table" "meta:rename:mtp.layers.0.enorm.weight=mtp.layers.0.gnorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.gnorm.weight': a parameter of a multi-token prediction layer whose place in Megatron's parameter order tpconv does not know (enorm, hnorm, eh_proj, a GPT transformer_layer, final_layernorm): the dp_reshardable buckets cannot be mapped" \
+  megatron_optim_mtp
+hostile "MTP: one repeated layer (mtp_use_repeated_layer)" c:15 \
+  "tpconv: error: '$I/common.pt': args.mtp_use_repeated_layer is set (one MTP layer for every depth): not mapped yet"
+hostile "MTP: args without MTP layers" c:16 \
+  "tpconv: error: '$I/.metadata': tensor 'mtp.layers.0.enorm.weight': not a parameter of one of the 0 multi-token prediction layers args.mtp_num_layers says"
+hostile "MTP over 2 stages: its hnorm and the decoder's final norm swapped, the master check" \
+  "meta:swap:mtp.layers.0.hnorm.weight=decoder.final_layernorm.weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.final_layernorm.weight': element 0: the distributed optimizer's master in DP group 1 (tp 0, pp 1) is 15360.75, which rounds differently to BF16, the model holds 17408: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_mtppz
+hostile "MTP over 2 stages: args tie the embeddings" c:19 \
+  "tpconv: error: '$I/common.pt': args say the embeddings are tied (no untie_embeddings_and_output_weights), yet the save has output_layer.weight"
+hostile "uneven stages with virtual ones: two parameters swapped, the master check" \
+  "meta:swap:decoder.layers.self_attention.linear_qkv.layer_norm_weight=decoder.layers.mlp.linear_fc1.layer_norm_weight" \
+  "tpconv: error: '$I/.metadata': tensor 'decoder.layers.0.self_attention.linear_qkv.layer_norm_weight': element 0: the distributed optimizer's master in DP group 0 (tp 0, pp 0) is 1024.75, which rounds differently to BF16, the model holds 5120: Megatron's parameter order is not the one tpconv inferred from its modules; not mapped" \
+  megatron_optim_vppuz
+hostile "uneven stages with virtual ones: args give the first stage 4 layers" c:17 \
+  "tpconv: error: '$I/.metadata': tensor '${Z}0.param_state': DP group 0 (tp 0, pp 0): its 15 parameters take 1984 elements in Megatron's buffer layout (6 buckets of args' bucket size 200, 64-element aligned), its param_state holds 1152 (numel_unpadded): another layout (frozen parameters, another bucket size or Megatron); not mapped"
+hostile "uneven stages with virtual ones: a first stage of 3 layers over 2 chunks" c:18 \
+  "tpconv: error: '$I/common.pt': decoder_first_pipeline_num_layers 3 and decoder_last_pipeline_num_layers unset of 6 layers over 2 stages (x 2 model chunks): not stages Megatron builds (each given one at least a layer, the stages between the rest evenly, each stage's layers a multiple of its model chunks)"
 X="chained_1.${G}1.$B.param"
 hostile "experts: DP groups beyond the args' expert parallelism" c:5 \
   "tpconv: error: '$I/.metadata': tensor '$X': DP group 1 of the expert-parallel optimizer in an etp 1 x ep 1 x pp 1 save (its groups are 0..0)"
