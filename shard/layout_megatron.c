@@ -9,7 +9,11 @@
  *   release/mp_rank_TT/model_optim_rng.pt          pp == 1
  *   release/mp_rank_TT_PPP/model_optim_rng.pt      pp > 1
  * each a torch.save of {"args": argparse.Namespace, "checkpoint_version": 3.0,
- * "iteration": 0, "model": the rank's model.state_dict()}.
+ * "iteration": 0, "model": the rank's model.state_dict()}. A set Megatron
+ * trained with virtual pipeline stages (--num-layers-per-virtual-pipeline-
+ * stage) holds "model0" ... "modelV-1" instead (generate_state_dict), chunk
+ * v of stage p the layers from v L / V + p L / (PP V) (get_transformer_layer_
+ * offset), each numbering them from 0: read back (unchunk), not written.
  *
  * The rank's state dict under Megatron-Core names (GPTModel with the
  * TransformerEngine layer spec: the input norms live in the fused linear
@@ -809,6 +813,62 @@ static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_e
 	return ret;
 }
 
+/* A rank file with virtual pipeline stages holds its model chunks as
+ * model0 ... modelV-1 (training/checkpointing.py generate_state_dict), each
+ * numbering its layers from 0: chunk v's layer k becomes global layer
+ * tpc_megatron_chunk_first_layer(...) + k (get_transformer_layer_offset,
+ * even stages), under model.NAME as a rank without chunks names it. */
+static int unchunk(tpc_ckpt *ck, const tpc_megatron_args *a, int pp_rank, const char *path, tpc_err *e)
+{
+	int64_t per = a->pp > 0 && a->vpp > 0 ? a->layers / (a->pp * a->vpp) : 0;
+	tpc_buf b = TPC_BUF_INIT;
+	uint64_t seen = 0;
+	int ret = 0;
+	if (a->vpp > 64)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "args say virtual_pipeline_model_parallel_size %lld (1 to 64 are read)",
+				  (long long)a->vpp);
+	if (a->uneven)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args set %s with virtual pipeline stages: which layers a model chunk holds is read for even stages only",
+				  a->uneven);
+	if (per < 1 || a->layers % (a->pp * a->vpp))
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args say %lld layers over %lld pipeline stages of %lld model chunks: not whole chunks of layers (uneven virtual stages are not read)",
+				  (long long)a->layers, (long long)a->pp, (long long)a->vpp);
+	for (size_t i = 0; i < ck->n && !ret; i++) {
+		const char *n = ck->t[i].name, *rest;
+		char *end;
+		long long v = -1, k = -1;
+		if (!strncmp(n, "model.model", 11))
+			n += 6; /* the state in place of the parameters (state_in_place): model.modelV.NAME */
+		if (strncmp(n, "model", 5) || n[5] < '0' || n[5] > '9')
+			continue;
+		v = strtoll(n + 5, &end, 10);
+		if (*end != '.' || v >= a->vpp)
+			return tpc_err_at(e, TPC_EINPUT, path, n, "not in a model chunk below the %lld its args say", (long long)a->vpp);
+		rest = end + 1;
+		seen |= 1ull << v;
+		b.len = 0;
+		if (!strncmp(rest, "decoder.layers.", 15) && (k = strtoll(rest + 15, &end, 10)) >= 0 && *end == '.') {
+			if (k >= per) {
+				ret = tpc_err_at(e, TPC_EINPUT, path, n, "layer %lld of a model chunk of %lld layers", k, (long long)per);
+				break;
+			}
+			tpc_buf_addf(&b, "model.decoder.layers.%lld%s",
+				     (long long)(tpc_megatron_chunk_first_layer(a->layers, a->pp, a->vpp, pp_rank, v) + k), end);
+		} else {
+			tpc_buf_addf(&b, "model.%s", rest);
+		}
+		ret = b.oom ? tpc_err_nomem(e) : tpc_ckpt_rename(ck, (int64_t)i, b.p, e);
+	}
+	tpc_buf_release(&b);
+	for (int64_t v = 0; v < a->vpp && !ret; v++)
+		if (!(seen >> v & 1))
+			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "args say %lld virtual pipeline stages, but it holds no model chunk 'model%lld'",
+					 (long long)a->vpp, (long long)v);
+	return ret;
+}
+
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
 	tpc_open_opts oo = {.flags = TPC_OPEN_OPTIMIZER};
@@ -844,6 +904,11 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
 				  "args say expert_model_parallel_size %lld (%lld experts), but the rank folder names no EP rank below it (mp_rank_TT[_PPP]_EEE)",
 				  (long long)a.ep, (long long)a.experts);
+	if (a.vpp > 1) { /* global layer numbers already */
+		if ((ret = unchunk(ck, &a, c->pp_rank, path, e)))
+			return ret;
+		return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, 0, base, &mf, path, e);
+	}
 	/* global layer numbers: the stage's first layer */
 	for (size_t i = 0; c->names && i < c->nnames; i++) {
 		int64_t l;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Megatron legacy (--ckpt-format torch) sets with virtual pipeline stages
+# (TAP). tests/data/dcp/megatron_optim_legacy_vpp is a 4-layer GPT at tp 1 x
+# pp 2 x vpp 2 (each rank file model0 and model1, chunk v of stage p layer
+# 2v + p, each chunk's buffer gbuf v of distrib_optim.pt) and
+# megatron_optim_legacy_l4 the same model at tp 1 x pp 1, both written by
+# tests/dcp/make_megatron_legacy_optim.py --vpp (a re-implementation of
+# Megatron's writer, each rule cited there; every moment and master tagged
+# by parameter and element). The merged model and the joined optimizer.pt
+# must equal the tp 1 save's byte for byte, every value on its own Megatron
+# element (megatron_legacy_optim_check.py); what is not read is refused by
+# name.
+# usage: megatron_legacy_test.sh TPCONV SRCDIR
+set -u
+TPCONV=$(realpath "$1") SRC=$(realpath "$2")
+PY=${TPC_PY:-/usr/bin/python3}
+D=$SRC/tests/data/dcp
+. "$SRC/tests/lib/tap.sh"
+tmpdir
+
+V=$D/megatron_optim_legacy_vpp L=$D/megatron_optim_legacy_l4
+run "$TPCONV" inspect --optimizer "$V/iter_0000007/mp_rank_00_000/model_optim_rng.pt"
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 2 model chunks' buffers, 4 buckets): 15 parameters, 45 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+  grep -qx "# \[5\] model.model1.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[24, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" &&
+  grep -q "^# Megatron legacy rank file of a tp 1 x pp 2 x vpp 2 set" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer of a rank file with 2 model chunks: each chunk's buffer (chunk 0 bucketed, chunk 1 not) mapped to its parameters" ||
+  bad "inspect --optimizer (vpp rank file)" "$(head -8 "$T/out" "$T/err")"
+
+mkdir -p "$T/a" "$T/b"
+run "$TPCONV" merge "$V" --preset llama --vocab 40 -o "$T/a/hf" -q
+r1=$rc
+run "$TPCONV" merge "$L" --preset llama --vocab 40 -o "$T/b/hf" -q
+[ "$r1$rc" = 00 ] && cmp -s "$T/a/hf/model.safetensors" "$T/b/hf/model.safetensors" &&
+  ok "merge of the tp 1 x pp 2 x vpp 2 set: the tp 1 x pp 1 save's model byte for byte (layers 0-3 from chunks interleaved over the stages)" ||
+  bad "merge (vpp): exit $r1 $rc" "$(cat "$T/err")"
+run "$TPCONV" merge "$V" --preset llama --vocab 40 --dry-run
+[ "$rc" = 0 ] && [ "$(grep -o '^model\.layers\.[0-9]*' "$T/out" | uniq | tr '\n' ' ')" = "model.layers.0 model.layers.1 model.layers.2 model.layers.3 " ] &&
+  ok "merge --dry-run: the layers in order, though stage 0 holds layers 0 and 2" || bad "merge --dry-run order" "$(head -30 "$T/out")"
+
+run "$TPCONV" convert "$V" --optimizer --preset llama --vocab 40 -o "$T/a/optimizer.pt" -q
+r1=$rc
+run "$TPCONV" convert "$L/iter_0000007" --optimizer --preset llama --vocab 40 -o "$T/b/optimizer.pt" -q
+[ "$r1$rc" = 00 ] && cmp -s "$T/a/optimizer.pt" "$T/b/optimizer.pt" &&
+  ok "convert SET --optimizer of the vpp set: the tp 1 x pp 1 save's optimizer.pt byte for byte" ||
+  bad "convert --optimizer (vpp): exit $r1 $rc" "$(cat "$T/err")"
+if "$PY" -c 'import torch' 2>/dev/null; then
+  MEGATRON_OPTIM_LAYERS=4 "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" "$T/a/optimizer.pt" >"$T/py" 2>&1
+  while IFS= read -r l; do
+    case $l in
+      "ok "*) ok "vpp: ${l#ok }" ;;
+      "not ok "*) bad "vpp: ${l#not ok }" ;;
+      *) diag "$l" ;;
+    esac
+  done <"$T/py"
+else
+  skip "vpp set optimizer.pt by value" "no torch in $PY"
+fi
+
+"$PY" "$SRC/tests/dcp/make_megatron_legacy_optim.py" --hostile-vpp "$V" "$T/h" >/dev/null 2>&1 || rm -rf "$T/h"
+hostile() { # name variant command(merge|convert) expected-stderr
+  [ -d "$T/h/$2" ] || { skip "$1" "no torch in $PY"; return; }
+  if [ "$3" = merge ]; then
+    run "$TPCONV" merge "$T/h/$2" --preset llama --vocab 40 -o "$T/hm" -q
+  else
+    run "$TPCONV" convert "$T/h/$2" --optimizer --preset llama --vocab 40 -o "$T/h.pt" -q
+  fi
+  [ "$rc" = 3 ] && [ ! -e "$T/h.pt" ] && [ ! -e "$T/hm" ] && grep -qxF "$4" "$T/err" && ok "refused: $1" || bad "$1 (exit $rc)" "$(cat "$T/err")" "want: $4"
+}
+R0=iter_0000007/mp_rank_00_000 R1=iter_0000007/mp_rank_00_001
+hostile "vpp: two layer norms of model chunk 1 swapped (the master check)" vswap convert \
+  "tpconv: error: '$T/h/vswap/$R1/distrib_optim.pt': tensor 'model1.decoder.layers.0.mlp.linear_fc1.layer_norm_weight': its fp32 master at element [0] (buffer offset 1152) is 22528.75, 22528 in BF16, but the rank's model weight there is 26624: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped"
+hostile "vpp: a rank file without its second model chunk (optimizer)" vchunk convert \
+  "tpconv: error: '$T/h/vchunk/$R0/model_optim_rng.pt': args say 2 virtual pipeline stages, but it holds no model chunk 'model1'"
+hostile "vpp: a rank file without its second model chunk (merge)" vchunk merge \
+  "tpconv: error: '$T/h/vchunk/$R0/model_optim_rng.pt': args say 2 virtual pipeline stages, but it holds no model chunk 'model1'"
+hostile "vpp: uneven stages with model chunks (merge)" vuneven merge \
+  "tpconv: error: '$T/h/vuneven/$R1/model_optim_rng.pt': args set decoder_first_pipeline_num_layers with virtual pipeline stages: which layers a model chunk holds is read for even stages only"
+hostile "vpp: uneven stages with model chunks (optimizer)" vuneven convert \
+  "tpconv: error: '$T/h/vuneven/$R1/model_optim_rng.pt': args set decoder_first_pipeline_num_layers with virtual pipeline stages: which layers a model chunk holds is read for even stages only"
+done_testing
