@@ -89,6 +89,7 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	a->experts = ns_int(args, "num_experts");
 	a->ep = ns_int(args, "expert_model_parallel_size");
 	a->vpp = ns_int(args, "virtual_pipeline_model_parallel_size");
+	a->etp = ns_int(args, "expert_tensor_parallel_size");
 	/* transformer_layer.py:65-215 (d98e8a6): a layout, first/last stage
 	 * counts (their config names and the args'), or the embedding or loss
 	 * counted as a layer */

@@ -78,6 +78,7 @@ typedef struct tpc_megatron_args {
 	int64_t heads, query_groups, kv_channels, hidden, ffn_hidden, layers, tp, pp;
 	int64_t vocab, padded_vocab;
 	int64_t experts, ep; /* num_experts, expert_model_parallel_size (0: not said) */
+	int64_t etp;         /* expert_tensor_parallel_size (0: not said, or None: Megatron takes tp) */
 	int64_t vpp;         /* virtual_pipeline_model_parallel_size (0: not said, or None) */
 	const char *uneven;  /* the first arg set that moves layers off the even split of
 			      * get_transformer_layer_offset (decoder_first_pipeline_num_layers,

@@ -869,6 +869,9 @@ static int unchunk(tpc_ckpt *ck, const tpc_megatron_args *a, int pp_rank, const 
 	return ret;
 }
 
+static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const tpc__mcore_facts *mf,
+			  int64_t start, tpc_err *e);
+
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
 	tpc_open_opts oo = {.flags = TPC_OPEN_OPTIMIZER};
@@ -904,6 +907,9 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
 				  "args say expert_model_parallel_size %lld (%lld experts), but the rank folder names no EP rank below it (mp_rank_TT[_PPP]_EEE)",
 				  (long long)a.ep, (long long)a.experts);
+	bool ep_union = a.ep > 1 && (!a.etp || a.etp == a.tp) && !c->names; /* add_ep_experts */
+	if (a.vpp > 1 && a.ep > 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "virtual pipeline stages with expert parallelism: not read yet");
 	if (a.vpp > 1) { /* global layer numbers already */
 		if ((ret = unchunk(ck, &a, c->pp_rank, path, e)))
 			return ret;
@@ -918,15 +924,22 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
-	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
+	ret = tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
+	return ret || !ep_union ? ret : add_ep_experts(ck, path, &a, &mf, start, e);
 }
 
-/* ---- sets Megatron wrote ---- */
+/* ---- sets Megatron wrote (below: expert-parallel ones) ---- */
 
 static bool parse_rank_dir(const char *n, int *t, int *p)
 {
-	int a, b, k = -1;
+	int a, b, c, k = -1;
 	if (sscanf(n, "mp_rank_%2d_%3d%n", &a, &b, &k) == 2 && k == 14 && !n[k]) {
+		*t = a;
+		*p = b;
+		return true;
+	}
+	k = -1; /* mp_rank_TT_PPP_EEE: expert parallelism at pp > 1 (geometry reads the args) */
+	if (sscanf(n, "mp_rank_%2d_%3d_%3d%n", &a, &b, &c, &k) == 3 && k == 18 && !n[k]) {
 		*t = a;
 		*p = b;
 		return true;
@@ -964,6 +977,116 @@ static bool detect_dir(const char *dir)
 	return yes;
 }
 
+/* ---- expert-parallel sets Megatron wrote ----
+ *
+ * With expert parallelism over data-parallel ranks (ep x etp above tp: the
+ * expert tensor-parallel size etp = tp, Megatron's default) the legacy save
+ * has a folder per (tp rank, pp rank, EP rank), mp_rank_TT[_PPP]_EEE
+ * (checkpointing.py:267-274), written by every rank whose dp or expert-dp
+ * rank is 0 (:780-797): each holds the tp rank's dense slices (the same on
+ * every EP rank) and EP rank EEE's E / EP experts (SequentialMLP's
+ * local_experts.i, global EEE x E/EP + i: moe_layer.py:187-195). Rank (t,
+ * p) reads as EP rank 0's folder with the other EP ranks' experts added
+ * (add_ep_experts; its layers numbered from the stage's first, start). Sets whose etp is below tp (tpconv's own, one folder
+ * per tp rank) keep their manifest's path. */
+static char *ep_folder(const char *it, int t, int p, int pp, int g)
+{
+	char buf[64];
+	if (pp > 1)
+		snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d_%03d/" RANK_FILE, t, p, g);
+	else
+		snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d/" RANK_FILE, t, g);
+	return tpc_path_join(it, buf);
+}
+
+static int ep_geometry(const char *dir, const tpc_megatron_args *a, int tp_flag, int pp_flag, int *tp, int *pp,
+		       tpc_err *e)
+{
+	int64_t atp = a->tp > 0 ? a->tp : 1, app = a->pp > 0 ? a->pp : 1;
+	if (a->etp && a->etp != atp)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL,
+				  "an expert-parallel legacy set with expert_tensor_parallel_size %lld under tp %lld (args) without tpconv's manifest is not read (only etp = tp, Megatron's default)",
+				  (long long)a->etp, (long long)atp);
+	if (a->experts <= 0 || a->experts % a->ep)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "args say expert_model_parallel_size %lld but %lld experts",
+				  (long long)a->ep, (long long)a->experts);
+	if ((tp_flag && tp_flag != atp) || (pp_flag && pp_flag != app))
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "an expert-parallel set of tp %lld x pp %lld (args), not tp %d x pp %d",
+				  (long long)atp, (long long)app, tp_flag ? tp_flag : (int)atp, pp_flag ? pp_flag : (int)app);
+	*tp = (int)atp;
+	*pp = (int)app;
+	char *it = iter_of(dir);
+	int ret = it ? 0 : tpc_err_nomem(e);
+	for (int p = 0; p < *pp && !ret; p++)
+		for (int t = 0; t < *tp && !ret; t++)
+			for (int g = 0; g < a->ep && !ret; g++) {
+				char *f = ep_folder(it, t, p, *pp, g);
+				if (!f)
+					ret = tpc_err_nomem(e);
+				else if (!tpc_exists(f))
+					ret = tpc_err_at(e, TPC_EINPUT, f, NULL,
+							 "missing: tp rank %d, pp rank %d, EP rank %d's file of an expert-parallel set (args: expert_model_parallel_size %lld, %lld experts)",
+							 t, p, g, (long long)a->ep, (long long)a->experts);
+				free(f);
+			}
+	free(it);
+	return ret;
+}
+
+/* Rank (t, p) of an expert-parallel set (ck: EP rank 0's file, its names
+ * Hugging Face's): EP ranks 1 .. EP-1's experts added under their global
+ * numbers; their dense tensors, EP rank 0's again, checked for shape and
+ * dtype and left. */
+static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const tpc__mcore_facts *mf,
+			  int64_t start, tpc_err *e)
+{
+	char *dir = tpc_path_dir(path), *it = dir ? tpc_path_dir(dir) : NULL;
+	const char *nm = dir ? tpc_path_base(dir) : NULL;
+	int t = 0, p = 0, g = -1, k = -1, ret = 0;
+	if (!it)
+		ret = tpc_err_nomem(e);
+	else if (a->pp > 1 ? sscanf(nm, "mp_rank_%2d_%3d_%3d%n", &t, &p, &g, &k) != 3 || k != 18
+			   : sscanf(nm, "mp_rank_%2d_%3d%n", &t, &g, &k) != 2 || k != 14)
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "not in an mp_rank_TT%s_EEE folder", a->pp > 1 ? "_PPP" : "");
+	for (int x = 1; x < a->ep && !ret && g == 0; x++) {
+		char *f = ep_folder(it, t, p, (int)a->pp, x);
+		tpc_ckpt o;
+		int src = -1;
+		tpc_ckpt_init(&o);
+		ret = !f ? tpc_err_nomem(e) : tpc_ckpt_open(&o, f, NULL, e);
+		if (!ret && o.nsrc != 1)
+			ret = tpc_err_at(e, TPC_EINPUT, f, NULL, "a rank file of %zu sources (one torch file expected)", o.nsrc);
+		if (!ret)
+			ret = tpc__mcore_to_hf(&o, 0, o.n, "model.", "megatron", NULL, start, x * (a->experts / a->ep), mf, f, e);
+		if (!ret)
+			ret = tpc_ckpt_add_file(ck, f, &src, e);
+		for (size_t i = 0; i < o.n && !ret; i++) {
+			int64_t d = tpc_ckpt_find(ck, o.t[i].name);
+			tpc_tensor c;
+			if (d >= 0) {
+				if (ck->t[d].dtype != o.t[i].dtype || ck->t[d].ndim != o.t[i].ndim ||
+				    memcmp(ck->t[d].shape, o.t[i].shape, sizeof(int64_t) * (size_t)o.t[i].ndim))
+					ret = tpc_err_at(e, TPC_EINPUT, f, o.t[i].name, "EP rank %d's copy has another shape or dtype than EP rank 0's", x);
+				continue;
+			}
+			if (tpc_tensor_copy(&c, &o.t[i]))
+				ret = tpc_err_nomem(e);
+			if (!ret) {
+				tpc__tensor_shift_src(&c, src);
+				int64_t ad = tpc_ckpt_add_copy(ck, o.t[i].name, &c, e);
+				ret = ad < 0 ? (int)ad : 0;
+				tpc_tensor_release(&c);
+			}
+		}
+		tpc_ckpt_release(&o);
+		free(f);
+	}
+	free(it);
+	free(dir);
+	return ret;
+}
+
+
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
 	char *it = iter_of(dir);
@@ -975,17 +1098,13 @@ static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp,
 	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1) {
 		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
 	}
-	/* mp_rank_TT_EEE reads as mp_rank_TT_PPP: an expert-parallel set is read
-	 * with tpconv's manifest only */
+	/* mp_rank_TT_EEE reads as mp_rank_TT_PPP: an expert-parallel set's
+	 * sizes are its args' */
 	tpc_megatron_args a;
 	char *r0 = rank_path(dir, 0, 0, 1);
 	bool ep = r0 && tpc_extras_megatron_args_at(r0, &a) && a.ep > 1;
 	free(r0);
-	if (ep)
-		return tpc_err_at(e, TPC_EINPUT, dir, NULL,
-				  "an expert-parallel legacy set (args: expert_model_parallel_size %lld; mp_rank_TT[_PPP]_EEE folders) without tpconv's manifest is not read",
-				  (long long)a.ep);
-	return 0;
+	return ep ? ep_geometry(dir, &a, tp_flag, pp_flag, tp, pp, e) : 0;
 }
 
 static char *rank_path(const char *dir, int t, int p, int tp)
@@ -1000,6 +1119,15 @@ static char *rank_path(const char *dir, int t, int p, int tp)
 		free(out);
 		snprintf(buf, sizeof(buf), "mp_rank_%02d/" RANK_FILE, t);
 		out = tpc_path_join(it, buf);
+	}
+	if (out && !tpc_exists(out)) { /* an expert-parallel set at pp > 1: EP rank 0's folder */
+		char *ep = ep_folder(it, t, p, 2, 0);
+		if (ep && tpc_exists(ep)) {
+			free(out);
+			out = ep;
+		} else {
+			free(ep);
+		}
 	}
 	free(it);
 	return out;

@@ -9,7 +9,10 @@
 # by parameter and element). The merged model and the joined optimizer.pt
 # must equal the tp 1 save's byte for byte, every value on its own Megatron
 # element (megatron_legacy_optim_check.py); what is not read is refused by
-# name.
+# name. Expert parallelism: a tiny Mixtral (made here in torch 1.13) as a tp 1
+# set (tpconv's megatron layout) and as the tp 1 x ep 2 set Megatron writes
+# from it (tests/dcp/make_megatron_legacy_ep.py: mp_rank_00_EEE, each the
+# dense model and its EP rank's local experts) merge to the same model.
 # usage: megatron_legacy_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -77,4 +80,49 @@ hostile "vpp: uneven stages with model chunks (merge)" vuneven merge \
   "tpconv: error: '$T/h/vuneven/$R1/model_optim_rng.pt': args set decoder_first_pipeline_num_layers with virtual pipeline stages: which layers a model chunk holds is read for even stages only"
 hostile "vpp: uneven stages with model chunks (optimizer)" vuneven convert \
   "tpconv: error: '$T/h/vuneven/$R1/model_optim_rng.pt': args set decoder_first_pipeline_num_layers with virtual pipeline stages: which layers a model chunk holds is read for even stages only"
+
+# expert parallelism over data-parallel ranks: tp 1 x ep 2
+if "$PY" - "$T/mx" <<'PYEOF' 2>"$T/err"; then
+import json, os, sys, torch
+os.makedirs(sys.argv[1])
+g = torch.Generator().manual_seed(5)
+def r(*s): return torch.randn(*s, generator=g).to(torch.bfloat16)
+H, V, L, E, I = 16, 32, 2, 4, 8
+sd = {"model.embed_tokens.weight": r(V, H), "model.norm.weight": r(H), "lm_head.weight": r(V, H)}
+for l in range(L):
+    p = "model.layers.%d." % l
+    for n, o in (("q_proj", 16), ("k_proj", 8), ("v_proj", 8)):
+        sd[p + "self_attn.%s.weight" % n] = r(o, H)
+    sd[p + "self_attn.o_proj.weight"] = r(H, 16)
+    sd[p + "input_layernorm.weight"] = r(H); sd[p + "post_attention_layernorm.weight"] = r(H)
+    sd[p + "block_sparse_moe.gate.weight"] = r(E, H)
+    for e in range(E):
+        q = p + "block_sparse_moe.experts.%d." % e
+        sd[q + "w1.weight"] = r(I, H); sd[q + "w3.weight"] = r(I, H); sd[q + "w2.weight"] = r(H, I)
+torch.save(sd, os.path.join(sys.argv[1], "pytorch_model.bin"))
+json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": H, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": I, "num_local_experts": E, "num_experts_per_tok": 2,
+           "num_hidden_layers": L, "vocab_size": V, "torch_dtype": "bfloat16"}, open(os.path.join(sys.argv[1], "config.json"), "w"))
+PYEOF
+  run "$TPCONV" shard "$T/mx" --preset mixtral --tp 1 --layout megatron -o "$T/mx1" -q
+  rm -f "$T/mx1/tpconv-manifest.json" # as Megatron's own save
+  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mx2" 2 >/dev/null 2>&1 &&
+    "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mxd" 2 --drop 1 >/dev/null 2>&1
+  mkdir -p "$T/e1" "$T/e2"
+  run "$TPCONV" merge "$T/mx1" --preset mixtral -o "$T/e1/hf" -q
+  r1=$rc
+  run "$TPCONV" merge "$T/mx2" --preset mixtral -o "$T/e2/hf" -q
+  [ "$r1$rc" = 00 ] && cmp -s "$T/e1/hf/model.safetensors" "$T/e2/hf/model.safetensors" &&
+    ok "merge of a tp 1 x ep 2 set (mp_rank_00_000, mp_rank_00_001: each the dense model and 2 local experts): the tp 1 set's model byte for byte" ||
+    bad "merge (ep 2): exit $r1 $rc" "$(cat "$T/err")"
+  run "$TPCONV" diff "$T/mx" "$T/e2/hf/model.safetensors"
+  [ "$rc" = 0 ] && grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
+    ok "the ep 2 set's merge: the Hugging Face model it came from, every tensor equal" || bad "ep 2 merge vs HF" "$(cat "$T/out" "$T/err")"
+  run "$TPCONV" merge "$T/mxd" --preset mixtral -o "$T/ed" -q
+  [ "$rc" = 3 ] && [ ! -e "$T/ed" ] &&
+    grep -qxF "tpconv: error: '$T/mxd/iter_0000001/mp_rank_00_001/model_optim_rng.pt': missing: tp rank 0, pp rank 0, EP rank 1's file of an expert-parallel set (args: expert_model_parallel_size 2, 4 experts)" "$T/err" &&
+    ok "refused: an expert-parallel set without one EP rank's folder" || bad "missing EP rank folder (exit $rc)" "$(cat "$T/err")"
+else
+  skip "expert-parallel legacy sets" "no torch in $PY"
+fi
 done_testing
