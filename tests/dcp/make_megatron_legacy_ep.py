@@ -1,14 +1,15 @@
 """A legacy Megatron set with expert parallelism over data-parallel ranks, as
 Megatron writes it (a re-implementation: Megatron is not packaged in Debian;
 Megatron-LM d98e8a6), from a tp 1 legacy set of the same Mixtral-like model
-(tpconv's `shard --layout megatron --tp 1`, whose rank file holds the whole
-model under Megatron-Core names and its experts as SequentialMLP's
+(tpconv's `shard --layout megatron --tp 1 [--pp N]`, whose rank files hold
+the model under Megatron-Core names and its experts as SequentialMLP's
 local_experts.0 .. E-1).
 
     /usr/bin/python3 make_megatron_legacy_ep.py TP1_SET OUTDIR EP [--drop EEE]
 
-Writes OUTDIR/iter_0000001/mp_rank_00_EEE/model_optim_rng.pt for EEE in
-0 .. EP-1 and latest_checkpointed_iteration.txt (1):
+Writes OUTDIR/iter_0000001/mp_rank_00[_PPP]_EEE/model_optim_rng.pt for EEE
+in 0 .. EP-1 (and each stage PPP of a pp > 1 set) and
+latest_checkpointed_iteration.txt (1):
 
 - the folder: mp_rank_{tp:02d}, _{pp:03d} only when pp > 1, then
   _{ep rank:03d} when expert_model_parallel_size > 1 (training/
@@ -36,30 +37,33 @@ import torch
 
 def main(src, out, ep, drop=None):
     it = open(os.path.join(src, "latest_checkpointed_iteration.txt")).read().strip()
-    d = torch.load(os.path.join(src, "iter_%07d" % int(it) if it != "release" else "release",
-                                "mp_rank_00", "model_optim_rng.pt"))
-    args, model = d["args"], d["model"]
-    E = args.num_experts
-    assert E % ep == 0 and args.tensor_model_parallel_size == 1 and args.pipeline_model_parallel_size == 1
-    per = E // ep
-    args.expert_model_parallel_size = ep
-    args.expert_tensor_parallel_size = 1
-    args.data_parallel_size = ep
+    it = "iter_%07d" % int(it) if it != "release" else "release"
     pat = re.compile(r"^(.*\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
-    for g in range(ep):
-        if drop is not None and g == drop:
-            continue
-        sd = {}
-        for k, v in model.items():
-            m = pat.match(k)
-            if not m:
-                sd[k] = v  # dense: every data-parallel rank holds it
-            elif g * per <= int(m.group(2)) < (g + 1) * per:
-                sd[m.group(1) + str(int(m.group(2)) - g * per) + m.group(3)] = v.clone()
-        folder = os.path.join(out, "iter_0000001", "mp_rank_00_%03d" % g)
-        os.makedirs(folder, exist_ok=True)
-        torch.save({"args": args, "checkpoint_version": 3.0, "iteration": 1, "model": sd},
-                   os.path.join(folder, "model_optim_rng.pt"))
+    for r in sorted(os.listdir(os.path.join(src, it))):
+        m = re.match(r"^mp_rank_(\d\d)(?:_(\d\d\d))?$", r)
+        d = torch.load(os.path.join(src, it, r, "model_optim_rng.pt"))
+        args, model = d["args"], d["model"]
+        E, pp = args.num_experts, args.pipeline_model_parallel_size
+        assert m and E % ep == 0 and args.tensor_model_parallel_size == 1
+        per = E // ep
+        args.expert_model_parallel_size = ep
+        args.expert_tensor_parallel_size = 1
+        args.data_parallel_size = ep
+        for g in range(ep):
+            if drop is not None and g == drop:
+                continue
+            sd = {}
+            for k, v in model.items():
+                x = pat.match(k)
+                if not x:
+                    sd[k] = v  # dense: every data-parallel rank holds it
+                elif g * per <= int(x.group(2)) < (g + 1) * per:
+                    sd[x.group(1) + str(int(x.group(2)) - g * per) + x.group(3)] = v.clone()
+            name = "mp_rank_%s%s_%03d" % (m.group(1), "_" + m.group(2) if pp > 1 else "", g)
+            folder = os.path.join(out, "iter_0000001", name)
+            os.makedirs(folder, exist_ok=True)
+            torch.save({"args": args, "checkpoint_version": 3.0, "iteration": 1, "model": sd},
+                       os.path.join(folder, "model_optim_rng.pt"))
     with open(os.path.join(out, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write("1")
 

@@ -118,6 +118,16 @@ PYEOF
   run "$TPCONV" diff "$T/mx" "$T/e2/hf/model.safetensors"
   [ "$rc" = 0 ] && grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
     ok "the ep 2 set's merge: the Hugging Face model it came from, every tensor equal" || bad "ep 2 merge vs HF" "$(cat "$T/out" "$T/err")"
+  run "$TPCONV" shard "$T/mx" --preset mixtral --tp 1 --pp 2 --layout megatron -o "$T/mx1p" -q
+  rm -f "$T/mx1p/tpconv-manifest.json"
+  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1p" "$T/mx2p" 2 >/dev/null 2>&1
+  run "$TPCONV" merge "$T/mx2p" --preset mixtral -o "$T/e3/hf" -q
+  r1=$rc
+  run "$TPCONV" diff "$T/mx" "$T/e3/hf/model.safetensors"
+  [ "$r1$rc" = 00 ] && [ -d "$T/mx2p/iter_0000001/mp_rank_00_001_001" ] &&
+    grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
+    ok "a tp 1 x pp 2 x ep 2 set (mp_rank_00_PPP_EEE) merges to the Hugging Face model, every tensor equal" ||
+    bad "ep 2 x pp 2 merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
   run "$TPCONV" merge "$T/mxd" --preset mixtral -o "$T/ed" -q
   [ "$rc" = 3 ] && [ ! -e "$T/ed" ] &&
     grep -qxF "tpconv: error: '$T/mxd/iter_0000001/mp_rank_00_001/model_optim_rng.pt': missing: tp rank 0, pp rank 0, EP rank 1's file of an expert-parallel set (args: expert_model_parallel_size 2, 4 experts)" "$T/err" &&
