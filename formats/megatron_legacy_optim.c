@@ -229,9 +229,11 @@ static int check_masters(const tpc_ckpt *ck, const int64_t *par, size_t np, cons
 	return ret;
 }
 
-/* Model chunk `model`'s tensors (par[], in order, with their keys). */
-static int model_params(const tpc_ckpt *ck, const tpc_value *model, const char *path, int64_t **par, const char ***keys,
-			size_t *np, tpc_err *e)
+/* Model chunk `model`'s tensors (par[], in order, with their keys): part
+ * 0 all, 1 the dense ones, 2 the routed experts' (a chained optimizer's
+ * two buffers). */
+static int model_params(const tpc_ckpt *ck, const tpc_value *model, int part, const char *path, int64_t **par,
+			const char ***keys, size_t *np, tpc_err *e)
 {
 	*par = tpc_calloc(model->n + 1, sizeof(int64_t));
 	*keys = tpc_calloc(model->n + 1, sizeof(char *));
@@ -242,6 +244,8 @@ static int model_params(const tpc_ckpt *ck, const tpc_value *model, const char *
 		const tpc_value *v = model->items[i], *k = model->keys[i];
 		if (v->kind != TPC_V_TENSOR || v->ival < 0 || (size_t)v->ival >= ck->n || k->kind != TPC_V_STR)
 			continue; /* _extra_state objects */
+		if (part && tpc__mcore_is_expert(k->str) != (part == 2))
+			continue;
 		if (*np && ck->t[v->ival].dtype != ck->t[(*par)[0]].dtype)
 			return tpc_err_at(e, TPC_EINPUT, path, ck->t[v->ival].name,
 					  "is %s where '%s' is %s: parameters of two dtypes lie in two buffers, not read yet",
@@ -259,8 +263,8 @@ static int model_params(const tpc_ckpt *ck, const tpc_value *model, const char *
  * distrib_optimizer.py:714-726). *pp_rank: the rank's pipeline stage, from
  * its folder (mp_rank_TT_PPP[_EEE] when pp > 1: checkpointing.py:267-274). */
 #define MAX_CHUNKS 64
-static int chunks_of(const tpc_value *root, const char *path, const tpc_value **ch, int64_t *nv, int64_t *pp_rank,
-		     tpc_err *e)
+static int chunks_of(const tpc_value *root, bool chained, const char *path, const tpc_value **ch, int64_t *nv,
+		     int64_t *pp_rank, tpc_err *e)
 {
 	const tpc_value *args = tpc_value_get(root, "args");
 	int64_t vp, ne, pp;
@@ -268,9 +272,12 @@ static int chunks_of(const tpc_value *root, const char *path, const tpc_value **
 	tpc__mcore_arg_int(args, "virtual_pipeline_model_parallel_size", 1, &vp);
 	tpc__mcore_arg_int(args, "pipeline_model_parallel_size", 1, &pp);
 	tpc__mcore_arg_int(args, "num_experts", 0, &ne);
-	if (ne > 0)
+	if (ne > 0 && !chained)
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
-				  "a model with %lld experts: their buffer has its own data-parallel group, not read yet", (long long)ne);
+				  "a model with %lld experts whose optimizer is not Megatron's chained dense and expert-parallel pair: not read",
+				  (long long)ne);
+	if (ne > 0 && vp > 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "virtual pipeline stages with experts: not read yet");
 	if (vp < 1 || vp > MAX_CHUNKS)
 		return tpc_err_at(e, TPC_EINPUT, path, NULL, "args say virtual_pipeline_model_parallel_size %lld (1 to %d are read)",
 				  (long long)vp, MAX_CHUNKS);
@@ -347,29 +354,49 @@ static int keep_model(tpc_ckpt *ck, const tpc_value *const *ch, int64_t nv, tpc_
 	return ret;
 }
 
+/* The rank file's summary line and its state's. */
+static void about(tpc_ckpt *ck, const tpc__mcore_optim *mo, int64_t nv)
+{
+	tpc_buf b = TPC_BUF_INIT;
+	int64_t tp, pp, ep;
+	tpc__mcore_arg_int(mo->args, "tensor_model_parallel_size", 1, &tp);
+	tpc__mcore_arg_int(mo->args, "pipeline_model_parallel_size", 1, &pp);
+	tpc__mcore_arg_int(mo->args, "expert_model_parallel_size", 1, &ep);
+	if (tp * pp * (ep > 1 ? ep : 1) > 1) {
+		tpc_buf_addf(&b, "Megatron legacy rank file of a tp %lld x pp %lld", (long long)tp, (long long)pp);
+		if (nv > 1)
+			tpc_buf_addf(&b, " x vpp %lld", (long long)nv);
+		if (ep > 1)
+			tpc_buf_addf(&b, " x ep %lld", (long long)ep);
+		tpc_buf_adds(&b, " set with its distributed optimizer's state (this rank's slices: 'tpconv convert SAVE_DIR --optimizer' joins the set's)");
+	} else {
+		tpc_buf_addf(&b, "Megatron legacy rank file (tp 1 x pp 1) with its distributed optimizer's state");
+	}
+	tpc__mcore_optim_about(mo, &b);
+	tpc_ckpt_set_about(ck, &b);
+}
+
 /* Model chunk v (dict md) of a rank at pipeline stage pp_rank: its
  * parameters laid out in buffer v of distrib_optim.pt (dv), the layout's
  * total checked, every master against its weight, the states added; *nb
- * gets its buckets, *np its parameters. Without model chunks (nv 1) the
- * tensors are named by their keys first (the state is named after them);
- * with them they keep the reader's names, modelV.KEY. */
-static int map_chunk(tpc_ckpt *ck, const tpc_value *md, const tpc_value *dv, int64_t v, int64_t nv, int64_t pp_rank,
-		     const tpc_value *args, const char *path, const char *sib, int64_t *nb, size_t *np, tpc_err *e)
+ * gets its buckets, *np its parameters; part: model_params'. */
+static int map_chunk(tpc_ckpt *ck, const tpc_value *md, int part, const tpc_value *dv, int64_t v, int64_t nv,
+		     int64_t pp_rank, const tpc_value *args, const char *path, const char *sib, int64_t *nb, size_t *np,
+		     tpc_err *e)
 {
 	int64_t *par = NULL, *pos = NULL, ix[3], unpadded = 0, total = 0, n = 0;
 	const char **keys = NULL;
-	int ret = model_params(ck, md, path, &par, &keys, np, e);
+	int ret = model_params(ck, md, part, path, &par, &keys, np, e);
 	if (!ret)
 		ret = tpc__mcore_world_tensors(ck, dv, nv, v, sib, NULL, ix, &unpadded, e);
 	if (!ret && !(pos = tpc_calloc(*np + 1, sizeof(int64_t))))
 		ret = tpc_err_nomem(e);
-	for (size_t j = 0; !ret && nv == 1 && j < *np; j++)
-		if (strcmp(ck->t[par[j]].name, keys[j]))
-			ret = tpc_ckpt_rename(ck, par[j], keys[j], e);
 	if (!ret)
 		ret = layout(ck, par, keys, *np, args, pp_rank + v, pos, &total, &n, path, e);
 	if (!ret && total != unpadded) {
 		char c[48] = "the model";
+		if (part)
+			snprintf(c, sizeof(c), "the %s part", part == 1 ? "dense" : "expert-parallel");
 		if (nv > 1)
 			snprintf(c, sizeof(c), "model chunk %lld", (long long)v);
 		ret = tpc_err_at(e, TPC_EINPUT, sib, NULL,
@@ -385,13 +412,80 @@ static int map_chunk(tpc_ckpt *ck, const tpc_value *md, const tpc_value *dv, int
 	return ret;
 }
 
+/* The param groups: optimizer.optimizer.param_groups, or with a chained
+ * optimizer (a model with experts: ChainedOptimizer of a dense and an
+ * expert-parallel DistributedOptimizer, whose state_dict is the list of
+ * theirs, optimizer.py:1567-1571) the dense part's then the expert part's
+ * (*ndense the dense part's count), as megatron_optim.c's tree takes them. */
+static int param_groups(const tpc_value *root, bool chained, tpc_value **groups, size_t *ndense, const char *path,
+			tpc_err *e)
+{
+	const tpc_value *opt = tpc_value_get(root, "optimizer");
+	*groups = NULL;
+	*ndense = 0;
+	for (size_t k = 0; k < (chained ? 2 : 1); k++) {
+		const tpc_value *pg = tpc_value_get(tpc_value_get(chained ? opt->items[k] : opt, "optimizer"), "param_groups");
+		if (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n) {
+			tpc_value_unref(*groups);
+			*groups = NULL;
+			return chained ? tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer[%zu].optimizer.param_groups is not a list of groups", k)
+				       : tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
+		}
+		if (!chained) {
+			*groups = tpc_value_ref((tpc_value *)pg);
+			return 0;
+		}
+		if (!*groups && !(*groups = tpc_value_new(TPC_V_LIST)))
+			return tpc_err_nomem(e);
+		for (size_t g = 0; g < pg->n; g++)
+			if (tpc_value_append(*groups, tpc_value_ref(pg->items[g]))) {
+				tpc_value_unref(*groups);
+				*groups = NULL;
+				return tpc_err_nomem(e);
+			}
+		if (!k)
+			*ndense = pg->n;
+	}
+	return 0;
+}
+
+/* Each buffer mapped: the model chunks' (gbuf v each), or a chained
+ * optimizer's two parts, distrib_optim.pt then the list of their
+ * get_parameter_state_dp_zero (optimizer.py:1972-1997), None for a part
+ * whose DP group's rank 0 is another rank (an EP rank past 0: the dense
+ * part's DP group spans the EP ranks, so its state is EP rank 0's file's). */
+static int map_all(tpc_ckpt *ck, const tpc_value *const *ch, int64_t nv, bool chained, const tpc_value *dv,
+		   int64_t pp_rank, const tpc_value *args, const char *path, const char *sib, int64_t *nb, size_t *np,
+		   bool *dense_elsewhere, tpc_err *e)
+{
+	int ret = 0;
+	*dense_elsewhere = false;
+	if (chained && (!dv || (dv->kind != TPC_V_LIST && dv->kind != TPC_V_TUPLE) || dv->n != 2))
+		return tpc_err_at(e, TPC_EINPUT, sib, NULL,
+				  "is not the list of a chained optimizer's two parts (dense, expert-parallel) that its model_optim_rng.pt's optimizer is");
+	if (chained && dv->items[0]->kind == TPC_V_NONE && dv->items[1]->kind == TPC_V_NONE)
+		return tpc_err_at(e, TPC_EINPUT, sib, NULL, "holds neither part's state (both None)");
+	for (int64_t v = 0; v < (chained ? 2 : nv) && !ret; v++) {
+		size_t n = 0;
+		if (chained && dv->items[v]->kind == TPC_V_NONE) {
+			*dense_elsewhere = *dense_elsewhere || v == 0;
+			continue;
+		}
+		ret = chained ? map_chunk(ck, ch[0], (int)v + 1, dv->items[v], 0, 1, pp_rank, args, path, sib, nb, &n, e)
+			      : map_chunk(ck, ch[v], 0, dv, v, nv, pp_rank, args, path, sib, nb, &n, e);
+		*np += n;
+	}
+	return ret;
+}
+
 int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 {
 	tpc__mcore_optim mo;
-	tpc_value *dv = NULL;
+	tpc_value *dv = NULL, *groups = NULL;
 	const tpc_value *ch[MAX_CHUNKS];
 	int64_t nb = 0, nv = 1, pp_rank = 0;
-	size_t np = 0;
+	size_t np = 0, ndense = 0;
+	bool dense_elsewhere = false;
 	int src, ret = 0;
 	char *dir = tpc_path_dir(path), *sib = dir ? tpc_path_join(dir, "distrib_optim.pt") : NULL;
 	memset(&mo, 0, sizeof(mo));
@@ -401,30 +495,37 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 	}
 	if (strcmp(tpc_path_base(path), "model_optim_rng.pt") || !tpc_exists(sib) || !ck->root)
 		goto out; /* not a Megatron rank file with the distributed optimizer */
-	const tpc_value *root = ck->root, *groups = tpc_value_get(tpc_value_get(tpc_value_get(root, "optimizer"), "optimizer"), "param_groups");
+	const tpc_value *root = ck->root, *opt = tpc_value_get(root, "optimizer");
 	const tpc_value *args = tpc_value_get(root, "args");
-	if ((ret = chunks_of(root, path, ch, &nv, &pp_rank, e)))
+	bool chained = opt && (opt->kind == TPC_V_LIST || opt->kind == TPC_V_TUPLE) && opt->n == 2;
+	if ((ret = chunks_of(root, chained, path, ch, &nv, &pp_rank, e)) ||
+	    (ret = param_groups(root, chained, &groups, &ndense, path, e)))
 		goto out;
-	if (!groups || (groups->kind != TPC_V_LIST && groups->kind != TPC_V_TUPLE) || !groups->n) {
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "optimizer.optimizer.param_groups is not a list of groups");
-		goto out;
-	}
 	const tpc_map *m;
 	if ((ret = tpc_ckpt_add_file(ck, sib, &src, e)) || !(m = tpc_ckpt_source(ck, src)) ||
 	    (ret = tpc__torch_open_item(ck, src, 0, m->size, sib, TMP_PREFIX, false, &dv, e)))
 		goto out;
-	for (int64_t v = 0; v < nv && !ret; v++) {
-		size_t n = 0;
-		ret = map_chunk(ck, ch[v], dv, v, nv, pp_rank, args, path, sib, &nb, &n, e);
-		np += n;
+	/* without model chunks the tensors go by their keys (the state is named after them) */
+	for (size_t i = 0; nv == 1 && !ret && i < ch[0]->n; i++) {
+		const tpc_value *v = ch[0]->items[i], *k = ch[0]->keys[i];
+		if (v->kind == TPC_V_TENSOR && v->ival >= 0 && (size_t)v->ival < ck->n && k->kind == TPC_V_STR &&
+		    strcmp(ck->t[v->ival].name, k->str))
+			ret = tpc_ckpt_rename(ck, v->ival, k->str, e);
 	}
-	if (ret)
+	if (ret || (ret = map_all(ck, ch, nv, chained, dv, pp_rank, args, path, sib, &nb, &np, &dense_elsewhere, e)))
 		goto out;
 	mo.on = true;
-	mo.groups = tpc_value_ref((tpc_value *)groups);
+	mo.groups = groups;
+	groups = NULL;
+	mo.chained = chained;
+	mo.ndense = ndense;
 	mo.args = args ? tpc_value_ref((tpc_value *)args) : NULL;
-	char what[128];
-	if (nv > 1)
+	char what[160];
+	if (chained)
+		snprintf(what, sizeof(what), "distrib_optim.pt, %s, %lld bucket%s", dense_elsewhere
+			 ? "the expert-parallel part's buffer (the dense part's state is in its DP group's rank 0's file)"
+			 : "the chained dense and expert-parallel parts' buffers", (long long)nb, nb == 1 ? "" : "s");
+	else if (nv > 1)
 		snprintf(what, sizeof(what), "distrib_optim.pt, %lld model chunks' buffers, %lld buckets", (long long)nv, (long long)nb);
 	else
 		snprintf(what, sizeof(what), "distrib_optim.pt, %lld bucket%s", (long long)nb, nb == 1 ? "" : "s");
@@ -440,24 +541,11 @@ int tpc__megatron_legacy_optim(tpc_ckpt *ck, const char *path, tpc_err *e)
 		tpc_value_unref(hold[v]);
 	if (!ret)
 		ret = tpc__mcore_optim_tree(&mo, ck, sib, e);
-	if (!ret) {
-		tpc_buf b = TPC_BUF_INIT;
-		int64_t tp, pp;
-		tpc__mcore_arg_int(mo.args, "tensor_model_parallel_size", 1, &tp);
-		tpc__mcore_arg_int(mo.args, "pipeline_model_parallel_size", 1, &pp);
-		if (tp * pp > 1) {
-			tpc_buf_addf(&b, "Megatron legacy rank file of a tp %lld x pp %lld", (long long)tp, (long long)pp);
-			if (nv > 1)
-				tpc_buf_addf(&b, " x vpp %lld", (long long)nv);
-			tpc_buf_adds(&b, " set with its distributed optimizer's state (this rank's slices: 'tpconv convert SAVE_DIR --optimizer' joins the set's)");
-		} else {
-			tpc_buf_addf(&b, "Megatron legacy rank file (tp 1 x pp 1) with its distributed optimizer's state");
-		}
-		tpc__mcore_optim_about(&mo, &b);
-		tpc_ckpt_set_about(ck, &b);
-	}
+	if (!ret)
+		about(ck, &mo, nv);
 out:
 	tpc__mcore_optim_release(&mo);
+	tpc_value_unref(groups);
 	tpc_value_unref(dv);
 	free(sib);
 	free(dir);

@@ -756,7 +756,7 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
  * distrib_optim.pt mapped by Megatron's buffer layout, each master checked
  * against its weight), under the parameter's name, so that what follows
  * (renaming, unfusing, the merge's joins) treats it as the parameter. */
-static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_err *e)
+static int state_in_place(tpc_ckpt *ck, const char *key, bool lenient, const char *path, tpc_err *e)
 {
 	size_t n0 = ck->n;
 	bool *keep = NULL;
@@ -782,6 +782,8 @@ static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_e
 			ret = tpc_err_nomem(e);
 			break;
 		}
+		if (s < 0 && lenient)
+			continue; /* a dense parameter whose state is EP rank 0's (add_ep_experts) */
 		if (s < 0) {
 			ret = tpc_err_at(e, TPC_EINPUT, path, nm + 6, "has no %s in the rank's optimizer state", key);
 			break;
@@ -870,7 +872,7 @@ static int unchunk(tpc_ckpt *ck, const tpc_megatron_args *a, int pp_rank, const 
 }
 
 static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const tpc__mcore_facts *mf,
-			  int64_t start, tpc_err *e);
+			  int64_t start, const char *state, tpc_err *e);
 
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
@@ -893,7 +895,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		if (!ret)
 			facts_from_args(own.root, &f, &layers, &pp, &a);
 		tpc_ckpt_release(&own);
-		if (ret || (ret = state_in_place(ck, c->state, path, e)))
+		if (ret || (ret = state_in_place(ck, c->state, false, path, e)))
 			return ret;
 	} else {
 		facts_from_args(ck->root, &f, &layers, &pp, &a);
@@ -925,7 +927,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
 	ret = tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
-	return ret || !ep_union ? ret : add_ep_experts(ck, path, &a, &mf, start, e);
+	return ret || !ep_union ? ret : add_ep_experts(ck, path, &a, &mf, start, c->state, e);
 }
 
 /* ---- sets Megatron wrote (below: expert-parallel ones) ---- */
@@ -1033,12 +1035,29 @@ static int ep_geometry(const char *dir, const tpc_megatron_args *a, int tp_flag,
 	return ret;
 }
 
+/* t's sources (and its parts') through map (-1: not a file): -1 when one
+ * is not. */
+static int remap_src(tpc_tensor *t, const int *map, size_t n)
+{
+	if (t->src >= 0 && ((size_t)t->src >= n || map[t->src] < 0))
+		return -1;
+	if (t->src >= 0)
+		t->src = map[t->src];
+	t->storage = -1;
+	t->alias_of = -1;
+	for (int k = 0; k < t->nparts; k++)
+		if (remap_src(&t->parts[k], map, n))
+			return -1;
+	return 0;
+}
+
 /* Rank (t, p) of an expert-parallel set (ck: EP rank 0's file, its names
  * Hugging Face's): EP ranks 1 .. EP-1's experts added under their global
  * numbers; their dense tensors, EP rank 0's again, checked for shape and
- * dtype and left. */
+ * dtype and left. With `state`, each rank's optimizer state in place of its
+ * parameters (state_in_place), the dense parameters' from EP rank 0's. */
 static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const tpc__mcore_facts *mf,
-			  int64_t start, tpc_err *e)
+			  int64_t start, const char *state, tpc_err *e)
 {
 	char *dir = tpc_path_dir(path), *it = dir ? tpc_path_dir(dir) : NULL;
 	const char *nm = dir ? tpc_path_base(dir) : NULL;
@@ -1050,16 +1069,23 @@ static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_arg
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "not in an mp_rank_TT%s_EEE folder", a->pp > 1 ? "_PPP" : "");
 	for (int x = 1; x < a->ep && !ret && g == 0; x++) {
 		char *f = ep_folder(it, t, p, (int)a->pp, x);
+		tpc_open_opts oo = {.flags = TPC_OPEN_OPTIMIZER};
 		tpc_ckpt o;
-		int src = -1;
+		int *map = NULL;
 		tpc_ckpt_init(&o);
-		ret = !f ? tpc_err_nomem(e) : tpc_ckpt_open(&o, f, NULL, e);
-		if (!ret && o.nsrc != 1)
-			ret = tpc_err_at(e, TPC_EINPUT, f, NULL, "a rank file of %zu sources (one torch file expected)", o.nsrc);
+		ret = !f ? tpc_err_nomem(e) : tpc_ckpt_open(&o, f, state ? &oo : NULL, e);
+		if (!ret && state) /* its dense parameters' state is EP rank 0's (distrib_optim.pt's None) */
+			ret = state_in_place(&o, state, true, f, e);
 		if (!ret)
 			ret = tpc__mcore_to_hf(&o, 0, o.n, "model.", "megatron", NULL, start, x * (a->experts / a->ep), mf, f, e);
-		if (!ret)
-			ret = tpc_ckpt_add_file(ck, f, &src, e);
+		if (!ret && !(map = tpc_calloc(o.nsrc + 1, sizeof(int))))
+			ret = tpc_err_nomem(e);
+		for (size_t i = 0; !ret && i < o.nsrc; i++) { /* its files become ck's sources too */
+			const tpc_map *sm = tpc_ckpt_source(&o, (int)i);
+			map[i] = -1;
+			if (sm && sm->fd >= 0)
+				ret = tpc_ckpt_add_file(ck, sm->path, &map[i], e);
+		}
 		for (size_t i = 0; i < o.n && !ret; i++) {
 			int64_t d = tpc_ckpt_find(ck, o.t[i].name);
 			tpc_tensor c;
@@ -1071,14 +1097,18 @@ static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_arg
 			}
 			if (tpc_tensor_copy(&c, &o.t[i]))
 				ret = tpc_err_nomem(e);
+			else if (remap_src(&c, map, o.nsrc)) {
+				tpc_tensor_release(&c);
+				ret = tpc_err_at(e, TPC_EINPUT, f, o.t[i].name, "its data is not in the rank's files");
+			}
 			if (!ret) {
-				tpc__tensor_shift_src(&c, src);
 				int64_t ad = tpc_ckpt_add_copy(ck, o.t[i].name, &c, e);
 				ret = ad < 0 ? (int)ad : 0;
 				tpc_tensor_release(&c);
 			}
 		}
 		tpc_ckpt_release(&o);
+		free(map);
 		free(f);
 	}
 	free(it);

@@ -5,7 +5,7 @@ Megatron-LM d98e8a6), from a tp 1 legacy set of the same Mixtral-like model
 the model under Megatron-Core names and its experts as SequentialMLP's
 local_experts.0 .. E-1).
 
-    /usr/bin/python3 make_megatron_legacy_ep.py TP1_SET OUTDIR EP [--drop EEE]
+    /usr/bin/python3 make_megatron_legacy_ep.py TP1_SET OUTDIR EP [--drop EEE] [--optimizer [--swap EEE]]
 
 Writes OUTDIR/iter_0000001/mp_rank_00[_PPP]_EEE/model_optim_rng.pt for EEE
 in 0 .. EP-1 (and each stage PPP of a pp > 1 set) and
@@ -27,6 +27,30 @@ latest_checkpointed_iteration.txt (1):
   data_parallel_size EP, no tpconv manifest.
 
 --drop EEE leaves that EP rank's folder out (a hostile set).
+
+--optimizer adds the distributed optimizer's state as such a save holds it
+(--use-distributed-optimizer, no --overlap-grad-reduce: one bucket per
+buffer), every value a function of its own parameter's weight W at the same
+element (fp32 master W, exp_avg 2 W, exp_avg_sq 4 W, exact in fp32), so that
+a value on another element or parameter shows:
+
+- the optimizer is ChainedOptimizer of a dense and an expert-parallel
+  DistributedOptimizer (optimizer/__init__.py:1213-1245): model_optim_rng.pt's
+  "optimizer" the list of their state_dict()s (optimizer.py:1567-1571), each
+  {"optimizer": {"param_groups"}} with the standard two groups
+  (is_expert_parallel in the expert part's);
+- distrib_optim.pt the list of their get_parameter_state_dp_zero()
+  (optimizer.py:1972-1997, distrib_optimizer.py:1262-1411), None where the
+  rank is not its DP group's rank 0: the dense part's DP group spans the EP
+  ranks (dp EP), so only EP rank 0's file holds it; each EP rank is its own
+  expert DP group's rank 0 (expert dp 1);
+- each buffer's layout (_compute_per_buffer_param_layout, :506-589): its
+  parameters (the dense ones, or the rank's experts) in reverse state-dict
+  order, each start aligned to 64 elements, one bucket.
+
+--swap EEE (with --optimizer) puts that EP rank's first two expert
+parameters of one shape in each other's place in its state dict (a hostile
+set: the buffer layout then puts each on the other's range).
 """
 import os
 import re
@@ -34,8 +58,47 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_megatron_optim import groups  # noqa: E402
 
-def main(src, out, ep, drop=None):
+
+def part_groups(expert):
+    gs = groups()
+    for g in gs:
+        g.pop("params", None)
+        g["is_expert_parallel"] = expert
+    return gs
+
+
+def buffer(params):
+    """get_parameter_state_dp_zero of one buffer: params [(key, weight)] in
+    reverse order, 64-aligned starts, one bucket (its end not padded)."""
+    start, at = 0, []
+    for k, w in reversed(params):
+        start = (start + 63) // 64 * 64
+        at.append((start, w))
+        start += w.numel()
+    world = {}
+    for key, mul in (("param", 1.0), ("exp_avg", 2.0), ("exp_avg_sq", 4.0)):
+        b = torch.zeros(start)
+        for a, w in at:
+            b[a:a + w.numel()] = w.float().reshape(-1) * mul
+        world[key] = b
+    world["numel_unpadded"] = start
+    return {"buckets_coalesced": True, 0: {(torch.bfloat16, torch.float32): world}}
+
+
+def swapped(sd, pat):
+    keys = list(sd)
+    ex = [k for k in keys if pat.match(k) and torch.is_tensor(sd[k])]
+    a = ex[0]
+    b = next(k for k in ex[1:] if sd[k].shape == sd[a].shape)
+    i, j = keys.index(a), keys.index(b)
+    keys[i], keys[j] = keys[j], keys[i]
+    return {k: sd[k] for k in keys}
+
+
+def main(src, out, ep, drop=None, optim=False, swap=None):
     it = open(os.path.join(src, "latest_checkpointed_iteration.txt")).read().strip()
     it = "iter_%07d" % int(it) if it != "release" else "release"
     pat = re.compile(r"^(.*\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
@@ -62,12 +125,26 @@ def main(src, out, ep, drop=None):
             name = "mp_rank_%s%s_%03d" % (m.group(1), "_" + m.group(2) if pp > 1 else "", g)
             folder = os.path.join(out, "iter_0000001", name)
             os.makedirs(folder, exist_ok=True)
-            torch.save({"args": args, "checkpoint_version": 3.0, "iteration": 1, "model": sd},
-                       os.path.join(folder, "model_optim_rng.pt"))
+            top = {"args": args, "checkpoint_version": 3.0, "iteration": 1, "model": sd}
+            if optim:
+                args.use_distributed_optimizer, args.overlap_grad_reduce = True, False
+                dense = [(k, v) for k, v in sd.items() if torch.is_tensor(v) and not pat.match(k)]
+                experts = [(k, v) for k, v in sd.items() if torch.is_tensor(v) and pat.match(k)]
+                if swap == g:  # the model's order only: the buffer keeps the true one
+                    top["model"] = swapped(sd, pat)
+                top["optimizer"] = [{"optimizer": {"param_groups": part_groups(False)}},
+                                    {"optimizer": {"param_groups": part_groups(True)}}]
+                torch.save([buffer(dense) if g == 0 else None, buffer(experts)],
+                           os.path.join(folder, "distrib_optim.pt"))
+            torch.save(top, os.path.join(folder, "model_optim_rng.pt"))
     with open(os.path.join(out, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write("1")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]),
-         int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--drop" else None)
+    a = sys.argv[1:]
+    opt = "--optimizer" in a
+    a = [x for x in a if x != "--optimizer"]
+    drop = int(a[a.index("--drop") + 1]) if "--drop" in a else None
+    swap = int(a[a.index("--swap") + 1]) if "--swap" in a else None
+    main(a[0], a[1], int(a[2]), drop, opt, swap)

@@ -12,7 +12,10 @@
 # name. Expert parallelism: a tiny Mixtral (made here in torch 1.13) as a tp 1
 # set (tpconv's megatron layout) and as the tp 1 x ep 2 set Megatron writes
 # from it (tests/dcp/make_megatron_legacy_ep.py: mp_rank_00_EEE, each the
-# dense model and its EP rank's local experts) merge to the same model.
+# dense model and its EP rank's local experts) merge to the same model, and
+# the chained optimizer's state (dense part in EP rank 0's distrib_optim.pt,
+# each EP rank's experts in its own) joins with every value on its own
+# parameter's element (megatron_legacy_optim_check.py --weights).
 # usage: megatron_legacy_test.sh TPCONV SRCDIR
 set -u
 TPCONV=$(realpath "$1") SRC=$(realpath "$2")
@@ -128,6 +131,35 @@ PYEOF
     grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
     ok "a tp 1 x pp 2 x ep 2 set (mp_rank_00_PPP_EEE) merges to the Hugging Face model, every tensor equal" ||
     bad "ep 2 x pp 2 merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
+  # the chained optimizer's state (make_megatron_legacy_ep.py --optimizer: every
+  # value a function of its own weight), at pp 1 and pp 2, by value
+  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mx2o" 2 --optimizer >/dev/null 2>&1 &&
+    "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1p" "$T/mx2po" 2 --optimizer >/dev/null 2>&1 &&
+    "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mxs" 2 --optimizer --swap 1 >/dev/null 2>&1
+  run "$TPCONV" inspect --optimizer "$T/mx2o/iter_0000001/mp_rank_00_001/model_optim_rng.pt"
+  grep -qxF "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, the expert-parallel part's buffer (the dense part's state is in its DP group's rank 0's file), 1 bucket): 8 parameters, 24 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" && [ "$rc" = 0 ] &&
+    ok "inspect --optimizer of EP rank 1's file: its experts' buffer (distrib_optim.pt [None, experts]) mapped, its 8 expert parameters" ||
+    bad "inspect --optimizer (EP rank 1)" "$(head -4 "$T/out" "$T/err")"
+  mkdir -p "$T/o1" "$T/o2"
+  run "$TPCONV" convert "$T/mx2o" --preset mixtral --optimizer -o "$T/o1/optimizer.pt" -q
+  r1=$rc
+  run "$TPCONV" convert "$T/mx2po" --preset mixtral --optimizer -o "$T/o2/optimizer.pt" -q
+  if [ "$r1$rc" = 00 ]; then
+    "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" --weights "$T/mx/pytorch_model.bin" "$T/o1/optimizer.pt" "$T/o2/optimizer.pt" >"$T/py" 2>&1
+    while IFS= read -r l; do
+      case $l in
+        "ok "*) ok "ep 2: ${l#ok }" ;;
+        "not ok "*) bad "ep 2: ${l#not ok }" ;;
+        *) diag "$l" ;;
+      esac
+    done <"$T/py"
+  else
+    bad "convert --optimizer of the ep 2 sets: exit $r1 $rc" "$(cat "$T/err")"
+  fi
+  run "$TPCONV" convert "$T/mxs" --preset mixtral --optimizer -o "$T/s.pt" -q
+  [ "$rc" = 3 ] && [ ! -e "$T/s.pt" ] &&
+    grep -qxF "tpconv: error: '$T/mxs/iter_0000001/mp_rank_00_001/distrib_optim.pt': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': its fp32 master at element [0, 0] (buffer offset 1280) is -1.7421875, -1.7421875 in BF16, but the rank's model weight there is -0.453125: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped" "$T/err" &&
+    ok "refused: two experts of EP rank 1 swapped in its state dict (the master check)" || bad "ep swap (exit $rc)" "$(cat "$T/err")"
   run "$TPCONV" merge "$T/mxd" --preset mixtral -o "$T/ed" -q
   [ "$rc" = 3 ] && [ ! -e "$T/ed" ] &&
     grep -qxF "tpconv: error: '$T/mxd/iter_0000001/mp_rank_00_001/model_optim_rng.pt': missing: tp rank 0, pp rank 0, EP rank 1's file of an expert-parallel set (args: expert_model_parallel_size 2, 4 experts)" "$T/err" &&
