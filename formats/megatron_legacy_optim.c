@@ -42,12 +42,21 @@
  *   the state is then named modelV.KEY, which the megatron layout renumbers
  *   to global layers (shard/layout_megatron.c).
  *
- * Read for one rank file with one dense buffer per model chunk: at tp 1 x
- * pp 1 the whole model; a rank of a larger set gives its TP-local moments
- * under its local model tensors' names, which the megatron layout joins as
- * it joins the parameters (shard/tpc_merge_optim.c). Expert-parallel
- * buffers (their own DP group), uneven stages with model chunks and the
- * pre-2024 per-bucket form are refused by name. The layout's total is checked against numel_unpadded,
+ * - A model with experts has Megatron's chained optimizer, a dense and an
+ *   expert-parallel DistributedOptimizer (optimizer/__init__.py:1213-1245):
+ *   "optimizer" is the list of their state dicts (optimizer.py:1567-1571),
+ *   distrib_optim.pt the list of their get_parameter_state_dp_zero
+ *   (:1972-1997), None for a part whose DP group's rank 0 is another rank
+ *   (the dense part on EP ranks past 0 when the experts spread over the
+ *   data-parallel ranks); each part's buffer holds its own parameters (the
+ *   routed experts', tpc__mcore_is_expert, or the others), laid out as above.
+ *
+ * Read for one rank file with one dense buffer per model chunk, or the
+ * chained pair: at tp 1 x pp 1 the whole model; a rank of a larger set
+ * gives its TP-local moments under its local model tensors' names, which
+ * the megatron layout joins as it joins the parameters (shard/
+ * tpc_merge_optim.c). Experts with model chunks, uneven stages with model
+ * chunks and the pre-2024 per-bucket form are refused by name. The layout's total is checked against numel_unpadded,
  * and every parameter's master, rounded to the model's dtype, against its
  * stored weight (all elements of a small tensor, 1,536 of a large one), so
  * a save whose layout differs (frozen parameters, another Megatron's
