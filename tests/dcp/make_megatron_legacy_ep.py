@@ -1,29 +1,31 @@
 """A legacy Megatron set with expert parallelism over data-parallel ranks, as
 Megatron writes it (a re-implementation: Megatron is not packaged in Debian;
 Megatron-LM d98e8a6), from a tp 1 legacy set of the same Mixtral-like model
-(tpconv's `shard --layout megatron --tp 1 [--pp N]`, whose rank files hold
+(tpconv's `shard --layout megatron --tp T [--pp N]`, whose rank files hold
 the model under Megatron-Core names and its experts as SequentialMLP's
-local_experts.0 .. E-1).
+local_experts.0 .. E-1, each tp rank its slices).
 
     /usr/bin/python3 make_megatron_legacy_ep.py TP1_SET OUTDIR EP [--drop EEE] [--optimizer [--swap EEE]]
 
-Writes OUTDIR/iter_0000001/mp_rank_00[_PPP]_EEE/model_optim_rng.pt for EEE
-in 0 .. EP-1 (and each stage PPP of a pp > 1 set) and
+Writes OUTDIR/iter_0000001/mp_rank_TT[_PPP]_EEE/model_optim_rng.pt for EEE
+in 0 .. EP-1 (for each tp rank TT, and each stage PPP of a pp > 1 set) and
 latest_checkpointed_iteration.txt (1):
 
 - the folder: mp_rank_{tp:02d}, _{pp:03d} only when pp > 1, then
   _{ep rank:03d} when expert_model_parallel_size > 1 (training/
   checkpointing.py:267-274, get_checkpoint_name);
 - which ranks write: every rank whose dp rank or expert-dp rank is 0
-  (checkpointing.py:780-797): at tp 1 x ep EP with EP data-parallel ranks
-  (etp 1 = tp, Megatron's default), DP rank d is EP rank d, each the
-  expert-dp rank 0 of its EP group, so each EP rank writes its folder;
+  (checkpointing.py:780-797): at tp T x ep EP with EP data-parallel ranks
+  (etp = tp, Megatron's default: the expert RankGenerator's tp-cp-ep-dp-pp
+  order, parallel_state.py:886-895), DP rank d is EP rank d, each the
+  expert-dp rank 0 of its EP group, so each (tp rank, EP rank) writes its
+  folder, the experts cut over tp as the tp 1 ... T set cuts them;
 - what each holds: generate_state_dict's {"args", "checkpoint_version",
   "iteration", "model"}: the whole dense model (every DP rank holds it) and
   its EP rank's E / EP experts, numbered locally by SequentialMLP
   (moe/experts.py:1442-1451: local_experts.i), EP rank g holding experts
   g E/EP .. (g + 1) E/EP - 1 (moe/moe_layer.py:187-195);
-- args: expert_model_parallel_size EP, expert_tensor_parallel_size 1,
+- args: expert_model_parallel_size EP, expert_tensor_parallel_size T,
   data_parallel_size EP, no tpconv manifest.
 
 --drop EEE leaves that EP rank's folder out (a hostile set).
@@ -107,10 +109,10 @@ def main(src, out, ep, drop=None, optim=False, swap=None):
         d = torch.load(os.path.join(src, it, r, "model_optim_rng.pt"))
         args, model = d["args"], d["model"]
         E, pp = args.num_experts, args.pipeline_model_parallel_size
-        assert m and E % ep == 0 and args.tensor_model_parallel_size == 1
+        assert m and E % ep == 0
         per = E // ep
         args.expert_model_parallel_size = ep
-        args.expert_tensor_parallel_size = 1
+        args.expert_tensor_parallel_size = args.tensor_model_parallel_size  # Megatron's default: etp = tp
         args.data_parallel_size = ep
         for g in range(ep):
             if drop is not None and g == drop:

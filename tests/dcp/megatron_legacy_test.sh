@@ -131,8 +131,19 @@ PYEOF
     grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
     ok "a tp 1 x pp 2 x ep 2 set (mp_rank_00_PPP_EEE) merges to the Hugging Face model, every tensor equal" ||
     bad "ep 2 x pp 2 merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
+  # tp 2 x ep 2 (etp 2): each tp rank's folders joined, the experts' slices as the dense ones
+  run "$TPCONV" shard "$T/mx" --preset mixtral --tp 2 --layout megatron -o "$T/mx1t" -q
+  rm -f "$T/mx1t/tpconv-manifest.json"
+  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1t" "$T/mx2t" 2 --optimizer >/dev/null 2>&1
+  run "$TPCONV" merge "$T/mx2t" --preset mixtral -o "$T/e4/hf" -q
+  r1=$rc
+  run "$TPCONV" diff "$T/mx" "$T/e4/hf/model.safetensors"
+  [ "$r1$rc" = 00 ] && [ -d "$T/mx2t/iter_0000001/mp_rank_01_001" ] &&
+    grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
+    ok "a tp 2 x ep 2 set (etp 2: mp_rank_TT_EEE) merges to the Hugging Face model, every tensor equal" ||
+    bad "tp 2 x ep 2 merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
   # the chained optimizer's state (make_megatron_legacy_ep.py --optimizer: every
-  # value a function of its own weight), at pp 1 and pp 2, by value
+  # value a function of its own weight), at pp 1, pp 2 and tp 2, by value
   "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mx2o" 2 --optimizer >/dev/null 2>&1 &&
     "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1p" "$T/mx2po" 2 --optimizer >/dev/null 2>&1 &&
     "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mxs" 2 --optimizer --swap 1 >/dev/null 2>&1
@@ -140,12 +151,15 @@ PYEOF
   grep -qxF "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, the expert-parallel part's buffer (the dense part's state is in its DP group's rank 0's file), 1 bucket): 8 parameters, 24 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" && [ "$rc" = 0 ] &&
     ok "inspect --optimizer of EP rank 1's file: its experts' buffer (distrib_optim.pt [None, experts]) mapped, its 8 expert parameters" ||
     bad "inspect --optimizer (EP rank 1)" "$(head -4 "$T/out" "$T/err")"
-  mkdir -p "$T/o1" "$T/o2"
+  mkdir -p "$T/o1" "$T/o2" "$T/o3"
   run "$TPCONV" convert "$T/mx2o" --preset mixtral --optimizer -o "$T/o1/optimizer.pt" -q
   r1=$rc
   run "$TPCONV" convert "$T/mx2po" --preset mixtral --optimizer -o "$T/o2/optimizer.pt" -q
-  if [ "$r1$rc" = 00 ]; then
-    "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" --weights "$T/mx/pytorch_model.bin" "$T/o1/optimizer.pt" "$T/o2/optimizer.pt" >"$T/py" 2>&1
+  r2=$rc
+  run "$TPCONV" convert "$T/mx2t" --preset mixtral --optimizer -o "$T/o3/optimizer.pt" -q
+  if [ "$r1$r2$rc" = 000 ]; then
+    "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" --weights "$T/mx/pytorch_model.bin" "$T/o1/optimizer.pt" "$T/o2/optimizer.pt" \
+      "$T/o3/optimizer.pt" >"$T/py" 2>&1
     while IFS= read -r l; do
       case $l in
         "ok "*) ok "ep 2: ${l#ok }" ;;
@@ -154,7 +168,7 @@ PYEOF
       esac
     done <"$T/py"
   else
-    bad "convert --optimizer of the ep 2 sets: exit $r1 $rc" "$(cat "$T/err")"
+    bad "convert --optimizer of the ep 2 sets: exit $r1 $r2 $rc" "$(cat "$T/err")"
   fi
   run "$TPCONV" convert "$T/mxs" --preset mixtral --optimizer -o "$T/s.pt" -q
   [ "$rc" = 3 ] && [ ! -e "$T/s.pt" ] &&
