@@ -5,7 +5,16 @@ Megatron-LM d98e8a6), from a tp 1 legacy set of the same Mixtral-like model
 the model under Megatron-Core names and its experts as SequentialMLP's
 local_experts.0 .. E-1, each tp rank its slices).
 
+    /usr/bin/python3 make_megatron_legacy_ep.py --hf OUTDIR     (the tiny Mixtral: hf_model())
     /usr/bin/python3 make_megatron_legacy_ep.py TP1_SET OUTDIR EP [--drop EEE] [--optimizer [--swap EEE]]
+
+The committed fixtures (tests/data/dcp/megatron_legacy_ep_hf, the tiny
+Mixtral, and tests/data/dcp/megatron_legacy_ep, its tp 1 x ep 2 set with the
+optimizer state) were made with
+
+    make_megatron_legacy_ep.py --hf HF
+    tpconv shard HF --preset mixtral --tp 1 --layout megatron -o TP1 && rm TP1/tpconv-manifest.json
+    make_megatron_legacy_ep.py TP1 tests/data/dcp/megatron_legacy_ep 2 --optimizer
 
 Writes OUTDIR/iter_0000001/mp_rank_TT[_PPP]_EEE/model_optim_rng.pt for EEE
 in 0 .. EP-1 (for each tp rank TT, and each stage PPP of a pp > 1 set) and
@@ -62,6 +71,37 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_megatron_optim import groups  # noqa: E402
+
+
+def hf_model(out):
+    """A tiny Mixtral (2 layers, hidden 16, 4 heads in 2 KV groups, 4
+    experts of 8, vocab 32), bf16 weights from a seeded generator."""
+    import json
+    g = torch.Generator().manual_seed(5)
+
+    def r(*s):
+        return torch.randn(*s, generator=g).to(torch.bfloat16)
+    H, V, L, E, I = 16, 32, 2, 4, 8
+    sd = {"model.embed_tokens.weight": r(V, H), "model.norm.weight": r(H), "lm_head.weight": r(V, H)}
+    for l in range(L):
+        p = "model.layers.%d." % l
+        for n, o in (("q_proj", 16), ("k_proj", 8), ("v_proj", 8)):
+            sd[p + "self_attn.%s.weight" % n] = r(o, H)
+        sd[p + "self_attn.o_proj.weight"] = r(H, 16)
+        sd[p + "input_layernorm.weight"] = r(H)
+        sd[p + "post_attention_layernorm.weight"] = r(H)
+        sd[p + "block_sparse_moe.gate.weight"] = r(E, H)
+        for e in range(E):
+            q = p + "block_sparse_moe.experts.%d." % e
+            sd[q + "w1.weight"] = r(I, H)
+            sd[q + "w3.weight"] = r(I, H)
+            sd[q + "w2.weight"] = r(H, I)
+    os.makedirs(out)
+    torch.save(sd, os.path.join(out, "pytorch_model.bin"))
+    json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": H,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": I, "num_local_experts": E,
+               "num_experts_per_tok": 2, "num_hidden_layers": L, "vocab_size": V, "torch_dtype": "bfloat16"},
+              open(os.path.join(out, "config.json"), "w"))
 
 
 def part_groups(expert):
@@ -144,6 +184,9 @@ def main(src, out, ep, drop=None, optim=False, swap=None):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--hf":
+        hf_model(sys.argv[2])
+        sys.exit(0)
     a = sys.argv[1:]
     opt = "--optimizer" in a
     a = [x for x in a if x != "--optimizer"]

@@ -9,10 +9,11 @@
 # by parameter and element). The merged model and the joined optimizer.pt
 # must equal the tp 1 save's byte for byte, every value on its own Megatron
 # element (megatron_legacy_optim_check.py); what is not read is refused by
-# name. Expert parallelism: a tiny Mixtral (made here in torch 1.13) as a tp 1
-# set (tpconv's megatron layout) and as the tp 1 x ep 2 set Megatron writes
-# from it (tests/dcp/make_megatron_legacy_ep.py: mp_rank_00_EEE, each the
-# dense model and its EP rank's local experts) merge to the same model, and
+# name. Expert parallelism: a tiny Mixtral (tests/data/dcp/megatron_legacy_ep_hf)
+# as a tp 1 set (tpconv's megatron layout) and as the tp 1 x ep 2 set Megatron
+# writes from it (tests/data/dcp/megatron_legacy_ep, made by
+# tests/dcp/make_megatron_legacy_ep.py: mp_rank_00_EEE, each the dense model
+# and its EP rank's local experts) merge to the same model, and
 # the chained optimizer's state (dense part in EP rank 0's distrib_optim.pt,
 # each EP rank's experts in its own) joins with every value on its own
 # parameter's element (megatron_legacy_optim_check.py --weights).
@@ -84,81 +85,51 @@ hostile "vpp: uneven stages with model chunks (merge)" vuneven merge \
 hostile "vpp: uneven stages with model chunks (optimizer)" vuneven convert \
   "tpconv: error: '$T/h/vuneven/$R1/model_optim_rng.pt': args set decoder_first_pipeline_num_layers with virtual pipeline stages: which layers a model chunk holds is read for even stages only"
 
-# expert parallelism over data-parallel ranks: tp 1 x ep 2
-if "$PY" - "$T/mx" <<'PYEOF' 2>"$T/err"; then
-import json, os, sys, torch
-os.makedirs(sys.argv[1])
-g = torch.Generator().manual_seed(5)
-def r(*s): return torch.randn(*s, generator=g).to(torch.bfloat16)
-H, V, L, E, I = 16, 32, 2, 4, 8
-sd = {"model.embed_tokens.weight": r(V, H), "model.norm.weight": r(H), "lm_head.weight": r(V, H)}
-for l in range(L):
-    p = "model.layers.%d." % l
-    for n, o in (("q_proj", 16), ("k_proj", 8), ("v_proj", 8)):
-        sd[p + "self_attn.%s.weight" % n] = r(o, H)
-    sd[p + "self_attn.o_proj.weight"] = r(H, 16)
-    sd[p + "input_layernorm.weight"] = r(H); sd[p + "post_attention_layernorm.weight"] = r(H)
-    sd[p + "block_sparse_moe.gate.weight"] = r(E, H)
-    for e in range(E):
-        q = p + "block_sparse_moe.experts.%d." % e
-        sd[q + "w1.weight"] = r(I, H); sd[q + "w3.weight"] = r(I, H); sd[q + "w2.weight"] = r(H, I)
-torch.save(sd, os.path.join(sys.argv[1], "pytorch_model.bin"))
-json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": H, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "intermediate_size": I, "num_local_experts": E, "num_experts_per_tok": 2,
-           "num_hidden_layers": L, "vocab_size": V, "torch_dtype": "bfloat16"}, open(os.path.join(sys.argv[1], "config.json"), "w"))
-PYEOF
-  run "$TPCONV" shard "$T/mx" --preset mixtral --tp 1 --layout megatron -o "$T/mx1" -q
-  rm -f "$T/mx1/tpconv-manifest.json" # as Megatron's own save
-  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mx2" 2 >/dev/null 2>&1 &&
-    "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mxd" 2 --drop 1 >/dev/null 2>&1
-  mkdir -p "$T/e1" "$T/e2"
-  run "$TPCONV" merge "$T/mx1" --preset mixtral -o "$T/e1/hf" -q
-  r1=$rc
-  run "$TPCONV" merge "$T/mx2" --preset mixtral -o "$T/e2/hf" -q
-  [ "$r1$rc" = 00 ] && cmp -s "$T/e1/hf/model.safetensors" "$T/e2/hf/model.safetensors" &&
-    ok "merge of a tp 1 x ep 2 set (mp_rank_00_000, mp_rank_00_001: each the dense model and 2 local experts): the tp 1 set's model byte for byte" ||
-    bad "merge (ep 2): exit $r1 $rc" "$(cat "$T/err")"
-  run "$TPCONV" diff "$T/mx" "$T/e2/hf/model.safetensors"
-  [ "$rc" = 0 ] && grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
-    ok "the ep 2 set's merge: the Hugging Face model it came from, every tensor equal" || bad "ep 2 merge vs HF" "$(cat "$T/out" "$T/err")"
-  run "$TPCONV" shard "$T/mx" --preset mixtral --tp 1 --pp 2 --layout megatron -o "$T/mx1p" -q
-  rm -f "$T/mx1p/tpconv-manifest.json"
-  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1p" "$T/mx2p" 2 >/dev/null 2>&1
-  run "$TPCONV" merge "$T/mx2p" --preset mixtral -o "$T/e3/hf" -q
-  r1=$rc
-  run "$TPCONV" diff "$T/mx" "$T/e3/hf/model.safetensors"
-  [ "$r1$rc" = 00 ] && [ -d "$T/mx2p/iter_0000001/mp_rank_00_001_001" ] &&
-    grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
-    ok "a tp 1 x pp 2 x ep 2 set (mp_rank_00_PPP_EEE) merges to the Hugging Face model, every tensor equal" ||
-    bad "ep 2 x pp 2 merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
-  # tp 2 x ep 2 (etp 2): each tp rank's folders joined, the experts' slices as the dense ones
-  run "$TPCONV" shard "$T/mx" --preset mixtral --tp 2 --layout megatron -o "$T/mx1t" -q
-  rm -f "$T/mx1t/tpconv-manifest.json"
-  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1t" "$T/mx2t" 2 --optimizer >/dev/null 2>&1
-  run "$TPCONV" merge "$T/mx2t" --preset mixtral -o "$T/e4/hf" -q
-  r1=$rc
-  run "$TPCONV" diff "$T/mx" "$T/e4/hf/model.safetensors"
-  [ "$r1$rc" = 00 ] && [ -d "$T/mx2t/iter_0000001/mp_rank_01_001" ] &&
-    grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
-    ok "a tp 2 x ep 2 set (etp 2: mp_rank_TT_EEE) merges to the Hugging Face model, every tensor equal" ||
-    bad "tp 2 x ep 2 merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
-  # the chained optimizer's state (make_megatron_legacy_ep.py --optimizer: every
-  # value a function of its own weight), at pp 1, pp 2 and tp 2, by value
-  "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mx2o" 2 --optimizer >/dev/null 2>&1 &&
-    "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1p" "$T/mx2po" 2 --optimizer >/dev/null 2>&1 &&
-    "$PY" "$SRC/tests/dcp/make_megatron_legacy_ep.py" "$T/mx1" "$T/mxs" 2 --optimizer --swap 1 >/dev/null 2>&1
-  run "$TPCONV" inspect --optimizer "$T/mx2o/iter_0000001/mp_rank_00_001/model_optim_rng.pt"
-  grep -qxF "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, the expert-parallel part's buffer (the dense part's state is in its DP group's rank 0's file), 1 bucket): 8 parameters, 24 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" && [ "$rc" = 0 ] &&
-    ok "inspect --optimizer of EP rank 1's file: its experts' buffer (distrib_optim.pt [None, experts]) mapped, its 8 expert parameters" ||
-    bad "inspect --optimizer (EP rank 1)" "$(head -4 "$T/out" "$T/err")"
-  mkdir -p "$T/o1" "$T/o2" "$T/o3"
-  run "$TPCONV" convert "$T/mx2o" --preset mixtral --optimizer -o "$T/o1/optimizer.pt" -q
-  r1=$rc
-  run "$TPCONV" convert "$T/mx2po" --preset mixtral --optimizer -o "$T/o2/optimizer.pt" -q
+# expert parallelism over data-parallel ranks: the committed tp 1 x ep 2 set
+# (megatron_legacy_ep, with its chained optimizer's state) of the tiny Mixtral
+# megatron_legacy_ep_hf; the other shapes and the hostile sets made here from
+# tpconv's tp 1 / pp 2 / tp 2 sets of it (make_megatron_legacy_ep.py, torch)
+MX=$D/megatron_legacy_ep_hf EP=$D/megatron_legacy_ep
+run "$TPCONV" shard "$MX" --preset mixtral --tp 1 --layout megatron -o "$T/mx1" -q
+rm -f "$T/mx1/tpconv-manifest.json" # as Megatron's own save
+mkdir -p "$T/e1" "$T/e2"
+run "$TPCONV" merge "$T/mx1" --preset mixtral -o "$T/e1/hf" -q
+r1=$rc
+run "$TPCONV" merge "$EP" --preset mixtral -o "$T/e2/hf" -q
+[ "$r1$rc" = 00 ] && cmp -s "$T/e1/hf/model.safetensors" "$T/e2/hf/model.safetensors" &&
+  ok "merge of a tp 1 x ep 2 set (mp_rank_00_000, mp_rank_00_001: each the dense model and 2 local experts): the tp 1 set's model byte for byte" ||
+  bad "merge (ep 2): exit $r1 $rc" "$(cat "$T/err")"
+run "$TPCONV" diff "$MX" "$T/e2/hf/model.safetensors"
+[ "$rc" = 0 ] && grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
+  ok "the ep 2 set's merge: the Hugging Face model it came from, every tensor equal" || bad "ep 2 merge vs HF" "$(cat "$T/out" "$T/err")"
+run "$TPCONV" inspect --optimizer "$EP/iter_0000001/mp_rank_00_001/model_optim_rng.pt"
+grep -qxF "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, the expert-parallel part's buffer (the dense part's state is in its DP group's rank 0's file), 1 bucket): 8 parameters, 24 state tensors beside them (each element its parameter's), 4 param groups" "$T/out" && [ "$rc" = 0 ] &&
+  ok "inspect --optimizer of EP rank 1's file: its experts' buffer (distrib_optim.pt [None, experts]) mapped, its 8 expert parameters" ||
+  bad "inspect --optimizer (EP rank 1)" "$(head -4 "$T/out" "$T/err")"
+mkdir -p "$T/o1" "$T/o2" "$T/o3"
+run "$TPCONV" convert "$EP" --preset mixtral --optimizer -o "$T/o1/optimizer.pt" -q
+[ "$rc" = 0 ] && ok "convert SET --optimizer of the ep 2 set: EP rank 0's dense state and each EP rank's experts' joined" ||
+  bad "convert --optimizer (ep 2): exit $rc" "$(cat "$T/err")"
+if "$PY" -c 'import torch' 2>/dev/null; then
+  run "$TPCONV" shard "$MX" --preset mixtral --tp 1 --pp 2 --layout megatron -o "$T/mx1p" -q
+  run "$TPCONV" shard "$MX" --preset mixtral --tp 2 --layout megatron -o "$T/mx1t" -q
+  rm -f "$T/mx1p/tpconv-manifest.json" "$T/mx1t/tpconv-manifest.json"
+  G=$SRC/tests/dcp/make_megatron_legacy_ep.py
+  "$PY" "$G" "$T/mx1p" "$T/mx2p" 2 --optimizer >/dev/null 2>&1 && "$PY" "$G" "$T/mx1t" "$T/mx2t" 2 --optimizer >/dev/null 2>&1 &&
+    "$PY" "$G" "$T/mx1" "$T/mxs" 2 --optimizer --swap 1 >/dev/null 2>&1 && "$PY" "$G" "$T/mx1" "$T/mxd" 2 --drop 1 >/dev/null 2>&1
+  for v in mx2p:"tp 1 x pp 2 x ep 2 (mp_rank_00_PPP_EEE)":mp_rank_00_001_001 mx2t:"tp 2 x ep 2 (etp 2: mp_rank_TT_EEE)":mp_rank_01_001; do
+    s=${v%%:*} w=${v#*:} f=${w##*:} w=${w%:*}
+    run "$TPCONV" merge "$T/$s" --preset mixtral -o "$T/m_$s/hf" -q
+    r1=$rc
+    run "$TPCONV" diff "$MX" "$T/m_$s/hf/model.safetensors"
+    [ "$r1$rc" = 00 ] && [ -d "$T/$s/iter_0000001/$f" ] && grep -q "41 equal, 0 within tolerance, 0 differ, 0 only in A, 0 only in B" "$T/out" &&
+      ok "a $w set merges to the Hugging Face model, every tensor equal" || bad "$w merge: exit $r1 $rc" "$(cat "$T/out" "$T/err")"
+  done
+  run "$TPCONV" convert "$T/mx2p" --preset mixtral --optimizer -o "$T/o2/optimizer.pt" -q
   r2=$rc
   run "$TPCONV" convert "$T/mx2t" --preset mixtral --optimizer -o "$T/o3/optimizer.pt" -q
-  if [ "$r1$r2$rc" = 000 ]; then
-    "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" --weights "$T/mx/pytorch_model.bin" "$T/o1/optimizer.pt" "$T/o2/optimizer.pt" \
+  if [ "$r2$rc" = 00 ]; then
+    "$PY" "$SRC/tests/dcp/megatron_legacy_optim_check.py" --weights "$MX/pytorch_model.bin" "$T/o1/optimizer.pt" "$T/o2/optimizer.pt" \
       "$T/o3/optimizer.pt" >"$T/py" 2>&1
     while IFS= read -r l; do
       case $l in
@@ -168,7 +139,7 @@ PYEOF
       esac
     done <"$T/py"
   else
-    bad "convert --optimizer of the ep 2 sets: exit $r1 $r2 $rc" "$(cat "$T/err")"
+    bad "convert --optimizer of the pp 2 / tp 2 ep 2 sets: exit $r2 $rc" "$(cat "$T/err")"
   fi
   run "$TPCONV" convert "$T/mxs" --preset mixtral --optimizer -o "$T/s.pt" -q
   [ "$rc" = 3 ] && [ ! -e "$T/s.pt" ] &&
@@ -179,6 +150,6 @@ PYEOF
     grep -qxF "tpconv: error: '$T/mxd/iter_0000001/mp_rank_00_001/model_optim_rng.pt': missing: tp rank 0, pp rank 0, EP rank 1's file of an expert-parallel set (args: expert_model_parallel_size 2, 4 experts)" "$T/err" &&
     ok "refused: an expert-parallel set without one EP rank's folder" || bad "missing EP rank folder (exit $rc)" "$(cat "$T/err")"
 else
-  skip "expert-parallel legacy sets" "no torch in $PY"
+  skip "expert-parallel legacy sets: other shapes, by value, hostile" "no torch in $PY"
 fi
 done_testing
