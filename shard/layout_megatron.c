@@ -1119,22 +1119,23 @@ static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_arg
 
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
-	char *it = iter_of(dir);
-	int maxt, maxp;
-	tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
-	free(it);
-	*tp = tp_flag ? tp_flag : maxt + 1;
-	*pp = pp_flag ? pp_flag : (maxp >= 0 ? maxp + 1 : 1);
-	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1) {
-		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
-	}
 	/* mp_rank_TT_EEE reads as mp_rank_TT_PPP: an expert-parallel set's
 	 * sizes are its args' */
 	tpc_megatron_args a;
 	char *r0 = rank_path(dir, 0, 0, 1);
 	bool ep = r0 && tpc_extras_megatron_args_at(r0, &a) && a.ep > 1;
 	free(r0);
-	return ep ? ep_geometry(dir, &a, tp_flag, pp_flag, tp, pp, e) : 0;
+	if (ep)
+		return ep_geometry(dir, &a, tp_flag, pp_flag, tp, pp, e);
+	char *it = iter_of(dir);
+	int maxt, maxp;
+	tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
+	free(it);
+	*tp = tp_flag ? tp_flag : maxt + 1;
+	*pp = pp_flag ? pp_flag : (maxp >= 0 ? maxp + 1 : 1);
+	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
+	return 0;
 }
 
 static char *rank_path(const char *dir, int t, int p, int tp)
