@@ -871,8 +871,7 @@ static int unchunk(tpc_ckpt *ck, const tpc_megatron_args *a, int pp_rank, const 
 	return ret;
 }
 
-static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const tpc__mcore_facts *mf,
-			  int64_t start, const char *state, tpc_err *e);
+static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const char *state, tpc_err *e);
 
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
@@ -926,8 +925,9 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
-	ret = tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
-	return ret || !ep_union ? ret : add_ep_experts(ck, path, &a, &mf, start, c->state, e);
+	if (ep_union && (ret = add_ep_experts(ck, path, &a, c->state, e)))
+		return ret;
+	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
 }
 
 /* ---- sets Megatron wrote (below: expert-parallel ones) ---- */
@@ -989,7 +989,7 @@ static bool detect_dir(const char *dir)
  * every EP rank) and EP rank EEE's E / EP experts (SequentialMLP's
  * local_experts.i, global EEE x E/EP + i: moe_layer.py:187-195). Rank (t,
  * p) reads as EP rank 0's folder with the other EP ranks' experts added
- * (add_ep_experts; its layers numbered from the stage's first, start). Sets whose etp is below tp (tpconv's own, one folder
+ * (add_ep_experts). Sets whose etp is below tp (tpconv's own, one folder
  * per tp rank) keep their manifest's path. */
 static char *ep_folder(const char *it, int t, int p, int pp, int g)
 {
@@ -1051,17 +1051,70 @@ static int remap_src(tpc_tensor *t, const int *map, size_t n)
 	return 0;
 }
 
-/* Rank (t, p) of an expert-parallel set (ck: EP rank 0's file, its names
- * Hugging Face's): EP ranks 1 .. EP-1's experts added under their global
- * numbers; their dense tensors, EP rank 0's again, checked for shape and
- * dtype and left. With `state`, each rank's optimizer state in place of its
+/* Megatron-Core name n of a routed expert's tensor ("...mlp.experts.
+ * local_experts.I.REST"): *at the offset of I, *i its number, *rest past
+ * it; false for any other tensor. Its layer (the stage's number) in *l. */
+static bool local_expert(const char *n, size_t *at, int64_t *i, const char **rest, int64_t *l)
+{
+	static const char key[] = ".mlp.experts.local_experts.";
+	const char *x = strstr(n, key), *d = strstr(n, "decoder.layers.");
+	char *end;
+	if (!x || !d)
+		return false;
+	*l = strtoll(d + 15, &end, 10);
+	*at = (size_t)(x - n) + sizeof(key) - 1;
+	*i = strtoll(n + *at, &end, 10);
+	*rest = end;
+	return end != n + *at && *end == '.' && *i >= 0;
+}
+
+/* ck's tensors in Megatron's order with EP ranks 1 .. EP-1's experts
+ * (ck's from first on) after EP rank 0's of the same layer. */
+static int ep_order(tpc_ckpt *ck, size_t first, tpc_err *e)
+{
+	int64_t *order = tpc_calloc(ck->n + 1, sizeof(int64_t)), *layer = tpc_calloc(ck->n + 1, sizeof(int64_t));
+	bool *done = tpc_calloc(ck->n + 1, sizeof(bool));
+	size_t k = 0, at;
+	int64_t i;
+	const char *rest;
+	int ret = order && layer && done ? 0 : tpc_err_nomem(e);
+	for (size_t j = 0; !ret && j < ck->n; j++)
+		if (!local_expert(ck->t[j].name, &at, &i, &rest, &layer[j]))
+			layer[j] = -1;
+	for (size_t j = 0; !ret && j < first; j++) {
+		order[k++] = (int64_t)j;
+		if (layer[j] < 0 || (j + 1 < first && layer[j + 1] == layer[j]))
+			continue; /* not the last of its layer's experts */
+		for (size_t x = first; x < ck->n; x++)
+			if (!done[x] && layer[x] == layer[j])
+				order[k++] = (int64_t)x, done[x] = true;
+	}
+	for (size_t x = first; !ret && x < ck->n; x++)
+		if (!done[x])
+			order[k++] = (int64_t)x;
+	if (!ret)
+		ret = tpc_ckpt_permute(ck, order, e);
+	free(order);
+	free(layer);
+	free(done);
+	return ret;
+}
+
+/* Rank (t, p) of an expert-parallel set (ck: EP rank 0's file, under
+ * Megatron-Core names): EP ranks 1 .. EP-1's experts added, local expert i
+ * of EP rank x as local_experts.(x E/EP + i), which the renaming then numbers
+ * from EP rank 0's base (0), each after EP rank 0's experts of its layer;
+ * their dense tensors, EP rank 0's again, checked for shape and dtype and
+ * left. With `state`, each rank's optimizer state in place of its
  * parameters (state_in_place), the dense parameters' from EP rank 0's. */
-static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const tpc__mcore_facts *mf,
-			  int64_t start, const char *state, tpc_err *e)
+static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const char *state, tpc_err *e)
 {
 	char *dir = tpc_path_dir(path), *it = dir ? tpc_path_dir(dir) : NULL;
 	const char *nm = dir ? tpc_path_base(dir) : NULL;
 	int t = 0, p = 0, g = -1, k = -1, ret = 0;
+	size_t first = ck->n;
+	int64_t per = a->experts / a->ep;
+	tpc_buf b = TPC_BUF_INIT;
 	if (!it)
 		ret = tpc_err_nomem(e);
 	else if (a->pp > 1 ? sscanf(nm, "mp_rank_%2d_%3d_%3d%n", &t, &p, &g, &k) != 3 || k != 18
@@ -1076,8 +1129,6 @@ static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_arg
 		ret = !f ? tpc_err_nomem(e) : tpc_ckpt_open(&o, f, state ? &oo : NULL, e);
 		if (!ret && state) /* its dense parameters' state is EP rank 0's (distrib_optim.pt's None) */
 			ret = state_in_place(&o, state, true, f, e);
-		if (!ret)
-			ret = tpc__mcore_to_hf(&o, 0, o.n, "model.", "megatron", NULL, start, x * (a->experts / a->ep), mf, f, e);
 		if (!ret && !(map = tpc_calloc(o.nsrc + 1, sizeof(int))))
 			ret = tpc_err_nomem(e);
 		for (size_t i = 0; !ret && i < o.nsrc; i++) { /* its files become ck's sources too */
@@ -1087,33 +1138,50 @@ static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_arg
 				ret = tpc_ckpt_add_file(ck, sm->path, &map[i], e);
 		}
 		for (size_t i = 0; i < o.n && !ret; i++) {
-			int64_t d = tpc_ckpt_find(ck, o.t[i].name);
+			const char *n = o.t[i].name, *rest;
+			size_t at;
+			int64_t li, l;
 			tpc_tensor c;
-			if (d >= 0) {
-				if (ck->t[d].dtype != o.t[i].dtype || ck->t[d].ndim != o.t[i].ndim ||
+			if (strncmp(n, "model.", 6) || strstr(n, "._extra_state"))
+				continue;
+			if (!local_expert(n, &at, &li, &rest, &l)) {
+				int64_t d = tpc_ckpt_find(ck, n);
+				if (d < 0 || ck->t[d].dtype != o.t[i].dtype || ck->t[d].ndim != o.t[i].ndim ||
 				    memcmp(ck->t[d].shape, o.t[i].shape, sizeof(int64_t) * (size_t)o.t[i].ndim))
-					ret = tpc_err_at(e, TPC_EINPUT, f, o.t[i].name, "EP rank %d's copy has another shape or dtype than EP rank 0's", x);
+					ret = tpc_err_at(e, TPC_EINPUT, f, n, d < 0 ? "EP rank %d's dense tensor is not in EP rank 0's file"
+										: "EP rank %d's copy has another shape or dtype than EP rank 0's", x);
 				continue;
 			}
-			if (tpc_tensor_copy(&c, &o.t[i]))
+			if (li >= per) {
+				ret = tpc_err_at(e, TPC_EINPUT, f, n, "local expert %lld of an EP rank holding %lld", (long long)li, (long long)per);
+				break;
+			}
+			b.len = 0;
+			tpc_buf_add(&b, n, at);
+			tpc_buf_addf(&b, "%lld%s", (long long)(x * per + li), rest);
+			if (b.oom || tpc_tensor_copy(&c, &o.t[i])) {
 				ret = tpc_err_nomem(e);
-			else if (remap_src(&c, map, o.nsrc)) {
-				tpc_tensor_release(&c);
-				ret = tpc_err_at(e, TPC_EINPUT, f, o.t[i].name, "its data is not in the rank's files");
+				break;
 			}
+			if (remap_src(&c, map, o.nsrc))
+				ret = tpc_err_at(e, TPC_EINPUT, f, n, "its data is not in the rank's files");
+			else if (tpc_ckpt_find(ck, b.p) >= 0)
+				ret = tpc_err_at(e, TPC_EINPUT, f, n, "local expert %lld of EP rank %d: expert %lld is already EP rank 0's",
+						 (long long)li, x, (long long)(x * per + li));
 			if (!ret) {
-				int64_t ad = tpc_ckpt_add_copy(ck, o.t[i].name, &c, e);
+				int64_t ad = tpc_ckpt_add_copy(ck, b.p, &c, e);
 				ret = ad < 0 ? (int)ad : 0;
-				tpc_tensor_release(&c);
 			}
+			tpc_tensor_release(&c);
 		}
 		tpc_ckpt_release(&o);
 		free(map);
 		free(f);
 	}
+	tpc_buf_release(&b);
 	free(it);
 	free(dir);
-	return ret;
+	return ret || first == ck->n ? ret : ep_order(ck, first, e);
 }
 
 

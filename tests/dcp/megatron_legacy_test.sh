@@ -141,6 +141,9 @@ if "$PY" -c 'import torch' 2>/dev/null; then
   else
     bad "convert --optimizer of the pp 2 / tp 2 ep 2 sets: exit $r2 $rc" "$(cat "$T/err")"
   fi
+  cmp -s "$T/o1/optimizer.pt" "$T/o3/optimizer.pt" &&
+    ok "the tp 2 x ep 2 set's optimizer.pt: the tp 1 x ep 2 set's byte for byte (each EP rank's experts after EP rank 0's of their layer)" ||
+    bad "tp 2 x ep 2 optimizer.pt differs from tp 1 x ep 2's"
   run "$TPCONV" convert "$T/mxs" --preset mixtral --optimizer -o "$T/s.pt" -q
   [ "$rc" = 3 ] && [ ! -e "$T/s.pt" ] &&
     grep -qxF "tpconv: error: '$T/mxs/iter_0000001/mp_rank_00_001/distrib_optim.pt': tensor 'decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight': its fp32 master at element [0, 0] (buffer offset 1280) is -1.7421875, -1.7421875 in BF16, but the rank's model weight there is -0.453125: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped" "$T/err" &&
