@@ -93,6 +93,9 @@ int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_
  * (models/common/language_module.py:258-283 at d98e8a6 sets it only at
  * pp > 1; with one stage it returns before), distrib_optimizer.py:530-531. */
 bool tpc__mcore_shared_embedding(const char *name, int64_t untie, int64_t pp);
+/* A routed expert's parameter (the chained optimizer's expert part):
+ * "...mlp.experts.local_experts.E..." as the readers name it */
+bool tpc__mcore_is_expert(const char *name);
 /* The same layout as get_parameter_state_dp_zero (distrib_optimizer.py
  * :1262-1411) coalesces it, bucket after bucket, each without its end
  * padding: pos[j], parameter j's offset; *total, the sum of the buckets'

@@ -78,6 +78,7 @@
 
 #include "tpc_buf.h"
 #include "tpc_cast.h"
+#include "tpc_extras.h"
 #include "tpc_util.h"
 
 #define PROOF_ALL 65536 /* a chunk of up to this many elements: checked whole */
@@ -743,7 +744,8 @@ static void chunk_layers(const dpmap *dm, int64_t p, int64_t v, int64_t *l0, int
  * ep's E / EP. */
 static int stage_params(const dpmap *dm, int64_t pp, int64_t v, int64_t ep, dparam **out, size_t *n, tpc_err *e)
 {
-	int64_t per = dm->layers / (dm->pp * dm->vpp), l0 = (v * dm->pp + pp) * per, nx = dm->nexperts / dm->ep;
+	int64_t per = dm->layers / (dm->pp * dm->vpp), nx = dm->nexperts / dm->ep;
+	int64_t l0 = tpc_megatron_chunk_first_layer(dm->layers, dm->pp, dm->vpp, pp, v);
 	if (dm->first > 0 || dm->last > 0) {
 		chunk_layers(dm, pp, v, &l0, &per);
 	}

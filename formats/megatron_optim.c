@@ -594,14 +594,14 @@ static bool ends_with(const char *s, const char *t)
 /* A routed expert's parameter (allreduce False: moe/experts.py), the
  * chained optimizer's expert part: "...mlp.experts.local_experts.E..." as
  * the reader names it (shared experts are mlp.shared_experts) */
-static bool is_expert(const char *name)
+bool tpc__mcore_is_expert(const char *name)
 {
 	return strstr(name, ".mlp.experts.") != NULL;
 }
 
 static int group_of(const tpc__mcore_optim *mo, const int nowd[2], const tpc_tensor *p)
 {
-	int part = mo->chained && is_expert(p->name), base = part ? (int)mo->ndense : 0;
+	int part = mo->chained && tpc__mcore_is_expert(p->name), base = part ? (int)mo->ndense : 0;
 	if (nowd[part] < 0)
 		return base;
 	bool skip = p->ndim == 1 || ends_with(p->name, ".bias");

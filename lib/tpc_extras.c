@@ -88,6 +88,20 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	a->padded_vocab = ns_int(args, "padded_vocab_size");
 	a->experts = ns_int(args, "num_experts");
 	a->ep = ns_int(args, "expert_model_parallel_size");
+	a->vpp = ns_int(args, "virtual_pipeline_model_parallel_size");
+	a->etp = ns_int(args, "expert_tensor_parallel_size");
+	/* transformer_layer.py:65-215 (d98e8a6): a layout, first/last stage
+	 * counts (their config names and the args'), or the embedding or loss
+	 * counted as a layer */
+	static const char *const uneven[] = {"pipeline_model_parallel_layout", "decoder_first_pipeline_num_layers",
+					     "decoder_last_pipeline_num_layers", "num_layers_in_first_pipeline_stage",
+					     "num_layers_in_last_pipeline_stage", "account_for_embedding_in_pipeline_split",
+					     "account_for_loss_in_pipeline_split"};
+	for (size_t k = 0; k < sizeof(uneven) / sizeof(*uneven) && !a->uneven; k++) {
+		const tpc_value *v = ns_field(args, uneven[k]);
+		if (v && v->kind != TPC_V_NONE && !((v->kind == TPC_V_INT || v->kind == TPC_V_BOOL) && !v->ival))
+			a->uneven = uneven[k];
+	}
 	a->vocab = ns_int(args, "orig_vocab_size");
 	if (!a->vocab)
 		a->vocab = ns_int(args, "true_vocab_size");
@@ -99,6 +113,13 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	if (a->padded_vocab && a->vocab > a->padded_vocab)
 		a->vocab = 0; /* not this embedding's vocabulary */
 	return true;
+}
+
+int64_t tpc_megatron_chunk_first_layer(int64_t layers, int64_t pp, int64_t vpp, int64_t p, int64_t v)
+{
+	if (pp < 1 || vpp < 1)
+		return 0;
+	return v * (layers / vpp) + p * (layers / (pp * vpp));
 }
 
 bool tpc_extras_megatron_args_at(const char *path, tpc_megatron_args *a)

@@ -78,7 +78,18 @@ typedef struct tpc_megatron_args {
 	int64_t heads, query_groups, kv_channels, hidden, ffn_hidden, layers, tp, pp;
 	int64_t vocab, padded_vocab;
 	int64_t experts, ep; /* num_experts, expert_model_parallel_size (0: not said) */
+	int64_t etp;         /* expert_tensor_parallel_size (0: not said, or None: Megatron takes tp) */
+	int64_t vpp;         /* virtual_pipeline_model_parallel_size (0: not said, or None) */
+	const char *uneven;  /* the first arg set that moves layers off the even split of
+			      * get_transformer_layer_offset (decoder_first_pipeline_num_layers,
+			      * pipeline_model_parallel_layout, ...: static), or NULL */
 } tpc_megatron_args;
+
+/* The first (global) layer of model chunk v of pipeline stage p with even
+ * stages: chunk v of stage p holds layers from v L / VPP + p L / (PP VPP)
+ * (Megatron-LM d98e8a6 transformer/transformer_layer.py:65-215,
+ * get_transformer_layer_offset's even branch; vpp 1: p L / PP). */
+int64_t tpc_megatron_chunk_first_layer(int64_t layers, int64_t pp, int64_t vpp, int64_t p, int64_t v);
 
 struct tpc_value;
 /* From a loaded checkpoint's object tree: a dict whose "args" is the

@@ -9,7 +9,11 @@
  *   release/mp_rank_TT/model_optim_rng.pt          pp == 1
  *   release/mp_rank_TT_PPP/model_optim_rng.pt      pp > 1
  * each a torch.save of {"args": argparse.Namespace, "checkpoint_version": 3.0,
- * "iteration": 0, "model": the rank's model.state_dict()}.
+ * "iteration": 0, "model": the rank's model.state_dict()}. A set Megatron
+ * trained with virtual pipeline stages (--num-layers-per-virtual-pipeline-
+ * stage) holds "model0" ... "modelV-1" instead (generate_state_dict), chunk
+ * v of stage p the layers from v L / V + p L / (PP V) (get_transformer_layer_
+ * offset), each numbering them from 0: read back (unchunk), not written.
  *
  * The rank's state dict under Megatron-Core names (GPTModel with the
  * TransformerEngine layer spec: the input norms live in the fused linear
@@ -753,7 +757,7 @@ int tpc__mcore_to_hf(tpc_ckpt *ck, size_t from, size_t to, const char *prefix, c
  * distrib_optim.pt mapped by Megatron's buffer layout, each master checked
  * against its weight), under the parameter's name, so that what follows
  * (renaming, unfusing, the merge's joins) treats it as the parameter. */
-static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_err *e)
+static int state_in_place(tpc_ckpt *ck, const char *key, bool lenient, const char *path, tpc_err *e)
 {
 	size_t n0 = ck->n;
 	bool *keep = NULL;
@@ -779,6 +783,8 @@ static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_e
 			ret = tpc_err_nomem(e);
 			break;
 		}
+		if (s < 0 && lenient)
+			continue; /* a dense parameter whose state is EP rank 0's (add_ep_experts) */
 		if (s < 0) {
 			ret = tpc_err_at(e, TPC_EINPUT, path, nm + 6, "has no %s in the rank's optimizer state", key);
 			break;
@@ -810,6 +816,64 @@ static int state_in_place(tpc_ckpt *ck, const char *key, const char *path, tpc_e
 	return ret;
 }
 
+/* A rank file with virtual pipeline stages holds its model chunks as
+ * model0 ... modelV-1 (training/checkpointing.py generate_state_dict), each
+ * numbering its layers from 0: chunk v's layer k becomes global layer
+ * tpc_megatron_chunk_first_layer(...) + k (get_transformer_layer_offset,
+ * even stages), under model.NAME as a rank without chunks names it. */
+static int unchunk(tpc_ckpt *ck, const tpc_megatron_args *a, int pp_rank, const char *path, tpc_err *e)
+{
+	int64_t per = a->pp > 0 && a->vpp > 0 ? a->layers / (a->pp * a->vpp) : 0;
+	tpc_buf b = TPC_BUF_INIT;
+	uint64_t seen = 0;
+	int ret = 0;
+	if (a->vpp > 64)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "args say virtual_pipeline_model_parallel_size %lld (1 to 64 are read)",
+				  (long long)a->vpp);
+	if (a->uneven)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args set %s with virtual pipeline stages: which layers a model chunk holds is read for even stages only",
+				  a->uneven);
+	if (per < 1 || a->layers % (a->pp * a->vpp))
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args say %lld layers over %lld pipeline stages of %lld model chunks: not whole chunks of layers (uneven virtual stages are not read)",
+				  (long long)a->layers, (long long)a->pp, (long long)a->vpp);
+	for (size_t i = 0; i < ck->n && !ret; i++) {
+		const char *n = ck->t[i].name, *rest;
+		char *end;
+		long long v = -1, k = -1;
+		if (!strncmp(n, "model.model", 11))
+			n += 6; /* the state in place of the parameters (state_in_place): model.modelV.NAME */
+		if (strncmp(n, "model", 5) || n[5] < '0' || n[5] > '9')
+			continue;
+		v = strtoll(n + 5, &end, 10);
+		if (*end != '.' || v >= a->vpp)
+			return tpc_err_at(e, TPC_EINPUT, path, n, "not in a model chunk below the %lld its args say", (long long)a->vpp);
+		rest = end + 1;
+		seen |= 1ull << v;
+		b.len = 0;
+		if (!strncmp(rest, "decoder.layers.", 15) && (k = strtoll(rest + 15, &end, 10)) >= 0 && *end == '.') {
+			if (k >= per) {
+				ret = tpc_err_at(e, TPC_EINPUT, path, n, "layer %lld of a model chunk of %lld layers", k, (long long)per);
+				break;
+			}
+			tpc_buf_addf(&b, "model.decoder.layers.%lld%s",
+				     (long long)(tpc_megatron_chunk_first_layer(a->layers, a->pp, a->vpp, pp_rank, v) + k), end);
+		} else {
+			tpc_buf_addf(&b, "model.%s", rest);
+		}
+		ret = b.oom ? tpc_err_nomem(e) : tpc_ckpt_rename(ck, (int64_t)i, b.p, e);
+	}
+	tpc_buf_release(&b);
+	for (int64_t v = 0; v < a->vpp && !ret; v++)
+		if (!(seen >> v & 1))
+			ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "args say %lld virtual pipeline stages, but it holds no model chunk 'model%lld'",
+					 (long long)a->vpp, (long long)v);
+	return ret;
+}
+
+static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const char *state, tpc_err *e);
+
 static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *ck, tpc_err *e)
 {
 	tpc_open_opts oo = {.flags = TPC_OPEN_OPTIMIZER};
@@ -831,7 +895,7 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		if (!ret)
 			facts_from_args(own.root, &f, &layers, &pp, &a);
 		tpc_ckpt_release(&own);
-		if (ret || (ret = state_in_place(ck, c->state, path, e)))
+		if (ret || (ret = state_in_place(ck, c->state, false, path, e)))
 			return ret;
 	} else {
 		facts_from_args(ck->root, &f, &layers, &pp, &a);
@@ -845,6 +909,14 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		return tpc_err_at(e, TPC_EINPUT, path, NULL,
 				  "args say expert_model_parallel_size %lld (%lld experts), but the rank folder names no EP rank below it (mp_rank_TT[_PPP]_EEE)",
 				  (long long)a.ep, (long long)a.experts);
+	bool ep_union = a.ep > 1 && (!a.etp || a.etp == a.tp) && !c->names; /* add_ep_experts */
+	if (a.vpp > 1 && a.ep > 1)
+		return tpc_err_at(e, TPC_EINPUT, path, NULL, "virtual pipeline stages with expert parallelism: not read yet");
+	if (a.vpp > 1) { /* global layer numbers already */
+		if ((ret = unchunk(ck, &a, c->pp_rank, path, e)))
+			return ret;
+		return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, 0, base, &mf, path, e);
+	}
 	/* global layer numbers: the stage's first layer */
 	for (size_t i = 0; c->names && i < c->nnames; i++) {
 		int64_t l;
@@ -854,15 +926,23 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 	}
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
+	if (ep_union && (ret = add_ep_experts(ck, path, &a, c->state, e)))
+		return ret;
 	return tpc__mcore_to_hf(ck, 0, ck->n, "model.", "megatron", NULL, start, base, &mf, path, e);
 }
 
-/* ---- sets Megatron wrote ---- */
+/* ---- sets Megatron wrote (below: expert-parallel ones) ---- */
 
 static bool parse_rank_dir(const char *n, int *t, int *p)
 {
-	int a, b, k = -1;
+	int a, b, c, k = -1;
 	if (sscanf(n, "mp_rank_%2d_%3d%n", &a, &b, &k) == 2 && k == 14 && !n[k]) {
+		*t = a;
+		*p = b;
+		return true;
+	}
+	k = -1; /* mp_rank_TT_PPP_EEE: expert parallelism at pp > 1 (geometry reads the args) */
+	if (sscanf(n, "mp_rank_%2d_%3d_%3d%n", &a, &b, &c, &k) == 3 && k == 18 && !n[k]) {
 		*t = a;
 		*p = b;
 		return true;
@@ -900,27 +980,230 @@ static bool detect_dir(const char *dir)
 	return yes;
 }
 
+/* ---- expert-parallel sets Megatron wrote ----
+ *
+ * With expert parallelism over data-parallel ranks (ep x etp above tp: the
+ * expert tensor-parallel size etp = tp, Megatron's default) the legacy save
+ * has a folder per (tp rank, pp rank, EP rank), mp_rank_TT[_PPP]_EEE
+ * (checkpointing.py:267-274), written by every rank whose dp or expert-dp
+ * rank is 0 (:780-797): each holds the tp rank's dense slices (the same on
+ * every EP rank) and EP rank EEE's E / EP experts (SequentialMLP's
+ * local_experts.i, global EEE x E/EP + i: moe_layer.py:187-195). Rank (t,
+ * p) reads as EP rank 0's folder with the other EP ranks' experts added
+ * (add_ep_experts). Sets whose etp is below tp (tpconv's own, one folder
+ * per tp rank) keep their manifest's path. */
+static char *ep_folder(const char *it, int t, int p, int pp, int g)
+{
+	char buf[64];
+	if (pp > 1)
+		snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d_%03d/" RANK_FILE, t, p, g);
+	else
+		snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d/" RANK_FILE, t, g);
+	return tpc_path_join(it, buf);
+}
+
+static int ep_geometry(const char *dir, const tpc_megatron_args *a, int tp_flag, int pp_flag, int *tp, int *pp,
+		       tpc_err *e)
+{
+	int64_t atp = a->tp > 0 ? a->tp : 1, app = a->pp > 0 ? a->pp : 1;
+	if (a->etp && a->etp != atp)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL,
+				  "an expert-parallel legacy set with expert_tensor_parallel_size %lld under tp %lld (args) without tpconv's manifest is not read (only etp = tp, Megatron's default)",
+				  (long long)a->etp, (long long)atp);
+	if (a->experts <= 0 || a->experts % a->ep)
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "args say expert_model_parallel_size %lld but %lld experts",
+				  (long long)a->ep, (long long)a->experts);
+	if ((tp_flag && tp_flag != atp) || (pp_flag && pp_flag != app))
+		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "an expert-parallel set of tp %lld x pp %lld (args), not tp %d x pp %d",
+				  (long long)atp, (long long)app, tp_flag ? tp_flag : (int)atp, pp_flag ? pp_flag : (int)app);
+	*tp = (int)atp;
+	*pp = (int)app;
+	char *it = iter_of(dir);
+	int ret = it ? 0 : tpc_err_nomem(e);
+	for (int p = 0; p < *pp && !ret; p++)
+		for (int t = 0; t < *tp && !ret; t++)
+			for (int g = 0; g < a->ep && !ret; g++) {
+				char *f = ep_folder(it, t, p, *pp, g);
+				if (!f)
+					ret = tpc_err_nomem(e);
+				else if (!tpc_exists(f))
+					ret = tpc_err_at(e, TPC_EINPUT, f, NULL,
+							 "missing: tp rank %d, pp rank %d, EP rank %d's file of an expert-parallel set (args: expert_model_parallel_size %lld, %lld experts)",
+							 t, p, g, (long long)a->ep, (long long)a->experts);
+				free(f);
+			}
+	free(it);
+	return ret;
+}
+
+/* t's sources (and its parts') through map (-1: not a file): -1 when one
+ * is not. */
+static int remap_src(tpc_tensor *t, const int *map, size_t n)
+{
+	if (t->src >= 0 && ((size_t)t->src >= n || map[t->src] < 0))
+		return -1;
+	if (t->src >= 0)
+		t->src = map[t->src];
+	t->storage = -1;
+	t->alias_of = -1;
+	for (int k = 0; k < t->nparts; k++)
+		if (remap_src(&t->parts[k], map, n))
+			return -1;
+	return 0;
+}
+
+/* Megatron-Core name n of a routed expert's tensor ("...mlp.experts.
+ * local_experts.I.REST"): *at the offset of I, *i its number, *rest past
+ * it; false for any other tensor. Its layer (the stage's number) in *l. */
+static bool local_expert(const char *n, size_t *at, int64_t *i, const char **rest, int64_t *l)
+{
+	static const char key[] = ".mlp.experts.local_experts.";
+	const char *x = strstr(n, key), *d = strstr(n, "decoder.layers.");
+	char *end;
+	if (!x || !d)
+		return false;
+	*l = strtoll(d + 15, &end, 10);
+	*at = (size_t)(x - n) + sizeof(key) - 1;
+	*i = strtoll(n + *at, &end, 10);
+	*rest = end;
+	return end != n + *at && *end == '.' && *i >= 0;
+}
+
+/* ck's tensors in Megatron's order with EP ranks 1 .. EP-1's experts
+ * (ck's from first on) after EP rank 0's of the same layer. */
+static int ep_order(tpc_ckpt *ck, size_t first, tpc_err *e)
+{
+	int64_t *order = tpc_calloc(ck->n + 1, sizeof(int64_t)), *layer = tpc_calloc(ck->n + 1, sizeof(int64_t));
+	bool *done = tpc_calloc(ck->n + 1, sizeof(bool));
+	size_t k = 0, at;
+	int64_t i;
+	const char *rest;
+	int ret = order && layer && done ? 0 : tpc_err_nomem(e);
+	for (size_t j = 0; !ret && j < ck->n; j++)
+		if (!local_expert(ck->t[j].name, &at, &i, &rest, &layer[j]))
+			layer[j] = -1;
+	for (size_t j = 0; !ret && j < first; j++) {
+		order[k++] = (int64_t)j;
+		if (layer[j] < 0 || (j + 1 < first && layer[j + 1] == layer[j]))
+			continue; /* not the last of its layer's experts */
+		for (size_t x = first; x < ck->n; x++)
+			if (!done[x] && layer[x] == layer[j])
+				order[k++] = (int64_t)x, done[x] = true;
+	}
+	for (size_t x = first; !ret && x < ck->n; x++)
+		if (!done[x])
+			order[k++] = (int64_t)x;
+	if (!ret)
+		ret = tpc_ckpt_permute(ck, order, e);
+	free(order);
+	free(layer);
+	free(done);
+	return ret;
+}
+
+/* Rank (t, p) of an expert-parallel set (ck: EP rank 0's file, under
+ * Megatron-Core names): EP ranks 1 .. EP-1's experts added, local expert i
+ * of EP rank x as local_experts.(x E/EP + i), which the renaming then numbers
+ * from EP rank 0's base (0), each after EP rank 0's experts of its layer;
+ * their dense tensors, EP rank 0's again, checked for shape and dtype and
+ * left. With `state`, each rank's optimizer state in place of its
+ * parameters (state_in_place), the dense parameters' from EP rank 0's. */
+static int add_ep_experts(tpc_ckpt *ck, const char *path, const tpc_megatron_args *a, const char *state, tpc_err *e)
+{
+	char *dir = tpc_path_dir(path), *it = dir ? tpc_path_dir(dir) : NULL;
+	const char *nm = dir ? tpc_path_base(dir) : NULL;
+	int t = 0, p = 0, g = -1, k = -1, ret = 0;
+	size_t first = ck->n;
+	int64_t per = a->experts / a->ep;
+	tpc_buf b = TPC_BUF_INIT;
+	if (!it)
+		ret = tpc_err_nomem(e);
+	else if (a->pp > 1 ? sscanf(nm, "mp_rank_%2d_%3d_%3d%n", &t, &p, &g, &k) != 3 || k != 18
+			   : sscanf(nm, "mp_rank_%2d_%3d%n", &t, &g, &k) != 2 || k != 14)
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL, "not in an mp_rank_TT%s_EEE folder", a->pp > 1 ? "_PPP" : "");
+	for (int x = 1; x < a->ep && !ret && g == 0; x++) {
+		char *f = ep_folder(it, t, p, (int)a->pp, x);
+		tpc_open_opts oo = {.flags = TPC_OPEN_OPTIMIZER};
+		tpc_ckpt o;
+		int *map = NULL;
+		tpc_ckpt_init(&o);
+		ret = !f ? tpc_err_nomem(e) : tpc_ckpt_open(&o, f, state ? &oo : NULL, e);
+		if (!ret && state) /* its dense parameters' state is EP rank 0's (distrib_optim.pt's None) */
+			ret = state_in_place(&o, state, true, f, e);
+		if (!ret && !(map = tpc_calloc(o.nsrc + 1, sizeof(int))))
+			ret = tpc_err_nomem(e);
+		for (size_t i = 0; !ret && i < o.nsrc; i++) { /* its files become ck's sources too */
+			const tpc_map *sm = tpc_ckpt_source(&o, (int)i);
+			map[i] = -1;
+			if (sm && sm->fd >= 0)
+				ret = tpc_ckpt_add_file(ck, sm->path, &map[i], e);
+		}
+		for (size_t i = 0; i < o.n && !ret; i++) {
+			const char *n = o.t[i].name, *rest;
+			size_t at;
+			int64_t li, l;
+			tpc_tensor c;
+			if (strncmp(n, "model.", 6) || strstr(n, "._extra_state"))
+				continue;
+			if (!local_expert(n, &at, &li, &rest, &l)) {
+				int64_t d = tpc_ckpt_find(ck, n);
+				if (d < 0 || ck->t[d].dtype != o.t[i].dtype || ck->t[d].ndim != o.t[i].ndim ||
+				    memcmp(ck->t[d].shape, o.t[i].shape, sizeof(int64_t) * (size_t)o.t[i].ndim))
+					ret = tpc_err_at(e, TPC_EINPUT, f, n, d < 0 ? "EP rank %d's dense tensor is not in EP rank 0's file"
+										: "EP rank %d's copy has another shape or dtype than EP rank 0's", x);
+				continue;
+			}
+			if (li >= per) {
+				ret = tpc_err_at(e, TPC_EINPUT, f, n, "local expert %lld of an EP rank holding %lld", (long long)li, (long long)per);
+				break;
+			}
+			b.len = 0;
+			tpc_buf_add(&b, n, at);
+			tpc_buf_addf(&b, "%lld%s", (long long)(x * per + li), rest);
+			if (b.oom || tpc_tensor_copy(&c, &o.t[i])) {
+				ret = tpc_err_nomem(e);
+				break;
+			}
+			if (remap_src(&c, map, o.nsrc))
+				ret = tpc_err_at(e, TPC_EINPUT, f, n, "its data is not in the rank's files");
+			else if (tpc_ckpt_find(ck, b.p) >= 0)
+				ret = tpc_err_at(e, TPC_EINPUT, f, n, "local expert %lld of EP rank %d: expert %lld is already EP rank 0's",
+						 (long long)li, x, (long long)(x * per + li));
+			if (!ret) {
+				int64_t ad = tpc_ckpt_add_copy(ck, b.p, &c, e);
+				ret = ad < 0 ? (int)ad : 0;
+			}
+			tpc_tensor_release(&c);
+		}
+		tpc_ckpt_release(&o);
+		free(map);
+		free(f);
+	}
+	tpc_buf_release(&b);
+	free(it);
+	free(dir);
+	return ret || first == ck->n ? ret : ep_order(ck, first, e);
+}
+
+
 static int geometry(const char *dir, int tp_flag, int pp_flag, int *tp, int *pp, tpc_err *e)
 {
+	/* mp_rank_TT_EEE reads as mp_rank_TT_PPP: an expert-parallel set's
+	 * sizes are its args' */
+	tpc_megatron_args a;
+	char *r0 = rank_path(dir, 0, 0, 1);
+	bool ep = r0 && tpc_extras_megatron_args_at(r0, &a) && a.ep > 1;
+	free(r0);
+	if (ep)
+		return ep_geometry(dir, &a, tp_flag, pp_flag, tp, pp, e);
 	char *it = iter_of(dir);
 	int maxt, maxp;
 	tpc__layout_max_ranks(it, parse_rank_dir, &maxt, &maxp);
 	free(it);
 	*tp = tp_flag ? tp_flag : maxt + 1;
 	*pp = pp_flag ? pp_flag : (maxp >= 0 ? maxp + 1 : 1);
-	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1) {
+	if (maxt < 0 || *tp < maxt + 1 || *pp < maxp + 1)
 		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "mp_rank folders for tp rank %d / pp rank %d, but tp %d / pp %d", maxt, maxp, *tp, *pp);
-	}
-	/* mp_rank_TT_EEE reads as mp_rank_TT_PPP: an expert-parallel set is read
-	 * with tpconv's manifest only */
-	tpc_megatron_args a;
-	char *r0 = rank_path(dir, 0, 0, 1);
-	bool ep = r0 && tpc_extras_megatron_args_at(r0, &a) && a.ep > 1;
-	free(r0);
-	if (ep)
-		return tpc_err_at(e, TPC_EINPUT, dir, NULL,
-				  "an expert-parallel legacy set (args: expert_model_parallel_size %lld; mp_rank_TT[_PPP]_EEE folders) without tpconv's manifest is not read",
-				  (long long)a.ep);
 	return 0;
 }
 
@@ -936,6 +1219,15 @@ static char *rank_path(const char *dir, int t, int p, int tp)
 		free(out);
 		snprintf(buf, sizeof(buf), "mp_rank_%02d/" RANK_FILE, t);
 		out = tpc_path_join(it, buf);
+	}
+	if (out && !tpc_exists(out)) { /* an expert-parallel set at pp > 1: EP rank 0's folder */
+		char *ep = ep_folder(it, t, p, 2, 0);
+		if (ep && tpc_exists(ep)) {
+			free(out);
+			out = ep;
+		} else {
+			free(ep);
+		}
 	}
 	free(it);
 	return out;

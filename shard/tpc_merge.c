@@ -742,6 +742,62 @@ static int resolve_foreign(const tpc_plan *p, const tpc_model_facts *f, const ch
 	return 0;
 }
 
+/* The merged tensors' order: stage by stage, in tp rank 0's order; where
+ * the stages interleave layers (a stage holds a layer above one of the
+ * next stage's: Megatron's virtual pipeline stages, stage 0 holding layers
+ * 0 and 2 of 4), then stably by the layer number the plan finds in a name
+ * (a tensor without one keeps the number of the layer before it), so that
+ * they come out in layer order; any other set as it was. ord[k] = stage <<
+ * 32 | index in its tp rank 0. */
+typedef struct {
+	int64_t layer;
+	size_t seq;
+	uint64_t at;
+} order_item;
+
+static int by_layer(const void *a, const void *b)
+{
+	const order_item *x = a, *y = b;
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int foreign_order(const tpc_merge *m, const tpc_plan *plan, uint64_t **ord, size_t *n, tpc_err *e)
+{
+	size_t cap = 1;
+	int64_t last = -1, hi = -1;
+	bool interleaved = false;
+	for (int st = 0; st < m->pp; st++)
+		cap += m->rank[st * m->tp].n;
+	order_item *it = tpc_calloc(cap, sizeof(*it));
+	*ord = tpc_calloc(cap, sizeof(uint64_t));
+	*n = 0;
+	if (!it || !*ord) {
+		free(it);
+		return tpc_err_nomem(e);
+	}
+	for (int st = 0; st < m->pp; st++) {
+		const tpc_ckpt *r0 = &m->rank[st * m->tp];
+		int64_t shi = -1;
+		for (size_t i = 0; i < r0->n; i++) {
+			int64_t l = plan ? tpc_plan_layer(plan, r0->t[i].name) : -1;
+			last = l >= 0 ? l : last;
+			interleaved = interleaved || (l >= 0 && l < hi);
+			shi = l > shi ? l : shi;
+			it[*n] = (order_item){.layer = last, .seq = *n, .at = (uint64_t)st << 32 | (uint64_t)i};
+			(*n)++;
+		}
+		hi = shi > hi ? shi : hi; /* the highest layer of the stages before */
+	}
+	if (interleaved)
+		qsort(it, *n, sizeof(*it), by_layer);
+	for (size_t k = 0; k < *n; k++)
+		(*ord)[k] = it[k].at;
+	free(it);
+	return 0;
+}
+
 static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts *o, tpc_err *e)
 {
 	int ret = 0;
@@ -777,11 +833,15 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 	tpc_facts_finish(&f);
 	if ((ret = open_ranks(m, paths, &f, NULL, NULL, e)) || (ret = union_sources(m, base, e)))
 		goto out;
-	/* tensor order: stage by stage, in tp rank 0's order; each name once */
-	for (int st = 0; st < m->pp && !ret; st++) {
-		const tpc_ckpt *r0 = &m->rank[st * m->tp];
-		for (size_t i = 0; i < r0->n && !ret; i++) {
-			const char *name = r0->t[i].name;
+	/* tensor order: foreign_order's; each name once */
+	uint64_t *ord = NULL;
+	size_t nord = 0;
+	ret = foreign_order(m, o->plan, &ord, &nord, e);
+	for (size_t k = 0; k < nord && !ret; k++) {
+		int st = (int)(ord[k] >> 32);
+		size_t i = (size_t)(ord[k] & 0xffffffffu);
+		{
+			const char *name = m->rank[st * m->tp].t[i].name;
 			if (tpc_ckpt_find(&m->out, name) >= 0)
 				continue; /* also on an earlier stage (tied weights) */
 			tpc_tensor *v = tpc_calloc((size_t)m->tp, sizeof(*v));
@@ -814,6 +874,7 @@ static int open_foreign_set(tpc_merge *m, const char *dir, const tpc_merge_opts 
 			free(v);
 		}
 	}
+	free(ord);
 	for (size_t i = 0; i < m->rank[0].nmeta && !ret; i++)
 		if (strncmp(m->rank[0].meta_k[i], "tpconv.", 7))
 			ret = tpc_ckpt_meta_set(&m->out, m->rank[0].meta_k[i], m->rank[0].meta_v[i], e);

@@ -37,37 +37,64 @@ static const tpc_value *arg(const tpc_value *args, const char *k)
 	return args && args->kind == TPC_V_CALL && args->n >= 3 ? tpc_value_get(args->items[2], k) : NULL;
 }
 
+/* One distributed optimizer's param groups (pg): one, or Megatron's
+ * standard two (one with wd_mult 0: *nowd its index, from `at` on). */
+static int part_groups(const tpc_value *pg, size_t at, int *nowd, const char *path, const char *part, tpc_err *e)
+{
+	double w0 = 0, w1 = 0;
+	if (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n || pg->n > 2 ||
+	    (pg->n == 2 && (!tpc_value_number(tpc_value_get(pg->items[0], "wd_mult"), &w0) || !tpc_value_number(tpc_value_get(pg->items[1], "wd_mult"), &w1) ||
+			    (w0 == 0) == (w1 == 0))))
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "%s.param_groups is not one group or Megatron's standard two (one with wd_mult 0)", part);
+	*nowd = pg->n == 2 ? (int)at + (w0 == 0 ? 0 : 1) : -1;
+	return 0;
+}
+
 /* Rank 0's param groups (its model_optim_rng.pt: optimizer.optimizer.
  * param_groups, each with wd_mult and step), as the torch reader read them
- * for every rank; *nowd: the wd_mult-0 group of two (-1: one group). */
-static int rank0_groups(const tpc_merge *model, const char *dir, tpc_value **groups, int *nowd, tpc_err *e)
+ * for every rank; nowd[0]: the wd_mult-0 group of two (-1: one group). A
+ * model with experts has a chained optimizer, a dense and an
+ * expert-parallel one (optimizer.py:1567-1571: optimizer the list of their
+ * state dicts): their groups one after the other, *ndense the dense
+ * part's, nowd[1] the expert part's wd_mult-0 group. */
+static int rank0_groups(const tpc_merge *model, const char *dir, tpc_value **groups, int nowd[2], size_t *ndense,
+			tpc_err *e)
 {
 	char *path = model->layout->foreign_rank_path(dir, 0, 0, model->tp);
 	tpc_ckpt r0;
 	int ret;
 	tpc_ckpt_init(&r0);
-	*nowd = -1;
+	nowd[0] = nowd[1] = -1;
+	*ndense = 0;
 	if (!path)
 		return tpc_err_nomem(e);
 	if ((ret = tpc_ckpt_open(&r0, path, NULL, e)))
 		goto out;
-	const tpc_value *pg = tpc_value_get(tpc_value_get(tpc_value_get(r0.root, "optimizer"), "optimizer"), "param_groups");
+	const tpc_value *opt = tpc_value_get(r0.root, "optimizer");
 	const tpc_value *qk = arg(tpc_value_get(r0.root, "args"), "apply_wd_to_qk_layernorm");
-	double w0 = 0, w1 = 0;
-	if (!pg || (pg->kind != TPC_V_LIST && pg->kind != TPC_V_TUPLE) || !pg->n || pg->n > 2 ||
-	    (pg->n == 2 && (!tpc_value_number(tpc_value_get(pg->items[0], "wd_mult"), &w0) || !tpc_value_number(tpc_value_get(pg->items[1], "wd_mult"), &w1) ||
-			    (w0 == 0) == (w1 == 0)))) {
-		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
-				 "optimizer.optimizer.param_groups is not one group or Megatron's standard two (one with wd_mult 0)");
+	bool chained = opt && (opt->kind == TPC_V_LIST || opt->kind == TPC_V_TUPLE) && opt->n == 2;
+	const tpc_value *pg = tpc_value_get(tpc_value_get(chained ? opt->items[0] : opt, "optimizer"), "param_groups");
+	const tpc_value *px = chained ? tpc_value_get(tpc_value_get(opt->items[1], "optimizer"), "param_groups") : NULL;
+	if ((ret = part_groups(pg, 0, &nowd[0], path, chained ? "optimizer[0].optimizer" : "optimizer.optimizer", e)) ||
+	    (chained && (ret = part_groups(px, pg->n, &nowd[1], path, "optimizer[1].optimizer", e))))
 		goto out;
-	}
 	if (qk && qk->kind == TPC_V_BOOL && qk->ival) {
 		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
 				 "args say apply_wd_to_qk_layernorm: which group the q/k layer norms are in is not joined yet");
 		goto out;
 	}
-	*nowd = pg->n == 2 ? (w0 == 0 ? 0 : 1) : -1;
-	*groups = tpc_value_ref((tpc_value *)pg);
+	*ndense = pg->n;
+	if (!chained) {
+		*groups = tpc_value_ref((tpc_value *)pg);
+		goto out;
+	}
+	if (!(*groups = tpc_value_new(TPC_V_LIST)))
+		ret = tpc_err_nomem(e);
+	for (size_t k = 0; !ret && k < 2; k++)
+		for (size_t g = 0; !ret && g < (k ? px : pg)->n; g++)
+			if (tpc_value_append(*groups, tpc_value_ref((k ? px : pg)->items[g])))
+				ret = tpc_err_nomem(e);
 out:
 	tpc_ckpt_release(&r0);
 	free(path);
@@ -142,22 +169,27 @@ static int param_state(tpc_merge_optim *mo, const int *base, const char *name, i
 }
 
 /* The model's tensors as model.NAME, each with its state; the tree. */
-static int build(tpc_merge_optim *mo, const tpc_merge *model, const tpc_value *pg, int nowd, const int *base, tpc_err *e)
+static int build(tpc_merge_optim *mo, const tpc_merge *model, const tpc_plan *plan, const tpc_value *pg, const int nowd[2],
+		 size_t ndense, const int *base, tpc_err *e)
 {
 	tpc_value *root = tpc_value_new(TPC_V_DICT), *md = tpc_value_new(TPC_V_DICT), *opt = tpc_value_new(TPC_V_DICT);
-	tpc_value *state = tpc_value_new(TPC_V_DICT), *groups = tpc_value_new(TPC_V_DICT), *names[2] = {NULL, NULL};
+	tpc_value *state = tpc_value_new(TPC_V_DICT), *groups = tpc_value_new(TPC_V_DICT), *names[4] = {NULL, NULL, NULL, NULL};
 	tpc_buf b = TPC_BUF_INIT;
 	int src = -1, ret = 0;
-	for (size_t g = 0; g < pg->n; g++)
-		names[g] = tpc_value_new(TPC_V_LIST);
-	if (!root || !md || !opt || !state || !groups || !names[0] || (pg->n == 2 && !names[1]))
-		ret = tpc_err_nomem(e);
+	bool chained = ndense < pg->n;
+	for (size_t g = 0; g < pg->n && g < 4; g++)
+		if (!(names[g] = tpc_value_new(TPC_V_LIST)))
+			ret = tpc_err_nomem(e);
+	if (!root || !md || !opt || !state || !groups || pg->n > 4)
+		ret = ret ? ret : pg->n > 4 ? tpc_err_set(e, TPC_EINPUT, "%zu param groups", pg->n) : tpc_err_nomem(e);
 	if (!ret)
 		ret = add_steps(&mo->ck, pg, &src, e);
 	for (size_t i = 0; !ret && i < model->out.n; i++) {
 		const tpc_tensor *t = &model->out.t[i];
 		tpc_value *sd = NULL;
-		int g = nowd < 0 ? 0 : tpc_shard_optim_no_decay(t, t->name) ? nowd : 1 - nowd;
+		/* a routed expert's parameter: the chained optimizer's expert part */
+		int part = chained && plan && tpc_plan_expert(plan, t->name) >= 0, at = part ? (int)ndense : 0;
+		int g = nowd[part] < 0 ? at : tpc_shard_optim_no_decay(t, t->name) ? nowd[part] : 2 * at + 1 - nowd[part];
 		b.len = 0;
 		tpc_buf_addf(&b, "model.%s", t->name);
 		int64_t a = b.oom ? tpc_err_nomem(e) : add_from(&mo->ck, &model->out, i, base[0], b.p, e);
@@ -187,8 +219,8 @@ static int build(tpc_merge_optim *mo, const tpc_merge *model, const tpc_value *p
 		root = NULL;
 	}
 	tpc_buf_release(&b);
-	tpc_value_unref(names[0]);
-	tpc_value_unref(names[1]);
+	for (int g = 0; g < 4; g++)
+		tpc_value_unref(names[g]);
 	tpc_value_unref(root);
 	tpc_value_unref(md);
 	tpc_value_unref(opt);
@@ -203,7 +235,8 @@ int tpc_merge_optim_open(tpc_merge_optim *mo, const tpc_merge *model, const char
 	tpc_merge_opts so = *o;
 	tpc_value *pg = NULL;
 	const tpc_ckpt *srcs[1 + TPC_MERGE_OPTIM_KEYS];
-	int base[1 + TPC_MERGE_OPTIM_KEYS], nowd = -1, ret = 0;
+	int base[1 + TPC_MERGE_OPTIM_KEYS], nowd[2] = {-1, -1}, ret = 0;
+	size_t ndense = 0;
 	tpc_merge_optim_init(mo);
 	if (model->kind != TPC_SET_FOREIGN || !model->layout || !model->layout->merge_state)
 		return tpc_err_at(e, TPC_EINPUT, dir, NULL, "a %s set: its rank files hold no optimizer state tpconv joins",
@@ -222,11 +255,11 @@ int tpc_merge_optim_open(tpc_merge_optim *mo, const tpc_merge *model, const char
 		srcs[k + 1] = &mo->state[k].out;
 	}
 	if (!ret)
-		ret = rank0_groups(model, dir, &pg, &nowd, e);
+		ret = rank0_groups(model, dir, &pg, nowd, &ndense, e);
 	if (!ret)
 		ret = tpc_ckpt_borrow_all(&mo->ck, srcs, 1 + TPC_MERGE_OPTIM_KEYS, base, true, e);
 	if (!ret)
-		ret = build(mo, model, pg, nowd, base, e);
+		ret = build(mo, model, o->plan, pg, nowd, ndense, base, e);
 	if (!ret && (!(mo->ck.path = tpc_strdup(dir)) || !(mo->ck.format = tpc_strdup(model->out.format))))
 		ret = tpc_err_nomem(e);
 	if (!ret) {

@@ -894,6 +894,19 @@ static void test_extras_config_dtype(void **st)
 	free(dir);
 }
 
+/* Model chunk v of stage p's first layer (get_transformer_layer_offset,
+ * even stages): 4 layers over pp 2 x vpp 2 interleave 0, 1 | 2, 3. */
+static void test_megatron_chunk_layer(void **st)
+{
+	(void)st;
+	assert_int_equal(tpc_megatron_chunk_first_layer(4, 2, 2, 0, 0), 0);
+	assert_int_equal(tpc_megatron_chunk_first_layer(4, 2, 2, 1, 0), 1);
+	assert_int_equal(tpc_megatron_chunk_first_layer(4, 2, 2, 0, 1), 2);
+	assert_int_equal(tpc_megatron_chunk_first_layer(4, 2, 2, 1, 1), 3);
+	assert_int_equal(tpc_megatron_chunk_first_layer(16, 4, 2, 3, 1), 8 + 6);
+	assert_int_equal(tpc_megatron_chunk_first_layer(12, 3, 1, 2, 0), 8);
+	assert_int_equal(tpc_megatron_chunk_first_layer(12, 0, 1, 2, 0), 0);
+}
 
 int main(void)
 {
@@ -917,6 +930,7 @@ int main(void)
 		cmocka_unit_test(test_map_drop),
 		cmocka_unit_test(test_shrunk_input),
 		cmocka_unit_test(test_scratch),
+		cmocka_unit_test(test_megatron_chunk_layer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

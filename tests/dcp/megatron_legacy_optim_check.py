@@ -6,6 +6,15 @@ moment and master on its own parameter's element, step and groups right, and
 torch.optim.AdamW loads it and steps.
 
     /usr/bin/python3 megatron_legacy_optim_check.py optimizer.pt [more.pt ...]
+    /usr/bin/python3 megatron_legacy_optim_check.py --weights HF.bin optimizer.pt [...]
+
+(MEGATRON_OPTIM_LAYERS=4 for the 4-layer sets of make_megatron_legacy_optim.py
+--vpp.) With --weights, the state comes from make_megatron_legacy_ep.py
+--optimizer, whose values are functions of their own parameter's weight W
+(fp32 master W, exp_avg 2 W, exp_avg_sq 4 W) and HF.bin is the Hugging Face
+model the set was made from: each state must be one HF tensor's, every
+tensor's once, a routed expert's (".experts.") in an is_expert_parallel
+group (the chained optimizer's expert part), 1-D ones at wd_mult 0.
 
 Prints one TAP-ish line per file ("ok FILE: ..." or "not ok FILE: why").
 Megatron parameter k's element i carries k*1024 + i + 0.25 (exp_avg), + 0.5
@@ -85,7 +94,49 @@ def check(path):
     return None
 
 
+def check_weights(path, hf):
+    sd = torch.load(path)
+    groups, state = sd["param_groups"], sd["state"]
+    seen, used = {}, set()
+    for g, grp in enumerate(groups):
+        for k in grp["params"]:
+            seen[k] = g
+    if len(seen) != len(hf) or len(state) != len(hf):
+        return "%d parameters, %d states, want %d" % (len(seen), len(state), len(hf))
+    for n, st in state.items():
+        w = [name for name, t in hf.items() if t.shape == st["fp32_param"].shape and torch.equal(t.float(), st["fp32_param"])]
+        if len(w) != 1 or w[0] in used:
+            return "state %d: its master is %s" % (n, "no Hugging Face tensor" if not w else "%r (again)" % w)
+        used.add(w[0])
+        t = hf[w[0]].float()
+        for key, mul in (("exp_avg", 2.0), ("exp_avg_sq", 4.0)):
+            if st[key].dtype != torch.float32 or not torch.equal(st[key], t * mul):
+                return "%s %s: not %g x its weight" % (w[0], key, mul)
+        if st["step"].item() != STEP:
+            return "%s: step %r" % (w[0], st["step"])
+        grp = groups[seen[n]]
+        if grp["is_expert_parallel"] != (".experts." in w[0]) or (grp["wd_mult"] == 0) != (t.dim() == 1):
+            return "%s in group %d (is_expert_parallel %r, wd_mult %r)" % (w[0], seen[n], grp["is_expert_parallel"], grp["wd_mult"])
+    ps = {k: torch.nn.Parameter(torch.zeros(state[k]["exp_avg"].shape)) for k in state}
+    opt = torch.optim.AdamW([{"params": [ps[k] for k in g["params"]]} for g in groups])
+    opt.load_state_dict(sd)
+    for q in ps.values():
+        q.grad = torch.ones_like(q)
+    opt.step()
+    return None
+
+
 bad = 0
+if sys.argv[1] == "--weights":
+    hf = torch.load(sys.argv[2])
+    for f in sys.argv[3:]:
+        why = check_weights(f, hf)
+        bad += why is not None
+        f = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(f))), os.path.basename(f))
+        print(("not ok %s: %s" % (f, why)) if why else
+              ("ok %s: %d Hugging Face parameters, each master and moment its own weight's, experts in the expert-parallel groups, AdamW loads and steps"
+               % (f, len(hf))))
+    sys.exit(1 if bad else 0)
 for f in sys.argv[1:]:
     why = check(f)
     bad += why is not None

@@ -156,9 +156,9 @@ run "$TPCONV" merge "$L4" --optimizer -o "$T/m.pt"
   ok "merge --optimizer: exit 2 naming the convert command that joins the state" || bad "merge --optimizer (exit $rc)" "$(cat "$T/err")"
 R4=$L4/iter_0000007/mp_rank_01_001/model_optim_rng.pt
 run "$TPCONV" inspect --optimizer "$R4"
-grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 1 bucket): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" &&
   grep -qx "# \[0\] model.decoder.layers.0.self_attention.linear_qkv.weight BF16 \[12, 8\] (group 0): exp_avg F32, exp_avg_sq F32, fp32_param F32, step F32 \[\]" "$T/out" && [ "$rc" = 0 ] &&
-  ok "one rank file of the set: its 3 buckets mapped to its 9 local parameters (one query group of linear_qkv)" ||
+  ok "one rank file of the set (stage 1: no bucketing past the first stage): its 1 bucket mapped to its 9 local parameters (one query group of linear_qkv)" ||
   bad "inspect --optimizer of a rank file" "$(head -8 "$T/out" "$T/err")"
 run "$TPCONV" convert "$R4" --optimizer -o "$T/r4.pt"
 [ "$rc" = 0 ] && grep -qxF "tpconv: warning: '$R4': this is one rank file of a Megatron set (tp 2 x pp 2, from its mp_rank folders): its optimizer state, that rank's slices, is written as it is; the whole set's: 'tpconv convert SAVE_DIR --optimizer' with the set's --preset" "$T/err" &&
@@ -169,7 +169,7 @@ run "$TPCONV" convert "$R4" --optimizer -o "$T/r4.pt"
 # parameters after it off the 64-element grid, so only that rule maps them
 LT=$D/megatron_optim_legacy_tied/iter_0000007
 run "$TPCONV" inspect --optimizer "$LT/mp_rank_01_001/model_optim_rng.pt"
-grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 3 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" && [ "$rc" = 0 ] &&
+grep -qx "# optimizer state: Megatron's distributed optimizer (distrib_optim.pt, 2 buckets): 9 parameters, 27 state tensors beside them (each element its parameter's), 2 param groups" "$T/out" && [ "$rc" = 0 ] &&
   ok "tied embeddings at pp 2: the last stage's output-layer copy in a bucket of its own, every master on its weight" ||
   bad "tied embeddings at pp 2" "$(head -4 "$T/out" "$T/err")"
 mkdir -p "$T/s6"
@@ -200,11 +200,11 @@ R=iter_0000007/mp_rank_01_001
 lhostile "legacy set: a rank without distrib_optim.pt" nodistrib \
   "tpconv: error: '$T/lh/nodistrib/$R/distrib_optim.pt': missing: this rank's distributed optimizer state (what --use-distributed-optimizer saves beside model_optim_rng.pt) is not in the set"
 lhostile "legacy set: a rank whose buffer total is off" total \
-  "tpconv: error: '$T/lh/total/$R/distrib_optim.pt': the model's 9 parameters take 744 elements in Megatron's buffer layout (3 buckets, 64-element aligned), the buffer holds 808 (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped"
+  "tpconv: error: '$T/lh/total/$R/distrib_optim.pt': the model's 9 parameters take 776 elements in Megatron's buffer layout (1 bucket, 64-element aligned), the buffer holds 840 (numel_unpadded): another layout (frozen parameters, another Megatron); not mapped"
 lhostile "legacy set: a replicated layer norm's moments differ between TP ranks" replica \
   "tpconv: error: '$T/lh/replica': tensor 'model.layers.0.input_layernorm.weight': its optimizer state exp_avg, joined as the parameter: replicated tensor differs between rank 0 and rank 1 (use --take-rank0 to keep rank 0's copy)"
 lhostile "legacy set: two parameters swapped (the masters do not match the weights)" swap \
-  "tpconv: error: '$T/lh/swap/$R/distrib_optim.pt': tensor 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight': its fp32 master at element [0] (buffer offset 736) is 8192.75, 8192 in BF16, but the rank's model weight there is 12288: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped"
+  "tpconv: error: '$T/lh/swap/$R/distrib_optim.pt': tensor 'decoder.layers.0.mlp.linear_fc1.layer_norm_weight': its fp32 master at element [0] (buffer offset 768) is 8192.75, 8192 in BF16, but the rank's model weight there is 12288: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped"
 
 # without --optimizer the model alone, as before
 run "$TPCONV" inspect "$D/megatron_optim_fsms"

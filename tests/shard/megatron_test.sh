@@ -150,11 +150,13 @@ run "$TPCONV" shard "$A/tiny-mixtral" --preset mixtral --tp 2 --ep 2 --ep-placem
 run "$TPCONV" shard "$A/tiny-qwen3-moe" --preset qwen3-moe --tp 2 --ep 2 --layout megatron -o "$T/r5" -q
 [ "$rc" = 3 ] && grep -qF "the megatron layout knows Megatron-Core names for the LLaMA family and Mixtral; this tensor has none" "$T/err" &&
   [ ! -e "$T/r5" ] && ok "an MoE family the layout does not write (qwen3-moe) is refused by name" || bad "qwen3-moe" "exit $rc" "$(cat "$T/err")"
-# a Megatron-written expert-parallel set (no manifest): mp_rank_TT_EEE reads as mp_rank_TT_PPP, so refused
+# an expert-parallel set with etp below tp and no manifest (one folder per tp rank,
+# its experts split over the expert tensor-parallel group): refused; etp = tp sets
+# (Megatron's default) are read (tests/dcp/megatron_legacy_test.sh)
 S=$T/mx_foreign && cp -r "$T/mx_2_1_2" "$S" && rm "$S/tpconv-manifest.json"
 run "$TPCONV" merge "$S" --preset mixtral --vocab 320 -o "$S.merged.safetensors" -q
-[ "$rc" = 3 ] && grep -qF "an expert-parallel legacy set (args: expert_model_parallel_size 2; mp_rank_TT[_PPP]_EEE folders) without tpconv's manifest is not read" "$T/err" &&
-  ok "an expert-parallel set without the manifest is refused by name" || bad "foreign ep" "exit $rc" "$(cat "$T/err")"
+[ "$rc" = 3 ] && grep -qF "an expert-parallel legacy set with expert_tensor_parallel_size 1 under tp 2 (args) without tpconv's manifest is not read (only etp = tp, Megatron's default)" "$T/err" &&
+  ok "an expert-parallel set with etp below tp, without the manifest, is refused by name" || bad "foreign ep" "exit $rc" "$(cat "$T/err")"
 # a rank folder without its EP rank while args say ep 2: refused, not read as EP rank 0's experts
 S=$T/mx_noeee && cp -r "$T/mx_2_1_2" "$S" && mv "$S/release/mp_rank_01_001" "$S/release/mp_rank_01" &&
   sed -i 's|mp_rank_01_001|mp_rank_01|' "$S/tpconv-manifest.json"
