@@ -704,29 +704,12 @@ static int add_mtp(const dpmap *dm, dparam *ps, size_t *n, int64_t ep, tpc_err *
 	return ret;
 }
 
-/* Model chunk v of stage p with uneven stages: its first layer (*l0) and
- * layer count (*n), get_transformer_layer_offset's uneven branch
- * (transformer_layer.py:65-177) and get_num_layers_to_build
- * (transformer_block.py:103-182): stage 0 holds F =
- * decoder_first_pipeline_num_layers, the last stage T =
- * decoder_last_pipeline_num_layers, the stages between (those not given)
- * the rest, M, evenly; each stage's layers split evenly over its VPP
- * chunks. Chunk v of stage 0 starts at v (F + M + T) / VPP, of stage p > 0
- * at v (F + M + T) / VPP + F / VPP + (p - [F given]) (M / VPP) / (middle
- * stages) (each term rounded down as Megatron does; uneven_stages checks
- * they divide). */
+/* Model chunk v of stage p: its first layer (*l0) and layer count (*n),
+ * even or uneven stages (tpc_megatron_chunk_layers; uneven_stages checks
+ * the counts divide). */
 static void chunk_layers(const dpmap *dm, int64_t p, int64_t v, int64_t *l0, int64_t *n)
 {
-	int64_t f = dm->first > 0 ? dm->first : 0, t = dm->last > 0 ? dm->last : 0, mid = dm->layers - f - t;
-	int64_t ms = dm->pp - (dm->first > 0) - (dm->last > 0), vp = dm->vpp;
-	int64_t total = f / vp + mid / vp + t / vp;
-	*l0 = v * total + (p == 0 ? 0 : f / vp + (p - (dm->first > 0)) * (ms > 0 ? mid / vp / ms : 0));
-	if (p == 0 && dm->first > 0)
-		*n = f / vp;
-	else if (p == dm->pp - 1 && dm->last > 0)
-		*n = t / vp;
-	else
-		*n = ms > 0 ? mid / ms / vp : 0;
+	tpc_megatron_chunk_layers(dm->layers, dm->pp, dm->vpp, dm->first, dm->last, p, v, l0, n);
 }
 
 /* Model chunk v of pipeline stage pp (and for the expert part, expert-

@@ -93,15 +93,19 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	/* transformer_layer.py:65-215 (d98e8a6): a layout, first/last stage
 	 * counts (their config names and the args'), or the embedding or loss
 	 * counted as a layer */
-	static const char *const uneven[] = {"pipeline_model_parallel_layout", "decoder_first_pipeline_num_layers",
-					     "decoder_last_pipeline_num_layers", "num_layers_in_first_pipeline_stage",
+	/* first/last stage counts last: uneven names one of them only when no
+	 * other of these is set (readers that follow first/last refuse the others) */
+	static const char *const uneven[] = {"pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
 					     "num_layers_in_last_pipeline_stage", "account_for_embedding_in_pipeline_split",
-					     "account_for_loss_in_pipeline_split"};
+					     "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers",
+					     "decoder_last_pipeline_num_layers"};
 	for (size_t k = 0; k < sizeof(uneven) / sizeof(*uneven) && !a->uneven; k++) {
 		const tpc_value *v = ns_field(args, uneven[k]);
 		if (v && v->kind != TPC_V_NONE && !((v->kind == TPC_V_INT || v->kind == TPC_V_BOOL) && !v->ival))
 			a->uneven = uneven[k];
 	}
+	a->first = ns_int(args, "decoder_first_pipeline_num_layers");
+	a->last = ns_int(args, "decoder_last_pipeline_num_layers");
 	a->vocab = ns_int(args, "orig_vocab_size");
 	if (!a->vocab)
 		a->vocab = ns_int(args, "true_vocab_size");
@@ -115,11 +119,29 @@ bool tpc_extras_megatron_args(const tpc_value *root, tpc_megatron_args *a)
 	return true;
 }
 
+void tpc_megatron_chunk_layers(int64_t layers, int64_t pp, int64_t vpp, int64_t first, int64_t last, int64_t p,
+			       int64_t v, int64_t *l0, int64_t *n)
+{
+	*l0 = *n = 0;
+	if (pp < 1 || vpp < 1)
+		return;
+	int64_t f = first > 0 ? first : 0, t = last > 0 ? last : 0, mid = layers - f - t;
+	int64_t ms = pp - (first > 0) - (last > 0);
+	int64_t total = f / vpp + mid / vpp + t / vpp;
+	*l0 = v * total + (p == 0 ? 0 : f / vpp + (p - (first > 0)) * (ms > 0 ? mid / vpp / ms : 0));
+	if (p == 0 && first > 0)
+		*n = f / vpp;
+	else if (p == pp - 1 && last > 0)
+		*n = t / vpp;
+	else
+		*n = ms > 0 ? mid / ms / vpp : 0;
+}
+
 int64_t tpc_megatron_chunk_first_layer(int64_t layers, int64_t pp, int64_t vpp, int64_t p, int64_t v)
 {
-	if (pp < 1 || vpp < 1)
-		return 0;
-	return v * (layers / vpp) + p * (layers / (pp * vpp));
+	int64_t l0, n;
+	tpc_megatron_chunk_layers(layers, pp, vpp, 0, 0, p, v, &l0, &n);
+	return l0;
 }
 
 bool tpc_extras_megatron_args_at(const char *path, tpc_megatron_args *a)

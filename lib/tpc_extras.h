@@ -83,6 +83,7 @@ typedef struct tpc_megatron_args {
 	const char *uneven;  /* the first arg set that moves layers off the even split of
 			      * get_transformer_layer_offset (decoder_first_pipeline_num_layers,
 			      * pipeline_model_parallel_layout, ...: static), or NULL */
+	int64_t first, last; /* decoder_first/last_pipeline_num_layers (0: not said) */
 } tpc_megatron_args;
 
 /* The first (global) layer of model chunk v of pipeline stage p with even
@@ -90,6 +91,19 @@ typedef struct tpc_megatron_args {
  * (Megatron-LM d98e8a6 transformer/transformer_layer.py:65-215,
  * get_transformer_layer_offset's even branch; vpp 1: p L / PP). */
 int64_t tpc_megatron_chunk_first_layer(int64_t layers, int64_t pp, int64_t vpp, int64_t p, int64_t v);
+
+/* The same with uneven stages (first, last: decoder_first/last_pipeline_
+ * num_layers, <= 0 when not given): model chunk v of stage p's first layer
+ * (*l0) and layer count (*n), get_transformer_layer_offset's uneven branch
+ * (transformer_layer.py:65-177) and get_num_layers_to_build
+ * (transformer_block.py:103-182): stage 0 holds F = first, the last stage
+ * T = last, the stages between (and those not given) the rest, M, evenly;
+ * each stage's layers split evenly over its VPP chunks. Chunk v of stage 0
+ * starts at v (F + M + T) / VPP, of stage p > 0 at v (F + M + T) / VPP +
+ * F / VPP + (p - [F given]) (M / VPP) / (middle stages), each term rounded
+ * down as Megatron rounds it (callers check that they divide). */
+void tpc_megatron_chunk_layers(int64_t layers, int64_t pp, int64_t vpp, int64_t first, int64_t last, int64_t p,
+			       int64_t v, int64_t *l0, int64_t *n);
 
 struct tpc_value;
 /* From a loaded checkpoint's object tree: a dict whose "args" is the

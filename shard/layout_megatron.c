@@ -924,6 +924,14 @@ static int open_rank(const char *path, const tpc_layout_rank_ctx *c, tpc_ckpt *c
 		if (hf_layer(c->names[i], &l, &rest) && (start < 0 || l < start))
 			start = l;
 	}
+	if (start < 0 && a.uneven && c->pp > 1 && strncmp(a.uneven, "decoder_", 8))
+		return tpc_err_at(e, TPC_EINPUT, path, NULL,
+				  "args set %s: which layers pipeline stage %d holds is read for even stages and decoder_first/last_pipeline_num_layers only",
+				  a.uneven, c->pp_rank);
+	if (start < 0 && (a.first > 0 || a.last > 0) && layers && c->pp > 1) {
+		int64_t n;
+		tpc_megatron_chunk_layers(layers, c->pp, 1, a.first, a.last, c->pp_rank, 0, &start, &n);
+	}
 	if (start < 0)
 		start = layers && c->pp ? stage_start(layers, c->pp, c->pp_rank) : 0;
 	if (ep_union && (ret = add_ep_experts(ck, path, &a, c->state, e)))

@@ -115,6 +115,14 @@ assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers)
 PY
 then ok "--pp-layers 0,2: the layers on the last stage, numbered locally, first/last counts in args; merge bit-exact"
 else bad "uneven stages" "$(cat "$T/err" "$T/perr" "$T/diff" 2>/dev/null | tail -4)"; fi
+# the same set as Megatron writes it (no manifest): each stage's first layer from the
+# args' first/last counts (get_transformer_layer_offset's uneven branch), not the even
+# split (which numbered stage 1's layers from 1 and merged a wrong model with exit 0)
+cp -r "$S" "$S.foreign" && rm "$S.foreign/tpconv-manifest.json"
+run "$TPCONV" merge "$S.foreign" --preset llama --vocab 1000 -o "$S.foreign.safetensors" -q
+[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.foreign.safetensors" &&
+  ok "--pp-layers 0,2 as Megatron writes it (no manifest): layers numbered from the args' stage counts, merge bit-exact" ||
+  bad "uneven stages, no manifest" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -4)"
 # Mixtral (tests/gguf/arch's tiny-mixtral, written by transformers: 2 layers, 4 experts) at
 # tp x pp x ep: mp_rank_TT[_PPP]_EEE folders, local experts, MoE args, each rank file equal
 # to an independent construction from the HF tensors (megatron_moe_check.py); merge and
