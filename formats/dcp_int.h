@@ -87,6 +87,19 @@ int tpc__mcore_dp_map(tpc__mcore_optim *mo, tpc_ckpt *ck, const tpc_dcp_meta *m,
  * end padding to lcm(dp, 128) is not in it). */
 int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_t bucket, const int64_t *want,
 		      size_t nwant, int64_t *bk, int64_t *at, int64_t *sizes, size_t *nb, size_t *bad);
+/* The proof of an inferred layout: do a model tensor's elements (`model`, a
+ * view of BF16, F16 or F32) equal its fp32 master's (`master`, a view of
+ * the same element count) rounded to the model's dtype? Every element of
+ * tensors of up to TPC__MCORE_PROOF_ALL elements, else TPC__MCORE_PROOF_RUNS
+ * runs of TPC__MCORE_PROOF_RUN spread evenly over it, each run read at once.
+ * 0 with *at -1 when they agree; 0 with the first differing element's flat
+ * index in *at, the master's value in *f and the model's bits in *want;
+ * an error when unreadable. */
+#define TPC__MCORE_PROOF_ALL 65536
+#define TPC__MCORE_PROOF_RUNS 64
+#define TPC__MCORE_PROOF_RUN 64
+int tpc__mcore_prove(const tpc_ckpt *ck, const tpc_tensor *master, const tpc_tensor *model, int64_t *at, float *f,
+		     uint32_t *want, tpc_err *e);
 /* Is parameter `name` (Megatron's key) in a bucket of its own? The word
  * embeddings on the first stage and the output layer's copy of them on the
  * last, when tied (no untie) across pp > 1 stages: 'shared_embedding'

@@ -66,8 +66,8 @@
  *
  * The order is inferred, so it is proved: the save holds both the fp32 master
  * ('param') and the model's weight, and every master, rounded to the weight's
- * dtype, must equal it (every element of chunks of up to PROOF_ALL
- * elements; PROOF_RUNS runs of PROOF_RUN spread evenly over larger ones), on every
+ * dtype, must equal it (tpc__mcore_prove: every element of chunks of up to
+ * 65,536 elements; 64 runs of 64 spread evenly over larger ones), on every
  * rank; any difference is refused naming the parameter, rank and element.
  */
 #include "dcp_int.h"
@@ -81,9 +81,6 @@
 #include "tpc_extras.h"
 #include "tpc_util.h"
 
-#define PROOF_ALL 65536 /* a chunk of up to this many elements: checked whole */
-#define PROOF_RUNS 64   /* else this many runs */
-#define PROOF_RUN 64    /* of this many elements */
 
 enum { FIRST, LAYER, LAST, EXPERT, BUFFER, MTP, MTP_BODY }; /* where a parameter lives: first
 						stage, each layer, last stage, each routed
@@ -997,11 +994,6 @@ static int zero_rank_states(const dpmap *dm, int64_t g, int64_t pp, int64_t v, i
 
 /* ---- the proof: every master rounds to its weight ---- */
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* The refusal: element i of box k of p, whose master f does not round to
  * the model's stored element (bits `want`). */
 static int mismatch(const dpmap *dm, const dparam *p, int64_t g, size_t k, int64_t i, float f, uint32_t want,
@@ -1032,15 +1024,13 @@ static int mismatch(const dpmap *dm, const dparam *p, int64_t g, size_t k, int64
 
 /* Box k (of DP group g's chunks) of parameter p: the master's part of it
  * (master: the rank's local master, the box at pos along p->d) against the
- * model's: every element of a box of up to PROOF_ALL, else PROOF_RUNS runs
- * of PROOF_RUN elements spread evenly over it, each read at once. */
+ * model's (tpc__mcore_prove). */
 static int prove_box(const dpmap *dm, const dparam *p, int64_t g, size_t k, const tpc_tensor *master, int64_t pos,
 		     tpc_err *e)
 {
 	const tpc_tensor *model = &dm->ck->t[p->ix];
 	const tpc_dcp_chunk *c = &p->en->c[p->box[k]];
 	int s = p->s, ret = 0;
-	size_t es = model->dtype == TPC_F32 ? 4 : 2;
 	tpc_tensor mv, lv;
 	memset(&mv, 0, sizeof(mv));
 	memset(&lv, 0, sizeof(lv));
@@ -1048,27 +1038,11 @@ static int prove_box(const dpmap *dm, const dparam *p, int64_t g, size_t k, cons
 				tpc_tensor_narrow(&lv, master, p->d, pos, c->size[s + p->d])
 		      : tpc_tensor_copy(&mv, model) || tpc_tensor_copy(&lv, master))
 		ret = tpc_err_nomem(e);
-	int64_t n = (int64_t)mv.numel, run = n <= PROOF_ALL ? n : PROOF_RUN, nruns = n <= PROOF_ALL ? 1 : PROOF_RUNS;
-	uint8_t *fa = tpc_calloc((size_t)run * 4 + 4, 1), *ma = tpc_calloc((size_t)run * es + 4, 1);
-	if (!ret && (!fa || !ma))
-		ret = tpc_err_nomem(e);
-	for (int64_t r = 0; r < nruns && !ret; r++) {
-		int64_t at = nruns == 1 ? 0 : r * (n - run) / (nruns - 1);
-		if ((ret = tpc_ckpt_read_bytes(dm->ck, &lv, (uint64_t)at * 4, (uint64_t)run * 4, fa, e)) ||
-		    (ret = tpc_ckpt_read_bytes(dm->ck, &mv, (uint64_t)at * es, (uint64_t)run * es, ma, e)))
-			break;
-		for (int64_t q = 0; q < run && !ret; q++) {
-			const uint8_t *mb = ma + (size_t)q * es;
-			uint32_t u = le32(fa + q * 4), want = es == 4 ? le32(mb) : (uint32_t)(mb[0] | mb[1] << 8), got;
-			float f;
-			memcpy(&f, &u, 4);
-			got = model->dtype == TPC_BF16 ? tpc_f32_to_bf16(f) : model->dtype == TPC_F16 ? tpc_f32_to_f16(f) : u;
-			if (got != want)
-				ret = mismatch(dm, p, g, k, at + q, f, want, e);
-		}
-	}
-	free(fa);
-	free(ma);
+	int64_t at = -1;
+	float f = 0;
+	uint32_t want = 0;
+	if (!ret && !(ret = tpc__mcore_prove(dm->ck, &lv, &mv, &at, &f, &want, e)) && at >= 0)
+		ret = mismatch(dm, p, g, k, at, f, want, e);
 	tpc_tensor_release(&mv);
 	tpc_tensor_release(&lv);
 	return ret;

@@ -190,50 +190,45 @@ static void index_str(const tpc_tensor *t, int64_t i, char *b, size_t n)
 
 /* Elements of an n-element tensor the master check compares: all of a small
  * one, else its first and last 256 and 1,024 spread between. */
-#define CHECK_ALL 4096
-static int64_t sample_at(int64_t n, int64_t k)
-{
-	if (n <= CHECK_ALL || k < 256)
-		return k;
-	if (k >= 256 + 1024)
-		return n - 256 + (k - 256 - 1024);
-	return 256 + (k - 256) * (n - 512) / 1024;
-}
-
 /* The layout is inferred, so it is proved: each parameter's fp32 master,
  * rounded to the model's dtype (Megatron copies the masters to the model
  * after each step: distrib_optimizer.py _copy_main_params_to_model_params),
  * equals the rank's stored weight element for element; a parameter the
  * layout put on another's range is refused, naming rank file, parameter,
- * element and both values. */
+ * element and both values (tpc__mcore_prove: every element of tensors of up
+ * to 65,536 elements, else 64 runs of 64, each run read at once). */
 static int check_masters(const tpc_ckpt *ck, const int64_t *par, size_t np, const int64_t *pos, int64_t master,
 			 const char *sib, tpc_err *e)
 {
 	int ret = 0;
 	for (size_t j = 0; j < np && !ret; j++) {
-		const tpc_tensor *p = &ck->t[par[j]], *m = &ck->t[master];
-		int64_t n = (int64_t)p->numel, ns = n <= CHECK_ALL ? n : 256 + 1024 + 256;
-		const tpc_dtype_info *di = tpc_dtype_get(p->src_dtype);
-		if (!di || !(di->flags & TPC_DTF_FLOAT) || di->bits % 8 || !tpc_cast_supported(TPC_F32, p->src_dtype))
-			return tpc_err_at(e, TPC_EINPUT, sib, p->name, "a %s parameter: its master cannot be checked against it",
+		const tpc_tensor *p = &ck->t[par[j]];
+		if (p->dtype != p->src_dtype || (p->dtype != TPC_BF16 && p->dtype != TPC_F16 && p->dtype != TPC_F32))
+			return tpc_err_at(e, TPC_EINPUT, sib, p->name, "a %s parameter: its master cannot be checked against it (bf16, f16 or f32)",
 					  tpc_dtype_name(p->src_dtype));
-		for (int64_t k = 0; k < ns && !ret; k++) {
-			int64_t i = sample_at(n, k);
-			uint8_t w[8], r[8];
-			float mv, wv, rv;
-			if ((ret = tpc_ckpt_read_bytes(ck, m, (uint64_t)(pos[j] + i) * 4, 4, &mv, e)) ||
-			    (ret = tpc_ckpt_read_bytes(ck, p, (uint64_t)i * (di->bits / 8), di->bits / 8, w, e)) ||
-			    (ret = tpc_cast(r, p->src_dtype, &mv, TPC_F32, 1, e)) || (ret = tpc_cast(&rv, TPC_F32, r, p->src_dtype, 1, e)) ||
-			    (ret = tpc_cast(&wv, TPC_F32, w, p->src_dtype, 1, e)))
-				break;
-			if (rv == wv || (rv != rv && wv != wv))
-				continue;
-			char at[160];
-			index_str(p, i, at, sizeof(at));
-			ret = tpc_err_at(e, TPC_EINPUT, sib, p->name,
-					 "its fp32 master at element %s (buffer offset %lld) is %.9g, %.9g in %s, but the rank's model weight there is %.9g: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped",
-					 at, (long long)(pos[j] + i), (double)mv, (double)rv, tpc_dtype_name(p->src_dtype), (double)wv);
-		}
+		tpc_tensor lv;
+		int64_t at = -1;
+		float f = 0;
+		uint32_t want = 0;
+		memset(&lv, 0, sizeof(lv));
+		if (tpc_tensor_narrow(&lv, &ck->t[master], 0, pos[j], (int64_t)p->numel))
+			return tpc_err_nomem(e);
+		ret = tpc__mcore_prove(ck, &lv, p, &at, &f, &want, e);
+		tpc_tensor_release(&lv);
+		if (ret || at < 0)
+			continue;
+		char where[160];
+		uint8_t r[4];
+		float wv = 0, rv = f;
+		if (p->dtype != TPC_F32 && (tpc_cast(&wv, TPC_F32, &want, p->dtype, 1, e) || tpc_cast(r, p->dtype, &f, TPC_F32, 1, e) ||
+					    tpc_cast(&rv, TPC_F32, r, p->dtype, 1, e)))
+			return e->code;
+		if (p->dtype == TPC_F32)
+			memcpy(&wv, &want, 4);
+		index_str(p, at, where, sizeof(where));
+		ret = tpc_err_at(e, TPC_EINPUT, sib, p->name,
+				 "its fp32 master at element %s (buffer offset %lld) is %.9g, %.9g in %s, but the rank's model weight there is %.9g: Megatron's buffer layout, as inferred from the model's tensors, does not put this parameter here (another parameter order, frozen parameters); not mapped",
+				 where, (long long)(pos[j] + at), (double)f, (double)rv, tpc_dtype_name(p->dtype), (double)wv);
 	}
 	return ret;
 }

@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "tpc_buf.h"
+#include "tpc_cast.h"
 #include "tpc_io.h"
 #include "tpc_optim.h"
 #include "tpc_util.h"
@@ -500,6 +501,62 @@ int tpc__mcore_layout(const int64_t *numel, const bool *shared, size_t n, int64_
 	if (inb)
 		sizes[(*nb)++] = end - bstart;
 	return 0;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Are bits w a NaN of dtype dt (bf16, f16, f32)? */
+static bool nan_bits(tpc_dtype dt, uint32_t w)
+{
+	if (dt == TPC_BF16)
+		return (w & 0x7F80) == 0x7F80 && (w & 0x7F);
+	if (dt == TPC_F16)
+		return (w & 0x7C00) == 0x7C00 && (w & 0x3FF);
+	return (w & 0x7F800000u) == 0x7F800000u && (w & 0x7FFFFFu);
+}
+
+int tpc__mcore_prove(const tpc_ckpt *ck, const tpc_tensor *master, const tpc_tensor *model, int64_t *at, float *f,
+		     uint32_t *want, tpc_err *e)
+{
+	size_t es = model->dtype == TPC_F32 ? 4 : 2;
+	int64_t n = (int64_t)model->numel, run = n <= TPC__MCORE_PROOF_ALL ? n : TPC__MCORE_PROOF_RUN;
+	int64_t nruns = n <= TPC__MCORE_PROOF_ALL ? 1 : TPC__MCORE_PROOF_RUNS;
+	int ret = 0;
+	*at = -1;
+	if (master->numel != model->numel || master->dtype != TPC_F32 ||
+	    (model->dtype != TPC_BF16 && model->dtype != TPC_F16 && model->dtype != TPC_F32))
+		return tpc_err_at(e, TPC_EINPUT, NULL, model->name,
+				  "a %s parameter of %llu elements against an %s master of %llu: not a pair the proof compares (bf16, f16 or f32 against f32)",
+				  tpc_dtype_name(model->dtype), (unsigned long long)model->numel, tpc_dtype_name(master->dtype),
+				  (unsigned long long)master->numel);
+	uint8_t *fa = tpc_calloc((size_t)run * 4 + 4, 1), *ma = tpc_calloc((size_t)run * es + 4, 1);
+	if (!fa || !ma)
+		ret = tpc_err_nomem(e);
+	for (int64_t r = 0; r < nruns && !ret && *at < 0; r++) {
+		int64_t s = nruns == 1 ? 0 : r * (n - run) / (nruns - 1);
+		if ((ret = tpc_ckpt_read_bytes(ck, master, (uint64_t)s * 4, (uint64_t)run * 4, fa, e)) ||
+		    (ret = tpc_ckpt_read_bytes(ck, model, (uint64_t)s * es, (uint64_t)run * es, ma, e)))
+			break;
+		for (int64_t q = 0; q < run; q++) {
+			const uint8_t *mb = ma + (size_t)q * es;
+			uint32_t u = le32(fa + q * 4), w = es == 4 ? le32(mb) : (uint32_t)(mb[0] | mb[1] << 8), got;
+			float x;
+			memcpy(&x, &u, 4);
+			got = model->dtype == TPC_BF16 ? tpc_f32_to_bf16(x) : model->dtype == TPC_F16 ? tpc_f32_to_f16(x) : u;
+			if (got != w && !(x != x && nan_bits(model->dtype, w))) {
+				*at = s + q;
+				*f = x;
+				*want = w;
+				break;
+			}
+		}
+	}
+	free(fa);
+	free(ma);
+	return ret;
 }
 
 bool tpc__mcore_shared_embedding(const char *name, int64_t untie, int64_t pp)
