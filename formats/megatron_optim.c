@@ -673,25 +673,13 @@ static int group_of(const tpc__mcore_optim *mo, const int nowd[2], const tpc_ten
  * "optim.state.NAME.step" of a parameter is a view of its group's. */
 static int add_steps(const tpc__mcore_optim *mo, tpc_ckpt *ck, int *src, const char *path, tpc_err *e)
 {
-	const tpc_value *pg = mo->groups;
-	uint8_t *mem = tpc_calloc(pg->n + 1, 4);
-	if (!mem)
-		return tpc_err_nomem(e);
-	for (size_t g = 0; g < pg->n; g++) {
-		double s;
-		if (!tpc_value_number(tpc_value_get(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
-			free(mem);
-			return tpc_err_at(e, TPC_EINPUT, path, NULL,
-					  "param group %zu has no step (an integer, as Megatron saves torch's Adam's): the moments cannot be resumed without it",
-					  g);
-		}
-		float f = (float)s;
-		uint32_t u;
-		memcpy(&u, &f, 4);
-		for (int b = 0; b < 4; b++)
-			mem[g * 4 + (size_t)b] = (uint8_t)(u >> (8 * b));
-	}
-	return tpc_ckpt_add_mem(ck, "megatron param group steps", mem, (uint64_t)pg->n * 4, src, e);
+	size_t bad = 0;
+	int ret = tpc_optim_add_group_steps(ck, mo->groups, src, &bad, e);
+	if (ret < 0)
+		ret = tpc_err_at(e, TPC_EINPUT, path, NULL,
+				 "param group %zu has no step (an integer, as Megatron saves torch's Adam's): the moments cannot be resumed without it",
+				 bad);
+	return ret;
 }
 
 /* Parameter pi's state tensors into sd (a dict), checked against it. */

@@ -6,6 +6,7 @@
  * state_dict.py _get_optim_state_dict (the same keyed by FQN, what
  * get_state_dict returns and FSDP2 / torchtitan save through DCP). */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,6 +348,27 @@ tpc_value *tpc_optim_group_named(const tpc_value *gv, tpc_value *names)
 		return NULL;
 	}
 	return d;
+}
+
+int tpc_optim_add_group_steps(tpc_ckpt *ck, const tpc_value *groups, int *src, size_t *bad, tpc_err *e)
+{
+	uint8_t *mem = tpc_calloc(groups->n + 1, 4);
+	if (!mem)
+		return tpc_err_nomem(e);
+	for (size_t g = 0; g < groups->n; g++) {
+		double s;
+		if (!tpc_value_number(tpc_value_get(groups->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
+			free(mem);
+			*bad = g;
+			return -1;
+		}
+		float f = (float)s;
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		for (int b = 0; b < 4; b++)
+			mem[g * 4 + (size_t)b] = (uint8_t)(u >> (8 * b));
+	}
+	return tpc_ckpt_add_mem(ck, "megatron param group steps", mem, (uint64_t)groups->n * 4, src, e);
 }
 
 /* param group g as Optimizer.state_dict packs it: its hyper-parameters, then

@@ -100,4 +100,11 @@ tpc_value *tpc_optim_group_numbered(const tpc_value *gv, int64_t first, int64_t 
  * NULL when out of memory. */
 tpc_value *tpc_optim_group_named(const tpc_value *gv, tpc_value *names);
 
+/* Each of the param groups' (a list of dicts) "step" (torch's Adam's, which
+ * Megatron keeps per group: distrib_optimizer.py:866-878) as f32 scalars in
+ * one memory source added to ck (*src). A group without an integer step
+ * below 2^24: -1, *bad its index, nothing added and e untouched (the caller
+ * names its file); else 0 or an error. */
+int tpc_optim_add_group_steps(tpc_ckpt *ck, const tpc_value *groups, int *src, size_t *bad, tpc_err *e);
+
 #endif

@@ -104,22 +104,11 @@ out:
 /* Each group's step as an f32 scalar in one memory source of ck. */
 static int add_steps(tpc_ckpt *ck, const tpc_value *pg, int *src, tpc_err *e)
 {
-	uint8_t *mem = tpc_calloc(pg->n + 1, 4);
-	if (!mem)
-		return tpc_err_nomem(e);
-	for (size_t g = 0; g < pg->n; g++) {
-		double s;
-		if (!tpc_value_number(tpc_value_get(pg->items[g], "step"), &s) || !(s >= 0 && s < 16777216.0) || s != floor(s)) {
-			free(mem);
-			return tpc_err_set(e, TPC_EINPUT, "param group %zu of rank 0 has no step (an integer, as Megatron saves torch's Adam's)", g);
-		}
-		float f = (float)s;
-		uint32_t u;
-		memcpy(&u, &f, 4);
-		for (int b = 0; b < 4; b++)
-			mem[g * 4 + (size_t)b] = (uint8_t)(u >> (8 * b));
-	}
-	return tpc_ckpt_add_mem(ck, "megatron param group steps", mem, (uint64_t)pg->n * 4, src, e);
+	size_t bad = 0;
+	int ret = tpc_optim_add_group_steps(ck, pg, src, &bad, e);
+	if (ret < 0)
+		ret = tpc_err_set(e, TPC_EINPUT, "param group %zu of rank 0 has no step (an integer, as Megatron saves torch's Adam's)", bad);
+	return ret;
 }
 
 /* src's tensor i into ck as `name`, its sources found from base on. */
