@@ -254,6 +254,15 @@ static int check(tpc_shard_plan *sp, const tpc_shard_opts *o, tpc_err *e)
 	if (o && o->moe_grouped_gemm)
 		return tpc_err_set(e, TPC_EUSAGE,
 				   "--moe-grouped-gemm: TEGroupedMLP's legacy state dict (per-gemm weightN tensors) is not written by the megatron layout (megatron-dist writes it)");
+	/* a legacy set loads only at its own stages, and Megatron builds none
+	 * without layers from these args (transformer_config.py:2302-2323:
+	 * num_layers_in_first/last_pipeline_stage must be larger than 0, the
+	 * middle stages share the rest) */
+	for (int s = 0; sp->pp_layers && s < sp->pp; s++)
+		if (!sp->pp_layers[s])
+			return tpc_err_set(e, TPC_EINPUT,
+					   "--pp-layers: stage %d holds no layer, which Megatron's first/last stage counts cannot say (they must be larger than 0), so Megatron could not load this set at its own stages; give every stage a layer, or write --layout megatron-dist (it loads at any pipeline size)",
+					   s);
 	const tpc_family *pf = plan_family(sp);
 	for (size_t i = 0; i < sp->n; i++) {
 		const char *n = sp->in->t[sp->t[i].in].name;

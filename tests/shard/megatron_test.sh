@@ -99,30 +99,53 @@ run "$TPCONV" inspect "$S"
 run "$TPCONV" shard "$T/llama_2_2" --tp 2 --layout vllm -o "$T/re_vllm" -q
 [ "$rc" = 0 ] && run $PY "$H/vllm_check.py" check "$M/llama" "$T/re_vllm" 2 && ok "reshard megatron tp 2 pp 2 -> vllm tp 2 equals vLLM's state dict" ||
   bad "reshard" "$(cat "$T/err" "$T/out" | tail -4)"
-# uneven stages (--pp-layers 0,2): stage 1 holds both layers, numbered 0 and 1 there;
-# args say decoder_first/last_pipeline_num_layers; the set merges bit-exactly
-S=$T/llama_uneven
-run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --pp 2 --pp-layers 0,2 --layout megatron -o "$S" -q &&
+# uneven stages: a 4-layer copy of the LLaMA (layers 2, 3 repeat 0, 1 under their own
+# numbers) at --pp-layers 1,3: stage 1 holds three layers, numbered 0-2 there; args say
+# decoder_first/last_pipeline_num_layers; the set merges bit-exactly
+S=$T/llama_uneven L4=$T/llama4
+mkdir -p "$L4" && cp "$M/llama/config.json" "$L4/" && $PY - "$M/llama.safetensors" "$L4" <<'PY'
+import json, re, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); data = b[8 + n:]
+cfg = json.load(open(sys.argv[2] + "/config.json")); cfg["num_hidden_layers"] = 4
+json.dump(cfg, open(sys.argv[2] + "/config.json", "w"))
+out, parts, off = {}, [], 0
+for k, v in h.items():
+    if k == "__metadata__":
+        continue
+    raw = data[v["data_offsets"][0]:v["data_offsets"][1]]
+    m = re.match(r"model\.layers\.(\d+)\.(.*)", k)
+    for nm in [k] if not m else ["model.layers.%d.%s" % (int(m.group(1)) + 2 * j, m.group(2)) for j in range(2)]:
+        out[nm] = {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": [off, off + len(raw)]}
+        parts.append(raw); off += len(raw)
+hb = json.dumps(out).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2] + "/model.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(parts))
+PY
+run "$TPCONV" shard "$L4" --preset llama --tp 2 --pp 2 --pp-layers 1,3 --layout megatron -o "$S" -q &&
   run "$TPCONV" merge "$S" -o "$S.merged.safetensors" -q
-if [ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.merged.safetensors" && $PY - "$S" <<'PY' 2>"$T/perr"
+if [ "$rc" = 0 ] && same "$L4/model.safetensors" "$S.merged.safetensors" && $PY - "$S" <<'PY' 2>"$T/perr"
 import sys, torch
 d0 = torch.load(sys.argv[1] + "/release/mp_rank_00_000/model_optim_rng.pt", weights_only=False)
 d1 = torch.load(sys.argv[1] + "/release/mp_rank_00_001/model_optim_rng.pt", weights_only=False)
-assert not [k for k in d0["model"] if k.startswith("decoder.layers.")], sorted(d0["model"])
-assert {k.split(".")[2] for k in d1["model"] if k.startswith("decoder.layers.")} == {"0", "1"}, sorted(d1["model"])
+assert {k.split(".")[2] for k in d0["model"] if k.startswith("decoder.layers.")} == {"0"}, sorted(d0["model"])
+assert {k.split(".")[2] for k in d1["model"] if k.startswith("decoder.layers.")} == {"0", "1", "2"}, sorted(d1["model"])
 a = d1["args"]
-assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (0, 2), vars(a)
+assert (a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers) == (1, 3), vars(a)
 PY
-then ok "--pp-layers 0,2: the layers on the last stage, numbered locally, first/last counts in args; merge bit-exact"
+then ok "--pp-layers 1,3: the layers numbered locally per stage, first/last counts in args; merge bit-exact"
 else bad "uneven stages" "$(cat "$T/err" "$T/perr" "$T/diff" 2>/dev/null | tail -4)"; fi
 # the same set as Megatron writes it (no manifest): each stage's first layer from the
 # args' first/last counts (get_transformer_layer_offset's uneven branch), not the even
-# split (which numbered stage 1's layers from 1 and merged a wrong model with exit 0)
+# split (which numbered stage 1's layers from 2 and merged a wrong model with exit 0)
 cp -r "$S" "$S.foreign" && rm "$S.foreign/tpconv-manifest.json"
 run "$TPCONV" merge "$S.foreign" --preset llama --vocab 1000 -o "$S.foreign.safetensors" -q
-[ "$rc" = 0 ] && same "$M/llama.safetensors" "$S.foreign.safetensors" &&
-  ok "--pp-layers 0,2 as Megatron writes it (no manifest): layers numbered from the args' stage counts, merge bit-exact" ||
+[ "$rc" = 0 ] && same "$L4/model.safetensors" "$S.foreign.safetensors" &&
+  ok "--pp-layers 1,3 as Megatron writes it (no manifest): layers numbered from the args' stage counts, merge bit-exact" ||
   bad "uneven stages, no manifest" "$(cat "$T/err" "$T/diff" 2>/dev/null | tail -4)"
+# a stage without layers: Megatron's first/last counts must be larger than 0
+# (transformer_config.py:2302-2323), so a legacy set could not load at its own stages
+run "$TPCONV" shard "$M/llama" --preset llama --tp 2 --pp 2 --pp-layers 0,2 --layout megatron -o "$T/zero_stage" -q
+[ "$rc" = 3 ] && [ ! -e "$T/zero_stage" ] && grep -qF -- "--pp-layers: stage 0 holds no layer, which Megatron's first/last stage counts cannot say (they must be larger than 0)" "$T/err" &&
+  ok "--pp-layers 0,2 refused for the legacy layout (exit 3, nothing written)" || bad "zero-layer stage" "rc $rc" "$(cat "$T/err")"
 # Mixtral (tests/gguf/arch's tiny-mixtral, written by transformers: 2 layers, 4 experts) at
 # tp x pp x ep: mp_rank_TT[_PPP]_EEE folders, local experts, MoE args, each rank file equal
 # to an independent construction from the HF tensors (megatron_moe_check.py); merge and
